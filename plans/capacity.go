@@ -1,0 +1,49 @@
+package plans
+
+
+// Card is what validation needs to know of one card.
+type Card struct {
+	Index int
+	Name  string
+	Total int64
+}
+
+// CheckCards validates the sweep against the cards it will run on: the plan's length,
+// jobs that need more cards than there are, and estimates no card can hold even when
+// idle. Every problem names the job and the largest card.
+func (s *Sweep) CheckCards(cards []Card, planSource string) error {
+	c := &checker{file: s.File}
+	if s.Plan != nil {
+		if _, err := s.Plan.For(len(cards)); err != nil {
+			field := "gpu_plan"
+			if planSource != "" {
+				c.errs = append(c.errs, &FieldError{File: planSource, Msg: err.Error()})
+			} else {
+				c.fail(field, "%v", err)
+			}
+		}
+	}
+	if len(cards) == 0 {
+		return c.err()
+	}
+	largest := cards[0]
+	for _, cd := range cards[1:] {
+		if cd.Total > largest.Total {
+			largest = cd
+		}
+	}
+	room := largest.Total - s.Headroom.Of(largest.Total)
+	for _, j := range s.Jobs {
+		if j.GPUs > len(cards) {
+			c.failJob(j.origin+".gpus_per_job", j.ID, "needs %d cards at once but the sweep has %d: lower gpus_per_job or add cards to gpus", j.GPUs, len(cards))
+		}
+		if j.Memory > room {
+			c.failJob(j.origin+".memory", j.ID, "the estimate %s is larger than every card: the largest is GPU %d (%s, %s, %s after %s headroom); lower the estimate, spread the job over more cards with gpus_per_job, or lower headroom",
+				FormatSize(j.Memory), largest.Index, largest.Name, FormatSize(largest.Total), FormatSize(room), s.Headroom)
+		}
+	}
+	return c.err()
+}
+
+// Origin says where in the sweep file the job came from, e.g. "matrix.include[0]".
+func (j Job) Origin() string { return j.origin }

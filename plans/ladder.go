@@ -1,0 +1,206 @@
+package plans
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// The parameters the default ladder and the effective batch are written for.
+const (
+	KeyBatch          = "batch_size"
+	KeyAccumulation   = "gradient_accumulation_steps"
+	KeyCheckpointing  = "gradient_checkpointing"
+	KeyDataWorkers    = "num_data_workers"
+	maxTiers          = 64 // bounds a repeating rung whatever its factors
+	defaultMaxAttempt = 4
+)
+
+// Rung is one step of the OOM ladder. Rungs apply cumulatively: tier 2 is the job with
+// rungs 1 and 2 applied.
+type Rung struct {
+	Set       *Map     // parameters set to fixed values
+	Scale     []Factor // numeric parameters multiplied (integers floored, at least 1)
+	Repeat    bool     // apply again after each further OOM while it still changes something
+	Exclusive bool     // from this rung on, the job runs alone on its card
+}
+
+// Factor multiplies one parameter.
+type Factor struct {
+	Key string
+	By  float64
+}
+
+// DefaultLadder is what practitioners do by hand after an OOM, cheapest first:
+// checkpointing (~40-60% less activation memory, ~8% slower), then halving the batch
+// while doubling accumulation (effective batch kept), then no data workers, alone on a card.
+func DefaultLadder() []Rung {
+	set := func(k string, v any) *Map { m := NewMap(); m.Set(k, v); return m }
+	return []Rung{
+		{Set: set(KeyCheckpointing, true)},
+		{Scale: []Factor{{KeyBatch, 0.5}, {KeyAccumulation, 2}}, Repeat: true},
+		{Set: set(KeyDataWorkers, int64(0)), Exclusive: true},
+	}
+}
+
+// Keys lists the parameters the rung touches.
+func (r Rung) Keys() []string {
+	var ks []string
+	if r.Set != nil {
+		ks = append(ks, r.Set.Keys...)
+	}
+	for _, f := range r.Scale {
+		ks = append(ks, f.Key)
+	}
+	return ks
+}
+
+// Apply returns p with the rung applied, and the keys whose values changed.
+func (r Rung) Apply(p *Map) (*Map, []string) {
+	out := p.Clone()
+	var changed []string
+	if r.Set != nil {
+		for _, k := range r.Set.Keys {
+			v := r.Set.Vals[k]
+			if old, ok := out.Get(k); !ok || valueKey(old) != valueKey(v) {
+				changed = append(changed, k)
+			}
+			out.Set(k, v)
+		}
+	}
+	for _, f := range r.Scale {
+		old, _ := out.Get(f.Key)
+		nv := scale(old, f.By)
+		if valueKey(nv) != valueKey(old) {
+			changed = append(changed, f.Key)
+		}
+		out.Set(f.Key, nv)
+	}
+	return out, changed
+}
+
+func scale(v any, by float64) any {
+	switch t := v.(type) {
+	case int64:
+		return max(1, int64(math.Floor(float64(t)*by)))
+	case float64:
+		return t * by
+	}
+	return v
+}
+
+// shrinks reports whether the rung scales something down; only such a rung may repeat.
+func (r Rung) shrinks() bool {
+	for _, f := range r.Scale {
+		if f.By < 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// String describes the rung the way a user would write it.
+func (r Rung) String() string {
+	var parts []string
+	if r.Set != nil {
+		for _, k := range r.Set.Keys {
+			parts = append(parts, fmt.Sprintf("%s=%s", k, FormatValue(r.Set.Vals[k])))
+		}
+	}
+	for _, f := range r.Scale {
+		parts = append(parts, fmt.Sprintf("%s×%s", f.Key, formatFloat(f.By)))
+	}
+	if r.Exclusive {
+		parts = append(parts, "alone on a card")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// EffectiveBatch is batch_size × gradient_accumulation_steps, the batch an optimizer
+// step sees; ok is false when the job has no integer batch_size.
+func EffectiveBatch(p *Map) (int64, bool) {
+	b, ok := p.Get(KeyBatch)
+	bi, isInt := b.(int64)
+	if !ok || !isInt {
+		return 0, false
+	}
+	acc := int64(1)
+	if a, ok := p.Get(KeyAccumulation); ok {
+		if ai, isInt := a.(int64); isInt {
+			acc = ai
+		}
+	}
+	return bi * acc, true
+}
+
+// Tier is the job at one step of its ladder.
+type Tier struct {
+	N         int // 0 = as written
+	Rung      int // index of the rung that made this tier; -1 for tier 0
+	Params    *Map
+	Changed   []string // keys this tier changed from the one before
+	Exclusive bool
+}
+
+// Tiers lists the tiers a job steps through, one per OOM, applying the ladder
+// cumulatively. A rung that would change nothing makes no tier; a repeating rung
+// applies until it stops changing the job.
+func Tiers(params *Map, ladder []Rung) []Tier {
+	tiers := []Tier{{N: 0, Rung: -1, Params: params}}
+	cur, excl := params, false
+	for i, r := range ladder {
+		for {
+			next, changed := r.Apply(cur)
+			if len(changed) == 0 && !(r.Exclusive && !excl) {
+				break
+			}
+			if r.shrinks() && !shrinking(r, changed) {
+				// The batch is already 1: doubling accumulation alone would only
+				// change the effective batch, and save no memory.
+				break
+			}
+			cur, excl = next, excl || r.Exclusive
+			tiers = append(tiers, Tier{N: len(tiers), Rung: i, Params: cur, Changed: changed, Exclusive: excl})
+			if !r.Repeat || len(tiers) >= maxTiers {
+				break
+			}
+		}
+		if len(tiers) >= maxTiers {
+			break
+		}
+	}
+	return tiers
+}
+
+// shrinking reports whether an application scaled down at least one key.
+func shrinking(r Rung, changed []string) bool {
+	for _, f := range r.Scale {
+		if f.By >= 1 {
+			continue
+		}
+		for _, c := range changed {
+			if c == f.Key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ladderFor keeps the default rungs whose every key the job has: a rung that names a
+// parameter the trainer does not read would degrade nothing.
+func ladderFor(params *Map, ladder []Rung) []Rung {
+	var out []Rung
+	for _, r := range ladder {
+		ok := true
+		for _, k := range r.Keys() {
+			if _, has := params.Get(k); !has {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}

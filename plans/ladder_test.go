@@ -1,0 +1,85 @@
+package plans
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func params(kv ...any) *Map {
+	m := NewMap()
+	for i := 0; i < len(kv); i += 2 {
+		m.Set(kv[i].(string), kv[i+1])
+	}
+	return m
+}
+
+func describeTiers(ts []Tier) string {
+	var lines []string
+	for _, t := range ts {
+		eb, _ := EffectiveBatch(t.Params)
+		b, _ := t.Params.Get(KeyBatch)
+		gc, _ := t.Params.Get(KeyCheckpointing)
+		w, _ := t.Params.Get(KeyDataWorkers)
+		lines = append(lines, fmt.Sprintf("%d rung=%d bs=%v gc=%v w=%v eb=%d excl=%v", t.N, t.Rung, b, gc, w, eb, t.Exclusive))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestTiersDefaultLadder(t *testing.T) {
+	p := params(KeyBatch, int64(8), KeyAccumulation, int64(4), KeyCheckpointing, false, KeyDataWorkers, int64(8))
+	got := describeTiers(Tiers(p, ladderFor(p, DefaultLadder())))
+	want := `0 rung=-1 bs=8 gc=false w=8 eb=32 excl=false
+1 rung=0 bs=8 gc=true w=8 eb=32 excl=false
+2 rung=1 bs=4 gc=true w=8 eb=32 excl=false
+3 rung=1 bs=2 gc=true w=8 eb=32 excl=false
+4 rung=1 bs=1 gc=true w=8 eb=32 excl=false
+5 rung=2 bs=1 gc=true w=0 eb=32 excl=true`
+	if got != want {
+		t.Errorf("tiers:\n%s\nwant:\n%s", got, want)
+	}
+	if v, _ := p.Get(KeyBatch); v != int64(8) {
+		t.Error("Tiers mutated the job's params")
+	}
+}
+
+func TestTiersSkipRungsThatChangeNothing(t *testing.T) {
+	p := params(KeyBatch, int64(1), KeyAccumulation, int64(4), KeyCheckpointing, true)
+	got := describeTiers(Tiers(p, ladderFor(p, DefaultLadder())))
+	if got != "0 rung=-1 bs=1 gc=true w=<nil> eb=4 excl=false" {
+		t.Errorf("a job already at the bottom has one tier, got:\n%s", got)
+	}
+}
+
+func TestLadderForUsesOnlyKeysTheJobHas(t *testing.T) {
+	p := params(KeyBatch, int64(8), "lr", 0.1)
+	if l := ladderFor(p, DefaultLadder()); len(l) != 0 {
+		t.Errorf("batch without accumulation: halving would change the effective batch, want no rung, got %v", l)
+	}
+	p.Set(KeyAccumulation, int64(1))
+	if l := ladderFor(p, DefaultLadder()); len(l) != 1 || l[0].Scale == nil {
+		t.Errorf("want the halving rung alone, got %v", l)
+	}
+}
+
+func TestScaleKeepsIntegers(t *testing.T) {
+	r := Rung{Scale: []Factor{{KeyBatch, 0.5}, {KeyAccumulation, 2}, {"lr", 0.5}}}
+	out, changed := r.Apply(params(KeyBatch, int64(3), KeyAccumulation, int64(4), "lr", 0.001))
+	b, _ := out.Get(KeyBatch)
+	lr, _ := out.Get("lr")
+	if b != int64(1) || lr != 0.0005 || len(changed) != 3 {
+		t.Errorf("got bs=%v lr=%v changed=%v", b, lr, changed)
+	}
+}
+
+func TestWarningsReportEffectiveBatchChange(t *testing.T) {
+	doc := "name: w\ncommand: [echo]\nparams: {batch_size: 6, gradient_accumulation_steps: 2}\njobs: [{}]\n"
+	s, err := DecodeSweep("w.yaml", []byte(doc), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "tier 2 changes the effective batch (batch_size × gradient_accumulation_steps) from 12 to 8") {
+		t.Errorf("warnings: %q", w)
+	}
+}

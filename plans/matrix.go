@@ -1,0 +1,152 @@
+package plans
+
+import "fmt"
+
+// point is one job's distinguishing values before they are split into parameters and
+// job settings, with where it came from for error messages.
+type point struct {
+	vals   *Map
+	origin string // "matrix", "matrix.include[0]", "jobs[2]"
+}
+
+// expandMatrix expands a matrix the way GitHub Actions does: the cartesian product of
+// the axes (first axis slowest), minus every combination that matches an exclude entry
+// on all its keys; then each include entry is added to every combination whose original
+// axis values it matches (its other keys are added, never overwriting an axis), and
+// becomes a combination of its own when it matches none.
+func expandMatrix(m *Map, c *checker) []point {
+	var axes []string
+	for _, k := range m.Keys {
+		if k == "include" || k == "exclude" {
+			continue
+		}
+		vals, ok := m.Vals[k].([]any)
+		switch {
+		case !ok:
+			c.fail("matrix."+k, "an axis is a list of values, e.g. %s: [1, 2, 3]; a single value belongs under params", k)
+		case len(vals) == 0:
+			c.fail("matrix."+k, "the axis is empty, so the matrix has no job: give it at least one value or remove it")
+		default:
+			axes = append(axes, k)
+		}
+	}
+	include := matrixEntries(m, "include", c)
+	exclude := matrixEntries(m, "exclude", c)
+	if len(axes) == 0 && len(include) == 0 {
+		if m.Len() == 0 || len(c.errs) == 0 {
+			c.fail("matrix", "the matrix is empty: give at least one axis, e.g. seed: [1, 2, 3]")
+		}
+		return nil
+	}
+
+	combos := []*Map{NewMap()}
+	for _, ax := range axes {
+		var next []*Map
+		for _, base := range combos {
+			for _, v := range m.Vals[ax].([]any) {
+				cm := base.Clone()
+				cm.Set(ax, v)
+				next = append(next, cm)
+			}
+		}
+		combos = next
+	}
+	if len(axes) == 0 {
+		combos = nil
+	}
+
+	isAxis := map[string]bool{}
+	for _, a := range axes {
+		isAxis[a] = true
+	}
+	for i, ex := range exclude {
+		for _, k := range ex.Keys {
+			if !isAxis[k] {
+				c.fail(fmt.Sprintf("matrix.exclude[%d].%s", i, k), "%q is not an axis of the matrix, so this entry excludes nothing%s", k, suggest(k, axes))
+			}
+		}
+	}
+	kept := combos[:0]
+	for _, cm := range combos {
+		if !matchesAny(cm, exclude) {
+			kept = append(kept, cm)
+		}
+	}
+	if len(combos) > 0 && len(kept) == 0 && len(include) == 0 {
+		c.fail("matrix.exclude", "every combination is excluded, so the matrix has no job")
+	}
+	combos = kept
+
+	points := make([]point, len(combos))
+	for i, cm := range combos {
+		points[i] = point{vals: cm, origin: "matrix"}
+	}
+	for i, in := range include {
+		matched := false
+		for _, p := range points[:len(combos)] {
+			if matchesOn(p.vals, in, isAxis) {
+				matched = true
+				for _, k := range in.Keys {
+					if !isAxis[k] {
+						p.vals.Set(k, in.Vals[k])
+					}
+				}
+			}
+		}
+		if !matched {
+			points = append(points, point{vals: in.Clone(), origin: fmt.Sprintf("matrix.include[%d]", i)})
+		}
+	}
+	return points
+}
+
+func matrixEntries(m *Map, key string, c *checker) []*Map {
+	raw, ok := m.Get(key)
+	if !ok {
+		return nil
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		c.fail("matrix."+key, "write a list of mappings, e.g. %s: [{task: sst2, seed: 1}]", key)
+		return nil
+	}
+	var out []*Map
+	for i, e := range list {
+		em, ok := e.(*Map)
+		if !ok || em.Len() == 0 {
+			c.fail(fmt.Sprintf("matrix.%s[%d]", key, i), "write a mapping of axis values, e.g. {task: sst2, seed: 1}")
+			continue
+		}
+		out = append(out, em)
+	}
+	return out
+}
+
+// matchesOn reports whether cm agrees with every entry key that is an axis.
+func matchesOn(cm, entry *Map, isAxis map[string]bool) bool {
+	for _, k := range entry.Keys {
+		if !isAxis[k] {
+			continue
+		}
+		if v, ok := cm.Get(k); !ok || valueKey(v) != valueKey(entry.Vals[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func matchesAny(cm *Map, entries []*Map) bool {
+	for _, e := range entries {
+		all := true
+		for _, k := range e.Keys {
+			if v, ok := cm.Get(k); !ok || valueKey(v) != valueKey(e.Vals[k]) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}

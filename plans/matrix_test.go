@@ -1,0 +1,47 @@
+package plans
+
+import (
+	"strings"
+	"testing"
+)
+
+// The example from GitHub's documentation of matrix include.
+func TestExpandMatrixGitHubSemantics(t *testing.T) {
+	doc, err := Decode([]byte(`
+fruit: [apple, pear]
+animal: [cat, dog]
+include:
+  - {color: green}
+  - {color: pink, animal: cat}
+  - {fruit: apple, shape: circle}
+  - {fruit: banana}
+  - {fruit: banana, animal: cat}
+exclude:
+  - {fruit: pear, animal: dog}
+`), YAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &checker{file: "m.yaml"}
+	var got []string
+	for _, p := range expandMatrix(doc, c) {
+		var kv []string
+		for _, k := range p.vals.Keys {
+			kv = append(kv, k+"="+FormatValue(p.vals.Vals[k]))
+		}
+		got = append(got, strings.Join(kv, ","))
+	}
+	if err := c.err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"fruit=apple,animal=cat,color=pink,shape=circle",
+		"fruit=apple,animal=dog,color=green,shape=circle",
+		"fruit=pear,animal=cat,color=pink",
+		"fruit=banana",
+		"fruit=banana,animal=cat",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -1,0 +1,194 @@
+package plans
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const issueSweep = `
+name: gla-e1
+command: [python3, train.py, --config, "{config}", --seed, "{seed}"]
+workdir: .
+params: {batch_size: 8, gradient_accumulation_steps: 4, gradient_checkpointing: false, num_data_workers: 8}
+matrix:
+  task: [glue-tvt_qnli, glue-sst2]
+  seed: [87, 88, 89]
+  include: [{task: glue-tvt_qnli, memory: 14GiB}]
+  exclude: [{task: glue-sst2, seed: 89}]
+jobs: [{task: mnli, seed: 87}]
+memory: 11GiB
+env: {HF_HOME: /data/hf, RUN_TAG: "{task}-{seed}"}
+gpus: "0,1,2,3,4,5,6"
+gpu_plan: "2,2,2,2,1,1,1"
+headroom: 10%
+threads: 1
+priority: 0
+gpus_per_job: 1
+oom:
+  max_attempts: 4
+  ladder:
+    - {set: {gradient_checkpointing: true}}
+    - {scale: {batch_size: 0.5, gradient_accumulation_steps: 2}, repeat: true}
+    - {set: {num_data_workers: 0}, exclusive: true}
+`
+
+func TestDecodeSweepIssueExample(t *testing.T) {
+	s, err := DecodeSweep("sweeps/gla.yaml", []byte(issueSweep), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range s.Jobs {
+		got = append(got, j.ID+" "+j.Name+" "+FormatSize(j.Memory))
+	}
+	want := []string{
+		"gla-e1.1 task=glue-tvt_qnli,seed=87 14.00 GiB",
+		"gla-e1.2 task=glue-tvt_qnli,seed=88 14.00 GiB",
+		"gla-e1.3 task=glue-tvt_qnli,seed=89 14.00 GiB",
+		"gla-e1.4 task=glue-sst2,seed=87 11.00 GiB",
+		"gla-e1.5 task=glue-sst2,seed=88 11.00 GiB",
+		"gla-e1.6 task=mnli,seed=87 11.00 GiB",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("jobs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if s.Env[0].Name != "HF_HOME" || s.Env[1].Value != "{task}-{seed}" {
+		t.Errorf("env keeps names and order: %+v", s.Env)
+	}
+	if s.GPUs.Count() != 7 || s.Plan.String() != "2,2,2,2,1,1,1" || s.Headroom.String() != "10%" {
+		t.Errorf("machine: %v %v %v", s.GPUs, s.Plan, s.Headroom)
+	}
+	if len(s.OOM.Ladder) != 3 || !s.OOM.Ladder[1].Repeat || !s.OOM.Ladder[2].Exclusive {
+		t.Errorf("ladder: %+v", s.OOM.Ladder)
+	}
+	if v, _ := s.Jobs[5].Params.Get("batch_size"); v != int64(8) {
+		t.Errorf("params merged: batch_size = %v", v)
+	}
+}
+
+func TestDecodeSweepJSON(t *testing.T) {
+	doc := `{"name": "j", "command": ["echo", "{seed}"], "params": {"lr": 0.0001},
+	  "matrix": {"seed": [2, 1]}, "memory": "1GiB"}`
+	s, err := DecodeSweep("j.json", []byte(doc), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Jobs) != 2 || s.Jobs[0].Name != "seed=2" {
+		t.Fatalf("jobs: %+v", s.Jobs)
+	}
+	if v, _ := s.Jobs[0].Params.Get("lr"); v != 0.0001 {
+		t.Errorf("lr = %#v", v)
+	}
+}
+
+func TestOverridesWin(t *testing.T) {
+	ov := Overrides{
+		GPUs:     Override{Value: "sim:7x23.52GiB", Source: "--gpus"},
+		Plan:     Override{Value: "1", Source: "GPUQ_GPU_PLAN"},
+		Headroom: Override{Value: "1GiB", Source: "--headroom"},
+	}
+	s, err := DecodeSweep("g.yaml", []byte(issueSweep), ov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.GPUs.IsSim() || s.Plan.String() != "1" || s.Headroom.Bytes != 1<<30 {
+		t.Errorf("overrides lost: %v %v %v", s.GPUs, s.Plan, s.Headroom)
+	}
+	_, err = DecodeSweep("g.yaml", []byte(issueSweep), Overrides{Plan: Override{Value: "2,x", Source: "--gpu-plan"}})
+	if err == nil || !strings.HasPrefix(err.Error(), "--gpu-plan: ") {
+		t.Errorf("a bad flag is named as the flag: %v", err)
+	}
+}
+
+// TestValidation is the list of bad sweeps gpuq must refuse kindly: each error names
+// the file, the field, the job where one is at fault, and what to write instead.
+func TestValidation(t *testing.T) {
+	base := func(extra string) string {
+		return "name: t\ncommand: [python3, train.py, --seed, \"{seed}\"]\nmatrix: {seed: [1, 2]}\n" + extra
+	}
+	tests := []struct {
+		name, doc string
+		want      []string // substrings of the error
+	}{
+		{"plan longer than gpus", base("gpus: \"0,1\"\ngpu_plan: \"2,2,1\""), []string{"t.yaml: gpu_plan:", "3 entries but there are 2 cards"}},
+		{"plan shorter than gpus", base("gpus: \"0,1,2\"\ngpu_plan: \"2,2\""), []string{"2 entries but there are 3 cards"}},
+		{"plan not a number", base("gpu_plan: \"2,x,1\""), []string{"gpu_plan:", `entry 2 is "x"`}},
+		{"plan all zero", base("gpu_plan: \"0,0\""), []string{"allows no job"}},
+		{"plan negative", base("gpu_plan: \"1,-2\""), []string{"entry 2 is -2"}},
+		{"size without unit", base("memory: 11"), []string{"memory:", `e.g. "11GiB"`}},
+		{"size bad unit", base("memory: 11G"), []string{"did you mean GiB"}},
+		{"unknown top key", base("gpu_plna: \"2\""), []string{"gpu_plna: unknown key", `did you mean "gpu_plan"`}},
+		{"unknown oom key", base("oom: {max_attempt: 3}"), []string{"oom.max_attempt", `did you mean "max_attempts"`}},
+		{"unknown rung key", base("oom: {ladder: [{sett: {a: 1}}]}"), []string{"oom.ladder[0].sett", `did you mean "set"`}},
+		{"empty matrix", "name: t\ncommand: [echo]\nmatrix: {}\n", []string{"matrix: the matrix is empty"}},
+		{"empty axis", "name: t\ncommand: [echo]\nmatrix: {seed: []}\n", []string{"matrix.seed: the axis is empty"}},
+		{"axis not a list", "name: t\ncommand: [echo]\nmatrix: {seed: 1}\n", []string{"matrix.seed: an axis is a list"}},
+		{"everything excluded", "name: t\ncommand: [echo]\nmatrix: {seed: [1], exclude: [{seed: 1}]}\n", []string{"every combination is excluded"}},
+		{"exclude unknown axis", "name: t\ncommand: [echo]\nmatrix: {seed: [1, 2], exclude: [{sed: 1}]}\n", []string{"matrix.exclude[0].sed", `did you mean "seed"`}},
+		{"no jobs at all", "name: t\ncommand: [echo]\n", []string{"the sweep has no job"}},
+		{"duplicate points", base("jobs: [{seed: 1}]"), []string{"jobs[0] (job t.3): the same job as t.1"}},
+		{"unfilled placeholder", "name: t\ncommand: [python3, train.py, --lr, \"{lr}\"]\nmatrix: {seed: [1, 2]}\n", []string{"command[3] (every job): no parameter fills {lr}"}},
+		{"placeholder typo", "name: t\ncommand: [echo, \"{sed}\"]\nmatrix: {seed: [1, 2]}\n", []string{`did you mean "seed"`}},
+		{"placeholder in some jobs", "name: t\ncommand: [echo, \"{lr}\"]\nmatrix: {seed: [1, 2], include: [{seed: 1, lr: 0.1}]}\n", []string{"(job t.2): no parameter fills {lr}"}},
+		{"unbalanced brace", base("env: {X: \"{seed\"}"), []string{"env.X", "without a closing }"}},
+		{"command as string", "name: t\ncommand: python3 train.py\nmatrix: {seed: [1]}\n", []string{"command: write the command as a list", "never runs a shell"}},
+		{"missing name and command", "matrix: {seed: [1]}\n", []string{"name: a sweep needs a name", "command: a sweep needs a command"}},
+		{"bad name", "name: GLA E1\ncommand: [echo]\njobs: [{}]\n", []string{`e.g. gla-e1`}},
+		{"ladder names missing key", base("oom: {ladder: [{scale: {batch_sise: 0.5}}]}\nparams: {batch_size: 4}"), []string{"oom.ladder[0] (every job)", `"batch_sise"`, `did you mean "batch_size"`}},
+		{"ladder scales a string", base("params: {batch_size: big}\noom: {ladder: [{scale: {batch_size: 0.5}}]}"), []string{"is not a number"}},
+		{"repeat without shrink", base("params: {gradient_accumulation_steps: 1}\noom: {ladder: [{scale: {gradient_accumulation_steps: 2}, repeat: true}]}"), []string{"only a rung that scales something down"}},
+		{"empty rung", base("oom: {ladder: [{}]}"), []string{"the rung changes nothing"}},
+		{"gpus_per_job zero", base("gpus_per_job: 0"), []string{"gpus_per_job: 0 is not a whole number of at least 1"}},
+		{"job memory bad", base("jobs: [{seed: 3, memory: lots}]"), []string{"jobs[0].memory (job t.3)"}},
+		{"threads bad", base("threads: many"), []string{"threads: many is not"}},
+		{"bad gpu list", base("gpus: \"0,0\""), []string{"gpus: card 0 is listed twice"}},
+		{"headroom bad", base("headroom: 150%"), []string{"headroom:", "percentage from 0% to 99%"}},
+		{"env bad name", base("env: {1X: a}"), []string{"env.1X", "not a variable name"}},
+		{"not yaml", "name: [", []string{"t.yaml: not valid YAML"}},
+		{"top not mapping", "- a\n- b\n", []string{"top level must be a mapping"}},
+		{"duplicate key", "name: a\nname: b\n", []string{`key "name" appears twice`}},
+		{"config bad format", base("config: {base: c.yaml, format: toml}"), []string{"config.format", "use yaml or json"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeSweep("t.yaml", []byte(tt.doc), Overrides{})
+			if err == nil {
+				t.Fatalf("accepted:\n%s", tt.doc)
+			}
+			var probs Problems
+			if !errors.As(err, &probs) {
+				t.Fatalf("error is %T, want Problems: %v", err, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n  %v\nwant it to contain %q", err, w)
+				}
+			}
+			if !strings.HasPrefix(err.Error(), "t.yaml") {
+				t.Errorf("error does not name the file: %v", err)
+			}
+		})
+	}
+}
+
+func TestCheckCards(t *testing.T) {
+	doc := "name: t\ncommand: [echo]\nheadroom: 1GiB\nmemory: 11GiB\nmatrix: {seed: [1, 2]}\njobs: [{seed: 3, memory: 30GiB}, {seed: 4, gpus_per_job: 3}]\ngpu_plan: \"2,1\"\n"
+	s, err := DecodeSweep("t.yaml", []byte(doc), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards := []Card{{Index: 0, Name: "RTX 4090", Total: 24 << 30}, {Index: 1, Name: "RTX 3060", Total: 12 << 30}}
+	err = s.CheckCards(cards, "")
+	for _, w := range []string{
+		"jobs[0].memory (job t.3): the estimate 30.00 GiB is larger than every card: the largest is GPU 0 (RTX 4090, 24.00 GiB, 23.00 GiB after 1.00 GiB headroom)",
+		"jobs[1].gpus_per_job (job t.4): needs 3 cards at once but the sweep has 2",
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("CheckCards error\n  %v\nwant %q", err, w)
+		}
+	}
+	if err := s.CheckCards(cards[:1], "--gpu-plan"); err == nil || !strings.Contains(err.Error(), "--gpu-plan: the plan has 2 entries but there are 1 cards") {
+		t.Errorf("plan vs inventory: %v", err)
+	}
+}
