@@ -1,0 +1,47 @@
+package scheduler
+
+import (
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// CardStates combines what NVML reads, the plan, and gpuq's running attempts into the
+// packer's view of each card. slots is the plan fitted to cards. A process on a card
+// that is none of the running attempts' is foreign: its memory counts against free.
+func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running []*Attempt) []CardState {
+	ours := map[int]bool{}
+	pos := make(map[int]int, len(cards))
+	out := make([]CardState, len(cards))
+	for i, c := range cards {
+		pos[c.Index] = i
+		out[i] = CardState{Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i]}
+	}
+	for _, a := range running {
+		for _, pid := range a.PIDs {
+			ours[pid] = true
+		}
+		for _, idx := range a.GPUs {
+			if i, ok := pos[idx]; ok {
+				out[i].Reserved += a.Estimate
+				out[i].Running++
+			}
+		}
+	}
+	for i, c := range cards {
+		for _, p := range c.Processes {
+			if !ours[p.PID] && p.Used != gpu.Unknown {
+				out[i].Foreign += p.Used
+			}
+		}
+	}
+	return out
+}
+
+// Requests turns queued jobs into the packer's requests, in queue order.
+func Requests(queue []*Job) []Request {
+	out := make([]Request, len(queue))
+	for i, j := range queue {
+		out[i] = Request{Job: j.ID, Memory: j.Estimate, GPUs: j.GPUs, Exclusive: j.Exclusive}
+	}
+	return out
+}

@@ -1,0 +1,273 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// Request is a queued job as the packer sees it.
+type Request struct {
+	Job       string
+	Memory    int64 // per card; 0 = unknown, slots alone decide
+	GPUs      int   // distinct cards needed at once
+	Exclusive bool  // needs idle cards and keeps them to itself
+}
+
+// CardState is one card as the packer sees it.
+type CardState struct {
+	Index     int
+	Total     int64
+	Used      int64 // what NVML says is in use
+	Reserved  int64 // running attempts' estimates
+	Foreign   int64 // memory of processes that are not gpuq's
+	Headroom  int64
+	Slots     int  // the plan's limit
+	Running   int  // attempts on the card
+	Exclusive bool // a running attempt holds the card alone
+}
+
+// Free is the memory a new job may count on: what neither NVML nor gpuq's own
+// reservations claim, less headroom. Taking the larger of the two guards against both
+// races: a trainer that has not allocated yet, and memory NVML still shows after exit.
+func (c CardState) Free() int64 {
+	return c.Total - max(c.Used, c.Reserved+c.Foreign) - c.Headroom
+}
+
+// idleRoom is what the card would offer with none of gpuq's jobs on it.
+func (c CardState) idleRoom() int64 { return c.Total - c.Foreign - c.Headroom }
+
+// Placement starts a job on cards.
+type Placement struct {
+	Job   string
+	Cards []int // card indices
+}
+
+// Reason says why a queued job waits. The packer returns one for every job it does not
+// place, so that `plan` and `why` can say it.
+type Reason string
+
+// Reasons a job waits.
+const (
+	// NoSlot: every card the job could use has its plan's slots taken.
+	NoSlot Reason = "no-slot"
+	// NoMemory: cards have free slots, but none has room for the estimate now.
+	NoMemory Reason = "no-memory"
+	// Held: cards with room are kept for a job ahead in the queue that needs more, so
+	// that it is not starved by smaller ones.
+	Held Reason = "held"
+	// NeedsIdle: the job runs alone (an exclusive rung) and no card is idle.
+	NeedsIdle Reason = "needs-idle"
+	// TooLarge: even with none of gpuq's jobs running, no card (or not enough cards)
+	// would have room, because of other processes or the plan.
+	TooLarge Reason = "too-large"
+)
+
+// Wait is a job the packer did not place, and why.
+type Wait struct {
+	Job    string
+	Reason Reason
+	Detail string
+}
+
+// Decision is the packer's answer for one round.
+type Decision struct {
+	Placements []Placement
+	Waiting    []Wait
+	// Reserved is the job the cards are held for, if one is; "" otherwise.
+	Reserved string
+}
+
+// Pack decides which queued jobs start now and on which cards. It is pure and
+// deterministic: the same queue and cards give the same decision.
+//
+// Jobs are taken in queue order (priority, then submission). Each goes to the cards
+// where it fits that are left with the least free memory (best fit), so large holes stay
+// open for large jobs; ties go to the lower index. A job that does not fit does not stop
+// smaller jobs behind it from starting elsewhere (backfill), with one guard against
+// starvation: the first job in the queue that waits but would fit on an idle machine
+// reserves cards (see reserve), and no later job starts on them. Those cards only drain,
+// so the job starts once the jobs running there end, however many smaller jobs arrive
+// behind it. Jobs of higher priority may still overtake it, by design.
+func Pack(queue []Request, cards []CardState) Decision {
+	p := packer{cards: slices.Clone(cards), held: make([]bool, len(cards)), failed: map[shape]Wait{}}
+	for i := range p.cards {
+		if p.cards[i].Running < p.cards[i].Slots && !p.cards[i].Exclusive {
+			p.openSlots++
+		}
+	}
+	var d Decision
+	for _, r := range queue {
+		if p.openSlots == 0 {
+			w := Wait{Job: r.Job, Reason: NoSlot, Detail: "every card's slots are taken"}
+			if p.heldOpen > 0 {
+				w = Wait{Job: r.Job, Reason: Held, Detail: p.heldDetail()}
+			}
+			d.Waiting = append(d.Waiting, w)
+			continue
+		}
+		if w, ok := p.failed[shapeOf(r)]; ok {
+			w.Job = r.Job
+			d.Waiting = append(d.Waiting, w)
+			continue
+		}
+		if picked := p.pick(r); picked != nil {
+			d.Placements = append(d.Placements, p.place(r, picked))
+			continue
+		}
+		w := p.why(r)
+		if d.Reserved == "" && w.Reason != TooLarge {
+			p.reserve(r)
+			d.Reserved = r.Job
+			clear(p.failed) // a reservation changes why later jobs wait
+		}
+		p.failed[shapeOf(r)] = w
+		d.Waiting = append(d.Waiting, w)
+	}
+	return d
+}
+
+// shape is what decides whether a request fits: requests of one shape that come later
+// in a round fit no better, because placements only take room away.
+type shape struct {
+	memory    int64
+	gpus      int
+	exclusive bool
+}
+
+func shapeOf(r Request) shape { return shape{r.Memory, max(r.GPUs, 1), r.Exclusive} }
+
+type packer struct {
+	cards     []CardState
+	held      []bool
+	heldFor   string
+	openSlots int // cards not held with a free slot
+	heldOpen  int // held cards with a free slot
+	failed    map[shape]Wait
+}
+
+func (p *packer) fits(c CardState, r Request) bool {
+	if c.Running >= c.Slots || c.Exclusive {
+		return false
+	}
+	if r.Exclusive && c.Running > 0 {
+		return false
+	}
+	return c.Free() >= r.Memory
+}
+
+// pick returns the positions of the cards r should start on, or nil.
+func (p *packer) pick(r Request) []int {
+	var cands []int
+	for i, c := range p.cards {
+		if !p.held[i] && p.fits(c, r) {
+			cands = append(cands, i)
+		}
+	}
+	need := max(r.GPUs, 1)
+	if len(cands) < need {
+		return nil
+	}
+	slices.SortStableFunc(cands, func(a, b int) int {
+		return cmp.Compare(p.cards[a].Free(), p.cards[b].Free())
+	})
+	picked := cands[:need]
+	slices.Sort(picked)
+	return picked
+}
+
+func (p *packer) place(r Request, picked []int) Placement {
+	pl := Placement{Job: r.Job}
+	for _, i := range picked {
+		c := &p.cards[i]
+		wasOpen := c.Running < c.Slots && !c.Exclusive
+		c.Running++
+		// The new job's memory is in neither figure yet; it will be in both. Raising
+		// only Reserved would leave Free unchanged whenever NVML's reading is the larger.
+		c.Reserved += r.Memory
+		c.Used += r.Memory
+		c.Exclusive = c.Exclusive || r.Exclusive
+		if wasOpen && (c.Running >= c.Slots || c.Exclusive) {
+			p.openSlots--
+		}
+		pl.Cards = append(pl.Cards, c.Index)
+	}
+	return pl
+}
+
+// reserve holds cards for r. The choice rests only on what does not change from round
+// to round (capacity, foreign use, headroom, the plan): the cards with the least room
+// that would still fit r when idle, then the lowest index. So a reservation never moves
+// while r heads the queue, its cards only drain, and r starts once the jobs that were
+// running there have ended.
+func (p *packer) reserve(r Request) {
+	var cands []int
+	for i, c := range p.cards {
+		if c.idleRoom() >= r.Memory && c.Slots > 0 {
+			cands = append(cands, i)
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b int) int {
+		return cmp.Compare(p.cards[a].idleRoom(), p.cards[b].idleRoom())
+	})
+	for _, i := range cands[:min(len(cands), max(r.GPUs, 1))] {
+		p.held[i] = true
+		if c := p.cards[i]; c.Running < c.Slots && !c.Exclusive {
+			p.openSlots--
+			p.heldOpen++
+		}
+	}
+	p.heldFor = r.Job
+}
+
+// why explains why r found no cards. It looks at every card, ignoring holds first, so
+// that the most useful reason wins: held, then needs an idle card, then memory, then slots.
+func (p *packer) why(r Request) Wait {
+	need := max(r.GPUs, 1)
+	w := Wait{Job: r.Job}
+	idleFits, withSlot, heldFits := 0, 0, 0
+	var bestFree int64 = -1 << 62
+	bestCard := -1
+	for i, c := range p.cards {
+		if c.idleRoom() >= r.Memory && c.Slots > 0 {
+			idleFits++
+		}
+		if c.Running >= c.Slots || c.Exclusive {
+			continue
+		}
+		withSlot++
+		if p.held[i] && p.fits(c, r) {
+			heldFits++
+		}
+		if f := c.Free(); f > bestFree {
+			bestFree, bestCard = f, c.Index
+		}
+	}
+	cards := "a card"
+	if need > 1 {
+		cards = fmt.Sprintf("%d cards", need)
+	}
+	switch {
+	case idleFits < need:
+		w.Reason = TooLarge
+		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
+	case heldFits > 0:
+		w.Reason, w.Detail = Held, p.heldDetail()
+	case r.Exclusive:
+		w.Reason = NeedsIdle
+		w.Detail = fmt.Sprintf("runs alone after an OOM and needs %s with no other job", cards)
+	case withSlot >= need:
+		w.Reason = NoMemory
+		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %d)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
+	default:
+		w.Reason = NoSlot
+		w.Detail = fmt.Sprintf("needs %s with a free slot; %d of the plan's cards have one", cards, withSlot)
+	}
+	return w
+}
+
+func (p *packer) heldDetail() string {
+	return fmt.Sprintf("the cards with room are held for %s, ahead in the queue, so that smaller jobs do not starve it", p.heldFor)
+}

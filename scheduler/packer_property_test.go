@@ -1,0 +1,252 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+func randomCards(r *rand.Rand) []CardState {
+	n := 1 + r.IntN(8)
+	cards := make([]CardState, n)
+	for i := range cards {
+		total := []int64{12, 24, 40, 80}[r.IntN(4)] * gib
+		c := CardState{Index: i, Total: total, Slots: r.IntN(4), Headroom: total / 20}
+		c.Running = r.IntN(c.Slots + 1)
+		c.Reserved = int64(c.Running) * int64(r.IntN(8)) * gib
+		c.Foreign = int64(r.IntN(3)) * gib
+		c.Used = r.Int64N(c.Total)
+		c.Exclusive = c.Running == 1 && r.IntN(4) == 0
+		cards[i] = c
+	}
+	return cards
+}
+
+func randomQueue(r *rand.Rand, n int) []Request {
+	q := make([]Request, n)
+	for i := range q {
+		q[i] = Request{
+			Job:       fmt.Sprintf("j%d", i),
+			Memory:    int64(r.IntN(30)) * gib,
+			GPUs:      1 + r.IntN(2)*r.IntN(3),
+			Exclusive: r.IntN(10) == 0,
+		}
+	}
+	return q
+}
+
+// TestPackProperties: over random inputs the packer never fills a card past its slots or
+// its free memory, never shares an exclusive card, gives a multi-card job distinct cards,
+// accounts for every job exactly once, and decides the same way every time.
+func TestPackProperties(t *testing.T) {
+	for seed := range uint64(3000) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		cards := randomCards(r)
+		queue := randomQueue(r, r.IntN(20))
+		d := Pack(queue, cards)
+
+		if again := Pack(queue, cards); !reflect.DeepEqual(d, again) {
+			t.Fatalf("seed %d: not deterministic", seed)
+		}
+		byJob := map[string]Request{}
+		for _, q := range queue {
+			byJob[q.Job] = q
+		}
+		seen := map[string]bool{}
+		pos := map[int]int{}
+		for i, c := range cards {
+			pos[c.Index] = i
+		}
+		added := make([]int64, len(cards))
+		count := make([]int, len(cards))
+		excl := make([]bool, len(cards))
+		for _, p := range d.Placements {
+			q := byJob[p.Job]
+			if seen[p.Job] {
+				t.Fatalf("seed %d: %s placed twice", seed, p.Job)
+			}
+			seen[p.Job] = true
+			if len(p.Cards) != max(q.GPUs, 1) {
+				t.Fatalf("seed %d: %s got %d cards, needs %d", seed, p.Job, len(p.Cards), q.GPUs)
+			}
+			distinct := map[int]bool{}
+			for _, ci := range p.Cards {
+				if distinct[ci] {
+					t.Fatalf("seed %d: %s got card %d twice", seed, p.Job, ci)
+				}
+				distinct[ci] = true
+				i := pos[ci]
+				added[i] += q.Memory
+				count[i]++
+				if q.Exclusive {
+					excl[i] = true
+				}
+			}
+		}
+		for i, c := range cards {
+			if count[i] == 0 {
+				continue
+			}
+			if c.Running+count[i] > c.Slots {
+				t.Fatalf("seed %d: card %d over its slots: %d running + %d > %d", seed, i, c.Running, count[i], c.Slots)
+			}
+			if added[i] > c.Free() {
+				t.Fatalf("seed %d: card %d over memory: %d placed > %d free", seed, i, added[i], c.Free())
+			}
+			if c.Exclusive || (excl[i] && (c.Running > 0 || count[i] > 1)) {
+				t.Fatalf("seed %d: card %d shared with an exclusive job", seed, i)
+			}
+		}
+		for _, w := range d.Waiting {
+			if seen[w.Job] {
+				t.Fatalf("seed %d: %s both placed and waiting", seed, w.Job)
+			}
+			seen[w.Job] = true
+			if w.Reason == "" || w.Detail == "" {
+				t.Fatalf("seed %d: %s waits without a reason", seed, w.Job)
+			}
+		}
+		if len(seen) != len(queue) {
+			t.Fatalf("seed %d: %d of %d jobs accounted for", seed, len(seen), len(queue))
+		}
+	}
+}
+
+// cluster runs the packer round after round, as the engine does, with attempts that
+// end after a random number of rounds.
+type cluster struct {
+	cards       []CardState
+	running     []running
+	r           *rand.Rand
+	maxDuration int
+}
+
+type running struct {
+	req   Request
+	cards []int
+	left  int
+}
+
+func (c *cluster) round(queue []Request) (placed map[string]bool) {
+	d := Pack(queue, c.cards)
+	placed = map[string]bool{}
+	byJob := map[string]Request{}
+	for _, q := range queue {
+		byJob[q.Job] = q
+	}
+	for _, p := range d.Placements {
+		q := byJob[p.Job]
+		for _, ci := range p.Cards {
+			c.cards[ci].Running++
+			c.cards[ci].Reserved += q.Memory
+			c.cards[ci].Exclusive = c.cards[ci].Exclusive || q.Exclusive
+		}
+		c.running = append(c.running, running{req: q, cards: p.Cards, left: 1 + c.r.IntN(c.maxDuration)})
+		placed[p.Job] = true
+	}
+	kept := c.running[:0]
+	for _, a := range c.running {
+		if a.left--; a.left > 0 {
+			kept = append(kept, a)
+			continue
+		}
+		for _, ci := range a.cards {
+			c.cards[ci].Running--
+			c.cards[ci].Reserved -= a.req.Memory
+			if a.req.Exclusive {
+				c.cards[ci].Exclusive = false
+			}
+		}
+	}
+	c.running = kept
+	return placed
+}
+
+// TestPackNoStarvation: a large job starts within a bounded number of rounds of reaching
+// the head of the queue, even though small jobs keep arriving that would fit beside the
+// running ones: without the reservation they would take every hole as it opens.
+func TestPackNoStarvation(t *testing.T) {
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 11))
+		c := &cluster{r: r, maxDuration: 20}
+		for i := range 1 + r.IntN(4) {
+			c.cards = append(c.cards, CardState{Index: i, Total: 24 * gib, Slots: 2 + r.IntN(2), Headroom: gib})
+		}
+		var queue []Request
+		next := 0
+		const arrives = 10 // by then small jobs fill every card
+		startedAt, headAt := -1, -1
+		for round := 0; round < 500 && startedAt < 0; round++ {
+			if round == arrives {
+				queue = append(queue, Request{Job: "big", Memory: 22 * gib})
+			}
+			for range 3 + r.IntN(3) {
+				queue = append(queue, Request{Job: fmt.Sprintf("s%d", next), Memory: int64(2+r.IntN(6)) * gib})
+				next++
+			}
+			if len(queue) > 0 && queue[0].Job == "big" && headAt < 0 {
+				headAt = round
+			}
+			placed := c.round(queue)
+			if placed["big"] {
+				startedAt = round
+			}
+			kept := queue[:0]
+			for _, q := range queue {
+				if !placed[q.Job] {
+					kept = append(kept, q)
+				}
+			}
+			queue = kept
+		}
+		// Once it heads the queue, it holds the cards nearest to fitting; those only
+		// drain, and attempts last at most maxDuration rounds.
+		// (It may also start earlier, by backfill, before it heads the queue.)
+		if startedAt < 0 || headAt >= 0 && startedAt-headAt > c.maxDuration {
+			t.Fatalf("seed %d: the large job headed the queue at round %d and started at round %d", seed, headAt, startedAt)
+		}
+	}
+}
+
+// TestPackEventuallyPlacesEveryJob: in a finite queue, every job that fits on an idle
+// machine starts.
+func TestPackEventuallyPlacesEveryJob(t *testing.T) {
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 13))
+		c := &cluster{r: r, maxDuration: 6}
+		for i := range 1 + r.IntN(6) {
+			total := []int64{12, 24, 80}[r.IntN(3)] * gib
+			c.cards = append(c.cards, CardState{Index: i, Total: total, Slots: 1 + r.IntN(3), Headroom: total / 20})
+		}
+		var queue []Request
+		for _, q := range randomQueue(r, 1+r.IntN(40)) {
+			if fitsIdleMachine(q, c.cards) {
+				queue = append(queue, q)
+			}
+		}
+		for round := 0; len(queue) > 0; round++ {
+			if round > 40*len(queue)+50 {
+				t.Fatalf("seed %d: %d jobs never placed, first %+v", seed, len(queue), queue[0])
+			}
+			placed := c.round(queue)
+			kept := queue[:0]
+			for _, q := range queue {
+				if !placed[q.Job] {
+					kept = append(kept, q)
+				}
+			}
+			queue = kept
+		}
+	}
+}
+
+func fitsIdleMachine(q Request, cards []CardState) bool {
+	n := 0
+	for _, c := range cards {
+		if c.idleRoom() >= q.Memory && c.Slots > 0 {
+			n++
+		}
+	}
+	return n >= max(q.GPUs, 1)
+}

@@ -1,0 +1,135 @@
+package scheduler
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const gib = int64(1) << 30
+
+func card(i int, total int64, slots int) CardState {
+	return CardState{Index: i, Total: total, Slots: slots}
+}
+
+func describe(d Decision) string {
+	var lines []string
+	for _, p := range d.Placements {
+		lines = append(lines, fmt.Sprintf("%s -> %v", p.Job, p.Cards))
+	}
+	for _, w := range d.Waiting {
+		lines = append(lines, fmt.Sprintf("%s waits: %s", w.Job, w.Reason))
+	}
+	if d.Reserved != "" {
+		lines = append(lines, "reserved for "+d.Reserved)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestPack(t *testing.T) {
+	tests := []struct {
+		name  string
+		queue []Request
+		cards []CardState
+		want  string
+	}{
+		{
+			name:  "plan slots honoured",
+			queue: []Request{{Job: "a", Memory: gib}, {Job: "b", Memory: gib}, {Job: "c", Memory: gib}, {Job: "d", Memory: gib}},
+			cards: []CardState{card(0, 24*gib, 2), card(1, 24*gib, 1)},
+			want:  "a -> [0]\nb -> [0]\nc -> [1]\nd waits: no-slot",
+		},
+		{
+			name:  "best fit keeps the large hole for the large job",
+			queue: []Request{{Job: "small", Memory: 10 * gib}, {Job: "big", Memory: 70 * gib}},
+			cards: []CardState{card(0, 80*gib, 4), card(1, 24*gib, 4)},
+			want:  "small -> [1]\nbig -> [0]",
+		},
+		{
+			name:  "memory counts NVML use, reservations and foreign processes",
+			queue: []Request{{Job: "a", Memory: 10 * gib}},
+			cards: []CardState{
+				{Index: 0, Total: 24 * gib, Used: 15 * gib, Slots: 4},                      // NVML sees a ghost
+				{Index: 1, Total: 24 * gib, Reserved: 8 * gib, Foreign: 7 * gib, Slots: 4}, // ours + someone else's
+				{Index: 2, Total: 24 * gib, Headroom: 14*gib + 1, Slots: 4},
+			},
+			want: "a waits: no-memory\nreserved for a",
+		},
+		{
+			name:  "multi-card job takes distinct cards at once or none",
+			queue: []Request{{Job: "ddp", Memory: 20 * gib, GPUs: 2}, {Job: "one", Memory: 20 * gib}},
+			cards: []CardState{card(0, 24*gib, 1), card(1, 24*gib, 1), card(2, 24*gib, 1)},
+			want:  "ddp -> [0 1]\none -> [2]",
+		},
+		{
+			name:  "multi-card job that cannot get all its cards waits and reserves",
+			queue: []Request{{Job: "ddp", Memory: 20 * gib, GPUs: 2}, {Job: "one", Memory: 2 * gib}},
+			cards: []CardState{{Index: 0, Total: 24 * gib, Reserved: 10 * gib, Running: 1, Slots: 2}, card(1, 24*gib, 2)},
+			want:  "ddp waits: no-memory\none waits: held\nreserved for ddp",
+		},
+		{
+			name:  "backfill past a blocked job onto cards it does not hold",
+			queue: []Request{{Job: "big", Memory: 20 * gib}, {Job: "small", Memory: 4 * gib}},
+			cards: []CardState{
+				{Index: 0, Total: 24 * gib, Reserved: 10 * gib, Running: 1, Slots: 2},
+				{Index: 1, Total: 12 * gib, Reserved: 2 * gib, Running: 1, Slots: 2},
+			},
+			want: "big waits: no-memory\nsmall -> [1]\nreserved for big",
+		},
+		{
+			name:  "exclusive job needs an idle card and keeps it",
+			queue: []Request{{Job: "alone", Memory: gib, Exclusive: true}, {Job: "other", Memory: gib}},
+			cards: []CardState{{Index: 0, Total: 24 * gib, Reserved: gib, Running: 1, Slots: 2}, card(1, 24*gib, 2)},
+			want:  "alone -> [1]\nother -> [0]",
+		},
+		{
+			name:  "too large for any card while a foreign process stays",
+			queue: []Request{{Job: "huge", Memory: 20 * gib}, {Job: "ok", Memory: gib}},
+			cards: []CardState{{Index: 0, Total: 24 * gib, Foreign: 10 * gib, Slots: 2}},
+			want:  "ok -> [0]\nhuge waits: too-large",
+		},
+		{
+			name:  "a zero slot keeps a card free",
+			queue: []Request{{Job: "a", Memory: gib}, {Job: "b", Memory: gib}},
+			cards: []CardState{card(0, 24*gib, 0), card(1, 24*gib, 1)},
+			want:  "a -> [1]\nb waits: no-slot",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := describe(Pack(tt.queue, tt.cards))
+			// Placements print first; compare as sets of lines in that order.
+			if !sameLines(got, tt.want) {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+func sameLines(a, b string) bool {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	if len(la) != len(lb) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, l := range la {
+		seen[l]++
+	}
+	for _, l := range lb {
+		if seen[l] == 0 {
+			return false
+		}
+		seen[l]--
+	}
+	return true
+}
+
+func TestPackDoesNotMutateInput(t *testing.T) {
+	cards := []CardState{card(0, 24*gib, 2)}
+	before := reflect.ValueOf(cards[0]).Interface()
+	Pack([]Request{{Job: "a", Memory: gib}}, cards)
+	if !reflect.DeepEqual(before, cards[0]) {
+		t.Error("Pack changed its input")
+	}
+}

@@ -1,0 +1,127 @@
+// Package scheduler is gpuq's brain: the job state, the packer that decides where queued
+// jobs start, and the reasons a job waits.
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// JobState is where a job is in its life.
+type JobState string
+
+// Job states.
+const (
+	JobQueued    JobState = "queued"
+	JobRunning   JobState = "running"
+	JobSucceeded JobState = "succeeded"
+	JobFailed    JobState = "failed"
+	JobCancelled JobState = "cancelled"
+)
+
+// Job is a job as the store holds it. Objects read from the store are never changed in
+// place: copy, change, insert.
+type Job struct {
+	plans.Job
+	Sweep    string
+	Seq      uint64 // submission order across sweeps
+	State    JobState
+	Estimate int64 // bytes per card the packer reserves; starts as the declared memory
+	Tier     int
+	// Exclusive is set once the job's ladder reached an exclusive rung.
+	Exclusive bool
+}
+
+// Attempt is one launch of a job.
+type Attempt struct {
+	ID       string // "<job>/<n>"
+	Job      string
+	N        int
+	GPUs     []int // card indices
+	Tier     int
+	Estimate int64 // per card
+	PIDs     []int // the attempt's processes, for telling its memory from foreign use
+	Started  time.Time
+	Ended    time.Time
+	Outcome  string // "" while running
+}
+
+// Running reports whether the attempt still holds its cards.
+func (a *Attempt) Running() bool { return a.Outcome == "" }
+
+// Store is the in-memory state: jobs and attempts in go-memdb.
+type Store struct {
+	db  *memdb.MemDB
+	seq uint64
+}
+
+// NewStore returns an empty store.
+func NewStore() (*Store, error) {
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		return nil, fmt.Errorf("state store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Submit adds a sweep's jobs to the queue.
+func (s *Store) Submit(sw *plans.Sweep) error {
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	for _, pj := range sw.Jobs {
+		// Insert replaces an object with the same id; a resubmitted sweep must not
+		// silently overwrite jobs that may be running.
+		if old, err := txn.First(TableJobs, IndexID, pj.ID); err != nil || old != nil {
+			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
+		}
+		s.seq++
+		j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, State: JobQueued, Estimate: pj.Memory}
+		if err := txn.Insert(TableJobs, j); err != nil {
+			return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
+		}
+	}
+	txn.Commit()
+	return nil
+}
+
+// Snapshot is a consistent read of the store.
+type Snapshot struct{ txn *memdb.Txn }
+
+// Snapshot opens a read of the store as it is now; later writes do not show in it.
+func (s *Store) Snapshot() Snapshot { return Snapshot{txn: s.db.Txn(false)} }
+
+// Queue returns the queued jobs, highest priority first, then in submission order.
+func (sn Snapshot) Queue() []*Job {
+	return collect[*Job](sn.txn, TableJobs, IndexQueue)
+}
+
+// Jobs returns every job in submission order.
+func (sn Snapshot) Jobs() []*Job {
+	jobs := collect[*Job](sn.txn, TableJobs, IndexID)
+	slices.SortFunc(jobs, func(a, b *Job) int { return cmp.Compare(a.Seq, b.Seq) })
+	return jobs
+}
+
+// Running returns the attempts that hold cards.
+func (sn Snapshot) Running() []*Attempt {
+	return collect[*Attempt](sn.txn, TableAttempts, IndexRunning, true)
+}
+
+func collect[T any](txn *memdb.Txn, table, index string, args ...any) []T {
+	it, err := txn.Get(table, index, args...)
+	if err != nil {
+		// Only a schema mistake gets here: the tables and indexes are constants.
+		panic(fmt.Sprintf("state store: %s.%s: %v", table, index, err))
+	}
+	var out []T
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		out = append(out, obj.(T))
+	}
+	return out
+}
