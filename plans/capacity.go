@@ -1,6 +1,5 @@
 package plans
 
-
 // Card is what validation needs to know of one card.
 type Card struct {
 	Index int

@@ -84,8 +84,8 @@ type Decision struct {
 // deterministic: the same queue and cards give the same decision.
 //
 // Jobs are taken in queue order (priority, then submission). Each goes to the cards
-// where it fits that are left with the least free memory (best fit), so large holes stay
-// open for large jobs; ties go to the lower index. A job that does not fit does not stop
+// where it fits that it fills most tightly (best fit over memory and slots, see
+// leftover), so large holes stay open for large jobs; ties go to the lower index. A job that does not fit does not stop
 // smaller jobs behind it from starting elsewhere (backfill), with one guard against
 // starvation: the first job in the queue that waits but would fit on an idle machine
 // reserves cards (see reserve), and no later job starts on them. Those cards only drain,
@@ -98,12 +98,12 @@ func Pack(queue []Request, cards []CardState) Decision {
 			p.openSlots++
 		}
 	}
-	var d Decision
+	d := Decision{Waiting: make([]Wait, 0, len(queue))}
 	for _, r := range queue {
 		if p.openSlots == 0 {
 			w := Wait{Job: r.Job, Reason: NoSlot, Detail: "every card's slots are taken"}
 			if p.heldOpen > 0 {
-				w = Wait{Job: r.Job, Reason: Held, Detail: p.heldDetail()}
+				w = Wait{Job: r.Job, Reason: Held, Detail: p.heldWhy}
 			}
 			d.Waiting = append(d.Waiting, w)
 			continue
@@ -143,6 +143,8 @@ type packer struct {
 	cards     []CardState
 	held      []bool
 	heldFor   string
+	heldWhy   string
+	scratch   []int
 	openSlots int // cards not held with a free slot
 	heldOpen  int // held cards with a free slot
 	failed    map[shape]Wait
@@ -160,7 +162,7 @@ func (p *packer) fits(c CardState, r Request) bool {
 
 // pick returns the positions of the cards r should start on, or nil.
 func (p *packer) pick(r Request) []int {
-	var cands []int
+	cands := p.scratch[:0]
 	for i, c := range p.cards {
 		if !p.held[i] && p.fits(c, r) {
 			cands = append(cands, i)
@@ -170,10 +172,20 @@ func (p *packer) pick(r Request) []int {
 	if len(cands) < need {
 		return nil
 	}
+	p.scratch = cands
+	if need == 1 { // the common case: the single best card, no sort
+		best, bestScore := cands[0], leftover(p.cards[cands[0]], r)
+		for _, i := range cands[1:] {
+			if s := leftover(p.cards[i], r); s < bestScore {
+				best, bestScore = i, s
+			}
+		}
+		return []int{best}
+	}
 	slices.SortStableFunc(cands, func(a, b int) int {
-		return cmp.Compare(p.cards[a].Free(), p.cards[b].Free())
+		return cmp.Compare(leftover(p.cards[a], r), leftover(p.cards[b], r))
 	})
-	picked := cands[:need]
+	picked := slices.Clone(cands[:need])
 	slices.Sort(picked)
 	return picked
 }
@@ -195,6 +207,25 @@ func (p *packer) place(r Request, picked []int) Placement {
 		pl.Cards = append(pl.Cards, c.Index)
 	}
 	return pl
+}
+
+// leftover scores how much of c would be left after placing r, in [0, 2]: the free
+// memory and the free slots that would remain, each as a share of the card's capacity,
+// squared and summed. Smaller is a tighter fit. This is best fit over both resources a
+// card has (the norm-based greedy for vector bin packing: Panigrahy, Talwar, Uyeda and
+// Wieder, "Heuristics for Vector Bin Packing", 2011). Memory alone would put a 14 GiB job
+// on a two-slot 24 GiB card as readily as on a one-slot one, stranding the second slot
+// beside 8 GiB that no 10 GiB job can use. With no slot limit it is plain best fit on
+// memory: the card left with the least free memory.
+func leftover(c CardState, r Request) float64 {
+	room := float64(max(c.Total-c.Headroom, 1))
+	mem := float64(c.Free()-r.Memory) / room
+	score := mem * mem
+	if c.Slots != plans.NoSlotLimit && c.Slots > 0 {
+		slots := float64(c.Slots-c.Running-1) / float64(c.Slots)
+		score += slots * slots
+	}
+	return score
 }
 
 // reserve holds cards for r. The choice rests only on what does not change from round
@@ -220,6 +251,7 @@ func (p *packer) reserve(r Request) {
 		}
 	}
 	p.heldFor = r.Job
+	p.heldWhy = fmt.Sprintf("the cards with room are held for %s, ahead in the queue, so that smaller jobs do not starve it", r.Job)
 }
 
 // why explains why r found no cards. It looks at every card, ignoring holds first, so
@@ -254,7 +286,7 @@ func (p *packer) why(r Request) Wait {
 		w.Reason = TooLarge
 		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
 	case heldFits > 0:
-		w.Reason, w.Detail = Held, p.heldDetail()
+		w.Reason, w.Detail = Held, p.heldWhy
 	case r.Exclusive:
 		w.Reason = NeedsIdle
 		w.Detail = fmt.Sprintf("runs alone after an OOM and needs %s with no other job", cards)
@@ -266,8 +298,4 @@ func (p *packer) why(r Request) Wait {
 		w.Detail = fmt.Sprintf("needs %s with a free slot; %d of the plan's cards have one", cards, withSlot)
 	}
 	return w
-}
-
-func (p *packer) heldDetail() string {
-	return fmt.Sprintf("the cards with room are held for %s, ahead in the queue, so that smaller jobs do not starve it", p.heldFor)
 }

@@ -38,7 +38,15 @@ func TestPack(t *testing.T) {
 			name:  "plan slots honoured",
 			queue: []Request{{Job: "a", Memory: gib}, {Job: "b", Memory: gib}, {Job: "c", Memory: gib}, {Job: "d", Memory: gib}},
 			cards: []CardState{card(0, 24*gib, 2), card(1, 24*gib, 1)},
-			want:  "a -> [0]\nb -> [0]\nc -> [1]\nd waits: no-slot",
+			want:  "a -> [1]\nb -> [0]\nc -> [0]\nd waits: no-slot",
+		},
+		{
+			// The seed sweep: 14 GiB jobs on the two-slot cards would strand their
+			// second slot beside 8.52 GiB that no 10 GiB job can use.
+			name:  "a large job goes where it strands no slot",
+			queue: []Request{{Job: "qnli", Memory: 14 * gib}, {Job: "a", Memory: 10 * gib}, {Job: "b", Memory: 10 * gib}},
+			cards: []CardState{{Index: 0, Total: 23 * gib, Headroom: gib / 2, Slots: 2}, {Index: 1, Total: 23 * gib, Headroom: gib / 2, Slots: 1}},
+			want:  "qnli -> [1]\na -> [0]\nb -> [0]",
 		},
 		{
 			name:  "best fit keeps the large hole for the large job",

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// Exit statuses, the same for every verb.
+const (
+	exitOK        = 0
+	exitFailed    = 1   // the work ran and something failed
+	exitBadInput  = 2   // a bad sweep, flag, plan or size: nothing was started
+	exitInterrupt = 130 // stopped by Ctrl-C
+)
+
+// inputError marks an error as the user's input to fix.
+type inputError struct{ err error }
+
+func (e inputError) Error() string { return e.err.Error() }
+func (e inputError) Unwrap() error { return e.err }
+
+// exactArgs is cobra.ExactArgs with the error marked as bad input.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return inputError{fmt.Errorf("%w; see gpuq %s --help", err, cmd.Name())}
+		}
+		return nil
+	}
+}
+
+// noArgs is cobra.NoArgs with the error marked as bad input.
+var noArgs = exactArgs(0)
+
+func badInput(format string, args ...any) error {
+	return inputError{fmt.Errorf(format, args...)}
+}
+
+// exitCode decides the exit status of every verb from the error it returned.
+func exitCode(err error) int {
+	var probs plans.Problems
+	var in inputError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &probs), errors.As(err, &in), errors.Is(err, gpu.ErrUnknownCard):
+		return exitBadInput
+	}
+	return exitFailed
+}

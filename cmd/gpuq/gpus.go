@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+type gpusOptions struct {
+	io       ioStreams
+	settings *settings
+	json     bool
+}
+
+func newGPUsCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &gpusOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:   "gpus",
+		Short: "Show the cards gpuq would use: memory, processes and plan slots",
+		Long: `Show one row per card: index (as nvidia-smi numbers it), name, memory in use, the
+processes on it, the slots the plan gives it, and its UUID. Reads NVML, or the simulated
+machine when there is no NVIDIA driver or --gpus names one.`,
+		Example: `  gpuq gpus
+  gpuq gpus --gpus sim:7x23.52GiB --gpu-plan 2,2,2,2,1,1,1
+  gpuq gpus --json`,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error { return runGPUs(opts) },
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	return cmd
+}
+
+type gpusCardJSON struct {
+	Index      int           `json:"index"`
+	Name       string        `json:"name"`
+	UUID       string        `json:"uuid"`
+	BusID      string        `json:"bus_id"`
+	TotalBytes int64         `json:"total_bytes"`
+	UsedBytes  int64         `json:"used_bytes"`
+	Slots      *int          `json:"slots"`
+	Processes  []processJSON `json:"processes"`
+}
+
+type processJSON struct {
+	PID       int    `json:"pid"`
+	UsedBytes *int64 `json:"used_bytes"` // null: NVML cannot tell
+}
+
+func runGPUs(opts *gpusOptions) error {
+	ov := opts.settings.overrides()
+	spec, err := plans.ParseGPUs(ov.GPUs.Value)
+	if err != nil {
+		return badInput("%s: %v", ov.GPUs.Source, err)
+	}
+	var plan plans.GPUPlan
+	if ov.Plan.Value != "" {
+		if plan, err = plans.ParsePlan(ov.Plan.Value); err != nil {
+			return badInput("%s: %v", ov.Plan.Source, err)
+		}
+	}
+	inv, err := opts.settings.openInventory(spec, opts.io)
+	if err != nil {
+		return err
+	}
+	defer inv.Close()
+	cards, err := inv.Snapshot()
+	if err != nil {
+		return err
+	}
+	var slots []int
+	if plan != nil {
+		if slots, err = plan.For(len(cards)); err != nil {
+			return badInput("%s: %v", ov.Plan.Source, err)
+		}
+	}
+	if opts.json {
+		out := struct {
+			Simulated string         `json:"simulated,omitempty"`
+			GPUs      []gpusCardJSON `json:"gpus"`
+		}{Simulated: inv.Simulated(), GPUs: []gpusCardJSON{}}
+		for i, c := range cards {
+			cj := gpusCardJSON{Index: c.Index, Name: c.Name, UUID: c.UUID, BusID: c.BusID,
+				TotalBytes: c.Total, UsedBytes: c.Used, Processes: []processJSON{}}
+			if slots != nil {
+				cj.Slots = &slots[i]
+			}
+			for _, p := range c.Processes {
+				pj := processJSON{PID: p.PID}
+				if p.Used != gpu.Unknown {
+					pj.UsedBytes = &p.Used
+				}
+				cj.Processes = append(cj.Processes, pj)
+			}
+			out.GPUs = append(out.GPUs, cj)
+		}
+		return writeJSON(opts.io.Out, out)
+	}
+	tw := newTable(opts.io.Out)
+	fmt.Fprintln(tw, "GPU\tNAME\tMEMORY\tUSED / TOTAL GiB\tSLOTS\tPROCESSES\tUUID")
+	for i, c := range cards {
+		s := "-"
+		if slots != nil {
+			s = slotsText(slots[i])
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\t%s\n", c.Index, c.Name, bar(c.Used, c.Total, 16),
+			gib(c.Used), gib(c.Total), s, processesText(c.Processes), c.UUID)
+	}
+	return tw.Flush()
+}
+
+func processesText(ps []gpu.Process) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		used := "?"
+		if p.Used != gpu.Unknown {
+			used = strings.ReplaceAll(plans.FormatSize(p.Used), " ", "")
+		}
+		parts[i] = fmt.Sprintf("%d:%s", p.PID, used)
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// gpuq runs the CLI in-process with a private config dir and simulated-GPU ledger.
+func gpuq(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("GPUQ_SIM_LEDGER", t.TempDir())
+	var out, errb bytes.Buffer
+	code = run(args, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	return out.String(), errb.String(), code
+}
+
+func TestMain(m *testing.M) {
+	// The machine's own settings must not leak into the tests.
+	for _, k := range []string{"GPUQ_GPUS", "GPUQ_GPU_PLAN", "GPUQ_HEADROOM", "GPUQ_CONFIG", "CUDA_VISIBLE_DEVICES"} {
+		os.Unsetenv(k)
+	}
+	os.Exit(m.Run())
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs; got:\n%s", name, got)
+	}
+}
+
+func TestPlanSeedSweep(t *testing.T) {
+	out, errOut, code := gpuq(t, "plan", "../../examples/sweeps/gla.yaml", "--gpus", "sim:7x23.52GiB")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "SIMULATED GPUs sim:7x23.52GiB") {
+		t.Errorf("stderr does not say the GPUs are simulated: %q", errOut)
+	}
+	golden(t, "plan_gla.txt", out)
+}
+
+func TestPlanJSON(t *testing.T) {
+	out, errOut, code := gpuq(t, "plan", "../../examples/sweeps/gla.yaml", "--gpus", "sim:7x23.52GiB", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got planOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	perCard := map[int]int{}
+	for _, p := range got.Placements {
+		perCard[p.GPU]++
+	}
+	for _, g := range got.GPUs {
+		if g.Slots == nil || perCard[g.Index] > *g.Slots || len(g.Jobs) != perCard[g.Index] {
+			t.Errorf("GPU %d: %d placed, slots %v, jobs %v", g.Index, perCard[g.Index], g.Slots, g.Jobs)
+		}
+	}
+	if len(got.Jobs) != 18 || len(got.Placements)+len(got.Waiting) != 18 {
+		t.Errorf("jobs %d, placements %d, waiting %d", len(got.Jobs), len(got.Placements), len(got.Waiting))
+	}
+	for _, w := range got.Waiting {
+		if w.Reason == "" || w.Detail == "" {
+			t.Errorf("waiting job without a reason: %+v", w)
+		}
+	}
+	golden(t, "plan_gla.json", out)
+}
+
+func TestPrecedence(t *testing.T) {
+	sweep := "../../examples/sweeps/quickstart.yaml" // gpu_plan "2,2,1,1" in the file
+	slots := func(t *testing.T, args ...string) []int {
+		t.Helper()
+		out, errOut, code := gpuq(t, append([]string{"plan", sweep, "--json"}, args...)...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var got planOutput
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		var s []int
+		for _, g := range got.GPUs {
+			s = append(s, *g.Slots)
+		}
+		return s
+	}
+	if got := slots(t); !slices.Equal(got, []int{2, 2, 1, 1}) {
+		t.Errorf("file: %v", got)
+	}
+	t.Run("config", func(t *testing.T) {
+		cfg := filepath.Join(t.TempDir(), "config.yaml")
+		os.WriteFile(cfg, []byte("gpu_plan: \"3\"\n"), 0o644)
+		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{3, 3, 3, 3}) {
+			t.Errorf("config over file: %v", got)
+		}
+		t.Setenv("GPUQ_GPU_PLAN", "4")
+		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{4, 4, 4, 4}) {
+			t.Errorf("env over config: %v", got)
+		}
+		if got := slots(t, "--config", cfg, "--gpu-plan", "1,1,1,2"); !slices.Equal(got, []int{1, 1, 1, 2}) {
+			t.Errorf("flag over env: %v", got)
+		}
+	})
+}
+
+func TestBadInputExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("name: bad\ncommand: [echo, \"{lr}\"]\nmatrix: {seed: [1]}\nmemory: 30GiB\n"), 0o644)
+	huge := filepath.Join(dir, "huge.yaml")
+	os.WriteFile(huge, []byte("name: huge\ncommand: [echo]\nmatrix: {seed: [1]}\nmemory: 30GiB\n"), 0o644)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", bad}, "no parameter fills {lr}"},
+		{[]string{"plan", huge, "--gpus", "sim:2x24GiB"}, "job huge.1): the estimate 30.00 GiB is larger than every card: the largest is GPU 0"},
+		{[]string{"plan", huge, "--gpus", "0,9"}, "gpus lists card 9"},
+		{[]string{"plan", filepath.Join(dir, "missing.yaml")}, "cannot read the sweep file"},
+		{[]string{"plan", "../../examples/sweeps/gla.yaml", "--gpu-plan", "2,x,1"}, `--gpu-plan: entry 2 is "x"`},
+		{[]string{"plan", "../../examples/sweeps/gla.yaml", "--gpus", "sim:7x24GiB", "--gpu-plan", "2,2"}, "--gpu-plan: the plan has 2 entries but there are 7 cards"},
+		{[]string{"gpus", "--headroom", "1GiB", "--gpu-plan", "0"}, "--gpu-plan:"},
+		{[]string{"plan"}, "accepts 1 arg"},
+		{[]string{"plan", "x", "--bogus"}, "unknown flag: --bogus"},
+	}
+	for _, tt := range tests {
+		_, errOut, code := gpuq(t, tt.args...)
+		if code != exitBadInput || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant exit 2 and %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}
+
+func TestGPUsJSONShowsForeignProcess(t *testing.T) {
+	out, errOut, code := gpuq(t, "gpus", "--gpus", "sim:2x24GiB", "--gpu-plan", "2,1", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Simulated string         `json:"simulated"`
+		GPUs      []gpusCardJSON `json:"gpus"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Simulated != "sim:2x24GiB" || len(got.GPUs) != 2 || *got.GPUs[0].Slots != 2 || got.GPUs[1].TotalBytes != 24<<30 {
+		t.Errorf("got %+v", got)
+	}
+}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+type planOptions struct {
+	io       ioStreams
+	settings *settings
+	sweep    string
+	json     bool
+}
+
+func newPlanCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &planOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:   "plan SWEEP",
+		Short: "Validate a sweep and show where its jobs would start, and why the others wait",
+		Long: `Validate the sweep file, expand it into jobs, and show the first placement: for each
+card the jobs it would start now and the memory left; then every job that would wait,
+with the reason. Starts nothing.`,
+		Example: `  gpuq plan examples/sweeps/gla.yaml --gpus sim:7x23.52GiB
+  gpuq plan sweep.yaml --gpu-plan 1 --json`,
+		Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			opts.sweep = args[0]
+			return runPlan(opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print one JSON object")
+	return cmd
+}
+
+// prepared is a validated sweep with the cards it will run on.
+type prepared struct {
+	sweep *plans.Sweep
+	inv   *gpu.Inventory
+	cards []gpu.Card
+	slots []int
+}
+
+// prepare loads and validates a sweep against the machine. The caller closes p.inv.
+func prepare(path string, st *settings, io ioStreams) (*prepared, error) {
+	ov := st.overrides()
+	sw, err := plans.LoadSweep(path, ov)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range sw.Warnings() {
+		fmt.Fprintln(io.Err, "gpuq: warning:", w)
+	}
+	inv, err := st.openInventory(sw.GPUs, io)
+	if err != nil {
+		return nil, err
+	}
+	cards, err := inv.Snapshot()
+	if err != nil {
+		inv.Close()
+		return nil, err
+	}
+	pc := make([]plans.Card, len(cards))
+	for i, c := range cards {
+		pc[i] = plans.Card{Index: c.Index, Name: c.Name, Total: c.Total}
+	}
+	if err := sw.CheckCards(pc, ov.Plan.Source); err != nil {
+		inv.Close()
+		return nil, err
+	}
+	plan := sw.Plan
+	if plan == nil {
+		plan = sw.DefaultPlan()
+	}
+	slots, _ := plan.For(len(cards)) // CheckCards has checked the length
+	return &prepared{sweep: sw, inv: inv, cards: cards, slots: slots}, nil
+}
+
+func runPlan(opts *planOptions) error {
+	p, err := prepare(opts.sweep, opts.settings, opts.io)
+	if err != nil {
+		return err
+	}
+	defer p.inv.Close()
+	store, err := scheduler.NewStore()
+	if err != nil {
+		return err
+	}
+	if err := store.Submit(p.sweep); err != nil {
+		return err
+	}
+	snap := store.Snapshot()
+	states := scheduler.CardStates(p.cards, p.slots, p.sweep.Headroom, snap.Running())
+	d := scheduler.Pack(scheduler.Requests(snap.Queue()), states)
+	if opts.json {
+		return writeJSON(opts.io.Out, planJSON(p, states, d))
+	}
+	return printPlan(opts.io, p, states, d)
+}
+
+// starts maps each card index to the jobs the decision starts on it.
+func starts(d scheduler.Decision) map[int][]string {
+	out := map[int][]string{}
+	for _, pl := range d.Placements {
+		for _, c := range pl.Cards {
+			out[c] = append(out[c], pl.Job)
+		}
+	}
+	return out
+}
+
+func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d scheduler.Decision) error {
+	sw := p.sweep
+	machine := fmt.Sprintf("%d cards", len(p.cards))
+	if sim := p.inv.Simulated(); sim != "" {
+		machine += ", SIMULATED " + sim
+	}
+	planText := plans.GPUPlan(p.slots).String()
+	if sw.Plan == nil {
+		planText += " (default: " + defaultPlanNote(sw) + ")"
+	}
+	fmt.Fprintf(io.Out, "sweep %s: %d jobs on %s\nplan %s, headroom %s\n\n", sw.Name, len(sw.Jobs), machine, planText, sw.Headroom)
+
+	byID := jobsByID(sw)
+	on := starts(d)
+	tw := newTable(io.Out)
+	fmt.Fprintln(tw, "GPU\tNAME\tFREE GiB\tSLOTS\tSTARTS\tLEFT GiB")
+	for i, c := range states {
+		var left int64 = c.Free()
+		for _, id := range on[c.Index] {
+			left -= byID[id].Memory
+		}
+		jobs := strings.Join(on[c.Index], " ")
+		if jobs == "" {
+			jobs = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", c.Index, p.cards[i].Name, gib(max(c.Free(), 0)), slotsText(c.Slots), jobs, gib(max(left, 0)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Out, "\n%d of %d jobs start now", len(d.Placements), len(sw.Jobs))
+	if len(d.Waiting) == 0 {
+		fmt.Fprintln(io.Out, ".")
+		return nil
+	}
+	fmt.Fprintf(io.Out, "; %d wait:\n", len(d.Waiting))
+	tw = newTable(io.Out)
+	fmt.Fprintln(tw, "JOB\tNAME\tESTIMATE\tWAITS BECAUSE")
+	for _, w := range d.Waiting {
+		j := byID[w.Job]
+		why := string(w.Reason) + ": " + w.Detail
+		if w.Job == d.Reserved {
+			why += "; cards are held for it"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.ID, j.Name, estimateText(j), why)
+	}
+	return tw.Flush()
+}
+
+func defaultPlanNote(sw *plans.Sweep) string {
+	if sw.DefaultPlan()[0] == plans.NoSlotLimit {
+		return "every job has an estimate, so memory alone decides"
+	}
+	return "one job per card, since some jobs have no memory estimate"
+}
+
+func estimateText(j plans.Job) string {
+	s := "-"
+	if j.Memory > 0 {
+		s = plans.FormatSize(j.Memory)
+	}
+	if j.GPUs > 1 {
+		s += fmt.Sprintf(" ×%d cards", j.GPUs)
+	}
+	return s
+}
+
+func jobsByID(sw *plans.Sweep) map[string]plans.Job {
+	m := make(map[string]plans.Job, len(sw.Jobs))
+	for _, j := range sw.Jobs {
+		m[j.ID] = j
+	}
+	return m
+}
+
+type planOutput struct {
+	Sweep      string          `json:"sweep"`
+	Simulated  string          `json:"simulated,omitempty"`
+	GPUs       []planGPU       `json:"gpus"`
+	Placements []planPlacement `json:"placements"`
+	Waiting    []planWait      `json:"waiting"`
+	Jobs       []planJob       `json:"jobs"`
+}
+
+type planGPU struct {
+	Index      int      `json:"index"`
+	Name       string   `json:"name"`
+	TotalBytes int64    `json:"total_bytes"`
+	FreeBytes  int64    `json:"free_bytes"`
+	LeftBytes  int64    `json:"left_bytes"`
+	Slots      *int     `json:"slots"` // null: memory alone decides
+	Jobs       []string `json:"jobs"`
+}
+
+type planPlacement struct {
+	Job  string `json:"job"`
+	GPU  int    `json:"gpu"`
+	GPUs []int  `json:"gpus"`
+}
+
+type planWait struct {
+	Job    string `json:"job"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+	Held   bool   `json:"cards_held,omitempty"`
+}
+
+type planJob struct {
+	ID            string     `json:"id"`
+	Name          string     `json:"name"`
+	Params        *plans.Map `json:"params"`
+	EstimateBytes int64      `json:"estimate_bytes"`
+	GPUs          int        `json:"gpus_per_job"`
+	Priority      int        `json:"priority"`
+}
+
+func planJSON(p *prepared, states []scheduler.CardState, d scheduler.Decision) planOutput {
+	out := planOutput{Sweep: p.sweep.Name, Simulated: p.inv.Simulated(),
+		Placements: []planPlacement{}, Waiting: []planWait{}, Jobs: []planJob{}}
+	byID := jobsByID(p.sweep)
+	on := starts(d)
+	for i, c := range states {
+		g := planGPU{Index: c.Index, Name: p.cards[i].Name, TotalBytes: c.Total, FreeBytes: max(c.Free(), 0), Jobs: []string{}}
+		if c.Slots != plans.NoSlotLimit {
+			g.Slots = &p.slots[i]
+		}
+		left := c.Free()
+		for _, id := range on[c.Index] {
+			g.Jobs = append(g.Jobs, id)
+			left -= byID[id].Memory
+		}
+		g.LeftBytes = max(left, 0)
+		out.GPUs = append(out.GPUs, g)
+	}
+	for _, pl := range d.Placements {
+		out.Placements = append(out.Placements, planPlacement{Job: pl.Job, GPU: pl.Cards[0], GPUs: pl.Cards})
+	}
+	for _, w := range d.Waiting {
+		out.Waiting = append(out.Waiting, planWait{Job: w.Job, Reason: string(w.Reason), Detail: w.Detail, Held: w.Job == d.Reserved})
+	}
+	for _, j := range p.sweep.Jobs {
+		out.Jobs = append(out.Jobs, planJob{ID: j.ID, Name: j.Name, Params: j.Params, EstimateBytes: j.Memory, GPUs: j.GPUs, Priority: j.Priority})
+	}
+	return out
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func run(args []string, io ioStreams) int {
+	root := newRootCmd(io)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err != nil {
+		fmt.Fprintln(io.Err, "gpuq:", err)
+	}
+	return exitCode(err)
+}
+
+func newRootCmd(io ioStreams) *cobra.Command {
+	st := &settings{v: viper.New()}
+	root := &cobra.Command{
+		Use:   "gpuq",
+		Short: "Pack GPU training sweeps onto a machine's cards and see them through OOMs",
+		Long: `gpuq expands a sweep file into jobs, packs them onto the machine's GPUs by memory
+estimate and a per-card concurrency plan (such as 2,2,2,2,1,1,1), launches each trainer
+in a pseudo-terminal with the right environment, and requeues a job that runs out of GPU
+memory with a degraded config that keeps the effective batch.
+
+Machine settings come from, highest first: flags, GPUQ_* environment variables
+(GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM), the user config file
+($XDG_CONFIG_HOME/gpuq/config.yaml), then the sweep file.
+
+With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and says so.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return st.load(cmd.Flags())
+		},
+	}
+	root.SetIn(io.In)
+	root.SetOut(io.Out)
+	root.SetErr(io.Err)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return inputError{err} })
+	f := root.PersistentFlags()
+	f.String("gpus", "", `cards to use: indices as nvidia-smi numbers them ("0,1,2"), "all", or a simulated machine ("sim:7x23.52GiB")`)
+	f.String("gpu-plan", "", `most jobs per card, in the order of --gpus ("2,2,2,2,1,1,1"), or one count for every card`)
+	f.String("headroom", "", `memory kept free on every card: a share ("10%") or a size ("1GiB"); default `+plans.DefaultHeadroom.String())
+	f.String("config", "", "user config file (default $XDG_CONFIG_HOME/gpuq/config.yaml)")
+	root.AddCommand(newPlanCmd(io, st), newGPUsCmd(io, st))
+	return root
+}
+
+// settings are the machine-level settings, layered by viper.
+type settings struct {
+	v     *viper.Viper
+	flags *pflag.FlagSet
+}
+
+// Keys of the machine settings, as written in the user config file.
+const (
+	keyGPUs     = "gpus"
+	keyPlan     = "gpu_plan"
+	keyHeadroom = "headroom"
+	keyLedger   = "sim_ledger"
+)
+
+func (s *settings) load(flags *pflag.FlagSet) error {
+	s.flags = flags
+	s.v.SetEnvPrefix("GPUQ")
+	s.v.AutomaticEnv()
+	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom"} {
+		if err := s.v.BindPFlag(key, flags.Lookup(flag)); err != nil {
+			return err
+		}
+	}
+	path, _ := flags.GetString("config")
+	if path == "" {
+		path = os.Getenv("GPUQ_CONFIG")
+	}
+	explicit := path != ""
+	if !explicit {
+		path = filepath.Join(xdgDir("XDG_CONFIG_HOME", ".config"), "gpuq", "config.yaml")
+	}
+	s.v.SetConfigFile(path)
+	if err := s.v.ReadInConfig(); err != nil {
+		if _, statErr := os.Stat(path); statErr == nil || explicit {
+			return badInput("config file %s: %v", path, err)
+		}
+	}
+	return nil
+}
+
+// override returns the layered value of key and names where it came from.
+func (s *settings) override(key, flag string) plans.Override {
+	val := strings.TrimSpace(s.v.GetString(key))
+	if val == "" {
+		return plans.Override{}
+	}
+	switch {
+	case s.flags.Changed(flag):
+		return plans.Override{Value: val, Source: "--" + flag}
+	case os.Getenv("GPUQ_"+strings.ToUpper(key)) != "":
+		return plans.Override{Value: val, Source: "GPUQ_" + strings.ToUpper(key)}
+	}
+	return plans.Override{Value: val, Source: fmt.Sprintf("%s: %s", s.v.ConfigFileUsed(), key)}
+}
+
+func (s *settings) overrides() plans.Overrides {
+	return plans.Overrides{
+		GPUs:     s.override(keyGPUs, "gpus"),
+		Plan:     s.override(keyPlan, "gpu-plan"),
+		Headroom: s.override(keyHeadroom, "headroom"),
+	}
+}
+
+// ledger is where simulated trainers record their memory; every gpuq process of a user
+// shares it, as real processes share real cards.
+func (s *settings) ledger() string {
+	if d := s.v.GetString(keyLedger); d != "" {
+		return d
+	}
+	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
+		return filepath.Join(rt, "gpuq", "sim")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("gpuq-%d", os.Getuid()), "sim")
+}
+
+// openInventory opens the cards for spec, applying gpuq's own CUDA_VISIBLE_DEVICES.
+func (s *settings) openInventory(spec plans.GPUSpec, io ioStreams) (*gpu.Inventory, error) {
+	opt := gpu.Options{Ledger: s.ledger(), Notice: io.Err}
+	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok && !spec.IsSim() {
+		opt.Visible = &v
+	}
+	return gpu.Open(spec, opt)
+}
+
+func xdgDir(env, fallback string) string {
+	if d := os.Getenv(env); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, fallback)
+}
