@@ -133,6 +133,66 @@ func EffectiveBatch(p *Map) (int64, bool) {
 	return bi * acc, true
 }
 
+// Position is where a job stands on its ladder.
+type Position struct {
+	Tier      int    // degradations applied so far; 0 = as written
+	Next      int    // index of the next rung to try
+	Applied   []bool // rungs applied out of turn (host OOM) are not applied again
+	Exclusive bool
+}
+
+// Step applies the next rung that changes something and returns the new parameters and
+// position, the keys changed and the rung's index; ok is false at the end of the ladder.
+// A repeating rung stays next while it still scales a key down. With hostOOM, a rung
+// that lowers num_data_workers is taken first, wherever it stands: data workers are
+// what fills host memory.
+func Step(params *Map, ladder []Rung, pos Position, hostOOM bool) (next *Map, np Position, changed []string, rung int, ok bool) {
+	np = pos
+	np.Applied = make([]bool, len(ladder))
+	copy(np.Applied, pos.Applied)
+	try := func(i int) bool {
+		r := ladder[i]
+		out, ch := r.Apply(params)
+		if len(ch) == 0 && !(r.Exclusive && !np.Exclusive) {
+			return false
+		}
+		if r.shrinks() && !shrinking(r, ch) {
+			return false // the batch is 1: doubling accumulation alone saves nothing
+		}
+		next, changed, rung = out, ch, i
+		np.Tier++
+		np.Exclusive = np.Exclusive || r.Exclusive
+		return true
+	}
+	if hostOOM {
+		for i, r := range ladder {
+			if !np.Applied[i] && r.sets(KeyDataWorkers) && try(i) {
+				np.Applied[i] = true
+				return next, np, changed, rung, true
+			}
+		}
+	}
+	for i := pos.Next; i < len(ladder); i++ {
+		if np.Applied[i] {
+			continue
+		}
+		if try(i) {
+			np.Next = i + 1
+			if ladder[i].Repeat {
+				np.Next = i
+			}
+			return next, np, changed, rung, true
+		}
+	}
+	np.Next = len(ladder)
+	return params, np, nil, -1, false
+}
+
+func (r Rung) sets(key string) bool {
+	_, ok := r.Set.Get(key)
+	return ok
+}
+
 // Tier is the job at one step of its ladder.
 type Tier struct {
 	N         int // 0 = as written
@@ -142,32 +202,17 @@ type Tier struct {
 	Exclusive bool
 }
 
-// Tiers lists the tiers a job steps through, one per OOM, applying the ladder
-// cumulatively. A rung that would change nothing makes no tier; a repeating rung
-// applies until it stops changing the job.
+// Tiers lists the tiers a job steps through after GPU OOMs, one per OOM.
 func Tiers(params *Map, ladder []Rung) []Tier {
 	tiers := []Tier{{N: 0, Rung: -1, Params: params}}
-	cur, excl := params, false
-	for i, r := range ladder {
-		for {
-			next, changed := r.Apply(cur)
-			if len(changed) == 0 && !(r.Exclusive && !excl) {
-				break
-			}
-			if r.shrinks() && !shrinking(r, changed) {
-				// The batch is already 1: doubling accumulation alone would only
-				// change the effective batch, and save no memory.
-				break
-			}
-			cur, excl = next, excl || r.Exclusive
-			tiers = append(tiers, Tier{N: len(tiers), Rung: i, Params: cur, Changed: changed, Exclusive: excl})
-			if !r.Repeat || len(tiers) >= maxTiers {
-				break
-			}
-		}
-		if len(tiers) >= maxTiers {
+	var pos Position
+	for len(tiers) < maxTiers {
+		next, np, changed, rung, ok := Step(tiers[len(tiers)-1].Params, ladder, pos, false)
+		if !ok {
 			break
 		}
+		pos = np
+		tiers = append(tiers, Tier{N: np.Tier, Rung: rung, Params: next, Changed: changed, Exclusive: np.Exclusive})
 	}
 	return tiers
 }

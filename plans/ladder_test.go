@@ -83,3 +83,25 @@ func TestWarningsReportEffectiveBatchChange(t *testing.T) {
 		t.Errorf("warnings: %q", w)
 	}
 }
+
+func TestStepHostOOMLowersWorkersFirst(t *testing.T) {
+	p := params(KeyBatch, int64(8), KeyAccumulation, int64(4), KeyCheckpointing, false, KeyDataWorkers, int64(8))
+	ladder := ladderFor(p, DefaultLadder())
+	next, pos, changed, rung, ok := Step(p, ladder, Position{}, true)
+	if !ok || rung != 2 || pos.Tier != 1 || !pos.Exclusive || changed[0] != KeyDataWorkers {
+		t.Fatalf("host OOM: rung %d pos %+v changed %v", rung, pos, changed)
+	}
+	// Then GPU OOMs go through the ladder in order, never applying the workers rung again.
+	var got []int
+	for {
+		var ok bool
+		next, pos, _, rung, ok = Step(next, ladder, pos, false)
+		if !ok {
+			break
+		}
+		got = append(got, rung)
+	}
+	if fmt.Sprint(got) != "[0 1 1 1]" || pos.Tier != 5 {
+		t.Errorf("rungs after a host OOM: %v, tier %d", got, pos.Tier)
+	}
+}

@@ -1,0 +1,211 @@
+// Package launcher starts attempts: it renders their config files, builds their
+// environment, runs them in pseudo-terminals in their own process groups, keeps their
+// output, and says how they ended.
+package launcher
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// Attempt is what the launcher needs to start one attempt.
+type Attempt struct {
+	Sweep      *plans.Sweep
+	JobID      string
+	N          int // from 1
+	Tier       int
+	Params     *plans.Map // the tier's parameters
+	Cards      []Card
+	Dir        string // the attempt's directory: its config and log
+	Threads    int
+	MasterPort int    // for multi-card jobs; 0 otherwise
+	SimLedger  string // the simulated machine's ledger; "" on real cards
+}
+
+// Card is a card an attempt runs on.
+type Card struct {
+	Index int // NVML / nvidia-smi index
+	Total int64
+}
+
+// Command is an attempt ready to run.
+type Command struct {
+	Argv   []string
+	Dir    string
+	Env    []string // the whole environment
+	Set    []string // NAME=value of what gpuq set, for the log header
+	Config string   // the rendered config file
+}
+
+// allocConf is what PyTorch's allocator gets unless the sweep says otherwise:
+// expandable segments avoid most fragmentation OOMs at no cost (REFERENCE.md §2).
+const allocConf = "expandable_segments:True"
+
+// Prepare renders the attempt's config and resolves its argv and environment.
+// Placeholders are filled from the tier's parameters and gpuq's own values; nothing
+// passes through a shell.
+func Prepare(a Attempt, parentEnv []string) (Command, error) {
+	if err := os.MkdirAll(a.Dir, 0o755); err != nil {
+		return Command{}, err
+	}
+	cfg, err := renderConfig(a)
+	if err != nil {
+		return Command{}, fmt.Errorf("job %s: config: %w", a.JobID, err)
+	}
+	builtin := map[string]string{
+		"config": cfg, "sweep": a.Sweep.Name, "job": a.JobID,
+		"attempt": strconv.Itoa(a.N), "tier": strconv.Itoa(a.Tier), "master_port": strconv.Itoa(a.MasterPort),
+	}
+	lookup := func(name string) (string, bool) {
+		if v, ok := builtin[name]; ok {
+			return v, true
+		}
+		v, ok := a.Params.Get(name)
+		return plans.FormatValue(v), ok
+	}
+	c := Command{Dir: a.Sweep.Workdir, Config: cfg}
+	for _, arg := range a.Sweep.Command {
+		s, err := plans.Expand(arg, lookup)
+		if err != nil {
+			return Command{}, fmt.Errorf("job %s: command: %w", a.JobID, err)
+		}
+		c.Argv = append(c.Argv, s)
+	}
+	var set []string
+	add := func(k, v string) { set = append(set, k+"="+v) }
+	idx := make([]string, len(a.Cards))
+	for i, cd := range a.Cards {
+		idx[i] = strconv.Itoa(cd.Index)
+	}
+	add("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+	add("CUDA_VISIBLE_DEVICES", strings.Join(idx, ","))
+	sweepEnv := map[string]string{}
+	for _, e := range a.Sweep.Env {
+		v, err := plans.Expand(e.Value, lookup)
+		if err != nil {
+			return Command{}, fmt.Errorf("job %s: env.%s: %w", a.JobID, e.Name, err)
+		}
+		sweepEnv[e.Name] = v
+	}
+	// PyTorch 2.9 reads PYTORCH_ALLOC_CONF first, and 2.9.1 ignored expandable_segments
+	// given there alone: both names get the same value.
+	conf := allocConf
+	if v, ok := sweepEnv["PYTORCH_CUDA_ALLOC_CONF"]; ok {
+		conf = v
+	} else if v, ok := sweepEnv["PYTORCH_ALLOC_CONF"]; ok {
+		conf = v
+	}
+	add("PYTORCH_CUDA_ALLOC_CONF", conf)
+	add("PYTORCH_ALLOC_CONF", conf)
+	add("TOKENIZERS_PARALLELISM", "false")
+	add("OMP_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
+	add("MKL_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
+	if len(a.Cards) > 1 {
+		add("MASTER_PORT", strconv.Itoa(a.MasterPort))
+	}
+	add("GPUQ_SWEEP", a.Sweep.Name)
+	add("GPUQ_JOB_ID", a.JobID)
+	add("GPUQ_ATTEMPT", strconv.Itoa(a.N))
+	add("GPUQ_TIER", strconv.Itoa(a.Tier))
+	if a.SimLedger != "" {
+		add("GPUQ_SIM_LEDGER", a.SimLedger)
+		caps := make([]string, len(a.Cards))
+		for i, cd := range a.Cards {
+			caps[i] = strconv.FormatInt(cd.Total, 10)
+		}
+		add("GPUQ_SIM_CAPACITY", strings.Join(caps, ","))
+	}
+	for _, e := range a.Sweep.Env { // the sweep's env on top, in its order
+		add(e.Name, sweepEnv[e.Name])
+	}
+	c.Set = set
+	c.Env = mergeEnv(parentEnv, set)
+	return c, nil
+}
+
+// mergeEnv returns parent with every NAME=value of set replacing or added; the last
+// assignment of a name wins.
+func mergeEnv(parent, set []string) []string {
+	names := map[string]bool{}
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		names[k] = true
+	}
+	var out []string
+	for _, kv := range parent {
+		if k, _, _ := strings.Cut(kv, "="); !names[k] {
+			out = append(out, kv)
+		}
+	}
+	last := map[string]int{}
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := last[k]; ok {
+			out[i] = kv
+			continue
+		}
+		last[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// renderConfig writes the base config with the parameters merged in (dotted keys nest)
+// and returns its path.
+func renderConfig(a Attempt) (string, error) {
+	spec := a.Sweep.Config
+	if spec == nil {
+		spec = &plans.ConfigSpec{Format: plans.YAML}
+	}
+	doc := plans.NewMap()
+	if spec.Base != "" {
+		data, err := os.ReadFile(spec.Base)
+		if err != nil {
+			return "", err
+		}
+		if doc, err = plans.Decode(data, plans.FormatOf(spec.Base)); err != nil {
+			return "", fmt.Errorf("%s: %w", spec.Base, err)
+		}
+	}
+	for _, k := range a.Params.Keys {
+		setDotted(doc, strings.Split(k, "."), a.Params.Vals[k])
+	}
+	var out []byte
+	var err error
+	if spec.Format == plans.JSON {
+		var raw []byte
+		if raw, err = json.Marshal(doc); err == nil {
+			var b bytes.Buffer
+			err = json.Indent(&b, raw, "", "  ")
+			out = append(b.Bytes(), '\n')
+		}
+	} else {
+		out, err = yaml.Marshal(doc)
+	}
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(a.Dir, "config."+string(spec.Format))
+	return path, os.WriteFile(path, out, 0o644)
+}
+
+func setDotted(m *plans.Map, path []string, v any) {
+	for _, p := range path[:len(path)-1] {
+		child, ok := m.Vals[p].(*plans.Map)
+		if !ok {
+			child = plans.NewMap()
+			m.Set(p, child)
+		}
+		m = child
+	}
+	m.Set(path[len(path)-1], v)
+}

@@ -1,0 +1,160 @@
+package launcher
+
+import (
+	"regexp"
+	"strconv"
+	"syscall"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// Exit is how an attempt's process ended.
+type Exit struct {
+	Code      int            // exit status; -1 when killed by a signal
+	Signal    syscall.Signal // 0 unless killed by a signal
+	Cancelled bool           // gpuq stopped it
+	// CgroupOOMKill: the cgroup's memory.events oom_kill counter rose while it ran.
+	CgroupOOMKill bool
+}
+
+// A signature is a text that says a process ran out of memory (REFERENCE.md §1).
+type signature struct {
+	name string
+	host bool
+	re   *regexp.Regexp
+}
+
+var signatures = []signature{
+	{"torch", false, regexp.MustCompile(`(?:CUDA|HIP|XPU) out of memory\.`)},
+	{"torch-nvml-assert", false, regexp.MustCompile(`NVML_SUCCESS == r INTERNAL ASSERT FAILED`)},
+	{"cuda-runtime", false, regexp.MustCompile(`CUDA error: out of memory`)},
+	{"cublas", false, regexp.MustCompile(`CUBLAS_STATUS_ALLOC_FAILED`)},
+	{"cudnn", false, regexp.MustCompile(`CUDNN_STATUS_ALLOC_FAILED|cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\.`)},
+	{"nccl", false, regexp.MustCompile(`Cuda failure 'out of memory'|Failed to CUDA calloc`)},
+	{"xla", false, regexp.MustCompile(`RESOURCE_EXHAUSTED: Out of memory while trying to allocate`)},
+	{"tensorflow", false, regexp.MustCompile(`OOM when allocating tensor`)},
+	{"bitsandbytes", false, regexp.MustCompile(`Error out of memory at line \d+ in file`)},
+	{"mps", false, regexp.MustCompile(`MPS backend out of memory`)},
+	{"cpu-allocator", true, regexp.MustCompile(`DefaultCPUAllocator: can't allocate memory`)},
+	{"dataloader-killed", true, regexp.MustCompile(`DataLoader worker \(pid \d+\) is killed by signal: Killed`)},
+	{"shm", true, regexp.MustCompile(`insufficient shared memory \(shm\)`)},
+	{"xla-host", true, regexp.MustCompile(`Out of host memory`)},
+}
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]`)
+
+// Classify decides how an attempt ended from its exit and the tail of its output. An
+// out-of-memory text counts only with a failing exit: a trainer that caught the error
+// and recovered (accelerate's find_executable_batch_size) succeeded. Where several texts
+// match, the last one in the output is the error that ended the process.
+func Classify(e Exit, tail []byte) (plans.Outcome, *plans.OOMFacts) {
+	switch {
+	case e.Cancelled:
+		return plans.Cancelled, nil
+	case e.Code == 0 && e.Signal == 0:
+		return plans.Success, nil
+	}
+	text := ansi.ReplaceAll(tail, nil)
+	var found *signature
+	last := -1
+	for i := range signatures {
+		for _, m := range signatures[i].re.FindAllIndex(text, -1) {
+			if m[0] > last {
+				last, found = m[0], &signatures[i]
+			}
+		}
+	}
+	if found == nil {
+		// SIGKILL alone is not proof of the OOM killer; the cgroup's counter is.
+		if e.Signal == syscall.SIGKILL && e.CgroupOOMKill {
+			return plans.HostOOM, &plans.OOMFacts{Signature: "cgroup-oom-kill", Device: -1, ExitSignalKilled: true}
+		}
+		return plans.Failed, nil
+	}
+	facts := parseFacts(text[last:])
+	facts.Signature = found.name
+	facts.ExitSignalKilled = e.Signal == syscall.SIGKILL
+	if found.host {
+		return plans.HostOOM, facts
+	}
+	return plans.GPUOOM, facts
+}
+
+const size = `(\d+(?:\.\d+)?) (bytes|KiB|MiB|GiB|TiB)`
+
+var (
+	reTried     = regexp.MustCompile(`Tried to allocate ` + size)
+	reCapacity  = regexp.MustCompile(`GPU (\d+) has a total capac\w* of ` + size)
+	reFree      = regexp.MustCompile(`of which ` + size + ` is free`)
+	reThis      = regexp.MustCompile(`this process has ` + size + ` memory in use`)
+	reOther     = regexp.MustCompile(`Process (\d+) has ` + size + ` memory in use`)
+	reAllocated = regexp.MustCompile(`Of the allocated memory ` + size + ` is allocated by PyTorch`)
+	reUnalloc   = regexp.MustCompile(size + ` is reserved by PyTorch but unallocated`)
+	// PyTorch 1.x: (GPU 0; 7.93 GiB total capacity; 130.35 MiB already allocated; 47.06 MiB free; 188.00 MiB reserved in total by PyTorch)
+	reOld       = regexp.MustCompile(`\(GPU (\d+); ` + size + ` total capacity; ` + size + ` already allocated; ` + size + ` free`)
+	reOldRes    = regexp.MustCompile(size + ` (?:reserved in total by PyTorch|cached)`)
+	reXLABytes  = regexp.MustCompile(`trying to allocate (\d+) bytes`)
+	reHostBytes = regexp.MustCompile(`you tried to allocate (\d+) bytes`)
+)
+
+var units = map[string]float64{"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+// notAvailable: PyTorch prints NVML's "not available" as 17179869184.00 GiB (2^64 bytes).
+const notAvailable = 1 << 50
+
+func bytesOf(num, unit string) int64 {
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0
+	}
+	b := v * units[unit]
+	if b >= notAvailable {
+		return 0
+	}
+	return int64(b)
+}
+
+// parseFacts reads what a message says; a message cut off midway gives what it got to.
+func parseFacts(t []byte) *plans.OOMFacts {
+	f := &plans.OOMFacts{Device: -1}
+	s := string(t)
+	if m := reTried.FindStringSubmatch(s); m != nil {
+		f.TriedBytes = bytesOf(m[1], m[2])
+	}
+	if m := reCapacity.FindStringSubmatch(s); m != nil {
+		f.Device, _ = strconv.Atoi(m[1])
+		f.TotalBytes = bytesOf(m[2], m[3])
+	}
+	if m := reFree.FindStringSubmatch(s); m != nil {
+		f.FreeBytes = bytesOf(m[1], m[2])
+	}
+	if m := reThis.FindStringSubmatch(s); m != nil {
+		f.ProcessBytes = bytesOf(m[1], m[2])
+	}
+	for _, m := range reOther.FindAllStringSubmatch(s, -1) {
+		pid, _ := strconv.Atoi(m[1])
+		f.Others = append(f.Others, plans.ProcessUse{PID: pid, Bytes: bytesOf(m[2], m[3])})
+	}
+	if m := reAllocated.FindStringSubmatch(s); m != nil {
+		f.AllocatedBytes = bytesOf(m[1], m[2])
+	}
+	if m := reUnalloc.FindStringSubmatch(s); m != nil {
+		f.ReservedUnusedB = bytesOf(m[1], m[2])
+	}
+	if m := reOld.FindStringSubmatch(s); m != nil {
+		f.Device, _ = strconv.Atoi(m[1])
+		f.TotalBytes = bytesOf(m[2], m[3])
+		f.AllocatedBytes = bytesOf(m[4], m[5])
+		f.FreeBytes = bytesOf(m[6], m[7])
+		if r := reOldRes.FindStringSubmatch(s); r != nil {
+			f.ReservedUnusedB = max(0, bytesOf(r[1], r[2])-f.AllocatedBytes)
+		}
+	}
+	for _, re := range []*regexp.Regexp{reXLABytes, reHostBytes} {
+		if m := re.FindStringSubmatch(s); m != nil && f.TriedBytes == 0 {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			f.TriedBytes = n
+		}
+	}
+	return f
+}

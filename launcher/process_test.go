@@ -1,0 +1,195 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// The test binary doubles as the trainer: GPUQ_TEST_HELPER picks what it does.
+func TestMain(m *testing.M) {
+	switch os.Getenv("GPUQ_TEST_HELPER") {
+	case "":
+		BecomeSubreaper()
+		os.Exit(m.Run())
+	case "echo":
+		tty, _ := os.Readlink("/proc/self/fd/1")
+		fmt.Printf("tty=%v\n", strings.HasPrefix(tty, "/dev/pts/"))
+		for i, a := range os.Args[1:] {
+			fmt.Printf("arg%d=%s\n", i, a)
+		}
+		for _, k := range []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+			"TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "GPUQ_JOB_ID", "GPUQ_ATTEMPT", "GPUQ_TIER",
+			"GPUQ_SWEEP", "MASTER_PORT", "RUN_NAME", "KEPT_FROM_PARENT"} {
+			fmt.Printf("%s=%s\n", k, os.Getenv(k))
+		}
+		os.Exit(3)
+	case "spawn": // a trainer with DataLoader-like workers that ignore SIGTERM
+		for range 2 {
+			c := exec.Command(os.Args[0])
+			c.Env = append(os.Environ(), "GPUQ_TEST_HELPER=stubborn")
+			c.Start()
+			fmt.Printf("child=%d\n", c.Process.Pid)
+		}
+		if os.Getenv("LEAVE") != "" {
+			os.Exit(0) // the leader exits and leaves its children running
+		}
+		time.Sleep(time.Minute)
+	case "stubborn":
+		signalIgnore()
+		time.Sleep(time.Minute)
+	}
+	os.Exit(0)
+}
+
+func signalIgnore() { syscallIgnore(syscall.SIGTERM) }
+
+func testSweep(t *testing.T) *plans.Sweep {
+	t.Helper()
+	doc := `
+name: t
+command: ["` + os.Args[0] + `", --config, "{config}", --lr, "{lr}", "{{literal}}"]
+config: {format: yaml}
+params: {lr: 0.0001, model.hidden: 64}
+env: {RUN_NAME: "run-{lr}-{attempt}", PYTORCH_CUDA_ALLOC_CONF: "expandable_segments:False"}
+jobs: [{}]
+`
+	s, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "t.yaml"), []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func startHelper(t *testing.T, mode string, extraEnv ...string) (*Process, string) {
+	t.Helper()
+	s := testSweep(t)
+	dir := t.TempDir()
+	a := Attempt{Sweep: s, JobID: "t.1", N: 2, Tier: 1, Params: s.Jobs[0].Params, Dir: dir, Threads: 3,
+		Cards: []Card{{Index: 2}, {Index: 5}}, MasterPort: 29517}
+	env := append(os.Environ(), "GPUQ_TEST_HELPER="+mode, "KEPT_FROM_PARENT=yes", "CUDA_VISIBLE_DEVICES=7")
+	c, err := Prepare(a, append(env, extraEnv...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "log")
+	p, err := Start(c, log, Header(c, a.JobID, a.N, a.Tier, a.Cards, "32"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, log
+}
+
+func waitDone(t *testing.T, p *Process) {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("attempt did not end")
+	}
+}
+
+func TestChildInPtyGetsArgvAndEnvironment(t *testing.T) {
+	p, log := startHelper(t, "echo")
+	waitDone(t, p)
+	if e := p.Exit(); e.Code != 3 {
+		t.Errorf("exit %v, want status 3", e)
+	}
+	out := strings.ReplaceAll(string(p.Output()), "\r\n", "\n")
+	for _, want := range []string{
+		"tty=true",
+		"arg0=--config", "arg2=--lr", "arg3=0.0001", "arg4={literal}",
+		"CUDA_VISIBLE_DEVICES=2,5", "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+		"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False", "PYTORCH_ALLOC_CONF=expandable_segments:False",
+		"TOKENIZERS_PARALLELISM=false", "OMP_NUM_THREADS=3", "MKL_NUM_THREADS=3",
+		"GPUQ_JOB_ID=t.1", "GPUQ_ATTEMPT=2", "GPUQ_TIER=1", "GPUQ_SWEEP=t", "MASTER_PORT=29517",
+		"RUN_NAME=run-0.0001-2", "KEPT_FROM_PARENT=yes",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	cfgLine := regexpFind(out, `arg1=(\S+)`)
+	cfg, err := os.ReadFile(cfgLine)
+	if err != nil || string(cfg) != "lr: 0.0001\nmodel:\n    hidden: 64\n" {
+		t.Errorf("rendered config %s: %q %v", cfgLine, cfg, err)
+	}
+	logText, _ := os.ReadFile(log)
+	for _, want := range []string{"# gpuq attempt 2 of job t.1, tier 1, cards 2 5, effective batch 32", "  CUDA_VISIBLE_DEVICES=2,5 \\", "RUN_NAME=run-0.0001-2", "gpuq: exited with status 3"} {
+		if !strings.Contains(string(logText), want) {
+			t.Errorf("log lacks %q:\n%s", want, logText)
+		}
+	}
+}
+
+func TestCancelLeavesNoSurvivor(t *testing.T) {
+	old := GroupGrace
+	GroupGrace = 300 * time.Millisecond
+	defer func() { GroupGrace = old }()
+	p, _ := startHelper(t, "spawn")
+	children := waitChildren(t, p)
+	p.Stop(GroupGrace)
+	waitDone(t, p)
+	if !p.Exit().Cancelled {
+		t.Errorf("exit %+v not marked cancelled", p.Exit())
+	}
+	assertGone(t, append(children, p.PID()))
+}
+
+func TestLeaderExitStopsWhatItLeft(t *testing.T) {
+	old := GroupGrace
+	GroupGrace = 300 * time.Millisecond
+	defer func() { GroupGrace = old }()
+	p, _ := startHelper(t, "spawn", "LEAVE=1")
+	waitDone(t, p)
+	children := pidsIn(string(p.Output()))
+	if len(children) != 2 {
+		t.Fatalf("children: %v in %q", children, p.Output())
+	}
+	assertGone(t, children)
+}
+
+func waitChildren(t *testing.T, p *Process) []int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if pids := pidsIn(string(p.Output())); len(pids) == 2 {
+			return pids
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("children never started: %q", p.Output())
+	return nil
+}
+
+func pidsIn(out string) []int {
+	var pids []int
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "child="); ok {
+			if pid, err := strconv.Atoi(v); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// assertGone: no process left, not even a zombie.
+func assertGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			t.Errorf("process %d survived: %s", pid, stat)
+		}
+	}
+}

@@ -1,0 +1,44 @@
+package plans
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+// Attempt outcomes.
+const (
+	Success   Outcome = "success"
+	GPUOOM    Outcome = "gpu-oom"
+	HostOOM   Outcome = "host-oom"
+	Failed    Outcome = "failed"
+	Cancelled Outcome = "cancelled"
+	Lost      Outcome = "lost" // gpuq lost track of it (it could not be started, or its supervisor died)
+)
+
+// OOMFacts is what an out-of-memory message told. Sizes are bytes; 0 where the message
+// did not say (or was cut off before saying).
+type OOMFacts struct {
+	Signature        string       `json:"signature"` // which known text matched
+	Device           int          `json:"device"`    // CUDA ordinal in the attempt's mask; -1 unknown
+	TriedBytes       int64        `json:"tried_bytes,omitempty"`
+	TotalBytes       int64        `json:"total_bytes,omitempty"`
+	FreeBytes        int64        `json:"free_bytes,omitempty"`
+	ProcessBytes     int64        `json:"process_bytes,omitempty"` // this process, including non-PyTorch memory
+	AllocatedBytes   int64        `json:"allocated_bytes,omitempty"`
+	ReservedUnusedB  int64        `json:"reserved_unallocated_bytes,omitempty"` // fragmentation
+	Others           []ProcessUse `json:"others,omitempty"`
+	ExitSignalKilled bool         `json:"sigkill,omitempty"`
+}
+
+// ProcessUse is another process the message named on the card.
+type ProcessUse struct {
+	PID   int   `json:"pid"`
+	Bytes int64 `json:"bytes"`
+}
+
+// OthersBytes is what the other processes named in the message held.
+func (f *OOMFacts) OthersBytes() int64 {
+	var n int64
+	for _, o := range f.Others {
+		n += o.Bytes
+	}
+	return n
+}
