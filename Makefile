@@ -25,10 +25,10 @@ fmt-check:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./scheduler/
 
-# Try gpuq on a fresh machine: plans the seed-like sweep on a simulated machine.
+# Try gpuq on a fresh machine: runs the quickstart sweep to the end on simulated GPUs
+# (no NVIDIA driver needed), OOMs and their recovery included. Needs python3.
 demo: build
-	./bin/gpuq gpus --gpus sim:7x23.52GiB --gpu-plan 2,2,2,2,1,1,1
-	./bin/gpuq plan examples/sweeps/gla.yaml --gpus sim:7x23.52GiB
+	./bin/gpuq run examples/sweeps/quickstart.yaml
 
 clean:
 	rm -rf bin

@@ -94,6 +94,20 @@ func (m *Map) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// UnmarshalJSON reads a JSON object, keeping its keys in order.
+func (m *Map) UnmarshalJSON(b []byte) error {
+	v, err := decodeJSON(b)
+	if err != nil {
+		return err
+	}
+	mm, ok := v.(*Map)
+	if !ok {
+		return fmt.Errorf("want a JSON object, not a %s", kindOf(v))
+	}
+	*m = *mm
+	return nil
+}
+
 // MarshalYAML keeps the keys in order.
 func (m *Map) MarshalYAML() (any, error) {
 	n := &yaml.Node{Kind: yaml.MappingNode}

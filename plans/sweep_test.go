@@ -1,6 +1,7 @@
 package plans
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -79,6 +80,18 @@ func TestDecodeSweepJSON(t *testing.T) {
 	}
 	if v, _ := s.Jobs[0].Params.Get("lr"); v != 0.0001 {
 		t.Errorf("lr = %#v", v)
+	}
+}
+
+func TestMapJSONRoundTrip(t *testing.T) {
+	in := `{"b":1,"a":{"z":true,"y":[1,"x"]},"c":0.5}`
+	var m Map
+	if err := json.Unmarshal([]byte(in), &m); err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(&m)
+	if err != nil || string(out) != in {
+		t.Errorf("round trip: %s, %v", out, err)
 	}
 }
 

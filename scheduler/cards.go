@@ -6,10 +6,10 @@ import (
 )
 
 // CardStates combines what NVML reads, the plan, and gpuq's running attempts into the
-// packer's view of each card. slots is the plan fitted to cards. A process on a card
-// that is none of the running attempts' is foreign: its memory counts against free.
-func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running []*Attempt) []CardState {
-	ours := map[int]bool{}
+// packer's view of each card. slots is the plan fitted to cards. ours tells whether a
+// process belongs to an attempt; any other process on a card is foreign, and its memory
+// counts against free.
+func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running []*Attempt, ours func(pid int) bool) []CardState {
 	pos := make(map[int]int, len(cards))
 	out := make([]CardState, len(cards))
 	for i, c := range cards {
@@ -17,9 +17,6 @@ func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running 
 		out[i] = CardState{Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i]}
 	}
 	for _, a := range running {
-		for _, pid := range a.PIDs {
-			ours[pid] = true
-		}
 		for _, idx := range a.GPUs {
 			if i, ok := pos[idx]; ok {
 				out[i].Reserved += a.Estimate
@@ -29,7 +26,7 @@ func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running 
 	}
 	for i, c := range cards {
 		for _, p := range c.Processes {
-			if !ours[p.PID] && p.Used != gpu.Unknown {
+			if p.Used != gpu.Unknown && (ours == nil || !ours(p.PID)) {
 				out[i].Foreign += p.Used
 			}
 		}
@@ -41,7 +38,7 @@ func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running 
 func Requests(queue []*Job) []Request {
 	out := make([]Request, len(queue))
 	for i, j := range queue {
-		out[i] = Request{Job: j.ID, Memory: j.Estimate, GPUs: j.GPUs, Exclusive: j.Exclusive}
+		out[i] = Request{Job: j.ID, Memory: j.Estimate, GPUs: j.GPUs, Exclusive: j.Pos.Exclusive}
 	}
 	return out
 }

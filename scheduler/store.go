@@ -26,16 +26,19 @@ const (
 )
 
 // Job is a job as the store holds it. Objects read from the store are never changed in
-// place: copy, change, insert.
+// place: copy, change, put.
 type Job struct {
-	plans.Job
-	Sweep    string
-	Seq      uint64 // submission order across sweeps
-	State    JobState
-	Estimate int64 // bytes per card the packer reserves; starts as the declared memory
-	Tier     int
-	// Exclusive is set once the job's ladder reached an exclusive rung.
-	Exclusive bool
+	plans.Job // as written: Params is tier 0
+	Sweep     string
+	Seq       uint64 // submission order across sweeps
+	State     JobState
+	Estimate  int64          // bytes per card the packer reserves; starts as the declared memory
+	Current   *plans.Map     // the parameters of its current tier
+	Pos       plans.Position // where it stands on its ladder
+	// Retried is set when a crowded-out attempt at the current tier was retried.
+	Retried  bool
+	Attempts int
+	Reason   string // why it failed, for people
 }
 
 // Attempt is one launch of a job.
@@ -45,11 +48,15 @@ type Attempt struct {
 	N        int
 	GPUs     []int // card indices
 	Tier     int
+	Params   *plans.Map
 	Estimate int64 // per card
-	PIDs     []int // the attempt's processes, for telling its memory from foreign use
+	Leader   int   // the trainer's session leader; its session is the attempt's processes
+	Peak     int64 // the most its processes held on one card, as NVML saw it
 	Started  time.Time
 	Ended    time.Time
-	Outcome  string // "" while running
+	Outcome  plans.Outcome // "" while running
+	OOM      *plans.OOMFacts
+	Log      string
 }
 
 // Running reports whether the attempt still holds its cards.
@@ -81,9 +88,26 @@ func (s *Store) Submit(sw *plans.Sweep) error {
 			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
 		}
 		s.seq++
-		j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, State: JobQueued, Estimate: pj.Memory}
+		j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, State: JobQueued, Estimate: pj.Memory, Current: pj.Params}
 		if err := txn.Insert(TableJobs, j); err != nil {
 			return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
+		}
+	}
+	txn.Commit()
+	return nil
+}
+
+// Put writes jobs and attempts in one transaction.
+func (s *Store) Put(objs ...any) error {
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	for _, o := range objs {
+		table := TableJobs
+		if _, ok := o.(*Attempt); ok {
+			table = TableAttempts
+		}
+		if err := txn.Insert(table, o); err != nil {
+			return fmt.Errorf("state store: %w", err)
 		}
 	}
 	txn.Commit()
@@ -106,6 +130,31 @@ func (sn Snapshot) Jobs() []*Job {
 	jobs := collect[*Job](sn.txn, TableJobs, IndexID)
 	slices.SortFunc(jobs, func(a, b *Job) int { return cmp.Compare(a.Seq, b.Seq) })
 	return jobs
+}
+
+// Job returns one job, or nil.
+func (sn Snapshot) Job(id string) *Job {
+	obj, err := sn.txn.First(TableJobs, IndexID, id)
+	if err != nil || obj == nil {
+		return nil
+	}
+	return obj.(*Job)
+}
+
+// Attempt returns one attempt, or nil.
+func (sn Snapshot) Attempt(id string) *Attempt {
+	obj, err := sn.txn.First(TableAttempts, IndexID, id)
+	if err != nil || obj == nil {
+		return nil
+	}
+	return obj.(*Attempt)
+}
+
+// Attempts returns a job's attempts in order.
+func (sn Snapshot) Attempts(job string) []*Attempt {
+	as := collect[*Attempt](sn.txn, TableAttempts, IndexJob, job)
+	slices.SortFunc(as, func(a, b *Attempt) int { return cmp.Compare(a.N, b.N) })
+	return as
 }
 
 // Running returns the attempts that hold cards.

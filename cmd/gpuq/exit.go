@@ -50,6 +50,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &probs), errors.As(err, &in), errors.Is(err, gpu.ErrUnknownCard):
 		return exitBadInput
+	case errors.Is(err, errInterrupted):
+		return exitInterrupt
 	}
 	return exitFailed
 }

@@ -95,7 +95,7 @@ func runPlan(opts *planOptions) error {
 		return err
 	}
 	snap := store.Snapshot()
-	states := scheduler.CardStates(p.cards, p.slots, p.sweep.Headroom, snap.Running())
+	states := scheduler.CardStates(p.cards, p.slots, p.sweep.Headroom, snap.Running(), nil)
 	d := scheduler.Pack(scheduler.Requests(snap.Queue()), states)
 	if opts.json {
 		return writeJSON(opts.io.Out, planJSON(p, states, d))

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+type runOptions struct {
+	io       ioStreams
+	settings *settings
+	sweep    string
+	json     bool
+	logDir   string
+	poll     time.Duration
+}
+
+func newRunCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &runOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:   "run SWEEP",
+		Short: "Run a sweep in the foreground until every job has succeeded or failed",
+		Long: `Run every job of the sweep: pack them onto the cards, launch each trainer in a
+pseudo-terminal with the right environment, and when one runs out of GPU memory requeue
+it with the next rung of its OOM ladder (the effective batch kept), until every job has
+succeeded, failed for good, or been cancelled. Ctrl-C stops every trainer cleanly.
+
+Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/; a log
+begins with the command and environment to rerun the attempt by hand.
+
+Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrupted.`,
+		Example: `  gpuq run examples/sweeps/quickstart.yaml
+  gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json`,
+		Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			opts.sweep = args[0]
+			return runRun(opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the final summary as JSON on stdout; progress goes to stderr")
+	cmd.Flags().StringVar(&opts.logDir, "log-dir", "", "where attempts' configs and logs go (default $XDG_STATE_HOME/gpuq/runs/<sweep>-<time>)")
+	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
+	return cmd
+}
+
+// errInterrupted is returned when Ctrl-C stopped the run.
+var errInterrupted = errors.New("interrupted")
+
+// errJobsFailed is returned when the run ended with some job failed.
+var errJobsFailed = errors.New("some jobs failed")
+
+func runRun(opts *runOptions) error {
+	p, err := prepare(opts.sweep, opts.settings, opts.io)
+	if err != nil {
+		return err
+	}
+	defer p.inv.Close()
+	launcher.BecomeSubreaper()
+	sw := p.sweep
+	if opts.logDir == "" {
+		opts.logDir = runDir(sw.Name, time.Now())
+	}
+	store, err := scheduler.NewStore()
+	if err != nil {
+		return err
+	}
+	progress := opts.io.Out
+	if opts.json {
+		progress = opts.io.Err
+	}
+	ui := newRunUI(progress, isTerminal(progress) && !opts.json, store, sw)
+	ledger := ""
+	if p.inv.Simulated() != "" {
+		ledger = opts.settings.ledger()
+	}
+	runner := &procRunner{dir: opts.logDir, ledger: ledger, threads: threadsFor(sw, p.slots), procs: map[string]*launcher.Process{}}
+	eng := scheduler.NewEngine(store, p.inv, runner, scheduler.RealClock{},
+		scheduler.Config{Slots: p.slots, Headroom: sw.Headroom, Poll: opts.poll}, ui.event)
+	runner.exits = eng.Exits()
+	if err := eng.Submit(sw); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "gpuq: running %d jobs of %s; logs in %s\n", len(sw.Jobs), sw.Name, opts.logDir)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ui.start()
+	runErr := eng.Run(ctx)
+	ui.stop()
+	sum := summarize(store, sw)
+	if opts.json {
+		if err := writeJSON(opts.io.Out, sum); err != nil {
+			return err
+		}
+	} else {
+		printSummary(opts.io.Out, sum)
+	}
+	switch {
+	case errors.Is(runErr, context.Canceled):
+		var left []string
+		for _, j := range sum.Jobs {
+			if j.State != string(scheduler.JobSucceeded) {
+				left = append(left, j.ID)
+			}
+		}
+		fmt.Fprintf(opts.io.Err, "gpuq: interrupted; every trainer was stopped. Not finished: %s\n", strings.Join(left, " "))
+		return errInterrupted
+	case runErr != nil:
+		return runErr
+	case sum.Counts[string(scheduler.JobFailed)] > 0:
+		return errJobsFailed
+	}
+	return nil
+}
+
+// threadsFor is the OMP/MKL threads per trainer: the sweep's, or with "auto" an even
+// share of the cores among the trainers that can run at once.
+func threadsFor(sw *plans.Sweep, slots []int) int {
+	if sw.Threads > 0 {
+		return sw.Threads
+	}
+	concurrent := 0
+	for _, s := range slots {
+		concurrent += min(s, len(sw.Jobs))
+	}
+	return max(1, runtime.NumCPU()/max(1, min(concurrent, len(sw.Jobs))))
+}
+
+// runUI shows progress: a table redrawn in place on a terminal, one line per event
+// otherwise.
+type runUI struct {
+	w     io.Writer
+	live  bool
+	store *scheduler.Store
+	sweep *plans.Sweep
+	mu    sync.Mutex
+	lines int
+	log   []string
+	done  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newRunUI(w io.Writer, live bool, store *scheduler.Store, sw *plans.Sweep) *runUI {
+	return &runUI{w: w, live: live, store: store, sweep: sw, done: make(chan struct{})}
+}
+
+func (u *runUI) event(ev scheduler.Event) {
+	line := fmt.Sprintf("%s %s #%d %s: %s", ev.Time.Format("15:04:05"), ev.Job, ev.Attempt, ev.Kind, ev.Message)
+	if ev.Attempt == 0 {
+		line = fmt.Sprintf("%s %s %s: %s", ev.Time.Format("15:04:05"), ev.Job, ev.Kind, ev.Message)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.live {
+		fmt.Fprintln(u.w, line)
+		return
+	}
+	u.log = append(u.log, line)
+	if len(u.log) > 6 {
+		u.log = u.log[len(u.log)-6:]
+	}
+}
+
+func (u *runUI) start() {
+	if !u.live {
+		return
+	}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			u.redraw()
+			select {
+			case <-u.done:
+				u.redraw()
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+func (u *runUI) stop() {
+	close(u.done)
+	u.wg.Wait()
+}
+
+// redraw replaces the last table with a new one: the running jobs, the latest events,
+// and counts by state.
+func (u *runUI) redraw() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var b strings.Builder
+	snap := u.store.Snapshot()
+	counts := map[scheduler.JobState]int{}
+	tw := newTable(&b)
+	fmt.Fprintln(tw, "JOB\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tELAPSED")
+	now := time.Now()
+	for _, j := range snap.Jobs() {
+		counts[j.State]++
+		if j.State != scheduler.JobRunning {
+			continue
+		}
+		as := snap.Attempts(j.ID)
+		a := as[len(as)-1]
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s\n", j.ID, j.State, a.GPUs, a.N, a.Tier,
+			plans.FormatSize(a.Estimate), plans.FormatSize(a.Peak), now.Sub(a.Started).Round(time.Second))
+	}
+	tw.Flush()
+	for _, l := range u.log {
+		b.WriteString(l + "\n")
+	}
+	fmt.Fprintf(&b, "%s: %d queued, %d running, %d succeeded, %d failed, %d cancelled\n", u.sweep.Name,
+		counts[scheduler.JobQueued], counts[scheduler.JobRunning], counts[scheduler.JobSucceeded], counts[scheduler.JobFailed], counts[scheduler.JobCancelled])
+	if u.lines > 0 { // move up over the last table and clear it
+		fmt.Fprintf(u.w, "\x1b[%dA\x1b[J", u.lines)
+	}
+	u.lines = strings.Count(b.String(), "\n")
+	fmt.Fprint(u.w, b.String())
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func needPython(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is needed for the simulated trainer")
+	}
+}
+
+// TestRunQuickstartRecoversOOMs runs the quickstart on simulated GPUs: jobs are crowded
+// out or too large, are requeued at the right rung with the effective batch kept, and
+// all finish.
+func TestRunQuickstartRecoversOOMs(t *testing.T) {
+	needPython(t)
+	out, errOut, code := gpuq(t, "run", "../../examples/sweeps/quickstart.yaml", "--json", "--log-dir", t.TempDir(), "--poll", "200ms")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("summary is not JSON: %v\n%s", err, out)
+	}
+	if sum.Counts["succeeded"] != 6 || len(sum.Jobs) != 6 {
+		t.Fatalf("counts %v", sum.Counts)
+	}
+	ooms, crowded, stepped := 0, 0, 0
+	for _, j := range sum.Jobs {
+		for i, a := range j.Attempts {
+			if a.EffectiveBatch == nil || *a.EffectiveBatch != 32 {
+				t.Errorf("%s attempt %d: effective batch %v, want 32 kept", j.ID, a.N, a.EffectiveBatch)
+			}
+			if a.Log == "" || a.Started.IsZero() || a.Ended.IsZero() {
+				t.Errorf("%s attempt %d lacks log or times: %+v", j.ID, a.N, a)
+			}
+			if a.Outcome != "gpu-oom" {
+				continue
+			}
+			ooms++
+			if a.OOM == nil || a.OOM.TriedBytes == 0 {
+				t.Errorf("%s attempt %d: OOM facts not parsed: %+v", j.ID, a.N, a.OOM)
+			}
+			next := j.Attempts[i+1]
+			switch {
+			case strings.Contains(j.Name, "mrpc") && next.Tier == a.Tier:
+				crowded++ // crowded out: same tier, estimate raised to the learned need
+				if next.EstimateBytes < 14<<30 {
+					t.Errorf("%s: retried with estimate %d, want at least 14 GiB", j.ID, next.EstimateBytes)
+				}
+			case strings.Contains(j.Name, "rte") && next.Tier == a.Tier+1:
+				stepped++
+				if gc, _ := next.Params.Get("gradient_checkpointing"); gc != true {
+					t.Errorf("%s: tier 1 did not turn on gradient checkpointing: %v", j.ID, next.Params)
+				}
+			default:
+				t.Errorf("%s (%s): unexpected reaction %d/t%d -> %d/t%d", j.ID, j.Name, a.N, a.Tier, next.N, next.Tier)
+			}
+		}
+	}
+	if crowded == 0 || stepped < 2 {
+		t.Errorf("ooms %d, crowded-out retries %d, ladder steps %d", ooms, crowded, stepped)
+	}
+	if !strings.Contains(errOut, "gpu-oom") || !strings.Contains(errOut, "succeeded") {
+		t.Errorf("progress (stderr with --json) lacks events:\n%s", errOut)
+	}
+}
+
+// TestRunInterrupted sends Ctrl-C's SIGINT to a real gpuq: every trainer stops, exit 130,
+// and the jobs that did not finish are named.
+func TestRunInterrupted(t *testing.T) {
+	needPython(t)
+	bin := filepath.Join(t.TempDir(), "gpuq")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "long.yaml")
+	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
+	os.WriteFile(sweep, []byte(`name: long
+command: [python3, `+trainer+`, --config, "{config}"]
+config: {format: json}
+params: {batch_size: 1, sim_seconds: 120}
+matrix: {seed: [1, 2, 3]}
+memory: 2GiB
+gpus: sim:2x24GiB
+`), 0o644)
+	cmd := exec.Command(bin, "run", sweep, "--log-dir", filepath.Join(dir, "logs"))
+	cmd.Env = append(os.Environ(), "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "long.2 #1 started") {
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs never started:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	trainers := ledgerPIDs(filepath.Join(dir, "ledger"))
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupt {
+		t.Fatalf("exit %v, want %d\n%s", err, exitInterrupt, out.String())
+	}
+	if !strings.Contains(out.String(), "Not finished: long.1 long.2 long.3") {
+		t.Errorf("does not say which jobs did not finish:\n%s", out.String())
+	}
+	if len(trainers) == 0 {
+		t.Fatalf("no trainer held memory before the interrupt:\n%s", out.String())
+	}
+	for _, pid := range trainers {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("trainer %d survived the interrupt", pid)
+		}
+	}
+}
+
+func ledgerPIDs(dir string) []int {
+	ents, _ := os.ReadDir(dir)
+	var pids []int
+	for _, e := range ents {
+		if _, p, ok := strings.Cut(e.Name(), "-"); ok {
+			if pid, err := strconv.Atoi(p); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// lockedBuffer is written by a child's output copiers while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// procRunner starts attempts as real processes through the launcher and reports their
+// ends to the engine.
+type procRunner struct {
+	dir     string // attempts go under dir/<job>/attempt-<n>
+	ledger  string // the simulated machine's ledger; "" on real cards
+	threads int
+	exits   chan<- scheduler.Exit
+
+	mu    sync.Mutex
+	procs map[string]*launcher.Process
+}
+
+func (r *procRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
+	a := launcher.Attempt{Sweep: l.Sweep, JobID: l.Job.ID, N: l.Attempt.N, Tier: l.Attempt.Tier,
+		Params: l.Attempt.Params, Threads: r.threads, SimLedger: r.ledger,
+		Dir: filepath.Join(r.dir, l.Job.ID, fmt.Sprintf("attempt-%d", l.Attempt.N))}
+	for _, c := range l.Cards {
+		a.Cards = append(a.Cards, launcher.Card{Index: c.Index, Total: c.Total})
+	}
+	if len(a.Cards) > 1 {
+		port, err := freePort()
+		if err != nil {
+			return scheduler.Started{}, err
+		}
+		a.MasterPort = port
+	}
+	cmd, err := launcher.Prepare(a, os.Environ())
+	if err != nil {
+		return scheduler.Started{}, err
+	}
+	eb := ""
+	if n, ok := plans.EffectiveBatch(a.Params); ok {
+		eb = strconv.FormatInt(n, 10)
+	}
+	log := filepath.Join(a.Dir, "log")
+	p, err := launcher.Start(cmd, log, launcher.Header(cmd, a.JobID, a.N, a.Tier, a.Cards, eb), nil)
+	if err != nil {
+		return scheduler.Started{}, err
+	}
+	r.mu.Lock()
+	r.procs[l.Attempt.ID] = p
+	r.mu.Unlock()
+	go func() {
+		<-p.Done()
+		r.mu.Lock()
+		delete(r.procs, l.Attempt.ID)
+		r.mu.Unlock()
+		outcome, facts := launcher.Classify(p.Exit(), p.Output())
+		r.exits <- scheduler.Exit{Attempt: l.Attempt.ID, Outcome: outcome, OOM: facts, Detail: "exited " + p.Exit().String()}
+	}()
+	return scheduler.Started{Leader: p.PID(), Log: log}, nil
+}
+
+func (r *procRunner) Stop(attempt string) {
+	r.mu.Lock()
+	p := r.procs[attempt]
+	r.mu.Unlock()
+	if p != nil {
+		p.Stop(launcher.GroupGrace)
+	}
+}
+
+func (r *procRunner) Owner(pid int) (int, bool) { return launcher.SessionOf(pid) }
+
+// freePort asks the kernel for a free TCP port, for a multi-card job's rendezvous.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("no free port for MASTER_PORT: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// runDir is where a run keeps its attempts' configs and logs.
+func runDir(sweep string, now time.Time) string {
+	return filepath.Join(xdgDir("XDG_STATE_HOME", filepath.Join(".local", "state")), "gpuq", "runs",
+		sweep+"-"+now.Format("20060102-150405"))
+}

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""A simulated trainer: behaves like a PyTorch training script towards gpuq, with no GPU.
+
+It reads the config gpuq rendered (JSON, or the flat `key: value` YAML gpuq writes for
+simple params), holds memory on the simulated card named by CUDA_VISIBLE_DEVICES through
+the ledger that gpuq's simulated NVML reads, prints tqdm-like progress, and when the card
+cannot hold what it needs, prints PyTorch 2.x's out-of-memory traceback and exits 1, as
+a real trainer does.
+
+Memory model (the same physics as `gpuq simulate`):
+  peak        = sim_base + activations
+  activations = sim_activations * (batch_size / sim_batch) * (0.35 if gradient_checkpointing)
+  duration    = sim_seconds * (1.08 if gradient_checkpointing)
+                            * 1.15 ** log2(sim_batch / batch_size)   (more, smaller micro-batches)
+                            * (1.2 if num_data_workers == 0)
+sim_base and sim_activations are sizes ("3.5GiB"); sim_batch is the batch_size the
+activations figure was measured at (default: batch_size). The weights (sim_base) are
+allocated at start, the activations after sim_alloc_delay seconds (default 1), which is
+when an OOM happens.
+
+Ledger: <GPUQ_SIM_LEDGER>/<card>-<pid> holds this process's bytes on that card; the
+directory's `lock` file is flock()ed while checking room and writing. Capacities come from
+GPUQ_SIM_CAPACITY, one per card of the mask.
+
+Standard library only.
+"""
+import argparse
+import fcntl
+import json
+import math
+import os
+import re
+import signal
+import sys
+import time
+
+UNITS = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+         "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def parse_size(v):
+    if isinstance(v, (int, float)):
+        return int(v)
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", str(v))
+    if not m or m.group(2).lower() not in UNITS:
+        raise SystemExit(f"simtrain: {v!r} is not a size such as 3.5GiB")
+    return int(float(m.group(1)) * UNITS[m.group(2).lower()])
+
+
+def fmt(b):
+    """Bytes as PyTorch prints them."""
+    for unit, n in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= n:
+            return f"{b / n:.2f} {unit}"
+    return f"{b} bytes"
+
+
+def load_config(path):
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    cfg = {}  # the flat YAML gpuq writes for scalar params; nested keys are not needed here
+    for line in text.splitlines():
+        if not line or line.startswith((" ", "#")) or ":" not in line:
+            continue
+        k, v = line.split(":", 1)
+        v = v.strip().strip('"').strip("'")
+        if v in ("true", "false"):
+            cfg[k] = v == "true"
+        else:
+            try:
+                cfg[k] = int(v)
+            except ValueError:
+                try:
+                    cfg[k] = float(v)
+                except ValueError:
+                    cfg[k] = v
+    return cfg
+
+
+class Ledger:
+    def __init__(self, directory, card):
+        self.dir, self.card, self.pid = directory, card, os.getpid()
+        os.makedirs(directory, exist_ok=True)
+        self.path = os.path.join(directory, f"{card}-{self.pid}")
+        self.held = 0
+
+    def _used_by_others(self):
+        used, others = 0, []
+        for name in os.listdir(self.dir):
+            m = re.fullmatch(r"(\d+)-(\d+)", name)
+            if not m or int(m.group(1)) != self.card or int(m.group(2)) == self.pid:
+                continue
+            pid = int(m.group(2))
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                continue
+            except PermissionError:
+                pass
+            try:
+                with open(os.path.join(self.dir, name)) as f:
+                    b = int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                continue
+            used += b
+            others.append((pid, b))
+        return used, others
+
+    def allocate(self, nbytes, capacity):
+        """Hold nbytes more, or return (False, facts) when the card cannot."""
+        with open(os.path.join(self.dir, "lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            used, others = self._used_by_others()
+            if used + self.held + nbytes > capacity:
+                return False, (capacity - used - self.held, others)
+            self._write(self.held + nbytes)
+        return True, None
+
+    def _write(self, nbytes):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(nbytes))
+        os.replace(tmp, self.path)
+        self.held = nbytes
+
+    def release(self):
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
+        self.held = 0
+
+
+def oom_text(tried, capacity, free, held, others):
+    procs = "".join(f"Process {pid} has {fmt(b)} memory in use. " for pid, b in others)
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "simtrain.py", line 1, in <module>\n'
+        "    loss.backward()\n"
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {fmt(tried)}. "
+        f"GPU 0 has a total capacity of {fmt(capacity)} of which {fmt(max(free, 0))} is free. "
+        f"{procs}Including non-PyTorch memory, this process has {fmt(held)} memory in use. "
+        f"Of the allocated memory {fmt(held)} is allocated by PyTorch, and 0 bytes is reserved by "
+        "PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
+        "for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n"
+    )
+
+
+def plan(cfg):
+    """Peak bytes and duration in seconds for this config: the model in the docstring."""
+    batch = int(cfg.get("batch_size", 1))
+    ref = int(cfg.get("sim_batch", batch))
+    gc = bool(cfg.get("gradient_checkpointing", False))
+    act = parse_size(cfg.get("sim_activations", "0B")) * batch / ref * (0.35 if gc else 1.0)
+    base = parse_size(cfg.get("sim_base", "1GiB"))
+    secs = float(cfg.get("sim_seconds", 5))
+    secs *= 1.08 if gc else 1.0
+    secs *= 1.15 ** math.log2(ref / batch) if batch < ref else 1.0
+    secs *= 1.2 if int(cfg.get("num_data_workers", 1)) == 0 else 1.0
+    return base, int(act), secs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", required=True)
+    args, _ = ap.parse_known_args()
+    cfg = load_config(args.config)
+    base, act, secs = plan(cfg)
+
+    mask = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    ledger_dir = os.environ.get("GPUQ_SIM_LEDGER")
+    if not mask or not ledger_dir:
+        raise SystemExit("simtrain: run me under gpuq on a simulated machine (CUDA_VISIBLE_DEVICES and GPUQ_SIM_LEDGER unset)")
+    card = int(mask.split(",")[0])
+    capacity = int(os.environ.get("GPUQ_SIM_CAPACITY", "0").split(",")[0]) or (24 << 30)
+    ledger = Ledger(ledger_dir, card)
+
+    def stop(signum, _frame):
+        ledger.release()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        print(f"simtrain: card {card}, batch_size {cfg.get('batch_size')}, "
+              f"gradient_checkpointing {cfg.get('gradient_checkpointing')}, peak {fmt(base + act)}", flush=True)
+        for need in (base, act):
+            ok, facts = ledger.allocate(need, capacity)
+            if not ok:
+                free, others = facts
+                sys.stdout.write(oom_text(need, capacity, free, ledger.held, others))
+                sys.stdout.flush()
+                return 1
+            time.sleep(float(cfg.get("sim_alloc_delay", 1)) if need == base else 0)
+        steps = 20
+        tty = sys.stdout.isatty()
+        start = time.time()
+        for i in range(1, steps + 1):
+            time.sleep(secs / steps)
+            el = time.time() - start
+            bar = "█" * (i * 10 // steps) + " " * (10 - i * 10 // steps)
+            line = f"train: {i * 100 // steps:3d}%|{bar}| {i}/{steps} [{el:05.1f}s, {i / el:.2f}it/s]"
+            print(("\r" + line) if tty else line, end="" if tty and i < steps else "\n", flush=True)
+        print(f"eval accuracy: {0.80 + (hash(args.config) % 100) / 1000:.3f}", flush=True)
+        return 0
+    finally:
+        ledger.release()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,439 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// Clock is the engine's time: real under `gpuq run`, virtual under a simulation.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// RealClock is the wall clock.
+type RealClock struct{}
+
+// Now returns the wall-clock time.
+func (RealClock) Now() time.Time { return time.Now() }
+
+// After waits d of wall-clock time.
+func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Inventory reads the cards.
+type Inventory interface {
+	Snapshot() ([]gpu.Card, error)
+}
+
+// Launch is what a Runner needs to start an attempt.
+type Launch struct {
+	Attempt *Attempt
+	Job     *Job
+	Sweep   *plans.Sweep
+	Cards   []gpu.Card
+}
+
+// Runner starts attempts and reports, on the engine's Exits channel, how each ended.
+type Runner interface {
+	// Start starts the attempt and says where it runs and logs.
+	Start(l Launch) (Started, error)
+	// Stop asks a running attempt to end; its Exit follows.
+	Stop(attempt string)
+	// Owner returns the session leader of a process, so that the engine can tell its
+	// attempts' processes from foreign ones; ok is false when it cannot tell.
+	Owner(pid int) (leader int, ok bool)
+}
+
+// Started is what a Runner tells of an attempt it started.
+type Started struct {
+	Leader int    // the session leader's pid
+	Log    string // the attempt's log file
+}
+
+// Exit is how an attempt ended, as its Runner reports it.
+type Exit struct {
+	Attempt string
+	Outcome plans.Outcome
+	OOM     *plans.OOMFacts
+	Detail  string // e.g. "exited with status 2"
+}
+
+// Event is something that happened, for the user interface.
+type Event struct {
+	Time    time.Time
+	Job     string
+	Attempt int
+	Kind    string // "started", "gpu-oom", "requeued", "succeeded", "failed", "cancelled", ...
+	Message string
+}
+
+// Config is the machine side of an engine.
+type Config struct {
+	Slots    []int // the plan, fitted to the inventory's cards
+	Headroom plans.Headroom
+	// Poll is how often the engine samples the cards between events.
+	Poll time.Duration
+	// Settle bounds how long a card waits, after an attempt on it ends, for NVML to stop
+	// showing that attempt's memory before another job starts there.
+	Settle time.Duration
+}
+
+// Engine runs jobs to the end: it packs, starts attempts, and reacts to how they end.
+type Engine struct {
+	store  *Store
+	inv    Inventory
+	runner Runner
+	clock  Clock
+	cfg    Config
+	sweeps map[string]*plans.Sweep
+	exits  chan Exit
+	events func(Event)
+	ghosts []ghost
+	cards  []gpu.Card
+	// owners remembers whose each process was while it lived: NVML can show a process's
+	// memory for a moment after /proc has forgotten it.
+	owners map[int]int
+}
+
+// ghost is an ended attempt whose memory NVML may still show.
+type ghost struct {
+	attempt *Attempt
+	until   time.Time
+}
+
+// NewEngine returns an engine over the store's jobs. events may be nil.
+func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Config, events func(Event)) *Engine {
+	if events == nil {
+		events = func(Event) {}
+	}
+	if cfg.Poll == 0 {
+		cfg.Poll = time.Second
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = 30 * time.Second
+	}
+	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
+		sweeps: map[string]*plans.Sweep{}, exits: make(chan Exit, 64), events: events, owners: map[int]int{}}
+}
+
+// Submit adds a sweep's jobs.
+func (e *Engine) Submit(sw *plans.Sweep) error {
+	if err := e.store.Submit(sw); err != nil {
+		return err
+	}
+	e.sweeps[sw.Name] = sw
+	return nil
+}
+
+// Exits is where the Runner reports attempts' ends.
+func (e *Engine) Exits() chan<- Exit { return e.exits }
+
+// Run schedules until every job has succeeded, failed or been cancelled. When ctx is
+// cancelled it stops every running attempt, cancels the queued jobs, waits for the
+// attempts to end, and returns ctx's error.
+func (e *Engine) Run(ctx context.Context) error {
+	for {
+		if err := e.schedule(); err != nil {
+			return err
+		}
+		snap := e.store.Snapshot()
+		if len(snap.Running()) == 0 && len(snap.Queue()) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return e.shutdown(ctx.Err())
+		case x := <-e.exits:
+			e.apply(x)
+		case <-e.clock.After(e.cfg.Poll):
+		}
+	}
+}
+
+func (e *Engine) shutdown(cause error) error {
+	snap := e.store.Snapshot()
+	for _, j := range snap.Queue() {
+		c := *j
+		c.State, c.Reason = JobCancelled, "cancelled before it started"
+		e.store.Put(&c)
+		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: c.Reason})
+	}
+	running := snap.Running()
+	for _, a := range running {
+		e.runner.Stop(a.ID)
+	}
+	for left := len(running); left > 0; left-- {
+		e.apply(<-e.exits)
+	}
+	return cause
+}
+
+// schedule samples the cards, learns peaks, and starts what the packer places.
+func (e *Engine) schedule() error {
+	cards, err := e.inv.Snapshot()
+	if err != nil {
+		return err
+	}
+	e.cards = cards
+	snap := e.store.Snapshot()
+	running := snap.Running()
+	e.learnPeaks(running)
+	reserved := append(running, e.settling()...)
+	states := CardStates(cards, e.cfg.Slots, e.cfg.Headroom, reserved, e.ours(running))
+	queue := snap.Queue()
+	// Nothing waits forever: a job no card could hold even when idle fails now.
+	fits := queue[:0:0]
+	for _, j := range queue {
+		if room := e.largestRoom(); j.Estimate > room {
+			failed := *j
+			failed.State = JobFailed
+			failed.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
+				plans.FormatSize(j.Estimate), plans.FormatSize(room))
+			e.store.Put(&failed)
+			e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: failed.Reason})
+			continue
+		}
+		fits = append(fits, j)
+	}
+	d := Pack(Requests(fits), states)
+	for _, p := range d.Placements {
+		e.start(snap.Job(p.Job), p.Cards)
+	}
+	return nil
+}
+
+// ours tells the processes of running attempts from foreign ones.
+func (e *Engine) ours(running []*Attempt) func(int) bool {
+	leaders := map[int]bool{}
+	for _, a := range running {
+		leaders[a.Leader] = true
+	}
+	for _, g := range e.ghosts {
+		leaders[g.attempt.Leader] = true
+	}
+	return func(pid int) bool {
+		l, ok := e.owner(pid)
+		return ok && leaders[l]
+	}
+}
+
+func (e *Engine) owner(pid int) (int, bool) {
+	if l, ok := e.runner.Owner(pid); ok {
+		e.owners[pid] = l
+		return l, true
+	}
+	l, ok := e.owners[pid]
+	return l, ok
+}
+
+// learnPeaks keeps, for each running attempt, the most its processes held on a card.
+func (e *Engine) learnPeaks(running []*Attempt) {
+	for _, a := range running {
+		peak := e.usedBy(a)
+		if peak > a.Peak {
+			c := *a
+			c.Peak = peak
+			e.store.Put(&c)
+		}
+	}
+}
+
+// usedBy is the most an attempt's processes hold on one of its cards now.
+func (e *Engine) usedBy(a *Attempt) int64 {
+	var most int64
+	for _, c := range e.cards {
+		if !contains(a.GPUs, c.Index) {
+			continue
+		}
+		var sum int64
+		for _, p := range c.Processes {
+			if l, ok := e.owner(p.PID); ok && l == a.Leader && p.Used != gpu.Unknown {
+				sum += p.Used
+			}
+		}
+		most = max(most, sum)
+	}
+	return most
+}
+
+// settling returns the ended attempts whose memory NVML still shows on their cards, so
+// that their estimates stay reserved: the next job must not OOM on a ghost. Each waits
+// at most cfg.Settle.
+func (e *Engine) settling() []*Attempt {
+	now := e.clock.Now()
+	kept := e.ghosts[:0]
+	var out []*Attempt
+	for _, g := range e.ghosts {
+		if now.Before(g.until) && e.usedBy(g.attempt) > 0 {
+			kept = append(kept, g)
+			out = append(out, g.attempt)
+		}
+	}
+	e.ghosts = kept
+	return out
+}
+
+func (e *Engine) start(j *Job, cardIdx []int) {
+	sw := e.sweeps[j.Sweep]
+	job := *j
+	job.Attempts++
+	job.State = JobRunning
+	a := &Attempt{ID: fmt.Sprintf("%s/%d", j.ID, job.Attempts), Job: j.ID, N: job.Attempts, GPUs: cardIdx,
+		Tier: j.Pos.Tier, Params: j.Current, Estimate: j.Estimate, Started: e.clock.Now()}
+	var cards []gpu.Card
+	for _, c := range e.cards {
+		if contains(cardIdx, c.Index) {
+			cards = append(cards, c)
+		}
+	}
+	e.store.Put(&job, a)
+	st, err := e.runner.Start(Launch{Attempt: a, Job: &job, Sweep: sw, Cards: cards})
+	if err != nil {
+		e.apply(Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: err.Error()})
+		return
+	}
+	started := *a
+	started.Leader, started.Log = st.Leader, st.Log
+	e.store.Put(&started)
+	e.events(Event{Time: a.Started, Job: j.ID, Attempt: a.N, Kind: "started",
+		Message: fmt.Sprintf("on GPU %v, tier %d, estimate %s", cardIdx, a.Tier, plans.FormatSize(a.Estimate))})
+}
+
+// apply records how an attempt ended and decides what becomes of its job.
+func (e *Engine) apply(x Exit) {
+	snap := e.store.Snapshot()
+	a := snap.Attempt(x.Attempt)
+	if a == nil || !a.Running() {
+		return
+	}
+	ended := *a
+	ended.Outcome, ended.OOM, ended.Ended = x.Outcome, x.OOM, e.clock.Now()
+	ended.Peak = max(ended.Peak, e.usedBy(a))
+	e.ghosts = append(e.ghosts, ghost{attempt: &ended, until: ended.Ended.Add(e.cfg.Settle)})
+	job := *snap.Job(a.Job)
+	sw := e.sweeps[job.Sweep]
+	kind, msg := string(x.Outcome), x.Detail
+	switch x.Outcome {
+	case plans.Success:
+		job.State, kind = JobSucceeded, "succeeded"
+	case plans.Cancelled:
+		job.State, job.Reason = JobCancelled, "cancelled while running"
+	case plans.GPUOOM, plans.HostOOM:
+		msg = e.degrade(&job, &ended, sw)
+		kind = string(x.Outcome)
+	default:
+		job.State, job.Reason = JobFailed, fmt.Sprintf("attempt %d %s: %s", a.N, x.Outcome, x.Detail)
+		msg = job.Reason
+	}
+	if job.State == JobQueued && job.Attempts >= sw.OOM.MaxAttempts {
+		job.State = JobFailed
+		job.Reason = fmt.Sprintf("out of memory on each of %d attempts (oom.max_attempts)", job.Attempts)
+		msg += "; " + job.Reason
+	}
+	e.store.Put(&job, &ended)
+	e.events(Event{Time: ended.Ended, Job: job.ID, Attempt: a.N, Kind: kind, Message: msg})
+	if job.State == JobFailed && x.Outcome != plans.Failed && x.Outcome != plans.Lost {
+		e.events(Event{Time: ended.Ended, Job: job.ID, Kind: "failed", Message: job.Reason})
+	}
+}
+
+// degrade reacts to an out-of-memory end: it learns a lower bound on the job's need,
+// then retries it as it was when it was crowded out, or steps down the ladder.
+func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
+	room := e.room(a)
+	before := job.Estimate
+	if a.Outcome == plans.GPUOOM {
+		// What the attempt held plus what it asked for is a lower bound on its need at
+		// this tier; and never trust an estimate that was just proven short.
+		used := a.Peak
+		if a.OOM != nil && a.OOM.ProcessBytes > 0 {
+			used = a.OOM.ProcessBytes
+		}
+		need := used
+		if a.OOM != nil {
+			need += a.OOM.TriedBytes
+		}
+		raised := max(need, int64(math.Ceil(float64(before)*1.2)))
+		others := a.OOM != nil && a.OOM.OthersBytes() > 0
+		if !others {
+			others = e.sharedCard(a)
+		}
+		if need > 0 && need <= room && raised <= room && others && !job.Retried {
+			job.Estimate, job.Retried, job.State = raised, true, JobQueued
+			return fmt.Sprintf("crowded out: needs at least %s, which fits the card alone; retrying at tier %d with that estimate",
+				plans.FormatSize(raised), job.Pos.Tier)
+		}
+	}
+	next, pos, changed, _, ok := plans.Step(job.Current, job.Ladder, job.Pos, a.Outcome == plans.HostOOM)
+	if !ok {
+		job.State = JobFailed
+		job.Reason = fmt.Sprintf("%s at tier %d, the last rung of its ladder", a.Outcome, job.Pos.Tier)
+		return job.Reason
+	}
+	// A new rung starts from the estimate before the OOM, not the failed tier's.
+	job.Current, job.Pos, job.Retried, job.Estimate, job.State = next, pos, false, before, JobQueued
+	var parts []string
+	for _, k := range changed {
+		v, _ := next.Get(k)
+		parts = append(parts, fmt.Sprintf("%s=%s", k, plans.FormatValue(v)))
+	}
+	msg := fmt.Sprintf("requeued at tier %d: %v", pos.Tier, parts)
+	if eb, ok := plans.EffectiveBatch(next); ok {
+		msg += fmt.Sprintf(", effective batch %d", eb)
+	}
+	if pos.Exclusive {
+		msg += ", alone on a card"
+	}
+	return msg
+}
+
+// room is the memory the attempt's card offers with nothing else on it.
+func (e *Engine) room(a *Attempt) int64 {
+	room := int64(math.MaxInt64)
+	for _, c := range e.cards {
+		if contains(a.GPUs, c.Index) {
+			total := c.Total
+			if a.OOM != nil && a.OOM.TotalBytes > 0 {
+				total = a.OOM.TotalBytes
+			}
+			room = min(room, total-e.cfg.Headroom.Of(total))
+		}
+	}
+	return room
+}
+
+func (e *Engine) largestRoom() int64 {
+	var most int64
+	for _, c := range e.cards {
+		most = max(most, c.Total-e.cfg.Headroom.Of(c.Total))
+	}
+	return most
+}
+
+// sharedCard reports whether another attempt ran on one of a's cards when it ended.
+func (e *Engine) sharedCard(a *Attempt) bool {
+	for _, r := range e.store.Snapshot().Running() {
+		if r.ID != a.ID {
+			for _, g := range r.GPUs {
+				if contains(a.GPUs, g) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
