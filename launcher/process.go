@@ -169,9 +169,6 @@ func (p *Process) Exit() Exit { return p.exit }
 // Output is the last of the attempt's output.
 func (p *Process) Output() []byte { return p.ring.Bytes() }
 
-// Write sends keystrokes to the attempt's terminal.
-func (p *Process) Write(b []byte) (int, error) { return p.ptmx.Write(b) }
-
 func (e Exit) String() string {
 	switch {
 	case e.Signal != 0:

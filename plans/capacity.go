@@ -43,6 +43,3 @@ func (s *Sweep) CheckCards(cards []Card, planSource string) error {
 	}
 	return c.err()
 }
-
-// Origin says where in the sweep file the job came from, e.g. "matrix.include[0]".
-func (j Job) Origin() string { return j.origin }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -117,7 +118,7 @@ func DecodeSweep(file string, data []byte, ov Overrides) (*Sweep, error) {
 		return nil, Problems{{File: file, Msg: err.Error()}}
 	}
 	for _, k := range doc.Keys {
-		if !contains(sweepKeys, k) {
+		if !slices.Contains(sweepKeys, k) {
 			c.fail(k, "unknown key%s; a sweep has %s", suggest(k, sweepKeys), strings.Join(sweepKeys, ", "))
 		}
 	}
@@ -316,7 +317,7 @@ func (c *checker) config(doc *Map, dir string) *ConfigSpec {
 		base = t
 	case *Map:
 		for _, k := range t.Keys {
-			if !contains(configKeys, k) {
+			if !slices.Contains(configKeys, k) {
 				c.fail("config."+k, "unknown key%s; config has base and format", suggest(k, configKeys))
 			}
 		}
@@ -422,7 +423,7 @@ func (c *checker) oom(doc *Map) OOMPolicy {
 		return pol
 	}
 	for _, k := range m.Keys {
-		if !contains(oomKeys, k) {
+		if !slices.Contains(oomKeys, k) {
 			c.fail("oom."+k, "unknown key%s; oom has max_attempts and ladder", suggest(k, oomKeys))
 		}
 	}
@@ -451,7 +452,7 @@ func (c *checker) rung(field string, v any) (Rung, bool) {
 	}
 	n := len(c.errs)
 	for _, k := range m.Keys {
-		if !contains(rungKeys, k) {
+		if !slices.Contains(rungKeys, k) {
 			c.fail(field+"."+k, "unknown key%s; a rung has set, scale, repeat and exclusive", suggest(k, rungKeys))
 		}
 	}
@@ -673,15 +674,6 @@ func (s *Sweep) Warnings() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // sanitizeName suggests a valid sweep name for s.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -247,7 +248,7 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 func (e *Engine) usedBy(a *Attempt) int64 {
 	var most int64
 	for _, c := range e.cards {
-		if !contains(a.GPUs, c.Index) {
+		if !slices.Contains(a.GPUs, c.Index) {
 			continue
 		}
 		var sum int64
@@ -287,7 +288,7 @@ func (e *Engine) start(j *Job, cardIdx []int) {
 		Tier: j.Pos.Tier, Params: j.Current, Estimate: j.Estimate, Started: e.clock.Now()}
 	var cards []gpu.Card
 	for _, c := range e.cards {
-		if contains(cardIdx, c.Index) {
+		if slices.Contains(cardIdx, c.Index) {
 			cards = append(cards, c)
 		}
 	}
@@ -396,7 +397,7 @@ func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
 func (e *Engine) room(a *Attempt) int64 {
 	room := int64(math.MaxInt64)
 	for _, c := range e.cards {
-		if contains(a.GPUs, c.Index) {
+		if slices.Contains(a.GPUs, c.Index) {
 			total := c.Total
 			if a.OOM != nil && a.OOM.TotalBytes > 0 {
 				total = a.OOM.TotalBytes
@@ -420,19 +421,10 @@ func (e *Engine) sharedCard(a *Attempt) bool {
 	for _, r := range e.store.Snapshot().Running() {
 		if r.ID != a.ID {
 			for _, g := range r.GPUs {
-				if contains(a.GPUs, g) {
+				if slices.Contains(a.GPUs, g) {
 					return true
 				}
 			}
-		}
-	}
-	return false
-}
-
-func contains(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
 		}
 	}
 	return false
