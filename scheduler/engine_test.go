@@ -73,10 +73,8 @@ func history(st *Store, job string) string {
 		eb, _ := plans.EffectiveBatch(a.Params)
 		parts = append(parts, fmt.Sprintf("%d:t%d:%s:%s:eb%d", a.N, a.Tier, plans.FormatSize(a.Estimate), a.Outcome, eb))
 	}
-	return snap.Job(job).State.String() + " " + strings.Join(parts, " ")
+	return string(snap.Job(job).State) + " " + strings.Join(parts, " ")
 }
-
-func (s JobState) String() string { return string(s) }
 
 const ladderSweep = `
 name: e
