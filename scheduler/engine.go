@@ -189,8 +189,9 @@ func (e *Engine) schedule() error {
 	queue := snap.Queue()
 	// Nothing waits forever: a job no card could hold even when idle fails now.
 	fits := queue[:0:0]
+	room := e.largestRoom()
 	for _, j := range queue {
-		if room := e.largestRoom(); j.Estimate > room {
+		if j.Estimate > room {
 			failed := *j
 			failed.State = JobFailed
 			failed.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
