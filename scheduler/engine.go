@@ -96,8 +96,8 @@ type Engine struct {
 	events func(Event)
 	ghosts []ghost
 	cards  []gpu.Card
-	// owners remembers whose each process was while it lived: NVML can show a process's
-	// memory for a moment after /proc has forgotten it.
+	// owners maps each process on the cards to its attempt's session leader, resolved
+	// once per round (see resolveOwners).
 	owners map[int]int
 }
 
@@ -157,19 +157,20 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 func (e *Engine) shutdown(cause error) error {
-	snap := e.store.Snapshot()
-	for _, j := range snap.Queue() {
-		c := *j
-		c.State, c.Reason = JobCancelled, "cancelled before it started"
-		e.store.Put(&c)
-		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: c.Reason})
-	}
-	running := snap.Running()
+	running := e.store.Snapshot().Running()
 	for _, a := range running {
 		e.runner.Stop(a.ID)
 	}
 	for left := len(running); left > 0; left-- {
 		e.apply(<-e.exits)
+	}
+	// Only now: an attempt that ended of an OOM while the others were stopping has
+	// just been requeued, and must not be left queued.
+	for _, j := range e.store.Snapshot().Queue() {
+		c := *j
+		c.State, c.Reason = JobCancelled, "cancelled while queued"
+		e.store.Put(&c)
+		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: c.Reason})
 	}
 	return cause
 }
@@ -181,6 +182,7 @@ func (e *Engine) schedule() error {
 		return err
 	}
 	e.cards = cards
+	e.resolveOwners()
 	snap := e.store.Snapshot()
 	running := snap.Running()
 	e.learnPeaks(running)
@@ -224,11 +226,25 @@ func (e *Engine) ours(running []*Attempt) func(int) bool {
 	}
 }
 
-func (e *Engine) owner(pid int) (int, bool) {
-	if l, ok := e.runner.Owner(pid); ok {
-		e.owners[pid] = l
-		return l, true
+// resolveOwners asks the runner, once per round and process, whose each process on the
+// cards is. A pid the runner no longer knows keeps last round's owner, since NVML can show
+// a dead process's memory for a moment after /proc has forgotten it; a pid on no card is
+// forgotten, so the map stays as small as the cards' process lists.
+func (e *Engine) resolveOwners() {
+	next := make(map[int]int, len(e.owners))
+	for _, c := range e.cards {
+		for _, p := range c.Processes {
+			if l, ok := e.runner.Owner(p.PID); ok {
+				next[p.PID] = l
+			} else if l, ok := e.owners[p.PID]; ok {
+				next[p.PID] = l
+			}
+		}
 	}
+	e.owners = next
+}
+
+func (e *Engine) owner(pid int) (int, bool) {
 	l, ok := e.owners[pid]
 	return l, ok
 }

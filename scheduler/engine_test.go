@@ -13,43 +13,74 @@ import (
 )
 
 // fakeRunner ends each attempt as script says, at once.
+// An empty Outcome leaves the attempt running until it is stopped; onStop then says how
+// it ends (cancelled unless set). owners maps pids to session leaders.
 type fakeRunner struct {
-	mu     sync.Mutex
-	exits  chan<- Exit
-	script func(l Launch) Exit
-	starts []Launch
+	mu         sync.Mutex
+	exits      chan<- Exit
+	script     func(l Launch) Exit
+	onStop     func(attempt string) Exit
+	starts     []Launch
+	owners     map[int]int
+	ownerCalls int
 }
 
 func (f *fakeRunner) Start(l Launch) (Started, error) {
 	f.mu.Lock()
 	f.starts = append(f.starts, l)
+	n := len(f.starts)
 	f.mu.Unlock()
 	x := f.script(l)
 	x.Attempt = l.Attempt.ID
-	go func() { f.exits <- x }()
-	return Started{Leader: 100 + len(f.starts)}, nil
+	if x.Outcome != "" {
+		go func() { f.exits <- x }()
+	}
+	return Started{Leader: 100 + n}, nil
 }
-func (f *fakeRunner) Stop(string)               {}
-func (f *fakeRunner) Owner(pid int) (int, bool) { return 0, false }
 
-type fakeInventory []gpu.Card
+func (f *fakeRunner) Stop(attempt string) {
+	x := Exit{Outcome: plans.Cancelled}
+	if f.onStop != nil {
+		x = f.onStop(attempt)
+	}
+	x.Attempt = attempt
+	go func() { f.exits <- x }()
+}
 
-func (f fakeInventory) Snapshot() ([]gpu.Card, error) { return f, nil }
+func (f *fakeRunner) Owner(pid int) (int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ownerCalls++
+	l, ok := f.owners[pid]
+	return l, ok
+}
+
+// fakeInventory counts its reads, one per engine round.
+type fakeInventory struct {
+	cards []gpu.Card
+	reads *int
+}
+
+func (f fakeInventory) Snapshot() ([]gpu.Card, error) { *f.reads++; return f.cards, nil }
 
 func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launch) Exit) (*Store, *fakeRunner, []Event) {
+	t.Helper()
+	return runEngineWith(t, doc, cards, slots, &fakeRunner{script: script}, nil, context.Background())
+}
+
+func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, procs []gpu.Process, parent context.Context) (*Store, *fakeRunner, []Event) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("e.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := fakeInventory{}
+	inv := fakeInventory{reads: new(int)}
 	var sl []int
 	for i := range cards {
-		inv = append(inv, gpu.Card{Index: i, Total: 24 * gib})
+		inv.cards = append(inv.cards, gpu.Card{Index: i, Total: 24 * gib, Processes: procs})
 		sl = append(sl, slots)
 	}
 	st, _ := NewStore()
-	fr := &fakeRunner{script: script}
 	var mu sync.Mutex
 	var events []Event
 	e := NewEngine(st, inv, fr, RealClock{}, Config{Slots: sl, Headroom: plans.Headroom{Bytes: gib}, Poll: 10 * time.Millisecond},
@@ -58,10 +89,13 @@ func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launc
 	if err := e.Submit(sw); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(parent, 20*time.Second)
 	defer cancel()
-	if err := e.Run(ctx); err != nil {
+	if err := e.Run(ctx); err != nil && parent.Err() == nil {
 		t.Fatal(err)
+	}
+	if fr.owners != nil && fr.ownerCalls > len(procs)**inv.reads {
+		t.Errorf("%d owner lookups in %d rounds for %d processes: want at most one per process and round", fr.ownerCalls, *inv.reads, len(procs))
 	}
 	return st, fr, events
 }
@@ -186,5 +220,34 @@ func TestFailureAndSuccessEndJobs(t *testing.T) {
 	snap := st.Snapshot()
 	if snap.Job("f.1").State != JobSucceeded || snap.Job("f.2").State != JobFailed || !strings.Contains(snap.Job("f.2").Reason, "status 2") {
 		t.Errorf("f.1 %s, f.2 %s (%s)", snap.Job("f.1").State, snap.Job("f.2").State, snap.Job("f.2").Reason)
+	}
+}
+
+// TestPeaksAndOwnersFromOneLookupPerRound: the engine learns an attempt's peak from its
+// processes on the card, tells them from a foreign one, and asks who owns a process
+// once per round, not once per use.
+func TestPeaksAndOwnersFromOneLookupPerRound(t *testing.T) {
+	procs := []gpu.Process{{PID: 7001, Used: 5 * gib}, {PID: 7002, Used: 2 * gib}, {PID: 9000, Used: 3 * gib}}
+	fr := &fakeRunner{owners: map[int]int{7001: 101, 7002: 101}} // 9000 is foreign
+	fr.script = func(Launch) Exit { return Exit{} }              // runs until stopped
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	st, _, _ := runEngineWith(t, ladderSweep, 1, 1, fr, procs, ctx)
+	a := st.Snapshot().Attempts("e.1")
+	if len(a) != 1 || a[0].Peak != 7*gib || a[0].Outcome != plans.Cancelled {
+		t.Errorf("attempts %+v", a)
+	}
+}
+
+// TestShutdownCancelsAJobRequeuedWhileStopping: an attempt that ends of an OOM while
+// Ctrl-C stops the run is requeued by the ladder, and must end cancelled, not queued.
+func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
+	fr.onStop = func(string) Exit { return oom(4*gib, 30*gib) }
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	st, _, _ := runEngineWith(t, ladderSweep, 1, 1, fr, nil, ctx)
+	if j := st.Snapshot().Job("e.1"); j.State != JobCancelled {
+		t.Errorf("state %s (%s), want cancelled", j.State, j.Reason)
 	}
 }
