@@ -21,9 +21,12 @@ fmt-check:
 	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...)); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-# Benchmarks, each run several times so that medians can be read (benchstat).
+# The benchmark table: every trace of examples/traces simulated under each policy, and
+# the packer's decision latency, each a median of five runs; then the targets.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./scheduler/
+	@mkdir -p bin
+	$(GO) test -run '^$$' -bench 'Pack|Place' -benchtime 200x -count 5 ./scheduler/ > bin/packer-bench.txt
+	$(GO) run ./cmd/gpuq-bench -runs 5 -packer bin/packer-bench.txt
 
 # Try gpuq on a fresh machine: runs the quickstart sweep to the end on simulated GPUs
 # (no NVIDIA driver needed), OOMs and their recovery included. Needs python3.

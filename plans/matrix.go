@@ -62,7 +62,7 @@ func expandMatrix(m *Map, c *checker) []point {
 	for i, ex := range exclude {
 		for _, k := range ex.Keys {
 			if !isAxis[k] {
-				c.fail(fmt.Sprintf("matrix.exclude[%d].%s", i, k), "%q is not an axis of the matrix, so this entry excludes nothing%s", k, suggest(k, axes))
+				c.fail(fmt.Sprintf("matrix.exclude[%d].%s", i, k), "%q is not an axis of the matrix, so this entry excludes nothing%s", k, Suggest(k, axes))
 			}
 		}
 	}

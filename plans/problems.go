@@ -67,9 +67,9 @@ func (c *checker) err() error {
 	return c.errs
 }
 
-// suggest returns ` (did you mean "x"?)` for the known word nearest to word, when one
-// is near enough to be a likely typo.
-func suggest(word string, known []string) string {
+// Suggest returns ` (did you mean "x"?)` for the known word nearest to word, when one
+// is near enough to be a likely typo, and "" otherwise.
+func Suggest(word string, known []string) string {
 	best, bestD := "", len(word)/2+2
 	sorted := append([]string(nil), known...)
 	sort.Strings(sorted)

@@ -112,14 +112,20 @@ func LoadSweep(path string, ov Overrides) (*Sweep, error) {
 // document in errors and anchors relative paths. Every problem found is returned at
 // once, as Problems.
 func DecodeSweep(file string, data []byte, ov Overrides) (*Sweep, error) {
-	c := &checker{file: file}
 	doc, err := Decode(data, FormatOf(file))
 	if err != nil {
 		return nil, Problems{{File: file, Msg: err.Error()}}
 	}
+	return SweepOf(file, doc, ov)
+}
+
+// SweepOf validates a decoded sweep document and expands it into jobs, as DecodeSweep
+// does; a tool that writes sweeps of its own (a simulation trace) builds one with it.
+func SweepOf(file string, doc *Map, ov Overrides) (*Sweep, error) {
+	c := &checker{file: file}
 	for _, k := range doc.Keys {
 		if !slices.Contains(sweepKeys, k) {
-			c.fail(k, "unknown key%s; a sweep has %s", suggest(k, sweepKeys), strings.Join(sweepKeys, ", "))
+			c.fail(k, "unknown key%s; a sweep has %s", Suggest(k, sweepKeys), strings.Join(sweepKeys, ", "))
 		}
 	}
 	dir, _ := filepath.Abs(filepath.Dir(file))
@@ -318,7 +324,7 @@ func (c *checker) config(doc *Map, dir string) *ConfigSpec {
 	case *Map:
 		for _, k := range t.Keys {
 			if !slices.Contains(configKeys, k) {
-				c.fail("config."+k, "unknown key%s; config has base and format", suggest(k, configKeys))
+				c.fail("config."+k, "unknown key%s; config has base and format", Suggest(k, configKeys))
 			}
 		}
 		base = c.str(t, "base", "")
@@ -424,7 +430,7 @@ func (c *checker) oom(doc *Map) OOMPolicy {
 	}
 	for _, k := range m.Keys {
 		if !slices.Contains(oomKeys, k) {
-			c.fail("oom."+k, "unknown key%s; oom has max_attempts and ladder", suggest(k, oomKeys))
+			c.fail("oom."+k, "unknown key%s; oom has max_attempts and ladder", Suggest(k, oomKeys))
 		}
 	}
 	pol.MaxAttempts = c.integer(m, "max_attempts", defaultMaxAttempt, 1)
@@ -453,7 +459,7 @@ func (c *checker) rung(field string, v any) (Rung, bool) {
 	n := len(c.errs)
 	for _, k := range m.Keys {
 		if !slices.Contains(rungKeys, k) {
-			c.fail(field+"."+k, "unknown key%s; a rung has set, scale, repeat and exclusive", suggest(k, rungKeys))
+			c.fail(field+"."+k, "unknown key%s; a rung has set, scale, repeat and exclusive", Suggest(k, rungKeys))
 		}
 	}
 	var r Rung
@@ -607,7 +613,7 @@ func (c *checker) checkJobs(s *Sweep) {
 			if _, err := Expand(tmpl, lookup); err != nil {
 				if mp, ok := err.(*missingPlaceholder); ok {
 					note(field, j.ID, fmt.Sprintf("no parameter fills {%s}%s: add %s to params or the matrix, or write {{%s}} for literal braces",
-						mp.name, suggest(mp.name, append(j.Params.Keys, Builtins...)), mp.name, mp.name))
+						mp.name, Suggest(mp.name, append(j.Params.Keys, Builtins...)), mp.name, mp.name))
 				}
 			}
 		}
@@ -626,7 +632,7 @@ func (c *checker) checkJobs(s *Sweep) {
 				for _, k := range rung.Keys() {
 					if _, ok := j.Params.Get(k); !ok {
 						note(fmt.Sprintf("oom.ladder[%d]", r), j.ID, fmt.Sprintf("names %q, which the job does not have, so the rung would degrade nothing%s: add it to params or fix the name",
-							k, suggest(k, j.Params.Keys)))
+							k, Suggest(k, j.Params.Keys)))
 					}
 				}
 				for _, f := range rung.Scale {

@@ -38,7 +38,11 @@ func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running 
 func Requests(queue []*Job) []Request {
 	out := make([]Request, len(queue))
 	for i, j := range queue {
-		out[i] = Request{Job: j.ID, Memory: j.Estimate, GPUs: j.GPUs, Exclusive: j.Pos.Exclusive}
+		out[i] = requestOf(j)
 	}
 	return out
+}
+
+func requestOf(j *Job) Request {
+	return Request{Job: j.ID, Memory: j.Estimate, GPUs: j.GPUs, Exclusive: j.Pos.Exclusive}
 }

@@ -96,6 +96,8 @@ type Engine struct {
 	events func(Event)
 	ghosts []ghost
 	cards  []gpu.Card
+	// cardPos maps a card's index to its position in cards.
+	cardPos map[int]int
 	// owners maps each process on the cards to its attempt's session leader, resolved
 	// once per round (see resolveOwners).
 	owners map[int]int
@@ -119,7 +121,7 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.Settle = 30 * time.Second
 	}
 	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		sweeps: map[string]*plans.Sweep{}, exits: make(chan Exit, 64), events: events, owners: map[int]int{}}
+		sweeps: map[string]*plans.Sweep{}, exits: make(chan Exit, 64), events: events, owners: map[int]int{}, cardPos: map[int]int{}}
 }
 
 // Submit adds a sweep's jobs.
@@ -139,21 +141,26 @@ func (e *Engine) Exits() chan<- Exit { return e.exits }
 // attempts to end, and returns ctx's error.
 func (e *Engine) Run(ctx context.Context) error {
 	for {
-		if err := e.schedule(); err != nil {
+		if err := e.Schedule(); err != nil {
 			return err
 		}
-		snap := e.store.Snapshot()
-		if len(snap.Running()) == 0 && len(snap.Queue()) == 0 {
+		if e.Finished() {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return e.shutdown(ctx.Err())
 		case x := <-e.exits:
-			e.apply(x)
+			e.Apply(x)
 		case <-e.clock.After(e.cfg.Poll):
 		}
 	}
+}
+
+// Finished reports whether no job runs or waits.
+func (e *Engine) Finished() bool {
+	snap := e.store.Snapshot()
+	return len(snap.Running()) == 0 && snap.Smallest() == nil
 }
 
 func (e *Engine) shutdown(cause error) error {
@@ -162,7 +169,7 @@ func (e *Engine) shutdown(cause error) error {
 		e.runner.Stop(a.ID)
 	}
 	for left := len(running); left > 0; left-- {
-		e.apply(<-e.exits)
+		e.Apply(<-e.exits)
 	}
 	// Only now: an attempt that ended of an OOM while the others were stopping has
 	// just been requeued, and must not be left queued.
@@ -175,40 +182,58 @@ func (e *Engine) shutdown(cause error) error {
 	return cause
 }
 
-// schedule samples the cards, learns peaks, and starts what the packer places.
-func (e *Engine) schedule() error {
+// Schedule is one round: it samples the cards, learns peaks, and starts what the packer
+// places. Run calls it after every event and poll; a driver of its own (a simulation in
+// virtual time) calls it, with Apply, instead of Run.
+func (e *Engine) Schedule() error {
 	cards, err := e.inv.Snapshot()
 	if err != nil {
 		return err
 	}
 	e.cards = cards
+	clear(e.cardPos)
+	for i, c := range cards {
+		e.cardPos[c.Index] = i
+	}
 	e.resolveOwners()
-	snap := e.store.Snapshot()
-	running := snap.Running()
+	running := e.store.Snapshot().Running()
 	e.learnPeaks(running)
+	e.failTooLarge()
+	snap := e.store.Snapshot()
+	smallest := snap.Smallest()
+	if smallest == nil {
+		return nil
+	}
 	reserved := append(running, e.settling()...)
 	states := CardStates(cards, e.cfg.Slots, e.cfg.Headroom, reserved, e.ours(running))
-	queue := snap.Queue()
-	// Nothing waits forever: a job no card could hold even when idle fails now.
-	fits := queue[:0:0]
-	room := e.largestRoom()
-	for _, j := range queue {
-		if j.Estimate > room {
-			failed := *j
-			failed.State = JobFailed
-			failed.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
-				plans.FormatSize(j.Estimate), plans.FormatSize(room))
-			e.store.Put(&failed)
-			e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: failed.Reason})
-			continue
+	queue := func(yield func(Request) bool) {
+		for j := range snap.Queued() {
+			if !yield(requestOf(j)) {
+				return
+			}
 		}
-		fits = append(fits, j)
 	}
-	d := Pack(Requests(fits), states)
-	for _, p := range d.Placements {
+	for _, p := range Place(queue, states, smallest.Estimate) {
 		e.start(snap.Job(p.Job), p.Cards)
 	}
 	return nil
+}
+
+// failTooLarge fails the queued jobs no card could hold even when idle: nothing waits
+// forever.
+func (e *Engine) failTooLarge() {
+	room := e.largestRoom()
+	for j := range e.store.Snapshot().Largest() {
+		if j.Estimate <= room {
+			return
+		}
+		failed := *j
+		failed.State = JobFailed
+		failed.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
+			plans.FormatSize(j.Estimate), plans.FormatSize(room))
+		e.store.Put(&failed)
+		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: failed.Reason})
+	}
 }
 
 // ours tells the processes of running attempts from foreign ones.
@@ -251,25 +276,29 @@ func (e *Engine) owner(pid int) (int, bool) {
 
 // learnPeaks keeps, for each running attempt, the most its processes held on a card.
 func (e *Engine) learnPeaks(running []*Attempt) {
+	var changed []any
 	for _, a := range running {
-		peak := e.usedBy(a)
-		if peak > a.Peak {
+		if peak := e.usedBy(a); peak > a.Peak {
 			c := *a
 			c.Peak = peak
-			e.store.Put(&c)
+			changed = append(changed, &c)
 		}
+	}
+	if len(changed) > 0 {
+		e.store.Put(changed...)
 	}
 }
 
 // usedBy is the most an attempt's processes hold on one of its cards now.
 func (e *Engine) usedBy(a *Attempt) int64 {
 	var most int64
-	for _, c := range e.cards {
-		if !slices.Contains(a.GPUs, c.Index) {
+	for _, idx := range a.GPUs {
+		i, ok := e.cardPos[idx]
+		if !ok {
 			continue
 		}
 		var sum int64
-		for _, p := range c.Processes {
+		for _, p := range e.cards[i].Processes {
 			if l, ok := e.owner(p.PID); ok && l == a.Leader && p.Used != gpu.Unknown {
 				sum += p.Used
 			}
@@ -301,7 +330,7 @@ func (e *Engine) start(j *Job, cardIdx []int) {
 	job := *j
 	job.Attempts++
 	job.State = JobRunning
-	a := &Attempt{ID: fmt.Sprintf("%s/%d", j.ID, job.Attempts), Job: j.ID, N: job.Attempts, GPUs: cardIdx,
+	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, N: job.Attempts, GPUs: cardIdx,
 		Tier: j.Pos.Tier, Params: j.Current, Estimate: j.Estimate, Started: e.clock.Now()}
 	var cards []gpu.Card
 	for _, c := range e.cards {
@@ -309,21 +338,22 @@ func (e *Engine) start(j *Job, cardIdx []int) {
 			cards = append(cards, c)
 		}
 	}
-	e.store.Put(&job, a)
 	st, err := e.runner.Start(Launch{Attempt: a, Job: &job, Sweep: sw, Cards: cards})
 	if err != nil {
-		e.apply(Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: err.Error()})
+		e.store.Put(&job, a)
+		e.Apply(Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: err.Error()})
 		return
 	}
-	started := *a
-	started.Leader, started.Log = st.Leader, st.Log
-	e.store.Put(&started)
+	// The runner reports the attempt's end on Exits, read only after this round.
+	a.Leader, a.Log = st.Leader, st.Log
+	e.store.Put(&job, a)
 	e.events(Event{Time: a.Started, Job: j.ID, Attempt: a.N, Kind: "started",
 		Message: fmt.Sprintf("on GPU %v, tier %d, estimate %s", cardIdx, a.Tier, plans.FormatSize(a.Estimate))})
 }
 
-// apply records how an attempt ended and decides what becomes of its job.
-func (e *Engine) apply(x Exit) {
+// Apply records how an attempt ended and decides what becomes of its job. Run applies
+// what arrives on Exits; a driver of its own calls it directly.
+func (e *Engine) Apply(x Exit) {
 	snap := e.store.Snapshot()
 	a := snap.Attempt(x.Attempt)
 	if a == nil || !a.Running() {

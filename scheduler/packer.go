@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/gpuq/gpuq/plans"
@@ -92,41 +93,90 @@ type Decision struct {
 // so the job starts once the jobs running there end, however many smaller jobs arrive
 // behind it. Jobs of higher priority may still overtake it, by design.
 func Pack(queue []Request, cards []CardState) Decision {
-	p := packer{cards: slices.Clone(cards), held: make([]bool, len(cards)), failed: map[shape]Wait{}}
+	p := newPacker(cards)
+	d := Decision{Waiting: make([]Wait, 0, len(queue))}
+	for _, r := range queue {
+		if pl, w, ok := p.offer(r); ok {
+			d.Placements = append(d.Placements, pl)
+		} else {
+			d.Waiting = append(d.Waiting, w)
+		}
+	}
+	d.Reserved = p.heldFor
+	return d
+}
+
+// Place makes Pack's placements, the same ones, for a scheduler's round: it says
+// nothing of the jobs that wait, and stops reading the queue as soon as no later job
+// could start, because no card that may take a job has a free slot and room for the
+// smallest estimate queued (smallest). So a round costs what it places, not the length
+// of the queue, when slots or memory are what bind.
+func Place(queue iter.Seq[Request], cards []CardState, smallest int64) []Placement {
+	p := newPacker(cards)
+	var out []Placement
+	full := p.full(smallest)
+	for r := range queue {
+		if full {
+			break
+		}
+		pl, _, ok := p.offer(r)
+		if ok {
+			out = append(out, pl)
+		}
+		if ok || p.heldFor == r.Job {
+			full = p.full(smallest)
+		}
+	}
+	return out
+}
+
+func newPacker(cards []CardState) *packer {
+	p := &packer{cards: slices.Clone(cards), held: make([]bool, len(cards)), failed: map[shape]Wait{}}
 	for i := range p.cards {
 		if p.cards[i].Running < p.cards[i].Slots && !p.cards[i].Exclusive {
 			p.openSlots++
 		}
 	}
-	d := Decision{Waiting: make([]Wait, 0, len(queue))}
-	for _, r := range queue {
-		if p.openSlots == 0 {
-			w := Wait{Job: r.Job, Reason: NoSlot, Detail: "every card's slots are taken"}
-			if p.heldOpen > 0 {
-				w = Wait{Job: r.Job, Reason: Held, Detail: p.heldWhy}
-			}
-			d.Waiting = append(d.Waiting, w)
-			continue
+	return p
+}
+
+// offer places r, or says why it waits.
+func (p *packer) offer(r Request) (Placement, Wait, bool) {
+	if p.openSlots == 0 {
+		w := Wait{Job: r.Job, Reason: NoSlot, Detail: "every card's slots are taken"}
+		if p.heldOpen > 0 {
+			w = Wait{Job: r.Job, Reason: Held, Detail: p.heldWhy}
 		}
-		if w, ok := p.failed[shapeOf(r)]; ok {
-			w.Job = r.Job
-			d.Waiting = append(d.Waiting, w)
-			continue
-		}
-		if picked := p.pick(r); picked != nil {
-			d.Placements = append(d.Placements, p.place(r, picked))
-			continue
-		}
-		w := p.why(r)
-		if d.Reserved == "" && w.Reason != TooLarge {
-			p.reserve(r)
-			d.Reserved = r.Job
-			clear(p.failed) // a reservation changes why later jobs wait
-		}
-		p.failed[shapeOf(r)] = w
-		d.Waiting = append(d.Waiting, w)
+		return Placement{}, w, false
 	}
-	return d
+	if w, ok := p.failed[shapeOf(r)]; ok {
+		w.Job = r.Job
+		return Placement{}, w, false
+	}
+	if picked := p.pick(r); picked != nil {
+		return p.place(r, picked), Wait{}, true
+	}
+	w := p.why(r)
+	if p.heldFor == "" && w.Reason != TooLarge {
+		p.reserve(r)
+		clear(p.failed) // a reservation changes why later jobs wait
+	}
+	p.failed[shapeOf(r)] = w
+	return Placement{}, w, false
+}
+
+// full reports whether no job of at least smallest bytes per card could start on any
+// card that is not held.
+func (p *packer) full(smallest int64) bool {
+	if p.openSlots == 0 {
+		return true
+	}
+	for i, c := range p.cards {
+		if !p.held[i] && c.Running < c.Slots && !c.Exclusive && c.Free() >= smallest {
+			return false
+		}
+	}
+	return true
 }
 
 // shape is what decides whether a request fits: requests of one shape that come later

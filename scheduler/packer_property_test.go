@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -249,4 +250,23 @@ func fitsIdleMachine(q Request, cards []CardState) bool {
 		}
 	}
 	return n >= max(q.GPUs, 1)
+}
+
+// TestPlaceMatchesPack: Place, which stops reading the queue early, makes exactly the
+// placements Pack makes, over random queues and machines.
+func TestPlaceMatchesPack(t *testing.T) {
+	for seed := range uint64(3000) {
+		r := rand.New(rand.NewPCG(seed, 11))
+		cards := randomCards(r)
+		queue := randomQueue(r, r.IntN(40))
+		smallest := int64(1 << 62)
+		for _, q := range queue {
+			smallest = min(smallest, q.Memory)
+		}
+		want := Pack(queue, cards).Placements
+		got := Place(slices.Values(queue), cards, smallest)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: Place = %v, Pack = %v", seed, got, want)
+		}
+	}
 }

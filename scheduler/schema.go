@@ -13,9 +13,8 @@ const (
 	TableAttempts = "attempts"
 
 	IndexID      = "id"
-	IndexSweep   = "sweep"
 	IndexQueue   = "queue"
-	IndexJob     = "job"
+	IndexSizes   = "sizes"
 	IndexRunning = "running"
 )
 
@@ -29,51 +28,110 @@ func schema() *memdb.DBSchema {
 func jobsTable() *memdb.TableSchema {
 	return &memdb.TableSchema{Name: TableJobs, Indexes: map[string]*memdb.IndexSchema{
 		// Look up one job: status, cancel, logs.
-		IndexID: {Name: IndexID, Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
-		// List a sweep's jobs: `status --sweep`, a sweep's summary.
-		IndexSweep: {Name: IndexSweep, Indexer: &memdb.StringFieldIndex{Field: "Sweep"}},
+		IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Job](func(j *Job) string { return j.ID })},
+		// No index by sweep: ids are "<sweep>.<n>", so the id index lists a sweep's jobs
+		// by prefix, and every index is paid for on every write.
 		// The packer's input: queued jobs only, highest priority first, then submission order.
-		IndexQueue: {Name: IndexQueue, AllowMissing: true, Indexer: queueIndexer{}},
+		IndexQueue: {Name: IndexQueue, AllowMissing: true, Indexer: queuedIndexer(func(j *Job) uint64 {
+			// Flipping the sign bit orders int64 as unsigned bytes; inverting orders it descending.
+			return ^(uint64(j.Priority) ^ 1<<63)
+		})},
+		// Queued jobs by estimate, smallest first: the smallest bounds what a round must
+		// read of the queue, the largest are failed when no card could hold them.
+		IndexSizes: {Name: IndexSizes, AllowMissing: true, Indexer: queuedIndexer(func(j *Job) uint64 {
+			return uint64(max(j.Estimate, 0))
+		})},
 	}}
 }
 
 func attemptsTable() *memdb.TableSchema {
 	return &memdb.TableSchema{Name: TableAttempts, Indexes: map[string]*memdb.IndexSchema{
 		// Look up one attempt by "<job>/<n>".
-		IndexID: {Name: IndexID, Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
-		// A job's attempt history, in order.
-		IndexJob: {Name: IndexJob, Indexer: &memdb.StringFieldIndex{Field: "Job"}},
+		IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Attempt](func(a *Attempt) string { return a.ID })},
+		// No index by job: a job's attempts are "<job>/1" to "<job>/<Attempts>".
 		// Attempts holding cards now: what the packer counts as reserved.
-		IndexRunning: {Name: IndexRunning, Indexer: &memdb.ConditionalIndex{Conditional: func(obj any) (bool, error) {
-			return obj.(*Attempt).Running(), nil
-		}}},
+		IndexRunning: {Name: IndexRunning, AllowMissing: true, Indexer: runningIndexer{}},
 	}}
 }
 
-// queueIndexer keys queued jobs by (priority descending, submission sequence), and
-// leaves every other job out of the index.
-type queueIndexer struct{}
+// queuedIndexer keys queued jobs by (a field, submission sequence), and leaves every
+// other job out of the index.
+type queuedIndexer func(*Job) uint64
 
-func (queueIndexer) FromObject(obj any) (bool, []byte, error) {
+func (by queuedIndexer) FromObject(obj any) (bool, []byte, error) {
 	j, ok := obj.(*Job)
 	if !ok {
-		return false, nil, fmt.Errorf("queue index: %T is not a *Job", obj)
+		return false, nil, fmt.Errorf("queued index: %T is not a *Job", obj)
 	}
 	if j.State != JobQueued {
 		return false, nil, nil
 	}
 	key := make([]byte, 16)
-	// Flipping the sign bit orders int64 as unsigned bytes; inverting orders it descending.
-	binary.BigEndian.PutUint64(key, ^(uint64(j.Priority) ^ 1<<63))
+	binary.BigEndian.PutUint64(key, by(j))
 	binary.BigEndian.PutUint64(key[8:], j.Seq)
 	return true, key, nil
 }
 
-func (queueIndexer) FromArgs(args ...any) ([]byte, error) {
+func (queuedIndexer) FromArgs(args ...any) ([]byte, error) {
 	if len(args) != 0 {
-		return nil, fmt.Errorf("queue index takes no arguments")
+		return nil, fmt.Errorf("queued index takes no arguments")
 	}
 	return []byte{}, nil
 }
 
-func (q queueIndexer) PrefixFromArgs(args ...any) ([]byte, error) { return q.FromArgs(args...) }
+func (by queuedIndexer) PrefixFromArgs(args ...any) ([]byte, error) { return by.FromArgs(args...) }
+
+// runningIndexer indexes the attempts that hold cards, and leaves ended ones out, so
+// that the index stays as small as the machine however long the history.
+type runningIndexer struct{}
+
+func (runningIndexer) FromObject(obj any) (bool, []byte, error) {
+	a, ok := obj.(*Attempt)
+	if !ok {
+		return false, nil, fmt.Errorf("running index: %T is not an *Attempt", obj)
+	}
+	return a.Running(), []byte{}, nil
+}
+
+func (runningIndexer) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 0 {
+		return nil, fmt.Errorf("running index takes no arguments")
+	}
+	return []byte{}, nil
+}
+
+// stringIndexer keys objects by a string field, as memdb.StringFieldIndex does (the
+// string and a NUL, so that a prefix query can tell "a.1" from "a.10"), without
+// reflection: every write computes every index key.
+type stringIndexer[T any] func(T) string
+
+func (field stringIndexer[T]) FromObject(obj any) (bool, []byte, error) {
+	o, ok := obj.(T)
+	if !ok {
+		return false, nil, fmt.Errorf("string index: %T is not a %T", obj, o)
+	}
+	v := field(o)
+	if v == "" {
+		return false, nil, nil
+	}
+	return true, append([]byte(v), 0), nil
+}
+
+func (stringIndexer[T]) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("string index takes one argument, got %d", len(args))
+	}
+	s, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("string index: argument %#v is not a string", args[0])
+	}
+	return append([]byte(s), 0), nil
+}
+
+func (field stringIndexer[T]) PrefixFromArgs(args ...any) ([]byte, error) {
+	key, err := field.FromArgs(args...)
+	if err != nil {
+		return nil, err
+	}
+	return key[:len(key)-1], nil
+}

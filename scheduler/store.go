@@ -5,7 +5,9 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
+	"strconv"
 	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -122,7 +124,26 @@ func (s *Store) Snapshot() Snapshot { return Snapshot{txn: s.db.Txn(false)} }
 
 // Queue returns the queued jobs, highest priority first, then in submission order.
 func (sn Snapshot) Queue() []*Job {
-	return collect[*Job](sn.txn, TableJobs, IndexQueue)
+	return slices.Collect(sn.Queued())
+}
+
+// Queued yields the queued jobs in Queue's order, reading the store as it goes.
+func (sn Snapshot) Queued() iter.Seq[*Job] {
+	return each[*Job](sn.txn.Get, TableJobs, IndexQueue)
+}
+
+// Largest yields the queued jobs, largest estimate first.
+func (sn Snapshot) Largest() iter.Seq[*Job] {
+	return each[*Job](sn.txn.GetReverse, TableJobs, IndexSizes)
+}
+
+// Smallest returns the queued job with the smallest estimate, or nil when none is queued.
+func (sn Snapshot) Smallest() *Job {
+	obj, err := sn.txn.First(TableJobs, IndexSizes)
+	if err != nil || obj == nil {
+		return nil
+	}
+	return obj.(*Job)
 }
 
 // Jobs returns every job in submission order.
@@ -152,25 +173,42 @@ func (sn Snapshot) Attempt(id string) *Attempt {
 
 // Attempts returns a job's attempts in order.
 func (sn Snapshot) Attempts(job string) []*Attempt {
-	as := collect[*Attempt](sn.txn, TableAttempts, IndexJob, job)
-	slices.SortFunc(as, func(a, b *Attempt) int { return cmp.Compare(a.N, b.N) })
-	return as
+	j := sn.Job(job)
+	if j == nil {
+		return nil
+	}
+	out := make([]*Attempt, 0, j.Attempts)
+	for n := 1; n <= j.Attempts; n++ {
+		if a := sn.Attempt(AttemptID(job, n)); a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
 }
+
+// AttemptID names a job's nth attempt.
+func AttemptID(job string, n int) string { return job + "/" + strconv.Itoa(n) }
 
 // Running returns the attempts that hold cards.
 func (sn Snapshot) Running() []*Attempt {
-	return collect[*Attempt](sn.txn, TableAttempts, IndexRunning, true)
+	return collect[*Attempt](sn.txn, TableAttempts, IndexRunning)
 }
 
 func collect[T any](txn *memdb.Txn, table, index string, args ...any) []T {
-	it, err := txn.Get(table, index, args...)
+	return slices.Collect(each[T](txn.Get, table, index, args...))
+}
+
+func each[T any](get func(table, index string, args ...any) (memdb.ResultIterator, error), table, index string, args ...any) iter.Seq[T] {
+	it, err := get(table, index, args...)
 	if err != nil {
 		// Only a schema mistake gets here: the tables and indexes are constants.
 		panic(fmt.Sprintf("state store: %s.%s: %v", table, index, err))
 	}
-	var out []T
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		out = append(out, obj.(T))
+	return func(yield func(T) bool) {
+		for obj := it.Next(); obj != nil; obj = it.Next() {
+			if !yield(obj.(T)) {
+				return
+			}
+		}
 	}
-	return out
 }

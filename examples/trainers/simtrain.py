@@ -7,7 +7,7 @@ the ledger that gpuq's simulated NVML reads, prints tqdm-like progress, and when
 cannot hold what it needs, prints PyTorch 2.x's out-of-memory traceback and exits 1, as
 a real trainer does.
 
-Memory model (the same physics as `gpuq simulate`):
+Memory model (the same physics as `gpuq simulate`; README, "Simulated trainers"):
   peak        = sim_base + activations
   activations = sim_activations * (batch_size / sim_batch) * (0.35 if gradient_checkpointing)
   duration    = sim_seconds * (1.08 if gradient_checkpointing)

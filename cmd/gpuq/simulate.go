@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/scheduler/sim"
+)
+
+type simulateOptions struct {
+	io       ioStreams
+	settings *settings
+	trace    string
+	policies []string
+	json     bool
+}
+
+func newSimulateCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &simulateOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:   "simulate TRACE",
+		Short: "Run a sweep's trace in virtual time and say how long it takes and what dies",
+		Long: `Simulate a sweep before spending a day of GPUs on it: gpuq's own engine and packer
+(or a baseline policy) run the trace's jobs on simulated cards in virtual time, with
+trainers whose memory and duration follow the trace, OOMs and the ladder included.
+
+A trace is a sweep's machine keys (gpus, gpu_plan, headroom, oom, params) and its jobs,
+each with what the user declared and what is true:
+
+  gpus: "sim:7x23.52GiB"
+  gpu_plan: "2,2,2,2,1,1,1"
+  jobs:
+    - {name: qnli, estimate: 14GiB, base: 4GiB, activations: 9.5GiB, duration: 50m, count: 5}
+
+A trainer reaches its peak (base + activations) 60 s after it starts and runs out of
+memory if its card cannot hold it then. Checkpointing leaves 0.35 of the activations
+and costs 1.08x the time, each halving of the batch halves them and costs 1.15x, no
+data workers costs 1.2x. Jobs have batch_size 32, gradient_accumulation_steps 1,
+gradient_checkpointing false and num_data_workers 4 unless params say otherwise.
+
+Policies: gpuq (the engine); static, the tmux way (jobs dealt round-robin onto the
+plan's slots, an OOM loses the job); one-per-gpu (one job per card, no retry).
+--policy all runs each; --json then prints a list of objects.
+
+Exit status: 0 simulated (failed jobs are a result, not an error), 2 bad input.`,
+		Example: `  gpuq simulate examples/traces/gla.yaml
+  gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --policy all
+  gpuq simulate examples/traces/mixed-80g.yaml --policy static --json`,
+		Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			opts.trace = args[0]
+			return runSimulate(opts)
+		},
+	}
+	cmd.Flags().StringSliceVar(&opts.policies, "policy", []string{string(sim.GPUQ)}, "gpuq, static, one-per-gpu, or all")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func runSimulate(opts *simulateOptions) error {
+	policies, err := parsePolicies(opts.policies)
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	t, err := sim.Load(opts.trace, opts.settings.overrides())
+	if err != nil {
+		return err
+	}
+	loaded := time.Since(began).Seconds()
+	var results []sim.Result
+	for _, p := range policies {
+		r, err := sim.Run(t, p)
+		if err != nil {
+			return err
+		}
+		r.SimWall += loaded // what the user waited for, reading the trace included
+		results = append(results, r)
+	}
+	if opts.json {
+		if len(results) == 1 {
+			return writeJSON(opts.io.Out, results[0])
+		}
+		return writeJSON(opts.io.Out, results)
+	}
+	var slots []string
+	for _, n := range t.Slots() {
+		slots = append(slots, slotsText(n))
+	}
+	plan := strings.Join(slots, ",")
+	fmt.Fprintf(opts.io.Out, "%s: %d jobs on %s, plan %s, headroom %s\n", opts.trace, len(t.Sweep.Jobs), t.Sweep.GPUs, plan, t.Sweep.Headroom)
+	printResults(opts.io.Out, results)
+	return nil
+}
+
+func parsePolicies(names []string) ([]sim.Policy, error) {
+	var out []sim.Policy
+	for _, n := range names {
+		p := sim.Policy(strings.TrimSpace(n))
+		switch {
+		case p == "all":
+			return sim.Policies, nil
+		case slices.Contains(sim.Policies, p):
+			out = append(out, p)
+		default:
+			return nil, badInput("--policy: %q is not a policy: use gpuq, static, one-per-gpu or all", n)
+		}
+	}
+	return out, nil
+}
+
+func printResults(w io.Writer, results []sim.Result) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "POLICY\tMAKESPAN\txBOUND\tCOMPLETED\tFAILED\tOOMS\tATTEMPTS\tMEM USED\tSIM WALL")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%d/%d\t%d\t%d\t%d\t%.0f%%\t%.2fs\n", r.Policy, sim.Hours(r.Makespan), r.Ratio(),
+			r.Completed, r.Jobs, r.Failed, r.OOMEvents, r.Attempts, 100*r.MemUtilization, r.SimWall)
+	}
+	tw.Flush()
+	if len(results) > 0 {
+		fmt.Fprintf(w, "lower bound: %s (no policy can finish sooner)\n", sim.Hours(results[0].LowerBound))
+	}
+}

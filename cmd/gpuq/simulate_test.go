@@ -1,0 +1,61 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestSimulateJSON: --json prints one object with the keys, and the seed-like
+// trace completes under gpuq.
+func TestSimulateJSON(t *testing.T) {
+	out, errOut, code := gpuq(t, "simulate", "../../examples/traces/gla.yaml", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, k := range []string{"makespan_s", "lower_bound_s", "completed", "failed", "oom_events", "attempts", "mem_utilization", "sim_wall_s"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("no %q in %s", k, out)
+		}
+	}
+	if got["completed"] != got["jobs"] || got["makespan_s"].(float64) < got["lower_bound_s"].(float64) {
+		t.Errorf("unlikely result: %s", out)
+	}
+}
+
+// TestSimulateEveryPolicy: --policy all prints a row per policy, and the flags of the
+// machine apply to a trace as to a sweep.
+func TestSimulateEveryPolicy(t *testing.T) {
+	out, errOut, code := gpuq(t, "simulate", "../../examples/traces/gla.yaml", "--policy", "all", "--gpu-plan", "1")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var policies []string
+	for _, line := range strings.Split(out, "\n")[2:] {
+		if f := strings.Fields(line); len(f) > 0 && f[0] != "lower" {
+			policies = append(policies, f[0])
+		}
+	}
+	if !slices.Equal(policies, []string{"gpuq", "static", "one-per-gpu"}) || !strings.Contains(out, "plan 1,1,1,1,1,1,1") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestSimulateBadInputExitsTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"simulate", "../../examples/traces/gla.yaml", "--policy", "fifo"},
+		{"simulate", "../../examples/traces/gla.yaml", "--gpus", "0,1"},
+		{"simulate", "../../examples/sweeps/gla.yaml"},
+		{"simulate", "no-such-trace.yaml"},
+		{"simulate"},
+	} {
+		if _, errOut, code := gpuq(t, args...); code != exitBadInput || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// Policy is how jobs are put on cards.
+type Policy string
+
+// Policies.
+const (
+	// GPUQ is gpuq's engine and packer, OOM ladder included.
+	GPUQ Policy = "gpuq"
+	// Static is the tmux way: jobs dealt round-robin onto the plan's slots (card by
+	// card), each slot running its list in order; a job that runs out of memory is lost.
+	Static Policy = "static"
+	// OnePerGPU runs one job per card at a time, in queue order, and retries nothing.
+	OnePerGPU Policy = "one-per-gpu"
+)
+
+// Policies lists every policy, gpuq's first.
+var Policies = []Policy{GPUQ, Static, OnePerGPU}
+
+// Result is what a simulation measured. Times are virtual seconds, except SimWall.
+type Result struct {
+	Policy         Policy  `json:"policy"`
+	Jobs           int     `json:"jobs"`
+	Makespan       float64 `json:"makespan_s"`
+	LowerBound     float64 `json:"lower_bound_s"`
+	Completed      int     `json:"completed"`
+	Failed         int     `json:"failed"`
+	OOMEvents      int     `json:"oom_events"`
+	Attempts       int     `json:"attempts"`
+	MemUtilization float64 `json:"mem_utilization"`
+	SimWall        float64 `json:"sim_wall_s"`
+}
+
+// Slots is the trace's plan fitted to its cards: gpu_plan as written, or the plan a
+// sweep file without one gets.
+func (t *Trace) Slots() []int {
+	plan := t.Sweep.Plan
+	if plan == nil {
+		plan = t.Sweep.DefaultPlan()
+	}
+	slots, err := plan.For(t.Sweep.GPUs.Count())
+	if err != nil {
+		// The sweep was validated against its simulated cards when it was decoded.
+		panic(fmt.Sprintf("sim: plan %s: %v", plan, err))
+	}
+	return slots
+}
+
+// Run simulates the trace under a policy. The result's SimWall is the time Run took.
+func Run(t *Trace, p Policy) (Result, error) {
+	began := time.Now()
+	m := newMachine(t.Sweep.GPUs)
+	r := Result{Policy: p, Jobs: len(t.Sweep.Jobs)}
+	var err error
+	switch p {
+	case GPUQ:
+		err = runEngine(t, m, &r)
+	case Static:
+		runStatic(t, m, &r)
+	case OnePerGPU:
+		runOnePerGPU(t, m, &r)
+	default:
+		return r, fmt.Errorf("unknown policy %q: use gpuq, static or one-per-gpu", p)
+	}
+	if err != nil {
+		return r, err
+	}
+	r.Makespan = m.last.Seconds()
+	r.OOMEvents = m.ooms
+	r.MemUtilization = m.utilization()
+	r.LowerBound = LowerBound(t).Seconds()
+	r.SimWall = time.Since(began).Seconds()
+	return r, nil
+}
+
+// runEngine drives gpuq's engine in virtual time: a round after every moment at which a
+// trainer ended, as the engine's own loop runs one after every exit. A moment at which
+// trainers only reached their peaks frees nothing, so a round then would start nothing;
+// the peaks are sampled at the next round.
+func runEngine(t *Trace, m *machine, r *Result) error {
+	store, err := scheduler.NewStore()
+	if err != nil {
+		return err
+	}
+	rn := &engineRunner{m: m, trace: t, pids: map[string]int{}}
+	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom}
+	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
+	rn.engine = e
+	if err := e.Submit(t.Sweep); err != nil {
+		return err
+	}
+	for ended, more := true, true; more; ended, more = m.step() {
+		if !ended {
+			continue
+		}
+		if err := e.Schedule(); err != nil {
+			return err
+		}
+	}
+	// Jobs still queued with nothing running can never start: failed.
+	for _, j := range store.Snapshot().Jobs() {
+		if j.State == scheduler.JobSucceeded {
+			r.Completed++
+		} else {
+			r.Failed++
+		}
+		r.Attempts += j.Attempts
+	}
+	return nil
+}
+
+// engineRunner starts the engine's attempts as simulated trainers.
+type engineRunner struct {
+	m      *machine
+	trace  *Trace
+	engine *scheduler.Engine
+	pids   map[string]int // running attempts' trainers
+}
+
+func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
+	peak, d := rn.trace.Truth(l.Job.Index-1).At(l.Job.Params, l.Attempt.Params)
+	id := l.Attempt.ID
+	pid := rn.m.start(l.Attempt.GPUs, peak, d, func(o plans.Outcome, f *plans.OOMFacts) {
+		delete(rn.pids, id)
+		rn.engine.Apply(scheduler.Exit{Attempt: id, Outcome: o, OOM: f})
+	})
+	rn.pids[id] = pid
+	return scheduler.Started{Leader: pid}, nil
+}
+
+func (rn *engineRunner) Stop(attempt string) {
+	if pid, ok := rn.pids[attempt]; ok {
+		rn.m.stop(pid)
+	}
+}
+
+// Owner: every process on a simulated card is a trainer of the simulation, alone in
+// its session.
+func (rn *engineRunner) Owner(pid int) (int, bool) { return pid, true }
+
+// virtualClock is the machine's time, from the Unix epoch.
+type virtualClock struct{ m *machine }
+
+func (c virtualClock) Now() time.Time { return time.Unix(0, 0).Add(c.m.now) }
+
+// After is never waited on: the simulation drives the engine's rounds itself.
+func (virtualClock) After(time.Duration) <-chan time.Time { return nil }
