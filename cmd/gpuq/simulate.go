@@ -93,6 +93,9 @@ func runSimulate(opts *simulateOptions) error {
 		slots = append(slots, slotsText(n))
 	}
 	plan := strings.Join(slots, ",")
+	if strings.Trim(plan, "-,") == "" {
+		plan = "none (memory alone decides)"
+	}
 	fmt.Fprintf(opts.io.Out, "%s: %d jobs on %s, plan %s, headroom %s\n", opts.trace, len(t.Sweep.Jobs), t.Sweep.GPUs, plan, t.Sweep.Headroom)
 	printResults(opts.io.Out, results)
 	return nil
