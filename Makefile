@@ -12,10 +12,14 @@ export CGO_ENABLED = 1
 build:
 	$(GO) build -o bin/gpuq ./cmd/gpuq
 
-# The one test command: formatting, vet, and every test with the race detector.
+# The one test command: formatting, vet, every test with the race detector, and the
+# example trainers (compiled; train_torch.py's config handling, and one CPU training run
+# where a Python with PyTorch is found).
 test: fmt-check
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	python3 -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]' examples/trainers/*.py
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s examples/trainers -p 'test_*.py' -v
 
 fmt-check:
 	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...)); \

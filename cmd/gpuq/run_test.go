@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,4 +162,49 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// pythonWithTorch returns a Python that imports torch, or skips: python3 on the PATH, or
+// the system's, where Debian's python3-torch installs.
+func pythonWithTorch(t *testing.T) string {
+	t.Helper()
+	for _, exe := range []string{"python3", "/usr/bin/python3"} {
+		if path, err := exec.LookPath(exe); err == nil && exec.Command(path, "-c", "import torch").Run() == nil {
+			return path
+		}
+	}
+	t.Skip("no Python with PyTorch: the real trainer's run is skipped (CI installs python3-torch)")
+	return ""
+}
+
+// TestRunTorchTrainer runs examples/trainers/train_torch.py under gpuq (on the CPU, the
+// card simulated): the trainer reads the config gpuq rendered and trains to the end.
+func TestRunTorchTrainer(t *testing.T) {
+	py := pythonWithTorch(t)
+	trainer, _ := filepath.Abs("../../examples/trainers/train_torch.py")
+	sweep := filepath.Join(t.TempDir(), "torch.yaml")
+	os.WriteFile(sweep, []byte(fmt.Sprintf(`name: torch-cpu
+command: [%q, %q, --config, "{config}"]
+config: {format: json}
+params: {batch_size: 2, gradient_accumulation_steps: 2, gradient_checkpointing: false, num_data_workers: 0,
+         max_length: 16, n_layers: 1, d_model: 32, n_heads: 2, vocab_size: 64, steps: 3, dataset_size: 32, eval_batches: 1}
+matrix: {gradient_checkpointing: [false, true]}
+memory: 1GiB
+gpus: "sim:1x24GiB"
+`, py, trainer)), 0o644)
+	logs := t.TempDir()
+	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", logs, "--poll", "200ms")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range sum.Jobs {
+		log, err := os.ReadFile(j.Attempts[0].Log)
+		if err != nil || !strings.Contains(string(log), "final: eval_loss=") || !strings.Contains(string(log), "effective batch 4") {
+			t.Errorf("%s: log lacks the trainer's final metrics (%v):\n%s", j.ID, err, log)
+		}
+	}
 }
