@@ -29,8 +29,9 @@ func jobsTable() *memdb.TableSchema {
 	return &memdb.TableSchema{Name: TableJobs, Indexes: map[string]*memdb.IndexSchema{
 		// Look up one job: status, cancel, logs.
 		IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Job](func(j *Job) string { return j.ID })},
-		// No index by sweep: ids are "<sweep>.<n>", so the id index lists a sweep's jobs
-		// by prefix, and every index is paid for on every write.
+		// No index by sweep: every index is paid for on every write, and ids are
+		// "<sweep>.<n>", so a prefix scan of this one finds a sweep's jobs (checking
+		// Sweep, since a sweep "a" would also match the jobs of a sweep "a.b").
 		// The packer's input: queued jobs only, highest priority first, then submission order.
 		IndexQueue: {Name: IndexQueue, AllowMissing: true, Indexer: queuedIndexer(func(j *Job) uint64 {
 			// Flipping the sign bit orders int64 as unsigned bytes; inverting orders it descending.
