@@ -144,7 +144,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		if err := e.Schedule(); err != nil {
 			return err
 		}
-		if e.Finished() {
+		if e.finished() {
 			return nil
 		}
 		select {
@@ -157,8 +157,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 }
 
-// Finished reports whether no job runs or waits.
-func (e *Engine) Finished() bool {
+// finished reports whether no job runs or waits.
+func (e *Engine) finished() bool {
 	snap := e.store.Snapshot()
 	return len(snap.Running()) == 0 && snap.Smallest() == nil
 }
