@@ -27,7 +27,10 @@ type Sweep struct {
 	Headroom Headroom
 	Threads  int // per job; 0 = "auto", an even share of the cores
 	OOM      OOMPolicy
-	Jobs     []Job
+	// ShapeIgnores are the parameters that do not change a job's memory: jobs that
+	// differ only in them are of one shape and share what gpuq learns.
+	ShapeIgnores []string
+	Jobs         []Job
 }
 
 // ConfigSpec is the per-attempt config file: Base (absolute, may be empty) with the
@@ -55,11 +58,43 @@ type Job struct {
 	Name     string // the point's values, e.g. "task=sst2,seed=87"
 	Point    *Map   // the values that distinguish this job
 	Params   *Map   // the sweep's params with the point on top
-	Memory   int64  // estimated peak per card in bytes; 0 = unknown
-	GPUs     int    // cards the job needs at once
-	Priority int
-	Ladder   []Rung // the rungs that apply to this job
-	origin   string
+	Memory   int64 // estimated peak per card in bytes at tier 0; 0 = unknown
+	// Model is the job's model description (memory: {model: ...}), whose values may
+	// name parameters; nil when the memory is written as a size.
+	Model *Map
+	// Probe: the first job of each shape runs alone to measure its peak (memory: probe).
+	Probe      bool
+	HostMemory int64 // estimated peak host RAM in bytes; 0 = unknown
+	GPUs       int   // cards the job needs at once
+	Priority   int
+	Ladder     []Rung // the rungs that apply to this job
+	origin     string
+}
+
+// MemoryAt is the job's estimate with the given parameters (those of a tier): by its
+// model when it has one, else as declared.
+func (j *Job) MemoryAt(params *Map) int64 {
+	if j.Model == nil {
+		return j.Memory
+	}
+	m, err := ModelOf(j.Model, params)
+	if err != nil {
+		// Every tier's parameters were checked against the model when the sweep was read.
+		return j.Memory
+	}
+	return m.Estimate().Total()
+}
+
+// ShapeOf names the shape of a job with these parameters: the parameters less the
+// sweep's shape_ignores.
+func (s *Sweep) ShapeOf(params *Map) string {
+	kept := NewMap()
+	for _, k := range params.Keys {
+		if !slices.Contains(s.ShapeIgnores, k) {
+			kept.Set(k, params.Vals[k])
+		}
+	}
+	return s.Name + "\x00" + valueKey(kept)
 }
 
 // Override is a machine-level setting given outside the sweep file (flag, environment
@@ -78,12 +113,14 @@ var (
 	nameRe    = regexp.MustCompile(`^[a-z0-9._-]+$`)
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom"}
+	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores"}
 	configKeys = []string{"base", "format"}
 	oomKeys    = []string{"max_attempts", "ladder"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
 	// jobKeys are the keys of a matrix point or jobs entry that set the job, not a parameter.
-	jobKeys = []string{"memory", "gpus_per_job", "priority"}
+	jobKeys = []string{"memory", "host_memory", "gpus_per_job", "priority"}
+	// memoryKeys are the keys of a memory mapping.
+	memoryKeys = []string{"model"}
 )
 
 // LoadSweep reads and validates a sweep file.
@@ -169,9 +206,13 @@ func SweepOf(file string, doc *Map, ov Overrides) (*Sweep, error) {
 	s.Threads = c.threads(doc)
 	s.OOM = c.oom(doc)
 
+	s.ShapeIgnores = c.shapeIgnores(doc)
 	defaults := Job{GPUs: 1}
 	if v, ok := doc.Get("memory"); ok {
-		defaults.Memory = c.size("memory", "", v)
+		c.memory("memory", "", v, &defaults)
+	}
+	if v, ok := doc.Get("host_memory"); ok {
+		defaults.HostMemory = c.size("host_memory", "", v)
 	}
 	defaults.Priority = c.integer(doc, "priority", 0, -1<<31)
 	defaults.GPUs = c.integer(doc, "gpus_per_job", 1, 1)
@@ -190,7 +231,7 @@ func SweepOf(file string, doc *Map, ov Overrides) (*Sweep, error) {
 // job has an estimate; otherwise one job per card, as a tmux script would start.
 func (s *Sweep) DefaultPlan() GPUPlan {
 	for _, j := range s.Jobs {
-		if j.Memory == 0 {
+		if j.Memory == 0 && j.Model == nil && !j.Probe {
 			return GPUPlan{1}
 		}
 	}
@@ -417,6 +458,75 @@ func (c *checker) threads(doc *Map) int {
 	return c.intValue("threads", "", v, 1, 1)
 }
 
+// memory reads a job's memory: a size, "probe", or {model: {...}}.
+func (c *checker) memory(field, job string, v any, j *Job) {
+	if s, ok := v.(string); ok && strings.EqualFold(s, "probe") {
+		j.Probe = true
+		return
+	}
+	m, ok := v.(*Map)
+	if !ok {
+		j.Memory = c.size(field, job, v)
+		return
+	}
+	for _, k := range m.Keys {
+		if !slices.Contains(memoryKeys, k) {
+			c.failJob(field+"."+k, job, "unknown key%s; memory is a size (\"11GiB\"), probe, or {model: {params: 7B, ...}}", Suggest(k, memoryKeys))
+		}
+	}
+	desc, ok := m.Vals["model"].(*Map)
+	if !ok {
+		c.failJob(field+".model", job, "describe the model as a mapping, e.g. {params: 7B, precision: bf16, lora_rank: 16, seq_len: 512, micro_batch: \"{batch_size}\"}; `gpuq estimate --help` lists the keys")
+		return
+	}
+	j.Model = desc
+}
+
+// checkModel estimates a job described by its model, at every tier of its ladder, so
+// that a rung whose parameters the description cannot take fails now, not mid-sweep.
+func (c *checker) checkModel(j *Job, note func(field, job, msg string)) {
+	if j.Model == nil {
+		return
+	}
+	for _, t := range Tiers(j.Params, j.Ladder) {
+		m, err := ModelOf(j.Model, t.Params)
+		if err != nil {
+			msg := err.Error()
+			if t.N > 0 {
+				msg = fmt.Sprintf("at tier %d (%s changed): %s", t.N, strings.Join(t.Changed, ", "), msg)
+			}
+			note("memory.model", j.ID, msg)
+			return
+		}
+		if t.N == 0 {
+			j.Memory = m.Estimate().Total()
+		}
+	}
+}
+
+func (c *checker) shapeIgnores(doc *Map) []string {
+	v, ok := doc.Get("shape_ignores")
+	if !ok {
+		return []string{"seed"}
+	}
+	list, ok := v.([]any)
+	if v == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range list {
+		if s, isStr := e.(string); isStr {
+			out = append(out, s)
+		} else {
+			ok = false
+		}
+	}
+	if !ok {
+		c.fail("shape_ignores", "write a list of the parameters that do not change memory, e.g. [seed, learning_rate]")
+	}
+	return out
+}
+
 func (c *checker) oom(doc *Map) OOMPolicy {
 	pol := OOMPolicy{MaxAttempts: defaultMaxAttempt}
 	v, ok := doc.Get("oom")
@@ -550,13 +660,17 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 	jobs := make([]Job, 0, len(points))
 	for i, p := range points {
 		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Point: NewMap(), Params: s.Params.Clone(),
-			Memory: defaults.Memory, GPUs: defaults.GPUs, Priority: defaults.Priority, origin: p.origin}
+			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
+			GPUs: defaults.GPUs, Priority: defaults.Priority, origin: p.origin}
 		var names []string
 		for _, k := range p.vals.Keys {
 			v := p.vals.Vals[k]
 			switch k {
 			case "memory":
-				j.Memory = c.size(p.origin+".memory", j.ID, v)
+				j.Memory, j.Model, j.Probe = 0, nil, false
+				c.memory(p.origin+".memory", j.ID, v, &j)
+			case "host_memory":
+				j.HostMemory = c.size(p.origin+".host_memory", j.ID, v)
 			case "gpus_per_job":
 				j.GPUs = c.intValue(p.origin+".gpus_per_job", j.ID, v, 1, 1)
 			case "priority":
@@ -596,7 +710,7 @@ func (c *checker) checkJobs(s *Sweep) {
 	}
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		key := valueKey(j.Params) + fmt.Sprintf("|%d|%d|%d", j.Memory, j.GPUs, j.Priority)
+		key := valueKey(j.Params) + valueKey(j.Model) + fmt.Sprintf("|%d|%d|%d|%v", j.Memory, j.GPUs, j.Priority, j.Probe)
 		if prev, dup := seen[key]; dup {
 			c.failJob(j.origin, j.ID, "the same job as %s (%s, from %s): remove one, or make them differ (e.g. by seed)", prev.ID, prev.Name, prev.origin)
 		}
@@ -644,6 +758,7 @@ func (c *checker) checkJobs(s *Sweep) {
 				}
 			}
 		}
+		c.checkModel(j, note)
 	}
 	for _, key := range order {
 		f := found[key]
@@ -663,6 +778,13 @@ func (s *Sweep) Warnings() []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, j := range s.Jobs {
+		if j.Model != nil {
+			if m, err := ModelOf(j.Model, j.Params); err == nil {
+				if miss := m.Estimate().Missing; len(miss) > 0 {
+					out = append(out, fmt.Sprintf("%s: memory.model has no %s: activations or logits are not counted, so its estimate is a lower bound", s.File, strings.Join(miss, ", ")))
+				}
+			}
+		}
 		eb0, ok := EffectiveBatch(j.Params)
 		if !ok {
 			continue
@@ -679,7 +801,7 @@ func (s *Sweep) Warnings() []string {
 		}
 	}
 	sort.Strings(out)
-	return out
+	return slices.Compact(out)
 }
 
 // sanitizeName suggests a valid sweep name for s.

@@ -161,6 +161,14 @@ func TestValidation(t *testing.T) {
 		{"not yaml", "name: [", []string{"t.yaml: not valid YAML"}},
 		{"top not mapping", "- a\n- b\n", []string{"top level must be a mapping"}},
 		{"duplicate key", "name: a\nname: b\n", []string{`key "name" appears twice`}},
+		{"memory model not a mapping", base("memory: {model: 7B}"), []string{"memory.model:", "describe the model as a mapping"}},
+		{"memory unknown key", base("memory: {modle: {params: 7B}}"), []string{"memory.modle", `did you mean "model"`}},
+		{"memory model bad key", base("memory: {model: {params: 7B, precison: bf16}}"), []string{"memory.model (every job)", `did you mean "precision"`}},
+		{"memory model unfilled", base("memory: {model: {params: 7B, micro_batch: \"{batch}\"}}"), []string{"no parameter fills {batch}"}},
+		{"memory model fails at a tier", base("params: {batch_size: 1, gradient_accumulation_steps: 1}\noom: {ladder: [{set: {batch_size: none}}]}\nmemory: {model: {params: 7B, micro_batch: \"{batch_size}\"}}"),
+			[]string{"at tier 1 (batch_size changed)", `"none" is not a whole number`}},
+		{"host memory bad", base("host_memory: 8"), []string{"host_memory:", `e.g. "11GiB"`}},
+		{"shape_ignores not a list", base("shape_ignores: seed"), []string{"shape_ignores: write a list"}},
 		{"config bad format", base("config: {base: c.yaml, format: toml}"), []string{"config.format", "use yaml or json"}},
 	}
 	for _, tt := range tests {
@@ -203,5 +211,67 @@ func TestCheckCards(t *testing.T) {
 	}
 	if err := s.CheckCards(cards[:1], "--gpu-plan"); err == nil || !strings.Contains(err.Error(), "--gpu-plan: the plan has 2 entries but there are 1 cards") {
 		t.Errorf("plan vs inventory: %v", err)
+	}
+}
+
+func TestMemoryForms(t *testing.T) {
+	doc := `
+name: m
+command: [python3, train.py]
+params: {batch_size: 8, gradient_accumulation_steps: 1, gradient_checkpointing: false}
+matrix: {seed: [1, 2], lr: [0.1]}
+memory:
+  model: {params: 7B, layers: 32, hidden: 4096, vocab: 32000, seq_len: 512, lora_rank: 16,
+          micro_batch: "{batch_size}", gradient_checkpointing: "{gradient_checkpointing}"}
+host_memory: 6GiB
+shape_ignores: [seed, lr]
+jobs: [{seed: 3, memory: probe}, {seed: 4, memory: 20GiB, host_memory: 1GiB}]
+`
+	s, err := DecodeSweep("m.yaml", []byte(doc), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := s.Jobs[0]
+	if j.Model == nil || j.Memory == 0 || j.HostMemory != 6<<30 {
+		t.Fatalf("job 1: model %v, memory %d, host %d", j.Model, j.Memory, j.HostMemory)
+	}
+	tiers := Tiers(j.Params, j.Ladder)
+	prev := j.Memory
+	for _, tier := range tiers[1:] {
+		got := j.MemoryAt(tier.Params)
+		if got > prev {
+			t.Errorf("tier %d (%v): estimate %s grew from %s", tier.N, tier.Changed, FormatSize(got), FormatSize(prev))
+		}
+		prev = got
+	}
+	if prev >= j.Memory {
+		t.Errorf("the ladder did not lower the model's estimate: %s at tier 0, %s at the last", FormatSize(j.Memory), FormatSize(prev))
+	}
+	if p := s.Jobs[2]; !p.Probe || p.Model != nil || p.Memory != 0 {
+		t.Errorf("jobs[0] is a probe: %+v", p)
+	}
+	if p := s.Jobs[3]; p.Memory != 20<<30 || p.Model != nil || p.HostMemory != 1<<30 {
+		t.Errorf("jobs[1] declares 20GiB and 1GiB of host memory: %+v", p)
+	}
+	if s.ShapeOf(s.Jobs[0].Params) != s.ShapeOf(s.Jobs[1].Params) {
+		t.Errorf("seeds 1 and 2 should be one shape")
+	}
+	other := s.Jobs[0].Params.Clone()
+	other.Set("batch_size", int64(4))
+	if s.ShapeOf(other) == s.ShapeOf(s.Jobs[0].Params) {
+		t.Errorf("another batch size should be another shape")
+	}
+	if w := s.Warnings(); len(w) != 0 {
+		t.Errorf("warnings: %v", w)
+	}
+}
+
+func TestMemoryModelLowerBoundWarns(t *testing.T) {
+	s, err := DecodeSweep("m.yaml", []byte("name: m\ncommand: [echo]\njobs: [{}]\nmemory: {model: {params: 7B}}\n"), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Warnings(); len(w) != 1 || !strings.Contains(w[0], "lower bound") {
+		t.Errorf("warnings: %v", w)
 	}
 }

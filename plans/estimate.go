@@ -1,0 +1,457 @@
+package plans
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Model describes a training job to the memory estimator: what `memory: {model: ...}`
+// in a sweep and the flags of `gpuq estimate` say. Sizes are per card.
+type Model struct {
+	Params float64 // parameters in all; 0 = counted from the architecture
+
+	// The architecture. Activations need Layers, Hidden, SeqLen and MicroBatch (and
+	// Heads with eager attention); LoRA needs Layers and Hidden.
+	Layers, Hidden, Heads, FFN, Vocab int
+	SeqLen, MicroBatch                int
+
+	Precision             string // weights: fp32, bf16, fp16, int8, nf4
+	Optimizer             string // adamw, adamw-8bit, sgd
+	LoRARank              int    // 0 = full fine-tune
+	LoRATargets           []string
+	GradientCheckpointing bool
+	// LogitsToKeep is how many positions the logits are computed for, as in
+	// transformers' logits_to_keep: 0 = every position.
+	LogitsToKeep int
+	Attention    string // sdpa (flash or memory-efficient kernels) or eager
+	ZeROStage    int    // DeepSpeed ZeRO stage, 0-3
+	GPUs         int    // cards the job is spread over, for ZeRO
+}
+
+// Breakdown is an estimate, part by part, in bytes per card.
+type Breakdown struct {
+	Weights     int64 `json:"weights"`
+	Gradients   int64 `json:"gradients"`
+	Optimizer   int64 `json:"optimizer"`
+	Activations int64 `json:"activations"`
+	Logits      int64 `json:"logits"`
+	Context     int64 `json:"context"`
+	// Missing names what the description lacks for activations and logits; the total is
+	// then a lower bound.
+	Missing []string `json:"-"`
+}
+
+// Total is the sum of the parts.
+func (b Breakdown) Total() int64 {
+	return b.Weights + b.Gradients + b.Optimizer + b.Activations + b.Logits + b.Context
+}
+
+// Model description keys, as a sweep writes them; flags use the same names with '-'.
+var modelKeys = []string{"params", "layers", "hidden", "heads", "ffn", "vocab", "seq_len", "micro_batch",
+	"precision", "optimizer", "lora_rank", "lora_targets", "gradient_checkpointing", "logits_to_keep",
+	"attention", "zero_stage", "gpus"}
+
+var (
+	precisions = []string{"fp32", "bf16", "fp16", "int8", "nf4"}
+	optimizers = []string{"adamw", "adamw-8bit", "sgd"}
+	attentions = []string{"sdpa", "eager"}
+	// loraMatrices are the linear layers of a Llama-style block LoRA can adapt.
+	loraMatrices  = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+	defaultTarget = []string{"q_proj", "v_proj"} // PEFT's default for Llama and Mistral
+)
+
+// CUDAContext is what each CUDA process holds before its first tensor: the context with
+// lazily loaded modules (the default since CUDA 11.7 / PyTorch 1.13) and cuBLAS/cuDNN
+// workspaces; REFERENCE §4 gives 300-500 MiB, and the upper end is taken so that
+// several jobs on a card do not each come up short.
+const CUDAContext = 500 << 20
+
+// ModelKeys lists the keys of a model description.
+func ModelKeys() []string { return slices.Clone(modelKeys) }
+
+// ModelOf reads a model description. A value may be a template of the job's parameters
+// ("{batch_size}"), filled from params (nil: no parameters).
+func ModelOf(desc *Map, params *Map) (Model, error) {
+	m := Model{Precision: "bf16", Optimizer: "adamw", Attention: "sdpa", GPUs: 1}
+	var errs []string
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
+	}
+	for _, k := range desc.Keys {
+		if !slices.Contains(modelKeys, k) {
+			bad(k, "unknown key%s; a model has %s", Suggest(k, modelKeys), strings.Join(modelKeys, ", "))
+			continue
+		}
+		v, err := fill(desc.Vals[k], params)
+		if err != nil {
+			bad(k, "%v", err)
+			continue
+		}
+		switch k {
+		case "params":
+			p, err := ParseCount(v)
+			if err != nil {
+				bad(k, "%v", err)
+			}
+			m.Params = p
+		case "precision":
+			m.Precision = oneOf(k, v, precisions, bad)
+		case "optimizer":
+			m.Optimizer = oneOf(k, v, optimizers, bad)
+		case "attention":
+			m.Attention = oneOf(k, v, attentions, bad)
+		case "lora_targets":
+			m.LoRATargets = loraTargets(v, bad)
+		case "gradient_checkpointing":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				bad(k, "write true or false, not %q", v)
+			}
+			m.GradientCheckpointing = b
+		default:
+			lo := 1
+			if k == "lora_rank" || k == "logits_to_keep" || k == "zero_stage" {
+				lo = 0
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < lo || (k == "zero_stage" && n > 3) {
+				want := fmt.Sprintf("a whole number of at least %d", lo)
+				if k == "zero_stage" {
+					want = "0, 1, 2 or 3"
+				}
+				bad(k, "%q is not %s", v, want)
+				continue
+			}
+			*m.intField(k) = n
+		}
+	}
+	if len(errs) == 0 {
+		errs = m.check()
+	}
+	if len(errs) > 0 {
+		return m, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return m, nil
+}
+
+func (m *Model) intField(k string) *int {
+	return map[string]*int{"layers": &m.Layers, "hidden": &m.Hidden, "heads": &m.Heads, "ffn": &m.FFN,
+		"vocab": &m.Vocab, "seq_len": &m.SeqLen, "micro_batch": &m.MicroBatch, "lora_rank": &m.LoRARank,
+		"logits_to_keep": &m.LogitsToKeep, "zero_stage": &m.ZeROStage, "gpus": &m.GPUs}[k]
+}
+
+// check says what the description lacks to be estimated at all.
+func (m *Model) check() []string {
+	var errs []string
+	if m.Params == 0 && (m.Layers == 0 || m.Hidden == 0) {
+		errs = append(errs, "params: give the parameter count (params: 7B) or the architecture (layers and hidden, with vocab)")
+	}
+	if m.LoRARank > 0 && (m.Layers == 0 || m.Hidden == 0) {
+		errs = append(errs, "lora_rank: LoRA needs layers and hidden to count the adapters' parameters, e.g. layers: 32, hidden: 4096")
+	}
+	if m.LoRARank == 0 && (m.Precision == "int8" || m.Precision == "nf4") {
+		errs = append(errs, fmt.Sprintf("precision: %s weights are frozen: give lora_rank (QLoRA) or train in bf16", m.Precision))
+	}
+	if m.ZeROStage == 3 && (m.Hidden == 0 || (m.Vocab == 0 && m.Layers == 0)) {
+		errs = append(errs, "zero_stage: ZeRO-3 holds the largest layer whole: give hidden with vocab or layers")
+	}
+	if m.ZeROStage > 0 && m.LoRARank > 0 {
+		errs = append(errs, "zero_stage: gpuq estimates ZeRO for full fine-tunes only; leave it out with LoRA")
+	}
+	return errs
+}
+
+// fill turns a description value into text, filling its placeholders from params.
+func fill(v any, params *Map) (string, error) {
+	if list, ok := v.([]any); ok {
+		parts := make([]string, len(list))
+		for i, e := range list {
+			s, err := fill(e, params)
+			if err != nil {
+				return "", err
+			}
+			parts[i] = s
+		}
+		return strings.Join(parts, ","), nil
+	}
+	if !isScalar(v) {
+		return "", fmt.Errorf("write a number, a word or a {parameter}, not a %s", kindOf(v))
+	}
+	s := FormatValue(v)
+	out, err := Expand(s, func(name string) (string, bool) {
+		if params == nil {
+			return "", false
+		}
+		p, ok := params.Get(name)
+		return FormatValue(p), ok
+	})
+	if mp, ok := err.(*missingPlaceholder); ok {
+		var keys []string
+		if params != nil {
+			keys = params.Keys
+		}
+		return "", fmt.Errorf("no parameter fills {%s}%s", mp.name, Suggest(mp.name, keys))
+	}
+	return out, err
+}
+
+func oneOf(key, v string, allowed []string, bad func(string, string, ...any)) string {
+	v = strings.ToLower(v)
+	if !slices.Contains(allowed, v) {
+		bad(key, "%q is not one of %s%s", v, strings.Join(allowed, ", "), Suggest(v, allowed))
+	}
+	return v
+}
+
+func loraTargets(v string, bad func(string, string, ...any)) []string {
+	if v == "all-linear" {
+		return slices.Clone(loraMatrices)
+	}
+	var out []string
+	for _, t := range splitList(v) {
+		name := t
+		if !strings.HasSuffix(name, "_proj") {
+			name += "_proj"
+		}
+		if !slices.Contains(loraMatrices, name) {
+			bad("lora_targets", "%q is not a matrix gpuq counts: use %s or all-linear", t, strings.Join(loraMatrices, ", "))
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// ParseCount reads a parameter count: 7B, 1.3e9, 350M, 7000000000.
+func ParseCount(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	mult := 1.0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K', 'k':
+			mult = 1e3
+		case 'M', 'm':
+			mult = 1e6
+		case 'B', 'b', 'G', 'g':
+			mult = 1e9
+		case 'T', 't':
+			mult = 1e12
+		}
+		if mult != 1 {
+			t = t[:n-1]
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f <= 0 || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not a parameter count: write e.g. 7B, 350M or 1.3e9", s)
+	}
+	return f * mult, nil
+}
+
+// Estimate is the memory the job peaks at on each of its cards.
+func (m Model) Estimate() Breakdown {
+	p := m.params()
+	trainable := p
+	if m.LoRARank > 0 {
+		trainable = m.loraParams()
+	}
+	var b Breakdown
+	frozen := 0.0
+	if m.LoRARank > 0 {
+		frozen = p * weightBytes(m.Precision)
+		// Adapters are trained in 16-bit, like a bf16 model's weights.
+		b.Weights = int64(frozen + trainable*2)
+		b.Gradients = int64(trainable * 2)
+		b.Optimizer = int64(trainable * optimizerBytes(m.Optimizer, "bf16"))
+	} else {
+		b.Weights, b.Gradients, b.Optimizer = m.modelState(p)
+	}
+	b.Activations, b.Logits, b.Missing = m.activations()
+	b.Context = CUDAContext
+	return b
+}
+
+// params is the parameter count: as given, or counted from the architecture. Without
+// ffn, as Kaplan et al. 2020 ("Scaling Laws for Neural Language Models", §2.1) count a
+// GPT block: 12·L·h² (4h² attention, an MLP of two h×4h matrices) plus the V·h
+// embedding. With ffn, the Llama layout whose matrix names lora_targets uses: a gated MLP
+// of three h×ffn matrices and an untied output head, 2·V·h (Llama-2-7B: 6.74B).
+func (m Model) params() float64 {
+	if m.Params > 0 {
+		return m.Params
+	}
+	h, L, V := float64(m.Hidden), float64(m.Layers), float64(m.Vocab)
+	if m.FFN == 0 {
+		return L*12*h*h + V*h
+	}
+	return L*(4*h*h+3*h*float64(m.FFN)) + 2*V*h
+}
+
+// ffn is the MLP's width: as given, or GPT's 4h.
+func (m Model) ffn() int {
+	if m.FFN > 0 {
+		return m.FFN
+	}
+	return 4 * m.Hidden
+}
+
+// loraParams counts the adapters: r·(d+k) for each adapted d×k matrix of each layer
+// (Hu et al. 2021, "LoRA", §4.1). Attention matrices are h×h, the MLP's h×ffn.
+func (m Model) loraParams() float64 {
+	h, f, r := float64(m.Hidden), float64(m.ffn()), float64(m.LoRARank)
+	targets := m.LoRATargets
+	if len(targets) == 0 {
+		targets = defaultTarget
+	}
+	per := 0.0
+	for _, t := range targets {
+		switch t {
+		case "gate_proj", "up_proj", "down_proj":
+			per += r * (h + f)
+		default:
+			per += r * (h + h)
+		}
+	}
+	return per * float64(m.Layers)
+}
+
+// weightBytes is what one weight costs (REFERENCE §4, from EleutherAI's "Transformer
+// Math 101"): NF4 stores 4 bits plus a block-wise absmax constant, about 0.55 bytes
+// with double quantization (Dettmers et al. 2023, "QLoRA", §3).
+func weightBytes(precision string) float64 {
+	switch precision {
+	case "fp32":
+		return 4
+	case "int8":
+		return 1
+	case "nf4":
+		return 0.55
+	}
+	return 2
+}
+
+// optimizerBytes is the optimizer's state per trainable parameter (REFERENCE §4, from
+// "Transformer Math 101"): in mixed precision AdamW keeps an fp32 master copy and two
+// fp32 moments (12 bytes), 8-bit Adam quantizes the moments (6), SGD with momentum keeps
+// the master copy and one moment (8). Training in fp32 needs no master copy.
+func optimizerBytes(optimizer, precision string) float64 {
+	master := 4.0
+	if precision == "fp32" {
+		master = 0
+	}
+	switch optimizer {
+	case "adamw-8bit":
+		return master + 2
+	case "sgd":
+		return master + 4
+	}
+	return master + 8
+}
+
+// modelState is a full fine-tune's weights, gradients and optimizer state per card. A
+// mixed-precision AdamW run costs 16 bytes a parameter, as HF accelerate's
+// `estimate-memory` reports ("~4x the fp32 model size"). DeepSpeed ZeRO over N cards
+// (Rajbhandari et al. 2020, "ZeRO", §5; REFERENCE §4): stage 1 partitions the optimizer
+// state, stage 2 also the gradients, 2P + 18P/N in all for AdamW, stage 3 also the
+// weights, leaving 4× the largest layer gathered at a time plus 18P/N.
+func (m Model) modelState(p float64) (weights, grads, opt int64) {
+	wb := weightBytes(m.Precision)
+	ob := optimizerBytes(m.Optimizer, m.Precision)
+	n := float64(max(m.GPUs, 1))
+	switch m.ZeROStage {
+	case 1:
+		return int64(p * wb), int64(p * wb), int64(p * ob / n)
+	case 2:
+		// REFERENCE's 18P/N is gradients and AdamW's 16 bytes of state; another
+		// optimizer changes the state's share.
+		return int64(p * wb), int64(p * wb / n), int64(p * (ob + 4) / n)
+	case 3:
+		return int64(4*m.largestLayer() + p*wb/n), int64(p * wb / n), int64(p * (ob + 4) / n)
+	}
+	return int64(p * wb), int64(p * wb), int64(p * ob)
+}
+
+// largestLayer is the most parameters one module holds: the embedding or a block.
+func (m Model) largestLayer() float64 {
+	h := float64(m.Hidden)
+	mlp := 2 * h * float64(m.ffn())
+	if m.FFN > 0 {
+		mlp = 3 * h * float64(m.FFN)
+	}
+	return max(float64(m.Vocab)*h, 4*h*h+mlp)
+}
+
+// activations is what the forward pass keeps for the backward one, and the logits.
+//
+// Per transformer layer, in 16 bits and without tensor or sequence parallelism,
+// Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+// Models", §4.1) count s·b·h·(34 + 5·a·s/h) bytes. The 5·a·s/h term is the attention
+// matrix (scores, softmax, dropout); SDPA's flash and memory-efficient kernels, PyTorch's
+// default for transformers, never store it. With LoRA the frozen linear layers need not
+// keep their inputs: of the 34, the inputs of the output projection (2), the MLP's first
+// linear layer (2) and its second (8) are dropped unless adapted. Full gradient
+// checkpointing keeps each layer's 2·s·b·h input and recomputes one layer at a time.
+// Training in fp32 doubles all of it.
+//
+// The logits are b·s·V values in fp32 (REFERENCE §4), for logits_to_keep positions if
+// set.
+func (m Model) activations() (acts, logits int64, missing []string) {
+	for _, k := range []struct {
+		name string
+		v    int
+	}{{"layers", m.Layers}, {"hidden", m.Hidden}, {"seq_len", m.SeqLen}, {"micro_batch", m.MicroBatch}} {
+		if k.v == 0 {
+			missing = append(missing, k.name)
+		}
+	}
+	if m.Attention == "eager" && m.Heads == 0 {
+		missing = append(missing, "heads")
+	}
+	if m.Vocab == 0 {
+		missing = append(missing, "vocab")
+	}
+	s, b := float64(m.SeqLen), float64(m.MicroBatch)
+	if m.Vocab > 0 && m.SeqLen > 0 && m.MicroBatch > 0 {
+		kept := s
+		if m.LogitsToKeep > 0 {
+			kept = min(s, float64(m.LogitsToKeep))
+		}
+		logits = int64(b * kept * float64(m.Vocab) * 4)
+	}
+	if slices.ContainsFunc(missing, func(k string) bool { return k != "vocab" }) {
+		return 0, logits, missing
+	}
+	h, L := float64(m.Hidden), float64(m.Layers)
+	perToken := 34.0
+	if m.LoRARank > 0 {
+		targets := m.LoRATargets
+		if len(targets) == 0 {
+			targets = defaultTarget
+		}
+		adapted := func(name string) bool { return slices.Contains(targets, name) }
+		if !adapted("o_proj") {
+			perToken -= 2
+		}
+		if !adapted("gate_proj") && !adapted("up_proj") { // one input for both
+			perToken -= 2
+		}
+		if !adapted("down_proj") {
+			perToken -= 8
+		}
+	}
+	layer := s * b * h * perToken
+	if m.Attention == "eager" {
+		layer += 5 * float64(m.Heads) * s * s * b
+	}
+	total := L * layer
+	if m.GradientCheckpointing {
+		total = L*2*s*b*h + layer
+	}
+	if m.Precision == "fp32" {
+		total *= 2
+	}
+	return int64(total), logits, missing
+}
