@@ -34,6 +34,16 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
+// maxArgs is cobra.MaximumNArgs with the error marked as bad input.
+func maxArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.MaximumNArgs(n)(cmd, args); err != nil {
+			return inputError{fmt.Errorf("%w; see gpuq %s --help", err, cmd.Name())}
+		}
+		return nil
+	}
+}
+
 // noArgs is cobra.NoArgs with the error marked as bad input.
 var noArgs = exactArgs(0)
 

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+type estimateOptions struct {
+	io       ioStreams
+	settings *settings
+	json     bool
+	flags    *pflag.FlagSet
+}
+
+func newEstimateCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &estimateOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:   "estimate [flags | SWEEP]",
+		Short: "Estimate a training job's GPU memory from its model, part by part",
+		Long: `Estimate the memory a training job peaks at on each card: weights, gradients, optimizer
+state, activations, logits and the CUDA context, and say which cards it fits on.
+
+Describe the model with flags, or give a SWEEP to estimate each of its jobs (memory:
+{model: ...} in the sweep takes the same keys as the flags, with _ for -, and its values
+may name parameters, e.g. micro_batch: "{batch_size}").
+
+The formulas: 16 bytes a parameter for a mixed-precision AdamW fine-tune (2 weights,
+2 gradients, 12 for the fp32 master copy and moments); LoRA trains r(d+k) parameters
+for each adapted matrix and keeps the base frozen at its precision's width; activations
+follow Korthikanti et al. 2022, s*b*h*34 bytes a layer (plus 5*a*s^2*b with eager
+attention), 2*s*b*h a layer with gradient checkpointing; logits are b*s*V fp32 values;
+each process holds a CUDA context of about 500 MiB. A real run differs by the
+allocator's fragmentation and the framework's workspaces: gpuq learns the measured peak
+of each shape of job as the sweep runs.`,
+		Example: `  gpuq estimate --params 7B --precision bf16 --optimizer adamw
+  gpuq estimate --params 7.24B --layers 32 --hidden 4096 --heads 32 --vocab 32000 \
+      --seq-len 512 --micro-batch 4 --lora-rank 16
+  gpuq estimate --params 7B --precision nf4 --lora-rank 16 --layers 32 --hidden 4096 --json
+  gpuq estimate examples/sweeps/torch-24g.yaml`,
+		Args: maxArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.flags = cmd.Flags()
+			if len(args) == 1 {
+				if described(cmd.Flags()) {
+					return badInput("give a SWEEP or describe a model with flags, not both")
+				}
+				return runEstimateSweep(opts, args[0])
+			}
+			if !described(cmd.Flags()) {
+				return badInput("describe the model, e.g. gpuq estimate --params 7B --lora-rank 16 --layers 32 --hidden 4096, or give a sweep file")
+			}
+			return runEstimateFlags(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.String("params", "", "parameter count: 7B, 350M, 1.3e9 (or give --layers, --hidden and --vocab)")
+	f.String("precision", "bf16", "weights: fp32, bf16, fp16, int8 or nf4 (int8 and nf4 need --lora-rank)")
+	f.String("optimizer", "adamw", "adamw, adamw-8bit or sgd (with momentum)")
+	f.Int("layers", 0, "transformer layers")
+	f.Int("hidden", 0, "hidden size")
+	f.Int("heads", 0, "attention heads (for eager attention)")
+	f.Int("ffn", 0, "MLP width of a gated (Llama-style) MLP; default a GPT MLP of 4x hidden")
+	f.Int("vocab", 0, "vocabulary size")
+	f.Int("seq-len", 0, "sequence length")
+	f.Int("micro-batch", 0, "sequences per forward pass on one card")
+	f.Int("lora-rank", 0, "LoRA rank; 0 = a full fine-tune")
+	f.String("lora-targets", "", "matrices LoRA adapts: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj or all-linear (default q_proj,v_proj)")
+	f.Bool("gradient-checkpointing", false, "recompute activations in the backward pass")
+	f.Int("logits-to-keep", 0, "positions the logits are computed for; 0 = all")
+	f.String("attention", "sdpa", "sdpa (flash or memory-efficient kernels) or eager")
+	f.Int("zero-stage", 0, "DeepSpeed ZeRO stage (full fine-tunes)")
+	f.Int("gpus-per-job", 1, "cards the job is spread over, for ZeRO")
+	f.BoolVar(&opts.json, "json", false, `print {"total_bytes": N, "parts": {...}} (with a SWEEP, {"jobs": [...]})`)
+	return cmd
+}
+
+// modelFlag maps a description key to its flag.
+func modelFlag(key string) string {
+	if key == "gpus" {
+		return "gpus-per-job"
+	}
+	return strings.ReplaceAll(key, "_", "-")
+}
+
+func described(f *pflag.FlagSet) bool {
+	for _, k := range plans.ModelKeys() {
+		if f.Changed(modelFlag(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+type estimateJSON struct {
+	Job        string           `json:"job,omitempty"`
+	Name       string           `json:"name,omitempty"`
+	Source     string           `json:"source"` // model, declared or probe
+	TotalBytes int64            `json:"total_bytes"`
+	Parts      *plans.Breakdown `json:"parts,omitempty"`
+	Missing    []string         `json:"missing,omitempty"`
+	Fits       []fitJSON        `json:"fits"`
+}
+
+type fitJSON struct {
+	GPU       int   `json:"gpu"`
+	RoomBytes int64 `json:"room_bytes"`
+	// PerCard is how many such jobs the card holds by memory.
+	PerCard int64 `json:"per_card"`
+}
+
+func runEstimateFlags(opts *estimateOptions) error {
+	desc := plans.NewMap()
+	for _, k := range plans.ModelKeys() {
+		fl := opts.flags.Lookup(modelFlag(k))
+		if fl.Changed {
+			desc.Set(k, fl.Value.String())
+		}
+	}
+	m, err := plans.ModelOf(desc, nil)
+	if err != nil {
+		return badInput("%s", flagNames(err.Error()))
+	}
+	cards, headroom, err := estimateCards(opts)
+	if err != nil {
+		return err
+	}
+	b := m.Estimate()
+	est := estimateJSON{Source: "model", TotalBytes: b.Total(), Parts: &b, Missing: b.Missing, Fits: fits(b.Total(), cards, headroom)}
+	if opts.json {
+		return writeJSON(opts.io.Out, est)
+	}
+	printEstimate(opts.io, est, cards)
+	return nil
+}
+
+// flagNames rewrites the description keys in an error as the flags that set them.
+func flagNames(msg string) string {
+	for _, k := range plans.ModelKeys() {
+		msg = strings.ReplaceAll(msg, k+":", "--"+modelFlag(k)+":")
+		if strings.Contains(k, "_") {
+			msg = strings.ReplaceAll(msg, " "+k, " --"+modelFlag(k))
+		}
+	}
+	return msg
+}
+
+func runEstimateSweep(opts *estimateOptions, path string) error {
+	sw, err := plans.LoadSweep(path, opts.settings.overrides())
+	if err != nil {
+		return err
+	}
+	for _, w := range sw.Warnings() {
+		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
+	}
+	cards, headroom, err := cardsFor(opts, sw.GPUs, sw.Headroom)
+	if err != nil {
+		return err
+	}
+	var out []estimateJSON
+	for i := range sw.Jobs {
+		j := &sw.Jobs[i]
+		e := estimateJSON{Job: j.ID, Name: j.Name, Source: "declared", TotalBytes: j.Memory}
+		switch {
+		case j.Probe:
+			e.Source = "probe"
+		case j.Model != nil:
+			m, _ := plans.ModelOf(j.Model, j.Params) // checked when the sweep was read
+			b := m.Estimate()
+			e.Source, e.Parts, e.Missing, e.TotalBytes = "model", &b, b.Missing, b.Total()
+		}
+		e.Fits = fits(e.TotalBytes, cards, headroom)
+		out = append(out, e)
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, map[string]any{"jobs": out})
+	}
+	tw := newTable(opts.io.Out)
+	fmt.Fprintln(tw, "JOB\tNAME\tSOURCE\tWEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tLOGITS\tCONTEXT\tTOTAL\tFITS ON")
+	for _, e := range out {
+		parts := strings.Repeat("-\t", 6)
+		if e.Parts != nil {
+			b := e.Parts
+			parts = ""
+			for _, v := range []int64{b.Weights, b.Gradients, b.Optimizer, b.Activations, b.Logits, b.Context} {
+				parts += plans.FormatSize(v) + "\t"
+			}
+		}
+		total := plans.FormatSize(e.TotalBytes)
+		if e.Source == "probe" {
+			total = "measured"
+		} else if e.TotalBytes == 0 {
+			total = "unknown"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\t%s\n", e.Job, e.Name, e.Source, parts, total, fitsText(e, len(cards)))
+	}
+	return tw.Flush()
+}
+
+func estimateCards(opts *estimateOptions) ([]gpu.Card, plans.Headroom, error) {
+	ov := opts.settings.overrides()
+	spec, err := plans.ParseGPUs(ov.GPUs.Value)
+	if err != nil {
+		return nil, plans.Headroom{}, badInput("%s: %v", ov.GPUs.Source, err)
+	}
+	return cardsFor(opts, spec, plans.DefaultHeadroom)
+}
+
+// cardsFor reads the cards and the headroom the machine's settings give (or def).
+func cardsFor(opts *estimateOptions, spec plans.GPUSpec, def plans.Headroom) ([]gpu.Card, plans.Headroom, error) {
+	headroom := def
+	if ov := opts.settings.overrides().Headroom; ov.Value != "" {
+		h, err := plans.ParseHeadroom(ov.Value)
+		if err != nil {
+			return nil, headroom, badInput("%s: %v", ov.Source, err)
+		}
+		headroom = h
+	}
+	inv, err := opts.settings.openInventory(spec, opts.io)
+	if err != nil {
+		return nil, headroom, err
+	}
+	defer inv.Close()
+	cards, err := inv.Snapshot()
+	return cards, headroom, err
+}
+
+// fits lists the cards that hold a job of total bytes when idle, after headroom.
+func fits(total int64, cards []gpu.Card, headroom plans.Headroom) []fitJSON {
+	out := []fitJSON{}
+	for _, c := range cards {
+		room := c.Total - headroom.Of(c.Total)
+		if total > 0 && total <= room {
+			out = append(out, fitJSON{GPU: c.Index, RoomBytes: room, PerCard: room / total})
+		}
+	}
+	return out
+}
+
+func fitsText(e estimateJSON, cards int) string {
+	if e.TotalBytes == 0 {
+		return "-"
+	}
+	if len(e.Fits) == 0 {
+		return "none"
+	}
+	var gpus []string
+	for _, f := range e.Fits {
+		gpus = append(gpus, fmt.Sprint(f.GPU))
+	}
+	if len(e.Fits) == cards {
+		return fmt.Sprintf("all %d, %d at once each", cards, e.Fits[0].PerCard)
+	}
+	return "GPU " + strings.Join(gpus, ",")
+}
+
+func printEstimate(io ioStreams, e estimateJSON, cards []gpu.Card) {
+	tw := newTable(io.Out)
+	b := e.Parts
+	for _, p := range []struct {
+		name string
+		v    int64
+	}{{"weights", b.Weights}, {"gradients", b.Gradients}, {"optimizer state", b.Optimizer},
+		{"activations", b.Activations}, {"logits", b.Logits}, {"CUDA context", b.Context}} {
+		fmt.Fprintf(tw, "%s\t%s\n", p.name, plans.FormatSize(p.v))
+	}
+	fmt.Fprintf(tw, "total\t%s\n", plans.FormatSize(e.TotalBytes))
+	tw.Flush()
+	if len(e.Missing) > 0 {
+		var flags []string
+		for _, k := range e.Missing {
+			flags = append(flags, "--"+modelFlag(k))
+		}
+		fmt.Fprintf(io.Out, "\na lower bound: activations or logits need %s\n", strings.Join(flags, ", "))
+	}
+	fmt.Fprintln(io.Out)
+	fitting := map[int]fitJSON{}
+	for _, f := range e.Fits {
+		fitting[f.GPU] = f
+	}
+	for _, c := range cards {
+		if f, ok := fitting[c.Index]; ok {
+			fmt.Fprintf(io.Out, "GPU %d (%s, %s): fits, %d at once by memory\n", c.Index, c.Name, plans.FormatSize(c.Total), f.PerCard)
+		} else {
+			fmt.Fprintf(io.Out, "GPU %d (%s, %s): does not fit\n", c.Index, c.Name, plans.FormatSize(c.Total))
+		}
+	}
+}
