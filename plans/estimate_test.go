@@ -55,8 +55,10 @@ func TestEstimateAgainstPublishedFigures(t *testing.T) {
 		name:   "7B LoRA r=16, batch 4, length 512",
 		source: "seed notes: Mistral-7B with LoRA r=16, batch 4, length 512 is ~19-23 GB (weights ~14, activations ~5-8)",
 		desc:   with(mistral7B, "seq_len", 512, "micro_batch", 4, "lora_rank", 16),
-		check:  func(b Breakdown) bool { return b.Total() >= 19*GB && b.Total() <= 23*GB && b.Activations >= 5*GB && b.Activations <= 8*GB },
-		want:   "19-23 GB in all, 5-8 GB of activations",
+		check: func(b Breakdown) bool {
+			return b.Total() >= 19*GB && b.Total() <= 23*GB && b.Activations >= 5*GB && b.Activations <= 8*GB
+		},
+		want: "19-23 GB in all, 5-8 GB of activations",
 	}, {
 		name:   "the same with eager attention keeps the attention matrices",
 		source: "Korthikanti et al. 2022, §4.1: the 5as/h term",
