@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -250,19 +249,6 @@ func cgroupOOMKills() (int64, bool) {
 // SessionOf returns the session id of a process: for a trainer and everything it
 // started, the pid of the attempt's leader.
 func SessionOf(pid int) (int, bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	// The command name may hold spaces and parentheses: fields start after the last ')'.
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 4 {
-		return 0, false
-	}
-	sid, err := strconv.Atoi(f[3]) // state ppid pgrp session
-	return sid, err == nil
+	sid, _, ok := statOf(pid)
+	return sid, ok
 }

@@ -19,7 +19,7 @@ func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running 
 	for _, a := range running {
 		for _, idx := range a.GPUs {
 			if i, ok := pos[idx]; ok {
-				out[i].Reserved += a.Estimate
+				out[i].Reserved += a.reserve()
 				out[i].Running++
 			}
 		}
@@ -43,6 +43,9 @@ func Requests(queue []*Job) []Request {
 	return out
 }
 
+// requestOf is a queued job as the packer sees it. A job of memory: probe whose shape
+// is not measured yet runs alone.
 func requestOf(j *Job) Request {
-	return Request{Job: j.ID, Memory: j.Estimate, GPUs: j.GPUs, Exclusive: j.Pos.Exclusive}
+	return Request{Job: j.ID, Memory: j.Estimate, GPUs: j.GPUs, Host: j.HostEstimate,
+		Exclusive: j.Pos.Exclusive || j.Probe && j.Estimate == 0}
 }

@@ -37,6 +37,9 @@ type Launch struct {
 	Job     *Job
 	Sweep   *plans.Sweep
 	Cards   []gpu.Card
+	// Sharing is how many trainers run once this round's have started, this one
+	// included: threads: auto divides the cores by it.
+	Sharing int
 }
 
 // Runner starts attempts and reports, on the engine's Exits channel, how each ended.
@@ -48,6 +51,12 @@ type Runner interface {
 	// Owner returns the session leader of a process, so that the engine can tell its
 	// attempts' processes from foreign ones; ok is false when it cannot tell.
 	Owner(pid int) (leader int, ok bool)
+}
+
+// HostMeter is a Runner that can measure host memory: what the processes of each
+// session (by its leader) hold now. Leaders it cannot measure are left out.
+type HostMeter interface {
+	HostMemory(leaders []int) map[int]int64
 }
 
 // Started is what a Runner tells of an attempt it started.
@@ -82,6 +91,13 @@ type Config struct {
 	// Settle bounds how long a card waits, after an attempt on it ends, for NVML to stop
 	// showing that attempt's memory before another job starts there.
 	Settle time.Duration
+	// LearnAfter is how long an attempt must run before its measured peak speaks for
+	// its shape; a finished attempt's always does.
+	LearnAfter time.Duration
+	// Host reads the machine's RAM; nil leaves host memory out of the packing.
+	Host func() (total, available int64, err error)
+	// HostReserve is the RAM kept for the system.
+	HostReserve plans.Headroom
 }
 
 // Engine runs jobs to the end: it packs, starts attempts, and reacts to how they end.
@@ -101,6 +117,10 @@ type Engine struct {
 	// owners maps each process on the cards to its attempt's session leader, resolved
 	// once per round (see resolveOwners).
 	owners map[int]int
+	// hostNow is what each running attempt's processes hold of host RAM, by leader.
+	hostNow map[int]int64
+	// lastRound is when the last round sampled the cards.
+	lastRound time.Time
 }
 
 // ghost is an ended attempt whose memory NVML may still show.
@@ -120,8 +140,12 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 	if cfg.Settle == 0 {
 		cfg.Settle = 30 * time.Second
 	}
+	if cfg.LearnAfter == 0 {
+		cfg.LearnAfter = 5 * time.Minute
+	}
 	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		sweeps: map[string]*plans.Sweep{}, exits: make(chan Exit, 64), events: events, owners: map[int]int{}, cardPos: map[int]int{}}
+		sweeps: map[string]*plans.Sweep{}, exits: make(chan Exit, 64), events: events, owners: map[int]int{}, cardPos: map[int]int{},
+		hostNow: map[int]int64{}}
 }
 
 // Submit adds a sweep's jobs.
@@ -200,39 +224,90 @@ func (e *Engine) Schedule() error {
 	e.learnPeaks(running)
 	e.failTooLarge()
 	snap := e.store.Snapshot()
+	running = snap.Running()
 	smallest := snap.Smallest()
 	if smallest == nil {
 		return nil
 	}
+	host, err := e.hostState(running)
+	if err != nil {
+		return err
+	}
 	reserved := append(running, e.settling()...)
 	states := CardStates(cards, e.cfg.Slots, e.cfg.Headroom, reserved, e.ours(running))
+	probing := map[string]bool{}
 	queue := func(yield func(Request) bool) {
 		for j := range snap.Queued() {
+			if e.waitsForProbe(j, probing) {
+				continue
+			}
 			if !yield(requestOf(j)) {
 				return
 			}
 		}
 	}
-	for _, p := range Place(queue, states, smallest.Estimate) {
-		e.start(snap.Job(p.Job), p.Cards)
+	placed := Place(queue, states, host, smallest.Estimate)
+	for _, p := range placed {
+		e.start(snap.Job(p.Job), p.Cards, len(running)+len(placed))
 	}
 	return nil
 }
 
-// failTooLarge fails the queued jobs no card could hold even when idle: nothing waits
-// forever.
+// waitsForProbe says whether a queued job of memory: probe waits for its shape to be
+// measured: the first of each shape runs alone (requestOf makes it exclusive) and the
+// others wait for it. probing collects the shapes offered this round.
+func (e *Engine) waitsForProbe(j *Job, probing map[string]bool) bool {
+	if !j.Probe || j.Estimate > 0 {
+		return false
+	}
+	if l := e.store.Snapshot().Shape(j.Shape); l != nil && l.Probe != "" || probing[j.Shape] {
+		return true
+	}
+	probing[j.Shape] = true
+	return false
+}
+
+// hostState reads the machine's RAM for the packer.
+func (e *Engine) hostState(running []*Attempt) (HostState, error) {
+	if e.cfg.Host == nil {
+		return HostState{}, nil
+	}
+	total, avail, err := e.cfg.Host()
+	if err != nil {
+		return HostState{}, fmt.Errorf("host memory: %w", err)
+	}
+	h := HostState{Total: total, Used: total - avail, Reserve: e.cfg.HostReserve.Of(total)}
+	for _, a := range running {
+		h.Reserved += a.HostReserve
+		h.Ours += e.hostNow[a.Leader]
+	}
+	return h, nil
+}
+
+// failTooLarge deals with the queued jobs no card could hold even when idle, so that
+// nothing waits forever. A job whose shape ran out of memory at its tier (another job of
+// the shape proved it needs more than any card) steps down its ladder without an
+// attempt of its own; any other fails.
 func (e *Engine) failTooLarge() {
 	room := e.largestRoom()
 	for j := range e.store.Snapshot().Largest() {
 		if j.Estimate <= room {
 			return
 		}
-		failed := *j
-		failed.State = JobFailed
-		failed.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
+		c := *j
+		if l := e.store.Snapshot().Shape(j.Shape); l != nil && l.Floor > room {
+			if msg, ok := e.stepDown(&c, e.sweeps[j.Sweep], j.Declared, false); ok {
+				e.store.Put(&c)
+				e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "requeued", Message: fmt.Sprintf(
+					"skips tier %d, where its shape needs at least %s, more than any card: %s", j.Pos.Tier, plans.FormatSize(l.Floor), msg)})
+				continue
+			}
+		}
+		c.State = JobFailed
+		c.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
 			plans.FormatSize(j.Estimate), plans.FormatSize(room))
-		e.store.Put(&failed)
-		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: failed.Reason})
+		e.store.Put(&c)
+		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
 	}
 }
 
@@ -274,14 +349,32 @@ func (e *Engine) owner(pid int) (int, bool) {
 	return l, ok
 }
 
-// learnPeaks keeps, for each running attempt, the most its processes held on a card.
+// learnPeaks keeps, for each running attempt, the most its processes held on a card and
+// of host RAM; an attempt that has run LearnAfter speaks for its shape.
 func (e *Engine) learnPeaks(running []*Attempt) {
+	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
+		leaders := make([]int, len(running))
+		for i, a := range running {
+			leaders[i] = a.Leader
+		}
+		e.hostNow = m.HostMemory(leaders)
+	}
 	var changed []any
+	now, last := e.clock.Now(), e.lastRound
+	e.lastRound = now
 	for _, a := range running {
-		if peak := e.usedBy(a); peak > a.Peak {
+		peak, unknown := e.measure(a)
+		host := e.hostNow[a.Leader]
+		grew := peak > a.Peak || host > a.HostPeak
+		if grew || unknown && !a.PeakUnknown {
 			c := *a
-			c.Peak = peak
+			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
 			changed = append(changed, &c)
+			a = &c
+		}
+		// What an attempt teaches changes only when it comes of age or its peak grows.
+		if of := a.Started.Add(e.cfg.LearnAfter); !now.Before(of) && (grew || last.Before(of)) {
+			e.learn(a.Shape, a)
 		}
 	}
 	if len(changed) > 0 {
@@ -291,7 +384,13 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 
 // usedBy is the most an attempt's processes hold on one of its cards now.
 func (e *Engine) usedBy(a *Attempt) int64 {
-	var most int64
+	most, _ := e.measure(a)
+	return most
+}
+
+// measure is the most an attempt's processes hold on one of its cards now, and whether
+// NVML could not tell some of them: such a reading is a floor, not a peak.
+func (e *Engine) measure(a *Attempt) (most int64, unknown bool) {
 	for _, idx := range a.GPUs {
 		i, ok := e.cardPos[idx]
 		if !ok {
@@ -299,13 +398,97 @@ func (e *Engine) usedBy(a *Attempt) int64 {
 		}
 		var sum int64
 		for _, p := range e.cards[i].Processes {
-			if l, ok := e.owner(p.PID); ok && l == a.Leader && p.Used != gpu.Unknown {
+			if l, ok := e.owner(p.PID); !ok || l != a.Leader {
+				continue
+			}
+			if p.Used == gpu.Unknown {
+				unknown = true
+			} else {
 				sum += p.Used
 			}
 		}
 		most = max(most, sum)
 	}
-	return most
+	return most, unknown
+}
+
+// learn takes an attempt's measured peaks as its shape's, if they say more than what is
+// known, and re-estimates the shape's jobs.
+func (e *Engine) learn(shape string, a *Attempt) {
+	e.changeShape(shape, func(l *Shape) {
+		if !a.PeakUnknown {
+			l.Peak = max(l.Peak, a.Peak)
+		}
+		l.Host = max(l.Host, a.HostPeak)
+	})
+}
+
+// changeShape changes what is known of a shape and, if that changed, re-estimates the
+// shape's jobs.
+func (e *Engine) changeShape(name string, change func(*Shape)) {
+	l := Shape{Name: name}
+	if old := e.store.Snapshot().Shape(name); old != nil {
+		l = *old
+	}
+	before := l
+	change(&l)
+	if l == before {
+		return
+	}
+	e.store.Put(&l)
+	if l.Peak != before.Peak || l.Host != before.Host || l.Floor != before.Floor {
+		e.reestimate(name)
+	}
+}
+
+// estimate is what the packer reserves for a job: once its shape's peak is measured,
+// that peak, in both directions from the declared estimate; and never less than an
+// out-of-memory end proved the shape needs. No margin is added: NVML's per-process
+// figure includes the CUDA context, and the card's headroom is the margin for
+// fragmentation and for a seed that peaks a little higher, as for a declared estimate
+// (a 10% margin on top cost the 100,000-job trace 12% of its makespan).
+func (e *Engine) estimate(j *Job) (gpuBytes, host int64) {
+	gpuBytes, host = j.Declared, j.HostMemory
+	l := e.store.Snapshot().Shape(j.Shape)
+	if l == nil {
+		return gpuBytes, host
+	}
+	if l.Peak > 0 {
+		gpuBytes = l.Peak
+	}
+	if l.Host > 0 {
+		host = l.Host
+	}
+	return max(gpuBytes, l.Floor), host
+}
+
+// reestimate applies what is known of a shape to its queued jobs and to the
+// reservations of its running attempts.
+func (e *Engine) reestimate(shape string) {
+	snap := e.store.Snapshot()
+	var changed []any
+	for j := range snap.QueuedOfShape(shape) {
+		c := *j
+		c.Estimate, c.HostEstimate = e.estimate(j)
+		if c.Estimate != j.Estimate || c.HostEstimate != j.HostEstimate {
+			changed = append(changed, &c)
+		}
+	}
+	for _, a := range snap.Running() {
+		if a.Shape != shape {
+			continue
+		}
+		est, host := e.estimate(snap.Job(a.Job))
+		// A running attempt holds at least what it was measured at.
+		if r, h := max(est, a.Peak), max(host, a.HostPeak); r != a.Reserve || h != a.HostReserve {
+			c := *a
+			c.Reserve, c.HostReserve = r, h
+			changed = append(changed, &c)
+		}
+	}
+	if len(changed) > 0 {
+		e.store.Put(changed...)
+	}
 }
 
 // settling returns the ended attempts whose memory NVML still shows on their cards, so
@@ -325,20 +508,24 @@ func (e *Engine) settling() []*Attempt {
 	return out
 }
 
-func (e *Engine) start(j *Job, cardIdx []int) {
+func (e *Engine) start(j *Job, cardIdx []int, sharing int) {
 	sw := e.sweeps[j.Sweep]
 	job := *j
 	job.Attempts++
 	job.State = JobRunning
-	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, N: job.Attempts, GPUs: cardIdx,
-		Tier: j.Pos.Tier, Params: j.Current, Estimate: j.Estimate, Started: e.clock.Now()}
+	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, GPUs: cardIdx,
+		Tier: j.Pos.Tier, Params: j.Current, Estimate: j.Estimate, Reserve: j.Estimate, HostReserve: j.HostEstimate,
+		Started: e.clock.Now()}
+	if j.Probe && j.Estimate == 0 {
+		e.changeShape(j.Shape, func(l *Shape) { l.Probe = j.ID })
+	}
 	var cards []gpu.Card
 	for _, c := range e.cards {
 		if slices.Contains(cardIdx, c.Index) {
 			cards = append(cards, c)
 		}
 	}
-	st, err := e.runner.Start(Launch{Attempt: a, Job: &job, Sweep: sw, Cards: cards})
+	st, err := e.runner.Start(Launch{Attempt: a, Job: &job, Sweep: sw, Cards: cards, Sharing: sharing})
 	if err != nil {
 		e.store.Put(&job, a)
 		e.Apply(Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: err.Error()})
@@ -361,14 +548,21 @@ func (e *Engine) Apply(x Exit) {
 	}
 	ended := *a
 	ended.Outcome, ended.OOM, ended.Ended = x.Outcome, x.OOM, e.clock.Now()
-	ended.Peak = max(ended.Peak, e.usedBy(a))
+	peak, unknown := e.measure(a)
+	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	e.ghosts = append(e.ghosts, ghost{attempt: &ended, until: ended.Ended.Add(e.cfg.Settle)})
 	job := *snap.Job(a.Job)
 	sw := e.sweeps[job.Sweep]
+	e.changeShape(job.Shape, func(l *Shape) {
+		if l.Probe == job.ID {
+			l.Probe = ""
+		}
+	})
 	kind, msg := string(x.Outcome), x.Detail
 	switch x.Outcome {
 	case plans.Success:
 		job.State, kind = JobSucceeded, "succeeded"
+		e.learn(job.Shape, &ended)
 	case plans.Cancelled:
 		job.State, job.Reason = JobCancelled, "cancelled while running"
 	case plans.GPUOOM, plans.HostOOM:
@@ -411,20 +605,40 @@ func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
 		if !others {
 			others = e.sharedCard(a)
 		}
+		// Whatever becomes of this job, its shape needs that much at this tier.
+		defer e.changeShape(job.Shape, func(l *Shape) { l.Floor = max(l.Floor, need) })
 		if need > 0 && need <= room && raised <= room && others && !job.Retried {
 			job.Estimate, job.Retried, job.State = raised, true, JobQueued
 			return fmt.Sprintf("crowded out: needs at least %s, which fits the card alone; retrying at tier %d with that estimate",
 				plans.FormatSize(raised), job.Pos.Tier)
 		}
 	}
-	next, pos, changed, _, ok := plans.Step(job.Current, job.Ladder, job.Pos, a.Outcome == plans.HostOOM)
+	msg, ok := e.stepDown(job, sw, before, a.Outcome == plans.HostOOM)
 	if !ok {
 		job.State = JobFailed
 		job.Reason = fmt.Sprintf("%s at tier %d, the last rung of its ladder", a.Outcome, job.Pos.Tier)
 		return job.Reason
 	}
-	// A new rung starts from the estimate before the OOM, not the failed tier's.
-	job.Current, job.Pos, job.Retried, job.Estimate, job.State = next, pos, false, before, JobQueued
+	return msg
+}
+
+// stepDown requeues a job at the next rung of its ladder, or reports that it has none.
+func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool) (string, bool) {
+	next, pos, changed, _, ok := plans.Step(job.Current, job.Ladder, job.Pos, hostOOM)
+	if !ok {
+		return "", false
+	}
+	// A new rung is a new shape. Its estimate is the model's at the new parameters, or
+	// the one the failed attempt started with (not what the failure raised it to); and
+	// what was learned of the new shape, if another job got there first.
+	job.Current, job.Pos, job.Retried, job.State = next, pos, false, JobQueued
+	job.Shape = sw.ShapeOf(next)
+	if job.Model != nil {
+		job.Declared = job.MemoryAt(next)
+	} else {
+		job.Declared = before
+	}
+	job.Estimate, job.HostEstimate = e.estimate(job)
 	var parts []string
 	for _, k := range changed {
 		v, _ := next.Get(k)
@@ -437,7 +651,7 @@ func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
 	if pos.Exclusive {
 		msg += ", alone on a card"
 	}
-	return msg
+	return msg, true
 }
 
 // room is the memory the attempt's card offers with nothing else on it.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 
 	"github.com/gpuq/gpuq/plans"
@@ -15,6 +16,27 @@ type Request struct {
 	Memory    int64 // per card; 0 = unknown, slots alone decide
 	GPUs      int   // distinct cards needed at once
 	Exclusive bool  // needs idle cards and keeps them to itself
+	Host      int64 // host RAM; 0 = unknown
+}
+
+// HostState is the machine's RAM as the packer sees it, read and reserved like a card's
+// memory. A zero Total leaves host memory out of the decision.
+type HostState struct {
+	Total    int64
+	Used     int64 // what the kernel says is in use (total - available)
+	Reserved int64 // running attempts' host estimates
+	Ours     int64 // what running attempts' processes hold, measured
+	Reserve  int64 // kept for the system, like a card's headroom
+}
+
+// Free is the RAM a new job may count on, as CardState.Free: foreign use is what is in
+// use beyond gpuq's own processes.
+func (h HostState) Free() int64 {
+	if h.Total == 0 {
+		return math.MaxInt64
+	}
+	foreign := max(h.Used-h.Ours, 0)
+	return h.Total - max(h.Used, h.Reserved+foreign) - h.Reserve
 }
 
 // CardState is one card as the packer sees it.
@@ -61,6 +83,9 @@ const (
 	Held Reason = "held"
 	// NeedsIdle: the job runs alone (an exclusive rung) and no card is idle.
 	NeedsIdle Reason = "needs-idle"
+	// NoHostMemory: the machine's RAM, less its reserve, has no room for the job's
+	// host_memory now.
+	NoHostMemory Reason = "no-host-memory"
 	// TooLarge: even with none of gpuq's jobs running, no card (or not enough cards)
 	// would have room, because of other processes or the plan.
 	TooLarge Reason = "too-large"
@@ -92,8 +117,8 @@ type Decision struct {
 // reserves cards (see reserve), and no later job starts on them. Those cards only drain,
 // so the job starts once the jobs running there end, however many smaller jobs arrive
 // behind it. Jobs of higher priority may still overtake it, by design.
-func Pack(queue []Request, cards []CardState) Decision {
-	p := newPacker(cards)
+func Pack(queue []Request, cards []CardState, host HostState) Decision {
+	p := newPacker(cards, host)
 	d := Decision{Waiting: make([]Wait, 0, len(queue))}
 	for _, r := range queue {
 		if pl, w, ok := p.offer(r); ok {
@@ -111,8 +136,8 @@ func Pack(queue []Request, cards []CardState) Decision {
 // could start, because no card that may take a job has a free slot and room for the
 // smallest estimate queued (smallest). So a round costs what it places, not the length
 // of the queue, when slots or memory are what bind.
-func Place(queue iter.Seq[Request], cards []CardState, smallest int64) []Placement {
-	p := newPacker(cards)
+func Place(queue iter.Seq[Request], cards []CardState, host HostState, smallest int64) []Placement {
+	p := newPacker(cards, host)
 	var out []Placement
 	full := p.full(smallest)
 	for r := range queue {
@@ -130,8 +155,8 @@ func Place(queue iter.Seq[Request], cards []CardState, smallest int64) []Placeme
 	return out
 }
 
-func newPacker(cards []CardState) *packer {
-	p := &packer{cards: slices.Clone(cards), held: make([]bool, len(cards)), failed: map[shape]Wait{}}
+func newPacker(cards []CardState, host HostState) *packer {
+	p := &packer{cards: slices.Clone(cards), held: make([]bool, len(cards)), failed: map[shape]Wait{}, host: host}
 	for i := range p.cards {
 		if p.cards[i].Running < p.cards[i].Slots && !p.cards[i].Exclusive {
 			p.openSlots++
@@ -152,6 +177,12 @@ func (p *packer) offer(r Request) (Placement, Wait, bool) {
 	if w, ok := p.failed[shapeOf(r)]; ok {
 		w.Job = r.Job
 		return Placement{}, w, false
+	}
+	// Host memory is checked before the cards, and a job that waits for it reserves
+	// no cards: RAM frees as jobs end anywhere, not on particular cards.
+	if free := p.host.Free(); r.Host > free {
+		return Placement{}, Wait{Job: r.Job, Reason: NoHostMemory, Detail: fmt.Sprintf("needs %s of host RAM; %s is free after the reserve",
+			plans.FormatSize(r.Host), plans.FormatSize(max(free, 0)))}, false
 	}
 	if picked := p.pick(r); picked != nil {
 		return p.place(r, picked), Wait{}, true
@@ -198,6 +229,7 @@ type packer struct {
 	openSlots int // cards not held with a free slot
 	heldOpen  int // held cards with a free slot
 	failed    map[shape]Wait
+	host      HostState
 }
 
 func (p *packer) fits(c CardState, r Request) bool {
@@ -242,6 +274,9 @@ func (p *packer) pick(r Request) []int {
 
 func (p *packer) place(r Request, picked []int) Placement {
 	pl := Placement{Job: r.Job}
+	p.host.Reserved += r.Host
+	p.host.Used += r.Host
+	p.host.Ours += r.Host
 	for _, i := range picked {
 		c := &p.cards[i]
 		wasOpen := c.Running < c.Slots && !c.Exclusive

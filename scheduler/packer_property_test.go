@@ -45,9 +45,9 @@ func TestPackProperties(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		cards := randomCards(r)
 		queue := randomQueue(r, r.IntN(20))
-		d := Pack(queue, cards)
+		d := Pack(queue, cards, HostState{})
 
-		if again := Pack(queue, cards); !reflect.DeepEqual(d, again) {
+		if again := Pack(queue, cards, HostState{}); !reflect.DeepEqual(d, again) {
 			t.Fatalf("seed %d: not deterministic", seed)
 		}
 		byJob := map[string]Request{}
@@ -130,7 +130,7 @@ type running struct {
 }
 
 func (c *cluster) round(queue []Request) (placed map[string]bool) {
-	d := Pack(queue, c.cards)
+	d := Pack(queue, c.cards, HostState{})
 	placed = map[string]bool{}
 	byJob := map[string]Request{}
 	for _, q := range queue {
@@ -263,8 +263,8 @@ func TestPlaceMatchesPack(t *testing.T) {
 		for _, q := range queue {
 			smallest = min(smallest, q.Memory)
 		}
-		want := Pack(queue, cards).Placements
-		got := Place(slices.Values(queue), cards, smallest)
+		want := Pack(queue, cards, HostState{}).Placements
+		got := Place(slices.Values(queue), cards, HostState{}, smallest)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d: Place = %v, Pack = %v", seed, got, want)
 		}

@@ -106,7 +106,7 @@ func TestPack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := describe(Pack(tt.queue, tt.cards))
+			got := describe(Pack(tt.queue, tt.cards, HostState{}))
 			// Placements print first; compare as sets of lines in that order.
 			if !sameLines(got, tt.want) {
 				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
@@ -136,7 +136,7 @@ func sameLines(a, b string) bool {
 func TestPackDoesNotMutateInput(t *testing.T) {
 	cards := []CardState{card(0, 24*gib, 2)}
 	before := reflect.ValueOf(cards[0]).Interface()
-	Pack([]Request{{Job: "a", Memory: gib}}, cards)
+	Pack([]Request{{Job: "a", Memory: gib}}, cards, HostState{})
 	if !reflect.DeepEqual(before, cards[0]) {
 		t.Error("Pack changed its input")
 	}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 
 	memdb "github.com/hashicorp/go-memdb"
 )
@@ -11,17 +12,22 @@ import (
 const (
 	TableJobs     = "jobs"
 	TableAttempts = "attempts"
+	TableShapes   = "shapes"
 
 	IndexID      = "id"
 	IndexQueue   = "queue"
 	IndexSizes   = "sizes"
 	IndexRunning = "running"
+	IndexShape   = "shape"
 )
 
 func schema() *memdb.DBSchema {
 	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		TableJobs:     jobsTable(),
 		TableAttempts: attemptsTable(),
+		TableShapes: {Name: TableShapes, Indexes: map[string]*memdb.IndexSchema{
+			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Shape](func(l *Shape) string { return l.Name })},
+		}},
 	}}
 }
 
@@ -41,6 +47,11 @@ func jobsTable() *memdb.TableSchema {
 		// read of the queue, the largest are failed when no card could hold them.
 		IndexSizes: {Name: IndexSizes, AllowMissing: true, Indexer: queuedIndexer(func(j *Job) uint64 {
 			return uint64(max(j.Estimate, 0))
+		})},
+		// Queued jobs by shape (a hash of it; readers compare Shape): what is learned of
+		// a shape re-estimates these.
+		IndexShape: {Name: IndexShape, AllowMissing: true, Indexer: queuedIndexer(func(j *Job) uint64 {
+			return shapeHash(j.Shape)
 		})},
 	}}
 }
@@ -73,11 +84,25 @@ func (by queuedIndexer) FromObject(obj any) (bool, []byte, error) {
 	return true, key, nil
 }
 
+// FromArgs takes nothing (every queued job) or the field's value.
 func (queuedIndexer) FromArgs(args ...any) ([]byte, error) {
-	if len(args) != 0 {
-		return nil, fmt.Errorf("queued index takes no arguments")
+	switch len(args) {
+	case 0:
+		return []byte{}, nil
+	case 1:
+		v, ok := args[0].(uint64)
+		if !ok {
+			return nil, fmt.Errorf("queued index: argument %#v is not a uint64", args[0])
+		}
+		return binary.BigEndian.AppendUint64(nil, v), nil
 	}
-	return []byte{}, nil
+	return nil, fmt.Errorf("queued index takes at most one argument")
+}
+
+func shapeHash(shape string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(shape))
+	return h.Sum64()
 }
 
 func (by queuedIndexer) PrefixFromArgs(args ...any) ([]byte, error) { return by.FromArgs(args...) }

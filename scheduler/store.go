@@ -34,9 +34,15 @@ type Job struct {
 	Sweep     string
 	Seq       uint64 // submission order across sweeps
 	State     JobState
-	Estimate  int64          // bytes per card the packer reserves; starts as the declared memory
-	Current   *plans.Map     // the parameters of its current tier
-	Pos       plans.Position // where it stands on its ladder
+	Estimate  int64      // bytes per card the packer reserves; see Engine.estimate
+	Current   *plans.Map // the parameters of its current tier
+	// Shape names the jobs that share what is learned of memory: the current tier's
+	// parameters less the sweep's shape_ignores.
+	Shape string
+	// Declared is the estimate as written for the current tier: the size, or the model's.
+	Declared     int64
+	HostEstimate int64          // host RAM bytes the packer reserves; 0 = unknown
+	Pos          plans.Position // where it stands on its ladder
 	// Retried is set when a crowded-out attempt at the current tier was retried.
 	Retried  bool
 	Attempts int
@@ -47,18 +53,46 @@ type Job struct {
 type Attempt struct {
 	ID       string // "<job>/<n>"
 	Job      string
+	Shape    string // the job's shape when it started
 	N        int
 	GPUs     []int // card indices
 	Tier     int
 	Params   *plans.Map
-	Estimate int64 // per card
-	Leader   int   // the trainer's session leader; its session is the attempt's processes
-	Peak     int64 // the most its processes held on one card, as NVML saw it
-	Started  time.Time
-	Ended    time.Time
-	Outcome  plans.Outcome // "" while running
-	OOM      *plans.OOMFacts
-	Log      string
+	Estimate int64 // per card, when it started
+	// Reserve is what the packer holds for it on each card: its estimate, until what is
+	// learned of its shape says otherwise. HostReserve is the same for host RAM.
+	Reserve     int64
+	HostReserve int64
+	Leader      int   // the trainer's session leader; its session is the attempt's processes
+	Peak        int64 // the most its processes held on one card, as NVML saw it
+	// PeakUnknown: NVML could not tell some process's memory, so Peak may fall short
+	// and teaches nothing.
+	PeakUnknown bool
+	HostPeak    int64 // the most its processes held of host RAM
+	Started     time.Time
+	Ended       time.Time
+	Outcome     plans.Outcome // "" while running
+	OOM         *plans.OOMFacts
+	Log         string
+}
+
+// Shape is what gpuq has learned of one shape's memory.
+type Shape struct {
+	Name string
+	Peak int64 // the most a finished or long-running attempt held on a card; 0 = none yet
+	Host int64 // the same, of host RAM
+	// Floor is what an out-of-memory end proved the shape needs.
+	Floor int64
+	// Probe is the job measuring the shape alone (memory: probe); "" when none.
+	Probe string
+}
+
+// reserve is what the packer holds for a running attempt on each card.
+func (a *Attempt) reserve() int64 {
+	if a.Reserve > 0 {
+		return a.Reserve
+	}
+	return a.Estimate
 }
 
 // Running reports whether the attempt still holds its cards.
@@ -90,7 +124,8 @@ func (s *Store) Submit(sw *plans.Sweep) error {
 			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
 		}
 		s.seq++
-		j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, State: JobQueued, Estimate: pj.Memory, Current: pj.Params}
+		j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, State: JobQueued, Estimate: pj.Memory, Current: pj.Params,
+			Shape: sw.ShapeOf(pj.Params), Declared: pj.Memory, HostEstimate: pj.HostMemory}
 		if err := txn.Insert(TableJobs, j); err != nil {
 			return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
 		}
@@ -105,8 +140,11 @@ func (s *Store) Put(objs ...any) error {
 	defer txn.Abort()
 	for _, o := range objs {
 		table := TableJobs
-		if _, ok := o.(*Attempt); ok {
+		switch o.(type) {
+		case *Attempt:
 			table = TableAttempts
+		case *Shape:
+			table = TableShapes
 		}
 		if err := txn.Insert(table, o); err != nil {
 			return fmt.Errorf("state store: %w", err)
@@ -130,6 +168,17 @@ func (sn Snapshot) Queue() []*Job {
 // Queued yields the queued jobs in Queue's order, reading the store as it goes.
 func (sn Snapshot) Queued() iter.Seq[*Job] {
 	return each[*Job](sn.txn.Get, TableJobs, IndexQueue)
+}
+
+// QueuedOfShape yields the queued jobs of one shape, in submission order.
+func (sn Snapshot) QueuedOfShape(shape string) iter.Seq[*Job] {
+	return func(yield func(*Job) bool) {
+		for j := range each[*Job](sn.txn.Get, TableJobs, IndexShape+"_prefix", shapeHash(shape)) {
+			if j.Shape == shape && !yield(j) {
+				return
+			}
+		}
+	}
 }
 
 // Largest yields the queued jobs, largest estimate first.
@@ -160,6 +209,15 @@ func (sn Snapshot) Job(id string) *Job {
 		return nil
 	}
 	return obj.(*Job)
+}
+
+// Shape returns what is known of a shape, or nil.
+func (sn Snapshot) Shape(name string) *Shape {
+	obj, err := sn.txn.First(TableShapes, IndexID, name)
+	if err != nil || obj == nil {
+		return nil
+	}
+	return obj.(*Shape)
 }
 
 // Attempt returns one attempt, or nil.

@@ -52,7 +52,7 @@ func runPlan(opts *planOptions) error {
 	}
 	snap := store.Snapshot()
 	states := scheduler.CardStates(p.cards, p.slots, p.sweep.Headroom, snap.Running(), nil)
-	d := scheduler.Pack(scheduler.Requests(snap.Queue()), states)
+	d := scheduler.Pack(scheduler.Requests(snap.Queue()), states, scheduler.HostState{})
 	if opts.json {
 		return writeJSON(opts.io.Out, planJSON(p, states, d))
 	}

@@ -74,7 +74,27 @@ const (
 	keyPlan     = "gpu_plan"
 	keyHeadroom = "headroom"
 	keyLedger   = "sim_ledger"
+	// keyHostReserve is the host RAM gpuq leaves to the system when it packs jobs by
+	// host memory (GPUQ_HOST_RESERVE, or host_reserve in the config file).
+	keyHostReserve = "host_reserve"
 )
+
+// defaultHostReserve leaves a tenth of the RAM to the system, the page cache and
+// everything that is not a trainer.
+var defaultHostReserve = plans.Headroom{Percent: 10}
+
+// hostReserve is the machine's host RAM reserve.
+func (s *settings) hostReserve() (plans.Headroom, error) {
+	v := strings.TrimSpace(s.v.GetString(keyHostReserve))
+	if v == "" {
+		return defaultHostReserve, nil
+	}
+	h, err := plans.ParseHeadroom(v)
+	if err != nil {
+		return h, badInput("host_reserve (GPUQ_HOST_RESERVE or the config file): %v", err)
+	}
+	return h, nil
+}
 
 func (s *settings) load(flags *pflag.FlagSet) error {
 	s.flags = flags

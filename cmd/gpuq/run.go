@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,6 +68,10 @@ func runRun(opts *runOptions) error {
 		return err
 	}
 	defer p.inv.Close()
+	reserve, err := opts.settings.hostReserve()
+	if err != nil {
+		return err
+	}
 	launcher.BecomeSubreaper()
 	sw := p.sweep
 	if opts.logDir == "" {
@@ -87,9 +90,10 @@ func runRun(opts *runOptions) error {
 	if p.inv.Simulated() != "" {
 		ledger = opts.settings.ledger()
 	}
-	runner := &procRunner{dir: opts.logDir, ledger: ledger, threads: threadsFor(sw, p.slots), procs: map[string]*launcher.Process{}}
+	runner := &procRunner{dir: opts.logDir, ledger: ledger, procs: map[string]*launcher.Process{}}
 	eng := scheduler.NewEngine(store, p.inv, runner, scheduler.RealClock{},
-		scheduler.Config{Slots: p.slots, Headroom: sw.Headroom, Poll: opts.poll}, ui.event)
+		scheduler.Config{Slots: p.slots, Headroom: sw.Headroom, Poll: opts.poll,
+			Host: launcher.HostMemory, HostReserve: reserve}, ui.event)
 	runner.exits = eng.Exits()
 	if err := eng.Submit(sw); err != nil {
 		return err
@@ -125,19 +129,6 @@ func runRun(opts *runOptions) error {
 		return errJobsFailed
 	}
 	return nil
-}
-
-// threadsFor is the OMP/MKL threads per trainer: the sweep's, or with "auto" an even
-// share of the cores among the trainers that can run at once.
-func threadsFor(sw *plans.Sweep, slots []int) int {
-	if sw.Threads > 0 {
-		return sw.Threads
-	}
-	concurrent := 0
-	for _, s := range slots {
-		concurrent += min(s, len(sw.Jobs))
-	}
-	return max(1, runtime.NumCPU()/max(1, min(concurrent, len(sw.Jobs))))
 }
 
 // runUI shows progress: a table redrawn in place on a terminal, one line per event

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -17,10 +18,9 @@ import (
 // procRunner starts attempts as real processes through the launcher and reports their
 // ends to the engine.
 type procRunner struct {
-	dir     string // attempts go under dir/<job>/attempt-<n>
-	ledger  string // the simulated machine's ledger; "" on real cards
-	threads int
-	exits   chan<- scheduler.Exit
+	dir    string // attempts go under dir/<job>/attempt-<n>
+	ledger string // the simulated machine's ledger; "" on real cards
+	exits  chan<- scheduler.Exit
 
 	mu    sync.Mutex
 	procs map[string]*launcher.Process
@@ -28,7 +28,7 @@ type procRunner struct {
 
 func (r *procRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 	a := launcher.Attempt{Sweep: l.Sweep, JobID: l.Job.ID, N: l.Attempt.N, Tier: l.Attempt.Tier,
-		Params: l.Attempt.Params, Threads: r.threads, SimLedger: r.ledger,
+		Params: l.Attempt.Params, Threads: threadsFor(l.Sweep, l.Sharing), SimLedger: r.ledger,
 		Dir: filepath.Join(r.dir, l.Job.ID, fmt.Sprintf("attempt-%d", l.Attempt.N))}
 	for _, c := range l.Cards {
 		a.Cards = append(a.Cards, launcher.Card{Index: c.Index, Total: c.Total})
@@ -77,6 +77,17 @@ func (r *procRunner) Stop(attempt string) {
 }
 
 func (r *procRunner) Owner(pid int) (int, bool) { return launcher.SessionOf(pid) }
+
+func (r *procRunner) HostMemory(leaders []int) map[int]int64 { return launcher.SessionMemory(leaders) }
+
+// threadsFor is the OMP/MKL threads of a trainer: the sweep's, or with threads: auto an
+// even share of the cores among the trainers running once it has started.
+func threadsFor(sw *plans.Sweep, sharing int) int {
+	if sw.Threads > 0 {
+		return sw.Threads
+	}
+	return max(1, runtime.NumCPU()/max(1, sharing))
+}
 
 // freePort asks the kernel for a free TCP port, for a multi-card job's rendezvous.
 func freePort() (int, error) {

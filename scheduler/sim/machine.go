@@ -24,6 +24,8 @@ type machine struct {
 	memTime  float64 // byte-seconds held, integrated over time
 	ooms     int
 	last     time.Duration // when the last trainer ended
+	// mostPerCard is the most trainers that held one card at once.
+	mostPerCard int
 }
 
 type simCard struct {
@@ -162,6 +164,7 @@ func (m *machine) allocate(t *trainer) bool {
 		c := &m.cards[i]
 		c.held += t.peak
 		c.trainers = append(c.trainers, t)
+		m.mostPerCard = max(m.mostPerCard, len(c.trainers))
 		m.held += t.peak
 	}
 	t.allocated = true

@@ -36,7 +36,9 @@ type Result struct {
 	OOMEvents      int     `json:"oom_events"`
 	Attempts       int     `json:"attempts"`
 	MemUtilization float64 `json:"mem_utilization"`
-	SimWall        float64 `json:"sim_wall_s"`
+	// MostPerCard is the most trainers that held one card's memory at once.
+	MostPerCard int     `json:"most_per_card"`
+	SimWall     float64 `json:"sim_wall_s"`
 }
 
 // Slots is the trace's plan fitted to its cards: gpu_plan as written, or the plan a
@@ -76,6 +78,7 @@ func Run(t *Trace, p Policy) (Result, error) {
 	r.Makespan = m.last.Seconds()
 	r.OOMEvents = m.ooms
 	r.MemUtilization = m.utilization()
+	r.MostPerCard = m.mostPerCard
 	r.LowerBound = LowerBound(t).Seconds()
 	r.SimWall = time.Since(began).Seconds()
 	return r, nil
@@ -83,14 +86,15 @@ func Run(t *Trace, p Policy) (Result, error) {
 
 // runEngine drives gpuq's engine in virtual time: a round after every moment at which a
 // trainer ended, as the engine's own loop runs one after every exit. A moment at which
-// trainers only reached their peaks frees nothing, so a round then would start nothing;
-// the peaks are sampled at the next round.
+// trainers only reached their peaks frees nothing; a round then matters only while a
+// trainer of a shape not yet measured runs, to sample its peak, which the engine
+// learns from (the real engine polls every second).
 func runEngine(t *Trace, m *machine, r *Result) error {
 	store, err := scheduler.NewStore()
 	if err != nil {
 		return err
 	}
-	rn := &engineRunner{m: m, trace: t, pids: map[string]int{}}
+	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}}
 	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom}
 	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
 	rn.engine = e
@@ -98,7 +102,7 @@ func runEngine(t *Trace, m *machine, r *Result) error {
 		return err
 	}
 	for ended, more := true, true; more; ended, more = m.step() {
-		if !ended {
+		if !ended && rn.teaching == 0 {
 			continue
 		}
 		if err := e.Schedule(); err != nil {
@@ -122,13 +126,25 @@ type engineRunner struct {
 	m      *machine
 	trace  *Trace
 	engine *scheduler.Engine
+	store  *scheduler.Store
 	pids   map[string]int // running attempts' trainers
+	// teaching counts the running trainers whose shape had no measured peak when they
+	// started.
+	teaching int
 }
 
 func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 	peak, d := rn.trace.Truth(l.Job.Index-1).At(l.Job.Params, l.Attempt.Params)
 	id := l.Attempt.ID
+	teaches := false
+	if known := rn.store.Snapshot().Shape(l.Job.Shape); known == nil || known.Peak == 0 {
+		teaches = true
+		rn.teaching++
+	}
 	pid := rn.m.start(l.Attempt.GPUs, peak, d, func(o plans.Outcome, f *plans.OOMFacts) {
+		if teaches {
+			rn.teaching--
+		}
 		delete(rn.pids, id)
 		rn.engine.Apply(scheduler.Exit{Attempt: id, Outcome: o, OOM: f})
 	})

@@ -28,7 +28,7 @@ type Trace struct {
 func (t *Trace) Truth(i int) Truth { return t.Entries[t.Entry[i]] }
 
 var (
-	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "jobs"}
+	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "jobs"}
 	jobKeys   = []string{"name", "estimate", "base", "activations", "duration", "count", "params"}
 	// defaultParams are what a trace's jobs have unless it says otherwise: the keys the
 	// default ladder degrades, so that an OOM has somewhere to go.
@@ -94,6 +94,15 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 		sweep.Set("name", strings.Trim(nonName.ReplaceAllString(strings.ToLower(base), "-"), "-."))
 	}
 	sweep.Set("command", []any{"simulated-trainer"})
+	// The copies of an entry are one shape: they differ only in their copy number. A
+	// shape_ignores that is not a list is left for the sweep's own check to report.
+	ignores := any([]any{"seed"})
+	if v, ok := doc.Get("shape_ignores"); ok {
+		ignores = v
+	}
+	if list, ok := ignores.([]any); ok {
+		sweep.Set("shape_ignores", append(slices.Clone(list), "copy"))
+	}
 	params := plans.NewMap()
 	for _, d := range defaultParams {
 		params.Set(d.key, d.val)
