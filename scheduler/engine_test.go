@@ -251,3 +251,89 @@ func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 		t.Errorf("state %s (%s), want cancelled", j.State, j.Reason)
 	}
 }
+
+// cardsInventory reads cards a test changes between rounds.
+type cardsInventory struct{ cards *[]gpu.Card }
+
+func (c cardsInventory) Snapshot() ([]gpu.Card, error) { return *c.cards, nil }
+
+// TestProbeThenPack: with memory: probe, the first job of a shape runs alone; the
+// others wait; once it has finished, its measured peak packs the rest, in both
+// directions from nothing declared.
+func TestProbeThenPack(t *testing.T) {
+	sw, err := plans.DecodeSweep("p.yaml", []byte(`
+name: p
+command: [train]
+matrix: {seed: [1, 2, 3, 4, 5]}
+memory: probe
+`), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]int{}}
+	st, _ := NewStore()
+	e := NewEngine(st, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
+	fr.exits = e.Exits()
+	if err := e.Submit(sw); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Schedule(); err != nil {
+		t.Fatal(err)
+	}
+	if len(fr.starts) != 1 || fr.starts[0].Job.ID != "p.1" {
+		t.Fatalf("started %d jobs, want the probe p.1 alone", len(fr.starts))
+	}
+	// The probe allocates 5 GiB; the next round samples it, then it succeeds.
+	probe := fr.starts[0].Attempt
+	fr.owners[4242] = 101
+	cards[probe.GPUs[0]].Processes = []gpu.Process{{PID: 4242, Used: 5 * gib}}
+	if err := e.Schedule(); err != nil {
+		t.Fatal(err)
+	}
+	if len(fr.starts) != 1 {
+		t.Fatalf("%d started while the probe ran", len(fr.starts))
+	}
+	e.Apply(Exit{Attempt: probe.ID, Outcome: plans.Success})
+	cards[probe.GPUs[0]].Processes = nil
+	if err := e.Schedule(); err != nil {
+		t.Fatal(err)
+	}
+	if len(fr.starts) != 5 {
+		t.Fatalf("started %d in all, want the other 4 once the shape was measured", len(fr.starts))
+	}
+	for _, l := range fr.starts[1:] {
+		if l.Attempt.Estimate != 5*gib {
+			t.Errorf("%s started with estimate %s, want the probe's 5 GiB", l.Job.ID, plans.FormatSize(l.Attempt.Estimate))
+		}
+	}
+	if sh := st.Snapshot().Shape(st.Snapshot().Job("p.2").Shape); sh == nil || sh.Peak != 5*gib || sh.Probe != "" {
+		t.Errorf("shape: %+v", sh)
+	}
+}
+
+// TestUnknownReadingTeachesNothing: NVML's "not available" is not a size: an attempt
+// whose process cannot be read leaves its shape unmeasured.
+func TestUnknownReadingTeachesNothing(t *testing.T) {
+	sw, err := plans.DecodeSweep("u.yaml", []byte("name: u\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]int{4242: 101}}
+	st, _ := NewStore()
+	e := NewEngine(st, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}}, nil)
+	fr.exits = e.Exits()
+	e.Submit(sw)
+	e.Schedule()
+	cards[0].Processes = []gpu.Process{{PID: 4242, Used: gpu.Unknown}}
+	e.Schedule()
+	e.Apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Success})
+	a := st.Snapshot().Attempt(fr.starts[0].Attempt.ID)
+	if !a.PeakUnknown || a.Peak != 0 {
+		t.Errorf("attempt peak %d, unknown %v: want unknown", a.Peak, a.PeakUnknown)
+	}
+	if j := st.Snapshot().Job("u.2"); j.Estimate != 10*gib {
+		t.Errorf("u.2 estimate %s, want the declared 10 GiB kept", plans.FormatSize(j.Estimate))
+	}
+}

@@ -141,3 +141,25 @@ func TestPackDoesNotMutateInput(t *testing.T) {
 		t.Error("Pack changed its input")
 	}
 }
+
+// TestPackHostMemory: host RAM is packed like a card's memory: what the kernel says is
+// used beyond gpuq's own processes counts, and a job that waits for RAM holds no card.
+func TestPackHostMemory(t *testing.T) {
+	cards := []CardState{{Index: 0, Total: 80 * gib, Slots: 1 << 30}}
+	host := HostState{Total: 64 * gib, Used: 20 * gib, Ours: 8 * gib, Reserved: 10 * gib, Reserve: 6 * gib}
+	// foreign 12 GiB + reserved 10 GiB = 22 GiB > used 20: free 64 - 22 - 6 = 36 GiB.
+	if f := host.Free(); f != 36*gib {
+		t.Fatalf("free %d, want 36 GiB", f)
+	}
+	q := []Request{{Job: "a", Memory: gib, Host: 20 * gib}, {Job: "b", Memory: gib, Host: 20 * gib}, {Job: "c", Memory: gib, Host: 10 * gib}}
+	d := Pack(q, cards, host)
+	if got, want := describe(d), "a -> [0]\nc -> [0]\nb waits: no-host-memory"; got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if d.Reserved != "" {
+		t.Errorf("a job waiting for RAM reserved cards for %s", d.Reserved)
+	}
+	if w := Pack(q, cards, HostState{}).Waiting; len(w) != 0 {
+		t.Errorf("with no host figure every job fits: %v", w)
+	}
+}

@@ -201,7 +201,7 @@ func (u *runUI) redraw() {
 	snap := u.store.Snapshot()
 	counts := map[scheduler.JobState]int{}
 	tw := newTable(&b)
-	fmt.Fprintln(tw, "JOB\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tELAPSED")
+	fmt.Fprintln(tw, "JOB\tSTATE\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
 	now := time.Now()
 	for _, j := range snap.Jobs() {
 		counts[j.State]++
@@ -210,8 +210,9 @@ func (u *runUI) redraw() {
 		}
 		as := snap.Attempts(j.ID)
 		a := as[len(as)-1]
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s\n", j.ID, j.State, a.GPUs, a.N, a.Tier,
-			plans.FormatSize(a.Estimate), plans.FormatSize(a.Peak), now.Sub(a.Started).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.State, a.GPUs, a.N, a.Tier,
+			sizeOrDash(j.Declared), sizeOrDash(learnedOf(snap, j.Shape)), plans.FormatSize(a.Reserve),
+			plans.FormatSize(a.Peak), now.Sub(a.Started).Round(time.Second))
 	}
 	tw.Flush()
 	for _, l := range u.log {

@@ -18,12 +18,16 @@ type runSummary struct {
 }
 
 type jobSummary struct {
-	ID       string           `json:"id"`
-	Name     string           `json:"name"`
-	Params   *plans.Map       `json:"params"`
-	State    string           `json:"state"`
-	Reason   string           `json:"reason,omitempty"`
-	Attempts []attemptSummary `json:"attempts"`
+	ID     string     `json:"id"`
+	Name   string     `json:"name"`
+	Params *plans.Map `json:"params"`
+	State  string     `json:"state"`
+	Reason string     `json:"reason,omitempty"`
+	// DeclaredBytes is the estimate as written (or by the model) for the job's current
+	// tier; LearnedBytes what its shape's measured peak says (null: nothing yet).
+	DeclaredBytes int64            `json:"declared_bytes"`
+	LearnedBytes  *int64           `json:"learned_bytes"`
+	Attempts      []attemptSummary `json:"attempts"`
 }
 
 type attemptSummary struct {
@@ -49,7 +53,11 @@ func summarize(store *scheduler.Store, sw *plans.Sweep) runSummary {
 		sum.Counts[string(st)] = 0
 	}
 	for _, j := range snap.Jobs() {
-		js := jobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.State), Reason: j.Reason, Attempts: []attemptSummary{}}
+		js := jobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.State), Reason: j.Reason,
+			DeclaredBytes: j.Declared, Attempts: []attemptSummary{}}
+		if l := learnedOf(snap, j.Shape); l > 0 {
+			js.LearnedBytes = &l
+		}
 		for _, a := range snap.Attempts(j.ID) {
 			as := attemptSummary{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
 				PeakBytes: a.Peak, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
@@ -65,6 +73,21 @@ func summarize(store *scheduler.Store, sw *plans.Sweep) runSummary {
 		sum.Jobs = append(sum.Jobs, js)
 	}
 	return sum
+}
+
+// learnedOf is the measured peak of a shape; 0 when none is known.
+func learnedOf(snap scheduler.Snapshot, shape string) int64 {
+	if l := snap.Shape(shape); l != nil {
+		return l.Peak
+	}
+	return 0
+}
+
+func sizeOrDash(b int64) string {
+	if b == 0 {
+		return "-"
+	}
+	return plans.FormatSize(b)
 }
 
 // printSummary prints one row per attempt, so that a degraded job's history (and that
