@@ -509,19 +509,14 @@ func (c *checker) shapeIgnores(doc *Map) []string {
 	if !ok {
 		return []string{"seed"}
 	}
-	list, ok := v.([]any)
-	if v == nil {
-		return nil
-	}
-	var out []string
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
 	for _, e := range list {
-		if s, isStr := e.(string); isStr {
+		if s, ok := e.(string); ok {
 			out = append(out, s)
-		} else {
-			ok = false
 		}
 	}
-	if !ok {
+	if v != nil && (list == nil || len(out) != len(list)) {
 		c.fail("shape_ignores", "write a list of the parameters that do not change memory, e.g. [seed, learning_rate]")
 	}
 	return out

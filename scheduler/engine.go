@@ -238,7 +238,7 @@ func (e *Engine) Schedule() error {
 	probing := map[string]bool{}
 	queue := func(yield func(Request) bool) {
 		for j := range snap.Queued() {
-			if e.waitsForProbe(j, probing) {
+			if waitsForProbe(snap, j, probing) {
 				continue
 			}
 			if !yield(requestOf(j)) {
@@ -256,11 +256,11 @@ func (e *Engine) Schedule() error {
 // waitsForProbe says whether a queued job of memory: probe waits for its shape to be
 // measured: the first of each shape runs alone (requestOf makes it exclusive) and the
 // others wait for it. probing collects the shapes offered this round.
-func (e *Engine) waitsForProbe(j *Job, probing map[string]bool) bool {
+func waitsForProbe(snap Snapshot, j *Job, probing map[string]bool) bool {
 	if !j.Probe || j.Estimate > 0 {
 		return false
 	}
-	if l := e.store.Snapshot().Shape(j.Shape); l != nil && l.Probe != "" || probing[j.Shape] {
+	if l := snap.Shape(j.Shape); l != nil && l.Probe != "" || probing[j.Shape] {
 		return true
 	}
 	probing[j.Shape] = true
@@ -382,12 +382,6 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 	}
 }
 
-// usedBy is the most an attempt's processes hold on one of its cards now.
-func (e *Engine) usedBy(a *Attempt) int64 {
-	most, _ := e.measure(a)
-	return most
-}
-
 // measure is the most an attempt's processes hold on one of its cards now, and whether
 // NVML could not tell some of them: such a reading is a floor, not a peak.
 func (e *Engine) measure(a *Attempt) (most int64, unknown bool) {
@@ -441,15 +435,15 @@ func (e *Engine) changeShape(name string, change func(*Shape)) {
 	}
 }
 
-// estimate is what the packer reserves for a job: once its shape's peak is measured,
+// estimate is what the packer reserves for a job, given what is known of its shape
+// (nil: nothing): once the shape's peak is measured,
 // that peak, in both directions from the declared estimate; and never less than an
 // out-of-memory end proved the shape needs. No margin is added: NVML's per-process
 // figure includes the CUDA context, and the card's headroom is the margin for
 // fragmentation and for a seed that peaks a little higher, as for a declared estimate
 // (a 10% margin on top cost the 100,000-job trace 12% of its makespan).
-func (e *Engine) estimate(j *Job) (gpuBytes, host int64) {
+func estimate(j *Job, l *Shape) (gpuBytes, host int64) {
 	gpuBytes, host = j.Declared, j.HostMemory
-	l := e.store.Snapshot().Shape(j.Shape)
 	if l == nil {
 		return gpuBytes, host
 	}
@@ -466,10 +460,11 @@ func (e *Engine) estimate(j *Job) (gpuBytes, host int64) {
 // reservations of its running attempts.
 func (e *Engine) reestimate(shape string) {
 	snap := e.store.Snapshot()
+	l := snap.Shape(shape)
 	var changed []any
 	for j := range snap.QueuedOfShape(shape) {
 		c := *j
-		c.Estimate, c.HostEstimate = e.estimate(j)
+		c.Estimate, c.HostEstimate = estimate(j, l)
 		if c.Estimate != j.Estimate || c.HostEstimate != j.HostEstimate {
 			changed = append(changed, &c)
 		}
@@ -478,7 +473,7 @@ func (e *Engine) reestimate(shape string) {
 		if a.Shape != shape {
 			continue
 		}
-		est, host := e.estimate(snap.Job(a.Job))
+		est, host := estimate(snap.Job(a.Job), l)
 		// A running attempt holds at least what it was measured at.
 		if r, h := max(est, a.Peak), max(host, a.HostPeak); r != a.Reserve || h != a.HostReserve {
 			c := *a
@@ -499,7 +494,8 @@ func (e *Engine) settling() []*Attempt {
 	kept := e.ghosts[:0]
 	var out []*Attempt
 	for _, g := range e.ghosts {
-		if now.Before(g.until) && e.usedBy(g.attempt) > 0 {
+		// A process NVML cannot read is still there.
+		if used, unknown := e.measure(g.attempt); now.Before(g.until) && (used > 0 || unknown) {
 			kept = append(kept, g)
 			out = append(out, g.attempt)
 		}
@@ -553,11 +549,13 @@ func (e *Engine) Apply(x Exit) {
 	e.ghosts = append(e.ghosts, ghost{attempt: &ended, until: ended.Ended.Add(e.cfg.Settle)})
 	job := *snap.Job(a.Job)
 	sw := e.sweeps[job.Sweep]
-	e.changeShape(job.Shape, func(l *Shape) {
-		if l.Probe == job.ID {
-			l.Probe = ""
-		}
-	})
+	if job.Probe {
+		e.changeShape(job.Shape, func(l *Shape) {
+			if l.Probe == job.ID {
+				l.Probe = ""
+			}
+		})
+	}
 	kind, msg := string(x.Outcome), x.Detail
 	switch x.Outcome {
 	case plans.Success:
@@ -638,7 +636,7 @@ func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool)
 	} else {
 		job.Declared = before
 	}
-	job.Estimate, job.HostEstimate = e.estimate(job)
+	job.Estimate, job.HostEstimate = estimate(job, e.store.Snapshot().Shape(job.Shape))
 	var parts []string
 	for _, k := range changed {
 		v, _ := next.Get(k)
