@@ -165,6 +165,9 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 // Exit is how the leader ended; valid after Done.
 func (p *Process) Exit() Exit { return p.exit }
 
+// Input is the trainer's terminal: what is written to it, the trainer reads as typed.
+func (p *Process) Input() io.Writer { return p.ptmx }
+
 // Output is the last of the attempt's output.
 func (p *Process) Output() []byte { return p.ring.Bytes() }
 

@@ -15,8 +15,16 @@ import (
 
 // Sweep is one validated sweep file, expanded into jobs.
 type Sweep struct {
-	Name     string
-	File     string // path of the sweep file as given
+	Name string
+	File string // path of the sweep file as given
+	// Source and Overrides are what it was read from, so that a daemon can journal a
+	// submission and read it again after a restart (DecodeSweep); Source is nil for a
+	// sweep built in memory (SweepOf).
+	Source    []byte
+	Overrides Overrides
+	// Environ is the environment a daemon's submission came from, for its trainers;
+	// nil: the runner's own.
+	Environ  []string
 	Command  []string
 	Workdir  string      // absolute
 	Config   *ConfigSpec // nil: the attempt's config is its parameters alone
@@ -153,7 +161,12 @@ func DecodeSweep(file string, data []byte, ov Overrides) (*Sweep, error) {
 	if err != nil {
 		return nil, Problems{{File: file, Msg: err.Error()}}
 	}
-	return SweepOf(file, doc, ov)
+	s, err := SweepOf(file, doc, ov)
+	if err != nil {
+		return nil, err
+	}
+	s.Source, s.Overrides = data, ov
+	return s, nil
 }
 
 // SweepOf validates a decoded sweep document and expands it into jobs, as DecodeSweep

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -71,6 +72,9 @@ type Exit struct {
 	Outcome plans.Outcome
 	OOM     *plans.OOMFacts
 	Detail  string // e.g. "exited with status 2"
+	// Unstarted: the attempt was recorded but its trainer never started (a daemon
+	// died in between); the job goes back to the queue as it was.
+	Unstarted bool
 }
 
 // Event is something that happened, for the user interface.
@@ -121,7 +125,18 @@ type Engine struct {
 	hostNow map[int]int64
 	// lastRound is when the last round sampled the cards.
 	lastRound time.Time
+	// limits are the sweeps' own plans on the machine's cards (see SetLimit).
+	limits map[string]Limit
+	// commands are people's requests (cancel, hold, drain...), run between rounds.
+	commands chan func()
+	// err is the first failure to journal a change: the engine stops at the end of
+	// the round, having done nothing it could not record.
+	err error
 }
+
+// Limit is a sweep's own plan on the machine: the most of its jobs on each card, by
+// card index. A card not in it takes none of the sweep's jobs.
+type Limit map[int]int
 
 // ghost is an ended attempt whose memory NVML may still show.
 type ghost struct {
@@ -145,7 +160,7 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 	}
 	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
 		sweeps: map[string]*plans.Sweep{}, exits: make(chan Exit, 64), events: events, owners: map[int]int{}, cardPos: map[int]int{},
-		hostNow: map[int]int64{}}
+		hostNow: map[int]int64{}, limits: map[string]Limit{}, commands: make(chan func())}
 }
 
 // Submit adds a sweep's jobs.
@@ -155,6 +170,27 @@ func (e *Engine) Submit(sw *plans.Sweep) error {
 	}
 	e.sweeps[sw.Name] = sw
 	return nil
+}
+
+// Resume takes up a sweep whose jobs are in the store already: one replayed from a
+// state directory.
+func (e *Engine) Resume(sw *plans.Sweep) { e.sweeps[sw.Name] = sw }
+
+// SetLimit limits a sweep's jobs to its own plan; a sweep without one is limited by the
+// machine's alone.
+func (e *Engine) SetLimit(sweep string, l Limit) { e.limits[sweep] = l }
+
+// put writes to the store; on failure (the journal could not be written) it keeps the
+// error for Run and Serve to return, and reports false.
+func (e *Engine) put(objs ...any) bool {
+	if e.err != nil {
+		return false
+	}
+	if err := e.store.Put(objs...); err != nil {
+		e.err = fmt.Errorf("state not saved, stopping: %w", err)
+		return false
+	}
+	return true
 }
 
 // Exits is where the Runner reports attempts' ends.
@@ -178,7 +214,49 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.Apply(x)
 		case <-e.clock.After(e.cfg.Poll):
 		}
+		if e.err != nil {
+			return e.err
+		}
 	}
+}
+
+// Serve schedules, and runs what Do is given, until ctx is cancelled; then it returns
+// ctx's error and leaves the running attempts as they are, for a later engine on the
+// same state to take up (a daemon restarting), unless stopAll is set: then it stops
+// them first, as Run does on Ctrl-C, and leaves queued jobs queued.
+func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
+	for {
+		if err := e.Schedule(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			if stopAll() {
+				e.stopRunning()
+			}
+			return ctx.Err()
+		case x := <-e.exits:
+			e.Apply(x)
+		case fn := <-e.commands:
+			fn()
+		case <-e.clock.After(e.cfg.Poll):
+		}
+		if e.err != nil {
+			return e.err
+		}
+	}
+}
+
+// Do runs fn in the engine's loop, between rounds, and returns its error. Serve must be
+// running, or Do waits for it; the next round follows fn at once.
+func (e *Engine) Do(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	select {
+	case e.commands <- func() { done <- fn() }:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-done
 }
 
 // finished reports whether no job runs or waits.
@@ -188,6 +266,20 @@ func (e *Engine) finished() bool {
 }
 
 func (e *Engine) shutdown(cause error) error {
+	e.stopRunning()
+	// Only now: an attempt that ended of an OOM while the others were stopping has
+	// just been requeued, and must not be left queued.
+	for _, j := range e.store.Snapshot().Queue() {
+		c := *j
+		c.State, c.Reason = JobCancelled, "cancelled while queued"
+		e.put(&c)
+		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: c.Reason})
+	}
+	return cause
+}
+
+// stopRunning stops every running attempt and applies their ends.
+func (e *Engine) stopRunning() {
 	running := e.store.Snapshot().Running()
 	for _, a := range running {
 		e.runner.Stop(a.ID)
@@ -195,15 +287,6 @@ func (e *Engine) shutdown(cause error) error {
 	for left := len(running); left > 0; left-- {
 		e.Apply(<-e.exits)
 	}
-	// Only now: an attempt that ended of an OOM while the others were stopping has
-	// just been requeued, and must not be left queued.
-	for _, j := range e.store.Snapshot().Queue() {
-		c := *j
-		c.State, c.Reason = JobCancelled, "cancelled while queued"
-		e.store.Put(&c)
-		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: c.Reason})
-	}
-	return cause
 }
 
 // Schedule is one round: it samples the cards, learns peaks, and starts what the packer
@@ -233,15 +316,16 @@ func (e *Engine) Schedule() error {
 	if err != nil {
 		return err
 	}
-	reserved := append(running, e.settling()...)
-	states := CardStates(cards, e.cfg.Slots, e.cfg.Headroom, reserved, e.ours(running))
+	states, quotas := e.cardStates(snap, running)
 	probing := map[string]bool{}
 	queue := func(yield func(Request) bool) {
 		for j := range snap.Queued() {
 			if waitsForProbe(snap, j, probing) {
 				continue
 			}
-			if !yield(requestOf(j)) {
+			r := requestOf(j)
+			r.Quota = quotas[j.Sweep]
+			if !yield(r) {
 				return
 			}
 		}
@@ -251,6 +335,50 @@ func (e *Engine) Schedule() error {
 		e.start(snap.Job(p.Job), p.Cards, len(running)+len(placed))
 	}
 	return nil
+}
+
+// cardStates is the packer's view of the cards for a round, drained cards offering no
+// slot, and each limited sweep's quota on them.
+func (e *Engine) cardStates(snap Snapshot, running []*Attempt) ([]CardState, map[string]*Quota) {
+	reserved := append(running, e.settling()...)
+	states := CardStates(e.cards, e.cfg.Slots, e.cfg.Headroom, reserved, e.ours(running))
+	if drained := snap.Drained(); len(drained) > 0 {
+		for i := range states {
+			if drained[states[i].Index] {
+				states[i].Slots = 0
+			}
+		}
+	}
+	if len(e.limits) == 0 {
+		return states, nil
+	}
+	quotas := make(map[string]*Quota, len(e.limits))
+	for sweep, l := range e.limits {
+		q := &Quota{Slots: make([]int, len(states)), Free: make([]int, len(states))}
+		for i, c := range states {
+			q.Slots[i] = l[c.Index]
+			q.Free[i] = l[c.Index]
+		}
+		quotas[sweep] = q
+	}
+	for _, a := range running {
+		if q := quotas[SweepOf(a.Job)]; q != nil {
+			for _, g := range a.GPUs {
+				if i, ok := e.cardPos[g]; ok {
+					q.Free[i]--
+				}
+			}
+		}
+	}
+	return states, quotas
+}
+
+// SweepOf is the sweep of a job id, "<sweep>.<n>".
+func SweepOf(job string) string {
+	if i := strings.LastIndexByte(job, '.'); i >= 0 {
+		return job[:i]
+	}
+	return job
 }
 
 // waitsForProbe says whether a queued job of memory: probe waits for its shape to be
@@ -297,7 +425,7 @@ func (e *Engine) failTooLarge() {
 		c := *j
 		if l := e.store.Snapshot().Shape(j.Shape); l != nil && l.Floor > room {
 			if msg, ok := e.stepDown(&c, e.sweeps[j.Sweep], j.Declared, false); ok {
-				e.store.Put(&c)
+				e.put(&c)
 				e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "requeued", Message: fmt.Sprintf(
 					"skips tier %d, where its shape needs at least %s, more than any card: %s", j.Pos.Tier, plans.FormatSize(l.Floor), msg)})
 				continue
@@ -306,7 +434,7 @@ func (e *Engine) failTooLarge() {
 		c.State = JobFailed
 		c.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
 			plans.FormatSize(j.Estimate), plans.FormatSize(room))
-		e.store.Put(&c)
+		e.put(&c)
 		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
 	}
 }
@@ -378,7 +506,7 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 		}
 	}
 	if len(changed) > 0 {
-		e.store.Put(changed...)
+		e.put(changed...)
 	}
 }
 
@@ -429,7 +557,7 @@ func (e *Engine) changeShape(name string, change func(*Shape)) {
 	if l == before {
 		return
 	}
-	e.store.Put(&l)
+	e.put(&l)
 	if l.Peak != before.Peak || l.Host != before.Host || l.Floor != before.Floor {
 		e.reestimate(name)
 	}
@@ -482,7 +610,7 @@ func (e *Engine) reestimate(shape string) {
 		}
 	}
 	if len(changed) > 0 {
-		e.store.Put(changed...)
+		e.put(changed...)
 	}
 }
 
@@ -521,15 +649,22 @@ func (e *Engine) start(j *Job, cardIdx []int, sharing int) {
 			cards = append(cards, c)
 		}
 	}
+	// Journaled before it starts: a daemon that dies in between finds an attempt it
+	// never heard from and requeues the job, rather than starting it twice.
+	if !e.put(&job, a) {
+		return
+	}
 	st, err := e.runner.Start(Launch{Attempt: a, Job: &job, Sweep: sw, Cards: cards, Sharing: sharing})
 	if err != nil {
-		e.store.Put(&job, a)
 		e.Apply(Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: err.Error()})
 		return
 	}
 	// The runner reports the attempt's end on Exits, read only after this round.
-	a.Leader, a.Log = st.Leader, st.Log
-	e.store.Put(&job, a)
+	if st != (Started{}) {
+		started := *a
+		started.Leader, started.Log = st.Leader, st.Log
+		e.put(&started)
+	}
 	e.events(Event{Time: a.Started, Job: j.ID, Attempt: a.N, Kind: "started",
 		Message: fmt.Sprintf("on GPU %v, tier %d, estimate %s", cardIdx, a.Tier, plans.FormatSize(a.Estimate))})
 }
@@ -557,25 +692,28 @@ func (e *Engine) Apply(x Exit) {
 		})
 	}
 	kind, msg := string(x.Outcome), x.Detail
-	switch x.Outcome {
-	case plans.Success:
+	switch {
+	case x.Unstarted:
+		// It does not count against oom.max_attempts.
+		job.State, job.Since, kind = JobQueued, job.Since+1, "requeued"
+	case x.Outcome == plans.Success:
 		job.State, kind = JobSucceeded, "succeeded"
 		e.learn(job.Shape, &ended)
-	case plans.Cancelled:
+	case x.Outcome == plans.Cancelled:
 		job.State, job.Reason = JobCancelled, "cancelled while running"
-	case plans.GPUOOM, plans.HostOOM:
+	case x.Outcome == plans.GPUOOM, x.Outcome == plans.HostOOM:
 		msg = e.degrade(&job, &ended, sw)
 		kind = string(x.Outcome)
 	default:
 		job.State, job.Reason = JobFailed, fmt.Sprintf("attempt %d %s: %s", a.N, x.Outcome, x.Detail)
 		msg = job.Reason
 	}
-	if job.State == JobQueued && job.Attempts >= sw.OOM.MaxAttempts {
+	if job.State == JobQueued && job.Attempts-job.Since >= sw.OOM.MaxAttempts {
 		job.State = JobFailed
-		job.Reason = fmt.Sprintf("out of memory on each of %d attempts (oom.max_attempts)", job.Attempts)
+		job.Reason = fmt.Sprintf("out of memory on each of %d attempts (oom.max_attempts)", job.Attempts-job.Since)
 		msg += "; " + job.Reason
 	}
-	e.store.Put(&job, &ended)
+	e.put(&job, &ended)
 	e.events(Event{Time: ended.Ended, Job: job.ID, Attempt: a.N, Kind: kind, Message: msg})
 	if job.State == JobFailed && x.Outcome != plans.Failed && x.Outcome != plans.Lost {
 		e.events(Event{Time: ended.Ended, Job: job.ID, Kind: "failed", Message: job.Reason})

@@ -17,6 +17,18 @@ type Request struct {
 	GPUs      int   // distinct cards needed at once
 	Exclusive bool  // needs idle cards and keeps them to itself
 	Host      int64 // host RAM; 0 = unknown
+	// Quota, when not nil, limits the job to its sweep's cards and plan; the requests
+	// of one sweep share it.
+	Quota *Quota
+}
+
+// Quota is what a sweep's own gpus and gpu_plan leave its jobs when several sweeps
+// share the machine: Free[i] more of its jobs may start on cards[i] (0 on a card the
+// sweep does not use). Placing a request takes from it, so a packer changes the quotas
+// it is given.
+type Quota struct {
+	Slots []int // the sweep's plan on each card; 0 where it may not run
+	Free  []int
 }
 
 // HostState is the machine's RAM as the packer sees it, read and reserved like a card's
@@ -216,9 +228,10 @@ type shape struct {
 	memory    int64
 	gpus      int
 	exclusive bool
+	quota     *Quota
 }
 
-func shapeOf(r Request) shape { return shape{r.Memory, max(r.GPUs, 1), r.Exclusive} }
+func shapeOf(r Request) shape { return shape{r.Memory, max(r.GPUs, 1), r.Exclusive, r.Quota} }
 
 type packer struct {
 	cards     []CardState
@@ -232,7 +245,11 @@ type packer struct {
 	host      HostState
 }
 
-func (p *packer) fits(c CardState, r Request) bool {
+func (p *packer) fits(i int, r Request) bool {
+	c := p.cards[i]
+	if r.Quota != nil && r.Quota.Free[i] <= 0 {
+		return false
+	}
 	if c.Running >= c.Slots || c.Exclusive {
 		return false
 	}
@@ -245,8 +262,8 @@ func (p *packer) fits(c CardState, r Request) bool {
 // pick returns the positions of the cards r should start on, or nil.
 func (p *packer) pick(r Request) []int {
 	cands := p.scratch[:0]
-	for i, c := range p.cards {
-		if !p.held[i] && p.fits(c, r) {
+	for i := range p.cards {
+		if !p.held[i] && p.fits(i, r) {
 			cands = append(cands, i)
 		}
 	}
@@ -278,6 +295,9 @@ func (p *packer) place(r Request, picked []int) Placement {
 	p.host.Used += r.Host
 	p.host.Ours += r.Host
 	for _, i := range picked {
+		if r.Quota != nil {
+			r.Quota.Free[i]--
+		}
 		c := &p.cards[i]
 		wasOpen := c.Running < c.Slots && !c.Exclusive
 		c.Running++
@@ -321,7 +341,7 @@ func leftover(c CardState, r Request) float64 {
 func (p *packer) reserve(r Request) {
 	var cands []int
 	for i, c := range p.cards {
-		if c.idleRoom() >= r.Memory && c.Slots > 0 {
+		if c.idleRoom() >= r.Memory && c.Slots > 0 && quotaAllows(r, i) {
 			cands = append(cands, i)
 		}
 	}
@@ -344,18 +364,22 @@ func (p *packer) reserve(r Request) {
 func (p *packer) why(r Request) Wait {
 	need := max(r.GPUs, 1)
 	w := Wait{Job: r.Job}
-	idleFits, withSlot, heldFits := 0, 0, 0
+	idleFits, withSlot, heldFits, quotaFull := 0, 0, 0, 0
 	var bestFree int64 = -1 << 62
 	bestCard := -1
 	for i, c := range p.cards {
-		if c.idleRoom() >= r.Memory && c.Slots > 0 {
+		if c.idleRoom() >= r.Memory && c.Slots > 0 && quotaAllows(r, i) {
 			idleFits++
 		}
 		if c.Running >= c.Slots || c.Exclusive {
 			continue
 		}
+		if r.Quota != nil && r.Quota.Free[i] <= 0 {
+			quotaFull++
+			continue
+		}
 		withSlot++
-		if p.held[i] && p.fits(c, r) {
+		if p.held[i] && p.fits(i, r) {
 			heldFits++
 		}
 		if f := c.Free(); f > bestFree {
@@ -378,9 +402,18 @@ func (p *packer) why(r Request) Wait {
 	case withSlot >= need:
 		w.Reason = NoMemory
 		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %d)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
+	case quotaFull > 0:
+		w.Reason = NoSlot
+		w.Detail = fmt.Sprintf("needs %s with a free slot; its sweep's own gpus and gpu_plan leave it %d", cards, withSlot)
 	default:
 		w.Reason = NoSlot
 		w.Detail = fmt.Sprintf("needs %s with a free slot; %d of the plan's cards have one", cards, withSlot)
 	}
 	return w
+}
+
+// quotaAllows reports whether r's sweep may ever use cards[i]. A card on which the
+// sweep's plan allows jobs but its own jobs run now still counts: they end.
+func quotaAllows(r Request, i int) bool {
+	return r.Quota == nil || r.Quota.Free[i] > 0 || r.Quota.Slots != nil && r.Quota.Slots[i] > 0
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 
 	memdb "github.com/hashicorp/go-memdb"
 )
@@ -13,6 +14,7 @@ const (
 	TableJobs     = "jobs"
 	TableAttempts = "attempts"
 	TableShapes   = "shapes"
+	TableDrains   = "drains"
 
 	IndexID      = "id"
 	IndexQueue   = "queue"
@@ -27,6 +29,9 @@ func schema() *memdb.DBSchema {
 		TableAttempts: attemptsTable(),
 		TableShapes: {Name: TableShapes, Indexes: map[string]*memdb.IndexSchema{
 			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Shape](func(l *Shape) string { return l.Name })},
+		}},
+		TableDrains: {Name: TableDrains, Indexes: map[string]*memdb.IndexSchema{
+			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Drain](func(d *Drain) string { return strconv.Itoa(d.GPU) })},
 		}},
 	}}
 }
@@ -66,8 +71,8 @@ func attemptsTable() *memdb.TableSchema {
 	}}
 }
 
-// queuedIndexer keys queued jobs by (a field, submission sequence), and leaves every
-// other job out of the index.
+// queuedIndexer keys the jobs that wait to start (queued, not held) by (a field,
+// submission sequence), and leaves every other job out of the index.
 type queuedIndexer func(*Job) uint64
 
 func (by queuedIndexer) FromObject(obj any) (bool, []byte, error) {
@@ -75,7 +80,7 @@ func (by queuedIndexer) FromObject(obj any) (bool, []byte, error) {
 	if !ok {
 		return false, nil, fmt.Errorf("queued index: %T is not a *Job", obj)
 	}
-	if j.State != JobQueued {
+	if !j.Waiting() {
 		return false, nil, nil
 	}
 	key := make([]byte, 16)

@@ -33,9 +33,15 @@ type Job struct {
 	plans.Job // as written: Params is tier 0
 	Sweep     string
 	Seq       uint64 // submission order across sweeps
-	State     JobState
-	Estimate  int64      // bytes per card the packer reserves; see Engine.estimate
-	Current   *plans.Map // the parameters of its current tier
+	Status
+}
+
+// Status is what changes of a job as it runs: what the journal records of it, the rest
+// being rebuilt from its sweep.
+type Status struct {
+	State    JobState
+	Estimate int64      // bytes per card the packer reserves; see Engine.estimate
+	Current  *plans.Map // the parameters of its current tier
 	// Shape names the jobs that share what is learned of memory: the current tier's
 	// parameters less the sweep's shape_ignores.
 	Shape string
@@ -46,8 +52,26 @@ type Job struct {
 	// Retried is set when a crowded-out attempt at the current tier was retried.
 	Retried  bool
 	Attempts int
-	Reason   string // why it failed, for people
+	// Since is the number of attempts before the job was last put back in the queue by
+	// a person (gpuq retry): oom.max_attempts counts the attempts after it.
+	Since  int
+	Held   bool   // a person holds it: it waits, queued, until released
+	Reason string // why it failed, for people
 }
+
+// JobHeld is how a queued job that is held shows to people; in the store it is queued.
+const JobHeld JobState = "held"
+
+// ShownState is the job's state as people see it: a held queued job is "held".
+func (j *Job) ShownState() JobState {
+	if j.Held && j.State == JobQueued {
+		return JobHeld
+	}
+	return j.State
+}
+
+// Waiting reports whether the packer may start the job: queued and not held.
+func (j *Job) Waiting() bool { return j.State == JobQueued && !j.Held }
 
 // Attempt is one launch of a job.
 type Attempt struct {
@@ -98,44 +122,122 @@ func (a *Attempt) reserve() int64 {
 // Running reports whether the attempt still holds its cards.
 func (a *Attempt) Running() bool { return a.Outcome == "" }
 
-// Store is the in-memory state: jobs and attempts in go-memdb.
+// Drain marks a card that takes no new jobs (gpuq drain); its running jobs finish.
+type Drain struct {
+	GPU int
+	On  bool
+}
+
+// Store is the in-memory state: jobs and attempts in go-memdb. Opened on a state
+// directory (OpenState), it journals every change before committing it.
 type Store struct {
 	db  *memdb.MemDB
 	seq uint64
+	// sweeps are the submissions, by name, as journaled; order is their order.
+	sweeps  map[string]*SweepRecord
+	order   []string
+	journal *Journal
 }
 
-// NewStore returns an empty store.
+// NewStore returns an empty store that journals nothing.
 func NewStore() (*Store, error) {
 	db, err := memdb.NewMemDB(schema())
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, sweeps: map[string]*SweepRecord{}}, nil
 }
 
 // Submit adds a sweep's jobs to the queue.
 func (s *Store) Submit(sw *plans.Sweep) error {
+	if s.sweeps[sw.Name] != nil {
+		return fmt.Errorf("sweep %q was submitted already: give the sweep another name", sw.Name)
+	}
+	if err := s.check(sw); err != nil {
+		return err
+	}
+	if s.journal != nil {
+		if sw.Source == nil {
+			return fmt.Errorf("sweep %q: a journaled sweep must be read from a file", sw.Name)
+		}
+		if err := s.journal.Append(Record{Sweep: sweepRecord(sw)}); err != nil {
+			return err
+		}
+	}
+	return s.submit(sw)
+}
+
+func sweepRecord(sw *plans.Sweep) *SweepRecord {
+	return &SweepRecord{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sw.Environ}
+}
+
+// check refuses a sweep whose jobs exist already: inserting would silently replace
+// jobs that may be running.
+func (s *Store) check(sw *plans.Sweep) error {
+	snap := s.Snapshot()
+	for _, pj := range sw.Jobs {
+		if snap.Job(pj.ID) != nil {
+			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
+		}
+	}
+	return nil
+}
+
+func (s *Store) submit(sw *plans.Sweep) error {
+	if err := s.check(sw); err != nil {
+		return err
+	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	for _, pj := range sw.Jobs {
-		// Insert replaces an object with the same id; a resubmitted sweep must not
-		// silently overwrite jobs that may be running.
-		if old, err := txn.First(TableJobs, IndexID, pj.ID); err != nil || old != nil {
-			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
-		}
 		s.seq++
-		j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, State: JobQueued, Estimate: pj.Memory, Current: pj.Params,
-			Shape: sw.ShapeOf(pj.Params), Declared: pj.Memory, HostEstimate: pj.HostMemory}
+		j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, Status: Status{State: JobQueued, Estimate: pj.Memory,
+			Current: pj.Params, Shape: sw.ShapeOf(pj.Params), Declared: pj.Memory, HostEstimate: pj.HostMemory}}
 		if err := txn.Insert(TableJobs, j); err != nil {
 			return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
 		}
 	}
 	txn.Commit()
+	s.sweeps[sw.Name] = sweepRecord(sw)
+	s.order = append(s.order, sw.Name)
 	return nil
 }
 
-// Put writes jobs and attempts in one transaction.
+// Put writes jobs, attempts, shapes and drains in one transaction, journaled first. An
+// error means the change did not take effect.
 func (s *Store) Put(objs ...any) error {
+	if s.journal != nil {
+		if err := s.journal.Append(recordOf(objs)); err != nil {
+			return err
+		}
+	}
+	if err := s.commit(objs); err != nil {
+		return err
+	}
+	if s.journal != nil && s.journal.records >= compactAfter {
+		return s.compact()
+	}
+	return nil
+}
+
+// Compact writes the whole state to the snapshot and empties the journal, so that the
+// next start replays little; a no-op on a store that journals nothing.
+func (s *Store) Compact() error {
+	if s.journal == nil {
+		return nil
+	}
+	return s.compact()
+}
+
+// Close closes the journal.
+func (s *Store) Close() error {
+	if s.journal == nil {
+		return nil
+	}
+	return s.journal.Close()
+}
+
+func (s *Store) commit(objs []any) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	for _, o := range objs {
@@ -145,6 +247,8 @@ func (s *Store) Put(objs ...any) error {
 			table = TableAttempts
 		case *Shape:
 			table = TableShapes
+		case *Drain:
+			table = TableDrains
 		}
 		if err := txn.Insert(table, o); err != nil {
 			return fmt.Errorf("state store: %w", err)
@@ -218,6 +322,17 @@ func (sn Snapshot) Shape(name string) *Shape {
 		return nil
 	}
 	return obj.(*Shape)
+}
+
+// Drained returns the cards that take no new jobs.
+func (sn Snapshot) Drained() map[int]bool {
+	out := map[int]bool{}
+	for d := range each[*Drain](sn.txn.Get, TableDrains, IndexID) {
+		if d.On {
+			out[d.GPU] = true
+		}
+	}
+	return out
 }
 
 // Attempt returns one attempt, or nil.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
@@ -18,6 +19,14 @@ import (
 var version = "dev"
 
 func run(args []string, io ioStreams) int {
+	if len(args) == 2 && args[0] == launcher.SupervisorMode {
+		// Started by a daemon to hold one attempt; not a verb for people.
+		if err := launcher.Supervise(args[1]); err != nil {
+			fmt.Fprintln(io.Err, "gpuq supervisor:", err)
+			return exitFailed
+		}
+		return exitOK
+	}
 	root := newRootCmd(io)
 	root.SetArgs(args)
 	err := root.Execute()
@@ -58,9 +67,25 @@ With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and s
 	f.String("gpu-plan", "", `most jobs per card, in the order of --gpus ("2,2,2,2,1,1,1"), or one count for every card`)
 	f.String("headroom", "", `memory kept free on every card: a share ("10%") or a size ("1GiB"); default `+plans.DefaultHeadroom.String())
 	f.String("config", "", "user config file (default $XDG_CONFIG_HOME/gpuq/config.yaml)")
-	root.AddCommand(newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st))
+	f.String("state-dir", "", "the daemon's state directory (default $XDG_STATE_HOME/gpuq)")
+	root.AddGroup(&cobra.Group{ID: groupSweep, Title: "Sweeps in the foreground:"},
+		&cobra.Group{ID: groupDaemon, Title: "The daemon and its jobs:"})
+	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st)} {
+		c.GroupID = groupSweep
+		root.AddCommand(c)
+	}
+	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newSubmitCmd(io, st), newAttachCmd(io, st)}, newJobCmds(io, st)...) {
+		c.GroupID = groupDaemon
+		root.AddCommand(c)
+	}
 	return root
 }
+
+// Command groups in the help.
+const (
+	groupSweep  = "sweep"
+	groupDaemon = "daemon"
+)
 
 // settings are the machine-level settings, layered by viper.
 type settings struct {
@@ -74,6 +99,8 @@ const (
 	keyPlan     = "gpu_plan"
 	keyHeadroom = "headroom"
 	keyLedger   = "sim_ledger"
+	// keyStateDir is the daemon's state directory (--state-dir, GPUQ_STATE_DIR).
+	keyStateDir = "state_dir"
 	// keyHostReserve is the host RAM gpuq leaves to the system when it packs jobs by
 	// host memory (GPUQ_HOST_RESERVE, or host_reserve in the config file).
 	keyHostReserve = "host_reserve"
@@ -100,7 +127,7 @@ func (s *settings) load(flags *pflag.FlagSet) error {
 	s.flags = flags
 	s.v.SetEnvPrefix("GPUQ")
 	s.v.AutomaticEnv()
-	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom"} {
+	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom", keyStateDir: "state-dir"} {
 		if err := s.v.BindPFlag(key, flags.Lookup(flag)); err != nil {
 			return err
 		}

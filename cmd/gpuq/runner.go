@@ -27,29 +27,13 @@ type procRunner struct {
 }
 
 func (r *procRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
-	a := launcher.Attempt{Sweep: l.Sweep, JobID: l.Job.ID, N: l.Attempt.N, Tier: l.Attempt.Tier,
-		Params: l.Attempt.Params, Threads: threadsFor(l.Sweep, l.Sharing), SimLedger: r.ledger,
-		Dir: filepath.Join(r.dir, l.Job.ID, fmt.Sprintf("attempt-%d", l.Attempt.N))}
-	for _, c := range l.Cards {
-		a.Cards = append(a.Cards, launcher.Card{Index: c.Index, Total: c.Total})
-	}
-	if len(a.Cards) > 1 {
-		port, err := freePort()
-		if err != nil {
-			return scheduler.Started{}, err
-		}
-		a.MasterPort = port
-	}
-	cmd, err := launcher.Prepare(a, os.Environ())
+	dir := filepath.Join(r.dir, l.Job.ID, fmt.Sprintf("attempt-%d", l.Attempt.N))
+	cmd, header, err := prepareAttempt(l, dir, r.ledger, os.Environ())
 	if err != nil {
 		return scheduler.Started{}, err
 	}
-	eb := ""
-	if n, ok := plans.EffectiveBatch(a.Params); ok {
-		eb = strconv.FormatInt(n, 10)
-	}
-	log := filepath.Join(a.Dir, "log")
-	p, err := launcher.Start(cmd, log, launcher.Header(cmd, a.JobID, a.N, a.Tier, a.Cards, eb), nil)
+	log := launcher.LogPath(dir)
+	p, err := launcher.Start(cmd, log, header, nil)
 	if err != nil {
 		return scheduler.Started{}, err
 	}
@@ -65,6 +49,32 @@ func (r *procRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 		r.exits <- scheduler.Exit{Attempt: l.Attempt.ID, Outcome: outcome, OOM: facts, Detail: "exited " + p.Exit().String()}
 	}()
 	return scheduler.Started{Leader: p.PID(), Log: log}, nil
+}
+
+// prepareAttempt renders an attempt in dir: its config, command and environment (from
+// env), and the header of its log.
+func prepareAttempt(l scheduler.Launch, dir, ledger string, env []string) (launcher.Command, string, error) {
+	a := launcher.Attempt{Sweep: l.Sweep, JobID: l.Job.ID, N: l.Attempt.N, Tier: l.Attempt.Tier,
+		Params: l.Attempt.Params, Threads: threadsFor(l.Sweep, l.Sharing), SimLedger: ledger, Dir: dir}
+	for _, c := range l.Cards {
+		a.Cards = append(a.Cards, launcher.Card{Index: c.Index, Total: c.Total})
+	}
+	if len(a.Cards) > 1 {
+		port, err := freePort()
+		if err != nil {
+			return launcher.Command{}, "", err
+		}
+		a.MasterPort = port
+	}
+	cmd, err := launcher.Prepare(a, env)
+	if err != nil {
+		return launcher.Command{}, "", err
+	}
+	eb := ""
+	if n, ok := plans.EffectiveBatch(a.Params); ok {
+		eb = strconv.FormatInt(n, 10)
+	}
+	return cmd, launcher.Header(cmd, a.JobID, a.N, a.Tier, a.Cards, eb), nil
 }
 
 func (r *procRunner) Stop(attempt string) {

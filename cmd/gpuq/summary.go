@@ -53,26 +53,33 @@ func summarize(store *scheduler.Store, sw *plans.Sweep) runSummary {
 		sum.Counts[string(st)] = 0
 	}
 	for _, j := range snap.Jobs() {
-		js := jobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.State), Reason: j.Reason,
-			DeclaredBytes: j.Declared, Attempts: []attemptSummary{}}
-		if l := learnedOf(snap, j.Shape); l > 0 {
-			js.LearnedBytes = &l
-		}
-		for _, a := range snap.Attempts(j.ID) {
-			as := attemptSummary{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
-				PeakBytes: a.Peak, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
-			if len(a.GPUs) > 0 {
-				as.GPU = a.GPUs[0]
-			}
-			if eb, ok := plans.EffectiveBatch(a.Params); ok {
-				as.EffectiveBatch = &eb
-			}
-			js.Attempts = append(js.Attempts, as)
-		}
+		js := jobSummaryOf(snap, j)
 		sum.Counts[js.State]++
 		sum.Jobs = append(sum.Jobs, js)
 	}
 	return sum
+}
+
+// jobSummaryOf is one job with its whole history, as run --json and the daemon's
+// listings print it.
+func jobSummaryOf(snap scheduler.Snapshot, j *scheduler.Job) jobSummary {
+	js := jobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
+		DeclaredBytes: j.Declared, Attempts: []attemptSummary{}}
+	if l := learnedOf(snap, j.Shape); l > 0 {
+		js.LearnedBytes = &l
+	}
+	for _, a := range snap.Attempts(j.ID) {
+		as := attemptSummary{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
+			PeakBytes: a.Peak, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
+		if len(a.GPUs) > 0 {
+			as.GPU = a.GPUs[0]
+		}
+		if eb, ok := plans.EffectiveBatch(a.Params); ok {
+			as.EffectiveBatch = &eb
+		}
+		js.Attempts = append(js.Attempts, as)
+	}
+	return js
 }
 
 // learnedOf is the measured peak of a shape; 0 when none is known.

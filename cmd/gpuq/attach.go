@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuq/gpuq/launcher"
+)
+
+// detachKey is Ctrl-], telnet's escape: a pdb prompt, a REPL or a progress bar has no
+// use for it.
+const detachKey = 0x1d
+
+func newAttachCmd(io ioStreams, st *settings) *cobra.Command {
+	var readOnly bool
+	cmd := &cobra.Command{
+		Use:   "attach ID",
+		Short: "Attach to a running job's terminal, as tmux attach does",
+		Long: `Show the running attempt's terminal: the last 64 KiB of its output, then what it
+writes as it writes it. What you type goes to the trainer, so a pdb prompt or a
+"continue? [y/n]" works. Ctrl-] detaches and leaves the trainer running; so does
+closing the terminal. --read-only only watches.`,
+		Example: `  gpuq attach gla-e1.3
+  gpuq attach gla-e1.3 --read-only`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeJobs(st),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return runAttach(io, st, args[0], readOnly)
+		},
+	}
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "watch only; send no keystrokes")
+	return cmd
+}
+
+func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
+	c, err := dialDaemon(st)
+	if err != nil {
+		return err
+	}
+	var j listedJob
+	if err := c.call("GET", "/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
+		return err
+	}
+	if len(j.Attempts) == 0 || j.Attempts[len(j.Attempts)-1].Outcome != "" || j.Attempts[len(j.Attempts)-1].Log == "" {
+		return fmt.Errorf("%s is not running (it is %s); gpuq logs %s prints its log", id, j.State, id)
+	}
+	a := j.Attempts[len(j.Attempts)-1]
+	request := "attach"
+	if readOnly {
+		request = "attach-ro"
+	}
+	conn, err := launcher.Dial(filepath.Dir(a.Log), request)
+	if err != nil {
+		return fmt.Errorf("%s: attempt %d has just ended, or its supervisor does not answer: %w", id, a.N, err)
+	}
+	defer conn.Close()
+	if f, ok := ios.In.(*os.File); ok && !readOnly {
+		if restore, err := rawTerminal(f); err == nil {
+			defer restore()
+		}
+	}
+	note := "Ctrl-] detaches"
+	if readOnly {
+		note = "read-only; Ctrl-C stops watching"
+	}
+	fmt.Fprintf(ios.Err, "[gpuq: attached to %s, attempt %d; %s]\r\n", id, a.N, note)
+	detached := make(chan struct{})
+	if !readOnly {
+		go forwardKeys(ios.In, conn, detached)
+	}
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(ios.Out, conn)
+		close(copied)
+	}()
+	select {
+	case <-copied:
+		fmt.Fprintf(ios.Err, "\r\n[gpuq: attempt %d of %s has ended; gpuq status %s says how]\r\n", a.N, id, id)
+	case <-detached:
+		conn.Close()
+		<-copied
+		fmt.Fprintf(ios.Err, "\r\n[gpuq: detached from %s; it runs on]\r\n", id)
+	}
+	return nil
+}
+
+// forwardKeys sends what is typed to the trainer until the detach key; an end of
+// input stops sending, not watching.
+func forwardKeys(in io.Reader, conn net.Conn, detached chan<- struct{}) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := in.Read(buf)
+		if i := bytes.IndexByte(buf[:n], detachKey); i >= 0 {
+			conn.Write(buf[:i])
+			close(detached)
+			return
+		}
+		if n > 0 {
+			if _, werr := conn.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// rawTerminal puts a terminal in raw mode, as cfmakeraw(3) does, so that keystrokes
+// (Ctrl-C included) go to the trainer's own terminal; restore undoes it.
+func rawTerminal(f *os.File) (restore func(), err error) {
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	raw := *old
+	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	raw.Oflag &^= unix.OPOST
+	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	raw.Cflag &^= unix.CSIZE | unix.PARENB
+	raw.Cflag |= unix.CS8
+	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &raw); err != nil {
+		return nil, err
+	}
+	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }, nil
+}

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// The verbs that look at and act on the daemon's jobs.
+func newJobCmds(io ioStreams, st *settings) []*cobra.Command {
+	return []*cobra.Command{newStatusCmd(io, st), newLogsCmd(io, st), newWhyCmd(io, st),
+		newSelectCmd(io, st, "cancel", "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
+		newSelectCmd(io, st, "retry", "Put failed or cancelled jobs back in the queue, at the tier they last ran", "requeued"),
+		newSelectCmd(io, st, "hold", "Keep jobs from starting until released; running ones run on", "held"),
+		newSelectCmd(io, st, "release", "Let held jobs start again", "released"),
+		newDrainCmd(io, st, true), newDrainCmd(io, st, false)}
+}
+
+var shownStates = []scheduler.JobState{scheduler.JobQueued, scheduler.JobHeld, scheduler.JobRunning,
+	scheduler.JobSucceeded, scheduler.JobFailed, scheduler.JobCancelled}
+
+type statusOptions struct {
+	io       ioStreams
+	settings *settings
+	sweep    string
+	states   []string
+	json     bool
+}
+
+func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &statusOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:     "status [ID]",
+		Aliases: []string{"ls"},
+		Short:   "List the daemon's jobs, or show one job with its attempts",
+		Long: `List the daemon's jobs, one line each: state, card, attempt, tier, the memory estimate
+as declared and as learned from measured peaks, and the peak of the latest attempt.
+With a job ID, show that job with every attempt: the tier and parameters it ran at, its
+estimate, its peak, how it ended, and its log.
+
+--json prints {"jobs":[...]}, each job as gpuq run --json prints it, with its sweep.`,
+		Example: `  gpuq status
+  gpuq ls --sweep gla-e1 --state running,queued
+  gpuq status gla-e1.7
+  gpuq status --json | jq '.jobs[] | select(.state == "failed") | .id'`,
+		Args:              maxArgs(1),
+		ValidArgsFunction: completeJobs(st),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return showJob(opts, args[0])
+			}
+			return listJobs(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "only this sweep's jobs")
+	cmd.Flags().StringSliceVar(&opts.states, "state", nil, "only jobs in these states: "+statesText())
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	return cmd
+}
+
+func statesText() string {
+	s := make([]string, len(shownStates))
+	for i, st := range shownStates {
+		s[i] = string(st)
+	}
+	return strings.Join(s, ",")
+}
+
+func listJobs(opts *statusOptions) error {
+	for _, s := range opts.states {
+		if !slices.Contains(shownStates, scheduler.JobState(s)) {
+			return badInput("--state %q: a job is one of %s", s, statesText())
+		}
+	}
+	c, err := dialDaemon(opts.settings)
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	if opts.sweep != "" {
+		q.Set("sweep", opts.sweep)
+	}
+	if len(opts.states) > 0 {
+		q.Set("state", strings.Join(opts.states, ","))
+	}
+	var list listResponse
+	if err := c.call("GET", "/v1/jobs?"+q.Encode(), nil, &list); err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, list)
+	}
+	printJobs(opts.io.Out, list.Jobs, time.Now())
+	return nil
+}
+
+// printJobs prints a table that fits a terminal: the latest attempt of each job, and
+// counts by state.
+func printJobs(w io.Writer, jobs []listedJob, now time.Time) {
+	counts := map[string]int{}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "JOB\tSTATE\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tPEAK\tTIME")
+	for _, j := range jobs {
+		counts[j.State]++
+		gpus, n, tier, peak, took := "-", "-", "-", "-", "-"
+		if len(j.Attempts) > 0 {
+			a := j.Attempts[len(j.Attempts)-1]
+			gpus, n, tier, peak = intsText(a.GPUs), strconv.Itoa(a.N), strconv.Itoa(a.Tier), sizeOrDash(a.PeakBytes)
+			took = durationOf(a, now)
+		}
+		learned := "-"
+		if j.LearnedBytes != nil {
+			learned = plans.FormatSize(*j.LearnedBytes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.State, gpus, n, tier,
+			sizeOrDash(j.DeclaredBytes), learned, peak, took)
+	}
+	tw.Flush()
+	var parts []string
+	for _, st := range shownStates {
+		if counts[string(st)] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[string(st)], st))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"no jobs"}
+	}
+	fmt.Fprintln(w, strings.Join(parts, ", "))
+}
+
+func intsText(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// durationOf is how long an attempt ran, or has run so far.
+func durationOf(a attemptSummary, now time.Time) string {
+	end := a.Ended
+	if end.IsZero() {
+		end = now
+	}
+	return end.Sub(a.Started).Round(time.Second).String()
+}
+
+func showJob(opts *statusOptions, id string) error {
+	c, err := dialDaemon(opts.settings)
+	if err != nil {
+		return err
+	}
+	var j listedJob
+	if err := c.call("GET", "/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, listResponse{Jobs: []listedJob{j}})
+	}
+	w := opts.io.Out
+	fmt.Fprintf(w, "job %s of sweep %s: %s\n", j.ID, j.Sweep, j.State)
+	if j.Reason != "" {
+		fmt.Fprintf(w, "  %s\n", j.Reason)
+	}
+	fmt.Fprintf(w, "  point: %s\n", j.Name)
+	learned := "not measured yet"
+	if j.LearnedBytes != nil {
+		learned = plans.FormatSize(*j.LearnedBytes) + " (measured peak of its shape)"
+	}
+	fmt.Fprintf(w, "  memory: declared %s, learned %s\n", sizeOrDash(j.DeclaredBytes), learned)
+	if len(j.Attempts) == 0 {
+		fmt.Fprintf(w, "  no attempt yet; gpuq why %s says why it waits\n", j.ID)
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tSTARTED\tTIME")
+	now := time.Now()
+	for _, a := range j.Attempts {
+		eb := "-"
+		if a.EffectiveBatch != nil {
+			eb = strconv.FormatInt(*a.EffectiveBatch, 10)
+		}
+		outcome := a.Outcome
+		if outcome == "" {
+			outcome = "running"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, intsText(a.GPUs), a.Tier, changedText(j.Params, a.Params),
+			eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(a.PeakBytes), outcome, a.Started.Format("01-02 15:04:05"), durationOf(a, now))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, a := range j.Attempts {
+		fmt.Fprintf(w, "  log of attempt %d: %s\n", a.N, a.Log)
+	}
+	return nil
+}
+
+func newWhyCmd(io ioStreams, st *settings) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "why ID",
+		Short: "Say why a queued job waits",
+		Long: `Say why a queued job has not started: no free slot, not enough free memory on any
+card with a slot, cards held for a larger job ahead of it, waiting for an idle card or
+for host RAM, held by you, or waiting for its shape's probe. For a job that is not
+queued, say what it is doing.`,
+		Example:           "  gpuq why gla-e1.12",
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeJobs(st),
+		RunE: func(_ *cobra.Command, args []string) error {
+			c, err := dialDaemon(st)
+			if err != nil {
+				return err
+			}
+			var out whyResponse
+			if err := c.call("GET", "/v1/why/"+url.PathEscape(args[0]), nil, &out); err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(io.Out, out)
+			}
+			if out.Reason != "" {
+				fmt.Fprintf(io.Out, "%s waits (%s): %s\n", out.Job, out.Reason, out.Detail)
+			} else {
+				fmt.Fprintf(io.Out, "%s: %s\n", out.Job, out.Detail)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"job","reason","detail"}`)
+	return cmd
+}
+
+// newSelectCmd is a verb that acts on jobs named by id or on a whole sweep.
+func newSelectCmd(io ioStreams, st *settings, verb, short, done string) *cobra.Command {
+	var sweep string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   verb + " ID...|--sweep SWEEP",
+		Short: short,
+		Long: short + `.
+
+Name jobs by id, or every job of a sweep with --sweep (its jobs to which the verb does
+not apply are passed over). A named job to which it does not apply is an error, and
+then nothing is changed.`,
+		Example:           fmt.Sprintf("  gpuq %s gla-e1.3 gla-e1.4\n  gpuq %s --sweep gla-e1", verb, verb),
+		ValidArgsFunction: completeJobs(st),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if (len(args) == 0) == (sweep == "") {
+				return badInput("name jobs or give --sweep, not both; see gpuq %s --help", verb)
+			}
+			c, err := dialDaemon(st)
+			if err != nil {
+				return err
+			}
+			var out selectResponse
+			if err := c.call("POST", "/v1/"+verb, selectRequest{IDs: args, Sweep: sweep}, &out); err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(io.Out, out)
+			}
+			if len(out.Jobs) == 0 {
+				fmt.Fprintf(io.Out, "no job of %s to %s\n", sweep, verb)
+				return nil
+			}
+			fmt.Fprintf(io.Out, "%s: %s\n", done, strings.Join(out.Jobs, " "))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&sweep, "sweep", "", "every job of this sweep")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"jobs":[...]}, the jobs changed`)
+	return cmd
+}
+
+func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
+	verb, short := "drain", "Start no new job on a card; its running jobs finish"
+	if !on {
+		verb, short = "undrain", "Let a drained card take jobs again"
+	}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     verb + " GPU",
+		Short:   short,
+		Long:    short + ". GPU is its index, as nvidia-smi numbers it. The daemon remembers it across restarts.",
+		Example: "  gpuq " + verb + " 3",
+		Args:    exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			gpu, err := strconv.Atoi(args[0])
+			if err != nil || gpu < 0 {
+				return badInput("%q is not a card index; gpuq gpus lists them", args[0])
+			}
+			c, err := dialDaemon(st)
+			if err != nil {
+				return err
+			}
+			var out drainRequest
+			if err := c.call("POST", "/v1/drain", drainRequest{GPU: gpu, On: on}, &out); err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(io.Out, out)
+			}
+			if on {
+				fmt.Fprintf(io.Out, "GPU %d drained: no new job starts there; gpuq undrain %d undoes it\n", gpu, gpu)
+			} else {
+				fmt.Fprintf(io.Out, "GPU %d takes jobs again\n", gpu)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"gpu","on"}`)
+	return cmd
+}
+
+// completeJobs completes job ids from the running daemon, if one answers.
+func completeJobs(st *settings) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if err := st.load(cmd.Root().PersistentFlags()); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		c, err := dialDaemon(st)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var list listResponse
+		if c.call("GET", "/v1/jobs", nil, &list) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, j := range list.Jobs {
+			if strings.HasPrefix(j.ID, prefix) {
+				out = append(out, cobra.CompletionWithDesc(j.ID, j.State))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/launcher"
+)
+
+type logsOptions struct {
+	io       ioStreams
+	settings *settings
+	follow   bool
+	attempt  int
+	tail     int
+}
+
+func newLogsCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &logsOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Print a job's log: its latest attempt, or another with --attempt",
+		Long: `Print the log of a job's attempt: by default its latest. A log begins with the command
+and environment to rerun the attempt by hand. -f follows it until the attempt ends.
+The logs are files under the state directory; gpuq status ID names them.`,
+		Example: `  gpuq logs gla-e1.3
+  gpuq logs gla-e1.3 -f
+  gpuq logs gla-e1.3 --attempt 1 --tail 50`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeJobs(st),
+		RunE:              func(_ *cobra.Command, args []string) error { return runLogs(opts, args[0]) },
+	}
+	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing what the attempt writes until it ends")
+	cmd.Flags().IntVar(&opts.attempt, "attempt", 0, "which attempt (1 is the first; default the latest)")
+	cmd.Flags().IntVar(&opts.tail, "tail", 0, "print only the last N lines (0: all)")
+	return cmd
+}
+
+func runLogs(opts *logsOptions, id string) error {
+	if opts.attempt < 0 || opts.tail < 0 {
+		return badInput("--attempt and --tail take positive numbers")
+	}
+	c, err := dialDaemon(opts.settings)
+	if err != nil {
+		return err
+	}
+	var j listedJob
+	if err := c.call("GET", "/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
+		return err
+	}
+	if len(j.Attempts) == 0 {
+		return fmt.Errorf("%s has no attempt yet (it is %s); gpuq why %s says why", id, j.State, id)
+	}
+	n := opts.attempt
+	if n == 0 {
+		n = len(j.Attempts)
+	}
+	if n > len(j.Attempts) {
+		return badInput("%s has %d attempts; --attempt %d does not exist", id, len(j.Attempts), n)
+	}
+	a := j.Attempts[n-1]
+	if a.Log == "" {
+		return fmt.Errorf("attempt %d of %s has no log: it never started", n, id)
+	}
+	f, err := os.Open(a.Log)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if opts.tail > 0 {
+		if err := seekLastLines(f, opts.tail); err != nil {
+			return err
+		}
+	}
+	if _, err := io.Copy(opts.io.Out, f); err != nil {
+		return err
+	}
+	if !opts.follow || a.Outcome != "" {
+		return nil
+	}
+	return follow(f, filepath.Dir(a.Log), opts.io.Out)
+}
+
+// follow prints what is appended to f until the attempt in dir has ended and all of
+// its log is printed.
+func follow(f *os.File, dir string, w io.Writer) error {
+	for {
+		ended, _ := launcher.ReadEnded(dir)
+		if _, err := io.Copy(w, f); err != nil {
+			return err
+		}
+		if ended != nil {
+			// exit.json is written after the log is closed: nothing more comes.
+			_, err := io.Copy(w, f)
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// seekLastLines places f at the start of its last n lines, reading it backwards a
+// block at a time, so that a long log is not read whole.
+func seekLastLines(f *os.File, n int) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	end := fi.Size()
+	const block = 64 << 10
+	buf := make([]byte, block)
+	pos, seen := end, 0
+	// A final newline ends the last line; it does not start another.
+	if end > 0 {
+		if _, err := f.ReadAt(buf[:1], end-1); err == nil && buf[0] == '\n' {
+			seen = -1
+		}
+	}
+	for pos > 0 {
+		size := min(int64(block), pos)
+		pos -= size
+		if _, err := f.ReadAt(buf[:size], pos); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		chunk := buf[:size]
+		for i := len(chunk) - 1; i >= 0; i-- {
+			if chunk[i] != '\n' {
+				continue
+			}
+			if seen++; seen == n {
+				_, err := f.Seek(pos+int64(i)+1, io.SeekStart)
+				return err
+			}
+		}
+	}
+	_, err = f.Seek(0, io.SeekStart)
+	return err
+}

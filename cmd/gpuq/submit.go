@@ -1,0 +1,157 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+type submitOptions struct {
+	io       ioStreams
+	settings *settings
+	json     bool
+}
+
+func newSubmitCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &submitOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:   "submit SWEEP...",
+		Short: "Send sweeps to the daemon, starting one in the background if none runs",
+		Long: `Check each sweep file and send it to the daemon of the state directory, which runs
+its jobs beside every other sweep's. When no daemon runs there, one is started in the
+background first (its log is daemon.log in the state directory); it keeps running after
+you log out.
+
+The sweep is read now: later edits to the file do not change it. Its trainers get the
+environment gpuq submit was run in (PATH, a conda env, CUDA settings), not the daemon's.
+--gpus and --gpu-plan, given here, replace the sweep's own: they limit the sweep's jobs
+to those cards and counts, within the daemon's machine.
+
+Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad input.`,
+		Example: `  gpuq submit examples/sweeps/quickstart.yaml
+  gpuq submit sweep-a.yaml sweep-b.yaml --gpus 0,1
+  gpuq status --sweep quickstart`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return badInput("name a sweep file; see gpuq submit --help")
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error { return runSubmit(opts, args) },
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"sweeps":[{"sweep","jobs"}]} on stdout`)
+	return cmd
+}
+
+func runSubmit(opts *submitOptions, paths []string) error {
+	ov := opts.settings.sweepOverrides()
+	var reqs []submitRequest
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return err
+		}
+		sw, err := plans.LoadSweep(abs, ov)
+		if err != nil {
+			return err
+		}
+		for _, w := range sw.Warnings() {
+			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
+		}
+		reqs = append(reqs, submitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ()})
+	}
+	c, err := ensureDaemon(opts.settings, opts.io)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Sweeps []submitResponse `json:"sweeps"`
+	}
+	for _, req := range reqs {
+		var resp submitResponse
+		if err := c.call("POST", "/v1/submit", req, &resp); err != nil {
+			return err
+		}
+		out.Sweeps = append(out.Sweeps, resp)
+		if !opts.json {
+			fmt.Fprintf(opts.io.Out, "submitted %s: %d jobs; gpuq status --sweep %s follows them\n", resp.Sweep, resp.Jobs, resp.Sweep)
+		}
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, out)
+	}
+	return nil
+}
+
+// sweepOverrides are the --gpus, --gpu-plan and --headroom given on this command line:
+// for a submission they speak for the sweep. GPUQ_* and the config file speak for the
+// daemon's machine, not for each sweep.
+func (s *settings) sweepOverrides() plans.Overrides {
+	var ov plans.Overrides
+	for _, f := range []struct {
+		flag string
+		to   *plans.Override
+	}{{"gpus", &ov.GPUs}, {"gpu-plan", &ov.Plan}, {"headroom", &ov.Headroom}} {
+		if s.flags.Changed(f.flag) {
+			v, _ := s.flags.GetString(f.flag)
+			*f.to = plans.Override{Value: v, Source: "--" + f.flag}
+		}
+	}
+	return ov
+}
+
+// ensureDaemon connects to the state directory's daemon, starting one in the background
+// if none runs.
+func ensureDaemon(st *settings, io ioStreams) (*client, error) {
+	c, err := dialDaemon(st)
+	var none errNoDaemon
+	if !errors.As(err, &none) {
+		return c, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(none.dir, "daemon.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	args := []string{"daemon", "--state-dir", none.dir}
+	if cfg, _ := st.flags.GetString("config"); cfg != "" {
+		args = append(args, "--config", cfg)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own session: logging out or a Ctrl-C here does not reach it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start a daemon: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		select {
+		case err := <-exited:
+			tail, _ := os.ReadFile(logPath)
+			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
+			return nil, fmt.Errorf("the daemon it started ended (%v): %s", err, strings.Join(lines[max(0, len(lines)-3):], "\n"))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if c, err := dialDaemon(st); err == nil {
+			fmt.Fprintf(io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", cmd.Process.Pid, none.dir, logPath)
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("the daemon it started (pid %d) does not answer after 30 s; see %s", cmd.Process.Pid, logPath)
+}

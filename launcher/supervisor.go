@@ -1,0 +1,388 @@
+package launcher
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// A supervisor is a small process, gpuq's own binary in a hidden mode, that holds one
+// attempt for a daemon: it owns the trainer's pty, writes its log, keeps the last of its
+// output for attach, and records how it ended in the attempt's directory. It is the
+// leader of a session of its own, so the trainer outlives a daemon that is killed or
+// restarted; a new daemon finds it again through the directory.
+//
+// The attempt's directory holds:
+//
+//	spec.json        what to run, written by the daemon before it starts the supervisor
+//	log              the trainer's output, after a header to rerun it by hand
+//	supervisor.json  the supervisor's and the trainer's pids, once the trainer runs
+//	sock             the supervisor's unix socket (see the requests below)
+//	exit.json        how the attempt ended, written (synced, renamed) before the
+//	                 supervisor exits
+//
+// A client of sock writes one line, a request, then:
+//
+//	wait       reads nothing until the attempt has ended and exit.json is written: EOF
+//	stop       the supervisor stops the trainer's process group (SIGTERM, then SIGKILL)
+//	attach     reads the last 64 KiB of output then the live output; what it writes
+//	           goes to the trainer's terminal
+//	attach-ro  the same without input
+const (
+	specFile       = "spec.json"
+	supervisorFile = "supervisor.json"
+	exitFile       = "exit.json"
+	sockFile       = "sock"
+	// SupervisorMode is the hidden argument that makes gpuq's binary a supervisor.
+	SupervisorMode = "__supervise"
+)
+
+// Spec is what a supervisor runs.
+type Spec struct {
+	Command Command `json:"command"`
+	Header  string  `json:"header"`
+}
+
+// Ended is how a supervised attempt ended, as exit.json records it.
+type Ended struct {
+	Outcome plans.Outcome   `json:"outcome"`
+	OOM     *plans.OOMFacts `json:"oom,omitempty"`
+	Detail  string          `json:"detail"`
+}
+
+type supervisorInfo struct {
+	PID    int `json:"pid"`
+	Leader int `json:"leader"`
+}
+
+// LogPath is an attempt directory's log.
+func LogPath(dir string) string { return filepath.Join(dir, "log") }
+
+// SocketPath is an attempt directory's socket.
+func SocketPath(dir string) string { return filepath.Join(dir, sockFile) }
+
+// maxSocketPath is what a unix socket's path may hold on Linux (sun_path less the NUL).
+const maxSocketPath = 107
+
+// Supervise is the supervisor's main: it runs the attempt in dir to its end.
+func Supervise(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, specFile))
+	if err != nil {
+		return err
+	}
+	var spec Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return fmt.Errorf("%s: %w", specFile, err)
+	}
+	// The daemon's terminal closing, or a Ctrl-C meant for it, is not for the trainer.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	BecomeSubreaper()
+	sock := SocketPath(dir)
+	os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("supervisor socket: %w", err)
+	}
+	defer os.Remove(sock)
+	h := newHub(64 << 10)
+	p, err := Start(spec.Command, LogPath(dir), spec.Header, h)
+	if err != nil {
+		ln.Close()
+		return writeJSON(filepath.Join(dir, exitFile), Ended{Outcome: plans.Lost, Detail: err.Error()})
+	}
+	if err := writeJSON(filepath.Join(dir, supervisorFile), supervisorInfo{PID: os.Getpid(), Leader: p.PID()}); err != nil {
+		p.Stop(GroupGrace)
+		<-p.Done()
+		return err
+	}
+	// The daemon that started this supervisor reads the trainer's pid from stdout.
+	fmt.Println(p.PID())
+	os.Stdout.Close()
+
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		for range term {
+			p.Stop(GroupGrace)
+		}
+	}()
+	var waiting sync.WaitGroup
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			waiting.Add(1)
+			go func() {
+				defer waiting.Done()
+				serveClient(c, p, h)
+			}()
+		}
+	}()
+	<-p.Done()
+	outcome, facts := Classify(p.Exit(), p.Output())
+	err = writeJSON(filepath.Join(dir, exitFile), Ended{Outcome: outcome, OOM: facts, Detail: "exited " + p.Exit().String()})
+	// Only now do clients hear the end: a daemon that reads EOF finds exit.json.
+	ln.Close()
+	h.close()
+	waiting.Wait()
+	return err
+}
+
+func serveClient(c net.Conn, p *Process, h *hub) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	req, err := r.ReadString('\n')
+	if err != nil {
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	switch strings.TrimSpace(req) {
+	case "stop":
+		p.Stop(GroupGrace)
+	case "wait":
+		<-h.closed
+	case "attach", "attach-ro":
+		scrollback, ch := h.subscribe()
+		defer h.unsubscribe(ch)
+		if strings.TrimSpace(req) == "attach" {
+			// What the client types goes to the trainer's terminal, as keystrokes.
+			go io.Copy(p.Input(), r)
+		}
+		if _, err := c.Write(scrollback); err != nil {
+			return
+		}
+		for b := range ch {
+			if _, err := c.Write(b); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// hub is the live output of an attempt for its attach clients: the last of it, and a
+// channel per client. A client that falls behind by more than its channel holds is cut
+// off rather than slowing the trainer down.
+type hub struct {
+	mu     sync.Mutex
+	ring   *Ring
+	subs   map[chan []byte]bool
+	closed chan struct{}
+	done   bool
+}
+
+func newHub(n int) *hub {
+	return &hub{ring: NewRing(n), subs: map[chan []byte]bool{}, closed: make(chan struct{})}
+}
+
+func (h *hub) Write(b []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ring.Write(b)
+	for ch := range h.subs {
+		select {
+		case ch <- append([]byte(nil), b...):
+		default:
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+	return len(b), nil
+}
+
+// subscribe returns what the ring holds and a channel of what follows it, with
+// nothing lost or repeated between the two.
+func (h *hub) subscribe() ([]byte, chan []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := make(chan []byte, 256)
+	if h.done {
+		close(ch)
+	} else {
+		h.subs[ch] = true
+	}
+	return h.ring.Bytes(), ch
+}
+
+func (h *hub) unsubscribe(ch chan []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subs[ch] {
+		delete(h.subs, ch)
+		close(ch)
+	}
+}
+
+func (h *hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		close(ch)
+	}
+	h.subs = nil
+	h.done = true
+	close(h.closed)
+}
+
+// writeJSON writes v to path whole or not at all: a temporary file, synced, renamed.
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".new"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		var d *os.File
+		if d, err = os.Open(filepath.Dir(path)); err == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	return err
+}
+
+// StartSupervisor starts a supervisor (self is gpuq's binary and any arguments before
+// the mode) for spec in dir, and returns once the trainer runs, with its pid. reap is
+// closed when the supervisor process has exited and been waited for.
+func StartSupervisor(self []string, dir string, spec Spec) (leader int, reap <-chan struct{}, err error) {
+	if n := len(SocketPath(dir)); n > maxSocketPath {
+		return 0, nil, fmt.Errorf("the attempt directory %s is too long for a unix socket (%d bytes, at most %d): choose a shorter --state-dir", dir, n, maxSocketPath)
+	}
+	if err := writeJSON(filepath.Join(dir, specFile), spec); err != nil {
+		return 0, nil, err
+	}
+	args := append(append([]string(nil), self[1:]...), SupervisorMode, dir)
+	cmd := exec.Command(self[0], args...)
+	// A session of its own: no signal meant for the daemon's terminal or group
+	// reaches it, and it outlives the daemon.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	errLog, err := os.OpenFile(filepath.Join(dir, "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer errLog.Close()
+	cmd.Stderr = errLog
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, nil, fmt.Errorf("start supervisor: %w", err)
+	}
+	done := make(chan struct{})
+	line, readErr := bufio.NewReader(out).ReadString('\n')
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	if readErr != nil {
+		<-done
+		if e, err := ReadEnded(dir); err == nil && e != nil {
+			return 0, nil, errors.New(e.Detail)
+		}
+		return 0, nil, fmt.Errorf("supervisor of %s ended before its trainer started; see %s", dir, errLog.Name())
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return 0, nil, fmt.Errorf("supervisor of %s: %q is not a pid", dir, line)
+	}
+	return pid, done, nil
+}
+
+// ReadEnded reads how the attempt in dir ended; nil when exit.json is not there.
+func ReadEnded(dir string) (*Ended, error) {
+	data, err := os.ReadFile(filepath.Join(dir, exitFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var e Ended
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, exitFile), err)
+	}
+	return &e, nil
+}
+
+// SupervisedLeader is the trainer's pid recorded in dir; 0 when none is.
+func SupervisedLeader(dir string) int {
+	data, err := os.ReadFile(filepath.Join(dir, supervisorFile))
+	if err != nil {
+		return 0
+	}
+	var info supervisorInfo
+	if json.Unmarshal(data, &info) != nil {
+		return 0
+	}
+	return info.Leader
+}
+
+// Wait blocks until the attempt in dir has ended and returns how. An attempt whose
+// supervisor is gone without saying (killed, or the machine rebooted) ended Lost.
+func Wait(dir string) Ended {
+	if c, err := Dial(dir, "wait"); err == nil {
+		io.Copy(io.Discard, c)
+		c.Close()
+	}
+	e, err := ReadEnded(dir)
+	switch {
+	case err != nil:
+		return Ended{Outcome: plans.Lost, Detail: err.Error()}
+	case e == nil:
+		return Ended{Outcome: plans.Lost, Detail: "its supervisor ended without recording how the attempt ended"}
+	}
+	return *e
+}
+
+// Dial connects to the supervisor of the attempt in dir with a request.
+func Dial(dir, request string) (net.Conn, error) {
+	c, err := net.Dial("unix", SocketPath(dir))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(c, request+"\n"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// StopSupervised asks the supervisor of the attempt in dir to stop it.
+func StopSupervised(dir string) error {
+	c, err := Dial(dir, "stop")
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}

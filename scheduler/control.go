@@ -1,0 +1,244 @@
+package scheduler
+
+import (
+	"fmt"
+	"iter"
+	"slices"
+)
+
+// What people ask of a running engine: cancel, retry, hold and release jobs, drain
+// cards, and why a job waits. Each runs in the engine's loop (see Do) and changes the
+// store through the journal like everything else.
+
+// Refused is a request that cannot be done as asked: an unknown job, or one in a state
+// the request does not apply to. Nothing was changed.
+type Refused string
+
+func (r Refused) Error() string { return string(r) }
+
+// Selection names jobs: some by id, or every job of a sweep. Ids must exist and be in a
+// state the request applies to; a sweep's jobs that are not are passed over.
+type Selection struct {
+	IDs   []string
+	Sweep string
+}
+
+// jobs resolves a selection; ok says whether a job may be changed, and why not.
+func (e *Engine) jobs(sel Selection, ok func(*Job) string) ([]*Job, error) {
+	snap := e.store.Snapshot()
+	if sel.Sweep != "" {
+		if e.sweeps[sel.Sweep] == nil {
+			return nil, Refused(fmt.Sprintf("no sweep %q; gpuq status lists them", sel.Sweep))
+		}
+		var out []*Job
+		for j := range snap.JobsOf(sel.Sweep) {
+			if ok(j) == "" {
+				out = append(out, j)
+			}
+		}
+		return out, nil
+	}
+	out := make([]*Job, 0, len(sel.IDs))
+	for _, id := range sel.IDs {
+		j := snap.Job(id)
+		if j == nil {
+			return nil, Refused(fmt.Sprintf("no job %q; gpuq status lists them", id))
+		}
+		if why := ok(j); why != "" {
+			return nil, Refused(fmt.Sprintf("%s is %s: %s", id, j.ShownState(), why))
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+func ended(j *Job) bool {
+	return j.State == JobSucceeded || j.State == JobFailed || j.State == JobCancelled
+}
+
+// Cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
+// the jobs it cancelled or is stopping.
+func (e *Engine) Cancel(sel Selection) ([]string, error) {
+	jobs, err := e.jobs(sel, func(j *Job) string {
+		if ended(j) {
+			return "it has ended already"
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	var changed []any
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+		if j.State == JobRunning {
+			e.runner.Stop(AttemptID(j.ID, j.Attempts))
+			continue
+		}
+		c := *j
+		c.State, c.Reason = JobCancelled, "cancelled while queued"
+		changed = append(changed, &c)
+	}
+	if len(changed) > 0 && !e.put(changed...) {
+		return nil, e.err
+	}
+	for _, o := range changed {
+		e.events(Event{Time: e.clock.Now(), Job: o.(*Job).ID, Kind: "cancelled", Message: "cancelled while queued"})
+	}
+	return ids, nil
+}
+
+// Retry puts failed or cancelled jobs back in the queue, at the tier they last ran at;
+// oom.max_attempts counts afresh.
+func (e *Engine) Retry(sel Selection) ([]string, error) {
+	jobs, err := e.jobs(sel, func(j *Job) string {
+		if j.State != JobFailed && j.State != JobCancelled {
+			return "only a failed or cancelled job can be retried"
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, err
+	}
+	snap := e.store.Snapshot()
+	return e.change(jobs, "requeued by gpuq retry", func(c *Job) {
+		c.State, c.Reason, c.Retried, c.Held, c.Since = JobQueued, "", false, false, c.Attempts
+		c.Estimate, c.HostEstimate = estimate(c, snap.Shape(c.Shape))
+	})
+}
+
+// Hold keeps jobs from starting: a queued one waits until released, a running one
+// waits if it is requeued.
+func (e *Engine) Hold(sel Selection) ([]string, error) {
+	jobs, err := e.jobs(sel, func(j *Job) string {
+		switch {
+		case ended(j):
+			return "it has ended already"
+		case j.Held:
+			return "it is held already"
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e.change(jobs, "held", func(c *Job) { c.Held = true })
+}
+
+// Release lets held jobs start again.
+func (e *Engine) Release(sel Selection) ([]string, error) {
+	jobs, err := e.jobs(sel, func(j *Job) string {
+		if !j.Held {
+			return "it is not held"
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, err
+	}
+	snap := e.store.Snapshot()
+	return e.change(jobs, "released", func(c *Job) {
+		c.Held = false
+		// Nothing re-estimated it while it was held.
+		c.Estimate, c.HostEstimate = estimate(c, snap.Shape(c.Shape))
+	})
+}
+
+func (e *Engine) change(jobs []*Job, kind string, change func(*Job)) ([]string, error) {
+	ids := make([]string, 0, len(jobs))
+	changed := make([]any, 0, len(jobs))
+	for _, j := range jobs {
+		c := *j
+		change(&c)
+		changed = append(changed, &c)
+		ids = append(ids, j.ID)
+	}
+	if len(changed) > 0 && !e.put(changed...) {
+		return nil, e.err
+	}
+	for _, id := range ids {
+		e.events(Event{Time: e.clock.Now(), Job: id, Kind: kind})
+	}
+	return ids, nil
+}
+
+// Drain stops (on) or lets again (off) new jobs start on a card; its running jobs
+// finish.
+func (e *Engine) Drain(gpu int, on bool) error {
+	if _, ok := e.cardPos[gpu]; !ok {
+		var have []int
+		for _, c := range e.cards {
+			have = append(have, c.Index)
+		}
+		return Refused(fmt.Sprintf("no GPU %d here; gpuq schedules on %v", gpu, have))
+	}
+	if !e.put(&Drain{GPU: gpu, On: on}) {
+		return e.err
+	}
+	return nil
+}
+
+// Why says why a job waits, or what it is doing if it does not.
+func (e *Engine) Why(id string) (Reason, string, error) {
+	snap := e.store.Snapshot()
+	j := snap.Job(id)
+	if j == nil {
+		return "", "", Refused(fmt.Sprintf("no job %q; gpuq status lists them", id))
+	}
+	switch {
+	case j.State == JobRunning:
+		a := snap.Attempt(AttemptID(id, j.Attempts))
+		return "", fmt.Sprintf("it is running: attempt %d on GPU %v since %s", a.N, a.GPUs, a.Started.Format("15:04:05")), nil
+	case ended(j):
+		msg := "it has " + string(j.State)
+		if j.Reason != "" {
+			msg += ": " + j.Reason
+		}
+		return "", msg, nil
+	case j.Held:
+		return "", fmt.Sprintf("it is held; gpuq release %s lets it start", id), nil
+	}
+	probing := map[string]bool{}
+	var queue []Request
+	running := snap.Running()
+	states, quotas := e.cardStates(snap, running)
+	for q := range snap.Queued() {
+		if waitsForProbe(snap, q, probing) {
+			if q.ID == id {
+				probe := snap.Shape(q.Shape).Probe
+				if probe == "" {
+					probe = "the first queued job of its shape"
+				}
+				return "", fmt.Sprintf("memory: probe: it waits for %s to measure its shape", probe), nil
+			}
+			continue
+		}
+		r := requestOf(q)
+		r.Quota = quotas[q.Sweep]
+		queue = append(queue, r)
+		if q.ID == id {
+			break
+		}
+	}
+	host, err := e.hostState(running)
+	if err != nil {
+		return "", "", err
+	}
+	d := Pack(queue, states, host)
+	if i := slices.IndexFunc(d.Waiting, func(w Wait) bool { return w.Job == id }); i >= 0 {
+		return d.Waiting[i].Reason, d.Waiting[i].Detail, nil
+	}
+	return "", "it fits now and starts at the next round", nil
+}
+
+// JobsOf yields a sweep's jobs.
+func (sn Snapshot) JobsOf(sweep string) iter.Seq[*Job] {
+	return func(yield func(*Job) bool) {
+		for j := range each[*Job](sn.txn.Get, TableJobs, IndexID+"_prefix", sweep+".") {
+			if j.Sweep == sweep && !yield(j) {
+				return
+			}
+		}
+	}
+}
