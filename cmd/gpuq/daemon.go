@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -82,9 +84,10 @@ func stopDaemon(opts *daemonOptions) error {
 	if err := c.call(http.MethodPost, "/v1/shutdown", shutdownRequest{StopTrainers: opts.stopTrainers}, nil); err != nil {
 		return err
 	}
-	// The daemon releases its lock as it exits.
+	// The daemon's lock is free once it has exited.
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, err := dialDaemon(opts.settings); err != nil {
+		if unlock, err := lockState(c.dir); err == nil {
+			unlock()
 			fmt.Fprintln(opts.io.Err, "gpuq: the daemon has stopped")
 			return nil
 		}
@@ -130,6 +133,9 @@ func runDaemon(opts *daemonOptions) error {
 	st := opts.settings
 	dir, err := st.stateDir()
 	if err != nil {
+		return err
+	}
+	if err := makeStateDir(dir); err != nil {
 		return err
 	}
 	unlock, err := lockState(dir)
@@ -314,19 +320,19 @@ func (s *settings) stateDir() (string, error) {
 	if dir == "" {
 		dir = filepath.Join(xdgDir("XDG_STATE_HOME", filepath.Join(".local", "state")), "gpuq")
 	}
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
+	return filepath.Abs(dir)
+}
+
+// makeStateDir makes the state directory for a daemon, mode 0700: the socket's mode
+// alone does not keep others out on every system; the directory's does.
+func makeStateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("state directory: %w", err)
+		return fmt.Errorf("state directory: %w", err)
 	}
-	// The socket's mode alone does not keep others out on every system; the
-	// directory's does.
 	if err := os.Chmod(dir, 0o700); err != nil {
-		return "", fmt.Errorf("state directory: %w", err)
+		return fmt.Errorf("state directory: %w", err)
 	}
-	return dir, nil
+	return nil
 }
 
 // lockState takes the state directory's lock, held as long as the daemon runs; the
@@ -392,10 +398,25 @@ func (l *peerListener) Accept() (net.Conn, error) {
 		if err != nil {
 			msg = "cannot tell who is connecting: " + err.Error()
 		}
-		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
-			len(errorBody(msg)), errorBody(msg))
-		c.Close()
+		go refuse(c, msg)
 	}
+}
+
+// refuse answers a connection's request, whatever it is, with a 403, and closes it.
+// It reads the request's head first: closing on an unread request would reset the
+// connection and the client would never see why.
+func refuse(c net.Conn, msg string) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(io.LimitReader(c, 64<<10))
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil || strings.TrimSpace(line) == "" {
+			break
+		}
+	}
+	body := errorBody(msg)
+	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }
 
 func peerUID(c net.Conn) (int, error) {

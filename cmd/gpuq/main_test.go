@@ -24,6 +24,10 @@ func gpuq(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(asGPUQ) == "1" {
+		// A daemon or a supervisor of a daemon test (see daemon_test.go).
+		os.Exit(run(os.Args[1:], ioStreams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+	}
 	// The machine's own settings must not leak into the tests.
 	for _, k := range []string{"GPUQ_GPUS", "GPUQ_GPU_PLAN", "GPUQ_HEADROOM", "GPUQ_CONFIG", "CUDA_VISIBLE_DEVICES"} {
 		os.Unsetenv(k)

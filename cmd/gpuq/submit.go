@@ -121,6 +121,9 @@ func ensureDaemon(st *settings, io ioStreams) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := makeStateDir(none.dir); err != nil {
+		return nil, err
+	}
 	logPath := filepath.Join(none.dir, "daemon.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

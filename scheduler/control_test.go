@@ -1,0 +1,126 @@
+package scheduler
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// stepEngine is an engine driven round by round over cards of 24 GiB with slots each;
+// its trainers run until stopped.
+func stepEngine(t *testing.T, doc string, slots ...int) (*Engine, *Store) {
+	t.Helper()
+	sw, err := plans.DecodeSweep("c.yaml", []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := fakeInventory{reads: new(int)}
+	for i := range slots {
+		inv.cards = append(inv.cards, gpu.Card{Index: i, Total: 24 * gib})
+	}
+	st, _ := NewStore()
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
+	e := NewEngine(st, inv, fr, RealClock{}, Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}}, nil)
+	fr.exits = e.Exits()
+	must(t, e.Submit(sw))
+	return e, st
+}
+
+func round(t *testing.T, e *Engine) {
+	t.Helper()
+	must(t, e.Schedule())
+}
+
+// applyStop applies the end of a stopped attempt.
+func applyStop(e *Engine) { e.Apply(<-e.exits) }
+
+func states(st *Store) string {
+	var parts []string
+	for _, j := range st.Snapshot().Jobs() {
+		parts = append(parts, j.ID+":"+string(j.ShownState()))
+	}
+	return strings.Join(parts, " ")
+}
+
+const threeJobs = `name: c
+command: [train]
+matrix: {seed: [1, 2, 3]}
+memory: 10GiB
+`
+
+func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
+	e, st := stepEngine(t, threeJobs, 1)
+	if _, err := e.Hold(Selection{IDs: []string{"c.2"}}); err != nil {
+		t.Fatal(err)
+	}
+	round(t, e)
+	if got := states(st); got != "c.1:running c.2:held c.3:queued" {
+		t.Fatalf("after hold: %s", got)
+	}
+	if _, detail, _ := e.Why("c.2"); !strings.Contains(detail, "held; gpuq release c.2") {
+		t.Errorf("why c.2: %s", detail)
+	}
+	if reason, _, _ := e.Why("c.3"); reason != NoSlot {
+		t.Errorf("why c.3: %s", reason)
+	}
+	ids, err := e.Cancel(Selection{IDs: []string{"c.1"}})
+	if err != nil || len(ids) != 1 {
+		t.Fatal(ids, err)
+	}
+	applyStop(e)
+	round(t, e)
+	if got := states(st); got != "c.1:cancelled c.2:held c.3:running" {
+		t.Fatalf("after cancel: %s", got)
+	}
+	must(t, e.Drain(0, true))
+	if _, err := e.Release(Selection{Sweep: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	e.Cancel(Selection{IDs: []string{"c.3"}})
+	applyStop(e)
+	round(t, e)
+	if got := states(st); got != "c.1:cancelled c.2:queued c.3:cancelled" {
+		t.Fatalf("a drained card started a job: %s", got)
+	}
+	must(t, e.Drain(0, false))
+	round(t, e)
+	if got := states(st); got != "c.1:cancelled c.2:running c.3:cancelled" {
+		t.Fatalf("after undrain: %s", got)
+	}
+	if _, err := e.Retry(Selection{IDs: []string{"c.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if j := st.Snapshot().Job("c.1"); j.State != JobQueued || j.Since != 1 {
+		t.Errorf("retried: %+v", j.Status)
+	}
+	for name, err := range map[string]error{
+		"retry of a running job": second(e.Retry(Selection{IDs: []string{"c.2"}})),
+		"unknown job":            second(e.Cancel(Selection{IDs: []string{"c.9"}})),
+		"unknown sweep":          second(e.Hold(Selection{Sweep: "nope"})),
+		"unknown card":           e.Drain(7, true),
+	} {
+		var r Refused
+		if !errors.As(err, &r) {
+			t.Errorf("%s: %v, want a refusal", name, err)
+		}
+	}
+}
+
+func second(_ []string, err error) error { return err }
+
+func TestASweepsOwnPlanLimitsItsJobs(t *testing.T) {
+	e, st := stepEngine(t, threeJobs, 4, 4)
+	e.SetLimit("c", Limit{1: 1})
+	round(t, e)
+	running := st.Snapshot().Running()
+	if len(running) != 1 || running[0].GPUs[0] != 1 {
+		t.Fatalf("running %+v; want one job, on GPU 1", running)
+	}
+	reason, detail, _ := e.Why("c.2")
+	if reason != NoSlot || !strings.Contains(detail, "its sweep's own gpus and gpu_plan") {
+		t.Errorf("why c.2: %s %s", reason, detail)
+	}
+}

@@ -1,0 +1,243 @@
+package scheduler
+
+import (
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+var updateState = flag.Bool("update-state", false, "rewrite testdata/state-v1 (only when the state format changes, with a new version)")
+
+const journalSweep = `name: j
+command: [train, "{seed}"]
+params: {batch_size: 8, gradient_accumulation_steps: 1, gradient_checkpointing: false}
+matrix: {seed: [1, 2, 3]}
+memory: 10GiB
+`
+
+// fill makes a history in a journaled store: a sweep, an OOM and a success at tier 1,
+// a running attempt, a held job, a learned shape and a drained card.
+func fill(t *testing.T, s *Store) {
+	t.Helper()
+	sw, err := plans.DecodeSweep("testdata/journal-sweep.yaml", []byte(journalSweep), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw.Environ = []string{"PATH=/usr/bin"}
+	if err := s.Submit(sw); err != nil {
+		t.Fatal(err)
+	}
+	// What the store holds is never changed in place: each put is of a fresh copy.
+	cp := func(j Job) *Job { return &j }
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	snap := s.Snapshot()
+	j1, j2, j3 := *snap.Job("j.1"), *snap.Job("j.2"), *snap.Job("j.3")
+	j1.State, j1.Attempts = JobRunning, 1
+	a1 := &Attempt{ID: "j.1/1", Job: "j.1", Shape: j1.Shape, N: 1, GPUs: []int{0}, Params: j1.Current, Estimate: 10 * gib, Started: at}
+	must(t, s.Put(cp(j1), a1))
+	oomed := *a1
+	oomed.Outcome, oomed.Ended, oomed.Peak = plans.GPUOOM, at.Add(time.Minute), 20*gib
+	oomed.OOM = &plans.OOMFacts{Signature: "torch", Device: 0, TriedBytes: 2 * gib}
+	j1.State, j1.Pos, j1.Estimate = JobQueued, plans.Position{Tier: 1, Next: 1}, 22*gib
+	j1.Current = j1.Current.Clone()
+	j1.Current.Set("gradient_checkpointing", true)
+	must(t, s.Put(cp(j1), &oomed))
+	j1.State, j1.Attempts = JobSucceeded, 2
+	a2 := &Attempt{ID: "j.1/2", Job: "j.1", N: 2, GPUs: []int{1}, Tier: 1, Params: j1.Current, Estimate: 22 * gib,
+		Peak: 15 * gib, Started: at.Add(2 * time.Minute), Ended: at.Add(3 * time.Minute), Outcome: plans.Success, Leader: 42, Log: "/l"}
+	must(t, s.Put(cp(j1), a2, &Shape{Name: j1.Shape, Peak: 15 * gib}))
+	j2.State, j2.Attempts = JobRunning, 1
+	must(t, s.Put(cp(j2), &Attempt{ID: "j.2/1", Job: "j.2", N: 1, GPUs: []int{0}, Params: j2.Current, Estimate: 10 * gib, Started: at, Leader: 43}))
+	j3.Held = true
+	must(t, s.Put(cp(j3), &Drain{GPU: 1, On: true}))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dump is the whole state of a store, for comparing two.
+func dump(s *Store) string {
+	snap := s.Snapshot()
+	var b strings.Builder
+	for _, j := range snap.Jobs() {
+		st := j.Status
+		st.Current = nil
+		fmt.Fprintf(&b, "%s seq %d %s %+v current %v\n", j.ID, j.Seq, j.Sweep, st, j.Current)
+		for _, a := range snap.Attempts(j.ID) {
+			c := *a
+			c.Params, c.OOM = nil, nil
+			fmt.Fprintf(&b, "  %+v oom %+v params %v\n", c, a.OOM, a.Params)
+		}
+		if l := snap.Shape(j.Shape); l != nil {
+			fmt.Fprintf(&b, "  shape %+v\n", *l)
+		}
+	}
+	fmt.Fprintf(&b, "drained %v running %d queued %d\n", snap.Drained(), len(snap.Running()), len(snap.Queue()))
+	return b.String()
+}
+
+func openState(t *testing.T, dir string) (*Store, []*plans.Sweep, []string) {
+	t.Helper()
+	var warnings []string
+	s, sweeps, err := OpenState(dir, func(w string) { warnings = append(warnings, w) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, sweeps, warnings
+}
+
+func TestJournalReplaysEveryChange(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	want := dump(s)
+	s.Close()
+	again, sweeps, warnings := openState(t, dir)
+	if got := dump(again); got != want {
+		t.Errorf("replayed state differs:\n got %s\nwant %s", got, want)
+	}
+	if len(sweeps) != 1 || sweeps[0].Name != "j" || !reflect.DeepEqual(sweeps[0].Environ, []string{"PATH=/usr/bin"}) || len(warnings) != 0 {
+		t.Errorf("sweeps %+v, warnings %v", sweeps, warnings)
+	}
+	if err := again.Submit(sweeps[0]); err == nil || !strings.Contains(err.Error(), "submitted already") {
+		t.Errorf("a replayed sweep submitted again: %v", err)
+	}
+}
+
+func TestTornLastRecordIsDroppedWithAWarning(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	want := dump(s)
+	s.Close()
+	path := filepath.Join(dir, journalFile)
+	data, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(data), "\n")
+	last := lines[len(lines)-2]
+	for name, torn := range map[string]string{
+		"cut short":     last[:len(last)/2],
+		"bad checksum":  "00000000" + last[8:],
+		"not even JSON": "garbage\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			os.WriteFile(path, append(append([]byte(nil), data...), torn...), 0o600)
+			again, _, warnings := openState(t, dir)
+			if got := dump(again); got != want {
+				t.Errorf("state after a torn record:\n got %s\nwant %s", got, want)
+			}
+			if len(warnings) != 1 || !strings.Contains(warnings[0], "dropped 1 damaged record(s) at its end") {
+				t.Errorf("warnings %q", warnings)
+			}
+			// What comes next is journaled after the good records, not after the torn one.
+			j := *again.Snapshot().Job("j.3")
+			j.Held = false
+			must(t, again.Put(&j))
+			again.Close()
+			third, _, warnings := openState(t, dir)
+			if third.Snapshot().Job("j.3").Held || len(warnings) != 0 {
+				t.Errorf("a change after the torn record was lost (warnings %q)", warnings)
+			}
+			third.Close()
+		})
+	}
+}
+
+func TestCompactedStateReplaysTheSame(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	want := dump(s)
+	journal, _ := os.ReadFile(filepath.Join(dir, journalFile))
+	must(t, s.Compact())
+	if fi, _ := os.Stat(filepath.Join(dir, journalFile)); fi.Size() != 0 {
+		t.Errorf("journal is %d bytes after compaction", fi.Size())
+	}
+	s.Close()
+	again, _, _ := openState(t, dir)
+	if got := dump(again); got != want {
+		t.Errorf("state from the snapshot:\n got %s\nwant %s", got, want)
+	}
+	again.Close()
+	// A crash after the snapshot was renamed in, before the journal was emptied.
+	os.WriteFile(filepath.Join(dir, journalFile), journal, 0o600)
+	third, sweeps, warnings := openState(t, dir)
+	if got := dump(third); got != want || len(sweeps) != 1 || len(warnings) != 0 {
+		t.Errorf("snapshot + the journal it holds: sweeps %d, warnings %q\n got %s\nwant %s", len(sweeps), warnings, got, want)
+	}
+}
+
+// TestStateV1Loads reads a state directory written by gpuq's first journaling version.
+// A later version must keep loading it: never rewrite it to make this pass.
+func TestStateV1Loads(t *testing.T) {
+	fixture := filepath.Join("testdata", "state-v1")
+	if *updateState {
+		os.RemoveAll(fixture)
+		s, _, _ := openState(t, fixture)
+		fill(t, s)
+		must(t, s.Compact())
+		j := *s.Snapshot().Job("j.2")
+		j.State = JobSucceeded
+		must(t, s.Put(&j)) // one record left in the journal, on top of the snapshot
+		s.Close()
+	}
+	dir := t.TempDir()
+	for _, f := range []string{snapshotFile, journalFile} {
+		data, err := os.ReadFile(filepath.Join(fixture, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), data, 0o600)
+	}
+	s, sweeps, warnings := openState(t, dir)
+	snap := s.Snapshot()
+	if len(sweeps) != 1 || len(warnings) != 0 || len(sweeps[0].Jobs) != 3 {
+		t.Fatalf("sweeps %+v, warnings %q", sweeps, warnings)
+	}
+	j1, j2, j3 := snap.Job("j.1"), snap.Job("j.2"), snap.Job("j.3")
+	as := snap.Attempts("j.1")
+	switch {
+	case j1.State != JobSucceeded || j1.Pos.Tier != 1 || len(as) != 2:
+		t.Errorf("j.1: %+v, %d attempts", j1.Status, len(as))
+	case as[0].Outcome != plans.GPUOOM || as[0].OOM.TriedBytes != 2*gib || as[1].Peak != 15*gib:
+		t.Errorf("j.1's attempts: %+v %+v", *as[0], *as[1])
+	case j2.State != JobSucceeded || !j3.Held || !snap.Drained()[1]:
+		t.Errorf("j.2 %s, j.3 held %v, drained %v", j2.State, j3.Held, snap.Drained())
+	case learnedPeak(snap, j1.Shape) != 15*gib:
+		t.Errorf("the learned shape is lost")
+	}
+	if v, _ := j1.Current.Get("gradient_checkpointing"); v != true {
+		t.Errorf("j.1's tier-1 parameters: %v", j1.Current)
+	}
+}
+
+func learnedPeak(snap Snapshot, shape string) int64 {
+	if l := snap.Shape(shape); l != nil {
+		return l.Peak
+	}
+	return 0
+}
+
+func TestANewerStateIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	line, _ := encodeRecord(Record{})
+	line = []byte(strings.Replace(string(line), `{"v":0}`, `{"v":99}`, 1))
+	sum := fmt.Sprintf("%08x", crc32.Checksum(line[9:len(line)-1], crcTable))
+	os.WriteFile(filepath.Join(dir, journalFile), append([]byte(sum), line[8:]...), 0o600)
+	_, _, err := OpenState(dir, func(string) {})
+	if err == nil || !strings.Contains(err.Error(), "newer gpuq (state version 99") {
+		t.Errorf("OpenState = %v", err)
+	}
+}
