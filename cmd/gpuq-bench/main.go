@@ -3,7 +3,7 @@
 // time the median of several runs; then the targets, met or not.
 //
 //	go test -run '^$' -bench 'Pack|Place' -count 5 ./scheduler/ > packer.txt
-//	go run ./cmd/gpuq-bench -packer packer.txt
+//	go run ./cmd/gpuq-bench -packer packer.txt -gpuq bin/gpuq
 package main
 
 import (
@@ -27,14 +27,15 @@ func main() {
 	traces := flag.String("traces", "examples/traces", "directory of traces to simulate")
 	runs := flag.Int("runs", 5, "runs of each simulation; wall times are their median")
 	packer := flag.String("packer", "", "output of go test -bench 'Pack|Place' to summarise")
+	gpuq := flag.String("gpuq", "", "a built gpuq binary, to measure its daemon")
 	flag.Parse()
-	if err := run(os.Stdout, *traces, *runs, *packer); err != nil {
+	if err := run(os.Stdout, *traces, *runs, *packer, *gpuq); err != nil {
 		fmt.Fprintln(os.Stderr, "gpuq-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, traceDir string, runs int, packerOut string) error {
+func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 	files, err := filepath.Glob(filepath.Join(traceDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no traces in %s", traceDir)
@@ -59,7 +60,15 @@ func run(w io.Writer, traceDir string, runs int, packerOut string) error {
 		fmt.Fprintf(w, "Pack explains every waiting job (gpuq plan); Place is the engine's decision in a round.\n\n")
 		printPacker(w, packs)
 	}
-	fmt.Fprintln(w, "\nLaunch latency (slot free to a trainer's first output) and daemon RSS: not measured, gpuq has no daemon yet.")
+	if gpuq == "" {
+		fmt.Fprintln(w, "\nDaemon: not measured (give -gpuq, a built binary)")
+	} else {
+		f, err := benchDaemon(gpuq, 10000, 100)
+		if err != nil {
+			return fmt.Errorf("daemon: %w", err)
+		}
+		printDaemon(w, f)
+	}
 	fmt.Fprintln(w, "\nTargets")
 	printTargets(w, results, packs)
 	return nil

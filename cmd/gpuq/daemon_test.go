@@ -162,6 +162,9 @@ gpu_plan: "1"
 	if strings.TrimSpace(out) != "hello from 1" {
 		t.Errorf("logs --tail 1 = %q", out)
 	}
+	if out, _, _ := cli(t, "__complete", "logs", "long."); !strings.Contains(out, "long.3\tqueued") {
+		t.Errorf("completion of job ids: %q", out)
+	}
 	out, _, _ = cli(t, "why", "long.3")
 	if !strings.Contains(out, "long.3 waits (no-slot)") {
 		t.Errorf("why long.3: %q", out)
