@@ -229,6 +229,9 @@ func (s *Store) Compact() error {
 	return s.compact()
 }
 
+// Journaled reports whether the store journals its changes.
+func (s *Store) Journaled() bool { return s.journal != nil }
+
 // Close closes the journal.
 func (s *Store) Close() error {
 	if s.journal == nil {
