@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -303,6 +304,16 @@ func dialDaemon(st *settings) (*client, error) {
 			return d.DialContext(ctx, "unix", path)
 		},
 	}}}, nil
+}
+
+// fetchJob asks the daemon for one job with its attempts.
+func fetchJob(st *settings, id string) (listedJob, error) {
+	var j listedJob
+	c, err := dialDaemon(st)
+	if err != nil {
+		return j, err
+	}
+	return j, c.call("GET", "/v1/jobs/"+url.PathEscape(id), nil, &j)
 }
 
 // call sends in (nil: no body) and decodes the answer into out (nil: ignore it). The

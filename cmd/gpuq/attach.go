@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 
@@ -41,12 +40,8 @@ closing the terminal. --read-only only watches.`,
 }
 
 func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
-	c, err := dialDaemon(st)
+	j, err := fetchJob(st, id)
 	if err != nil {
-		return err
-	}
-	var j listedJob
-	if err := c.call("GET", "/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
 		return err
 	}
 	if len(j.Attempts) == 0 || j.Attempts[len(j.Attempts)-1].Outcome != "" || j.Attempts[len(j.Attempts)-1].Log == "" {

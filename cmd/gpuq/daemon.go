@@ -266,7 +266,11 @@ func (s *settings) machine(io ioStreams) (*machine, error) {
 func cardsText(cards []gpu.Card, slots []int) string {
 	parts := make([]string, len(cards))
 	for i, c := range cards {
-		parts[i] = fmt.Sprintf("GPU %d %s (%s slots)", c.Index, plans.FormatSize(c.Total), slotsText(slots[i]))
+		limit := "no slot limit"
+		if slots[i] != plans.NoSlotLimit {
+			limit = fmt.Sprintf("%d slots", slots[i])
+		}
+		parts[i] = fmt.Sprintf("GPU %d %s (%s)", c.Index, plans.FormatSize(c.Total), limit)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -155,12 +155,8 @@ func durationOf(a attemptSummary, now time.Time) string {
 }
 
 func showJob(opts *statusOptions, id string) error {
-	c, err := dialDaemon(opts.settings)
+	j, err := fetchJob(opts.settings, id)
 	if err != nil {
-		return err
-	}
-	var j listedJob
-	if err := c.call("GET", "/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
 		return err
 	}
 	if opts.json {

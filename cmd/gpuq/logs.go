@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -47,12 +46,8 @@ func runLogs(opts *logsOptions, id string) error {
 	if opts.attempt < 0 || opts.tail < 0 {
 		return badInput("--attempt and --tail take positive numbers")
 	}
-	c, err := dialDaemon(opts.settings)
+	j, err := fetchJob(opts.settings, id)
 	if err != nil {
-		return err
-	}
-	var j listedJob
-	if err := c.call("GET", "/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
 		return err
 	}
 	if len(j.Attempts) == 0 {
