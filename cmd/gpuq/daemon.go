@@ -86,8 +86,7 @@ func stopDaemon(opts *daemonOptions) error {
 	}
 	// The daemon's lock is free once it has exited.
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if unlock, err := lockState(c.dir); err == nil {
-			unlock()
+		if daemonGone(c.dir) {
 			fmt.Fprintln(opts.io.Err, "gpuq: the daemon has stopped")
 			return nil
 		}
@@ -112,7 +111,7 @@ type daemon struct {
 
 type eventLog struct {
 	mu sync.Mutex
-	w  interface{ Write([]byte) (int, error) }
+	w  io.Writer
 }
 
 func (l *eventLog) printf(format string, args ...any) {
@@ -138,11 +137,13 @@ func runDaemon(opts *daemonOptions) error {
 	if err := makeStateDir(dir); err != nil {
 		return err
 	}
-	unlock, err := lockState(dir)
+	lock, err := lockState(dir)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer lock.Close()
+	lock.Truncate(0)
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
 	log := &eventLog{w: opts.io.Err}
 	store, sweeps, err := scheduler.OpenState(dir, func(w string) { log.printf("warning: %s", w) })
 	if err != nil {
@@ -190,6 +191,10 @@ func runDaemon(opts *daemonOptions) error {
 		adopted++
 	}
 
+	// The API may ask to stop as soon as it serves.
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	d.stop = cancel
 	ln, err := listenAPI(dir)
 	if err != nil {
 		return err
@@ -200,9 +205,6 @@ func runDaemon(opts *daemonOptions) error {
 	log.printf("gpuq daemon %s (pid %d) on %s: %s; %d sweeps, %d jobs known, %d attempts taken up; state in %s",
 		version, os.Getpid(), m.spec, cardsText(m.cards, m.slots), len(sweeps), len(snap.Jobs()), adopted, dir)
 
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	d.stop = cancel
 	err = d.eng.Serve(ctx, d.stopTrainers.Load)
 	shutCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
@@ -340,8 +342,8 @@ func makeStateDir(dir string) error {
 }
 
 // lockState takes the state directory's lock, held as long as the daemon runs; the
-// kernel drops it with the process, however it ends.
-func lockState(dir string) (unlock func(), err error) {
+// kernel drops it with the process, however it ends. The daemon writes its pid in it.
+func lockState(dir string) (*os.File, error) {
 	path := filepath.Join(dir, "daemon.lock")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -356,9 +358,18 @@ func lockState(dir string) (unlock func(), err error) {
 		}
 		return nil, fmt.Errorf("daemon lock %s: %w", path, err)
 	}
-	f.Truncate(0)
-	fmt.Fprintf(f, "%d\n", os.Getpid())
-	return func() { f.Close() }, nil
+	return f, nil
+}
+
+// daemonGone reports whether no daemon holds the state directory's lock, which it
+// drops only as it exits.
+func daemonGone(dir string) bool {
+	f, err := lockState(dir)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
 }
 
 // socketPath is the API's socket in the state directory.

@@ -70,13 +70,7 @@ func startDaemon(t *testing.T, dir string) *exec.Cmd {
 func stopAll(t *testing.T, dir string) {
 	cli(t, "daemon", "--stop")
 	// The daemon has exited once its lock is free.
-	waitFor(t, "the daemon to exit", func() bool {
-		unlock, err := lockState(dir)
-		if err == nil {
-			unlock()
-		}
-		return err == nil
-	})
+	waitFor(t, "the daemon to exit", func() bool { return daemonGone(dir) })
 	infos, _ := filepath.Glob(filepath.Join(dir, "attempts", "*", "*", "supervisor.json"))
 	for _, p := range infos {
 		var info struct{ PID, Leader int }
