@@ -3,6 +3,7 @@ package plans
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -248,4 +249,82 @@ func ladderFor(params *Map, ladder []Rung) []Rung {
 		}
 	}
 	return out
+}
+
+func (c *checker) oom(doc *Map) OOMPolicy {
+	pol := OOMPolicy{MaxAttempts: defaultMaxAttempt}
+	v, ok := doc.Get("oom")
+	if !ok || v == nil {
+		return pol
+	}
+	m, ok := v.(*Map)
+	if !ok {
+		c.fail("oom", "write a mapping: oom: {max_attempts: 4, ladder: [...]}")
+		return pol
+	}
+	for _, k := range m.Keys {
+		if !slices.Contains(oomKeys, k) {
+			c.fail("oom."+k, "unknown key%s; oom has max_attempts and ladder", Suggest(k, oomKeys))
+		}
+	}
+	pol.MaxAttempts = c.integer(m, "max_attempts", defaultMaxAttempt, 1)
+	if l, ok := m.Get("ladder"); ok {
+		list, ok := l.([]any)
+		if !ok {
+			c.fail("oom.ladder", "write a list of rungs, e.g. [{set: {gradient_checkpointing: true}}]")
+			return pol
+		}
+		pol.Ladder = []Rung{}
+		for i, e := range list {
+			if r, ok := c.rung(fmt.Sprintf("oom.ladder[%d]", i), e); ok {
+				pol.Ladder = append(pol.Ladder, r)
+			}
+		}
+	}
+	return pol
+}
+
+func (c *checker) rung(field string, v any) (Rung, bool) {
+	m, ok := v.(*Map)
+	if !ok {
+		c.fail(field, "a rung is a mapping such as {set: {gradient_checkpointing: true}} or {scale: {batch_size: 0.5, gradient_accumulation_steps: 2}}")
+		return Rung{}, false
+	}
+	n := len(c.errs)
+	for _, k := range m.Keys {
+		if !slices.Contains(rungKeys, k) {
+			c.fail(field+"."+k, "unknown key%s; a rung has set, scale, repeat and exclusive", Suggest(k, rungKeys))
+		}
+	}
+	var r Rung
+	if s, ok := m.Get("set"); ok {
+		if sm, ok := s.(*Map); ok && sm.Len() > 0 {
+			r.Set = sm
+		} else {
+			c.fail(field+".set", "write a mapping of parameters to values, e.g. {num_data_workers: 0}")
+		}
+	}
+	if s, ok := m.Get("scale"); ok {
+		sm, ok := s.(*Map)
+		if !ok || sm.Len() == 0 {
+			c.fail(field+".scale", "write a mapping of parameters to factors, e.g. {batch_size: 0.5, gradient_accumulation_steps: 2}")
+		}
+		for _, k := range sm.Keys {
+			f, ok := toFloat(sm.Vals[k])
+			if !ok || f <= 0 {
+				c.fail(field+".scale."+k, "a factor is a number above 0, e.g. 0.5")
+				continue
+			}
+			r.Scale = append(r.Scale, Factor{Key: k, By: f})
+		}
+	}
+	r.Repeat = c.boolean(m, field+".repeat", "repeat")
+	r.Exclusive = c.boolean(m, field+".exclusive", "exclusive")
+	if r.Set == nil && r.Scale == nil && !r.Exclusive && len(c.errs) == n {
+		c.fail(field, "the rung changes nothing: give it set, scale or exclusive: true")
+	}
+	if r.Repeat && !r.shrinks() {
+		c.fail(field+".repeat", "only a rung that scales something down (a factor below 1) can repeat")
+	}
+	return r, len(c.errs) == n
 }

@@ -1,0 +1,271 @@
+package plans
+
+// The checker's readers of a sweep's fields: typed values, the command, config, env,
+// gpus, plan, threads and shape_ignores, each failing with the field's name and the fix.
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+func (c *checker) failAt(o Override, field, format string, args ...any) {
+	if o.Source != "" {
+		c.errs = append(c.errs, &FieldError{File: o.Source, Msg: fmt.Sprintf(format, args...)})
+		return
+	}
+	c.fail(field, format, args...)
+}
+
+func planField(o Override) string {
+	if o.Source != "" {
+		return o.Source
+	}
+	return "gpu_plan"
+}
+
+// override returns the override if set, else the file's value as a string.
+func override(doc *Map, key string, o Override) (Override, bool) {
+	if o.Value != "" {
+		return o, true
+	}
+	v, ok := doc.Get(key)
+	if !ok || v == nil {
+		return Override{}, false
+	}
+	switch t := v.(type) {
+	case []any:
+		parts := make([]string, len(t))
+		for i, e := range t {
+			parts[i] = FormatValue(e)
+		}
+		return Override{Value: strings.Join(parts, ",")}, true
+	case *Map:
+		return Override{Value: "{...}"}, true
+	}
+	return Override{Value: FormatValue(v)}, true
+}
+
+func (c *checker) str(doc *Map, key, def string) string {
+	v, ok := doc.Get(key)
+	if !ok || v == nil {
+		return def
+	}
+	s, ok := v.(string)
+	if !ok {
+		c.fail(key, "write a string, not a %s", kindOf(v))
+		return def
+	}
+	return s
+}
+
+func (c *checker) integer(doc *Map, key string, def, lo int) int {
+	v, ok := doc.Get(key)
+	if !ok || v == nil {
+		return def
+	}
+	return c.intValue(key, "", v, lo, def)
+}
+
+func (c *checker) intValue(field, job string, v any, lo, def int) int {
+	i, ok := v.(int64)
+	if !ok || int(i) < lo || i > 1<<31 {
+		want := "a whole number"
+		if lo == 1 {
+			want = "a whole number of at least 1"
+		} else if lo == 0 {
+			want = "a whole number of at least 0"
+		}
+		c.failJob(field, job, "%s is not %s", FormatValue(v), want)
+		return def
+	}
+	return int(i)
+}
+
+func (c *checker) size(field, job string, v any) int64 {
+	s, ok := v.(string)
+	if !ok {
+		c.failJob(field, job, "write a size with its unit, e.g. \"11GiB\", not %s %s", kindOf(v), FormatValue(v))
+		return 0
+	}
+	b, err := ParseSize(s)
+	if err != nil {
+		c.failJob(field, job, "%v", err)
+	}
+	return b
+}
+
+func (c *checker) command(doc *Map) []string {
+	v, ok := doc.Get("command")
+	if !ok {
+		c.fail("command", "a sweep needs a command, as a list: command: [python3, train.py, --config, \"{config}\"]")
+		return nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		c.fail("command", "write the command as a list of arguments, e.g. [python3, train.py, --seed, \"{seed}\"]: gpuq never runs a shell, so values need no quoting")
+		return nil
+	}
+	if len(list) == 0 {
+		c.fail("command", "the command is empty")
+		return nil
+	}
+	argv := make([]string, len(list))
+	for i, a := range list {
+		if !isScalar(a) {
+			c.fail(fmt.Sprintf("command[%d]", i), "an argument is a string or number, not a %s", kindOf(a))
+			continue
+		}
+		argv[i] = FormatValue(a)
+		if _, err := Placeholders(argv[i]); err != nil {
+			c.fail(fmt.Sprintf("command[%d]", i), "%v", err)
+		}
+	}
+	return argv
+}
+
+func (c *checker) config(doc *Map, dir string) *ConfigSpec {
+	v, ok := doc.Get("config")
+	if !ok || v == nil {
+		return nil
+	}
+	var base, format string
+	switch t := v.(type) {
+	case string:
+		base = t
+	case *Map:
+		for _, k := range t.Keys {
+			if !slices.Contains(configKeys, k) {
+				c.fail("config."+k, "unknown key%s; config has base and format", Suggest(k, configKeys))
+			}
+		}
+		base = c.str(t, "base", "")
+		format = c.str(t, "format", "")
+	default:
+		c.fail("config", "write config: {base: configs/train.yaml, format: yaml}")
+		return nil
+	}
+	spec := &ConfigSpec{Format: YAML}
+	if base != "" {
+		spec.Base = base
+		if !filepath.IsAbs(base) {
+			spec.Base = filepath.Join(dir, base)
+		}
+		spec.Format = FormatOf(base)
+	}
+	switch Format(strings.ToLower(format)) {
+	case "":
+	case YAML, "yml":
+		spec.Format = YAML
+	case JSON:
+		spec.Format = JSON
+	default:
+		c.fail("config.format", "%q is not a format gpuq writes: use yaml or json", format)
+	}
+	return spec
+}
+
+func (c *checker) env(doc *Map) []EnvVar {
+	v, ok := doc.Get("env")
+	if !ok || v == nil {
+		return nil
+	}
+	m, ok := v.(*Map)
+	if !ok {
+		c.fail("env", "write a mapping of variable names to values, e.g. env: {HF_HOME: /data/hf}")
+		return nil
+	}
+	var out []EnvVar
+	for _, k := range m.Keys {
+		val := m.Vals[k]
+		switch {
+		case !envNameRe.MatchString(k):
+			c.fail("env."+k, "%q is not a variable name: use letters, digits and _", k)
+		case !isScalar(val) && val != nil:
+			c.fail("env."+k, "a value is a string or number, not a %s", kindOf(val))
+		default:
+			s := FormatValue(val)
+			if _, err := Placeholders(s); err != nil {
+				c.fail("env."+k, "%v", err)
+			}
+			out = append(out, EnvVar{Name: k, Value: s})
+		}
+	}
+	return out
+}
+
+func (c *checker) gpus(doc *Map, ov Override) GPUSpec {
+	o, ok := override(doc, "gpus", ov)
+	if !ok {
+		return GPUSpec{}
+	}
+	spec, err := ParseGPUs(o.Value)
+	if err != nil {
+		c.failAt(o, "gpus", "%v", err)
+	}
+	return spec
+}
+
+func (c *checker) plan(doc *Map, ov Override) GPUPlan {
+	o, ok := override(doc, "gpu_plan", ov)
+	if !ok {
+		return nil
+	}
+	p, err := ParsePlan(o.Value)
+	if err != nil {
+		c.failAt(o, "gpu_plan", "%v", err)
+	}
+	return p
+}
+
+func (c *checker) threads(doc *Map) int {
+	v, ok := doc.Get("threads")
+	if !ok || v == nil {
+		return 1
+	}
+	if s, ok := v.(string); ok && strings.EqualFold(s, "auto") {
+		return 0
+	}
+	return c.intValue("threads", "", v, 1, 1)
+}
+
+func (c *checker) shapeIgnores(doc *Map) []string {
+	v, ok := doc.Get("shape_ignores")
+	if !ok {
+		return []string{"seed"}
+	}
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, e := range list {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	if v != nil && (list == nil || len(out) != len(list)) {
+		c.fail("shape_ignores", "write a list of the parameters that do not change memory, e.g. [seed, learning_rate]")
+	}
+	return out
+}
+
+func (c *checker) boolean(m *Map, field, key string) bool {
+	v, ok := m.Get(key)
+	if !ok {
+		return false
+	}
+	b, ok := v.(bool)
+	if !ok {
+		c.fail(field, "write true or false")
+	}
+	return b
+}
+
+func toFloat(v any) (float64, bool) {
+	switch t := v.(type) {
+	case int64:
+		return float64(t), true
+	case float64:
+		return t, true
+	}
+	return 0, false
+}

@@ -1,0 +1,153 @@
+package plans
+
+// Jobs: the matrix and the explicit points expanded, then checked one by one.
+
+import (
+	"fmt"
+	"strings"
+)
+
+// jobs expands the matrix and the explicit jobs into Jobs.
+func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
+	var points []point
+	mv, hasMatrix := doc.Get("matrix")
+	if hasMatrix {
+		if mm, ok := mv.(*Map); ok {
+			points = expandMatrix(mm, c)
+		} else {
+			c.fail("matrix", "write a mapping of axes to lists, e.g. matrix: {seed: [1, 2, 3]}")
+		}
+	}
+	jv, hasJobs := doc.Get("jobs")
+	if hasJobs {
+		list, ok := jv.([]any)
+		if !ok {
+			c.fail("jobs", "write a list of parameter mappings, e.g. jobs: [{task: mnli, seed: 87}]")
+		}
+		for i, e := range list {
+			em, ok := e.(*Map)
+			if !ok {
+				c.fail(fmt.Sprintf("jobs[%d]", i), "write a mapping of parameters, e.g. {task: mnli, seed: 87}; {} runs params as they are")
+				continue
+			}
+			points = append(points, point{vals: em, origin: fmt.Sprintf("jobs[%d]", i)})
+		}
+	}
+	if !hasMatrix && !hasJobs {
+		c.fail("matrix", "the sweep has no job: add a matrix (e.g. matrix: {seed: [1, 2, 3]}) or jobs (jobs: [{}] runs params once)")
+	}
+
+	jobs := make([]Job, 0, len(points))
+	for i, p := range points {
+		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Point: NewMap(), Params: s.Params.Clone(),
+			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
+			GPUs: defaults.GPUs, Priority: defaults.Priority, origin: p.origin}
+		var names []string
+		for _, k := range p.vals.Keys {
+			v := p.vals.Vals[k]
+			switch k {
+			case "memory":
+				j.Memory, j.Model, j.Probe = 0, nil, false
+				c.memory(p.origin+".memory", j.ID, v, &j)
+			case "host_memory":
+				j.HostMemory = c.size(p.origin+".host_memory", j.ID, v)
+			case "gpus_per_job":
+				j.GPUs = c.intValue(p.origin+".gpus_per_job", j.ID, v, 1, 1)
+			case "priority":
+				j.Priority = c.intValue(p.origin+".priority", j.ID, v, -1<<31, 0)
+			default:
+				j.Point.Set(k, v)
+				j.Params.Set(k, v)
+				names = append(names, k+"="+FormatValue(v))
+			}
+		}
+		j.Name = strings.Join(names, ",")
+		if j.Name == "" {
+			j.Name = s.Name
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// checkJobs validates what depends on each job's own parameters.
+func (c *checker) checkJobs(s *Sweep) {
+	seen := map[string]*Job{}
+	type finding struct {
+		field, msg string
+		jobs       []string
+	}
+	var order []string
+	found := map[string]*finding{}
+	note := func(field, job, msg string) {
+		key := field + "\x00" + msg
+		if f, ok := found[key]; ok {
+			f.jobs = append(f.jobs, job)
+			return
+		}
+		found[key] = &finding{field: field, msg: msg, jobs: []string{job}}
+		order = append(order, key)
+	}
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		key := valueKey(j.Params) + valueKey(j.Model) + fmt.Sprintf("|%d|%d|%d|%v", j.Memory, j.GPUs, j.Priority, j.Probe)
+		if prev, dup := seen[key]; dup {
+			c.failJob(j.origin, j.ID, "the same job as %s (%s, from %s): remove one, or make them differ (e.g. by seed)", prev.ID, prev.Name, prev.origin)
+		}
+		seen[key] = j
+
+		lookup := func(name string) (string, bool) {
+			if isBuiltin(name) {
+				return "", true
+			}
+			v, ok := j.Params.Get(name)
+			return FormatValue(v), ok
+		}
+		check := func(field, tmpl string) {
+			if _, err := Expand(tmpl, lookup); err != nil {
+				if mp, ok := err.(*missingPlaceholder); ok {
+					note(field, j.ID, fmt.Sprintf("no parameter fills {%s}%s: add %s to params or the matrix, or write {{%s}} for literal braces",
+						mp.name, Suggest(mp.name, append(j.Params.Keys, Builtins...)), mp.name, mp.name))
+				}
+			}
+		}
+		for a, arg := range s.Command {
+			check(fmt.Sprintf("command[%d]", a), arg)
+		}
+		for _, e := range s.Env {
+			check("env."+e.Name, e.Value)
+		}
+
+		if s.OOM.Ladder == nil {
+			j.Ladder = ladderFor(j.Params, DefaultLadder())
+		} else {
+			j.Ladder = s.OOM.Ladder
+			for r, rung := range s.OOM.Ladder {
+				for _, k := range rung.Keys() {
+					if _, ok := j.Params.Get(k); !ok {
+						note(fmt.Sprintf("oom.ladder[%d]", r), j.ID, fmt.Sprintf("names %q, which the job does not have, so the rung would degrade nothing%s: add it to params or fix the name",
+							k, Suggest(k, j.Params.Keys)))
+					}
+				}
+				for _, f := range rung.Scale {
+					if v, ok := j.Params.Get(f.Key); ok {
+						if _, num := toFloat(v); !num {
+							note(fmt.Sprintf("oom.ladder[%d].scale.%s", r, f.Key), j.ID, fmt.Sprintf("scales %q, whose value %q is not a number", f.Key, FormatValue(v)))
+						}
+					}
+				}
+			}
+		}
+		c.checkModel(j, note)
+	}
+	for _, key := range order {
+		f := found[key]
+		job := f.jobs[0]
+		if len(f.jobs) == len(s.Jobs) && len(s.Jobs) > 1 {
+			job = everyJob
+		} else if len(f.jobs) > 1 {
+			job = fmt.Sprintf("%s and %d more", job, len(f.jobs)-1)
+		}
+		c.failJob(f.field, job, "%s", f.msg)
+	}
+}

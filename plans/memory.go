@@ -1,0 +1,69 @@
+package plans
+
+// A job's memory: a size, probe, or a model description estimated at each tier.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// MemoryAt is the job's estimate with the given parameters (those of a tier): by its
+// model when it has one, else as declared.
+func (j *Job) MemoryAt(params *Map) int64 {
+	if j.Model == nil {
+		return j.Memory
+	}
+	m, err := ModelOf(j.Model, params)
+	if err != nil {
+		// Every tier's parameters were checked against the model when the sweep was read.
+		return j.Memory
+	}
+	return m.Estimate().Total()
+}
+
+// memory reads a job's memory: a size, "probe", or {model: {...}}.
+func (c *checker) memory(field, job string, v any, j *Job) {
+	if s, ok := v.(string); ok && strings.EqualFold(s, "probe") {
+		j.Probe = true
+		return
+	}
+	m, ok := v.(*Map)
+	if !ok {
+		j.Memory = c.size(field, job, v)
+		return
+	}
+	for _, k := range m.Keys {
+		if !slices.Contains(memoryKeys, k) {
+			c.failJob(field+"."+k, job, "unknown key%s; memory is a size (\"11GiB\"), probe, or {model: {params: 7B, ...}}", Suggest(k, memoryKeys))
+		}
+	}
+	desc, ok := m.Vals["model"].(*Map)
+	if !ok {
+		c.failJob(field+".model", job, "describe the model as a mapping, e.g. {params: 7B, precision: bf16, lora_rank: 16, seq_len: 512, micro_batch: \"{batch_size}\"}; `gpuq estimate --help` lists the keys")
+		return
+	}
+	j.Model = desc
+}
+
+// checkModel estimates a job described by its model, at every tier of its ladder, so
+// that a rung whose parameters the description cannot take fails now, not mid-sweep.
+func (c *checker) checkModel(j *Job, note func(field, job, msg string)) {
+	if j.Model == nil {
+		return
+	}
+	for _, t := range Tiers(j.Params, j.Ladder) {
+		m, err := ModelOf(j.Model, t.Params)
+		if err != nil {
+			msg := err.Error()
+			if t.N > 0 {
+				msg = fmt.Sprintf("at tier %d (%s changed): %s", t.N, strings.Join(t.Changed, ", "), msg)
+			}
+			note("memory.model", j.ID, msg)
+			return
+		}
+		if t.N == 0 {
+			j.Memory = m.Estimate().Total()
+		}
+	}
+}

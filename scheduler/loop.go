@@ -1,0 +1,102 @@
+package scheduler
+
+// The engine's loop: Run for one sweep in the foreground, Serve for a daemon, Do for
+// people's requests between rounds.
+
+import "context"
+
+// Exits is where the Runner reports attempts' ends.
+func (e *Engine) Exits() chan<- Exit { return e.exits }
+
+// Run schedules until every job has succeeded, failed or been cancelled. When ctx is
+// cancelled it stops every running attempt, cancels the queued jobs, waits for the
+// attempts to end, and returns ctx's error.
+func (e *Engine) Run(ctx context.Context) error {
+	for {
+		if err := e.Schedule(); err != nil {
+			return err
+		}
+		if e.finished() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return e.shutdown(ctx.Err())
+		case x := <-e.exits:
+			e.Apply(x)
+		case <-e.clock.After(e.cfg.Poll):
+		}
+		if e.err != nil {
+			return e.err
+		}
+	}
+}
+
+// Serve schedules, and runs what Do is given, until ctx is cancelled; then it returns
+// ctx's error and leaves the running attempts as they are, for a later engine on the
+// same state to take up (a daemon restarting), unless stopAll is set: then it stops
+// them first, as Run does on Ctrl-C, and leaves queued jobs queued.
+func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
+	for {
+		if err := e.Schedule(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			if stopAll() {
+				e.stopRunning()
+			}
+			return ctx.Err()
+		case x := <-e.exits:
+			e.Apply(x)
+		case fn := <-e.commands:
+			fn()
+		case <-e.clock.After(e.cfg.Poll):
+		}
+		if e.err != nil {
+			return e.err
+		}
+	}
+}
+
+// Do runs fn in the engine's loop, between rounds, and returns its error. Serve must be
+// running, or Do waits for it; the next round follows fn at once.
+func (e *Engine) Do(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	select {
+	case e.commands <- func() { done <- fn() }:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-done
+}
+
+// finished reports whether no job runs or waits.
+func (e *Engine) finished() bool {
+	snap := e.store.Snapshot()
+	return len(snap.Running()) == 0 && snap.Smallest() == nil
+}
+
+func (e *Engine) shutdown(cause error) error {
+	e.stopRunning()
+	// Only now: an attempt that ended of an OOM while the others were stopping has
+	// just been requeued, and must not be left queued.
+	for _, j := range e.store.Snapshot().Queue() {
+		c := *j
+		c.State, c.Reason = JobCancelled, "cancelled while queued"
+		e.put(&c)
+		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: c.Reason})
+	}
+	return cause
+}
+
+// stopRunning stops every running attempt and applies their ends.
+func (e *Engine) stopRunning() {
+	running := e.store.Snapshot().Running()
+	for _, a := range running {
+		e.runner.Stop(a.ID)
+	}
+	for left := len(running); left > 0; left-- {
+		e.Apply(<-e.exits)
+	}
+}

@@ -1,0 +1,271 @@
+package scheduler
+
+// One scheduling round: the cards read, owners resolved, peaks learned, the queue packed
+// and the placements started.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// Schedule is one round: it samples the cards, learns peaks, and starts what the packer
+// places. Run calls it after every event and poll; a driver of its own (a simulation in
+// virtual time) calls it, with Apply, instead of Run.
+func (e *Engine) Schedule() error {
+	cards, err := e.inv.Snapshot()
+	if err != nil {
+		return err
+	}
+	e.cards = cards
+	clear(e.cardPos)
+	for i, c := range cards {
+		e.cardPos[c.Index] = i
+	}
+	e.resolveOwners()
+	running := e.store.Snapshot().Running()
+	e.learnPeaks(running)
+	e.failTooLarge()
+	snap := e.store.Snapshot()
+	running = snap.Running()
+	smallest := snap.Smallest()
+	if smallest == nil {
+		return nil
+	}
+	host, err := e.hostState(running)
+	if err != nil {
+		return err
+	}
+	states, quotas := e.cardStates(snap, running)
+	probing := map[string]bool{}
+	queue := func(yield func(Request) bool) {
+		for j := range snap.Queued() {
+			if waitsForProbe(snap, j, probing) {
+				continue
+			}
+			r := requestOf(j)
+			r.Quota = quotas[j.Sweep]
+			if !yield(r) {
+				return
+			}
+		}
+	}
+	placed := Place(queue, states, host, smallest.Estimate)
+	for _, p := range placed {
+		e.start(snap.Job(p.Job), p.Cards, len(running)+len(placed))
+	}
+	return nil
+}
+
+// cardStates is the packer's view of the cards for a round, drained cards offering no
+// slot, and each limited sweep's quota on them.
+func (e *Engine) cardStates(snap Snapshot, running []*Attempt) ([]CardState, map[string]*Quota) {
+	reserved := append(running, e.settling()...)
+	states := CardStates(e.cards, e.cfg.Slots, e.cfg.Headroom, reserved, e.ours(running))
+	if drained := snap.Drained(); len(drained) > 0 {
+		for i := range states {
+			if drained[states[i].Index] {
+				states[i].Slots = 0
+			}
+		}
+	}
+	if len(e.limits) == 0 {
+		return states, nil
+	}
+	quotas := make(map[string]*Quota, len(e.limits))
+	for sweep, l := range e.limits {
+		q := &Quota{Slots: make([]int, len(states)), Free: make([]int, len(states))}
+		for i, c := range states {
+			q.Slots[i] = l[c.Index]
+			q.Free[i] = l[c.Index]
+		}
+		quotas[sweep] = q
+	}
+	for _, a := range running {
+		if q := quotas[SweepOf(a.Job)]; q != nil {
+			for _, g := range a.GPUs {
+				if i, ok := e.cardPos[g]; ok {
+					q.Free[i]--
+				}
+			}
+		}
+	}
+	return states, quotas
+}
+
+// SweepOf is the sweep of a job id, "<sweep>.<n>".
+func SweepOf(job string) string {
+	if i := strings.LastIndexByte(job, '.'); i >= 0 {
+		return job[:i]
+	}
+	return job
+}
+
+// waitsForProbe says whether a queued job of memory: probe waits for its shape to be
+// measured: the first of each shape runs alone (requestOf makes it exclusive) and the
+// others wait for it. probing collects the shapes offered this round.
+func waitsForProbe(snap Snapshot, j *Job, probing map[string]bool) bool {
+	if !j.Probe || j.Estimate > 0 {
+		return false
+	}
+	if l := snap.Shape(j.Shape); l != nil && l.Probe != "" || probing[j.Shape] {
+		return true
+	}
+	probing[j.Shape] = true
+	return false
+}
+
+// hostState reads the machine's RAM for the packer.
+func (e *Engine) hostState(running []*Attempt) (HostState, error) {
+	if e.cfg.Host == nil {
+		return HostState{}, nil
+	}
+	total, avail, err := e.cfg.Host()
+	if err != nil {
+		return HostState{}, fmt.Errorf("host memory: %w", err)
+	}
+	h := HostState{Total: total, Used: total - avail, Reserve: e.cfg.HostReserve.Of(total)}
+	for _, a := range running {
+		h.Reserved += a.HostReserve
+		h.Ours += e.hostNow[a.Leader]
+	}
+	return h, nil
+}
+
+// failTooLarge deals with the queued jobs no card could hold even when idle, so that
+// nothing waits forever. A job whose shape ran out of memory at its tier (another job of
+// the shape proved it needs more than any card) steps down its ladder without an
+// attempt of its own; any other fails.
+func (e *Engine) failTooLarge() {
+	room := e.largestRoom()
+	for j := range e.store.Snapshot().Largest() {
+		if j.Estimate <= room {
+			return
+		}
+		c := *j
+		if l := e.store.Snapshot().Shape(j.Shape); l != nil && l.Floor > room {
+			if msg, ok := e.stepDown(&c, e.sweeps[j.Sweep], j.Declared, false); ok {
+				e.put(&c)
+				e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "requeued", Message: fmt.Sprintf(
+					"skips tier %d, where its shape needs at least %s, more than any card: %s", j.Pos.Tier, plans.FormatSize(l.Floor), msg)})
+				continue
+			}
+		}
+		c.State = JobFailed
+		c.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
+			plans.FormatSize(j.Estimate), plans.FormatSize(room))
+		e.put(&c)
+		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
+	}
+}
+
+// ours tells the processes of running attempts from foreign ones.
+func (e *Engine) ours(running []*Attempt) func(int) bool {
+	leaders := map[int]bool{}
+	for _, a := range running {
+		leaders[a.Leader] = true
+	}
+	for _, g := range e.ghosts {
+		leaders[g.attempt.Leader] = true
+	}
+	return func(pid int) bool {
+		l, ok := e.owner(pid)
+		return ok && leaders[l]
+	}
+}
+
+// resolveOwners asks the runner, once per round and process, whose each process on the
+// cards is. A pid the runner no longer knows keeps last round's owner, since NVML can show
+// a dead process's memory for a moment after /proc has forgotten it; a pid on no card is
+// forgotten, so the map stays as small as the cards' process lists.
+func (e *Engine) resolveOwners() {
+	next := make(map[int]int, len(e.owners))
+	for _, c := range e.cards {
+		for _, p := range c.Processes {
+			if l, ok := e.runner.Owner(p.PID); ok {
+				next[p.PID] = l
+			} else if l, ok := e.owners[p.PID]; ok {
+				next[p.PID] = l
+			}
+		}
+	}
+	e.owners = next
+}
+
+func (e *Engine) owner(pid int) (int, bool) {
+	l, ok := e.owners[pid]
+	return l, ok
+}
+
+// settling returns the ended attempts whose memory NVML still shows on their cards, so
+// that their estimates stay reserved: the next job must not OOM on a ghost. Each waits
+// at most cfg.Settle.
+func (e *Engine) settling() []*Attempt {
+	now := e.clock.Now()
+	kept := e.ghosts[:0]
+	var out []*Attempt
+	for _, g := range e.ghosts {
+		// A process NVML cannot read is still there.
+		if used, unknown := e.measure(g.attempt); now.Before(g.until) && (used > 0 || unknown) {
+			kept = append(kept, g)
+			out = append(out, g.attempt)
+		}
+	}
+	e.ghosts = kept
+	return out
+}
+
+func (e *Engine) start(j *Job, cardIdx []int, sharing int) {
+	sw := e.sweeps[j.Sweep]
+	job := *j
+	job.Attempts++
+	job.State = JobRunning
+	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, GPUs: cardIdx,
+		Tier: j.Pos.Tier, Params: j.Current, Estimate: j.Estimate, Reserve: j.Estimate, HostReserve: j.HostEstimate,
+		Started: e.clock.Now()}
+	if j.Probe && j.Estimate == 0 {
+		e.changeShape(j.Shape, func(l *Shape) { l.Probe = j.ID })
+	}
+	var cards []gpu.Card
+	for _, c := range e.cards {
+		if slices.Contains(cardIdx, c.Index) {
+			cards = append(cards, c)
+		}
+	}
+	// Journaled before it starts: a daemon that dies in between finds an attempt it
+	// never heard from and requeues the job, rather than starting it twice. Without a
+	// journal there is nothing to survive, and one write per start is what a
+	// simulation of 100,000 jobs can afford.
+	if e.store.Journaled() && !e.put(&job, a) {
+		return
+	}
+	st, err := e.runner.Start(Launch{Attempt: a, Job: &job, Sweep: sw, Cards: cards, Sharing: sharing})
+	if err != nil {
+		if !e.store.Journaled() {
+			e.put(&job, a)
+		}
+		e.Apply(Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: err.Error()})
+		return
+	}
+	// The runner reports the attempt's end on Exits, read only after this round.
+	started := *a
+	started.Leader, started.Log = st.Leader, st.Log
+	if e.store.Journaled() {
+		e.put(&started)
+	} else {
+		e.put(&job, &started)
+	}
+	e.events(Event{Time: a.Started, Job: j.ID, Attempt: a.N, Kind: "started",
+		Message: fmt.Sprintf("on GPU %v, tier %d, estimate %s", cardIdx, a.Tier, plans.FormatSize(a.Estimate))})
+}
+
+func (e *Engine) largestRoom() int64 {
+	var most int64
+	for _, c := range e.cards {
+		most = max(most, c.Total-e.cfg.Headroom.Of(c.Total))
+	}
+	return most
+}
