@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"syscall"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -96,7 +98,7 @@ func (m *Map) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a JSON object, keeping its keys in order.
 func (m *Map) UnmarshalJSON(b []byte) error {
-	v, err := decodeJSON(b)
+	v, err := (&decoder{}).decodeJSON(b)
 	if err != nil {
 		return err
 	}
@@ -141,14 +143,66 @@ func FormatOf(name string) Format {
 	return YAML
 }
 
+// Limits on a document, checked as it is decoded, so that a hostile file is refused in
+// a moment instead of taking minutes and gigabytes: YAML aliases can make a few hundred
+// bytes expand to billions of values, and nesting is recursion. Sweeps and configs are
+// far smaller.
+const (
+	maxDocumentSize = 8 << 20 // bytes
+	maxDepth        = 100     // nested mappings and lists
+	maxValues       = 1 << 20 // values decoded, YAML aliases expanded
+)
+
+// ReadDocument reads a sweep or config file within the limits: a regular file (a FIFO
+// would block, /dev/zero never ends) of at most 8 MiB.
+func ReadDocument(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxDocumentSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxDocumentSize {
+		return nil, fmt.Errorf("%s is larger than the %d MiB a sweep or config file may be", path, maxDocumentSize>>20)
+	}
+	return data, nil
+}
+
+// ReadMap reads and decodes a YAML or JSON file (by its name) whose top level is a
+// mapping, such as a config.base; errors name the file.
+func ReadMap(path string) (*Map, error) {
+	data, err := ReadDocument(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Decode(data, FormatOf(path))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
 // Decode reads a YAML or JSON document whose top level is a mapping.
 func Decode(data []byte, f Format) (*Map, error) {
+	if len(data) > maxDocumentSize {
+		return nil, fmt.Errorf("the document is larger than the %d MiB a sweep or config may be", maxDocumentSize>>20)
+	}
 	var v any
 	var err error
+	d := &decoder{}
 	if f == JSON {
-		v, err = decodeJSON(data)
+		v, err = d.decodeJSON(data)
 	} else {
-		v, err = decodeYAML(data)
+		v, err = d.decodeYAML(data)
 	}
 	if err != nil {
 		return nil, err
@@ -163,7 +217,23 @@ func Decode(data []byte, f Format) (*Map, error) {
 	return m, nil
 }
 
-func decodeYAML(data []byte) (any, error) {
+// decoder counts what one document decodes to, against the limits.
+type decoder struct {
+	values int
+}
+
+// value accounts for one more value at depth (the top level is 1).
+func (d *decoder) value(depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("nested deeper than %d levels", maxDepth)
+	}
+	if d.values++; d.values > maxValues {
+		return fmt.Errorf("more than %d values (YAML aliases expanded): a sweep or config is far smaller", maxValues)
+	}
+	return nil
+}
+
+func (d *decoder) decodeYAML(data []byte) (any, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("not valid YAML: %w", err)
@@ -171,22 +241,27 @@ func decodeYAML(data []byte) (any, error) {
 	if root.Kind == 0 {
 		return nil, nil
 	}
-	return fromNode(&root)
+	return d.fromNode(&root, 1)
 }
 
-func fromNode(n *yaml.Node) (any, error) {
+func (d *decoder) fromNode(n *yaml.Node, depth int) (any, error) {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return nil, nil
 		}
-		return fromNode(n.Content[0])
+		return d.fromNode(n.Content[0], depth)
 	case yaml.AliasNode:
-		return fromNode(n.Alias)
+		return d.fromNode(n.Alias, depth)
+	}
+	if err := d.value(depth); err != nil {
+		return nil, fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	switch n.Kind {
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
 		for _, c := range n.Content {
-			v, err := fromNode(c)
+			v, err := d.fromNode(c, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -201,7 +276,7 @@ func fromNode(n *yaml.Node) (any, error) {
 				return nil, fmt.Errorf("line %d: a key must be a plain word", k.Line)
 			}
 			if k.Value == "<<" { // merge key: copy the aliased mapping's keys
-				merged, err := fromNode(v)
+				merged, err := d.fromNode(v, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -217,7 +292,7 @@ func fromNode(n *yaml.Node) (any, error) {
 			if _, dup := m.Vals[k.Value]; dup {
 				return nil, fmt.Errorf("line %d: key %q appears twice", k.Line, k.Value)
 			}
-			val, err := fromNode(v)
+			val, err := d.fromNode(v, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -240,10 +315,10 @@ func fromNode(n *yaml.Node) (any, error) {
 	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
 }
 
-func decodeJSON(data []byte) (any, error) {
+func (d *decoder) decodeJSON(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := jsonValue(dec)
+	v, err := d.jsonValue(dec, 1)
 	if err != nil {
 		return nil, fmt.Errorf("not valid JSON: %w", err)
 	}
@@ -253,7 +328,10 @@ func decodeJSON(data []byte) (any, error) {
 	return v, nil
 }
 
-func jsonValue(dec *json.Decoder) (any, error) {
+func (d *decoder) jsonValue(dec *json.Decoder, depth int) (any, error) {
+	if err := d.value(depth); err != nil {
+		return nil, fmt.Errorf("byte %d: %w", dec.InputOffset(), err)
+	}
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
@@ -272,7 +350,7 @@ func jsonValue(dec *json.Decoder) (any, error) {
 				if _, dup := m.Vals[k]; dup {
 					return nil, fmt.Errorf("key %q appears twice", k)
 				}
-				v, err := jsonValue(dec)
+				v, err := d.jsonValue(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -283,7 +361,7 @@ func jsonValue(dec *json.Decoder) (any, error) {
 		case '[':
 			out := []any{}
 			for dec.More() {
-				v, err := jsonValue(dec)
+				v, err := d.jsonValue(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}

@@ -1,6 +1,14 @@
 package plans
 
-import "fmt"
+import (
+	"fmt"
+	"math/big"
+	"strings"
+)
+
+// maxJobs is the most jobs a sweep may have: more than one machine runs in months,
+// while a matrix of a few short axes can ask for billions.
+const maxJobs = 100_000
 
 // point is one job's distinguishing values before they are split into parameters and
 // job settings, with where it came from for error messages.
@@ -39,6 +47,9 @@ func expandMatrix(m *Map, c *checker) []point {
 		return nil
 	}
 
+	if !c.matrixSize(m, axes) {
+		return nil
+	}
 	combos := []*Map{NewMap()}
 	for _, ax := range axes {
 		var next []*Map
@@ -98,6 +109,24 @@ func expandMatrix(m *Map, c *checker) []point {
 		}
 	}
 	return points
+}
+
+// matrixSize counts the matrix's combinations before they are expanded, and refuses
+// more than maxJobs.
+func (c *checker) matrixSize(m *Map, axes []string) bool {
+	n := big.NewInt(1)
+	sizes := make([]string, len(axes))
+	for i, ax := range axes {
+		l := len(m.Vals[ax].([]any))
+		n.Mul(n, big.NewInt(int64(l)))
+		sizes[i] = fmt.Sprintf("%s: %d", ax, l)
+	}
+	if n.IsInt64() && n.Int64() <= maxJobs {
+		return true
+	}
+	c.fail("matrix", "%s = %s combinations, more than the %d jobs a sweep may have: narrow an axis or split the sweep",
+		strings.Join(sizes, " × "), n, maxJobs)
+	return false
 }
 
 func matrixEntries(m *Map, key string, c *checker) []*Map {

@@ -1,6 +1,8 @@
 package plans
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,5 +45,30 @@ exclude:
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// The matrix is counted before it is expanded: up to maxJobs combinations, no more.
+func TestMatrixSizeCap(t *testing.T) {
+	for _, tt := range []struct {
+		sizes []int
+		ok    bool
+	}{
+		{[]int{maxJobs}, true},
+		{[]int{maxJobs + 1}, false},
+		{[]int{1000, 100}, true},
+		{[]int{1000, 101}, false},
+		{slices.Repeat([]int{2}, 70), false}, // 2^70 overflows int64
+	} {
+		m, axes := NewMap(), []string{}
+		for i, n := range tt.sizes {
+			ax := fmt.Sprintf("a%d", i)
+			m.Set(ax, make([]any, n))
+			axes = append(axes, ax)
+		}
+		c := &checker{file: "m.yaml"}
+		if got := c.matrixSize(m, axes); got != tt.ok || (len(c.errs) == 0) != tt.ok {
+			t.Errorf("axes of %v: ok %v (%v), want %v", tt.sizes, got, c.err(), tt.ok)
+		}
 	}
 }

@@ -4,7 +4,9 @@
 package plans
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -119,7 +121,7 @@ var (
 
 // LoadSweep reads and validates a sweep file.
 func LoadSweep(path string, ov Overrides) (*Sweep, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadDocument(path)
 	if err != nil {
 		return nil, Problems{{File: path, Msg: fmt.Sprintf("cannot read the sweep file: %v", err)}}
 	}
@@ -132,8 +134,10 @@ func LoadSweep(path string, ov Overrides) (*Sweep, error) {
 		c.fail("workdir", "%s is not a directory: workdir is relative to the sweep file", s.Workdir)
 	}
 	if s.Config != nil && s.Config.Base != "" {
-		if _, err := os.Stat(s.Config.Base); err != nil {
+		if _, err := ReadMap(s.Config.Base); errors.Is(err, fs.ErrNotExist) {
 			c.fail("config.base", "%s does not exist: config.base is relative to the sweep file", s.Config.Base)
+		} else if err != nil {
+			c.fail("config.base", "%v", err)
 		}
 	}
 	return s, c.err()
@@ -146,6 +150,10 @@ func DecodeSweep(file string, data []byte, ov Overrides) (*Sweep, error) {
 	doc, err := Decode(data, FormatOf(file))
 	if err != nil {
 		return nil, Problems{{File: file, Msg: err.Error()}}
+	}
+	// Checked here, not in SweepOf: a simulation's trace builds far larger sweeps.
+	if list, ok := doc.Vals["jobs"].([]any); ok && len(list) > maxJobs {
+		return nil, Problems{{File: file, Field: "jobs", Msg: fmt.Sprintf("%d jobs, more than the %d a sweep may have: split the sweep", len(list), maxJobs)}}
 	}
 	s, err := SweepOf(file, doc, ov)
 	if err != nil {
