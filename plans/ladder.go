@@ -305,17 +305,17 @@ func (c *checker) rung(field string, v any) (Rung, bool) {
 		}
 	}
 	if s, ok := m.Get("scale"); ok {
-		sm, ok := s.(*Map)
-		if !ok || sm.Len() == 0 {
+		if sm, ok := s.(*Map); !ok || sm.Len() == 0 {
 			c.fail(field+".scale", "write a mapping of parameters to factors, e.g. {batch_size: 0.5, gradient_accumulation_steps: 2}")
-		}
-		for _, k := range sm.Keys {
-			f, ok := toFloat(sm.Vals[k])
-			if !ok || f <= 0 {
-				c.fail(field+".scale."+k, "a factor is a number above 0, e.g. 0.5")
-				continue
+		} else {
+			for _, k := range sm.Keys {
+				f, ok := toFloat(sm.Vals[k])
+				if !ok || !(f > 0) || math.IsInf(f, 1) {
+					c.fail(field+".scale."+k, "a factor is a finite number above 0, e.g. 0.5")
+					continue
+				}
+				r.Scale = append(r.Scale, Factor{Key: k, By: f})
 			}
-			r.Scale = append(r.Scale, Factor{Key: k, By: f})
 		}
 	}
 	r.Repeat = c.boolean(m, field+".repeat", "repeat")
