@@ -69,6 +69,11 @@ var (
 // several jobs on a card do not each come up short.
 const CUDAContext = 500 << 20
 
+// maxEstimate bounds an estimate: a petabyte a card is a typo (a unit given twice:
+// 7000000000B is 7e18 parameters), and sizes beyond it would overflow as the packer
+// adds them up.
+const maxEstimate = 1 << 50
+
 // ModelKeys lists the keys of a model description.
 func ModelKeys() []string { return slices.Clone(modelKeys) }
 
@@ -161,6 +166,10 @@ func (m *Model) check() []string {
 	if m.ZeROStage > 0 && m.LoRARank > 0 {
 		errs = append(errs, "zero_stage: gpuq estimates ZeRO for full fine-tunes only; leave it out with LoRA")
 	}
+	if p, _ := m.parts(); len(errs) == 0 && !(p.total() <= maxEstimate) {
+		errs = append(errs, fmt.Sprintf("the model comes to %.3g bytes a card, more than the %s any card could hold: check params (%.3g parameters) and the sizes for a typo",
+			p.total(), FormatSize(maxEstimate), m.params()))
+	}
 	return errs
 }
 
@@ -245,7 +254,8 @@ func ParseCount(s string) (float64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f <= 0 || math.IsInf(f, 0) {
+	// !(f > 0) refuses NaN too.
+	if err != nil || !(f > 0) || math.IsInf(f*mult, 0) {
 		return 0, fmt.Errorf("%q is not a parameter count: write e.g. 7B, 350M or 1.3e9", s)
 	}
 	return f * mult, nil
@@ -253,25 +263,37 @@ func ParseCount(s string) (float64, error) {
 
 // Estimate is the memory the job peaks at on each of its cards.
 func (m Model) Estimate() Breakdown {
+	p, missing := m.parts()
+	return Breakdown{Weights: int64(p.weights), Gradients: int64(p.gradients), Optimizer: int64(p.optimizer),
+		Activations: int64(p.activations), Logits: int64(p.logits), Context: CUDAContext, Missing: missing}
+}
+
+// parts are an estimate's parts before they are whole bytes: in float64 a description
+// that is far too large stays far too large, where int64 would wrap around to a
+// negative size that fits every card.
+type parts struct {
+	weights, gradients, optimizer, activations, logits float64
+}
+
+func (p parts) total() float64 {
+	return p.weights + p.gradients + p.optimizer + p.activations + p.logits + CUDAContext
+}
+
+func (m Model) parts() (parts, []string) {
 	p := m.params()
-	trainable := p
+	var e parts
 	if m.LoRARank > 0 {
-		trainable = m.loraParams()
-	}
-	var b Breakdown
-	frozen := 0.0
-	if m.LoRARank > 0 {
-		frozen = p * weightBytes(m.Precision)
+		trainable := m.loraParams()
 		// Adapters are trained in 16-bit, like a bf16 model's weights.
-		b.Weights = int64(frozen + trainable*2)
-		b.Gradients = int64(trainable * 2)
-		b.Optimizer = int64(trainable * optimizerBytes(m.Optimizer, "bf16"))
+		e.weights = p*weightBytes(m.Precision) + trainable*2
+		e.gradients = trainable * 2
+		e.optimizer = trainable * optimizerBytes(m.Optimizer, "bf16")
 	} else {
-		b.Weights, b.Gradients, b.Optimizer = m.modelState(p)
+		e.weights, e.gradients, e.optimizer = m.modelState(p)
 	}
-	b.Activations, b.Logits, b.Missing = m.activations()
-	b.Context = CUDAContext
-	return b
+	var missing []string
+	e.activations, e.logits, missing = m.activations()
+	return e, missing
 }
 
 // params is the parameter count: as given, or counted from the architecture. Without
@@ -357,21 +379,21 @@ func optimizerBytes(optimizer, precision string) float64 {
 // (Rajbhandari et al. 2020, "ZeRO", §5; REFERENCE §4): stage 1 partitions the optimizer
 // state, stage 2 also the gradients, 2P + 18P/N in all for AdamW, stage 3 also the
 // weights, leaving 4× the largest layer gathered at a time plus 18P/N.
-func (m Model) modelState(p float64) (weights, grads, opt int64) {
+func (m Model) modelState(p float64) (weights, grads, opt float64) {
 	wb := weightBytes(m.Precision)
 	ob := optimizerBytes(m.Optimizer, m.Precision)
 	n := float64(max(m.GPUs, 1))
 	switch m.ZeROStage {
 	case 1:
-		return int64(p * wb), int64(p * wb), int64(p * ob / n)
+		return p * wb, p * wb, p * ob / n
 	case 2:
 		// REFERENCE's 18P/N is gradients and AdamW's 16 bytes of state; another
 		// optimizer changes the state's share.
-		return int64(p * wb), int64(p * wb / n), int64(p * (ob + 4) / n)
+		return p * wb, p * wb / n, p * (ob + 4) / n
 	case 3:
-		return int64(4*m.largestLayer() + p*wb/n), int64(p * wb / n), int64(p * (ob + 4) / n)
+		return 4*m.largestLayer() + p*wb/n, p * wb / n, p * (ob + 4) / n
 	}
-	return int64(p * wb), int64(p * wb), int64(p * ob)
+	return p * wb, p * wb, p * ob
 }
 
 // largestLayer is the most parameters one module holds: the embedding or a block.
@@ -398,7 +420,7 @@ func (m Model) largestLayer() float64 {
 //
 // The logits are b·s·V values in fp32 (REFERENCE §4), for logits_to_keep positions if
 // set.
-func (m Model) activations() (acts, logits int64, missing []string) {
+func (m Model) activations() (acts, logits float64, missing []string) {
 	for _, k := range []struct {
 		name string
 		v    int
@@ -419,7 +441,7 @@ func (m Model) activations() (acts, logits int64, missing []string) {
 		if m.LogitsToKeep > 0 {
 			kept = min(s, float64(m.LogitsToKeep))
 		}
-		logits = int64(b * kept * float64(m.Vocab) * 4)
+		logits = b * kept * float64(m.Vocab) * 4
 	}
 	if slices.ContainsFunc(missing, func(k string) bool { return k != "vocab" }) {
 		return 0, logits, missing
@@ -453,5 +475,5 @@ func (m Model) activations() (acts, logits int64, missing []string) {
 	if m.Precision == "fp32" {
 		total *= 2
 	}
-	return int64(total), logits, missing
+	return total, logits, missing
 }

@@ -175,6 +175,11 @@ func TestModelOfErrors(t *testing.T) {
 		{[]any{"params", "7B", "zero_stage", 4}, "0, 1, 2 or 3"},
 		{[]any{"params", "7B", "zero_stage", 3}, "largest layer"},
 		{[]any{"params", "7B", "layers", 32, "hidden", 4096, "lora_rank", 8, "lora_targets", []any{"q", "attn"}}, `"attn" is not a matrix`},
+		// Too large for int64 bytes: the estimate would wrap around to a negative size.
+		{[]any{"params", "7000000000B"}, "the model comes to 1.12e+20 bytes a card, more than the 1024.00 TiB any card could hold"},
+		{[]any{"layers", 2000000000, "hidden", 2000000000}, "more than the 1024.00 TiB"},
+		{[]any{"params", "7B", "layers", 32, "hidden", 4096, "seq_len", 2000000000, "micro_batch", 2000000000}, "more than the 1024.00 TiB"},
+		{[]any{"params", "7B", "vocab", 2000000000, "seq_len", 2000000000, "micro_batch", 2000000000}, "more than the 1024.00 TiB"},
 	} {
 		_, err := ModelOf(mapOf(tt.desc...), nil)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -196,7 +201,7 @@ func TestParseCount(t *testing.T) {
 			t.Errorf("ParseCount(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "B", "-7B", "7X"} {
+	for _, in := range []string{"", "B", "-7B", "-0", "7X", "NaN", "nan", "Inf", "-Inf", "1e309", "1e300B"} {
 		if _, err := ParseCount(in); err == nil {
 			t.Errorf("ParseCount(%q) should fail", in)
 		}

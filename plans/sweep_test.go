@@ -170,6 +170,15 @@ func TestValidation(t *testing.T) {
 		{"host memory bad", base("host_memory: 8"), []string{"host_memory:", `e.g. "11GiB"`}},
 		{"shape_ignores not a list", base("shape_ignores: seed"), []string{"shape_ignores: write a list"}},
 		{"config bad format", base("config: {base: c.yaml, format: toml}"), []string{"config.format", "use yaml or json"}},
+		{"matrix of 10^9 points", "name: t\ncommand: [echo]\nmatrix: {a: &ten [0,1,2,3,4,5,6,7,8,9], b: *ten, c: *ten, d: *ten, e: *ten, f: *ten, g: *ten, h: *ten, i: *ten}\n",
+			[]string{"matrix: a: 10 × b: 10 × c: 10 × d: 10 × e: 10 × f: 10 × g: 10 × h: 10 × i: 10 = 1000000000 combinations, more than the 100000 jobs a sweep may have: narrow an axis or split the sweep"}},
+		{"more jobs than a sweep may have", "name: t\ncommand: [echo]\njobs: [" + strings.Repeat("{}, ", maxJobs) + "{}]\n", []string{"jobs: 100001 jobs, more than the 100000"}},
+		{"rung scale not a mapping", base("oom: {ladder: [{scale: 0.5}]}"), []string{"oom.ladder[0].scale: write a mapping of parameters to factors"}},
+		{"rung scale by NaN", base("params: {batch_size: 8}\noom: {ladder: [{scale: {batch_size: .nan}}]}"), []string{"oom.ladder[0].scale.batch_size: a factor is a finite number above 0"}},
+		{"rung scale by infinity", base("params: {batch_size: 8}\noom: {ladder: [{scale: {batch_size: .inf}}]}"), []string{"a factor is a finite number above 0"}},
+		{"model params overflow", base("memory: {model: {params: 7000000000B}}"), []string{"memory.model (every job): the model comes to 1.12e+20 bytes a card, more than the 1024.00 TiB"}},
+		{"model params NaN", base("memory: {model: {params: .nan}}"), []string{`params: "NaN" is not a parameter count`}},
+		{"model params negative", base("memory: {model: {params: -7B}}"), []string{`params: "-7B" is not a parameter count`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
