@@ -54,7 +54,7 @@ const allocConf = "expandable_segments:True"
 // Placeholders are filled from the tier's parameters and gpuq's own values; nothing
 // passes through a shell.
 func Prepare(a Attempt, parentEnv []string) (Command, error) {
-	if err := os.MkdirAll(a.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(a.Dir, 0o700); err != nil {
 		return Command{}, err
 	}
 	cfg, err := renderConfig(a)
@@ -168,12 +168,9 @@ func renderConfig(a Attempt) (string, error) {
 	}
 	doc := plans.NewMap()
 	if spec.Base != "" {
-		data, err := os.ReadFile(spec.Base)
-		if err != nil {
+		var err error
+		if doc, err = plans.ReadMap(spec.Base); err != nil {
 			return "", err
-		}
-		if doc, err = plans.Decode(data, plans.FormatOf(spec.Base)); err != nil {
-			return "", fmt.Errorf("%s: %w", spec.Base, err)
 		}
 	}
 	for _, k := range a.Params.Keys {
@@ -195,7 +192,7 @@ func renderConfig(a Attempt) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(a.Dir, "config."+string(spec.Format))
-	return path, os.WriteFile(path, out, 0o644)
+	return path, writePrivate(path, out)
 }
 
 func setDotted(m *plans.Map, path []string, v any) {

@@ -35,7 +35,7 @@ var GroupGrace = 10 * time.Second
 // Start runs c in a pty. The log begins with a header that lets a person rerun the
 // attempt by hand. live, if not nil, also receives the output.
 func Start(c Command, logPath, header string, live io.Writer) (*Process, error) {
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	lf, err := createPrivate(logPath)
 	if err != nil {
 		return nil, err
 	}

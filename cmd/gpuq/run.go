@@ -38,8 +38,10 @@ pseudo-terminal with the right environment, and when one runs out of GPU memory 
 it with the next rung of its OOM ladder (the effective batch kept), until every job has
 succeeded, failed for good, or been cancelled. Ctrl-C stops every trainer cleanly.
 
-Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/; a log
-begins with the command and environment to rerun the attempt by hand.
+Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/, readable
+by you alone (they hold the trainers' environment); a log begins with the command and
+environment to rerun the attempt by hand. A --log-dir that other users may write to is
+refused.
 
 Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
@@ -76,6 +78,9 @@ func runRun(opts *runOptions) error {
 	sw := p.sweep
 	if opts.logDir == "" {
 		opts.logDir = runDir(sw.Name, time.Now())
+	}
+	if err := launcher.PrivateDir(opts.logDir); err != nil {
+		return badInput("--log-dir: %v", err)
 	}
 	store, err := scheduler.NewStore()
 	if err != nil {
