@@ -220,6 +220,9 @@ func Decode(data []byte, f Format) (*Map, error) {
 // decoder counts what one document decodes to, against the limits.
 type decoder struct {
 	values int
+	// scalars are the YAML scalars decoded so far: an alias repeats its nodes, and
+	// decoding one costs more than the rest of a value.
+	scalars map[*yaml.Node]any
 }
 
 // value accounts for one more value at depth (the top level is 1).
@@ -234,6 +237,7 @@ func (d *decoder) value(depth int) error {
 }
 
 func (d *decoder) decodeYAML(data []byte) (any, error) {
+	d.scalars = map[*yaml.Node]any{}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("not valid YAML: %w", err)
@@ -300,16 +304,20 @@ func (d *decoder) fromNode(n *yaml.Node, depth int) (any, error) {
 		}
 		return m, nil
 	case yaml.ScalarNode:
+		if v, ok := d.scalars[n]; ok {
+			return v, nil
+		}
 		var v any
 		if err := n.Decode(&v); err != nil {
 			return nil, fmt.Errorf("line %d: %w", n.Line, err)
 		}
 		switch t := v.(type) {
 		case int:
-			return int64(t), nil
+			v = int64(t)
 		case uint64:
-			return float64(t), nil
+			v = float64(t)
 		}
+		d.scalars[n] = v
 		return v, nil
 	}
 	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)

@@ -84,3 +84,14 @@ func TestReadDocument(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeAliasBomb is the cost of refusing the 8-level alias file: decoding
+// stops at maxValues.
+func BenchmarkDecodeAliasBomb(b *testing.B) {
+	doc := []byte(aliasBomb(8))
+	for b.Loop() {
+		if _, err := Decode(doc, YAML); err == nil {
+			b.Fatal("accepted")
+		}
+	}
+}
