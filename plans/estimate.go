@@ -166,11 +166,14 @@ func (m *Model) check() []string {
 	if m.ZeROStage > 0 && m.LoRARank > 0 {
 		errs = append(errs, "zero_stage: gpuq estimates ZeRO for full fine-tunes only; leave it out with LoRA")
 	}
-	if p, _ := m.parts(); len(errs) == 0 && !(p.total() <= maxEstimate) {
-		errs = append(errs, fmt.Sprintf("the model comes to %.3g bytes a card, more than the %s any card could hold: check params (%.3g parameters) and the sizes for a typo",
-			p.total(), FormatSize(maxEstimate), m.params()))
+	if len(errs) > 0 {
+		return errs
 	}
-	return errs
+	if p, _ := m.parts(); !(p.total() <= maxEstimate) {
+		return []string{fmt.Sprintf("the model comes to %.3g bytes a card, more than the %s any card could hold: check params (%.3g parameters) and the sizes for a typo",
+			p.total(), FormatSize(maxEstimate), m.params())}
+	}
+	return nil
 }
 
 // fill turns a description value into text, filling its placeholders from params.

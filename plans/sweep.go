@@ -1,6 +1,7 @@
 // Package plans turns what a researcher writes into what gpuq schedules: sweep files,
 // GPU lists and plans, sizes, matrix expansion and the OOM ladder. It does no I/O
-// beyond reading the sweep file, and knows nothing of processes or GPUs.
+// beyond reading sweep files and the configs they name, and knows nothing of processes
+// or GPUs.
 package plans
 
 import (
