@@ -27,7 +27,7 @@ type Attempt struct {
 	Cards      []Card
 	Dir        string // the attempt's directory: its config and log
 	Threads    int
-	MasterPort int    // for multi-card jobs; 0 otherwise
+	MasterPort int    // the rendezvous port of torchrun and torch.distributed; 0: none
 	SimLedger  string // the simulated machine's ledger; "" on real cards
 }
 
@@ -55,6 +55,10 @@ const allocConf = "expandable_segments:True"
 // passes through a shell.
 func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	if err := os.MkdirAll(a.Dir, 0o700); err != nil {
+		return Command{}, err
+	}
+	dir, err := filepath.Abs(a.Dir)
+	if err != nil {
 		return Command{}, err
 	}
 	cfg, err := renderConfig(a)
@@ -109,13 +113,20 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	add("TOKENIZERS_PARALLELISM", "false")
 	add("OMP_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
 	add("MKL_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
-	if len(a.Cards) > 1 {
-		add("MASTER_PORT", strconv.Itoa(a.MasterPort))
+	if a.MasterPort != 0 {
+		// torchrun reads PET_*, init_process_group("env://") MASTER_*: with a port of
+		// its own, no two jobs meet on torchrun's default 29500.
+		port := strconv.Itoa(a.MasterPort)
+		add("MASTER_ADDR", "127.0.0.1")
+		add("MASTER_PORT", port)
+		add("PET_MASTER_ADDR", "127.0.0.1")
+		add("PET_MASTER_PORT", port)
 	}
 	add("GPUQ_SWEEP", a.Sweep.Name)
 	add("GPUQ_JOB_ID", a.JobID)
 	add("GPUQ_ATTEMPT", strconv.Itoa(a.N))
 	add("GPUQ_TIER", strconv.Itoa(a.Tier))
+	add(attemptDirVar, dir)
 	if a.SimLedger != "" {
 		add("GPUQ_SIM_LEDGER", a.SimLedger)
 		caps := make([]string, len(a.Cards))
@@ -130,6 +141,16 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	c.Set = set
 	c.Env = mergeEnv(parentEnv, set)
 	return c, nil
+}
+
+// envValue is the value of name in env ("NAME=value" entries), or "".
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // mergeEnv returns parent with every NAME=value of set replacing or added; the last

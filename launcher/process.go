@@ -27,6 +27,9 @@ type Process struct {
 	oomBefore int64
 	exit      Exit
 	started   time.Time
+	// dir is the attempt's GPUQ_ATTEMPT_DIR, which tells its processes that left the
+	// group (see procs.go).
+	dir string
 }
 
 // GroupGrace is how long a process group has between SIGTERM and SIGKILL.
@@ -42,7 +45,8 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 	fmt.Fprint(lf, header)
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
 	cmd.Dir, cmd.Env = c.Dir, c.Env
-	p := &Process{cmd: cmd, log: lf, ring: NewRing(64 << 10), done: make(chan struct{}), started: time.Now()}
+	p := &Process{cmd: cmd, log: lf, ring: NewRing(64 << 10), done: make(chan struct{}), started: time.Now(),
+		dir: envValue(c.Env, attemptDirVar)}
 	p.oomBefore, _ = cgroupOOMKills()
 	// pty.Start makes the child a session leader with the pty as its controlling
 	// terminal, so -pid is its whole process group.
@@ -78,11 +82,10 @@ func (p *Process) copyOutput(live io.Writer, copied chan<- struct{}) {
 	}
 }
 
-// wait is the one goroutine that waits for the leader. Then the rest of the group is
+// wait is the one goroutine that waits for the leader. Then the rest of the attempt is
 // stopped and reaped, so nothing the trainer started outlives it.
 func (p *Process) wait(copied <-chan struct{}) {
 	err := p.cmd.Wait()
-	pgid := p.cmd.Process.Pid
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -96,7 +99,7 @@ func (p *Process) wait(copied <-chan struct{}) {
 	default:
 		p.exit.Code = -1
 	}
-	stopGroup(pgid, GroupGrace)
+	p.stopRest(GroupGrace)
 	select {
 	case <-copied:
 	case <-time.After(2 * time.Second): // a process outside the group still holds the pty
@@ -111,26 +114,39 @@ func (p *Process) wait(copied <-chan struct{}) {
 	close(p.done)
 }
 
-// stopGroup ends what is left of a process group: SIGTERM, then SIGKILL after grace,
-// reaping members that were re-parented to gpuq, until none is left.
-func stopGroup(pgid int, grace time.Duration) {
-	if !groupAlive(pgid) {
+// stopRest ends what is left of an attempt: its process group, and the processes that
+// left it for sessions of their own but carry its identity (torchrun's workers). SIGTERM,
+// then SIGKILL after grace, until none is left; gpuq's own children among them (orphans
+// re-parented to it as a subreaper) are reaped, so none is left a zombie.
+func (p *Process) stopRest(grace time.Duration) {
+	seen := map[int]bool{}
+	if !p.left(seen) {
 		return
 	}
-	syscall.Kill(-pgid, syscall.SIGTERM)
+	p.signal(syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
-	for groupAlive(pgid) {
+	for p.left(seen) {
 		if time.Now().After(deadline) {
-			syscall.Kill(-pgid, syscall.SIGKILL)
+			p.signal(syscall.SIGKILL)
 			deadline = time.Now().Add(time.Hour)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// groupAlive reaps the group's exited members that are gpuq's children (as a subreaper,
-// orphans become so) and reports whether any member is left.
-func groupAlive(pgid int) bool {
+// signal sends sig to the attempt's group and to its processes outside it.
+func (p *Process) signal(sig syscall.Signal) {
+	syscall.Kill(-p.PID(), sig)
+	for _, pid := range hostProcs.members(p.dir) {
+		syscall.Kill(pid, sig)
+	}
+}
+
+// left reaps what has ended of the attempt and reports whether anything is left: a
+// member of its group, a live process with its identity, or an unreaped zombie of one
+// (seen collects them, since a zombie's environment can no longer be read).
+func (p *Process) left(seen map[int]bool) bool {
+	pgid := p.PID()
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
@@ -138,20 +154,33 @@ func groupAlive(pgid int) bool {
 			break
 		}
 	}
-	return syscall.Kill(-pgid, 0) == nil
+	alive := syscall.Kill(-pgid, 0) == nil
+	for _, pid := range hostProcs.members(p.dir) {
+		seen[pid] = true
+		alive = true
+	}
+	for pid := range seen {
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		if st, ok := hostProcs.stat(pid); !ok {
+			delete(seen, pid)
+		} else if st.zombie {
+			alive = true
+		}
+	}
+	return alive
 }
 
-// Stop ends the attempt: SIGTERM to its whole group, SIGKILL after grace. It returns at
-// once; Done closes when the group is gone.
+// Stop ends the attempt: SIGTERM to its whole group and its processes outside it,
+// SIGKILL after grace. It returns at once; Done closes when they are gone.
 func (p *Process) Stop(grace time.Duration) {
 	p.cancelled.Store(true)
-	pgid := p.cmd.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM)
+	p.signal(syscall.SIGTERM)
 	go func() {
 		select {
 		case <-p.done:
 		case <-time.After(grace):
-			syscall.Kill(-pgid, syscall.SIGKILL)
+			p.signal(syscall.SIGKILL)
 		}
 	}()
 }
@@ -247,11 +276,4 @@ func cgroupOOMKills() (int64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// SessionOf returns the session id of a process: for a trainer and everything it
-// started, the pid of the attempt's leader.
-func SessionOf(pid int) (int, bool) {
-	sid, _, ok := statOf(pid)
-	return sid, ok
 }

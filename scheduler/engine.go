@@ -45,20 +45,20 @@ type Runner interface {
 	Start(l Launch) (Started, error)
 	// Stop asks a running attempt to end; its Exit follows.
 	Stop(attempt string)
-	// Owner returns the session leader of a process, so that the engine can tell its
-	// attempts' processes from foreign ones; ok is false when it cannot tell.
-	Owner(pid int) (leader int, ok bool)
+	// Owner returns the attempt a process belongs to, so that the engine can tell its
+	// attempts' processes from foreign ones; ok is false for a process of none.
+	Owner(pid int) (attempt string, ok bool)
 }
 
-// HostMeter is a Runner that can measure host memory: what the processes of each
-// session (by its leader) hold now. Leaders it cannot measure are left out.
+// HostMeter is a Runner that can measure host memory: what the processes of each of its
+// attempts hold now, by attempt id. Attempts it cannot measure are left out.
 type HostMeter interface {
-	HostMemory(leaders []int) map[int]int64
+	HostMemory() map[string]int64
 }
 
 // Started is what a Runner tells of an attempt it started.
 type Started struct {
-	Leader int    // the session leader's pid
+	Leader int    // the trainer's pid
 	Log    string // the attempt's log file
 }
 
@@ -114,11 +114,11 @@ type Engine struct {
 	cards  []gpu.Card
 	// cardPos maps a card's index to its position in cards.
 	cardPos map[int]int
-	// owners maps each process on the cards to its attempt's session leader, resolved
-	// once per round (see resolveOwners).
-	owners map[int]int
-	// hostNow is what each running attempt's processes hold of host RAM, by leader.
-	hostNow map[int]int64
+	// owners maps each process on the cards to its attempt, resolved once per round
+	// (see resolveOwners).
+	owners map[int]string
+	// hostNow is what each running attempt's processes hold of host RAM, by attempt.
+	hostNow map[string]int64
 	// lastRound is when the last round sampled the cards.
 	lastRound time.Time
 	// limits are the sweeps' own plans on the machine's cards (see SetLimit).
@@ -155,8 +155,8 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		sweeps: map[string]*plans.Sweep{}, exits: make(chan Exit, 64), events: events, owners: map[int]int{}, cardPos: map[int]int{},
-		hostNow: map[int]int64{}, limits: map[string]Limit{}, commands: make(chan func())}
+		sweeps: map[string]*plans.Sweep{}, exits: make(chan Exit, 64), events: events, owners: map[int]string{}, cardPos: map[int]int{},
+		hostNow: map[string]int64{}, limits: map[string]Limit{}, commands: make(chan func())}
 }
 
 // Submit adds a sweep's jobs.

@@ -14,14 +14,14 @@ import (
 
 // fakeRunner ends each attempt as script says, at once.
 // An empty Outcome leaves the attempt running until it is stopped; onStop then says how
-// it ends (cancelled unless set). owners maps pids to session leaders.
+// it ends (cancelled unless set). owners maps pids to attempts.
 type fakeRunner struct {
 	mu         sync.Mutex
 	exits      chan<- Exit
 	script     func(l Launch) Exit
 	onStop     func(attempt string) Exit
 	starts     []Launch
-	owners     map[int]int
+	owners     map[int]string
 	ownerCalls int
 }
 
@@ -47,12 +47,12 @@ func (f *fakeRunner) Stop(attempt string) {
 	go func() { f.exits <- x }()
 }
 
-func (f *fakeRunner) Owner(pid int) (int, bool) {
+func (f *fakeRunner) Owner(pid int) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ownerCalls++
-	l, ok := f.owners[pid]
-	return l, ok
+	a, ok := f.owners[pid]
+	return a, ok
 }
 
 // fakeInventory counts its reads, one per engine round.
@@ -228,7 +228,7 @@ func TestFailureAndSuccessEndJobs(t *testing.T) {
 // once per round, not once per use.
 func TestPeaksAndOwnersFromOneLookupPerRound(t *testing.T) {
 	procs := []gpu.Process{{PID: 7001, Used: 5 * gib}, {PID: 7002, Used: 2 * gib}, {PID: 9000, Used: 3 * gib}}
-	fr := &fakeRunner{owners: map[int]int{7001: 101, 7002: 101}} // 9000 is foreign
+	fr := &fakeRunner{owners: map[int]string{7001: "e.1/1", 7002: "e.1/1"}} // 9000 is foreign
 	fr.script = func(Launch) Exit { return Exit{} }              // runs until stopped
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
@@ -271,7 +271,7 @@ memory: probe
 		t.Fatal(err)
 	}
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
-	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]int{}}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
 	st, _ := NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
 	fr.exits = e.Exits()
@@ -286,7 +286,7 @@ memory: probe
 	}
 	// The probe allocates 5 GiB; the next round samples it, then it succeeds.
 	probe := fr.starts[0].Attempt
-	fr.owners[4242] = 101
+	fr.owners[4242] = probe.ID
 	cards[probe.GPUs[0]].Processes = []gpu.Process{{PID: 4242, Used: 5 * gib}}
 	if err := e.Schedule(); err != nil {
 		t.Fatal(err)
@@ -320,7 +320,7 @@ func TestUnknownReadingTeachesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
-	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]int{4242: 101}}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "u.1/1"}}
 	st, _ := NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}}, nil)
 	fr.exits = e.Exits()

@@ -9,18 +9,14 @@ import "github.com/gpuq/gpuq/scheduler/gpu"
 // of host RAM; an attempt that has run LearnAfter speaks for its shape.
 func (e *Engine) learnPeaks(running []*Attempt) {
 	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
-		leaders := make([]int, len(running))
-		for i, a := range running {
-			leaders[i] = a.Leader
-		}
-		e.hostNow = m.HostMemory(leaders)
+		e.hostNow = m.HostMemory()
 	}
 	var changed []any
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
 	for _, a := range running {
 		peak, unknown := e.measure(a)
-		host := e.hostNow[a.Leader]
+		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
 		if grew || unknown && !a.PeakUnknown {
 			c := *a
@@ -48,7 +44,7 @@ func (e *Engine) measure(a *Attempt) (most int64, unknown bool) {
 		}
 		var sum int64
 		for _, p := range e.cards[i].Processes {
-			if l, ok := e.owner(p.PID); !ok || l != a.Leader {
+			if owner, ok := e.owners[p.PID]; !ok || owner != a.ID {
 				continue
 			}
 			if p.Used == gpu.Unknown {

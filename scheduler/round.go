@@ -130,7 +130,7 @@ func (e *Engine) hostState(running []*Attempt) (HostState, error) {
 	h := HostState{Total: total, Used: total - avail, Reserve: e.cfg.HostReserve.Of(total)}
 	for _, a := range running {
 		h.Reserved += a.HostReserve
-		h.Ours += e.hostNow[a.Leader]
+		h.Ours += e.hostNow[a.ID]
 	}
 	return h, nil
 }
@@ -164,16 +164,16 @@ func (e *Engine) failTooLarge() {
 
 // ours tells the processes of running attempts from foreign ones.
 func (e *Engine) ours(running []*Attempt) func(int) bool {
-	leaders := map[int]bool{}
+	attempts := map[string]bool{}
 	for _, a := range running {
-		leaders[a.Leader] = true
+		attempts[a.ID] = true
 	}
 	for _, g := range e.ghosts {
-		leaders[g.attempt.Leader] = true
+		attempts[g.attempt.ID] = true
 	}
 	return func(pid int) bool {
-		l, ok := e.owner(pid)
-		return ok && leaders[l]
+		a, ok := e.owners[pid]
+		return ok && attempts[a]
 	}
 }
 
@@ -182,22 +182,17 @@ func (e *Engine) ours(running []*Attempt) func(int) bool {
 // a dead process's memory for a moment after /proc has forgotten it; a pid on no card is
 // forgotten, so the map stays as small as the cards' process lists.
 func (e *Engine) resolveOwners() {
-	next := make(map[int]int, len(e.owners))
+	next := make(map[int]string, len(e.owners))
 	for _, c := range e.cards {
 		for _, p := range c.Processes {
-			if l, ok := e.runner.Owner(p.PID); ok {
-				next[p.PID] = l
-			} else if l, ok := e.owners[p.PID]; ok {
-				next[p.PID] = l
+			if a, ok := e.runner.Owner(p.PID); ok {
+				next[p.PID] = a
+			} else if a, ok := e.owners[p.PID]; ok {
+				next[p.PID] = a
 			}
 		}
 	}
 	e.owners = next
-}
-
-func (e *Engine) owner(pid int) (int, bool) {
-	l, ok := e.owners[pid]
-	return l, ok
 }
 
 // settling returns the ended attempts whose memory NVML still shows on their cards, so

@@ -87,7 +87,7 @@ type Attempt struct {
 	// learned of its shape says otherwise. HostReserve is the same for host RAM.
 	Reserve     int64
 	HostReserve int64
-	Leader      int   // the trainer's session leader; its session is the attempt's processes
+	Leader      int   // the trainer's pid; its processes are told by what they inherit (Runner.Owner)
 	Peak        int64 // the most its processes held on one card, as NVML saw it
 	// PeakUnknown: NVML could not tell some process's memory, so Peak may fall short
 	// and teaches nothing.

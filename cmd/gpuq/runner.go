@@ -27,7 +27,10 @@ type procRunner struct {
 }
 
 func (r *procRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
-	dir := filepath.Join(r.dir, l.Job.ID, fmt.Sprintf("attempt-%d", l.Attempt.N))
+	dir, err := launcher.AttemptDir(r.dir, l.Attempt.ID)
+	if err != nil {
+		return scheduler.Started{}, err
+	}
 	cmd, header, err := prepareAttempt(l, dir, r.ledger, os.Environ())
 	if err != nil {
 		return scheduler.Started{}, err
@@ -59,13 +62,11 @@ func prepareAttempt(l scheduler.Launch, dir, ledger string, env []string) (launc
 	for _, c := range l.Cards {
 		a.Cards = append(a.Cards, launcher.Card{Index: c.Index, Total: c.Total})
 	}
-	if len(a.Cards) > 1 {
-		port, err := freePort()
-		if err != nil {
-			return launcher.Command{}, "", err
-		}
-		a.MasterPort = port
+	port, err := freePort()
+	if err != nil {
+		return launcher.Command{}, "", err
 	}
+	a.MasterPort = port
 	cmd, err := launcher.Prepare(a, env)
 	if err != nil {
 		return launcher.Command{}, "", err
@@ -86,9 +87,9 @@ func (r *procRunner) Stop(attempt string) {
 	}
 }
 
-func (r *procRunner) Owner(pid int) (int, bool) { return launcher.SessionOf(pid) }
+func (r *procRunner) Owner(pid int) (string, bool) { return launcher.OwnerIn(r.dir, pid) }
 
-func (r *procRunner) HostMemory(leaders []int) map[int]int64 { return launcher.SessionMemory(leaders) }
+func (r *procRunner) HostMemory() map[string]int64 { return launcher.AttemptMemory(r.dir) }
 
 // threadsFor is the OMP/MKL threads of a trainer: the sweep's, or with threads: auto an
 // even share of the cores among the trainers running once it has started.
@@ -99,7 +100,8 @@ func threadsFor(sw *plans.Sweep, sharing int) int {
 	return max(1, runtime.NumCPU()/max(1, sharing))
 }
 
-// freePort asks the kernel for a free TCP port, for a multi-card job's rendezvous.
+// freePort asks the kernel for a free TCP port, for a job's rendezvous (torchrun binds
+// one even for a single worker).
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

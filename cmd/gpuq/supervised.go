@@ -1,10 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/gpuq/gpuq/launcher"
@@ -27,15 +24,9 @@ type supervisedRunner struct {
 	environs map[string][]string
 }
 
-// attemptDir is where an attempt lives. Job ids are "<sweep>.<n>" with a sweep name of
-// [a-z0-9._-], so one is a single local path element; anything else is refused rather
-// than joined.
+// attemptDir is where an attempt lives.
 func (r *supervisedRunner) attemptDir(attempt string) (string, error) {
-	job, n, ok := strings.Cut(attempt, "/")
-	if !ok || !filepath.IsLocal(job) || strings.ContainsRune(job, filepath.Separator) || n == "" || strings.ContainsRune(n, filepath.Separator) {
-		return "", fmt.Errorf("attempt %q cannot name a directory", attempt)
-	}
-	return filepath.Join(r.dir, job, "attempt-"+n), nil
+	return launcher.AttemptDir(r.dir, attempt)
 }
 
 func (r *supervisedRunner) environ(sweep string) []string {
@@ -115,8 +106,6 @@ func (r *supervisedRunner) Stop(attempt string) {
 	}
 }
 
-func (r *supervisedRunner) Owner(pid int) (int, bool) { return launcher.SessionOf(pid) }
+func (r *supervisedRunner) Owner(pid int) (string, bool) { return launcher.OwnerIn(r.dir, pid) }
 
-func (r *supervisedRunner) HostMemory(leaders []int) map[int]int64 {
-	return launcher.SessionMemory(leaders)
-}
+func (r *supervisedRunner) HostMemory() map[string]int64 { return launcher.AttemptMemory(r.dir) }

@@ -94,7 +94,7 @@ func runEngine(t *Trace, m *machine, r *Result) error {
 	if err != nil {
 		return err
 	}
-	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}}
+	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}}
 	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom}
 	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
 	rn.engine = e
@@ -127,7 +127,8 @@ type engineRunner struct {
 	trace  *Trace
 	engine *scheduler.Engine
 	store  *scheduler.Store
-	pids   map[string]int // running attempts' trainers
+	pids     map[string]int // running attempts' trainers
+	attempts map[int]string // and the other way
 	// teaching counts the running trainers whose shape had no measured peak when they
 	// started.
 	teaching int
@@ -141,14 +142,17 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 		teaches = true
 		rn.teaching++
 	}
-	pid := rn.m.start(l.Attempt.GPUs, peak, d, func(o plans.Outcome, f *plans.OOMFacts) {
+	var pid int
+	pid = rn.m.start(l.Attempt.GPUs, peak, d, func(o plans.Outcome, f *plans.OOMFacts) {
 		if teaches {
 			rn.teaching--
 		}
 		delete(rn.pids, id)
+		delete(rn.attempts, pid)
 		rn.engine.Apply(scheduler.Exit{Attempt: id, Outcome: o, OOM: f})
 	})
 	rn.pids[id] = pid
+	rn.attempts[pid] = id
 	return scheduler.Started{Leader: pid}, nil
 }
 
@@ -158,9 +162,12 @@ func (rn *engineRunner) Stop(attempt string) {
 	}
 }
 
-// Owner: every process on a simulated card is a trainer of the simulation, alone in
-// its session.
-func (rn *engineRunner) Owner(pid int) (int, bool) { return pid, true }
+// Owner: every process on a simulated card is a trainer of the simulation, one per
+// attempt.
+func (rn *engineRunner) Owner(pid int) (string, bool) {
+	a, ok := rn.attempts[pid]
+	return a, ok
+}
 
 // virtualClock is the machine's time, from the Unix epoch.
 type virtualClock struct{ m *machine }

@@ -1,0 +1,217 @@
+package launcher
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// fakeProc is one process of a fake /proc tree.
+type fakeProc struct {
+	pid, ppid, sid int
+	state          string
+	environ        *string // nil: unreadable
+	pssKiB         int     // 0: no smaps_rollup
+	rssPages       int
+}
+
+func writeProcs(t *testing.T, procs []fakeProc) procFS {
+	t.Helper()
+	root := t.TempDir()
+	for _, p := range procs {
+		dir := filepath.Join(root, fmt.Sprint(p.pid))
+		must := func(err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(os.MkdirAll(dir, 0o755))
+		// A command name with spaces and parentheses, as stat(5) allows.
+		stat := fmt.Sprintf("%d (py (worker) 1) %s %d %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 1000 %d 18446744073709551615\n",
+			p.pid, p.state, p.ppid, p.sid, p.sid, p.rssPages)
+		must(os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644))
+		if p.environ != nil {
+			must(os.WriteFile(filepath.Join(dir, "environ"), []byte(*p.environ), 0o644))
+		}
+		if p.pssKiB > 0 {
+			must(os.WriteFile(filepath.Join(dir, "smaps_rollup"), fmt.Appendf(nil, "Rss:  %d kB\nPss:  %d kB\n", 2*p.pssKiB, p.pssKiB), 0o644))
+		}
+	}
+	os.MkdirAll(filepath.Join(root, "self"), 0o755) // not a process
+	return procFS(root)
+}
+
+func env(kv ...string) *string {
+	s := ""
+	for _, e := range kv {
+		s += e + "\x00"
+	}
+	return &s
+}
+
+// TestOwnerByInheritance: a torchrun-like tree on a fake /proc. The attempt's processes
+// are told by GPUQ_ATTEMPT_DIR, in whatever session; one whose environment cannot be read
+// by its parent's; another gpuq's attempt of the same job is not this one's.
+func TestOwnerByInheritance(t *testing.T) {
+	root := "/state/attempts"
+	mine := attemptDirVar + "=/state/attempts/t.1/attempt-2"
+	fs := writeProcs(t, []fakeProc{
+		{pid: 1, ppid: 0, sid: 1, state: "S", environ: env("HOME=/")},
+		{pid: 90, ppid: 1, sid: 90, state: "S", environ: env("HOME=/root")}, // gpuq
+		{pid: 100, ppid: 90, sid: 100, state: "S", environ: env("PATH=/bin", "GPUQ_JOB_ID=t.1", "GPUQ_ATTEMPT=2", mine), pssKiB: 1000},
+		{pid: 200, ppid: 100, sid: 200, state: "S", environ: env(mine, "LOCAL_RANK=0"), pssKiB: 3000},              // a worker in a new session
+		{pid: 300, ppid: 200, sid: 200, state: "R", pssKiB: 500},                                                   // environment unreadable
+		{pid: 310, ppid: 200, sid: 200, state: "Z", environ: env()},                                                // a zombie: empty environ
+		{pid: 320, ppid: 90, sid: 320, state: "S", environ: env(mine), rssPages: 10},                               // no smaps_rollup: RSS
+		{pid: 400, ppid: 1, sid: 400, state: "S", environ: env("GPUQ_JOB_ID=t.1", "GPUQ_ATTEMPT=2"), pssKiB: 7000}, // not ours
+		{pid: 500, ppid: 1, sid: 500, state: "S", pssKiB: 9000},                                                    // unreadable, under init
+		{pid: 600, ppid: 1, sid: 600, state: "S", environ: env(attemptDirVar + "=/other/t.1/attempt-2"), pssKiB: 11000},
+		{pid: 700, ppid: 90, sid: 700, state: "S", environ: env(attemptDirVar + "=/state/attempts/t.2/attempt-1"), pssKiB: 64},
+	})
+	for _, tt := range []struct {
+		pid  int
+		want string
+	}{
+		{100, "t.1/2"}, {200, "t.1/2"}, {300, "t.1/2"}, {310, "t.1/2"}, {320, "t.1/2"},
+		{400, ""}, {500, ""}, {600, ""}, {700, "t.2/1"}, {90, ""}, {1, ""}, {4242, ""},
+	} {
+		got := ""
+		if dir, ok := fs.owner(tt.pid); ok {
+			got, _ = attemptIn(root, dir)
+		}
+		if got != tt.want {
+			t.Errorf("pid %d: owner %q, want %q", tt.pid, got, tt.want)
+		}
+	}
+	page := int64(os.Getpagesize())
+	want := map[string]int64{"t.1/2": (1000+3000+500)<<10 + 10*page, "t.2/1": 64 << 10}
+	got := fs.memory(root)
+	if len(got) != len(want) || got["t.1/2"] != want["t.1/2"] || got["t.2/1"] != want["t.2/1"] {
+		t.Errorf("memory %v, want %v", got, want)
+	}
+	if m := fs.members("/state/attempts/t.1/attempt-2"); fmt.Sprint(m) != "[100 200 300 310 320]" {
+		t.Errorf("members %v", m)
+	}
+}
+
+func TestAttemptDir(t *testing.T) {
+	for _, tt := range []struct{ attempt, want string }{
+		{"q.1/2", "/s/q.1/attempt-2"},
+		{"../x/1", ""}, {"a/b/1", ""}, {"q.1", ""}, {"q.1/", ""},
+	} {
+		got, err := AttemptDir("/s", tt.attempt)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("AttemptDir(%q) = %q, %v; want %q", tt.attempt, got, err, tt.want)
+		}
+		if tt.want != "" {
+			if back, ok := attemptIn("/s", got); !ok || back != tt.attempt {
+				t.Errorf("attemptIn(%q) = %q, %v", got, back, ok)
+			}
+		}
+	}
+}
+
+// worker is a trainer, in python3 as torchrun's are, whose worker leaves its process
+// group for a session of its own (as torchrun's start_new_session=True does) and ignores
+// SIGTERM. With LEAVE set the trainer exits at once and leaves it running.
+const worker = `
+import os, signal, sys, time
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.write(w, b"x")
+    time.sleep(120)
+    os._exit(0)
+os.read(r, 1)
+print("worker=%d" % pid, flush=True)
+if not os.environ.get("LEAVE"):
+    time.sleep(120)
+`
+
+func startPython(t *testing.T, leave bool) (p *Process, root string, workerPID int) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	doc := "name: w\ncommand: [python3, -c, \"{script}\"]\njobs: [{}]\nparams:\n  script: |" + strings.ReplaceAll(worker, "\n", "\n    ")
+	sw, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "w.yaml"), []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root = t.TempDir()
+	dir, err := AttemptDir(root, "w.1/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := os.Environ()
+	if leave {
+		parent = append(parent, "LEAVE=1")
+	}
+	c, err := Prepare(Attempt{Sweep: sw, JobID: "w.1", N: 1, Params: sw.Jobs[0].Params, Dir: dir, Cards: []Card{{Index: 0}}}, parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = Start(c, filepath.Join(dir, "log"), "", nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if pid := regexpFind(string(p.Output()), `worker=(\d+)`); pid != "" {
+			fmt.Sscan(pid, &workerPID)
+			return p, root, workerPID
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.Stop(0)
+	t.Fatalf("no worker: %q", p.Output())
+	return
+}
+
+// TestWorkerInANewSessionIsTheAttempts: a worker that left the trainer's session is
+// still the attempt's, for its memory and when the attempt is stopped.
+func TestWorkerInANewSessionIsTheAttempts(t *testing.T) {
+	old := GroupGrace
+	GroupGrace = 300 * time.Millisecond
+	defer func() { GroupGrace = old }()
+	p, root, w := startPython(t, false)
+	if st, ok := hostProcs.stat(w); !ok || st.sid == p.PID() {
+		t.Fatalf("worker %d: %+v, want a session of its own", w, st)
+	}
+	for _, pid := range []int{p.PID(), w} {
+		if a, ok := OwnerIn(root, pid); !ok || a != "w.1/1" {
+			t.Errorf("pid %d: owner %q %v, want w.1/1", pid, a, ok)
+		}
+	}
+	if a, ok := OwnerIn(t.TempDir(), w); ok {
+		t.Errorf("another root owns the worker: %q", a)
+	}
+	wpss, _ := hostProcs.pss(w)
+	if m := AttemptMemory(root)["w.1/1"]; wpss <= 0 || m <= wpss {
+		t.Errorf("attempt holds %d bytes, its worker alone %d", m, wpss)
+	}
+	p.Stop(GroupGrace)
+	waitDone(t, p)
+	assertGone(t, []int{p.PID(), w})
+}
+
+// TestLeaderExitStopsWorkerInANewSession: nothing an attempt started outlives it, not
+// even a worker in a session of its own.
+func TestLeaderExitStopsWorkerInANewSession(t *testing.T) {
+	old := GroupGrace
+	GroupGrace = 300 * time.Millisecond
+	defer func() { GroupGrace = old }()
+	p, _, w := startPython(t, true)
+	waitDone(t, p)
+	if e := p.Exit(); e.Code != 0 || e.Cancelled {
+		t.Errorf("exit %+v, want status 0", e)
+	}
+	assertGone(t, []int{w})
+}
