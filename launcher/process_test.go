@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		}
 		for _, k := range []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
 			"TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "GPUQ_JOB_ID", "GPUQ_ATTEMPT", "GPUQ_TIER",
-			"GPUQ_SWEEP", "MASTER_PORT", "RUN_NAME", "KEPT_FROM_PARENT"} {
+			"GPUQ_SWEEP", "MASTER_ADDR", "MASTER_PORT", "PET_MASTER_ADDR", "PET_MASTER_PORT", "GPUQ_ATTEMPT_DIR", "RUN_NAME", "KEPT_FROM_PARENT"} {
 			fmt.Printf("%s=%s\n", k, os.Getenv(k))
 		}
 		os.Exit(3)
@@ -111,8 +111,8 @@ func TestChildInPtyGetsArgvAndEnvironment(t *testing.T) {
 		"CUDA_VISIBLE_DEVICES=2,5", "CUDA_DEVICE_ORDER=PCI_BUS_ID",
 		"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False", "PYTORCH_ALLOC_CONF=expandable_segments:False",
 		"TOKENIZERS_PARALLELISM=false", "OMP_NUM_THREADS=3", "MKL_NUM_THREADS=3",
-		"GPUQ_JOB_ID=t.1", "GPUQ_ATTEMPT=2", "GPUQ_TIER=1", "GPUQ_SWEEP=t", "MASTER_PORT=29517",
-		"RUN_NAME=run-0.0001-2", "KEPT_FROM_PARENT=yes",
+		"GPUQ_JOB_ID=t.1", "GPUQ_ATTEMPT=2", "GPUQ_TIER=1", "GPUQ_SWEEP=t", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29517", "PET_MASTER_ADDR=127.0.0.1", "PET_MASTER_PORT=29517",
+		"RUN_NAME=run-0.0001-2", "KEPT_FROM_PARENT=yes", "GPUQ_ATTEMPT_DIR=" + filepath.Dir(log),
 	} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("output lacks %q:\n%s", want, out)

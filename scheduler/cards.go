@@ -1,20 +1,27 @@
 package scheduler
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
 // CardStates combines what NVML reads, the plan, and gpuq's running attempts into the
-// packer's view of each card. slots is the plan fitted to cards. ours tells whether a
-// process belongs to an attempt; any other process on a card is foreign, and its memory
-// counts against free.
+// packer's view of each card. slots is the plan fitted to cards; a card out of service
+// offers none. ours tells whether a process belongs to an attempt; any other process on
+// a card is foreign, and its memory counts against free, but for one this PID namespace
+// cannot see: whose it is cannot be told, and NVML's total use still counts it.
 func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running []*Attempt, ours func(pid int) bool) []CardState {
 	pos := make(map[int]int, len(cards))
 	out := make([]CardState, len(cards))
 	for i, c := range cards {
 		pos[c.Index] = i
 		out[i] = CardState{Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i]}
+		if c.Fault != "" {
+			out[i].Slots = 0
+		}
 	}
 	for _, a := range running {
 		for _, idx := range a.GPUs {
@@ -26,7 +33,7 @@ func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running 
 	}
 	for i, c := range cards {
 		for _, p := range c.Processes {
-			if p.Used != gpu.Unknown && (ours == nil || !ours(p.PID)) {
+			if p.Used != gpu.Unknown && !p.Hidden && (ours == nil || !ours(p.PID)) {
 				out[i].Foreign += p.Used
 			}
 		}
@@ -48,4 +55,43 @@ func Requests(queue []*Job) []Request {
 func requestOf(j *Job) Request {
 	return Request{Job: j.ID, Memory: j.Estimate, GPUs: j.GPUs, Host: j.HostEstimate,
 		Exclusive: j.Pos.Exclusive || j.Probe && j.Estimate == 0}
+}
+
+// watchCards tells people what changed in how the cards can be read: a card going out of
+// service or coming back, and, once, that GPU memory cannot be attributed here.
+func (e *Engine) watchCards() {
+	for _, c := range e.cards {
+		was, known := e.faults[c.Index]
+		switch {
+		case c.Fault != "" && c.Fault != was:
+			e.events(Event{Time: e.clock.Now(), Job: fmt.Sprintf("GPU %d", c.Index), Kind: "out-of-service",
+				Message: c.Fault + "; it takes no new job, its running jobs go on, and gpuq reads it again every poll"})
+		case c.Fault == "" && known:
+			e.events(Event{Time: e.clock.Now(), Job: fmt.Sprintf("GPU %d", c.Index), Kind: "in-service", Message: "NVML reads it again"})
+		}
+		if c.Fault != "" {
+			e.faults[c.Index] = c.Fault
+		} else {
+			delete(e.faults, c.Index)
+		}
+		for _, p := range c.Processes {
+			if p.Hidden && !e.unattributed {
+				e.unattributed = true
+				e.events(Event{Time: e.clock.Now(), Job: fmt.Sprintf("GPU %d", c.Index), Kind: "unattributed", Message: fmt.Sprintf(
+					"NVML lists process %d, which this PID namespace does not have (gpuq runs in a container?): gpuq cannot "+
+						"attribute GPU memory on this machine, and packs by estimates alone", p.PID)})
+			}
+		}
+	}
+}
+
+// outOfService says which cards are out of service and why, for people; "" when none is.
+func (e *Engine) outOfService() string {
+	var parts []string
+	for _, c := range e.cards {
+		if c.Fault != "" {
+			parts = append(parts, fmt.Sprintf("GPU %d is out of service (%s)", c.Index, c.Fault))
+		}
+	}
+	return strings.Join(parts, "; ")
 }

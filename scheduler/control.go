@@ -227,7 +227,11 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 	}
 	d := Pack(queue, states, host)
 	if i := slices.IndexFunc(d.Waiting, func(w Wait) bool { return w.Job == id }); i >= 0 {
-		return d.Waiting[i].Reason, d.Waiting[i].Detail, nil
+		detail := d.Waiting[i].Detail
+		if out := e.outOfService(); out != "" {
+			detail += "; " + out
+		}
+		return d.Waiting[i].Reason, detail, nil
 	}
 	return "", "it fits now and starts at the next round", nil
 }

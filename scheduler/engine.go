@@ -76,9 +76,9 @@ type Exit struct {
 // Event is something that happened, for the user interface.
 type Event struct {
 	Time    time.Time
-	Job     string
+	Job     string // or the card ("GPU 3") an event of the machine is about
 	Attempt int
-	Kind    string // "started", "gpu-oom", "requeued", "succeeded", "failed", "cancelled", ...
+	Kind    string // "started", "gpu-oom", "requeued", "succeeded", "failed", "cancelled", "out-of-service", ...
 	Message string
 }
 
@@ -119,6 +119,10 @@ type Engine struct {
 	owners map[int]string
 	// hostNow is what each running attempt's processes hold of host RAM, by attempt.
 	hostNow map[string]int64
+	// faults are the cards out of service at the last reading, and why.
+	faults map[int]string
+	// unattributed: gpuq has said that NVML lists processes it cannot see.
+	unattributed bool
 	// lastRound is when the last round sampled the cards.
 	lastRound time.Time
 	// limits are the sweeps' own plans on the machine's cards (see SetLimit).
@@ -156,7 +160,7 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 	}
 	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
 		sweeps: map[string]*plans.Sweep{}, exits: make(chan Exit, 64), events: events, owners: map[int]string{}, cardPos: map[int]int{},
-		hostNow: map[string]int64{}, limits: map[string]Limit{}, commands: make(chan func())}
+		hostNow: map[string]int64{}, faults: map[int]string{}, limits: map[string]Limit{}, commands: make(chan func())}
 }
 
 // Submit adds a sweep's jobs.

@@ -229,7 +229,7 @@ func TestFailureAndSuccessEndJobs(t *testing.T) {
 func TestPeaksAndOwnersFromOneLookupPerRound(t *testing.T) {
 	procs := []gpu.Process{{PID: 7001, Used: 5 * gib}, {PID: 7002, Used: 2 * gib}, {PID: 9000, Used: 3 * gib}}
 	fr := &fakeRunner{owners: map[int]string{7001: "e.1/1", 7002: "e.1/1"}} // 9000 is foreign
-	fr.script = func(Launch) Exit { return Exit{} }              // runs until stopped
+	fr.script = func(Launch) Exit { return Exit{} }                         // runs until stopped
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	st, _, _ := runEngineWith(t, ladderSweep, 1, 1, fr, procs, ctx)

@@ -35,16 +35,24 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 }
 
 // measure is the most an attempt's processes hold on one of its cards now, and whether
-// NVML could not tell some of them: such a reading is a floor, not a peak.
+// NVML could not tell some of them (or whose they are, or could not read the card): such
+// a reading is a floor, not a peak.
 func (e *Engine) measure(a *Attempt) (most int64, unknown bool) {
 	for _, idx := range a.GPUs {
 		i, ok := e.cardPos[idx]
 		if !ok {
 			continue
 		}
+		if e.cards[i].Fault != "" {
+			unknown = true
+		}
 		var sum int64
 		for _, p := range e.cards[i].Processes {
-			if owner, ok := e.owners[p.PID]; !ok || owner != a.ID {
+			owner, ok := e.owners[p.PID]
+			if !ok && p.Hidden {
+				unknown = true
+			}
+			if !ok || owner != a.ID {
 				continue
 			}
 			if p.Used == gpu.Unknown {

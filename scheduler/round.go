@@ -5,6 +5,7 @@ package scheduler
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -25,6 +26,7 @@ func (e *Engine) Schedule() error {
 	for i, c := range cards {
 		e.cardPos[c.Index] = i
 	}
+	e.watchCards()
 	e.resolveOwners()
 	running := e.store.Snapshot().Running()
 	e.learnPeaks(running)
@@ -257,9 +259,14 @@ func (e *Engine) start(j *Job, cardIdx []int, sharing int) {
 		Message: fmt.Sprintf("on GPU %v, tier %d, estimate %s", cardIdx, a.Tier, plans.FormatSize(a.Estimate))})
 }
 
+// largestRoom is the most memory a job could have on one card; unbounded while a card
+// that was never read is out of service, since how large it is cannot be known.
 func (e *Engine) largestRoom() int64 {
 	var most int64
 	for _, c := range e.cards {
+		if c.Fault != "" && c.Total == 0 {
+			return math.MaxInt64
+		}
 		most = max(most, c.Total-e.cfg.Headroom.Of(c.Total))
 	}
 	return most

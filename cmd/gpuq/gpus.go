@@ -43,11 +43,16 @@ type gpusCardJSON struct {
 	UsedBytes  int64         `json:"used_bytes"`
 	Slots      *int          `json:"slots"`
 	Processes  []processJSON `json:"processes"`
+	// Fault says why the card is out of service; absent when it is in service.
+	Fault string `json:"fault,omitempty"`
 }
 
 type processJSON struct {
 	PID       int    `json:"pid"`
 	UsedBytes *int64 `json:"used_bytes"` // null: NVML cannot tell
+	// Hidden: this PID namespace has no such process (a container), so whose it is
+	// cannot be told.
+	Hidden bool `json:"hidden,omitempty"`
 }
 
 func runGPUs(opts *gpusOptions) error {
@@ -77,19 +82,29 @@ func runGPUs(opts *gpusOptions) error {
 			return badInput("%s: %v", ov.Plan.Source, err)
 		}
 	}
-	if opts.json {
+	return writeGPUs(opts.io, cards, slots, inv.Simulated(), opts.json)
+}
+
+// writeGPUs prints the cards, one row each, and says once under them when NVML lists
+// processes gpuq cannot see.
+func writeGPUs(io ioStreams, cards []gpu.Card, slots []int, simulated string, asJSON bool) error {
+	if hidden := hiddenProcesses(cards); hidden != "" {
+		fmt.Fprintf(io.Err, "gpuq: NVML lists processes this PID namespace does not have (%s; gpuq runs in a container?): "+
+			"gpuq cannot attribute GPU memory on this machine, and packs by estimates alone\n", hidden)
+	}
+	if asJSON {
 		out := struct {
 			Simulated string         `json:"simulated,omitempty"`
 			GPUs      []gpusCardJSON `json:"gpus"`
-		}{Simulated: inv.Simulated(), GPUs: []gpusCardJSON{}}
+		}{Simulated: simulated, GPUs: []gpusCardJSON{}}
 		for i, c := range cards {
 			cj := gpusCardJSON{Index: c.Index, Name: c.Name, UUID: c.UUID, BusID: c.BusID,
-				TotalBytes: c.Total, UsedBytes: c.Used, Processes: []processJSON{}}
+				TotalBytes: c.Total, UsedBytes: c.Used, Processes: []processJSON{}, Fault: c.Fault}
 			if slots != nil {
 				cj.Slots = &slots[i]
 			}
 			for _, p := range c.Processes {
-				pj := processJSON{PID: p.PID}
+				pj := processJSON{PID: p.PID, Hidden: p.Hidden}
 				if p.Used != gpu.Unknown {
 					pj.UsedBytes = &p.Used
 				}
@@ -97,19 +112,37 @@ func runGPUs(opts *gpusOptions) error {
 			}
 			out.GPUs = append(out.GPUs, cj)
 		}
-		return writeJSON(opts.io.Out, out)
+		return writeJSON(io.Out, out)
 	}
-	tw := newTable(opts.io.Out)
+	tw := newTable(io.Out)
 	fmt.Fprintln(tw, "GPU\tNAME\tMEMORY\tUSED / TOTAL GiB\tSLOTS\tPROCESSES\tUUID")
 	for i, c := range cards {
 		s := "-"
 		if slots != nil {
 			s = slotsText(slots[i])
 		}
+		if c.Fault != "" {
+			fmt.Fprintf(tw, "%d\t%s\tOUT OF SERVICE\t- / %s\t%s\t%s\t%s\n", c.Index, c.Name, gib(c.Total), s, c.Fault, c.UUID)
+			continue
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\t%s\n", c.Index, c.Name, bar(c.Used, c.Total, 16),
 			gib(c.Used), gib(c.Total), s, processesText(c.Processes), c.UUID)
 	}
 	return tw.Flush()
+}
+
+// hiddenProcesses names the processes NVML lists that this PID namespace does not
+// have, "pid N on GPU i, ..."; "" when there is none.
+func hiddenProcesses(cards []gpu.Card) string {
+	var parts []string
+	for _, c := range cards {
+		for _, p := range c.Processes {
+			if p.Hidden {
+				parts = append(parts, fmt.Sprintf("pid %d on GPU %d", p.PID, c.Index))
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func processesText(ps []gpu.Process) string {
@@ -122,7 +155,11 @@ func processesText(ps []gpu.Process) string {
 		if p.Used != gpu.Unknown {
 			used = strings.ReplaceAll(plans.FormatSize(p.Used), " ", "")
 		}
-		parts[i] = fmt.Sprintf("%d:%s", p.PID, used)
+		hidden := ""
+		if p.Hidden {
+			hidden = "(hidden)"
+		}
+		parts[i] = fmt.Sprintf("%d%s:%s", p.PID, hidden, used)
 	}
 	return strings.Join(parts, " ")
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -171,5 +173,29 @@ func TestGPUsJSONShowsForeignProcess(t *testing.T) {
 	}
 	if got.Simulated != "sim:2x24GiB" || len(got.GPUs) != 2 || *got.GPUs[0].Slots != 2 || got.GPUs[1].TotalBytes != 24<<30 {
 		t.Errorf("got %+v", got)
+	}
+}
+
+// TestGPUsShowsFaultsAndHiddenProcesses: a card out of service shows why; a process
+// this PID namespace cannot see is marked, and gpuq says once what that means.
+func TestGPUsShowsFaultsAndHiddenProcesses(t *testing.T) {
+	cards := []gpu.Card{
+		{Index: 0, Name: "NVIDIA A100-SXM4-40GB", UUID: "GPU-0", Total: 40 << 30, Used: 9 << 30,
+			Processes: []gpu.Process{{PID: 4242, Used: 8 << 30, Hidden: true}, {PID: 17, Used: gpu.Unknown}}},
+		{Index: 1, Name: "NVIDIA A100-SXM4-40GB", UUID: "GPU-1", Total: 40 << 30, Fault: "NVML: card 1: memory: GPU is lost"},
+	}
+	for _, asJSON := range []bool{false, true} {
+		var out, errb bytes.Buffer
+		if err := writeGPUs(ioStreams{Out: &out, Err: &errb}, cards, []int{2, 2}, "", asJSON); err != nil {
+			t.Fatal(err)
+		}
+		name := "gpus_faults.txt"
+		if asJSON {
+			name = "gpus_faults.json"
+		}
+		golden(t, name, out.String())
+		if !strings.Contains(errb.String(), "(pid 4242 on GPU 0; gpuq runs in a container?): gpuq cannot attribute GPU memory on this machine") {
+			t.Errorf("stderr: %q", errb.String())
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,12 +27,19 @@ type Card struct {
 	Total     int64
 	Used      int64 // as NVML reports it, driver reservations included
 	Processes []Process
+	// Fault says why the card is out of service: NVML could not read it. Its identity
+	// and Total are from its last good reading, if any; it takes no new job, and its
+	// running attempts are left to end.
+	Fault string
 }
 
-// Process is one compute process on a card.
+// Process is one compute process on a card, an MPS client included.
 type Process struct {
 	PID  int
 	Used int64 // bytes; Unknown where NVML cannot tell (MIG, some containers)
+	// Hidden: NVML lists it, but this PID namespace has no such process (gpuq runs in
+	// a container and the driver reports host PIDs), so its owner cannot be told.
+	Hidden bool
 }
 
 // Unknown is a process's memory use when NVML cannot tell.
@@ -46,6 +55,9 @@ type Options struct {
 	Notice io.Writer
 	// Library returns the NVML to try first; nil means the real one.
 	Library func() nvml.Interface
+	// Root is where /proc and /dev are found; "" means "/". Tests point it at a fake
+	// tree.
+	Root string
 }
 
 // Inventory reads the cards gpuq may use.
@@ -53,6 +65,10 @@ type Inventory struct {
 	lib       nvml.Interface
 	simulated string // the simulated machine's spec, "" for real NVML
 	cards     []int  // NVML indices gpuq may use, in order
+	root      string
+	// last is each card's last good reading, for its identity while it is out of
+	// service.
+	last map[int]Card
 }
 
 // ErrUnknownCard is returned when a sweep names a card the machine does not have.
@@ -62,7 +78,10 @@ var ErrUnknownCard = errors.New("unknown card")
 // NVIDIA driver can be loaded, the real NVML otherwise. Only the cards of spec (every
 // card, if it names none) that gpuq's own CUDA_VISIBLE_DEVICES allows are used.
 func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
-	inv := &Inventory{}
+	inv := &Inventory{root: opt.Root, last: map[int]Card{}}
+	if inv.root == "" {
+		inv.root = "/"
+	}
 	if !spec.IsSim() {
 		newLib := opt.Library
 		if newLib == nil {
@@ -73,6 +92,12 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 		case nvml.SUCCESS:
 			inv.lib = lib
 		case nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_DRIVER_NOT_LOADED:
+			if driver := inv.driver(); driver != "" {
+				return nil, fmt.Errorf("this machine has an NVIDIA driver (%s), but NVML cannot be loaded (%v): "+
+					"install the driver's libnvidia-ml.so.1 where the dynamic loader finds it (in a container, start it "+
+					"with the NVIDIA Container Toolkit, e.g. docker run --gpus all, with NVIDIA_DRIVER_CAPABILITIES "+
+					"including utility), or pass --gpus sim:4x24GiB to simulate cards", driver, ret)
+			}
 			fallback, _ := plans.ParseGPUs(plans.DefaultSim)
 			inv.simulated = plans.DefaultSim
 			inv.lib = newSim(fallback, opt.Ledger)
@@ -92,36 +117,87 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 			fmt.Fprintf(opt.Notice, "gpuq: using SIMULATED GPUs %s (no real card is touched)\n", inv.simulated)
 		}
 	}
-	if err := inv.choose(spec, opt.Visible); err != nil {
+	if err := inv.choose(spec, opt); err != nil {
 		inv.Close()
 		return nil, err
 	}
 	return inv, nil
 }
 
-func (inv *Inventory) choose(spec plans.GPUSpec, visible *string) error {
+// driver names what shows that an NVIDIA driver is installed, or "" when nothing does.
+func (inv *Inventory) driver() string {
+	for _, p := range []string{"dev/nvidiactl", "proc/driver/nvidia"} {
+		if _, err := os.Stat(filepath.Join(inv.root, p)); err == nil {
+			return "/" + p
+		}
+	}
+	return ""
+}
+
+func (inv *Inventory) choose(spec plans.GPUSpec, opt Options) error {
 	n, ret := inv.lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("NVML: counting cards: %v", ret)
 	}
-	allowed, err := inv.visibleCards(n, visible)
+	allowed, err := inv.visibleCards(n, opt.Visible)
 	if err != nil {
 		return err
 	}
 	if spec.IsSim() || spec.Indices == nil {
-		inv.cards = allowed
-		return nil
+		return inv.useWholeCards(allowed, opt.Notice)
 	}
 	for _, i := range spec.Indices {
 		if i >= n {
 			return fmt.Errorf("%w: gpus lists card %d, but this machine has %d cards (0-%d)%s", ErrUnknownCard, i, n, n-1, inv.simNote())
 		}
 		if !slices.Contains(allowed, i) {
-			return fmt.Errorf("%w: gpus lists card %d, but gpuq runs with CUDA_VISIBLE_DEVICES=%s, which hides it", ErrUnknownCard, i, *visible)
+			return fmt.Errorf("%w: gpus lists card %d, but gpuq runs with CUDA_VISIBLE_DEVICES=%s, which hides it", ErrUnknownCard, i, *opt.Visible)
+		}
+		if inv.mig(i) {
+			return fmt.Errorf("gpus lists card %d, which is in MIG mode: %s", i, migAdvice(i))
 		}
 		inv.cards = append(inv.cards, i)
 	}
 	return nil
+}
+
+// useWholeCards takes every allowed card but those in MIG mode, and says which it
+// leaves out. A MIG card's memory figures are its instances' together, and
+// CUDA_VISIBLE_DEVICES=<its index> gives a trainer one instance: scheduling on it would
+// pack by memory the trainer cannot reach.
+func (inv *Inventory) useWholeCards(allowed []int, notice io.Writer) error {
+	var mig []int
+	for _, i := range allowed {
+		if inv.mig(i) {
+			mig = append(mig, i)
+		} else {
+			inv.cards = append(inv.cards, i)
+		}
+	}
+	if len(mig) == 0 {
+		return nil
+	}
+	if len(inv.cards) == 0 {
+		return fmt.Errorf("every card is in MIG mode (%v): %s", mig, migAdvice(mig[0]))
+	}
+	if notice != nil {
+		fmt.Fprintf(notice, "gpuq: leaving out card(s) %v, in MIG mode: %s\n", mig, migAdvice(mig[0]))
+	}
+	return nil
+}
+
+func migAdvice(i int) string {
+	return fmt.Sprintf("gpuq schedules whole cards only; turn MIG off (sudo nvidia-smi -i %d -mig 0) or list the other cards with --gpus", i)
+}
+
+// mig reports whether card i is in MIG mode.
+func (inv *Inventory) mig(i int) bool {
+	d, ret := inv.lib.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return false
+	}
+	current, _, ret := d.GetMigMode()
+	return ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE
 }
 
 func (inv *Inventory) simNote() string {
@@ -181,22 +257,57 @@ func (inv *Inventory) Simulated() string { return inv.simulated }
 // Count is the number of cards gpuq may use.
 func (inv *Inventory) Count() int { return len(inv.cards) }
 
-// Snapshot reads every card gpuq may use, in order.
+// Snapshot reads every card gpuq may use, in order. A card NVML cannot read is out of
+// service (its Fault says why) for this reading; the others are read as usual, and the
+// next reading tries it again.
 func (inv *Inventory) Snapshot() ([]Card, error) {
 	out := make([]Card, 0, len(inv.cards))
 	for _, i := range inv.cards {
-		c, err := inv.read(i)
+		c, err := inv.readRetrying(i)
 		if err != nil {
-			return nil, err
+			c = inv.last[i]
+			c.Index, c.Used, c.Processes, c.Fault = i, 0, nil, err.Error()
+		} else {
+			inv.last[i] = c
 		}
 		out = append(out, c)
 	}
 	return out, nil
 }
 
-func (inv *Inventory) read(i int) (Card, error) {
-	fail := func(what string, ret nvml.Return) (Card, error) {
-		return Card{}, fmt.Errorf("NVML: card %d: %s: %v", i, what, ret)
+// readRetrying reads card i, again at once after an error that may pass (a timeout, an
+// unknown error); a lost card or a refused permission will not.
+func (inv *Inventory) readRetrying(i int) (Card, error) {
+	var err *readError
+	for range 3 {
+		c, e := inv.read(i)
+		if e == nil {
+			return c, nil
+		}
+		if err = e; slices.Contains(lasting, e.ret) {
+			break
+		}
+	}
+	return Card{}, err
+}
+
+// lasting are the NVML errors that no retry mends.
+var lasting = []nvml.Return{nvml.ERROR_GPU_IS_LOST, nvml.ERROR_NO_PERMISSION, nvml.ERROR_RESET_REQUIRED,
+	nvml.ERROR_NOT_FOUND, nvml.ERROR_UNINITIALIZED}
+
+type readError struct {
+	card int
+	what string
+	ret  nvml.Return
+}
+
+func (e *readError) Error() string {
+	return fmt.Sprintf("NVML: card %d: %s: %v", e.card, e.what, e.ret)
+}
+
+func (inv *Inventory) read(i int) (Card, *readError) {
+	fail := func(what string, ret nvml.Return) (Card, *readError) {
+		return Card{}, &readError{card: i, what: what, ret: ret}
 	}
 	d, ret := inv.lib.DeviceGetHandleByIndex(i)
 	if ret != nvml.SUCCESS {
@@ -217,19 +328,33 @@ func (inv *Inventory) read(i int) (Card, error) {
 		return fail("memory", ret)
 	}
 	c.Total, c.Used = int64(mem.Total), int64(mem.Used)
-	procs, ret := d.GetComputeRunningProcesses()
-	if ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_SUPPORTED {
-		return fail("processes", ret)
-	}
-	for _, p := range procs {
-		used := int64(Unknown)
-		// NVML says "not available" with all bits set (REFERENCE.md §3).
-		if p.UsedGpuMemory != math.MaxUint64 && p.UsedGpuMemory <= uint64(c.Total) {
-			used = int64(p.UsedGpuMemory)
+	for _, list := range []struct {
+		what string
+		get  func() ([]nvml.ProcessInfo, nvml.Return)
+	}{{"processes", d.GetComputeRunningProcesses}, {"MPS processes", d.GetMPSComputeRunningProcesses}} {
+		procs, ret := list.get()
+		if ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_SUPPORTED && ret != nvml.ERROR_NOT_FOUND {
+			return fail(list.what, ret)
 		}
-		c.Processes = append(c.Processes, Process{PID: int(p.Pid), Used: used})
+		for _, p := range procs {
+			if !slices.ContainsFunc(c.Processes, func(q Process) bool { return q.PID == int(p.Pid) }) {
+				c.Processes = append(c.Processes, inv.process(p, c.Total))
+			}
+		}
 	}
 	return c, nil
+}
+
+// process is what NVML says of one process. Its memory is unknown where NVML says "not
+// available" (all bits set, REFERENCE.md §3), or 0: a process with a CUDA context holds
+// hundreds of MiB, and some containers report 0 for every process.
+func (inv *Inventory) process(p nvml.ProcessInfo, total int64) Process {
+	used := int64(Unknown)
+	if p.UsedGpuMemory != math.MaxUint64 && p.UsedGpuMemory > 0 && p.UsedGpuMemory <= uint64(total) {
+		used = int64(p.UsedGpuMemory)
+	}
+	_, err := os.Stat(filepath.Join(inv.root, "proc", strconv.Itoa(int(p.Pid))))
+	return Process{PID: int(p.Pid), Used: used, Hidden: errors.Is(err, os.ErrNotExist)}
 }
 
 func busID(b []int8) string {

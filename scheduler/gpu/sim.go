@@ -76,6 +76,10 @@ func simDevice(index int, total int64, ledger string) nvml.Device {
 			}
 			return nvml.Memory{Total: uint64(total), Used: used, Free: free}, ret
 		},
+		GetMigModeFunc: func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED },
+		GetMPSComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
+			return nil, nvml.ERROR_NOT_SUPPORTED
+		},
 		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
 			es, ret := held()
 			out := make([]nvml.ProcessInfo, len(es))

@@ -123,10 +123,10 @@ func runEngine(t *Trace, m *machine, r *Result) error {
 
 // engineRunner starts the engine's attempts as simulated trainers.
 type engineRunner struct {
-	m      *machine
-	trace  *Trace
-	engine *scheduler.Engine
-	store  *scheduler.Store
+	m        *machine
+	trace    *Trace
+	engine   *scheduler.Engine
+	store    *scheduler.Store
 	pids     map[string]int // running attempts' trainers
 	attempts map[int]string // and the other way
 	// teaching counts the running trainers whose shape had no measured peak when they
