@@ -11,21 +11,31 @@ const (
 	Failed    Outcome = "failed"
 	Cancelled Outcome = "cancelled"
 	Lost      Outcome = "lost" // gpuq lost track of it (it could not be started, or its supervisor died)
+	// AllocConfRefused: PyTorch before 2.1 refused PYTORCH_CUDA_ALLOC_CONF's
+	// expandable_segments, which gpuq sets by default.
+	AllocConfRefused Outcome = "alloc-conf-refused"
 )
 
 // OOMFacts is what an out-of-memory message told. Sizes are bytes; 0 where the message
 // did not say (or was cut off before saying).
 type OOMFacts struct {
-	Signature        string       `json:"signature"` // which known text matched
-	Device           int          `json:"device"`    // CUDA ordinal in the attempt's mask; -1 unknown
-	TriedBytes       int64        `json:"tried_bytes,omitempty"`
-	TotalBytes       int64        `json:"total_bytes,omitempty"`
-	FreeBytes        int64        `json:"free_bytes,omitempty"`
-	ProcessBytes     int64        `json:"process_bytes,omitempty"` // this process, including non-PyTorch memory
-	AllocatedBytes   int64        `json:"allocated_bytes,omitempty"`
-	ReservedUnusedB  int64        `json:"reserved_unallocated_bytes,omitempty"` // fragmentation
-	Others           []ProcessUse `json:"others,omitempty"`
-	ExitSignalKilled bool         `json:"sigkill,omitempty"`
+	Signature       string       `json:"signature"` // which known text matched
+	Device          int          `json:"device"`    // CUDA ordinal in the attempt's mask; -1 unknown
+	TriedBytes      int64        `json:"tried_bytes,omitempty"`
+	TotalBytes      int64        `json:"total_bytes,omitempty"`
+	FreeBytes       int64        `json:"free_bytes,omitempty"`
+	ProcessBytes    int64        `json:"process_bytes,omitempty"` // this process, including non-PyTorch memory
+	AllocatedBytes  int64        `json:"allocated_bytes,omitempty"`
+	ReservedUnusedB int64        `json:"reserved_unallocated_bytes,omitempty"` // fragmentation
+	Others          []ProcessUse `json:"others,omitempty"`
+	// SelfAmongOthers: no process was "this process" (PyTorch in a container saw host
+	// pids), so the trainer is one of Others and which is not known.
+	SelfAmongOthers  bool `json:"self_among_others,omitempty"`
+	ExitSignalKilled bool `json:"sigkill,omitempty"`
+	// Likely: the text is an out-of-memory only if the card was nearly full
+	// (CUBLAS_STATUS_NOT_INITIALIZED); the attempt ended Failed unless the engine finds
+	// it was.
+	Likely bool `json:"likely,omitempty"`
 }
 
 // ProcessUse is another process the message named on the card.
