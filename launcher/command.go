@@ -46,10 +46,6 @@ type Command struct {
 	Config string   // the rendered config file
 }
 
-// allocConf is what PyTorch's allocator gets unless the sweep says otherwise:
-// expandable segments avoid most fragmentation OOMs at no cost (REFERENCE.md §2).
-const allocConf = "expandable_segments:True"
-
 // Prepare renders the attempt's config and resolves its argv and environment.
 // Placeholders are filled from the tier's parameters and gpuq's own values; nothing
 // passes through a shell.
@@ -102,7 +98,7 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	}
 	// PyTorch 2.9 reads PYTORCH_ALLOC_CONF first, and 2.9.1 ignored expandable_segments
 	// given there alone: both names get the same value.
-	conf := allocConf
+	conf := plans.DefaultAllocConf
 	if v, ok := sweepEnv["PYTORCH_CUDA_ALLOC_CONF"]; ok {
 		conf = v
 	} else if v, ok := sweepEnv["PYTORCH_ALLOC_CONF"]; ok {

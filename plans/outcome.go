@@ -16,6 +16,11 @@ const (
 	AllocConfRefused Outcome = "alloc-conf-refused"
 )
 
+// DefaultAllocConf is what PyTorch's allocator gets (PYTORCH_CUDA_ALLOC_CONF) unless the
+// sweep says otherwise: expandable segments avoid most fragmentation OOMs at no cost
+// (REFERENCE.md §2), from PyTorch 2.1.
+const DefaultAllocConf = "expandable_segments:True"
+
 // OOMFacts is what an out-of-memory message told. Sizes are bytes; 0 where the message
 // did not say (or was cut off before saying).
 type OOMFacts struct {

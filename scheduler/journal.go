@@ -44,6 +44,9 @@ type Record struct {
 	Attempts []*Attempt   `json:"attempts,omitempty"`
 	Shapes   []*Shape     `json:"shapes,omitempty"`
 	Drains   []*Drain     `json:"drains,omitempty"`
+	// SweepStates came after version 1's first records; a state without them reads as
+	// before.
+	SweepStates []*SweepState `json:"sweep_states,omitempty"`
 }
 
 // SweepRecord is a submission: the sweep file as it was read, so that the same jobs are
@@ -233,7 +236,7 @@ func (s *Store) apply(r Record) (*plans.Sweep, error) {
 		}
 	}
 	snap := s.Snapshot()
-	objs := make([]any, 0, len(r.Jobs)+len(r.Attempts)+len(r.Shapes)+len(r.Drains))
+	objs := make([]any, 0, len(r.Jobs)+len(r.Attempts)+len(r.Shapes)+len(r.Drains)+len(r.SweepStates))
 	for _, jr := range r.Jobs {
 		old := snap.Job(jr.ID)
 		if old == nil {
@@ -252,6 +255,9 @@ func (s *Store) apply(r Record) (*plans.Sweep, error) {
 	for _, d := range r.Drains {
 		objs = append(objs, d)
 	}
+	for _, st := range r.SweepStates {
+		objs = append(objs, st)
+	}
 	return sw, s.commit(objs)
 }
 
@@ -268,6 +274,8 @@ func recordOf(objs []any) Record {
 			r.Shapes = append(r.Shapes, o)
 		case *Drain:
 			r.Drains = append(r.Drains, o)
+		case *SweepState:
+			r.SweepStates = append(r.SweepStates, o)
 		}
 	}
 	return r
@@ -301,7 +309,7 @@ func (s *Store) compact() error {
 		for _, j := range snap.Jobs() {
 			objs = append(objs, j)
 		}
-		for _, t := range []string{TableAttempts, TableShapes, TableDrains} {
+		for _, t := range []string{TableAttempts, TableShapes, TableDrains, TableSweepStates} {
 			for o := range each[any](snap.txn.Get, t, IndexID) {
 				objs = append(objs, o)
 			}

@@ -57,7 +57,7 @@ func fill(t *testing.T, s *Store) {
 	j2.State, j2.Attempts = JobRunning, 1
 	must(t, s.Put(cp(j2), &Attempt{ID: "j.2/1", Job: "j.2", N: 1, GPUs: []int{0}, Params: j2.Current, Estimate: 10 * gib, Started: at, Leader: 43}))
 	j3.Held = true
-	must(t, s.Put(cp(j3), &Drain{GPU: 1, On: true}))
+	must(t, s.Put(cp(j3), &Drain{GPU: 1, On: true}, &SweepState{Name: "j", AllocConfRefused: at.Add(time.Minute)}))
 }
 
 func must(t *testing.T, err error) {
@@ -83,6 +83,9 @@ func dump(s *Store) string {
 		if l := snap.Shape(j.Shape); l != nil {
 			fmt.Fprintf(&b, "  shape %+v\n", *l)
 		}
+	}
+	if st := snap.SweepState("j"); st != nil {
+		fmt.Fprintf(&b, "sweep state %+v\n", *st)
 	}
 	fmt.Fprintf(&b, "drained %v running %d queued %d\n", snap.Drained(), len(snap.Running()), len(snap.Queue()))
 	return b.String()

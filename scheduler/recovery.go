@@ -19,6 +19,9 @@ func (e *Engine) Apply(x Exit) {
 	if a == nil || !a.Running() {
 		return
 	}
+	if x.Outcome == plans.Failed && x.OOM != nil && x.OOM.Likely && e.nearlyFull(a) {
+		x.Outcome = plans.GPUOOM
+	}
 	ended := *a
 	ended.Outcome, ended.OOM, ended.Ended = x.Outcome, x.OOM, e.clock.Now()
 	peak, unknown := e.measure(a)
@@ -46,6 +49,8 @@ func (e *Engine) Apply(x Exit) {
 	case x.Outcome == plans.GPUOOM, x.Outcome == plans.HostOOM:
 		msg = e.degrade(&job, &ended, sw)
 		kind = string(x.Outcome)
+	case x.Outcome == plans.AllocConfRefused:
+		msg = e.withoutAllocConf(&job, &ended, sw)
 	default:
 		job.State, job.Reason = JobFailed, fmt.Sprintf("attempt %d %s: %s", a.N, x.Outcome, x.Detail)
 		msg = job.Reason
@@ -57,7 +62,7 @@ func (e *Engine) Apply(x Exit) {
 	}
 	e.put(&job, &ended)
 	e.events(Event{Time: ended.Ended, Job: job.ID, Attempt: a.N, Kind: kind, Message: msg})
-	if job.State == JobFailed && x.Outcome != plans.Failed && x.Outcome != plans.Lost {
+	if job.State == JobFailed && x.Outcome != plans.Failed && x.Outcome != plans.Lost && x.Outcome != plans.AllocConfRefused {
 		e.events(Event{Time: ended.Ended, Job: job.ID, Kind: "failed", Message: job.Reason})
 	}
 }
@@ -79,7 +84,8 @@ func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
 			need += a.OOM.TriedBytes
 		}
 		raised := max(need, int64(math.Ceil(float64(before)*1.2)))
-		others := a.OOM != nil && a.OOM.OthersBytes() > 0
+		// In a container, PyTorch may name the trainer itself among the others.
+		others := a.OOM != nil && !a.OOM.SelfAmongOthers && a.OOM.OthersBytes() > 0
 		if !others {
 			others = e.sharedCard(a)
 		}
@@ -130,6 +136,43 @@ func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool)
 		msg += ", alone on a card"
 	}
 	return msg, true
+}
+
+// nearlyFull reports whether one of the attempt's cards had less than a tenth of its
+// memory free at the last reading: where cuBLAS could not create its handle, the
+// likeliest cause is memory.
+func (e *Engine) nearlyFull(a *Attempt) bool {
+	for _, c := range e.cards {
+		if slices.Contains(a.GPUs, c.Index) && c.Fault == "" && c.Used*10 > c.Total*9 {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutAllocConf reacts to PyTorch before 2.1 refusing expandable_segments: a
+// configuration problem, not the trainer's. Unless the sweep set the option itself, the
+// sweep's attempts start without it from now on (journaled, so a restarted daemon keeps
+// to it) and the job is tried again, once, without counting against oom.max_attempts.
+func (e *Engine) withoutAllocConf(job *Job, a *Attempt, sw *plans.Sweep) string {
+	set := slices.ContainsFunc(sw.Env, func(v plans.EnvVar) bool {
+		return v.Name == "PYTORCH_CUDA_ALLOC_CONF" || v.Name == "PYTORCH_ALLOC_CONF"
+	})
+	st := e.store.Snapshot().SweepState(sw.Name)
+	switch {
+	case set:
+		job.State, job.Reason = JobFailed, "this PyTorch (before 2.1) does not know expandable_segments, which the sweep's env sets: remove it from env"
+	case st != nil && !st.AllocConfRefused.IsZero() && !a.Started.Before(st.AllocConfRefused):
+		job.State, job.Reason = JobFailed, "this PyTorch refused expandable_segments although gpuq no longer sets it: set PYTORCH_CUDA_ALLOC_CONF in the sweep's env"
+	default:
+		if st == nil || st.AllocConfRefused.IsZero() {
+			e.put(&SweepState{Name: sw.Name, AllocConfRefused: a.Ended})
+		}
+		job.State, job.Since = JobQueued, job.Since+1
+		return fmt.Sprintf("this PyTorch (before 2.1) does not know PYTORCH_CUDA_ALLOC_CONF=%s: retrying without it, as every later job of sweep %s will start (env: {PYTORCH_CUDA_ALLOC_CONF: \"\"} says so in the sweep file)",
+			plans.DefaultAllocConf, sw.Name)
+	}
+	return job.Reason
 }
 
 // room is the memory the attempt's card offers with nothing else on it.

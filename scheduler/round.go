@@ -217,6 +217,12 @@ func (e *Engine) settling() []*Attempt {
 
 func (e *Engine) start(j *Job, cardIdx []int, sharing int) {
 	sw := e.sweeps[j.Sweep]
+	if st := e.store.Snapshot().SweepState(j.Sweep); st != nil && !st.AllocConfRefused.IsZero() {
+		// An empty value turns PyTorch's allocator options off (see withoutAllocConf).
+		plain := *sw
+		plain.Env = append(slices.Clone(sw.Env), plans.EnvVar{Name: "PYTORCH_CUDA_ALLOC_CONF"})
+		sw = &plain
+	}
 	job := *j
 	job.Attempts++
 	job.State = JobRunning

@@ -122,6 +122,15 @@ func (a *Attempt) reserve() int64 {
 // Running reports whether the attempt still holds its cards.
 func (a *Attempt) Running() bool { return a.Outcome == "" }
 
+// SweepState is what the engine has decided of a whole sweep.
+type SweepState struct {
+	Name string
+	// AllocConfRefused is when PyTorch (before 2.1) refused the expandable_segments
+	// option gpuq sets by default; from then on the sweep's attempts start without it.
+	// Zero: never.
+	AllocConfRefused time.Time
+}
+
 // Drain marks a card that takes no new jobs (gpuq drain); its running jobs finish.
 type Drain struct {
 	GPU int
@@ -203,7 +212,7 @@ func (s *Store) submit(sw *plans.Sweep) error {
 	return nil
 }
 
-// Put writes jobs, attempts, shapes and drains in one transaction, journaled first. An
+// Put writes jobs, attempts, shapes, drains and sweep states in one transaction, journaled first. An
 // error means the change did not take effect.
 func (s *Store) Put(objs ...any) error {
 	if s.journal != nil {
@@ -252,6 +261,8 @@ func (s *Store) commit(objs []any) error {
 			table = TableShapes
 		case *Drain:
 			table = TableDrains
+		case *SweepState:
+			table = TableSweepStates
 		}
 		if err := txn.Insert(table, o); err != nil {
 			return fmt.Errorf("state store: %w", err)
@@ -325,6 +336,15 @@ func (sn Snapshot) Shape(name string) *Shape {
 		return nil
 	}
 	return obj.(*Shape)
+}
+
+// SweepState returns what the engine has decided of a sweep, or nil.
+func (sn Snapshot) SweepState(name string) *SweepState {
+	obj, err := sn.txn.First(TableSweepStates, IndexID, name)
+	if err != nil || obj == nil {
+		return nil
+	}
+	return obj.(*SweepState)
 }
 
 // Drained returns the cards that take no new jobs.
