@@ -7,19 +7,20 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 # -race needs cgo, which go-nvml needs anyway.
 export CGO_ENABLED = 1
 
-.PHONY: build test bench demo fmt-check clean
+.PHONY: build test bench demo gpu-check fmt-check clean
 
 build:
 	$(GO) build -o bin/gpuq ./cmd/gpuq
 
-# The one test command: formatting, vet, every test with the race detector, and the
-# example trainers (compiled; train_torch.py's config handling, and one CPU training run
-# where a Python with PyTorch is found).
+# The one test command: formatting, vet, every test with the race detector, the example
+# trainers (compiled; train_torch.py's config handling, and one CPU training run where a
+# Python with PyTorch is found) and the GPU check's judging of recorded runs.
 test: fmt-check
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
-	python3 -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]' examples/trainers/*.py
+	python3 -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]' examples/trainers/*.py examples/gpucheck/*.py
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s examples/trainers -p 'test_*.py' -v
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s examples/gpucheck -p 'test_*.py' -v
 
 fmt-check:
 	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...)); \
@@ -37,6 +38,14 @@ bench: build
 # (no NVIDIA driver needed), OOMs and their recovery included. Needs python3.
 demo: build
 	./bin/gpuq run examples/sweeps/quickstart.yaml
+
+# gpuq on this machine's real cards (see examples/gpucheck/gpu_check.py): real CUDA OOMs,
+# a torchrun job, a caught OOM; PASS or FAIL for each. Needs an NVIDIA GPU and a python3
+# with PyTorch (PYTHON=... to choose another); without them it says "no GPU here" and
+# exits 0. About ten minutes.
+PYTHON ?= python3
+gpu-check: build
+	PYTHONDONTWRITEBYTECODE=1 $(PYTHON) examples/gpucheck/gpu_check.py --gpuq bin/gpuq
 
 clean:
 	rm -rf bin

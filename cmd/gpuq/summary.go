@@ -31,19 +31,22 @@ type jobSummary struct {
 }
 
 type attemptSummary struct {
-	N              int             `json:"n"`
-	GPU            int             `json:"gpu"`
-	GPUs           []int           `json:"gpus"`
-	Tier           int             `json:"tier"`
-	Params         *plans.Map      `json:"params"`
-	EffectiveBatch *int64          `json:"effective_batch"`
-	EstimateBytes  int64           `json:"estimate_bytes"`
-	PeakBytes      int64           `json:"peak_bytes"`
-	Outcome        string          `json:"outcome"`
-	OOM            *plans.OOMFacts `json:"oom,omitempty"`
-	Log            string          `json:"log"`
-	Started        time.Time       `json:"started"`
-	Ended          time.Time       `json:"ended"`
+	N              int        `json:"n"`
+	GPU            int        `json:"gpu"`
+	GPUs           []int      `json:"gpus"`
+	Tier           int        `json:"tier"`
+	Params         *plans.Map `json:"params"`
+	EffectiveBatch *int64     `json:"effective_batch"`
+	EstimateBytes  int64      `json:"estimate_bytes"`
+	PeakBytes      int64      `json:"peak_bytes"`
+	// PeakUnknown: NVML could not tell some of its processes' memory (or whose it was),
+	// so PeakBytes may fall short.
+	PeakUnknown bool            `json:"peak_unknown,omitempty"`
+	Outcome     string          `json:"outcome"`
+	OOM         *plans.OOMFacts `json:"oom,omitempty"`
+	Log         string          `json:"log"`
+	Started     time.Time       `json:"started"`
+	Ended       time.Time       `json:"ended"`
 }
 
 func summarize(store *scheduler.Store, sw *plans.Sweep) runSummary {
@@ -70,7 +73,7 @@ func jobSummaryOf(snap scheduler.Snapshot, j *scheduler.Job) jobSummary {
 	}
 	for _, a := range snap.Attempts(j.ID) {
 		as := attemptSummary{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
-			PeakBytes: a.Peak, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
+			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
 		if len(a.GPUs) > 0 {
 			as.GPU = a.GPUs[0]
 		}
