@@ -13,8 +13,9 @@ import (
 // environment, not those of its session: torchrun, accelerate and deepspeed start their
 // workers in new sessions (start_new_session=True). /proc/<pid>/environ is the
 // environment a process was started with; what it does to its environment later does not
-// change it, so no process of an attempt can leave. Where a process's environment
-// cannot be read (another user's, a non-dumpable one, a zombie) its parent speaks for it.
+// change it, so no process of an attempt can leave. Where a process's environment names
+// no attempt or cannot be read (another user's, a non-dumpable one, a zombie) its parent
+// speaks for it.
 //
 // The directory, unlike GPUQ_JOB_ID and GPUQ_ATTEMPT, is unique to one gpuq: two runs
 // of one sweep at once have the same job ids, not the same attempt directories.
@@ -64,35 +65,50 @@ type procStat struct {
 	zombie    bool
 }
 
-// attemptDir returns the attempt directory in a process's environment; readable is
-// false when the environment cannot be read or is empty (a zombie's).
-func (fs procFS) attemptDir(pid int) (dir string, readable bool) {
+// attemptDir returns the attempt directory in a process's environment, "" where it
+// names none or cannot be read (another user's, a zombie's).
+func (fs procFS) attemptDir(pid int) string {
 	data, err := os.ReadFile(fs.path(pid, "environ"))
-	if err != nil || len(data) == 0 {
-		return "", false
+	if err != nil {
+		return ""
 	}
 	for kv := range bytes.SplitSeq(data, []byte{0}) {
 		if v, ok := bytes.CutPrefix(kv, []byte(attemptDirVar+"=")); ok {
-			return string(v), true
+			return string(v)
 		}
 	}
-	return "", true
+	return ""
 }
 
-// owner returns the attempt directory of the attempt a process belongs to, from its
-// environment or, where that cannot be read, its nearest readable ancestor's.
-func (fs procFS) owner(pid int) (string, bool) {
+// owner returns the attempt directory of the attempt a process belongs to: the one in
+// its environment or, where that names none or cannot be read (a trainer may start a
+// helper with a clean environment), its parent's. known, if not nil, holds what earlier
+// calls of one scan found, and learns what this one finds.
+func (fs procFS) owner(pid int, known map[int]string) (string, bool) {
+	var walked []int
+	dir := ""
 	for range maxAncestors {
-		if dir, readable := fs.attemptDir(pid); readable {
-			return dir, dir != ""
+		if d, ok := known[pid]; ok {
+			dir = d
+			break
+		}
+		walked = append(walked, pid)
+		if d := fs.attemptDir(pid); d != "" {
+			dir = d
+			break
 		}
 		st, ok := fs.stat(pid)
 		if !ok || st.ppid <= 1 {
-			return "", false
+			break
 		}
 		pid = st.ppid
 	}
-	return "", false
+	if known != nil {
+		for _, p := range walked {
+			known[p] = dir
+		}
+	}
+	return dir, dir != ""
 }
 
 // pids lists the processes of the tree.
@@ -112,9 +128,13 @@ func (fs procFS) pids() []int {
 
 // members returns the live processes of the attempt in dir.
 func (fs procFS) members(dir string) []int {
+	if dir == "" {
+		return nil
+	}
 	var out []int
+	known := map[int]string{}
 	for _, pid := range fs.pids() {
-		if d, ok := fs.owner(pid); ok && d == dir {
+		if d, ok := fs.owner(pid, known); ok && d == dir {
 			out = append(out, pid)
 		}
 	}
@@ -128,8 +148,9 @@ func (fs procFS) members(dir string) []int {
 func (fs procFS) memory(root string) map[string]int64 {
 	out := map[string]int64{}
 	page := int64(os.Getpagesize())
+	known := map[int]string{}
 	for _, pid := range fs.pids() {
-		dir, ok := fs.owner(pid)
+		dir, ok := fs.owner(pid, known)
 		if !ok {
 			continue
 		}
@@ -186,7 +207,7 @@ func attemptIn(root, dir string) (string, bool) {
 // OwnerIn returns the attempt, among those laid out under root, that process pid
 // belongs to.
 func OwnerIn(root string, pid int) (attempt string, ok bool) {
-	dir, ok := hostProcs.owner(pid)
+	dir, ok := hostProcs.owner(pid, nil)
 	if !ok {
 		return "", false
 	}

@@ -69,6 +69,7 @@ func TestOwnerByInheritance(t *testing.T) {
 		{pid: 300, ppid: 200, sid: 200, state: "R", pssKiB: 500},                                                   // environment unreadable
 		{pid: 310, ppid: 200, sid: 200, state: "Z", environ: env()},                                                // a zombie: empty environ
 		{pid: 320, ppid: 90, sid: 320, state: "S", environ: env(mine), rssPages: 10},                               // no smaps_rollup: RSS
+		{pid: 330, ppid: 320, sid: 320, state: "S", environ: env("PATH=/bin"), pssKiB: 100},                        // started with a clean environment
 		{pid: 400, ppid: 1, sid: 400, state: "S", environ: env("GPUQ_JOB_ID=t.1", "GPUQ_ATTEMPT=2"), pssKiB: 7000}, // not ours
 		{pid: 500, ppid: 1, sid: 500, state: "S", pssKiB: 9000},                                                    // unreadable, under init
 		{pid: 600, ppid: 1, sid: 600, state: "S", environ: env(attemptDirVar + "=/other/t.1/attempt-2"), pssKiB: 11000},
@@ -78,11 +79,11 @@ func TestOwnerByInheritance(t *testing.T) {
 		pid  int
 		want string
 	}{
-		{100, "t.1/2"}, {200, "t.1/2"}, {300, "t.1/2"}, {310, "t.1/2"}, {320, "t.1/2"},
+		{100, "t.1/2"}, {200, "t.1/2"}, {300, "t.1/2"}, {310, "t.1/2"}, {320, "t.1/2"}, {330, "t.1/2"},
 		{400, ""}, {500, ""}, {600, ""}, {700, "t.2/1"}, {90, ""}, {1, ""}, {4242, ""},
 	} {
 		got := ""
-		if dir, ok := fs.owner(tt.pid); ok {
+		if dir, ok := fs.owner(tt.pid, nil); ok {
 			got, _ = attemptIn(root, dir)
 		}
 		if got != tt.want {
@@ -90,12 +91,12 @@ func TestOwnerByInheritance(t *testing.T) {
 		}
 	}
 	page := int64(os.Getpagesize())
-	want := map[string]int64{"t.1/2": (1000+3000+500)<<10 + 10*page, "t.2/1": 64 << 10}
+	want := map[string]int64{"t.1/2": (1000+3000+500+100)<<10 + 10*page, "t.2/1": 64 << 10}
 	got := fs.memory(root)
 	if len(got) != len(want) || got["t.1/2"] != want["t.1/2"] || got["t.2/1"] != want["t.2/1"] {
 		t.Errorf("memory %v, want %v", got, want)
 	}
-	if m := fs.members("/state/attempts/t.1/attempt-2"); fmt.Sprint(m) != "[100 200 300 310 320]" {
+	if m := fs.members("/state/attempts/t.1/attempt-2"); fmt.Sprint(m) != "[100 200 300 310 320 330]" {
 		t.Errorf("members %v", m)
 	}
 }
@@ -214,4 +215,12 @@ func TestLeaderExitStopsWorkerInANewSession(t *testing.T) {
 		t.Errorf("exit %+v, want status 0", e)
 	}
 	assertGone(t, []int{w})
+}
+
+// BenchmarkAttemptMemory is one engine round's host-memory reading over this machine's
+// /proc: every process's owner, and the PSS of those of an attempt.
+func BenchmarkAttemptMemory(b *testing.B) {
+	for b.Loop() {
+		AttemptMemory("/nonexistent")
+	}
 }
