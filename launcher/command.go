@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,7 +28,7 @@ type Attempt struct {
 	Cards      []Card
 	Dir        string // the attempt's directory: its config and log
 	Threads    int
-	MasterPort int    // the rendezvous port of torchrun and torch.distributed; 0: none
+	MasterPort int    // the rendezvous port of torchrun and torch.distributed; 0: a free one
 	SimLedger  string // the simulated machine's ledger; "" on real cards
 }
 
@@ -60,6 +61,11 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	cfg, err := renderConfig(a)
 	if err != nil {
 		return Command{}, fmt.Errorf("job %s: config: %w", a.JobID, err)
+	}
+	if a.MasterPort == 0 {
+		if a.MasterPort, err = freePort(); err != nil {
+			return Command{}, err
+		}
 	}
 	builtin := map[string]string{
 		"config": cfg, "sweep": a.Sweep.Name, "job": a.JobID,
@@ -109,15 +115,14 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	add("TOKENIZERS_PARALLELISM", "false")
 	add("OMP_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
 	add("MKL_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
-	if a.MasterPort != 0 {
-		// torchrun reads PET_*, init_process_group("env://") MASTER_*: with a port of
-		// its own, no two jobs meet on torchrun's default 29500.
-		port := strconv.Itoa(a.MasterPort)
-		add("MASTER_ADDR", "127.0.0.1")
-		add("MASTER_PORT", port)
-		add("PET_MASTER_ADDR", "127.0.0.1")
-		add("PET_MASTER_PORT", port)
-	}
+	// torchrun reads PET_*, init_process_group("env://") MASTER_*: with a port of its
+	// own, no two jobs meet on torchrun's default 29500, which it binds even for one
+	// worker.
+	port := strconv.Itoa(a.MasterPort)
+	add("MASTER_ADDR", "127.0.0.1")
+	add("MASTER_PORT", port)
+	add("PET_MASTER_ADDR", "127.0.0.1")
+	add("PET_MASTER_PORT", port)
 	add("GPUQ_SWEEP", a.Sweep.Name)
 	add("GPUQ_JOB_ID", a.JobID)
 	add("GPUQ_ATTEMPT", strconv.Itoa(a.N))
@@ -137,6 +142,16 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	c.Set = set
 	c.Env = mergeEnv(parentEnv, set)
 	return c, nil
+}
+
+// freePort asks the kernel for a free TCP port, for a job's rendezvous.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("no free port for MASTER_PORT: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // envValue is the value of name in env ("NAME=value" entries), or "".

@@ -200,3 +200,18 @@ func TestHostMemory(t *testing.T) {
 		t.Errorf("HostMemory() = %d, %d, %v", total, avail, err)
 	}
 }
+
+// TestEveryJobGetsARendezvousPort: torchrun binds its port even for one worker, so every
+// attempt, one card or several, gets a free port of its own under both names torch reads.
+func TestEveryJobGetsARendezvousPort(t *testing.T) {
+	s := testSweep(t)
+	c, err := Prepare(Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: t.TempDir(), Cards: []Card{{Index: 0}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := envValue(c.Env, "MASTER_PORT")
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || envValue(c.Env, "PET_MASTER_PORT") != port ||
+		envValue(c.Env, "MASTER_ADDR") != "127.0.0.1" || envValue(c.Env, "PET_MASTER_ADDR") != "127.0.0.1" {
+		t.Errorf("env: %v", c.Set)
+	}
+}

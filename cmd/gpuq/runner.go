@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -62,11 +60,6 @@ func prepareAttempt(l scheduler.Launch, dir, ledger string, env []string) (launc
 	for _, c := range l.Cards {
 		a.Cards = append(a.Cards, launcher.Card{Index: c.Index, Total: c.Total})
 	}
-	port, err := freePort()
-	if err != nil {
-		return launcher.Command{}, "", err
-	}
-	a.MasterPort = port
 	cmd, err := launcher.Prepare(a, env)
 	if err != nil {
 		return launcher.Command{}, "", err
@@ -98,17 +91,6 @@ func threadsFor(sw *plans.Sweep, sharing int) int {
 		return sw.Threads
 	}
 	return max(1, runtime.NumCPU()/max(1, sharing))
-}
-
-// freePort asks the kernel for a free TCP port, for a job's rendezvous (torchrun binds
-// one even for a single worker).
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("no free port for MASTER_PORT: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // runDir is where a run keeps its attempts' configs and logs.
