@@ -60,6 +60,7 @@ func requestOf(j *Job) Request {
 // watchCards tells people what changed in how the cards can be read: a card going out of
 // service or coming back, and, once, that GPU memory cannot be attributed here.
 func (e *Engine) watchCards() {
+	hidden := map[int]bool{}
 	for _, c := range e.cards {
 		was, known := e.faults[c.Index]
 		switch {
@@ -75,14 +76,20 @@ func (e *Engine) watchCards() {
 			delete(e.faults, c.Index)
 		}
 		for _, p := range c.Processes {
-			if p.Hidden && !e.unattributed {
+			if !p.Hidden {
+				continue
+			}
+			// Twice in a row: a process can end between NVML's list and the look in /proc.
+			if e.hidden[p.PID] && !e.unattributed {
 				e.unattributed = true
 				e.events(Event{Time: e.clock.Now(), Job: fmt.Sprintf("GPU %d", c.Index), Kind: "unattributed", Message: fmt.Sprintf(
 					"NVML lists process %d, which this PID namespace does not have (gpuq runs in a container?): gpuq cannot "+
 						"attribute GPU memory on this machine, and packs by estimates alone", p.PID)})
 			}
+			hidden[p.PID] = true
 		}
 	}
+	e.hidden = hidden
 }
 
 // outOfService says which cards are out of service and why, for people; "" when none is.

@@ -81,13 +81,17 @@ func TestACardOutOfServiceTakesNoJob(t *testing.T) {
 
 // TestUnattributedMemoryIsUnknown: where NVML lists a process this PID namespace does not
 // have (a container), its memory is neither foreign nor a known peak: jobs are packed by
-// estimates (NVML's total still counts it), and gpuq says so once.
+// estimates (NVML's total still counts it), and gpuq says so once, when it has seen it
+// twice.
 func TestUnattributedMemoryIsUnknown(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: 6 * gib,
 		Processes: []gpu.Process{{PID: 777001, Used: 5 * gib, Hidden: true}}}}
 	e, st, fr, events := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n", &cards, map[int]string{})
 	e.cfg.Slots = []int{2}
 	round(t, e)
+	if got := kinds(*events); got != "" {
+		t.Errorf("after one reading: %q; a process may have just ended", got)
+	}
 	round(t, e)
 	if len(fr.starts) != 2 {
 		t.Fatalf("%d started: want both, 20 GiB reserved beside NVML's 6 GiB used (not 20 GiB + 5 GiB foreign)", len(fr.starts))

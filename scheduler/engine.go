@@ -121,7 +121,9 @@ type Engine struct {
 	hostNow map[string]int64
 	// faults are the cards out of service at the last reading, and why.
 	faults map[int]string
-	// unattributed: gpuq has said that NVML lists processes it cannot see.
+	// hidden are the processes NVML listed at the last reading that this PID namespace
+	// does not have; unattributed, that gpuq has said what that means.
+	hidden       map[int]bool
 	unattributed bool
 	// lastRound is when the last round sampled the cards.
 	lastRound time.Time
