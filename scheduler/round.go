@@ -57,7 +57,7 @@ func (e *Engine) Schedule() error {
 	}
 	placed := Place(queue, states, host, smallest.Estimate)
 	for _, p := range placed {
-		e.start(snap.Job(p.Job), p.Cards, len(running)+len(placed))
+		e.start(snap, snap.Job(p.Job), p.Cards, len(running)+len(placed))
 	}
 	return nil
 }
@@ -215,9 +215,10 @@ func (e *Engine) settling() []*Attempt {
 	return out
 }
 
-func (e *Engine) start(j *Job, cardIdx []int, sharing int) {
+// start starts a job that the round's snapshot holds queued.
+func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
 	sw := e.sweeps[j.Sweep]
-	if st := e.store.Snapshot().SweepState(j.Sweep); st != nil && !st.AllocConfRefused.IsZero() {
+	if st := snap.SweepState(j.Sweep); st != nil && !st.AllocConfRefused.IsZero() {
 		// An empty value turns PyTorch's allocator options off (see withoutAllocConf).
 		plain := *sw
 		plain.Env = append(slices.Clone(sw.Env), plans.EnvVar{Name: "PYTORCH_CUDA_ALLOC_CONF"})
