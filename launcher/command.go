@@ -191,26 +191,18 @@ func mergeEnv(parent, set []string) []string {
 	return out
 }
 
-// renderConfig writes the base config with the parameters merged in (dotted keys nest)
-// and returns its path.
+// renderConfig writes the attempt's config (config.base as read with the sweep, the
+// parameters it takes merged in; see plans.ConfigSpec.Merges) and returns its path.
 func renderConfig(a Attempt) (string, error) {
 	spec := a.Sweep.Config
-	if spec == nil {
-		spec = &plans.ConfigSpec{Format: plans.YAML}
+	format := plans.YAML
+	if spec != nil {
+		format = spec.Format
 	}
-	doc := plans.NewMap()
-	if spec.Base != "" {
-		var err error
-		if doc, err = plans.ReadMap(spec.Base); err != nil {
-			return "", err
-		}
-	}
-	for _, k := range a.Params.Keys {
-		setDotted(doc, strings.Split(k, "."), a.Params.Vals[k])
-	}
+	doc := spec.Render(a.Params)
 	var out []byte
 	var err error
-	if spec.Format == plans.JSON {
+	if format == plans.JSON {
 		var raw []byte
 		if raw, err = json.Marshal(doc); err == nil {
 			var b bytes.Buffer
@@ -223,18 +215,6 @@ func renderConfig(a Attempt) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(a.Dir, "config."+string(spec.Format))
+	path := filepath.Join(a.Dir, "config."+string(format))
 	return path, writePrivate(path, out)
-}
-
-func setDotted(m *plans.Map, path []string, v any) {
-	for _, p := range path[:len(path)-1] {
-		child, ok := m.Vals[p].(*plans.Map)
-		if !ok {
-			child = plans.NewMap()
-			m.Set(p, child)
-		}
-		m = child
-	}
-	m.Set(path[len(path)-1], v)
 }

@@ -1,12 +1,10 @@
 package plans
 
 // The checker's readers of a sweep's fields: typed values, the command, config, env,
-// gpus, plan, threads and shape_ignores, each failing with the field's name and the fix.
+// env, gpus, plan, threads and shape_ignores (config's is in config.go), each failing with the field's name and the fix.
 
 import (
 	"fmt"
-	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -123,47 +121,6 @@ func (c *checker) command(doc *Map) []string {
 		}
 	}
 	return argv
-}
-
-func (c *checker) config(doc *Map, dir string) *ConfigSpec {
-	v, ok := doc.Get("config")
-	if !ok || v == nil {
-		return nil
-	}
-	var base, format string
-	switch t := v.(type) {
-	case string:
-		base = t
-	case *Map:
-		for _, k := range t.Keys {
-			if !slices.Contains(configKeys, k) {
-				c.fail("config."+k, "unknown key%s; config has base and format", Suggest(k, configKeys))
-			}
-		}
-		base = c.str(t, "base", "")
-		format = c.str(t, "format", "")
-	default:
-		c.fail("config", "write config: {base: configs/train.yaml, format: yaml}")
-		return nil
-	}
-	spec := &ConfigSpec{Format: YAML}
-	if base != "" {
-		spec.Base = base
-		if !filepath.IsAbs(base) {
-			spec.Base = filepath.Join(dir, base)
-		}
-		spec.Format = FormatOf(base)
-	}
-	switch Format(strings.ToLower(format)) {
-	case "":
-	case YAML, "yml":
-		spec.Format = YAML
-	case JSON:
-		spec.Format = JSON
-	default:
-		c.fail("config.format", "%q is not a format gpuq writes: use yaml or json", format)
-	}
-	return spec
 }
 
 func (c *checker) env(doc *Map) []EnvVar {

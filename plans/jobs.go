@@ -88,6 +88,7 @@ func (c *checker) checkJobs(s *Sweep) {
 		found[key] = &finding{field: field, msg: msg, jobs: []string{job}}
 		order = append(order, key)
 	}
+	rc := s.reach()
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
 		key := valueKey(j.Params) + valueKey(j.Model) + fmt.Sprintf("|%d|%d|%d|%v", j.Memory, j.GPUs, j.Priority, j.Probe)
@@ -118,26 +119,7 @@ func (c *checker) checkJobs(s *Sweep) {
 			check("env."+e.Name, e.Value)
 		}
 
-		if s.OOM.Ladder == nil {
-			j.Ladder = ladderFor(j.Params, DefaultLadder())
-		} else {
-			j.Ladder = s.OOM.Ladder
-			for r, rung := range s.OOM.Ladder {
-				for _, k := range rung.Keys() {
-					if _, ok := j.Params.Get(k); !ok {
-						note(fmt.Sprintf("oom.ladder[%d]", r), j.ID, fmt.Sprintf("names %q, which the job does not have, so the rung would degrade nothing%s: add it to params or fix the name",
-							k, Suggest(k, j.Params.Keys)))
-					}
-				}
-				for _, f := range rung.Scale {
-					if v, ok := j.Params.Get(f.Key); ok {
-						if _, num := toFloat(v); !num {
-							note(fmt.Sprintf("oom.ladder[%d].scale.%s", r, f.Key), j.ID, fmt.Sprintf("scales %q, whose value %q is not a number", f.Key, FormatValue(v)))
-						}
-					}
-				}
-			}
-		}
+		c.fitLadder(rc, j, note)
 		c.checkModel(j, note)
 	}
 	for _, key := range order {

@@ -117,23 +117,6 @@ func (r Rung) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// EffectiveBatch is batch_size × gradient_accumulation_steps, the batch an optimizer
-// step sees; ok is false when the job has no integer batch_size.
-func EffectiveBatch(p *Map) (int64, bool) {
-	b, ok := p.Get(KeyBatch)
-	bi, isInt := b.(int64)
-	if !ok || !isInt {
-		return 0, false
-	}
-	acc := int64(1)
-	if a, ok := p.Get(KeyAccumulation); ok {
-		if ai, isInt := a.(int64); isInt {
-			acc = ai
-		}
-	}
-	return bi * acc, true
-}
-
 // Position is where a job stands on its ladder.
 type Position struct {
 	Tier      int    // degradations applied so far; 0 = as written
@@ -233,24 +216,6 @@ func shrinking(r Rung, changed []string) bool {
 	return false
 }
 
-// ladderFor keeps the default rungs whose every key the job has: a rung that names a
-// parameter the trainer does not read would degrade nothing.
-func ladderFor(params *Map, ladder []Rung) []Rung {
-	var out []Rung
-	for _, r := range ladder {
-		ok := true
-		for _, k := range r.Keys() {
-			if _, has := params.Get(k); !has {
-				ok = false
-			}
-		}
-		if ok {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 func (c *checker) oom(doc *Map) OOMPolicy {
 	pol := OOMPolicy{MaxAttempts: defaultMaxAttempt}
 	v, ok := doc.Get("oom")
@@ -264,10 +229,13 @@ func (c *checker) oom(doc *Map) OOMPolicy {
 	}
 	for _, k := range m.Keys {
 		if !slices.Contains(oomKeys, k) {
-			c.fail("oom."+k, "unknown key%s; oom has max_attempts and ladder", Suggest(k, oomKeys))
+			c.fail("oom."+k, "unknown key%s; oom has max_attempts, ladder and keys", Suggest(k, oomKeys))
 		}
 	}
 	pol.MaxAttempts = c.integer(m, "max_attempts", defaultMaxAttempt, 1)
+	if k, ok := m.Get("keys"); ok {
+		pol.Keys = c.oomKeys(k)
+	}
 	if l, ok := m.Get("ladder"); ok {
 		list, ok := l.([]any)
 		if !ok {

@@ -14,10 +14,25 @@ func params(kv ...any) *Map {
 	return m
 }
 
+// defaultLadder is the default ladder fitted to a job with these parameters.
+func defaultLadder(t *testing.T, p *Map) []Rung {
+	t.Helper()
+	doc := NewMap()
+	doc.Set("name", "t")
+	doc.Set("command", []any{"train", "{config}"})
+	doc.Set("params", p)
+	doc.Set("jobs", []any{NewMap()})
+	s, err := SweepOf("t.yaml", doc, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Jobs[0].Ladder
+}
+
 func describeTiers(ts []Tier) string {
 	var lines []string
 	for _, t := range ts {
-		eb, _ := EffectiveBatch(t.Params)
+		eb, _ := BatchKeys{KeyBatch, KeyAccumulation}.Effective(t.Params)
 		b, _ := t.Params.Get(KeyBatch)
 		gc, _ := t.Params.Get(KeyCheckpointing)
 		w, _ := t.Params.Get(KeyDataWorkers)
@@ -28,7 +43,7 @@ func describeTiers(ts []Tier) string {
 
 func TestTiersDefaultLadder(t *testing.T) {
 	p := params(KeyBatch, int64(8), KeyAccumulation, int64(4), KeyCheckpointing, false, KeyDataWorkers, int64(8))
-	got := describeTiers(Tiers(p, ladderFor(p, DefaultLadder())))
+	got := describeTiers(Tiers(p, defaultLadder(t, p)))
 	want := `0 rung=-1 bs=8 gc=false w=8 eb=32 excl=false
 1 rung=0 bs=8 gc=true w=8 eb=32 excl=false
 2 rung=1 bs=4 gc=true w=8 eb=32 excl=false
@@ -45,7 +60,7 @@ func TestTiersDefaultLadder(t *testing.T) {
 
 func TestTiersSkipRungsThatChangeNothing(t *testing.T) {
 	p := params(KeyBatch, int64(1), KeyAccumulation, int64(4), KeyCheckpointing, true)
-	got := describeTiers(Tiers(p, ladderFor(p, DefaultLadder())))
+	got := describeTiers(Tiers(p, defaultLadder(t, p)))
 	if got != "0 rung=-1 bs=1 gc=true w=<nil> eb=4 excl=false" {
 		t.Errorf("a job already at the bottom has one tier, got:\n%s", got)
 	}
@@ -53,11 +68,11 @@ func TestTiersSkipRungsThatChangeNothing(t *testing.T) {
 
 func TestLadderForUsesOnlyKeysTheJobHas(t *testing.T) {
 	p := params(KeyBatch, int64(8), "lr", 0.1)
-	if l := ladderFor(p, DefaultLadder()); len(l) != 0 {
+	if l := defaultLadder(t, p); len(l) != 0 {
 		t.Errorf("batch without accumulation: halving would change the effective batch, want no rung, got %v", l)
 	}
 	p.Set(KeyAccumulation, int64(1))
-	if l := ladderFor(p, DefaultLadder()); len(l) != 1 || l[0].Scale == nil {
+	if l := defaultLadder(t, p); len(l) != 1 || l[0].Scale == nil {
 		t.Errorf("want the halving rung alone, got %v", l)
 	}
 }
@@ -73,7 +88,7 @@ func TestScaleKeepsIntegers(t *testing.T) {
 }
 
 func TestWarningsReportEffectiveBatchChange(t *testing.T) {
-	doc := "name: w\ncommand: [echo]\nparams: {batch_size: 6, gradient_accumulation_steps: 2}\njobs: [{}]\n"
+	doc := "name: w\ncommand: [echo, \"{config}\"]\nparams: {batch_size: 6, gradient_accumulation_steps: 2}\njobs: [{}]\n"
 	s, err := DecodeSweep("w.yaml", []byte(doc), Overrides{})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +101,7 @@ func TestWarningsReportEffectiveBatchChange(t *testing.T) {
 
 func TestStepHostOOMLowersWorkersFirst(t *testing.T) {
 	p := params(KeyBatch, int64(8), KeyAccumulation, int64(4), KeyCheckpointing, false, KeyDataWorkers, int64(8))
-	ladder := ladderFor(p, DefaultLadder())
+	ladder := defaultLadder(t, p)
 	next, pos, changed, rung, ok := Step(p, ladder, Position{}, true)
 	if !ok || rung != 2 || pos.Tier != 1 || !pos.Exclusive || changed[0] != KeyDataWorkers {
 		t.Fatalf("host OOM: rung %d pos %+v changed %v", rung, pos, changed)

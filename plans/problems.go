@@ -2,6 +2,7 @@ package plans
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -50,6 +51,34 @@ func (p Problems) Error() string {
 type checker struct {
 	file string
 	errs Problems
+	// files are the contents of the files the sweep names, as read before (see
+	// DecodeSweepFiles); read is every one read now, for the sweep to keep.
+	files, read map[string]string
+	// warns are what is allowed but probably not meant, each once.
+	warns []string
+}
+
+func (c *checker) warn(msg string) {
+	if !slices.Contains(c.warns, msg) {
+		c.warns = append(c.warns, msg)
+	}
+}
+
+// read returns a file the sweep names: as it was read before, or from disk.
+func (c *checker) readFile(path string) ([]byte, error) {
+	data, ok := c.files[path]
+	if !ok {
+		b, err := ReadDocument(path)
+		if err != nil {
+			return nil, err
+		}
+		data = string(b)
+	}
+	if c.read == nil {
+		c.read = map[string]string{}
+	}
+	c.read[path] = data
+	return []byte(data), nil
 }
 
 func (c *checker) fail(field, format string, args ...any) {

@@ -5,9 +5,7 @@
 package plans
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,6 +23,11 @@ type Sweep struct {
 	// sweep built in memory (SweepOf).
 	Source    []byte
 	Overrides Overrides
+	// Files are the files the sweep names (config.base, a model's config.json) as they
+	// were read with it, by absolute path: a daemon expands the same jobs from them
+	// after a restart (DecodeSweepFiles), and attempts are rendered from them, whatever
+	// became of the files.
+	Files map[string]string
 	// Environ is the environment a daemon's submission came from, for its trainers;
 	// nil: the runner's own.
 	Environ  []string
@@ -42,13 +45,8 @@ type Sweep struct {
 	// differ only in them are of one shape and share what gpuq learns.
 	ShapeIgnores []string
 	Jobs         []Job
-}
-
-// ConfigSpec is the per-attempt config file: Base (absolute, may be empty) with the
-// job's parameters merged in, written as Format.
-type ConfigSpec struct {
-	Base   string
-	Format Format
+	// warnings are those found while the sweep was checked (see Warnings).
+	warnings []string
 }
 
 // EnvVar is one variable of the sweep's env, its value a template.
@@ -60,6 +58,9 @@ type EnvVar struct {
 type OOMPolicy struct {
 	MaxAttempts int
 	Ladder      []Rung // as written; nil = the default ladder, fitted to each job
+	// Keys names where the ladder's parameters are when the trainer calls them
+	// otherwise (batch_size: train.micro_bs).
+	Keys map[string]string
 }
 
 // Job is one point of the sweep.
@@ -78,7 +79,8 @@ type Job struct {
 	HostMemory int64 // estimated peak host RAM in bytes; 0 = unknown
 	GPUs       int   // cards the job needs at once
 	Priority   int
-	Ladder     []Rung // the rungs that apply to this job
+	Ladder     []Rung    // the rungs that apply to this job, with its own keys
+	Batch      BatchKeys // the parameters whose product is its effective batch
 	origin     string
 }
 
@@ -111,8 +113,8 @@ var (
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores"}
-	configKeys = []string{"base", "format"}
-	oomKeys    = []string{"max_attempts", "ladder"}
+	configKeys = []string{"base", "format", "add"}
+	oomKeys    = []string{"max_attempts", "ladder", "keys"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
 	// jobKeys are the keys of a matrix point or jobs entry that set the job, not a parameter.
 	jobKeys = []string{"memory", "host_memory", "gpus_per_job", "priority"}
@@ -134,20 +136,19 @@ func LoadSweep(path string, ov Overrides) (*Sweep, error) {
 	if fi, err := os.Stat(s.Workdir); err != nil || !fi.IsDir() {
 		c.fail("workdir", "%s is not a directory: workdir is relative to the sweep file", s.Workdir)
 	}
-	if s.Config != nil && s.Config.Base != "" {
-		if _, err := ReadMap(s.Config.Base); errors.Is(err, fs.ErrNotExist) {
-			c.fail("config.base", "%s does not exist: config.base is relative to the sweep file", s.Config.Base)
-		} else if err != nil {
-			c.fail("config.base", "%v", err)
-		}
-	}
 	return s, c.err()
 }
 
 // DecodeSweep validates a sweep document and expands it into jobs. file names the
-// document in errors and anchors relative paths. Every problem found is returned at
-// once, as Problems.
+// document in errors and anchors relative paths; the files it names are read from
+// disk. Every problem found is returned at once, as Problems.
 func DecodeSweep(file string, data []byte, ov Overrides) (*Sweep, error) {
+	return DecodeSweepFiles(file, data, nil, ov)
+}
+
+// DecodeSweepFiles is DecodeSweep with the files the sweep names as they were read
+// before (Sweep.Files); one missing from files is read from disk.
+func DecodeSweepFiles(file string, data []byte, files map[string]string, ov Overrides) (*Sweep, error) {
 	doc, err := Decode(data, FormatOf(file))
 	if err != nil {
 		return nil, Problems{{File: file, Msg: err.Error()}}
@@ -156,7 +157,7 @@ func DecodeSweep(file string, data []byte, ov Overrides) (*Sweep, error) {
 	if list, ok := doc.Vals["jobs"].([]any); ok && len(list) > maxJobs {
 		return nil, Problems{{File: file, Field: "jobs", Msg: fmt.Sprintf("%d jobs, more than the %d a sweep may have: split the sweep", len(list), maxJobs)}}
 	}
-	s, err := SweepOf(file, doc, ov)
+	s, err := sweepOf(&checker{file: file, files: files}, doc, ov)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +168,11 @@ func DecodeSweep(file string, data []byte, ov Overrides) (*Sweep, error) {
 // SweepOf validates a decoded sweep document and expands it into jobs, as DecodeSweep
 // does; a tool that writes sweeps of its own (a simulation trace) builds one with it.
 func SweepOf(file string, doc *Map, ov Overrides) (*Sweep, error) {
-	c := &checker{file: file}
+	return sweepOf(&checker{file: file}, doc, ov)
+}
+
+func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
+	file := c.file
 	for _, k := range doc.Keys {
 		if !slices.Contains(sweepKeys, k) {
 			c.fail(k, "unknown key%s; a sweep has %s", Suggest(k, sweepKeys), strings.Join(sweepKeys, ", "))
@@ -228,10 +233,12 @@ func SweepOf(file string, doc *Map, ov Overrides) (*Sweep, error) {
 	s.Jobs = c.jobs(s, doc, defaults)
 	if len(c.errs) == 0 {
 		c.checkJobs(s)
+		c.checkAdd(s)
 	}
 	if err := c.err(); err != nil {
 		return nil, err
 	}
+	s.Files, s.warnings = c.read, c.warns
 	return s, nil
 }
 
@@ -246,10 +253,12 @@ func (s *Sweep) DefaultPlan() GPUPlan {
 	return GPUPlan{NoSlotLimit}
 }
 
-// Warnings are what is allowed but probably not meant, such as a ladder that changes
-// the effective batch.
+// Warnings are what is allowed but probably not meant: jobs an OOM would fail at once,
+// parameters that reach the trainer nowhere, a ladder that changes the effective
+// batch.
 func (s *Sweep) Warnings() []string {
-	var out []string
+	out := append(slices.Clone(s.warnings), s.noRungWarning()...)
+	out = append(out, s.paramWarnings()...)
 	seen := map[string]bool{}
 	for _, j := range s.Jobs {
 		if j.Model != nil {
@@ -259,13 +268,13 @@ func (s *Sweep) Warnings() []string {
 				}
 			}
 		}
-		eb0, ok := EffectiveBatch(j.Params)
+		eb0, ok := j.Batch.Effective(j.Params)
 		if !ok {
 			continue
 		}
 		for _, t := range Tiers(j.Params, j.Ladder)[1:] {
-			if eb, ok := EffectiveBatch(t.Params); ok && eb != eb0 {
-				msg := fmt.Sprintf("tier %d changes the effective batch (%s × %s) from %d to %d", t.N, KeyBatch, KeyAccumulation, eb0, eb)
+			if eb, ok := j.Batch.Effective(t.Params); ok && eb != eb0 {
+				msg := fmt.Sprintf("tier %d changes the effective batch (%s) from %d to %d", t.N, j.Batch, eb0, eb)
 				if !seen[msg] {
 					seen[msg] = true
 					out = append(out, fmt.Sprintf("%s: job %s: %s", s.File, j.ID, msg))

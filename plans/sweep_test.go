@@ -3,6 +3,7 @@ package plans
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -226,7 +227,7 @@ func TestCheckCards(t *testing.T) {
 func TestMemoryForms(t *testing.T) {
 	doc := `
 name: m
-command: [python3, train.py]
+command: [python3, train.py, --config, "{config}"]
 params: {batch_size: 8, gradient_accumulation_steps: 1, gradient_checkpointing: false}
 matrix: {seed: [1, 2], lr: [0.1]}
 memory:
@@ -280,7 +281,7 @@ func TestMemoryModelLowerBoundWarns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := s.Warnings(); len(w) != 1 || !strings.Contains(w[0], "lower bound") {
+	if w := s.Warnings(); !slices.ContainsFunc(w, func(w string) bool { return strings.Contains(w, "lower bound") }) {
 		t.Errorf("warnings: %v", w)
 	}
 }

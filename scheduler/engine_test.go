@@ -104,7 +104,7 @@ func history(st *Store, job string) string {
 	snap := st.Snapshot()
 	var parts []string
 	for _, a := range snap.Attempts(job) {
-		eb, _ := plans.EffectiveBatch(a.Params)
+		eb, _ := plans.BatchKeys{Micro: plans.KeyBatch, Accumulation: plans.KeyAccumulation}.Effective(a.Params)
 		parts = append(parts, fmt.Sprintf("%d:t%d:%s:%s:eb%d", a.N, a.Tier, plans.FormatSize(a.Estimate), a.Outcome, eb))
 	}
 	return string(snap.Job(job).State) + " " + strings.Join(parts, " ")

@@ -56,6 +56,8 @@ type SweepRecord struct {
 	Source    string          `json:"source"`
 	Overrides plans.Overrides `json:"overrides"`
 	Environ   []string        `json:"environ,omitempty"`
+	// Files are the files the sweep names (config.base, ...) as they were read.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // JobRecord is a job's status; the rest of the job comes from its sweep.
@@ -224,7 +226,7 @@ func (s *Store) apply(r Record) (*plans.Sweep, error) {
 	var sw *plans.Sweep
 	if r.Sweep != nil {
 		var err error
-		sw, err = plans.DecodeSweep(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Overrides)
+		sw, err = plans.DecodeSweepFiles(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides)
 		if err != nil {
 			return nil, fmt.Errorf("sweep %s: %w", r.Sweep.File, err)
 		}

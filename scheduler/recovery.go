@@ -129,7 +129,7 @@ func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool)
 		parts = append(parts, fmt.Sprintf("%s=%s", k, plans.FormatValue(v)))
 	}
 	msg := fmt.Sprintf("requeued at tier %d: %v", pos.Tier, parts)
-	if eb, ok := plans.EffectiveBatch(next); ok {
+	if eb, ok := job.Batch.Effective(next); ok {
 		msg += fmt.Sprintf(", effective batch %d", eb)
 	}
 	if pos.Exclusive {

@@ -177,7 +177,7 @@ func (s *Store) Submit(sw *plans.Sweep) error {
 }
 
 func sweepRecord(sw *plans.Sweep) *SweepRecord {
-	return &SweepRecord{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sw.Environ}
+	return &SweepRecord{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sw.Environ, Files: sw.Files}
 }
 
 // check refuses a sweep whose jobs exist already: inserting would silently replace

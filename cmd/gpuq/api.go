@@ -27,6 +27,8 @@ type submitRequest struct {
 	Source    string          `json:"source"`
 	Overrides plans.Overrides `json:"overrides"`
 	Environ   []string        `json:"environ"`
+	// Files are the files the sweep names, as the client read them.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 type submitResponse struct {
@@ -113,7 +115,7 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	sw, err := plans.DecodeSweep(req.File, []byte(req.Source), req.Overrides)
+	sw, err := plans.DecodeSweepFiles(req.File, []byte(req.Source), req.Files, req.Overrides)
 	if err != nil {
 		fail(w, http.StatusBadRequest, err.Error())
 		return

@@ -80,7 +80,7 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 	if sw.Plan == nil {
 		planText += " (default: " + defaultPlanNote(sw) + ")"
 	}
-	fmt.Fprintf(io.Out, "sweep %s: %d jobs on %s\nplan %s, headroom %s\n\n", sw.Name, len(sw.Jobs), machine, planText, sw.Headroom)
+	fmt.Fprintf(io.Out, "sweep %s: %d jobs on %s\nplan %s, headroom %s\noom ladder: %s\n\n", sw.Name, len(sw.Jobs), machine, planText, sw.Headroom, laddersText(sw))
 
 	byID := jobsByID(sw)
 	on := starts(d)
@@ -117,6 +117,38 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.ID, j.Name, estimateText(j), why)
 	}
 	return tw.Flush()
+}
+
+// laddersText says what an OOM does to the sweep's jobs: their ladder when they share
+// one, with the keys it found.
+func laddersText(sw *plans.Sweep) string {
+	text := ladderOf(sw.Jobs[0])
+	for _, j := range sw.Jobs[1:] {
+		if ladderOf(j) != text {
+			return "differs by job (plan --json lists each)"
+		}
+	}
+	return text
+}
+
+func ladderOf(j plans.Job) string {
+	steps := rungTexts(j)
+	if len(steps) == 0 {
+		return "none: an OOM fails the job"
+	}
+	return strings.Join(steps, "; then ")
+}
+
+func rungTexts(j plans.Job) []string {
+	out := []string{}
+	for _, r := range j.Ladder {
+		s := r.String()
+		if r.Repeat {
+			s += " (repeats)"
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func defaultPlanNote(sw *plans.Sweep) string {
@@ -184,6 +216,8 @@ type planJob struct {
 	EstimateBytes int64      `json:"estimate_bytes"`
 	GPUs          int        `json:"gpus_per_job"`
 	Priority      int        `json:"priority"`
+	// Ladder is what each OOM changes, in order.
+	Ladder []string `json:"ladder"`
 }
 
 func planJSON(p *prepared, states []scheduler.CardState, d scheduler.Decision) planOutput {
@@ -211,7 +245,8 @@ func planJSON(p *prepared, states []scheduler.CardState, d scheduler.Decision) p
 		out.Waiting = append(out.Waiting, planWait{Job: w.Job, Reason: string(w.Reason), Detail: w.Detail, Held: w.Job == d.Reserved})
 	}
 	for _, j := range p.sweep.Jobs {
-		out.Jobs = append(out.Jobs, planJob{ID: j.ID, Name: j.Name, Params: j.Params, EstimateBytes: j.Memory, GPUs: j.GPUs, Priority: j.Priority})
+		out.Jobs = append(out.Jobs, planJob{ID: j.ID, Name: j.Name, Params: j.Params, EstimateBytes: j.Memory, GPUs: j.GPUs,
+			Priority: j.Priority, Ladder: rungTexts(j)})
 	}
 	return out
 }

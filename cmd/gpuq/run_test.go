@@ -88,6 +88,65 @@ func TestRunQuickstartRecoversOOMs(t *testing.T) {
 	}
 }
 
+// TestRunSeedSweepRecoversOOMs runs the practitioners' sweep on simulated GPUs with its
+// ladder keys where they kept them, in the config base: the QNLI jobs, too large for a
+// card, get gradient checkpointing in their rendered config; the SST-2 jobs crowded out
+// of a shared card are retried; all succeed on their effective batch, and no config
+// holds a key its base does not have, other than config.add's.
+func TestRunSeedSweepRecoversOOMs(t *testing.T) {
+	needPython(t)
+	out, errOut, code := gpuq(t, "run", "../../examples/sweeps/gla.yaml", "--gpus", "sim:7x23.52GiB", "--json", "--log-dir", t.TempDir(), "--poll", "200ms")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	if strings.Contains(errOut, "warning") {
+		t.Errorf("the example warns:\n%s", errOut)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Counts["succeeded"] != 18 {
+		t.Fatalf("counts %v", sum.Counts)
+	}
+	allowed := map[string]bool{"sim_base": true, "sim_activations": true, "sim_seconds": true}
+	base, _ := os.ReadFile("../../examples/configs/gla.yaml")
+	for _, line := range strings.Split(string(base), "\n") {
+		if k, _, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(k, " ") && !strings.HasPrefix(k, "#") {
+			allowed[k] = true
+		}
+	}
+	checkpointed, crowded := 0, 0
+	for _, j := range sum.Jobs {
+		last := j.Attempts[len(j.Attempts)-1]
+		var cfg map[string]any
+		data, _ := os.ReadFile(filepath.Join(filepath.Dir(last.Log), "config.json"))
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			t.Fatalf("%s: rendered config: %v", j.ID, err)
+		}
+		for k := range cfg {
+			if !allowed[k] {
+				t.Errorf("%s: the config has %q, which its base lacks", j.ID, k)
+			}
+		}
+		if *last.EffectiveBatch != 32 {
+			t.Errorf("%s: effective batch %d, want 32", j.ID, *last.EffectiveBatch)
+		}
+		switch {
+		case strings.Contains(j.Name, "qnli"):
+			if last.Tier != 1 || cfg["gradient_checkpointing"] != true {
+				t.Errorf("%s: ended at tier %d with gradient_checkpointing %v, want tier 1 and true", j.ID, last.Tier, cfg["gradient_checkpointing"])
+			}
+			checkpointed++
+		case strings.Contains(j.Name, "sst2") && len(j.Attempts) > 1:
+			crowded++
+		}
+	}
+	if checkpointed != 3 || crowded == 0 {
+		t.Errorf("%d QNLI jobs checkpointed, %d SST-2 jobs retried after a crowd-out; want 3 and some", checkpointed, crowded)
+	}
+}
+
 // TestRunInterrupted sends Ctrl-C's SIGINT to a real gpuq: every trainer stops, exit 130,
 // and the jobs that did not finish are named.
 func TestRunInterrupted(t *testing.T) {

@@ -65,7 +65,7 @@ func prepareAttempt(l scheduler.Launch, dir, ledger string, env []string) (launc
 		return launcher.Command{}, "", err
 	}
 	eb := ""
-	if n, ok := plans.EffectiveBatch(a.Params); ok {
+	if n, ok := l.Job.Batch.Effective(a.Params); ok {
 		eb = strconv.FormatInt(n, 10)
 	}
 	return cmd, launcher.Header(cmd, a.JobID, a.N, a.Tier, a.Cards, eb), nil

@@ -67,7 +67,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		for _, w := range sw.Warnings() {
 			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 		}
-		reqs = append(reqs, submitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ()})
+		reqs = append(reqs, submitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
 	}
 	c, err := ensureDaemon(opts.settings, opts.io)
 	if err != nil {

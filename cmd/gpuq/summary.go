@@ -77,7 +77,7 @@ func jobSummaryOf(snap scheduler.Snapshot, j *scheduler.Job) jobSummary {
 		if len(a.GPUs) > 0 {
 			as.GPU = a.GPUs[0]
 		}
-		if eb, ok := plans.EffectiveBatch(a.Params); ok {
+		if eb, ok := j.Batch.Effective(a.Params); ok {
 			as.EffectiveBatch = &eb
 		}
 		js.Attempts = append(js.Attempts, as)

@@ -1,0 +1,313 @@
+package plans
+
+// The per-attempt config: config.base as read with the sweep, and which parameters go
+// into it.
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// ConfigSpec is the per-attempt config file: Base with the job's parameters merged in,
+// written as Format.
+type ConfigSpec struct {
+	Base   string // absolute; "" = none: the config is the parameters alone
+	Format Format
+	// Doc is the base as it was read with the sweep (nil without a base): attempts are
+	// rendered from it, so an edit to the file after submission changes no attempt.
+	Doc *Map
+	// Add names the parameters merged although the base lacks them; AddAll merges
+	// every one.
+	Add    []string
+	AddAll bool
+}
+
+// Merges reports whether a parameter goes into the rendered config. Without a base,
+// every one does: the config is the parameters. With one, only those whose (dotted)
+// path the base has, and those config.add names: a trainer with a strict config
+// schema rejects keys it does not know, and most parameters (task, seed) are meant
+// for the command line.
+func (c *ConfigSpec) Merges(key string) bool {
+	if c == nil || c.Doc == nil || c.AddAll || slices.Contains(c.Add, key) {
+		return true
+	}
+	_, ok := c.Doc.Path(key)
+	return ok
+}
+
+// Render is the config of an attempt with these parameters: the base with the
+// parameters it merges set at their dotted paths.
+func (c *ConfigSpec) Render(params *Map) *Map {
+	doc := NewMap()
+	if c != nil && c.Doc != nil {
+		doc = c.Doc.Clone()
+	}
+	for _, k := range params.Keys {
+		if c.Merges(k) {
+			doc.SetPath(k, params.Vals[k])
+		}
+	}
+	return doc
+}
+
+// Path returns the value at a dotted path ("training.batch_size").
+func (m *Map) Path(path string) (any, bool) {
+	var v any = m
+	for _, p := range strings.Split(path, ".") {
+		mm, ok := v.(*Map)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = mm.Get(p); !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// SetPath puts v at a dotted path, making the mappings on the way.
+func (m *Map) SetPath(path string, v any) {
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		child, ok := m.Vals[p].(*Map)
+		if !ok {
+			child = NewMap()
+			m.Set(p, child)
+		}
+		m = child
+	}
+	m.Set(parts[len(parts)-1], v)
+}
+
+// Leaves lists the dotted paths of every value that is not a mapping, in the
+// document's order.
+func (m *Map) Leaves() []string {
+	var out []string
+	for _, k := range m.Keys {
+		if child, ok := m.Vals[k].(*Map); ok && child.Len() > 0 {
+			for _, l := range child.Leaves() {
+				out = append(out, k+"."+l)
+			}
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+func (c *checker) config(doc *Map, dir string) *ConfigSpec {
+	v, ok := doc.Get("config")
+	if !ok || v == nil {
+		return nil
+	}
+	var base, format string
+	var add any
+	switch t := v.(type) {
+	case string:
+		base = t
+	case *Map:
+		for _, k := range t.Keys {
+			if !slices.Contains(configKeys, k) {
+				c.fail("config."+k, "unknown key%s; config has base, format and add", Suggest(k, configKeys))
+			}
+		}
+		base = c.str(t, "base", "")
+		format = c.str(t, "format", "")
+		add = t.Vals["add"]
+	default:
+		c.fail("config", "write config: {base: configs/train.yaml, format: yaml}")
+		return nil
+	}
+	spec := &ConfigSpec{Format: YAML}
+	if base != "" {
+		spec.Base = base
+		if !filepath.IsAbs(base) {
+			spec.Base = filepath.Join(dir, base)
+		}
+		spec.Format = FormatOf(base)
+		spec.Doc = c.readBase(spec.Base)
+	}
+	switch Format(strings.ToLower(format)) {
+	case "":
+	case YAML, "yml":
+		spec.Format = YAML
+	case JSON:
+		spec.Format = JSON
+	default:
+		c.fail("config.format", "%q is not a format gpuq writes: use yaml or json", format)
+	}
+	spec.Add, spec.AddAll = c.configAdd(add)
+	return spec
+}
+
+func (c *checker) readBase(path string) *Map {
+	data, err := c.readFile(path)
+	if err != nil {
+		c.fail("config.base", "%s cannot be read (%v): config.base is relative to the sweep file", path, err)
+		return nil
+	}
+	doc, err := Decode(data, FormatOf(path))
+	if err != nil {
+		c.fail("config.base", "%s: %v", path, err)
+	}
+	return doc
+}
+
+func (c *checker) configAdd(v any) (names []string, all bool) {
+	switch t := v.(type) {
+	case nil:
+		return nil, false
+	case string:
+		if t == "all" {
+			return nil, true
+		}
+	case []any:
+		for _, e := range t {
+			s, ok := e.(string)
+			if !ok {
+				names = nil
+				break
+			}
+			names = append(names, s)
+		}
+		if len(names) == len(t) {
+			return names, false
+		}
+	}
+	c.fail("config.add", "write the parameters to merge although config.base lacks them, e.g. add: [task, seed], or add: all")
+	return nil, false
+}
+
+// checkAdd refuses a config.add entry that no job has as a parameter: a typo there
+// would leave the parameter out of the config as silently as no entry at all.
+func (c *checker) checkAdd(s *Sweep) {
+	if s.Config == nil {
+		return
+	}
+	have := map[string]bool{}
+	for _, j := range s.Jobs {
+		for _, k := range j.Params.Keys {
+			have[k] = true
+		}
+	}
+	var known []string
+	for k := range have {
+		known = append(known, k)
+	}
+	sort.Strings(known)
+	for _, a := range s.Config.Add {
+		if !have[a] {
+			c.fail("config.add", "%q is not a parameter of any job%s", a, Suggest(a, known))
+		}
+	}
+}
+
+// paramWarnings are the parameters that reach the trainer nowhere: not merged into the
+// config, named by no placeholder. One that is a near miss of a key of config.base
+// (gradient_checkpoint for gradient_checkpointing) says so.
+func (s *Sweep) paramWarnings() []string {
+	rc := s.reach()
+	var lost []string
+	var out []string
+	seen := map[string]bool{}
+	for _, j := range s.Jobs {
+		for _, k := range j.Params.Keys {
+			if seen[k] || rc.reaches(k) {
+				continue
+			}
+			seen[k] = true
+			if rc.leaves != nil {
+				if near := nearMiss(k, rc.leaves); near != "" {
+					out = append(out, fmt.Sprintf("%s: parameter %s is not a key of config.base (%s), so it is not written into the config: did you mean %s?",
+						s.File, k, filepath.Base(s.Config.Base), near))
+					continue
+				}
+			}
+			lost = append(lost, k)
+		}
+	}
+	if len(lost) > 0 {
+		fix := fmt.Sprintf("name them in the command or env (\"{%s}\")", lost[0])
+		switch {
+		case rc.leaves != nil && rc.config:
+			fix += ", or list them under config.add to write them into the config although config.base lacks them"
+		case !rc.config:
+			fix += ", or pass the rendered config to the trainer: --config \"{config}\""
+		}
+		what := "parameter " + lost[0] + " reaches"
+		if len(lost) > 1 {
+			what = "parameters " + strings.Join(lost, ", ") + " reach"
+		}
+		out = append(out, fmt.Sprintf("%s: %s the trainer nowhere: %s", s.File, what, fix))
+	}
+	return out
+}
+
+// configReaches reports whether the trainer is told where its rendered config is.
+func (s *Sweep) configReaches() bool {
+	for _, a := range s.Command {
+		if strings.Contains(a, "{config}") {
+			return true
+		}
+	}
+	for _, e := range s.Env {
+		if strings.Contains(e.Value, "{config}") {
+			return true
+		}
+	}
+	return false
+}
+
+// placeholders are the names the command, env and model descriptions fill in.
+func (s *Sweep) placeholders() map[string]bool {
+	used := map[string]bool{}
+	add := func(tmpl string) {
+		names, _ := Placeholders(tmpl)
+		for _, n := range names {
+			used[n] = true
+		}
+	}
+	for _, a := range s.Command {
+		add(a)
+	}
+	for _, e := range s.Env {
+		add(e.Value)
+	}
+	for _, j := range s.Jobs {
+		if j.Model == nil {
+			continue
+		}
+		for _, v := range j.Model.Vals {
+			add(FormatValue(v))
+		}
+	}
+	return used
+}
+
+// nearMiss returns the key of known (dotted paths) that word is most likely a
+// misspelling or a misplacing of, or "": gradient_checkpoint for gradient_checkpointing,
+// batch_size for training.batch_size. It is stricter than Suggest: a parameter that is
+// simply not in the config (task, seed) must not be taken for a typo of a short key
+// that happens to be close.
+func nearMiss(word string, known []string) string {
+	best, bestD := "", 0
+	w := strings.ToLower(word)
+	for _, k := range known {
+		if k == word {
+			continue
+		}
+		d, short := distance(w, strings.ToLower(k)), min(len(word), len(k))
+		if last := k[strings.LastIndexByte(k, '.')+1:]; !strings.Contains(word, ".") && last != k {
+			if dl := distance(w, strings.ToLower(last)); dl < d {
+				d, short = dl, min(len(word), len(last))
+			}
+		}
+		if short >= 4 && d <= 1+short/6 && (best == "" || d < bestD) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}

@@ -1,0 +1,120 @@
+package plans
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const strictBase = `
+model: gla
+lora: {r: 16, alpha: 32}
+batch_size: 4
+gradient_accumulation_steps: 8
+gradient_checkpointing: false
+`
+
+// TestConfigMergeRule: with a base, a parameter goes into the rendered config only if
+// the base has its key or config.add names it; without one, every parameter does.
+func TestConfigMergeRule(t *testing.T) {
+	params := "params: {batch_size: 2, lora.r: 8, lora.dropout: 0.1, task: sst2, seed: 1}\n"
+	tests := []struct {
+		name, config string
+		want         string // the rendered config, as JSON
+	}{
+		{"base: its keys only", "config: {base: base.yaml}",
+			`{"model":"gla","lora":{"r":8,"alpha":32},"batch_size":2,"gradient_accumulation_steps":8,"gradient_checkpointing":false}`},
+		{"add names some", "config: {base: base.yaml, add: [task, lora.dropout]}",
+			`{"model":"gla","lora":{"r":8,"alpha":32,"dropout":0.1},"batch_size":2,"gradient_accumulation_steps":8,"gradient_checkpointing":false,"task":"sst2"}`},
+		{"add: all", "config: {base: base.yaml, add: all}",
+			`{"model":"gla","lora":{"r":8,"alpha":32,"dropout":0.1},"batch_size":2,"gradient_accumulation_steps":8,"gradient_checkpointing":false,"task":"sst2","seed":1}`},
+		{"no base: the parameters are the config", "config: {format: json}",
+			`{"batch_size":2,"lora":{"r":8,"dropout":0.1},"task":"sst2","seed":1}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := sweepWithBase(t, strictBase, "name: c\ncommand: [train, --config, \"{config}\", --seed, \"{seed}\"]\njobs: [{}]\n"+tt.config+"\n"+params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(s.Config.Render(s.Jobs[0].Params))
+			if string(got) != tt.want {
+				t.Errorf("rendered\n  %s\nwant\n  %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigAddRefused(t *testing.T) {
+	for _, tt := range []struct{ add, want string }{
+		{"[taks]", `config.add: "taks" is not a parameter of any job (did you mean "task"?)`},
+		{"everything", "config.add: write the parameters to merge"},
+		{"[1]", "config.add: write the parameters to merge"},
+	} {
+		_, err := sweepWithBase(t, strictBase, "name: c\ncommand: [train, \"{config}\"]\nmatrix: {task: [a, b]}\nconfig: {base: base.yaml, add: "+tt.add+"}\n")
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("add: %s\n  got %v\n  want %q", tt.add, err, tt.want)
+		}
+	}
+	_, err := DecodeSweep(filepath.Join(t.TempDir(), "s.yaml"), []byte("name: c\ncommand: [train]\njobs: [{}]\nconfig: {base: nowhere.yaml}\n"), Overrides{})
+	if err == nil || !strings.Contains(err.Error(), "config.base: ") || !strings.Contains(err.Error(), "nowhere.yaml cannot be read") {
+		t.Errorf("a missing base: %v", err)
+	}
+}
+
+// TestParameterWarnings: a parameter the base lacks is a warning when it reaches the
+// trainer nowhere, with the key it probably meant when one is near.
+func TestParameterWarnings(t *testing.T) {
+	s, err := sweepWithBase(t, strictBase+"training: {max_steps: 100}\n", `
+name: p
+command: [train, --config, "{config}", --task, "{task}"]
+config: {base: base.yaml}
+params: {gradient_checkpoint: true, max_steps: 50, lr: 0.1}
+matrix: {task: [a, b], seed: [1, 2]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(s.Warnings(), "\n")
+	for _, want := range []string{
+		"parameter gradient_checkpoint is not a key of config.base (base.yaml), so it is not written into the config: did you mean gradient_checkpointing?",
+		"parameter max_steps is not a key of config.base (base.yaml), so it is not written into the config: did you mean training.max_steps?",
+		"parameters lr, seed reach the trainer nowhere: name them in the command or env (\"{lr}\"), or list them under config.add",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("warnings\n%s\nlack\n%s", got, want)
+		}
+	}
+	if strings.Contains(got, "task") {
+		t.Errorf("task is on the command line, yet warned about:\n%s", got)
+	}
+}
+
+// TestSweepKeepsItsFiles: the base is read once, with the sweep; a daemon decoding
+// the submission again gets the same jobs and configs after the file has changed.
+func TestSweepKeepsItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.yaml")
+	os.WriteFile(base, []byte("training: {batch_size: 8, gradient_accumulation_steps: 1}\n"), 0o644)
+	doc := []byte("name: f\ncommand: [train, \"{config}\"]\nconfig: {base: base.yaml}\njobs: [{}]\n")
+	first, err := DecodeSweep(filepath.Join(dir, "s.yaml"), doc, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(first.Files[base], "batch_size: 8") {
+		t.Fatalf("files kept: %v", first.Files)
+	}
+	os.WriteFile(base, []byte("other: {batch_size: 1}\n"), 0o644)
+	again, err := DecodeSweepFiles(filepath.Join(dir, "s.yaml"), doc, first.Files, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := rungsText(first.Jobs[0]), rungsText(again.Jobs[0]); a != b || a == "" {
+		t.Errorf("ladders differ after the file changed: %q, %q", a, b)
+	}
+	if v, _ := again.Config.Render(again.Jobs[0].Params).Path("training.batch_size"); v != int64(8) {
+		t.Errorf("rendered from the file as it is now: batch_size %v", v)
+	}
+}

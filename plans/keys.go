@@ -1,0 +1,287 @@
+package plans
+
+// Where a job's ladder acts: the parameters the rungs change, found in the job's
+// parameters or in its config base, under the names trainers call them by.
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Roles are the parameters the default ladder and the effective batch are written
+// for, each with the names trainers also give it: Hugging Face's TrainingArguments
+// (per_device_train_batch_size, dataloader_num_workers), DeepSpeed's config
+// (train_micro_batch_size_per_gpu), Megatron (micro_batch_size), PyTorch Lightning
+// (accumulate_grad_batches) and torch's DataLoader (num_workers).
+var Roles = []struct {
+	Role  string
+	Names []string
+}{
+	{KeyBatch, []string{KeyBatch, "per_device_train_batch_size", "train_micro_batch_size_per_gpu", "micro_batch_size"}},
+	{KeyAccumulation, []string{KeyAccumulation, "accumulate_grad_batches"}},
+	{KeyCheckpointing, []string{KeyCheckpointing}},
+	{KeyDataWorkers, []string{KeyDataWorkers, "dataloader_num_workers", "num_workers"}},
+}
+
+func roleNames() []string {
+	out := make([]string, len(Roles))
+	for i, r := range Roles {
+		out[i] = r.Role
+	}
+	return out
+}
+
+// BatchKeys are the parameters whose product is a job's effective batch.
+type BatchKeys struct{ Micro, Accumulation string }
+
+// Effective is micro-batch × accumulation, the batch an optimizer step sees; ok is
+// false when p has no integer micro-batch.
+func (k BatchKeys) Effective(p *Map) (int64, bool) {
+	b, ok := p.Get(k.Micro)
+	bi, isInt := b.(int64)
+	if !ok || !isInt {
+		return 0, false
+	}
+	acc := int64(1)
+	if a, ok := p.Get(k.Accumulation); ok {
+		if ai, isInt := a.(int64); isInt {
+			acc = ai
+		}
+	}
+	return bi * acc, true
+}
+
+// String names the product, for messages.
+func (k BatchKeys) String() string { return k.Micro + " × " + k.Accumulation }
+
+// evalParts are path elements under which a batch size is not the training one.
+var evalParts = []string{"eval", "evaluation", "val", "valid", "validation", "test", "inference", "predict", "generation"}
+
+// reach says which keys reach a sweep's trainer, computed once for all its jobs.
+type reach struct {
+	s      *Sweep
+	used   map[string]bool // named by a placeholder
+	config bool            // the trainer is told where its config is
+	leaves []string        // config.base's keys
+}
+
+func (s *Sweep) reach() reach {
+	return reach{s: s, used: s.placeholders(), config: s.configReaches(), leaves: s.baseLeaves()}
+}
+
+// reaches reports whether a parameter gets to the trainer: by a placeholder, or in the
+// rendered config.
+func (rc reach) reaches(k string) bool { return rc.used[k] || rc.config && rc.s.Config.Merges(k) }
+
+// findRoles finds, for each role, the key a job has it under: the one oom.keys names,
+// else one named for it by its last dotted part (training.batch_size), outside
+// evaluation sections: the parameter that reaches the trainer, else the key of
+// config.base, else the parameter. Roles with several candidates are left out, with a
+// warning.
+func (rc reach) findRoles(params *Map, named map[string]string) (found map[string]string, ambiguous []string) {
+	found = map[string]string{}
+	for _, r := range Roles {
+		if k, ok := named[r.Role]; ok {
+			found[r.Role] = k
+			continue
+		}
+		is := func(k string) bool {
+			parts := strings.Split(k, ".")
+			for _, p := range parts[:len(parts)-1] {
+				if slices.Contains(evalParts, strings.ToLower(p)) {
+					return false
+				}
+			}
+			return slices.Contains(r.Names, parts[len(parts)-1])
+		}
+		// A parameter the trainer gets first, then a key of the base, then a
+		// parameter that goes nowhere (the warnings say so).
+		var reached, base, lost []string
+		for _, k := range params.Keys {
+			if is(k) && rc.reaches(k) {
+				reached = append(reached, k)
+			} else if is(k) {
+				lost = append(lost, k)
+			}
+		}
+		for _, k := range rc.leaves {
+			if is(k) {
+				base = append(base, k)
+			}
+		}
+		cands := reached
+		if len(cands) == 0 {
+			cands = base
+		}
+		if len(cands) == 0 {
+			cands = lost
+		}
+		switch len(cands) {
+		case 0:
+		case 1:
+			found[r.Role] = cands[0]
+		default:
+			ambiguous = append(ambiguous, fmt.Sprintf("%s could be %s", r.Role, strings.Join(cands, " or ")))
+		}
+	}
+	return found, ambiguous
+}
+
+// oomKeys reads oom.keys: the ladder's roles, each to the key the trainer has it under.
+func (c *checker) oomKeys(v any) map[string]string {
+	m, ok := v.(*Map)
+	if !ok {
+		c.fail("oom.keys", "write a mapping of the ladder's parameters to your trainer's keys, e.g. keys: {batch_size: train.micro_bs, gradient_checkpointing: model.grad_ckpt}")
+		return nil
+	}
+	out := map[string]string{}
+	for _, role := range m.Keys {
+		key, ok := m.Vals[role].(string)
+		switch {
+		case !slices.Contains(roleNames(), role):
+			c.fail("oom.keys."+role, "the ladder has no parameter %q%s; oom.keys names %s", role, Suggest(role, roleNames()), strings.Join(roleNames(), ", "))
+		case !ok || key == "" || !validName(key):
+			c.fail("oom.keys."+role, "write the key your trainer reads, a name or a dotted path such as train.micro_bs")
+		default:
+			out[role] = key
+		}
+	}
+	return out
+}
+
+// fitLadder gives a job its ladder and batch keys: the rungs' parameters found where
+// the job has them (see findRoles), each taken from config.base into the job's
+// parameters when only the base has it, so that the rungs can change it and the
+// estimate, shape and effective batch follow. A rung of the default ladder whose keys
+// the job lacks is left out; a written rung's must be found.
+func (c *checker) fitLadder(rc reach, j *Job, note func(field, job, msg string)) {
+	s := rc.s
+	roles, ambiguous := rc.findRoles(j.Params, s.OOM.Keys)
+	for _, a := range ambiguous {
+		c.warn(fmt.Sprintf("%s: the ladder cannot tell which key to change: %s; name it with oom: {keys: {...}}", s.File, a))
+	}
+	j.Batch = BatchKeys{Micro: cmp.Or(roles[KeyBatch], KeyBatch), Accumulation: cmp.Or(roles[KeyAccumulation], KeyAccumulation)}
+	ladder := s.OOM.Ladder
+	written := ladder != nil
+	if !written {
+		ladder = DefaultLadder()
+	}
+	j.Ladder = nil
+	for r, rung := range ladder {
+		rung = rung.renamed(roles)
+		ok := true
+		for _, k := range rung.Keys() {
+			if c.take(s, j, k) {
+				continue
+			}
+			ok = false
+			if written {
+				known := append(slices.Clone(j.Params.Keys), rc.leaves...)
+				note(fmt.Sprintf("oom.ladder[%d]", r), j.ID, fmt.Sprintf("names %q, which the job has neither as a parameter nor in config.base, so the rung would degrade nothing%s: add it to params or fix the name",
+					k, Suggest(k, known)))
+			}
+		}
+		if ok || written {
+			j.Ladder = append(j.Ladder, rung)
+		}
+	}
+	if written {
+		for r, rung := range j.Ladder {
+			for _, f := range rung.Scale {
+				if v, ok := j.Params.Get(f.Key); ok {
+					if _, num := toFloat(v); !num {
+						note(fmt.Sprintf("oom.ladder[%d].scale.%s", r, f.Key), j.ID, fmt.Sprintf("scales %q, whose value %q is not a number", f.Key, FormatValue(v)))
+					}
+				}
+			}
+		}
+	}
+}
+
+// take makes sure the job has key as a parameter, taking its value from config.base
+// when only the base has it; false when neither has it.
+func (c *checker) take(s *Sweep, j *Job, key string) bool {
+	if _, ok := j.Params.Get(key); ok {
+		return true
+	}
+	if s.Config == nil || s.Config.Doc == nil {
+		return false
+	}
+	v, ok := s.Config.Doc.Path(key)
+	if !ok || !isScalar(v) {
+		return false
+	}
+	j.Params.Set(key, v)
+	return true
+}
+
+func (s *Sweep) baseLeaves() []string {
+	if s.Config == nil || s.Config.Doc == nil {
+		return nil
+	}
+	return s.Config.Doc.Leaves()
+}
+
+// renamed is the rung with the ladder's role names replaced by the job's keys.
+func (r Rung) renamed(keys map[string]string) Rung {
+	name := func(k string) string { return cmp.Or(keys[k], k) }
+	if !slices.ContainsFunc(r.Keys(), func(k string) bool { return name(k) != k }) {
+		return r // shared by every job, as written
+	}
+	out := r
+	if r.Set != nil {
+		out.Set = NewMap()
+		for _, k := range r.Set.Keys {
+			out.Set.Set(name(k), r.Set.Vals[k])
+		}
+	}
+	out.Scale = make([]Factor, len(r.Scale))
+	for i, f := range r.Scale {
+		out.Scale[i] = Factor{Key: name(f.Key), By: f.By}
+	}
+	if r.Scale == nil {
+		out.Scale = nil
+	}
+	return out
+}
+
+// noRungWarning names, once for the sweep, the jobs an OOM would fail at once: their
+// ladder is empty.
+func (s *Sweep) noRungWarning() []string {
+	var bare []string
+	for _, j := range s.Jobs {
+		if len(j.Ladder) == 0 {
+			bare = append(bare, j.ID)
+		}
+	}
+	if len(bare) == 0 {
+		return nil
+	}
+	var names []string
+	for _, r := range Roles {
+		names = append(names, r.Role)
+	}
+	sort.Strings(names)
+	where := "in its parameters"
+	if s.Config != nil && s.Config.Doc != nil {
+		where += " or config.base"
+	}
+	return []string{fmt.Sprintf("%s: an OOM will fail %s: no ladder key found %s (%s, or the names Hugging Face and Lightning use); name yours with oom: {keys: {batch_size: train.micro_bs}}, or write oom.ladder",
+		s.File, jobList(bare, len(s.Jobs)), where, strings.Join(names, ", "))}
+}
+
+// jobList names some jobs of a sweep of total jobs: "every job", or the first few.
+func jobList(ids []string, total int) string {
+	switch {
+	case len(ids) == total && total > 1:
+		return "every job"
+	case len(ids) == 1:
+		return "job " + ids[0]
+	case len(ids) <= 3:
+		return "jobs " + strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("jobs %s and %d more", strings.Join(ids[:3], ", "), len(ids)-3)
+}

@@ -1,0 +1,190 @@
+package plans
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sweepWithBase writes base as the sweep's config.base and decodes the sweep.
+func sweepWithBase(t *testing.T, base, sweep string) (*Sweep, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "base.yaml"), []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return DecodeSweep(filepath.Join(dir, "s.yaml"), []byte(sweep), Overrides{})
+}
+
+func rungsText(j Job) string {
+	parts := make([]string, len(j.Ladder))
+	for i, r := range j.Ladder {
+		parts[i] = r.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// TestLadderFindsItsKeys: the default ladder degrades the keys where the trainer has
+// them, parameters or config base, under its own names.
+func TestLadderFindsItsKeys(t *testing.T) {
+	tests := []struct {
+		name, base, sweep string
+		rungs, batch      string // the job's ladder; its effective batch keys
+		warn              string // a warning Warnings must give; "" = none about the ladder
+	}{
+		{
+			name:  "in the base, as the tmux script injected them",
+			base:  "model: gla\nbatch_size: 4\ngradient_accumulation_steps: 8\ngradient_checkpointing: false\nnum_data_workers: 8\n",
+			sweep: "config: {base: base.yaml}\n",
+			rungs: "gradient_checkpointing=true; batch_size×0.5, gradient_accumulation_steps×2; num_data_workers=0, alone on a card",
+			batch: "batch_size × gradient_accumulation_steps",
+		},
+		{
+			name:  "nested in the base, evaluation's batch left alone",
+			base:  "training:\n  batch_size: 1\n  gradient_accumulation_steps: 8\nevaluation:\n  batch_size: 8\ndata:\n  loading: {max_length: 1024, num_workers: 2}\n",
+			sweep: "config: {base: base.yaml}\n",
+			rungs: "training.batch_size×0.5, training.gradient_accumulation_steps×2; data.loading.num_workers=0, alone on a card",
+			batch: "training.batch_size × training.gradient_accumulation_steps",
+		},
+		{
+			name:  "Hugging Face TrainingArguments names",
+			base:  "per_device_train_batch_size: 8\ngradient_accumulation_steps: 2\ngradient_checkpointing: false\ndataloader_num_workers: 4\n",
+			sweep: "config: {base: base.yaml}\n",
+			rungs: "gradient_checkpointing=true; per_device_train_batch_size×0.5, gradient_accumulation_steps×2; dataloader_num_workers=0, alone on a card",
+			batch: "per_device_train_batch_size × gradient_accumulation_steps",
+		},
+		{
+			name:  "a parameter overrides the base's value at the same key",
+			base:  "batch_size: 4\ngradient_accumulation_steps: 8\n",
+			sweep: "config: {base: base.yaml}\nparams: {batch_size: 2, gradient_accumulation_steps: 16}\n",
+			rungs: "batch_size×0.5, gradient_accumulation_steps×2",
+			batch: "batch_size × gradient_accumulation_steps",
+		},
+		{
+			name:  "named by oom.keys",
+			base:  "train: {micro_bs: 4, accum: 2, ckpt: false}\n",
+			sweep: "config: {base: base.yaml}\noom: {keys: {batch_size: train.micro_bs, gradient_accumulation_steps: train.accum, gradient_checkpointing: train.ckpt}}\n",
+			rungs: "train.ckpt=true; train.micro_bs×0.5, train.accum×2",
+			batch: "train.micro_bs × train.accum",
+		},
+		{
+			name:  "two candidates: none is guessed",
+			base:  "train: {batch_size: 4}\npretrain: {batch_size: 8}\ngradient_accumulation_steps: 1\n",
+			sweep: "config: {base: base.yaml}\n",
+			rungs: "",
+			batch: "batch_size × gradient_accumulation_steps",
+			warn:  "the ladder cannot tell which key to change: batch_size could be train.batch_size or pretrain.batch_size; name it with oom: {keys: {...}}",
+		},
+		{
+			name:  "no key anywhere",
+			base:  "lr: 0.1\n",
+			sweep: "config: {base: base.yaml}\n",
+			rungs: "",
+			batch: "batch_size × gradient_accumulation_steps",
+			warn:  "an OOM will fail every job: no ladder key found in its parameters or config.base",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := sweepWithBase(t, tt.base, "name: k\ncommand: [train, --config, \"{config}\"]\nmatrix: {lr: [0.1, 0.2]}\nconfig: {base: base.yaml}\n"+strings.Replace(tt.sweep, "config: {base: base.yaml}\n", "", 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := s.Jobs[0]
+			if got := rungsText(j); got != tt.rungs {
+				t.Errorf("ladder:\n  %s\nwant\n  %s", got, tt.rungs)
+			}
+			if j.Batch.String() != tt.batch {
+				t.Errorf("effective batch of %s, want %s", j.Batch, tt.batch)
+			}
+			warnings := strings.Join(s.Warnings(), "\n")
+			if tt.warn != "" && !strings.Contains(warnings, tt.warn) {
+				t.Errorf("warnings\n%s\nlack %q", warnings, tt.warn)
+			}
+			if tt.warn == "" && strings.Contains(warnings, "ladder") {
+				t.Errorf("unexpected warnings:\n%s", warnings)
+			}
+			// Each tier's rendered config has the degraded values at the base's keys.
+			tiers := Tiers(j.Params, j.Ladder)
+			last := tiers[len(tiers)-1]
+			doc := s.Config.Render(last.Params)
+			for _, k := range last.Changed {
+				want, _ := last.Params.Get(k)
+				if got, ok := doc.Path(k); !ok || valueKey(got) != valueKey(want) {
+					t.Errorf("tier %d renders %s = %v, want %v", last.N, k, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestLadderKeysReachTheEstimate: a model description names a key found in the base,
+// and each rung's estimate follows it.
+func TestLadderKeysReachTheEstimate(t *testing.T) {
+	s, err := sweepWithBase(t, "training: {batch_size: 8, gradient_accumulation_steps: 1}\n", `
+name: e
+command: [train, --config, "{config}"]
+config: {base: base.yaml}
+jobs: [{}]
+memory: {model: {params: 1B, layers: 16, hidden: 2048, vocab: 32000, seq_len: 1024, micro_batch: "{training.batch_size}"}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := s.Jobs[0]
+	tiers := Tiers(j.Params, j.Ladder)
+	if len(tiers) != 4 {
+		t.Fatalf("tiers: %d, want batch 8, 4, 2, 1", len(tiers))
+	}
+	if a, b := j.MemoryAt(tiers[0].Params), j.MemoryAt(tiers[1].Params); b >= a {
+		t.Errorf("halving the batch did not lower the estimate: %s then %s", FormatSize(a), FormatSize(b))
+	}
+}
+
+func TestOOMKeysRefused(t *testing.T) {
+	for _, tt := range []struct{ oom, want string }{
+		{"{keys: {batch_sizes: train.bs}}", `oom.keys.batch_sizes: the ladder has no parameter "batch_sizes" (did you mean "batch_size"?)`},
+		{"{keys: {batch_size: 3}}", "oom.keys.batch_size: write the key your trainer reads"},
+		{"{keys: [batch_size]}", "oom.keys: write a mapping"},
+		{"{keys: {batch_size: train.bs}, ladder: [{scale: {batch_size: 0.5}}]}", `oom.ladder[0] (every job): names "train.bs", which the job has neither as a parameter nor in config.base`},
+	} {
+		_, err := DecodeSweep("t.yaml", []byte("name: t\ncommand: [echo, \"{config}\"]\nmatrix: {seed: [1, 2]}\noom: "+tt.oom+"\n"), Overrides{})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("oom: %s\n  got %v\n  want %q", tt.oom, err, tt.want)
+		}
+	}
+}
+
+// TestWrittenLadderFindsBaseKeys: a written rung may name a key of the base.
+func TestWrittenLadderFindsBaseKeys(t *testing.T) {
+	s, err := sweepWithBase(t, "model: {max_length: 2048}\nbatch_size: 4\n", `
+name: w
+command: [train, --config, "{config}"]
+config: {base: base.yaml}
+jobs: [{}]
+oom: {ladder: [{scale: {model.max_length: 0.5}}, {scale: {batch_size: 0.5}, repeat: true}]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rungsText(s.Jobs[0]); got != "model.max_length×0.5; batch_size×0.5" {
+		t.Errorf("ladder: %s", got)
+	}
+}
+
+func TestNoRungWarnedOncePerSweep(t *testing.T) {
+	s, err := DecodeSweep("n.yaml", []byte("name: n\ncommand: [train, --config, \"{config}\"]\nmatrix: {seed: [1, 2, 3, 4, 5]}\njobs: [{seed: 6, gradient_checkpointing: false}]\n"), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range s.Warnings() {
+		if strings.Contains(w, "an OOM will fail") {
+			got = append(got, w)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "an OOM will fail jobs n.1, n.2, n.3 and 2 more: no ladder key found") {
+		t.Errorf("want one warning naming the five jobs without a rung, got %q", got)
+	}
+}
