@@ -120,6 +120,25 @@ func TestJournalReplaysEveryChange(t *testing.T) {
 	}
 }
 
+// TestReplayKeepsTheConfigBase: a sweep's config base is journaled with it, so a
+// restart expands the same jobs, and renders the same configs, after the file changed.
+func TestReplayKeepsTheConfigBase(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.yaml")
+	must(t, os.WriteFile(base, []byte("training: {batch_size: 8, gradient_accumulation_steps: 2}\n"), 0o644))
+	sw, err := plans.DecodeSweep(filepath.Join(dir, "s.yaml"), []byte("name: b\ncommand: [train, \"{config}\"]\nconfig: {base: base.yaml}\njobs: [{}]\n"), plans.Overrides{})
+	must(t, err)
+	s, _, _ := openState(t, filepath.Join(dir, "state"))
+	must(t, s.Submit(sw))
+	s.Close()
+	must(t, os.WriteFile(base, []byte("other: 1\n"), 0o644))
+	_, sweeps, _ := openState(t, filepath.Join(dir, "state"))
+	j := sweeps[0].Jobs[0]
+	if v, _ := sweeps[0].Config.Render(j.Params).Path("training.batch_size"); v != int64(8) || len(j.Ladder) != 1 {
+		t.Errorf("replayed from the changed file: batch_size %v, ladder %v", v, j.Ladder)
+	}
+}
+
 func TestTornLastRecordIsDroppedWithAWarning(t *testing.T) {
 	dir := t.TempDir()
 	s, _, _ := openState(t, dir)
