@@ -122,7 +122,8 @@ var (
 	memoryKeys = []string{"model"}
 )
 
-// LoadSweep reads and validates a sweep file.
+// LoadSweep reads and validates a sweep file, and checks it against this machine: the
+// workdir, the command's program and the scripts and configs its arguments name.
 func LoadSweep(path string, ov Overrides) (*Sweep, error) {
 	data, err := ReadDocument(path)
 	if err != nil {
@@ -135,6 +136,8 @@ func LoadSweep(path string, ov Overrides) (*Sweep, error) {
 	c := &checker{file: path}
 	if fi, err := os.Stat(s.Workdir); err != nil || !fi.IsDir() {
 		c.fail("workdir", "%s is not a directory: workdir is relative to the sweep file", s.Workdir)
+	} else {
+		c.checkCommand(s, os.Getenv("PATH"))
 	}
 	return s, c.err()
 }

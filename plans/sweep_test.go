@@ -3,6 +3,8 @@ package plans
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -283,5 +285,43 @@ func TestMemoryModelLowerBoundWarns(t *testing.T) {
 	}
 	if w := s.Warnings(); !slices.ContainsFunc(w, func(w string) bool { return strings.Contains(w, "lower bound") }) {
 		t.Errorf("warnings: %v", w)
+	}
+}
+
+// TestCommandCheckedBeforeAnythingRuns: a program that does not resolve, or a script or
+// config argument that does not exist, stops the sweep with an error naming the job and
+// the argument; outputs and placeholders are left alone.
+func TestCommandCheckedBeforeAnythingRuns(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	os.WriteFile(filepath.Join(bin, "python3"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "train.py"), nil, 0o644)
+	os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "plain.sh"), nil, 0o644)
+	t.Setenv("PATH", bin)
+	tests := []struct {
+		command string
+		want    string // "" = accepted
+	}{
+		{`[python3, train.py, --config, "{config}", --output_dir, out/run.json, --log=x.json]`, ""},
+		{`[./run.sh, "{seed}.yaml"]`, ""},
+		{`[python3, trian.py]`, "command[1] (every job): trian.py does not exist in the workdir " + dir},
+		{`[python3, train.py, --config=configs/missing.yaml]`, "command[2] (every job): configs/missing.yaml does not exist"},
+		{`[python, train.py]`, "command[0] (every job): python is not on the PATH: install it, activate the environment"},
+		{`[run.sh]`, "command[0] (every job): run.sh is not on the PATH; to run the one in the workdir, write ./run.sh"},
+		{`[./plain.sh]`, "command[0] (every job): ./plain.sh is not an executable file: chmod +x it"},
+		{`[../trainers/train.py]`, "command[0] (every job): ../trainers/train.py does not exist in the workdir"},
+	}
+	for _, tt := range tests {
+		sweep := filepath.Join(dir, "s.yaml")
+		os.WriteFile(sweep, []byte("name: c\ncommand: "+tt.command+"\nconfig: {format: json}\nmatrix: {seed: [1, 2]}\n"), 0o644)
+		_, err := LoadSweep(sweep, Overrides{})
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tt.command, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s:\n  got %v\n  want %q", tt.command, err, tt.want)
+		}
 	}
 }

@@ -135,6 +135,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("name: bad\ncommand: [echo, \"{lr}\"]\nmatrix: {seed: [1]}\nmemory: 30GiB\n"), 0o644)
+	typo := filepath.Join(dir, "typo.yaml")
+	os.WriteFile(typo, []byte("name: typo\ncommand: [sh, trian.sh]\nmatrix: {seed: [1, 2]}\n"), 0o644)
 	huge := filepath.Join(dir, "huge.yaml")
 	os.WriteFile(huge, []byte("name: huge\ncommand: [echo]\nmatrix: {seed: [1]}\nmemory: 30GiB\n"), 0o644)
 	tests := []struct {
@@ -142,6 +144,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 		want string
 	}{
 		{[]string{"plan", bad}, "no parameter fills {lr}"},
+		{[]string{"plan", typo}, "command[1] (every job): trian.sh does not exist in the workdir"},
+		{[]string{"submit", typo}, "command[1] (every job): trian.sh does not exist in the workdir"},
 		{[]string{"plan", huge, "--gpus", "sim:2x24GiB"}, "job huge.1): the estimate 30.00 GiB is larger than every card: the largest is GPU 0"},
 		{[]string{"plan", huge, "--gpus", "0,9"}, "gpus lists card 9"},
 		{[]string{"plan", filepath.Join(dir, "missing.yaml")}, "cannot read the sweep file"},

@@ -1,0 +1,103 @@
+package plans
+
+// The command checked against the machine before anything runs: a wrong trainer path
+// found when eighteen jobs have failed is found too late.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// readExts are the kinds of file an argument names for the trainer to read: code and
+// configs. Data files and the like are left alone, since an argument may name an output
+// that does not exist yet.
+var readExts = []string{".py", ".sh", ".bash", ".pl", ".rb", ".jl", ".lua", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini"}
+
+// outputOptions start the names of options whose value is written, not read
+// (--output_dir, --save-path, --log_file).
+var outputOptions = []string{"out", "save", "log", "dump", "write"}
+
+// checkCommand checks that the command's program resolves, on the PATH the trainer
+// gets or by its path in the workdir, and that every argument without placeholders that
+// names a script or config exists in the workdir.
+func (c *checker) checkCommand(s *Sweep, path string) {
+	if len(s.Command) == 0 {
+		return
+	}
+	job := everyJob
+	if len(s.Jobs) == 1 {
+		job = s.Jobs[0].ID
+	}
+	for _, e := range s.Env {
+		if names, _ := Placeholders(e.Value); e.Name == "PATH" && len(names) == 0 {
+			path = e.Value
+		}
+	}
+	if msg := s.programProblem(path); msg != "" {
+		c.failJob("command[0]", job, "%s", msg)
+	}
+	for i := 1; i < len(s.Command); i++ {
+		arg := s.Command[i]
+		if opt, val, ok := strings.Cut(arg, "="); ok && strings.HasPrefix(opt, "-") {
+			if isOutput(opt) {
+				continue
+			}
+			arg = val
+		} else if isOutput(s.Command[i-1]) {
+			continue
+		}
+		if names, _ := Placeholders(arg); len(names) > 0 || strings.HasPrefix(arg, "-") ||
+			!slices.Contains(readExts, strings.ToLower(filepath.Ext(arg))) {
+			continue
+		}
+		if _, err := os.Stat(s.inWorkdir(arg)); err != nil {
+			c.failJob(fmt.Sprintf("command[%d]", i), job, "%s does not exist in the workdir %s: fix the path (it is relative to the workdir, itself relative to the sweep file)", arg, s.Workdir)
+		}
+	}
+}
+
+// programProblem says what is wrong with the command's program, or "".
+func (s *Sweep) programProblem(path string) string {
+	prog := s.Command[0]
+	if names, _ := Placeholders(prog); len(names) > 0 {
+		return ""
+	}
+	if strings.ContainsRune(prog, '/') {
+		p := s.inWorkdir(prog)
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("%s does not exist in the workdir %s: fix the path, or name a program on the PATH", prog, s.Workdir)
+		case fi.IsDir() || fi.Mode()&0o111 == 0:
+			return fmt.Sprintf("%s is not an executable file: chmod +x it, or run it with its interpreter, e.g. [python3, %s, ...]", prog, prog)
+		}
+		return ""
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if fi, err := os.Stat(filepath.Join(dir, prog)); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return ""
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.Workdir, prog)); err == nil {
+		return fmt.Sprintf("%s is not on the PATH; to run the one in the workdir, write ./%s", prog, prog)
+	}
+	return fmt.Sprintf("%s is not on the PATH: install it, activate the environment that has it before gpuq runs, or give its path", prog)
+}
+
+func (s *Sweep) inWorkdir(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(s.Workdir, p)
+}
+
+func isOutput(opt string) bool {
+	if !strings.HasPrefix(opt, "-") {
+		return false
+	}
+	name := strings.ToLower(strings.TrimLeft(opt, "-"))
+	return slices.ContainsFunc(outputOptions, func(p string) bool { return strings.HasPrefix(name, p) })
+}
