@@ -41,7 +41,7 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 	for i, p := range points {
 		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Point: NewMap(), Params: s.Params.Clone(),
 			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
-			GPUs: defaults.GPUs, Priority: defaults.Priority, origin: p.origin}
+			GPUs: defaults.GPUs, Priority: defaults.Priority, Timeout: defaults.Timeout, origin: p.origin}
 		var names []string
 		for _, k := range p.vals.Keys {
 			v := p.vals.Vals[k]
@@ -55,6 +55,8 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 				j.GPUs = c.intValue(p.origin+".gpus_per_job", j.ID, v, 1, 1)
 			case "priority":
 				j.Priority = c.intValue(p.origin+".priority", j.ID, v, -1<<31, 0)
+			case "timeout":
+				j.Timeout = c.timeout(p.origin+".timeout", j.ID, v)
 			default:
 				j.Point.Set(k, v)
 				j.Params.Set(k, v)

@@ -10,6 +10,7 @@ const (
 	HostOOM   Outcome = "host-oom"
 	Failed    Outcome = "failed"
 	Cancelled Outcome = "cancelled"
+	TimedOut  Outcome = "timed-out" // stopped for running past its job's timeout
 	Lost      Outcome = "lost" // gpuq lost track of it (it could not be started, or its supervisor died)
 	// AllocConfRefused: PyTorch before 2.1 refused PYTORCH_CUDA_ALLOC_CONF's
 	// expandable_segments, which gpuq sets by default.

@@ -79,6 +79,7 @@ type Job struct {
 	HostMemory int64 // estimated peak host RAM in bytes; 0 = unknown
 	GPUs       int   // cards the job needs at once
 	Priority   int
+	Timeout    Timeout
 	Ladder     []Rung    // the rungs that apply to this job, with its own keys
 	Batch      BatchKeys // the parameters whose product is its effective batch
 	origin     string
@@ -112,12 +113,12 @@ var (
 	nameRe    = regexp.MustCompile(`^[a-z0-9._-]+$`)
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores"}
+	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout"}
 	configKeys = []string{"base", "format", "add"}
 	oomKeys    = []string{"max_attempts", "ladder", "keys"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
 	// jobKeys are the keys of a matrix point or jobs entry that set the job, not a parameter.
-	jobKeys = []string{"memory", "host_memory", "gpus_per_job", "priority"}
+	jobKeys = []string{"memory", "host_memory", "gpus_per_job", "priority", "timeout"}
 	// memoryKeys are the keys of a memory mapping.
 	memoryKeys = []string{"model"}
 )
@@ -232,6 +233,9 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	}
 	defaults.Priority = c.integer(doc, "priority", 0, -1<<31)
 	defaults.GPUs = c.integer(doc, "gpus_per_job", 1, 1)
+	if v, ok := doc.Get("timeout"); ok {
+		defaults.Timeout = c.timeout("timeout", "", v)
+	}
 
 	s.Jobs = c.jobs(s, doc, defaults)
 	if len(c.errs) == 0 {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const issueSweep = `
@@ -172,6 +173,10 @@ func TestValidation(t *testing.T) {
 			[]string{"at tier 1 (batch_size changed)", `"none" is not a whole number`}},
 		{"host memory bad", base("host_memory: 8"), []string{"host_memory:", `e.g. "11GiB"`}},
 		{"shape_ignores not a list", base("shape_ignores: seed"), []string{"shape_ignores: write a list"}},
+		{"timeout not a duration", base("timeout: soon"), []string{`timeout: "soon" is not a duration: write e.g. 45m, 2h30m or 90s`}},
+		{"timeout unknown key", base("timeout: {after: 1h, retires: 1}"), []string{`timeout.retires: unknown key (did you mean "retries"?)`}},
+		{"timeout negative retries", base("timeout: {after: 1h, retries: -1}"), []string{"timeout.retries: -1 is not a whole number of at least 0"}},
+		{"job timeout bad", base("jobs: [{seed: 3, timeout: -5}]"), []string{"jobs[0].timeout (job t.3): -5 is not a positive duration"}},
 		{"config bad format", base("config: {base: c.yaml, format: toml}"), []string{"config.format", "use yaml or json"}},
 		{"matrix of 10^9 points", "name: t\ncommand: [echo]\nmatrix: {a: &ten [0,1,2,3,4,5,6,7,8,9], b: *ten, c: *ten, d: *ten, e: *ten, f: *ten, g: *ten, h: *ten, i: *ten}\n",
 			[]string{"matrix: a: 10 × b: 10 × c: 10 × d: 10 × e: 10 × f: 10 × g: 10 × h: 10 × i: 10 = 1000000000 combinations, more than the 100000 jobs a sweep may have: narrow an axis or split the sweep"}},
@@ -202,6 +207,22 @@ func TestValidation(t *testing.T) {
 				t.Errorf("error does not name the file: %v", err)
 			}
 		})
+	}
+}
+
+func TestTimeoutForms(t *testing.T) {
+	s, err := DecodeSweep("t.yaml", []byte("name: t\ncommand: [echo]\ntimeout: 6h\nmatrix: {seed: [1]}\njobs: [{seed: 2, timeout: {after: 90, retries: 2}}]\n"), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Jobs[0].Timeout; got != (Timeout{After: 6 * time.Hour}) {
+		t.Errorf("sweep timeout: %+v", got)
+	}
+	if got := s.Jobs[1].Timeout; got != (Timeout{After: 90 * time.Second, Retries: 2}) {
+		t.Errorf("a job's own timeout: %+v", got)
+	}
+	if FormatDuration(90*time.Minute) != "1h30m" || FormatDuration(6*time.Hour) != "6h" || FormatDuration(90*time.Second) != "1m30s" {
+		t.Errorf("FormatDuration: %s %s %s", FormatDuration(90*time.Minute), FormatDuration(6*time.Hour), FormatDuration(90*time.Second))
 	}
 }
 

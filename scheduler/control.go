@@ -103,7 +103,7 @@ func (e *Engine) Retry(sel Selection) ([]string, error) {
 	}
 	snap := e.store.Snapshot()
 	return e.change(jobs, "requeued by gpuq retry", func(c *Job) {
-		c.State, c.Reason, c.Retried, c.Held, c.Since = JobQueued, "", false, false, c.Attempts
+		c.State, c.Reason, c.Retried, c.Held, c.Since, c.Timeouts = JobQueued, "", false, false, c.Attempts, 0
 		c.Estimate, c.HostEstimate = estimate(c, snap.Shape(c.Shape))
 	})
 }

@@ -44,6 +44,9 @@ func (e *Engine) Apply(x Exit) {
 	case x.Outcome == plans.Success:
 		job.State, kind = JobSucceeded, "succeeded"
 		e.learn(job.Shape, &ended)
+	case a.TimedOut:
+		ended.Outcome, kind = plans.TimedOut, string(plans.TimedOut)
+		msg = timedOut(&job, &ended)
 	case x.Outcome == plans.Cancelled:
 		job.State, job.Reason = JobCancelled, "cancelled while running"
 	case x.Outcome == plans.GPUOOM, x.Outcome == plans.HostOOM:

@@ -29,6 +29,7 @@ func (e *Engine) Schedule() error {
 	e.watchCards()
 	e.resolveOwners()
 	running := e.store.Snapshot().Running()
+	e.expire(running)
 	e.learnPeaks(running)
 	e.failTooLarge()
 	snap := e.store.Snapshot()

@@ -56,6 +56,8 @@ type Status struct {
 	// a person (gpuq retry): oom.max_attempts counts the attempts after it.
 	Since  int
 	Held   bool   // a person holds it: it waits, queued, until released
+	// Timeouts counts the attempts stopped for the job's timeout and started again.
+	Timeouts int `json:",omitempty"`
 	Reason string // why it failed, for people
 }
 
@@ -93,6 +95,8 @@ type Attempt struct {
 	// and teaches nothing.
 	PeakUnknown bool
 	HostPeak    int64 // the most its processes held of host RAM
+	// TimedOut: the engine stopped it for running past its job's timeout.
+	TimedOut bool `json:",omitempty"`
 	Started     time.Time
 	Ended       time.Time
 	Outcome     plans.Outcome // "" while running

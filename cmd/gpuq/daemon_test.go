@@ -366,3 +366,23 @@ func TestTwoDaemonsOnOneStateDir(t *testing.T) {
 		t.Errorf("second daemon: exit %d, %q", code, errOut)
 	}
 }
+
+// TestDaemonTimesOutAHungTrainer: the daemon stops a trainer past its timeout, and the
+// job fails saying so; the card is free again.
+func TestDaemonTimesOutAHungTrainer(t *testing.T) {
+	dir := daemonEnv(t)
+	sweep := writeSweep(t, "name: hung\ncommand: [sh, -c, \"echo waiting for NCCL; sleep 600\"]\njobs: [{}]\nmemory: 1GiB\ntimeout: 1s\n")
+	startDaemon(t, dir)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	waitFor(t, "the job to fail", func() bool { return countState(listed(t), "failed") == 1 })
+	j := listed(t)[0]
+	if j.Reason != "attempt 1 timed out after 1s" || len(j.Attempts) != 1 || j.Attempts[0].Outcome != "timed-out" {
+		t.Errorf("job %+v", j)
+	}
+	info := filepath.Join(dir, "attempts", "hung.1", "attempt-1")
+	if pid := launcher.SupervisedLeader(info); pid != 0 && syscall.Kill(pid, 0) == nil {
+		t.Errorf("the hung trainer %d still runs", pid)
+	}
+}

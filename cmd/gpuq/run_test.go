@@ -147,6 +147,28 @@ func TestRunSeedSweepRecoversOOMs(t *testing.T) {
 	}
 }
 
+// TestRunTimesOutAHungTrainer: under gpuq run, a trainer past its timeout is stopped
+// and its job fails saying so; the run ends with exit 1.
+func TestRunTimesOutAHungTrainer(t *testing.T) {
+	sweep := filepath.Join(t.TempDir(), "hung.yaml")
+	os.WriteFile(sweep, []byte("name: hung\ncommand: [sh, -c, \"sleep 600\"]\njobs: [{}]\nmemory: 1GiB\ntimeout: 1s\ngpus: sim:1x24GiB\n"), 0o644)
+	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "100ms")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	j := sum.Jobs[0]
+	if j.Reason != "attempt 1 timed out after 1s" || j.Attempts[0].Outcome != "timed-out" {
+		t.Errorf("job %+v", j)
+	}
+	if !strings.Contains(errOut, "hung.1 #1 timing-out: still running after 1s, its timeout: stopping it") {
+		t.Errorf("progress lacks the timeout:\n%s", errOut)
+	}
+}
+
 // TestRunInterrupted sends Ctrl-C's SIGINT to a real gpuq: every trainer stops, exit 130,
 // and the jobs that did not finish are named.
 func TestRunInterrupted(t *testing.T) {

@@ -29,8 +29,8 @@ func newSimulateCmd(io ioStreams, st *settings) *cobra.Command {
 (or a baseline policy) run the trace's jobs on simulated cards in virtual time, with
 trainers whose memory and duration follow the trace, OOMs and the ladder included.
 
-A trace is a sweep's machine keys (gpus, gpu_plan, headroom, oom, params) and its jobs,
-each with what the user declared and what is true:
+A trace is a sweep's machine keys (gpus, gpu_plan, headroom, oom, params, timeout) and
+its jobs, each with what the user declared and what is true (and a timeout of its own):
 
   gpus: "sim:7x23.52GiB"
   gpu_plan: "2,2,2,2,1,1,1"

@@ -26,6 +26,8 @@ type machine struct {
 	last     time.Duration // when the last trainer ended
 	// mostPerCard is the most trainers that held one card at once.
 	mostPerCard int
+	// wakes are the moments a wake event is due at.
+	wakes map[time.Duration]bool
 }
 
 type simCard struct {
@@ -52,6 +54,7 @@ const (
 	allocate eventKind = iota
 	finish
 	stop
+	wake // nothing happens to a trainer: the engine has a round (a timeout is due)
 )
 
 type event struct {
@@ -103,10 +106,24 @@ func (m *machine) start(cards []int, peak int64, d time.Duration, done func(plan
 	return t.pid
 }
 
+// wakeAt makes step return at a moment (now, if it has passed) as if a trainer ended
+// then, so that the engine has a round.
+func (m *machine) wakeAt(at time.Duration) {
+	at = max(at, m.now)
+	if m.wakes[at] {
+		return
+	}
+	if m.wakes == nil {
+		m.wakes = map[time.Duration]bool{}
+	}
+	m.wakes[at] = true
+	m.at(at-m.now, wake, nil)
+}
+
 // stop ends a trainer now, as cancelled.
 func (m *machine) stop(pid int) {
 	for _, e := range m.events {
-		if e.t.pid == pid && !e.t.ended {
+		if e.t != nil && e.t.pid == pid && !e.t.ended {
 			m.at(0, stop, e.t)
 			return
 		}
@@ -122,6 +139,11 @@ func (m *machine) step() (ended, more bool) {
 	m.advance(m.events[0].at)
 	for len(m.events) > 0 && m.events[0].at == m.now {
 		e := heap.Pop(&m.events).(event)
+		if e.kind == wake {
+			delete(m.wakes, e.at)
+			ended = true
+			continue
+		}
 		if e.t.ended {
 			continue
 		}

@@ -85,7 +85,8 @@ func Run(t *Trace, p Policy) (Result, error) {
 }
 
 // runEngine drives gpuq's engine in virtual time: a round after every moment at which a
-// trainer ended, as the engine's own loop runs one after every exit. A moment at which
+// trainer ended, as the engine's own loop runs one after every exit, and at every moment
+// a running attempt's timeout is due. A moment at which
 // trainers only reached their peaks frees nothing; a round then matters only while a
 // trainer of a shape not yet measured runs, to sample its peak, which the engine
 // learns from (the real engine polls every second).
@@ -107,6 +108,9 @@ func runEngine(t *Trace, m *machine, r *Result) error {
 		}
 		if err := e.Schedule(); err != nil {
 			return err
+		}
+		if at, ok := e.NextTimeout(); ok {
+			m.wakeAt(at.Sub(epoch))
 		}
 	}
 	// Jobs still queued with nothing running can never start: failed.
@@ -169,10 +173,12 @@ func (rn *engineRunner) Owner(pid int) (string, bool) {
 	return a, ok
 }
 
-// virtualClock is the machine's time, from the Unix epoch.
+// virtualClock is the machine's time, from epoch.
 type virtualClock struct{ m *machine }
 
-func (c virtualClock) Now() time.Time { return time.Unix(0, 0).Add(c.m.now) }
+var epoch = time.Unix(0, 0)
+
+func (c virtualClock) Now() time.Time { return epoch.Add(c.m.now) }
 
 // After is never waited on: the simulation drives the engine's rounds itself.
 func (virtualClock) After(time.Duration) <-chan time.Time { return nil }

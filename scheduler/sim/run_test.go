@@ -121,3 +121,25 @@ jobs: [{name: a, estimate: 12GiB, base: 3GiB, activations: 9GiB, duration: 1h, c
 		t.Errorf("bound %.0f s, want %.0f s", got, want)
 	}
 }
+
+// TestTimeoutInVirtualTime: a hung job is stopped at its timeout, in virtual time, and
+// the card goes to the job behind it; a retried one is stopped again.
+func TestTimeoutInVirtualTime(t *testing.T) {
+	tr := mustDecode(t, `
+gpus: "sim:1x24GiB"
+gpu_plan: "1"
+timeout: 2h
+jobs:
+  - {name: hung, base: 3GiB, duration: 100h}
+  - {name: next, base: 3GiB, duration: 1h}
+  - {name: retried, base: 3GiB, duration: 100h, timeout: {after: 30m, retries: 1}}
+`)
+	r, err := Run(tr, GPUQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hung 2h, next 1h, retried 30m twice: 4h in all, one after the other.
+	if r.Makespan != 4*3600 || r.Completed != 1 || r.Failed != 2 || r.Attempts != 4 {
+		t.Errorf("makespan %v s, completed %d, failed %d, attempts %d; want 14400, 1, 2, 4", r.Makespan, r.Completed, r.Failed, r.Attempts)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -28,8 +27,8 @@ type Trace struct {
 func (t *Trace) Truth(i int) Truth { return t.Entries[t.Entry[i]] }
 
 var (
-	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "jobs"}
-	jobKeys   = []string{"name", "estimate", "base", "activations", "duration", "count", "params"}
+	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "timeout", "jobs"}
+	jobKeys   = []string{"name", "estimate", "base", "activations", "duration", "count", "params", "timeout"}
 	// defaultParams are what a trace's jobs have unless it says otherwise: the keys the
 	// default ladder degrades, so that an OOM has somewhere to go.
 	defaultParams = []struct {
@@ -158,6 +157,9 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 			if j.estimate > 0 {
 				pt.Set("memory", strconv.FormatInt(j.estimate, 10)+"B")
 			}
+			if j.timeout != nil {
+				pt.Set("timeout", j.timeout)
+			}
 			if j.params != nil {
 				for _, k := range j.params.Keys {
 					pt.Set(k, j.params.Vals[k])
@@ -199,6 +201,7 @@ type traceJob struct {
 	estimate int64
 	count    int
 	params   *plans.Map
+	timeout  any // as written; the sweep checks it
 	truth    Truth
 }
 
@@ -236,7 +239,7 @@ func decodeJob(file, field string, m *plans.Map) (traceJob, plans.Problems) {
 	j.truth.Base = size("base", true)
 	j.truth.Activations = size("activations", false)
 	if v, ok := m.Get("duration"); ok {
-		d, err := parseDuration(v)
+		d, err := plans.ParseDuration(v)
 		if err != nil {
 			fail(".duration", "%v", err)
 		}
@@ -251,6 +254,7 @@ func decodeJob(file, field string, m *plans.Map) (traceJob, plans.Problems) {
 		}
 		j.count = int(min(max(n, 1), maxJobs+1))
 	}
+	j.timeout = m.Vals["timeout"]
 	if v, ok := m.Get("params"); ok {
 		if pm, ok := v.(*plans.Map); ok {
 			j.params = pm
@@ -259,26 +263,4 @@ func decodeJob(file, field string, m *plans.Map) (traceJob, plans.Problems) {
 		}
 	}
 	return j, errs
-}
-
-// parseDuration reads "45m", "2h30m" or a number of seconds.
-func parseDuration(v any) (time.Duration, error) {
-	var d time.Duration
-	switch t := v.(type) {
-	case int64:
-		d = time.Duration(t) * time.Second
-	case float64:
-		d = time.Duration(t * float64(time.Second))
-	default:
-		s := plans.FormatValue(v)
-		if secs, err := strconv.ParseFloat(s, 64); err == nil {
-			d = time.Duration(secs * float64(time.Second))
-		} else if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("%q is not a duration: write e.g. 45m, 2h30m or 90s", s)
-		}
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("%s is not a positive duration", plans.FormatValue(v))
-	}
-	return d, nil
 }
