@@ -11,7 +11,7 @@ const (
 	Failed    Outcome = "failed"
 	Cancelled Outcome = "cancelled"
 	TimedOut  Outcome = "timed-out" // stopped for running past its job's timeout
-	Lost      Outcome = "lost" // gpuq lost track of it (it could not be started, or its supervisor died)
+	Lost      Outcome = "lost"      // gpuq lost track of it (it could not be started, or its supervisor died)
 	// AllocConfRefused: PyTorch before 2.1 refused PYTORCH_CUDA_ALLOC_CONF's
 	// expandable_segments, which gpuq sets by default.
 	AllocConfRefused Outcome = "alloc-conf-refused"
