@@ -54,11 +54,12 @@ type Status struct {
 	Attempts int
 	// Since is the number of attempts before the job was last put back in the queue by
 	// a person (gpuq retry): oom.max_attempts counts the attempts after it.
-	Since int
-	Held  bool // a person holds it: it waits, queued, until released
+	Since  int
+	Held   bool   // a person holds it: it waits, queued, until released
+	Reason string // why it failed, for people
+
 	// Timeouts counts the attempts stopped for the job's timeout and started again.
-	Timeouts int    `json:",omitempty"`
-	Reason   string // why it failed, for people
+	Timeouts int `json:",omitempty"`
 }
 
 // JobHeld is how a queued job that is held shows to people; in the store it is queued.
@@ -95,13 +96,14 @@ type Attempt struct {
 	// and teaches nothing.
 	PeakUnknown bool
 	HostPeak    int64 // the most its processes held of host RAM
+	Started     time.Time
+	Ended       time.Time
+	Outcome     plans.Outcome // "" while running
+	OOM         *plans.OOMFacts
+	Log         string
+
 	// TimedOut: the engine stopped it for running past its job's timeout.
 	TimedOut bool `json:",omitempty"`
-	Started  time.Time
-	Ended    time.Time
-	Outcome  plans.Outcome // "" while running
-	OOM      *plans.OOMFacts
-	Log      string
 }
 
 // Shape is what gpuq has learned of one shape's memory.
