@@ -139,7 +139,9 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	for _, e := range a.Sweep.Env { // the sweep's env on top, in its order
 		add(e.Name, sweepEnv[e.Name])
 	}
-	c.Set = set
+	// The sweep's env may name a variable gpuq sets: the rerun line lists each once,
+	// with the value the trainer got.
+	c.Set = mergeEnv(nil, set)
 	c.Env = mergeEnv(parentEnv, set)
 	return c, nil
 }

@@ -124,6 +124,19 @@ func TestChildInPtyGetsArgvAndEnvironment(t *testing.T) {
 		t.Errorf("rendered config %s: %q %v", cfgLine, cfg, err)
 	}
 	logText, _ := os.ReadFile(log)
+	header, _, _ := strings.Cut(string(logText), "\n\n")
+	seen := map[string]bool{}
+	for _, line := range strings.Split(header, "\n") {
+		if k, _, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.Contains(k, " ") {
+			if seen[k] {
+				t.Errorf("the rerun line sets %s twice:\n%s", k, header)
+			}
+			seen[k] = true
+		}
+	}
+	if !strings.Contains(header, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False \\") {
+		t.Errorf("the rerun line lacks the sweep's PYTORCH_CUDA_ALLOC_CONF:\n%s", header)
+	}
 	for _, want := range []string{"# gpuq attempt 2 of job t.1, tier 1, cards 2 5, effective batch 32", "  CUDA_VISIBLE_DEVICES=2,5 \\", "RUN_NAME=run-0.0001-2", "gpuq: exited with status 3"} {
 		if !strings.Contains(string(logText), want) {
 			t.Errorf("log lacks %q:\n%s", want, logText)
