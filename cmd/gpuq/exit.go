@@ -47,6 +47,46 @@ func maxArgs(n int) cobra.PositionalArgs {
 // noArgs is cobra.NoArgs with the error marked as bad input.
 var noArgs = exactArgs(0)
 
+// unknownCommand is the error for a word that names no command of cmd.
+func unknownCommand(cmd *cobra.Command, word string) error {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return badInput("unknown command %q%s; gpuq --help lists the commands", word, plans.Suggest(word, names))
+}
+
+// newHelpCmd is `gpuq help [command]`, whose unknown topic is bad input like any
+// unknown command.
+func newHelpCmd(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			cmd, _, err := root.Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []cobra.Completion
+			for _, c := range cmd.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, cobra.CompletionWithDesc(c.Name(), c.Short))
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			cmd, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				return unknownCommand(root, args[len(args)-1])
+			}
+			return cmd.Help()
+		},
+	}
+}
+
 func badInput(format string, args ...any) error {
 	return inputError{fmt.Errorf(format, args...)}
 }

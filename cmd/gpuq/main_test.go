@@ -154,6 +154,11 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"gpus", "--headroom", "1GiB", "--gpu-plan", "0"}, "--gpu-plan:"},
 		{[]string{"plan"}, "accepts 1 arg"},
 		{[]string{"plan", "x", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"stauts"}, `unknown command "stauts" (did you mean "status"?)`},
+		{[]string{"--gpus", "sim:1x8GiB", "frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"help", "plna"}, `unknown command "plna" (did you mean "plan"?)`},
+		{[]string{"completion", "tcsh"}, "name a shell: gpuq completion bash|zsh|fish|powershell"},
+		{[]string{"completion"}, "name a shell"},
 	}
 	for _, tt := range tests {
 		_, errOut, code := gpuq(t, tt.args...)

@@ -57,6 +57,14 @@ With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and s
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return st.load(cmd.Flags())
 		},
+		// A word that is no command is bad input (exit 2), not a reason to print help.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetIn(io.In)
 	root.SetOut(io.Out)
@@ -70,6 +78,8 @@ With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and s
 	f.String("state-dir", "", "the daemon's state directory (default $XDG_STATE_HOME/gpuq)")
 	root.AddGroup(&cobra.Group{ID: groupSweep, Title: "Sweeps in the foreground:"},
 		&cobra.Group{ID: groupDaemon, Title: "The daemon and its jobs:"})
+	root.SetHelpCommand(newHelpCmd(root))
+	root.AddCommand(newCompletionCmd(io))
 	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st)} {
 		c.GroupID = groupSweep
 		root.AddCommand(c)

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBashCompletionWithoutBashCompletion sources `gpuq completion bash` in a bash that
+// has not loaded the bash-completion package, and completes as the shell would.
+func TestBashCompletionWithoutBashCompletion(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	script, errOut, code := gpuq(t, "completion", "bash")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	path := filepath.Join(t.TempDir(), "gpuq.bash")
+	os.WriteFile(path, []byte(script), 0o644)
+	complete := func(line string) []string {
+		t.Helper()
+		// The test binary runs as gpuq (see TestMain); words[0] is how the script calls it.
+		line = os.Args[0] + " " + line
+		cmd := exec.Command(bash, "--norc", "--noprofile", "-c", `
+if declare -F _get_comp_words_by_ref >/dev/null; then echo "bash-completion is loaded"; exit 3; fi
+source "$1"
+COMP_LINE=$2; COMP_POINT=${#2}
+read -ra COMP_WORDS <<<"$2"; COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+[[ $2 == *" " ]] && COMP_CWORD=${#COMP_WORDS[@]}
+__start_gpuq 2>/dev/null # compopt refuses outside a real completion
+printf '%s\n' "${COMPREPLY[@]}"`, "bash", path, line)
+		cmd.Env = append(os.Environ(), asGPUQ+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", line, err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	if got := complete("stat"); len(got) != 1 || got[0] != "status" {
+		t.Errorf("gpuq stat<TAB>: %q, want status", got)
+	}
+	if got := complete("plan --gpu-p"); len(got) != 1 || got[0] != "--gpu-plan" {
+		t.Errorf("gpuq plan --gpu-p<TAB>: %q, want --gpu-plan", got)
+	}
+	if got := complete("completion "); strings.Join(got, " ") != "bash zsh fish powershell" {
+		t.Errorf("gpuq completion <TAB>: %q", got)
+	}
+}
