@@ -14,9 +14,14 @@ type Model struct {
 	Params float64 // parameters in all; 0 = counted from the architecture
 
 	// The architecture. Activations need Layers, Hidden, SeqLen and MicroBatch (and
-	// Heads with eager attention); LoRA needs Layers and Hidden.
-	Layers, Hidden, Heads, FFN, Vocab int
-	SeqLen, MicroBatch                int
+	// Heads with eager attention); LoRA needs Layers and Hidden. KVHeads and HeadDim
+	// are grouped-query attention's: k_proj and v_proj are Hidden × KVHeads·HeadDim
+	// (default Heads: multi-head attention; HeadDim default Hidden/Heads).
+	Layers, Hidden, Heads, KVHeads, HeadDim, FFN, Vocab int
+	SeqLen, MicroBatch                                  int
+	// TiedEmbeddings: the output head shares the input embedding's weights; nil = the
+	// layout's default (GPT's tied, Llama's not).
+	TiedEmbeddings *bool
 
 	Precision             string // weights: fp32, bf16, fp16, int8, nf4
 	Optimizer             string // adamw, adamw-8bit, sgd
@@ -50,9 +55,9 @@ func (b Breakdown) Total() int64 {
 }
 
 // Model description keys, as a sweep writes them; flags use the same names with '-'.
-var modelKeys = []string{"params", "layers", "hidden", "heads", "ffn", "vocab", "seq_len", "micro_batch",
-	"precision", "optimizer", "lora_rank", "lora_targets", "gradient_checkpointing", "logits_to_keep",
-	"attention", "zero_stage", "gpus"}
+var modelKeys = []string{"name", "config", "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab",
+	"tied_embeddings", "seq_len", "micro_batch", "precision", "optimizer", "lora_rank", "lora_targets",
+	"gradient_checkpointing", "logits_to_keep", "attention", "zero_stage", "gpus"}
 
 var (
 	precisions = []string{"fp32", "bf16", "fp16", "int8", "nf4"}
@@ -62,6 +67,17 @@ var (
 	loraMatrices  = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 	defaultTarget = []string{"q_proj", "v_proj"} // PEFT's default for Llama and Mistral
 )
+
+// LogitBytes is what the loss holds at its peak for each logit (one position's score
+// of one token of the vocabulary): PyTorch upcasts the 16-bit logits to fp32 for the
+// cross-entropy, whose log-softmax keeps its fp32 output for the backward pass; there,
+// the gradient coming from the NLL loss and the one the log-softmax hands back are fp32
+// too, and all three are alive at once. Measured on the CPU with torch.profiler for
+// examples/trainers/train_torch.py (examples/trainers/measure_logits.py): 12.0 bytes a
+// logit under bf16 autocast and in fp32 alike, against the 4 of one fp32 copy this
+// estimate counted before. A trainer that keeps the 16-bit logits too (Hugging Face's
+// models return them) holds 2 more, which the headroom and the learned peaks cover.
+const LogitBytes = 12
 
 // CUDAContext is what each CUDA process holds before its first tensor: the context with
 // lazily loaded modules (the default since CUDA 11.7 / PyTorch 1.13) and cuBLAS/cuDNN
@@ -110,12 +126,18 @@ func ModelOf(desc *Map, params *Map) (Model, error) {
 			m.Attention = oneOf(k, v, attentions, bad)
 		case "lora_targets":
 			m.LoRATargets = loraTargets(v, bad)
-		case "gradient_checkpointing":
+		case "gradient_checkpointing", "tied_embeddings":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				bad(k, "write true or false, not %q", v)
 			}
-			m.GradientCheckpointing = b
+			if k == "tied_embeddings" {
+				m.TiedEmbeddings = &b
+			} else {
+				m.GradientCheckpointing = b
+			}
+		case "name", "config":
+			bad(k, "must be expanded into the keys it gives first (ExpandModel)")
 		default:
 			lo := 1
 			if k == "lora_rank" || k == "logits_to_keep" || k == "zero_stage" {
@@ -143,7 +165,7 @@ func ModelOf(desc *Map, params *Map) (Model, error) {
 }
 
 func (m *Model) intField(k string) *int {
-	return map[string]*int{"layers": &m.Layers, "hidden": &m.Hidden, "heads": &m.Heads, "ffn": &m.FFN,
+	return map[string]*int{"layers": &m.Layers, "hidden": &m.Hidden, "heads": &m.Heads, "kv_heads": &m.KVHeads, "head_dim": &m.HeadDim, "ffn": &m.FFN,
 		"vocab": &m.Vocab, "seq_len": &m.SeqLen, "micro_batch": &m.MicroBatch, "lora_rank": &m.LoRARank,
 		"logits_to_keep": &m.LogitsToKeep, "zero_stage": &m.ZeROStage, "gpus": &m.GPUs}[k]
 }
@@ -165,6 +187,12 @@ func (m *Model) check() []string {
 	}
 	if m.ZeROStage > 0 && m.LoRARank > 0 {
 		errs = append(errs, "zero_stage: gpuq estimates ZeRO for full fine-tunes only; leave it out with LoRA")
+	}
+	if (m.KVHeads > 0 || m.HeadDim > 0) && m.Heads == 0 {
+		errs = append(errs, "heads: kv_heads and head_dim need the number of query heads, e.g. heads: 32")
+	}
+	if m.KVHeads > m.Heads || m.KVHeads > 0 && m.Heads%m.KVHeads != 0 {
+		errs = append(errs, fmt.Sprintf("kv_heads: %d does not divide heads (%d): grouped-query attention shares each key-value head among a whole number of query heads", m.KVHeads, m.Heads))
 	}
 	if len(errs) > 0 {
 		return errs
@@ -303,16 +331,63 @@ func (m Model) parts() (parts, []string) {
 // ffn, as Kaplan et al. 2020 ("Scaling Laws for Neural Language Models", §2.1) count a
 // GPT block: 12·L·h² (4h² attention, an MLP of two h×4h matrices) plus the V·h
 // embedding. With ffn, the Llama layout whose matrix names lora_targets uses: a gated MLP
-// of three h×ffn matrices and an untied output head, 2·V·h (Llama-2-7B: 6.74B).
+// of three h×ffn matrices, two RMSNorm weights a layer, and an untied output head,
+// 2·V·h (Llama-2-7B: 6.74B). Either way the attention is q_proj and o_proj of h × the
+// query width and, with grouped-query attention, k_proj and v_proj of h × the
+// key-value width (Ainslie et al. 2023, "GQA"): Llama-3-8B's 8 key-value heads of 32
+// make them a quarter of q_proj. Biases (Qwen2's q, k, v) are left out.
 func (m Model) params() float64 {
 	if m.Params > 0 {
 		return m.Params
 	}
 	h, L, V := float64(m.Hidden), float64(m.Layers), float64(m.Vocab)
-	if m.FFN == 0 {
-		return L*12*h*h + V*h
+	attention := 2*h*m.queryWidth() + 2*h*m.kvWidth()
+	layer, norms := attention+2*h*float64(m.ffn()), 0.0
+	if m.FFN > 0 {
+		layer, norms = attention+3*h*float64(m.FFN), 2*h*L+h
 	}
-	return L*(4*h*h+3*h*float64(m.FFN)) + 2*V*h
+	embeddings := V * h
+	if !m.tied() {
+		embeddings *= 2
+	}
+	return L*layer + norms + embeddings
+}
+
+// tied says whether the output head is the input embedding: as given, else GPT's is
+// and Llama's is not.
+func (m Model) tied() bool {
+	if m.TiedEmbeddings != nil {
+		return *m.TiedEmbeddings
+	}
+	return m.FFN == 0
+}
+
+// headDim is the width of one attention head.
+func (m Model) headDim() int {
+	switch {
+	case m.HeadDim > 0:
+		return m.HeadDim
+	case m.Heads > 0:
+		return m.Hidden / m.Heads
+	}
+	return 0
+}
+
+// queryWidth is q_proj's output (and o_proj's input): heads × head_dim, which need not
+// be the hidden size (Qwen3-4B: 32 × 128 over 2560).
+func (m Model) queryWidth() float64 {
+	if m.Heads == 0 {
+		return float64(m.Hidden)
+	}
+	return float64(m.Heads * m.headDim())
+}
+
+// kvWidth is k_proj's and v_proj's output: kv_heads × head_dim.
+func (m Model) kvWidth() float64 {
+	if m.KVHeads == 0 {
+		return m.queryWidth()
+	}
+	return float64(m.KVHeads * m.headDim())
 }
 
 // ffn is the MLP's width: as given, or GPT's 4h.
@@ -324,7 +399,8 @@ func (m Model) ffn() int {
 }
 
 // loraParams counts the adapters: r·(d+k) for each adapted d×k matrix of each layer
-// (Hu et al. 2021, "LoRA", §4.1). Attention matrices are h×h, the MLP's h×ffn.
+// (Hu et al. 2021, "LoRA", §4.1). q_proj and o_proj are h × the query width, k_proj
+// and v_proj h × the key-value width, the MLP's h×ffn.
 func (m Model) loraParams() float64 {
 	h, f, r := float64(m.Hidden), float64(m.ffn()), float64(m.LoRARank)
 	targets := m.LoRATargets
@@ -336,8 +412,10 @@ func (m Model) loraParams() float64 {
 		switch t {
 		case "gate_proj", "up_proj", "down_proj":
 			per += r * (h + f)
+		case "k_proj", "v_proj":
+			per += r * (h + m.kvWidth())
 		default:
-			per += r * (h + h)
+			per += r * (h + m.queryWidth())
 		}
 	}
 	return per * float64(m.Layers)
@@ -406,7 +484,7 @@ func (m Model) largestLayer() float64 {
 	if m.FFN > 0 {
 		mlp = 3 * h * float64(m.FFN)
 	}
-	return max(float64(m.Vocab)*h, 4*h*h+mlp)
+	return max(float64(m.Vocab)*h, 2*h*(m.queryWidth()+m.kvWidth())+mlp)
 }
 
 // activations is what the forward pass keeps for the backward one, and the logits.
@@ -415,14 +493,18 @@ func (m Model) largestLayer() float64 {
 // Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
 // Models", §4.1) count s·b·h·(34 + 5·a·s/h) bytes. The 5·a·s/h term is the attention
 // matrix (scores, softmax, dropout); SDPA's flash and memory-efficient kernels, PyTorch's
-// default for transformers, never store it. With LoRA the frozen linear layers need not
-// keep their inputs: of the 34, the inputs of the output projection (2), the MLP's first
-// linear layer (2) and its second (8) are dropped unless adapted. Full gradient
-// checkpointing keeps each layer's 2·s·b·h input and recomputes one layer at a time.
-// Training in fp32 doubles all of it.
+// default for transformers, never store it. Of the 34, the attention block's 11 are
+// the QKV input (2), Q and K (4), V (2), the output projection's input (2) and a dropout
+// mask (1): Q and the projection's input are the query width wide, K and V the
+// key-value width, so with grouped-query attention and a head size other than h/a the
+// 34 becomes 26 + 4·q/h + 4·kv/h. With LoRA the frozen linear layers need not keep
+// their inputs: the output projection's (2·q/h), the MLP's first linear layer's (2) and
+// its second's (8) are dropped unless adapted. Full gradient checkpointing keeps each
+// layer's 2·s·b·h input and recomputes one layer at a time. Training in fp32 doubles
+// all of it.
 //
-// The logits are b·s·V values in fp32 (REFERENCE §4), for logits_to_keep positions if
-// set.
+// The logits are b·s·V values, for logits_to_keep positions if set, at LogitBytes each
+// (see there).
 func (m Model) activations() (acts, logits float64, missing []string) {
 	for _, k := range []struct {
 		name string
@@ -444,13 +526,14 @@ func (m Model) activations() (acts, logits float64, missing []string) {
 		if m.LogitsToKeep > 0 {
 			kept = min(s, float64(m.LogitsToKeep))
 		}
-		logits = b * kept * float64(m.Vocab) * 4
+		logits = b * kept * float64(m.Vocab) * LogitBytes
 	}
 	if slices.ContainsFunc(missing, func(k string) bool { return k != "vocab" }) {
 		return 0, logits, missing
 	}
 	h, L := float64(m.Hidden), float64(m.Layers)
-	perToken := 34.0
+	q, kv := m.queryWidth()/h, m.kvWidth()/h
+	perToken := 26 + 4*q + 4*kv
 	if m.LoRARank > 0 {
 		targets := m.LoRATargets
 		if len(targets) == 0 {
@@ -458,7 +541,7 @@ func (m Model) activations() (acts, logits float64, missing []string) {
 		}
 		adapted := func(name string) bool { return slices.Contains(targets, name) }
 		if !adapted("o_proj") {
-			perToken -= 2
+			perToken -= 2 * q
 		}
 		if !adapted("gate_proj") && !adapted("up_proj") { // one input for both
 			perToken -= 2
@@ -479,4 +562,52 @@ func (m Model) activations() (acts, logits float64, missing []string) {
 		total *= 2
 	}
 	return total, logits, missing
+}
+
+// Switch is a common change that lowers a job's memory, with the job as it would be.
+type Switch struct {
+	Change string // as a person says it
+	Model  Model
+}
+
+// defaultLoRARank is the rank the LoRA switches suggest: PEFT users' usual 16, the
+// seed notes' too.
+const defaultLoRARank = 16
+
+// Switches are the usual ways to make a job need less memory, each applied alone to m;
+// those that change nothing for m are left out: gradient checkpointing, half the
+// micro-batch with twice the accumulation, 8-bit AdamW, LoRA, QLoRA (NF4 weights), and
+// logits for the last position only (a classifier's).
+func (m Model) Switches() []Switch {
+	var out []Switch
+	add := func(change string, edit func(*Model)) {
+		s := m
+		edit(&s)
+		out = append(out, Switch{Change: change, Model: s})
+	}
+	arch := m.Layers > 0 && m.Hidden > 0
+	if !m.GradientCheckpointing && arch && m.SeqLen > 0 && m.MicroBatch > 0 {
+		add("gradient checkpointing", func(s *Model) { s.GradientCheckpointing = true })
+	}
+	if m.MicroBatch > 1 {
+		add(fmt.Sprintf("micro-batch %d, accumulation ×2", m.MicroBatch/2), func(s *Model) { s.MicroBatch /= 2 })
+	}
+	if m.LoRARank == 0 && m.Optimizer == "adamw" {
+		add("8-bit AdamW (bitsandbytes)", func(s *Model) { s.Optimizer = "adamw-8bit" })
+	}
+	if m.LoRARank == 0 && arch && m.ZeROStage == 0 {
+		add(fmt.Sprintf("LoRA r=%d on q_proj, v_proj", defaultLoRARank), func(s *Model) { s.LoRARank, s.LoRATargets = defaultLoRARank, nil })
+	}
+	if m.Precision != "nf4" && arch && m.ZeROStage == 0 {
+		add("QLoRA: NF4 weights, LoRA r="+strconv.Itoa(max(m.LoRARank, defaultLoRARank)), func(s *Model) {
+			s.Precision = "nf4"
+			if s.LoRARank == 0 {
+				s.LoRARank, s.LoRATargets = defaultLoRARank, nil
+			}
+		})
+	}
+	if m.Vocab > 0 && m.SeqLen > 1 && m.MicroBatch > 0 && m.LogitsToKeep != 1 {
+		add("logits of the last position only (logits_to_keep: 1; a classifier)", func(s *Model) { s.LogitsToKeep = 1 })
+	}
+	return out
 }

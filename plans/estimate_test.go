@@ -28,7 +28,7 @@ func mapOf(kv ...any) *Map {
 
 // mistral7B is Mistral-7B-v0.1's config.json (7.24B parameters), the model of the
 // practitioners' notes that gpuq was conceived from.
-var mistral7B = []any{"params", "7.24B", "layers", 32, "hidden", 4096, "heads", 32, "ffn", 14336, "vocab", 32000}
+var mistral7B = []any{"params", "7.24B", "layers", 32, "hidden", 4096, "heads", 32, "kv_heads", 8, "ffn", 14336, "vocab", 32000}
 
 func TestEstimateAgainstPublishedFigures(t *testing.T) {
 	const GB = 1e9
@@ -188,6 +188,19 @@ func TestModelOfErrors(t *testing.T) {
 	}
 }
 
+// TestLogitsAsPyTorchKeepsThem: the loss holds 12 bytes a logit at its peak (the fp32
+// log-softmax output and two fp32 gradients; see LogitBytes and measure_logits.py).
+func TestLogitsAsPyTorchKeepsThem(t *testing.T) {
+	b := model(t, "params", "7B", "layers", 32, "hidden", 4096, "vocab", 32000, "seq_len", 512, "micro_batch", 4).Estimate()
+	if want := int64(4 * 512 * 32000 * 12); b.Logits != want {
+		t.Errorf("logits %d, want %d", b.Logits, want)
+	}
+	last := model(t, "params", "7B", "layers", 32, "hidden", 4096, "vocab", 32000, "seq_len", 512, "micro_batch", 4, "logits_to_keep", 1).Estimate()
+	if want := int64(4 * 1 * 32000 * 12); last.Logits != want {
+		t.Errorf("logits of the last position %d, want %d", last.Logits, want)
+	}
+}
+
 func TestEstimateMissingActivations(t *testing.T) {
 	b := model(t, "params", "7B").Estimate()
 	if b.Activations != 0 || len(b.Missing) == 0 {
@@ -205,5 +218,26 @@ func TestParseCount(t *testing.T) {
 		if _, err := ParseCount(in); err == nil {
 			t.Errorf("ParseCount(%q) should fail", in)
 		}
+	}
+}
+
+// TestSwitchesLowerTheEstimate: every switch offered lowers the estimate, and those that
+// do not apply are not offered.
+func TestSwitchesLowerTheEstimate(t *testing.T) {
+	full := model(t, append(append([]any{}, mistral7B...), "seq_len", 512, "micro_batch", 4)...)
+	var names []string
+	for _, s := range full.Switches() {
+		names = append(names, s.Change)
+		if s.Model.Estimate().Total() >= full.Estimate().Total() {
+			t.Errorf("%s: %s, not below %s", s.Change, FormatSize(s.Model.Estimate().Total()), FormatSize(full.Estimate().Total()))
+		}
+	}
+	want := "gradient checkpointing; micro-batch 2, accumulation ×2; 8-bit AdamW (bitsandbytes); LoRA r=16 on q_proj, v_proj; QLoRA: NF4 weights, LoRA r=16; logits of the last position only (logits_to_keep: 1; a classifier)"
+	if got := strings.Join(names, "; "); got != want {
+		t.Errorf("switches:\n  %s\nwant\n  %s", got, want)
+	}
+	qlora := model(t, append(append([]any{}, mistral7B...), "seq_len", 512, "micro_batch", 1, "lora_rank", 8, "precision", "nf4", "gradient_checkpointing", true, "logits_to_keep", 1)...)
+	if s := qlora.Switches(); len(s) != 0 {
+		t.Errorf("nothing left to switch, got %v", s)
 	}
 }

@@ -40,7 +40,12 @@ func (c *checker) memory(field, job string, v any, j *Job) {
 	}
 	desc, ok := m.Vals["model"].(*Map)
 	if !ok {
-		c.failJob(field+".model", job, "describe the model as a mapping, e.g. {params: 7B, precision: bf16, lora_rank: 16, seq_len: 512, micro_batch: \"{batch_size}\"}; `gpuq estimate --help` lists the keys")
+		c.failJob(field+".model", job, "describe the model as a mapping, e.g. {name: mistral-7b, lora_rank: 16, seq_len: 512, micro_batch: \"{batch_size}\"}; `gpuq estimate --help` lists the keys")
+		return
+	}
+	desc, err := ExpandModel(desc, c.dir, c.readFile)
+	if err != nil {
+		c.failJob(field+".model", job, "%v", err)
 		return
 	}
 	j.Model = desc

@@ -50,6 +50,7 @@ func (p Problems) Error() string {
 // checker collects problems for one file.
 type checker struct {
 	file string
+	dir  string // the sweep file's, which relative paths in it start from
 	errs Problems
 	// files are the contents of the files the sweep names, as read before (see
 	// DecodeSweepFiles); read is every one read now, for the sweep to keep.

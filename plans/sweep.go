@@ -183,6 +183,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 		}
 	}
 	dir, _ := filepath.Abs(filepath.Dir(file))
+	c.dir = dir
 	s := &Sweep{File: file, Params: NewMap(), Headroom: DefaultHeadroom, Threads: 1,
 		OOM: OOMPolicy{MaxAttempts: defaultMaxAttempt}}
 

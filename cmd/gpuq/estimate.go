@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -27,18 +29,30 @@ func newEstimateCmd(io ioStreams, st *settings) *cobra.Command {
 state, activations, logits and the CUDA context, and say which cards it fits on.
 
 Describe the model with flags, or give a SWEEP to estimate each of its jobs (memory:
-{model: ...} in the sweep takes the same keys as the flags, with _ for -, and its values
-may name parameters, e.g. micro_batch: "{batch_size}").
+{model: ...} in the sweep takes the same keys as the flags, with _ for -, name: for
+--model and config: for --model-config, and its values may name parameters, e.g.
+micro_batch: "{batch_size}"). --model-config reads a Hugging Face config.json (layers,
+hidden, intermediate, heads, key-value heads, head size, vocabulary, tied embeddings);
+--model names a built-in architecture: ` + strings.Join(plans.ArchitectureNames(), ", ") + `.
+Flags given beside them win.
+
+A job that fits no card is shown what would make it fit the largest: its next rungs of
+the OOM ladder (with a SWEEP), and the usual switches (gradient checkpointing, half the
+micro-batch, 8-bit AdamW, LoRA, QLoRA, logits of the last position), each alone.
 
 The formulas: 16 bytes a parameter for a mixed-precision AdamW fine-tune (2 weights,
 2 gradients, 12 for the fp32 master copy and moments); LoRA trains r(d+k) parameters
 for each adapted matrix and keeps the base frozen at its precision's width; activations
 follow Korthikanti et al. 2022, s*b*h*34 bytes a layer (plus 5*a*s^2*b with eager
-attention), 2*s*b*h a layer with gradient checkpointing; logits are b*s*V fp32 values;
+attention; k and v at the key-value heads' width), 2*s*b*h a layer with gradient
+checkpointing; logits cost 12 bytes each (b*s*V of them: the fp32 log-softmax output
+and two fp32 gradients, as PyTorch's cross-entropy keeps them);
 each process holds a CUDA context of about 500 MiB. A real run differs by the
 allocator's fragmentation and the framework's workspaces: gpuq learns the measured peak
 of each shape of job as the sweep runs.`,
-		Example: `  gpuq estimate --params 7B --precision bf16 --optimizer adamw
+		Example: `  gpuq estimate --model mistral-7b --seq-len 512 --micro-batch 4 --lora-rank 16
+  gpuq estimate --model-config ~/models/Qwen3-4B/config.json --seq-len 1024 --micro-batch 2
+  gpuq estimate --params 7B --precision bf16 --optimizer adamw
   gpuq estimate --params 7.24B --layers 32 --hidden 4096 --heads 32 --vocab 32000 \
       --seq-len 512 --micro-batch 4 --lora-rank 16
   gpuq estimate --params 7B --precision nf4 --lora-rank 16 --layers 32 --hidden 4096 --json
@@ -59,12 +73,17 @@ of each shape of job as the sweep runs.`,
 		},
 	}
 	f := cmd.Flags()
+	f.String("model", "", "a built-in architecture: "+strings.Join(plans.ArchitectureNames(), ", "))
+	f.String("model-config", "", "a Hugging Face config.json to read the architecture from")
 	f.String("params", "", "parameter count: 7B, 350M, 1.3e9 (or give --layers, --hidden and --vocab)")
 	f.String("precision", "bf16", "weights: fp32, bf16, fp16, int8 or nf4 (int8 and nf4 need --lora-rank)")
 	f.String("optimizer", "adamw", "adamw, adamw-8bit or sgd (with momentum)")
 	f.Int("layers", 0, "transformer layers")
 	f.Int("hidden", 0, "hidden size")
-	f.Int("heads", 0, "attention heads (for eager attention)")
+	f.Int("heads", 0, "attention (query) heads")
+	f.Int("kv-heads", 0, "key-value heads, for grouped-query attention (default --heads)")
+	f.Int("head-dim", 0, "size of one attention head (default hidden / heads)")
+	f.Bool("tied-embeddings", false, "the output head shares the input embedding (default: tied without --ffn, untied with it)")
 	f.Int("ffn", 0, "MLP width of a gated (Llama-style) MLP; default a GPT MLP of 4x hidden")
 	f.Int("vocab", 0, "vocabulary size")
 	f.Int("seq-len", 0, "sequence length")
@@ -77,13 +96,21 @@ of each shape of job as the sweep runs.`,
 	f.Int("zero-stage", 0, "DeepSpeed ZeRO stage (full fine-tunes)")
 	f.Int("gpus-per-job", 1, "cards the job is spread over, for ZeRO")
 	f.BoolVar(&opts.json, "json", false, `print {"total_bytes": N, "parts": {...}} (with a SWEEP, {"jobs": [...]})`)
+	cmd.RegisterFlagCompletionFunc("model", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return plans.ArchitectureNames(), cobra.ShellCompDirectiveNoFileComp
+	})
 	return cmd
 }
 
 // modelFlag maps a description key to its flag.
 func modelFlag(key string) string {
-	if key == "gpus" {
+	switch key {
+	case "gpus":
 		return "gpus-per-job"
+	case "name":
+		return "model"
+	case "config":
+		return "model-config"
 	}
 	return strings.ReplaceAll(key, "_", "-")
 }
@@ -105,6 +132,17 @@ type estimateJSON struct {
 	Parts      *plans.Breakdown `json:"parts,omitempty"`
 	Missing    []string         `json:"missing,omitempty"`
 	Fits       []fitJSON        `json:"fits"`
+	// Suggestions, when it fits no card, are what would make it fit the largest.
+	Suggestions []suggestionJSON `json:"suggestions,omitempty"`
+}
+
+type suggestionJSON struct {
+	// Tier is the OOM ladder's tier this is (its rungs are cumulative); 0 for a switch
+	// applied alone.
+	Tier       int    `json:"tier,omitempty"`
+	Change     string `json:"change"`
+	TotalBytes int64  `json:"total_bytes"`
+	Fits       bool   `json:"fits"`
 }
 
 type fitJSON struct {
@@ -122,6 +160,10 @@ func runEstimateFlags(opts *estimateOptions) error {
 			desc.Set(k, fl.Value.String())
 		}
 	}
+	desc, err := plans.ExpandModel(desc, ".", os.ReadFile)
+	if err != nil {
+		return badInput("%s", flagNames(err.Error()))
+	}
 	m, err := plans.ModelOf(desc, nil)
 	if err != nil {
 		return badInput("%s", flagNames(err.Error()))
@@ -132,11 +174,73 @@ func runEstimateFlags(opts *estimateOptions) error {
 	}
 	b := m.Estimate()
 	est := estimateJSON{Source: "model", TotalBytes: b.Total(), Parts: &b, Missing: b.Missing, Fits: fits(b.Total(), cards, headroom)}
+	if len(est.Fits) == 0 {
+		est.Suggestions = suggest(nil, m, largestRoom(cards, headroom))
+	}
 	if opts.json {
 		return writeJSON(opts.io.Out, est)
 	}
 	printEstimate(opts.io, est, cards)
+	printSuggestions(opts.io.Out, "", est.Suggestions, cards, headroom)
 	return nil
+}
+
+// suggest lists what would make a job fit a card of room bytes: the rungs given (its
+// ladder's next tiers), then the usual switches applied to its model.
+func suggest(rungs []suggestionJSON, m plans.Model, room int64) []suggestionJSON {
+	out := rungs
+	for _, s := range m.Switches() {
+		out = append(out, suggestionJSON{Change: s.Change, TotalBytes: s.Model.Estimate().Total()})
+	}
+	for i := range out {
+		out[i].Fits = out[i].TotalBytes > 0 && out[i].TotalBytes <= room
+	}
+	return out
+}
+
+// largestRoom is the most a card offers a job when idle, after headroom.
+func largestRoom(cards []gpu.Card, headroom plans.Headroom) int64 {
+	var most int64
+	for _, c := range cards {
+		most = max(most, c.Total-headroom.Of(c.Total))
+	}
+	return most
+}
+
+// printSuggestions says what would make a job (or, with a SWEEP, the jobs named) fit
+// the largest card.
+func printSuggestions(w io.Writer, jobs string, sugg []suggestionJSON, cards []gpu.Card, headroom plans.Headroom) {
+	if len(sugg) == 0 {
+		return
+	}
+	room := largestRoom(cards, headroom)
+	what := "It fits no card"
+	if jobs != "" {
+		what = jobs + " fit no card"
+	}
+	fmt.Fprintf(w, "\n%s; the largest has %s after headroom.\n", what, plans.FormatSize(room))
+	tw := newTable(w)
+	heading := ""
+	for _, s := range sugg {
+		verdict := "still too large"
+		if s.Fits {
+			verdict = "fits"
+		}
+		change := s.Change
+		h := "The usual switches, each alone:"
+		if s.Tier > 0 {
+			h, change = "The OOM ladder, one rung more per OOM:", fmt.Sprintf("tier %d: %s", s.Tier, s.Change)
+			if s.Tier > 1 {
+				change = fmt.Sprintf("tier %d: + %s", s.Tier, s.Change)
+			}
+		}
+		if h != heading {
+			heading = h
+			fmt.Fprintln(tw, h) // no tab: each list aligns on its own
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", change, plans.FormatSize(s.TotalBytes), verdict)
+	}
+	tw.Flush()
 }
 
 // flagNames rewrites the description keys in an error as the flags that set them.
@@ -175,11 +279,16 @@ func runEstimateSweep(opts *estimateOptions, path string) error {
 			e.Source, e.Parts, e.Missing, e.TotalBytes = "model", &b, b.Missing, b.Total()
 		}
 		e.Fits = fits(e.TotalBytes, cards, headroom)
+		if len(e.Fits) == 0 && j.Model != nil {
+			m, _ := plans.ModelOf(j.Model, j.Params)
+			e.Suggestions = suggest(rungSteps(j), m, largestRoom(cards, headroom))
+		}
 		out = append(out, e)
 	}
 	if opts.json {
 		return writeJSON(opts.io.Out, map[string]any{"jobs": out})
 	}
+	defer printJobSuggestions(opts.io.Out, out, cards, headroom)
 	tw := newTable(opts.io.Out)
 	fmt.Fprintln(tw, "JOB\tNAME\tSOURCE\tWEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tLOGITS\tCONTEXT\tTOTAL\tFITS ON")
 	for _, e := range out {
@@ -200,6 +309,48 @@ func runEstimateSweep(opts *estimateOptions, path string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\t%s\n", e.Job, e.Name, e.Source, parts, total, fitsText(e, len(cards)))
 	}
 	return tw.Flush()
+}
+
+// rungSteps are a job's first tiers of its OOM ladder, each with the model's estimate.
+func rungSteps(j *plans.Job) []suggestionJSON {
+	var out []suggestionJSON
+	tiers := plans.Tiers(j.Params, j.Ladder)
+	for _, t := range tiers[1:min(len(tiers), 4)] {
+		var changed []string
+		for _, k := range t.Changed {
+			v, _ := t.Params.Get(k)
+			changed = append(changed, k+"="+plans.FormatValue(v))
+		}
+		out = append(out, suggestionJSON{Tier: t.N, Change: strings.Join(changed, ", "), TotalBytes: j.MemoryAt(t.Params)})
+	}
+	return out
+}
+
+// printJobSuggestions says, once for each set of jobs alike, what would make the jobs
+// that fit no card fit the largest.
+func printJobSuggestions(w io.Writer, jobs []estimateJSON, cards []gpu.Card, headroom plans.Headroom) {
+	var order []string
+	same := map[string][]string{}
+	by := map[string][]suggestionJSON{}
+	for _, e := range jobs {
+		if len(e.Suggestions) == 0 {
+			continue
+		}
+		key := fmt.Sprint(e.Suggestions)
+		if _, ok := same[key]; !ok {
+			order = append(order, key)
+			by[key] = e.Suggestions
+		}
+		same[key] = append(same[key], e.Job)
+	}
+	for _, key := range order {
+		ids := same[key]
+		name := "job " + ids[0]
+		if len(ids) > 1 {
+			name = fmt.Sprintf("jobs %s and %d more like it", ids[0], len(ids)-1)
+		}
+		printSuggestions(w, name, by[key], cards, headroom)
+	}
 }
 
 func estimateCards(opts *estimateOptions) ([]gpu.Card, plans.Headroom, error) {

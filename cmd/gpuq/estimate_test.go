@@ -2,8 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"math"
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/gpuq/gpuq/plans"
 )
 
 func TestEstimateFlags(t *testing.T) {
@@ -63,6 +67,66 @@ func TestEstimateSweepJSON(t *testing.T) {
 	}
 }
 
+// TestEstimateByNameOrConfig: a built-in architecture and its config.json give the same
+// estimate, grouped-query attention counted.
+func TestEstimateByNameOrConfig(t *testing.T) {
+	total := func(args ...string) (int64, map[string]int64) {
+		t.Helper()
+		out, errOut, code := gpuq(t, append([]string{"estimate", "--seq-len", "1024", "--micro-batch", "2", "--lora-rank", "16", "--gpus", "sim:1x24GiB", "--json"}, args...)...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		var got struct {
+			Total int64            `json:"total_bytes"`
+			Parts map[string]int64 `json:"parts"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Total, got.Parts
+	}
+	byName, parts := total("--model", "qwen3-4b")
+	byConfig, _ := total("--model-config", "../../plans/testdata/hf/qwen3-4b.json")
+	if byName != byConfig {
+		t.Errorf("--model qwen3-4b %d, --model-config %d: want the same", byName, byConfig)
+	}
+	// 4.02B frozen weights in bf16 plus the adapters: not the 4.4B multi-head attention would count.
+	if w := parts["weights"]; w < 2*4.02e9 || w > 2*4.05e9 {
+		t.Errorf("Qwen3-4B's weights: %d bytes", w)
+	}
+	if wider, _ := total("--model", "qwen3-4b", "--vocab", "300000"); wider <= byName {
+		t.Errorf("--vocab did not win over the architecture's")
+	}
+}
+
+// TestEstimateSaysWhatWouldFit: a job that fits no card is shown its ladder's tiers
+// and the usual switches, each with its estimate and whether it fits the largest card.
+func TestEstimateSaysWhatWouldFit(t *testing.T) {
+	// The notes' Mistral-7B reward model, a full fine-tune at 1 × 384 tokens that ran out
+	// of memory on cards of 64 GB.
+	out, errOut, code := gpuq(t, "estimate", "--model", "mistral-7b", "--seq-len", "384", "--micro-batch", "1", "--gpus", "sim:8x64GB")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "estimate_suggest.txt", out)
+	out, errOut, code = gpuq(t, "estimate", "testdata/too-large.yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "estimate_sweep_suggest.txt", out)
+	out, _, _ = gpuq(t, "estimate", "testdata/too-large.yaml", "--json")
+	var got struct {
+		Jobs []estimateJSON `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	s := got.Jobs[0].Suggestions
+	if len(s) < 4 || s[0].Tier != 1 || s[2].Tier != 3 || s[3].Tier != 0 || s[0].TotalBytes >= got.Jobs[0].TotalBytes {
+		t.Errorf("suggestions: %+v", s)
+	}
+}
+
 func TestEstimateBadInput(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -73,10 +137,32 @@ func TestEstimateBadInput(t *testing.T) {
 		{[]string{"estimate", "--params", "lots"}, "--params:"},
 		{[]string{"estimate", "--params", "7B", "sweep.yaml"}, "not both"},
 		{[]string{"estimate", "a.yaml", "b.yaml"}, "accepts at most 1 arg"},
+		{[]string{"estimate", "--model", "qwen3-4"}, `--model: "qwen3-4" is not an architecture gpuq knows (did you mean "qwen3-4b"?)`},
+		{[]string{"estimate", "--model-config", "nowhere/config.json"}, "--model-config: open nowhere/config.json"},
+		{[]string{"estimate", "--model-config", "../../plans/testdata/hf/qwen3-30b-a3b.json"}, "a mixture-of-experts model"},
 	} {
 		_, errOut, code := gpuq(t, tt.args...)
 		if code != exitBadInput || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%v: exit %d, %q; want exit %d and %q", tt.args, code, errOut, exitBadInput, tt.want)
+		}
+	}
+}
+
+// TestLogitBytesAsMeasured: gpuq's bytes per logit are what PyTorch holds for
+// train_torch.py's loss at its peak, measured on the CPU (examples/trainers/measure_logits.py).
+func TestLogitBytesAsMeasured(t *testing.T) {
+	py := pythonWithTorch(t)
+	out, err := exec.Command(py, "../../examples/trainers/measure_logits.py", "--json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var got map[string]float64
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for precision, b := range got {
+		if math.Abs(b-plans.LogitBytes) > 0.5 {
+			t.Errorf("%s: PyTorch holds %.2f bytes a logit, gpuq counts %d", precision, b, plans.LogitBytes)
 		}
 	}
 }
