@@ -60,55 +60,59 @@ func (k BatchKeys) String() string { return k.Micro + " × " + k.Accumulation }
 // evalParts are path elements under which a batch size is not the training one.
 var evalParts = []string{"eval", "evaluation", "val", "valid", "validation", "test", "inference", "predict", "generation"}
 
-// reach says which keys reach a sweep's trainer, computed once for all its jobs.
+// reach says which keys reach a sweep's trainer, computed once for all its jobs, and
+// keeps the ladders fitted to each set of parameter names: the jobs of a sweep mostly
+// share one, and a trace has a hundred thousand jobs.
 type reach struct {
 	s      *Sweep
 	used   map[string]bool // named by a placeholder
 	config bool            // the trainer is told where its config is
 	leaves []string        // config.base's keys
+	fits   map[string]*fitted
 }
 
-func (s *Sweep) reach() reach {
-	return reach{s: s, used: s.placeholders(), config: s.configReaches(), leaves: s.baseLeaves()}
+func (s *Sweep) reach() *reach {
+	return &reach{s: s, used: s.placeholders(), config: s.configReaches(), leaves: s.baseLeaves(), fits: map[string]*fitted{}}
 }
 
 // reaches reports whether a parameter gets to the trainer: by a placeholder, or in the
 // rendered config.
-func (rc reach) reaches(k string) bool { return rc.used[k] || rc.config && rc.s.Config.Merges(k) }
+func (rc *reach) reaches(k string) bool { return rc.used[k] || rc.config && rc.s.Config.Merges(k) }
+
+// namedFor reports whether key is called one of names by its last dotted part, outside
+// an evaluation section.
+func namedFor(key string, names []string) bool {
+	i := strings.LastIndexByte(key, '.')
+	if i >= 0 && slices.ContainsFunc(strings.Split(key[:i], "."), func(p string) bool { return slices.Contains(evalParts, strings.ToLower(p)) }) {
+		return false
+	}
+	return slices.Contains(names, key[i+1:])
+}
 
 // findRoles finds, for each role, the key a job has it under: the one oom.keys names,
 // else one named for it by its last dotted part (training.batch_size), outside
 // evaluation sections: the parameter that reaches the trainer, else the key of
 // config.base, else the parameter. Roles with several candidates are left out, with a
 // warning.
-func (rc reach) findRoles(params *Map, named map[string]string) (found map[string]string, ambiguous []string) {
+func (rc *reach) findRoles(params *Map, named map[string]string) (found map[string]string, ambiguous []string) {
 	found = map[string]string{}
 	for _, r := range Roles {
 		if k, ok := named[r.Role]; ok {
 			found[r.Role] = k
 			continue
 		}
-		is := func(k string) bool {
-			parts := strings.Split(k, ".")
-			for _, p := range parts[:len(parts)-1] {
-				if slices.Contains(evalParts, strings.ToLower(p)) {
-					return false
-				}
-			}
-			return slices.Contains(r.Names, parts[len(parts)-1])
-		}
 		// A parameter the trainer gets first, then a key of the base, then a
 		// parameter that goes nowhere (the warnings say so).
 		var reached, base, lost []string
 		for _, k := range params.Keys {
-			if is(k) && rc.reaches(k) {
+			if namedFor(k, r.Names) && rc.reaches(k) {
 				reached = append(reached, k)
-			} else if is(k) {
+			} else if namedFor(k, r.Names) {
 				lost = append(lost, k)
 			}
 		}
 		for _, k := range rc.leaves {
-			if is(k) {
+			if namedFor(k, r.Names) {
 				base = append(base, k)
 			}
 		}
@@ -152,70 +156,99 @@ func (c *checker) oomKeys(v any) map[string]string {
 	return out
 }
 
-// fitLadder gives a job its ladder and batch keys: the rungs' parameters found where
-// the job has them (see findRoles), each taken from config.base into the job's
-// parameters when only the base has it, so that the rungs can change it and the
-// estimate, shape and effective batch follow. A rung of the default ladder whose keys
-// the job lacks is left out; a written rung's must be found.
-func (c *checker) fitLadder(rc reach, j *Job, note func(field, job, msg string)) {
-	s := rc.s
-	roles, ambiguous := rc.findRoles(j.Params, s.OOM.Keys)
-	for _, a := range ambiguous {
-		c.warn(fmt.Sprintf("%s: the ladder cannot tell which key to change: %s; name it with oom: {keys: {...}}", s.File, a))
+// fitted is the ladder of the jobs with one set of parameter names.
+type fitted struct {
+	ladder    []Rung
+	batch     BatchKeys
+	fromBase  []string // keys the jobs take from config.base
+	missing   []rungKey // keys a written ladder names that the jobs lack
+	ambiguous []string
+}
+
+// rungKey is a key one rung of a ladder names.
+type rungKey struct {
+	rung int
+	key  string
+}
+
+// fit fits the sweep's ladder to the jobs with params' names: the rungs' parameters
+// found where the jobs have them (see findRoles). A rung of the default ladder whose
+// keys the jobs lack is left out; a written rung is kept, and its missing keys listed.
+func (rc *reach) fit(params *Map) *fitted {
+	sig := strings.Join(params.Keys, "\x00")
+	if f, ok := rc.fits[sig]; ok {
+		return f
 	}
-	j.Batch = BatchKeys{Micro: cmp.Or(roles[KeyBatch], KeyBatch), Accumulation: cmp.Or(roles[KeyAccumulation], KeyAccumulation)}
-	ladder := s.OOM.Ladder
-	written := ladder != nil
+	s := rc.s
+	roles, ambiguous := rc.findRoles(params, s.OOM.Keys)
+	f := &fitted{ambiguous: ambiguous,
+		batch: BatchKeys{Micro: cmp.Or(roles[KeyBatch], KeyBatch), Accumulation: cmp.Or(roles[KeyAccumulation], KeyAccumulation)}}
+	ladder, written := s.OOM.Ladder, s.OOM.Ladder != nil
 	if !written {
 		ladder = DefaultLadder()
 	}
-	j.Ladder = nil
 	for r, rung := range ladder {
 		rung = rung.renamed(roles)
 		ok := true
 		for _, k := range rung.Keys() {
-			if c.take(s, j, k) {
+			if _, has := params.Get(k); has || slices.Contains(f.fromBase, k) {
+				continue
+			}
+			if v, inBase := s.baseValue(k); inBase && isScalar(v) {
+				f.fromBase = append(f.fromBase, k)
 				continue
 			}
 			ok = false
 			if written {
-				known := append(slices.Clone(j.Params.Keys), rc.leaves...)
-				note(fmt.Sprintf("oom.ladder[%d]", r), j.ID, fmt.Sprintf("names %q, which the job has neither as a parameter nor in config.base, so the rung would degrade nothing%s: add it to params or fix the name",
-					k, Suggest(k, known)))
+				f.missing = append(f.missing, rungKey{r, k})
 			}
 		}
 		if ok || written {
-			j.Ladder = append(j.Ladder, rung)
+			f.ladder = append(f.ladder, rung)
 		}
 	}
-	if written {
-		for r, rung := range j.Ladder {
-			for _, f := range rung.Scale {
-				if v, ok := j.Params.Get(f.Key); ok {
-					if _, num := toFloat(v); !num {
-						note(fmt.Sprintf("oom.ladder[%d].scale.%s", r, f.Key), j.ID, fmt.Sprintf("scales %q, whose value %q is not a number", f.Key, FormatValue(v)))
-					}
+	rc.fits[sig] = f
+	return f
+}
+
+// fitLadder gives a job its ladder and batch keys, each parameter the rungs change
+// taken from config.base into the job's parameters when only the base has it, so that
+// the rungs can change it and the estimate, shape and effective batch follow.
+func (c *checker) fitLadder(rc *reach, j *Job, note func(field, job, msg string)) {
+	f := rc.fit(j.Params)
+	for _, a := range f.ambiguous {
+		c.warn(fmt.Sprintf("%s: the ladder cannot tell which key to change: %s; name it with oom: {keys: {...}}", rc.s.File, a))
+	}
+	j.Ladder, j.Batch = f.ladder, f.batch
+	for _, k := range f.fromBase {
+		v, _ := rc.s.baseValue(k)
+		j.Params.Set(k, v)
+	}
+	for _, m := range f.missing {
+		known := append(slices.Clone(j.Params.Keys), rc.leaves...)
+		note(fmt.Sprintf("oom.ladder[%d]", m.rung), j.ID, fmt.Sprintf("names %q, which the job has neither as a parameter nor in config.base, so the rung would degrade nothing%s: add it to params or fix the name",
+			m.key, Suggest(m.key, known)))
+	}
+	if rc.s.OOM.Ladder == nil {
+		return
+	}
+	for r, rung := range j.Ladder {
+		for _, fac := range rung.Scale {
+			if v, ok := j.Params.Get(fac.Key); ok {
+				if _, num := toFloat(v); !num {
+					note(fmt.Sprintf("oom.ladder[%d].scale.%s", r, fac.Key), j.ID, fmt.Sprintf("scales %q, whose value %q is not a number", fac.Key, FormatValue(v)))
 				}
 			}
 		}
 	}
 }
 
-// take makes sure the job has key as a parameter, taking its value from config.base
-// when only the base has it; false when neither has it.
-func (c *checker) take(s *Sweep, j *Job, key string) bool {
-	if _, ok := j.Params.Get(key); ok {
-		return true
-	}
+// baseValue is the value config.base has at a dotted path.
+func (s *Sweep) baseValue(key string) (any, bool) {
 	if s.Config == nil || s.Config.Doc == nil {
-		return false
+		return nil, false
 	}
-	v, ok := s.Config.Doc.Path(key)
-	if !ok || !isScalar(v) {
-		return false
-	}
-	j.Params.Set(key, v)
-	return true
+	return s.Config.Doc.Path(key)
 }
 
 func (s *Sweep) baseLeaves() []string {

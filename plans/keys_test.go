@@ -77,6 +77,14 @@ func TestLadderFindsItsKeys(t *testing.T) {
 			warn:  "the ladder cannot tell which key to change: batch_size could be train.batch_size or pretrain.batch_size; name it with oom: {keys: {...}}",
 		},
 		{
+			name:  "an odd batch in the base cannot be halved exactly",
+			base:  "training: {batch_size: 3, gradient_accumulation_steps: 2}\n",
+			sweep: "config: {base: base.yaml}\n",
+			rungs: "training.batch_size×0.5, training.gradient_accumulation_steps×2",
+			batch: "training.batch_size × training.gradient_accumulation_steps",
+			warn:  "tier 1 changes the effective batch (training.batch_size × training.gradient_accumulation_steps) from 6 to 4",
+		},
+		{
 			name:  "no key anywhere",
 			base:  "lr: 0.1\n",
 			sweep: "config: {base: base.yaml}\n",
