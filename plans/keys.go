@@ -160,7 +160,7 @@ func (c *checker) oomKeys(v any) map[string]string {
 type fitted struct {
 	ladder    []Rung
 	batch     BatchKeys
-	fromBase  []string // keys the jobs take from config.base
+	fromBase  []string  // keys the jobs take from config.base
 	missing   []rungKey // keys a written ladder names that the jobs lack
 	ambiguous []string
 }
