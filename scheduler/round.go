@@ -230,7 +230,7 @@ func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
 	job.State = JobRunning
 	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, GPUs: cardIdx,
 		Tier: j.Pos.Tier, Params: j.Current, Estimate: j.Estimate, Reserve: j.Estimate, HostReserve: j.HostEstimate,
-		Started: e.clock.Now()}
+		Started: e.clock.Now(), Timeout: j.Timeout.After}
 	if j.Probe && j.Estimate == 0 {
 		e.changeShape(j.Shape, func(l *Shape) { l.Probe = j.ID })
 	}

@@ -102,7 +102,9 @@ type Attempt struct {
 	OOM         *plans.OOMFacts
 	Log         string
 
-	// TimedOut: the engine stopped it for running past its job's timeout.
+	// Timeout is how long it may run (its job's, when it started); 0 = no limit.
+	Timeout time.Duration `json:",omitempty"`
+	// TimedOut: the engine stopped it for running past its timeout.
 	TimedOut bool `json:",omitempty"`
 }
 

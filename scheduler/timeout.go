@@ -11,13 +11,11 @@ import (
 	"github.com/gpuq/gpuq/plans"
 )
 
-// expire stops the running attempts that have run past their job's timeout.
+// expire stops the running attempts that have run past their timeout.
 func (e *Engine) expire(running []*Attempt) {
 	now := e.clock.Now()
-	snap := e.store.Snapshot()
 	for _, a := range running {
-		j := snap.Job(a.Job)
-		if a.TimedOut || j.Timeout.After == 0 || now.Sub(a.Started) < j.Timeout.After {
+		if a.TimedOut || a.Timeout == 0 || now.Sub(a.Started) < a.Timeout {
 			continue
 		}
 		c := *a
@@ -25,8 +23,8 @@ func (e *Engine) expire(running []*Attempt) {
 		if !e.put(&c) {
 			return
 		}
-		e.events(Event{Time: now, Job: j.ID, Attempt: a.N, Kind: "timing-out",
-			Message: fmt.Sprintf("still running after %s, its timeout: stopping it", plans.FormatDuration(j.Timeout.After))})
+		e.events(Event{Time: now, Job: a.Job, Attempt: a.N, Kind: "timing-out",
+			Message: fmt.Sprintf("still running after %s, its timeout: stopping it", plans.FormatDuration(a.Timeout))})
 		e.runner.Stop(a.ID)
 	}
 }
@@ -34,13 +32,11 @@ func (e *Engine) expire(running []*Attempt) {
 // NextTimeout is when the next running attempt reaches its timeout; ok is false when
 // none has one. A driver of its own (a simulation) runs a round then.
 func (e *Engine) NextTimeout() (at time.Time, ok bool) {
-	snap := e.store.Snapshot()
-	for _, a := range snap.Running() {
-		t := snap.Job(a.Job).Timeout.After
-		if a.TimedOut || t == 0 {
+	for _, a := range e.store.Snapshot().Running() {
+		if a.TimedOut || a.Timeout == 0 {
 			continue
 		}
-		if end := a.Started.Add(t); !ok || end.Before(at) {
+		if end := a.Started.Add(a.Timeout); !ok || end.Before(at) {
 			at, ok = end, true
 		}
 	}
@@ -49,7 +45,7 @@ func (e *Engine) NextTimeout() (at time.Time, ok bool) {
 
 // timedOut decides what becomes of a job whose attempt was stopped for its timeout.
 func timedOut(job *Job, a *Attempt) string {
-	after := plans.FormatDuration(job.Timeout.After)
+	after := plans.FormatDuration(a.Timeout)
 	if job.Timeouts < job.Timeout.Retries {
 		job.Timeouts++
 		// Like an unstarted attempt, it does not count against oom.max_attempts.

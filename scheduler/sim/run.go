@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -102,12 +103,16 @@ func runEngine(t *Trace, m *machine, r *Result) error {
 	if err := e.Submit(t.Sweep); err != nil {
 		return err
 	}
+	timed := slices.ContainsFunc(t.Sweep.Jobs, func(j plans.Job) bool { return j.Timeout.After > 0 })
 	for ended, more := true, true; more; ended, more = m.step() {
 		if !ended && rn.teaching == 0 {
 			continue
 		}
 		if err := e.Schedule(); err != nil {
 			return err
+		}
+		if !timed {
+			continue
 		}
 		if at, ok := e.NextTimeout(); ok {
 			m.wakeAt(at.Sub(epoch))
