@@ -49,7 +49,8 @@ func (c *checker) checkCommand(s *Sweep, path string) {
 		} else if isOutput(s.Command[i-1]) {
 			continue
 		}
-		if names, _ := Placeholders(arg); len(names) > 0 || strings.HasPrefix(arg, "-") ||
+		// An argument with blanks is a script of its own (sh -c "..."), not a path.
+		if names, _ := Placeholders(arg); len(names) > 0 || strings.HasPrefix(arg, "-") || strings.ContainsAny(arg, " \t\n") ||
 			!slices.Contains(readExts, strings.ToLower(filepath.Ext(arg))) {
 			continue
 		}

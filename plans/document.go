@@ -177,20 +177,6 @@ func ReadDocument(path string) ([]byte, error) {
 	return data, nil
 }
 
-// ReadMap reads and decodes a YAML or JSON file (by its name) whose top level is a
-// mapping, such as a config.base; errors name the file.
-func ReadMap(path string) (*Map, error) {
-	data, err := ReadDocument(path)
-	if err != nil {
-		return nil, err
-	}
-	m, err := Decode(data, FormatOf(path))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return m, nil
-}
-
 // Decode reads a YAML or JSON document whose top level is a mapping.
 func Decode(data []byte, f Format) (*Map, error) {
 	if len(data) > maxDocumentSize {

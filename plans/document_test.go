@@ -58,6 +58,8 @@ func TestDecodeLimits(t *testing.T) {
 	}
 }
 
+// TestReadDocument: a config.base is read within the limits of a sweep file, when the
+// sweep is; one that cannot be is bad input, never a hung or crashed gpuq.
 func TestReadDocument(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.json")
@@ -79,8 +81,9 @@ func TestReadDocument(t *testing.T) {
 		{deep, deep + ": not valid JSON: byte 100: nested deeper than 100 levels"},
 		{filepath.Join(dir, "missing.yaml"), "no such file"},
 	} {
-		if _, err := ReadMap(tt.path); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("ReadMap(%s) = %v, want an error with %q", tt.path, err, tt.want)
+		doc := fmt.Sprintf("name: r\ncommand: [train]\njobs: [{}]\nconfig: {base: %q}\n", tt.path)
+		if _, err := DecodeSweep(filepath.Join(dir, "s.yaml"), []byte(doc), Overrides{}); err == nil || !strings.Contains(err.Error(), "config.base: ") || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("config.base %s: %v, want an error with %q", tt.path, err, tt.want)
 		}
 	}
 }

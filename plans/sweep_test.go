@@ -327,6 +327,7 @@ func TestCommandCheckedBeforeAnythingRuns(t *testing.T) {
 	}{
 		{`[python3, train.py, --config, "{config}", --output_dir, out/run.json, --log=x.json]`, ""},
 		{`[./run.sh, "{seed}.yaml"]`, ""},
+		{`[python3, -c, "import train; train.main() # writes out.json"]`, ""},
 		{`[python3, trian.py]`, "command[1] (every job): trian.py does not exist in the workdir " + dir},
 		{`[python3, train.py, --config=configs/missing.yaml]`, "command[2] (every job): configs/missing.yaml does not exist"},
 		{`[python, train.py]`, "command[0] (every job): python is not on the PATH: install it, activate the environment"},

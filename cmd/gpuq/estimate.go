@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -160,7 +159,7 @@ func runEstimateFlags(opts *estimateOptions) error {
 			desc.Set(k, fl.Value.String())
 		}
 	}
-	desc, err := plans.ExpandModel(desc, ".", os.ReadFile)
+	desc, err := plans.ExpandModel(desc, ".", plans.ReadDocument)
 	if err != nil {
 		return badInput("%s", flagNames(err.Error()))
 	}
