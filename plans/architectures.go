@@ -74,12 +74,12 @@ func (a Architecture) Description() *Map {
 // Llama's: a gated MLP of three matrices (SwiGLU or GeGLU).
 var gatedTypes = []string{"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo", "olmo2", "granite", "stablelm", "cohere", "internlm2", "yi", "deepseek"}
 
-// HFConfig reads a Hugging Face config.json into model description keys: layers,
+// hfConfig reads a Hugging Face config.json into model description keys: layers,
 // hidden, ffn (intermediate_size), heads, kv_heads, head_dim, vocab, tied_embeddings.
 // A multimodal config's text_config is the language model's. Llama-layout models and
 // GPT-2 are read; a mixture of experts or another layout is refused, since counting it
 // as dense would be wrong.
-func HFConfig(data []byte) (*Map, error) {
+func hfConfig(data []byte) (*Map, error) {
 	doc, err := Decode(data, JSON)
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func ExpandModel(desc *Map, dir string, read func(path string) ([]byte, error)) 
 		if err != nil {
 			return nil, fmt.Errorf("config: %v", err)
 		}
-		if from, err = HFConfig(data); err != nil {
+		if from, err = hfConfig(data); err != nil {
 			return nil, fmt.Errorf("config: %s: %v", p, err)
 		}
 	default:

@@ -75,7 +75,7 @@ func TestHFConfig(t *testing.T) {
 		{"text-config.json", `{"layers":34,"hidden":2560,"heads":8,"kv_heads":4,"head_dim":256,"ffn":10240,"tied_embeddings":true,"vocab":262208}`},
 		{"qwen3-30b-a3b.json", "a mixture-of-experts model (qwen3_moe, num_experts)"},
 	} {
-		d, err := HFConfig(read(tt.file))
+		d, err := hfConfig(read(tt.file))
 		got := ""
 		if err != nil {
 			got = err.Error()
@@ -87,7 +87,7 @@ func TestHFConfig(t *testing.T) {
 			t.Errorf("%s:\n  got  %s\n  want %s", tt.file, got, tt.want)
 		}
 	}
-	if _, err := HFConfig([]byte(`{"model_type": "gpt_neox", "num_hidden_layers": 2}`)); err == nil || !strings.Contains(err.Error(), `model_type "gpt_neox"`) {
+	if _, err := hfConfig([]byte(`{"model_type": "gpt_neox", "num_hidden_layers": 2}`)); err == nil || !strings.Contains(err.Error(), `model_type "gpt_neox"`) {
 		t.Errorf("another layout: %v", err)
 	}
 }

@@ -11,12 +11,12 @@ import (
 	"strings"
 )
 
-// Roles are the parameters the default ladder and the effective batch are written
+// ladderRoles are the parameters the default ladder and the effective batch are written
 // for, each with the names trainers also give it: Hugging Face's TrainingArguments
 // (per_device_train_batch_size, dataloader_num_workers), DeepSpeed's config
 // (train_micro_batch_size_per_gpu), Megatron (micro_batch_size), PyTorch Lightning
 // (accumulate_grad_batches) and torch's DataLoader (num_workers).
-var Roles = []struct {
+var ladderRoles = []struct {
 	Role  string
 	Names []string
 }{
@@ -27,8 +27,8 @@ var Roles = []struct {
 }
 
 func roleNames() []string {
-	out := make([]string, len(Roles))
-	for i, r := range Roles {
+	out := make([]string, len(ladderRoles))
+	for i, r := range ladderRoles {
 		out[i] = r.Role
 	}
 	return out
@@ -92,11 +92,11 @@ func namedFor(key string, names []string) bool {
 // findRoles finds, for each role, the key a job has it under: the one oom.keys names,
 // else one named for it by its last dotted part (training.batch_size), outside
 // evaluation sections: the parameter that reaches the trainer, else the key of
-// config.base, else the parameter. Roles with several candidates are left out, with a
+// config.base, else the parameter. ladderRoles with several candidates are left out, with a
 // warning.
 func (rc *reach) findRoles(params *Map, named map[string]string) (found map[string]string, ambiguous []string) {
 	found = map[string]string{}
-	for _, r := range Roles {
+	for _, r := range ladderRoles {
 		if k, ok := named[r.Role]; ok {
 			found[r.Role] = k
 			continue
@@ -294,7 +294,7 @@ func (s *Sweep) noRungWarning() []string {
 		return nil
 	}
 	var names []string
-	for _, r := range Roles {
+	for _, r := range ladderRoles {
 		names = append(names, r.Role)
 	}
 	sort.Strings(names)
