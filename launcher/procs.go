@@ -175,15 +175,26 @@ func (fs procFS) pss(pid int) (int64, bool) {
 	return meminfoField(data, "Pss:")
 }
 
-// AttemptDir is where attempt "<job>/<n>" lives under root: root/<job>/attempt-<n>. Job
-// ids are "<sweep>.<n>" with a sweep name of [a-z0-9._-], so a job is one local path
-// element; anything else is refused rather than joined.
-func AttemptDir(root, attempt string) (string, error) {
-	job, n, ok := strings.Cut(attempt, "/")
-	if !ok || !filepath.IsLocal(job) || strings.ContainsRune(job, filepath.Separator) || n == "" || strings.ContainsRune(n, filepath.Separator) {
-		return "", fmt.Errorf("attempt %q cannot name a directory", attempt)
+// The attempts' layout, defined here alone: attempt n of a job lives under a root (the
+// daemon's <state dir>/attempts, gpuq run's --log-dir) in root/<job>/attempt-<n>/.
+
+// AttemptDir is where attempt n of a job lives under root.
+func AttemptDir(root, job string, n int) (string, error) {
+	dir, err := JobDir(root, job)
+	if err != nil || n < 1 {
+		return "", fmt.Errorf("attempt %d of job %q cannot name a directory", n, job)
 	}
-	return filepath.Join(root, job, "attempt-"+n), nil
+	return filepath.Join(dir, "attempt-"+strconv.Itoa(n)), nil
+}
+
+// JobDir is where a job's attempts live under root. Job ids are "<sweep>.<n>" with a
+// sweep name of [a-z0-9._-], so a job is one local path element; anything else is
+// refused rather than joined.
+func JobDir(root, job string) (string, error) {
+	if !filepath.IsLocal(job) || strings.ContainsRune(job, filepath.Separator) {
+		return "", fmt.Errorf("job %q cannot name a directory", job)
+	}
+	return filepath.Join(root, job), nil
 }
 
 // attemptIn is the attempt whose directory under root is dir, as AttemptDir lays it out.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,16 +103,20 @@ func TestOwnerByInheritance(t *testing.T) {
 }
 
 func TestAttemptDir(t *testing.T) {
-	for _, tt := range []struct{ attempt, want string }{
-		{"q.1/2", "/s/q.1/attempt-2"},
-		{"../x/1", ""}, {"a/b/1", ""}, {"q.1", ""}, {"q.1/", ""},
+	for _, tt := range []struct {
+		job  string
+		n    int
+		want string
+	}{
+		{"q.1", 2, "/s/q.1/attempt-2"},
+		{"../x", 1, ""}, {"a/b", 1, ""}, {"", 1, ""}, {"/x.1", 1, ""}, {"q.1", 0, ""},
 	} {
-		got, err := AttemptDir("/s", tt.attempt)
+		got, err := AttemptDir("/s", tt.job, tt.n)
 		if got != tt.want || (err != nil) != (tt.want == "") {
-			t.Errorf("AttemptDir(%q) = %q, %v; want %q", tt.attempt, got, err, tt.want)
+			t.Errorf("AttemptDir(%q, %d) = %q, %v; want %q", tt.job, tt.n, got, err, tt.want)
 		}
 		if tt.want != "" {
-			if back, ok := attemptIn("/s", got); !ok || back != tt.attempt {
+			if back, ok := attemptIn("/s", got); !ok || back != tt.job+"/"+strconv.Itoa(tt.n) {
 				t.Errorf("attemptIn(%q) = %q, %v", got, back, ok)
 			}
 		}
@@ -148,7 +153,7 @@ func startPython(t *testing.T, leave bool) (p *Process, root string, workerPID i
 		t.Fatal(err)
 	}
 	root = t.TempDir()
-	dir, err := AttemptDir(root, "w.1/1")
+	dir, err := AttemptDir(root, "w.1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,6 @@ func cardsEngine(t *testing.T, doc string, cards *[]gpu.Card, owners map[int]str
 	var events []Event
 	e := NewEngine(st, cardsInventory{cards}, fr, RealClock{}, Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}},
 		func(ev Event) { events = append(events, ev) })
-	fr.exits = e.Exits()
 	must(t, e.Submit(sw))
 	return e, st, fr, &events
 }

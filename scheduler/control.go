@@ -68,12 +68,15 @@ func (e *Engine) Cancel(sel Selection) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	snap := e.store.Snapshot()
 	var ids []string
 	var changed []any
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
 		if j.State == JobRunning {
-			e.runner.Stop(AttemptID(j.ID, j.Attempts))
+			if a := snap.Attempt(AttemptID(j.ID, j.Attempts)); a != nil {
+				e.runner.Stop(a)
+			}
 			continue
 		}
 		c := *j

@@ -24,7 +24,6 @@ func stepEngine(t *testing.T, doc string, slots ...int) (*Engine, *Store) {
 	st, _ := NewStore()
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 	e := NewEngine(st, inv, fr, RealClock{}, Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	fr.exits = e.Exits()
 	must(t, e.Submit(sw))
 	return e, st
 }
@@ -35,7 +34,7 @@ func round(t *testing.T, e *Engine) {
 }
 
 // applyStop applies the end of a stopped attempt.
-func applyStop(e *Engine) { e.Apply(<-e.exits) }
+func applyStop(e *Engine) { e.Apply(<-e.runner.Exits()) }
 
 func states(st *Store) string {
 	var parts []string

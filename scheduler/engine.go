@@ -39,15 +39,29 @@ type Launch struct {
 	Sharing int
 }
 
-// Runner starts attempts and reports, on the engine's Exits channel, how each ended.
+// Runner starts attempts and reports, on its Exits channel, how each ended.
 type Runner interface {
 	// Start starts the attempt and says where it runs and logs.
 	Start(l Launch) (Started, error)
 	// Stop asks a running attempt to end; its Exit follows.
-	Stop(attempt string)
+	Stop(a *Attempt)
 	// Owner returns the attempt a process belongs to, so that the engine can tell its
 	// attempts' processes from foreign ones; ok is false for a process of none.
 	Owner(pid int) (attempt string, ok bool)
+	// Exits is where the runner reports how attempts ended. A runner whose driver
+	// applies exits itself (a simulation) may return nil.
+	Exits() <-chan Exit
+}
+
+// Adopter is a Runner whose attempts outlive the engine that started them (each under
+// a supervisor of its own): a later engine on the same state takes them up (see
+// Engine.Adopt).
+type Adopter interface {
+	// Adopt takes up an attempt that was running when the last engine stopped, and
+	// reports its end on Exits as for one it started. It returns what it knows of the
+	// attempt now; an attempt whose trainer never started is reported ended with
+	// Exit.Unstarted.
+	Adopt(a *Attempt) Started
 }
 
 // HostMeter is a Runner that can measure host memory: what the processes of each of its
@@ -108,7 +122,6 @@ type Engine struct {
 	clock  Clock
 	cfg    Config
 	sweeps map[string]*plans.Sweep
-	exits  chan Exit
 	events func(Event)
 	ghosts []ghost
 	cards  []gpu.Card
@@ -161,7 +174,7 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		sweeps: map[string]*plans.Sweep{}, exits: make(chan Exit, 64), events: events, owners: map[int]string{}, cardPos: map[int]int{},
+		sweeps: map[string]*plans.Sweep{}, events: events, owners: map[int]string{}, cardPos: map[int]int{},
 		hostNow: map[string]int64{}, faults: map[int]string{}, limits: map[string]Limit{}, commands: make(chan func())}
 }
 
@@ -181,6 +194,29 @@ func (e *Engine) Resume(sw *plans.Sweep) { e.sweeps[sw.Name] = sw }
 // SetLimit limits a sweep's jobs to its own plan; a sweep without one is limited by the
 // machine's alone.
 func (e *Engine) SetLimit(sweep string, l Limit) { e.limits[sweep] = l }
+
+// Adopt takes up the attempts that were running when the last engine on the store's
+// state stopped, when the runner can (see Adopter), and returns how many it took up.
+// Call it once, before Serve.
+func (e *Engine) Adopt() (int, error) {
+	ad, ok := e.runner.(Adopter)
+	if !ok {
+		return 0, nil
+	}
+	running := e.store.Snapshot().Running()
+	for _, a := range running {
+		st := ad.Adopt(a)
+		// The last daemon died before it recorded the trainer's pid.
+		if a.Leader == 0 && st.Leader != 0 {
+			c := *a
+			c.Leader, c.Log = st.Leader, st.Log
+			if err := e.store.Put(&c); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(running), nil
+}
 
 // put writes to the store; on failure (the journal could not be written) it keeps the
 // error for Run and Serve to return, and reports false.

@@ -17,7 +17,7 @@ import (
 // it ends (cancelled unless set). owners maps pids to attempts.
 type fakeRunner struct {
 	mu         sync.Mutex
-	exits      chan<- Exit
+	exits      chan Exit
 	script     func(l Launch) Exit
 	onStop     func(attempt string) Exit
 	starts     []Launch
@@ -33,18 +33,29 @@ func (f *fakeRunner) Start(l Launch) (Started, error) {
 	x := f.script(l)
 	x.Attempt = l.Attempt.ID
 	if x.Outcome != "" {
-		go func() { f.exits <- x }()
+		go func() { f.ch() <- x }()
 	}
 	return Started{Leader: 100 + n}, nil
 }
 
-func (f *fakeRunner) Stop(attempt string) {
+func (f *fakeRunner) Stop(a *Attempt) {
 	x := Exit{Outcome: plans.Cancelled}
 	if f.onStop != nil {
-		x = f.onStop(attempt)
+		x = f.onStop(a.ID)
 	}
-	x.Attempt = attempt
-	go func() { f.exits <- x }()
+	x.Attempt = a.ID
+	go func() { f.ch() <- x }()
+}
+
+func (f *fakeRunner) Exits() <-chan Exit { return f.ch() }
+
+func (f *fakeRunner) ch() chan Exit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.exits == nil {
+		f.exits = make(chan Exit, 64)
+	}
+	return f.exits
 }
 
 func (f *fakeRunner) Owner(pid int) (string, bool) {
@@ -85,7 +96,6 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 	var events []Event
 	e := NewEngine(st, inv, fr, RealClock{}, Config{Slots: sl, Headroom: plans.Headroom{Bytes: gib}, Poll: 10 * time.Millisecond},
 		func(ev Event) { mu.Lock(); events = append(events, ev); mu.Unlock() })
-	fr.exits = e.Exits()
 	if err := e.Submit(sw); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +284,6 @@ memory: probe
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
 	st, _ := NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	fr.exits = e.Exits()
 	if err := e.Submit(sw); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +332,6 @@ func TestUnknownReadingTeachesNothing(t *testing.T) {
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "u.1/1"}}
 	st, _ := NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	fr.exits = e.Exits()
 	e.Submit(sw)
 	e.Schedule()
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: gpu.Unknown}}

@@ -5,9 +5,6 @@ package scheduler
 
 import "context"
 
-// Exits is where the Runner reports attempts' ends.
-func (e *Engine) Exits() chan<- Exit { return e.exits }
-
 // Run schedules until every job has succeeded, failed or been cancelled. When ctx is
 // cancelled it stops every running attempt, cancels the queued jobs, waits for the
 // attempts to end, and returns ctx's error.
@@ -22,7 +19,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return e.shutdown(ctx.Err())
-		case x := <-e.exits:
+		case x := <-e.runner.Exits():
 			e.Apply(x)
 		case <-e.clock.After(e.cfg.Poll):
 		}
@@ -47,7 +44,7 @@ func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
 				e.stopRunning()
 			}
 			return ctx.Err()
-		case x := <-e.exits:
+		case x := <-e.runner.Exits():
 			e.Apply(x)
 		case fn := <-e.commands:
 			fn()
@@ -94,9 +91,9 @@ func (e *Engine) shutdown(cause error) error {
 func (e *Engine) stopRunning() {
 	running := e.store.Snapshot().Running()
 	for _, a := range running {
-		e.runner.Stop(a.ID)
+		e.runner.Stop(a)
 	}
 	for left := len(running); left > 0; left-- {
-		e.Apply(<-e.exits)
+		e.Apply(<-e.runner.Exits())
 	}
 }

@@ -73,7 +73,6 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 		fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 		e := NewEngine(s, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}},
 			func(ev Event) { events = append(events, ev) })
-		fr.exits = e.Exits()
 		return e, fr
 	}
 	s, _, _ := openState(t, dir)

@@ -25,7 +25,7 @@ func (e *Engine) expire(running []*Attempt) {
 		}
 		e.events(Event{Time: now, Job: a.Job, Attempt: a.N, Kind: "timing-out",
 			Message: fmt.Sprintf("still running after %s, its timeout: stopping it", plans.FormatDuration(a.Timeout))})
-		e.runner.Stop(a.ID)
+		e.runner.Stop(a)
 	}
 }
 

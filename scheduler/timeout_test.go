@@ -29,7 +29,6 @@ func timeoutEngine(t *testing.T, timeout string) (*Engine, *fakeClock, *[]Event)
 	var events []Event
 	e := NewEngine(st, fakeInventory{cards: []gpu.Card{{Index: 0, Total: 24 * gib}}, reads: new(int)}, fr, clock,
 		Config{Slots: []int{1}}, func(ev Event) { events = append(events, ev) })
-	fr.exits = e.Exits()
 	if err := e.Submit(sw); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +43,7 @@ func (e *Engine) roundAndEnds(t *testing.T, stops int) {
 	}
 	for range stops {
 		select {
-		case x := <-e.exits:
+		case x := <-e.runner.Exits():
 			e.Apply(x)
 		case <-time.After(10 * time.Second):
 			t.Fatal("the stopped attempt never ended")

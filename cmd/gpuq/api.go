@@ -141,7 +141,6 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 			return scheduler.Refused(err.Error())
 		}
 		d.eng.SetLimit(sw.Name, limit)
-		d.runner.setEnviron(sw.Name, sw.Environ)
 		return nil
 	})
 	if err != nil {

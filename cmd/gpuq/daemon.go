@@ -25,6 +25,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/runner"
 )
 
 type daemonOptions struct {
@@ -100,7 +101,6 @@ type daemon struct {
 	dir     string
 	store   *scheduler.Store
 	eng     *scheduler.Engine
-	runner  *supervisedRunner
 	cards   []gpu.Card
 	started time.Time
 	log     *eventLog
@@ -164,31 +164,24 @@ func runDaemon(opts *daemonOptions) error {
 	if err != nil {
 		return fmt.Errorf("cannot find gpuq's own binary for the supervisors: %w", err)
 	}
-	runner := &supervisedRunner{dir: filepath.Join(dir, "attempts"), self: []string{self}, environs: map[string][]string{}}
+	ro := runner.Options{Dir: filepath.Join(dir, "attempts")}
 	if m.inv.Simulated() != "" {
-		runner.ledger = st.ledger()
+		ro.Ledger = st.ledger()
 	}
-	d := &daemon{dir: dir, store: store, runner: runner, cards: m.cards, started: time.Now(), log: log}
-	d.eng = scheduler.NewEngine(store, m.inv, runner, scheduler.RealClock{},
+	d := &daemon{dir: dir, store: store, cards: m.cards, started: time.Now(), log: log}
+	d.eng = scheduler.NewEngine(store, m.inv, runner.NewSupervised(ro, []string{self}), scheduler.RealClock{},
 		scheduler.Config{Slots: m.slots, Headroom: m.headroom, Poll: opts.poll, Host: launcher.HostMemory, HostReserve: reserve}, log.event)
-	runner.exits = d.eng.Exits()
 	for _, sw := range sweeps {
 		d.eng.Resume(sw)
-		runner.setEnviron(sw.Name, sw.Environ)
 		if l, err := sweepLimit(sw, m.cards); err != nil {
 			log.printf("warning: sweep %s: %v; its jobs may use every card", sw.Name, err)
 		} else {
 			d.eng.SetLimit(sw.Name, l)
 		}
 	}
-	adopted := 0
-	for _, a := range store.Snapshot().Running() {
-		if c := runner.adopt(a); c != nil {
-			if err := store.Put(c); err != nil {
-				return err
-			}
-		}
-		adopted++
+	adopted, err := d.eng.Adopt()
+	if err != nil {
+		return err
 	}
 
 	// The API may ask to stop as soon as it serves.

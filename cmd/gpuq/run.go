@@ -17,6 +17,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/runner"
 )
 
 type runOptions struct {
@@ -95,11 +96,10 @@ func runRun(opts *runOptions) error {
 	if p.inv.Simulated() != "" {
 		ledger = opts.settings.ledger()
 	}
-	runner := &procRunner{dir: opts.logDir, ledger: ledger, procs: map[string]*launcher.Process{}}
-	eng := scheduler.NewEngine(store, p.inv, runner, scheduler.RealClock{},
+	r := runner.NewDirect(runner.Options{Dir: opts.logDir, Ledger: ledger})
+	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
 		scheduler.Config{Slots: p.slots, Headroom: sw.Headroom, Poll: opts.poll,
 			Host: launcher.HostMemory, HostReserve: reserve}, ui.event)
-	runner.exits = eng.Exits()
 	if err := eng.Submit(sw); err != nil {
 		return err
 	}

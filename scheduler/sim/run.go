@@ -165,11 +165,14 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 	return scheduler.Started{Leader: pid}, nil
 }
 
-func (rn *engineRunner) Stop(attempt string) {
-	if pid, ok := rn.pids[attempt]; ok {
+func (rn *engineRunner) Stop(a *scheduler.Attempt) {
+	if pid, ok := rn.pids[a.ID]; ok {
 		rn.m.stop(pid)
 	}
 }
+
+// Exits is nil: the simulation applies each exit to the engine as it happens.
+func (rn *engineRunner) Exits() <-chan scheduler.Exit { return nil }
 
 // Owner: every process on a simulated card is a trainer of the simulation, one per
 // attempt.

@@ -1,0 +1,56 @@
+package runner
+
+import (
+	"sync"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// Direct starts attempts as children of this process (gpuq run): they end with it.
+type Direct struct {
+	base
+	mu    sync.Mutex
+	procs map[string]*launcher.Process
+}
+
+// NewDirect returns a runner that starts attempts as this process's children.
+func NewDirect(o Options) *Direct {
+	return &Direct{base: newBase(o), procs: map[string]*launcher.Process{}}
+}
+
+// Start starts the attempt in a pty and reports its end on Exits.
+func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
+	p, err := r.prepare(l)
+	if err != nil {
+		return scheduler.Started{}, err
+	}
+	log := launcher.LogPath(p.dir)
+	proc, err := launcher.Start(p.cmd, log, p.header, nil)
+	if err != nil {
+		return scheduler.Started{}, err
+	}
+	id := l.Attempt.ID
+	r.mu.Lock()
+	r.procs[id] = proc
+	r.mu.Unlock()
+	go func() {
+		<-proc.Done()
+		r.mu.Lock()
+		delete(r.procs, id)
+		r.mu.Unlock()
+		outcome, facts := launcher.Classify(proc.Exit(), proc.Output())
+		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: "exited " + proc.Exit().String()}
+	}()
+	return scheduler.Started{Leader: proc.PID(), Log: log}, nil
+}
+
+// Stop stops the attempt's process group: SIGTERM, then SIGKILL after a grace period.
+func (r *Direct) Stop(a *scheduler.Attempt) {
+	r.mu.Lock()
+	p := r.procs[a.ID]
+	r.mu.Unlock()
+	if p != nil {
+		p.Stop(launcher.GroupGrace)
+	}
+}

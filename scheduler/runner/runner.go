@@ -1,0 +1,94 @@
+// Package runner starts the engine's attempts as processes: directly, as children of
+// gpuq run, or each under a supervisor of its own that outlives a daemon. It is where
+// the scheduler meets the launcher: it implements scheduler.Runner with the launcher's
+// processes, so that the scheduler's core never imports the launcher.
+package runner
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// Options are what both runners need.
+type Options struct {
+	// Dir holds the attempts, each in Dir/<job>/attempt-<n>/ (see launcher.AttemptDir).
+	Dir string
+	// Ledger is the simulated machine's ledger, for simulated trainers; "" on real
+	// cards.
+	Ledger string
+}
+
+// base is what the direct and the supervised runner share: where attempts live, the
+// one prepare step, and how their processes are told apart and measured.
+type base struct {
+	dir    string
+	ledger string
+	exits  chan scheduler.Exit
+}
+
+func newBase(o Options) base {
+	return base{dir: o.Dir, ledger: o.Ledger, exits: make(chan scheduler.Exit, 64)}
+}
+
+// Exits is where the runner reports how attempts ended.
+func (b *base) Exits() <-chan scheduler.Exit { return b.exits }
+
+// Owner is the attempt a process belongs to.
+func (b *base) Owner(pid int) (string, bool) { return launcher.OwnerIn(b.dir, pid) }
+
+// HostMemory is what the processes of each attempt hold of host RAM, by attempt.
+func (b *base) HostMemory() map[string]int64 { return launcher.AttemptMemory(b.dir) }
+
+// attemptDir is an attempt's directory.
+func (b *base) attemptDir(a *scheduler.Attempt) (string, error) {
+	return launcher.AttemptDir(b.dir, a.Job, a.N)
+}
+
+// prepared is an attempt rendered in its directory, ready to start.
+type prepared struct {
+	dir    string
+	cmd    launcher.Command
+	header string
+}
+
+// prepare renders an attempt in its directory: its config, its command and
+// environment, and the header of its log. The environment is the one the sweep was
+// submitted from (the submitter's PATH, conda env and the rest), or gpuq's own.
+func (b *base) prepare(l scheduler.Launch) (prepared, error) {
+	dir, err := b.attemptDir(l.Attempt)
+	if err != nil {
+		return prepared{}, err
+	}
+	a := launcher.Attempt{Sweep: l.Sweep, JobID: l.Job.ID, N: l.Attempt.N, Tier: l.Attempt.Tier,
+		Params: l.Attempt.Params, Threads: threadsFor(l.Sweep, l.Sharing), SimLedger: b.ledger, Dir: dir}
+	for _, c := range l.Cards {
+		a.Cards = append(a.Cards, launcher.Card{Index: c.Index, Total: c.Total})
+	}
+	env := l.Sweep.Environ
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd, err := launcher.Prepare(a, env)
+	if err != nil {
+		return prepared{}, err
+	}
+	eb := ""
+	if n, ok := l.Job.Batch.Effective(a.Params); ok {
+		eb = strconv.FormatInt(n, 10)
+	}
+	return prepared{dir: dir, cmd: cmd, header: launcher.Header(cmd, a.JobID, a.N, a.Tier, a.Cards, eb)}, nil
+}
+
+// threadsFor is the OMP/MKL threads of a trainer: the sweep's, or with threads: auto an
+// even share of the cores among the trainers running once it has started.
+func threadsFor(sw *plans.Sweep, sharing int) int {
+	if sw.Threads > 0 {
+		return sw.Threads
+	}
+	return max(1, runtime.NumCPU()/max(1, sharing))
+}

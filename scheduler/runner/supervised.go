@@ -1,0 +1,76 @@
+package runner
+
+import (
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// Supervised starts each attempt under a supervisor process of its own (see
+// launcher.Supervise), so that trainers outlive the daemon, and reports their ends,
+// whether it started them or took them up after a restart (Adopt).
+type Supervised struct {
+	base
+	command []string
+}
+
+// NewSupervised returns a runner whose supervisors are started with command (gpuq's
+// binary, and any arguments before the supervisor mode).
+func NewSupervised(o Options, command []string) *Supervised {
+	return &Supervised{base: newBase(o), command: command}
+}
+
+// Start starts a supervisor for the attempt and returns once its trainer runs.
+func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
+	p, err := r.prepare(l)
+	if err != nil {
+		return scheduler.Started{}, err
+	}
+	leader, reaped, err := launcher.StartSupervisor(r.command, p.dir, launcher.Spec{Command: p.cmd, Header: p.header})
+	if err != nil {
+		return scheduler.Started{}, err
+	}
+	go r.watch(l.Attempt.ID, p.dir, reaped)
+	return scheduler.Started{Leader: leader, Log: launcher.LogPath(p.dir)}, nil
+}
+
+// Adopt takes up an attempt that was running when the last daemon stopped. An attempt
+// whose supervisor never started its trainer is reported unstarted.
+func (r *Supervised) Adopt(a *scheduler.Attempt) scheduler.Started {
+	dir, err := r.attemptDir(a)
+	if err != nil {
+		r.report(scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: err.Error()})
+		return scheduler.Started{}
+	}
+	leader := launcher.SupervisedLeader(dir)
+	if leader == 0 {
+		if ended, _ := launcher.ReadEnded(dir); ended == nil {
+			r.report(scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Unstarted: true,
+				Detail: "the daemon stopped before its trainer started"})
+			return scheduler.Started{}
+		}
+	}
+	go r.watch(a.ID, dir, nil)
+	if leader == 0 {
+		return scheduler.Started{}
+	}
+	return scheduler.Started{Leader: leader, Log: launcher.LogPath(dir)}
+}
+
+// report sends an exit without blocking the caller, who may be the engine's loop.
+func (r *Supervised) report(x scheduler.Exit) { go func() { r.exits <- x }() }
+
+func (r *Supervised) watch(attempt, dir string, reaped <-chan struct{}) {
+	e := launcher.Wait(dir)
+	if reaped != nil {
+		<-reaped
+	}
+	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail}
+}
+
+// Stop asks the attempt's supervisor to stop its trainer.
+func (r *Supervised) Stop(a *scheduler.Attempt) {
+	if dir, err := r.attemptDir(a); err == nil {
+		launcher.StopSupervised(dir)
+	}
+}
