@@ -144,6 +144,8 @@ type Engine struct {
 	limits map[string]Limit
 	// commands are people's requests (cancel, hold, drain...), run between rounds.
 	commands chan func()
+	// stopped is closed when Serve returns.
+	stopped chan struct{}
 	// err is the first failure to journal a change: the engine stops at the end of
 	// the round, having done nothing it could not record.
 	err error
@@ -175,7 +177,8 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 	}
 	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
 		sweeps: map[string]*plans.Sweep{}, events: events, owners: map[int]string{}, cardPos: map[int]int{},
-		hostNow: map[string]int64{}, faults: map[int]string{}, limits: map[string]Limit{}, commands: make(chan func())}
+		hostNow: map[string]int64{}, faults: map[int]string{}, limits: map[string]Limit{}, commands: make(chan func()),
+		stopped: make(chan struct{})}
 }
 
 // Submit adds a sweep's jobs.

@@ -3,7 +3,10 @@ package scheduler
 // The engine's loop: Run for one sweep in the foreground, Serve for a daemon, Do for
 // people's requests between rounds.
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Run schedules until every job has succeeded, failed or been cancelled. When ctx is
 // cancelled it stops every running attempt, cancels the queued jobs, waits for the
@@ -34,6 +37,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // same state to take up (a daemon restarting), unless stopAll is set: then it stops
 // them first, as Run does on Ctrl-C, and leaves queued jobs queued.
 func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
+	defer close(e.stopped)
 	for {
 		if err := e.Schedule(); err != nil {
 			return err
@@ -57,16 +61,22 @@ func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
 }
 
 // Do runs fn in the engine's loop, between rounds, and returns its error. Serve must be
-// running, or Do waits for it; the next round follows fn at once.
+// running, or Do waits for it; the next round follows fn at once. Once Serve has
+// returned, Do returns ErrStopped.
 func (e *Engine) Do(ctx context.Context, fn func() error) error {
 	done := make(chan error, 1)
 	select {
 	case e.commands <- func() { done <- fn() }:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-e.stopped:
+		return ErrStopped
 	}
 	return <-done
 }
+
+// ErrStopped is what Do returns once the engine's loop has stopped.
+var ErrStopped = errors.New("the scheduler is stopping")
 
 // finished reports whether no job runs or waits.
 func (e *Engine) finished() bool {

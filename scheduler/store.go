@@ -355,6 +355,14 @@ func (sn Snapshot) SweepState(name string) *SweepState {
 	return obj.(*SweepState)
 }
 
+// Learned is the measured peak of a shape; 0 when none is known.
+func (sn Snapshot) Learned(shape string) int64 {
+	if l := sn.Shape(shape); l != nil {
+		return l.Peak
+	}
+	return 0
+}
+
 // Drained returns the cards that take no new jobs.
 func (sn Snapshot) Drained() map[int]bool {
 	out := map[int]bool{}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,17 +13,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
-// These tests run a real daemon: the test binary re-executes itself as gpuq (see
-// TestMain), and the daemon starts supervisors the same way.
+// These tests run the daemon's verbs in-process, the daemon itself too (gpuq daemon in
+// a goroutine). Supervisors, and a daemon that gpuq submit starts in the background,
+// are processes: the test binary runs as gpuq for them (see TestMain).
 
-// asGPUQ makes the test binary run as gpuq, for the daemon and its supervisors.
+// asGPUQ makes the test binary run as gpuq.
 const asGPUQ = "GPUQ_TEST_AS_GPUQ"
 
 // daemonEnv points every gpuq of the test, in-process or not, at a fresh state dir and
-// a simulated machine of two cards.
+// a simulated machine of two cards, and stops what the test started when it ends.
 func daemonEnv(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "state")
@@ -37,40 +37,38 @@ func daemonEnv(t *testing.T) string {
 	return dir
 }
 
-// cli runs a verb in-process against the test's daemon.
+// cli runs a verb in-process.
 func cli(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	var out, errb bytes.Buffer
+	var out, errb syncBuffer
 	code := run(args, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb})
 	return out.String(), errb.String(), code
 }
 
-// startDaemon starts a daemon process and waits until it answers.
-func startDaemon(t *testing.T, dir string) *exec.Cmd {
+// startDaemon runs gpuq daemon in-process and waits until it answers.
+func startDaemon(t *testing.T) *syncBuffer {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "daemon", "--poll", "100ms")
-	logf, err := os.OpenFile(filepath.Join(filepath.Dir(dir), "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go cmd.Wait()
+	log := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"daemon", "--poll", "100ms"}, ioStreams{In: strings.NewReader(""), Out: log, Err: log})
+	}()
 	waitFor(t, "the daemon to answer", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("gpuq daemon: exit %d\n%s", code, log)
+		default:
+		}
 		_, _, code := cli(t, "status")
 		return code == exitOK
 	})
-	return cmd
+	return log
 }
 
 // stopAll stops the daemon and whatever supervisors and trainers a test left.
 func stopAll(t *testing.T, dir string) {
 	cli(t, "daemon", "--stop")
-	// The daemon has exited once its lock is free.
-	waitFor(t, "the daemon to exit", func() bool { return daemonGone(dir) })
+	waitFor(t, "the daemon to exit", func() bool { return daemon.Gone(dir) })
 	infos, _ := filepath.Glob(filepath.Join(dir, "attempts", "*", "*", "supervisor.json"))
 	for _, p := range infos {
 		var info struct{ PID, Leader int }
@@ -84,7 +82,7 @@ func stopAll(t *testing.T, dir string) {
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if ok() {
 			return
 		}
@@ -92,20 +90,20 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-func listed(t *testing.T, args ...string) []listedJob {
+func listed(t *testing.T, args ...string) []daemon.Job {
 	t.Helper()
 	out, errOut, code := cli(t, append([]string{"status", "--json"}, args...)...)
 	if code != exitOK {
 		t.Fatalf("status --json: exit %d: %s", code, errOut)
 	}
-	var list listResponse
+	var list daemon.JobsResponse
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
 	return list.Jobs
 }
 
-func countState(jobs []listedJob, state string) int {
+func countState(jobs []daemon.Job, state string) int {
 	n := 0
 	for _, j := range jobs {
 		if j.State == state {
@@ -124,7 +122,7 @@ func writeSweep(t *testing.T, doc string) string {
 	return path
 }
 
-func TestDaemonSubmitStatusLogsCancel(t *testing.T) {
+func TestDaemonVerbs(t *testing.T) {
 	dir := daemonEnv(t)
 	sweep := writeSweep(t, `name: long
 command: [sh, -c, "echo hello from {seed}; sleep 60"]
@@ -136,134 +134,59 @@ gpu_plan: "1"
 	if code != exitFailed || !strings.Contains(errOut, "no gpuq daemon runs on "+dir) {
 		t.Fatalf("status with no daemon: exit %d, %q", code, errOut)
 	}
-	// submit starts a daemon in the background.
-	if _, errOut, code := cli(t, "submit", sweep); code != exitOK || !strings.Contains(errOut, "started a daemon") {
-		t.Fatalf("submit: exit %d: %s", code, errOut)
+	startDaemon(t)
+	if out, errOut, code := cli(t, "submit", sweep); code != exitOK || !strings.Contains(out, "submitted long: 3 jobs") {
+		t.Fatalf("submit: exit %d: %s %s", code, out, errOut)
 	}
 	if _, errOut, code := cli(t, "submit", sweep); code != exitBadInput || !strings.Contains(errOut, "submitted already") {
 		t.Errorf("a second submission of the sweep: exit %d, %q", code, errOut)
 	}
 	waitFor(t, "two jobs running", func() bool { return countState(listed(t), "running") == 2 })
-	jobs := listed(t, "--sweep", "long", "--state", "running")
-	if len(jobs) != 2 || jobs[0].Sweep != "long" || jobs[0].DeclaredBytes != 1<<30 || len(jobs[0].Attempts) != 1 {
+	if jobs := listed(t, "--sweep", "long", "--state", "running"); len(jobs) != 2 || jobs[0].Sweep != "long" {
 		t.Fatalf("running jobs: %+v", jobs)
 	}
 	waitFor(t, "the trainer's output in its log", func() bool {
 		out, _, _ := cli(t, "logs", "long.1")
 		return strings.Contains(out, "hello from 1")
 	})
-	out, _, _ := cli(t, "logs", "long.1", "--tail", "1")
-	if strings.TrimSpace(out) != "hello from 1" {
+	if out, _, _ := cli(t, "logs", "long.1", "--tail", "1"); strings.TrimSpace(out) != "hello from 1" {
 		t.Errorf("logs --tail 1 = %q", out)
 	}
 	if out, _, _ := cli(t, "__complete", "logs", "long."); !strings.Contains(out, "long.3\tqueued") {
 		t.Errorf("completion of job ids: %q", out)
 	}
-	out, _, _ = cli(t, "why", "long.3")
-	if !strings.Contains(out, "long.3 waits (no-slot)") {
+	if out, _, _ := cli(t, "why", "long.3"); !strings.Contains(out, "long.3 waits (no-slot)") {
 		t.Errorf("why long.3: %q", out)
 	}
-	out, _, _ = cli(t, "status", "long.1")
+	out, _, _ := cli(t, "status", "long.1")
 	for _, want := range []string{"job long.1 of sweep long: running", "declared 1.00 GiB", "log of attempt 1: " + filepath.Join(dir, "attempts", "long.1", "attempt-1", "log")} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status long.1 lacks %q:\n%s", want, out)
 		}
 	}
-
-	if _, errOut, code := cli(t, "cancel", "long.9"); code != exitBadInput || !strings.Contains(errOut, `no job "long.9"`) {
-		t.Errorf("cancel of an unknown job: exit %d, %q", code, errOut)
+	for _, args := range [][]string{{"cancel", "long.9"}, {"why", "long.9"}, {"logs", "long.9"}, {"drain", "7"}, {"retry", "long.1"}} {
+		if _, errOut, code := cli(t, args...); code != exitBadInput {
+			t.Errorf("%v: exit %d, want 2: %s", args, code, errOut)
+		}
 	}
 	if out, errOut, code := cli(t, "cancel", "--sweep", "long"); code != exitOK || !strings.Contains(out, "long.1 long.2 long.3") {
 		t.Fatalf("cancel --sweep: exit %d: %s %s", code, out, errOut)
 	}
 	waitFor(t, "every job cancelled", func() bool { return countState(listed(t), "cancelled") == 3 })
-	if _, errOut, code := cli(t, "cancel", "long.1"); code != exitBadInput || !strings.Contains(errOut, "ended already") {
-		t.Errorf("cancel of a cancelled job: exit %d, %q", code, errOut)
-	}
-	for _, j := range listed(t) {
-		if n := len(j.Attempts); j.ID != "long.3" && (n != 1 || j.Attempts[0].Outcome != "cancelled") {
-			t.Errorf("%s: attempts %+v, want one, cancelled", j.ID, j.Attempts)
-		}
-	}
-	// A cancelled job can be retried; a held one waits.
-	cli(t, "hold", "long.3")
-	if _, errOut, code := cli(t, "retry", "long.3"); code != exitOK {
-		t.Fatalf("retry: %s", errOut)
-	}
-	if out, _, _ := cli(t, "why", "long.3"); !strings.Contains(out, "it fits now") && !strings.Contains(out, "running") {
-		t.Errorf("why after retry: %q", out)
-	}
-	waitFor(t, "the retried job running", func() bool { return countState(listed(t, "--sweep", "long"), "running") == 1 })
 	if _, errOut, code := cli(t, "daemon", "--stop", "--stop-trainers"); code != exitOK {
 		t.Fatalf("daemon --stop --stop-trainers: %s", errOut)
 	}
 }
 
-func TestDaemonKilledMidSweepFinishesEveryJobOnce(t *testing.T) {
+// TestSubmitStartsADaemon: with no daemon, gpuq submit starts one in the background.
+func TestSubmitStartsADaemon(t *testing.T) {
 	dir := daemonEnv(t)
-	sweep := writeSweep(t, `name: crash
-command: [sh, -c, "echo start {seed}; sleep 2; echo done {seed}"]
-matrix: {seed: [1, 2, 3, 4, 5, 6]}
-memory: 1GiB
-gpu_plan: "2"
-`)
-	d := startDaemon(t, dir)
-	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
-		t.Fatalf("submit: %s", errOut)
+	sweep := writeSweep(t, "name: bg\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n")
+	_, errOut, code := cli(t, "submit", sweep)
+	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, daemon.LogPath(dir)) {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
-	supervised := func() []string {
-		infos, _ := filepath.Glob(filepath.Join(dir, "attempts", "*", "attempt-1", "supervisor.json"))
-		return infos
-	}
-	waitFor(t, "four trainers running", func() bool { return len(supervised()) == 4 })
-	d.Process.Signal(syscall.SIGKILL)
-	waitFor(t, "the daemon to die", func() bool { _, _, code := cli(t, "status"); return code != exitOK })
-	// The trainers run on without it.
-	for _, p := range supervised() {
-		if pid := launcher.SupervisedLeader(filepath.Dir(p)); syscall.Kill(pid, 0) != nil {
-			t.Errorf("trainer %d of %s died with the daemon", pid, p)
-		}
-	}
-	time.Sleep(500 * time.Millisecond)
-	startDaemon(t, dir)
-	waitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 6 })
-	for _, j := range listed(t) {
-		wins := 0
-		for _, a := range j.Attempts {
-			if a.Outcome == "success" {
-				wins++
-			}
-		}
-		if wins != 1 || len(j.Attempts) != 1 {
-			t.Errorf("%s: attempts %+v; want exactly one, a success", j.ID, j.Attempts)
-		}
-		data, err := os.ReadFile(j.Attempts[0].Log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The header holds the command; the output follows it.
-		_, output, _ := strings.Cut(string(data), "sh -c")
-		lines := strings.Split(strings.ReplaceAll(output, "\r", ""), "\n")
-		seed := strings.TrimPrefix(j.ID, "crash.")
-		for _, want := range []string{"start " + seed, "done " + seed} {
-			if n := countLines(lines, want); n != 1 {
-				t.Errorf("%s's log has %q %d times:\n%s", j.ID, want, n, data)
-			}
-		}
-		if !strings.Contains(output, "gpuq: exited with status 0") {
-			t.Errorf("%s's log does not end with the exit:\n%s", j.ID, data)
-		}
-	}
-}
-
-func countLines(lines []string, want string) int {
-	n := 0
-	for _, l := range lines {
-		if l == want {
-			n++
-		}
-	}
-	return n
+	waitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
 }
 
 // syncBuffer is a buffer that one goroutine writes while another reads.
@@ -285,13 +208,13 @@ func (s *syncBuffer) String() string {
 }
 
 func TestAttachSeesLiveOutputAndSendsKeys(t *testing.T) {
-	dir := daemonEnv(t)
+	daemonEnv(t)
 	sweep := writeSweep(t, `name: pdb
 command: [sh, -c, "echo before the prompt; read line; echo \"got: $line\""]
 jobs: [{}]
 memory: 1GiB
 `)
-	startDaemon(t, dir)
+	startDaemon(t)
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: %s", errOut)
 	}
@@ -321,68 +244,4 @@ memory: 1GiB
 		t.Errorf("attach's notes: %q", errOut.String())
 	}
 	waitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
-}
-
-func TestAnotherUserIsRefused(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("cannot run a client as another uid without root; SO_PEERCRED refusal not tested here")
-	}
-	dir := daemonEnv(t)
-	startDaemon(t, dir)
-	// Open the way to the socket, as a careless chmod would: the daemon itself must
-	// still refuse. The client is this binary, copied where the other user can run it.
-	for p := dir; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
-		os.Chmod(p, 0o755)
-	}
-	os.Chmod(socketPath(dir), 0o666)
-	self, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(filepath.Dir(dir), "gpuq")
-	if err := os.WriteFile(bin, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	client := exec.Command(bin, "status")
-	client.Env = append(os.Environ(), "HOME=/")
-	client.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := client.CombinedOutput()
-	if code := client.ProcessState.ExitCode(); code != exitFailed {
-		t.Fatalf("client as uid 65534: exit %d (%v): %s", code, err, out)
-	}
-	if want := "this gpuq daemon belongs to uid 0; uid 65534 may not use it"; !strings.Contains(string(out), want) {
-		t.Errorf("another uid: %q, want %q", out, want)
-	}
-	if _, errOut, code := cli(t, "status"); code != exitOK {
-		t.Errorf("the daemon's own user is refused: %s", errOut)
-	}
-}
-
-func TestTwoDaemonsOnOneStateDir(t *testing.T) {
-	dir := daemonEnv(t)
-	d := startDaemon(t, dir)
-	_, errOut, code := cli(t, "daemon")
-	if code != exitFailed || !strings.Contains(errOut, fmt.Sprintf("another gpuq daemon (pid %d) runs on %s", d.Process.Pid, dir)) {
-		t.Errorf("second daemon: exit %d, %q", code, errOut)
-	}
-}
-
-// TestDaemonTimesOutAHungTrainer: the daemon stops a trainer past its timeout, and the
-// job fails saying so; the card is free again.
-func TestDaemonTimesOutAHungTrainer(t *testing.T) {
-	dir := daemonEnv(t)
-	sweep := writeSweep(t, "name: hung\ncommand: [sh, -c, \"echo waiting for NCCL; sleep 600\"]\njobs: [{}]\nmemory: 1GiB\ntimeout: 1s\n")
-	startDaemon(t, dir)
-	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
-		t.Fatalf("submit: %s", errOut)
-	}
-	waitFor(t, "the job to fail", func() bool { return countState(listed(t), "failed") == 1 })
-	j := listed(t)[0]
-	if j.Reason != "attempt 1 timed out after 1s" || len(j.Attempts) != 1 || j.Attempts[0].Outcome != "timed-out" {
-		t.Errorf("job %+v", j)
-	}
-	info := filepath.Join(dir, "attempts", "hung.1", "attempt-1")
-	if pid := launcher.SupervisedLeader(info); pid != 0 && syscall.Kill(pid, 0) == nil {
-		t.Errorf("the hung trainer %d still runs", pid)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
@@ -95,10 +96,11 @@ func badInput(format string, args ...any) error {
 func exitCode(err error) int {
 	var probs plans.Problems
 	var in inputError
+	var refused scheduler.Refused
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &probs), errors.As(err, &in), errors.Is(err, gpu.ErrUnknownCard):
+	case errors.As(err, &probs), errors.As(err, &in), errors.As(err, &refused), errors.Is(err, gpu.ErrUnknownCard):
 		return exitBadInput
 	case errors.Is(err, errInterrupted):
 		return exitInterrupt

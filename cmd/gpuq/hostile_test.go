@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 // TestHostileInputExitsTwo gives plan and estimate the files that once took minutes and
@@ -85,7 +87,7 @@ var hostileJSON = strings.Repeat("[", 3_000_000) + strings.Repeat("]", 3_000_000
 
 // checkTurnedHostile checks that both jobs succeeded with the base as it was read with
 // the sweep: an edit to the file after gpuq read it changes no attempt.
-func checkTurnedHostile(t *testing.T, jobs []jobSummary) {
+func checkTurnedHostile(t *testing.T, jobs []daemon.JobSummary) {
 	t.Helper()
 	if len(jobs) != 2 || jobs[0].State != "succeeded" || jobs[1].State != "succeeded" {
 		t.Fatalf("want both jobs succeeded; got %+v", jobs)
@@ -118,14 +120,14 @@ func TestDaemonConfigBaseTurnedHostile(t *testing.T) {
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
-	var jobs []listedJob
+	var jobs []daemon.Job
 	waitFor(t, "turn.2 to end", func() bool {
 		jobs = listed(t, "--sweep", "turn")
 		return len(jobs) == 2 && countState(jobs, "queued")+countState(jobs, "running") == 0
 	})
-	var sums []jobSummary
+	var sums []daemon.JobSummary
 	for _, j := range jobs {
-		sums = append(sums, j.jobSummary)
+		sums = append(sums, j.JobSummary)
 	}
 	checkTurnedHostile(t, sums)
 	again := strings.Replace(sweep, "sweep.yaml", "again.yaml", 1)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,15 +12,25 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
+
+// fetchJob asks the daemon for one job with its attempts.
+func fetchJob(st *settings, id string) (daemon.Job, error) {
+	c, err := st.dial()
+	if err != nil {
+		return daemon.Job{}, err
+	}
+	return c.Job(id)
+}
 
 // The verbs that look at and act on the daemon's jobs.
 func newJobCmds(io ioStreams, st *settings) []*cobra.Command {
 	return []*cobra.Command{newStatusCmd(io, st), newLogsCmd(io, st), newWhyCmd(io, st),
-		newSelectCmd(io, st, "cancel", "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
-		newSelectCmd(io, st, "retry", "Put failed or cancelled jobs back in the queue, at the tier they last ran", "requeued"),
-		newSelectCmd(io, st, "hold", "Keep jobs from starting until released; running ones run on", "held"),
-		newSelectCmd(io, st, "release", "Let held jobs start again", "released"),
+		newSelectCmd(io, st, daemon.Cancel, "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
+		newSelectCmd(io, st, daemon.Retry, "Put failed or cancelled jobs back in the queue, at the tier they last ran", "requeued"),
+		newSelectCmd(io, st, daemon.Hold, "Keep jobs from starting until released; running ones run on", "held"),
+		newSelectCmd(io, st, daemon.Release, "Let held jobs start again", "released"),
 		newDrainCmd(io, st, true), newDrainCmd(io, st, false)}
 }
 
@@ -81,31 +90,24 @@ func listJobs(opts *statusOptions) error {
 			return badInput("--state %q: a job is one of %s", s, statesText())
 		}
 	}
-	c, err := dialDaemon(opts.settings)
+	c, err := opts.settings.dial()
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
-	if opts.sweep != "" {
-		q.Set("sweep", opts.sweep)
-	}
-	if len(opts.states) > 0 {
-		q.Set("state", strings.Join(opts.states, ","))
-	}
-	var list listResponse
-	if err := c.call("GET", "/v1/jobs?"+q.Encode(), nil, &list); err != nil {
+	jobs, err := c.Jobs(opts.sweep, opts.states)
+	if err != nil {
 		return err
 	}
 	if opts.json {
-		return writeJSON(opts.io.Out, list)
+		return writeJSON(opts.io.Out, daemon.JobsResponse{Jobs: jobs})
 	}
-	printJobs(opts.io.Out, list.Jobs, time.Now())
+	printJobs(opts.io.Out, jobs, time.Now())
 	return nil
 }
 
 // printJobs prints a table that fits a terminal: the latest attempt of each job, and
 // counts by state.
-func printJobs(w io.Writer, jobs []listedJob, now time.Time) {
+func printJobs(w io.Writer, jobs []daemon.Job, now time.Time) {
 	counts := map[string]int{}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "JOB\tSTATE\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tPEAK\tTIME")
@@ -146,7 +148,7 @@ func intsText(v []int) string {
 }
 
 // durationOf is how long an attempt ran, or has run so far.
-func durationOf(a attemptSummary, now time.Time) string {
+func durationOf(a daemon.AttemptSummary, now time.Time) string {
 	end := a.Ended
 	if end.IsZero() {
 		end = now
@@ -160,7 +162,7 @@ func showJob(opts *statusOptions, id string) error {
 		return err
 	}
 	if opts.json {
-		return writeJSON(opts.io.Out, listResponse{Jobs: []listedJob{j}})
+		return writeJSON(opts.io.Out, daemon.JobsResponse{Jobs: []daemon.Job{j}})
 	}
 	w := opts.io.Out
 	fmt.Fprintf(w, "job %s of sweep %s: %s\n", j.ID, j.Sweep, j.State)
@@ -214,12 +216,12 @@ queued, say what it is doing.`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: completeJobs(st),
 		RunE: func(_ *cobra.Command, args []string) error {
-			c, err := dialDaemon(st)
+			c, err := st.dial()
 			if err != nil {
 				return err
 			}
-			var out whyResponse
-			if err := c.call("GET", "/v1/why/"+url.PathEscape(args[0]), nil, &out); err != nil {
+			out, err := c.Why(args[0])
+			if err != nil {
 				return err
 			}
 			if asJSON {
@@ -238,11 +240,11 @@ queued, say what it is doing.`,
 }
 
 // newSelectCmd is a verb that acts on jobs named by id or on a whole sweep.
-func newSelectCmd(io ioStreams, st *settings, verb, short, done string) *cobra.Command {
+func newSelectCmd(io ioStreams, st *settings, verb daemon.Verb, short, done string) *cobra.Command {
 	var sweep string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   verb + " ID...|--sweep SWEEP",
+		Use:   string(verb) + " ID...|--sweep SWEEP",
 		Short: short,
 		Long: short + `.
 
@@ -255,22 +257,22 @@ then nothing is changed.`,
 			if (len(args) == 0) == (sweep == "") {
 				return badInput("name jobs or give --sweep, not both; see gpuq %s --help", verb)
 			}
-			c, err := dialDaemon(st)
+			c, err := st.dial()
 			if err != nil {
 				return err
 			}
-			var out selectResponse
-			if err := c.call("POST", "/v1/"+verb, selectRequest{IDs: args, Sweep: sweep}, &out); err != nil {
+			ids, err := c.Act(verb, daemon.SelectRequest{IDs: args, Sweep: sweep})
+			if err != nil {
 				return err
 			}
 			if asJSON {
-				return writeJSON(io.Out, out)
+				return writeJSON(io.Out, daemon.SelectResponse{Jobs: ids})
 			}
-			if len(out.Jobs) == 0 {
+			if len(ids) == 0 {
 				fmt.Fprintf(io.Out, "no job of %s to %s\n", sweep, verb)
 				return nil
 			}
-			fmt.Fprintf(io.Out, "%s: %s\n", done, strings.Join(out.Jobs, " "))
+			fmt.Fprintf(io.Out, "%s: %s\n", done, strings.Join(ids, " "))
 			return nil
 		},
 	}
@@ -296,16 +298,15 @@ func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
 			if err != nil || gpu < 0 {
 				return badInput("%q is not a card index; gpuq gpus lists them", args[0])
 			}
-			c, err := dialDaemon(st)
+			c, err := st.dial()
 			if err != nil {
 				return err
 			}
-			var out drainRequest
-			if err := c.call("POST", "/v1/drain", drainRequest{GPU: gpu, On: on}, &out); err != nil {
+			if err := c.Drain(gpu, on); err != nil {
 				return err
 			}
 			if asJSON {
-				return writeJSON(io.Out, out)
+				return writeJSON(io.Out, daemon.DrainRequest{GPU: gpu, On: on})
 			}
 			if on {
 				fmt.Fprintf(io.Out, "GPU %d drained: no new job starts there; gpuq undrain %d undoes it\n", gpu, gpu)
@@ -325,16 +326,16 @@ func completeJobs(st *settings) cobra.CompletionFunc {
 		if err := st.load(cmd.Root().PersistentFlags()); err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		c, err := dialDaemon(st)
+		c, err := st.dial()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		var list listResponse
-		if c.call("GET", "/v1/jobs", nil, &list) != nil {
+		jobs, err := c.Jobs("", nil)
+		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		var out []cobra.Completion
-		for _, j := range list.Jobs {
+		for _, j := range jobs {
 			if strings.HasPrefix(j.ID, prefix) {
 				out = append(out, cobra.CompletionWithDesc(j.ID, j.State))
 			}

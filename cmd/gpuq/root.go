@@ -194,13 +194,19 @@ func (s *settings) ledger() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("gpuq-%d", os.Getuid()), "sim")
 }
 
-// openInventory opens the cards for spec, applying gpuq's own CUDA_VISIBLE_DEVICES.
-func (s *settings) openInventory(spec plans.GPUSpec, io ioStreams) (*gpu.Inventory, error) {
+// inventoryOptions are how gpuq opens the cards: the simulated machine's ledger, and
+// gpuq's own CUDA_VISIBLE_DEVICES.
+func (s *settings) inventoryOptions(io ioStreams) gpu.Options {
 	opt := gpu.Options{Ledger: s.ledger(), Notice: io.Err}
-	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok && !spec.IsSim() {
+	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
 		opt.Visible = &v
 	}
-	return gpu.Open(spec, opt)
+	return opt
+}
+
+// openInventory opens the cards for spec.
+func (s *settings) openInventory(spec plans.GPUSpec, io ioStreams) (*gpu.Inventory, error) {
+	return gpu.Open(spec, s.inventoryOptions(io))
 }
 
 func xdgDir(env, fallback string) string {

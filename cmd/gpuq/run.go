@@ -216,7 +216,7 @@ func (u *runUI) redraw() {
 		as := snap.Attempts(j.ID)
 		a := as[len(as)-1]
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.State, a.GPUs, a.N, a.Tier,
-			sizeOrDash(j.Declared), sizeOrDash(learnedOf(snap, j.Shape)), plans.FormatSize(a.Reserve),
+			sizeOrDash(j.Declared), sizeOrDash(snap.Learned(j.Shape)), plans.FormatSize(a.Reserve),
 			plans.FormatSize(a.Peak), now.Sub(a.Started).Round(time.Second))
 	}
 	tw.Flush()

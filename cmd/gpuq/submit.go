@@ -4,15 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 type submitOptions struct {
@@ -54,7 +51,7 @@ Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad in
 
 func runSubmit(opts *submitOptions, paths []string) error {
 	ov := opts.settings.sweepOverrides()
-	var reqs []submitRequest
+	var reqs []daemon.SubmitRequest
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)
 		if err != nil {
@@ -67,18 +64,18 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		for _, w := range sw.Warnings() {
 			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 		}
-		reqs = append(reqs, submitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
+		reqs = append(reqs, daemon.SubmitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
 	}
 	c, err := ensureDaemon(opts.settings, opts.io)
 	if err != nil {
 		return err
 	}
 	var out struct {
-		Sweeps []submitResponse `json:"sweeps"`
+		Sweeps []daemon.SubmitResponse `json:"sweeps"`
 	}
 	for _, req := range reqs {
-		var resp submitResponse
-		if err := c.call("POST", "/v1/submit", req, &resp); err != nil {
+		resp, err := c.Submit(req)
+		if err != nil {
 			return err
 		}
 		out.Sweeps = append(out.Sweeps, resp)
@@ -111,9 +108,9 @@ func (s *settings) sweepOverrides() plans.Overrides {
 
 // ensureDaemon connects to the state directory's daemon, starting one in the background
 // if none runs.
-func ensureDaemon(st *settings, io ioStreams) (*client, error) {
-	c, err := dialDaemon(st)
-	var none errNoDaemon
+func ensureDaemon(st *settings, io ioStreams) (*daemon.Client, error) {
+	c, err := st.dial()
+	var none daemon.NoDaemonError
 	if !errors.As(err, &none) {
 		return c, err
 	}
@@ -121,40 +118,14 @@ func ensureDaemon(st *settings, io ioStreams) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := makeStateDir(none.dir); err != nil {
-		return nil, err
+	argv := []string{self, "daemon", "--state-dir", none.Dir}
+	if cfg, _ := st.flags.GetString("config"); cfg != "" {
+		argv = append(argv, "--config", cfg)
 	}
-	logPath := filepath.Join(none.dir, "daemon.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	c, pid, err := daemon.Start(none.Dir, argv)
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close()
-	args := []string{"daemon", "--state-dir", none.dir}
-	if cfg, _ := st.flags.GetString("config"); cfg != "" {
-		args = append(args, "--config", cfg)
-	}
-	cmd := exec.Command(self, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own session: logging out or a Ctrl-C here does not reach it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start a daemon: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		select {
-		case err := <-exited:
-			tail, _ := os.ReadFile(logPath)
-			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
-			return nil, fmt.Errorf("the daemon it started ended (%v): %s", err, strings.Join(lines[max(0, len(lines)-3):], "\n"))
-		case <-time.After(20 * time.Millisecond):
-		}
-		if c, err := dialDaemon(st); err == nil {
-			fmt.Fprintf(io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", cmd.Process.Pid, none.dir, logPath)
-			return c, nil
-		}
-	}
-	return nil, fmt.Errorf("the daemon it started (pid %d) does not answer after 30 s; see %s", cmd.Process.Pid, logPath)
+	fmt.Fprintf(io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", pid, none.Dir, daemon.LogPath(none.Dir))
+	return c, nil
 }

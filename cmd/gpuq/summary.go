@@ -4,93 +4,31 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 // runSummary is what `gpuq run --json` prints: every job with its whole history.
 type runSummary struct {
-	Sweep  string         `json:"sweep"`
-	Jobs   []jobSummary   `json:"jobs"`
-	Counts map[string]int `json:"counts"`
-}
-
-type jobSummary struct {
-	ID     string     `json:"id"`
-	Name   string     `json:"name"`
-	Params *plans.Map `json:"params"`
-	State  string     `json:"state"`
-	Reason string     `json:"reason,omitempty"`
-	// DeclaredBytes is the estimate as written (or by the model) for the job's current
-	// tier; LearnedBytes what its shape's measured peak says (null: nothing yet).
-	DeclaredBytes int64            `json:"declared_bytes"`
-	LearnedBytes  *int64           `json:"learned_bytes"`
-	Attempts      []attemptSummary `json:"attempts"`
-}
-
-type attemptSummary struct {
-	N              int        `json:"n"`
-	GPU            int        `json:"gpu"`
-	GPUs           []int      `json:"gpus"`
-	Tier           int        `json:"tier"`
-	Params         *plans.Map `json:"params"`
-	EffectiveBatch *int64     `json:"effective_batch"`
-	EstimateBytes  int64      `json:"estimate_bytes"`
-	PeakBytes      int64      `json:"peak_bytes"`
-	// PeakUnknown: NVML could not tell some of its processes' memory (or whose it was),
-	// so PeakBytes may fall short.
-	PeakUnknown bool            `json:"peak_unknown,omitempty"`
-	Outcome     string          `json:"outcome"`
-	OOM         *plans.OOMFacts `json:"oom,omitempty"`
-	Log         string          `json:"log"`
-	Started     time.Time       `json:"started"`
-	Ended       time.Time       `json:"ended"`
+	Sweep  string              `json:"sweep"`
+	Jobs   []daemon.JobSummary `json:"jobs"`
+	Counts map[string]int      `json:"counts"`
 }
 
 func summarize(store *scheduler.Store, sw *plans.Sweep) runSummary {
 	snap := store.Snapshot()
-	sum := runSummary{Sweep: sw.Name, Jobs: []jobSummary{}, Counts: map[string]int{}}
+	sum := runSummary{Sweep: sw.Name, Jobs: []daemon.JobSummary{}, Counts: map[string]int{}}
 	for _, st := range []scheduler.JobState{scheduler.JobQueued, scheduler.JobRunning, scheduler.JobSucceeded, scheduler.JobFailed, scheduler.JobCancelled} {
 		sum.Counts[string(st)] = 0
 	}
 	for _, j := range snap.Jobs() {
-		js := jobSummaryOf(snap, j)
+		js := daemon.Summarize(snap, j)
 		sum.Counts[js.State]++
 		sum.Jobs = append(sum.Jobs, js)
 	}
 	return sum
-}
-
-// jobSummaryOf is one job with its whole history, as run --json and the daemon's
-// listings print it.
-func jobSummaryOf(snap scheduler.Snapshot, j *scheduler.Job) jobSummary {
-	js := jobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
-		DeclaredBytes: j.Declared, Attempts: []attemptSummary{}}
-	if l := learnedOf(snap, j.Shape); l > 0 {
-		js.LearnedBytes = &l
-	}
-	for _, a := range snap.Attempts(j.ID) {
-		as := attemptSummary{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
-			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
-		if len(a.GPUs) > 0 {
-			as.GPU = a.GPUs[0]
-		}
-		if eb, ok := j.Batch.Effective(a.Params); ok {
-			as.EffectiveBatch = &eb
-		}
-		js.Attempts = append(js.Attempts, as)
-	}
-	return js
-}
-
-// learnedOf is the measured peak of a shape; 0 when none is known.
-func learnedOf(snap scheduler.Snapshot, shape string) int64 {
-	if l := snap.Shape(shape); l != nil {
-		return l.Peak
-	}
-	return 0
 }
 
 func sizeOrDash(b int64) string {

@@ -117,6 +117,10 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 			fmt.Fprintf(opt.Notice, "gpuq: using SIMULATED GPUs %s (no real card is touched)\n", inv.simulated)
 		}
 	}
+	if spec.IsSim() {
+		// A simulated machine asked for is not the machine CUDA_VISIBLE_DEVICES speaks of.
+		opt.Visible = nil
+	}
 	if err := inv.choose(spec, opt); err != nil {
 		inv.Close()
 		return nil, err

@@ -94,7 +94,9 @@ func TestFallsBackToSimulatedWithoutDriver(t *testing.T) {
 }
 
 func TestVisibleDevicesRestrictCards(t *testing.T) {
-	spec := mustSpec(t, "sim:4x24GiB")
+	// Four cards seen through NVML (here simulated): CUDA_VISIBLE_DEVICES speaks of
+	// the real machine; a simulated one asked for with --gpus ignores it.
+	real := func() nvml.Interface { return newSim(mustSpec(t, "sim:4x24GiB"), t.TempDir()) }
 	for _, tt := range []struct {
 		visible string
 		want    []int
@@ -106,7 +108,7 @@ func TestVisibleDevicesRestrictCards(t *testing.T) {
 		{"", nil, "hides every card"},
 	} {
 		v := tt.visible
-		inv, err := Open(spec, Options{Ledger: t.TempDir(), Visible: &v})
+		inv, err := Open(plans.GPUSpec{}, Options{Library: real, Visible: &v})
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("%q: err = %v", v, err)
@@ -125,6 +127,15 @@ func TestVisibleDevicesRestrictCards(t *testing.T) {
 			t.Errorf("%q: cards %v, want %v", v, got, tt.want)
 		}
 		inv.Close()
+	}
+	v := "1"
+	inv, err := Open(mustSpec(t, "sim:4x24GiB"), Options{Ledger: t.TempDir(), Visible: &v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inv.Close()
+	if cards, _ := inv.Snapshot(); len(cards) != 4 {
+		t.Errorf("a simulated machine with CUDA_VISIBLE_DEVICES=1 has %d cards, want its 4", len(cards))
 	}
 }
 

@@ -1,0 +1,203 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// routes is the API: what the typed client (client.go) calls.
+func (d *daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/daemon", d.info)
+	mux.HandleFunc("POST /v1/submit", d.submit)
+	mux.HandleFunc("GET /v1/jobs", d.list)
+	mux.HandleFunc("GET /v1/jobs/{id}", d.job)
+	mux.HandleFunc("GET /v1/why/{id}", d.why)
+	for verb, do := range map[Verb]func(scheduler.Selection) ([]string, error){
+		Cancel: d.eng.Cancel, Retry: d.eng.Retry, Hold: d.eng.Hold, Release: d.eng.Release,
+	} {
+		mux.HandleFunc("POST /v1/"+string(verb), func(w http.ResponseWriter, r *http.Request) { d.selection(w, r, do) })
+	}
+	mux.HandleFunc("POST /v1/drain", d.drain)
+	mux.HandleFunc("POST /v1/shutdown", d.shutdown)
+	return mux
+}
+
+func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
+	drained := d.store.Snapshot().Drained()
+	info := Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started}
+	for _, c := range d.machine.cards {
+		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, TotalBytes: c.Total, Drained: drained[c.Index]})
+	}
+	reply(w, info)
+}
+
+func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
+	var req SubmitRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	sw, err := plans.DecodeSweepFiles(req.File, []byte(req.Source), req.Files, req.Overrides)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	sw.Environ = req.Environ
+	limit, err := sweepLimit(sw, d.machine.cards)
+	if err != nil {
+		fail(w, http.StatusBadRequest, fmt.Sprintf("%s: %v", sw.File, err))
+		return
+	}
+	var cards []plans.Card
+	for _, c := range d.machine.cards {
+		if _, ok := limit[c.Index]; ok {
+			cards = append(cards, plans.Card{Index: c.Index, Name: c.Name, Total: c.Total})
+		}
+	}
+	if err := sw.CheckCards(cards, req.Overrides.Plan.Source); err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	err = d.eng.Do(r.Context(), func() error {
+		if err := d.eng.Submit(sw); err != nil {
+			return scheduler.Refused(err.Error())
+		}
+		d.eng.SetLimit(sw.Name, limit)
+		return nil
+	})
+	if err != nil {
+		failWith(w, err)
+		return
+	}
+	d.log.printf("submitted %s: %d jobs from %s", sw.Name, len(sw.Jobs), sw.File)
+	reply(w, SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs)})
+}
+
+func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
+	sweep := r.URL.Query().Get("sweep")
+	var states []string
+	if s := r.URL.Query().Get("state"); s != "" {
+		states = strings.Split(s, ",")
+	}
+	snap := d.store.Snapshot()
+	out := JobsResponse{Jobs: []Job{}}
+	for _, j := range snap.Jobs() {
+		if sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState())) {
+			continue
+		}
+		out.Jobs = append(out.Jobs, Job{Sweep: j.Sweep, JobSummary: Summarize(snap, j)})
+	}
+	reply(w, out)
+}
+
+func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
+	snap := d.store.Snapshot()
+	j := snap.Job(r.PathValue("id"))
+	if j == nil {
+		fail(w, http.StatusNotFound, fmt.Sprintf("no job %q; gpuq status lists them", r.PathValue("id")))
+		return
+	}
+	reply(w, Job{Sweep: j.Sweep, JobSummary: Summarize(snap, j)})
+}
+
+func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var out WhyResponse
+	err := d.eng.Do(r.Context(), func() error {
+		reason, detail, err := d.eng.Why(id)
+		out = WhyResponse{Job: id, Reason: string(reason), Detail: detail}
+		return err
+	})
+	if err != nil {
+		failWith(w, err)
+		return
+	}
+	reply(w, out)
+}
+
+func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(scheduler.Selection) ([]string, error)) {
+	var req SelectRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if len(req.IDs) == 0 && req.Sweep == "" {
+		fail(w, http.StatusBadRequest, "name jobs or a sweep")
+		return
+	}
+	out := SelectResponse{Jobs: []string{}}
+	err := d.eng.Do(r.Context(), func() error {
+		ids, err := do(scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep})
+		out.Jobs = append(out.Jobs, ids...)
+		return err
+	})
+	if err != nil {
+		failWith(w, err)
+		return
+	}
+	reply(w, out)
+}
+
+func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
+	var req DrainRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if err := d.eng.Do(r.Context(), func() error { return d.eng.Drain(req.GPU, req.On) }); err != nil {
+		failWith(w, err)
+		return
+	}
+	reply(w, req)
+}
+
+func (d *daemon) shutdown(w http.ResponseWriter, r *http.Request) {
+	var req ShutdownRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	reply(w, req)
+	d.log.printf("asked to stop (stop trainers: %v)", req.StopTrainers)
+	d.requestStop(req.StopTrainers)
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(v); err != nil {
+		fail(w, http.StatusBadRequest, "bad request: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// failWith answers an error of the engine's: a refusal is the client's to fix.
+func failWith(w http.ResponseWriter, err error) {
+	var refused scheduler.Refused
+	if errors.As(err, &refused) {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	fail(w, http.StatusInternalServerError, err.Error())
+}
+
+func fail(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write([]byte(errorBody(msg)))
+}
+
+func errorBody(msg string) string {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return string(b)
+}

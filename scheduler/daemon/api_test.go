@@ -1,0 +1,112 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// idleRunner starts attempts that run until they are stopped.
+type idleRunner struct {
+	mu    sync.Mutex
+	n     int
+	exits chan scheduler.Exit
+}
+
+func (r *idleRunner) Start(scheduler.Launch) (scheduler.Started, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	return scheduler.Started{Leader: 1000 + r.n}, nil
+}
+
+func (r *idleRunner) Stop(a *scheduler.Attempt) {
+	go func() { r.exits <- scheduler.Exit{Attempt: a.ID, Outcome: plans.Cancelled} }()
+}
+
+func (r *idleRunner) Owner(int) (string, bool)     { return "", false }
+func (r *idleRunner) Exits() <-chan scheduler.Exit { return r.exits }
+
+// testAPI serves the API of a daemon with no state directory, on two simulated cards of
+// 24 GiB, over an engine whose trainers run until stopped.
+func testAPI(t *testing.T) (*daemon, *httptest.Server) {
+	t.Helper()
+	store, err := scheduler.NewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := plans.ParseGPUs("sim:2x24GiB")
+	inv, err := gpu.Open(spec, gpu.Options{Ledger: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards, _ := inv.Snapshot()
+	m := &machine{inv: inv, spec: spec, cards: cards, slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, headroom: plans.DefaultHeadroom}
+	eng := scheduler.NewEngine(store, inv, &idleRunner{exits: make(chan scheduler.Exit, 8)}, scheduler.RealClock{},
+		scheduler.Config{Slots: m.slots, Headroom: m.headroom, Poll: time.Hour}, nil)
+	d := &daemon{cfg: Config{StateDir: "/nowhere", Version: "v9"}, store: store, eng: eng, machine: m,
+		log: &eventLog{}, stop: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { eng.Serve(ctx, func() bool { return false }); close(served) }()
+	srv := httptest.NewServer(d.routes())
+	t.Cleanup(func() { srv.Close(); cancel(); <-served; inv.Close() })
+	return d, srv
+}
+
+func TestAPI(t *testing.T) {
+	d, srv := testAPI(t)
+	sweep := `{"file": "/s/h.yaml", "source": "name: h\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\ngpu_plan: \"1\"\n"}`
+	for _, tt := range []struct {
+		method, path, body string
+		status             int
+		want               string
+	}{
+		{"GET", "/v1/daemon", "", 200, `"version":"v9","state_dir":"/nowhere"`},
+		{"POST", "/v1/submit", `{"file": `, 400, "bad request: "},
+		{"POST", "/v1/submit", `{"file": "/s/x.yaml", "source": "name: x\n"}`, 400, "/s/x.yaml: command: "},
+		{"POST", "/v1/submit", sweep, 200, `{"sweep":"h","jobs":3}`},
+		{"POST", "/v1/submit", sweep, 400, `sweep \"h\" was submitted already`},
+		{"GET", "/v1/jobs?state=running", "", 200, `"id":"h.2","name":"seed=2","params":{"seed":2},"state":"running"`},
+		{"GET", "/v1/jobs?state=queued", "", 200, `{"jobs":[{"sweep":"h","id":"h.3"`},
+		{"GET", "/v1/jobs/h.9", "", 404, `no job \"h.9\"`},
+		{"GET", "/v1/why/h.3", "", 200, `{"job":"h.3","reason":"no-slot"`},
+		{"GET", "/v1/why/h.9", "", 400, `no job \"h.9\"`},
+		{"POST", "/v1/cancel", `{}`, 400, "name jobs or a sweep"},
+		{"POST", "/v1/hold", `{"ids": ["h.3"]}`, 200, `{"jobs":["h.3"]}`},
+		{"POST", "/v1/hold", `{"ids": ["h.3"]}`, 400, "h.3 is held: it is held already"},
+		{"POST", "/v1/release", `{"sweep": "h"}`, 200, `{"jobs":["h.3"]}`},
+		{"POST", "/v1/drain", `{"gpu": 7, "on": true}`, 400, "no GPU 7 here"},
+		{"POST", "/v1/drain", `{"gpu": 1, "on": true}`, 200, `{"gpu":1,"on":true}`},
+		{"GET", "/v1/daemon", "", 200, `{"index":1,"total_bytes":25769803776,"drained":true}`},
+		{"POST", "/v1/shutdown", `{"stop_trainers": true}`, 200, `{"stop_trainers":true}`},
+	} {
+		req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader(tt.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.want) {
+			t.Errorf("%s %s %s: %d %s\nwant %d and %s", tt.method, tt.path, tt.body, resp.StatusCode, body, tt.status, tt.want)
+		}
+	}
+	select {
+	case <-d.stop:
+	default:
+		t.Error("a shutdown request did not stop the daemon")
+	}
+	if !d.stopTrainers.Load() {
+		t.Error("a shutdown request with stop_trainers does not stop the trainers")
+	}
+}

@@ -1,0 +1,197 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// Client talks to the daemon of a state directory. A request the daemon refuses (an
+// unknown job, a bad sweep, a verb that does not apply) returns a scheduler.Refused:
+// nothing was changed, and the fix is the caller's.
+type Client struct {
+	dir  string
+	http *http.Client
+}
+
+// NoDaemonError says that no daemon answers on a state directory.
+type NoDaemonError struct{ Dir string }
+
+func (e NoDaemonError) Error() string {
+	return fmt.Sprintf("no gpuq daemon runs on %s: gpuq submit starts one, or run gpuq daemon", e.Dir)
+}
+
+// Dial connects to the daemon of a state directory, or returns a NoDaemonError.
+func Dial(dir string) (*Client, error) {
+	path := SocketPath(dir)
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		return nil, NoDaemonError{dir}
+	}
+	conn.Close()
+	return &Client{dir: dir, http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}}}, nil
+}
+
+// Dir is the daemon's state directory.
+func (c *Client) Dir() string { return c.dir }
+
+// Info asks the daemon about itself.
+func (c *Client) Info() (Info, error) {
+	var out Info
+	return out, c.call(http.MethodGet, "/v1/daemon", nil, &out)
+}
+
+// Submit sends a sweep.
+func (c *Client) Submit(req SubmitRequest) (SubmitResponse, error) {
+	var out SubmitResponse
+	return out, c.call(http.MethodPost, "/v1/submit", req, &out)
+}
+
+// Jobs lists the jobs of a sweep ("" for every sweep) in the given states (none: every
+// state), in submission order.
+func (c *Client) Jobs(sweep string, states []string) ([]Job, error) {
+	q := url.Values{}
+	if sweep != "" {
+		q.Set("sweep", sweep)
+	}
+	if len(states) > 0 {
+		q.Set("state", strings.Join(states, ","))
+	}
+	var out JobsResponse
+	return out.Jobs, c.call(http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &out)
+}
+
+// Job returns one job with its attempts.
+func (c *Client) Job(id string) (Job, error) {
+	var out Job
+	return out, c.call(http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &out)
+}
+
+// Why says why a job waits.
+func (c *Client) Why(id string) (WhyResponse, error) {
+	var out WhyResponse
+	return out, c.call(http.MethodGet, "/v1/why/"+url.PathEscape(id), nil, &out)
+}
+
+// Act applies a verb to jobs and returns those it changed.
+func (c *Client) Act(v Verb, sel SelectRequest) ([]string, error) {
+	var out SelectResponse
+	return out.Jobs, c.call(http.MethodPost, "/v1/"+string(v), sel, &out)
+}
+
+// Drain drains a card (on) or lets it take jobs again.
+func (c *Client) Drain(gpu int, on bool) error {
+	return c.call(http.MethodPost, "/v1/drain", DrainRequest{GPU: gpu, On: on}, nil)
+}
+
+// Stop asks the daemon to stop, and its trainers too with stopTrainers, and waits up to
+// a minute for it to exit.
+func (c *Client) Stop(stopTrainers bool) error {
+	if err := c.call(http.MethodPost, "/v1/shutdown", ShutdownRequest{StopTrainers: stopTrainers}, nil); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if Gone(c.dir) {
+			return nil
+		}
+	}
+	return errors.New("the daemon was asked to stop but still runs after a minute")
+}
+
+// call sends in (nil: no body) and decodes the answer into out (nil: ignore it).
+func (c *Client) call(method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://gpuq"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("gpuq daemon on %s: %w", c.dir, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("gpuq daemon on %s: %w", c.dir, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		if json.Unmarshal(data, &e) != nil || e.Error == "" {
+			e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
+		}
+		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusNotFound {
+			return scheduler.Refused(e.Error)
+		}
+		return errors.New(e.Error)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(data, out)
+}
+
+// LogPath is where a daemon started in the background (Start) writes its log.
+func LogPath(dir string) string { return filepath.Join(dir, "daemon.log") }
+
+// Start starts a daemon in the background with argv (gpuq's binary and its daemon
+// verb, for the state directory dir) in a session of its own, so that logging out or
+// a Ctrl-C does not reach it, and connects to it once it answers. It returns the
+// daemon's pid.
+func Start(dir string, argv []string) (*Client, int, error) {
+	if err := MakeStateDir(dir); err != nil {
+		return nil, 0, err
+	}
+	logf, err := os.OpenFile(LogPath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, 0, fmt.Errorf("start a daemon: %w", err)
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		select {
+		case err := <-exited:
+			tail, _ := os.ReadFile(LogPath(dir))
+			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
+			return nil, pid, fmt.Errorf("the daemon it started ended (%v): %s", err, strings.Join(lines[max(0, len(lines)-3):], "\n"))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if c, err := Dial(dir); err == nil {
+			return c, pid, nil
+		}
+	}
+	return nil, pid, fmt.Errorf("the daemon it started (pid %d) does not answer after 30 s; see %s", pid, LogPath(dir))
+}

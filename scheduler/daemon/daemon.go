@@ -1,0 +1,258 @@
+// Package daemon is gpuq's daemon: the engine over a journaled state directory, each
+// attempt under a supervisor of its own, and the API that gpuq's other verbs use, over
+// a unix socket only its own user may connect to. It also holds the API's wire types and
+// a typed client.
+//
+// A daemon's lifecycle is one group of actors (the engine's loop, the API server, and a
+// watcher of signals and stop requests): the first to return stops the others.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/runner"
+)
+
+// Config is what a daemon runs with. The CLI fills it from flags, GPUQ_* variables and
+// the user's config file.
+type Config struct {
+	// StateDir holds the journal, the attempts and the socket.
+	StateDir string
+	// Machine is the daemon's cards, plan and headroom as given, each with where it
+	// came from (for errors); what is not given takes its default: every card, no slot
+	// limit, plans.DefaultHeadroom.
+	Machine plans.Overrides
+	// Inventory opens the cards; its Ledger is also the simulated trainers'.
+	Inventory gpu.Options
+	// HostReserve is the host RAM kept for the system.
+	HostReserve plans.Headroom
+	// Poll is how often the cards are sampled between events.
+	Poll time.Duration
+	// Supervisor is the command that starts an attempt's supervisor: gpuq's own binary.
+	Supervisor []string
+	// Version is gpuq's, for the log and the API.
+	Version string
+	// Log receives the daemon's events and warnings.
+	Log io.Writer
+}
+
+// daemon is a running gpuq daemon: the engine over a journaled store, and the API.
+type daemon struct {
+	cfg     Config
+	store   *scheduler.Store
+	eng     *scheduler.Engine
+	machine *machine
+	started time.Time
+	log     *eventLog
+	// sweeps and adopted are how many sweeps were replayed and attempts taken up.
+	sweeps, adopted int
+	// stopTrainers says whether the engine stops the trainers as it stops.
+	stopTrainers atomic.Bool
+	// stop asks the daemon to stop (a shutdown request); stopOnce guards it.
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+// Run runs a daemon on cfg.StateDir until ctx is cancelled, a SIGINT or SIGTERM
+// arrives, or a client asks it to stop. Trainers run on after it, under their
+// supervisors, unless that client asked for them to be stopped too.
+func Run(ctx context.Context, cfg Config) error {
+	if err := MakeStateDir(cfg.StateDir); err != nil {
+		return err
+	}
+	lock, err := lockState(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	lock.Truncate(0)
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	d, err := open(cfg)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	ln, err := listen(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	d.log.printf("gpuq daemon %s (pid %d) on %s: %s; %d sweeps, %d jobs known, %d attempts taken up; state in %s",
+		cfg.Version, os.Getpid(), d.machine.spec, cardsText(d.machine.cards, d.machine.slots), d.sweeps,
+		len(d.store.Snapshot().Jobs()), d.adopted, cfg.StateDir)
+	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln)
+	if cerr := d.store.Compact(); cerr != nil {
+		d.log.printf("warning: %v", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	d.log.printf("gpuq daemon stopped; %d trainers left running under their supervisors", len(d.store.Snapshot().Running()))
+	return nil
+}
+
+// open rebuilds the state, opens the machine and takes up the attempts that ran on.
+func open(cfg Config) (*daemon, error) {
+	d := &daemon{cfg: cfg, started: time.Now(), log: &eventLog{w: cfg.Log}, stop: make(chan struct{})}
+	store, sweeps, err := scheduler.OpenState(cfg.StateDir, func(w string) { d.log.printf("warning: %s", w) })
+	if err != nil {
+		return nil, err
+	}
+	d.store = store
+	if d.machine, err = openMachine(cfg); err != nil {
+		store.Close()
+		return nil, err
+	}
+	launcher.BecomeSubreaper()
+	ro := runner.Options{Dir: filepath.Join(cfg.StateDir, "attempts")}
+	if d.machine.inv.Simulated() != "" {
+		ro.Ledger = cfg.Inventory.Ledger
+	}
+	d.eng = scheduler.NewEngine(store, d.machine.inv, runner.NewSupervised(ro, cfg.Supervisor), scheduler.RealClock{},
+		scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
+			Host: launcher.HostMemory, HostReserve: cfg.HostReserve}, d.log.event)
+	for _, sw := range sweeps {
+		d.eng.Resume(sw)
+		if l, err := sweepLimit(sw, d.machine.cards); err != nil {
+			d.log.printf("warning: sweep %s: %v; its jobs may use every card", sw.Name, err)
+		} else {
+			d.eng.SetLimit(sw.Name, l)
+		}
+	}
+	d.sweeps = len(sweeps)
+	if d.adopted, err = d.eng.Adopt(); err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *daemon) close() {
+	d.machine.inv.Close()
+	d.store.Close()
+}
+
+// serve runs the daemon's actors until one of them ends: the engine's loop, the API,
+// and the watcher of ctx, signals and stop requests.
+func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener) error {
+	engCtx, stopEngine := context.WithCancel(context.Background())
+	defer stopEngine()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	quit := make(chan struct{})
+	var g group
+	g.add(func() error { return d.eng.Serve(engCtx, d.stopTrainers.Load) }, func() { stopEngine() })
+	g.add(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("API: %w", err)
+		}
+		return nil
+	}, func() {
+		sctx, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		srv.Shutdown(sctx)
+	})
+	g.add(func() error {
+		select {
+		case s := <-sigs:
+			d.log.printf("%v: stopping", s)
+		case <-ctx.Done():
+		case <-d.stop:
+		case <-quit:
+		}
+		return nil
+	}, func() { close(quit) })
+	err := g.run()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// requestStop asks the daemon to stop, as SIGTERM does.
+func (d *daemon) requestStop(stopTrainers bool) {
+	d.stopTrainers.Store(stopTrainers)
+	d.stopOnce.Do(func() { close(d.stop) })
+}
+
+// group is a set of actors, each a function that runs until it is done or interrupted
+// (after oklog/run): the first to return interrupts the rest, and run returns its error
+// once every actor has returned.
+type group struct{ actors []actor }
+
+type actor struct {
+	execute   func() error
+	interrupt func()
+}
+
+func (g *group) add(execute func() error, interrupt func()) {
+	g.actors = append(g.actors, actor{execute, interrupt})
+}
+
+func (g *group) run() error {
+	errs := make(chan error, len(g.actors))
+	for _, a := range g.actors {
+		go func() { errs <- a.execute() }()
+	}
+	err := <-errs
+	for _, a := range g.actors {
+		a.interrupt()
+	}
+	for range len(g.actors) - 1 {
+		if e := <-errs; err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// eventLog is the daemon's log: one timestamped line per event.
+type eventLog struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *eventLog) printf(format string, args ...any) {
+	if l.w == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, time.Now().Format("2006-01-02 15:04:05 ")+format+"\n", args...)
+}
+
+func (l *eventLog) event(ev scheduler.Event) {
+	if ev.Attempt > 0 {
+		l.printf("%s #%d %s: %s", ev.Job, ev.Attempt, ev.Kind, ev.Message)
+	} else {
+		l.printf("%s %s: %s", ev.Job, ev.Kind, ev.Message)
+	}
+}
+
+func cardsText(cards []gpu.Card, slots []int) string {
+	parts := make([]string, len(cards))
+	for i, c := range cards {
+		limit := "no slot limit"
+		if slots[i] != plans.NoSlotLimit {
+			limit = fmt.Sprintf("%d slots", slots[i])
+		}
+		parts[i] = fmt.Sprintf("GPU %d %s (%s)", c.Index, plans.FormatSize(c.Total), limit)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,228 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+func TestSubmitStatusLogsCancel(t *testing.T) {
+	d := startDaemon(t)
+	c := d.client
+	sweep := writeSweep(t, `name: long
+command: [sh, -c, "echo hello from {seed}; sleep 60"]
+matrix: {seed: [1, 2, 3]}
+memory: 1GiB
+gpu_plan: "1"
+`)
+	if resp, err := submit(t, c, sweep); err != nil || resp.Jobs != 3 {
+		t.Fatalf("submit: %+v %v", resp, err)
+	}
+	var refused scheduler.Refused
+	if _, err := submit(t, c, sweep); !errors.As(err, &refused) || !strings.Contains(err.Error(), "submitted already") {
+		t.Errorf("a second submission of the sweep: %v", err)
+	}
+	waitFor(t, "two jobs running", func() bool { return countState(mustJobs(t, c, ""), "running") == 2 })
+	jobs := mustJobs(t, c, "long", "running")
+	if len(jobs) != 2 || jobs[0].Sweep != "long" || jobs[0].DeclaredBytes != 1<<30 || len(jobs[0].Attempts) != 1 {
+		t.Fatalf("running jobs: %+v", jobs)
+	}
+	j, err := c.Job("long.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(d.cfg.StateDir, "attempts", "long.1", "attempt-1", "log"); j.Attempts[0].Log != want {
+		t.Errorf("log %s, want %s", j.Attempts[0].Log, want)
+	}
+	waitFor(t, "the trainer's output in its log", func() bool {
+		data, _ := os.ReadFile(j.Attempts[0].Log)
+		return strings.Contains(string(data), "hello from 1")
+	})
+	if w, err := c.Why("long.3"); err != nil || w.Reason != string(scheduler.NoSlot) {
+		t.Errorf("why long.3: %+v %v", w, err)
+	}
+	for name, err := range map[string]error{
+		"job of no sweep":      second(c.Job("long.9")),
+		"why of no job":        second(c.Why("long.9")),
+		"cancel of no job":     second(c.Act(Cancel, SelectRequest{IDs: []string{"long.9"}})),
+		"a selection of none":  second(c.Act(Hold, SelectRequest{})),
+		"retry of a running":   second(c.Act(Retry, SelectRequest{IDs: []string{"long.1"}})),
+		"drain of no card":     c.Drain(7, true),
+		"a sweep that is bad":  second(c.Submit(SubmitRequest{File: "/x.yaml", Source: "name: x\n"})),
+		"cancel of no sweep's": second(c.Act(Cancel, SelectRequest{Sweep: "nope"})),
+	} {
+		if !errors.As(err, &refused) {
+			t.Errorf("%s: %v, want a refusal", name, err)
+		}
+	}
+	ids, err := c.Act(Cancel, SelectRequest{Sweep: "long"})
+	if err != nil || strings.Join(ids, " ") != "long.1 long.2 long.3" {
+		t.Fatalf("cancel --sweep: %v %v", ids, err)
+	}
+	waitFor(t, "every job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 3 })
+	if _, err := c.Act(Cancel, SelectRequest{IDs: []string{"long.1"}}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "ended already") {
+		t.Errorf("cancel of a cancelled job: %v", err)
+	}
+	for _, j := range mustJobs(t, c, "") {
+		if n := len(j.Attempts); j.ID != "long.3" && (n != 1 || j.Attempts[0].Outcome != "cancelled") {
+			t.Errorf("%s: attempts %+v, want one, cancelled", j.ID, j.Attempts)
+		}
+	}
+	// A cancelled job can be retried.
+	if _, err := c.Act(Retry, SelectRequest{IDs: []string{"long.3"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retried job running", func() bool { return countState(mustJobs(t, c, "long"), "running") == 1 })
+	if err := c.Stop(true); err != nil {
+		t.Fatal(err)
+	}
+	<-d.ended
+	if d.err != nil {
+		t.Errorf("the daemon ended with %v", d.err)
+	}
+	if !strings.Contains(d.log.String(), "asked to stop (stop trainers: true)") {
+		t.Errorf("the log does not say why it stopped:\n%s", d.log)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+func TestKilledMidSweepFinishesEveryJobOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	ledger := t.TempDir()
+	sweep := writeSweep(t, `name: crash
+command: [sh, -c, "echo start {seed}; sleep 2; echo done {seed}"]
+matrix: {seed: [1, 2, 3, 4, 5, 6]}
+memory: 1GiB
+gpu_plan: "2"
+`)
+	// A daemon of its own, to be killed as a process is.
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), asDaemon+"="+dir, "GPUQ_SIM_LEDGER="+ledger)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); killSupervised(dir) })
+	var c *Client
+	waitFor(t, "the daemon to answer", func() bool { var err error; c, err = Dial(dir); return err == nil })
+	if _, err := submit(t, c, sweep); err != nil {
+		t.Fatal(err)
+	}
+	supervised := func() []string {
+		infos, _ := filepath.Glob(filepath.Join(dir, "attempts", "*", "attempt-1", "supervisor.json"))
+		return infos
+	}
+	waitFor(t, "four trainers running", func() bool { return len(supervised()) == 4 })
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	// The trainers run on without it.
+	for _, p := range supervised() {
+		if pid := launcher.SupervisedLeader(filepath.Dir(p)); syscall.Kill(pid, 0) != nil {
+			t.Errorf("trainer %d of %s died with the daemon", pid, p)
+		}
+	}
+	c = startDaemonOn(t, dir, ledger).client
+	waitFor(t, "every job to succeed", func() bool { return countState(mustJobs(t, c, ""), "succeeded") == 6 })
+	for _, j := range mustJobs(t, c, "") {
+		if len(j.Attempts) != 1 || j.Attempts[0].Outcome != "success" {
+			t.Errorf("%s: attempts %+v; want exactly one, a success", j.ID, j.Attempts)
+			continue
+		}
+		data, err := os.ReadFile(j.Attempts[0].Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The header holds the command; the output follows it.
+		_, output, _ := strings.Cut(string(data), "sh -c")
+		lines := strings.Split(strings.ReplaceAll(output, "\r", ""), "\n")
+		seed := strings.TrimPrefix(j.ID, "crash.")
+		for _, want := range []string{"start " + seed, "done " + seed} {
+			if n := countLines(lines, want); n != 1 {
+				t.Errorf("%s's log has %q %d times:\n%s", j.ID, want, n, data)
+			}
+		}
+		if !strings.Contains(output, "gpuq: exited with status 0") {
+			t.Errorf("%s's log does not end with the exit:\n%s", j.ID, data)
+		}
+	}
+}
+
+func countLines(lines []string, want string) int {
+	n := 0
+	for _, l := range lines {
+		if l == want {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAnotherUserIsRefused: the daemon serves only its own uid, whatever the socket's
+// mode says. The test's own connections stand for another user's: the listener is told
+// the daemon belongs to another uid.
+func TestAnotherUserIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := listen(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.uid = os.Getuid() + 1
+	var served atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := Dial(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Info()
+	var refused scheduler.Refused
+	want := fmt.Sprintf("this gpuq daemon belongs to uid %d; uid %d may not use it", os.Getuid()+1, os.Getuid())
+	if err == nil || errors.As(err, &refused) || !strings.Contains(err.Error(), want) {
+		t.Errorf("another uid: %v, want %q", err, want)
+	}
+	if n := served.Load(); n != 0 {
+		t.Errorf("the API served %d requests of another uid", n)
+	}
+}
+
+func TestTwoDaemonsOnOneStateDir(t *testing.T) {
+	d := startDaemon(t)
+	err := Run(context.Background(), d.cfg)
+	if want := fmt.Sprintf("another gpuq daemon (pid %d) runs on %s", os.Getpid(), d.cfg.StateDir); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("second daemon: %v, want %q", err, want)
+	}
+	if _, err := d.client.Info(); err != nil {
+		t.Errorf("the first daemon no longer answers: %v", err)
+	}
+}
+
+// TestDaemonTimesOutAHungTrainer: the daemon stops a trainer past its timeout, and the
+// job fails saying so; the card is free again.
+func TestDaemonTimesOutAHungTrainer(t *testing.T) {
+	d := startDaemon(t)
+	sweep := writeSweep(t, "name: hung\ncommand: [sh, -c, \"echo waiting for NCCL; sleep 600\"]\njobs: [{}]\nmemory: 1GiB\ntimeout: 1s\n")
+	if _, err := submit(t, d.client, sweep); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to fail", func() bool { return countState(mustJobs(t, d.client, ""), "failed") == 1 })
+	j := mustJobs(t, d.client, "")[0]
+	if j.Reason != "attempt 1 timed out after 1s" || len(j.Attempts) != 1 || j.Attempts[0].Outcome != "timed-out" {
+		t.Errorf("job %+v", j)
+	}
+	info := filepath.Join(d.cfg.StateDir, "attempts", "hung.1", "attempt-1")
+	if pid := launcher.SupervisedLeader(info); pid != 0 && syscall.Kill(pid, 0) == nil {
+		t.Errorf("the hung trainer %d still runs", pid)
+	}
+}

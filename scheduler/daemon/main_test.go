@@ -1,0 +1,175 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// The tests run daemons in-process. Supervisors are processes of their own (that is
+// their point): the test binary runs as one when started in the supervisor mode, and
+// as a daemon of its own for the one test that kills a daemon with SIGKILL.
+
+// asDaemon makes the test binary a daemon on the state directory it names.
+const asDaemon = "GPUQ_TEST_DAEMON"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == launcher.SupervisorMode {
+		if err := launcher.Supervise(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "supervisor:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if dir := os.Getenv(asDaemon); dir != "" {
+		if err := Run(context.Background(), testConfig(dir, os.Getenv("GPUQ_SIM_LEDGER"), os.Stderr)); err != nil {
+			fmt.Fprintln(os.Stderr, "daemon:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// testConfig is a daemon on two simulated cards of 24 GiB that samples them often.
+func testConfig(dir, ledger string, log *os.File) Config {
+	return Config{StateDir: dir, Machine: plans.Overrides{GPUs: plans.Override{Value: "sim:2x24GiB", Source: "test"}},
+		Inventory: gpu.Options{Ledger: ledger}, Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]},
+		Version: "test", Log: log}
+}
+
+// syncBuffer is a buffer that one goroutine writes while another reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// running is a daemon running in the test's process.
+type running struct {
+	cfg    Config
+	client *Client
+	log    *syncBuffer
+	ended  chan struct{} // closed when Run has returned, with err
+	err    error
+}
+
+// startDaemon runs a daemon in-process on a fresh state directory and connects to it.
+// It is stopped, with whatever trainers it left, when the test ends.
+func startDaemon(t *testing.T) *running {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	return startDaemonOn(t, dir, t.TempDir())
+}
+
+func startDaemonOn(t *testing.T, dir, ledger string) *running {
+	t.Helper()
+	log := &syncBuffer{}
+	cfg := testConfig(dir, ledger, nil)
+	cfg.Log = log
+	r := &running{cfg: cfg, log: log, ended: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		r.err = Run(ctx, cfg)
+		close(r.ended)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-r.ended
+		killSupervised(dir)
+	})
+	waitFor(t, "the daemon to answer", func() bool {
+		select {
+		case <-r.ended:
+			t.Fatalf("the daemon ended: %v\n%s", r.err, log)
+		default:
+		}
+		c, err := Dial(dir)
+		r.client = c
+		return err == nil
+	})
+	return r
+}
+
+// killSupervised kills the supervisors and trainers of a state directory.
+func killSupervised(dir string) {
+	infos, _ := filepath.Glob(filepath.Join(dir, "attempts", "*", "*", "supervisor.json"))
+	for _, p := range infos {
+		var info struct{ PID, Leader int }
+		data, _ := os.ReadFile(p)
+		if json.Unmarshal(data, &info) == nil {
+			syscall.Kill(-info.Leader, syscall.SIGKILL)
+			syscall.Kill(info.PID, syscall.SIGKILL)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func writeSweep(t *testing.T, doc string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sweep.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// submit sends the sweep file at path as gpuq submit does.
+func submit(t *testing.T, c *Client, path string) (SubmitResponse, error) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Submit(SubmitRequest{File: path, Source: string(data), Environ: os.Environ()})
+}
+
+func mustJobs(t *testing.T, c *Client, sweep string, states ...string) []Job {
+	t.Helper()
+	jobs, err := c.Jobs(sweep, states)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+func countState(jobs []Job, state string) int {
+	n := 0
+	for _, j := range jobs {
+		if j.State == state {
+			n++
+		}
+	}
+	return n
+}

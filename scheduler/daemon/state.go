@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// MakeStateDir makes a daemon's state directory, mode 0700: the socket's mode alone
+// does not keep others out on every system; the directory's does.
+func MakeStateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	return nil
+}
+
+// lockState takes the state directory's lock, held as long as the daemon runs; the
+// kernel drops it with the process, however it ends. The daemon writes its pid in it.
+func lockState(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "daemon.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("daemon lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another gpuq daemon (pid %s) runs on %s; stop it with gpuq daemon --stop, or give this one another --state-dir",
+				strings.TrimSpace(string(pid)), dir)
+		}
+		return nil, fmt.Errorf("daemon lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Gone reports whether no daemon holds the state directory's lock, which a daemon
+// drops only as it exits.
+func Gone(dir string) bool {
+	f, err := lockState(dir)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}

@@ -1,0 +1,151 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// The API's wire types: JSON over HTTP on the state directory's socket, gpuq's own
+// verbs' protocol, versioned by its /v1/ prefix.
+
+// SubmitRequest is a sweep to run: its file's text as read by the client, so that a
+// later edit of the file changes nothing, and the environment its trainers get.
+type SubmitRequest struct {
+	File      string          `json:"file"` // absolute: relative paths in the sweep are relative to it
+	Source    string          `json:"source"`
+	Overrides plans.Overrides `json:"overrides"`
+	Environ   []string        `json:"environ"`
+	// Files are the files the sweep names, as the client read them.
+	Files map[string]string `json:"files,omitempty"`
+}
+
+// SubmitResponse is a submitted sweep.
+type SubmitResponse struct {
+	Sweep string `json:"sweep"`
+	Jobs  int    `json:"jobs"`
+}
+
+// JobsResponse is a listing of jobs.
+type JobsResponse struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// Job is a job as the API and gpuq status --json show it: as gpuq run --json prints
+// it, with its sweep.
+type Job struct {
+	Sweep string `json:"sweep"`
+	JobSummary
+}
+
+// JobSummary is one job with its whole history, as gpuq run --json prints it.
+type JobSummary struct {
+	ID     string     `json:"id"`
+	Name   string     `json:"name"`
+	Params *plans.Map `json:"params"`
+	State  string     `json:"state"`
+	Reason string     `json:"reason,omitempty"`
+	// DeclaredBytes is the estimate as written (or by the model) for the job's current
+	// tier; LearnedBytes what its shape's measured peak says (null: nothing yet).
+	DeclaredBytes int64            `json:"declared_bytes"`
+	LearnedBytes  *int64           `json:"learned_bytes"`
+	Attempts      []AttemptSummary `json:"attempts"`
+}
+
+// AttemptSummary is one attempt of a job.
+type AttemptSummary struct {
+	N              int        `json:"n"`
+	GPU            int        `json:"gpu"`
+	GPUs           []int      `json:"gpus"`
+	Tier           int        `json:"tier"`
+	Params         *plans.Map `json:"params"`
+	EffectiveBatch *int64     `json:"effective_batch"`
+	EstimateBytes  int64      `json:"estimate_bytes"`
+	PeakBytes      int64      `json:"peak_bytes"`
+	// PeakUnknown: NVML could not tell some of its processes' memory (or whose it was),
+	// so PeakBytes may fall short.
+	PeakUnknown bool            `json:"peak_unknown,omitempty"`
+	Outcome     string          `json:"outcome"`
+	OOM         *plans.OOMFacts `json:"oom,omitempty"`
+	Log         string          `json:"log"`
+	Started     time.Time       `json:"started"`
+	Ended       time.Time       `json:"ended"`
+}
+
+// Summarize is one job of a snapshot with its whole history.
+func Summarize(snap scheduler.Snapshot, j *scheduler.Job) JobSummary {
+	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
+		DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
+	if l := snap.Learned(j.Shape); l > 0 {
+		js.LearnedBytes = &l
+	}
+	for _, a := range snap.Attempts(j.ID) {
+		as := AttemptSummary{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
+			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
+		if len(a.GPUs) > 0 {
+			as.GPU = a.GPUs[0]
+		}
+		if eb, ok := j.Batch.Effective(a.Params); ok {
+			as.EffectiveBatch = &eb
+		}
+		js.Attempts = append(js.Attempts, as)
+	}
+	return js
+}
+
+// Verb is a request that acts on jobs named by id or on a whole sweep.
+type Verb string
+
+// The verbs of a SelectRequest.
+const (
+	Cancel  Verb = "cancel"
+	Retry   Verb = "retry"
+	Hold    Verb = "hold"
+	Release Verb = "release"
+)
+
+// SelectRequest names jobs: by id, or every job of a sweep.
+type SelectRequest struct {
+	IDs   []string `json:"ids,omitempty"`
+	Sweep string   `json:"sweep,omitempty"`
+}
+
+// SelectResponse is the jobs a verb changed.
+type SelectResponse struct {
+	Jobs []string `json:"jobs"`
+}
+
+// DrainRequest drains a card (On) or lets it take jobs again.
+type DrainRequest struct {
+	GPU int  `json:"gpu"`
+	On  bool `json:"on"`
+}
+
+// WhyResponse says why a job waits, or what it is doing.
+type WhyResponse struct {
+	Job    string `json:"job"`
+	Reason string `json:"reason,omitempty"` // the packer's reason, when it is one
+	Detail string `json:"detail"`
+}
+
+// ShutdownRequest stops the daemon, and with StopTrainers its trainers too.
+type ShutdownRequest struct {
+	StopTrainers bool `json:"stop_trainers"`
+}
+
+// Info is the daemon and its cards.
+type Info struct {
+	PID      int       `json:"pid"`
+	Version  string    `json:"version"`
+	StateDir string    `json:"state_dir"`
+	Started  time.Time `json:"started"`
+	GPUs     []GPUInfo `json:"gpus"`
+}
+
+// GPUInfo is one of the daemon's cards.
+type GPUInfo struct {
+	Index      int   `json:"index"`
+	TotalBytes int64 `json:"total_bytes"`
+	Drained    bool  `json:"drained"`
+}
