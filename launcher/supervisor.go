@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,9 +76,6 @@ func LogPath(dir string) string { return filepath.Join(dir, "log") }
 // SocketPath is an attempt directory's socket.
 func SocketPath(dir string) string { return filepath.Join(dir, sockFile) }
 
-// maxSocketPath is what a unix socket's path may hold on Linux (sun_path less the NUL).
-const maxSocketPath = 107
-
 // Supervise is the supervisor's main: it runs the attempt in dir to its end.
 func Supervise(dir string) error {
 	data, err := os.ReadFile(filepath.Join(dir, specFile))
@@ -93,11 +91,10 @@ func Supervise(dir string) error {
 	BecomeSubreaper()
 	sock := SocketPath(dir)
 	os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
+	ln, err := ListenUnix(sock)
 	if err != nil {
 		return fmt.Errorf("supervisor socket: %w", err)
 	}
-	defer os.Remove(sock)
 	h := newHub(64 << 10)
 	p, err := Start(spec.Command, LogPath(dir), spec.Header, h)
 	if err != nil {
@@ -275,9 +272,6 @@ func writeJSON(path string, v any) error {
 // the mode) for spec in dir, and returns once the trainer runs, with its pid. reap is
 // closed when the supervisor process has exited and been waited for.
 func StartSupervisor(self []string, dir string, spec Spec) (leader int, reap <-chan struct{}, err error) {
-	if n := len(SocketPath(dir)); n > maxSocketPath {
-		return 0, nil, fmt.Errorf("the attempt directory %s is too long for a unix socket (%d bytes, at most %d): choose a shorter --state-dir", dir, n, maxSocketPath)
-	}
 	if err := writeJSON(filepath.Join(dir, specFile), spec); err != nil {
 		return 0, nil, err
 	}
@@ -367,7 +361,7 @@ func Wait(dir string) Ended {
 
 // Dial connects to the supervisor of the attempt in dir with a request.
 func Dial(dir, request string) (net.Conn, error) {
-	c, err := net.Dial("unix", SocketPath(dir))
+	c, err := DialUnix(context.Background(), SocketPath(dir))
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
 )
 
@@ -38,16 +39,13 @@ func (e NoDaemonError) Error() string {
 // Dial connects to the daemon of a state directory, or returns a NoDaemonError.
 func Dial(dir string) (*Client, error) {
 	path := SocketPath(dir)
-	conn, err := net.Dial("unix", path)
+	conn, err := launcher.DialUnix(context.Background(), path)
 	if err != nil {
 		return nil, NoDaemonError{dir}
 	}
 	conn.Close()
 	return &Client{dir: dir, http: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return launcher.DialUnix(ctx, path) },
 	}}}, nil
 }
 

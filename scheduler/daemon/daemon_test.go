@@ -226,3 +226,30 @@ func TestDaemonTimesOutAHungTrainer(t *testing.T) {
 		t.Errorf("the hung trainer %d still runs", pid)
 	}
 }
+
+// TestALongStateDirectory: where the state directory is does not matter to its
+// sockets, the daemon's or the supervisors' (a unix socket's path holds 107 bytes).
+func TestALongStateDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("a-rather-long-directory-name/", 4), "state")
+	c := startDaemonOn(t, dir, t.TempDir()).client
+	sweep := writeSweep(t, `name: long-dir
+command: [sh, -c, "test {seed} = 1 || sleep 60"]
+matrix: {seed: [1, 2]}
+memory: 1GiB
+`)
+	if _, err := submit(t, c, sweep); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "one job done and one running", func() bool {
+		jobs := mustJobs(t, c, "")
+		return countState(jobs, "succeeded") == 1 && countState(jobs, "running") == 1
+	})
+	// Stopping it goes through its supervisor's socket.
+	if _, err := c.Act(Cancel, SelectRequest{IDs: []string{"long-dir.2"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the running job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 1 })
+	if j, _ := c.Job("long-dir.2"); j.Attempts[0].Outcome != "cancelled" {
+		t.Errorf("the stopped attempt ended %q, want cancelled", j.Attempts[0].Outcome)
+	}
+}

@@ -8,10 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuq/gpuq/launcher"
 )
 
 // SocketPath is the API's socket in a state directory.
@@ -28,15 +29,9 @@ type listener struct {
 func listen(dir string) (*listener, error) {
 	path := SocketPath(dir)
 	os.Remove(path) // a socket left by a daemon that was killed; the lock is ours
-	old := syscall.Umask(0o177)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
+	ln, err := launcher.ListenUnix(path)
 	if err != nil {
 		return nil, fmt.Errorf("API socket: %w", err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, err
 	}
 	return &listener{Listener: ln, uid: os.Getuid()}, nil
 }

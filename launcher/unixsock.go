@@ -1,0 +1,76 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A unix socket's path may hold 107 bytes (sun_path), fewer than a state directory
+// under a long $TMPDIR or home takes. So gpuq binds and reaches its sockets through
+// /proc/self/fd/N/<name>, N an open descriptor of the socket's directory: the path the
+// kernel sees is as short wherever the directory is, and the socket is still the file
+// in that directory, guarded by the directory's mode.
+
+// ListenUnix listens on a unix socket at path, mode 0600, however long path is. Closing
+// the listener removes the socket.
+func ListenUnix(path string) (net.Listener, error) {
+	var ln *net.UnixListener
+	err := viaDir(path, func(short string) error {
+		// The socket is made 0600 from the start: a chmod after bind leaves a moment in
+		// which another user could connect.
+		old := syscall.Umask(0o177)
+		defer syscall.Umask(old)
+		var err error
+		ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: short, Net: "unix"})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	// The short name is only good while the descriptor was open: remove by the real one.
+	ln.SetUnlinkOnClose(false)
+	return &unixListener{UnixListener: ln, path: path}, nil
+}
+
+type unixListener struct {
+	*net.UnixListener
+	path string
+}
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	os.Remove(l.path)
+	return err
+}
+
+// DialUnix connects to the unix socket at path, however long path is.
+func DialUnix(ctx context.Context, path string) (net.Conn, error) {
+	var c net.Conn
+	err := viaDir(path, func(short string) error {
+		var d net.Dialer
+		var err error
+		c, err = d.DialContext(ctx, "unix", short)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// viaDir calls fn with a short path to path's file, valid for the call.
+func viaDir(path string, fn func(short string) error) error {
+	dir := filepath.Dir(path)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", fd, filepath.Base(path)))
+}
