@@ -27,10 +27,7 @@ type Sweep struct {
 	// were read with it, by absolute path: a daemon expands the same jobs from them
 	// after a restart (DecodeSweepFiles), and attempts are rendered from them, whatever
 	// became of the files.
-	Files map[string]string
-	// Environ is the environment a daemon's submission came from, for its trainers;
-	// nil: the runner's own.
-	Environ  []string
+	Files    map[string]string
 	Command  []string
 	Workdir  string      // absolute
 	Config   *ConfigSpec // nil: the attempt's config is its parameters alone

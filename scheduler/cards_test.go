@@ -26,7 +26,7 @@ func cardsEngine(t *testing.T, doc string, cards *[]gpu.Card, owners map[int]str
 	var events []Event
 	e := NewEngine(st, cardsInventory{cards}, fr, RealClock{}, Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}},
 		func(ev Event) { events = append(events, ev) })
-	must(t, e.Submit(sw))
+	must(t, e.Submit(&Submission{Sweep: sw}))
 	return e, st, fr, &events
 }
 

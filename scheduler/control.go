@@ -27,7 +27,7 @@ type Selection struct {
 func (e *Engine) jobs(sel Selection, ok func(*Job) string) ([]*Job, error) {
 	snap := e.store.Snapshot()
 	if sel.Sweep != "" {
-		if e.sweeps[sel.Sweep] == nil {
+		if snap.Submission(sel.Sweep) == nil {
 			return nil, Refused(fmt.Sprintf("no sweep %q; gpuq status lists them", sel.Sweep))
 		}
 		var out []*Job

@@ -13,6 +13,12 @@ import (
 // its trainers run until stopped.
 func stepEngine(t *testing.T, doc string, slots ...int) (*Engine, *Store) {
 	t.Helper()
+	return limitedEngine(t, doc, nil, slots...)
+}
+
+// limitedEngine is stepEngine with the sweep limited to its own plan.
+func limitedEngine(t *testing.T, doc string, limit Limit, slots ...int) (*Engine, *Store) {
+	t.Helper()
 	sw, err := plans.DecodeSweep("c.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +30,7 @@ func stepEngine(t *testing.T, doc string, slots ...int) (*Engine, *Store) {
 	st, _ := NewStore()
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 	e := NewEngine(st, inv, fr, RealClock{}, Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	must(t, e.Submit(sw))
+	must(t, e.Submit(&Submission{Sweep: sw, Limit: limit}))
 	return e, st
 }
 
@@ -111,8 +117,7 @@ func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 func second(_ []string, err error) error { return err }
 
 func TestASweepsOwnPlanLimitsItsJobs(t *testing.T) {
-	e, st := stepEngine(t, threeJobs, 4, 4)
-	e.SetLimit("c", Limit{1: 1})
+	e, st := limitedEngine(t, threeJobs, Limit{1: 1}, 4, 4)
 	round(t, e)
 	running := st.Snapshot().Running()
 	if len(running) != 1 || running[0].GPUs[0] != 1 {

@@ -30,10 +30,10 @@ type Inventory interface {
 
 // Launch is what a Runner needs to start an attempt.
 type Launch struct {
-	Attempt *Attempt
-	Job     *Job
-	Sweep   *plans.Sweep
-	Cards   []gpu.Card
+	Attempt    *Attempt
+	Job        *Job
+	Submission *Submission // the job's sweep, and the environment it was submitted from
+	Cards      []gpu.Card
 	// Sharing is how many trainers run once this round's have started, this one
 	// included: threads: auto divides the cores by it.
 	Sharing int
@@ -121,7 +121,6 @@ type Engine struct {
 	runner Runner
 	clock  Clock
 	cfg    Config
-	sweeps map[string]*plans.Sweep
 	events func(Event)
 	ghosts []ghost
 	cards  []gpu.Card
@@ -140,8 +139,6 @@ type Engine struct {
 	unattributed bool
 	// lastRound is when the last round sampled the cards.
 	lastRound time.Time
-	// limits are the sweeps' own plans on the machine's cards (see SetLimit).
-	limits map[string]Limit
 	// commands are people's requests (cancel, hold, drain...), run between rounds.
 	commands chan func()
 	// stopped is closed when Serve returns.
@@ -150,10 +147,6 @@ type Engine struct {
 	// the round, having done nothing it could not record.
 	err error
 }
-
-// Limit is a sweep's own plan on the machine: the most of its jobs on each card, by
-// card index. A card not in it takes none of the sweep's jobs.
-type Limit map[int]int
 
 // ghost is an ended attempt whose memory NVML may still show.
 type ghost struct {
@@ -176,27 +169,12 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		sweeps: map[string]*plans.Sweep{}, events: events, owners: map[int]string{}, cardPos: map[int]int{},
-		hostNow: map[string]int64{}, faults: map[int]string{}, limits: map[string]Limit{}, commands: make(chan func()),
-		stopped: make(chan struct{})}
+		events: events, owners: map[int]string{}, cardPos: map[int]int{},
+		hostNow: map[string]int64{}, faults: map[int]string{}, commands: make(chan func()), stopped: make(chan struct{})}
 }
 
 // Submit adds a sweep's jobs.
-func (e *Engine) Submit(sw *plans.Sweep) error {
-	if err := e.store.Submit(sw); err != nil {
-		return err
-	}
-	e.sweeps[sw.Name] = sw
-	return nil
-}
-
-// Resume takes up a sweep whose jobs are in the store already: one replayed from a
-// state directory.
-func (e *Engine) Resume(sw *plans.Sweep) { e.sweeps[sw.Name] = sw }
-
-// SetLimit limits a sweep's jobs to its own plan; a sweep without one is limited by the
-// machine's alone.
-func (e *Engine) SetLimit(sweep string, l Limit) { e.limits[sweep] = l }
+func (e *Engine) Submit(sub *Submission) error { return e.store.Submit(sub) }
 
 // Adopt takes up the attempts that were running when the last engine on the store's
 // state stopped, when the runner can (see Adopter), and returns how many it took up.

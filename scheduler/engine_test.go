@@ -96,7 +96,7 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 	var events []Event
 	e := NewEngine(st, inv, fr, RealClock{}, Config{Slots: sl, Headroom: plans.Headroom{Bytes: gib}, Poll: 10 * time.Millisecond},
 		func(ev Event) { mu.Lock(); events = append(events, ev); mu.Unlock() })
-	if err := e.Submit(sw); err != nil {
+	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(parent, 20*time.Second)
@@ -284,7 +284,7 @@ memory: probe
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
 	st, _ := NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	if err := e.Submit(sw); err != nil {
+	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Schedule(); err != nil {
@@ -332,7 +332,7 @@ func TestUnknownReadingTeachesNothing(t *testing.T) {
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "u.1/1"}}
 	st, _ := NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	e.Submit(sw)
+	e.Submit(&Submission{Sweep: sw})
 	e.Schedule()
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: gpu.Unknown}}
 	e.Schedule()

@@ -50,7 +50,9 @@ type Record struct {
 }
 
 // SweepRecord is a submission: the sweep file as it was read, so that the same jobs are
-// expanded from it after a restart whatever became of the file.
+// expanded from it after a restart whatever became of the file, the environment, and
+// the limit (which records written by older gpuqs lack; see Store.DeriveLimit). An older
+// gpuq ignores the limit and derives its own, so the state version is unchanged.
 type SweepRecord struct {
 	File      string          `json:"file"`
 	Source    string          `json:"source"`
@@ -58,6 +60,12 @@ type SweepRecord struct {
 	Environ   []string        `json:"environ,omitempty"`
 	// Files are the files the sweep names (config.base, ...) as they were read.
 	Files map[string]string `json:"files,omitempty"`
+	Limit Limit             `json:"limit,omitempty"`
+}
+
+func sweepRecord(sub *Submission) *SweepRecord {
+	sw := sub.Sweep
+	return &SweepRecord{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sub.Environ, Files: sw.Files, Limit: sub.Limit}
 }
 
 // JobRecord is a job's status; the rest of the job comes from its sweep.
@@ -154,17 +162,15 @@ func decodeRecord(line []byte) (Record, bool, error) {
 }
 
 // OpenState rebuilds the store from a state directory (made if missing, mode 0700) and
-// journals every later change there. It returns the sweeps submitted so far, in order.
-// warn hears of records dropped after a crash.
-func OpenState(dir string, warn func(string)) (*Store, []*plans.Sweep, error) {
+// journals every later change there. warn hears of records dropped after a crash.
+func OpenState(dir string, warn func(string)) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("state directory: %w", err)
+		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	s, err := NewStore()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var sweeps []*plans.Sweep
 	replay := func(name string, torn func(good int64, dropped int) error) error {
 		f, err := os.Open(filepath.Join(dir, name))
 		if errors.Is(err, os.ErrNotExist) {
@@ -179,12 +185,8 @@ func OpenState(dir string, warn func(string)) (*Store, []*plans.Sweep, error) {
 			return fmt.Errorf("%s: %w", f.Name(), err)
 		}
 		for i, r := range recs {
-			sw, err := s.apply(r)
-			if err != nil {
+			if err := s.apply(r); err != nil {
 				return fmt.Errorf("%s: record %d: %w", f.Name(), i+1, err)
-			}
-			if sw != nil {
-				sweeps = append(sweeps, sw)
 			}
 		}
 		if dropped > 0 {
@@ -197,7 +199,7 @@ func OpenState(dir string, warn func(string)) (*Store, []*plans.Sweep, error) {
 		return fmt.Errorf("%s is damaged; move it aside to start from the journal alone", filepath.Join(dir, snapshotFile))
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	path := filepath.Join(dir, journalFile)
 	err = replay(journalFile, func(good int64, dropped int) error {
@@ -205,36 +207,33 @@ func OpenState(dir string, warn func(string)) (*Store, []*plans.Sweep, error) {
 		return os.Truncate(path, good)
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, nil, fmt.Errorf("journal: %w", err)
+		return nil, fmt.Errorf("journal: %w", err)
 	}
 	if err := syncDir(dir); err != nil {
 		f.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	s.journal = &Journal{dir: dir, f: f}
-	return s, sweeps, nil
+	return s, nil
 }
 
 // apply replays one record into the store, without journaling it again. A sweep
 // already in the store (replayed from the snapshot, then from a journal that a crash
 // kept from being emptied) is skipped.
-func (s *Store) apply(r Record) (*plans.Sweep, error) {
-	var sw *plans.Sweep
+func (s *Store) apply(r Record) error {
 	if r.Sweep != nil {
-		var err error
-		sw, err = plans.DecodeSweepFiles(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides)
+		sw, err := plans.DecodeSweepFiles(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides)
 		if err != nil {
-			return nil, fmt.Errorf("sweep %s: %w", r.Sweep.File, err)
+			return fmt.Errorf("sweep %s: %w", r.Sweep.File, err)
 		}
-		sw.Environ = r.Sweep.Environ
-		if s.sweeps[sw.Name] != nil {
-			sw = nil
-		} else if err := s.submit(sw); err != nil {
-			return nil, err
+		if s.Snapshot().Submission(sw.Name) == nil {
+			if err := s.submit(&Submission{Sweep: sw, Environ: r.Sweep.Environ, Limit: r.Sweep.Limit}); err != nil {
+				return err
+			}
 		}
 	}
 	snap := s.Snapshot()
@@ -242,7 +241,7 @@ func (s *Store) apply(r Record) (*plans.Sweep, error) {
 	for _, jr := range r.Jobs {
 		old := snap.Job(jr.ID)
 		if old == nil {
-			return nil, fmt.Errorf("job %s is not in any sweep", jr.ID)
+			return fmt.Errorf("job %s is not in any sweep", jr.ID)
 		}
 		j := *old
 		j.Status = jr.Status
@@ -260,7 +259,7 @@ func (s *Store) apply(r Record) (*plans.Sweep, error) {
 	for _, st := range r.SweepStates {
 		objs = append(objs, st)
 	}
-	return sw, s.commit(objs)
+	return s.commit(objs)
 }
 
 // recordOf is the record of putting objs.
@@ -300,12 +299,12 @@ func (s *Store) compact() error {
 		}
 		return err
 	}
-	for _, name := range s.order {
-		if err = write(Record{Sweep: s.sweeps[name]}); err != nil {
+	snap := s.Snapshot()
+	for _, sub := range snap.Submissions() {
+		if err = write(Record{Sweep: sweepRecord(sub)}); err != nil {
 			break
 		}
 	}
-	snap := s.Snapshot()
 	if err == nil {
 		var objs []any
 		for _, j := range snap.Jobs() {

@@ -31,8 +31,7 @@ func fill(t *testing.T, s *Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw.Environ = []string{"PATH=/usr/bin"}
-	if err := s.Submit(sw); err != nil {
+	if err := s.Submit(&Submission{Sweep: sw, Environ: []string{"PATH=/usr/bin"}, Limit: Limit{0: 2, 1: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	// What the store holds is never changed in place: each put is of a fresh copy.
@@ -91,15 +90,15 @@ func dump(s *Store) string {
 	return b.String()
 }
 
-func openState(t *testing.T, dir string) (*Store, []*plans.Sweep, []string) {
+func openState(t *testing.T, dir string) (*Store, []*Submission, []string) {
 	t.Helper()
 	var warnings []string
-	s, sweeps, err := OpenState(dir, func(w string) { warnings = append(warnings, w) })
+	s, err := OpenState(dir, func(w string) { warnings = append(warnings, w) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, sweeps, warnings
+	return s, s.Snapshot().Submissions(), warnings
 }
 
 func TestJournalReplaysEveryChange(t *testing.T) {
@@ -112,7 +111,8 @@ func TestJournalReplaysEveryChange(t *testing.T) {
 	if got := dump(again); got != want {
 		t.Errorf("replayed state differs:\n got %s\nwant %s", got, want)
 	}
-	if len(sweeps) != 1 || sweeps[0].Name != "j" || !reflect.DeepEqual(sweeps[0].Environ, []string{"PATH=/usr/bin"}) || len(warnings) != 0 {
+	if len(sweeps) != 1 || sweeps[0].Sweep.Name != "j" || !reflect.DeepEqual(sweeps[0].Environ, []string{"PATH=/usr/bin"}) ||
+		!reflect.DeepEqual(sweeps[0].Limit, Limit{0: 2, 1: 1}) || len(warnings) != 0 {
 		t.Errorf("sweeps %+v, warnings %v", sweeps, warnings)
 	}
 	if err := again.Submit(sweeps[0]); err == nil || !strings.Contains(err.Error(), "submitted already") {
@@ -129,12 +129,12 @@ func TestReplayKeepsTheConfigBase(t *testing.T) {
 	sw, err := plans.DecodeSweep(filepath.Join(dir, "s.yaml"), []byte("name: b\ncommand: [train, \"{config}\"]\nconfig: {base: base.yaml}\njobs: [{}]\n"), plans.Overrides{})
 	must(t, err)
 	s, _, _ := openState(t, filepath.Join(dir, "state"))
-	must(t, s.Submit(sw))
+	must(t, s.Submit(&Submission{Sweep: sw}))
 	s.Close()
 	must(t, os.WriteFile(base, []byte("other: 1\n"), 0o644))
 	_, sweeps, _ := openState(t, filepath.Join(dir, "state"))
-	j := sweeps[0].Jobs[0]
-	if v, _ := sweeps[0].Config.Render(j.Params).Path("training.batch_size"); v != int64(8) || len(j.Ladder) != 1 {
+	j := sweeps[0].Sweep.Jobs[0]
+	if v, _ := sweeps[0].Sweep.Config.Render(j.Params).Path("training.batch_size"); v != int64(8) || len(j.Ladder) != 1 {
 		t.Errorf("replayed from the changed file: batch_size %v, ladder %v", v, j.Ladder)
 	}
 }
@@ -225,7 +225,7 @@ func TestStateV1Loads(t *testing.T) {
 	}
 	s, sweeps, warnings := openState(t, dir)
 	snap := s.Snapshot()
-	if len(sweeps) != 1 || len(warnings) != 0 || len(sweeps[0].Jobs) != 3 {
+	if len(sweeps) != 1 || len(warnings) != 0 || len(sweeps[0].Sweep.Jobs) != 3 || sweeps[0].Limit != nil {
 		t.Fatalf("sweeps %+v, warnings %q", sweeps, warnings)
 	}
 	j1, j2, j3 := snap.Job("j.1"), snap.Job("j.2"), snap.Job("j.3")
@@ -243,6 +243,13 @@ func TestStateV1Loads(t *testing.T) {
 	if v, _ := j1.Current.Get("gradient_checkpointing"); v != true {
 		t.Errorf("j.1's tier-1 parameters: %v", j1.Current)
 	}
+	// A daemon derives the limit its records lack; the next compaction keeps it.
+	must(t, s.DeriveLimit("j", Limit{0: 1}))
+	must(t, s.Compact())
+	s.Close()
+	if _, sweeps, _ := openState(t, dir); !reflect.DeepEqual(sweeps[0].Limit, Limit{0: 1}) {
+		t.Errorf("the derived limit after a compaction: %v", sweeps[0].Limit)
+	}
 }
 
 func learnedPeak(snap Snapshot, shape string) int64 {
@@ -258,7 +265,7 @@ func TestANewerStateIsRefused(t *testing.T) {
 	line = []byte(strings.Replace(string(line), `{"v":0}`, `{"v":99}`, 1))
 	sum := fmt.Sprintf("%08x", crc32.Checksum(line[9:len(line)-1], crcTable))
 	os.WriteFile(filepath.Join(dir, journalFile), append([]byte(sum), line[8:]...), 0o600)
-	_, _, err := OpenState(dir, func(string) {})
+	_, err := OpenState(dir, func(string) {})
 	if err == nil || !strings.Contains(err.Error(), "newer gpuq (state version 99") {
 		t.Errorf("OpenState = %v", err)
 	}

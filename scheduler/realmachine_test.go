@@ -48,7 +48,7 @@ func TestTheTrainerNamedAmongOthersIsNotCrowdedOut(t *testing.T) {
 }
 
 func allocConf(l Launch) (string, bool) {
-	for _, v := range l.Sweep.Env {
+	for _, v := range l.Submission.Sweep.Env {
 		if v.Name == "PYTORCH_CUDA_ALLOC_CONF" {
 			return v.Value, true
 		}
@@ -77,7 +77,7 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	}
 	s, _, _ := openState(t, dir)
 	e, fr := newEngine(s)
-	must(t, e.Submit(sw))
+	must(t, e.Submit(&Submission{Sweep: sw}))
 	round(t, e)
 	if _, set := allocConf(fr.starts[0]); set {
 		t.Fatalf("the first attempt has PYTORCH_CUDA_ALLOC_CONF in its sweep's env: gpuq's default applies")
@@ -96,9 +96,8 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	}
 	s.Close()
 
-	again, sweeps, _ := openState(t, dir)
+	again, _, _ := openState(t, dir)
 	e2, fr2 := newEngine(again)
-	e2.Resume(sweeps[0])
 	round(t, e2)
 	if v, set := allocConf(fr2.starts[0]); !set || v != "" {
 		t.Errorf("after a restart: PYTORCH_CUDA_ALLOC_CONF=%q (set %v), want it empty", v, set)

@@ -28,7 +28,7 @@ func (e *Engine) Apply(x Exit) {
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	e.ghosts = append(e.ghosts, ghost{attempt: &ended, until: ended.Ended.Add(e.cfg.Settle)})
 	job := *snap.Job(a.Job)
-	sw := e.sweeps[job.Sweep]
+	sw := snap.Sweep(job.Sweep)
 	if job.Probe {
 		e.changeShape(job.Shape, func(l *Shape) {
 			if l.Probe == job.ID {

@@ -75,17 +75,17 @@ func (e *Engine) cardStates(snap Snapshot, running []*Attempt) ([]CardState, map
 			}
 		}
 	}
-	if len(e.limits) == 0 {
-		return states, nil
-	}
-	quotas := make(map[string]*Quota, len(e.limits))
-	for sweep, l := range e.limits {
+	quotas := map[string]*Quota{}
+	for _, sub := range snap.Submissions() {
+		if sub.Limit == nil {
+			continue
+		}
 		q := &Quota{Slots: make([]int, len(states)), Free: make([]int, len(states))}
 		for i, c := range states {
-			q.Slots[i] = l[c.Index]
-			q.Free[i] = l[c.Index]
+			q.Slots[i] = sub.Limit[c.Index]
+			q.Free[i] = sub.Limit[c.Index]
 		}
-		quotas[sweep] = q
+		quotas[sub.Sweep.Name] = q
 	}
 	for _, a := range running {
 		if q := quotas[SweepOf(a.Job)]; q != nil {
@@ -150,7 +150,7 @@ func (e *Engine) failTooLarge() {
 		}
 		c := *j
 		if l := e.store.Snapshot().Shape(j.Shape); l != nil && l.Floor > room {
-			if msg, ok := e.stepDown(&c, e.sweeps[j.Sweep], j.Declared, false); ok {
+			if msg, ok := e.stepDown(&c, e.store.Snapshot().Sweep(j.Sweep), j.Declared, false); ok {
 				e.put(&c)
 				e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "requeued", Message: fmt.Sprintf(
 					"skips tier %d, where its shape needs at least %s, more than any card: %s", j.Pos.Tier, plans.FormatSize(l.Floor), msg)})
@@ -218,12 +218,13 @@ func (e *Engine) settling() []*Attempt {
 
 // start starts a job that the round's snapshot holds queued.
 func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
-	sw := e.sweeps[j.Sweep]
+	sub := snap.Submission(j.Sweep)
 	if st := snap.SweepState(j.Sweep); st != nil && !st.AllocConfRefused.IsZero() {
 		// An empty value turns PyTorch's allocator options off (see withoutAllocConf).
-		plain := *sw
-		plain.Env = append(slices.Clone(sw.Env), plans.EnvVar{Name: "PYTORCH_CUDA_ALLOC_CONF"})
-		sw = &plain
+		plain, sw := *sub, *sub.Sweep
+		sw.Env = append(slices.Clone(sw.Env), plans.EnvVar{Name: "PYTORCH_CUDA_ALLOC_CONF"})
+		plain.Sweep = &sw
+		sub = &plain
 	}
 	job := *j
 	job.Attempts++
@@ -247,7 +248,7 @@ func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
 	if e.store.Journaled() && !e.put(&job, a) {
 		return
 	}
-	st, err := e.runner.Start(Launch{Attempt: a, Job: &job, Sweep: sw, Cards: cards, Sharing: sharing})
+	st, err := e.runner.Start(Launch{Attempt: a, Job: &job, Submission: sub, Cards: cards, Sharing: sharing})
 	if err != nil {
 		if !e.store.Journaled() {
 			e.put(&job, a)

@@ -11,6 +11,7 @@ import (
 
 // Tables and indexes of the state store.
 const (
+	TableSweeps   = "sweeps"
 	TableJobs     = "jobs"
 	TableAttempts = "attempts"
 	TableShapes   = "shapes"
@@ -27,6 +28,10 @@ const (
 
 func schema() *memdb.DBSchema {
 	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+		// Submissions by sweep name: the engine's lookups of a job's sweep.
+		TableSweeps: {Name: TableSweeps, Indexes: map[string]*memdb.IndexSchema{
+			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Submission](func(s *Submission) string { return s.Sweep.Name })},
+		}},
 		TableJobs:     jobsTable(),
 		TableAttempts: attemptsTable(),
 		TableShapes: {Name: TableShapes, Indexes: map[string]*memdb.IndexSchema{

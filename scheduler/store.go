@@ -145,15 +145,13 @@ type Drain struct {
 	On  bool
 }
 
-// Store is the in-memory state: jobs and attempts in go-memdb. Opened on a state
-// directory (OpenState), it journals every change before committing it.
+// Store is the in-memory state: submissions, jobs and attempts in go-memdb. Opened on a
+// state directory (OpenState), it journals every change before committing it.
 type Store struct {
-	db  *memdb.MemDB
-	seq uint64
-	// sweeps are the submissions, by name, as journaled; order is their order.
-	sweeps  map[string]*SweepRecord
-	order   []string
-	journal *Journal
+	db *memdb.MemDB
+	// seq and submitted number the jobs and the submissions in the order they came.
+	seq, submitted uint64
+	journal        *Journal
 }
 
 // NewStore returns an empty store that journals nothing.
@@ -162,62 +160,7 @@ func NewStore() (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
-	return &Store{db: db, sweeps: map[string]*SweepRecord{}}, nil
-}
-
-// Submit adds a sweep's jobs to the queue.
-func (s *Store) Submit(sw *plans.Sweep) error {
-	if s.sweeps[sw.Name] != nil {
-		return fmt.Errorf("sweep %q was submitted already: give the sweep another name", sw.Name)
-	}
-	if err := s.check(sw); err != nil {
-		return err
-	}
-	if s.journal != nil {
-		if sw.Source == nil {
-			return fmt.Errorf("sweep %q: a journaled sweep must be read from a file", sw.Name)
-		}
-		if err := s.journal.Append(Record{Sweep: sweepRecord(sw)}); err != nil {
-			return err
-		}
-	}
-	return s.submit(sw)
-}
-
-func sweepRecord(sw *plans.Sweep) *SweepRecord {
-	return &SweepRecord{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sw.Environ, Files: sw.Files}
-}
-
-// check refuses a sweep whose jobs exist already: inserting would silently replace
-// jobs that may be running.
-func (s *Store) check(sw *plans.Sweep) error {
-	snap := s.Snapshot()
-	for _, pj := range sw.Jobs {
-		if snap.Job(pj.ID) != nil {
-			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
-		}
-	}
-	return nil
-}
-
-func (s *Store) submit(sw *plans.Sweep) error {
-	if err := s.check(sw); err != nil {
-		return err
-	}
-	txn := s.db.Txn(true)
-	defer txn.Abort()
-	for _, pj := range sw.Jobs {
-		s.seq++
-		j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, Status: Status{State: JobQueued, Estimate: pj.Memory,
-			Current: pj.Params, Shape: sw.ShapeOf(pj.Params), Declared: pj.Memory, HostEstimate: pj.HostMemory}}
-		if err := txn.Insert(TableJobs, j); err != nil {
-			return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
-		}
-	}
-	txn.Commit()
-	s.sweeps[sw.Name] = sweepRecord(sw)
-	s.order = append(s.order, sw.Name)
-	return nil
+	return &Store{db: db}, nil
 }
 
 // Put writes jobs, attempts, shapes, drains and sweep states in one transaction, journaled first. An
@@ -263,6 +206,8 @@ func (s *Store) commit(objs []any) error {
 	for _, o := range objs {
 		table := TableJobs
 		switch o.(type) {
+		case *Submission:
+			table = TableSweeps
 		case *Attempt:
 			table = TableAttempts
 		case *Shape:

@@ -23,7 +23,7 @@ matrix:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Submit(sw); err != nil {
+	if err := st.Submit(&Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -36,7 +36,7 @@ matrix:
 	if n := len(st.Snapshot().Jobs()); n != 4 {
 		t.Errorf("jobs = %d", n)
 	}
-	if err := st.Submit(sw); err == nil {
+	if err := st.Submit(&Submission{Sweep: sw}); err == nil {
 		t.Error("submitting the same job ids twice was accepted")
 	}
 }

@@ -29,7 +29,7 @@ func timeoutEngine(t *testing.T, timeout string) (*Engine, *fakeClock, *[]Event)
 	var events []Event
 	e := NewEngine(st, fakeInventory{cards: []gpu.Card{{Index: 0, Total: 24 * gib}}, reads: new(int)}, fr, clock,
 		Config{Slots: []int{1}}, func(ev Event) { events = append(events, ev) })
-	if err := e.Submit(sw); err != nil {
+	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 	return e, clock, &events

@@ -135,12 +135,12 @@ func writeHistory(dir, sweepFile string, n int) error {
 	if err != nil {
 		return err
 	}
-	st, _, err := scheduler.OpenState(dir, func(string) {})
+	st, err := scheduler.OpenState(dir, func(string) {})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.Submit(sw); err != nil {
+	if err := st.Submit(&scheduler.Submission{Sweep: sw}); err != nil {
 		return err
 	}
 	at := time.Now().Add(-time.Hour)

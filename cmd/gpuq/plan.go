@@ -47,7 +47,7 @@ func runPlan(opts *planOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := store.Submit(p.sweep); err != nil {
+	if err := store.Submit(&scheduler.Submission{Sweep: p.sweep}); err != nil {
 		return err
 	}
 	snap := store.Snapshot()

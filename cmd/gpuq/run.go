@@ -100,7 +100,7 @@ func runRun(opts *runOptions) error {
 	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
 		scheduler.Config{Slots: p.slots, Headroom: sw.Headroom, Poll: opts.poll,
 			Host: launcher.HostMemory, HostReserve: reserve}, ui.event)
-	if err := eng.Submit(sw); err != nil {
+	if err := eng.Submit(&scheduler.Submission{Sweep: sw}); err != nil {
 		return err
 	}
 	fmt.Fprintf(progress, "gpuq: running %d jobs of %s; logs in %s\n", len(sw.Jobs), sw.Name, opts.logDir)

@@ -51,7 +51,6 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	sw.Environ = req.Environ
 	limit, err := sweepLimit(sw, d.machine.cards)
 	if err != nil {
 		fail(w, http.StatusBadRequest, fmt.Sprintf("%s: %v", sw.File, err))
@@ -68,10 +67,9 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err = d.eng.Do(r.Context(), func() error {
-		if err := d.eng.Submit(sw); err != nil {
+		if err := d.eng.Submit(&scheduler.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
 			return scheduler.Refused(err.Error())
 		}
-		d.eng.SetLimit(sw.Name, limit)
 		return nil
 	})
 	if err != nil {

@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg Config) error {
 // open rebuilds the state, opens the machine and takes up the attempts that ran on.
 func open(cfg Config) (*daemon, error) {
 	d := &daemon{cfg: cfg, started: time.Now(), log: &eventLog{w: cfg.Log}, stop: make(chan struct{})}
-	store, sweeps, err := scheduler.OpenState(cfg.StateDir, func(w string) { d.log.printf("warning: %s", w) })
+	store, err := scheduler.OpenState(cfg.StateDir, func(w string) { d.log.printf("warning: %s", w) })
 	if err != nil {
 		return nil, err
 	}
@@ -126,15 +126,23 @@ func open(cfg Config) (*daemon, error) {
 	d.eng = scheduler.NewEngine(store, d.machine.inv, runner.NewSupervised(ro, cfg.Supervisor), scheduler.RealClock{},
 		scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
 			Host: launcher.HostMemory, HostReserve: cfg.HostReserve}, d.log.event)
-	for _, sw := range sweeps {
-		d.eng.Resume(sw)
-		if l, err := sweepLimit(sw, d.machine.cards); err != nil {
-			d.log.printf("warning: sweep %s: %v; its jobs may use every card", sw.Name, err)
-		} else {
-			d.eng.SetLimit(sw.Name, l)
+	subs := store.Snapshot().Submissions()
+	for _, sub := range subs {
+		if sub.Limit != nil {
+			continue
+		}
+		// Journaled before submissions kept their limit.
+		l, err := sweepLimit(sub.Sweep, d.machine.cards)
+		if err != nil {
+			d.log.printf("warning: sweep %s: %v; its jobs may use every card", sub.Sweep.Name, err)
+			continue
+		}
+		if err := store.DeriveLimit(sub.Sweep.Name, l); err != nil {
+			d.close()
+			return nil, err
 		}
 	}
-	d.sweeps = len(sweeps)
+	d.sweeps = len(subs)
 	if d.adopted, err = d.eng.Adopt(); err != nil {
 		d.close()
 		return nil, err

@@ -64,12 +64,13 @@ func (b *base) prepare(l scheduler.Launch) (prepared, error) {
 	if err != nil {
 		return prepared{}, err
 	}
-	a := launcher.Attempt{Sweep: l.Sweep, JobID: l.Job.ID, N: l.Attempt.N, Tier: l.Attempt.Tier,
-		Params: l.Attempt.Params, Threads: threadsFor(l.Sweep, l.Sharing), SimLedger: b.ledger, Dir: dir}
+	sw := l.Submission.Sweep
+	a := launcher.Attempt{Sweep: sw, JobID: l.Job.ID, N: l.Attempt.N, Tier: l.Attempt.Tier,
+		Params: l.Attempt.Params, Threads: threadsFor(sw, l.Sharing), SimLedger: b.ledger, Dir: dir}
 	for _, c := range l.Cards {
 		a.Cards = append(a.Cards, launcher.Card{Index: c.Index, Total: c.Total})
 	}
-	env := l.Sweep.Environ
+	env := l.Submission.Environ
 	if env == nil {
 		env = os.Environ()
 	}

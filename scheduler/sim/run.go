@@ -100,7 +100,7 @@ func runEngine(t *Trace, m *machine, r *Result) error {
 	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom}
 	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
 	rn.engine = e
-	if err := e.Submit(t.Sweep); err != nil {
+	if err := e.Submit(&scheduler.Submission{Sweep: t.Sweep}); err != nil {
 		return err
 	}
 	timed := slices.ContainsFunc(t.Sweep.Jobs, func(j plans.Job) bool { return j.Timeout.After > 0 })
