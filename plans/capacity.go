@@ -31,10 +31,10 @@ func (s *Sweep) CheckCards(cards []Card, planSource string) error {
 			largest = cd
 		}
 	}
-	room := largest.Total - s.Headroom.Of(largest.Total)
+	room := s.Headroom.Room(largest.Total)
 	for _, j := range s.Jobs {
-		if j.GPUs > len(cards) {
-			c.failJob(j.origin+".gpus_per_job", j.ID, "needs %d cards at once but the sweep has %d: lower gpus_per_job or add cards to gpus", j.GPUs, len(cards))
+		if j.GPUsPerJob > len(cards) {
+			c.failJob(j.origin+".gpus_per_job", j.ID, "needs %d cards at once but the sweep has %d: lower gpus_per_job or add cards to gpus", j.GPUsPerJob, len(cards))
 		}
 		if j.Memory > room {
 			c.failJob(j.origin+".memory", j.ID, "the estimate %s is larger than every card: the largest is GPU %d (%s, %s, %s after %s headroom); lower the estimate, spread the job over more cards with gpus_per_job, or lower headroom",

@@ -41,7 +41,7 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 	for i, p := range points {
 		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Point: NewMap(), Params: s.Params.Clone(),
 			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
-			GPUs: defaults.GPUs, Priority: defaults.Priority, Timeout: defaults.Timeout, origin: p.origin}
+			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, origin: p.origin}
 		var names []string
 		for _, k := range p.vals.Keys {
 			v := p.vals.Vals[k]
@@ -52,7 +52,7 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 			case "host_memory":
 				j.HostMemory = c.size(p.origin+".host_memory", j.ID, v)
 			case "gpus_per_job":
-				j.GPUs = c.intValue(p.origin+".gpus_per_job", j.ID, v, 1, 1)
+				j.GPUsPerJob = c.intValue(p.origin+".gpus_per_job", j.ID, v, 1, 1)
 			case "priority":
 				j.Priority = c.intValue(p.origin+".priority", j.ID, v, -1<<31, 0)
 			case "timeout":
@@ -93,7 +93,7 @@ func (c *checker) checkJobs(s *Sweep) {
 	rc := s.reach()
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		key := valueKey(j.Params) + valueKey(j.Model) + fmt.Sprintf("|%d|%d|%d|%v", j.Memory, j.GPUs, j.Priority, j.Probe)
+		key := valueKey(j.Params) + valueKey(j.Model) + fmt.Sprintf("|%d|%d|%d|%v", j.Memory, j.GPUsPerJob, j.Priority, j.Probe)
 		if prev, dup := seen[key]; dup {
 			c.failJob(j.origin, j.ID, "the same job as %s (%s, from %s): remove one, or make them differ (e.g. by seed)", prev.ID, prev.Name, prev.origin)
 		}

@@ -112,6 +112,9 @@ func (h Headroom) Of(total int64) int64 {
 	return int64(float64(total) * h.Percent / 100)
 }
 
+// Room is what a card of the given capacity offers jobs: its capacity less headroom.
+func (h Headroom) Room(total int64) int64 { return total - h.Of(total) }
+
 func (h Headroom) String() string {
 	if h.Bytes > 0 {
 		return FormatSize(h.Bytes)

@@ -34,7 +34,7 @@ type Sweep struct {
 	Params   *Map
 	Env      []EnvVar
 	GPUs     GPUSpec
-	Plan     GPUPlan // nil: not written; see DefaultPlan
+	Plan     GPUPlan // nil: not written; see SlotPlan
 	Headroom Headroom
 	Threads  int // per job; 0 = "auto", an even share of the cores
 	OOM      OOMPolicy
@@ -74,7 +74,7 @@ type Job struct {
 	// Probe: the first job of each shape runs alone to measure its peak (memory: probe).
 	Probe      bool
 	HostMemory int64 // estimated peak host RAM in bytes; 0 = unknown
-	GPUs       int   // cards the job needs at once
+	GPUsPerJob int   // cards the job needs at once (gpus_per_job)
 	Priority   int
 	Timeout    Timeout
 	Ladder     []Rung    // the rungs that apply to this job, with its own keys
@@ -222,7 +222,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	s.OOM = c.oom(doc)
 
 	s.ShapeIgnores = c.shapeIgnores(doc)
-	defaults := Job{GPUs: 1}
+	defaults := Job{GPUsPerJob: 1}
 	if v, ok := doc.Get("memory"); ok {
 		c.memory("memory", "", v, &defaults)
 	}
@@ -230,7 +230,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 		defaults.HostMemory = c.size("host_memory", "", v)
 	}
 	defaults.Priority = c.integer(doc, "priority", 0, -1<<31)
-	defaults.GPUs = c.integer(doc, "gpus_per_job", 1, 1)
+	defaults.GPUsPerJob = c.integer(doc, "gpus_per_job", 1, 1)
 	if v, ok := doc.Get("timeout"); ok {
 		defaults.Timeout = c.timeout("timeout", "", v)
 	}
@@ -247,9 +247,13 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	return s, nil
 }
 
-// DefaultPlan is the plan used when none is written: memory alone decides where every
-// job has an estimate; otherwise one job per card, as a tmux script would start.
-func (s *Sweep) DefaultPlan() GPUPlan {
+// SlotPlan is the sweep's plan: as written, or when none is, memory alone decides
+// where every job has an estimate, and otherwise one job per card, as a tmux script
+// would start them.
+func (s *Sweep) SlotPlan() GPUPlan {
+	if s.Plan != nil {
+		return s.Plan
+	}
 	for _, j := range s.Jobs {
 		if j.Memory == 0 && j.Model == nil && !j.Probe {
 			return GPUPlan{1}

@@ -8,12 +8,12 @@ import (
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
-// CardStates combines what NVML reads, the plan, and gpuq's running attempts into the
+// cardStates combines what NVML reads, the plan, and gpuq's running attempts into the
 // packer's view of each card. slots is the plan fitted to cards; a card out of service
 // offers none. ours tells whether a process belongs to an attempt; any other process on
 // a card is foreign, and its memory counts against free, but for one this PID namespace
 // cannot see: whose it is cannot be told, and NVML's total use still counts it.
-func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running []*Attempt, ours func(pid int) bool) []CardState {
+func cardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running []*Attempt, ours func(pid int) bool) []CardState {
 	pos := make(map[int]int, len(cards))
 	out := make([]CardState, len(cards))
 	for i, c := range cards {
@@ -41,19 +41,10 @@ func CardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running 
 	return out
 }
 
-// Requests turns queued jobs into the packer's requests, in queue order.
-func Requests(queue []*Job) []Request {
-	out := make([]Request, len(queue))
-	for i, j := range queue {
-		out[i] = requestOf(j)
-	}
-	return out
-}
-
 // requestOf is a queued job as the packer sees it. A job of memory: probe whose shape
 // is not measured yet runs alone.
 func requestOf(j *Job) Request {
-	return Request{Job: j.ID, Memory: j.Estimate, GPUs: j.GPUs, Host: j.HostEstimate,
+	return Request{Job: j.ID, Memory: j.Estimate, GPUsPerJob: j.GPUsPerJob, Host: j.HostEstimate,
 		Exclusive: j.Pos.Exclusive || j.Probe && j.Estimate == 0}
 }
 

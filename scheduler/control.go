@@ -202,33 +202,19 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 	case j.Held:
 		return "", fmt.Sprintf("it is held; gpuq release %s lets it start", id), nil
 	}
-	probing := map[string]bool{}
-	var queue []Request
-	running := snap.Running()
-	states, quotas := e.cardStates(snap, running)
-	for q := range snap.Queued() {
-		if waitsForProbe(snap, q, probing) {
-			if q.ID == id {
-				probe := snap.Shape(q.Shape).Probe
-				if probe == "" {
-					probe = "the first queued job of its shape"
-				}
-				return "", fmt.Sprintf("memory: probe: it waits for %s to measure its shape", probe), nil
-			}
-			continue
-		}
-		r := requestOf(q)
-		r.Quota = quotas[q.Sweep]
-		queue = append(queue, r)
-		if q.ID == id {
-			break
-		}
-	}
-	host, err := e.hostState(running)
+	probe := false
+	v, err := e.view(snap, snap.Running(), func(q *Job) { probe = probe || q.ID == id })
 	if err != nil {
 		return "", "", err
 	}
-	d := Pack(queue, states, host)
+	d := Pack(slices.Collect(v.queue), v.cards, v.host)
+	if probe {
+		by := "the first queued job of its shape"
+		if l := snap.Shape(j.Shape); l != nil && l.Probe != "" {
+			by = l.Probe
+		}
+		return "", fmt.Sprintf("memory: probe: it waits for %s to measure its shape", by), nil
+	}
 	if i := slices.IndexFunc(d.Waiting, func(w Wait) bool { return w.Job == id }); i >= 0 {
 		detail := d.Waiting[i].Detail
 		if out := e.outOfService(); out != "" {

@@ -124,7 +124,7 @@ func TestASweepsOwnPlanLimitsItsJobs(t *testing.T) {
 		t.Fatalf("running %+v; want one job, on GPU 1", running)
 	}
 	reason, detail, _ := e.Why("c.2")
-	if reason != NoSlot || !strings.Contains(detail, "its sweep's own gpus and gpu_plan") {
+	if reason != NoSlot || !strings.Contains(detail, "the sweep's gpu_plan") {
 		t.Errorf("why c.2: %s %s", reason, detail)
 	}
 }

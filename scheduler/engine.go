@@ -110,8 +110,9 @@ type Config struct {
 	LearnAfter time.Duration
 	// Host reads the machine's RAM; nil leaves host memory out of the packing.
 	Host func() (total, available int64, err error)
-	// HostReserve is the RAM kept for the system.
-	HostReserve plans.Headroom
+	// HostHeadroom is the RAM kept for the system, as Headroom is each card's memory
+	// kept free (an attempt's HostReserve is what is reserved for it).
+	HostHeadroom plans.Headroom
 }
 
 // Engine runs jobs to the end: it packs, starts attempts, and reacts to how they end.

@@ -1,7 +1,7 @@
 package scheduler
 
-// The engine's loop: Run for one sweep in the foreground, Serve for a daemon, Do for
-// people's requests between rounds.
+// The engine's loop, run by Run for sweeps in the foreground and by Serve for a daemon,
+// and Do for people's requests between rounds.
 
 import (
 	"context"
@@ -12,24 +12,11 @@ import (
 // cancelled it stops every running attempt, cancels the queued jobs, waits for the
 // attempts to end, and returns ctx's error.
 func (e *Engine) Run(ctx context.Context) error {
-	for {
-		if err := e.Schedule(); err != nil {
-			return err
-		}
-		if e.finished() {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return e.shutdown(ctx.Err())
-		case x := <-e.runner.Exits():
-			e.Apply(x)
-		case <-e.clock.After(e.cfg.Poll):
-		}
-		if e.err != nil {
-			return e.err
-		}
+	err := e.loop(ctx, e.finished)
+	if err != nil && err == ctx.Err() {
+		return e.shutdown(err)
 	}
+	return err
 }
 
 // Serve schedules, and runs what Do is given, until ctx is cancelled; then it returns
@@ -38,15 +25,26 @@ func (e *Engine) Run(ctx context.Context) error {
 // them first, as Run does on Ctrl-C, and leaves queued jobs queued.
 func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
 	defer close(e.stopped)
+	err := e.loop(ctx, nil)
+	if err != nil && err == ctx.Err() && stopAll() {
+		e.stopRunning()
+	}
+	return err
+}
+
+// loop is the engine's loop, Run's and Serve's: a round, then the next event (an
+// attempt's end, a request given to Do, or a poll), until done (if not nil) says so,
+// ctx is cancelled (its error is returned), or a change could not be journaled.
+func (e *Engine) loop(ctx context.Context, done func() bool) error {
 	for {
 		if err := e.Schedule(); err != nil {
 			return err
 		}
+		if done != nil && done() {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
-			if stopAll() {
-				e.stopRunning()
-			}
 			return ctx.Err()
 		case x := <-e.runner.Exits():
 			e.Apply(x)

@@ -12,11 +12,11 @@ import (
 
 // Request is a queued job as the packer sees it.
 type Request struct {
-	Job       string
-	Memory    int64 // per card; 0 = unknown, slots alone decide
-	GPUs      int   // distinct cards needed at once
-	Exclusive bool  // needs idle cards and keeps them to itself
-	Host      int64 // host RAM; 0 = unknown
+	Job        string
+	Memory     int64 // per card; 0 = unknown, slots alone decide
+	GPUsPerJob int   // distinct cards needed at once
+	Exclusive  bool  // needs idle cards and keeps them to itself
+	Host       int64 // host RAM; 0 = unknown
 	// Quota, when not nil, limits the job to its sweep's cards and plan; the requests
 	// of one sweep share it.
 	Quota *Quota
@@ -38,7 +38,7 @@ type HostState struct {
 	Used     int64 // what the kernel says is in use (total - available)
 	Reserved int64 // running attempts' host estimates
 	Ours     int64 // what running attempts' processes hold, measured
-	Reserve  int64 // kept for the system, like a card's headroom
+	Headroom int64 // kept for the system, like a card's headroom
 }
 
 // Free is the RAM a new job may count on, as CardState.Free: foreign use is what is in
@@ -48,7 +48,7 @@ func (h HostState) Free() int64 {
 		return math.MaxInt64
 	}
 	foreign := max(h.Used-h.Ours, 0)
-	return h.Total - max(h.Used, h.Reserved+foreign) - h.Reserve
+	return h.Total - max(h.Used, h.Reserved+foreign) - h.Headroom
 }
 
 // CardState is one card as the packer sees it.
@@ -71,8 +71,11 @@ func (c CardState) Free() int64 {
 	return c.Total - max(c.Used, c.Reserved+c.Foreign) - c.Headroom
 }
 
+// room is what the card offers jobs: its capacity less headroom.
+func (c CardState) room() int64 { return c.Total - c.Headroom }
+
 // idleRoom is what the card would offer with none of gpuq's jobs on it.
-func (c CardState) idleRoom() int64 { return c.Total - c.Foreign - c.Headroom }
+func (c CardState) idleRoom() int64 { return c.room() - c.Foreign }
 
 // Placement starts a job on cards.
 type Placement struct {
@@ -90,9 +93,10 @@ const (
 	NoSlot Reason = "no-slot"
 	// NoMemory: cards have free slots, but none has room for the estimate now.
 	NoMemory Reason = "no-memory"
-	// Held: cards with room are kept for a job ahead in the queue that needs more, so
+	// Reserved: cards with room are kept for a job ahead in the queue that needs more, so
 	// that it is not starved by smaller ones.
-	Held Reason = "held"
+	// (A person's hold on a job is another thing: that job is "held".)
+	Reserved Reason = "reserved"
 	// NeedsIdle: the job runs alone (an exclusive rung) and no card is idle.
 	NeedsIdle Reason = "needs-idle"
 	// NoHostMemory: the machine's RAM, less its reserve, has no room for the job's
@@ -114,7 +118,7 @@ type Wait struct {
 type Decision struct {
 	Placements []Placement
 	Waiting    []Wait
-	// Reserved is the job the cards are held for, if one is; "" otherwise.
+	// Reserved is the job the cards are reserved for, if one is; "" otherwise.
 	Reserved string
 }
 
@@ -139,7 +143,7 @@ func Pack(queue []Request, cards []CardState, host HostState) Decision {
 			d.Waiting = append(d.Waiting, w)
 		}
 	}
-	d.Reserved = p.heldFor
+	d.Reserved = p.reservedFor
 	return d
 }
 
@@ -160,7 +164,7 @@ func Place(queue iter.Seq[Request], cards []CardState, host HostState, smallest 
 		if ok {
 			out = append(out, pl)
 		}
-		if ok || p.heldFor == r.Job {
+		if ok || p.reservedFor == r.Job {
 			full = p.full(smallest)
 		}
 	}
@@ -168,7 +172,7 @@ func Place(queue iter.Seq[Request], cards []CardState, host HostState, smallest 
 }
 
 func newPacker(cards []CardState, host HostState) *packer {
-	p := &packer{cards: slices.Clone(cards), held: make([]bool, len(cards)), failed: map[shape]Wait{}, host: host}
+	p := &packer{cards: slices.Clone(cards), reserved: make([]bool, len(cards)), failed: map[fit]Wait{}, host: host}
 	for i := range p.cards {
 		if p.cards[i].Running < p.cards[i].Slots && !p.cards[i].Exclusive {
 			p.openSlots++
@@ -181,12 +185,12 @@ func newPacker(cards []CardState, host HostState) *packer {
 func (p *packer) offer(r Request) (Placement, Wait, bool) {
 	if p.openSlots == 0 {
 		w := Wait{Job: r.Job, Reason: NoSlot, Detail: "every card's slots are taken"}
-		if p.heldOpen > 0 {
-			w = Wait{Job: r.Job, Reason: Held, Detail: p.heldWhy}
+		if p.reservedOpen > 0 {
+			w = Wait{Job: r.Job, Reason: Reserved, Detail: p.reservedWhy}
 		}
 		return Placement{}, w, false
 	}
-	if w, ok := p.failed[shapeOf(r)]; ok {
+	if w, ok := p.failed[fitOf(r)]; ok {
 		w.Job = r.Job
 		return Placement{}, w, false
 	}
@@ -199,50 +203,51 @@ func (p *packer) offer(r Request) (Placement, Wait, bool) {
 	if picked := p.pick(r); picked != nil {
 		return p.place(r, picked), Wait{}, true
 	}
-	w := p.why(r)
-	if p.heldFor == "" && w.Reason != TooLarge {
+	w, reserves := p.why(r)
+	if p.reservedFor == "" && reserves {
 		p.reserve(r)
 		clear(p.failed) // a reservation changes why later jobs wait
 	}
-	p.failed[shapeOf(r)] = w
+	p.failed[fitOf(r)] = w
 	return Placement{}, w, false
 }
 
 // full reports whether no job of at least smallest bytes per card could start on any
-// card that is not held.
+// card that is not reserved.
 func (p *packer) full(smallest int64) bool {
 	if p.openSlots == 0 {
 		return true
 	}
 	for i, c := range p.cards {
-		if !p.held[i] && c.Running < c.Slots && !c.Exclusive && c.Free() >= smallest {
+		if !p.reserved[i] && c.Running < c.Slots && !c.Exclusive && c.Free() >= smallest {
 			return false
 		}
 	}
 	return true
 }
 
-// shape is what decides whether a request fits: requests of one shape that come later
-// in a round fit no better, because placements only take room away.
-type shape struct {
+// fit is what decides whether a request fits: requests alike in it that come later in a
+// round fit no better, because placements only take room away. (A job's shape is
+// another thing: the parameters that what is learned of memory is shared by.)
+type fit struct {
 	memory    int64
 	gpus      int
 	exclusive bool
 	quota     *Quota
 }
 
-func shapeOf(r Request) shape { return shape{r.Memory, max(r.GPUs, 1), r.Exclusive, r.Quota} }
+func fitOf(r Request) fit { return fit{r.Memory, max(r.GPUsPerJob, 1), r.Exclusive, r.Quota} }
 
 type packer struct {
-	cards     []CardState
-	held      []bool
-	heldFor   string
-	heldWhy   string
-	scratch   []int
-	openSlots int // cards not held with a free slot
-	heldOpen  int // held cards with a free slot
-	failed    map[shape]Wait
-	host      HostState
+	cards        []CardState
+	reserved     []bool
+	reservedFor  string
+	reservedWhy  string
+	scratch      []int
+	openSlots    int // cards not held with a free slot
+	reservedOpen int // reserved cards with a free slot
+	failed       map[fit]Wait
+	host         HostState
 }
 
 func (p *packer) fits(i int, r Request) bool {
@@ -263,26 +268,26 @@ func (p *packer) fits(i int, r Request) bool {
 func (p *packer) pick(r Request) []int {
 	cands := p.scratch[:0]
 	for i := range p.cards {
-		if !p.held[i] && p.fits(i, r) {
+		if !p.reserved[i] && p.fits(i, r) {
 			cands = append(cands, i)
 		}
 	}
-	need := max(r.GPUs, 1)
+	need := max(r.GPUsPerJob, 1)
 	if len(cands) < need {
 		return nil
 	}
 	p.scratch = cands
 	if need == 1 { // the common case: the single best card, no sort
-		best, bestScore := cands[0], leftover(p.cards[cands[0]], r)
+		best, bestScore := cands[0], p.leftover(cands[0], r)
 		for _, i := range cands[1:] {
-			if s := leftover(p.cards[i], r); s < bestScore {
+			if s := p.leftover(i, r); s < bestScore {
 				best, bestScore = i, s
 			}
 		}
 		return []int{best}
 	}
 	slices.SortStableFunc(cands, func(a, b int) int {
-		return cmp.Compare(leftover(p.cards[a], r), leftover(p.cards[b], r))
+		return cmp.Compare(p.leftover(a, r), p.leftover(b, r))
 	})
 	picked := slices.Clone(cands[:need])
 	slices.Sort(picked)
@@ -314,23 +319,36 @@ func (p *packer) place(r Request, picked []int) Placement {
 	return pl
 }
 
-// leftover scores how much of c would be left after placing r, in [0, 2]: the free
-// memory and the free slots that would remain, each as a share of the card's capacity,
-// squared and summed. Smaller is a tighter fit. This is best fit over both resources a
-// card has (the norm-based greedy for vector bin packing: Panigrahy, Talwar, Uyeda and
-// Wieder, "Heuristics for Vector Bin Packing", 2011). Memory alone would put a 14 GiB job
-// on a two-slot 24 GiB card as readily as on a one-slot one, stranding the second slot
-// beside 8 GiB that no 10 GiB job can use. With no slot limit it is plain best fit on
-// memory: the card left with the least free memory.
-func leftover(c CardState, r Request) float64 {
-	room := float64(max(c.Total-c.Headroom, 1))
+// leftover scores how much of card i would be left after placing r, in [0, 2]: the
+// free memory and the free slots that would remain, each as a share of the card's
+// capacity, squared and summed. Smaller is a tighter fit. This is best fit over both
+// resources a card has (the norm-based greedy for vector bin packing: Panigrahy,
+// Talwar, Uyeda and Wieder, "Heuristics for Vector Bin Packing", 2011). Memory alone
+// would put a 14 GiB job on a two-slot 24 GiB card as readily as on a one-slot one,
+// stranding the second slot beside 8 GiB that no 10 GiB job can use. With no slot limit
+// it is plain best fit on memory: the card left with the least free memory.
+func (p *packer) leftover(i int, r Request) float64 {
+	c := p.cards[i]
+	room := float64(max(c.room(), 1))
 	mem := float64(c.Free()-r.Memory) / room
 	score := mem * mem
-	if c.Slots != plans.NoSlotLimit && c.Slots > 0 {
-		slots := float64(c.Slots-c.Running-1) / float64(c.Slots)
+	if limit, taken := p.slots(i, r); limit != plans.NoSlotLimit && limit > 0 {
+		slots := float64(limit-taken-1) / float64(limit)
 		score += slots * slots
 	}
 	return score
+}
+
+// slots is the slot limit that binds r on card i, and how many of its slots are taken:
+// the machine's plan, or r's sweep's own where that leaves fewer free. So a sweep
+// limited to its own plan on a machine with no slot limit (the daemon's default) is
+// packed as it is alone on a machine with that plan (gpuq run).
+func (p *packer) slots(i int, r Request) (limit, taken int) {
+	c := p.cards[i]
+	if q := r.Quota; q != nil && q.Free[i] < c.Slots-c.Running {
+		return q.Slots[i], q.Slots[i] - q.Free[i]
+	}
+	return c.Slots, c.Running
 }
 
 // reserve holds cards for r. The choice rests only on what does not change from round
@@ -348,23 +366,26 @@ func (p *packer) reserve(r Request) {
 	slices.SortStableFunc(cands, func(a, b int) int {
 		return cmp.Compare(p.cards[a].idleRoom(), p.cards[b].idleRoom())
 	})
-	for _, i := range cands[:min(len(cands), max(r.GPUs, 1))] {
-		p.held[i] = true
+	for _, i := range cands[:min(len(cands), max(r.GPUsPerJob, 1))] {
+		p.reserved[i] = true
 		if c := p.cards[i]; c.Running < c.Slots && !c.Exclusive {
 			p.openSlots--
-			p.heldOpen++
+			p.reservedOpen++
 		}
 	}
-	p.heldFor = r.Job
-	p.heldWhy = fmt.Sprintf("the cards with room are held for %s, ahead in the queue, so that smaller jobs do not starve it", r.Job)
+	p.reservedFor = r.Job
+	p.reservedWhy = fmt.Sprintf("the cards with room are reserved for %s, ahead in the queue, so that smaller jobs do not starve it", r.Job)
 }
 
-// why explains why r found no cards. It looks at every card, ignoring holds first, so
-// that the most useful reason wins: held, then needs an idle card, then memory, then slots.
-func (p *packer) why(r Request) Wait {
-	need := max(r.GPUs, 1)
-	w := Wait{Job: r.Job}
-	idleFits, withSlot, heldFits, quotaFull := 0, 0, 0, 0
+// why explains why r found no cards. It looks at every card, ignoring reservations
+// first, so that the most useful reason wins: reserved, then needs an idle card, then
+// memory, then slots. reserves says whether cards should be reserved for r: not when
+// no card could ever take it, nor when what it waits for is its own sweep's slots,
+// which no other job takes.
+func (p *packer) why(r Request) (w Wait, reserves bool) {
+	need := max(r.GPUsPerJob, 1)
+	w.Job = r.Job
+	idleFits, withSlot, reservedFits, quotaFull := 0, 0, 0, 0
 	var bestFree int64 = -1 << 62
 	bestCard := -1
 	for i, c := range p.cards {
@@ -379,8 +400,8 @@ func (p *packer) why(r Request) Wait {
 			continue
 		}
 		withSlot++
-		if p.held[i] && p.fits(i, r) {
-			heldFits++
+		if p.reserved[i] && p.fits(i, r) {
+			reservedFits++
 		}
 		if f := c.Free(); f > bestFree {
 			bestFree, bestCard = f, c.Index
@@ -394,22 +415,26 @@ func (p *packer) why(r Request) Wait {
 	case idleFits < need:
 		w.Reason = TooLarge
 		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
-	case heldFits > 0:
-		w.Reason, w.Detail = Held, p.heldWhy
+		return w, false
+	case reservedFits > 0:
+		w.Reason, w.Detail = Reserved, p.reservedWhy
 	case r.Exclusive:
 		w.Reason = NeedsIdle
 		w.Detail = fmt.Sprintf("runs alone after an OOM and needs %s with no other job", cards)
 	case withSlot >= need:
 		w.Reason = NoMemory
 		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %d)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
+	case quotaFull > 0 && withSlot == 0:
+		w.Reason, w.Detail = NoSlot, "every slot of the sweep's gpu_plan is taken"
+		return w, false
 	case quotaFull > 0:
 		w.Reason = NoSlot
-		w.Detail = fmt.Sprintf("needs %s with a free slot; its sweep's own gpus and gpu_plan leave it %d", cards, withSlot)
+		w.Detail = fmt.Sprintf("needs %s with a free slot; the sweep's gpus and gpu_plan leave it %d", cards, withSlot)
 	default:
 		w.Reason = NoSlot
 		w.Detail = fmt.Sprintf("needs %s with a free slot; %d of the plan's cards have one", cards, withSlot)
 	}
-	return w
+	return w, true
 }
 
 // quotaAllows reports whether r's sweep may ever use cards[i]. A card on which the

@@ -19,7 +19,7 @@ func benchMachine(jobs, cards int) ([]Request, []CardState, int64) {
 	q := make([]Request, jobs)
 	smallest := int64(1 << 62)
 	for i := range q {
-		q[i] = Request{Job: fmt.Sprintf("j%d", i), Memory: int64(6+2*r.IntN(4)) * gib, GPUs: 1}
+		q[i] = Request{Job: fmt.Sprintf("j%d", i), Memory: int64(6+2*r.IntN(4)) * gib, GPUsPerJob: 1}
 		smallest = min(smallest, q[i].Memory)
 	}
 	return q, cs, smallest

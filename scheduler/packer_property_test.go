@@ -28,10 +28,10 @@ func randomQueue(r *rand.Rand, n int) []Request {
 	q := make([]Request, n)
 	for i := range q {
 		q[i] = Request{
-			Job:       fmt.Sprintf("j%d", i),
-			Memory:    int64(r.IntN(30)) * gib,
-			GPUs:      1 + r.IntN(2)*r.IntN(3),
-			Exclusive: r.IntN(10) == 0,
+			Job:        fmt.Sprintf("j%d", i),
+			Memory:     int64(r.IntN(30)) * gib,
+			GPUsPerJob: 1 + r.IntN(2)*r.IntN(3),
+			Exclusive:  r.IntN(10) == 0,
 		}
 	}
 	return q
@@ -68,8 +68,8 @@ func TestPackProperties(t *testing.T) {
 				t.Fatalf("seed %d: %s placed twice", seed, p.Job)
 			}
 			seen[p.Job] = true
-			if len(p.Cards) != max(q.GPUs, 1) {
-				t.Fatalf("seed %d: %s got %d cards, needs %d", seed, p.Job, len(p.Cards), q.GPUs)
+			if len(p.Cards) != max(q.GPUsPerJob, 1) {
+				t.Fatalf("seed %d: %s got %d cards, needs %d", seed, p.Job, len(p.Cards), q.GPUsPerJob)
 			}
 			distinct := map[int]bool{}
 			for _, ci := range p.Cards {
@@ -249,7 +249,7 @@ func fitsIdleMachine(q Request, cards []CardState) bool {
 			n++
 		}
 	}
-	return n >= max(q.GPUs, 1)
+	return n >= max(q.GPUsPerJob, 1)
 }
 
 // TestPlaceMatchesPack: Place, which stops reading the queue early, makes exactly the

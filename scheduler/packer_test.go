@@ -66,15 +66,15 @@ func TestPack(t *testing.T) {
 		},
 		{
 			name:  "multi-card job takes distinct cards at once or none",
-			queue: []Request{{Job: "ddp", Memory: 20 * gib, GPUs: 2}, {Job: "one", Memory: 20 * gib}},
+			queue: []Request{{Job: "ddp", Memory: 20 * gib, GPUsPerJob: 2}, {Job: "one", Memory: 20 * gib}},
 			cards: []CardState{card(0, 24*gib, 1), card(1, 24*gib, 1), card(2, 24*gib, 1)},
 			want:  "ddp -> [0 1]\none -> [2]",
 		},
 		{
 			name:  "multi-card job that cannot get all its cards waits and reserves",
-			queue: []Request{{Job: "ddp", Memory: 20 * gib, GPUs: 2}, {Job: "one", Memory: 2 * gib}},
+			queue: []Request{{Job: "ddp", Memory: 20 * gib, GPUsPerJob: 2}, {Job: "one", Memory: 2 * gib}},
 			cards: []CardState{{Index: 0, Total: 24 * gib, Reserved: 10 * gib, Running: 1, Slots: 2}, card(1, 24*gib, 2)},
-			want:  "ddp waits: no-memory\none waits: held\nreserved for ddp",
+			want:  "ddp waits: no-memory\none waits: reserved\nreserved for ddp",
 		},
 		{
 			name:  "backfill past a blocked job onto cards it does not hold",
@@ -146,7 +146,7 @@ func TestPackDoesNotMutateInput(t *testing.T) {
 // used beyond gpuq's own processes counts, and a job that waits for RAM holds no card.
 func TestPackHostMemory(t *testing.T) {
 	cards := []CardState{{Index: 0, Total: 80 * gib, Slots: 1 << 30}}
-	host := HostState{Total: 64 * gib, Used: 20 * gib, Ours: 8 * gib, Reserved: 10 * gib, Reserve: 6 * gib}
+	host := HostState{Total: 64 * gib, Used: 20 * gib, Ours: 8 * gib, Reserved: 10 * gib, Headroom: 6 * gib}
 	// foreign 12 GiB + reserved 10 GiB = 22 GiB > used 20: free 64 - 22 - 6 = 36 GiB.
 	if f := host.Free(); f != 36*gib {
 		t.Fatalf("free %d, want 36 GiB", f)

@@ -187,7 +187,7 @@ func (e *Engine) room(a *Attempt) int64 {
 			if a.OOM != nil && a.OOM.TotalBytes > 0 {
 				total = a.OOM.TotalBytes
 			}
-			room = min(room, total-e.cfg.Headroom.Of(total))
+			room = min(room, e.cfg.Headroom.Room(total))
 		}
 	}
 	return room

@@ -5,9 +5,9 @@ package scheduler
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
@@ -17,6 +17,48 @@ import (
 // places. Run calls it after every event and poll; a driver of its own (a simulation in
 // virtual time) calls it, with Apply, instead of Run.
 func (e *Engine) Schedule() error {
+	if err := e.readCards(); err != nil {
+		return err
+	}
+	e.watchCards()
+	e.resolveOwners()
+	running := e.store.Snapshot().Running()
+	e.expire(running)
+	e.learnPeaks(running)
+	e.failTooLarge()
+	snap := e.store.Snapshot()
+	smallest := snap.Smallest()
+	if smallest == nil {
+		return nil
+	}
+	running = snap.Running()
+	v, err := e.view(snap, running, nil)
+	if err != nil {
+		return err
+	}
+	placed := Place(v.queue, v.cards, v.host, smallest.Estimate)
+	for _, p := range placed {
+		e.start(snap, snap.Job(p.Job), p.Cards, len(running)+len(placed))
+	}
+	return nil
+}
+
+// Preview is the decision a round would take now, with every waiting job's reason, and
+// the cards as the packer sees them; it starts nothing. gpuq plan shows it.
+func (e *Engine) Preview() (Decision, []CardState, error) {
+	if err := e.readCards(); err != nil {
+		return Decision{}, nil, err
+	}
+	snap := e.store.Snapshot()
+	v, err := e.view(snap, snap.Running(), nil)
+	if err != nil {
+		return Decision{}, nil, err
+	}
+	return Pack(slices.Collect(v.queue), v.cards, v.host), v.cards, nil
+}
+
+// readCards reads the cards for a round.
+func (e *Engine) readCards() error {
 	cards, err := e.inv.Snapshot()
 	if err != nil {
 		return err
@@ -26,85 +68,86 @@ func (e *Engine) Schedule() error {
 	for i, c := range cards {
 		e.cardPos[c.Index] = i
 	}
-	e.watchCards()
-	e.resolveOwners()
-	running := e.store.Snapshot().Running()
-	e.expire(running)
-	e.learnPeaks(running)
-	e.failTooLarge()
-	snap := e.store.Snapshot()
-	running = snap.Running()
-	smallest := snap.Smallest()
-	if smallest == nil {
-		return nil
-	}
+	return nil
+}
+
+// view is what the packer sees of a round. Schedule, Preview and Why all build it here,
+// so that they agree.
+type view struct {
+	cards []CardState
+	host  HostState
+	// queue yields the queued jobs in order, each with its sweep's quota, less those
+	// that wait for their shape's probe.
+	queue iter.Seq[Request]
+}
+
+// view builds a round's view from a snapshot: the cards (drained ones offering no slot),
+// the machine's RAM, and the queue. probing, if not nil, is told of each job the queue
+// passes over because it waits for its shape's probe.
+func (e *Engine) view(snap Snapshot, running []*Attempt, probing func(*Job)) (view, error) {
 	host, err := e.hostState(running)
 	if err != nil {
-		return err
+		return view{}, err
 	}
-	states, quotas := e.cardStates(snap, running)
-	probing := map[string]bool{}
+	reserved := append(running, e.settling()...)
+	cards := cardStates(e.cards, e.cfg.Slots, e.cfg.Headroom, reserved, e.ours(running))
+	if drained := snap.Drained(); len(drained) > 0 {
+		for i := range cards {
+			if drained[cards[i].Index] {
+				cards[i].Slots = 0
+			}
+		}
+	}
+	quota := e.quotas(snap, cards, running)
 	queue := func(yield func(Request) bool) {
+		probed := map[string]bool{}
 		for j := range snap.Queued() {
-			if waitsForProbe(snap, j, probing) {
+			if waitsForProbe(snap, j, probed) {
+				if probing != nil {
+					probing(j)
+				}
 				continue
 			}
 			r := requestOf(j)
-			r.Quota = quotas[j.Sweep]
+			r.Quota = quota(j.Sweep)
 			if !yield(r) {
 				return
 			}
 		}
 	}
-	placed := Place(queue, states, host, smallest.Estimate)
-	for _, p := range placed {
-		e.start(snap, snap.Job(p.Job), p.Cards, len(running)+len(placed))
-	}
-	return nil
+	return view{cards: cards, host: host, queue: queue}, nil
 }
 
-// cardStates is the packer's view of the cards for a round, drained cards offering no
-// slot, and each limited sweep's quota on them.
-func (e *Engine) cardStates(snap Snapshot, running []*Attempt) ([]CardState, map[string]*Quota) {
-	reserved := append(running, e.settling()...)
-	states := CardStates(e.cards, e.cfg.Slots, e.cfg.Headroom, reserved, e.ours(running))
-	if drained := snap.Drained(); len(drained) > 0 {
-		for i := range states {
-			if drained[states[i].Index] {
-				states[i].Slots = 0
+// quotas returns each sweep's quota for a round (nil for a sweep without a limit),
+// made when the queue first asks for it: its limit on each card, less its attempts
+// running there.
+func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) func(sweep string) *Quota {
+	made := map[string]*Quota{}
+	return func(sweep string) *Quota {
+		if q, ok := made[sweep]; ok {
+			return q
+		}
+		var q *Quota
+		if sub := snap.Submission(sweep); sub != nil && sub.Limit != nil {
+			q = &Quota{Slots: make([]int, len(cards)), Free: make([]int, len(cards))}
+			for i, c := range cards {
+				q.Slots[i] = sub.Limit[c.Index]
+				q.Free[i] = q.Slots[i]
 			}
-		}
-	}
-	quotas := map[string]*Quota{}
-	for _, sub := range snap.Submissions() {
-		if sub.Limit == nil {
-			continue
-		}
-		q := &Quota{Slots: make([]int, len(states)), Free: make([]int, len(states))}
-		for i, c := range states {
-			q.Slots[i] = sub.Limit[c.Index]
-			q.Free[i] = sub.Limit[c.Index]
-		}
-		quotas[sub.Sweep.Name] = q
-	}
-	for _, a := range running {
-		if q := quotas[SweepOf(a.Job)]; q != nil {
-			for _, g := range a.GPUs {
-				if i, ok := e.cardPos[g]; ok {
-					q.Free[i]--
+			for _, a := range running {
+				if j := snap.Job(a.Job); j == nil || j.Sweep != sweep {
+					continue
+				}
+				for _, g := range a.GPUs {
+					if i, ok := e.cardPos[g]; ok {
+						q.Free[i]--
+					}
 				}
 			}
 		}
+		made[sweep] = q
+		return q
 	}
-	return states, quotas
-}
-
-// SweepOf is the sweep of a job id, "<sweep>.<n>".
-func SweepOf(job string) string {
-	if i := strings.LastIndexByte(job, '.'); i >= 0 {
-		return job[:i]
-	}
-	return job
 }
 
 // waitsForProbe says whether a queued job of memory: probe waits for its shape to be
@@ -130,7 +173,7 @@ func (e *Engine) hostState(running []*Attempt) (HostState, error) {
 	if err != nil {
 		return HostState{}, fmt.Errorf("host memory: %w", err)
 	}
-	h := HostState{Total: total, Used: total - avail, Reserve: e.cfg.HostReserve.Of(total)}
+	h := HostState{Total: total, Used: total - avail, Headroom: e.cfg.HostHeadroom.Of(total)}
 	for _, a := range running {
 		h.Reserved += a.HostReserve
 		h.Ours += e.hostNow[a.ID]
@@ -276,7 +319,7 @@ func (e *Engine) largestRoom() int64 {
 		if c.Fault != "" && c.Total == 0 {
 			return math.MaxInt64
 		}
-		most = max(most, c.Total-e.cfg.Headroom.Of(c.Total))
+		most = max(most, e.cfg.Headroom.Room(c.Total))
 	}
 	return most
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,4 +245,70 @@ memory: 1GiB
 		t.Errorf("attach's notes: %q", errOut.String())
 	}
 	waitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+}
+
+// TestSamePlacementsInPlanRunAndDaemon: the same sweep on the same machine is placed
+// the same way by gpuq plan, gpuq run and the daemon (which packs each sweep within its
+// own gpu_plan on a machine of no slot limit): one job alone on each card, not two on
+// the first card, where the plan has a slot for each.
+func TestSamePlacementsInPlanRunAndDaemon(t *testing.T) {
+	daemonEnv(t)
+	t.Setenv("GPUQ_GPUS", "sim:3x24GiB")
+	sweep := writeSweep(t, `name: same
+command: [sh, -c, "exit 0"]
+matrix: {seed: [1, 2, 3]}
+memory: 5GiB
+gpu_plan: "2,1,1"
+`)
+	out, errOut, code := cli(t, "plan", sweep, "--json")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d: %s", code, errOut)
+	}
+	var plan planOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	planned := map[string][]int{}
+	for _, p := range plan.Placements {
+		planned[p.Job] = p.GPUs
+	}
+	perCard := map[int]int{}
+	for _, cards := range planned {
+		perCard[cards[0]]++
+	}
+	if len(planned) != 3 || perCard[0] != 1 || perCard[1] != 1 || perCard[2] != 1 {
+		t.Fatalf("plan places %v; want one job on each card", planned)
+	}
+	firsts := func(jobs []daemon.JobSummary) map[string][]int {
+		got := map[string][]int{}
+		for _, j := range jobs {
+			if len(j.Attempts) > 0 {
+				got[j.ID] = j.Attempts[0].GPUs
+			}
+		}
+		return got
+	}
+	out, errOut, code = cli(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "100ms")
+	if code != exitOK {
+		t.Fatalf("run: exit %d: %s", code, errOut)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if got := firsts(sum.Jobs); !reflect.DeepEqual(got, planned) {
+		t.Errorf("run placed %v; plan %v", got, planned)
+	}
+	startDaemon(t)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	waitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
+	var jobs []daemon.JobSummary
+	for _, j := range listed(t) {
+		jobs = append(jobs, j.JobSummary)
+	}
+	if got := firsts(jobs); !reflect.DeepEqual(got, planned) {
+		t.Errorf("the daemon placed %v; plan %v", got, planned)
+	}
 }

@@ -384,7 +384,7 @@ func cardsFor(opts *estimateOptions, spec plans.GPUSpec, def plans.Headroom) ([]
 func fits(total int64, cards []gpu.Card, headroom plans.Headroom) []fitJSON {
 	out := []fitJSON{}
 	for _, c := range cards {
-		room := c.Total - headroom.Of(c.Total)
+		room := headroom.Room(c.Total)
 		if total > 0 && total <= room {
 			out = append(out, fitJSON{GPU: c.Index, RoomBytes: room, PerCard: room / total})
 		}

@@ -209,7 +209,7 @@ func newWhyCmd(io ioStreams, st *settings) *cobra.Command {
 		Use:   "why ID",
 		Short: "Say why a queued job waits",
 		Long: `Say why a queued job has not started: no free slot, not enough free memory on any
-card with a slot, cards held for a larger job ahead of it, waiting for an idle card or
+card with a slot, cards reserved for a larger job ahead of it, waiting for an idle card or
 for host RAM, held by you, or waiting for its shape's probe. For a job that is not
 queued, say what it is doing.`,
 		Example:           "  gpuq why gla-e1.12",

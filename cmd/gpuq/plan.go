@@ -43,16 +43,14 @@ func runPlan(opts *planOptions) error {
 		return err
 	}
 	defer p.inv.Close()
-	store, err := scheduler.NewStore()
+	eng, _, err := p.engine(opts.settings, nil, 0, nil)
 	if err != nil {
 		return err
 	}
-	if err := store.Submit(&scheduler.Submission{Sweep: p.sweep}); err != nil {
+	d, states, err := eng.Preview()
+	if err != nil {
 		return err
 	}
-	snap := store.Snapshot()
-	states := scheduler.CardStates(p.cards, p.slots, p.sweep.Headroom, snap.Running(), nil)
-	d := scheduler.Pack(scheduler.Requests(snap.Queue()), states, scheduler.HostState{})
 	if opts.json {
 		return writeJSON(opts.io.Out, planJSON(p, states, d))
 	}
@@ -76,7 +74,8 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 	if sim := p.inv.Simulated(); sim != "" {
 		machine += ", SIMULATED " + sim
 	}
-	planText := plans.GPUPlan(p.slots).String()
+	slots := p.slots()
+	planText := plans.GPUPlan(slots).String()
 	if sw.Plan == nil {
 		planText += " (default: " + defaultPlanNote(sw) + ")"
 	}
@@ -95,7 +94,7 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 		if jobs == "" {
 			jobs = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", c.Index, p.cards[i].Name, gib(max(c.Free(), 0)), slotsText(c.Slots), jobs, gib(max(left, 0)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", c.Index, p.cards[i].Name, gib(max(c.Free(), 0)), slotsText(slots[i]), jobs, gib(max(left, 0)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -112,7 +111,7 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 		j := byID[w.Job]
 		why := string(w.Reason) + ": " + w.Detail
 		if w.Job == d.Reserved {
-			why += "; cards are held for it"
+			why += "; cards are reserved for it"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.ID, j.Name, estimateText(j), why)
 	}
@@ -152,7 +151,7 @@ func rungTexts(j plans.Job) []string {
 }
 
 func defaultPlanNote(sw *plans.Sweep) string {
-	if sw.DefaultPlan()[0] == plans.NoSlotLimit {
+	if sw.SlotPlan()[0] == plans.NoSlotLimit {
 		return "every job has an estimate, so memory alone decides"
 	}
 	return "one job per card, since some jobs have no memory estimate"
@@ -163,8 +162,8 @@ func estimateText(j plans.Job) string {
 	if j.Memory > 0 {
 		s = plans.FormatSize(j.Memory)
 	}
-	if j.GPUs > 1 {
-		s += fmt.Sprintf(" ×%d cards", j.GPUs)
+	if j.GPUsPerJob > 1 {
+		s += fmt.Sprintf(" ×%d cards", j.GPUsPerJob)
 	}
 	return s
 }
@@ -203,10 +202,10 @@ type planPlacement struct {
 }
 
 type planWait struct {
-	Job    string `json:"job"`
-	Reason string `json:"reason"`
-	Detail string `json:"detail"`
-	Held   bool   `json:"cards_held,omitempty"`
+	Job      string `json:"job"`
+	Reason   string `json:"reason"`
+	Detail   string `json:"detail"`
+	Reserved bool   `json:"cards_reserved,omitempty"`
 }
 
 type planJob struct {
@@ -214,7 +213,7 @@ type planJob struct {
 	Name          string     `json:"name"`
 	Params        *plans.Map `json:"params"`
 	EstimateBytes int64      `json:"estimate_bytes"`
-	GPUs          int        `json:"gpus_per_job"`
+	GPUsPerJob    int        `json:"gpus_per_job"`
 	Priority      int        `json:"priority"`
 	// Ladder is what each OOM changes, in order.
 	Ladder []string `json:"ladder"`
@@ -225,10 +224,11 @@ func planJSON(p *prepared, states []scheduler.CardState, d scheduler.Decision) p
 		Placements: []planPlacement{}, Waiting: []planWait{}, Jobs: []planJob{}}
 	byID := jobsByID(p.sweep)
 	on := starts(d)
+	slots := p.slots()
 	for i, c := range states {
 		g := planGPU{Index: c.Index, Name: p.cards[i].Name, TotalBytes: c.Total, FreeBytes: max(c.Free(), 0), Jobs: []string{}}
-		if c.Slots != plans.NoSlotLimit {
-			g.Slots = &p.slots[i]
+		if slots[i] != plans.NoSlotLimit {
+			g.Slots = &slots[i]
 		}
 		left := c.Free()
 		for _, id := range on[c.Index] {
@@ -242,10 +242,10 @@ func planJSON(p *prepared, states []scheduler.CardState, d scheduler.Decision) p
 		out.Placements = append(out.Placements, planPlacement{Job: pl.Job, GPU: pl.Cards[0], GPUs: pl.Cards})
 	}
 	for _, w := range d.Waiting {
-		out.Waiting = append(out.Waiting, planWait{Job: w.Job, Reason: string(w.Reason), Detail: w.Detail, Held: w.Job == d.Reserved})
+		out.Waiting = append(out.Waiting, planWait{Job: w.Job, Reason: string(w.Reason), Detail: w.Detail, Reserved: w.Job == d.Reserved})
 	}
 	for _, j := range p.sweep.Jobs {
-		out.Jobs = append(out.Jobs, planJob{ID: j.ID, Name: j.Name, Params: j.Params, EstimateBytes: j.Memory, GPUs: j.GPUs,
+		out.Jobs = append(out.Jobs, planJob{ID: j.ID, Name: j.Name, Params: j.Params, EstimateBytes: j.Memory, GPUsPerJob: j.GPUsPerJob,
 			Priority: j.Priority, Ladder: rungTexts(j)})
 	}
 	return out

@@ -2,23 +2,25 @@ package main
 
 import (
 	"fmt"
+	"time"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
-// prepared is a validated sweep with the cards it will run on.
+// prepared is a validated sweep with the cards it will run on, admitted on them.
 type prepared struct {
 	sweep *plans.Sweep
 	inv   *gpu.Inventory
 	cards []gpu.Card
-	slots []int
+	limit scheduler.Limit
 }
 
 // prepare loads and validates a sweep against the machine. The caller closes p.inv.
 func prepare(path string, st *settings, io ioStreams) (*prepared, error) {
-	ov := st.overrides()
-	sw, err := plans.LoadSweep(path, ov)
+	sw, err := plans.LoadSweep(path, st.overrides())
 	if err != nil {
 		return nil, err
 	}
@@ -34,18 +36,41 @@ func prepare(path string, st *settings, io ioStreams) (*prepared, error) {
 		inv.Close()
 		return nil, err
 	}
-	pc := make([]plans.Card, len(cards))
-	for i, c := range cards {
-		pc[i] = plans.Card{Index: c.Index, Name: c.Name, Total: c.Total}
-	}
-	if err := sw.CheckCards(pc, ov.Plan.Source); err != nil {
+	limit, err := scheduler.Admit(sw, cards)
+	if err != nil {
 		inv.Close()
 		return nil, err
 	}
-	plan := sw.Plan
-	if plan == nil {
-		plan = sw.DefaultPlan()
+	return &prepared{sweep: sw, inv: inv, cards: cards, limit: limit}, nil
+}
+
+// slots is the sweep's plan on each card.
+func (p *prepared) slots() []int {
+	out := make([]int, len(p.cards))
+	for i, c := range p.cards {
+		out[i] = p.limit[c.Index]
 	}
-	slots, _ := plan.For(len(cards)) // CheckCards has checked the length
-	return &prepared{sweep: sw, inv: inv, cards: cards, slots: slots}, nil
+	return out
+}
+
+// engine returns the engine of gpuq run and gpuq plan, with the sweep submitted: the
+// machine's cards with no slot limit of their own and the sweep limited to its plan
+// on them, as under the daemon, so that both place it as the daemon does. runner may be
+// nil for an engine that only previews.
+func (p *prepared) engine(st *settings, r scheduler.Runner, poll time.Duration, events func(scheduler.Event)) (*scheduler.Engine, *scheduler.Store, error) {
+	headroom, err := st.hostHeadroom()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := scheduler.NewStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	machine, _ := plans.GPUPlan{plans.NoSlotLimit}.For(len(p.cards))
+	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
+		scheduler.Config{Slots: machine, Headroom: p.sweep.Headroom, Poll: poll, Host: launcher.HostMemory, HostHeadroom: headroom}, events)
+	if err := eng.Submit(&scheduler.Submission{Sweep: p.sweep, Limit: p.limit}); err != nil {
+		return nil, nil, err
+	}
+	return eng, store, nil
 }

@@ -116,15 +116,15 @@ const (
 	keyHostReserve = "host_reserve"
 )
 
-// defaultHostReserve leaves a tenth of the RAM to the system, the page cache and
+// defaultHostHeadroom leaves a tenth of the RAM to the system, the page cache and
 // everything that is not a trainer.
-var defaultHostReserve = plans.Headroom{Percent: 10}
+var defaultHostHeadroom = plans.Headroom{Percent: 10}
 
-// hostReserve is the machine's host RAM reserve.
-func (s *settings) hostReserve() (plans.Headroom, error) {
+// hostHeadroom is the host RAM kept for the system (host_reserve).
+func (s *settings) hostHeadroom() (plans.Headroom, error) {
 	v := strings.TrimSpace(s.v.GetString(keyHostReserve))
 	if v == "" {
-		return defaultHostReserve, nil
+		return defaultHostHeadroom, nil
 	}
 	h, err := plans.ParseHeadroom(v)
 	if err != nil {

@@ -71,10 +71,6 @@ func runRun(opts *runOptions) error {
 		return err
 	}
 	defer p.inv.Close()
-	reserve, err := opts.settings.hostReserve()
-	if err != nil {
-		return err
-	}
 	launcher.BecomeSubreaper()
 	sw := p.sweep
 	if opts.logDir == "" {
@@ -83,26 +79,21 @@ func runRun(opts *runOptions) error {
 	if err := launcher.PrivateDir(opts.logDir); err != nil {
 		return badInput("--log-dir: %v", err)
 	}
-	store, err := scheduler.NewStore()
-	if err != nil {
-		return err
-	}
 	progress := opts.io.Out
 	if opts.json {
 		progress = opts.io.Err
 	}
-	ui := newRunUI(progress, isTerminal(progress) && !opts.json, store, sw)
+	ui := newRunUI(progress, isTerminal(progress) && !opts.json, sw)
 	ledger := ""
 	if p.inv.Simulated() != "" {
 		ledger = opts.settings.ledger()
 	}
 	r := runner.NewDirect(runner.Options{Dir: opts.logDir, Ledger: ledger})
-	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
-		scheduler.Config{Slots: p.slots, Headroom: sw.Headroom, Poll: opts.poll,
-			Host: launcher.HostMemory, HostReserve: reserve}, ui.event)
-	if err := eng.Submit(&scheduler.Submission{Sweep: sw}); err != nil {
+	eng, store, err := p.engine(opts.settings, r, opts.poll, ui.event)
+	if err != nil {
 		return err
 	}
+	ui.store = store
 	fmt.Fprintf(progress, "gpuq: running %d jobs of %s; logs in %s\n", len(sw.Jobs), sw.Name, opts.logDir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -150,8 +141,9 @@ type runUI struct {
 	wg    sync.WaitGroup
 }
 
-func newRunUI(w io.Writer, live bool, store *scheduler.Store, sw *plans.Sweep) *runUI {
-	return &runUI{w: w, live: live, store: store, sweep: sw, done: make(chan struct{})}
+// newRunUI returns the progress of a sweep's run; its store is set before it starts.
+func newRunUI(w io.Writer, live bool, sw *plans.Sweep) *runUI {
+	return &runUI{w: w, live: live, sweep: sw, done: make(chan struct{})}
 }
 
 func (u *runUI) event(ev scheduler.Event) {

@@ -51,18 +51,8 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	limit, err := sweepLimit(sw, d.machine.cards)
+	limit, err := scheduler.Admit(sw, d.machine.cards)
 	if err != nil {
-		fail(w, http.StatusBadRequest, fmt.Sprintf("%s: %v", sw.File, err))
-		return
-	}
-	var cards []plans.Card
-	for _, c := range d.machine.cards {
-		if _, ok := limit[c.Index]; ok {
-			cards = append(cards, plans.Card{Index: c.Index, Name: c.Name, Total: c.Total})
-		}
-	}
-	if err := sw.CheckCards(cards, req.Overrides.Plan.Source); err != nil {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}

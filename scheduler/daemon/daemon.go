@@ -40,8 +40,8 @@ type Config struct {
 	Machine plans.Overrides
 	// Inventory opens the cards; its Ledger is also the simulated trainers'.
 	Inventory gpu.Options
-	// HostReserve is the host RAM kept for the system.
-	HostReserve plans.Headroom
+	// HostHeadroom is the host RAM kept for the system (host_reserve).
+	HostHeadroom plans.Headroom
 	// Poll is how often the cards are sampled between events.
 	Poll time.Duration
 	// Supervisor is the command that starts an attempt's supervisor: gpuq's own binary.
@@ -125,14 +125,14 @@ func open(cfg Config) (*daemon, error) {
 	}
 	d.eng = scheduler.NewEngine(store, d.machine.inv, runner.NewSupervised(ro, cfg.Supervisor), scheduler.RealClock{},
 		scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
-			Host: launcher.HostMemory, HostReserve: cfg.HostReserve}, d.log.event)
+			Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}, d.log.event)
 	subs := store.Snapshot().Submissions()
 	for _, sub := range subs {
 		if sub.Limit != nil {
 			continue
 		}
 		// Journaled before submissions kept their limit.
-		l, err := sweepLimit(sub.Sweep, d.machine.cards)
+		l, err := scheduler.Admit(sub.Sweep, d.machine.cards)
 		if err != nil {
 			d.log.printf("warning: sweep %s: %v; its jobs may use every card", sub.Sweep.Name, err)
 			continue

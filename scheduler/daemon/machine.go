@@ -1,12 +1,7 @@
 package daemon
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
-
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
@@ -56,46 +51,4 @@ func openMachine(cfg Config) (*machine, error) {
 // badSetting is a machine setting that cannot be used: bad input, named by its source.
 func badSetting(o plans.Override, err error) error {
 	return plans.Problems{{File: o.Source, Msg: err.Error()}}
-}
-
-// sweepLimit is a sweep's own gpus and gpu_plan on the daemon's cards. A simulated
-// machine or "all" in the sweep means every card the daemon has.
-func sweepLimit(sw *plans.Sweep, cards []gpu.Card) (scheduler.Limit, error) {
-	mine := cards
-	if sw.GPUs.Indices != nil {
-		mine = nil
-		for _, idx := range sw.GPUs.Indices {
-			i := -1
-			for k, c := range cards {
-				if c.Index == idx {
-					i = k
-				}
-			}
-			if i < 0 {
-				return nil, fmt.Errorf("gpus names GPU %d, which the daemon does not schedule on (it has %s)", idx, indicesText(cards))
-			}
-			mine = append(mine, cards[i])
-		}
-	}
-	plan := sw.Plan
-	if plan == nil {
-		plan = sw.DefaultPlan()
-	}
-	slots, err := plan.For(len(mine))
-	if err != nil {
-		return nil, err
-	}
-	l := scheduler.Limit{}
-	for i, c := range mine {
-		l[c.Index] = slots[i]
-	}
-	return l, nil
-}
-
-func indicesText(cards []gpu.Card) string {
-	parts := make([]string, len(cards))
-	for i, c := range cards {
-		parts[i] = strconv.Itoa(c.Index)
-	}
-	return strings.Join(parts, ",")
 }

@@ -45,6 +45,9 @@ func lockState(dir string) (*os.File, error) {
 // Gone reports whether no daemon holds the state directory's lock, which a daemon
 // drops only as it exits.
 func Gone(dir string) bool {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return true
+	}
 	f, err := lockState(dir)
 	if err != nil {
 		return false

@@ -45,10 +45,7 @@ type Result struct {
 // Slots is the trace's plan fitted to its cards: gpu_plan as written, or the plan a
 // sweep file without one gets.
 func (t *Trace) Slots() []int {
-	plan := t.Sweep.Plan
-	if plan == nil {
-		plan = t.Sweep.DefaultPlan()
-	}
+	plan := t.Sweep.SlotPlan()
 	slots, err := plan.For(t.Sweep.GPUs.Count())
 	if err != nil {
 		// The sweep was validated against its simulated cards when it was decoded.

@@ -183,7 +183,7 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 	for _, g := range sw.GPUs.Sim {
 		largest = max(largest, g.Bytes)
 	}
-	room := largest - sw.Headroom.Of(largest)
+	room := sw.Headroom.Room(largest)
 	for i, e := range estimates {
 		if e > room {
 			fail(fmt.Sprintf("jobs[%d].estimate", i), "%s is larger than every card (%s after %s headroom): gpuq would fail the job at once; lower the estimate or use larger cards",
