@@ -179,15 +179,68 @@ gpu_plan: "1"
 	}
 }
 
-// TestSubmitStartsADaemon: with no daemon, gpuq submit starts one in the background.
+// TestSubmitStartsADaemon: with no daemon, gpuq submit starts one in the background, on
+// the machine the sweep names (not the 2 cards of GPUQ_GPUS), so its plan of 3 fits.
 func TestSubmitStartsADaemon(t *testing.T) {
 	dir := daemonEnv(t)
-	sweep := writeSweep(t, "name: bg\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n")
+	sweep := writeSweep(t, `name: bg
+command: [sh, -c, "exit 0"]
+matrix: {seed: [1, 2, 3]}
+memory: 1GiB
+gpus: sim:3x24GiB
+gpu_plan: "2,1,1"
+`)
 	_, errOut, code := cli(t, "submit", sweep)
 	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, daemon.LogPath(dir)) {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
-	waitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+	waitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
+	c, err := daemon.Dial(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Info(); err != nil || len(info.GPUs) != 3 {
+		t.Errorf("the daemon it started has %d cards (%v), want the sweep's 3", len(info.GPUs), err)
+	}
+}
+
+// TestSubmitLeavesNoIdleDaemon: a daemon that gpuq submit started for sweeps it then
+// refuses is stopped again.
+func TestSubmitLeavesNoIdleDaemon(t *testing.T) {
+	dir := daemonEnv(t)
+	sweep := writeSweep(t, "name: huge\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 30GiB\n")
+	_, errOut, code := cli(t, "submit", sweep)
+	if code != exitBadInput || !strings.Contains(errOut, "larger than every card") || !strings.Contains(errOut, "stopped the daemon it had started") {
+		t.Errorf("submit: exit %d, %q", code, errOut)
+	}
+	if !daemon.Gone(dir) {
+		t.Error("the daemon it started runs on")
+	}
+}
+
+// TestSubmitToADaemonOnAnotherMachine: a sweep for other cards than the running
+// daemon's is refused (exit 2), naming both machines and how to restart the daemon.
+func TestSubmitToADaemonOnAnotherMachine(t *testing.T) {
+	dir := daemonEnv(t)
+	startDaemon(t)
+	sweep := writeSweep(t, "name: big\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\ngpus: sim:7x23.52GiB\ngpu_plan: 2,2,2,2,1,1,1\n")
+	_, errOut, code := cli(t, "submit", sweep)
+	for _, want := range []string{sweep + ": gpus: the sweep is for sim:7x23.52GiB", "the daemon on " + dir + " schedules on sim:2x24GiB (GPUs 0,1)",
+		"gpuq daemon --stop", "gpuq daemon --gpus sim:7x23.52GiB"} {
+		if code != exitBadInput || !strings.Contains(errOut, want) {
+			t.Errorf("submit: exit %d, %q; want 2 and %q", code, errOut, want)
+		}
+	}
+	if _, errOut, code := cli(t, "submit", sweep, "--gpus", "0,5", "--gpu-plan", "1"); code != exitBadInput || !strings.Contains(errOut, "--gpus: the sweep is for GPUs 0,5") {
+		t.Errorf("submit --gpus 0,5: exit %d, %q", code, errOut)
+	}
+	_, errOut, code = cli(t, "submit", sweep, "--gpus", "1", "--gpu-plan", "1", "--headroom", "10%")
+	if code != exitOK || !strings.Contains(errOut, "headroom 10% does not apply: the daemon keeps 5% free") {
+		t.Errorf("submit with another headroom: exit %d, %q; want a warning", code, errOut)
+	}
+	if jobs := listed(t); len(jobs) != 1 {
+		t.Errorf("jobs %+v; want the one submitted to cards the daemon has", jobs)
+	}
 }
 
 // syncBuffer is a buffer that one goroutine writes while another reads.

@@ -25,8 +25,10 @@ func newSubmitCmd(io ioStreams, st *settings) *cobra.Command {
 		Short: "Send sweeps to the daemon, starting one in the background if none runs",
 		Long: `Check each sweep file and send it to the daemon of the state directory, which runs
 its jobs beside every other sweep's. When no daemon runs there, one is started in the
-background first (its log is daemon.log in the state directory); it keeps running after
-you log out.
+background first, on the machine the first sweep names (its gpus and headroom); its log
+is daemon.log in the state directory, and it keeps running after you log out. A sweep
+whose gpus name another machine than the running daemon's is refused, with the command
+that restarts the daemon on it.
 
 The sweep is read now: later edits to the file do not change it. Its trainers get the
 environment gpuq submit was run in (PATH, a conda env, CUDA settings), not the daemon's.
@@ -52,6 +54,7 @@ Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad in
 func runSubmit(opts *submitOptions, paths []string) error {
 	ov := opts.settings.sweepOverrides()
 	var reqs []daemon.SubmitRequest
+	var machine []string
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)
 		if err != nil {
@@ -65,8 +68,11 @@ func runSubmit(opts *submitOptions, paths []string) error {
 			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 		}
 		reqs = append(reqs, daemon.SubmitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
+		if machine == nil {
+			machine = machineOf(sw)
+		}
 	}
-	c, err := ensureDaemon(opts.settings, opts.io)
+	c, started, err := ensureDaemon(opts.settings, opts.io, machine)
 	if err != nil {
 		return err
 	}
@@ -76,9 +82,18 @@ func runSubmit(opts *submitOptions, paths []string) error {
 	for _, req := range reqs {
 		resp, err := c.Submit(req)
 		if err != nil {
+			if started && len(out.Sweeps) == 0 {
+				// Nothing for the daemon it started to do: do not leave it running.
+				if serr := c.Stop(false); serr == nil {
+					fmt.Fprintln(opts.io.Err, "gpuq: stopped the daemon it had started")
+				}
+			}
 			return err
 		}
 		out.Sweeps = append(out.Sweeps, resp)
+		for _, w := range resp.Warnings {
+			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
+		}
 		if !opts.json {
 			fmt.Fprintf(opts.io.Out, "submitted %s: %d jobs; gpuq status --sweep %s follows them\n", resp.Sweep, resp.Jobs, resp.Sweep)
 		}
@@ -106,26 +121,41 @@ func (s *settings) sweepOverrides() plans.Overrides {
 	return ov
 }
 
+// machineOf is the daemon flags for the machine a sweep names (its gpus and headroom,
+// from its file or this command line); nil when it names none.
+func machineOf(sw *plans.Sweep) []string {
+	var args []string
+	if sw.GPUs.IsSim() || sw.GPUs.Indices != nil {
+		args = append(args, "--gpus", sw.GPUs.String())
+	}
+	if sw.Headroom != plans.DefaultHeadroom {
+		args = append(args, "--headroom", sw.Headroom.String())
+	}
+	return args
+}
+
 // ensureDaemon connects to the state directory's daemon, starting one in the background
-// if none runs.
-func ensureDaemon(st *settings, io ioStreams) (*daemon.Client, error) {
-	c, err := st.dial()
+// if none runs (started), on the machine the flags in machine name (the first sweep's),
+// so that the sweep runs on the machine it was written for.
+func ensureDaemon(st *settings, io ioStreams, machine []string) (c *daemon.Client, started bool, err error) {
+	c, err = st.dial()
 	var none daemon.NoDaemonError
 	if !errors.As(err, &none) {
-		return c, err
+		return c, false, err
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	argv := []string{self, "daemon", "--state-dir", none.Dir}
 	if cfg, _ := st.flags.GetString("config"); cfg != "" {
 		argv = append(argv, "--config", cfg)
 	}
+	argv = append(argv, machine...)
 	c, pid, err := daemon.Start(none.Dir, argv)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	fmt.Fprintf(io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", pid, none.Dir, daemon.LogPath(none.Dir))
-	return c, nil
+	return c, true, nil
 }

@@ -51,10 +51,19 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if err := d.machine.serves(sw, d.cfg.StateDir); err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	limit, err := scheduler.Admit(sw, d.machine.cards)
 	if err != nil {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	resp := SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs)}
+	if sw.Headroom != d.machine.headroom {
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s: headroom %s does not apply: the daemon keeps %s free on every card "+
+			"for every sweep (gpuq daemon --headroom)", sw.File, sw.Headroom, d.machine.headroom))
 	}
 	err = d.eng.Do(r.Context(), func() error {
 		if err := d.eng.Submit(&scheduler.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
@@ -67,7 +76,7 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.log.printf("submitted %s: %d jobs from %s", sw.Name, len(sw.Jobs), sw.File)
-	reply(w, SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs)})
+	reply(w, resp)
 }
 
 func (d *daemon) list(w http.ResponseWriter, r *http.Request) {

@@ -93,8 +93,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	d.log.printf("gpuq daemon %s (pid %d) on %s: %s; %d sweeps, %d jobs known, %d attempts taken up; state in %s",
-		cfg.Version, os.Getpid(), d.machine.spec, cardsText(d.machine.cards, d.machine.slots), d.sweeps,
+		cfg.Version, os.Getpid(), d.machine.name(), cardsText(d.machine.cards, d.machine.slots), d.sweeps,
 		len(d.store.Snapshot().Jobs()), d.adopted, cfg.StateDir)
+	if r := d.machine.recalled; len(r) > 0 {
+		d.log.printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
+			cfg.StateDir, strings.Join(r, ", "))
+	}
 	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln)
 	if cerr := d.store.Compact(); cerr != nil {
 		d.log.printf("warning: %v", cerr)
@@ -128,16 +132,7 @@ func open(cfg Config) (*daemon, error) {
 			Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}, d.log.event)
 	subs := store.Snapshot().Submissions()
 	for _, sub := range subs {
-		if sub.Limit != nil {
-			continue
-		}
-		// Journaled before submissions kept their limit.
-		l, err := scheduler.Admit(sub.Sweep, d.machine.cards)
-		if err != nil {
-			d.log.printf("warning: sweep %s: %v; its jobs may use every card", sub.Sweep.Name, err)
-			continue
-		}
-		if err := store.DeriveLimit(sub.Sweep.Name, l); err != nil {
+		if err := d.resume(sub); err != nil {
 			d.close()
 			return nil, err
 		}
@@ -148,6 +143,28 @@ func open(cfg Config) (*daemon, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// resume checks a replayed submission against this machine. Its limit names the cards
+// its jobs may use: on a machine without some of them, it says so rather than let them
+// take other cards.
+func (d *daemon) resume(sub *scheduler.Submission) error {
+	name := sub.Sweep.Name
+	if sub.Limit == nil {
+		// Journaled before submissions kept their limit.
+		l, err := scheduler.Admit(sub.Sweep, d.machine.cards)
+		if err != nil {
+			d.log.printf("warning: sweep %s: %v; its jobs may use every card", name, err)
+			return nil
+		}
+		return d.store.DeriveLimit(name, l)
+	}
+	if missing := d.machine.missing(sub.Limit); len(missing) > 0 {
+		d.log.printf("warning: sweep %s was admitted on GPUs this daemon does not have (%v; it schedules on %s): "+
+			"its jobs run only on the others; gpuq daemon --stop, then gpuq daemon --gpus with its machine, runs them everywhere",
+			name, missing, d.machine)
+	}
+	return nil
 }
 
 func (d *daemon) close() {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 )
 
@@ -251,5 +252,39 @@ memory: 1GiB
 	waitFor(t, "the running job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 1 })
 	if j, _ := c.Job("long-dir.2"); j.Attempts[0].Outcome != "cancelled" {
 		t.Errorf("the stopped attempt ended %q, want cancelled", j.Attempts[0].Outcome)
+	}
+}
+
+// TestADaemonStartedAgainTakesTheLastMachine: a daemon started without a machine takes
+// the one the last daemon on the state directory ran on, so that a sweep admitted on
+// it keeps its plan; one given another machine says which of a sweep's cards it lacks.
+func TestADaemonStartedAgainTakesTheLastMachine(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	ledger := t.TempDir()
+	run := func(gpus string) *running {
+		cfg := testConfig(dir, ledger, nil)
+		cfg.Machine.GPUs = plans.Override{Value: gpus, Source: "--gpus"}
+		return startDaemonWith(t, cfg)
+	}
+	d := run("sim:3x24GiB")
+	sweep := writeSweep(t, "name: m\ncommand: [sh, -c, \"sleep 60\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\ngpu_plan: \"0,0,1\"\n")
+	if _, err := submit(t, d.client, sweep); err != nil {
+		t.Fatal(err)
+	}
+	d.stop(t)
+	d = run("")
+	if info, err := d.client.Info(); err != nil || len(info.GPUs) != 3 {
+		t.Errorf("a daemon given no machine has %d cards (%v); want the last one's 3", len(info.GPUs), err)
+	}
+	if !strings.Contains(d.log.String(), "as the last daemon on "+dir+": gpus sim:3x24GiB") {
+		t.Errorf("the log does not say where the machine came from:\n%s", d.log)
+	}
+	d.stop(t)
+	d = run("sim:2x24GiB")
+	if want := "warning: sweep m was admitted on GPUs this daemon does not have ([2]; it schedules on sim:2x24GiB (GPUs 0,1))"; !strings.Contains(d.log.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, d.log)
+	}
+	if w, err := d.client.Why("m.2"); err != nil || w.Reason != string(scheduler.TooLarge) {
+		t.Errorf("why m.2 on a machine without its card: %+v %v", w, err)
 	}
 }

@@ -1,7 +1,17 @@
 package daemon
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
@@ -12,17 +22,24 @@ type machine struct {
 	cards    []gpu.Card
 	slots    []int
 	headroom plans.Headroom
+	// recalled says which settings came from the daemon's last machine.
+	recalled []string
 }
 
 // openMachine opens the cards the daemon schedules on, with the machine's plan and
-// headroom: the daemon's own settings, never a sweep's.
+// headroom: the daemon's own settings, never a sweep's. A setting not given is the one
+// the last daemon on the state directory ran with (see machineFile), so that a daemon
+// started again without them schedules on the machine its sweeps were admitted on.
 func openMachine(cfg Config) (*machine, error) {
-	ov := cfg.Machine
+	ov, recalled, err := recall(cfg.StateDir, cfg.Machine)
+	if err != nil {
+		return nil, err
+	}
 	spec, err := plans.ParseGPUs(ov.GPUs.Value)
 	if err != nil {
 		return nil, badSetting(ov.GPUs, err)
 	}
-	m := &machine{spec: spec, headroom: plans.DefaultHeadroom}
+	m := &machine{spec: spec, headroom: plans.DefaultHeadroom, recalled: recalled}
 	if ov.Headroom.Value != "" {
 		if m.headroom, err = plans.ParseHeadroom(ov.Headroom.Value); err != nil {
 			return nil, badSetting(ov.Headroom, err)
@@ -45,10 +62,129 @@ func openMachine(cfg Config) (*machine, error) {
 		m.inv.Close()
 		return nil, badSetting(ov.Plan, err)
 	}
+	if err := remember(cfg.StateDir, ov); err != nil {
+		m.inv.Close()
+		return nil, err
+	}
 	return m, nil
 }
 
 // badSetting is a machine setting that cannot be used: bad input, named by its source.
 func badSetting(o plans.Override, err error) error {
 	return plans.Problems{{File: o.Source, Msg: err.Error()}}
+}
+
+// machineFile, in the state directory, holds the machine settings the last daemon was
+// given (none of them: it took the defaults).
+const machineFile = "machine.json"
+
+type machineRecord struct {
+	GPUs     string `json:"gpus,omitempty"`
+	Plan     string `json:"gpu_plan,omitempty"`
+	Headroom string `json:"headroom,omitempty"`
+}
+
+// recall fills the settings not given with those of the last daemon, and names them.
+func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
+	path := filepath.Join(dir, machineFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return ov, nil, nil
+	}
+	var rec machineRecord
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err != nil {
+		return ov, nil, fmt.Errorf("the last daemon's machine: %w; remove %s to start from the defaults", err, path)
+	}
+	var recalled []string
+	for _, f := range []struct {
+		key  string
+		from string
+		to   *plans.Override
+	}{{"gpus", rec.GPUs, &ov.GPUs}, {"gpu_plan", rec.Plan, &ov.Plan}, {"headroom", rec.Headroom, &ov.Headroom}} {
+		if f.to.Value == "" && f.from != "" {
+			*f.to = plans.Override{Value: f.from, Source: fmt.Sprintf("%s: %s (the last daemon's)", path, f.key)}
+			recalled = append(recalled, f.key+" "+f.from)
+		}
+	}
+	return ov, recalled, nil
+}
+
+// remember records the machine settings a daemon runs with, for the next (recall).
+func remember(dir string, ov plans.Overrides) error {
+	data, _ := json.Marshal(machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value})
+	tmp := filepath.Join(dir, machineFile+".new")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("record the machine: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(dir, machineFile))
+}
+
+// name names the machine as gpuq --gpus would.
+func (m *machine) name() string {
+	if sim := m.inv.Simulated(); sim != "" {
+		return sim // a machine without a driver, too
+	}
+	return specName(m.spec)
+}
+
+// specName names the cards a --gpus names.
+func specName(spec plans.GPUSpec) string {
+	switch {
+	case spec.IsSim():
+		return spec.String()
+	case spec.Indices == nil:
+		return "every card"
+	}
+	return "GPUs " + spec.String()
+}
+
+// String names the machine and its cards.
+func (m *machine) String() string {
+	idx := make([]string, len(m.cards))
+	for i, c := range m.cards {
+		idx[i] = strconv.Itoa(c.Index)
+	}
+	return fmt.Sprintf("%s (GPUs %s)", m.name(), strings.Join(idx, ","))
+}
+
+// serves reports whether a sweep's own gpus name this machine: the same simulated
+// machine, or cards it has. Its error names both machines and how to run the sweep on
+// its own.
+func (m *machine) serves(sw *plans.Sweep, dir string) error {
+	ok := true
+	switch {
+	case sw.GPUs.IsSim():
+		ok = m.inv.Simulated() == sw.GPUs.String()
+	case sw.GPUs.Indices != nil:
+		for _, idx := range sw.GPUs.Indices {
+			ok = ok && slices.ContainsFunc(m.cards, func(c gpu.Card) bool { return c.Index == idx })
+		}
+	}
+	if ok {
+		return nil
+	}
+	e := &plans.FieldError{File: sw.File, Field: "gpus"}
+	if src := sw.Overrides.GPUs.Source; src != "" {
+		e = &plans.FieldError{File: src}
+	}
+	e.Msg = fmt.Sprintf("the sweep is for %s, but the daemon on %s schedules on %s. To run it on its own cards, "+
+		"restart the daemon there: gpuq daemon --stop (its trainers keep running), then gpuq submit starts one on %s "+
+		"(or run gpuq daemon --gpus %s yourself); or name cards the daemon has with gpuq submit --gpus",
+		specName(sw.GPUs), dir, m, specName(sw.GPUs), sw.GPUs)
+	return plans.Problems{e}
+}
+
+// missing names the cards of a sweep's limit that the machine lacks, for a warning.
+func (m *machine) missing(l scheduler.Limit) []int {
+	var out []int
+	for idx := range l {
+		if !slices.ContainsFunc(m.cards, func(c gpu.Card) bool { return c.Index == idx }) {
+			out = append(out, idx)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -72,6 +72,7 @@ type running struct {
 	cfg    Config
 	client *Client
 	log    *syncBuffer
+	cancel context.CancelFunc
 	ended  chan struct{} // closed when Run has returned, with err
 	err    error
 }
@@ -86,19 +87,23 @@ func startDaemon(t *testing.T) *running {
 
 func startDaemonOn(t *testing.T, dir, ledger string) *running {
 	t.Helper()
+	return startDaemonWith(t, testConfig(dir, ledger, nil))
+}
+
+func startDaemonWith(t *testing.T, cfg Config) *running {
+	t.Helper()
 	log := &syncBuffer{}
-	cfg := testConfig(dir, ledger, nil)
 	cfg.Log = log
 	r := &running{cfg: cfg, log: log, ended: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
 	go func() {
 		r.err = Run(ctx, cfg)
 		close(r.ended)
 	}()
 	t.Cleanup(func() {
-		cancel()
-		<-r.ended
-		killSupervised(dir)
+		r.stop(t)
+		killSupervised(cfg.StateDir)
 	})
 	waitFor(t, "the daemon to answer", func() bool {
 		select {
@@ -106,11 +111,20 @@ func startDaemonOn(t *testing.T, dir, ledger string) *running {
 			t.Fatalf("the daemon ended: %v\n%s", r.err, log)
 		default:
 		}
-		c, err := Dial(dir)
+		c, err := Dial(cfg.StateDir)
 		r.client = c
 		return err == nil
 	})
 	return r
+}
+
+// stop stops the daemon, leaving its trainers running, and waits for it to end.
+func (r *running) stop(t *testing.T) {
+	r.cancel()
+	<-r.ended
+	if r.err != nil {
+		t.Errorf("the daemon ended with %v", r.err)
+	}
 }
 
 // killSupervised kills the supervisors and trainers of a state directory.

@@ -21,10 +21,11 @@ type SubmitRequest struct {
 	Files map[string]string `json:"files,omitempty"`
 }
 
-// SubmitResponse is a submitted sweep.
+// SubmitResponse is a submitted sweep, and what of it does not apply.
 type SubmitResponse struct {
-	Sweep string `json:"sweep"`
-	Jobs  int    `json:"jobs"`
+	Sweep    string   `json:"sweep"`
+	Jobs     int      `json:"jobs"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // JobsResponse is a listing of jobs.
