@@ -101,9 +101,11 @@ type Override struct {
 	Source string
 }
 
-// Overrides replace the sweep file's gpus, gpu_plan and headroom where set.
+// Overrides replace the sweep file's gpus, gpu_plan and headroom where set, and its
+// name (gpuq submit --name, to run a sweep again under another name).
 type Overrides struct {
 	GPUs, Plan, Headroom Override
+	Name                 Override
 }
 
 var (
@@ -185,10 +187,13 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 		OOM: OOMPolicy{MaxAttempts: defaultMaxAttempt}}
 
 	s.Name = c.str(doc, "name", "")
+	if ov.Name.Value != "" {
+		s.Name = ov.Name.Value
+	}
 	if s.Name == "" {
 		c.fail("name", "a sweep needs a name of lowercase letters, digits, '.', '_' or '-', e.g. name: gla-e1")
 	} else if !nameRe.MatchString(s.Name) {
-		c.fail("name", "%q may hold only lowercase letters, digits, '.', '_' and '-': e.g. %s", s.Name, sanitizeName(s.Name))
+		c.failAt(ov.Name, "name", "%q may hold only lowercase letters, digits, '.', '_' and '-': e.g. %s", s.Name, sanitizeName(s.Name))
 	}
 	s.Command = c.command(doc)
 	s.Workdir = filepath.Join(dir, c.str(doc, "workdir", "."))

@@ -104,13 +104,18 @@ func TestOverridesWin(t *testing.T) {
 		GPUs:     Override{Value: "sim:7x23.52GiB", Source: "--gpus"},
 		Plan:     Override{Value: "1", Source: "GPUQ_GPU_PLAN"},
 		Headroom: Override{Value: "1GiB", Source: "--headroom"},
+		Name:     Override{Value: "again", Source: "--name"},
 	}
 	s, err := DecodeSweep("g.yaml", []byte(issueSweep), ov)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.GPUs.IsSim() || s.Plan.String() != "1" || s.Headroom.Bytes != 1<<30 {
-		t.Errorf("overrides lost: %v %v %v", s.GPUs, s.Plan, s.Headroom)
+	if !s.GPUs.IsSim() || s.Plan.String() != "1" || s.Headroom.Bytes != 1<<30 || s.Name != "again" || s.Jobs[0].ID != "again.1" {
+		t.Errorf("overrides lost: %v %v %v %s %s", s.GPUs, s.Plan, s.Headroom, s.Name, s.Jobs[0].ID)
+	}
+	_, err = DecodeSweep("g.yaml", []byte(issueSweep), Overrides{Name: Override{Value: "Again!", Source: "--name"}})
+	if err == nil || !strings.HasPrefix(err.Error(), `--name: "Again!" may hold only`) {
+		t.Errorf("a bad --name is named as the flag: %v", err)
 	}
 	_, err = DecodeSweep("g.yaml", []byte(issueSweep), Overrides{Plan: Override{Value: "2,x", Source: "--gpu-plan"}})
 	if err == nil || !strings.HasPrefix(err.Error(), "--gpu-plan: ") {

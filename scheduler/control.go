@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
+	"time"
 )
 
 // What people ask of a running engine: cancel, retry, hold and release jobs, drain
@@ -223,6 +225,71 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 		return d.Waiting[i].Reason, detail, nil
 	}
 	return "", "it fits now and starts at the next round", nil
+}
+
+// Clean forgets sweeps whose jobs have all ended (see Store.Forget): the one named, or
+// every one; with before set, only those whose last attempt ended before it. It
+// returns the submissions forgotten.
+func (e *Engine) Clean(sweep string, before time.Time) ([]*Submission, error) {
+	snap := e.store.Snapshot()
+	subs := snap.Submissions()
+	if sweep != "" {
+		sub := snap.Submission(sweep)
+		if sub == nil {
+			return nil, Refused(fmt.Sprintf("no sweep %q; gpuq status lists them", sweep))
+		}
+		if left := unended(snap, sweep); left != "" {
+			return nil, Refused(fmt.Sprintf("sweep %s has jobs that have not ended (%s): gpuq cancel --sweep %s ends them", sweep, left, sweep))
+		}
+		subs = []*Submission{sub}
+	}
+	var gone []*Submission
+	var names []string
+	for _, sub := range subs {
+		name := sub.Sweep.Name
+		if unended(snap, name) == "" && (before.IsZero() || lastEnded(snap, name).Before(before)) {
+			gone = append(gone, sub)
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	if err := e.store.Forget(names); err != nil {
+		e.err = fmt.Errorf("state not saved, stopping: %w", err)
+		return nil, e.err
+	}
+	return gone, nil
+}
+
+// unended counts a sweep's jobs that have not ended, by state ("" when none).
+func unended(snap Snapshot, sweep string) string {
+	counts := map[JobState]int{}
+	for j := range snap.JobsOf(sweep) {
+		if !ended(j) {
+			counts[j.ShownState()]++
+		}
+	}
+	var parts []string
+	for _, st := range []JobState{JobRunning, JobQueued, JobHeld} {
+		if counts[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// lastEnded is when the last of a sweep's attempts ended; zero when none ran.
+func lastEnded(snap Snapshot, sweep string) time.Time {
+	var last time.Time
+	for j := range snap.JobsOf(sweep) {
+		for _, a := range snap.Attempts(j.ID) {
+			if a.Ended.After(last) {
+				last = a.Ended
+			}
+		}
+	}
+	return last
 }
 
 // JobsOf yields a sweep's jobs.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
@@ -126,5 +127,30 @@ func TestASweepsOwnPlanLimitsItsJobs(t *testing.T) {
 	reason, detail, _ := e.Why("c.2")
 	if reason != NoSlot || !strings.Contains(detail, "the sweep's gpu_plan") {
 		t.Errorf("why c.2: %s %s", reason, detail)
+	}
+}
+
+func TestCleanForgetsEndedSweeps(t *testing.T) {
+	e, st := stepEngine(t, threeJobs, 1)
+	round(t, e)
+	var refused Refused
+	if _, err := e.Clean("c", time.Time{}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "(1 running, 2 queued): gpuq cancel --sweep c") {
+		t.Errorf("clean of a sweep that runs: %v", err)
+	}
+	if _, err := e.Clean("nope", time.Time{}); !errors.As(err, &refused) {
+		t.Errorf("clean of no sweep: %v", err)
+	}
+	e.Cancel(Selection{Sweep: "c"})
+	applyStop(e)
+	if gone, err := e.Clean("", time.Now().Add(-time.Hour)); err != nil || len(gone) != 0 {
+		t.Errorf("clean of sweeps ended an hour ago forgot %d (%v); c has just ended", len(gone), err)
+	}
+	gone, err := e.Clean("", time.Time{})
+	if err != nil || len(gone) != 1 || gone[0].Sweep.Name != "c" || len(st.Snapshot().Jobs()) != 0 {
+		t.Fatalf("clean: %v, %v; %d jobs left", gone, err, len(st.Snapshot().Jobs()))
+	}
+	sw, _ := plans.DecodeSweep("c.yaml", []byte(threeJobs), plans.Overrides{})
+	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
+		t.Errorf("a forgotten sweep's name submitted again: %v", err)
 	}
 }

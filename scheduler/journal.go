@@ -38,7 +38,12 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // Record is one change: a submitted sweep, or objects put in the store.
 type Record struct {
-	V        int          `json:"v"`
+	V int `json:"v"`
+	// Epoch, in the first record of a file, is the compaction that file follows: the
+	// snapshot it heads, or the journal written since it. A journal older than the
+	// snapshot (a crash between the two) is held whole in the snapshot, and is not
+	// replayed. Older gpuqs ignore it and replay such a journal, as they always did.
+	Epoch    uint64       `json:"epoch,omitempty"`
 	Sweep    *SweepRecord `json:"sweep,omitempty"`
 	Jobs     []JobRecord  `json:"jobs,omitempty"`
 	Attempts []*Attempt   `json:"attempts,omitempty"`
@@ -79,6 +84,7 @@ type Journal struct {
 	dir     string
 	f       *os.File
 	records int
+	epoch   uint64 // the last compaction's
 }
 
 // Append writes r and syncs it to disk.
@@ -171,30 +177,39 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	replay := func(name string, torn func(good int64, dropped int) error) error {
+	// replay applies a file's records, unless it follows a compaction before after;
+	// it returns the compaction the file follows.
+	replay := func(name string, after uint64, torn func(good int64, dropped int) error) (uint64, error) {
 		f, err := os.Open(filepath.Join(dir, name))
 		if errors.Is(err, os.ErrNotExist) {
-			return nil
+			return 0, nil
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer f.Close()
 		recs, good, dropped, err := readRecords(f)
 		if err != nil {
-			return fmt.Errorf("%s: %w", f.Name(), err)
+			return 0, fmt.Errorf("%s: %w", f.Name(), err)
+		}
+		var epoch uint64
+		if len(recs) > 0 {
+			epoch = recs[0].Epoch
+		}
+		if epoch < after {
+			return epoch, os.Truncate(f.Name(), 0)
 		}
 		for i, r := range recs {
 			if err := s.apply(r); err != nil {
-				return fmt.Errorf("%s: record %d: %w", f.Name(), i+1, err)
+				return 0, fmt.Errorf("%s: record %d: %w", f.Name(), i+1, err)
 			}
 		}
 		if dropped > 0 {
-			return torn(good, dropped)
+			return epoch, torn(good, dropped)
 		}
-		return nil
+		return epoch, nil
 	}
-	err = replay(snapshotFile, func(int64, int) error {
+	epoch, err := replay(snapshotFile, 0, func(int64, int) error {
 		// The snapshot is written whole and renamed into place: a crash cannot tear it.
 		return fmt.Errorf("%s is damaged; move it aside to start from the journal alone", filepath.Join(dir, snapshotFile))
 	})
@@ -202,7 +217,7 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, journalFile)
-	err = replay(journalFile, func(good int64, dropped int) error {
+	_, err = replay(journalFile, epoch, func(good int64, dropped int) error {
 		warn(fmt.Sprintf("%s: dropped %d damaged record(s) at its end, left by a crash in the middle of a write", path, dropped))
 		return os.Truncate(path, good)
 	})
@@ -217,7 +232,14 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 		f.Close()
 		return nil, err
 	}
-	s.journal = &Journal{dir: dir, f: f}
+	s.journal = &Journal{dir: dir, f: f, epoch: epoch}
+	if fi, err := f.Stat(); err == nil && fi.Size() == 0 && epoch > 0 {
+		// A journal emptied by a compaction that a crash cut short of its first record.
+		if err := s.journal.Append(Record{Epoch: epoch}); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -299,11 +321,14 @@ func (s *Store) compact() error {
 		}
 		return err
 	}
+	epoch := jn.epoch + 1
 	snap := s.Snapshot()
+	err = write(Record{Epoch: epoch})
 	for _, sub := range snap.Submissions() {
-		if err = write(Record{Sweep: sweepRecord(sub)}); err != nil {
+		if err != nil {
 			break
 		}
+		err = write(Record{Sweep: sweepRecord(sub)})
 	}
 	if err == nil {
 		var objs []any
@@ -332,8 +357,8 @@ func (s *Store) compact() error {
 	if err == nil {
 		err = syncDir(jn.dir)
 	}
-	// Only once the snapshot is in place may the journal go; a crash in between
-	// replays the journal on top of it, which changes nothing (see apply).
+	// Only once the snapshot is in place may the journal go; a crash in between leaves
+	// a journal older than the snapshot, which the next start does not replay (Epoch).
 	if err == nil {
 		err = jn.f.Truncate(0)
 	}
@@ -343,8 +368,8 @@ func (s *Store) compact() error {
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	jn.records = 0
-	return nil
+	jn.epoch, jn.records = epoch, 0
+	return jn.Append(Record{Epoch: epoch})
 }
 
 func syncDir(dir string) error {

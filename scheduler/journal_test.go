@@ -184,8 +184,8 @@ func TestCompactedStateReplaysTheSame(t *testing.T) {
 	want := dump(s)
 	journal, _ := os.ReadFile(filepath.Join(dir, journalFile))
 	must(t, s.Compact())
-	if fi, _ := os.Stat(filepath.Join(dir, journalFile)); fi.Size() != 0 {
-		t.Errorf("journal is %d bytes after compaction", fi.Size())
+	if data, _ := os.ReadFile(filepath.Join(dir, journalFile)); strings.Count(string(data), "\n") != 1 || !strings.Contains(string(data), `"epoch":1`) {
+		t.Errorf("journal after compaction: %q; want its epoch record alone", data)
 	}
 	s.Close()
 	again, _, _ := openState(t, dir)
@@ -268,5 +268,42 @@ func TestANewerStateIsRefused(t *testing.T) {
 	_, err := OpenState(dir, func(string) {})
 	if err == nil || !strings.Contains(err.Error(), "newer gpuq (state version 99") {
 		t.Errorf("OpenState = %v", err)
+	}
+}
+
+// TestForgetIsDurable: a forgotten sweep stays forgotten after a restart, even one
+// after a crash that left the journal of before the forgetting, and its name can be
+// submitted again.
+func TestForgetIsDurable(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	journal, _ := os.ReadFile(filepath.Join(dir, journalFile))
+	must(t, s.Forget([]string{"j"}))
+	s.Close()
+	for name, crash := range map[string]bool{"after": false, "after a crash that kept the journal": true} {
+		t.Run(name, func(t *testing.T) {
+			if crash {
+				os.WriteFile(filepath.Join(dir, journalFile), journal, 0o600)
+			}
+			again, sweeps, warnings := openState(t, dir)
+			snap := again.Snapshot()
+			if len(sweeps) != 0 || len(snap.Jobs()) != 0 || snap.Attempt("j.1/1") != nil || len(warnings) != 0 {
+				t.Errorf("sweeps %d, jobs %d, warnings %q", len(sweeps), len(snap.Jobs()), warnings)
+			}
+			again.Close()
+		})
+	}
+	s, _, _ = openState(t, dir)
+	sw, err := plans.DecodeSweep("testdata/journal-sweep.yaml", []byte(journalSweep), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, s.Submit(&Submission{Sweep: sw}))
+	s.Close()
+	again, _, _ := openState(t, dir)
+	snap := again.Snapshot()
+	if j := snap.Job("j.1"); j == nil || j.State != JobQueued || j.Attempts != 0 || snap.Shape(j.Shape) != nil {
+		t.Errorf("j.1 submitted again: %+v; want a fresh job, nothing learned", j)
 	}
 }

@@ -80,7 +80,8 @@ func indicesText(cards []gpu.Card) string {
 func (s *Store) Submit(sub *Submission) error {
 	sw := sub.Sweep
 	if s.Snapshot().Submission(sw.Name) != nil {
-		return fmt.Errorf("sweep %q was submitted already: give the sweep another name", sw.Name)
+		return fmt.Errorf("sweep %q was submitted already: submit it under another name (gpuq submit --name %s-2), "+
+			"or forget the old one once it has ended (gpuq clean --sweep %s)", sw.Name, sw.Name, sw.Name)
 	}
 	if err := s.check(sw); err != nil {
 		return err
@@ -145,6 +146,45 @@ func (s *Store) submit(sub *Submission) error {
 	}
 	txn.Commit()
 	return nil
+}
+
+// Forget removes sweeps from the store with their jobs, their attempts, what was
+// learned of their shapes and decided of them, so that their names can be submitted again, and writes the
+// state whole (Compact): a journal cannot say that something is gone. A crash before
+// the snapshot is in place forgets nothing.
+func (s *Store) Forget(names []string) error {
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	snap := s.Snapshot()
+	var err error
+	del := func(table, id string) {
+		if err == nil {
+			_, err = txn.DeleteAll(table, IndexID, id)
+		}
+	}
+	for _, name := range names {
+		sub := snap.Submission(name)
+		if sub == nil {
+			return fmt.Errorf("no sweep %q", name)
+		}
+		del(TableSweeps, name)
+		del(TableSweepStates, name)
+		for _, pj := range sub.Sweep.Jobs {
+			del(TableJobs, pj.ID)
+			for n := 1; n <= snap.Job(pj.ID).Attempts; n++ {
+				del(TableAttempts, AttemptID(pj.ID, n))
+			}
+		}
+		if err == nil {
+			// A shape's name begins with its sweep's and a NUL (plans.Sweep.ShapeOf).
+			_, err = txn.DeletePrefix(TableShapes, IndexID+"_prefix", name+"\x00")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("state store: %w", err)
+	}
+	txn.Commit()
+	return s.Compact()
 }
 
 // Submission returns a submitted sweep, or nil.

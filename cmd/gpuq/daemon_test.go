@@ -365,3 +365,46 @@ gpu_plan: "2,1,1"
 		t.Errorf("the daemon placed %v; plan %v", got, planned)
 	}
 }
+
+func TestSubmitNameAndClean(t *testing.T) {
+	daemonEnv(t)
+	startDaemon(t)
+	sweep := writeSweep(t, "name: q\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n")
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	waitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"submit", sweep}, exitBadInput, "gpuq submit --name q-2"},
+		{[]string{"submit", sweep, sweep, "--name", "q-2"}, exitBadInput, "--name names one sweep"},
+		{[]string{"submit", sweep, "--name", "Q 2"}, exitBadInput, `--name: "Q 2" may hold only`},
+		{[]string{"submit", sweep, "--name", "q-2"}, exitOK, "submitted q-2: 1 jobs"},
+		{[]string{"clean", "--older-than", "soon"}, exitBadInput, "write a positive age"},
+		{[]string{"clean", "--sweep", "nope"}, exitBadInput, `no sweep "nope"`},
+		{[]string{"clean", "--older-than", "7d"}, exitOK, "no sweep to forget"},
+		{[]string{"clean", "--sweep", "q"}, exitOK, "forgot q (1 jobs); their logs are in "},
+		{[]string{"submit", sweep}, exitOK, "submitted q: 1 jobs"},
+	} {
+		out, errOut, code := cli(t, tt.args...)
+		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
+			t.Errorf("%v: exit %d, %s%s; want %d and %q", tt.args, code, out, errOut, tt.code, tt.want)
+		}
+	}
+}
+
+func TestParseAge(t *testing.T) {
+	for in, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "1.5d": 36 * time.Hour, "12h": 12 * time.Hour, "30m": 30 * time.Minute} {
+		if got, err := parseAge(in); err != nil || got != want {
+			t.Errorf("parseAge(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "7", "-1d", "0h", "d", "soon"} {
+		if _, err := parseAge(in); err == nil {
+			t.Errorf("parseAge(%q) was accepted", in)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 type submitOptions struct {
 	io       ioStreams
 	settings *settings
+	name     string
 	json     bool
 }
 
@@ -37,6 +38,7 @@ to those cards and counts, within the daemon's machine.
 
 Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad input.`,
 		Example: `  gpuq submit examples/sweeps/quickstart.yaml
+  gpuq submit examples/sweeps/quickstart.yaml --name quickstart-2
   gpuq submit sweep-a.yaml sweep-b.yaml --gpus 0,1
   gpuq status --sweep quickstart`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -47,12 +49,19 @@ Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad in
 		},
 		RunE: func(_ *cobra.Command, args []string) error { return runSubmit(opts, args) },
 	}
+	cmd.Flags().StringVar(&opts.name, "name", "", "submit the sweep under this name instead of its own (a sweep name is used once, until gpuq clean forgets it)")
 	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"sweeps":[{"sweep","jobs"}]} on stdout`)
 	return cmd
 }
 
 func runSubmit(opts *submitOptions, paths []string) error {
 	ov := opts.settings.sweepOverrides()
+	if opts.name != "" {
+		if len(paths) > 1 {
+			return badInput("--name names one sweep; give it one sweep file")
+		}
+		ov.Name = plans.Override{Value: opts.name, Source: "--name"}
+	}
 	var reqs []daemon.SubmitRequest
 	var machine []string
 	for _, p := range paths {

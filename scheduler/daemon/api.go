@@ -7,9 +7,12 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 )
@@ -28,6 +31,7 @@ func (d *daemon) routes() http.Handler {
 		mux.HandleFunc("POST /v1/"+string(verb), func(w http.ResponseWriter, r *http.Request) { d.selection(w, r, do) })
 	}
 	mux.HandleFunc("POST /v1/drain", d.drain)
+	mux.HandleFunc("POST /v1/clean", d.clean)
 	mux.HandleFunc("POST /v1/shutdown", d.shutdown)
 	return mux
 }
@@ -153,6 +157,63 @@ func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, req)
+}
+
+func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
+	var req CleanRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	var before time.Time
+	if req.OlderThan > 0 {
+		before = time.Now().Add(-req.OlderThan)
+	}
+	var gone []*scheduler.Submission
+	err := d.eng.Do(r.Context(), func() error {
+		var err error
+		gone, err = d.eng.Clean(req.Sweep, before)
+		return err
+	})
+	if err != nil {
+		failWith(w, err)
+		return
+	}
+	out := CleanResponse{Sweeps: []string{}}
+	kept := filepath.Join(d.cfg.StateDir, "cleaned", time.Now().Format("20060102-150405"))
+	for _, sub := range gone {
+		out.Sweeps = append(out.Sweeps, sub.Sweep.Name)
+		out.Jobs += len(sub.Sweep.Jobs)
+		for _, j := range sub.Sweep.Jobs {
+			moved, err := d.dropLogs(j.ID, kept, req.Logs)
+			if err != nil {
+				out.Warnings = append(out.Warnings, err.Error())
+			}
+			if moved {
+				out.Logs = kept
+			}
+		}
+	}
+	d.log.printf("forgot sweeps %v (%d jobs)", out.Sweeps, out.Jobs)
+	reply(w, out)
+}
+
+// dropLogs removes a forgotten job's attempts (remove), or moves them under kept, out
+// of the way of a sweep of the same name submitted again.
+func (d *daemon) dropLogs(job, kept string, remove bool) (moved bool, err error) {
+	dir, err := launcher.JobDir(d.attempts, job)
+	if err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if remove {
+		return false, os.RemoveAll(dir)
+	}
+	if err := os.MkdirAll(kept, 0o700); err != nil {
+		return false, err
+	}
+	return true, os.Rename(dir, filepath.Join(kept, job))
 }
 
 func (d *daemon) shutdown(w http.ResponseWriter, r *http.Request) {

@@ -101,6 +101,12 @@ func (c *Client) Drain(gpu int, on bool) error {
 	return c.call(http.MethodPost, "/v1/drain", DrainRequest{GPU: gpu, On: on}, nil)
 }
 
+// Clean forgets ended sweeps.
+func (c *Client) Clean(req CleanRequest) (CleanResponse, error) {
+	var out CleanResponse
+	return out, c.call(http.MethodPost, "/v1/clean", req, &out)
+}
+
 // Stop asks the daemon to stop, and its trainers too with stopTrainers, and waits up to
 // a minute for it to exit.
 func (c *Client) Stop(stopTrainers bool) error {

@@ -58,8 +58,10 @@ type daemon struct {
 	store   *scheduler.Store
 	eng     *scheduler.Engine
 	machine *machine
-	started time.Time
-	log     *eventLog
+	// attempts is where the attempts live (see launcher.AttemptDir).
+	attempts string
+	started  time.Time
+	log      *eventLog
 	// sweeps and adopted are how many sweeps were replayed and attempts taken up.
 	sweeps, adopted int
 	// stopTrainers says whether the engine stops the trainers as it stops.
@@ -124,6 +126,7 @@ func open(cfg Config) (*daemon, error) {
 	}
 	launcher.BecomeSubreaper()
 	ro := runner.Options{Dir: filepath.Join(cfg.StateDir, "attempts")}
+	d.attempts = ro.Dir
 	if d.machine.inv.Simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger
 	}

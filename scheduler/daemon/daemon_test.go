@@ -288,3 +288,52 @@ func TestADaemonStartedAgainTakesTheLastMachine(t *testing.T) {
 		t.Errorf("why m.2 on a machine without its card: %+v %v", w, err)
 	}
 }
+
+// TestCleanThenSubmitAgain: a sweep's name is taken until gpuq clean forgets the sweep;
+// --name runs it again meanwhile; a forgotten sweep's logs are kept out of the way of
+// the next one's, or removed.
+func TestCleanThenSubmitAgain(t *testing.T) {
+	d := startDaemon(t)
+	c := d.client
+	sweep := writeSweep(t, "name: again\ncommand: [sh, -c, \"echo run {seed}\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
+	if _, err := submit(t, c, sweep); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both jobs to succeed", func() bool { return countState(mustJobs(t, c, "again"), "succeeded") == 2 })
+	_, err := submit(t, c, sweep)
+	if err == nil || !strings.Contains(err.Error(), "gpuq submit --name again-2") || !strings.Contains(err.Error(), "gpuq clean --sweep again") {
+		t.Errorf("the name submitted again: %v", err)
+	}
+	data, _ := os.ReadFile(sweep)
+	renamed := SubmitRequest{File: sweep, Source: string(data), Overrides: plans.Overrides{Name: plans.Override{Value: "again-2", Source: "--name"}}}
+	if resp, err := c.Submit(renamed); err != nil || resp.Sweep != "again-2" {
+		t.Fatalf("submit --name: %+v %v", resp, err)
+	}
+	out, err := c.Clean(CleanRequest{Sweep: "again"})
+	if err != nil || len(out.Sweeps) != 1 || out.Jobs != 2 || !strings.HasPrefix(out.Logs, filepath.Join(d.cfg.StateDir, "cleaned")) {
+		t.Fatalf("clean --sweep again: %+v %v", out, err)
+	}
+	kept, err := os.ReadFile(filepath.Join(out.Logs, "again.1", "attempt-1", "log"))
+	if err != nil || !strings.Contains(string(kept), "run 1") {
+		t.Errorf("the forgotten job's log is not kept: %v", err)
+	}
+	if _, err := submit(t, c, sweep); err != nil {
+		t.Fatalf("a forgotten name submitted again: %v", err)
+	}
+	waitFor(t, "the new jobs to succeed", func() bool { return countState(mustJobs(t, c, "again"), "succeeded") == 2 })
+	j, _ := c.Job("again.1")
+	if log, _ := os.ReadFile(j.Attempts[0].Log); strings.Count(string(log), "# gpuq attempt 1") != 1 {
+		t.Errorf("the new attempt's log holds the old one's too:\n%s", log)
+	}
+	waitFor(t, "again-2 to end", func() bool { return countState(mustJobs(t, c, "again-2"), "succeeded") == 2 })
+	out, err = c.Clean(CleanRequest{Logs: true})
+	if err != nil || len(out.Sweeps) != 2 || out.Logs != "" {
+		t.Fatalf("clean --logs: %+v %v", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(d.cfg.StateDir, "attempts", "again-2.1")); !os.IsNotExist(err) {
+		t.Errorf("clean --logs left the logs: %v", err)
+	}
+	if jobs := mustJobs(t, c, ""); len(jobs) != 0 {
+		t.Errorf("jobs after clean: %+v", jobs)
+	}
+}

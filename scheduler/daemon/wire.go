@@ -135,6 +135,23 @@ type ShutdownRequest struct {
 	StopTrainers bool `json:"stop_trainers"`
 }
 
+// CleanRequest forgets ended sweeps: the one named, or every one; with OlderThan,
+// those whose last attempt ended longer ago. Their logs are kept unless Logs is set.
+type CleanRequest struct {
+	Sweep     string        `json:"sweep,omitempty"`
+	OlderThan time.Duration `json:"older_than,omitempty"` // nanoseconds
+	Logs      bool          `json:"logs,omitempty"`
+}
+
+// CleanResponse is the sweeps forgotten and where their logs went.
+type CleanResponse struct {
+	Sweeps []string `json:"sweeps"`
+	Jobs   int      `json:"jobs"`
+	// Logs is where their attempts' logs were moved; "" when none were kept.
+	Logs     string   `json:"logs,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
 // Info is the daemon and its cards.
 type Info struct {
 	PID      int       `json:"pid"`
