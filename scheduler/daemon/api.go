@@ -90,6 +90,10 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 		states = strings.Split(s, ",")
 	}
 	snap := d.store.Snapshot()
+	if sweep != "" && snap.Submission(sweep) == nil {
+		fail(w, http.StatusNotFound, fmt.Sprintf("no sweep %q; gpuq status lists them", sweep))
+		return
+	}
 	out := JobsResponse{Jobs: []Job{}}
 	for _, j := range snap.Jobs() {
 		if sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState())) {

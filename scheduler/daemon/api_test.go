@@ -79,6 +79,8 @@ func TestAPI(t *testing.T) {
 		{"GET", "/v1/jobs?state=running", "", 200, `"id":"h.2","name":"seed=2","params":{"seed":2},"state":"running"`},
 		{"GET", "/v1/jobs?state=queued", "", 200, `{"jobs":[{"sweep":"h","id":"h.3"`},
 		{"GET", "/v1/jobs/h.9", "", 404, `no job \"h.9\"`},
+		{"GET", "/v1/jobs?sweep=nope", "", 404, `no sweep \"nope\"`},
+		{"GET", "/v1/jobs?sweep=h&state=queued", "", 200, `"id":"h.3"`},
 		{"GET", "/v1/why/h.3", "", 200, `{"job":"h.3","reason":"no-slot"`},
 		{"GET", "/v1/why/h.9", "", 400, `no job \"h.9\"`},
 		{"POST", "/v1/cancel", `{}`, 400, "name jobs or a sweep"},
