@@ -408,3 +408,44 @@ func TestParseAge(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitAndFollowAQueuedJob: gpuq wait blocks until jobs end and says whether they
+// all succeeded; gpuq logs -f on a queued job waits for it to start, then follows it.
+func TestWaitAndFollowAQueuedJob(t *testing.T) {
+	daemonEnv(t)
+	startDaemon(t)
+	one := writeSweep(t, "name: one\ncommand: [sh, -c, \"sleep 1; echo out {seed}; exit $(({seed} - 1))\"]\nmatrix: {seed: [1, 2, 3]}\nmemory: 1GiB\ngpus: \"0\"\ngpu_plan: \"1\"\n")
+	ok := writeSweep(t, "name: ok\ncommand: [sh, -c, \"sleep 1\"]\njobs: [{}]\nmemory: 1GiB\ngpus: \"1\"\n")
+	for _, s := range []string{one, ok} {
+		if _, errOut, code := cli(t, "submit", s); code != exitOK {
+			t.Fatalf("submit: %s", errOut)
+		}
+	}
+	// one.3 waits for the card's one slot: logs -f waits for it, then follows it.
+	out, errOut, code := cli(t, "logs", "-f", "one.3")
+	if code != exitOK || !strings.Contains(errOut, "one.3 is queued; waiting for it to start") || !strings.Contains(out, "out 3") || !strings.Contains(out, "gpuq: exited with status 2") {
+		t.Errorf("logs -f of a queued job: exit %d, %q\n%s", code, errOut, out)
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"wait", "--sweep", "ok"}, exitOK, "1 jobs succeeded"},
+		{[]string{"wait", "one.1"}, exitOK, "1 jobs succeeded"},
+		{[]string{"wait", "--sweep", "one"}, exitFailed, "not every job succeeded: one.2 failed, one.3 failed"},
+		{[]string{"wait"}, exitFailed, "one.2 failed"},
+		{[]string{"wait", "one.9"}, exitBadInput, `no job "one.9"`},
+		{[]string{"wait", "--sweep", "nope"}, exitBadInput, `no sweep "nope"`},
+	} {
+		out, errOut, code := cli(t, tt.args...)
+		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
+			t.Errorf("%v: exit %d, %s%s; want %d and %q", tt.args, code, out, errOut, tt.code, tt.want)
+		}
+	}
+	for _, j := range listed(t) {
+		if !ended(j.State) {
+			t.Errorf("gpuq wait returned with %s %s", j.ID, j.State)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 type logsOptions struct {
@@ -28,7 +29,8 @@ func newLogsCmd(io ioStreams, st *settings) *cobra.Command {
 		Short: "Print a job's log: its latest attempt, or another with --attempt",
 		Long: `Print the log of a job's attempt: by default its latest. A log begins with the command
 and environment to rerun the attempt by hand. -f follows it until the attempt ends.
-The logs are files under the state directory; gpuq status ID names them.`,
+The logs are files under the state directory; gpuq status ID names them. -f on a job
+that has not started yet waits for it to start.`,
 		Example: `  gpuq logs gla-e1.3
   gpuq logs gla-e1.3 -f
   gpuq logs gla-e1.3 --attempt 1 --tail 50`,
@@ -49,6 +51,12 @@ func runLogs(opts *logsOptions, id string) error {
 	j, err := fetchJob(opts.settings, id)
 	if err != nil {
 		return err
+	}
+	if opts.follow && opts.attempt == 0 && !started(j) {
+		fmt.Fprintf(opts.io.Err, "gpuq: %s is %s; waiting for it to start (gpuq why %s says why it waits)\n", id, j.State, id)
+		if j, err = waitForStart(opts.settings, id); err != nil {
+			return err
+		}
 	}
 	if len(j.Attempts) == 0 {
 		return fmt.Errorf("%s has no attempt yet (it is %s); gpuq why %s says why", id, j.State, id)
@@ -81,6 +89,26 @@ func runLogs(opts *logsOptions, id string) error {
 		return nil
 	}
 	return follow(f, filepath.Dir(a.Log), opts.io.Out)
+}
+
+// started reports whether a job's latest attempt has started and has a log.
+func started(j daemon.Job) bool {
+	return len(j.Attempts) > 0 && j.Attempts[len(j.Attempts)-1].Log != ""
+}
+
+// waitForStart polls the daemon until a job's attempt has started, or the job has
+// ended without one.
+func waitForStart(st *settings, id string) (daemon.Job, error) {
+	for {
+		time.Sleep(200 * time.Millisecond)
+		j, err := fetchJob(st, id)
+		if err != nil || started(j) {
+			return j, err
+		}
+		if ended(j.State) {
+			return j, fmt.Errorf("%s has %s without starting", id, j.State)
+		}
+	}
 }
 
 // follow prints what is appended to f until the attempt in dir has ended and all of
