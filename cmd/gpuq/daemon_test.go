@@ -165,7 +165,7 @@ gpu_plan: "1"
 			t.Errorf("status long.1 lacks %q:\n%s", want, out)
 		}
 	}
-	for _, args := range [][]string{{"cancel", "long.9"}, {"why", "long.9"}, {"logs", "long.9"}, {"drain", "7"}, {"retry", "long.1"}} {
+	for _, args := range [][]string{{"cancel", "long.9"}, {"why", "long.9"}, {"logs", "long.9"}, {"drain", "7"}, {"retry", "long.1"}, {"status", "--sweep", "nope"}, {"status", "long.9"}} {
 		if _, errOut, code := cli(t, args...); code != exitBadInput {
 			t.Errorf("%v: exit %d, want 2: %s", args, code, errOut)
 		}

@@ -51,8 +51,10 @@ func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
 		Use:     "status [ID]",
 		Aliases: []string{"ls"},
 		Short:   "List the daemon's jobs, or show one job with its attempts",
-		Long: `List the daemon's jobs, one line each: state, card, attempt, tier, the memory estimate
-as declared and as learned from measured peaks, and the peak of the latest attempt.
+		Long: `List the daemon's jobs, one line each: its point of the sweep (the parameters its matrix
+varies, such as task=sst2,seed=87), state, card, attempt, tier, the memory estimate as
+declared and as learned from measured peaks, and the peak of the latest attempt. A job
+that waits again after an attempt shows the tier it will run at, and no card.
 With a job ID, show that job with every attempt: the tier and parameters it ran at, its
 estimate, its peak, how it ended, and its log.
 
@@ -105,25 +107,26 @@ func listJobs(opts *statusOptions) error {
 	return nil
 }
 
-// printJobs prints a table that fits a terminal: the latest attempt of each job, and
-// counts by state.
+// printJobs prints a table that fits a terminal, one job a line: its point of the
+// sweep (the parameters its matrix varies), and its latest attempt while it runs or
+// once it has ended; a job waiting again (after an OOM, say) shows the tier it will
+// run at, not the card and peak of an attempt that is over. Then counts by state.
 func printJobs(w io.Writer, jobs []daemon.Job, now time.Time) {
 	counts := map[string]int{}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "JOB\tSTATE\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tPEAK\tTIME")
+	fmt.Fprintln(tw, "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tPEAK\tTIME")
 	for _, j := range jobs {
 		counts[j.State]++
-		gpus, n, tier, peak, took := "-", "-", "-", "-", "-"
-		if len(j.Attempts) > 0 {
+		gpus, n, peak, took := "-", "-", "-", "-"
+		if len(j.Attempts) > 0 && j.State != string(scheduler.JobQueued) && j.State != string(scheduler.JobHeld) {
 			a := j.Attempts[len(j.Attempts)-1]
-			gpus, n, tier, peak = intsText(a.GPUs), strconv.Itoa(a.N), strconv.Itoa(a.Tier), sizeOrDash(a.PeakBytes)
-			took = durationOf(a, now)
+			gpus, n, peak, took = intsText(a.GPUs), strconv.Itoa(a.N), sizeOrDash(a.PeakBytes), durationOf(a, now)
 		}
 		learned := "-"
 		if j.LearnedBytes != nil {
 			learned = plans.FormatSize(*j.LearnedBytes)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.State, gpus, n, tier,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.State, gpus, n, j.Tier,
 			sizeOrDash(j.DeclaredBytes), learned, peak, took)
 	}
 	tw.Flush()

@@ -47,6 +47,7 @@ type JobSummary struct {
 	Params *plans.Map `json:"params"`
 	State  string     `json:"state"`
 	Reason string     `json:"reason,omitempty"`
+	Tier   int        `json:"tier"` // its current rung: the next attempt's, while it waits
 	// DeclaredBytes is the estimate as written (or by the model) for the job's current
 	// tier; LearnedBytes what its shape's measured peak says (null: nothing yet).
 	DeclaredBytes int64            `json:"declared_bytes"`
@@ -77,7 +78,7 @@ type AttemptSummary struct {
 // Summarize is one job of a snapshot with its whole history.
 func Summarize(snap scheduler.Snapshot, j *scheduler.Job) JobSummary {
 	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
-		DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
+		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
 	if l := snap.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
 	}

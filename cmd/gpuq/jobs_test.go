@@ -1,0 +1,29 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
+)
+
+// TestPrintJobs: each job's point of the sweep; a job queued again after an OOM shows
+// the tier it will run at, and not the card and peak of its attempt that is over.
+func TestPrintJobs(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	learned := int64(15 << 30)
+	jobs := []daemon.Job{
+		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30,
+			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{0}, PeakBytes: 9 << 30, Started: at}}}},
+		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.2", Name: "task=sst2,seed=88", State: "queued", Tier: 1, DeclaredBytes: 10 << 30,
+			LearnedBytes: &learned, Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 20 << 30, Outcome: "gpu-oom",
+				Started: at, Ended: at.Add(time.Minute)}}}},
+		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
+			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
+		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30}},
+	}
+	var b strings.Builder
+	printJobs(&b, jobs, at.Add(2*time.Minute))
+	golden(t, "status.txt", b.String())
+}
