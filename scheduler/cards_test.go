@@ -24,7 +24,7 @@ func cardsEngine(t *testing.T, doc string, cards *[]gpu.Card, owners map[int]str
 		slots[i] = 1
 	}
 	var events []Event
-	e := NewEngine(st, cardsInventory{cards}, fr, RealClock{}, Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}},
+	e := NewEngine(st, cardsInventory{cards}, fr, newFakeClock(), Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}},
 		func(ev Event) { events = append(events, ev) })
 	must(t, e.Submit(&Submission{Sweep: sw}))
 	return e, st, fr, &events

@@ -228,9 +228,9 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 }
 
 // Clean forgets sweeps whose jobs have all ended (see Store.Forget): the one named, or
-// every one; with before set, only those whose last attempt ended before it. It
+// every one; with olderThan set, only those whose last attempt ended longer ago. It
 // returns the submissions forgotten.
-func (e *Engine) Clean(sweep string, before time.Time) ([]*Submission, error) {
+func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*Submission, error) {
 	snap := e.store.Snapshot()
 	subs := snap.Submissions()
 	if sweep != "" {
@@ -243,11 +243,12 @@ func (e *Engine) Clean(sweep string, before time.Time) ([]*Submission, error) {
 		}
 		subs = []*Submission{sub}
 	}
+	before := e.clock.Now().Add(-olderThan)
 	var gone []*Submission
 	var names []string
 	for _, sub := range subs {
 		name := sub.Sweep.Name
-		if unended(snap, name) == "" && (before.IsZero() || lastEnded(snap, name).Before(before)) {
+		if unended(snap, name) == "" && (olderThan == 0 || lastEnded(snap, name).Before(before)) {
 			gone = append(gone, sub)
 			names = append(names, name)
 		}

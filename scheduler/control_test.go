@@ -30,7 +30,7 @@ func limitedEngine(t *testing.T, doc string, limit Limit, slots ...int) (*Engine
 	}
 	st, _ := NewStore()
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
-	e := NewEngine(st, inv, fr, RealClock{}, Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}}, nil)
+	e := NewEngine(st, inv, fr, newFakeClock(), Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}}, nil)
 	must(t, e.Submit(&Submission{Sweep: sw, Limit: limit}))
 	return e, st
 }
@@ -134,18 +134,18 @@ func TestCleanForgetsEndedSweeps(t *testing.T) {
 	e, st := stepEngine(t, threeJobs, 1)
 	round(t, e)
 	var refused Refused
-	if _, err := e.Clean("c", time.Time{}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "(1 running, 2 queued): gpuq cancel --sweep c") {
+	if _, err := e.Clean("c", 0); !errors.As(err, &refused) || !strings.Contains(err.Error(), "(1 running, 2 queued): gpuq cancel --sweep c") {
 		t.Errorf("clean of a sweep that runs: %v", err)
 	}
-	if _, err := e.Clean("nope", time.Time{}); !errors.As(err, &refused) {
+	if _, err := e.Clean("nope", 0); !errors.As(err, &refused) {
 		t.Errorf("clean of no sweep: %v", err)
 	}
 	e.Cancel(Selection{Sweep: "c"})
 	applyStop(e)
-	if gone, err := e.Clean("", time.Now().Add(-time.Hour)); err != nil || len(gone) != 0 {
+	if gone, err := e.Clean("", time.Hour); err != nil || len(gone) != 0 {
 		t.Errorf("clean of sweeps ended an hour ago forgot %d (%v); c has just ended", len(gone), err)
 	}
-	gone, err := e.Clean("", time.Time{})
+	gone, err := e.Clean("", 0)
 	if err != nil || len(gone) != 1 || gone[0].Sweep.Name != "c" || len(st.Snapshot().Jobs()) != 0 {
 		t.Fatalf("clean: %v, %v; %d jobs left", gone, err, len(st.Snapshot().Jobs()))
 	}

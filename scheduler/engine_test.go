@@ -74,12 +74,78 @@ type fakeInventory struct {
 
 func (f fakeInventory) Snapshot() ([]gpu.Card, error) { *f.reads++; return f.cards, nil }
 
-func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launch) Exit) (*Store, *fakeRunner, []Event) {
-	t.Helper()
-	return runEngineWith(t, doc, cards, slots, &fakeRunner{script: script}, nil, context.Background())
+// fakeClock is the engine's time in tests: it moves only when the test moves it, so an
+// engine's loop waits for its runner's exits, and polls only when told to.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []fakeTimer
 }
 
-func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, procs []gpu.Process, parent context.Context) (*Store, *fakeRunner, []Event) {
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	c.timers = append(c.timers, fakeTimer{c.now.Add(d), ch})
+	return ch
+}
+
+// poll waits for the engine's loop to wait on the clock, then moves time on by d,
+// which makes one poll of the loop.
+func (c *fakeClock) poll(t *testing.T, d time.Duration) {
+	t.Helper()
+	waitFor(t, "the engine to wait", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.timers) > 0
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.timers[:0]
+	for _, tm := range c.timers {
+		if tm.at.After(c.now) {
+			kept = append(kept, tm)
+		} else {
+			tm.ch <- c.now
+		}
+	}
+	c.timers = kept
+}
+
+// waitFor polls a condition of a test's engine, which runs in another goroutine.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launch) Exit) (*Store, *fakeRunner, []Event) {
+	t.Helper()
+	return runEngineWith(t, doc, cards, slots, &fakeRunner{script: script}, nil, nil)
+}
+
+// runEngineWith runs an engine on the fake clock until every job has ended, or until
+// drive (run beside it, if not nil) cancels it.
+func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, procs []gpu.Process,
+	drive func(c *fakeClock, cancel context.CancelFunc)) (*Store, *fakeRunner, []Event) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("e.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
@@ -94,14 +160,18 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 	st, _ := NewStore()
 	var mu sync.Mutex
 	var events []Event
-	e := NewEngine(st, inv, fr, RealClock{}, Config{Slots: sl, Headroom: plans.Headroom{Bytes: gib}, Poll: 10 * time.Millisecond},
+	clock := newFakeClock()
+	e := NewEngine(st, inv, fr, clock, Config{Slots: sl, Headroom: plans.Headroom{Bytes: gib}, Poll: time.Second},
 		func(ev Event) { mu.Lock(); events = append(events, ev); mu.Unlock() })
 	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(parent, 20*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := e.Run(ctx); err != nil && parent.Err() == nil {
+	if drive != nil {
+		go drive(clock, cancel)
+	}
+	if err := e.Run(ctx); err != nil && ctx.Err() == nil {
 		t.Fatal(err)
 	}
 	if fr.owners != nil && fr.ownerCalls > len(procs)**inv.reads {
@@ -240,9 +310,12 @@ func TestPeaksAndOwnersFromOneLookupPerRound(t *testing.T) {
 	procs := []gpu.Process{{PID: 7001, Used: 5 * gib}, {PID: 7002, Used: 2 * gib}, {PID: 9000, Used: 3 * gib}}
 	fr := &fakeRunner{owners: map[int]string{7001: "e.1/1", 7002: "e.1/1"}} // 9000 is foreign
 	fr.script = func(Launch) Exit { return Exit{} }                         // runs until stopped
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
-	st, _, _ := runEngineWith(t, ladderSweep, 1, 1, fr, procs, ctx)
+	st, _, _ := runEngineWith(t, ladderSweep, 1, 1, fr, procs, func(c *fakeClock, cancel context.CancelFunc) {
+		for range 3 {
+			c.poll(t, time.Second)
+		}
+		cancel()
+	})
 	a := st.Snapshot().Attempts("e.1")
 	if len(a) != 1 || a[0].Peak != 7*gib || a[0].Outcome != plans.Cancelled {
 		t.Errorf("attempts %+v", a)
@@ -254,9 +327,10 @@ func TestPeaksAndOwnersFromOneLookupPerRound(t *testing.T) {
 func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 	fr.onStop = func(string) Exit { return oom(4*gib, 30*gib) }
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(100*time.Millisecond, cancel)
-	st, _, _ := runEngineWith(t, ladderSweep, 1, 1, fr, nil, ctx)
+	st, _, _ := runEngineWith(t, ladderSweep, 1, 1, fr, nil, func(_ *fakeClock, cancel context.CancelFunc) {
+		waitFor(t, "the job to start", func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return len(fr.starts) == 1 })
+		cancel()
+	})
 	if j := st.Snapshot().Job("e.1"); j.State != JobCancelled {
 		t.Errorf("state %s (%s), want cancelled", j.State, j.Reason)
 	}
@@ -283,7 +357,7 @@ memory: probe
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
 	st, _ := NewStore()
-	e := NewEngine(st, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
+	e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
 	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +405,7 @@ func TestUnknownReadingTeachesNothing(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "u.1/1"}}
 	st, _ := NewStore()
-	e := NewEngine(st, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}}, nil)
+	e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}}, nil)
 	e.Submit(&Submission{Sweep: sw})
 	e.Schedule()
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: gpu.Unknown}}

@@ -71,7 +71,7 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	var events []Event
 	newEngine := func(s *Store) (*Engine, *fakeRunner) {
 		fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
-		e := NewEngine(s, cardsInventory{&cards}, fr, RealClock{}, Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}},
+		e := NewEngine(s, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}},
 			func(ev Event) { events = append(events, ev) })
 		return e, fr
 	}

@@ -9,12 +9,6 @@ import (
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
-// fakeClock is the engine's time, moved by the test.
-type fakeClock struct{ now time.Time }
-
-func (c *fakeClock) Now() time.Time                       { return c.now }
-func (c *fakeClock) After(time.Duration) <-chan time.Time { return nil }
-
 // timeoutEngine drives an engine round by round on a fake clock; its trainers run until
 // stopped.
 func timeoutEngine(t *testing.T, timeout string) (*Engine, *fakeClock, *[]Event) {

@@ -195,15 +195,17 @@ gpus: sim:2x24GiB
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "long.2 #1 started") {
+	// Both trainers hold memory once they have started, however slowly python3 starts
+	// (a pyenv shim takes half a second).
+	var trainers []int
+	deadline := time.Now().Add(60 * time.Second)
+	for len(trainers) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("jobs never started:\n%s", out.String())
+			t.Fatalf("the trainers never held memory:\n%s", out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+		trainers = ledgerPIDs(filepath.Join(dir, "ledger"))
 	}
-	time.Sleep(300 * time.Millisecond)
-	trainers := ledgerPIDs(filepath.Join(dir, "ledger"))
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	var ee *exec.ExitError
@@ -212,9 +214,6 @@ gpus: sim:2x24GiB
 	}
 	if !strings.Contains(out.String(), "Not finished: long.1 long.2 long.3") {
 		t.Errorf("does not say which jobs did not finish:\n%s", out.String())
-	}
-	if len(trainers) == 0 {
-		t.Fatalf("no trainer held memory before the interrupt:\n%s", out.String())
 	}
 	for _, pid := range trainers {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {

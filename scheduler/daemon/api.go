@@ -168,14 +168,10 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	var before time.Time
-	if req.OlderThan > 0 {
-		before = time.Now().Add(-req.OlderThan)
-	}
 	var gone []*scheduler.Submission
 	err := d.eng.Do(r.Context(), func() error {
 		var err error
-		gone, err = d.eng.Clean(req.Sweep, before)
+		gone, err = d.eng.Clean(req.Sweep, req.OlderThan)
 		return err
 	})
 	if err != nil {
