@@ -7,10 +7,17 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 # -race needs cgo, which go-nvml needs anyway.
 export CGO_ENABLED = 1
 
-.PHONY: build test bench demo gpu-check fmt-check clean
+.PHONY: build install test bench demo gpu-check fmt-check clean
+
+# Where make install puts the binary: $(PREFIX)/bin, on most users' PATH.
+PREFIX ?= $(HOME)/.local
 
 build:
 	$(GO) build -o bin/gpuq ./cmd/gpuq
+
+install: build
+	install -D -m 0755 bin/gpuq $(DESTDIR)$(PREFIX)/bin/gpuq
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/gpuq; $(PREFIX)/bin must be on your PATH"
 
 # The one test command: formatting, vet, every test with the race detector, the example
 # trainers (compiled; train_torch.py's config handling, and one CPU training run where a
