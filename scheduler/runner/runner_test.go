@@ -1,0 +1,65 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// launch is an attempt of a one-job sweep whose command is sh -c script.
+func launch(t *testing.T, script string, environ []string) scheduler.Launch {
+	t.Helper()
+	sw, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "r.yaml"), []byte("name: r\ncommand: [sh, -c, "+quote(script)+"]\njobs: [{}]\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &scheduler.Job{Job: sw.Jobs[0], Sweep: "r"}
+	return scheduler.Launch{Attempt: &scheduler.Attempt{ID: "r.1/1", Job: "r.1", N: 1, Params: sw.Jobs[0].Params}, Job: j,
+		Submission: &scheduler.Submission{Sweep: sw, Environ: environ}, Cards: []gpu.Card{{Index: 0, Total: 24 << 30}}, Sharing: 1}
+}
+
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+func exitOf(t *testing.T, r *Direct) scheduler.Exit {
+	t.Helper()
+	select {
+	case x := <-r.Exits():
+		return x
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit reported")
+	}
+	return scheduler.Exit{}
+}
+
+// TestDirectRunsWithTheSubmittersEnvironment: a trainer gets the environment its sweep
+// was submitted from, and its end is reported; a stopped one ends cancelled.
+func TestDirectRunsWithTheSubmittersEnvironment(t *testing.T) {
+	r := NewDirect(Options{Dir: t.TempDir()})
+	l := launch(t, "echo from $FROM_SUBMIT; exit 3", []string{"PATH=" + os.Getenv("PATH"), "FROM_SUBMIT=the-submitter"})
+	st, err := r.Start(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := exitOf(t, r); x.Attempt != "r.1/1" || x.Outcome != plans.Failed || x.Detail != "exited with status 3" {
+		t.Errorf("exit %+v", x)
+	}
+	if log, _ := os.ReadFile(st.Log); !strings.Contains(string(log), "from the-submitter") {
+		t.Errorf("the trainer did not get the submission's environment:\n%s", log)
+	}
+	launcher.GroupGrace = time.Second
+	l = launch(t, "sleep 60", nil)
+	if _, err := r.Start(l); err != nil {
+		t.Fatal(err)
+	}
+	r.Stop(l.Attempt)
+	if x := exitOf(t, r); x.Outcome != plans.Cancelled {
+		t.Errorf("a stopped attempt ended %+v", x)
+	}
+}
