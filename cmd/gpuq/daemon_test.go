@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,19 +65,10 @@ func startDaemon(t *testing.T) *syncBuffer {
 	return log
 }
 
-// stopAll stops the daemon and whatever supervisors and trainers a test left.
+// stopAll stops the daemon and the trainers a test left.
 func stopAll(t *testing.T, dir string) {
-	cli(t, "daemon", "--stop")
+	cli(t, "daemon", "--stop", "--stop-trainers")
 	waitFor(t, "the daemon to exit", func() bool { return daemon.Gone(dir) })
-	infos, _ := filepath.Glob(filepath.Join(dir, "attempts", "*", "*", "supervisor.json"))
-	for _, p := range infos {
-		var info struct{ PID, Leader int }
-		data, _ := os.ReadFile(p)
-		if json.Unmarshal(data, &info) == nil {
-			syscall.Kill(-info.Leader, syscall.SIGKILL)
-			syscall.Kill(info.PID, syscall.SIGKILL)
-		}
-	}
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {

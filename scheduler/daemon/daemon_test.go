@@ -114,7 +114,7 @@ gpu_plan: "2"
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); killSupervised(dir) })
+	t.Cleanup(func() { cmd.Process.Kill() })
 	var c *Client
 	waitFor(t, "the daemon to answer", func() bool { var err error; c, err = Dial(dir); return err == nil })
 	if _, err := submit(t, c, sweep); err != nil {

@@ -3,12 +3,10 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -102,8 +100,15 @@ func startDaemonWith(t *testing.T, cfg Config) *running {
 		close(r.ended)
 	}()
 	t.Cleanup(func() {
+		// The trainers a test leaves stop with the daemon.
+		select {
+		case <-r.ended:
+		default:
+			if err := r.client.Stop(true); err != nil {
+				t.Errorf("stop the daemon and its trainers: %v", err)
+			}
+		}
 		r.stop(t)
-		killSupervised(cfg.StateDir)
 	})
 	waitFor(t, "the daemon to answer", func() bool {
 		select {
@@ -125,19 +130,7 @@ func (r *running) stop(t *testing.T) {
 	if r.err != nil {
 		t.Errorf("the daemon ended with %v", r.err)
 	}
-}
-
-// killSupervised kills the supervisors and trainers of a state directory.
-func killSupervised(dir string) {
-	infos, _ := filepath.Glob(filepath.Join(dir, "attempts", "*", "*", "supervisor.json"))
-	for _, p := range infos {
-		var info struct{ PID, Leader int }
-		data, _ := os.ReadFile(p)
-		if json.Unmarshal(data, &info) == nil {
-			syscall.Kill(-info.Leader, syscall.SIGKILL)
-			syscall.Kill(info.PID, syscall.SIGKILL)
-		}
-	}
+	r.err = nil
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
