@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,15 +38,15 @@ func daemonEnv(t *testing.T) string {
 // cli runs a verb in-process.
 func cli(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb lockedBuffer
 	code := run(args, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb})
 	return out.String(), errb.String(), code
 }
 
 // startDaemon runs gpuq daemon in-process and waits until it answers.
-func startDaemon(t *testing.T) *syncBuffer {
+func startDaemon(t *testing.T) *lockedBuffer {
 	t.Helper()
-	log := &syncBuffer{}
+	log := &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"daemon", "--poll", "100ms"}, ioStreams{In: strings.NewReader(""), Out: log, Err: log})
@@ -233,24 +231,6 @@ func TestSubmitToADaemonOnAnotherMachine(t *testing.T) {
 	}
 }
 
-// syncBuffer is a buffer that one goroutine writes while another reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestAttachSeesLiveOutputAndSendsKeys(t *testing.T) {
 	daemonEnv(t)
 	sweep := writeSweep(t, `name: pdb
@@ -267,7 +247,7 @@ memory: 1GiB
 		return strings.Contains(out, "before the prompt")
 	})
 	keys, typing := io.Pipe()
-	var out, errOut syncBuffer
+	var out, errOut lockedBuffer
 	done := make(chan int)
 	go func() { done <- run([]string{"attach", "pdb.1"}, ioStreams{In: keys, Out: &out, Err: &errOut}) }()
 	waitFor(t, "the scrollback", func() bool { return strings.Contains(out.String(), "before the prompt") })

@@ -235,7 +235,8 @@ func ledgerPIDs(dir string) []int {
 	return pids
 }
 
-// lockedBuffer is written by a child's output copiers while the test reads it.
+// lockedBuffer is written by one goroutine (a child's output copier, a daemon) while the
+// test reads it.
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
