@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -222,4 +223,10 @@ func (u *runUI) redraw() {
 	}
 	u.lines = strings.Count(b.String(), "\n")
 	fmt.Fprint(u.w, b.String())
+}
+
+// runDir is where a run keeps its attempts' configs and logs.
+func runDir(sweep string, now time.Time) string {
+	return filepath.Join(xdgDir("XDG_STATE_HOME", filepath.Join(".local", "state")), "gpuq", "runs",
+		sweep+"-"+now.Format("20060102-150405"))
 }
