@@ -201,7 +201,7 @@ func suggest(rungs []suggestionJSON, m plans.Model, room int64) []suggestionJSON
 func largestRoom(cards []gpu.Card, headroom plans.Headroom) int64 {
 	var most int64
 	for _, c := range cards {
-		most = max(most, c.Total-headroom.Of(c.Total))
+		most = max(most, headroom.Room(c.Total))
 	}
 	return most
 }
