@@ -18,9 +18,11 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 		peak, unknown := e.measure(a)
 		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
-		if grew || unknown && !a.PeakUnknown {
+		memory, moved := a.Memory.Add(now.Sub(a.Started), peak)
+		if grew || moved || unknown && !a.PeakUnknown {
 			c := *a
 			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
+			c.Memory = memory
 			changed = append(changed, &c)
 			a = &c
 		}

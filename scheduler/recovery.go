@@ -26,6 +26,7 @@ func (e *Engine) Apply(x Exit) {
 	ended.Outcome, ended.OOM, ended.Ended = x.Outcome, x.OOM, e.clock.Now()
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
+	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)
 	e.ghosts = append(e.ghosts, ghost{attempt: &ended, until: ended.Ended.Add(e.cfg.Settle)})
 	job := *snap.Job(a.Job)
 	sw := snap.Sweep(job.Sweep)

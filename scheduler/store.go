@@ -106,6 +106,8 @@ type Attempt struct {
 	Timeout time.Duration `json:",omitempty"`
 	// TimedOut: the engine stopped it for running past its timeout.
 	TimedOut bool `json:",omitempty"`
+	// Memory is what its processes held over time, compactly (see Samples).
+	Memory Samples `json:",omitempty"`
 }
 
 // Shape is what gpuq has learned of one shape's memory.
