@@ -22,16 +22,16 @@ func (e *Engine) Schedule() error {
 	}
 	e.watchCards()
 	e.resolveOwners()
-	running := e.store.Snapshot().Running()
-	e.expire(running)
-	e.learnPeaks(running)
+	e.expire(e.store.Snapshot().Running())
+	// Read again: expire may have changed some, and learnPeaks writes copies.
+	e.learnPeaks(e.store.Snapshot().Running())
 	e.failTooLarge()
 	snap := e.store.Snapshot()
 	smallest := snap.Smallest()
 	if smallest == nil {
 		return nil
 	}
-	running = snap.Running()
+	running := snap.Running()
 	v, err := e.view(snap, running, nil)
 	if err != nil {
 		return err
