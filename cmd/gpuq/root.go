@@ -80,7 +80,7 @@ With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and s
 		&cobra.Group{ID: groupDaemon, Title: "The daemon and its jobs:"})
 	root.SetHelpCommand(newHelpCmd(root))
 	root.AddCommand(newCompletionCmd(io))
-	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st)} {
+	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st), newReportCmd(io, st)} {
 		c.GroupID = groupSweep
 		root.AddCommand(c)
 	}

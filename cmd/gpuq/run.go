@@ -102,7 +102,10 @@ func runRun(opts *runOptions) error {
 	ui.start()
 	runErr := eng.Run(ctx)
 	ui.stop()
-	sum := summarize(store, sw)
+	// The cards as they are now, for their names and sizes: a card that cannot be read
+	// leaves them out, and the report sizes its panel by what was reserved on it.
+	cards, _ := p.inv.Snapshot()
+	sum := summarize(store, sw, cards)
 	if opts.json {
 		if err := writeJSON(opts.io.Out, sum); err != nil {
 			return err

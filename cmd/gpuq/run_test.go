@@ -86,6 +86,7 @@ func TestRunQuickstartRecoversOOMs(t *testing.T) {
 	if !strings.Contains(errOut, "gpu-oom") || !strings.Contains(errOut, "succeeded") {
 		t.Errorf("progress (stderr with --json) lacks events:\n%s", errOut)
 	}
+	checkReport(t, out, sum)
 }
 
 // TestRunSeedSweepRecoversOOMs runs the practitioners' sweep on simulated GPUs with its

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/sim"
 )
 
@@ -18,6 +19,7 @@ type simulateOptions struct {
 	trace    string
 	policies []string
 	json     bool
+	report   string
 }
 
 func newSimulateCmd(io ioStreams, st *settings) *cobra.Command {
@@ -45,12 +47,15 @@ gradient_checkpointing false and num_data_workers 4 unless params say otherwise.
 
 Policies: gpuq (the engine); static, the tmux way (jobs dealt round-robin onto the
 plan's slots, an OOM loses the job); one-per-gpu (one job per card, no retry).
---policy all runs each; --json then prints a list of objects.
+--policy all runs each; --json then prints a list of objects. --report FILE writes the
+HTML report of gpuq's run (see gpuq report): its attempts on the cards in virtual time,
+memory, every job's history.
 
 Exit status: 0 simulated (failed jobs are a result, not an error), 2 bad input.`,
 		Example: `  gpuq simulate examples/traces/gla.yaml
   gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --policy all
-  gpuq simulate examples/traces/mixed-80g.yaml --policy static --json`,
+  gpuq simulate examples/traces/mixed-80g.yaml --policy static --json
+  gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --report two-per-card.html`,
 		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			opts.trace = args[0]
@@ -59,6 +64,7 @@ Exit status: 0 simulated (failed jobs are a result, not an error), 2 bad input.`
 	}
 	cmd.Flags().StringSliceVar(&opts.policies, "policy", []string{string(sim.GPUQ)}, "gpuq, static, one-per-gpu, or all")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&opts.report, "report", "", "write the HTML report of gpuq's run to this file")
 	return cmd
 }
 
@@ -66,6 +72,9 @@ func runSimulate(opts *simulateOptions) error {
 	policies, err := parsePolicies(opts.policies)
 	if err != nil {
 		return err
+	}
+	if opts.report != "" && !slices.Contains(policies, sim.GPUQ) {
+		return badInput("--report draws gpuq's run of the trace: add --policy gpuq")
 	}
 	began := time.Now()
 	t, err := sim.Load(opts.trace, opts.settings.overrides())
@@ -75,7 +84,7 @@ func runSimulate(opts *simulateOptions) error {
 	loaded := time.Since(began).Seconds()
 	var results []sim.Result
 	for _, p := range policies {
-		r, err := sim.Run(t, p)
+		r, err := simulateOne(opts, t, p)
 		if err != nil {
 			return err
 		}
@@ -88,17 +97,31 @@ func runSimulate(opts *simulateOptions) error {
 		}
 		return writeJSON(opts.io.Out, results)
 	}
-	var slots []string
-	for _, n := range t.Slots() {
-		slots = append(slots, slotsText(n))
-	}
-	plan := strings.Join(slots, ",")
-	if strings.Trim(plan, "-,") == "" {
-		plan = "none (memory alone decides)"
-	}
-	fmt.Fprintf(opts.io.Out, "%s: %d jobs on %s, plan %s, headroom %s\n", opts.trace, len(t.Sweep.Jobs), t.Sweep.GPUs, plan, t.Sweep.Headroom)
+	fmt.Fprintf(opts.io.Out, "%s: %d jobs on %s, plan %s, headroom %s\n", opts.trace, len(t.Sweep.Jobs), t.Sweep.GPUs, planText(t.Slots()), t.Sweep.Headroom)
 	printResults(opts.io.Out, results)
 	return nil
+}
+
+// simulateOne runs the trace under one policy, and writes the report of gpuq's run
+// when asked.
+func simulateOne(opts *simulateOptions, t *sim.Trace, p sim.Policy) (sim.Result, error) {
+	if p != sim.GPUQ || opts.report == "" {
+		return sim.Run(t, p)
+	}
+	r, store, err := sim.History(t)
+	if err != nil {
+		return r, err
+	}
+	var cards []gpu.Card
+	for _, g := range t.Sweep.GPUs.Sim {
+		for range g.Count {
+			cards = append(cards, gpu.Card{Index: len(cards), Total: g.Bytes})
+		}
+	}
+	d := reportData(summarize(store, t.Sweep, cards), fmt.Sprintf("gpuq simulate %s: %s, plan %s, headroom %s",
+		opts.trace, t.Sweep.GPUs, planText(t.Slots()), t.Sweep.Headroom), sim.Epoch.Add(time.Duration(r.Makespan*float64(time.Second))))
+	d.Virtual = true
+	return r, writeReport(opts.io, opts.report, d)
 }
 
 func parsePolicies(names []string) ([]sim.Policy, error) {
@@ -115,6 +138,18 @@ func parsePolicies(names []string) ([]sim.Policy, error) {
 		}
 	}
 	return out, nil
+}
+
+func planText(slots []int) string {
+	parts := make([]string, len(slots))
+	for i, n := range slots {
+		parts[i] = slotsText(n)
+	}
+	plan := strings.Join(parts, ",")
+	if strings.Trim(plan, "-,") == "" {
+		return "none (memory alone decides)"
+	}
+	return plan
 }
 
 func printResults(w io.Writer, results []sim.Result) {

@@ -8,6 +8,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
 // runSummary is what `gpuq run --json` prints: every job with its whole history.
@@ -15,11 +16,16 @@ type runSummary struct {
 	Sweep  string              `json:"sweep"`
 	Jobs   []daemon.JobSummary `json:"jobs"`
 	Counts map[string]int      `json:"counts"`
+	// GPUs are the cards it ran on, for gpuq report's memory charts.
+	GPUs []daemon.GPUInfo `json:"gpus,omitempty"`
 }
 
-func summarize(store *scheduler.Store, sw *plans.Sweep) runSummary {
+func summarize(store *scheduler.Store, sw *plans.Sweep, cards []gpu.Card) runSummary {
 	snap := store.Snapshot()
 	sum := runSummary{Sweep: sw.Name, Jobs: []daemon.JobSummary{}, Counts: map[string]int{}}
+	for _, c := range cards {
+		sum.GPUs = append(sum.GPUs, daemon.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
+	}
 	for _, st := range []scheduler.JobState{scheduler.JobQueued, scheduler.JobRunning, scheduler.JobSucceeded, scheduler.JobFailed, scheduler.JobCancelled} {
 		sum.Counts[string(st)] = 0
 	}

@@ -73,6 +73,15 @@ type AttemptSummary struct {
 	Log         string          `json:"log"`
 	Started     time.Time       `json:"started"`
 	Ended       time.Time       `json:"ended"`
+	// Memory is what its processes held over time on its fullest card, a point where
+	// it moved (at most 64; see scheduler.Samples), for gpuq report.
+	Memory []MemorySample `json:"memory,omitempty"`
+}
+
+// MemorySample is a reading of an attempt's memory, at_s seconds after it started.
+type MemorySample struct {
+	AtSeconds float64 `json:"at_s"`
+	Bytes     int64   `json:"bytes"`
 }
 
 // Summarize is one job of a snapshot with its whole history.
@@ -90,6 +99,9 @@ func Summarize(snap scheduler.Snapshot, j *scheduler.Job) JobSummary {
 		}
 		if eb, ok := j.Batch.Effective(a.Params); ok {
 			as.EffectiveBatch = &eb
+		}
+		for _, m := range a.Memory {
+			as.Memory = append(as.Memory, MemorySample{AtSeconds: m.At.Seconds(), Bytes: m.Bytes})
 		}
 		js.Attempts = append(js.Attempts, as)
 	}
@@ -164,7 +176,8 @@ type Info struct {
 
 // GPUInfo is one of the daemon's cards.
 type GPUInfo struct {
-	Index      int   `json:"index"`
-	TotalBytes int64 `json:"total_bytes"`
-	Drained    bool  `json:"drained"`
+	Index      int    `json:"index"`
+	Name       string `json:"name,omitempty"`
+	TotalBytes int64  `json:"total_bytes"`
+	Drained    bool   `json:"drained"`
 }

@@ -56,22 +56,32 @@ func (t *Trace) Slots() []int {
 
 // Run simulates the trace under a policy. The result's SimWall is the time Run took.
 func Run(t *Trace, p Policy) (Result, error) {
+	r, _, err := run(t, p)
+	return r, err
+}
+
+// History simulates the trace under gpuq's policy, as Run does, and returns the
+// engine's store too: every job with its attempts, for a report.
+func History(t *Trace) (Result, *scheduler.Store, error) { return run(t, GPUQ) }
+
+func run(t *Trace, p Policy) (Result, *scheduler.Store, error) {
 	began := time.Now()
 	m := newMachine(t.Sweep.GPUs)
 	r := Result{Policy: p, Jobs: len(t.Sweep.Jobs)}
+	var store *scheduler.Store
 	var err error
 	switch p {
 	case GPUQ:
-		err = runEngine(t, m, &r)
+		store, err = runEngine(t, m, &r)
 	case Static:
 		runStatic(t, m, &r)
 	case OnePerGPU:
 		runOnePerGPU(t, m, &r)
 	default:
-		return r, fmt.Errorf("unknown policy %q: use gpuq, static or one-per-gpu", p)
+		return r, nil, fmt.Errorf("unknown policy %q: use gpuq, static or one-per-gpu", p)
 	}
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	r.Makespan = m.last.Seconds()
 	r.OOMEvents = m.ooms
@@ -79,7 +89,7 @@ func Run(t *Trace, p Policy) (Result, error) {
 	r.MostPerCard = m.mostPerCard
 	r.LowerBound = LowerBound(t).Seconds()
 	r.SimWall = time.Since(began).Seconds()
-	return r, nil
+	return r, store, nil
 }
 
 // runEngine drives gpuq's engine in virtual time: a round after every moment at which a
@@ -88,17 +98,17 @@ func Run(t *Trace, p Policy) (Result, error) {
 // trainers only reached their peaks frees nothing; a round then matters only while a
 // trainer of a shape not yet measured runs, to sample its peak, which the engine
 // learns from (the real engine polls every second).
-func runEngine(t *Trace, m *machine, r *Result) error {
+func runEngine(t *Trace, m *machine, r *Result) (*scheduler.Store, error) {
 	store, err := scheduler.NewStore()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}}
 	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom}
 	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
 	rn.engine = e
 	if err := e.Submit(&scheduler.Submission{Sweep: t.Sweep}); err != nil {
-		return err
+		return nil, err
 	}
 	timed := slices.ContainsFunc(t.Sweep.Jobs, func(j plans.Job) bool { return j.Timeout.After > 0 })
 	for ended, more := true, true; more; ended, more = m.step() {
@@ -106,13 +116,13 @@ func runEngine(t *Trace, m *machine, r *Result) error {
 			continue
 		}
 		if err := e.Schedule(); err != nil {
-			return err
+			return nil, err
 		}
 		if !timed {
 			continue
 		}
 		if at, ok := e.NextTimeout(); ok {
-			m.wakeAt(at.Sub(epoch))
+			m.wakeAt(at.Sub(Epoch))
 		}
 	}
 	// Jobs still queued with nothing running can never start: failed.
@@ -124,7 +134,7 @@ func runEngine(t *Trace, m *machine, r *Result) error {
 		}
 		r.Attempts += j.Attempts
 	}
-	return nil
+	return store, nil
 }
 
 // engineRunner starts the engine's attempts as simulated trainers.
@@ -178,12 +188,13 @@ func (rn *engineRunner) Owner(pid int) (string, bool) {
 	return a, ok
 }
 
-// virtualClock is the machine's time, from epoch.
+// virtualClock is the machine's time, from Epoch.
 type virtualClock struct{ m *machine }
 
-var epoch = time.Unix(0, 0)
+// Epoch is when a simulation starts, in its virtual time.
+var Epoch = time.Unix(0, 0)
 
-func (c virtualClock) Now() time.Time { return epoch.Add(c.m.now) }
+func (c virtualClock) Now() time.Time { return Epoch.Add(c.m.now) }
 
 // After is never waited on: the simulation drives the engine's rounds itself.
 func (virtualClock) After(time.Duration) <-chan time.Time { return nil }

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/cmd/gpuq/report"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+type reportOptions struct {
+	io       ioStreams
+	settings *settings
+	source   string
+	output   string
+}
+
+func newReportCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &reportOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:   "report SUMMARY.json|-",
+		Short: "Draw a sweep as one HTML page: attempts on cards, memory over time, every job's history",
+		Long: `Write a self-contained HTML report of a sweep (it needs no network to be viewed):
+a Gantt chart of the attempts on the cards over time (coloured by outcome, out-of-memory
+ends marked, ladder tiers labelled), each card's memory over time (what each attempt
+held, sampled, against what gpuq reserved for it), every job's attempts, and the
+sweep's figures: makespan, GPU-hours busy, attempt-hours lost, OOMs, attempts per job,
+memory used against reserved.
+
+The report is drawn from the summary gpuq run --json prints (a file, or - for standard
+input). gpuq simulate --report draws one of a simulation, to see a plan before running
+it ("what if two per card?").
+
+Exit status: 0 written, 1 it could not be written, 2 bad input.`,
+		Example: `  gpuq run sweep.yaml --json > summary.json && gpuq report summary.json
+  gpuq run sweep.yaml --json | gpuq report - -o sweep.html
+  gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --report two-per-card.html`,
+		Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			opts.source = args[0]
+			return runReport(opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "the HTML file to write (default <sweep>-report.html here)")
+	return cmd
+}
+
+func runReport(opts *reportOptions) error {
+	sum, err := readSummary(opts.source, opts.io.In)
+	if err != nil {
+		return err
+	}
+	d := reportData(sum, "gpuq run", lastMoment(sum))
+	return writeReport(opts.io, opts.output, d)
+}
+
+// readSummary reads a gpuq run --json summary from a file, or from in for "-".
+func readSummary(path string, in io.Reader) (runSummary, error) {
+	var sum runSummary
+	data, err := readInput(path, in)
+	if err != nil {
+		return sum, badInput("%s: %v: give the file gpuq run --json wrote, or - to read it from standard input", path, err)
+	}
+	if err := json.Unmarshal(data, &sum); err != nil || sum.Sweep == "" || sum.Jobs == nil {
+		return sum, badInput("%s is not the summary gpuq run --json prints (an object with sweep and jobs)", path)
+	}
+	return sum, nil
+}
+
+func readInput(path string, in io.Reader) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(in)
+	}
+	return os.ReadFile(path)
+}
+
+// lastMoment is the latest time a summary tells of: where the bar of an attempt still
+// running when it was written ends.
+func lastMoment(sum runSummary) time.Time {
+	var last time.Time
+	for _, j := range sum.Jobs {
+		for _, a := range j.Attempts {
+			for _, t := range []time.Time{a.Started, a.Ended} {
+				if t.After(last) {
+					last = t
+				}
+			}
+		}
+	}
+	return last
+}
+
+// reportData is a summary as the report draws it.
+func reportData(sum runSummary, source string, now time.Time) report.Data {
+	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now}
+	for _, c := range sum.GPUs {
+		d.Cards = append(d.Cards, report.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes})
+	}
+	for _, j := range sum.Jobs {
+		rj := report.Job{ID: j.ID, Name: j.Name, State: j.State, Reason: j.Reason, Declared: j.DeclaredBytes}
+		if j.LearnedBytes != nil {
+			rj.Learned = *j.LearnedBytes
+		}
+		for _, a := range j.Attempts {
+			ra := report.Attempt{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Estimate: a.EstimateBytes, Peak: a.PeakBytes,
+				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended}
+			if c := changedText(j.Params, a.Params); c != "-" {
+				ra.Changed = c
+			}
+			if a.EffectiveBatch != nil {
+				ra.EffectiveBatch = *a.EffectiveBatch
+			}
+			for _, m := range a.Memory {
+				ra.Memory = append(ra.Memory, scheduler.Sample{At: time.Duration(m.AtSeconds * float64(time.Second)), Bytes: m.Bytes})
+			}
+			rj.Attempts = append(rj.Attempts, ra)
+		}
+		d.Jobs = append(d.Jobs, rj)
+	}
+	return d
+}
+
+// writeReport writes the page to path (default <sweep>-report.html), whole or not at
+// all, and says where it is.
+func writeReport(streams ioStreams, path string, d report.Data) error {
+	if path == "" {
+		path = d.Sweep + "-report.html"
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".gpuq-report-*")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	err = report.Write(tmp, d)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	attempts := 0
+	for _, j := range d.Jobs {
+		attempts += len(j.Attempts)
+	}
+	fmt.Fprintf(streams.Err, "gpuq: wrote the report of %s (%d jobs, %d attempts) to %s\n", d.Sweep, len(d.Jobs), attempts, path)
+	return nil
+}

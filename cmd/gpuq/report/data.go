@@ -1,0 +1,230 @@
+// Package report renders a sweep as one self-contained HTML page: a Gantt chart of its
+// attempts on the cards, each card's memory over time, every job's attempt history, and
+// the sweep's figures. The page needs no network to be viewed: its styles, script and
+// charts (SVG drawn here) are inline.
+package report
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// Data is what a report shows: one sweep's jobs, each with every attempt, on the cards
+// of the machine that ran them.
+type Data struct {
+	Sweep string
+	// Source says where the figures come from: a run, the daemon, a simulation.
+	Source string
+	// Now is when the data was read: a running attempt's bar ends there.
+	Now time.Time
+	// Virtual: the times are a simulation's, counted from its start, not the clock's.
+	Virtual bool
+	// Cards are the machine's cards; a card that ran an attempt is drawn even when
+	// missing here, at the size of what was reserved on it.
+	Cards []Card
+	Jobs  []Job
+}
+
+// Card is one card of the machine.
+type Card struct {
+	Index int
+	Name  string
+	Total int64
+}
+
+// Job is a job and its attempts, in order.
+type Job struct {
+	ID, Name, State string
+	Reason          string // why it failed
+	// Declared is its estimate as written for its current tier; Learned what its shape's
+	// measured peak says (0: nothing yet).
+	Declared, Learned int64
+	Attempts          []Attempt
+}
+
+// Attempt is one launch of a job.
+type Attempt struct {
+	N    int
+	GPUs []int
+	Tier int
+	// Changed names the parameters the tier changed (batch_size=4), "" for none.
+	Changed        string
+	EffectiveBatch int64 // 0: unknown
+	Estimate, Peak int64
+	Outcome        plans.Outcome // "" while it runs
+	OOM            *plans.OOMFacts
+	Started, Ended time.Time // Ended is zero while it runs
+	Memory         scheduler.Samples
+}
+
+// end is when the attempt stopped holding its cards, or now for a running one.
+func (a Attempt) end(now time.Time) time.Time {
+	if a.Ended.IsZero() {
+		if now.Before(a.Started) {
+			return a.Started
+		}
+		return now
+	}
+	return a.Ended
+}
+
+func (a Attempt) oom() bool { return a.Outcome == plans.GPUOOM || a.Outcome == plans.HostOOM }
+
+// Figures are the sweep's numbers at a glance.
+type Figures struct {
+	Start, End time.Time
+	Makespan   time.Duration
+	Jobs       int
+	// States counts jobs by state, in a fixed order (succeeded, failed, cancelled,
+	// running, queued, held).
+	States   []Count
+	Attempts int
+	OOMs     int
+	// PerJob counts jobs by how many attempts they took.
+	PerJob []Count
+	// GPUBusy is the time each card had an attempt on it, added up over the cards;
+	// GPUAvailable the cards' time over the makespan.
+	GPUBusy, GPUAvailable time.Duration
+	// AttemptTime is the attempts' time on cards (two on one card count twice);
+	// AttemptTimeLost that of attempts that did not succeed.
+	AttemptTime, AttemptTimeLost time.Duration
+	// Reserved and Used are card memory over time, in GiB-hours: what the packer reserved
+	// for attempts (their estimates) and what their processes held (their samples).
+	ReservedGiBHours, UsedGiBHours float64
+}
+
+// Count is a number of jobs of a kind.
+type Count struct {
+	Label string
+	N     int
+}
+
+// figures computes the sweep's figures.
+func figures(d Data) Figures {
+	var f Figures
+	f.Jobs = len(d.Jobs)
+	states := map[string]int{}
+	perJob := map[int]int{}
+	busy := map[int][]interval{}
+	first := true
+	for _, j := range d.Jobs {
+		states[j.State]++
+		perJob[len(j.Attempts)]++
+		for _, a := range j.Attempts {
+			end := a.end(d.Now)
+			if first || a.Started.Before(f.Start) {
+				f.Start = a.Started
+			}
+			if first || end.After(f.End) {
+				f.End = end
+			}
+			first = false
+			f.Attempts++
+			if a.oom() {
+				f.OOMs++
+			}
+			took := end.Sub(a.Started) * time.Duration(len(a.GPUs))
+			f.AttemptTime += took
+			if a.Outcome != plans.Success && a.Outcome != "" {
+				f.AttemptTimeLost += took
+			}
+			for _, g := range a.GPUs {
+				busy[g] = append(busy[g], interval{a.Started, end})
+			}
+			f.ReservedGiBHours += took.Hours() * float64(a.Estimate) / (1 << 30)
+			f.UsedGiBHours += held(a, end) * float64(len(a.GPUs))
+		}
+	}
+	f.Makespan = f.End.Sub(f.Start)
+	for _, ivs := range busy {
+		f.GPUBusy += union(ivs)
+	}
+	f.GPUAvailable = f.Makespan * time.Duration(len(cards(d)))
+	for _, s := range []string{"succeeded", "failed", "cancelled", "running", "queued", "held"} {
+		if states[s] > 0 {
+			f.States = append(f.States, Count{s, states[s]})
+		}
+	}
+	ns := make([]int, 0, len(perJob))
+	for n := range perJob {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	for _, n := range ns {
+		f.PerJob = append(f.PerJob, Count{attemptsLabel(n), perJob[n]})
+	}
+	return f
+}
+
+func attemptsLabel(n int) string {
+	switch n {
+	case 0:
+		return "no attempt"
+	case 1:
+		return "1 attempt"
+	}
+	return strconv.Itoa(n) + " attempts"
+}
+
+type interval struct{ from, to time.Time }
+
+// union is how long any of the intervals covers.
+func union(ivs []interval) time.Duration {
+	slices.SortFunc(ivs, func(p, q interval) int { return p.from.Compare(q.from) })
+	var sum time.Duration
+	var cur interval
+	for i, iv := range ivs {
+		switch {
+		case i == 0:
+			cur = iv
+		case iv.from.After(cur.to):
+			sum += cur.to.Sub(cur.from)
+			cur = iv
+		case iv.to.After(cur.to):
+			cur.to = iv.to
+		}
+	}
+	return sum + cur.to.Sub(cur.from)
+}
+
+// held is the GiB-hours an attempt's samples say it held on its fullest card, each
+// reading standing until the next, the last until the attempt's end.
+func held(a Attempt, end time.Time) float64 {
+	var sum float64
+	for i, s := range a.Memory {
+		until := end.Sub(a.Started)
+		if i+1 < len(a.Memory) {
+			until = a.Memory[i+1].At
+		}
+		if until > s.At {
+			sum += (until - s.At).Hours() * float64(s.Bytes) / (1 << 30)
+		}
+	}
+	return sum
+}
+
+// cards are the cards to draw: the machine's, and any other an attempt ran on, by index.
+func cards(d Data) []Card {
+	out := slices.Clone(d.Cards)
+	known := map[int]bool{}
+	for _, c := range out {
+		known[c.Index] = true
+	}
+	for _, j := range d.Jobs {
+		for _, a := range j.Attempts {
+			for _, g := range a.GPUs {
+				if !known[g] {
+					known[g] = true
+					out = append(out, Card{Index: g})
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Card) int { return cmp.Compare(a.Index, b.Index) })
+	return out
+}

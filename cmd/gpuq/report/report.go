@@ -1,0 +1,91 @@
+package report
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+//go:embed report.html.tmpl
+var pageText string
+
+var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"f":     func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+	"size":  sizeOrDash,
+	"cards": cardsText,
+	"class": outcomeClass,
+	"dur": func(a Attempt, now time.Time) string {
+		return plans.FormatDuration(a.end(now).Sub(a.Started))
+	},
+	"pct": func(part, whole float64) string {
+		if whole <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*part/whole)
+	},
+	"sec":   time.Duration.Seconds,
+	"num":   threeFigures,
+	"span":  plans.FormatDuration,
+	"id":    attemptID,
+	"add":   func(a, b float64) float64 { return a + b },
+}).Parse(pageText))
+
+// threeFigures prints a positive number with about three significant figures.
+func threeFigures(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// page is what the template draws.
+type page struct {
+	Data
+	Figures Figures
+	Gantt   gantt
+	Memory  []memPanel
+	// MemoryHeight is the memory chart's height; its time axis is at MemoryAxisY.
+	MemoryHeight, MemoryAxisY float64
+	Outcomes                  []string
+	When                      string
+}
+
+// outcomes are the classes the Gantt chart's legend explains, in its order.
+var outcomes = []string{"success", "running", "gpu-oom", "host-oom", "failed", "timed-out", "cancelled", "lost"}
+
+// Write renders d as one self-contained HTML page.
+func Write(w io.Writer, d Data) error {
+	f := figures(d)
+	tl := timeline{start: f.Start, span: f.Makespan}
+	if tl.span <= 0 {
+		tl.span = time.Second
+	}
+	cs := cards(d)
+	p := page{Data: d, Figures: f, Gantt: newGantt(d, tl, cs), Outcomes: outcomes}
+	p.Memory, p.MemoryHeight = newMemPanels(d, tl, cs)
+	p.MemoryAxisY = p.MemoryHeight - axisHeight
+	switch {
+	case d.Virtual:
+		p.When = "times are virtual, from the simulation's start"
+	case !f.Start.IsZero():
+		p.When = fmt.Sprintf("from %s to %s", f.Start.Format("2006-01-02 15:04:05"), f.End.Format("2006-01-02 15:04:05 MST"))
+	}
+	// Rendered whole before writing, so that a failure leaves no half page behind.
+	var buf bytes.Buffer
+	if err := pageTemplate.Execute(&buf, p); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}

@@ -1,0 +1,151 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+const gib = 1 << 30
+
+var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+func at(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+
+// sample is a sweep of four jobs on two cards of 24 GiB, two slots each: one crowded
+// out and retried, one stepped down its ladder twice, one still running at Now, one
+// that failed.
+func sample() Data {
+	flat := func(b int64) scheduler.Samples {
+		return scheduler.Samples{{At: 0, Bytes: 1 * gib}, {At: time.Minute, Bytes: b}}
+	}
+	return Data{Sweep: "gla-e1", Source: "gpuq run", Now: at(90),
+		Cards: []Card{{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}, {Index: 1, Name: "NVIDIA A10", Total: 24 * gib}},
+		Jobs: []Job{
+			{ID: "gla-e1.1", Name: "task=qnli,seed=87", State: "succeeded", Declared: 11 * gib, Learned: 14 * gib, Attempts: []Attempt{
+				{N: 1, GPUs: []int{0}, Estimate: 11 * gib, Peak: 12 * gib, Outcome: plans.GPUOOM, Started: at(0), Ended: at(6),
+					Memory: flat(12 * gib), OOM: &plans.OOMFacts{TriedBytes: 2 * gib}},
+				{N: 2, GPUs: []int{0}, Estimate: 14 * gib, Peak: 14 * gib, Outcome: plans.Success, Started: at(7), Ended: at(60),
+					Memory: flat(14 * gib), EffectiveBatch: 32},
+			}},
+			{ID: "gla-e1.2", Name: "task=sst2,seed=87", State: "succeeded", Declared: 11 * gib, Learned: 9 * gib, Attempts: []Attempt{
+				{N: 1, GPUs: []int{0}, Estimate: 11 * gib, Peak: 12 * gib, Outcome: plans.GPUOOM, Started: at(0), Ended: at(5),
+					Memory: flat(12 * gib)},
+				{N: 2, GPUs: []int{1}, Tier: 1, Changed: "gradient_checkpointing=true", Estimate: 12 * gib, Peak: 12 * gib,
+					Outcome: plans.GPUOOM, Started: at(6), Ended: at(10), Memory: flat(12 * gib)},
+				{N: 3, GPUs: []int{1}, Tier: 2, Changed: "batch_size=4,gradient_accumulation_steps=8", Estimate: 9 * gib,
+					Peak: 9 * gib, Outcome: plans.Success, Started: at(11), Ended: at(80), Memory: flat(9 * gib), EffectiveBatch: 32},
+			}},
+			{ID: "gla-e1.3", Name: "task=cola,seed=87", State: "running", Declared: 10 * gib, Attempts: []Attempt{
+				{N: 1, GPUs: []int{1}, Estimate: 10 * gib, Peak: 8 * gib, Started: at(12), Memory: flat(8 * gib)},
+			}},
+			{ID: "gla-e1.4", Name: "task=rte,seed=87", State: "failed", Declared: 10 * gib, Reason: "attempt 1 failed: exited with status 1", Attempts: []Attempt{
+				{N: 1, GPUs: []int{0}, Estimate: 10 * gib, Peak: 3 * gib, Outcome: plans.Failed, Started: at(61), Ended: at(62),
+					Memory: flat(3 * gib)},
+			}},
+			{ID: "gla-e1.5", Name: "task=mrpc,seed=87", State: "queued", Declared: 10 * gib},
+		}}
+}
+
+func TestFigures(t *testing.T) {
+	f := figures(sample())
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"makespan", f.Makespan, 90 * time.Minute},
+		{"jobs", f.Jobs, 5},
+		{"states", f.States, []Count{{"succeeded", 2}, {"failed", 1}, {"running", 1}, {"queued", 1}}},
+		{"attempts", f.Attempts, 7},
+		{"ooms", f.OOMs, 3},
+		{"per job", f.PerJob, []Count{{"no attempt", 1}, {"1 attempt", 2}, {"2 attempts", 1}, {"3 attempts", 1}}},
+		// 6+53+5+4+69+78+1 minutes
+		{"attempt time", f.AttemptTime, 216 * time.Minute},
+		{"attempt time lost", f.AttemptTimeLost, 16 * time.Minute},
+		// GPU 0: 0-6, 7-60, 61-62; GPU 1: 6-10, 11-90.
+		{"gpu time busy", f.GPUBusy, (6 + 53 + 1 + 4 + 79) * time.Minute},
+		{"gpu time available", f.GPUAvailable, 3 * time.Hour},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// Attempt 2 of job 1 held 1 GiB for a minute, then 14 GiB for 52.
+	if got, want := round(held(sample().Jobs[0].Attempts[1], at(60))), round((1.0+14*52)/60); got != want {
+		t.Errorf("held %v GiB-hours, want %v", got, want)
+	}
+}
+
+func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
+// TestLanes: attempts that overlap on a card get lanes of their own, and a lane is
+// reused once free; a card row is as tall as its busiest moment.
+func TestLanes(t *testing.T) {
+	d := sample()
+	f := figures(d)
+	g := newGantt(d, timeline{start: f.Start, span: f.Makespan}, cards(d))
+	if len(g.Rows) != 2 {
+		t.Fatalf("%d rows, want 2 cards", len(g.Rows))
+	}
+	lanes := func(r row) int { return int((r.H + laneGap) / (laneHeight + laneGap)) }
+	if lanes(g.Rows[0]) != 2 || lanes(g.Rows[1]) != 2 {
+		t.Errorf("lanes %d and %d, want 2 on each card", lanes(g.Rows[0]), lanes(g.Rows[1]))
+	}
+	ys := map[string]float64{}
+	for _, b := range g.Bars {
+		ys[b.Attempt] = b.Rects[0].Y
+	}
+	if ys["gla-e1.1/1"] == ys["gla-e1.2/1"] {
+		t.Error("two attempts that ran at once on GPU 0 share a lane")
+	}
+	if ys["gla-e1.4/1"] != ys["gla-e1.1/1"] && ys["gla-e1.4/1"] != ys["gla-e1.2/1"] {
+		t.Error("GPU 0's later attempt did not reuse a free lane")
+	}
+}
+
+// TestGolden: the page as written for the sample sweep; -update rewrites it. One bar
+// and one memory band per attempt, OOMs marked, nothing fetched from elsewhere.
+func TestGolden(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Write(&buf, sample()); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	if n := strings.Count(page, `<g class="bar `); n != 7 {
+		t.Errorf("%d bars, want one per attempt (7)", n)
+	}
+	if n := strings.Count(page, `<polygon class="mem `); n != 7 {
+		t.Errorf("%d memory bands, want one per attempt (7)", n)
+	}
+	if n := strings.Count(page, `<g class="oom">`); n != 3 {
+		t.Errorf("%d OOM marks, want 3", n)
+	}
+	if m := regexp.MustCompile(`(src|href)="[^"#]`).FindString(page); m != "" {
+		t.Errorf("the page loads something from elsewhere: %s", m)
+	}
+	golden := filepath.Join("testdata", "sample.html")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page != string(want) {
+		t.Errorf("the page differs from %s (go test -update rewrites it)", golden)
+	}
+}
