@@ -29,11 +29,11 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%.0f%%", 100*part/whole)
 	},
-	"sec":   time.Duration.Seconds,
-	"num":   threeFigures,
-	"span":  plans.FormatDuration,
-	"id":    attemptID,
-	"add":   func(a, b float64) float64 { return a + b },
+	"sec":  time.Duration.Seconds,
+	"num":  threeFigures,
+	"span": plans.FormatDuration,
+	"id":   attemptID,
+	"add":  func(a, b float64) float64 { return a + b },
 }).Parse(pageText))
 
 // threeFigures prints a positive number with about three significant figures.
