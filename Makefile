@@ -19,11 +19,14 @@ install: build
 	install -D -m 0755 bin/gpuq $(DESTDIR)$(PREFIX)/bin/gpuq
 	@echo "installed $(DESTDIR)$(PREFIX)/bin/gpuq; $(PREFIX)/bin must be on your PATH"
 
-# The one test command: formatting, vet, every test with the race detector, the example
+# The one test command: formatting, vet, every test with the race detector (the report
+# rendered in Chromium and gpuq top driven in tmux, where they are installed), the example
 # trainers (compiled; train_torch.py's config handling, and one CPU training run where a
 # Python with PyTorch is found) and the GPU check's judging of recorded runs.
 test: fmt-check
 	$(GO) vet ./...
+	@command -v chromium >/dev/null || echo "make test: no chromium: the report's browser tests are skipped (.ci/run installs it; apt-get install chromium)"
+	@command -v tmux >/dev/null || echo "make test: no tmux: gpuq top's terminal test is skipped (.ci/run installs it; apt-get install tmux)"
 	$(GO) test -race -count=1 ./...
 	python3 -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]' examples/trainers/*.py examples/gpucheck/*.py
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s examples/trainers -p 'test_*.py' -v

@@ -19,17 +19,13 @@ import (
 	"time"
 )
 
-// Names are the programs tried, in order, on the PATH.
-var Names = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
-
-// Find returns the path of a Chromium on the PATH.
+// Find returns the path of Debian's chromium on the PATH.
 func Find() (string, error) {
-	for _, n := range Names {
-		if p, err := exec.LookPath(n); err == nil {
-			return p, nil
-		}
+	p, err := exec.LookPath("chromium")
+	if err != nil {
+		return "", fmt.Errorf("no chromium on the PATH: install Debian's chromium package (apt-get install chromium)")
 	}
-	return "", fmt.Errorf("no Chromium on the PATH (tried %s): install Debian's chromium package", strings.Join(Names, ", "))
+	return p, nil
 }
 
 // Browser is a running headless Chromium.
