@@ -1,0 +1,400 @@
+// Package top is gpuq top: a live full-screen view of the daemon's cards and jobs, with
+// keys to act on them, drawn with bubbletea, bubbles and lipgloss; and, where the output
+// is no terminal, the same view printed once as plain text.
+package top
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/cursor"
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	"github.com/charmbracelet/bubbles/viewport"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+)
+
+// Verb is a request on one job.
+type Verb string
+
+// The verbs top's keys send.
+const (
+	Cancel  Verb = "cancel"
+	Hold    Verb = "hold"
+	Release Verb = "release"
+	Retry   Verb = "retry"
+)
+
+// Source is the daemon as top sees it.
+type Source interface {
+	Overview(ctx context.Context) (Overview, error)
+	Act(ctx context.Context, v Verb, job string) error
+	Drain(ctx context.Context, gpu int, on bool) error
+	// LogPath is the log file of a job's latest attempt.
+	LogPath(ctx context.Context, job string) (string, error)
+}
+
+// Options configure top.
+type Options struct {
+	Source Source
+	// Title says what is watched ("the daemon on ~/.local/state/gpuq").
+	Title string
+	// Every is how often the view is read again.
+	Every time.Duration
+	// Attach is the command that attaches the terminal to a job's trainer.
+	Attach func(job string) *exec.Cmd
+}
+
+// Run shows top full-screen on a terminal until the user quits.
+func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
+	m := newModel(opts, lipgloss.NewRenderer(out))
+	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen())
+	final, err := p.Run()
+	if err != nil {
+		return err
+	}
+	if fm, ok := final.(model); ok && fm.fatal != nil {
+		return fm.fatal
+	}
+	return nil
+}
+
+// mode is what the keys do now.
+type mode int
+
+const (
+	browsing mode = iota
+	filtering
+	confirming // a cancel waits for y
+	draining   // the index of the card to drain is being typed
+	reading    // a log is shown
+)
+
+type model struct {
+	opts   Options
+	st     styles
+	ov     Overview
+	read   bool              // an overview has arrived
+	err    error             // the last read's error, shown until one succeeds
+	fatal  error             // why top quit on its own
+	output map[string]string // each running job's last line of output
+	width  int
+	height int
+
+	mode    mode
+	sel     string // the selected row's key, kept across refreshes
+	doomed  string // the job a cancel asks about
+	filter  textinput.Model
+	card    textinput.Model
+	logs    viewport.Model
+	logJob  string
+	logPath string
+	status  string // the last action's result
+	help    help.Model
+}
+
+func newModel(opts Options, r *lipgloss.Renderer) model {
+	if opts.Every <= 0 {
+		opts.Every = time.Second
+	}
+	// A steady cursor: a blinking one redraws the screen twice a second over ssh.
+	f := textinput.New()
+	f.Prompt = "/"
+	f.Cursor.SetMode(cursor.CursorStatic)
+	c := textinput.New()
+	c.Prompt = "drain or undrain GPU: "
+	c.CharLimit = 4
+	c.Cursor.SetMode(cursor.CursorStatic)
+	h := help.New()
+	h.ShortSeparator = "  "
+	return model{opts: opts, st: newStyles(r), filter: f, card: c, help: h, output: map[string]string{},
+		width: 80, height: 24}
+}
+
+// Messages.
+type (
+	tickMsg     struct{}
+	overviewMsg struct {
+		ov     Overview
+		output map[string]string
+		err    error
+	}
+	actedMsg struct {
+		text string
+		err  error
+	}
+	logMsg struct {
+		job, path, text string
+		err             error
+	}
+)
+
+func (m model) Init() tea.Cmd { return m.fetch() }
+
+// fetch reads the overview, and each running job's last line of output, off the
+// screen's goroutine.
+func (m model) fetch() tea.Cmd {
+	src := m.opts.Source
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ov, err := src.Overview(ctx)
+		out := map[string]string{}
+		for _, r := range ov.Running {
+			out[r.Job] = lastLine(r.Log)
+		}
+		return overviewMsg{ov: ov, output: out, err: err}
+	}
+}
+
+func (m model) tick() tea.Cmd {
+	return tea.Tick(m.opts.Every, func(time.Time) tea.Msg { return tickMsg{} })
+}
+
+func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.logs.Width, m.logs.Height = msg.Width, max(msg.Height-2, 1)
+		return m, nil
+	case tickMsg:
+		cmds := []tea.Cmd{m.fetch()}
+		if m.mode == reading {
+			cmds = append(cmds, m.readLog(m.logJob, m.logPath))
+		}
+		return m, tea.Batch(cmds...)
+	case overviewMsg:
+		if msg.err != nil {
+			m.err = msg.err
+		} else {
+			m.ov, m.output, m.err, m.read = msg.ov, msg.output, nil, true
+			m.keepSelection()
+		}
+		return m, m.tick()
+	case actedMsg:
+		m.status = msg.text
+		if msg.err != nil {
+			m.status = msg.err.Error()
+		}
+		return m, m.fetch()
+	case logMsg:
+		if msg.err != nil {
+			m.status, m.mode = msg.err.Error(), browsing
+			return m, nil
+		}
+		atEnd := m.logs.AtBottom() || m.logJob != msg.job
+		m.logJob, m.logPath = msg.job, msg.path
+		m.logs.SetContent(msg.text)
+		if atEnd {
+			m.logs.GotoBottom()
+		}
+		return m, nil
+	case tea.KeyMsg:
+		return m.key(msg)
+	}
+	return m, nil
+}
+
+// key handles a key press in the current mode.
+func (m model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if k.Type == tea.KeyCtrlC {
+		return m, tea.Quit
+	}
+	switch m.mode {
+	case filtering:
+		return m.filterKey(k)
+	case draining:
+		return m.drainKey(k)
+	case confirming:
+		m.mode = browsing
+		if k.String() == "y" {
+			return m, m.act(Cancel, m.doomed)
+		}
+		m.status = "not cancelled"
+		return m, nil
+	case reading:
+		if key.Matches(k, keys.back, keys.quit, keys.logs) {
+			m.mode = browsing
+			return m, nil
+		}
+		var cmd tea.Cmd
+		m.logs, cmd = m.logs.Update(k)
+		return m, cmd
+	}
+	return m.browseKey(k)
+}
+
+func (m model) browseKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	job := m.selectedJob()
+	switch {
+	case key.Matches(k, keys.quit):
+		return m, tea.Quit
+	case key.Matches(k, keys.up):
+		m.move(-1)
+	case key.Matches(k, keys.down):
+		m.move(1)
+	case key.Matches(k, keys.filter):
+		m.mode = filtering
+		return m, m.filter.Focus()
+	case key.Matches(k, keys.back):
+		m.filter.SetValue("")
+		m.keepSelection()
+	case key.Matches(k, keys.drain):
+		m.mode = draining
+		m.card.SetValue("")
+		return m, m.card.Focus()
+	case job == "":
+		if key.Matches(k, keys.logs, keys.attach, keys.cancel, keys.hold, keys.retry) {
+			m.status = "select a job first (↑/↓)"
+		}
+	case key.Matches(k, keys.logs):
+		m.mode = reading
+		return m, m.readLog(job, "")
+	case key.Matches(k, keys.attach):
+		if m.opts.Attach == nil {
+			m.status = "attach is not available here"
+			return m, nil
+		}
+		return m, tea.ExecProcess(m.opts.Attach(job), func(err error) tea.Msg {
+			return actedMsg{text: "detached from " + job, err: err}
+		})
+	case key.Matches(k, keys.cancel):
+		m.mode, m.doomed = confirming, job
+	case key.Matches(k, keys.hold):
+		if w := m.waiting(job); w != nil && w.Held {
+			return m, m.act(Release, job)
+		}
+		return m, m.act(Hold, job)
+	case key.Matches(k, keys.retry):
+		return m, m.act(Retry, job)
+	}
+	return m, nil
+}
+
+func (m model) filterKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	switch k.Type {
+	case tea.KeyEnter:
+		m.mode = browsing
+		m.filter.Blur()
+		return m, nil
+	case tea.KeyEsc:
+		m.mode = browsing
+		m.filter.Blur()
+		m.filter.SetValue("")
+		m.keepSelection()
+		return m, nil
+	}
+	var cmd tea.Cmd
+	m.filter, cmd = m.filter.Update(k)
+	m.keepSelection()
+	return m, cmd
+}
+
+func (m model) drainKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	switch k.Type {
+	case tea.KeyEsc:
+		m.mode = browsing
+		m.card.Blur()
+		return m, nil
+	case tea.KeyEnter:
+		m.mode = browsing
+		m.card.Blur()
+		idx, err := strconv.Atoi(strings.TrimSpace(m.card.Value()))
+		c := m.cardOf(idx)
+		if err != nil || c == nil {
+			m.status = fmt.Sprintf("no GPU %q here", m.card.Value())
+			return m, nil
+		}
+		on := !c.Drained
+		src := m.opts.Source
+		return m, func() tea.Msg {
+			err := src.Drain(context.Background(), idx, on)
+			text := fmt.Sprintf("GPU %d drained: it takes no new job", idx)
+			if !on {
+				text = fmt.Sprintf("GPU %d takes jobs again", idx)
+			}
+			return actedMsg{text: text, err: err}
+		}
+	}
+	var cmd tea.Cmd
+	m.card, cmd = m.card.Update(k)
+	return m, cmd
+}
+
+// act sends a verb for a job to the daemon.
+func (m model) act(v Verb, job string) tea.Cmd {
+	src := m.opts.Source
+	return func() tea.Msg {
+		err := src.Act(context.Background(), v, job)
+		return actedMsg{text: fmt.Sprintf("%s: %s", job, done[v]), err: err}
+	}
+}
+
+var done = map[Verb]string{Cancel: "cancelled", Hold: "held", Release: "released", Retry: "queued again"}
+
+// readLog reads the end of a job's log (path, or its latest attempt's when "").
+func (m model) readLog(job, path string) tea.Cmd {
+	src := m.opts.Source
+	return func() tea.Msg {
+		if path == "" {
+			p, err := src.LogPath(context.Background(), job)
+			if err != nil {
+				return logMsg{err: err}
+			}
+			path = p
+		}
+		text, err := tailFile(path, logBytes)
+		return logMsg{job: job, path: path, text: text, err: err}
+	}
+}
+
+// cardOf returns the card of an index, or nil.
+func (m model) cardOf(idx int) *Card {
+	for i := range m.ov.Cards {
+		if m.ov.Cards[i].Index == idx {
+			return &m.ov.Cards[i]
+		}
+	}
+	return nil
+}
+
+func (m model) waiting(job string) *Waiting {
+	for i := range m.ov.Queue {
+		if m.ov.Queue[i].Job == job {
+			return &m.ov.Queue[i]
+		}
+	}
+	return nil
+}
+
+// Keys.
+type keyMap struct {
+	up, down, logs, attach, cancel, hold, retry, drain, filter, back, quit key.Binding
+}
+
+var keys = keyMap{
+	up:     key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑↓", "move")),
+	down:   key.NewBinding(key.WithKeys("down", "j")),
+	logs:   key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "logs")),
+	attach: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "attach")),
+	cancel: key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "cancel")),
+	hold:   key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "hold")),
+	retry:  key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "retry")),
+	drain:  key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "drain")),
+	filter: key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+	back:   key.NewBinding(key.WithKeys("esc")),
+	quit:   key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
+}
+
+func (k keyMap) ShortHelp() []key.Binding {
+	return []key.Binding{k.up, k.logs, k.attach, k.cancel, k.hold, k.retry, k.drain, k.filter, k.quit}
+}
+
+func (k keyMap) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }

@@ -1,0 +1,279 @@
+package top
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+const gib = 1 << 30
+
+// fakeSource is a daemon that answers with a fixed overview and records requests.
+type fakeSource struct {
+	mu   sync.Mutex
+	ov   Overview
+	acts []string
+	logs map[string]string
+}
+
+func (f *fakeSource) Overview(context.Context) (Overview, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ov, nil
+}
+
+func (f *fakeSource) Act(_ context.Context, v Verb, job string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acts = append(f.acts, fmt.Sprintf("%s %s", v, job))
+	return nil
+}
+
+func (f *fakeSource) Drain(_ context.Context, gpu int, on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acts = append(f.acts, fmt.Sprintf("drain %d %v", gpu, on))
+	return nil
+}
+
+func (f *fakeSource) LogPath(_ context.Context, job string) (string, error) {
+	if p, ok := f.logs[job]; ok {
+		return p, nil
+	}
+	return "", errors.New("no attempt")
+}
+
+// sampleOverview is a 4-card machine with three running jobs (one logging a tqdm bar),
+// a queue with a held job, a foreign process, a drained card and recent events.
+func sampleOverview(t *testing.T) Overview {
+	log := filepath.Join(t.TempDir(), "log")
+	tqdm := "epoch 1\n\r 10%|█         | 100/1000\r 45%|████▌     | 450/1000 [00:10<00:12, 40it/s]"
+	if err := os.WriteFile(log, []byte("\x1b[32mstarting\x1b[0m\n"+tqdm), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 15, 4, 5, 0, time.UTC)
+	return Overview{Time: now, Simulated: "sim:4x24GiB",
+		Cards: []Card{
+			{Index: 0, TotalBytes: 24 * gib, UsedBytes: 20 * gib, HeadroomBytes: gib * 6 / 5, Slots: 2, Busy: 2, Utilization: 97, Temperature: 71,
+				Jobs: []Share{{Job: "gla.1", UsedBytes: 13 * gib, ReservedBytes: 14 * gib}, {Job: "gla.2", UsedBytes: 6 * gib, ReservedBytes: 9 * gib}}, OtherBytes: gib},
+			{Index: 1, TotalBytes: 24 * gib, UsedBytes: 2 * gib, HeadroomBytes: gib * 6 / 5, Slots: 2, Busy: 1, Utilization: -1, Temperature: -1,
+				Jobs: []Share{{Job: "gla.3", UsedBytes: 2 * gib, ReservedBytes: 10 * gib}}},
+			{Index: 2, TotalBytes: 24 * gib, HeadroomBytes: gib * 6 / 5, Slots: 1, Utilization: 0, Temperature: 35, Drained: true},
+			{Index: 3, TotalBytes: 24 * gib, Slots: 1, Fault: "NVML: GPU is lost"},
+		},
+		Running: []Running{
+			{Job: "gla.1", Name: "task=qnli,seed=87", GPUs: []int{0}, Attempt: 2, Tier: 1, Started: now.Add(-62 * time.Minute),
+				DeclaredBytes: 11 * gib, LearnedBytes: 14 * gib, CurrentBytes: 13 * gib, Log: log},
+			{Job: "gla.2", Name: "task=sst2,seed=87", GPUs: []int{0}, Attempt: 1, Started: now.Add(-5 * time.Minute),
+				DeclaredBytes: 9 * gib, CurrentBytes: 6 * gib},
+			{Job: "gla.3", Name: "task=cola,seed=87", GPUs: []int{1}, Attempt: 1, Started: now.Add(-40 * time.Second),
+				DeclaredBytes: 10 * gib, CurrentBytes: 2 * gib},
+		},
+		Queue: []Waiting{
+			{Job: "gla.4", Name: "task=rte,seed=87", EstimateBytes: 14 * gib, Reason: "no-memory: 14.00 GiB needed, 3.20 GiB free at most (GPU 1)"},
+			{Job: "gla.5", Name: "task=rte,seed=88", Held: true, EstimateBytes: 14 * gib, Reason: "held: gpuq release gla.5 lets it start"},
+		},
+		Events: []Event{
+			{Time: now.Add(-64 * time.Minute), Job: "gla.1", Attempt: 1, Kind: "gpu-oom", Message: "tried to allocate 2.00 GiB; next: tier 1 (gradient_checkpointing=true)"},
+			{Time: now.Add(-63 * time.Minute), Job: "GPU 3", Kind: "out-of-service", Message: "NVML: GPU is lost"},
+			{Time: now.Add(-10 * time.Minute), Job: "gla.0", Attempt: 1, Kind: "failed", Message: "attempt 1 failed: exited with status 1"},
+		}}
+}
+
+func asciiModel(src Source) model {
+	r := lipgloss.NewRenderer(&bytes.Buffer{})
+	r.SetColorProfile(termenv.Ascii)
+	return newModel(Options{Source: src, Title: "the daemon on /state"}, r)
+}
+
+// drive feeds messages to the model as the program would, with what the commands they
+// return answer, and returns the model.
+func drive(t *testing.T, m model, msgs ...tea.Msg) model {
+	t.Helper()
+	for _, msg := range msgs {
+		m = feed(t, m, msg)
+	}
+	return m
+}
+
+// feed gives the model a message and runs the command it returns; it stops at a new
+// overview, since what follows one is the next tick.
+func feed(t *testing.T, m model, msg tea.Msg) model {
+	t.Helper()
+	next, cmd := m.Update(msg)
+	if _, ok := msg.(overviewMsg); ok {
+		return next.(model)
+	}
+	return settle(t, next.(model), cmd)
+}
+
+func settle(t *testing.T, m model, cmd tea.Cmd) model {
+	t.Helper()
+	if cmd == nil {
+		return m
+	}
+	done := make(chan tea.Msg, 1)
+	go func() { done <- cmd() }()
+	var msg tea.Msg
+	select {
+	case msg = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a command did not return")
+	}
+	switch msg := msg.(type) {
+	case tea.BatchMsg:
+		for _, c := range msg {
+			m = settle(t, m, c)
+		}
+		return m
+	case tea.QuitMsg, nil:
+		return m
+	}
+	return feed(t, m, msg)
+}
+
+func keysOf(s ...string) []tea.Msg {
+	var out []tea.Msg
+	for _, k := range s {
+		switch k {
+		case "enter":
+			out = append(out, tea.KeyMsg{Type: tea.KeyEnter})
+		case "esc":
+			out = append(out, tea.KeyMsg{Type: tea.KeyEsc})
+		case "down":
+			out = append(out, tea.KeyMsg{Type: tea.KeyDown})
+		default:
+			out = append(out, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)})
+		}
+	}
+	return out
+}
+
+// TestScreen80x24: the whole view fits an 80×24 terminal (what ssh gives by default):
+// 24 lines, none wider than 80, and says what the golden file says.
+func TestScreen80x24(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	screen := m.View()
+	lines := strings.Split(screen, "\n")
+	if len(lines) != 24 {
+		t.Errorf("%d lines, want 24", len(lines))
+	}
+	for i, l := range lines {
+		if w := ansi.StringWidth(l); w > 80 {
+			t.Errorf("line %d is %d wide: %q", i+1, w, l)
+		}
+	}
+	golden(t, "screen-80x24.txt", screen)
+}
+
+// m0 are the messages that bring the first overview in.
+func m0(src *fakeSource) []tea.Msg {
+	return []tea.Msg{overviewMsgOf(src)}
+}
+
+func overviewMsgOf(src *fakeSource) tea.Msg {
+	return newModel(Options{Source: src}, lipgloss.NewRenderer(&bytes.Buffer{})).fetch()()
+}
+
+// TestKeys: each key sends its request for the selected job, or does what it says.
+func TestKeys(t *testing.T) {
+	tests := []struct {
+		name string
+		keys []string
+		want []string // requests the daemon gets
+	}{
+		{"cancel asks first", []string{"c", "y"}, []string{"cancel gla.1"}},
+		{"cancel needs a yes", []string{"c", "n"}, nil},
+		{"hold the queued job", []string{"j", "j", "j", "h"}, []string{"hold gla.4"}},
+		{"a held job is released", []string{"j", "j", "j", "j", "h"}, []string{"release gla.5"}},
+		{"retry the failed job of the events", []string{"/", "f", "a", "i", "l", "e", "d", "enter", "r"}, []string{"retry gla.0"}},
+		{"drain a card", []string{"d", "1", "enter"}, []string{"drain 1 true"}},
+		{"undrain a drained card", []string{"d", "2", "enter"}, []string{"drain 2 false"}},
+		{"no such card", []string{"d", "9", "enter"}, nil},
+		{"the filter narrows the list", []string{"/", "s", "s", "t", "enter", "c", "y"}, []string{"cancel gla.2"}},
+		{"esc clears the filter", []string{"/", "s", "s", "t", "enter", "esc", "j", "c", "y"}, []string{"cancel gla.3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &fakeSource{ov: sampleOverview(t)}
+			m := drive(t, asciiModel(src), m0(src)...)
+			drive(t, m, keysOf(tt.keys...)...)
+			if strings.Join(src.acts, "; ") != strings.Join(tt.want, "; ") {
+				t.Errorf("requests %q, want %q", src.acts, tt.want)
+			}
+		})
+	}
+}
+
+// TestLogsKey: l shows the end of the selected job's log, tqdm's bar as last drawn;
+// esc goes back.
+func TestLogsKey(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	src.logs = map[string]string{"gla.1": src.ov.Running[0].Log}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	m = drive(t, m, keysOf("l")...)
+	screen := m.View()
+	if m.mode != reading || !strings.Contains(screen, "starting") || !strings.Contains(screen, "45%|████▌") || strings.Contains(screen, "10%") {
+		t.Errorf("log view:\n%s", screen)
+	}
+	m = drive(t, m, keysOf("esc")...)
+	if m.mode != browsing {
+		t.Error("esc did not leave the log")
+	}
+}
+
+func TestQuit(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := drive(t, asciiModel(src), m0(src)...)
+	_, cmd := m.Update(keysOf("q")[0])
+	if cmd == nil || fmt.Sprint(cmd()) != fmt.Sprint(tea.Quit()) {
+		t.Error("q did not quit")
+	}
+}
+
+// TestPrint: without a terminal, top prints the overview once, whole, as plain text.
+func TestPrint(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Print(&buf, sampleOverview(t), "the daemon on /state", 100); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "\x1b[") {
+		t.Errorf("escape codes in plain output:\n%q", buf.String())
+	}
+	golden(t, "print.txt", buf.String())
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("differs from %s (go test -update rewrites it); got:\n%s", path, got)
+	}
+}

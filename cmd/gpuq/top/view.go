@@ -1,0 +1,455 @@
+package top
+
+import (
+	"fmt"
+	"hash/fnv"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+)
+
+type styles struct {
+	title, section, dim, selected, bad, good, warn lipgloss.Style
+	jobs                                           []lipgloss.Style
+	other, free                                    lipgloss.Style
+}
+
+func newStyles(r *lipgloss.Renderer) styles {
+	s := styles{
+		title:    r.NewStyle().Bold(true),
+		section:  r.NewStyle().Bold(true).Foreground(lipgloss.Color("12")),
+		dim:      r.NewStyle().Foreground(lipgloss.Color("245")),
+		selected: r.NewStyle().Reverse(true),
+		bad:      r.NewStyle().Foreground(lipgloss.Color("9")),
+		good:     r.NewStyle().Foreground(lipgloss.Color("10")),
+		warn:     r.NewStyle().Foreground(lipgloss.Color("11")),
+		other:    r.NewStyle().Foreground(lipgloss.Color("244")),
+		free:     r.NewStyle().Foreground(lipgloss.Color("238")),
+	}
+	for _, c := range []string{"39", "208", "41", "170", "220", "45", "203", "112", "141", "215"} {
+		s.jobs = append(s.jobs, r.NewStyle().Foreground(lipgloss.Color(c)))
+	}
+	return s
+}
+
+// jobStyle gives a job the same colour on its card's bar and in its row, refresh
+// after refresh.
+func (s styles) jobStyle(job string) lipgloss.Style {
+	h := fnv.New32a()
+	h.Write([]byte(job))
+	return s.jobs[h.Sum32()%uint32(len(s.jobs))]
+}
+
+// row is a line of a list; key is "" for a line that cannot be selected.
+type row struct {
+	key, job string
+	text     string
+	style    *lipgloss.Style
+}
+
+// section is a titled list.
+type section struct {
+	title string
+	rows  []row
+}
+
+func (m model) sections() []section {
+	f := strings.ToLower(m.filter.Value())
+	match := func(parts ...string) bool {
+		if f == "" {
+			return true
+		}
+		return slices.ContainsFunc(parts, func(p string) bool { return strings.Contains(strings.ToLower(p), f) })
+	}
+	w := jobWidth(m.ov)
+	run := section{title: fmt.Sprintf(runFormat, w+1, fmt.Sprintf("RUNNING %d", len(m.ov.Running)),
+		"GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "OUTPUT")}
+	for _, r := range m.ov.Running {
+		if !match(r.Job, r.Name, m.output[r.Job]) {
+			continue
+		}
+		st := m.st.jobStyle(r.Job)
+		text := fmt.Sprintf(runFormat, w, r.Job, intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
+			elapsed(m.ov.Time.Sub(r.Started)), gig(r.DeclaredBytes), gig(r.LearnedBytes), gig(r.CurrentBytes), m.output[r.Job])
+		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
+	}
+	queue := section{title: fmt.Sprintf("%-*s %-6s %8s  %s", w+1, fmt.Sprintf("QUEUE %d", len(m.ov.Queue)), "STATE", "ESTIMATE", "WHY IT WAITS")}
+	for _, q := range m.ov.Queue {
+		if !match(q.Job, q.Name, q.Reason) {
+			continue
+		}
+		state := "queued"
+		if q.Held {
+			state = "held"
+		}
+		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
+			text: fmt.Sprintf("%-*s %-6s %8s  %s", w, q.Job, state, gig(q.EstimateBytes), q.Reason)})
+	}
+	events := section{title: "EVENTS"}
+	for i := len(m.ov.Events) - 1; i >= 0; i-- { // newest first
+		e := m.ov.Events[i]
+		if !match(e.Job, e.Kind, e.Message) {
+			continue
+		}
+		r := row{text: eventText(e), style: m.kindStyle(e.Kind)}
+		if !strings.HasPrefix(e.Job, "GPU ") {
+			r.key, r.job = fmt.Sprintf("e/%s/%d/%d", e.Job, e.Attempt, e.Time.UnixNano()), e.Job
+		}
+		events.rows = append(events.rows, r)
+	}
+	return []section{run, queue, events}
+}
+
+// runFormat lays out a running job: job, cards, tier, elapsed, declared, learned and
+// current memory, its output's last line.
+const runFormat = "%-*s %-4s %-4s %7s %8s %7s %6s  %s"
+
+func (m model) kindStyle(kind string) *lipgloss.Style {
+	switch {
+	case strings.Contains(kind, "oom"), kind == "failed", kind == "timed-out", kind == "out-of-service", kind == "lost":
+		return &m.st.bad
+	case kind == "succeeded":
+		return &m.st.good
+	case kind == "requeued", kind == "timing-out":
+		return &m.st.warn
+	}
+	return nil
+}
+
+func eventText(e Event) string {
+	who := e.Job
+	if e.Attempt > 0 {
+		who += " #" + strconv.Itoa(e.Attempt)
+	}
+	return fmt.Sprintf("%s %s %s: %s", e.Time.Format("15:04:05"), who, e.Kind, e.Message)
+}
+
+// jobWidth is the width of the job column: the longest id shown, within limits.
+func jobWidth(ov Overview) int {
+	w := 8
+	for _, r := range ov.Running {
+		w = max(w, len(r.Job))
+	}
+	for _, q := range ov.Queue {
+		w = max(w, len(q.Job))
+	}
+	return min(w, 20)
+}
+
+// selectable lists the keys of the rows that can be selected, in order.
+func (m model) selectable() []row {
+	var out []row
+	for _, s := range m.sections() {
+		for _, r := range s.rows {
+			if r.key != "" {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+func (m *model) move(by int) {
+	rows := m.selectable()
+	if len(rows) == 0 {
+		return
+	}
+	i := slices.IndexFunc(rows, func(r row) bool { return r.key == m.sel })
+	m.sel = rows[min(max(i+by, 0), len(rows)-1)].key
+}
+
+// keepSelection keeps the selected row where it still is, and selects the first row
+// otherwise.
+func (m *model) keepSelection() {
+	rows := m.selectable()
+	if !slices.ContainsFunc(rows, func(r row) bool { return r.key == m.sel }) {
+		m.sel = ""
+		if len(rows) > 0 {
+			m.sel = rows[0].key
+		}
+	}
+}
+
+func (m model) selectedJob() string {
+	for _, r := range m.selectable() {
+		if r.key == m.sel {
+			return r.job
+		}
+	}
+	return ""
+}
+
+func (m model) View() string {
+	if m.mode == reading {
+		head := m.st.title.Render("log of "+m.logJob) + m.st.dim.Render("  "+m.logPath)
+		return fit(head, m.width) + "\n" + m.logs.View() + "\n" + fit(m.st.dim.Render("↑↓ pgup pgdn scroll · esc back"), m.width)
+	}
+	lines := []string{m.header()}
+	if m.err != nil {
+		lines = append(lines, m.st.bad.Render("cannot read the daemon: "+m.err.Error()))
+	}
+	sw := m.statsWidth()
+	for _, c := range m.ov.Cards {
+		lines = append(lines, m.cardLine(c, m.width, sw))
+	}
+	footer := m.footer()
+	budget := m.height - len(lines) - 1
+	lines = append(lines, m.lists(budget)...)
+	for len(lines) < m.height-1 {
+		lines = append(lines, "")
+	}
+	lines = append(lines, footer)
+	for i, l := range lines {
+		lines[i] = fit(l, m.width)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (m model) header() string {
+	left := "gpuq top · " + m.opts.Title
+	if m.ov.Simulated != "" {
+		left += " · " + m.st.warn.Render("SIMULATED GPUs "+m.ov.Simulated)
+	}
+	right := ""
+	if m.read {
+		right = m.ov.Time.Format("15:04:05")
+	}
+	gap := max(m.width-lipgloss.Width(left)-lipgloss.Width(right), 1)
+	return m.st.title.Render(left) + strings.Repeat(" ", gap) + right
+}
+
+// lists draws the three sections in at most budget lines: each gets at least its
+// title and a row where it has one, then lines go where the rows are; a list longer
+// than its lines scrolls to keep the selection in view.
+func (m model) lists(budget int) []string {
+	secs := m.sections()
+	want := make([]int, len(secs))
+	give := make([]int, len(secs))
+	left := budget
+	for i, s := range secs {
+		want[i] = len(s.rows)
+		give[i] = min(want[i], 1)
+		left -= 1 + give[i]
+	}
+	for left > 0 {
+		more := false
+		for i := range secs {
+			if left > 0 && give[i] < want[i] {
+				give[i]++
+				left--
+				more = true
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	var out []string
+	for i, s := range secs {
+		if budget-len(out) <= 0 {
+			break
+		}
+		out = append(out, m.st.section.Render(s.title))
+		out = append(out, m.window(s.rows, give[i])...)
+	}
+	return out
+}
+
+// window draws n of a list's rows: from the top, or around the selection.
+func (m model) window(rows []row, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	start := 0
+	if i := slices.IndexFunc(rows, func(r row) bool { return r.key != "" && r.key == m.sel }); i >= n {
+		start = i - n + 1
+	}
+	var out []string
+	for i, r := range rows[start:min(start+n, len(rows))] {
+		text := r.text
+		if i == n-1 && start+n < len(rows) {
+			text = fmt.Sprintf("… %d more", len(rows)-start-n+1)
+			r.style, r.key = &m.st.dim, ""
+		}
+		line := " " + text
+		switch {
+		case r.key != "" && r.key == m.sel:
+			line = m.st.selected.Render(fit(">"+text, m.width))
+		case r.style != nil:
+			line = r.style.Render(line)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func (m model) footer() string {
+	switch m.mode {
+	case filtering:
+		return m.filter.View()
+	case draining:
+		return m.card.View()
+	case confirming:
+		return m.st.warn.Render(fmt.Sprintf("cancel %s? a running trainer is stopped (y/n)", m.doomed))
+	}
+	if m.status != "" {
+		return m.status
+	}
+	if f := m.filter.Value(); f != "" {
+		return m.st.dim.Render("filter /"+f+" (esc clears) · ") + m.help.ShortHelpView(keys.ShortHelp())
+	}
+	m.help.Width = m.width
+	return m.help.ShortHelpView(keys.ShortHelp())
+}
+
+// cardLine is a card on one line: its memory as a bar split by holder, then used and
+// total, slots, utilisation and temperature, in statsWidth columns so that the bars of
+// every card line up.
+func (m model) cardLine(c Card, width, statsWidth int) string {
+	label := fmt.Sprintf("GPU %-2d ", c.Index)
+	if c.Fault != "" {
+		return label + m.st.bad.Render("OUT OF SERVICE: "+c.Fault)
+	}
+	stats := m.stats(c)
+	w := max(width-lipgloss.Width(label)-statsWidth, 10)
+	return label + m.bar(c, w) + stats
+}
+
+// stats is what follows a card's bar.
+func (m model) stats(c Card) string {
+	slots := "-"
+	if c.Slots >= 0 {
+		slots = strconv.Itoa(c.Slots)
+	}
+	s := fmt.Sprintf(" %5s/%-5s %d/%s %4s %4s", gig(c.UsedBytes), gig(c.TotalBytes), c.Busy, slots, percent(c.Utilization), celsius(c.Temperature))
+	if c.Drained {
+		s += " " + m.st.warn.Render("DRAINED")
+	}
+	return s
+}
+
+func (m model) statsWidth() int {
+	w := 0
+	for _, c := range m.ov.Cards {
+		w = max(w, lipgloss.Width(m.stats(c)))
+	}
+	return w
+}
+
+// bar draws a card's memory in w cells: each job's use (█) and what is reserved for it
+// beyond that (▒) in the job's colour, other processes (▓), free memory (░), and the
+// headroom kept free at its end (·).
+func (m model) bar(c Card, w int) string {
+	if c.TotalBytes <= 0 {
+		return m.st.free.Render(strings.Repeat("░", w))
+	}
+	cells := func(b int64) int { return int((b*int64(w) + c.TotalBytes/2) / c.TotalBytes) }
+	var b strings.Builder
+	n := 0
+	put := func(st lipgloss.Style, ch string, k int) {
+		k = min(k, w-n)
+		if k > 0 {
+			b.WriteString(st.Render(strings.Repeat(ch, k)))
+			n += k
+		}
+	}
+	for _, s := range c.Jobs {
+		st := m.st.jobStyle(s.Job)
+		put(st, "█", cells(s.UsedBytes))
+		put(st, "▒", cells(max(s.ReservedBytes-s.UsedBytes, 0)))
+	}
+	put(m.st.other, "▓", cells(c.OtherBytes))
+	head := cells(c.HeadroomBytes)
+	put(m.st.free, "░", w-n-head)
+	put(m.st.free, "·", w-n)
+	return b.String()
+}
+
+// Print writes the overview once as plain text, for a pipe or a file: every card with
+// its jobs, every running and queued job, and the last events.
+func Print(w io.Writer, ov Overview, title string, width int) error {
+	r := lipgloss.NewRenderer(w)
+	m := newModel(Options{Title: title}, r)
+	m.ov, m.read, m.width = ov, true, width
+	for _, run := range ov.Running {
+		m.output[run.Job] = lastLine(run.Log)
+	}
+	lines := []string{m.header()}
+	sw := m.statsWidth()
+	for _, c := range ov.Cards {
+		lines = append(lines, m.cardLine(c, width, sw))
+		if c.Fault != "" {
+			continue
+		}
+		var parts []string
+		for _, s := range c.Jobs {
+			parts = append(parts, fmt.Sprintf("%s %s of %s", s.Job, gig(s.UsedBytes), gig(s.ReservedBytes)))
+		}
+		if c.OtherBytes > 0 {
+			parts = append(parts, "other processes "+gig(c.OtherBytes))
+		}
+		if len(parts) > 0 {
+			lines = append(lines, "       "+strings.Join(parts, ", "))
+		}
+	}
+	for _, s := range m.sections() {
+		lines = append(lines, s.title)
+		for _, r := range s.rows {
+			lines = append(lines, " "+r.text)
+		}
+	}
+	for i, l := range lines {
+		lines[i] = fit(l, width)
+	}
+	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
+	return err
+}
+
+// fit cuts a line to the width of the screen.
+func fit(s string, width int) string { return ansi.Truncate(s, width, "…") }
+
+func gig(b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + "G"
+}
+
+func percent(v int) string {
+	if v < 0 {
+		return "-"
+	}
+	return strconv.Itoa(v) + "%"
+}
+
+func celsius(v int) string {
+	if v < 0 {
+		return "-"
+	}
+	return strconv.Itoa(v) + "°C"
+}
+
+func intsText(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// elapsed prints a duration the way top's columns have room for: 59s, 12m05s, 3h02m.
+func elapsed(d time.Duration) string {
+	d = max(d, 0).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
