@@ -1,6 +1,6 @@
 module github.com/gpuq/gpuq
 
-go 1.24.2
+go 1.24.0
 
 require (
 	github.com/NVIDIA/go-nvml v0.13.3-0
