@@ -36,7 +36,7 @@ func (c *checker) checkCommand(s *Sweep, path string) {
 			path = e.Value
 		}
 	}
-	if msg := s.programProblem(path); msg != "" {
+	if msg := s.programProblem(s.Command[0], path); msg != "" {
 		c.failJob("command[0]", job, "%s", msg)
 	}
 	for i := 1; i < len(s.Command); i++ {
@@ -60,9 +60,19 @@ func (c *checker) checkCommand(s *Sweep, path string) {
 	}
 }
 
-// programProblem says what is wrong with the command's program, or "".
-func (s *Sweep) programProblem(path string) string {
-	prog := s.Command[0]
+// checkHook checks the notify command's program as the command's is checked: a hook
+// that cannot run is found now, not when the sweep ends.
+func (c *checker) checkHook(s *Sweep, path string) {
+	if len(s.Notify.Command) == 0 {
+		return
+	}
+	if msg := s.programProblem(s.Notify.Command[0], path); msg != "" {
+		c.fail("notify.command[0]", "%s", msg)
+	}
+}
+
+// programProblem says what is wrong with a command's program, or "".
+func (s *Sweep) programProblem(prog, path string) string {
 	if names, _ := Placeholders(prog); len(names) > 0 {
 		return ""
 	}

@@ -100,25 +100,33 @@ func (c *checker) command(doc *Map) []string {
 		c.fail("command", "a sweep needs a command, as a list: command: [python3, train.py, --config, \"{config}\"]")
 		return nil
 	}
+	argv := c.argv("command", v, `[python3, train.py, --seed, "{seed}"]`)
+	for i, a := range argv {
+		if _, err := Placeholders(a); err != nil {
+			c.fail(fmt.Sprintf("command[%d]", i), "%v", err)
+		}
+	}
+	return argv
+}
+
+// argv reads a command written as a list of arguments; example shows one.
+func (c *checker) argv(field string, v any, example string) []string {
 	list, ok := v.([]any)
 	if !ok {
-		c.fail("command", "write the command as a list of arguments, e.g. [python3, train.py, --seed, \"{seed}\"]: gpuq never runs a shell, so values need no quoting")
+		c.fail(field, "write the command as a list of arguments, e.g. %s: gpuq never runs a shell, so values need no quoting", example)
 		return nil
 	}
 	if len(list) == 0 {
-		c.fail("command", "the command is empty")
+		c.fail(field, "the command is empty")
 		return nil
 	}
 	argv := make([]string, len(list))
 	for i, a := range list {
 		if !isScalar(a) {
-			c.fail(fmt.Sprintf("command[%d]", i), "an argument is a string or number, not a %s", kindOf(a))
+			c.fail(fmt.Sprintf("%s[%d]", field, i), "an argument is a string or number, not a %s", kindOf(a))
 			continue
 		}
 		argv[i] = FormatValue(a)
-		if _, err := Placeholders(argv[i]); err != nil {
-			c.fail(fmt.Sprintf("command[%d]", i), "%v", err)
-		}
 	}
 	return argv
 }

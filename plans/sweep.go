@@ -42,6 +42,8 @@ type Sweep struct {
 	// differ only in them are of one shape and share what gpuq learns.
 	ShapeIgnores []string
 	Jobs         []Job
+	// Notify is whom the sweep tells when it ends or a job fails.
+	Notify Notify
 	// warnings are those found while the sweep was checked (see Warnings).
 	warnings []string
 }
@@ -112,7 +114,7 @@ var (
 	nameRe    = regexp.MustCompile(`^[a-z0-9._-]+$`)
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout"}
+	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify"}
 	configKeys = []string{"base", "format", "add"}
 	oomKeys    = []string{"max_attempts", "ladder", "keys"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
@@ -138,6 +140,7 @@ func LoadSweep(path string, ov Overrides) (*Sweep, error) {
 		c.fail("workdir", "%s is not a directory: workdir is relative to the sweep file", s.Workdir)
 	} else {
 		c.checkCommand(s, os.Getenv("PATH"))
+		c.checkHook(s, os.Getenv("PATH"))
 	}
 	return s, c.err()
 }
@@ -225,6 +228,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	}
 	s.Threads = c.threads(doc)
 	s.OOM = c.oom(doc)
+	s.Notify = c.notify(doc)
 
 	s.ShapeIgnores = c.shapeIgnores(doc)
 	defaults := Job{GPUsPerJob: 1}

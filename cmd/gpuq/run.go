@@ -85,16 +85,17 @@ func runRun(opts *runOptions) error {
 		progress = opts.io.Err
 	}
 	ui := newRunUI(progress, isTerminal(progress) && !opts.json, sw)
+	hooks := newSweepHooks(sw, opts.io.Err)
 	ledger := ""
 	if p.inv.Simulated() != "" {
 		ledger = opts.settings.ledger()
 	}
 	r := runner.NewDirect(runner.Options{Dir: opts.logDir, Ledger: ledger})
-	eng, store, err := p.engine(opts.settings, r, opts.poll, ui.event)
+	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) { ui.event(ev); hooks.event(ev) })
 	if err != nil {
 		return err
 	}
-	ui.store = store
+	ui.store, hooks.store = store, store
 	fmt.Fprintf(progress, "gpuq: running %d jobs of %s; logs in %s\n", len(sw.Jobs), sw.Name, opts.logDir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -106,6 +107,10 @@ func runRun(opts *runOptions) error {
 	// leaves them out, and the report sizes its panel by what was reserved on it.
 	cards, _ := p.inv.Snapshot()
 	sum := summarize(store, sw, cards)
+	if runErr == nil {
+		hooks.end(sum)
+	}
+	hooks.wait()
 	if opts.json {
 		if err := writeJSON(opts.io.Out, sum); err != nil {
 			return err

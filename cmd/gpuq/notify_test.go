@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestRunNotifies: a sweep's hooks hear of its failed job at once and of its end with
+// the whole summary, the command on its standard input and the webhook as its body; a
+// hook that fails is logged and changes nothing of the run.
+func TestRunNotifies(t *testing.T) {
+	var mu sync.Mutex
+	var posted []string
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		posted = append(posted, string(body))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "n.yaml")
+	os.WriteFile(sweep, []byte(`name: n
+command: [sh, -c, "exit {code}"]
+matrix: {code: [0, 1]}
+memory: 1GiB
+gpus: sim:1x24GiB
+gpu_plan: "1"
+notify:
+  command: [sh, -c, "cat >> notices.jsonl; echo >> notices.jsonl"]
+  webhook: `+srv.URL+`/hook
+  on: [end, failure]
+`), 0o644)
+	_, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", filepath.Join(dir, "logs"), "--poll", "50ms")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1 (a job failed)\n%s", code, errOut)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "notices.jsonl"))
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	mu.Lock()
+	defer mu.Unlock()
+	for name, got := range map[string][]string{"command": lines, "webhook": posted} {
+		if len(got) != 2 {
+			t.Fatalf("the %s got %d notices, want the failure and the end:\n%s", name, len(got), strings.Join(got, "\n"))
+		}
+		var failure, end notice
+		if err := json.Unmarshal([]byte(got[0]), &failure); err != nil {
+			t.Fatalf("%s: %v: %s", name, err, got[0])
+		}
+		if err := json.Unmarshal([]byte(got[1]), &end); err != nil {
+			t.Fatalf("%s: %v: %s", name, err, got[1])
+		}
+		if failure.Event != "failure" || failure.Sweep != "n" || failure.Job == nil || failure.Job.ID != "n.2" || len(failure.Job.Attempts) != 1 {
+			t.Errorf("%s: failure notice %s", name, got[0])
+		}
+		if end.Event != "end" || end.Summary == nil || end.Summary.Counts["succeeded"] != 1 || end.Summary.Counts["failed"] != 1 {
+			t.Errorf("%s: end notice %s", name, got[1])
+		}
+	}
+
+	// A hook that fails is said, and the run ends as it would have.
+	os.WriteFile(sweep, []byte("name: m\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\ngpus: sim:1x24GiB\nnotify: {command: [sh, -c, \"echo no mail server >&2; exit 7\"]}\n"), 0o644)
+	_, errOut, code = gpuq(t, "run", sweep, "--log-dir", filepath.Join(dir, "logs2"), "--poll", "50ms")
+	if code != exitOK || !strings.Contains(errOut, "notify end of m: command sh failed: exit status 7: no mail server (the sweep goes on)") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+}

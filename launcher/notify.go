@@ -1,0 +1,159 @@
+package launcher
+
+// A sweep's notify hooks: a command that gets the sweep's JSON summary on its standard
+// input, and a webhook it is POSTed to. A hook is the user's own code or a service far
+// away: it runs apart from the scheduling, bounded in time, and its failure is logged,
+// never fatal.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// Hook bounds: a hook still running after hookTimeout is stopped, and a webhook that
+// has not answered by then is given up.
+var hookTimeout = time.Minute
+
+// Notifier fires hooks in the background, one after another in the order they were
+// fired (a failure is told before the end that follows it), and logs what went wrong.
+type Notifier struct {
+	// Log hears of every hook that failed, in a line of its own.
+	Log func(line string)
+
+	mu      sync.Mutex
+	queue   []func()
+	running bool
+	wg      sync.WaitGroup
+}
+
+// Notice is one firing of a sweep's hooks.
+type Notice struct {
+	Sweep string
+	Event string // plans.NotifyEnd or plans.NotifyFailure
+	Job   string // the job that failed, for a failure
+	// Workdir is where the command runs: the sweep's.
+	Workdir string
+	// Payload is the JSON the command reads and the webhook gets.
+	Payload []byte
+}
+
+// Fire runs the hooks for a notice in the background; Wait waits for them.
+func (n *Notifier) Fire(hooks plans.Notify, nt Notice) {
+	n.enqueue(func() {
+		if len(hooks.Command) > 0 {
+			if err := runHook(hooks.Command, nt); err != nil {
+				n.Log(fmt.Sprintf("notify %s of %s: command %s failed: %v", nt.Event, nt.Sweep, hooks.Command[0], err))
+			}
+		}
+		if hooks.Webhook != "" {
+			if err := postHook(hooks.Webhook, nt.Payload); err != nil {
+				n.Log(fmt.Sprintf("notify %s of %s: webhook %s failed: %v", nt.Event, nt.Sweep, redact(hooks.Webhook), err))
+			}
+		}
+	})
+}
+
+// enqueue runs fn after the hooks fired before it, on a goroutine that lives while
+// there is work.
+func (n *Notifier) enqueue(fn func()) {
+	n.wg.Add(1)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.queue = append(n.queue, fn)
+	if n.running {
+		return
+	}
+	n.running = true
+	go func() {
+		for {
+			n.mu.Lock()
+			if len(n.queue) == 0 {
+				n.running = false
+				n.mu.Unlock()
+				return
+			}
+			next := n.queue[0]
+			n.queue = n.queue[1:]
+			n.mu.Unlock()
+			next()
+			n.wg.Done()
+		}
+	}()
+}
+
+// Wait waits for every hook fired so far to end.
+func (n *Notifier) Wait() { n.wg.Wait() }
+
+// runHook runs the command in its own process group, which is killed whole if it runs
+// past hookTimeout, with the payload on its standard input and GPUQ_SWEEP, GPUQ_EVENT
+// (and GPUQ_JOB_ID) in its environment for a script that reads no JSON.
+func runHook(argv []string, nt Notice) error {
+	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = nt.Workdir
+	cmd.Env = append(os.Environ(), "GPUQ_SWEEP="+nt.Sweep, "GPUQ_EVENT="+nt.Event)
+	if nt.Job != "" {
+		cmd.Env = append(cmd.Env, "GPUQ_JOB_ID="+nt.Job)
+	}
+	cmd.Stdin = bytes.NewReader(nt.Payload)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return fmt.Errorf("still running after %s: stopped", hookTimeout)
+	}
+	if err != nil {
+		if said := strings.ReplaceAll(string(tail(out.Bytes(), 3)), "\n", " / "); said != "" {
+			return fmt.Errorf("%w: %s", err, said)
+		}
+		return err
+	}
+	return nil
+}
+
+// postHook POSTs the payload as JSON; any answer but 2xx is a failure.
+func postHook(webhook string, payload []byte) error {
+	client := &http.Client{Timeout: hookTimeout}
+	req, err := http.NewRequest(http.MethodPost, webhook, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "gpuq")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// redact leaves a webhook's secret out of logs: services put it in the path or query
+// (hooks.slack.com/services/T/B/secret).
+func redact(webhook string) string {
+	u, err := url.Parse(webhook)
+	if err != nil {
+		return "(the webhook)"
+	}
+	return u.Scheme + "://" + u.Host + "/…"
+}

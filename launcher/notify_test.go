@@ -1,0 +1,114 @@
+package launcher
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// logged collects a Notifier's log lines.
+type logged struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logged) add(s string) { l.mu.Lock(); l.lines = append(l.lines, s); l.mu.Unlock() }
+
+func (l *logged) text() string { l.mu.Lock(); defer l.mu.Unlock(); return strings.Join(l.lines, "\n") }
+
+// TestHookCommandGetsTheSummary: the command runs in the workdir with the payload on
+// its standard input and the event in its environment.
+func TestHookCommandGetsTheSummary(t *testing.T) {
+	dir := t.TempDir()
+	var log logged
+	n := &Notifier{Log: log.add}
+	hooks := plans.Notify{Command: []string{"sh", "-c", `cat > got.json; echo "$GPUQ_SWEEP $GPUQ_EVENT $GPUQ_JOB_ID" > env`}}
+	n.Fire(hooks, Notice{Sweep: "gla", Event: plans.NotifyFailure, Job: "gla.3", Workdir: dir, Payload: []byte(`{"event":"failure"}`)})
+	n.Wait()
+	got, _ := os.ReadFile(filepath.Join(dir, "got.json"))
+	env, _ := os.ReadFile(filepath.Join(dir, "env"))
+	if string(got) != `{"event":"failure"}` || strings.TrimSpace(string(env)) != "gla failure gla.3" {
+		t.Errorf("stdin %q, env %q", got, env)
+	}
+	if log.text() != "" {
+		t.Errorf("logged %q for a hook that worked", log.text())
+	}
+}
+
+// TestFailingHooksAreLogged: a command that fails, one that hangs (stopped with its
+// children), a webhook that refuses and one that is not there: each is logged, none
+// stops anything, and the webhook's secret stays out of the log.
+func TestFailingHooksAreLogged(t *testing.T) {
+	defer func(d time.Duration) { hookTimeout = d }(hookTimeout)
+	hookTimeout = 500 * time.Millisecond
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no such hook", http.StatusNotFound)
+	}))
+	defer refuse.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	dir := t.TempDir()
+	var log logged
+	n := &Notifier{Log: log.add}
+	began := time.Now()
+	nt := Notice{Sweep: "gla", Event: plans.NotifyEnd, Workdir: dir, Payload: []byte("{}")}
+	n.Fire(plans.Notify{Command: []string{"sh", "-c", "echo quota exceeded >&2; exit 3"}, Webhook: refuse.URL + "/services/SECRET"}, nt)
+	n.Fire(plans.Notify{Command: []string{"sh", "-c", "sleep 30 & echo $! > child.pid; wait"}, Webhook: gone.URL + "/x"}, nt)
+	n.Wait()
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("hooks took %s: a hanging hook must be stopped", took)
+	}
+	text := log.text()
+	for _, want := range []string{
+		"notify end of gla: command sh failed: exit status 3: quota exceeded",
+		"notify end of gla: command sh failed: still running after 500ms: stopped",
+		"webhook " + refuse.URL + "/… failed: answered 404 Not Found: no such hook",
+		"webhook " + gone.URL + "/… failed:",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("log lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "SECRET") {
+		t.Errorf("the webhook's secret is in the log:\n%s", text)
+	}
+	pid, err := os.ReadFile(filepath.Join(dir, "child.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat := filepath.Join("/proc", strings.TrimSpace(string(pid)), "stat")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		data, err := os.ReadFile(stat)
+		if err != nil || strings.Contains(string(data), ") Z ") {
+			break // gone, or dead and waiting to be reaped
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hung hook's child outlived it")
+		}
+	}
+}
+
+// TestWebhookGetsThePayload: the payload is POSTed as JSON.
+func TestWebhookGetsThePayload(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- r.Method + " " + r.Header.Get("Content-Type") + " " + string(body)
+	}))
+	defer srv.Close()
+	var log logged
+	n := &Notifier{Log: log.add}
+	n.Fire(plans.Notify{Webhook: srv.URL}, Notice{Sweep: "gla", Event: plans.NotifyEnd, Payload: []byte(`{"event":"end"}`)})
+	n.Wait()
+	if g := <-got; g != `POST application/json {"event":"end"}` || log.text() != "" {
+		t.Errorf("webhook got %q; log %q", g, log.text())
+	}
+}
