@@ -31,7 +31,13 @@ type Card struct {
 	// and Total are from its last good reading, if any; it takes no new job, and its
 	// running attempts are left to end.
 	Fault string
+	// Utilization is the share of the last sample period a kernel ran (percent), and
+	// Temperature the core's (°C); NoReading where NVML gives none.
+	Utilization, Temperature int
 }
+
+// NoReading is a figure NVML did not give.
+const NoReading = -1
 
 // Process is one compute process on a card, an MPS client included.
 type Process struct {
@@ -271,6 +277,7 @@ func (inv *Inventory) Snapshot() ([]Card, error) {
 		if err != nil {
 			c = inv.last[i]
 			c.Index, c.Used, c.Processes, c.Fault = i, 0, nil, err.Error()
+			c.Utilization, c.Temperature = NoReading, NoReading
 		} else {
 			inv.last[i] = c
 		}
@@ -332,6 +339,14 @@ func (inv *Inventory) read(i int) (Card, *readError) {
 		return fail("memory", ret)
 	}
 	c.Total, c.Used = int64(mem.Total), int64(mem.Used)
+	// For people to look at (gpuq top, metrics): a card that cannot tell is still used.
+	c.Utilization, c.Temperature = NoReading, NoReading
+	if u, ret := d.GetUtilizationRates(); ret == nvml.SUCCESS {
+		c.Utilization = int(u.Gpu)
+	}
+	if t, ret := d.GetTemperature(nvml.TEMPERATURE_GPU); ret == nvml.SUCCESS {
+		c.Temperature = int(t)
+	}
 	for _, list := range []struct {
 		what string
 		get  func() ([]nvml.ProcessInfo, nvml.Return)

@@ -62,6 +62,10 @@ func TestSimulatedMachineReadsLedger(t *testing.T) {
 	if !strings.HasPrefix(c.UUID, "GPU-") || c.BusID != "00000000:03:00.0" || !strings.Contains(c.Name, "Simulated") {
 		t.Errorf("identity: %+v", c)
 	}
+	if c.Utilization != 100 || cards[0].Utilization != 0 || c.Temperature <= cards[0].Temperature {
+		t.Errorf("a simulated card with a trainer is busy and warmer: %d%% %d°C, an idle one %d%% %d°C",
+			c.Utilization, c.Temperature, cards[0].Utilization, cards[0].Temperature)
+	}
 	if err := WriteLedger(ledger, 2, os.Getpid(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +160,10 @@ func (c *card) device() *mock.Device {
 		GetUUIDFunc:    func() (string, nvml.Return) { return c.uuid, nvml.SUCCESS },
 		GetNameFunc:    func() (string, nvml.Return) { return "NVIDIA A100-SXM4-40GB", nvml.SUCCESS },
 		GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) { return nvml.PciInfo{}, nvml.SUCCESS },
+		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
+			return nvml.Utilization{Gpu: 87}, nvml.SUCCESS
+		},
+		GetTemperatureFunc: func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED },
 		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
 			c.memoryCalls++
 			if c.memErr != nil {
@@ -223,6 +231,10 @@ func TestProcessReadings(t *testing.T) {
 	want := []Process{{PID: 42, Used: Unknown}, {PID: 43, Used: Unknown}, {PID: 44, Used: 5 << 30}, {PID: 99, Used: 3 << 30, Hidden: true}, {PID: 45, Used: 2 << 30}}
 	if inv.Simulated() != "" || !slices.Equal(cards[0].Processes, want) {
 		t.Errorf("processes %+v\nwant      %+v", cards[0].Processes, want)
+	}
+	// What NVML gives of utilisation and temperature, and what it does not.
+	if cards[0].Utilization != 87 || cards[0].Temperature != NoReading {
+		t.Errorf("utilization %d, temperature %d: want 87 and no reading", cards[0].Utilization, cards[0].Temperature)
 	}
 }
 

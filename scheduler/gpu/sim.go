@@ -77,6 +77,19 @@ func simDevice(index int, total int64, ledger string) nvml.Device {
 			return nvml.Memory{Total: uint64(total), Used: used, Free: free}, ret
 		},
 		GetMigModeFunc: func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED },
+		// A simulated trainer computes nothing; a card that holds one shows busy and warm,
+		// as a real one would, so that what draws these figures can be seen working.
+		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
+			es, ret := held()
+			if len(es) == 0 {
+				return nvml.Utilization{}, ret
+			}
+			return nvml.Utilization{Gpu: 100, Memory: 40}, ret
+		},
+		GetTemperatureFunc: func(nvml.TemperatureSensors) (uint32, nvml.Return) {
+			es, ret := held()
+			return uint32(34 + 8*min(len(es), 5)), ret
+		},
 		GetMPSComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
 			return nil, nvml.ERROR_NOT_SUPPORTED
 		},
