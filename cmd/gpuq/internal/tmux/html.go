@@ -26,7 +26,7 @@ pre { margin: 0; padding: 10px 12px; color: #d4d4d4; font: 14px/1.25 "DejaVu San
 
 // sgr is the state that Select Graphic Rendition codes set.
 type sgr struct {
-	fg, bg                string // CSS colours, "" for the default
+	fg, bg               string // CSS colours, "" for the default
 	bold, faint, reverse bool
 }
 
