@@ -85,10 +85,7 @@ func TestEngineRecordsMemoryOverTime(t *testing.T) {
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "m.1/1"}}
 	st, _ := NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, clock, Config{Slots: []int{1}}, nil)
-	fr.exits = e.Exits()
-	if err := e.Submit(sw); err != nil {
-		t.Fatal(err)
-	}
+	must(t, e.Submit(&Submission{Sweep: sw}))
 	// The first round starts it; the later ones read what it holds.
 	for _, used := range []int64{0, 2 * gib, 9 * gib, 9 * gib, 6 * gib} {
 		cards[0].Processes = []gpu.Process{{PID: 4242, Used: used}}

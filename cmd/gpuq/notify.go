@@ -14,8 +14,8 @@ import (
 // notice is what a sweep's notify hooks get, as JSON: the event and the sweep, and for
 // its end the summary gpuq run --json prints, for a failure the job that failed.
 type notice struct {
-	Event   string      `json:"event"`
-	Sweep   string      `json:"sweep"`
+	Event   string             `json:"event"`
+	Sweep   string             `json:"sweep"`
 	Summary *runSummary        `json:"summary,omitempty"`
 	Job     *daemon.JobSummary `json:"job,omitempty"`
 }
