@@ -204,18 +204,12 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 	case j.Held:
 		return "", fmt.Sprintf("it is held; gpuq release %s lets it start", id), nil
 	}
-	probe := false
-	v, err := e.view(snap, snap.Running(), func(q *Job) { probe = probe || q.ID == id })
+	d, probing, err := e.decide(snap)
 	if err != nil {
 		return "", "", err
 	}
-	d := Pack(slices.Collect(v.queue), v.cards, v.host)
-	if probe {
-		by := "the first queued job of its shape"
-		if l := snap.Shape(j.Shape); l != nil && l.Probe != "" {
-			by = l.Probe
-		}
-		return "", fmt.Sprintf("memory: probe: it waits for %s to measure its shape", by), nil
+	if slices.ContainsFunc(probing, func(q *Job) bool { return q.ID == id }) {
+		return "", probeDetail(snap, j), nil
 	}
 	if i := slices.IndexFunc(d.Waiting, func(w Wait) bool { return w.Job == id }); i >= 0 {
 		detail := d.Waiting[i].Detail

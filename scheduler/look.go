@@ -1,0 +1,82 @@
+package scheduler
+
+// What people look at (gpuq top, metrics): the cards as the engine last read them and
+// who holds what on each, and why each queued job waits. Like every engine method that
+// reads its cards, these run in the engine's loop (Do).
+
+import (
+	"slices"
+
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// CardView is a card as the engine last read it, with what the packer counts on it.
+type CardView struct {
+	gpu.Card
+	// Slots is the plan's limit on the card (plans.NoSlotLimit: none); Running the
+	// attempts on it.
+	Slots, Running int
+	Drained        bool
+	// Reserved is what the packer holds for gpuq's attempts, Foreign what other
+	// processes hold, Headroom what is kept free.
+	Reserved, Foreign, Headroom int64
+	// Held is what each running attempt's processes hold on the card now, by attempt.
+	Held map[string]int64
+}
+
+// CardViews returns every card as the last round read it.
+func (e *Engine) CardViews() []CardView {
+	snap := e.store.Snapshot()
+	running := snap.Running()
+	states := cardStates(e.cards, e.cfg.Slots, e.cfg.Headroom, running, e.ours(running))
+	drained := snap.Drained()
+	out := make([]CardView, len(e.cards))
+	for i, c := range e.cards {
+		s := states[i]
+		out[i] = CardView{Card: c, Slots: e.cfg.Slots[i], Running: s.Running, Drained: drained[c.Index],
+			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom, Held: map[string]int64{}}
+		for _, p := range c.Processes {
+			if a, ok := e.owners[p.PID]; ok && p.Used != gpu.Unknown {
+				out[i].Held[a] += p.Used
+			}
+		}
+	}
+	return out
+}
+
+// Waits says why each queued job that is not held waits, by job.
+func (e *Engine) Waits() (map[string]Wait, error) {
+	snap := e.store.Snapshot()
+	d, probing, err := e.decide(snap)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Wait, len(d.Waiting)+len(probing))
+	for _, w := range d.Waiting {
+		out[w.Job] = w
+	}
+	for _, j := range probing {
+		out[j.ID] = Wait{Job: j.ID, Detail: probeDetail(snap, j)}
+	}
+	return out, nil
+}
+
+// decide is what the packer would decide now, and the queued jobs it was not offered
+// because they wait for their shape's probe.
+func (e *Engine) decide(snap Snapshot) (Decision, []*Job, error) {
+	var probing []*Job
+	v, err := e.view(snap, snap.Running(), func(j *Job) { probing = append(probing, j) })
+	if err != nil {
+		return Decision{}, nil, err
+	}
+	return Pack(slices.Collect(v.queue), v.cards, v.host), probing, nil
+}
+
+// probeDetail says which job a job of memory: probe waits for.
+func probeDetail(snap Snapshot, j *Job) string {
+	by := "the first queued job of its shape"
+	if l := snap.Shape(j.Shape); l != nil && l.Probe != "" {
+		by = l.Probe
+	}
+	return "memory: probe: it waits for " + by + " to measure its shape"
+}
