@@ -51,10 +51,11 @@ func testAPI(t *testing.T) (*daemon, *httptest.Server) {
 	}
 	cards, _ := inv.Snapshot()
 	m := &machine{inv: inv, spec: spec, cards: cards, slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, headroom: plans.DefaultHeadroom}
-	eng := scheduler.NewEngine(store, inv, &idleRunner{exits: make(chan scheduler.Exit, 8)}, scheduler.RealClock{},
-		scheduler.Config{Slots: m.slots, Headroom: m.headroom, Poll: time.Hour}, nil)
-	d := &daemon{cfg: Config{StateDir: "/nowhere", Version: "v9"}, store: store, eng: eng, machine: m,
+	d := &daemon{cfg: Config{StateDir: "/nowhere", Version: "v9"}, store: store, machine: m,
 		log: &eventLog{}, stop: make(chan struct{})}
+	eng := scheduler.NewEngine(store, inv, &idleRunner{exits: make(chan scheduler.Exit, 8)}, scheduler.RealClock{},
+		scheduler.Config{Slots: m.slots, Headroom: m.headroom, Poll: time.Hour}, d.event)
+	d.eng = eng
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { eng.Serve(ctx, func() bool { return false }); close(served) }()

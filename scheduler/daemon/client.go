@@ -84,6 +84,12 @@ func (c *Client) Job(id string) (Job, error) {
 	return out, c.call(http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &out)
 }
 
+// Overview is the machine and its jobs now, for gpuq top.
+func (c *Client) Overview() (Overview, error) {
+	var out Overview
+	return out, c.call(http.MethodGet, "/v1/overview", nil, &out)
+}
+
 // Why says why a job waits.
 func (c *Client) Why(id string) (WhyResponse, error) {
 	var out WhyResponse

@@ -62,6 +62,8 @@ type daemon struct {
 	attempts string
 	started  time.Time
 	log      *eventLog
+	// recent are the latest events, for gpuq top.
+	recent recentEvents
 	// sweeps and adopted are how many sweeps were replayed and attempts taken up.
 	sweeps, adopted int
 	// stopTrainers says whether the engine stops the trainers as it stops.
@@ -132,7 +134,7 @@ func open(cfg Config) (*daemon, error) {
 	}
 	d.eng = scheduler.NewEngine(store, d.machine.inv, runner.NewSupervised(ro, cfg.Supervisor), scheduler.RealClock{},
 		scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
-			Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}, d.log.event)
+			Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}, d.event)
 	subs := store.Snapshot().Submissions()
 	for _, sub := range subs {
 		if err := d.resume(sub); err != nil {
@@ -271,6 +273,12 @@ func (l *eventLog) event(ev scheduler.Event) {
 	} else {
 		l.printf("%s %s: %s", ev.Job, ev.Kind, ev.Message)
 	}
+}
+
+// event is the engine's news: logged, kept for gpuq top.
+func (d *daemon) event(ev scheduler.Event) {
+	d.log.event(ev)
+	d.recent.add(ev)
 }
 
 func cardsText(cards []gpu.Card, slots []int) string {

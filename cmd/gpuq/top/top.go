@@ -19,26 +19,16 @@ import (
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
-// Verb is a request on one job.
-type Verb string
-
-// The verbs top's keys send.
-const (
-	Cancel  Verb = "cancel"
-	Hold    Verb = "hold"
-	Release Verb = "release"
-	Retry   Verb = "retry"
-)
-
-// Source is the daemon as top sees it.
+// Source is the daemon as top sees it: what of its client top uses.
 type Source interface {
-	Overview(ctx context.Context) (Overview, error)
-	Act(ctx context.Context, v Verb, job string) error
-	Drain(ctx context.Context, gpu int, on bool) error
-	// LogPath is the log file of a job's latest attempt.
-	LogPath(ctx context.Context, job string) (string, error)
+	Overview() (daemon.Overview, error)
+	Act(v daemon.Verb, sel daemon.SelectRequest) ([]string, error)
+	Drain(gpu int, on bool) error
+	Job(id string) (daemon.Job, error)
 }
 
 // Options configure top.
@@ -80,7 +70,7 @@ const (
 type model struct {
 	opts   Options
 	st     styles
-	ov     Overview
+	ov     daemon.Overview
 	read   bool              // an overview has arrived
 	err    error             // the last read's error, shown until one succeeds
 	fatal  error             // why top quit on its own
@@ -122,7 +112,7 @@ func newModel(opts Options, r *lipgloss.Renderer) model {
 type (
 	tickMsg     struct{}
 	overviewMsg struct {
-		ov     Overview
+		ov     daemon.Overview
 		output map[string]string
 		err    error
 	}
@@ -143,9 +133,7 @@ func (m model) Init() tea.Cmd { return m.fetch() }
 func (m model) fetch() tea.Cmd {
 	src := m.opts.Source
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ov, err := src.Overview(ctx)
+		ov, err := src.Overview()
 		out := map[string]string{}
 		for _, r := range ov.Running {
 			out[r.Job] = lastLine(r.Log)
@@ -215,7 +203,7 @@ func (m model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case confirming:
 		m.mode = browsing
 		if k.String() == "y" {
-			return m, m.act(Cancel, m.doomed)
+			return m, m.act(daemon.Cancel, m.doomed)
 		}
 		m.status = "not cancelled"
 		return m, nil
@@ -269,11 +257,11 @@ func (m model) browseKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.mode, m.doomed = confirming, job
 	case key.Matches(k, keys.hold):
 		if w := m.waiting(job); w != nil && w.Held {
-			return m, m.act(Release, job)
+			return m, m.act(daemon.Release, job)
 		}
-		return m, m.act(Hold, job)
+		return m, m.act(daemon.Hold, job)
 	case key.Matches(k, keys.retry):
-		return m, m.act(Retry, job)
+		return m, m.act(daemon.Retry, job)
 	}
 	return m, nil
 }
@@ -315,7 +303,7 @@ func (m model) drainKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		on := !c.Drained
 		src := m.opts.Source
 		return m, func() tea.Msg {
-			err := src.Drain(context.Background(), idx, on)
+			err := src.Drain(idx, on)
 			text := fmt.Sprintf("GPU %d drained: it takes no new job", idx)
 			if !on {
 				text = fmt.Sprintf("GPU %d takes jobs again", idx)
@@ -329,26 +317,29 @@ func (m model) drainKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 }
 
 // act sends a verb for a job to the daemon.
-func (m model) act(v Verb, job string) tea.Cmd {
+func (m model) act(v daemon.Verb, job string) tea.Cmd {
 	src := m.opts.Source
 	return func() tea.Msg {
-		err := src.Act(context.Background(), v, job)
+		_, err := src.Act(v, daemon.SelectRequest{IDs: []string{job}})
 		return actedMsg{text: fmt.Sprintf("%s: %s", job, done[v]), err: err}
 	}
 }
 
-var done = map[Verb]string{Cancel: "cancelled", Hold: "held", Release: "released", Retry: "queued again"}
+var done = map[daemon.Verb]string{daemon.Cancel: "cancelled", daemon.Hold: "held", daemon.Release: "released", daemon.Retry: "queued again"}
 
 // readLog reads the end of a job's log (path, or its latest attempt's when "").
 func (m model) readLog(job, path string) tea.Cmd {
 	src := m.opts.Source
 	return func() tea.Msg {
 		if path == "" {
-			p, err := src.LogPath(context.Background(), job)
+			j, err := src.Job(job)
 			if err != nil {
 				return logMsg{err: err}
 			}
-			path = p
+			if len(j.Attempts) == 0 {
+				return logMsg{err: fmt.Errorf("%s has not run yet: it has no log", job)}
+			}
+			path = j.Attempts[len(j.Attempts)-1].Log
 		}
 		text, err := tailFile(path, logBytes)
 		return logMsg{job: job, path: path, text: text, err: err}
@@ -356,16 +347,16 @@ func (m model) readLog(job, path string) tea.Cmd {
 }
 
 // cardOf returns the card of an index, or nil.
-func (m model) cardOf(idx int) *Card {
-	for i := range m.ov.Cards {
-		if m.ov.Cards[i].Index == idx {
-			return &m.ov.Cards[i]
+func (m model) cardOf(idx int) *daemon.GPUView {
+	for i := range m.ov.GPUs {
+		if m.ov.GPUs[i].Index == idx {
+			return &m.ov.GPUs[i]
 		}
 	}
 	return nil
 }
 
-func (m model) waiting(job string) *Waiting {
+func (m model) waiting(job string) *daemon.WaitingJob {
 	for i := range m.ov.Queue {
 		if m.ov.Queue[i].Job == job {
 			return &m.ov.Queue[i]

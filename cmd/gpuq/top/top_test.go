@@ -2,7 +2,6 @@ package top
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -26,57 +27,58 @@ const gib = 1 << 30
 // fakeSource is a daemon that answers with a fixed overview and records requests.
 type fakeSource struct {
 	mu   sync.Mutex
-	ov   Overview
+	ov   daemon.Overview
 	acts []string
-	logs map[string]string
+	logs map[string]string // each job's log
 }
 
-func (f *fakeSource) Overview(context.Context) (Overview, error) {
+func (f *fakeSource) Overview() (daemon.Overview, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.ov, nil
 }
 
-func (f *fakeSource) Act(_ context.Context, v Verb, job string) error {
+func (f *fakeSource) Act(v daemon.Verb, sel daemon.SelectRequest) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.acts = append(f.acts, fmt.Sprintf("%s %s", v, job))
-	return nil
+	f.acts = append(f.acts, fmt.Sprintf("%s %s", v, strings.Join(sel.IDs, ",")))
+	return sel.IDs, nil
 }
 
-func (f *fakeSource) Drain(_ context.Context, gpu int, on bool) error {
+func (f *fakeSource) Drain(gpu int, on bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acts = append(f.acts, fmt.Sprintf("drain %d %v", gpu, on))
 	return nil
 }
 
-func (f *fakeSource) LogPath(_ context.Context, job string) (string, error) {
-	if p, ok := f.logs[job]; ok {
-		return p, nil
+func (f *fakeSource) Job(id string) (daemon.Job, error) {
+	p, ok := f.logs[id]
+	if !ok {
+		return daemon.Job{}, errors.New("no attempt")
 	}
-	return "", errors.New("no attempt")
+	return daemon.Job{JobSummary: daemon.JobSummary{ID: id, Attempts: []daemon.AttemptSummary{{N: 1, Log: p}}}}, nil
 }
 
 // sampleOverview is a 4-card machine with three running jobs (one logging a tqdm bar),
 // a queue with a held job, a foreign process, a drained card and recent events.
-func sampleOverview(t *testing.T) Overview {
+func sampleOverview(t *testing.T) daemon.Overview {
 	log := filepath.Join(t.TempDir(), "log")
 	tqdm := "epoch 1\n\r 10%|█         | 100/1000\r 45%|████▌     | 450/1000 [00:10<00:12, 40it/s]"
 	if err := os.WriteFile(log, []byte("\x1b[32mstarting\x1b[0m\n"+tqdm), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 22, 15, 4, 5, 0, time.UTC)
-	return Overview{Time: now, Simulated: "sim:4x24GiB",
-		Cards: []Card{
+	return daemon.Overview{Time: now, Simulated: "sim:4x24GiB",
+		GPUs: []daemon.GPUView{
 			{Index: 0, TotalBytes: 24 * gib, UsedBytes: 20 * gib, HeadroomBytes: gib * 6 / 5, Slots: 2, Busy: 2, Utilization: 97, Temperature: 71,
-				Jobs: []Share{{Job: "gla.1", UsedBytes: 13 * gib, ReservedBytes: 14 * gib}, {Job: "gla.2", UsedBytes: 6 * gib, ReservedBytes: 9 * gib}}, OtherBytes: gib},
+				Jobs: []daemon.Holding{{Job: "gla.1", UsedBytes: 13 * gib, ReservedBytes: 14 * gib}, {Job: "gla.2", UsedBytes: 6 * gib, ReservedBytes: 9 * gib}}, OtherBytes: gib},
 			{Index: 1, TotalBytes: 24 * gib, UsedBytes: 2 * gib, HeadroomBytes: gib * 6 / 5, Slots: 2, Busy: 1, Utilization: -1, Temperature: -1,
-				Jobs: []Share{{Job: "gla.3", UsedBytes: 2 * gib, ReservedBytes: 10 * gib}}},
+				Jobs: []daemon.Holding{{Job: "gla.3", UsedBytes: 2 * gib, ReservedBytes: 10 * gib}}},
 			{Index: 2, TotalBytes: 24 * gib, HeadroomBytes: gib * 6 / 5, Slots: 1, Utilization: 0, Temperature: 35, Drained: true},
 			{Index: 3, TotalBytes: 24 * gib, Slots: 1, Fault: "NVML: GPU is lost"},
 		},
-		Running: []Running{
+		Running: []daemon.RunningJob{
 			{Job: "gla.1", Name: "task=qnli,seed=87", GPUs: []int{0}, Attempt: 2, Tier: 1, Started: now.Add(-62 * time.Minute),
 				DeclaredBytes: 11 * gib, LearnedBytes: 14 * gib, CurrentBytes: 13 * gib, Log: log},
 			{Job: "gla.2", Name: "task=sst2,seed=87", GPUs: []int{0}, Attempt: 1, Started: now.Add(-5 * time.Minute),
@@ -84,11 +86,11 @@ func sampleOverview(t *testing.T) Overview {
 			{Job: "gla.3", Name: "task=cola,seed=87", GPUs: []int{1}, Attempt: 1, Started: now.Add(-40 * time.Second),
 				DeclaredBytes: 10 * gib, CurrentBytes: 2 * gib},
 		},
-		Queue: []Waiting{
+		Queue: []daemon.WaitingJob{
 			{Job: "gla.4", Name: "task=rte,seed=87", EstimateBytes: 14 * gib, Reason: "no-memory: 14.00 GiB needed, 3.20 GiB free at most (GPU 1)"},
 			{Job: "gla.5", Name: "task=rte,seed=88", Held: true, EstimateBytes: 14 * gib, Reason: "held: gpuq release gla.5 lets it start"},
 		},
-		Events: []Event{
+		Events: []daemon.Event{
 			{Time: now.Add(-64 * time.Minute), Job: "gla.1", Attempt: 1, Kind: "gpu-oom", Message: "tried to allocate 2.00 GiB; next: tier 1 (gradient_checkpointing=true)"},
 			{Time: now.Add(-63 * time.Minute), Job: "GPU 3", Kind: "out-of-service", Message: "NVML: GPU is lost"},
 			{Time: now.Add(-10 * time.Minute), Job: "gla.0", Attempt: 1, Kind: "failed", Message: "attempt 1 failed: exited with status 1"},

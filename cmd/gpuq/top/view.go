@@ -11,6 +11,8 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 type styles struct {
@@ -121,7 +123,7 @@ func (m model) kindStyle(kind string) *lipgloss.Style {
 	return nil
 }
 
-func eventText(e Event) string {
+func eventText(e daemon.Event) string {
 	who := e.Job
 	if e.Attempt > 0 {
 		who += " #" + strconv.Itoa(e.Attempt)
@@ -130,7 +132,7 @@ func eventText(e Event) string {
 }
 
 // jobWidth is the width of the job column: the longest id shown, within limits.
-func jobWidth(ov Overview) int {
+func jobWidth(ov daemon.Overview) int {
 	w := 8
 	for _, r := range ov.Running {
 		w = max(w, len(r.Job))
@@ -194,7 +196,7 @@ func (m model) View() string {
 		lines = append(lines, m.st.bad.Render("cannot read the daemon: "+m.err.Error()))
 	}
 	sw := m.statsWidth()
-	for _, c := range m.ov.Cards {
+	for _, c := range m.ov.GPUs {
 		lines = append(lines, m.cardLine(c, m.width, sw))
 	}
 	footer := m.footer()
@@ -310,7 +312,7 @@ func (m model) footer() string {
 // cardLine is a card on one line: its memory as a bar split by holder, then used and
 // total, slots, utilisation and temperature, in statsWidth columns so that the bars of
 // every card line up.
-func (m model) cardLine(c Card, width, statsWidth int) string {
+func (m model) cardLine(c daemon.GPUView, width, statsWidth int) string {
 	label := fmt.Sprintf("GPU %-2d ", c.Index)
 	if c.Fault != "" {
 		return label + m.st.bad.Render("OUT OF SERVICE: "+c.Fault)
@@ -321,7 +323,7 @@ func (m model) cardLine(c Card, width, statsWidth int) string {
 }
 
 // stats is what follows a card's bar.
-func (m model) stats(c Card) string {
+func (m model) stats(c daemon.GPUView) string {
 	slots := "-"
 	if c.Slots >= 0 {
 		slots = strconv.Itoa(c.Slots)
@@ -335,7 +337,7 @@ func (m model) stats(c Card) string {
 
 func (m model) statsWidth() int {
 	w := 0
-	for _, c := range m.ov.Cards {
+	for _, c := range m.ov.GPUs {
 		w = max(w, lipgloss.Width(m.stats(c)))
 	}
 	return w
@@ -344,7 +346,7 @@ func (m model) statsWidth() int {
 // bar draws a card's memory in w cells: each job's use (█) and what is reserved for it
 // beyond that (▒) in the job's colour, other processes (▓), free memory (░), and the
 // headroom kept free at its end (·).
-func (m model) bar(c Card, w int) string {
+func (m model) bar(c daemon.GPUView, w int) string {
 	if c.TotalBytes <= 0 {
 		return m.st.free.Render(strings.Repeat("░", w))
 	}
@@ -372,7 +374,7 @@ func (m model) bar(c Card, w int) string {
 
 // Print writes the overview once as plain text, for a pipe or a file: every card with
 // its jobs, every running and queued job, and the last events.
-func Print(w io.Writer, ov Overview, title string, width int) error {
+func Print(w io.Writer, ov daemon.Overview, title string, width int) error {
 	r := lipgloss.NewRenderer(w)
 	m := newModel(Options{Title: title}, r)
 	m.ov, m.read, m.width = ov, true, width
@@ -381,7 +383,7 @@ func Print(w io.Writer, ov Overview, title string, width int) error {
 	}
 	lines := []string{m.header()}
 	sw := m.statsWidth()
-	for _, c := range ov.Cards {
+	for _, c := range ov.GPUs {
 		lines = append(lines, m.cardLine(c, width, sw))
 		if c.Fault != "" {
 			continue

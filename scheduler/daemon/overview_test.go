@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// clientOf is a typed client of a test server's API.
+func clientOf(srv *httptest.Server) *Client {
+	addr := srv.Listener.Addr().String()
+	return &Client{dir: "/nowhere", http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		}}}}
+}
+
+// TestOverview: what gpuq top reads: the simulated cards with their plan, each running
+// attempt on its card, the queue with each job's reason (a held one says how to release
+// it), and the events so far.
+func TestOverview(t *testing.T) {
+	_, srv := testAPI(t)
+	c := clientOf(srv)
+	if _, err := c.Submit(SubmitRequest{File: "/s/o.yaml", Source: "name: o\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\ngpu_plan: \"1\"\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Act(Hold, SelectRequest{IDs: []string{"o.4"}}); err != nil {
+		t.Fatal(err)
+	}
+	ov, err := c.Overview()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ov.Simulated != "sim:2x24GiB" || len(ov.GPUs) != 2 || ov.Time.IsZero() {
+		t.Fatalf("overview: %+v", ov)
+	}
+	for i, g := range ov.GPUs {
+		if g.Index != i || g.TotalBytes != 24<<30 || g.Slots != -1 || g.Busy != 1 || len(g.Jobs) != 1 || g.Jobs[0].ReservedBytes != 10<<30 {
+			t.Errorf("GPU %d: %+v", i, g)
+		}
+	}
+	if len(ov.Running) != 2 || ov.Running[0].Job != "o.1" || ov.Running[0].DeclaredBytes != 10<<30 || ov.Running[0].Attempt != 1 {
+		t.Errorf("running: %+v", ov.Running)
+	}
+	if len(ov.Queue) != 2 || !strings.HasPrefix(ov.Queue[0].Reason, "no-slot: ") || !ov.Queue[1].Held ||
+		ov.Queue[1].Reason != "held: gpuq release o.4 lets it start" {
+		t.Errorf("queue: %+v", ov.Queue)
+	}
+	if len(ov.Events) != 3 || ov.Events[0].Job != "o.1" || ov.Events[0].Kind != "started" || ov.Events[2].Kind != "held" {
+		t.Errorf("events: %+v", ov.Events)
+	}
+}
