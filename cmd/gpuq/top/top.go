@@ -86,7 +86,7 @@ type model struct {
 	logs    viewport.Model
 	logJob  string
 	logPath string
-	status  string // the last action's result
+	status  string // the last action's result, shown until the next key
 	help    help.Model
 }
 
@@ -167,14 +167,15 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, m.tick()
 	case actedMsg:
-		m.status = msg.text
+		text := msg.text
 		if msg.err != nil {
-			m.status = msg.err.Error()
+			text = msg.err.Error()
 		}
+		m.status = text
 		return m, m.fetch()
 	case logMsg:
 		if msg.err != nil {
-			m.status, m.mode = msg.err.Error(), browsing
+			m.mode, m.status = browsing, msg.err.Error()
 			return m, nil
 		}
 		atEnd := m.logs.AtBottom() || m.logJob != msg.job
@@ -190,11 +191,28 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// say shows text in the footer until the next key.
+func (m model) say(text string) (tea.Model, tea.Cmd) {
+	m.status = text
+	return m, nil
+}
+
 // key handles a key press in the current mode.
 func (m model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if k.Type == tea.KeyRunes && len(k.Runes) > 1 && !k.Paste {
+		// Keys typed faster than they are read arrive together ("jj", "/rte"): each
+		// is a key of its own.
+		var cmds []tea.Cmd
+		for _, r := range k.Runes {
+			next, cmd := m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+			m, cmds = next.(model), append(cmds, cmd)
+		}
+		return m, tea.Batch(cmds...)
+	}
 	if k.Type == tea.KeyCtrlC {
 		return m, tea.Quit
 	}
+	m.status = ""
 	switch m.mode {
 	case filtering:
 		return m.filterKey(k)
@@ -205,8 +223,7 @@ func (m model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		if k.String() == "y" {
 			return m, m.act(daemon.Cancel, m.doomed)
 		}
-		m.status = "not cancelled"
-		return m, nil
+		return m.say("not cancelled")
 	case reading:
 		if key.Matches(k, keys.back, keys.quit, keys.logs) {
 			m.mode = browsing
@@ -240,15 +257,14 @@ func (m model) browseKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, m.card.Focus()
 	case job == "":
 		if key.Matches(k, keys.logs, keys.attach, keys.cancel, keys.hold, keys.retry) {
-			m.status = "select a job first (↑/↓)"
+			return m.say("select a job first (↑/↓)")
 		}
 	case key.Matches(k, keys.logs):
 		m.mode = reading
 		return m, m.readLog(job, "")
 	case key.Matches(k, keys.attach):
 		if m.opts.Attach == nil {
-			m.status = "attach is not available here"
-			return m, nil
+			return m.say("attach is not available here")
 		}
 		return m, tea.ExecProcess(m.opts.Attach(job), func(err error) tea.Msg {
 			return actedMsg{text: "detached from " + job, err: err}
@@ -297,8 +313,7 @@ func (m model) drainKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		idx, err := strconv.Atoi(strings.TrimSpace(m.card.Value()))
 		c := m.cardOf(idx)
 		if err != nil || c == nil {
-			m.status = fmt.Sprintf("no GPU %q here", m.card.Value())
-			return m, nil
+			return m.say(fmt.Sprintf("no GPU %q here", m.card.Value()))
 		}
 		on := !c.Drained
 		src := m.opts.Source

@@ -210,6 +210,8 @@ func TestKeys(t *testing.T) {
 		{"undrain a drained card", []string{"d", "2", "enter"}, []string{"drain 2 false"}},
 		{"no such card", []string{"d", "9", "enter"}, nil},
 		{"the filter narrows the list", []string{"/", "s", "s", "t", "enter", "c", "y"}, []string{"cancel gla.2"}},
+		{"keys that arrive together", []string{"jjjh"}, []string{"hold gla.4"}},
+		{"a filter typed at once", []string{"/sst", "enter", "cy"}, []string{"cancel gla.2"}},
 		{"esc clears the filter", []string{"/", "s", "s", "t", "enter", "esc", "j", "c", "y"}, []string{"cancel gla.3"}},
 	}
 	for _, tt := range tests {

@@ -128,7 +128,11 @@ func eventText(e daemon.Event) string {
 	if e.Attempt > 0 {
 		who += " #" + strconv.Itoa(e.Attempt)
 	}
-	return fmt.Sprintf("%s %s %s: %s", e.Time.Format("15:04:05"), who, e.Kind, e.Message)
+	text := fmt.Sprintf("%s %s %s", e.Time.Format("15:04:05"), who, e.Kind)
+	if e.Message != "" {
+		text += ": " + e.Message
+	}
+	return text
 }
 
 // jobWidth is the width of the job column: the longest id shown, within limits.
@@ -213,10 +217,12 @@ func (m model) View() string {
 }
 
 func (m model) header() string {
-	left := "gpuq top · " + m.opts.Title
+	// That the cards are simulated comes first: a long title is cut at the screen's edge.
+	left := "gpuq top · "
 	if m.ov.Simulated != "" {
-		left += " · " + m.st.warn.Render("SIMULATED GPUs "+m.ov.Simulated)
+		left += m.st.warn.Render("SIMULATED GPUs "+m.ov.Simulated) + " · "
 	}
+	left += m.opts.Title
 	right := ""
 	if m.read {
 		right = m.ov.Time.Format("15:04:05")
@@ -373,7 +379,8 @@ func (m model) bar(c daemon.GPUView, w int) string {
 }
 
 // Print writes the overview once as plain text, for a pipe or a file: every card with
-// its jobs, every running and queued job, and the last events.
+// its jobs, every running and queued job, and the last events, each line whole; width
+// sizes the bars.
 func Print(w io.Writer, ov daemon.Overview, title string, width int) error {
 	r := lipgloss.NewRenderer(w)
 	m := newModel(Options{Title: title}, r)
@@ -404,9 +411,6 @@ func Print(w io.Writer, ov daemon.Overview, title string, width int) error {
 		for _, r := range s.rows {
 			lines = append(lines, " "+r.text)
 		}
-	}
-	for i, l := range lines {
-		lines[i] = fit(l, width)
 	}
 	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
 	return err

@@ -71,6 +71,12 @@ func (s *Session) ScreenANSI() string {
 	return s.tmux("capture-pane", "-p", "-e", "-t", "0")
 }
 
+// Exited reports whether the program has ended.
+func (s *Session) Exited() bool {
+	s.t.Helper()
+	return strings.TrimSpace(s.tmux("display-message", "-p", "-t", "0", "#{pane_dead}")) == "1"
+}
+
 // WaitFor waits until the screen satisfies ok, and returns it; the test fails with
 // the screen as it was if it does not within the timeout.
 func (s *Session) WaitFor(what string, timeout time.Duration, ok func(screen string) bool) string {

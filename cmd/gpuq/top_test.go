@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gpuq/gpuq/cmd/gpuq/internal/browser"
+	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
+)
+
+// TestTopInTmux drives gpuq top as a person would, in an 80×24 terminal (ssh's
+// default), on a daemon running a small simulated sweep: the cards, the running jobs
+// with their progress, the queue with its reasons, the events; keys that select, hold,
+// show a log and quit. With -update its screen becomes the README's picture.
+func TestTopInTmux(t *testing.T) {
+	needPython(t)
+	dir := daemonEnv(t)
+	startDaemon(t)
+	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
+	sweep := filepath.Join(t.TempDir(), "look.yaml")
+	os.WriteFile(sweep, []byte(`name: look
+command: [python3, `+trainer+`, --config, "{config}"]
+config: {format: json}
+params: {batch_size: 16, gradient_accumulation_steps: 2, gradient_checkpointing: false, sim_base: 3GiB, sim_activations: 6GiB, sim_seconds: 300}
+matrix:
+  task: [rte, sst2, mrpc]
+  seed: [1, 2]
+  include: [{task: rte, sim_activations: 40GiB}]
+memory: 9GiB
+gpu_plan: "1"
+`), 0o644)
+	if out, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: exit %d: %s %s", code, out, errOut)
+	}
+	// HOME is the state directory's parent, as ~/.local/state's is: the title says ~/state.
+	term := tmux.Start(t, 80, 24, []string{asGPUQ + "=1", "GPUQ_STATE_DIR=" + dir, "HOME=" + filepath.Dir(dir)}, os.Args[0], "top")
+	screen := term.WaitFor("both cards busy, a job's progress, the queue's reasons and an OOM", 60*time.Second,
+		tmux.Shows("SIMULATED GPUs sim:2x24GiB", "the daemon on ~/state", "GPU 0", "GPU 1", "RUNNING 2", "QUEUE 4", "train: ",
+			"no-slot:", "gpu-oom", "q quit"))
+	lines := strings.Split(strings.TrimRight(screen, "\n"), "\n")
+	if len(lines) != 24 {
+		t.Errorf("%d lines on a 24-line terminal", len(lines))
+	}
+	for i, l := range lines {
+		if utf8.RuneCountInString(l) > 80 {
+			t.Errorf("line %d is wider than the terminal: %q", i+1, l)
+		}
+	}
+
+	// Filter down to a queued job and hold it: the daemon holds it and the screen says so.
+	term.Keys("/", "look.6", "Enter")
+	term.WaitFor("look.6 alone, selected", 10*time.Second, tmux.Shows(">look.6", "filter /look.6"))
+	term.Keys("h")
+	term.WaitFor("the job held", 10*time.Second, tmux.Shows("held: gpuq release look.6"))
+	if out, _, _ := cli(t, "status", "--state", "held"); !strings.Contains(out, "look.6") {
+		t.Errorf("the daemon does not hold look.6:\n%s", out)
+	}
+
+	// Without the filter, up to the first running job: l shows its log; esc comes back.
+	term.Keys("Escape")
+	term.WaitFor("the filter gone", 10*time.Second, tmux.Shows("RUNNING 2", "look.1"))
+	term.Keys("Up", "Up", "Up", "Up", "Up", "Up")
+	term.WaitFor("the first running job selected", 10*time.Second, func(s string) bool {
+		return strings.Contains(s, "\n>look.") && strings.Index(s, ">look.") < strings.Index(s, "QUEUE")
+	})
+	term.Keys("l")
+	term.WaitFor("its log", 10*time.Second, tmux.Shows("log of look.", "simtrain:"))
+	term.Keys("Escape")
+	term.WaitFor("the overview again", 10*time.Second, tmux.Shows("RUNNING 2"))
+	if *update {
+		term.WaitFor("the trainers' progress and memory", 60*time.Second, tmux.Shows("%|", "17.0G"))
+		screenshot(t, term)
+	}
+	term.Keys("q")
+	term.WaitFor("gpuq top to quit", 10*time.Second, func(string) bool { return term.Exited() })
+}
+
+// screenshot makes the README's picture of gpuq top from the terminal's screen.
+func screenshot(t *testing.T, term *tmux.Session) {
+	page := filepath.Join(t.TempDir(), "top.html")
+	if err := os.WriteFile(page, []byte(tmux.HTML(term.ScreenANSI())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shot := browser.Render(t, page, 700, 460, func(context.Context, *browser.Page) {})
+	if err := os.WriteFile(filepath.Join(screenshots, "top.png"), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
