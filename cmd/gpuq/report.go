@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,7 +26,7 @@ type reportOptions struct {
 func newReportCmd(io ioStreams, st *settings) *cobra.Command {
 	opts := &reportOptions{io: io, settings: st}
 	cmd := &cobra.Command{
-		Use:   "report SUMMARY.json|-",
+		Use:   "report SWEEP|SUMMARY.json|-",
 		Short: "Draw a sweep as one HTML page: attempts on cards, memory over time, every job's history",
 		Long: `Write a self-contained HTML report of a sweep (it needs no network to be viewed):
 a Gantt chart of the attempts on the cards over time (coloured by outcome, out-of-memory
@@ -34,12 +35,14 @@ held, sampled, against what gpuq reserved for it), every job's attempts, and the
 sweep's figures: makespan, GPU-hours busy, attempt-hours lost, OOMs, attempts per job,
 memory used against reserved.
 
-The report is drawn from the summary gpuq run --json prints (a file, or - for standard
-input). gpuq simulate --report draws one of a simulation, to see a plan before running
-it ("what if two per card?").
+The report is drawn from the daemon's state (a sweep it runs or ran, by name), or from
+the summary gpuq run --json prints (a file, or - for standard input). gpuq simulate
+--report draws one of a simulation, to see a plan before running it ("what if two per
+card?").
 
 Exit status: 0 written, 1 it could not be written, 2 bad input.`,
-		Example: `  gpuq run sweep.yaml --json > summary.json && gpuq report summary.json
+		Example: `  gpuq report gla-e1 -o gla-e1.html
+  gpuq run sweep.yaml --json > summary.json && gpuq report summary.json
   gpuq run sweep.yaml --json | gpuq report - -o sweep.html
   gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --report two-per-card.html`,
 		Args: exactArgs(1),
@@ -53,12 +56,46 @@ Exit status: 0 written, 1 it could not be written, 2 bad input.`,
 }
 
 func runReport(opts *reportOptions) error {
+	if !isSummary(opts.source) {
+		return reportFromDaemon(opts)
+	}
 	sum, err := readSummary(opts.source, opts.io.In)
 	if err != nil {
 		return err
 	}
 	d := reportData(sum, "gpuq run", lastMoment(sum))
 	return writeReport(opts.io, opts.output, d)
+}
+
+// isSummary tells a summary file from a sweep's name: a sweep is named with lowercase
+// letters, digits, '.', '_' and '-', and no file of that name is here.
+func isSummary(arg string) bool {
+	if arg == "-" || strings.ContainsRune(arg, '/') || strings.HasSuffix(arg, ".json") {
+		return true
+	}
+	_, err := os.Stat(arg)
+	return err == nil
+}
+
+// reportFromDaemon draws a sweep the daemon runs or ran, as it stands now.
+func reportFromDaemon(opts *reportOptions) error {
+	c, err := opts.settings.dial()
+	if err != nil {
+		return fmt.Errorf("%s is no file here, and %w", opts.source, err)
+	}
+	jobs, err := c.Jobs(opts.source, nil)
+	if err != nil {
+		return err
+	}
+	info, err := c.Info()
+	if err != nil {
+		return err
+	}
+	sum := runSummary{Sweep: opts.source, GPUs: info.GPUs}
+	for _, j := range jobs {
+		sum.Jobs = append(sum.Jobs, j.JobSummary)
+	}
+	return writeReport(opts.io, opts.output, reportData(sum, "the daemon on "+tildeHome(c.Dir()), time.Now()))
 }
 
 // readSummary reads a gpuq run --json summary from a file, or from in for "-".

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,5 +55,50 @@ func checkReport(t *testing.T, summary string, sum runSummary) {
 		if err := os.WriteFile(filepath.Join(screenshots, "report.png"), shot, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestReportFromDaemon: gpuq report SWEEP draws a sweep from the daemon's state, one
+// bar per attempt; a name the daemon does not know is bad input.
+func TestReportFromDaemon(t *testing.T) {
+	daemonEnv(t)
+	startDaemon(t)
+	sweep := filepath.Join(t.TempDir(), "r.yaml")
+	os.WriteFile(sweep, []byte("name: r\ncommand: [sh, -c, \"exit {code}\"]\nmatrix: {code: [0, 1, 2]}\nmemory: 1GiB\n"), 0o644)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
+	}
+	cli(t, "wait", "--sweep", "r")
+	page := filepath.Join(t.TempDir(), "r.html")
+	if _, errOut, code := cli(t, "report", "r", "-o", page); code != exitOK || !strings.Contains(errOut, "(3 jobs, 3 attempts)") {
+		t.Fatalf("report: exit %d: %s", code, errOut)
+	}
+	html, _ := os.ReadFile(page)
+	if n := strings.Count(string(html), `<g class="bar `); n != 3 || !strings.Contains(string(html), "the daemon on ") ||
+		!strings.Contains(string(html), "attempt 1 failed: exited with status 2") {
+		t.Errorf("%d bars; the page:\n%.2000s", n, html)
+	}
+	if _, errOut, code := cli(t, "report", "nosuch"); code != exitBadInput || !strings.Contains(errOut, `no sweep "nosuch"`) {
+		t.Errorf("an unknown sweep: exit %d: %s", code, errOut)
+	}
+}
+
+// TestSimulateReport: gpuq simulate --report draws gpuq's run of a trace in virtual
+// time, one bar per attempt ("what if two per card?"); it draws only gpuq's policy.
+func TestSimulateReport(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "two.html")
+	out, errOut, code := gpuq(t, "simulate", "../../examples/traces/gla.yaml", "--gpu-plan", "2", "--report", page)
+	if code != exitOK || !strings.Contains(errOut, "wrote the report of gla (72 jobs, ") {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	html, _ := os.ReadFile(page)
+	var attempts int
+	fmt.Sscanf(errOut[strings.Index(errOut, "(72 jobs, ")+len("(72 jobs, "):], "%d", &attempts)
+	if n := strings.Count(string(html), `<g class="bar `); n != attempts || !strings.Contains(string(html), "times are virtual") ||
+		!strings.Contains(string(html), "plan 2,2,2,2,2,2,2") {
+		t.Errorf("%d bars for %d attempts", n, attempts)
+	}
+	if _, errOut, code := gpuq(t, "simulate", "../../examples/traces/gla.yaml", "--policy", "static", "--report", page); code != exitBadInput {
+		t.Errorf("--report with the static policy: exit %d: %s", code, errOut)
 	}
 }
