@@ -315,7 +315,7 @@ gpu_plan: "2,1,1"
 	if code != exitOK {
 		t.Fatalf("run: exit %d: %s", code, errOut)
 	}
-	var sum runSummary
+	var sum daemon.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func TestRunConfigBaseTurnedHostile(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, want %d\n%s", code, exitOK, errOut)
 	}
-	var sum runSummary
+	var sum daemon.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 // TestRunNotifies: a sweep's hooks hear of its failed job at once and of its end with
@@ -50,7 +53,7 @@ notify:
 		if len(got) != 2 {
 			t.Fatalf("the %s got %d notices, want the failure and the end:\n%s", name, len(got), strings.Join(got, "\n"))
 		}
-		var failure, end notice
+		var failure, end daemon.Notice
 		if err := json.Unmarshal([]byte(got[0]), &failure); err != nil {
 			t.Fatalf("%s: %v: %s", name, err, got[0])
 		}
@@ -70,5 +73,58 @@ notify:
 	_, errOut, code = gpuq(t, "run", sweep, "--log-dir", filepath.Join(dir, "logs2"), "--poll", "50ms")
 	if code != exitOK || !strings.Contains(errOut, "notify end of m: command sh failed: exit status 7: no mail server (the sweep goes on)") {
 		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+// TestDaemonNotifies: the daemon tells a sweep's hooks of each job that fails and of
+// the sweep's end, and tells them again when a retried job fails and the sweep ends
+// again.
+func TestDaemonNotifies(t *testing.T) {
+	daemonEnv(t)
+	startDaemon(t)
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "d.yaml")
+	os.WriteFile(sweep, []byte(`name: d
+command: [sh, -c, "exit {code}"]
+matrix: {code: [0, 3]}
+memory: 1GiB
+notify: {command: [sh, -c, "cat >> notices.jsonl; echo >> notices.jsonl"], on: [end, failure]}
+`), 0o644)
+	events := func(want int) []string {
+		t.Helper()
+		var got []string
+		waitFor(t, fmt.Sprintf("%d notices", want), func() bool {
+			data, _ := os.ReadFile(filepath.Join(dir, "notices.jsonl"))
+			got = nil
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				var n daemon.Notice
+				if json.Unmarshal([]byte(line), &n) == nil {
+					what := n.Event
+					if n.Job != nil {
+						what += " " + n.Job.ID
+					}
+					if n.Summary != nil {
+						what += fmt.Sprintf(" %d succeeded %d failed", n.Summary.Counts["succeeded"], n.Summary.Counts["failed"])
+					}
+					got = append(got, what)
+				}
+			}
+			return len(got) >= want
+		})
+		return got
+	}
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
+	}
+	want := []string{"failure d.2", "end 1 succeeded 1 failed"}
+	if got := events(2); strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("notices %q, want %q", got, want)
+	}
+	if _, errOut, code := cli(t, "retry", "d.2"); code != exitOK {
+		t.Fatalf("retry: exit %d: %s", code, errOut)
+	}
+	want = append(want, want...)
+	if got := events(4); strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("after a retry, notices %q, want %q", got, want)
 	}
 }

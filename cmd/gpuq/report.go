@@ -14,6 +14,7 @@ import (
 	"github.com/gpuq/gpuq/cmd/gpuq/report"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 type reportOptions struct {
@@ -91,7 +92,7 @@ func reportFromDaemon(opts *reportOptions) error {
 	if err != nil {
 		return err
 	}
-	sum := runSummary{Sweep: opts.source, GPUs: info.GPUs}
+	sum := daemon.SweepSummary{Sweep: opts.source, GPUs: info.GPUs}
 	for _, j := range jobs {
 		sum.Jobs = append(sum.Jobs, j.JobSummary)
 	}
@@ -99,8 +100,8 @@ func reportFromDaemon(opts *reportOptions) error {
 }
 
 // readSummary reads a gpuq run --json summary from a file, or from in for "-".
-func readSummary(path string, in io.Reader) (runSummary, error) {
-	var sum runSummary
+func readSummary(path string, in io.Reader) (daemon.SweepSummary, error) {
+	var sum daemon.SweepSummary
 	data, err := readInput(path, in)
 	if err != nil {
 		return sum, badInput("%s: %v: give the file gpuq run --json wrote, or - to read it from standard input", path, err)
@@ -120,7 +121,7 @@ func readInput(path string, in io.Reader) ([]byte, error) {
 
 // lastMoment is the latest time a summary tells of: where the bar of an attempt still
 // running when it was written ends.
-func lastMoment(sum runSummary) time.Time {
+func lastMoment(sum daemon.SweepSummary) time.Time {
 	var last time.Time
 	for _, j := range sum.Jobs {
 		for _, a := range j.Attempts {
@@ -135,7 +136,7 @@ func lastMoment(sum runSummary) time.Time {
 }
 
 // reportData is a summary as the report draws it.
-func reportData(sum runSummary, source string, now time.Time) report.Data {
+func reportData(sum daemon.SweepSummary, source string, now time.Time) report.Data {
 	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now}
 	for _, c := range sum.GPUs {
 		d.Cards = append(d.Cards, report.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes})

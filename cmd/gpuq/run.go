@@ -18,6 +18,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/runner"
 )
 
@@ -85,17 +86,18 @@ func runRun(opts *runOptions) error {
 		progress = opts.io.Err
 	}
 	ui := newRunUI(progress, isTerminal(progress) && !opts.json, sw)
-	hooks := newSweepHooks(sw, opts.io.Err)
 	ledger := ""
 	if p.inv.Simulated() != "" {
 		ledger = opts.settings.ledger()
 	}
 	r := runner.NewDirect(runner.Options{Dir: opts.logDir, Ledger: ledger})
-	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) { ui.event(ev); hooks.event(ev) })
+	var hooks *daemon.Hooks // made once the store is, before the first event
+	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) { ui.event(ev); hooks.Event(ev) })
 	if err != nil {
 		return err
 	}
-	ui.store, hooks.store = store, store
+	ui.store = store
+	hooks = daemon.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
 	fmt.Fprintf(progress, "gpuq: running %d jobs of %s; logs in %s\n", len(sw.Jobs), sw.Name, opts.logDir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -107,10 +109,7 @@ func runRun(opts *runOptions) error {
 	// leaves them out, and the report sizes its panel by what was reserved on it.
 	cards, _ := p.inv.Snapshot()
 	sum := summarize(store, sw, cards)
-	if runErr == nil {
-		hooks.end(sum)
-	}
-	hooks.wait()
+	hooks.Wait()
 	if opts.json {
 		if err := writeJSON(opts.io.Out, sum); err != nil {
 			return err

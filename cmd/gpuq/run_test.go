@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 func needPython(t *testing.T) {
@@ -31,7 +33,7 @@ func TestRunQuickstartRecoversOOMs(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
-	var sum runSummary
+	var sum daemon.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("summary is not JSON: %v\n%s", err, out)
 	}
@@ -103,7 +105,7 @@ func TestRunSeedSweepRecoversOOMs(t *testing.T) {
 	if strings.Contains(errOut, "warning") {
 		t.Errorf("the example warns:\n%s", errOut)
 	}
-	var sum runSummary
+	var sum daemon.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,7 @@ func TestRunTimesOutAHungTrainer(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
 	}
-	var sum runSummary
+	var sum daemon.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +290,7 @@ gpus: "sim:1x24GiB"
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	var sum runSummary
+	var sum daemon.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}

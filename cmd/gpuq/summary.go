@@ -11,30 +11,18 @@ import (
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
-// runSummary is what `gpuq run --json` prints: every job with its whole history.
-type runSummary struct {
-	Sweep  string              `json:"sweep"`
-	Jobs   []daemon.JobSummary `json:"jobs"`
-	Counts map[string]int      `json:"counts"`
-	// GPUs are the cards it ran on, for gpuq report's memory charts.
-	GPUs []daemon.GPUInfo `json:"gpus,omitempty"`
+// summarize is a run's sweep with every job's history, on the cards it ran on.
+func summarize(store *scheduler.Store, sw *plans.Sweep, cards []gpu.Card) daemon.SweepSummary {
+	return daemon.SummarizeSweep(store.Snapshot(), sw.Name, gpuInfos(cards))
 }
 
-func summarize(store *scheduler.Store, sw *plans.Sweep, cards []gpu.Card) runSummary {
-	snap := store.Snapshot()
-	sum := runSummary{Sweep: sw.Name, Jobs: []daemon.JobSummary{}, Counts: map[string]int{}}
-	for _, c := range cards {
-		sum.GPUs = append(sum.GPUs, daemon.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
+// gpuInfos are cards as a summary names them.
+func gpuInfos(cards []gpu.Card) []daemon.GPUInfo {
+	out := make([]daemon.GPUInfo, len(cards))
+	for i, c := range cards {
+		out[i] = daemon.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total}
 	}
-	for _, st := range []scheduler.JobState{scheduler.JobQueued, scheduler.JobRunning, scheduler.JobSucceeded, scheduler.JobFailed, scheduler.JobCancelled} {
-		sum.Counts[string(st)] = 0
-	}
-	for _, j := range snap.Jobs() {
-		js := daemon.Summarize(snap, j)
-		sum.Counts[js.State]++
-		sum.Jobs = append(sum.Jobs, js)
-	}
-	return sum
+	return out
 }
 
 func sizeOrDash(b int64) string {
@@ -46,7 +34,7 @@ func sizeOrDash(b int64) string {
 
 // printSummary prints one row per attempt, so that a degraded job's history (and that
 // its effective batch was kept) can be read at a glance.
-func printSummary(w io.Writer, sum runSummary) {
+func printSummary(w io.Writer, sum daemon.SweepSummary) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "\nJOB\tSTATE\tATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME")
 	for _, j := range sum.Jobs {

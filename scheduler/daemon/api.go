@@ -41,7 +41,7 @@ func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
 	drained := d.store.Snapshot().Drained()
 	info := Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started}
 	for _, c := range d.machine.cards {
-		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, TotalBytes: c.Total, Drained: drained[c.Index]})
+		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[c.Index]})
 	}
 	reply(w, info)
 }

@@ -52,7 +52,7 @@ func testAPI(t *testing.T) (*daemon, *httptest.Server) {
 	cards, _ := inv.Snapshot()
 	m := &machine{inv: inv, spec: spec, cards: cards, slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, headroom: plans.DefaultHeadroom}
 	d := &daemon{cfg: Config{StateDir: "/nowhere", Version: "v9"}, store: store, machine: m,
-		log: &eventLog{}, stop: make(chan struct{})}
+		log: &eventLog{}, stop: make(chan struct{}), hooks: NewHooks(store, nil, func(string) {})}
 	eng := scheduler.NewEngine(store, inv, &idleRunner{exits: make(chan scheduler.Exit, 8)}, scheduler.RealClock{},
 		scheduler.Config{Slots: m.slots, Headroom: m.headroom, Poll: time.Hour}, d.event)
 	d.eng = eng
@@ -90,7 +90,7 @@ func TestAPI(t *testing.T) {
 		{"POST", "/v1/release", `{"sweep": "h"}`, 200, `{"jobs":["h.3"]}`},
 		{"POST", "/v1/drain", `{"gpu": 7, "on": true}`, 400, "no GPU 7 here"},
 		{"POST", "/v1/drain", `{"gpu": 1, "on": true}`, 200, `{"gpu":1,"on":true}`},
-		{"GET", "/v1/daemon", "", 200, `{"index":1,"total_bytes":25769803776,"drained":true}`},
+		{"GET", "/v1/daemon", "", 200, `{"index":1,"name":"Simulated GPU 24.00GiB","total_bytes":25769803776,"drained":true}`},
 		{"POST", "/v1/shutdown", `{"stop_trainers": true}`, 200, `{"stop_trainers":true}`},
 	} {
 		req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader(tt.body))

@@ -64,6 +64,7 @@ type daemon struct {
 	log      *eventLog
 	// recent are the latest events, for gpuq top.
 	recent recentEvents
+	hooks  *Hooks
 	// sweeps and adopted are how many sweeps were replayed and attempts taken up.
 	sweeps, adopted int
 	// stopTrainers says whether the engine stops the trainers as it stops.
@@ -104,6 +105,7 @@ func Run(ctx context.Context, cfg Config) error {
 			cfg.StateDir, strings.Join(r, ", "))
 	}
 	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln)
+	d.hooks.Wait()
 	if cerr := d.store.Compact(); cerr != nil {
 		d.log.printf("warning: %v", cerr)
 	}
@@ -132,6 +134,11 @@ func open(cfg Config) (*daemon, error) {
 	if d.machine.inv.Simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger
 	}
+	var cards []GPUInfo
+	for _, c := range d.machine.cards {
+		cards = append(cards, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
+	}
+	d.hooks = NewHooks(store, cards, func(line string) { d.log.printf("warning: %s", line) })
 	d.eng = scheduler.NewEngine(store, d.machine.inv, runner.NewSupervised(ro, cfg.Supervisor), scheduler.RealClock{},
 		scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
 			Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}, d.event)
@@ -275,10 +282,11 @@ func (l *eventLog) event(ev scheduler.Event) {
 	}
 }
 
-// event is the engine's news: logged, kept for gpuq top.
+// event is the engine's news: logged, kept for gpuq top, told to the sweep's hooks.
 func (d *daemon) event(ev scheduler.Event) {
 	d.log.event(ev)
 	d.recent.add(ev)
+	d.hooks.Event(ev)
 }
 
 func cardsText(cards []gpu.Card, slots []int) string {
