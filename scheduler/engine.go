@@ -113,6 +113,9 @@ type Config struct {
 	// HostHeadroom is the RAM kept for the system, as Headroom is each card's memory
 	// kept free (an attempt's HostReserve is what is reserved for it).
 	HostHeadroom plans.Headroom
+	// Rounds, if set, hears how long each round of Run's or Serve's loop took, in
+	// wall-clock time, for metrics.
+	Rounds func(took time.Duration)
 }
 
 // Engine runs jobs to the end: it packs, starts attempts, and reacts to how they end.

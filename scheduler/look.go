@@ -20,8 +20,15 @@ type CardView struct {
 	// Reserved is what the packer holds for gpuq's attempts, Foreign what other
 	// processes hold, Headroom what is kept free.
 	Reserved, Foreign, Headroom int64
-	// Held is what each running attempt's processes hold on the card now, by attempt.
-	Held map[string]int64
+	// Attempts are the running attempts on the card, in start order.
+	Attempts []Holding
+}
+
+// Holding is a running attempt's part of a card.
+type Holding struct {
+	Attempt *Attempt
+	// Reserved is what the packer holds for it; Held what its processes hold now.
+	Reserved, Held int64
 }
 
 // CardViews returns every card as the last round read it.
@@ -29,15 +36,22 @@ func (e *Engine) CardViews() []CardView {
 	snap := e.store.Snapshot()
 	running := snap.Running()
 	states := cardStates(e.cards, e.cfg.Slots, e.cfg.Headroom, running, e.ours(running))
+	slices.SortFunc(running, func(a, b *Attempt) int { return a.Started.Compare(b.Started) })
 	drained := snap.Drained()
 	out := make([]CardView, len(e.cards))
 	for i, c := range e.cards {
 		s := states[i]
 		out[i] = CardView{Card: c, Slots: e.cfg.Slots[i], Running: s.Running, Drained: drained[c.Index],
-			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom, Held: map[string]int64{}}
+			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom}
+		held := map[string]int64{}
 		for _, p := range c.Processes {
 			if a, ok := e.owners[p.PID]; ok && p.Used != gpu.Unknown {
-				out[i].Held[a] += p.Used
+				held[a] += p.Used
+			}
+		}
+		for _, a := range running {
+			if slices.Contains(a.GPUs, c.Index) {
+				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.reserve(), Held: held[a.ID]})
 			}
 		}
 	}

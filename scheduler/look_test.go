@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"maps"
 	"strings"
 	"testing"
 
@@ -25,11 +24,11 @@ func TestLook(t *testing.T) {
 		t.Fatalf("%d cards", len(views))
 	}
 	v0, v1 := views[0], views[1]
-	if !maps.Equal(v0.Held, map[string]int64{"m.1/1": 7 * gib}) || v0.Foreign != 2*gib || v0.Reserved != 10*gib ||
+	if len(v0.Attempts) != 1 || v0.Attempts[0].Attempt.ID != "m.1/1" || v0.Attempts[0].Held != 7*gib || v0.Foreign != 2*gib || v0.Reserved != 10*gib ||
 		v0.Slots != 1 || v0.Running != 1 || v0.Utilization != 90 || v0.Drained {
 		t.Errorf("GPU 0: %+v", v0)
 	}
-	if !v1.Drained || v1.Slots != 1 || v1.Running != 1 || len(v1.Held) != 0 {
+	if !v1.Drained || v1.Slots != 1 || v1.Running != 1 || len(v1.Attempts) != 1 || v1.Attempts[0].Held != 0 {
 		t.Errorf("GPU 1: %+v", v1)
 	}
 

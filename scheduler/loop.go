@@ -6,6 +6,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Run schedules until every job has succeeded, failed or been cancelled. When ctx is
@@ -37,8 +38,12 @@ func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
 // ctx is cancelled (its error is returned), or a change could not be journaled.
 func (e *Engine) loop(ctx context.Context, done func() bool) error {
 	for {
+		began := time.Now()
 		if err := e.Schedule(); err != nil {
 			return err
+		}
+		if e.cfg.Rounds != nil {
+			e.cfg.Rounds(time.Since(began))
 		}
 		if done != nil && done() {
 			return nil

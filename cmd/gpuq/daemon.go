@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -19,6 +20,7 @@ type daemonOptions struct {
 	stop         bool
 	stopTrainers bool
 	poll         time.Duration
+	metrics      string
 }
 
 func newDaemonCmd(io ioStreams, st *settings) *cobra.Command {
@@ -42,8 +44,15 @@ The machine's cards, plan and headroom come from --gpus, --gpu-plan and --headro
 slot limit, ` + plans.DefaultHeadroom.String() + ` headroom. Each sweep's own gpus and gpu_plan limit its jobs further.
 
 gpuq daemon --stop stops a running daemon and leaves its trainers running; with
---stop-trainers it stops them too (their jobs end cancelled; queued jobs stay queued).`,
+--stop-trainers it stops them too (their jobs end cancelled; queued jobs stay queued).
+
+--metrics ADDR (GPUQ_METRICS, or metrics: in the config file) serves Prometheus metrics
+on http://ADDR/metrics: jobs by state, attempts and OOMs by outcome and tier, each
+card's memory (total, used, reserved, learned, other), the queue's waits and the
+scheduling rounds' latency. Nothing is served unless asked; anyone who can reach the
+address can read them, so keep it to 127.0.0.1 or a private network.`,
 		Example: `  gpuq daemon --gpus 0,1,2,3,4,5,6 --gpu-plan 2,2,2,2,1,1,1
+  gpuq daemon --metrics 127.0.0.1:9469
   gpuq daemon --stop`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
@@ -57,12 +66,19 @@ gpuq daemon --stop stops a running daemon and leaves its trainers running; with
 			if err != nil {
 				return err
 			}
+			if cfg.Metrics = opts.metrics; cfg.Metrics == "" {
+				cfg.Metrics = opts.settings.v.GetString(keyMetrics)
+			}
+			if _, _, err := net.SplitHostPort(cfg.Metrics); cfg.Metrics != "" && err != nil {
+				return badInput("--metrics %q: %v: give host:port, e.g. 127.0.0.1:9469", cfg.Metrics, err)
+			}
 			return daemon.Run(context.Background(), cfg)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.stop, "stop", false, "stop the running daemon; its trainers keep running")
 	cmd.Flags().BoolVar(&opts.stopTrainers, "stop-trainers", false, "with --stop: stop every running trainer too")
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
+	cmd.Flags().StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on this host:port (e.g. 127.0.0.1:9469); none by default")
 	return cmd
 }
 

@@ -114,6 +114,9 @@ const (
 	// keyHostReserve is the host RAM gpuq leaves to the system when it packs jobs by
 	// host memory (GPUQ_HOST_RESERVE, or host_reserve in the config file).
 	keyHostReserve = "host_reserve"
+	// keyMetrics is where the daemon serves Prometheus metrics (gpuq daemon --metrics,
+	// GPUQ_METRICS); none when unset.
+	keyMetrics = "metrics"
 )
 
 // defaultHostHeadroom leaves a tenth of the RAM to the system, the page cache and

@@ -74,6 +74,9 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		if err := d.eng.Submit(&scheduler.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
 			return scheduler.Refused(err.Error())
 		}
+		if d.metrics != nil {
+			d.metrics.submitted(sw, time.Now())
+		}
 		return nil
 	})
 	if err != nil {

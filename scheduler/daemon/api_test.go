@@ -40,6 +40,13 @@ func (r *idleRunner) Exits() <-chan scheduler.Exit { return r.exits }
 // 24 GiB, over an engine whose trainers run until stopped.
 func testAPI(t *testing.T) (*daemon, *httptest.Server) {
 	t.Helper()
+	d, _, srv := testDaemon(t)
+	return d, srv
+}
+
+// testDaemon is testAPI's daemon, with its runner and its metrics.
+func testDaemon(t *testing.T) (*daemon, *idleRunner, *httptest.Server) {
+	t.Helper()
 	store, err := scheduler.NewStore()
 	if err != nil {
 		t.Fatal(err)
@@ -53,15 +60,17 @@ func testAPI(t *testing.T) (*daemon, *httptest.Server) {
 	m := &machine{inv: inv, spec: spec, cards: cards, slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, headroom: plans.DefaultHeadroom}
 	d := &daemon{cfg: Config{StateDir: "/nowhere", Version: "v9"}, store: store, machine: m,
 		log: &eventLog{}, stop: make(chan struct{}), hooks: NewHooks(store, nil, func(string) {})}
-	eng := scheduler.NewEngine(store, inv, &idleRunner{exits: make(chan scheduler.Exit, 8)}, scheduler.RealClock{},
-		scheduler.Config{Slots: m.slots, Headroom: m.headroom, Poll: time.Hour}, d.event)
+	d.metrics = newMetrics(d)
+	r := &idleRunner{exits: make(chan scheduler.Exit, 8)}
+	eng := scheduler.NewEngine(store, inv, r, scheduler.RealClock{}, scheduler.Config{Slots: m.slots, Headroom: m.headroom,
+		Poll: time.Hour, Rounds: func(took time.Duration) { d.metrics.rounds.Observe(took.Seconds()) }}, d.event)
 	d.eng = eng
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { eng.Serve(ctx, func() bool { return false }); close(served) }()
 	srv := httptest.NewServer(d.routes())
 	t.Cleanup(func() { srv.Close(); cancel(); <-served; inv.Close() })
-	return d, srv
+	return d, r, srv
 }
 
 func TestAPI(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -50,6 +51,8 @@ type Config struct {
 	Version string
 	// Log receives the daemon's events and warnings.
 	Log io.Writer
+	// Metrics is the address (host:port) to serve Prometheus metrics on; "" serves none.
+	Metrics string
 }
 
 // daemon is a running gpuq daemon: the engine over a journaled store, and the API.
@@ -65,6 +68,8 @@ type daemon struct {
 	// recent are the latest events, for gpuq top.
 	recent recentEvents
 	hooks  *Hooks
+	// metrics is nil unless the daemon serves them.
+	metrics *metrics
 	// sweeps and adopted are how many sweeps were replayed and attempts taken up.
 	sweeps, adopted int
 	// stopTrainers says whether the engine stops the trainers as it stops.
@@ -97,6 +102,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	var metricsLn net.Listener
+	if cfg.Metrics != "" {
+		if metricsLn, err = listenMetrics(cfg.Metrics); err != nil {
+			return err
+		}
+		d.log.printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
+	}
 	d.log.printf("gpuq daemon %s (pid %d) on %s: %s; %d sweeps, %d jobs known, %d attempts taken up; state in %s",
 		cfg.Version, os.Getpid(), d.machine.name(), cardsText(d.machine.cards, d.machine.slots), d.sweeps,
 		len(d.store.Snapshot().Jobs()), d.adopted, cfg.StateDir)
@@ -104,7 +116,7 @@ func Run(ctx context.Context, cfg Config) error {
 		d.log.printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
 			cfg.StateDir, strings.Join(r, ", "))
 	}
-	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln)
+	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln, metricsLn)
 	d.hooks.Wait()
 	if cerr := d.store.Compact(); cerr != nil {
 		d.log.printf("warning: %v", cerr)
@@ -139,9 +151,13 @@ func open(cfg Config) (*daemon, error) {
 		cards = append(cards, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
 	}
 	d.hooks = NewHooks(store, cards, func(line string) { d.log.printf("warning: %s", line) })
-	d.eng = scheduler.NewEngine(store, d.machine.inv, runner.NewSupervised(ro, cfg.Supervisor), scheduler.RealClock{},
-		scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
-			Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}, d.event)
+	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
+		Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}
+	if cfg.Metrics != "" {
+		d.metrics = newMetrics(d)
+		ec.Rounds = func(took time.Duration) { d.metrics.rounds.Observe(took.Seconds()) }
+	}
+	d.eng = scheduler.NewEngine(store, d.machine.inv, runner.NewSupervised(ro, cfg.Supervisor), scheduler.RealClock{}, ec, d.event)
 	subs := store.Snapshot().Submissions()
 	for _, sub := range subs {
 		if err := d.resume(sub); err != nil {
@@ -185,8 +201,9 @@ func (d *daemon) close() {
 }
 
 // serve runs the daemon's actors until one of them ends: the engine's loop, the API,
-// and the watcher of ctx, signals and stop requests.
-func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener) error {
+// the metrics (when metricsLn is set), and the watcher of ctx, signals and stop
+// requests.
+func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metricsLn net.Listener) error {
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	defer stopEngine()
 	sigs := make(chan os.Signal, 1)
@@ -205,6 +222,10 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener) erro
 		defer done()
 		srv.Shutdown(sctx)
 	})
+	if metricsLn != nil {
+		msrv := &http.Server{Handler: d.metrics.handler(), ReadHeaderTimeout: 10 * time.Second}
+		g.add(func() error { return serveMetrics(msrv, metricsLn) }, func() { msrv.Close() })
+	}
 	g.add(func() error {
 		select {
 		case s := <-sigs:
@@ -287,6 +308,9 @@ func (d *daemon) event(ev scheduler.Event) {
 	d.log.event(ev)
 	d.recent.add(ev)
 	d.hooks.Event(ev)
+	if d.metrics != nil {
+		d.metrics.event(ev)
+	}
 }
 
 func cardsText(cards []gpu.Card, slots []int) string {

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestDaemonMetrics: a daemon opens no TCP port unless asked; with GPUQ_METRICS (or
+// --metrics) it serves Prometheus metrics there; an address that is no host:port is bad
+// input.
+func TestDaemonMetrics(t *testing.T) {
+	dir := daemonEnv(t)
+	before := listeningTCP(t)
+	startDaemon(t)
+	if after := listeningTCP(t); len(after) != len(before) {
+		t.Errorf("a daemon asked for no metrics listens on TCP: %v (before it started: %v)", after, before)
+	}
+	stopAll(t, dir)
+
+	t.Setenv("GPUQ_METRICS", "127.0.0.1:0")
+	log := startDaemon(t)
+	m := regexp.MustCompile(`serving Prometheus metrics on (http://\S+/metrics)`).FindStringSubmatch(log.String())
+	if m == nil {
+		t.Fatalf("the daemon's log does not say where its metrics are:\n%s", log)
+	}
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`gpuq_jobs{state="queued"} 0`, `gpuq_gpu_memory_bytes{gpu="1",kind="total"} 2.5769803776e+10`, "gpuq_round_seconds_bucket"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+
+	if _, errOut, code := cli(t, "daemon", "--metrics", "9469"); code != exitBadInput || !strings.Contains(errOut, "give host:port") {
+		t.Errorf("--metrics 9469: exit %d: %s", code, errOut)
+	}
+}
+
+// listeningTCP lists this process's listening TCP sockets, from /proc.
+func listeningTCP(t *testing.T) []string {
+	t.Helper()
+	mine := map[string]bool{}
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if link, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(link, "socket:[") {
+			mine[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	var out []string
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		f, err := os.Open(table)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// sl local_address rem_address st ... inode
+			f := strings.Fields(sc.Text())
+			if len(f) > 9 && f[3] == "0A" && mine[f[9]] {
+				out = append(out, f[1])
+			}
+		}
+		f.Close()
+	}
+	return out
+}
