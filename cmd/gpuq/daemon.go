@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -21,6 +22,7 @@ type daemonOptions struct {
 	stopTrainers bool
 	poll         time.Duration
 	metrics      string
+	jobMap       string
 }
 
 func newDaemonCmd(io ioStreams, st *settings) *cobra.Command {
@@ -50,7 +52,12 @@ gpuq daemon --stop stops a running daemon and leaves its trainers running; with
 on http://ADDR/metrics: jobs by state, attempts and OOMs by outcome and tier, each
 card's memory (total, used, reserved, learned, other), the queue's waits and the
 scheduling rounds' latency. Nothing is served unless asked; anyone who can reach the
-address can read them, so keep it to 127.0.0.1 or a private network.`,
+address can read them, so keep it to 127.0.0.1 or a private network.
+
+--dcgm-job-map DIR (GPUQ_DCGM_JOB_MAP, dcgm_job_map: in the config file, or
+dcgm-exporter's own DCGM_HPC_JOB_MAPPING_DIR) keeps dcgm-exporter's job-mapping files
+there: one per GPU index, naming the gpuq jobs on that card, none for an idle card, so
+that DCGM dashboards label each GPU's metrics hpc_job="<job>".`,
 		Example: `  gpuq daemon --gpus 0,1,2,3,4,5,6 --gpu-plan 2,2,2,2,1,1,1
   gpuq daemon --metrics 127.0.0.1:9469
   gpuq daemon --stop`,
@@ -69,6 +76,7 @@ address can read them, so keep it to 127.0.0.1 or a private network.`,
 			if cfg.Metrics = opts.metrics; cfg.Metrics == "" {
 				cfg.Metrics = opts.settings.v.GetString(keyMetrics)
 			}
+			cfg.JobMapDir = cmp.Or(opts.jobMap, opts.settings.v.GetString(keyJobMap), os.Getenv("DCGM_HPC_JOB_MAPPING_DIR"))
 			if _, _, err := net.SplitHostPort(cfg.Metrics); cfg.Metrics != "" && err != nil {
 				return badInput("--metrics %q: %v: give host:port, e.g. 127.0.0.1:9469", cfg.Metrics, err)
 			}
@@ -79,6 +87,7 @@ address can read them, so keep it to 127.0.0.1 or a private network.`,
 	cmd.Flags().BoolVar(&opts.stopTrainers, "stop-trainers", false, "with --stop: stop every running trainer too")
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
 	cmd.Flags().StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on this host:port (e.g. 127.0.0.1:9469); none by default")
+	cmd.Flags().StringVar(&opts.jobMap, "dcgm-job-map", "", "keep dcgm-exporter's job-mapping files (a file per GPU naming its jobs) in this directory")
 	return cmd
 }
 

@@ -12,7 +12,8 @@ import (
 )
 
 // TestDaemonMetrics: a daemon opens no TCP port unless asked; with GPUQ_METRICS (or
-// --metrics) it serves Prometheus metrics there; an address that is no host:port is bad
+// --metrics) it serves Prometheus metrics there, and with DCGM_HPC_JOB_MAPPING_DIR it
+// names each card's jobs for dcgm-exporter; an address that is no host:port is bad
 // input.
 func TestDaemonMetrics(t *testing.T) {
 	dir := daemonEnv(t)
@@ -24,6 +25,8 @@ func TestDaemonMetrics(t *testing.T) {
 	stopAll(t, dir)
 
 	t.Setenv("GPUQ_METRICS", "127.0.0.1:0")
+	jobMap := t.TempDir()
+	t.Setenv("DCGM_HPC_JOB_MAPPING_DIR", jobMap)
 	log := startDaemon(t)
 	m := regexp.MustCompile(`serving Prometheus metrics on (http://\S+/metrics)`).FindStringSubmatch(log.String())
 	if m == nil {
@@ -40,6 +43,16 @@ func TestDaemonMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s:\n%s", want, body)
 		}
 	}
+
+	sweep := filepath.Join(t.TempDir(), "m.yaml")
+	os.WriteFile(sweep, []byte("name: m\ncommand: [sleep, \"60\"]\njobs: [{}]\nmemory: 1GiB\n"), 0o644)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
+	}
+	waitFor(t, "dcgm-exporter's file of GPU 0 to name m.1", func() bool {
+		b, _ := os.ReadFile(filepath.Join(jobMap, "0"))
+		return string(b) == "m.1\n"
+	})
 
 	if _, errOut, code := cli(t, "daemon", "--metrics", "9469"); code != exitBadInput || !strings.Contains(errOut, "give host:port") {
 		t.Errorf("--metrics 9469: exit %d: %s", code, errOut)

@@ -117,6 +117,9 @@ const (
 	// keyMetrics is where the daemon serves Prometheus metrics (gpuq daemon --metrics,
 	// GPUQ_METRICS); none when unset.
 	keyMetrics = "metrics"
+	// keyJobMap is where the daemon keeps dcgm-exporter's job-mapping files
+	// (--dcgm-job-map, GPUQ_DCGM_JOB_MAP); none when unset.
+	keyJobMap = "dcgm_job_map"
 )
 
 // defaultHostHeadroom leaves a tenth of the RAM to the system, the page cache and

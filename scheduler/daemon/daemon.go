@@ -53,6 +53,9 @@ type Config struct {
 	Log io.Writer
 	// Metrics is the address (host:port) to serve Prometheus metrics on; "" serves none.
 	Metrics string
+	// JobMapDir is where dcgm-exporter's job-mapping files are kept (a file per card
+	// naming its jobs); "" writes none.
+	JobMapDir string
 }
 
 // daemon is a running gpuq daemon: the engine over a journaled store, and the API.
@@ -68,8 +71,11 @@ type daemon struct {
 	// recent are the latest events, for gpuq top.
 	recent recentEvents
 	hooks  *Hooks
-	// metrics is nil unless the daemon serves them.
+	// metrics is nil unless the daemon serves them; jobMap unless it writes one.
 	metrics *metrics
+	jobMap  *jobMap
+	// jobMapErr is the job map's last failure, said once.
+	jobMapErr string
 	// sweeps and adopted are how many sweeps were replayed and attempts taken up.
 	sweeps, adopted int
 	// stopTrainers says whether the engine stops the trainers as it stops.
@@ -169,6 +175,17 @@ func open(cfg Config) (*daemon, error) {
 	if d.adopted, err = d.eng.Adopt(); err != nil {
 		d.close()
 		return nil, err
+	}
+	if cfg.JobMapDir != "" {
+		var idx []int
+		for _, c := range d.machine.cards {
+			idx = append(idx, c.Index)
+		}
+		if d.jobMap, err = newJobMap(cfg.JobMapDir, idx); err != nil {
+			d.close()
+			return nil, err
+		}
+		d.mapJobs()
 	}
 	return d, nil
 }
@@ -310,6 +327,23 @@ func (d *daemon) event(ev scheduler.Event) {
 	d.hooks.Event(ev)
 	if d.metrics != nil {
 		d.metrics.event(ev)
+	}
+	d.mapJobs()
+}
+
+// mapJobs keeps dcgm-exporter's job map, if the daemon writes one, true to the
+// running attempts; a failure is said once, not at every event.
+func (d *daemon) mapJobs() {
+	if d.jobMap == nil {
+		return
+	}
+	err := d.jobMap.update(d.store.Snapshot())
+	switch {
+	case err == nil:
+		d.jobMapErr = ""
+	case err.Error() != d.jobMapErr:
+		d.jobMapErr = err.Error()
+		d.log.printf("warning: %v", err)
 	}
 }
 
