@@ -30,10 +30,12 @@ func Find() (string, error) {
 
 // Browser is a running headless Chromium.
 type Browser struct {
-	cmd    *exec.Cmd
-	toIt   *os.File
-	fromIt *os.File
-	done   chan struct{}
+	cmd     *exec.Cmd
+	profile string
+	stderr  *tail // what it said, for the error when it ends
+	toIt    *os.File
+	fromIt  *os.File
+	done    chan struct{}
 
 	mu      sync.Mutex
 	next    int
@@ -56,17 +58,25 @@ type protocolError struct {
 	Message string `json:"message"`
 }
 
-// Start starts Chromium headless, with a profile of its own in profileDir (which must
-// be fresh) and nothing that reaches the network by itself.
-func Start(path, profileDir string) (*Browser, error) {
+// Start starts Chromium headless, with a fresh profile of its own (removed by Close)
+// and nothing that reaches the network by itself.
+func Start(path string) (*Browser, error) {
+	// Chromium binds unix sockets under its profile and TMPDIR: both go in a directory
+	// of a short path, since a long TMPDIR would overflow a socket's 107 bytes.
+	profileDir, err := os.MkdirTemp("/tmp", "gpuq-chromium-")
+	if err != nil {
+		return nil, err
+	}
 	toR, toW, err := os.Pipe()
 	if err != nil {
+		os.RemoveAll(profileDir)
 		return nil, err
 	}
 	fromR, fromW, err := os.Pipe()
 	if err != nil {
 		toR.Close()
 		toW.Close()
+		os.RemoveAll(profileDir)
 		return nil, err
 	}
 	cmd := exec.Command(path, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -74,12 +84,16 @@ func Start(path, profileDir string) (*Browser, error) {
 		"--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio", "--font-render-hinting=none",
 		"--user-data-dir="+profileDir, "--remote-debugging-pipe", "about:blank")
 	cmd.ExtraFiles = []*os.File{toR, fromW} // its fds 3 and 4
+	said := &tail{}
+	cmd.Stderr = said
+	cmd.Env = append(os.Environ(), "TMPDIR="+profileDir)
 	if err := cmd.Start(); err != nil {
+		os.RemoveAll(profileDir)
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
 	toR.Close()
 	fromW.Close()
-	b := &Browser{cmd: cmd, toIt: toW, fromIt: fromR, done: make(chan struct{}),
+	b := &Browser{cmd: cmd, profile: profileDir, stderr: said, toIt: toW, fromIt: fromR, done: make(chan struct{}),
 		pending: map[int]chan message{}, pages: map[string]*Page{}}
 	go b.read()
 	return b, nil
@@ -96,6 +110,7 @@ func (b *Browser) Close() error {
 	}
 	err := b.cmd.Wait()
 	b.fromIt.Close()
+	os.RemoveAll(b.profile)
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return nil // it ends by a signal when its pipe closes early; nothing was lost
@@ -110,7 +125,7 @@ func (b *Browser) read() {
 	for {
 		raw, err := r.ReadBytes(0)
 		if err != nil {
-			b.fail(fmt.Errorf("chromium closed its pipe: %w", err))
+			b.fail(fmt.Errorf("chromium closed its pipe (%w); it said: %s", err, b.stderr))
 			return
 		}
 		var m message
@@ -178,6 +193,28 @@ func (b *Browser) call(ctx context.Context, session, method string, params, out 
 	case <-ctx.Done():
 		return fmt.Errorf("%s: %w", method, ctx.Err())
 	}
+}
+
+// tail keeps the last 4 KiB written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 4096 {
+		t.buf = t.buf[len(t.buf)-4096:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
 }
 
 // Page is one tab.

@@ -18,7 +18,7 @@ func Render(t testing.TB, file string, width, height int, check func(context.Con
 	if err != nil {
 		t.Skipf("%v: the browser test is skipped (.ci/run installs it as root)", err)
 	}
-	b, err := Start(path, t.TempDir())
+	b, err := Start(path)
 	if err != nil {
 		t.Fatal(err)
 	}
