@@ -91,3 +91,32 @@ func screenshot(t *testing.T, term *tmux.Session) {
 		t.Fatal(err)
 	}
 }
+
+// TestTopPlain: with no terminal to draw on (a pipe, a file, cron), gpuq top prints the
+// view once as plain text and exits.
+func TestTopPlain(t *testing.T) {
+	daemonEnv(t)
+	startDaemon(t)
+	sweep := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(sweep, []byte("name: p\ncommand: [sleep, \"60\"]\nmatrix: {seed: [1, 2, 3]}\nmemory: 1GiB\ngpu_plan: \"1\"\n"), 0o644)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
+	}
+	var out string
+	waitFor(t, "two jobs running", func() bool {
+		var code int
+		out, _, code = cli(t, "top")
+		return code == exitOK && strings.Contains(out, "RUNNING 2")
+	})
+	for _, want := range []string{"SIMULATED GPUs sim:2x24GiB", "GPU 0", "GPU 1", "p.1 ", "QUEUE 1", "p.3 ", "no-slot", "EVENTS", "p.1 #1 started"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("escape codes in plain output: %q", out)
+	}
+	if _, errOut, code := cli(t, "top", "--every", "0s"); code != exitBadInput {
+		t.Errorf("--every 0s: exit %d: %s", code, errOut)
+	}
+}

@@ -116,11 +116,13 @@ func (r *recentEvents) last() []Event {
 
 func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	out := Overview{Time: time.Now(), Simulated: d.machine.inv.Simulated(), GPUs: []GPUView{},
-		Running: []RunningJob{}, Queue: []WaitingJob{}, Events: d.recent.last()}
+		Running: []RunningJob{}, Queue: []WaitingJob{}}
 	var views []scheduler.CardView
 	var waits map[string]scheduler.Wait
+	var snap scheduler.Snapshot
+	// Read in the engine's loop, the state and the events agree.
 	err := d.eng.Do(r.Context(), func() error {
-		views = d.eng.CardViews()
+		views, snap, out.Events = d.eng.CardViews(), d.store.Snapshot(), d.recent.last()
 		var err error
 		waits, err = d.eng.Waits()
 		return err
@@ -129,7 +131,6 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		failWith(w, err)
 		return
 	}
-	snap := d.store.Snapshot()
 	held := map[string]int64{} // by attempt, on its fullest card
 	for _, v := range views {
 		out.GPUs = append(out.GPUs, gpuView(v))
