@@ -16,7 +16,7 @@ import (
 // TestTopInTmux drives gpuq top as a person would, in an 80×24 terminal (ssh's
 // default), on a daemon running a small simulated sweep: the cards, the running jobs
 // with their progress, the queue with its reasons, the events; keys that select, hold,
-// show a log and quit. With -update its screen becomes the README's picture.
+// show a log, attach and quit. With -update its screen becomes the README's picture.
 func TestTopInTmux(t *testing.T) {
 	needPython(t)
 	dir := daemonEnv(t)
@@ -76,6 +76,12 @@ gpu_plan: "1"
 		term.WaitFor("the trainers' progress and memory", 60*time.Second, tmux.Shows("%|", "17.0G"))
 		screenshot(t, term)
 	}
+
+	// a attaches the terminal to the selected trainer; Ctrl-] comes back to top.
+	term.Keys("a")
+	term.WaitFor("the trainer's own terminal", 20*time.Second, func(s string) bool { return !strings.Contains(s, "RUNNING 2") && strings.Contains(s, "train:") })
+	term.Keys("C-]")
+	term.WaitFor("top again after detaching", 20*time.Second, tmux.Shows("RUNNING 2", "detached from look."))
 	term.Keys("q")
 	term.WaitFor("gpuq top to quit", 10*time.Second, func(string) bool { return term.Exited() })
 }
