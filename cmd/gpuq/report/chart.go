@@ -214,6 +214,7 @@ func sizeOrDash(b int64) string {
 // packer reserved for them as a line, and the card's capacity.
 type memPanel struct {
 	Label    string
+	Title    string // the card's name and size, for a pointer resting on it
 	Y, H     float64
 	Scale    string // the top of the y axis, as a size
 	TotalY   float64
@@ -282,7 +283,8 @@ func newMemPanel(d Data, tl timeline, c Card, colour map[string]int, y float64) 
 	for _, s := range append(reserved, stacks[len(runs)]...) {
 		most = max(most, s.Value)
 	}
-	p := memPanel{Label: "GPU " + strconv.Itoa(c.Index), Y: y, H: memHeight, Scale: plans.FormatSize(most),
+	p := memPanel{Label: "GPU " + strconv.Itoa(c.Index), Title: strings.TrimSpace(fmt.Sprintf("GPU %d: %s %s", c.Index, c.Name, sizeOrDash(c.Total))),
+		Y: y, H: memHeight, Scale: plans.FormatSize(most),
 		HasTotal: c.Total > 0, TotalY: yOf(y, most, c.Total), Reserved: stepLine(tl, y, most, reserved)}
 	for i, r := range runs {
 		p.Areas = append(p.Areas, area{Job: r.job.ID, Attempt: attemptID(r.job.ID, r.a.N), Colour: colour[r.job.ID],
