@@ -170,7 +170,8 @@ func startPython(t *testing.T, leave bool) (p *Process, root string, workerPID i
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if pid := regexpFind(string(p.Output()), `worker=(\d+)`); pid != "" {
+		// Up to the line's end: a pty read can return half of what one write wrote.
+		if pid := regexpFind(string(p.Output()), `worker=(\d+)\r?\n`); pid != "" {
 			fmt.Sscan(pid, &workerPID)
 			return p, root, workerPID
 		}
