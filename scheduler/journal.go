@@ -49,9 +49,17 @@ type Record struct {
 	Attempts []*Attempt   `json:"attempts,omitempty"`
 	Shapes   []*Shape     `json:"shapes,omitempty"`
 	Drains   []*Drain     `json:"drains,omitempty"`
-	// SweepStates came after version 1's first records; a state without them reads as
-	// before.
-	SweepStates []*SweepState `json:"sweep_states,omitempty"`
+	// SweepStates are submissions' statuses. They came after version 1's first
+	// records; a state without them reads as before.
+	SweepStates []SweepStatusRecord `json:"sweep_states,omitempty"`
+}
+
+// SweepStatusRecord is a submission's status; the rest of the submission comes from its
+// sweep record. (Its JSON is that of the table of sweep states that the submission has
+// since taken in, so either gpuq reads the other's records.)
+type SweepStatusRecord struct {
+	Name string
+	SweepStatus
 }
 
 // SweepRecord is a submission: the sweep file as it was read, so that the same jobs are
@@ -260,6 +268,15 @@ func (s *Store) apply(r Record) error {
 	}
 	snap := s.Snapshot()
 	objs := make([]any, 0, len(r.Jobs)+len(r.Attempts)+len(r.Shapes)+len(r.Drains)+len(r.SweepStates))
+	for _, sr := range r.SweepStates {
+		old := snap.Submission(sr.Name)
+		if old == nil {
+			return fmt.Errorf("sweep %s was never submitted", sr.Name)
+		}
+		c := *old
+		c.SweepStatus = sr.SweepStatus
+		objs = append(objs, &c)
+	}
 	for _, jr := range r.Jobs {
 		old := snap.Job(jr.ID)
 		if old == nil {
@@ -278,9 +295,6 @@ func (s *Store) apply(r Record) error {
 	for _, d := range r.Drains {
 		objs = append(objs, d)
 	}
-	for _, st := range r.SweepStates {
-		objs = append(objs, st)
-	}
 	return s.commit(objs)
 }
 
@@ -297,8 +311,8 @@ func recordOf(objs []any) Record {
 			r.Shapes = append(r.Shapes, o)
 		case *Drain:
 			r.Drains = append(r.Drains, o)
-		case *SweepState:
-			r.SweepStates = append(r.SweepStates, o)
+		case *Submission:
+			r.SweepStates = append(r.SweepStates, SweepStatusRecord{Name: o.Sweep.Name, SweepStatus: o.SweepStatus})
 		}
 	}
 	return r
@@ -332,10 +346,15 @@ func (s *Store) compact() error {
 	}
 	if err == nil {
 		var objs []any
+		for _, sub := range snap.Submissions() {
+			if sub.SweepStatus != (SweepStatus{}) {
+				objs = append(objs, sub)
+			}
+		}
 		for _, j := range snap.Jobs() {
 			objs = append(objs, j)
 		}
-		for _, t := range []string{TableAttempts, TableShapes, TableDrains, TableSweepStates} {
+		for _, t := range []string{TableAttempts, TableShapes, TableDrains} {
 			for o := range each[any](snap.txn.Get, t, IndexID) {
 				objs = append(objs, o)
 			}

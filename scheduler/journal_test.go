@@ -56,7 +56,9 @@ func fill(t *testing.T, s *Store) {
 	j2.State, j2.Attempts = JobRunning, 1
 	must(t, s.Put(cp(j2), &Attempt{ID: "j.2/1", Job: "j.2", N: 1, GPUs: []int{0}, Params: j2.Current, Estimate: 10 * gib, Started: at, Leader: 43}))
 	j3.Held = true
-	must(t, s.Put(cp(j3), &Drain{GPU: 1, On: true}, &SweepState{Name: "j", AllocConfRefused: at.Add(time.Minute)}))
+	sub := *snap.Submission("j")
+	sub.AllocConfRefused = at.Add(time.Minute)
+	must(t, s.Put(cp(j3), &Drain{GPU: 1, On: true}, &sub))
 }
 
 func must(t *testing.T, err error) {
@@ -83,8 +85,8 @@ func dump(s *Store) string {
 			fmt.Fprintf(&b, "  shape %+v\n", *l)
 		}
 	}
-	if st := snap.SweepState("j"); st != nil {
-		fmt.Fprintf(&b, "sweep state %+v\n", *st)
+	for _, sub := range snap.Submissions() {
+		fmt.Fprintf(&b, "sweep %s seq %d environ %v limit %v status %+v\n", sub.Sweep.Name, sub.Seq, sub.Environ, sub.Limit, sub.SweepStatus)
 	}
 	fmt.Fprintf(&b, "drained %v running %d queued %d\n", snap.Drained(), len(snap.Running()), len(snap.Queue()))
 	return b.String()
@@ -305,5 +307,19 @@ func TestForgetIsDurable(t *testing.T) {
 	snap := again.Snapshot()
 	if j := snap.Job("j.1"); j == nil || j.State != JobQueued || j.Attempts != 0 || snap.Shape(j.Shape) != nil {
 		t.Errorf("j.1 submitted again: %+v; want a fresh job, nothing learned", j)
+	}
+}
+
+// TestSweepStatusRecordIsTheOldSweepState: a submission's status is journaled as the
+// table of sweep states was before the submission took it in, so that either gpuq reads
+// the other's journal.
+func TestSweepStatusRecordIsTheOldSweepState(t *testing.T) {
+	sw, err := plans.DecodeSweep("s.yaml", []byte(journalSweep), plans.Overrides{})
+	must(t, err)
+	sub := &Submission{Sweep: sw, SweepStatus: SweepStatus{AllocConfRefused: time.Date(2026, 11, 22, 10, 1, 0, 0, time.UTC)}}
+	line, err := encodeRecord(recordOf([]any{sub}))
+	must(t, err)
+	if want := `{"v":0,"sweep_states":[{"Name":"j","AllocConfRefused":"2026-11-22T10:01:00Z"}]}`; !strings.HasSuffix(string(line), " "+want+"\n") {
+		t.Errorf("record %s, want %s", line, want)
 	}
 }

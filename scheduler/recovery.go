@@ -162,15 +162,17 @@ func (e *Engine) withoutAllocConf(job *Job, a *Attempt, sw *plans.Sweep) string 
 	set := slices.ContainsFunc(sw.Env, func(v plans.EnvVar) bool {
 		return v.Name == "PYTORCH_CUDA_ALLOC_CONF" || v.Name == "PYTORCH_ALLOC_CONF"
 	})
-	st := e.store.Snapshot().SweepState(sw.Name)
+	sub := e.store.Snapshot().Submission(sw.Name)
 	switch {
 	case set:
 		job.State, job.Reason = JobFailed, "this PyTorch (before 2.1) does not know expandable_segments, which the sweep's env sets: remove it from env"
-	case st != nil && !st.AllocConfRefused.IsZero() && !a.Started.Before(st.AllocConfRefused):
+	case !sub.AllocConfRefused.IsZero() && !a.Started.Before(sub.AllocConfRefused):
 		job.State, job.Reason = JobFailed, "this PyTorch refused expandable_segments although gpuq no longer sets it: set PYTORCH_CUDA_ALLOC_CONF in the sweep's env"
 	default:
-		if st == nil || st.AllocConfRefused.IsZero() {
-			e.put(&SweepState{Name: sw.Name, AllocConfRefused: a.Ended})
+		if sub.AllocConfRefused.IsZero() {
+			c := *sub
+			c.AllocConfRefused = a.Ended
+			e.put(&c)
 		}
 		job.State, job.Since = JobQueued, job.Since+1
 		return fmt.Sprintf("this PyTorch (before 2.1) does not know PYTORCH_CUDA_ALLOC_CONF=%s: retrying without it, as every later job of sweep %s will start (env: {PYTORCH_CUDA_ALLOC_CONF: \"\"} says so in the sweep file)",

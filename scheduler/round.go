@@ -262,7 +262,7 @@ func (e *Engine) settling() []*Attempt {
 // start starts a job that the round's snapshot holds queued.
 func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
 	sub := snap.Submission(j.Sweep)
-	if st := snap.SweepState(j.Sweep); st != nil && !st.AllocConfRefused.IsZero() {
+	if !sub.AllocConfRefused.IsZero() {
 		// An empty value turns PyTorch's allocator options off (see withoutAllocConf).
 		plain, sw := *sub, *sub.Sweep
 		sw.Env = append(slices.Clone(sw.Env), plans.EnvVar{Name: "PYTORCH_CUDA_ALLOC_CONF"})

@@ -16,8 +16,6 @@ const (
 	TableAttempts = "attempts"
 	TableShapes   = "shapes"
 	TableDrains   = "drains"
-	// TableSweepStates holds what the engine decided of a sweep as a whole.
-	TableSweepStates = "sweep_states"
 
 	IndexID      = "id"
 	IndexQueue   = "queue"
@@ -39,10 +37,6 @@ func schema() *memdb.DBSchema {
 		}},
 		TableDrains: {Name: TableDrains, Indexes: map[string]*memdb.IndexSchema{
 			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Drain](func(d *Drain) string { return strconv.Itoa(d.GPU) })},
-		}},
-		// Looked up by sweep name when one of its jobs starts or ends.
-		TableSweepStates: {Name: TableSweepStates, Indexes: map[string]*memdb.IndexSchema{
-			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*SweepState](func(s *SweepState) string { return s.Name })},
 		}},
 	}}
 }

@@ -132,15 +132,6 @@ func (a *Attempt) reserve() int64 {
 // Running reports whether the attempt still holds its cards.
 func (a *Attempt) Running() bool { return a.Outcome == "" }
 
-// SweepState is what the engine has decided of a whole sweep.
-type SweepState struct {
-	Name string
-	// AllocConfRefused is when PyTorch (before 2.1) refused the expandable_segments
-	// option gpuq sets by default; from then on the sweep's attempts start without it.
-	// Zero: never.
-	AllocConfRefused time.Time
-}
-
 // Drain marks a card that takes no new jobs (gpuq drain); its running jobs finish.
 type Drain struct {
 	GPU int
@@ -165,8 +156,9 @@ func NewStore() (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-// Put writes jobs, attempts, shapes, drains and sweep states in one transaction, journaled first. An
-// error means the change did not take effect.
+// Put writes jobs, attempts, shapes, drains and submissions' statuses in one
+// transaction, journaled first. An error means the change did not take effect. A
+// submission is put only to change its status (see Submit for a new one).
 func (s *Store) Put(objs ...any) error {
 	if s.journal != nil {
 		if err := s.journal.Append(recordOf(objs)); err != nil {
@@ -216,8 +208,6 @@ func (s *Store) commit(objs []any) error {
 			table = TableShapes
 		case *Drain:
 			table = TableDrains
-		case *SweepState:
-			table = TableSweepStates
 		}
 		if err := txn.Insert(table, o); err != nil {
 			return fmt.Errorf("state store: %w", err)
@@ -291,15 +281,6 @@ func (sn Snapshot) Shape(name string) *Shape {
 		return nil
 	}
 	return obj.(*Shape)
-}
-
-// SweepState returns what the engine has decided of a sweep, or nil.
-func (sn Snapshot) SweepState(name string) *SweepState {
-	obj, err := sn.txn.First(TableSweepStates, IndexID, name)
-	if err != nil || obj == nil {
-		return nil
-	}
-	return obj.(*SweepState)
 }
 
 // Learned is the measured peak of a shape; 0 when none is known.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
@@ -13,8 +14,9 @@ import (
 
 // Submission is a submitted sweep, as the store keeps and journals it: the sweep
 // (expanded from its file's text, which the journal keeps), the environment its trainers
-// get, and its own limit on the machine's cards. It is the one record of these facts:
-// the engine, the runners and the journal all read it from the store.
+// get, its own limit on the machine's cards, and what the engine has decided of it
+// since. It is the one record of these facts: the engine, the runners and the journal
+// all read it from the store.
 type Submission struct {
 	Sweep *plans.Sweep
 	// Environ is the environment the sweep was submitted from (PATH, a conda env),
@@ -25,6 +27,16 @@ type Submission struct {
 	Limit Limit
 	// Seq is the submission's place in the order of submissions.
 	Seq uint64
+	SweepStatus
+}
+
+// SweepStatus is what changes of a submission as its jobs run: what the journal records
+// of it after the submission itself.
+type SweepStatus struct {
+	// AllocConfRefused is when PyTorch (before 2.1) refused the expandable_segments
+	// option gpuq sets by default; from then on the sweep's attempts start without it.
+	// Zero: never.
+	AllocConfRefused time.Time
 }
 
 // Limit is a sweep's own plan on the machine: the most of its jobs on each card, by
@@ -168,7 +180,6 @@ func (s *Store) Forget(names []string) error {
 			return fmt.Errorf("no sweep %q", name)
 		}
 		del(TableSweeps, name)
-		del(TableSweepStates, name)
 		for _, pj := range sub.Sweep.Jobs {
 			del(TableJobs, pj.ID)
 			for n := 1; n <= snap.Job(pj.ID).Attempts; n++ {
