@@ -21,8 +21,9 @@ import (
 // of its writing and bounds how much of the journal a restart replays.
 //
 // Both files are lines of one record each: the CRC-32C of the record's JSON in hex, a
-// space, the JSON. A line that is cut short or whose checksum fails is where a crash
-// interrupted a write: it and anything after it are dropped, with a warning.
+// space, the JSON. A last line that is cut short or whose checksum fails is where a
+// crash interrupted a write: it is dropped, with a warning. Damage anywhere else stops
+// a daemon from starting (see Damaged) until a person salvages the state (Salvage).
 const (
 	journalFile  = "journal"
 	snapshotFile = "snapshot"
@@ -126,57 +127,108 @@ func encodeRecord(r Record) ([]byte, error) {
 	return append(line, '\n'), nil
 }
 
-// readRecords reads a file of records. It returns the records up to the first that is
-// torn or damaged, the offset where that one starts, and how many lines it dropped.
-func readRecords(r io.Reader) (recs []Record, good int64, dropped int, err error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	for {
-		line, rerr := br.ReadBytes('\n')
-		if len(line) > 0 {
-			rec, ok, verr := decodeRecord(line)
-			if verr != nil {
-				return recs, good, 0, verr
-			}
-			if !ok || dropped > 0 {
-				dropped++
-			} else {
-				recs = append(recs, rec)
-				good += int64(len(line))
-			}
-		}
-		if errors.Is(rerr, io.EOF) {
-			return recs, good, dropped, nil
-		}
-		if rerr != nil {
-			return recs, good, dropped, rerr
-		}
-	}
+// line is one line of a state file: a record, or why it is none.
+type line struct {
+	n   int   // from 1
+	off int64 // the offset it starts at
+	rec Record
+	bad string // why the line holds no record; "" when it does
 }
 
-// decodeRecord reads one line; ok is false when it is torn or damaged. A record of a
-// newer version is an error: this gpuq cannot know what it means.
-func decodeRecord(line []byte) (Record, bool, error) {
-	var r Record
-	body, complete := bytes.CutSuffix(line, []byte("\n"))
+// stateFile is what one state file holds.
+type stateFile struct {
+	path  string
+	lines []line
+	// epoch is that of its first record: the compaction it follows.
+	epoch uint64
+}
+
+// readState reads a state file, whole; a missing one is empty. A record of a newer
+// version is an error: this gpuq cannot know what it means.
+func readState(path string) (*stateFile, error) {
+	sf := &stateFile{path: path}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return sf, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var off int64
+	for {
+		b, rerr := br.ReadBytes('\n')
+		if len(b) > 0 {
+			l := line{n: len(sf.lines) + 1, off: off}
+			var verr error
+			l.rec, l.bad, verr = decodeRecord(b)
+			if verr != nil {
+				return nil, fmt.Errorf("%s: %w", path, verr)
+			}
+			sf.lines = append(sf.lines, l)
+			off += int64(len(b))
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			return nil, fmt.Errorf("%s: %w", path, rerr)
+		}
+	}
+	if len(sf.lines) > 0 && sf.lines[0].bad == "" {
+		sf.epoch = sf.lines[0].rec.Epoch
+	}
+	return sf, nil
+}
+
+// bad returns the lines that hold no record.
+func (sf *stateFile) bad() []line {
+	var out []line
+	for _, l := range sf.lines {
+		if l.bad != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// torn returns the file's last line when it alone holds no record: a write that a crash
+// cut short. Damage anywhere else is not a crash's (each write is whole and synced
+// before the next), and is for a person to look at (see Damaged).
+func (sf *stateFile) torn() *line {
+	bad := sf.bad()
+	if len(bad) == 1 && bad[0].n == len(sf.lines) {
+		return &bad[0]
+	}
+	return nil
+}
+
+// decodeRecord reads one line; why says what is wrong with it when it holds no record.
+func decodeRecord(b []byte) (r Record, why string, err error) {
+	body, complete := bytes.CutSuffix(b, []byte("\n"))
 	sum, data, found := bytes.Cut(body, []byte(" "))
-	if !complete || !found || len(sum) != 8 {
-		return r, false, nil
+	switch {
+	case !complete:
+		return r, "cut short", nil
+	case !found || len(sum) != 8:
+		return r, "no checksum", nil
 	}
 	want, err := strconv.ParseUint(string(sum), 16, 32)
 	if err != nil || uint32(want) != crc32.Checksum(data, crcTable) {
-		return r, false, nil
+		return r, "its checksum does not match", nil
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
-		return r, false, nil
+		return r, "not a record: " + err.Error(), nil
 	}
 	if r.V > stateVersion {
-		return r, false, fmt.Errorf("state written by a newer gpuq (state version %d; this gpuq reads up to %d): upgrade gpuq", r.V, stateVersion)
+		return r, "", fmt.Errorf("state written by a newer gpuq (state version %d; this gpuq reads up to %d): upgrade gpuq", r.V, stateVersion)
 	}
-	return r, true, nil
+	return r, "", nil
 }
 
 // OpenState rebuilds the store from a state directory (made if missing, mode 0700) and
-// journals every later change there. warn hears of records dropped after a crash.
+// journals every later change there. warn hears of a torn last record, which it drops.
 func OpenState(dir string, warn func(string)) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
@@ -185,84 +237,115 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// replay applies a file's records, unless it follows a compaction before after;
-	// it returns the compaction the file follows.
-	replay := func(name string, after uint64, torn func(good int64, dropped int) error) (uint64, error) {
-		f, err := os.Open(filepath.Join(dir, name))
-		if errors.Is(err, os.ErrNotExist) {
-			return 0, nil
-		}
+	snap, journal, err := readStateFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	damaged := func(sf *stateFile, l line, why string) error {
+		kept, err := keepCopy(dir)
 		if err != nil {
-			return 0, err
+			return fmt.Errorf("%s, record %d: %s; keeping a copy of the state: %w", sf.path, l.n, why, err)
 		}
-		defer f.Close()
-		recs, good, dropped, err := readRecords(f)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", f.Name(), err)
-		}
-		var epoch uint64
-		if len(recs) > 0 {
-			epoch = recs[0].Epoch
-		}
-		if epoch < after {
-			return epoch, os.Truncate(f.Name(), 0)
-		}
-		for i, r := range recs {
-			if err := s.apply(r); err != nil {
-				return 0, fmt.Errorf("%s: record %d: %w", f.Name(), i+1, err)
+		return &Damaged{File: sf.path, Record: l.n, Of: len(sf.lines), Offset: l.off, Why: why, Kept: kept}
+	}
+	// The snapshot is written whole and renamed into place: a crash cannot tear it.
+	torn := journal.torn()
+	for _, sf := range []*stateFile{snap, journal} {
+		for _, l := range sf.bad() {
+			if sf != journal || torn == nil || l.n != torn.n {
+				return nil, damaged(sf, l, l.bad)
 			}
 		}
-		if dropped > 0 {
-			return epoch, torn(good, dropped)
+	}
+	replay := func(sf *stateFile) error {
+		for _, l := range sf.lines {
+			if l.bad != "" {
+				continue
+			}
+			if err := s.apply(l.rec, nil); err != nil {
+				return damaged(sf, l, err.Error())
+			}
 		}
-		return epoch, nil
+		return nil
 	}
-	epoch, err := replay(snapshotFile, 0, func(int64, int) error {
-		// The snapshot is written whole and renamed into place: a crash cannot tear it.
-		return fmt.Errorf("%s is damaged; move it aside to start from the journal alone", filepath.Join(dir, snapshotFile))
-	})
-	if err != nil {
+	if err := replay(snap); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, journalFile)
-	_, err = replay(journalFile, epoch, func(good int64, dropped int) error {
-		warn(fmt.Sprintf("%s: dropped %d damaged record(s) at its end, left by a crash in the middle of a write", path, dropped))
-		return os.Truncate(path, good)
-	})
-	if err != nil {
+	if journal.epoch < snap.epoch {
+		// Held whole in the snapshot (a crash between the two).
+		if err := os.Truncate(journal.path, 0); err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+		torn = nil
+	} else if err := replay(journal); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if torn != nil {
+		warn(fmt.Sprintf("%s: dropped its last record, torn by a crash in the middle of a write (%s)", journal.path, torn.bad))
+		if err := os.Truncate(journal.path, torn.off); err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+	}
+	if err := s.openJournal(dir, max(snap.epoch, journal.epoch)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func readStateFiles(dir string) (snap, journal *stateFile, err error) {
+	if snap, err = readState(filepath.Join(dir, snapshotFile)); err != nil {
+		return nil, nil, err
+	}
+	if journal, err = readState(filepath.Join(dir, journalFile)); err != nil {
+		return nil, nil, err
+	}
+	return snap, journal, nil
+}
+
+// openJournal opens the state directory's journal for the changes to come.
+func (s *Store) openJournal(dir string, epoch uint64) error {
+	f, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
+		return fmt.Errorf("journal: %w", err)
 	}
 	if err := syncDir(dir); err != nil {
 		f.Close()
-		return nil, err
+		return err
 	}
 	s.journal = &Journal{dir: dir, f: f, epoch: epoch}
 	if fi, err := f.Stat(); err == nil && fi.Size() == 0 && epoch > 0 {
 		// A journal emptied by a compaction that a crash cut short of its first record.
 		if err := s.journal.Append(Record{Epoch: epoch}); err != nil {
 			f.Close()
-			return nil, err
+			return err
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // apply replays one record into the store, without journaling it again. A sweep
 // already in the store (replayed from the snapshot, then from a journal that a crash
-// kept from being emptied) is skipped.
-func (s *Store) apply(r Record) error {
+// kept from being emptied) is skipped. What the record names that the store does not
+// hold is an error; with skip (a salvage) it is left out and skip is told why.
+func (s *Store) apply(r Record, skip func(string)) error {
+	fail := func(format string, args ...any) error {
+		if skip == nil {
+			return fmt.Errorf(format, args...)
+		}
+		skip(fmt.Sprintf(format, args...))
+		return nil
+	}
 	if r.Sweep != nil {
 		sw, err := plans.DecodeSweepFiles(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides)
 		if err != nil {
-			return fmt.Errorf("sweep %s: %w", r.Sweep.File, err)
-		}
-		if s.Snapshot().Submission(sw.Name) == nil {
-			if err := s.submit(&Submission{Sweep: sw, Environ: r.Sweep.Environ, Limit: r.Sweep.Limit}); err != nil {
+			if err := fail("sweep %s: %v", r.Sweep.File, err); err != nil {
 				return err
+			}
+		} else if s.Snapshot().Submission(sw.Name) == nil {
+			if err := s.submit(&Submission{Sweep: sw, Environ: r.Sweep.Environ, Limit: r.Sweep.Limit}); err != nil {
+				if err := fail("%v", err); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -271,7 +354,10 @@ func (s *Store) apply(r Record) error {
 	for _, sr := range r.SweepStates {
 		old := snap.Submission(sr.Name)
 		if old == nil {
-			return fmt.Errorf("sweep %s was never submitted", sr.Name)
+			if err := fail("sweep %s was never submitted", sr.Name); err != nil {
+				return err
+			}
+			continue
 		}
 		c := *old
 		c.SweepStatus = sr.SweepStatus
@@ -280,13 +366,22 @@ func (s *Store) apply(r Record) error {
 	for _, jr := range r.Jobs {
 		old := snap.Job(jr.ID)
 		if old == nil {
-			return fmt.Errorf("job %s is not in any sweep", jr.ID)
+			if err := fail("job %s is not in any sweep", jr.ID); err != nil {
+				return err
+			}
+			continue
 		}
 		j := *old
 		j.Status = jr.Status
 		objs = append(objs, &j)
 	}
 	for _, a := range r.Attempts {
+		if snap.Job(a.Job) == nil {
+			if err := fail("attempt %s is of no job", a.ID); err != nil {
+				return err
+			}
+			continue
+		}
 		objs = append(objs, a)
 	}
 	for _, l := range r.Shapes {

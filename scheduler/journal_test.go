@@ -162,7 +162,7 @@ func TestTornLastRecordIsDroppedWithAWarning(t *testing.T) {
 			if got := dump(again); got != want {
 				t.Errorf("state after a torn record:\n got %s\nwant %s", got, want)
 			}
-			if len(warnings) != 1 || !strings.Contains(warnings[0], "dropped 1 damaged record(s) at its end") {
+			if len(warnings) != 1 || !strings.Contains(warnings[0], "dropped its last record, torn by a crash") {
 				t.Errorf("warnings %q", warnings)
 			}
 			// What comes next is journaled after the good records, not after the torn one.
