@@ -20,6 +20,7 @@ type daemonOptions struct {
 	settings     *settings
 	stop         bool
 	stopTrainers bool
+	salvage      bool
 	poll         time.Duration
 	metrics      string
 	jobMap       string
@@ -57,7 +58,13 @@ address can read them, so keep it to 127.0.0.1 or a private network.
 --dcgm-job-map DIR (GPUQ_DCGM_JOB_MAP, dcgm_job_map: in the config file, or
 dcgm-exporter's own DCGM_HPC_JOB_MAPPING_DIR) keeps dcgm-exporter's job-mapping files
 there: one per GPU index, naming the gpuq jobs on that card, none for an idle card, so
-that DCGM dashboards label each GPU's metrics hpc_job="<job>".`,
+that DCGM dashboards label each GPU's metrics hpc_job="<job>".
+
+A record that a crash tore as it was written (the journal's last) is dropped with a
+warning. Damage anywhere else stops the daemon from starting, with the record named; it
+changes nothing and keeps a copy of the state in damaged/. gpuq daemon --salvage then
+rebuilds the state from every good record, says what it skipped, and exits; start the
+daemon again after it.`,
 		Example: `  gpuq daemon --gpus 0,1,2,3,4,5,6 --gpu-plan 2,2,2,2,1,1,1
   gpuq daemon --metrics 127.0.0.1:9469
   gpuq daemon --stop`,
@@ -65,6 +72,9 @@ that DCGM dashboards label each GPU's metrics hpc_job="<job>".`,
 		RunE: func(*cobra.Command, []string) error {
 			if opts.stop {
 				return stopDaemon(opts)
+			}
+			if opts.salvage {
+				return salvage(opts)
 			}
 			if opts.stopTrainers {
 				return badInput("--stop-trainers goes with --stop")
@@ -85,6 +95,7 @@ that DCGM dashboards label each GPU's metrics hpc_job="<job>".`,
 	}
 	cmd.Flags().BoolVar(&opts.stop, "stop", false, "stop the running daemon; its trainers keep running")
 	cmd.Flags().BoolVar(&opts.stopTrainers, "stop-trainers", false, "with --stop: stop every running trainer too")
+	cmd.Flags().BoolVar(&opts.salvage, "salvage", false, "rebuild a damaged state from every good record, report what was skipped, and exit")
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
 	cmd.Flags().StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on this host:port (e.g. 127.0.0.1:9469); none by default")
 	cmd.Flags().StringVar(&opts.jobMap, "dcgm-job-map", "", "keep dcgm-exporter's job-mapping files (a file per GPU naming its jobs) in this directory")
@@ -100,6 +111,24 @@ func stopDaemon(opts *daemonOptions) error {
 		return err
 	}
 	fmt.Fprintln(opts.io.Err, "gpuq: the daemon has stopped")
+	return nil
+}
+
+func salvage(opts *daemonOptions) error {
+	dir, err := opts.settings.stateDir()
+	if err != nil {
+		return err
+	}
+	got, err := daemon.Salvage(dir)
+	if err != nil {
+		return err
+	}
+	w := opts.io.Err
+	fmt.Fprintf(w, "gpuq: salvaged the state in %s: %d records kept, %d left out\n", dir, got.Records, len(got.Skipped))
+	for _, s := range got.Skipped {
+		fmt.Fprintf(w, "  left out: %s\n", s)
+	}
+	fmt.Fprintf(w, "gpuq: the state as it was is kept in %s; start the daemon again (gpuq daemon, or gpuq submit)\n", got.Kept)
 	return nil
 }
 

@@ -419,3 +419,39 @@ func TestWaitAndFollowAQueuedJob(t *testing.T) {
 		}
 	}
 }
+
+// TestDamagedStateAndSalvage: a damaged record before the end of a state file stops
+// gpuq daemon, naming it and the way out; gpuq daemon --salvage keeps every good record
+// and says what it left out; then the daemon starts and every job is there.
+func TestDamagedStateAndSalvage(t *testing.T) {
+	dir := daemonEnv(t)
+	sweep := writeSweep(t, "name: ok\ncommand: [sh, -c, \"exit 0\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
+	startDaemon(t)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	waitFor(t, "both jobs to succeed", func() bool { return countState(listed(t), "succeeded") == 2 })
+	stopAll(t, dir) // which writes the whole state to the snapshot
+	snapshot := filepath.Join(dir, "snapshot")
+	data, err := os.ReadFile(snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first record, the compaction's number, is damaged: every other is good.
+	os.WriteFile(snapshot, []byte(strings.Replace(string(data), `"epoch":`, `"epoch" `, 1)), 0o600)
+
+	_, errOut, code := cli(t, "daemon")
+	for _, want := range []string{snapshot + ", record 1 of 3", "its checksum does not match", "gpuq daemon --salvage"} {
+		if code != exitFailed || !strings.Contains(errOut, want) {
+			t.Errorf("gpuq daemon on a damaged state: exit %d, lacks %q:\n%s", code, want, errOut)
+		}
+	}
+	_, errOut, code = cli(t, "daemon", "--salvage")
+	if code != exitOK || !strings.Contains(errOut, "left out: snapshot record 1 (at byte 0)") || !strings.Contains(errOut, filepath.Join(dir, "damaged")) {
+		t.Fatalf("daemon --salvage: exit %d:\n%s", code, errOut)
+	}
+	startDaemon(t)
+	if jobs := listed(t); countState(jobs, "succeeded") != 2 {
+		t.Errorf("jobs after the salvage: %+v", jobs)
+	}
+}

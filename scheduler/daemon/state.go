@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpuq/gpuq/scheduler"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,4 +55,18 @@ func Gone(dir string) bool {
 	}
 	f.Close()
 	return true
+}
+
+// Salvage rebuilds the damaged state of a directory (see scheduler.Salvage) under its
+// lock, so that no daemon starts on it meanwhile.
+func Salvage(dir string) (scheduler.Salvaged, error) {
+	if err := MakeStateDir(dir); err != nil {
+		return scheduler.Salvaged{}, err
+	}
+	lock, err := lockState(dir)
+	if err != nil {
+		return scheduler.Salvaged{}, err
+	}
+	defer lock.Close()
+	return scheduler.Salvage(dir)
 }
