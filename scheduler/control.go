@@ -85,8 +85,10 @@ func (e *Engine) Cancel(sel Selection) ([]string, error) {
 		c.State, c.Reason = JobCancelled, "cancelled while queued"
 		changed = append(changed, &c)
 	}
-	if len(changed) > 0 && !e.put(changed...) {
-		return nil, e.err
+	if len(changed) > 0 {
+		if err := e.put(changed...); err != nil {
+			return nil, err
+		}
 	}
 	for _, o := range changed {
 		e.events(Event{Time: e.clock.Now(), Job: o.(*Job).ID, Kind: "cancelled", Message: "cancelled while queued"})
@@ -159,8 +161,10 @@ func (e *Engine) change(jobs []*Job, kind string, change func(*Job)) ([]string, 
 		changed = append(changed, &c)
 		ids = append(ids, j.ID)
 	}
-	if len(changed) > 0 && !e.put(changed...) {
-		return nil, e.err
+	if len(changed) > 0 {
+		if err := e.put(changed...); err != nil {
+			return nil, err
+		}
 	}
 	for _, id := range ids {
 		e.events(Event{Time: e.clock.Now(), Job: id, Kind: kind})
@@ -178,10 +182,7 @@ func (e *Engine) Drain(gpu int, on bool) error {
 		}
 		return Refused(fmt.Sprintf("no GPU %d here; gpuq schedules on %v", gpu, have))
 	}
-	if !e.put(&Drain{GPU: gpu, On: on}) {
-		return e.err
-	}
-	return nil
+	return e.put(&Drain{GPU: gpu, On: on})
 }
 
 // Why says why a job waits, or what it is doing if it does not.
@@ -250,9 +251,8 @@ func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*Submission, er
 	if len(names) == 0 {
 		return nil, nil
 	}
-	if err := e.store.Forget(names); err != nil {
-		e.err = fmt.Errorf("state not saved, stopping: %w", err)
-		return nil, e.err
+	if err := e.failed(e.store.Forget(names)); err != nil {
+		return nil, err
 	}
 	return gone, nil
 }

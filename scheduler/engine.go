@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -147,9 +146,13 @@ type Engine struct {
 	commands chan func()
 	// stopped is closed when Serve returns.
 	stopped chan struct{}
-	// err is the first failure to journal a change: the engine stops at the end of
-	// the round, having done nothing it could not record.
+	// err is the first failure to journal a change that is not the disk's: the
+	// engine stops at the end of the round, having done nothing it could not record.
 	err error
+	// paused is why gpuq cannot write now, while it cannot; pending are the ends of
+	// attempts that could not be recorded meanwhile (see pause.go).
+	paused  *CannotWrite
+	pending []Exit
 }
 
 // ghost is an ended attempt whose memory NVML may still show.
@@ -201,17 +204,4 @@ func (e *Engine) Adopt() (int, error) {
 		}
 	}
 	return len(running), nil
-}
-
-// put writes to the store; on failure (the journal could not be written) it keeps the
-// error for Run and Serve to return, and reports false.
-func (e *Engine) put(objs ...any) bool {
-	if e.err != nil {
-		return false
-	}
-	if err := e.store.Put(objs...); err != nil {
-		e.err = fmt.Errorf("state not saved, stopping: %w", err)
-		return false
-	}
-	return true
 }

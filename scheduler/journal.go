@@ -90,27 +90,58 @@ type JobRecord struct {
 
 // Journal appends records to a state directory's journal.
 type Journal struct {
-	dir     string
-	f       *os.File
+	dir string
+	f   appendFile
+	// size is what the journal holds, all of it whole records.
+	size    int64
 	records int
 	epoch   uint64 // the last compaction's
+	// broken is why the journal takes no more records: it may end in part of one, or
+	// belong to a compaction that is over. A restart sorts it out.
+	broken error
 }
 
-// Append writes r and syncs it to disk.
+// appendFile is the journal's open file: an *os.File, or a test's full disk.
+type appendFile interface {
+	io.Writer
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
+// Append writes r and syncs it to disk. A record it could not write whole is taken
+// back, so that the journal ends in whole records (a later record must never follow a
+// torn one), and the error is a CannotWrite: nothing changed, try again later.
 func (jn *Journal) Append(r Record) error {
+	if jn.broken != nil {
+		return jn.broken
+	}
 	r.V = stateVersion
+	if jn.size == 0 {
+		r.Epoch = jn.epoch // a journal's first record says which compaction it follows
+	}
 	line, err := encodeRecord(r)
 	if err != nil {
 		return err
 	}
 	if _, err := jn.f.Write(line); err != nil {
-		return fmt.Errorf("journal: %w", err)
+		return jn.takeBack(err)
 	}
 	if err := jn.f.Sync(); err != nil {
-		return fmt.Errorf("journal: %w", err)
+		return jn.takeBack(err)
 	}
+	jn.size += int64(len(line))
 	jn.records++
 	return nil
+}
+
+// takeBack cuts off what a failed Append wrote of its record.
+func (jn *Journal) takeBack(err error) error {
+	if terr := jn.f.Truncate(jn.size); terr != nil {
+		jn.broken = fmt.Errorf("journal: %w; a record written in part could not be taken back (%v): restart the daemon, which drops it", err, terr)
+		return jn.broken
+	}
+	return &CannotWrite{What: "the journal", Err: err}
 }
 
 // Close closes the journal file.
@@ -289,6 +320,7 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 	if err := s.openJournal(dir, max(snap.epoch, journal.epoch)); err != nil {
 		return nil, err
 	}
+	s.warn = warn
 	return s, nil
 }
 
@@ -312,14 +344,12 @@ func (s *Store) openJournal(dir string, epoch uint64) error {
 		f.Close()
 		return err
 	}
-	s.journal = &Journal{dir: dir, f: f, epoch: epoch}
-	if fi, err := f.Stat(); err == nil && fi.Size() == 0 && epoch > 0 {
-		// A journal emptied by a compaction that a crash cut short of its first record.
-		if err := s.journal.Append(Record{Epoch: epoch}); err != nil {
-			f.Close()
-			return err
-		}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("journal: %w", err)
 	}
+	s.journal = &Journal{dir: dir, f: f, size: fi.Size(), epoch: epoch}
 	return nil
 }
 
@@ -413,13 +443,44 @@ func recordOf(objs []any) Record {
 	return r
 }
 
-// compact writes the whole state to the snapshot and empties the journal.
-func (s *Store) compact() error {
+// compact writes the whole state as snap reads it to the snapshot, and empties the
+// journal. A CannotWrite means the snapshot could not be written and nothing changed;
+// any other error leaves a journal that takes no more records (Journal.broken).
+func (s *Store) compact(snap Snapshot) error {
 	jn := s.journal
-	tmp := filepath.Join(jn.dir, snapshotFile+".new")
+	if jn.broken != nil {
+		return jn.broken
+	}
+	epoch := jn.epoch + 1
+	if err := writeSnapshot(jn.dir, snap, epoch); err != nil {
+		return &CannotWrite{What: "the snapshot", Err: err}
+	}
+	// Only once the snapshot is in place may the journal go; a crash in between leaves
+	// a journal older than the snapshot, which the next start does not replay (Epoch).
+	// From here on, a record written to the old journal would be lost with it.
+	jn.epoch, jn.records = epoch, 0
+	err := syncDir(jn.dir)
+	if err == nil {
+		err = jn.f.Truncate(0)
+	}
+	if err == nil {
+		err = jn.f.Sync()
+	}
+	if err != nil {
+		jn.broken = fmt.Errorf("journal: emptying it after a compaction: %w; restart the daemon: it starts from the snapshot", err)
+		return jn.broken
+	}
+	jn.size = 0
+	return nil
+}
+
+// writeSnapshot writes the state as snap reads it to dir's snapshot, whole or not at
+// all: a temporary file, synced, renamed into place.
+func writeSnapshot(dir string, snap Snapshot, epoch uint64) error {
+	tmp := filepath.Join(dir, snapshotFile+".new")
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	write := func(r Record) error {
@@ -430,8 +491,6 @@ func (s *Store) compact() error {
 		}
 		return err
 	}
-	epoch := jn.epoch + 1
-	snap := s.Snapshot()
 	err = write(Record{Epoch: epoch})
 	for _, sub := range snap.Submissions() {
 		if err != nil {
@@ -466,24 +525,12 @@ func (s *Store) compact() error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(jn.dir, snapshotFile))
-	}
-	if err == nil {
-		err = syncDir(jn.dir)
-	}
-	// Only once the snapshot is in place may the journal go; a crash in between leaves
-	// a journal older than the snapshot, which the next start does not replay (Epoch).
-	if err == nil {
-		err = jn.f.Truncate(0)
-	}
-	if err == nil {
-		err = jn.f.Sync()
+		err = os.Rename(tmp, filepath.Join(dir, snapshotFile))
 	}
 	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+		os.Remove(tmp)
 	}
-	jn.epoch, jn.records = epoch, 0
-	return jn.Append(Record{Epoch: epoch})
+	return err
 }
 
 func syncDir(dir string) error {

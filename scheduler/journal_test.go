@@ -186,8 +186,14 @@ func TestCompactedStateReplaysTheSame(t *testing.T) {
 	want := dump(s)
 	journal, _ := os.ReadFile(filepath.Join(dir, journalFile))
 	must(t, s.Compact())
+	if data, _ := os.ReadFile(filepath.Join(dir, journalFile)); len(data) != 0 {
+		t.Errorf("journal after compaction: %q; want it empty", data)
+	}
+	// The next record says which compaction the journal follows.
+	j := *s.Snapshot().Job("j.3")
+	must(t, s.Put(&j))
 	if data, _ := os.ReadFile(filepath.Join(dir, journalFile)); strings.Count(string(data), "\n") != 1 || !strings.Contains(string(data), `"epoch":1`) {
-		t.Errorf("journal after compaction: %q; want its epoch record alone", data)
+		t.Errorf("journal after compaction and a change: %q; want one record with the epoch", data)
 	}
 	s.Close()
 	again, _, _ := openState(t, dir)

@@ -94,7 +94,9 @@ func (e *Engine) shutdown(cause error) error {
 	for _, j := range e.store.Snapshot().Queue() {
 		c := *j
 		c.State, c.Reason = JobCancelled, "cancelled while queued"
-		e.put(&c)
+		if e.put(&c) != nil {
+			continue
+		}
 		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: c.Reason})
 	}
 	return cause

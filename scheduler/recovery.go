@@ -27,7 +27,6 @@ func (e *Engine) Apply(x Exit) {
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)
-	e.ghosts = append(e.ghosts, ghost{attempt: &ended, until: ended.Ended.Add(e.cfg.Settle)})
 	job := *snap.Job(a.Job)
 	sw := snap.Sweep(job.Sweep)
 	if job.Probe {
@@ -64,7 +63,13 @@ func (e *Engine) Apply(x Exit) {
 		job.Reason = fmt.Sprintf("out of memory on each of %d attempts (oom.max_attempts)", job.Attempts-job.Since)
 		msg += "; " + job.Reason
 	}
-	e.put(&job, &ended)
+	if e.put(&job, &ended) != nil {
+		// Applied again once it can be recorded (see resume); its trainer has ended
+		// meanwhile, and its card waits for it, still counted as running.
+		e.pending = append(e.pending, x)
+		return
+	}
+	e.ghosts = append(e.ghosts, ghost{attempt: &ended, until: ended.Ended.Add(e.cfg.Settle)})
 	e.events(Event{Time: ended.Ended, Job: job.ID, Attempt: a.N, Kind: kind, Message: msg})
 	if job.State == JobFailed && x.Outcome != plans.Failed && x.Outcome != plans.Lost && x.Outcome != plans.AllocConfRefused {
 		e.events(Event{Time: ended.Ended, Job: job.ID, Kind: "failed", Message: job.Reason})

@@ -4,6 +4,7 @@ package scheduler
 // and the placements started.
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"math"
@@ -22,13 +23,14 @@ func (e *Engine) Schedule() error {
 	}
 	e.watchCards()
 	e.resolveOwners()
+	writes := e.paused == nil || e.resume()
 	e.expire(e.store.Snapshot().Running())
 	// Read again: expire may have changed some, and learnPeaks writes copies.
 	e.learnPeaks(e.store.Snapshot().Running())
 	e.failTooLarge()
 	snap := e.store.Snapshot()
 	smallest := snap.Smallest()
-	if smallest == nil {
+	if smallest == nil || !writes {
 		return nil
 	}
 	running := snap.Running()
@@ -38,6 +40,9 @@ func (e *Engine) Schedule() error {
 	}
 	placed := Place(v.queue, v.cards, v.host, smallest.Estimate)
 	for _, p := range placed {
+		if e.paused != nil {
+			break
+		}
 		e.start(snap, snap.Job(p.Job), p.Cards, len(running)+len(placed))
 	}
 	return nil
@@ -194,7 +199,9 @@ func (e *Engine) failTooLarge() {
 		c := *j
 		if l := e.store.Snapshot().Shape(j.Shape); l != nil && l.Floor > room {
 			if msg, ok := e.stepDown(&c, e.store.Snapshot().Sweep(j.Sweep), j.Declared, false); ok {
-				e.put(&c)
+				if e.put(&c) != nil {
+					return
+				}
 				e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "requeued", Message: fmt.Sprintf(
 					"skips tier %d, where its shape needs at least %s, more than any card: %s", j.Pos.Tier, plans.FormatSize(l.Floor), msg)})
 				continue
@@ -203,7 +210,9 @@ func (e *Engine) failTooLarge() {
 		c.State = JobFailed
 		c.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
 			plans.FormatSize(j.Estimate), plans.FormatSize(room))
-		e.put(&c)
+		if e.put(&c) != nil {
+			return
+		}
 		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
 	}
 }
@@ -288,7 +297,7 @@ func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
 	// never heard from and requeues the job, rather than starting it twice. Without a
 	// journal there is nothing to survive, and one write per start is what a
 	// simulation of 100,000 jobs can afford.
-	if e.store.Journaled() && !e.put(&job, a) {
+	if e.store.Journaled() && e.put(&job, a) != nil {
 		return
 	}
 	st, err := e.runner.Start(Launch{Attempt: a, Job: &job, Submission: sub, Cards: cards, Sharing: sharing})
@@ -296,7 +305,13 @@ func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
 		if !e.store.Journaled() {
 			e.put(&job, a)
 		}
-		e.Apply(Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: err.Error()})
+		// Not the job's fault: it goes back to the queue as it was.
+		var cw *CannotWrite
+		unwritable := errors.As(err, &cw)
+		if unwritable {
+			e.pause(cw)
+		}
+		e.Apply(Exit{Attempt: a.ID, Outcome: plans.Lost, Unstarted: unwritable, Detail: err.Error()})
 		return
 	}
 	// The runner reports the attempt's end on Exits, read only after this round.

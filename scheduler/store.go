@@ -4,6 +4,7 @@ package scheduler
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -145,6 +146,8 @@ type Store struct {
 	// seq and submitted number the jobs and the submissions in the order they came.
 	seq, submitted uint64
 	journal        *Journal
+	// warn hears what a journaled store has to say that is not an error.
+	warn func(string)
 }
 
 // NewStore returns an empty store that journals nothing.
@@ -169,9 +172,24 @@ func (s *Store) Put(objs ...any) error {
 		return err
 	}
 	if s.journal != nil && s.journal.records >= compactAfter {
-		return s.compact()
+		var cw *CannotWrite
+		if err := s.compact(s.Snapshot()); errors.As(err, &cw) {
+			// The change is in the journal, which grows until a snapshot can be written.
+			s.journal.records = 0
+			s.warn(fmt.Sprintf("%v; the journal grows until it can be", err))
+		} else if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// Check writes an empty record to the journal: whether changes can be saved now.
+func (s *Store) Check() error {
+	if s.journal == nil {
+		return nil
+	}
+	return s.journal.Append(Record{})
 }
 
 // Compact writes the whole state to the snapshot and empties the journal, so that the
@@ -180,7 +198,7 @@ func (s *Store) Compact() error {
 	if s.journal == nil {
 		return nil
 	}
-	return s.compact()
+	return s.compact(s.Snapshot())
 }
 
 // Journaled reports whether the store journals its changes.

@@ -160,10 +160,10 @@ func (s *Store) submit(sub *Submission) error {
 	return nil
 }
 
-// Forget removes sweeps from the store with their jobs, their attempts, what was
-// learned of their shapes and decided of them, so that their names can be submitted again, and writes the
-// state whole (Compact): a journal cannot say that something is gone. A crash before
-// the snapshot is in place forgets nothing.
+// Forget removes sweeps from the store with their jobs, their attempts and what was
+// learned of their shapes, so that their names can be submitted again, and writes the
+// state whole (Compact): a journal cannot say that something is gone. Nothing is
+// forgotten, in the store or after a crash, before the snapshot is in place.
 func (s *Store) Forget(names []string) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
@@ -194,8 +194,13 @@ func (s *Store) Forget(names []string) error {
 	if err != nil {
 		return fmt.Errorf("state store: %w", err)
 	}
+	if s.journal != nil {
+		if err := s.compact(Snapshot{txn: txn}); err != nil {
+			return err
+		}
+	}
 	txn.Commit()
-	return s.Compact()
+	return nil
 }
 
 // Submission returns a submitted sweep, or nil.

@@ -20,7 +20,7 @@ func (e *Engine) expire(running []*Attempt) {
 		}
 		c := *a
 		c.TimedOut = true
-		if !e.put(&c) {
+		if e.put(&c) != nil {
 			return
 		}
 		e.events(Event{Time: now, Job: a.Job, Attempt: a.N, Kind: "timing-out",

@@ -1,0 +1,90 @@
+package scheduler
+
+// When gpuq cannot write (a full or read-only disk, a quota), nothing is lost: the
+// engine pauses starting attempts, says so once, keeps the ends of attempts it could
+// not record to record them later, and resumes on its own once it can write again.
+// Running trainers go on meanwhile.
+
+import (
+	"errors"
+	"fmt"
+)
+
+// CannotWrite is a failure to write gpuq's own files: the journal, or an attempt's
+// directory. What was being written did not take effect and can be tried again; the
+// engine pauses until it can write (see Engine.pause).
+type CannotWrite struct {
+	What string // what could not be written: "the journal", "the attempt's files"
+	Err  error
+}
+
+func (e *CannotWrite) Error() string { return fmt.Sprintf("cannot write %s: %v", e.What, e.Err) }
+
+func (e *CannotWrite) Unwrap() error { return e.Err }
+
+// Checker is a Runner that can tell whether it could write an attempt's files now. A
+// paused engine asks it before it starts another attempt, rather than let every queued
+// job try and fail.
+type Checker interface {
+	Check() error
+}
+
+// put writes to the store. When it cannot write, the engine pauses; any other failure
+// is kept for Run and Serve to return, and the engine stops at the end of the round,
+// having done nothing it could not record. Either way the change did not take effect.
+func (e *Engine) put(objs ...any) error {
+	if e.err != nil {
+		return e.err
+	}
+	return e.failed(e.store.Put(objs...))
+}
+
+// failed pauses the engine on an error to write, or stops it on any other, and returns
+// err.
+func (e *Engine) failed(err error) error {
+	var cw *CannotWrite
+	switch {
+	case err == nil:
+	case errors.As(err, &cw):
+		e.pause(cw)
+	case e.err == nil:
+		e.err = fmt.Errorf("state not saved, stopping: %w", err)
+	}
+	return err
+}
+
+// pause stops attempts from starting until the engine can write again, and says so
+// when it begins.
+func (e *Engine) pause(cause *CannotWrite) {
+	if e.paused == nil {
+		e.events(Event{Time: e.clock.Now(), Job: "scheduling", Kind: "paused", Message: cause.Error() +
+			": no attempt starts until gpuq can write again; running trainers go on, and how they end is kept until it can be saved"})
+	}
+	e.paused = cause
+}
+
+// resume tries, in a paused engine, what could not be written: the ends of attempts
+// first, then a record in the journal and the runner's check. It reports whether the
+// engine may start attempts again.
+func (e *Engine) resume() bool {
+	pending := e.pending
+	e.pending = nil
+	for _, x := range pending {
+		e.Apply(x)
+	}
+	if len(e.pending) > 0 {
+		return false
+	}
+	if e.failed(e.store.Check()) != nil {
+		return false
+	}
+	if c, ok := e.runner.(Checker); ok {
+		if err := c.Check(); err != nil {
+			e.pause(&CannotWrite{What: "the attempts' files", Err: err})
+			return false
+		}
+	}
+	e.paused = nil
+	e.events(Event{Time: e.clock.Now(), Job: "scheduling", Kind: "resumed", Message: "gpuq can write again"})
+	return true
+}
