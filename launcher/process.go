@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/gpuq/gpuq/plans"
 )
 
 // Process is one running attempt: the leader of its own session and process group, on
@@ -30,6 +31,9 @@ type Process struct {
 	// dir is the attempt's GPUQ_ATTEMPT_DIR, which tells its processes that left the
 	// group (see procs.go).
 	dir string
+	// logLost is how much of the output the log could not take, and logErr why.
+	logLost int64
+	logErr  error
 }
 
 // GroupGrace is how long a process group has between SIGTERM and SIGKILL.
@@ -63,21 +67,35 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 }
 
 // copyOutput tees the pty to the log and the ring until the last holder of the slave
-// side is gone: on Linux that read ends with EIO, not EOF.
+// side is gone.
 func (p *Process) copyOutput(live io.Writer, copied chan<- struct{}) {
 	defer close(copied)
-	w := io.MultiWriter(p.log, p.ring)
-	if live != nil {
-		w = io.MultiWriter(p.log, p.ring, live)
-	}
+	p.logLost, p.logErr = tee(p.ptmx, p.log, p.ring, live)
+}
+
+// tee copies an attempt's output from src to the ring and live (if not nil) first, and
+// then to the log, until src ends (on Linux a pty's read ends with EIO, not EOF). A log
+// that cannot be written (a full disk) must not keep the output from the ring, from
+// which gpuq learns how the attempt ended: tee goes on, and returns how many bytes the
+// log lacks and why.
+func tee(src io.Reader, log io.Writer, ring *Ring, live io.Writer) (lost int64, err error) {
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := p.ptmx.Read(buf)
+		n, rerr := src.Read(buf)
 		if n > 0 {
-			w.Write(buf[:n])
+			ring.Write(buf[:n])
+			if live != nil {
+				live.Write(buf[:n])
+			}
+			if w, werr := log.Write(buf[:n]); werr != nil {
+				lost += int64(n - w)
+				if err == nil {
+					err = werr
+				}
+			}
 		}
-		if err != nil {
-			return // EIO or EOF: the end of output
+		if rerr != nil {
+			return lost, err
 		}
 	}
 }
@@ -193,6 +211,16 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exit is how the leader ended; valid after Done.
 func (p *Process) Exit() Exit { return p.exit }
+
+// Ended says how the attempt ended, for people: its exit, and what its log lacks.
+// Valid after Done.
+func (p *Process) Ended() string {
+	s := "exited " + p.exit.String()
+	if p.logErr != nil {
+		s += fmt.Sprintf("; its log lacks %s of its output (%v)", plans.FormatSize(p.logLost), p.logErr)
+	}
+	return s
+}
 
 // Input is the trainer's terminal: what is written to it, the trainer reads as typed.
 func (p *Process) Input() io.Writer { return p.ptmx }

@@ -228,3 +228,26 @@ func TestEveryJobGetsARendezvousPort(t *testing.T) {
 		t.Errorf("env: %v", c.Set)
 	}
 }
+
+// fullLog is a log on a full disk.
+type fullLog struct{}
+
+func (fullLog) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestAFullLogDiskKeepsTheOOMText: output the log cannot take still reaches the ring
+// from which the attempt's end is classified, and attach's live view, so that a real
+// CUDA OOM on a full log disk is still an OOM.
+func TestAFullLogDiskKeepsTheOOMText(t *testing.T) {
+	text, err := os.ReadFile("testdata/oom/torch-2.5.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, live := NewRing(64<<10), &strings.Builder{}
+	lost, err := tee(strings.NewReader(string(text)), fullLog{}, ring, live)
+	if lost != int64(len(text)) || !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("tee says the log lost %d bytes (%v); want %d, no space left", lost, err, len(text))
+	}
+	if out, _ := Classify(Exit{Code: 1}, ring.Bytes()); out != plans.GPUOOM || live.String() != string(text) {
+		t.Errorf("classified %s from what the ring kept, live view %d bytes; want gpu-oom, all %d", out, live.Len(), len(text))
+	}
+}

@@ -133,7 +133,7 @@ func Supervise(dir string) error {
 	}()
 	<-p.Done()
 	outcome, facts := Classify(p.Exit(), p.Output())
-	err = writeJSON(filepath.Join(dir, exitFile), Ended{Outcome: outcome, OOM: facts, Detail: "exited " + p.Exit().String()})
+	err = writeJSON(filepath.Join(dir, exitFile), Ended{Outcome: outcome, OOM: facts, Detail: p.Ended()})
 	// Only now do clients hear the end: a daemon that reads EOF finds exit.json.
 	ln.Close()
 	h.close()

@@ -40,7 +40,7 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 		delete(r.procs, id)
 		r.mu.Unlock()
 		outcome, facts := launcher.Classify(proc.Exit(), proc.Output())
-		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: "exited " + proc.Exit().String()}
+		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: proc.Ended()}
 	}()
 	return scheduler.Started{Leader: proc.PID(), Log: log}, nil
 }
