@@ -28,7 +28,7 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 	log := launcher.LogPath(p.dir)
 	proc, err := launcher.Start(p.cmd, log, p.header, nil)
 	if err != nil {
-		return scheduler.Started{}, err
+		return scheduler.Started{}, r.unwritable(err)
 	}
 	id := l.Attempt.ID
 	r.mu.Lock()

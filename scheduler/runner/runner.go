@@ -5,7 +5,10 @@
 package runner
 
 import (
+	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 
@@ -49,6 +52,46 @@ func (b *base) attemptDir(a *scheduler.Attempt) (string, error) {
 	return launcher.AttemptDir(b.dir, a.Job, a.N)
 }
 
+// unwritable marks a failure to write a file under the attempts' root as the machine's
+// (a full or read-only disk, a quota), not the job's: the engine pauses rather than
+// fail the job (see scheduler.CannotWrite). Other errors are returned as they are.
+func (b *base) unwritable(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe) && b.holds(pe.Path), errors.As(err, &le) && b.holds(le.New):
+		return &scheduler.CannotWrite{What: "the attempt's files", Err: err}
+	}
+	return err
+}
+
+// holds reports whether path lies under the attempts' root.
+func (b *base) holds(path string) bool {
+	rel, err := filepath.Rel(b.dir, path)
+	return err == nil && filepath.IsLocal(rel)
+}
+
+// Check reports whether attempts' files can be written now: a file under the root,
+// written and synced, then removed.
+func (b *base) Check() error {
+	if err := os.MkdirAll(b.dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(b.dir, ".check-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write([]byte{'\n'})
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // prepared is an attempt rendered in its directory, ready to start.
 type prepared struct {
 	dir    string
@@ -60,6 +103,11 @@ type prepared struct {
 // environment, and the header of its log. The environment is the one the sweep was
 // submitted from (the submitter's PATH, conda env and the rest), or gpuq's own.
 func (b *base) prepare(l scheduler.Launch) (prepared, error) {
+	p, err := b.render(l)
+	return p, b.unwritable(err)
+}
+
+func (b *base) render(l scheduler.Launch) (prepared, error) {
 	dir, err := b.attemptDir(l.Attempt)
 	if err != nil {
 		return prepared{}, err

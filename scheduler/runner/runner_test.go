@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,5 +62,38 @@ func TestDirectRunsWithTheSubmittersEnvironment(t *testing.T) {
 	r.Stop(l.Attempt)
 	if x := exitOf(t, r); x.Outcome != plans.Cancelled {
 		t.Errorf("a stopped attempt ended %+v", x)
+	}
+}
+
+// TestUnwritableAttemptsAreTheMachinesFault: an attempt whose files cannot be written
+// (here the attempts' root is a file, which stands for a full or read-only disk even to
+// root) did not start through no fault of its job: the error says so, and Check fails
+// until the root can be written again.
+func TestUnwritableAttemptsAreTheMachinesFault(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "attempts")
+	if err := os.WriteFile(root, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := NewDirect(Options{Dir: root})
+	_, err := r.Start(launch(t, "exit 0", nil))
+	var cw *scheduler.CannotWrite
+	if !errors.As(err, &cw) || r.Check() == nil {
+		t.Fatalf("Start on an unwritable root: %v (check: %v); want a CannotWrite", err, r.Check())
+	}
+	os.Remove(root)
+	if err := r.Check(); err != nil {
+		t.Fatalf("Check on a writable root: %v", err)
+	}
+	if _, err := r.Start(launch(t, "exit 0", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if x := exitOf(t, r); x.Outcome != plans.Success {
+		t.Errorf("exit %+v", x)
+	}
+	// A job's own fault is not the machine's.
+	bad := launch(t, "exit 0", nil)
+	bad.Submission.Sweep.Command = []string{"/no/such/trainer"}
+	if _, err := r.Start(bad); err == nil || errors.As(err, &cw) {
+		t.Errorf("a trainer that is not there: %v; want an error of the job's", err)
 	}
 }

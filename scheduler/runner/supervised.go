@@ -28,7 +28,7 @@ func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
 	}
 	leader, reaped, err := launcher.StartSupervisor(r.command, p.dir, launcher.Spec{Command: p.cmd, Header: p.header})
 	if err != nil {
-		return scheduler.Started{}, err
+		return scheduler.Started{}, r.unwritable(err)
 	}
 	go r.watch(l.Attempt.ID, p.dir, reaped)
 	return scheduler.Started{Leader: leader, Log: launcher.LogPath(p.dir)}, nil
