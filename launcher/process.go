@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,30 +133,52 @@ func (p *Process) wait(copied <-chan struct{}) {
 	close(p.done)
 }
 
-// stopRest ends what is left of an attempt: its process group, and the processes that
-// left it for sessions of their own but carry its identity (torchrun's workers). SIGTERM,
-// then SIGKILL after grace, until none is left; gpuq's own children among them (orphans
-// re-parented to it as a subreaper) are reaped, so none is left a zombie.
-func (p *Process) stopRest(grace time.Duration) {
+// stopRest ends what is left of the attempt once its leader has exited.
+func (p *Process) stopRest(grace time.Duration) { p.remains().stop(grace) }
+
+// remains are the processes of an attempt: its process group (pgid; 0 when unknown) and
+// the processes that left it for sessions of their own but carry its identity, dir
+// (torchrun's workers).
+type remains struct {
+	pgid int
+	dir  string
+}
+
+func (p *Process) remains() remains { return remains{pgid: p.PID(), dir: p.dir} }
+
+// stopRemains stops whatever still runs of the attempt in dir, whose supervisor is gone,
+// and reports whether anything did.
+func stopRemains(dir string, grace time.Duration) bool {
+	abs, err := filepath.Abs(dir)
+	return err == nil && remains{dir: abs}.stop(grace)
+}
+
+// stop ends the remains of an attempt: SIGTERM, then SIGKILL after grace, until none is
+// left; gpuq's own children among them (orphans re-parented to it as a subreaper) are
+// reaped, so none is left a zombie. It reports whether anything was left.
+func (r remains) stop(grace time.Duration) bool {
 	seen := map[int]bool{}
-	if !p.left(seen) {
-		return
+	if !r.left(seen) {
+		return false
 	}
-	p.signal(syscall.SIGTERM)
+	r.signal(syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
-	for p.left(seen) {
+	for r.left(seen) {
 		if time.Now().After(deadline) {
-			p.signal(syscall.SIGKILL)
+			r.signal(syscall.SIGKILL)
 			deadline = time.Now().Add(time.Hour)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return true
 }
 
 // signal sends sig to the attempt's group and to its processes outside it.
-func (p *Process) signal(sig syscall.Signal) {
-	syscall.Kill(-p.PID(), sig)
-	for _, pid := range hostProcs.members(p.dir) {
+func (r remains) signal(sig syscall.Signal) {
+	if r.pgid > 0 {
+		syscall.Kill(-r.pgid, sig)
+	}
+	for _, pid := range hostProcs.members(r.dir) {
 		syscall.Kill(pid, sig)
 	}
 }
@@ -163,17 +186,19 @@ func (p *Process) signal(sig syscall.Signal) {
 // left reaps what has ended of the attempt and reports whether anything is left: a
 // member of its group, a live process with its identity, or an unreaped zombie of one
 // (seen collects them, since a zombie's environment can no longer be read).
-func (p *Process) left(seen map[int]bool) bool {
-	pgid := p.PID()
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
-		if pid <= 0 || err != nil {
-			break
+func (r remains) left(seen map[int]bool) bool {
+	alive := false
+	if r.pgid > 0 {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-r.pgid, &ws, syscall.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
 		}
+		alive = syscall.Kill(-r.pgid, 0) == nil
 	}
-	alive := syscall.Kill(-pgid, 0) == nil
-	for _, pid := range hostProcs.members(p.dir) {
+	for _, pid := range hostProcs.members(r.dir) {
 		seen[pid] = true
 		alive = true
 	}
@@ -193,12 +218,12 @@ func (p *Process) left(seen map[int]bool) bool {
 // SIGKILL after grace. It returns at once; Done closes when they are gone.
 func (p *Process) Stop(grace time.Duration) {
 	p.cancelled.Store(true)
-	p.signal(syscall.SIGTERM)
+	p.remains().signal(syscall.SIGTERM)
 	go func() {
 		select {
 		case <-p.done:
 		case <-time.After(grace):
-			p.signal(syscall.SIGKILL)
+			p.remains().signal(syscall.SIGKILL)
 		}
 	}()
 }

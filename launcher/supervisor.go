@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"golang.org/x/sys/unix"
 )
 
 // A supervisor is a small process, gpuq's own binary in a hidden mode, that holds one
@@ -30,21 +31,28 @@ import (
 // The attempt's directory holds:
 //
 //	spec.json        what to run, written by the daemon before it starts the supervisor
+//	lock             locked (flock) from before the supervisor starts until it exits: the
+//	                 daemon takes the lock and the supervisor inherits it, so that a
+//	                 daemon started again tells a supervisor that has not recorded
+//	                 itself yet from one that never started
 //	log              the trainer's output, after a header to rerun it by hand
 //	supervisor.json  the supervisor's and the trainer's pids, once the trainer runs
-//	sock             the supervisor's unix socket (see the requests below)
+//	sock             the supervisor's unix socket (see the requests below), mode 0600,
+//	                 serving only processes of its own user
 //	exit.json        how the attempt ended, written (synced, renamed) before the
-//	                 supervisor exits
+//	                 supervisor exits; it waits for room to write it, if it must
 //
 // A client of sock writes one line, a request, then:
 //
-//	wait       reads nothing until the attempt has ended and exit.json is written: EOF
+//	wait       reads nothing until the attempt has ended, then how it ended (exit.json's
+//	           JSON), then EOF
 //	stop       the supervisor stops the trainer's process group (SIGTERM, then SIGKILL)
 //	attach     reads the last 64 KiB of output then the live output; what it writes
 //	           goes to the trainer's terminal
 //	attach-ro  the same without input
 const (
 	specFile       = "spec.json"
+	lockFile       = "lock"
 	supervisorFile = "supervisor.json"
 	exitFile       = "exit.json"
 	sockFile       = "sock"
@@ -78,6 +86,11 @@ func SocketPath(dir string) string { return filepath.Join(dir, sockFile) }
 
 // Supervise is the supervisor's main: it runs the attempt in dir to its end.
 func Supervise(dir string) error {
+	lock, err := holdLock(dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	data, err := os.ReadFile(filepath.Join(dir, specFile))
 	if err != nil {
 		return err
@@ -87,7 +100,10 @@ func Supervise(dir string) error {
 		return fmt.Errorf("%s: %w", specFile, err)
 	}
 	// The daemon's terminal closing, or a Ctrl-C meant for it, is not for the trainer.
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	// They are caught, not ignored: a trainer starts with the dispositions exec leaves
+	// of caught signals, the defaults (an ignored one would stay ignored, and Ctrl-C
+	// through gpuq attach would do nothing).
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	BecomeSubreaper()
 	sock := SocketPath(dir)
 	os.Remove(sock)
@@ -95,6 +111,7 @@ func Supervise(dir string) error {
 	if err != nil {
 		return fmt.Errorf("supervisor socket: %w", err)
 	}
+	ln = ownerOnly{ln, os.Getuid()}
 	h := newHub(64 << 10)
 	p, err := Start(spec.Command, LogPath(dir), spec.Header, h)
 	if err != nil {
@@ -117,6 +134,7 @@ func Supervise(dir string) error {
 			p.Stop(GroupGrace)
 		}
 	}()
+	end := &ending{done: make(chan struct{})}
 	var waiting sync.WaitGroup
 	go func() {
 		for {
@@ -127,21 +145,97 @@ func Supervise(dir string) error {
 			waiting.Add(1)
 			go func() {
 				defer waiting.Done()
-				serveClient(c, p, h)
+				serveClient(c, p, h, end)
 			}()
 		}
 	}()
 	<-p.Done()
-	outcome, facts := Classify(p.Exit(), p.Output())
-	err = writeJSON(filepath.Join(dir, exitFile), Ended{Outcome: outcome, OOM: facts, Detail: p.Ended()})
-	// Only now do clients hear the end: a daemon that reads EOF finds exit.json.
-	ln.Close()
 	h.close()
+	outcome, facts := Classify(p.Exit(), p.Output())
+	end.ended = Ended{Outcome: outcome, OOM: facts, Detail: p.Ended()}
+	close(end.done)
+	err = record(dir, end.ended)
+	// Only now does the socket go: a daemon that finds no supervisor finds exit.json.
+	ln.Close()
 	waiting.Wait()
 	return err
 }
 
-func serveClient(c net.Conn, p *Process, h *hub) {
+// ending is how the attempt ended, once done is closed.
+type ending struct {
+	done  chan struct{}
+	ended Ended
+}
+
+// record writes exit.json. On a disk without room it tries again every second, serving
+// clients how the attempt ended meanwhile, for as long as the attempt's directory is
+// there: a daemon started again later must find the end, from the socket or the file.
+func record(dir string, e Ended) error {
+	said := false
+	for {
+		err := writeJSON(filepath.Join(dir, exitFile), e)
+		if err == nil {
+			return nil
+		}
+		if _, serr := os.Stat(dir); serr != nil {
+			return err
+		}
+		if !said {
+			fmt.Fprintf(os.Stderr, "cannot record how the attempt ended (%v); trying again every second\n", err)
+			said = true
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// holdLock returns the attempt's lock, which the daemon took and handed down as
+// descriptor 3 (see StartSupervisor); a supervisor started otherwise (by an older
+// daemon) takes it itself. The trainer does not inherit it.
+func holdLock(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockFile)
+	if target, err := os.Readlink("/proc/self/fd/3"); err == nil && target == path {
+		syscall.CloseOnExec(3)
+		return os.NewFile(3, path), nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another supervisor holds %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// Alive reports whether a supervisor holds the attempt in dir, or is being started for
+// it: whether its lock is held.
+func Alive(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, lockFile))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return errors.Is(unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB), unix.EWOULDBLOCK)
+}
+
+// NeverStarted reports whether the attempt in dir never started and never will: no
+// supervisor holds it or is being started for it, and neither its end nor a process
+// of it is there. A daemon that died between recording an attempt and starting its
+// supervisor leaves one so; one whose supervisor had not yet said that its trainer
+// runs does not.
+func NeverStarted(dir string) bool {
+	if Alive(dir) {
+		return false
+	}
+	if _, err := os.Stat(filepath.Join(dir, exitFile)); !errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	abs, err := filepath.Abs(dir)
+	return err == nil && len(hostProcs.members(abs)) == 0
+}
+
+func serveClient(c net.Conn, p *Process, h *hub, end *ending) {
 	defer c.Close()
 	r := bufio.NewReader(c)
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -154,7 +248,8 @@ func serveClient(c net.Conn, p *Process, h *hub) {
 	case "stop":
 		p.Stop(GroupGrace)
 	case "wait":
-		<-h.closed
+		<-end.done
+		json.NewEncoder(c).Encode(end.ended)
 	case "attach", "attach-ro":
 		scrollback, ch := h.subscribe()
 		defer h.unsubscribe(ch)
@@ -269,29 +364,37 @@ func writeJSON(path string, v any) error {
 }
 
 // StartSupervisor starts a supervisor (self is gpuq's binary and any arguments before
-// the mode) for spec in dir, and returns once the trainer runs, with its pid. reap is
-// closed when the supervisor process has exited and been waited for.
-func StartSupervisor(self []string, dir string, spec Spec) (leader int, reap <-chan struct{}, err error) {
+// the mode) for spec in dir, and returns once the trainer runs, with its pid.
+func StartSupervisor(self []string, dir string, spec Spec) (leader int, err error) {
 	if err := writeJSON(filepath.Join(dir, specFile), spec); err != nil {
-		return 0, nil, err
+		return 0, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer lock.Close() // the supervisor holds the lock on
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return 0, fmt.Errorf("a supervisor holds %s already: %w", dir, err)
 	}
 	args := append(append([]string(nil), self[1:]...), SupervisorMode, dir)
 	cmd := exec.Command(self[0], args...)
 	// A session of its own: no signal meant for the daemon's terminal or group
 	// reaches it, and it outlives the daemon.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.ExtraFiles = []*os.File{lock} // descriptor 3; see holdLock
 	errLog, err := os.OpenFile(filepath.Join(dir, "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	defer errLog.Close()
 	cmd.Stderr = errLog
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, nil, fmt.Errorf("start supervisor: %w", err)
+		return 0, fmt.Errorf("start supervisor: %w", err)
 	}
 	done := make(chan struct{})
 	line, readErr := bufio.NewReader(out).ReadString('\n')
@@ -302,15 +405,15 @@ func StartSupervisor(self []string, dir string, spec Spec) (leader int, reap <-c
 	if readErr != nil {
 		<-done
 		if e, err := ReadEnded(dir); err == nil && e != nil {
-			return 0, nil, errors.New(e.Detail)
+			return 0, errors.New(e.Detail)
 		}
-		return 0, nil, fmt.Errorf("supervisor of %s ended before its trainer started; see %s", dir, errLog.Name())
+		return 0, fmt.Errorf("supervisor of %s ended before its trainer started; see %s", dir, errLog.Name())
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil {
-		return 0, nil, fmt.Errorf("supervisor of %s: %q is not a pid", dir, line)
+		return 0, fmt.Errorf("supervisor of %s: %q is not a pid", dir, line)
 	}
-	return pid, done, nil
+	return pid, nil
 }
 
 // ReadEnded reads how the attempt in dir ended; nil when exit.json is not there.
@@ -342,21 +445,39 @@ func SupervisedLeader(dir string) int {
 	return info.Leader
 }
 
-// Wait blocks until the attempt in dir has ended and returns how. An attempt whose
-// supervisor is gone without saying (killed, or the machine rebooted) ended Lost.
+// Wait blocks until the attempt in dir has ended and returns how: as its supervisor
+// tells it, or exit.json says (an older supervisor tells nothing). An attempt whose
+// supervisor is gone without saying (killed, or the machine rebooted) ended Lost, once
+// whatever of it still runs has been stopped, so that nothing of it holds its card.
 func Wait(dir string) Ended {
-	if c, err := Dial(dir, "wait"); err == nil {
-		io.Copy(io.Discard, c)
-		c.Close()
+	for {
+		c, err := Dial(dir, "wait")
+		if err == nil {
+			var e Ended
+			err := json.NewDecoder(c).Decode(&e)
+			c.Close()
+			if err == nil && e.Outcome != "" {
+				return e
+			}
+			break
+		}
+		if !Alive(dir) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // a supervisor about to listen
 	}
 	e, err := ReadEnded(dir)
 	switch {
 	case err != nil:
 		return Ended{Outcome: plans.Lost, Detail: err.Error()}
-	case e == nil:
-		return Ended{Outcome: plans.Lost, Detail: "its supervisor ended without recording how the attempt ended"}
+	case e != nil:
+		return *e
 	}
-	return *e
+	detail := "its supervisor ended without recording how the attempt ended"
+	if stopRemains(dir, GroupGrace) {
+		detail += "; what it left running of the attempt was stopped"
+	}
+	return Ended{Outcome: plans.Lost, Detail: detail}
 }
 
 // Dial connects to the supervisor of the attempt in dir with a request.

@@ -74,3 +74,47 @@ func viaDir(path string, fn func(short string) error) error {
 	defer unix.Close(fd)
 	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", fd, filepath.Base(path)))
 }
+
+// PeerUID is the uid of the process at the other end of a unix socket, as the kernel
+// tells it (SO_PEERCRED): for a server, its client's; for a client, the server's.
+func PeerUID(c net.Conn) (int, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1, fmt.Errorf("%T is not a unix socket", c)
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return -1, err
+	}
+	if credErr != nil {
+		return -1, credErr
+	}
+	return int(cred.Uid), nil
+}
+
+// ownerOnly is a listener that closes, unserved, the connections of processes of
+// other users than uid: a supervisor's socket is for its daemon and its user's attach.
+type ownerOnly struct {
+	net.Listener
+	uid int
+}
+
+func (l ownerOnly) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if uid, err := PeerUID(c); err == nil && uid == l.uid {
+			return c, nil
+		}
+		c.Close()
+	}
+}

@@ -293,10 +293,10 @@ func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
 			cards = append(cards, c)
 		}
 	}
-	// Journaled before it starts: a daemon that dies in between finds an attempt it
-	// never heard from and requeues the job, rather than starting it twice. Without a
-	// journal there is nothing to survive, and one write per start is what a
-	// simulation of 100,000 jobs can afford.
+	// Journaled before it starts: a daemon that dies in between finds the attempt, and
+	// its runner tells whether it started (see Adopter), rather than start the job
+	// twice. Without a journal there is nothing to survive, and one write per start is
+	// what a simulation of 100,000 jobs can afford.
 	if e.store.Journaled() && e.put(&job, a) != nil {
 		return
 	}

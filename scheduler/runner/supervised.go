@@ -26,16 +26,18 @@ func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
 	if err != nil {
 		return scheduler.Started{}, err
 	}
-	leader, reaped, err := launcher.StartSupervisor(r.command, p.dir, launcher.Spec{Command: p.cmd, Header: p.header})
+	leader, err := launcher.StartSupervisor(r.command, p.dir, launcher.Spec{Command: p.cmd, Header: p.header})
 	if err != nil {
 		return scheduler.Started{}, r.unwritable(err)
 	}
-	go r.watch(l.Attempt.ID, p.dir, reaped)
+	go r.watch(l.Attempt.ID, p.dir)
 	return scheduler.Started{Leader: leader, Log: launcher.LogPath(p.dir)}, nil
 }
 
-// Adopt takes up an attempt that was running when the last daemon stopped. An attempt
-// whose supervisor never started its trainer is reported unstarted.
+// Adopt takes up an attempt that was running when the last daemon stopped. One that
+// never started and never will (see launcher.NeverStarted) is reported unstarted; one
+// whose supervisor had not yet said that its trainer runs is waited for like any
+// other, so that its job never runs twice.
 func (r *Supervised) Adopt(a *scheduler.Attempt) scheduler.Started {
 	dir, err := r.attemptDir(a)
 	if err != nil {
@@ -43,14 +45,12 @@ func (r *Supervised) Adopt(a *scheduler.Attempt) scheduler.Started {
 		return scheduler.Started{}
 	}
 	leader := launcher.SupervisedLeader(dir)
-	if leader == 0 {
-		if ended, _ := launcher.ReadEnded(dir); ended == nil {
-			r.report(scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Unstarted: true,
-				Detail: "the daemon stopped before its trainer started"})
-			return scheduler.Started{}
-		}
+	if leader == 0 && launcher.NeverStarted(dir) {
+		r.report(scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Unstarted: true,
+			Detail: "the daemon stopped before its trainer started"})
+		return scheduler.Started{}
 	}
-	go r.watch(a.ID, dir, nil)
+	go r.watch(a.ID, dir)
 	if leader == 0 {
 		return scheduler.Started{}
 	}
@@ -60,11 +60,8 @@ func (r *Supervised) Adopt(a *scheduler.Attempt) scheduler.Started {
 // report sends an exit without blocking the caller, who may be the engine's loop.
 func (r *Supervised) report(x scheduler.Exit) { go func() { r.exits <- x }() }
 
-func (r *Supervised) watch(attempt, dir string, reaped <-chan struct{}) {
+func (r *Supervised) watch(attempt, dir string) {
 	e := launcher.Wait(dir)
-	if reaped != nil {
-		<-reaped
-	}
 	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail}
 }
 

@@ -1,0 +1,23 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/gpuq/gpuq/launcher"
+)
+
+// The test binary is also the supervisors' binary: started in the supervisor mode, it is
+// one. Like a daemon, the tests reap the orphans of supervisors they kill.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == launcher.SupervisorMode {
+		if err := launcher.Supervise(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "supervisor:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	launcher.BecomeSubreaper()
+	os.Exit(m.Run())
+}

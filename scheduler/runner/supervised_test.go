@@ -1,0 +1,151 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// supervised is a supervised runner whose supervisors are the test binary, on a fresh
+// attempts' root.
+func supervised(t *testing.T) *Supervised {
+	t.Helper()
+	return NewSupervised(Options{Dir: t.TempDir()}, []string{os.Args[0]})
+}
+
+func nextExit(t *testing.T, exits <-chan scheduler.Exit) scheduler.Exit {
+	t.Helper()
+	select {
+	case x := <-exits:
+		return x
+	case <-time.After(60 * time.Second):
+		t.Fatal("no exit reported")
+	}
+	return scheduler.Exit{}
+}
+
+func startSupervised(t *testing.T, r *Supervised, script string) (scheduler.Launch, string, scheduler.Started) {
+	t.Helper()
+	l := launch(t, script, nil)
+	st, err := r.Start(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := r.attemptDir(l.Attempt)
+	return l, dir, st
+}
+
+// TestTrainersStartWithDefaultSignals: the supervisor keeps the daemon's hangups and
+// Ctrl-Cs from its trainer by catching them, not ignoring them, so that the trainer does
+// not inherit them ignored: Ctrl-C through gpuq attach must reach it.
+func TestTrainersStartWithDefaultSignals(t *testing.T) {
+	r := supervised(t)
+	_, _, st := startSupervised(t, r, "grep SigIgn /proc/$$/status")
+	if x := nextExit(t, r.Exits()); x.Outcome != plans.Success {
+		t.Fatalf("exit %+v", x)
+	}
+	log, _ := os.ReadFile(st.Log)
+	_, hex, _ := strings.Cut(string(log), "SigIgn:")
+	hex = strings.TrimSpace(strings.SplitN(hex, "\n", 2)[0])
+	ignored, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		t.Fatalf("no SigIgn in the log:\n%s", log)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE} {
+		if ignored&(1<<(sig-1)) != 0 {
+			t.Errorf("the trainer starts with %v ignored (SigIgn %s)", sig, hex)
+		}
+	}
+}
+
+// TestAKilledSupervisorLeavesNoTrainer: a supervisor killed with SIGKILL leaves a trainer
+// that ignores the hangup of its terminal; its end is reported only once that trainer is
+// stopped, so that the card is not given to the next job while it runs on.
+func TestAKilledSupervisorLeavesNoTrainer(t *testing.T) {
+	launcher.GroupGrace = time.Second
+	r := supervised(t)
+	_, dir, st := startSupervised(t, r, `trap "" HUP; exec sleep 600`)
+	var info struct{ PID int }
+	data, _ := os.ReadFile(filepath.Join(dir, "supervisor.json"))
+	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
+		t.Fatalf("supervisor.json: %s", data)
+	}
+	syscall.Kill(info.PID, syscall.SIGKILL)
+	x := nextExit(t, r.Exits())
+	if err := syscall.Kill(st.Leader, 0); !errors.Is(err, syscall.ESRCH) {
+		syscall.Kill(st.Leader, syscall.SIGKILL)
+		t.Errorf("the trainer %d still runs when its end is reported (%+v)", st.Leader, x)
+	}
+	if x.Outcome != plans.Lost || !strings.Contains(x.Detail, "was stopped") {
+		t.Errorf("exit %+v; want lost, saying what it left was stopped", x)
+	}
+}
+
+// TestAdoptDecidesByTheSupervisor: a daemon started again takes an attempt whose
+// supervisor has not yet recorded itself for started while that supervisor lives (here
+// one that never gets so far), so that its job never runs twice; only an attempt that no
+// supervisor holds and nothing of which runs is reported unstarted.
+func TestAdoptDecidesByTheSupervisor(t *testing.T) {
+	// A supervisor that says a pid and goes no further: it inherits the attempt's lock.
+	r := NewSupervised(Options{Dir: t.TempDir()}, []string{"sh", "-c", "echo $$; exec sleep 600", "sh"})
+	l, dir, st := startSupervised(t, r, "exit 0")
+	t.Cleanup(func() { syscall.Kill(st.Leader, syscall.SIGKILL) })
+	restarted := NewSupervised(Options{Dir: r.dir}, []string{os.Args[0]})
+	restarted.Adopt(l.Attempt)
+	if !launcher.Alive(dir) {
+		t.Fatal("the attempt's lock is not held")
+	}
+	syscall.Kill(st.Leader, syscall.SIGKILL) // the supervisor dies before its trainer starts
+	if x := nextExit(t, restarted.Exits()); x.Unstarted || x.Outcome != plans.Lost {
+		t.Errorf("an attempt whose supervisor lived: %+v; want lost, not unstarted", x)
+	}
+	// An attempt recorded, but whose supervisor never started.
+	never := launch(t, "exit 0", nil)
+	never.Attempt.ID, never.Attempt.N = "r.1/2", 2
+	restarted.Adopt(never.Attempt)
+	if x := nextExit(t, restarted.Exits()); !x.Unstarted {
+		t.Errorf("an attempt never started: %+v; want unstarted", x)
+	}
+}
+
+// TestAnEndWithoutRoomIsNotLost: a supervisor that cannot write exit.json (here a
+// directory is in its way, which stands for a full disk even to root) still tells how
+// the attempt ended, and writes it once it can.
+func TestAnEndWithoutRoomIsNotLost(t *testing.T) {
+	r := supervised(t)
+	_, dir, _ := startSupervised(t, r, "read line; echo got $line")
+	blocker := filepath.Join(dir, "exit.json", "in-the-way")
+	if err := os.MkdirAll(blocker, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c, err := launcher.Dial(dir, "attach")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("go\n"))
+	defer c.Close()
+	if x := nextExit(t, r.Exits()); x.Outcome != plans.Success {
+		t.Errorf("exit %+v; want a success", x)
+	}
+	if !launcher.Alive(dir) {
+		t.Errorf("the supervisor gave up recording the end")
+	}
+	os.RemoveAll(filepath.Dir(blocker))
+	deadline := time.Now().Add(30 * time.Second)
+	for launcher.Alive(dir) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e, err := launcher.ReadEnded(dir); err != nil || e == nil || e.Outcome != plans.Success {
+		t.Errorf("exit.json once there is room: %+v %v", e, err)
+	}
+}
