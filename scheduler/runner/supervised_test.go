@@ -137,15 +137,23 @@ func TestAnEndWithoutRoomIsNotLost(t *testing.T) {
 	if x := nextExit(t, r.Exits()); x.Outcome != plans.Success {
 		t.Errorf("exit %+v; want a success", x)
 	}
-	if !launcher.Alive(dir) {
-		t.Errorf("the supervisor gave up recording the end")
-	}
+	poll(t, "the supervisor to find no room", func() bool {
+		log, _ := os.ReadFile(filepath.Join(dir, "supervisor.log"))
+		return strings.Contains(string(log), "cannot record how the attempt ended")
+	})
 	os.RemoveAll(filepath.Dir(blocker))
-	deadline := time.Now().Add(30 * time.Second)
-	for launcher.Alive(dir) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll(t, "the supervisor to exit", func() bool { return !launcher.Alive(dir) })
 	if e, err := launcher.ReadEnded(dir); err != nil || e == nil || e.Outcome != plans.Success {
 		t.Errorf("exit.json once there is room: %+v %v", e, err)
 	}
+}
+
+func poll(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
 }
