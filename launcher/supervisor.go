@@ -107,11 +107,10 @@ func Supervise(dir string) error {
 	BecomeSubreaper()
 	sock := SocketPath(dir)
 	os.Remove(sock)
-	ln, err := ListenUnix(sock)
+	ln, err := listenOwn(sock)
 	if err != nil {
 		return fmt.Errorf("supervisor socket: %w", err)
 	}
-	ln = ownerOnly{ln, os.Getuid()}
 	h := newHub(64 << 10)
 	p, err := Start(spec.Command, LogPath(dir), spec.Header, h)
 	if err != nil {

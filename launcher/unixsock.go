@@ -99,8 +99,19 @@ func PeerUID(c net.Conn) (int, error) {
 	return int(cred.Uid), nil
 }
 
+// listenOwn listens on a unix socket at path (see ListenUnix) for this user alone: a
+// supervisor's socket is for its daemon and its user's attach, whatever the modes of
+// the socket and its directory say.
+func listenOwn(path string) (net.Listener, error) {
+	ln, err := ListenUnix(path)
+	if err != nil {
+		return nil, err
+	}
+	return ownerOnly{ln, os.Getuid()}, nil
+}
+
 // ownerOnly is a listener that closes, unserved, the connections of processes of
-// other users than uid: a supervisor's socket is for its daemon and its user's attach.
+// other users than uid.
 type ownerOnly struct {
 	net.Listener
 	uid int
