@@ -39,7 +39,8 @@ func newRunCmd(io ioStreams, st *settings) *cobra.Command {
 		Long: `Run every job of the sweep: pack them onto the cards, launch each trainer in a
 pseudo-terminal with the right environment, and when one runs out of GPU memory requeue
 it with the next rung of its OOM ladder (the effective batch kept), until every job has
-succeeded, failed for good, or been cancelled. Ctrl-C stops every trainer cleanly.
+succeeded, failed for good, or been cancelled. Ctrl-C stops every trainer cleanly, as
+do SIGTERM and the terminal closing (SIGHUP).
 
 Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/, readable
 by you alone (they hold the trainers' environment); a log begins with the command and
@@ -100,7 +101,9 @@ func runRun(opts *runOptions) error {
 	hooks = daemon.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
 	fmt.Fprintf(progress, "gpuq: running %d jobs of %s; logs in %s\n", len(sw.Jobs), sw.Name, opts.logDir)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores
+	// the hangup of its own terminal must not live on without gpuq.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	ui.start()
 	runErr := eng.Run(ctx)

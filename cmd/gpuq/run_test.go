@@ -172,56 +172,62 @@ func TestRunTimesOutAHungTrainer(t *testing.T) {
 	}
 }
 
-// TestRunInterrupted sends Ctrl-C's SIGINT to a real gpuq: every trainer stops, exit 130,
-// and the jobs that did not finish are named.
+// TestRunInterrupted stops a real gpuq as Ctrl-C (SIGINT) does, and as closing its
+// terminal (SIGHUP) does: every trainer stops, even one that ignores the hangup of its
+// own terminal, exit 130, and the jobs that did not finish are named.
 func TestRunInterrupted(t *testing.T) {
 	needPython(t)
 	bin := filepath.Join(t.TempDir(), "gpuq")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	dir := t.TempDir()
-	sweep := filepath.Join(dir, "long.yaml")
 	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
-	os.WriteFile(sweep, []byte(`name: long
-command: [python3, `+trainer+`, --config, "{config}"]
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			sweep := filepath.Join(dir, "long.yaml")
+			os.WriteFile(sweep, []byte(`name: long
+command: [sh, -c, 'trap "" HUP; exec python3 `+trainer+` --config "$0"', "{config}"]
 config: {format: json}
 params: {batch_size: 1, sim_seconds: 120}
 matrix: {seed: [1, 2, 3]}
 memory: 2GiB
 gpus: sim:2x24GiB
 `), 0o644)
-	cmd := exec.Command(bin, "run", sweep, "--log-dir", filepath.Join(dir, "logs"))
-	cmd.Env = append(os.Environ(), "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir)
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Both trainers hold memory once they have started, however slowly python3 starts
-	// (a pyenv shim takes half a second).
-	var trainers []int
-	deadline := time.Now().Add(60 * time.Second)
-	for len(trainers) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the trainers never held memory:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-		trainers = ledgerPIDs(filepath.Join(dir, "ledger"))
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupt {
-		t.Fatalf("exit %v, want %d\n%s", err, exitInterrupt, out.String())
-	}
-	if !strings.Contains(out.String(), "Not finished: long.1 long.2 long.3") {
-		t.Errorf("does not say which jobs did not finish:\n%s", out.String())
-	}
-	for _, pid := range trainers {
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("trainer %d survived the interrupt", pid)
-		}
+			cmd := exec.Command(bin, "run", sweep, "--log-dir", filepath.Join(dir, "logs"))
+			cmd.Env = append(os.Environ(), "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir)
+			out := &lockedBuffer{}
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Both trainers hold memory once they have started, however slowly python3
+			// starts (a pyenv shim takes half a second).
+			var trainers []int
+			deadline := time.Now().Add(60 * time.Second)
+			for len(trainers) < 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the trainers never held memory:\n%s", out.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+				trainers = ledgerPIDs(filepath.Join(dir, "ledger"))
+			}
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupt {
+				t.Fatalf("exit %v, want %d\n%s", err, exitInterrupt, out.String())
+			}
+			if !strings.Contains(out.String(), "Not finished: long.1 long.2 long.3") {
+				t.Errorf("does not say which jobs did not finish:\n%s", out.String())
+			}
+			for _, pid := range trainers {
+				if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+					syscall.Kill(pid, syscall.SIGKILL)
+					t.Errorf("trainer %d survived the signal", pid)
+				}
+			}
+		})
 	}
 }
 
