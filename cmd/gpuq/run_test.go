@@ -212,6 +212,11 @@ gpus: sim:2x24GiB
 				time.Sleep(50 * time.Millisecond)
 				trainers = ledgerPIDs(filepath.Join(dir, "ledger"))
 			}
+			t.Cleanup(func() { // those a failing gpuq left
+				for _, pid := range trainers {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
 			cmd.Process.Signal(sig)
 			err := cmd.Wait()
 			var ee *exec.ExitError
@@ -223,7 +228,6 @@ gpus: sim:2x24GiB
 			}
 			for _, pid := range trainers {
 				if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-					syscall.Kill(pid, syscall.SIGKILL)
 					t.Errorf("trainer %d survived the signal", pid)
 				}
 			}
