@@ -37,16 +37,45 @@ func (e NoDaemonError) Error() string {
 }
 
 // Dial connects to the daemon of a state directory, or returns a NoDaemonError.
-func Dial(dir string) (*Client, error) {
+func Dial(dir string) (*Client, error) { return dialAs(dir, os.Getuid()) }
+
+// dialAs connects to the daemon of a state directory, which must run as uid: a request
+// carries the environment it was made in (API tokens included), and a socket put in
+// the daemon's place by another user must not have it.
+func dialAs(dir string, uid int) (*Client, error) {
 	path := SocketPath(dir)
 	conn, err := launcher.DialUnix(context.Background(), path)
 	if err != nil {
 		return nil, NoDaemonError{dir}
 	}
+	err = ownPeer(conn, path, uid)
 	conn.Close()
+	if err != nil {
+		return nil, err
+	}
 	return &Client{dir: dir, http: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return launcher.DialUnix(ctx, path) },
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := launcher.DialUnix(ctx, path)
+			if err == nil {
+				if err = ownPeer(c, path, uid); err != nil {
+					c.Close()
+				}
+			}
+			return c, err
+		},
 	}}}, nil
+}
+
+// ownPeer checks that the process serving c, on the socket at path, runs as uid.
+func ownPeer(c net.Conn, path string, uid int) error {
+	peer, err := launcher.PeerUID(c)
+	if err == nil && peer != uid {
+		err = fmt.Errorf("it is served by uid %d, not by you (uid %d)", peer, uid)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w: nothing was sent to it; find out who put it there, and remove it", path, err)
+	}
+	return nil
 }
 
 // Dir is the daemon's state directory.
