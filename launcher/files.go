@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -35,22 +36,67 @@ func writePrivate(path string, data []byte) error {
 	return err
 }
 
-// PrivateDir makes dir (0700) where it is missing, and refuses one that another user
-// owns or that others may write to: they could plant links or directories in it where
-// attempts' files go, or read what the trainers were given.
+// PrivateDir makes dir (0700) where it is missing, and refuses one that others may
+// write to, or that lies where they could replace it (see OwnDir): they could plant
+// links or directories in it where attempts' files go, or read what the trainers were
+// given.
 func PrivateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := OwnDir(dir); err != nil {
 		return err
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("%s belongs to another user (uid %d), who could plant links in it: choose a directory of your own", dir, st.Uid)
-	}
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
 		return fmt.Errorf("%s may be written by other users (mode %04o), who could plant links in it: run chmod go-w %s, or choose a new directory (gpuq makes it 0700)", dir, perm, dir)
 	}
 	return nil
+}
+
+// OwnDir refuses a directory that is not the user's own, or that lies inside one that
+// other users could change, as ssh's StrictModes does: each directory above it must
+// belong to root or the user, and be writable by no one else, unless it has the sticky
+// bit (as /tmp does) or the group that may write is the user's own. Otherwise another
+// user could plant the links gpuq writes through, replace the socket that gpuq sends
+// environments to, or swap the whole directory for one of theirs.
+func OwnDir(dir string) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err == nil {
+		real, err = filepath.Abs(real)
+	}
+	if err != nil {
+		return err
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	for p := real; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		above := ""
+		if p != real {
+			above = ", above " + dir + ","
+		}
+		perm := fi.Mode().Perm()
+		switch {
+		case p == real && int(st.Uid) != uid:
+			return fmt.Errorf("%s belongs to another user (uid %d), who could plant links in it: choose a directory of your own", dir, st.Uid)
+		case int(st.Uid) != uid && st.Uid != 0:
+			return fmt.Errorf("%s%s belongs to another user (uid %d), who could replace what is in it: choose a directory of your own", p, above, st.Uid)
+		case p != real && fi.Mode()&os.ModeSticky == 0 && (perm&0o002 != 0 || perm&0o020 != 0 && int(st.Gid) != gid):
+			return fmt.Errorf("%s%s may be written by other users (mode %04o, group %d) and has no sticky bit, so they could replace what is in it: "+
+				"run chmod go-w %s, or choose a directory elsewhere", p, above, perm, st.Gid, p)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
 }

@@ -81,3 +81,63 @@ func TestPrivateDir(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnDir: a directory is refused unless it is the user's own and every directory
+// above it is root's or the user's, writable by no one else without the sticky bit, or
+// by the user's own group. The cases with another owner need root to set up.
+func TestOwnDir(t *testing.T) {
+	const other = 65534 // nobody
+	for _, tc := range []struct {
+		name string
+		// parent sets up the directory above the one checked, dir the one checked.
+		parent, dir func(string) error
+		refused     string
+		root        bool
+	}{
+		{name: "the user's own, in a private directory"},
+		{name: "in a directory anyone may write, with the sticky bit", parent: chmod(os.ModeSticky | 0o777)},
+		{name: "in a directory its own group may write", parent: chmod(0o775)},
+		{name: "in a directory anyone may write", parent: chmod(0o777), refused: "may be written by other users (mode 0777, group"},
+		{name: "in a directory another group may write", parent: chown(-1, other, 0o770), root: true, refused: "may be written by other users (mode 0770, group 65534)"},
+		{name: "another user's", dir: chown(other, -1, 0o777), root: true, refused: "belongs to another user (uid 65534), who could plant links"},
+		{name: "in another user's directory", parent: chown(other, -1, 0o755), root: true, refused: "belongs to another user (uid 65534), who could replace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root && os.Getuid() != 0 {
+				t.Skip("needs root to give a directory to another user")
+			}
+			parent := filepath.Join(t.TempDir(), "parent")
+			dir := filepath.Join(parent, "state")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for _, set := range []struct {
+				path string
+				fn   func(string) error
+			}{{parent, tc.parent}, {dir, tc.dir}} {
+				if set.fn != nil {
+					if err := set.fn(set.path); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			err := OwnDir(dir)
+			if tc.refused == "" && err != nil || tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)) {
+				t.Errorf("OwnDir: %v; want %q", err, tc.refused)
+			}
+		})
+	}
+}
+
+func chmod(mode os.FileMode) func(string) error {
+	return func(p string) error { return os.Chmod(p, mode) }
+}
+
+func chown(uid, gid int, mode os.FileMode) func(string) error {
+	return func(p string) error {
+		if err := os.Chown(p, uid, gid); err != nil {
+			return err
+		}
+		return os.Chmod(p, mode)
+	}
+}

@@ -361,3 +361,28 @@ func TestAClientSendsNothingToAnotherUsersSocket(t *testing.T) {
 		t.Errorf("the client sent %d requests", n)
 	}
 }
+
+// TestAStateDirOthersCouldChangeIsRefused: no daemon starts on a state directory that
+// lies inside one any user may write to (no sticky bit), nor, as root, on one another
+// user made: they could plant links the daemon writes through, or a socket of theirs.
+func TestAStateDirOthersCouldChangeIsRefused(t *testing.T) {
+	shared := filepath.Join(t.TempDir(), "shared")
+	os.Mkdir(shared, 0o777)
+	os.Chmod(shared, 0o777)
+	cases := map[string]string{filepath.Join(shared, "state"): "may be written by other users"}
+	if os.Getuid() == 0 {
+		planted := filepath.Join(t.TempDir(), "planted")
+		os.Mkdir(planted, 0o777)
+		os.Chown(planted, 65534, 65534)
+		cases[planted] = "belongs to another user (uid 65534)"
+	}
+	for dir, want := range cases {
+		err := Run(context.Background(), testConfig(dir, t.TempDir(), nil))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a daemon on %s: %v; want %q", dir, err, want)
+		}
+		if _, err := os.Stat(SocketPath(dir)); err == nil {
+			t.Errorf("a socket was made in %s", dir)
+		}
+	}
+}

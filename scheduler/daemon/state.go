@@ -7,14 +7,20 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
 	"golang.org/x/sys/unix"
 )
 
 // MakeStateDir makes a daemon's state directory, mode 0700: the socket's mode alone
-// does not keep others out on every system; the directory's does.
+// does not keep others out on every system; the directory's does. It refuses one that
+// is not the user's own, or that lies inside a directory others may change (see
+// launcher.OwnDir).
 func MakeStateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	if err := launcher.OwnDir(dir); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
