@@ -165,6 +165,9 @@ func ensureDaemon(st *settings, io ioStreams, machine []string) (c *daemon.Clien
 	if err != nil {
 		return nil, false, err
 	}
+	if pid == 0 { // another gpuq started one at the same moment
+		return c, false, nil
+	}
 	fmt.Fprintf(io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", pid, none.Dir, daemon.LogPath(none.Dir))
 	return c, true, nil
 }

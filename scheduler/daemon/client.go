@@ -201,7 +201,8 @@ func LogPath(dir string) string { return filepath.Join(dir, "daemon.log") }
 // Start starts a daemon in the background with argv (gpuq's binary and its daemon
 // verb, for the state directory dir) in a session of its own, so that logging out or
 // a Ctrl-C does not reach it, and connects to it once it answers. It returns the
-// daemon's pid.
+// daemon's pid; 0 when the daemon that answers is another gpuq's, started at the same
+// moment, which took the lock first (the one this call started then exits).
 func Start(dir string, argv []string) (*Client, int, error) {
 	if err := MakeStateDir(dir); err != nil {
 		return nil, 0, err
@@ -220,17 +221,24 @@ func Start(dir string, argv []string) (*Client, int, error) {
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	ended := false // the daemon started here has exited, with err
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		select {
-		case err := <-exited:
-			tail, _ := os.ReadFile(LogPath(dir))
-			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
-			return nil, pid, fmt.Errorf("the daemon it started ended (%v): %s", err, strings.Join(lines[max(0, len(lines)-3):], "\n"))
+		case err = <-exited:
+			ended, pid = true, 0
 		case <-time.After(20 * time.Millisecond):
 		}
 		if c, err := Dial(dir); err == nil {
+			if info, err := c.Info(); err != nil || info.PID != pid {
+				pid = 0
+			}
 			return c, pid, nil
 		}
+		if ended && Gone(dir) { // nor does another daemon hold the state
+			tail, _ := os.ReadFile(LogPath(dir))
+			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
+			return nil, 0, fmt.Errorf("the daemon it started ended (%v): %s", err, strings.Join(lines[max(0, len(lines)-3):], "\n"))
+		}
 	}
-	return nil, pid, fmt.Errorf("the daemon it started (pid %d) does not answer after 30 s; see %s", pid, LogPath(dir))
+	return nil, pid, fmt.Errorf("the daemon it started (pid %d) does not answer after 30 s; see %s", cmd.Process.Pid, LogPath(dir))
 }

@@ -400,3 +400,44 @@ func TestAStateDirOthersCouldChangeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestFiveStartsAtOnce: five gpuq submit at once with no daemon each start one; one
+// takes the lock, and the others, whose daemons lose the race and exit, connect to it.
+func TestFiveStartsAtOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	t.Setenv(asDaemon, dir)
+	t.Setenv("GPUQ_SIM_LEDGER", t.TempDir())
+	type started struct {
+		c   *Client
+		pid int
+		err error
+	}
+	results := make(chan started, 5)
+	for range 5 {
+		go func() {
+			c, pid, err := Start(dir, []string{os.Args[0]})
+			results <- started{c, pid, err}
+		}()
+	}
+	var winners []int
+	var c *Client
+	for range 5 {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("a start: %v", r.err)
+			continue
+		}
+		c = r.c
+		if r.pid != 0 {
+			winners = append(winners, r.pid)
+		}
+	}
+	if c == nil {
+		t.Fatal("no start connected")
+	}
+	defer c.Stop(true)
+	info, err := c.Info()
+	if err != nil || len(winners) != 1 || info.PID != winners[0] {
+		t.Errorf("the daemon that answers: %+v %v; the starts that say they started it: %v", info, err, winners)
+	}
+}
