@@ -154,3 +154,47 @@ func TestCleanForgetsEndedSweeps(t *testing.T) {
 		t.Errorf("a forgotten sweep's name submitted again: %v", err)
 	}
 }
+
+// TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps: sweeps whose jobs have no memory
+// estimate and that write no gpu_plan each take the default of one job per card; two
+// of them must not put two jobs on a card, whose memory nobody declared, either. A
+// sweep with estimates is packed beside them by memory.
+func TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
+	st, _ := NewStore()
+	e := NewEngine(st, fakeInventory{cards: cards, reads: new(int)}, &fakeRunner{script: func(Launch) Exit { return Exit{} }},
+		newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
+	for _, doc := range []string{
+		"name: a\ncommand: [train]\nmatrix: {seed: [1, 2]}\n",
+		"name: b\ncommand: [train]\nmatrix: {seed: [1, 2]}\n",
+		"name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 4GiB\n",
+	} {
+		sw, err := plans.DecodeSweep("s.yaml", []byte(doc), plans.Overrides{})
+		must(t, err)
+		limit, err := Admit(sw, cards)
+		must(t, err)
+		must(t, e.Submit(&Submission{Sweep: sw, Limit: limit}))
+	}
+	round(t, e)
+	perCard := map[int][]string{}
+	for _, a := range st.Snapshot().Running() {
+		perCard[a.GPUs[0]] = append(perCard[a.GPUs[0]], a.Job)
+	}
+	for card, jobs := range perCard {
+		unknown := 0
+		for _, j := range jobs {
+			if !strings.HasPrefix(j, "m.") {
+				unknown++
+			}
+		}
+		if unknown > 1 {
+			t.Errorf("GPU %d runs %v: two jobs of unknown memory on one card", card, jobs)
+		}
+	}
+	if got := states(st); got != "a.1:running a.2:running b.1:queued b.2:queued m.1:running m.2:running" {
+		t.Errorf("after a round: %s", got)
+	}
+	if reason, detail, _ := e.Why("b.1"); reason != NoSlot || !strings.Contains(detail, "one job per card, the default") {
+		t.Errorf("why b.1: %s %s", reason, detail)
+	}
+}

@@ -23,13 +23,20 @@ type Request struct {
 }
 
 // Quota is what a sweep's own gpus and gpu_plan leave its jobs when several sweeps
-// share the machine: Free[i] more of its jobs may start on cards[i] (0 on a card the
-// sweep does not use). Placing a request takes from it, so a packer changes the quotas
-// it is given.
+// share the machine: on cards[i], Slots[i] is the sweep's plan (0 where it may not
+// run) and Free[i] how many more of its jobs may start. Sweeps held to one plan
+// together share one Free (see Engine.quotas). Placing a request takes from it, so a
+// packer changes the quotas it is given.
 type Quota struct {
-	Slots []int // the sweep's plan on each card; 0 where it may not run
+	Slots []int
 	Free  []int
+	// OnePerCard: the plan is the default of one job per card, which the sweeps that
+	// take it share.
+	OnePerCard bool
 }
+
+// full reports whether the quota lets no more jobs start on cards[i].
+func (q *Quota) full(i int) bool { return q != nil && (q.Free[i] <= 0 || q.Slots[i] <= 0) }
 
 // HostState is the machine's RAM as the packer sees it, read and reserved like a card's
 // memory. A zero Total leaves host memory out of the decision.
@@ -252,7 +259,7 @@ type packer struct {
 
 func (p *packer) fits(i int, r Request) bool {
 	c := p.cards[i]
-	if r.Quota != nil && r.Quota.Free[i] <= 0 {
+	if r.Quota.full(i) {
 		return false
 	}
 	if c.Running >= c.Slots || c.Exclusive {
@@ -395,7 +402,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		if c.Running >= c.Slots || c.Exclusive {
 			continue
 		}
-		if r.Quota != nil && r.Quota.Free[i] <= 0 {
+		if r.Quota.full(i) {
 			quotaFull++
 			continue
 		}
@@ -424,6 +431,10 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	case withSlot >= need:
 		w.Reason = NoMemory
 		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %d)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
+	case quotaFull > 0 && withSlot == 0 && r.Quota.OnePerCard:
+		w.Reason, w.Detail = NoSlot, "one job per card, the default for jobs without a memory estimate and sweeps without a gpu_plan: "+
+			"every card it may use has one (memory: lets gpuq pack them by memory)"
+		return w, false
 	case quotaFull > 0 && withSlot == 0:
 		w.Reason, w.Detail = NoSlot, "every slot of the sweep's gpu_plan is taken"
 		return w, false
@@ -438,7 +449,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 }
 
 // quotaAllows reports whether r's sweep may ever use cards[i]. A card on which the
-// sweep's plan allows jobs but its own jobs run now still counts: they end.
+// sweep's plan allows jobs but jobs run now still counts: they end.
 func quotaAllows(r Request, i int) bool {
-	return r.Quota == nil || r.Quota.Free[i] > 0 || r.Quota.Slots != nil && r.Quota.Slots[i] > 0
+	return r.Quota == nil || r.Quota.Slots[i] > 0
 }

@@ -125,29 +125,51 @@ func (e *Engine) view(snap Snapshot, running []*Attempt, probing func(*Job)) (vi
 
 // quotas returns each sweep's quota for a round (nil for a sweep without a limit),
 // made when the queue first asks for it: its limit on each card, less its attempts
-// running there.
+// running there. The sweeps that take the default of one job per card (see
+// Submission.OnePerCard) share theirs: one job per card of all of them, since what
+// keeps two of one sweep's jobs apart, memory that nobody declared, keeps any two apart.
 func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) func(sweep string) *Quota {
 	made := map[string]*Quota{}
+	var onePerCard []int
+	// free is a plan on each card less the attempts running there of the sweeps in.
+	free := func(plan func(i int) int, in func(sweep string) bool) []int {
+		out := make([]int, len(cards))
+		for i := range cards {
+			out[i] = plan(i)
+		}
+		for _, a := range running {
+			if j := snap.Job(a.Job); j == nil || !in(j.Sweep) {
+				continue
+			}
+			for _, g := range a.GPUs {
+				if i, ok := e.cardPos[g]; ok {
+					out[i]--
+				}
+			}
+		}
+		return out
+	}
 	return func(sweep string) *Quota {
 		if q, ok := made[sweep]; ok {
 			return q
 		}
 		var q *Quota
 		if sub := snap.Submission(sweep); sub != nil && sub.Limit != nil {
-			q = &Quota{Slots: make([]int, len(cards)), Free: make([]int, len(cards))}
+			q = &Quota{Slots: make([]int, len(cards))}
 			for i, c := range cards {
 				q.Slots[i] = sub.Limit[c.Index]
-				q.Free[i] = q.Slots[i]
 			}
-			for _, a := range running {
-				if j := snap.Job(a.Job); j == nil || j.Sweep != sweep {
-					continue
+			if sub.OnePerCard() {
+				q.OnePerCard = true
+				if onePerCard == nil {
+					onePerCard = free(func(int) int { return 1 }, func(s string) bool {
+						other := snap.Submission(s)
+						return other != nil && other.OnePerCard()
+					})
 				}
-				for _, g := range a.GPUs {
-					if i, ok := e.cardPos[g]; ok {
-						q.Free[i]--
-					}
-				}
+				q.Free = onePerCard
+			} else {
+				q.Free = free(func(i int) int { return q.Slots[i] }, func(s string) bool { return s == sweep })
 			}
 		}
 		made[sweep] = q

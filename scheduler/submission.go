@@ -28,6 +28,8 @@ type Submission struct {
 	// Seq is the submission's place in the order of submissions.
 	Seq uint64
 	SweepStatus
+	// onePerCard is derived from the sweep when it is stored (see OnePerCard).
+	onePerCard bool
 }
 
 // SweepStatus is what changes of a submission as its jobs run: what the journal records
@@ -42,6 +44,10 @@ type SweepStatus struct {
 // Limit is a sweep's own plan on the machine: the most of its jobs on each card, by
 // card index. A card not in it takes none of the sweep's jobs.
 type Limit map[int]int
+
+// OnePerCard reports whether the sweep takes the default of one job per card: it
+// writes no gpu_plan, and some of its jobs have no estimate (plans.Sweep.SlotPlan).
+func (sub *Submission) OnePerCard() bool { return sub.onePerCard }
 
 // Admit checks a sweep against the machine's cards and returns its limit on them: its
 // own gpus (every card, for "all" or a simulated machine) with its plan (SlotPlan)
@@ -145,6 +151,7 @@ func (s *Store) submit(sub *Submission) error {
 	s.submitted++
 	c := *sub
 	c.Seq = s.submitted
+	c.onePerCard = sw.Plan == nil && sw.SlotPlan()[0] == 1
 	if err := txn.Insert(TableSweeps, &c); err != nil {
 		return fmt.Errorf("sweep %q: %w", sw.Name, err)
 	}
