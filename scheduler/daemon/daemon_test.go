@@ -441,3 +441,28 @@ func TestFiveStartsAtOnce(t *testing.T) {
 		t.Errorf("the daemon that answers: %+v %v; the starts that say they started it: %v", info, err, winners)
 	}
 }
+
+// TestUnwritableAttemptsPauseTheDaemon: while attempts' files cannot be written (here
+// a file stands where their directory goes, as a full or read-only disk would refuse
+// them even to root), the daemon starts nothing, says why, and fails no job; it
+// resumes on its own.
+func TestUnwritableAttemptsPauseTheDaemon(t *testing.T) {
+	d := startDaemon(t)
+	attempts := filepath.Join(d.cfg.StateDir, "attempts")
+	if err := os.WriteFile(attempts, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sweep := writeSweep(t, "name: p\ncommand: [sh, -c, \"exit 0\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
+	if _, err := submit(t, d.client, sweep); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the daemon to pause", func() bool { return strings.Contains(d.log.String(), "scheduling paused: cannot write the attempt's files") })
+	if jobs := mustJobs(t, d.client, ""); countState(jobs, "queued") != 2 {
+		t.Errorf("jobs while paused: %+v", jobs)
+	}
+	os.Remove(attempts)
+	waitFor(t, "both jobs to succeed", func() bool { return countState(mustJobs(t, d.client, ""), "succeeded") == 2 })
+	if !strings.Contains(d.log.String(), "scheduling resumed") {
+		t.Errorf("the log does not say it resumed:\n%s", d.log)
+	}
+}
