@@ -456,7 +456,9 @@ func TestUnwritableAttemptsPauseTheDaemon(t *testing.T) {
 	if _, err := submit(t, d.client, sweep); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the daemon to pause", func() bool { return strings.Contains(d.log.String(), "scheduling paused: cannot write the attempt's files") })
+	waitFor(t, "the daemon to pause", func() bool {
+		return strings.Contains(d.log.String(), "scheduling paused: cannot write the attempt's files")
+	})
 	if jobs := mustJobs(t, d.client, ""); countState(jobs, "queued") != 2 {
 		t.Errorf("jobs while paused: %+v", jobs)
 	}
