@@ -229,7 +229,10 @@ func Start(dir string, argv []string) (*Client, int, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if c, err := Dial(dir); err == nil {
-			if info, err := c.Info(); err != nil || info.PID != pid {
+			if info, err := c.Info(); err == nil && info.PID != pid {
+				// Another's, then. The one started here has lost the race for the lock or
+				// is about to; it must not take over once that one stops.
+				cmd.Process.Signal(syscall.SIGTERM)
 				pid = 0
 			}
 			return c, pid, nil

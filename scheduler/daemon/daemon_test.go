@@ -435,7 +435,12 @@ func TestFiveStartsAtOnce(t *testing.T) {
 	if c == nil {
 		t.Fatal("no start connected")
 	}
-	defer c.Stop(true)
+	defer func() {
+		// Once it has stopped, no daemon that lost the race takes its place.
+		if err := c.Stop(true); err != nil {
+			t.Error(err)
+		}
+	}()
 	info, err := c.Info()
 	if err != nil || len(winners) != 1 || info.PID != winners[0] {
 		t.Errorf("the daemon that answers: %+v %v; the starts that say they started it: %v", info, err, winners)
