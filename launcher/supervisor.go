@@ -192,7 +192,10 @@ func record(dir string, e Ended) error {
 // daemon) takes it itself. The trainer does not inherit it.
 func holdLock(dir string) (*os.File, error) {
 	path := filepath.Join(dir, lockFile)
-	if target, err := os.Readlink("/proc/self/fd/3"); err == nil && target == path {
+	// Descriptor 3 is not this process's to wrap unless it is the lock file: the Go
+	// runtime may have taken it for itself.
+	var inherited, file unix.Stat_t
+	if unix.Fstat(3, &inherited) == nil && unix.Stat(path, &file) == nil && inherited.Dev == file.Dev && inherited.Ino == file.Ino {
 		syscall.CloseOnExec(3)
 		return os.NewFile(3, path), nil
 	}
