@@ -40,12 +40,13 @@ import (
 //	sock             the supervisor's unix socket (see the requests below), mode 0600,
 //	                 serving only processes of its own user
 //	exit.json        how the attempt ended, written (synced, renamed) before the
-//	                 supervisor exits; it waits for room to write it, if it must
+//	                 supervisor exits; it waits for room to write it, if it must, and
+//	                 holds the lock meanwhile
 //
 // A client of sock writes one line, a request, then:
 //
 //	wait       reads nothing until the attempt has ended, then how it ended (exit.json's
-//	           JSON), then EOF
+//	           JSON, even where exit.json could not be written), then EOF
 //	stop       the supervisor stops the trainer's process group (SIGTERM, then SIGKILL)
 //	attach     reads the last 64 KiB of output then the live output; what it writes
 //	           goes to the trainer's terminal
@@ -152,10 +153,16 @@ func Supervise(dir string) error {
 	h.close()
 	outcome, facts := Classify(p.Exit(), p.Output())
 	end.ended = Ended{Outcome: outcome, OOM: facts, Detail: p.Ended()}
-	close(end.done)
-	err = record(dir, end.ended)
-	// Only now does the socket go: a daemon that finds no supervisor finds exit.json.
+	exit := filepath.Join(dir, exitFile)
+	err = writeJSON(exit, end.ended)
+	// The clients waiting hear the end now, exit.json written or not; a daemon that
+	// comes later finds exit.json, or waits for it while this supervisor lives (its
+	// lock) and tries again to write it.
 	ln.Close()
+	close(end.done)
+	if err != nil {
+		err = record(exit, end.ended, err)
+	}
 	waiting.Wait()
 	return err
 }
@@ -166,24 +173,19 @@ type ending struct {
 	ended Ended
 }
 
-// record writes exit.json. On a disk without room it tries again every second, serving
-// clients how the attempt ended meanwhile, for as long as the attempt's directory is
-// there: a daemon started again later must find the end, from the socket or the file.
-func record(dir string, e Ended) error {
-	said := false
+// record writes how the attempt ended to path (exit.json), which failed once with err
+// (a disk without room): it tries again every second for as long as the attempt's
+// directory is there, since a daemon started again later must find the end.
+func record(path string, e Ended, err error) error {
+	fmt.Fprintf(os.Stderr, "cannot record how the attempt ended (%v); trying again every second\n", err)
 	for {
-		err := writeJSON(filepath.Join(dir, exitFile), e)
-		if err == nil {
-			return nil
-		}
-		if _, serr := os.Stat(dir); serr != nil {
+		time.Sleep(time.Second)
+		if _, serr := os.Stat(filepath.Dir(path)); serr != nil {
 			return err
 		}
-		if !said {
-			fmt.Fprintf(os.Stderr, "cannot record how the attempt ended (%v); trying again every second\n", err)
-			said = true
+		if err = writeJSON(path, e); err == nil {
+			return nil
 		}
-		time.Sleep(time.Second)
 	}
 }
 
