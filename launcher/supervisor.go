@@ -65,6 +65,8 @@ const (
 type Spec struct {
 	Command Command `json:"command"`
 	Header  string  `json:"header"`
+	// Lease, if set, is the lease file the trainer runs under (see RenewLease).
+	Lease string `json:"lease,omitempty"`
 }
 
 // Ended is how a supervised attempt ended, as exit.json records it.
@@ -72,6 +74,8 @@ type Ended struct {
 	Outcome plans.Outcome   `json:"outcome"`
 	OOM     *plans.OOMFacts `json:"oom,omitempty"`
 	Detail  string          `json:"detail"`
+	// Fenced: the supervisor stopped the trainer because its lease lapsed.
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 type supervisorInfo struct {
@@ -149,10 +153,19 @@ func Supervise(dir string) error {
 			}()
 		}
 	}()
+	var fenced <-chan bool
+	if spec.Lease != "" {
+		fenced = keepLease(spec.Lease, p)
+	}
 	<-p.Done()
 	h.close()
 	outcome, facts := Classify(p.Exit(), p.Output())
 	end.ended = Ended{Outcome: outcome, OOM: facts, Detail: p.Ended()}
+	// A trainer that succeeded as its lease lapsed has succeeded.
+	if fenced != nil && <-fenced && outcome != plans.Success {
+		end.ended = Ended{Outcome: plans.Lost, Fenced: true,
+			Detail: "stopped: its worker lost touch with the daemon, which runs the job again elsewhere"}
+	}
 	exit := filepath.Join(dir, exitFile)
 	err = writeJSON(exit, end.ended)
 	// The clients waiting hear the end now, exit.json written or not; a daemon that

@@ -13,19 +13,19 @@ import (
 // offers none. ours tells whether a process belongs to an attempt; any other process on
 // a card is foreign, and its memory counts against free, but for one this PID namespace
 // cannot see: whose it is cannot be told, and NVML's total use still counts it.
-func cardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running []*Attempt, ours func(pid int) bool) []CardState {
-	pos := make(map[int]int, len(cards))
+func cardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running []*Attempt, ours func(worker string, pid int) bool) []CardState {
+	pos := make(map[CardID]int, len(cards))
 	out := make([]CardState, len(cards))
 	for i, c := range cards {
-		pos[c.Index] = i
-		out[i] = CardState{Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i]}
+		pos[idOf(c)] = i
+		out[i] = CardState{Worker: c.Worker, Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i]}
 		if c.Fault != "" {
 			out[i].Slots = 0
 		}
 	}
 	for _, a := range running {
 		for _, idx := range a.GPUs {
-			if i, ok := pos[idx]; ok {
+			if i, ok := pos[CardID{a.Worker, idx}]; ok {
 				out[i].Reserved += a.reserve()
 				out[i].Running++
 			}
@@ -33,7 +33,7 @@ func cardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running 
 	}
 	for i, c := range cards {
 		for _, p := range c.Processes {
-			if p.Used != gpu.Unknown && !p.Hidden && (ours == nil || !ours(p.PID)) {
+			if p.Used != gpu.Unknown && !p.Hidden && (ours == nil || !ours(c.Worker, p.PID)) {
 				out[i].Foreign += p.Used
 			}
 		}
@@ -51,33 +51,36 @@ func requestOf(j *Job) Request {
 // watchCards tells people what changed in how the cards can be read: a card going out of
 // service or coming back, and, once, that GPU memory cannot be attributed here.
 func (e *Engine) watchCards() {
-	hidden := map[int]bool{}
+	hidden := map[proc]bool{}
 	for _, c := range e.cards {
-		was, known := e.faults[c.Index]
+		id := idOf(c)
+		name := "GPU " + id.String()
+		was, known := e.faults[id]
 		switch {
 		case c.Fault != "" && c.Fault != was:
-			e.events(Event{Time: e.clock.Now(), Job: fmt.Sprintf("GPU %d", c.Index), Kind: "out-of-service",
+			e.events(Event{Time: e.clock.Now(), Job: name, Kind: "out-of-service",
 				Message: c.Fault + "; it takes no new job, its running jobs go on, and gpuq reads it again every poll"})
 		case c.Fault == "" && known:
-			e.events(Event{Time: e.clock.Now(), Job: fmt.Sprintf("GPU %d", c.Index), Kind: "in-service", Message: "NVML reads it again"})
+			e.events(Event{Time: e.clock.Now(), Job: name, Kind: "in-service", Message: "NVML reads it again"})
 		}
 		if c.Fault != "" {
-			e.faults[c.Index] = c.Fault
+			e.faults[id] = c.Fault
 		} else {
-			delete(e.faults, c.Index)
+			delete(e.faults, id)
 		}
 		for _, p := range c.Processes {
 			if !p.Hidden {
 				continue
 			}
 			// Twice in a row: a process can end between NVML's list and the look in /proc.
-			if e.hidden[p.PID] && !e.unattributed {
+			k := proc{c.Worker, p.PID}
+			if e.hidden[k] && !e.unattributed {
 				e.unattributed = true
-				e.events(Event{Time: e.clock.Now(), Job: fmt.Sprintf("GPU %d", c.Index), Kind: "unattributed", Message: fmt.Sprintf(
+				e.events(Event{Time: e.clock.Now(), Job: name, Kind: "unattributed", Message: fmt.Sprintf(
 					"NVML lists process %d, which this PID namespace does not have (gpuq runs in a container?): gpuq cannot "+
 						"attribute GPU memory on this machine, and packs by estimates alone", p.PID)})
 			}
-			hidden[p.PID] = true
+			hidden[k] = true
 		}
 	}
 	e.hidden = hidden
@@ -88,7 +91,7 @@ func (e *Engine) outOfService() string {
 	var parts []string
 	for _, c := range e.cards {
 		if c.Fault != "" {
-			parts = append(parts, fmt.Sprintf("GPU %d is out of service (%s)", c.Index, c.Fault))
+			parts = append(parts, fmt.Sprintf("GPU %s is out of service (%s)", idOf(c), c.Fault))
 		}
 	}
 	return strings.Join(parts, "; ")

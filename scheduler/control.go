@@ -174,15 +174,15 @@ func (e *Engine) change(jobs []*Job, kind string, change func(*Job)) ([]string, 
 
 // Drain stops (on) or lets again (off) new jobs start on a card; its running jobs
 // finish.
-func (e *Engine) Drain(gpu int, on bool) error {
-	if _, ok := e.cardPos[gpu]; !ok {
-		var have []int
+func (e *Engine) Drain(card CardID, on bool) error {
+	if _, ok := e.cardPos[card]; !ok {
+		var have []string
 		for _, c := range e.cards {
-			have = append(have, c.Index)
+			have = append(have, idOf(c).String())
 		}
-		return Refused(fmt.Sprintf("no GPU %d here; gpuq schedules on %v", gpu, have))
+		return Refused(fmt.Sprintf("no GPU %s here; gpuq schedules on [%s]", card, strings.Join(have, " ")))
 	}
-	return e.put(&Drain{GPU: gpu, On: on})
+	return e.put(&Drain{Worker: card.Worker, GPU: card.Index, On: on})
 }
 
 // Why says why a job waits, or what it is doing if it does not.
@@ -195,7 +195,7 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 	switch {
 	case j.State == JobRunning:
 		a := snap.Attempt(AttemptID(id, j.Attempts))
-		return "", fmt.Sprintf("it is running: attempt %d on GPU %v since %s", a.N, a.GPUs, a.Started.Format("15:04:05")), nil
+		return "", fmt.Sprintf("it is running: attempt %d on %s since %s", a.N, a.Where(), a.Started.Format("15:04:05")), nil
 	case ended(j):
 		msg := "it has " + string(j.State)
 		if j.Reason != "" {

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -26,6 +27,38 @@ func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 type Inventory interface {
 	Snapshot() ([]gpu.Card, error)
 }
+
+// Cluster is an Inventory whose cards are on several machines, this one and gpuq
+// workers on other nodes, each with its own plan, RAM and end: the engine takes each
+// card's slots, each machine's RAM and time left from it, rather than from Config's
+// Slots and Host, which are one machine's.
+type Cluster interface {
+	Inventory
+	// Slots is the plan's limit on a card of the last Snapshot.
+	Slots(c gpu.Card) int
+	// Host reads the RAM of a machine (a card's Worker) as Config.Host reads this one's.
+	Host(worker string) (total, available int64, err error)
+	// Ends is when a machine stops taking jobs (a worker's allocation ends); zero: never.
+	Ends(worker string) time.Time
+}
+
+// CardID names a card: its machine (a gpuq worker, "" for this one) and its index
+// there.
+type CardID struct {
+	Worker string
+	Index  int
+}
+
+// String is how people name the card: "3" on this machine, "node7:3" on a worker.
+func (c CardID) String() string {
+	if c.Worker == "" {
+		return strconv.Itoa(c.Index)
+	}
+	return c.Worker + ":" + strconv.Itoa(c.Index)
+}
+
+// idOf is a card's CardID.
+func idOf(c gpu.Card) CardID { return CardID{c.Worker, c.Index} }
 
 // Launch is what a Runner needs to start an attempt.
 type Launch struct {
@@ -84,6 +117,9 @@ type Exit struct {
 	// Unstarted: the attempt was recorded but its trainer never started (a daemon
 	// died in between); the job goes back to the queue as it was.
 	Unstarted bool
+	// Requeue: the attempt was lost with the machine it ran on (a gpuq worker that did
+	// not come back); the job goes back to the queue as it was, as for Unstarted.
+	Requeue bool `json:",omitempty"`
 }
 
 // Event is something that happened, for the user interface.
@@ -115,6 +151,10 @@ type Config struct {
 	// Rounds, if set, hears how long each round of Run's or Serve's loop took, in
 	// wall-clock time, for metrics.
 	Rounds func(took time.Duration)
+	// Durations, when set, says how long a queued job is expected to run (0: unknown),
+	// so that a machine whose time runs out (Cluster.Ends) takes only jobs that end
+	// before it does.
+	Durations func(j *Job) time.Duration
 }
 
 // Engine runs jobs to the end: it packs, starts attempts, and reacts to how they end.
@@ -127,18 +167,18 @@ type Engine struct {
 	events func(Event)
 	ghosts []ghost
 	cards  []gpu.Card
-	// cardPos maps a card's index to its position in cards.
-	cardPos map[int]int
+	// cardPos maps a card to its position in cards.
+	cardPos map[CardID]int
 	// owners maps each process on the cards to its attempt, resolved once per round
 	// (see resolveOwners).
-	owners map[int]string
+	owners map[proc]string
 	// hostNow is what each running attempt's processes hold of host RAM, by attempt.
 	hostNow map[string]int64
 	// faults are the cards out of service at the last reading, and why.
-	faults map[int]string
+	faults map[CardID]string
 	// hidden are the processes NVML listed at the last reading that this PID namespace
 	// does not have; unattributed, that gpuq has said what that means.
-	hidden       map[int]bool
+	hidden       map[proc]bool
 	unattributed bool
 	// lastRound is when the last round sampled the cards.
 	lastRound time.Time
@@ -153,6 +193,12 @@ type Engine struct {
 	// attempts that could not be recorded meanwhile (see pause.go).
 	paused  *CannotWrite
 	pending []Exit
+}
+
+// proc is a process on a machine: pids are a machine's own.
+type proc struct {
+	worker string
+	pid    int
 }
 
 // ghost is an ended attempt whose memory NVML may still show.
@@ -176,8 +222,8 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		events: events, owners: map[int]string{}, cardPos: map[int]int{},
-		hostNow: map[string]int64{}, faults: map[int]string{}, commands: make(chan func()), stopped: make(chan struct{})}
+		events: events, owners: map[proc]string{}, cardPos: map[CardID]int{},
+		hostNow: map[string]int64{}, faults: map[CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
 }
 
 // Submit adds a sweep's jobs.

@@ -41,7 +41,7 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 // a reading is a floor, not a peak.
 func (e *Engine) measure(a *Attempt) (most int64, unknown bool) {
 	for _, idx := range a.GPUs {
-		i, ok := e.cardPos[idx]
+		i, ok := e.cardPos[CardID{a.Worker, idx}]
 		if !ok {
 			continue
 		}
@@ -50,7 +50,7 @@ func (e *Engine) measure(a *Attempt) (most int64, unknown bool) {
 		}
 		var sum int64
 		for _, p := range e.cards[i].Processes {
-			owner, ok := e.owners[p.PID]
+			owner, ok := e.owners[proc{a.Worker, p.PID}]
 			if !ok && p.Hidden {
 				unknown = true
 			}

@@ -35,22 +35,23 @@ type Holding struct {
 func (e *Engine) CardViews() []CardView {
 	snap := e.store.Snapshot()
 	running := snap.Running()
-	states := cardStates(e.cards, e.cfg.Slots, e.cfg.Headroom, running, e.ours(running))
+	slots := e.slots()
+	states := cardStates(e.cards, slots, e.cfg.Headroom, running, e.ours(running))
 	slices.SortFunc(running, func(a, b *Attempt) int { return a.Started.Compare(b.Started) })
 	drained := snap.Drained()
 	out := make([]CardView, len(e.cards))
 	for i, c := range e.cards {
 		s := states[i]
-		out[i] = CardView{Card: c, Slots: e.cfg.Slots[i], Running: s.Running, Drained: drained[c.Index],
+		out[i] = CardView{Card: c, Slots: slots[i], Running: s.Running, Drained: drained[idOf(c)],
 			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom}
 		held := map[string]int64{}
 		for _, p := range c.Processes {
-			if a, ok := e.owners[p.PID]; ok && p.Used != gpu.Unknown {
+			if a, ok := e.owners[proc{c.Worker, p.PID}]; ok && p.Used != gpu.Unknown {
 				held[a] += p.Used
 			}
 		}
 		for _, a := range running {
-			if slices.Contains(a.GPUs, c.Index) {
+			if a.on(idOf(c)) {
 				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.reserve(), Held: held[a.ID]})
 			}
 		}
@@ -83,7 +84,7 @@ func (e *Engine) decide(snap Snapshot) (Decision, []*Job, error) {
 	if err != nil {
 		return Decision{}, nil, err
 	}
-	return Pack(slices.Collect(v.queue), v.cards, v.host), probing, nil
+	return Pack(slices.Collect(v.queue), v.cards, v.hosts), probing, nil
 }
 
 // probeDetail says which job a job of memory: probe waits for.

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"iter"
+	"maps"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -17,6 +19,9 @@ type Request struct {
 	GPUsPerJob int   // distinct cards needed at once
 	Exclusive  bool  // needs idle cards and keeps them to itself
 	Host       int64 // host RAM; 0 = unknown
+	// Duration is how long the job is expected to run; 0 = unknown. A card whose
+	// machine has less time left (CardState.Left) does not take it.
+	Duration time.Duration
 	// Quota, when not nil, limits the job to its sweep's cards and plan; the requests
 	// of one sweep share it.
 	Quota *Quota
@@ -38,7 +43,12 @@ type Quota struct {
 // full reports whether the quota lets no more jobs start on cards[i].
 func (q *Quota) full(i int) bool { return q != nil && (q.Free[i] <= 0 || q.Slots[i] <= 0) }
 
-// HostState is the machine's RAM as the packer sees it, read and reserved like a card's
+// Hosts is the RAM of each machine the cards are on, by worker ("" for this machine).
+// A machine without an entry, as every machine of a nil Hosts, leaves host memory out
+// of the decision.
+type Hosts map[string]HostState
+
+// HostState is a machine's RAM as the packer sees it, read and reserved like a card's
 // memory. A zero Total leaves host memory out of the decision.
 type HostState struct {
 	Total    int64
@@ -60,6 +70,9 @@ func (h HostState) Free() int64 {
 
 // CardState is one card as the packer sees it.
 type CardState struct {
+	// Worker is the machine the card is on ("" for this one); a card is known by its
+	// worker and index, and a job's cards are all on one machine.
+	Worker    string
 	Index     int
 	Total     int64
 	Used      int64 // what NVML says is in use
@@ -69,6 +82,9 @@ type CardState struct {
 	Slots     int  // the plan's limit
 	Running   int  // attempts on the card
 	Exclusive bool // a running attempt holds the card alone
+	// Left is how long the card's machine has left (a worker whose allocation ends);
+	// 0: no end.
+	Left time.Duration
 }
 
 // Free is the memory a new job may count on: what neither NVML nor gpuq's own
@@ -86,8 +102,9 @@ func (c CardState) idleRoom() int64 { return c.room() - c.Foreign }
 
 // Placement starts a job on cards.
 type Placement struct {
-	Job   string
-	Cards []int // card indices
+	Job    string
+	Worker string // the machine of its cards
+	Cards  []int  // card indices on it
 }
 
 // Reason says why a queued job waits. The packer returns one for every job it does not
@@ -140,8 +157,8 @@ type Decision struct {
 // reserves cards (see reserve), and no later job starts on them. Those cards only drain,
 // so the job starts once the jobs running there end, however many smaller jobs arrive
 // behind it. Jobs of higher priority may still overtake it, by design.
-func Pack(queue []Request, cards []CardState, host HostState) Decision {
-	p := newPacker(cards, host)
+func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
+	p := newPacker(cards, hosts)
 	d := Decision{Waiting: make([]Wait, 0, len(queue))}
 	for _, r := range queue {
 		if pl, w, ok := p.offer(r); ok {
@@ -159,8 +176,8 @@ func Pack(queue []Request, cards []CardState, host HostState) Decision {
 // could start, because no card that may take a job has a free slot and room for the
 // smallest estimate queued (smallest). So a round costs what it places, not the length
 // of the queue, when slots or memory are what bind.
-func Place(queue iter.Seq[Request], cards []CardState, host HostState, smallest int64) []Placement {
-	p := newPacker(cards, host)
+func Place(queue iter.Seq[Request], cards []CardState, hosts Hosts, smallest int64) []Placement {
+	p := newPacker(cards, hosts)
 	var out []Placement
 	full := p.full(smallest)
 	for r := range queue {
@@ -178,8 +195,8 @@ func Place(queue iter.Seq[Request], cards []CardState, host HostState, smallest 
 	return out
 }
 
-func newPacker(cards []CardState, host HostState) *packer {
-	p := &packer{cards: slices.Clone(cards), reserved: make([]bool, len(cards)), failed: map[fit]Wait{}, host: host}
+func newPacker(cards []CardState, hosts Hosts) *packer {
+	p := &packer{cards: slices.Clone(cards), reserved: make([]bool, len(cards)), failed: map[fit]Wait{}, hosts: maps.Clone(hosts)}
 	for i := range p.cards {
 		if p.cards[i].Running < p.cards[i].Slots && !p.cards[i].Exclusive {
 			p.openSlots++
@@ -202,8 +219,8 @@ func (p *packer) offer(r Request) (Placement, Wait, bool) {
 		return Placement{}, w, false
 	}
 	// Host memory is checked before the cards, and a job that waits for it reserves
-	// no cards: RAM frees as jobs end anywhere, not on particular cards.
-	if free := p.host.Free(); r.Host > free {
+	// no cards: RAM frees as jobs end anywhere on a machine, not on particular cards.
+	if free := p.mostHostFree(r); r.Host > free {
 		return Placement{}, Wait{Job: r.Job, Reason: NoHostMemory, Detail: fmt.Sprintf("needs %s of host RAM; %s is free after the reserve",
 			plans.FormatSize(r.Host), plans.FormatSize(max(free, 0)))}, false
 	}
@@ -241,9 +258,14 @@ type fit struct {
 	gpus      int
 	exclusive bool
 	quota     *Quota
+	// host and duration decide which machines may take it.
+	host     int64
+	duration time.Duration
 }
 
-func fitOf(r Request) fit { return fit{r.Memory, max(r.GPUsPerJob, 1), r.Exclusive, r.Quota} }
+func fitOf(r Request) fit {
+	return fit{r.Memory, max(r.GPUsPerJob, 1), r.Exclusive, r.Quota, r.Host, r.Duration}
+}
 
 type packer struct {
 	cards        []CardState
@@ -254,7 +276,27 @@ type packer struct {
 	openSlots    int // cards not held with a free slot
 	reservedOpen int // reserved cards with a free slot
 	failed       map[fit]Wait
-	host         HostState
+	hosts        Hosts
+}
+
+// hostFree is the RAM free on a machine; unbounded where its RAM is not known.
+func (p *packer) hostFree(worker string) int64 {
+	if h, ok := p.hosts[worker]; ok {
+		return h.Free()
+	}
+	return math.MaxInt64
+}
+
+// mostHostFree is the most RAM free on a machine whose cards r could ever use.
+func (p *packer) mostHostFree(r Request) int64 {
+	if r.Host <= 0 {
+		return math.MaxInt64
+	}
+	most := int64(math.MinInt64)
+	for _, c := range p.cards {
+		most = max(most, p.hostFree(c.Worker))
+	}
+	return most
 }
 
 func (p *packer) fits(i int, r Request) bool {
@@ -266,6 +308,9 @@ func (p *packer) fits(i int, r Request) bool {
 		return false
 	}
 	if r.Exclusive && c.Running > 0 {
+		return false
+	}
+	if c.Left > 0 && r.Duration > c.Left || r.Host > 0 && p.hostFree(c.Worker) < r.Host {
 		return false
 	}
 	return c.Free() >= r.Memory
@@ -296,16 +341,42 @@ func (p *packer) pick(r Request) []int {
 	slices.SortStableFunc(cands, func(a, b int) int {
 		return cmp.Compare(p.leftover(a, r), p.leftover(b, r))
 	})
-	picked := slices.Clone(cands[:need])
+	picked := slices.Clone(p.onOneMachine(cands, need))
 	slices.Sort(picked)
 	return picked
 }
 
+// onOneMachine returns the first need of cands (positions in p.cards, best first) that
+// are on one machine: the machine whose need-th best card comes first; nil when no
+// machine has need of them. A job's cards must share a machine: its processes talk
+// over NVLink or PCIe, not the network, and a worker starts it as one trainer.
+func (p *packer) onOneMachine(cands []int, need int) []int {
+	if len(cands) < need {
+		return nil
+	}
+	worker := p.cards[cands[0]].Worker
+	if !slices.ContainsFunc(cands[:need], func(i int) bool { return p.cards[i].Worker != worker }) {
+		return cands[:need] // one machine, as nearly always
+	}
+	seen := map[string][]int{}
+	for _, i := range cands {
+		w := p.cards[i].Worker
+		if seen[w] = append(seen[w], i); len(seen[w]) == need {
+			return seen[w]
+		}
+	}
+	return nil
+}
+
 func (p *packer) place(r Request, picked []int) Placement {
 	pl := Placement{Job: r.Job}
-	p.host.Reserved += r.Host
-	p.host.Used += r.Host
-	p.host.Ours += r.Host
+	pl.Worker = p.cards[picked[0]].Worker
+	if h, ok := p.hosts[pl.Worker]; ok {
+		h.Reserved += r.Host
+		h.Used += r.Host
+		h.Ours += r.Host
+		p.hosts[pl.Worker] = h
+	}
 	for _, i := range picked {
 		if r.Quota != nil {
 			r.Quota.Free[i]--
@@ -365,15 +436,15 @@ func (p *packer) slots(i int, r Request) (limit, taken int) {
 // running there have ended.
 func (p *packer) reserve(r Request) {
 	var cands []int
-	for i, c := range p.cards {
-		if c.idleRoom() >= r.Memory && c.Slots > 0 && quotaAllows(r, i) {
+	for i := range p.cards {
+		if p.couldTake(i, r) {
 			cands = append(cands, i)
 		}
 	}
 	slices.SortStableFunc(cands, func(a, b int) int {
 		return cmp.Compare(p.cards[a].idleRoom(), p.cards[b].idleRoom())
 	})
-	for _, i := range cands[:min(len(cands), max(r.GPUsPerJob, 1))] {
+	for _, i := range p.onOneMachine(cands, max(r.GPUsPerJob, 1)) {
 		p.reserved[i] = true
 		if c := p.cards[i]; c.Running < c.Slots && !c.Exclusive {
 			p.openSlots--
@@ -392,12 +463,17 @@ func (p *packer) reserve(r Request) {
 func (p *packer) why(r Request) (w Wait, reserves bool) {
 	need := max(r.GPUsPerJob, 1)
 	w.Job = r.Job
-	idleFits, withSlot, reservedFits, quotaFull := 0, 0, 0, 0
+	reservedFits, quotaFull := 0, 0
 	var bestFree int64 = -1 << 62
-	bestCard := -1
+	bestCard := "none"
+	// The most cards one machine could ever offer r, and has with a free slot now: a
+	// job's cards are on one machine.
+	idleFits, withSlot := 0, 0
+	idle, slotted := map[string]int{}, map[string]int{}
 	for i, c := range p.cards {
-		if c.idleRoom() >= r.Memory && c.Slots > 0 && quotaAllows(r, i) {
-			idleFits++
+		if p.couldTake(i, r) {
+			idle[c.Worker]++
+			idleFits = max(idleFits, idle[c.Worker])
 		}
 		if c.Running >= c.Slots || c.Exclusive {
 			continue
@@ -406,12 +482,13 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 			quotaFull++
 			continue
 		}
-		withSlot++
+		slotted[c.Worker]++
+		withSlot = max(withSlot, slotted[c.Worker])
 		if p.reserved[i] && p.fits(i, r) {
 			reservedFits++
 		}
 		if f := c.Free(); f > bestFree {
-			bestFree, bestCard = f, c.Index
+			bestFree, bestCard = f, CardID{c.Worker, c.Index}.String()
 		}
 	}
 	cards := "a card"
@@ -430,7 +507,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		w.Detail = fmt.Sprintf("runs alone after an OOM and needs %s with no other job", cards)
 	case withSlot >= need:
 		w.Reason = NoMemory
-		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %d)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
+		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %s)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
 	case quotaFull > 0 && withSlot == 0 && r.Quota.OnePerCard:
 		w.Reason, w.Detail = NoSlot, "one job per card, the default for jobs without a memory estimate and sweeps without a gpu_plan: "+
 			"every card it may use has one (memory: lets gpuq pack them by memory)"
@@ -446,6 +523,12 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		w.Detail = fmt.Sprintf("needs %s with a free slot; %d of the plan's cards have one", cards, withSlot)
 	}
 	return w, true
+}
+
+// couldTake reports whether card i could take r were none of gpuq's jobs on it.
+func (p *packer) couldTake(i int, r Request) bool {
+	c := p.cards[i]
+	return c.idleRoom() >= r.Memory && c.Slots > 0 && quotaAllows(r, i) && (c.Left == 0 || r.Duration <= c.Left)
 }
 
 // quotaAllows reports whether r's sweep may ever use cards[i]. A card on which the

@@ -56,7 +56,7 @@ func BenchmarkPack(b *testing.B) {
 	for _, s := range benchSizes {
 		b.Run(fmt.Sprintf("jobs=%d/cards=%d", s.jobs, s.cards), func(b *testing.B) {
 			q, cs, _ := benchMachine(s.jobs, s.cards)
-			benchDecisions(b, func() { Pack(q, cs, HostState{}) })
+			benchDecisions(b, func() { Pack(q, cs, nil) })
 		})
 	}
 }
@@ -66,7 +66,7 @@ func BenchmarkPlace(b *testing.B) {
 	for _, s := range benchSizes {
 		b.Run(fmt.Sprintf("jobs=%d/cards=%d", s.jobs, s.cards), func(b *testing.B) {
 			q, cs, smallest := benchMachine(s.jobs, s.cards)
-			benchDecisions(b, func() { Place(slices.Values(q), cs, HostState{}, smallest) })
+			benchDecisions(b, func() { Place(slices.Values(q), cs, nil, smallest) })
 		})
 	}
 }

@@ -8,12 +8,18 @@ import (
 	"testing"
 )
 
+// randomCards are up to eight cards on one to three machines, each numbering its own
+// from 0.
 func randomCards(r *rand.Rand) []CardState {
 	n := 1 + r.IntN(8)
 	cards := make([]CardState, n)
+	machines := 1 + r.IntN(3)
+	next := map[string]int{}
 	for i := range cards {
 		total := []int64{12, 24, 40, 80}[r.IntN(4)] * gib
-		c := CardState{Index: i, Total: total, Slots: r.IntN(4), Headroom: total / 20}
+		worker := []string{"", "a", "b"}[r.IntN(machines)]
+		c := CardState{Worker: worker, Index: next[worker], Total: total, Slots: r.IntN(4), Headroom: total / 20}
+		next[worker]++
 		c.Running = r.IntN(c.Slots + 1)
 		c.Reserved = int64(c.Running) * int64(r.IntN(8)) * gib
 		c.Foreign = int64(r.IntN(3)) * gib
@@ -38,16 +44,17 @@ func randomQueue(r *rand.Rand, n int) []Request {
 }
 
 // TestPackProperties: over random inputs the packer never fills a card past its slots or
-// its free memory, never shares an exclusive card, gives a multi-card job distinct cards,
-// accounts for every job exactly once, and decides the same way every time.
+// its free memory, never shares an exclusive card, gives a multi-card job distinct cards
+// of one machine, accounts for every job exactly once, and decides the same way every
+// time.
 func TestPackProperties(t *testing.T) {
 	for seed := range uint64(3000) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		cards := randomCards(r)
 		queue := randomQueue(r, r.IntN(20))
-		d := Pack(queue, cards, HostState{})
+		d := Pack(queue, cards, nil)
 
-		if again := Pack(queue, cards, HostState{}); !reflect.DeepEqual(d, again) {
+		if again := Pack(queue, cards, nil); !reflect.DeepEqual(d, again) {
 			t.Fatalf("seed %d: not deterministic", seed)
 		}
 		byJob := map[string]Request{}
@@ -55,9 +62,9 @@ func TestPackProperties(t *testing.T) {
 			byJob[q.Job] = q
 		}
 		seen := map[string]bool{}
-		pos := map[int]int{}
+		pos := map[CardID]int{}
 		for i, c := range cards {
-			pos[c.Index] = i
+			pos[CardID{c.Worker, c.Index}] = i
 		}
 		added := make([]int64, len(cards))
 		count := make([]int, len(cards))
@@ -77,7 +84,10 @@ func TestPackProperties(t *testing.T) {
 					t.Fatalf("seed %d: %s got card %d twice", seed, p.Job, ci)
 				}
 				distinct[ci] = true
-				i := pos[ci]
+				i, ok := pos[CardID{p.Worker, ci}]
+				if !ok {
+					t.Fatalf("seed %d: %s got card %d of %q, which has none such", seed, p.Job, ci, p.Worker)
+				}
 				added[i] += q.Memory
 				count[i]++
 				if q.Exclusive {
@@ -130,7 +140,7 @@ type running struct {
 }
 
 func (c *cluster) round(queue []Request) (placed map[string]bool) {
-	d := Pack(queue, c.cards, HostState{})
+	d := Pack(queue, c.cards, nil)
 	placed = map[string]bool{}
 	byJob := map[string]Request{}
 	for _, q := range queue {
@@ -263,8 +273,8 @@ func TestPlaceMatchesPack(t *testing.T) {
 		for _, q := range queue {
 			smallest = min(smallest, q.Memory)
 		}
-		want := Pack(queue, cards, HostState{}).Placements
-		got := Place(slices.Values(queue), cards, HostState{}, smallest)
+		want := Pack(queue, cards, nil).Placements
+		got := Place(slices.Values(queue), cards, nil, smallest)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d: Place = %v, Pack = %v", seed, got, want)
 		}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const gib = int64(1) << 30
@@ -16,7 +17,11 @@ func card(i int, total int64, slots int) CardState {
 func describe(d Decision) string {
 	var lines []string
 	for _, p := range d.Placements {
-		lines = append(lines, fmt.Sprintf("%s -> %v", p.Job, p.Cards))
+		if p.Worker != "" {
+			lines = append(lines, fmt.Sprintf("%s -> %s %v", p.Job, p.Worker, p.Cards))
+		} else {
+			lines = append(lines, fmt.Sprintf("%s -> %v", p.Job, p.Cards))
+		}
 	}
 	for _, w := range d.Waiting {
 		lines = append(lines, fmt.Sprintf("%s waits: %s", w.Job, w.Reason))
@@ -106,7 +111,7 @@ func TestPack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := describe(Pack(tt.queue, tt.cards, HostState{}))
+			got := describe(Pack(tt.queue, tt.cards, nil))
 			// Placements print first; compare as sets of lines in that order.
 			if !sameLines(got, tt.want) {
 				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
@@ -136,7 +141,7 @@ func sameLines(a, b string) bool {
 func TestPackDoesNotMutateInput(t *testing.T) {
 	cards := []CardState{card(0, 24*gib, 2)}
 	before := reflect.ValueOf(cards[0]).Interface()
-	Pack([]Request{{Job: "a", Memory: gib}}, cards, HostState{})
+	Pack([]Request{{Job: "a", Memory: gib}}, cards, nil)
 	if !reflect.DeepEqual(before, cards[0]) {
 		t.Error("Pack changed its input")
 	}
@@ -152,14 +157,87 @@ func TestPackHostMemory(t *testing.T) {
 		t.Fatalf("free %d, want 36 GiB", f)
 	}
 	q := []Request{{Job: "a", Memory: gib, Host: 20 * gib}, {Job: "b", Memory: gib, Host: 20 * gib}, {Job: "c", Memory: gib, Host: 10 * gib}}
-	d := Pack(q, cards, host)
+	d := Pack(q, cards, Hosts{"": host})
 	if got, want := describe(d), "a -> [0]\nc -> [0]\nb waits: no-host-memory"; got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	if d.Reserved != "" {
 		t.Errorf("a job waiting for RAM reserved cards for %s", d.Reserved)
 	}
-	if w := Pack(q, cards, HostState{}).Waiting; len(w) != 0 {
+	if w := Pack(q, cards, nil).Waiting; len(w) != 0 {
 		t.Errorf("with no host figure every job fits: %v", w)
+	}
+}
+
+// TestPackAcrossWorkers: cards are known by their machine and index; a job's cards are on
+// one machine, and each machine's RAM and time left are its own.
+func TestPackAcrossWorkers(t *testing.T) {
+	on := func(worker string, i int, slots int) CardState {
+		c := card(i, 24*gib, slots)
+		c.Worker = worker
+		return c
+	}
+	busy := func(c CardState) CardState {
+		c.Running, c.Reserved = 1, 20*gib
+		return c
+	}
+	ending := func(c CardState, left time.Duration) CardState {
+		c.Left = left
+		return c
+	}
+	tests := []struct {
+		name  string
+		queue []Request
+		cards []CardState
+		hosts Hosts
+		want  string
+	}{
+		{
+			name:  "the same index on two machines is two cards",
+			queue: []Request{{Job: "a", Memory: 20 * gib}, {Job: "b", Memory: 20 * gib}, {Job: "c", Memory: 20 * gib}},
+			cards: []CardState{on("n1", 0, 1), on("n2", 0, 1)},
+			want:  "a -> n1 [0]\nb -> n2 [0]\nc waits: no-slot",
+		},
+		{
+			name:  "two cards of one machine, never one of each",
+			queue: []Request{{Job: "ddp", Memory: 10 * gib, GPUsPerJob: 2}},
+			cards: []CardState{on("n1", 0, 1), busy(on("n1", 1, 1)), on("n2", 0, 1), on("n2", 1, 1)},
+			want:  "ddp -> n2 [0 1]",
+		},
+		{
+			// Two free cards, one on each machine: the job reserves one machine's
+			// and a small job backfills the other's.
+			name:  "no machine has two cards free: it waits for one that will",
+			queue: []Request{{Job: "ddp", Memory: 10 * gib, GPUsPerJob: 2}, {Job: "small", Memory: gib}},
+			cards: []CardState{on("n1", 0, 1), busy(on("n1", 1, 1)), busy(on("n2", 0, 1)), on("n2", 1, 1)},
+			want:  "small -> n2 [1]\nddp waits: no-slot\nreserved for ddp",
+		},
+		{
+			name:  "no machine has two cards at all",
+			queue: []Request{{Job: "ddp", Memory: 10 * gib, GPUsPerJob: 2}},
+			cards: []CardState{on("n1", 0, 1), on("n2", 0, 1)},
+			want:  "ddp waits: too-large",
+		},
+		{
+			name:  "each machine's RAM is its own",
+			queue: []Request{{Job: "a", Memory: gib, Host: 20 * gib}, {Job: "b", Memory: gib, Host: 20 * gib}, {Job: "c", Memory: gib, Host: 40 * gib}},
+			cards: []CardState{on("n1", 0, 4), on("n2", 0, 4)},
+			hosts: Hosts{"n1": {Total: 64 * gib, Used: 50 * gib}, "n2": {Total: 64 * gib}},
+			want:  "a -> n2 [0]\nb -> n2 [0]\nc waits: no-host-memory",
+		},
+		{
+			name: "a machine near its end takes only what ends before it",
+			queue: []Request{{Job: "long", Memory: gib, Duration: 2 * time.Hour}, {Job: "short", Memory: gib, Duration: 30 * time.Minute},
+				{Job: "unknown", Memory: gib}, {Job: "longer", Memory: gib, Duration: 3 * time.Hour}},
+			cards: []CardState{ending(on("n1", 0, 2), time.Hour), on("n2", 0, 1)},
+			want:  "long -> n2 [0]\nshort -> n1 [0]\nunknown -> n1 [0]\nlonger waits: no-slot",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := describe(Pack(tt.queue, tt.cards, tt.hosts)); !sameLines(got, tt.want) {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
 	}
 }

@@ -38,7 +38,7 @@ func (e *Engine) Apply(x Exit) {
 	}
 	kind, msg := string(x.Outcome), x.Detail
 	switch {
-	case x.Unstarted:
+	case x.Unstarted, x.Requeue:
 		// It does not count against oom.max_attempts.
 		job.State, job.Since, kind = JobQueued, job.Since+1, "requeued"
 	case x.Outcome == plans.Success:
@@ -152,7 +152,7 @@ func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool)
 // likeliest cause is memory.
 func (e *Engine) nearlyFull(a *Attempt) bool {
 	for _, c := range e.cards {
-		if slices.Contains(a.GPUs, c.Index) && c.Fault == "" && c.Used*10 > c.Total*9 {
+		if a.on(idOf(c)) && c.Fault == "" && c.Used*10 > c.Total*9 {
 			return true
 		}
 	}
@@ -190,7 +190,7 @@ func (e *Engine) withoutAllocConf(job *Job, a *Attempt, sw *plans.Sweep) string 
 func (e *Engine) room(a *Attempt) int64 {
 	room := int64(math.MaxInt64)
 	for _, c := range e.cards {
-		if slices.Contains(a.GPUs, c.Index) {
+		if a.on(idOf(c)) {
 			total := c.Total
 			if a.OOM != nil && a.OOM.TotalBytes > 0 {
 				total = a.OOM.TotalBytes
@@ -206,7 +206,7 @@ func (e *Engine) sharedCard(a *Attempt) bool {
 	for _, r := range e.store.Snapshot().Running() {
 		if r.ID != a.ID {
 			for _, g := range r.GPUs {
-				if slices.Contains(a.GPUs, g) {
+				if a.on(CardID{r.Worker, g}) {
 					return true
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"iter"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
@@ -38,12 +39,20 @@ func (e *Engine) Schedule() error {
 	if err != nil {
 		return err
 	}
-	placed := Place(v.queue, v.cards, v.host, smallest.Estimate)
+	placed := Place(v.queue, v.cards, v.hosts, smallest.Estimate)
+	// How many trainers share each machine once the round's have started.
+	sharing := map[string]int{}
+	for _, a := range running {
+		sharing[a.Worker]++
+	}
+	for _, p := range placed {
+		sharing[p.Worker]++
+	}
 	for _, p := range placed {
 		if e.paused != nil {
 			break
 		}
-		e.start(snap, snap.Job(p.Job), p.Cards, len(running)+len(placed))
+		e.start(snap, snap.Job(p.Job), p, sharing[p.Worker])
 	}
 	return nil
 }
@@ -59,7 +68,7 @@ func (e *Engine) Preview() (Decision, []CardState, error) {
 	if err != nil {
 		return Decision{}, nil, err
 	}
-	return Pack(slices.Collect(v.queue), v.cards, v.host), v.cards, nil
+	return Pack(slices.Collect(v.queue), v.cards, v.hosts), v.cards, nil
 }
 
 // readCards reads the cards for a round.
@@ -71,16 +80,45 @@ func (e *Engine) readCards() error {
 	e.cards = cards
 	clear(e.cardPos)
 	for i, c := range cards {
-		e.cardPos[c.Index] = i
+		e.cardPos[idOf(c)] = i
 	}
 	return nil
+}
+
+// slots is the plan's limit on each card of the round, in order: the cluster's, or the
+// machine's plan.
+func (e *Engine) slots() []int {
+	cl, ok := e.inv.(Cluster)
+	if !ok {
+		return e.cfg.Slots
+	}
+	out := make([]int, len(e.cards))
+	for i, c := range e.cards {
+		out[i] = cl.Slots(c)
+	}
+	return out
+}
+
+// timeLeft gives each card the time its machine has left, where it ends.
+func (e *Engine) timeLeft(cards []CardState) {
+	cl, ok := e.inv.(Cluster)
+	if !ok {
+		return
+	}
+	now := e.clock.Now()
+	for i := range cards {
+		if end := cl.Ends(cards[i].Worker); !end.IsZero() {
+			// A machine past its end has no time left at all, not no limit.
+			cards[i].Left = max(end.Sub(now), time.Nanosecond)
+		}
+	}
 }
 
 // view is what the packer sees of a round. Schedule, Preview and Why all build it here,
 // so that they agree.
 type view struct {
 	cards []CardState
-	host  HostState
+	hosts Hosts
 	// queue yields the queued jobs in order, each with its sweep's quota, less those
 	// that wait for their shape's probe.
 	queue iter.Seq[Request]
@@ -90,15 +128,16 @@ type view struct {
 // the machine's RAM, and the queue. probing, if not nil, is told of each job the queue
 // passes over because it waits for its shape's probe.
 func (e *Engine) view(snap Snapshot, running []*Attempt, probing func(*Job)) (view, error) {
-	host, err := e.hostState(running)
+	hosts, err := e.hosts(running)
 	if err != nil {
 		return view{}, err
 	}
 	reserved := append(running, e.settling()...)
-	cards := cardStates(e.cards, e.cfg.Slots, e.cfg.Headroom, reserved, e.ours(running))
+	cards := cardStates(e.cards, e.slots(), e.cfg.Headroom, reserved, e.ours(running))
+	e.timeLeft(cards)
 	if drained := snap.Drained(); len(drained) > 0 {
 		for i := range cards {
-			if drained[cards[i].Index] {
+			if drained[CardID{cards[i].Worker, cards[i].Index}] {
 				cards[i].Slots = 0
 			}
 		}
@@ -115,12 +154,15 @@ func (e *Engine) view(snap Snapshot, running []*Attempt, probing func(*Job)) (vi
 			}
 			r := requestOf(j)
 			r.Quota = quota(j.Sweep)
+			if e.cfg.Durations != nil {
+				r.Duration = e.cfg.Durations(j)
+			}
 			if !yield(r) {
 				return
 			}
 		}
 	}
-	return view{cards: cards, host: host, queue: queue}, nil
+	return view{cards: cards, hosts: hosts, queue: queue}, nil
 }
 
 // quotas returns each sweep's quota for a round (nil for a sweep without a limit),
@@ -142,7 +184,7 @@ func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) fu
 				continue
 			}
 			for _, g := range a.GPUs {
-				if i, ok := e.cardPos[g]; ok {
+				if i, ok := e.cardPos[CardID{a.Worker, g}]; ok {
 					out[i]--
 				}
 			}
@@ -191,28 +233,45 @@ func waitsForProbe(snap Snapshot, j *Job, probing map[string]bool) bool {
 	return false
 }
 
-// hostState reads the machine's RAM for the packer.
-func (e *Engine) hostState(running []*Attempt) (HostState, error) {
-	if e.cfg.Host == nil {
-		return HostState{}, nil
+// hosts reads the RAM of each machine of the round's cards for the packer: the
+// cluster's machines, or this one.
+func (e *Engine) hosts(running []*Attempt) (Hosts, error) {
+	read := map[string]func() (int64, int64, error){}
+	if cl, ok := e.inv.(Cluster); ok {
+		for _, c := range e.cards {
+			read[c.Worker] = func() (int64, int64, error) { return cl.Host(c.Worker) }
+		}
+	} else if e.cfg.Host != nil {
+		read[""] = e.cfg.Host
 	}
-	total, avail, err := e.cfg.Host()
-	if err != nil {
-		return HostState{}, fmt.Errorf("host memory: %w", err)
+	hosts := make(Hosts, len(read))
+	for worker, host := range read {
+		total, avail, err := host()
+		if err != nil {
+			if worker != "" {
+				return nil, fmt.Errorf("host memory of worker %s: %w", worker, err)
+			}
+			return nil, fmt.Errorf("host memory: %w", err)
+		}
+		hosts[worker] = HostState{Total: total, Used: total - avail, Headroom: e.cfg.HostHeadroom.Of(total)}
 	}
-	h := HostState{Total: total, Used: total - avail, Headroom: e.cfg.HostHeadroom.Of(total)}
 	for _, a := range running {
-		h.Reserved += a.HostReserve
-		h.Ours += e.hostNow[a.ID]
+		if h, ok := hosts[a.Worker]; ok {
+			h.Reserved += a.HostReserve
+			h.Ours += e.hostNow[a.ID]
+			hosts[a.Worker] = h
+		}
 	}
-	return h, nil
+	return hosts, nil
 }
 
 // failTooLarge deals with the queued jobs no card could hold even when idle, so that
 // nothing waits forever. A job whose shape ran out of memory at its tier (another job of
 // the shape proved it needs more than any card) steps down its ladder without an
-// attempt of its own; any other fails.
+// attempt of its own; any other fails, but on a cluster, where a larger worker may yet
+// come: there it waits, too large for the cards there are.
 func (e *Engine) failTooLarge() {
+	_, cluster := e.inv.(Cluster)
 	room := e.largestRoom()
 	for j := range e.store.Snapshot().Largest() {
 		if j.Estimate <= room {
@@ -229,6 +288,9 @@ func (e *Engine) failTooLarge() {
 				continue
 			}
 		}
+		if cluster {
+			continue
+		}
 		c.State = JobFailed
 		c.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
 			plans.FormatSize(j.Estimate), plans.FormatSize(room))
@@ -240,7 +302,7 @@ func (e *Engine) failTooLarge() {
 }
 
 // ours tells the processes of running attempts from foreign ones.
-func (e *Engine) ours(running []*Attempt) func(int) bool {
+func (e *Engine) ours(running []*Attempt) func(worker string, pid int) bool {
 	attempts := map[string]bool{}
 	for _, a := range running {
 		attempts[a.ID] = true
@@ -248,24 +310,28 @@ func (e *Engine) ours(running []*Attempt) func(int) bool {
 	for _, g := range e.ghosts {
 		attempts[g.attempt.ID] = true
 	}
-	return func(pid int) bool {
-		a, ok := e.owners[pid]
+	return func(worker string, pid int) bool {
+		a, ok := e.owners[proc{worker, pid}]
 		return ok && attempts[a]
 	}
 }
 
 // resolveOwners asks the runner, once per round and process, whose each process on the
-// cards is. A pid the runner no longer knows keeps last round's owner, since NVML can show
-// a dead process's memory for a moment after /proc has forgotten it; a pid on no card is
-// forgotten, so the map stays as small as the cards' process lists.
+// cards is, unless the machine that read the card has said (a worker). A pid no longer
+// known keeps last round's owner, since NVML can show a dead process's memory for a
+// moment after /proc has forgotten it; a pid on no card is forgotten, so the map stays
+// as small as the cards' process lists.
 func (e *Engine) resolveOwners() {
-	next := make(map[int]string, len(e.owners))
+	next := make(map[proc]string, len(e.owners))
 	for _, c := range e.cards {
 		for _, p := range c.Processes {
-			if a, ok := e.runner.Owner(p.PID); ok {
-				next[p.PID] = a
-			} else if a, ok := e.owners[p.PID]; ok {
-				next[p.PID] = a
+			k := proc{c.Worker, p.PID}
+			if p.Attempt != "" {
+				next[k] = p.Attempt
+			} else if a, ok := e.runner.Owner(p.PID); ok && c.Worker == "" {
+				next[k] = a
+			} else if a, ok := e.owners[k]; ok {
+				next[k] = a
 			}
 		}
 	}
@@ -291,7 +357,8 @@ func (e *Engine) settling() []*Attempt {
 }
 
 // start starts a job that the round's snapshot holds queued.
-func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
+func (e *Engine) start(snap Snapshot, j *Job, p Placement, sharing int) {
+	cardIdx := p.Cards
 	sub := snap.Submission(j.Sweep)
 	if !sub.AllocConfRefused.IsZero() {
 		// An empty value turns PyTorch's allocator options off (see withoutAllocConf).
@@ -303,7 +370,7 @@ func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
 	job := *j
 	job.Attempts++
 	job.State = JobRunning
-	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, GPUs: cardIdx,
+	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, Worker: p.Worker, GPUs: cardIdx,
 		Tier: j.Pos.Tier, Params: j.Current, Estimate: j.Estimate, Reserve: j.Estimate, HostReserve: j.HostEstimate,
 		Started: e.clock.Now(), Timeout: j.Timeout.After}
 	if j.Probe && j.Estimate == 0 {
@@ -311,7 +378,7 @@ func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
 	}
 	var cards []gpu.Card
 	for _, c := range e.cards {
-		if slices.Contains(cardIdx, c.Index) {
+		if c.Worker == p.Worker && slices.Contains(cardIdx, c.Index) {
 			cards = append(cards, c)
 		}
 	}
@@ -345,7 +412,7 @@ func (e *Engine) start(snap Snapshot, j *Job, cardIdx []int, sharing int) {
 		e.put(&job, &started)
 	}
 	e.events(Event{Time: a.Started, Job: j.ID, Attempt: a.N, Kind: "started",
-		Message: fmt.Sprintf("on GPU %v, tier %d, estimate %s", cardIdx, a.Tier, plans.FormatSize(a.Estimate))})
+		Message: fmt.Sprintf("on %s, tier %d, estimate %s", a.Where(), a.Tier, plans.FormatSize(a.Estimate))})
 }
 
 // largestRoom is the most memory a job could have on one card; unbounded while a card

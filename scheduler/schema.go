@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 
 	memdb "github.com/hashicorp/go-memdb"
 )
@@ -36,7 +35,7 @@ func schema() *memdb.DBSchema {
 			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Shape](func(l *Shape) string { return l.Name })},
 		}},
 		TableDrains: {Name: TableDrains, Indexes: map[string]*memdb.IndexSchema{
-			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Drain](func(d *Drain) string { return strconv.Itoa(d.GPU) })},
+			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Drain](func(d *Drain) string { return d.card().String() })},
 		}},
 	}}
 }

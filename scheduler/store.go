@@ -79,11 +79,13 @@ func (j *Job) Waiting() bool { return j.State == JobQueued && !j.Held }
 
 // Attempt is one launch of a job.
 type Attempt struct {
-	ID       string // "<job>/<n>"
-	Job      string
-	Shape    string // the job's shape when it started
-	N        int
-	GPUs     []int // card indices
+	ID    string // "<job>/<n>"
+	Job   string
+	Shape string // the job's shape when it started
+	N     int
+	// Worker is the machine it runs on: "" for this one, or a gpuq worker's name.
+	Worker   string `json:",omitempty"`
+	GPUs     []int  // card indices on that machine
 	Tier     int
 	Params   *plans.Map
 	Estimate int64 // per card, when it started
@@ -122,6 +124,17 @@ type Shape struct {
 	Probe string
 }
 
+// Where says where it runs, for people: "GPU [0 1]", or on a worker "node7 GPU [0]".
+func (a *Attempt) Where() string {
+	if a.Worker == "" {
+		return fmt.Sprintf("GPU %v", a.GPUs)
+	}
+	return fmt.Sprintf("%s GPU %v", a.Worker, a.GPUs)
+}
+
+// on reports whether the attempt runs on a card.
+func (a *Attempt) on(c CardID) bool { return a.Worker == c.Worker && slices.Contains(a.GPUs, c.Index) }
+
 // reserve is what the packer holds for a running attempt on each card.
 func (a *Attempt) reserve() int64 {
 	if a.Reserve > 0 {
@@ -135,9 +148,13 @@ func (a *Attempt) Running() bool { return a.Outcome == "" }
 
 // Drain marks a card that takes no new jobs (gpuq drain); its running jobs finish.
 type Drain struct {
-	GPU int
-	On  bool
+	Worker string `json:",omitempty"` // the card's machine; "" for this one
+	GPU    int
+	On     bool
 }
+
+// card is the card a Drain is about.
+func (d *Drain) card() CardID { return CardID{d.Worker, d.GPU} }
 
 // Store is the in-memory state: submissions, jobs and attempts in go-memdb. Opened on a
 // state directory (OpenState), it journals every change before committing it.
@@ -310,11 +327,11 @@ func (sn Snapshot) Learned(shape string) int64 {
 }
 
 // Drained returns the cards that take no new jobs.
-func (sn Snapshot) Drained() map[int]bool {
-	out := map[int]bool{}
+func (sn Snapshot) Drained() map[CardID]bool {
+	out := map[CardID]bool{}
 	for d := range each[*Drain](sn.txn.Get, TableDrains, IndexID) {
 		if d.On {
-			out[d.GPU] = true
+			out[d.card()] = true
 		}
 	}
 	return out

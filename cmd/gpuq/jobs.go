@@ -291,35 +291,42 @@ func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
 	}
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:     verb + " GPU",
-		Short:   short,
-		Long:    short + ". GPU is its index, as nvidia-smi numbers it. The daemon remembers it across restarts.",
-		Example: "  gpuq " + verb + " 3",
+		Use:   verb + " GPU",
+		Short: short,
+		Long: short + `. GPU is its index, as nvidia-smi numbers it; a worker's card is
+WORKER:INDEX (node7:3). The daemon remembers it across restarts.`,
+		Example: "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			gpu, err := strconv.Atoi(args[0])
-			if err != nil || gpu < 0 {
-				return badInput("%q is not a card index; gpuq gpus lists them", args[0])
+			req := daemon.DrainRequest{On: on}
+			idx := args[0]
+			if w, i, ok := strings.Cut(idx, ":"); ok {
+				req.Worker, idx = w, i
 			}
+			gpu, err := strconv.Atoi(idx)
+			if err != nil || gpu < 0 {
+				return badInput("%q is not a card index (3, or WORKER:3 on a worker); gpuq gpus lists them", args[0])
+			}
+			req.GPU = gpu
 			c, err := st.dial()
 			if err != nil {
 				return err
 			}
-			if err := c.Drain(gpu, on); err != nil {
+			if err := c.DrainCard(req); err != nil {
 				return err
 			}
 			if asJSON {
-				return writeJSON(io.Out, daemon.DrainRequest{GPU: gpu, On: on})
+				return writeJSON(io.Out, req)
 			}
 			if on {
-				fmt.Fprintf(io.Out, "GPU %d drained: no new job starts there; gpuq undrain %d undoes it\n", gpu, gpu)
+				fmt.Fprintf(io.Out, "GPU %s drained: no new job starts there; gpuq undrain %s undoes it\n", args[0], args[0])
 			} else {
-				fmt.Fprintf(io.Out, "GPU %d takes jobs again\n", gpu)
+				fmt.Fprintf(io.Out, "GPU %s takes jobs again\n", args[0])
 			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"gpu","on"}`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"gpu","on"}, and "worker" for a worker's card`)
 	return cmd
 }
 

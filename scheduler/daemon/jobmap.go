@@ -40,6 +40,9 @@ func newJobMap(dir string, cards []int) (*jobMap, error) {
 func (m *jobMap) update(snap scheduler.Snapshot) error {
 	on := map[int][]string{}
 	for _, a := range snap.Running() {
+		if a.Worker != "" {
+			continue // not a card of this machine
+		}
 		for _, g := range a.GPUs {
 			on[g] = append(on[g], a.Job)
 		}

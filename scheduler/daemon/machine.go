@@ -122,6 +122,14 @@ func remember(dir string, ov plans.Overrides) error {
 	return os.Rename(tmp, filepath.Join(dir, machineFile))
 }
 
+// simulated names the simulated machine; "" on real cards, or none.
+func (m *machine) simulated() string {
+	if m.inv == nil {
+		return ""
+	}
+	return m.inv.Simulated()
+}
+
 // name names the machine as gpuq --gpus would.
 func (m *machine) name() string {
 	if sim := m.inv.Simulated(); sim != "" {

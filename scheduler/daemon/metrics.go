@@ -142,7 +142,8 @@ func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap scheduler.Snaps
 		for _, h := range v.Attempts {
 			learned += snap.Learned(h.Attempt.Shape)
 		}
-		gpu := strconv.Itoa(v.Index)
+		// A worker's card is WORKER:INDEX, as people name it.
+		gpu := scheduler.CardID{Worker: v.Worker, Index: v.Index}.String()
 		for kind, b := range map[string]int64{"total": v.Total, "used": v.Used, "reserved": v.Reserved, "learned": learned, "other": v.Foreign} {
 			ch <- prometheus.MustNewConstMetric(m.memory, prometheus.GaugeValue, float64(b), gpu, kind)
 		}

@@ -25,6 +25,8 @@ type Overview struct {
 // GPUView is one card: its memory split by holder, its plan's slots, and what NVML
 // tells of its work.
 type GPUView struct {
+	// Worker is the gpuq worker the card is on; absent for the daemon's own.
+	Worker     string `json:"worker,omitempty"`
 	Index      int    `json:"index"`
 	Name       string `json:"name,omitempty"`
 	TotalBytes int64  `json:"total_bytes"`
@@ -58,6 +60,7 @@ type Holding struct {
 type RunningJob struct {
 	Job     string    `json:"job"`
 	Name    string    `json:"name"`
+	Worker  string    `json:"worker,omitempty"` // where GPUs are; absent on the daemon's machine
 	GPUs    []int     `json:"gpus"`
 	Attempt int       `json:"attempt"`
 	Tier    int       `json:"tier"`
@@ -115,7 +118,7 @@ func (r *recentEvents) last() []Event {
 }
 
 func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
-	out := Overview{Time: time.Now(), Simulated: d.machine.inv.Simulated(), GPUs: []GPUView{},
+	out := Overview{Time: time.Now(), Simulated: d.machine.simulated(), GPUs: []GPUView{},
 		Running: []RunningJob{}, Queue: []WaitingJob{}}
 	var views []scheduler.CardView
 	var waits map[string]scheduler.Wait
@@ -140,7 +143,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, a := range snap.Running() {
 		j := snap.Job(a.Job)
-		out.Running = append(out.Running, RunningJob{Job: j.ID, Name: j.Name, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
+		out.Running = append(out.Running, RunningJob{Job: j.ID, Name: j.Name, Worker: a.Worker, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
 			Started: a.Started, DeclaredBytes: j.Declared, LearnedBytes: snap.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log})
 	}
 	slices.SortFunc(out.Running, func(p, q RunningJob) int { return p.Started.Compare(q.Started) })
@@ -166,7 +169,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 
 // gpuView is a card as the overview shows it.
 func gpuView(v scheduler.CardView) GPUView {
-	g := GPUView{Index: v.Index, Name: v.Name, TotalBytes: v.Total, UsedBytes: v.Used, HeadroomBytes: v.Headroom,
+	g := GPUView{Worker: v.Worker, Index: v.Index, Name: v.Name, TotalBytes: v.Total, UsedBytes: v.Used, HeadroomBytes: v.Headroom,
 		Slots: v.Slots, Busy: v.Running, Utilization: v.Utilization, Temperature: v.Temperature, Drained: v.Drained,
 		Fault: v.Fault, Jobs: []Holding{}, OtherBytes: v.Foreign}
 	for _, h := range v.Attempts {

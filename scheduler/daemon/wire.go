@@ -132,8 +132,9 @@ type SelectResponse struct {
 
 // DrainRequest drains a card (On) or lets it take jobs again.
 type DrainRequest struct {
-	GPU int  `json:"gpu"`
-	On  bool `json:"on"`
+	Worker string `json:"worker,omitempty"` // the card's machine; "" for the daemon's
+	GPU    int    `json:"gpu"`
+	On     bool   `json:"on"`
 }
 
 // WhyResponse says why a job waits, or what it is doing.

@@ -20,7 +20,10 @@ import (
 
 // Card is one card at one moment.
 type Card struct {
-	Index     int // as nvidia-smi numbers it (PCI bus order)
+	// Worker is the machine the card is on: "" for this one, or the name of a gpuq
+	// worker (another node) that reported it. A card is known by its worker and index.
+	Worker    string `json:",omitempty"`
+	Index     int    // as nvidia-smi numbers it (PCI bus order), on its machine
 	UUID      string
 	Name      string
 	BusID     string
@@ -45,7 +48,10 @@ type Process struct {
 	Used int64 // bytes; Unknown where NVML cannot tell (MIG, some containers)
 	// Hidden: NVML lists it, but this PID namespace has no such process (gpuq runs in
 	// a container and the driver reports host PIDs), so its owner cannot be told.
-	Hidden bool
+	Hidden bool `json:",omitempty"`
+	// Attempt is the attempt the process belongs to, where the machine that read the
+	// card has told it already (a worker knows its own trainers); "" otherwise.
+	Attempt string `json:",omitempty"`
 }
 
 // Unknown is a process's memory use when NVML cannot tell.

@@ -24,6 +24,9 @@ type Options struct {
 	// Ledger is the simulated machine's ledger, for simulated trainers; "" on real
 	// cards.
 	Ledger string
+	// Lease, if set, is the lease file that supervised trainers run under (a gpuq
+	// worker's: see launcher.RenewLease).
+	Lease string
 }
 
 // base is what the direct and the supervised runner share: where attempts live, the
@@ -31,11 +34,12 @@ type Options struct {
 type base struct {
 	dir    string
 	ledger string
+	lease  string
 	exits  chan scheduler.Exit
 }
 
 func newBase(o Options) base {
-	return base{dir: o.Dir, ledger: o.Ledger, exits: make(chan scheduler.Exit, 64)}
+	return base{dir: o.Dir, ledger: o.Ledger, lease: o.Lease, exits: make(chan scheduler.Exit, 64)}
 }
 
 // Exits is where the runner reports how attempts ended.

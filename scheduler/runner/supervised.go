@@ -26,7 +26,7 @@ func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
 	if err != nil {
 		return scheduler.Started{}, err
 	}
-	leader, err := launcher.StartSupervisor(r.command, p.dir, launcher.Spec{Command: p.cmd, Header: p.header})
+	leader, err := launcher.StartSupervisor(r.command, p.dir, launcher.Spec{Command: p.cmd, Header: p.header, Lease: r.lease})
 	if err != nil {
 		return scheduler.Started{}, r.unwritable(err)
 	}
@@ -62,7 +62,9 @@ func (r *Supervised) report(x scheduler.Exit) { go func() { r.exits <- x }() }
 
 func (r *Supervised) watch(attempt, dir string) {
 	e := launcher.Wait(dir)
-	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail}
+	// A fenced attempt's job runs again elsewhere, as it would have had its worker's
+	// daemon heard nothing more of it.
+	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced}
 }
 
 // Stop asks the attempt's supervisor to stop its trainer.

@@ -1,0 +1,143 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// fakeCluster is cards on several machines that a test changes between rounds, one
+// slot each unless slots says otherwise.
+type fakeCluster struct {
+	cards *[]gpu.Card
+	slots map[CardID]int
+	ram   map[string]int64 // each machine's free RAM of 64 GiB
+	ends  map[string]time.Time
+}
+
+func (f *fakeCluster) Snapshot() ([]gpu.Card, error) { return *f.cards, nil }
+
+func (f *fakeCluster) Slots(c gpu.Card) int {
+	if n, ok := f.slots[idOf(c)]; ok {
+		return n
+	}
+	return 1
+}
+
+func (f *fakeCluster) Host(worker string) (int64, int64, error) {
+	if free, ok := f.ram[worker]; ok {
+		return 64 * gib, free, nil
+	}
+	return 64 * gib, 64 * gib, nil
+}
+
+func (f *fakeCluster) Ends(worker string) time.Time { return f.ends[worker] }
+
+func clusterEngine(t *testing.T, doc string, cl *fakeCluster, owners map[int]string) (*Engine, *Store, *fakeRunner) {
+	t.Helper()
+	sw, err := plans.DecodeSweep("w.yaml", []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: owners}
+	st, _ := NewStore()
+	e := NewEngine(st, cl, fr, newFakeClock(), Config{Headroom: plans.Headroom{Bytes: gib}, Settle: time.Nanosecond}, nil)
+	must(t, e.Submit(&Submission{Sweep: sw}))
+	return e, st, fr
+}
+
+// TestEngineAcrossWorkers: the engine places jobs on cards of several machines, known
+// by machine and index: an attempt runs on one machine, its processes are told by the
+// machine's own pids (two machines may have the same), a card of a worker can be
+// drained, and each machine's trainers share its own cores.
+func TestEngineAcrossWorkers(t *testing.T) {
+	cards := []gpu.Card{{Worker: "n1", Index: 0, Total: 24 * gib}, {Worker: "n2", Index: 0, Total: 24 * gib}}
+	// The runner, this machine's, would claim pid 7 for an attempt of its own.
+	e, st, fr := clusterEngine(t, "name: w\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n",
+		&fakeCluster{cards: &cards}, map[int]string{7: "w.3/1"})
+	round(t, e)
+	if len(fr.starts) != 2 {
+		t.Fatalf("%d started, want one per machine", len(fr.starts))
+	}
+	where := map[string]string{}
+	for _, l := range fr.starts {
+		a := l.Attempt
+		if len(l.Cards) != 1 || l.Cards[0].Worker != a.Worker || a.GPUs[0] != 0 || l.Sharing != 1 {
+			t.Errorf("%s started on %s with cards %+v, sharing %d", a.ID, a.Where(), l.Cards, l.Sharing)
+		}
+		where[a.Worker] = a.ID
+	}
+	if where["n1"] == "" || where["n2"] == "" {
+		t.Fatalf("attempts on %v, want one on each machine", where)
+	}
+	// Both machines have a process 7; each machine says whose its own is.
+	cards[0].Processes = []gpu.Process{{PID: 7, Used: 6 * gib, Attempt: where["n1"]}}
+	cards[1].Processes = []gpu.Process{{PID: 7, Used: 9 * gib, Attempt: where["n2"]}}
+	round(t, e)
+	snap := st.Snapshot()
+	if p1, p2 := snap.Attempt(where["n1"]).Peak, snap.Attempt(where["n2"]).Peak; p1 != 6*gib || p2 != 9*gib {
+		t.Errorf("peaks %s on n1 and %s on n2, want 6 GiB and 9 GiB", plans.FormatSize(p1), plans.FormatSize(p2))
+	}
+	must(t, e.Drain(CardID{"n2", 0}, true))
+	if err := e.Drain(CardID{"n3", 0}, true); err == nil || !strings.Contains(err.Error(), "no GPU n3:0 here; gpuq schedules on [n1:0 n2:0]") {
+		t.Errorf("drain of a card no machine has: %v", err)
+	}
+	cards[1].Processes = nil
+	e.Apply(Exit{Attempt: where["n2"], Outcome: plans.Success})
+	round(t, e)
+	if len(fr.starts) != 2 {
+		t.Fatalf("the third job started on the drained card n2:0")
+	}
+	cards[0].Processes = nil
+	e.Apply(Exit{Attempt: where["n1"], Outcome: plans.Success})
+	round(t, e)
+	if len(fr.starts) != 3 || fr.starts[2].Attempt.Worker != "n1" {
+		t.Fatalf("the third job did not start on n1: %d starts", len(fr.starts))
+	}
+}
+
+// TestClusterKeepsATooLargeJob: on a cluster a job larger than every card there is
+// waits, since a worker with larger cards may come; it is not failed.
+func TestClusterKeepsATooLargeJob(t *testing.T) {
+	cards := []gpu.Card{{Worker: "n1", Index: 0, Total: 24 * gib}}
+	e, st, fr := clusterEngine(t, "name: big\ncommand: [train]\njobs: [{}]\nmemory: 40GiB\n", &fakeCluster{cards: &cards}, nil)
+	round(t, e)
+	if j := st.Snapshot().Job("big.1"); j.State != JobQueued || len(fr.starts) != 0 {
+		t.Fatalf("big.1 is %s after %d starts, want queued", j.State, len(fr.starts))
+	}
+	if reason, _, err := e.Why("big.1"); err != nil || reason != TooLarge {
+		t.Errorf("why: %s %v", reason, err)
+	}
+	cards = append(cards, gpu.Card{Worker: "n2", Index: 0, Total: 80 * gib})
+	round(t, e)
+	if len(fr.starts) != 1 || fr.starts[0].Attempt.Worker != "n2" {
+		t.Errorf("the job did not start on the larger worker's card")
+	}
+}
+
+// TestClusterMachinesOwnRAMAndTime: each machine's RAM is its own, and a machine that
+// ends within a job's expected duration (Config.Durations, Cluster.Ends) does not take
+// it. n1's card fits the job more tightly; in each case n1 may not have it.
+func TestClusterMachinesOwnRAMAndTime(t *testing.T) {
+	for name, tweak := range map[string]func(*Engine, *fakeCluster){
+		"n1 has 4 GiB of RAM free": func(_ *Engine, cl *fakeCluster) { cl.ram = map[string]int64{"n1": 4 * gib} },
+		"n1 ends within the job": func(e *Engine, cl *fakeCluster) {
+			cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
+			e.cfg.Durations = func(*Job) time.Duration { return 2 * time.Hour }
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cards := []gpu.Card{{Worker: "n1", Index: 0, Total: 24 * gib}, {Worker: "n2", Index: 0, Total: 80 * gib}}
+			cl := &fakeCluster{cards: &cards}
+			e, _, fr := clusterEngine(t, "name: d\ncommand: [train]\njobs: [{}]\nmemory: 10GiB\nhost_memory: 8GiB\n", cl, nil)
+			tweak(e, cl)
+			round(t, e)
+			if len(fr.starts) != 1 || fr.starts[0].Attempt.Worker != "n2" {
+				t.Fatalf("%d starts, want one on n2", len(fr.starts))
+			}
+		})
+	}
+}
