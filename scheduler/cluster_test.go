@@ -141,3 +141,32 @@ func TestClusterMachinesOwnRAMAndTime(t *testing.T) {
 		})
 	}
 }
+
+// TestBacklog: the queued jobs no card can start now, with why; a held job is not
+// work that more cards would start.
+func TestBacklog(t *testing.T) {
+	cards := []gpu.Card{{Worker: "n1", Index: 0, Total: 24 * gib}}
+	e, _, fr := clusterEngine(t, "name: b\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\njobs: [{seed: 9, gpus_per_job: 2}]\n",
+		&fakeCluster{cards: &cards}, nil)
+	round(t, e)
+	if len(fr.starts) != 1 {
+		t.Fatalf("%d started, want 1", len(fr.starts))
+	}
+	if _, err := e.Hold(Selection{IDs: []string{"b.3"}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Backlog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Jobs != 2 || b.Reasons[NoSlot] != 2 || b.GPUsPerJob != 2 {
+		t.Errorf("backlog %+v, want b.2 and b.4 (two cards) without a slot", b)
+	}
+	for i := range 3 {
+		cards = append(cards, gpu.Card{Worker: "n2", Index: i, Total: 24 * gib})
+	}
+	round(t, e)
+	if b, _ := e.Backlog(); b.Jobs != 0 {
+		t.Errorf("backlog %+v once a worker with three cards came", b)
+	}
+}

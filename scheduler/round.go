@@ -199,7 +199,7 @@ func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) fu
 		if sub := snap.Submission(sweep); sub != nil && sub.Limit != nil {
 			q = &Quota{Slots: make([]int, len(cards))}
 			for i, c := range cards {
-				q.Slots[i] = sub.Limit[c.Index]
+				q.Slots[i] = sub.Limit.On(c.Index)
 			}
 			if sub.OnePerCard() {
 				q.OnePerCard = true

@@ -42,12 +42,49 @@ type SweepStatus struct {
 }
 
 // Limit is a sweep's own plan on the machine: the most of its jobs on each card, by
-// card index. A card not in it takes none of the sweep's jobs.
+// card index. A card not in it takes none of the sweep's jobs, unless it has an AnyCard
+// entry.
 type Limit map[int]int
 
 // OnePerCard reports whether the sweep takes the default of one job per card: it
 // writes no gpu_plan, and some of its jobs have no estimate (plans.Sweep.SlotPlan).
 func (sub *Submission) OnePerCard() bool { return sub.onePerCard }
+
+// AnyCard, as a key of a Limit, is its limit on every card it does not name: a sweep's
+// plan on a cluster, whose cards come and go (see AdmitAnywhere).
+const AnyCard = -1
+
+// On is the limit on a card of the given index.
+func (l Limit) On(index int) int {
+	if n, ok := l[index]; ok {
+		return n
+	}
+	return l[AnyCard]
+}
+
+// AdmitAnywhere returns a sweep's limit on cards that are not known yet, a cluster's
+// workers': its plan (SlotPlan) on the cards its gpus name, by index on every machine;
+// without gpus, a plan of one entry on every card, a longer one by index. Nothing is
+// checked against cards: a job too large for those there are waits for a larger one.
+func AdmitAnywhere(sw *plans.Sweep) Limit {
+	plan := sw.SlotPlan()
+	l := Limit{}
+	switch {
+	case sw.GPUs.Indices != nil:
+		// Decoding the sweep checked that a written plan fits its gpus.
+		slots, _ := plan.For(len(sw.GPUs.Indices))
+		for i, idx := range sw.GPUs.Indices {
+			l[idx] = slots[i]
+		}
+	case len(plan) == 1:
+		l[AnyCard] = plan[0]
+	default:
+		for i, n := range plan {
+			l[i] = n
+		}
+	}
+	return l
+}
 
 // Admit checks a sweep against the machine's cards and returns its limit on them: its
 // own gpus (every card, for "all" or a simulated machine) with its plan (SlotPlan)

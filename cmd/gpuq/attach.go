@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 // detachKey is Ctrl-], telnet's escape: a pdb prompt, a REPL or a progress bar has no
@@ -48,11 +48,11 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 		return fmt.Errorf("%s is not running (it is %s); gpuq logs %s prints its log", id, j.State, id)
 	}
 	a := j.Attempts[len(j.Attempts)-1]
-	request := "attach"
+	request := daemon.StreamAttach
 	if readOnly {
-		request = "attach-ro"
+		request = daemon.StreamAttachReadOnly
 	}
-	conn, err := launcher.Dial(filepath.Dir(a.Log), request)
+	conn, err := dialTerminal(st, id, a, request)
 	if err != nil {
 		return fmt.Errorf("%s: attempt %d has just ended, or its supervisor does not answer: %w", id, a.N, err)
 	}
@@ -87,9 +87,22 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 	return nil
 }
 
+// dialTerminal connects to an attempt's terminal: through its supervisor's socket on
+// this machine, or through the daemon when it runs on a worker or the daemon is remote.
+func dialTerminal(st *settings, id string, a daemon.AttemptSummary, request string) (io.ReadWriteCloser, error) {
+	if a.Worker == "" && !st.remote() {
+		return launcher.Dial(filepath.Dir(a.Log), request)
+	}
+	c, err := st.dial()
+	if err != nil {
+		return nil, err
+	}
+	return c.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: id, N: a.N}, Kind: request})
+}
+
 // forwardKeys sends what is typed to the trainer until the detach key; an end of
 // input stops sending, not watching.
-func forwardKeys(in io.Reader, conn net.Conn, detached chan<- struct{}) {
+func forwardKeys(in io.Reader, conn io.Writer, detached chan<- struct{}) {
 	buf := make([]byte, 4096)
 	for {
 		n, err := in.Read(buf)

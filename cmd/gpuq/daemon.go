@@ -24,6 +24,8 @@ type daemonOptions struct {
 	poll         time.Duration
 	metrics      string
 	jobMap       string
+	listen       string
+	workerGrace  time.Duration
 }
 
 func newDaemonCmd(io ioStreams, st *settings) *cobra.Command {
@@ -64,9 +66,18 @@ A record that a crash tore as it was written (the journal's last) is dropped wit
 warning. Damage anywhere else stops the daemon from starting, with the record named; it
 changes nothing and keeps a copy of the state in damaged/. gpuq daemon --salvage then
 rebuilds the state from every good record, says what it skipped, and exits; start the
-daemon again after it.`,
+daemon again after it.
+
+--listen ADDR also listens on the network for gpuq workers on other nodes (gpuq
+worker) and for gpuq on other machines (--server): over TLS, with a certificate the
+daemon makes, and only for those that show the secret it writes (0600) in its state
+directory. On a cluster's shared home the user's own jobs read both there. Its own
+machine is then its first worker; --gpus none leaves it without cards (a login node).
+A worker that goes away for --worker-grace has its running jobs run again elsewhere
+at the same tier; its trainers stop after half of that, so nothing runs twice.`,
 		Example: `  gpuq daemon --gpus 0,1,2,3,4,5,6 --gpu-plan 2,2,2,2,1,1,1
   gpuq daemon --metrics 127.0.0.1:9469
+  gpuq daemon --listen :7070 --gpus none
   gpuq daemon --stop`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
@@ -79,6 +90,9 @@ daemon again after it.`,
 			if opts.stopTrainers {
 				return badInput("--stop-trainers goes with --stop")
 			}
+			if opts.workerGrace <= 0 {
+				return badInput("--worker-grace must be positive, e.g. 2m")
+			}
 			cfg, err := opts.settings.daemonConfig(opts.io, opts.poll)
 			if err != nil {
 				return err
@@ -90,6 +104,7 @@ daemon again after it.`,
 			if _, _, err := net.SplitHostPort(cfg.Metrics); cfg.Metrics != "" && err != nil {
 				return badInput("--metrics %q: %v: give host:port, e.g. 127.0.0.1:9469", cfg.Metrics, err)
 			}
+			cfg.Listen, cfg.WorkerGrace = opts.listen, opts.workerGrace
 			return daemon.Run(context.Background(), cfg)
 		},
 	}
@@ -99,6 +114,8 @@ daemon again after it.`,
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
 	cmd.Flags().StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on this host:port (e.g. 127.0.0.1:9469); none by default")
 	cmd.Flags().StringVar(&opts.jobMap, "dcgm-job-map", "", "keep dcgm-exporter's job-mapping files (a file per GPU naming its jobs) in this directory")
+	cmd.Flags().StringVar(&opts.listen, "listen", "", "also listen at ADDR (host:port, :7070) for gpuq workers and remote gpuq, with TLS and the state directory's secret")
+	cmd.Flags().DurationVar(&opts.workerGrace, "worker-grace", daemon.DefaultWorkerGrace, "how long a worker that went away may take to come back before its jobs run elsewhere")
 	return cmd
 }
 
@@ -160,11 +177,24 @@ func (s *settings) stateDir() (string, error) {
 	return filepath.Abs(dir)
 }
 
-// dial connects to the daemon of the state directory.
+// remote reports whether gpuq reaches its daemon over the network (--server): the
+// daemon's files are then not here to read.
+func (s *settings) remote() bool { return s.v.GetString(keyServer) != "" }
+
+// dial connects to the daemon of the state directory: through its socket, or over the
+// network with --server.
 func (s *settings) dial() (*daemon.Client, error) {
 	dir, err := s.stateDir()
 	if err != nil {
 		return nil, err
+	}
+	if s.remote() {
+		server := s.v.GetString(keyServer)
+		creds, err := daemon.LoadCredentials(dir)
+		if err != nil {
+			return nil, err
+		}
+		return daemon.DialRemote(server, creds)
 	}
 	return daemon.Dial(dir)
 }

@@ -120,7 +120,7 @@ func printJobs(w io.Writer, jobs []daemon.Job, now time.Time) {
 		gpus, n, peak, took := "-", "-", "-", "-"
 		if len(j.Attempts) > 0 && j.State != string(scheduler.JobQueued) && j.State != string(scheduler.JobHeld) {
 			a := j.Attempts[len(j.Attempts)-1]
-			gpus, n, peak, took = intsText(a.GPUs), strconv.Itoa(a.N), sizeOrDash(a.PeakBytes), durationOf(a, now)
+			gpus, n, peak, took = cardsOf(a), strconv.Itoa(a.N), sizeOrDash(a.PeakBytes), durationOf(a, now)
 		}
 		learned := "-"
 		if j.LearnedBytes != nil {
@@ -142,10 +142,14 @@ func printJobs(w io.Writer, jobs []daemon.Job, now time.Time) {
 	fmt.Fprintln(w, strings.Join(parts, ", "))
 }
 
-func intsText(v []int) string {
-	s := make([]string, len(v))
-	for i, x := range v {
+// cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".
+func cardsOf(a daemon.AttemptSummary) string {
+	s := make([]string, len(a.GPUs))
+	for i, x := range a.GPUs {
 		s[i] = strconv.Itoa(x)
+	}
+	if a.Worker != "" {
+		return a.Worker + ":" + strings.Join(s, ",")
 	}
 	return strings.Join(s, ",")
 }
@@ -195,7 +199,7 @@ func showJob(opts *statusOptions, id string) error {
 		if outcome == "" {
 			outcome = "running"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, intsText(a.GPUs), a.Tier, changedText(j.Params, a.Params),
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, cardsOf(a), a.Tier, changedText(j.Params, a.Params),
 			eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(a.PeakBytes), outcome, a.Started.Format("01-02 15:04:05"), durationOf(a, now))
 	}
 	tw.Flush()

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -72,13 +72,17 @@ func runLogs(opts *logsOptions, id string) error {
 	if a.Log == "" {
 		return fmt.Errorf("attempt %d of %s has no log: it never started", n, id)
 	}
+	if a.Worker != "" || opts.settings.remote() {
+		return streamLog(opts, daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: id, N: n}, Kind: daemon.StreamLog,
+			Tail: opts.tail, Follow: opts.follow && a.Outcome == ""})
+	}
 	f, err := os.Open(a.Log)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	if opts.tail > 0 {
-		if err := seekLastLines(f, opts.tail); err != nil {
+		if err := launcher.SeekLastLines(f, opts.tail); err != nil {
 			return err
 		}
 	}
@@ -88,7 +92,23 @@ func runLogs(opts *logsOptions, id string) error {
 	if !opts.follow || a.Outcome != "" {
 		return nil
 	}
-	return follow(f, filepath.Dir(a.Log), opts.io.Out)
+	return launcher.FollowLog(context.Background(), f, filepath.Dir(a.Log), opts.io.Out)
+}
+
+// streamLog prints an attempt's log that is not here to read (on a worker, or on the
+// daemon's machine for a remote client) through the daemon.
+func streamLog(opts *logsOptions, req daemon.StreamRequest) error {
+	c, err := opts.settings.dial()
+	if err != nil {
+		return err
+	}
+	s, err := c.Attempt(req)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	_, err = io.Copy(opts.io.Out, s)
+	return err
 }
 
 // started reports whether a job's latest attempt has started and has a log.
@@ -109,59 +129,4 @@ func waitForStart(st *settings, id string) (daemon.Job, error) {
 			return j, fmt.Errorf("%s has %s without starting", id, j.State)
 		}
 	}
-}
-
-// follow prints what is appended to f until the attempt in dir has ended and all of
-// its log is printed.
-func follow(f *os.File, dir string, w io.Writer) error {
-	for {
-		ended, _ := launcher.ReadEnded(dir)
-		if _, err := io.Copy(w, f); err != nil {
-			return err
-		}
-		if ended != nil {
-			// exit.json is written after the log is closed: nothing more comes.
-			_, err := io.Copy(w, f)
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// seekLastLines places f at the start of its last n lines, reading it backwards a
-// block at a time, so that a long log is not read whole.
-func seekLastLines(f *os.File, n int) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	end := fi.Size()
-	const block = 64 << 10
-	buf := make([]byte, block)
-	pos, seen := end, 0
-	// A final newline ends the last line; it does not start another.
-	if end > 0 {
-		if _, err := f.ReadAt(buf[:1], end-1); err == nil && buf[0] == '\n' {
-			seen = -1
-		}
-	}
-	for pos > 0 {
-		size := min(int64(block), pos)
-		pos -= size
-		if _, err := f.ReadAt(buf[:size], pos); err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		chunk := buf[:size]
-		for i := len(chunk) - 1; i >= 0; i-- {
-			if chunk[i] != '\n' {
-				continue
-			}
-			if seen++; seen == n {
-				_, err := f.Seek(pos+int64(i)+1, io.SeekStart)
-				return err
-			}
-		}
-	}
-	_, err = f.Seek(0, io.SeekStart)
-	return err
 }

@@ -76,6 +76,8 @@ With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and s
 	f.String("headroom", "", `memory kept free on every card: a share ("10%") or a size ("1GiB"); default `+plans.DefaultHeadroom.String())
 	f.String("config", "", "user config file (default $XDG_CONFIG_HOME/gpuq/config.yaml)")
 	f.String("state-dir", "", "the daemon's state directory (default $XDG_STATE_HOME/gpuq)")
+	f.String("server", "", "reach the daemon over the network at HOST:PORT (gpuq daemon --listen), from a worker or another machine; "+
+		"its secret and certificate are read from the state directory")
 	root.AddGroup(&cobra.Group{ID: groupSweep, Title: "Sweeps in the foreground:"},
 		&cobra.Group{ID: groupDaemon, Title: "The daemon and its jobs:"})
 	root.SetHelpCommand(newHelpCmd(root))
@@ -84,7 +86,7 @@ With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and s
 		c.GroupID = groupSweep
 		root.AddCommand(c)
 	}
-	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newSubmitCmd(io, st), newAttachCmd(io, st), newTopCmd(io, st), newWaitCmd(io, st), newCleanCmd(io, st)}, newJobCmds(io, st)...) {
+	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newWorkerCmd(io, st), newSubmitCmd(io, st), newAttachCmd(io, st), newTopCmd(io, st), newWaitCmd(io, st), newCleanCmd(io, st)}, newJobCmds(io, st)...) {
 		c.GroupID = groupDaemon
 		root.AddCommand(c)
 	}
@@ -111,6 +113,8 @@ const (
 	keyLedger   = "sim_ledger"
 	// keyStateDir is the daemon's state directory (--state-dir, GPUQ_STATE_DIR).
 	keyStateDir = "state_dir"
+	// keyServer is a daemon's network listener to reach it by (--server, GPUQ_SERVER).
+	keyServer = "server"
 	// keyHostReserve is the host RAM gpuq leaves to the system when it packs jobs by
 	// host memory (GPUQ_HOST_RESERVE, or host_reserve in the config file).
 	keyHostReserve = "host_reserve"
@@ -143,7 +147,7 @@ func (s *settings) load(flags *pflag.FlagSet) error {
 	s.flags = flags
 	s.v.SetEnvPrefix("GPUQ")
 	s.v.AutomaticEnv()
-	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom", keyStateDir: "state-dir"} {
+	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom", keyStateDir: "state-dir", keyServer: "server"} {
 		if err := s.v.BindPFlag(key, flags.Lookup(flag)); err != nil {
 			return err
 		}

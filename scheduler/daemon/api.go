@@ -34,12 +34,18 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/drain", d.drain)
 	mux.HandleFunc("POST /v1/clean", d.clean)
 	mux.HandleFunc("POST /v1/shutdown", d.shutdown)
+	mux.HandleFunc("GET /v1/jobs/{id}/attempts/{n}/{kind}", d.attemptStream)
+	mux.HandleFunc("GET /v1/worker", d.workerLink)
+	mux.HandleFunc("GET /v1/worker/stream/{token}", d.workerStream)
+	mux.HandleFunc("GET /v1/workers", d.workers)
+	mux.HandleFunc("POST /v1/workers/{name}/drain", d.drainWorker)
+	mux.HandleFunc("GET /v1/backlog", d.backlog)
 	return mux
 }
 
 func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
 	drained := d.store.Snapshot().Drained()
-	info := Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started}
+	info := Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen}
 	for _, c := range d.machine.cards {
 		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[scheduler.CardID{Index: c.Index}]})
 	}
@@ -56,20 +62,12 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := d.machine.serves(sw, d.cfg.StateDir); err != nil {
-		fail(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	limit, err := scheduler.Admit(sw, d.machine.cards)
+	limit, warnings, err := d.admit(sw)
 	if err != nil {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	resp := SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs)}
-	if sw.Headroom != d.machine.headroom {
-		resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s: headroom %s does not apply: the daemon keeps %s free on every card "+
-			"for every sweep (gpuq daemon --headroom)", sw.File, sw.Headroom, d.machine.headroom))
-	}
+	resp := SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
 	err = d.eng.Do(r.Context(), func() error {
 		if err := d.eng.Submit(&scheduler.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
 			return scheduler.Refused(err.Error())
@@ -83,7 +81,7 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		failWith(w, err)
 		return
 	}
-	d.log.printf("submitted %s: %d jobs from %s", sw.Name, len(sw.Jobs), sw.File)
+	d.log.Printf("submitted %s: %d jobs from %s", sw.Name, len(sw.Jobs), sw.File)
 	reply(w, resp)
 }
 
@@ -197,7 +195,7 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	d.log.printf("forgot sweeps %v (%d jobs)", out.Sweeps, out.Jobs)
+	d.log.Printf("forgot sweeps %v (%d jobs)", out.Sweeps, out.Jobs)
 	reply(w, out)
 }
 
@@ -226,7 +224,7 @@ func (d *daemon) shutdown(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, req)
-	d.log.printf("asked to stop (stop trainers: %v)", req.StopTrainers)
+	d.log.Printf("asked to stop (stop trainers: %v)", req.StopTrainers)
 	d.requestStop(req.StopTrainers)
 }
 

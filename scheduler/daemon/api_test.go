@@ -59,7 +59,7 @@ func testDaemon(t *testing.T) (*daemon, *idleRunner, *httptest.Server) {
 	cards, _ := inv.Snapshot()
 	m := &machine{inv: inv, spec: spec, cards: cards, slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, headroom: plans.DefaultHeadroom}
 	d := &daemon{cfg: Config{StateDir: "/nowhere", Version: "v9"}, store: store, machine: m,
-		log: &eventLog{}, stop: make(chan struct{}), hooks: NewHooks(store, nil, func(string) {})}
+		log: &EventLog{}, stop: make(chan struct{}), hooks: NewHooks(store, nil, func(string) {})}
 	d.metrics = newMetrics(d)
 	r := &idleRunner{exits: make(chan scheduler.Exit, 8)}
 	eng := scheduler.NewEngine(store, inv, r, scheduler.RealClock{}, scheduler.Config{Slots: m.slots, Headroom: m.headroom,

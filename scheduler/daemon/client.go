@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,13 +22,27 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 )
 
-// Client talks to the daemon of a state directory. A request the daemon refuses (an
-// unknown job, a bad sweep, a verb that does not apply) returns a scheduler.Refused:
-// nothing was changed, and the fix is the caller's.
+// Client talks to the daemon of a state directory, through its socket, or over the
+// network (DialRemote). A request the daemon refuses (an unknown job, a bad sweep, a
+// verb that does not apply) returns a scheduler.Refused: nothing was changed, and the
+// fix is the caller's.
 type Client struct {
-	dir  string
+	dir  string // "" over the network
+	addr string // the network address, or "" through the socket
+	base string // the URL requests go to
 	http *http.Client
 }
+
+// where names the daemon for errors.
+func (c *Client) where() string {
+	if c.addr != "" {
+		return "at " + c.addr
+	}
+	return "on " + c.dir
+}
+
+// ErrUnauthorized is a daemon's answer to a request without its secret.
+var ErrUnauthorized = errors.New("refused")
 
 // NoDaemonError says that no daemon answers on a state directory.
 type NoDaemonError struct{ Dir string }
@@ -53,7 +68,7 @@ func dialAs(dir string, uid int) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{dir: dir, http: &http.Client{Transport: &http.Transport{
+	return &Client{dir: dir, base: "http://gpuq", http: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			c, err := launcher.DialUnix(ctx, path)
 			if err == nil {
@@ -78,8 +93,40 @@ func ownPeer(c net.Conn, path string, uid int) error {
 	return nil
 }
 
-// Dir is the daemon's state directory.
+
+// DialRemote connects to the daemon listening at addr (gpuq daemon --listen) with its
+// credentials, and checks that it answers.
+func DialRemote(addr string, creds Credentials) (*Client, error) {
+	cfg, err := clientTLS(creds.Cert)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{addr: addr, base: "https://" + addr, http: &http.Client{Transport: withSecret{creds.Secret,
+		&http.Transport{TLSClientConfig: cfg, DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext}}}}
+	if _, err := c.Info(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// withSecret gives every request the daemon's secret.
+type withSecret struct {
+	secret string
+	next   http.RoundTripper
+}
+
+func (s withSecret) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+s.secret)
+	return s.next.RoundTrip(r)
+}
+
+// Dir is the daemon's state directory; "" over the network.
 func (c *Client) Dir() string { return c.dir }
+
+// Remote reports whether the client reaches the daemon over the network, where the
+// daemon's files are not the client's to read.
+func (c *Client) Remote() bool { return c.addr != "" }
 
 // Info asks the daemon about itself.
 func (c *Client) Info() (Info, error) {
@@ -141,6 +188,60 @@ func (c *Client) DrainCard(req DrainRequest) error {
 	return c.call(http.MethodPost, "/v1/drain", req, nil)
 }
 
+// Workers lists the daemon's workers.
+func (c *Client) Workers() ([]WorkerInfo, error) {
+	var out []WorkerInfo
+	return out, c.call(http.MethodGet, "/v1/workers", nil, &out)
+}
+
+// DrainWorker tells a worker to take no more jobs and to exit once its attempts end.
+func (c *Client) DrainWorker(name string) error {
+	return c.call(http.MethodPost, "/v1/workers/"+url.PathEscape(name)+"/drain", nil, nil)
+}
+
+// Backlog says what the queue holds that no connected card can start now.
+func (c *Client) Backlog() (BacklogResponse, error) {
+	var out BacklogResponse
+	return out, c.call(http.MethodGet, "/v1/backlog", nil, &out)
+}
+
+// Attempt opens an attempt's log or terminal (req.Kind) through the daemon, wherever
+// the attempt runs: what the attempt writes is read from it, and for a terminal, what
+// is written to it goes to the trainer.
+func (c *Client) Attempt(req StreamRequest) (io.ReadWriteCloser, error) {
+	q := url.Values{}
+	if req.Tail > 0 {
+		q.Set("tail", strconv.Itoa(req.Tail))
+	}
+	if req.Follow {
+		q.Set("follow", "1")
+	}
+	path := fmt.Sprintf("/v1/jobs/%s/attempts/%d/%s?%s", url.PathEscape(req.Attempt.Job), req.Attempt.N, req.Kind, q.Encode())
+	return c.Stream(context.Background(), path)
+}
+
+// Stream opens a stream (an upgraded request) at path.
+func (c *Client) Stream(ctx context.Context, path string) (io.ReadWriteCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", upgrade)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if s, ok := resp.Body.(io.ReadWriteCloser); ok {
+			return s, nil
+		}
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return nil, c.answerError(resp, data)
+}
+
 // Clean forgets ended sweeps.
 func (c *Client) Clean(req CleanRequest) (CleanResponse, error) {
 	var out CleanResponse
@@ -152,6 +253,9 @@ func (c *Client) Clean(req CleanRequest) (CleanResponse, error) {
 func (c *Client) Stop(stopTrainers bool) error {
 	if err := c.call(http.MethodPost, "/v1/shutdown", ShutdownRequest{StopTrainers: stopTrainers}, nil); err != nil {
 		return err
+	}
+	if c.Remote() {
+		return nil // its state directory is not here to watch
 	}
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if Gone(c.dir) {
@@ -171,33 +275,41 @@ func (c *Client) call(method, path string, in, out any) error {
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, "http://gpuq"+path, body)
+	req, err := http.NewRequest(method, c.base+path, body)
 	if err != nil {
 		return err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("gpuq daemon on %s: %w", c.dir, err)
+		return fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("gpuq daemon on %s: %w", c.dir, err)
+		return fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		if json.Unmarshal(data, &e) != nil || e.Error == "" {
-			e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
-		}
-		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusNotFound {
-			return scheduler.Refused(e.Error)
-		}
-		return errors.New(e.Error)
+		return c.answerError(resp, data)
 	}
 	if out == nil {
 		return nil
 	}
 	return json.Unmarshal(data, out)
+}
+
+// answerError is the error a daemon answered with.
+func (c *Client) answerError(resp *http.Response, data []byte) error {
+	var e struct{ Error string }
+	if json.Unmarshal(data, &e) != nil || e.Error == "" {
+		e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
+	}
+	switch resp.StatusCode {
+	case http.StatusBadRequest, http.StatusNotFound:
+		return scheduler.Refused(e.Error)
+	case http.StatusUnauthorized:
+		return fmt.Errorf("gpuq daemon %s: %w: %s; use the secret and certificate of its state directory", c.where(), ErrUnauthorized, e.Error)
+	}
+	return errors.New(e.Error)
 }
 
 // LogPath is where a daemon started in the background (Start) writes its log.

@@ -56,7 +56,19 @@ type Config struct {
 	// JobMapDir is where dcgm-exporter's job-mapping files are kept (a file per card
 	// naming its jobs); "" writes none.
 	JobMapDir string
+	// Listen, if set, is the address of the network listener for gpuq workers and
+	// remote clients (TLS, with the secret; see remote.go). Without it the daemon runs
+	// on its own machine alone.
+	Listen string
+	// WorkerGrace is how long a worker that went away may take to come back before its
+	// attempts run again elsewhere (default DefaultWorkerGrace).
+	WorkerGrace time.Duration
 }
+
+// DefaultWorkerGrace is how long a daemon waits for a worker that went away. A worker's
+// trainers stop after half of it, so it also bounds how long a daemon restart may take
+// without stopping the workers' trainers.
+const DefaultWorkerGrace = 2 * time.Minute
 
 // daemon is a running gpuq daemon: the engine over a journaled store, and the API.
 type daemon struct {
@@ -64,10 +76,14 @@ type daemon struct {
 	store   *scheduler.Store
 	eng     *scheduler.Engine
 	machine *machine
+	// cluster is its machine and its workers, with a network listener; nil without.
+	cluster *cluster
+	// listen is the network listener's address; "" without one.
+	listen string
 	// attempts is where the attempts live (see launcher.AttemptDir).
 	attempts string
 	started  time.Time
-	log      *eventLog
+	log      *EventLog
 	// recent are the latest events, for gpuq top.
 	recent recentEvents
 	hooks  *Hooks
@@ -108,36 +124,49 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	var tcp *remoteListener
+	if cfg.Listen != "" {
+		if tcp, err = listenRemote(cfg.StateDir, cfg.Listen); err != nil {
+			ln.Close()
+			return err
+		}
+		defer os.Remove(filepath.Join(cfg.StateDir, ListenFile))
+		d.listen = tcp.Addr().String()
+	}
 	var metricsLn net.Listener
 	if cfg.Metrics != "" {
 		if metricsLn, err = listenMetrics(cfg.Metrics); err != nil {
 			return err
 		}
-		d.log.printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
+		d.log.Printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
 	}
-	d.log.printf("gpuq daemon %s (pid %d) on %s: %s; %d sweeps, %d jobs known, %d attempts taken up; state in %s",
-		cfg.Version, os.Getpid(), d.machine.name(), cardsText(d.machine.cards, d.machine.slots), d.sweeps,
+	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %d sweeps, %d jobs known, %d attempts taken up; state in %s",
+		cfg.Version, os.Getpid(), d.machine.name(), CardsText(d.machine.cards, d.machine.slots), d.sweeps,
 		len(d.store.Snapshot().Jobs()), d.adopted, cfg.StateDir)
 	if r := d.machine.recalled; len(r) > 0 {
-		d.log.printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
+		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
 			cfg.StateDir, strings.Join(r, ", "))
 	}
-	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln, metricsLn)
+	if tcp != nil {
+		d.log.Printf("listening on %s for gpuq workers and remote clients (TLS; they need %s and %s from %s); a worker away for %s has its attempts run elsewhere",
+			tcp.Addr(), secretFile, certFile, cfg.StateDir, d.cluster.grace)
+	}
+	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln, metricsLn, tcp)
 	d.hooks.Wait()
 	if cerr := d.store.Compact(); cerr != nil {
-		d.log.printf("warning: %v", cerr)
+		d.log.Printf("warning: %v", cerr)
 	}
 	if err != nil {
 		return err
 	}
-	d.log.printf("gpuq daemon stopped; %d trainers left running under their supervisors", len(d.store.Snapshot().Running()))
+	d.log.Printf("gpuq daemon stopped; %d trainers left running under their supervisors", len(d.store.Snapshot().Running()))
 	return nil
 }
 
 // open rebuilds the state, opens the machine and takes up the attempts that ran on.
 func open(cfg Config) (*daemon, error) {
-	d := &daemon{cfg: cfg, started: time.Now(), log: &eventLog{w: cfg.Log}, stop: make(chan struct{})}
-	store, err := scheduler.OpenState(cfg.StateDir, func(w string) { d.log.printf("warning: %s", w) })
+	d := &daemon{cfg: cfg, started: time.Now(), log: NewEventLog(cfg.Log), stop: make(chan struct{})}
+	store, err := scheduler.OpenState(cfg.StateDir, func(w string) { d.log.Printf("warning: %s", w) })
 	if err != nil {
 		return nil, err
 	}
@@ -149,21 +178,32 @@ func open(cfg Config) (*daemon, error) {
 	launcher.BecomeSubreaper()
 	ro := runner.Options{Dir: filepath.Join(cfg.StateDir, "attempts")}
 	d.attempts = ro.Dir
-	if d.machine.inv.Simulated() != "" {
+	if d.machine.simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger
 	}
 	var cards []GPUInfo
 	for _, c := range d.machine.cards {
 		cards = append(cards, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
 	}
-	d.hooks = NewHooks(store, cards, func(line string) { d.log.printf("warning: %s", line) })
+	d.hooks = NewHooks(store, cards, func(line string) { d.log.Printf("warning: %s", line) })
 	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
 		Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}
 	if cfg.Metrics != "" {
 		d.metrics = newMetrics(d)
 		ec.Rounds = func(took time.Duration) { d.metrics.rounds.Observe(took.Seconds()) }
 	}
-	d.eng = scheduler.NewEngine(store, d.machine.inv, runner.NewSupervised(ro, cfg.Supervisor), scheduler.RealClock{}, ec, d.event)
+	local := runner.NewSupervised(ro, cfg.Supervisor)
+	var inv scheduler.Inventory = d.machine.inv
+	var run scheduler.Runner = local
+	if cfg.Listen != "" {
+		grace := cfg.WorkerGrace
+		if grace <= 0 {
+			grace = DefaultWorkerGrace
+		}
+		d.cluster = newCluster(d.machine, local, grace, d.log)
+		inv, run = d.cluster, d.cluster
+	}
+	d.eng = scheduler.NewEngine(store, inv, run, scheduler.RealClock{}, ec, d.event)
 	subs := store.Snapshot().Submissions()
 	for _, sub := range subs {
 		if err := d.resume(sub); err != nil {
@@ -195,17 +235,23 @@ func open(cfg Config) (*daemon, error) {
 // take other cards.
 func (d *daemon) resume(sub *scheduler.Submission) error {
 	name := sub.Sweep.Name
+	if d.cluster != nil {
+		if sub.Limit == nil {
+			return d.store.DeriveLimit(name, scheduler.AdmitAnywhere(sub.Sweep))
+		}
+		return nil // a cluster's cards come and go
+	}
 	if sub.Limit == nil {
 		// Journaled before submissions kept their limit.
 		l, err := scheduler.Admit(sub.Sweep, d.machine.cards)
 		if err != nil {
-			d.log.printf("warning: sweep %s: %v; its jobs may use every card", name, err)
+			d.log.Printf("warning: sweep %s: %v; its jobs may use every card", name, err)
 			return nil
 		}
 		return d.store.DeriveLimit(name, l)
 	}
 	if missing := d.machine.missing(sub.Limit); len(missing) > 0 {
-		d.log.printf("warning: sweep %s was admitted on GPUs this daemon does not have (%v; it schedules on %s): "+
+		d.log.Printf("warning: sweep %s was admitted on GPUs this daemon does not have (%v; it schedules on %s): "+
 			"its jobs run only on the others; gpuq daemon --stop, then gpuq daemon --gpus with its machine, runs them everywhere",
 			name, missing, d.machine)
 	}
@@ -213,14 +259,38 @@ func (d *daemon) resume(sub *scheduler.Submission) error {
 }
 
 func (d *daemon) close() {
-	d.machine.inv.Close()
+	if d.machine.inv != nil {
+		d.machine.inv.Close()
+	}
 	d.store.Close()
 }
 
-// serve runs the daemon's actors until one of them ends: the engine's loop, the API,
-// the metrics (when metricsLn is set), and the watcher of ctx, signals and stop
-// requests.
-func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metricsLn net.Listener) error {
+// admit checks a sweep against the daemon's machine and returns its limit there, with
+// what of the sweep does not apply. On a cluster, whose cards come and go, only the
+// sweep's plan is kept (see scheduler.AdmitAnywhere).
+func (d *daemon) admit(sw *plans.Sweep) (scheduler.Limit, []string, error) {
+	var warnings []string
+	if sw.Headroom != d.machine.headroom {
+		warnings = append(warnings, fmt.Sprintf("%s: headroom %s does not apply: the daemon keeps %s free on every card "+
+			"for every sweep (gpuq daemon --headroom)", sw.File, sw.Headroom, d.machine.headroom))
+	}
+	if d.cluster != nil {
+		if sw.GPUs.IsSim() {
+			warnings = append(warnings, fmt.Sprintf("%s: gpus %s does not apply: the daemon runs it on its workers' cards", sw.File, sw.GPUs))
+		}
+		return scheduler.AdmitAnywhere(sw), warnings, nil
+	}
+	if err := d.machine.serves(sw, d.cfg.StateDir); err != nil {
+		return nil, nil, err
+	}
+	limit, err := scheduler.Admit(sw, d.machine.cards)
+	return limit, warnings, err
+}
+
+// serve runs the daemon's actors until one of them ends: the engine's loop, the API
+// (with a network listener, there too, and the cluster's clock), the metrics (when
+// metricsLn is set), and the watcher of ctx, signals and stop requests.
+func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metricsLn net.Listener, tcp *remoteListener) error {
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	defer stopEngine()
 	sigs := make(chan os.Signal, 1)
@@ -239,6 +309,12 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 		defer done()
 		srv.Shutdown(sctx)
 	})
+	if tcp != nil {
+		d.serveRemote(&g, tcp)
+		done := make(chan struct{})
+		go d.cluster.run(done)
+		defer close(done) // once every actor, the engine's loop included, has returned
+	}
 	if metricsLn != nil {
 		msrv := &http.Server{Handler: d.metrics.handler(), ReadHeaderTimeout: 10 * time.Second}
 		g.add(func() error { return serveMetrics(msrv, metricsLn) }, func() { msrv.Close() })
@@ -246,7 +322,7 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 	g.add(func() error {
 		select {
 		case s := <-sigs:
-			d.log.printf("%v: stopping", s)
+			d.log.Printf("%v: stopping", s)
 		case <-ctx.Done():
 		case <-d.stop:
 		case <-quit:
@@ -297,13 +373,17 @@ func (g *group) run() error {
 	return err
 }
 
-// eventLog is the daemon's log: one timestamped line per event.
-type eventLog struct {
+// EventLog is a daemon's or a worker's log: one timestamped line per event.
+type EventLog struct {
 	mu sync.Mutex
 	w  io.Writer
 }
 
-func (l *eventLog) printf(format string, args ...any) {
+// NewEventLog logs to w; nil logs nothing.
+func NewEventLog(w io.Writer) *EventLog { return &EventLog{w: w} }
+
+// Printf logs one line.
+func (l *EventLog) Printf(format string, args ...any) {
 	if l.w == nil {
 		return
 	}
@@ -312,11 +392,11 @@ func (l *eventLog) printf(format string, args ...any) {
 	fmt.Fprintf(l.w, time.Now().Format("2006-01-02 15:04:05 ")+format+"\n", args...)
 }
 
-func (l *eventLog) event(ev scheduler.Event) {
+func (l *EventLog) event(ev scheduler.Event) {
 	if ev.Attempt > 0 {
-		l.printf("%s #%d %s: %s", ev.Job, ev.Attempt, ev.Kind, ev.Message)
+		l.Printf("%s #%d %s: %s", ev.Job, ev.Attempt, ev.Kind, ev.Message)
 	} else {
-		l.printf("%s %s: %s", ev.Job, ev.Kind, ev.Message)
+		l.Printf("%s %s: %s", ev.Job, ev.Kind, ev.Message)
 	}
 }
 
@@ -343,11 +423,12 @@ func (d *daemon) mapJobs() {
 		d.jobMapErr = ""
 	case err.Error() != d.jobMapErr:
 		d.jobMapErr = err.Error()
-		d.log.printf("warning: %v", err)
+		d.log.Printf("warning: %v", err)
 	}
 }
 
-func cardsText(cards []gpu.Card, slots []int) string {
+// CardsText names cards with their sizes and slots, for a log.
+func CardsText(cards []gpu.Card, slots []int) string {
 	parts := make([]string, len(cards))
 	for i, c := range cards {
 		limit := "no slot limit"

@@ -15,9 +15,13 @@ import (
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
+// NoCards, as the daemon's --gpus, gives it no cards of its own: it runs jobs on its
+// workers alone (a cluster's login node).
+const NoCards = "none"
+
 // machine is the daemon's cards and their settings.
 type machine struct {
-	inv      *gpu.Inventory
+	inv      *gpu.Inventory // nil with NoCards
 	spec     plans.GPUSpec
 	cards    []gpu.Card
 	slots    []int
@@ -35,15 +39,21 @@ func openMachine(cfg Config) (*machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := plans.ParseGPUs(ov.GPUs.Value)
-	if err != nil {
-		return nil, badSetting(ov.GPUs, err)
-	}
-	m := &machine{spec: spec, headroom: plans.DefaultHeadroom, recalled: recalled}
+	m := &machine{headroom: plans.DefaultHeadroom, recalled: recalled}
 	if ov.Headroom.Value != "" {
 		if m.headroom, err = plans.ParseHeadroom(ov.Headroom.Value); err != nil {
 			return nil, badSetting(ov.Headroom, err)
 		}
+	}
+	if ov.GPUs.Value == NoCards {
+		// Its workers have the cards.
+		if cfg.Listen == "" {
+			return nil, badSetting(ov.GPUs, errors.New("a daemon with no cards of its own runs jobs on its workers: give it --listen ADDR for them"))
+		}
+		return m, remember(cfg.StateDir, ov)
+	}
+	if m.spec, err = plans.ParseGPUs(ov.GPUs.Value); err != nil {
+		return nil, badSetting(ov.GPUs, err)
 	}
 	plan := plans.GPUPlan{plans.NoSlotLimit}
 	if ov.Plan.Value != "" {
@@ -51,7 +61,7 @@ func openMachine(cfg Config) (*machine, error) {
 			return nil, badSetting(ov.Plan, err)
 		}
 	}
-	if m.inv, err = gpu.Open(spec, cfg.Inventory); err != nil {
+	if m.inv, err = gpu.Open(m.spec, cfg.Inventory); err != nil {
 		return nil, err
 	}
 	if m.cards, err = m.inv.Snapshot(); err != nil {
@@ -132,6 +142,9 @@ func (m *machine) simulated() string {
 
 // name names the machine as gpuq --gpus would.
 func (m *machine) name() string {
+	if m.inv == nil {
+		return "no cards of its own"
+	}
 	if sim := m.inv.Simulated(); sim != "" {
 		return sim // a machine without a driver, too
 	}

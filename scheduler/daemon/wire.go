@@ -57,7 +57,9 @@ type JobSummary struct {
 
 // AttemptSummary is one attempt of a job.
 type AttemptSummary struct {
-	N              int        `json:"n"`
+	N int `json:"n"`
+	// Worker is the gpuq worker it ran on; absent for the daemon's own machine.
+	Worker         string     `json:"worker,omitempty"`
 	GPU            int        `json:"gpu"`
 	GPUs           []int      `json:"gpus"`
 	Tier           int        `json:"tier"`
@@ -92,7 +94,7 @@ func Summarize(snap scheduler.Snapshot, j *scheduler.Job) JobSummary {
 		js.LearnedBytes = &l
 	}
 	for _, a := range snap.Attempts(j.ID) {
-		as := AttemptSummary{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
+		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
 			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
 		if len(a.GPUs) > 0 {
 			as.GPU = a.GPUs[0]
@@ -172,11 +174,14 @@ type Info struct {
 	Version  string    `json:"version"`
 	StateDir string    `json:"state_dir"`
 	Started  time.Time `json:"started"`
-	GPUs     []GPUInfo `json:"gpus"`
+	// Listen is the address of its network listener, for workers; absent without.
+	Listen string    `json:"listen,omitempty"`
+	GPUs   []GPUInfo `json:"gpus"`
 }
 
-// GPUInfo is one of the daemon's cards.
+// GPUInfo is one of the daemon's cards, or a worker's.
 type GPUInfo struct {
+	Worker     string `json:"worker,omitempty"`
 	Index      int    `json:"index"`
 	Name       string `json:"name,omitempty"`
 	TotalBytes int64  `json:"total_bytes"`

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/worker"
+)
+
+type workerOptions struct {
+	io          ioStreams
+	settings    *settings
+	name        string
+	idleTimeout time.Duration
+	poll        time.Duration
+}
+
+func newWorkerCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &workerOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:   "worker --server HOST:PORT",
+		Short: "Run a daemon's jobs on this node's cards (a node of a cluster)",
+		Long: `Run jobs on this node for a gpuq daemon on another machine, in the foreground: the
+daemon (gpuq daemon --listen) packs its queue onto every worker's cards as onto one
+machine's, with the same plan, OOM ladder and learned memory, and gpuq status, logs
+and attach work for the jobs here as for its own.
+
+The worker reaches the daemon at --server with the secret and certificate of the
+daemon's state directory (--state-dir; on a cluster the shared home has them) and
+reports this node's cards (--gpus, default every card; sim:... to simulate them), their
+--gpu-plan, RAM and cores. Its jobs run under supervisors of their own in
+<state-dir>/workers/NAME: a worker started again, or linked again after a network
+failure, takes them up. Away from the daemon for half its --worker-grace, it stops
+them: the daemon runs them elsewhere.
+
+Its cards are NAME:INDEX to the daemon (gpuq drain node7:3). With --idle-timeout it
+leaves after running nothing for that long, so that an allocation can be given back.`,
+		Example: `  gpuq worker --server login1:7070
+  gpuq worker --server login1:7070 --gpu-plan 2 --idle-timeout 10m`,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error { return runWorker(opts) },
+	}
+	cmd.Flags().StringVar(&opts.name, "name", "", "the worker's name, the first part of its cards' (default the host name)")
+	cmd.Flags().DurationVar(&opts.idleTimeout, "idle-timeout", 0, "leave after running nothing for this long (default: never)")
+	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are read and reported")
+	return cmd
+}
+
+func runWorker(opts *workerOptions) error {
+	st := opts.settings
+	server := st.v.GetString(keyServer)
+	if server == "" {
+		return badInput("gpuq worker needs --server HOST:PORT, the address of a daemon started with --listen")
+	}
+	if opts.idleTimeout < 0 || opts.poll <= 0 {
+		return badInput("--idle-timeout and --poll take positive durations, e.g. 10m")
+	}
+	name := opts.name
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("this node's name: %w; give the worker one with --name", err)
+		}
+		name = host
+	}
+	if err := daemon.ValidWorkerName(name); err != nil {
+		return badInput("--name: %v", err)
+	}
+	dir, err := st.stateDir()
+	if err != nil {
+		return err
+	}
+	creds, err := daemon.LoadCredentials(dir)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find gpuq's own binary for the supervisors: %w", err)
+	}
+	ov := st.overrides()
+	cfg := worker.Config{Server: server, Credentials: creds, Name: name, Dir: filepath.Join(dir, "workers", name),
+		GPUs: ov.GPUs, Plan: ov.Plan, Inventory: st.inventoryOptions(opts.io), Poll: opts.poll, Supervisor: []string{self},
+		Version: version, Log: opts.io.Err, IdleTimeout: opts.idleTimeout}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return worker.Run(ctx, cfg)
+}

@@ -1,0 +1,36 @@
+package scheduler
+
+import "slices"
+
+// Backlog is the queued work that no card there is can start now: the jobs the packer
+// leaves waiting, with why. Held jobs, and jobs waiting for their shape's probe, are not
+// in it: more cards would not start them. An allocator of machines (gpuq alloc) asks for
+// workers while it is not empty.
+type Backlog struct {
+	Jobs    int
+	Reasons map[Reason]int
+	// GPUsPerJob is the most cards one of the jobs needs, all on one machine.
+	GPUsPerJob int
+}
+
+// Backlog says what the queue holds that no card can start now. Call it in the
+// engine's loop (Do), as Why.
+func (e *Engine) Backlog() (Backlog, error) {
+	snap := e.store.Snapshot()
+	v, err := e.view(snap, snap.Running(), nil)
+	if err != nil {
+		return Backlog{}, err
+	}
+	queue := slices.Collect(v.queue)
+	need := make(map[string]int, len(queue))
+	for _, r := range queue {
+		need[r.Job] = max(r.GPUsPerJob, 1)
+	}
+	b := Backlog{Reasons: map[Reason]int{}}
+	for _, w := range Pack(queue, v.cards, v.hosts).Waiting {
+		b.Jobs++
+		b.Reasons[w.Reason]++
+		b.GPUsPerJob = max(b.GPUsPerJob, need[w.Job])
+	}
+	return b, nil
+}

@@ -1,0 +1,460 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/runner"
+)
+
+// cluster is a listening daemon's machines as its engine sees them: its own, the first
+// worker (named ""), and the gpuq workers that connect to it. It is the engine's
+// Inventory (a scheduler.Cluster) and its Runner: it starts, stops and takes up each
+// attempt where it runs, and merges how they end.
+//
+// A worker that goes away (its node failed, its allocation ended, it was killed) keeps
+// its attempts for a grace period: back within it, it takes them up again, as a
+// restarted daemon takes up its supervisors. Past it, they are reported lost with
+// Requeue, so their jobs run again at their tier; by then the worker's own lease has
+// stopped them, so nothing runs twice, however slow the worker was.
+type cluster struct {
+	local  *machine
+	runner *runner.Supervised // this machine's attempts
+	grace  time.Duration
+	clock  scheduler.Clock
+	log    *EventLog
+	exits  chan scheduler.Exit
+
+	mu      sync.Mutex
+	workers map[string]*remote
+	// streams are the requests for a worker's attempt streams, by token, each waiting
+	// for the worker to open it.
+	streams map[string]chan io.ReadWriteCloser
+}
+
+// remote is a worker, while it is linked and for a grace period after.
+type remote struct {
+	hello Hello
+	state WorkerState
+	link  *link // nil while it is away
+	heard time.Time
+	// attempts run there, as the engine holds them.
+	attempts map[string]*scheduler.Attempt
+	// stops are asked while the worker is away, for when it is back.
+	stops map[string]AttemptRef
+	// sweeps the worker has had over its link.
+	sweeps   map[string]bool
+	draining bool
+}
+
+func newCluster(local *machine, r *runner.Supervised, grace time.Duration, log *EventLog) *cluster {
+	c := &cluster{local: local, runner: r, grace: grace, clock: scheduler.RealClock{}, log: log,
+		exits: make(chan scheduler.Exit, 64), workers: map[string]*remote{}, streams: map[string]chan io.ReadWriteCloser{}}
+	go func() {
+		for x := range r.Exits() {
+			c.exits <- x
+		}
+	}()
+	return c
+}
+
+// worker returns a worker's record, made if it has none. c.mu is held.
+func (c *cluster) worker(name string) *remote {
+	w := c.workers[name]
+	if w == nil {
+		w = &remote{heard: c.clock.Now(), attempts: map[string]*scheduler.Attempt{}, stops: map[string]AttemptRef{}}
+		w.hello.Name = name
+		c.workers[name] = w
+	}
+	return w
+}
+
+// Snapshot reads this machine's cards, and the last reading of each linked worker's.
+func (c *cluster) Snapshot() ([]gpu.Card, error) {
+	var cards []gpu.Card
+	if c.local.inv != nil {
+		local, err := c.local.inv.Snapshot()
+		if err != nil {
+			return nil, err
+		}
+		cards = local
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
+		w := c.workers[name]
+		if w.link == nil {
+			continue
+		}
+		for _, card := range w.state.Cards {
+			card.Worker = name
+			cards = append(cards, card)
+		}
+	}
+	return cards, nil
+}
+
+// Slots is the plan's limit on a card: this machine's plan, or its worker's; none on a
+// draining worker's.
+func (c *cluster) Slots(card gpu.Card) int {
+	if card.Worker == "" {
+		for i, lc := range c.local.cards {
+			if lc.Index == card.Index {
+				return c.local.slots[i]
+			}
+		}
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.workers[card.Worker]
+	if w == nil || w.draining {
+		return 0
+	}
+	if n, ok := w.hello.Plan[card.Index]; ok {
+		return n
+	}
+	return plans.NoSlotLimit
+}
+
+// Host reads a machine's RAM: this one's, or what its worker last said.
+func (c *cluster) Host(worker string) (int64, int64, error) {
+	if worker == "" {
+		return launcher.HostMemory()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.workers[worker]; w != nil {
+		return w.state.HostTotal, w.state.HostAvailable, nil
+	}
+	return 0, 0, nil
+}
+
+// Ends is when a worker stops taking jobs.
+func (c *cluster) Ends(worker string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.workers[worker]; w != nil {
+		return w.state.Ends
+	}
+	return time.Time{}
+}
+
+// Start starts an attempt where the engine placed it. On a worker, it is sent there and
+// its end reported when the worker says; a worker gone since the round read its cards
+// never had it, and the job goes back to the queue.
+func (c *cluster) Start(l scheduler.Launch) (scheduler.Started, error) {
+	a := l.Attempt
+	if a.Worker == "" {
+		return c.runner.Start(l)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.worker(a.Worker)
+	if w.link == nil {
+		c.report(scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Unstarted: true,
+			Detail: fmt.Sprintf("worker %s went away before it started", a.Worker)})
+		return scheduler.Started{}, nil
+	}
+	w.attempts[a.ID] = a
+	sub := l.Submission
+	key := fmt.Sprintf("%s#%d", sub.Sweep.Name, sub.Seq)
+	// The sweep's env goes with every start: the engine may have changed it (PyTorch's
+	// allocator options refused) since the sweep was submitted.
+	req := &StartRequest{Attempt: a, SweepKey: key, Env: sub.Sweep.Env, Environ: sub.Environ, Sharing: l.Sharing}
+	if !w.sweeps[key] {
+		sw := sub.Sweep
+		req.Sweep = &SweepSource{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Files: sw.Files}
+		w.sweeps[key] = true
+	}
+	w.link.send(DaemonMessage{Start: req})
+	dir, err := launcher.AttemptDir(w.hello.Dir, a.Job, a.N)
+	if err != nil {
+		return scheduler.Started{}, nil
+	}
+	return scheduler.Started{Log: launcher.LogPath(dir)}, nil
+}
+
+// report sends an exit without blocking the caller, who may be the engine's loop.
+func (c *cluster) report(x scheduler.Exit) { go func() { c.exits <- x }() }
+
+// Stop asks an attempt's machine to stop it. A worker that is away is told when it is
+// back, and its trainer stops by then anyway (its lease lapses): the attempt ends now,
+// so that a daemon stopping its trainers, or a person cancelling a job, does not wait
+// for a worker that may never come back.
+func (c *cluster) Stop(a *scheduler.Attempt) {
+	if a.Worker == "" {
+		c.runner.Stop(a)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.worker(a.Worker)
+	ref := refOf(a)
+	if w.link != nil {
+		w.link.send(DaemonMessage{Stop: &ref})
+		return
+	}
+	w.stops[a.ID] = ref
+	if w.attempts[a.ID] != nil {
+		delete(w.attempts, a.ID)
+		c.report(scheduler.Exit{Attempt: a.ID, Outcome: plans.Cancelled,
+			Detail: fmt.Sprintf("stopped while worker %s was away; it stops there when the worker is back, or its lease lapses", a.Worker)})
+	}
+}
+
+// Owner is the attempt a process of this machine belongs to; a worker names its own.
+func (c *cluster) Owner(pid int) (string, bool) { return c.runner.Owner(pid) }
+
+// Exits is where every machine's attempts' ends arrive.
+func (c *cluster) Exits() <-chan scheduler.Exit { return c.exits }
+
+// Adopt takes up an attempt that ran when the last daemon stopped: on this machine
+// through its supervisor, on a worker when the worker is back (see connect), or lost
+// with it after the grace period.
+func (c *cluster) Adopt(a *scheduler.Attempt) scheduler.Started {
+	if a.Worker == "" {
+		return c.runner.Adopt(a)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.worker(a.Worker).attempts[a.ID] = a
+	return scheduler.Started{}
+}
+
+// HostMemory is what each attempt's processes hold of their machine's RAM.
+func (c *cluster) HostMemory() map[string]int64 {
+	out := c.runner.HostMemory()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.workers {
+		if w.link != nil {
+			maps.Copy(out, w.state.AttemptMemory)
+		}
+	}
+	return out
+}
+
+// connect links a worker that said hello, replacing a link it had (a worker killed and
+// started again before the daemon noticed), and welcomes it with the attempts it is to
+// take up.
+func (c *cluster) connect(h Hello, l *link) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.worker(h.Name)
+	if w.link != nil {
+		w.link.close()
+	}
+	back := len(w.attempts)
+	w.hello, w.state, w.link, w.heard, w.sweeps, w.draining = h, h.State, l, c.clock.Now(), map[string]bool{}, false
+	welcome := &Welcome{Grace: c.grace, Attempts: []AttemptRef{}}
+	for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
+		welcome.Attempts = append(welcome.Attempts, refOf(w.attempts[id]))
+	}
+	l.send(DaemonMessage{Welcome: welcome})
+	for _, ref := range w.stops {
+		l.send(DaemonMessage{Stop: &ref})
+	}
+	clear(w.stops)
+	c.log.Printf("worker %s (gpuq %s, %d cores) connected: %s; %d attempts to take up",
+		h.Name, h.Version, h.Cores, workerCardsText(h), back)
+}
+
+// heard applies a worker's message.
+func (c *cluster) heard(name string, l *link, m WorkerMessage) {
+	c.mu.Lock()
+	w := c.workers[name]
+	if w == nil || w.link != l {
+		c.mu.Unlock()
+		return // a link replaced since
+	}
+	w.heard = c.clock.Now()
+	if m.State != nil {
+		w.state = *m.State
+	}
+	if m.Leaving && !w.draining {
+		w.draining = true
+		l.send(DaemonMessage{Drain: true})
+		c.log.Printf("worker %s is leaving: it takes no more jobs", name)
+	}
+	var x *scheduler.Exit
+	if m.Exit != nil && w.attempts[m.Exit.Attempt] != nil {
+		delete(w.attempts, m.Exit.Attempt)
+		x = m.Exit
+	}
+	c.mu.Unlock()
+	if x != nil {
+		c.exits <- *x
+	}
+}
+
+// away marks a worker whose link broke as away: its attempts wait for it.
+func (c *cluster) away(name string, l *link, why error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.workers[name]
+	if w == nil || w.link != l {
+		return
+	}
+	w.link = nil
+	if len(w.attempts) > 0 {
+		c.log.Printf("worker %s went away (%v): its %d attempts run again elsewhere unless it is back within %s",
+			name, why, len(w.attempts), c.grace)
+	} else {
+		c.log.Printf("worker %s went away (%v)", name, why)
+	}
+}
+
+// Drain tells a worker to take no more jobs and to exit once its attempts have ended.
+func (c *cluster) Drain(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.workers[name]
+	if w == nil || w.link == nil {
+		return scheduler.Refused(fmt.Sprintf("no worker %q is connected; gpuq workers lists them", name))
+	}
+	w.draining = true
+	w.link.send(DaemonMessage{Drain: true})
+	return nil
+}
+
+// tick is the cluster's clock work: it pings linked workers, cuts the link of one not
+// heard from for the grace period, and reports lost the attempts of one away for it.
+func (c *cluster) tick() {
+	now := c.clock.Now()
+	var lost []scheduler.Exit
+	c.mu.Lock()
+	for name, w := range c.workers {
+		silent := now.Sub(w.heard)
+		switch {
+		case w.link != nil && silent > c.grace:
+			w.link.close() // its handler marks it away
+		case w.link != nil:
+			w.link.send(DaemonMessage{Ping: true})
+		case silent > c.grace && len(w.attempts) > 0:
+			for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
+				a := w.attempts[id]
+				lost = append(lost, scheduler.Exit{Attempt: id, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf(
+					"worker %s has not been heard from for %s (its node failed, its allocation ended, or it was killed): "+
+						"its job runs again at tier %d", name, silent.Round(time.Second), a.Tier)})
+			}
+			c.log.Printf("worker %s did not come back within %s: %d attempts run again elsewhere", name, c.grace, len(w.attempts))
+			clear(w.attempts)
+		case silent > c.grace:
+			delete(c.workers, name)
+		}
+	}
+	c.mu.Unlock()
+	for _, x := range lost {
+		c.exits <- x
+	}
+}
+
+// run ticks until done is closed, then cuts every link: the workers come back to the
+// next daemon. It runs until the engine has stopped, since stopping trainers takes their
+// workers' answers.
+func (c *cluster) run(done <-chan struct{}) {
+	t := time.NewTicker(min(max(c.grace/10, 100*time.Millisecond), time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			c.mu.Lock()
+			for _, w := range c.workers {
+				if w.link != nil {
+					w.link.close()
+				}
+			}
+			c.mu.Unlock()
+			return
+		case <-t.C:
+			c.tick()
+		}
+	}
+}
+
+// info lists the workers for the API.
+func (c *cluster) info(drained map[scheduler.CardID]bool) []WorkerInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := []WorkerInfo{}
+	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
+		w := c.workers[name]
+		wi := WorkerInfo{Name: name, Connected: w.link != nil, Heard: w.heard, Version: w.hello.Version, Cores: w.hello.Cores,
+			GPUs: []GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends}
+		for _, card := range w.state.Cards {
+			wi.GPUs = append(wi.GPUs, GPUInfo{Worker: name, Index: card.Index, TotalBytes: card.Total,
+				Drained: drained[scheduler.CardID{Worker: name, Index: card.Index}]})
+		}
+		out = append(out, wi)
+	}
+	return out
+}
+
+func workerCardsText(h Hello) string {
+	if len(h.State.Cards) == 0 {
+		return "no cards"
+	}
+	slots := make([]int, len(h.State.Cards))
+	for i, card := range h.State.Cards {
+		slots[i] = plans.NoSlotLimit
+		if n, ok := h.Plan[card.Index]; ok {
+			slots[i] = n
+		}
+	}
+	return CardsText(h.State.Cards, slots)
+}
+
+// link is a worker's stream as the daemon writes to it: messages are queued, so that
+// neither the engine's loop nor a slow worker waits on the other. A worker that does
+// not read what is queued for it is cut off.
+type link struct {
+	conn io.ReadWriteCloser
+	out  chan DaemonMessage
+	done chan struct{}
+	once sync.Once
+}
+
+func newLink(conn io.ReadWriteCloser) *link {
+	l := &link{conn: conn, out: make(chan DaemonMessage, 1024), done: make(chan struct{})}
+	go func() {
+		enc := json.NewEncoder(conn)
+		for {
+			select {
+			case <-l.done:
+				return
+			case m := <-l.out:
+				if enc.Encode(m) != nil {
+					l.close()
+					return
+				}
+			}
+		}
+	}()
+	return l
+}
+
+func (l *link) send(m DaemonMessage) {
+	select {
+	case l.out <- m:
+	case <-l.done:
+	default:
+		l.close()
+	}
+}
+
+func (l *link) close() {
+	l.once.Do(func() {
+		close(l.done)
+		l.conn.Close()
+	})
+}

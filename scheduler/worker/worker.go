@@ -1,0 +1,439 @@
+// Package worker is gpuq worker: one node's cards and attempts, run for a gpuq daemon on
+// another machine (a worker inside a Slurm allocation, its daemon on the login node).
+// It links to the daemon's network listener and reports the node's cards, RAM and cores;
+// it starts and stops attempts under supervisors of their own as the daemon asks, reports
+// how each ended and what its processes hold, and serves their logs and terminals
+// through the daemon. The daemon packs, recovers and learns across all its workers, as
+// on one machine.
+//
+// Its attempts outlive it, as a daemon's do: started again (or linked again after a
+// network failure), it takes them up. They do not outlive its link to the daemon by
+// more than half of the daemon's grace period (a lease, see launcher.RenewLease): past
+// the whole of it the daemon runs them elsewhere, and nothing runs twice.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/runner"
+)
+
+// Config is what a worker runs with.
+type Config struct {
+	// Server is the daemon's network listener, HOST:PORT.
+	Server string
+	// Credentials are the daemon's secret and certificate (daemon.LoadCredentials).
+	Credentials daemon.Credentials
+	// Name is the worker's: its cards are NAME:INDEX to the daemon and to people.
+	Name string
+	// Dir holds its attempts and its lease.
+	Dir string
+	// GPUs and Plan are its cards and their plan, as gpuq daemon's --gpus and --gpu-plan
+	// (default every card, no slot limit).
+	GPUs, Plan plans.Override
+	// Inventory opens the cards; its Ledger is also the simulated trainers'.
+	Inventory gpu.Options
+	// Poll is how often it reads its cards and reports them.
+	Poll time.Duration
+	// Supervisor is the command that starts an attempt's supervisor: gpuq's own binary.
+	Supervisor []string
+	Version    string
+	// Log receives what the worker does.
+	Log io.Writer
+	// IdleTimeout, if set: a worker that has run nothing for this long leaves.
+	IdleTimeout time.Duration
+	// Ends is when the worker stops taking jobs (its allocation's end); zero: never.
+	Ends time.Time
+}
+
+// retryAfter bounds how long a worker waits before it tries its daemon again.
+const retryAfter = 5 * time.Second
+
+// Run runs a worker until ctx is cancelled, it has left (idle, or drained by its
+// daemon), or the daemon refuses it.
+func Run(ctx context.Context, cfg Config) error {
+	w, err := open(cfg)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	w.log.Printf("gpuq worker %s %s (pid %d): %s, %d cores; attempts in %s; daemon at %s",
+		cfg.Name, cfg.Version, os.Getpid(), daemon.CardsText(w.cards, w.plan), runtime.NumCPU(), cfg.Dir, cfg.Server)
+	wait, said := time.Duration(0), ""
+	for {
+		err := w.session(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, errLeft):
+			w.log.Printf("left: idle, and the daemon starts nothing more here")
+			return nil
+		case errors.Is(err, daemon.ErrUnauthorized), errors.Is(err, errRefused):
+			return err
+		case err != nil && err.Error() != said:
+			w.log.Printf("%v; trying again", err)
+			said = err.Error()
+		}
+		if w.linked {
+			wait, said, w.linked = 0, "", false
+		}
+		wait = min(wait+time.Second, retryAfter)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+var (
+	errLeft    = errors.New("left")
+	errRefused = errors.New("the daemon refused this worker")
+)
+
+// worker is a running worker.
+type worker struct {
+	cfg    Config
+	inv    *gpu.Inventory
+	cards  []gpu.Card // the last reading
+	plan   []int      // the slots of each of cards
+	runner *runner.Supervised
+	lock   *os.File
+	lease  string
+	// grace is the daemon's (Welcome): the lease runs half of it past each message.
+	grace time.Duration
+	// sweeps are those the daemon has sent, expanded, by key (StartRequest.SweepKey).
+	sweeps map[string]*plans.Sweep
+	// running are the attempts it watches; ended those that ended, until the daemon
+	// has them.
+	running map[string]daemon.AttemptRef
+	ended   map[string]scheduler.Exit
+	// active is when an attempt last ran here.
+	active time.Time
+	// leaving: it asked to leave; drained: the daemon starts nothing more here.
+	leaving, drained bool
+	// linked: the last session reached the daemon.
+	linked bool
+	log    *daemon.EventLog
+}
+
+func open(cfg Config) (*worker, error) {
+	if err := daemon.ValidWorkerName(cfg.Name); err != nil {
+		return nil, err
+	}
+	if err := launcher.PrivateDir(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("worker directory: %w", err)
+	}
+	lock, err := lockDir(cfg.Dir, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := plans.ParseGPUs(cfg.GPUs.Value)
+	if err != nil {
+		lock.Close()
+		return nil, plans.Problems{{File: cfg.GPUs.Source, Msg: err.Error()}}
+	}
+	plan := plans.GPUPlan{plans.NoSlotLimit}
+	if cfg.Plan.Value != "" {
+		if plan, err = plans.ParsePlan(cfg.Plan.Value); err != nil {
+			lock.Close()
+			return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
+		}
+	}
+	w := &worker{cfg: cfg, lock: lock, log: daemon.NewEventLog(cfg.Log), lease: filepath.Join(cfg.Dir, "lease"), sweeps: map[string]*plans.Sweep{},
+		running: map[string]daemon.AttemptRef{}, ended: map[string]scheduler.Exit{}, active: time.Now()}
+	if w.inv, err = gpu.Open(spec, cfg.Inventory); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if w.cards, err = w.inv.Snapshot(); err == nil {
+		w.plan, err = plan.For(len(w.cards))
+	}
+	if err != nil {
+		w.close()
+		return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
+	}
+	launcher.BecomeSubreaper()
+	ro := runner.Options{Dir: filepath.Join(cfg.Dir, "attempts"), Lease: w.lease}
+	if w.inv.Simulated() != "" {
+		ro.Ledger = cfg.Inventory.Ledger
+	}
+	w.runner = runner.NewSupervised(ro, cfg.Supervisor)
+	return w, nil
+}
+
+func (w *worker) close() {
+	w.inv.Close()
+	w.lock.Close()
+}
+
+// lockDir takes the worker directory's lock, so that two workers of one name never
+// share it.
+func lockDir(dir, name string) (*os.File, error) {
+	path := filepath.Join(dir, "worker.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("another gpuq worker named %s (pid %s) runs in %s: give this one another --name",
+			name, strings.TrimSpace(string(pid)), dir)
+	}
+	f.Truncate(0)
+	fmt.Fprintf(f, "%d\n", os.Getpid())
+	return f, nil
+}
+
+// session links to the daemon and does what it asks until the link breaks.
+func (w *worker) session(ctx context.Context) error {
+	client, err := daemon.DialRemote(w.cfg.Server, w.cfg.Credentials)
+	if err != nil {
+		return err
+	}
+	s, err := client.Stream(ctx, "/v1/worker")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	// The link ends with the session, whatever ends it.
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+	out := json.NewEncoder(s)
+	hello := daemon.Hello{Name: w.cfg.Name, Version: w.cfg.Version, Dir: filepath.Join(w.cfg.Dir, "attempts"),
+		Cores: runtime.NumCPU(), Plan: map[int]int{}, State: w.state()}
+	for i, c := range w.cards {
+		hello.Plan[c.Index] = w.plan[i]
+	}
+	if err := out.Encode(daemon.WorkerMessage{Hello: &hello}); err != nil {
+		return err
+	}
+	msgs, broken := make(chan daemon.DaemonMessage), make(chan error, 1)
+	go func() {
+		dec := json.NewDecoder(s)
+		for {
+			var m daemon.DaemonMessage
+			if err := dec.Decode(&m); err != nil {
+				broken <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	poll := time.NewTicker(w.cfg.Poll)
+	defer poll.Stop()
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err = <-broken:
+			return fmt.Errorf("link to the daemon at %s: %w", w.cfg.Server, err)
+		case m := <-msgs:
+			err = w.handle(ctx, client, out, m)
+		case x := <-w.runner.Exits():
+			delete(w.running, x.Attempt)
+			w.ended[x.Attempt] = x
+			w.active = time.Now()
+			err = out.Encode(daemon.WorkerMessage{Exit: &x})
+		case <-poll.C:
+			err = w.poll(out)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// handle does what a message of the daemon's asks.
+func (w *worker) handle(ctx context.Context, client *daemon.Client, out *json.Encoder, m daemon.DaemonMessage) error {
+	if m.Error != "" {
+		return fmt.Errorf("%w: %s", errRefused, m.Error)
+	}
+	if m.Welcome != nil {
+		if err := w.welcome(out, m.Welcome); err != nil {
+			return err
+		}
+	}
+	// Whatever it says, the daemon hears this worker: its trainers may run on.
+	if w.grace > 0 {
+		if err := launcher.RenewLease(w.lease, time.Now().Add(w.grace/2)); err != nil {
+			w.log.Printf("warning: %v", err)
+		}
+	}
+	switch {
+	case m.Start != nil:
+		return w.start(out, m.Start)
+	case m.Stop != nil:
+		w.runner.Stop(&scheduler.Attempt{ID: m.Stop.ID, Job: m.Stop.Job, N: m.Stop.N})
+	case m.Stream != nil:
+		go w.serveStream(ctx, client, *m.Stream)
+	case m.Drain:
+		w.drained = true
+	}
+	return nil
+}
+
+// welcome takes up the attempts the daemon holds running here, after a restart of
+// either or a broken link: each goes on, is reported ended, or never started.
+func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
+	w.grace, w.linked = wel.Grace, true
+	if err := launcher.RenewLease(w.lease, time.Now().Add(w.grace/2)); err != nil {
+		return err
+	}
+	held := map[string]bool{}
+	for _, ref := range wel.Attempts {
+		held[ref.ID] = true
+		if _, ok := w.running[ref.ID]; ok {
+			continue
+		}
+		if x, ok := w.ended[ref.ID]; ok {
+			if err := out.Encode(daemon.WorkerMessage{Exit: &x}); err != nil {
+				return err
+			}
+			continue
+		}
+		w.running[ref.ID] = ref
+		w.runner.Adopt(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+	}
+	// An attempt the daemon does not hold running here runs elsewhere, or has ended
+	// for it: it must not run on here.
+	for id, ref := range w.running {
+		if !held[id] {
+			w.log.Printf("stopping %s: the daemon no longer runs it here", id)
+			w.runner.Stop(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+		}
+	}
+	for id := range w.ended {
+		if !held[id] {
+			delete(w.ended, id)
+		}
+	}
+	w.log.Printf("linked to the daemon at %s; %d attempts taken up", w.cfg.Server, len(wel.Attempts))
+	return nil
+}
+
+// start starts an attempt as the daemon asks; one that cannot start is reported lost.
+func (w *worker) start(out *json.Encoder, req *daemon.StartRequest) error {
+	a := req.Attempt
+	l, err := w.launch(req)
+	if err == nil {
+		_, err = w.runner.Start(l)
+	}
+	if err != nil {
+		x := scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: fmt.Sprintf("worker %s: %v", w.cfg.Name, err)}
+		w.ended[a.ID] = x
+		return out.Encode(daemon.WorkerMessage{Exit: &x})
+	}
+	w.running[a.ID] = daemon.AttemptRef{ID: a.ID, Job: a.Job, N: a.N}
+	w.active = time.Now()
+	return nil
+}
+
+// launch is what the runner needs to start the attempt, from the sweep as submitted.
+func (w *worker) launch(req *daemon.StartRequest) (scheduler.Launch, error) {
+	if src := req.Sweep; src != nil {
+		sw, err := plans.DecodeSweepFiles(src.File, []byte(src.Source), src.Files, src.Overrides)
+		if err != nil {
+			return scheduler.Launch{}, fmt.Errorf("sweep %s: %w", src.File, err)
+		}
+		w.sweeps[req.SweepKey] = sw
+	}
+	sw := w.sweeps[req.SweepKey]
+	if sw == nil {
+		return scheduler.Launch{}, fmt.Errorf("the daemon did not send sweep %s", req.SweepKey)
+	}
+	run := *sw
+	run.Env = req.Env
+	a := req.Attempt
+	i := slices.IndexFunc(sw.Jobs, func(j plans.Job) bool { return j.ID == a.Job })
+	if i < 0 {
+		return scheduler.Launch{}, fmt.Errorf("sweep %s has no job %s", sw.Name, a.Job)
+	}
+	l := scheduler.Launch{Attempt: a, Job: &scheduler.Job{Job: sw.Jobs[i], Sweep: sw.Name},
+		Submission: &scheduler.Submission{Sweep: &run, Environ: req.Environ}, Sharing: req.Sharing}
+	for _, idx := range a.GPUs {
+		c := slices.IndexFunc(w.cards, func(c gpu.Card) bool { return c.Index == idx })
+		if c < 0 {
+			return scheduler.Launch{}, fmt.Errorf("no card %d here", idx)
+		}
+		l.Cards = append(l.Cards, w.cards[c])
+	}
+	return l, nil
+}
+
+// poll reads the node and reports it; a worker that has been idle past its timeout
+// asks to leave, and one the daemon has drained leaves once idle.
+func (w *worker) poll(out *json.Encoder) error {
+	st := w.state()
+	if err := out.Encode(daemon.WorkerMessage{State: &st}); err != nil {
+		return err
+	}
+	idle := len(w.running) == 0
+	if w.drained && idle {
+		return errLeft
+	}
+	if idle && !w.leaving && w.cfg.IdleTimeout > 0 && time.Since(w.active) > w.cfg.IdleTimeout {
+		w.leaving = true
+		w.log.Printf("idle for %s: leaving", w.cfg.IdleTimeout)
+		return out.Encode(daemon.WorkerMessage{Leaving: true})
+	}
+	return nil
+}
+
+// state reads the node: its cards, each process named with its attempt, and its RAM.
+func (w *worker) state() daemon.WorkerState {
+	st := daemon.WorkerState{AttemptMemory: w.runner.HostMemory(), Ends: w.cfg.Ends}
+	if cards, err := w.inv.Snapshot(); err == nil {
+		w.cards = cards
+	}
+	st.Cards = slices.Clone(w.cards)
+	for i := range st.Cards {
+		st.Cards[i].Processes = slices.Clone(st.Cards[i].Processes)
+		for j, p := range st.Cards[i].Processes {
+			if a, ok := w.runner.Owner(p.PID); ok {
+				st.Cards[i].Processes[j].Attempt = a
+			}
+		}
+	}
+	if total, avail, err := launcher.HostMemory(); err == nil {
+		st.HostTotal, st.HostAvailable = total, avail
+	}
+	return st
+}
+
+// serveStream opens the stream the daemon asks for and serves the attempt on it.
+func (w *worker) serveStream(ctx context.Context, client *daemon.Client, req daemon.StreamRequest) {
+	dir, err := launcher.AttemptDir(filepath.Join(w.cfg.Dir, "attempts"), req.Attempt.Job, req.Attempt.N)
+	if err != nil {
+		return
+	}
+	s, err := client.Stream(ctx, "/v1/worker/stream/"+req.Token)
+	if err != nil {
+		w.log.Printf("%s of %s: %v", req.Kind, req.Attempt.ID, err)
+		return
+	}
+	daemon.ServeAttempt(ctx, s, dir, req)
+}

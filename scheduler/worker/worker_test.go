@@ -1,0 +1,342 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// The tests run a daemon in-process, on no cards of its own, listening on loopback; its
+// workers are the test binary started as one (each a process, so that it can be killed
+// as a node's worker is), and so are their supervisors.
+
+const (
+	asWorker  = "GPUQ_TEST_WORKER" // the worker's name
+	envState  = "GPUQ_TEST_STATE"
+	envServer = "GPUQ_TEST_SERVER"
+	envGPUs   = "GPUQ_TEST_GPUS"
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == launcher.SupervisorMode {
+		if err := launcher.Supervise(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "supervisor:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if name := os.Getenv(asWorker); name != "" {
+		if err := runTestWorker(name); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func runTestWorker(name string) error {
+	state := os.Getenv(envState)
+	creds, err := daemon.LoadCredentials(state)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, Config{Server: os.Getenv(envServer), Credentials: creds, Name: name, Dir: filepath.Join(state, "workers", name),
+		GPUs: plans.Override{Value: os.Getenv(envGPUs), Source: "test"}, Inventory: gpu.Options{Ledger: os.Getenv("GPUQ_SIM_LEDGER")},
+		Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]}, Version: "test", Log: os.Stderr})
+}
+
+// syncBuffer is a log that one goroutine writes while another reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// cluster is a daemon in the test's process and its workers.
+type cluster struct {
+	t      *testing.T
+	state  string
+	server string
+	client *daemon.Client
+	log    *syncBuffer
+}
+
+// grace is the daemon's worker grace in these tests: short, so that they are quick,
+// and long against a busy machine's pauses.
+const grace = 3 * time.Second
+
+// startCluster runs a daemon listening on 127.0.0.1 with no cards of its own.
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{t: t, state: filepath.Join(t.TempDir(), "state"), log: &syncBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() {
+		ended <- daemon.Run(ctx, daemon.Config{StateDir: c.state, Machine: plans.Overrides{GPUs: plans.Override{Value: daemon.NoCards, Source: "test"}},
+			Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]}, Version: "test", Log: c.log,
+			Listen: "127.0.0.1:0", WorkerGrace: grace})
+	}()
+	t.Cleanup(func() {
+		if c.client != nil {
+			c.client.Stop(true)
+		}
+		cancel()
+		if err := <-ended; err != nil {
+			t.Errorf("the daemon ended with %v\n%s", err, c.log)
+		}
+	})
+	waitFor(t, "the daemon to listen", func() bool {
+		select {
+		case err := <-ended:
+			t.Fatalf("the daemon ended: %v\n%s", err, c.log)
+		default:
+		}
+		cl, err := daemon.Dial(c.state)
+		if err != nil {
+			return false
+		}
+		info, err := cl.Info()
+		c.client, c.server = cl, info.Listen
+		return err == nil && info.Listen != ""
+	})
+	return c
+}
+
+// proc is a worker process of the test's.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+}
+
+// startWorker starts a worker process on simulated cards of its own.
+func (c *cluster) startWorker(name, gpus string) *proc {
+	c.t.Helper()
+	w := &proc{name: name, log: &syncBuffer{}}
+	w.cmd = exec.Command(os.Args[0])
+	w.cmd.Env = append(os.Environ(), asWorker+"="+name, envState+"="+c.state, envServer+"="+c.server, envGPUs+"="+gpus,
+		"GPUQ_SIM_LEDGER="+filepath.Join(c.t.TempDir(), "ledger"))
+	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
+	if err := w.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() {
+		w.cmd.Process.Signal(syscall.SIGTERM)
+		w.cmd.Wait()
+		if c.t.Failed() {
+			c.t.Logf("worker %s's log:\n%s", name, w.log)
+		}
+	})
+	waitFor(c.t, "worker "+name+" to connect", func() bool { return c.connected(name) })
+	return w
+}
+
+// kill kills a worker as the kernel's OOM killer or a node failure would: at once,
+// leaving its supervisors.
+func (w *proc) kill(t *testing.T) {
+	t.Helper()
+	w.cmd.Process.Signal(syscall.SIGKILL)
+	w.cmd.Wait()
+}
+
+func (c *cluster) connected(name string) bool {
+	ws, err := c.client.Workers()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.Name == name {
+			return w.Connected
+		}
+	}
+	return false
+}
+
+func (c *cluster) jobs() []daemon.Job {
+	c.t.Helper()
+	jobs, err := c.client.Jobs("", nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return jobs
+}
+
+func (c *cluster) submit(doc string) {
+	c.t.Helper()
+	path := filepath.Join(c.t.TempDir(), "sweep.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.client.Submit(daemon.SubmitRequest{File: path, Source: doc, Environ: os.Environ()}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// running is the running jobs on each worker, by job id.
+func running(jobs []daemon.Job) map[string][]string {
+	out := map[string][]string{}
+	for _, j := range jobs {
+		if j.State == "running" {
+			a := j.Attempts[len(j.Attempts)-1]
+			out[a.Worker] = append(out[a.Worker], j.ID)
+		}
+	}
+	return out
+}
+
+// TestTwoWorkersRunASweepThroughAKill: a daemon and two workers on loopback, each with
+// its own simulated cards, run a sweep to the end. One worker killed and started again
+// at once takes its attempts up; the other, killed for good, has its attempts run again
+// on the first, at their tier and without counting against oom.max_attempts, once its
+// trainers have stopped: every job succeeds exactly once.
+func TestTwoWorkersRunASweepThroughAKill(t *testing.T) {
+	c := startCluster(t)
+	w1 := c.startWorker("w1", "sim:2x24GiB")
+	w2 := c.startWorker("w2", "sim:2x24GiB")
+	// Every trainer waits for the gate, so that none ends while a worker is down.
+	gate := filepath.Join(t.TempDir(), "gate")
+	c.submit(fmt.Sprintf(`name: spread
+command: [sh, -c, "echo start {seed}; while [ ! -e %s ]; do sleep 0.05; done; echo done {seed}"]
+matrix: {seed: [1, 2, 3, 4, 5, 6]}
+memory: 10GiB
+gpu_plan: "1"
+oom: {max_attempts: 1}
+`, gate))
+	var first map[string][]string
+	waitFor(t, "two trainers running on each worker", func() bool {
+		jobs := c.jobs()
+		first = running(jobs)
+		for _, j := range jobs {
+			if j.State != "running" {
+				continue
+			}
+			// Started, not only sent: the daemon holds an attempt running once it has
+			// asked its worker to start it, and a supervisor killed with its worker
+			// before it has said that its trainer runs is taken for one that never
+			// started it (launcher.SupervisedLeader), as after a daemon's death.
+			if launcher.SupervisedLeader(filepath.Dir(j.Attempts[len(j.Attempts)-1].Log)) == 0 {
+				return false
+			}
+		}
+		return len(first["w1"]) == 2 && len(first["w2"]) == 2
+	})
+
+	// Killed and back within the grace period: its attempts are taken up, not run again.
+	w2.kill(t)
+	c.startWorker("w2", "sim:2x24GiB")
+	log := c.logOf(first["w2"][0])
+	if !strings.Contains(log, "start") {
+		t.Errorf("the log of %s through the daemon: %q", first["w2"][0], log)
+	}
+
+	// Killed for good: past the grace period its jobs are queued again.
+	w1.kill(t)
+	lost := map[string]bool{first["w1"][0]: true, first["w1"][1]: true}
+	waitFor(t, "w1's jobs to be queued again", func() bool {
+		n := 0
+		for _, j := range c.jobs() {
+			if lost[j.ID] && j.State == "queued" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	// ...by when its trainers no longer run.
+	for id := range lost {
+		dir := filepath.Join(c.state, "workers", "w1", "attempts", id, "attempt-1")
+		if pid := launcher.SupervisedLeader(dir); pid == 0 || syscall.Kill(pid, 0) == nil {
+			t.Errorf("%s's trainer (pid %d) on the lost worker still runs as its job is queued again", id, pid)
+		}
+	}
+
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every job to succeed", func() bool {
+		for _, j := range c.jobs() {
+			if j.State != "succeeded" {
+				return false
+			}
+		}
+		return true
+	})
+	for _, j := range c.jobs() {
+		seed := strings.TrimPrefix(j.ID, "spread.")
+		last := j.Attempts[len(j.Attempts)-1]
+		switch {
+		case last.Outcome != "success":
+			t.Errorf("%s: last attempt %s", j.ID, last.Outcome)
+		case lost[j.ID]:
+			if len(j.Attempts) != 2 || j.Attempts[0].Outcome != "lost" || j.Attempts[0].Worker != "w1" || last.Worker != "w2" || last.Tier != j.Attempts[0].Tier {
+				t.Errorf("%s, lost with w1: attempts %+v; want one lost on w1, then a success on w2 at its tier", j.ID, j.Attempts)
+			}
+		case len(j.Attempts) != 1:
+			t.Errorf("%s: %d attempts, want one", j.ID, len(j.Attempts))
+		}
+		var done int
+		for _, a := range j.Attempts {
+			data, _ := os.ReadFile(a.Log) // on this machine, as every worker is
+			done += strings.Count(string(data), "done "+seed+"\r\n")
+		}
+		if done != 1 {
+			t.Errorf("%s's trainer finished %d times, want once", j.ID, done)
+		}
+	}
+	if t.Failed() {
+		t.Logf("the daemon's log:\n%s", c.log)
+	}
+}
+
+// logOf reads a job's latest log through the daemon, from its worker.
+func (c *cluster) logOf(job string) string {
+	c.t.Helper()
+	s, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: job, N: 1}, Kind: daemon.StreamLog})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer s.Close()
+	data, err := io.ReadAll(s)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return string(data)
+}
