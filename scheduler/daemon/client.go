@@ -93,7 +93,6 @@ func ownPeer(c net.Conn, path string, uid int) error {
 	return nil
 }
 
-
 // DialRemote connects to the daemon listening at addr (gpuq daemon --listen) with its
 // credentials, and checks that it answers.
 func DialRemote(addr string, creds Credentials) (*Client, error) {

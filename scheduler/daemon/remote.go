@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -199,7 +200,9 @@ func listenRemote(dir, addr string) (*remoteListener, error) {
 // serveRemote adds to the daemon's actors the API on the network listener, for those
 // with the secret.
 func (d *daemon) serveRemote(g *group, ln *remoteListener) {
-	srv := &http.Server{Handler: authorized(ln.secret, d.routes()), ReadHeaderTimeout: 10 * time.Second}
+	// Handshakes that fail (anyone may knock) are not the daemon's news.
+	srv := &http.Server{Handler: authorized(ln.secret, d.routes()), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(io.Discard, "", 0)}
 	g.add(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("API on %s: %w", ln.Addr(), err)

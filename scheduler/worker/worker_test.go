@@ -30,6 +30,7 @@ const (
 	envState  = "GPUQ_TEST_STATE"
 	envServer = "GPUQ_TEST_SERVER"
 	envGPUs   = "GPUQ_TEST_GPUS"
+	envIdle   = "GPUQ_TEST_IDLE"
 )
 
 func TestMain(m *testing.M) {
@@ -58,7 +59,8 @@ func runTestWorker(name string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	return Run(ctx, Config{Server: os.Getenv(envServer), Credentials: creds, Name: name, Dir: filepath.Join(state, "workers", name),
+	idle, _ := time.ParseDuration(os.Getenv(envIdle))
+	return Run(ctx, Config{IdleTimeout: idle, Server: os.Getenv(envServer), Credentials: creds, Name: name, Dir: filepath.Join(state, "workers", name),
 		GPUs: plans.Override{Value: os.Getenv(envGPUs), Source: "test"}, Inventory: gpu.Options{Ledger: os.Getenv("GPUQ_SIM_LEDGER")},
 		Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]}, Version: "test", Log: os.Stderr})
 }
@@ -133,25 +135,33 @@ func startCluster(t *testing.T) *cluster {
 
 // proc is a worker process of the test's.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  *syncBuffer
+	name   string
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	exited chan struct{} // closed once it has exited, with err
+	err    error
 }
 
-// startWorker starts a worker process on simulated cards of its own.
-func (c *cluster) startWorker(name, gpus string) *proc {
+// startWorker starts a worker process on simulated cards of its own; env is more of
+// its environment.
+func (c *cluster) startWorker(name, gpus string, env ...string) *proc {
 	c.t.Helper()
-	w := &proc{name: name, log: &syncBuffer{}}
+	w := &proc{name: name, log: &syncBuffer{}, exited: make(chan struct{})}
 	w.cmd = exec.Command(os.Args[0])
 	w.cmd.Env = append(os.Environ(), asWorker+"="+name, envState+"="+c.state, envServer+"="+c.server, envGPUs+"="+gpus,
 		"GPUQ_SIM_LEDGER="+filepath.Join(c.t.TempDir(), "ledger"))
+	w.cmd.Env = append(w.cmd.Env, env...)
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	if err := w.cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
+	go func() {
+		w.err = w.cmd.Wait()
+		close(w.exited)
+	}()
 	c.t.Cleanup(func() {
 		w.cmd.Process.Signal(syscall.SIGTERM)
-		w.cmd.Wait()
+		<-w.exited
 		if c.t.Failed() {
 			c.t.Logf("worker %s's log:\n%s", name, w.log)
 		}
@@ -165,7 +175,7 @@ func (c *cluster) startWorker(name, gpus string) *proc {
 func (w *proc) kill(t *testing.T) {
 	t.Helper()
 	w.cmd.Process.Signal(syscall.SIGKILL)
-	w.cmd.Wait()
+	<-w.exited
 }
 
 func (c *cluster) connected(name string) bool {
@@ -339,4 +349,117 @@ func (c *cluster) logOf(job string) string {
 		c.t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestAWorkersJobThroughTheDaemon: a job on a worker is seen as one on the daemon's own
+// machine: its terminal (keys to it, its output back) and its log, whole, its last
+// lines, or followed to its end.
+func TestAWorkersJobThroughTheDaemon(t *testing.T) {
+	c := startCluster(t)
+	c.startWorker("w1", "sim:1x24GiB")
+	c.submit(`name: talk
+command: [sh, -c, "echo ready; read line; echo \"got $line\"; echo bye"]
+jobs: [{}]
+memory: 1GiB
+`)
+	waitFor(t, "the trainer to run", func() bool {
+		j := c.jobs()[0]
+		return j.State == "running" && strings.Contains(c.logOf("talk.1"), "ready")
+	})
+	term, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "talk.1", N: 1}, Kind: daemon.StreamAttach})
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "talk.1", N: 1}, Kind: daemon.StreamLog, Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(term, "hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The terminal's scrollback, then its live output, to the trainer's end.
+	seen, err := io.ReadAll(term)
+	if err != nil || !strings.Contains(string(seen), "ready") || !strings.Contains(string(seen), "got hello") {
+		t.Errorf("the terminal showed %q (%v)", seen, err)
+	}
+	logged, err := io.ReadAll(follow)
+	if err != nil || !strings.Contains(string(logged), "got hello\r\nbye") || !strings.Contains(string(logged), "exited with status 0") {
+		t.Errorf("the log followed to its end: %q (%v)", logged, err)
+	}
+	waitFor(t, "the job to succeed", func() bool { return c.jobs()[0].State == "succeeded" })
+	tail, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "talk.1", N: 1}, Kind: daemon.StreamLog, Tail: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _ := io.ReadAll(tail)
+	if lines := strings.Split(strings.TrimSpace(string(last)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "exited with status 0") {
+		t.Errorf("its last line: %q", last)
+	}
+}
+
+// TestASlowWorkerRunsNothingTwice: a worker that stops answering for a while, less than
+// the grace period, loses nothing: its jobs run on where they are, each once.
+func TestASlowWorkerRunsNothingTwice(t *testing.T) {
+	c := startCluster(t)
+	w := c.startWorker("w1", "sim:1x24GiB")
+	gate := filepath.Join(t.TempDir(), "gate")
+	c.submit(fmt.Sprintf("name: slow\ncommand: [sh, -c, \"while [ ! -e %s ]; do sleep 0.05; done\"]\njobs: [{}]\nmemory: 1GiB\n", gate))
+	waitFor(t, "the trainer to run", func() bool {
+		j := c.jobs()[0]
+		return j.State == "running" && launcher.SupervisedLeader(filepath.Dir(j.Attempts[0].Log)) != 0
+	})
+	w.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(grace / 4)
+	w.cmd.Process.Signal(syscall.SIGCONT)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to end", func() bool { return c.jobs()[0].State != "running" })
+	if j := c.jobs()[0]; j.State != "succeeded" || len(j.Attempts) != 1 {
+		t.Errorf("the job %s after %d attempts, want one, a success:\n%s", j.State, len(j.Attempts), c.log)
+	}
+}
+
+// TestWorkersLeave: a worker its daemon drains takes no other job and leaves once its
+// job has ended; one idle past its --idle-timeout leaves.
+func TestWorkersLeave(t *testing.T) {
+	c := startCluster(t)
+	drained := c.startWorker("drained", "sim:1x24GiB")
+	gate := filepath.Join(t.TempDir(), "gate")
+	c.submit(fmt.Sprintf("name: busy\ncommand: [sh, -c, \"while [ ! -e %s ]; do sleep 0.05; done\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\ngpu_plan: \"1\"\n", gate))
+	waitFor(t, "a job to run", func() bool { return c.jobs()[0].State == "running" })
+	if err := c.client.DrainWorker("drained"); err != nil {
+		t.Fatal(err)
+	}
+	idle := c.startWorker("idle", "sim:1x24GiB", envIdle+"=1s")
+	waitFor(t, "the other job to run on the worker that is not drained", func() bool { return c.jobs()[1].State == "running" })
+	select {
+	case <-drained.exited:
+		t.Fatalf("the drained worker left while its job ran: %v", drained.err)
+	default:
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []*proc{drained, idle} {
+		select {
+		case <-w.exited:
+			if w.err != nil {
+				t.Errorf("worker %s left with %v", w.name, w.err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("worker %s is still there", w.name)
+		}
+	}
+	for i, want := range []string{"drained", "idle"} {
+		if j := c.jobs()[i]; j.State != "succeeded" || j.Attempts[0].Worker != want {
+			t.Errorf("%s %s on %s, want it to succeed on %s", j.ID, j.State, j.Attempts[0].Worker, want)
+		}
+	}
+	if !strings.Contains(idle.log.String(), "idle for 1s: leaving") {
+		t.Errorf("the idle worker's log:\n%s", idle.log)
+	}
+	if err := c.client.DrainWorker("nobody"); err == nil {
+		t.Error("drain of no worker: no error")
+	}
 }

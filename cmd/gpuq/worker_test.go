@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
+)
+
+// TestDaemonWithAWorker: gpuq daemon --listen with no cards of its own, and gpuq worker
+// on loopback: a submitted sweep runs on the worker, gpuq status says where, gpuq logs
+// reads a worker's log through the daemon, and gpuq --server reaches the daemon over the
+// network.
+func TestDaemonWithAWorker(t *testing.T) {
+	dir := daemonEnv(t)
+	log := &lockedBuffer{}
+	go run([]string{"daemon", "--poll", "100ms", "--gpus", "none", "--listen", "127.0.0.1:0", "--worker-grace", "5s"},
+		ioStreams{In: strings.NewReader(""), Out: log, Err: log})
+	var addr string
+	waitFor(t, "the daemon to listen", func() bool {
+		data, err := os.ReadFile(filepath.Join(dir, daemon.ListenFile))
+		addr = strings.TrimSpace(string(data))
+		return err == nil && addr != ""
+	})
+	worker := exec.Command(os.Args[0], "worker", "--server", addr, "--name", "node7", "--gpus", "sim:1x24GiB", "--poll", "100ms")
+	worker.Stderr = &lockedBuffer{}
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		worker.Process.Signal(syscall.SIGTERM)
+		worker.Wait()
+		if t.Failed() {
+			t.Logf("daemon:\n%s\nworker:\n%s", log, worker.Stderr)
+		}
+	})
+	sweep := filepath.Join(t.TempDir(), "w.yaml")
+	os.WriteFile(sweep, []byte("name: w\ncommand: [sh, -c, \"echo on the worker {seed}\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n"), 0o644)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
+	}
+	waitFor(t, "both jobs to succeed on the worker", func() bool {
+		c, err := daemon.Dial(dir)
+		if err != nil {
+			return false
+		}
+		jobs, _ := c.Jobs("w", []string{"succeeded"})
+		return len(jobs) == 2
+	})
+	if out, _, _ := cli(t, "status", "w.1"); !strings.Contains(out, "node7:0") {
+		t.Errorf("gpuq status w.1 does not say the job ran on node7's card 0:\n%s", out)
+	}
+	// The log is the worker's, read through the daemon: here, and over the network.
+	for _, args := range [][]string{{"logs", "w.2"}, {"--server", addr, "logs", "w.2", "--tail", "3"}} {
+		if out, errOut, code := cli(t, args...); code != exitOK || !strings.Contains(out, "on the worker 2") {
+			t.Errorf("gpuq %v: exit %d, %q %s", args, code, out, errOut)
+		}
+	}
+	if out, errOut, code := cli(t, "--server", addr, "status"); code != exitOK || !strings.Contains(out, "2 succeeded") {
+		t.Errorf("gpuq --server status: exit %d:\n%s%s", code, out, errOut)
+	}
+}
+
+func TestWorkerBadInput(t *testing.T) {
+	daemonEnv(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"worker"}, "gpuq worker needs --server HOST:PORT"},
+		{[]string{"worker", "--server", "x:1", "--name", "node:7"}, `--name: "node:7" cannot name a worker`},
+		{[]string{"daemon", "--gpus", "none"}, "a daemon with no cards of its own runs jobs on its workers: give it --listen ADDR"},
+		{[]string{"daemon", "--worker-grace", "0s"}, "--worker-grace must be positive"},
+		{[]string{"drain", "node7:x"}, `"node7:x" is not a card index`},
+	} {
+		if _, errOut, code := cli(t, tt.args...); code != exitBadInput || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, %s; want 2 and %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}
