@@ -12,7 +12,7 @@ import (
 // clientOf is a typed client of a test server's API.
 func clientOf(srv *httptest.Server) *Client {
 	addr := srv.Listener.Addr().String()
-	return &Client{dir: "/nowhere", http: &http.Client{Transport: &http.Transport{
+	return &Client{dir: "/nowhere", base: "http://gpuq", http: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 		}}}}
