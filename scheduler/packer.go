@@ -201,6 +201,7 @@ func newPacker(cards []CardState, hosts Hosts) *packer {
 		if p.cards[i].Running < p.cards[i].Slots && !p.cards[i].Exclusive {
 			p.openSlots++
 		}
+		p.machines = p.machines || p.cards[i].Worker != p.cards[0].Worker
 	}
 	return p
 }
@@ -242,8 +243,9 @@ func (p *packer) full(smallest int64) bool {
 	if p.openSlots == 0 {
 		return true
 	}
-	for i, c := range p.cards {
-		if !p.reserved[i] && c.Running < c.Slots && !c.Exclusive && c.Free() >= smallest {
+	for i := range p.cards {
+		// By pointer: a round reads every card for every job it places.
+		if c := &p.cards[i]; !p.reserved[i] && c.Running < c.Slots && !c.Exclusive && c.Free() >= smallest {
 			return false
 		}
 	}
@@ -277,6 +279,8 @@ type packer struct {
 	reservedOpen int // reserved cards with a free slot
 	failed       map[fit]Wait
 	hosts        Hosts
+	// machines: the cards are on more than one machine.
+	machines bool
 }
 
 // hostFree is the RAM free on a machine; unbounded where its RAM is not known.
@@ -300,7 +304,7 @@ func (p *packer) mostHostFree(r Request) int64 {
 }
 
 func (p *packer) fits(i int, r Request) bool {
-	c := p.cards[i]
+	c := &p.cards[i]
 	if r.Quota.full(i) {
 		return false
 	}
@@ -406,7 +410,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 // stranding the second slot beside 8 GiB that no 10 GiB job can use. With no slot limit
 // it is plain best fit on memory: the card left with the least free memory.
 func (p *packer) leftover(i int, r Request) float64 {
-	c := p.cards[i]
+	c := &p.cards[i]
 	room := float64(max(c.room(), 1))
 	mem := float64(c.Free()-r.Memory) / room
 	score := mem * mem
@@ -422,7 +426,7 @@ func (p *packer) leftover(i int, r Request) float64 {
 // limited to its own plan on a machine with no slot limit (the daemon's default) is
 // packed as it is alone on a machine with that plan (gpuq run).
 func (p *packer) slots(i int, r Request) (limit, taken int) {
-	c := p.cards[i]
+	c := &p.cards[i]
 	if q := r.Quota; q != nil && q.Free[i] < c.Slots-c.Running {
 		return q.Slots[i], q.Slots[i] - q.Free[i]
 	}
@@ -469,11 +473,10 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	// The most cards one machine could ever offer r, and has with a free slot now: a
 	// job's cards are on one machine.
 	idleFits, withSlot := 0, 0
-	idle, slotted := map[string]int{}, map[string]int{}
+	idle, slotted := p.perMachine(), p.perMachine()
 	for i, c := range p.cards {
 		if p.couldTake(i, r) {
-			idle[c.Worker]++
-			idleFits = max(idleFits, idle[c.Worker])
+			idleFits = max(idleFits, idle.add(c.Worker))
 		}
 		if c.Running >= c.Slots || c.Exclusive {
 			continue
@@ -482,8 +485,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 			quotaFull++
 			continue
 		}
-		slotted[c.Worker]++
-		withSlot = max(withSlot, slotted[c.Worker])
+		withSlot = max(withSlot, slotted.add(c.Worker))
 		if p.reserved[i] && p.fits(i, r) {
 			reservedFits++
 		}
@@ -525,9 +527,32 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	return w, true
 }
 
+// machineCount counts cards by machine; on one machine, as nearly always, without a map.
+type machineCount struct {
+	one int
+	by  map[string]int
+}
+
+func (p *packer) perMachine() machineCount {
+	if !p.machines {
+		return machineCount{}
+	}
+	return machineCount{by: map[string]int{}}
+}
+
+// add counts a card of worker's and returns that machine's count.
+func (m *machineCount) add(worker string) int {
+	if m.by == nil {
+		m.one++
+		return m.one
+	}
+	m.by[worker]++
+	return m.by[worker]
+}
+
 // couldTake reports whether card i could take r were none of gpuq's jobs on it.
 func (p *packer) couldTake(i int, r Request) bool {
-	c := p.cards[i]
+	c := &p.cards[i]
 	return c.idleRoom() >= r.Memory && c.Slots > 0 && quotaAllows(r, i) && (c.Left == 0 || r.Duration <= c.Left)
 }
 
