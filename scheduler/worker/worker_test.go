@@ -351,9 +351,9 @@ func (c *cluster) logOf(job string) string {
 	return string(data)
 }
 
-// TestAWorkersJobThroughTheDaemon: a job on a worker is seen as one on the daemon's own
-// machine: its terminal (keys to it, its output back) and its log, whole, its last
-// lines, or followed to its end.
+// TestAWorkersJobThroughTheDaemon: a job on a worker is seen and handled as one on the
+// daemon's own machine: its terminal (keys to it, its output back), its log (whole, its
+// last lines, or followed to its end), and a cancel stops it there.
 func TestAWorkersJobThroughTheDaemon(t *testing.T) {
 	c := startCluster(t)
 	c.startWorker("w1", "sim:1x24GiB")
@@ -394,6 +394,21 @@ memory: 1GiB
 	last, _ := io.ReadAll(tail)
 	if lines := strings.Split(strings.TrimSpace(string(last)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "exited with status 0") {
 		t.Errorf("its last line: %q", last)
+	}
+
+	c.submit("name: stop\ncommand: [sh, -c, \"sleep 60\"]\njobs: [{}]\nmemory: 1GiB\n")
+	var dir string
+	waitFor(t, "the other trainer to run", func() bool {
+		j := c.jobs()[1]
+		dir = filepath.Dir(j.Attempts[len(j.Attempts)-1].Log)
+		return j.State == "running" && launcher.SupervisedLeader(dir) != 0
+	})
+	if _, err := c.client.Act(daemon.Cancel, daemon.SelectRequest{IDs: []string{"stop.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to be cancelled", func() bool { return c.jobs()[1].State == "cancelled" })
+	if j := c.jobs()[1]; j.Attempts[0].Outcome != "cancelled" || syscall.Kill(launcher.SupervisedLeader(dir), 0) == nil {
+		t.Errorf("stop.1's attempt %s; its trainer still runs: %v", j.Attempts[0].Outcome, syscall.Kill(launcher.SupervisedLeader(dir), 0) == nil)
 	}
 }
 
