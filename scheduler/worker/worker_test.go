@@ -400,8 +400,11 @@ memory: 1GiB
 	var dir string
 	waitFor(t, "the other trainer to run", func() bool {
 		j := c.jobs()[1]
+		if j.State != "running" {
+			return false
+		}
 		dir = filepath.Dir(j.Attempts[len(j.Attempts)-1].Log)
-		return j.State == "running" && launcher.SupervisedLeader(dir) != 0
+		return launcher.SupervisedLeader(dir) != 0
 	})
 	if _, err := c.client.Act(daemon.Cancel, daemon.SelectRequest{IDs: []string{"stop.1"}}); err != nil {
 		t.Fatal(err)
