@@ -272,21 +272,22 @@ func Header(c Command, jobID string, n, tier int, cards []Card, effectiveBatch s
 	if effectiveBatch != "" {
 		fmt.Fprintf(&b, ", effective batch %s", effectiveBatch)
 	}
-	fmt.Fprintf(&b, "\n# started %s\n# config: %s\n# to rerun by hand:\ncd %s && env \\\n", time.Now().Format(time.RFC3339), c.Config, shellQuote(c.Dir))
+	fmt.Fprintf(&b, "\n# started %s\n# config: %s\n# to rerun by hand:\ncd %s && env \\\n", time.Now().Format(time.RFC3339), c.Config, ShellQuote(c.Dir))
 	for _, kv := range c.Set {
 		k, v, _ := strings.Cut(kv, "=")
-		fmt.Fprintf(&b, "  %s=%s \\\n", k, shellQuote(v))
+		fmt.Fprintf(&b, "  %s=%s \\\n", k, ShellQuote(v))
 	}
 	quoted := make([]string, len(c.Argv))
 	for i, a := range c.Argv {
-		quoted[i] = shellQuote(a)
+		quoted[i] = ShellQuote(a)
 	}
 	fmt.Fprintf(&b, "  %s\n\n", strings.Join(quoted, " "))
 	return b.String()
 }
 
-// shellQuote quotes s for a POSIX shell; the header is for people, gpuq never uses one.
-func shellQuote(s string) string {
+// ShellQuote quotes s for a POSIX shell (and for sbatch's #SBATCH lines), for what people
+// read or run by hand: gpuq itself starts no program through a shell.
+func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r == ',' || r == '=' || r == '+' ||
 			r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')

@@ -11,6 +11,8 @@ type Backlog struct {
 	Reasons map[Reason]int
 	// GPUsPerJob is the most cards one of the jobs needs, all on one machine.
 	GPUsPerJob int
+	// Cards are the cards each of the jobs needs, in queue order.
+	Cards []int
 }
 
 // Backlog says what the queue holds that no card can start now. Call it in the
@@ -31,6 +33,7 @@ func (e *Engine) Backlog() (Backlog, error) {
 		b.Jobs++
 		b.Reasons[w.Reason]++
 		b.GPUsPerJob = max(b.GPUsPerJob, need[w.Job])
+		b.Cards = append(b.Cards, need[w.Job])
 	}
 	return b, nil
 }

@@ -53,6 +53,9 @@ type Record struct {
 	// SweepStates are submissions' statuses. They came after version 1's first
 	// records; a state without them reads as before.
 	SweepStates []SweepStatusRecord `json:"sweep_states,omitempty"`
+	// AllocQueues and Allocations came later still, as SweepStates did.
+	AllocQueues []*AllocQueue `json:"alloc_queues,omitempty"`
+	Allocations []*Allocation `json:"allocations,omitempty"`
 }
 
 // SweepStatusRecord is a submission's status; the rest of the submission comes from its
@@ -380,7 +383,7 @@ func (s *Store) apply(r Record, skip func(string)) error {
 		}
 	}
 	snap := s.Snapshot()
-	objs := make([]any, 0, len(r.Jobs)+len(r.Attempts)+len(r.Shapes)+len(r.Drains)+len(r.SweepStates))
+	objs := make([]any, 0, len(r.Jobs)+len(r.Attempts)+len(r.Shapes)+len(r.Drains)+len(r.SweepStates)+len(r.AllocQueues)+len(r.Allocations))
 	for _, sr := range r.SweepStates {
 		old := snap.Submission(sr.Name)
 		if old == nil {
@@ -420,6 +423,12 @@ func (s *Store) apply(r Record, skip func(string)) error {
 	for _, d := range r.Drains {
 		objs = append(objs, d)
 	}
+	for _, q := range r.AllocQueues {
+		objs = append(objs, q)
+	}
+	for _, a := range r.Allocations {
+		objs = append(objs, a)
+	}
 	return s.commit(objs)
 }
 
@@ -438,6 +447,10 @@ func recordOf(objs []any) Record {
 			r.Drains = append(r.Drains, o)
 		case *Submission:
 			r.SweepStates = append(r.SweepStates, SweepStatusRecord{Name: o.Sweep.Name, SweepStatus: o.SweepStatus})
+		case *AllocQueue:
+			r.AllocQueues = append(r.AllocQueues, o)
+		case *Allocation:
+			r.Allocations = append(r.Allocations, o)
 		}
 	}
 	return r
@@ -508,7 +521,7 @@ func writeSnapshot(dir string, snap Snapshot, epoch uint64) error {
 		for _, j := range snap.Jobs() {
 			objs = append(objs, j)
 		}
-		for _, t := range []string{TableAttempts, TableShapes, TableDrains} {
+		for _, t := range []string{TableAttempts, TableShapes, TableDrains, TableAllocQueues, TableAllocations} {
 			for o := range each[any](snap.txn.Get, t, IndexID) {
 				objs = append(objs, o)
 			}

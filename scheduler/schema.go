@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"maps"
 
 	memdb "github.com/hashicorp/go-memdb"
 )
@@ -24,7 +25,7 @@ const (
 )
 
 func schema() *memdb.DBSchema {
-	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+	s := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		// Submissions by sweep name: the engine's lookups of a job's sweep.
 		TableSweeps: {Name: TableSweeps, Indexes: map[string]*memdb.IndexSchema{
 			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Submission](func(s *Submission) string { return s.Sweep.Name })},
@@ -38,6 +39,8 @@ func schema() *memdb.DBSchema {
 			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Drain](func(d *Drain) string { return d.card().String() })},
 		}},
 	}}
+	maps.Copy(s.Tables, allocTables())
+	return s
 }
 
 func jobsTable() *memdb.TableSchema {

@@ -243,6 +243,10 @@ func (s *Store) commit(objs []any) error {
 			table = TableShapes
 		case *Drain:
 			table = TableDrains
+		case *AllocQueue:
+			table = TableAllocQueues
+		case *Allocation:
+			table = TableAllocations
 		}
 		if err := txn.Insert(table, o); err != nil {
 			return fmt.Errorf("state store: %w", err)

@@ -1,0 +1,97 @@
+package alloc
+
+import (
+	"time"
+
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// Timing of a queue's decisions.
+const (
+	// StartGrace is how long a started allocation counts as still coming while none of
+	// its workers has connected: workers take a moment to start and dial the daemon,
+	// and the queue must not ask for another allocation for the same jobs meanwhile.
+	StartGrace = 2 * time.Minute
+	// RetryAfter is how long a queue waits after a failed submission before it tries
+	// again, so that a Slurm that refuses does not hear from it every round.
+	RetryAfter = time.Minute
+	// WorkerlessRuns is how many of a queue's allocations in a row may run and end
+	// without a worker ever connecting before it stops asking: its workers cannot start
+	// or cannot reach the daemon, and more allocations would only burn the user's share.
+	WorkerlessRuns = 3
+)
+
+// Round is what a queue decides on: its allocations, the work that waits, and now.
+type Round struct {
+	Queue       *scheduler.AllocQueue
+	Allocations []*scheduler.Allocation
+	// Waiting is the cards each job needs (gpus_per_job) that waits to start and that
+	// no connected worker could start now.
+	Waiting []int
+	// Idle is when the queue last had waiting work it could run; zero while it has.
+	Idle time.Time
+	// Workers is how many workers of each allocation (by Slurm job id) are connected.
+	Workers map[string]int
+	Now     time.Time
+}
+
+// Decision is what a queue does in a round.
+type Decision struct {
+	Submit int      // allocations to submit
+	Cancel []string // allocations, still waiting in Slurm's queue, to withdraw
+}
+
+// Decide decides a queue's round. It asks for enough nodes to give every waiting job it
+// can run (gpus_per_job at most its nodes' cards) a card of its own, counting the
+// allocations still to come, within the queue's MaxAllocs. One allocation counts as one
+// node; jobs that share cards need fewer, and nodes left idle give themselves back
+// after the idle timeout. Allocations still waiting in Slurm's queue are withdrawn once
+// the queue has had nothing for them for that long too.
+func Decide(r Round) Decision {
+	q := r.Queue
+	var d Decision
+	cards := 0
+	for _, g := range r.Waiting {
+		if g <= q.GPUsPerNode {
+			cards += g
+		}
+	}
+	active, coming := 0, 0
+	for _, a := range r.Allocations {
+		if !a.Active() {
+			continue
+		}
+		active++
+		if a.State == scheduler.AllocQueued {
+			coming++
+			if cards == 0 && !r.Idle.IsZero() && r.Now.Sub(r.Idle) >= q.IdleTimeout {
+				d.Cancel = append(d.Cancel, a.ID)
+			}
+		} else if r.Workers[a.ID] == 0 && r.Now.Sub(a.Started) < StartGrace {
+			coming++
+		}
+	}
+	if cards == 0 || q.Removed || q.Error != "" && r.Now.Before(q.ErrorAt.Add(RetryAfter)) || Stalled(r.Allocations) {
+		return d
+	}
+	want := (cards+q.GPUsPerNode-1)/q.GPUsPerNode - coming
+	d.Submit = max(0, min(want, q.MaxAllocs-active))
+	return d
+}
+
+// Stalled reports whether a queue's last WorkerlessRuns allocations that ran all ended
+// without a worker connecting. Allocations withdrawn before they ran do not count.
+func Stalled(allocs []*scheduler.Allocation) bool {
+	n := 0
+	for i := len(allocs) - 1; i >= 0 && n < WorkerlessRuns; i-- {
+		a := allocs[i]
+		switch {
+		case a.Active() || a.Started.IsZero():
+			continue
+		case a.Workers > 0:
+			return false
+		}
+		n++
+	}
+	return n == WorkerlessRuns
+}

@@ -1,0 +1,80 @@
+package alloc
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	queue := func(change func(q *scheduler.AllocQueue)) *scheduler.AllocQueue {
+		q := &scheduler.AllocQueue{ID: 1, GPUsPerNode: 4, Time: 8 * time.Hour, MaxAllocs: 3, IdleTimeout: 10 * time.Minute}
+		if change != nil {
+			change(q)
+		}
+		return q
+	}
+	queued := &scheduler.Allocation{ID: "7", State: scheduler.AllocQueued}
+	starting := &scheduler.Allocation{ID: "8", State: scheduler.AllocRunning, Started: now.Add(-time.Minute)}
+	late := &scheduler.Allocation{ID: "9", State: scheduler.AllocRunning, Started: now.Add(-StartGrace)}
+	ended := &scheduler.Allocation{ID: "6", State: scheduler.AllocEnded}
+	ones := func(n int) []int { return slices.Repeat([]int{1}, n) }
+	workerless := func(id string) *scheduler.Allocation {
+		return &scheduler.Allocation{ID: id, State: scheduler.AllocEnded, Started: now.Add(-time.Hour)}
+	}
+	withdrawn := &scheduler.Allocation{ID: "5", State: scheduler.AllocEnded}
+	served := &scheduler.Allocation{ID: "4", State: scheduler.AllocEnded, Started: now.Add(-time.Hour), Workers: 1}
+	for _, tc := range []struct {
+		name    string
+		q       *scheduler.AllocQueue
+		allocs  []*scheduler.Allocation
+		waiting []int
+		workers map[string]int
+		idle    time.Time
+		want    Decision
+	}{
+		{name: "nothing waits", q: queue(nil)},
+		{name: "one job: one node", q: queue(nil), waiting: ones(1), want: Decision{Submit: 1}},
+		{name: "a card for each job, four a node", q: queue(nil), waiting: ones(6), want: Decision{Submit: 2}},
+		{name: "at most max-allocs", q: queue(nil), waiting: ones(40), want: Decision{Submit: 3}},
+		{name: "ended allocations do not count", q: queue(nil), allocs: []*scheduler.Allocation{ended}, waiting: ones(40), want: Decision{Submit: 3}},
+		{name: "a queued allocation is coming", q: queue(nil), allocs: []*scheduler.Allocation{queued}, waiting: ones(6), want: Decision{Submit: 1}},
+		{name: "a started one whose workers have not connected yet is coming", q: queue(nil),
+			allocs: []*scheduler.Allocation{starting}, waiting: ones(4)},
+		{name: "a started one with its workers is not", q: queue(nil), allocs: []*scheduler.Allocation{starting},
+			waiting: ones(4), workers: map[string]int{"8": 1}, want: Decision{Submit: 1}},
+		{name: "nor one whose workers never came", q: queue(nil), allocs: []*scheduler.Allocation{late},
+			waiting: ones(4), want: Decision{Submit: 1}},
+		{name: "running ones count against max-allocs", q: queue(nil),
+			allocs: []*scheduler.Allocation{late, queued, starting}, waiting: ones(40)},
+		{name: "jobs larger than a node wait for other queues", q: queue(nil), waiting: []int{8, 8, 2}, want: Decision{Submit: 1}},
+		{name: "gpus_per_job counts cards", q: queue(nil), waiting: []int{4, 4, 4}, want: Decision{Submit: 3}},
+		{name: "a removed queue asks nothing", q: queue(func(q *scheduler.AllocQueue) { q.Removed = true }), waiting: ones(4)},
+		{name: "after a failure it pauses", waiting: ones(4),
+			q: queue(func(q *scheduler.AllocQueue) { q.Error, q.ErrorAt = "sbatch: error: x", now.Add(-RetryAfter/2) })},
+		{name: "and tries again after RetryAfter", waiting: ones(4), want: Decision{Submit: 1},
+			q: queue(func(q *scheduler.AllocQueue) { q.Error, q.ErrorAt = "sbatch: error: x", now.Add(-RetryAfter) })},
+		{name: "two allocations in a row without a worker", q: queue(nil), waiting: ones(1), want: Decision{Submit: 1},
+			allocs: []*scheduler.Allocation{served, workerless("1"), withdrawn, workerless("2")}},
+		{name: "three: it stops asking", q: queue(nil), waiting: ones(1),
+			allocs: []*scheduler.Allocation{served, workerless("1"), workerless("2"), withdrawn, workerless("3")}},
+		{name: "a worker since: it asks again", q: queue(nil), waiting: ones(1), want: Decision{Submit: 1},
+			allocs: []*scheduler.Allocation{workerless("1"), workerless("2"), workerless("3"), served}},
+		{name: "a queued allocation stays while the queue is idle for less than the timeout", q: queue(nil),
+			allocs: []*scheduler.Allocation{queued, starting}, idle: now.Add(-9 * time.Minute)},
+		{name: "and is withdrawn after", q: queue(nil), allocs: []*scheduler.Allocation{queued, starting},
+			idle: now.Add(-10 * time.Minute), want: Decision{Cancel: []string{"7"}}},
+		{name: "work it cannot run is no work for it", q: queue(nil), allocs: []*scheduler.Allocation{queued},
+			waiting: []int{8}, idle: now.Add(-time.Hour), want: Decision{Cancel: []string{"7"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Decide(Round{Queue: tc.q, Allocations: tc.allocs, Waiting: tc.waiting, Workers: tc.workers, Idle: tc.idle, Now: now})
+			if got.Submit != tc.want.Submit || !slices.Equal(got.Cancel, tc.want.Cancel) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

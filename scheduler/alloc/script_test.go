@@ -1,0 +1,51 @@
+package alloc
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs; got:\n%s", name, got)
+	}
+}
+
+func TestScript(t *testing.T) {
+	q := &scheduler.AllocQueue{ID: 3, GPUsPerNode: 4, Time: 8*time.Hour + 30*time.Minute, MaxAllocs: 2, IdleTimeout: 10 * time.Minute,
+		Args: []string{"--partition", "gpu", "--exclusive", "--comment=it's mine", "-A", "proj x"}}
+	s := Script{Queue: q, Log: "/home/u/.local/state/gpuq/allocs/slurm-%j.log",
+		Worker: []string{"/home/u/bin/gpuq", "worker", "--server", "login1:7070", "--idle-timeout", "10m"}}
+	golden(t, "script.sh", s.String())
+}
+
+func TestSlurmDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Minute:                           "0:01:00",
+		8 * time.Hour:                         "8:00:00",
+		90*time.Minute + 500*time.Millisecond: "1:30:01",
+		49*time.Hour + 5*time.Second:          "2-01:00:05",
+	} {
+		if got := SlurmDuration(d); got != want {
+			t.Errorf("SlurmDuration(%s) = %s, want %s", d, got, want)
+		}
+	}
+}
