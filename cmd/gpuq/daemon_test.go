@@ -43,13 +43,14 @@ func cli(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-// startDaemon runs gpuq daemon in-process and waits until it answers.
-func startDaemon(t *testing.T) *lockedBuffer {
+// startDaemon runs gpuq daemon in-process, with more flags if given, and waits until it
+// answers.
+func startDaemon(t *testing.T, flags ...string) *lockedBuffer {
 	t.Helper()
 	log := &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"daemon", "--poll", "100ms"}, ioStreams{In: strings.NewReader(""), Out: log, Err: log})
+		done <- run(append([]string{"daemon", "--poll", "100ms"}, flags...), ioStreams{In: strings.NewReader(""), Out: log, Err: log})
 	}()
 	waitFor(t, "the daemon to answer", func() bool {
 		select {

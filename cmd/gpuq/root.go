@@ -86,7 +86,7 @@ With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and s
 		c.GroupID = groupSweep
 		root.AddCommand(c)
 	}
-	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newWorkerCmd(io, st), newSubmitCmd(io, st), newAttachCmd(io, st), newTopCmd(io, st), newWaitCmd(io, st), newCleanCmd(io, st)}, newJobCmds(io, st)...) {
+	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newWorkerCmd(io, st), newSubmitCmd(io, st), newAttachCmd(io, st), newTopCmd(io, st), newWaitCmd(io, st), newCleanCmd(io, st), newAllocCmd(io, st)}, newJobCmds(io, st)...) {
 		c.GroupID = groupDaemon
 		root.AddCommand(c)
 	}

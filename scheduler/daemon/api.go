@@ -40,6 +40,7 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/workers", d.workers)
 	mux.HandleFunc("POST /v1/workers/{name}/drain", d.drainWorker)
 	mux.HandleFunc("GET /v1/backlog", d.backlog)
+	d.allocRoutes(mux)
 	return mux
 }
 
@@ -82,6 +83,7 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.log.Printf("submitted %s: %d jobs from %s", sw.Name, len(sw.Jobs), sw.File)
+	d.alloc.Kick()
 	reply(w, resp)
 }
 

@@ -65,6 +65,7 @@ func testDaemon(t *testing.T) (*daemon, *idleRunner, *httptest.Server) {
 	eng := scheduler.NewEngine(store, inv, r, scheduler.RealClock{}, scheduler.Config{Slots: m.slots, Headroom: m.headroom,
 		Poll: time.Hour, Rounds: func(took time.Duration) { d.metrics.rounds.Observe(took.Seconds()) }}, d.event)
 	d.eng = eng
+	d.alloc = d.newAllocator()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { eng.Serve(ctx, func() bool { return false }); close(served) }()

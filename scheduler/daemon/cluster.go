@@ -382,6 +382,19 @@ func (c *cluster) run(done <-chan struct{}) {
 	}
 }
 
+// allocations counts the linked workers of each Slurm allocation, by its job id.
+func (c *cluster) allocations() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for _, w := range c.workers {
+		if w.link != nil && w.hello.Allocation != "" {
+			out[w.hello.Allocation]++
+		}
+	}
+	return out
+}
+
 // info lists the workers for the API.
 func (c *cluster) info(drained map[scheduler.CardID]bool) []WorkerInfo {
 	c.mu.Lock()

@@ -26,6 +26,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/alloc"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/runner"
 )
@@ -80,6 +81,7 @@ type daemon struct {
 	cluster *cluster
 	// listen is the network listener's address; "" without one.
 	listen string
+	alloc  *alloc.Allocator
 	// attempts is where the attempts live (see launcher.AttemptDir).
 	attempts string
 	started  time.Time
@@ -227,6 +229,7 @@ func open(cfg Config) (*daemon, error) {
 		}
 		d.mapJobs()
 	}
+	d.alloc = d.newAllocator()
 	return d, nil
 }
 
@@ -311,6 +314,14 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 	})
 	if tcp != nil {
 		d.serveRemote(&g, tcp)
+		// Allocations start workers, which need the listener.
+		allocCtx, stopAlloc := context.WithCancel(context.Background())
+		g.add(func() error {
+			if err := d.alloc.Serve(allocCtx); !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("allocations: %w", err)
+			}
+			return nil
+		}, stopAlloc)
 		done := make(chan struct{})
 		go d.cluster.run(done)
 		defer close(done) // once every actor, the engine's loop included, has returned

@@ -35,6 +35,9 @@ type Hello struct {
 	// Dir is where its attempts live on its node (their logs, for people).
 	Dir   string `json:"dir"`
 	Cores int    `json:"cores"`
+	// Allocation is the Slurm job the worker runs in (SLURM_JOB_ID), "" outside one: an
+	// allocation queue (gpuq alloc) counts its allocations' workers by it.
+	Allocation string `json:"allocation,omitempty"`
 	// Plan is the most jobs on each of its cards, by index; a card not in it has no
 	// slot limit.
 	Plan  map[int]int `json:"plan"`
