@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/alloc"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/worker"
 )
@@ -42,7 +44,13 @@ failure, takes them up. Away from the daemon for half its --worker-grace, it sto
 them: the daemon runs them elsewhere.
 
 Its cards are NAME:INDEX to the daemon (gpuq drain node7:3). With --idle-timeout it
-leaves after running nothing for that long, so that an allocation can be given back.`,
+leaves after running nothing for that long, so that an allocation can be given back.
+
+Inside a Slurm allocation (gpuq alloc slurm starts workers so), its name is the node's
+and the job id's (node7-4242), and it knows when the allocation ends
+(SLURM_JOB_END_TIME, or squeue): it takes no job whose learned duration would not end
+by ` + plans.FormatDuration(alloc.DrainAhead) + ` before then, and at that point stops what still runs, whose jobs go back to
+the queue, and leaves.`,
 		Example: `  gpuq worker --server login1:7070
   gpuq worker --server login1:7070 --gpu-plan 2 --idle-timeout 10m`,
 		Args: noArgs,
@@ -63,6 +71,9 @@ func runWorker(opts *workerOptions) error {
 	if opts.idleTimeout < 0 || opts.poll <= 0 {
 		return badInput("--idle-timeout and --poll take positive durations, e.g. 10m")
 	}
+	// Inside a Slurm allocation (gpuq alloc slurm), the worker knows its allocation and
+	// when it ends.
+	job := os.Getenv("SLURM_JOB_ID")
 	name := opts.name
 	if name == "" {
 		host, err := os.Hostname()
@@ -70,6 +81,14 @@ func runWorker(opts *workerOptions) error {
 			return fmt.Errorf("this node's name: %w; give the worker one with --name", err)
 		}
 		name = host
+		if job != "" {
+			// Slurm's name for the node, as squeue lists it; and two allocations may
+			// share a node.
+			if node := os.Getenv("SLURMD_NODENAME"); node != "" {
+				name = node
+			}
+			name += "-" + job
+		}
 	}
 	if err := daemon.ValidWorkerName(name); err != nil {
 		return badInput("--name: %v", err)
@@ -89,8 +108,18 @@ func runWorker(opts *workerOptions) error {
 	ov := st.overrides()
 	cfg := worker.Config{Server: server, Credentials: creds, Name: name, Dir: filepath.Join(dir, "workers", name),
 		GPUs: ov.GPUs, Plan: ov.Plan, Inventory: st.inventoryOptions(opts.io), Poll: opts.poll, Supervisor: []string{self},
-		Version: version, Log: opts.io.Err, IdleTimeout: opts.idleTimeout}
+		Version: version, Log: opts.io.Err, IdleTimeout: opts.idleTimeout, Allocation: job}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	end, err := alloc.AllocationEnd(ctx, os.Getenv, alloc.Slurm{Exec: alloc.Run})
+	if err != nil {
+		return fmt.Errorf("inside Slurm job %s: %w", job, err)
+	}
+	if !end.IsZero() {
+		// It stops in time for what it runs to go back to the queue before Slurm ends it.
+		cfg.Ends = end.Add(-alloc.DrainAhead)
+		fmt.Fprintf(opts.io.Err, "gpuq worker: Slurm job %s ends at %s: taking jobs that end by %s\n", job,
+			end.Format(time.DateTime), cfg.Ends.Format(time.DateTime))
+	}
 	return worker.Run(ctx, cfg)
 }

@@ -60,7 +60,10 @@ type Config struct {
 	// IdleTimeout, if set: a worker that has run nothing for this long leaves.
 	IdleTimeout time.Duration
 	// Ends is when the worker stops taking jobs (its allocation's end); zero: never.
+	// Then it stops what still runs, which the daemon runs again elsewhere, and leaves.
 	Ends time.Time
+	// Allocation is the Slurm job the worker runs in; "" outside one.
+	Allocation string
 }
 
 // retryAfter bounds how long a worker waits before it tries its daemon again.
@@ -129,6 +132,10 @@ type worker struct {
 	active time.Time
 	// leaving: it asked to leave; drained: the daemon starts nothing more here.
 	leaving, drained bool
+	// ending: its end has come (Config.Ends); stopped are the attempts it stopped then,
+	// whose jobs go back to the queue.
+	ending  bool
+	stopped map[string]bool
 	// linked: the last session reached the daemon.
 	linked bool
 	log    *daemon.EventLog
@@ -158,7 +165,7 @@ func open(cfg Config) (*worker, error) {
 		}
 	}
 	w := &worker{cfg: cfg, lock: lock, log: daemon.NewEventLog(cfg.Log), lease: filepath.Join(cfg.Dir, "lease"), sweeps: map[string]*plans.Sweep{},
-		running: map[string]daemon.AttemptRef{}, ended: map[string]scheduler.Exit{}, active: time.Now()}
+		running: map[string]daemon.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
 	if w.inv, err = gpu.Open(spec, cfg.Inventory); err != nil {
 		lock.Close()
 		return nil, err
@@ -219,7 +226,7 @@ func (w *worker) session(ctx context.Context) error {
 	defer stop()
 	out := json.NewEncoder(s)
 	hello := daemon.Hello{Name: w.cfg.Name, Version: w.cfg.Version, Dir: filepath.Join(w.cfg.Dir, "attempts"),
-		Cores: runtime.NumCPU(), Plan: map[int]int{}, State: w.state()}
+		Cores: runtime.NumCPU(), Allocation: w.cfg.Allocation, Plan: map[int]int{}, State: w.state()}
 	for i, c := range w.cards {
 		hello.Plan[c.Index] = w.plan[i]
 	}
@@ -254,6 +261,10 @@ func (w *worker) session(ctx context.Context) error {
 		case m := <-msgs:
 			err = w.handle(ctx, client, out, m)
 		case x := <-w.runner.Exits():
+			if w.stopped[x.Attempt] {
+				x.Outcome, x.Requeue = plans.Lost, true
+				x.Detail = fmt.Sprintf("stopped as worker %s's allocation ends: its job runs again elsewhere", w.cfg.Name)
+			}
 			delete(w.running, x.Attempt)
 			w.ended[x.Attempt] = x
 			w.active = time.Now()
@@ -338,6 +349,12 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 // start starts an attempt as the daemon asks; one that cannot start is reported lost.
 func (w *worker) start(out *json.Encoder, req *daemon.StartRequest) error {
 	a := req.Attempt
+	if w.ending {
+		// Placed before the daemon heard that this worker's end has come.
+		x := scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf("worker %s is ending", w.cfg.Name)}
+		w.ended[a.ID] = x
+		return out.Encode(daemon.WorkerMessage{Exit: &x})
+	}
 	l, err := w.launch(req)
 	if err == nil {
 		_, err = w.runner.Start(l)
@@ -384,12 +401,15 @@ func (w *worker) launch(req *daemon.StartRequest) (scheduler.Launch, error) {
 	return l, nil
 }
 
-// poll reads the node and reports it; a worker that has been idle past its timeout
-// asks to leave, and one the daemon has drained leaves once idle.
+// poll reads the node and reports it; a worker that has been idle past its timeout, or
+// whose end has come, asks to leave, and one the daemon has drained leaves once idle.
 func (w *worker) poll(out *json.Encoder) error {
 	st := w.state()
 	if err := out.Encode(daemon.WorkerMessage{State: &st}); err != nil {
 		return err
+	}
+	if !w.cfg.Ends.IsZero() && !time.Now().Before(w.cfg.Ends) && !w.ending {
+		return w.end(out)
 	}
 	idle := len(w.running) == 0
 	if w.drained && idle {
@@ -401,6 +421,24 @@ func (w *worker) poll(out *json.Encoder) error {
 		return out.Encode(daemon.WorkerMessage{Leaving: true})
 	}
 	return nil
+}
+
+// end stops the attempts still running as the worker's allocation is about to end, so
+// that their jobs go back to the queue now, rather than when Slurm has killed them and
+// the daemon has waited out its grace for a worker that will not be back; then it
+// leaves.
+func (w *worker) end(out *json.Encoder) error {
+	w.ending = true
+	w.log.Printf("the allocation is ending: stopping %d attempts, whose jobs run again elsewhere, and leaving", len(w.running))
+	for id, ref := range w.running {
+		w.stopped[id] = true
+		w.runner.Stop(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+	}
+	if w.leaving {
+		return nil
+	}
+	w.leaving = true
+	return out.Encode(daemon.WorkerMessage{Leaving: true})
 }
 
 // state reads the node: its cards, each process named with its attempt, and its RAM.

@@ -31,6 +31,7 @@ const (
 	envServer = "GPUQ_TEST_SERVER"
 	envGPUs   = "GPUQ_TEST_GPUS"
 	envIdle   = "GPUQ_TEST_IDLE"
+	envEnds   = "GPUQ_TEST_ENDS" // the worker's Ends, RFC 3339
 )
 
 func TestMain(m *testing.M) {
@@ -57,12 +58,18 @@ func runTestWorker(name string) error {
 	if err != nil {
 		return err
 	}
+	var ends time.Time
+	if v := os.Getenv(envEnds); v != "" {
+		if ends, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	idle, _ := time.ParseDuration(os.Getenv(envIdle))
 	return Run(ctx, Config{IdleTimeout: idle, Server: os.Getenv(envServer), Credentials: creds, Name: name, Dir: filepath.Join(state, "workers", name),
 		GPUs: plans.Override{Value: os.Getenv(envGPUs), Source: "test"}, Inventory: gpu.Options{Ledger: os.Getenv("GPUQ_SIM_LEDGER")},
-		Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]}, Version: "test", Log: os.Stderr})
+		Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]}, Version: "test", Log: os.Stderr, Ends: ends})
 }
 
 // syncBuffer is a log that one goroutine writes while another reads.
@@ -479,5 +486,48 @@ func TestWorkersLeave(t *testing.T) {
 	}
 	if err := c.client.DrainWorker("nobody"); err == nil {
 		t.Error("drain of no worker: no error")
+	}
+}
+
+// TestAWorkerEndsInTime: a worker whose allocation is about to end stops the trainers it
+// runs, whose jobs go back to the queue at once, at their tier and not counted as failed
+// attempts, and leaves; another worker runs them to the end.
+func TestAWorkerEndsInTime(t *testing.T) {
+	c := startCluster(t)
+	ends := time.Now().Add(4 * time.Second)
+	w := c.startWorker("ending", "sim:2x24GiB", envEnds+"="+ends.Format(time.RFC3339Nano))
+	c.submit(`name: late
+command: [sh, -c, "echo start; sleep 30; echo done"]
+matrix: {seed: [1, 2]}
+memory: 10GiB
+gpu_plan: "1"
+oom: {max_attempts: 1}
+`)
+	waitFor(t, "both jobs running on the ending worker", func() bool { return len(running(c.jobs())["ending"]) == 2 })
+	select {
+	case <-w.exited:
+		if w.err != nil {
+			t.Errorf("the worker left with %v", w.err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the worker did not leave at its end\n%s", w.log)
+	}
+	if time.Now().Before(ends) {
+		t.Errorf("the worker left before its end")
+	}
+	for _, j := range c.jobs() {
+		if j.State != "queued" || len(j.Attempts) != 1 || j.Attempts[0].Outcome != "lost" {
+			t.Errorf("%s as its worker ended: %s, attempts %+v; want queued again, its attempt lost", j.ID, j.State, j.Attempts)
+		}
+	}
+	if !strings.Contains(w.log.String(), "the allocation is ending: stopping 2 attempts") {
+		t.Errorf("the worker's log does not say why it stopped them:\n%s", w.log)
+	}
+	c.startWorker("next", "sim:2x24GiB")
+	waitFor(t, "both jobs running again elsewhere", func() bool { return len(running(c.jobs())["next"]) == 2 })
+	for _, j := range c.jobs() {
+		if a := j.Attempts[len(j.Attempts)-1]; a.Tier != j.Attempts[0].Tier {
+			t.Errorf("%s runs again at tier %d, not %d", j.ID, a.Tier, j.Attempts[0].Tier)
+		}
 	}
 }
