@@ -7,7 +7,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 # -race needs cgo, which go-nvml needs anyway.
 export CGO_ENABLED = 1
 
-.PHONY: build install test bench demo gpu-check fmt-check clean
+.PHONY: build install test bench demo gpu-check slurm-check fmt-check clean
 
 # Where make install puts the binary: $(PREFIX)/bin, on most users' PATH.
 PREFIX ?= $(HOME)/.local
@@ -56,6 +56,14 @@ demo: build
 PYTHON ?= python3
 gpu-check: build
 	PYTHONDONTWRITEBYTECODE=1 $(PYTHON) examples/gpucheck/gpu_check.py --gpuq bin/gpuq
+
+# gpuq under a real Slurm (see examples/slurmcheck/slurm-check.sh): installs Debian's
+# slurmctld, slurmd and munge where they are missing (as root), starts a one-node cluster
+# on this machine, runs a sweep through gpuq alloc slurm on simulated cards, and stops
+# everything it started; PASS or FAIL for each step. About a minute; without root it
+# says so and exits 0.
+slurm-check: build
+	examples/slurmcheck/slurm-check.sh bin/gpuq
 
 clean:
 	rm -rf bin
