@@ -51,6 +51,8 @@ type Allocator struct {
 	idle map[int]time.Time
 	// kick asks Serve for a round now (Kick).
 	kick chan struct{}
+	// since is when it began to follow the allocations (see Round.Since).
+	since time.Time
 }
 
 // New returns an allocator over cfg.Store's queues.
@@ -61,7 +63,7 @@ func New(cfg Config) *Allocator {
 	if cfg.Workers == nil {
 		cfg.Workers = func() map[string]int { return nil }
 	}
-	return &Allocator{cfg: cfg, idle: map[int]time.Time{}, kick: make(chan struct{}, 1)}
+	return &Allocator{cfg: cfg, idle: map[int]time.Time{}, kick: make(chan struct{}, 1), since: cfg.Clock.Now()}
 }
 
 // Kick asks for a round now rather than at the next tick: a sweep was submitted, or a
@@ -118,7 +120,7 @@ func (a *Allocator) Round(ctx context.Context) error {
 	snap = a.cfg.Store.Snapshot()
 	var errs []error
 	for _, q := range snap.AllocQueues() {
-		r := Round{Queue: q, Allocations: snap.Allocations(q.ID), Waiting: waiting, Workers: workers, Now: now}
+		r := Round{Queue: q, Allocations: snap.Allocations(q.ID), Waiting: waiting, Workers: workers, Since: a.since, Now: now}
 		r.Idle = a.idleSince(r)
 		d := Decide(r)
 		for _, id := range d.Cancel {

@@ -9,8 +9,9 @@ import (
 // Timing of a queue's decisions.
 const (
 	// StartGrace is how long a started allocation counts as still coming while none of
-	// its workers has connected: workers take a moment to start and dial the daemon,
-	// and the queue must not ask for another allocation for the same jobs meanwhile.
+	// its workers has connected: workers take a moment to start and dial the daemon (or,
+	// after a daemon's restart, to link again), and the queue must not ask for another
+	// allocation for the same jobs meanwhile.
 	StartGrace = 2 * time.Minute
 	// RetryAfter is how long a queue waits after a failed submission before it tries
 	// again, so that a Slurm that refuses does not hear from it every round.
@@ -32,7 +33,10 @@ type Round struct {
 	Idle time.Time
 	// Workers is how many workers of each allocation (by Slurm job id) are connected.
 	Workers map[string]int
-	Now     time.Time
+	// Since is when this daemon began to follow the allocations: the workers of those
+	// that ran before it started may not have linked to it yet.
+	Since time.Time
+	Now   time.Time
 }
 
 // Decision is what a queue does in a round.
@@ -67,7 +71,7 @@ func Decide(r Round) Decision {
 			if cards == 0 && !r.Idle.IsZero() && r.Now.Sub(r.Idle) >= q.IdleTimeout {
 				d.Cancel = append(d.Cancel, a.ID)
 			}
-		} else if r.Workers[a.ID] == 0 && r.Now.Sub(a.Started) < StartGrace {
+		} else if r.Workers[a.ID] == 0 && r.Now.Sub(later(a.Started, r.Since)) < StartGrace {
 			coming++
 		}
 	}
@@ -77,6 +81,13 @@ func Decide(r Round) Decision {
 	want := (cards+q.GPUsPerNode-1)/q.GPUsPerNode - coming
 	d.Submit = max(0, min(want, q.MaxAllocs-active))
 	return d
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Stalled reports whether a queue's last WorkerlessRuns allocations that ran all ended

@@ -34,6 +34,7 @@ func TestDecide(t *testing.T) {
 		waiting []int
 		workers map[string]int
 		idle    time.Time
+		since   time.Time
 		want    Decision
 	}{
 		{name: "nothing waits", q: queue(nil)},
@@ -48,6 +49,8 @@ func TestDecide(t *testing.T) {
 			waiting: ones(4), workers: map[string]int{"8": 1}, want: Decision{Submit: 1}},
 		{name: "nor one whose workers never came", q: queue(nil), allocs: []*scheduler.Allocation{late},
 			waiting: ones(4), want: Decision{Submit: 1}},
+		{name: "but one whose workers may not have linked to a restarted daemon yet is", q: queue(nil),
+			allocs: []*scheduler.Allocation{late}, since: now.Add(-time.Minute), waiting: ones(4)},
 		{name: "running ones count against max-allocs", q: queue(nil),
 			allocs: []*scheduler.Allocation{late, queued, starting}, waiting: ones(40)},
 		{name: "jobs larger than a node wait for other queues", q: queue(nil), waiting: []int{8, 8, 2}, want: Decision{Submit: 1}},
@@ -71,7 +74,7 @@ func TestDecide(t *testing.T) {
 			waiting: []int{8}, idle: now.Add(-time.Hour), want: Decision{Cancel: []string{"7"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Decide(Round{Queue: tc.q, Allocations: tc.allocs, Waiting: tc.waiting, Workers: tc.workers, Idle: tc.idle, Now: now})
+			got := Decide(Round{Queue: tc.q, Allocations: tc.allocs, Waiting: tc.waiting, Workers: tc.workers, Idle: tc.idle, Since: tc.since, Now: now})
 			if got.Submit != tc.want.Submit || !slices.Equal(got.Cancel, tc.want.Cancel) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
