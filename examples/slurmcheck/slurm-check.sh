@@ -245,8 +245,23 @@ sys.exit(not allocs or any(a["state"] != "ended" or a.get("slurm_state") != "COM
 # stop_gpuq stops the daemon the check started, and every trainer.
 stop_gpuq() {
 	[ -n "${DAEMON:-}" ] || return 0
-	"$GPUQ" daemon --stop --stop-trainers 2>/dev/null || kill "$DAEMON" 2>/dev/null || true
+	"$GPUQ" daemon --stop --stop-trainers >/dev/null 2>&1 || kill "$DAEMON" 2>/dev/null || true
 	wait "$DAEMON" 2>/dev/null || true
+	DAEMON=
+}
+
+# left_behind fails if a process of gpuq's (a worker, a supervisor, a trainer: each
+# names a path of the check's state) outlived its allocation and daemon, and ends it.
+left_behind() {
+	local pids
+	pids=$(pgrep -f -- "$CLUSTER/gpuq" || true)
+	if [ -z "$pids" ]; then
+		pass "no worker, supervisor or trainer is left running"
+		return
+	fi
+	fail "left running:"
+	ps -o pid,args -p "${pids//$'\n'/,}" || true
+	kill $pids 2>/dev/null || true
 }
 
 main() {
@@ -255,6 +270,8 @@ main() {
 	start_cluster
 	say "a one-node Slurm cluster runs in $CLUSTER ($(sinfo -V))"
 	check_gpuq
+	stop_gpuq
+	left_behind
 	if [ "$FAILED" = 0 ]; then
 		say "all passed"
 	fi
