@@ -25,7 +25,7 @@ GPUQ=$(realpath "${1:?usage: slurm-check.sh PATH-TO-GPUQ}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 FAILED=0
 
-say() { printf 'slurm-check: %s\n' "$*"; }
+say() { printf 'slurm-check: [%3ds] %s\n' "$SECONDS" "$*"; }
 pass() { say "PASS $*"; }
 fail() {
 	say "FAIL $*"
