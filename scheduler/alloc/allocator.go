@@ -276,7 +276,7 @@ func (a *Allocator) submit(ctx context.Context, q *scheduler.AllocQueue) error {
 		}
 		return fmt.Errorf("allocation queue %d: sbatch: %w", q.ID, err)
 	}
-	a.cfg.Log("allocation queue %d: submitted allocation %s (%d GPUs a node, %s)", q.ID, id, q.GPUsPerNode, SlurmDuration(q.Time))
+	a.cfg.Log("allocation queue %d: submitted allocation %s (%d GPUs a node, %s)", q.ID, id, q.GPUsPerNode, plans.FormatDuration(q.Time))
 	al := &scheduler.Allocation{ID: id, Queue: q.ID, State: scheduler.AllocQueued, Slurm: "PENDING", Submitted: now}
 	objs := []any{al}
 	if q.Error != "" {
@@ -329,7 +329,7 @@ func (a *Allocator) Add(ctx context.Context, q scheduler.AllocQueue) (*scheduler
 		return nil, "", err
 	}
 	a.cfg.Log("allocation queue %d: %d GPUs a node, %s each, at most %d at once, workers idle %s exit; sbatch %s",
-		q.ID, q.GPUsPerNode, SlurmDuration(q.Time), q.MaxAllocs, q.IdleTimeout, strings.Join(q.Args, " "))
+		q.ID, q.GPUsPerNode, plans.FormatDuration(q.Time), q.MaxAllocs, plans.FormatDuration(q.IdleTimeout), strings.Join(q.Args, " "))
 	return &q, script, nil
 }
 
@@ -390,7 +390,9 @@ func (a *Allocator) Remove(ctx context.Context, id int) (Removed, error) {
 			out.Running = append(out.Running, al.ID)
 		}
 	}
-	a.cfg.Log("allocation queue %d removed; withdrew %v, left running %v", id, out.Cancelled, out.Running)
+	a.cfg.Log("allocation queue %d removed; withdrew [%s], left running [%s]", id, strings.Join(out.Cancelled, " "), strings.Join(out.Running, " "))
+	// The next round sees them cancelled.
+	a.Kick()
 	return out, errors.Join(errs...)
 }
 

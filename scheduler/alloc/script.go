@@ -30,7 +30,7 @@ func (s Script) String() string {
 	fmt.Fprintf(&b, "#!/bin/bash\n# gpuq allocation queue %d: one gpuq worker on each node, for the daemon's queued jobs.\n", q.ID)
 	fmt.Fprintf(&b, "# A worker idle for %s exits, and the allocation ends with the last.\n", plans.FormatDuration(q.IdleTimeout))
 	fmt.Fprintf(&b, "#SBATCH --job-name=gpuq-%d\n", q.ID)
-	fmt.Fprintf(&b, "#SBATCH --time=%s\n", SlurmDuration(q.Time))
+	fmt.Fprintf(&b, "#SBATCH --time=%s\n", slurmDuration(q.Time))
 	fmt.Fprintf(&b, "#SBATCH --gpus-per-node=%d\n", q.GPUsPerNode)
 	fmt.Fprintf(&b, "#SBATCH --ntasks-per-node=1\n")
 	fmt.Fprintf(&b, "#SBATCH --output=%s\n", launcher.ShellQuote(s.Log))
@@ -62,8 +62,8 @@ func options(args []string) []string {
 	return out
 }
 
-// SlurmDuration writes d as Slurm's time limits are written, days-hours:minutes:seconds.
-func SlurmDuration(d time.Duration) string {
+// slurmDuration writes d as Slurm's time limits are written, days-hours:minutes:seconds.
+func slurmDuration(d time.Duration) string {
 	s := int64(d.Round(time.Second) / time.Second)
 	days, s := s/86400, s%86400
 	if days > 0 {

@@ -44,8 +44,8 @@ func TestSlurmDuration(t *testing.T) {
 		90*time.Minute + 500*time.Millisecond: "1:30:01",
 		49*time.Hour + 5*time.Second:          "2-01:00:05",
 	} {
-		if got := SlurmDuration(d); got != want {
-			t.Errorf("SlurmDuration(%s) = %s, want %s", d, got, want)
+		if got := slurmDuration(d); got != want {
+			t.Errorf("slurmDuration(%s) = %s, want %s", d, got, want)
 		}
 	}
 }
