@@ -58,7 +58,9 @@ type Allocator struct {
 // New returns an allocator over cfg.Store's queues.
 func New(cfg Config) *Allocator {
 	if cfg.Every == 0 {
-		cfg.Every = 15 * time.Second
+		// squeue asks slurmctld, which every user of the cluster shares; a submitted
+		// sweep or a new queue does not wait for the tick (Kick).
+		cfg.Every = 30 * time.Second
 	}
 	if cfg.Workers == nil {
 		cfg.Workers = func() map[string]int { return nil }
