@@ -5,6 +5,7 @@
 package plans
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -94,6 +95,28 @@ func (s *Sweep) ShapeOf(params *Map) string {
 		}
 	}
 	return s.Name + "\x00" + valueKey(kept)
+}
+
+// CanonicalShape is the name ShapeOf gives today to a shape named by an older gpuq,
+// whose names followed the order of the keys in the file, so that {task, seed} and
+// {seed, task} were two shapes. A state journaled by one is read through it, so what
+// those shapes learned stays with their jobs. Numbers keep their literal text.
+func CanonicalShape(name string) string {
+	sweep, params, ok := strings.Cut(name, "\x00")
+	if !ok {
+		return name
+	}
+	d := json.NewDecoder(strings.NewReader(params))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return name
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return name
+	}
+	return sweep + "\x00" + string(b)
 }
 
 // Override is a machine-level setting given outside the sweep file (flag, environment

@@ -150,6 +150,10 @@ func TestValidation(t *testing.T) {
 		{"exclude unknown axis", "name: t\ncommand: [echo]\nmatrix: {seed: [1, 2], exclude: [{sed: 1}]}\n", []string{"matrix.exclude[0].sed", `did you mean "seed"`}},
 		{"no jobs at all", "name: t\ncommand: [echo]\n", []string{"the sweep has no job"}},
 		{"duplicate points", base("jobs: [{seed: 1}]"), []string{"jobs[0] (job t.3): the same job as t.1"}},
+		{"duplicate points, keys in another order", "name: t\ncommand: [echo, \"{task}\", \"{seed}\"]\nmatrix: {task: [sst2], seed: [87, 88]}\njobs: [{seed: 87, task: sst2}]\n",
+			[]string{"jobs[0] (job t.3): the same job as t.1 (task=sst2,seed=87"}},
+		{"duplicate points, nested keys in another order", "name: t\ncommand: [echo, \"{seed}\"]\nmatrix: {seed: [1], lora: [{r: 8, alpha: 16}]}\njobs: [{seed: 1, lora: {alpha: 16, r: 8}}]\n",
+			[]string{"jobs[0] (job t.2): the same job as t.1"}},
 		{"unfilled placeholder", "name: t\ncommand: [python3, train.py, --lr, \"{lr}\"]\nmatrix: {seed: [1, 2]}\n", []string{"command[3] (every job): no parameter fills {lr}"}},
 		{"placeholder typo", "name: t\ncommand: [echo, \"{sed}\"]\nmatrix: {seed: [1, 2]}\n", []string{`did you mean "seed"`}},
 		{"placeholder in some jobs", "name: t\ncommand: [echo, \"{lr}\"]\nmatrix: {seed: [1, 2], include: [{seed: 1, lr: 0.1}]}\n", []string{"(job t.2): no parameter fills {lr}"}},
@@ -349,6 +353,34 @@ func TestCommandCheckedBeforeAnythingRuns(t *testing.T) {
 			t.Errorf("%s: refused: %v", tt.command, err)
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%s:\n  got %v\n  want %q", tt.command, err, tt.want)
+		}
+	}
+}
+
+// TestShapeIgnoresKeyOrder: jobs with the same parameters are one shape whatever order
+// the file wrote them in, and a shape named by an older gpuq (keys in the file's order,
+// numbers as it wrote them) reads as the name given now.
+func TestShapeIgnoresKeyOrder(t *testing.T) {
+	doc := "name: s\ncommand: [echo, \"{task}\", \"{seed}\"]\nparams: {lr: 0.5, batch_size: 8}\n" +
+		"matrix: {task: [sst2], seed: [87]}\njobs: [{seed: 88, task: sst2, lora: {r: 8, alpha: 16}}, {lora: {alpha: 16, r: 8}, task: sst2, seed: 89}]\n"
+	s, err := DecodeSweep("s.yaml", []byte(doc), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := s.ShapeOf(s.Jobs[1].Params), s.ShapeOf(s.Jobs[2].Params)
+	if a != b {
+		t.Errorf("one shape, keys in two orders: %q and %q", a, b)
+	}
+	tier0 := s.ShapeOf(s.Jobs[0].Params)
+	for _, tt := range []struct{ old, want string }{
+		{"s\x00{\"lr\":0.5,\"batch_size\":8,\"task\":\"sst2\"}", tier0},
+		{"s\x00{\"task\":\"sst2\",\"lora\":{\"r\":8,\"alpha\":16},\"lr\":0.5,\"batch_size\":8}", a},
+		{"s\x00{\"n\":12345678901234567890,\"f\":1e+21}", "s\x00{\"f\":1e+21,\"n\":12345678901234567890}"},
+		{tier0, tier0},
+		{"no-params", "no-params"},
+	} {
+		if got := CanonicalShape(tt.old); got != tt.want {
+			t.Errorf("CanonicalShape(%q) = %q, want %q", tt.old, got, tt.want)
 		}
 	}
 }

@@ -97,8 +97,32 @@ func validName(s string) bool {
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// valueKey identifies a value for equality: 87 and "87" differ.
+// valueKey identifies a value for equality: 87 and "87" differ, and two mappings with
+// the same keys and values are equal whatever order the file wrote them in. (Shape
+// names are made of it, and journaled: see CanonicalShape.)
 func valueKey(v any) string {
-	b, _ := json.Marshal(v)
+	b, _ := json.Marshal(unordered(v))
 	return string(b)
+}
+
+// unordered turns every Map within v into a Go map, whose JSON has its keys sorted.
+func unordered(v any) any {
+	switch t := v.(type) {
+	case *Map:
+		if t == nil {
+			return nil
+		}
+		m := make(map[string]any, len(t.Keys))
+		for _, k := range t.Keys {
+			m[k] = unordered(t.Vals[k])
+		}
+		return m
+	case []any:
+		c := make([]any, len(t))
+		for i := range t {
+			c[i] = unordered(t[i])
+		}
+		return c
+	}
+	return v
 }

@@ -323,7 +323,7 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 	if err := s.openJournal(dir, max(snap.epoch, journal.epoch)); err != nil {
 		return nil, err
 	}
-	s.warn = warn
+	s.warn, s.renamed = warn, nil
 	return s, nil
 }
 
@@ -406,6 +406,7 @@ func (s *Store) apply(r Record, skip func(string)) error {
 		}
 		j := *old
 		j.Status = jr.Status
+		j.Shape = plans.CanonicalShape(j.Shape)
 		objs = append(objs, &j)
 	}
 	for _, a := range r.Attempts {
@@ -415,11 +416,10 @@ func (s *Store) apply(r Record, skip func(string)) error {
 			}
 			continue
 		}
+		a.Shape = plans.CanonicalShape(a.Shape)
 		objs = append(objs, a)
 	}
-	for _, l := range r.Shapes {
-		objs = append(objs, l)
-	}
+	objs = append(objs, s.canonicalShapes(snap, r.Shapes)...)
 	for _, d := range r.Drains {
 		objs = append(objs, d)
 	}
@@ -430,6 +430,40 @@ func (s *Store) apply(r Record, skip func(string)) error {
 		objs = append(objs, a)
 	}
 	return s.commit(objs)
+}
+
+// canonicalShapes names shapes as plans.Sweep.ShapeOf does now. Shapes that an older
+// gpuq kept apart for the order of their keys alone are one now, and from the first
+// record of an old name on, each record of that shape is merged into what the store
+// knows instead of replacing it (see Shape.merge): records of the other old names are
+// of the same shape.
+func (s *Store) canonicalShapes(snap Snapshot, shapes []*Shape) []any {
+	objs := make([]any, 0, len(shapes))
+	for _, l := range shapes {
+		name := plans.CanonicalShape(l.Name)
+		if name != l.Name {
+			if s.renamed == nil {
+				s.renamed = map[string]bool{}
+			}
+			s.renamed[name] = true
+		}
+		if !s.renamed[name] {
+			objs = append(objs, l)
+			continue
+		}
+		c := *l
+		c.Name = name
+		for _, o := range objs {
+			if known, ok := o.(*Shape); ok && known.Name == name {
+				c.merge(known)
+			}
+		}
+		if known := snap.Shape(name); known != nil {
+			c.merge(known)
+		}
+		objs = append(objs, &c)
+	}
+	return objs
 }
 
 // recordOf is the record of putting objs.

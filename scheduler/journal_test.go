@@ -260,6 +260,55 @@ func TestStateV1Loads(t *testing.T) {
 	}
 }
 
+// TestOldShapeNamesAreMigrated reads a state written by a gpuq whose shape names
+// followed the order of the keys in the file: two jobs of one shape, from the matrix
+// and from jobs:, had two names and learned apart. Read now, both jobs and their
+// attempts name the shape as ShapeOf does, and the shape knows what both learned,
+// also after a compaction.
+func TestOldShapeNamesAreMigrated(t *testing.T) {
+	const doc = "name: o\ncommand: [train, \"{task}\", \"{lr}\"]\nmatrix: {task: [a], lr: [0.1]}\njobs: [{lr: 0.1, task: a, seed: 2}]\nmemory: 10GiB\n"
+	// The names the older gpuq gave them, as its journal holds them.
+	const fromMatrix, fromJobs = "o\x00{\"task\":\"a\",\"lr\":0.1}", "o\x00{\"lr\":0.1,\"task\":\"a\"}"
+	sw, err := plans.DecodeSweep("o.yaml", []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	must(t, s.Submit(&Submission{Sweep: sw}))
+	snap := s.Snapshot()
+	j1, j2 := *snap.Job("o.1"), *snap.Job("o.2")
+	j1.Shape, j2.Shape = fromMatrix, fromJobs
+	j1.State, j1.Attempts = JobSucceeded, 1
+	a := &Attempt{ID: "o.1/1", Job: "o.1", Shape: fromMatrix, N: 1, GPUs: []int{0}, Params: j1.Current, Peak: 12 * gib, Outcome: plans.Success}
+	must(t, s.Put(&j1, a, &Shape{Name: fromMatrix, Peak: 12 * gib}))
+	must(t, s.Put(&j2, &Shape{Name: fromJobs, Peak: 11 * gib, Floor: 14 * gib, Probe: "o.2"}))
+	s.Close()
+
+	want := sw.ShapeOf(sw.Jobs[0].Params)
+	check := func(when string) {
+		t.Helper()
+		s, _, _ := openState(t, dir)
+		snap := s.Snapshot()
+		got1, got2 := snap.Job("o.1").Shape, snap.Job("o.2").Shape
+		if got1 != want || got2 != want || snap.Attempts("o.1")[0].Shape != want {
+			t.Errorf("%s: shapes %q, %q, attempt %q; want %q", when, got1, got2, snap.Attempts("o.1")[0].Shape, want)
+		}
+		if l := snap.Shape(want); l == nil || *l != (Shape{Name: want, Peak: 12 * gib, Floor: 14 * gib, Probe: "o.2"}) {
+			t.Errorf("%s: the shape knows %+v; want the larger peak and floor of both", when, l)
+		}
+		for _, old := range []string{fromMatrix, fromJobs} {
+			if snap.Shape(old) != nil && old != want {
+				t.Errorf("%s: the old name %q is still a shape", when, old)
+			}
+		}
+		must(t, s.Compact())
+		s.Close()
+	}
+	check("from the journal")
+	check("from the snapshot")
+}
+
 func learnedPeak(snap Snapshot, shape string) int64 {
 	if l := snap.Shape(shape); l != nil {
 		return l.Peak

@@ -124,6 +124,13 @@ type Shape struct {
 	Probe string
 }
 
+// merge takes in what an earlier record o knew of the same shape: peaks and floors
+// only grow, so the larger of each holds. The probe is l's, the later word: one that
+// ended cleared it under its own name.
+func (l *Shape) merge(o *Shape) {
+	l.Peak, l.Host, l.Floor = max(l.Peak, o.Peak), max(l.Host, o.Host), max(l.Floor, o.Floor)
+}
+
 // Where says where it runs, for people: "GPU [0 1]", or on a worker "node7 GPU [0]".
 func (a *Attempt) Where() string {
 	if a.Worker == "" {
@@ -165,6 +172,9 @@ type Store struct {
 	journal        *Journal
 	// warn hears what a journaled store has to say that is not an error.
 	warn func(string)
+	// renamed, while a state is read, holds the shapes that records of an older gpuq
+	// named otherwise (see canonicalShapes).
+	renamed map[string]bool
 }
 
 // NewStore returns an empty store that journals nothing.
