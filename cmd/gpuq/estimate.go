@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -288,8 +289,32 @@ func runEstimateSweep(opts *estimateOptions, path string) error {
 		return writeJSON(opts.io.Out, map[string]any{"jobs": out})
 	}
 	defer printJobSuggestions(opts.io.Out, out, cards, headroom)
-	tw := newTable(opts.io.Out)
-	fmt.Fprintln(tw, "JOB\tNAME\tSOURCE\tWEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tLOGITS\tCONTEXT\tTOTAL\tFITS ON")
+	var full bytes.Buffer
+	if err := printEstimates(&full, out, len(cards), 0); err != nil {
+		return err
+	}
+	if width := opts.io.width(); width > 0 && maxWidth(full.String()) > width {
+		// The parts do not fit this terminal: each job's total, and where to find them.
+		if err := printEstimates(opts.io.Out, out, len(cards), width); err != nil {
+			return err
+		}
+		fmt.Fprintln(opts.io.Out, "(each estimate's parts: a wider terminal, or --json)")
+		return nil
+	}
+	_, err = full.WriteTo(opts.io.Out)
+	return err
+}
+
+// printEstimates prints a sweep's estimates as a table: with their parts, or, to fit
+// a terminal width cells wide, without.
+func printEstimates(w io.Writer, out []estimateJSON, cards, width int) error {
+	withParts := width == 0
+	tw := newFitTable(w, width, 1, 0)
+	head := "JOB\tNAME\tSOURCE\t"
+	if withParts {
+		head += "WEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tLOGITS\tCONTEXT\t"
+	}
+	fmt.Fprintln(tw, head+"TOTAL\tFITS ON")
 	for _, e := range out {
 		parts := strings.Repeat("-\t", 6)
 		if e.Parts != nil {
@@ -299,18 +324,20 @@ func runEstimateSweep(opts *estimateOptions, path string) error {
 				parts += plans.FormatSize(v) + "\t"
 			}
 		}
+		if !withParts {
+			parts = ""
+		}
 		total := plans.FormatSize(e.TotalBytes)
 		if e.Source == "probe" {
 			total = "measured"
 		} else if e.TotalBytes == 0 {
 			total = "unknown"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\t%s\n", e.Job, e.Name, e.Source, parts, total, fitsText(e, len(cards)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\t%s\n", e.Job, e.Name, e.Source, parts, total, fitsText(e, cards))
 	}
 	return tw.Flush()
 }
 
-// rungSteps are a job's first tiers of its OOM ladder, each with the model's estimate.
 func rungSteps(j *plans.Job) []suggestionJSON {
 	var out []suggestionJSON
 	tiers := plans.Tiers(j.Params, j.Ladder)

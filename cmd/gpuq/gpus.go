@@ -116,7 +116,8 @@ func writeGPUs(io ioStreams, cards []gpu.Card, slots []int, simulated string, as
 		}
 		return writeJSON(io.Out, out)
 	}
-	tw := newTable(io.Out)
+	// On a terminal, the UUID goes first, then processes and names are shortened.
+	tw := newFitTable(io.Out, io.width(), 6, 5, 1)
 	fmt.Fprintln(tw, "GPU\tNAME\tMEMORY\tUSED / TOTAL GiB\tSLOTS\tPROCESSES\tUUID")
 	for i, c := range cards {
 		s := "-"
@@ -127,7 +128,7 @@ func writeGPUs(io ioStreams, cards []gpu.Card, slots []int, simulated string, as
 			fmt.Fprintf(tw, "%d\t%s\tOUT OF SERVICE\t- / %s\t%s\t%s\t%s\n", c.Index, c.Name, gib(c.Total), s, c.Fault, c.UUID)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\t%s\n", c.Index, c.Name, bar(c.Used, c.Total, 16),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\t%s\n", c.Index, c.Name, bar(c.Used, c.Total, 10),
 			gib(c.Used), gib(c.Total), s, processesText(c.Processes), c.UUID)
 	}
 	return tw.Flush()

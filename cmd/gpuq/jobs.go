@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/cmd/gpuq/top"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
@@ -103,31 +104,33 @@ func listJobs(opts *statusOptions) error {
 	if opts.json {
 		return writeJSON(opts.io.Out, daemon.JobsResponse{Jobs: jobs})
 	}
-	printJobs(opts.io.Out, jobs, time.Now())
+	printJobs(opts.io.Out, jobs, time.Now(), opts.io.width())
 	return nil
 }
 
-// printJobs prints a table that fits a terminal, one job a line: its point of the
-// sweep (the parameters its matrix varies), and its latest attempt while it runs or
-// once it has ended; a job waiting again (after an OOM, say) shows the tier it will
-// run at, not the card and peak of an attempt that is over. Then counts by state.
-func printJobs(w io.Writer, jobs []daemon.Job, now time.Time) {
+// printJobs prints one job a line, to fit a terminal of width cells (0: no limit):
+// its point of the sweep (the parameters its matrix varies, shortened first), the
+// estimate it is placed by (its shape's learned peak once measured, else the declared
+// one), and its latest attempt while it runs or once it has ended; a job waiting again
+// (after an OOM, say) shows the tier it will run at, not the card and peak of an
+// attempt that is over. Then counts by state.
+func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
 	counts := map[string]int{}
-	tw := newTable(w)
-	fmt.Fprintln(tw, "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tPEAK\tTIME")
+	tw := newFitTable(w, width, 1, 0)
+	fmt.Fprintln(tw, "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tTIME")
 	for _, j := range jobs {
 		counts[j.State]++
 		gpus, n, peak, took := "-", "-", "-", "-"
 		if len(j.Attempts) > 0 && j.State != string(scheduler.JobQueued) && j.State != string(scheduler.JobHeld) {
 			a := j.Attempts[len(j.Attempts)-1]
-			gpus, n, peak, took = cardsOf(a), strconv.Itoa(a.N), sizeOrDash(a.PeakBytes), durationOf(a, now)
+			gpus, n, peak, took = cardsOf(a), strconv.Itoa(a.N), top.Gig(a.PeakBytes), durationOf(a, now)
 		}
-		learned := "-"
+		estimate := j.DeclaredBytes
 		if j.LearnedBytes != nil {
-			learned = plans.FormatSize(*j.LearnedBytes)
+			estimate = *j.LearnedBytes
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.State, gpus, n, j.Tier,
-			sizeOrDash(j.DeclaredBytes), learned, peak, took)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, j.Name, j.State, gpus, n, j.Tier,
+			top.Gig(estimate), peak, took)
 	}
 	tw.Flush()
 	var parts []string

@@ -5,11 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 // TestPrintJobs: each job's point of the sweep; a job queued again after an OOM shows
-// the tier it will run at, and not the card and peak of its attempt that is over.
+// the tier it will run at, and not the card and peak of its attempt that is over. On an
+// 80-column terminal the long points are shortened, and every line fits.
 func TestPrintJobs(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	learned := int64(15 << 30)
@@ -22,8 +25,28 @@ func TestPrintJobs(t *testing.T) {
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
 			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30}},
+		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.12", Name: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
+			Attempts: []daemon.AttemptSummary{{N: 3, Worker: "node7", GPUs: []int{2}, PeakBytes: 12 << 30, Started: at.Add(-time.Hour)}}}},
 	}
-	var b strings.Builder
-	printJobs(&b, jobs, at.Add(2*time.Minute))
-	golden(t, "status.txt", b.String())
+	for _, tc := range []struct {
+		file  string
+		width int
+	}{{"status.txt", 0}, {"status_80.txt", 80}} {
+		var b strings.Builder
+		printJobs(&b, jobs, at.Add(2*time.Minute), tc.width)
+		golden(t, tc.file, b.String())
+		if tc.width > 0 {
+			fitsWidth(t, b.String(), tc.width)
+		}
+	}
+}
+
+// fitsWidth fails the test for every line of out wider than width cells.
+func fitsWidth(t *testing.T, out string, width int) {
+	t.Helper()
+	for i, l := range strings.Split(out, "\n") {
+		if w := ansi.StringWidth(l); w > width {
+			t.Errorf("line %d is %d cells wide, more than %d: %q", i+1, w, width, l)
+		}
+	}
 }

@@ -15,6 +15,16 @@ func main() {
 type ioStreams struct {
 	In       io.Reader
 	Out, Err io.Writer
+	// Cols is the width that tables fit; 0 asks Out's terminal (piped: no limit).
+	Cols int
+}
+
+// width is the number of columns that Out's lines fit, 0 for any.
+func (s ioStreams) width() int {
+	if s.Cols > 0 {
+		return s.Cols
+	}
+	return termWidth(s.Out)
 }
 
 // isTerminal reports whether w is a character device, so that output may use bars and

@@ -18,10 +18,16 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // gpuq runs the CLI in-process with a private config dir and simulated-GPU ledger.
 func gpuq(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return gpuqIn(t, 0, args...)
+}
+
+// gpuqIn runs the CLI as gpuq does, its output on a terminal cols wide (0: piped).
+func gpuqIn(t *testing.T, cols int, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("GPUQ_SIM_LEDGER", t.TempDir())
 	var out, errb bytes.Buffer
-	code = run(args, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	code = run(args, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Cols: cols})
 	return out.String(), errb.String(), code
 }
 
@@ -193,18 +199,41 @@ func TestGPUsShowsFaultsAndHiddenProcesses(t *testing.T) {
 			Processes: []gpu.Process{{PID: 4242, Used: 8 << 30, Hidden: true}, {PID: 17, Used: gpu.Unknown}}},
 		{Index: 1, Name: "NVIDIA A100-SXM4-40GB", UUID: "GPU-1", Total: 40 << 30, Fault: "NVML: card 1: memory: GPU is lost"},
 	}
-	for _, asJSON := range []bool{false, true} {
+	for _, tc := range []struct {
+		name   string
+		cols   int
+		asJSON bool
+	}{{"gpus_faults.txt", 0, false}, {"gpus_faults_80.txt", 80, false}, {"gpus_faults.json", 0, true}} {
 		var out, errb bytes.Buffer
-		if err := writeGPUs(ioStreams{Out: &out, Err: &errb}, cards, []int{2, 2}, "", asJSON); err != nil {
+		if err := writeGPUs(ioStreams{Out: &out, Err: &errb, Cols: tc.cols}, cards, []int{2, 2}, "", tc.asJSON); err != nil {
 			t.Fatal(err)
 		}
-		name := "gpus_faults.txt"
-		if asJSON {
-			name = "gpus_faults.json"
+		golden(t, tc.name, out.String())
+		if tc.cols > 0 {
+			fitsWidth(t, out.String(), tc.cols)
 		}
-		golden(t, name, out.String())
 		if !strings.Contains(errb.String(), "(pid 4242 on GPU 0; gpuq runs in a container?): gpuq cannot attribute GPU memory on this machine") {
 			t.Errorf("stderr: %q", errb.String())
 		}
+	}
+}
+
+// TestOutputsFitATerminal: on an 80-column terminal, plan's reasons wrap under their
+// column, long names are shortened, and estimate leaves out the parts that cannot fit;
+// every line fits.
+func TestOutputsFitATerminal(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		args []string
+	}{
+		{"plan_quickstart_80.txt", []string{"plan", "../../examples/sweeps/quickstart.yaml"}},
+		{"estimate_sweep_80.txt", []string{"estimate", "../../examples/sweeps/torch-24g.yaml", "--gpus", "sim:4x24GiB"}},
+	} {
+		out, errOut, code := gpuqIn(t, 80, tc.args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errOut)
+		}
+		golden(t, tc.file, out)
+		fitsWidth(t, out, 80)
 	}
 }

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/charmbracelet/x/ansi"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -41,4 +47,139 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// fitTable aligns tab-separated columns as newTable does and, given a width (a
+// terminal's; 0 for none), fits each line to it: the cells of the columns named in cut
+// are shortened with "…", in that order and to no less than their header or minCut,
+// and a last cell still too long wraps onto lines of its own under its column, or, in
+// a column that may be cut, is shortened, or left out where too little room is left
+// to read it. Piped, every value stays whole, for grep and for scripts.
+type fitTable struct {
+	w     io.Writer
+	width int
+	cut   []int
+	buf   bytes.Buffer
+}
+
+func newFitTable(w io.Writer, width int, cut ...int) *fitTable {
+	return &fitTable{w: w, width: width, cut: cut}
+}
+
+func (t *fitTable) Write(p []byte) (int, error) { return t.buf.Write(p) }
+
+// Flush prints the table.
+func (t *fitTable) Flush() error {
+	var rows [][]string
+	for _, l := range strings.Split(strings.TrimSuffix(t.buf.String(), "\n"), "\n") {
+		rows = append(rows, strings.Split(l, "\t"))
+	}
+	t.buf.Reset()
+	widths := t.widths(rows)
+	var b strings.Builder
+	for _, r := range rows {
+		var line strings.Builder
+		for i, c := range r[:len(r)-1] {
+			c = ansi.Truncate(c, widths[i], "…")
+			line.WriteString(c + strings.Repeat(" ", widths[i]-ansi.StringWidth(c)+2))
+		}
+		col := ansi.StringWidth(line.String())
+		b.WriteString(strings.TrimRight(line.String()+t.last(r, col), " ") + "\n")
+	}
+	_, err := io.WriteString(t.w, b.String())
+	return err
+}
+
+// widths is each aligned column's width, the columns in cut shortened until the table
+// fits (a line's last cell is not aligned, as with text/tabwriter).
+func (t *fitTable) widths(rows [][]string) []int {
+	var widths, lasts []int
+	for _, r := range rows {
+		for len(widths) < len(r) {
+			widths, lasts = append(widths, 0), append(lasts, 0)
+		}
+		for i, c := range r {
+			switch {
+			case i < len(r)-1:
+				widths[i] = max(widths[i], ansi.StringWidth(c))
+			case !slices.Contains(t.cut, i): // a cut last cell takes the room left
+				lasts[i] = max(lasts[i], ansi.StringWidth(c))
+			}
+		}
+	}
+	if t.width <= 0 {
+		return widths
+	}
+	over := -t.width
+	for i := range widths {
+		over = max(over, sum(widths[:i])+2*i+lasts[i]-t.width)
+	}
+	for _, c := range t.cut {
+		if over <= 0 || c >= len(widths) {
+			break
+		}
+		least := max(ansi.StringWidth(rows[0][min(c, len(rows[0])-1)]), minCut)
+		by := min(over, max(widths[c]-least, 0))
+		widths[c] -= by
+		over -= by
+	}
+	return widths
+}
+
+// last is a line's last cell, which begins at column col: whole if it fits, else
+// shortened or left out if its column may be cut, else wrapped.
+func (t *fitTable) last(r []string, col int) string {
+	c := r[len(r)-1]
+	room := t.width - col
+	switch {
+	case t.width <= 0 || ansi.StringWidth(c) <= room:
+		return c
+	case slices.Contains(t.cut, len(r)-1) && room < minCut:
+		return ""
+	case slices.Contains(t.cut, len(r)-1) || room < minCut:
+		return ansi.Truncate(c, max(room, 1), "…")
+	}
+	return wrap(c, room, strings.Repeat(" ", col))
+}
+
+// maxWidth is the width of text's widest line, in cells.
+func maxWidth(text string) int {
+	n := 0
+	for _, l := range strings.Split(text, "\n") {
+		n = max(n, ansi.StringWidth(l))
+	}
+	return n
+}
+
+// wrap breaks text into lines of width cells (0: any), at spaces where it can, and
+// begins each line after the first with indent.
+func wrap(text string, width int, indent string) string {
+	if width <= 0 {
+		return text
+	}
+	return strings.ReplaceAll(ansi.Wrap(text, width, ""), "\n", "\n"+indent)
+}
+
+// minCut is the fewest cells a shortened column keeps: enough to tell its values apart.
+const minCut = 12
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// termWidth is the width of the terminal w writes to, or 0 when it is not one.
+func termWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok || !isTerminal(w) {
+		return 0
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
 }

@@ -79,11 +79,16 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 	if sw.Plan == nil {
 		planText += " (default: " + defaultPlanNote(sw) + ")"
 	}
-	fmt.Fprintf(io.Out, "sweep %s: %d jobs on %s\nplan %s, headroom %s\noom ladder: %s\n\n", sw.Name, len(sw.Jobs), machine, planText, sw.Headroom, laddersText(sw))
+	width := io.width()
+	for _, l := range []string{fmt.Sprintf("sweep %s: %d jobs on %s", sw.Name, len(sw.Jobs), machine),
+		fmt.Sprintf("plan %s, headroom %s", planText, sw.Headroom), "oom ladder: " + laddersText(sw)} {
+		fmt.Fprintln(io.Out, wrap(l, width, "  "))
+	}
+	fmt.Fprintln(io.Out)
 
 	byID := jobsByID(sw)
 	on := starts(d)
-	tw := newTable(io.Out)
+	tw := newFitTable(io.Out, width, 1, 4)
 	fmt.Fprintln(tw, "GPU\tNAME\tFREE GiB\tSLOTS\tSTARTS\tLEFT GiB")
 	for i, c := range states {
 		var left int64 = c.Free()
@@ -105,7 +110,7 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 		return nil
 	}
 	fmt.Fprintf(io.Out, "; %d wait:\n", len(d.Waiting))
-	tw = newTable(io.Out)
+	tw = newFitTable(io.Out, width, 1, 0)
 	fmt.Fprintln(tw, "JOB\tNAME\tESTIMATE\tWAITS BECAUSE")
 	for _, w := range d.Waiting {
 		j := byID[w.Job]

@@ -77,7 +77,7 @@ func (m model) sections() []section {
 		}
 		st := m.st.jobStyle(r.Job)
 		text := fmt.Sprintf(runFormat, w, r.Job, intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
-			elapsed(m.ov.Time.Sub(r.Started)), gig(r.DeclaredBytes), gig(r.LearnedBytes), gig(r.CurrentBytes), m.output[r.Job])
+			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), m.output[r.Job])
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
 	queue := section{title: fmt.Sprintf("%-*s %-6s %8s  %s", w+1, fmt.Sprintf("QUEUE %d", len(m.ov.Queue)), "STATE", "ESTIMATE", "WHY IT WAITS")}
@@ -90,7 +90,7 @@ func (m model) sections() []section {
 			state = "held"
 		}
 		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
-			text: fmt.Sprintf("%-*s %-6s %8s  %s", w, q.Job, state, gig(q.EstimateBytes), q.Reason)})
+			text: fmt.Sprintf("%-*s %-6s %8s  %s", w, q.Job, state, Gig(q.EstimateBytes), q.Reason)})
 	}
 	events := section{title: "EVENTS"}
 	for i := len(m.ov.Events) - 1; i >= 0; i-- { // newest first
@@ -334,7 +334,7 @@ func (m model) stats(c daemon.GPUView) string {
 	if c.Slots >= 0 {
 		slots = strconv.Itoa(c.Slots)
 	}
-	s := fmt.Sprintf(" %5s/%-5s %d/%s %4s %4s", gig(c.UsedBytes), gig(c.TotalBytes), c.Busy, slots, percent(c.Utilization), celsius(c.Temperature))
+	s := fmt.Sprintf(" %5s/%-5s %d/%s %4s %4s", Gig(c.UsedBytes), Gig(c.TotalBytes), c.Busy, slots, percent(c.Utilization), celsius(c.Temperature))
 	if c.Drained {
 		s += " " + m.st.warn.Render("DRAINED")
 	}
@@ -397,10 +397,10 @@ func Print(w io.Writer, ov daemon.Overview, title string, width int) error {
 		}
 		var parts []string
 		for _, s := range c.Jobs {
-			parts = append(parts, fmt.Sprintf("%s %s of %s", s.Job, gig(s.UsedBytes), gig(s.ReservedBytes)))
+			parts = append(parts, fmt.Sprintf("%s %s of %s", s.Job, Gig(s.UsedBytes), Gig(s.ReservedBytes)))
 		}
 		if c.OtherBytes > 0 {
-			parts = append(parts, "other processes "+gig(c.OtherBytes))
+			parts = append(parts, "other processes "+Gig(c.OtherBytes))
 		}
 		if len(parts) > 0 {
 			lines = append(lines, "       "+strings.Join(parts, ", "))
@@ -419,7 +419,9 @@ func Print(w io.Writer, ov daemon.Overview, title string, width int) error {
 // fit cuts a line to the width of the screen.
 func fit(s string, width int) string { return ansi.Truncate(s, width, "…") }
 
-func gig(b int64) string {
+// Gig is a size in GiB to one decimal ("14.0G"), for columns that must stay narrow;
+// "-" for none.
+func Gig(b int64) string {
 	if b <= 0 {
 		return "-"
 	}
