@@ -309,7 +309,7 @@ func runEstimateSweep(opts *estimateOptions, path string) error {
 // a terminal width cells wide, without.
 func printEstimates(w io.Writer, out []estimateJSON, cards, width int) error {
 	withParts := width == 0
-	tw := newFitTable(w, width, 1, 0)
+	tw := newFitTable(w, width, 1, 0).cutStarts(0)
 	head := "JOB\tNAME\tSOURCE\t"
 	if withParts {
 		head += "WEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tLOGITS\tCONTEXT\t"

@@ -116,7 +116,7 @@ func listJobs(opts *statusOptions) error {
 // attempt that is over. Then counts by state.
 func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
 	counts := map[string]int{}
-	tw := newFitTable(w, width, 1, 0)
+	tw := newFitTable(w, width, 1, 0).cutStarts(0)
 	fmt.Fprintln(tw, "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tTIME")
 	for _, j := range jobs {
 		counts[j.State]++
@@ -133,6 +133,11 @@ func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
 			top.Gig(estimate), peak, took)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, countsText(counts))
+}
+
+// countsText says how many jobs are in each state, of those there are.
+func countsText(counts map[string]int) string {
 	var parts []string
 	for _, st := range shownStates {
 		if counts[string(st)] > 0 {
@@ -140,21 +145,17 @@ func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
 		}
 	}
 	if len(parts) == 0 {
-		parts = []string{"no jobs"}
+		return "no jobs"
 	}
-	fmt.Fprintln(w, strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
 }
 
 // cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".
 func cardsOf(a daemon.AttemptSummary) string {
-	s := make([]string, len(a.GPUs))
-	for i, x := range a.GPUs {
-		s[i] = strconv.Itoa(x)
-	}
 	if a.Worker != "" {
-		return a.Worker + ":" + strings.Join(s, ",")
+		return a.Worker + ":" + intsText(a.GPUs)
 	}
-	return strings.Join(s, ",")
+	return intsText(a.GPUs)
 }
 
 // durationOf is how long an attempt ran, or has run so far.

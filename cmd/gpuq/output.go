@@ -56,14 +56,22 @@ func writeJSON(w io.Writer, v any) error {
 // a column that may be cut, is shortened, or left out where too little room is left
 // to read it. Piped, every value stays whole, for grep and for scripts.
 type fitTable struct {
-	w     io.Writer
-	width int
-	cut   []int
-	buf   bytes.Buffer
+	w      io.Writer
+	width  int
+	cut    []int
+	starts []int // the columns of cut that lose their start, not their end: job ids
+	buf    bytes.Buffer
 }
 
 func newFitTable(w io.Writer, width int, cut ...int) *fitTable {
 	return &fitTable{w: w, width: width, cut: cut}
+}
+
+// cutStarts makes the columns cut lose their start rather than their end, as job
+// ids, whose number tells them apart, must: "…long-name.12".
+func (t *fitTable) cutStarts(cols ...int) *fitTable {
+	t.starts = cols
+	return t
 }
 
 func (t *fitTable) Write(p []byte) (int, error) { return t.buf.Write(p) }
@@ -80,7 +88,7 @@ func (t *fitTable) Flush() error {
 	for _, r := range rows {
 		var line strings.Builder
 		for i, c := range r[:len(r)-1] {
-			c = ansi.Truncate(c, widths[i], "…")
+			c = t.shorten(i, c, widths[i])
 			line.WriteString(c + strings.Repeat(" ", widths[i]-ansi.StringWidth(c)+2))
 		}
 		col := ansi.StringWidth(line.String())
@@ -137,7 +145,7 @@ func (t *fitTable) last(r []string, col int) string {
 	case slices.Contains(t.cut, len(r)-1) && room < minCut:
 		return ""
 	case slices.Contains(t.cut, len(r)-1) || room < minCut:
-		return ansi.Truncate(c, max(room, 1), "…")
+		return t.shorten(len(r)-1, c, max(room, 1))
 	}
 	return wrap(c, room, strings.Repeat(" ", col))
 }
@@ -151,8 +159,17 @@ func maxWidth(text string) int {
 	return n
 }
 
-// wrap breaks text into lines of width cells (0: any), at spaces where it can, and
-// begins each line after the first with indent.
+// shorten cuts cell c of column col to width cells, marking the cut with "…".
+func (t *fitTable) shorten(col int, c string, width int) string {
+	n := ansi.StringWidth(c)
+	if n <= width || !slices.Contains(t.starts, col) {
+		return ansi.Truncate(c, width, "…")
+	}
+	return ansi.TruncateLeft(c, n-width+1, "…")
+}
+
+// wrap breaks text into lines of width cells (0 or less: any), at spaces where it
+// can, and begins each line after the first with indent.
 func wrap(text string, width int, indent string) string {
 	if width <= 0 {
 		return text
@@ -173,13 +190,19 @@ func sum(xs []int) int {
 
 // termWidth is the width of the terminal w writes to, or 0 when it is not one.
 func termWidth(w io.Writer) int {
+	cols, _ := termSize(w)
+	return cols
+}
+
+// termSize is the size of the terminal w writes to, 0 by 0 when it is not one.
+func termSize(w io.Writer) (cols, rows int) {
 	f, ok := w.(*os.File)
 	if !ok || !isTerminal(w) {
-		return 0
+		return 0, 0
 	}
 	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	return int(ws.Col)
+	return int(ws.Col), int(ws.Row)
 }

@@ -82,7 +82,7 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 	width := io.width()
 	for _, l := range []string{fmt.Sprintf("sweep %s: %d jobs on %s", sw.Name, len(sw.Jobs), machine),
 		fmt.Sprintf("plan %s, headroom %s", planText, sw.Headroom), "oom ladder: " + laddersText(sw)} {
-		fmt.Fprintln(io.Out, wrap(l, width, "  "))
+		fmt.Fprintln(io.Out, wrap(l, width-2, "  "))
 	}
 	fmt.Fprintln(io.Out)
 
@@ -110,7 +110,7 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 		return nil
 	}
 	fmt.Fprintf(io.Out, "; %d wait:\n", len(d.Waiting))
-	tw = newFitTable(io.Out, width, 1, 0)
+	tw = newFitTable(io.Out, width, 1, 0).cutStarts(0)
 	fmt.Fprintln(tw, "JOB\tNAME\tESTIMATE\tWAITS BECAUSE")
 	for _, w := range d.Waiting {
 		j := byID[w.Job]

@@ -8,13 +8,16 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/cmd/gpuq/top"
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
@@ -143,6 +146,7 @@ func runRun(opts *runOptions) error {
 type runUI struct {
 	w     io.Writer
 	live  bool
+	size  func() (cols, rows int) // the terminal's, read at each redraw: it may change
 	store *scheduler.Store
 	sweep *plans.Sweep
 	mu    sync.Mutex
@@ -154,7 +158,7 @@ type runUI struct {
 
 // newRunUI returns the progress of a sweep's run; its store is set before it starts.
 func newRunUI(w io.Writer, live bool, sw *plans.Sweep) *runUI {
-	return &runUI{w: w, live: live, sweep: sw, done: make(chan struct{})}
+	return &runUI{w: w, live: live, sweep: sw, done: make(chan struct{}), size: func() (int, int) { return termSize(w) }}
 }
 
 func (u *runUI) event(ev scheduler.Event) {
@@ -184,10 +188,10 @@ func (u *runUI) start() {
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			u.redraw()
+			u.redraw(time.Now())
 			select {
 			case <-u.done:
-				u.redraw()
+				u.redraw(time.Now())
 				return
 			case <-tick.C:
 			}
@@ -200,39 +204,78 @@ func (u *runUI) stop() {
 	u.wg.Wait()
 }
 
-// redraw replaces the last table with a new one: the running jobs, the latest events,
-// and counts by state.
-func (u *runUI) redraw() {
+// redraw replaces the last table with a new one. The cursor goes up as many rows as
+// the last one took on the screen, so that no line of it is left behind: every line
+// fits the terminal's width, and the whole fits its height.
+func (u *runUI) redraw(now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	var b strings.Builder
+	cols, rows := u.size()
+	lines := u.frame(now, cols, rows-1) // the cursor's row stays free below
+	if u.lines > 0 {                    // move up over the last table and clear it
+		fmt.Fprintf(u.w, "\x1b[%dA\x1b[J", u.lines)
+	}
+	u.lines = len(lines)
+	fmt.Fprint(u.w, strings.Join(lines, "\n")+"\n")
+}
+
+// frame is the table's lines, at most height of at most width cells (0: no limit):
+// the running jobs, the latest events (wrapped; the oldest left out where there is no
+// room), and counts by state.
+func (u *runUI) frame(now time.Time, width, height int) []string {
 	snap := u.store.Snapshot()
-	counts := map[scheduler.JobState]int{}
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "JOB\tSTATE\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
-	now := time.Now()
+	counts := map[string]int{}
+	var b strings.Builder
+	tw := newFitTable(&b, width, 0).cutStarts(0)
+	fmt.Fprintln(tw, "JOB\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
 	for _, j := range snap.Jobs() {
-		counts[j.State]++
+		counts[string(j.State)]++
 		if j.State != scheduler.JobRunning {
 			continue
 		}
 		as := snap.Attempts(j.ID)
 		a := as[len(as)-1]
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.State, a.GPUs, a.N, a.Tier,
-			sizeOrDash(j.Declared), sizeOrDash(snap.Learned(j.Shape)), plans.FormatSize(a.Reserve),
-			plans.FormatSize(a.Peak), now.Sub(a.Started).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, intsText(a.GPUs), a.N, a.Tier,
+			top.Gig(j.Declared), top.Gig(snap.Learned(j.Shape)), top.Gig(a.Reserve), top.Gig(a.Peak),
+			now.Sub(a.Started).Round(time.Second))
 	}
 	tw.Flush()
-	for _, l := range u.log {
-		b.WriteString(l + "\n")
+	table := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	room := len(table) + 7*len(u.log) // no limit
+	if height > 0 {
+		room = max(height-1, 1) // the counts' line below
 	}
-	fmt.Fprintf(&b, "%s: %d queued, %d running, %d succeeded, %d failed, %d cancelled\n", u.sweep.Name,
-		counts[scheduler.JobQueued], counts[scheduler.JobRunning], counts[scheduler.JobSucceeded], counts[scheduler.JobFailed], counts[scheduler.JobCancelled])
-	if u.lines > 0 { // move up over the last table and clear it
-		fmt.Fprintf(u.w, "\x1b[%dA\x1b[J", u.lines)
+	if len(table) > room { // the rows that do not fit, counted on the last
+		table = append(table[:room-1], fmt.Sprintf("… %d more running", len(table)-room+1))
 	}
-	u.lines = strings.Count(b.String(), "\n")
-	fmt.Fprint(u.w, b.String())
+	room -= len(table)
+	var events []string // the latest that fit, each whole
+	for i := len(u.log) - 1; i >= 0; i-- {
+		ev := strings.Split(wrap(u.log[i], width-len(eventIndent), eventIndent), "\n")
+		if len(ev) > room {
+			break
+		}
+		events, room = append(ev, events...), room-len(ev)
+	}
+	lines := append(append(table, events...), u.sweep.Name+": "+countsText(counts))
+	for i, l := range lines {
+		if width > 0 {
+			lines[i] = ansi.Truncate(l, width, "…")
+		}
+	}
+	return lines
+}
+
+// eventIndent puts an event's wrapped lines under its message, past its time.
+const eventIndent = "         "
+
+// intsText is card indices as people write them: "0,1".
+func intsText(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }
 
 // runDir is where a run keeps its attempts' configs and logs.

@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
@@ -308,6 +312,90 @@ gpus: "sim:1x24GiB"
 		log, err := os.ReadFile(j.Attempts[0].Log)
 		if err != nil || !strings.Contains(string(log), "final: eval_loss=") || !strings.Contains(string(log), "effective batch 4") {
 			t.Errorf("%s: log lacks the trainer's final metrics (%v):\n%s", j.ID, err, log)
+		}
+	}
+}
+
+// TestRunTableFitsTheTerminal: the live table's frame fits the terminal it is drawn
+// on, in width (long names shortened, events wrapped) and in height (the oldest events
+// and then rows left out), and each redraw moves up over exactly the lines of the last.
+func TestRunTableFitsTheTerminal(t *testing.T) {
+	store, err := scheduler.NewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	for i, name := range []string{"a-sweep-with-a-long-name.1", "a-sweep-with-a-long-name.2", "a-sweep-with-a-long-name.3"} {
+		j := &scheduler.Job{Job: plans.Job{ID: name}, Sweep: "a-sweep-with-a-long-name", Status: scheduler.Status{State: scheduler.JobRunning, Declared: 9 << 30, Attempts: 1}}
+		a := &scheduler.Attempt{ID: name + "/1", Job: name, N: 1, GPUs: []int{i}, Reserve: 9 << 30, Peak: int64(i) << 30, Started: at}
+		if err := store.Put(j, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	size := [2]int{80, 30}
+	u := newRunUI(&out, true, &plans.Sweep{Name: "a-sweep-with-a-long-name"})
+	u.store, u.size = store, func() (int, int) { return size[0], size[1] }
+	for i := range 8 {
+		u.event(scheduler.Event{Time: at, Job: "a-sweep-with-a-long-name.1", Attempt: i + 1, Kind: "gpu-oom",
+			Message: "crowded out: needs at least 14.00 GiB, which fits the card alone; retrying at tier 0 with that estimate"})
+	}
+	u.redraw(at.Add(time.Minute))
+	first := out.String()
+	golden(t, "run_table_80.txt", first)
+	fitsWidth(t, first, 80)
+
+	size = [2]int{60, 10}
+	out.Reset()
+	u.redraw(at.Add(time.Minute))
+	frame, ok := strings.CutPrefix(out.String(), fmt.Sprintf("\x1b[%dA\x1b[J", strings.Count(first, "\n")))
+	if !ok {
+		t.Fatalf("the redraw does not move up over the %d lines of the last: %q", strings.Count(first, "\n"), out.String())
+	}
+	golden(t, "run_table_60x10.txt", frame)
+	fitsWidth(t, frame, 60)
+	if n := strings.Count(frame, "\n"); n > 9 {
+		t.Errorf("%d lines on a terminal of 10 rows, the cursor's included", n+1)
+	}
+}
+
+// TestRunTableInTmux watches gpuq run's live table in an 80×24 terminal, as a person
+// would, while jobs start, run out of memory and end: when the run is over, the
+// terminal holds the table once, each redraw having replaced the last whole, and no
+// line of it wrapped.
+func TestRunTableInTmux(t *testing.T) {
+	needPython(t)
+	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "look.yaml")
+	os.WriteFile(sweep, []byte(`name: a-sweep-with-a-long-name
+command: [python3, `+trainer+`, --config, "{config}"]
+config: {format: json}
+params: {batch_size: 16, gradient_accumulation_steps: 2, gradient_checkpointing: false, sim_base: 3GiB, sim_activations: 6GiB}
+matrix:
+  task: [rte, sst2, mrpc]
+  seed: [1, 2]
+  include: [{task: rte, sim_activations: 30GiB}, {task: sst2, sim_seconds: 2}, {task: mrpc, sim_seconds: 4}]
+memory: 9GiB
+gpus: sim:2x24GiB
+gpu_plan: "2"
+`), 0o644)
+	term := tmux.Start(t, 80, 24, []string{asGPUQ + "=1", "XDG_CONFIG_HOME=" + dir, "GPUQ_SIM_LEDGER=" + t.TempDir()},
+		os.Args[0], "run", sweep, "--log-dir", filepath.Join(dir, "logs"), "--poll", "200ms")
+	term.WaitFor("the run's end", 120*time.Second, func(screen string) bool { return term.Exited() })
+	history := term.History()
+	// From the live table's first line to the summary's.
+	from, to := strings.Index(history, "\nJOB "), strings.LastIndex(history, "\n\nJOB ")
+	if from < 0 || to <= from {
+		t.Fatalf("no table, or no summary after it:\n%s", history)
+	}
+	live := history[from:to]
+	if n := strings.Count(live, "ELAPSED"); n != 1 {
+		t.Errorf("the terminal holds %d tables, not one: redraws left lines behind:\n%s", n, history)
+	}
+	for i, l := range strings.Split(live, "\n") {
+		if w := ansi.StringWidth(l); w > 80 {
+			t.Errorf("line %d is %d cells wide, more than the terminal's 80: %q", i+1, w, l)
 		}
 	}
 }

@@ -65,6 +65,13 @@ func (s *Session) Screen() string {
 	return s.tmux("capture-pane", "-p", "-t", "0")
 }
 
+// History is the screen and the lines scrolled off it, a line that wrapped at the
+// terminal's edge joined again, so that its whole width shows.
+func (s *Session) History() string {
+	s.t.Helper()
+	return s.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "0")
+}
+
 // ScreenANSI is the screen with its colours and attributes as escape codes.
 func (s *Session) ScreenANSI() string {
 	s.t.Helper()
