@@ -380,6 +380,49 @@ func TestParseAge(t *testing.T) {
 	}
 }
 
+// TestFollowGoesOnToTheNextAttempt: gpuq logs -f follows a job, not one attempt: from
+// an attempt that runs out of memory to the next rung's, and, on a job put back in the
+// queue by gpuq retry, the attempt that retry starts, not the one that failed.
+func TestFollowGoesOnToTheNextAttempt(t *testing.T) {
+	daemonEnv(t)
+	startDaemon(t)
+	flip := writeSweep(t, `name: flip
+command: [sh, -c, "echo attempt {attempt} checkpointing {gradient_checkpointing}; sleep 1; case {attempt} in 1) echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; exit 1;; 2) exit 3;; esac"]
+params: {gradient_checkpointing: false}
+jobs: [{}]
+memory: 1GiB
+gpus: "0"
+`)
+	if _, errOut, code := cli(t, "submit", flip); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	out, errOut, code := cli(t, "logs", "-f", "flip.1")
+	if code != exitOK || !strings.Contains(out, "attempt 1 checkpointing false") || !strings.Contains(out, "attempt 2 checkpointing true") ||
+		!strings.Contains(out, "gpuq: exited with status 3") {
+		t.Errorf("logs -f across an OOM: exit %d, %q\n%s", code, errOut, out)
+	}
+
+	// The card drained, the retried job waits in the queue until it is undrained.
+	for _, args := range [][]string{{"drain", "0"}, {"retry", "flip.1"}} {
+		if _, errOut, code := cli(t, args...); code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	var errb lockedBuffer
+	var outb lockedBuffer
+	done := make(chan int)
+	go func() {
+		done <- run([]string{"logs", "-f", "flip.1"}, ioStreams{In: strings.NewReader(""), Out: &outb, Err: &errb})
+	}()
+	waitFor(t, "logs -f to wait for attempt 3", func() bool { return strings.Contains(errb.String(), "waiting for attempt 3 to start") })
+	if _, errOut, code := cli(t, "undrain", "0"); code != exitOK {
+		t.Fatalf("undrain: %s", errOut)
+	}
+	if code := <-done; code != exitOK || strings.Contains(outb.String(), "attempt 2 checkpointing") || !strings.Contains(outb.String(), "attempt 3 checkpointing true") {
+		t.Errorf("logs -f after a retry: exit %d, %q\n%s", code, errb.String(), outb.String())
+	}
+}
+
 // TestWaitAndFollowAQueuedJob: gpuq wait blocks until jobs end and says whether they
 // all succeeded; gpuq logs -f on a queued job waits for it to start, then follows it.
 func TestWaitAndFollowAQueuedJob(t *testing.T) {
@@ -394,7 +437,7 @@ func TestWaitAndFollowAQueuedJob(t *testing.T) {
 	}
 	// one.3 waits for the card's one slot: logs -f waits for it, then follows it.
 	out, errOut, code := cli(t, "logs", "-f", "one.3")
-	if code != exitOK || !strings.Contains(errOut, "one.3 is queued; waiting for it to start") || !strings.Contains(out, "out 3") || !strings.Contains(out, "gpuq: exited with status 2") {
+	if code != exitOK || !strings.Contains(errOut, "one.3 is queued; waiting for attempt 1 to start") || !strings.Contains(out, "out 3") || !strings.Contains(out, "gpuq: exited with status 2") {
 		t.Errorf("logs -f of a queued job: exit %d, %q\n%s", code, errOut, out)
 	}
 	for _, tt := range []struct {

@@ -28,9 +28,13 @@ func newLogsCmd(io ioStreams, st *settings) *cobra.Command {
 		Use:   "logs ID",
 		Short: "Print a job's log: its latest attempt, or another with --attempt",
 		Long: `Print the log of a job's attempt: by default its latest. A log begins with the command
-and environment to rerun the attempt by hand. -f follows it until the attempt ends.
-The logs are files under the state directory; gpuq status ID names them. -f on a job
-that has not started yet waits for it to start.`,
+and environment to rerun the attempt by hand. The logs are files under the state
+directory; gpuq status ID names them.
+
+-f follows the job until it ends: its running attempt, then each attempt that starts
+after it (the next rung after an OOM, a retry), waiting for one that has not started
+yet; what happens between attempts is said on stderr. With --attempt N, -f follows
+that attempt alone.`,
 		Example: `  gpuq logs gla-e1.3
   gpuq logs gla-e1.3 -f
   gpuq logs gla-e1.3 --attempt 1 --tail 50`,
@@ -52,11 +56,8 @@ func runLogs(opts *logsOptions, id string) error {
 	if err != nil {
 		return err
 	}
-	if opts.follow && opts.attempt == 0 && !started(j) {
-		fmt.Fprintf(opts.io.Err, "gpuq: %s is %s; waiting for it to start (gpuq why %s says why it waits)\n", id, j.State, id)
-		if j, err = waitForStart(opts.settings, id); err != nil {
-			return err
-		}
+	if opts.follow && opts.attempt == 0 {
+		return followJob(opts, j)
 	}
 	if len(j.Attempts) == 0 {
 		return fmt.Errorf("%s has no attempt yet (it is %s); gpuq why %s says why", id, j.State, id)
@@ -68,12 +69,47 @@ func runLogs(opts *logsOptions, id string) error {
 	if n > len(j.Attempts) {
 		return badInput("%s has %d attempts; --attempt %d does not exist", id, len(j.Attempts), n)
 	}
+	return printLog(opts, j, n)
+}
+
+// followJob follows a job's attempts, each to its end, until the job ends: the latest,
+// or, when the job waits to run again, the next.
+func followJob(opts *logsOptions, j daemon.Job) error {
+	n := len(j.Attempts)
+	if over := n > 0 && j.Attempts[n-1].Outcome != ""; n == 0 || over && !ended(j.State) {
+		if over {
+			fmt.Fprintf(opts.io.Err, "gpuq: attempt %d of %s ended %s (gpuq logs %s --attempt %d prints it)\n", n, j.ID, j.Attempts[n-1].Outcome, j.ID, n)
+		}
+		n++
+		fmt.Fprintf(opts.io.Err, "gpuq: %s is %s; waiting for attempt %d to start (gpuq why %s says why it waits)\n", j.ID, j.State, n, j.ID)
+	}
+	for {
+		var err error
+		if j, err = waitForAttempt(opts.settings, j.ID, n); err != nil {
+			return err
+		}
+		if len(j.Attempts) < n {
+			return fmt.Errorf("%s has %s without starting attempt %d", j.ID, j.State, n)
+		}
+		if err := printLog(opts, j, n); err != nil {
+			return err
+		}
+		if j, err = waitForAttempt(opts.settings, j.ID, n+1); err != nil || len(j.Attempts) <= n {
+			return err // the job has ended
+		}
+		fmt.Fprintf(opts.io.Err, "gpuq: attempt %d of %s ended %s; following attempt %d\n", n, j.ID, j.Attempts[n-1].Outcome, n+1)
+		n++
+	}
+}
+
+// printLog prints attempt n of a job's log, and with -f follows it to its end.
+func printLog(opts *logsOptions, j daemon.Job, n int) error {
 	a := j.Attempts[n-1]
 	if a.Log == "" {
-		return fmt.Errorf("attempt %d of %s has no log: it never started", n, id)
+		return fmt.Errorf("attempt %d of %s has no log: it never started", n, j.ID)
 	}
 	if a.Worker != "" || opts.settings.remote() {
-		return streamLog(opts, daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: id, N: n}, Kind: daemon.StreamLog,
+		return streamLog(opts, daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: j.ID, N: n}, Kind: daemon.StreamLog,
 			Tail: opts.tail, Follow: opts.follow && a.Outcome == ""})
 	}
 	f, err := os.Open(a.Log)
@@ -111,22 +147,19 @@ func streamLog(opts *logsOptions, req daemon.StreamRequest) error {
 	return err
 }
 
-// started reports whether a job's latest attempt has started and has a log.
-func started(j daemon.Job) bool {
-	return len(j.Attempts) > 0 && j.Attempts[len(j.Attempts)-1].Log != ""
-}
-
-// waitForStart polls the daemon until a job's attempt has started, or the job has
-// ended without one.
-func waitForStart(st *settings, id string) (daemon.Job, error) {
+// waitForAttempt polls the daemon until a job's attempt n has started, or the job has
+// ended (with fewer attempts, when n never started).
+func waitForAttempt(st *settings, id string, n int) (daemon.Job, error) {
 	for {
-		time.Sleep(200 * time.Millisecond)
 		j, err := fetchJob(st, id)
-		if err != nil || started(j) {
+		switch {
+		case err != nil:
 			return j, err
+		case len(j.Attempts) >= n && j.Attempts[n-1].Log != "":
+			return j, nil
+		case ended(j.State):
+			return j, nil
 		}
-		if ended(j.State) {
-			return j, fmt.Errorf("%s has %s without starting", id, j.State)
-		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
