@@ -69,6 +69,8 @@ With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and s
 	root.SetIn(io.In)
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
+	root.SetHelpTemplate(helpTemplate)
+	root.SetUsageTemplate(usageTemplate)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return inputError{err} })
 	f := root.PersistentFlags()
 	f.String("gpus", "", `cards to use: indices as nvidia-smi numbers them ("0,1,2"), "all", or a simulated machine ("sim:7x23.52GiB")`)

@@ -82,5 +82,6 @@ func tildeHome(path string) string {
 	return path
 }
 
-// plainWidth is how wide gpuq top draws its bars without a terminal to measure.
-const plainWidth = 100
+// plainWidth is how wide gpuq top draws its title line and bars without a terminal to
+// measure: a terminal's default width.
+const plainWidth = 80

@@ -253,16 +253,33 @@ func TestQuit(t *testing.T) {
 	}
 }
 
-// TestPrint: without a terminal, top prints the overview once, whole, as plain text.
+// TestPrint: without a terminal, top prints the overview once, whole, as plain text;
+// its title line and bars fit 80 columns.
 func TestPrint(t *testing.T) {
 	var buf bytes.Buffer
-	if err := Print(&buf, sampleOverview(t), "the daemon on /state", 100); err != nil {
+	if err := Print(&buf, sampleOverview(t), "the daemon on /state", 80); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(buf.String(), "\x1b[") {
 		t.Errorf("escape codes in plain output:\n%q", buf.String())
 	}
 	golden(t, "print.txt", buf.String())
+}
+
+// TestTitleGivesWayToTheClock: a title too long for the line is cut, and the clock
+// keeps its corner.
+func TestTitleGivesWayToTheClock(t *testing.T) {
+	for _, width := range []int{80, 60} {
+		var buf bytes.Buffer
+		title := "the daemon on /scratch/a-rather-long-directory-name/of/this/user/gpuq-state"
+		if err := Print(&buf, sampleOverview(t), title, width); err != nil {
+			t.Fatal(err)
+		}
+		head, _, _ := strings.Cut(buf.String(), "\n")
+		if w := ansi.StringWidth(head); w != width || !strings.HasSuffix(head, " 15:04:05") || !strings.Contains(head, "…") {
+			t.Errorf("title line at %d columns is %d wide: %q", width, w, head)
+		}
+	}
 }
 
 func golden(t *testing.T, name, got string) {

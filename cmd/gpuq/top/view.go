@@ -217,7 +217,7 @@ func (m model) View() string {
 }
 
 func (m model) header() string {
-	// That the cards are simulated comes first: a long title is cut at the screen's edge.
+	// That the cards are simulated comes first: a long title is cut before the clock.
 	left := "gpuq top · "
 	if m.ov.Simulated != "" {
 		left += m.st.warn.Render("SIMULATED GPUs "+m.ov.Simulated) + " · "
@@ -226,6 +226,9 @@ func (m model) header() string {
 	right := ""
 	if m.read {
 		right = m.ov.Time.Format("15:04:05")
+	}
+	if m.width > 0 { // the clock stays in the corner: the title gives way
+		left = fit(left, max(m.width-lipgloss.Width(right)-1, 1))
 	}
 	gap := max(m.width-lipgloss.Width(left)-lipgloss.Width(right), 1)
 	return m.st.title.Render(left) + strings.Repeat(" ", gap) + right
