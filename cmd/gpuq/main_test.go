@@ -220,13 +220,15 @@ func TestGPUsShowsFaultsAndHiddenProcesses(t *testing.T) {
 
 // TestOutputsFitATerminal: on an 80-column terminal, plan's reasons wrap under their
 // column, long names are shortened, and estimate leaves out the parts that cannot fit;
-// every line fits.
+// every line fits. A plan whose jobs have no memory estimate says so, and does not
+// count memory left that it cannot know.
 func TestOutputsFitATerminal(t *testing.T) {
 	for _, tc := range []struct {
 		file string
 		args []string
 	}{
 		{"plan_quickstart_80.txt", []string{"plan", "../../examples/sweeps/quickstart.yaml"}},
+		{"plan_no_memory_80.txt", []string{"plan", "testdata/no-memory.yaml"}},
 		{"estimate_sweep_80.txt", []string{"estimate", "../../examples/sweeps/torch-24g.yaml", "--gpus", "sim:4x24GiB"}},
 	} {
 		out, errOut, code := gpuqIn(t, 80, tc.args...)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -80,8 +81,12 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 		planText += " (default: " + defaultPlanNote(sw) + ")"
 	}
 	width := io.width()
-	for _, l := range []string{fmt.Sprintf("sweep %s: %d jobs on %s", sw.Name, len(sw.Jobs), machine),
-		fmt.Sprintf("plan %s, headroom %s", planText, sw.Headroom), "oom ladder: " + laddersText(sw)} {
+	head := []string{fmt.Sprintf("sweep %s: %d jobs on %s", sw.Name, len(sw.Jobs), machine),
+		fmt.Sprintf("plan %s, headroom %s", planText, sw.Headroom), "oom ladder: " + laddersText(sw)}
+	if note := memoryNote(sw); note != "" {
+		head = append(head, "memory: "+note)
+	}
+	for _, l := range head {
 		fmt.Fprintln(io.Out, wrap(l, width-2, "  "))
 	}
 	fmt.Fprintln(io.Out)
@@ -92,14 +97,19 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 	fmt.Fprintln(tw, "GPU\tNAME\tFREE GiB\tSLOTS\tSTARTS\tLEFT GiB")
 	for i, c := range states {
 		var left int64 = c.Free()
+		leftText := ""
 		for _, id := range on[c.Index] {
 			left -= byID[id].Memory
+			if unknownMemory(byID[id]) {
+				leftText = "?" // what the job will take is not known
+			}
 		}
 		jobs := strings.Join(on[c.Index], " ")
 		if jobs == "" {
 			jobs = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", c.Index, p.cards[i].Name, gib(max(c.Free(), 0)), slotsText(slots[i]), jobs, gib(max(left, 0)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", c.Index, p.cards[i].Name, gib(max(c.Free(), 0)), slotsText(slots[i]), jobs,
+			cmp.Or(leftText, gib(max(left, 0))))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -163,14 +173,41 @@ func defaultPlanNote(sw *plans.Sweep) string {
 }
 
 func estimateText(j plans.Job) string {
-	s := "-"
-	if j.Memory > 0 {
+	s := "unknown"
+	switch {
+	case j.Memory > 0:
 		s = plans.FormatSize(j.Memory)
+	case j.Probe:
+		s = "probe"
 	}
 	if j.GPUsPerJob > 1 {
 		s += fmt.Sprintf(" ×%d cards", j.GPUsPerJob)
 	}
 	return s
+}
+
+// unknownMemory reports whether nothing says what a job's memory will be: no estimate
+// and no probe to measure it.
+func unknownMemory(j plans.Job) bool { return j.Memory == 0 && !j.Probe }
+
+// memoryNote says how many of a sweep's jobs have no memory estimate, and what that
+// means for the plan; "" when every job has one.
+func memoryNote(sw *plans.Sweep) string {
+	n := 0
+	for _, j := range sw.Jobs {
+		if unknownMemory(j) {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	of := fmt.Sprintf("%d of %d jobs", n, len(sw.Jobs))
+	if n == len(sw.Jobs) {
+		of = "any job"
+	}
+	return fmt.Sprintf("not known for %s (no memory: for them): slots alone place them, and LEFT GiB "+
+		"cannot count them (?); write memory: 10GiB, {model: ...} or probe to pack them by memory", of)
 }
 
 func jobsByID(sw *plans.Sweep) map[string]plans.Job {
