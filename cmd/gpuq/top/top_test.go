@@ -73,7 +73,7 @@ func sampleOverview(t *testing.T) daemon.Overview {
 		GPUs: []daemon.GPUView{
 			{Index: 0, TotalBytes: 24 * gib, UsedBytes: 20 * gib, HeadroomBytes: gib * 6 / 5, Slots: 2, Busy: 2, Utilization: 97, Temperature: 71,
 				Jobs: []daemon.Holding{{Job: "gla.1", UsedBytes: 13 * gib, ReservedBytes: 14 * gib}, {Job: "gla.2", UsedBytes: 6 * gib, ReservedBytes: 9 * gib}}, OtherBytes: gib},
-			{Index: 1, TotalBytes: 24 * gib, UsedBytes: 2 * gib, HeadroomBytes: gib * 6 / 5, Slots: 2, Busy: 1, Utilization: -1, Temperature: -1,
+			{Index: 1, TotalBytes: 24 * gib, UsedBytes: 2 * gib, HeadroomBytes: gib * 6 / 5, Slots: -1, Busy: 1, Utilization: -1, Temperature: -1,
 				Jobs: []daemon.Holding{{Job: "gla.3", UsedBytes: 2 * gib, ReservedBytes: 10 * gib}}},
 			{Index: 2, TotalBytes: 24 * gib, HeadroomBytes: gib * 6 / 5, Slots: 1, Utilization: 0, Temperature: 35, Drained: true},
 			{Index: 3, TotalBytes: 24 * gib, Slots: 1, Fault: "NVML: GPU is lost"},
@@ -296,5 +296,20 @@ func golden(t *testing.T, name, got string) {
 	}
 	if got != string(want) {
 		t.Errorf("differs from %s (go test -update rewrites it); got:\n%s", path, got)
+	}
+}
+
+// TestCardSlots: a card shows its jobs of its plan's slots, or, with no limit, its
+// jobs alone.
+func TestCardSlots(t *testing.T) {
+	m := newModel(Options{}, lipgloss.NewRenderer(&bytes.Buffer{}))
+	for _, tt := range []struct {
+		slots, busy int
+		want        string
+	}{{2, 1, " 1/2 "}, {1, 0, " 0/1 "}, {-1, 2, "   2 "}, {-1, 0, "   0 "}} {
+		got := m.stats(daemon.GPUView{TotalBytes: 24 << 30, Slots: tt.slots, Busy: tt.busy, Utilization: -1, Temperature: -1})
+		if !strings.Contains(got, tt.want) || strings.Contains(got, "/-") {
+			t.Errorf("slots %d, busy %d: %q, want %q in it", tt.slots, tt.busy, got, tt.want)
+		}
 	}
 }

@@ -333,11 +333,12 @@ func (m model) cardLine(c daemon.GPUView, width, statsWidth int) string {
 
 // stats is what follows a card's bar.
 func (m model) stats(c daemon.GPUView) string {
-	slots := "-"
+	// Jobs on the card, of its slots: 1/2; with no limit, the jobs alone.
+	slots := strconv.Itoa(c.Busy)
 	if c.Slots >= 0 {
-		slots = strconv.Itoa(c.Slots)
+		slots += "/" + strconv.Itoa(c.Slots)
 	}
-	s := fmt.Sprintf(" %5s/%-5s %d/%s %4s %4s", Gig(c.UsedBytes), Gig(c.TotalBytes), c.Busy, slots, percent(c.Utilization), celsius(c.Temperature))
+	s := fmt.Sprintf(" %5s/%-5s %3s %4s %4s", Gig(c.UsedBytes), Gig(c.TotalBytes), slots, percent(c.Utilization), celsius(c.Temperature))
 	if c.Drained {
 		s += " " + m.st.warn.Render("DRAINED")
 	}
