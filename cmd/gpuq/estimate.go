@@ -430,6 +430,12 @@ func fitsText(e estimateJSON, cards int) string {
 	for _, f := range e.Fits {
 		gpus = append(gpus, fmt.Sprint(f.GPU))
 	}
+	if len(e.Missing) > 0 { // a lower bound: it may not fit where this does
+		if len(e.Fits) == cards {
+			return fmt.Sprintf("at best all %d, %d at once each", cards, e.Fits[0].PerCard)
+		}
+		return "at best GPU " + strings.Join(gpus, ",")
+	}
 	if len(e.Fits) == cards {
 		return fmt.Sprintf("all %d, %d at once each", cards, e.Fits[0].PerCard)
 	}
@@ -446,7 +452,11 @@ func printEstimate(io ioStreams, e estimateJSON, cards []gpu.Card) {
 		{"activations", b.Activations}, {"logits", b.Logits}, {"CUDA context", b.Context}} {
 		fmt.Fprintf(tw, "%s\t%s\n", p.name, plans.FormatSize(p.v))
 	}
-	fmt.Fprintf(tw, "total\t%s\n", plans.FormatSize(e.TotalBytes))
+	total := plans.FormatSize(e.TotalBytes)
+	if len(e.Missing) > 0 {
+		total = "at least " + total
+	}
+	fmt.Fprintf(tw, "total\t%s\n", total)
 	tw.Flush()
 	if len(e.Missing) > 0 {
 		var flags []string
@@ -461,9 +471,14 @@ func printEstimate(io ioStreams, e estimateJSON, cards []gpu.Card) {
 		fitting[f.GPU] = f
 	}
 	for _, c := range cards {
-		if f, ok := fitting[c.Index]; ok {
+		f, ok := fitting[c.Index]
+		switch {
+		case ok && len(e.Missing) > 0: // the rest may not fit
+			fmt.Fprintf(io.Out, "GPU %d (%s, %s): the known part fits, at most %d at once\n", c.Index, c.Name,
+				plans.FormatSize(c.Total), f.PerCard)
+		case ok:
 			fmt.Fprintf(io.Out, "GPU %d (%s, %s): fits, %d at once by memory\n", c.Index, c.Name, plans.FormatSize(c.Total), f.PerCard)
-		} else {
+		default:
 			fmt.Fprintf(io.Out, "GPU %d (%s, %s): does not fit\n", c.Index, c.Name, plans.FormatSize(c.Total))
 		}
 	}

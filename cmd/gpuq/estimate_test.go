@@ -166,3 +166,29 @@ func TestLogitBytesAsMeasured(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateLowerBound: an estimate that lacks activations or logits is a lower
+// bound, and says so of its total and of every card it fits: the job may not fit there.
+func TestEstimateLowerBound(t *testing.T) {
+	out, errOut, code := gpuq(t, "estimate", "--params", "1B", "--gpus", "sim:1x24GiB+1x12GiB")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "estimate_lower_bound.txt", out)
+	for _, tt := range []struct {
+		missing []string
+		fits    []fitJSON
+		want    string
+	}{
+		{nil, []fitJSON{{GPU: 0, PerCard: 2}, {GPU: 1, PerCard: 2}}, "all 2, 2 at once each"},
+		{[]string{"seq_len"}, []fitJSON{{GPU: 0, PerCard: 2}, {GPU: 1, PerCard: 2}}, "at best all 2, 2 at once each"},
+		{nil, []fitJSON{{GPU: 1, PerCard: 1}}, "GPU 1"},
+		{[]string{"seq_len"}, []fitJSON{{GPU: 1, PerCard: 1}}, "at best GPU 1"},
+		{[]string{"seq_len"}, nil, "none"},
+	} {
+		e := estimateJSON{TotalBytes: 10 << 30, Missing: tt.missing, Fits: tt.fits}
+		if got := fitsText(e, 2); got != tt.want {
+			t.Errorf("missing %v, fits %v: %q, want %q", tt.missing, tt.fits, got, tt.want)
+		}
+	}
+}
