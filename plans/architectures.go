@@ -5,6 +5,7 @@ package plans
 
 import (
 	"fmt"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -43,7 +44,22 @@ var Architectures = []Architecture{
 	{"gemma-2-9b", hf("google/gemma-2-9b"), 42, 3584, 14336, 16, 8, 256, 256000, true, 9.24e9},
 }
 
-func hf(repo string) string { return "https://huggingface.co/" + repo + "/blob/main/config.json" }
+func hf(repo string) string { return hfPrefix + repo + "/blob/main/config.json" }
+
+const hfPrefix = "https://huggingface.co/"
+
+// Repo is the architecture's Hugging Face id: Qwen/Qwen3-4B.
+func (a Architecture) Repo() string {
+	repo, _, _ := strings.Cut(strings.TrimPrefix(a.Source, hfPrefix), "/blob/")
+	return repo
+}
+
+// named reports whether n, in lower case, names the architecture: its name, its
+// Hugging Face id, or an id whose model part is its name (someone/qwen3-4b), as people
+// copy them from the Hub.
+func (a Architecture) named(n string) bool {
+	return n == a.Name || n == strings.ToLower(a.Repo()) || path.Base(n) == a.Name
+}
 
 // ArchitectureNames lists the built-in architectures' names.
 func ArchitectureNames() []string {
@@ -153,7 +169,7 @@ func ExpandModel(desc *Map, dir string, read func(path string) ([]byte, error)) 
 		return nil, fmt.Errorf("name and config: give one: a built-in architecture or a config.json")
 	case hasName:
 		n := strings.ToLower(FormatValue(name))
-		i := slices.IndexFunc(Architectures, func(a Architecture) bool { return a.Name == n })
+		i := slices.IndexFunc(Architectures, func(a Architecture) bool { return a.named(n) })
 		if i < 0 {
 			known := ArchitectureNames()
 			sort.Strings(known)

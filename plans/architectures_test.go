@@ -92,8 +92,9 @@ func TestHFConfig(t *testing.T) {
 	}
 }
 
-// TestModelByNameOrConfig: a sweep names a built-in architecture or a config.json, and
-// its own keys win; the config file is kept with the sweep.
+// TestModelByNameOrConfig: a sweep names a built-in architecture (by gpuq's name or
+// its Hugging Face id) or a config.json, and its own keys win; the config file is kept
+// with the sweep.
 func TestModelByNameOrConfig(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "models"), 0o755)
@@ -115,11 +116,17 @@ func TestModelByNameOrConfig(t *testing.T) {
 	if _, ok := s.Files[filepath.Join(dir, "models", "config.json")]; !ok {
 		t.Errorf("the config.json is not kept with the sweep: %v", s.Files)
 	}
+	for _, name := range []string{"Qwen/Qwen3-4B", "qwen/qwen3-4b", "someone/Qwen3-4B", "QWEN3-4B"} {
+		if by, _ := estimate("{name: " + name + ", lora_rank: 16, seq_len: 512, micro_batch: 4}"); by != byName {
+			t.Errorf("by the name %s: %s, want %s", name, FormatSize(by), FormatSize(byName))
+		}
+	}
 	if wider, _ := estimate("{name: qwen3-4b, vocab: 300000, lora_rank: 16, seq_len: 512, micro_batch: 4}"); wider <= byName {
 		t.Errorf("the sweep's vocab did not win over the architecture's")
 	}
 	for _, tt := range []struct{ model, want string }{
 		{"{name: qwen3-4}", `memory.model: name: "qwen3-4" is not an architecture gpuq knows (did you mean "qwen3-4b"?)`},
+		{"{name: Qwen/Qwen3-30B-A3B}", `memory.model: name: "qwen/qwen3-30b-a3b" is not an architecture gpuq knows`},
 		{"{name: qwen3-4b, config: models/config.json}", "name and config: give one"},
 		{"{config: models/missing.json}", "memory.model: config: open " + filepath.Join(dir, "models", "missing.json")},
 	} {

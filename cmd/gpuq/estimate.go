@@ -73,7 +73,7 @@ of each shape of job as the sweep runs.`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("model", "", "a built-in architecture: "+strings.Join(plans.ArchitectureNames(), ", "))
+	f.String("model", "", "a built-in architecture, or its Hugging Face id (Qwen/Qwen3-4B): "+strings.Join(plans.ArchitectureNames(), ", "))
 	f.String("model-config", "", "a Hugging Face config.json to read the architecture from")
 	f.String("params", "", "parameter count: 7B, 350M, 1.3e9 (or give --layers, --hidden and --vocab)")
 	f.String("precision", "bf16", "weights: fp32, bf16, fp16, int8 or nf4 (int8 and nf4 need --lora-rank)")
