@@ -24,8 +24,8 @@ type Data struct {
 	Now time.Time
 	// Virtual: the times are a simulation's, counted from its start, not the clock's.
 	Virtual bool
-	// Cards are the machine's cards; a card that ran an attempt is drawn even when
-	// missing here, at the size of what was reserved on it.
+	// Cards are the machine's cards. Those the sweep ran on are drawn, and one that
+	// ran an attempt is even when missing here, at the size of what was reserved on it.
 	Cards []Card
 	Jobs  []Job
 }
@@ -88,7 +88,7 @@ type Figures struct {
 	// PerJob counts jobs by how many attempts they took.
 	PerJob []Count
 	// GPUBusy is the time each card had an attempt on it, added up over the cards;
-	// GPUAvailable the cards' time over the makespan.
+	// GPUAvailable the time over the makespan of the cards it ran on.
 	GPUBusy, GPUAvailable time.Duration
 	// AttemptTime is the attempts' time on cards (two on one card count twice);
 	// AttemptTimeLost that of attempts that did not succeed.
@@ -208,22 +208,30 @@ func held(a Attempt, end time.Time) float64 {
 	return sum
 }
 
-// cards are the cards to draw: the machine's, and any other an attempt ran on, by index.
+// cards are the cards to draw, by index: those an attempt ran on, named and sized as
+// the machine's are, or where none did, the machine's. A card the sweep did not use
+// (another sweep's, on the daemon) would only be an empty row.
 func cards(d Data) []Card {
-	out := slices.Clone(d.Cards)
-	known := map[int]bool{}
-	for _, c := range out {
-		known[c.Index] = true
-	}
+	used := map[int]bool{}
 	for _, j := range d.Jobs {
 		for _, a := range j.Attempts {
 			for _, g := range a.GPUs {
-				if !known[g] {
-					known[g] = true
-					out = append(out, Card{Index: g})
-				}
+				used[g] = true
 			}
 		}
+	}
+	if len(used) == 0 {
+		return slices.Clone(d.Cards)
+	}
+	var out []Card
+	for _, c := range d.Cards {
+		if used[c.Index] {
+			out = append(out, c)
+			delete(used, c.Index)
+		}
+	}
+	for g := range used { // not among the machine's cards: sized by what was reserved
+		out = append(out, Card{Index: g})
 	}
 	slices.SortFunc(out, func(a, b Card) int { return cmp.Compare(a.Index, b.Index) })
 	return out

@@ -25,13 +25,14 @@ func at(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 
 // sample is a sweep of four jobs on two cards of 24 GiB, two slots each: one crowded
 // out and retried, one stepped down its ladder twice, one still running at Now, one
-// that failed.
+// that failed. The machine has a third card, which the sweep did not use.
 func sample() Data {
 	flat := func(b int64) scheduler.Samples {
 		return scheduler.Samples{{At: 0, Bytes: 1 * gib}, {At: time.Minute, Bytes: b}}
 	}
 	return Data{Sweep: "gla-e1", Source: "gpuq run", Now: at(90),
-		Cards: []Card{{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}, {Index: 1, Name: "NVIDIA A10", Total: 24 * gib}},
+		Cards: []Card{{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}, {Index: 1, Name: "NVIDIA A10", Total: 24 * gib},
+			{Index: 2, Name: "NVIDIA A10", Total: 24 * gib}},
 		Jobs: []Job{
 			{ID: "gla-e1.1", Name: "task=qnli,seed=87", State: "succeeded", Declared: 11 * gib, Learned: 14 * gib, Attempts: []Attempt{
 				{N: 1, GPUs: []int{0}, Estimate: 11 * gib, Peak: 12 * gib, Outcome: plans.GPUOOM, Started: at(0), Ended: at(6),
@@ -75,7 +76,7 @@ func TestFigures(t *testing.T) {
 		{"attempt time lost", f.AttemptTimeLost, 16 * time.Minute},
 		// GPU 0: 0-6, 7-60, 61-62; GPU 1: 6-10, 11-90.
 		{"gpu time busy", f.GPUBusy, (6 + 53 + 1 + 4 + 79) * time.Minute},
-		{"gpu time available", f.GPUAvailable, 3 * time.Hour},
+		{"gpu time available", f.GPUAvailable, 3 * time.Hour}, // of the 2 cards used
 	}
 	for _, c := range checks {
 		if !reflect.DeepEqual(c.got, c.want) {
@@ -91,13 +92,14 @@ func TestFigures(t *testing.T) {
 func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
 
 // TestLanes: attempts that overlap on a card get lanes of their own, and a lane is
-// reused once free; a card row is as tall as its busiest moment.
+// reused once free; a card row is as tall as its busiest moment; a card that ran
+// nothing has no row.
 func TestLanes(t *testing.T) {
 	d := sample()
 	f := figures(d)
 	g := newGantt(d, timeline{start: f.Start, span: f.Makespan}, cards(d))
 	if len(g.Rows) != 2 {
-		t.Fatalf("%d rows, want 2 cards", len(g.Rows))
+		t.Fatalf("%d rows, want the 2 cards that ran attempts", len(g.Rows))
 	}
 	lanes := func(r row) int { return int((r.H + laneGap) / (laneHeight + laneGap)) }
 	if lanes(g.Rows[0]) != 2 || lanes(g.Rows[1]) != 2 {
