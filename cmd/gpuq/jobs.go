@@ -123,7 +123,7 @@ func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
 		gpus, n, peak, took := "-", "-", "-", "-"
 		if len(j.Attempts) > 0 && j.State != string(scheduler.JobQueued) && j.State != string(scheduler.JobHeld) {
 			a := j.Attempts[len(j.Attempts)-1]
-			gpus, n, peak, took = cardsOf(a), strconv.Itoa(a.N), top.Gig(a.PeakBytes), durationOf(a, now)
+			gpus, n, peak, took = cardsOf(a), strconv.Itoa(a.N), top.Gig(peakOf(a)), durationOf(a, now)
 		}
 		estimate := j.DeclaredBytes
 		if j.LearnedBytes != nil {
@@ -204,7 +204,7 @@ func showJob(opts *statusOptions, id string) error {
 			outcome = "running"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, cardsOf(a), a.Tier, changedText(j.Params, a.Params),
-			eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(a.PeakBytes), outcome, a.Started.Format("01-02 15:04:05"), durationOf(a, now))
+			eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), outcome, a.Started.Format("01-02 15:04:05"), durationOf(a, now))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

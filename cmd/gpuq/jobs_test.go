@@ -7,12 +7,14 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 // TestPrintJobs: each job's point of the sweep; a job queued again after an OOM shows
-// the tier it will run at, and not the card and peak of its attempt that is over. On an
-// 80-column terminal the long points are shortened, and every line fits.
+// the tier it will run at, and not the card and peak of its attempt that is over; an
+// attempt that ran out of memory before NVML saw its peak shows what PyTorch said it
+// held. On an 80-column terminal the long points are shortened, and every line fits.
 func TestPrintJobs(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	learned := int64(15 << 30)
@@ -25,6 +27,9 @@ func TestPrintJobs(t *testing.T) {
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
 			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30}},
+		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
+			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", OOM: &plans.OOMFacts{TriedBytes: 40 << 30, ProcessBytes: 4 << 30},
+				Started: at, Ended: at.Add(time.Second)}}}},
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.12", Name: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
 			Attempts: []daemon.AttemptSummary{{N: 3, Worker: "node7", GPUs: []int{2}, PeakBytes: 12 << 30, Started: at.Add(-time.Hour)}}}},
 	}

@@ -147,7 +147,7 @@ func reportData(sum daemon.SweepSummary, source string, now time.Time) report.Da
 			rj.Learned = *j.LearnedBytes
 		}
 		for _, a := range j.Attempts {
-			ra := report.Attempt{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Estimate: a.EstimateBytes, Peak: a.PeakBytes,
+			ra := report.Attempt{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Estimate: a.EstimateBytes, Peak: peakOf(a),
 				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended}
 			if c := changedText(j.Params, a.Params); c != "-" {
 				ra.Changed = c

@@ -25,6 +25,16 @@ func gpuInfos(cards []gpu.Card) []daemon.GPUInfo {
 	return out
 }
 
+// peakOf is the most an attempt is known to have held on a card: NVML's peak, or, for
+// one that ran out of memory between two readings, what PyTorch's message says its
+// process held then.
+func peakOf(a daemon.AttemptSummary) int64 {
+	if a.OOM != nil {
+		return max(a.PeakBytes, a.OOM.ProcessBytes)
+	}
+	return a.PeakBytes
+}
+
 func sizeOrDash(b int64) string {
 	if b == 0 {
 		return "-"
@@ -48,7 +58,7 @@ func printSummary(w io.Writer, sum daemon.SweepSummary) {
 				eb = fmt.Sprint(*a.EffectiveBatch)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%s\t%s\t%s\t%s\t%s\n", id, state, a.N, a.GPUs, a.Tier,
-				changedText(j.Params, a.Params), eb, plans.FormatSize(a.EstimateBytes), plans.FormatSize(a.PeakBytes), a.Outcome)
+				changedText(j.Params, a.Params), eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), a.Outcome)
 		}
 		if len(j.Attempts) == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t%s\n", j.ID, j.State, j.Reason)
