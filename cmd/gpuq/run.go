@@ -131,8 +131,7 @@ func runRun(opts *runOptions) error {
 				left = append(left, j.ID)
 			}
 		}
-		fmt.Fprintf(opts.io.Err, "gpuq: interrupted; every trainer was stopped. Not finished: %s\n", strings.Join(left, " "))
-		return errInterrupted
+		return fmt.Errorf("%w; every trainer was stopped. Not finished: %s", errInterrupted, strings.Join(left, " "))
 	case runErr != nil:
 		return runErr
 	case sum.Counts[string(scheduler.JobFailed)] > 0:

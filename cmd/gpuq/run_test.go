@@ -178,7 +178,7 @@ func TestRunTimesOutAHungTrainer(t *testing.T) {
 
 // TestRunInterrupted stops a real gpuq as Ctrl-C (SIGINT) does, and as closing its
 // terminal (SIGHUP) does: every trainer stops, even one that ignores the hangup of its
-// own terminal, exit 130, and the jobs that did not finish are named.
+// own terminal, exit 130, and the jobs that did not finish are named, once.
 func TestRunInterrupted(t *testing.T) {
 	needPython(t)
 	bin := filepath.Join(t.TempDir(), "gpuq")
@@ -227,8 +227,11 @@ gpus: sim:2x24GiB
 			if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupt {
 				t.Fatalf("exit %v, want %d\n%s", err, exitInterrupt, out.String())
 			}
-			if !strings.Contains(out.String(), "Not finished: long.1 long.2 long.3") {
+			if !strings.Contains(out.String(), "gpuq: interrupted; every trainer was stopped. Not finished: long.1 long.2 long.3\n") {
 				t.Errorf("does not say which jobs did not finish:\n%s", out.String())
+			}
+			if n := strings.Count(out.String(), "interrupted"); n != 1 {
+				t.Errorf("says interrupted %d times, not once:\n%s", n, out.String())
 			}
 			for _, pid := range trainers {
 				if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
