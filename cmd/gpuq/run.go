@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -240,7 +241,7 @@ func (u *runUI) frame(now time.Time, width, height int) []string {
 	}
 	tw.Flush()
 	table := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	room := len(table) + 7*len(u.log) // no limit
+	room := math.MaxInt
 	if height > 0 {
 		room = max(height-1, 1) // the counts' line below
 	}
