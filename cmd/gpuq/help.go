@@ -106,36 +106,6 @@ func hangLine(line string, width int, tail string) string {
 	return b.String()
 }
 
-// words breaks text into lines of at most width cells at spaces; a word longer than
-// width is cut, after a comma where it has one, so that no line is longer.
-func words(text string, width int) []string {
-	width = max(width, 8)
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(text) {
-		for ansi.StringWidth(w) > width {
-			if line != "" {
-				lines, line = append(lines, line), ""
-			}
-			at := width
-			if i := strings.LastIndexByte(ansi.Cut(w, 0, width), ','); i > 0 {
-				at = ansi.StringWidth(w[:i+1])
-			}
-			lines = append(lines, ansi.Cut(w, 0, at))
-			w = ansi.Cut(w, at, ansi.StringWidth(w))
-		}
-		switch {
-		case line == "":
-			line = w
-		case ansi.StringWidth(line)+1+ansi.StringWidth(w) <= width:
-			line += " " + w
-		default:
-			lines, line = append(lines, line), w
-		}
-	}
-	return append(lines, line)
-}
-
 // commandLine is a line of a command's list of subcommands.
 func commandLine(sub, c *cobra.Command) string {
 	width := helpWidth(c)

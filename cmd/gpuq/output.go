@@ -150,15 +150,6 @@ func (t *fitTable) last(r []string, col int) string {
 	return wrap(c, room, strings.Repeat(" ", col))
 }
 
-// maxWidth is the width of text's widest line, in cells.
-func maxWidth(text string) int {
-	n := 0
-	for _, l := range strings.Split(text, "\n") {
-		n = max(n, ansi.StringWidth(l))
-	}
-	return n
-}
-
 // shorten cuts cell c of column col to width cells, marking the cut with "…".
 func (t *fitTable) shorten(col int, c string, width int) string {
 	n := ansi.StringWidth(c)
@@ -168,13 +159,52 @@ func (t *fitTable) shorten(col int, c string, width int) string {
 	return ansi.TruncateLeft(c, n-width+1, "…")
 }
 
-// wrap breaks text into lines of width cells (0 or less: any), at spaces where it
-// can, and begins each line after the first with indent.
+// wrap breaks text into lines of width cells (0 or less: any) at spaces, and begins
+// each line after the first with indent.
 func wrap(text string, width int, indent string) string {
 	if width <= 0 {
 		return text
 	}
-	return strings.ReplaceAll(ansi.Wrap(text, width, ""), "\n", "\n"+indent)
+	return strings.Join(words(text, width), "\n"+indent)
+}
+
+// words breaks text into lines of at most width cells at spaces; a word longer than
+// width is cut, after a comma where it has one, so that no line is longer.
+func words(text string, width int) []string {
+	width = max(width, 8)
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		for ansi.StringWidth(w) > width {
+			if line != "" {
+				lines, line = append(lines, line), ""
+			}
+			at := width
+			if i := strings.LastIndexByte(ansi.Cut(w, 0, width), ','); i > 0 {
+				at = ansi.StringWidth(w[:i+1])
+			}
+			lines = append(lines, ansi.Cut(w, 0, at))
+			w = ansi.Cut(w, at, ansi.StringWidth(w))
+		}
+		switch {
+		case line == "":
+			line = w
+		case ansi.StringWidth(line)+1+ansi.StringWidth(w) <= width:
+			line += " " + w
+		default:
+			lines, line = append(lines, line), w
+		}
+	}
+	return append(lines, line)
+}
+
+// maxWidth is the width of text's widest line, in cells.
+func maxWidth(text string) int {
+	n := 0
+	for _, l := range strings.Split(text, "\n") {
+		n = max(n, ansi.StringWidth(l))
+	}
+	return n
 }
 
 // minCut is the fewest cells a shortened column keeps: enough to tell its values apart.
