@@ -97,7 +97,10 @@ func hangLine(line string, width int, tail string) string {
 	body := strings.TrimLeft(line, " ")
 	lead := line[:len(line)-len(body)]
 	first := words(body, width-len(lead)-len(tail))
-	rest := words(strings.Join(strings.Fields(strings.Join(first[1:], " ")), " "), width-len(lead)-2-len(tail))
+	if len(first) == 1 { // too long only for the blanks at its end
+		return lead + first[0]
+	}
+	rest := words(strings.Join(first[1:], " "), width-len(lead)-2-len(tail))
 	var b strings.Builder
 	b.WriteString(lead + first[0])
 	for _, l := range rest {
