@@ -5,6 +5,7 @@ package plans
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -182,6 +183,34 @@ func (c *checker) plan(doc *Map, ov Override) GPUPlan {
 		c.failAt(o, "gpu_plan", "%v", err)
 	}
 	return p
+}
+
+// Order is the order in which a sweep's jobs are offered to the cards, within a
+// priority.
+type Order string
+
+// Orders.
+const (
+	// BigFirst offers the largest jobs first: by memory times learned duration, by
+	// memory alone until a duration is learned. Started last, the largest and longest
+	// jobs would run on alone at the end of a sweep.
+	BigFirst Order = "big-first"
+	// FIFO offers jobs in submission order.
+	FIFO Order = "fifo"
+)
+
+var orders = []string{string(BigFirst), string(FIFO)}
+
+func (c *checker) order(doc *Map, ov Override) Order {
+	o, ok := override(doc, "order", ov)
+	if !ok {
+		return BigFirst
+	}
+	if !slices.Contains(orders, o.Value) {
+		c.failAt(o, "order", "%q is not an order%s: write big-first (the default: largest jobs first) or fifo (submission order)", o.Value, Suggest(o.Value, orders))
+		return BigFirst
+	}
+	return Order(o.Value)
 }
 
 func (c *checker) threads(doc *Map) int {

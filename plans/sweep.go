@@ -38,7 +38,9 @@ type Sweep struct {
 	Plan     GPUPlan // nil: not written; see SlotPlan
 	Headroom Headroom
 	Threads  int // per job; 0 = "auto", an even share of the cores
-	OOM      OOMPolicy
+	// Order is the order its jobs are offered in, within a priority.
+	Order Order
+	OOM   OOMPolicy
 	// ShapeIgnores are the parameters that do not change a job's memory: jobs that
 	// differ only in them are of one shape and share what gpuq learns.
 	ShapeIgnores []string
@@ -126,18 +128,18 @@ type Override struct {
 	Source string
 }
 
-// Overrides replace the sweep file's gpus, gpu_plan and headroom where set, and its
-// name (gpuq submit --name, to run a sweep again under another name).
+// Overrides replace the sweep file's gpus, gpu_plan, headroom and order where set, and
+// its name (gpuq submit --name, to run a sweep again under another name).
 type Overrides struct {
-	GPUs, Plan, Headroom Override
-	Name                 Override
+	GPUs, Plan, Headroom, Order Override
+	Name                        Override
 }
 
 var (
 	nameRe    = regexp.MustCompile(`^[a-z0-9._-]+$`)
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify"}
+	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order"}
 	configKeys = []string{"base", "format", "add"}
 	oomKeys    = []string{"max_attempts", "ladder", "keys"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
@@ -209,7 +211,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	}
 	dir, _ := filepath.Abs(filepath.Dir(file))
 	c.dir = dir
-	s := &Sweep{File: file, Params: NewMap(), Headroom: DefaultHeadroom, Threads: 1,
+	s := &Sweep{File: file, Params: NewMap(), Headroom: DefaultHeadroom, Threads: 1, Order: BigFirst,
 		OOM: OOMPolicy{MaxAttempts: defaultMaxAttempt}}
 
 	s.Name = c.str(doc, "name", "")
@@ -250,6 +252,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 		}
 	}
 	s.Threads = c.threads(doc)
+	s.Order = c.order(doc, ov.Order)
 	s.OOM = c.oom(doc)
 	s.Notify = c.notify(doc)
 

@@ -76,6 +76,7 @@ With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and s
 	f.String("gpus", "", `cards to use: indices as nvidia-smi numbers them ("0,1,2"), "all", or a simulated machine ("sim:7x23.52GiB")`)
 	f.String("gpu-plan", "", `most jobs per card, in the order of --gpus ("2,2,2,2,1,1,1"), or one count for every card`)
 	f.String("headroom", "", `memory kept free on every card: a share ("10%") or a size ("1GiB"); default `+plans.DefaultHeadroom.String())
+	f.String("order", "", `order of jobs within a priority: "big-first" (largest memory × duration first; the default) or "fifo"`)
 	f.String("config", "", "user config file (default $XDG_CONFIG_HOME/gpuq/config.yaml)")
 	f.String("state-dir", "", "the daemon's state directory (default $XDG_STATE_HOME/gpuq)")
 	f.String("server", "", "reach the daemon over the network at HOST:PORT (gpuq daemon --listen), from a worker or another machine; "+
@@ -112,6 +113,7 @@ const (
 	keyGPUs     = "gpus"
 	keyPlan     = "gpu_plan"
 	keyHeadroom = "headroom"
+	keyOrder    = "order"
 	keyLedger   = "sim_ledger"
 	// keyStateDir is the daemon's state directory (--state-dir, GPUQ_STATE_DIR).
 	keyStateDir = "state_dir"
@@ -149,7 +151,7 @@ func (s *settings) load(flags *pflag.FlagSet) error {
 	s.flags = flags
 	s.v.SetEnvPrefix("GPUQ")
 	s.v.AutomaticEnv()
-	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom", keyStateDir: "state-dir", keyServer: "server"} {
+	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom", keyOrder: "order", keyStateDir: "state-dir", keyServer: "server"} {
 		if err := s.v.BindPFlag(key, flags.Lookup(flag)); err != nil {
 			return err
 		}
@@ -191,6 +193,7 @@ func (s *settings) overrides() plans.Overrides {
 		GPUs:     s.override(keyGPUs, "gpus"),
 		Plan:     s.override(keyPlan, "gpu-plan"),
 		Headroom: s.override(keyHeadroom, "headroom"),
+		Order:    s.override(keyOrder, "order"),
 	}
 }
 
