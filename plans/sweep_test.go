@@ -105,17 +105,25 @@ func TestOverridesWin(t *testing.T) {
 		Plan:     Override{Value: "1", Source: "GPUQ_GPU_PLAN"},
 		Headroom: Override{Value: "1GiB", Source: "--headroom"},
 		Name:     Override{Value: "again", Source: "--name"},
+		Order:    Override{Value: "fifo", Source: "--order"},
 	}
-	s, err := DecodeSweep("g.yaml", []byte(issueSweep), ov)
+	s, err := DecodeSweep("g.yaml", []byte(issueSweep+"order: big-first\n"), ov)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.GPUs.IsSim() || s.Plan.String() != "1" || s.Headroom.Bytes != 1<<30 || s.Name != "again" || s.Jobs[0].ID != "again.1" {
-		t.Errorf("overrides lost: %v %v %v %s %s", s.GPUs, s.Plan, s.Headroom, s.Name, s.Jobs[0].ID)
+	if !s.GPUs.IsSim() || s.Plan.String() != "1" || s.Headroom.Bytes != 1<<30 || s.Name != "again" || s.Jobs[0].ID != "again.1" || s.Order != FIFO {
+		t.Errorf("overrides lost: %v %v %v %s %s %v", s.GPUs, s.Plan, s.Headroom, s.Name, s.Jobs[0].ID, s.Order)
 	}
 	_, err = DecodeSweep("g.yaml", []byte(issueSweep), Overrides{Name: Override{Value: "Again!", Source: "--name"}})
 	if err == nil || !strings.HasPrefix(err.Error(), `--name: "Again!" may hold only`) {
 		t.Errorf("a bad --name is named as the flag: %v", err)
+	}
+	if s, err := DecodeSweep("g.yaml", []byte(issueSweep), Overrides{}); err != nil || s.Order != BigFirst {
+		t.Errorf("default order %q (%v), want big-first", s.Order, err)
+	}
+	_, err = DecodeSweep("g.yaml", []byte(issueSweep), Overrides{Order: Override{Value: "lifo", Source: "GPUQ_ORDER"}})
+	if err == nil || !strings.HasPrefix(err.Error(), "GPUQ_ORDER: ") || !strings.Contains(err.Error(), "big-first") {
+		t.Errorf("a bad order from the environment is named as such: %v", err)
 	}
 	_, err = DecodeSweep("g.yaml", []byte(issueSweep), Overrides{Plan: Override{Value: "2,x", Source: "--gpu-plan"}})
 	if err == nil || !strings.HasPrefix(err.Error(), "--gpu-plan: ") {
@@ -138,6 +146,7 @@ func TestValidation(t *testing.T) {
 		{"plan not a number", base("gpu_plan: \"2,x,1\""), []string{"gpu_plan:", `entry 2 is "x"`}},
 		{"plan all zero", base("gpu_plan: \"0,0\""), []string{"allows no job"}},
 		{"plan negative", base("gpu_plan: \"1,-2\""), []string{"entry 2 is -2"}},
+		{"order unknown", base("order: ffio"), []string{"t.yaml: order:", `"ffio" is not an order`, `did you mean "fifo"`, "big-first"}},
 		{"size without unit", base("memory: 11"), []string{"memory:", `e.g. "11GiB"`}},
 		{"size bad unit", base("memory: 11G"), []string{"did you mean GiB"}},
 		{"unknown top key", base("gpu_plna: \"2\""), []string{"gpu_plna: unknown key", `did you mean "gpu_plan"`}},

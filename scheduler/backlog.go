@@ -1,7 +1,5 @@
 package scheduler
 
-import "slices"
-
 // Backlog is the queued work that no card there is can start now: the jobs the packer
 // leaves waiting, with why. Held jobs, and jobs waiting for their shape's probe, are not
 // in it: more cards would not start them. An allocator of machines (gpuq alloc) asks for
@@ -19,11 +17,11 @@ type Backlog struct {
 // engine's loop (Do), as Why.
 func (e *Engine) Backlog() (Backlog, error) {
 	snap := e.store.Snapshot()
-	v, err := e.view(snap, snap.Running(), nil)
+	v, err := e.view(snap, snap.Running())
 	if err != nil {
 		return Backlog{}, err
 	}
-	queue := slices.Collect(v.queue)
+	queue := e.queue(v, nil)
 	need := make(map[string]int, len(queue))
 	for _, r := range queue {
 		need[r.Job] = max(r.GPUsPerJob, 1)

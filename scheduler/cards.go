@@ -28,6 +28,7 @@ func cardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running 
 			if i, ok := pos[CardID{a.Worker, idx}]; ok {
 				out[i].Reserved += a.reserve()
 				out[i].Running++
+				out[i].Exclusive = out[i].Exclusive || a.Alone && a.Running()
 			}
 		}
 	}

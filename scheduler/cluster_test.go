@@ -119,14 +119,15 @@ func TestClusterKeepsATooLargeJob(t *testing.T) {
 }
 
 // TestClusterMachinesOwnRAMAndTime: each machine's RAM is its own, and a machine that
-// ends within a job's expected duration (Config.Durations, Cluster.Ends) does not take
-// it. n1's card fits the job more tightly; in each case n1 may not have it.
+// ends within a job's expected duration (its shape's, as learned; Cluster.Ends) does
+// not take it. n1's card fits the job more tightly; in each case n1 may not have it.
 func TestClusterMachinesOwnRAMAndTime(t *testing.T) {
 	for name, tweak := range map[string]func(*Engine, *fakeCluster){
 		"n1 has 4 GiB of RAM free": func(_ *Engine, cl *fakeCluster) { cl.ram = map[string]int64{"n1": 4 * gib} },
 		"n1 ends within the job": func(e *Engine, cl *fakeCluster) {
 			cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
-			e.cfg.Durations = func(*Job) time.Duration { return 2 * time.Hour }
+			shape := e.store.Snapshot().Job("d.1").Shape
+			must(t, e.store.Put(&Shape{Name: shape, Took: 2 * time.Hour, Runs: 1}))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -159,8 +160,8 @@ func TestBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Jobs != 2 || b.Reasons[NoSlot] != 2 || b.GPUsPerJob != 2 {
-		t.Errorf("backlog %+v, want b.2 and b.4 (two cards) without a slot", b)
+	if b.Jobs != 2 || b.Reasons[NoSlot] != 1 || b.Reasons[TooLarge] != 1 || b.GPUsPerJob != 2 {
+		t.Errorf("backlog %+v, want b.2 without a slot and b.4 (two cards) too large for n1", b)
 	}
 	for i := range 3 {
 		cards = append(cards, gpu.Card{Worker: "n2", Index: i, Total: 24 * gib})

@@ -27,7 +27,7 @@ type Selection struct {
 
 // jobs resolves a selection; ok says whether a job may be changed, and why not.
 func (e *Engine) jobs(sel Selection, ok func(*Job) string) ([]*Job, error) {
-	snap := e.store.Snapshot()
+	snap := e.store.view()
 	if sel.Sweep != "" {
 		if snap.Submission(sel.Sweep) == nil {
 			return nil, Refused(fmt.Sprintf("no sweep %q; gpuq status lists them", sel.Sweep))
@@ -70,7 +70,7 @@ func (e *Engine) Cancel(sel Selection) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := e.store.Snapshot()
+	snap := e.store.view()
 	var ids []string
 	var changed []any
 	for _, j := range jobs {
@@ -108,7 +108,7 @@ func (e *Engine) Retry(sel Selection) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := e.store.Snapshot()
+	snap := e.store.view()
 	return e.change(jobs, "requeued by gpuq retry", func(c *Job) {
 		c.State, c.Reason, c.Retried, c.Held, c.Since, c.Timeouts = JobQueued, "", false, false, c.Attempts, 0
 		c.Estimate, c.HostEstimate = estimate(c, snap.Shape(c.Shape))
@@ -144,7 +144,7 @@ func (e *Engine) Release(sel Selection) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := e.store.Snapshot()
+	snap := e.store.view()
 	return e.change(jobs, "released", func(c *Job) {
 		c.Held = false
 		// Nothing re-estimated it while it was held.
@@ -187,7 +187,7 @@ func (e *Engine) Drain(card CardID, on bool) error {
 
 // Why says why a job waits, or what it is doing if it does not.
 func (e *Engine) Why(id string) (Reason, string, error) {
-	snap := e.store.Snapshot()
+	snap := e.store.view()
 	j := snap.Job(id)
 	if j == nil {
 		return "", "", Refused(fmt.Sprintf("no job %q; gpuq status lists them", id))
@@ -226,7 +226,7 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 // every one; with olderThan set, only those whose last attempt ended longer ago. It
 // returns the submissions forgotten.
 func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*Submission, error) {
-	snap := e.store.Snapshot()
+	snap := e.store.view()
 	subs := snap.Submissions()
 	if sweep != "" {
 		sub := snap.Submission(sweep)

@@ -151,10 +151,6 @@ type Config struct {
 	// Rounds, if set, hears how long each round of Run's or Serve's loop took, in
 	// wall-clock time, for metrics.
 	Rounds func(took time.Duration)
-	// Durations, when set, says how long a queued job is expected to run (0: unknown),
-	// so that a machine whose time runs out (Cluster.Ends) takes only jobs that end
-	// before it does.
-	Durations func(j *Job) time.Duration
 }
 
 // Engine runs jobs to the end: it packs, starts attempts, and reacts to how they end.
@@ -164,14 +160,19 @@ type Engine struct {
 	runner Runner
 	clock  Clock
 	cfg    Config
-	events func(Event)
-	ghosts []ghost
-	cards  []gpu.Card
+	// events tells of events; during a batch (see batch) they wait in later, to be told
+	// once what they report is in the store.
+	events, tell func(Event)
+	later        []Event
+	ghosts       []ghost
+	cards        []gpu.Card
 	// cardPos maps a card to its position in cards.
 	cardPos map[CardID]int
 	// owners maps each process on the cards to its attempt, resolved once per round
-	// (see resolveOwners).
-	owners map[proc]string
+	// (see resolveOwners); ownersWere is the last round's map, cleared and filled again.
+	owners, ownersWere map[proc]string
+	// running is a round's running attempts, by id (see ours).
+	running map[string]bool
 	// hostNow is what each running attempt's processes hold of host RAM, by attempt.
 	hostNow map[string]int64
 	// faults are the cards out of service at the last reading, and why.
@@ -182,6 +183,8 @@ type Engine struct {
 	unattributed bool
 	// lastRound is when the last round sampled the cards.
 	lastRound time.Time
+	// head is the job cards were reserved for at the last round.
+	head head
 	// commands are people's requests (cancel, hold, drain...), run between rounds.
 	commands chan func()
 	// stopped is closed when Serve returns.
@@ -221,9 +224,32 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 	if cfg.LearnAfter == 0 {
 		cfg.LearnAfter = 5 * time.Minute
 	}
-	return &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		events: events, owners: map[proc]string{}, cardPos: map[CardID]int{},
+	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
+		tell: events, owners: map[proc]string{}, ownersWere: map[proc]string{}, running: map[string]bool{}, cardPos: map[CardID]int{},
 		hostNow: map[string]int64{}, faults: map[CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
+	e.events = func(ev Event) {
+		if e.store.open != nil {
+			e.later = append(e.later, ev)
+			return
+		}
+		e.tell(ev)
+	}
+	return e
+}
+
+// batch runs fn with what it writes to the store gathered in one transaction (see
+// Store.batch), and tells the events of fn once they are in the store, for whoever
+// reads it when told (the daemon's hooks and metrics).
+func (e *Engine) batch(fn func()) error {
+	err := e.store.batch(fn)
+	if e.store.open == nil {
+		later := e.later
+		e.later = nil
+		for _, ev := range later {
+			e.tell(ev)
+		}
+	}
+	return err
 }
 
 // Submit adds a sweep's jobs.

@@ -88,7 +88,11 @@ func dump(s *Store) string {
 	for _, sub := range snap.Submissions() {
 		fmt.Fprintf(&b, "sweep %s seq %d environ %v limit %v status %+v\n", sub.Sweep.Name, sub.Seq, sub.Environ, sub.Limit, sub.SweepStatus)
 	}
-	fmt.Fprintf(&b, "drained %v running %d queued %d\n", snap.Drained(), len(snap.Running()), len(snap.Queue()))
+	var queued []string
+	for _, j := range s.Queue() {
+		queued = append(queued, j.ID)
+	}
+	fmt.Fprintf(&b, "drained %v running %d queued %v\n", snap.Drained(), len(snap.Running()), queued)
 	return b.String()
 }
 

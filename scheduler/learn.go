@@ -3,7 +3,12 @@ package scheduler
 // What the engine learns of each shape: measured peaks, floors proven by OOMs, and the
 // estimates of the shape's jobs that follow from them.
 
-import "github.com/gpuq/gpuq/scheduler/gpu"
+import (
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
 
 // learnPeaks keeps, for each running attempt, the most its processes held on a card and
 // of host RAM; an attempt that has run LearnAfter speaks for its shape.
@@ -69,32 +74,44 @@ func (e *Engine) measure(a *Attempt) (most int64, unknown bool) {
 }
 
 // learn takes an attempt's measured peaks as its shape's, if they say more than what is
-// known, and re-estimates the shape's jobs.
-func (e *Engine) learn(shape string, a *Attempt) {
-	e.changeShape(shape, func(l *Shape) {
+// known, and re-estimates the shape's jobs; and, of an attempt that succeeded, how long
+// it ran.
+func (e *Engine) learn(shape string, a *Attempt, with ...any) error {
+	return e.changeShape(shape, func(l *Shape) {
 		if !a.PeakUnknown {
 			l.Peak = max(l.Peak, a.Peak)
 		}
 		l.Host = max(l.Host, a.HostPeak)
-	})
+		if a.Outcome == plans.Success {
+			l.Runs = min(l.Runs+1, 10)
+			l.Took += (a.Ended.Sub(a.Started) - l.Took) / time.Duration(l.Runs)
+		}
+	}, with...)
 }
 
 // changeShape changes what is known of a shape and, if that changed, re-estimates the
-// shape's jobs.
-func (e *Engine) changeShape(name string, change func(*Shape)) {
+// shape's jobs. The objects with are written with it, in one transaction; an error is
+// put's.
+func (e *Engine) changeShape(name string, change func(*Shape), with ...any) error {
 	l := Shape{Name: name}
-	if old := e.store.Snapshot().Shape(name); old != nil {
+	if old := e.store.view().Shape(name); old != nil {
 		l = *old
 	}
 	before := l
 	change(&l)
 	if l == before {
-		return
+		if len(with) > 0 {
+			return e.put(with...)
+		}
+		return nil
 	}
-	e.put(&l)
+	if err := e.put(append(with, &l)...); err != nil {
+		return err
+	}
 	if l.Peak != before.Peak || l.Host != before.Host || l.Floor != before.Floor {
 		e.reestimate(name)
 	}
+	return nil
 }
 
 // estimate is what the packer reserves for a job, given what is known of its shape
@@ -121,10 +138,11 @@ func estimate(j *Job, l *Shape) (gpuBytes, host int64) {
 // reestimate applies what is known of a shape to its queued jobs and to the
 // reservations of its running attempts.
 func (e *Engine) reestimate(shape string) {
-	snap := e.store.Snapshot()
+	snap := e.store.view()
 	l := snap.Shape(shape)
 	var changed []any
-	for j := range snap.QueuedOfShape(shape) {
+	for _, id := range e.store.queue.ofShape(shape) {
+		j := snap.Job(id)
 		c := *j
 		c.Estimate, c.HostEstimate = estimate(j, l)
 		if c.Estimate != j.Estimate || c.HostEstimate != j.HostEstimate {

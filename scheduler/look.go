@@ -33,7 +33,7 @@ type Holding struct {
 
 // CardViews returns every card as the last round read it.
 func (e *Engine) CardViews() []CardView {
-	snap := e.store.Snapshot()
+	snap := e.store.view()
 	running := snap.Running()
 	slots := e.slots()
 	states := cardStates(e.cards, slots, e.cfg.Headroom, running, e.ours(running))
@@ -61,7 +61,7 @@ func (e *Engine) CardViews() []CardView {
 
 // Waits says why each queued job that is not held waits, by job.
 func (e *Engine) Waits() (map[string]Wait, error) {
-	snap := e.store.Snapshot()
+	snap := e.store.view()
 	d, probing, err := e.decide(snap)
 	if err != nil {
 		return nil, err
@@ -80,11 +80,12 @@ func (e *Engine) Waits() (map[string]Wait, error) {
 // because they wait for their shape's probe.
 func (e *Engine) decide(snap Snapshot) (Decision, []*Job, error) {
 	var probing []*Job
-	v, err := e.view(snap, snap.Running(), func(j *Job) { probing = append(probing, j) })
+	v, err := e.view(snap, snap.Running())
 	if err != nil {
 		return Decision{}, nil, err
 	}
-	return Pack(slices.Collect(v.queue), v.cards, v.hosts), probing, nil
+	queue := e.queue(v, func(j *Job) { probing = append(probing, j) })
+	return Pack(queue, v.cards, v.hosts), probing, nil
 }
 
 // probeDetail says which job a job of memory: probe waits for.

@@ -52,7 +52,7 @@ func (e *Engine) loop(ctx context.Context, done func() bool) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case x := <-e.runner.Exits():
-			e.Apply(x)
+			e.applyReady(x)
 		case fn := <-e.commands:
 			fn()
 		case <-e.clock.After(e.cfg.Poll):
@@ -60,6 +60,21 @@ func (e *Engine) loop(ctx context.Context, done func() bool) error {
 		if e.err != nil {
 			return e.err
 		}
+	}
+}
+
+// applyReady applies x and every other end that has arrived, in one transaction.
+func (e *Engine) applyReady(x Exit) {
+	exits := []Exit{x}
+	for {
+		select {
+		case y := <-e.runner.Exits():
+			exits = append(exits, y)
+			continue
+		default:
+		}
+		e.ApplyAll(exits)
+		return
 	}
 }
 
@@ -83,15 +98,14 @@ var ErrStopped = errors.New("the scheduler is stopping")
 
 // finished reports whether no job runs or waits.
 func (e *Engine) finished() bool {
-	snap := e.store.Snapshot()
-	return len(snap.Running()) == 0 && snap.Smallest() == nil
+	return e.store.queue.n == 0 && len(e.store.view().Running()) == 0
 }
 
 func (e *Engine) shutdown(cause error) error {
 	e.stopRunning()
 	// Only now: an attempt that ended of an OOM while the others were stopping has
 	// just been requeued, and must not be left queued.
-	for _, j := range e.store.Snapshot().Queue() {
+	for _, j := range e.store.Queue() {
 		c := *j
 		c.State, c.Reason = JobCancelled, "cancelled while queued"
 		if e.put(&c) != nil {
@@ -104,7 +118,7 @@ func (e *Engine) shutdown(cause error) error {
 
 // stopRunning stops every running attempt and applies their ends.
 func (e *Engine) stopRunning() {
-	running := e.store.Snapshot().Running()
+	running := e.store.view().Running()
 	for _, a := range running {
 		e.runner.Stop(a)
 	}

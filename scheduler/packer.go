@@ -3,7 +3,6 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
-	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -19,12 +18,17 @@ type Request struct {
 	GPUsPerJob int   // distinct cards needed at once
 	Exclusive  bool  // needs idle cards and keeps them to itself
 	Host       int64 // host RAM; 0 = unknown
-	// Duration is how long the job is expected to run; 0 = unknown. A card whose
-	// machine has less time left (CardState.Left) does not take it.
-	Duration time.Duration
 	// Quota, when not nil, limits the job to its sweep's cards and plan; the requests
 	// of one sweep share it.
 	Quota *Quota
+	// Duration is how long the job is expected to run: its shape's learned duration,
+	// or its timeout, which bounds it; 0 = unknown. A card whose machine has less time
+	// left (CardState.Left) does not take it, and it backfills reserved cards only if it
+	// ends before they are due.
+	Duration time.Duration
+	// Waited is how long the job has waited at the head of the queue with cards
+	// reserved for it (see DueAfter); 0 for any other job.
+	Waited time.Duration
 }
 
 // Quota is what a sweep's own gpus and gpu_plan leave its jobs when several sweeps
@@ -82,10 +86,31 @@ type CardState struct {
 	Slots     int  // the plan's limit
 	Running   int  // attempts on the card
 	Exclusive bool // a running attempt holds the card alone
+	// Ends are the attempts on the card as they are expected to end, soonest first.
+	Ends []Release
 	// Left is how long the card's machine has left (a worker whose allocation ends);
 	// 0: no end.
 	Left time.Duration
 }
+
+// Release is a running attempt on a card as the packer sees it: when it is expected to
+// end, and what it frees then.
+type Release struct {
+	In        time.Duration // from now; Unknown when nothing says
+	Memory    int64
+	Exclusive bool
+}
+
+// Unknown is an end nothing foretells: no duration learned and no timeout, or a run
+// already longer than expected.
+const Unknown = time.Duration(math.MaxInt64)
+
+// DueAfter is how long the job at the head of the queue waits before the reservation of
+// its cards is due, when nothing says when they free up (what runs there has no learned
+// duration and no timeout). Until then any job may start on them, as if there were no
+// reservation; after, only jobs that leave the head its room. Where ends are known no
+// grace is needed: a job starts there only if it ends in time.
+const DueAfter = 10 * time.Minute
 
 // Free is the memory a new job may count on: what neither NVML nor gpuq's own
 // reservations claim, less headroom. Taking the larger of the two guards against both
@@ -99,6 +124,9 @@ func (c CardState) room() int64 { return c.Total - c.Headroom }
 
 // idleRoom is what the card would offer with none of gpuq's jobs on it.
 func (c CardState) idleRoom() int64 { return c.room() - c.Foreign }
+
+// open reports whether the card has a slot for another job.
+func (c CardState) open() bool { return c.Running < c.Slots && !c.Exclusive }
 
 // Placement starts a job on cards.
 type Placement struct {
@@ -117,9 +145,10 @@ const (
 	NoSlot Reason = "no-slot"
 	// NoMemory: cards have free slots, but none has room for the estimate now.
 	NoMemory Reason = "no-memory"
-	// Reserved: cards with room are kept for a job ahead in the queue that needs more, so
-	// that it is not starved by smaller ones.
-	// (A person's hold on a job is another thing: that job is "held".)
+	// Reserved: cards with room are reserved for the job at the head of the queue,
+	// which needs more, and this job would keep it waiting: it is not expected to end
+	// before they are due, nor to leave the head its room. (A person's hold on a job is
+	// another thing: that job is "held".)
 	Reserved Reason = "reserved"
 	// NeedsIdle: the job runs alone (an exclusive rung) and no card is idle.
 	NeedsIdle Reason = "needs-idle"
@@ -141,24 +170,54 @@ type Wait struct {
 // Decision is the packer's answer for one round.
 type Decision struct {
 	Placements []Placement
-	Waiting    []Wait
-	// Reserved is the job the cards are reserved for, if one is; "" otherwise.
-	Reserved string
+	Waiting    []Wait // only from Pack
+	// Reservation is what is kept for the first job in the queue that waits; nil when
+	// no job waits for cards.
+	Reservation *Reservation
 }
 
-// Pack decides which queued jobs start now and on which cards. It is pure and
-// deterministic: the same queue and cards give the same decision.
+// Reservation is cards kept for the job at the head of the queue that waits, as
+// Slurm's backfill scheduler keeps nodes (EASY backfilling): at In they are expected to
+// have room for it, by the learned durations of what runs there. A later job may start
+// on them only if it is expected to end by then, or leaves the head its room then.
+type Reservation struct {
+	Job    string
+	Worker string        // the machine of its cards
+	Cards  []int         // card indices on it
+	In     time.Duration // from now; Unknown when what runs there has no known end
+	// Due: a later job starts on the cards only if it ends before In or leaves the head
+	// its room: In is known, or the head has waited DueAfter.
+	Due bool
+}
+
+// Queue is the waiting jobs as Place reads them, in order.
+type Queue interface {
+	// Next returns the next job that asks at most room bytes per card, or false when
+	// none is left. Jobs that ask more may be passed over with the others of their
+	// group (as Pass passes): room only shrinks as a round places jobs.
+	Next(room int64) (Request, bool)
+	// Pass passes over the jobs alike to the one Next returned last (same memory,
+	// cards, host memory, exclusivity, quota and duration) that come after it: it
+	// waits, and they would too, since placements only take room away.
+	Pass()
+}
+
+// Pack decides which queued jobs start now and on which cards, and says why each of
+// the others waits. It is pure and deterministic: the same queue and cards give the
+// same decision.
 //
-// Jobs are taken in queue order (priority, then submission). Each goes to the cards
-// where it fits that it fills most tightly (best fit over memory and slots, see
-// leftover), so large holes stay open for large jobs; ties go to the lower index. A job that does not fit does not stop
-// smaller jobs behind it from starting elsewhere (backfill), with one guard against
-// starvation: the first job in the queue that waits but would fit on an idle machine
-// reserves cards (see reserve), and no later job starts on them. Those cards only drain,
-// so the job starts once the jobs running there end, however many smaller jobs arrive
-// behind it. Jobs of higher priority may still overtake it, by design.
+// Jobs are taken in queue order (see the store's queue: priority, then largest first or
+// submission order). Each goes to the cards where it fits that it fills most tightly
+// (best fit over memory and slots, see leftover), so large holes stay open for large
+// jobs; ties go to the lower index. A job that does not fit does not stop smaller jobs
+// behind it from starting elsewhere (backfill), but the first that waits and would fit
+// on an idle machine gets a reservation (see reserve): the cards that are expected to
+// have room for it soonest. A later job starts on those only if it is expected to end
+// before they are due, or leaves the head its room when they are, so the head starts
+// when the jobs that ran there end, however many smaller jobs arrive behind it. Jobs of
+// higher priority may still overtake it, by design.
 func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
-	p := newPacker(cards, hosts)
+	p := newPacker(cards, hosts, true)
 	d := Decision{Waiting: make([]Wait, 0, len(queue))}
 	for _, r := range queue {
 		if pl, w, ok := p.offer(r); ok {
@@ -167,120 +226,157 @@ func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
 			d.Waiting = append(d.Waiting, w)
 		}
 	}
-	d.Reserved = p.reservedFor
+	d.Reservation = p.reservation()
 	return d
 }
 
-// Place makes Pack's placements, the same ones, for a scheduler's round: it says
-// nothing of the jobs that wait, and stops reading the queue as soon as no later job
-// could start, because no card that may take a job has a free slot and room for the
-// smallest estimate queued (smallest). So a round costs what it places, not the length
-// of the queue, when slots or memory are what bind.
-func Place(queue iter.Seq[Request], cards []CardState, hosts Hosts, smallest int64) []Placement {
-	p := newPacker(cards, hosts)
-	var out []Placement
-	full := p.full(smallest)
-	for r := range queue {
-		if full {
+// Place makes Pack's placements and reservation, the same ones, for a scheduler's
+// round. It says nothing of the jobs that wait and builds no reasons; it passes over
+// the rest of a group of jobs alike once one waits (Queue.Pass), and stops reading the
+// queue as soon as no later job could start, because no card has a free slot and room
+// for the smallest estimate queued (smallest), and the reservation is made. So a round
+// costs what it places and the groups it reads, not the length of the queue.
+func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
+	p := newPacker(cards, hosts, false)
+	var d Decision
+	// Past the point where nothing more can start, it reads on until a job is given the
+	// reservation, which tells the engine who heads the queue.
+	for full := p.full(smallest); !full || p.res == nil; {
+		// Once the reservation is made, a job larger than any free room is only read
+		// to be passed over.
+		room := int64(math.MaxInt64)
+		if p.res != nil {
+			room = p.roomiest
+		}
+		r, more := q.Next(room)
+		if !more {
 			break
 		}
+		reserved := p.res != nil
 		pl, _, ok := p.offer(r)
 		if ok {
-			out = append(out, pl)
+			d.Placements = append(d.Placements, pl)
+		} else {
+			q.Pass()
 		}
-		if ok || p.reservedFor == r.Job {
+		if ok || !reserved && p.res != nil {
 			full = p.full(smallest)
 		}
 	}
-	return out
+	d.Reservation = p.reservation()
+	return d
 }
 
-func newPacker(cards []CardState, hosts Hosts) *packer {
-	p := &packer{cards: slices.Clone(cards), reserved: make([]bool, len(cards)), failed: map[fit]Wait{}, hosts: maps.Clone(hosts)}
+func newPacker(cards []CardState, hosts Hosts, explain bool) *packer {
+	p := &packer{cards: slices.Clone(cards), failed: map[fit]Wait{}, hosts: maps.Clone(hosts), explain: explain}
 	for i := range p.cards {
-		if p.cards[i].Running < p.cards[i].Slots && !p.cards[i].Exclusive {
-			p.openSlots++
-		}
 		p.machines = p.machines || p.cards[i].Worker != p.cards[0].Worker
 	}
+	p.measure()
 	return p
 }
 
-// offer places r, or says why it waits.
-func (p *packer) offer(r Request) (Placement, Wait, bool) {
-	if p.openSlots == 0 {
-		w := Wait{Job: r.Job, Reason: NoSlot, Detail: "every card's slots are taken"}
-		if p.reservedOpen > 0 {
-			w = Wait{Job: r.Job, Reason: Reserved, Detail: p.reservedWhy}
+// measure finds the most memory free on a card with a free slot.
+func (p *packer) measure() {
+	p.roomiest = math.MinInt64
+	for _, c := range p.cards {
+		if c.open() {
+			p.roomiest = max(p.roomiest, c.Free())
 		}
-		return Placement{}, w, false
 	}
-	if w, ok := p.failed[fitOf(r)]; ok {
-		w.Job = r.Job
-		return Placement{}, w, false
+}
+
+// offer places r, or says why it waits. The first job that waits (but for host memory,
+// a size no card could take, or its own sweep's slots) gets the reservation, even in a
+// round in which every slot is taken: it has headed the queue since.
+func (p *packer) offer(r Request) (Placement, Wait, bool) {
+	if p.res != nil && r.Memory > p.roomiest {
+		// No card has room for it, and the reservation is made: Place needs no
+		// reason, and where no card has a slot, Pack's is the same for every job.
+		if p.roomiest == math.MinInt64 {
+			return Placement{}, Wait{Job: r.Job, Reason: NoSlot, Detail: "every card's slots are taken"}, false
+		}
+		if !p.explain {
+			return Placement{}, Wait{Job: r.Job}, false
+		}
+	}
+	if p.explain {
+		f := fitOf(r)
+		w, ok := p.lastFailed, f == p.lastFit
+		if !ok {
+			w, ok = p.failed[f]
+		}
+		if ok {
+			p.lastFit, p.lastFailed = f, w
+			w.Job = r.Job
+			return Placement{}, w, false
+		}
 	}
 	// Host memory is checked before the cards, and a job that waits for it reserves
 	// no cards: RAM frees as jobs end anywhere on a machine, not on particular cards.
 	if free := p.mostHostFree(r); r.Host > free {
-		return Placement{}, Wait{Job: r.Job, Reason: NoHostMemory, Detail: fmt.Sprintf("needs %s of host RAM; %s is free after the reserve",
-			plans.FormatSize(r.Host), plans.FormatSize(max(free, 0)))}, false
+		w := Wait{Job: r.Job, Reason: NoHostMemory}
+		if p.explain {
+			w.Detail = fmt.Sprintf("needs %s of host RAM; %s is free after the reserve", plans.FormatSize(r.Host), plans.FormatSize(max(free, 0)))
+		}
+		return Placement{}, w, false
 	}
-	if picked := p.pick(r); picked != nil {
-		return p.place(r, picked), Wait{}, true
+	if r.Memory <= p.roomiest {
+		if picked := p.pick(r); picked != nil {
+			return p.place(r, picked), Wait{}, true
+		}
 	}
-	w, reserves := p.why(r)
-	if p.reservedFor == "" && reserves {
+	// Place needs no reason once the reservation is made.
+	w, reserves := Wait{Job: r.Job}, false
+	if p.explain || p.res == nil {
+		w, reserves = p.why(r)
+	}
+	if p.res == nil && reserves {
 		p.reserve(r)
 		clear(p.failed) // a reservation changes why later jobs wait
+		p.lastFit = fit{}
 	}
-	p.failed[fitOf(r)] = w
+	if p.explain {
+		// Place reads no job alike to one that waits (Queue.Pass).
+		p.failed[fitOf(r)] = w
+	}
 	return Placement{}, w, false
 }
 
 // full reports whether no job of at least smallest bytes per card could start on any
-// card that is not reserved.
-func (p *packer) full(smallest int64) bool {
-	if p.openSlots == 0 {
-		return true
-	}
-	for i := range p.cards {
-		// By pointer: a round reads every card for every job it places.
-		if c := &p.cards[i]; !p.reserved[i] && c.Running < c.Slots && !c.Exclusive && c.Free() >= smallest {
-			return false
-		}
-	}
-	return true
-}
+// card.
+func (p *packer) full(smallest int64) bool { return p.roomiest < smallest }
 
 // fit is what decides whether a request fits: requests alike in it that come later in a
 // round fit no better, because placements only take room away. (A job's shape is
 // another thing: the parameters that what is learned of memory is shared by.)
 type fit struct {
-	memory    int64
-	gpus      int
-	exclusive bool
-	quota     *Quota
-	// host and duration decide which machines may take it.
-	host     int64
-	duration time.Duration
+	memory, host int64
+	duration     time.Duration
+	quota        *Quota
+	gpus         int32
+	exclusive    bool
 }
 
 func fitOf(r Request) fit {
-	return fit{r.Memory, max(r.GPUsPerJob, 1), r.Exclusive, r.Quota, r.Host, r.Duration}
+	return fit{r.Memory, r.Host, r.Duration, r.Quota, int32(max(r.GPUsPerJob, 1)), r.Exclusive}
 }
 
 type packer struct {
-	cards        []CardState
-	reserved     []bool
-	reservedFor  string
-	reservedWhy  string
-	scratch      []int
-	openSlots    int // cards not held with a free slot
-	reservedOpen int // reserved cards with a free slot
-	failed       map[fit]Wait
-	hosts        Hosts
+	cards    []CardState
+	res      *reservation
+	scratch  []int
+	roomiest int64 // the most free on a card with a free slot; MinInt64: no slot
+	failed   map[fit]Wait
+	// lastFit and lastFailed are the fit looked up last in failed, and its Wait: the
+	// queue offers jobs alike one after another, and a struct compares faster than it
+	// hashes. lastFit is the zero fit when there is none.
+	lastFit    fit
+	lastFailed Wait
+	hosts      Hosts
 	// machines: the cards are on more than one machine.
 	machines bool
+	explain  bool // build the details of reasons (Pack), or not (Place)
 }
 
 // hostFree is the RAM free on a machine; unbounded where its RAM is not known.
@@ -297,10 +393,22 @@ func (p *packer) mostHostFree(r Request) int64 {
 		return math.MaxInt64
 	}
 	most := int64(math.MinInt64)
-	for _, c := range p.cards {
-		most = max(most, p.hostFree(c.Worker))
+	for i := range p.cards {
+		most = max(most, p.hostFree(p.cards[i].Worker))
 	}
 	return most
+}
+
+// reservation is a Reservation as the packer keeps it while it places later jobs.
+type reservation struct {
+	Reservation
+	on []bool // by card position
+	// room and slots are, by card position, what a reserved card will have beyond the
+	// head's need at In, less what the jobs started on it since that may run past In
+	// take.
+	room  []int64
+	slots []int
+	head  Request
 }
 
 func (p *packer) fits(i int, r Request) bool {
@@ -308,7 +416,7 @@ func (p *packer) fits(i int, r Request) bool {
 	if r.Quota.full(i) {
 		return false
 	}
-	if c.Running >= c.Slots || c.Exclusive {
+	if !c.open() {
 		return false
 	}
 	if r.Exclusive && c.Running > 0 {
@@ -320,11 +428,27 @@ func (p *packer) fits(i int, r Request) bool {
 	return c.Free() >= r.Memory
 }
 
+// mayUse reports whether r may start on card i as far as the reservation goes: the card
+// is not reserved, or r ends before the reservation is due, or it is not due yet, or r
+// leaves the head its room.
+func (p *packer) mayUse(i int, r Request) bool {
+	res := p.res
+	if res == nil || !res.on[i] || p.endsBefore(r) || !res.Due {
+		return true
+	}
+	return !r.Exclusive && !res.head.Exclusive && res.room[i] >= r.Memory && res.slots[i] > 0
+}
+
+// endsBefore reports whether r is expected to end before the reservation is due.
+func (p *packer) endsBefore(r Request) bool {
+	return p.res.In != Unknown && r.Duration > 0 && r.Duration <= p.res.In
+}
+
 // pick returns the positions of the cards r should start on, or nil.
 func (p *packer) pick(r Request) []int {
 	cands := p.scratch[:0]
 	for i := range p.cards {
-		if !p.reserved[i] && p.fits(i, r) {
+		if p.fits(i, r) && p.mayUse(i, r) {
 			cands = append(cands, i)
 		}
 	}
@@ -350,6 +474,281 @@ func (p *packer) pick(r Request) []int {
 	return picked
 }
 
+func (p *packer) place(r Request, picked []int) Placement {
+	pl := Placement{Job: r.Job, Worker: p.cards[picked[0]].Worker}
+	if h, ok := p.hosts[pl.Worker]; ok {
+		h.Reserved += r.Host
+		h.Used += r.Host
+		h.Ours += r.Host
+		p.hosts[pl.Worker] = h
+	}
+	end := Release{In: Unknown, Memory: r.Memory, Exclusive: r.Exclusive}
+	if r.Duration > 0 {
+		end.In = r.Duration
+	}
+	for _, i := range picked {
+		if r.Quota != nil {
+			r.Quota.Free[i]--
+		}
+		c := &p.cards[i]
+		c.Running++
+		// The new job's memory is in neither figure yet; it will be in both. Raising
+		// only Reserved would leave Free unchanged whenever NVML's reading is the larger.
+		c.Reserved += r.Memory
+		c.Used += r.Memory
+		c.Exclusive = c.Exclusive || r.Exclusive
+		// The caller's slice is not ours to append to.
+		at, _ := slices.BinarySearchFunc(c.Ends, end.In, func(e Release, in time.Duration) int { return cmp.Compare(e.In, in) })
+		c.Ends = slices.Insert(slices.Clip(c.Ends), at, end)
+		if res := p.res; res != nil && res.on[i] && !p.endsBefore(r) {
+			res.room[i] -= r.Memory
+			res.slots[i]--
+		}
+		pl.Cards = append(pl.Cards, c.Index)
+	}
+	p.measure()
+	return pl
+}
+
+// leftover scores how much of card i would be left after placing r, in [0, 2]: the
+// free memory and the free slots that would remain, each as a share of the card's
+// capacity, squared and summed. Smaller is a tighter fit. This is best fit over both
+// resources a card has (the norm-based greedy for vector bin packing: Panigrahy,
+// Talwar, Uyeda and Wieder, "Heuristics for Vector Bin Packing", 2011). Memory alone
+// would put a 14 GiB job on a two-slot 24 GiB card as readily as on a one-slot one,
+// stranding the second slot beside 8 GiB that no 10 GiB job can use. With no slot limit
+// it is plain best fit on memory: the card left with the least free memory.
+func (p *packer) leftover(i int, r Request) float64 {
+	c := p.cards[i]
+	room := float64(max(c.room(), 1))
+	mem := float64(c.Free()-r.Memory) / room
+	score := mem * mem
+	if limit, taken := p.slots(i, r); limit != plans.NoSlotLimit && limit > 0 {
+		slots := float64(limit-taken-1) / float64(limit)
+		score += slots * slots
+	}
+	return score
+}
+
+// slots is the slot limit that binds r on card i, and how many of its slots are taken:
+// the machine's plan, or r's sweep's own where that leaves fewer free. So a sweep
+// limited to its own plan on a machine with no slot limit (the daemon's default) is
+// packed as it is alone on a machine with that plan (gpuq run).
+func (p *packer) slots(i int, r Request) (limit, taken int) {
+	c := p.cards[i]
+	if q := r.Quota; q != nil && q.Free[i] < c.Slots-c.Running {
+		return q.Slots[i], q.Slots[i] - q.Free[i]
+	}
+	return c.Slots, c.Running
+}
+
+// reserve reserves cards for r, the first job in the queue that waits: the cards
+// expected to have room for it soonest (see freeAt), then those with the least room
+// that would still fit it when idle, then the lowest index. It is due when they are:
+// the latest of their times.
+func (p *packer) reserve(r Request) {
+	type cand struct {
+		i    int
+		at   time.Duration
+		ends int // how many of the card's attempts must end first
+	}
+	var cands []cand
+	for i := range p.cards {
+		if at, ends, ok := p.freeAt(i, r); ok {
+			cands = append(cands, cand{i, at, ends})
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(p.cards[a.i].idleRoom(), p.cards[b.i].idleRoom()))
+	})
+	pos := make([]int, len(cands))
+	for k, c := range cands {
+		pos[k] = c.i
+	}
+	one := p.onOneMachine(pos, max(r.GPUsPerJob, 1))
+	cands = slices.DeleteFunc(cands, func(c cand) bool { return !slices.Contains(one, c.i) })
+	res := &reservation{Reservation: Reservation{Job: r.Job}, on: make([]bool, len(p.cards)),
+		room: make([]int64, len(p.cards)), slots: make([]int, len(p.cards)), head: r}
+	for _, c := range cands {
+		res.In = max(res.In, c.at)
+	}
+	res.Due = res.In != Unknown || r.Waited >= DueAfter
+	for _, c := range cands {
+		res.on[c.i] = true
+		res.Worker = p.cards[c.i].Worker
+		res.Cards = append(res.Cards, p.cards[c.i].Index)
+		if c.at == Unknown {
+			// Which of the attempts on it end first, and so what is left beside r
+			// when they have, cannot be told: nothing may count on room there.
+			continue
+		}
+		// What the card has at In: the attempts that free it for r have ended, and so
+		// have those expected to end by In, if In is known.
+		ends := c.ends
+		if res.In != Unknown {
+			for ends < len(p.cards[c.i].Ends) && p.cards[c.i].Ends[ends].In <= res.In {
+				ends++
+			}
+		}
+		free, running := p.after(c.i, ends)
+		res.room[c.i], res.slots[c.i] = free-r.Memory, p.cards[c.i].Slots-running-1
+	}
+	slices.Sort(res.Cards)
+	p.res = res
+}
+
+// freeAt is when card i is expected to have room for r, from now (Unknown when an
+// attempt that must end first has no known end), and how many of the attempts on it
+// must end by then. ok is false for a card that could never take r.
+func (p *packer) freeAt(i int, r Request) (at time.Duration, ends int, ok bool) {
+	if !p.couldTake(i, r) {
+		return 0, 0, false
+	}
+	c := &p.cards[i]
+	fitsAfter := func(n int) bool {
+		free, running := p.after(i, n)
+		excl := c.Exclusive && !slices.ContainsFunc(c.Ends[:n], func(e Release) bool { return e.Exclusive })
+		return free >= r.Memory && running < c.Slots && !excl && (!r.Exclusive || running == 0)
+	}
+	for n := 0; n <= len(c.Ends); n++ {
+		if fitsAfter(n) {
+			if n == 0 {
+				return 0, 0, true
+			}
+			return c.Ends[n-1].In, n, true
+		}
+	}
+	// What holds the card is not gpuq's attempts (NVML's reading), and nothing says
+	// when it goes.
+	return Unknown, len(c.Ends), true
+}
+
+// after is the free memory and the attempts on card i once its first n attempts to end
+// have.
+func (p *packer) after(i, n int) (free int64, running int) {
+	c := p.cards[i]
+	free = c.Free()
+	for _, e := range c.Ends[:n] {
+		free += e.Memory
+	}
+	return min(free, c.idleRoom()), c.Running - n
+}
+
+// reservation is the Reservation made this round, for the decision.
+func (p *packer) reservation() *Reservation {
+	if p.res == nil {
+		return nil
+	}
+	r := p.res.Reservation
+	return &r
+}
+
+// why explains why r found no cards. It looks at every card, ignoring the reservation
+// first, so that the most useful reason wins: reserved for the head, then needs an idle
+// card, then memory, then slots. reserves says whether r should be given the
+// reservation if none is made yet: not when no card could ever take it, nor when what
+// it waits for is its own sweep's slots, which no other job takes.
+func (p *packer) why(r Request) (w Wait, reserves bool) {
+	need := max(r.GPUsPerJob, 1)
+	w.Job = r.Job
+	reservedFits, quotaFull := 0, 0
+	var bestFree int64 = -1 << 62
+	bestCard := "none"
+	// The most cards one machine could ever offer r, and has with a free slot now: a
+	// job's cards are on one machine.
+	idleFits, withSlot := 0, 0
+	idle, slotted := p.perMachine(), p.perMachine()
+	for i := range p.cards {
+		c := &p.cards[i]
+		if p.couldTake(i, r) {
+			idleFits = max(idleFits, idle.add(c.Worker))
+		}
+		if !c.open() {
+			continue
+		}
+		if r.Quota.full(i) {
+			quotaFull++
+			continue
+		}
+		withSlot = max(withSlot, slotted.add(c.Worker))
+		if p.fits(i, r) && !p.mayUse(i, r) {
+			reservedFits++
+		}
+		if f := c.Free(); f > bestFree {
+			bestFree, bestCard = f, CardID{c.Worker, c.Index}.String()
+		}
+	}
+	reserves = true
+	switch {
+	case idleFits < need:
+		w.Reason, reserves = TooLarge, false
+	case reservedFits > 0:
+		w.Reason = Reserved
+	case r.Exclusive:
+		w.Reason = NeedsIdle
+	case withSlot >= need:
+		w.Reason = NoMemory
+	default:
+		w.Reason = NoSlot
+		reserves = !(quotaFull > 0 && withSlot == 0)
+	}
+	if !p.explain {
+		return w, reserves
+	}
+	cards := "a card"
+	if need > 1 {
+		cards = fmt.Sprintf("%d cards", need)
+	}
+	switch w.Reason {
+	case TooLarge:
+		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
+	case Reserved:
+		w.Detail = p.reservedWhy(r)
+	case NeedsIdle:
+		w.Detail = fmt.Sprintf("runs alone after an OOM and needs %s with no other job", cards)
+	case NoMemory:
+		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %s)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
+	default:
+		switch {
+		case quotaFull > 0 && withSlot == 0 && r.Quota.OnePerCard:
+			w.Detail = "one job per card, the default for jobs without a memory estimate and sweeps without a gpu_plan: " +
+				"every card it may use has one (memory: lets gpuq pack them by memory)"
+		case quotaFull > 0 && withSlot == 0:
+			w.Detail = "every slot of the sweep's gpu_plan is taken"
+		case quotaFull > 0:
+			w.Detail = fmt.Sprintf("needs %s with a free slot; the sweep's gpus and gpu_plan leave it %d", cards, withSlot)
+		case withSlot == 0:
+			w.Detail = "every card's slots are taken"
+		default:
+			w.Detail = fmt.Sprintf("needs %s with a free slot; %d of the plan's cards have one", cards, withSlot)
+		}
+	}
+	return w, reserves
+}
+
+// reservedWhy says why r may not start on the cards reserved for the head of the
+// queue.
+func (p *packer) reservedWhy(r Request) string {
+	res := p.res
+	cards := where(res.Worker, res.Cards)
+	if res.In == Unknown {
+		return fmt.Sprintf("%s is reserved for %s, first in the queue, which has waited %s for it; what runs there has no known end, and this job would not leave it room",
+			cards, res.Job, plans.FormatDuration(res.head.Waited))
+	}
+	took := "its duration is not known yet"
+	if r.Duration > 0 {
+		took = "it is expected to take " + plans.FormatDuration(r.Duration)
+	}
+	return fmt.Sprintf("%s is reserved for %s, first in the queue, which is expected to have room there in %s; this job would not leave it room, and %s",
+		cards, res.Job, plans.FormatDuration(res.In), took)
+}
+
+// quotaAllows reports whether r's sweep may ever use cards[i]. A card on which the
+// sweep's plan allows jobs but jobs run now still counts: they end.
+func quotaAllows(r Request, i int) bool {
+	return r.Quota == nil || r.Quota.Slots[i] > 0
+}
+
 // onOneMachine returns the first need of cands (positions in p.cards, best first) that
 // are on one machine: the machine whose need-th best card comes first; nil when no
 // machine has need of them. A job's cards must share a machine: its processes talk
@@ -370,161 +769,6 @@ func (p *packer) onOneMachine(cands []int, need int) []int {
 		}
 	}
 	return nil
-}
-
-func (p *packer) place(r Request, picked []int) Placement {
-	pl := Placement{Job: r.Job}
-	pl.Worker = p.cards[picked[0]].Worker
-	if h, ok := p.hosts[pl.Worker]; ok {
-		h.Reserved += r.Host
-		h.Used += r.Host
-		h.Ours += r.Host
-		p.hosts[pl.Worker] = h
-	}
-	for _, i := range picked {
-		if r.Quota != nil {
-			r.Quota.Free[i]--
-		}
-		c := &p.cards[i]
-		wasOpen := c.Running < c.Slots && !c.Exclusive
-		c.Running++
-		// The new job's memory is in neither figure yet; it will be in both. Raising
-		// only Reserved would leave Free unchanged whenever NVML's reading is the larger.
-		c.Reserved += r.Memory
-		c.Used += r.Memory
-		c.Exclusive = c.Exclusive || r.Exclusive
-		if wasOpen && (c.Running >= c.Slots || c.Exclusive) {
-			p.openSlots--
-		}
-		pl.Cards = append(pl.Cards, c.Index)
-	}
-	return pl
-}
-
-// leftover scores how much of card i would be left after placing r, in [0, 2]: the
-// free memory and the free slots that would remain, each as a share of the card's
-// capacity, squared and summed. Smaller is a tighter fit. This is best fit over both
-// resources a card has (the norm-based greedy for vector bin packing: Panigrahy,
-// Talwar, Uyeda and Wieder, "Heuristics for Vector Bin Packing", 2011). Memory alone
-// would put a 14 GiB job on a two-slot 24 GiB card as readily as on a one-slot one,
-// stranding the second slot beside 8 GiB that no 10 GiB job can use. With no slot limit
-// it is plain best fit on memory: the card left with the least free memory.
-func (p *packer) leftover(i int, r Request) float64 {
-	c := &p.cards[i]
-	room := float64(max(c.room(), 1))
-	mem := float64(c.Free()-r.Memory) / room
-	score := mem * mem
-	if limit, taken := p.slots(i, r); limit != plans.NoSlotLimit && limit > 0 {
-		slots := float64(limit-taken-1) / float64(limit)
-		score += slots * slots
-	}
-	return score
-}
-
-// slots is the slot limit that binds r on card i, and how many of its slots are taken:
-// the machine's plan, or r's sweep's own where that leaves fewer free. So a sweep
-// limited to its own plan on a machine with no slot limit (the daemon's default) is
-// packed as it is alone on a machine with that plan (gpuq run).
-func (p *packer) slots(i int, r Request) (limit, taken int) {
-	c := &p.cards[i]
-	if q := r.Quota; q != nil && q.Free[i] < c.Slots-c.Running {
-		return q.Slots[i], q.Slots[i] - q.Free[i]
-	}
-	return c.Slots, c.Running
-}
-
-// reserve holds cards for r. The choice rests only on what does not change from round
-// to round (capacity, foreign use, headroom, the plan): the cards with the least room
-// that would still fit r when idle, then the lowest index. So a reservation never moves
-// while r heads the queue, its cards only drain, and r starts once the jobs that were
-// running there have ended.
-func (p *packer) reserve(r Request) {
-	var cands []int
-	for i := range p.cards {
-		if p.couldTake(i, r) {
-			cands = append(cands, i)
-		}
-	}
-	slices.SortStableFunc(cands, func(a, b int) int {
-		return cmp.Compare(p.cards[a].idleRoom(), p.cards[b].idleRoom())
-	})
-	for _, i := range p.onOneMachine(cands, max(r.GPUsPerJob, 1)) {
-		p.reserved[i] = true
-		if c := p.cards[i]; c.Running < c.Slots && !c.Exclusive {
-			p.openSlots--
-			p.reservedOpen++
-		}
-	}
-	p.reservedFor = r.Job
-	p.reservedWhy = fmt.Sprintf("the cards with room are reserved for %s, ahead in the queue, so that smaller jobs do not starve it", r.Job)
-}
-
-// why explains why r found no cards. It looks at every card, ignoring reservations
-// first, so that the most useful reason wins: reserved, then needs an idle card, then
-// memory, then slots. reserves says whether cards should be reserved for r: not when
-// no card could ever take it, nor when what it waits for is its own sweep's slots,
-// which no other job takes.
-func (p *packer) why(r Request) (w Wait, reserves bool) {
-	need := max(r.GPUsPerJob, 1)
-	w.Job = r.Job
-	reservedFits, quotaFull := 0, 0
-	var bestFree int64 = -1 << 62
-	bestCard := "none"
-	// The most cards one machine could ever offer r, and has with a free slot now: a
-	// job's cards are on one machine.
-	idleFits, withSlot := 0, 0
-	idle, slotted := p.perMachine(), p.perMachine()
-	for i, c := range p.cards {
-		if p.couldTake(i, r) {
-			idleFits = max(idleFits, idle.add(c.Worker))
-		}
-		if c.Running >= c.Slots || c.Exclusive {
-			continue
-		}
-		if r.Quota.full(i) {
-			quotaFull++
-			continue
-		}
-		withSlot = max(withSlot, slotted.add(c.Worker))
-		if p.reserved[i] && p.fits(i, r) {
-			reservedFits++
-		}
-		if f := c.Free(); f > bestFree {
-			bestFree, bestCard = f, CardID{c.Worker, c.Index}.String()
-		}
-	}
-	cards := "a card"
-	if need > 1 {
-		cards = fmt.Sprintf("%d cards", need)
-	}
-	switch {
-	case idleFits < need:
-		w.Reason = TooLarge
-		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
-		return w, false
-	case reservedFits > 0:
-		w.Reason, w.Detail = Reserved, p.reservedWhy
-	case r.Exclusive:
-		w.Reason = NeedsIdle
-		w.Detail = fmt.Sprintf("runs alone after an OOM and needs %s with no other job", cards)
-	case withSlot >= need:
-		w.Reason = NoMemory
-		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %s)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
-	case quotaFull > 0 && withSlot == 0 && r.Quota.OnePerCard:
-		w.Reason, w.Detail = NoSlot, "one job per card, the default for jobs without a memory estimate and sweeps without a gpu_plan: "+
-			"every card it may use has one (memory: lets gpuq pack them by memory)"
-		return w, false
-	case quotaFull > 0 && withSlot == 0:
-		w.Reason, w.Detail = NoSlot, "every slot of the sweep's gpu_plan is taken"
-		return w, false
-	case quotaFull > 0:
-		w.Reason = NoSlot
-		w.Detail = fmt.Sprintf("needs %s with a free slot; the sweep's gpus and gpu_plan leave it %d", cards, withSlot)
-	default:
-		w.Reason = NoSlot
-		w.Detail = fmt.Sprintf("needs %s with a free slot; %d of the plan's cards have one", cards, withSlot)
-	}
-	return w, true
 }
 
 // machineCount counts cards by machine; on one machine, as nearly always, without a map.
@@ -554,10 +798,4 @@ func (m *machineCount) add(worker string) int {
 func (p *packer) couldTake(i int, r Request) bool {
 	c := &p.cards[i]
 	return c.idleRoom() >= r.Memory && c.Slots > 0 && quotaAllows(r, i) && (c.Left == 0 || r.Duration <= c.Left)
-}
-
-// quotaAllows reports whether r's sweep may ever use cards[i]. A card on which the
-// sweep's plan allows jobs but jobs run now still counts: they end.
-func quotaAllows(r Request, i int) bool {
-	return r.Quota == nil || r.Quota.Slots[i] > 0
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gpuq/gpuq/plans"
 )
 
 // benchMachine is a queue of jobs of a few shapes (as a sweep's are) and a machine of
@@ -61,12 +63,30 @@ func BenchmarkPack(b *testing.B) {
 	}
 }
 
-// BenchmarkPlace measures Place, the engine's decision in each round.
+// BenchmarkPlace measures Place, the engine's decision in each round, reading the
+// store's queue.
 func BenchmarkPlace(b *testing.B) {
 	for _, s := range benchSizes {
 		b.Run(fmt.Sprintf("jobs=%d/cards=%d", s.jobs, s.cards), func(b *testing.B) {
 			q, cs, smallest := benchMachine(s.jobs, s.cards)
-			benchDecisions(b, func() { Place(slices.Values(q), cs, nil, smallest) })
+			queue := queueOf(q)
+			benchDecisions(b, func() {
+				Place(offers{c: queue.cursor(nil), request: func(g *group, m member) Request {
+					return Request{Job: m.id, Memory: g.key.estimate, GPUsPerJob: g.key.gpus}
+				}}, cs, nil, smallest)
+			})
 		})
 	}
+}
+
+// queueOf is the store's queue of jobs that ask what the requests ask, in their order
+// (of one priority, in fifo order).
+func queueOf(rs []Request) *queue {
+	q := newQueue()
+	q.fifo["s"] = true
+	for i, r := range rs {
+		q.add(&Job{Job: &plans.Job{ID: r.Job, GPUsPerJob: r.GPUsPerJob}, Sweep: "s", Seq: uint64(i + 1),
+			Status: Status{State: JobQueued, Estimate: r.Memory, Shape: fmt.Sprint(r.Memory)}})
+	}
+	return q
 }

@@ -1,11 +1,13 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 )
 
 // randomCards are up to eight cards on one to three machines, each numbering its own
@@ -51,7 +53,12 @@ func TestPackProperties(t *testing.T) {
 	for seed := range uint64(3000) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		cards := randomCards(r)
+		withEnds(r, cards)
 		queue := randomQueue(r, r.IntN(20))
+		for i := range queue {
+			queue[i].Duration = time.Duration(r.IntN(4)) * 20 * time.Minute
+			queue[i].Waited = time.Duration(r.IntN(2)) * DueAfter
+		}
 		d := Pack(queue, cards, nil)
 
 		if again := Pack(queue, cards, nil); !reflect.DeepEqual(d, again) {
@@ -124,13 +131,26 @@ func TestPackProperties(t *testing.T) {
 	}
 }
 
+// tick is a cluster's round, in time.
+const tick = time.Minute
+
 // cluster runs the packer round after round, as the engine does, with attempts that
-// end after a random number of rounds.
+// end after a random number of rounds. With known set, each job's duration is known
+// when it is queued, as a learned one is, and the packer is told when each attempt
+// ends; without, nothing is.
 type cluster struct {
 	cards       []CardState
 	running     []running
 	r           *rand.Rand
 	maxDuration int
+	known       bool
+	// head is the job cards were reserved for, since round headSince.
+	head      string
+	headSince int
+	now       int
+	// fifo: the queue is offered job by job, as Pack reads it; otherwise as the store's
+	// queue is, to Place.
+	fifo bool
 }
 
 type running struct {
@@ -139,8 +159,50 @@ type running struct {
 	left  int
 }
 
+// request is a new job of memory bytes, with its duration drawn now.
+func (c *cluster) request(id string, memory int64) Request {
+	r := Request{Job: id, Memory: memory}
+	r.Duration = time.Duration(1+c.r.IntN(c.maxDuration)) * tick
+	return r
+}
+
 func (c *cluster) round(queue []Request) (placed map[string]bool) {
-	d := Pack(queue, c.cards, nil)
+	cards := slices.Clone(c.cards)
+	for _, a := range c.running {
+		end := Release{In: Unknown, Memory: a.req.Memory, Exclusive: a.req.Exclusive}
+		if c.known {
+			end.In = time.Duration(a.left) * tick
+		}
+		for _, ci := range a.cards {
+			cards[ci].Ends = append(cards[ci].Ends, end)
+		}
+	}
+	for i := range cards {
+		slices.SortFunc(cards[i].Ends, func(a, b Release) int { return cmp.Compare(a.In, b.In) })
+	}
+	offered := make([]Request, len(queue))
+	for i, q := range queue {
+		if !c.known {
+			q.Duration = 0
+		}
+		if q.Job == c.head {
+			q.Waited = time.Duration(c.now-c.headSince) * tick
+		}
+		offered[i] = q
+	}
+	var d Decision
+	if c.fifo {
+		d = Pack(offered, cards, nil)
+	} else {
+		d = Place(&grouped{q: offered}, cards, nil, 0)
+	}
+	// As the engine keeps its head (see Engine.headed).
+	switch r := d.Reservation; {
+	case r != nil && r.Job != c.head:
+		c.head, c.headSince = r.Job, c.now
+	case slices.ContainsFunc(d.Placements, func(p Placement) bool { return p.Job == c.head }):
+		c.head = ""
+	}
 	placed = map[string]bool{}
 	byJob := map[string]Request{}
 	for _, q := range queue {
@@ -153,7 +215,7 @@ func (c *cluster) round(queue []Request) (placed map[string]bool) {
 			c.cards[ci].Reserved += q.Memory
 			c.cards[ci].Exclusive = c.cards[ci].Exclusive || q.Exclusive
 		}
-		c.running = append(c.running, running{req: q, cards: p.Cards, left: 1 + c.r.IntN(c.maxDuration)})
+		c.running = append(c.running, running{req: q, cards: p.Cards, left: int(q.Duration / tick)})
 		placed[p.Job] = true
 	}
 	kept := c.running[:0]
@@ -171,51 +233,89 @@ func (c *cluster) round(queue []Request) (placed map[string]bool) {
 		}
 	}
 	c.running = kept
+	c.now++
 	return placed
+}
+
+// grouped is a Queue over requests in order that passes over the rest of a group of
+// requests alike once one waits, as the store's queue does.
+type grouped struct {
+	q      []Request
+	i      int
+	passed map[fit]bool
+	last   fit
+}
+
+func (g *grouped) Next(room int64) (Request, bool) {
+	for g.i < len(g.q) {
+		r := g.q[g.i]
+		g.i++
+		if !g.passed[fitOf(r)] && r.Memory <= room {
+			g.last = fitOf(r)
+			return r, true
+		}
+	}
+	return Request{}, false
+}
+
+func (g *grouped) Pass() {
+	if g.passed == nil {
+		g.passed = map[fit]bool{}
+	}
+	g.passed[g.last] = true
 }
 
 // TestPackNoStarvation: a large job starts within a bounded number of rounds of reaching
 // the head of the queue, even though small jobs keep arriving that would fit beside the
-// running ones: without the reservation they would take every hole as it opens.
+// running ones: without the reservation they would take every hole as it opens. Where
+// durations are known, the bound is the longest job (the reservation admits only jobs
+// that end before it is due); where they are not, DueAfter more, the grace before the
+// reservation is due.
 func TestPackNoStarvation(t *testing.T) {
-	for seed := range uint64(200) {
-		r := rand.New(rand.NewPCG(seed, 11))
-		c := &cluster{r: r, maxDuration: 20}
-		for i := range 1 + r.IntN(4) {
-			c.cards = append(c.cards, CardState{Index: i, Total: 24 * gib, Slots: 2 + r.IntN(2), Headroom: gib})
-		}
-		var queue []Request
-		next := 0
-		const arrives = 10 // by then small jobs fill every card
-		startedAt, headAt := -1, -1
-		for round := 0; round < 500 && startedAt < 0; round++ {
-			if round == arrives {
-				queue = append(queue, Request{Job: "big", Memory: 22 * gib})
+	for _, known := range []bool{true, false} {
+		for seed := range uint64(200) {
+			r := rand.New(rand.NewPCG(seed, 11))
+			c := &cluster{r: r, maxDuration: 20, known: known, fifo: seed%2 == 0}
+			for i := range 1 + r.IntN(4) {
+				c.cards = append(c.cards, CardState{Index: i, Total: 24 * gib, Slots: 2 + r.IntN(2), Headroom: gib})
 			}
-			for range 3 + r.IntN(3) {
-				queue = append(queue, Request{Job: fmt.Sprintf("s%d", next), Memory: int64(2+r.IntN(6)) * gib})
-				next++
-			}
-			if len(queue) > 0 && queue[0].Job == "big" && headAt < 0 {
-				headAt = round
-			}
-			placed := c.round(queue)
-			if placed["big"] {
-				startedAt = round
-			}
-			kept := queue[:0]
-			for _, q := range queue {
-				if !placed[q.Job] {
-					kept = append(kept, q)
+			var queue []Request
+			next := 0
+			const arrives = 10 // by then small jobs fill every card
+			startedAt, headAt := -1, -1
+			for round := 0; round < 500 && startedAt < 0; round++ {
+				if round == arrives {
+					queue = append(queue, c.request("big", 22*gib))
 				}
+				for range 3 + r.IntN(3) {
+					queue = append(queue, c.request(fmt.Sprintf("s%d", next), int64(2+r.IntN(6))*gib))
+					next++
+				}
+				if len(queue) > 0 && queue[0].Job == "big" && headAt < 0 {
+					headAt = round
+				}
+				placed := c.round(queue)
+				if placed["big"] {
+					startedAt = round
+				}
+				kept := queue[:0]
+				for _, q := range queue {
+					if !placed[q.Job] {
+						kept = append(kept, q)
+					}
+				}
+				queue = kept
 			}
-			queue = kept
-		}
-		// Once it heads the queue, it holds the cards nearest to fitting; those only
-		// drain, and attempts last at most maxDuration rounds.
-		// (It may also start earlier, by backfill, before it heads the queue.)
-		if startedAt < 0 || headAt >= 0 && startedAt-headAt > c.maxDuration {
-			t.Fatalf("seed %d: the large job headed the queue at round %d and started at round %d", seed, headAt, startedAt)
+			// Once it heads the queue, it holds the cards nearest to fitting; those only
+			// drain, and attempts last at most maxDuration rounds.
+			// (It may also start earlier, by backfill, before it heads the queue.)
+			bound := c.maxDuration
+			if !known {
+				bound += int(DueAfter / tick)
+			}
+			if startedAt < 0 || headAt >= 0 && startedAt-headAt > bound {
+				t.Fatalf("known %v, seed %d: the large job headed the queue at round %d and started at round %d (bound %d)", known, seed, headAt, startedAt, bound)
+			}
 		}
 	}
 }
@@ -225,13 +325,14 @@ func TestPackNoStarvation(t *testing.T) {
 func TestPackEventuallyPlacesEveryJob(t *testing.T) {
 	for seed := range uint64(300) {
 		r := rand.New(rand.NewPCG(seed, 13))
-		c := &cluster{r: r, maxDuration: 6}
+		c := &cluster{r: r, maxDuration: 6, known: seed%3 != 0, fifo: seed%2 == 0}
 		for i := range 1 + r.IntN(6) {
 			total := []int64{12, 24, 80}[r.IntN(3)] * gib
 			c.cards = append(c.cards, CardState{Index: i, Total: total, Slots: 1 + r.IntN(3), Headroom: total / 20})
 		}
 		var queue []Request
 		for _, q := range randomQueue(r, 1+r.IntN(40)) {
+			q.Duration = time.Duration(1+r.IntN(c.maxDuration)) * tick
 			if fitsIdleMachine(q, c.cards) {
 				queue = append(queue, q)
 			}
@@ -262,21 +363,40 @@ func fitsIdleMachine(q Request, cards []CardState) bool {
 	return n >= max(q.GPUsPerJob, 1)
 }
 
-// TestPlaceMatchesPack: Place, which stops reading the queue early, makes exactly the
-// placements Pack makes, over random queues and machines.
+// TestPlaceMatchesPack: Place, which passes over the rest of a group whose job waits
+// and stops reading the queue early, makes exactly the placements and the reservation
+// Pack makes, over random queues and machines, with and without known ends.
 func TestPlaceMatchesPack(t *testing.T) {
 	for seed := range uint64(3000) {
 		r := rand.New(rand.NewPCG(seed, 11))
 		cards := randomCards(r)
+		withEnds(r, cards)
 		queue := randomQueue(r, r.IntN(40))
 		smallest := int64(1 << 62)
-		for _, q := range queue {
-			smallest = min(smallest, q.Memory)
+		for i := range queue {
+			smallest = min(smallest, queue[i].Memory)
+			queue[i].Duration = time.Duration(r.IntN(4)) * 20 * time.Minute
+			queue[i].Waited = time.Duration(r.IntN(2)) * DueAfter
 		}
-		want := Pack(queue, cards, nil).Placements
-		got := Place(slices.Values(queue), cards, nil, smallest)
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("seed %d: Place = %v, Pack = %v", seed, got, want)
+		want := Pack(queue, cards, nil)
+		got := Place(&grouped{q: queue}, cards, nil, smallest)
+		if !reflect.DeepEqual(got.Placements, want.Placements) || !reflect.DeepEqual(got.Reservation, want.Reservation) {
+			t.Fatalf("seed %d: Place = %v %+v, Pack = %v %+v", seed, got.Placements, got.Reservation, want.Placements, want.Reservation)
 		}
+	}
+}
+
+// withEnds gives the attempts on random cards ends: some known, some not.
+func withEnds(r *rand.Rand, cards []CardState) {
+	for i := range cards {
+		c := &cards[i]
+		for n := range c.Running {
+			end := Release{In: Unknown, Memory: c.Reserved / int64(c.Running), Exclusive: c.Exclusive && n == 0}
+			if r.IntN(3) > 0 {
+				end.In = time.Duration(r.IntN(6)) * 15 * time.Minute
+			}
+			c.Ends = append(c.Ends, end)
+		}
+		slices.SortFunc(c.Ends, func(a, b Release) int { return cmp.Compare(a.In, b.In) })
 	}
 }

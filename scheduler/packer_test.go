@@ -26,8 +26,16 @@ func describe(d Decision) string {
 	for _, w := range d.Waiting {
 		lines = append(lines, fmt.Sprintf("%s waits: %s", w.Job, w.Reason))
 	}
-	if d.Reserved != "" {
-		lines = append(lines, "reserved for "+d.Reserved)
+	if r := d.Reservation; r != nil {
+		in := "unknown"
+		if r.In != Unknown {
+			in = r.In.String()
+		}
+		line := fmt.Sprintf("reserved for %s: %s in %s", r.Job, where(r.Worker, r.Cards), in)
+		if r.Due {
+			line += ", due"
+		}
+		lines = append(lines, line)
 	}
 	return strings.Join(lines, "\n")
 }
@@ -43,7 +51,7 @@ func TestPack(t *testing.T) {
 			name:  "plan slots honoured",
 			queue: []Request{{Job: "a", Memory: gib}, {Job: "b", Memory: gib}, {Job: "c", Memory: gib}, {Job: "d", Memory: gib}},
 			cards: []CardState{card(0, 24*gib, 2), card(1, 24*gib, 1)},
-			want:  "a -> [1]\nb -> [0]\nc -> [0]\nd waits: no-slot",
+			want:  "a -> [1]\nb -> [0]\nc -> [0]\nd waits: no-slot\nreserved for d: GPU [0] in unknown",
 		},
 		{
 			// The seed sweep: 14 GiB jobs on the two-slot cards would strand their
@@ -67,7 +75,7 @@ func TestPack(t *testing.T) {
 				{Index: 1, Total: 24 * gib, Reserved: 8 * gib, Foreign: 7 * gib, Slots: 4}, // ours + someone else's
 				{Index: 2, Total: 24 * gib, Headroom: 14*gib + 1, Slots: 4},
 			},
-			want: "a waits: no-memory\nreserved for a",
+			want: "a waits: no-memory\nreserved for a: GPU [1] in unknown",
 		},
 		{
 			name:  "multi-card job takes distinct cards at once or none",
@@ -76,19 +84,21 @@ func TestPack(t *testing.T) {
 			want:  "ddp -> [0 1]\none -> [2]",
 		},
 		{
-			name:  "multi-card job that cannot get all its cards waits and reserves",
-			queue: []Request{{Job: "ddp", Memory: 20 * gib, GPUsPerJob: 2}, {Job: "one", Memory: 2 * gib}},
+			// one would leave ddp only 2 GiB of the free card; two leaves it its 20 GiB.
+			name: "multi-card job that cannot get all its cards waits and reserves",
+			queue: []Request{{Job: "ddp", Memory: 20 * gib, GPUsPerJob: 2, Waited: DueAfter},
+				{Job: "one", Memory: 6 * gib}, {Job: "two", Memory: 2 * gib}},
 			cards: []CardState{{Index: 0, Total: 24 * gib, Reserved: 10 * gib, Running: 1, Slots: 2}, card(1, 24*gib, 2)},
-			want:  "ddp waits: no-memory\none waits: reserved\nreserved for ddp",
+			want:  "ddp waits: no-memory\none waits: reserved\ntwo -> [1]\nreserved for ddp: GPU [0 1] in unknown, due",
 		},
 		{
 			name:  "backfill past a blocked job onto cards it does not hold",
-			queue: []Request{{Job: "big", Memory: 20 * gib}, {Job: "small", Memory: 4 * gib}},
+			queue: []Request{{Job: "big", Memory: 20 * gib, Waited: DueAfter}, {Job: "small", Memory: 4 * gib}},
 			cards: []CardState{
 				{Index: 0, Total: 24 * gib, Reserved: 10 * gib, Running: 1, Slots: 2},
 				{Index: 1, Total: 12 * gib, Reserved: 2 * gib, Running: 1, Slots: 2},
 			},
-			want: "big waits: no-memory\nsmall -> [1]\nreserved for big",
+			want: "big waits: no-memory\nsmall -> [1]\nreserved for big: GPU [0] in unknown, due",
 		},
 		{
 			name:  "exclusive job needs an idle card and keeps it",
@@ -106,7 +116,7 @@ func TestPack(t *testing.T) {
 			name:  "a zero slot keeps a card free",
 			queue: []Request{{Job: "a", Memory: gib}, {Job: "b", Memory: gib}},
 			cards: []CardState{card(0, 24*gib, 0), card(1, 24*gib, 1)},
-			want:  "a -> [1]\nb waits: no-slot",
+			want:  "a -> [1]\nb waits: no-slot\nreserved for b: GPU [1] in unknown",
 		},
 	}
 	for _, tt := range tests {
@@ -114,6 +124,97 @@ func TestPack(t *testing.T) {
 			got := describe(Pack(tt.queue, tt.cards, nil))
 			// Placements print first; compare as sets of lines in that order.
 			if !sameLines(got, tt.want) {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPackBackfill: the first job that waits (head) gets the cards expected to have room
+// for it soonest; a later job starts on them only if it ends before they are due, or
+// leaves the head its room then; where nothing says when they are due, any job may,
+// until the head has waited DueAfter.
+func TestPackBackfill(t *testing.T) {
+	// 16 GiB of a two-slot 24 GiB card taken by a job expected to end in an hour: 8 GiB
+	// free now; the 20 GiB head fits in an hour, leaving 4 GiB and a slot beside it.
+	busy := func(i int, in time.Duration, memory int64) CardState {
+		return CardState{Index: i, Total: 24 * gib, Slots: 2, Running: 1, Reserved: memory, Used: memory,
+			Ends: []Release{{In: in, Memory: memory}}}
+	}
+	head := Request{Job: "head", Memory: 20 * gib}
+	tests := []struct {
+		name  string
+		queue []Request
+		cards []CardState
+		want  string
+	}{
+		{
+			name:  "a job that ends before the reservation is due starts on its card",
+			queue: []Request{head, {Job: "x", Memory: 6 * gib, Duration: 30 * time.Minute}},
+			cards: []CardState{busy(0, time.Hour, 16*gib)},
+			want:  "x -> [0]\nhead waits: no-memory\nreserved for head: GPU [0] in 1h0m0s, due",
+		},
+		{
+			name:  "a job that would run past it waits",
+			queue: []Request{head, {Job: "x", Memory: 6 * gib, Duration: 90 * time.Minute}},
+			cards: []CardState{busy(0, time.Hour, 16*gib)},
+			want:  "head waits: no-memory\nx waits: reserved\nreserved for head: GPU [0] in 1h0m0s, due",
+		},
+		{
+			name:  "so does one whose duration is not known",
+			queue: []Request{head, {Job: "x", Memory: 6 * gib}},
+			cards: []CardState{busy(0, time.Hour, 16*gib)},
+			want:  "head waits: no-memory\nx waits: reserved\nreserved for head: GPU [0] in 1h0m0s, due",
+		},
+		{
+			// Three slots: after x, y still fits now, but not beside the head in an hour.
+			name:  "a job that leaves the head its room starts, however long it runs",
+			queue: []Request{head, {Job: "x", Memory: 4 * gib}, {Job: "y", Memory: 2 * gib}},
+			cards: []CardState{{Index: 0, Total: 24 * gib, Slots: 3, Running: 1, Reserved: 16 * gib, Used: 16 * gib,
+				Ends: []Release{{In: time.Hour, Memory: 16 * gib}}}},
+			want: "x -> [0]\nhead waits: no-memory\ny waits: reserved\nreserved for head: GPU [0] in 1h0m0s, due",
+		},
+		{
+			// Card 1 would fit x more tightly, but its job ends in 10 minutes.
+			name:  "the reservation is on the card that frees first",
+			queue: []Request{head, {Job: "x", Memory: 6 * gib, Duration: 30 * time.Minute}},
+			cards: []CardState{busy(0, time.Hour, 16*gib), busy(1, 10*time.Minute, 17*gib)},
+			want:  "x -> [0]\nhead waits: no-memory\nreserved for head: GPU [1] in 10m0s, due",
+		},
+		{
+			// p takes the idle card for 20 minutes, so the head is due there then; x,
+			// which takes 30, goes to the other.
+			name: "a job started in the same round counts",
+			queue: []Request{{Job: "p", Memory: 16 * gib, Duration: 20 * time.Minute}, head,
+				{Job: "x", Memory: 6 * gib, Duration: 30 * time.Minute}},
+			cards: []CardState{card(0, 24*gib, 2), busy(1, time.Hour, 16*gib)},
+			want:  "p -> [0]\nx -> [1]\nhead waits: no-memory\nreserved for head: GPU [0] in 20m0s, due",
+		},
+		{
+			name:  "where no end is known, jobs start on the head's cards until it has waited DueAfter",
+			queue: []Request{{Job: "head", Memory: 20 * gib, Waited: DueAfter - time.Second}, {Job: "x", Memory: 6 * gib}},
+			cards: []CardState{busy(0, Unknown, 16*gib)},
+			want:  "x -> [0]\nhead waits: no-memory\nreserved for head: GPU [0] in unknown",
+		},
+		{
+			name:  "then the reservation is due",
+			queue: []Request{{Job: "head", Memory: 20 * gib, Waited: DueAfter}, {Job: "x", Memory: 6 * gib, Duration: time.Minute}},
+			cards: []CardState{busy(0, Unknown, 16*gib)},
+			want:  "head waits: no-memory\nx waits: reserved\nreserved for head: GPU [0] in unknown, due",
+		},
+		{
+			// Which of the jobs there ends first cannot be told, so neither can what
+			// the head leaves beside it.
+			name:  "and no job counts on room beside the head",
+			queue: []Request{{Job: "head", Memory: 20 * gib, Waited: DueAfter}, {Job: "x", Memory: 2 * gib}},
+			cards: []CardState{{Index: 0, Total: 24 * gib, Slots: 3, Running: 2, Reserved: 20 * gib,
+				Ends: []Release{{In: Unknown, Memory: 4 * gib}, {In: Unknown, Memory: 16 * gib}}}},
+			want: "head waits: no-memory\nx waits: reserved\nreserved for head: GPU [0] in unknown, due",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := describe(Pack(tt.queue, tt.cards, nil)); !sameLines(got, tt.want) {
 				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
 			}
 		})
@@ -161,8 +262,8 @@ func TestPackHostMemory(t *testing.T) {
 	if got, want := describe(d), "a -> [0]\nc -> [0]\nb waits: no-host-memory"; got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	if d.Reserved != "" {
-		t.Errorf("a job waiting for RAM reserved cards for %s", d.Reserved)
+	if d.Reservation != nil {
+		t.Errorf("a job waiting for RAM reserved cards for %s", d.Reservation.Job)
 	}
 	if w := Pack(q, cards, nil).Waiting; len(w) != 0 {
 		t.Errorf("with no host figure every job fits: %v", w)
@@ -179,6 +280,7 @@ func TestPackAcrossWorkers(t *testing.T) {
 	}
 	busy := func(c CardState) CardState {
 		c.Running, c.Reserved = 1, 20*gib
+		c.Ends = []Release{{In: time.Hour, Memory: 20 * gib}}
 		return c
 	}
 	ending := func(c CardState, left time.Duration) CardState {
@@ -196,7 +298,7 @@ func TestPackAcrossWorkers(t *testing.T) {
 			name:  "the same index on two machines is two cards",
 			queue: []Request{{Job: "a", Memory: 20 * gib}, {Job: "b", Memory: 20 * gib}, {Job: "c", Memory: 20 * gib}},
 			cards: []CardState{on("n1", 0, 1), on("n2", 0, 1)},
-			want:  "a -> n1 [0]\nb -> n2 [0]\nc waits: no-slot",
+			want:  "a -> n1 [0]\nb -> n2 [0]\nc waits: no-slot\nreserved for c: n1 GPU [0] in unknown",
 		},
 		{
 			name:  "two cards of one machine, never one of each",
@@ -210,7 +312,7 @@ func TestPackAcrossWorkers(t *testing.T) {
 			name:  "no machine has two cards free: it waits for one that will",
 			queue: []Request{{Job: "ddp", Memory: 10 * gib, GPUsPerJob: 2}, {Job: "small", Memory: gib}},
 			cards: []CardState{on("n1", 0, 1), busy(on("n1", 1, 1)), busy(on("n2", 0, 1)), on("n2", 1, 1)},
-			want:  "small -> n2 [1]\nddp waits: no-slot\nreserved for ddp",
+			want:  "small -> n2 [1]\nddp waits: no-slot\nreserved for ddp: n1 GPU [0 1] in 1h0m0s, due",
 		},
 		{
 			name:  "no machine has two cards at all",
@@ -230,7 +332,7 @@ func TestPackAcrossWorkers(t *testing.T) {
 			queue: []Request{{Job: "long", Memory: gib, Duration: 2 * time.Hour}, {Job: "short", Memory: gib, Duration: 30 * time.Minute},
 				{Job: "unknown", Memory: gib}, {Job: "longer", Memory: gib, Duration: 3 * time.Hour}},
 			cards: []CardState{ending(on("n1", 0, 2), time.Hour), on("n2", 0, 1)},
-			want:  "long -> n2 [0]\nshort -> n1 [0]\nunknown -> n1 [0]\nlonger waits: no-slot",
+			want:  "long -> n2 [0]\nshort -> n1 [0]\nunknown -> n1 [0]\nlonger waits: no-slot\nreserved for longer: n2 GPU [0] in 2h0m0s, due",
 		},
 	}
 	for _, tt := range tests {

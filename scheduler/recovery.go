@@ -11,10 +11,22 @@ import (
 	"github.com/gpuq/gpuq/plans"
 )
 
+// ApplyAll applies attempts' ends as Apply does, and writes what they change in one
+// transaction: the ends that arrive together, between two rounds.
+func (e *Engine) ApplyAll(exits []Exit) {
+	if err := e.batch(func() {
+		for _, x := range exits {
+			e.Apply(x)
+		}
+	}); err != nil && e.err == nil {
+		e.err = fmt.Errorf("state not saved, stopping: %w", err)
+	}
+}
+
 // Apply records how an attempt ended and decides what becomes of its job. Run applies
 // what arrives on Exits; a driver of its own calls it directly.
 func (e *Engine) Apply(x Exit) {
-	snap := e.store.Snapshot()
+	snap := e.store.view()
 	a := snap.Attempt(x.Attempt)
 	if a == nil || !a.Running() {
 		return
@@ -43,7 +55,6 @@ func (e *Engine) Apply(x Exit) {
 		job.State, job.Since, kind = JobQueued, job.Since+1, "requeued"
 	case x.Outcome == plans.Success:
 		job.State, kind = JobSucceeded, "succeeded"
-		e.learn(job.Shape, &ended)
 	case a.TimedOut:
 		ended.Outcome, kind = plans.TimedOut, string(plans.TimedOut)
 		msg = timedOut(&job, &ended)
@@ -63,7 +74,13 @@ func (e *Engine) Apply(x Exit) {
 		job.Reason = fmt.Sprintf("out of memory on each of %d attempts (oom.max_attempts)", job.Attempts-job.Since)
 		msg += "; " + job.Reason
 	}
-	if e.put(&job, &ended) != nil {
+	var err error
+	if job.State == JobSucceeded {
+		err = e.learn(job.Shape, &ended, &job, &ended)
+	} else {
+		err = e.put(&job, &ended)
+	}
+	if err != nil {
 		// Applied again once it can be recorded (see resume); its trainer has ended
 		// meanwhile, and its card waits for it, still counted as running.
 		e.pending = append(e.pending, x)
@@ -131,7 +148,7 @@ func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool)
 	} else {
 		job.Declared = before
 	}
-	job.Estimate, job.HostEstimate = estimate(job, e.store.Snapshot().Shape(job.Shape))
+	job.Estimate, job.HostEstimate = estimate(job, e.store.view().Shape(job.Shape))
 	var parts []string
 	for _, k := range changed {
 		v, _ := next.Get(k)
@@ -167,7 +184,7 @@ func (e *Engine) withoutAllocConf(job *Job, a *Attempt, sw *plans.Sweep) string 
 	set := slices.ContainsFunc(sw.Env, func(v plans.EnvVar) bool {
 		return v.Name == "PYTORCH_CUDA_ALLOC_CONF" || v.Name == "PYTORCH_ALLOC_CONF"
 	})
-	sub := e.store.Snapshot().Submission(sw.Name)
+	sub := e.store.view().Submission(sw.Name)
 	switch {
 	case set:
 		job.State, job.Reason = JobFailed, "this PyTorch (before 2.1) does not know expandable_segments, which the sweep's env sets: remove it from env"
@@ -203,7 +220,7 @@ func (e *Engine) room(a *Attempt) int64 {
 
 // sharedCard reports whether another attempt ran on one of a's cards when it ended.
 func (e *Engine) sharedCard(a *Attempt) bool {
-	for _, r := range e.store.Snapshot().Running() {
+	for _, r := range e.store.view().Running() {
 		if r.ID != a.ID {
 			for _, g := range r.GPUs {
 				if a.on(CardID{r.Worker, g}) {

@@ -4,9 +4,9 @@ package scheduler
 // and the placements started.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"iter"
 	"math"
 	"slices"
 	"time"
@@ -16,44 +16,42 @@ import (
 )
 
 // Schedule is one round: it samples the cards, learns peaks, and starts what the packer
-// places. Run calls it after every event and poll; a driver of its own (a simulation in
-// virtual time) calls it, with Apply, instead of Run.
+// places, and writes what it changes in one transaction. Run calls it after every event
+// and poll; a driver of its own (a simulation in virtual time) calls it, with Apply,
+// instead of Run.
 func (e *Engine) Schedule() error {
+	var err error
+	if berr := e.batch(func() { err = e.schedule() }); err == nil {
+		err = berr
+	}
+	return err
+}
+
+func (e *Engine) schedule() error {
 	if err := e.readCards(); err != nil {
 		return err
 	}
 	e.watchCards()
 	e.resolveOwners()
 	writes := e.paused == nil || e.resume()
-	e.expire(e.store.Snapshot().Running())
+	e.expire(e.store.view().Running())
 	// Read again: expire may have changed some, and learnPeaks writes copies.
-	e.learnPeaks(e.store.Snapshot().Running())
+	e.learnPeaks(e.store.view().Running())
 	e.failTooLarge()
-	snap := e.store.Snapshot()
-	smallest := snap.Smallest()
-	if smallest == nil || !writes {
+	snap := e.store.view()
+	smallest, _, ok := e.store.queue.extremes()
+	if !ok || !writes {
 		return nil
 	}
 	running := snap.Running()
-	v, err := e.view(snap, running, nil)
+	v, err := e.view(snap, running)
 	if err != nil {
 		return err
 	}
-	placed := Place(v.queue, v.cards, v.hosts, smallest.Estimate)
-	// How many trainers share each machine once the round's have started.
-	sharing := map[string]int{}
-	for _, a := range running {
-		sharing[a.Worker]++
-	}
-	for _, p := range placed {
-		sharing[p.Worker]++
-	}
-	for _, p := range placed {
-		if e.paused != nil {
-			break
-		}
-		e.start(snap, snap.Job(p.Job), p, sharing[p.Worker])
-	}
+	e.store.queue.ranFor(running, e.clock.Now())
+	d := Place(e.offers(v), v.cards, v.hosts, smallest)
+	e.headed(snap, d)
+	e.startAll(snap, d.Placements, running)
 	return nil
 }
 
@@ -63,12 +61,12 @@ func (e *Engine) Preview() (Decision, []CardState, error) {
 	if err := e.readCards(); err != nil {
 		return Decision{}, nil, err
 	}
-	snap := e.store.Snapshot()
-	v, err := e.view(snap, snap.Running(), nil)
+	snap := e.store.view()
+	v, err := e.view(snap, snap.Running())
 	if err != nil {
 		return Decision{}, nil, err
 	}
-	return Pack(slices.Collect(v.queue), v.cards, v.hosts), v.cards, nil
+	return Pack(e.queue(v, nil), v.cards, v.hosts), v.cards, nil
 }
 
 // readCards reads the cards for a round.
@@ -114,20 +112,19 @@ func (e *Engine) timeLeft(cards []CardState) {
 	}
 }
 
-// view is what the packer sees of a round. Schedule, Preview and Why all build it here,
-// so that they agree.
+// view is what the packer sees of a round: the cards (drained ones offering no slot,
+// each with when its attempts are expected to end and how long its machine has left),
+// each machine's RAM, and how the queue's jobs are asked for. Schedule, Preview, Why
+// and Waits all build it here, so that they agree.
 type view struct {
-	cards []CardState
-	hosts Hosts
-	// queue yields the queued jobs in order, each with its sweep's quota, less those
-	// that wait for their shape's probe.
-	queue iter.Seq[Request]
+	snap    Snapshot
+	cards   []CardState
+	hosts   Hosts
+	request func(*group, member) Request
 }
 
-// view builds a round's view from a snapshot: the cards (drained ones offering no slot),
-// the machine's RAM, and the queue. probing, if not nil, is told of each job the queue
-// passes over because it waits for its shape's probe.
-func (e *Engine) view(snap Snapshot, running []*Attempt, probing func(*Job)) (view, error) {
+// view builds a round's view from a snapshot.
+func (e *Engine) view(snap Snapshot, running []*Attempt) (view, error) {
 	hosts, err := e.hosts(running)
 	if err != nil {
 		return view{}, err
@@ -135,6 +132,7 @@ func (e *Engine) view(snap Snapshot, running []*Attempt, probing func(*Job)) (vi
 	reserved := append(running, e.settling()...)
 	cards := cardStates(e.cards, e.slots(), e.cfg.Headroom, reserved, e.ours(running))
 	e.timeLeft(cards)
+	e.addEnds(cards, reserved)
 	if drained := snap.Drained(); len(drained) > 0 {
 		for i := range cards {
 			if drained[CardID{cards[i].Worker, cards[i].Index}] {
@@ -142,27 +140,139 @@ func (e *Engine) view(snap Snapshot, running []*Attempt, probing func(*Job)) (vi
 			}
 		}
 	}
-	quota := e.quotas(snap, cards, running)
-	queue := func(yield func(Request) bool) {
-		probed := map[string]bool{}
-		for j := range snap.Queued() {
-			if waitsForProbe(snap, j, probed) {
-				if probing != nil {
-					probing(j)
-				}
-				continue
+	return view{snap: snap, cards: cards, hosts: hosts, request: e.requester(e.quotas(snap, cards, running))}, nil
+}
+
+// offers is the store's queue as a round offers it to the packer (see Queue).
+type offers struct {
+	c       *cursor
+	request func(*group, member) Request
+}
+
+func (o offers) Next(room int64) (Request, bool) {
+	g, m, ok := o.c.nextUpTo(room)
+	if !ok {
+		return Request{}, false
+	}
+	return o.request(g, m), true
+}
+
+func (o offers) Pass() { o.c.pass() }
+
+// offers is the queue for a round, as Place reads it. Of a group of memory: probe jobs
+// whose shape is not measured yet, the first is offered while no job measures the
+// shape, and none while one does: the first of each shape runs alone, and the others
+// wait for its peak.
+func (e *Engine) offers(v view) offers {
+	probing := map[string]bool{}
+	admit := func(g *group) int {
+		switch {
+		case !g.key.probe:
+			return math.MaxInt
+		case waitsForProbe(v.snap, g.key.shape, probing):
+			return 0
+		}
+		return 1
+	}
+	return offers{c: e.store.queue.cursor(admit), request: v.request}
+}
+
+// queue is the queue as Pack reads it: every job in order, less those that wait for
+// their shape's probe; probing, if not nil, is told of each of those.
+func (e *Engine) queue(v view, probing func(*Job)) []Request {
+	var out []Request
+	probed := map[string]bool{}
+	c := e.store.queue.cursor(nil)
+	for g, m, ok := c.nextJob(); ok; g, m, ok = c.nextJob() {
+		if g.key.probe && waitsForProbe(v.snap, g.key.shape, probed) {
+			if probing != nil {
+				probing(v.snap.Job(m.id))
 			}
-			r := requestOf(j)
-			r.Quota = quota(j.Sweep)
-			if e.cfg.Durations != nil {
-				r.Duration = e.cfg.Durations(j)
-			}
-			if !yield(r) {
-				return
+			continue
+		}
+		out = append(out, v.request(g, m))
+	}
+	return out
+}
+
+// requester turns the queue's jobs into the packer's requests: each with its sweep's
+// quota, how long it is expected to run, and how long it has headed the queue.
+func (e *Engine) requester(quota func(sweep string) *Quota) func(*group, member) Request {
+	now := e.clock.Now()
+	return func(g *group, m member) Request {
+		r := Request{Job: m.id, Memory: g.key.estimate, GPUsPerJob: g.key.gpus, Host: g.key.host,
+			Exclusive: g.key.exclusive || g.key.probe, Quota: quota(g.sweep), Duration: cmp.Or(g.took, g.key.timeout)}
+		if m.seq == e.head.seq {
+			r.Waited = now.Sub(e.head.since)
+		}
+		return r
+	}
+}
+
+// head is the job at the head of the queue that waits, cards reserved for it, and
+// since when it has.
+type head struct {
+	job   string
+	seq   uint64 // the job's
+	since time.Time
+}
+
+// headed notes which job the round reserved cards for. A round that reserved none
+// (the queue read no further) leaves the head as it was; it goes once it starts.
+func (e *Engine) headed(snap Snapshot, d Decision) {
+	switch r := d.Reservation; {
+	case r != nil && r.Job != e.head.job:
+		e.head = head{job: r.Job, seq: snap.Job(r.Job).Seq, since: e.clock.Now()}
+	case slices.ContainsFunc(d.Placements, func(p Placement) bool { return p.Job == e.head.job }):
+		e.head = head{}
+	}
+}
+
+// addEnds tells the packer when each attempt on a card is expected to end.
+func (e *Engine) addEnds(states []CardState, attempts []*Attempt) {
+	// One array for every card's, each card's part as long as its attempts.
+	n := 0
+	for _, c := range states {
+		n += c.Running
+	}
+	ends := make([]Release, 0, n)
+	for i := range states {
+		ends = ends[len(ends):]
+		states[i].Ends = ends[:0:states[i].Running]
+		ends = ends[:states[i].Running]
+	}
+	now := e.clock.Now()
+	for _, a := range attempts {
+		end := Release{In: e.left(a, now), Memory: a.reserve(), Exclusive: a.Alone}
+		for _, g := range a.GPUs {
+			if i, ok := e.cardPos[CardID{a.Worker, g}]; ok {
+				states[i].Ends = append(states[i].Ends, end)
 			}
 		}
 	}
-	return view{cards: cards, hosts: hosts, queue: queue}, nil
+	for i := range states {
+		slices.SortStableFunc(states[i].Ends, func(a, b Release) int { return cmp.Compare(a.In, b.In) })
+	}
+}
+
+// left is how long an attempt is expected to run on: until its shape's learned
+// duration is up, or else its timeout; Unknown when neither says, or it has run past
+// both. An attempt that has ended (its memory not yet gone from the card) is about to
+// free it.
+func (e *Engine) left(a *Attempt, now time.Time) time.Duration {
+	if !a.Running() {
+		return 0
+	}
+	took := a.Expected
+	if took == 0 {
+		took = e.store.queue.took[a.Shape] // learned since it started
+	}
+	for _, d := range []time.Duration{took, a.Timeout} {
+		if left := a.Started.Add(d).Sub(now); d > 0 && left > 0 {
+			return left
+		}
+	}
+	return Unknown
 }
 
 // quotas returns each sweep's quota for a round (nil for a sweep without a limit),
@@ -219,17 +329,15 @@ func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) fu
 	}
 }
 
-// waitsForProbe says whether a queued job of memory: probe waits for its shape to be
-// measured: the first of each shape runs alone (requestOf makes it exclusive) and the
-// others wait for it. probing collects the shapes offered this round.
-func waitsForProbe(snap Snapshot, j *Job, probing map[string]bool) bool {
-	if !j.Probe || j.Estimate > 0 {
-		return false
-	}
-	if l := snap.Shape(j.Shape); l != nil && l.Probe != "" || probing[j.Shape] {
+// waitsForProbe says whether a queued job of memory: probe, of a shape not measured
+// yet, waits for its shape to be: the first of each shape runs alone (requestOf makes
+// it exclusive) and the others wait for it. probing collects the shapes offered this
+// round.
+func waitsForProbe(snap Snapshot, shape string, probing map[string]bool) bool {
+	if l := snap.Shape(shape); l != nil && l.Probe != "" || probing[shape] {
 		return true
 	}
-	probing[j.Shape] = true
+	probing[shape] = true
 	return false
 }
 
@@ -273,13 +381,15 @@ func (e *Engine) hosts(running []*Attempt) (Hosts, error) {
 func (e *Engine) failTooLarge() {
 	_, cluster := e.inv.(Cluster)
 	room := e.largestRoom()
-	for j := range e.store.Snapshot().Largest() {
-		if j.Estimate <= room {
-			return
-		}
+	if _, largest, ok := e.store.queue.extremes(); !ok || largest <= room {
+		return
+	}
+	snap := e.store.view()
+	for _, id := range e.store.queue.larger(room) {
+		j := snap.Job(id)
 		c := *j
-		if l := e.store.Snapshot().Shape(j.Shape); l != nil && l.Floor > room {
-			if msg, ok := e.stepDown(&c, e.store.Snapshot().Sweep(j.Sweep), j.Declared, false); ok {
+		if l := snap.Shape(j.Shape); l != nil && l.Floor > room {
+			if msg, ok := e.stepDown(&c, snap.Sweep(j.Sweep), j.Declared, false); ok {
 				if e.put(&c) != nil {
 					return
 				}
@@ -303,7 +413,8 @@ func (e *Engine) failTooLarge() {
 
 // ours tells the processes of running attempts from foreign ones.
 func (e *Engine) ours(running []*Attempt) func(worker string, pid int) bool {
-	attempts := map[string]bool{}
+	attempts := e.running
+	clear(attempts)
 	for _, a := range running {
 		attempts[a.ID] = true
 	}
@@ -322,7 +433,8 @@ func (e *Engine) ours(running []*Attempt) func(worker string, pid int) bool {
 // moment after /proc has forgotten it; a pid on no card is forgotten, so the map stays
 // as small as the cards' process lists.
 func (e *Engine) resolveOwners() {
-	next := make(map[proc]string, len(e.owners))
+	next := e.ownersWere
+	clear(next)
 	for _, c := range e.cards {
 		for _, p := range c.Processes {
 			k := proc{c.Worker, p.PID}
@@ -335,7 +447,7 @@ func (e *Engine) resolveOwners() {
 			}
 		}
 	}
-	e.owners = next
+	e.owners, e.ownersWere = next, e.owners
 }
 
 // settling returns the ended attempts whose memory NVML still shows on their cards, so
@@ -356,8 +468,90 @@ func (e *Engine) settling() []*Attempt {
 	return out
 }
 
-// start starts a job that the round's snapshot holds queued.
-func (e *Engine) start(snap Snapshot, j *Job, p Placement, sharing int) {
+// startAll starts a round's placements, of jobs the round's snapshot holds queued. The
+// attempts are journaled before they start, all in one record: a daemon that dies in
+// between finds them, and its runner tells whether each started (see Adopter), rather
+// than start a job twice. What the runner says of each (its leader, its log) is written
+// in one more. Without a journal there is nothing to survive, and one write a round is
+// what a simulation of 100,000 jobs can afford. An attempt whose files cannot be
+// written pauses the engine (see pause); it and those not started yet go back to the
+// queue as they were: not the jobs' fault.
+func (e *Engine) startAll(snap Snapshot, placed []Placement, running []*Attempt) {
+	if len(placed) == 0 {
+		return
+	}
+	// How many trainers share each machine once the round's have started.
+	sharing := map[string]int{}
+	for _, a := range running {
+		sharing[a.Worker]++
+	}
+	for _, p := range placed {
+		sharing[p.Worker]++
+	}
+	journaled := e.store.Journaled()
+	launches := make([]Launch, len(placed))
+	objs := make([]any, 0, 2*len(placed))
+	for i, p := range placed {
+		launches[i] = e.launch(snap, snap.Job(p.Job), p, sharing[p.Worker])
+		objs = append(objs, launches[i].Job, launches[i].Attempt)
+	}
+	if journaled && e.put(objs...) != nil {
+		return
+	}
+	objs = objs[:0]
+	var lost []Exit
+	var started []Launch
+	for _, l := range launches {
+		if !journaled {
+			objs = append(objs, l.Job)
+		}
+		var st Started
+		err := e.pausedErr()
+		if err == nil {
+			st, err = e.runner.Start(l)
+		}
+		if err != nil {
+			if !journaled {
+				objs = append(objs, l.Attempt)
+			}
+			var cw *CannotWrite
+			unwritable := errors.As(err, &cw)
+			if unwritable {
+				e.pause(cw)
+			}
+			lost = append(lost, Exit{Attempt: l.Attempt.ID, Outcome: plans.Lost, Unstarted: unwritable, Detail: err.Error()})
+			continue
+		}
+		// The runner reports the attempt's end on Exits, read only after this round.
+		a := *l.Attempt
+		a.Leader, a.Log = st.Leader, st.Log
+		objs = append(objs, &a)
+		started = append(started, l)
+	}
+	if e.put(objs...) != nil {
+		return
+	}
+	for _, x := range lost {
+		e.Apply(x)
+	}
+	for _, l := range started {
+		a := l.Attempt
+		e.events(Event{Time: a.Started, Job: a.Job, Attempt: a.N, Kind: "started",
+			Message: fmt.Sprintf("on %s, tier %d, estimate %s", a.Where(), a.Tier, plans.FormatSize(a.Estimate))})
+	}
+}
+
+// pausedErr is why no attempt may start now: the engine is paused; nil when it is not.
+func (e *Engine) pausedErr() error {
+	if e.paused == nil {
+		return nil
+	}
+	return e.paused
+}
+
+// launch is what starting job j where p places it takes: the job as it runs and its
+// attempt.
+func (e *Engine) launch(snap Snapshot, j *Job, p Placement, sharing int) Launch {
 	cardIdx := p.Cards
 	sub := snap.Submission(j.Sweep)
 	if !sub.AllocConfRefused.IsZero() {
@@ -372,7 +566,7 @@ func (e *Engine) start(snap Snapshot, j *Job, p Placement, sharing int) {
 	job.State = JobRunning
 	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, Worker: p.Worker, GPUs: cardIdx,
 		Tier: j.Pos.Tier, Params: j.Current, Estimate: j.Estimate, Reserve: j.Estimate, HostReserve: j.HostEstimate,
-		Started: e.clock.Now(), Timeout: j.Timeout.After}
+		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: requestOf(j).Exclusive, Expected: e.store.queue.took[j.Shape]}
 	if j.Probe && j.Estimate == 0 {
 		e.changeShape(j.Shape, func(l *Shape) { l.Probe = j.ID })
 	}
@@ -382,37 +576,7 @@ func (e *Engine) start(snap Snapshot, j *Job, p Placement, sharing int) {
 			cards = append(cards, c)
 		}
 	}
-	// Journaled before it starts: a daemon that dies in between finds the attempt, and
-	// its runner tells whether it started (see Adopter), rather than start the job
-	// twice. Without a journal there is nothing to survive, and one write per start is
-	// what a simulation of 100,000 jobs can afford.
-	if e.store.Journaled() && e.put(&job, a) != nil {
-		return
-	}
-	st, err := e.runner.Start(Launch{Attempt: a, Job: &job, Submission: sub, Cards: cards, Sharing: sharing})
-	if err != nil {
-		if !e.store.Journaled() {
-			e.put(&job, a)
-		}
-		// Not the job's fault: it goes back to the queue as it was.
-		var cw *CannotWrite
-		unwritable := errors.As(err, &cw)
-		if unwritable {
-			e.pause(cw)
-		}
-		e.Apply(Exit{Attempt: a.ID, Outcome: plans.Lost, Unstarted: unwritable, Detail: err.Error()})
-		return
-	}
-	// The runner reports the attempt's end on Exits, read only after this round.
-	started := *a
-	started.Leader, started.Log = st.Leader, st.Log
-	if e.store.Journaled() {
-		e.put(&started)
-	} else {
-		e.put(&job, &started)
-	}
-	e.events(Event{Time: a.Started, Job: j.ID, Attempt: a.N, Kind: "started",
-		Message: fmt.Sprintf("on %s, tier %d, estimate %s", a.Where(), a.Tier, plans.FormatSize(a.Estimate))})
+	return Launch{Attempt: a, Job: &job, Submission: sub, Cards: cards, Sharing: sharing}
 }
 
 // largestRoom is the most memory a job could have on one card; unbounded while a card

@@ -1,9 +1,7 @@
 package scheduler
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"maps"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -18,10 +16,7 @@ const (
 	TableDrains   = "drains"
 
 	IndexID      = "id"
-	IndexQueue   = "queue"
-	IndexSizes   = "sizes"
 	IndexRunning = "running"
-	IndexShape   = "shape"
 )
 
 func schema() *memdb.DBSchema {
@@ -49,22 +44,9 @@ func jobsTable() *memdb.TableSchema {
 		IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Job](func(j *Job) string { return j.ID })},
 		// No index by sweep: every index is paid for on every write, and ids are
 		// "<sweep>.<n>", so a prefix scan of this one finds a sweep's jobs (checking
-		// Sweep, since a sweep "a" would also match the jobs of a sweep "a.b").
-		// The packer's input: queued jobs only, highest priority first, then submission order.
-		IndexQueue: {Name: IndexQueue, AllowMissing: true, Indexer: queuedIndexer(func(j *Job) uint64 {
-			// Flipping the sign bit orders int64 as unsigned bytes; inverting orders it descending.
-			return ^(uint64(j.Priority) ^ 1<<63)
-		})},
-		// Queued jobs by estimate, smallest first: the smallest bounds what a round must
-		// read of the queue, the largest are failed when no card could hold them.
-		IndexSizes: {Name: IndexSizes, AllowMissing: true, Indexer: queuedIndexer(func(j *Job) uint64 {
-			return uint64(max(j.Estimate, 0))
-		})},
-		// Queued jobs by shape (a hash of it; readers compare Shape): what is learned of
-		// a shape re-estimates these.
-		IndexShape: {Name: IndexShape, AllowMissing: true, Indexer: queuedIndexer(func(j *Job) uint64 {
-			return shapeHash(j.Shape)
-		})},
+		// Sweep, since a sweep "a" would also match the jobs of a sweep "a.b"). Nor of
+		// the jobs that wait: the store's queue keeps those, grouped as the packer reads
+		// them (see queue).
 	}}
 }
 
@@ -77,47 +59,6 @@ func attemptsTable() *memdb.TableSchema {
 		IndexRunning: {Name: IndexRunning, AllowMissing: true, Indexer: runningIndexer{}},
 	}}
 }
-
-// queuedIndexer keys the jobs that wait to start (queued, not held) by (a field,
-// submission sequence), and leaves every other job out of the index.
-type queuedIndexer func(*Job) uint64
-
-func (by queuedIndexer) FromObject(obj any) (bool, []byte, error) {
-	j, ok := obj.(*Job)
-	if !ok {
-		return false, nil, fmt.Errorf("queued index: %T is not a *Job", obj)
-	}
-	if !j.Waiting() {
-		return false, nil, nil
-	}
-	key := make([]byte, 16)
-	binary.BigEndian.PutUint64(key, by(j))
-	binary.BigEndian.PutUint64(key[8:], j.Seq)
-	return true, key, nil
-}
-
-// FromArgs takes nothing (every queued job) or the field's value.
-func (queuedIndexer) FromArgs(args ...any) ([]byte, error) {
-	switch len(args) {
-	case 0:
-		return []byte{}, nil
-	case 1:
-		v, ok := args[0].(uint64)
-		if !ok {
-			return nil, fmt.Errorf("queued index: argument %#v is not a uint64", args[0])
-		}
-		return binary.BigEndian.AppendUint64(nil, v), nil
-	}
-	return nil, fmt.Errorf("queued index takes at most one argument")
-}
-
-func shapeHash(shape string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(shape))
-	return h.Sum64()
-}
-
-func (by queuedIndexer) PrefixFromArgs(args ...any) ([]byte, error) { return by.FromArgs(args...) }
 
 // runningIndexer indexes the attempts that hold cards, and leaves ended ones out, so
 // that the index stays as small as the machine however long the history.

@@ -31,9 +31,11 @@ const (
 // Job is a job as the store holds it. Objects read from the store are never changed in
 // place: copy, change, put.
 type Job struct {
-	plans.Job // as written: Params is tier 0
-	Sweep     string
-	Seq       uint64 // submission order across sweeps
+	// As written: Params is tier 0. Shared with the sweep's, and by every version of the
+	// job the store holds: never changed.
+	*plans.Job
+	Sweep string
+	Seq   uint64 // submission order across sweeps
 	Status
 }
 
@@ -109,6 +111,11 @@ type Attempt struct {
 	Timeout time.Duration `json:",omitempty"`
 	// TimedOut: the engine stopped it for running past its timeout.
 	TimedOut bool `json:",omitempty"`
+	// Alone: it runs alone on its cards (an exclusive rung, or a probe).
+	Alone bool `json:",omitempty"`
+	// Expected is how long it was expected to run when it started: its shape's learned
+	// duration then; 0 = none was.
+	Expected time.Duration `json:",omitempty"`
 	// Memory is what its processes held over time, compactly (see Samples).
 	Memory Samples `json:",omitempty"`
 }
@@ -122,6 +129,12 @@ type Shape struct {
 	Floor int64
 	// Probe is the job measuring the shape alone (memory: probe); "" when none.
 	Probe string
+	// Took is how long its attempts that succeeded ran: the mean of the first ten, then
+	// a moving average that each later run moves a tenth of the way, so that it follows
+	// a shape whose runs change (and a run as long as the average changes nothing). Runs
+	// counts those runs, up to ten. 0 = none yet.
+	Took time.Duration `json:",omitempty"`
+	Runs int           `json:",omitempty"`
 }
 
 // merge takes in what an earlier record o knew of the same shape: peaks and floors
@@ -132,11 +145,14 @@ func (l *Shape) merge(o *Shape) {
 }
 
 // Where says where it runs, for people: "GPU [0 1]", or on a worker "node7 GPU [0]".
-func (a *Attempt) Where() string {
-	if a.Worker == "" {
-		return fmt.Sprintf("GPU %v", a.GPUs)
+func (a *Attempt) Where() string { return where(a.Worker, a.GPUs) }
+
+// where names cards of one machine for people: "GPU [0 1]", or "node7 GPU [0]".
+func where(worker string, cards []int) string {
+	if worker == "" {
+		return fmt.Sprintf("GPU %v", cards)
 	}
-	return fmt.Sprintf("%s GPU %v", a.Worker, a.GPUs)
+	return fmt.Sprintf("%s GPU %v", worker, cards)
 }
 
 // on reports whether the attempt runs on a card.
@@ -175,6 +191,8 @@ type Store struct {
 	// renamed, while a state is read, holds the shapes that records of an older gpuq
 	// named otherwise (see canonicalShapes).
 	renamed map[string]bool
+	queue *queue
+	open  *memdb.Txn // the transaction of the batch in progress; nil outside one
 }
 
 // NewStore returns an empty store that journals nothing.
@@ -183,7 +201,9 @@ func NewStore() (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
-	return &Store{db: db}, nil
+	// A copy of the database does not track which nodes of its trees each write
+	// changes, for watches: nobody watches, and every write paid for it.
+	return &Store{db: db.Snapshot(), queue: newQueue()}, nil
 }
 
 // Put writes jobs, attempts, shapes, drains and submissions' statuses in one
@@ -198,7 +218,13 @@ func (s *Store) Put(objs ...any) error {
 	if err := s.commit(objs); err != nil {
 		return err
 	}
-	if s.journal != nil && s.journal.records >= compactAfter {
+	return s.compactIfDue()
+}
+
+// compactIfDue compacts the journal once it has grown to compactAfter records, but
+// not in a batch: the snapshot must hold what the journal does.
+func (s *Store) compactIfDue() error {
+	if s.journal != nil && s.journal.records >= compactAfter && s.open == nil {
 		var cw *CannotWrite
 		if err := s.compact(s.Snapshot()); errors.As(err, &cw) {
 			// The change is in the journal, which grows until a snapshot can be written.
@@ -217,6 +243,26 @@ func (s *Store) Check() error {
 		return nil
 	}
 	return s.journal.Append(Record{})
+}
+
+// batch gathers every write fn makes into one transaction, committed when fn returns;
+// each is journaled as it is made, as always. Until then only the engine's reads
+// (view) see them, not a Snapshot: the engine's goroutine is the one that writes, and
+// a batch is one of its rounds.
+func (s *Store) batch(fn func()) error {
+	if s.open != nil { // a batch in a batch is the outer one's
+		fn()
+		return nil
+	}
+	s.open = s.db.Txn(true)
+	func() {
+		defer func() {
+			s.open.Commit()
+			s.open = nil
+		}()
+		fn()
+	}()
+	return s.compactIfDue()
 }
 
 // Compact writes the whole state to the snapshot and empties the journal, so that the
@@ -240,29 +286,64 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) commit(objs []any) error {
+	return s.write(func(txn *memdb.Txn) error {
+		for _, o := range objs {
+			table := TableJobs
+			switch o.(type) {
+			case *Submission:
+				table = TableSweeps
+			case *Attempt:
+				table = TableAttempts
+			case *Shape:
+				table = TableShapes
+			case *Drain:
+				table = TableDrains
+			case *AllocQueue:
+				table = TableAllocQueues
+			case *Allocation:
+				table = TableAllocations
+			}
+			if err := s.insert(txn, table, o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// write runs fn in a write transaction and commits it unless fn fails; in a batch,
+// in the batch's.
+func (s *Store) write(fn func(*memdb.Txn) error) error {
+	if s.open != nil {
+		return fn(s.open)
+	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	for _, o := range objs {
-		table := TableJobs
-		switch o.(type) {
-		case *Submission:
-			table = TableSweeps
-		case *Attempt:
-			table = TableAttempts
-		case *Shape:
-			table = TableShapes
-		case *Drain:
-			table = TableDrains
-		case *AllocQueue:
-			table = TableAllocQueues
-		case *Allocation:
-			table = TableAllocations
-		}
-		if err := txn.Insert(table, o); err != nil {
-			return fmt.Errorf("state store: %w", err)
-		}
+	if err := fn(txn); err != nil {
+		return err
 	}
 	txn.Commit()
+	return nil
+}
+
+// insert puts an object in a table, and the queue follows a job or a shape. Only a
+// mistake in the schema makes it fail, and then the store is not to be trusted.
+func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
+	var before *Job
+	if j, ok := o.(*Job); ok {
+		if old, err := txn.First(TableJobs, IndexID, j.ID); err == nil && old != nil {
+			before = old.(*Job)
+		}
+	}
+	if err := txn.Insert(table, o); err != nil {
+		return fmt.Errorf("state store: %w", err)
+	}
+	switch o := o.(type) {
+	case *Job:
+		s.queue.change(before, o)
+	case *Shape:
+		s.queue.learned(o)
+	}
 	return nil
 }
 
@@ -272,39 +353,29 @@ type Snapshot struct{ txn *memdb.Txn }
 // Snapshot opens a read of the store as it is now; later writes do not show in it.
 func (s *Store) Snapshot() Snapshot { return Snapshot{txn: s.db.Txn(false)} }
 
-// Queue returns the queued jobs, highest priority first, then in submission order.
-func (sn Snapshot) Queue() []*Job {
-	return slices.Collect(sn.Queued())
-}
-
-// Queued yields the queued jobs in Queue's order, reading the store as it goes.
-func (sn Snapshot) Queued() iter.Seq[*Job] {
-	return each[*Job](sn.txn.Get, TableJobs, IndexQueue)
-}
-
-// QueuedOfShape yields the queued jobs of one shape, in submission order.
-func (sn Snapshot) QueuedOfShape(shape string) iter.Seq[*Job] {
-	return func(yield func(*Job) bool) {
-		for j := range each[*Job](sn.txn.Get, TableJobs, IndexShape+"_prefix", shapeHash(shape)) {
-			if j.Shape == shape && !yield(j) {
-				return
-			}
-		}
+// view is the store as the engine reads it: with the writes of the batch it is in.
+func (s *Store) view() Snapshot {
+	if s.open != nil {
+		return Snapshot{txn: s.open}
 	}
+	return s.Snapshot()
 }
 
-// Largest yields the queued jobs, largest estimate first.
-func (sn Snapshot) Largest() iter.Seq[*Job] {
-	return each[*Job](sn.txn.GetReverse, TableJobs, IndexSizes)
-}
+// Waiting is how many of a sweep's jobs wait to start. Only the engine's goroutine may
+// call it (its events function is told on it), or a user of a store no engine runs on.
+func (s *Store) Waiting(sweep string) int { return s.queue.sweeps[sweep] }
 
-// Smallest returns the queued job with the smallest estimate, or nil when none is queued.
-func (sn Snapshot) Smallest() *Job {
-	obj, err := sn.txn.First(TableJobs, IndexSizes)
-	if err != nil || obj == nil {
-		return nil
+// Queue returns the jobs that wait to start, in the order they are offered in (see
+// queue). Only the engine's goroutine may call it, or a user of a store no engine
+// runs on.
+func (s *Store) Queue() []*Job {
+	snap := s.view()
+	var out []*Job
+	c := s.queue.cursor(nil)
+	for _, m, ok := c.nextJob(); ok; _, m, ok = c.nextJob() {
+		out = append(out, snap.Job(m.id))
 	}
-	return obj.(*Job)
+	return out
 }
 
 // Jobs returns every job in submission order.

@@ -7,7 +7,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 )
 
-func TestQueueOrder(t *testing.T) {
+func TestSubmitQueuesJobs(t *testing.T) {
 	doc := `
 name: q
 command: [echo]
@@ -27,11 +27,11 @@ matrix:
 		t.Fatal(err)
 	}
 	var got []string
-	for _, j := range st.Snapshot().Queue() {
+	for _, j := range st.Queue() {
 		got = append(got, j.ID)
 	}
 	if want := "q.3 q.1 q.2 q.4"; strings.Join(got, " ") != want {
-		t.Errorf("queue = %v, want %s (priority first, then submission)", got, want)
+		t.Errorf("queue = %v, want %s (priority first, then submission: no job has an estimate)", got, want)
 	}
 	if n := len(st.Snapshot().Jobs()); n != 4 {
 		t.Errorf("jobs = %d", n)

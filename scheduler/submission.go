@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	memdb "github.com/hashicorp/go-memdb"
+
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
@@ -183,25 +185,32 @@ func (s *Store) submit(sub *Submission) error {
 	if err := s.check(sw); err != nil {
 		return err
 	}
-	txn := s.db.Txn(true)
-	defer txn.Abort()
 	s.submitted++
 	c := *sub
 	c.Seq = s.submitted
 	c.onePerCard = sw.Plan == nil && sw.SlotPlan()[0] == 1
-	if err := txn.Insert(TableSweeps, &c); err != nil {
-		return fmt.Errorf("sweep %q: %w", sw.Name, err)
-	}
-	for _, pj := range sw.Jobs {
-		s.seq++
-		j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, Status: Status{State: JobQueued, Estimate: pj.Memory,
-			Current: pj.Params, Shape: sw.ShapeOf(pj.Params), Declared: pj.Memory, HostEstimate: pj.HostMemory}}
-		if err := txn.Insert(TableJobs, j); err != nil {
-			return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
+	s.queue.submitted(sw)
+	return s.write(func(txn *memdb.Txn) error {
+		if err := txn.Insert(TableSweeps, &c); err != nil {
+			return fmt.Errorf("sweep %q: %w", sw.Name, err)
 		}
-	}
-	txn.Commit()
-	return nil
+		// Jobs that share their parameters (a simulation's copies) share their shape.
+		shapes := map[*plans.Map]string{}
+		for i, pj := range sw.Jobs {
+			s.seq++
+			shape, ok := shapes[pj.Params]
+			if !ok {
+				shape = sw.ShapeOf(pj.Params)
+				shapes[pj.Params] = shape
+			}
+			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: Status{State: JobQueued, Estimate: pj.Memory,
+				Current: pj.Params, Shape: shape, Declared: pj.Memory, HostEstimate: pj.HostMemory}}
+			if err := s.insert(txn, TableJobs, j); err != nil {
+				return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
+			}
+		}
+		return nil
+	})
 }
 
 // Forget removes sweeps from the store with their jobs, their attempts and what was
@@ -244,6 +253,9 @@ func (s *Store) Forget(names []string) error {
 		}
 	}
 	txn.Commit()
+	for _, name := range names {
+		s.queue.forget(name)
+	}
 	return nil
 }
 

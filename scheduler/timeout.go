@@ -32,7 +32,7 @@ func (e *Engine) expire(running []*Attempt) {
 // NextTimeout is when the next running attempt reaches its timeout; ok is false when
 // none has one. A driver of its own (a simulation) runs a round then.
 func (e *Engine) NextTimeout() (at time.Time, ok bool) {
-	for _, a := range e.store.Snapshot().Running() {
+	for _, a := range e.store.view().Running() {
 		if a.TimedOut || a.Timeout == 0 {
 			continue
 		}

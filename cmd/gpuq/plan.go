@@ -82,7 +82,8 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 	}
 	width := io.width()
 	head := []string{fmt.Sprintf("sweep %s: %d jobs on %s", sw.Name, len(sw.Jobs), machine),
-		fmt.Sprintf("plan %s, headroom %s", planText, sw.Headroom), "oom ladder: " + laddersText(sw)}
+		fmt.Sprintf("plan %s, headroom %s", planText, sw.Headroom), "order: " + orderText(sw.Order),
+		"oom ladder: " + laddersText(sw)}
 	if note := memoryNote(sw); note != "" {
 		head = append(head, "memory: "+note)
 	}
@@ -125,12 +126,20 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 	for _, w := range d.Waiting {
 		j := byID[w.Job]
 		why := string(w.Reason) + ": " + w.Detail
-		if w.Job == d.Reserved {
-			why += "; cards are reserved for it"
+		if r := d.Reservation; r != nil && w.Job == r.Job {
+			why += fmt.Sprintf("; GPU %v reserved for it", r.Cards)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.ID, j.Name, estimateText(j), why)
 	}
 	return tw.Flush()
+}
+
+// orderText says in what order the jobs start.
+func orderText(o plans.Order) string {
+	if o == plans.FIFO {
+		return "fifo (within a priority, in submission order)"
+	}
+	return string(o) + " (within a priority, largest memory × learned duration first; by memory until durations are learned)"
 }
 
 // laddersText says what an OOM does to the sweep's jobs: their ladder when they share
@@ -220,6 +229,7 @@ func jobsByID(sw *plans.Sweep) map[string]plans.Job {
 
 type planOutput struct {
 	Sweep      string          `json:"sweep"`
+	Order      string          `json:"order"`
 	Simulated  string          `json:"simulated,omitempty"`
 	GPUs       []planGPU       `json:"gpus"`
 	Placements []planPlacement `json:"placements"`
@@ -244,10 +254,11 @@ type planPlacement struct {
 }
 
 type planWait struct {
-	Job      string `json:"job"`
-	Reason   string `json:"reason"`
-	Detail   string `json:"detail"`
-	Reserved bool   `json:"cards_reserved,omitempty"`
+	Job    string `json:"job"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+	// ReservedGPUs are the cards reserved for it, the first job that waits.
+	ReservedGPUs []int `json:"reserved_gpus,omitempty"`
 }
 
 type planJob struct {
@@ -262,7 +273,7 @@ type planJob struct {
 }
 
 func planJSON(p *prepared, states []scheduler.CardState, d scheduler.Decision) planOutput {
-	out := planOutput{Sweep: p.sweep.Name, Simulated: p.inv.Simulated(),
+	out := planOutput{Sweep: p.sweep.Name, Order: string(p.sweep.Order), Simulated: p.inv.Simulated(),
 		Placements: []planPlacement{}, Waiting: []planWait{}, Jobs: []planJob{}}
 	byID := jobsByID(p.sweep)
 	on := starts(d)
@@ -284,7 +295,11 @@ func planJSON(p *prepared, states []scheduler.CardState, d scheduler.Decision) p
 		out.Placements = append(out.Placements, planPlacement{Job: pl.Job, GPU: pl.Cards[0], GPUs: pl.Cards})
 	}
 	for _, w := range d.Waiting {
-		out.Waiting = append(out.Waiting, planWait{Job: w.Job, Reason: string(w.Reason), Detail: w.Detail, Reserved: w.Job == d.Reserved})
+		pw := planWait{Job: w.Job, Reason: string(w.Reason), Detail: w.Detail}
+		if r := d.Reservation; r != nil && w.Job == r.Job {
+			pw.ReservedGPUs = r.Cards
+		}
+		out.Waiting = append(out.Waiting, pw)
 	}
 	for _, j := range p.sweep.Jobs {
 		out.Jobs = append(out.Jobs, planJob{ID: j.ID, Name: j.Name, Params: j.Params, EstimateBytes: j.Memory, GPUsPerJob: j.GPUsPerJob,

@@ -33,7 +33,9 @@ func needPython(t *testing.T) {
 // of a shape proven too large skips the rung, and all finish.
 func TestRunQuickstartRecoversOOMs(t *testing.T) {
 	needPython(t)
-	out, errOut, code := gpuq(t, "run", "../../examples/sweeps/quickstart.yaml", "--json", "--log-dir", t.TempDir(), "--poll", "200ms")
+	// In submission order, the second rte job waits until the first has run out of
+	// memory (largest first, both would start at once), and learns from it.
+	out, errOut, code := gpuq(t, "run", "../../examples/sweeps/quickstart.yaml", "--order", "fifo", "--json", "--log-dir", t.TempDir(), "--poll", "200ms")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}

@@ -46,10 +46,11 @@ data workers costs 1.2x. Jobs have batch_size 32, gradient_accumulation_steps 1,
 gradient_checkpointing false and num_data_workers 4 unless params say otherwise.
 
 Policies: gpuq (the engine); static, the tmux way (jobs dealt round-robin onto the
-plan's slots, an OOM loses the job); one-per-gpu (one job per card, no retry).
---policy all runs each; --json then prints a list of objects. --report FILE writes the
-HTML report of gpuq's run (see gpuq report): its attempts on the cards in virtual time,
-memory, every job's history.
+plan's slots, an OOM loses the job); one-per-gpu (one job per card, no retry); oracle,
+a mark no scheduler can run: it knows every true peak and duration, and starts the
+longest jobs first, packed as gpuq packs them. --policy all runs each; --json then
+prints a list of objects. --report FILE writes the HTML report of gpuq's run (see gpuq
+report): its attempts on the cards in virtual time, memory, every job's history.
 
 Exit status: 0 simulated (failed jobs are a result, not an error), 2 bad input.`,
 		Example: `  gpuq simulate examples/traces/gla.yaml
@@ -62,7 +63,7 @@ Exit status: 0 simulated (failed jobs are a result, not an error), 2 bad input.`
 			return runSimulate(opts)
 		},
 	}
-	cmd.Flags().StringSliceVar(&opts.policies, "policy", []string{string(sim.GPUQ)}, "gpuq, static, one-per-gpu, or all")
+	cmd.Flags().StringSliceVar(&opts.policies, "policy", []string{string(sim.GPUQ)}, "gpuq, static, one-per-gpu, oracle, or all")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&opts.report, "report", "", "write the HTML report of gpuq's run to this file")
 	return cmd
@@ -134,7 +135,7 @@ func parsePolicies(names []string) ([]sim.Policy, error) {
 		case slices.Contains(sim.Policies, p):
 			out = append(out, p)
 		default:
-			return nil, badInput("--policy: %q is not a policy: use gpuq, static, one-per-gpu or all", n)
+			return nil, badInput("--policy: %q is not a policy: use gpuq, static, one-per-gpu, oracle or all", n)
 		}
 	}
 	return out, nil

@@ -41,7 +41,7 @@ func TestSimulateEveryPolicy(t *testing.T) {
 			policies = append(policies, f[0])
 		}
 	}
-	if !slices.Equal(policies, []string{"gpuq", "static", "one-per-gpu"}) || !strings.Contains(out, "plan 1,1,1,1,1,1,1") {
+	if !slices.Equal(policies, []string{"gpuq", "static", "one-per-gpu", "oracle"}) || !strings.Contains(out, "plan 1,1,1,1,1,1,1") {
 		t.Errorf("output:\n%s", out)
 	}
 }

@@ -61,7 +61,7 @@ func newHarness(t *testing.T, dir string) *harness {
 		// No worker here: every job that waits is one no worker could start.
 		Waiting: func(context.Context) ([]int, error) {
 			var cards []int
-			for j := range store.Snapshot().Queued() {
+			for _, j := range store.Queue() {
 				cards = append(cards, j.GPUsPerJob)
 			}
 			return cards, nil

@@ -89,7 +89,7 @@ func (h *Hooks) Event(ev scheduler.Event) {
 			h.fire(sw, Notice{Event: plans.NotifyFailure, Sweep: sw.Name, Job: &js}, j.ID)
 		}
 	}
-	if sw.Notify.OnEnd && !h.ended[j.Sweep] && over(snap, j.Sweep) {
+	if sw.Notify.OnEnd && !h.ended[j.Sweep] && h.over(snap, j.Sweep) {
 		h.ended[j.Sweep] = true
 		sum := SummarizeSweep(snap, j.Sweep, h.cards)
 		h.fire(sw, Notice{Event: plans.NotifyEnd, Sweep: sw.Name, Summary: &sum}, "")
@@ -109,18 +109,16 @@ func (h *Hooks) fire(sw *plans.Sweep, nt Notice, job string) {
 }
 
 // over reports whether no job of the sweep runs or waits. The running attempts and the
-// queue are read first, since either is short where the sweep's jobs may be many; the
+// queue are asked first, since either is quick where the sweep's jobs may be many; the
 // sweep's own jobs only when both say so, for a held one.
-func over(snap scheduler.Snapshot, sweep string) bool {
+func (h *Hooks) over(snap scheduler.Snapshot, sweep string) bool {
 	for _, a := range snap.Running() {
 		if snap.Job(a.Job).Sweep == sweep {
 			return false
 		}
 	}
-	for j := range snap.Queued() {
-		if j.Sweep == sweep {
-			return false
-		}
+	if h.store.Waiting(sweep) > 0 {
+		return false
 	}
 	for j := range snap.JobsOf(sweep) {
 		if j.State == scheduler.JobQueued || j.State == scheduler.JobRunning {

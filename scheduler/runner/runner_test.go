@@ -21,7 +21,7 @@ func launch(t *testing.T, script string, environ []string) scheduler.Launch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &scheduler.Job{Job: sw.Jobs[0], Sweep: "r"}
+	j := &scheduler.Job{Job: &sw.Jobs[0], Sweep: "r"}
 	return scheduler.Launch{Attempt: &scheduler.Attempt{ID: "r.1/1", Job: "r.1", N: 1, Params: sw.Jobs[0].Params}, Job: j,
 		Submission: &scheduler.Submission{Sweep: sw, Environ: environ}, Cards: []gpu.Card{{Index: 0, Total: 24 << 30}}, Sharing: 1}
 }

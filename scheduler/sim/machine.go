@@ -28,6 +28,7 @@ type machine struct {
 	mostPerCard int
 	// wakes are the moments a wake event is due at.
 	wakes map[time.Duration]bool
+	read  []gpu.Card // what Snapshot returned last
 }
 
 type simCard struct {
@@ -235,14 +236,17 @@ func (m *machine) utilization() float64 {
 }
 
 // Snapshot reads the cards as NVML would: memory in use and the processes holding it.
+// It fills the same slices each time: the engine keeps a reading only until its next.
 func (m *machine) Snapshot() ([]gpu.Card, error) {
-	out := make([]gpu.Card, len(m.cards))
-	for i, c := range m.cards {
-		procs := make([]gpu.Process, len(c.trainers))
-		for k, t := range c.trainers {
-			procs[k] = gpu.Process{PID: t.pid, Used: t.peak}
-		}
-		out[i] = gpu.Card{Index: i, Total: c.total, Used: c.held, Processes: procs}
+	if m.read == nil {
+		m.read = make([]gpu.Card, len(m.cards))
 	}
-	return out, nil
+	for i, c := range m.cards {
+		procs := m.read[i].Processes[:0]
+		for _, t := range c.trainers {
+			procs = append(procs, gpu.Process{PID: t.pid, Used: t.peak})
+		}
+		m.read[i] = gpu.Card{Index: i, Total: c.total, Used: c.held, Processes: procs}
+	}
+	return m.read, nil
 }

@@ -21,10 +21,13 @@ const (
 	Static Policy = "static"
 	// OnePerGPU runs one job per card at a time, in queue order, and retries nothing.
 	OnePerGPU Policy = "one-per-gpu"
+	// Oracle knows every job's true peak and duration: the longest first, packed as gpuq
+	// packs them, never out of memory. A mark to measure against, not a policy to run.
+	Oracle Policy = "oracle"
 )
 
 // Policies lists every policy, gpuq's first.
-var Policies = []Policy{GPUQ, Static, OnePerGPU}
+var Policies = []Policy{GPUQ, Static, OnePerGPU, Oracle}
 
 // Result is what a simulation measured. Times are virtual seconds, except SimWall.
 type Result struct {
@@ -77,8 +80,10 @@ func run(t *Trace, p Policy) (Result, *scheduler.Store, error) {
 		runStatic(t, m, &r)
 	case OnePerGPU:
 		runOnePerGPU(t, m, &r)
+	case Oracle:
+		runOracle(t, m, &r)
 	default:
-		return r, nil, fmt.Errorf("unknown policy %q: use gpuq, static or one-per-gpu", p)
+		return r, nil, fmt.Errorf("unknown policy %q: use gpuq, static, one-per-gpu or oracle", p)
 	}
 	if err != nil {
 		return r, nil, err
@@ -112,6 +117,10 @@ func runEngine(t *Trace, m *machine, r *Result) (*scheduler.Store, error) {
 	}
 	timed := slices.ContainsFunc(t.Sweep.Jobs, func(j plans.Job) bool { return j.Timeout.After > 0 })
 	for ended, more := true, true; more; ended, more = m.step() {
+		// The ends of one moment are applied together, as the engine's loop applies
+		// those that arrive together.
+		e.ApplyAll(rn.ended)
+		rn.ended = rn.ended[:0]
 		if !ended && rn.teaching == 0 {
 			continue
 		}
@@ -143,8 +152,9 @@ type engineRunner struct {
 	trace    *Trace
 	engine   *scheduler.Engine
 	store    *scheduler.Store
-	pids     map[string]int // running attempts' trainers
-	attempts map[int]string // and the other way
+	pids     map[string]int   // running attempts' trainers
+	attempts map[int]string   // and the other way
+	ended    []scheduler.Exit // at the moment the machine is at, not applied yet
 	// teaching counts the running trainers whose shape had no measured peak when they
 	// started.
 	teaching int
@@ -165,7 +175,7 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 		}
 		delete(rn.pids, id)
 		delete(rn.attempts, pid)
-		rn.engine.Apply(scheduler.Exit{Attempt: id, Outcome: o, OOM: f})
+		rn.ended = append(rn.ended, scheduler.Exit{Attempt: id, Outcome: o, OOM: f})
 	})
 	rn.pids[id] = pid
 	rn.attempts[pid] = id

@@ -27,7 +27,7 @@ type Trace struct {
 func (t *Trace) Truth(i int) Truth { return t.Entries[t.Entry[i]] }
 
 var (
-	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "timeout", "jobs"}
+	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "timeout", "order", "jobs"}
 	jobKeys   = []string{"name", "estimate", "base", "activations", "duration", "count", "params", "timeout"}
 	// defaultParams are what a trace's jobs have unless it says otherwise: the keys the
 	// default ladder degrades, so that an OOM has somewhere to go.
@@ -56,7 +56,7 @@ func Load(path string, ov plans.Overrides) (*Trace, error) {
 }
 
 // Decode validates a trace and expands it into a sweep. Its sweep-level keys (gpus,
-// gpu_plan, headroom, oom, params) are a sweep file's, and are checked as such; gpus
+// gpu_plan, headroom, oom, params, order...) are a sweep file's, and are checked as such; gpus
 // must name a simulated machine. Each job entry says what the user declared (estimate),
 // the truth (base + activations, for duration) and how many such jobs there are.
 func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
@@ -93,14 +93,8 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 		sweep.Set("name", strings.Trim(nonName.ReplaceAllString(strings.ToLower(base), "-"), "-."))
 	}
 	sweep.Set("command", []any{"simulated-trainer"})
-	// The copies of an entry are one shape: they differ only in their copy number. A
-	// shape_ignores that is not a list is left for the sweep's own check to report.
-	ignores := any([]any{"seed"})
 	if v, ok := doc.Get("shape_ignores"); ok {
-		ignores = v
-	}
-	if list, ok := ignores.([]any); ok {
-		sweep.Set("shape_ignores", append(slices.Clone(list), "copy"))
+		sweep.Set("shape_ignores", v)
 	}
 	params := plans.NewMap()
 	for _, d := range defaultParams {
@@ -119,8 +113,9 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 
 	var entries []Truth
 	var estimates []int64
-	var entry []int
+	var counts []int
 	var points []any
+	jobs := 0
 	jv, _ := doc.Get("jobs")
 	list, ok := jv.([]any)
 	if !ok || len(list) == 0 {
@@ -144,32 +139,27 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 			continue
 		}
 		names[j.name] = i
-		if len(points)+j.count > maxJobs {
+		if jobs += j.count; jobs > maxJobs {
 			fail(field+".count", "the trace would have more than %d jobs", maxJobs)
 			break
 		}
-		for n := range j.count {
-			pt := plans.NewMap()
-			pt.Set("job", j.name)
-			if j.count > 1 {
-				pt.Set("copy", int64(n+1))
-			}
-			if j.estimate > 0 {
-				pt.Set("memory", strconv.FormatInt(j.estimate, 10)+"B")
-			}
-			if j.timeout != nil {
-				pt.Set("timeout", j.timeout)
-			}
-			if j.params != nil {
-				for _, k := range j.params.Keys {
-					pt.Set(k, j.params.Vals[k])
-				}
-			}
-			points = append(points, pt)
-			entry = append(entry, len(entries))
+		pt := plans.NewMap()
+		pt.Set("job", j.name)
+		if j.estimate > 0 {
+			pt.Set("memory", strconv.FormatInt(j.estimate, 10)+"B")
 		}
+		if j.timeout != nil {
+			pt.Set("timeout", j.timeout)
+		}
+		if j.params != nil {
+			for _, k := range j.params.Keys {
+				pt.Set(k, j.params.Vals[k])
+			}
+		}
+		points = append(points, pt)
 		entries = append(entries, j.truth)
 		estimates = append(estimates, j.estimate)
+		counts = append(counts, j.count)
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -193,7 +183,30 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	return &Trace{Sweep: sw, Entries: entries, Entry: entry}, nil
+	t := &Trace{Sweep: sw, Entries: entries}
+	t.copies(counts)
+	return t, nil
+}
+
+// copies makes count[e] jobs of each entry e's one job, numbered in order as a
+// sweep's jobs are. The copies of an entry are one shape and differ in nothing but
+// their number and name: they share the entry's parameters, point and ladder rather
+// than each holding its own, which a trace of 100,000 jobs cannot afford.
+func (t *Trace) copies(count []int) {
+	jobs := make([]plans.Job, 0, len(t.Entries))
+	for e, n := range count {
+		for c := range n {
+			j := t.Sweep.Jobs[e]
+			j.Index = len(jobs) + 1
+			j.ID = fmt.Sprintf("%s.%d", t.Sweep.Name, j.Index)
+			if n > 1 {
+				j.Name += fmt.Sprintf(",copy=%d", c+1)
+			}
+			jobs = append(jobs, j)
+			t.Entry = append(t.Entry, e)
+		}
+	}
+	t.Sweep.Jobs = jobs
 }
 
 type traceJob struct {

@@ -389,7 +389,7 @@ func (w *worker) launch(req *daemon.StartRequest) (scheduler.Launch, error) {
 	if i < 0 {
 		return scheduler.Launch{}, fmt.Errorf("sweep %s has no job %s", sw.Name, a.Job)
 	}
-	l := scheduler.Launch{Attempt: a, Job: &scheduler.Job{Job: sw.Jobs[i], Sweep: sw.Name},
+	l := scheduler.Launch{Attempt: a, Job: &scheduler.Job{Job: &sw.Jobs[i], Sweep: sw.Name},
 		Submission: &scheduler.Submission{Sweep: &run, Environ: req.Environ}, Sharing: req.Sharing}
 	for _, idx := range a.GPUs {
 		c := slices.IndexFunc(w.cards, func(c gpu.Card) bool { return c.Index == idx })

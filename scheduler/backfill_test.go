@@ -1,0 +1,142 @@
+package scheduler
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// clockEngine is an engine on one 24 GiB card (1 GiB headroom) of slots slots, driven
+// round by round on a fake clock; its trainers run until the test ends them.
+func clockEngine(t *testing.T, doc string, slots int) (*Engine, *fakeClock, *fakeRunner) {
+	t.Helper()
+	sw, err := plans.DecodeSweep("b.yaml", []byte(doc), plans.Overrides{})
+	must(t, err)
+	st, _ := NewStore()
+	clock := &fakeClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
+	e := NewEngine(st, fakeInventory{cards: []gpu.Card{{Index: 0, Total: 24 * gib}}, reads: new(int)}, fr, clock,
+		Config{Slots: []int{slots}, Headroom: plans.Headroom{Bytes: gib}}, nil)
+	must(t, e.Submit(&Submission{Sweep: sw}))
+	return e, clock, fr
+}
+
+// started lists the jobs the runner has started, in order.
+func (f *fakeRunner) started() string {
+	var out []string
+	for _, l := range f.starts {
+		out = append(out, l.Job.ID)
+	}
+	return strings.Join(out, " ")
+}
+
+// succeed ends a job's running attempt as a success, now.
+func (e *Engine) succeed(job string) {
+	e.Apply(Exit{Attempt: AttemptID(job, e.store.Snapshot().Job(job).Attempts), Outcome: plans.Success})
+}
+
+// TestEngineLearnsDurations: a shape's duration is the mean of its successful
+// attempts' run times; a failed attempt teaches none.
+func TestEngineLearnsDurations(t *testing.T) {
+	e, clock, _ := clockEngine(t, "name: b\ncommand: [train]\nmemory: 20GiB\nmatrix: {seed: [1, 2, 3]}\n", 1)
+	for _, run := range []struct {
+		took    time.Duration
+		outcome plans.Outcome
+	}{{30 * time.Minute, plans.Success}, {5 * time.Minute, plans.Failed}, {50 * time.Minute, plans.Success}} {
+		round(t, e)
+		clock.now = clock.now.Add(run.took)
+		running := e.store.Snapshot().Running()
+		e.Apply(Exit{Attempt: running[0].ID, Outcome: run.outcome})
+	}
+	l := e.store.Snapshot().Shape(e.store.Snapshot().Job("b.1").Shape)
+	if l.Took != 40*time.Minute || l.Runs != 2 {
+		t.Errorf("learned %v over %d runs, want 40m over 2", l.Took, l.Runs)
+	}
+}
+
+// backfillSweep: long (12 GiB, first by priority) runs; big (20 GiB) waits for it and
+// gets the card's reservation; slow and short (4 GiB each) fit beside long now, but
+// leave big too little beside them once long has ended (23 - 20 = 3 GiB).
+const backfillSweep = `name: b
+command: [train]
+jobs:
+- {task: long, memory: 12GiB, priority: 1}
+- {task: big, memory: 20GiB}
+- {task: slow, memory: 4GiB}
+- {task: short, memory: 4GiB}
+`
+
+// TestEngineBackfillsByLearnedDuration: with durations learned, the job that ends
+// before the running one (and so before big is due) starts beside it; the one that
+// would run past it waits, and why says so.
+func TestEngineBackfillsByLearnedDuration(t *testing.T) {
+	e, _, fr := clockEngine(t, backfillSweep, 3)
+	took := map[string]time.Duration{"long": time.Hour, "slow": 90 * time.Minute, "short": 30 * time.Minute}
+	for _, j := range e.store.Snapshot().Jobs() {
+		task, _ := j.Params.Get("task")
+		if d := took[fmt.Sprint(task)]; d > 0 {
+			must(t, e.store.Put(&Shape{Name: j.Shape, Took: d, Runs: 1}))
+		}
+	}
+	round(t, e)
+	if got := fr.started(); got != "b.1 b.4" {
+		t.Fatalf("started %s, want long (b.1) and short (b.4)", got)
+	}
+	reason, detail, err := e.Why("b.3")
+	must(t, err)
+	if reason != Reserved || !strings.Contains(detail, "reserved for b.2") || !strings.Contains(detail, "in 1h") || !strings.Contains(detail, "expected to take 1h30m") {
+		t.Errorf("why b.3: %s: %s", reason, detail)
+	}
+}
+
+// TestEngineBackfillsByTimeout: a job's timeout bounds how long it runs, so a job with
+// one short enough starts on the head's card before its duration is learned; and the
+// running job's own timeout says when the head is due.
+func TestEngineBackfillsByTimeout(t *testing.T) {
+	doc := strings.Replace(strings.Replace(backfillSweep, "priority: 1}", "priority: 1, timeout: 1h}", 1),
+		"{task: short, memory: 4GiB}", "{task: short, memory: 4GiB, timeout: 30m}", 1)
+	e, _, fr := clockEngine(t, doc, 3)
+	round(t, e)
+	if got := fr.started(); got != "b.1 b.4" {
+		t.Fatalf("started %s, want long (b.1) and short (b.4)", got)
+	}
+}
+
+// TestEngineReservationDueAfter: with no duration known, a job may start on the head's
+// cards while the head has waited less than DueAfter, by the engine's clock; after,
+// the reservation is due.
+func TestEngineReservationDueAfter(t *testing.T) {
+	for _, tt := range []struct {
+		after  time.Duration
+		starts bool
+	}{{DueAfter - time.Minute, true}, {DueAfter, false}} {
+		t.Run(tt.after.String(), func(t *testing.T) {
+			e, clock, fr := clockEngine(t, backfillSweep, 2)
+			round(t, e) // long, then slow beside it: the reservation is not due
+			if got := fr.started(); got != "b.1 b.3" {
+				t.Fatalf("started %s, want long (b.1) and slow (b.3)", got)
+			}
+			clock.now = clock.now.Add(tt.after)
+			e.succeed("b.3")
+			round(t, e)
+			if started := strings.Contains(fr.started(), "b.4"); started != tt.starts {
+				t.Errorf("%v after big began to wait: short started %v, want %v", tt.after, started, tt.starts)
+			}
+		})
+	}
+}
+
+// TestAloneKeepsItsCard: a job that runs alone (a probe) keeps its card to itself in
+// later rounds, not only in the round it starts in.
+func TestAloneKeepsItsCard(t *testing.T) {
+	e, _, fr := clockEngine(t, "name: b\ncommand: [train]\njobs:\n- {task: p, memory: probe, priority: 1}\n- {task: q, memory: 1GiB}\n", 2)
+	round(t, e)
+	round(t, e)
+	if got := fr.started(); got != "b.1" {
+		t.Errorf("started %s, want the probe b.1 alone", got)
+	}
+}

@@ -1,0 +1,237 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// TestQueueOrder: within a priority, the largest jobs first, by memory times learned
+// duration, or by memory until durations are learned; a fifo sweep's jobs in
+// submission order.
+func TestQueueOrder(t *testing.T) {
+	const sweep = "name: q\ncommand: [echo]\n"
+	tests := []struct {
+		name   string
+		sweeps []string
+		took   map[string]time.Duration // learned, by task
+		want   string
+	}{
+		{
+			name:   "priority first, then the largest memory",
+			sweeps: []string{sweep + "jobs:\n- {task: a, memory: 10GiB}\n- {task: b, memory: 16GiB}\n- {task: c, memory: 4GiB, priority: 5}\n"},
+			want:   "q.3 q.2 q.1",
+		},
+		{
+			// a: 10 GiB x 2h = 20 GiB.h; b: 16 GiB x 30m = 8 GiB.h.
+			name:   "then memory times learned duration",
+			sweeps: []string{sweep + "jobs:\n- {task: a, memory: 10GiB}\n- {task: b, memory: 16GiB}\n"},
+			took:   map[string]time.Duration{"a": 2 * time.Hour, "b": 30 * time.Minute},
+			want:   "q.1 q.2",
+		},
+		{
+			// c counts the mean of a's and b's, 2h: 24 GiB.h, between b's 48 and a's 10.
+			name:   "a shape not learned yet counts the mean of those that are",
+			sweeps: []string{sweep + "jobs:\n- {task: a, memory: 10GiB}\n- {task: b, memory: 16GiB}\n- {task: c, memory: 12GiB}\n"},
+			took:   map[string]time.Duration{"a": time.Hour, "b": 3 * time.Hour},
+			want:   "q.2 q.3 q.1",
+		},
+		{
+			name:   "a job of two cards counts both",
+			sweeps: []string{sweep + "jobs:\n- {task: a, memory: 12GiB}\n- {task: b, memory: 8GiB, gpus_per_job: 2}\n"},
+			want:   "q.2 q.1",
+		},
+		{
+			name:   "ties in submission order",
+			sweeps: []string{sweep + "matrix: {seed: [1, 2, 3]}\nmemory: 8GiB\n"},
+			want:   "q.1 q.2 q.3",
+		},
+		{
+			name:   "fifo: submission order",
+			sweeps: []string{sweep + "order: fifo\njobs:\n- {task: a, memory: 4GiB}\n- {task: b, memory: 16GiB}\n- {task: c, memory: 8GiB, priority: 1}\n"},
+			want:   "q.3 q.1 q.2",
+		},
+		{
+			name: "within a priority, a fifo sweep's jobs before the others",
+			sweeps: []string{sweep + "jobs:\n- {task: a, memory: 16GiB}\n",
+				"name: f\ncommand: [echo]\norder: fifo\njobs:\n- {task: b, memory: 4GiB}\n- {task: c, memory: 2GiB}\n"},
+			want: "f.1 f.2 q.1",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, err := NewStore()
+			must(t, err)
+			for i, doc := range tt.sweeps {
+				sw, err := plans.DecodeSweep(fmt.Sprintf("s%d.yaml", i), []byte(doc), plans.Overrides{})
+				must(t, err)
+				must(t, st.Submit(&Submission{Sweep: sw}))
+			}
+			for _, j := range st.Snapshot().Jobs() {
+				task, _ := j.Params.Get("task")
+				if d := tt.took[fmt.Sprint(task)]; d > 0 {
+					must(t, st.Put(&Shape{Name: j.Shape, Took: d, Runs: 1}))
+				}
+			}
+			if got := strings.Join(ids(st.Queue()), " "); got != tt.want {
+				t.Errorf("queue %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestQueueCountsWhatRuns: a shape whose duration is not learned yet counts at least
+// as long as its longest running attempt has run.
+func TestQueueCountsWhatRuns(t *testing.T) {
+	st, _ := NewStore()
+	sw, err := plans.DecodeSweep("q.yaml", []byte("name: q\ncommand: [echo]\njobs:\n- {task: a, memory: 10GiB}\n- {task: c, memory: 8GiB}\n"), plans.Overrides{})
+	must(t, err)
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	snap := st.Snapshot()
+	a, c := snap.Job("q.1"), snap.Job("q.2")
+	must(t, st.Put(&Shape{Name: a.Shape, Took: time.Hour, Runs: 1}))
+	now := time.Now()
+	for _, tt := range []struct {
+		ran  time.Duration
+		want string
+	}{
+		{0, "q.1 q.2"},             // c counts the mean, 1h: 8 GiB.h, after a's 10
+		{3 * time.Hour, "q.2 q.1"}, // a job of its shape has run 3h: 24 GiB.h
+	} {
+		var running []*Attempt
+		if tt.ran > 0 {
+			running = []*Attempt{{ID: "x/1", Shape: c.Shape, Started: now.Add(-tt.ran)}}
+		}
+		st.queue.ranFor(running, now)
+		if got := strings.Join(ids(st.Queue()), " "); got != tt.want {
+			t.Errorf("a copy of c running for %v: queue %s, want %s", tt.ran, got, tt.want)
+		}
+	}
+}
+
+func ids(jobs []*Job) []string {
+	out := make([]string, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.ID
+	}
+	return out
+}
+
+// TestQueueFollowsTheStore: after any sequence of changes to jobs and shapes, the queue
+// holds exactly the jobs that wait, in the order their priority, sweep order, memory,
+// duration and submission give; and a cursor that passes over groups yields a job only
+// if no job alike came before it and was passed over.
+func TestQueueFollowsTheStore(t *testing.T) {
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 3))
+		st, _ := NewStore()
+		var b strings.Builder
+		b.WriteString("name: s\ncommand: [echo]\njobs:\n")
+		for i := range 40 {
+			// seed is not in a shape: jobs of one task share theirs, and many jobs a group.
+			fmt.Fprintf(&b, "- {seed: %d, task: t%d, memory: %dGiB, priority: %d, gpus_per_job: %d}\n", i, r.IntN(2), 2*(1+r.IntN(2)), r.IntN(2), 1+r.IntN(2))
+		}
+		doc := b.String()
+		if seed%2 == 0 {
+			doc = strings.Replace(doc, "jobs:", "order: fifo\njobs:", 1)
+		}
+		sw, err := plans.DecodeSweep("s.yaml", []byte(doc), plans.Overrides{})
+		must(t, err)
+		must(t, st.Submit(&Submission{Sweep: sw}))
+		for range 60 {
+			snap := st.Snapshot()
+			jobs := snap.Jobs()
+			c := *jobs[r.IntN(len(jobs))]
+			switch r.IntN(5) {
+			case 0:
+				c.State = []JobState{JobQueued, JobRunning, JobSucceeded}[r.IntN(3)]
+			case 1:
+				c.Held = !c.Held
+			case 2:
+				c.Estimate = int64(2*(1+r.IntN(3))) * gib
+			case 3:
+				must(t, st.Put(&Shape{Name: c.Shape, Took: time.Duration(r.IntN(3)) * time.Hour}))
+				continue
+			}
+			must(t, st.Put(&c))
+			if got, want := ids(st.Queue()), brute(st, seed%2 == 0); !slices.Equal(got, want) {
+				t.Fatalf("seed %d: queue %v, want %v", seed, got, want)
+			}
+		}
+		want := brute(st, seed%2 == 0)
+		// Read with a room that shrinks now and then, and pass over a random half of
+		// the jobs read: the cursor reads what the full order holds but the jobs after
+		// one passed over in its group, and those larger than the room.
+		snap := st.Snapshot()
+		cur := st.queue.cursor(nil)
+		passed := map[groupKey]bool{}
+		room, i := int64(math.MaxInt64), 0
+		for {
+			if r.IntN(5) == 0 {
+				room = min(room, int64(2*(1+r.IntN(2)))*gib)
+			}
+			for ; i < len(want); i++ {
+				j := snap.Job(want[i])
+				if k := keyOf(j); !passed[k] && j.Estimate > room {
+					passed[k] = true
+				}
+				if !passed[keyOf(j)] {
+					break
+				}
+			}
+			_, m, ok := cur.nextUpTo(room)
+			if ok != (i < len(want)) || ok && m.id != want[i] {
+				t.Fatalf("seed %d: read %s (%v), want the job at %d of %v", seed, m.id, ok, i, want)
+			}
+			if !ok {
+				break
+			}
+			if r.IntN(2) == 0 {
+				passed[keyOf(snap.Job(m.id))] = true
+				cur.pass()
+			}
+			i++
+		}
+	}
+}
+
+// brute is the queue's order worked out from every job in the store.
+func brute(st *Store, fifo bool) []string {
+	snap := st.Snapshot()
+	took := map[string]time.Duration{}
+	var sum time.Duration
+	for _, j := range snap.Jobs() {
+		if l := snap.Shape(j.Shape); l != nil && l.Took > 0 && took[j.Shape] == 0 {
+			took[j.Shape] = l.Took
+			sum += l.Took
+		}
+	}
+	weight := func(j *Job) float64 {
+		d := took[j.Shape]
+		if d == 0 && len(took) > 0 {
+			d = sum / time.Duration(len(took))
+		}
+		d = max(d, 1)
+		return float64(max(j.Estimate, 1)*int64(max(j.GPUsPerJob, 1))) * d.Seconds()
+	}
+	var waiting []*Job
+	for _, j := range snap.Jobs() {
+		if j.Waiting() {
+			waiting = append(waiting, j)
+		}
+	}
+	slices.SortFunc(waiting, func(a, b *Job) int {
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 || fifo {
+			return cmp.Or(c, cmp.Compare(a.Seq, b.Seq))
+		}
+		return cmp.Or(cmp.Compare(weight(b), weight(a)), cmp.Compare(a.Seq, b.Seq))
+	})
+	return ids(waiting)
+}
