@@ -36,13 +36,14 @@ fmt-check:
 	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...)); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-# The benchmark table: every trace of examples/traces simulated under each policy, and
-# the packer's decision latency, each a median of five runs; the daemon's RSS with
-# 10,000 jobs of history and its slot-free-to-first-output latency (median of 100);
-# then the targets.
+# The benchmark table: every trace of examples/traces simulated under each policy (a
+# median of three runs; gpuq's by the built binary, with its peak RSS and its makespan
+# before ordering and backfilling) and the packer's decision latency (of five); the
+# daemon's RSS with 10,000 jobs of history and its slot-free-to-first-output latency
+# (median of 100); then the targets.
 bench: build
 	$(GO) test -run '^$$' -bench 'Pack|Place' -benchtime 200x -count 5 ./scheduler/ > bin/packer-bench.txt
-	$(GO) run ./cmd/gpuq-bench -runs 5 -packer bin/packer-bench.txt -gpuq bin/gpuq
+	$(GO) run ./cmd/gpuq-bench -packer bin/packer-bench.txt -gpuq bin/gpuq
 
 # Try gpuq on a fresh machine: runs the quickstart sweep to the end on simulated GPUs
 # (no NVIDIA driver needed), OOMs and their recovery included. Needs python3.

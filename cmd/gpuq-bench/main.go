@@ -1,6 +1,8 @@
 // Command gpuq-bench prints gpuq's benchmark table (make bench): every trace of
-// examples/traces simulated under each policy, and the packer's Go benchmarks, each
-// time the median of several runs; then the targets, met or not.
+// examples/traces simulated under each policy (gpuq's by the built binary, as a user
+// runs it, with its peak RSS), with gpuq's makespan before ordering and backfilling
+// (baseline.tsv) beside it; the packer's Go benchmarks; each time the median of several
+// runs; then the targets, met or not.
 //
 //	go test -run '^$' -bench 'Pack|Place' -count 5 ./scheduler/ > packer.txt
 //	go run ./cmd/gpuq-bench -packer packer.txt -gpuq bin/gpuq
@@ -8,14 +10,21 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -25,9 +34,9 @@ import (
 
 func main() {
 	traces := flag.String("traces", "examples/traces", "directory of traces to simulate")
-	runs := flag.Int("runs", 5, "runs of each simulation; wall times are their median")
+	runs := flag.Int("runs", 3, "runs of each simulation; wall times are their median")
 	packer := flag.String("packer", "", "output of go test -bench 'Pack|Place' to summarise")
-	gpuq := flag.String("gpuq", "", "a built gpuq binary, to measure its daemon")
+	gpuq := flag.String("gpuq", "", "a built gpuq binary, to run gpuq's simulations and measure its daemon")
 	flag.Parse()
 	if err := run(os.Stdout, *traces, *runs, *packer, *gpuq); err != nil {
 		fmt.Fprintln(os.Stderr, "gpuq-bench:", err)
@@ -40,15 +49,25 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no traces in %s", traceDir)
 	}
+	before, err := readBaseline(baseline)
+	if err != nil {
+		return err
+	}
 	var results []simResult
 	for _, f := range files {
-		rs, err := simulate(f, runs)
+		rs, err := simulate(f, runs, gpuq)
 		if err != nil {
 			return err
 		}
+		for i := range rs {
+			if rs[i].Policy == sim.GPUQ {
+				rs[i].before = before.ratio(f, rs[i].trace)
+			}
+		}
 		results = append(results, rs...)
 	}
-	fmt.Fprintf(w, "Simulations (virtual time; sim wall is the median of %d runs, trace loading included)\n\n", runs)
+	fmt.Fprintf(w, "Simulations (virtual time; sim wall is the median of %d runs, trace loading included;\n", runs)
+	fmt.Fprintf(w, "before: gpuq's makespan over the bound before it ordered jobs largest first and backfilled)\n\n")
 	printSims(w, results)
 
 	var packs []packResult
@@ -79,47 +98,134 @@ type simResult struct {
 	sim.Result
 	cards string
 	unfit int // jobs that fit at no rung
+	// before is gpuq's makespan over the bound before ordering and backfilling (0:
+	// not known); rss the most memory gpuq simulate held (0: not measured).
+	before float64
+	rss    int64
 }
 
-// simulate runs one trace under every policy, runs times each. Virtual-time results
-// are deterministic; runs differing would be a bug, and is reported as one.
-func simulate(file string, runs int) ([]simResult, error) {
+// simulate runs one trace under every policy, runs times each: gpuq's by the binary
+// gpuq, if given, as gpuq simulate, to measure what a user waits for and its memory.
+// Virtual-time results are deterministic; runs differing would be a bug, and is
+// reported as one.
+func simulate(file string, runs int, gpuq string) ([]simResult, error) {
+	t, err := sim.Load(file, plans.Overrides{})
+	if err != nil {
+		return nil, err
+	}
 	var out []simResult
 	for _, p := range sim.Policies {
 		var walls []float64
-		var first sim.Result
+		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), cards: t.Sweep.GPUs.String(), unfit: len(sim.Unfit(t))}
 		for i := range runs {
 			began := time.Now()
-			t, err := sim.Load(file, plans.Overrides{})
-			if err != nil {
-				return nil, err
+			var r sim.Result
+			var rss int64
+			if p == sim.GPUQ && gpuq != "" {
+				r, rss, err = simulateBy(gpuq, file)
+			} else {
+				var t *sim.Trace
+				if t, err = sim.Load(file, plans.Overrides{}); err == nil {
+					r, err = sim.Run(t, p)
+				}
 			}
-			r, err := sim.Run(t, p)
 			if err != nil {
 				return nil, err
 			}
 			walls = append(walls, time.Since(began).Seconds())
-			if i == 0 {
-				first = r
-				out = append(out, simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), cards: t.Sweep.GPUs.String(),
-					unfit: len(sim.Unfit(t))})
-			} else if r.Makespan != first.Makespan || r.Completed != first.Completed {
+			if i > 0 && (r.Makespan != res.Makespan || r.Completed != res.Completed) {
 				return nil, fmt.Errorf("%s, policy %s: run %d differs from run 1", file, p, i+1)
 			}
+			res.Result, res.rss = r, max(res.rss, rss)
 		}
-		first.SimWall = median(walls)
-		out[len(out)-1].Result = first
+		res.SimWall = median(walls)
+		out = append(out, res)
 	}
 	return out, nil
 }
 
+// simulateBy runs gpuq simulate FILE --policy gpuq --json, and returns its result and
+// the most memory it held.
+func simulateBy(gpuq, file string) (sim.Result, int64, error) {
+	var r sim.Result
+	cmd := exec.Command(gpuq, "simulate", file, "--policy", string(sim.GPUQ), "--json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return r, 0, fmt.Errorf("%s simulate %s: %v: %s", gpuq, file, err, stderr.String())
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return r, 0, fmt.Errorf("%s simulate %s: %v", gpuq, file, err)
+	}
+	var rss int64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = ru.Maxrss << 10 // KiB on Linux
+	}
+	return r, rss, nil
+}
+
+//go:embed baseline.tsv
+var baseline []byte
+
+// baselines are gpuq's makespans before ordering and backfilling, by trace.
+type baselines map[string]struct {
+	sha                string
+	makespan, lowBound float64
+}
+
+func readBaseline(data []byte) (baselines, error) {
+	out := baselines{}
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if len(f) != 4 {
+			return nil, fmt.Errorf("baseline: %q: want trace, sha256, makespan_s, lower_bound_s", line)
+		}
+		m, err1 := strconv.ParseFloat(f[2], 64)
+		b, err2 := strconv.ParseFloat(f[3], 64)
+		if err1 != nil || err2 != nil || b <= 0 {
+			return nil, fmt.Errorf("baseline: %q: want numbers", line)
+		}
+		out[f[0]] = struct {
+			sha                string
+			makespan, lowBound float64
+		}{f[1], m, b}
+	}
+	return out, nil
+}
+
+// ratio is a trace's makespan over its bound before, or 0 when the baseline does not
+// have it or the trace has changed since.
+func (bs baselines) ratio(file, trace string) float64 {
+	b, ok := bs[trace]
+	data, err := os.ReadFile(file)
+	if !ok || err != nil {
+		return 0
+	}
+	sum := sha256.Sum256(data)
+	if !strings.HasPrefix(hex.EncodeToString(sum[:]), b.sha) {
+		return 0
+	}
+	return b.makespan / b.lowBound
+}
+
 func printSims(w io.Writer, results []simResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "trace\tcards\tjobs\tpolicy\tmakespan\tbound\tx bound\tcompleted\tfailed\tOOMs\tattempts\tmem used\tsim wall\t")
+	fmt.Fprintln(tw, "trace\tcards\tjobs\tpolicy\tmakespan\tbound\tx bound\tbefore\tcompleted\tfailed\tOOMs\tattempts\tmem used\tsim wall\tpeak RSS\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f\t%d\t%d\t%d\t%d\t%.0f%%\t%.2fs\t\n", r.trace, r.cards, r.Jobs, r.Policy,
-			sim.Hours(r.Makespan), sim.Hours(r.LowerBound), r.Ratio(), r.Completed, r.Failed, r.OOMEvents, r.Attempts,
-			100*r.MemUtilization, r.SimWall)
+		before, rss := "", ""
+		if r.before > 0 {
+			before = fmt.Sprintf("%.2f", r.before)
+		}
+		if r.rss > 0 {
+			rss = fmt.Sprintf("%d MB", r.rss>>20)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%d\t%d\t%d\t%d\t%.0f%%\t%.2fs\t%s\t\n", r.trace, r.cards, r.Jobs, r.Policy,
+			sim.Hours(r.Makespan), sim.Hours(r.LowerBound), r.Ratio(), before, r.Completed, r.Failed, r.OOMEvents, r.Attempts,
+			100*r.MemUtilization, r.SimWall, rss)
 	}
 	tw.Flush()
 }
@@ -199,13 +305,20 @@ func printTargets(w io.Writer, results []simResult, packs []packResult) {
 		// Every job that fits at some rung completes: the others are the only failures.
 		check(r.Failed == r.unfit, "%s: gpuq completes every job that fits at some rung (%d of %d completed, %d fit at no rung)",
 			r.trace, r.Completed, r.Jobs, r.unfit)
+		if r.before > 0 {
+			check(r.Ratio() <= r.before, "%s: makespan %.2f x the lower bound, %.2f before (%+.0f%%): no longer than before",
+				r.trace, r.Ratio(), r.before, 100*(r.Ratio()/r.before-1))
+		}
 		switch r.trace {
 		case "gla":
 			check(r.Ratio() <= 1.10, "gla: makespan %.2f x the lower bound (target 1.10)", r.Ratio())
 		case "mixed-80g":
 			check(r.Ratio() <= 1.25, "mixed-80g: makespan %.2f x the lower bound (target 1.25)", r.Ratio())
 		case "big":
-			check(r.SimWall < 10, "big: %d jobs on %s simulated in %.1f s (target 10 s)", r.Jobs, r.cards, r.SimWall)
+			check(r.SimWall < 5, "big: %d jobs on %s simulated in %.1f s (target 5 s)", r.Jobs, r.cards, r.SimWall)
+		case "shapes-1000":
+			check(r.SimWall < 10, "shapes-1000: %d jobs of 1,000 shapes on %s simulated in %.1f s (target 10 s)", r.Jobs, r.cards, r.SimWall)
+			check(r.rss > 0 && r.rss < 400<<20, "shapes-1000: peak RSS %d MB (target 400 MB; 0: not measured, give -gpuq)", r.rss>>20)
 		}
 	}
 	for _, p := range packs {

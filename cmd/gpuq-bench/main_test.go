@@ -42,3 +42,30 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// TestBaseline: the baseline parses; a trace's "before" is its makespan over its bound
+// while the trace is unchanged, and unknown once it has changed or was never measured.
+func TestBaseline(t *testing.T) {
+	if _, err := readBaseline(baseline); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := readBaseline([]byte("# comment\nx\t" + "2c26b46b68ffc68f" + "\t300\t200\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "x.yaml")
+	os.WriteFile(path, []byte("foo"), 0o644) // sha256 2c26b46b68ffc68f...
+	if got := bs.ratio(path, "x"); got != 1.5 {
+		t.Errorf("ratio %v, want 1.5", got)
+	}
+	os.WriteFile(path, []byte("changed"), 0o644)
+	if got := bs.ratio(path, "x"); got != 0 {
+		t.Errorf("ratio of a changed trace %v, want 0", got)
+	}
+	if got := bs.ratio(path, "y"); got != 0 {
+		t.Errorf("ratio of a trace never measured %v, want 0", got)
+	}
+	if _, err := readBaseline([]byte("x\tabc\tlong\t200\n")); err == nil {
+		t.Error("a makespan that is no number was read")
+	}
+}
