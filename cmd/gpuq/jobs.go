@@ -54,8 +54,10 @@ func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
 		Short:   "List the daemon's jobs, or show one job with its attempts",
 		Long: `List the daemon's jobs, one line each: its point of the sweep (the parameters its matrix
 varies, such as task=sst2,seed=87), state, card, attempt, tier, the memory estimate as
-declared and as learned from measured peaks, and the peak of the latest attempt. A job
-that waits again after an attempt shows the tier it will run at, and no card.
+declared and as learned from measured peaks, the peak of the latest attempt, how long
+its shape takes as learned from its attempts that succeeded, and how long the latest
+attempt ran. A job that waits again after an attempt shows the tier it will run at,
+and no card.
 With a job ID, show that job with every attempt: the tier and parameters it ran at, its
 estimate, its peak, how it ended, and its log.
 
@@ -113,11 +115,12 @@ func listJobs(opts *statusOptions) error {
 // estimate it is placed by (its shape's learned peak once measured, else the declared
 // one), and its latest attempt while it runs or once it has ended; a job waiting again
 // (after an OOM, say) shows the tier it will run at, not the card and peak of an
-// attempt that is over. Then counts by state.
+// attempt that is over; last, how long its shape takes as learned, left out first
+// where the terminal is too narrow for it. Then counts by state.
 func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
 	counts := map[string]int{}
-	tw := newFitTable(w, width, 1, 0).cutStarts(0)
-	fmt.Fprintln(tw, "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tTIME")
+	tw := newFitTable(w, width, 1, 0, 9).cutStarts(0)
+	fmt.Fprintln(tw, "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tTIME\tTAKES")
 	for _, j := range jobs {
 		counts[j.State]++
 		gpus, n, peak, took := "-", "-", "-", "-"
@@ -129,8 +132,8 @@ func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
 		if j.LearnedBytes != nil {
 			estimate = *j.LearnedBytes
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, j.Name, j.State, gpus, n, j.Tier,
-			top.Gig(estimate), peak, took)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.State, gpus, n, j.Tier,
+			top.Gig(estimate), peak, took, learnedDuration(j.JobSummary))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, countsText(counts))
@@ -148,6 +151,14 @@ func countsText(counts map[string]int) string {
 		return "no jobs"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// learnedDuration is how long the job's shape takes, as learned, or "-".
+func learnedDuration(j daemon.JobSummary) string {
+	if j.LearnedSeconds == nil {
+		return "-"
+	}
+	return plans.FormatDuration(time.Duration(*j.LearnedSeconds * float64(time.Second)).Round(time.Second))
 }
 
 // cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".
@@ -186,6 +197,11 @@ func showJob(opts *statusOptions, id string) error {
 		learned = plans.FormatSize(*j.LearnedBytes) + " (measured peak of its shape)"
 	}
 	fmt.Fprintf(w, "  memory: declared %s, learned %s\n", sizeOrDash(j.DeclaredBytes), learned)
+	if j.LearnedSeconds != nil {
+		fmt.Fprintf(w, "  duration: learned %s (its shape's attempts that succeeded, %d of them)\n", learnedDuration(j.JobSummary), j.LearnedRuns)
+	} else {
+		fmt.Fprintln(w, "  duration: not learned yet (no attempt of its shape has succeeded)")
+	}
 	if len(j.Attempts) == 0 {
 		fmt.Fprintf(w, "  no attempt yet; gpuq why %s says why it waits\n", j.ID)
 		return nil

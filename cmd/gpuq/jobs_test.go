@@ -14,10 +14,12 @@ import (
 // TestPrintJobs: each job's point of the sweep; a job queued again after an OOM shows
 // the tier it will run at, and not the card and peak of its attempt that is over; an
 // attempt that ran out of memory before NVML saw its peak shows what PyTorch said it
-// held. On an 80-column terminal the long points are shortened, and every line fits.
+// held; how long a job's shape takes, once learned. On an 80-column terminal the long
+// points are shortened, and every line fits.
 func TestPrintJobs(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
-	learned := int64(15 << 30)
+	learned, took := int64(15<<30), 90.0
+
 	jobs := []daemon.Job{
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30,
 			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{0}, PeakBytes: 9 << 30, Started: at}}}},
@@ -25,8 +27,9 @@ func TestPrintJobs(t *testing.T) {
 			LearnedBytes: &learned, Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 20 << 30, Outcome: "gpu-oom",
 				Started: at, Ended: at.Add(time.Minute)}}}},
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
-			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30}},
+			LearnedSeconds: &took, LearnedRuns: 1, Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
+		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
+			LearnedSeconds: &took, LearnedRuns: 1}},
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
 			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", OOM: &plans.OOMFacts{TriedBytes: 40 << 30, ProcessBytes: 4 << 30},
 				Started: at, Ended: at.Add(time.Second)}}}},

@@ -331,7 +331,7 @@ func TestRunTableFitsTheTerminal(t *testing.T) {
 	}
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	for i, name := range []string{"a-sweep-with-a-long-name.1", "a-sweep-with-a-long-name.2", "a-sweep-with-a-long-name.3"} {
-		j := &scheduler.Job{Job: plans.Job{ID: name}, Sweep: "a-sweep-with-a-long-name", Status: scheduler.Status{State: scheduler.JobRunning, Declared: 9 << 30, Attempts: 1}}
+		j := &scheduler.Job{Job: &plans.Job{ID: name}, Sweep: "a-sweep-with-a-long-name", Status: scheduler.Status{State: scheduler.JobRunning, Declared: 9 << 30, Attempts: 1}}
 		a := &scheduler.Attempt{ID: name + "/1", Job: name, N: 1, GPUs: []int{i}, Reserve: 9 << 30, Peak: int64(i) << 30, Started: at}
 		if err := store.Put(j, a); err != nil {
 			t.Fatal(err)

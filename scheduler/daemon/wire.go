@@ -50,9 +50,14 @@ type JobSummary struct {
 	Tier   int        `json:"tier"` // its current rung: the next attempt's, while it waits
 	// DeclaredBytes is the estimate as written (or by the model) for the job's current
 	// tier; LearnedBytes what its shape's measured peak says (null: nothing yet).
-	DeclaredBytes int64            `json:"declared_bytes"`
-	LearnedBytes  *int64           `json:"learned_bytes"`
-	Attempts      []AttemptSummary `json:"attempts"`
+	DeclaredBytes int64  `json:"declared_bytes"`
+	LearnedBytes  *int64 `json:"learned_bytes"`
+	// LearnedSeconds is how long its shape's attempts that succeeded ran, on average
+	// (see scheduler.Shape.Took), over LearnedRuns of them (counted up to 10); null:
+	// none yet. The queue's order and reservations go by it.
+	LearnedSeconds *float64         `json:"learned_duration_s"`
+	LearnedRuns    int              `json:"learned_runs,omitempty"`
+	Attempts       []AttemptSummary `json:"attempts"`
 }
 
 // AttemptSummary is one attempt of a job.
@@ -92,6 +97,10 @@ func Summarize(snap scheduler.Snapshot, j *scheduler.Job) JobSummary {
 		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
 	if l := snap.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
+	}
+	if l := snap.Shape(j.Shape); l != nil && l.Took > 0 {
+		d := l.Took.Seconds()
+		js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
 	}
 	for _, a := range snap.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,

@@ -1,0 +1,32 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// TestSummarizeTellsLearnedDuration: a job's summary tells how long its shape takes as
+// learned, and over how many runs; nothing before its shape has learned it.
+func TestSummarizeTellsLearnedDuration(t *testing.T) {
+	sw, err := plans.DecodeSweep("w.yaml", []byte("name: w\ncommand: [echo]\nmemory: 1GiB\njobs: [{}]\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := scheduler.NewStore()
+	if err := st.Submit(&scheduler.Submission{Sweep: sw}); err != nil {
+		t.Fatal(err)
+	}
+	j := st.Snapshot().Job("w.1")
+	if js := Summarize(st.Snapshot(), j); js.LearnedSeconds != nil {
+		t.Errorf("learned %v before any run", *js.LearnedSeconds)
+	}
+	if err := st.Put(&scheduler.Shape{Name: j.Shape, Took: 90 * time.Minute, Runs: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if js := Summarize(st.Snapshot(), j); js.LearnedSeconds == nil || *js.LearnedSeconds != 5400 || js.LearnedRuns != 3 {
+		t.Errorf("learned %v over %d runs, want 5400 s over 3", js.LearnedSeconds, js.LearnedRuns)
+	}
+}
