@@ -185,6 +185,9 @@ type Engine struct {
 	lastRound time.Time
 	// head is the job cards were reserved for at the last round.
 	head head
+	// reread: a round's running attempts were changed since it read them (see
+	// reestimate).
+	reread bool
 	// commands are people's requests (cancel, hold, drain...), run between rounds.
 	commands chan func()
 	// stopped is closed when Serve returns.

@@ -11,7 +11,8 @@ import (
 )
 
 // learnPeaks keeps, for each running attempt, the most its processes held on a card and
-// of host RAM; an attempt that has run LearnAfter speaks for its shape.
+// of host RAM, and puts the copies it writes in running; an attempt that has run
+// LearnAfter speaks for its shape.
 func (e *Engine) learnPeaks(running []*Attempt) {
 	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
 		e.hostNow = m.HostMemory()
@@ -19,7 +20,7 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 	var changed []any
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
-	for _, a := range running {
+	for i, a := range running {
 		peak, unknown := e.measure(a)
 		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
@@ -30,6 +31,7 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 			c.Memory = memory
 			changed = append(changed, &c)
 			a = &c
+			running[i] = a
 		}
 		// What an attempt teaches changes only when it comes of age or its peak grows.
 		if of := a.Started.Add(e.cfg.LearnAfter); !now.Before(of) && (grew || last.Before(of)) {
@@ -159,6 +161,7 @@ func (e *Engine) reestimate(shape string) {
 			c := *a
 			c.Reserve, c.HostReserve = r, h
 			changed = append(changed, &c)
+			e.reread = true
 		}
 	}
 	if len(changed) > 0 {

@@ -34,16 +34,23 @@ func (e *Engine) schedule() error {
 	e.watchCards()
 	e.resolveOwners()
 	writes := e.paused == nil || e.resume()
-	e.expire(e.store.view().Running())
-	// Read again: expire may have changed some, and learnPeaks writes copies.
-	e.learnPeaks(e.store.view().Running())
+	running := e.store.view().Running()
+	if e.expire(running) {
+		running = e.store.view().Running()
+	}
+	// learnPeaks puts its copies in running; what is learned of a shape may change
+	// the reservations of others.
+	e.reread = false
+	e.learnPeaks(running)
 	e.failTooLarge()
 	snap := e.store.view()
 	smallest, _, ok := e.store.queue.extremes()
 	if !ok || !writes {
 		return nil
 	}
-	running := snap.Running()
+	if e.reread {
+		running = snap.Running()
+	}
 	v, err := e.view(snap, running)
 	if err != nil {
 		return err

@@ -11,8 +11,9 @@ import (
 	"github.com/gpuq/gpuq/plans"
 )
 
-// expire stops the running attempts that have run past their timeout.
-func (e *Engine) expire(running []*Attempt) {
+// expire stops the running attempts that have run past their timeout, and reports
+// whether it stopped any.
+func (e *Engine) expire(running []*Attempt) (stopped bool) {
 	now := e.clock.Now()
 	for _, a := range running {
 		if a.TimedOut || a.Timeout == 0 || now.Sub(a.Started) < a.Timeout {
@@ -21,12 +22,14 @@ func (e *Engine) expire(running []*Attempt) {
 		c := *a
 		c.TimedOut = true
 		if e.put(&c) != nil {
-			return
+			return true
 		}
+		stopped = true
 		e.events(Event{Time: now, Job: a.Job, Attempt: a.N, Kind: "timing-out",
 			Message: fmt.Sprintf("still running after %s, its timeout: stopping it", plans.FormatDuration(a.Timeout))})
 		e.runner.Stop(a)
 	}
+	return stopped
 }
 
 // NextTimeout is when the next running attempt reaches its timeout; ok is false when
