@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -89,58 +90,81 @@ func startAsWritten(t *Trace, m *machine, r *Result, j, card int, then func()) {
 // fits at none fails. No scheduler can know this much; it is a mark to measure gpuq
 // against, not a policy to run.
 func runOracle(t *Trace, m *machine, r *Result) {
-	type job struct {
+	// The copies of an entry are alike: the oracle keeps a count of each.
+	type kind struct {
 		peak int64
 		d    time.Duration
+		left int
 	}
 	var largest int64
 	for _, c := range m.cards {
 		largest = max(largest, c.total-t.Sweep.Headroom.Of(c.total))
 	}
-	var waiting []job
+	kinds := make([]kind, len(t.Entries))
 	for i, sj := range t.Sweep.Jobs {
-		tiers := plans.Tiers(sj.Params, sj.Ladder)
-		k := slices.IndexFunc(tiers, func(tier plans.Tier) bool {
-			peak, _ := t.Truth(i).At(sj.Params, tier.Params)
-			return peak <= largest
-		})
-		if k < 0 {
-			r.Failed++
-			continue
+		k := &kinds[t.Entry[i]]
+		if k.left == 0 {
+			tiers := plans.Tiers(sj.Params, sj.Ladder)
+			at := slices.IndexFunc(tiers, func(tier plans.Tier) bool {
+				peak, _ := t.Truth(i).At(sj.Params, tier.Params)
+				return peak <= largest
+			})
+			if at < 0 {
+				k.peak = math.MaxInt64 // fits no card: never starts
+			} else {
+				k.peak, k.d = t.Truth(i).At(sj.Params, tiers[at].Params)
+			}
 		}
-		peak, d := t.Truth(i).At(sj.Params, tiers[k].Params)
-		waiting = append(waiting, job{peak, d})
+		k.left++
 	}
-	slices.SortStableFunc(waiting, func(a, b job) int { return cmp.Compare(b.d, a.d) })
+	for _, k := range kinds {
+		if k.peak == math.MaxInt64 {
+			r.Failed += k.left
+		}
+	}
+	slices.SortStableFunc(kinds, func(a, b kind) int { return cmp.Compare(b.d, a.d) })
 	slots := t.Slots()
 	running := make([]int, len(m.cards))
-	held := make([]int64, len(m.cards))
+	room := make([]int64, len(m.cards))
+	for c, card := range m.cards {
+		room[c] = card.total - t.Sweep.Headroom.Of(card.total)
+	}
+	// roomiest is the most room on a card with a free slot.
+	roomiest := func() int64 {
+		most := int64(-1)
+		for c := range m.cards {
+			if running[c] < slots[c] {
+				most = max(most, room[c])
+			}
+		}
+		return most
+	}
 	var schedule func()
 	schedule = func() {
-		kept := waiting[:0]
-		for _, j := range waiting {
-			best := -1
-			for c, card := range m.cards {
-				room := card.total - t.Sweep.Headroom.Of(card.total) - held[c]
-				if running[c] < slots[c] && room >= j.peak && (best < 0 || room < card.total-t.Sweep.Headroom.Of(card.total)-held[best]) {
-					best = c
+		most := roomiest()
+		for i := range kinds {
+			k := &kinds[i]
+			for k.left > 0 && k.peak <= most {
+				best := -1
+				for c := range m.cards {
+					if running[c] < slots[c] && room[c] >= k.peak && (best < 0 || room[c] < room[best]) {
+						best = c
+					}
 				}
+				peak := k.peak
+				running[best]++
+				room[best] -= peak
+				k.left--
+				r.Attempts++
+				m.start([]int{best}, peak, k.d, func(plans.Outcome, *plans.OOMFacts) {
+					running[best]--
+					room[best] += peak
+					r.Completed++
+					schedule()
+				})
+				most = roomiest()
 			}
-			if best < 0 {
-				kept = append(kept, j)
-				continue
-			}
-			running[best]++
-			held[best] += j.peak
-			r.Attempts++
-			m.start([]int{best}, j.peak, j.d, func(plans.Outcome, *plans.OOMFacts) {
-				running[best]--
-				held[best] -= j.peak
-				r.Completed++
-				schedule()
-			})
 		}
-		waiting = kept
 	}
 	schedule()
 	m.run()
