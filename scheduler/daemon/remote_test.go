@@ -24,6 +24,8 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 	if _, err := submit(t, d.client, sweep); err != nil {
 		t.Fatal(err)
 	}
+	// A round shows its starts once the runner has started them all.
+	waitFor(t, "the job to run", func() bool { return len(mustJobs(t, d.client, "", "running")) == 1 })
 	info, err := d.client.Info()
 	if err != nil || !strings.HasPrefix(info.Listen, "127.0.0.1:") {
 		t.Fatalf("listen %q: %v", info.Listen, err)
