@@ -53,8 +53,8 @@ func TestEngineLearnsDurations(t *testing.T) {
 		e.Apply(Exit{Attempt: running[0].ID, Outcome: run.outcome})
 	}
 	l := e.store.Snapshot().Shape(e.store.Snapshot().Job("b.1").Shape)
-	if l.Took != 40*time.Minute || l.Runs != 2 {
-		t.Errorf("learned %v over %d runs, want 40m over 2", l.Took, l.Runs)
+	if l.Duration != 40*time.Minute || l.Runs != 2 {
+		t.Errorf("learned %v over %d runs, want 40m over 2", l.Duration, l.Runs)
 	}
 }
 
@@ -79,7 +79,7 @@ func TestEngineBackfillsByLearnedDuration(t *testing.T) {
 	for _, j := range e.store.Snapshot().Jobs() {
 		task, _ := j.Params.Get("task")
 		if d := took[fmt.Sprint(task)]; d > 0 {
-			must(t, e.store.Put(&Shape{Name: j.Shape, Took: d, Runs: 1}))
+			must(t, e.store.Put(&Shape{Name: j.Shape, Duration: d, Runs: 1}))
 		}
 	}
 	round(t, e)

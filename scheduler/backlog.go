@@ -1,5 +1,7 @@
 package scheduler
 
+import "time"
+
 // Backlog is the queued work that no card there is can start now: the jobs the packer
 // leaves waiting, with why. Held jobs, and jobs waiting for their shape's probe, are not
 // in it: more cards would not start them. An allocator of machines (gpuq alloc) asks for
@@ -9,8 +11,16 @@ type Backlog struct {
 	Reasons map[Reason]int
 	// GPUsPerJob is the most cards one of the jobs needs, all on one machine.
 	GPUsPerJob int
-	// Cards are the cards each of the jobs needs, in queue order.
-	Cards []int
+	// Needs are what each of the jobs needs of a machine, in queue order.
+	Needs []Need
+}
+
+// Need is what a job of the backlog needs of a machine that would start it.
+type Need struct {
+	Cards int // on one machine
+	// Duration is how long the job is expected to run (Request.Duration): a machine
+	// with less time left would not take it. 0: unknown.
+	Duration time.Duration
 }
 
 // Backlog says what the queue holds that no card can start now. Call it in the
@@ -22,16 +32,16 @@ func (e *Engine) Backlog() (Backlog, error) {
 		return Backlog{}, err
 	}
 	queue := e.queue(v, nil)
-	need := make(map[string]int, len(queue))
+	need := make(map[string]Need, len(queue))
 	for _, r := range queue {
-		need[r.Job] = max(r.GPUsPerJob, 1)
+		need[r.Job] = Need{Cards: max(r.GPUsPerJob, 1), Duration: r.Duration}
 	}
 	b := Backlog{Reasons: map[Reason]int{}}
 	for _, w := range Pack(queue, v.cards, v.hosts).Waiting {
 		b.Jobs++
 		b.Reasons[w.Reason]++
-		b.GPUsPerJob = max(b.GPUsPerJob, need[w.Job])
-		b.Cards = append(b.Cards, need[w.Job])
+		b.GPUsPerJob = max(b.GPUsPerJob, need[w.Job].Cards)
+		b.Needs = append(b.Needs, need[w.Job])
 	}
 	return b, nil
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +128,7 @@ func TestClusterMachinesOwnRAMAndTime(t *testing.T) {
 		"n1 ends within the job": func(e *Engine, cl *fakeCluster) {
 			cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
 			shape := e.store.Snapshot().Job("d.1").Shape
-			must(t, e.store.Put(&Shape{Name: shape, Took: 2 * time.Hour, Runs: 1}))
+			must(t, e.store.Put(&Shape{Name: shape, Duration: 2 * time.Hour, Runs: 1}))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -169,6 +170,31 @@ func TestBacklog(t *testing.T) {
 	round(t, e)
 	if b, _ := e.Backlog(); b.Jobs != 0 {
 		t.Errorf("backlog %+v once a worker with three cards came", b)
+	}
+}
+
+// TestBacklogByLearnedDurations: a job whose shape has learned that it runs 3h waits
+// for a machine with that long left, and the backlog, which an allocator sizes its
+// requests by, says so: its cards and its duration.
+func TestBacklogByLearnedDurations(t *testing.T) {
+	cards := []gpu.Card{{Worker: "n1", Index: 0, Total: 24 * gib}}
+	cl := &fakeCluster{cards: &cards}
+	e, st, fr := clusterEngine(t, "name: l\ncommand: [train]\njobs: [{}]\nmemory: 10GiB\n", cl, nil)
+	cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
+	must(t, st.Put(&Shape{Name: st.Snapshot().Job("l.1").Shape, Duration: 3 * time.Hour, Runs: 1}))
+	round(t, e)
+	if len(fr.starts) != 0 {
+		t.Fatalf("the 3h job started on n1, which ends in 1h")
+	}
+	b, err := e.Backlog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Need{{Cards: 1, Duration: 3 * time.Hour}}; b.Reasons[TooLarge] != 1 || !reflect.DeepEqual(b.Needs, want) {
+		t.Errorf("backlog %+v, want %v, too large for n1's time", b, want)
+	}
+	if _, detail, _ := e.Why("l.1"); !strings.Contains(detail, "expected to run 3h") {
+		t.Errorf("why: %s", detail)
 	}
 }
 

@@ -86,7 +86,7 @@ func (e *Engine) learn(shape string, a *Attempt, with ...any) error {
 		l.Host = max(l.Host, a.HostPeak)
 		if a.Outcome == plans.Success {
 			l.Runs = min(l.Runs+1, 10)
-			l.Took += (a.Ended.Sub(a.Started) - l.Took) / time.Duration(l.Runs)
+			l.Duration += (a.Ended.Sub(a.Started) - l.Duration) / time.Duration(l.Runs)
 		}
 	}, with...)
 }

@@ -422,7 +422,7 @@ func (p *packer) fits(i int, r Request) bool {
 	if r.Exclusive && c.Running > 0 {
 		return false
 	}
-	if c.Left > 0 && r.Duration > c.Left || r.Host > 0 && p.hostFree(c.Worker) < r.Host {
+	if !p.inTime(i, r) || r.Host > 0 && p.hostFree(c.Worker) < r.Host {
 		return false
 	}
 	return c.Free() >= r.Memory
@@ -701,6 +701,11 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	}
 	switch w.Reason {
 	case TooLarge:
+		if p.tooLong(r, need) {
+			w.Detail = fmt.Sprintf("is expected to run %s, and no machine with %s that could take it has that long left",
+				plans.FormatDuration(r.Duration), cards)
+			break
+		}
 		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
 	case Reserved:
 		w.Detail = p.reservedWhy(r)
@@ -795,7 +800,29 @@ func (m *machineCount) add(worker string) int {
 }
 
 // couldTake reports whether card i could take r were none of gpuq's jobs on it.
-func (p *packer) couldTake(i int, r Request) bool {
+func (p *packer) couldTake(i int, r Request) bool { return p.couldHold(i, r) && p.inTime(i, r) }
+
+// couldHold reports whether card i could take r were none of gpuq's jobs on it and
+// its machine's time no limit.
+func (p *packer) couldHold(i int, r Request) bool {
 	c := &p.cards[i]
-	return c.idleRoom() >= r.Memory && c.Slots > 0 && quotaAllows(r, i) && (c.Left == 0 || r.Duration <= c.Left)
+	return c.idleRoom() >= r.Memory && c.Slots > 0 && quotaAllows(r, i)
+}
+
+// inTime reports whether r is expected to end before card i's machine does.
+func (p *packer) inTime(i int, r Request) bool {
+	c := &p.cards[i]
+	return c.Left == 0 || r.Duration <= c.Left
+}
+
+// tooLong reports whether r waits for a machine with more time left: need cards of
+// one machine could take it, but none that has the time.
+func (p *packer) tooLong(r Request, need int) bool {
+	m := p.perMachine()
+	for i := range p.cards {
+		if p.couldHold(i, r) && m.add(p.cards[i].Worker) >= need {
+			return true
+		}
+	}
+	return false
 }

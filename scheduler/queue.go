@@ -196,16 +196,16 @@ func (q *queue) forget(sweep string) {
 
 // learned takes a shape's learned duration.
 func (q *queue) learned(l *Shape) {
-	if l.Took == q.took[l.Name] {
+	if l.Duration == q.took[l.Name] {
 		return
 	}
-	if l.Took > 0 {
-		q.took[l.Name] = l.Took
+	if l.Duration > 0 {
+		q.took[l.Name] = l.Duration
 	} else {
 		delete(q.took, l.Name)
 	}
 	for _, g := range q.shapes[l.Name] {
-		g.took = l.Took
+		g.took = l.Duration
 	}
 	q.sorted, q.changed = false, true
 }

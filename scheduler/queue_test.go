@@ -77,7 +77,7 @@ func TestQueueOrder(t *testing.T) {
 			for _, j := range st.Snapshot().Jobs() {
 				task, _ := j.Params.Get("task")
 				if d := tt.took[fmt.Sprint(task)]; d > 0 {
-					must(t, st.Put(&Shape{Name: j.Shape, Took: d, Runs: 1}))
+					must(t, st.Put(&Shape{Name: j.Shape, Duration: d, Runs: 1}))
 				}
 			}
 			if got := strings.Join(ids(st.Queue()), " "); got != tt.want {
@@ -96,7 +96,7 @@ func TestQueueCountsWhatRuns(t *testing.T) {
 	must(t, st.Submit(&Submission{Sweep: sw}))
 	snap := st.Snapshot()
 	a, c := snap.Job("q.1"), snap.Job("q.2")
-	must(t, st.Put(&Shape{Name: a.Shape, Took: time.Hour, Runs: 1}))
+	must(t, st.Put(&Shape{Name: a.Shape, Duration: time.Hour, Runs: 1}))
 	now := time.Now()
 	for _, tt := range []struct {
 		ran  time.Duration
@@ -157,7 +157,7 @@ func TestQueueFollowsTheStore(t *testing.T) {
 			case 2:
 				c.Estimate = int64(2*(1+r.IntN(3))) * gib
 			case 3:
-				must(t, st.Put(&Shape{Name: c.Shape, Took: time.Duration(r.IntN(3)) * time.Hour}))
+				must(t, st.Put(&Shape{Name: c.Shape, Duration: time.Duration(r.IntN(3)) * time.Hour}))
 				continue
 			}
 			must(t, st.Put(&c))
@@ -208,9 +208,9 @@ func brute(st *Store, fifo bool) []string {
 	took := map[string]time.Duration{}
 	var sum time.Duration
 	for _, j := range snap.Jobs() {
-		if l := snap.Shape(j.Shape); l != nil && l.Took > 0 && took[j.Shape] == 0 {
-			took[j.Shape] = l.Took
-			sum += l.Took
+		if l := snap.Shape(j.Shape); l != nil && l.Duration > 0 && took[j.Shape] == 0 {
+			took[j.Shape] = l.Duration
+			sum += l.Duration
 		}
 	}
 	weight := func(j *Job) float64 {

@@ -129,12 +129,12 @@ type Shape struct {
 	Floor int64
 	// Probe is the job measuring the shape alone (memory: probe); "" when none.
 	Probe string
-	// Took is how long its attempts that succeeded ran: the mean of the first ten, then
+	// Duration is how long its attempts that succeeded ran: the mean of the first ten, then
 	// a moving average that each later run moves a tenth of the way, so that it follows
 	// a shape whose runs change (and a run as long as the average changes nothing). Runs
 	// counts those runs, up to ten. 0 = none yet.
-	Took time.Duration `json:",omitempty"`
-	Runs int           `json:",omitempty"`
+	Duration time.Duration `json:",omitempty"`
+	Runs     int           `json:",omitempty"`
 }
 
 // merge takes in what an earlier record o knew of the same shape: peaks and floors
@@ -191,8 +191,8 @@ type Store struct {
 	// renamed, while a state is read, holds the shapes that records of an older gpuq
 	// named otherwise (see canonicalShapes).
 	renamed map[string]bool
-	queue *queue
-	open  *memdb.Txn // the transaction of the batch in progress; nil outside one
+	queue   *queue
+	open    *memdb.Txn // the transaction of the batch in progress; nil outside one
 }
 
 // NewStore returns an empty store that journals nothing.

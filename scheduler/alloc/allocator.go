@@ -24,9 +24,9 @@ type Config struct {
 	Store *scheduler.Store
 	// Do runs fn in the engine's loop (scheduler.Engine.Do): the store has one writer.
 	Do func(ctx context.Context, fn func() error) error
-	// Waiting returns the cards each job needs that waits to start and that no
-	// connected worker could start now (scheduler.Engine.Backlog).
-	Waiting func(ctx context.Context) ([]int, error)
+	// Waiting returns what each job needs that waits to start and that no connected
+	// worker could start now (scheduler.Engine.Backlog).
+	Waiting func(ctx context.Context) ([]scheduler.Need, error)
 	Slurm   Slurm
 	Clock   scheduler.Clock
 	// Every is how often the allocator looks at Slurm and the queue.
@@ -141,8 +141,8 @@ func (a *Allocator) Round(ctx context.Context) error {
 
 // idleSince keeps, for each queue, when it last had work it could run.
 func (a *Allocator) idleSince(r Round) time.Time {
-	for _, g := range r.Waiting {
-		if g <= r.Queue.GPUsPerNode {
+	for _, n := range r.Waiting {
+		if canRun(r.Queue, n) {
 			delete(a.idle, r.Queue.ID)
 			return time.Time{}
 		}

@@ -59,12 +59,12 @@ func newHarness(t *testing.T, dir string) *harness {
 	h.a = New(Config{Store: store, Slurm: Slurm{Exec: Run}, Clock: h.clock, Logs: filepath.Join(dir, "allocs"),
 		Do: func(_ context.Context, fn func() error) error { return fn() },
 		// No worker here: every job that waits is one no worker could start.
-		Waiting: func(context.Context) ([]int, error) {
-			var cards []int
+		Waiting: func(context.Context) ([]scheduler.Need, error) {
+			var needs []scheduler.Need
 			for _, j := range store.Queue() {
-				cards = append(cards, j.GPUsPerJob)
+				needs = append(needs, scheduler.Need{Cards: j.GPUsPerJob})
 			}
-			return cards, nil
+			return needs, nil
 		},
 		Worker: func(q *scheduler.AllocQueue) ([]string, error) {
 			return []string{"/opt/gpuq", "worker", "--server", "login1:7070", "--idle-timeout", plans.FormatDuration(q.IdleTimeout)}, nil

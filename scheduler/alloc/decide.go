@@ -26,9 +26,9 @@ const (
 type Round struct {
 	Queue       *scheduler.AllocQueue
 	Allocations []*scheduler.Allocation
-	// Waiting is the cards each job needs (gpus_per_job) that waits to start and that
-	// no connected worker could start now.
-	Waiting []int
+	// Waiting is what each job needs (gpus_per_job, its expected duration) that waits
+	// to start and that no connected worker could start now.
+	Waiting []scheduler.Need
 	// Idle is when the queue last had waiting work it could run; zero while it has.
 	Idle time.Time
 	// Workers is how many workers of each allocation (by Slurm job id) are connected.
@@ -46,7 +46,8 @@ type Decision struct {
 }
 
 // Decide decides a queue's round. It asks for enough nodes to give every waiting job it
-// can run (gpus_per_job at most its nodes' cards) a card of its own, counting the
+// can run (gpus_per_job at most its nodes' cards, and expected to end within its time
+// limit) a card of its own, counting the
 // allocations still to come, within the queue's MaxAllocs. One allocation counts as one
 // node; jobs that share cards need fewer, and nodes left idle give themselves back
 // after the idle timeout. Allocations still waiting in Slurm's queue are withdrawn once
@@ -55,9 +56,9 @@ func Decide(r Round) Decision {
 	q := r.Queue
 	var d Decision
 	cards := 0
-	for _, g := range r.Waiting {
-		if g <= q.GPUsPerNode {
-			cards += g
+	for _, n := range r.Waiting {
+		if canRun(q, n) {
+			cards += n.Cards
 		}
 	}
 	active, coming := 0, 0
@@ -81,6 +82,13 @@ func Decide(r Round) Decision {
 	want := (cards+q.GPUsPerNode-1)/q.GPUsPerNode - coming
 	d.Submit = max(0, min(want, q.MaxAllocs-active))
 	return d
+}
+
+// canRun reports whether an allocation of q could run a job that needs n: its nodes
+// have the cards, and its workers, which stop DrainAhead before the allocation's time
+// limit, take a job only if it is expected to end by then (as learned of its shape).
+func canRun(q *scheduler.AllocQueue, n scheduler.Need) bool {
+	return n.Cards <= q.GPUsPerNode && n.Duration <= q.Time-DrainAhead
 }
 
 func later(a, b time.Time) time.Time {

@@ -21,7 +21,14 @@ func TestDecide(t *testing.T) {
 	starting := &scheduler.Allocation{ID: "8", State: scheduler.AllocRunning, Started: now.Add(-time.Minute)}
 	late := &scheduler.Allocation{ID: "9", State: scheduler.AllocRunning, Started: now.Add(-StartGrace)}
 	ended := &scheduler.Allocation{ID: "6", State: scheduler.AllocEnded}
-	ones := func(n int) []int { return slices.Repeat([]int{1}, n) }
+	cards := func(n ...int) []scheduler.Need {
+		out := make([]scheduler.Need, len(n))
+		for i, c := range n {
+			out[i] = scheduler.Need{Cards: c}
+		}
+		return out
+	}
+	ones := func(n int) []scheduler.Need { return cards(slices.Repeat([]int{1}, n)...) }
 	workerless := func(id string) *scheduler.Allocation {
 		return &scheduler.Allocation{ID: id, State: scheduler.AllocEnded, Started: now.Add(-time.Hour)}
 	}
@@ -31,7 +38,7 @@ func TestDecide(t *testing.T) {
 		name    string
 		q       *scheduler.AllocQueue
 		allocs  []*scheduler.Allocation
-		waiting []int
+		waiting []scheduler.Need
 		workers map[string]int
 		idle    time.Time
 		since   time.Time
@@ -53,8 +60,12 @@ func TestDecide(t *testing.T) {
 			allocs: []*scheduler.Allocation{late}, since: now.Add(-time.Minute), waiting: ones(4)},
 		{name: "running ones count against max-allocs", q: queue(nil),
 			allocs: []*scheduler.Allocation{late, queued, starting}, waiting: ones(40)},
-		{name: "jobs larger than a node wait for other queues", q: queue(nil), waiting: []int{8, 8, 2}, want: Decision{Submit: 1}},
-		{name: "gpus_per_job counts cards", q: queue(nil), waiting: []int{4, 4, 4}, want: Decision{Submit: 3}},
+		{name: "jobs larger than a node wait for other queues", q: queue(nil), waiting: cards(8, 8, 2), want: Decision{Submit: 1}},
+		{name: "gpus_per_job counts cards", q: queue(nil), waiting: cards(4, 4, 4), want: Decision{Submit: 3}},
+		{name: "a job expected to end within the time limit", q: queue(nil), want: Decision{Submit: 1},
+			waiting: []scheduler.Need{{Cards: 1, Duration: 8*time.Hour - DrainAhead}}},
+		{name: "one expected to run longer is no work for it: its workers would not take it", q: queue(nil),
+			waiting: []scheduler.Need{{Cards: 1, Duration: 8 * time.Hour}, {Cards: 1, Duration: 9 * time.Hour}}},
 		{name: "a removed queue asks nothing", q: queue(func(q *scheduler.AllocQueue) { q.Removed = true }), waiting: ones(4)},
 		{name: "after a failure it pauses", waiting: ones(4),
 			q: queue(func(q *scheduler.AllocQueue) { q.Error, q.ErrorAt = "sbatch: error: x", now.Add(-RetryAfter/2) })},
@@ -71,7 +82,7 @@ func TestDecide(t *testing.T) {
 		{name: "and is withdrawn after", q: queue(nil), allocs: []*scheduler.Allocation{queued, starting},
 			idle: now.Add(-10 * time.Minute), want: Decision{Cancel: []string{"7"}}},
 		{name: "work it cannot run is no work for it", q: queue(nil), allocs: []*scheduler.Allocation{queued},
-			waiting: []int{8}, idle: now.Add(-time.Hour), want: Decision{Cancel: []string{"7"}}},
+			waiting: cards(8), idle: now.Add(-time.Hour), want: Decision{Cancel: []string{"7"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Decide(Round{Queue: tc.q, Allocations: tc.allocs, Waiting: tc.waiting, Workers: tc.workers, Idle: tc.idle, Since: tc.since, Now: now})

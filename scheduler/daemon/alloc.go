@@ -209,7 +209,7 @@ func (c *Client) RemoveAlloc(id string) (AllocRemoveResponse, error) {
 // over the engine's backlog, workers started with gpuq's own binary.
 func (d *daemon) newAllocator() *alloc.Allocator {
 	cfg := alloc.Config{Store: d.store, Do: d.eng.Do, Slurm: alloc.Slurm{Exec: alloc.Run}, Clock: scheduler.RealClock{},
-		Waiting: d.backlogCards, Worker: d.workerCommand, Logs: d.allocLogs(),
+		Waiting: d.backlogNeeds, Worker: d.workerCommand, Logs: d.allocLogs(),
 		Log: func(format string, args ...any) { d.log.Printf(format, args...) }}
 	if d.cluster != nil {
 		cfg.Workers = d.cluster.allocations
@@ -217,15 +217,15 @@ func (d *daemon) newAllocator() *alloc.Allocator {
 	return alloc.New(cfg)
 }
 
-// backlogCards is the cards each job needs that no connected card can start now.
-func (d *daemon) backlogCards(ctx context.Context) ([]int, error) {
-	var cards []int
+// backlogNeeds is what each job needs that no connected card can start now.
+func (d *daemon) backlogNeeds(ctx context.Context) ([]scheduler.Need, error) {
+	var needs []scheduler.Need
 	err := d.eng.Do(ctx, func() error {
 		b, err := d.eng.Backlog()
-		cards = b.Cards
+		needs = b.Needs
 		return err
 	})
-	return cards, err
+	return needs, err
 }
 
 // workerCommand is the command an allocation of q runs on each of its nodes: a worker

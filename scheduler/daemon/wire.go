@@ -53,7 +53,7 @@ type JobSummary struct {
 	DeclaredBytes int64  `json:"declared_bytes"`
 	LearnedBytes  *int64 `json:"learned_bytes"`
 	// LearnedSeconds is how long its shape's attempts that succeeded ran, on average
-	// (see scheduler.Shape.Took), over LearnedRuns of them (counted up to 10); null:
+	// (see scheduler.Shape.Duration), over LearnedRuns of them (counted up to 10); null:
 	// none yet. The queue's order and reservations go by it.
 	LearnedSeconds *float64         `json:"learned_duration_s"`
 	LearnedRuns    int              `json:"learned_runs,omitempty"`
@@ -98,8 +98,8 @@ func Summarize(snap scheduler.Snapshot, j *scheduler.Job) JobSummary {
 	if l := snap.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
 	}
-	if l := snap.Shape(j.Shape); l != nil && l.Took > 0 {
-		d := l.Took.Seconds()
+	if l := snap.Shape(j.Shape); l != nil && l.Duration > 0 {
+		d := l.Duration.Seconds()
 		js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
 	}
 	for _, a := range snap.Attempts(j.ID) {
