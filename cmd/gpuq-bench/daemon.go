@@ -127,7 +127,7 @@ func seq(n int) string {
 // writeHistory writes a state directory in which n jobs of one sweep have each run
 // once and succeeded, as a daemon's journal would after running them.
 func writeHistory(dir, sweepFile string, n int) error {
-	doc := fmt.Sprintf("name: history\ncommand: [train, --seed, \"{seed}\", --lr, \"{lr}\"]\nparams: {batch_size: 16, gradient_accumulation_steps: 2}\nmatrix: {seed: [%s], lr: [0.001]}\nmemory: 9GiB\n", seq(n))
+	doc := fmt.Sprintf("name: history\ncommand: [true, --seed, \"{seed}\", --lr, \"{lr}\"]\nparams: {batch_size: 16, gradient_accumulation_steps: 2}\nmatrix: {seed: [%s], lr: [0.001]}\nmemory: 9GiB\n", seq(n))
 	if err := os.WriteFile(sweepFile, []byte(doc), 0o644); err != nil {
 		return err
 	}
