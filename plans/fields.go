@@ -17,13 +17,6 @@ func (c *checker) failAt(o Override, field, format string, args ...any) {
 	c.fail(field, format, args...)
 }
 
-func planField(o Override) string {
-	if o.Source != "" {
-		return o.Source
-	}
-	return "gpu_plan"
-}
-
 // override returns the override if set, else the file's value as a string.
 func override(doc *Map, key string, o Override) (Override, bool) {
 	if o.Value != "" {

@@ -241,7 +241,11 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	s.Plan = c.plan(doc, ov.Plan)
 	if s.Plan != nil && len(s.Plan) > 1 && s.GPUs.Count() > 0 {
 		if _, err := s.Plan.For(s.GPUs.Count()); err != nil {
-			c.fail(planField(ov.Plan), "%v (gpus is %s)", err, s.GPUs)
+			from := ""
+			if ov.GPUs.Source != "" {
+				from = ", from " + ov.GPUs.Source
+			}
+			c.failAt(ov.Plan, "gpu_plan", "%v (gpus is %s%s)", err, s.GPUs, from)
 		}
 	}
 	if h, ok := override(doc, "headroom", ov.Headroom); ok {

@@ -262,7 +262,7 @@ func runEstimateSweep(opts *estimateOptions, path string) error {
 	for _, w := range sw.Warnings() {
 		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 	}
-	cards, headroom, err := cardsFor(opts, sw.GPUs, sw.Headroom)
+	cards, headroom, err := cardsFor(opts, sw.GPUs, opts.settings.gpusSource(sw), sw.Headroom)
 	if err != nil {
 		return err
 	}
@@ -385,11 +385,12 @@ func estimateCards(opts *estimateOptions) ([]gpu.Card, plans.Headroom, error) {
 	if err != nil {
 		return nil, plans.Headroom{}, badInput("%s: %v", ov.GPUs.Source, err)
 	}
-	return cardsFor(opts, spec, plans.DefaultHeadroom)
+	return cardsFor(opts, spec, ov.GPUs.Source, plans.DefaultHeadroom)
 }
 
-// cardsFor reads the cards and the headroom the machine's settings give (or def).
-func cardsFor(opts *estimateOptions, spec plans.GPUSpec, def plans.Headroom) ([]gpu.Card, plans.Headroom, error) {
+// cardsFor reads the cards of spec, written in source, and the headroom the machine's
+// settings give (or def).
+func cardsFor(opts *estimateOptions, spec plans.GPUSpec, source string, def plans.Headroom) ([]gpu.Card, plans.Headroom, error) {
 	headroom := def
 	if ov := opts.settings.overrides().Headroom; ov.Value != "" {
 		h, err := plans.ParseHeadroom(ov.Value)
@@ -398,7 +399,7 @@ func cardsFor(opts *estimateOptions, spec plans.GPUSpec, def plans.Headroom) ([]
 		}
 		headroom = h
 	}
-	inv, err := opts.settings.openInventory(spec, opts.io)
+	inv, err := opts.settings.openInventory(spec, source, opts.io)
 	if err != nil {
 		return nil, headroom, err
 	}

@@ -69,7 +69,7 @@ func runGPUs(opts *gpusOptions) error {
 			return badInput("%s: %v", ov.Plan.Source, err)
 		}
 	}
-	inv, err := opts.settings.openInventory(spec, opts.io)
+	inv, err := opts.settings.openInventory(spec, ov.GPUs.Source, opts.io)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func prepare(path string, st *settings, io ioStreams) (*prepared, error) {
 	for _, w := range sw.Warnings() {
 		fmt.Fprintln(io.Err, "gpuq: warning:", w)
 	}
-	inv, err := st.openInventory(sw.GPUs, io)
+	inv, err := st.openInventory(sw.GPUs, st.gpusSource(sw), io)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -136,13 +137,13 @@ var defaultHostHeadroom = plans.Headroom{Percent: 10}
 
 // hostHeadroom is the host RAM kept for the system (host_reserve).
 func (s *settings) hostHeadroom() (plans.Headroom, error) {
-	v := strings.TrimSpace(s.v.GetString(keyHostReserve))
-	if v == "" {
+	o := s.override(keyHostReserve, "")
+	if o.Value == "" {
 		return defaultHostHeadroom, nil
 	}
-	h, err := plans.ParseHeadroom(v)
+	h, err := plans.ParseHeadroom(o.Value)
 	if err != nil {
-		return h, badInput("host_reserve (GPUQ_HOST_RESERVE or the config file): %v", err)
+		return h, badInput("%s: %v", o.Source, err)
 	}
 	return h, nil
 }
@@ -165,12 +166,18 @@ func (s *settings) load(flags *pflag.FlagSet) error {
 		path = filepath.Join(xdgDir("XDG_CONFIG_HOME", ".config"), "gpuq", "config.yaml")
 	}
 	s.v.SetConfigFile(path)
-	if err := s.v.ReadInConfig(); err != nil {
+	cfg, err := readConfigFile(path)
+	var probs plans.Problems
+	switch {
+	case errors.As(err, &probs):
+		return err
+	case err != nil:
 		if _, statErr := os.Stat(path); statErr == nil || explicit {
 			return badInput("config file %s: %v", path, err)
 		}
+		return nil
 	}
-	return nil
+	return s.v.MergeConfigMap(cfg)
 }
 
 // override returns the layered value of key and names where it came from.
@@ -219,9 +226,21 @@ func (s *settings) inventoryOptions(io ioStreams) gpu.Options {
 	return opt
 }
 
-// openInventory opens the cards for spec.
-func (s *settings) openInventory(spec plans.GPUSpec, io ioStreams) (*gpu.Inventory, error) {
-	return gpu.Open(spec, s.inventoryOptions(io))
+// openInventory opens the cards for spec. source names where spec was written (a flag,
+// the config file's key, the sweep file's), for the error of a card the machine lacks.
+func (s *settings) openInventory(spec plans.GPUSpec, source string, io ioStreams) (*gpu.Inventory, error) {
+	opt := s.inventoryOptions(io)
+	opt.Source = source
+	return gpu.Open(spec, opt)
+}
+
+// gpusSource names where a sweep's gpus were written: the machine's setting that
+// overrides the sweep file, or the file.
+func (s *settings) gpusSource(sw *plans.Sweep) string {
+	if o := s.overrides().GPUs; o.Value != "" {
+		return o.Source
+	}
+	return sw.File + ": gpus"
 }
 
 func xdgDir(env, fallback string) string {

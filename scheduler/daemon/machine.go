@@ -61,7 +61,9 @@ func openMachine(cfg Config) (*machine, error) {
 			return nil, badSetting(ov.Plan, err)
 		}
 	}
-	if m.inv, err = gpu.Open(m.spec, cfg.Inventory); err != nil {
+	opt := cfg.Inventory
+	opt.Source = ov.GPUs.Source
+	if m.inv, err = gpu.Open(m.spec, opt); err != nil {
 		return nil, err
 	}
 	if m.cards, err = m.inv.Snapshot(); err != nil {

@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,9 @@ type Options struct {
 	Ledger string
 	// Visible is gpuq's own CUDA_VISIBLE_DEVICES, if set: only those cards are used.
 	Visible *string
+	// Source names where the card list was written (--gpus, a file's gpus), for the
+	// error of a card the machine lacks; "" says gpus.
+	Source string
 	// Notice receives, once, the line that says the GPUs are simulated.
 	Notice io.Writer
 	// Library returns the NVML to try first; nil means the real one.
@@ -162,15 +166,16 @@ func (inv *Inventory) choose(spec plans.GPUSpec, opt Options) error {
 	if spec.IsSim() || spec.Indices == nil {
 		return inv.useWholeCards(allowed, opt.Notice)
 	}
+	what := cmp.Or(opt.Source, "gpus")
 	for _, i := range spec.Indices {
 		if i >= n {
-			return fmt.Errorf("%w: gpus lists card %d, but this machine has %d cards (0-%d)%s", ErrUnknownCard, i, n, n-1, inv.simNote())
+			return fmt.Errorf("%w: %s lists card %d, but this machine has %d cards (0-%d)%s", ErrUnknownCard, what, i, n, n-1, inv.simNote(i))
 		}
 		if !slices.Contains(allowed, i) {
-			return fmt.Errorf("%w: gpus lists card %d, but gpuq runs with CUDA_VISIBLE_DEVICES=%s, which hides it", ErrUnknownCard, i, *opt.Visible)
+			return fmt.Errorf("%w: %s lists card %d, but gpuq runs with CUDA_VISIBLE_DEVICES=%s, which hides it", ErrUnknownCard, what, i, *opt.Visible)
 		}
 		if inv.mig(i) {
-			return fmt.Errorf("gpus lists card %d, which is in MIG mode: %s", i, migAdvice(i))
+			return fmt.Errorf("%s lists card %d, which is in MIG mode: %s", what, i, migAdvice(i))
 		}
 		inv.cards = append(inv.cards, i)
 	}
@@ -216,9 +221,10 @@ func (inv *Inventory) mig(i int) bool {
 	return ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE
 }
 
-func (inv *Inventory) simNote() string {
+// simNote says, on a simulated machine, how to simulate one with card i.
+func (inv *Inventory) simNote(i int) string {
 	if inv.simulated != "" {
-		return fmt.Sprintf(" (simulated: %s; pass --gpus sim:7x24GiB for a larger one)", inv.simulated)
+		return fmt.Sprintf(" (simulated: %s; pass --gpus sim:%dx24GiB for a larger one)", inv.simulated, i+1)
 	}
 	return ""
 }

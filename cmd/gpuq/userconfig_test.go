@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestConfigFileErrors: a setting of the user config file that gpuq cannot use names the
+// file and its key, as a flag's error names the flag; so does an unknown key, with the
+// key it probably meant. Each is bad input.
+func TestConfigFileErrors(t *testing.T) {
+	sweep := "../../examples/sweeps/quickstart.yaml" // gpu_plan "2,2,1,1" in the file
+	tests := []struct {
+		config string
+		args   []string
+		want   string
+	}{
+		{"gpu_plans: \"2\"\n", []string{"gpus"}, `config.yaml: gpu_plans: unknown key (did you mean "gpu_plan"?); the config file has gpus, gpu_plan, headroom`},
+		{"gpus: {sim: 2}\n", []string{"gpus"}, "config.yaml: gpus: write a single value, as its flag takes it, not a mapping"},
+		{"headroom: [5%]\n", []string{"gpus"}, "config.yaml: headroom: write a single value, as its flag takes it, not a list"},
+		{"gpus: 7\n", []string{"gpus"}, "unknown card: " + "CONFIG: gpus lists card 7, but this machine has 4 cards"},
+		{"gpus: 7\n", []string{"estimate", "--params", "1B"}, "CONFIG: gpus lists card 7"},
+		{"gpus: 0,1\n", []string{"plan", sweep}, "gpu_plan: the plan has 4 entries but there are 2 cards: write one count per card (2), or a single count for every card (gpus is 0,1, from CONFIG: gpus)"},
+		{"host_reserve: lots\n", []string{"plan", sweep}, `CONFIG: host_reserve: "lots" is not a size`},
+		{"gpus: [\n", []string{"gpus"}, "config file CONFIG: not valid YAML"},
+	}
+	for _, tt := range tests {
+		cfg := filepath.Join(t.TempDir(), "config.yaml")
+		os.WriteFile(cfg, []byte(tt.config), 0o644)
+		_, errOut, code := gpuq(t, append(tt.args, "--config", cfg)...)
+		want := strings.ReplaceAll(tt.want, "CONFIG", cfg)
+		if code != exitBadInput || !strings.Contains(errOut, want) {
+			t.Errorf("config %q, %v: exit %d, stderr:\n%s\nwant exit 2 and %q", tt.config, tt.args, code, errOut, want)
+		}
+	}
+}
+
+// TestConfigFileLists: gpus and gpu_plan may be lists in the config file, as in a sweep.
+func TestConfigFileLists(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("gpus: [0, 2]\ngpu_plan: [2, 1]\n"), 0o644)
+	out, errOut, code := gpuq(t, "gpus", "--json", "--config", cfg)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct{ GPUs []gpusCardJSON }
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.GPUs) != 2 || got.GPUs[1].Index != 2 || *got.GPUs[0].Slots != 2 || *got.GPUs[1].Slots != 1 {
+		t.Errorf("cards and slots from the config file's lists: %s", out)
+	}
+}
+
+// TestUnknownCardNamesItsSource: a card the machine lacks is named with the setting that
+// asked for it, and the simulated machine that would have it.
+func TestUnknownCardNamesItsSource(t *testing.T) {
+	_, errOut, code := gpuq(t, "gpus", "--gpus", "9")
+	if want := "--gpus lists card 9, but this machine has 4 cards (0-3) (simulated: sim:4x24GiB; pass --gpus sim:10x24GiB"; code != exitBadInput || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant %q", code, errOut, want)
+	}
+	sweep := writeSweep(t, "name: s\ncommand: [echo]\njobs: [{}]\ngpus: \"0,7\"\n")
+	if _, errOut, _ := gpuq(t, "plan", sweep); !strings.Contains(errOut, sweep+": gpus lists card 7") {
+		t.Errorf("a sweep's gpus: %s", errOut)
+	}
+}
