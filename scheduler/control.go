@@ -30,7 +30,7 @@ func (e *Engine) jobs(sel Selection, ok func(*Job) string) ([]*Job, error) {
 	snap := e.store.view()
 	if sel.Sweep != "" {
 		if snap.Submission(sel.Sweep) == nil {
-			return nil, Refused(fmt.Sprintf("no sweep %q; gpuq status lists them", sel.Sweep))
+			return nil, NoSweep(sel.Sweep, snap.JobIDs())
 		}
 		var out []*Job
 		for j := range snap.JobsOf(sel.Sweep) {
@@ -44,10 +44,10 @@ func (e *Engine) jobs(sel Selection, ok func(*Job) string) ([]*Job, error) {
 	for _, id := range sel.IDs {
 		j := snap.Job(id)
 		if j == nil {
-			return nil, Refused(fmt.Sprintf("no job %q; gpuq status lists them", id))
+			return nil, NoJob(id, snap.JobIDs())
 		}
 		if why := ok(j); why != "" {
-			return nil, Refused(fmt.Sprintf("%s is %s: %s", id, j.ShownState(), why))
+			return nil, Refused(fmt.Sprintf("%s %s: %s", id, j.ShownState().Told(), why))
 		}
 		out = append(out, j)
 	}
@@ -190,7 +190,7 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 	snap := e.store.view()
 	j := snap.Job(id)
 	if j == nil {
-		return "", "", Refused(fmt.Sprintf("no job %q; gpuq status lists them", id))
+		return "", "", NoJob(id, snap.JobIDs())
 	}
 	switch {
 	case j.State == JobRunning:
@@ -231,7 +231,7 @@ func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*Submission, er
 	if sweep != "" {
 		sub := snap.Submission(sweep)
 		if sub == nil {
-			return nil, Refused(fmt.Sprintf("no sweep %q; gpuq status lists them", sweep))
+			return nil, NoSweep(sweep, snap.JobIDs())
 		}
 		if left := unended(snap, sweep); left != "" {
 			return nil, Refused(fmt.Sprintf("sweep %s has jobs that have not ended (%s): gpuq cancel --sweep %s ends them", sweep, left, sweep))

@@ -28,6 +28,17 @@ const (
 	JobCancelled JobState = "cancelled"
 )
 
+// Told is the state as a sentence tells it of a job: "is queued", but "succeeded".
+func (s JobState) Told() string {
+	switch s {
+	case JobSucceeded, JobFailed:
+		return string(s)
+	case JobCancelled:
+		return "was cancelled"
+	}
+	return "is " + string(s)
+}
+
 // Job is a job as the store holds it. Objects read from the store are never changed in
 // place: copy, change, put.
 type Job struct {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
@@ -44,8 +45,11 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 	if err != nil {
 		return err
 	}
-	if len(j.Attempts) == 0 || j.Attempts[len(j.Attempts)-1].Outcome != "" || j.Attempts[len(j.Attempts)-1].Log == "" {
-		return fmt.Errorf("%s is not running (it is %s); gpuq logs %s prints its log", id, j.State, id)
+	if len(j.Attempts) == 0 {
+		return notStarted(j)
+	}
+	if j.Attempts[len(j.Attempts)-1].Outcome != "" || j.Attempts[len(j.Attempts)-1].Log == "" {
+		return scheduler.Refused(fmt.Sprintf("%s %s, not running: gpuq logs %s prints its log", id, scheduler.JobState(j.State).Told(), id))
 	}
 	a := j.Attempts[len(j.Attempts)-1]
 	request := daemon.StreamAttach

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -50,6 +51,7 @@ slot limit, ` + plans.DefaultHeadroom.String() + ` headroom. Each sweep's own gp
 
 gpuq daemon --stop stops a running daemon and leaves its trainers running; with
 --stop-trainers it stops them too (their jobs end cancelled; queued jobs stay queued).
+With no daemon running there is nothing to stop: it says so and exits 0.
 
 --metrics ADDR (GPUQ_METRICS, or metrics: in the config file) serves Prometheus metrics
 on http://ADDR/metrics: jobs by state, attempts and OOMs by outcome and tier, each
@@ -121,6 +123,12 @@ at the same tier; its trainers stop after half of that, so nothing runs twice.`,
 
 func stopDaemon(opts *daemonOptions) error {
 	c, err := opts.settings.dial()
+	var none daemon.NoDaemonError
+	if errors.As(err, &none) {
+		// What --stop is for holds already: a script's cleanup need not ask first.
+		fmt.Fprintf(opts.io.Err, "gpuq: no daemon runs on %s: nothing to stop\n", none.Dir)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

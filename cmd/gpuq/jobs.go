@@ -238,7 +238,7 @@ func newWhyCmd(io ioStreams, st *settings) *cobra.Command {
 		Long: `Say why a queued job has not started: no free slot, not enough free memory on any
 card with a slot, cards reserved for a larger job ahead of it, waiting for an idle card or
 for host RAM, held by you, or waiting for its shape's probe. For a job that is not
-queued, say what it is doing.`,
+queued, say what it is doing (exit 0, as for one that waits); an unknown job is exit 2.`,
 		Example:           "  gpuq why gla-e1.12",
 		Args:              exactArgs(1),
 		ValidArgsFunction: completeJobs(st),
@@ -281,8 +281,11 @@ then nothing is changed.`,
 		Example:           fmt.Sprintf("  gpuq %s gla-e1.3 gla-e1.4\n  gpuq %s --sweep gla-e1", verb, verb),
 		ValidArgsFunction: completeJobs(st),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if (len(args) == 0) == (sweep == "") {
+			switch {
+			case len(args) > 0 && sweep != "":
 				return badInput("name jobs or give --sweep, not both; see gpuq %s --help", verb)
+			case len(args) == 0 && sweep == "":
+				return badInput("name the jobs to %s (gpuq %s ID...), or a sweep (--sweep SWEEP)", verb, verb)
 			}
 			c, err := st.dial()
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
@@ -60,7 +61,7 @@ func runLogs(opts *logsOptions, id string) error {
 		return followJob(opts, j)
 	}
 	if len(j.Attempts) == 0 {
-		return fmt.Errorf("%s has no attempt yet (it is %s); gpuq why %s says why", id, j.State, id)
+		return notStarted(j)
 	}
 	n := opts.attempt
 	if n == 0 {
@@ -81,7 +82,7 @@ func followJob(opts *logsOptions, j daemon.Job) error {
 			fmt.Fprintf(opts.io.Err, "gpuq: attempt %d of %s ended %s (gpuq logs %s --attempt %d prints it)\n", n, j.ID, j.Attempts[n-1].Outcome, j.ID, n)
 		}
 		n++
-		fmt.Fprintf(opts.io.Err, "gpuq: %s is %s; waiting for attempt %d to start (gpuq why %s says why it waits)\n", j.ID, j.State, n, j.ID)
+		fmt.Fprintf(opts.io.Err, "gpuq: %s %s; waiting for attempt %d to start (gpuq why %s says why it waits)\n", j.ID, scheduler.JobState(j.State).Told(), n, j.ID)
 	}
 	for {
 		var err error
@@ -106,7 +107,7 @@ func followJob(opts *logsOptions, j daemon.Job) error {
 func printLog(opts *logsOptions, j daemon.Job, n int) error {
 	a := j.Attempts[n-1]
 	if a.Log == "" {
-		return fmt.Errorf("attempt %d of %s has no log: it never started", n, j.ID)
+		return scheduler.Refused(fmt.Sprintf("attempt %d of %s has no log: it never started", n, j.ID))
 	}
 	if a.Worker != "" || opts.settings.remote() {
 		return streamLog(opts, daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: j.ID, N: n}, Kind: daemon.StreamLog,
@@ -145,6 +146,16 @@ func streamLog(opts *logsOptions, req daemon.StreamRequest) error {
 	defer s.Close()
 	_, err = io.Copy(opts.io.Out, s)
 	return err
+}
+
+// notStarted refuses the log or terminal of a job with no attempt; a waiting one says
+// how to wait for it.
+func notStarted(j daemon.Job) error {
+	state := scheduler.JobState(j.State)
+	if state == scheduler.JobQueued || state == scheduler.JobHeld {
+		return scheduler.Refused(fmt.Sprintf("%s has not started: it %s (gpuq why %s says why); gpuq logs -f %s waits for it to start", j.ID, state.Told(), j.ID, j.ID))
+	}
+	return scheduler.Refused(fmt.Sprintf("%s never started: it %s", j.ID, state.Told()))
 }
 
 // waitForAttempt polls the daemon until a job's attempt n has started, or the job has

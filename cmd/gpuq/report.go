@@ -173,7 +173,7 @@ func writeReport(streams ioStreams, path string, d report.Data) error {
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".gpuq-report-*")
 	if err != nil {
-		return fmt.Errorf("report: %w", err)
+		return badInput("cannot write the report to %s (%v): give -o a file in a directory you may write", path, err)
 	}
 	defer os.Remove(tmp.Name())
 	err = report.Write(tmp, d)

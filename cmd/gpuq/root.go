@@ -51,7 +51,13 @@ Machine settings come from, highest first: flags, GPUQ_* environment variables
 (GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM), the user config file
 ($XDG_CONFIG_HOME/gpuq/config.yaml), then the sweep file.
 
-With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and says so.`,
+With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and says so.
+
+Exit status: 0 success; 1 something failed, or no daemon answers; 2 bad input (a sweep,
+flag or config file) or a request the daemon refuses (an unknown job or sweep, attach
+or logs of a job that has not started); 130 interrupted. These answer and exit 0: why
+of a job that does not wait, a --sweep to which no job applies (retry of a sweep with
+no failed job), daemon --stop when no daemon runs.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -93,7 +93,11 @@ func waitedJobs(c *daemon.Client, ids []string) ([]daemon.Job, error) {
 	for _, id := range ids {
 		i := slices.IndexFunc(all, func(j daemon.Job) bool { return j.ID == id })
 		if i < 0 {
-			return nil, scheduler.Refused(fmt.Sprintf("no job %q; gpuq status lists them", id))
+			known := make([]string, len(all))
+			for k, j := range all {
+				known[k] = j.ID
+			}
+			return nil, scheduler.NoJob(id, known)
 		}
 		out = append(out, all[i])
 	}

@@ -3,7 +3,6 @@ package daemon
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -95,7 +94,7 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 	}
 	snap := d.store.Snapshot()
 	if sweep != "" && snap.Submission(sweep) == nil {
-		fail(w, http.StatusNotFound, fmt.Sprintf("no sweep %q; gpuq status lists them", sweep))
+		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, snap.JobIDs()).Error())
 		return
 	}
 	out := JobsResponse{Jobs: []Job{}}
@@ -112,7 +111,7 @@ func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
 	snap := d.store.Snapshot()
 	j := snap.Job(r.PathValue("id"))
 	if j == nil {
-		fail(w, http.StatusNotFound, fmt.Sprintf("no job %q; gpuq status lists them", r.PathValue("id")))
+		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), snap.JobIDs()).Error())
 		return
 	}
 	reply(w, Job{Sweep: j.Sweep, JobSummary: Summarize(snap, j)})

@@ -1,0 +1,88 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// The refusals of a job or sweep that does not exist say what was probably meant: a
+// sweep's name where a job is asked for (gpuq logs gla-e1), a job's where a sweep is,
+// a misspelt sweep, a job past a sweep's last.
+
+// NoJob refuses id, given the ids of every job there is ("<sweep>.<n>").
+func NoJob(id string, ids []string) Refused {
+	sweeps := sweepsOf(ids)
+	if n := sweeps[id]; n > 0 {
+		return Refused(fmt.Sprintf("no job %q: that is a sweep, of jobs %s (gpuq status --sweep %s lists them)", id, jobRange(id, n), id))
+	}
+	sweep, _, ok := splitID(id)
+	if n := sweeps[sweep]; ok && n > 0 {
+		return Refused(fmt.Sprintf("no job %q: sweep %s has jobs %s", id, sweep, jobRange(sweep, n)))
+	}
+	if hint := plans.Suggest(sweep, names(sweeps)); ok && hint != "" {
+		return Refused(fmt.Sprintf("no job %q: there is no sweep %s%s", id, sweep, hint))
+	}
+	return Refused(fmt.Sprintf("no job %q; gpuq status lists them", id))
+}
+
+// jobRange names a sweep's jobs, which are numbered from 1.
+func jobRange(sweep string, n int) string {
+	if n == 1 {
+		return sweep + ".1"
+	}
+	return fmt.Sprintf("%s.1 to %s.%d", sweep, sweep, n)
+}
+
+// NoSweep refuses name, given the ids of every job there is.
+func NoSweep(name string, ids []string) Refused {
+	if slices.Contains(ids, name) {
+		sweep, _, _ := splitID(name)
+		return Refused(fmt.Sprintf("no sweep %q: %s is a job, of sweep %s", name, name, sweep))
+	}
+	return Refused(fmt.Sprintf("no sweep %q%s; gpuq status lists them", name, plans.Suggest(name, names(sweepsOf(ids)))))
+}
+
+// JobIDs are the ids of every job, for the refusals above.
+func (sn Snapshot) JobIDs() []string {
+	var ids []string
+	for _, j := range sn.Jobs() {
+		ids = append(ids, j.ID)
+	}
+	return ids
+}
+
+// sweepsOf counts the jobs of each sweep.
+func sweepsOf(ids []string) map[string]int {
+	out := map[string]int{}
+	for _, id := range ids {
+		if sweep, _, ok := splitID(id); ok {
+			out[sweep]++
+		}
+	}
+	return out
+}
+
+// splitID splits "<sweep>.<n>"; a sweep's name may hold dots itself.
+func splitID(id string) (sweep string, index int, ok bool) {
+	i := strings.LastIndexByte(id, '.')
+	if i < 0 {
+		return id, 0, false
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil || n < 1 {
+		return id, 0, false
+	}
+	return id[:i], n, true
+}
+
+func names(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
