@@ -23,8 +23,9 @@ func newGPUsCmd(io ioStreams, st *settings) *cobra.Command {
 		Short: "Show the cards gpuq would use: memory, processes and plan slots",
 		Long: `Show one row per card: index (as nvidia-smi numbers it), name, memory in use, the
 processes on it, the slots the plan gives it, and its UUID. Reads NVML, or the simulated
-machine when there is no NVIDIA driver or --gpus names one. A card NVML cannot read is
-OUT OF SERVICE, with why; a process marked (hidden) is one NVML lists but this PID
+machine when there is no NVIDIA driver or --gpus names one. While a daemon runs, shows
+the daemon's cards with its plan and headroom, unless --gpus or --gpu-plan is given.
+A card NVML cannot read is OUT OF SERVICE, with why; a process marked (hidden) is one NVML lists but this PID
 namespace does not have (a container), whose memory gpuq cannot attribute.`,
 		Example: `  gpuq gpus
   gpuq gpus --gpus sim:7x23.52GiB --gpu-plan 2,2,2,2,1,1,1
@@ -58,6 +59,9 @@ type processJSON struct {
 }
 
 func runGPUs(opts *gpusOptions) error {
+	if shown, err := daemonGPUs(opts); shown {
+		return err
+	}
 	ov := opts.settings.overrides()
 	spec, err := plans.ParseGPUs(ov.GPUs.Value)
 	if err != nil {

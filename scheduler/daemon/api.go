@@ -25,6 +25,7 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/jobs/{id}", d.job)
 	mux.HandleFunc("GET /v1/why/{id}", d.why)
 	mux.HandleFunc("GET /v1/overview", d.overview)
+	mux.HandleFunc("GET /v1/gpus", d.gpus)
 	for verb, do := range map[Verb]func(scheduler.Selection) ([]string, error){
 		Cancel: d.eng.Cancel, Retry: d.eng.Retry, Hold: d.eng.Hold, Release: d.eng.Release,
 	} {

@@ -133,6 +133,12 @@ func (c *Client) Info() (Info, error) {
 	return out, c.call(http.MethodGet, "/v1/daemon", nil, &out)
 }
 
+// Machine asks for the daemon's own cards, plan and headroom.
+func (c *Client) Machine() (Machine, error) {
+	var out Machine
+	return out, c.call(http.MethodGet, "/v1/gpus", nil, &out)
+}
+
 // Submit sends a sweep.
 func (c *Client) Submit(req SubmitRequest) (SubmitResponse, error) {
 	var out SubmitResponse
