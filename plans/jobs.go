@@ -3,7 +3,9 @@ package plans
 // Jobs: the matrix and the explicit points expanded, then checked one by one.
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -41,22 +43,25 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 	for i, p := range points {
 		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Point: NewMap(), Params: s.Params.Clone(),
 			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
-			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, origin: p.origin}
+			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, origin: p.origin, fields: map[string]string{}}
 		var names []string
 		for _, k := range p.vals.Keys {
 			v := p.vals.Vals[k]
+			if slices.Contains(jobKeys, k) {
+				j.fields[k] = p.field(k)
+			}
 			switch k {
 			case "memory":
 				j.Memory, j.Model, j.Probe = 0, nil, false
-				c.memory(p.origin+".memory", j.ID, v, &j)
+				c.memory(j.field(k), j.ID, v, &j)
 			case "host_memory":
-				j.HostMemory = c.size(p.origin+".host_memory", j.ID, v)
+				j.HostMemory = c.size(j.field(k), j.ID, v)
 			case "gpus_per_job":
-				j.GPUsPerJob = c.intValue(p.origin+".gpus_per_job", j.ID, v, 1, 1)
+				j.GPUsPerJob = c.intValue(j.field(k), j.ID, v, 1, 1)
 			case "priority":
-				j.Priority = c.intValue(p.origin+".priority", j.ID, v, -1<<31, 0)
+				j.Priority = c.intValue(j.field(k), j.ID, v, -1<<31, 0)
 			case "timeout":
-				j.Timeout = c.timeout(p.origin+".timeout", j.ID, v)
+				j.Timeout = c.timeout(j.field(k), j.ID, v)
 			default:
 				j.Point.Set(k, v)
 				j.Params.Set(k, v)
@@ -70,6 +75,12 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 		jobs = append(jobs, j)
 	}
 	return jobs
+}
+
+// field names where the job's setting key was written: in the job's own entry
+// (jobs[2].memory, matrix.include[0].memory), or at the sweep's top level.
+func (j *Job) field(key string) string {
+	return cmp.Or(j.fields[key], key)
 }
 
 // checkJobs validates what depends on each job's own parameters.

@@ -1,6 +1,7 @@
 package plans
 
 import (
+	"cmp"
 	"fmt"
 	"math/big"
 	"strings"
@@ -15,6 +16,13 @@ const maxJobs = 100_000
 type point struct {
 	vals   *Map
 	origin string // "matrix", "matrix.include[0]", "jobs[2]"
+	// from names the include entry that added a key to a combination of the matrix.
+	from map[string]string
+}
+
+// field names where key of the point was written: "matrix.include[1].memory".
+func (p point) field(key string) string {
+	return cmp.Or(p.from[key], p.origin) + "." + key
 }
 
 // expandMatrix expands a matrix the way GitHub Actions does: the cartesian product of
@@ -90,7 +98,7 @@ func expandMatrix(m *Map, c *checker) []point {
 
 	points := make([]point, len(combos))
 	for i, cm := range combos {
-		points[i] = point{vals: cm, origin: "matrix"}
+		points[i] = point{vals: cm, origin: "matrix", from: map[string]string{}}
 	}
 	for i, in := range include {
 		matched := false
@@ -100,6 +108,7 @@ func expandMatrix(m *Map, c *checker) []point {
 				for _, k := range in.Keys {
 					if !isAxis[k] {
 						p.vals.Set(k, in.Vals[k])
+						p.from[k] = fmt.Sprintf("matrix.include[%d]", i)
 					}
 				}
 			}

@@ -64,7 +64,7 @@ func (c *checker) checkModel(j *Job, note func(field, job, msg string)) {
 			if t.N > 0 {
 				msg = fmt.Sprintf("at tier %d (%s changed): %s", t.N, strings.Join(t.Changed, ", "), msg)
 			}
-			note("memory.model", j.ID, msg)
+			note(j.field("memory")+".model", j.ID, msg)
 			return
 		}
 		if t.N == 0 {

@@ -85,6 +85,7 @@ type Job struct {
 	Ladder     []Rung    // the rungs that apply to this job, with its own keys
 	Batch      BatchKeys // the parameters whose product is its effective batch
 	origin     string
+	fields     map[string]string // see field
 }
 
 // ShapeOf names the shape of a job with these parameters: the parameters less the

@@ -393,3 +393,32 @@ func TestShapeIgnoresKeyOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestJobSettingErrorsNameWhereWritten: an error in a job's memory or gpus_per_job names
+// the key where it was written: the top level, a matrix axis, the include entry that
+// added it to a combination, or a jobs entry.
+func TestJobSettingErrorsNameWhereWritten(t *testing.T) {
+	cards := []Card{{Index: 0, Name: "RTX 4090", Total: 24 << 30}, {Index: 1, Name: "RTX 4090", Total: 24 << 30}}
+	tests := []struct {
+		doc  string
+		want string
+	}{
+		{"memory: 30GiB\nmatrix: {seed: [1]}", "t.yaml: memory (job t.1): the estimate 30.00 GiB is larger than every card"},
+		{"memory: 1GiB\nmatrix: {seed: [1, 2], include: [{seed: 2, memory: 30GiB}]}", "t.yaml: matrix.include[0].memory (job t.2): the estimate 30.00 GiB"},
+		{"matrix: {seed: [1], include: [{seed: 1, gpus_per_job: 3}]}", "t.yaml: matrix.include[0].gpus_per_job (job t.1): needs 3 cards at once"},
+		{"matrix: {seed: [1], memory: [30GiB]}", "t.yaml: matrix.memory (job t.1): the estimate 30.00 GiB"},
+		{"jobs: [{memory: 30GiB}]", "t.yaml: jobs[0].memory (job t.1): the estimate 30.00 GiB"},
+		{"matrix: {seed: [1, 2], include: [{seed: 2, memory: 9}]}", "t.yaml: matrix.include[0].memory (job t.2): write a size with its unit"},
+		{"jobs: [{memory: {model: {params: 1B, seq_len: x}}}]", "t.yaml: jobs[0].memory.model (job t.1): seq_len:"},
+		{"memory: {model: {params: 1B, seq_len: x}}\njobs: [{}]", "t.yaml: memory.model (job t.1): seq_len:"},
+	}
+	for _, tt := range tests {
+		s, err := DecodeSweep("t.yaml", []byte("name: t\ncommand: [echo]\n"+tt.doc+"\n"), Overrides{})
+		if err == nil {
+			err = s.CheckCards(cards, "")
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s:\n  %v\nwant %q", tt.doc, err, tt.want)
+		}
+	}
+}
