@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/sim"
 )
 
 // TestSimulateJSON: --json prints one object with the keys, and the seed-like
@@ -57,5 +59,24 @@ func TestSimulateBadInputExitsTwo(t *testing.T) {
 		if _, errOut, code := gpuq(t, args...); code != exitBadInput || errOut == "" {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
+	}
+}
+
+// TestSimulateFailedRunsHaveNoRatio: a run that failed jobs ended sooner by not running
+// them; its makespan over the bound is not shown as if it were comparable.
+func TestSimulateFailedRunsHaveNoRatio(t *testing.T) {
+	var b strings.Builder
+	printResults(&b, []sim.Result{
+		{Policy: sim.GPUQ, Jobs: 4, Completed: 4, Makespan: 7200, LowerBound: 6000},
+		{Policy: sim.Static, Jobs: 4, Completed: 1, Failed: 3, Makespan: 1800, LowerBound: 6000},
+	})
+	rows := map[string][]string{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 2 {
+			rows[f[0]] = f
+		}
+	}
+	if rows["gpuq"][2] != "1.20" || rows["static"][2] != "-" || !strings.Contains(b.String(), "jobs failed, so the makespan is not that of the whole sweep") {
+		t.Errorf("output:\n%s", b.String())
 	}
 }
