@@ -207,10 +207,11 @@ func (c *checker) checkAdd(s *Sweep) {
 
 // paramWarnings are the parameters that reach the trainer nowhere: not merged into the
 // config, named by no placeholder. One that is a near miss of a key of config.base
-// (gradient_checkpoint for gradient_checkpointing) says so.
+// (gradient_checkpoint for gradient_checkpointing) says so; one that may be a typo of a
+// key of the base the job lacks (a matrix axis sede for seed) asks.
 func (s *Sweep) paramWarnings() []string {
 	rc := s.reach()
-	var lost []string
+	var lost, named []string // named: each lost one, with what it may have meant
 	var out []string
 	seen := map[string]bool{}
 	for _, j := range s.Jobs {
@@ -227,19 +228,21 @@ func (s *Sweep) paramWarnings() []string {
 				}
 			}
 			lost = append(lost, k)
+			lacks := slices.DeleteFunc(slices.Clone(rc.leaves), func(l string) bool { _, has := j.Params.Get(l); return has })
+			named = append(named, k+Suggest(k, lacks))
 		}
 	}
 	if len(lost) > 0 {
-		fix := fmt.Sprintf("name them in the command or env (\"{%s}\")", lost[0])
+		what, them := "parameter "+named[0]+" reaches", "it"
+		if len(lost) > 1 {
+			what, them = "parameters "+strings.Join(named, ", ")+" reach", "them"
+		}
+		fix := fmt.Sprintf("name %s in the command or env (\"{%s}\")", them, lost[0])
 		switch {
 		case rc.leaves != nil && rc.config:
-			fix += ", or list them under config.add to write them into the config although config.base lacks them"
+			fix += fmt.Sprintf(", or list %s under config.add to write %s into the config although config.base lacks %s", them, them, them)
 		case !rc.config:
 			fix += ", or pass the rendered config to the trainer: --config \"{config}\""
-		}
-		what := "parameter " + lost[0] + " reaches"
-		if len(lost) > 1 {
-			what = "parameters " + strings.Join(lost, ", ") + " reach"
 		}
 		out = append(out, fmt.Sprintf("%s: %s the trainer nowhere: %s", s.File, what, fix))
 	}

@@ -92,6 +92,29 @@ matrix: {task: [a, b], seed: [1, 2]}
 	}
 }
 
+// TestMisspeltAxisWarnings: a matrix axis that reaches the trainer nowhere, near a key of
+// the base the job lacks, is asked about; an include key near an axis it lacks too; one
+// name is "it", several "them".
+func TestMisspeltAxisWarnings(t *testing.T) {
+	tests := []struct {
+		matrix string
+		want   string
+	}{
+		{"{task: [a], sede: [1, 2]}", `parameter sede (did you mean "seed"?) reaches the trainer nowhere: name it in the command or env ("{sede}"), or list it under config.add to write it into the config although config.base lacks it`},
+		{"{tsak: [a], sede: [1]}", `parameters tsak (did you mean "task"?), sede (did you mean "seed"?) reach the trainer nowhere: name them in the command or env ("{tsak}"), or list them under config.add`},
+		{"{task: [a, b], seed: [1], include: [{tsak: b, lr: 0.1}]}", `matrix.include[0].tsak: "tsak" is not an axis of the matrix, so it is taken as a parameter (did you mean "task"?)`},
+	}
+	for _, tt := range tests {
+		s, err := sweepWithBase(t, "task: x\nseed: 0\nlr: 0.01\n", "name: p\ncommand: [train, --config, \"{config}\"]\nconfig: {base: base.yaml}\nmatrix: "+tt.matrix+"\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(s.Warnings(), "\n"); !strings.Contains(got, tt.want) {
+			t.Errorf("matrix %s: warnings\n%s\nlack\n%s", tt.matrix, got, tt.want)
+		}
+	}
+}
+
 // TestSweepKeepsItsFiles: the base is read once, with the sweep; a daemon decoding
 // the submission again gets the same jobs and configs after the file has changed.
 func TestSweepKeepsItsFiles(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 )
 
@@ -101,6 +102,7 @@ func expandMatrix(m *Map, c *checker) []point {
 		points[i] = point{vals: cm, origin: "matrix", from: map[string]string{}}
 	}
 	for i, in := range include {
+		c.nearAxes(i, in, axes)
 		matched := false
 		for _, p := range points[:len(combos)] {
 			if matchesOn(p.vals, in, isAxis) {
@@ -118,6 +120,20 @@ func expandMatrix(m *Map, c *checker) []point {
 		}
 	}
 	return points
+}
+
+// nearAxes warns of a key of include entry i that is no axis but is probably a
+// misspelt one the entry lacks ({tsak: mrpc}): it would be taken as a parameter.
+func (c *checker) nearAxes(i int, in *Map, axes []string) {
+	lacks := slices.DeleteFunc(slices.Clone(axes), func(a string) bool { _, has := in.Get(a); return has })
+	for _, k := range in.Keys {
+		if slices.Contains(axes, k) || slices.Contains(jobKeys, k) {
+			continue
+		}
+		if hint := Suggest(k, lacks); hint != "" {
+			c.warn(fmt.Sprintf("%s: matrix.include[%d].%s: %q is not an axis of the matrix, so it is taken as a parameter%s", c.file, i, k, k, hint))
+		}
+	}
 }
 
 // matrixSize counts the matrix's combinations before they are expanded, and refuses
