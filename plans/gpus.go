@@ -161,7 +161,7 @@ func (p GPUPlan) For(n int) ([]int, error) {
 		return out, nil
 	}
 	if len(p) != n {
-		return nil, fmt.Errorf("the plan has %d entries but there are %d cards: write one count per card (%d), or a single count for every card", len(p), n, n)
+		return nil, fmt.Errorf("the plan has %s but there %s %s: write one count per card (%d), or a single count for every card", Count(len(p), "entry"), isAre(n), Count(n, "card"), n)
 	}
 	return append([]int(nil), p...), nil
 }

@@ -97,6 +97,25 @@ func (c *checker) err() error {
 	return c.errs
 }
 
+// Count says n of a noun, in the singular for one: "1 job", "2 jobs", "3 entries".
+func Count(n int, noun string) string {
+	switch {
+	case n == 1:
+	case strings.HasSuffix(noun, "y"):
+		noun = noun[:len(noun)-1] + "ies"
+	default:
+		noun += "s"
+	}
+	return fmt.Sprintf("%d %s", n, noun)
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
 // Suggest returns ` (did you mean "x"?)` for the known word nearest to word, when one
 // is near enough to be a likely typo, and "" otherwise.
 func Suggest(word string, known []string) string {

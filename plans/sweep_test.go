@@ -260,7 +260,7 @@ func TestCheckCards(t *testing.T) {
 			t.Errorf("CheckCards error\n  %v\nwant %q", err, w)
 		}
 	}
-	if err := s.CheckCards(cards[:1], "--gpu-plan"); err == nil || !strings.Contains(err.Error(), "--gpu-plan: the plan has 2 entries but there are 1 cards") {
+	if err := s.CheckCards(cards[:1], "--gpu-plan"); err == nil || !strings.Contains(err.Error(), "--gpu-plan: the plan has 2 entries but there is 1 card") {
 		t.Errorf("plan vs inventory: %v", err)
 	}
 }

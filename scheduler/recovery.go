@@ -71,7 +71,7 @@ func (e *Engine) Apply(x Exit) {
 	}
 	if job.State == JobQueued && job.Attempts-job.Since >= sw.OOM.MaxAttempts {
 		job.State = JobFailed
-		job.Reason = fmt.Sprintf("out of memory on each of %d attempts (oom.max_attempts)", job.Attempts-job.Since)
+		job.Reason = fmt.Sprintf("out of memory on each of %s (oom.max_attempts)", plans.Count(job.Attempts-job.Since, "attempt"))
 		msg += "; " + job.Reason
 	}
 	var err error

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
@@ -72,9 +73,9 @@ func runClean(opts *cleanOptions) error {
 	case len(out.Sweeps) == 0:
 		fmt.Fprintln(opts.io.Out, "no sweep to forget: none has ended (gpuq status lists them)")
 	case out.Logs != "":
-		fmt.Fprintf(opts.io.Out, "forgot %s (%d jobs); their logs are in %s\n", strings.Join(out.Sweeps, " "), out.Jobs, out.Logs)
+		fmt.Fprintf(opts.io.Out, "forgot %s (%s); their logs are in %s\n", strings.Join(out.Sweeps, " "), plans.Count(out.Jobs, "job"), out.Logs)
 	default:
-		fmt.Fprintf(opts.io.Out, "forgot %s (%d jobs)\n", strings.Join(out.Sweeps, " "), out.Jobs)
+		fmt.Fprintf(opts.io.Out, "forgot %s (%s)\n", strings.Join(out.Sweeps, " "), plans.Count(out.Jobs, "job"))
 	}
 	return nil
 }

@@ -149,7 +149,7 @@ func salvage(opts *daemonOptions) error {
 		return err
 	}
 	w := opts.io.Err
-	fmt.Fprintf(w, "gpuq: salvaged the state in %s: %d records kept, %d left out\n", dir, got.Records, len(got.Skipped))
+	fmt.Fprintf(w, "gpuq: salvaged the state in %s: %s kept, %d left out\n", dir, plans.Count(got.Records, "record"), len(got.Skipped))
 	for _, s := range got.Skipped {
 		fmt.Fprintf(w, "  left out: %s\n", s)
 	}

@@ -353,12 +353,12 @@ func TestSubmitNameAndClean(t *testing.T) {
 		{[]string{"submit", sweep}, exitBadInput, "gpuq submit --name q-2"},
 		{[]string{"submit", sweep, sweep, "--name", "q-2"}, exitBadInput, "--name names one sweep"},
 		{[]string{"submit", sweep, "--name", "Q 2"}, exitBadInput, `--name: "Q 2" may hold only`},
-		{[]string{"submit", sweep, "--name", "q-2"}, exitOK, "submitted q-2: 1 jobs"},
+		{[]string{"submit", sweep, "--name", "q-2"}, exitOK, "submitted q-2: 1 job;"},
 		{[]string{"clean", "--older-than", "soon"}, exitBadInput, "write a positive age"},
 		{[]string{"clean", "--sweep", "nope"}, exitBadInput, `no sweep "nope"`},
 		{[]string{"clean", "--older-than", "7d"}, exitOK, "no sweep to forget"},
-		{[]string{"clean", "--sweep", "q"}, exitOK, "forgot q (1 jobs); their logs are in "},
-		{[]string{"submit", sweep}, exitOK, "submitted q: 1 jobs"},
+		{[]string{"clean", "--sweep", "q"}, exitOK, "forgot q (1 job); their logs are in "},
+		{[]string{"submit", sweep}, exitOK, "submitted q: 1 job;"},
 	} {
 		out, errOut, code := cli(t, tt.args...)
 		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
@@ -445,8 +445,8 @@ func TestWaitAndFollowAQueuedJob(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"wait", "--sweep", "ok"}, exitOK, "1 jobs succeeded"},
-		{[]string{"wait", "one.1"}, exitOK, "1 jobs succeeded"},
+		{[]string{"wait", "--sweep", "ok"}, exitOK, "1 job succeeded"},
+		{[]string{"wait", "one.1"}, exitOK, "1 job succeeded"},
 		{[]string{"wait", "--sweep", "one"}, exitFailed, "not every job succeeded: one.2 failed, one.3 failed"},
 		{[]string{"wait"}, exitFailed, "one.2 failed"},
 		{[]string{"wait", "one.9"}, exitBadInput, `no job "one.9"`},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -243,12 +244,16 @@ func printSuggestions(w io.Writer, jobs string, sugg []suggestionJSON, cards []g
 	tw.Flush()
 }
 
-// flagNames rewrites the description keys in an error as the flags that set them.
+// flagNames rewrites the description keys in an error as the flags that set them: the
+// key a problem is about ("layers: ..." at the start of each) as "--layers: ...", an
+// example ("e.g. layers: 32") as it is typed, "--layers 32".
 func flagNames(msg string) string {
 	for _, k := range plans.ModelKeys() {
-		msg = strings.ReplaceAll(msg, k+":", "--"+modelFlag(k)+":")
+		flag, key := "--"+modelFlag(k), regexp.QuoteMeta(k)
+		msg = regexp.MustCompile(`(^|; )`+key+`:`).ReplaceAllString(msg, "${1}"+flag+":")
+		msg = regexp.MustCompile(`(^|[\s(,])`+key+`: `).ReplaceAllString(msg, "${1}"+flag+" ")
 		if strings.Contains(k, "_") {
-			msg = strings.ReplaceAll(msg, " "+k, " --"+modelFlag(k))
+			msg = regexp.MustCompile(`(\s)`+key+`\b`).ReplaceAllString(msg, "${1}"+flag)
 		}
 	}
 	return msg

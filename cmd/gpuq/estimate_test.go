@@ -135,6 +135,8 @@ func TestEstimateBadInput(t *testing.T) {
 		{[]string{"estimate"}, "describe the model"},
 		{[]string{"estimate", "--params", "7B", "--precision", "nf4"}, "give --lora-rank"},
 		{[]string{"estimate", "--params", "lots"}, "--params:"},
+		{[]string{"estimate", "--layers", "32"}, "--params: give the parameter count (--params 7B) or the architecture"},
+		{[]string{"estimate", "--params", "7B", "--lora-rank", "8"}, "--lora-rank: LoRA needs layers and hidden to count the adapters' parameters, e.g. --layers 32, --hidden 4096"},
 		{[]string{"estimate", "--params", "7B", "sweep.yaml"}, "not both"},
 		{[]string{"estimate", "a.yaml", "b.yaml"}, "accepts at most 1 arg"},
 		{[]string{"estimate", "--model", "qwen3-4"}, `--model: "qwen3-4" is not an architecture gpuq knows (did you mean "qwen3-4b"?)`},

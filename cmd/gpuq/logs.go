@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
@@ -68,7 +69,7 @@ func runLogs(opts *logsOptions, id string) error {
 		n = len(j.Attempts)
 	}
 	if n > len(j.Attempts) {
-		return badInput("%s has %d attempts; --attempt %d does not exist", id, len(j.Attempts), n)
+		return badInput("%s has %s; --attempt %d does not exist", id, plans.Count(len(j.Attempts), "attempt"), n)
 	}
 	return printLog(opts, j, n)
 }

@@ -71,7 +71,7 @@ func starts(d scheduler.Decision) map[int][]string {
 
 func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d scheduler.Decision) error {
 	sw := p.sweep
-	machine := fmt.Sprintf("%d cards", len(p.cards))
+	machine := plans.Count(len(p.cards), "card")
 	if sim := p.inv.Simulated(); sim != "" {
 		machine += ", SIMULATED " + sim
 	}
@@ -81,7 +81,7 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 		planText += " (default: " + defaultPlanNote(sw) + ")"
 	}
 	width := io.width()
-	head := []string{fmt.Sprintf("sweep %s: %d jobs on %s", sw.Name, len(sw.Jobs), machine),
+	head := []string{fmt.Sprintf("sweep %s: %s on %s", sw.Name, plans.Count(len(sw.Jobs), "job"), machine),
 		fmt.Sprintf("plan %s, headroom %s", planText, sw.Headroom), "order: " + orderText(sw.Order),
 		"oom ladder: " + laddersText(sw)}
 	if note := memoryNote(sw); note != "" {

@@ -193,6 +193,6 @@ func writeReport(streams ioStreams, path string, d report.Data) error {
 	for _, j := range d.Jobs {
 		attempts += len(j.Attempts)
 	}
-	fmt.Fprintf(streams.Err, "gpuq: wrote the report of %s (%d jobs, %d attempts) to %s\n", d.Sweep, len(d.Jobs), attempts, path)
+	fmt.Fprintf(streams.Err, "gpuq: wrote the report of %s (%s, %s) to %s\n", d.Sweep, plans.Count(len(d.Jobs), "job"), plans.Count(attempts, "attempt"), path)
 	return nil
 }

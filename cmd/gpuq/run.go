@@ -103,7 +103,7 @@ func runRun(opts *runOptions) error {
 	}
 	ui.store = store
 	hooks = daemon.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
-	fmt.Fprintf(progress, "gpuq: running %d jobs of %s; logs in %s\n", len(sw.Jobs), sw.Name, opts.logDir)
+	fmt.Fprintf(progress, "gpuq: running %s of %s; logs in %s\n", plans.Count(len(sw.Jobs), "job"), sw.Name, opts.logDir)
 
 	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores
 	// the hangup of its own terminal must not live on without gpuq.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/sim"
 )
@@ -100,7 +101,7 @@ func runSimulate(opts *simulateOptions) error {
 		}
 		return writeJSON(opts.io.Out, results)
 	}
-	fmt.Fprintf(opts.io.Out, "%s: %d jobs on %s, plan %s, headroom %s\n", opts.trace, len(t.Sweep.Jobs), t.Sweep.GPUs, planText(t.Slots()), t.Sweep.Headroom)
+	fmt.Fprintf(opts.io.Out, "%s: %s on %s, plan %s, headroom %s\n", opts.trace, plans.Count(len(t.Sweep.Jobs), "job"), t.Sweep.GPUs, planText(t.Slots()), t.Sweep.Headroom)
 	printResults(opts.io.Out, results)
 	return nil
 }

@@ -104,7 +104,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 		}
 		if !opts.json {
-			fmt.Fprintf(opts.io.Out, "submitted %s: %d jobs; gpuq status --sweep %s follows them\n", resp.Sweep, resp.Jobs, resp.Sweep)
+			fmt.Fprintf(opts.io.Out, "submitted %s: %s; gpuq status --sweep %s follows them\n", resp.Sweep, plans.Count(resp.Jobs, "job"), resp.Sweep)
 		}
 	}
 	if opts.json {

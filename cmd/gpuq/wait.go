@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
@@ -129,7 +130,7 @@ func waitEnded(opts *waitOptions, jobs []daemon.Job) error {
 		return fmt.Errorf("%w: %s", errNotAllSucceeded, strings.Join(bad, ", "))
 	}
 	if !opts.json {
-		fmt.Fprintf(opts.io.Out, "%d jobs succeeded\n", len(jobs))
+		fmt.Fprintf(opts.io.Out, "%s succeeded\n", plans.Count(len(jobs), "job"))
 	}
 	return nil
 }

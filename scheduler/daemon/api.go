@@ -82,7 +82,7 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		failWith(w, err)
 		return
 	}
-	d.log.Printf("submitted %s: %d jobs from %s", sw.Name, len(sw.Jobs), sw.File)
+	d.log.Printf("submitted %s: %s from %s", sw.Name, plans.Count(len(sw.Jobs), "job"), sw.File)
 	d.alloc.Kick()
 	reply(w, resp)
 }
@@ -197,7 +197,7 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	d.log.Printf("forgot sweeps %v (%d jobs)", out.Sweeps, out.Jobs)
+	d.log.Printf("forgot sweeps %v (%s)", out.Sweeps, plans.Count(out.Jobs, "job"))
 	reply(w, out)
 }
 

@@ -265,8 +265,8 @@ func (c *cluster) connect(h Hello, l *link) {
 		l.send(DaemonMessage{Stop: &ref})
 	}
 	clear(w.stops)
-	c.log.Printf("worker %s (gpuq %s, %d cores) connected: %s; %d attempts to take up",
-		h.Name, h.Version, h.Cores, workerCardsText(h), back)
+	c.log.Printf("worker %s (gpuq %s, %s) connected: %s; %s to take up",
+		h.Name, h.Version, plans.Count(h.Cores, "core"), workerCardsText(h), plans.Count(back, "attempt"))
 }
 
 // heard applies a worker's message.
@@ -307,8 +307,8 @@ func (c *cluster) away(name string, l *link, why error) {
 	}
 	w.link = nil
 	if len(w.attempts) > 0 {
-		c.log.Printf("worker %s went away (%v): its %d attempts run again elsewhere unless it is back within %s",
-			name, why, len(w.attempts), c.grace)
+		c.log.Printf("worker %s went away (%v): its %s run again elsewhere unless it is back within %s",
+			name, why, plans.Count(len(w.attempts), "attempt"), c.grace)
 	} else {
 		c.log.Printf("worker %s went away (%v)", name, why)
 	}
@@ -347,7 +347,7 @@ func (c *cluster) tick() {
 					"worker %s has not been heard from for %s (its node failed, its allocation ended, or it was killed): "+
 						"its job runs again at tier %d", name, silent.Round(time.Second), a.Tier)})
 			}
-			c.log.Printf("worker %s did not come back within %s: %d attempts run again elsewhere", name, c.grace, len(w.attempts))
+			c.log.Printf("worker %s did not come back within %s: %s run again elsewhere", name, c.grace, plans.Count(len(w.attempts), "attempt"))
 			clear(w.attempts)
 		case silent > c.grace:
 			delete(c.workers, name)

@@ -142,9 +142,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		d.log.Printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
 	}
-	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %d sweeps, %d jobs known, %d attempts taken up; state in %s",
-		cfg.Version, os.Getpid(), d.machine.name(), CardsText(d.machine.cards, d.machine.slots), d.sweeps,
-		len(d.store.Snapshot().Jobs()), d.adopted, cfg.StateDir)
+	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %s, %s known, %s taken up; state in %s",
+		cfg.Version, os.Getpid(), d.machine.name(), CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
+		plans.Count(len(d.store.Snapshot().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
 	if r := d.machine.recalled; len(r) > 0 {
 		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
 			cfg.StateDir, strings.Join(r, ", "))
@@ -161,7 +161,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	d.log.Printf("gpuq daemon stopped; %d trainers left running under their supervisors", len(d.store.Snapshot().Running()))
+	d.log.Printf("gpuq daemon stopped; %s left running under their supervisors", plans.Count(len(d.store.Snapshot().Running()), "trainer"))
 	return nil
 }
 
@@ -444,7 +444,7 @@ func CardsText(cards []gpu.Card, slots []int) string {
 	for i, c := range cards {
 		limit := "no slot limit"
 		if slots[i] != plans.NoSlotLimit {
-			limit = fmt.Sprintf("%d slots", slots[i])
+			limit = plans.Count(slots[i], "slot")
 		}
 		parts[i] = fmt.Sprintf("GPU %d %s (%s)", c.Index, plans.FormatSize(c.Total), limit)
 	}

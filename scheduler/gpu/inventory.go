@@ -169,7 +169,7 @@ func (inv *Inventory) choose(spec plans.GPUSpec, opt Options) error {
 	what := cmp.Or(opt.Source, "gpus")
 	for _, i := range spec.Indices {
 		if i >= n {
-			return fmt.Errorf("%w: %s lists card %d, but this machine has %d cards (0-%d)%s", ErrUnknownCard, what, i, n, n-1, inv.simNote(i))
+			return fmt.Errorf("%w: %s lists card %d, but this machine has %s (0-%d)%s", ErrUnknownCard, what, i, plans.Count(n, "card"), n-1, inv.simNote(i))
 		}
 		if !slices.Contains(allowed, i) {
 			return fmt.Errorf("%w: %s lists card %d, but gpuq runs with CUDA_VISIBLE_DEVICES=%s, which hides it", ErrUnknownCard, what, i, *opt.Visible)

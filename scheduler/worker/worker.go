@@ -342,7 +342,7 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 			delete(w.ended, id)
 		}
 	}
-	w.log.Printf("linked to the daemon at %s; %d attempts taken up", w.cfg.Server, len(wel.Attempts))
+	w.log.Printf("linked to the daemon at %s; %s taken up", w.cfg.Server, plans.Count(len(wel.Attempts), "attempt"))
 	return nil
 }
 
@@ -429,7 +429,7 @@ func (w *worker) poll(out *json.Encoder) error {
 // leaves.
 func (w *worker) end(out *json.Encoder) error {
 	w.ending = true
-	w.log.Printf("the allocation is ending: stopping %d attempts, whose jobs run again elsewhere, and leaving", len(w.running))
+	w.log.Printf("the allocation is ending: stopping %s, whose jobs run again elsewhere, and leaving", plans.Count(len(w.running), "attempt"))
 	for id, ref := range w.running {
 		w.stopped[id] = true
 		w.runner.Stop(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
