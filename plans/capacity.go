@@ -1,5 +1,7 @@
 package plans
 
+import "fmt"
+
 // Card is what validation needs to know of one card.
 type Card struct {
 	Index int
@@ -32,14 +34,16 @@ func (s *Sweep) CheckCards(cards []Card, planSource string) error {
 		}
 	}
 	room := s.Headroom.Room(largest.Total)
+	var fs findings
 	for _, j := range s.Jobs {
 		if j.GPUsPerJob > len(cards) {
-			c.failJob(j.field("gpus_per_job"), j.ID, "needs %d cards at once but the sweep has %d: lower gpus_per_job or add cards to gpus", j.GPUsPerJob, len(cards))
+			fs.note(j.field("gpus_per_job"), j.ID, fmt.Sprintf("needs %d cards at once but the sweep has %d: lower gpus_per_job or add cards to gpus", j.GPUsPerJob, len(cards)))
 		}
 		if j.Memory > room {
-			c.failJob(j.field("memory"), j.ID, "the estimate %s is larger than every card: the largest is GPU %d (%s, %s, %s after %s headroom); lower the estimate, spread the job over more cards with gpus_per_job, or lower headroom",
-				FormatSize(j.Memory), largest.Index, largest.Name, FormatSize(largest.Total), FormatSize(room), s.Headroom)
+			fs.note(j.field("memory"), j.ID, fmt.Sprintf("the estimate %s is larger than every card: the largest is GPU %d (%s, %s, %s after %s headroom); lower the estimate, spread the job over more cards with gpus_per_job, or lower headroom",
+				FormatSize(j.Memory), largest.Index, largest.Name, FormatSize(largest.Total), FormatSize(room), s.Headroom))
 		}
 	}
+	fs.fail(c, len(s.Jobs))
 	return c.err()
 }

@@ -83,24 +83,50 @@ func (j *Job) field(key string) string {
 	return cmp.Or(j.fields[key], key)
 }
 
+// findings gathers the same problem of many jobs, so that it is said once: for every
+// job, or for one and how many more.
+type findings struct {
+	order []string
+	found map[string]*finding
+}
+
+type finding struct {
+	field, msg string
+	jobs       []string
+}
+
+func (fs *findings) note(field, job, msg string) {
+	key := field + "\x00" + msg
+	if f, ok := fs.found[key]; ok {
+		f.jobs = append(f.jobs, job)
+		return
+	}
+	if fs.found == nil {
+		fs.found = map[string]*finding{}
+	}
+	fs.found[key] = &finding{field: field, msg: msg, jobs: []string{job}}
+	fs.order = append(fs.order, key)
+}
+
+// fail reports each finding, of a sweep of n jobs.
+func (fs *findings) fail(c *checker, n int) {
+	for _, key := range fs.order {
+		f := fs.found[key]
+		job := f.jobs[0]
+		if len(f.jobs) == n && n > 1 {
+			job = everyJob
+		} else if len(f.jobs) > 1 {
+			job = fmt.Sprintf("%s and %d more", job, len(f.jobs)-1)
+		}
+		c.failJob(f.field, job, "%s", f.msg)
+	}
+}
+
 // checkJobs validates what depends on each job's own parameters.
 func (c *checker) checkJobs(s *Sweep) {
 	seen := map[string]*Job{}
-	type finding struct {
-		field, msg string
-		jobs       []string
-	}
-	var order []string
-	found := map[string]*finding{}
-	note := func(field, job, msg string) {
-		key := field + "\x00" + msg
-		if f, ok := found[key]; ok {
-			f.jobs = append(f.jobs, job)
-			return
-		}
-		found[key] = &finding{field: field, msg: msg, jobs: []string{job}}
-		order = append(order, key)
-	}
+	var fs findings
+	note := fs.note
 	rc := s.reach()
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
@@ -135,14 +161,5 @@ func (c *checker) checkJobs(s *Sweep) {
 		c.fitLadder(rc, j, note)
 		c.checkModel(j, note)
 	}
-	for _, key := range order {
-		f := found[key]
-		job := f.jobs[0]
-		if len(f.jobs) == len(s.Jobs) && len(s.Jobs) > 1 {
-			job = everyJob
-		} else if len(f.jobs) > 1 {
-			job = fmt.Sprintf("%s and %d more", job, len(f.jobs)-1)
-		}
-		c.failJob(f.field, job, "%s", f.msg)
-	}
+	fs.fail(c, len(s.Jobs))
 }

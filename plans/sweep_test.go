@@ -396,7 +396,7 @@ func TestShapeIgnoresKeyOrder(t *testing.T) {
 
 // TestJobSettingErrorsNameWhereWritten: an error in a job's memory or gpus_per_job names
 // the key where it was written: the top level, a matrix axis, the include entry that
-// added it to a combination, or a jobs entry.
+// added it to a combination, or a jobs entry; once for the jobs it is the same for.
 func TestJobSettingErrorsNameWhereWritten(t *testing.T) {
 	cards := []Card{{Index: 0, Name: "RTX 4090", Total: 24 << 30}, {Index: 1, Name: "RTX 4090", Total: 24 << 30}}
 	tests := []struct {
@@ -404,6 +404,7 @@ func TestJobSettingErrorsNameWhereWritten(t *testing.T) {
 		want string
 	}{
 		{"memory: 30GiB\nmatrix: {seed: [1]}", "t.yaml: memory (job t.1): the estimate 30.00 GiB is larger than every card"},
+		{"memory: 30GiB\nmatrix: {seed: [1, 2, 3]}", "t.yaml: memory (every job): the estimate 30.00 GiB is larger than every card"},
 		{"memory: 1GiB\nmatrix: {seed: [1, 2], include: [{seed: 2, memory: 30GiB}]}", "t.yaml: matrix.include[0].memory (job t.2): the estimate 30.00 GiB"},
 		{"matrix: {seed: [1], include: [{seed: 1, gpus_per_job: 3}]}", "t.yaml: matrix.include[0].gpus_per_job (job t.1): needs 3 cards at once"},
 		{"matrix: {seed: [1], memory: [30GiB]}", "t.yaml: matrix.memory (job t.1): the estimate 30.00 GiB"},
