@@ -19,7 +19,7 @@ func NoJob(id string, ids []string) Refused {
 	if n := sweeps[id]; n > 0 {
 		return Refused(fmt.Sprintf("no job %q: that is a sweep, of jobs %s (gpuq status --sweep %s lists them)", id, jobRange(id, n), id))
 	}
-	sweep, _, ok := splitID(id)
+	sweep, ok := splitID(id)
 	if n := sweeps[sweep]; ok && n > 0 {
 		return Refused(fmt.Sprintf("no job %q: sweep %s has jobs %s", id, sweep, jobRange(sweep, n)))
 	}
@@ -40,7 +40,7 @@ func jobRange(sweep string, n int) string {
 // NoSweep refuses name, given the ids of every job there is.
 func NoSweep(name string, ids []string) Refused {
 	if slices.Contains(ids, name) {
-		sweep, _, _ := splitID(name)
+		sweep, _ := splitID(name)
 		return Refused(fmt.Sprintf("no sweep %q: %s is a job, of sweep %s", name, name, sweep))
 	}
 	return Refused(fmt.Sprintf("no sweep %q%s; gpuq status lists them", name, plans.Suggest(name, names(sweepsOf(ids)))))
@@ -59,24 +59,24 @@ func (sn Snapshot) JobIDs() []string {
 func sweepsOf(ids []string) map[string]int {
 	out := map[string]int{}
 	for _, id := range ids {
-		if sweep, _, ok := splitID(id); ok {
+		if sweep, ok := splitID(id); ok {
 			out[sweep]++
 		}
 	}
 	return out
 }
 
-// splitID splits "<sweep>.<n>"; a sweep's name may hold dots itself.
-func splitID(id string) (sweep string, index int, ok bool) {
+// splitID takes the sweep out of a job's id, "<sweep>.<n>"; a sweep's name may hold
+// dots itself.
+func splitID(id string) (sweep string, ok bool) {
 	i := strings.LastIndexByte(id, '.')
 	if i < 0 {
-		return id, 0, false
+		return id, false
 	}
-	n, err := strconv.Atoi(id[i+1:])
-	if err != nil || n < 1 {
-		return id, 0, false
+	if n, err := strconv.Atoi(id[i+1:]); err != nil || n < 1 {
+		return id, false
 	}
-	return id[:i], n, true
+	return id[:i], true
 }
 
 func names(m map[string]int) []string {
