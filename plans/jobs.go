@@ -43,11 +43,14 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 	for i, p := range points {
 		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Point: NewMap(), Params: s.Params.Clone(),
 			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
-			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, origin: p.origin, fields: map[string]string{}}
+			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, origin: p.origin}
 		var names []string
 		for _, k := range p.vals.Keys {
 			v := p.vals.Vals[k]
 			if slices.Contains(jobKeys, k) {
+				if j.fields == nil {
+					j.fields = map[string]string{}
+				}
 				j.fields[k] = p.field(k)
 			}
 			switch k {
