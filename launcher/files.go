@@ -52,10 +52,16 @@ func PrivateDir(dir string) error {
 		return err
 	}
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		return fmt.Errorf("%s may be written by other users (mode %04o), who could plant links in it: run chmod go-w %s, or choose a new directory (gpuq makes it 0700)", dir, perm, dir)
+		return UnsafeDir(fmt.Sprintf("%s may be written by other users (mode %04o), who could plant links in it: run chmod go-w %s, or choose a new directory (gpuq makes it 0700)", dir, perm, dir))
 	}
 	return nil
 }
+
+// UnsafeDir is why PrivateDir or OwnDir refused a directory: the user's choice of
+// directory is at fault, not gpuq's work, so it is bad input.
+type UnsafeDir string
+
+func (e UnsafeDir) Error() string { return string(e) }
 
 // OwnDir refuses a directory that is not the user's own, or that lies inside one that
 // other users could change, as ssh's StrictModes does: each directory above it must
@@ -88,12 +94,12 @@ func OwnDir(dir string) error {
 		perm := fi.Mode().Perm()
 		switch {
 		case p == real && int(st.Uid) != uid:
-			return fmt.Errorf("%s belongs to another user (uid %d), who could plant links in it: choose a directory of your own", dir, st.Uid)
+			return UnsafeDir(fmt.Sprintf("%s belongs to another user (uid %d), who could plant links in it: choose a directory of your own", dir, st.Uid))
 		case int(st.Uid) != uid && st.Uid != 0:
-			return fmt.Errorf("%s%s belongs to another user (uid %d), who could replace what is in it: choose a directory of your own", p, above, st.Uid)
+			return UnsafeDir(fmt.Sprintf("%s%s belongs to another user (uid %d), who could replace what is in it: choose a directory of your own", p, above, st.Uid))
 		case p != real && fi.Mode()&os.ModeSticky == 0 && (perm&0o002 != 0 || perm&0o020 != 0 && int(st.Gid) != gid):
-			return fmt.Errorf("%s%s may be written by other users (mode %04o, group %d) and has no sticky bit, so they could replace what is in it: "+
-				"run chmod go-w %s, or choose a directory elsewhere", p, above, perm, st.Gid, p)
+			return UnsafeDir(fmt.Sprintf("%s%s may be written by other users (mode %04o, group %d) and has no sticky bit, so they could replace what is in it: "+
+				"run chmod go-w %s, or choose a directory elsewhere", p, above, perm, st.Gid, p))
 		}
 		if p == filepath.Dir(p) {
 			return nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
@@ -97,10 +98,12 @@ func exitCode(err error) int {
 	var probs plans.Problems
 	var in inputError
 	var refused scheduler.Refused
+	var unsafe launcher.UnsafeDir
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &probs), errors.As(err, &in), errors.As(err, &refused), errors.Is(err, gpu.ErrUnknownCard):
+	case errors.As(err, &probs), errors.As(err, &in), errors.As(err, &refused), errors.As(err, &unsafe),
+		errors.Is(err, gpu.ErrUnknownCard):
 		return exitBadInput
 	case errors.Is(err, errInterrupted):
 		return exitInterrupt

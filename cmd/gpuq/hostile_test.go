@@ -143,7 +143,7 @@ func TestDaemonConfigBaseTurnedHostile(t *testing.T) {
 
 // What gpuq run writes for an attempt is the user's alone: a config.base that links
 // to a file others cannot read is not copied where they can, and a --log-dir others
-// may write to is refused.
+// may write to is refused, as is a state directory inside one anyone may write (exit 2).
 func TestRunAttemptFilesPrivate(t *testing.T) {
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "secret.json")
@@ -161,6 +161,12 @@ func TestRunAttemptFilesPrivate(t *testing.T) {
 	os.Chmod(shared, os.ModeSticky|0o777)
 	if _, errOut, code := gpuq(t, "run", sweep, "--log-dir", shared); code != exitBadInput || !strings.Contains(errOut, "--log-dir: "+shared+" may be written by other users") {
 		t.Errorf("a shared --log-dir: exit %d, %q; want exit 2", code, errOut)
+	}
+	state := filepath.Join(dir, "open", "state")
+	os.Mkdir(filepath.Dir(state), 0o700)
+	os.Chmod(filepath.Dir(state), 0o777)
+	if _, errOut, code := gpuq(t, "submit", sweep, "--state-dir", state); code != exitBadInput || !strings.Contains(errOut, "may be written by other users") {
+		t.Errorf("a state directory inside one anyone may write: exit %d, %q; want exit 2", code, errOut)
 	}
 
 	logs := filepath.Join(dir, "logs")

@@ -395,8 +395,8 @@ func TestAStateDirOthersCouldChangeIsRefused(t *testing.T) {
 			return false
 		})
 		cancel()
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("a daemon on %s: %v; want %q", dir, err, want)
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, new(launcher.UnsafeDir)) {
+			t.Errorf("a daemon on %s: %v; want %q, told as launcher.UnsafeDir", dir, err, want)
 		}
 	}
 }
