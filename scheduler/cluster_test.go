@@ -223,3 +223,17 @@ func TestAdmitAnywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCardID: a card's name reads back as String writes it; anything else is refused.
+func TestParseCardID(t *testing.T) {
+	for _, c := range []CardID{{Index: 3}, {Worker: "node7", Index: 0}, {Worker: "gpu-a.cluster", Index: 12}} {
+		if got, err := ParseCardID(c.String()); err != nil || got != c {
+			t.Errorf("ParseCardID(%q) = %v, %v; want %v", c, got, err, c)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1", "node7:", "node7:x", "3.0"} {
+		if _, err := ParseCardID(bad); err == nil {
+			t.Errorf("ParseCardID(%q) took it", bad)
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -55,6 +57,21 @@ func (c CardID) String() string {
 		return strconv.Itoa(c.Index)
 	}
 	return c.Worker + ":" + strconv.Itoa(c.Index)
+}
+
+// ParseCardID reads a card's name as String writes it; a worker's name has no colon.
+func ParseCardID(name string) (CardID, error) {
+	var c CardID
+	idx := name
+	if w, i, ok := strings.Cut(name, ":"); ok {
+		c.Worker, idx = w, i
+	}
+	n, err := strconv.Atoi(idx)
+	if err != nil || n < 0 {
+		return CardID{}, fmt.Errorf("%q is not a card (3, or WORKER:3 on a worker); gpuq gpus lists them", name)
+	}
+	c.Index = n
+	return c, nil
 }
 
 // idOf is a card's CardID.

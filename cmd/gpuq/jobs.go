@@ -325,16 +325,11 @@ WORKER:INDEX (node7:3). The daemon remembers it across restarts.`,
 		Example: "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			req := daemon.DrainRequest{On: on}
-			idx := args[0]
-			if w, i, ok := strings.Cut(idx, ":"); ok {
-				req.Worker, idx = w, i
+			card, err := scheduler.ParseCardID(args[0])
+			if err != nil {
+				return badInput("%v", err)
 			}
-			gpu, err := strconv.Atoi(idx)
-			if err != nil || gpu < 0 {
-				return badInput("%q is not a card index (3, or WORKER:3 on a worker); gpuq gpus lists them", args[0])
-			}
-			req.GPU = gpu
+			req := daemon.DrainRequest{Worker: card.Worker, GPU: card.Index, On: on}
 			c, err := st.dial()
 			if err != nil {
 				return err

@@ -75,7 +75,7 @@ func TestWorkerBadInput(t *testing.T) {
 		{[]string{"worker", "--server", "x:1", "--name", "node:7"}, `--name: "node:7" cannot name a worker`},
 		{[]string{"daemon", "--gpus", "none"}, "a daemon with no cards of its own runs jobs on its workers: give it --listen ADDR"},
 		{[]string{"daemon", "--worker-grace", "0s"}, "--worker-grace must be positive"},
-		{[]string{"drain", "node7:x"}, `"node7:x" is not a card index`},
+		{[]string{"drain", "node7:x"}, `"node7:x" is not a card (3, or WORKER:3`},
 	} {
 		if _, errOut, code := cli(t, tt.args...); code != exitBadInput || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%v: exit %d, %s; want 2 and %q", tt.args, code, errOut, tt.want)

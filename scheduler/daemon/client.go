@@ -184,10 +184,6 @@ func (c *Client) Act(v Verb, sel SelectRequest) ([]string, error) {
 }
 
 // Drain drains a card of the daemon's own machine (on) or lets it take jobs again.
-func (c *Client) Drain(gpu int, on bool) error {
-	return c.DrainCard(DrainRequest{GPU: gpu, On: on})
-}
-
 // DrainCard drains a card, a worker's too, or lets it take jobs again.
 func (c *Client) DrainCard(req DrainRequest) error {
 	return c.call(http.MethodPost, "/v1/drain", req, nil)

@@ -59,7 +59,7 @@ gpu_plan: "1"
 		"cancel of no job":     second(c.Act(Cancel, SelectRequest{IDs: []string{"long.9"}})),
 		"a selection of none":  second(c.Act(Hold, SelectRequest{})),
 		"retry of a running":   second(c.Act(Retry, SelectRequest{IDs: []string{"long.1"}})),
-		"drain of no card":     c.Drain(7, true),
+		"drain of no card":     c.DrainCard(DrainRequest{GPU: 7, On: true}),
 		"a sweep that is bad":  second(c.Submit(SubmitRequest{File: "/x.yaml", Source: "name: x\n"})),
 		"cancel of no sweep's": second(c.Act(Cancel, SelectRequest{Sweep: "nope"})),
 	} {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
@@ -27,7 +27,7 @@ import (
 type Source interface {
 	Overview() (daemon.Overview, error)
 	Act(v daemon.Verb, sel daemon.SelectRequest) ([]string, error)
-	Drain(gpu int, on bool) error
+	DrainCard(req daemon.DrainRequest) error
 	Job(id string) (daemon.Job, error)
 }
 
@@ -100,7 +100,7 @@ func newModel(opts Options, r *lipgloss.Renderer) model {
 	f.Cursor.SetMode(cursor.CursorStatic)
 	c := textinput.New()
 	c.Prompt = "drain or undrain GPU: "
-	c.CharLimit = 4
+	c.CharLimit = 140 // a worker's name (128 at most), a colon, an index
 	c.Cursor.SetMode(cursor.CursorStatic)
 	h := help.New()
 	h.ShortSeparator = "  "
@@ -310,18 +310,18 @@ func (m model) drainKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case tea.KeyEnter:
 		m.mode = browsing
 		m.card.Blur()
-		idx, err := strconv.Atoi(strings.TrimSpace(m.card.Value()))
-		c := m.cardOf(idx)
+		id, err := scheduler.ParseCardID(strings.TrimSpace(m.card.Value()))
+		c := m.cardOf(id)
 		if err != nil || c == nil {
 			return m.say(fmt.Sprintf("no GPU %q here", m.card.Value()))
 		}
 		on := !c.Drained
 		src := m.opts.Source
 		return m, func() tea.Msg {
-			err := src.Drain(idx, on)
-			text := fmt.Sprintf("GPU %d drained: it takes no new job", idx)
+			err := src.DrainCard(daemon.DrainRequest{Worker: id.Worker, GPU: id.Index, On: on})
+			text := fmt.Sprintf("GPU %s drained: it takes no new job", id)
 			if !on {
-				text = fmt.Sprintf("GPU %d takes jobs again", idx)
+				text = fmt.Sprintf("GPU %s takes jobs again", id)
 			}
 			return actedMsg{text: text, err: err}
 		}
@@ -362,9 +362,9 @@ func (m model) readLog(job, path string) tea.Cmd {
 }
 
 // cardOf returns the card of an index, or nil.
-func (m model) cardOf(idx int) *daemon.GPUView {
+func (m model) cardOf(id scheduler.CardID) *daemon.GPUView {
 	for i := range m.ov.GPUs {
-		if m.ov.GPUs[i].Index == idx {
+		if m.ov.GPUs[i].Worker == id.Worker && m.ov.GPUs[i].Index == id.Index {
 			return &m.ov.GPUs[i]
 		}
 	}

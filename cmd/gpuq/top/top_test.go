@@ -17,6 +17,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
@@ -45,10 +46,10 @@ func (f *fakeSource) Act(v daemon.Verb, sel daemon.SelectRequest) ([]string, err
 	return sel.IDs, nil
 }
 
-func (f *fakeSource) Drain(gpu int, on bool) error {
+func (f *fakeSource) DrainCard(req daemon.DrainRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.acts = append(f.acts, fmt.Sprintf("drain %d %v", gpu, on))
+	f.acts = append(f.acts, fmt.Sprintf("drain %s %v", scheduler.CardID{Worker: req.Worker, Index: req.GPU}, req.On))
 	return nil
 }
 
@@ -223,6 +224,22 @@ func TestKeys(t *testing.T) {
 				t.Errorf("requests %q, want %q", src.acts, tt.want)
 			}
 		})
+	}
+}
+
+// TestWorkersCards: a worker's card is named node7:1 on screen and drained by that
+// name, not mistaken for the daemon's GPU 1.
+func TestWorkersCards(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	src.ov.GPUs = append(src.ov.GPUs, daemon.GPUView{Worker: "node7", Index: 1, TotalBytes: 80 * gib, Slots: -1})
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	if screen := m.View(); !strings.Contains(screen, "GPU node7:1 ") || !strings.Contains(screen, "GPU 1       ") {
+		t.Errorf("cards not named by machine:\n%s", screen)
+	}
+	drive(t, m, keysOf("d", "node7:1", "enter", "d", "node8:1", "enter")...)
+	if got := strings.Join(src.acts, "; "); got != "drain node7:1 true" {
+		t.Errorf("requests %q, want drain node7:1 true", got)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
@@ -322,7 +323,7 @@ func (m model) footer() string {
 // total, slots, utilisation and temperature, in statsWidth columns so that the bars of
 // every card line up.
 func (m model) cardLine(c daemon.GPUView, width, statsWidth int) string {
-	label := fmt.Sprintf("GPU %-2d ", c.Index)
+	label := fmt.Sprintf("GPU %-*s ", m.nameWidth(), cardID(c))
 	if c.Fault != "" {
 		return label + m.st.bad.Render("OUT OF SERVICE: "+c.Fault)
 	}
@@ -343,6 +344,20 @@ func (m model) stats(c daemon.GPUView) string {
 		s += " " + m.st.warn.Render("DRAINED")
 	}
 	return s
+}
+
+// cardID names a card as people write it: "3", or "node7:3" on a worker.
+func cardID(c daemon.GPUView) scheduler.CardID {
+	return scheduler.CardID{Worker: c.Worker, Index: c.Index}
+}
+
+// nameWidth is the width of the longest card name, at least 2, so that bars line up.
+func (m model) nameWidth() int {
+	w := 2
+	for _, c := range m.ov.GPUs {
+		w = max(w, len(cardID(c).String()))
+	}
+	return w
 }
 
 func (m model) statsWidth() int {
