@@ -327,7 +327,7 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 		defer close(done) // once every actor, the engine's loop included, has returned
 	}
 	if metricsLn != nil {
-		msrv := &http.Server{Handler: d.metrics.handler(), ReadHeaderTimeout: 10 * time.Second}
+		msrv := tcpServer(d.metrics.handler())
 		g.add(func() error { return serveMetrics(msrv, metricsLn) }, func() { msrv.Close() })
 	}
 	g.add(func() error {

@@ -200,9 +200,9 @@ func listenRemote(dir, addr string) (*remoteListener, error) {
 // serveRemote adds to the daemon's actors the API on the network listener, for those
 // with the secret.
 func (d *daemon) serveRemote(g *group, ln *remoteListener) {
+	srv := tcpServer(authorized(ln.secret, d.routes()))
 	// Handshakes that fail (anyone may knock) are not the daemon's news.
-	srv := &http.Server{Handler: authorized(ln.secret, d.routes()), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: log.New(io.Discard, "", 0)}
+	srv.ErrorLog = log.New(io.Discard, "", 0)
 	g.add(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("API on %s: %w", ln.Addr(), err)
@@ -215,11 +215,28 @@ func (d *daemon) serveRemote(g *group, ln *remoteListener) {
 	})
 }
 
-// authorized serves h to requests that carry the secret, and a 401 to any other.
+// idleTimeout closes a TCP connection that has carried no request for that long: a
+// kept-alive connection costs the daemon a descriptor, and whoever reaches the port
+// could otherwise hold them all.
+var idleTimeout = 2 * time.Minute
+
+// tcpServer is an HTTP server for a TCP port, which anyone who reaches it may hold
+// connections to: a request's head must come within 10 s and a kept-alive connection
+// closes once idle.
+func tcpServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
+}
+
+// authorized serves h to requests that carry the secret, and a 401 to any other. The
+// 401 closes the connection, whatever of the request's body is still to come: a
+// stranger neither keeps it open nor has the daemon wait for a body sent a byte a
+// minute.
 func authorized(secret string, h http.Handler) http.Handler {
 	want := []byte("Bearer " + secret)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("Connection", "close")
+			http.NewResponseController(w).SetReadDeadline(time.Now())
 			fail(w, http.StatusUnauthorized, "this gpuq daemon answers only requests with its secret")
 			return
 		}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestWithoutTheSecretNothing: over the network the daemon answers only requests that
@@ -96,5 +98,64 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 	}
 	if _, err := LoadCredentials(cfg.StateDir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("a secret others may read: %v", err)
+	}
+}
+
+// TestStrangersHoldNoConnection: whoever reaches the listener without the secret gets
+// the 401 at once and the connection closed, even with a body still to come a byte at a
+// time; a connection with the secret that is left idle is closed once idle for
+// idleTimeout. Otherwise anyone could hold as many of the daemon's descriptors as they
+// open connections.
+func TestStrangersHoldNoConnection(t *testing.T) {
+	defer func(d time.Duration) { idleTimeout = d }(idleTimeout)
+	dir := t.TempDir()
+	if _, _, err := makeCredentials(dir); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := LoadCredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientTLS(creds.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, request string
+		idle          time.Duration
+	}{
+		{"a body that trickles", "POST /v1/submit HTTP/1.1\r\nHost: gpuq\r\nContent-Length: 100\r\n\r\n{", time.Hour},
+		{"a request, then nothing", "GET /v1/daemon HTTP/1.1\r\nHost: gpuq\r\n\r\n", time.Hour},
+		{"the secret, then nothing", "GET /v1/daemon HTTP/1.1\r\nHost: gpuq\r\nAuthorization: Bearer " + creds.Secret + "\r\n\r\n",
+			200 * time.Millisecond},
+	} {
+		idleTimeout = tc.idle
+		ln, err := listenRemote(dir, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := tcpServer(authorized(ln.secret, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			io.WriteString(w, "{}")
+		})))
+		go srv.Serve(ln)
+		c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Far longer than any answer takes; a connection still open then is held.
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, tc.request)
+		r := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(r, nil); err != nil {
+			t.Errorf("%s: no answer: %v", tc.name, err)
+		} else {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if _, err := r.ReadByte(); err != io.EOF {
+				t.Errorf("%s (%s): the connection stays open (%v), want it closed", tc.name, resp.Status, err)
+			}
+		}
+		c.Close()
+		srv.Close()
 	}
 }
