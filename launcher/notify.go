@@ -8,6 +8,7 @@ package launcher
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -137,7 +138,14 @@ func postHook(webhook string, payload []byte) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "gpuq")
 	resp, err := client.Do(req)
-	if err != nil {
+	var uerr *url.Error
+	switch {
+	case errors.As(err, &uerr) && uerr.Timeout():
+		return fmt.Errorf("no answer within %s", hookTimeout)
+	case errors.As(err, &uerr):
+		// Its message names the whole URL, the secret in it too: the cause alone.
+		return uerr.Err
+	case err != nil:
 		return err
 	}
 	defer resp.Body.Close()

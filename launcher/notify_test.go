@@ -44,8 +44,9 @@ func TestHookCommandGetsTheSummary(t *testing.T) {
 }
 
 // TestFailingHooksAreLogged: a command that fails, one that hangs (stopped with its
-// children), a webhook that refuses and one that is not there: each is logged, none
-// stops anything, and the webhook's secret stays out of the log.
+// children), a webhook that refuses, one that is not there and one that never answers:
+// each is logged, none stops anything, and the webhook's secret (in its path or query)
+// stays out of the log.
 func TestFailingHooksAreLogged(t *testing.T) {
 	defer func(d time.Duration) { hookTimeout = d }(hookTimeout)
 	hookTimeout = 500 * time.Millisecond
@@ -55,13 +56,19 @@ func TestFailingHooksAreLogged(t *testing.T) {
 	defer refuse.Close()
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
+	// One that never answers: the client's own errors name the URL it was asked for.
+	never := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-never }))
+	defer hang.Close()
+	defer close(never)
 	dir := t.TempDir()
 	var log logged
 	n := &Notifier{Log: log.add}
 	began := time.Now()
 	nt := Notice{Sweep: "gla", Event: plans.NotifyEnd, Workdir: dir, Payload: []byte("{}")}
 	n.Fire(plans.Notify{Command: []string{"sh", "-c", "echo quota exceeded >&2; exit 3"}, Webhook: refuse.URL + "/services/SECRET"}, nt)
-	n.Fire(plans.Notify{Command: []string{"sh", "-c", "sleep 30 & echo $! > child.pid; wait"}, Webhook: gone.URL + "/x"}, nt)
+	n.Fire(plans.Notify{Command: []string{"sh", "-c", "sleep 30 & echo $! > child.pid; wait"}, Webhook: gone.URL + "/T/B/SECRET"}, nt)
+	n.Fire(plans.Notify{Webhook: hang.URL + "/hooks?token=SECRET"}, nt)
 	n.Wait()
 	if took := time.Since(began); took > 10*time.Second {
 		t.Errorf("hooks took %s: a hanging hook must be stopped", took)
@@ -71,7 +78,8 @@ func TestFailingHooksAreLogged(t *testing.T) {
 		"notify end of gla: command sh failed: exit status 3: quota exceeded",
 		"notify end of gla: command sh failed: still running after 500ms: stopped",
 		"webhook " + refuse.URL + "/… failed: answered 404 Not Found: no such hook",
-		"webhook " + gone.URL + "/… failed:",
+		"webhook " + gone.URL + "/… failed: dial tcp",
+		"webhook " + hang.URL + "/… failed: no answer within 500ms",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("log lacks %q:\n%s", want, text)
