@@ -3,9 +3,13 @@ package top
 import (
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 // logBytes is how much of a log's end the log view shows.
@@ -35,15 +39,54 @@ func tailFile(path string, n int64) (string, error) {
 			text = text[i+1:]
 		}
 	}
-	lines := strings.Split(ansi.Strip(text), "\n")
+	lines := strings.Split(text, "\n")
 	for i, l := range lines {
 		l = strings.TrimRight(l, "\r")
 		if j := strings.LastIndexByte(l, '\r'); j >= 0 {
 			l = l[j+1:]
 		}
-		lines[i] = l
+		lines[i] = printable(l)
 	}
 	return strings.Join(lines, "\n"), nil
+}
+
+// printable is text from elsewhere (a trainer's output, a sweep's parameters, a
+// worker's word) made safe to draw: without escape codes, and without the control
+// characters a terminal acts on, which ansi.Strip leaves: a bell, a backspace, a shift
+// to the line-drawing character set, and C1's CSI and OSC written in UTF-8, which set
+// colours, the title or the clipboard as ESC [ and ESC ] do. A tab is a space.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case unicode.IsControl(r):
+			return -1
+		}
+		return r
+	}, ansi.Strip(s))
+}
+
+// readable is an overview with its free text made printable.
+func readable(ov daemon.Overview) daemon.Overview {
+	ov.Simulated = printable(ov.Simulated)
+	ov.GPUs = slices.Clone(ov.GPUs)
+	for i := range ov.GPUs {
+		ov.GPUs[i].Name, ov.GPUs[i].Fault = printable(ov.GPUs[i].Name), printable(ov.GPUs[i].Fault)
+	}
+	ov.Running = slices.Clone(ov.Running)
+	for i := range ov.Running {
+		ov.Running[i].Name = printable(ov.Running[i].Name)
+	}
+	ov.Queue = slices.Clone(ov.Queue)
+	for i := range ov.Queue {
+		ov.Queue[i].Name, ov.Queue[i].Reason = printable(ov.Queue[i].Name), printable(ov.Queue[i].Reason)
+	}
+	ov.Events = slices.Clone(ov.Events)
+	for i := range ov.Events {
+		ov.Events[i].Message = printable(ov.Events[i].Message)
+	}
+	return ov
 }
 
 // lastLine is the last line a trainer wrote that has something on it: its latest

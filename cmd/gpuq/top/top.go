@@ -134,6 +134,7 @@ func (m model) fetch() tea.Cmd {
 	src := m.opts.Source
 	return func() tea.Msg {
 		ov, err := src.Overview()
+		ov = readable(ov)
 		out := map[string]string{}
 		for _, r := range ov.Running {
 			out[r.Job] = lastLine(r.Log)

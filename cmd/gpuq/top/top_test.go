@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
@@ -329,4 +330,43 @@ func TestCardSlots(t *testing.T) {
 			t.Errorf("slots %d, busy %d: %q, want %q in it", tt.slots, tt.busy, got, tt.want)
 		}
 	}
+}
+
+// TestHostileTextReachesNoTerminal: what a trainer prints, a sweep's parameters and a
+// worker's report reach the screen with nothing a terminal acts on: no escape sequence,
+// no control character but the line breaks, and no C1 control (U+009D and U+009B are
+// OSC and CSI to a terminal that reads UTF-8: a title, the clipboard, a cleared screen).
+func TestHostileTextReachesNoTerminal(t *testing.T) {
+	const hostile = "\x1b]0;title\x07|\u009d52;c;cHduZWQ=\u009c|\x0e|\x08|\u009b2J|\x1b[2J|\x7f"
+	ov := sampleOverview(t)
+	if err := os.WriteFile(ov.Running[0].Log, []byte("starting\nstep 7 "+hostile+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ov.Simulated += hostile
+	ov.GPUs[3].Fault += hostile
+	ov.Queue[0].Reason += hostile
+	ov.Events[2].Message += hostile
+	check := func(where, screen string) {
+		t.Helper()
+		for _, r := range screen {
+			if r != '\n' && unicode.IsControl(r) {
+				t.Errorf("%s: control character %U reaches the terminal:\n%q", where, r, screen)
+				return
+			}
+		}
+		if !strings.Contains(screen, "step 7 |52;c;cHduZWQ=|||2J||") {
+			t.Errorf("%s: the trainer's line is not shown, less its controls:\n%s", where, screen)
+		}
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, ov, "the daemon on /state", 100); err != nil {
+		t.Fatal(err)
+	}
+	check("printed", buf.String())
+	src := &fakeSource{ov: ov, logs: map[string]string{"gla.1": ov.Running[0].Log}}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 200, Height: 40})
+	check("on screen", m.View())
+	m = drive(t, m, keysOf("l")...)
+	check("its log", m.View())
 }

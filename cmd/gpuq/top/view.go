@@ -403,13 +403,13 @@ func (m model) bar(c daemon.GPUView, w int) string {
 func Print(w io.Writer, ov daemon.Overview, title string, width int) error {
 	r := lipgloss.NewRenderer(w)
 	m := newModel(Options{Title: title}, r)
-	m.ov, m.read, m.width = ov, true, width
+	m.ov, m.read, m.width = readable(ov), true, width
 	for _, run := range ov.Running {
 		m.output[run.Job] = lastLine(run.Log)
 	}
 	lines := []string{m.header()}
 	sw := m.statsWidth()
-	for _, c := range ov.GPUs {
+	for _, c := range m.ov.GPUs {
 		lines = append(lines, m.cardLine(c, width, sw))
 		if c.Fault != "" {
 			continue
