@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
@@ -420,6 +421,13 @@ func Check(q *scheduler.AllocQueue) error {
 		probs = append(probs, "--gpu-plan: "+err.Error())
 	}
 	for _, a := range q.Args {
+		if strings.ContainsFunc(a, unicode.IsControl) {
+			// A line break would end its #SBATCH line, and the rest would run as a
+			// command of the batch script.
+			probs = append(probs, fmt.Sprintf("the sbatch option %q holds a line break or another control character: "+
+				"the batch script has one option a line", a))
+			continue
+		}
 		name, _, _ := strings.Cut(a, "=")
 		if fix, ok := ownOptions[name]; ok {
 			probs = append(probs, fmt.Sprintf("the sbatch option %s is gpuq's to set: %s", name, fix))

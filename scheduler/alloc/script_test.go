@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,32 @@ func TestSlurmDuration(t *testing.T) {
 	} {
 		if got := slurmDuration(d); got != want {
 			t.Errorf("slurmDuration(%s) = %s, want %s", d, got, want)
+		}
+	}
+}
+
+// TestAnOptionKeepsToItsLine: a line break in an sbatch option would end its #SBATCH
+// line, and what follows would run as a command of the batch script: such an option is
+// refused. Whatever else it holds is quoted, and taken.
+func TestAnOptionKeepsToItsLine(t *testing.T) {
+	for _, tt := range []struct {
+		arg string
+		ok  bool
+	}{
+		{"--comment=x\ntouch ~/pwned #", false},
+		{"--comment=x\rtouch ~/pwned", false},
+		{"--comment=x\x00y", false},
+		{"--comment=it's $(touch ~/pwned) `id` ; # \\ \"", true},
+	} {
+		q := &scheduler.AllocQueue{GPUsPerNode: 1, Time: time.Hour, MaxAllocs: 1, IdleTimeout: time.Minute, Args: []string{tt.arg}}
+		err := Check(q)
+		if tt.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "one option a line") {
+			t.Errorf("%q: %v", tt.arg, err)
+		}
+		if err == nil {
+			if s := (Script{Queue: q, Log: "/l"}).String(); strings.Count(s, "\n") != 10 {
+				t.Errorf("%q takes more than its line:\n%s", tt.arg, s)
+			}
 		}
 	}
 }
