@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -54,33 +55,57 @@ type Credentials struct {
 
 // LoadCredentials reads a daemon's credentials from its state directory.
 func LoadCredentials(dir string) (Credentials, error) {
-	secret, err := readPrivate(filepath.Join(dir, secretFile))
+	path := filepath.Join(dir, secretFile)
+	secret, err := readPrivate(path)
 	if err != nil {
 		return Credentials{}, err
+	}
+	s := strings.TrimSpace(string(secret))
+	if _, err := hex.DecodeString(s); err != nil || len(s) != 2*secretBytes {
+		return Credentials{}, fmt.Errorf("%s is not a secret a gpuq daemon made (%d hex digits): a crash may have cut it short; "+
+			"remove it, and the daemon makes a new one when started again (its workers and clients then read the new one)", path, 2*secretBytes)
 	}
 	cert, err := readPrivate(filepath.Join(dir, certFile))
 	if err != nil {
 		return Credentials{}, err
 	}
-	return Credentials{Secret: strings.TrimSpace(string(secret)), Cert: cert}, nil
+	return Credentials{Secret: s, Cert: cert}, nil
 }
 
-// readPrivate reads a credential file, refusing one that others may read: the secret
-// would no longer be one.
+// secretBytes is the secret's size: random bytes, written in hex.
+const secretBytes = 32
+
+// readPrivate reads a credential file, refusing one that others may read (the secret
+// would no longer be one), that is not the user's own (planted where the user's gpuq
+// would trust it: gpuq as root reads anybody's), or that is not a plain file (a link
+// to one of the user's other files, a pipe that would never end).
 func readPrivate(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("%s does not exist: is this the state directory of a gpuq daemon started with --listen? "+
 			"(--state-dir, GPUQ_STATE_DIR)", path)
+	case errors.Is(err, syscall.ELOOP):
+		return nil, fmt.Errorf("%s is a symbolic link, which a gpuq daemon never makes: remove it, and find out who put it there", path)
+	case err != nil:
+		return nil, err
 	}
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a file (%v): remove it, and find out who put it there", path, fi.Mode().Type())
+	case ok && int(st.Uid) != os.Getuid():
+		return nil, fmt.Errorf("%s belongs to uid %d, not to you (uid %d): remove it, and find out who put it there", path, st.Uid, os.Getuid())
+	case fi.Mode().Perm()&0o077 != 0:
 		return nil, fmt.Errorf("%s may be read by others (mode %v): chmod 600 it, and remove it so that the daemon makes a new one "+
 			"if someone else may have read it", path, fi.Mode().Perm())
 	}
-	return os.ReadFile(path)
+	return io.ReadAll(f)
 }
 
 // makeCredentials makes the daemon's secret, key and certificate where they are missing,
@@ -88,7 +113,7 @@ func readPrivate(path string) ([]byte, error) {
 func makeCredentials(dir string) (Credentials, tls.Certificate, error) {
 	secretPath := filepath.Join(dir, secretFile)
 	if _, err := os.Stat(secretPath); errors.Is(err, os.ErrNotExist) {
-		b := make([]byte, 32)
+		b := make([]byte, secretBytes)
 		rand.Read(b)
 		if err := writeNew(secretPath, []byte(hex.EncodeToString(b)+"\n")); err != nil {
 			return Credentials{}, tls.Certificate{}, err
