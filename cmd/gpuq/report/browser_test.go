@@ -6,9 +6,11 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/browser"
+	"github.com/gpuq/gpuq/plans"
 )
 
 // TestInChromium renders the sample sweep's page in a real browser: nothing it runs
@@ -50,4 +52,64 @@ func TestInChromium(t *testing.T) {
 	if b := img.Bounds(); b.Dx() != 1200 || b.Dy() < 900 {
 		t.Errorf("screenshot %dx%d, want the page's 1200 wide, whole", b.Dx(), b.Dy())
 	}
+}
+
+// TestHostilePageRunsNothing: a summary is anyone's JSON (gpuq report s.json), and a
+// sweep's names, parameters and failures are its author's text: whatever they hold
+// (markup that ends the title, the SVG or the script, attributes, quotes) is shown as
+// text, runs nothing and asks for nothing.
+func TestHostilePageRunsNothing(t *testing.T) {
+	const h = `</title></svg></script><script>pwn(1)</script><img src=x onerror=pwn(2)>` +
+		`<svg onload=pwn(3)>"' onmouseover=pwn(4) x="` + "`${pwn(5)}`"
+	d := sample()
+	d.Sweep, d.Source = "s"+h, "from"+h
+	d.Cards[0].Name = h
+	for i := range d.Jobs {
+		j := &d.Jobs[i]
+		j.ID, j.Name, j.Reason = j.ID+h, h, h
+		for k := range j.Attempts {
+			j.Attempts[k].Changed = h
+			j.Attempts[k].Outcome = plans.Outcome(h)
+		}
+	}
+	page := filepath.Join(t.TempDir(), "report.html")
+	var buf bytes.Buffer
+	if err := Write(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	// pwn is defined before the page's own elements, so that any of them that ran it
+	// says so (a call of an undefined pwn would throw instead, and be reported too).
+	html := strings.Replace(buf.String(), "<head>", `<head><script>window.pwned=[];function pwn(n){window.pwned.push(n)}</script>`, 1)
+	if err := os.WriteFile(page, []byte(html), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	browser.Render(t, page, 1200, 900, func(ctx context.Context, p *browser.Page) {
+		// Pointing at every bar, band and row.
+		var pointed int
+		err := p.Eval(ctx, `(() => {
+			const els = document.querySelectorAll("[data-job]");
+			for (const el of els) {
+				el.dispatchEvent(new MouseEvent("mouseover"));
+				el.dispatchEvent(new MouseEvent("mouseenter"));
+			}
+			return els.length;
+		})()`, &pointed)
+		if err != nil || pointed == 0 {
+			t.Fatalf("pointed at %d elements: %v", pointed, err)
+		}
+		var ran []int
+		var text string
+		if err := p.Eval(ctx, `window.pwned`, &ran); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Eval(ctx, `document.body.innerText`, &text); err != nil {
+			t.Fatal(err)
+		}
+		if len(ran) > 0 {
+			t.Errorf("the page ran the sweep's text: pwn%v", ran)
+		}
+		if !strings.Contains(text, "</script><script>pwn(1)</script>") {
+			t.Errorf("the sweep's text is not shown as text:\n%s", text)
+		}
+	})
 }
