@@ -24,8 +24,10 @@ import (
 )
 
 // Hook bounds: a hook still running after hookTimeout is stopped, and a webhook that
-// has not answered by then is given up.
-var hookTimeout = time.Minute
+// has not answered by then is given up. Wait gives the hooks still to run waitLimit in
+// all: a webhook that hangs for each of many failures must not hold up a daemon's stop
+// (or the end of gpuq run) for as many minutes.
+var hookTimeout, waitLimit = time.Minute, time.Minute
 
 // Notifier fires hooks in the background, one after another in the order they were
 // fired (a failure is told before the end that follows it), and logs what went wrong.
@@ -94,8 +96,30 @@ func (n *Notifier) enqueue(fn func()) {
 	}()
 }
 
-// Wait waits for every hook fired so far to end.
-func (n *Notifier) Wait() { n.wg.Wait() }
+// Wait waits for every hook fired so far to end, for waitLimit at most: then those not
+// started yet are dropped, and said to be; the one running ends in its own time.
+func (n *Notifier) Wait() {
+	done := make(chan struct{})
+	go func() {
+		n.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-time.After(waitLimit):
+	}
+	n.mu.Lock()
+	dropped := len(n.queue)
+	for range n.queue {
+		n.wg.Done()
+	}
+	n.queue = nil
+	n.mu.Unlock()
+	if dropped > 0 {
+		n.Log(fmt.Sprintf("notify: %d notices not sent: the hooks before them took more than %s", dropped, waitLimit))
+	}
+}
 
 // runHook runs the command in its own process group, which is killed whole if it runs
 // past hookTimeout, with the payload on its standard input and GPUQ_SWEEP, GPUQ_EVENT

@@ -120,3 +120,28 @@ func TestWebhookGetsThePayload(t *testing.T) {
 		t.Errorf("webhook got %q; log %q", g, log.text())
 	}
 }
+
+// TestWaitIsBounded: a webhook that hangs for each of many notices holds up Wait (a
+// daemon's stop, the end of gpuq run) for waitLimit, not for a hookTimeout each; the
+// notices it dropped are said.
+func TestWaitIsBounded(t *testing.T) {
+	defer func(h, w time.Duration) { hookTimeout, waitLimit = h, w }(hookTimeout, waitLimit)
+	hookTimeout, waitLimit = 5*time.Second, 200*time.Millisecond
+	never := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-never }))
+	defer hang.Close()
+	defer close(never)
+	var log logged
+	n := &Notifier{Log: log.add}
+	for range 4 {
+		n.Fire(plans.Notify{Webhook: hang.URL}, Notice{Sweep: "gla", Event: plans.NotifyFailure, Payload: []byte("{}")})
+	}
+	began := time.Now()
+	n.Wait()
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("Wait took %s: four hanging webhooks held it up", took)
+	}
+	if !strings.Contains(log.text(), "notify: 3 notices not sent: the hooks before them took more than 200ms") {
+		t.Errorf("log:\n%s", log.text())
+	}
+}
