@@ -93,6 +93,19 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 	if _, err := plain.Get("https://" + info.Listen + "/v1/daemon"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("a client with the system's roots: %v, want a certificate error", err)
 	}
+	// Nor one that trusts another daemon's: the certificate is pinned, not its name.
+	other := t.TempDir()
+	if _, _, err := makeCredentials(other); err != nil {
+		t.Fatal(err)
+	}
+	impostor, err := LoadCredentials(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor.Secret = creds.Secret
+	if _, err := DialRemote(info.Listen, impostor); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a client trusting another daemon's certificate: %v, want a certificate error", err)
+	}
 	// Credentials that others may read are not credentials.
 	if err := os.Chmod(filepath.Join(cfg.StateDir, secretFile), 0o644); err != nil {
 		t.Fatal(err)
