@@ -94,11 +94,7 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 		t.Errorf("a client with the system's roots: %v, want a certificate error", err)
 	}
 	// Nor one that trusts another daemon's: the certificate is pinned, not its name.
-	other := t.TempDir()
-	if _, _, err := makeCredentials(other); err != nil {
-		t.Fatal(err)
-	}
-	impostor, err := LoadCredentials(other)
+	impostor, _, err := makeCredentials(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,10 +119,7 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 func TestStrangersHoldNoConnection(t *testing.T) {
 	defer func(d time.Duration) { idleTimeout = d }(idleTimeout)
 	dir := t.TempDir()
-	if _, _, err := makeCredentials(dir); err != nil {
-		t.Fatal(err)
-	}
-	creds, err := LoadCredentials(dir)
+	creds, _, err := makeCredentials(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

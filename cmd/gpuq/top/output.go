@@ -70,23 +70,21 @@ func printable(s string) string {
 // readable is an overview with its free text made printable.
 func readable(ov daemon.Overview) daemon.Overview {
 	ov.Simulated = printable(ov.Simulated)
-	ov.GPUs = slices.Clone(ov.GPUs)
-	for i := range ov.GPUs {
-		ov.GPUs[i].Name, ov.GPUs[i].Fault = printable(ov.GPUs[i].Name), printable(ov.GPUs[i].Fault)
-	}
-	ov.Running = slices.Clone(ov.Running)
-	for i := range ov.Running {
-		ov.Running[i].Name = printable(ov.Running[i].Name)
-	}
-	ov.Queue = slices.Clone(ov.Queue)
-	for i := range ov.Queue {
-		ov.Queue[i].Name, ov.Queue[i].Reason = printable(ov.Queue[i].Name), printable(ov.Queue[i].Reason)
-	}
-	ov.Events = slices.Clone(ov.Events)
-	for i := range ov.Events {
-		ov.Events[i].Message = printable(ov.Events[i].Message)
-	}
+	ov.GPUs = each(ov.GPUs, func(g *daemon.GPUView) { g.Name, g.Fault = printable(g.Name), printable(g.Fault) })
+	ov.Running = each(ov.Running, func(r *daemon.RunningJob) { r.Name = printable(r.Name) })
+	ov.Queue = each(ov.Queue, func(q *daemon.WaitingJob) { q.Name, q.Reason = printable(q.Name), printable(q.Reason) })
+	ov.Events = each(ov.Events, func(e *daemon.Event) { e.Message = printable(e.Message) })
 	return ov
+}
+
+// each is a copy of s with f applied to every element: the overview's slices may be
+// its source's own.
+func each[T any](s []T, f func(*T)) []T {
+	s = slices.Clone(s)
+	for i := range s {
+		f(&s[i])
+	}
+	return s
 }
 
 // lastLine is the last line a trainer wrote that has something on it: its latest
