@@ -6,7 +6,9 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // jobs expands the matrix and the explicit jobs into Jobs.
@@ -68,7 +70,7 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 			default:
 				j.Point.Set(k, v)
 				j.Params.Set(k, v)
-				names = append(names, k+"="+FormatValue(v))
+				names = append(names, shown(k)+"="+shown(FormatValue(v)))
 			}
 		}
 		j.Name = strings.Join(names, ",")
@@ -123,6 +125,16 @@ func (fs *findings) fail(c *checker, n int) {
 		}
 		c.failJob(f.field, job, "%s", f.msg)
 	}
+}
+
+// shown is a parameter's name or value as a job's name gives it, which terminals and
+// pages show: one holding a control character (an escape sequence that would set a
+// terminal's title or clear it) is quoted, so that it is seen and not acted on.
+func shown(s string) string {
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // checkJobs validates what depends on each job's own parameters.

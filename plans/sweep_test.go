@@ -87,6 +87,23 @@ func TestDecodeSweepJSON(t *testing.T) {
 	}
 }
 
+// TestAJobsNameIsSeenNotActedOn: a job's name, which status, plan, top and the report
+// show, quotes a parameter that holds a control character (an escape sequence from a
+// sweep file: a terminal's title set, its screen cleared).
+func TestAJobsNameIsSeenNotActedOn(t *testing.T) {
+	doc := "name: e\ncommand: [echo, \"{task}\"]\nmemory: 1GiB\nmatrix: {task: [\"\\e]0;pwned\\a\\e[2J\", sst2]}\n"
+	s, err := DecodeSweep("e.yaml", []byte(doc), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Jobs[0].Name + " " + s.Jobs[1].Name; got != `task="\x1b]0;pwned\a\x1b[2J" task=sst2` {
+		t.Errorf("names %q", got)
+	}
+	if v, _ := s.Jobs[0].Params.Get("task"); v != "\x1b]0;pwned\a\x1b[2J" {
+		t.Errorf("the parameter itself is %q: it reaches the trainer as written", v)
+	}
+}
+
 func TestMapJSONRoundTrip(t *testing.T) {
 	in := `{"b":1,"a":{"z":true,"y":[1,"x"]},"c":0.5}`
 	var m Map
