@@ -246,11 +246,19 @@ func (c *cluster) HostMemory() map[string]int64 {
 
 // connect links a worker that said hello, replacing a link it had (a worker killed and
 // started again before the daemon noticed), and welcomes it with the attempts it is to
-// take up.
-func (c *cluster) connect(h Hello, l *link) {
+// take up. Another worker of the same name (another node's) is refused while the first
+// is linked or has attempts: the two would take each other's link and attempts in
+// turn, and run jobs twice.
+func (c *cluster) connect(h Hello, conn io.ReadWriteCloser) (*link, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.worker(h.Name)
+	if was := w.hello.Instance; was != "" && h.Instance != was && (w.link != nil || len(w.attempts) > 0) {
+		c.log.Printf("refused a second worker named %s: the first is linked or has attempts", h.Name)
+		return nil, fmt.Errorf("another gpuq worker named %s is linked to this daemon, or has attempts that may run still: "+
+			"give this one another --name", h.Name)
+	}
+	l := newLink(conn)
 	if w.link != nil {
 		w.link.close()
 	}
@@ -267,6 +275,7 @@ func (c *cluster) connect(h Hello, l *link) {
 	clear(w.stops)
 	c.log.Printf("worker %s (gpuq %s, %s) connected: %s; %s to take up",
 		h.Name, h.Version, plans.Count(h.Cores, "core"), workerCardsText(h), plans.Count(back, "attempt"))
+	return l, nil
 }
 
 // heard applies a worker's message.

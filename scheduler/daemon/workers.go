@@ -58,14 +58,16 @@ func (c *cluster) serve(conn io.ReadWriteCloser) {
 		return
 	}
 	name := m.Hello.Name
-	if err := ValidWorkerName(name); err != nil {
+	err := ValidWorkerName(name)
+	var l *link
+	if err == nil {
+		l, err = c.connect(*m.Hello, conn)
+	}
+	if err != nil {
 		json.NewEncoder(conn).Encode(DaemonMessage{Error: err.Error()})
 		conn.Close()
 		return
 	}
-	l := newLink(conn)
-	c.connect(*m.Hello, l)
-	var err error
 	for {
 		var m WorkerMessage
 		if err = dec.Decode(&m); err != nil {

@@ -30,8 +30,11 @@ type WorkerMessage struct {
 type Hello struct {
 	// Name is the worker's, its cards' first name (node7:3): the same across its
 	// reconnections and the daemon's restarts.
-	Name    string `json:"name"`
-	Version string `json:"version"`
+	Name string `json:"name"`
+	// Instance is the worker's directory's own id: a worker started again on its node
+	// keeps it, one of the same name on another node has another.
+	Instance string `json:"instance,omitempty"`
+	Version  string `json:"version"`
 	// Dir is where its attempts live on its node (their logs, for people).
 	Dir   string `json:"dir"`
 	Cores int    `json:"cores"`

@@ -14,6 +14,8 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,7 +121,9 @@ type worker struct {
 	plan   []int      // the slots of each of cards
 	runner *runner.Supervised
 	lock   *os.File
-	lease  string
+	// instance tells this worker from another node's of the same name (Hello.Instance).
+	instance string
+	lease    string
 	// grace is the daemon's (Welcome): the lease runs half of it past each message.
 	grace time.Duration
 	// sweeps are those the daemon has sent, expanded, by key (StartRequest.SweepKey).
@@ -152,6 +156,11 @@ func open(cfg Config) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	instance, err := instanceOf(cfg.Dir)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
 	spec, err := plans.ParseGPUs(cfg.GPUs.Value)
 	if err != nil {
 		lock.Close()
@@ -164,7 +173,7 @@ func open(cfg Config) (*worker, error) {
 			return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
 		}
 	}
-	w := &worker{cfg: cfg, lock: lock, log: daemon.NewEventLog(cfg.Log), lease: filepath.Join(cfg.Dir, "lease"), sweeps: map[string]*plans.Sweep{},
+	w := &worker{cfg: cfg, lock: lock, instance: instance, log: daemon.NewEventLog(cfg.Log), lease: filepath.Join(cfg.Dir, "lease"), sweeps: map[string]*plans.Sweep{},
 		running: map[string]daemon.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
 	if w.inv, err = gpu.Open(spec, cfg.Inventory); err != nil {
 		lock.Close()
@@ -210,6 +219,29 @@ func lockDir(dir, name string) (*os.File, error) {
 	return f, nil
 }
 
+// instanceOf is the id of a worker directory, made the first time: the same for a
+// worker started again on its node, another for one of the same name on another node.
+func instanceOf(dir string) (string, error) {
+	path := filepath.Join(dir, "instance")
+	b := make([]byte, 16)
+	rand.Read(b)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		_, err = fmt.Fprintln(f, hex.EncodeToString(b))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("worker instance: %w", err)
+	}
+	id, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("worker instance: %w", err)
+	}
+	return strings.TrimSpace(string(id)), nil
+}
+
 // session links to the daemon and does what it asks until the link breaks.
 func (w *worker) session(ctx context.Context) error {
 	client, err := daemon.DialRemote(w.cfg.Server, w.cfg.Credentials)
@@ -225,7 +257,7 @@ func (w *worker) session(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 	out := json.NewEncoder(s)
-	hello := daemon.Hello{Name: w.cfg.Name, Version: w.cfg.Version, Dir: filepath.Join(w.cfg.Dir, "attempts"),
+	hello := daemon.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: filepath.Join(w.cfg.Dir, "attempts"),
 		Cores: runtime.NumCPU(), Allocation: w.cfg.Allocation, Plan: map[int]int{}, State: w.state()}
 	for i, c := range w.cards {
 		hello.Plan[c.Index] = w.plan[i]

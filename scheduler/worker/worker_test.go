@@ -531,3 +531,41 @@ oom: {max_attempts: 1}
 		}
 	}
 }
+
+// TestASecondWorkerOfOneNameIsRefused: a worker given the name of one that is linked,
+// on another node (a state directory of its own, with the daemon's credentials), is
+// refused and says why, rather than taking the first one's link and attempts in turn
+// with it, every second, and running its jobs twice; the first runs its job once.
+func TestASecondWorkerOfOneNameIsRefused(t *testing.T) {
+	c := startCluster(t)
+	c.startWorker("n1", "sim:1x24GiB")
+	gate := filepath.Join(t.TempDir(), "gate")
+	c.submit(fmt.Sprintf("name: once\ncommand: [sh, -c, \"while [ ! -e %s ]; do sleep 0.05; done\"]\njobs: [{}]\nmemory: 1GiB\n", gate))
+	waitFor(t, "the job to run", func() bool { return len(running(c.jobs())["n1"]) == 1 })
+	other := t.TempDir()
+	for _, f := range []string{"secret", "tls.crt"} {
+		data, err := os.ReadFile(filepath.Join(c.state, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(other, f), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := c.startWorker("n1", "sim:1x24GiB", envState+"="+other)
+	select {
+	case <-second.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the second worker named n1 was not refused")
+	}
+	if !strings.Contains(second.log.String(), "another gpuq worker named n1 is linked to this daemon") {
+		t.Errorf("the second worker's log:\n%s", second.log)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to succeed", func() bool { return c.jobs()[0].State == "succeeded" })
+	if n := len(c.jobs()[0].Attempts); n != 1 {
+		t.Errorf("the job ran %d attempts, want 1", n)
+	}
+}
