@@ -27,14 +27,19 @@ func SummarizeSweep(snap scheduler.Snapshot, sweep string, cards []GPUInfo) Swee
 	for _, st := range []scheduler.JobState{scheduler.JobQueued, scheduler.JobRunning, scheduler.JobSucceeded, scheduler.JobFailed, scheduler.JobCancelled} {
 		sum.Counts[string(st)] = 0
 	}
-	jobs := slices.Collect(snap.JobsOf(sweep))
-	slices.SortFunc(jobs, func(a, b *scheduler.Job) int { return cmp.Compare(a.Seq, b.Seq) })
-	for _, j := range jobs {
+	for _, j := range sweepJobs(snap, sweep) {
 		js := Summarize(snap, j)
 		sum.Counts[js.State]++
 		sum.Jobs = append(sum.Jobs, js)
 	}
 	return sum
+}
+
+// sweepJobs are a sweep's jobs, in submission order.
+func sweepJobs(snap scheduler.Snapshot, sweep string) []*scheduler.Job {
+	jobs := slices.Collect(snap.JobsOf(sweep))
+	slices.SortFunc(jobs, func(a, b *scheduler.Job) int { return cmp.Compare(a.Seq, b.Seq) })
+	return jobs
 }
 
 // Notice is what a sweep's notify hooks get, as JSON: the event and the sweep, and for
@@ -83,16 +88,30 @@ func (h *Hooks) Event(ev scheduler.Event) {
 		delete(h.ended, j.Sweep)
 		return
 	case scheduler.JobFailed:
-		if sw.Notify.OnFailure && !h.told[j.ID] {
-			h.told[j.ID] = true
-			js := Summarize(snap, j)
-			h.fire(sw, Notice{Event: plans.NotifyFailure, Sweep: sw.Name, Job: &js}, j.ID)
-		}
+		h.failed(snap, sw, j)
 	}
 	if sw.Notify.OnEnd && !h.ended[j.Sweep] && h.over(snap, j.Sweep) {
+		// Jobs that ended with this one, in the same transaction, may fail after it in
+		// the events: their failures come before the end all the same.
+		if sw.Notify.OnFailure {
+			for _, f := range sweepJobs(snap, j.Sweep) {
+				if f.State == scheduler.JobFailed {
+					h.failed(snap, sw, f)
+				}
+			}
+		}
 		h.ended[j.Sweep] = true
 		sum := SummarizeSweep(snap, j.Sweep, h.cards)
 		h.fire(sw, Notice{Event: plans.NotifyEnd, Sweep: sw.Name, Summary: &sum}, "")
+	}
+}
+
+// failed tells the hooks of a job that failed, once.
+func (h *Hooks) failed(snap scheduler.Snapshot, sw *plans.Sweep, j *scheduler.Job) {
+	if sw.Notify.OnFailure && !h.told[j.ID] {
+		h.told[j.ID] = true
+		js := Summarize(snap, j)
+		h.fire(sw, Notice{Event: plans.NotifyFailure, Sweep: sw.Name, Job: &js}, j.ID)
 	}
 }
 
