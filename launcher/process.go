@@ -142,18 +142,20 @@ func (p *Process) stopRest(grace time.Duration) { p.remains().stop(grace) }
 type remains struct {
 	pgid int
 	dir  string
+	fs   procFS
 }
 
-func (p *Process) remains() remains { return remains{pgid: p.PID(), dir: p.dir} }
+func (p *Process) remains() remains { return remains{pgid: p.PID(), dir: p.dir, fs: hostProcs} }
 
 // stopRemains stops whatever still runs of the attempt in dir, whose supervisor is gone,
 // and reports whether anything did.
 func stopRemains(dir string, grace time.Duration) bool {
 	abs, err := filepath.Abs(dir)
-	return err == nil && remains{dir: abs}.stop(grace)
+	return err == nil && remains{dir: abs, fs: hostProcs}.stop(grace)
 }
 
-// stop ends the remains of an attempt: SIGTERM, then SIGKILL after grace, until none is
+// stop ends the remains of an attempt: SIGTERM, then SIGKILL after grace (to what it
+// has seen of the attempt too, whose environment may no longer say so), until none is
 // left; gpuq's own children among them (orphans re-parented to it as a subreaper) are
 // reaped, so none is left a zombie. It reports whether anything was left.
 func (r remains) stop(grace time.Duration) bool {
@@ -166,6 +168,9 @@ func (r remains) stop(grace time.Duration) bool {
 	for r.left(seen) {
 		if time.Now().After(deadline) {
 			r.signal(syscall.SIGKILL)
+			for pid := range seen {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
 			deadline = time.Now().Add(time.Hour)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -178,14 +183,16 @@ func (r remains) signal(sig syscall.Signal) {
 	if r.pgid > 0 {
 		syscall.Kill(-r.pgid, sig)
 	}
-	for _, pid := range hostProcs.members(r.dir) {
+	for _, pid := range r.fs.members(r.dir) {
 		syscall.Kill(pid, sig)
 	}
 }
 
 // left reaps what has ended of the attempt and reports whether anything is left: a
-// member of its group, a live process with its identity, or an unreaped zombie of one
-// (seen collects them, since a zombie's environment can no longer be read).
+// member of its group, a live process with its identity, or one that had it and is not
+// yet gone (seen collects them). An exiting process reads an empty environment from the
+// moment its memory is released, while it still closes its files (a card's, which the
+// driver may take seconds to free) and long before it is a zombie and reaped.
 func (r remains) left(seen map[int]bool) bool {
 	alive := false
 	if r.pgid > 0 {
@@ -198,17 +205,17 @@ func (r remains) left(seen map[int]bool) bool {
 		}
 		alive = syscall.Kill(-r.pgid, 0) == nil
 	}
-	for _, pid := range hostProcs.members(r.dir) {
+	for _, pid := range r.fs.members(r.dir) {
 		seen[pid] = true
 		alive = true
 	}
 	for pid := range seen {
 		var ws syscall.WaitStatus
 		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-		if st, ok := hostProcs.stat(pid); !ok {
-			delete(seen, pid)
-		} else if st.zombie {
+		if _, ok := r.fs.stat(pid); ok {
 			alive = true
+		} else {
+			delete(seen, pid)
 		}
 	}
 	return alive

@@ -178,6 +178,34 @@ func TestLeaderExitStopsWhatItLeft(t *testing.T) {
 	assertGone(t, children)
 }
 
+// TestAProcessIsLeftUntilItIsGone: a process of the attempt that left its group, once
+// seen, is left until /proc has it no more, whatever its environment reads meanwhile: a
+// zombie's and an exiting process's (its memory released, its files, a card's, still
+// open) read empty, and an orphan's parent (gpuq) does not speak for it. Pids above any
+// pid_max keep wait4 off real processes.
+func TestAProcessIsLeftUntilItIsGone(t *testing.T) {
+	const dir, pid = "/state/attempts/t.1/attempt-2", 1 << 23
+	for _, tt := range []struct {
+		name  string
+		procs []fakeProc
+		left  bool
+	}{
+		{"running", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "S", environ: env(attemptDirVar + "=" + dir)}}, true},
+		{"exiting", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "R", environ: env()}}, true},
+		{"exiting, unreadable", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "D"}}, true},
+		{"a zombie", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "Z", environ: env()}}, true},
+		{"gone", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := remains{dir: dir, fs: writeProcs(t, append(tt.procs, fakeProc{pid: 90, ppid: 1, sid: 90, state: "S", environ: env("HOME=/root")}))}
+			seen := map[int]bool{pid: true}
+			if got := r.left(seen); got != tt.left || seen[pid] != tt.left {
+				t.Errorf("left %v, seen %v; want %v", got, seen, tt.left)
+			}
+		})
+	}
+}
+
 func waitChildren(t *testing.T, p *Process) []int {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)

@@ -34,8 +34,7 @@ func (fs procFS) path(pid int, name string) string {
 	return filepath.Join(string(fs), strconv.Itoa(pid), name)
 }
 
-// stat reads a process's parent, session and resident pages from /proc/<pid>/stat, and
-// whether it is a zombie.
+// stat reads a process's parent, session and resident pages from /proc/<pid>/stat.
 func (fs procFS) stat(pid int) (st procStat, ok bool) {
 	data, err := os.ReadFile(fs.path(pid, "stat"))
 	if err != nil {
@@ -51,7 +50,6 @@ func (fs procFS) stat(pid int) (st procStat, ok bool) {
 		return st, false
 	}
 	// Fields of stat(5) from the third: state ppid pgrp session ... rss (the 24th).
-	st.zombie = f[0] == "Z"
 	ppid, err1 := strconv.Atoi(f[1])
 	sid, err2 := strconv.Atoi(f[3])
 	rss, err3 := strconv.ParseInt(f[21], 10, 64)
@@ -62,7 +60,6 @@ func (fs procFS) stat(pid int) (st procStat, ok bool) {
 type procStat struct {
 	ppid, sid int
 	rssPages  int64
-	zombie    bool
 }
 
 // attemptDir returns the attempt directory in a process's environment, "" where it
