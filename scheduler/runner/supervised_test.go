@@ -74,7 +74,13 @@ func TestTrainersStartWithDefaultSignals(t *testing.T) {
 func TestAKilledSupervisorLeavesNoTrainer(t *testing.T) {
 	launcher.GroupGrace = time.Second
 	r := supervised(t)
-	_, dir, st := startSupervised(t, r, `trap "" HUP; exec sleep 600`)
+	_, dir, st := startSupervised(t, r, `trap "" HUP; echo trapped; exec sleep 600`)
+	// Killed before its trap, the trainer would die of the hangup itself. The log's
+	// header holds the script: its output is the line the terminal ends with \r\n.
+	poll(t, "the trainer to ignore hangups", func() bool {
+		log, _ := os.ReadFile(st.Log)
+		return strings.Contains(string(log), "\ntrapped\r\n")
+	})
 	var info struct{ PID int }
 	data, _ := os.ReadFile(filepath.Join(dir, "supervisor.json"))
 	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
@@ -82,10 +88,8 @@ func TestAKilledSupervisorLeavesNoTrainer(t *testing.T) {
 	}
 	syscall.Kill(info.PID, syscall.SIGKILL)
 	x := nextExit(t, r.Exits())
-	// A trainer the hangup ended before its trap is this subreaper's zombie: it runs no
-	// more, but answers kill(0) until reaped.
-	var ws syscall.WaitStatus
-	syscall.Wait4(st.Leader, &ws, syscall.WNOHANG, nil)
+	// Gone, not even exiting or a zombie: this test is the trainer's subreaper, and only
+	// the runner reaps it.
 	if err := syscall.Kill(st.Leader, 0); !errors.Is(err, syscall.ESRCH) {
 		syscall.Kill(st.Leader, syscall.SIGKILL)
 		t.Errorf("the trainer %d still runs when its end is reported (%+v)", st.Leader, x)
