@@ -188,6 +188,9 @@ type Engine struct {
 	// owners maps each process on the cards to its attempt, resolved once per round
 	// (see resolveOwners); ownersWere is the last round's map, cleared and filled again.
 	owners, ownersWere map[proc]string
+	// uses is a round's map of what each attempt holds on each card (see usesOf),
+	// cleared and filled again.
+	uses map[cardUse]use
 	// running is a round's running attempts, by id (see ours).
 	running map[string]bool
 	// hostNow is what each running attempt's processes hold of host RAM, by attempt.
@@ -245,7 +248,7 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		tell: events, owners: map[proc]string{}, ownersWere: map[proc]string{}, running: map[string]bool{}, cardPos: map[CardID]int{},
+		tell: events, owners: map[proc]string{}, ownersWere: map[proc]string{}, running: map[string]bool{}, uses: map[cardUse]use{}, cardPos: map[CardID]int{},
 		hostNow: map[string]int64{}, faults: map[CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
 	e.events = func(ev Event) {
 		if e.store.open != nil {

@@ -20,8 +20,9 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 	var changed []any
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
+	uses := e.usesOf()
 	for i, a := range running {
-		peak, unknown := e.measure(a)
+		peak, unknown := e.measureBy(a, uses)
 		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
 		memory, moved := a.Memory.Add(now.Sub(a.Started), peak)
@@ -47,32 +48,86 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 // NVML could not tell some of them (or whose they are, or could not read the card): such
 // a reading is a floor, not a peak.
 func (e *Engine) measure(a *Attempt) (most int64, unknown bool) {
+	return e.measureBy(a, e.useOn)
+}
+
+// measureBy is measure, with what an attempt holds on the card at a position in cards
+// told by on.
+func (e *Engine) measureBy(a *Attempt, on func(attempt string, i int) use) (most int64, unknown bool) {
 	for _, idx := range a.GPUs {
 		i, ok := e.cardPos[CardID{a.Worker, idx}]
 		if !ok {
 			continue
 		}
-		if e.cards[i].Fault != "" {
-			unknown = true
-		}
-		var sum int64
-		for _, p := range e.cards[i].Processes {
-			owner, ok := e.owners[proc{a.Worker, p.PID}]
-			if !ok && p.Hidden {
-				unknown = true
-			}
-			if !ok || owner != a.ID {
-				continue
-			}
-			if p.Used == gpu.Unknown {
-				unknown = true
-			} else {
-				sum += p.Used
-			}
-		}
-		most = max(most, sum)
+		u := on(a.ID, i)
+		most, unknown = max(most, u.bytes), unknown || u.unknown
 	}
 	return most, unknown
+}
+
+// use is what an attempt's processes hold on a card: their sum, and whether NVML could
+// not tell some of it.
+type use struct {
+	bytes   int64
+	unknown bool
+}
+
+// useOn is what attempt's processes hold on the card at position i. A process NVML
+// lists whose owner cannot be told could be anyone's.
+func (e *Engine) useOn(attempt string, i int) use {
+	c := &e.cards[i]
+	u := use{unknown: c.Fault != ""}
+	for _, p := range c.Processes {
+		owner, ok := e.owners[proc{c.Worker, p.PID}]
+		if !ok && p.Hidden {
+			u.unknown = true
+		}
+		if ok && owner == attempt {
+			u.add(p)
+		}
+	}
+	return u
+}
+
+// add counts a process's memory in.
+func (u *use) add(p gpu.Process) {
+	if p.Used == gpu.Unknown {
+		u.unknown = true
+	} else {
+		u.bytes += p.Used
+	}
+}
+
+// usesOf is useOn for every attempt on the cards, each card's processes read once
+// rather than once for each attempt on it: a round measures every running attempt.
+func (e *Engine) usesOf() func(attempt string, i int) use {
+	uses := e.uses
+	clear(uses)
+	anyones := make([]bool, len(e.cards))
+	for i, c := range e.cards {
+		anyones[i] = c.Fault != ""
+		for _, p := range c.Processes {
+			owner, ok := e.owners[proc{c.Worker, p.PID}]
+			if !ok {
+				anyones[i] = anyones[i] || p.Hidden
+				continue
+			}
+			u := uses[cardUse{owner, i}]
+			u.add(p)
+			uses[cardUse{owner, i}] = u
+		}
+	}
+	return func(attempt string, i int) use {
+		u := uses[cardUse{attempt, i}]
+		u.unknown = u.unknown || anyones[i]
+		return u
+	}
+}
+
+// cardUse is an attempt on the card at a position in Engine.cards.
+type cardUse struct {
+	attempt string
+	card    int
 }
 
 // learn takes an attempt's measured peaks as its shape's, if they say more than what is
