@@ -219,8 +219,13 @@ type Queue interface {
 func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
 	p := newPacker(cards, hosts, true)
 	d := Decision{Waiting: make([]Wait, 0, len(queue))}
-	for _, r := range queue {
-		if pl, w, ok := p.offer(r); ok {
+	for i := range queue {
+		r := &queue[i]
+		if w, ok := p.waits(r); ok {
+			// Most of a long queue: the quick answer, without a call that returns a
+			// placement too.
+			d.Waiting = append(d.Waiting, w)
+		} else if pl, w, ok := p.decide(r); ok {
 			d.Placements = append(d.Placements, pl)
 		} else {
 			d.Waiting = append(d.Waiting, w)
@@ -253,7 +258,7 @@ func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
 			break
 		}
 		reserved := p.res != nil
-		pl, _, ok := p.offer(r)
+		pl, _, ok := p.offer(&r)
 		if ok {
 			d.Placements = append(d.Placements, pl)
 		} else {
@@ -289,29 +294,44 @@ func (p *packer) measure() {
 // offer places r, or says why it waits. The first job that waits (but for host memory,
 // a size no card could take, or its own sweep's slots) gets the reservation, even in a
 // round in which every slot is taken: it has headed the queue since.
-func (p *packer) offer(r Request) (Placement, Wait, bool) {
+func (p *packer) offer(r *Request) (Placement, Wait, bool) {
+	if w, ok := p.waits(r); ok {
+		return Placement{}, w, false
+	}
+	return p.decide(r)
+}
+
+// waits reports whether r waits for what a job before it waited for, and why, without
+// looking at the cards.
+func (p *packer) waits(r *Request) (Wait, bool) {
 	if p.res != nil && r.Memory > p.roomiest {
 		// No card has room for it, and the reservation is made: Place needs no
 		// reason, and where no card has a slot, Pack's is the same for every job.
 		if p.roomiest == math.MinInt64 {
-			return Placement{}, Wait{Job: r.Job, Reason: NoSlot, Detail: "every card's slots are taken"}, false
+			return Wait{Job: r.Job, Reason: NoSlot, Detail: "every card's slots are taken"}, true
 		}
 		if !p.explain {
-			return Placement{}, Wait{Job: r.Job}, false
+			return Wait{Job: r.Job}, true
 		}
 	}
-	if p.explain {
-		f := fitOf(r)
-		w, ok := p.lastFailed, f == p.lastFit
-		if !ok {
-			w, ok = p.failed[f]
-		}
-		if ok {
-			p.lastFit, p.lastFailed = f, w
-			w.Job = r.Job
-			return Placement{}, w, false
-		}
+	if !p.explain {
+		return Wait{}, false
 	}
+	f := fitOf(r)
+	w, ok := p.lastFailed, f == p.lastFit
+	if !ok {
+		w, ok = p.failed[f]
+	}
+	if ok {
+		p.lastFit, p.lastFailed = f, w
+		w.Job = r.Job
+	}
+	return w, ok
+}
+
+// decide places r, or says why it waits, from the cards.
+func (p *packer) decide(rp *Request) (Placement, Wait, bool) {
+	r := *rp
 	// Host memory is checked before the cards, and a job that waits for it reserves
 	// no cards: RAM frees as jobs end anywhere on a machine, not on particular cards.
 	if free := p.mostHostFree(r); r.Host > free {
@@ -338,7 +358,7 @@ func (p *packer) offer(r Request) (Placement, Wait, bool) {
 	}
 	if p.explain {
 		// Place reads no job alike to one that waits (Queue.Pass).
-		p.failed[fitOf(r)] = w
+		p.failed[fitOf(rp)] = w
 	}
 	return Placement{}, w, false
 }
@@ -350,16 +370,23 @@ func (p *packer) full(smallest int64) bool { return p.roomiest < smallest }
 // fit is what decides whether a request fits: requests alike in it that come later in a
 // round fit no better, because placements only take room away. (A job's shape is
 // another thing: the parameters that what is learned of memory is shared by.)
+//
+// Its fields leave no padding, so that it hashes and compares as plain memory: Pack looks
+// one up for every job of a long queue.
 type fit struct {
 	memory, host int64
 	duration     time.Duration
 	quota        *Quota
 	gpus         int32
-	exclusive    bool
+	exclusive    int32 // 1: exclusive
 }
 
-func fitOf(r Request) fit {
-	return fit{r.Memory, r.Host, r.Duration, r.Quota, int32(max(r.GPUsPerJob, 1)), r.Exclusive}
+func fitOf(r *Request) fit {
+	f := fit{r.Memory, r.Host, r.Duration, r.Quota, int32(max(r.GPUsPerJob, 1)), 0}
+	if r.Exclusive {
+		f.exclusive = 1
+	}
+	return f
 }
 
 type packer struct {

@@ -250,8 +250,8 @@ func (g *grouped) Next(room int64) (Request, bool) {
 	for g.i < len(g.q) {
 		r := g.q[g.i]
 		g.i++
-		if !g.passed[fitOf(r)] && r.Memory <= room {
-			g.last = fitOf(r)
+		if !g.passed[fitOf(&r)] && r.Memory <= room {
+			g.last = fitOf(&r)
 			return r, true
 		}
 	}
