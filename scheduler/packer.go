@@ -513,7 +513,11 @@ func (p *packer) place(r Request, picked []int) Placement {
 	if r.Duration > 0 {
 		end.In = r.Duration
 	}
+	// Placing takes room and slots away from the picked cards only: the most free on
+	// a card with a slot changes only if one of them had it.
+	roomiest := false
 	for _, i := range picked {
+		roomiest = roomiest || p.cards[i].open() && p.cards[i].Free() == p.roomiest
 		if r.Quota != nil {
 			r.Quota.Free[i]--
 		}
@@ -533,7 +537,9 @@ func (p *packer) place(r Request, picked []int) Placement {
 		}
 		pl.Cards = append(pl.Cards, c.Index)
 	}
-	p.measure()
+	if roomiest {
+		p.measure()
+	}
 	return pl
 }
 
