@@ -222,9 +222,10 @@ func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
 	for i := range queue {
 		r := &queue[i]
 		if w, ok := p.waits(r); ok {
-			// Most of a long queue: the quick answer, without a call that returns a
-			// placement too.
-			d.Waiting = append(d.Waiting, w)
+			// Most of a long queue: the quick answer, copied once, without a call
+			// that returns a placement too.
+			d.Waiting = append(d.Waiting, *w)
+			d.Waiting[len(d.Waiting)-1].Job = r.Job
 		} else if pl, w, ok := p.decide(r); ok {
 			d.Placements = append(d.Placements, pl)
 		} else {
@@ -273,7 +274,8 @@ func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
 }
 
 func newPacker(cards []CardState, hosts Hosts, explain bool) *packer {
-	p := &packer{cards: slices.Clone(cards), failed: map[fit]Wait{}, hosts: maps.Clone(hosts), explain: explain}
+	p := &packer{cards: slices.Clone(cards), failed: map[fit]Wait{}, hosts: maps.Clone(hosts), explain: explain,
+		noSlot: Wait{Reason: NoSlot, Detail: "every card's slots are taken"}}
 	for i := range p.cards {
 		p.machines = p.machines || p.cards[i].Worker != p.cards[0].Worker
 	}
@@ -296,37 +298,37 @@ func (p *packer) measure() {
 // round in which every slot is taken: it has headed the queue since.
 func (p *packer) offer(r *Request) (Placement, Wait, bool) {
 	if w, ok := p.waits(r); ok {
-		return Placement{}, w, false
+		wait := *w
+		wait.Job = r.Job
+		return Placement{}, wait, false
 	}
 	return p.decide(r)
 }
 
 // waits reports whether r waits for what a job before it waited for, and why, without
-// looking at the cards.
-func (p *packer) waits(r *Request) (Wait, bool) {
+// looking at the cards. The Wait is the packer's, to be copied and given r's Job.
+func (p *packer) waits(r *Request) (*Wait, bool) {
 	if p.res != nil && r.Memory > p.roomiest {
 		// No card has room for it, and the reservation is made: Place needs no
 		// reason, and where no card has a slot, Pack's is the same for every job.
 		if p.roomiest == math.MinInt64 {
-			return Wait{Job: r.Job, Reason: NoSlot, Detail: "every card's slots are taken"}, true
+			return &p.noSlot, true
 		}
 		if !p.explain {
-			return Wait{Job: r.Job}, true
+			return &p.unexplained, true
 		}
 	}
 	if !p.explain {
-		return Wait{}, false
+		return nil, false
 	}
-	f := fitOf(r)
-	w, ok := p.lastFailed, f == p.lastFit
-	if !ok {
-		w, ok = p.failed[f]
-	}
-	if ok {
+	if f := fitOf(r); f != p.lastFit {
+		w, ok := p.failed[f]
+		if !ok {
+			return nil, false
+		}
 		p.lastFit, p.lastFailed = f, w
-		w.Job = r.Job
 	}
-	return w, ok
+	return &p.lastFailed, true
 }
 
 // decide places r, or says why it waits, from the cards.
@@ -400,7 +402,10 @@ type packer struct {
 	// hashes. lastFit is the zero fit when there is none.
 	lastFit    fit
 	lastFailed Wait
-	hosts      Hosts
+	// noSlot and unexplained are the answers of waits when no card has room for a job
+	// and the reservation is made: where no card has a slot, and in Place.
+	noSlot, unexplained Wait
+	hosts               Hosts
 	// machines: the cards are on more than one machine.
 	machines bool
 	explain  bool // build the details of reasons (Pack), or not (Place)
