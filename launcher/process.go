@@ -35,6 +35,10 @@ type Process struct {
 	// logLost is how much of the output the log could not take, and logErr why.
 	logLost int64
 	logErr  error
+	// outside are the processes of the attempt outside its group that Stop signalled:
+	// one that died of it before the leader did can no longer be told by its
+	// environment, and is reaped by pid (see remains.stop).
+	outside sync.Map
 }
 
 // GroupGrace is how long a process group has between SIGTERM and SIGKILL.
@@ -134,7 +138,14 @@ func (p *Process) wait(copied <-chan struct{}) {
 }
 
 // stopRest ends what is left of the attempt once its leader has exited.
-func (p *Process) stopRest(grace time.Duration) { p.remains().stop(grace) }
+func (p *Process) stopRest(grace time.Duration) {
+	seen := map[int]bool{}
+	p.outside.Range(func(pid, _ any) bool {
+		seen[pid.(int)] = true
+		return true
+	})
+	p.remains().stop(seen, grace)
+}
 
 // remains are the processes of an attempt: its process group (pgid; 0 when unknown) and
 // the processes that left it for sessions of their own but carry its identity, dir
@@ -143,23 +154,27 @@ type remains struct {
 	pgid int
 	dir  string
 	fs   procFS
+	// outside, if not nil, learns the processes outside the group that signal reaches.
+	outside *sync.Map
 }
 
-func (p *Process) remains() remains { return remains{pgid: p.PID(), dir: p.dir, fs: hostProcs} }
+func (p *Process) remains() remains {
+	return remains{pgid: p.PID(), dir: p.dir, fs: hostProcs, outside: &p.outside}
+}
 
 // stopRemains stops whatever still runs of the attempt in dir, whose supervisor is gone,
 // and reports whether anything did.
 func stopRemains(dir string, grace time.Duration) bool {
 	abs, err := filepath.Abs(dir)
-	return err == nil && remains{dir: abs, fs: hostProcs}.stop(grace)
+	return err == nil && remains{dir: abs, fs: hostProcs}.stop(map[int]bool{}, grace)
 }
 
 // stop ends the remains of an attempt: SIGTERM, then SIGKILL after grace (to what it
 // has seen of the attempt too, whose environment may no longer say so), until none is
 // left; gpuq's own children among them (orphans re-parented to it as a subreaper) are
-// reaped, so none is left a zombie. It reports whether anything was left.
-func (r remains) stop(grace time.Duration) bool {
-	seen := map[int]bool{}
+// reaped, so none is left a zombie. seen holds processes of the attempt already known.
+// It reports whether anything was left.
+func (r remains) stop(seen map[int]bool, grace time.Duration) bool {
 	if !r.left(seen) {
 		return false
 	}
@@ -178,13 +193,18 @@ func (r remains) stop(grace time.Duration) bool {
 	return true
 }
 
-// signal sends sig to the attempt's group and to its processes outside it.
+// signal sends sig to the attempt's processes outside its group, which outside learns
+// first, and then to the group: once the leader has ended, one of them that ended too
+// is known by its pid alone.
 func (r remains) signal(sig syscall.Signal) {
+	for _, pid := range r.fs.members(r.dir) {
+		if r.outside != nil {
+			r.outside.Store(pid, true)
+		}
+		syscall.Kill(pid, sig)
+	}
 	if r.pgid > 0 {
 		syscall.Kill(-r.pgid, sig)
-	}
-	for _, pid := range r.fs.members(r.dir) {
-		syscall.Kill(pid, sig)
 	}
 }
 

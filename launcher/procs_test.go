@@ -132,7 +132,8 @@ r, w = os.pipe()
 pid = os.fork()
 if pid == 0:
     os.setsid()
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if not os.environ.get("TERM_ENDS_IT"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     os.write(w, b"x")
     time.sleep(120)
     os._exit(0)
@@ -142,7 +143,9 @@ if not os.environ.get("LEAVE"):
     time.sleep(120)
 `
 
-func startPython(t *testing.T, leave bool) (p *Process, root string, workerPID int) {
+// startPython starts the worker script above as an attempt, with env (LEAVE=1: the
+// leader exits at once; TERM_ENDS_IT=1: the worker does not ignore SIGTERM).
+func startPython(t *testing.T, env ...string) (p *Process, root string, workerPID int) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3")
@@ -157,10 +160,7 @@ func startPython(t *testing.T, leave bool) (p *Process, root string, workerPID i
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent := os.Environ()
-	if leave {
-		parent = append(parent, "LEAVE=1")
-	}
+	parent := append(os.Environ(), env...)
 	c, err := Prepare(Attempt{Sweep: sw, JobID: "w.1", N: 1, Params: sw.Jobs[0].Params, Dir: dir, Cards: []Card{{Index: 0}}}, parent)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestWorkerInANewSessionIsTheAttempts(t *testing.T) {
 	old := GroupGrace
 	GroupGrace = 300 * time.Millisecond
 	defer func() { GroupGrace = old }()
-	p, root, w := startPython(t, false)
+	p, root, w := startPython(t)
 	if st, ok := hostProcs.stat(w); !ok || st.sid == p.PID() {
 		t.Fatalf("worker %d: %+v, want a session of its own", w, st)
 	}
@@ -209,13 +209,24 @@ func TestWorkerInANewSessionIsTheAttempts(t *testing.T) {
 	assertGone(t, []int{p.PID(), w})
 }
 
+// TestAWorkerStoppedFirstIsReaped: a worker in a session of its own that Stop's
+// SIGTERM ends before its leader is gone is, by the time the leader is, a zombie whose
+// environment no longer names the attempt, handed to gpuq as the subreaper: it is
+// reaped all the same, not left a zombie for as long as gpuq runs.
+func TestAWorkerStoppedFirstIsReaped(t *testing.T) {
+	p, _, w := startPython(t, "TERM_ENDS_IT=1")
+	p.Stop(GroupGrace)
+	waitDone(t, p)
+	assertGone(t, []int{p.PID(), w})
+}
+
 // TestLeaderExitStopsWorkerInANewSession: nothing an attempt started outlives it, not
 // even a worker in a session of its own.
 func TestLeaderExitStopsWorkerInANewSession(t *testing.T) {
 	old := GroupGrace
 	GroupGrace = 300 * time.Millisecond
 	defer func() { GroupGrace = old }()
-	p, _, w := startPython(t, true)
+	p, _, w := startPython(t, "LEAVE=1")
 	waitDone(t, p)
 	if e := p.Exit(); e.Code != 0 || e.Cancelled {
 		t.Errorf("exit %+v, want status 0", e)
