@@ -37,7 +37,7 @@ func (e *Engine) Backlog() (Backlog, error) {
 		need[r.Job] = Need{Cards: max(r.GPUsPerJob, 1), Duration: r.Duration}
 	}
 	b := Backlog{Reasons: map[Reason]int{}}
-	for _, w := range Pack(queue, v.cards, v.hosts).Waiting {
+	for w := range Pack(queue, v.cards, v.hosts).Waiting.All() {
 		b.Jobs++
 		b.Reasons[w.Reason]++
 		b.GPUsPerJob = max(b.GPUsPerJob, need[w.Job].Cards)

@@ -212,12 +212,15 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 	if slices.ContainsFunc(probing, func(q *Job) bool { return q.ID == id }) {
 		return "", probeDetail(snap, j), nil
 	}
-	if i := slices.IndexFunc(d.Waiting, func(w Wait) bool { return w.Job == id }); i >= 0 {
-		detail := d.Waiting[i].Detail
+	for w := range d.Waiting.All() {
+		if w.Job != id {
+			continue
+		}
+		detail := w.Detail
 		if out := e.outOfService(); out != "" {
 			detail += "; " + out
 		}
-		return d.Waiting[i].Reason, detail, nil
+		return w.Reason, detail, nil
 	}
 	return "", "it fits now and starts at the next round", nil
 }

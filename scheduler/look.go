@@ -66,8 +66,8 @@ func (e *Engine) Waits() (map[string]Wait, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]Wait, len(d.Waiting)+len(probing))
-	for _, w := range d.Waiting {
+	out := make(map[string]Wait, d.Waiting.Len()+len(probing))
+	for w := range d.Waiting.All() {
 		out[w.Job] = w
 	}
 	for _, j := range probing {

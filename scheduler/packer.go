@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -167,10 +168,46 @@ type Wait struct {
 	Detail string
 }
 
+// Waits are the jobs a Pack did not place, in queue order. Jobs that wait alike share
+// one explanation: it is built once, and each job only refers to it and to its request,
+// so a queue of 10,000 jobs costs no 10,000 copies of a reason (nor the garbage
+// collector's scanning of them). It reads the queue given to Pack, which must not change
+// while it is read.
+type Waits struct {
+	queue []Request
+	jobs  []waiting
+	whys  []Wait // by waiting.why; Job is not set
+}
+
+// waiting is a job that waits: its position in the queue and in whys. It holds no
+// pointer, so that the collector need not look inside a list of them.
+type waiting struct{ job, why int32 }
+
+// Len is how many jobs wait.
+func (ws Waits) Len() int { return len(ws.jobs) }
+
+// At is the i-th job that waits, and why.
+func (ws Waits) At(i int) Wait {
+	w := ws.whys[ws.jobs[i].why]
+	w.Job = ws.queue[ws.jobs[i].job].Job
+	return w
+}
+
+// All yields the jobs that wait, in queue order.
+func (ws Waits) All() iter.Seq[Wait] {
+	return func(yield func(Wait) bool) {
+		for i := range ws.jobs {
+			if !yield(ws.At(i)) {
+				return
+			}
+		}
+	}
+}
+
 // Decision is the packer's answer for one round.
 type Decision struct {
 	Placements []Placement
-	Waiting    []Wait // only from Pack
+	Waiting    Waits // only from Pack
 	// Reservation is what is kept for the first job in the queue that waits; nil when
 	// no job waits for cards.
 	Reservation *Reservation
@@ -218,20 +255,23 @@ type Queue interface {
 // higher priority may still overtake it, by design.
 func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
 	p := newPacker(cards, hosts, true)
-	d := Decision{Waiting: make([]Wait, 0, len(queue))}
+	jobs := make([]waiting, 0, len(queue))
+	var d Decision
 	for i := range queue {
 		r := &queue[i]
-		if w, ok := p.waits(r); ok {
-			// Most of a long queue: the quick answer, copied once, without a call
-			// that returns a placement too.
-			d.Waiting = append(d.Waiting, *w)
-			d.Waiting[len(d.Waiting)-1].Job = r.Job
-		} else if pl, w, ok := p.decide(r); ok {
-			d.Placements = append(d.Placements, pl)
-		} else {
-			d.Waiting = append(d.Waiting, w)
+		// Most of a long queue waits as a job before it did: the quick answer, without
+		// a call that returns a placement too.
+		why, ok := p.waits(r)
+		if !ok {
+			var pl Placement
+			if pl, why, ok = p.decide(r); ok {
+				d.Placements = append(d.Placements, pl)
+				continue
+			}
 		}
+		jobs = append(jobs, waiting{int32(i), why})
 	}
+	d.Waiting = Waits{queue: queue, jobs: jobs, whys: p.whys}
 	d.Reservation = p.reservation()
 	return d
 }
@@ -259,7 +299,7 @@ func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
 			break
 		}
 		reserved := p.res != nil
-		pl, _, ok := p.offer(&r)
+		pl, ok := p.offer(&r)
 		if ok {
 			d.Placements = append(d.Placements, pl)
 		} else {
@@ -274,8 +314,8 @@ func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
 }
 
 func newPacker(cards []CardState, hosts Hosts, explain bool) *packer {
-	p := &packer{cards: slices.Clone(cards), failed: map[fit]Wait{}, hosts: maps.Clone(hosts), explain: explain,
-		noSlot: Wait{Reason: NoSlot, Detail: "every card's slots are taken"}}
+	p := &packer{cards: slices.Clone(cards), failed: map[int64]int32{}, hosts: maps.Clone(hosts), explain: explain,
+		whys: []Wait{noSlot: {Reason: NoSlot, Detail: "every card's slots are taken"}}}
 	for i := range p.cards {
 		p.machines = p.machines || p.cards[i].Worker != p.cards[0].Worker
 	}
@@ -293,59 +333,83 @@ func (p *packer) measure() {
 	}
 }
 
-// offer places r, or says why it waits. The first job that waits (but for host memory,
-// a size no card could take, or its own sweep's slots) gets the reservation, even in a
-// round in which every slot is taken: it has headed the queue since.
-func (p *packer) offer(r *Request) (Placement, Wait, bool) {
-	if w, ok := p.waits(r); ok {
-		wait := *w
-		wait.Job = r.Job
-		return Placement{}, wait, false
+// offer places r, or reports that it waits. The first job that waits (but for host
+// memory, a size no card could take, or its own sweep's slots) gets the reservation,
+// even in a round in which every slot is taken: it has headed the queue since.
+func (p *packer) offer(r *Request) (Placement, bool) {
+	if _, ok := p.waits(r); ok {
+		return Placement{}, false
 	}
-	return p.decide(r)
+	pl, _, ok := p.decide(r)
+	return pl, ok
 }
 
-// waits reports whether r waits for what a job before it waited for, and why, without
-// looking at the cards. The Wait is the packer's, to be copied and given r's Job.
-func (p *packer) waits(r *Request) (*Wait, bool) {
+// waits reports whether r waits for what a job before it waited for, without looking at
+// the cards, and, in Pack, why (a position in whys).
+func (p *packer) waits(r *Request) (int32, bool) {
 	if p.res != nil && r.Memory > p.roomiest {
 		// No card has room for it, and the reservation is made: Place needs no
 		// reason, and where no card has a slot, Pack's is the same for every job.
-		if p.roomiest == math.MinInt64 {
-			return &p.noSlot, true
-		}
-		if !p.explain {
-			return &p.unexplained, true
+		if p.roomiest == math.MinInt64 || !p.explain {
+			return noSlot, true
 		}
 	}
 	if !p.explain {
-		return nil, false
+		return 0, false
 	}
 	if f := fitOf(r); f != p.lastFit {
-		w, ok := p.failed[f]
+		why, ok := p.failedFor(f)
 		if !ok {
-			return nil, false
+			return 0, false
 		}
-		p.lastFit, p.lastFailed = f, w
+		p.lastFit, p.lastWhy = f, why
 	}
-	return &p.lastFailed, true
+	return p.lastWhy, true
 }
 
-// decide places r, or says why it waits, from the cards.
-func (p *packer) decide(rp *Request) (Placement, Wait, bool) {
+// failedFor finds the fit among those that waited this round, and why they did.
+func (p *packer) failedFor(f fit) (int32, bool) {
+	k, ok := p.failed[f.memory]
+	for ; ok && k >= 0; k = p.fails[k].next {
+		if p.fails[k].fit == f {
+			return p.fails[k].why, true
+		}
+	}
+	return 0, false
+}
+
+// fail notes that requests of fit f wait, and why.
+func (p *packer) fail(f fit, why int32) {
+	next, ok := p.failed[f.memory]
+	if !ok {
+		next = -1
+	}
+	p.failed[f.memory] = int32(len(p.fails))
+	p.fails = append(p.fails, failure{f, why, next})
+}
+
+// explained keeps w among whys, and returns its position there.
+func (p *packer) explained(w Wait) int32 {
+	w.Job = ""
+	p.whys = append(p.whys, w)
+	return int32(len(p.whys) - 1)
+}
+
+// decide places r, or says why it waits, from the cards: in Pack, a position in whys.
+func (p *packer) decide(rp *Request) (Placement, int32, bool) {
 	r := *rp
 	// Host memory is checked before the cards, and a job that waits for it reserves
 	// no cards: RAM frees as jobs end anywhere on a machine, not on particular cards.
 	if free := p.mostHostFree(r); r.Host > free {
-		w := Wait{Job: r.Job, Reason: NoHostMemory}
-		if p.explain {
-			w.Detail = fmt.Sprintf("needs %s of host RAM; %s is free after the reserve", plans.FormatSize(r.Host), plans.FormatSize(max(free, 0)))
+		if !p.explain {
+			return Placement{}, 0, false
 		}
-		return Placement{}, w, false
+		return Placement{}, p.explained(Wait{Reason: NoHostMemory, Detail: fmt.Sprintf("needs %s of host RAM; %s is free after the reserve",
+			plans.FormatSize(r.Host), plans.FormatSize(max(free, 0)))}), false
 	}
 	if r.Memory <= p.roomiest {
 		if picked := p.pick(r); picked != nil {
-			return p.place(r, picked), Wait{}, true
+			return p.place(r, picked), 0, true
 		}
 	}
 	// Place needs no reason once the reservation is made.
@@ -355,14 +419,18 @@ func (p *packer) decide(rp *Request) (Placement, Wait, bool) {
 	}
 	if p.res == nil && reserves {
 		p.reserve(r)
-		clear(p.failed) // a reservation changes why later jobs wait
+		// A reservation changes why later jobs wait.
+		clear(p.failed)
+		p.fails = p.fails[:0]
 		p.lastFit = fit{}
 	}
-	if p.explain {
+	if !p.explain {
 		// Place reads no job alike to one that waits (Queue.Pass).
-		p.failed[fitOf(rp)] = w
+		return Placement{}, 0, false
 	}
-	return Placement{}, w, false
+	why := p.explained(w)
+	p.fail(fitOf(rp), why)
+	return Placement{}, why, false
 }
 
 // full reports whether no job of at least smallest bytes per card could start on any
@@ -391,21 +459,36 @@ func fitOf(r *Request) fit {
 	return f
 }
 
+// failure is a fit whose requests wait this round, and why; next is the position in
+// packer.fails of another fit of the same memory, or -1.
+type failure struct {
+	fit  fit
+	why  int32
+	next int32
+}
+
+// noSlot is the position in packer.whys of the answer of waits when no card has a slot
+// and the reservation is made: the same for every job.
+const noSlot = 0
+
 type packer struct {
 	cards    []CardState
 	res      *reservation
 	scratch  []int
 	roomiest int64 // the most free on a card with a free slot; MinInt64: no slot
-	failed   map[fit]Wait
-	// lastFit and lastFailed are the fit looked up last in failed, and its Wait: the
-	// queue offers jobs alike one after another, and a struct compares faster than it
+	// whys are the explanations of this round's waits (Pack's), shared by the jobs
+	// that wait alike.
+	whys []Wait
+	// failed finds the fits that waited this round in fails, by memory: a map keyed by
+	// an integer is much cheaper to look up than one keyed by the whole fit.
+	failed map[int64]int32
+	fails  []failure
+	// lastFit and lastWhy are the fit looked up last, and why it waits: the queue
+	// offers jobs alike one after another, and a struct compares faster than it
 	// hashes. lastFit is the zero fit when there is none.
-	lastFit    fit
-	lastFailed Wait
-	// noSlot and unexplained are the answers of waits when no card has room for a job
-	// and the reservation is made: where no card has a slot, and in Place.
-	noSlot, unexplained Wait
-	hosts               Hosts
+	lastFit fit
+	lastWhy int32
+	hosts   Hosts
 	// machines: the cards are on more than one machine.
 	machines bool
 	explain  bool // build the details of reasons (Pack), or not (Place)

@@ -116,7 +116,7 @@ func TestPackProperties(t *testing.T) {
 				t.Fatalf("seed %d: card %d shared with an exclusive job", seed, i)
 			}
 		}
-		for _, w := range d.Waiting {
+		for w := range d.Waiting.All() {
 			if seen[w.Job] {
 				t.Fatalf("seed %d: %s both placed and waiting", seed, w.Job)
 			}

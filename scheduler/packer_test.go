@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func describe(d Decision) string {
 			lines = append(lines, fmt.Sprintf("%s -> %v", p.Job, p.Cards))
 		}
 	}
-	for _, w := range d.Waiting {
+	for w := range d.Waiting.All() {
 		lines = append(lines, fmt.Sprintf("%s waits: %s", w.Job, w.Reason))
 	}
 	if r := d.Reservation; r != nil {
@@ -265,8 +266,8 @@ func TestPackHostMemory(t *testing.T) {
 	if d.Reservation != nil {
 		t.Errorf("a job waiting for RAM reserved cards for %s", d.Reservation.Job)
 	}
-	if w := Pack(q, cards, nil).Waiting; len(w) != 0 {
-		t.Errorf("with no host figure every job fits: %v", w)
+	if w := Pack(q, cards, nil).Waiting; w.Len() != 0 {
+		t.Errorf("with no host figure every job fits: %v", slices.Collect(w.All()))
 	}
 }
 

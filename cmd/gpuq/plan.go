@@ -116,14 +116,14 @@ func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d schedu
 		return err
 	}
 	fmt.Fprintf(io.Out, "\n%d of %d jobs start now", len(d.Placements), len(sw.Jobs))
-	if len(d.Waiting) == 0 {
+	if d.Waiting.Len() == 0 {
 		fmt.Fprintln(io.Out, ".")
 		return nil
 	}
-	fmt.Fprintf(io.Out, "; %d wait:\n", len(d.Waiting))
+	fmt.Fprintf(io.Out, "; %d wait:\n", d.Waiting.Len())
 	tw = newFitTable(io.Out, width, 1, 0).cutStarts(0)
 	fmt.Fprintln(tw, "JOB\tNAME\tESTIMATE\tWAITS BECAUSE")
-	for _, w := range d.Waiting {
+	for w := range d.Waiting.All() {
 		j := byID[w.Job]
 		why := string(w.Reason) + ": " + w.Detail
 		if r := d.Reservation; r != nil && w.Job == r.Job {
@@ -294,7 +294,7 @@ func planJSON(p *prepared, states []scheduler.CardState, d scheduler.Decision) p
 	for _, pl := range d.Placements {
 		out.Placements = append(out.Placements, planPlacement{Job: pl.Job, GPU: pl.Cards[0], GPUs: pl.Cards})
 	}
-	for _, w := range d.Waiting {
+	for w := range d.Waiting.All() {
 		pw := planWait{Job: w.Job, Reason: string(w.Reason), Detail: w.Detail}
 		if r := d.Reservation; r != nil && w.Job == r.Job {
 			pw.ReservedGPUs = r.Cards
