@@ -357,21 +357,23 @@ func (p *packer) waits(r *Request) (int32, bool) {
 	if !p.explain {
 		return 0, false
 	}
-	if f := fitOf(r); f != p.lastFit {
-		why, ok := p.failedFor(f)
+	f := fitOf(r)
+	seen := &p.seen[uint64(f.memory)*0x9e3779b97f4a7c15>>(64-seenBits)]
+	if !f.is(&seen.fit) {
+		why, ok := p.failedFor(&f)
 		if !ok {
 			return 0, false
 		}
-		p.lastFit, p.lastWhy = f, why
+		*seen = failure{fit: f, why: why}
 	}
-	return p.lastWhy, true
+	return seen.why, true
 }
 
 // failedFor finds the fit among those that waited this round, and why they did.
-func (p *packer) failedFor(f fit) (int32, bool) {
+func (p *packer) failedFor(f *fit) (int32, bool) {
 	k, ok := p.failed[f.memory]
 	for ; ok && k >= 0; k = p.fails[k].next {
-		if p.fails[k].fit == f {
+		if p.fails[k].fit.is(f) {
 			return p.fails[k].why, true
 		}
 	}
@@ -422,7 +424,7 @@ func (p *packer) decide(rp *Request) (Placement, int32, bool) {
 		// A reservation changes why later jobs wait.
 		clear(p.failed)
 		p.fails = p.fails[:0]
-		p.lastFit = fit{}
+		clear(p.seen[:])
 	}
 	if !p.explain {
 		// Place reads no job alike to one that waits (Queue.Pass).
@@ -440,15 +442,20 @@ func (p *packer) full(smallest int64) bool { return p.roomiest < smallest }
 // fit is what decides whether a request fits: requests alike in it that come later in a
 // round fit no better, because placements only take room away. (A job's shape is
 // another thing: the parameters that what is learned of memory is shared by.)
-//
-// Its fields leave no padding, so that it hashes and compares as plain memory: Pack looks
-// one up for every job of a long queue.
 type fit struct {
 	memory, host int64
 	duration     time.Duration
 	quota        *Quota
 	gpus         int32
 	exclusive    int32 // 1: exclusive
+}
+
+// is reports whether f and g are the same fit. Pack asks it for every job of a long
+// queue: fits that differ mostly differ in memory, and comparing field by field stops
+// there, where == compares all 40 bytes in a call.
+func (f *fit) is(g *fit) bool {
+	return f.memory == g.memory && f.host == g.host && f.duration == g.duration && f.quota == g.quota &&
+		f.gpus == g.gpus && f.exclusive == g.exclusive
 }
 
 func fitOf(r *Request) fit {
@@ -467,6 +474,9 @@ type failure struct {
 	next int32
 }
 
+// seenBits sizes packer.seen: 16 fits.
+const seenBits = 4
+
 // noSlot is the position in packer.whys of the answer of waits when no card has a slot
 // and the reservation is made: the same for every job.
 const noSlot = 0
@@ -483,12 +493,11 @@ type packer struct {
 	// an integer is much cheaper to look up than one keyed by the whole fit.
 	failed map[int64]int32
 	fails  []failure
-	// lastFit and lastWhy are the fit looked up last, and why it waits: the queue
-	// offers jobs alike one after another, and a struct compares faster than it
-	// hashes. lastFit is the zero fit when there is none.
-	lastFit fit
-	lastWhy int32
-	hosts   Hosts
+	// seen are fits found in failed lately, by a hash of their memory (Fibonacci
+	// hashing): a queue offers jobs of a few fits, over and over, and a struct
+	// compares faster than a map is read. The zero fit, which no request has, is none.
+	seen  [1 << seenBits]failure
+	hosts Hosts
 	// machines: the cards are on more than one machine.
 	machines bool
 	explain  bool // build the details of reasons (Pack), or not (Place)
