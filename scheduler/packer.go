@@ -169,35 +169,64 @@ type Wait struct {
 }
 
 // Waits are the jobs a Pack did not place, in queue order. Jobs that wait alike share
-// one explanation: it is built once, and each job only refers to it and to its request,
+// one explanation: it is built once, and each job only refers to it by a small number,
 // so a queue of 10,000 jobs costs no 10,000 copies of a reason (nor the garbage
-// collector's scanning of them). It reads the queue given to Pack, which must not change
-// while it is read.
+// collector's scanning of them, nor a collection as often). It reads the queue given to
+// Pack, which must not change while it is read.
 type Waits struct {
 	queue []Request
-	jobs  []waiting
-	whys  []Wait // by waiting.why; Job is not set
+	why   whyOf
+	whys  []Wait // by position in why; Job is not set, and whys[placed] is none
+	n     int
 }
 
-// waiting is a job that waits: its position in the queue and in whys. It holds no
-// pointer, so that the collector need not look inside a list of them.
-type waiting struct{ job, why int32 }
+// placed is the position in whys of a job that does not wait.
+const placed = 0
+
+// whyOf is, by queue position, the position in whys of why the job waits (or placed):
+// a byte each while there are fewer than 256 explanations, as nearly always, four when
+// there are more. It holds no pointer, so that the collector need not look inside it.
+type whyOf struct {
+	narrow []uint8 // nil once wide
+	wide   []int32
+}
+
+func (w *whyOf) set(i int, why int32) {
+	if w.wide == nil && why <= math.MaxUint8 {
+		w.narrow[i] = uint8(why)
+		return
+	}
+	if w.wide == nil {
+		w.wide = make([]int32, len(w.narrow))
+		for j, k := range w.narrow {
+			w.wide[j] = int32(k)
+		}
+		w.narrow = nil
+	}
+	w.wide[i] = why
+}
+
+func (w *whyOf) get(i int) int32 {
+	if w.wide == nil {
+		return int32(w.narrow[i])
+	}
+	return w.wide[i]
+}
 
 // Len is how many jobs wait.
-func (ws Waits) Len() int { return len(ws.jobs) }
-
-// At is the i-th job that waits, and why.
-func (ws Waits) At(i int) Wait {
-	w := ws.whys[ws.jobs[i].why]
-	w.Job = ws.queue[ws.jobs[i].job].Job
-	return w
-}
+func (ws Waits) Len() int { return ws.n }
 
 // All yields the jobs that wait, in queue order.
 func (ws Waits) All() iter.Seq[Wait] {
 	return func(yield func(Wait) bool) {
-		for i := range ws.jobs {
-			if !yield(ws.At(i)) {
+		for i := range ws.queue {
+			k := ws.why.get(i)
+			if k == placed {
+				continue
+			}
+			w := ws.whys[k]
+			w.Job = ws.queue[i].Job
+			if !yield(w) {
 				return
 			}
 		}
@@ -255,8 +284,7 @@ type Queue interface {
 // higher priority may still overtake it, by design.
 func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
 	p := newPacker(cards, hosts, true)
-	jobs := make([]waiting, 0, len(queue))
-	var d Decision
+	d := Decision{Waiting: Waits{queue: queue, why: whyOf{narrow: make([]uint8, len(queue))}}}
 	for i := range queue {
 		r := &queue[i]
 		// Most of a long queue waits as a job before it did: the quick answer, without
@@ -269,9 +297,10 @@ func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
 				continue
 			}
 		}
-		jobs = append(jobs, waiting{int32(i), why})
+		d.Waiting.why.set(i, why)
+		d.Waiting.n++
 	}
-	d.Waiting = Waits{queue: queue, jobs: jobs, whys: p.whys}
+	d.Waiting.whys = p.whys
 	d.Reservation = p.reservation()
 	return d
 }
@@ -315,7 +344,7 @@ func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
 
 func newPacker(cards []CardState, hosts Hosts, explain bool) *packer {
 	p := &packer{cards: slices.Clone(cards), failed: map[int64]int32{}, hosts: maps.Clone(hosts), explain: explain,
-		whys: []Wait{noSlot: {Reason: NoSlot, Detail: "every card's slots are taken"}}}
+		whys: []Wait{placed: {}, noSlot: {Reason: NoSlot, Detail: "every card's slots are taken"}}}
 	for i := range p.cards {
 		p.machines = p.machines || p.cards[i].Worker != p.cards[0].Worker
 	}
@@ -479,7 +508,7 @@ const seenBits = 4
 
 // noSlot is the position in packer.whys of the answer of waits when no card has a slot
 // and the reservation is made: the same for every job.
-const noSlot = 0
+const noSlot = 1
 
 type packer struct {
 	cards    []CardState

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuq/gpuq/plans"
 )
 
 const gib = int64(1) << 30
@@ -246,6 +248,32 @@ func TestPackDoesNotMutateInput(t *testing.T) {
 	Pack([]Request{{Job: "a", Memory: gib}}, cards, nil)
 	if !reflect.DeepEqual(before, cards[0]) {
 		t.Error("Pack changed its input")
+	}
+}
+
+// TestPackManyExplanations: past 255 distinct explanations a round's waits are kept wider,
+// and each job still reads its own; a placed job among them does not wait.
+func TestPackManyExplanations(t *testing.T) {
+	cards := []CardState{{Index: 0, Total: 1024 * gib, Used: 1023 * gib, Reserved: 1023 * gib, Running: 1, Slots: 2}}
+	var q []Request
+	for i := range 300 {
+		q = append(q, Request{Job: fmt.Sprint("j", i), Memory: int64(2+i) * gib})
+	}
+	q = append(q, Request{Job: "small", Memory: gib})
+	d := Pack(q, cards, nil)
+	if len(d.Placements) != 1 || d.Placements[0].Job != "small" {
+		t.Fatalf("placements %v, want small alone", d.Placements)
+	}
+	if d.Waiting.Len() != 300 {
+		t.Fatalf("%d wait, want 300", d.Waiting.Len())
+	}
+	i := 0
+	for w := range d.Waiting.All() {
+		need := "needs " + plans.FormatSize(int64(2+i)*gib) + " per card"
+		if w.Job != q[i].Job || w.Reason != NoMemory || !strings.HasPrefix(w.Detail, need) {
+			t.Fatalf("wait %d: %s %s %q, want %s %s %q...", i, w.Job, w.Reason, w.Detail, q[i].Job, NoMemory, need)
+		}
+		i++
 	}
 }
 
