@@ -439,7 +439,7 @@ func (p *packer) decide(rp *Request) (Placement, int32, bool) {
 			plans.FormatSize(r.Host), plans.FormatSize(max(free, 0)))}), false
 	}
 	if r.Memory <= p.roomiest {
-		if picked := p.pick(r); picked != nil {
+		if picked := p.pick(&r); picked != nil {
 			return p.place(r, picked), 0, true
 		}
 	}
@@ -564,27 +564,25 @@ type reservation struct {
 	head  Request
 }
 
-func (p *packer) fits(i int, r Request) bool {
+func (p *packer) fits(i int, r *Request) bool {
 	c := &p.cards[i]
-	if r.Quota.full(i) {
+	// What most cards fail on first: pick asks every card for each job it places.
+	if !c.open() || c.Free() < r.Memory {
 		return false
 	}
-	if !c.open() {
+	if r.Quota.full(i) {
 		return false
 	}
 	if r.Exclusive && c.Running > 0 {
 		return false
 	}
-	if !p.inTime(i, r) || r.Host > 0 && p.hostFree(c.Worker) < r.Host {
-		return false
-	}
-	return c.Free() >= r.Memory
+	return p.inTime(i, r) && (r.Host <= 0 || p.hostFree(c.Worker) >= r.Host)
 }
 
 // mayUse reports whether r may start on card i as far as the reservation goes: the card
 // is not reserved, or r ends before the reservation is due, or it is not due yet, or r
 // leaves the head its room.
-func (p *packer) mayUse(i int, r Request) bool {
+func (p *packer) mayUse(i int, r *Request) bool {
 	res := p.res
 	if res == nil || !res.on[i] || p.endsBefore(r) || !res.Due {
 		return true
@@ -593,12 +591,12 @@ func (p *packer) mayUse(i int, r Request) bool {
 }
 
 // endsBefore reports whether r is expected to end before the reservation is due.
-func (p *packer) endsBefore(r Request) bool {
+func (p *packer) endsBefore(r *Request) bool {
 	return p.res.In != Unknown && r.Duration > 0 && r.Duration <= p.res.In
 }
 
 // pick returns the positions of the cards r should start on, or nil.
-func (p *packer) pick(r Request) []int {
+func (p *packer) pick(r *Request) []int {
 	cands := p.scratch[:0]
 	for i := range p.cards {
 		if p.fits(i, r) && p.mayUse(i, r) {
@@ -657,7 +655,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 		// The caller's slice is not ours to append to.
 		at, _ := slices.BinarySearchFunc(c.Ends, end.In, func(e Release, in time.Duration) int { return cmp.Compare(e.In, in) })
 		c.Ends = slices.Insert(slices.Clip(c.Ends), at, end)
-		if res := p.res; res != nil && res.on[i] && !p.endsBefore(r) {
+		if res := p.res; res != nil && res.on[i] && !p.endsBefore(&r) {
 			res.room[i] -= r.Memory
 			res.slots[i]--
 		}
@@ -677,7 +675,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 // would put a 14 GiB job on a two-slot 24 GiB card as readily as on a one-slot one,
 // stranding the second slot beside 8 GiB that no 10 GiB job can use. With no slot limit
 // it is plain best fit on memory: the card left with the least free memory.
-func (p *packer) leftover(i int, r Request) float64 {
+func (p *packer) leftover(i int, r *Request) float64 {
 	c := p.cards[i]
 	room := float64(max(c.room(), 1))
 	mem := float64(c.Free()-r.Memory) / room
@@ -693,7 +691,7 @@ func (p *packer) leftover(i int, r Request) float64 {
 // the machine's plan, or r's sweep's own where that leaves fewer free. So a sweep
 // limited to its own plan on a machine with no slot limit (the daemon's default) is
 // packed as it is alone on a machine with that plan (gpuq run).
-func (p *packer) slots(i int, r Request) (limit, taken int) {
+func (p *packer) slots(i int, r *Request) (limit, taken int) {
 	c := p.cards[i]
 	if q := r.Quota; q != nil && q.Free[i] < c.Slots-c.Running {
 		return q.Slots[i], q.Slots[i] - q.Free[i]
@@ -830,7 +828,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 			continue
 		}
 		withSlot = max(withSlot, slotted.add(c.Worker))
-		if p.fits(i, r) && !p.mayUse(i, r) {
+		if p.fits(i, &r) && !p.mayUse(i, &r) {
 			reservedFits++
 		}
 		if f := c.Free(); f > bestFree {
@@ -959,7 +957,7 @@ func (m *machineCount) add(worker string) int {
 }
 
 // couldTake reports whether card i could take r were none of gpuq's jobs on it.
-func (p *packer) couldTake(i int, r Request) bool { return p.couldHold(i, r) && p.inTime(i, r) }
+func (p *packer) couldTake(i int, r Request) bool { return p.couldHold(i, r) && p.inTime(i, &r) }
 
 // couldHold reports whether card i could take r were none of gpuq's jobs on it and
 // its machine's time no limit.
@@ -969,7 +967,7 @@ func (p *packer) couldHold(i int, r Request) bool {
 }
 
 // inTime reports whether r is expected to end before card i's machine does.
-func (p *packer) inTime(i int, r Request) bool {
+func (p *packer) inTime(i int, r *Request) bool {
 	c := &p.cards[i]
 	return c.Left == 0 || r.Duration <= c.Left
 }
