@@ -355,8 +355,8 @@ func newPacker(cards []CardState, hosts Hosts, explain bool) *packer {
 // measure finds the most memory free on a card with a free slot.
 func (p *packer) measure() {
 	p.roomiest = math.MinInt64
-	for _, c := range p.cards {
-		if c.open() {
+	for i := range p.cards {
+		if c := &p.cards[i]; c.open() {
 			p.roomiest = max(p.roomiest, c.Free())
 		}
 	}
@@ -676,7 +676,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 // stranding the second slot beside 8 GiB that no 10 GiB job can use. With no slot limit
 // it is plain best fit on memory: the card left with the least free memory.
 func (p *packer) leftover(i int, r *Request) float64 {
-	c := p.cards[i]
+	c := &p.cards[i]
 	room := float64(max(c.room(), 1))
 	mem := float64(c.Free()-r.Memory) / room
 	score := mem * mem
@@ -692,7 +692,7 @@ func (p *packer) leftover(i int, r *Request) float64 {
 // limited to its own plan on a machine with no slot limit (the daemon's default) is
 // packed as it is alone on a machine with that plan (gpuq run).
 func (p *packer) slots(i int, r *Request) (limit, taken int) {
-	c := p.cards[i]
+	c := &p.cards[i]
 	if q := r.Quota; q != nil && q.Free[i] < c.Slots-c.Running {
 		return q.Slots[i], q.Slots[i] - q.Free[i]
 	}
@@ -783,7 +783,7 @@ func (p *packer) freeAt(i int, r Request) (at time.Duration, ends int, ok bool) 
 // after is the free memory and the attempts on card i once its first n attempts to end
 // have.
 func (p *packer) after(i, n int) (free int64, running int) {
-	c := p.cards[i]
+	c := &p.cards[i]
 	free = c.Free()
 	for _, e := range c.Ends[:n] {
 		free += e.Memory
