@@ -386,9 +386,9 @@ func (p *packer) waits(r *Request) (int32, bool) {
 	if !p.explain {
 		return 0, false
 	}
-	f := fitOf(r)
-	seen := &p.seen[uint64(f.memory)*0x9e3779b97f4a7c15>>(64-seenBits)]
-	if !f.is(&seen.fit) {
+	seen := &p.seen[uint64(r.Memory)*0x9e3779b97f4a7c15>>(64-seenBits)]
+	if !seen.fit.of(r) {
+		f := fitOf(r)
 		why, ok := p.failedFor(&f)
 		if !ok {
 			return 0, false
@@ -485,6 +485,12 @@ type fit struct {
 func (f *fit) is(g *fit) bool {
 	return f.memory == g.memory && f.host == g.host && f.duration == g.duration && f.quota == g.quota &&
 		f.gpus == g.gpus && f.exclusive == g.exclusive
+}
+
+// of reports whether r is of fit f, as f.is(fitOf(r)) without building the fit.
+func (f *fit) of(r *Request) bool {
+	return f.memory == r.Memory && f.host == r.Host && f.duration == r.Duration && f.quota == r.Quota &&
+		f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive
 }
 
 func fitOf(r *Request) fit {
