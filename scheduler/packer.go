@@ -402,7 +402,7 @@ func (p *packer) waits(r *Request) (int32, bool) {
 func (p *packer) failedFor(f *fit) (int32, bool) {
 	k, ok := p.failed[f.memory]
 	for ; ok && k >= 0; k = p.fails[k].next {
-		if p.fails[k].fit.is(f) {
+		if p.fails[k].fit == *f {
 			return p.fails[k].why, true
 		}
 	}
@@ -479,15 +479,9 @@ type fit struct {
 	exclusive    int32 // 1: exclusive
 }
 
-// is reports whether f and g are the same fit. Pack asks it for every job of a long
-// queue: fits that differ mostly differ in memory, and comparing field by field stops
-// there, where == compares all 40 bytes in a call.
-func (f *fit) is(g *fit) bool {
-	return f.memory == g.memory && f.host == g.host && f.duration == g.duration && f.quota == g.quota &&
-		f.gpus == g.gpus && f.exclusive == g.exclusive
-}
-
-// of reports whether r is of fit f, as f.is(fitOf(r)) without building the fit.
+// of reports whether r is of fit f, as *f == fitOf(r) but without building r's fit, and
+// stopping at memory, where fits that differ mostly differ: Pack asks it for every job of
+// a long queue.
 func (f *fit) of(r *Request) bool {
 	return f.memory == r.Memory && f.host == r.Host && f.duration == r.Duration && f.quota == r.Quota &&
 		f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive

@@ -251,6 +251,82 @@ func TestPackDoesNotMutateInput(t *testing.T) {
 	}
 }
 
+// TestPackAlikeOnlyInMemory: a job that asks the memory of jobs that wait, but differs in
+// what else decides whether it fits, is not answered as they were (by Pack's cache of
+// the fits that wait, which the second of them fills).
+func TestPackAlikeOnlyInMemory(t *testing.T) {
+	full := &Quota{Slots: []int{4}, Free: []int{0}}
+	tests := []struct {
+		name  string
+		cards []CardState
+		hosts Hosts
+		queue []Request
+		want  string
+	}{
+		{
+			name:  "cards",
+			cards: []CardState{card(0, 24*gib, 2)},
+			queue: []Request{{Job: "a", Memory: 4 * gib, GPUsPerJob: 2}, {Job: "a2", Memory: 4 * gib, GPUsPerJob: 2}, {Job: "b", Memory: 4 * gib, GPUsPerJob: 1}},
+			want:  "b -> [0]\na waits: too-large\na2 waits: too-large",
+		},
+		{
+			name:  "exclusive",
+			cards: []CardState{{Index: 0, Total: 24 * gib, Reserved: 2 * gib, Running: 1, Slots: 4}},
+			queue: []Request{{Job: "a", Memory: 4 * gib, Exclusive: true}, {Job: "a2", Memory: 4 * gib, Exclusive: true}, {Job: "b", Memory: 4 * gib}},
+			want:  "b -> [0]\na waits: needs-idle\na2 waits: needs-idle\nreserved for a: GPU [0] in unknown",
+		},
+		{
+			name:  "duration",
+			cards: []CardState{{Index: 0, Total: 24 * gib, Slots: 4, Left: time.Hour}},
+			queue: []Request{{Job: "a", Memory: 4 * gib, Duration: 2 * time.Hour}, {Job: "a2", Memory: 4 * gib, Duration: 2 * time.Hour}, {Job: "b", Memory: 4 * gib, Duration: time.Minute}},
+			want:  "b -> [0]\na waits: too-large\na2 waits: too-large",
+		},
+		{
+			name:  "quota",
+			cards: []CardState{card(0, 24*gib, 4)},
+			queue: []Request{{Job: "a", Memory: 4 * gib, Quota: full}, {Job: "a2", Memory: 4 * gib, Quota: full}, {Job: "b", Memory: 4 * gib}},
+			want:  "b -> [0]\na waits: no-slot\na2 waits: no-slot",
+		},
+		{
+			name:  "host memory",
+			cards: []CardState{{Worker: "w1", Index: 0, Total: 24 * gib, Running: 1, Slots: 1}, {Worker: "w2", Index: 0, Total: 24 * gib, Slots: 4}},
+			hosts: Hosts{"w1": {Total: 64 * gib}, "w2": {Total: 8 * gib}},
+			queue: []Request{{Job: "a", Memory: 4 * gib, Host: 16 * gib}, {Job: "a2", Memory: 4 * gib, Host: 16 * gib}, {Job: "b", Memory: 4 * gib, Host: 4 * gib}},
+			want:  "b -> w2 [0]\na waits: no-memory\na2 waits: no-memory\nreserved for a: w2 GPU [0] in 0s, due",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := describe(Pack(tt.queue, tt.cards, tt.hosts)); got != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPackExplainsOncePerFit: jobs that wait alike share one explanation, built once,
+// however their fits interleave in the queue (here three that differ only in duration).
+func TestPackExplainsOncePerFit(t *testing.T) {
+	cards := []CardState{{Index: 0, Total: 24 * gib, Reserved: 20 * gib, Running: 1, Slots: 4}}
+	var q []Request
+	for i := range 30 {
+		q = append(q, Request{Job: fmt.Sprint("j", i), Memory: 8 * gib, Duration: time.Duration(1+i%3) * time.Minute})
+	}
+	d := Pack(q, cards, nil)
+	if d.Waiting.Len() != len(q) {
+		t.Fatalf("%d wait, want %d", d.Waiting.Len(), len(q))
+	}
+	for w := range d.Waiting.All() {
+		if w.Reason != NoMemory {
+			t.Fatalf("%s waits: %s, want %s", w.Job, w.Reason, NoMemory)
+		}
+	}
+	// Besides the placed and no-slot answers every round has.
+	if n := len(d.Waiting.whys) - 2; n != 3 {
+		t.Errorf("%d explanations built for 3 fits", n)
+	}
+}
+
 // TestPackManyExplanations: past 255 distinct explanations a round's waits are kept wider,
 // and each job still reads its own; a placed job among them does not wait.
 func TestPackManyExplanations(t *testing.T) {
