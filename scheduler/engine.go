@@ -160,6 +160,13 @@ type Config struct {
 	// LearnAfter is how long an attempt must run before its measured peak speaks for
 	// its shape; a finished attempt's always does.
 	LearnAfter time.Duration
+	// SaveMeasures is how long the engine may keep what it measured of a running attempt
+	// (its peaks, its memory over time) before writing it to the store; an attempt's end
+	// writes it at once. The engine reads its own measures at once either way: only
+	// readers of the store (status, reports) and the journal see them late, and a daemon
+	// that dies loses what it measured of its running attempts in that time (its shapes
+	// keep what they learned: learning writes the shape). 0 writes them every round.
+	SaveMeasures time.Duration
 	// Host reads the machine's RAM; nil leaves host memory out of the packing.
 	Host func() (total, available int64, err error)
 	// HostHeadroom is the RAM kept for the system, as Headroom is each card's memory
@@ -193,6 +200,10 @@ type Engine struct {
 	uses map[cardUse]use
 	// running is a round's running attempts, by id (see ours).
 	running map[string]bool
+	// unsaved is what was measured of running attempts and not yet written, by attempt
+	// (see Config.SaveMeasures); savedAt is when it was last written.
+	unsaved map[string]*unsaved
+	savedAt time.Time
 	// hostNow is what each running attempt's processes hold of host RAM, by attempt.
 	hostNow map[string]int64
 	// faults are the cards out of service at the last reading, and why.
@@ -248,7 +259,7 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		tell: events, owners: map[proc]string{}, ownersWere: map[proc]string{}, running: map[string]bool{}, uses: map[cardUse]use{}, cardPos: map[CardID]int{},
+		tell: events, owners: map[proc]string{}, ownersWere: map[proc]string{}, running: map[string]bool{}, unsaved: map[string]*unsaved{}, uses: map[cardUse]use{}, cardPos: map[CardID]int{},
 		hostNow: map[string]int64{}, faults: map[CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
 	e.events = func(ev Event) {
 		if e.store.open != nil {

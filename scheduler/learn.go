@@ -11,13 +11,14 @@ import (
 )
 
 // learnPeaks keeps, for each running attempt, the most its processes held on a card and
-// of host RAM, and puts the copies it writes in running; an attempt that has run
-// LearnAfter speaks for its shape.
+// of host RAM, and puts the copies it makes in running; an attempt that has run
+// LearnAfter speaks for its shape. What it measured is the engine's at the end of the
+// round, and the store's at most Config.SaveMeasures later (see keep).
 func (e *Engine) learnPeaks(running []*Attempt) {
 	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
 		e.hostNow = m.HostMemory()
 	}
-	var changed []any
+	var changed []*Attempt
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
 	uses := e.usesOf()
@@ -39,9 +40,65 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 			e.learn(a.Shape, a)
 		}
 	}
-	if len(changed) > 0 {
-		e.put(changed...)
+	e.keep(changed, running, now)
+}
+
+// unsaved is a running attempt as measured (now) and the stored version it stands for
+// (stored).
+type unsaved struct{ stored, now *Attempt }
+
+// keep takes the round's measured attempts as the engine's, over what the store holds of
+// them (a reservation the round's learning wrote meanwhile is the older word, as if
+// they had been written last), and writes every one held, of those running, once
+// SaveMeasures has passed since it last did.
+func (e *Engine) keep(changed, running []*Attempt, now time.Time) {
+	snap := e.store.view()
+	for _, a := range changed {
+		e.unsaved[a.ID] = &unsaved{stored: snap.Attempt(a.ID), now: a}
 	}
+	if len(e.unsaved) == 0 || now.Sub(e.savedAt) < e.cfg.SaveMeasures {
+		return
+	}
+	var objs []any
+	for _, a := range running {
+		if _, ok := e.unsaved[a.ID]; ok {
+			objs = append(objs, e.measured(snap.Attempt(a.ID)))
+		}
+	}
+	clear(e.unsaved)
+	e.savedAt = now
+	if len(objs) > 0 {
+		e.put(objs...)
+	}
+}
+
+// measured is a running attempt as the store holds it, with what was measured of it
+// since it was written: every read of the running attempts by the engine goes through
+// it, so that its decisions do not depend on when measures are written.
+func (e *Engine) measured(a *Attempt) *Attempt {
+	u, ok := e.unsaved[a.ID]
+	switch {
+	case !ok:
+		return a
+	case u.stored == a:
+		return u.now
+	}
+	// The store's copy changed since (its reservation, its timeout): take the measures
+	// over to it.
+	c := *a
+	c.Peak, c.HostPeak, c.PeakUnknown = max(a.Peak, u.now.Peak), max(a.HostPeak, u.now.HostPeak), a.PeakUnknown || u.now.PeakUnknown
+	c.Memory = u.now.Memory
+	u.stored, u.now = a, &c
+	return &c
+}
+
+// runningNow is the attempts that hold cards, as measured.
+func (e *Engine) runningNow(snap Snapshot) []*Attempt {
+	running := snap.Running()
+	for i, a := range running {
+		running[i] = e.measured(a)
+	}
+	return running
 }
 
 // measure is the most an attempt's processes hold on one of its cards now, and whether
@@ -206,7 +263,7 @@ func (e *Engine) reestimate(shape string) {
 			changed = append(changed, &c)
 		}
 	}
-	for _, a := range snap.Running() {
+	for _, a := range e.runningNow(snap) {
 		if a.Shape != shape {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
@@ -47,5 +48,54 @@ func TestRoundMeasuresAsOneAttemptAtATime(t *testing.T) {
 		if round != one || roundUnknown != oneUnknown {
 			t.Errorf("%s in a round: %d GiB (unknown %v), alone %d GiB (unknown %v)", tc.a.ID, round/gib, roundUnknown, one/gib, oneUnknown)
 		}
+	}
+}
+
+// TestMeasuresSavedAtMostEverySaveMeasures: with SaveMeasures set, what a round measures
+// of a running attempt reaches the store at most that often, while the engine learns from
+// it at once; the attempt's end writes all of it.
+func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
+	sw, err := plans.DecodeSweep("m.yaml", []byte("name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "m.1/1"}}
+	st, _ := NewStore()
+	clock := newFakeClock()
+	e := NewEngine(st, cardsInventory{&cards}, fr, clock, Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib},
+		LearnAfter: time.Minute, SaveMeasures: 10 * time.Minute}, nil)
+	e.Submit(&Submission{Sweep: sw})
+	round := func(after time.Duration, used int64) {
+		t.Helper()
+		clock.now = clock.now.Add(after)
+		cards[0].Processes = []gpu.Process{{PID: 4242, Used: used}}
+		if err := e.Schedule(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored := func() int64 { return st.Snapshot().Attempt("m.1/1").Peak }
+	round(0, 0)
+	round(time.Second, 5*gib) // the first measure is written: none was for 10 minutes
+	if got := stored(); got != 5*gib {
+		t.Fatalf("stored peak %s after the first measure, want 5 GiB", plans.FormatSize(got))
+	}
+	round(2*time.Minute, 8*gib)
+	if got := stored(); got != 5*gib {
+		t.Errorf("stored peak %s 2 minutes on, want the 5 GiB written before", plans.FormatSize(got))
+	}
+	if l := st.Snapshot().Learned(st.Snapshot().Job("m.1").Shape); l != 8*gib {
+		t.Errorf("shape learned %s, want the unsaved 8 GiB at once", plans.FormatSize(l))
+	}
+	round(10*time.Minute, 8*gib)
+	if got := stored(); got != 8*gib {
+		t.Errorf("stored peak %s 10 minutes on, want 8 GiB", plans.FormatSize(got))
+	}
+	round(time.Minute, 9*gib)
+	cards[0].Processes = []gpu.Process{{PID: 4242, Used: 6 * gib}}
+	e.Apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
+	a := st.Snapshot().Attempt("m.1/1")
+	if a.Peak != 9*gib || len(a.Memory) == 0 || a.Memory[len(a.Memory)-1].Bytes != 6*gib {
+		t.Errorf("ended attempt peak %s, memory %v: want the unsaved 9 GiB peak and the last reading", plans.FormatSize(a.Peak), a.Memory)
 	}
 }

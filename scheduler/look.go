@@ -34,7 +34,7 @@ type Holding struct {
 // CardViews returns every card as the last round read it.
 func (e *Engine) CardViews() []CardView {
 	snap := e.store.view()
-	running := snap.Running()
+	running := e.runningNow(snap)
 	slots := e.slots()
 	states := cardStates(e.cards, slots, e.cfg.Headroom, running, e.ours(running))
 	slices.SortFunc(running, func(a, b *Attempt) int { return a.Started.Compare(b.Started) })
@@ -80,7 +80,7 @@ func (e *Engine) Waits() (map[string]Wait, error) {
 // because they wait for their shape's probe.
 func (e *Engine) decide(snap Snapshot) (Decision, []*Job, error) {
 	var probing []*Job
-	v, err := e.view(snap, snap.Running())
+	v, err := e.view(snap, e.runningNow(snap))
 	if err != nil {
 		return Decision{}, nil, err
 	}

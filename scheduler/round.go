@@ -34,9 +34,9 @@ func (e *Engine) schedule() error {
 	e.watchCards()
 	e.resolveOwners()
 	writes := e.paused == nil || e.resume()
-	running := e.store.view().Running()
+	running := e.runningNow(e.store.view())
 	if e.expire(running) {
-		running = e.store.view().Running()
+		running = e.runningNow(e.store.view())
 	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others.
@@ -49,7 +49,7 @@ func (e *Engine) schedule() error {
 		return nil
 	}
 	if e.reread {
-		running = snap.Running()
+		running = e.runningNow(snap)
 	}
 	v, err := e.view(snap, running)
 	if err != nil {
@@ -69,7 +69,7 @@ func (e *Engine) Preview() (Decision, []CardState, error) {
 		return Decision{}, nil, err
 	}
 	snap := e.store.view()
-	v, err := e.view(snap, snap.Running())
+	v, err := e.view(snap, e.runningNow(snap))
 	if err != nil {
 		return Decision{}, nil, err
 	}

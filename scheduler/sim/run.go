@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -109,7 +110,9 @@ func runEngine(t *Trace, m *machine, r *Result) (*scheduler.Store, error) {
 		return nil, err
 	}
 	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}}
-	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom}
+	// Nobody reads a simulation's store while it runs: an attempt's measures are
+	// written when it ends, not at every step of its memory.
+	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64}
 	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
 	rn.engine = e
 	if err := e.Submit(&scheduler.Submission{Sweep: t.Sweep}); err != nil {
