@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // fakeRunner ends each attempt as script says, at once.
@@ -107,7 +108,7 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 // which makes one poll of the loop.
 func (c *fakeClock) poll(t *testing.T, d time.Duration) {
 	t.Helper()
-	waitFor(t, "the engine to wait", func() bool {
+	schedtest.WaitFor(t, "the engine to wait", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.timers) > 0
@@ -124,17 +125,6 @@ func (c *fakeClock) poll(t *testing.T, d time.Duration) {
 		}
 	}
 	c.timers = kept
-}
-
-// waitFor polls a condition of a test's engine, which runs in another goroutine.
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if ok() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launch) Exit) (*Store, *fakeRunner, []Event) {
@@ -328,7 +318,7 @@ func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 	fr.onStop = func(string) Exit { return oom(4*gib, 30*gib) }
 	st, _, _ := runEngineWith(t, ladderSweep, 1, 1, fr, nil, func(_ *fakeClock, cancel context.CancelFunc) {
-		waitFor(t, "the job to start", func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return len(fr.starts) == 1 })
+		schedtest.WaitFor(t, "the job to start", func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return len(fr.starts) == 1 })
 		cancel()
 	})
 	if j := st.Snapshot().Job("e.1"); j.State != JobCancelled {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // fakeSlurm puts a fake sbatch, squeue and scancel on the PATH (see
@@ -94,9 +95,9 @@ func TestAllocSlurm(t *testing.T) {
 	if _, errOut, code := cli(t, "submit", writeSweep(t, "name: wide\ncommand: [sh, -c, 'true']\nmatrix: {seed: [1, 2, 3]}\n")); code != exitOK {
 		t.Fatalf("submit: %s", errOut)
 	}
-	waitFor(t, "an allocation for the waiting jobs", func() bool { return len(glob(t, slurm, "*.sh")) == 1 })
+	schedtest.WaitFor(t, "an allocation for the waiting jobs", func() bool { return len(glob(t, slurm, "*.sh")) == 1 })
 	var list daemon.AllocListResponse
-	waitFor(t, "gpuq alloc list to show it", func() bool {
+	schedtest.WaitFor(t, "gpuq alloc list to show it", func() bool {
 		out, _, _ := cli(t, "alloc", "list", "--json")
 		return json.Unmarshal([]byte(out), &list) == nil && len(list.Queues) == 1 && len(list.Queues[0].Allocations) == 1
 	})

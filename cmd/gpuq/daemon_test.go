@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // These tests run the daemon's verbs in-process, the daemon itself too (gpuq daemon in
@@ -38,21 +39,21 @@ func daemonEnv(t *testing.T) string {
 // cli runs a verb in-process.
 func cli(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	var out, errb lockedBuffer
+	var out, errb schedtest.Buffer
 	code := run(args, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb})
 	return out.String(), errb.String(), code
 }
 
 // startDaemon runs gpuq daemon in-process, with more flags if given, and waits until it
 // answers.
-func startDaemon(t *testing.T, flags ...string) *lockedBuffer {
+func startDaemon(t *testing.T, flags ...string) *schedtest.Buffer {
 	t.Helper()
-	log := &lockedBuffer{}
+	log := &schedtest.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(append([]string{"daemon", "--poll", "100ms"}, flags...), ioStreams{In: strings.NewReader(""), Out: log, Err: log})
 	}()
-	waitFor(t, "the daemon to answer", func() bool {
+	schedtest.WaitFor(t, "the daemon to answer", func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("gpuq daemon: exit %d\n%s", code, log)
@@ -67,17 +68,7 @@ func startDaemon(t *testing.T, flags ...string) *lockedBuffer {
 // stopAll stops the daemon and the trainers a test left.
 func stopAll(t *testing.T, dir string) {
 	cli(t, "daemon", "--stop", "--stop-trainers")
-	waitFor(t, "the daemon to exit", func() bool { return daemon.Gone(dir) })
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if ok() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	schedtest.WaitFor(t, "the daemon to exit", func() bool { return daemon.Gone(dir) })
 }
 
 func listed(t *testing.T, args ...string) []daemon.Job {
@@ -131,11 +122,11 @@ gpu_plan: "1"
 	if _, errOut, code := cli(t, "submit", sweep); code != exitBadInput || !strings.Contains(errOut, "submitted already") {
 		t.Errorf("a second submission of the sweep: exit %d, %q", code, errOut)
 	}
-	waitFor(t, "two jobs running", func() bool { return countState(listed(t), "running") == 2 })
+	schedtest.WaitFor(t, "two jobs running", func() bool { return countState(listed(t), "running") == 2 })
 	if jobs := listed(t, "--sweep", "long", "--state", "running"); len(jobs) != 2 || jobs[0].Sweep != "long" {
 		t.Fatalf("running jobs: %+v", jobs)
 	}
-	waitFor(t, "the trainer's output in its log", func() bool {
+	schedtest.WaitFor(t, "the trainer's output in its log", func() bool {
 		out, _, _ := cli(t, "logs", "long.1")
 		return strings.Contains(out, "hello from 1")
 	})
@@ -162,7 +153,7 @@ gpu_plan: "1"
 	if out, errOut, code := cli(t, "cancel", "--sweep", "long"); code != exitOK || !strings.Contains(out, "long.1 long.2 long.3") {
 		t.Fatalf("cancel --sweep: exit %d: %s %s", code, out, errOut)
 	}
-	waitFor(t, "every job cancelled", func() bool { return countState(listed(t), "cancelled") == 3 })
+	schedtest.WaitFor(t, "every job cancelled", func() bool { return countState(listed(t), "cancelled") == 3 })
 	if _, errOut, code := cli(t, "daemon", "--stop", "--stop-trainers"); code != exitOK {
 		t.Fatalf("daemon --stop --stop-trainers: %s", errOut)
 	}
@@ -183,7 +174,7 @@ gpu_plan: "2,1,1"
 	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, daemon.LogPath(dir)) {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
-	waitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
+	schedtest.WaitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
 	c, err := daemon.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -243,15 +234,15 @@ memory: 1GiB
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: %s", errOut)
 	}
-	waitFor(t, "the prompt", func() bool {
+	schedtest.WaitFor(t, "the prompt", func() bool {
 		out, _, _ := cli(t, "logs", "pdb.1")
 		return strings.Contains(out, "before the prompt")
 	})
 	keys, typing := io.Pipe()
-	var out, errOut lockedBuffer
+	var out, errOut schedtest.Buffer
 	done := make(chan int)
 	go func() { done <- run([]string{"attach", "pdb.1"}, ioStreams{In: keys, Out: &out, Err: &errOut}) }()
-	waitFor(t, "the scrollback", func() bool { return strings.Contains(out.String(), "before the prompt") })
+	schedtest.WaitFor(t, "the scrollback", func() bool { return strings.Contains(out.String(), "before the prompt") })
 	fmt.Fprintln(typing, "continue")
 	select {
 	case code := <-done:
@@ -268,7 +259,7 @@ memory: 1GiB
 	if !strings.Contains(errOut.String(), "Ctrl-] detaches") || !strings.Contains(errOut.String(), "has ended") {
 		t.Errorf("attach's notes: %q", errOut.String())
 	}
-	waitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+	schedtest.WaitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
 }
 
 // TestSamePlacementsInPlanRunAndDaemon: the same sweep on the same machine is placed
@@ -327,7 +318,7 @@ gpu_plan: "2,1,1"
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: %s", errOut)
 	}
-	waitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
+	schedtest.WaitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
 	var jobs []daemon.JobSummary
 	for _, j := range listed(t) {
 		jobs = append(jobs, j.JobSummary)
@@ -344,7 +335,7 @@ func TestSubmitNameAndClean(t *testing.T) {
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: %s", errOut)
 	}
-	waitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+	schedtest.WaitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
 	for _, tt := range []struct {
 		args []string
 		code int
@@ -408,13 +399,13 @@ gpus: "0"
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
 	}
-	var errb lockedBuffer
-	var outb lockedBuffer
+	var errb schedtest.Buffer
+	var outb schedtest.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run([]string{"logs", "-f", "flip.1"}, ioStreams{In: strings.NewReader(""), Out: &outb, Err: &errb})
 	}()
-	waitFor(t, "logs -f to wait for attempt 3", func() bool { return strings.Contains(errb.String(), "waiting for attempt 3 to start") })
+	schedtest.WaitFor(t, "logs -f to wait for attempt 3", func() bool { return strings.Contains(errb.String(), "waiting for attempt 3 to start") })
 	if _, errOut, code := cli(t, "undrain", "0"); code != exitOK {
 		t.Fatalf("undrain: %s", errOut)
 	}
@@ -474,7 +465,7 @@ func TestDamagedStateAndSalvage(t *testing.T) {
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: %s", errOut)
 	}
-	waitFor(t, "both jobs to succeed", func() bool { return countState(listed(t), "succeeded") == 2 })
+	schedtest.WaitFor(t, "both jobs to succeed", func() bool { return countState(listed(t), "succeeded") == 2 })
 	stopAll(t, dir) // which writes the whole state to the snapshot
 	snapshot := filepath.Join(dir, "snapshot")
 	data, err := os.ReadFile(snapshot)

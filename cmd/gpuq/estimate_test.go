@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 func TestEstimateFlags(t *testing.T) {
@@ -16,7 +17,7 @@ func TestEstimateFlags(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	golden(t, "estimate_lora.txt", out)
+	schedtest.Golden(t, "estimate_lora.txt", out)
 }
 
 func TestEstimateJSON(t *testing.T) {
@@ -108,12 +109,12 @@ func TestEstimateSaysWhatWouldFit(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	golden(t, "estimate_suggest.txt", out)
+	schedtest.Golden(t, "estimate_suggest.txt", out)
 	out, errOut, code = gpuq(t, "estimate", "testdata/too-large.yaml")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	golden(t, "estimate_sweep_suggest.txt", out)
+	schedtest.Golden(t, "estimate_sweep_suggest.txt", out)
 	out, _, _ = gpuq(t, "estimate", "testdata/too-large.yaml", "--json")
 	var got struct {
 		Jobs []estimateJSON `json:"jobs"`
@@ -176,7 +177,7 @@ func TestEstimateLowerBound(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	golden(t, "estimate_lower_bound.txt", out)
+	schedtest.Golden(t, "estimate_lower_bound.txt", out)
 	for _, tt := range []struct {
 		missing []string
 		fits    []fitJSON

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestHostileInputExitsTwo gives plan and estimate the files that once took minutes and
@@ -121,7 +122,7 @@ func TestDaemonConfigBaseTurnedHostile(t *testing.T) {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
 	var jobs []daemon.Job
-	waitFor(t, "turn.2 to end", func() bool {
+	schedtest.WaitFor(t, "turn.2 to end", func() bool {
 		jobs = listed(t, "--sweep", "turn")
 		return len(jobs) == 2 && countState(jobs, "queued")+countState(jobs, "running") == 0
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestPrintJobs: each job's point of the sweep; a job queued again after an OOM shows
@@ -42,7 +43,7 @@ func TestPrintJobs(t *testing.T) {
 	}{{"status.txt", 0}, {"status_80.txt", 80}} {
 		var b strings.Builder
 		printJobs(&b, jobs, at.Add(2*time.Minute), tc.width)
-		golden(t, tc.file, b.String())
+		schedtest.Golden(t, tc.file, b.String())
 		if tc.width > 0 {
 			fitsWidth(t, b.String(), tc.width)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,9 +10,8 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // gpuq runs the CLI in-process with a private config dir and simulated-GPU ledger.
 func gpuq(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -43,23 +41,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs; got:\n%s", name, got)
-	}
-}
-
 func TestPlanSeedSweep(t *testing.T) {
 	out, errOut, code := gpuq(t, "plan", "../../examples/sweeps/gla.yaml", "--gpus", "sim:7x23.52GiB")
 	if code != exitOK {
@@ -68,7 +49,7 @@ func TestPlanSeedSweep(t *testing.T) {
 	if !strings.Contains(errOut, "SIMULATED GPUs sim:7x23.52GiB") {
 		t.Errorf("stderr does not say the GPUs are simulated: %q", errOut)
 	}
-	golden(t, "plan_gla.txt", out)
+	schedtest.Golden(t, "plan_gla.txt", out)
 }
 
 func TestPlanJSON(t *testing.T) {
@@ -97,7 +78,7 @@ func TestPlanJSON(t *testing.T) {
 			t.Errorf("waiting job without a reason: %+v", w)
 		}
 	}
-	golden(t, "plan_gla.json", out)
+	schedtest.Golden(t, "plan_gla.json", out)
 }
 
 func TestPrecedence(t *testing.T) {
@@ -208,7 +189,7 @@ func TestGPUsShowsFaultsAndHiddenProcesses(t *testing.T) {
 		if err := writeGPUs(ioStreams{Out: &out, Err: &errb, Cols: tc.cols}, cards, []int{2, 2}, "", tc.asJSON); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, tc.name, out.String())
+		schedtest.Golden(t, tc.name, out.String())
 		if tc.cols > 0 {
 			fitsWidth(t, out.String(), tc.cols)
 		}
@@ -235,7 +216,7 @@ func TestOutputsFitATerminal(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("%v: exit %d: %s", tc.args, code, errOut)
 		}
-		golden(t, tc.file, out)
+		schedtest.Golden(t, tc.file, out)
 		fitsWidth(t, out, 80)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestDaemonMetrics: a daemon opens no TCP port unless asked; with GPUQ_METRICS (or
@@ -49,7 +51,7 @@ func TestDaemonMetrics(t *testing.T) {
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
-	waitFor(t, "dcgm-exporter's file of GPU 0 to name m.1", func() bool {
+	schedtest.WaitFor(t, "dcgm-exporter's file of GPU 0 to name m.1", func() bool {
 		b, _ := os.ReadFile(filepath.Join(jobMap, "0"))
 		return string(b) == "m.1\n"
 	})

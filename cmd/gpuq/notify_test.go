@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestRunNotifies: a sweep's hooks hear of its failed job at once and of its end with
@@ -93,7 +94,7 @@ notify: {command: [sh, -c, "cat >> notices.jsonl; echo >> notices.jsonl"], on: [
 	events := func(want int) []string {
 		t.Helper()
 		var got []string
-		waitFor(t, fmt.Sprintf("%d notices", want), func() bool {
+		schedtest.WaitFor(t, fmt.Sprintf("%d notices", want), func() bool {
 			data, _ := os.ReadFile(filepath.Join(dir, "notices.jsonl"))
 			got = nil
 			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestRefusalsAndTheirExitStatus: a request the daemon refuses is exit 2 with what to
@@ -24,7 +26,7 @@ gpu_plan: "1"
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
-	waitFor(t, "two jobs running", func() bool { return countState(listed(t), "running") == 2 })
+	schedtest.WaitFor(t, "two jobs running", func() bool { return countState(listed(t), "running") == 2 })
 	tests := []struct {
 		args []string
 		code int
@@ -50,7 +52,7 @@ gpu_plan: "1"
 	if _, _, code := cli(t, "cancel", "long.1"); code != exitOK {
 		t.Fatalf("cancel long.1: exit %d", code)
 	}
-	waitFor(t, "long.1 cancelled", func() bool { return countState(listed(t, "--state", "cancelled"), "cancelled") == 1 })
+	schedtest.WaitFor(t, "long.1 cancelled", func() bool { return countState(listed(t, "--state", "cancelled"), "cancelled") == 1 })
 	if _, errOut, code := cli(t, "attach", "long.1"); code != exitBadInput || !strings.Contains(errOut, "long.1 was cancelled, not running: gpuq logs long.1 prints its log") {
 		t.Errorf("attach to an ended job: exit %d, %q", code, errOut)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/browser"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // screenshots are the README's pictures, made by the tests with -update.
@@ -52,7 +53,7 @@ func checkReport(t *testing.T, summary string, sum daemon.SweepSummary) {
 			t.Errorf("%d bars and %d memory bands for %d attempts: want one each per attempt", bars, bands, attempts)
 		}
 	})
-	if *update {
+	if schedtest.Updating() {
 		if err := os.WriteFile(filepath.Join(screenshots, "report.png"), shot, 0o644); err != nil {
 			t.Fatal(err)
 		}

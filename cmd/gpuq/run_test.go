@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 func needPython(t *testing.T) {
@@ -202,7 +202,7 @@ gpus: sim:2x24GiB
 `), 0o644)
 			cmd := exec.Command(bin, "run", sweep, "--log-dir", filepath.Join(dir, "logs"))
 			cmd.Env = append(os.Environ(), "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir)
-			out := &lockedBuffer{}
+			out := &schedtest.Buffer{}
 			cmd.Stdout, cmd.Stderr = out, out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -255,25 +255,6 @@ func ledgerPIDs(dir string) []int {
 		}
 	}
 	return pids
-}
-
-// lockedBuffer is written by one goroutine (a child's output copier, a daemon) while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // pythonWithTorch returns a Python that imports torch, or skips: python3 on the PATH, or
@@ -347,7 +328,7 @@ func TestRunTableFitsTheTerminal(t *testing.T) {
 	}
 	u.redraw(at.Add(time.Minute))
 	first := out.String()
-	golden(t, "run_table_80.txt", first)
+	schedtest.Golden(t, "run_table_80.txt", first)
 	fitsWidth(t, first, 80)
 
 	size = [2]int{60, 10}
@@ -357,7 +338,7 @@ func TestRunTableFitsTheTerminal(t *testing.T) {
 	if !ok {
 		t.Fatalf("the redraw does not move up over the %d lines of the last: %q", strings.Count(first, "\n"), out.String())
 	}
-	golden(t, "run_table_60x10.txt", frame)
+	schedtest.Golden(t, "run_table_60x10.txt", frame)
 	fitsWidth(t, frame, 60)
 	if n := strings.Count(frame, "\n"); n > 9 {
 		t.Errorf("%d lines on a terminal of 10 rows, the cursor's included", n+1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/browser"
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestTopInTmux drives gpuq top as a person would, in an 80×24 terminal (ssh's
@@ -72,7 +73,7 @@ gpu_plan: "1"
 	term.WaitFor("its log", 10*time.Second, tmux.Shows("log of look.", "simtrain:"))
 	term.Keys("Escape")
 	term.WaitFor("the overview again", 10*time.Second, tmux.Shows("RUNNING 2"))
-	if *update {
+	if schedtest.Updating() {
 		term.WaitFor("the trainers' progress and memory", 60*time.Second, tmux.Shows("%|", "17.0G"))
 		screenshot(t, term)
 	}
@@ -109,7 +110,7 @@ func TestTopPlain(t *testing.T) {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
 	var out string
-	waitFor(t, "two jobs running", func() bool {
+	schedtest.WaitFor(t, "two jobs running", func() bool {
 		var code int
 		out, _, code = cli(t, "top")
 		return code == exitOK && strings.Contains(out, "RUNNING 2")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestDaemonWithAWorker: gpuq daemon --listen with no cards of its own, and gpuq worker
@@ -17,17 +18,17 @@ import (
 // network.
 func TestDaemonWithAWorker(t *testing.T) {
 	dir := daemonEnv(t)
-	log := &lockedBuffer{}
+	log := &schedtest.Buffer{}
 	go run([]string{"daemon", "--poll", "100ms", "--gpus", "none", "--listen", "127.0.0.1:0", "--worker-grace", "5s"},
 		ioStreams{In: strings.NewReader(""), Out: log, Err: log})
 	var addr string
-	waitFor(t, "the daemon to listen", func() bool {
+	schedtest.WaitFor(t, "the daemon to listen", func() bool {
 		data, err := os.ReadFile(filepath.Join(dir, daemon.ListenFile))
 		addr = strings.TrimSpace(string(data))
 		return err == nil && addr != ""
 	})
 	worker := exec.Command(os.Args[0], "worker", "--server", addr, "--name", "node7", "--gpus", "sim:1x24GiB", "--poll", "100ms")
-	worker.Stderr = &lockedBuffer{}
+	worker.Stderr = &schedtest.Buffer{}
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestDaemonWithAWorker(t *testing.T) {
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
-	waitFor(t, "both jobs to succeed on the worker", func() bool {
+	schedtest.WaitFor(t, "both jobs to succeed on the worker", func() bool {
 		c, err := daemon.Dial(dir)
 		if err != nil {
 			return false

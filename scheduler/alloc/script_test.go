@@ -1,41 +1,20 @@
 package alloc
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs; got:\n%s", name, got)
-	}
-}
 
 func TestScript(t *testing.T) {
 	q := &scheduler.AllocQueue{ID: 3, GPUsPerNode: 4, Time: 8*time.Hour + 30*time.Minute, MaxAllocs: 2, IdleTimeout: 10 * time.Minute,
 		Args: []string{"--partition", "gpu", "--exclusive", "--comment=it's mine", "-A", "proj x"}}
 	s := Script{Queue: q, Log: "/home/u/.local/state/gpuq/allocs/slurm-%j.log",
 		Worker: []string{"/home/u/bin/gpuq", "worker", "--server", "login1:7070", "--idle-timeout", "10m"}}
-	golden(t, "script.sh", s.String())
+	schedtest.Golden(t, "script.sh", s.String())
 }
 
 func TestSlurmDuration(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // idleRunner starts attempts that run until they are stopped.
@@ -139,7 +140,7 @@ func TestAFailureIsToldBeforeTheEnd(t *testing.T) {
 	if _, err := clientOf(srv).Submit(SubmitRequest{File: filepath.Join(dir, "n.yaml"), Source: sweep}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both jobs to run", func() bool { return len(d.store.Snapshot().Running()) == 2 })
+	schedtest.WaitFor(t, "both jobs to run", func() bool { return len(d.store.Snapshot().Running()) == 2 })
 	// Queued from inside the loop, both are applied by its next transaction.
 	err := d.eng.Do(context.Background(), func() error {
 		r.exits <- scheduler.Exit{Attempt: "n.1/1", Outcome: plans.Success}
@@ -150,7 +151,7 @@ func TestAFailureIsToldBeforeTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	waitFor(t, "two notices", func() bool {
+	schedtest.WaitFor(t, "two notices", func() bool {
 		data, _ := os.ReadFile(notices)
 		got = nil
 		// Whole lines only: a hook that has written its notice but not yet the line's

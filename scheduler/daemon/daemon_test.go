@@ -16,6 +16,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 func TestSubmitStatusLogsCancel(t *testing.T) {
@@ -34,7 +35,7 @@ gpu_plan: "1"
 	if _, err := submit(t, c, sweep); !errors.As(err, &refused) || !strings.Contains(err.Error(), "submitted already") {
 		t.Errorf("a second submission of the sweep: %v", err)
 	}
-	waitFor(t, "two jobs running", func() bool { return countState(mustJobs(t, c, ""), "running") == 2 })
+	schedtest.WaitFor(t, "two jobs running", func() bool { return countState(mustJobs(t, c, ""), "running") == 2 })
 	jobs := mustJobs(t, c, "long", "running")
 	if len(jobs) != 2 || jobs[0].Sweep != "long" || jobs[0].DeclaredBytes != 1<<30 || len(jobs[0].Attempts) != 1 {
 		t.Fatalf("running jobs: %+v", jobs)
@@ -46,7 +47,7 @@ gpu_plan: "1"
 	if want := filepath.Join(d.cfg.StateDir, "attempts", "long.1", "attempt-1", "log"); j.Attempts[0].Log != want {
 		t.Errorf("log %s, want %s", j.Attempts[0].Log, want)
 	}
-	waitFor(t, "the trainer's output in its log", func() bool {
+	schedtest.WaitFor(t, "the trainer's output in its log", func() bool {
 		data, _ := os.ReadFile(j.Attempts[0].Log)
 		return strings.Contains(string(data), "hello from 1")
 	})
@@ -71,7 +72,7 @@ gpu_plan: "1"
 	if err != nil || strings.Join(ids, " ") != "long.1 long.2 long.3" {
 		t.Fatalf("cancel --sweep: %v %v", ids, err)
 	}
-	waitFor(t, "every job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 3 })
+	schedtest.WaitFor(t, "every job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 3 })
 	if _, err := c.Act(Cancel, SelectRequest{IDs: []string{"long.1"}}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "ended already") {
 		t.Errorf("cancel of a cancelled job: %v", err)
 	}
@@ -84,7 +85,7 @@ gpu_plan: "1"
 	if _, err := c.Act(Retry, SelectRequest{IDs: []string{"long.3"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the retried job running", func() bool { return countState(mustJobs(t, c, "long"), "running") == 1 })
+	schedtest.WaitFor(t, "the retried job running", func() bool { return countState(mustJobs(t, c, "long"), "running") == 1 })
 	if err := c.Stop(true); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ gpu_plan: "2"
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
 	var c *Client
-	waitFor(t, "the daemon to answer", func() bool { var err error; c, err = Dial(dir); return err == nil })
+	schedtest.WaitFor(t, "the daemon to answer", func() bool { var err error; c, err = Dial(dir); return err == nil })
 	if _, err := submit(t, c, sweep); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ gpu_plan: "2"
 		infos, _ := filepath.Glob(filepath.Join(dir, "attempts", "*", "attempt-1", "supervisor.json"))
 		return infos
 	}
-	waitFor(t, "four trainers running", func() bool { return len(supervised()) == 4 })
+	schedtest.WaitFor(t, "four trainers running", func() bool { return len(supervised()) == 4 })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	// The trainers run on without it.
@@ -134,7 +135,7 @@ gpu_plan: "2"
 		}
 	}
 	c = startDaemonOn(t, dir, ledger).client
-	waitFor(t, "every job to succeed", func() bool { return countState(mustJobs(t, c, ""), "succeeded") == 6 })
+	schedtest.WaitFor(t, "every job to succeed", func() bool { return countState(mustJobs(t, c, ""), "succeeded") == 6 })
 	for _, j := range mustJobs(t, c, "") {
 		if len(j.Attempts) != 1 || j.Attempts[0].Outcome != "success" {
 			t.Errorf("%s: attempts %+v; want exactly one, a success", j.ID, j.Attempts)
@@ -217,7 +218,7 @@ func TestDaemonTimesOutAHungTrainer(t *testing.T) {
 	if _, err := submit(t, d.client, sweep); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job to fail", func() bool { return countState(mustJobs(t, d.client, ""), "failed") == 1 })
+	schedtest.WaitFor(t, "the job to fail", func() bool { return countState(mustJobs(t, d.client, ""), "failed") == 1 })
 	j := mustJobs(t, d.client, "")[0]
 	if j.Reason != "attempt 1 timed out after 1s" || len(j.Attempts) != 1 || j.Attempts[0].Outcome != "timed-out" {
 		t.Errorf("job %+v", j)
@@ -241,7 +242,7 @@ memory: 1GiB
 	if _, err := submit(t, c, sweep); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "one job done and one running", func() bool {
+	schedtest.WaitFor(t, "one job done and one running", func() bool {
 		jobs := mustJobs(t, c, "")
 		return countState(jobs, "succeeded") == 1 && countState(jobs, "running") == 1
 	})
@@ -249,7 +250,7 @@ memory: 1GiB
 	if _, err := c.Act(Cancel, SelectRequest{IDs: []string{"long-dir.2"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the running job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 1 })
+	schedtest.WaitFor(t, "the running job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 1 })
 	if j, _ := c.Job("long-dir.2"); j.Attempts[0].Outcome != "cancelled" {
 		t.Errorf("the stopped attempt ended %q, want cancelled", j.Attempts[0].Outcome)
 	}
@@ -299,7 +300,7 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 	if _, err := submit(t, c, sweep); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both jobs to succeed", func() bool { return countState(mustJobs(t, c, "again"), "succeeded") == 2 })
+	schedtest.WaitFor(t, "both jobs to succeed", func() bool { return countState(mustJobs(t, c, "again"), "succeeded") == 2 })
 	_, err := submit(t, c, sweep)
 	if err == nil || !strings.Contains(err.Error(), "gpuq submit --name again-2") || !strings.Contains(err.Error(), "gpuq clean --sweep again") {
 		t.Errorf("the name submitted again: %v", err)
@@ -320,12 +321,12 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 	if _, err := submit(t, c, sweep); err != nil {
 		t.Fatalf("a forgotten name submitted again: %v", err)
 	}
-	waitFor(t, "the new jobs to succeed", func() bool { return countState(mustJobs(t, c, "again"), "succeeded") == 2 })
+	schedtest.WaitFor(t, "the new jobs to succeed", func() bool { return countState(mustJobs(t, c, "again"), "succeeded") == 2 })
 	j, _ := c.Job("again.1")
 	if log, _ := os.ReadFile(j.Attempts[0].Log); strings.Count(string(log), "# gpuq attempt 1") != 1 {
 		t.Errorf("the new attempt's log holds the old one's too:\n%s", log)
 	}
-	waitFor(t, "again-2 to end", func() bool { return countState(mustJobs(t, c, "again-2"), "succeeded") == 2 })
+	schedtest.WaitFor(t, "again-2 to end", func() bool { return countState(mustJobs(t, c, "again-2"), "succeeded") == 2 })
 	out, err = c.Clean(CleanRequest{Logs: true})
 	if err != nil || len(out.Sweeps) != 2 || out.Logs != "" {
 		t.Fatalf("clean --logs: %+v %v", out, err)
@@ -381,7 +382,7 @@ func TestAStateDirOthersCouldChangeIsRefused(t *testing.T) {
 		ended := make(chan error, 1)
 		go func() { ended <- Run(ctx, testConfig(dir, t.TempDir(), nil)) }()
 		var err error
-		waitFor(t, "the daemon to refuse or answer", func() bool {
+		schedtest.WaitFor(t, "the daemon to refuse or answer", func() bool {
 			select {
 			case err = <-ended:
 				return true
@@ -461,14 +462,14 @@ func TestUnwritableAttemptsPauseTheDaemon(t *testing.T) {
 	if _, err := submit(t, d.client, sweep); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the daemon to pause", func() bool {
+	schedtest.WaitFor(t, "the daemon to pause", func() bool {
 		return strings.Contains(d.log.String(), "scheduling paused: cannot write the attempt's files")
 	})
 	if jobs := mustJobs(t, d.client, ""); countState(jobs, "queued") != 2 {
 		t.Errorf("jobs while paused: %+v", jobs)
 	}
 	os.Remove(attempts)
-	waitFor(t, "both jobs to succeed", func() bool { return countState(mustJobs(t, d.client, ""), "succeeded") == 2 })
+	schedtest.WaitFor(t, "both jobs to succeed", func() bool { return countState(mustJobs(t, d.client, ""), "succeeded") == 2 })
 	if !strings.Contains(d.log.String(), "scheduling resumed") {
 		t.Errorf("the log does not say it resumed:\n%s", d.log)
 	}

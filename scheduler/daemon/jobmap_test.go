@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestJobMap: dcgm-exporter's mapping names each card's running jobs, follows them as
@@ -39,11 +40,11 @@ func TestJobMap(t *testing.T) {
 	if _, err := c.Submit(SubmitRequest{File: "/s/j.yaml", Source: "name: j\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\ngpu_plan: \"1\"\n"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "j.1 and j.2 on the cards", func() bool { got := files(); return got["0"] == "j.1\n" && got["1"] == "j.2\n" })
+	schedtest.WaitFor(t, "j.1 and j.2 on the cards", func() bool { got := files(); return got["0"] == "j.1\n" && got["1"] == "j.2\n" })
 	r.exits <- scheduler.Exit{Attempt: "j.1/1", Outcome: plans.Success}
-	waitFor(t, "j.3 on GPU 0", func() bool { return files()["0"] == "j.3\n" })
+	schedtest.WaitFor(t, "j.3 on GPU 0", func() bool { return files()["0"] == "j.3\n" })
 	if _, err := c.Act(Cancel, SelectRequest{Sweep: "j"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the cards idle again", func() bool { got := files(); return len(got) == 1 && got["notes"] == "mine\n" })
+	schedtest.WaitFor(t, "the cards idle again", func() bool { got := files(); return len(got) == 1 && got["notes"] == "mine\n" })
 }

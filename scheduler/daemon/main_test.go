@@ -1,18 +1,17 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // The tests run daemons in-process. Supervisors are processes of their own (that is
@@ -47,29 +46,11 @@ func testConfig(dir, ledger string, log *os.File) Config {
 		Version: "test", Log: log}
 }
 
-// syncBuffer is a buffer that one goroutine writes while another reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // running is a daemon running in the test's process.
 type running struct {
 	cfg    Config
 	client *Client
-	log    *syncBuffer
+	log    *schedtest.Buffer
 	cancel context.CancelFunc
 	ended  chan struct{} // closed when Run has returned, with err
 	err    error
@@ -90,7 +71,7 @@ func startDaemonOn(t *testing.T, dir, ledger string) *running {
 
 func startDaemonWith(t *testing.T, cfg Config) *running {
 	t.Helper()
-	log := &syncBuffer{}
+	log := &schedtest.Buffer{}
 	cfg.Log = log
 	r := &running{cfg: cfg, log: log, ended: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,7 +91,7 @@ func startDaemonWith(t *testing.T, cfg Config) *running {
 		}
 		r.stop(t)
 	})
-	waitFor(t, "the daemon to answer", func() bool {
+	schedtest.WaitFor(t, "the daemon to answer", func() bool {
 		select {
 		case <-r.ended:
 			t.Fatalf("the daemon ended: %v\n%s", r.err, log)
@@ -131,16 +112,6 @@ func (r *running) stop(t *testing.T) {
 		t.Errorf("the daemon ended with %v", r.err)
 	}
 	r.err = nil
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if ok() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func writeSweep(t *testing.T, doc string) string {

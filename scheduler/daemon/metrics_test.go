@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestMetrics: what Prometheus scrapes after a sweep of three jobs on two cards, one
@@ -22,7 +23,7 @@ func TestMetrics(t *testing.T) {
 	}
 	// p.1 runs out of memory (it has no ladder: it fails); p.3 takes its card.
 	r.exits <- scheduler.Exit{Attempt: "p.1/1", Outcome: plans.GPUOOM, OOM: &plans.OOMFacts{TriedBytes: 1 << 30}}
-	waitFor(t, "p.3 to start", func() bool {
+	schedtest.WaitFor(t, "p.3 to start", func() bool {
 		ov, err := c.Overview()
 		return err == nil && len(ov.Running) == 2 && ov.Running[1].Job == "p.3"
 	})

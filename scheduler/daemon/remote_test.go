@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestWithoutTheSecretNothing: over the network the daemon answers only requests that
@@ -28,7 +30,7 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A round shows its starts once the runner has started them all.
-	waitFor(t, "the job to run", func() bool { return len(mustJobs(t, d.client, "", "running")) == 1 })
+	schedtest.WaitFor(t, "the job to run", func() bool { return len(mustJobs(t, d.client, "", "running")) == 1 })
 	info, err := d.client.Info()
 	if err != nil || !strings.HasPrefix(info.Listen, "127.0.0.1:") {
 		t.Fatalf("listen %q: %v", info.Listen, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // supervised is a supervised runner whose supervisors are the test binary, on a fresh
@@ -77,7 +78,7 @@ func TestAKilledSupervisorLeavesNoTrainer(t *testing.T) {
 	_, dir, st := startSupervised(t, r, `trap "" HUP; echo trapped; exec sleep 600`)
 	// Killed before its trap, the trainer would die of the hangup itself. The log's
 	// header holds the script: its output is the line the terminal ends with \r\n.
-	poll(t, "the trainer to ignore hangups", func() bool {
+	schedtest.WaitFor(t, "the trainer to ignore hangups", func() bool {
 		log, _ := os.ReadFile(st.Log)
 		return strings.Contains(string(log), "\ntrapped\r\n")
 	})
@@ -145,23 +146,13 @@ func TestAnEndWithoutRoomIsNotLost(t *testing.T) {
 	if x := nextExit(t, r.Exits()); x.Outcome != plans.Success {
 		t.Errorf("exit %+v; want a success", x)
 	}
-	poll(t, "the supervisor to find no room", func() bool {
+	schedtest.WaitFor(t, "the supervisor to find no room", func() bool {
 		log, _ := os.ReadFile(filepath.Join(dir, "supervisor.log"))
 		return strings.Contains(string(log), "cannot record how the attempt ended")
 	})
 	os.RemoveAll(filepath.Dir(blocker))
-	poll(t, "the supervisor to exit", func() bool { return !launcher.Alive(dir) })
+	schedtest.WaitFor(t, "the supervisor to exit", func() bool { return !launcher.Alive(dir) })
 	if e, err := launcher.ReadEnded(dir); err != nil || e == nil || e.Outcome != plans.Success {
 		t.Errorf("exit.json once there is room: %+v %v", e, err)
 	}
-}
-
-func poll(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if ok() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }

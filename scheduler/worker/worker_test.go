@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // The tests run a daemon in-process, on no cards of its own, listening on loopback; its
@@ -72,31 +71,13 @@ func runTestWorker(name string) error {
 		Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]}, Version: "test", Log: os.Stderr, Ends: ends})
 }
 
-// syncBuffer is a log that one goroutine writes while another reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // cluster is a daemon in the test's process and its workers.
 type cluster struct {
 	t      *testing.T
 	state  string
 	server string
 	client *daemon.Client
-	log    *syncBuffer
+	log    *schedtest.Buffer
 }
 
 // grace is the daemon's worker grace in these tests: short, so that they are quick,
@@ -106,7 +87,7 @@ const grace = 3 * time.Second
 // startCluster runs a daemon listening on 127.0.0.1 with no cards of its own.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	c := &cluster{t: t, state: filepath.Join(t.TempDir(), "state"), log: &syncBuffer{}}
+	c := &cluster{t: t, state: filepath.Join(t.TempDir(), "state"), log: &schedtest.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan error, 1)
 	go func() {
@@ -123,7 +104,7 @@ func startCluster(t *testing.T) *cluster {
 			t.Errorf("the daemon ended with %v\n%s", err, c.log)
 		}
 	})
-	waitFor(t, "the daemon to listen", func() bool {
+	schedtest.WaitFor(t, "the daemon to listen", func() bool {
 		select {
 		case err := <-ended:
 			t.Fatalf("the daemon ended: %v\n%s", err, c.log)
@@ -144,7 +125,7 @@ func startCluster(t *testing.T) *cluster {
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *schedtest.Buffer
 	exited chan struct{} // closed once it has exited, with err
 	err    error
 }
@@ -153,7 +134,7 @@ type proc struct {
 // its environment.
 func (c *cluster) startWorker(name, gpus string, env ...string) *proc {
 	c.t.Helper()
-	w := &proc{name: name, log: &syncBuffer{}, exited: make(chan struct{})}
+	w := &proc{name: name, log: &schedtest.Buffer{}, exited: make(chan struct{})}
 	w.cmd = exec.Command(os.Args[0])
 	w.cmd.Env = append(os.Environ(), asWorker+"="+name, envState+"="+c.state, envServer+"="+c.server, envGPUs+"="+gpus,
 		"GPUQ_SIM_LEDGER="+filepath.Join(c.t.TempDir(), "ledger"))
@@ -173,7 +154,7 @@ func (c *cluster) startWorker(name, gpus string, env ...string) *proc {
 			c.t.Logf("worker %s's log:\n%s", name, w.log)
 		}
 	})
-	waitFor(c.t, "worker "+name+" to connect", func() bool { return c.connected(name) })
+	schedtest.WaitFor(c.t, "worker "+name+" to connect", func() bool { return c.connected(name) })
 	return w
 }
 
@@ -218,16 +199,6 @@ func (c *cluster) submit(doc string) {
 	}
 }
 
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if ok() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // running is the running jobs on each worker, by job id.
 func running(jobs []daemon.Job) map[string][]string {
 	out := map[string][]string{}
@@ -259,7 +230,7 @@ gpu_plan: "1"
 oom: {max_attempts: 1}
 `, gate))
 	var first map[string][]string
-	waitFor(t, "two trainers running on each worker", func() bool {
+	schedtest.WaitFor(t, "two trainers running on each worker", func() bool {
 		jobs := c.jobs()
 		first = running(jobs)
 		for _, j := range jobs {
@@ -288,7 +259,7 @@ oom: {max_attempts: 1}
 	// Killed for good: past the grace period its jobs are queued again.
 	w1.kill(t)
 	lost := map[string]bool{first["w1"][0]: true, first["w1"][1]: true}
-	waitFor(t, "w1's jobs to be queued again", func() bool {
+	schedtest.WaitFor(t, "w1's jobs to be queued again", func() bool {
 		n := 0
 		for _, j := range c.jobs() {
 			if lost[j.ID] && j.State == "queued" {
@@ -308,7 +279,7 @@ oom: {max_attempts: 1}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every job to succeed", func() bool {
+	schedtest.WaitFor(t, "every job to succeed", func() bool {
 		for _, j := range c.jobs() {
 			if j.State != "succeeded" {
 				return false
@@ -369,7 +340,7 @@ command: [sh, -c, "echo ready; read line; echo \"got $line\"; echo bye"]
 jobs: [{}]
 memory: 1GiB
 `)
-	waitFor(t, "the trainer to run", func() bool {
+	schedtest.WaitFor(t, "the trainer to run", func() bool {
 		j := c.jobs()[0]
 		return j.State == "running" && strings.Contains(c.logOf("talk.1"), "ready")
 	})
@@ -393,7 +364,7 @@ memory: 1GiB
 	if err != nil || !strings.Contains(string(logged), "got hello\r\nbye") || !strings.Contains(string(logged), "exited with status 0") {
 		t.Errorf("the log followed to its end: %q (%v)", logged, err)
 	}
-	waitFor(t, "the job to succeed", func() bool { return c.jobs()[0].State == "succeeded" })
+	schedtest.WaitFor(t, "the job to succeed", func() bool { return c.jobs()[0].State == "succeeded" })
 	tail, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "talk.1", N: 1}, Kind: daemon.StreamLog, Tail: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -405,7 +376,7 @@ memory: 1GiB
 
 	c.submit("name: stop\ncommand: [sh, -c, \"sleep 60\"]\njobs: [{}]\nmemory: 1GiB\n")
 	var dir string
-	waitFor(t, "the other trainer to run", func() bool {
+	schedtest.WaitFor(t, "the other trainer to run", func() bool {
 		j := c.jobs()[1]
 		if j.State != "running" {
 			return false
@@ -416,7 +387,7 @@ memory: 1GiB
 	if _, err := c.client.Act(daemon.Cancel, daemon.SelectRequest{IDs: []string{"stop.1"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job to be cancelled", func() bool { return c.jobs()[1].State == "cancelled" })
+	schedtest.WaitFor(t, "the job to be cancelled", func() bool { return c.jobs()[1].State == "cancelled" })
 	if j := c.jobs()[1]; j.Attempts[0].Outcome != "cancelled" || syscall.Kill(launcher.SupervisedLeader(dir), 0) == nil {
 		t.Errorf("stop.1's attempt %s; its trainer still runs: %v", j.Attempts[0].Outcome, syscall.Kill(launcher.SupervisedLeader(dir), 0) == nil)
 	}
@@ -429,7 +400,7 @@ func TestASlowWorkerRunsNothingTwice(t *testing.T) {
 	w := c.startWorker("w1", "sim:1x24GiB")
 	gate := filepath.Join(t.TempDir(), "gate")
 	c.submit(fmt.Sprintf("name: slow\ncommand: [sh, -c, \"while [ ! -e %s ]; do sleep 0.05; done\"]\njobs: [{}]\nmemory: 1GiB\n", gate))
-	waitFor(t, "the trainer to run", func() bool {
+	schedtest.WaitFor(t, "the trainer to run", func() bool {
 		j := c.jobs()[0]
 		return j.State == "running" && launcher.SupervisedLeader(filepath.Dir(j.Attempts[0].Log)) != 0
 	})
@@ -439,7 +410,7 @@ func TestASlowWorkerRunsNothingTwice(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job to end", func() bool { return c.jobs()[0].State != "running" })
+	schedtest.WaitFor(t, "the job to end", func() bool { return c.jobs()[0].State != "running" })
 	if j := c.jobs()[0]; j.State != "succeeded" || len(j.Attempts) != 1 {
 		t.Errorf("the job %s after %d attempts, want one, a success:\n%s", j.State, len(j.Attempts), c.log)
 	}
@@ -452,12 +423,12 @@ func TestWorkersLeave(t *testing.T) {
 	drained := c.startWorker("drained", "sim:1x24GiB")
 	gate := filepath.Join(t.TempDir(), "gate")
 	c.submit(fmt.Sprintf("name: busy\ncommand: [sh, -c, \"while [ ! -e %s ]; do sleep 0.05; done\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\ngpu_plan: \"1\"\n", gate))
-	waitFor(t, "a job to run", func() bool { return c.jobs()[0].State == "running" })
+	schedtest.WaitFor(t, "a job to run", func() bool { return c.jobs()[0].State == "running" })
 	if err := c.client.DrainWorker("drained"); err != nil {
 		t.Fatal(err)
 	}
 	idle := c.startWorker("idle", "sim:1x24GiB", envIdle+"=1s")
-	waitFor(t, "the other job to run on the worker that is not drained", func() bool { return c.jobs()[1].State == "running" })
+	schedtest.WaitFor(t, "the other job to run on the worker that is not drained", func() bool { return c.jobs()[1].State == "running" })
 	select {
 	case <-drained.exited:
 		t.Fatalf("the drained worker left while its job ran: %v", drained.err)
@@ -503,7 +474,7 @@ memory: 10GiB
 gpu_plan: "1"
 oom: {max_attempts: 1}
 `)
-	waitFor(t, "both jobs running on the ending worker", func() bool { return len(running(c.jobs())["ending"]) == 2 })
+	schedtest.WaitFor(t, "both jobs running on the ending worker", func() bool { return len(running(c.jobs())["ending"]) == 2 })
 	select {
 	case <-w.exited:
 		if w.err != nil {
@@ -524,7 +495,7 @@ oom: {max_attempts: 1}
 		t.Errorf("the worker's log does not say why it stopped them:\n%s", w.log)
 	}
 	c.startWorker("next", "sim:2x24GiB")
-	waitFor(t, "both jobs running again elsewhere", func() bool { return len(running(c.jobs())["next"]) == 2 })
+	schedtest.WaitFor(t, "both jobs running again elsewhere", func() bool { return len(running(c.jobs())["next"]) == 2 })
 	for _, j := range c.jobs() {
 		if a := j.Attempts[len(j.Attempts)-1]; a.Tier != j.Attempts[0].Tier {
 			t.Errorf("%s runs again at tier %d, not %d", j.ID, a.Tier, j.Attempts[0].Tier)
@@ -541,7 +512,7 @@ func TestASecondWorkerOfOneNameIsRefused(t *testing.T) {
 	c.startWorker("n1", "sim:1x24GiB")
 	gate := filepath.Join(t.TempDir(), "gate")
 	c.submit(fmt.Sprintf("name: once\ncommand: [sh, -c, \"while [ ! -e %s ]; do sleep 0.05; done\"]\njobs: [{}]\nmemory: 1GiB\n", gate))
-	waitFor(t, "the job to run", func() bool { return len(running(c.jobs())["n1"]) == 1 })
+	schedtest.WaitFor(t, "the job to run", func() bool { return len(running(c.jobs())["n1"]) == 1 })
 	other := t.TempDir()
 	for _, f := range []string{"secret", "tls.crt"} {
 		data, err := os.ReadFile(filepath.Join(c.state, f))
@@ -564,7 +535,7 @@ func TestASecondWorkerOfOneNameIsRefused(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job to succeed", func() bool { return c.jobs()[0].State == "succeeded" })
+	schedtest.WaitFor(t, "the job to succeed", func() bool { return c.jobs()[0].State == "succeeded" })
 	if n := len(c.jobs()[0].Attempts); n != 1 {
 		t.Errorf("the job ran %d attempts, want 1", n)
 	}

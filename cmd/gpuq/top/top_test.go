@@ -3,7 +3,6 @@ package top
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,9 +19,8 @@ import (
 
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 const gib = 1 << 30
 
@@ -184,7 +182,7 @@ func TestScreen80x24(t *testing.T) {
 			t.Errorf("line %d is %d wide: %q", i+1, w, l)
 		}
 	}
-	golden(t, "screen-80x24.txt", screen)
+	schedtest.Golden(t, "screen-80x24.txt", screen)
 }
 
 // m0 are the messages that bring the first overview in.
@@ -281,7 +279,7 @@ func TestPrint(t *testing.T) {
 	if strings.Contains(buf.String(), "\x1b[") {
 		t.Errorf("escape codes in plain output:\n%q", buf.String())
 	}
-	golden(t, "print.txt", buf.String())
+	schedtest.Golden(t, "print.txt", buf.String())
 }
 
 // TestTitleGivesWayToTheClock: a title too long for the line is cut, and the clock
@@ -297,23 +295,6 @@ func TestTitleGivesWayToTheClock(t *testing.T) {
 		if w := ansi.StringWidth(head); w != width || !strings.HasSuffix(head, " 15:04:05") || !strings.Contains(head, "…") {
 			t.Errorf("title line at %d columns is %d wide: %q", width, w, head)
 		}
-	}
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("differs from %s (go test -update rewrites it); got:\n%s", path, got)
 	}
 }
 

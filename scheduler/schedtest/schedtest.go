@@ -1,0 +1,72 @@
+// Package schedtest holds what gpuq's tests share: golden files, waiting for what
+// another goroutine or process brings about, and a buffer such a one writes. It
+// imports nothing of gpuq, so that any package's tests may use it.
+package schedtest
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// Updating reports whether the tests were asked to rewrite what they compare with
+// (go test -update).
+func Updating() bool { return *update }
+
+// Golden compares got with the file testdata/name, which go test -update rewrites.
+func Golden(t testing.TB, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update writes it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("differs from %s (go test -update rewrites it); got:\n%s", path, got)
+	}
+}
+
+// WaitFor polls ok until it holds, first every millisecond (an engine in the test's
+// process answers at once), then up to every 20 ms (a daemon, a trainer), and fails the
+// test, naming what, after 90 s: long enough for a loaded 2-core machine.
+func WaitFor(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	step := time.Millisecond
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(step) {
+		if ok() {
+			return
+		}
+		step = min(2*step, 20*time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// Buffer is written by one goroutine (a daemon's log, a child's output) while the test
+// reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
