@@ -120,9 +120,9 @@ func Supervise(dir string) error {
 	p, err := Start(spec.Command, LogPath(dir), spec.Header, h)
 	if err != nil {
 		ln.Close()
-		return writeJSON(filepath.Join(dir, exitFile), Ended{Outcome: plans.Lost, Detail: err.Error()})
+		return WriteJSON(filepath.Join(dir, exitFile), Ended{Outcome: plans.Lost, Detail: err.Error()})
 	}
-	if err := writeJSON(filepath.Join(dir, supervisorFile), supervisorInfo{PID: os.Getpid(), Leader: p.PID()}); err != nil {
+	if err := WriteJSON(filepath.Join(dir, supervisorFile), supervisorInfo{PID: os.Getpid(), Leader: p.PID()}); err != nil {
 		p.Stop(GroupGrace)
 		<-p.Done()
 		return err
@@ -167,7 +167,7 @@ func Supervise(dir string) error {
 			Detail: "stopped: its worker lost touch with the daemon, which runs the job again elsewhere"}
 	}
 	exit := filepath.Join(dir, exitFile)
-	err = writeJSON(exit, end.ended)
+	err = WriteJSON(exit, end.ended)
 	// The clients waiting hear the end now, exit.json written or not; a daemon that
 	// comes later finds exit.json, or waits for it while this supervisor lives (its
 	// lock) and tries again to write it.
@@ -196,7 +196,7 @@ func record(path string, e Ended, err error) error {
 		if _, serr := os.Stat(filepath.Dir(path)); serr != nil {
 			return err
 		}
-		if err = writeJSON(path, e); err == nil {
+		if err = WriteJSON(path, e); err == nil {
 			return nil
 		}
 	}
@@ -349,41 +349,10 @@ func (h *hub) close() {
 	close(h.closed)
 }
 
-// writeJSON writes v to path whole or not at all: a temporary file, synced, renamed.
-func writeJSON(path string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	tmp := path + ".new"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		var d *os.File
-		if d, err = os.Open(filepath.Dir(path)); err == nil {
-			err = d.Sync()
-			d.Close()
-		}
-	}
-	return err
-}
-
 // StartSupervisor starts a supervisor (self is gpuq's binary and any arguments before
 // the mode) for spec in dir, and returns once the trainer runs, with its pid.
 func StartSupervisor(self []string, dir string, spec Spec) (leader int, err error) {
-	if err := writeJSON(filepath.Join(dir, specFile), spec); err != nil {
+	if err := WriteJSON(filepath.Join(dir, specFile), spec); err != nil {
 		return 0, err
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
@@ -126,12 +127,11 @@ func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
 
 // remember records the machine settings a daemon runs with, for the next (recall).
 func remember(dir string, ov plans.Overrides) error {
-	data, _ := json.Marshal(machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value})
-	tmp := filepath.Join(dir, machineFile+".new")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	rec := machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value}
+	if err := launcher.WriteJSON(filepath.Join(dir, machineFile), rec); err != nil {
 		return fmt.Errorf("record the machine: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(dir, machineFile))
+	return nil
 }
 
 // simulated names the simulated machine; "" on real cards, or none.
