@@ -200,9 +200,9 @@ func (m model) View() string {
 	if m.err != nil {
 		lines = append(lines, m.st.bad.Render("cannot read the daemon: "+m.err.Error()))
 	}
-	sw := m.statsWidth()
+	cols := m.cardColumns()
 	for _, c := range m.ov.GPUs {
-		lines = append(lines, m.cardLine(c, m.width, sw))
+		lines = append(lines, m.cardLine(c, m.width, cols))
 	}
 	footer := m.footer()
 	budget := m.height - len(lines) - 1
@@ -320,15 +320,15 @@ func (m model) footer() string {
 }
 
 // cardLine is a card on one line: its memory as a bar split by holder, then used and
-// total, slots, utilisation and temperature, in statsWidth columns so that the bars of
-// every card line up.
-func (m model) cardLine(c daemon.GPUView, width, statsWidth int) string {
-	label := fmt.Sprintf("GPU %-*s ", m.nameWidth(), cardID(c))
+// total, slots, utilisation and temperature, in the columns of every card so that their
+// bars line up.
+func (m model) cardLine(c daemon.GPUView, width int, cols cardColumns) string {
+	label := fmt.Sprintf("GPU %-*s ", cols.name, cardID(c))
 	if c.Fault != "" {
 		return label + m.st.bad.Render("OUT OF SERVICE: "+c.Fault)
 	}
 	stats := m.stats(c)
-	w := max(width-lipgloss.Width(label)-statsWidth, 10)
+	w := max(width-lipgloss.Width(label)-cols.stats, 10)
 	return label + m.bar(c, w) + stats
 }
 
@@ -351,21 +351,17 @@ func cardID(c daemon.GPUView) scheduler.CardID {
 	return scheduler.CardID{Worker: c.Worker, Index: c.Index}
 }
 
-// nameWidth is the width of the longest card name, at least 2, so that bars line up.
-func (m model) nameWidth() int {
-	w := 2
-	for _, c := range m.ov.GPUs {
-		w = max(w, len(cardID(c).String()))
-	}
-	return w
-}
+// cardColumns are the widths of the longest card name (at least 2) and of the longest
+// stats, so that the bars of every card line up.
+type cardColumns struct{ name, stats int }
 
-func (m model) statsWidth() int {
-	w := 0
+func (m model) cardColumns() cardColumns {
+	cols := cardColumns{name: 2}
 	for _, c := range m.ov.GPUs {
-		w = max(w, lipgloss.Width(m.stats(c)))
+		cols.name = max(cols.name, len(cardID(c).String()))
+		cols.stats = max(cols.stats, lipgloss.Width(m.stats(c)))
 	}
-	return w
+	return cols
 }
 
 // bar draws a card's memory in w cells: each job's use (█) and what is reserved for it
@@ -408,9 +404,9 @@ func Print(w io.Writer, ov daemon.Overview, title string, width int) error {
 		m.output[run.Job] = lastLine(run.Log)
 	}
 	lines := []string{m.header()}
-	sw := m.statsWidth()
+	cols := m.cardColumns()
 	for _, c := range m.ov.GPUs {
-		lines = append(lines, m.cardLine(c, width, sw))
+		lines = append(lines, m.cardLine(c, width, cols))
 		if c.Fault != "" {
 			continue
 		}
