@@ -111,7 +111,7 @@ func (e *Engine) Retry(sel Selection) ([]string, error) {
 	snap := e.store.view()
 	return e.change(jobs, "requeued by gpuq retry", func(c *Job) {
 		c.State, c.Reason, c.Retried, c.Held, c.Since, c.Timeouts = JobQueued, "", false, false, c.Attempts, 0
-		c.Estimate, c.HostEstimate = estimate(c, snap.Shape(c.Shape))
+		snap.reestimate(c)
 	})
 }
 
@@ -147,8 +147,7 @@ func (e *Engine) Release(sel Selection) ([]string, error) {
 	snap := e.store.view()
 	return e.change(jobs, "released", func(c *Job) {
 		c.Held = false
-		// Nothing re-estimated it while it was held.
-		c.Estimate, c.HostEstimate = estimate(c, snap.Shape(c.Shape))
+		snap.reestimate(c)
 	})
 }
 

@@ -203,9 +203,10 @@ func (e *Engine) learn(shape string, a *Attempt, with ...any) error {
 	}, with...)
 }
 
-// changeShape changes what is known of a shape and, if that changed, re-estimates the
-// shape's jobs. The objects with are written with it, in one transaction; an error is
-// put's.
+// changeShape changes what is known of a shape and, if that changed its peaks or
+// floor, re-estimates the shape's jobs: its queued ones as the store reads them
+// (Shape.Rev), the reservations of its running ones here. The objects with are written
+// with it, in one transaction; an error is put's.
 func (e *Engine) changeShape(name string, change func(*Shape), with ...any) error {
 	l := Shape{Name: name}
 	if old := e.store.view().Shape(name); old != nil {
@@ -219,11 +220,15 @@ func (e *Engine) changeShape(name string, change func(*Shape), with ...any) erro
 		}
 		return nil
 	}
+	estimates := l.Peak != before.Peak || l.Host != before.Host || l.Floor != before.Floor
+	if estimates {
+		l.Rev++ // the store re-estimates its queued jobs
+	}
 	if err := e.put(append(with, &l)...); err != nil {
 		return err
 	}
-	if l.Peak != before.Peak || l.Host != before.Host || l.Floor != before.Floor {
-		e.reestimate(name)
+	if estimates {
+		e.reserve(name)
 	}
 	return nil
 }
@@ -249,20 +254,12 @@ func estimate(j *Job, l *Shape) (gpuBytes, host int64) {
 	return max(gpuBytes, l.Floor), host
 }
 
-// reestimate applies what is known of a shape to its queued jobs and to the
-// reservations of its running attempts.
-func (e *Engine) reestimate(shape string) {
+// reserve applies what is known of a shape to the reservations of its running
+// attempts.
+func (e *Engine) reserve(shape string) {
 	snap := e.store.view()
 	l := snap.Shape(shape)
 	var changed []any
-	for _, id := range e.store.queue.ofShape(shape) {
-		j := snap.Job(id)
-		c := *j
-		c.Estimate, c.HostEstimate = estimate(j, l)
-		if c.Estimate != j.Estimate || c.HostEstimate != j.HostEstimate {
-			changed = append(changed, &c)
-		}
-	}
 	for _, a := range e.runningNow(snap) {
 		if a.Shape != shape {
 			continue

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/gpuq/gpuq/plans"
 )
 
 // benchMachine is a queue of jobs of a few shapes (as a sweep's are) and a machine of
@@ -85,8 +83,8 @@ func queueOf(rs []Request) *queue {
 	q := newQueue()
 	q.fifo["s"] = true
 	for i, r := range rs {
-		q.add(&Job{Job: &plans.Job{ID: r.Job, GPUsPerJob: r.GPUsPerJob}, Sweep: "s", Seq: uint64(i + 1),
-			Status: Status{State: JobQueued, Estimate: r.Memory, Shape: fmt.Sprint(r.Memory)}})
+		k := groupKey{shape: fmt.Sprint(r.Memory), estimate: r.Memory, gpus: max(r.GPUsPerJob, 1)}
+		q.add(k, "s", member{uint64(i + 1), r.Job})
 	}
 	return q
 }

@@ -66,9 +66,11 @@ type groupKey struct {
 	timeout   time.Duration
 }
 
-func keyOf(j *Job) groupKey {
-	return groupKey{shape: j.Shape, estimate: j.Estimate, host: j.HostEstimate, gpus: max(j.GPUsPerJob, 1),
-		exclusive: j.Pos.Exclusive, probe: j.Probe && j.Estimate == 0, priority: j.Priority, timeout: j.Timeout.After}
+// key is the group of a waiting job, by its estimate as its shape knows it in sn.
+func (sn Snapshot) key(j *Job) groupKey {
+	est, host := sn.Estimate(j)
+	return groupKey{shape: j.Shape, estimate: est, host: host, gpus: max(j.GPUsPerJob, 1),
+		exclusive: j.Pos.Exclusive, probe: j.Probe && est == 0, priority: j.Priority, timeout: j.Timeout.After}
 }
 
 // group is waiting jobs alike, in submission order: jobs[off:].
@@ -102,52 +104,82 @@ func (q *queue) submitted(sw *plans.Sweep) {
 }
 
 // change moves a job from the group it was in (if it waited) to the one it is in now
-// (if it waits).
-func (q *queue) change(before, after *Job) {
+// (if it waits); key finds a job's group.
+func (q *queue) change(before, after *Job, key func(*Job) groupKey) {
 	was := before != nil && before.Waiting()
 	is := after != nil && after.Waiting()
-	if was && is && keyOf(before) == keyOf(after) {
+	var from, to groupKey
+	if was {
+		from = key(before)
+	}
+	if is {
+		to = key(after)
+	}
+	if was && is && from == to {
 		return
 	}
 	if was {
-		q.remove(before)
+		q.remove(from, before.Sweep, before.Seq)
 	}
 	if is {
-		q.add(after)
+		q.add(to, after.Sweep, member{after.Seq, after.ID})
 	}
 }
 
-func (q *queue) add(j *Job) {
-	k := keyOf(j)
+// regroup moves the waiting jobs of a shape to the groups key finds for them now: its
+// jobs' estimates changed.
+func (q *queue) regroup(shape string, key func(id string) groupKey) {
+	type move struct {
+		from, to groupKey
+		sweep    string
+		m        member
+	}
+	var moves []move
+	for _, g := range q.shapes[shape] {
+		for _, m := range g.jobs[g.off:] {
+			if k := key(m.id); k != g.key {
+				moves = append(moves, move{g.key, k, g.sweep, m})
+			}
+		}
+	}
+	// In submission order: each leaves its group from the front, and joins its new
+	// one at the end.
+	slices.SortFunc(moves, func(a, b move) int { return cmp.Compare(a.m.seq, b.m.seq) })
+	for _, mv := range moves {
+		q.remove(mv.from, mv.sweep, mv.m.seq)
+		q.add(mv.to, mv.sweep, mv.m)
+	}
+}
+
+func (q *queue) add(k groupKey, sweep string, m member) {
 	g := q.groups[k]
 	if g == nil {
-		g = &group{key: k, sweep: j.Sweep, took: q.took[j.Shape], fifo: q.fifo[j.Sweep]}
+		g = &group{key: k, sweep: sweep, took: q.took[k.shape], fifo: q.fifo[sweep]}
 		q.groups[k] = g
-		q.shapes[j.Shape] = append(q.shapes[j.Shape], g)
+		q.shapes[k.shape] = append(q.shapes[k.shape], g)
 		q.ranked = append(q.ranked, g)
 		q.groupsChanged = true
 	}
 	live := g.jobs[g.off:]
-	at, _ := slices.BinarySearchFunc(live, j.Seq, func(m member, seq uint64) int { return cmp.Compare(m.seq, seq) })
+	at, _ := slices.BinarySearchFunc(live, m.seq, func(m member, seq uint64) int { return cmp.Compare(m.seq, seq) })
 	if at == 0 && g.off > 0 {
 		g.off--
-		g.jobs[g.off] = member{j.Seq, j.ID}
+		g.jobs[g.off] = m
 	} else {
-		g.jobs = slices.Insert(g.jobs, g.off+at, member{j.Seq, j.ID})
+		g.jobs = slices.Insert(g.jobs, g.off+at, m)
 	}
 	q.n++
-	q.sweeps[j.Sweep]++
+	q.sweeps[sweep]++
 	q.sorted = false
 }
 
-func (q *queue) remove(j *Job) {
-	k := keyOf(j)
+func (q *queue) remove(k groupKey, sweep string, seq uint64) {
 	g := q.groups[k]
 	if g == nil {
 		return
 	}
 	live := g.jobs[g.off:]
-	at, found := slices.BinarySearchFunc(live, j.Seq, func(m member, seq uint64) int { return cmp.Compare(m.seq, seq) })
+	at, found := slices.BinarySearchFunc(live, seq, func(m member, seq uint64) int { return cmp.Compare(m.seq, seq) })
 	if !found {
 		return
 	}
@@ -162,8 +194,8 @@ func (q *queue) remove(j *Job) {
 		g.jobs = slices.Delete(g.jobs, g.off+at, g.off+at+1)
 	}
 	q.n--
-	if q.sweeps[j.Sweep]--; q.sweeps[j.Sweep] == 0 {
-		delete(q.sweeps, j.Sweep)
+	if q.sweeps[sweep]--; q.sweeps[sweep] == 0 {
+		delete(q.sweeps, sweep)
 	}
 	q.sorted = false
 	if g.len() > 0 {
@@ -300,17 +332,6 @@ func (q *queue) extremes() (smallest, largest int64, ok bool) {
 		q.groupsChanged = false
 	}
 	return q.smallest, q.largest, len(q.groups) > 0
-}
-
-// ofShape returns the ids of the waiting jobs of a shape.
-func (q *queue) ofShape(shape string) []string {
-	var ids []string
-	for _, g := range q.shapes[shape] {
-		for _, m := range g.jobs[g.off:] {
-			ids = append(ids, m.id)
-		}
-	}
-	return ids
 }
 
 // larger returns the ids of the waiting jobs whose estimate is above room.

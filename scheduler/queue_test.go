@@ -149,15 +149,28 @@ func TestQueueFollowsTheStore(t *testing.T) {
 			snap := st.Snapshot()
 			jobs := snap.Jobs()
 			c := *jobs[r.IntN(len(jobs))]
-			switch r.IntN(5) {
+			l := Shape{Name: c.Shape}
+			if known := snap.Shape(c.Shape); known != nil {
+				l = *known
+			}
+			switch r.IntN(6) {
 			case 0:
 				c.State = []JobState{JobQueued, JobRunning, JobSucceeded}[r.IntN(3)]
 			case 1:
 				c.Held = !c.Held
 			case 2:
+				// An estimate made for the job alone (a crowded-out retry), or one its
+				// shape's next revision makes again.
 				c.Estimate = int64(2*(1+r.IntN(3))) * gib
+				c.EstimatedAt = l.Rev + uint64(r.IntN(2))
 			case 3:
-				must(t, st.Put(&Shape{Name: c.Shape, Duration: time.Duration(r.IntN(3)) * time.Hour}))
+				l.Duration = time.Duration(r.IntN(3)) * time.Hour
+				must(t, st.Put(&l))
+				continue
+			case 4:
+				// The shape learns a peak: its queued jobs are estimated by it.
+				l.Peak, l.Rev = int64(1+r.IntN(4))*gib, l.Rev+1
+				must(t, st.Put(&l))
 				continue
 			}
 			must(t, st.Put(&c))
@@ -179,10 +192,11 @@ func TestQueueFollowsTheStore(t *testing.T) {
 			}
 			for ; i < len(want); i++ {
 				j := snap.Job(want[i])
-				if k := keyOf(j); !passed[k] && j.Estimate > room {
+				est, _ := snap.Estimate(j)
+				if k := snap.key(j); !passed[k] && est > room {
 					passed[k] = true
 				}
-				if !passed[keyOf(j)] {
+				if !passed[snap.key(j)] {
 					break
 				}
 			}
@@ -194,7 +208,7 @@ func TestQueueFollowsTheStore(t *testing.T) {
 				break
 			}
 			if r.IntN(2) == 0 {
-				passed[keyOf(snap.Job(m.id))] = true
+				passed[snap.key(snap.Job(m.id))] = true
 				cur.pass()
 			}
 			i++
@@ -219,7 +233,8 @@ func brute(st *Store, fifo bool) []string {
 			d = sum / time.Duration(len(took))
 		}
 		d = max(d, 1)
-		return float64(max(j.Estimate, 1)*int64(max(j.GPUsPerJob, 1))) * d.Seconds()
+		est, _ := snap.Estimate(j)
+		return float64(max(est, 1)*int64(max(j.GPUsPerJob, 1))) * d.Seconds()
 	}
 	var waiting []*Job
 	for _, j := range snap.Jobs() {

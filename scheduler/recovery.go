@@ -118,9 +118,10 @@ func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
 			others = e.sharedCard(a)
 		}
 		// Whatever becomes of this job, its shape needs that much at this tier.
-		defer e.changeShape(job.Shape, func(l *Shape) { l.Floor = max(l.Floor, need) })
+		e.changeShape(job.Shape, func(l *Shape) { l.Floor = max(l.Floor, need) })
 		if need > 0 && need <= room && raised <= room && others && !job.Retried {
 			job.Estimate, job.Retried, job.State = raised, true, JobQueued
+			job.EstimatedAt = e.store.view().Shape(job.Shape).rev()
 			return fmt.Sprintf("crowded out: needs at least %s, which fits the card alone; retrying at tier %d with that estimate",
 				plans.FormatSize(raised), job.Pos.Tier)
 		}
@@ -150,7 +151,7 @@ func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool)
 	} else {
 		job.Declared = before
 	}
-	job.Estimate, job.HostEstimate = estimate(job, e.store.view().Shape(job.Shape))
+	e.store.view().reestimate(job)
 	var parts []string
 	for _, k := range changed {
 		v, _ := next.Get(k)

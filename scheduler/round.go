@@ -409,8 +409,9 @@ func (e *Engine) failTooLarge() {
 			continue
 		}
 		c.State = JobFailed
+		est, _ := snap.Estimate(j)
 		c.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
-			plans.FormatSize(j.Estimate), plans.FormatSize(room))
+			plans.FormatSize(est), plans.FormatSize(room))
 		if e.put(&c) != nil {
 			return
 		}
@@ -569,12 +570,13 @@ func (e *Engine) launch(snap Snapshot, j *Job, p Placement, sharing int) Launch 
 		sub = &plain
 	}
 	job := *j
+	job.Estimate, job.HostEstimate = snap.Estimate(j) // what it starts with
 	job.Attempts++
 	job.State = JobRunning
 	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, Worker: p.Worker, GPUs: cardIdx,
-		Tier: j.Pos.Tier, Params: j.Current, Estimate: j.Estimate, Reserve: j.Estimate, HostReserve: j.HostEstimate,
-		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: requestOf(j).Exclusive, Expected: e.store.queue.took[j.Shape]}
-	if j.Probe && j.Estimate == 0 {
+		Tier: j.Pos.Tier, Params: j.Current, Estimate: job.Estimate, Reserve: job.Estimate, HostReserve: job.HostEstimate,
+		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: requestOf(&job).Exclusive, Expected: e.store.queue.took[j.Shape]}
+	if j.Probe && job.Estimate == 0 {
 		e.changeShape(j.Shape, func(l *Shape) { l.Probe = j.ID })
 	}
 	var cards []gpu.Card

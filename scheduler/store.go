@@ -53,15 +53,21 @@ type Job struct {
 // Status is what changes of a job as it runs: what the journal records of it, the rest
 // being rebuilt from its sweep.
 type Status struct {
-	State    JobState
-	Estimate int64      // bytes per card the packer reserves; see Engine.estimate
+	State JobState
+	// Estimate is the bytes per card the packer reserves (see estimate), and
+	// HostEstimate the host RAM (0 = unknown), as they were made at revision
+	// EstimatedAt of the job's shape. Once the shape has learned more (Shape.Rev), a
+	// queued job's estimate is the shape's, as Snapshot.Estimate reads it: what a
+	// shape learns is not written into each of its queued jobs.
+	Estimate int64
 	Current  *plans.Map // the parameters of its current tier
 	// Shape names the jobs that share what is learned of memory: the current tier's
 	// parameters less the sweep's shape_ignores.
 	Shape string
 	// Declared is the estimate as written for the current tier: the size, or the model's.
 	Declared     int64
-	HostEstimate int64          // host RAM bytes the packer reserves; 0 = unknown
+	HostEstimate int64
+	EstimatedAt  uint64         `json:",omitempty"`
 	Pos          plans.Position // where it stands on its ladder
 	// Retried is set when a crowded-out attempt at the current tier was retried.
 	Retried  bool
@@ -146,6 +152,27 @@ type Shape struct {
 	// counts those runs, up to ten. 0 = none yet.
 	Duration time.Duration `json:",omitempty"`
 	Runs     int           `json:",omitempty"`
+	// Rev counts the changes of Peak, Host and Floor: what the estimates of the
+	// shape's jobs are made of (see Status.EstimatedAt).
+	Rev uint64 `json:",omitempty"`
+}
+
+// rev is the shape's revision; that of a shape nothing is known of is 0.
+func (l *Shape) rev() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.Rev
+}
+
+// estimateOf is what the packer reserves for a job, given what its shape l (nil:
+// nothing) knows now: a queued job's estimate made at another revision of its shape
+// is made again; otherwise the job's own.
+func estimateOf(j *Job, l *Shape) (gpuBytes, host int64) {
+	if j.State == JobQueued && j.EstimatedAt != l.rev() {
+		return estimate(j, l)
+	}
+	return j.Estimate, j.HostEstimate
 }
 
 // merge takes in what an earlier record o knew of the same shape: peaks and floors
@@ -153,6 +180,7 @@ type Shape struct {
 // ended cleared it under its own name.
 func (l *Shape) merge(o *Shape) {
 	l.Peak, l.Host, l.Floor = max(l.Peak, o.Peak), max(l.Host, o.Host), max(l.Floor, o.Floor)
+	l.Rev = max(l.Rev, o.Rev)
 }
 
 // Where says where it runs, for people: "GPU [0 1]", or on a worker "node7 GPU [0]".
@@ -340,22 +368,40 @@ func (s *Store) write(fn func(*memdb.Txn) error) error {
 // insert puts an object in a table, and the queue follows a job or a shape. Only a
 // mistake in the schema makes it fail, and then the store is not to be trusted.
 func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
-	var before *Job
-	if j, ok := o.(*Job); ok {
-		if old, err := txn.First(TableJobs, IndexID, j.ID); err == nil && old != nil {
-			before = old.(*Job)
-		}
+	// What o replaces, of a job or a shape.
+	var job *Job
+	var shape *Shape
+	switch o := o.(type) {
+	case *Job:
+		job = first[*Job](txn, TableJobs, o.ID)
+	case *Shape:
+		shape = first[*Shape](txn, TableShapes, o.Name)
 	}
 	if err := txn.Insert(table, o); err != nil {
 		return fmt.Errorf("state store: %w", err)
 	}
+	snap := Snapshot{txn: txn}
 	switch o := o.(type) {
 	case *Job:
-		s.queue.change(before, o)
+		s.queue.change(job, o, snap.key)
 	case *Shape:
 		s.queue.learned(o)
+		if o.Rev != shape.rev() {
+			// The estimates of its queued jobs are made again (estimateOf).
+			s.queue.regroup(o.Name, func(id string) groupKey { return snap.key(snap.Job(id)) })
+		}
 	}
 	return nil
+}
+
+// first returns the object of a table with the id, or nil.
+func first[T any](txn *memdb.Txn, table, id string) T {
+	var none T
+	o, err := txn.First(table, IndexID, id)
+	if err != nil || o == nil {
+		return none
+	}
+	return o.(T)
 }
 
 // Snapshot is a consistent read of the store.
@@ -397,21 +443,25 @@ func (sn Snapshot) Jobs() []*Job {
 }
 
 // Job returns one job, or nil.
-func (sn Snapshot) Job(id string) *Job {
-	obj, err := sn.txn.First(TableJobs, IndexID, id)
-	if err != nil || obj == nil {
-		return nil
-	}
-	return obj.(*Job)
-}
+func (sn Snapshot) Job(id string) *Job { return first[*Job](sn.txn, TableJobs, id) }
 
 // Shape returns what is known of a shape, or nil.
-func (sn Snapshot) Shape(name string) *Shape {
-	obj, err := sn.txn.First(TableShapes, IndexID, name)
-	if err != nil || obj == nil {
-		return nil
+func (sn Snapshot) Shape(name string) *Shape { return first[*Shape](sn.txn, TableShapes, name) }
+
+// Estimate returns what the packer reserves for a job on each of its cards, and of
+// host RAM (0 = unknown): a queued job's by what its shape knows now.
+func (sn Snapshot) Estimate(j *Job) (gpuBytes, host int64) {
+	if j.State != JobQueued {
+		return j.Estimate, j.HostEstimate
 	}
-	return obj.(*Shape)
+	return estimateOf(j, sn.Shape(j.Shape))
+}
+
+// reestimate makes a job's estimate from what is known of its shape now.
+func (sn Snapshot) reestimate(j *Job) {
+	l := sn.Shape(j.Shape)
+	j.Estimate, j.HostEstimate = estimate(j, l)
+	j.EstimatedAt = l.rev()
 }
 
 // Learned is the measured peak of a shape; 0 when none is known.

@@ -40,3 +40,54 @@ matrix:
 		t.Error("submitting the same job ids twice was accepted")
 	}
 }
+
+// TestQueuedEstimatesFollowTheirShape: what a shape learns is every queued job's
+// estimate of it at once, without a write of each job; an estimate made for one job
+// (a crowded-out retry's) holds until the shape learns more; and a restart, from the
+// journal or from a compaction, reads the same estimates.
+func TestQueuedEstimatesFollowTheirShape(t *testing.T) {
+	sw, err := plans.DecodeSweep("s.yaml", []byte("name: s\ncommand: [train]\nmemory: 10GiB\nmatrix: {seed: [1, 2, 3]}\nshape_ignores: [seed]\n"), plans.Overrides{})
+	must(t, err)
+	dir := t.TempDir()
+	st, _, _ := openState(t, dir)
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	estimates := func(st *Store) string {
+		snap := st.Snapshot()
+		var parts []string
+		for _, j := range st.Queue() {
+			est, _ := snap.Estimate(j)
+			parts = append(parts, j.ID+"="+plans.FormatSize(est))
+		}
+		return strings.Join(parts, " ")
+	}
+	check := func(st *Store, when, want string) {
+		t.Helper()
+		if got := estimates(st); got != want {
+			t.Errorf("%s: queue %s, want %s", when, got, want)
+		}
+	}
+	snap := st.Snapshot()
+	shape := snap.Job("s.1").Shape
+	stored := snap.Job("s.2")
+	must(t, st.Put(&Shape{Name: shape, Peak: 6 * gib, Rev: 1}))
+	check(st, "a peak learned", "s.1=6.00 GiB s.2=6.00 GiB s.3=6.00 GiB")
+	if st.Snapshot().Job("s.2") != stored {
+		t.Error("a queued job was written for what its shape learned")
+	}
+	raised := *stored
+	raised.Estimate, raised.EstimatedAt = 12*gib, 1
+	must(t, st.Put(&raised))
+	check(st, "s.2 raised for itself", "s.2=12.00 GiB s.1=6.00 GiB s.3=6.00 GiB")
+	st.Close()
+	again, _, _ := openState(t, dir)
+	check(again, "replayed", "s.2=12.00 GiB s.1=6.00 GiB s.3=6.00 GiB")
+	must(t, again.Put(&Shape{Name: shape, Peak: 6 * gib, Floor: 7 * gib, Rev: 2}))
+	check(again, "a floor learned", "s.1=7.00 GiB s.2=7.00 GiB s.3=7.00 GiB")
+	raised = *again.Snapshot().Job("s.2")
+	raised.Estimate, raised.EstimatedAt = 9*gib, 2
+	must(t, again.Put(&raised))
+	must(t, again.Compact())
+	again.Close()
+	third, _, _ := openState(t, dir)
+	check(third, "from the compaction", "s.2=9.00 GiB s.1=7.00 GiB s.3=7.00 GiB")
+}

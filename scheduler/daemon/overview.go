@@ -151,7 +151,8 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		if j.State != scheduler.JobQueued {
 			continue
 		}
-		wj := WaitingJob{Job: j.ID, Name: j.Name, Held: j.Held, EstimateBytes: j.Estimate}
+		est, _ := snap.Estimate(j)
+		wj := WaitingJob{Job: j.ID, Name: j.Name, Held: j.Held, EstimateBytes: est}
 		switch wait, ok := waits[j.ID]; {
 		case j.Held:
 			wj.Reason = "held: gpuq release " + j.ID + " lets it start"
