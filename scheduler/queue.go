@@ -66,9 +66,9 @@ type groupKey struct {
 	timeout   time.Duration
 }
 
-// key is the group of a waiting job, by its estimate as its shape knows it in sn.
-func (sn Snapshot) key(j *Job) groupKey {
-	est, host := sn.Estimate(j)
+// keyOf is the group of a waiting job, whose shape knows l (nil: nothing).
+func keyOf(j *Job, l *Shape) groupKey {
+	est, host := estimateOf(j, l)
 	return groupKey{shape: j.Shape, estimate: est, host: host, gpus: max(j.GPUsPerJob, 1),
 		exclusive: j.Pos.Exclusive, probe: j.Probe && est == 0, priority: j.Priority, timeout: j.Timeout.After}
 }

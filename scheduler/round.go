@@ -579,11 +579,17 @@ func (e *Engine) launch(snap Snapshot, j *Job, p Placement, sharing int) Launch 
 	if j.Probe && job.Estimate == 0 {
 		e.changeShape(j.Shape, func(l *Shape) { l.Probe = j.ID })
 	}
-	var cards []gpu.Card
-	for _, c := range e.cards {
-		if c.Worker == p.Worker && slices.Contains(cardIdx, c.Index) {
-			cards = append(cards, c)
+	// Its cards in the inventory's order.
+	at := make([]int, 0, len(cardIdx))
+	for _, idx := range cardIdx {
+		if i, ok := e.cardPos[CardID{p.Worker, idx}]; ok {
+			at = append(at, i)
 		}
+	}
+	slices.Sort(at)
+	cards := make([]gpu.Card, len(at))
+	for k, i := range at {
+		cards[k] = e.cards[i]
 	}
 	return Launch{Attempt: a, Job: &job, Submission: sub, Cards: cards, Sharing: sharing}
 }

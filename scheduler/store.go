@@ -388,7 +388,7 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 		s.queue.learned(o)
 		if o.Rev != shape.rev() {
 			// The estimates of its queued jobs are made again (estimateOf).
-			s.queue.regroup(o.Name, func(id string) groupKey { return snap.key(snap.Job(id)) })
+			s.queue.regroup(o.Name, func(id string) groupKey { return keyOf(snap.Job(id), o) })
 		}
 	}
 	return nil
@@ -456,6 +456,9 @@ func (sn Snapshot) Estimate(j *Job) (gpuBytes, host int64) {
 	}
 	return estimateOf(j, sn.Shape(j.Shape))
 }
+
+// key is the group of a waiting job, by its estimate as its shape knows it in sn.
+func (sn Snapshot) key(j *Job) groupKey { return keyOf(j, sn.Shape(j.Shape)) }
 
 // reestimate makes a job's estimate from what is known of its shape now.
 func (sn Snapshot) reestimate(j *Job) {
