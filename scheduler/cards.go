@@ -4,37 +4,36 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
-// cardStates combines what NVML reads, the plan, and gpuq's running attempts into the
-// packer's view of each card. slots is the plan fitted to cards; a card out of service
-// offers none. ours tells whether a process belongs to an attempt; any other process on
-// a card is foreign, and its memory counts against free, but for one this PID namespace
-// cannot see: whose it is cannot be told, and NVML's total use still counts it.
-func cardStates(cards []gpu.Card, slots []int, headroom plans.Headroom, running []*Attempt, ours func(worker string, pid int) bool) []CardState {
-	pos := make(map[CardID]int, len(cards))
-	out := make([]CardState, len(cards))
-	for i, c := range cards {
-		pos[idOf(c)] = i
+// cardStates combines what NVML reads, the plan, and gpuq's attempts into the packer's
+// view of each card. slots is the plan fitted to the cards; a card out of service offers
+// none. A process of none of attempts (nor of a ghost, see ours) is foreign, and its
+// memory counts against free, but for one this PID namespace cannot see: whose it is
+// cannot be told, and NVML's total use still counts it.
+func (e *Engine) cardStates(slots []int, attempts []*Attempt) []CardState {
+	headroom := e.cfg.Headroom
+	out := make([]CardState, len(e.cards))
+	for i, c := range e.cards {
 		out[i] = CardState{Worker: c.Worker, Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i]}
 		if c.Fault != "" {
 			out[i].Slots = 0
 		}
 	}
-	for _, a := range running {
+	for _, a := range attempts {
 		for _, idx := range a.GPUs {
-			if i, ok := pos[CardID{a.Worker, idx}]; ok {
+			if i, ok := e.cardAt(a.Worker, idx); ok {
 				out[i].Reserved += a.reserve()
 				out[i].Running++
 				out[i].Exclusive = out[i].Exclusive || a.Alone && a.Running()
 			}
 		}
 	}
-	for i, c := range cards {
-		for _, p := range c.Processes {
-			if p.Used != gpu.Unknown && !p.Hidden && (ours == nil || !ours(c.Worker, p.PID)) {
+	ours := e.ours(attempts)
+	for i, c := range e.cards {
+		for j, o := range e.ownersOf(i) {
+			if p := c.Processes[j]; p.Used != gpu.Unknown && !p.Hidden && !ours(o.attempt) {
 				out[i].Foreign += p.Used
 			}
 		}

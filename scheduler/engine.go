@@ -192,13 +192,10 @@ type Engine struct {
 	cards        []gpu.Card
 	// cardPos maps a card to its position in cards.
 	cardPos map[CardID]int
-	// owners maps each process on the cards to its attempt, resolved once per round
-	// (see resolveOwners); ownersWere is the last round's map, cleared and filled again.
-	owners, ownersWere map[proc]string
-	// uses is a round's map of what each attempt holds on each card (see usesOf),
-	// cleared and filled again.
-	uses map[cardUse]use
-	// running is a round's running attempts, by id (see ours).
+	// owners is whose each process on the cards is, resolved once per round (see
+	// resolveOwners); ownersWere is the last round's, emptied and filled again.
+	owners, ownersWere *ownership
+	// running is a round's attempts of its own, by id (see ours).
 	running map[string]bool
 	// unsaved is what was measured of running attempts and not yet written, by attempt
 	// (see Config.SaveMeasures); savedAt is when it was last written.
@@ -259,7 +256,7 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		tell: events, owners: map[proc]string{}, ownersWere: map[proc]string{}, running: map[string]bool{}, unsaved: map[string]*unsaved{}, uses: map[cardUse]use{}, cardPos: map[CardID]int{},
+		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: map[string]*unsaved{}, cardPos: map[CardID]int{},
 		hostNow: map[string]int64{}, faults: map[CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
 	e.events = func(ev Event) {
 		if e.store.open != nil {

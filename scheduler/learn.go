@@ -21,9 +21,8 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 	var changed []*Attempt
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
-	uses := e.usesOf()
 	for i, a := range running {
-		peak, unknown := e.measureBy(a, uses)
+		peak, unknown := e.measure(a)
 		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
 		memory, moved := a.Memory.Add(now.Sub(a.Started), peak)
@@ -105,18 +104,12 @@ func (e *Engine) runningNow(snap Snapshot) []*Attempt {
 // NVML could not tell some of them (or whose they are, or could not read the card): such
 // a reading is a floor, not a peak.
 func (e *Engine) measure(a *Attempt) (most int64, unknown bool) {
-	return e.measureBy(a, e.useOn)
-}
-
-// measureBy is measure, with what an attempt holds on the card at a position in cards
-// told by on.
-func (e *Engine) measureBy(a *Attempt, on func(attempt string, i int) use) (most int64, unknown bool) {
 	for _, idx := range a.GPUs {
-		i, ok := e.cardPos[CardID{a.Worker, idx}]
+		i, ok := e.cardAt(a.Worker, idx)
 		if !ok {
 			continue
 		}
-		u := on(a.ID, i)
+		u := e.useOn(a.ID, i)
 		most, unknown = max(most, u.bytes), unknown || u.unknown
 	}
 	return most, unknown
@@ -134,13 +127,12 @@ type use struct {
 func (e *Engine) useOn(attempt string, i int) use {
 	c := &e.cards[i]
 	u := use{unknown: c.Fault != ""}
-	for _, p := range c.Processes {
-		owner, ok := e.owners[proc{c.Worker, p.PID}]
-		if !ok && p.Hidden {
+	for j, o := range e.ownersOf(i) {
+		switch {
+		case o.attempt == attempt:
+			u.add(c.Processes[j])
+		case o.attempt == "" && c.Processes[j].Hidden:
 			u.unknown = true
-		}
-		if ok && owner == attempt {
-			u.add(p)
 		}
 	}
 	return u
@@ -153,38 +145,6 @@ func (u *use) add(p gpu.Process) {
 	} else {
 		u.bytes += p.Used
 	}
-}
-
-// usesOf is useOn for every attempt on the cards, each card's processes read once
-// rather than once for each attempt on it: a round measures every running attempt.
-func (e *Engine) usesOf() func(attempt string, i int) use {
-	uses := e.uses
-	clear(uses)
-	anyones := make([]bool, len(e.cards))
-	for i, c := range e.cards {
-		anyones[i] = c.Fault != ""
-		for _, p := range c.Processes {
-			owner, ok := e.owners[proc{c.Worker, p.PID}]
-			if !ok {
-				anyones[i] = anyones[i] || p.Hidden
-				continue
-			}
-			u := uses[cardUse{owner, i}]
-			u.add(p)
-			uses[cardUse{owner, i}] = u
-		}
-	}
-	return func(attempt string, i int) use {
-		u := uses[cardUse{attempt, i}]
-		u.unknown = u.unknown || anyones[i]
-		return u
-	}
-}
-
-// cardUse is an attempt on the card at a position in Engine.cards.
-type cardUse struct {
-	attempt string
-	card    int
 }
 
 // learn takes an attempt's measured peaks as its shape's, if they say more than what is

@@ -36,7 +36,7 @@ func (e *Engine) CardViews() []CardView {
 	snap := e.store.view()
 	running := e.runningNow(snap)
 	slots := e.slots()
-	states := cardStates(e.cards, slots, e.cfg.Headroom, running, e.ours(running))
+	states := e.cardStates(slots, running)
 	slices.SortFunc(running, func(a, b *Attempt) int { return a.Started.Compare(b.Started) })
 	drained := snap.Drained()
 	out := make([]CardView, len(e.cards))
@@ -44,15 +44,9 @@ func (e *Engine) CardViews() []CardView {
 		s := states[i]
 		out[i] = CardView{Card: c, Slots: slots[i], Running: s.Running, Drained: drained[idOf(c)],
 			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom}
-		held := map[string]int64{}
-		for _, p := range c.Processes {
-			if a, ok := e.owners[proc{c.Worker, p.PID}]; ok && p.Used != gpu.Unknown {
-				held[a] += p.Used
-			}
-		}
 		for _, a := range running {
 			if a.on(idOf(c)) {
-				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.reserve(), Held: held[a.ID]})
+				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.reserve(), Held: e.useOn(a.ID, i).bytes})
 			}
 		}
 	}

@@ -137,7 +137,7 @@ func (e *Engine) view(snap Snapshot, running []*Attempt) (view, error) {
 		return view{}, err
 	}
 	reserved := append(running, e.settling()...)
-	cards := cardStates(e.cards, e.slots(), e.cfg.Headroom, reserved, e.ours(running))
+	cards := e.cardStates(e.slots(), reserved)
 	e.timeLeft(cards)
 	e.addEnds(cards, reserved)
 	if drained := snap.Drained(); len(drained) > 0 {
@@ -417,45 +417,6 @@ func (e *Engine) failTooLarge() {
 		}
 		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
 	}
-}
-
-// ours tells the processes of running attempts from foreign ones.
-func (e *Engine) ours(running []*Attempt) func(worker string, pid int) bool {
-	attempts := e.running
-	clear(attempts)
-	for _, a := range running {
-		attempts[a.ID] = true
-	}
-	for _, g := range e.ghosts {
-		attempts[g.attempt.ID] = true
-	}
-	return func(worker string, pid int) bool {
-		a, ok := e.owners[proc{worker, pid}]
-		return ok && attempts[a]
-	}
-}
-
-// resolveOwners asks the runner, once per round and process, whose each process on the
-// cards is, unless the machine that read the card has said (a worker). A pid no longer
-// known keeps last round's owner, since NVML can show a dead process's memory for a
-// moment after /proc has forgotten it; a pid on no card is forgotten, so the map stays
-// as small as the cards' process lists.
-func (e *Engine) resolveOwners() {
-	next := e.ownersWere
-	clear(next)
-	for _, c := range e.cards {
-		for _, p := range c.Processes {
-			k := proc{c.Worker, p.PID}
-			if p.Attempt != "" {
-				next[k] = p.Attempt
-			} else if a, ok := e.runner.Owner(p.PID); ok && c.Worker == "" {
-				next[k] = a
-			} else if a, ok := e.owners[k]; ok {
-				next[k] = a
-			}
-		}
-	}
-	e.owners, e.ownersWere = next, e.owners
 }
 
 // settling returns the ended attempts whose memory NVML still shows on their cards, so

@@ -1,0 +1,85 @@
+package scheduler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// TestOwnersKeptWhileListed: a process the runner no longer knows keeps last round's
+// owner while NVML lists it; once it is on no card, it is forgotten, and it is foreign
+// if it comes back. A process of an attempt on a card not the attempt's is not foreign.
+// The runner is asked once per process and round.
+func TestOwnersKeptWhileListed(t *testing.T) {
+	var cards []gpu.Card
+	fr := &fakeRunner{owners: map[int]string{5: "a.1/1", 6: "b.1/1"}}
+	st, _ := NewStore()
+	e := NewEngine(st, cardsInventory{&cards}, fr, &fakeClock{now: time.Unix(0, 0)}, Config{Slots: []int{1, 1}}, nil)
+	a := &Attempt{ID: "a.1/1", GPUs: []int{0}, Estimate: gib}
+	b := &Attempt{ID: "b.1/1", GPUs: []int{1}, Estimate: gib}
+	for _, tc := range []struct {
+		name     string
+		forget   int   // the runner no longer knows this pid
+		on0, on1 []int // the pids NVML lists on each card, 1 GiB each
+		// what a measures, and the foreign memory on each card, a and b running
+		held, foreign0, foreign1 int64
+	}{
+		{name: "known", on0: []int{5}, on1: []int{6}, held: gib},
+		{name: "no longer known, still listed", forget: 5, on0: []int{5}, on1: []int{6}, held: gib},
+		{name: "listed again", on0: []int{5, 6}, held: gib}, // b's process on a card not its own
+		{name: "on no card", on1: []int{6}},
+		{name: "back, forgotten", on0: []int{5}, on1: []int{6}, foreign0: gib},
+	} {
+		delete(fr.owners, tc.forget)
+		cards = []gpu.Card{{Index: 0, Total: 24 * gib, Processes: listed(tc.on0)}, {Index: 1, Total: 24 * gib, Processes: listed(tc.on1)}}
+		calls := fr.ownerCalls
+		must(t, e.readCards())
+		e.resolveOwners()
+		if n, want := fr.ownerCalls-calls, len(tc.on0)+len(tc.on1); n != want {
+			t.Errorf("%s: %d owner lookups for %d processes", tc.name, n, want)
+		}
+		if held, _ := e.measure(a); held != tc.held {
+			t.Errorf("%s: a holds %s, want %s", tc.name, plans.FormatSize(held), plans.FormatSize(tc.held))
+		}
+		states := e.cardStates([]int{1, 1}, []*Attempt{a, b})
+		if states[0].Foreign != tc.foreign0 || states[1].Foreign != tc.foreign1 {
+			t.Errorf("%s: foreign %s and %s, want %s and %s", tc.name, plans.FormatSize(states[0].Foreign),
+				plans.FormatSize(states[1].Foreign), plans.FormatSize(tc.foreign0), plans.FormatSize(tc.foreign1))
+		}
+	}
+}
+
+// TestOwnersOfCardsReadAgain: cards read again after the round (as Preview reads them)
+// are told by pid with the round's owners, whatever their order: a process the round
+// did not see is foreign.
+func TestOwnersOfCardsReadAgain(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib, Processes: []gpu.Process{{PID: 5, Used: 3 * gib}, {PID: 6, Used: 4 * gib}}}}
+	fr := &fakeRunner{owners: map[int]string{5: "a.1/1", 6: "b.1/1", 7: "b.1/1"}}
+	st, _ := NewStore()
+	e := NewEngine(st, cardsInventory{&cards}, fr, &fakeClock{now: time.Unix(0, 0)}, Config{Slots: []int{2}}, nil)
+	must(t, e.readCards())
+	e.resolveOwners()
+	cards = []gpu.Card{{Index: 0, Total: 24 * gib, Processes: []gpu.Process{{PID: 6, Used: 4 * gib}, {PID: 5, Used: 3 * gib}, {PID: 7, Used: gib}}}}
+	must(t, e.readCards())
+	a, b := &Attempt{ID: "a.1/1", GPUs: []int{0}}, &Attempt{ID: "b.1/1", GPUs: []int{0}}
+	if held, _ := e.measure(a); held != 3*gib {
+		t.Errorf("a holds %s, want 3 GiB", plans.FormatSize(held))
+	}
+	if held, _ := e.measure(b); held != 4*gib {
+		t.Errorf("b holds %s, want 4 GiB", plans.FormatSize(held))
+	}
+	if f := e.cardStates([]int{2}, []*Attempt{a, b})[0].Foreign; f != gib {
+		t.Errorf("foreign %s, want the 1 GiB of the process the round did not see", plans.FormatSize(f))
+	}
+}
+
+// listed is a card's process list: the pids given, 1 GiB each.
+func listed(pids []int) []gpu.Process {
+	var out []gpu.Process
+	for _, pid := range pids {
+		out = append(out, gpu.Process{PID: pid, Used: gib})
+	}
+	return out
+}
