@@ -34,10 +34,14 @@ import (
 type queue struct {
 	groups map[groupKey]*group
 	shapes map[string][]*group // the groups of each shape
-	// ranked holds every group, in order once sort has run; sorted says it has since
-	// the last change.
+	// ranked holds the groups in order, each by the weight and head it had when sort
+	// last placed it; moved are the groups whose place may have changed since (new,
+	// emptied, another head or weight), which sort places again. A round starts or
+	// ends a few jobs of ~1,000 groups: sorting them all again every round cost more
+	// than the rest of the queue's work. resort: every group's weight may have changed.
 	ranked []*group
-	sorted bool
+	moved  []*group
+	resort bool
 	// took is each shape's learned duration; mean is their mean, found again by sort
 	// once one has changed.
 	took    map[string]time.Duration
@@ -82,8 +86,12 @@ type group struct {
 	took  time.Duration // the shape's learned duration; 0 = none
 	fifo  bool          // its sweep's jobs are offered in submission order
 	ran   time.Duration // see ranFor
-	// weight orders the group among others of its priority (see queue); set by sort.
-	weight float64
+	// weight orders the group among others of its priority (see queue), and seq is its
+	// head's: what sort placed it in ranked by. ranked: it is there; moved: it is in
+	// queue.moved.
+	weight        float64
+	seq           uint64
+	ranked, moved bool
 }
 
 // member is a job in a group.
@@ -157,7 +165,6 @@ func (q *queue) add(k groupKey, sweep string, m member) {
 		g = &group{key: k, sweep: sweep, took: q.took[k.shape], fifo: q.fifo[sweep]}
 		q.groups[k] = g
 		q.shapes[k.shape] = append(q.shapes[k.shape], g)
-		q.ranked = append(q.ranked, g)
 		q.groupsChanged = true
 	}
 	live := g.jobs[g.off:]
@@ -168,9 +175,11 @@ func (q *queue) add(k groupKey, sweep string, m member) {
 	} else {
 		g.jobs = slices.Insert(g.jobs, g.off+at, m)
 	}
+	if at == 0 { // a new head: the group's place may change
+		q.move(g)
+	}
 	q.n++
 	q.sweeps[sweep]++
-	q.sorted = false
 }
 
 func (q *queue) remove(k groupKey, sweep string, seq uint64) {
@@ -190,6 +199,7 @@ func (q *queue) remove(k groupKey, sweep string, seq uint64) {
 			g.jobs = slices.Clip(slices.Delete(g.jobs, 0, g.off))
 			g.off = 0
 		}
+		q.move(g)
 	} else {
 		g.jobs = slices.Delete(g.jobs, g.off+at, g.off+at+1)
 	}
@@ -197,7 +207,6 @@ func (q *queue) remove(k groupKey, sweep string, seq uint64) {
 	if q.sweeps[sweep]--; q.sweeps[sweep] == 0 {
 		delete(q.sweeps, sweep)
 	}
-	q.sorted = false
 	if g.len() > 0 {
 		return
 	}
@@ -221,7 +230,7 @@ func (q *queue) forget(sweep string) {
 	for shape := range q.took {
 		if strings.HasPrefix(shape, sweep+"\x00") {
 			delete(q.took, shape)
-			q.changed, q.sorted = true, false
+			q.changed, q.resort = true, true
 		}
 	}
 }
@@ -238,8 +247,9 @@ func (q *queue) learned(l *Shape) {
 	}
 	for _, g := range q.shapes[l.Name] {
 		g.took = l.Duration
+		q.move(g)
 	}
-	q.sorted, q.changed = false, true
+	q.changed = true
 }
 
 // ranFor tells the queue how long the running attempts have run, at the start of a
@@ -248,7 +258,7 @@ func (q *queue) learned(l *Shape) {
 func (q *queue) ranFor(running []*Attempt, now time.Time) {
 	for _, g := range q.ranOn {
 		g.ran = 0
-		q.sorted = false
+		q.move(g)
 	}
 	q.ranOn = q.ranOn[:0]
 	for _, a := range running {
@@ -265,8 +275,8 @@ func (q *queue) ranFor(running []*Attempt, now time.Time) {
 				q.ranOn = append(q.ranOn, g)
 			}
 			g.ran = max(g.ran, d)
+			q.move(g)
 		}
-		q.sorted = false
 	}
 }
 
@@ -274,33 +284,104 @@ func (g *group) len() int { return len(g.jobs) - g.off }
 
 func (g *group) head() member { return g.jobs[g.off] }
 
-// sort puts the groups in the order their jobs are offered in (see queue).
-func (q *queue) sort() {
-	if q.sorted {
-		return
+// move notes that g's place in ranked may have changed.
+func (q *queue) move(g *group) {
+	if !g.moved {
+		g.moved = true
+		q.moved = append(q.moved, g)
 	}
-	q.ranked = slices.DeleteFunc(q.ranked, func(g *group) bool { return g.len() == 0 })
+}
+
+// sort puts the groups in the order their jobs are offered in (see queue): it places
+// again the groups that moved, or sorts them all when many did.
+func (q *queue) sort() {
 	if q.changed {
 		var sum time.Duration
 		for _, d := range q.took {
 			sum += d
 		}
-		q.mean = sum / time.Duration(max(len(q.took), 1))
+		mean := sum / time.Duration(max(len(q.took), 1))
 		q.changed = false
-	}
-	for _, g := range q.ranked {
-		took := g.took
-		if took == 0 && q.mean > 0 {
-			took = max(q.mean, g.ran)
+		if mean != q.mean {
+			q.mean = mean
+			// The mean weighs the groups whose shape's duration is not learned.
+			for _, g := range q.ranked {
+				if g.took == 0 {
+					q.move(g)
+				}
+			}
 		}
-		took = max(took, 1)
-		// A job of unknown memory counts as one byte: after every job of known memory,
-		// and by duration among its likes.
-		g.weight = float64(max(g.key.estimate, 1)*int64(g.key.gpus)) * took.Seconds()
 	}
-	slices.SortFunc(q.ranked, func(a, b *group) int { return q.compare(a, a.head().seq, b, b.head().seq) })
-	q.sorted = true
+	if q.resort || len(q.moved) > len(q.ranked)/8 {
+		q.sortAll()
+		return
+	}
+	placing := q.moved[:0]
+	for _, g := range q.moved {
+		g.moved = false
+		w, seq := q.weigh(g), uint64(0)
+		if g.len() > 0 {
+			seq = g.head().seq
+		}
+		if g.ranked && g.len() > 0 && w == g.weight && seq == g.seq {
+			continue
+		}
+		if g.ranked {
+			// Found by the weight and head it was placed by, as every other group in
+			// ranked is.
+			i, _ := slices.BinarySearchFunc(q.ranked, g, q.rank)
+			q.ranked = slices.Delete(q.ranked, i, i+1)
+			g.ranked = false
+		}
+		if g.len() > 0 {
+			g.weight, g.seq = w, seq
+			placing = append(placing, g)
+		}
+	}
+	for _, g := range placing {
+		i, _ := slices.BinarySearchFunc(q.ranked, g, q.rank)
+		q.ranked = slices.Insert(q.ranked, i, g)
+		g.ranked = true
+	}
+	clear(q.moved)
+	q.moved = q.moved[:0]
 }
+
+// sortAll sorts every group.
+func (q *queue) sortAll() {
+	for _, g := range q.moved {
+		g.moved = false
+		if !g.ranked {
+			q.ranked = append(q.ranked, g)
+		}
+	}
+	clear(q.moved)
+	q.moved = q.moved[:0]
+	q.resort = false
+	q.ranked = slices.DeleteFunc(q.ranked, func(g *group) bool {
+		g.ranked = g.len() > 0
+		return !g.ranked
+	})
+	for _, g := range q.ranked {
+		g.weight, g.seq = q.weigh(g), g.head().seq
+	}
+	slices.SortFunc(q.ranked, q.rank)
+}
+
+// weigh is g's weight (see group).
+func (q *queue) weigh(g *group) float64 {
+	took := g.took
+	if took == 0 && q.mean > 0 {
+		took = max(q.mean, g.ran)
+	}
+	took = max(took, 1)
+	// A job of unknown memory counts as one byte: after every job of known memory,
+	// and by duration among its likes.
+	return float64(max(g.key.estimate, 1)*int64(g.key.gpus)) * took.Seconds()
+}
+
+// rank orders two groups of ranked by the weight and head sort placed them by.
+func (q *queue) rank(a, b *group) int { return q.compare(a, a.seq, b, b.seq) }
 
 // compare orders two jobs of the queue, of groups a and b, by the queue's order.
 func (q *queue) compare(a *group, aSeq uint64, b *group, bSeq uint64) int {

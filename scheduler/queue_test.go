@@ -124,19 +124,26 @@ func ids(jobs []*Job) []string {
 	return out
 }
 
-// TestQueueFollowsTheStore: after any sequence of changes to jobs and shapes, the queue
-// holds exactly the jobs that wait, in the order their priority, sweep order, memory,
-// duration and submission give; and a cursor that passes over groups yields a job only
-// if no job alike came before it and was passed over.
+// TestQueueFollowsTheStore: after any sequence of changes to jobs and shapes, and of
+// how long the running attempts have run, the queue holds exactly the jobs that wait,
+// in the order their priority, sweep order, memory, duration and submission give,
+// however many changes come between two reads; and a cursor that passes over groups
+// yields a job only if no job alike came before it and was passed over.
 func TestQueueFollowsTheStore(t *testing.T) {
 	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 3))
 		st, _ := NewStore()
 		var b strings.Builder
 		b.WriteString("name: s\ncommand: [echo]\njobs:\n")
-		for i := range 40 {
-			// seed is not in a shape: jobs of one task share theirs, and many jobs a group.
-			fmt.Fprintf(&b, "- {seed: %d, task: t%d, memory: %dGiB, priority: %d, gpus_per_job: %d}\n", i, r.IntN(2), 2*(1+r.IntN(2)), r.IntN(2), 1+r.IntN(2))
+		// Jobs of two tasks, many a group; or of a hundred, most of them learned: a
+		// change of one moves a few of many groups.
+		jobs, tasks := 40, 2
+		if seed%4 >= 2 {
+			jobs, tasks = 100, 100
+		}
+		for i := range jobs {
+			// seed is not in a shape: jobs of one task share theirs.
+			fmt.Fprintf(&b, "- {seed: %d, task: t%d, memory: %dGiB, priority: %d, gpus_per_job: %d}\n", i, r.IntN(tasks), 2*(1+r.IntN(2)), r.IntN(2), 1+r.IntN(2))
 		}
 		doc := b.String()
 		if seed%2 == 0 {
@@ -145,6 +152,11 @@ func TestQueueFollowsTheStore(t *testing.T) {
 		sw, err := plans.DecodeSweep("s.yaml", []byte(doc), plans.Overrides{})
 		must(t, err)
 		must(t, st.Submit(&Submission{Sweep: sw}))
+		for _, j := range st.Snapshot().Jobs() {
+			if tasks > 2 && r.IntN(10) > 0 {
+				must(t, st.Put(&Shape{Name: j.Shape, Duration: time.Duration(1+r.IntN(3)) * time.Hour, Runs: 1}))
+			}
+		}
 		for range 60 {
 			snap := st.Snapshot()
 			jobs := snap.Jobs()
@@ -174,11 +186,15 @@ func TestQueueFollowsTheStore(t *testing.T) {
 				continue
 			}
 			must(t, st.Put(&c))
-			if got, want := ids(st.Queue()), brute(st, seed%2 == 0); !slices.Equal(got, want) {
+			if r.IntN(3) > 0 {
+				continue // more changes before the queue is read
+			}
+			ran := runFor(r, st)
+			if got, want := ids(st.Queue()), brute(st, seed%2 == 0, ran); !slices.Equal(got, want) {
 				t.Fatalf("seed %d: queue %v, want %v", seed, got, want)
 			}
 		}
-		want := brute(st, seed%2 == 0)
+		want := brute(st, seed%2 == 0, runFor(r, st))
 		// Read with a room that shrinks now and then, and pass over a random half of
 		// the jobs read: the cursor reads what the full order holds but the jobs after
 		// one passed over in its group, and those larger than the room.
@@ -216,8 +232,32 @@ func TestQueueFollowsTheStore(t *testing.T) {
 	}
 }
 
-// brute is the queue's order worked out from every job in the store.
-func brute(st *Store, fifo bool) []string {
+// runFor tells the queue, as a round does before it reads it, of up to two attempts
+// running, of random shapes, for random times, and returns how long the longest of each
+// shape not learned yet has run.
+func runFor(r *rand.Rand, st *Store) map[string]time.Duration {
+	snap := st.Snapshot()
+	jobs := snap.Jobs()
+	now := time.Now()
+	var running []*Attempt
+	ran := map[string]time.Duration{}
+	for range r.IntN(3) {
+		a := &Attempt{Shape: jobs[r.IntN(len(jobs))].Shape, Started: now.Add(-time.Duration(r.IntN(6)) * time.Hour)}
+		if r.IntN(4) == 0 {
+			a.Expected = time.Hour // its shape's duration was learned when it started
+		}
+		running = append(running, a)
+		if l := snap.Shape(a.Shape); a.Expected == 0 && (l == nil || l.Duration == 0) {
+			ran[a.Shape] = max(ran[a.Shape], now.Sub(a.Started))
+		}
+	}
+	st.queue.ranFor(running, now)
+	return ran
+}
+
+// brute is the queue's order worked out from every job in the store, and how long the
+// running attempts of each shape not learned yet have run.
+func brute(st *Store, fifo bool, ran map[string]time.Duration) []string {
 	snap := st.Snapshot()
 	took := map[string]time.Duration{}
 	var sum time.Duration
@@ -230,7 +270,7 @@ func brute(st *Store, fifo bool) []string {
 	weight := func(j *Job) float64 {
 		d := took[j.Shape]
 		if d == 0 && len(took) > 0 {
-			d = sum / time.Duration(len(took))
+			d = max(sum/time.Duration(len(took)), ran[j.Shape])
 		}
 		d = max(d, 1)
 		est, _ := snap.Estimate(j)
