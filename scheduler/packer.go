@@ -283,7 +283,7 @@ type Queue interface {
 // when the jobs that ran there end, however many smaller jobs arrive behind it. Jobs of
 // higher priority may still overtake it, by design.
 func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
-	p := newPacker(cards, hosts, true)
+	p := newPacker(slices.Clone(cards), maps.Clone(hosts), true)
 	d := Decision{Waiting: Waits{queue: queue, why: whyOf{narrow: make([]uint8, len(queue))}}}
 	for i := range queue {
 		r := &queue[i]
@@ -312,6 +312,12 @@ func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
 // for the smallest estimate queued (smallest), and the reservation is made. So a round
 // costs what it places and the groups it reads, not the length of the queue.
 func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
+	return place(q, slices.Clone(cards), maps.Clone(hosts), smallest)
+}
+
+// place is Place on cards and hosts it may change: a round's own, which it reads no
+// more.
+func place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
 	p := newPacker(cards, hosts, false)
 	var d Decision
 	// Past the point where nothing more can start, it reads on until a job is given the
@@ -342,8 +348,9 @@ func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
 	return d
 }
 
+// newPacker packs on cards and hosts, which it changes as it places jobs.
 func newPacker(cards []CardState, hosts Hosts, explain bool) *packer {
-	p := &packer{cards: slices.Clone(cards), failed: map[int64]int32{}, hosts: maps.Clone(hosts), explain: explain,
+	p := &packer{cards: cards, failed: map[int64]int32{}, hosts: hosts, explain: explain,
 		whys: []Wait{placed: {}, noSlot: {Reason: NoSlot, Detail: "every card's slots are taken"}}}
 	for i := range p.cards {
 		p.machines = p.machines || p.cards[i].Worker != p.cards[0].Worker
@@ -708,15 +715,16 @@ func (p *packer) reserve(r Request) {
 		i    int
 		at   time.Duration
 		ends int // how many of the card's attempts must end first
+		room int64
 	}
-	var cands []cand
+	cands := make([]cand, 0, len(p.cards))
 	for i := range p.cards {
 		if at, ends, ok := p.freeAt(i, r); ok {
-			cands = append(cands, cand{i, at, ends})
+			cands = append(cands, cand{i, at, ends, p.cards[i].idleRoom()})
 		}
 	}
-	slices.SortStableFunc(cands, func(a, b cand) int {
-		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(p.cards[a.i].idleRoom(), p.cards[b.i].idleRoom()))
+	slices.SortFunc(cands, func(a, b cand) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.room, b.room), cmp.Compare(a.i, b.i))
 	})
 	pos := make([]int, len(cands))
 	for k, c := range cands {
