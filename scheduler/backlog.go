@@ -27,7 +27,7 @@ type Need struct {
 // engine's loop (Do), as Why.
 func (e *Engine) Backlog() (Backlog, error) {
 	snap := e.store.Snapshot()
-	v, err := e.view(snap, e.runningNow(snap))
+	v, err := e.view(snap, e.runningNow(snap), nil)
 	if err != nil {
 		return Backlog{}, err
 	}

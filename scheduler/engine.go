@@ -197,6 +197,10 @@ type Engine struct {
 	owners, ownersWere *ownership
 	// running is a round's attempts of its own, by id (see ours).
 	running map[string]bool
+	// roundRunning holds a round's running attempts (see roundRunningNow), and
+	// roundEnds its cards' ends (see view).
+	roundRunning []*Attempt
+	roundEnds    []Release
 	// unsaved is what was measured of running attempts and not yet written, by attempt
 	// (see Config.SaveMeasures); savedAt is when it was last written.
 	unsaved map[string]*unsaved

@@ -92,12 +92,22 @@ func (e *Engine) measured(a *Attempt) *Attempt {
 }
 
 // runningNow is the attempts that hold cards, as measured.
-func (e *Engine) runningNow(snap Snapshot) []*Attempt {
-	running := snap.Running()
-	for i, a := range running {
-		running[i] = e.measured(a)
+func (e *Engine) runningNow(snap Snapshot) []*Attempt { return e.appendRunning(nil, snap) }
+
+// roundRunningNow is runningNow for a round, in the slice of the round before: a round
+// reads them once or twice, every round, and nothing keeps them past it. Only a round
+// may call it, and its last call's slice is the one to use.
+func (e *Engine) roundRunningNow(snap Snapshot) []*Attempt {
+	e.roundRunning = e.appendRunning(e.roundRunning[:0], snap)
+	return e.roundRunning
+}
+
+// appendRunning appends the attempts that hold cards, as measured, to dst.
+func (e *Engine) appendRunning(dst []*Attempt, snap Snapshot) []*Attempt {
+	for a := range each[*Attempt](snap.txn.Get, TableAttempts, IndexRunning) {
+		dst = append(dst, e.measured(a))
 	}
-	return running
+	return dst
 }
 
 // measure is the most an attempt's processes hold on one of its cards now, and whether

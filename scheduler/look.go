@@ -74,7 +74,7 @@ func (e *Engine) Waits() (map[string]Wait, error) {
 // because they wait for their shape's probe.
 func (e *Engine) decide(snap Snapshot) (Decision, []*Job, error) {
 	var probing []*Job
-	v, err := e.view(snap, e.runningNow(snap))
+	v, err := e.view(snap, e.runningNow(snap), nil)
 	if err != nil {
 		return Decision{}, nil, err
 	}

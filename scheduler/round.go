@@ -34,9 +34,9 @@ func (e *Engine) schedule() error {
 	e.watchCards()
 	e.resolveOwners()
 	writes := e.paused == nil || e.resume()
-	running := e.runningNow(e.store.view())
+	running := e.roundRunningNow(e.store.view())
 	if e.expire(running) {
-		running = e.runningNow(e.store.view())
+		running = e.roundRunningNow(e.store.view())
 	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others.
@@ -49,14 +49,14 @@ func (e *Engine) schedule() error {
 		return nil
 	}
 	if e.reread {
-		running = e.runningNow(snap)
+		running = e.roundRunningNow(snap)
 	}
-	v, err := e.view(snap, running)
+	v, err := e.view(snap, running, &e.roundEnds)
 	if err != nil {
 		return err
 	}
 	e.store.queue.ranFor(running, e.clock.Now())
-	d := Place(e.offers(v), v.cards, v.hosts, smallest)
+	d := place(e.offers(v), v.cards, v.hosts, smallest)
 	e.headed(snap, d)
 	e.startAll(snap, d.Placements, running)
 	return nil
@@ -69,7 +69,7 @@ func (e *Engine) Preview() (Decision, []CardState, error) {
 		return Decision{}, nil, err
 	}
 	snap := e.store.view()
-	v, err := e.view(snap, e.runningNow(snap))
+	v, err := e.view(snap, e.runningNow(snap), nil)
 	if err != nil {
 		return Decision{}, nil, err
 	}
@@ -130,8 +130,10 @@ type view struct {
 	request func(*group, member) Request
 }
 
-// view builds a round's view from a snapshot.
-func (e *Engine) view(snap Snapshot, running []*Attempt) (view, error) {
+// view builds a round's view from a snapshot. ends, if not nil, is an array the
+// cards' ends may be kept in, and is given the one they are: a round's, which nothing
+// keeps past it, reuses the round before's.
+func (e *Engine) view(snap Snapshot, running []*Attempt, ends *[]Release) (view, error) {
 	hosts, err := e.hosts(running)
 	if err != nil {
 		return view{}, err
@@ -139,7 +141,7 @@ func (e *Engine) view(snap Snapshot, running []*Attempt) (view, error) {
 	reserved := append(running, e.settling()...)
 	cards := e.cardStates(e.slots(), reserved)
 	e.timeLeft(cards)
-	e.addEnds(cards, reserved)
+	e.addEnds(cards, reserved, ends)
 	if drained := snap.Drained(); len(drained) > 0 {
 		for i := range cards {
 			if drained[CardID{cards[i].Worker, cards[i].Index}] {
@@ -235,14 +237,21 @@ func (e *Engine) headed(snap Snapshot, d Decision) {
 	}
 }
 
-// addEnds tells the packer when each attempt on a card is expected to end.
-func (e *Engine) addEnds(states []CardState, attempts []*Attempt) {
+// addEnds tells the packer when each attempt on a card is expected to end. buf, if not
+// nil, is an array to keep them in (see view).
+func (e *Engine) addEnds(states []CardState, attempts []*Attempt, buf *[]Release) {
 	// One array for every card's, each card's part as long as its attempts.
 	n := 0
 	for _, c := range states {
 		n += c.Running
 	}
-	ends := make([]Release, 0, n)
+	if buf == nil {
+		buf = new([]Release)
+	}
+	if cap(*buf) < n {
+		*buf = make([]Release, 0, n)
+	}
+	ends := (*buf)[:0]
 	for i := range states {
 		ends = ends[len(ends):]
 		states[i].Ends = ends[:0:states[i].Running]
@@ -253,13 +262,24 @@ func (e *Engine) addEnds(states []CardState, attempts []*Attempt) {
 		end := Release{In: e.left(a, now), Memory: a.reserve(), Exclusive: a.Alone}
 		for _, g := range a.GPUs {
 			if i, ok := e.cardPos[CardID{a.Worker, g}]; ok {
-				states[i].Ends = append(states[i].Ends, end)
+				states[i].Ends = insertEnd(states[i].Ends, end)
 			}
 		}
 	}
-	for i := range states {
-		slices.SortStableFunc(states[i].Ends, func(a, b Release) int { return cmp.Compare(a.In, b.In) })
+}
+
+// insertEnd appends end to ends, which has room for it, in its place by In: after
+// those that end no later. A card holds a few attempts, and a sort for each card and
+// round cost more.
+func insertEnd(ends []Release, end Release) []Release {
+	at := len(ends)
+	for at > 0 && ends[at-1].In > end.In {
+		at--
 	}
+	ends = append(ends, end)
+	copy(ends[at+1:], ends[at:])
+	ends[at] = end
+	return ends
 }
 
 // left is how long an attempt is expected to run on: until its shape's learned
