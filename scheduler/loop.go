@@ -37,11 +37,13 @@ func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
 // attempt's end, a request given to Do, or a poll), until done (if not nil) says so,
 // ctx is cancelled (its error is returned), or a change could not be journaled.
 func (e *Engine) loop(ctx context.Context, done func() bool) error {
+	var exits []Exit // arrived since the last round
 	for {
 		began := time.Now()
-		if err := e.Schedule(); err != nil {
+		if err := e.Round(exits); err != nil {
 			return err
 		}
+		exits = exits[:0]
 		if e.cfg.Rounds != nil {
 			e.cfg.Rounds(time.Since(began))
 		}
@@ -52,7 +54,7 @@ func (e *Engine) loop(ctx context.Context, done func() bool) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case x := <-e.runner.Exits():
-			e.applyReady(x)
+			exits = e.ready(append(exits, x))
 		case fn := <-e.commands:
 			fn()
 		case <-e.clock.After(e.cfg.Poll):
@@ -63,18 +65,16 @@ func (e *Engine) loop(ctx context.Context, done func() bool) error {
 	}
 }
 
-// applyReady applies x and every other end that has arrived, in one transaction.
-func (e *Engine) applyReady(x Exit) {
-	exits := []Exit{x}
+// ready appends to exits every other end that has arrived: the next round applies
+// them together.
+func (e *Engine) ready(exits []Exit) []Exit {
 	for {
 		select {
 		case y := <-e.runner.Exits():
 			exits = append(exits, y)
-			continue
 		default:
+			return exits
 		}
-		e.ApplyAll(exits)
-		return
 	}
 }
 

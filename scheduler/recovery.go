@@ -11,20 +11,8 @@ import (
 	"github.com/gpuq/gpuq/plans"
 )
 
-// ApplyAll applies attempts' ends as Apply does, and writes what they change in one
-// transaction: the ends that arrive together, between two rounds.
-func (e *Engine) ApplyAll(exits []Exit) {
-	if err := e.batch(func() {
-		for _, x := range exits {
-			e.Apply(x)
-		}
-	}); err != nil && e.err == nil {
-		e.err = fmt.Errorf("state not saved, stopping: %w", err)
-	}
-}
-
 // Apply records how an attempt ended and decides what becomes of its job. Run applies
-// what arrives on Exits; a driver of its own calls it directly.
+// what arrives on Exits, in the next Round; a driver of its own calls Round or Apply.
 func (e *Engine) Apply(x Exit) {
 	snap := e.store.view()
 	a := snap.Attempt(x.Attempt)

@@ -16,12 +16,27 @@ import (
 )
 
 // Schedule is one round: it samples the cards, learns peaks, and starts what the packer
-// places, and writes what it changes in one transaction. Run calls it after every event
-// and poll; a driver of its own (a simulation in virtual time) calls it, with Apply,
-// instead of Run.
-func (e *Engine) Schedule() error {
+// places, and writes what it changes in one transaction. A driver of its own (a
+// simulation in virtual time) calls it, or Round, instead of Run.
+func (e *Engine) Schedule() error { return e.Round(nil) }
+
+// Round applies the ends of attempts that arrived together (see Apply) and then runs a
+// round, all in one transaction: Run does after every event and poll. A round does
+// not follow ends that could not be written.
+func (e *Engine) Round(exits []Exit) error {
 	var err error
-	if berr := e.batch(func() { err = e.schedule() }); err == nil {
+	berr := e.batch(func() {
+		for _, x := range exits {
+			e.Apply(x)
+		}
+		if err = e.err; err == nil {
+			err = e.schedule()
+		}
+	})
+	if berr != nil && e.err == nil {
+		e.err = fmt.Errorf("state not saved, stopping: %w", berr)
+	}
+	if err == nil {
 		err = berr
 	}
 	return err

@@ -120,14 +120,14 @@ func runEngine(t *Trace, m *machine, r *Result) (*scheduler.Store, error) {
 	}
 	timed := slices.ContainsFunc(t.Sweep.Jobs, func(j plans.Job) bool { return j.Timeout.After > 0 })
 	for ended, more := true, true; more; ended, more = m.step() {
-		// The ends of one moment are applied together, as the engine's loop applies
-		// those that arrive together.
-		e.ApplyAll(rn.ended)
-		rn.ended = rn.ended[:0]
 		if !ended && rn.teaching == 0 {
 			continue
 		}
-		if err := e.Schedule(); err != nil {
+		// The ends of one moment are applied together, in the round they start, as
+		// the engine's loop applies those that arrive together.
+		err := e.Round(rn.ended)
+		rn.ended = rn.ended[:0]
+		if err != nil {
 			return nil, err
 		}
 		if !timed {
