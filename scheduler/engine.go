@@ -201,9 +201,9 @@ type Engine struct {
 	// roundEnds its cards' ends (see view).
 	roundRunning []*Attempt
 	roundEnds    []Release
-	// unsaved is what was measured of running attempts and not yet written, by attempt
-	// (see Config.SaveMeasures); savedAt is when it was last written.
-	unsaved map[string]*unsaved
+	// unsaved is what was measured of running attempts and not yet written; savedAt
+	// is when it was last written.
+	unsaved measures
 	savedAt time.Time
 	// hostNow is what each running attempt's processes hold of host RAM, by attempt.
 	hostNow map[string]int64
@@ -260,7 +260,7 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: map[string]*unsaved{}, cardPos: map[CardID]int{},
+		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[CardID]int{},
 		hostNow: map[string]int64{}, faults: map[CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
 	e.events = func(ev Event) {
 		if e.store.open != nil {

@@ -46,6 +46,39 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 // (stored).
 type unsaved struct{ stored, now *Attempt }
 
+// measures is what was measured of running attempts and not yet written (see
+// Config.SaveMeasures): by attempt, and by the stored version each stands for, which
+// is how every read of the running attempts finds it (see measured), a pointer's
+// hash being cheaper than an id's for hundreds of attempts a round.
+type measures struct {
+	byID     map[string]*unsaved
+	byStored map[*Attempt]*unsaved
+}
+
+func newMeasures() measures {
+	return measures{byID: map[string]*unsaved{}, byStored: map[*Attempt]*unsaved{}}
+}
+
+// put keeps u, over what was kept of its attempt.
+func (m measures) put(u *unsaved) {
+	m.forget(u.now.ID)
+	m.byID[u.now.ID] = u
+	m.byStored[u.stored] = u
+}
+
+// forget drops what was kept of an attempt.
+func (m measures) forget(id string) {
+	if u, ok := m.byID[id]; ok {
+		delete(m.byStored, u.stored)
+		delete(m.byID, id)
+	}
+}
+
+func (m measures) clear() {
+	clear(m.byID)
+	clear(m.byStored)
+}
+
 // keep takes the round's measured attempts as the engine's, over what the store holds of
 // them (a reservation the round's learning wrote meanwhile is the older word, as if
 // they had been written last), and writes every one held, of those running, once
@@ -53,18 +86,18 @@ type unsaved struct{ stored, now *Attempt }
 func (e *Engine) keep(changed, running []*Attempt, now time.Time) {
 	snap := e.store.view()
 	for _, a := range changed {
-		e.unsaved[a.ID] = &unsaved{stored: snap.Attempt(a.ID), now: a}
+		e.unsaved.put(&unsaved{stored: snap.Attempt(a.ID), now: a})
 	}
-	if len(e.unsaved) == 0 || now.Sub(e.savedAt) < e.cfg.SaveMeasures {
+	if len(e.unsaved.byID) == 0 || now.Sub(e.savedAt) < e.cfg.SaveMeasures {
 		return
 	}
 	var objs []any
 	for _, a := range running {
-		if _, ok := e.unsaved[a.ID]; ok {
+		if _, ok := e.unsaved.byID[a.ID]; ok {
 			objs = append(objs, e.measured(snap.Attempt(a.ID)))
 		}
 	}
-	clear(e.unsaved)
+	e.unsaved.clear()
 	e.savedAt = now
 	if len(objs) > 0 {
 		e.put(objs...)
@@ -75,19 +108,19 @@ func (e *Engine) keep(changed, running []*Attempt, now time.Time) {
 // since it was written: every read of the running attempts by the engine goes through
 // it, so that its decisions do not depend on when measures are written.
 func (e *Engine) measured(a *Attempt) *Attempt {
-	u, ok := e.unsaved[a.ID]
-	switch {
-	case !ok:
-		return a
-	case u.stored == a:
+	if u, ok := e.unsaved.byStored[a]; ok {
 		return u.now
+	}
+	u, ok := e.unsaved.byID[a.ID]
+	if !ok {
+		return a
 	}
 	// The store's copy changed since (its reservation, its timeout): take the measures
 	// over to it.
 	c := *a
 	c.Peak, c.HostPeak, c.PeakUnknown = max(a.Peak, u.now.Peak), max(a.HostPeak, u.now.HostPeak), a.PeakUnknown || u.now.PeakUnknown
 	c.Memory = u.now.Memory
-	u.stored, u.now = a, &c
+	e.unsaved.put(&unsaved{stored: a, now: &c})
 	return &c
 }
 

@@ -84,6 +84,17 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 	if l := st.Snapshot().Learned(st.Snapshot().Job("m.1").Shape); l != 8*gib {
 		t.Errorf("shape learned %s, want the unsaved 8 GiB at once", plans.FormatSize(l))
 	}
+	// The store's copy changes (its timeout) before the measures are written: the
+	// engine reads the new copy with the measures.
+	c := *st.Snapshot().Attempt("m.1/1")
+	c.Timeout = time.Hour
+	must(t, st.Put(&c))
+	if r := e.runningNow(st.Snapshot()); len(r) != 1 {
+		t.Fatalf("%d attempts running, want 1", len(r))
+	} else if r[0].Peak != 8*gib || r[0].Timeout != time.Hour {
+		t.Errorf("running after the store's copy changed: peak %s, timeout %v; want the 8 GiB measured and the 1h timeout",
+			plans.FormatSize(r[0].Peak), r[0].Timeout)
+	}
 	round(10*time.Minute, 8*gib)
 	if got := stored(); got != 8*gib {
 		t.Errorf("stored peak %s 10 minutes on, want 8 GiB", plans.FormatSize(got))

@@ -75,7 +75,7 @@ func (e *Engine) Apply(x Exit) {
 		e.pending = append(e.pending, x)
 		return
 	}
-	delete(e.unsaved, a.ID)
+	e.unsaved.forget(a.ID)
 	e.ghosts = append(e.ghosts, ghost{attempt: &ended, until: ended.Ended.Add(e.cfg.Settle)})
 	e.events(Event{Time: ended.Ended, Job: job.ID, Attempt: a.N, Kind: kind, Message: msg})
 	if job.State == JobFailed && x.Outcome != plans.Failed && x.Outcome != plans.Lost && x.Outcome != plans.AllocConfRefused {
