@@ -217,9 +217,9 @@ type Engine struct {
 	lastRound time.Time
 	// head is the job cards were reserved for at the last round.
 	head head
-	// reread: a round's running attempts were changed since it read them (see
-	// reestimate).
-	reread bool
+	// rewritten are the running attempts whose reservations a round changed after it
+	// read them (see reserve).
+	rewritten []string
 	// commands are people's requests (cancel, hold, drain...), run between rounds.
 	commands chan func()
 	// stopped is closed when Serve returns.

@@ -80,13 +80,15 @@ func (m measures) clear() {
 }
 
 // keep takes the round's measured attempts as the engine's, over what the store holds of
-// them (a reservation the round's learning wrote meanwhile is the older word, as if
-// they had been written last), and writes every one held, of those running, once
-// SaveMeasures has passed since it last did.
+// them, and writes every one held, of those running, once SaveMeasures has passed
+// since it last did. A reservation the round's learning wrote meanwhile (see reserve)
+// is the newer word: measuring changes none.
 func (e *Engine) keep(changed, running []*Attempt, now time.Time) {
 	snap := e.store.view()
 	for _, a := range changed {
-		e.unsaved.put(&unsaved{stored: snap.Attempt(a.ID), now: a})
+		stored := snap.Attempt(a.ID)
+		a.Reserve, a.HostReserve = stored.Reserve, stored.HostReserve
+		e.unsaved.put(&unsaved{stored: stored, now: a})
 	}
 	if len(e.unsaved.byID) == 0 || now.Sub(e.savedAt) < e.cfg.SaveMeasures {
 		return
@@ -273,7 +275,7 @@ func (e *Engine) reserve(shape string) {
 			c := *a
 			c.Reserve, c.HostReserve = r, h
 			changed = append(changed, &c)
-			e.reread = true
+			e.rewritten = append(e.rewritten, c.ID)
 		}
 	}
 	if len(changed) > 0 {

@@ -107,3 +107,28 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 		t.Errorf("ended attempt peak %s, memory %v: want the unsaved 9 GiB peak and the last reading", plans.FormatSize(a.Peak), a.Memory)
 	}
 }
+
+// TestRoundPacksByWhatItLearned: a peak a round learns lowers the reservations of the
+// shape's running attempts, and that round packs by them: a job that fits beside
+// them only once they are lowered starts at once, not a round later.
+func TestRoundPacksByWhatItLearned(t *testing.T) {
+	sw, err := plans.DecodeSweep("t.yaml", []byte("name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nshape_ignores: [seed]\nmemory: 10GiB\n"), plans.Overrides{})
+	must(t, err)
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{101: "t.1/1", 102: "t.2/1"}}
+	st, _ := NewStore()
+	clock := newFakeClock()
+	e := NewEngine(st, cardsInventory{&cards}, fr, clock, Config{Slots: []int{3}, Headroom: plans.Headroom{Bytes: gib},
+		LearnAfter: time.Minute}, nil)
+	must(t, e.Submit(&Submission{Sweep: sw}))
+	must(t, e.Schedule()) // 10 + 10 GiB start; a third would need 30 of 23
+	if got := st.Snapshot().Job("t.3").State; got != JobQueued {
+		t.Fatalf("t.3 %s after the first round, want queued", got)
+	}
+	clock.now = clock.now.Add(2 * time.Minute)
+	cards[0].Processes = []gpu.Process{{PID: 101, Used: 4 * gib}, {PID: 102, Used: 4 * gib}}
+	must(t, e.Schedule()) // learns 4 GiB: 4 + 4 reserved, and t.3's 4 fits
+	if got := st.Snapshot().Job("t.3").State; got != JobRunning {
+		t.Errorf("t.3 %s after the round that learned the shape's 4 GiB peak, want running", got)
+	}
+}

@@ -55,7 +55,7 @@ func (e *Engine) schedule() error {
 	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others.
-	e.reread = false
+	e.rewritten = e.rewritten[:0]
 	e.learnPeaks(running)
 	e.failTooLarge()
 	snap := e.store.view()
@@ -63,8 +63,10 @@ func (e *Engine) schedule() error {
 	if !ok || !writes {
 		return nil
 	}
-	if e.reread {
-		running = e.roundRunningNow(snap)
+	for _, id := range e.rewritten {
+		if i := slices.IndexFunc(running, func(a *Attempt) bool { return a.ID == id }); i >= 0 {
+			running[i] = e.measured(snap.Attempt(id))
+		}
 	}
 	v, err := e.view(snap, running, &e.roundEnds)
 	if err != nil {
