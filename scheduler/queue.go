@@ -34,6 +34,7 @@ import (
 type queue struct {
 	groups map[groupKey]*group
 	shapes map[string][]*group // the groups of each shape
+	at     map[string]*group   // the group of each waiting job, by id
 	// ranked holds the groups in order, each by the weight and head it had when sort
 	// last placed it; moved are the groups whose place may have changed since (new,
 	// emptied, another head or weight), which sort places again. A round starts or
@@ -101,7 +102,7 @@ type member struct {
 }
 
 func newQueue() *queue {
-	return &queue{groups: map[groupKey]*group{}, shapes: map[string][]*group{}, took: map[string]time.Duration{}, fifo: map[string]bool{}, sweeps: map[string]int{}}
+	return &queue{groups: map[groupKey]*group{}, at: map[string]*group{}, shapes: map[string][]*group{}, took: map[string]time.Duration{}, fifo: map[string]bool{}, sweeps: map[string]int{}}
 }
 
 // submitted tells the queue of a sweep before its jobs arrive.
@@ -111,42 +112,39 @@ func (q *queue) submitted(sw *plans.Sweep) {
 	}
 }
 
-// change moves a job from the group it was in (if it waited) to the one it is in now
-// (if it waits); key finds a job's group.
-func (q *queue) change(before, after *Job, key func(*Job) groupKey) {
-	was := before != nil && before.Waiting()
-	is := after != nil && after.Waiting()
-	var from, to groupKey
-	if was {
-		from = key(before)
-	}
-	if is {
-		to = key(after)
-	}
-	if was && is && from == to {
+// change moves a job from the group it was in (if it waited) to the one it is in as
+// j (if it waits); key finds a job's group.
+func (q *queue) change(j *Job, key func(*Job) groupKey) {
+	g, was := q.at[j.ID]
+	if !j.Waiting() {
+		if was {
+			q.remove(g, j.Seq)
+		}
 		return
 	}
+	k := key(j)
 	if was {
-		q.remove(from, before.Sweep, before.Seq)
+		if g.key == k {
+			return
+		}
+		q.remove(g, j.Seq)
 	}
-	if is {
-		q.add(to, after.Sweep, member{after.Seq, after.ID})
-	}
+	q.add(k, j.Sweep, member{j.Seq, j.ID})
 }
 
 // regroup moves the waiting jobs of a shape to the groups key finds for them now: its
 // jobs' estimates changed.
 func (q *queue) regroup(shape string, key func(id string) groupKey) {
 	type move struct {
-		from, to groupKey
-		sweep    string
-		m        member
+		from *group
+		to   groupKey
+		m    member
 	}
 	var moves []move
 	for _, g := range q.shapes[shape] {
 		for _, m := range g.jobs[g.off:] {
 			if k := key(m.id); k != g.key {
-				moves = append(moves, move{g.key, k, g.sweep, m})
+				moves = append(moves, move{g, k, m})
 			}
 		}
 	}
@@ -154,8 +152,8 @@ func (q *queue) regroup(shape string, key func(id string) groupKey) {
 	// one at the end.
 	slices.SortFunc(moves, func(a, b move) int { return cmp.Compare(a.m.seq, b.m.seq) })
 	for _, mv := range moves {
-		q.remove(mv.from, mv.sweep, mv.m.seq)
-		q.add(mv.to, mv.sweep, mv.m)
+		q.remove(mv.from, mv.m.seq)
+		q.add(mv.to, mv.from.sweep, mv.m)
 	}
 }
 
@@ -178,20 +176,19 @@ func (q *queue) add(k groupKey, sweep string, m member) {
 	if at == 0 { // a new head: the group's place may change
 		q.move(g)
 	}
+	q.at[m.id] = g
 	q.n++
 	q.sweeps[sweep]++
 }
 
-func (q *queue) remove(k groupKey, sweep string, seq uint64) {
-	g := q.groups[k]
-	if g == nil {
-		return
-	}
+// remove takes the job of submission order seq out of its group g.
+func (q *queue) remove(g *group, seq uint64) {
 	live := g.jobs[g.off:]
 	at, found := slices.BinarySearchFunc(live, seq, func(m member, seq uint64) int { return cmp.Compare(m.seq, seq) })
 	if !found {
 		return
 	}
+	delete(q.at, live[at].id)
 	if at == 0 {
 		g.jobs[g.off] = member{}
 		g.off++
@@ -204,22 +201,22 @@ func (q *queue) remove(k groupKey, sweep string, seq uint64) {
 		g.jobs = slices.Delete(g.jobs, g.off+at, g.off+at+1)
 	}
 	q.n--
-	if q.sweeps[sweep]--; q.sweeps[sweep] == 0 {
-		delete(q.sweeps, sweep)
+	if q.sweeps[g.sweep]--; q.sweeps[g.sweep] == 0 {
+		delete(q.sweeps, g.sweep)
 	}
 	if g.len() > 0 {
 		return
 	}
-	delete(q.groups, k)
+	delete(q.groups, g.key)
 	q.groupsChanged = true
-	gs := q.shapes[k.shape]
+	gs := q.shapes[g.key.shape]
 	if i := slices.Index(gs, g); i >= 0 {
 		gs = slices.Delete(gs, i, i+1)
 	}
 	if len(gs) == 0 {
-		delete(q.shapes, k.shape)
+		delete(q.shapes, g.key.shape)
 	} else {
-		q.shapes[k.shape] = gs
+		q.shapes[g.key.shape] = gs
 	}
 }
 

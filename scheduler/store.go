@@ -368,14 +368,9 @@ func (s *Store) write(fn func(*memdb.Txn) error) error {
 // insert puts an object in a table, and the queue follows a job or a shape. Only a
 // mistake in the schema makes it fail, and then the store is not to be trusted.
 func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
-	// What o replaces, of a job or a shape.
-	var job *Job
-	var shape *Shape
-	switch o := o.(type) {
-	case *Job:
-		job = first[*Job](txn, TableJobs, o.ID)
-	case *Shape:
-		shape = first[*Shape](txn, TableShapes, o.Name)
+	var shape *Shape // what o replaces, of a shape
+	if l, ok := o.(*Shape); ok {
+		shape = first[*Shape](txn, TableShapes, l.Name)
 	}
 	if err := txn.Insert(table, o); err != nil {
 		return fmt.Errorf("state store: %w", err)
@@ -383,7 +378,7 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 	snap := Snapshot{txn: txn}
 	switch o := o.(type) {
 	case *Job:
-		s.queue.change(job, o, snap.key)
+		s.queue.change(o, snap.key)
 	case *Shape:
 		s.queue.learned(o)
 		if o.Rev != shape.rev() {
