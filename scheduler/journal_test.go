@@ -340,7 +340,11 @@ func TestForgetIsDurable(t *testing.T) {
 	s, _, _ := openState(t, dir)
 	fill(t, s)
 	journal, _ := os.ReadFile(filepath.Join(dir, journalFile))
+	learned := s.Snapshot().Job("j.1").Shape
 	must(t, s.Forget([]string{"j"}))
+	if l := s.shape(learned); l != nil {
+		t.Errorf("the engine still reads the forgotten sweep's shape: %+v", l)
+	}
 	s.Close()
 	for name, crash := range map[string]bool{"after": false, "after a crash that kept the journal": true} {
 		t.Run(name, func(t *testing.T) {

@@ -214,7 +214,7 @@ func (e *Engine) learn(shape string, a *Attempt, with ...any) error {
 // with it, in one transaction; an error is put's.
 func (e *Engine) changeShape(name string, change func(*Shape), with ...any) error {
 	l := Shape{Name: name}
-	if old := e.store.view().Shape(name); old != nil {
+	if old := e.store.shape(name); old != nil {
 		l = *old
 	}
 	before := l

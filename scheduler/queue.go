@@ -43,6 +43,9 @@ type queue struct {
 	ranked []*group
 	moved  []*group
 	resort bool
+	// known is what the store holds of each shape, which the engine reads without a
+	// lookup in a transaction (Store.shape).
+	known map[string]*Shape
 	// took is each shape's learned duration; mean is their mean, found again by sort
 	// once one has changed.
 	took    map[string]time.Duration
@@ -102,7 +105,7 @@ type member struct {
 }
 
 func newQueue() *queue {
-	return &queue{groups: map[groupKey]*group{}, at: map[string]*group{}, shapes: map[string][]*group{}, took: map[string]time.Duration{}, fifo: map[string]bool{}, sweeps: map[string]int{}}
+	return &queue{groups: map[groupKey]*group{}, at: map[string]*group{}, shapes: map[string][]*group{}, took: map[string]time.Duration{}, known: map[string]*Shape{}, fifo: map[string]bool{}, sweeps: map[string]int{}}
 }
 
 // submitted tells the queue of a sweep before its jobs arrive.
@@ -230,10 +233,16 @@ func (q *queue) forget(sweep string) {
 			q.changed, q.resort = true, true
 		}
 	}
+	for shape := range q.known {
+		if strings.HasPrefix(shape, sweep+"\x00") {
+			delete(q.known, shape)
+		}
+	}
 }
 
-// learned takes a shape's learned duration.
+// learned takes what the store holds of a shape now.
 func (q *queue) learned(l *Shape) {
+	q.known[l.Name] = l
 	if l.Duration == q.took[l.Name] {
 		return
 	}

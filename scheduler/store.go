@@ -368,26 +368,27 @@ func (s *Store) write(fn func(*memdb.Txn) error) error {
 // insert puts an object in a table, and the queue follows a job or a shape. Only a
 // mistake in the schema makes it fail, and then the store is not to be trusted.
 func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
-	var shape *Shape // what o replaces, of a shape
-	if l, ok := o.(*Shape); ok {
-		shape = first[*Shape](txn, TableShapes, l.Name)
-	}
 	if err := txn.Insert(table, o); err != nil {
 		return fmt.Errorf("state store: %w", err)
 	}
-	snap := Snapshot{txn: txn}
 	switch o := o.(type) {
 	case *Job:
-		s.queue.change(o, snap.key)
+		s.queue.change(o, func(j *Job) groupKey { return keyOf(j, s.shape(j.Shape)) })
 	case *Shape:
+		was := s.shape(o.Name)
 		s.queue.learned(o)
-		if o.Rev != shape.rev() {
+		if o.Rev != was.rev() {
 			// The estimates of its queued jobs are made again (estimateOf).
+			snap := Snapshot{txn: txn}
 			s.queue.regroup(o.Name, func(id string) groupKey { return keyOf(snap.Job(id), o) })
 		}
 	}
 	return nil
 }
+
+// shape is what the store holds of a shape now (nil: nothing), as the engine's
+// goroutine reads it: without a lookup in a transaction, which copies an index's.
+func (s *Store) shape(name string) *Shape { return s.queue.known[name] }
 
 // first returns the object of a table with the id, or nil.
 func first[T any](txn *memdb.Txn, table, id string) T {
@@ -451,9 +452,6 @@ func (sn Snapshot) Estimate(j *Job) (gpuBytes, host int64) {
 	}
 	return estimateOf(j, sn.Shape(j.Shape))
 }
-
-// key is the group of a waiting job, by its estimate as its shape knows it in sn.
-func (sn Snapshot) key(j *Job) groupKey { return keyOf(j, sn.Shape(j.Shape)) }
 
 // reestimate makes a job's estimate from what is known of its shape now.
 func (sn Snapshot) reestimate(j *Job) {
