@@ -231,7 +231,33 @@ type Store struct {
 	// named otherwise (see canonicalShapes).
 	renamed map[string]bool
 	queue   *queue
-	open    *memdb.Txn // the transaction of the batch in progress; nil outside one
+	open    *memdb.Txn  // the transaction of the batch in progress; nil outside one
+	reads   *batchReads // how the batch in progress looks objects up; nil outside one
+}
+
+// batchReads answers a batch's lookups by id without reading its write transaction:
+// a read there copies the index's transaction and so makes memdb copy again, at its
+// next write, every node it had copied for the batch (go-immutable-radix's
+// Txn.Clone), which a round that reads and writes job after job paid at each. What
+// the batch wrote of jobs, attempts and shapes is read from written, the rest from
+// before.
+type batchReads struct {
+	before  *memdb.Txn // a read of the state the batch began from
+	written map[batchKey]any
+}
+
+type batchKey struct{ table, id string }
+
+// wrote notes an object a batch wrote, for its lookups.
+func (r *batchReads) wrote(o any) {
+	switch o := o.(type) {
+	case *Job:
+		r.written[batchKey{TableJobs, o.ID}] = o
+	case *Attempt:
+		r.written[batchKey{TableAttempts, o.ID}] = o
+	case *Shape:
+		r.written[batchKey{TableShapes, o.Name}] = o
+	}
 }
 
 // NewStore returns an empty store that journals nothing.
@@ -294,10 +320,11 @@ func (s *Store) batch(fn func()) error {
 		return nil
 	}
 	s.open = s.db.Txn(true)
+	s.reads = &batchReads{before: s.db.Txn(false), written: map[batchKey]any{}}
 	func() {
 		defer func() {
 			s.open.Commit()
-			s.open = nil
+			s.open, s.reads = nil, nil
 		}()
 		fn()
 	}()
@@ -371,6 +398,9 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 	if err := txn.Insert(table, o); err != nil {
 		return fmt.Errorf("state store: %w", err)
 	}
+	if s.reads != nil && txn == s.open {
+		s.reads.wrote(o)
+	}
 	switch o := o.(type) {
 	case *Job:
 		s.queue.change(o, func(j *Job) groupKey { return keyOf(j, s.shape(j.Shape)) })
@@ -380,6 +410,9 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 		if o.Rev != was.rev() {
 			// The estimates of its queued jobs are made again (estimateOf).
 			snap := Snapshot{txn: txn}
+			if txn == s.open {
+				snap.batch = s.reads
+			}
 			s.queue.regroup(o.Name, func(id string) groupKey { return keyOf(snap.Job(id), o) })
 		}
 	}
@@ -389,6 +422,17 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 // shape is what the store holds of a shape now (nil: nothing), as the engine's
 // goroutine reads it: without a lookup in a transaction, which copies an index's.
 func (s *Store) shape(name string) *Shape { return s.queue.known[name] }
+
+// lookup returns the object of a table with the id, or nil.
+func lookup[T any](sn Snapshot, table, id string) T {
+	if b := sn.batch; b != nil {
+		if o, ok := b.written[batchKey{table, id}]; ok {
+			return o.(T)
+		}
+		return first[T](b.before, table, id)
+	}
+	return first[T](sn.txn, table, id)
+}
 
 // first returns the object of a table with the id, or nil.
 func first[T any](txn *memdb.Txn, table, id string) T {
@@ -401,7 +445,10 @@ func first[T any](txn *memdb.Txn, table, id string) T {
 }
 
 // Snapshot is a consistent read of the store.
-type Snapshot struct{ txn *memdb.Txn }
+type Snapshot struct {
+	txn   *memdb.Txn
+	batch *batchReads // in a batch, how its lookups by id read
+}
 
 // Snapshot opens a read of the store as it is now; later writes do not show in it.
 func (s *Store) Snapshot() Snapshot { return Snapshot{txn: s.db.Txn(false)} }
@@ -409,7 +456,7 @@ func (s *Store) Snapshot() Snapshot { return Snapshot{txn: s.db.Txn(false)} }
 // view is the store as the engine reads it: with the writes of the batch it is in.
 func (s *Store) view() Snapshot {
 	if s.open != nil {
-		return Snapshot{txn: s.open}
+		return Snapshot{txn: s.open, batch: s.reads}
 	}
 	return s.Snapshot()
 }
@@ -439,10 +486,10 @@ func (sn Snapshot) Jobs() []*Job {
 }
 
 // Job returns one job, or nil.
-func (sn Snapshot) Job(id string) *Job { return first[*Job](sn.txn, TableJobs, id) }
+func (sn Snapshot) Job(id string) *Job { return lookup[*Job](sn, TableJobs, id) }
 
 // Shape returns what is known of a shape, or nil.
-func (sn Snapshot) Shape(name string) *Shape { return first[*Shape](sn.txn, TableShapes, name) }
+func (sn Snapshot) Shape(name string) *Shape { return lookup[*Shape](sn, TableShapes, name) }
 
 // Estimate returns what the packer reserves for a job on each of its cards, and of
 // host RAM (0 = unknown): a queued job's by what its shape knows now.
@@ -480,13 +527,7 @@ func (sn Snapshot) Drained() map[CardID]bool {
 }
 
 // Attempt returns one attempt, or nil.
-func (sn Snapshot) Attempt(id string) *Attempt {
-	obj, err := sn.txn.First(TableAttempts, IndexID, id)
-	if err != nil || obj == nil {
-		return nil
-	}
-	return obj.(*Attempt)
-}
+func (sn Snapshot) Attempt(id string) *Attempt { return lookup[*Attempt](sn, TableAttempts, id) }
 
 // Attempts returns a job's attempts in order.
 func (sn Snapshot) Attempts(job string) []*Attempt {

@@ -91,3 +91,35 @@ func TestQueuedEstimatesFollowTheirShape(t *testing.T) {
 	third, _, _ := openState(t, dir)
 	check(third, "from the compaction", "s.2=9.00 GiB s.1=7.00 GiB s.3=7.00 GiB")
 }
+
+// TestBatchReadsWhatItWrote: in a batch, the store's view reads the objects the batch
+// wrote and the others as they were; a snapshot outside it reads none of its writes
+// until it ends.
+func TestBatchReadsWhatItWrote(t *testing.T) {
+	sw, err := plans.DecodeSweep("b.yaml", []byte("name: b\ncommand: [train]\nmatrix: {seed: [1, 2]}\n"), plans.Overrides{})
+	must(t, err)
+	st, _ := NewStore()
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	a := &Attempt{ID: "b.2/1", Job: "b.2", N: 1}
+	must(t, st.batch(func() {
+		held := *st.view().Job("b.1")
+		held.Held = true
+		must(t, st.Put(&held, a, &Shape{Name: "x", Peak: gib}))
+		v := st.view()
+		if j := v.Job("b.1"); !j.Held {
+			t.Error("in the batch, b.1 reads as it was, not as the batch wrote it")
+		}
+		if j := v.Job("b.2"); j == nil || j.Held {
+			t.Errorf("in the batch, b.2 (not written) reads %+v", j)
+		}
+		if v.Attempt("b.2/1") != a || v.Shape("x") == nil || v.Shape("x").Peak != gib {
+			t.Error("in the batch, the attempt or the shape it wrote does not read back")
+		}
+		if out := st.Snapshot(); out.Job("b.1").Held || out.Attempt("b.2/1") != nil {
+			t.Error("a snapshot outside the batch reads its writes before it ended")
+		}
+	}))
+	if after := st.Snapshot(); !after.Job("b.1").Held || after.Attempt("b.2/1") != a {
+		t.Error("the batch's writes are not in the store after it")
+	}
+}
