@@ -278,7 +278,7 @@ func (e *Engine) addEnds(states []CardState, attempts []*Attempt, buf *[]Release
 	for _, a := range attempts {
 		end := Release{In: e.left(a, now), Memory: a.reserve(), Exclusive: a.Alone}
 		for _, g := range a.GPUs {
-			if i, ok := e.cardPos[CardID{a.Worker, g}]; ok {
+			if i, ok := e.cardAt(a.Worker, g); ok {
 				states[i].Ends = insertEnd(states[i].Ends, end)
 			}
 		}
@@ -338,7 +338,7 @@ func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) fu
 				continue
 			}
 			for _, g := range a.GPUs {
-				if i, ok := e.cardPos[CardID{a.Worker, g}]; ok {
+				if i, ok := e.cardAt(a.Worker, g); ok {
 					out[i]--
 				}
 			}
@@ -580,7 +580,7 @@ func (e *Engine) launch(snap Snapshot, j *Job, p Placement, sharing int) Launch 
 	// Its cards in the inventory's order.
 	at := make([]int, 0, len(cardIdx))
 	for _, idx := range cardIdx {
-		if i, ok := e.cardPos[CardID{p.Worker, idx}]; ok {
+		if i, ok := e.cardAt(p.Worker, idx); ok {
 			at = append(at, i)
 		}
 	}
