@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpuq/gpuq/scheduler/gpu"
@@ -12,9 +13,9 @@ import (
 // none. A process of none of attempts (nor of a ghost, see ours) is foreign, and its
 // memory counts against free, but for one this PID namespace cannot see: whose it is
 // cannot be told, and NVML's total use still counts it.
-func (e *Engine) cardStates(slots []int, attempts []*Attempt) []CardState {
+func (e *Engine) cardStates(dst []CardState, slots []int, attempts []*Attempt) []CardState {
 	headroom := e.cfg.Headroom
-	out := make([]CardState, len(e.cards))
+	out := slices.Grow(dst[:0], len(e.cards))[:len(e.cards)]
 	for i, c := range e.cards {
 		out[i] = CardState{Worker: c.Worker, Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i]}
 		if c.Fault != "" {

@@ -198,9 +198,9 @@ type Engine struct {
 	// running is a round's attempts of its own, by id (see ours).
 	running map[string]bool
 	// roundRunning holds a round's running attempts (see roundRunningNow), and
-	// roundEnds its cards' ends (see view).
+	// roundBufs its cards and their ends (see view).
 	roundRunning []*Attempt
-	roundEnds    []Release
+	roundBufs    viewBufs
 	// unsaved is what was measured of running attempts and not yet written; savedAt
 	// is when it was last written.
 	unsaved measures

@@ -36,7 +36,7 @@ func (e *Engine) CardViews() []CardView {
 	snap := e.store.view()
 	running := e.runningNow(snap)
 	slots := e.slots()
-	states := e.cardStates(slots, running)
+	states := e.cardStates(nil, slots, running)
 	slices.SortFunc(running, func(a, b *Attempt) int { return a.Started.Compare(b.Started) })
 	drained := snap.Drained()
 	out := make([]CardView, len(e.cards))

@@ -43,7 +43,7 @@ func TestOwnersKeptWhileListed(t *testing.T) {
 		if held, _ := e.measure(a); held != tc.held {
 			t.Errorf("%s: a holds %s, want %s", tc.name, plans.FormatSize(held), plans.FormatSize(tc.held))
 		}
-		states := e.cardStates([]int{1, 1}, []*Attempt{a, b})
+		states := e.cardStates(nil, []int{1, 1}, []*Attempt{a, b})
 		if states[0].Foreign != tc.foreign0 || states[1].Foreign != tc.foreign1 {
 			t.Errorf("%s: foreign %s and %s, want %s and %s", tc.name, plans.FormatSize(states[0].Foreign),
 				plans.FormatSize(states[1].Foreign), plans.FormatSize(tc.foreign0), plans.FormatSize(tc.foreign1))
@@ -70,7 +70,7 @@ func TestOwnersOfCardsReadAgain(t *testing.T) {
 	if held, _ := e.measure(b); held != 4*gib {
 		t.Errorf("b holds %s, want 4 GiB", plans.FormatSize(held))
 	}
-	if f := e.cardStates([]int{2}, []*Attempt{a, b})[0].Foreign; f != gib {
+	if f := e.cardStates(nil, []int{2}, []*Attempt{a, b})[0].Foreign; f != gib {
 		t.Errorf("foreign %s, want the 1 GiB of the process the round did not see", plans.FormatSize(f))
 	}
 }

@@ -68,7 +68,7 @@ func (e *Engine) schedule() error {
 			running[i] = e.measured(snap.Attempt(id))
 		}
 	}
-	v, err := e.view(snap, running, &e.roundEnds)
+	v, err := e.view(snap, running, &e.roundBufs)
 	if err != nil {
 		return err
 	}
@@ -147,18 +147,28 @@ type view struct {
 	request func(*group, member) Request
 }
 
-// view builds a round's view from a snapshot. ends, if not nil, is an array the
-// cards' ends may be kept in, and is given the one they are: a round's, which nothing
-// keeps past it, reuses the round before's.
-func (e *Engine) view(snap Snapshot, running []*Attempt, ends *[]Release) (view, error) {
+// viewBufs are arrays a view's cards and their ends may be kept in.
+type viewBufs struct {
+	cards []CardState
+	ends  []Release
+}
+
+// view builds a round's view from a snapshot. buf, if not nil, holds the arrays the
+// cards are kept in, and is given the ones they are: a round's, which nothing keeps
+// past it, reuses the round before's.
+func (e *Engine) view(snap Snapshot, running []*Attempt, buf *viewBufs) (view, error) {
+	if buf == nil {
+		buf = &viewBufs{}
+	}
 	hosts, err := e.hosts(running)
 	if err != nil {
 		return view{}, err
 	}
 	reserved := append(running, e.settling()...)
-	cards := e.cardStates(e.slots(), reserved)
+	cards := e.cardStates(buf.cards, e.slots(), reserved)
+	buf.cards = cards
 	e.timeLeft(cards)
-	e.addEnds(cards, reserved, ends)
+	e.addEnds(cards, reserved, &buf.ends)
 	if drained := snap.Drained(); len(drained) > 0 {
 		for i := range cards {
 			if drained[CardID{cards[i].Worker, cards[i].Index}] {
@@ -254,16 +264,13 @@ func (e *Engine) headed(snap Snapshot, d Decision) {
 	}
 }
 
-// addEnds tells the packer when each attempt on a card is expected to end. buf, if not
-// nil, is an array to keep them in (see view).
+// addEnds tells the packer when each attempt on a card is expected to end, in buf's
+// array (see view).
 func (e *Engine) addEnds(states []CardState, attempts []*Attempt, buf *[]Release) {
 	// One array for every card's, each card's part as long as its attempts.
 	n := 0
 	for _, c := range states {
 		n += c.Running
-	}
-	if buf == nil {
-		buf = new([]Release)
 	}
 	if cap(*buf) < n {
 		*buf = make([]Release, 0, n)

@@ -233,6 +233,8 @@ type Store struct {
 	queue   *queue
 	open    *memdb.Txn  // the transaction of the batch in progress; nil outside one
 	reads   *batchReads // how the batch in progress looks objects up; nil outside one
+	// batchReads is the one reads points to, kept from batch to batch.
+	batchReads batchReads
 }
 
 // batchReads answers a batch's lookups by id without reading its write transaction:
@@ -268,7 +270,7 @@ func NewStore() (*Store, error) {
 	}
 	// A copy of the database does not track which nodes of its trees each write
 	// changes, for watches: nobody watches, and every write paid for it.
-	return &Store{db: db.Snapshot(), queue: newQueue()}, nil
+	return &Store{db: db.Snapshot(), queue: newQueue(), batchReads: batchReads{written: map[batchKey]any{}}}, nil
 }
 
 // Put writes jobs, attempts, shapes, drains and submissions' statuses in one
@@ -320,7 +322,9 @@ func (s *Store) batch(fn func()) error {
 		return nil
 	}
 	s.open = s.db.Txn(true)
-	s.reads = &batchReads{before: s.db.Txn(false), written: map[batchKey]any{}}
+	s.reads = &s.batchReads
+	clear(s.reads.written)
+	s.reads.before = s.db.Txn(false)
 	func() {
 		defer func() {
 			s.open.Commit()
