@@ -235,6 +235,22 @@ func TestCrowdedRetryHappensOnceThenTheLadder(t *testing.T) {
 	}
 }
 
+// TestStepDownToTheSameShapeStartsFromTheFloor: a rung that changes nothing of the
+// shape (running alone) starts from what the out-of-memory end proved the shape needs,
+// not from the estimate that ran out.
+func TestStepDownToTheSameShapeStartsFromTheFloor(t *testing.T) {
+	doc := "name: e\ncommand: [train]\nmemory: 10GiB\njobs: [{}]\noom: {max_attempts: 8, ladder: [{exclusive: true}]}\n"
+	st, _, _ := runEngine(t, doc, 1, 1, func(l Launch) Exit {
+		if l.Attempt.N == 1 {
+			return oom(4*gib, 10*gib) // needs 14 GiB; alone on the card: not crowded out
+		}
+		return Exit{Outcome: plans.Success}
+	})
+	if got, want := history(st, "e.1"), "succeeded 1:t0:10.00 GiB:gpu-oom:eb0 2:t1:14.00 GiB:success:eb0"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
 func TestHostOOMLowersDataWorkersFirst(t *testing.T) {
 	st, _, _ := runEngine(t, ladderSweep, 1, 1, func(l Launch) Exit {
 		if l.Attempt.N == 1 {

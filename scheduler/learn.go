@@ -13,14 +13,15 @@ import (
 // learnPeaks keeps, for each running attempt, the most its processes held on a card and
 // of host RAM, and puts the copies it makes in running; an attempt that has run
 // LearnAfter speaks for its shape. What it measured is the engine's at the end of the
-// round, and the store's at most Config.SaveMeasures later (see keep).
+// round, and the store's at most Config.SaveMeasures later (see save).
 func (e *Engine) learnPeaks(running []*Attempt) {
 	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
 		e.hostNow = m.HostMemory()
 	}
-	var changed []*Attempt
+	var teaching []*Attempt
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
+	snap := e.store.view()
 	for i, a := range running {
 		peak, unknown := e.measure(a)
 		host := e.hostNow[a.ID]
@@ -30,16 +31,21 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 			c := *a
 			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
 			c.Memory = memory
-			changed = append(changed, &c)
+			e.unsaved.put(&unsaved{stored: snap.Attempt(a.ID), now: &c})
 			a = &c
 			running[i] = a
 		}
 		// What an attempt teaches changes only when it comes of age or its peak grows.
 		if of := a.Started.Add(e.cfg.LearnAfter); !now.Before(of) && (grew || last.Before(of)) {
-			e.learn(a.Shape, a)
+			teaching = append(teaching, a)
 		}
 	}
-	e.keep(changed, running, now)
+	// Learned once every attempt is measured: a reservation learning changes (see
+	// reserve) holds at least what its attempt was measured at this round.
+	for _, a := range teaching {
+		e.learn(a.Shape, a)
+	}
+	e.save(running, now)
 }
 
 // unsaved is a running attempt as measured (now) and the stored version it stands for
@@ -79,20 +85,13 @@ func (m measures) clear() {
 	clear(m.byStored)
 }
 
-// keep takes the round's measured attempts as the engine's, over what the store holds of
-// them, and writes every one held, of those running, once SaveMeasures has passed
-// since it last did. A reservation the round's learning wrote meanwhile (see reserve)
-// is the newer word: measuring changes none.
-func (e *Engine) keep(changed, running []*Attempt, now time.Time) {
-	snap := e.store.view()
-	for _, a := range changed {
-		stored := snap.Attempt(a.ID)
-		a.Reserve, a.HostReserve = stored.Reserve, stored.HostReserve
-		e.unsaved.put(&unsaved{stored: stored, now: a})
-	}
+// save writes every running attempt's measures not yet written, once SaveMeasures has
+// passed since it last did.
+func (e *Engine) save(running []*Attempt, now time.Time) {
 	if len(e.unsaved.byID) == 0 || now.Sub(e.savedAt) < e.cfg.SaveMeasures {
 		return
 	}
+	snap := e.store.view()
 	var objs []any
 	for _, a := range running {
 		if _, ok := e.unsaved.byID[a.ID]; ok {

@@ -52,7 +52,10 @@ func TestMeasureReadsTheAttemptsProcesses(t *testing.T) {
 // of a running attempt reaches the store at most that often, while the engine learns from
 // it at once; the attempt's end writes all of it.
 func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
-	sw, err := plans.DecodeSweep("m.yaml", []byte("name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n"), plans.Overrides{})
+	// Declared as the 8 GiB it reaches at 2 minutes, so that what it teaches then leaves
+	// its reservation as it was: a changed reservation is written at once, with the
+	// measures of its attempt.
+	sw, err := plans.DecodeSweep("m.yaml", []byte("name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 8GiB\n"), plans.Overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,5 +133,35 @@ func TestRoundPacksByWhatItLearned(t *testing.T) {
 	must(t, e.Schedule()) // learns 4 GiB: 4 + 4 reserved, and t.3's 4 fits
 	if got := st.Snapshot().Job("t.3").State; got != JobRunning {
 		t.Errorf("t.3 %s after the round that learned the shape's 4 GiB peak, want running", got)
+	}
+}
+
+// TestReservationHoldsWhatARoundMeasured: a peak one attempt teaches its shape in a
+// round lowers the reservations of the shape's others in that round, but never below
+// what each was measured at in it.
+func TestReservationHoldsWhatARoundMeasured(t *testing.T) {
+	sw, err := plans.DecodeSweep("t.yaml", []byte("name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\nmemory: 15GiB\n"), plans.Overrides{})
+	must(t, err)
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib, Fault: "not yet"}}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{101: "t.1/1", 102: "t.2/1"}}
+	st, _ := NewStore()
+	clock := newFakeClock()
+	e := NewEngine(st, cardsInventory{&cards}, fr, clock, Config{Slots: []int{1, 1}, Headroom: plans.Headroom{Bytes: gib},
+		LearnAfter: time.Minute}, nil)
+	must(t, e.Submit(&Submission{Sweep: sw}))
+	must(t, e.Schedule()) // t.1 starts on GPU 0
+	clock.now = clock.now.Add(90 * time.Second)
+	cards[1].Fault = ""
+	must(t, e.Schedule()) // t.2 starts on GPU 1, 90 s after t.1
+	// t.1 comes of age at 4 GiB while t.2, younger, is measured at 12 GiB.
+	clock.now = clock.now.Add(30 * time.Second)
+	cards[0].Processes = []gpu.Process{{PID: 101, Used: 4 * gib}}
+	cards[1].Processes = []gpu.Process{{PID: 102, Used: 12 * gib}}
+	must(t, e.Schedule())
+	want := map[string]int64{"t.1/1": 4 * gib, "t.2/1": 12 * gib} // from 15 GiB declared
+	for _, a := range e.runningNow(st.Snapshot()) {
+		if a.reserve() != want[a.ID] {
+			t.Errorf("%s reserves %s, measured at %s: want %s", a.ID, plans.FormatSize(a.reserve()), plans.FormatSize(a.Peak), plans.FormatSize(want[a.ID]))
+		}
 	}
 }
