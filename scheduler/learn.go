@@ -12,8 +12,8 @@ import (
 
 // learnPeaks keeps, for each running attempt, the most its processes held on a card and
 // of host RAM, and puts the copies it makes in running; an attempt that has run
-// LearnAfter speaks for its shape. What it measured is the engine's at the end of the
-// round, and the store's at most Config.SaveMeasures later (see save).
+// LearnAfter speaks for its shape. What it measures is the engine's at once, and the
+// store's at most Config.SaveMeasures later (see save).
 func (e *Engine) learnPeaks(running []*Attempt) {
 	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
 		e.hostNow = m.HostMemory()
