@@ -9,9 +9,10 @@ import (
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
-// cardsEngine is an engine over cards a test changes between rounds, one slot each;
-// its trainers run until told how they end.
-func cardsEngine(t *testing.T, doc string, cards *[]gpu.Card, owners map[int]string) (*Engine, *Store, *fakeRunner, *[]Event) {
+// cardsEngine is an engine over cards a test changes between rounds, on the fake
+// clock, with a GiB of headroom and cfg's other settings (one slot a card, unless
+// cfg says); its trainers run until told how they end.
+func cardsEngine(t *testing.T, doc string, cards *[]gpu.Card, owners map[int]string, cfg Config) (*Engine, *Store, *fakeRunner, *[]Event) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("m.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
@@ -19,13 +20,15 @@ func cardsEngine(t *testing.T, doc string, cards *[]gpu.Card, owners map[int]str
 	}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: owners}
 	st, _ := NewStore()
-	slots := make([]int, len(*cards))
-	for i := range slots {
-		slots[i] = 1
+	if cfg.Slots == nil {
+		cfg.Slots = make([]int, len(*cards))
+		for i := range cfg.Slots {
+			cfg.Slots[i] = 1
+		}
 	}
+	cfg.Headroom = plans.Headroom{Bytes: gib}
 	var events []Event
-	e := NewEngine(st, cardsInventory{cards}, fr, newFakeClock(), Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}},
-		func(ev Event) { events = append(events, ev) })
+	e := NewEngine(st, cardsInventory{cards}, fr, newFakeClock(), cfg, func(ev Event) { events = append(events, ev) })
 	must(t, e.Submit(&Submission{Sweep: sw}))
 	return e, st, fr, &events
 }
@@ -45,7 +48,7 @@ func kinds(events []Event) string {
 // card keeps working; when NVML reads it again, it takes jobs again.
 func TestACardOutOfServiceTakesNoJob(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
-	e, st, fr, events := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\n", &cards, map[int]string{})
+	e, st, fr, events := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\n", &cards, map[int]string{}, Config{})
 	e.cfg.Settle = time.Nanosecond // no ghost keeps a card
 	round(t, e)
 	if len(fr.starts) != 2 {
@@ -85,7 +88,7 @@ func TestACardOutOfServiceTakesNoJob(t *testing.T) {
 func TestUnattributedMemoryIsUnknown(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: 6 * gib,
 		Processes: []gpu.Process{{PID: 777001, Used: 5 * gib, Hidden: true}}}}
-	e, st, fr, events := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n", &cards, map[int]string{})
+	e, st, fr, events := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n", &cards, map[int]string{}, Config{})
 	e.cfg.Slots = []int{2}
 	round(t, e)
 	if got := kinds(*events); got != "" {

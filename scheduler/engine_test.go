@@ -404,20 +404,14 @@ memory: probe
 // TestUnknownReadingTeachesNothing: NVML's "not available" is not a size: an attempt
 // whose process cannot be read leaves its shape unmeasured.
 func TestUnknownReadingTeachesNothing(t *testing.T) {
-	sw, err := plans.DecodeSweep("u.yaml", []byte("name: u\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n"), plans.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
-	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "u.1/1"}}
-	st, _ := NewStore()
-	e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	e.Submit(&Submission{Sweep: sw})
+	e, st, _, _ := cardsEngine(t, "name: u\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n", &cards,
+		map[int]string{4242: "u.1/1"}, Config{})
 	e.Schedule()
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: gpu.Unknown}}
 	e.Schedule()
-	e.Apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Success})
-	a := st.Snapshot().Attempt(fr.starts[0].Attempt.ID)
+	e.Apply(Exit{Attempt: "u.1/1", Outcome: plans.Success})
+	a := st.Snapshot().Attempt("u.1/1")
 	if !a.PeakUnknown || a.Peak != 0 {
 		t.Errorf("attempt peak %d, unknown %v: want unknown", a.Peak, a.PeakUnknown)
 	}

@@ -55,17 +55,10 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 	// Declared as the 8 GiB it reaches at 2 minutes, so that what it teaches then leaves
 	// its reservation as it was: a changed reservation is written at once, with the
 	// measures of its attempt.
-	sw, err := plans.DecodeSweep("m.yaml", []byte("name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 8GiB\n"), plans.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
-	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "m.1/1"}}
-	st, _ := NewStore()
-	clock := newFakeClock()
-	e := NewEngine(st, cardsInventory{&cards}, fr, clock, Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib},
-		LearnAfter: time.Minute, SaveMeasures: 10 * time.Minute}, nil)
-	e.Submit(&Submission{Sweep: sw})
+	e, st, _, _ := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 8GiB\n", &cards,
+		map[int]string{4242: "m.1/1"}, Config{LearnAfter: time.Minute, SaveMeasures: 10 * time.Minute})
+	clock := e.clock.(*fakeClock)
 	round := func(after time.Duration, used int64) {
 		t.Helper()
 		clock.now = clock.now.Add(after)
@@ -115,15 +108,10 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 // shape's running attempts, and that round packs by them: a job that fits beside
 // them only once they are lowered starts at once, not a round later.
 func TestRoundPacksByWhatItLearned(t *testing.T) {
-	sw, err := plans.DecodeSweep("t.yaml", []byte("name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nshape_ignores: [seed]\nmemory: 10GiB\n"), plans.Overrides{})
-	must(t, err)
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
-	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{101: "t.1/1", 102: "t.2/1"}}
-	st, _ := NewStore()
-	clock := newFakeClock()
-	e := NewEngine(st, cardsInventory{&cards}, fr, clock, Config{Slots: []int{3}, Headroom: plans.Headroom{Bytes: gib},
-		LearnAfter: time.Minute}, nil)
-	must(t, e.Submit(&Submission{Sweep: sw}))
+	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nshape_ignores: [seed]\nmemory: 10GiB\n", &cards,
+		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{Slots: []int{3}, LearnAfter: time.Minute})
+	clock := e.clock.(*fakeClock)
 	must(t, e.Schedule()) // 10 + 10 GiB start; a third would need 30 of 23
 	if got := st.Snapshot().Job("t.3").State; got != JobQueued {
 		t.Fatalf("t.3 %s after the first round, want queued", got)
@@ -140,15 +128,10 @@ func TestRoundPacksByWhatItLearned(t *testing.T) {
 // round lowers the reservations of the shape's others in that round, but never below
 // what each was measured at in it.
 func TestReservationHoldsWhatARoundMeasured(t *testing.T) {
-	sw, err := plans.DecodeSweep("t.yaml", []byte("name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\nmemory: 15GiB\n"), plans.Overrides{})
-	must(t, err)
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib, Fault: "not yet"}}
-	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{101: "t.1/1", 102: "t.2/1"}}
-	st, _ := NewStore()
-	clock := newFakeClock()
-	e := NewEngine(st, cardsInventory{&cards}, fr, clock, Config{Slots: []int{1, 1}, Headroom: plans.Headroom{Bytes: gib},
-		LearnAfter: time.Minute}, nil)
-	must(t, e.Submit(&Submission{Sweep: sw}))
+	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\nmemory: 15GiB\n", &cards,
+		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{LearnAfter: time.Minute})
+	clock := e.clock.(*fakeClock)
 	must(t, e.Schedule()) // t.1 starts on GPU 0
 	clock.now = clock.now.Add(90 * time.Second)
 	cards[1].Fault = ""

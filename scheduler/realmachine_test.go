@@ -19,7 +19,7 @@ func TestCublasNotInitializedIsAnOOMOnlyOnAFullCard(t *testing.T) {
 		{6 * gib, "failed 1:t0:10.00 GiB:failed:eb32"},
 	} {
 		cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
-		e, st, fr, _ := cardsEngine(t, ladderSweep, &cards, map[int]string{})
+		e, st, fr, _ := cardsEngine(t, ladderSweep, &cards, map[int]string{}, Config{})
 		round(t, e)
 		cards[0].Used = tt.used // the trainer and the others on the card
 		round(t, e)
