@@ -43,10 +43,10 @@ func TestOptimizerState(t *testing.T) {
 		kv   []any
 		want float64 // bytes a parameter of weights, gradients and optimizer state
 	}{
-		{nil, 2 + 2 + 12},                                // fp32 master copy and moments
-		{[]any{"optimizer_state", "bf16"}, 2 + 2 + 4},    // torchtune, LitGPT bf16-true, Trainer on a bf16 model
-		{[]any{"optimizer_state", "fp32"}, 2 + 2 + 8},    // fp32 moments, no copy
-		{[]any{"precision", "fp32"}, 4 + 4 + 8},          // AMP: fp32 weights are the master
+		{nil, 2 + 2 + 12}, // fp32 master copy and moments
+		{[]any{"optimizer_state", "bf16"}, 2 + 2 + 4},     // torchtune, LitGPT bf16-true, Trainer on a bf16 model
+		{[]any{"optimizer_state", "fp32"}, 2 + 2 + 8},     // fp32 moments, no copy
+		{[]any{"precision", "fp32"}, 4 + 4 + 8},           // AMP: fp32 weights are the master
 		{[]any{"optimizer", "adamw-8bit"}, 2 + 2 + 4 + 2}, // copy and two bytes of moments
 		{[]any{"optimizer", "adamw-8bit", "optimizer_state", "bf16"}, 2 + 2 + 2},
 		{[]any{"optimizer", "adafactor", "precision", "fp32"}, 4 + 4},

@@ -279,13 +279,13 @@ func runEstimateSweep(opts *estimateOptions, path string) error {
 		case j.Probe:
 			e.Source = "probe"
 		case j.Model != nil:
-			m, _ := plans.ModelOf(j.Model, j.Params) // checked when the sweep was read
+			m, _ := j.ModelAt(j.Params) // checked when the sweep was read
 			b := m.Estimate()
 			e.Source, e.Parts, e.Missing, e.TotalBytes = "model", &b, b.Missing, b.Total()
 		}
 		e.Fits = fits(e.TotalBytes, cards, headroom)
 		if len(e.Fits) == 0 && j.Model != nil {
-			m, _ := plans.ModelOf(j.Model, j.Params)
+			m, _ := j.ModelAt(j.Params)
 			e.Suggestions = suggest(rungSteps(j), m, largestRoom(cards, headroom))
 		}
 		out = append(out, e)
