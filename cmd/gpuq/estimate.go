@@ -77,8 +77,10 @@ of each shape of job as the sweep runs.`,
 	f.String("model", "", "a built-in architecture, or its Hugging Face id (Qwen/Qwen3-4B): "+strings.Join(plans.ArchitectureNames(), ", "))
 	f.String("model-config", "", "a Hugging Face config.json to read the architecture from")
 	f.String("params", "", "parameter count: 7B, 350M, 1.3e9 (or give --layers, --hidden and --vocab)")
-	f.String("precision", "bf16", "weights: fp32, bf16, fp16, int8 or nf4 (int8 and nf4 need --lora-rank)")
-	f.String("optimizer", "adamw", "adamw, adamw-8bit or sgd (with momentum)")
+	f.String("precision", "bf16", "weights: fp32, bf16, fp16, int8, nf4 or nf4-dq (NF4 with double quantization); int8 and nf4 need --lora-rank or --trainable")
+	f.Bool("autocast", false, "fp32 weights with 16-bit matmuls (torch.autocast, AMP: the Trainer's --bf16/--fp16 on a model loaded in fp32); needs --precision fp32")
+	f.String("optimizer", "adamw", "adamw, adamw-8bit, sgd (with momentum) or adafactor")
+	f.String("optimizer-state", "", "master (an fp32 copy of 16-bit weights and fp32 moments: DeepSpeed, Megatron), fp32 (fp32 moments) or bf16 (moments in bf16, no copy: torchtune, LitGPT bf16-true, the Trainer on a bf16 model); default master for 16-bit weights")
 	f.Int("layers", 0, "transformer layers")
 	f.Int("hidden", 0, "hidden size")
 	f.Int("heads", 0, "attention (query) heads")
@@ -87,15 +89,27 @@ of each shape of job as the sweep runs.`,
 	f.Bool("tied-embeddings", false, "the output head shares the input embedding (default: tied without --ffn, untied with it)")
 	f.Int("ffn", 0, "MLP width of a gated (Llama-style) MLP; default a GPT MLP of 4x hidden")
 	f.Int("vocab", 0, "vocabulary size")
+	f.String("layer-params", "", "parameters of one block, for blocks that are neither Llama's nor GPT's (e.g. 51M)")
+	f.String("layer-activations", "", "bytes one token keeps in one block for the backward pass, for such blocks (e.g. 100KiB)")
 	f.Int("seq-len", 0, "sequence length")
 	f.Int("micro-batch", 0, "sequences per forward pass on one card")
-	f.Int("lora-rank", 0, "LoRA rank; 0 = a full fine-tune")
+	f.Int("lora-rank", 0, "LoRA rank; 0 = no adapters")
 	f.String("lora-targets", "", "matrices LoRA adapts: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj or all-linear (default q_proj,v_proj)")
+	f.String("lora-dropout", "", "the adapters' dropout probability (each adapter with dropout keeps its own copy of its input)")
+	f.Bool("prepare-kbit", false, "PEFT's prepare_model_for_kbit_training: what int8/NF4 leave unquantized (embeddings, head, norms) and the adapters in fp32")
+	f.String("trainable", "", "without LoRA, the part that trains, the rest frozen: a share (0.02 or 2%), a count (100M) or modules (embeddings, head, norms, attention, mlp, q_proj, ...)")
 	f.Bool("gradient-checkpointing", false, "recompute activations in the backward pass")
 	f.Int("logits-to-keep", 0, "positions the logits are computed for; 0 = all")
+	f.String("loss", "upcast", "how the loss holds the logits: upcast (the model's 16-bit logits, upcast in the loss: 14 bytes a logit), fp32-logits (the model returns fp32 logits, as transformers before 4.45: 16), chunked (torchtune, LitGPT: 6) or fused (Liger, Cut Cross-Entropy: 0)")
 	f.String("attention", "sdpa", "sdpa (flash or memory-efficient kernels) or eager")
-	f.Int("zero-stage", 0, "DeepSpeed ZeRO stage (full fine-tunes)")
-	f.Int("gpus-per-job", 1, "cards the job is spread over, for ZeRO")
+	f.Int("zero-stage", 0, "DeepSpeed ZeRO stage (FSDP FULL_SHARD: 3, SHARD_GRAD_OP: 2)")
+	f.Int("gpus-per-job", 1, "cards the job is spread over, for ZeRO and --split-layers")
+	f.Bool("split-layers", false, "the layers are split over --gpus-per-job cards (accelerate's device_map, pipeline): the heaviest card's memory")
+	f.Bool("offload-optimizer", false, "the optimizer's state lives in host RAM (ZeRO-Offload, FSDP CPUOffload)")
+	f.Bool("offload-params", false, "the weights and gradients live in host RAM, brought to the card a layer at a time")
+	f.Bool("ema", false, "an exponential moving average copy of the weights on the card")
+	f.Int("frozen-copies", 0, "frozen instances of the model beside it (a reference or reward model of the same size)")
+	f.String("cuda-context", "", "the CUDA context of the process (default 500MiB; ~1.3GiB without lazy loading, CUDA 11.6 and older)")
 	f.BoolVar(&opts.json, "json", false, `print {"total_bytes": N, "parts": {...}} (with a SWEEP, {"jobs": [...]})`)
 	cmd.RegisterFlagCompletionFunc("model", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return plans.ArchitectureNames(), cobra.ShellCompDirectiveNoFileComp
@@ -455,7 +469,10 @@ func printEstimate(io ioStreams, e estimateJSON, cards []gpu.Card) {
 		name string
 		v    int64
 	}{{"weights", b.Weights}, {"gradients", b.Gradients}, {"optimizer state", b.Optimizer},
-		{"activations", b.Activations}, {"logits", b.Logits}, {"CUDA context", b.Context}} {
+		{"activations", b.Activations}, {"logits", b.Logits}, {"EMA and frozen copies", b.Copies}, {"CUDA context", b.Context}} {
+		if p.v == 0 && p.name == "EMA and frozen copies" {
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\n", p.name, plans.FormatSize(p.v))
 	}
 	total := plans.FormatSize(e.TotalBytes)
@@ -463,6 +480,9 @@ func printEstimate(io ioStreams, e estimateJSON, cards []gpu.Card) {
 		total = "at least " + total
 	}
 	fmt.Fprintf(tw, "total\t%s\n", total)
+	if b.Host > 0 {
+		fmt.Fprintf(tw, "host RAM (offloaded)\t%s\n", plans.FormatSize(b.Host))
+	}
 	tw.Flush()
 	if len(e.Missing) > 0 {
 		var flags []string
