@@ -264,7 +264,6 @@ func (m *Model) check() []string {
 	add(m.LoRARank == 0 && !m.Trainable.set() && m.quantized(),
 		fmt.Sprintf("precision: %s weights are frozen: give lora_rank (QLoRA), trainable (the part that trains), or train in bf16", m.Precision))
 	add(m.LoRARank > 0 && m.Trainable.set(), "trainable: LoRA trains its adapters; give lora_rank or trainable, not both")
-	add(m.Trainable.Fraction > 1, fmt.Sprintf("trainable: %g is more than the whole model: give a share up to 1 (0.02 or 2%%), a count (100M) or modules", m.Trainable.Fraction))
 	add(len(m.Trainable.Modules) > 0 && !arch, "trainable: modules are counted from the architecture: give layers and hidden (and vocab), or a count (trainable: 100M)")
 	add(m.ZeROStage == 3 && (m.Hidden == 0 || (m.Vocab == 0 && m.Layers == 0)) && m.LayerParams == 0,
 		"zero_stage: ZeRO-3 holds the largest layer whole: give hidden with vocab or layers")
@@ -356,17 +355,20 @@ func loraTargets(v string, bad func(string, string, ...any)) []string {
 func trainable(v string, bad func(string, string, ...any)) Trainable {
 	t := strings.TrimSpace(v)
 	if pct, ok := strings.CutSuffix(t, "%"); ok {
-		if f, err := strconv.ParseFloat(pct, 64); err == nil && f > 0 {
+		if f, err := strconv.ParseFloat(pct, 64); err == nil {
+			if !(f > 0 && f <= 100) {
+				bad("trainable", "%q: a share is above 0%% and at most 100%%", v)
+			}
 			return Trainable{Fraction: f / 100}
 		}
 	}
-	if f, err := strconv.ParseFloat(t, 64); err == nil && f > 0 && f <= 1 {
+	if f, err := strconv.ParseFloat(t, 64); err == nil {
+		if !(f > 0 && f <= 1) {
+			bad("trainable", "%q: a share is above 0 and at most 1 (0.02 or 2%%); write a count with its unit (100M)", v)
+		}
 		return Trainable{Fraction: f}
 	}
 	if n, err := ParseCount(t); err == nil {
-		if n <= 1 {
-			return Trainable{Fraction: n}
-		}
 		return Trainable{Count: n}
 	}
 	known := append(slices.Clone(trainableModules), loraMatrices...)
