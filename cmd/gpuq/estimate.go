@@ -41,22 +41,30 @@ A job that fits no card is shown what would make it fit the largest: its next ru
 the OOM ladder (with a SWEEP), and the usual switches (gradient checkpointing, half the
 micro-batch, 8-bit AdamW, LoRA, QLoRA, logits of the last position), each alone.
 
-The formulas: 16 bytes a parameter for a mixed-precision AdamW fine-tune (2 weights,
-2 gradients, 12 for the fp32 master copy and moments); LoRA trains r(d+k) parameters
-for each adapted matrix and keeps the base frozen at its precision's width; activations
-follow Korthikanti et al. 2022, s*b*h*34 bytes a layer (plus 5*a*s^2*b with eager
-attention; k and v at the key-value heads' width), 2*s*b*h a layer with gradient
-checkpointing; logits cost 12 bytes each (b*s*V of them: the fp32 log-softmax output
-and two fp32 gradients, as PyTorch's cross-entropy keeps them);
-each process holds a CUDA context of about 500 MiB. A real run differs by the
-allocator's fragmentation and the framework's workspaces: gpuq learns the measured peak
-of each shape of job as the sweep runs.`,
+How it counts (the README's "Memory estimates" has the sources): weights at their
+precision (NF4 quantizes the blocks' matmuls; embeddings and head stay 16-bit, fp32
+with --prepare-kbit), gradients of what trains (all, LoRA's adapters, or --trainable),
+the optimizer's moments in fp32 or bf16 (--optimizer-state) with an fp32 master copy of
+16-bit weights by default; activations counted tensor by tensor as PyTorch keeps them
+for the backward pass (a Llama block 26h+8f bytes a token in a full fine-tune, a GPT
+block Korthikanti's 34h; frozen matmuls keep no input, bitsandbytes' 4-bit ones do;
+under --autocast fp32 residuals and 16-bit weight copies); logits by --loss (upcast 14
+bytes each, fp32-logits 16, chunked 6, fused 0); a CUDA context of 500 MiB
+(--cuda-context). ZeRO, --split-layers, --offload-optimizer, --offload-params, --ema and
+--frozen-copies change what each card holds; what is offloaded is shown as host RAM.
+Blocks gpuq does not count itself are described by --layer-params and
+--layer-activations. A real run differs by the allocator's cache and the framework's
+workspaces: gpuq learns the measured peak of each shape of job as the sweep runs.`,
 		Example: `  gpuq estimate --model mistral-7b --seq-len 512 --micro-batch 4 --lora-rank 16
   gpuq estimate --model-config ~/models/Qwen3-4B/config.json --seq-len 1024 --micro-batch 2
   gpuq estimate --params 7B --precision bf16 --optimizer adamw
   gpuq estimate --params 7.24B --layers 32 --hidden 4096 --heads 32 --vocab 32000 \
       --seq-len 512 --micro-batch 4 --lora-rank 16
   gpuq estimate --params 7B --precision nf4 --lora-rank 16 --layers 32 --hidden 4096 --json
+  gpuq estimate --model llama-3.1-8b --seq-len 2048 --micro-batch 2 --optimizer-state bf16 --loss chunked
+  gpuq estimate --model qwen3-4b --seq-len 1024 --micro-batch 1 --lora-rank 16 --frozen-copies 1
+  gpuq estimate --model qwen2.5-7b --params 14B --seq-len 4096 --micro-batch 1 --trainable 100M \
+      --offload-params --offload-optimizer --gradient-checkpointing
   gpuq estimate examples/sweeps/torch-24g.yaml`,
 		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
