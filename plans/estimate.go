@@ -194,7 +194,7 @@ func (m *Model) set(k, v string, bad func(string, string, ...any)) {
 	case "lora_targets":
 		m.LoRATargets = loraTargets(v, bad)
 	case "trainable":
-		m.Trainable = trainable(v, bad)
+		m.Trainable = parseTrainable(v, bad)
 	case "lora_dropout":
 		// A probability, as PEFT writes it, or a yes or no.
 		if p, err := strconv.ParseFloat(v, 64); err == nil && p >= 0 && p < 1 {
@@ -351,8 +351,8 @@ func loraTargets(v string, bad func(string, string, ...any)) []string {
 	return out
 }
 
-// trainable reads what trains: a share (0.02 or 2%), a count (100M) or module names.
-func trainable(v string, bad func(string, string, ...any)) Trainable {
+// parseTrainable reads what trains: a share (0.02 or 2%), a count (100M) or module names.
+func parseTrainable(v string, bad func(string, string, ...any)) Trainable {
 	t := strings.TrimSpace(v)
 	if pct, ok := strings.CutSuffix(t, "%"); ok {
 		if f, err := strconv.ParseFloat(pct, 64); err == nil {

@@ -10,6 +10,20 @@ import (
 // The practitioners' setups gpuq was conceived from (the seed notes), described with
 // the keys that say what they did, checked against the notes' own figures.
 
+// named reads a description that names a built-in architecture.
+func named(t *testing.T, kv ...any) Model {
+	t.Helper()
+	d, err := ExpandModel(mapOf(kv...), ".", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ModelOf(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestSeedBAGELOnOneCard: BAGEL-7B-MoT (a Qwen2.5-7B language model whose weights MoT
 // doubles, 14B in all) trained on one RTX 4090 with the LLM and ViT frozen (the ~100M
 // connector trains), FSDP's CPU offload of parameters and optimizer, no EMA, 4096 tokens.
@@ -18,18 +32,7 @@ import (
 func TestSeedBAGELOnOneCard(t *testing.T) {
 	const GB = 1e9
 	bagel := []any{"name", "qwen2.5-7b", "params", "14B", "seq_len", 4096, "micro_batch", 1, "gradient_checkpointing", true}
-	est := func(kv ...any) Breakdown {
-		t.Helper()
-		d, err := ExpandModel(mapOf(with(bagel, kv...)...), ".", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := ModelOf(d, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Estimate()
-	}
+	est := func(kv ...any) Breakdown { return named(t, with(bagel, kv...)...).Estimate() }
 	asRun := est("trainable", "100M", "offload_params", true, "offload_optimizer", true)
 	withEMA := est("trainable", "100M", "offload_params", true, "offload_optimizer", true, "ema", true)
 	if ema := withEMA.Host - asRun.Host; math.Abs(float64(ema)-28*GB) > 0.5*GB {
@@ -63,18 +66,7 @@ func TestSeedBAGELOnOneCard(t *testing.T) {
 func TestSeedGRPOPolicyAndReference(t *testing.T) {
 	const GB = 1e9
 	qwen := []any{"name", "qwen3-4b", "seq_len", 1024, "micro_batch", 1, "lora_rank", 16}
-	est := func(kv ...any) Breakdown {
-		t.Helper()
-		d, err := ExpandModel(mapOf(with(qwen, kv...)...), ".", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := ModelOf(d, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Estimate()
-	}
+	est := func(kv ...any) Breakdown { return named(t, with(qwen, kv...)...).Estimate() }
 	policy, both := est(), est("frozen_copies", 1)
 	if ref := both.Copies; math.Abs(float64(ref)-8.04*GB) > 0.1*GB || both.Total()-policy.Total() != ref {
 		t.Errorf("the reference copy adds %s, the notes ~8 GB (4.02B in bf16)", FormatSize(ref))
