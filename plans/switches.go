@@ -37,13 +37,15 @@ func (m Model) Switches() []Switch {
 		add("8-bit AdamW (bitsandbytes)", func(s *Model) { s.Optimizer = "adamw-8bit" })
 	}
 	if m.LoRARank == 0 && arch && m.ZeROStage == 0 {
-		add(fmt.Sprintf("LoRA r=%d on q_proj, v_proj", defaultLoRARank), func(s *Model) { s.LoRARank, s.LoRATargets = defaultLoRARank, nil })
+		add(fmt.Sprintf("LoRA r=%d on q_proj, v_proj", defaultLoRARank), func(s *Model) {
+			s.LoRARank, s.LoRATargets, s.Trainable = defaultLoRARank, nil, Trainable{}
+		})
 	}
 	if m.Precision != "nf4" && arch && m.ZeROStage == 0 {
 		add("QLoRA: NF4 weights, LoRA r="+strconv.Itoa(max(m.LoRARank, defaultLoRARank)), func(s *Model) {
 			s.Precision = "nf4"
 			if s.LoRARank == 0 {
-				s.LoRARank, s.LoRATargets = defaultLoRARank, nil
+				s.LoRARank, s.LoRATargets, s.Trainable = defaultLoRARank, nil, Trainable{}
 			}
 		})
 	}
