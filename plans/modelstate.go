@@ -178,9 +178,14 @@ func (m Model) shard(e *parts, trained, tb float64) {
 }
 
 // gathered is what the card holds of weights that live elsewhere (sharded, or in host
-// RAM): two of the largest layer at the weights' width.
+// RAM): two of the largest layer at the weights' width (with int8 or NF4, at the width
+// of the embedding, which is often the largest and stays unquantized).
 func (m Model) gathered() float64 {
-	return 2 * m.largestLayer() * max(weightBytes(m.Precision), 1)
+	width := weightBytes(m.Precision)
+	if m.quantized() {
+		width = m.keptBytes()
+	}
+	return 2 * m.largestLayer() * width
 }
 
 // offload moves the optimizer's state (ZeRO-Offload, FSDP's CPUOffload) and the
@@ -220,8 +225,7 @@ func (m Model) split(e parts) parts {
 	e.weights *= share
 	e.gradients *= share
 	e.optimizer *= share
-	e.copies *= share
-	e.host *= share
+	e.copies *= share // host RAM is the job's, whichever card
 	e.activations /= k
 	return e
 }
