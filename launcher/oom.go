@@ -14,8 +14,8 @@ type Exit struct {
 	Code      int            // exit status; -1 when killed by a signal
 	Signal    syscall.Signal // 0 unless killed by a signal
 	Cancelled bool           // gpuq stopped it
-	// CgroupOOMKill: the cgroup's memory.events oom_kill counter rose while it ran.
-	CgroupOOMKill bool
+	// OOMKill is what the kernel counted of OOM kills while it ran.
+	OOMKill KernelOOM
 }
 
 // A signature is a text that says a process ran out of memory (REFERENCE.md §1, §6).
@@ -87,8 +87,8 @@ func Classify(e Exit, tail []byte) (plans.Outcome, *plans.OOMFacts) {
 		}
 	}
 	if found == nil {
-		// SIGKILL alone is not proof of the OOM killer; the cgroup's counter is.
-		if e.Signal == syscall.SIGKILL && e.CgroupOOMKill {
+		// SIGKILL alone is not proof of the OOM killer; the kernel's count is.
+		if e.Signal == syscall.SIGKILL && e.OOMKill == KernelKilled {
 			return plans.HostOOM, &plans.OOMFacts{Signature: "cgroup-oom-kill", Device: -1, ExitSignalKilled: true}
 		}
 		return plans.Failed, nil

@@ -67,8 +67,8 @@ func TestClassifyNeedsAFailingExit(t *testing.T) {
 	if got, _ := Classify(killed, []byte("step 10")); got != plans.Failed {
 		t.Errorf("SIGKILL alone: %s, want failed", got)
 	}
-	killed.CgroupOOMKill = true
+	killed.OOMKill = KernelKilled
 	if got, _ := Classify(killed, []byte("step 10")); got != plans.HostOOM {
-		t.Errorf("SIGKILL with the cgroup's oom_kill: %s, want host-oom", got)
+		t.Errorf("SIGKILL with an OOM kill counted: %s, want host-oom", got)
 	}
 }
