@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
 
@@ -82,5 +83,25 @@ func TestPrepareLeavesAllocConfUnsetOnWSL(t *testing.T) {
 	}
 	if !strings.Contains(said.String(), "WSL2") {
 		t.Errorf("gpuq did not say why: %q", said.String())
+	}
+}
+
+// TestCUDADriverOOMOnWSLIsNotAnOOM: with expandable segments, WSL2 and Jetson refuse
+// the driver's virtual memory calls, which PyTorch reports as "CUDA driver error: out
+// of memory" on a card with room: no smaller batch mends that.
+func TestCUDADriverOOMOnWSLIsNotAnOOM(t *testing.T) {
+	text := []byte("    _engine_run_backward(\nRuntimeError: CUDA driver error: out of memory\n")
+	for _, tt := range []struct {
+		p    Platform
+		want plans.Outcome
+	}{{Native, plans.GPUOOM}, {WSL, plans.Failed}, {Jetson, plans.Failed}} {
+		if got, _ := classify(Exit{Code: 1}, text, func() Platform { return tt.p }); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.p, got, tt.want)
+		}
+	}
+	// Any other OOM text on WSL2 is one.
+	other := []byte("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.")
+	if got, _ := classify(Exit{Code: -1, Signal: syscall.SIGABRT}, other, func() Platform { return WSL }); got != plans.GPUOOM {
+		t.Errorf("CUDA out of memory on WSL2: %s", got)
 	}
 }
