@@ -129,7 +129,7 @@ func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
 
 // awaitHostRAM requeues a job that ran out of host RAM with no data workers left to
 // drop, at the same tier (the GPU ladder saves no host memory): its shape's host
-// figure rises to a fifth more than the attempt was last measured holding, so that the
+// figure rises to a fifth more than the attempt held or had reserved, so that the
 // packer starts it where that much RAM is free (oom.max_attempts bounds the retries).
 func (e *Engine) awaitHostRAM(job *Job, a *Attempt) string {
 	job.State = JobQueued
