@@ -203,6 +203,7 @@ const size = `(\d+(?:\.\d+)?) (bytes|KiB|MiB|GiB|TiB)`
 // factRes are the patterns parseFacts reads, compiled at their first use.
 type factRes struct {
 	tried, capacity, free, this, other, allocated, unalloc, old, oldRes, xlaBytes, hostBytes, vllm *regexp.Regexp
+	asyncAllocated, asyncRequested, asyncLimit, asyncFree                                          *regexp.Regexp
 }
 
 var factREs = sync.OnceValue(func() *factRes {
@@ -219,6 +220,11 @@ var factREs = sync.OnceValue(func() *factRes {
 		oldRes:    regexp.MustCompile(size + ` (?:reserved in total by PyTorch|cached)`),
 		xlaBytes:  regexp.MustCompile(`trying to allocate (\d+) bytes`),
 		hostBytes: regexp.MustCompile(`you tried to allocate (\d+) bytes`),
+		// cudaMallocAsync (c10/cuda/CUDAMallocAsyncAllocator.cpp): one "name : size" a line.
+		asyncAllocated: regexp.MustCompile(`Currently allocated\s*: ` + size),
+		asyncRequested: regexp.MustCompile(`Requested\s*: ` + size),
+		asyncLimit:     regexp.MustCompile(`Device limit\s*: ` + size),
+		asyncFree:      regexp.MustCompile(`Free \(according to CUDA\)\s*: ` + size),
 		// vLLM: Free memory on device (31.44/47.38 GiB) on startup is less than desired GPU memory utilization (0.95, 45.01 GiB).
 		vllm: regexp.MustCompile(`Free memory on device[^(]*\((\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) GiB\) on startup is less than desired GPU memory utilization \([\d.]+, (\d+(?:\.\d+)?) GiB\)`),
 	}
@@ -253,6 +259,14 @@ func parseFacts(t []byte) *plans.OOMFacts {
 		f.FreeBytes = bytesOf(m[6], m[7])
 		if r := re.oldRes.FindStringSubmatch(s); r != nil {
 			f.ReservedUnusedB = max(0, bytesOf(r[1], r[2])-f.AllocatedBytes)
+		}
+	}
+	for _, p := range []struct {
+		field *int64
+		re    *regexp.Regexp
+	}{{&f.ProcessBytes, re.asyncAllocated}, {&f.TriedBytes, re.asyncRequested}, {&f.TotalBytes, re.asyncLimit}, {&f.FreeBytes, re.asyncFree}} {
+		if m := p.re.FindStringSubmatch(s); m != nil && *p.field == 0 {
+			*p.field = bytesOf(m[1], m[2])
 		}
 	}
 	if m := re.vllm.FindStringSubmatch(s); m != nil {

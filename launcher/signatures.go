@@ -36,15 +36,15 @@ type signature struct {
 	unless [][]byte
 }
 
-// signatures are tried in this order; where two match at the same place, the first
+// signatures are tried in this order; where two match on the same line, the first
 // wins.
 var signatures = []signature{
 	// PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp), ROCm and XPU.
 	{name: "torch", kind: gpuOOM, re: `(?:CUDA|HIP|XPU) out of memory\.`},
-	// The same error by its type alone, where the message was cut: PyTorch 1.13+, CuPy.
-	{name: "torch-oom-error", kind: gpuOOM, re: `\b(?:torch(?:\.cuda)?|cupy\.cuda\.memory)\.OutOfMemoryError\b`},
 	// PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (c10/cuda/CUDAMallocAsyncAllocator.cpp).
 	{name: "cuda-malloc-async", kind: gpuOOM, re: `would exceed allowed memory`},
+	// The same error by its type alone, where the message was cut: PyTorch 1.13+, CuPy.
+	{name: "torch-oom-error", kind: gpuOOM, re: `\b(?:torch(?:\.cuda)?|cupy\.cuda\.memory)\.OutOfMemoryError\b`},
 	// The OOM path failing inside NVML (pytorch issues 122068, 121899).
 	{name: "torch-nvml-assert", kind: gpuOOM, re: `NVML_SUCCESS == r INTERNAL ASSERT FAILED`},
 	{name: "cuda-runtime", kind: gpuOOM, re: `CUDA error: out of memory`},
