@@ -121,6 +121,7 @@ var pointer = sync.OnceValue(func() *regexp.Regexp {
 // that traceback: the one before it is, and the pointer's own verdict on the worker
 // (torchrun's root cause) comes last, as the error that ended the process.
 func decisive(text []byte) []byte {
+	text = withoutOtherFailures(text)
 	var reports [][]byte
 	end := len(text)
 	for {
@@ -144,6 +145,21 @@ func decisive(text []byte) []byte {
 		}
 		return join(text[preamble(text, lineStart(text, i)):end], reports)
 	}
+}
+
+// withoutOtherFailures drops from torchrun's last report the workers that failed after
+// the first (its root cause), such as those it killed itself: what is kept of an output
+// may begin inside that report, past its traceback.
+func withoutOtherFailures(text []byte) []byte {
+	root := bytes.LastIndex(text, []byte(rootCause))
+	if root < 0 {
+		return text
+	}
+	others := bytes.LastIndex(text[:root], []byte("\nFailures:"))
+	if others < 0 || bytes.Contains(text[others:root], []byte(tracebackHeader)) {
+		return text
+	}
+	return append(append([]byte(nil), text[:others+1]...), text[root:]...)
 }
 
 // reportOf is what a pointer says of the worker: torchrun's root cause, or the last

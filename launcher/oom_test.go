@@ -144,6 +144,7 @@ Root Cause (first observed failure):
 		{"a worker's ValueError; torchrun killed the others", fmt.Sprintf(worker, "ValueError: bad lr") + report("1", enable), plans.Failed},
 		{"a worker's CUDA OOM", fmt.Sprintf(worker, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.") + report("1", enable), plans.GPUOOM},
 		{"the first worker killed", "step 3\n" + report("-9", "Signal 9 (SIGKILL) received by PID 4101"), plans.HostOOM},
+		{"the report alone, its traceback cut off", report("1", enable)[strings.Index(report("1", enable), "====="):], plans.Failed},
 		{"vLLM's engine core", "(EngineCore pid=7) ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n" +
 			"(APIServer pid=1) Traceback (most recent call last):\n(APIServer pid=1)   File \"vllm/v1/engine/utils.py\", line 785, in wait_for_engine_startup\n" +
 			"(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n", plans.GPUOOM},
