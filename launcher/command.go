@@ -104,14 +104,17 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	}
 	// PyTorch 2.9 reads PYTORCH_ALLOC_CONF first, and 2.9.1 ignored expandable_segments
 	// given there alone: both names get the same value.
-	conf := plans.DefaultAllocConf
-	if v, ok := sweepEnv["PYTORCH_CUDA_ALLOC_CONF"]; ok {
-		conf = v
-	} else if v, ok := sweepEnv["PYTORCH_ALLOC_CONF"]; ok {
-		conf = v
+	conf, ok := sweepEnv["PYTORCH_CUDA_ALLOC_CONF"]
+	if !ok {
+		conf, ok = sweepEnv["PYTORCH_ALLOC_CONF"]
 	}
-	add("PYTORCH_CUDA_ALLOC_CONF", conf)
-	add("PYTORCH_ALLOC_CONF", conf)
+	if !ok {
+		conf, ok = defaultAllocConf.get()
+	}
+	if ok {
+		add("PYTORCH_CUDA_ALLOC_CONF", conf)
+		add("PYTORCH_ALLOC_CONF", conf)
+	}
 	add("TOKENIZERS_PARALLELISM", "false")
 	add("OMP_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
 	add("MKL_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))

@@ -26,7 +26,7 @@ type Process struct {
 	ring      *Ring
 	done      chan struct{}
 	cancelled atomic.Bool
-	oomBefore int64
+	oomBefore oomKills
 	exit      Exit
 	started   time.Time
 	// dir is the attempt's GPUQ_ATTEMPT_DIR, which tells its processes that left the
@@ -56,7 +56,7 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 	cmd.Dir, cmd.Env = c.Dir, c.Env
 	p := &Process{cmd: cmd, log: lf, ring: NewRing(64 << 10), done: make(chan struct{}), started: time.Now(),
 		dir: envValue(c.Env, attemptDirVar)}
-	p.oomBefore, _ = cgroupOOMKills()
+	p.oomBefore = hostOOMKills()
 	// pty.Start makes the child a session leader with the pty as its controlling
 	// terminal, so -pid is its whole process group.
 	p.ptmx, err = pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 160})
@@ -128,9 +128,7 @@ func (p *Process) wait(copied <-chan struct{}) {
 	case <-time.After(2 * time.Second): // a process outside the group still holds the pty
 	}
 	p.ptmx.Close()
-	if after, ok := cgroupOOMKills(); ok && after > p.oomBefore {
-		p.exit.CgroupOOMKill = true
-	}
+	p.exit.OOMKill = p.oomBefore.since(hostOOMKills())
 	p.exit.Cancelled = p.cancelled.Load()
 	fmt.Fprintf(p.log, "\ngpuq: exited %s after %s\n", p.exit, time.Since(p.started).Round(time.Second))
 	p.log.Close()
@@ -333,28 +331,4 @@ func BecomeSubreaper() {
 		const prSetChildSubreaper = 36
 		syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	})
-}
-
-// cgroupOOMKills reads the oom_kill counter of gpuq's cgroup (v2), which its trainers
-// share; ok is false where it cannot be read.
-func cgroupOOMKills() (int64, bool) {
-	data, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if path, ok := strings.CutPrefix(line, "0::"); ok {
-			ev, err := os.ReadFile("/sys/fs/cgroup" + strings.TrimSpace(path) + "/memory.events")
-			if err != nil {
-				return 0, false
-			}
-			for _, l := range strings.Split(string(ev), "\n") {
-				var n int64
-				if _, err := fmt.Sscanf(l, "oom_kill %d", &n); err == nil {
-					return n, true
-				}
-			}
-		}
-	}
-	return 0, false
 }

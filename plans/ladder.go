@@ -127,9 +127,10 @@ type Position struct {
 
 // Step applies the next rung that changes something and returns the new parameters and
 // position, the keys changed and the rung's index; ok is false at the end of the ladder.
-// A repeating rung stays next while it still scales a key down. With hostOOM, a rung
-// that lowers num_data_workers is taken first, wherever it stands: data workers are
-// what fills host memory.
+// A repeating rung stays next while it still scales a key down. With hostOOM, only a
+// rung that lowers the data workers is taken, wherever it stands: data workers are what
+// fills host memory, and the rest of the ladder saves GPU memory at the cost of speed;
+// ok is false, pos unchanged, where none is left.
 func Step(params *Map, ladder []Rung, pos Position, hostOOM bool) (next *Map, np Position, changed []string, rung int, ok bool) {
 	np = pos
 	np.Applied = make([]bool, len(ladder))
@@ -150,11 +151,12 @@ func Step(params *Map, ladder []Rung, pos Position, hostOOM bool) (next *Map, np
 	}
 	if hostOOM {
 		for i, r := range ladder {
-			if !np.Applied[i] && r.sets(KeyDataWorkers) && try(i) {
+			if !np.Applied[i] && r.setsDataWorkers() && try(i) {
 				np.Applied[i] = true
 				return next, np, changed, rung, true
 			}
 		}
+		return params, pos, nil, -1, false
 	}
 	for i := pos.Next; i < len(ladder); i++ {
 		if np.Applied[i] {
@@ -172,9 +174,18 @@ func Step(params *Map, ladder []Rung, pos Position, hostOOM bool) (next *Map, np
 	return params, np, nil, -1, false
 }
 
-func (r Rung) sets(key string) bool {
-	_, ok := r.Set.Get(key)
-	return ok
+// setsDataWorkers reports whether the rung sets the data workers, under any name
+// trainers give them (see ladderRoles), at any depth of a config.
+func (r Rung) setsDataWorkers() bool {
+	if r.Set == nil {
+		return false
+	}
+	for _, k := range r.Set.Keys {
+		if slices.Contains(roleNamesOf(KeyDataWorkers), k[strings.LastIndexByte(k, '.')+1:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Tier is the job at one step of its ladder.

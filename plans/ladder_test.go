@@ -120,3 +120,29 @@ func TestStepHostOOMLowersWorkersFirst(t *testing.T) {
 		t.Errorf("rungs after a host OOM: %v, tier %d", got, pos.Tier)
 	}
 }
+
+// TestStepHostOOMNeverTakesTheGPULadder: after a host OOM only a rung that lowers the
+// data workers is taken, under whatever name the job gives them; with none left, there
+// is no next rung and the position stays where it was.
+func TestStepHostOOMNeverTakesTheGPULadder(t *testing.T) {
+	p := params("per_device_train_batch_size", int64(8), "gradient_checkpointing", false, "dataloader_num_workers", int64(4))
+	ladder := defaultLadder(t, p)
+	next, pos, changed, _, ok := Step(p, ladder, Position{}, true)
+	if !ok || len(changed) != 1 || changed[0] != "dataloader_num_workers" || pos.Tier != 1 {
+		t.Fatalf("host OOM with dataloader_num_workers: %v %+v %v", changed, pos, ok)
+	}
+	after, pos2, changed, rung, ok := Step(next, ladder, pos, true)
+	if ok || rung != -1 || changed != nil || after != next || pos2.Tier != pos.Tier || pos2.Next != pos.Next {
+		t.Errorf("a second host OOM took rung %d (%v), position %+v", rung, changed, pos2)
+	}
+	noWorkers := params(KeyBatch, int64(8), KeyCheckpointing, false)
+	if _, _, changed, rung, ok := Step(noWorkers, defaultLadder(t, noWorkers), Position{}, true); ok {
+		t.Errorf("host OOM without data workers took rung %d (%v)", rung, changed)
+	}
+	// Nested in a config, by torch's DataLoader's name.
+	rungs := []Rung{{Scale: []Factor{{KeyBatch, 0.5}}}, {Set: params("data.loader.num_workers", int64(0))}}
+	nested := params(KeyBatch, int64(8), "data.loader.num_workers", int64(6))
+	if _, _, changed, rung, ok := Step(nested, rungs, Position{}, true); !ok || rung != 1 {
+		t.Errorf("host OOM with data.loader.num_workers: rung %d (%v)", rung, changed)
+	}
+}

@@ -266,6 +266,54 @@ func TestHostOOMLowersDataWorkersFirst(t *testing.T) {
 	}
 }
 
+// hostMeter is a fakeRunner whose attempts hold the host RAM held says.
+type hostMeter struct {
+	*fakeRunner
+	held map[string]int64
+}
+
+func (h hostMeter) HostMemory() map[string]int64 { return h.held }
+
+// TestHostOOMWaitsForHostRAMNotTheGPULadder: a host OOM with no data workers to drop
+// takes no GPU rung (halving the batch saves no host RAM): the job runs again as it was,
+// once the machine has a fifth more RAM free than the attempt was measured holding.
+func TestHostOOMWaitsForHostRAMNotTheGPULadder(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
+	free := int64(4 * gib)
+	doc := "name: h\ncommand: [train]\nparams: {batch_size: 8, gradient_checkpointing: false}\nmemory: 10GiB\njobs: [{}]\n"
+	e, st, fr, events := cardsEngine(t, doc, &cards, map[int]string{},
+		Config{Host: func() (int64, int64, error) { return 64 * gib, free, nil }})
+	e.cfg.Settle = time.Nanosecond
+	e.runner = hostMeter{fr, map[string]int64{"h.1/1": 5 * gib}}
+	round(t, e)
+	round(t, e) // measures the attempt's 5 GiB
+	e.Apply(Exit{Attempt: "h.1/1", Outcome: plans.HostOOM, OOM: &plans.OOMFacts{Signature: "sigkill", Device: -1}})
+	round(t, e)
+	if j := st.Snapshot().Job("h.1"); len(fr.starts) != 1 || j.State != JobQueued || j.Pos.Tier != 0 {
+		t.Fatalf("%d started; job %s at tier %d: want it queued at tier 0, waiting for 6 GiB of RAM with 4 free", len(fr.starts), j.State, j.Pos.Tier)
+	}
+	free = 16 * gib
+	round(t, e)
+	if len(fr.starts) != 2 {
+		t.Fatalf("%d started with 16 GiB free", len(fr.starts))
+	}
+	a := fr.starts[1].Attempt
+	b, _ := a.Params.Get(plans.KeyBatch)
+	gc, _ := a.Params.Get(plans.KeyCheckpointing)
+	if a.Tier != 0 || b != int64(8) || gc != false || a.HostReserve != 6*gib {
+		t.Errorf("the retry: tier %d, batch %v, checkpointing %v, host reserve %s", a.Tier, b, gc, plans.FormatSize(a.HostReserve))
+	}
+	var said string
+	for _, ev := range *events {
+		if ev.Kind == string(plans.HostOOM) {
+			said = ev.Message
+		}
+	}
+	if !strings.Contains(said, "once 6.00 GiB of host RAM is free") {
+		t.Errorf("the host OOM's event: %q", said)
+	}
+}
+
 func TestFailsWithHistoryAtTheEndOfTheLadder(t *testing.T) {
 	st, _, events := runEngine(t, ladderSweep, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
 	j := st.Snapshot().Job("e.1")

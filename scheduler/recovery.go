@@ -114,13 +114,32 @@ func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
 				plans.FormatSize(raised), job.Pos.Tier)
 		}
 	}
-	msg, ok := e.stepDown(job, sw, before, a.Outcome == plans.HostOOM)
-	if !ok {
-		job.State = JobFailed
-		job.Reason = fmt.Sprintf("%s at tier %d, the last rung of its ladder", a.Outcome, job.Pos.Tier)
-		return job.Reason
+	hostOOM := a.Outcome == plans.HostOOM
+	msg, ok := e.stepDown(job, sw, before, hostOOM)
+	switch {
+	case ok:
+		return msg
+	case hostOOM:
+		return e.awaitHostRAM(job, a)
 	}
-	return msg
+	job.State = JobFailed
+	job.Reason = fmt.Sprintf("%s at tier %d, the last rung of its ladder", a.Outcome, job.Pos.Tier)
+	return job.Reason
+}
+
+// awaitHostRAM requeues a job that ran out of host RAM with no data workers left to
+// drop, at the same tier (the GPU ladder saves no host memory): its shape's host
+// figure rises to a fifth more than the attempt held or had reserved, so that the
+// packer starts it where that much RAM is free (oom.max_attempts bounds the retries).
+func (e *Engine) awaitHostRAM(job *Job, a *Attempt) string {
+	job.State = JobQueued
+	need := int64(math.Ceil(float64(max(a.HostPeak, a.HostReserve)) * 1.2))
+	if need == 0 {
+		return fmt.Sprintf("host out of memory, no data workers left to drop: retrying at tier %d", job.Pos.Tier)
+	}
+	e.changeShape(job.Shape, func(l *Shape) { l.Host = max(l.Host, need) })
+	return fmt.Sprintf("host out of memory, no data workers left to drop: retrying at tier %d once %s of host RAM is free",
+		job.Pos.Tier, plans.FormatSize(need))
 }
 
 // stepDown requeues a job at the next rung of its ladder, or reports that it has none.
