@@ -179,9 +179,11 @@ func TestLeaderExitStopsWhatItLeft(t *testing.T) {
 }
 
 // TestAProcessIsLeftUntilItIsGone: a process of the attempt that left its group, once
-// seen, is left until /proc has it no more, whatever its environment reads meanwhile: a
-// zombie's and an exiting process's (its memory released, its files, a card's, still
-// open) read empty, and an orphan's parent (gpuq) does not speak for it. Pids above any
+// seen, is left until /proc has it no more, whatever its environment reads meanwhile: an
+// exiting process's (its memory released, its files, a card's, still open) reads
+// empty, and an orphan's parent (gpuq) does not speak for it. A zombie that gpuq could
+// not reap is another's (init's, another subreaper's) to reap, and holds nothing: it is
+// gone, or a reaper that is not its parent would wait for it for ever. Pids above any
 // pid_max keep wait4 off real processes.
 func TestAProcessIsLeftUntilItIsGone(t *testing.T) {
 	const dir, pid = "/state/attempts/t.1/attempt-2", 1 << 23
@@ -193,11 +195,11 @@ func TestAProcessIsLeftUntilItIsGone(t *testing.T) {
 		{"running", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "S", environ: env(attemptDirVar + "=" + dir)}}, true},
 		{"exiting", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "R", environ: env()}}, true},
 		{"exiting, unreadable", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "D"}}, true},
-		{"a zombie", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "Z", environ: env()}}, true},
+		{"a zombie not gpuq's to reap", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "Z", environ: env()}}, false},
 		{"gone", nil, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := remains{dir: dir, fs: writeProcs(t, append(tt.procs, fakeProc{pid: 90, ppid: 1, sid: 90, state: "S", environ: env("HOME=/root")}))}
+			r := remains{mark: attemptMark(dir), fs: writeProcs(t, append(tt.procs, fakeProc{pid: 90, ppid: 1, sid: 90, state: "S", environ: env("HOME=/root")}))}
 			seen := map[int]bool{pid: true}
 			if got := r.left(seen); got != tt.left || seen[pid] != tt.left {
 				t.Errorf("left %v, seen %v; want %v", got, seen, tt.left)

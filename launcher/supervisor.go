@@ -249,7 +249,7 @@ func NeverStarted(dir string) bool {
 		return false
 	}
 	abs, err := filepath.Abs(dir)
-	return err == nil && len(hostProcs.members(abs)) == 0
+	return err == nil && len(hostProcs.members(attemptMark(abs))) == 0
 }
 
 func serveClient(c net.Conn, p *Process, h *hub, end *ending) {
