@@ -214,7 +214,7 @@ func holdLock(dir string) (*os.File, error) {
 		syscall.CloseOnExec(3)
 		return os.NewFile(3, path), nil
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	f, err := openPrivate(path, os.O_RDWR)
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ func StartSupervisor(self []string, dir string, spec Spec) (leader int, err erro
 	if err := WriteJSON(filepath.Join(dir, specFile), spec); err != nil {
 		return 0, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	lock, err := openPrivate(filepath.Join(dir, lockFile), os.O_RDWR)
 	if err != nil {
 		return 0, err
 	}
@@ -369,7 +369,7 @@ func StartSupervisor(self []string, dir string, spec Spec) (leader int, err erro
 	// reaches it, and it outlives the daemon.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.ExtraFiles = []*os.File{lock} // descriptor 3; see holdLock
-	errLog, err := os.OpenFile(filepath.Join(dir, "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	errLog, err := openPrivate(filepath.Join(dir, "supervisor.log"), os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return 0, err
 	}

@@ -48,8 +48,8 @@ do SIGTERM and the terminal closing (SIGHUP).
 
 Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/, readable
 by you alone (they hold the trainers' environment); a log begins with the command and
-environment to rerun the attempt by hand. A --log-dir that other users may write to is
-refused.
+environment to rerun the attempt by hand. A --log-dir that other users may write to, or
+that is reached through another user's link, is refused; it is used by its real path.
 
 Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
@@ -82,6 +82,11 @@ func runRun(opts *runOptions) error {
 	sw := p.sweep
 	if opts.logDir == "" {
 		opts.logDir = runDir(sw.Name, time.Now())
+	}
+	// From here on the directory is its real path: a link on the way to it that
+	// someone points elsewhere later changes nothing.
+	if opts.logDir, err = launcher.ResolveDir(opts.logDir); err != nil {
+		return badInput("--log-dir: %v", err)
 	}
 	if err := launcher.PrivateDir(opts.logDir); err != nil {
 		return badInput("--log-dir: %v", err)

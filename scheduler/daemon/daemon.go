@@ -107,7 +107,8 @@ type daemon struct {
 // arrives, or a client asks it to stop. Trainers run on after it, under their
 // supervisors, unless that client asked for them to be stopped too.
 func Run(ctx context.Context, cfg Config) error {
-	if err := MakeStateDir(cfg.StateDir); err != nil {
+	var err error
+	if cfg.StateDir, err = MakeStateDir(cfg.StateDir); err != nil {
 		return err
 	}
 	lock, err := lockState(cfg.StateDir)

@@ -474,3 +474,53 @@ func TestUnwritableAttemptsPauseTheDaemon(t *testing.T) {
 		t.Errorf("the log does not say it resumed:\n%s", d.log)
 	}
 }
+
+// TestAStateDirBehindALinkIsResolvedOnce: a state directory given through a link in a
+// directory anyone may write (/tmp) is used by its real path: the link pointed
+// elsewhere once the daemon runs changes nothing of where attempts' files go.
+func TestAStateDirBehindALinkIsResolvedOnce(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sticky, real, theirs := filepath.Join(base, "tmp"), filepath.Join(base, "real"), filepath.Join(base, "theirs")
+	for _, dir := range []string{sticky, real, theirs} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(sticky, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(sticky, "state")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonWith(t, testConfig(link, t.TempDir(), nil))
+	// Someone points the link elsewhere.
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(theirs, link); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Info(); err != nil || info.StateDir != real {
+		t.Errorf("state dir %q (%v); want %s", info.StateDir, err, real)
+	}
+	sweep := writeSweep(t, "name: linked\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n")
+	if _, err := submit(t, c, sweep); err != nil {
+		t.Fatal(err)
+	}
+	schedtest.WaitFor(t, "the job to succeed", func() bool { return countState(mustJobs(t, c, ""), "succeeded") == 1 })
+	if _, err := os.Stat(filepath.Join(real, "attempts", "linked.1", "attempt-1", "exit.json")); err != nil {
+		t.Errorf("the attempt is not in the real state directory: %v", err)
+	}
+	if ents, _ := os.ReadDir(theirs); len(ents) > 0 {
+		t.Errorf("the directory the link points to now got %v", ents)
+	}
+	d.client = c // stop it through its real directory
+}
