@@ -51,7 +51,12 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprint(lf, header)
+	// A log without its header would not say how to rerun the attempt: a disk without
+	// room for it now fails the start, before anything runs.
+	if err := write(lf, []byte(header)); err != nil {
+		lf.Close()
+		return nil, err
+	}
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
 	cmd.Dir, cmd.Env = c.Dir, c.Env
 	p := &Process{cmd: cmd, log: lf, ring: NewRing(64 << 10), done: make(chan struct{}), started: time.Now(),

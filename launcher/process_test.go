@@ -18,6 +18,7 @@ import (
 // The test binary doubles as the trainer: GPUQ_TEST_HELPER picks what it does.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == SupervisorMode {
+		fillDiskAt(os.Getenv(diskFullAt), os.Getenv(diskSteps))
 		if err := Supervise(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "supervisor:", err)
 			os.Exit(1)

@@ -43,10 +43,11 @@ type unixListener struct {
 	path string
 }
 
+// Close removes the socket, then closes it: a client that connected meanwhile and finds
+// its connection reset also finds the socket gone (see Wait).
 func (l *unixListener) Close() error {
-	err := l.UnixListener.Close()
 	os.Remove(l.path)
-	return err
+	return l.UnixListener.Close()
 }
 
 // DialUnix connects to the unix socket at path, however long path is.

@@ -2,9 +2,12 @@ package runner
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,5 +98,33 @@ func TestUnwritableAttemptsAreTheMachinesFault(t *testing.T) {
 	bad.Submission.Sweep.Command = []string{"/no/such/trainer"}
 	if _, err := r.Start(bad); err == nil || errors.As(err, &cw) {
 		t.Errorf("a trainer that is not there: %v; want an error of the job's", err)
+	}
+}
+
+// TestTheMachinesWantsAreNotTheJobs: a full disk, a quota, a read-only disk, no
+// descriptor free, wherever they stop an attempt's start (its root, the pty, a
+// supervisor's socket), are the machine's; a trainer that is not there is the job's.
+func TestTheMachinesWantsAreNotTheJobs(t *testing.T) {
+	r := NewDirect(Options{Dir: "/state/attempts"})
+	outside := func(errno syscall.Errno) error {
+		return fmt.Errorf("start sh: %w", &fs.PathError{Op: "open", Path: "/dev/ptmx", Err: errno})
+	}
+	for _, tc := range []struct {
+		err     error
+		machine bool
+	}{
+		{outside(syscall.EMFILE), true},
+		{outside(syscall.ENFILE), true},
+		{fmt.Errorf("supervisor socket: listen unix: %w", syscall.ENOSPC), true},
+		{outside(syscall.EDQUOT), true},
+		{outside(syscall.EROFS), true},
+		{&fs.PathError{Op: "open", Path: "/state/attempts/r.1/attempt-1/log", Err: syscall.ENOTDIR}, true},
+		{outside(syscall.ENOENT), false},
+		{outside(syscall.EACCES), false},
+	} {
+		var cw *scheduler.CannotWrite
+		if got := errors.As(r.unwritable(tc.err), &cw); got != tc.machine {
+			t.Errorf("%v: the machine's %v, want %v", tc.err, got, tc.machine)
+		}
 	}
 }
