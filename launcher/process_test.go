@@ -289,3 +289,29 @@ func TestAFullLogDiskKeepsTheOOMText(t *testing.T) {
 		t.Errorf("classified %s from what the ring kept, live view %d bytes; want gpu-oom, all %d", out, live.Len(), len(text))
 	}
 }
+
+// TestHostMemoryWithoutAFreeDescriptor: a daemon whose descriptors have all been taken
+// (a flood of connections) still reads the host's memory each round, rather than stop.
+func TestHostMemoryWithoutAFreeDescriptor(t *testing.T) {
+	if _, _, err := HostMemory(); err != nil {
+		t.Fatal(err)
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	none := lim
+	none.Cur = 0 // no descriptor may be opened
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &none); err != nil {
+		t.Fatal(err)
+	}
+	_, err := os.Open("/proc/meminfo")
+	total, avail, merr := HostMemory()
+	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("open with no descriptor free: %v; want EMFILE", err)
+	}
+	if merr != nil || total <= 0 || avail <= 0 {
+		t.Errorf("HostMemory() with no descriptor free = %d, %d, %v", total, avail, merr)
+	}
+}

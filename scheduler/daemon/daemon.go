@@ -135,12 +135,16 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer os.Remove(filepath.Join(cfg.StateDir, ListenFile))
 		d.listen = tcp.Addr().String()
+		tcp.gate.refused = warnFull(d.log, fmt.Sprintf("--listen %s: %d connections have not shown the secret yet", d.listen, remoteStrangers))
 	}
 	var metricsLn net.Listener
 	if cfg.Metrics != "" {
-		if metricsLn, err = listenMetrics(cfg.Metrics); err != nil {
+		g, err := listenMetrics(cfg.Metrics)
+		if err != nil {
 			return err
 		}
+		g.refused = warnFull(d.log, fmt.Sprintf("--metrics %s: %d connections are open", g.Addr(), metricsConns))
+		metricsLn = g
 		d.log.Printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
 	}
 	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %s, %s known, %s taken up; state in %s",
