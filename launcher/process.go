@@ -172,10 +172,21 @@ func (p *Process) remains() remains {
 }
 
 // stopRemains stops whatever still runs of the attempt in dir, whose supervisor is gone,
-// and reports whether anything did.
+// and reports whether anything did: its trainer's group too, where the leader recorded
+// in supervisor.json is still that process (alive, or a zombie gpuq reaps as the
+// subreaper it was handed to), not one that took its pid after it.
 func stopRemains(dir string, grace time.Duration) bool {
 	abs, err := filepath.Abs(dir)
-	return err == nil && remains{mark: attemptMark(abs), fs: hostProcs}.stop(map[int]bool{}, grace)
+	if err != nil {
+		return false
+	}
+	r := remains{mark: attemptMark(abs), fs: hostProcs}
+	if info := readInfo(dir); info.LeaderStart != 0 {
+		if st, ok := hostProcs.stat(info.Leader); ok && st.start == info.LeaderStart {
+			r.pgid = info.Leader
+		}
+	}
+	return r.stop(map[int]bool{}, grace)
 }
 
 // stop ends the remains: SIGTERM, then SIGKILL after grace (to what it has seen of them

@@ -503,16 +503,16 @@ func ReadEnded(dir string) (*Ended, error) {
 }
 
 // SupervisedLeader is the trainer's pid recorded in dir; 0 when none is.
-func SupervisedLeader(dir string) int {
-	data, err := os.ReadFile(filepath.Join(dir, supervisorFile))
-	if err != nil {
-		return 0
-	}
+func SupervisedLeader(dir string) int { return readInfo(dir).Leader }
+
+// readInfo reads supervisor.json in dir; zero when it is not there.
+func readInfo(dir string) supervisorInfo {
 	var info supervisorInfo
-	if json.Unmarshal(data, &info) != nil {
-		return 0
+	data, err := os.ReadFile(filepath.Join(dir, supervisorFile))
+	if err != nil || json.Unmarshal(data, &info) != nil {
+		return supervisorInfo{}
 	}
-	return info.Leader
+	return info
 }
 
 // Wait blocks until the attempt in dir has ended and returns how: as its supervisor
@@ -568,11 +568,47 @@ func Dial(dir, request string) (net.Conn, error) {
 	return c, nil
 }
 
-// StopSupervised asks the supervisor of the attempt in dir to stop it.
+// stopMargin is how long past its trainer's grace (GroupGrace) a supervisor asked to
+// stop may take to end before it is continued, and then as long again before it is
+// killed (see StopSupervised).
+var stopMargin = 5 * time.Second
+
+// StopSupervised asks the supervisor of the attempt in dir to stop it, and sees that it
+// ends: a supervisor that has not ended GroupGrace plus stopMargin later (stopped with
+// SIGSTOP, or hung) is continued (SIGCONT), to stop its trainer as asked, and one that
+// has still not ended as long after that is killed; whoever waits for the attempt (see
+// Wait) then stops what is left of it.
 func StopSupervised(dir string) error {
 	c, err := Dial(dir, "stop")
 	if err != nil {
 		return err
 	}
-	return c.Close()
+	// The supervisor is the process that listens: a stopped one, which has accepted
+	// nothing, too.
+	cred, err := peerCred(c)
+	c.Close()
+	if err != nil {
+		return err
+	}
+	wait := GroupGrace + stopMargin
+	go func() {
+		for _, sig := range []syscall.Signal{syscall.SIGCONT, syscall.SIGKILL} {
+			if endsWithin(dir, wait) {
+				return
+			}
+			syscall.Kill(int(cred.Pid), sig)
+		}
+	}()
+	return nil
+}
+
+// endsWithin reports whether the supervisor of the attempt in dir has ended, or ends
+// within d.
+func endsWithin(dir string, d time.Duration) bool {
+	for deadline := time.Now().Add(d); Alive(dir); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }

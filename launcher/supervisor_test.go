@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -142,6 +143,92 @@ func waitGone(t *testing.T, dir string) {
 	for deadline := time.Now().Add(30 * time.Second); Alive(dir); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the supervisor of %s does not exit", dir)
+		}
+	}
+}
+
+// TestAnUnansweringSupervisorIsStoppedAnyway: asked to stop its attempt, a supervisor
+// stopped with SIGSTOP is continued and stops it; one that stays stopped (hung) is
+// killed, and what it left of the attempt stopped. Either way the attempt ends, within
+// the grace and the margins, and nothing of it runs on.
+func TestAnUnansweringSupervisorIsStoppedAnyway(t *testing.T) {
+	defer func(g, m time.Duration) { GroupGrace, stopMargin = g, m }(GroupGrace, stopMargin)
+	GroupGrace, stopMargin = 300*time.Millisecond, 300*time.Millisecond
+	for _, tc := range []struct {
+		name string
+		hung bool
+		want plans.Outcome
+	}{
+		{"stopped", false, plans.Cancelled},
+		{"hung", true, plans.Lost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+			doc := "name: t\ncommand: [sleep, '600']\njobs: [{}]\n"
+			s, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "t.yaml"), []byte(doc), plans.Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Prepare(Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: dir}, os.Environ())
+			if err != nil {
+				t.Fatal(err)
+			}
+			leader, err := StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var info supervisorInfo
+			if data, err := os.ReadFile(filepath.Join(dir, supervisorFile)); err != nil || json.Unmarshal(data, &info) != nil {
+				t.Fatalf("supervisor.json: %s %v", data, err)
+			}
+			syscall.Kill(info.PID, syscall.SIGSTOP)
+			defer syscall.Kill(info.PID, syscall.SIGCONT)
+			done := make(chan struct{})
+			if tc.hung { // stopped again as soon as it is continued
+				go func() {
+					for {
+						select {
+						case <-done:
+							return
+						case <-time.After(time.Millisecond):
+							syscall.Kill(info.PID, syscall.SIGSTOP)
+						}
+					}
+				}()
+			}
+			began := time.Now()
+			if err := StopSupervised(dir); err != nil {
+				t.Fatal(err)
+			}
+			ended := make(chan Ended)
+			go func() { ended <- Wait(dir) }()
+			select {
+			case e := <-ended:
+				if e.Outcome != tc.want {
+					t.Errorf("ended %+v after %s; want %s", e, time.Since(began).Round(time.Millisecond), tc.want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the attempt of a stopped supervisor never ends")
+			}
+			close(done)
+			waitExited(t, leader)
+		})
+	}
+}
+
+// waitExited waits for pid to have exited: gone, or a zombie, which it reaps if it is
+// this process's (a subreaper's) to reap.
+func waitExited(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st, ok := hostProcs.stat(pid); !ok || st.zombie {
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+			return
+		}
+		if time.Now().After(deadline) {
+			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			t.Fatalf("process %d survived: %s", pid, stat)
 		}
 	}
 }

@@ -50,7 +50,10 @@ The machine's cards, plan and headroom come from --gpus, --gpu-plan and --headro
 slot limit, ` + plans.DefaultHeadroom.String() + ` headroom. Each sweep's own gpus and gpu_plan limit its jobs further.
 
 gpuq daemon --stop stops a running daemon and leaves its trainers running; with
---stop-trainers it stops them too (their jobs end cancelled; queued jobs stay queued).
+--stop-trainers it stops them too (their jobs end cancelled; queued jobs stay queued):
+SIGTERM to each trainer, SIGKILL 10 s later. A supervisor that does not answer
+(stopped with SIGSTOP, hung) is continued with SIGCONT 15 s after it was asked, and
+killed with what is left of its attempt 15 s after that, so the stop always ends.
 With no daemon running there is nothing to stop: it says so and exits 0.
 
 --metrics ADDR (GPUQ_METRICS, or metrics: in the config file) serves Prometheus metrics

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
@@ -472,6 +474,42 @@ func TestUnwritableAttemptsPauseTheDaemon(t *testing.T) {
 	schedtest.WaitFor(t, "both jobs to succeed", func() bool { return countState(mustJobs(t, d.client, ""), "succeeded") == 2 })
 	if !strings.Contains(d.log.String(), "scheduling resumed") {
 		t.Errorf("the log does not say it resumed:\n%s", d.log)
+	}
+}
+
+// TestStopTrainersEndsWithAStoppedSupervisor: gpuq daemon --stop --stop-trainers ends
+// when a supervisor does not answer (stopped with SIGSTOP): it is continued and stops
+// its trainer, and the daemon stops once every job has ended cancelled.
+func TestStopTrainersEndsWithAStoppedSupervisor(t *testing.T) {
+	defer func(g time.Duration) { launcher.GroupGrace = g }(launcher.GroupGrace)
+	launcher.GroupGrace = time.Second
+	d := startDaemon(t)
+	sweep := writeSweep(t, "name: frozen\ncommand: [sleep, \"600\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
+	if _, err := submit(t, d.client, sweep); err != nil {
+		t.Fatal(err)
+	}
+	attempt := func(job string) string { return filepath.Join(d.cfg.StateDir, "attempts", job, "attempt-1") }
+	var info struct{ PID, Leader int }
+	schedtest.WaitFor(t, "both trainers to run", func() bool {
+		data, err := os.ReadFile(filepath.Join(attempt("frozen.1"), "supervisor.json"))
+		return err == nil && json.Unmarshal(data, &info) == nil && launcher.SupervisedLeader(attempt("frozen.2")) != 0
+	})
+	syscall.Kill(info.PID, syscall.SIGSTOP)
+	defer syscall.Kill(info.PID, syscall.SIGCONT)
+	began := time.Now()
+	if err := d.client.Stop(true); err != nil {
+		t.Fatalf("stop with a supervisor stopped: %v", err)
+	}
+	<-d.ended
+	t.Logf("stopped in %s", time.Since(began).Round(time.Millisecond))
+	log := d.log.String()
+	for _, job := range []string{"frozen.1", "frozen.2"} {
+		if !strings.Contains(log, job+" #1 cancelled") {
+			t.Errorf("%s did not end cancelled:\n%s", job, log)
+		}
+		if pid := launcher.SupervisedLeader(attempt(job)); syscall.Kill(pid, 0) == nil {
+			t.Errorf("the trainer %d of %s still runs", pid, job)
+		}
 	}
 }
 
