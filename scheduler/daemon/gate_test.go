@@ -82,50 +82,15 @@ func TestAGateHoldsSoManyStrangers(t *testing.T) {
 // scraper; it holds no more of those connections than its gates allow.
 func TestAFloodOfStrangersStopsNothing(t *testing.T) {
 	const limit, flood = 256, 1000
-	dir := filepath.Join(t.TempDir(), "state")
-	logPath := filepath.Join(t.TempDir(), "daemon.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -Sn 64 && ulimit -Hn %d && exec "$0"`, limit), os.Args[0])
-	cmd.Env = append(os.Environ(), asDaemon+"="+dir, withPorts+"=1", "GPUQ_SIM_LEDGER="+t.TempDir())
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan error, 1)
-	go func() { ended <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if c, err := Dial(dir); err == nil {
-			c.Stop(true)
-		}
-		cmd.Process.Kill()
-		if t.Failed() {
-			log, _ := os.ReadFile(logPath)
-			t.Logf("the daemon's log:\n%s", log)
-		}
-	})
-	var c *Client
-	schedtest.WaitFor(t, "the daemon to answer", func() bool {
-		select {
-		case err := <-ended:
-			log, _ := os.ReadFile(logPath)
-			t.Fatalf("the daemon ended: %v\n%s", err, log)
-		default:
-		}
-		c, err = Dial(dir)
-		return err == nil
-	})
-	if soft := openFilesLimit(t, cmd.Process.Pid); soft < limit-1 {
+	d := startLimited(t, limit)
+	if soft := openFilesLimit(t, d.cmd.Process.Pid); soft < limit-1 {
 		t.Errorf("the daemon's limit on open files is %d; want it raised to %d", soft, limit-1)
 	}
-	info, err := c.Info()
+	info, err := d.client.Info()
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, _ := os.ReadFile(logPath)
+	log, _ := os.ReadFile(d.log)
 	m := regexp.MustCompile(`serving Prometheus metrics on http://(\S+)/metrics`).FindSubmatch(log)
 	if m == nil {
 		t.Fatalf("no metrics address in the log:\n%s", log)
@@ -139,31 +104,26 @@ func TestAFloodOfStrangersStopsNothing(t *testing.T) {
 		}
 	}
 	sweep := writeSweep(t, "name: flooded\ncommand: [sh, -c, \"echo {seed}\"]\nmatrix: {seed: [1, 2, 3, 4, 5, 6, 7, 8]}\nmemory: 1GiB\ngpu_plan: \"2\"\n")
-	if _, err := submit(t, c, sweep); err != nil {
+	if _, err := submit(t, d.client, sweep); err != nil {
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "every job to end", func() bool {
-		select {
-		case err := <-ended:
-			log, _ := os.ReadFile(logPath)
-			t.Fatalf("the daemon ended under the flood: %v\n%s", err, log)
-		default:
-		}
-		jobs := mustJobs(t, c, "flooded")
+		d.alive(t)
+		jobs := mustJobs(t, d.client, "flooded")
 		return countState(jobs, "succeeded")+countState(jobs, "failed") == len(jobs)
 	})
-	for _, j := range mustJobs(t, c, "flooded") {
+	for _, j := range mustJobs(t, d.client, "flooded") {
 		if j.State != "succeeded" || len(j.Attempts) != 1 {
 			t.Errorf("%s: %s, %d attempts (%s); want one, a success", j.ID, j.State, len(j.Attempts), j.Reason)
 		}
 	}
-	if n := openFiles(t, cmd.Process.Pid); n > limit-64 {
+	if n := openFiles(t, d.cmd.Process.Pid); n > limit-64 {
 		t.Errorf("the daemon holds %d descriptors of %d under the flood", n, limit)
 	} else {
 		t.Logf("the daemon holds %d descriptors of %d under the flood", n, limit)
 	}
 	// The flood still on, a worker with the secret, and a scrape, get in.
-	creds, err := LoadCredentials(dir)
+	creds, err := LoadCredentials(d.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +144,61 @@ func TestAFloodOfStrangersStopsNothing(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(body), `gpuq_jobs{state="succeeded"} 8`)
 	})
+}
+
+// limited is a daemon of its own process, its hard limit on open files set, listening
+// (--listen) and serving metrics on ports of 127.0.0.1.
+type limited struct {
+	dir, log string
+	cmd      *exec.Cmd
+	client   *Client
+	ended    chan error
+}
+
+// startLimited starts a limited daemon with a soft limit of 64 open files and a hard
+// one of limit, and connects to it; it is stopped, with its trainers, when the test
+// ends.
+func startLimited(t *testing.T, limit int) *limited {
+	t.Helper()
+	d := &limited{dir: filepath.Join(t.TempDir(), "state"), log: filepath.Join(t.TempDir(), "daemon.log"), ended: make(chan error, 1)}
+	logf, err := os.Create(d.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	d.cmd = exec.Command("sh", "-c", fmt.Sprintf(`ulimit -Sn 64 && ulimit -Hn %d && exec "$0"`, limit), os.Args[0])
+	d.cmd.Env = append(os.Environ(), asDaemon+"="+d.dir, withPorts+"=1", "GPUQ_SIM_LEDGER="+t.TempDir())
+	d.cmd.Stderr = logf
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.ended <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		if c, err := Dial(d.dir); err == nil {
+			c.Stop(true)
+		}
+		d.cmd.Process.Kill()
+		if t.Failed() {
+			log, _ := os.ReadFile(d.log)
+			t.Logf("the daemon's log:\n%s", log)
+		}
+	})
+	schedtest.WaitFor(t, "the daemon to answer", func() bool {
+		d.alive(t)
+		d.client, err = Dial(d.dir)
+		return err == nil
+	})
+	return d
+}
+
+// alive fails the test if the daemon has ended.
+func (d *limited) alive(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-d.ended:
+		t.Fatalf("the daemon ended: %v", err)
+	default:
+	}
 }
 
 // openFilesLimit is the soft limit on open files of process pid.
