@@ -51,11 +51,11 @@ type Command struct {
 // Placeholders are filled from the tier's parameters and gpuq's own values; nothing
 // passes through a shell.
 func Prepare(a Attempt, parentEnv []string) (Command, error) {
-	if err := os.MkdirAll(a.Dir, 0o700); err != nil {
-		return Command{}, err
-	}
 	dir, err := filepath.Abs(a.Dir)
 	if err != nil {
+		return Command{}, err
+	}
+	if err := makeAttemptDir(hostTrust(), dir); err != nil {
 		return Command{}, err
 	}
 	cfg, err := renderConfig(a)
@@ -147,6 +147,19 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	c.Set = mergeEnv(nil, set)
 	c.Env = mergeEnv(parentEnv, set)
 	return c, nil
+}
+
+// makeAttemptDir makes an attempt's directory and its job's (see AttemptDir) under
+// their root, or takes those there that are the user's own (see trust.makeOwnDir).
+func makeAttemptDir(t trust, dir string) error {
+	job := filepath.Dir(dir)
+	if err := os.MkdirAll(filepath.Dir(job), 0o700); err != nil {
+		return err
+	}
+	if err := t.makeOwnDir(job); err != nil {
+		return err
+	}
+	return t.makeOwnDir(dir)
 }
 
 // freePort asks the kernel for a free TCP port, for a job's rendezvous.

@@ -51,7 +51,12 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprint(lf, header)
+	// A log without its header would not say how to rerun the attempt: a disk without
+	// room for it now fails the start, before anything runs.
+	if err := write(lf, []byte(header)); err != nil {
+		lf.Close()
+		return nil, err
+	}
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
 	cmd.Dir, cmd.Env = c.Dir, c.Env
 	p := &Process{cmd: cmd, log: lf, ring: NewRing(64 << 10), done: make(chan struct{}), started: time.Now(),
@@ -145,33 +150,48 @@ func (p *Process) stopRest(grace time.Duration) {
 	p.remains().stop(seen, grace)
 }
 
-// remains are the processes of an attempt: its process group (pgid; 0 when unknown) and
-// the processes that left it for sessions of their own but carry its identity, dir
-// (torchrun's workers).
+// remains are the processes of an attempt, or of a notify hook: its process group
+// (pgid; 0 when unknown) and the processes that left it for sessions of their own but
+// carry its mark (torchrun's workers).
 type remains struct {
 	pgid int
-	dir  string
+	mark mark
 	fs   procFS
 	// outside, if not nil, learns the processes outside the group that signal reaches.
 	outside *sync.Map
 }
 
 func (p *Process) remains() remains {
-	return remains{pgid: p.PID(), dir: p.dir, fs: hostProcs, outside: &p.outside}
+	r := remains{pgid: p.PID(), fs: hostProcs, outside: &p.outside}
+	if p.dir != "" {
+		r.mark = attemptMark(p.dir)
+	}
+	return r
 }
 
 // stopRemains stops whatever still runs of the attempt in dir, whose supervisor is gone,
-// and reports whether anything did.
+// and reports whether anything did: its trainer's group too, where the leader recorded
+// in supervisor.json is still that process (alive, or a zombie gpuq reaps as the
+// subreaper it was handed to), not one that took its pid after it.
 func stopRemains(dir string, grace time.Duration) bool {
 	abs, err := filepath.Abs(dir)
-	return err == nil && remains{dir: abs, fs: hostProcs}.stop(map[int]bool{}, grace)
+	if err != nil {
+		return false
+	}
+	r := remains{mark: attemptMark(abs), fs: hostProcs}
+	if info := readInfo(dir); info.LeaderStart != 0 {
+		if st, ok := hostProcs.stat(info.Leader); ok && st.start == info.LeaderStart {
+			r.pgid = info.Leader
+		}
+	}
+	return r.stop(map[int]bool{}, grace)
 }
 
-// stop ends the remains of an attempt: SIGTERM, then SIGKILL after grace (to what it
-// has seen of the attempt too, whose environment may no longer say so), until none is
-// left; gpuq's own children among them (orphans re-parented to it as a subreaper) are
-// reaped, so none is left a zombie. seen holds processes of the attempt already known.
-// It reports whether anything was left.
+// stop ends the remains: SIGTERM, then SIGKILL after grace (to what it has seen of them
+// too, whose environment may no longer say so), until none is left; gpuq's own children
+// among them (orphans re-parented to it as a subreaper) are reaped, so none is left a
+// zombie. seen holds processes of the remains already known. It reports whether
+// anything was left.
 func (r remains) stop(seen map[int]bool, grace time.Duration) bool {
 	if !r.left(seen) {
 		return false
@@ -195,7 +215,7 @@ func (r remains) stop(seen map[int]bool, grace time.Duration) bool {
 // first, and then to the group: once the leader has ended, one of them that ended too
 // is known by its pid alone.
 func (r remains) signal(sig syscall.Signal) {
-	for _, pid := range r.fs.members(r.dir) {
+	for _, pid := range r.fs.members(r.mark) {
 		if r.outside != nil {
 			r.outside.Store(pid, true)
 		}
@@ -206,11 +226,12 @@ func (r remains) signal(sig syscall.Signal) {
 	}
 }
 
-// left reaps what has ended of the attempt and reports whether anything is left: a
-// member of its group, a live process with its identity, or one that had it and is not
-// yet gone (seen collects them). An exiting process reads an empty environment from the
+// left reaps what has ended of the remains and reports whether anything is left: a
+// member of the group, a live process with the mark, or one that had it and is not yet
+// gone (seen collects them). An exiting process reads an empty environment from the
 // moment its memory is released, while it still closes its files (a card's, which the
-// driver may take seconds to free) and long before it is a zombie and reaped.
+// driver may take seconds to free) and long before it is a zombie. A zombie that is not
+// gpuq's to reap (its parent is another subreaper, or init) has let go of everything.
 func (r remains) left(seen map[int]bool) bool {
 	alive := false
 	if r.pgid > 0 {
@@ -223,14 +244,14 @@ func (r remains) left(seen map[int]bool) bool {
 		}
 		alive = syscall.Kill(-r.pgid, 0) == nil
 	}
-	for _, pid := range r.fs.members(r.dir) {
+	for _, pid := range r.fs.members(r.mark) {
 		seen[pid] = true
 		alive = true
 	}
 	for pid := range seen {
 		var ws syscall.WaitStatus
 		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-		if _, ok := r.fs.stat(pid); ok {
+		if st, ok := r.fs.stat(pid); ok && !st.zombie {
 			alive = true
 		} else {
 			delete(seen, pid)

@@ -84,7 +84,7 @@ func TestOwnerByInheritance(t *testing.T) {
 		{400, ""}, {500, ""}, {600, ""}, {700, "t.2/1"}, {90, ""}, {1, ""}, {4242, ""},
 	} {
 		got := ""
-		if dir, ok := fs.owner(tt.pid, nil); ok {
+		if dir, ok := fs.owner(tt.pid, attemptDirVar, nil); ok {
 			got, _ = attemptIn(root, dir)
 		}
 		if got != tt.want {
@@ -97,7 +97,7 @@ func TestOwnerByInheritance(t *testing.T) {
 	if len(got) != len(want) || got["t.1/2"] != want["t.1/2"] || got["t.2/1"] != want["t.2/1"] {
 		t.Errorf("memory %v, want %v", got, want)
 	}
-	if m := fs.members("/state/attempts/t.1/attempt-2"); fmt.Sprint(m) != "[100 200 300 310 320 330]" {
+	if m := fs.members(attemptMark("/state/attempts/t.1/attempt-2")); fmt.Sprint(m) != "[100 200 300 310 320 330]" {
 		t.Errorf("members %v", m)
 	}
 }

@@ -279,6 +279,11 @@ func (c *checker) rung(field string, v any) (Rung, bool) {
 	if s, ok := m.Get("set"); ok {
 		if sm, ok := s.(*Map); ok && sm.Len() > 0 {
 			r.Set = sm
+			for _, k := range sm.Keys {
+				if v, ok := sm.Vals[k].(string); ok && strings.ContainsRune(v, 0) {
+					c.fail(field+".set."+k, "%s", nulProblem)
+				}
+			}
 		} else {
 			c.fail(field+".set", "write a mapping of parameters to values, e.g. {num_data_workers: 0}")
 		}

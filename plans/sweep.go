@@ -229,6 +229,9 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	if v := c.str(doc, "workdir", "."); filepath.IsAbs(v) {
 		s.Workdir = v
 	}
+	if strings.ContainsRune(s.Workdir, 0) {
+		c.fail("workdir", "%s", nulProblem)
+	}
 	s.Config = c.config(doc, dir)
 	if p, ok := doc.Get("params"); ok {
 		if pm, ok := p.(*Map); ok {

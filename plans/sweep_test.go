@@ -222,6 +222,15 @@ func TestValidation(t *testing.T) {
 		{"model params overflow", base("memory: {model: {params: 7000000000B}}"), []string{"memory.model (every job): the model comes to 1.12e+20 bytes a card, more than the 1024.00 TiB"}},
 		{"model params NaN", base("memory: {model: {params: .nan}}"), []string{`params: "NaN" is not a parameter count`}},
 		{"model params negative", base("memory: {model: {params: -7B}}"), []string{`params: "-7B" is not a parameter count`}},
+		// The kernel takes arguments, the environment and directories as C strings.
+		{"NUL in the command", "name: t\ncommand: [python3, \"train.py\\0--evil\"]\njobs: [{}]\n", []string{"command[1]: holds a NUL byte"}},
+		{"NUL in the command, JSON", `{"name": "t", "command": ["python3", "train\u0000.py"], "jobs": [{}]}`, []string{"command[1]: holds a NUL byte"}},
+		{"NUL in the environment", base("env: {X: \"a\\0b\"}"), []string{"env.X: holds a NUL byte"}},
+		{"NUL in the workdir", base("workdir: \"/tmp\\0x\""), []string{"workdir: holds a NUL byte"}},
+		{"NUL in a value the command takes", "name: t\ncommand: [echo, \"{tag}\"]\nmatrix: {tag: [ok, \"b\\0d\"]}\n",
+			[]string{"command[1] (job t.2): a parameter's value put in it holds a NUL byte"}},
+		{"NUL in the notify command", base("notify: {command: [notify-send, \"a\\0b\"]}"), []string{"notify.command[1]: holds a NUL byte"}},
+		{"NUL in a rung's value", base("oom: {ladder: [{set: {attn: \"flash\\0\"}}]}"), []string{"oom.ladder[0].set.attn: holds a NUL byte"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,6 +30,7 @@ func TestHostileInputExitsTwo(t *testing.T) {
 		return write("model-"+params+".yaml", fmt.Sprintf("name: m\ncommand: [echo]\nmatrix: {seed: [1]}\nmemory: {model: {params: %s}}\n", params))
 	}
 	overflow, nan, negative := model("7000000000B"), model("NaN"), model("-7B")
+	nul := write("nul.yaml", "name: n\ncommand: [sh, -c, \"echo\\0rm -rf ~\"]\nmatrix: {seed: [1]}\n")
 	gpus := []string{"--gpus", "sim:1x24GiB"}
 	tests := []struct {
 		args []string
@@ -48,6 +49,9 @@ func TestHostileInputExitsTwo(t *testing.T) {
 		{[]string{"plan", negative}, `"-7B" is not a parameter count`},
 		{[]string{"estimate", negative}, `"-7B" is not a parameter count`},
 		{[]string{"estimate", "--params", "-7B"}, `--params: "-7B" is not a parameter count`},
+		// Refused before a daemon is started, or sent anything.
+		{[]string{"plan", nul}, "command[2]: holds a NUL byte"},
+		{[]string{"submit", nul, "--state-dir", filepath.Join(dir, "state")}, "command[2]: holds a NUL byte"},
 	}
 	for _, tt := range tests {
 		_, errOut, code := gpuq(t, append(tt.args, gpus...)...)

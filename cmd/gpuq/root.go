@@ -28,6 +28,14 @@ func run(args []string, io ioStreams) int {
 		}
 		return exitOK
 	}
+	if len(args) == 2 && args[0] == launcher.ReaperMode {
+		// Started by gpuq run to stop what its attempts leave if it is killed.
+		if err := launcher.Reap(args[1]); err != nil {
+			fmt.Fprintln(io.Err, "gpuq reaper:", err)
+			return exitFailed
+		}
+		return exitOK
+	}
 	root := newRootCmd(io)
 	root.SetArgs(args)
 	err := root.Execute()

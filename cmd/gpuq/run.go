@@ -48,8 +48,12 @@ do SIGTERM and the terminal closing (SIGHUP).
 
 Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/, readable
 by you alone (they hold the trainers' environment); a log begins with the command and
-environment to rerun the attempt by hand. A --log-dir that other users may write to is
-refused.
+environment to rerun the attempt by hand. A --log-dir that other users may write to, or
+that is reached through another user's link, is refused; it is used by its real path.
+
+A gpuq run killed outright (kill -9) cannot stop its trainers itself: a small process it
+starts, its reaper, then stops every process of its attempts, those in sessions of their
+own (setsid, nohup) too.
 
 Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
@@ -83,8 +87,18 @@ func runRun(opts *runOptions) error {
 	if opts.logDir == "" {
 		opts.logDir = runDir(sw.Name, time.Now())
 	}
+	// From here on the directory is its real path: a link on the way to it that
+	// someone points elsewhere later changes nothing.
+	if opts.logDir, err = launcher.ResolveDir(opts.logDir); err != nil {
+		return badInput("--log-dir: %v", err)
+	}
 	if err := launcher.PrivateDir(opts.logDir); err != nil {
 		return badInput("--log-dir: %v", err)
+	}
+	if reaper, err := startReaper(opts.logDir); err != nil {
+		fmt.Fprintf(opts.io.Err, "gpuq: warning: %v: what a trainer starts in a session of its own may outlive a gpuq run that is killed\n", err)
+	} else {
+		defer reaper.Close()
 	}
 	progress := opts.io.Out
 	if opts.json {
@@ -139,6 +153,16 @@ func runRun(opts *runOptions) error {
 		return errJobsFailed
 	}
 	return nil
+}
+
+// startReaper starts the process that stops what the attempts under root leave
+// running should this gpuq be killed (see launcher.Reaper).
+func startReaper(root string) (*launcher.Reaper, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return launcher.StartReaper([]string{self}, root)
 }
 
 // runUI shows progress: a table redrawn in place on a terminal, one line per event

@@ -385,3 +385,57 @@ gpu_plan: "2"
 		}
 	}
 }
+
+// TestAKilledRunLeavesNothing: gpuq run killed outright (kill -9) leaves no process of
+// its attempts running: not the trainer, not what it started in a session of its own
+// (setsid) or immune to its terminal's hangup (nohup).
+func TestAKilledRunLeavesNothing(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid(1) here")
+	}
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	sweep := filepath.Join(dir, "tree.yaml")
+	os.WriteFile(sweep, []byte(`name: tree
+command: [sh, -c, "setsid sleep 300 & nohup sleep 301 >/dev/null 2>&1 & exec sleep 302"]
+jobs: [{}]
+memory: 1GiB
+gpus: sim:1x24GiB
+`), 0o644)
+	cmd := exec.Command(os.Args[0], "run", sweep, "--log-dir", logs)
+	cmd.Env = append(os.Environ(), asGPUQ+"=1", "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir)
+	out := &schedtest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // what a failing test left
+		for _, pid := range attemptProcs(logs) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	schedtest.WaitFor(t, "the trainer and both its children", func() bool { return len(attemptProcs(logs)) == 3 })
+	cmd.Process.Kill()
+	cmd.Wait()
+	schedtest.WaitFor(t, "nothing of the attempt left", func() bool { return len(attemptProcs(logs)) == 0 })
+}
+
+// attemptProcs are the live processes whose environment places them in an attempt
+// under root (GPUQ_ATTEMPT_DIR).
+func attemptProcs(root string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if dir, ok := strings.CutPrefix(kv, "GPUQ_ATTEMPT_DIR="); ok && strings.HasPrefix(dir, root+"/") {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}

@@ -322,10 +322,11 @@ func LogPath(dir string) string { return filepath.Join(dir, "daemon.log") }
 // daemon's pid; 0 when the daemon that answers is another gpuq's, started at the same
 // moment, which took the lock first (the one this call started then exits).
 func Start(dir string, argv []string) (*Client, int, error) {
-	if err := MakeStateDir(dir); err != nil {
+	dir, err := MakeStateDir(dir)
+	if err != nil {
 		return nil, 0, err
 	}
-	logf, err := os.OpenFile(LogPath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(LogPath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, 0, err
 	}

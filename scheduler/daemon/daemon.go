@@ -107,7 +107,8 @@ type daemon struct {
 // arrives, or a client asks it to stop. Trainers run on after it, under their
 // supervisors, unless that client asked for them to be stopped too.
 func Run(ctx context.Context, cfg Config) error {
-	if err := MakeStateDir(cfg.StateDir); err != nil {
+	var err error
+	if cfg.StateDir, err = MakeStateDir(cfg.StateDir); err != nil {
 		return err
 	}
 	lock, err := lockState(cfg.StateDir)
@@ -134,12 +135,16 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer os.Remove(filepath.Join(cfg.StateDir, ListenFile))
 		d.listen = tcp.Addr().String()
+		tcp.gate.refused = warnFull(d.log, fmt.Sprintf("--listen %s: %d connections have not shown the secret yet", d.listen, remoteStrangers))
 	}
 	var metricsLn net.Listener
 	if cfg.Metrics != "" {
-		if metricsLn, err = listenMetrics(cfg.Metrics); err != nil {
+		g, err := listenMetrics(cfg.Metrics)
+		if err != nil {
 			return err
 		}
+		g.refused = warnFull(d.log, fmt.Sprintf("--metrics %s: %d connections are open", g.Addr(), metricsConns))
+		metricsLn = g
 		d.log.Printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
 	}
 	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %s, %s known, %s taken up; state in %s",

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
@@ -473,4 +475,90 @@ func TestUnwritableAttemptsPauseTheDaemon(t *testing.T) {
 	if !strings.Contains(d.log.String(), "scheduling resumed") {
 		t.Errorf("the log does not say it resumed:\n%s", d.log)
 	}
+}
+
+// TestStopTrainersEndsWithAStoppedSupervisor: gpuq daemon --stop --stop-trainers ends
+// when a supervisor does not answer (stopped with SIGSTOP): it is continued and stops
+// its trainer, and the daemon stops once every job has ended cancelled.
+func TestStopTrainersEndsWithAStoppedSupervisor(t *testing.T) {
+	defer func(g time.Duration) { launcher.GroupGrace = g }(launcher.GroupGrace)
+	launcher.GroupGrace = time.Second
+	d := startDaemon(t)
+	sweep := writeSweep(t, "name: frozen\ncommand: [sleep, \"600\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
+	if _, err := submit(t, d.client, sweep); err != nil {
+		t.Fatal(err)
+	}
+	attempt := func(job string) string { return filepath.Join(d.cfg.StateDir, "attempts", job, "attempt-1") }
+	var info struct{ PID, Leader int }
+	schedtest.WaitFor(t, "both trainers to run", func() bool {
+		data, err := os.ReadFile(filepath.Join(attempt("frozen.1"), "supervisor.json"))
+		return err == nil && json.Unmarshal(data, &info) == nil && launcher.SupervisedLeader(attempt("frozen.2")) != 0
+	})
+	syscall.Kill(info.PID, syscall.SIGSTOP)
+	defer syscall.Kill(info.PID, syscall.SIGCONT)
+	began := time.Now()
+	if err := d.client.Stop(true); err != nil {
+		t.Fatalf("stop with a supervisor stopped: %v", err)
+	}
+	<-d.ended
+	t.Logf("stopped in %s", time.Since(began).Round(time.Millisecond))
+	log := d.log.String()
+	for _, job := range []string{"frozen.1", "frozen.2"} {
+		if !strings.Contains(log, job+" #1 cancelled") {
+			t.Errorf("%s did not end cancelled:\n%s", job, log)
+		}
+		if pid := launcher.SupervisedLeader(attempt(job)); syscall.Kill(pid, 0) == nil {
+			t.Errorf("the trainer %d of %s still runs", pid, job)
+		}
+	}
+}
+
+// TestAStateDirBehindALinkIsResolvedOnce: a state directory given through a link in a
+// directory anyone may write (/tmp) is used by its real path: the link pointed
+// elsewhere once the daemon runs changes nothing of where attempts' files go.
+func TestAStateDirBehindALinkIsResolvedOnce(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sticky, real, theirs := filepath.Join(base, "tmp"), filepath.Join(base, "real"), filepath.Join(base, "theirs")
+	for _, dir := range []string{sticky, real, theirs} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(sticky, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(sticky, "state")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonWith(t, testConfig(link, t.TempDir(), nil))
+	// Someone points the link elsewhere.
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(theirs, link); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Info(); err != nil || info.StateDir != real {
+		t.Errorf("state dir %q (%v); want %s", info.StateDir, err, real)
+	}
+	sweep := writeSweep(t, "name: linked\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n")
+	if _, err := submit(t, c, sweep); err != nil {
+		t.Fatal(err)
+	}
+	schedtest.WaitFor(t, "the job to succeed", func() bool { return countState(mustJobs(t, c, ""), "succeeded") == 1 })
+	if _, err := os.Stat(filepath.Join(real, "attempts", "linked.1", "attempt-1", "exit.json")); err != nil {
+		t.Errorf("the attempt is not in the real state directory: %v", err)
+	}
+	if ents, _ := os.ReadDir(theirs); len(ents) > 0 {
+		t.Errorf("the directory the link points to now got %v", ents)
+	}
+	d.client = c // stop it through its real directory
 }

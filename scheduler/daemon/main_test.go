@@ -18,8 +18,12 @@ import (
 // their point): the test binary runs as one when started in the supervisor mode, and
 // as a daemon of its own for the one test that kills a daemon with SIGKILL.
 
-// asDaemon makes the test binary a daemon on the state directory it names.
-const asDaemon = "GPUQ_TEST_DAEMON"
+// asDaemon makes the test binary a daemon on the state directory it names; withPorts
+// makes it listen (--listen) and serve metrics (--metrics) on ports of 127.0.0.1.
+const (
+	asDaemon  = "GPUQ_TEST_DAEMON"
+	withPorts = "GPUQ_TEST_PORTS"
+)
 
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == launcher.SupervisorMode {
@@ -30,7 +34,11 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if dir := os.Getenv(asDaemon); dir != "" {
-		if err := Run(context.Background(), testConfig(dir, os.Getenv("GPUQ_SIM_LEDGER"), os.Stderr)); err != nil {
+		cfg := testConfig(dir, os.Getenv("GPUQ_SIM_LEDGER"), os.Stderr)
+		if os.Getenv(withPorts) != "" {
+			cfg.Listen, cfg.Metrics = "127.0.0.1:0", "127.0.0.1:0"
+		}
+		if err := Run(context.Background(), cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "daemon:", err)
 			os.Exit(1)
 		}

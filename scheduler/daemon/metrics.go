@@ -151,13 +151,14 @@ func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap scheduler.Snaps
 }
 
 // listenMetrics opens the metrics address, so that a taken or bad one stops the
-// daemon before it starts, with a message that says what to do.
-func listenMetrics(addr string) (net.Listener, error) {
+// daemon before it starts, with a message that says what to do. Anyone who reaches it
+// may connect: it holds metricsConns connections at most (see gate).
+func listenMetrics(addr string) (*gate, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %s: %w: give a free host:port, e.g. 127.0.0.1:9469", addr, err)
 	}
-	return ln, nil
+	return newGate(ln, metricsConns, 0), nil
 }
 
 // serveMetrics serves the metrics until the server is shut down.

@@ -200,6 +200,8 @@ func selfSigned() (cert, key []byte, err error) {
 type remoteListener struct {
 	net.Listener
 	secret string
+	// gate holds what connections have not shown the secret yet.
+	gate *gate
 }
 
 // listenRemote listens on addr with TLS, with the state directory's credentials (made
@@ -217,9 +219,10 @@ func listenRemote(dir, addr string) (*remoteListener, error) {
 		ln.Close()
 		return nil, err
 	}
+	g := newGate(ln, remoteStrangers, showSecretWithin)
 	// HTTP/1.1 alone (no ALPN for h2): streams are upgraded connections.
-	tln := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13})
-	return &remoteListener{Listener: tln, secret: creds.Secret}, nil
+	tln := tls.NewListener(g, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13})
+	return &remoteListener{Listener: tln, secret: creds.Secret, gate: g}, nil
 }
 
 // serveRemote adds to the daemon's actors the API on the network listener, for those
@@ -249,7 +252,7 @@ var idleTimeout = 2 * time.Minute
 // connections to: a request's head must come within 10 s and a kept-alive connection
 // closes once idle.
 func tcpServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout, ConnContext: withConn}
 }
 
 // authorized serves h to requests that carry the secret, and a 401 to any other. The
@@ -265,6 +268,7 @@ func authorized(secret string, h http.Handler) http.Handler {
 			fail(w, http.StatusUnauthorized, "this gpuq daemon answers only requests with its secret")
 			return
 		}
+		admit(r.Context())
 		h.ServeHTTP(w, r)
 	})
 }

@@ -12,28 +12,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MakeStateDir makes a daemon's state directory, mode 0700: the socket's mode alone
+// MakeStateDir makes a daemon's state directory, mode 0700, and returns its real path,
+// for the daemon to use from then on (see launcher.ResolveDir): the socket's mode alone
 // does not keep others out on every system; the directory's does. It refuses one that
-// is not the user's own, or that lies inside a directory others may change (see
-// launcher.OwnDir).
-func MakeStateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("state directory: %w", err)
+// is not the user's own, that lies inside a directory others may change, or that is
+// reached through another user's link (see launcher.OwnDir).
+func MakeStateDir(dir string) (string, error) {
+	real, err := launcher.ResolveDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
 	}
-	if err := launcher.OwnDir(dir); err != nil {
-		return fmt.Errorf("state directory: %w", err)
+	if err := os.MkdirAll(real, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return fmt.Errorf("state directory: %w", err)
+	if err := launcher.OwnDir(real); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
 	}
-	return nil
+	if err := os.Chmod(real, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return real, nil
 }
 
 // lockState takes the state directory's lock, held as long as the daemon runs; the
 // kernel drops it with the process, however it ends. The daemon writes its pid in it.
 func lockState(dir string) (*os.File, error) {
 	path := filepath.Join(dir, "daemon.lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("daemon lock: %w", err)
 	}
@@ -66,7 +71,8 @@ func Gone(dir string) bool {
 // Salvage rebuilds the damaged state of a directory (see scheduler.Salvage) under its
 // lock, so that no daemon starts on it meanwhile.
 func Salvage(dir string) (scheduler.Salvaged, error) {
-	if err := MakeStateDir(dir); err != nil {
+	dir, err := MakeStateDir(dir)
+	if err != nil {
 		return scheduler.Salvaged{}, err
 	}
 	lock, err := lockState(dir)

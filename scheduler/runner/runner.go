@@ -56,14 +56,16 @@ func (b *base) attemptDir(a *scheduler.Attempt) (string, error) {
 	return launcher.AttemptDir(b.dir, a.Job, a.N)
 }
 
-// unwritable marks a failure to write a file under the attempts' root as the machine's
-// (a full or read-only disk, a quota), not the job's: the engine pauses rather than
-// fail the job (see scheduler.CannotWrite). Other errors are returned as they are.
+// unwritable marks a failure to write a file under the attempts' root, or the
+// machine's want of room or descriptors anywhere in starting an attempt (a full or
+// read-only disk, a quota, no descriptor free: see launcher.MachineFault), as the
+// machine's, not the job's: nothing of the attempt ran, and the engine pauses rather
+// than fail the job (see scheduler.CannotWrite). Other errors are returned as they are.
 func (b *base) unwritable(err error) error {
 	var pe *fs.PathError
 	var le *os.LinkError
 	switch {
-	case errors.As(err, &pe) && b.holds(pe.Path), errors.As(err, &le) && b.holds(le.New):
+	case launcher.MachineFault(err), errors.As(err, &pe) && b.holds(pe.Path), errors.As(err, &le) && b.holds(le.New):
 		return &scheduler.CannotWrite{What: "the attempt's files", Err: err}
 	}
 	return err

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"sync"
+
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
@@ -12,6 +14,8 @@ import (
 type Supervised struct {
 	base
 	command []string
+	// stopping holds the attempts asked to stop, by id.
+	stopping sync.Map
 }
 
 // NewSupervised returns a runner whose supervisors are started with command (gpuq's
@@ -62,6 +66,11 @@ func (r *Supervised) report(x scheduler.Exit) { go func() { r.exits <- x }() }
 
 func (r *Supervised) watch(attempt, dir string) {
 	e := launcher.Wait(dir)
+	// Asked to stop, and stopped: by its supervisor, or with it where the supervisor
+	// did not answer (see launcher.StopSupervised).
+	if _, asked := r.stopping.LoadAndDelete(attempt); asked && e.Outcome == plans.Lost && !e.Fenced {
+		e.Outcome = plans.Cancelled
+	}
 	// A fenced attempt's job runs again elsewhere, as it would have had its worker's
 	// daemon heard nothing more of it.
 	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced}
@@ -70,6 +79,7 @@ func (r *Supervised) watch(attempt, dir string) {
 // Stop asks the attempt's supervisor to stop its trainer.
 func (r *Supervised) Stop(a *scheduler.Attempt) {
 	if dir, err := r.attemptDir(a); err == nil {
+		r.stopping.Store(a.ID, true)
 		launcher.StopSupervised(dir)
 	}
 }

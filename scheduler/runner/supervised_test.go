@@ -156,3 +156,38 @@ func TestAnEndWithoutRoomIsNotLost(t *testing.T) {
 		t.Errorf("exit.json once there is room: %+v %v", e, err)
 	}
 }
+
+// TestAStopThatKillsTheSupervisorIsACancel: asked to stop an attempt whose supervisor
+// does not answer (stopped with SIGSTOP each time it is continued: hung), the runner
+// kills it and stops what it left; the attempt ends cancelled, as asked, not lost.
+func TestAStopThatKillsTheSupervisorIsACancel(t *testing.T) {
+	launcher.GroupGrace = time.Second
+	r := supervised(t)
+	l, dir, st := startSupervised(t, r, "exec sleep 600")
+	var info struct{ PID int }
+	data, _ := os.ReadFile(filepath.Join(dir, "supervisor.json"))
+	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
+		t.Fatalf("supervisor.json: %s", data)
+	}
+	hung := make(chan struct{})
+	defer close(hung)
+	go func() {
+		for {
+			syscall.Kill(info.PID, syscall.SIGSTOP)
+			select {
+			case <-hung:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	r.Stop(l.Attempt)
+	x := nextExit(t, r.Exits())
+	if x.Outcome != plans.Cancelled {
+		t.Errorf("exit %+v; want cancelled", x)
+	}
+	if err := syscall.Kill(st.Leader, 0); !errors.Is(err, syscall.ESRCH) {
+		syscall.Kill(st.Leader, syscall.SIGKILL)
+		t.Errorf("the trainer %d still runs when its end is reported (%+v)", st.Leader, x)
+	}
+}

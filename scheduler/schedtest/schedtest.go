@@ -7,8 +7,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -69,4 +71,51 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// WithDescriptors runs fn with this process's limit on open files (the soft
+// RLIMIT_NOFILE) where free more descriptors may be opened at once than are open now,
+// and no more: one more open fails with EMFILE. Nothing else of the test may open or
+// close files meanwhile.
+func WithDescriptors(t testing.TB, free int, fn func()) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	// The limit bounds descriptor numbers, not their count: a new one takes the lowest
+	// number free.
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := int(d.Fd())
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := map[int]bool{}
+	for _, n := range names {
+		if fd, err := strconv.Atoi(n); err == nil {
+			open[fd] = true
+		}
+	}
+	open[self] = false // closed now
+	limit := 0
+	for left := free; ; limit++ {
+		if !open[limit] {
+			if left == 0 {
+				break
+			}
+			left--
+		}
+	}
+	low := lim
+	low.Cur = uint64(limit)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	fn()
 }
