@@ -14,7 +14,7 @@ import (
 // slot each unless slots says otherwise.
 type fakeCluster struct {
 	cards *[]gpu.Card
-	slots map[CardID]int
+	slots map[plans.CardID]int
 	ram   map[string]int64 // each machine's free RAM of 64 GiB
 	ends  map[string]time.Time
 }
@@ -82,8 +82,8 @@ func TestEngineAcrossWorkers(t *testing.T) {
 	if p1, p2 := snap.Attempt(where["n1"]).Peak, snap.Attempt(where["n2"]).Peak; p1 != 6*gib || p2 != 9*gib {
 		t.Errorf("peaks %s on n1 and %s on n2, want 6 GiB and 9 GiB", plans.FormatSize(p1), plans.FormatSize(p2))
 	}
-	must(t, e.Drain(CardID{"n2", 0}, true))
-	if err := e.Drain(CardID{"n3", 0}, true); err == nil || !strings.Contains(err.Error(), "no GPU n3:0 here; gpuq schedules on [n1:0 n2:0]") {
+	must(t, e.Drain(plans.CardID{Worker: "n2", Index: 0}, true))
+	if err := e.Drain(plans.CardID{Worker: "n3", Index: 0}, true); err == nil || !strings.Contains(err.Error(), "no GPU n3:0 here; gpuq schedules on [n1:0 n2:0]") {
 		t.Errorf("drain of a card no machine has: %v", err)
 	}
 	cards[1].Processes = nil
@@ -220,20 +220,6 @@ func TestAdmitAnywhere(t *testing.T) {
 			if got := l.On(idx); got != want {
 				t.Errorf("%q: card %d takes %d, want %d", tt.doc, idx, got, want)
 			}
-		}
-	}
-}
-
-// TestParseCardID: a card's name reads back as String writes it; anything else is refused.
-func TestParseCardID(t *testing.T) {
-	for _, c := range []CardID{{Index: 3}, {Worker: "node7", Index: 0}, {Worker: "gpu-a.cluster", Index: 12}} {
-		if got, err := ParseCardID(c.String()); err != nil || got != c {
-			t.Errorf("ParseCardID(%q) = %v, %v; want %v", c, got, err, c)
-		}
-	}
-	for _, bad := range []string{"", "x", "-1", "node7:", "node7:x", "3.0"} {
-		if _, err := ParseCardID(bad); err == nil {
-			t.Errorf("ParseCardID(%q) took it", bad)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpuq/gpuq/plans"
 )
 
 // What people ask of a running engine: cancel, retry, hold and release jobs, drain
@@ -173,7 +175,7 @@ func (e *Engine) change(jobs []*Job, kind string, change func(*Job)) ([]string, 
 
 // Drain stops (on) or lets again (off) new jobs start on a card; its running jobs
 // finish.
-func (e *Engine) Drain(card CardID, on bool) error {
+func (e *Engine) Drain(card plans.CardID, on bool) error {
 	if _, ok := e.cardPos[card]; !ok {
 		var have []string
 		for _, c := range e.cards {

@@ -81,7 +81,7 @@ func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 	if got := states(st); got != "c.1:cancelled c.2:held c.3:running" {
 		t.Fatalf("after cancel: %s", got)
 	}
-	must(t, e.Drain(CardID{Index: 0}, true))
+	must(t, e.Drain(plans.CardID{Index: 0}, true))
 	if _, err := e.Release(Selection{Sweep: "c"}); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 	if got := states(st); got != "c.1:cancelled c.2:queued c.3:cancelled" {
 		t.Fatalf("a drained card started a job: %s", got)
 	}
-	must(t, e.Drain(CardID{Index: 0}, false))
+	must(t, e.Drain(plans.CardID{Index: 0}, false))
 	round(t, e)
 	if got := states(st); got != "c.1:cancelled c.2:running c.3:cancelled" {
 		t.Fatalf("after undrain: %s", got)
@@ -106,7 +106,7 @@ func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 		"retry of a running job": second(e.Retry(Selection{IDs: []string{"c.2"}})),
 		"unknown job":            second(e.Cancel(Selection{IDs: []string{"c.9"}})),
 		"unknown sweep":          second(e.Hold(Selection{Sweep: "nope"})),
-		"unknown card":           e.Drain(CardID{Index: 7}, true),
+		"unknown card":           e.Drain(plans.CardID{Index: 7}, true),
 	} {
 		var r Refused
 		if !errors.As(err, &r) {

@@ -1,9 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -44,38 +41,8 @@ type Cluster interface {
 	Ends(worker string) time.Time
 }
 
-// CardID names a card: its machine (a gpuq worker, "" for this one) and its index
-// there.
-type CardID struct {
-	Worker string
-	Index  int
-}
-
-// String is how people name the card: "3" on this machine, "node7:3" on a worker.
-func (c CardID) String() string {
-	if c.Worker == "" {
-		return strconv.Itoa(c.Index)
-	}
-	return c.Worker + ":" + strconv.Itoa(c.Index)
-}
-
-// ParseCardID reads a card's name as String writes it; a worker's name has no colon.
-func ParseCardID(name string) (CardID, error) {
-	var c CardID
-	idx := name
-	if w, i, ok := strings.Cut(name, ":"); ok {
-		c.Worker, idx = w, i
-	}
-	n, err := strconv.Atoi(idx)
-	if err != nil || n < 0 {
-		return CardID{}, fmt.Errorf("%q is not a card (3, or WORKER:3 on a worker); gpuq gpus lists them", name)
-	}
-	c.Index = n
-	return c, nil
-}
-
 // idOf is a card's CardID.
-func idOf(c gpu.Card) CardID { return CardID{c.Worker, c.Index} }
+func idOf(c gpu.Card) plans.CardID { return plans.CardID{Worker: c.Worker, Index: c.Index} }
 
 // Launch is what a Runner needs to start an attempt.
 type Launch struct {
@@ -191,7 +158,7 @@ type Engine struct {
 	ghosts       []ghost
 	cards        []gpu.Card
 	// cardPos maps a card to its position in cards.
-	cardPos map[CardID]int
+	cardPos map[plans.CardID]int
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership
@@ -208,7 +175,7 @@ type Engine struct {
 	// hostNow is what each running attempt's processes hold of host RAM, by attempt.
 	hostNow map[string]int64
 	// faults are the cards out of service at the last reading, and why.
-	faults map[CardID]string
+	faults map[plans.CardID]string
 	// hidden are the processes NVML listed at the last reading that this PID namespace
 	// does not have; unattributed, that gpuq has said what that means.
 	hidden       map[proc]bool
@@ -260,8 +227,8 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[CardID]int{},
-		hostNow: map[string]int64{}, faults: map[CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
+		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{},
+		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
 	e.events = func(ev Event) {
 		if e.store.open != nil {
 			e.later = append(e.later, ev)

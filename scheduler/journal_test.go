@@ -247,7 +247,7 @@ func TestStateV1Loads(t *testing.T) {
 		t.Errorf("j.1: %+v, %d attempts", j1.Status, len(as))
 	case as[0].Outcome != plans.GPUOOM || as[0].OOM.TriedBytes != 2*gib || as[1].Peak != 15*gib:
 		t.Errorf("j.1's attempts: %+v %+v", *as[0], *as[1])
-	case j2.State != JobSucceeded || !j3.Held || !snap.Drained()[CardID{Index: 1}]:
+	case j2.State != JobSucceeded || !j3.Held || !snap.Drained()[plans.CardID{Index: 1}]:
 		t.Errorf("j.2 %s, j.3 held %v, drained %v", j2.State, j3.Held, snap.Drained())
 	case learnedPeak(snap, j1.Shape) != 15*gib:
 		t.Errorf("the learned shape is lost")

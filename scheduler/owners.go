@@ -1,6 +1,9 @@
 package scheduler
 
-import "github.com/gpuq/gpuq/scheduler/gpu"
+import (
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
 
 // Whose each process on the cards is. A round resolves it once, in the order the cards
 // list their processes, so that measuring an attempt or telling foreign memory reads a
@@ -117,7 +120,7 @@ func (e *Engine) cardAt(worker string, idx int) (int, bool) {
 	if idx >= 0 && idx < len(e.cards) && e.cards[idx].Index == idx && e.cards[idx].Worker == worker {
 		return idx, true
 	}
-	i, ok := e.cardPos[CardID{worker, idx}]
+	i, ok := e.cardPos[plans.CardID{Worker: worker, Index: idx}]
 	return i, ok
 }
 

@@ -840,7 +840,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 			reservedFits++
 		}
 		if f := c.Free(); f > bestFree {
-			bestFree, bestCard = f, CardID{c.Worker, c.Index}.String()
+			bestFree, bestCard = f, plans.CardID{Worker: c.Worker, Index: c.Index}.String()
 		}
 	}
 	reserves = true
@@ -900,7 +900,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 // queue.
 func (p *packer) reservedWhy(r Request) string {
 	res := p.res
-	cards := where(res.Worker, res.Cards)
+	cards := plans.CardsOn(res.Worker, res.Cards)
 	if res.In == Unknown {
 		return fmt.Sprintf("%s is reserved for %s, first in the queue, which has waited %s for it; what runs there has no known end, and this job would not leave it room",
 			cards, res.Job, plans.FormatDuration(res.head.Waited))

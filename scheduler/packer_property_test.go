@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gpuq/gpuq/plans"
 )
 
 // randomCards are up to eight cards on one to three machines, each numbering its own
@@ -69,9 +71,9 @@ func TestPackProperties(t *testing.T) {
 			byJob[q.Job] = q
 		}
 		seen := map[string]bool{}
-		pos := map[CardID]int{}
+		pos := map[plans.CardID]int{}
 		for i, c := range cards {
-			pos[CardID{c.Worker, c.Index}] = i
+			pos[plans.CardID{Worker: c.Worker, Index: c.Index}] = i
 		}
 		added := make([]int64, len(cards))
 		count := make([]int, len(cards))
@@ -91,7 +93,7 @@ func TestPackProperties(t *testing.T) {
 					t.Fatalf("seed %d: %s got card %d twice", seed, p.Job, ci)
 				}
 				distinct[ci] = true
-				i, ok := pos[CardID{p.Worker, ci}]
+				i, ok := pos[plans.CardID{Worker: p.Worker, Index: ci}]
 				if !ok {
 					t.Fatalf("seed %d: %s got card %d of %q, which has none such", seed, p.Job, ci, p.Worker)
 				}

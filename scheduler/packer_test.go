@@ -34,7 +34,7 @@ func describe(d Decision) string {
 		if r.In != Unknown {
 			in = r.In.String()
 		}
-		line := fmt.Sprintf("reserved for %s: %s in %s", r.Job, where(r.Worker, r.Cards), in)
+		line := fmt.Sprintf("reserved for %s: %s in %s", r.Job, plans.CardsOn(r.Worker, r.Cards), in)
 		if r.Due {
 			line += ", due"
 		}

@@ -214,7 +214,7 @@ func (e *Engine) sharedCard(a *Attempt) bool {
 	for _, r := range e.store.view().Running() {
 		if r.ID != a.ID {
 			for _, g := range r.GPUs {
-				if a.on(CardID{r.Worker, g}) {
+				if a.on(plans.CardID{Worker: r.Worker, Index: g}) {
 					return true
 				}
 			}

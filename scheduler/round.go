@@ -171,7 +171,7 @@ func (e *Engine) view(snap Snapshot, running []*Attempt, buf *viewBufs) (view, e
 	e.addEnds(cards, reserved, &buf.ends)
 	if drained := snap.Drained(); len(drained) > 0 {
 		for i := range cards {
-			if drained[CardID{cards[i].Worker, cards[i].Index}] {
+			if drained[plans.CardID{Worker: cards[i].Worker, Index: cards[i].Index}] {
 				cards[i].Slots = 0
 			}
 		}

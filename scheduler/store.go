@@ -184,18 +184,12 @@ func (l *Shape) merge(o *Shape) {
 }
 
 // Where says where it runs, for people: "GPU [0 1]", or on a worker "node7 GPU [0]".
-func (a *Attempt) Where() string { return where(a.Worker, a.GPUs) }
-
-// where names cards of one machine for people: "GPU [0 1]", or "node7 GPU [0]".
-func where(worker string, cards []int) string {
-	if worker == "" {
-		return fmt.Sprintf("GPU %v", cards)
-	}
-	return fmt.Sprintf("%s GPU %v", worker, cards)
-}
+func (a *Attempt) Where() string { return plans.CardsOn(a.Worker, a.GPUs) }
 
 // on reports whether the attempt runs on a card.
-func (a *Attempt) on(c CardID) bool { return a.Worker == c.Worker && slices.Contains(a.GPUs, c.Index) }
+func (a *Attempt) on(c plans.CardID) bool {
+	return a.Worker == c.Worker && slices.Contains(a.GPUs, c.Index)
+}
 
 // reserve is what the packer holds for a running attempt on each card.
 func (a *Attempt) reserve() int64 {
@@ -216,7 +210,7 @@ type Drain struct {
 }
 
 // card is the card a Drain is about.
-func (d *Drain) card() CardID { return CardID{d.Worker, d.GPU} }
+func (d *Drain) card() plans.CardID { return plans.CardID{Worker: d.Worker, Index: d.GPU} }
 
 // Store is the in-memory state: submissions, jobs and attempts in go-memdb. Opened on a
 // state directory (OpenState), it journals every change before committing it.
@@ -520,8 +514,8 @@ func (sn Snapshot) Learned(shape string) int64 {
 }
 
 // Drained returns the cards that take no new jobs.
-func (sn Snapshot) Drained() map[CardID]bool {
-	out := map[CardID]bool{}
+func (sn Snapshot) Drained() map[plans.CardID]bool {
+	out := map[plans.CardID]bool{}
 	for d := range each[*Drain](sn.txn.Get, TableDrains, IndexID) {
 		if d.On {
 			out[d.card()] = true

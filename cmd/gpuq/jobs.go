@@ -325,7 +325,7 @@ WORKER:INDEX (node7:3). The daemon remembers it across restarts.`,
 		Example: "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			card, err := scheduler.ParseCardID(args[0])
+			card, err := plans.ParseCardID(args[0])
 			if err != nil {
 				return badInput("%v", err)
 			}

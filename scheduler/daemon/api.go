@@ -48,7 +48,7 @@ func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
 	drained := d.store.Snapshot().Drained()
 	info := Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen}
 	for _, c := range d.machine.cards {
-		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[scheduler.CardID{Index: c.Index}]})
+		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
 	}
 	reply(w, info)
 }
@@ -160,7 +160,7 @@ func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if err := d.eng.Do(r.Context(), func() error { return d.eng.Drain(scheduler.CardID{Worker: req.Worker, Index: req.GPU}, req.On) }); err != nil {
+	if err := d.eng.Do(r.Context(), func() error { return d.eng.Drain(plans.CardID{Worker: req.Worker, Index: req.GPU}, req.On) }); err != nil {
 		failWith(w, err)
 		return
 	}

@@ -405,7 +405,7 @@ func (c *cluster) allocations() map[string]int {
 }
 
 // info lists the workers for the API.
-func (c *cluster) info(drained map[scheduler.CardID]bool) []WorkerInfo {
+func (c *cluster) info(drained map[plans.CardID]bool) []WorkerInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := []WorkerInfo{}
@@ -415,7 +415,7 @@ func (c *cluster) info(drained map[scheduler.CardID]bool) []WorkerInfo {
 			GPUs: []GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends}
 		for _, card := range w.state.Cards {
 			wi.GPUs = append(wi.GPUs, GPUInfo{Worker: name, Index: card.Index, TotalBytes: card.Total,
-				Drained: drained[scheduler.CardID{Worker: name, Index: card.Index}]})
+				Drained: drained[plans.CardID{Worker: name, Index: card.Index}]})
 		}
 		out = append(out, wi)
 	}

@@ -143,7 +143,7 @@ func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap scheduler.Snaps
 			learned += snap.Learned(h.Attempt.Shape)
 		}
 		// A worker's card is WORKER:INDEX, as people name it.
-		gpu := scheduler.CardID{Worker: v.Worker, Index: v.Index}.String()
+		gpu := plans.CardID{Worker: v.Worker, Index: v.Index}.String()
 		for kind, b := range map[string]int64{"total": v.Total, "used": v.Used, "reserved": v.Reserved, "learned": learned, "other": v.Foreign} {
 			ch <- prometheus.MustNewConstMetric(m.memory, prometheus.GaugeValue, float64(b), gpu, kind)
 		}
