@@ -54,7 +54,7 @@ func requestOf(j *Job) Request {
 func (e *Engine) watchCards() {
 	hidden := map[proc]bool{}
 	for _, c := range e.cards {
-		id := idOf(c)
+		id := c.ID()
 		name := "GPU " + id.String()
 		was, known := e.faults[id]
 		switch {
@@ -92,7 +92,7 @@ func (e *Engine) outOfService() string {
 	var parts []string
 	for _, c := range e.cards {
 		if c.Fault != "" {
-			parts = append(parts, fmt.Sprintf("GPU %s is out of service (%s)", idOf(c), c.Fault))
+			parts = append(parts, fmt.Sprintf("GPU %s is out of service (%s)", c.ID(), c.Fault))
 		}
 	}
 	return strings.Join(parts, "; ")

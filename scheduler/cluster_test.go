@@ -22,7 +22,7 @@ type fakeCluster struct {
 func (f *fakeCluster) Snapshot() ([]gpu.Card, error) { return *f.cards, nil }
 
 func (f *fakeCluster) Slots(c gpu.Card) int {
-	if n, ok := f.slots[idOf(c)]; ok {
+	if n, ok := f.slots[c.ID()]; ok {
 		return n
 	}
 	return 1

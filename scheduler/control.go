@@ -179,7 +179,7 @@ func (e *Engine) Drain(card plans.CardID, on bool) error {
 	if _, ok := e.cardPos[card]; !ok {
 		var have []string
 		for _, c := range e.cards {
-			have = append(have, idOf(c).String())
+			have = append(have, c.ID().String())
 		}
 		return Refused(fmt.Sprintf("no GPU %s here; gpuq schedules on [%s]", card, strings.Join(have, " ")))
 	}

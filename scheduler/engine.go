@@ -41,9 +41,6 @@ type Cluster interface {
 	Ends(worker string) time.Time
 }
 
-// idOf is a card's CardID.
-func idOf(c gpu.Card) plans.CardID { return plans.CardID{Worker: c.Worker, Index: c.Index} }
-
 // Launch is what a Runner needs to start an attempt.
 type Launch struct {
 	Attempt    *Attempt

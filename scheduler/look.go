@@ -42,10 +42,10 @@ func (e *Engine) CardViews() []CardView {
 	out := make([]CardView, len(e.cards))
 	for i, c := range e.cards {
 		s := states[i]
-		out[i] = CardView{Card: c, Slots: slots[i], Running: s.Running, Drained: drained[idOf(c)],
+		out[i] = CardView{Card: c, Slots: slots[i], Running: s.Running, Drained: drained[c.ID()],
 			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom}
 		for _, a := range running {
-			if a.on(idOf(c)) {
+			if a.on(c.ID()) {
 				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.reserve(), Held: e.useOn(a.ID, i).bytes})
 			}
 		}

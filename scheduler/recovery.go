@@ -160,7 +160,7 @@ func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool)
 // likeliest cause is memory.
 func (e *Engine) nearlyFull(a *Attempt) bool {
 	for _, c := range e.cards {
-		if a.on(idOf(c)) && c.Fault == "" && c.Used*10 > c.Total*9 {
+		if a.on(c.ID()) && c.Fault == "" && c.Used*10 > c.Total*9 {
 			return true
 		}
 	}
@@ -198,7 +198,7 @@ func (e *Engine) withoutAllocConf(job *Job, a *Attempt, sw *plans.Sweep) string 
 func (e *Engine) room(a *Attempt) int64 {
 	room := int64(math.MaxInt64)
 	for _, c := range e.cards {
-		if a.on(idOf(c)) {
+		if a.on(c.ID()) {
 			total := c.Total
 			if a.OOM != nil && a.OOM.TotalBytes > 0 {
 				total = a.OOM.TotalBytes

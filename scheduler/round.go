@@ -102,7 +102,7 @@ func (e *Engine) readCards() error {
 	e.cards = cards
 	clear(e.cardPos)
 	for i, c := range cards {
-		e.cardPos[idOf(c)] = i
+		e.cardPos[c.ID()] = i
 	}
 	return nil
 }

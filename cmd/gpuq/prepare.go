@@ -8,12 +8,13 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 )
 
 // prepared is a validated sweep with the cards it will run on, admitted on them.
 type prepared struct {
 	sweep *plans.Sweep
-	inv   *gpu.Inventory
+	inv   *nvidia.Inventory
 	cards []gpu.Card
 	limit scheduler.Limit
 }

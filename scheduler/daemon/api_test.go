@@ -15,7 +15,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -56,7 +56,7 @@ func testDaemon(t *testing.T) (*daemon, *idleRunner, *httptest.Server) {
 		t.Fatal(err)
 	}
 	spec, _ := plans.ParseGPUs("sim:2x24GiB")
-	inv, err := gpu.Open(spec, gpu.Options{Ledger: t.TempDir()})
+	inv, err := nvidia.Open(spec, nvidia.Options{Ledger: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/alloc"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
 )
 
@@ -41,7 +42,7 @@ type Config struct {
 	// limit, plans.DefaultHeadroom.
 	Machine plans.Overrides
 	// Inventory opens the cards; its Ledger is also the simulated trainers'.
-	Inventory gpu.Options
+	Inventory nvidia.Options
 	// HostHeadroom is the host RAM kept for the system (host_reserve).
 	HostHeadroom plans.Headroom
 	// Poll is how often the cards are sampled between events.

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 )
 
 // NoCards, as the daemon's --gpus, gives it no cards of its own: it runs jobs on its
@@ -22,7 +23,7 @@ const NoCards = "none"
 
 // machine is the daemon's cards and their settings.
 type machine struct {
-	inv      *gpu.Inventory // nil with NoCards
+	inv      *nvidia.Inventory // nil with NoCards
 	spec     plans.GPUSpec
 	cards    []gpu.Card
 	slots    []int
@@ -64,7 +65,7 @@ func openMachine(cfg Config) (*machine, error) {
 	}
 	opt := cfg.Inventory
 	opt.Source = ov.GPUs.Source
-	if m.inv, err = gpu.Open(m.spec, opt); err != nil {
+	if m.inv, err = nvidia.Open(m.spec, opt); err != nil {
 		return nil, err
 	}
 	if m.cards, err = m.inv.Snapshot(); err != nil {

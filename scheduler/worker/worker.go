@@ -34,6 +34,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
 )
 
@@ -51,7 +52,7 @@ type Config struct {
 	// (default every card, no slot limit).
 	GPUs, Plan plans.Override
 	// Inventory opens the cards; its Ledger is also the simulated trainers'.
-	Inventory gpu.Options
+	Inventory nvidia.Options
 	// Poll is how often it reads its cards and reports them.
 	Poll time.Duration
 	// Supervisor is the command that starts an attempt's supervisor: gpuq's own binary.
@@ -116,7 +117,7 @@ var (
 // worker is a running worker.
 type worker struct {
 	cfg    Config
-	inv    *gpu.Inventory
+	inv    *nvidia.Inventory
 	cards  []gpu.Card // the last reading
 	plan   []int      // the slots of each of cards
 	runner *runner.Supervised
@@ -175,7 +176,7 @@ func open(cfg Config) (*worker, error) {
 	}
 	w := &worker{cfg: cfg, lock: lock, instance: instance, log: daemon.NewEventLog(cfg.Log), lease: filepath.Join(cfg.Dir, "lease"), sweeps: map[string]*plans.Sweep{},
 		running: map[string]daemon.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
-	if w.inv, err = gpu.Open(spec, cfg.Inventory); err != nil {
+	if w.inv, err = nvidia.Open(spec, cfg.Inventory); err != nil {
 		lock.Close()
 		return nil, err
 	}

@@ -1,6 +1,8 @@
-// Package gpu is gpuq's view of the machine's cards, through nvml.Interface: the real
-// NVML where a driver is loaded, a simulated machine otherwise, with the same code above.
-package gpu
+// Package nvidia reads the machine's NVIDIA cards through nvml.Interface: the real NVML
+// where a driver is loaded, a simulated machine otherwise (simulated.go), with the same
+// code above. The simulated NVML lives here, beside the real one's reader, because
+// Open alone chooses it and nothing else reads it: it is an nvml.Interface, not a card.
+package nvidia
 
 import (
 	"cmp"
@@ -17,46 +19,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
 )
-
-// Card is one card at one moment.
-type Card struct {
-	// Worker is the machine the card is on: "" for this one, or the name of a gpuq
-	// worker (another node) that reported it. A card is known by its worker and index.
-	Worker    string `json:",omitempty"`
-	Index     int    // as nvidia-smi numbers it (PCI bus order), on its machine
-	UUID      string
-	Name      string
-	BusID     string
-	Total     int64
-	Used      int64 // as NVML reports it, driver reservations included
-	Processes []Process
-	// Fault says why the card is out of service: NVML could not read it. Its identity
-	// and Total are from its last good reading, if any; it takes no new job, and its
-	// running attempts are left to end.
-	Fault string
-	// Utilization is the share of the last sample period a kernel ran (percent), and
-	// Temperature the core's (°C); NoReading where NVML gives none.
-	Utilization, Temperature int
-}
-
-// NoReading is a figure NVML did not give.
-const NoReading = -1
-
-// Process is one compute process on a card, an MPS client included.
-type Process struct {
-	PID  int
-	Used int64 // bytes; Unknown where NVML cannot tell (MIG, some containers)
-	// Hidden: NVML lists it, but this PID namespace has no such process (gpuq runs in
-	// a container and the driver reports host PIDs), so its owner cannot be told.
-	Hidden bool `json:",omitempty"`
-	// Attempt is the attempt the process belongs to, where the machine that read the
-	// card has told it already (a worker knows its own trainers); "" otherwise.
-	Attempt string `json:",omitempty"`
-}
-
-// Unknown is a process's memory use when NVML cannot tell.
-const Unknown = -1
 
 // Options configure Open.
 type Options struct {
@@ -84,7 +48,7 @@ type Inventory struct {
 	root      string
 	// last is each card's last good reading, for its identity while it is out of
 	// service.
-	last map[int]Card
+	last map[int]gpu.Card
 }
 
 // ErrUnknownCard is returned when a sweep names a card the machine does not have.
@@ -94,7 +58,7 @@ var ErrUnknownCard = errors.New("unknown card")
 // NVIDIA driver can be loaded, the real NVML otherwise. Only the cards of spec (every
 // card, if it names none) that gpuq's own CUDA_VISIBLE_DEVICES allows are used.
 func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
-	inv := &Inventory{root: opt.Root, last: map[int]Card{}}
+	inv := &Inventory{root: opt.Root, last: map[int]gpu.Card{}}
 	if inv.root == "" {
 		inv.root = "/"
 	}
@@ -116,7 +80,7 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 			}
 			fallback, _ := plans.ParseGPUs(plans.DefaultSim)
 			inv.simulated = plans.DefaultSim
-			inv.lib = newSim(fallback, opt.Ledger)
+			inv.lib = newSimulated(fallback, opt.Ledger)
 			if opt.Notice != nil {
 				fmt.Fprintf(opt.Notice, "gpuq: no NVIDIA driver found (%v); using SIMULATED GPUs %s. Choose another machine with --gpus sim:COUNTxSIZE.\n", ret, plans.DefaultSim)
 			}
@@ -125,7 +89,7 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 		}
 	} else {
 		inv.simulated = spec.String()
-		inv.lib = newSim(spec, opt.Ledger)
+		inv.lib = newSimulated(spec, opt.Ledger)
 		if ret := inv.lib.Init(); ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("simulated NVML: %v", ret)
 		}
@@ -282,14 +246,14 @@ func (inv *Inventory) Count() int { return len(inv.cards) }
 // Snapshot reads every card gpuq may use, in order. A card NVML cannot read is out of
 // service (its Fault says why) for this reading; the others are read as usual, and the
 // next reading tries it again.
-func (inv *Inventory) Snapshot() ([]Card, error) {
-	out := make([]Card, 0, len(inv.cards))
+func (inv *Inventory) Snapshot() ([]gpu.Card, error) {
+	out := make([]gpu.Card, 0, len(inv.cards))
 	for _, i := range inv.cards {
 		c, err := inv.readRetrying(i)
 		if err != nil {
 			c = inv.last[i]
 			c.Index, c.Used, c.Processes, c.Fault = i, 0, nil, err.Error()
-			c.Utilization, c.Temperature = NoReading, NoReading
+			c.Utilization, c.Temperature = gpu.NoReading, gpu.NoReading
 		} else {
 			inv.last[i] = c
 		}
@@ -300,7 +264,7 @@ func (inv *Inventory) Snapshot() ([]Card, error) {
 
 // readRetrying reads card i, again at once after an error that may pass (a timeout, an
 // unknown error); a lost card or a refused permission will not.
-func (inv *Inventory) readRetrying(i int) (Card, error) {
+func (inv *Inventory) readRetrying(i int) (gpu.Card, error) {
 	var err *readError
 	for range 3 {
 		c, e := inv.read(i)
@@ -311,7 +275,7 @@ func (inv *Inventory) readRetrying(i int) (Card, error) {
 			break
 		}
 	}
-	return Card{}, err
+	return gpu.Card{}, err
 }
 
 // lasting are the NVML errors that no retry mends.
@@ -328,15 +292,15 @@ func (e *readError) Error() string {
 	return fmt.Sprintf("NVML: card %d: %s: %v", e.card, e.what, e.ret)
 }
 
-func (inv *Inventory) read(i int) (Card, *readError) {
-	fail := func(what string, ret nvml.Return) (Card, *readError) {
-		return Card{}, &readError{card: i, what: what, ret: ret}
+func (inv *Inventory) read(i int) (gpu.Card, *readError) {
+	fail := func(what string, ret nvml.Return) (gpu.Card, *readError) {
+		return gpu.Card{}, &readError{card: i, what: what, ret: ret}
 	}
 	d, ret := inv.lib.DeviceGetHandleByIndex(i)
 	if ret != nvml.SUCCESS {
 		return fail("handle", ret)
 	}
-	c := Card{Index: i}
+	c := gpu.Card{Index: i}
 	if c.UUID, ret = d.GetUUID(); ret != nvml.SUCCESS {
 		return fail("uuid", ret)
 	}
@@ -352,7 +316,7 @@ func (inv *Inventory) read(i int) (Card, *readError) {
 	}
 	c.Total, c.Used = int64(mem.Total), int64(mem.Used)
 	// For people to look at (gpuq top, metrics): a card that cannot tell is still used.
-	c.Utilization, c.Temperature = NoReading, NoReading
+	c.Utilization, c.Temperature = gpu.NoReading, gpu.NoReading
 	if u, ret := d.GetUtilizationRates(); ret == nvml.SUCCESS {
 		c.Utilization = int(u.Gpu)
 	}
@@ -368,7 +332,7 @@ func (inv *Inventory) read(i int) (Card, *readError) {
 			return fail(list.what, ret)
 		}
 		for _, p := range procs {
-			if !slices.ContainsFunc(c.Processes, func(q Process) bool { return q.PID == int(p.Pid) }) {
+			if !slices.ContainsFunc(c.Processes, func(q gpu.Process) bool { return q.PID == int(p.Pid) }) {
 				c.Processes = append(c.Processes, inv.process(p, c.Total))
 			}
 		}
@@ -379,13 +343,13 @@ func (inv *Inventory) read(i int) (Card, *readError) {
 // process is what NVML says of one process. Its memory is unknown where NVML says "not
 // available" (all bits set, REFERENCE.md §3), or 0: a process with a CUDA context holds
 // hundreds of MiB, and some containers report 0 for every process.
-func (inv *Inventory) process(p nvml.ProcessInfo, total int64) Process {
-	used := int64(Unknown)
+func (inv *Inventory) process(p nvml.ProcessInfo, total int64) gpu.Process {
+	used := int64(gpu.Unknown)
 	if p.UsedGpuMemory != math.MaxUint64 && p.UsedGpuMemory > 0 && p.UsedGpuMemory <= uint64(total) {
 		used = int64(p.UsedGpuMemory)
 	}
 	_, err := os.Stat(filepath.Join(inv.root, "proc", strconv.Itoa(int(p.Pid))))
-	return Process{PID: int(p.Pid), Used: used, Hidden: errors.Is(err, os.ErrNotExist)}
+	return gpu.Process{PID: int(p.Pid), Used: used, Hidden: errors.Is(err, os.ErrNotExist)}
 }
 
 func busID(b []int8) string {

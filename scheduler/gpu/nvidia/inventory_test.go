@@ -1,4 +1,4 @@
-package gpu
+package nvidia
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
 func mustSpec(t *testing.T, s string) plans.GPUSpec {
@@ -100,7 +101,7 @@ func TestFallsBackToSimulatedWithoutDriver(t *testing.T) {
 func TestVisibleDevicesRestrictCards(t *testing.T) {
 	// Four cards seen through NVML (here simulated): CUDA_VISIBLE_DEVICES speaks of
 	// the real machine; a simulated one asked for with --gpus ignores it.
-	real := func() nvml.Interface { return newSim(mustSpec(t, "sim:4x24GiB"), t.TempDir()) }
+	real := func() nvml.Interface { return newSimulated(mustSpec(t, "sim:4x24GiB"), t.TempDir()) }
 	for _, tt := range []struct {
 		visible string
 		want    []int
@@ -228,12 +229,12 @@ func TestProcessReadings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Process{{PID: 42, Used: Unknown}, {PID: 43, Used: Unknown}, {PID: 44, Used: 5 << 30}, {PID: 99, Used: 3 << 30, Hidden: true}, {PID: 45, Used: 2 << 30}}
+	want := []gpu.Process{{PID: 42, Used: gpu.Unknown}, {PID: 43, Used: gpu.Unknown}, {PID: 44, Used: 5 << 30}, {PID: 99, Used: 3 << 30, Hidden: true}, {PID: 45, Used: 2 << 30}}
 	if inv.Simulated() != "" || !slices.Equal(cards[0].Processes, want) {
 		t.Errorf("processes %+v\nwant      %+v", cards[0].Processes, want)
 	}
 	// What NVML gives of utilisation and temperature, and what it does not.
-	if cards[0].Utilization != 87 || cards[0].Temperature != NoReading {
+	if cards[0].Utilization != 87 || cards[0].Temperature != gpu.NoReading {
 		t.Errorf("utilization %d, temperature %d: want 87 and no reading", cards[0].Utilization, cards[0].Temperature)
 	}
 }
@@ -309,7 +310,7 @@ func TestOneCardsErrorTakesItOutOfService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := func() []Card {
+	snap := func() []gpu.Card {
 		t.Helper()
 		got, err := inv.Snapshot()
 		if err != nil || len(got) != 3 {

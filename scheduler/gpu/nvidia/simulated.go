@@ -1,4 +1,4 @@
-package gpu
+package nvidia
 
 import (
 	"fmt"
@@ -10,16 +10,16 @@ import (
 	"github.com/gpuq/gpuq/plans"
 )
 
-// newSim returns a simulated machine behind nvml.Interface. Memory in use and the
+// newSimulated returns a simulated machine behind nvml.Interface. Memory in use and the
 // processes on each card are read from the ledger on every call, so the scheduler sees
 // what simulated trainers really hold, exactly as it would see real ones through NVML.
 // Only the calls the inventory makes are implemented; the mock panics on any other,
 // which a test would catch at once.
-func newSim(spec plans.GPUSpec, ledger string) nvml.Interface {
+func newSimulated(spec plans.GPUSpec, ledger string) nvml.Interface {
 	var devs []nvml.Device
 	for _, group := range spec.Sim {
 		for range group.Count {
-			devs = append(devs, simDevice(len(devs), group.Bytes, ledger))
+			devs = append(devs, simulatedDevice(len(devs), group.Bytes, ledger))
 		}
 	}
 	return &mock.Interface{
@@ -36,7 +36,7 @@ func newSim(spec plans.GPUSpec, ledger string) nvml.Interface {
 	}
 }
 
-func simDevice(index int, total int64, ledger string) nvml.Device {
+func simulatedDevice(index int, total int64, ledger string) nvml.Device {
 	held := func() ([]LedgerEntry, nvml.Return) {
 		all, err := ReadLedger(ledger)
 		if err != nil {
