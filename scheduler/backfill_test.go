@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 // clockEngine is an engine on one 24 GiB card (1 GiB headroom) of slots slots, driven
@@ -88,7 +89,7 @@ func TestEngineBackfillsByLearnedDuration(t *testing.T) {
 	}
 	reason, detail, err := e.Why("b.3")
 	must(t, err)
-	if reason != Reserved || !strings.Contains(detail, "reserved for b.2") || !strings.Contains(detail, "in 1h") || !strings.Contains(detail, "expected to take 1h30m") {
+	if reason != pack.Reserved || !strings.Contains(detail, "reserved for b.2") || !strings.Contains(detail, "in 1h") || !strings.Contains(detail, "expected to take 1h30m") {
 		t.Errorf("why b.3: %s: %s", reason, detail)
 	}
 }
@@ -113,7 +114,7 @@ func TestEngineReservationDueAfter(t *testing.T) {
 	for _, tt := range []struct {
 		after  time.Duration
 		starts bool
-	}{{DueAfter - time.Minute, true}, {DueAfter, false}} {
+	}{{pack.DueAfter - time.Minute, true}, {pack.DueAfter, false}} {
 		t.Run(tt.after.String(), func(t *testing.T) {
 			e, clock, fr := clockEngine(t, backfillSweep, 2)
 			round(t, e) // long, then slow beside it: the reservation is not due

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 // fakeCluster is cards on several machines that a test changes between rounds, one
@@ -109,7 +110,7 @@ func TestClusterKeepsATooLargeJob(t *testing.T) {
 	if j := st.Snapshot().Job("big.1"); j.State != JobQueued || len(fr.starts) != 0 {
 		t.Fatalf("big.1 is %s after %d starts, want queued", j.State, len(fr.starts))
 	}
-	if reason, _, err := e.Why("big.1"); err != nil || reason != TooLarge {
+	if reason, _, err := e.Why("big.1"); err != nil || reason != pack.TooLarge {
 		t.Errorf("why: %s %v", reason, err)
 	}
 	cards = append(cards, gpu.Card{Worker: "n2", Index: 0, Total: 80 * gib})
@@ -161,7 +162,7 @@ func TestBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Jobs != 2 || b.Reasons[NoSlot] != 1 || b.Reasons[TooLarge] != 1 || b.GPUsPerJob != 2 {
+	if b.Jobs != 2 || b.Reasons[pack.NoSlot] != 1 || b.Reasons[pack.TooLarge] != 1 || b.GPUsPerJob != 2 {
 		t.Errorf("backlog %+v, want b.2 without a slot and b.4 (two cards) too large for n1", b)
 	}
 	for i := range 3 {
@@ -190,7 +191,7 @@ func TestBacklogByLearnedDurations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Need{{Cards: 1, Duration: 3 * time.Hour}}; b.Reasons[TooLarge] != 1 || !reflect.DeepEqual(b.Needs, want) {
+	if want := []Need{{Cards: 1, Duration: 3 * time.Hour}}; b.Reasons[pack.TooLarge] != 1 || !reflect.DeepEqual(b.Needs, want) {
 		t.Errorf("backlog %+v, want %v, too large for n1's time", b, want)
 	}
 	if _, detail, _ := e.Why("l.1"); !strings.Contains(detail, "expected to run 3h") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 // What people ask of a running engine: cancel, retry, hold and release jobs, drain
@@ -187,7 +188,7 @@ func (e *Engine) Drain(card plans.CardID, on bool) error {
 }
 
 // Why says why a job waits, or what it is doing if it does not.
-func (e *Engine) Why(id string) (Reason, string, error) {
+func (e *Engine) Why(id string) (pack.Reason, string, error) {
 	snap := e.store.view()
 	j := snap.Job(id)
 	if j == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 // stepEngine is an engine driven round by round over cards of 24 GiB with slots each;
@@ -69,7 +70,7 @@ func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 	if _, detail, _ := e.Why("c.2"); !strings.Contains(detail, "held; gpuq release c.2") {
 		t.Errorf("why c.2: %s", detail)
 	}
-	if reason, _, _ := e.Why("c.3"); reason != NoSlot {
+	if reason, _, _ := e.Why("c.3"); reason != pack.NoSlot {
 		t.Errorf("why c.3: %s", reason)
 	}
 	ids, err := e.Cancel(Selection{IDs: []string{"c.1"}})
@@ -125,7 +126,7 @@ func TestASweepsOwnPlanLimitsItsJobs(t *testing.T) {
 		t.Fatalf("running %+v; want one job, on GPU 1", running)
 	}
 	reason, detail, _ := e.Why("c.2")
-	if reason != NoSlot || !strings.Contains(detail, "the sweep's gpu_plan") {
+	if reason != pack.NoSlot || !strings.Contains(detail, "the sweep's gpu_plan") {
 		t.Errorf("why c.2: %s %s", reason, detail)
 	}
 }
@@ -194,7 +195,7 @@ func TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps(t *testing.T) {
 	if got := states(st); got != "a.1:running a.2:running b.1:queued b.2:queued m.1:running m.2:running" {
 		t.Errorf("after a round: %s", got)
 	}
-	if reason, detail, _ := e.Why("b.1"); reason != NoSlot || !strings.Contains(detail, "one job per card, the default") {
+	if reason, detail, _ := e.Why("b.1"); reason != pack.NoSlot || !strings.Contains(detail, "one job per card, the default") {
 		t.Errorf("why b.1: %s %s", reason, detail)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
+const gib = int64(1) << 30
+
 // fakeRunner ends each attempt as script says, at once.
 // An empty Outcome leaves the attempt running until it is stopped; onStop then says how
 // it ends (cancelled unless set). owners maps pids to attempts.

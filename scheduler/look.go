@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 // CardView is a card as the engine last read it, with what the packer counts on it.
@@ -54,32 +55,32 @@ func (e *Engine) CardViews() []CardView {
 }
 
 // Waits says why each queued job that is not held waits, by job.
-func (e *Engine) Waits() (map[string]Wait, error) {
+func (e *Engine) Waits() (map[string]pack.Wait, error) {
 	snap := e.store.view()
 	d, probing, err := e.decide(snap)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]Wait, d.Waiting.Len()+len(probing))
+	out := make(map[string]pack.Wait, d.Waiting.Len()+len(probing))
 	for w := range d.Waiting.All() {
 		out[w.Job] = w
 	}
 	for _, j := range probing {
-		out[j.ID] = Wait{Job: j.ID, Detail: probeDetail(snap, j)}
+		out[j.ID] = pack.Wait{Job: j.ID, Detail: probeDetail(snap, j)}
 	}
 	return out, nil
 }
 
 // decide is what the packer would decide now, and the queued jobs it was not offered
 // because they wait for their shape's probe.
-func (e *Engine) decide(snap Snapshot) (Decision, []*Job, error) {
+func (e *Engine) decide(snap Snapshot) (pack.Decision, []*Job, error) {
 	var probing []*Job
 	v, err := e.view(snap, e.runningNow(snap), nil)
 	if err != nil {
-		return Decision{}, nil, err
+		return pack.Decision{}, nil, err
 	}
 	queue := e.queue(v, func(j *Job) { probing = append(probing, j) })
-	return Pack(queue, v.cards, v.hosts), probing, nil
+	return pack.Pack(queue, v.cards, v.hosts), probing, nil
 }
 
 // probeDetail says which job a job of memory: probe waits for.

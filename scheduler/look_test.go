@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 // TestLook: what people see of the machine: each card's holders (gpuq's attempts by
@@ -37,7 +38,7 @@ func TestLook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(waits) != 1 || waits["m.3"].Reason != NoSlot || !strings.Contains(waits["m.3"].Detail, "slot") {
+	if len(waits) != 1 || waits["m.3"].Reason != pack.NoSlot || !strings.Contains(waits["m.3"].Detail, "slot") {
 		t.Errorf("waits: %+v", waits)
 	}
 }

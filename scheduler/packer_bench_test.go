@@ -6,20 +6,22 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 // benchMachine is a queue of jobs of a few shapes (as a sweep's are) and a machine of
 // two-slot 24 GiB cards, partly busy.
-func benchMachine(jobs, cards int) ([]Request, []CardState, int64) {
+func benchMachine(jobs, cards int) ([]pack.Request, []pack.CardState, int64) {
 	r := rand.New(rand.NewPCG(1, 2))
-	cs := make([]CardState, cards)
+	cs := make([]pack.CardState, cards)
 	for i := range cs {
-		cs[i] = CardState{Index: i, Total: 24 * gib, Headroom: gib, Slots: 2, Running: r.IntN(2), Reserved: int64(r.IntN(12)) * gib}
+		cs[i] = pack.CardState{Index: i, Total: 24 * gib, Headroom: gib, Slots: 2, Running: r.IntN(2), Reserved: int64(r.IntN(12)) * gib}
 	}
-	q := make([]Request, jobs)
+	q := make([]pack.Request, jobs)
 	smallest := int64(1 << 62)
 	for i := range q {
-		q[i] = Request{Job: fmt.Sprintf("j%d", i), Memory: int64(6+2*r.IntN(4)) * gib, GPUsPerJob: 1}
+		q[i] = pack.Request{Job: fmt.Sprintf("j%d", i), Memory: int64(6+2*r.IntN(4)) * gib, GPUsPerJob: 1}
 		smallest = min(smallest, q[i].Memory)
 	}
 	return q, cs, smallest
@@ -56,22 +58,23 @@ func BenchmarkPack(b *testing.B) {
 	for _, s := range benchSizes {
 		b.Run(fmt.Sprintf("jobs=%d/cards=%d", s.jobs, s.cards), func(b *testing.B) {
 			q, cs, _ := benchMachine(s.jobs, s.cards)
-			benchDecisions(b, func() { Pack(q, cs, nil) })
+			benchDecisions(b, func() { pack.Pack(q, cs, nil) })
 		})
 	}
 }
 
 // BenchmarkPlace measures Place, the engine's decision in each round, reading the
-// store's queue.
+// store's queue, on a copy of the cards, as a round's own.
 func BenchmarkPlace(b *testing.B) {
 	for _, s := range benchSizes {
 		b.Run(fmt.Sprintf("jobs=%d/cards=%d", s.jobs, s.cards), func(b *testing.B) {
 			q, cs, smallest := benchMachine(s.jobs, s.cards)
 			queue := queueOf(q)
 			benchDecisions(b, func() {
-				Place(offers{c: queue.cursor(nil), request: func(g *group, m member) Request {
-					return Request{Job: m.id, Memory: g.key.estimate, GPUsPerJob: g.key.gpus}
-				}}, cs, nil, smallest)
+				pack.Place(offers{c: queue.cursor(nil), request: func(g *group, m member) pack.Request {
+					return pack.Request{Job: m.id, Memory: g.key.estimate, GPUsPerJob: g.key.gpus}
+				}}, slices.Clone(cs), nil, smallest) // Place changes the cards it is given
+
 			})
 		})
 	}
@@ -79,7 +82,7 @@ func BenchmarkPlace(b *testing.B) {
 
 // queueOf is the store's queue of jobs that ask what the requests ask, in their order
 // (of one priority, in fifo order).
-func queueOf(rs []Request) *queue {
+func queueOf(rs []pack.Request) *queue {
 	q := newQueue()
 	q.fifo["s"] = true
 	for i, r := range rs {

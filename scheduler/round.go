@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 // Schedule is one round: it samples the cards, learns peaks, and starts what the packer
@@ -73,7 +74,7 @@ func (e *Engine) schedule() error {
 		return err
 	}
 	e.store.queue.ranFor(running, e.clock.Now())
-	d := place(e.offers(v), v.cards, v.hosts, smallest)
+	d := pack.Place(e.offers(v), v.cards, v.hosts, smallest)
 	e.headed(snap, d)
 	e.startAll(snap, d.Placements, running)
 	return nil
@@ -81,16 +82,16 @@ func (e *Engine) schedule() error {
 
 // Preview is the decision a round would take now, with every waiting job's reason, and
 // the cards as the packer sees them; it starts nothing. gpuq plan shows it.
-func (e *Engine) Preview() (Decision, []CardState, error) {
+func (e *Engine) Preview() (pack.Decision, []pack.CardState, error) {
 	if err := e.readCards(); err != nil {
-		return Decision{}, nil, err
+		return pack.Decision{}, nil, err
 	}
 	snap := e.store.view()
 	v, err := e.view(snap, e.runningNow(snap), nil)
 	if err != nil {
-		return Decision{}, nil, err
+		return pack.Decision{}, nil, err
 	}
-	return Pack(e.queue(v, nil), v.cards, v.hosts), v.cards, nil
+	return pack.Pack(e.queue(v, nil), v.cards, v.hosts), v.cards, nil
 }
 
 // readCards reads the cards for a round.
@@ -122,7 +123,7 @@ func (e *Engine) slots() []int {
 }
 
 // timeLeft gives each card the time its machine has left, where it ends.
-func (e *Engine) timeLeft(cards []CardState) {
+func (e *Engine) timeLeft(cards []pack.CardState) {
 	cl, ok := e.inv.(Cluster)
 	if !ok {
 		return
@@ -142,15 +143,15 @@ func (e *Engine) timeLeft(cards []CardState) {
 // and Waits all build it here, so that they agree.
 type view struct {
 	snap    Snapshot
-	cards   []CardState
-	hosts   Hosts
-	request func(*group, member) Request
+	cards   []pack.CardState
+	hosts   pack.Hosts
+	request func(*group, member) pack.Request
 }
 
 // viewBufs are arrays a view's cards and their ends may be kept in.
 type viewBufs struct {
-	cards []CardState
-	ends  []Release
+	cards []pack.CardState
+	ends  []pack.Release
 }
 
 // view builds a round's view from a snapshot. buf, if not nil, holds the arrays the
@@ -182,13 +183,13 @@ func (e *Engine) view(snap Snapshot, running []*Attempt, buf *viewBufs) (view, e
 // offers is the store's queue as a round offers it to the packer (see Queue).
 type offers struct {
 	c       *cursor
-	request func(*group, member) Request
+	request func(*group, member) pack.Request
 }
 
-func (o offers) Next(room int64) (Request, bool) {
+func (o offers) Next(room int64) (pack.Request, bool) {
 	g, m, ok := o.c.nextUpTo(room)
 	if !ok {
-		return Request{}, false
+		return pack.Request{}, false
 	}
 	return o.request(g, m), true
 }
@@ -215,8 +216,8 @@ func (e *Engine) offers(v view) offers {
 
 // queue is the queue as Pack reads it: every job in order, less those that wait for
 // their shape's probe; probing, if not nil, is told of each of those.
-func (e *Engine) queue(v view, probing func(*Job)) []Request {
-	var out []Request
+func (e *Engine) queue(v view, probing func(*Job)) []pack.Request {
+	var out []pack.Request
 	probed := map[string]bool{}
 	c := e.store.queue.cursor(nil)
 	for g, m, ok := c.nextJob(); ok; g, m, ok = c.nextJob() {
@@ -233,10 +234,10 @@ func (e *Engine) queue(v view, probing func(*Job)) []Request {
 
 // requester turns the queue's jobs into the packer's requests: each with its sweep's
 // quota, how long it is expected to run, and how long it has headed the queue.
-func (e *Engine) requester(quota func(sweep string) *Quota) func(*group, member) Request {
+func (e *Engine) requester(quota func(sweep string) *pack.Quota) func(*group, member) pack.Request {
 	now := e.clock.Now()
-	return func(g *group, m member) Request {
-		r := Request{Job: m.id, Memory: g.key.estimate, GPUsPerJob: g.key.gpus, Host: g.key.host,
+	return func(g *group, m member) pack.Request {
+		r := pack.Request{Job: m.id, Memory: g.key.estimate, GPUsPerJob: g.key.gpus, Host: g.key.host,
 			Exclusive: g.key.exclusive || g.key.probe, Quota: quota(g.sweep), Duration: cmp.Or(g.took, g.key.timeout)}
 		if m.seq == e.head.seq {
 			r.Waited = now.Sub(e.head.since)
@@ -255,25 +256,25 @@ type head struct {
 
 // headed notes which job the round reserved cards for. A round that reserved none
 // (the queue read no further) leaves the head as it was; it goes once it starts.
-func (e *Engine) headed(snap Snapshot, d Decision) {
+func (e *Engine) headed(snap Snapshot, d pack.Decision) {
 	switch r := d.Reservation; {
 	case r != nil && r.Job != e.head.job:
 		e.head = head{job: r.Job, seq: snap.Job(r.Job).Seq, since: e.clock.Now()}
-	case slices.ContainsFunc(d.Placements, func(p Placement) bool { return p.Job == e.head.job }):
+	case slices.ContainsFunc(d.Placements, func(p pack.Placement) bool { return p.Job == e.head.job }):
 		e.head = head{}
 	}
 }
 
 // addEnds tells the packer when each attempt on a card is expected to end, in buf's
 // array (see view).
-func (e *Engine) addEnds(states []CardState, attempts []*Attempt, buf *[]Release) {
+func (e *Engine) addEnds(states []pack.CardState, attempts []*Attempt, buf *[]pack.Release) {
 	// One array for every card's, each card's part as long as its attempts.
 	n := 0
 	for _, c := range states {
 		n += c.Running
 	}
 	if cap(*buf) < n {
-		*buf = make([]Release, 0, n)
+		*buf = make([]pack.Release, 0, n)
 	}
 	ends := (*buf)[:0]
 	for i := range states {
@@ -283,7 +284,7 @@ func (e *Engine) addEnds(states []CardState, attempts []*Attempt, buf *[]Release
 	}
 	now := e.clock.Now()
 	for _, a := range attempts {
-		end := Release{In: e.left(a, now), Memory: a.reserve(), Exclusive: a.Alone}
+		end := pack.Release{In: e.left(a, now), Memory: a.reserve(), Exclusive: a.Alone}
 		for _, g := range a.GPUs {
 			if i, ok := e.cardAt(a.Worker, g); ok {
 				states[i].Ends = insertEnd(states[i].Ends, end)
@@ -295,7 +296,7 @@ func (e *Engine) addEnds(states []CardState, attempts []*Attempt, buf *[]Release
 // insertEnd appends end to ends, which has room for it, in its place by In: after
 // those that end no later. A card holds a few attempts, and a sort for each card and
 // round cost more.
-func insertEnd(ends []Release, end Release) []Release {
+func insertEnd(ends []pack.Release, end pack.Release) []pack.Release {
 	at := len(ends)
 	for at > 0 && ends[at-1].In > end.In {
 		at--
@@ -323,7 +324,7 @@ func (e *Engine) left(a *Attempt, now time.Time) time.Duration {
 			return left
 		}
 	}
-	return Unknown
+	return pack.Unknown
 }
 
 // quotas returns each sweep's quota for a round (nil for a sweep without a limit),
@@ -331,8 +332,8 @@ func (e *Engine) left(a *Attempt, now time.Time) time.Duration {
 // running there. The sweeps that take the default of one job per card (see
 // Submission.OnePerCard) share theirs: one job per card of all of them, since what
 // keeps two of one sweep's jobs apart, memory that nobody declared, keeps any two apart.
-func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) func(sweep string) *Quota {
-	made := map[string]*Quota{}
+func (e *Engine) quotas(snap Snapshot, cards []pack.CardState, running []*Attempt) func(sweep string) *pack.Quota {
+	made := map[string]*pack.Quota{}
 	var onePerCard []int
 	// free is a plan on each card less the attempts running there of the sweeps in.
 	free := func(plan func(i int) int, in func(sweep string) bool) []int {
@@ -352,13 +353,13 @@ func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) fu
 		}
 		return out
 	}
-	return func(sweep string) *Quota {
+	return func(sweep string) *pack.Quota {
 		if q, ok := made[sweep]; ok {
 			return q
 		}
-		var q *Quota
+		var q *pack.Quota
 		if sub := snap.Submission(sweep); sub != nil && sub.Limit != nil {
-			q = &Quota{Slots: make([]int, len(cards))}
+			q = &pack.Quota{Slots: make([]int, len(cards))}
 			for i, c := range cards {
 				q.Slots[i] = sub.Limit.On(c.Index)
 			}
@@ -394,7 +395,7 @@ func waitsForProbe(snap Snapshot, shape string, probing map[string]bool) bool {
 
 // hosts reads the RAM of each machine of the round's cards for the packer: the
 // cluster's machines, or this one.
-func (e *Engine) hosts(running []*Attempt) (Hosts, error) {
+func (e *Engine) hosts(running []*Attempt) (pack.Hosts, error) {
 	read := map[string]func() (int64, int64, error){}
 	if cl, ok := e.inv.(Cluster); ok {
 		for _, c := range e.cards {
@@ -403,7 +404,7 @@ func (e *Engine) hosts(running []*Attempt) (Hosts, error) {
 	} else if e.cfg.Host != nil {
 		read[""] = e.cfg.Host
 	}
-	hosts := make(Hosts, len(read))
+	hosts := make(pack.Hosts, len(read))
 	for worker, host := range read {
 		total, avail, err := host()
 		if err != nil {
@@ -412,7 +413,7 @@ func (e *Engine) hosts(running []*Attempt) (Hosts, error) {
 			}
 			return nil, fmt.Errorf("host memory: %w", err)
 		}
-		hosts[worker] = HostState{Total: total, Used: total - avail, Headroom: e.cfg.HostHeadroom.Of(total)}
+		hosts[worker] = pack.HostState{Total: total, Used: total - avail, Headroom: e.cfg.HostHeadroom.Of(total)}
 	}
 	for _, a := range running {
 		if h, ok := hosts[a.Worker]; ok {
@@ -489,7 +490,7 @@ func (e *Engine) settling() []*Attempt {
 // what a simulation of 100,000 jobs can afford. An attempt whose files cannot be
 // written pauses the engine (see pause); it and those not started yet go back to the
 // queue as they were: not the jobs' fault.
-func (e *Engine) startAll(snap Snapshot, placed []Placement, running []*Attempt) {
+func (e *Engine) startAll(snap Snapshot, placed []pack.Placement, running []*Attempt) {
 	if len(placed) == 0 {
 		return
 	}
@@ -564,7 +565,7 @@ func (e *Engine) pausedErr() error {
 
 // launch is what starting job j where p places it takes: the job as it runs and its
 // attempt.
-func (e *Engine) launch(snap Snapshot, j *Job, p Placement, sharing int) Launch {
+func (e *Engine) launch(snap Snapshot, j *Job, p pack.Placement, sharing int) Launch {
 	cardIdx := p.Cards
 	sub := snap.Submission(j.Sweep)
 	if !sub.AllocConfRefused.IsZero() {

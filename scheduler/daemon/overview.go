@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 // Overview is the machine and its jobs at one moment: what gpuq top draws.
@@ -121,7 +122,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	out := Overview{Time: time.Now(), Simulated: d.machine.simulated(), GPUs: []GPUView{},
 		Running: []RunningJob{}, Queue: []WaitingJob{}}
 	var views []scheduler.CardView
-	var waits map[string]scheduler.Wait
+	var waits map[string]pack.Wait
 	var snap scheduler.Snapshot
 	// Read in the engine's loop, the state and the events agree.
 	err := d.eng.Do(r.Context(), func() error {

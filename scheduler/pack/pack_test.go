@@ -1,4 +1,4 @@
-package scheduler
+package pack
 
 import (
 	"fmt"
