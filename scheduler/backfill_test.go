@@ -9,6 +9,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // clockEngine is an engine on one 24 GiB card (1 GiB headroom) of slots slots, driven
@@ -17,12 +18,12 @@ func clockEngine(t *testing.T, doc string, slots int) (*Engine, *fakeClock, *fak
 	t.Helper()
 	sw, err := plans.DecodeSweep("b.yaml", []byte(doc), plans.Overrides{})
 	must(t, err)
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	clock := &fakeClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 	e := NewEngine(st, fakeInventory{cards: []gpu.Card{{Index: 0, Total: 24 * gib}}, reads: new(int)}, fr, clock,
 		Config{Slots: []int{slots}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	must(t, e.Submit(&Submission{Sweep: sw}))
+	must(t, e.Submit(&state.Submission{Sweep: sw}))
 	return e, clock, fr
 }
 
@@ -37,7 +38,7 @@ func (f *fakeRunner) started() string {
 
 // succeed ends a job's running attempt as a success, now.
 func (e *Engine) succeed(job string) {
-	e.Apply(Exit{Attempt: AttemptID(job, e.store.Snapshot().Job(job).Attempts), Outcome: plans.Success})
+	e.Apply(Exit{Attempt: state.AttemptID(job, e.store.Snapshot().Job(job).Attempts), Outcome: plans.Success})
 }
 
 // TestEngineLearnsDurations: a shape's duration is the mean of its successful
@@ -80,7 +81,7 @@ func TestEngineBackfillsByLearnedDuration(t *testing.T) {
 	for _, j := range e.store.Snapshot().Jobs() {
 		task, _ := j.Params.Get("task")
 		if d := took[fmt.Sprint(task)]; d > 0 {
-			must(t, e.store.Put(&Shape{Name: j.Shape, Duration: d, Runs: 1}))
+			must(t, e.store.Put(&state.Shape{Name: j.Shape, Duration: d, Runs: 1}))
 		}
 	}
 	round(t, e)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // cardStates combines what NVML reads, the plan, and gpuq's attempts into the packer's
@@ -14,7 +15,7 @@ import (
 // none. A process of none of attempts (nor of a ghost, see ours) is foreign, and its
 // memory counts against free, but for one this PID namespace cannot see: whose it is
 // cannot be told, and NVML's total use still counts it.
-func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*Attempt) []pack.CardState {
+func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*state.Attempt) []pack.CardState {
 	headroom := e.cfg.Headroom
 	out := slices.Grow(dst[:0], len(e.cards))[:len(e.cards)]
 	for i, c := range e.cards {
@@ -26,7 +27,7 @@ func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*Attem
 	for _, a := range attempts {
 		for _, idx := range a.GPUs {
 			if i, ok := e.cardAt(a.Worker, idx); ok {
-				out[i].Reserved += a.reserve()
+				out[i].Reserved += a.Holds()
 				out[i].Running++
 				out[i].Exclusive = out[i].Exclusive || a.Alone && a.Running()
 			}
@@ -45,7 +46,7 @@ func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*Attem
 
 // requestOf is a queued job as the packer sees it. A job of memory: probe whose shape
 // is not measured yet runs alone.
-func requestOf(j *Job) pack.Request {
+func requestOf(j *state.Job) pack.Request {
 	return pack.Request{Job: j.ID, Memory: j.Estimate, GPUsPerJob: j.GPUsPerJob, Host: j.HostEstimate,
 		Exclusive: j.Pos.Exclusive || j.Probe && j.Estimate == 0}
 }

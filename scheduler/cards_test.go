@@ -7,19 +7,20 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // cardsEngine is an engine over cards a test changes between rounds, on the fake
 // clock, with a GiB of headroom and cfg's other settings (one slot a card, unless
 // cfg says); its trainers run until told how they end.
-func cardsEngine(t *testing.T, doc string, cards *[]gpu.Card, owners map[int]string, cfg Config) (*Engine, *Store, *fakeRunner, *[]Event) {
+func cardsEngine(t *testing.T, doc string, cards *[]gpu.Card, owners map[int]string, cfg Config) (*Engine, *state.Store, *fakeRunner, *[]Event) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("m.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: owners}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	if cfg.Slots == nil {
 		cfg.Slots = make([]int, len(*cards))
 		for i := range cfg.Slots {
@@ -29,7 +30,7 @@ func cardsEngine(t *testing.T, doc string, cards *[]gpu.Card, owners map[int]str
 	cfg.Headroom = plans.Headroom{Bytes: gib}
 	var events []Event
 	e := NewEngine(st, cardsInventory{cards}, fr, newFakeClock(), cfg, func(ev Event) { events = append(events, ev) })
-	must(t, e.Submit(&Submission{Sweep: sw}))
+	must(t, e.Submit(&state.Submission{Sweep: sw}))
 	return e, st, fr, &events
 }
 

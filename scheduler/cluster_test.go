@@ -9,6 +9,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // fakeCluster is cards on several machines that a test changes between rounds, one
@@ -38,16 +39,16 @@ func (f *fakeCluster) Host(worker string) (int64, int64, error) {
 
 func (f *fakeCluster) Ends(worker string) time.Time { return f.ends[worker] }
 
-func clusterEngine(t *testing.T, doc string, cl *fakeCluster, owners map[int]string) (*Engine, *Store, *fakeRunner) {
+func clusterEngine(t *testing.T, doc string, cl *fakeCluster, owners map[int]string) (*Engine, *state.Store, *fakeRunner) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("w.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: owners}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	e := NewEngine(st, cl, fr, newFakeClock(), Config{Headroom: plans.Headroom{Bytes: gib}, Settle: time.Nanosecond}, nil)
-	must(t, e.Submit(&Submission{Sweep: sw}))
+	must(t, e.Submit(&state.Submission{Sweep: sw}))
 	return e, st, fr
 }
 
@@ -107,7 +108,7 @@ func TestClusterKeepsATooLargeJob(t *testing.T) {
 	cards := []gpu.Card{{Worker: "n1", Index: 0, Total: 24 * gib}}
 	e, st, fr := clusterEngine(t, "name: big\ncommand: [train]\njobs: [{}]\nmemory: 40GiB\n", &fakeCluster{cards: &cards}, nil)
 	round(t, e)
-	if j := st.Snapshot().Job("big.1"); j.State != JobQueued || len(fr.starts) != 0 {
+	if j := st.Snapshot().Job("big.1"); j.State != state.JobQueued || len(fr.starts) != 0 {
 		t.Fatalf("big.1 is %s after %d starts, want queued", j.State, len(fr.starts))
 	}
 	if reason, _, err := e.Why("big.1"); err != nil || reason != pack.TooLarge {
@@ -129,7 +130,7 @@ func TestClusterMachinesOwnRAMAndTime(t *testing.T) {
 		"n1 ends within the job": func(e *Engine, cl *fakeCluster) {
 			cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
 			shape := e.store.Snapshot().Job("d.1").Shape
-			must(t, e.store.Put(&Shape{Name: shape, Duration: 2 * time.Hour, Runs: 1}))
+			must(t, e.store.Put(&state.Shape{Name: shape, Duration: 2 * time.Hour, Runs: 1}))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -182,7 +183,7 @@ func TestBacklogByLearnedDurations(t *testing.T) {
 	cl := &fakeCluster{cards: &cards}
 	e, st, fr := clusterEngine(t, "name: l\ncommand: [train]\njobs: [{}]\nmemory: 10GiB\n", cl, nil)
 	cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
-	must(t, st.Put(&Shape{Name: st.Snapshot().Job("l.1").Shape, Duration: 3 * time.Hour, Runs: 1}))
+	must(t, st.Put(&state.Shape{Name: st.Snapshot().Job("l.1").Shape, Duration: 3 * time.Hour, Runs: 1}))
 	round(t, e)
 	if len(fr.starts) != 0 {
 		t.Fatalf("the 3h job started on n1, which ends in 1h")
@@ -196,31 +197,5 @@ func TestBacklogByLearnedDurations(t *testing.T) {
 	}
 	if _, detail, _ := e.Why("l.1"); !strings.Contains(detail, "expected to run 3h") {
 		t.Errorf("why: %s", detail)
-	}
-}
-
-// TestAdmitAnywhere: on a cluster a sweep's plan applies by card index on every
-// machine, whatever cards come.
-func TestAdmitAnywhere(t *testing.T) {
-	for _, tt := range []struct {
-		doc  string
-		want map[int]int // card index: slots
-	}{
-		{"gpu_plan: \"2\"\nmemory: 1GiB\n", map[int]int{0: 2, 7: 2}},
-		{"memory: 1GiB\n", map[int]int{0: plans.NoSlotLimit, 5: plans.NoSlotLimit}},
-		{"\n", map[int]int{0: 1, 3: 1}}, // no estimate: one job per card
-		{"gpu_plan: \"2,1\"\nmemory: 1GiB\n", map[int]int{0: 2, 1: 1, 2: 0}},
-		{"gpus: \"1,3\"\ngpu_plan: \"2,1\"\nmemory: 1GiB\n", map[int]int{0: 0, 1: 2, 3: 1}},
-	} {
-		sw, err := plans.DecodeSweep("a.yaml", []byte("name: a\ncommand: [train]\njobs: [{}]\n"+tt.doc), plans.Overrides{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := AdmitAnywhere(sw)
-		for idx, want := range tt.want {
-			if got := l.On(idx); got != want {
-				t.Errorf("%q: card %d takes %d, want %d", tt.doc, idx, got, want)
-			}
-		}
 	}
 }

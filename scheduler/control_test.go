@@ -9,17 +9,18 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // stepEngine is an engine driven round by round over cards of 24 GiB with slots each;
 // its trainers run until stopped.
-func stepEngine(t *testing.T, doc string, slots ...int) (*Engine, *Store) {
+func stepEngine(t *testing.T, doc string, slots ...int) (*Engine, *state.Store) {
 	t.Helper()
 	return limitedEngine(t, doc, nil, slots...)
 }
 
 // limitedEngine is stepEngine with the sweep limited to its own plan.
-func limitedEngine(t *testing.T, doc string, limit Limit, slots ...int) (*Engine, *Store) {
+func limitedEngine(t *testing.T, doc string, limit state.Limit, slots ...int) (*Engine, *state.Store) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("c.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
@@ -29,10 +30,10 @@ func limitedEngine(t *testing.T, doc string, limit Limit, slots ...int) (*Engine
 	for i := range slots {
 		inv.cards = append(inv.cards, gpu.Card{Index: i, Total: 24 * gib})
 	}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 	e := NewEngine(st, inv, fr, newFakeClock(), Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	must(t, e.Submit(&Submission{Sweep: sw, Limit: limit}))
+	must(t, e.Submit(&state.Submission{Sweep: sw, Limit: limit}))
 	return e, st
 }
 
@@ -44,7 +45,7 @@ func round(t *testing.T, e *Engine) {
 // applyStop applies the end of a stopped attempt.
 func applyStop(e *Engine) { e.Apply(<-e.runner.Exits()) }
 
-func states(st *Store) string {
+func states(st *state.Store) string {
 	var parts []string
 	for _, j := range st.Snapshot().Jobs() {
 		parts = append(parts, j.ID+":"+string(j.ShownState()))
@@ -100,7 +101,7 @@ func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 	if _, err := e.Retry(Selection{IDs: []string{"c.1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if j := st.Snapshot().Job("c.1"); j.State != JobQueued || j.Since != 1 {
+	if j := st.Snapshot().Job("c.1"); j.State != state.JobQueued || j.Since != 1 {
 		t.Errorf("retried: %+v", j.Status)
 	}
 	for name, err := range map[string]error{
@@ -119,7 +120,7 @@ func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 func second(_ []string, err error) error { return err }
 
 func TestASweepsOwnPlanLimitsItsJobs(t *testing.T) {
-	e, st := limitedEngine(t, threeJobs, Limit{1: 1}, 4, 4)
+	e, st := limitedEngine(t, threeJobs, state.Limit{1: 1}, 4, 4)
 	round(t, e)
 	running := st.Snapshot().Running()
 	if len(running) != 1 || running[0].GPUs[0] != 1 {
@@ -151,7 +152,7 @@ func TestCleanForgetsEndedSweeps(t *testing.T) {
 		t.Fatalf("clean: %v, %v; %d jobs left", gone, err, len(st.Snapshot().Jobs()))
 	}
 	sw, _ := plans.DecodeSweep("c.yaml", []byte(threeJobs), plans.Overrides{})
-	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
+	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Errorf("a forgotten sweep's name submitted again: %v", err)
 	}
 }
@@ -162,7 +163,7 @@ func TestCleanForgetsEndedSweeps(t *testing.T) {
 // sweep with estimates is packed beside them by memory.
 func TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	e := NewEngine(st, fakeInventory{cards: cards, reads: new(int)}, &fakeRunner{script: func(Launch) Exit { return Exit{} }},
 		newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
 	for _, doc := range []string{
@@ -174,7 +175,7 @@ func TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps(t *testing.T) {
 		must(t, err)
 		limit, err := Admit(sw, cards)
 		must(t, err)
-		must(t, e.Submit(&Submission{Sweep: sw, Limit: limit}))
+		must(t, e.Submit(&state.Submission{Sweep: sw, Limit: limit}))
 	}
 	round(t, e)
 	perCard := map[int][]string{}

@@ -1,3 +1,8 @@
+// Package scheduler is gpuq's engine: it runs rounds (read the cards, learn what the
+// running attempts hold, pack the queue, start what is placed), applies how attempts
+// end (the OOM ladder), and does what people ask of it (cancel, hold, drain, why).
+// It packs with scheduler/pack and keeps what it knows in scheduler/state, whose one
+// writer it is while it runs; it meets the processes it starts through a Runner.
 package scheduler
 
 import (
@@ -5,6 +10,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Clock is the engine's time: real under `gpuq run`, virtual under a simulation.
@@ -43,9 +49,9 @@ type Cluster interface {
 
 // Launch is what a Runner needs to start an attempt.
 type Launch struct {
-	Attempt    *Attempt
-	Job        *Job
-	Submission *Submission // the job's sweep, and the environment it was submitted from
+	Attempt    *state.Attempt
+	Job        *state.Job
+	Submission *state.Submission // the job's sweep, and the environment it was submitted from
 	Cards      []gpu.Card
 	// Sharing is how many trainers run once this round's have started, this one
 	// included: threads: auto divides the cores by it.
@@ -57,7 +63,7 @@ type Runner interface {
 	// Start starts the attempt and says where it runs and logs.
 	Start(l Launch) (Started, error)
 	// Stop asks a running attempt to end; its Exit follows.
-	Stop(a *Attempt)
+	Stop(a *state.Attempt)
 	// Owner returns the attempt a process belongs to, so that the engine can tell its
 	// attempts' processes from foreign ones; ok is false for a process of none.
 	Owner(pid int) (attempt string, ok bool)
@@ -74,7 +80,7 @@ type Adopter interface {
 	// reports its end on Exits as for one it started. It returns what it knows of the
 	// attempt now; an attempt whose trainer never started is reported ended with
 	// Exit.Unstarted.
-	Adopt(a *Attempt) Started
+	Adopt(a *state.Attempt) Started
 }
 
 // HostMeter is a Runner that can measure host memory: what the processes of each of its
@@ -143,7 +149,7 @@ type Config struct {
 
 // Engine runs jobs to the end: it packs, starts attempts, and reacts to how they end.
 type Engine struct {
-	store  *Store
+	store  *state.Store
 	inv    Inventory
 	runner Runner
 	clock  Clock
@@ -163,7 +169,7 @@ type Engine struct {
 	running map[string]bool
 	// roundRunning holds a round's running attempts (see roundRunningNow), and
 	// roundBufs its cards and their ends (see view).
-	roundRunning []*Attempt
+	roundRunning []*state.Attempt
 	roundBufs    viewBufs
 	// unsaved is what was measured of running attempts and not yet written; savedAt
 	// is when it was last written.
@@ -193,7 +199,7 @@ type Engine struct {
 	err error
 	// paused is why gpuq cannot write now, while it cannot; pending are the ends of
 	// attempts that could not be recorded meanwhile (see pause.go).
-	paused  *CannotWrite
+	paused  *state.CannotWrite
 	pending []Exit
 }
 
@@ -205,12 +211,12 @@ type proc struct {
 
 // ghost is an ended attempt whose memory NVML may still show.
 type ghost struct {
-	attempt *Attempt
+	attempt *state.Attempt
 	until   time.Time
 }
 
 // NewEngine returns an engine over the store's jobs. events may be nil.
-func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Config, events func(Event)) *Engine {
+func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cfg Config, events func(Event)) *Engine {
 	if events == nil {
 		events = func(Event) {}
 	}
@@ -227,7 +233,7 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{},
 		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
 	e.events = func(ev Event) {
-		if e.store.open != nil {
+		if e.store.InBatch() {
 			e.later = append(e.later, ev)
 			return
 		}
@@ -240,8 +246,8 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 // Store.batch), and tells the events of fn once they are in the store, for whoever
 // reads it when told (the daemon's hooks and metrics).
 func (e *Engine) batch(fn func()) error {
-	err := e.store.batch(fn)
-	if e.store.open == nil {
+	err := e.store.Batch(fn)
+	if !e.store.InBatch() {
 		later := e.later
 		e.later = nil
 		for _, ev := range later {
@@ -252,7 +258,7 @@ func (e *Engine) batch(fn func()) error {
 }
 
 // Submit adds a sweep's jobs.
-func (e *Engine) Submit(sub *Submission) error { return e.store.Submit(sub) }
+func (e *Engine) Submit(sub *state.Submission) error { return e.store.Submit(sub) }
 
 // Adopt takes up the attempts that were running when the last engine on the store's
 // state stopped, when the runner can (see Adopter), and returns how many it took up.

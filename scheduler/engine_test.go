@@ -11,9 +11,26 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 const gib = int64(1) << 30
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// journaled is the store of a state directory, closed when the test ends.
+func journaled(t *testing.T, dir string) *state.Store {
+	t.Helper()
+	s, err := state.OpenState(dir, func(w string) { t.Log(w) })
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
 
 // fakeRunner ends each attempt as script says, at once.
 // An empty Outcome leaves the attempt running until it is stopped; onStop then says how
@@ -41,7 +58,7 @@ func (f *fakeRunner) Start(l Launch) (Started, error) {
 	return Started{Leader: 100 + n}, nil
 }
 
-func (f *fakeRunner) Stop(a *Attempt) {
+func (f *fakeRunner) Stop(a *state.Attempt) {
 	x := Exit{Outcome: plans.Cancelled}
 	if f.onStop != nil {
 		x = f.onStop(a.ID)
@@ -129,7 +146,7 @@ func (c *fakeClock) poll(t *testing.T, d time.Duration) {
 	c.timers = kept
 }
 
-func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launch) Exit) (*Store, *fakeRunner, []Event) {
+func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launch) Exit) (*state.Store, *fakeRunner, []Event) {
 	t.Helper()
 	return runEngineWith(t, doc, cards, slots, &fakeRunner{script: script}, nil, nil)
 }
@@ -137,7 +154,7 @@ func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launc
 // runEngineWith runs an engine on the fake clock until every job has ended, or until
 // drive (run beside it, if not nil) cancels it.
 func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, procs []gpu.Process,
-	drive func(c *fakeClock, cancel context.CancelFunc)) (*Store, *fakeRunner, []Event) {
+	drive func(c *fakeClock, cancel context.CancelFunc)) (*state.Store, *fakeRunner, []Event) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("e.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
@@ -149,13 +166,13 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 		inv.cards = append(inv.cards, gpu.Card{Index: i, Total: 24 * gib, Processes: procs})
 		sl = append(sl, slots)
 	}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	var mu sync.Mutex
 	var events []Event
 	clock := newFakeClock()
 	e := NewEngine(st, inv, fr, clock, Config{Slots: sl, Headroom: plans.Headroom{Bytes: gib}, Poll: time.Second},
 		func(ev Event) { mu.Lock(); events = append(events, ev); mu.Unlock() })
-	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
+	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -172,7 +189,7 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 	return st, fr, events
 }
 
-func history(st *Store, job string) string {
+func history(st *state.Store, job string) string {
 	snap := st.Snapshot()
 	var parts []string
 	for _, a := range snap.Attempts(job) {
@@ -271,7 +288,7 @@ func TestHostOOMLowersDataWorkersFirst(t *testing.T) {
 func TestFailsWithHistoryAtTheEndOfTheLadder(t *testing.T) {
 	st, _, events := runEngine(t, ladderSweep, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
 	j := st.Snapshot().Job("e.1")
-	if j.State != JobFailed || !strings.Contains(j.Reason, "the last rung of its ladder") || j.Attempts != 6 {
+	if j.State != state.JobFailed || !strings.Contains(j.Reason, "the last rung of its ladder") || j.Attempts != 6 {
 		t.Errorf("state %s after %d attempts: %s", j.State, j.Attempts, j.Reason)
 	}
 	if last := events[len(events)-1]; last.Kind != "failed" {
@@ -283,7 +300,7 @@ func TestMaxAttemptsBoundsRetries(t *testing.T) {
 	doc := strings.Replace(ladderSweep, "max_attempts: 8", "max_attempts: 2", 1)
 	st, _, _ := runEngine(t, doc, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
 	j := st.Snapshot().Job("e.1")
-	if j.State != JobFailed || j.Attempts != 2 || !strings.Contains(j.Reason, "oom.max_attempts") {
+	if j.State != state.JobFailed || j.Attempts != 2 || !strings.Contains(j.Reason, "oom.max_attempts") {
 		t.Errorf("state %s after %d attempts: %s", j.State, j.Attempts, j.Reason)
 	}
 }
@@ -292,7 +309,7 @@ func TestTooLargeForEveryCardFailsAtOnce(t *testing.T) {
 	doc := strings.Replace(ladderSweep, "memory: 10GiB", "memory: 30GiB", 1) // room is 23 GiB
 	st, fr, _ := runEngine(t, doc, 1, 1, func(l Launch) Exit { return Exit{Outcome: plans.Success} })
 	j := st.Snapshot().Job("e.1")
-	if j.State != JobFailed || len(fr.starts) != 0 || !strings.Contains(j.Reason, "larger than every card") {
+	if j.State != state.JobFailed || len(fr.starts) != 0 || !strings.Contains(j.Reason, "larger than every card") {
 		t.Errorf("state %s after %d starts: %s", j.State, len(fr.starts), j.Reason)
 	}
 }
@@ -306,7 +323,7 @@ func TestFailureAndSuccessEndJobs(t *testing.T) {
 		return Exit{Outcome: plans.Success}
 	})
 	snap := st.Snapshot()
-	if snap.Job("f.1").State != JobSucceeded || snap.Job("f.2").State != JobFailed || !strings.Contains(snap.Job("f.2").Reason, "status 2") {
+	if snap.Job("f.1").State != state.JobSucceeded || snap.Job("f.2").State != state.JobFailed || !strings.Contains(snap.Job("f.2").Reason, "status 2") {
 		t.Errorf("f.1 %s, f.2 %s (%s)", snap.Job("f.1").State, snap.Job("f.2").State, snap.Job("f.2").Reason)
 	}
 }
@@ -339,7 +356,7 @@ func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 		schedtest.WaitFor(t, "the job to start", func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return len(fr.starts) == 1 })
 		cancel()
 	})
-	if j := st.Snapshot().Job("e.1"); j.State != JobCancelled {
+	if j := st.Snapshot().Job("e.1"); j.State != state.JobCancelled {
 		t.Errorf("state %s (%s), want cancelled", j.State, j.Reason)
 	}
 }
@@ -364,9 +381,9 @@ memory: probe
 	}
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
+	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Schedule(); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // CardView is a card as the engine last read it, with what the packer counts on it.
@@ -27,18 +28,18 @@ type CardView struct {
 
 // Holding is a running attempt's part of a card.
 type Holding struct {
-	Attempt *Attempt
+	Attempt *state.Attempt
 	// Reserved is what the packer holds for it; Held what its processes hold now.
 	Reserved, Held int64
 }
 
 // CardViews returns every card as the last round read it.
 func (e *Engine) CardViews() []CardView {
-	snap := e.store.view()
+	snap := e.store.Latest()
 	running := e.runningNow(snap)
 	slots := e.slots()
 	states := e.cardStates(nil, slots, running)
-	slices.SortFunc(running, func(a, b *Attempt) int { return a.Started.Compare(b.Started) })
+	slices.SortFunc(running, func(a, b *state.Attempt) int { return a.Started.Compare(b.Started) })
 	drained := snap.Drained()
 	out := make([]CardView, len(e.cards))
 	for i, c := range e.cards {
@@ -46,8 +47,8 @@ func (e *Engine) CardViews() []CardView {
 		out[i] = CardView{Card: c, Slots: slots[i], Running: s.Running, Drained: drained[c.ID()],
 			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom}
 		for _, a := range running {
-			if a.on(c.ID()) {
-				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.reserve(), Held: e.useOn(a.ID, i).bytes})
+			if a.On(c.ID()) {
+				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.Holds(), Held: e.useOn(a.ID, i).bytes})
 			}
 		}
 	}
@@ -56,7 +57,7 @@ func (e *Engine) CardViews() []CardView {
 
 // Waits says why each queued job that is not held waits, by job.
 func (e *Engine) Waits() (map[string]pack.Wait, error) {
-	snap := e.store.view()
+	snap := e.store.Latest()
 	d, probing, err := e.decide(snap)
 	if err != nil {
 		return nil, err
@@ -73,18 +74,18 @@ func (e *Engine) Waits() (map[string]pack.Wait, error) {
 
 // decide is what the packer would decide now, and the queued jobs it was not offered
 // because they wait for their shape's probe.
-func (e *Engine) decide(snap Snapshot) (pack.Decision, []*Job, error) {
-	var probing []*Job
+func (e *Engine) decide(snap state.Snapshot) (pack.Decision, []*state.Job, error) {
+	var probing []*state.Job
 	v, err := e.view(snap, e.runningNow(snap), nil)
 	if err != nil {
 		return pack.Decision{}, nil, err
 	}
-	queue := e.queue(v, func(j *Job) { probing = append(probing, j) })
+	queue := e.queue(v, func(j *state.Job) { probing = append(probing, j) })
 	return pack.Pack(queue, v.cards, v.hosts), probing, nil
 }
 
 // probeDetail says which job a job of memory: probe waits for.
-func probeDetail(snap Snapshot, j *Job) string {
+func probeDetail(snap state.Snapshot, j *state.Job) string {
 	by := "the first queued job of its shape"
 	if l := snap.Shape(j.Shape); l != nil && l.Probe != "" {
 		by = l.Probe

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Whose each process on the cards is. A round resolves it once, in the order the cards
@@ -126,7 +127,7 @@ func (e *Engine) cardAt(worker string, idx int) (int, bool) {
 
 // ours tells the attempts given, and the ended ones whose memory may still show
 // (ghosts), from any other: a process of one of them is not foreign, on whichever card.
-func (e *Engine) ours(attempts []*Attempt) func(attempt string) bool {
+func (e *Engine) ours(attempts []*state.Attempt) func(attempt string) bool {
 	set := e.running
 	clear(set)
 	for _, a := range attempts {

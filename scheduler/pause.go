@@ -8,19 +8,9 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gpuq/gpuq/scheduler/state"
 )
-
-// CannotWrite is a failure to write gpuq's own files: the journal, or an attempt's
-// directory. What was being written did not take effect and can be tried again; the
-// engine pauses until it can write (see Engine.pause).
-type CannotWrite struct {
-	What string // what could not be written: "the journal", "the attempt's files"
-	Err  error
-}
-
-func (e *CannotWrite) Error() string { return fmt.Sprintf("cannot write %s: %v", e.What, e.Err) }
-
-func (e *CannotWrite) Unwrap() error { return e.Err }
 
 // Checker is a Runner that can tell whether it could write an attempt's files now. A
 // paused engine asks it before it starts another attempt, rather than let every queued
@@ -42,7 +32,7 @@ func (e *Engine) put(objs ...any) error {
 // failed pauses the engine on an error to write, or stops it on any other, and returns
 // err.
 func (e *Engine) failed(err error) error {
-	var cw *CannotWrite
+	var cw *state.CannotWrite
 	switch {
 	case err == nil:
 	case errors.As(err, &cw):
@@ -55,7 +45,7 @@ func (e *Engine) failed(err error) error {
 
 // pause stops attempts from starting until the engine can write again, and says so
 // when it begins.
-func (e *Engine) pause(cause *CannotWrite) {
+func (e *Engine) pause(cause *state.CannotWrite) {
 	if e.paused == nil {
 		e.events(Event{Time: e.clock.Now(), Job: "scheduling", Kind: "paused", Message: cause.Error() +
 			": no attempt starts until gpuq can write again; running trainers go on, and how they end is kept until it can be saved"})
@@ -80,7 +70,7 @@ func (e *Engine) resume() bool {
 	}
 	if c, ok := e.runner.(Checker); ok {
 		if err := c.Check(); err != nil {
-			e.pause(&CannotWrite{What: "the attempts' files", Err: err})
+			e.pause(&state.CannotWrite{What: "the attempts' files", Err: err})
 			return false
 		}
 	}

@@ -9,12 +9,13 @@ import (
 	"slices"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Apply records how an attempt ended and decides what becomes of its job. Run applies
 // what arrives on Exits, in the next Round; a driver of its own calls Round or Apply.
 func (e *Engine) Apply(x Exit) {
-	snap := e.store.view()
+	snap := e.store.Latest()
 	a := snap.Attempt(x.Attempt)
 	if a == nil || !a.Running() {
 		return
@@ -31,7 +32,7 @@ func (e *Engine) Apply(x Exit) {
 	job := *snap.Job(a.Job)
 	sw := snap.Sweep(job.Sweep)
 	if job.Probe {
-		e.changeShape(job.Shape, func(l *Shape) {
+		e.changeShape(job.Shape, func(l *state.Shape) {
 			if l.Probe == job.ID {
 				l.Probe = ""
 			}
@@ -41,30 +42,30 @@ func (e *Engine) Apply(x Exit) {
 	switch {
 	case x.Unstarted, x.Requeue:
 		// It does not count against oom.max_attempts.
-		job.State, job.Since, kind = JobQueued, job.Since+1, "requeued"
+		job.State, job.Since, kind = state.JobQueued, job.Since+1, "requeued"
 	case x.Outcome == plans.Success:
-		job.State, kind = JobSucceeded, "succeeded"
+		job.State, kind = state.JobSucceeded, "succeeded"
 	case a.TimedOut:
 		ended.Outcome, kind = plans.TimedOut, string(plans.TimedOut)
 		msg = timedOut(&job, &ended)
 	case x.Outcome == plans.Cancelled:
-		job.State, job.Reason = JobCancelled, "cancelled while running"
+		job.State, job.Reason = state.JobCancelled, "cancelled while running"
 	case x.Outcome == plans.GPUOOM, x.Outcome == plans.HostOOM:
 		msg = e.degrade(&job, &ended, sw)
 		kind = string(x.Outcome)
 	case x.Outcome == plans.AllocConfRefused:
 		msg = e.withoutAllocConf(&job, &ended, sw)
 	default:
-		job.State, job.Reason = JobFailed, fmt.Sprintf("attempt %d %s: %s", a.N, x.Outcome, x.Detail)
+		job.State, job.Reason = state.JobFailed, fmt.Sprintf("attempt %d %s: %s", a.N, x.Outcome, x.Detail)
 		msg = job.Reason
 	}
-	if job.State == JobQueued && job.Attempts-job.Since >= sw.OOM.MaxAttempts {
-		job.State = JobFailed
+	if job.State == state.JobQueued && job.Attempts-job.Since >= sw.OOM.MaxAttempts {
+		job.State = state.JobFailed
 		job.Reason = fmt.Sprintf("out of memory on each of %s (oom.max_attempts)", plans.Count(job.Attempts-job.Since, "attempt"))
 		msg += "; " + job.Reason
 	}
 	var err error
-	if job.State == JobSucceeded {
+	if job.State == state.JobSucceeded {
 		err = e.learn(job.Shape, &ended, &job, &ended)
 	} else {
 		err = e.put(&job, &ended)
@@ -78,14 +79,14 @@ func (e *Engine) Apply(x Exit) {
 	e.unsaved.forget(a.ID)
 	e.ghosts = append(e.ghosts, ghost{attempt: &ended, until: ended.Ended.Add(e.cfg.Settle)})
 	e.events(Event{Time: ended.Ended, Job: job.ID, Attempt: a.N, Kind: kind, Message: msg})
-	if job.State == JobFailed && x.Outcome != plans.Failed && x.Outcome != plans.Lost && x.Outcome != plans.AllocConfRefused {
+	if job.State == state.JobFailed && x.Outcome != plans.Failed && x.Outcome != plans.Lost && x.Outcome != plans.AllocConfRefused {
 		e.events(Event{Time: ended.Ended, Job: job.ID, Kind: "failed", Message: job.Reason})
 	}
 }
 
 // degrade reacts to an out-of-memory end: it learns a lower bound on the job's need,
 // then retries it as it was when it was crowded out, or steps down the ladder.
-func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
+func (e *Engine) degrade(job *state.Job, a *state.Attempt, sw *plans.Sweep) string {
 	room := e.room(a)
 	before := job.Estimate
 	if a.Outcome == plans.GPUOOM {
@@ -106,17 +107,17 @@ func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
 			others = e.sharedCard(a)
 		}
 		// Whatever becomes of this job, its shape needs that much at this tier.
-		e.changeShape(job.Shape, func(l *Shape) { l.Floor = max(l.Floor, need) })
+		e.changeShape(job.Shape, func(l *state.Shape) { l.Floor = max(l.Floor, need) })
 		if need > 0 && need <= room && raised <= room && others && !job.Retried {
-			job.Estimate, job.Retried, job.State = raised, true, JobQueued
-			job.EstimatedAt = e.store.view().Shape(job.Shape).rev()
+			job.Estimate, job.Retried, job.State = raised, true, state.JobQueued
+			job.EstimatedAt = e.store.Latest().Shape(job.Shape).Revision()
 			return fmt.Sprintf("crowded out: needs at least %s, which fits the card alone; retrying at tier %d with that estimate",
 				plans.FormatSize(raised), job.Pos.Tier)
 		}
 	}
 	msg, ok := e.stepDown(job, sw, before, a.Outcome == plans.HostOOM)
 	if !ok {
-		job.State = JobFailed
+		job.State = state.JobFailed
 		job.Reason = fmt.Sprintf("%s at tier %d, the last rung of its ladder", a.Outcome, job.Pos.Tier)
 		return job.Reason
 	}
@@ -124,7 +125,7 @@ func (e *Engine) degrade(job *Job, a *Attempt, sw *plans.Sweep) string {
 }
 
 // stepDown requeues a job at the next rung of its ladder, or reports that it has none.
-func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool) (string, bool) {
+func (e *Engine) stepDown(job *state.Job, sw *plans.Sweep, before int64, hostOOM bool) (string, bool) {
 	next, pos, changed, _, ok := plans.Step(job.Current, job.Ladder, job.Pos, hostOOM)
 	if !ok {
 		return "", false
@@ -132,14 +133,14 @@ func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool)
 	// A new rung is a new shape. Its estimate is the model's at the new parameters, or
 	// the one the failed attempt started with (not what the failure raised it to); and
 	// what was learned of the new shape, if another job got there first.
-	job.Current, job.Pos, job.Retried, job.State = next, pos, false, JobQueued
+	job.Current, job.Pos, job.Retried, job.State = next, pos, false, state.JobQueued
 	job.Shape = sw.ShapeOf(next)
 	if job.Model != nil {
 		job.Declared = job.MemoryAt(next)
 	} else {
 		job.Declared = before
 	}
-	e.store.view().reestimate(job)
+	e.store.Latest().Reestimate(job)
 	var parts []string
 	for _, k := range changed {
 		v, _ := next.Get(k)
@@ -158,9 +159,9 @@ func (e *Engine) stepDown(job *Job, sw *plans.Sweep, before int64, hostOOM bool)
 // nearlyFull reports whether one of the attempt's cards had less than a tenth of its
 // memory free at the last reading: where cuBLAS could not create its handle, the
 // likeliest cause is memory.
-func (e *Engine) nearlyFull(a *Attempt) bool {
+func (e *Engine) nearlyFull(a *state.Attempt) bool {
 	for _, c := range e.cards {
-		if a.on(c.ID()) && c.Fault == "" && c.Used*10 > c.Total*9 {
+		if a.On(c.ID()) && c.Fault == "" && c.Used*10 > c.Total*9 {
 			return true
 		}
 	}
@@ -171,23 +172,23 @@ func (e *Engine) nearlyFull(a *Attempt) bool {
 // configuration problem, not the trainer's. Unless the sweep set the option itself, the
 // sweep's attempts start without it from now on (journaled, so a restarted daemon keeps
 // to it) and the job is tried again, once, without counting against oom.max_attempts.
-func (e *Engine) withoutAllocConf(job *Job, a *Attempt, sw *plans.Sweep) string {
+func (e *Engine) withoutAllocConf(job *state.Job, a *state.Attempt, sw *plans.Sweep) string {
 	set := slices.ContainsFunc(sw.Env, func(v plans.EnvVar) bool {
 		return v.Name == "PYTORCH_CUDA_ALLOC_CONF" || v.Name == "PYTORCH_ALLOC_CONF"
 	})
-	sub := e.store.view().Submission(sw.Name)
+	sub := e.store.Latest().Submission(sw.Name)
 	switch {
 	case set:
-		job.State, job.Reason = JobFailed, "this PyTorch (before 2.1) does not know expandable_segments, which the sweep's env sets: remove it from env"
+		job.State, job.Reason = state.JobFailed, "this PyTorch (before 2.1) does not know expandable_segments, which the sweep's env sets: remove it from env"
 	case !sub.AllocConfRefused.IsZero() && !a.Started.Before(sub.AllocConfRefused):
-		job.State, job.Reason = JobFailed, "this PyTorch refused expandable_segments although gpuq no longer sets it: set PYTORCH_CUDA_ALLOC_CONF in the sweep's env"
+		job.State, job.Reason = state.JobFailed, "this PyTorch refused expandable_segments although gpuq no longer sets it: set PYTORCH_CUDA_ALLOC_CONF in the sweep's env"
 	default:
 		if sub.AllocConfRefused.IsZero() {
 			c := *sub
 			c.AllocConfRefused = a.Ended
 			e.put(&c)
 		}
-		job.State, job.Since = JobQueued, job.Since+1
+		job.State, job.Since = state.JobQueued, job.Since+1
 		return fmt.Sprintf("this PyTorch (before 2.1) does not know PYTORCH_CUDA_ALLOC_CONF=%s: retrying without it, as every later job of sweep %s will start (env: {PYTORCH_CUDA_ALLOC_CONF: \"\"} says so in the sweep file)",
 			plans.DefaultAllocConf, sw.Name)
 	}
@@ -195,10 +196,10 @@ func (e *Engine) withoutAllocConf(job *Job, a *Attempt, sw *plans.Sweep) string 
 }
 
 // room is the memory the attempt's card offers with nothing else on it.
-func (e *Engine) room(a *Attempt) int64 {
+func (e *Engine) room(a *state.Attempt) int64 {
 	room := int64(math.MaxInt64)
 	for _, c := range e.cards {
-		if a.on(c.ID()) {
+		if a.On(c.ID()) {
 			total := c.Total
 			if a.OOM != nil && a.OOM.TotalBytes > 0 {
 				total = a.OOM.TotalBytes
@@ -210,11 +211,11 @@ func (e *Engine) room(a *Attempt) int64 {
 }
 
 // sharedCard reports whether another attempt ran on one of a's cards when it ended.
-func (e *Engine) sharedCard(a *Attempt) bool {
-	for _, r := range e.store.view().Running() {
+func (e *Engine) sharedCard(a *state.Attempt) bool {
+	for _, r := range e.store.Latest().Running() {
 		if r.ID != a.ID {
 			for _, g := range r.GPUs {
-				if a.on(plans.CardID{Worker: r.Worker, Index: g}) {
+				if a.On(plans.CardID{Worker: r.Worker, Index: g}) {
 					return true
 				}
 			}

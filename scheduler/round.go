@@ -14,6 +14,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Schedule is one round: it samples the cards, learns peaks, and starts what the packer
@@ -50,22 +51,22 @@ func (e *Engine) schedule() error {
 	e.watchCards()
 	e.resolveOwners()
 	writes := e.paused == nil || e.resume()
-	running := e.roundRunningNow(e.store.view())
+	running := e.roundRunningNow(e.store.Latest())
 	if e.expire(running) {
-		running = e.roundRunningNow(e.store.view())
+		running = e.roundRunningNow(e.store.Latest())
 	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others.
 	e.rewritten = e.rewritten[:0]
 	e.learnPeaks(running)
 	e.failTooLarge()
-	snap := e.store.view()
-	smallest, _, ok := e.store.queue.extremes()
+	snap := e.store.Latest()
+	smallest, _, ok := e.store.Queue().Extremes()
 	if !ok || !writes {
 		return nil
 	}
 	for _, id := range e.rewritten {
-		if i := slices.IndexFunc(running, func(a *Attempt) bool { return a.ID == id }); i >= 0 {
+		if i := slices.IndexFunc(running, func(a *state.Attempt) bool { return a.ID == id }); i >= 0 {
 			running[i] = e.measured(snap.Attempt(id))
 		}
 	}
@@ -73,7 +74,7 @@ func (e *Engine) schedule() error {
 	if err != nil {
 		return err
 	}
-	e.store.queue.ranFor(running, e.clock.Now())
+	e.store.Queue().RanFor(running, e.clock.Now())
 	d := pack.Place(e.offers(v), v.cards, v.hosts, smallest)
 	e.headed(snap, d)
 	e.startAll(snap, d.Placements, running)
@@ -86,7 +87,7 @@ func (e *Engine) Preview() (pack.Decision, []pack.CardState, error) {
 	if err := e.readCards(); err != nil {
 		return pack.Decision{}, nil, err
 	}
-	snap := e.store.view()
+	snap := e.store.Latest()
 	v, err := e.view(snap, e.runningNow(snap), nil)
 	if err != nil {
 		return pack.Decision{}, nil, err
@@ -142,10 +143,10 @@ func (e *Engine) timeLeft(cards []pack.CardState) {
 // each machine's RAM, and how the queue's jobs are asked for. Schedule, Preview, Why
 // and Waits all build it here, so that they agree.
 type view struct {
-	snap    Snapshot
+	snap    state.Snapshot
 	cards   []pack.CardState
 	hosts   pack.Hosts
-	request func(*group, member) pack.Request
+	request func(*state.Group, state.Member) pack.Request
 }
 
 // viewBufs are arrays a view's cards and their ends may be kept in.
@@ -157,7 +158,7 @@ type viewBufs struct {
 // view builds a round's view from a snapshot. buf, if not nil, holds the arrays the
 // cards are kept in, and is given the ones they are: a round's, which nothing keeps
 // past it, reuses the round before's.
-func (e *Engine) view(snap Snapshot, running []*Attempt, buf *viewBufs) (view, error) {
+func (e *Engine) view(snap state.Snapshot, running []*state.Attempt, buf *viewBufs) (view, error) {
 	if buf == nil {
 		buf = &viewBufs{}
 	}
@@ -182,19 +183,19 @@ func (e *Engine) view(snap Snapshot, running []*Attempt, buf *viewBufs) (view, e
 
 // offers is the store's queue as a round offers it to the packer (see Queue).
 type offers struct {
-	c       *cursor
-	request func(*group, member) pack.Request
+	c       *state.Cursor
+	request func(*state.Group, state.Member) pack.Request
 }
 
 func (o offers) Next(room int64) (pack.Request, bool) {
-	g, m, ok := o.c.nextUpTo(room)
+	g, m, ok := o.c.NextUpTo(room)
 	if !ok {
 		return pack.Request{}, false
 	}
 	return o.request(g, m), true
 }
 
-func (o offers) Pass() { o.c.pass() }
+func (o offers) Pass() { o.c.Pass() }
 
 // offers is the queue for a round, as Place reads it. Of a group of memory: probe jobs
 // whose shape is not measured yet, the first is offered while no job measures the
@@ -202,28 +203,28 @@ func (o offers) Pass() { o.c.pass() }
 // wait for its peak.
 func (e *Engine) offers(v view) offers {
 	probing := map[string]bool{}
-	admit := func(g *group) int {
+	admit := func(g *state.Group) int {
 		switch {
-		case !g.key.probe:
+		case !g.Key.Probe:
 			return math.MaxInt
-		case waitsForProbe(v.snap, g.key.shape, probing):
+		case waitsForProbe(v.snap, g.Key.Shape, probing):
 			return 0
 		}
 		return 1
 	}
-	return offers{c: e.store.queue.cursor(admit), request: v.request}
+	return offers{c: e.store.Queue().Cursor(admit), request: v.request}
 }
 
 // queue is the queue as Pack reads it: every job in order, less those that wait for
 // their shape's probe; probing, if not nil, is told of each of those.
-func (e *Engine) queue(v view, probing func(*Job)) []pack.Request {
+func (e *Engine) queue(v view, probing func(*state.Job)) []pack.Request {
 	var out []pack.Request
 	probed := map[string]bool{}
-	c := e.store.queue.cursor(nil)
-	for g, m, ok := c.nextJob(); ok; g, m, ok = c.nextJob() {
-		if g.key.probe && waitsForProbe(v.snap, g.key.shape, probed) {
+	c := e.store.Queue().Cursor(nil)
+	for g, m, ok := c.Next(); ok; g, m, ok = c.Next() {
+		if g.Key.Probe && waitsForProbe(v.snap, g.Key.Shape, probed) {
 			if probing != nil {
-				probing(v.snap.Job(m.id))
+				probing(v.snap.Job(m.ID))
 			}
 			continue
 		}
@@ -234,12 +235,12 @@ func (e *Engine) queue(v view, probing func(*Job)) []pack.Request {
 
 // requester turns the queue's jobs into the packer's requests: each with its sweep's
 // quota, how long it is expected to run, and how long it has headed the queue.
-func (e *Engine) requester(quota func(sweep string) *pack.Quota) func(*group, member) pack.Request {
+func (e *Engine) requester(quota func(sweep string) *pack.Quota) func(*state.Group, state.Member) pack.Request {
 	now := e.clock.Now()
-	return func(g *group, m member) pack.Request {
-		r := pack.Request{Job: m.id, Memory: g.key.estimate, GPUsPerJob: g.key.gpus, Host: g.key.host,
-			Exclusive: g.key.exclusive || g.key.probe, Quota: quota(g.sweep), Duration: cmp.Or(g.took, g.key.timeout)}
-		if m.seq == e.head.seq {
+	return func(g *state.Group, m state.Member) pack.Request {
+		r := pack.Request{Job: m.ID, Memory: g.Key.Estimate, GPUsPerJob: g.Key.GPUs, Host: g.Key.Host,
+			Exclusive: g.Key.Exclusive || g.Key.Probe, Quota: quota(g.Sweep), Duration: cmp.Or(g.Took(), g.Key.Timeout)}
+		if m.Seq == e.head.seq {
 			r.Waited = now.Sub(e.head.since)
 		}
 		return r
@@ -256,7 +257,7 @@ type head struct {
 
 // headed notes which job the round reserved cards for. A round that reserved none
 // (the queue read no further) leaves the head as it was; it goes once it starts.
-func (e *Engine) headed(snap Snapshot, d pack.Decision) {
+func (e *Engine) headed(snap state.Snapshot, d pack.Decision) {
 	switch r := d.Reservation; {
 	case r != nil && r.Job != e.head.job:
 		e.head = head{job: r.Job, seq: snap.Job(r.Job).Seq, since: e.clock.Now()}
@@ -267,7 +268,7 @@ func (e *Engine) headed(snap Snapshot, d pack.Decision) {
 
 // addEnds tells the packer when each attempt on a card is expected to end, in buf's
 // array (see view).
-func (e *Engine) addEnds(states []pack.CardState, attempts []*Attempt, buf *[]pack.Release) {
+func (e *Engine) addEnds(states []pack.CardState, attempts []*state.Attempt, buf *[]pack.Release) {
 	// One array for every card's, each card's part as long as its attempts.
 	n := 0
 	for _, c := range states {
@@ -284,7 +285,7 @@ func (e *Engine) addEnds(states []pack.CardState, attempts []*Attempt, buf *[]pa
 	}
 	now := e.clock.Now()
 	for _, a := range attempts {
-		end := pack.Release{In: e.left(a, now), Memory: a.reserve(), Exclusive: a.Alone}
+		end := pack.Release{In: e.left(a, now), Memory: a.Holds(), Exclusive: a.Alone}
 		for _, g := range a.GPUs {
 			if i, ok := e.cardAt(a.Worker, g); ok {
 				states[i].Ends = insertEnd(states[i].Ends, end)
@@ -311,13 +312,13 @@ func insertEnd(ends []pack.Release, end pack.Release) []pack.Release {
 // duration is up, or else its timeout; Unknown when neither says, or it has run past
 // both. An attempt that has ended (its memory not yet gone from the card) is about to
 // free it.
-func (e *Engine) left(a *Attempt, now time.Time) time.Duration {
+func (e *Engine) left(a *state.Attempt, now time.Time) time.Duration {
 	if !a.Running() {
 		return 0
 	}
 	took := a.Expected
 	if took == 0 {
-		took = e.store.queue.took[a.Shape] // learned since it started
+		took = e.store.Queue().Took(a.Shape) // learned since it started
 	}
 	for _, d := range []time.Duration{took, a.Timeout} {
 		if left := a.Started.Add(d).Sub(now); d > 0 && left > 0 {
@@ -332,7 +333,7 @@ func (e *Engine) left(a *Attempt, now time.Time) time.Duration {
 // running there. The sweeps that take the default of one job per card (see
 // Submission.OnePerCard) share theirs: one job per card of all of them, since what
 // keeps two of one sweep's jobs apart, memory that nobody declared, keeps any two apart.
-func (e *Engine) quotas(snap Snapshot, cards []pack.CardState, running []*Attempt) func(sweep string) *pack.Quota {
+func (e *Engine) quotas(snap state.Snapshot, cards []pack.CardState, running []*state.Attempt) func(sweep string) *pack.Quota {
 	made := map[string]*pack.Quota{}
 	var onePerCard []int
 	// free is a plan on each card less the attempts running there of the sweeps in.
@@ -385,7 +386,7 @@ func (e *Engine) quotas(snap Snapshot, cards []pack.CardState, running []*Attemp
 // yet, waits for its shape to be: the first of each shape runs alone (requestOf makes
 // it exclusive) and the others wait for it. probing collects the shapes offered this
 // round.
-func waitsForProbe(snap Snapshot, shape string, probing map[string]bool) bool {
+func waitsForProbe(snap state.Snapshot, shape string, probing map[string]bool) bool {
 	if l := snap.Shape(shape); l != nil && l.Probe != "" || probing[shape] {
 		return true
 	}
@@ -395,7 +396,7 @@ func waitsForProbe(snap Snapshot, shape string, probing map[string]bool) bool {
 
 // hosts reads the RAM of each machine of the round's cards for the packer: the
 // cluster's machines, or this one.
-func (e *Engine) hosts(running []*Attempt) (pack.Hosts, error) {
+func (e *Engine) hosts(running []*state.Attempt) (pack.Hosts, error) {
 	read := map[string]func() (int64, int64, error){}
 	if cl, ok := e.inv.(Cluster); ok {
 		for _, c := range e.cards {
@@ -433,11 +434,11 @@ func (e *Engine) hosts(running []*Attempt) (pack.Hosts, error) {
 func (e *Engine) failTooLarge() {
 	_, cluster := e.inv.(Cluster)
 	room := e.largestRoom()
-	if _, largest, ok := e.store.queue.extremes(); !ok || largest <= room {
+	if _, largest, ok := e.store.Queue().Extremes(); !ok || largest <= room {
 		return
 	}
-	snap := e.store.view()
-	for _, id := range e.store.queue.larger(room) {
+	snap := e.store.Latest()
+	for _, id := range e.store.Queue().Larger(room) {
 		j := snap.Job(id)
 		c := *j
 		if l := snap.Shape(j.Shape); l != nil && l.Floor > room {
@@ -453,7 +454,7 @@ func (e *Engine) failTooLarge() {
 		if cluster {
 			continue
 		}
-		c.State = JobFailed
+		c.State = state.JobFailed
 		est, _ := snap.Estimate(j)
 		c.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
 			plans.FormatSize(est), plans.FormatSize(room))
@@ -467,10 +468,10 @@ func (e *Engine) failTooLarge() {
 // settling returns the ended attempts whose memory NVML still shows on their cards, so
 // that their estimates stay reserved: the next job must not OOM on a ghost. Each waits
 // at most cfg.Settle.
-func (e *Engine) settling() []*Attempt {
+func (e *Engine) settling() []*state.Attempt {
 	now := e.clock.Now()
 	kept := e.ghosts[:0]
-	var out []*Attempt
+	var out []*state.Attempt
 	for _, g := range e.ghosts {
 		// A process NVML cannot read is still there.
 		if used, unknown := e.measure(g.attempt); now.Before(g.until) && (used > 0 || unknown) {
@@ -490,7 +491,7 @@ func (e *Engine) settling() []*Attempt {
 // what a simulation of 100,000 jobs can afford. An attempt whose files cannot be
 // written pauses the engine (see pause); it and those not started yet go back to the
 // queue as they were: not the jobs' fault.
-func (e *Engine) startAll(snap Snapshot, placed []pack.Placement, running []*Attempt) {
+func (e *Engine) startAll(snap state.Snapshot, placed []pack.Placement, running []*state.Attempt) {
 	if len(placed) == 0 {
 		return
 	}
@@ -528,7 +529,7 @@ func (e *Engine) startAll(snap Snapshot, placed []pack.Placement, running []*Att
 			if !journaled {
 				objs = append(objs, l.Attempt)
 			}
-			var cw *CannotWrite
+			var cw *state.CannotWrite
 			unwritable := errors.As(err, &cw)
 			if unwritable {
 				e.pause(cw)
@@ -565,7 +566,7 @@ func (e *Engine) pausedErr() error {
 
 // launch is what starting job j where p places it takes: the job as it runs and its
 // attempt.
-func (e *Engine) launch(snap Snapshot, j *Job, p pack.Placement, sharing int) Launch {
+func (e *Engine) launch(snap state.Snapshot, j *state.Job, p pack.Placement, sharing int) Launch {
 	cardIdx := p.Cards
 	sub := snap.Submission(j.Sweep)
 	if !sub.AllocConfRefused.IsZero() {
@@ -578,12 +579,12 @@ func (e *Engine) launch(snap Snapshot, j *Job, p pack.Placement, sharing int) La
 	job := *j
 	job.Estimate, job.HostEstimate = snap.Estimate(j) // what it starts with
 	job.Attempts++
-	job.State = JobRunning
-	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, Worker: p.Worker, GPUs: cardIdx,
+	job.State = state.JobRunning
+	a := &state.Attempt{ID: state.AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, Worker: p.Worker, GPUs: cardIdx,
 		Tier: j.Pos.Tier, Params: j.Current, Estimate: job.Estimate, Reserve: job.Estimate, HostReserve: job.HostEstimate,
-		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: requestOf(&job).Exclusive, Expected: e.store.queue.took[j.Shape]}
+		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: requestOf(&job).Exclusive, Expected: e.store.Queue().Took(j.Shape)}
 	if j.Probe && job.Estimate == 0 {
-		e.changeShape(j.Shape, func(l *Shape) { l.Probe = j.ID })
+		e.changeShape(j.Shape, func(l *state.Shape) { l.Probe = j.ID })
 	}
 	// Its cards in the inventory's order.
 	at := make([]int, 0, len(cardIdx))

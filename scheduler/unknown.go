@@ -46,15 +46,6 @@ func NoSweep(name string, ids []string) Refused {
 	return Refused(fmt.Sprintf("no sweep %q%s; gpuq status lists them", name, plans.Suggest(name, names(sweepsOf(ids)))))
 }
 
-// JobIDs are the ids of every job, for the refusals above.
-func (sn Snapshot) JobIDs() []string {
-	var ids []string
-	for _, j := range sn.Jobs() {
-		ids = append(ids, j.ID)
-	}
-	return ids
-}
-
 // sweepsOf counts the jobs of each sweep.
 func sweepsOf(ids []string) map[string]int {
 	out := map[string]int{}

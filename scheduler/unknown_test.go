@@ -1,6 +1,8 @@
 package scheduler
 
-import "testing"
+import (
+	"testing"
+)
 
 // TestUnknownNames: a job or sweep that does not exist is refused with what was
 // probably meant.
@@ -22,16 +24,6 @@ func TestUnknownNames(t *testing.T) {
 	for _, tt := range tests {
 		if string(tt.got) != tt.want {
 			t.Errorf("got  %s\nwant %s", tt.got, tt.want)
-		}
-	}
-}
-
-// TestToldStates: a state reads as English in a sentence about a job.
-func TestToldStates(t *testing.T) {
-	for s, want := range map[JobState]string{JobQueued: "is queued", JobHeld: "is held", JobRunning: "is running",
-		JobSucceeded: "succeeded", JobFailed: "failed", JobCancelled: "was cancelled"} {
-		if got := s.Told(); got != want {
-			t.Errorf("%s: %q, want %q", s, got, want)
 		}
 	}
 }

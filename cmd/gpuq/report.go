@@ -13,8 +13,8 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/report"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 type reportOptions struct {
@@ -156,7 +156,7 @@ func reportData(sum daemon.SweepSummary, source string, now time.Time) report.Da
 				ra.EffectiveBatch = *a.EffectiveBatch
 			}
 			for _, m := range a.Memory {
-				ra.Memory = append(ra.Memory, scheduler.Sample{At: time.Duration(m.AtSeconds * float64(time.Second)), Bytes: m.Bytes})
+				ra.Memory = append(ra.Memory, state.Sample{At: time.Duration(m.AtSeconds * float64(time.Second)), Bytes: m.Bytes})
 			}
 			rj.Attempts = append(rj.Attempts, ra)
 		}

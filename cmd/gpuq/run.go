@@ -24,6 +24,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 type runOptions struct {
@@ -128,14 +129,14 @@ func runRun(opts *runOptions) error {
 	case errors.Is(runErr, context.Canceled):
 		var left []string
 		for _, j := range sum.Jobs {
-			if j.State != string(scheduler.JobSucceeded) {
+			if j.State != string(state.JobSucceeded) {
 				left = append(left, j.ID)
 			}
 		}
 		return fmt.Errorf("%w; every trainer was stopped. Not finished: %s", errInterrupted, strings.Join(left, " "))
 	case runErr != nil:
 		return runErr
-	case sum.Counts[string(scheduler.JobFailed)] > 0:
+	case sum.Counts[string(state.JobFailed)] > 0:
 		return errJobsFailed
 	}
 	return nil
@@ -147,7 +148,7 @@ type runUI struct {
 	w     io.Writer
 	live  bool
 	size  func() (cols, rows int) // the terminal's, read at each redraw: it may change
-	store *scheduler.Store
+	store *state.Store
 	sweep *plans.Sweep
 	mu    sync.Mutex
 	lines int
@@ -230,7 +231,7 @@ func (u *runUI) frame(now time.Time, width, height int) []string {
 	fmt.Fprintln(tw, "JOB\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
 	for _, j := range snap.Jobs() {
 		counts[string(j.State)]++
-		if j.State != scheduler.JobRunning {
+		if j.State != state.JobRunning {
 			continue
 		}
 		as := snap.Attempts(j.ID)

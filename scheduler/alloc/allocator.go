@@ -18,11 +18,12 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Config is what an Allocator runs with.
 type Config struct {
-	Store *scheduler.Store
+	Store *state.Store
 	// Do runs fn in the engine's loop (scheduler.Engine.Do): the store has one writer.
 	Do func(ctx context.Context, fn func() error) error
 	// Waiting returns what each job needs that waits to start and that no connected
@@ -33,7 +34,7 @@ type Config struct {
 	// Every is how often the allocator looks at Slurm and the queue.
 	Every time.Duration
 	// Worker is the command an allocation of q runs on each node.
-	Worker func(q *scheduler.AllocQueue) ([]string, error)
+	Worker func(q *state.AllocQueue) ([]string, error)
 	// Logs is the directory Slurm writes the allocations' output to.
 	Logs string
 	// Workers returns how many workers of each allocation (by Slurm job id) are
@@ -155,9 +156,9 @@ func (a *Allocator) idleSince(r Round) time.Time {
 }
 
 // follow asks Slurm how the live allocations stand, and records what changed.
-func (a *Allocator) follow(ctx context.Context, queues []*scheduler.AllocQueue) error {
+func (a *Allocator) follow(ctx context.Context, queues []*state.AllocQueue) error {
 	snap := a.cfg.Store.Snapshot()
-	var live []*scheduler.Allocation
+	var live []*state.Allocation
 	for _, q := range queues {
 		for _, al := range snap.Allocations(q.ID) {
 			if al.Active() {
@@ -188,7 +189,7 @@ func (a *Allocator) follow(ctx context.Context, queues []*scheduler.AllocQueue) 
 			if c.State != al.State {
 				a.cfg.Log("allocation %s (queue %d): %s", c.ID, c.Queue, describe(c))
 			}
-			if c.State == scheduler.AllocEnded && !c.Started.IsZero() && c.Workers == 0 {
+			if c.State == state.AllocEnded && !c.Started.IsZero() && c.Workers == 0 {
 				a.cfg.Log("allocation %s (queue %d) ended without a worker connecting: see %s", c.ID, c.Queue, a.LogOf(c.ID))
 			}
 		}
@@ -200,13 +201,13 @@ func (a *Allocator) follow(ctx context.Context, queues []*scheduler.AllocQueue) 
 }
 
 // observe is an allocation as Slurm (jobs) and the connected workers show it now.
-func observe(al *scheduler.Allocation, jobs map[string]Job, workers int, now time.Time) *scheduler.Allocation {
+func observe(al *state.Allocation, jobs map[string]Job, workers int, now time.Time) *state.Allocation {
 	c := *al
 	c.Workers = max(c.Workers, workers)
 	j, ok := jobs[al.ID]
 	if !ok {
 		// Slurm forgets a job some minutes after it ends (MinJobAge).
-		c.State, c.Ended = scheduler.AllocEnded, now
+		c.State, c.Ended = state.AllocEnded, now
 		c.Reason = fmt.Sprintf("Slurm no longer knows it; last seen %s", strings.ToLower(c.Slurm))
 		c.Slurm = ""
 		return &c
@@ -214,14 +215,14 @@ func observe(al *scheduler.Allocation, jobs map[string]Job, workers int, now tim
 	c.Slurm, c.Reason, c.Nodes = j.State, j.Reason, cmpOr(j.Nodes, c.Nodes)
 	switch {
 	case Ended(j.State):
-		c.State, c.Ended = scheduler.AllocEnded, now
+		c.State, c.Ended = state.AllocEnded, now
 		if c.Started.IsZero() {
 			c.Started = j.Start
 		}
 	case j.State == "PENDING":
-		c.State = scheduler.AllocQueued
+		c.State = state.AllocQueued
 	default:
-		c.State = scheduler.AllocRunning
+		c.State = state.AllocRunning
 		if c.Started.IsZero() {
 			c.Started = cmpTime(j.Start, now)
 		}
@@ -244,12 +245,12 @@ func cmpTime(t, or time.Time) time.Time {
 }
 
 // describe says where an allocation stands, for the log and gpuq alloc list.
-func describe(al *scheduler.Allocation) string {
+func describe(al *state.Allocation) string {
 	s := strings.ToLower(al.Slurm)
 	if s == "" {
 		s = string(al.State)
 	}
-	if al.Nodes != "" && al.State != scheduler.AllocQueued {
+	if al.Nodes != "" && al.State != state.AllocQueued {
 		s += " on " + al.Nodes
 	}
 	if al.Reason != "" {
@@ -260,7 +261,7 @@ func describe(al *scheduler.Allocation) string {
 
 // submit submits one allocation of q and records it; a failure is recorded on the
 // queue, which tries again after RetryAfter.
-func (a *Allocator) submit(ctx context.Context, q *scheduler.AllocQueue) error {
+func (a *Allocator) submit(ctx context.Context, q *state.AllocQueue) error {
 	script, err := a.Script(q)
 	if err != nil {
 		return err
@@ -280,7 +281,7 @@ func (a *Allocator) submit(ctx context.Context, q *scheduler.AllocQueue) error {
 		return fmt.Errorf("allocation queue %d: sbatch: %w", q.ID, err)
 	}
 	a.cfg.Log("allocation queue %d: submitted allocation %s (%d GPUs a node, %s)", q.ID, id, q.GPUsPerNode, plans.FormatDuration(q.Time))
-	al := &scheduler.Allocation{ID: id, Queue: q.ID, State: scheduler.AllocQueued, Slurm: "PENDING", Submitted: now}
+	al := &state.Allocation{ID: id, Queue: q.ID, State: state.AllocQueued, Slurm: "PENDING", Submitted: now}
 	objs := []any{al}
 	if q.Error != "" {
 		objs = append(objs, &c)
@@ -301,7 +302,7 @@ func (a *Allocator) cancel(ctx context.Context, id string) error {
 func (a *Allocator) LogOf(id string) string { return filepath.Join(a.cfg.Logs, "slurm-"+id+".log") }
 
 // Script is the batch script of q's allocations.
-func (a *Allocator) Script(q *scheduler.AllocQueue) (string, error) {
+func (a *Allocator) Script(q *state.AllocQueue) (string, error) {
 	worker, err := a.cfg.Worker(q)
 	if err != nil {
 		return "", err
@@ -315,7 +316,7 @@ func (a *Allocator) Script(q *scheduler.AllocQueue) (string, error) {
 // Add checks a new queue with Slurm (sbatch --test-only on its script) and keeps it;
 // its first allocation follows in the next round if jobs wait. q.ID is chosen here.
 // Slurm's refusal is a scheduler.Refused, in Slurm's words.
-func (a *Allocator) Add(ctx context.Context, q scheduler.AllocQueue) (*scheduler.AllocQueue, string, error) {
+func (a *Allocator) Add(ctx context.Context, q state.AllocQueue) (*state.AllocQueue, string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	script, err := a.prepare(&q)
@@ -338,14 +339,14 @@ func (a *Allocator) Add(ctx context.Context, q scheduler.AllocQueue) (*scheduler
 
 // DryRun is the script a new queue's allocations would run, without keeping the queue
 // or asking Slurm anything.
-func (a *Allocator) DryRun(q scheduler.AllocQueue) (string, error) {
+func (a *Allocator) DryRun(q state.AllocQueue) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.prepare(&q)
 }
 
 // prepare checks q, gives it the next id, and renders its script.
-func (a *Allocator) prepare(q *scheduler.AllocQueue) (string, error) {
+func (a *Allocator) prepare(q *state.AllocQueue) (string, error) {
 	if err := Check(q); err != nil {
 		return "", err
 	}
@@ -383,13 +384,13 @@ func (a *Allocator) Remove(ctx context.Context, id int) (Removed, error) {
 	var errs []error
 	for _, al := range snap.Allocations(id) {
 		switch al.State {
-		case scheduler.AllocQueued:
+		case state.AllocQueued:
 			if err := a.cancel(ctx, al.ID); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			out.Cancelled = append(out.Cancelled, al.ID)
-		case scheduler.AllocRunning:
+		case state.AllocRunning:
 			out.Running = append(out.Running, al.ID)
 		}
 	}
@@ -400,7 +401,7 @@ func (a *Allocator) Remove(ctx context.Context, id int) (Removed, error) {
 }
 
 // Check checks a queue's settings, as gpuq alloc slurm takes them.
-func Check(q *scheduler.AllocQueue) error {
+func Check(q *state.AllocQueue) error {
 	var probs []string
 	if q.GPUsPerNode < 1 {
 		probs = append(probs, "--gpus-per-node must be at least 1")

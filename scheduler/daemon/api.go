@@ -14,6 +14,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // routes is the API: what the typed client (client.go) calls.
@@ -70,7 +71,7 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
 	err = d.eng.Do(r.Context(), func() error {
-		if err := d.eng.Submit(&scheduler.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
+		if err := d.eng.Submit(&state.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
 			return scheduler.Refused(err.Error())
 		}
 		if d.metrics != nil {
@@ -172,7 +173,7 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	var gone []*scheduler.Submission
+	var gone []*state.Submission
 	err := d.eng.Do(r.Context(), func() error {
 		var err error
 		gone, err = d.eng.Clean(req.Sweep, req.OlderThan)

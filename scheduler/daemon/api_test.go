@@ -17,6 +17,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // idleRunner starts attempts that run until they are stopped.
@@ -33,7 +34,7 @@ func (r *idleRunner) Start(scheduler.Launch) (scheduler.Started, error) {
 	return scheduler.Started{Leader: 1000 + r.n}, nil
 }
 
-func (r *idleRunner) Stop(a *scheduler.Attempt) {
+func (r *idleRunner) Stop(a *state.Attempt) {
 	go func() { r.exits <- scheduler.Exit{Attempt: a.ID, Outcome: plans.Cancelled} }()
 }
 
@@ -51,7 +52,7 @@ func testAPI(t *testing.T) (*daemon, *httptest.Server) {
 // testDaemon is testAPI's daemon, with its runner and its metrics.
 func testDaemon(t *testing.T) (*daemon, *idleRunner, *httptest.Server) {
 	t.Helper()
-	store, err := scheduler.NewStore()
+	store, err := state.NewStore()
 	if err != nil {
 		t.Fatal(err)
 	}

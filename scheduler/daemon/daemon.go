@@ -30,6 +30,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Config is what a daemon runs with. The CLI fills it from flags, GPUQ_* variables and
@@ -75,7 +76,7 @@ const DefaultWorkerGrace = 2 * time.Minute
 // daemon is a running gpuq daemon: the engine over a journaled store, and the API.
 type daemon struct {
 	cfg     Config
-	store   *scheduler.Store
+	store   *state.Store
 	eng     *scheduler.Engine
 	machine *machine
 	// cluster is its machine and its workers, with a network listener; nil without.
@@ -169,7 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 // open rebuilds the state, opens the machine and takes up the attempts that ran on.
 func open(cfg Config) (*daemon, error) {
 	d := &daemon{cfg: cfg, started: time.Now(), log: NewEventLog(cfg.Log), stop: make(chan struct{})}
-	store, err := scheduler.OpenState(cfg.StateDir, func(w string) { d.log.Printf("warning: %s", w) })
+	store, err := state.OpenState(cfg.StateDir, func(w string) { d.log.Printf("warning: %s", w) })
 	if err != nil {
 		return nil, err
 	}
@@ -237,11 +238,11 @@ func open(cfg Config) (*daemon, error) {
 // resume checks a replayed submission against this machine. Its limit names the cards
 // its jobs may use: on a machine without some of them, it says so rather than let them
 // take other cards.
-func (d *daemon) resume(sub *scheduler.Submission) error {
+func (d *daemon) resume(sub *state.Submission) error {
 	name := sub.Sweep.Name
 	if d.cluster != nil {
 		if sub.Limit == nil {
-			return d.store.DeriveLimit(name, scheduler.AdmitAnywhere(sub.Sweep))
+			return d.store.DeriveLimit(name, state.AdmitAnywhere(sub.Sweep))
 		}
 		return nil // a cluster's cards come and go
 	}
@@ -272,7 +273,7 @@ func (d *daemon) close() {
 // admit checks a sweep against the daemon's machine and returns its limit there, with
 // what of the sweep does not apply. On a cluster, whose cards come and go, only the
 // sweep's plan is kept (see scheduler.AdmitAnywhere).
-func (d *daemon) admit(sw *plans.Sweep) (scheduler.Limit, []string, error) {
+func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 	var warnings []string
 	if sw.Headroom != d.machine.headroom {
 		warnings = append(warnings, fmt.Sprintf("%s: headroom %s does not apply: the daemon keeps %s free on every card "+
@@ -282,7 +283,7 @@ func (d *daemon) admit(sw *plans.Sweep) (scheduler.Limit, []string, error) {
 		if sw.GPUs.IsSim() {
 			warnings = append(warnings, fmt.Sprintf("%s: gpus %s does not apply: the daemon runs it on its workers' cards", sw.File, sw.GPUs))
 		}
-		return scheduler.AdmitAnywhere(sw), warnings, nil
+		return state.AdmitAnywhere(sw), warnings, nil
 	}
 	if err := d.machine.serves(sw, d.cfg.StateDir); err != nil {
 		return nil, nil, err

@@ -12,9 +12,9 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // NoCards, as the daemon's --gpus, gives it no cards of its own: it runs jobs on its
@@ -202,7 +202,7 @@ func (m *machine) serves(sw *plans.Sweep, dir string) error {
 }
 
 // missing names the cards of a sweep's limit that the machine lacks, for a warning.
-func (m *machine) missing(l scheduler.Limit) []int {
+func (m *machine) missing(l state.Limit) []int {
 	var out []int
 	for idx := range l {
 		if !slices.ContainsFunc(m.cards, func(c gpu.Card) bool { return c.Index == idx }) {

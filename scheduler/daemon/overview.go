@@ -9,6 +9,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Overview is the machine and its jobs at one moment: what gpuq top draws.
@@ -123,7 +124,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		Running: []RunningJob{}, Queue: []WaitingJob{}}
 	var views []scheduler.CardView
 	var waits map[string]pack.Wait
-	var snap scheduler.Snapshot
+	var snap state.Snapshot
 	// Read in the engine's loop, the state and the events agree.
 	err := d.eng.Do(r.Context(), func() error {
 		views, snap, out.Events = d.eng.CardViews(), d.store.Snapshot(), d.recent.last()
@@ -149,7 +150,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(out.Running, func(p, q RunningJob) int { return p.Started.Compare(q.Started) })
 	for _, j := range snap.Jobs() {
-		if j.State != scheduler.JobQueued {
+		if j.State != state.JobQueued {
 			continue
 		}
 		est, _ := snap.Estimate(j)

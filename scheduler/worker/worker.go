@@ -36,6 +36,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Config is what a worker runs with.
@@ -331,7 +332,7 @@ func (w *worker) handle(ctx context.Context, client *daemon.Client, out *json.En
 	case m.Start != nil:
 		return w.start(out, m.Start)
 	case m.Stop != nil:
-		w.runner.Stop(&scheduler.Attempt{ID: m.Stop.ID, Job: m.Stop.Job, N: m.Stop.N})
+		w.runner.Stop(&state.Attempt{ID: m.Stop.ID, Job: m.Stop.Job, N: m.Stop.N})
 	case m.Stream != nil:
 		go w.serveStream(ctx, client, *m.Stream)
 	case m.Drain:
@@ -360,14 +361,14 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 			continue
 		}
 		w.running[ref.ID] = ref
-		w.runner.Adopt(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+		w.runner.Adopt(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 	}
 	// An attempt the daemon does not hold running here runs elsewhere, or has ended
 	// for it: it must not run on here.
 	for id, ref := range w.running {
 		if !held[id] {
 			w.log.Printf("stopping %s: the daemon no longer runs it here", id)
-			w.runner.Stop(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+			w.runner.Stop(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 		}
 	}
 	for id := range w.ended {
@@ -422,8 +423,8 @@ func (w *worker) launch(req *daemon.StartRequest) (scheduler.Launch, error) {
 	if i < 0 {
 		return scheduler.Launch{}, fmt.Errorf("sweep %s has no job %s", sw.Name, a.Job)
 	}
-	l := scheduler.Launch{Attempt: a, Job: &scheduler.Job{Job: &sw.Jobs[i], Sweep: sw.Name},
-		Submission: &scheduler.Submission{Sweep: &run, Environ: req.Environ}, Sharing: req.Sharing}
+	l := scheduler.Launch{Attempt: a, Job: &state.Job{Job: &sw.Jobs[i], Sweep: sw.Name},
+		Submission: &state.Submission{Sweep: &run, Environ: req.Environ}, Sharing: req.Sharing}
 	for _, idx := range a.GPUs {
 		c := slices.IndexFunc(w.cards, func(c gpu.Card) bool { return c.Index == idx })
 		if c < 0 {
@@ -465,7 +466,7 @@ func (w *worker) end(out *json.Encoder) error {
 	w.log.Printf("the allocation is ending: stopping %s, whose jobs run again elsewhere, and leaving", plans.Count(len(w.running), "attempt"))
 	for id, ref := range w.running {
 		w.stopped[id] = true
-		w.runner.Stop(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+		w.runner.Stop(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 	}
 	if w.leaving {
 		return nil

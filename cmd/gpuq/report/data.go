@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Data is what a report shows: one sweep's jobs, each with every attempt, on the cards
@@ -59,7 +59,7 @@ type Attempt struct {
 	Outcome        plans.Outcome // "" while it runs
 	OOM            *plans.OOMFacts
 	Started, Ended time.Time // Ended is zero while it runs
-	Memory         scheduler.Samples
+	Memory         state.Samples
 }
 
 // end is when the attempt stopped holding its cards, or now for a running one.

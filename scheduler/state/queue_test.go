@@ -1,4 +1,4 @@
-package scheduler
+package state
 
 import (
 	"cmp"
@@ -80,7 +80,7 @@ func TestQueueOrder(t *testing.T) {
 					must(t, st.Put(&Shape{Name: j.Shape, Duration: d, Runs: 1}))
 				}
 			}
-			if got := strings.Join(ids(st.Queue()), " "); got != tt.want {
+			if got := strings.Join(ids(st.Queued()), " "); got != tt.want {
 				t.Errorf("queue %s, want %s", got, tt.want)
 			}
 		})
@@ -109,8 +109,8 @@ func TestQueueCountsWhatRuns(t *testing.T) {
 		if tt.ran > 0 {
 			running = []*Attempt{{ID: "x/1", Shape: c.Shape, Started: now.Add(-tt.ran)}}
 		}
-		st.queue.ranFor(running, now)
-		if got := strings.Join(ids(st.Queue()), " "); got != tt.want {
+		st.queue.RanFor(running, now)
+		if got := strings.Join(ids(st.Queued()), " "); got != tt.want {
 			t.Errorf("a copy of c running for %v: queue %s, want %s", tt.ran, got, tt.want)
 		}
 	}
@@ -190,7 +190,7 @@ func TestQueueFollowsTheStore(t *testing.T) {
 				continue // more changes before the queue is read
 			}
 			ran := runFor(r, st)
-			if got, want := ids(st.Queue()), brute(st, seed%2 == 0, ran); !slices.Equal(got, want) {
+			if got, want := ids(st.Queued()), brute(st, seed%2 == 0, ran); !slices.Equal(got, want) {
 				t.Fatalf("seed %d: queue %v, want %v", seed, got, want)
 			}
 		}
@@ -199,9 +199,9 @@ func TestQueueFollowsTheStore(t *testing.T) {
 		// the jobs read: the cursor reads what the full order holds but the jobs after
 		// one passed over in its group, and those larger than the room.
 		snap := st.Snapshot()
-		key := func(j *Job) groupKey { return keyOf(j, snap.Shape(j.Shape)) }
-		cur := st.queue.cursor(nil)
-		passed := map[groupKey]bool{}
+		key := func(j *Job) GroupKey { return keyOf(j, snap.Shape(j.Shape)) }
+		cur := st.queue.Cursor(nil)
+		passed := map[GroupKey]bool{}
 		room, i := int64(math.MaxInt64), 0
 		for {
 			if r.IntN(5) == 0 {
@@ -217,16 +217,16 @@ func TestQueueFollowsTheStore(t *testing.T) {
 					break
 				}
 			}
-			_, m, ok := cur.nextUpTo(room)
-			if ok != (i < len(want)) || ok && m.id != want[i] {
-				t.Fatalf("seed %d: read %s (%v), want the job at %d of %v", seed, m.id, ok, i, want)
+			_, m, ok := cur.NextUpTo(room)
+			if ok != (i < len(want)) || ok && m.ID != want[i] {
+				t.Fatalf("seed %d: read %s (%v), want the job at %d of %v", seed, m.ID, ok, i, want)
 			}
 			if !ok {
 				break
 			}
 			if r.IntN(2) == 0 {
-				passed[key(snap.Job(m.id))] = true
-				cur.pass()
+				passed[key(snap.Job(m.ID))] = true
+				cur.Pass()
 			}
 			i++
 		}
@@ -252,7 +252,7 @@ func runFor(r *rand.Rand, st *Store) map[string]time.Duration {
 			ran[a.Shape] = max(ran[a.Shape], now.Sub(a.Started))
 		}
 	}
-	st.queue.ranFor(running, now)
+	st.queue.RanFor(running, now)
 	return ran
 }
 

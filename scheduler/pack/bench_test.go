@@ -1,4 +1,4 @@
-package scheduler
+package pack_test
 
 import (
 	"fmt"
@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
+
+const gib = int64(1) << 30
 
 // benchMachine is a queue of jobs of a few shapes (as a sweep's are) and a machine of
 // two-slot 24 GiB cards, partly busy.
@@ -69,25 +73,52 @@ func BenchmarkPlace(b *testing.B) {
 	for _, s := range benchSizes {
 		b.Run(fmt.Sprintf("jobs=%d/cards=%d", s.jobs, s.cards), func(b *testing.B) {
 			q, cs, smallest := benchMachine(s.jobs, s.cards)
-			queue := queueOf(q)
+			queue := queueOf(b, q)
 			benchDecisions(b, func() {
-				pack.Place(offers{c: queue.cursor(nil), request: func(g *group, m member) pack.Request {
-					return pack.Request{Job: m.id, Memory: g.key.estimate, GPUsPerJob: g.key.gpus}
+				pack.Place(offers{c: queue.Cursor(nil), request: func(g *state.Group, m state.Member) pack.Request {
+					return pack.Request{Job: m.ID, Memory: g.Key.Estimate, GPUsPerJob: g.Key.GPUs}
 				}}, slices.Clone(cs), nil, smallest) // Place changes the cards it is given
-
 			})
 		})
 	}
 }
 
 // queueOf is the store's queue of jobs that ask what the requests ask, in their order
-// (of one priority, in fifo order).
-func queueOf(rs []pack.Request) *queue {
-	q := newQueue()
-	q.fifo["s"] = true
+// (one fifo sweep, a shape for each size).
+func queueOf(b *testing.B, rs []pack.Request) *state.Queue {
+	sw := &plans.Sweep{Name: "s", Order: plans.FIFO}
+	params := map[int64]*plans.Map{}
 	for i, r := range rs {
-		k := groupKey{shape: fmt.Sprint(r.Memory), estimate: r.Memory, gpus: max(r.GPUsPerJob, 1)}
-		q.add(k, "s", member{uint64(i + 1), r.Job})
+		p, ok := params[r.Memory]
+		if !ok {
+			p = plans.NewMap()
+			p.Set("memory", r.Memory)
+			params[r.Memory] = p
+		}
+		sw.Jobs = append(sw.Jobs, plans.Job{Index: i + 1, ID: r.Job, Params: p, Memory: r.Memory, GPUsPerJob: max(r.GPUsPerJob, 1)})
 	}
-	return q
+	st, err := state.NewStore()
+	if err == nil {
+		err = st.Submit(&state.Submission{Sweep: sw})
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st.Queue()
 }
+
+// offers is a store's queue as the engine offers it to Place.
+type offers struct {
+	c       *state.Cursor
+	request func(*state.Group, state.Member) pack.Request
+}
+
+func (o offers) Next(room int64) (pack.Request, bool) {
+	g, m, ok := o.c.NextUpTo(room)
+	if !ok {
+		return pack.Request{}, false
+	}
+	return o.request(g, m), true
+}
+
+func (o offers) Pass() { o.c.Pass() }

@@ -1,12 +1,9 @@
-package scheduler
+package state
 
 import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
 func TestSamplesAdd(t *testing.T) {
@@ -70,35 +67,5 @@ func TestSamplesBoundedKeepPeak(t *testing.T) {
 		if s[i].At <= s[i-1].At {
 			t.Fatalf("points out of order: %v", s)
 		}
-	}
-}
-
-// TestEngineRecordsMemoryOverTime: each round samples a running attempt's memory on the
-// engine's clock, and its end adds the last reading, so that a report can draw it.
-func TestEngineRecordsMemoryOverTime(t *testing.T) {
-	sw, err := plans.DecodeSweep("m.yaml", []byte("name: m\ncommand: [train]\nmemory: 10GiB\njobs: [{}]\n"), plans.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
-	clock := &fakeClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "m.1/1"}}
-	st, _ := NewStore()
-	e := NewEngine(st, cardsInventory{&cards}, fr, clock, Config{Slots: []int{1}}, nil)
-	must(t, e.Submit(&Submission{Sweep: sw}))
-	// The first round starts it; the later ones read what it holds.
-	for _, used := range []int64{0, 2 * gib, 9 * gib, 9 * gib, 6 * gib} {
-		cards[0].Processes = []gpu.Process{{PID: 4242, Used: used}}
-		if err := e.Schedule(); err != nil {
-			t.Fatal(err)
-		}
-		clock.now = clock.now.Add(time.Minute)
-	}
-	cards[0].Processes = nil
-	e.Apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
-	got := st.Snapshot().Attempt("m.1/1").Memory
-	want := Samples{{time.Minute, 2 * gib}, {2 * time.Minute, 9 * gib}, {4 * time.Minute, 6 * gib}, {5 * time.Minute, 0}}
-	if !slices.Equal(got, want) {
-		t.Errorf("memory over time %v, want %v", got, want)
 	}
 }

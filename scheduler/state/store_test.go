@@ -1,4 +1,4 @@
-package scheduler
+package state
 
 import (
 	"strings"
@@ -27,7 +27,7 @@ matrix:
 		t.Fatal(err)
 	}
 	var got []string
-	for _, j := range st.Queue() {
+	for _, j := range st.Queued() {
 		got = append(got, j.ID)
 	}
 	if want := "q.3 q.1 q.2 q.4"; strings.Join(got, " ") != want {
@@ -54,7 +54,7 @@ func TestQueuedEstimatesFollowTheirShape(t *testing.T) {
 	estimates := func(st *Store) string {
 		snap := st.Snapshot()
 		var parts []string
-		for _, j := range st.Queue() {
+		for _, j := range st.Queued() {
 			est, _ := snap.Estimate(j)
 			parts = append(parts, j.ID+"="+plans.FormatSize(est))
 		}
@@ -101,11 +101,11 @@ func TestBatchReadsWhatItWrote(t *testing.T) {
 	st, _ := NewStore()
 	must(t, st.Submit(&Submission{Sweep: sw}))
 	a := &Attempt{ID: "b.2/1", Job: "b.2", N: 1}
-	must(t, st.batch(func() {
-		held := *st.view().Job("b.1")
+	must(t, st.Batch(func() {
+		held := *st.Latest().Job("b.1")
 		held.Held = true
 		must(t, st.Put(&held, a, &Shape{Name: "x", Peak: gib}))
-		v := st.view()
+		v := st.Latest()
 		if j := v.Job("b.1"); !j.Held {
 			t.Error("in the batch, b.1 reads as it was, not as the batch wrote it")
 		}

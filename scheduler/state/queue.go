@@ -1,4 +1,4 @@
-package scheduler
+package state
 
 import (
 	"cmp"
@@ -20,7 +20,7 @@ import (
 // The queue is the engine's: it is read and changed on the engine's goroutine only,
 // as the store is written; readers elsewhere read the store's snapshots.
 
-// queue is the waiting jobs in groups, and the order they are offered in: priority
+// Queue is the waiting jobs in groups, and the order they are offered in: priority
 // first (highest first); then, within a priority, the jobs of sweeps in fifo order in
 // submission order, and the others largest first: by memory (per card, times cards)
 // times learned duration; ties in submission order. A shape whose duration is not
@@ -31,17 +31,17 @@ import (
 // the longest learned instead ended the generated traces a little sooner, but the
 // seed sweep (gla) 15% later: its many copies of short, unknown shapes went before the
 // known long ones.
-type queue struct {
-	groups map[groupKey]*group
-	shapes map[string][]*group // the groups of each shape
-	at     map[string]*group   // the group of each waiting job, by id
+type Queue struct {
+	groups map[GroupKey]*Group
+	shapes map[string][]*Group // the groups of each shape
+	at     map[string]*Group   // the group of each waiting job, by id
 	// ranked holds the groups in order, each by the weight and head it had when sort
 	// last placed it; moved are the groups whose place may have changed since (new,
 	// emptied, another head or weight), which sort places again. A round starts or
 	// ends a few jobs of ~1,000 groups: sorting them all again every round cost more
 	// than the rest of the queue's work. resort: every group's weight may have changed.
-	ranked []*group
-	moved  []*group
+	ranked []*Group
+	moved  []*Group
 	resort bool
 	// known is what the store holds of each shape, which the engine reads without a
 	// lookup in a transaction (Store.shape).
@@ -51,45 +51,45 @@ type queue struct {
 	took    map[string]time.Duration
 	mean    time.Duration
 	changed bool
-	ranOn   []*group        // the groups ranFor told how long their shape has run
+	ranOn   []*Group        // the groups RanFor told how long their shape has run
 	fifo    map[string]bool // sweeps whose jobs are offered in submission order
 	n       int             // jobs
 	sweeps  map[string]int  // jobs, by sweep
-	// smallest and largest are the groups' extreme estimates, found again by extremes
+	// smallest and largest are the groups' extreme estimates, found again by Extremes
 	// once groupsChanged.
 	smallest, largest int64
 	groupsChanged     bool
 }
 
-// groupKey is what the packer reads of a waiting job, but its id and its place in
+// GroupKey is what the packer reads of a waiting job, but its id and its place in
 // the queue: jobs alike in it fit alike.
-type groupKey struct {
-	shape     string // which holds the sweep: its quota, its order
-	estimate  int64
-	host      int64
-	gpus      int
-	exclusive bool
-	probe     bool // memory: probe, the shape not measured yet
-	priority  int
-	timeout   time.Duration
+type GroupKey struct {
+	Shape     string // which holds the sweep: its quota, its order
+	Estimate  int64
+	Host      int64
+	GPUs      int
+	Exclusive bool
+	Probe     bool // memory: probe, the shape not measured yet
+	Priority  int
+	Timeout   time.Duration
 }
 
 // keyOf is the group of a waiting job, whose shape knows l (nil: nothing).
-func keyOf(j *Job, l *Shape) groupKey {
+func keyOf(j *Job, l *Shape) GroupKey {
 	est, host := estimateOf(j, l)
-	return groupKey{shape: j.Shape, estimate: est, host: host, gpus: max(j.GPUsPerJob, 1),
-		exclusive: j.Pos.Exclusive, probe: j.Probe && est == 0, priority: j.Priority, timeout: j.Timeout.After}
+	return GroupKey{Shape: j.Shape, Estimate: est, Host: host, GPUs: max(j.GPUsPerJob, 1),
+		Exclusive: j.Pos.Exclusive, Probe: j.Probe && est == 0, Priority: j.Priority, Timeout: j.Timeout.After}
 }
 
-// group is waiting jobs alike, in submission order: jobs[off:].
-type group struct {
-	key   groupKey
-	sweep string
-	jobs  []member
+// Group is waiting jobs alike, in submission order: jobs[off:].
+type Group struct {
+	Key   GroupKey
+	Sweep string
+	jobs  []Member
 	off   int
 	took  time.Duration // the shape's learned duration; 0 = none
 	fifo  bool          // its sweep's jobs are offered in submission order
-	ran   time.Duration // see ranFor
+	ran   time.Duration // see RanFor
 	// weight orders the group among others of its priority (see queue), and seq is its
 	// head's: what sort placed it in ranked by. ranked: it is there; moved: it is in
 	// queue.moved.
@@ -98,18 +98,18 @@ type group struct {
 	ranked, moved bool
 }
 
-// member is a job in a group.
-type member struct {
-	seq uint64
-	id  string
+// Member is a job in a group.
+type Member struct {
+	Seq uint64
+	ID  string
 }
 
-func newQueue() *queue {
-	return &queue{groups: map[groupKey]*group{}, at: map[string]*group{}, shapes: map[string][]*group{}, took: map[string]time.Duration{}, known: map[string]*Shape{}, fifo: map[string]bool{}, sweeps: map[string]int{}}
+func newQueue() *Queue {
+	return &Queue{groups: map[GroupKey]*Group{}, at: map[string]*Group{}, shapes: map[string][]*Group{}, took: map[string]time.Duration{}, known: map[string]*Shape{}, fifo: map[string]bool{}, sweeps: map[string]int{}}
 }
 
 // submitted tells the queue of a sweep before its jobs arrive.
-func (q *queue) submitted(sw *plans.Sweep) {
+func (q *Queue) submitted(sw *plans.Sweep) {
 	if sw.Order == plans.FIFO {
 		q.fifo[sw.Name] = true
 	}
@@ -117,7 +117,7 @@ func (q *queue) submitted(sw *plans.Sweep) {
 
 // change moves a job from the group it was in (if it waited) to the one it is in as
 // j (if it waits); key finds a job's group.
-func (q *queue) change(j *Job, key func(*Job) groupKey) {
+func (q *Queue) change(j *Job, key func(*Job) GroupKey) {
 	g, was := q.at[j.ID]
 	if !j.Waiting() {
 		if was {
@@ -127,49 +127,49 @@ func (q *queue) change(j *Job, key func(*Job) groupKey) {
 	}
 	k := key(j)
 	if was {
-		if g.key == k {
+		if g.Key == k {
 			return
 		}
 		q.remove(g, j.Seq)
 	}
-	q.add(k, j.Sweep, member{j.Seq, j.ID})
+	q.add(k, j.Sweep, Member{j.Seq, j.ID})
 }
 
 // regroup moves the waiting jobs of a shape to the groups key finds for them now: its
 // jobs' estimates changed.
-func (q *queue) regroup(shape string, key func(id string) groupKey) {
+func (q *Queue) regroup(shape string, key func(id string) GroupKey) {
 	type move struct {
-		from *group
-		to   groupKey
-		m    member
+		from *Group
+		to   GroupKey
+		m    Member
 	}
 	var moves []move
 	for _, g := range q.shapes[shape] {
 		for _, m := range g.jobs[g.off:] {
-			if k := key(m.id); k != g.key {
+			if k := key(m.ID); k != g.Key {
 				moves = append(moves, move{g, k, m})
 			}
 		}
 	}
 	// In submission order: each leaves its group from the front, and joins its new
 	// one at the end.
-	slices.SortFunc(moves, func(a, b move) int { return cmp.Compare(a.m.seq, b.m.seq) })
+	slices.SortFunc(moves, func(a, b move) int { return cmp.Compare(a.m.Seq, b.m.Seq) })
 	for _, mv := range moves {
-		q.remove(mv.from, mv.m.seq)
-		q.add(mv.to, mv.from.sweep, mv.m)
+		q.remove(mv.from, mv.m.Seq)
+		q.add(mv.to, mv.from.Sweep, mv.m)
 	}
 }
 
-func (q *queue) add(k groupKey, sweep string, m member) {
+func (q *Queue) add(k GroupKey, sweep string, m Member) {
 	g := q.groups[k]
 	if g == nil {
-		g = &group{key: k, sweep: sweep, took: q.took[k.shape], fifo: q.fifo[sweep]}
+		g = &Group{Key: k, Sweep: sweep, took: q.took[k.Shape], fifo: q.fifo[sweep]}
 		q.groups[k] = g
-		q.shapes[k.shape] = append(q.shapes[k.shape], g)
+		q.shapes[k.Shape] = append(q.shapes[k.Shape], g)
 		q.groupsChanged = true
 	}
 	live := g.jobs[g.off:]
-	at, _ := slices.BinarySearchFunc(live, m.seq, func(m member, seq uint64) int { return cmp.Compare(m.seq, seq) })
+	at, _ := slices.BinarySearchFunc(live, m.Seq, func(m Member, seq uint64) int { return cmp.Compare(m.Seq, seq) })
 	if at == 0 && g.off > 0 {
 		g.off--
 		g.jobs[g.off] = m
@@ -179,21 +179,21 @@ func (q *queue) add(k groupKey, sweep string, m member) {
 	if at == 0 { // a new head: the group's place may change
 		q.move(g)
 	}
-	q.at[m.id] = g
+	q.at[m.ID] = g
 	q.n++
 	q.sweeps[sweep]++
 }
 
 // remove takes the job of submission order seq out of its group g.
-func (q *queue) remove(g *group, seq uint64) {
+func (q *Queue) remove(g *Group, seq uint64) {
 	live := g.jobs[g.off:]
-	at, found := slices.BinarySearchFunc(live, seq, func(m member, seq uint64) int { return cmp.Compare(m.seq, seq) })
+	at, found := slices.BinarySearchFunc(live, seq, func(m Member, seq uint64) int { return cmp.Compare(m.Seq, seq) })
 	if !found {
 		return
 	}
-	delete(q.at, live[at].id)
+	delete(q.at, live[at].ID)
 	if at == 0 {
-		g.jobs[g.off] = member{}
+		g.jobs[g.off] = Member{}
 		g.off++
 		if g.off > len(g.jobs)/2 {
 			g.jobs = slices.Clip(slices.Delete(g.jobs, 0, g.off))
@@ -204,28 +204,28 @@ func (q *queue) remove(g *group, seq uint64) {
 		g.jobs = slices.Delete(g.jobs, g.off+at, g.off+at+1)
 	}
 	q.n--
-	if q.sweeps[g.sweep]--; q.sweeps[g.sweep] == 0 {
-		delete(q.sweeps, g.sweep)
+	if q.sweeps[g.Sweep]--; q.sweeps[g.Sweep] == 0 {
+		delete(q.sweeps, g.Sweep)
 	}
 	if g.len() > 0 {
 		return
 	}
-	delete(q.groups, g.key)
+	delete(q.groups, g.Key)
 	q.groupsChanged = true
-	gs := q.shapes[g.key.shape]
+	gs := q.shapes[g.Key.Shape]
 	if i := slices.Index(gs, g); i >= 0 {
 		gs = slices.Delete(gs, i, i+1)
 	}
 	if len(gs) == 0 {
-		delete(q.shapes, g.key.shape)
+		delete(q.shapes, g.Key.Shape)
 	} else {
-		q.shapes[g.key.shape] = gs
+		q.shapes[g.Key.Shape] = gs
 	}
 }
 
 // forget forgets what it knew of a sweep that ended and is forgotten (Store.Forget):
 // its order and its shapes' durations. A shape's name begins with its sweep's and a NUL.
-func (q *queue) forget(sweep string) {
+func (q *Queue) forget(sweep string) {
 	delete(q.fifo, sweep)
 	for shape := range q.took {
 		if strings.HasPrefix(shape, sweep+"\x00") {
@@ -241,7 +241,7 @@ func (q *queue) forget(sweep string) {
 }
 
 // learned takes what the store holds of a shape now.
-func (q *queue) learned(l *Shape) {
+func (q *Queue) learned(l *Shape) {
 	q.known[l.Name] = l
 	if l.Duration == q.took[l.Name] {
 		return
@@ -258,10 +258,10 @@ func (q *queue) learned(l *Shape) {
 	q.changed = true
 }
 
-// ranFor tells the queue how long the running attempts have run, at the start of a
+// RanFor tells the queue how long the running attempts have run, at the start of a
 // round: a shape whose duration is not learned yet runs at least as long as its
 // longest running attempt has.
-func (q *queue) ranFor(running []*Attempt, now time.Time) {
+func (q *Queue) RanFor(running []*Attempt, now time.Time) {
 	for _, g := range q.ranOn {
 		g.ran = 0
 		q.move(g)
@@ -286,12 +286,15 @@ func (q *queue) ranFor(running []*Attempt, now time.Time) {
 	}
 }
 
-func (g *group) len() int { return len(g.jobs) - g.off }
+// Took is the group's shape's learned duration; 0 = none.
+func (g *Group) Took() time.Duration { return g.took }
 
-func (g *group) head() member { return g.jobs[g.off] }
+func (g *Group) len() int { return len(g.jobs) - g.off }
+
+func (g *Group) head() Member { return g.jobs[g.off] }
 
 // move notes that g's place in ranked may have changed.
-func (q *queue) move(g *group) {
+func (q *Queue) move(g *Group) {
 	if !g.moved {
 		g.moved = true
 		q.moved = append(q.moved, g)
@@ -300,7 +303,7 @@ func (q *queue) move(g *group) {
 
 // sort puts the groups in the order their jobs are offered in (see queue): it places
 // again the groups that moved, or sorts them all when many did.
-func (q *queue) sort() {
+func (q *Queue) sort() {
 	if q.changed {
 		var sum time.Duration
 		for _, d := range q.took {
@@ -327,7 +330,7 @@ func (q *queue) sort() {
 		g.moved = false
 		w, seq := q.weigh(g), uint64(0)
 		if g.len() > 0 {
-			seq = g.head().seq
+			seq = g.head().Seq
 		}
 		if g.ranked && g.len() > 0 && w == g.weight && seq == g.seq {
 			continue
@@ -354,7 +357,7 @@ func (q *queue) sort() {
 }
 
 // sortAll sorts every group.
-func (q *queue) sortAll() {
+func (q *Queue) sortAll() {
 	for _, g := range q.moved {
 		g.moved = false
 		if !g.ranked {
@@ -364,18 +367,18 @@ func (q *queue) sortAll() {
 	clear(q.moved)
 	q.moved = q.moved[:0]
 	q.resort = false
-	q.ranked = slices.DeleteFunc(q.ranked, func(g *group) bool {
+	q.ranked = slices.DeleteFunc(q.ranked, func(g *Group) bool {
 		g.ranked = g.len() > 0
 		return !g.ranked
 	})
 	for _, g := range q.ranked {
-		g.weight, g.seq = q.weigh(g), g.head().seq
+		g.weight, g.seq = q.weigh(g), g.head().Seq
 	}
 	slices.SortFunc(q.ranked, q.rank)
 }
 
 // weigh is g's weight (see group).
-func (q *queue) weigh(g *group) float64 {
+func (q *Queue) weigh(g *Group) float64 {
 	took := g.took
 	if took == 0 && q.mean > 0 {
 		took = max(q.mean, g.ran)
@@ -383,15 +386,15 @@ func (q *queue) weigh(g *group) float64 {
 	took = max(took, 1)
 	// A job of unknown memory counts as one byte: after every job of known memory,
 	// and by duration among its likes.
-	return float64(max(g.key.estimate, 1)*int64(g.key.gpus)) * took.Seconds()
+	return float64(max(g.Key.Estimate, 1)*int64(g.Key.GPUs)) * took.Seconds()
 }
 
 // rank orders two groups of ranked by the weight and head sort placed them by.
-func (q *queue) rank(a, b *group) int { return q.compare(a, a.seq, b, b.seq) }
+func (q *Queue) rank(a, b *Group) int { return q.compare(a, a.seq, b, b.seq) }
 
 // compare orders two jobs of the queue, of groups a and b, by the queue's order.
-func (q *queue) compare(a *group, aSeq uint64, b *group, bSeq uint64) int {
-	if c := cmp.Compare(b.key.priority, a.key.priority); c != 0 {
+func (q *Queue) compare(a *Group, aSeq uint64, b *Group, bSeq uint64) int {
+	if c := cmp.Compare(b.Key.Priority, a.Key.Priority); c != 0 {
 		return c
 	}
 	af, bf := a.fifo, b.fifo
@@ -408,68 +411,74 @@ func (q *queue) compare(a *group, aSeq uint64, b *group, bSeq uint64) int {
 	return cmp.Compare(aSeq, bSeq)
 }
 
-// extremes returns the smallest and the largest estimate of the waiting jobs; ok is
+// Len is how many jobs wait.
+func (q *Queue) Len() int { return q.n }
+
+// Took is a shape's learned duration; 0 = none.
+func (q *Queue) Took(shape string) time.Duration { return q.took[shape] }
+
+// Extremes returns the smallest and the largest estimate of the waiting jobs; ok is
 // false when none waits. They are found again only once a group has come or gone.
-func (q *queue) extremes() (smallest, largest int64, ok bool) {
+func (q *Queue) Extremes() (smallest, largest int64, ok bool) {
 	if q.groupsChanged {
 		q.smallest, q.largest = math.MaxInt64, 0
 		for k := range q.groups {
-			q.smallest, q.largest = min(q.smallest, k.estimate), max(q.largest, k.estimate)
+			q.smallest, q.largest = min(q.smallest, k.Estimate), max(q.largest, k.Estimate)
 		}
 		q.groupsChanged = false
 	}
 	return q.smallest, q.largest, len(q.groups) > 0
 }
 
-// larger returns the ids of the waiting jobs whose estimate is above room.
-func (q *queue) larger(room int64) []string {
+// Larger returns the ids of the waiting jobs whose estimate is above room.
+func (q *Queue) Larger(room int64) []string {
 	var ids []string
 	for k, g := range q.groups {
-		if k.estimate > room {
+		if k.Estimate > room {
 			for _, m := range g.jobs[g.off:] {
-				ids = append(ids, m.id)
+				ids = append(ids, m.ID)
 			}
 		}
 	}
 	return ids
 }
 
-// cursor reads the queue in order, one job at a time: the groups in rank order, and a
+// Cursor reads the queue in order, one job at a time: the groups in rank order, and a
 // group's next job once its previous one was taken (not passed over).
-type cursor struct {
-	q    *queue
+type Cursor struct {
+	q    *Queue
 	next int        // the next group of ranked not read yet
 	back cursorHeap // groups read whose next job is due again
-	// last is the group nextJob read last, until pass or the next nextJob; its g is
+	// last is the group Next read last, until Pass or the next Next; its g is
 	// nil when there is none.
 	last entry
 	// admit says how many of a group's jobs may be read this round (math.MaxInt: all).
-	admit func(*group) int
+	admit func(*Group) int
 }
 
 // entry is a group being read: the position in jobs of its next job, and how many
 // more of it may be read after that one.
 type entry struct {
-	g    *group
+	g    *Group
 	at   int
 	left int
 }
 
-func (e *entry) seq() uint64 { return e.g.jobs[e.at].seq }
+func (e *entry) seq() uint64 { return e.g.jobs[e.at].Seq }
 
-// cursor reads the queue from its start. admit, if not nil, limits what is read of a
+// Cursor reads the queue from its start. admit, if not nil, limits what is read of a
 // group.
-func (q *queue) cursor(admit func(*group) int) *cursor {
+func (q *Queue) Cursor(admit func(*Group) int) *Cursor {
 	q.sort()
-	return &cursor{q: q, back: cursorHeap{q: q}, admit: admit}
+	return &Cursor{q: q, back: cursorHeap{q: q}, admit: admit}
 }
 
-// nextJob returns the next job and its group, or false.
-func (c *cursor) nextJob() (*group, member, bool) { return c.nextUpTo(math.MaxInt64) }
+// Next returns the next job and its group, or false.
+func (c *Cursor) Next() (*Group, Member, bool) { return c.NextUpTo(math.MaxInt64) }
 
-// nextUpTo returns the next job that asks at most room bytes per card, and its group,
+// NextUpTo returns the next job that asks at most room bytes per card, and its group,
 // or false; it passes over the groups of the jobs that ask more.
-func (c *cursor) nextUpTo(room int64) (*group, member, bool) {
+func (c *Cursor) NextUpTo(room int64) (*Group, Member, bool) {
 	if e := c.last; e.g != nil {
 		c.last.g = nil
 		if e.at++; e.at < len(e.g.jobs) && e.left > 0 {
@@ -480,24 +489,24 @@ func (c *cursor) nextUpTo(room int64) (*group, member, bool) {
 	for {
 		// The earlier of the next group not read yet and the group read before whose
 		// next job is due.
-		var g *group
+		var g *Group
 		if c.next < len(c.q.ranked) {
 			g = c.q.ranked[c.next]
 		}
 		back := c.back.entries
-		if len(back) > 0 && (g == nil || c.q.compare(back[0].g, back[0].seq(), g, g.head().seq) < 0) {
+		if len(back) > 0 && (g == nil || c.q.compare(back[0].g, back[0].seq(), g, g.head().Seq) < 0) {
 			e := heap.Pop(&c.back).(entry)
-			if e.g.key.estimate <= room {
+			if e.g.Key.Estimate <= room {
 				c.last = e
 				return e.g, e.g.jobs[e.at], true
 			}
 			continue
 		}
 		if g == nil {
-			return nil, member{}, false
+			return nil, Member{}, false
 		}
 		c.next++
-		if g.key.estimate > room || g.len() == 0 {
+		if g.Key.Estimate > room || g.len() == 0 {
 			continue
 		}
 		n := math.MaxInt
@@ -512,14 +521,14 @@ func (c *cursor) nextUpTo(room int64) (*group, member, bool) {
 	}
 }
 
-// pass drops the rest of the group of the job nextJob returned last.
-func (c *cursor) pass() { c.last.g = nil }
+// Pass drops the rest of the group of the job Next or NextUpTo returned last.
+func (c *Cursor) Pass() { c.last.g = nil }
 
 // cursorHeap is the groups a cursor has read some of, by their next job's place in
 // the queue's order.
 type cursorHeap struct {
 	entries []entry
-	q       *queue
+	q       *Queue
 }
 
 func (h cursorHeap) Len() int { return len(h.entries) }

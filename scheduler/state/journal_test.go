@@ -1,6 +1,7 @@
-package scheduler
+package state
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"hash/crc32"
@@ -8,11 +9,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
+
+const gib = int64(1) << 30
 
 var updateState = flag.Bool("update-state", false, "rewrite testdata/state-v1 (only when the state format changes, with a new version)")
 
@@ -89,7 +94,7 @@ func dump(s *Store) string {
 		fmt.Fprintf(&b, "sweep %s seq %d environ %v limit %v status %+v\n", sub.Sweep.Name, sub.Seq, sub.Environ, sub.Limit, sub.SweepStatus)
 	}
 	var queued []string
-	for _, j := range s.Queue() {
+	for _, j := range s.Queued() {
 		queued = append(queued, j.ID)
 	}
 	fmt.Fprintf(&b, "drained %v running %d queued %v\n", snap.Drained(), len(snap.Running()), queued)
@@ -342,7 +347,7 @@ func TestForgetIsDurable(t *testing.T) {
 	journal, _ := os.ReadFile(filepath.Join(dir, journalFile))
 	learned := s.Snapshot().Job("j.1").Shape
 	must(t, s.Forget([]string{"j"}))
-	if l := s.shape(learned); l != nil {
+	if l := s.KnownShape(learned); l != nil {
 		t.Errorf("the engine still reads the forgotten sweep's shape: %+v", l)
 	}
 	s.Close()
@@ -385,4 +390,49 @@ func TestSweepStatusRecordIsTheOldSweepState(t *testing.T) {
 	if want := `{"v":0,"sweep_states":[{"Name":"j","AllocConfRefused":"2026-11-22T10:01:00Z"}]}`; !strings.HasSuffix(string(line), " "+want+"\n") {
 		t.Errorf("record %s, want %s", line, want)
 	}
+}
+
+// TestAFullJournalTakesNothingHalfWritten: a change the journal cannot hold whole does
+// not take effect and leaves no part of itself behind, so that the records after it,
+// once there is room, follow whole records; a part that cannot be taken back stops the
+// journal, and the next start drops it as a torn last record.
+func TestAFullJournalTakesNothingHalfWritten(t *testing.T) {
+	for _, stuck := range []bool{false, true} {
+		dir := t.TempDir()
+		s, _, _ := openState(t, dir)
+		fill(t, s)
+		before, _ := os.ReadFile(filepath.Join(dir, journalFile))
+		disk := onFullDisk(s)
+		disk.Full, disk.Stuck = true, stuck
+		j := *s.Snapshot().Job("j.3")
+		j.Held = false
+		err := s.Put(&j)
+		var cw *CannotWrite
+		if errors.As(err, &cw) == stuck || !errors.Is(err, syscall.ENOSPC) || !s.Snapshot().Job("j.3").Held {
+			t.Fatalf("stuck %v: a put on a full disk: %v; j.3 held %v", stuck, err, s.Snapshot().Job("j.3").Held)
+		}
+		if after, _ := os.ReadFile(filepath.Join(dir, journalFile)); !stuck && string(after) != string(before) {
+			t.Errorf("the journal kept part of a record:\n%s", after[len(before):])
+		}
+		disk.Full, disk.Stuck = false, false
+		err = s.Put(&j)
+		if stuck != (err != nil) {
+			t.Errorf("stuck %v: a put once there is room: %v", stuck, err)
+		}
+		s.Close()
+		again, _, warnings := openState(t, dir)
+		if held := again.Snapshot().Job("j.3").Held; held != stuck || stuck != (len(warnings) == 1) {
+			t.Errorf("stuck %v: after a restart j.3 held %v, warnings %q", stuck, held, warnings)
+		}
+	}
+}
+
+// onFullDisk puts a journaled store's journal on a disk that fills up.
+func onFullDisk(s *Store) *schedtest.FullDisk {
+	var d *schedtest.FullDisk
+	s.WrapJournal(func(f JournalFile) JournalFile {
+		d = &schedtest.FullDisk{File: f}
+		return d
+	})
+	return d
 }

@@ -1,4 +1,4 @@
-package scheduler
+package state
 
 import (
 	"bufio"
@@ -9,7 +9,6 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/gpuq/gpuq/plans"
@@ -94,7 +93,7 @@ type JobRecord struct {
 // Journal appends records to a state directory's journal.
 type Journal struct {
 	dir string
-	f   appendFile
+	f   JournalFile
 	// size is what the journal holds, all of it whole records.
 	size    int64
 	records int
@@ -104,12 +103,20 @@ type Journal struct {
 	broken error
 }
 
-// appendFile is the journal's open file: an *os.File, or a test's full disk.
-type appendFile interface {
+// JournalFile is the journal's open file: an *os.File, or a test's disk that fills up.
+type JournalFile interface {
 	io.Writer
 	Sync() error
 	Truncate(size int64) error
 	Close() error
+}
+
+// WrapJournal puts a journaled store's journal on the file wrap makes of its own: the
+// tests of what a full disk does put it on one that fills up.
+func (s *Store) WrapJournal(wrap func(JournalFile) JournalFile) {
+	if s.journal != nil {
+		s.journal.f = wrap(s.journal.f)
+	}
 }
 
 // Append writes r and syncs it to disk. A record it could not write whole is taken
@@ -261,211 +268,6 @@ func decodeRecord(b []byte) (r Record, why string, err error) {
 	return r, "", nil
 }
 
-// OpenState rebuilds the store from a state directory (made if missing, mode 0700) and
-// journals every later change there. warn hears of a torn last record, which it drops.
-func OpenState(dir string, warn func(string)) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
-	}
-	s, err := NewStore()
-	if err != nil {
-		return nil, err
-	}
-	snap, journal, err := readStateFiles(dir)
-	if err != nil {
-		return nil, err
-	}
-	damaged := func(sf *stateFile, l line, why string) error {
-		kept, err := keepCopy(dir)
-		if err != nil {
-			return fmt.Errorf("%s, record %d: %s; keeping a copy of the state: %w", sf.path, l.n, why, err)
-		}
-		return &Damaged{File: sf.path, Record: l.n, Of: len(sf.lines), Offset: l.off, Why: why, Kept: kept}
-	}
-	// The snapshot is written whole and renamed into place: a crash cannot tear it.
-	torn := journal.torn()
-	for _, sf := range []*stateFile{snap, journal} {
-		for _, l := range sf.bad() {
-			if sf != journal || torn == nil || l.n != torn.n {
-				return nil, damaged(sf, l, l.bad)
-			}
-		}
-	}
-	replay := func(sf *stateFile) error {
-		for _, l := range sf.lines {
-			if l.bad != "" {
-				continue
-			}
-			if err := s.apply(l.rec, nil); err != nil {
-				return damaged(sf, l, err.Error())
-			}
-		}
-		return nil
-	}
-	if err := replay(snap); err != nil {
-		return nil, err
-	}
-	if journal.epoch < snap.epoch {
-		// Held whole in the snapshot (a crash between the two).
-		if err := os.Truncate(journal.path, 0); err != nil {
-			return nil, fmt.Errorf("journal: %w", err)
-		}
-		torn = nil
-	} else if err := replay(journal); err != nil {
-		return nil, err
-	}
-	if torn != nil {
-		warn(fmt.Sprintf("%s: dropped its last record, torn by a crash in the middle of a write (%s)", journal.path, torn.bad))
-		if err := os.Truncate(journal.path, torn.off); err != nil {
-			return nil, fmt.Errorf("journal: %w", err)
-		}
-	}
-	if err := s.openJournal(dir, max(snap.epoch, journal.epoch)); err != nil {
-		return nil, err
-	}
-	s.warn, s.renamed = warn, nil
-	return s, nil
-}
-
-func readStateFiles(dir string) (snap, journal *stateFile, err error) {
-	if snap, err = readState(filepath.Join(dir, snapshotFile)); err != nil {
-		return nil, nil, err
-	}
-	if journal, err = readState(filepath.Join(dir, journalFile)); err != nil {
-		return nil, nil, err
-	}
-	return snap, journal, nil
-}
-
-// openJournal opens the state directory's journal for the changes to come.
-func (s *Store) openJournal(dir string, epoch uint64) error {
-	f, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	if err := syncDir(dir); err != nil {
-		f.Close()
-		return err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("journal: %w", err)
-	}
-	s.journal = &Journal{dir: dir, f: f, size: fi.Size(), epoch: epoch}
-	return nil
-}
-
-// apply replays one record into the store, without journaling it again. A sweep
-// already in the store (replayed from the snapshot, then from a journal that a crash
-// kept from being emptied) is skipped. What the record names that the store does not
-// hold is an error; with skip (a salvage) it is left out and skip is told why.
-func (s *Store) apply(r Record, skip func(string)) error {
-	fail := func(format string, args ...any) error {
-		if skip == nil {
-			return fmt.Errorf(format, args...)
-		}
-		skip(fmt.Sprintf(format, args...))
-		return nil
-	}
-	if r.Sweep != nil {
-		sw, err := plans.DecodeSweepFiles(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides)
-		if err != nil {
-			if err := fail("sweep %s: %v", r.Sweep.File, err); err != nil {
-				return err
-			}
-		} else if s.Snapshot().Submission(sw.Name) == nil {
-			if err := s.submit(&Submission{Sweep: sw, Environ: r.Sweep.Environ, Limit: r.Sweep.Limit}); err != nil {
-				if err := fail("%v", err); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	snap := s.Snapshot()
-	objs := make([]any, 0, len(r.Jobs)+len(r.Attempts)+len(r.Shapes)+len(r.Drains)+len(r.SweepStates)+len(r.AllocQueues)+len(r.Allocations))
-	for _, sr := range r.SweepStates {
-		old := snap.Submission(sr.Name)
-		if old == nil {
-			if err := fail("sweep %s was never submitted", sr.Name); err != nil {
-				return err
-			}
-			continue
-		}
-		c := *old
-		c.SweepStatus = sr.SweepStatus
-		objs = append(objs, &c)
-	}
-	for _, jr := range r.Jobs {
-		old := snap.Job(jr.ID)
-		if old == nil {
-			if err := fail("job %s is not in any sweep", jr.ID); err != nil {
-				return err
-			}
-			continue
-		}
-		j := *old
-		j.Status = jr.Status
-		j.Shape = plans.CanonicalShape(j.Shape)
-		objs = append(objs, &j)
-	}
-	for _, a := range r.Attempts {
-		if snap.Job(a.Job) == nil {
-			if err := fail("attempt %s is of no job", a.ID); err != nil {
-				return err
-			}
-			continue
-		}
-		a.Shape = plans.CanonicalShape(a.Shape)
-		objs = append(objs, a)
-	}
-	objs = append(objs, s.canonicalShapes(snap, r.Shapes)...)
-	for _, d := range r.Drains {
-		objs = append(objs, d)
-	}
-	for _, q := range r.AllocQueues {
-		objs = append(objs, q)
-	}
-	for _, a := range r.Allocations {
-		objs = append(objs, a)
-	}
-	return s.commit(objs)
-}
-
-// canonicalShapes names shapes as plans.Sweep.ShapeOf does now. Shapes that an older
-// gpuq kept apart for the order of their keys alone are one now, and from the first
-// record of an old name on, each record of that shape is merged into what the store
-// knows instead of replacing it (see Shape.merge): records of the other old names are
-// of the same shape.
-func (s *Store) canonicalShapes(snap Snapshot, shapes []*Shape) []any {
-	objs := make([]any, 0, len(shapes))
-	for _, l := range shapes {
-		name := plans.CanonicalShape(l.Name)
-		if name != l.Name {
-			if s.renamed == nil {
-				s.renamed = map[string]bool{}
-			}
-			s.renamed[name] = true
-		}
-		if !s.renamed[name] {
-			objs = append(objs, l)
-			continue
-		}
-		c := *l
-		c.Name = name
-		for _, o := range objs {
-			if known, ok := o.(*Shape); ok && known.Name == name {
-				c.merge(known)
-			}
-		}
-		if known := snap.Shape(name); known != nil {
-			c.merge(known)
-		}
-		objs = append(objs, &c)
-	}
-	return objs
-}
-
 // recordOf is the record of putting objs.
 func recordOf(objs []any) Record {
 	var r Record
@@ -490,101 +292,14 @@ func recordOf(objs []any) Record {
 	return r
 }
 
-// compact writes the whole state as snap reads it to the snapshot, and empties the
-// journal. A CannotWrite means the snapshot could not be written and nothing changed;
-// any other error leaves a journal that takes no more records (Journal.broken).
-func (s *Store) compact(snap Snapshot) error {
-	jn := s.journal
-	if jn.broken != nil {
-		return jn.broken
-	}
-	epoch := jn.epoch + 1
-	if err := writeSnapshot(jn.dir, snap, epoch); err != nil {
-		return &CannotWrite{What: "the snapshot", Err: err}
-	}
-	// Only once the snapshot is in place may the journal go; a crash in between leaves
-	// a journal older than the snapshot, which the next start does not replay (Epoch).
-	// From here on, a record written to the old journal would be lost with it.
-	jn.epoch, jn.records = epoch, 0
-	err := syncDir(jn.dir)
-	if err == nil {
-		err = jn.f.Truncate(0)
-	}
-	if err == nil {
-		err = jn.f.Sync()
-	}
-	if err != nil {
-		jn.broken = fmt.Errorf("journal: emptying it after a compaction: %w; restart the daemon: it starts from the snapshot", err)
-		return jn.broken
-	}
-	jn.size = 0
-	return nil
+// CannotWrite is a failure to write gpuq's own files: the journal, or an attempt's
+// directory. What was being written did not take effect and can be tried again; the
+// engine pauses until it can write (see Engine.pause).
+type CannotWrite struct {
+	What string // what could not be written: "the journal", "the attempt's files"
+	Err  error
 }
 
-// writeSnapshot writes the state as snap reads it to dir's snapshot, whole or not at
-// all: a temporary file, synced, renamed into place.
-func writeSnapshot(dir string, snap Snapshot, epoch uint64) error {
-	tmp := filepath.Join(dir, snapshotFile+".new")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	write := func(r Record) error {
-		r.V = stateVersion
-		line, err := encodeRecord(r)
-		if err == nil {
-			_, err = w.Write(line)
-		}
-		return err
-	}
-	err = write(Record{Epoch: epoch})
-	for _, sub := range snap.Submissions() {
-		if err != nil {
-			break
-		}
-		err = write(Record{Sweep: sweepRecord(sub)})
-	}
-	if err == nil {
-		var objs []any
-		for _, sub := range snap.Submissions() {
-			if sub.SweepStatus != (SweepStatus{}) {
-				objs = append(objs, sub)
-			}
-		}
-		for _, j := range snap.Jobs() {
-			objs = append(objs, j)
-		}
-		for _, t := range []string{TableAttempts, TableShapes, TableDrains, TableAllocQueues, TableAllocations} {
-			for o := range each[any](snap.txn.Get, t, IndexID) {
-				objs = append(objs, o)
-			}
-		}
-		err = write(recordOf(objs))
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, snapshotFile))
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
-}
+func (e *CannotWrite) Error() string { return fmt.Sprintf("cannot write %s: %v", e.What, e.Err) }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+func (e *CannotWrite) Unwrap() error { return e.Err }
