@@ -81,7 +81,7 @@ func TestEngineBackfillsByLearnedDuration(t *testing.T) {
 	for _, j := range e.store.Snapshot().Jobs() {
 		task, _ := j.Params.Get("task")
 		if d := took[fmt.Sprint(task)]; d > 0 {
-			must(t, e.store.Put(&state.Shape{Name: j.Shape, Duration: d, Runs: 1}))
+			must(t, e.store.Put(state.Change{Shapes: []*state.Shape{{Name: j.Shape, Duration: d, Runs: 1}}}))
 		}
 	}
 	round(t, e)

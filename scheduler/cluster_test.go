@@ -130,7 +130,7 @@ func TestClusterMachinesOwnRAMAndTime(t *testing.T) {
 		"n1 ends within the job": func(e *Engine, cl *fakeCluster) {
 			cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
 			shape := e.store.Snapshot().Job("d.1").Shape
-			must(t, e.store.Put(&state.Shape{Name: shape, Duration: 2 * time.Hour, Runs: 1}))
+			must(t, e.store.Put(state.Change{Shapes: []*state.Shape{{Name: shape, Duration: 2 * time.Hour, Runs: 1}}}))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -183,7 +183,7 @@ func TestBacklogByLearnedDurations(t *testing.T) {
 	cl := &fakeCluster{cards: &cards}
 	e, st, fr := clusterEngine(t, "name: l\ncommand: [train]\njobs: [{}]\nmemory: 10GiB\n", cl, nil)
 	cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
-	must(t, st.Put(&state.Shape{Name: st.Snapshot().Job("l.1").Shape, Duration: 3 * time.Hour, Runs: 1}))
+	must(t, st.Put(state.Change{Shapes: []*state.Shape{{Name: st.Snapshot().Job("l.1").Shape, Duration: 3 * time.Hour, Runs: 1}}}))
 	round(t, e)
 	if len(fr.starts) != 0 {
 		t.Fatalf("the 3h job started on n1, which ends in 1h")

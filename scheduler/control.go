@@ -75,7 +75,7 @@ func (e *Engine) Cancel(sel Selection) ([]string, error) {
 	}
 	snap := e.store.Latest()
 	var ids []string
-	var changed []any
+	var changed []*state.Job
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
 		if j.State == state.JobRunning {
@@ -89,12 +89,12 @@ func (e *Engine) Cancel(sel Selection) ([]string, error) {
 		changed = append(changed, &c)
 	}
 	if len(changed) > 0 {
-		if err := e.put(changed...); err != nil {
+		if err := e.put(state.Change{Jobs: changed}); err != nil {
 			return nil, err
 		}
 	}
-	for _, o := range changed {
-		e.events(Event{Time: e.clock.Now(), Job: o.(*state.Job).ID, Kind: "cancelled", Message: "cancelled while queued"})
+	for _, j := range changed {
+		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: "cancelled while queued"})
 	}
 	return ids, nil
 }
@@ -156,7 +156,7 @@ func (e *Engine) Release(sel Selection) ([]string, error) {
 
 func (e *Engine) change(jobs []*state.Job, kind string, change func(*state.Job)) ([]string, error) {
 	ids := make([]string, 0, len(jobs))
-	changed := make([]any, 0, len(jobs))
+	changed := make([]*state.Job, 0, len(jobs))
 	for _, j := range jobs {
 		c := *j
 		change(&c)
@@ -164,7 +164,7 @@ func (e *Engine) change(jobs []*state.Job, kind string, change func(*state.Job))
 		ids = append(ids, j.ID)
 	}
 	if len(changed) > 0 {
-		if err := e.put(changed...); err != nil {
+		if err := e.put(state.Change{Jobs: changed}); err != nil {
 			return nil, err
 		}
 	}
@@ -184,7 +184,7 @@ func (e *Engine) Drain(card plans.CardID, on bool) error {
 		}
 		return Refused(fmt.Sprintf("no GPU %s here; gpuq schedules on [%s]", card, strings.Join(have, " ")))
 	}
-	return e.put(&state.Drain{Worker: card.Worker, GPU: card.Index, On: on})
+	return e.put(state.Change{Drains: []*state.Drain{{Worker: card.Worker, GPU: card.Index, On: on}}})
 }
 
 // Why says why a job waits, or what it is doing if it does not.

@@ -275,7 +275,7 @@ func (e *Engine) Adopt() (int, error) {
 		if a.Leader == 0 && st.Leader != 0 {
 			c := *a
 			c.Leader, c.Log = st.Leader, st.Log
-			if err := e.store.Put(&c); err != nil {
+			if err := e.put(state.Change{Attempts: []*state.Attempt{&c}}); err != nil {
 				return 0, err
 			}
 		}

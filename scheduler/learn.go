@@ -44,7 +44,7 @@ func (e *Engine) learnPeaks(running []*state.Attempt) {
 	// Learned once every attempt is measured: a reservation learning changes (see
 	// reserve) holds at least what its attempt was measured at this round.
 	for _, a := range teaching {
-		e.learn(a.Shape, a)
+		e.learn(a.Shape, a, nil)
 	}
 	e.save(running, now)
 }
@@ -93,16 +93,16 @@ func (e *Engine) save(running []*state.Attempt, now time.Time) {
 		return
 	}
 	snap := e.store.Latest()
-	var objs []any
+	var measured []*state.Attempt
 	for _, a := range running {
 		if _, ok := e.unsaved.byID[a.ID]; ok {
-			objs = append(objs, e.measured(snap.Attempt(a.ID)))
+			measured = append(measured, e.measured(snap.Attempt(a.ID)))
 		}
 	}
 	e.unsaved.clear()
 	e.savedAt = now
-	if len(objs) > 0 {
-		e.put(objs...)
+	if len(measured) > 0 {
+		e.put(state.Change{Attempts: measured})
 	}
 }
 
@@ -195,7 +195,7 @@ func (u *use) add(p gpu.Process) {
 // learn takes an attempt's measured peaks as its shape's, if they say more than what is
 // known, and re-estimates the shape's jobs; and, of an attempt that succeeded, how long
 // it ran.
-func (e *Engine) learn(shape string, a *state.Attempt, with ...any) error {
+func (e *Engine) learn(shape string, a *state.Attempt, with *state.Change) error {
 	return e.changeShape(shape, func(l *state.Shape) {
 		if !a.PeakUnknown {
 			l.Peak = max(l.Peak, a.Peak)
@@ -205,14 +205,14 @@ func (e *Engine) learn(shape string, a *state.Attempt, with ...any) error {
 			l.Runs = min(l.Runs+1, 10)
 			l.Duration += (a.Ended.Sub(a.Started) - l.Duration) / time.Duration(l.Runs)
 		}
-	}, with...)
+	}, with)
 }
 
 // changeShape changes what is known of a shape and, if that changed its peaks or
 // floor, re-estimates the shape's jobs: its queued ones as the store reads them
-// (Shape.Rev), the reservations of its running ones here. The objects with are written
-// with it, in one transaction; an error is put's.
-func (e *Engine) changeShape(name string, change func(*state.Shape), with ...any) error {
+// (Shape.Rev), the reservations of its running ones here. What with holds (nil:
+// nothing) is written with it, in one transaction; an error is put's.
+func (e *Engine) changeShape(name string, change func(*state.Shape), with *state.Change) error {
 	l := state.Shape{Name: name}
 	if old := e.store.KnownShape(name); old != nil {
 		l = *old
@@ -220,8 +220,8 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with ...any
 	before := l
 	change(&l)
 	if l == before {
-		if len(with) > 0 {
-			return e.put(with...)
+		if with != nil {
+			return e.put(*with)
 		}
 		return nil
 	}
@@ -229,7 +229,12 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with ...any
 	if estimates {
 		l.Rev++ // the store re-estimates its queued jobs
 	}
-	if err := e.put(append(with, &l)...); err != nil {
+	var c state.Change
+	if with != nil {
+		c = *with
+	}
+	c.Shapes = append(c.Shapes, &l)
+	if err := e.put(c); err != nil {
 		return err
 	}
 	if estimates {
@@ -243,7 +248,7 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with ...any
 func (e *Engine) reserve(shape string) {
 	snap := e.store.Latest()
 	l := snap.Shape(shape)
-	var changed []any
+	var changed []*state.Attempt
 	for _, a := range e.runningNow(snap) {
 		if a.Shape != shape {
 			continue
@@ -258,6 +263,6 @@ func (e *Engine) reserve(shape string) {
 		}
 	}
 	if len(changed) > 0 {
-		e.put(changed...)
+		e.put(state.Change{Attempts: changed})
 	}
 }

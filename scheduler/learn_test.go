@@ -86,7 +86,7 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 	// engine reads the new copy with the measures.
 	c := *st.Snapshot().Attempt("m.1/1")
 	c.Timeout = time.Hour
-	must(t, st.Put(&c))
+	must(t, st.Put(state.Change{Attempts: []*state.Attempt{&c}}))
 	if r := e.runningNow(st.Snapshot()); len(r) != 1 {
 		t.Fatalf("%d attempts running, want 1", len(r))
 	} else if r[0].Peak != 8*gib || r[0].Timeout != time.Hour {

@@ -110,7 +110,7 @@ func (e *Engine) shutdown(cause error) error {
 	for _, j := range e.store.Queued() {
 		c := *j
 		c.State, c.Reason = state.JobCancelled, "cancelled while queued"
-		if e.put(&c) != nil {
+		if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 			continue
 		}
 		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: c.Reason})

@@ -6,6 +6,7 @@ package scheduler
 // Running trainers go on meanwhile.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -19,14 +20,22 @@ type Checker interface {
 	Check() error
 }
 
-// put writes to the store. When it cannot write, the engine pauses; any other failure
-// is kept for Run and Serve to return, and the engine stops at the end of the round,
-// having done nothing it could not record. Either way the change did not take effect.
-func (e *Engine) put(objs ...any) error {
+// put writes to the store: the one door of every write while the engine runs. When it
+// cannot write, the engine pauses; any other failure is kept for Run and Serve to
+// return, and the engine stops at the end of the round, having done nothing it could
+// not record. Either way the change did not take effect.
+func (e *Engine) put(c state.Change) error {
 	if e.err != nil {
 		return e.err
 	}
-	return e.failed(e.store.Put(objs...))
+	return e.failed(e.store.Put(c))
+}
+
+// Put writes c from outside the engine's loop (the allocator's queues and
+// allocations), in the loop, through put: the store has one writer, and a write the
+// disk refuses pauses the engine as its own do.
+func (e *Engine) Put(ctx context.Context, c state.Change) error {
+	return e.Do(ctx, func() error { return e.put(c) })
 }
 
 // failed pauses the engine on an error to write, or stops it on any other, and returns

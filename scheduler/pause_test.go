@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,5 +117,46 @@ func TestUnwritableAttemptsPauseAndLoseNothing(t *testing.T) {
 	}
 	if j := st.Snapshot().Job("c.1"); j.Attempts-j.Since != 1 {
 		t.Errorf("c.1: %d attempts, %d of them not counted; the unstarted one must not count", j.Attempts, j.Since)
+	}
+}
+
+// TestPutPausesOnAFullDisk: a write from beside the engine (the allocator's) goes
+// through the engine's loop and its door: on a full disk it pauses the engine, as the
+// engine's own writes do, rather than failing on its own while rounds go on.
+func TestPutPausesOnAFullDisk(t *testing.T) {
+	e, st, _, events, _ := pausedEngine(t)
+	disk := onFullDisk(st)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- e.Serve(ctx, func() bool { return false }) }()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	// Two rounds: c.1 starts, then its memory is first measured and written. The
+	// rounds after have nothing to write.
+	for range 2 {
+		must(t, e.Do(ctx, func() error { return nil }))
+	}
+	// The disk fills between rounds, on the engine's goroutine, as the journal's
+	// writes are.
+	must(t, e.Do(ctx, func() error { disk.Full = true; return nil }))
+	err := e.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{{ID: 1, GPUsPerNode: 1}}})
+	var cw *state.CannotWrite
+	if !errors.As(err, &cw) {
+		t.Fatalf("a put on a full disk: %v, want a CannotWrite", err)
+	}
+	var says string
+	must(t, e.Do(ctx, func() error {
+		says = paused(*events)
+		disk.Full = false
+		return nil
+	}))
+	if says != "paused" {
+		t.Errorf("after a put on a full disk the engine says %q, want it paused", says)
+	}
+	must(t, e.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{{ID: 1, GPUsPerNode: 1}}}))
+	if st.Snapshot().AllocQueue(1) == nil {
+		t.Error("the queue put once there is room is not in the store")
 	}
 }

@@ -36,7 +36,7 @@ func (e *Engine) Apply(x Exit) {
 			if l.Probe == job.ID {
 				l.Probe = ""
 			}
-		})
+		}, nil)
 	}
 	kind, msg := string(x.Outcome), x.Detail
 	switch {
@@ -66,9 +66,9 @@ func (e *Engine) Apply(x Exit) {
 	}
 	var err error
 	if job.State == state.JobSucceeded {
-		err = e.learn(job.Shape, &ended, &job, &ended)
+		err = e.learn(job.Shape, &ended, &state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
 	} else {
-		err = e.put(&job, &ended)
+		err = e.put(state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
 	}
 	if err != nil {
 		// Applied again once it can be recorded (see resume); its trainer has ended
@@ -107,7 +107,7 @@ func (e *Engine) degrade(job *state.Job, a *state.Attempt, sw *plans.Sweep) stri
 			others = e.sharedCard(a)
 		}
 		// Whatever becomes of this job, its shape needs that much at this tier.
-		e.changeShape(job.Shape, func(l *state.Shape) { l.Floor = max(l.Floor, need) })
+		e.changeShape(job.Shape, func(l *state.Shape) { l.Floor = max(l.Floor, need) }, nil)
 		if need > 0 && need <= room && raised <= room && others && !job.Retried {
 			job.Estimate, job.Retried, job.State = raised, true, state.JobQueued
 			job.EstimatedAt = e.store.Latest().Shape(job.Shape).Revision()
@@ -186,7 +186,7 @@ func (e *Engine) withoutAllocConf(job *state.Job, a *state.Attempt, sw *plans.Sw
 		if sub.AllocConfRefused.IsZero() {
 			c := *sub
 			c.AllocConfRefused = a.Ended
-			e.put(&c)
+			e.put(state.Change{Sweeps: []*state.Submission{&c}})
 		}
 		job.State, job.Since = state.JobQueued, job.Since+1
 		return fmt.Sprintf("this PyTorch (before 2.1) does not know PYTORCH_CUDA_ALLOC_CONF=%s: retrying without it, as every later job of sweep %s will start (env: {PYTORCH_CUDA_ALLOC_CONF: \"\"} says so in the sweep file)",

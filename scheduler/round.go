@@ -443,7 +443,7 @@ func (e *Engine) failTooLarge() {
 		c := *j
 		if l := snap.Shape(j.Shape); l != nil && l.Floor > room {
 			if msg, ok := e.stepDown(&c, snap.Sweep(j.Sweep), j.Declared, false); ok {
-				if e.put(&c) != nil {
+				if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 					return
 				}
 				e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "requeued", Message: fmt.Sprintf(
@@ -458,7 +458,7 @@ func (e *Engine) failTooLarge() {
 		est, _ := snap.Estimate(j)
 		c.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
 			plans.FormatSize(est), plans.FormatSize(room))
-		if e.put(&c) != nil {
+		if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 			return
 		}
 		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
@@ -505,20 +505,21 @@ func (e *Engine) startAll(snap state.Snapshot, placed []pack.Placement, running 
 	}
 	journaled := e.store.Journaled()
 	launches := make([]Launch, len(placed))
-	objs := make([]any, 0, 2*len(placed))
+	var recorded state.Change
 	for i, p := range placed {
 		launches[i] = e.launch(snap, snap.Job(p.Job), p, sharing[p.Worker])
-		objs = append(objs, launches[i].Job, launches[i].Attempt)
+		recorded.Jobs = append(recorded.Jobs, launches[i].Job)
+		recorded.Attempts = append(recorded.Attempts, launches[i].Attempt)
 	}
-	if journaled && e.put(objs...) != nil {
+	if journaled && e.put(recorded) != nil {
 		return
 	}
-	objs = objs[:0]
+	var ran state.Change
 	var lost []Exit
 	var started []Launch
 	for _, l := range launches {
 		if !journaled {
-			objs = append(objs, l.Job)
+			ran.Jobs = append(ran.Jobs, l.Job)
 		}
 		var st Started
 		err := e.pausedErr()
@@ -527,7 +528,7 @@ func (e *Engine) startAll(snap state.Snapshot, placed []pack.Placement, running 
 		}
 		if err != nil {
 			if !journaled {
-				objs = append(objs, l.Attempt)
+				ran.Attempts = append(ran.Attempts, l.Attempt)
 			}
 			var cw *state.CannotWrite
 			unwritable := errors.As(err, &cw)
@@ -540,10 +541,10 @@ func (e *Engine) startAll(snap state.Snapshot, placed []pack.Placement, running 
 		// The runner reports the attempt's end on Exits, read only after this round.
 		a := *l.Attempt
 		a.Leader, a.Log = st.Leader, st.Log
-		objs = append(objs, &a)
+		ran.Attempts = append(ran.Attempts, &a)
 		started = append(started, l)
 	}
-	if e.put(objs...) != nil {
+	if e.put(ran) != nil {
 		return
 	}
 	for _, x := range lost {
@@ -584,7 +585,7 @@ func (e *Engine) launch(snap state.Snapshot, j *state.Job, p pack.Placement, sha
 		Tier: j.Pos.Tier, Params: j.Current, Estimate: job.Estimate, Reserve: job.Estimate, HostReserve: job.HostEstimate,
 		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: requestOf(&job).Exclusive, Expected: e.store.Queue().Took(j.Shape)}
 	if j.Probe && job.Estimate == 0 {
-		e.changeShape(j.Shape, func(l *state.Shape) { l.Probe = j.ID })
+		e.changeShape(j.Shape, func(l *state.Shape) { l.Probe = j.ID }, nil)
 	}
 	// Its cards in the inventory's order.
 	at := make([]int, 0, len(cardIdx))

@@ -22,7 +22,7 @@ func (e *Engine) expire(running []*state.Attempt) (stopped bool) {
 		}
 		c := *a
 		c.TimedOut = true
-		if e.put(&c) != nil {
+		if e.put(state.Change{Attempts: []*state.Attempt{&c}}) != nil {
 			return true
 		}
 		stopped = true

@@ -144,7 +144,7 @@ func writeHistory(dir, sweepFile string, n int) error {
 		return err
 	}
 	at := time.Now().Add(-time.Hour)
-	var objs []any
+	var done state.Change
 	for _, j := range st.Snapshot().Jobs() {
 		c := *j
 		c.State, c.Attempts = state.JobSucceeded, 1
@@ -152,9 +152,9 @@ func writeHistory(dir, sweepFile string, n int) error {
 			Params: j.Current, Estimate: j.Estimate, Reserve: j.Estimate, Leader: 1000, Peak: 8 << 30,
 			Started: at, Ended: at.Add(time.Minute), Outcome: plans.Success,
 			Log: filepath.Join(dir, "attempts", j.ID, "attempt-1", "log")}
-		objs = append(objs, &c, a)
+		done.Jobs, done.Attempts = append(done.Jobs, &c), append(done.Attempts, a)
 	}
-	if err := st.Put(objs...); err != nil {
+	if err := st.Put(done); err != nil {
 		return err
 	}
 	return st.Compact()

@@ -315,7 +315,7 @@ func TestRunTableFitsTheTerminal(t *testing.T) {
 	for i, name := range []string{"a-sweep-with-a-long-name.1", "a-sweep-with-a-long-name.2", "a-sweep-with-a-long-name.3"} {
 		j := &state.Job{Job: &plans.Job{ID: name}, Sweep: "a-sweep-with-a-long-name", Status: state.Status{State: state.JobRunning, Declared: 9 << 30, Attempts: 1}}
 		a := &state.Attempt{ID: name + "/1", Job: name, N: 1, GPUs: []int{i}, Reserve: 9 << 30, Peak: int64(i) << 30, Started: at}
-		if err := store.Put(j, a); err != nil {
+		if err := store.Put(state.Change{Jobs: []*state.Job{j}, Attempts: []*state.Attempt{a}}); err != nil {
 			t.Fatal(err)
 		}
 	}

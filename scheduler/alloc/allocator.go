@@ -23,9 +23,11 @@ import (
 
 // Config is what an Allocator runs with.
 type Config struct {
-	Store *state.Store
-	// Do runs fn in the engine's loop (scheduler.Engine.Do): the store has one writer.
-	Do func(ctx context.Context, fn func() error) error
+	// State reads the store.
+	State func() state.Snapshot
+	// Put writes to the store through the engine (scheduler.Engine.Put), its one
+	// writer, which pauses when the disk refuses a write.
+	Put func(ctx context.Context, c state.Change) error
 	// Waiting returns what each job needs that waits to start and that no connected
 	// worker could start now (scheduler.Engine.Backlog).
 	Waiting func(ctx context.Context) ([]scheduler.Need, error)
@@ -57,7 +59,7 @@ type Allocator struct {
 	since time.Time
 }
 
-// New returns an allocator over cfg.Store's queues.
+// New returns an allocator over the store's queues.
 func New(cfg Config) *Allocator {
 	if cfg.Every == 0 {
 		// squeue asks slurmctld, which every user of the cluster shares; a submitted
@@ -107,7 +109,7 @@ func (a *Allocator) Serve(ctx context.Context) error {
 func (a *Allocator) Round(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	snap := a.cfg.Store.Snapshot()
+	snap := a.cfg.State()
 	queues := snap.AllocQueues()
 	if len(queues) == 0 {
 		return nil
@@ -121,7 +123,7 @@ func (a *Allocator) Round(ctx context.Context) error {
 	}
 	workers := a.cfg.Workers()
 	now := a.cfg.Clock.Now()
-	snap = a.cfg.Store.Snapshot()
+	snap = a.cfg.State()
 	var errs []error
 	for _, q := range snap.AllocQueues() {
 		r := Round{Queue: q, Allocations: snap.Allocations(q.ID), Waiting: waiting, Workers: workers, Since: a.since, Now: now}
@@ -157,7 +159,7 @@ func (a *Allocator) idleSince(r Round) time.Time {
 
 // follow asks Slurm how the live allocations stand, and records what changed.
 func (a *Allocator) follow(ctx context.Context, queues []*state.AllocQueue) error {
-	snap := a.cfg.Store.Snapshot()
+	snap := a.cfg.State()
 	var live []*state.Allocation
 	for _, q := range queues {
 		for _, al := range snap.Allocations(q.ID) {
@@ -181,7 +183,7 @@ func (a *Allocator) follow(ctx context.Context, queues []*state.AllocQueue) erro
 	}
 	workers := a.cfg.Workers()
 	now := a.cfg.Clock.Now()
-	var changed []any
+	var changed []*state.Allocation
 	for _, al := range live {
 		c := observe(al, jobs, workers[al.ID], now)
 		if *c != *al {
@@ -197,7 +199,7 @@ func (a *Allocator) follow(ctx context.Context, queues []*state.AllocQueue) erro
 	if len(changed) == 0 {
 		return nil
 	}
-	return a.cfg.Do(ctx, func() error { return a.cfg.Store.Put(changed...) })
+	return a.cfg.Put(ctx, state.Change{Allocations: changed})
 }
 
 // observe is an allocation as Slurm (jobs) and the connected workers show it now.
@@ -275,18 +277,18 @@ func (a *Allocator) submit(ctx context.Context, q *state.AllocQueue) error {
 	if err != nil {
 		c.Error, c.ErrorAt = err.Error(), now
 		a.cfg.Log("allocation queue %d: sbatch failed (trying again in %s): %v", q.ID, RetryAfter, err)
-		if perr := a.cfg.Do(ctx, func() error { return a.cfg.Store.Put(&c) }); perr != nil {
+		if perr := a.cfg.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{&c}}); perr != nil {
 			return perr
 		}
 		return fmt.Errorf("allocation queue %d: sbatch: %w", q.ID, err)
 	}
 	a.cfg.Log("allocation queue %d: submitted allocation %s (%d GPUs a node, %s)", q.ID, id, q.GPUsPerNode, plans.FormatDuration(q.Time))
 	al := &state.Allocation{ID: id, Queue: q.ID, State: state.AllocQueued, Slurm: "PENDING", Submitted: now}
-	objs := []any{al}
+	put := state.Change{Allocations: []*state.Allocation{al}}
 	if q.Error != "" {
-		objs = append(objs, &c)
+		put.AllocQueues = []*state.AllocQueue{&c}
 	}
-	return a.cfg.Do(ctx, func() error { return a.cfg.Store.Put(objs...) })
+	return a.cfg.Put(ctx, put)
 }
 
 func (a *Allocator) cancel(ctx context.Context, id string) error {
@@ -329,7 +331,7 @@ func (a *Allocator) Add(ctx context.Context, q state.AllocQueue) (*state.AllocQu
 	if err != nil {
 		return nil, "", scheduler.Refused(fmt.Sprintf("Slurm would not take its allocations (sbatch --test-only):\n%v", err))
 	}
-	if err := a.cfg.Do(ctx, func() error { return a.cfg.Store.Put(&q) }); err != nil {
+	if err := a.cfg.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{&q}}); err != nil {
 		return nil, "", err
 	}
 	a.cfg.Log("allocation queue %d: %d GPUs a node, %s each, at most %d at once, workers idle %s exit; sbatch %s",
@@ -351,7 +353,7 @@ func (a *Allocator) prepare(q *state.AllocQueue) (string, error) {
 		return "", err
 	}
 	q.ID = 1
-	for _, o := range a.cfg.Store.Snapshot().AllocQueues() {
+	for _, o := range a.cfg.State().AllocQueues() {
 		q.ID = max(q.ID, o.ID+1)
 	}
 	q.Created = a.cfg.Clock.Now()
@@ -371,14 +373,14 @@ func (a *Allocator) Remove(ctx context.Context, id int) (Removed, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out Removed
-	snap := a.cfg.Store.Snapshot()
+	snap := a.cfg.State()
 	q := snap.AllocQueue(id)
 	if q == nil || q.Removed {
 		return out, scheduler.Refused(fmt.Sprintf("no allocation queue %d; gpuq alloc list shows them", id))
 	}
 	c := *q
 	c.Removed = true
-	if err := a.cfg.Do(ctx, func() error { return a.cfg.Store.Put(&c) }); err != nil {
+	if err := a.cfg.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{&c}}); err != nil {
 		return out, err
 	}
 	var errs []error

@@ -46,7 +46,7 @@ type harness struct {
 	log     []string
 }
 
-// newHarness is an allocator over a journaled store in dir, with Do writing directly
+// newHarness is an allocator over a journaled store in dir, with Put writing directly
 // (no engine runs in these tests).
 func newHarness(t *testing.T, dir string) *harness {
 	t.Helper()
@@ -57,8 +57,8 @@ func newHarness(t *testing.T, dir string) *harness {
 	t.Cleanup(func() { store.Close() })
 	h := &harness{store: store, slurm: newFakeSlurm(t), dir: dir, workers: map[string]int{},
 		clock: &testClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
-	h.a = New(Config{Store: store, Slurm: Slurm{Exec: Run}, Clock: h.clock, Logs: filepath.Join(dir, "allocs"),
-		Do: func(_ context.Context, fn func() error) error { return fn() },
+	h.a = New(Config{State: store.Snapshot, Slurm: Slurm{Exec: Run}, Clock: h.clock, Logs: filepath.Join(dir, "allocs"),
+		Put: func(_ context.Context, c state.Change) error { return store.Put(c) },
 		// No worker here: every job that waits is one no worker could start.
 		Waiting: func(context.Context) ([]scheduler.Need, error) {
 			var needs []scheduler.Need
@@ -242,7 +242,7 @@ func TestIdleQueueWithdrawsWaitingAllocations(t *testing.T) {
 	// The job went elsewhere (cancelled here); the allocation still waits in Slurm.
 	j := *h.store.Snapshot().Job("s.1")
 	j.State = state.JobCancelled
-	if err := h.store.Put(&j); err != nil {
+	if err := h.store.Put(state.Change{Jobs: []*state.Job{&j}}); err != nil {
 		t.Fatal(err)
 	}
 	h.round(t)

@@ -23,7 +23,7 @@ func TestSummarizeTellsLearnedDuration(t *testing.T) {
 	if js := Summarize(st.Snapshot(), j); js.LearnedSeconds != nil {
 		t.Errorf("learned %v before any run", *js.LearnedSeconds)
 	}
-	if err := st.Put(&state.Shape{Name: j.Shape, Duration: 90 * time.Minute, Runs: 3}); err != nil {
+	if err := st.Put(state.Change{Shapes: []*state.Shape{{Name: j.Shape, Duration: 90 * time.Minute, Runs: 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	if js := Summarize(st.Snapshot(), j); js.LearnedSeconds == nil || *js.LearnedSeconds != 5400 || js.LearnedRuns != 3 {

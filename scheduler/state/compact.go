@@ -67,21 +67,7 @@ func writeSnapshot(dir string, snap Snapshot, epoch uint64) error {
 		err = write(Record{Sweep: sweepRecord(sub)})
 	}
 	if err == nil {
-		var objs []any
-		for _, sub := range snap.Submissions() {
-			if sub.SweepStatus != (SweepStatus{}) {
-				objs = append(objs, sub)
-			}
-		}
-		for _, j := range snap.Jobs() {
-			objs = append(objs, j)
-		}
-		for _, t := range []string{TableAttempts, TableShapes, TableDrains, TableAllocQueues, TableAllocations} {
-			for o := range each[any](snap.txn.Get, t, IndexID) {
-				objs = append(objs, o)
-			}
-		}
-		err = write(recordOf(objs))
+		err = write(recordOf(snap.all()))
 	}
 	if err == nil {
 		err = w.Flush()
@@ -133,4 +119,22 @@ func (s *Store) Compact() error {
 		return nil
 	}
 	return s.compact(s.Snapshot())
+}
+
+// all is the whole state as snap reads it, as one change: what a snapshot holds after
+// the submissions themselves.
+func (sn Snapshot) all() Change {
+	var c Change
+	for _, sub := range sn.Submissions() {
+		if sub.SweepStatus != (SweepStatus{}) {
+			c.Sweeps = append(c.Sweeps, sub)
+		}
+	}
+	c.Jobs = sn.Jobs()
+	c.Attempts = collect[*Attempt](sn.txn, TableAttempts, IndexID)
+	c.Shapes = collect[*Shape](sn.txn, TableShapes, IndexID)
+	c.Drains = collect[*Drain](sn.txn, TableDrains, IndexID)
+	c.AllocQueues = collect[*AllocQueue](sn.txn, TableAllocQueues, IndexID)
+	c.Allocations = collect[*Allocation](sn.txn, TableAllocations, IndexID)
+	return c
 }

@@ -268,26 +268,14 @@ func decodeRecord(b []byte) (r Record, why string, err error) {
 	return r, "", nil
 }
 
-// recordOf is the record of putting objs.
-func recordOf(objs []any) Record {
-	var r Record
-	for _, o := range objs {
-		switch o := o.(type) {
-		case *Job:
-			r.Jobs = append(r.Jobs, JobRecord{ID: o.ID, Status: o.Status})
-		case *Attempt:
-			r.Attempts = append(r.Attempts, o)
-		case *Shape:
-			r.Shapes = append(r.Shapes, o)
-		case *Drain:
-			r.Drains = append(r.Drains, o)
-		case *Submission:
-			r.SweepStates = append(r.SweepStates, SweepStatusRecord{Name: o.Sweep.Name, SweepStatus: o.SweepStatus})
-		case *AllocQueue:
-			r.AllocQueues = append(r.AllocQueues, o)
-		case *Allocation:
-			r.Allocations = append(r.Allocations, o)
-		}
+// recordOf is the record of putting c.
+func recordOf(c Change) Record {
+	r := Record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations}
+	for _, sub := range c.Sweeps {
+		r.SweepStates = append(r.SweepStates, SweepStatusRecord{Name: sub.Sweep.Name, SweepStatus: sub.SweepStatus})
+	}
+	for _, j := range c.Jobs {
+		r.Jobs = append(r.Jobs, JobRecord{ID: j.ID, Status: j.Status})
 	}
 	return r
 }

@@ -46,24 +46,24 @@ func fill(t *testing.T, s *Store) {
 	j1, j2, j3 := *snap.Job("j.1"), *snap.Job("j.2"), *snap.Job("j.3")
 	j1.State, j1.Attempts = JobRunning, 1
 	a1 := &Attempt{ID: "j.1/1", Job: "j.1", Shape: j1.Shape, N: 1, GPUs: []int{0}, Params: j1.Current, Estimate: 10 * gib, Started: at}
-	must(t, s.Put(cp(j1), a1))
+	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{a1}}))
 	oomed := *a1
 	oomed.Outcome, oomed.Ended, oomed.Peak = plans.GPUOOM, at.Add(time.Minute), 20*gib
 	oomed.OOM = &plans.OOMFacts{Signature: "torch", Device: 0, TriedBytes: 2 * gib}
 	j1.State, j1.Pos, j1.Estimate = JobQueued, plans.Position{Tier: 1, Next: 1}, 22*gib
 	j1.Current = j1.Current.Clone()
 	j1.Current.Set("gradient_checkpointing", true)
-	must(t, s.Put(cp(j1), &oomed))
+	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{&oomed}}))
 	j1.State, j1.Attempts = JobSucceeded, 2
 	a2 := &Attempt{ID: "j.1/2", Job: "j.1", N: 2, GPUs: []int{1}, Tier: 1, Params: j1.Current, Estimate: 22 * gib,
 		Peak: 15 * gib, Started: at.Add(2 * time.Minute), Ended: at.Add(3 * time.Minute), Outcome: plans.Success, Leader: 42, Log: "/l"}
-	must(t, s.Put(cp(j1), a2, &Shape{Name: j1.Shape, Peak: 15 * gib}))
+	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{a2}, Shapes: []*Shape{{Name: j1.Shape, Peak: 15 * gib}}}))
 	j2.State, j2.Attempts = JobRunning, 1
-	must(t, s.Put(cp(j2), &Attempt{ID: "j.2/1", Job: "j.2", N: 1, GPUs: []int{0}, Params: j2.Current, Estimate: 10 * gib, Started: at, Leader: 43}))
+	must(t, s.Put(Change{Jobs: []*Job{cp(j2)}, Attempts: []*Attempt{{ID: "j.2/1", Job: "j.2", N: 1, GPUs: []int{0}, Params: j2.Current, Estimate: 10 * gib, Started: at, Leader: 43}}}))
 	j3.Held = true
 	sub := *snap.Submission("j")
 	sub.AllocConfRefused = at.Add(time.Minute)
-	must(t, s.Put(cp(j3), &Drain{GPU: 1, On: true}, &sub))
+	must(t, s.Put(Change{Sweeps: []*Submission{&sub}, Jobs: []*Job{cp(j3)}, Drains: []*Drain{{GPU: 1, On: true}}}))
 }
 
 func must(t *testing.T, err error) {
@@ -177,7 +177,7 @@ func TestTornLastRecordIsDroppedWithAWarning(t *testing.T) {
 			// What comes next is journaled after the good records, not after the torn one.
 			j := *again.Snapshot().Job("j.3")
 			j.Held = false
-			must(t, again.Put(&j))
+			must(t, again.Put(Change{Jobs: []*Job{&j}}))
 			again.Close()
 			third, _, warnings := openState(t, dir)
 			if third.Snapshot().Job("j.3").Held || len(warnings) != 0 {
@@ -200,7 +200,7 @@ func TestCompactedStateReplaysTheSame(t *testing.T) {
 	}
 	// The next record says which compaction the journal follows.
 	j := *s.Snapshot().Job("j.3")
-	must(t, s.Put(&j))
+	must(t, s.Put(Change{Jobs: []*Job{&j}}))
 	if data, _ := os.ReadFile(filepath.Join(dir, journalFile)); strings.Count(string(data), "\n") != 1 || !strings.Contains(string(data), `"epoch":1`) {
 		t.Errorf("journal after compaction and a change: %q; want one record with the epoch", data)
 	}
@@ -229,7 +229,7 @@ func TestStateV1Loads(t *testing.T) {
 		must(t, s.Compact())
 		j := *s.Snapshot().Job("j.2")
 		j.State = JobSucceeded
-		must(t, s.Put(&j)) // one record left in the journal, on top of the snapshot
+		must(t, s.Put(Change{Jobs: []*Job{&j}})) // one record left in the journal, on top of the snapshot
 		s.Close()
 	}
 	dir := t.TempDir()
@@ -290,8 +290,8 @@ func TestOldShapeNamesAreMigrated(t *testing.T) {
 	j1.Shape, j2.Shape = fromMatrix, fromJobs
 	j1.State, j1.Attempts = JobSucceeded, 1
 	a := &Attempt{ID: "o.1/1", Job: "o.1", Shape: fromMatrix, N: 1, GPUs: []int{0}, Params: j1.Current, Peak: 12 * gib, Outcome: plans.Success}
-	must(t, s.Put(&j1, a, &Shape{Name: fromMatrix, Peak: 12 * gib}))
-	must(t, s.Put(&j2, &Shape{Name: fromJobs, Peak: 11 * gib, Floor: 14 * gib, Probe: "o.2"}))
+	must(t, s.Put(Change{Jobs: []*Job{&j1}, Attempts: []*Attempt{a}, Shapes: []*Shape{{Name: fromMatrix, Peak: 12 * gib}}}))
+	must(t, s.Put(Change{Jobs: []*Job{&j2}, Shapes: []*Shape{{Name: fromJobs, Peak: 11 * gib, Floor: 14 * gib, Probe: "o.2"}}}))
 	s.Close()
 
 	want := sw.ShapeOf(sw.Jobs[0].Params)
@@ -385,7 +385,7 @@ func TestSweepStatusRecordIsTheOldSweepState(t *testing.T) {
 	sw, err := plans.DecodeSweep("s.yaml", []byte(journalSweep), plans.Overrides{})
 	must(t, err)
 	sub := &Submission{Sweep: sw, SweepStatus: SweepStatus{AllocConfRefused: time.Date(2026, 11, 22, 10, 1, 0, 0, time.UTC)}}
-	line, err := encodeRecord(recordOf([]any{sub}))
+	line, err := encodeRecord(recordOf(Change{Sweeps: []*Submission{sub}}))
 	must(t, err)
 	if want := `{"v":0,"sweep_states":[{"Name":"j","AllocConfRefused":"2026-11-22T10:01:00Z"}]}`; !strings.HasSuffix(string(line), " "+want+"\n") {
 		t.Errorf("record %s, want %s", line, want)
@@ -406,7 +406,7 @@ func TestAFullJournalTakesNothingHalfWritten(t *testing.T) {
 		disk.Full, disk.Stuck = true, stuck
 		j := *s.Snapshot().Job("j.3")
 		j.Held = false
-		err := s.Put(&j)
+		err := s.Put(Change{Jobs: []*Job{&j}})
 		var cw *CannotWrite
 		if errors.As(err, &cw) == stuck || !errors.Is(err, syscall.ENOSPC) || !s.Snapshot().Job("j.3").Held {
 			t.Fatalf("stuck %v: a put on a full disk: %v; j.3 held %v", stuck, err, s.Snapshot().Job("j.3").Held)
@@ -415,7 +415,7 @@ func TestAFullJournalTakesNothingHalfWritten(t *testing.T) {
 			t.Errorf("the journal kept part of a record:\n%s", after[len(before):])
 		}
 		disk.Full, disk.Stuck = false, false
-		err = s.Put(&j)
+		err = s.Put(Change{Jobs: []*Job{&j}})
 		if stuck != (err != nil) {
 			t.Errorf("stuck %v: a put once there is room: %v", stuck, err)
 		}

@@ -77,7 +77,7 @@ func TestQueueOrder(t *testing.T) {
 			for _, j := range st.Snapshot().Jobs() {
 				task, _ := j.Params.Get("task")
 				if d := tt.took[fmt.Sprint(task)]; d > 0 {
-					must(t, st.Put(&Shape{Name: j.Shape, Duration: d, Runs: 1}))
+					must(t, st.Put(Change{Shapes: []*Shape{{Name: j.Shape, Duration: d, Runs: 1}}}))
 				}
 			}
 			if got := strings.Join(ids(st.Queued()), " "); got != tt.want {
@@ -96,7 +96,7 @@ func TestQueueCountsWhatRuns(t *testing.T) {
 	must(t, st.Submit(&Submission{Sweep: sw}))
 	snap := st.Snapshot()
 	a, c := snap.Job("q.1"), snap.Job("q.2")
-	must(t, st.Put(&Shape{Name: a.Shape, Duration: time.Hour, Runs: 1}))
+	must(t, st.Put(Change{Shapes: []*Shape{{Name: a.Shape, Duration: time.Hour, Runs: 1}}}))
 	now := time.Now()
 	for _, tt := range []struct {
 		ran  time.Duration
@@ -154,7 +154,7 @@ func TestQueueFollowsTheStore(t *testing.T) {
 		must(t, st.Submit(&Submission{Sweep: sw}))
 		for _, j := range st.Snapshot().Jobs() {
 			if tasks > 2 && r.IntN(10) > 0 {
-				must(t, st.Put(&Shape{Name: j.Shape, Duration: time.Duration(1+r.IntN(3)) * time.Hour, Runs: 1}))
+				must(t, st.Put(Change{Shapes: []*Shape{{Name: j.Shape, Duration: time.Duration(1+r.IntN(3)) * time.Hour, Runs: 1}}}))
 			}
 		}
 		for range 60 {
@@ -177,15 +177,15 @@ func TestQueueFollowsTheStore(t *testing.T) {
 				c.EstimatedAt = l.Rev + uint64(r.IntN(2))
 			case 3:
 				l.Duration = time.Duration(r.IntN(3)) * time.Hour
-				must(t, st.Put(&l))
+				must(t, st.Put(Change{Shapes: []*Shape{&l}}))
 				continue
 			case 4:
 				// The shape learns a peak: its queued jobs are estimated by it.
 				l.Peak, l.Rev = int64(1+r.IntN(4))*gib, l.Rev+1
-				must(t, st.Put(&l))
+				must(t, st.Put(Change{Shapes: []*Shape{&l}}))
 				continue
 			}
-			must(t, st.Put(&c))
+			must(t, st.Put(Change{Jobs: []*Job{&c}}))
 			if r.IntN(3) > 0 {
 				continue // more changes before the queue is read
 			}

@@ -132,7 +132,7 @@ func (s *Store) apply(r Record, skip func(string)) error {
 		}
 	}
 	snap := s.Snapshot()
-	objs := make([]any, 0, len(r.Jobs)+len(r.Attempts)+len(r.Shapes)+len(r.Drains)+len(r.SweepStates)+len(r.AllocQueues)+len(r.Allocations))
+	c := Change{Drains: r.Drains, AllocQueues: r.AllocQueues, Allocations: r.Allocations}
 	for _, sr := range r.SweepStates {
 		old := snap.Submission(sr.Name)
 		if old == nil {
@@ -141,9 +141,9 @@ func (s *Store) apply(r Record, skip func(string)) error {
 			}
 			continue
 		}
-		c := *old
-		c.SweepStatus = sr.SweepStatus
-		objs = append(objs, &c)
+		sub := *old
+		sub.SweepStatus = sr.SweepStatus
+		c.Sweeps = append(c.Sweeps, &sub)
 	}
 	for _, jr := range r.Jobs {
 		old := snap.Job(jr.ID)
@@ -156,7 +156,7 @@ func (s *Store) apply(r Record, skip func(string)) error {
 		j := *old
 		j.Status = jr.Status
 		j.Shape = plans.CanonicalShape(j.Shape)
-		objs = append(objs, &j)
+		c.Jobs = append(c.Jobs, &j)
 	}
 	for _, a := range r.Attempts {
 		if snap.Job(a.Job) == nil {
@@ -166,19 +166,10 @@ func (s *Store) apply(r Record, skip func(string)) error {
 			continue
 		}
 		a.Shape = plans.CanonicalShape(a.Shape)
-		objs = append(objs, a)
+		c.Attempts = append(c.Attempts, a)
 	}
-	objs = append(objs, s.canonicalShapes(snap, r.Shapes)...)
-	for _, d := range r.Drains {
-		objs = append(objs, d)
-	}
-	for _, q := range r.AllocQueues {
-		objs = append(objs, q)
-	}
-	for _, a := range r.Allocations {
-		objs = append(objs, a)
-	}
-	return s.commit(objs)
+	c.Shapes = s.canonicalShapes(snap, r.Shapes)
+	return s.commit(c)
 }
 
 // canonicalShapes names shapes as plans.Sweep.ShapeOf does now. Shapes that an older
@@ -186,8 +177,8 @@ func (s *Store) apply(r Record, skip func(string)) error {
 // record of an old name on, each record of that shape is merged into what the store
 // knows instead of replacing it (see Shape.merge): records of the other old names are
 // of the same shape.
-func (s *Store) canonicalShapes(snap Snapshot, shapes []*Shape) []any {
-	objs := make([]any, 0, len(shapes))
+func (s *Store) canonicalShapes(snap Snapshot, shapes []*Shape) []*Shape {
+	out := make([]*Shape, 0, len(shapes))
 	for _, l := range shapes {
 		name := plans.CanonicalShape(l.Name)
 		if name != l.Name {
@@ -197,20 +188,20 @@ func (s *Store) canonicalShapes(snap Snapshot, shapes []*Shape) []any {
 			s.renamed[name] = true
 		}
 		if !s.renamed[name] {
-			objs = append(objs, l)
+			out = append(out, l)
 			continue
 		}
 		c := *l
 		c.Name = name
-		for _, o := range objs {
-			if known, ok := o.(*Shape); ok && known.Name == name {
+		for _, known := range out {
+			if known.Name == name {
 				c.merge(known)
 			}
 		}
 		if known := snap.Shape(name); known != nil {
 			c.merge(known)
 		}
-		objs = append(objs, &c)
+		out = append(out, &c)
 	}
-	return objs
+	return out
 }

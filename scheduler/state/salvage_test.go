@@ -24,7 +24,7 @@ func longJournal(t *testing.T, dir string) {
 	for i := range 50 {
 		j := *s.Snapshot().Job("j.3")
 		j.Held = i%2 == 0
-		must(t, s.Put(&j))
+		must(t, s.Put(Change{Jobs: []*Job{&j}}))
 	}
 	s.Close()
 }
@@ -87,7 +87,7 @@ func TestDamageBeforeTheEndStopsStartUp(t *testing.T) {
 			must(t, s.Compact())
 			j := *s.Snapshot().Job("j.2")
 			j.State = JobSucceeded
-			must(t, s.Put(&j))
+			must(t, s.Put(Change{Jobs: []*Job{&j}}))
 			s.Close()
 			must(t, os.Rename(filepath.Join(dir, snapshotFile), filepath.Join(t.TempDir(), "aside")))
 		},

@@ -117,7 +117,7 @@ func (s *Store) DeriveLimit(sweep string, l Limit) error {
 	}
 	c := *old
 	c.Limit = l
-	return s.commit([]any{&c})
+	return s.commit(Change{Sweeps: []*Submission{&c}})
 }
 
 // check refuses a sweep whose jobs exist already: inserting would silently replace
