@@ -187,9 +187,6 @@ type Engine struct {
 	lastRound time.Time
 	// head is the job cards were reserved for at the last round.
 	head head
-	// rewritten are the running attempts whose reservations a round changed after it
-	// read them (see reserve).
-	rewritten []string
 	// commands are people's requests (cancel, hold, drain...), run between rounds.
 	commands chan func()
 	// stopped is closed when Serve returns.

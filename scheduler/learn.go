@@ -14,8 +14,9 @@ import (
 // learnPeaks keeps, for each running attempt, the most its processes held on a card and
 // of host RAM, and puts the copies it makes in running; an attempt that has run
 // LearnAfter speaks for its shape. What it measures is the engine's at once, and the
-// store's at most Config.SaveMeasures later (see save).
-func (e *Engine) learnPeaks(running []*state.Attempt) {
+// store's at most Config.SaveMeasures later (see save). It returns the running
+// attempts whose reservations what it learned changed since running was read.
+func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
 		e.hostNow = m.HostMemory()
 	}
@@ -44,9 +45,11 @@ func (e *Engine) learnPeaks(running []*state.Attempt) {
 	// Learned once every attempt is measured: a reservation learning changes (see
 	// reserve) holds at least what its attempt was measured at this round.
 	for _, a := range teaching {
-		e.learn(a.Shape, a, nil)
+		ids, _ := e.learn(a.Shape, a, nil)
+		rewritten = append(rewritten, ids...)
 	}
 	e.save(running, now)
+	return rewritten
 }
 
 // unsaved is a running attempt as measured (now) and the stored version it stands for
@@ -194,8 +197,8 @@ func (u *use) add(p gpu.Process) {
 
 // learn takes an attempt's measured peaks as its shape's, if they say more than what is
 // known, and re-estimates the shape's jobs; and, of an attempt that succeeded, how long
-// it ran.
-func (e *Engine) learn(shape string, a *state.Attempt, with *state.Change) error {
+// it ran. It returns the running attempts whose reservations it changed (see reserve).
+func (e *Engine) learn(shape string, a *state.Attempt, with *state.Change) (rewritten []string, err error) {
 	return e.changeShape(shape, func(l *state.Shape) {
 		if !a.PeakUnknown {
 			l.Peak = max(l.Peak, a.Peak)
@@ -210,9 +213,9 @@ func (e *Engine) learn(shape string, a *state.Attempt, with *state.Change) error
 
 // changeShape changes what is known of a shape and, if that changed its peaks or
 // floor, re-estimates the shape's jobs: its queued ones as the store reads them
-// (Shape.Rev), the reservations of its running ones here. What with holds (nil:
-// nothing) is written with it, in one transaction; an error is put's.
-func (e *Engine) changeShape(name string, change func(*state.Shape), with *state.Change) error {
+// (Shape.Rev), the reservations of its running ones here, which it returns. What with
+// holds (nil: nothing) is written with it, in one transaction; an error is put's.
+func (e *Engine) changeShape(name string, change func(*state.Shape), with *state.Change) (rewritten []string, err error) {
 	l := state.Shape{Name: name}
 	if old := e.store.KnownShape(name); old != nil {
 		l = *old
@@ -221,9 +224,9 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with *state
 	change(&l)
 	if l == before {
 		if with != nil {
-			return e.put(*with)
+			return nil, e.put(*with)
 		}
-		return nil
+		return nil, nil
 	}
 	estimates := l.Peak != before.Peak || l.Host != before.Host || l.Floor != before.Floor
 	if estimates {
@@ -235,17 +238,17 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with *state
 	}
 	c.Shapes = append(c.Shapes, &l)
 	if err := e.put(c); err != nil {
-		return err
+		return nil, err
 	}
 	if estimates {
-		e.reserve(name)
+		rewritten = e.reserve(name)
 	}
-	return nil
+	return rewritten, nil
 }
 
 // reserve applies what is known of a shape to the reservations of its running
-// attempts.
-func (e *Engine) reserve(shape string) {
+// attempts, and returns those it changed.
+func (e *Engine) reserve(shape string) (rewritten []string) {
 	snap := e.store.Latest()
 	l := snap.Shape(shape)
 	var changed []*state.Attempt
@@ -259,10 +262,11 @@ func (e *Engine) reserve(shape string) {
 			c := *a
 			c.Reserve, c.HostReserve = r, h
 			changed = append(changed, &c)
-			e.rewritten = append(e.rewritten, c.ID)
+			rewritten = append(rewritten, c.ID)
 		}
 	}
 	if len(changed) > 0 {
 		e.put(state.Change{Attempts: changed})
 	}
+	return rewritten
 }

@@ -66,7 +66,7 @@ func (e *Engine) Apply(x Exit) {
 	}
 	var err error
 	if job.State == state.JobSucceeded {
-		err = e.learn(job.Shape, &ended, &state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
+		_, err = e.learn(job.Shape, &ended, &state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
 	} else {
 		err = e.put(state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
 	}

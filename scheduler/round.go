@@ -56,16 +56,15 @@ func (e *Engine) schedule() error {
 		running = e.roundRunningNow(e.store.Latest())
 	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
-	// the reservations of others.
-	e.rewritten = e.rewritten[:0]
-	e.learnPeaks(running)
+	// the reservations of others, which it names.
+	rewritten := e.learnPeaks(running)
 	e.failTooLarge()
 	snap := e.store.Latest()
 	smallest, _, ok := e.store.Queue().Extremes()
 	if !ok || !writes {
 		return nil
 	}
-	for _, id := range e.rewritten {
+	for _, id := range rewritten {
 		if i := slices.IndexFunc(running, func(a *state.Attempt) bool { return a.ID == id }); i >= 0 {
 			running[i] = e.measured(snap.Attempt(id))
 		}
