@@ -38,7 +38,7 @@ func (f *fakeRunner) started() string {
 
 // succeed ends a job's running attempt as a success, now.
 func (e *Engine) succeed(job string) {
-	e.Apply(Exit{Attempt: state.AttemptID(job, e.store.Snapshot().Job(job).Attempts), Outcome: plans.Success})
+	e.Apply(Exit{Attempt: state.AttemptID(job, e.store.View().Job(job).Attempts), Outcome: plans.Success})
 }
 
 // TestEngineLearnsDurations: a shape's duration is the mean of its successful
@@ -51,10 +51,10 @@ func TestEngineLearnsDurations(t *testing.T) {
 	}{{30 * time.Minute, plans.Success}, {5 * time.Minute, plans.Failed}, {50 * time.Minute, plans.Success}} {
 		round(t, e)
 		clock.now = clock.now.Add(run.took)
-		running := e.store.Snapshot().Running()
+		running := e.store.View().Running()
 		e.Apply(Exit{Attempt: running[0].ID, Outcome: run.outcome})
 	}
-	l := e.store.Snapshot().Shape(e.store.Snapshot().Job("b.1").Shape)
+	l := e.store.View().Shape(e.store.View().Job("b.1").Shape)
 	if l.Duration != 40*time.Minute || l.Runs != 2 {
 		t.Errorf("learned %v over %d runs, want 40m over 2", l.Duration, l.Runs)
 	}
@@ -78,7 +78,7 @@ jobs:
 func TestEngineBackfillsByLearnedDuration(t *testing.T) {
 	e, _, fr := clockEngine(t, backfillSweep, 3)
 	took := map[string]time.Duration{"long": time.Hour, "slow": 90 * time.Minute, "short": 30 * time.Minute}
-	for _, j := range e.store.Snapshot().Jobs() {
+	for _, j := range e.store.View().Jobs() {
 		task, _ := j.Params.Get("task")
 		if d := took[fmt.Sprint(task)]; d > 0 {
 			must(t, e.store.Put(state.Change{Shapes: []*state.Shape{{Name: j.Shape, Duration: d, Runs: 1}}}))

@@ -30,8 +30,8 @@ type Need struct {
 // Backlog says what the queue holds that no card can start now. Call it in the
 // engine's loop (Do), as Why.
 func (e *Engine) Backlog() (Backlog, error) {
-	snap := e.store.Snapshot()
-	v, err := e.view(snap, e.runningNow(snap), nil)
+	snap := e.store.View()
+	v, err := e.packView(snap, e.runningNow(snap), nil)
 	if err != nil {
 		return Backlog{}, err
 	}

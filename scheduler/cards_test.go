@@ -65,7 +65,7 @@ func TestACardOutOfServiceTakesNoJob(t *testing.T) {
 	if len(fr.starts) != 3 || fr.starts[2].Attempt.GPUs[0] != 0 {
 		t.Fatalf("started %d; the third on %v, want it on card 0 alone", len(fr.starts), fr.starts[2].Attempt.GPUs)
 	}
-	if a := st.Snapshot().Attempt(onCard1); a.Outcome != plans.Success || !a.PeakUnknown {
+	if a := st.View().Attempt(onCard1); a.Outcome != plans.Success || !a.PeakUnknown {
 		t.Errorf("the attempt on the lost card: %+v, want it to end as it ended, its peak unknown", a)
 	}
 	_, why, err := e.Why("m.4")
@@ -100,7 +100,7 @@ func TestUnattributedMemoryIsUnknown(t *testing.T) {
 		t.Fatalf("%d started: want both, 20 GiB reserved beside NVML's 6 GiB used (not 20 GiB + 5 GiB foreign)", len(fr.starts))
 	}
 	e.Apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Success})
-	if a := st.Snapshot().Attempt(fr.starts[0].Attempt.ID); !a.PeakUnknown {
+	if a := st.View().Attempt(fr.starts[0].Attempt.ID); !a.PeakUnknown {
 		t.Errorf("attempt %+v: want its peak unknown", a)
 	}
 	if got := kinds(*events); got != "GPU 0 unattributed" {

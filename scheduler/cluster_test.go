@@ -21,7 +21,7 @@ type fakeCluster struct {
 	ends  map[string]time.Time
 }
 
-func (f *fakeCluster) Snapshot() ([]gpu.Card, error) { return *f.cards, nil }
+func (f *fakeCluster) Read() ([]gpu.Card, error) { return *f.cards, nil }
 
 func (f *fakeCluster) Slots(c gpu.Card) int {
 	if n, ok := f.slots[c.ID()]; ok {
@@ -80,7 +80,7 @@ func TestEngineAcrossWorkers(t *testing.T) {
 	cards[0].Processes = []gpu.Process{{PID: 7, Used: 6 * gib, Attempt: where["n1"]}}
 	cards[1].Processes = []gpu.Process{{PID: 7, Used: 9 * gib, Attempt: where["n2"]}}
 	round(t, e)
-	snap := st.Snapshot()
+	snap := st.View()
 	if p1, p2 := snap.Attempt(where["n1"]).Peak, snap.Attempt(where["n2"]).Peak; p1 != 6*gib || p2 != 9*gib {
 		t.Errorf("peaks %s on n1 and %s on n2, want 6 GiB and 9 GiB", plans.FormatSize(p1), plans.FormatSize(p2))
 	}
@@ -108,7 +108,7 @@ func TestClusterKeepsATooLargeJob(t *testing.T) {
 	cards := []gpu.Card{{Worker: "n1", Index: 0, Total: 24 * gib}}
 	e, st, fr := clusterEngine(t, "name: big\ncommand: [train]\njobs: [{}]\nmemory: 40GiB\n", &fakeCluster{cards: &cards}, nil)
 	round(t, e)
-	if j := st.Snapshot().Job("big.1"); j.State != state.JobQueued || len(fr.starts) != 0 {
+	if j := st.View().Job("big.1"); j.State != state.JobQueued || len(fr.starts) != 0 {
 		t.Fatalf("big.1 is %s after %d starts, want queued", j.State, len(fr.starts))
 	}
 	if reason, _, err := e.Why("big.1"); err != nil || reason != pack.TooLarge {
@@ -129,7 +129,7 @@ func TestClusterMachinesOwnRAMAndTime(t *testing.T) {
 		"n1 has 4 GiB of RAM free": func(_ *Engine, cl *fakeCluster) { cl.ram = map[string]int64{"n1": 4 * gib} },
 		"n1 ends within the job": func(e *Engine, cl *fakeCluster) {
 			cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
-			shape := e.store.Snapshot().Job("d.1").Shape
+			shape := e.store.View().Job("d.1").Shape
 			must(t, e.store.Put(state.Change{Shapes: []*state.Shape{{Name: shape, Duration: 2 * time.Hour, Runs: 1}}}))
 		},
 	} {
@@ -183,7 +183,7 @@ func TestBacklogByLearnedDurations(t *testing.T) {
 	cl := &fakeCluster{cards: &cards}
 	e, st, fr := clusterEngine(t, "name: l\ncommand: [train]\njobs: [{}]\nmemory: 10GiB\n", cl, nil)
 	cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
-	must(t, st.Put(state.Change{Shapes: []*state.Shape{{Name: st.Snapshot().Job("l.1").Shape, Duration: 3 * time.Hour, Runs: 1}}}))
+	must(t, st.Put(state.Change{Shapes: []*state.Shape{{Name: st.View().Job("l.1").Shape, Duration: 3 * time.Hour, Runs: 1}}}))
 	round(t, e)
 	if len(fr.starts) != 0 {
 		t.Fatalf("the 3h job started on n1, which ends in 1h")

@@ -15,12 +15,6 @@ import (
 // cards, and why a job waits. Each runs in the engine's loop (see Do) and changes the
 // store through the journal like everything else.
 
-// Refused is a request that cannot be done as asked: an unknown job, or one in a state
-// the request does not apply to. Nothing was changed.
-type Refused string
-
-func (r Refused) Error() string { return string(r) }
-
 // Selection names jobs: some by id, or every job of a sweep. Ids must exist and be in a
 // state the request applies to; a sweep's jobs that are not are passed over.
 type Selection struct {
@@ -263,7 +257,7 @@ func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*state.Submissi
 }
 
 // unended counts a sweep's jobs that have not ended, by state ("" when none).
-func unended(snap state.Snapshot, sweep string) string {
+func unended(snap state.View, sweep string) string {
 	counts := map[state.JobState]int{}
 	for j := range snap.JobsOf(sweep) {
 		if !ended(j) {
@@ -280,7 +274,7 @@ func unended(snap state.Snapshot, sweep string) string {
 }
 
 // lastEnded is when the last of a sweep's attempts ended; zero when none ran.
-func lastEnded(snap state.Snapshot, sweep string) time.Time {
+func lastEnded(snap state.View, sweep string) time.Time {
 	var last time.Time
 	for j := range snap.JobsOf(sweep) {
 		for _, a := range snap.Attempts(j.ID) {

@@ -47,7 +47,7 @@ func applyStop(e *Engine) { e.Apply(<-e.runner.Exits()) }
 
 func states(st *state.Store) string {
 	var parts []string
-	for _, j := range st.Snapshot().Jobs() {
+	for _, j := range st.View().Jobs() {
 		parts = append(parts, j.ID+":"+string(j.ShownState()))
 	}
 	return strings.Join(parts, " ")
@@ -101,7 +101,7 @@ func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 	if _, err := e.Retry(Selection{IDs: []string{"c.1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if j := st.Snapshot().Job("c.1"); j.State != state.JobQueued || j.Since != 1 {
+	if j := st.View().Job("c.1"); j.State != state.JobQueued || j.Since != 1 {
 		t.Errorf("retried: %+v", j.Status)
 	}
 	for name, err := range map[string]error{
@@ -122,7 +122,7 @@ func second(_ []string, err error) error { return err }
 func TestASweepsOwnPlanLimitsItsJobs(t *testing.T) {
 	e, st := limitedEngine(t, threeJobs, state.Limit{1: 1}, 4, 4)
 	round(t, e)
-	running := st.Snapshot().Running()
+	running := st.View().Running()
 	if len(running) != 1 || running[0].GPUs[0] != 1 {
 		t.Fatalf("running %+v; want one job, on GPU 1", running)
 	}
@@ -148,8 +148,8 @@ func TestCleanForgetsEndedSweeps(t *testing.T) {
 		t.Errorf("clean of sweeps ended an hour ago forgot %d (%v); c has just ended", len(gone), err)
 	}
 	gone, err := e.Clean("", 0)
-	if err != nil || len(gone) != 1 || gone[0].Sweep.Name != "c" || len(st.Snapshot().Jobs()) != 0 {
-		t.Fatalf("clean: %v, %v; %d jobs left", gone, err, len(st.Snapshot().Jobs()))
+	if err != nil || len(gone) != 1 || gone[0].Sweep.Name != "c" || len(st.View().Jobs()) != 0 {
+		t.Fatalf("clean: %v, %v; %d jobs left", gone, err, len(st.View().Jobs()))
 	}
 	sw, _ := plans.DecodeSweep("c.yaml", []byte(threeJobs), plans.Overrides{})
 	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
@@ -179,7 +179,7 @@ func TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps(t *testing.T) {
 	}
 	round(t, e)
 	perCard := map[int][]string{}
-	for _, a := range st.Snapshot().Running() {
+	for _, a := range st.View().Running() {
 		perCard[a.GPUs[0]] = append(perCard[a.GPUs[0]], a.Job)
 	}
 	for card, jobs := range perCard {

@@ -30,7 +30,7 @@ func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 
 // Inventory reads the cards.
 type Inventory interface {
-	Snapshot() ([]gpu.Card, error)
+	Read() ([]gpu.Card, error)
 }
 
 // Cluster is an Inventory whose cards are on several machines, this one and gpuq
@@ -39,7 +39,7 @@ type Inventory interface {
 // Slots and Host, which are one machine's.
 type Cluster interface {
 	Inventory
-	// Slots is the plan's limit on a card of the last Snapshot.
+	// Slots is the plan's limit on a card of the last Read.
 	Slots(c gpu.Card) int
 	// Host reads the RAM of a machine (a card's Worker) as Config.Host reads this one's.
 	Host(worker string) (total, available int64, err error)
@@ -170,7 +170,7 @@ type Engine struct {
 	// roundRunning holds a round's running attempts (see roundRunningNow), and
 	// roundBufs its cards and their ends (see view).
 	roundRunning []*state.Attempt
-	roundBufs    viewBufs
+	roundBufs    packViewBufs
 	// unsaved is what was measured of running attempts and not yet written; savedAt
 	// is when it was last written.
 	unsaved measures
@@ -265,7 +265,7 @@ func (e *Engine) Adopt() (int, error) {
 	if !ok {
 		return 0, nil
 	}
-	running := e.store.Snapshot().Running()
+	running := e.store.View().Running()
 	for _, a := range running {
 		st := ad.Adopt(a)
 		// The last daemon died before it recorded the trainer's pid.

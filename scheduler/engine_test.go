@@ -92,7 +92,7 @@ type fakeInventory struct {
 	reads *int
 }
 
-func (f fakeInventory) Snapshot() ([]gpu.Card, error) { *f.reads++; return f.cards, nil }
+func (f fakeInventory) Read() ([]gpu.Card, error) { *f.reads++; return f.cards, nil }
 
 // fakeClock is the engine's time in tests: it moves only when the test moves it, so an
 // engine's loop waits for its runner's exits, and polls only when told to.
@@ -190,7 +190,7 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 }
 
 func history(st *state.Store, job string) string {
-	snap := st.Snapshot()
+	snap := st.View()
 	var parts []string
 	for _, a := range snap.Attempts(job) {
 		eb, _ := plans.BatchKeys{Micro: plans.KeyBatch, Accumulation: plans.KeyAccumulation}.Effective(a.Params)
@@ -236,7 +236,7 @@ func TestTooBigStepsDownTheLadderKeepingTheBatch(t *testing.T) {
 	if got := history(st, "e.1"); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if b, _ := st.Snapshot().Attempts("e.1")[3].Params.Get(plans.KeyBatch); b != int64(2) {
+	if b, _ := st.View().Attempts("e.1")[3].Params.Get(plans.KeyBatch); b != int64(2) {
 		t.Errorf("tier 3 batch = %v, want 2", b)
 	}
 }
@@ -277,7 +277,7 @@ func TestHostOOMLowersDataWorkersFirst(t *testing.T) {
 		}
 		return Exit{Outcome: plans.Success}
 	})
-	a := st.Snapshot().Attempts("e.1")
+	a := st.View().Attempts("e.1")
 	w, _ := a[1].Params.Get(plans.KeyDataWorkers)
 	gc, _ := a[1].Params.Get(plans.KeyCheckpointing)
 	if len(a) != 2 || w != int64(0) || gc != false {
@@ -287,7 +287,7 @@ func TestHostOOMLowersDataWorkersFirst(t *testing.T) {
 
 func TestFailsWithHistoryAtTheEndOfTheLadder(t *testing.T) {
 	st, _, events := runEngine(t, ladderSweep, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
-	j := st.Snapshot().Job("e.1")
+	j := st.View().Job("e.1")
 	if j.State != state.JobFailed || !strings.Contains(j.Reason, "the last rung of its ladder") || j.Attempts != 6 {
 		t.Errorf("state %s after %d attempts: %s", j.State, j.Attempts, j.Reason)
 	}
@@ -299,7 +299,7 @@ func TestFailsWithHistoryAtTheEndOfTheLadder(t *testing.T) {
 func TestMaxAttemptsBoundsRetries(t *testing.T) {
 	doc := strings.Replace(ladderSweep, "max_attempts: 8", "max_attempts: 2", 1)
 	st, _, _ := runEngine(t, doc, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
-	j := st.Snapshot().Job("e.1")
+	j := st.View().Job("e.1")
 	if j.State != state.JobFailed || j.Attempts != 2 || !strings.Contains(j.Reason, "oom.max_attempts") {
 		t.Errorf("state %s after %d attempts: %s", j.State, j.Attempts, j.Reason)
 	}
@@ -308,7 +308,7 @@ func TestMaxAttemptsBoundsRetries(t *testing.T) {
 func TestTooLargeForEveryCardFailsAtOnce(t *testing.T) {
 	doc := strings.Replace(ladderSweep, "memory: 10GiB", "memory: 30GiB", 1) // room is 23 GiB
 	st, fr, _ := runEngine(t, doc, 1, 1, func(l Launch) Exit { return Exit{Outcome: plans.Success} })
-	j := st.Snapshot().Job("e.1")
+	j := st.View().Job("e.1")
 	if j.State != state.JobFailed || len(fr.starts) != 0 || !strings.Contains(j.Reason, "larger than every card") {
 		t.Errorf("state %s after %d starts: %s", j.State, len(fr.starts), j.Reason)
 	}
@@ -322,7 +322,7 @@ func TestFailureAndSuccessEndJobs(t *testing.T) {
 		}
 		return Exit{Outcome: plans.Success}
 	})
-	snap := st.Snapshot()
+	snap := st.View()
 	if snap.Job("f.1").State != state.JobSucceeded || snap.Job("f.2").State != state.JobFailed || !strings.Contains(snap.Job("f.2").Reason, "status 2") {
 		t.Errorf("f.1 %s, f.2 %s (%s)", snap.Job("f.1").State, snap.Job("f.2").State, snap.Job("f.2").Reason)
 	}
@@ -341,7 +341,7 @@ func TestPeaksAndOwnersFromOneLookupPerRound(t *testing.T) {
 		}
 		cancel()
 	})
-	a := st.Snapshot().Attempts("e.1")
+	a := st.View().Attempts("e.1")
 	if len(a) != 1 || a[0].Peak != 7*gib || a[0].Outcome != plans.Cancelled {
 		t.Errorf("attempts %+v", a)
 	}
@@ -356,7 +356,7 @@ func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 		schedtest.WaitFor(t, "the job to start", func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return len(fr.starts) == 1 })
 		cancel()
 	})
-	if j := st.Snapshot().Job("e.1"); j.State != state.JobCancelled {
+	if j := st.View().Job("e.1"); j.State != state.JobCancelled {
 		t.Errorf("state %s (%s), want cancelled", j.State, j.Reason)
 	}
 }
@@ -364,7 +364,7 @@ func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 // cardsInventory reads cards a test changes between rounds.
 type cardsInventory struct{ cards *[]gpu.Card }
 
-func (c cardsInventory) Snapshot() ([]gpu.Card, error) { return *c.cards, nil }
+func (c cardsInventory) Read() ([]gpu.Card, error) { return *c.cards, nil }
 
 // TestProbeThenPack: with memory: probe, the first job of a shape runs alone; the
 // others wait; once it has finished, its measured peak packs the rest, in both
@@ -415,7 +415,7 @@ memory: probe
 			t.Errorf("%s started with estimate %s, want the probe's 5 GiB", l.Job.ID, plans.FormatSize(l.Attempt.Estimate))
 		}
 	}
-	if sh := st.Snapshot().Shape(st.Snapshot().Job("p.2").Shape); sh == nil || sh.Peak != 5*gib || sh.Probe != "" {
+	if sh := st.View().Shape(st.View().Job("p.2").Shape); sh == nil || sh.Peak != 5*gib || sh.Probe != "" {
 		t.Errorf("shape: %+v", sh)
 	}
 }
@@ -430,11 +430,11 @@ func TestUnknownReadingTeachesNothing(t *testing.T) {
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: gpu.Unknown}}
 	e.Schedule()
 	e.Apply(Exit{Attempt: "u.1/1", Outcome: plans.Success})
-	a := st.Snapshot().Attempt("u.1/1")
+	a := st.View().Attempt("u.1/1")
 	if !a.PeakUnknown || a.Peak != 0 {
 		t.Errorf("attempt peak %d, unknown %v: want unknown", a.Peak, a.PeakUnknown)
 	}
-	if j := st.Snapshot().Job("u.2"); j.Estimate != 10*gib {
+	if j := st.View().Job("u.2"); j.Estimate != 10*gib {
 		t.Errorf("u.2 estimate %s, want the declared 10 GiB kept", plans.FormatSize(j.Estimate))
 	}
 }

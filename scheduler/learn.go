@@ -130,18 +130,18 @@ func (e *Engine) measured(a *state.Attempt) *state.Attempt {
 }
 
 // runningNow is the attempts that hold cards, as measured.
-func (e *Engine) runningNow(snap state.Snapshot) []*state.Attempt { return e.appendRunning(nil, snap) }
+func (e *Engine) runningNow(snap state.View) []*state.Attempt { return e.appendRunning(nil, snap) }
 
 // roundRunningNow is runningNow for a round, in the slice of the round before: a round
 // reads them once or twice, every round, and nothing keeps them past it. Only a round
 // may call it, and its last call's slice is the one to use.
-func (e *Engine) roundRunningNow(snap state.Snapshot) []*state.Attempt {
+func (e *Engine) roundRunningNow(snap state.View) []*state.Attempt {
 	e.roundRunning = e.appendRunning(e.roundRunning[:0], snap)
 	return e.roundRunning
 }
 
 // appendRunning appends the attempts that hold cards, as measured, to dst.
-func (e *Engine) appendRunning(dst []*state.Attempt, snap state.Snapshot) []*state.Attempt {
+func (e *Engine) appendRunning(dst []*state.Attempt, snap state.View) []*state.Attempt {
 	for a := range snap.EachRunning() {
 		dst = append(dst, e.measured(a))
 	}

@@ -69,7 +69,7 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stored := func() int64 { return st.Snapshot().Attempt("m.1/1").Peak }
+	stored := func() int64 { return st.View().Attempt("m.1/1").Peak }
 	round(0, 0)
 	round(time.Second, 5*gib) // the first measure is written: none was for 10 minutes
 	if got := stored(); got != 5*gib {
@@ -79,15 +79,15 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 	if got := stored(); got != 5*gib {
 		t.Errorf("stored peak %s 2 minutes on, want the 5 GiB written before", plans.FormatSize(got))
 	}
-	if l := st.Snapshot().Learned(st.Snapshot().Job("m.1").Shape); l != 8*gib {
+	if l := st.View().Learned(st.View().Job("m.1").Shape); l != 8*gib {
 		t.Errorf("shape learned %s, want the unsaved 8 GiB at once", plans.FormatSize(l))
 	}
 	// The store's copy changes (its timeout) before the measures are written: the
 	// engine reads the new copy with the measures.
-	c := *st.Snapshot().Attempt("m.1/1")
+	c := *st.View().Attempt("m.1/1")
 	c.Timeout = time.Hour
 	must(t, st.Put(state.Change{Attempts: []*state.Attempt{&c}}))
-	if r := e.runningNow(st.Snapshot()); len(r) != 1 {
+	if r := e.runningNow(st.View()); len(r) != 1 {
 		t.Fatalf("%d attempts running, want 1", len(r))
 	} else if r[0].Peak != 8*gib || r[0].Timeout != time.Hour {
 		t.Errorf("running after the store's copy changed: peak %s, timeout %v; want the 8 GiB measured and the 1h timeout",
@@ -100,7 +100,7 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 	round(time.Minute, 9*gib)
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: 6 * gib}}
 	e.Apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
-	a := st.Snapshot().Attempt("m.1/1")
+	a := st.View().Attempt("m.1/1")
 	if a.Peak != 9*gib || len(a.Memory) == 0 || a.Memory[len(a.Memory)-1].Bytes != 6*gib {
 		t.Errorf("ended attempt peak %s, memory %v: want the unsaved 9 GiB peak and the last reading", plans.FormatSize(a.Peak), a.Memory)
 	}
@@ -115,13 +115,13 @@ func TestRoundPacksByWhatItLearned(t *testing.T) {
 		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{Slots: []int{3}, LearnAfter: time.Minute})
 	clock := e.clock.(*fakeClock)
 	must(t, e.Schedule()) // 10 + 10 GiB start; a third would need 30 of 23
-	if got := st.Snapshot().Job("t.3").State; got != state.JobQueued {
+	if got := st.View().Job("t.3").State; got != state.JobQueued {
 		t.Fatalf("t.3 %s after the first round, want queued", got)
 	}
 	clock.now = clock.now.Add(2 * time.Minute)
 	cards[0].Processes = []gpu.Process{{PID: 101, Used: 4 * gib}, {PID: 102, Used: 4 * gib}}
 	must(t, e.Schedule()) // learns 4 GiB: 4 + 4 reserved, and t.3's 4 fits
-	if got := st.Snapshot().Job("t.3").State; got != state.JobRunning {
+	if got := st.View().Job("t.3").State; got != state.JobRunning {
 		t.Errorf("t.3 %s after the round that learned the shape's 4 GiB peak, want running", got)
 	}
 }
@@ -144,7 +144,7 @@ func TestReservationHoldsWhatARoundMeasured(t *testing.T) {
 	cards[1].Processes = []gpu.Process{{PID: 102, Used: 12 * gib}}
 	must(t, e.Schedule())
 	want := map[string]int64{"t.1/1": 4 * gib, "t.2/1": 12 * gib} // from 15 GiB declared
-	for _, a := range e.runningNow(st.Snapshot()) {
+	for _, a := range e.runningNow(st.View()) {
 		if a.Holds() != want[a.ID] {
 			t.Errorf("%s reserves %s, measured at %s: want %s", a.ID, plans.FormatSize(a.Holds()), plans.FormatSize(a.Peak), plans.FormatSize(want[a.ID]))
 		}
@@ -174,7 +174,7 @@ func TestEngineRecordsMemoryOverTime(t *testing.T) {
 	}
 	cards[0].Processes = nil
 	e.Apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
-	got := st.Snapshot().Attempt("m.1/1").Memory
+	got := st.View().Attempt("m.1/1").Memory
 	want := state.Samples{{At: time.Minute, Bytes: 2 * gib}, {At: 2 * time.Minute, Bytes: 9 * gib}, {At: 4 * time.Minute, Bytes: 6 * gib}, {At: 5 * time.Minute, Bytes: 0}}
 	if !slices.Equal(got, want) {
 		t.Errorf("memory over time %v, want %v", got, want)

@@ -74,9 +74,9 @@ func (e *Engine) Waits() (map[string]pack.Wait, error) {
 
 // decide is what the packer would decide now, and the queued jobs it was not offered
 // because they wait for their shape's probe.
-func (e *Engine) decide(snap state.Snapshot) (pack.Decision, []*state.Job, error) {
+func (e *Engine) decide(snap state.View) (pack.Decision, []*state.Job, error) {
 	var probing []*state.Job
-	v, err := e.view(snap, e.runningNow(snap), nil)
+	v, err := e.packView(snap, e.runningNow(snap), nil)
 	if err != nil {
 		return pack.Decision{}, nil, err
 	}
@@ -85,7 +85,7 @@ func (e *Engine) decide(snap state.Snapshot) (pack.Decision, []*state.Job, error
 }
 
 // probeDetail says which job a job of memory: probe waits for.
-func probeDetail(snap state.Snapshot, j *state.Job) string {
+func probeDetail(snap state.View, j *state.Job) string {
 	by := "the first queued job of its shape"
 	if l := snap.Shape(j.Shape); l != nil && l.Probe != "" {
 		by = l.Probe

@@ -115,7 +115,7 @@ func TestUnwritableAttemptsPauseAndLoseNothing(t *testing.T) {
 	if got := states(st); got != "c.1:running c.2:queued c.3:queued" || paused(*events) != "paused resumed" {
 		t.Errorf("once it can write: %s, events %q", got, paused(*events))
 	}
-	if j := st.Snapshot().Job("c.1"); j.Attempts-j.Since != 1 {
+	if j := st.View().Job("c.1"); j.Attempts-j.Since != 1 {
 		t.Errorf("c.1: %d attempts, %d of them not counted; the unstarted one must not count", j.Attempts, j.Since)
 	}
 }
@@ -156,7 +156,7 @@ func TestPutPausesOnAFullDisk(t *testing.T) {
 		t.Errorf("after a put on a full disk the engine says %q, want it paused", says)
 	}
 	must(t, e.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{{ID: 1, GPUsPerNode: 1}}}))
-	if st.Snapshot().AllocQueue(1) == nil {
+	if st.View().AllocQueue(1) == nil {
 		t.Error("the queue put once there is room is not in the store")
 	}
 }

@@ -105,7 +105,7 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	}
 	// An attempt that started without the option and still reports it: not gpuq's doing.
 	e2.Apply(Exit{Attempt: fr2.starts[0].Attempt.ID, Outcome: plans.AllocConfRefused})
-	if j := again.Snapshot().Job("a.2"); j.State != state.JobFailed || !strings.Contains(j.Reason, "no longer sets it") {
+	if j := again.View().Job("a.2"); j.State != state.JobFailed || !strings.Contains(j.Reason, "no longer sets it") {
 		t.Errorf("a.2: %s %q", j.State, j.Reason)
 	}
 }
@@ -114,7 +114,7 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 func TestAllocConfTheSweepSetsIsNotOverridden(t *testing.T) {
 	st, fr, _ := runEngine(t, "name: b\ncommand: [train]\nenv: {PYTORCH_CUDA_ALLOC_CONF: \"expandable_segments:True\"}\njobs: [{}]\nmemory: 1GiB\n",
 		1, 1, func(Launch) Exit { return Exit{Outcome: plans.AllocConfRefused} })
-	if j := st.Snapshot().Job("b.1"); j.State != state.JobFailed || !strings.Contains(j.Reason, "which the sweep's env sets: remove it") || len(fr.starts) != 1 {
+	if j := st.View().Job("b.1"); j.State != state.JobFailed || !strings.Contains(j.Reason, "which the sweep's env sets: remove it") || len(fr.starts) != 1 {
 		t.Errorf("b.1: %s %q after %d attempts", j.State, j.Reason, len(fr.starts))
 	}
 }

@@ -69,7 +69,7 @@ func (e *Engine) schedule() error {
 			running[i] = e.measured(snap.Attempt(id))
 		}
 	}
-	v, err := e.view(snap, running, &e.roundBufs)
+	v, err := e.packView(snap, running, &e.roundBufs)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (e *Engine) Preview() (pack.Decision, []pack.CardState, error) {
 		return pack.Decision{}, nil, err
 	}
 	snap := e.store.Latest()
-	v, err := e.view(snap, e.runningNow(snap), nil)
+	v, err := e.packView(snap, e.runningNow(snap), nil)
 	if err != nil {
 		return pack.Decision{}, nil, err
 	}
@@ -96,7 +96,7 @@ func (e *Engine) Preview() (pack.Decision, []pack.CardState, error) {
 
 // readCards reads the cards for a round.
 func (e *Engine) readCards() error {
-	cards, err := e.inv.Snapshot()
+	cards, err := e.inv.Read()
 	if err != nil {
 		return err
 	}
@@ -137,33 +137,33 @@ func (e *Engine) timeLeft(cards []pack.CardState) {
 	}
 }
 
-// view is what the packer sees of a round: the cards (drained ones offering no slot,
+// packView is what the packer sees of a round: the cards (drained ones offering no slot,
 // each with when its attempts are expected to end and how long its machine has left),
 // each machine's RAM, and how the queue's jobs are asked for. Schedule, Preview, Why
 // and Waits all build it here, so that they agree.
-type view struct {
-	snap    state.Snapshot
+type packView struct {
+	snap    state.View
 	cards   []pack.CardState
 	hosts   pack.Hosts
 	request func(*state.Group, state.Member) pack.Request
 }
 
-// viewBufs are arrays a view's cards and their ends may be kept in.
-type viewBufs struct {
+// packViewBufs are arrays a packView's cards and their ends may be kept in.
+type packViewBufs struct {
 	cards []pack.CardState
 	ends  []pack.Release
 }
 
-// view builds a round's view from a snapshot. buf, if not nil, holds the arrays the
-// cards are kept in, and is given the ones they are: a round's, which nothing keeps
-// past it, reuses the round before's.
-func (e *Engine) view(snap state.Snapshot, running []*state.Attempt, buf *viewBufs) (view, error) {
+// packView builds what the packer sees from a view of the store. buf, if not nil,
+// holds the arrays the cards are kept in, and is given the ones they are: a round's,
+// which nothing keeps past it, reuses the round before's.
+func (e *Engine) packView(snap state.View, running []*state.Attempt, buf *packViewBufs) (packView, error) {
 	if buf == nil {
-		buf = &viewBufs{}
+		buf = &packViewBufs{}
 	}
 	hosts, err := e.hosts(running)
 	if err != nil {
-		return view{}, err
+		return packView{}, err
 	}
 	reserved := append(running, e.settling()...)
 	cards := e.cardStates(buf.cards, e.slots(), reserved)
@@ -177,7 +177,7 @@ func (e *Engine) view(snap state.Snapshot, running []*state.Attempt, buf *viewBu
 			}
 		}
 	}
-	return view{snap: snap, cards: cards, hosts: hosts, request: e.requester(e.quotas(snap, cards, running))}, nil
+	return packView{snap: snap, cards: cards, hosts: hosts, request: e.requester(e.quotas(snap, cards, running))}, nil
 }
 
 // offers is the store's queue as a round offers it to the packer (see Queue).
@@ -200,7 +200,7 @@ func (o offers) Pass() { o.c.Pass() }
 // whose shape is not measured yet, the first is offered while no job measures the
 // shape, and none while one does: the first of each shape runs alone, and the others
 // wait for its peak.
-func (e *Engine) offers(v view) offers {
+func (e *Engine) offers(v packView) offers {
 	probing := map[string]bool{}
 	admit := func(g *state.Group) int {
 		switch {
@@ -216,7 +216,7 @@ func (e *Engine) offers(v view) offers {
 
 // queue is the queue as Pack reads it: every job in order, less those that wait for
 // their shape's probe; probing, if not nil, is told of each of those.
-func (e *Engine) queue(v view, probing func(*state.Job)) []pack.Request {
+func (e *Engine) queue(v packView, probing func(*state.Job)) []pack.Request {
 	var out []pack.Request
 	probed := map[string]bool{}
 	c := e.store.Queue().Cursor(nil)
@@ -256,7 +256,7 @@ type head struct {
 
 // headed notes which job the round reserved cards for. A round that reserved none
 // (the queue read no further) leaves the head as it was; it goes once it starts.
-func (e *Engine) headed(snap state.Snapshot, d pack.Decision) {
+func (e *Engine) headed(snap state.View, d pack.Decision) {
 	switch r := d.Reservation; {
 	case r != nil && r.Job != e.head.job:
 		e.head = head{job: r.Job, seq: snap.Job(r.Job).Seq, since: e.clock.Now()}
@@ -324,7 +324,7 @@ func (e *Engine) left(a *state.Attempt, now time.Time) time.Duration {
 			return left
 		}
 	}
-	return pack.Unknown
+	return pack.UnknownEnd
 }
 
 // quotas returns each sweep's quota for a round (nil for a sweep without a limit),
@@ -332,7 +332,7 @@ func (e *Engine) left(a *state.Attempt, now time.Time) time.Duration {
 // running there. The sweeps that take the default of one job per card (see
 // Submission.OnePerCard) share theirs: one job per card of all of them, since what
 // keeps two of one sweep's jobs apart, memory that nobody declared, keeps any two apart.
-func (e *Engine) quotas(snap state.Snapshot, cards []pack.CardState, running []*state.Attempt) func(sweep string) *pack.Quota {
+func (e *Engine) quotas(snap state.View, cards []pack.CardState, running []*state.Attempt) func(sweep string) *pack.Quota {
 	made := map[string]*pack.Quota{}
 	var onePerCard []int
 	// free is a plan on each card less the attempts running there of the sweeps in.
@@ -385,7 +385,7 @@ func (e *Engine) quotas(snap state.Snapshot, cards []pack.CardState, running []*
 // yet, waits for its shape to be: the first of each shape runs alone (requestOf makes
 // it exclusive) and the others wait for it. probing collects the shapes offered this
 // round.
-func waitsForProbe(snap state.Snapshot, shape string, probing map[string]bool) bool {
+func waitsForProbe(snap state.View, shape string, probing map[string]bool) bool {
 	if l := snap.Shape(shape); l != nil && l.Probe != "" || probing[shape] {
 		return true
 	}
@@ -482,7 +482,7 @@ func (e *Engine) settling() []*state.Attempt {
 	return out
 }
 
-// startAll starts a round's placements, of jobs the round's snapshot holds queued. The
+// startAll starts a round's placements, of jobs the round's view holds queued. The
 // attempts are journaled before they start, all in one record: a daemon that dies in
 // between finds them, and its runner tells whether each started (see Adopter), rather
 // than start a job twice. What the runner says of each (its leader, its log) is written
@@ -490,7 +490,7 @@ func (e *Engine) settling() []*state.Attempt {
 // what a simulation of 100,000 jobs can afford. An attempt whose files cannot be
 // written pauses the engine (see pause); it and those not started yet go back to the
 // queue as they were: not the jobs' fault.
-func (e *Engine) startAll(snap state.Snapshot, placed []pack.Placement, running []*state.Attempt) {
+func (e *Engine) startAll(snap state.View, placed []pack.Placement, running []*state.Attempt) {
 	if len(placed) == 0 {
 		return
 	}
@@ -566,7 +566,7 @@ func (e *Engine) pausedErr() error {
 
 // launch is what starting job j where p places it takes: the job as it runs and its
 // attempt.
-func (e *Engine) launch(snap state.Snapshot, j *state.Job, p pack.Placement, sharing int) Launch {
+func (e *Engine) launch(snap state.View, j *state.Job, p pack.Placement, sharing int) Launch {
 	cardIdx := p.Cards
 	sub := snap.Submission(j.Sweep)
 	if !sub.AllocConfRefused.IsZero() {

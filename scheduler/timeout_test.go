@@ -51,7 +51,7 @@ func TestTimeoutStopsAndFails(t *testing.T) {
 	e.roundAndEnds(t, 0) // starts it
 	clock.now = clock.now.Add(59 * time.Minute)
 	e.roundAndEnds(t, 0)
-	if j := e.store.Snapshot().Job("t.1"); j.State != state.JobRunning {
+	if j := e.store.View().Job("t.1"); j.State != state.JobRunning {
 		t.Fatalf("stopped before its timeout: %s", j.State)
 	}
 	if at, ok := e.NextTimeout(); !ok || !at.Equal(clock.now.Add(time.Minute)) {
@@ -59,7 +59,7 @@ func TestTimeoutStopsAndFails(t *testing.T) {
 	}
 	clock.now = clock.now.Add(time.Minute)
 	e.roundAndEnds(t, 1)
-	snap := e.store.Snapshot()
+	snap := e.store.View()
 	j, a := snap.Job("t.1"), snap.Attempt("t.1/1")
 	if j.State != state.JobFailed || j.Reason != "attempt 1 timed out after 1h" || a.Outcome != plans.TimedOut {
 		t.Errorf("job %s (%s), attempt %s", j.State, j.Reason, a.Outcome)
@@ -84,14 +84,14 @@ func TestTimeoutRetries(t *testing.T) {
 		e.roundAndEnds(t, 1)
 		e.roundAndEnds(t, 0) // starts it again, if it may
 	}
-	j := e.store.Snapshot().Job("t.1")
+	j := e.store.View().Job("t.1")
 	if j.State != state.JobFailed || j.Attempts != 3 || !strings.Contains(j.Reason, "attempt 3 timed out after 30m, as did the 2 before it") {
 		t.Errorf("after 3 timeouts: %s, %d attempts: %s", j.State, j.Attempts, j.Reason)
 	}
 	if _, err := e.Retry(Selection{IDs: []string{"t.1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if j := e.store.Snapshot().Job("t.1"); j.Timeouts != 0 {
+	if j := e.store.View().Job("t.1"); j.Timeouts != 0 {
 		t.Errorf("gpuq retry keeps %d timeouts: they count afresh", j.Timeouts)
 	}
 }

@@ -145,7 +145,7 @@ func writeHistory(dir, sweepFile string, n int) error {
 	}
 	at := time.Now().Add(-time.Hour)
 	var done state.Change
-	for _, j := range st.Snapshot().Jobs() {
+	for _, j := range st.View().Jobs() {
 		c := *j
 		c.State, c.Attempts = state.JobSucceeded, 1
 		a := &state.Attempt{ID: state.AttemptID(j.ID, 1), Job: j.ID, Shape: j.Shape, N: 1, GPUs: []int{0},

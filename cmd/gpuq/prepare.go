@@ -33,7 +33,7 @@ func prepare(path string, st *settings, io ioStreams) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	cards, err := inv.Snapshot()
+	cards, err := inv.Read()
 	if err != nil {
 		inv.Close()
 		return nil, err

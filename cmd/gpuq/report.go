@@ -139,7 +139,7 @@ func lastMoment(sum daemon.SweepSummary) time.Time {
 func reportData(sum daemon.SweepSummary, source string, now time.Time) report.Data {
 	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now}
 	for _, c := range sum.GPUs {
-		d.Cards = append(d.Cards, report.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes})
+		d.Cards = append(d.Cards, plans.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes})
 	}
 	for _, j := range sum.Jobs {
 		rj := report.Job{ID: j.ID, Name: j.Name, State: j.State, Reason: j.Reason, Declared: j.DeclaredBytes}

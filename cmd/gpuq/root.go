@@ -51,7 +51,7 @@ Machine settings come from, highest first: flags, GPUQ_* environment variables
 (GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM), the user config file
 ($XDG_CONFIG_HOME/gpuq/config.yaml), then the sweep file.
 
-With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and says so.
+With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSimulated + `) and says so.
 
 Exit status: 0 success; 1 something failed, or no daemon answers; 2 bad input (a sweep,
 flag or config file) or a request the daemon refuses (an unknown job or sweep, attach

@@ -115,7 +115,7 @@ func runRun(opts *runOptions) error {
 	ui.stop()
 	// The cards as they are now, for their names and sizes: a card that cannot be read
 	// leaves them out, and the report sizes its panel by what was reserved on it.
-	cards, _ := p.inv.Snapshot()
+	cards, _ := p.inv.Read()
 	sum := summarize(store, sw, cards)
 	hooks.Wait()
 	if opts.json {
@@ -224,7 +224,7 @@ func (u *runUI) redraw(now time.Time) {
 // the running jobs, the latest events (wrapped; the oldest left out where there is no
 // room), and counts by state.
 func (u *runUI) frame(now time.Time, width, height int) []string {
-	snap := u.store.Snapshot()
+	snap := u.store.View()
 	counts := map[string]int{}
 	var b strings.Builder
 	tw := newFitTable(&b, width, 0).cutStarts(0)

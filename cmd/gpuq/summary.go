@@ -13,7 +13,7 @@ import (
 
 // summarize is a run's sweep with every job's history, on the cards it ran on.
 func summarize(store *state.Store, sw *plans.Sweep, cards []gpu.Card) daemon.SweepSummary {
-	return daemon.SummarizeSweep(store.Snapshot(), sw.Name, gpuInfos(cards))
+	return daemon.SummarizeSweep(store.View(), sw.Name, gpuInfos(cards))
 }
 
 // gpuInfos are cards as a summary names them.

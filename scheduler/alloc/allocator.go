@@ -24,7 +24,7 @@ import (
 // Config is what an Allocator runs with.
 type Config struct {
 	// State reads the store.
-	State func() state.Snapshot
+	State func() state.View
 	// Put writes to the store through the engine (scheduler.Engine.Put), its one
 	// writer, which pauses when the disk refuses a write.
 	Put func(ctx context.Context, c state.Change) error

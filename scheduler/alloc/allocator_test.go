@@ -57,7 +57,7 @@ func newHarness(t *testing.T, dir string) *harness {
 	t.Cleanup(func() { store.Close() })
 	h := &harness{store: store, slurm: newFakeSlurm(t), dir: dir, workers: map[string]int{},
 		clock: &testClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
-	h.a = New(Config{State: store.Snapshot, Slurm: Slurm{Exec: Run}, Clock: h.clock, Logs: filepath.Join(dir, "allocs"),
+	h.a = New(Config{State: store.View, Slurm: Slurm{Exec: Run}, Clock: h.clock, Logs: filepath.Join(dir, "allocs"),
 		Put: func(_ context.Context, c state.Change) error { return store.Put(c) },
 		// No worker here: every job that waits is one no worker could start.
 		Waiting: func(context.Context) ([]scheduler.Need, error) {
@@ -105,7 +105,7 @@ func (h *harness) round(t *testing.T) {
 
 func (h *harness) allocations(queue int) map[string]*state.Allocation {
 	out := map[string]*state.Allocation{}
-	for _, a := range h.store.Snapshot().Allocations(queue) {
+	for _, a := range h.store.View().Allocations(queue) {
 		out[a.ID] = a
 	}
 	return out
@@ -216,7 +216,7 @@ func TestSubmissionFailurePausesTheQueue(t *testing.T) {
 	if err := h.a.Round(context.Background()); err == nil || !strings.Contains(err.Error(), "QOS policy") {
 		t.Fatalf("round: %v", err)
 	}
-	got := h.store.Snapshot().AllocQueue(q.ID)
+	got := h.store.View().AllocQueue(q.ID)
 	if got.Error != refusal || !got.ErrorAt.Equal(h.clock.Now()) {
 		t.Fatalf("the queue does not keep Slurm's words: %+v", got)
 	}
@@ -228,8 +228,8 @@ func TestSubmissionFailurePausesTheQueue(t *testing.T) {
 	}
 	h.clock.add(RetryAfter / 2)
 	h.round(t)
-	if n := len(h.slurm.submitted()); n != 1 || h.store.Snapshot().AllocQueue(q.ID).Error != "" {
-		t.Fatalf("after %s: %d submitted, queue %+v", RetryAfter, n, h.store.Snapshot().AllocQueue(q.ID))
+	if n := len(h.slurm.submitted()); n != 1 || h.store.View().AllocQueue(q.ID).Error != "" {
+		t.Fatalf("after %s: %d submitted, queue %+v", RetryAfter, n, h.store.View().AllocQueue(q.ID))
 	}
 }
 
@@ -240,7 +240,7 @@ func TestIdleQueueWithdrawsWaitingAllocations(t *testing.T) {
 	h.round(t)
 	h.slurm.submitted()
 	// The job went elsewhere (cancelled here); the allocation still waits in Slurm.
-	j := *h.store.Snapshot().Job("s.1")
+	j := *h.store.View().Job("s.1")
 	j.State = state.JobCancelled
 	if err := h.store.Put(state.Change{Jobs: []*state.Job{&j}}); err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestAddChecksWithSlurm(t *testing.T) {
 	if !errors.As(err, &refused) || !strings.HasSuffix(err.Error(), "\nsbatch: error: invalid partition specified: gpu") {
 		t.Errorf("Slurm's refusal: %v", err)
 	}
-	if qs := h.store.Snapshot().AllocQueues(); len(qs) != 0 {
+	if qs := h.store.View().AllocQueues(); len(qs) != 0 {
 		t.Errorf("refused queues were kept: %+v", qs)
 	}
 	h.slurm.refuse("")
@@ -286,7 +286,7 @@ func TestAddChecksWithSlurm(t *testing.T) {
 	if err != nil || !strings.Contains(script, "#SBATCH --job-name=gpuq-1\n") || h.slurm.called("sbatch") != 1 {
 		t.Errorf("dry run: %v, %d sbatch calls:\n%s", err, h.slurm.called("sbatch"), script)
 	}
-	if qs := h.store.Snapshot().AllocQueues(); len(qs) != 0 {
+	if qs := h.store.View().AllocQueues(); len(qs) != 0 {
 		t.Errorf("a dry run kept a queue: %+v", qs)
 	}
 }
@@ -335,7 +335,7 @@ func TestQueuesSurviveARestart(t *testing.T) {
 	}
 	check := func(s *state.Store, when string) {
 		t.Helper()
-		snap := s.Snapshot()
+		snap := s.View()
 		got := snap.AllocQueue(q.ID)
 		if got == nil || got.GPUsPerNode != 2 || got.Time != time.Hour || !slices.Equal(got.Args, q.Args) {
 			t.Fatalf("%s: queue %+v", when, got)
@@ -380,7 +380,7 @@ func TestWorkerlessAllocationsStallTheQueue(t *testing.T) {
 	if !slices.Contains(h.log, want) {
 		t.Errorf("the log does not say %q:\n%s", want, strings.Join(h.log, "\n"))
 	}
-	if !Stalled(h.store.Snapshot().Allocations(q.ID)) {
+	if !Stalled(h.store.View().Allocations(q.ID)) {
 		t.Error("the queue is not shown stalled")
 	}
 }

@@ -123,7 +123,7 @@ func (d *daemon) allocAdd(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *daemon) allocList(w http.ResponseWriter, _ *http.Request) {
-	snap := d.store.Snapshot()
+	snap := d.store.View()
 	out := AllocListResponse{Queues: []AllocQueue{}}
 	for _, q := range snap.AllocQueues() {
 		allocs := snap.Allocations(q.ID)
@@ -209,7 +209,7 @@ func (c *Client) RemoveAlloc(id string) (AllocRemoveResponse, error) {
 // newAllocator is the daemon's allocator: Slurm's commands found on the PATH, rounds
 // over the engine's backlog, workers started with gpuq's own binary.
 func (d *daemon) newAllocator() *alloc.Allocator {
-	cfg := alloc.Config{State: d.store.Snapshot, Put: d.eng.Put, Slurm: alloc.Slurm{Exec: alloc.Run}, Clock: scheduler.RealClock{},
+	cfg := alloc.Config{State: d.store.View, Put: d.eng.Put, Slurm: alloc.Slurm{Exec: alloc.Run}, Clock: scheduler.RealClock{},
 		Waiting: d.backlogNeeds, Worker: d.workerCommand, Logs: d.allocLogs(),
 		Log: func(format string, args ...any) { d.log.Printf(format, args...) }}
 	if d.cluster != nil {

@@ -46,7 +46,7 @@ func (d *daemon) routes() http.Handler {
 }
 
 func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
-	drained := d.store.Snapshot().Drained()
+	drained := d.store.View().Drained()
 	info := Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen}
 	for _, c := range d.machine.cards {
 		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
@@ -94,7 +94,7 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("state"); s != "" {
 		states = strings.Split(s, ",")
 	}
-	snap := d.store.Snapshot()
+	snap := d.store.View()
 	if sweep != "" && snap.Submission(sweep) == nil {
 		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, snap.JobIDs()).Error())
 		return
@@ -110,7 +110,7 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
-	snap := d.store.Snapshot()
+	snap := d.store.View()
 	j := snap.Job(r.PathValue("id"))
 	if j == nil {
 		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), snap.JobIDs()).Error())

@@ -61,7 +61,7 @@ func testDaemon(t *testing.T) (*daemon, *idleRunner, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cards, _ := inv.Snapshot()
+	cards, _ := inv.Read()
 	m := &machine{inv: inv, spec: spec, cards: cards, slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, headroom: plans.DefaultHeadroom}
 	d := &daemon{cfg: Config{StateDir: "/nowhere", Version: "v9"}, store: store, machine: m,
 		log: &EventLog{}, stop: make(chan struct{}), hooks: NewHooks(store, nil, func(string) {})}
@@ -141,7 +141,7 @@ func TestAFailureIsToldBeforeTheEnd(t *testing.T) {
 	if _, err := clientOf(srv).Submit(SubmitRequest{File: filepath.Join(dir, "n.yaml"), Source: sweep}); err != nil {
 		t.Fatal(err)
 	}
-	schedtest.WaitFor(t, "both jobs to run", func() bool { return len(d.store.Snapshot().Running()) == 2 })
+	schedtest.WaitFor(t, "both jobs to run", func() bool { return len(d.store.View().Running()) == 2 })
 	// Queued from inside the loop, both are applied by its next transaction.
 	err := d.eng.Do(context.Background(), func() error {
 		r.exits <- scheduler.Exit{Attempt: "n.1/1", Outcome: plans.Success}

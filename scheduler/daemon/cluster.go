@@ -79,11 +79,11 @@ func (c *cluster) worker(name string) *remote {
 	return w
 }
 
-// Snapshot reads this machine's cards, and the last reading of each linked worker's.
-func (c *cluster) Snapshot() ([]gpu.Card, error) {
+// Read reads this machine's cards, and the last reading of each linked worker's.
+func (c *cluster) Read() ([]gpu.Card, error) {
 	var cards []gpu.Card
 	if c.local.inv != nil {
-		local, err := c.local.inv.Snapshot()
+		local, err := c.local.inv.Read()
 		if err != nil {
 			return nil, err
 		}

@@ -146,7 +146,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %s, %s known, %s taken up; state in %s",
 		cfg.Version, os.Getpid(), d.machine.name(), CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
-		plans.Count(len(d.store.Snapshot().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
+		plans.Count(len(d.store.View().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
 	if r := d.machine.recalled; len(r) > 0 {
 		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
 			cfg.StateDir, strings.Join(r, ", "))
@@ -163,7 +163,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	d.log.Printf("gpuq daemon stopped; %s left running under their supervisors", plans.Count(len(d.store.Snapshot().Running()), "trainer"))
+	d.log.Printf("gpuq daemon stopped; %s left running under their supervisors", plans.Count(len(d.store.View().Running()), "trainer"))
 	return nil
 }
 
@@ -208,7 +208,7 @@ func open(cfg Config) (*daemon, error) {
 		inv, run = d.cluster, d.cluster
 	}
 	d.eng = scheduler.NewEngine(store, inv, run, scheduler.RealClock{}, ec, d.event)
-	subs := store.Snapshot().Submissions()
+	subs := store.View().Submissions()
 	for _, sub := range subs {
 		if err := d.resume(sub); err != nil {
 			d.close()
@@ -280,7 +280,7 @@ func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 			"for every sweep (gpuq daemon --headroom)", sw.File, sw.Headroom, d.machine.headroom))
 	}
 	if d.cluster != nil {
-		if sw.GPUs.IsSim() {
+		if sw.GPUs.IsSimulated() {
 			warnings = append(warnings, fmt.Sprintf("%s: gpus %s does not apply: the daemon runs it on its workers' cards", sw.File, sw.GPUs))
 		}
 		return state.AdmitAnywhere(sw), warnings, nil
@@ -430,7 +430,7 @@ func (d *daemon) mapJobs() {
 	if d.jobMap == nil {
 		return
 	}
-	err := d.jobMap.update(d.store.Snapshot())
+	err := d.jobMap.update(d.store.View())
 	switch {
 	case err == nil:
 		d.jobMapErr = ""

@@ -68,7 +68,7 @@ func openMachine(cfg Config) (*machine, error) {
 	if m.inv, err = nvidia.Open(m.spec, opt); err != nil {
 		return nil, err
 	}
-	if m.cards, err = m.inv.Snapshot(); err != nil {
+	if m.cards, err = m.inv.Read(); err != nil {
 		m.inv.Close()
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (m *machine) name() string {
 // specName names the cards a --gpus names.
 func specName(spec plans.GPUSpec) string {
 	switch {
-	case spec.IsSim():
+	case spec.IsSimulated():
 		return spec.String()
 	case spec.Indices == nil:
 		return "every card"
@@ -180,7 +180,7 @@ func (m *machine) String() string {
 func (m *machine) serves(sw *plans.Sweep, dir string) error {
 	ok := true
 	switch {
-	case sw.GPUs.IsSim():
+	case sw.GPUs.IsSimulated():
 		ok = m.inv.Simulated() == sw.GPUs.String()
 	case sw.GPUs.Indices != nil:
 		for _, idx := range sw.GPUs.Indices {

@@ -62,7 +62,7 @@ func (m *metrics) handler() http.Handler {
 
 // event notes when a job enters the queue, and how long it waited when it starts.
 func (m *metrics) event(ev scheduler.Event) {
-	j := m.d.store.Snapshot().Job(ev.Job)
+	j := m.d.store.View().Job(ev.Job)
 	switch {
 	case j == nil:
 	case ev.Kind == "started":
@@ -94,7 +94,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	snap := m.d.store.Snapshot()
+	snap := m.d.store.View()
 	states := map[state.JobState]int{}
 	for _, st := range []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
 		state.JobSucceeded, state.JobFailed, state.JobCancelled} {
@@ -131,7 +131,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 
 // collectCards reports each card's memory as the engine last read it; nothing when the
 // engine does not answer in time (it is stopping).
-func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap state.Snapshot) {
+func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap state.View) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var views []scheduler.CardView

@@ -22,8 +22,8 @@ type SweepSummary struct {
 	GPUs []GPUInfo `json:"gpus,omitempty"`
 }
 
-// SummarizeSweep is a sweep of a snapshot, its jobs in submission order, on cards.
-func SummarizeSweep(snap state.Snapshot, sweep string, cards []GPUInfo) SweepSummary {
+// SummarizeSweep is a sweep of a view of the store, its jobs in submission order, on cards.
+func SummarizeSweep(snap state.View, sweep string, cards []GPUInfo) SweepSummary {
 	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
 	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled} {
 		sum.Counts[string(st)] = 0
@@ -37,7 +37,7 @@ func SummarizeSweep(snap state.Snapshot, sweep string, cards []GPUInfo) SweepSum
 }
 
 // sweepJobs are a sweep's jobs, in submission order.
-func sweepJobs(snap state.Snapshot, sweep string) []*state.Job {
+func sweepJobs(snap state.View, sweep string) []*state.Job {
 	jobs := slices.Collect(snap.JobsOf(sweep))
 	slices.SortFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(a.Seq, b.Seq) })
 	return jobs
@@ -74,7 +74,7 @@ func NewHooks(store *state.Store, cards []GPUInfo, log func(string)) *Hooks {
 // Event fires the hooks an event calls for. It is the engine's events function's to
 // call, in the engine's loop.
 func (h *Hooks) Event(ev scheduler.Event) {
-	snap := h.store.Snapshot()
+	snap := h.store.View()
 	j := snap.Job(ev.Job)
 	if j == nil {
 		return // an event of a card
@@ -108,7 +108,7 @@ func (h *Hooks) Event(ev scheduler.Event) {
 }
 
 // failed tells the hooks of a job that failed, once.
-func (h *Hooks) failed(snap state.Snapshot, sw *plans.Sweep, j *state.Job) {
+func (h *Hooks) failed(snap state.View, sw *plans.Sweep, j *state.Job) {
 	if sw.Notify.OnFailure && !h.told[j.ID] {
 		h.told[j.ID] = true
 		js := Summarize(snap, j)
@@ -131,7 +131,7 @@ func (h *Hooks) fire(sw *plans.Sweep, nt Notice, job string) {
 // over reports whether no job of the sweep runs or waits. The running attempts and the
 // queue are asked first, since either is quick where the sweep's jobs may be many; the
 // sweep's own jobs only when both say so, for a held one.
-func (h *Hooks) over(snap state.Snapshot, sweep string) bool {
+func (h *Hooks) over(snap state.View, sweep string) bool {
 	for _, a := range snap.Running() {
 		if snap.Job(a.Job).Sweep == sweep {
 			return false

@@ -124,10 +124,10 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		Running: []RunningJob{}, Queue: []WaitingJob{}}
 	var views []scheduler.CardView
 	var waits map[string]pack.Wait
-	var snap state.Snapshot
+	var snap state.View
 	// Read in the engine's loop, the state and the events agree.
 	err := d.eng.Do(r.Context(), func() error {
-		views, snap, out.Events = d.eng.CardViews(), d.store.Snapshot(), d.recent.last()
+		views, snap, out.Events = d.eng.CardViews(), d.store.View(), d.recent.last()
 		var err error
 		waits, err = d.eng.Waits()
 		return err

@@ -55,7 +55,7 @@ func (p *packer) mayUse(i int, r *Request) bool {
 
 // endsBefore reports whether r is expected to end before the reservation is due.
 func (p *packer) endsBefore(r *Request) bool {
-	return p.res.In != Unknown && r.Duration > 0 && r.Duration <= p.res.In
+	return p.res.In != UnknownEnd && r.Duration > 0 && r.Duration <= p.res.In
 }
 
 // reserve reserves cards for r, the first job in the queue that waits: the cards
@@ -89,12 +89,12 @@ func (p *packer) reserve(r Request) {
 	for _, c := range cands {
 		res.In = max(res.In, c.at)
 	}
-	res.Due = res.In != Unknown || r.Waited >= DueAfter
+	res.Due = res.In != UnknownEnd || r.Waited >= DueAfter
 	for _, c := range cands {
 		res.on[c.i] = true
 		res.Worker = p.cards[c.i].Worker
 		res.Cards = append(res.Cards, p.cards[c.i].Index)
-		if c.at == Unknown {
+		if c.at == UnknownEnd {
 			// Which of the attempts on it end first, and so what is left beside r
 			// when they have, cannot be told: nothing may count on room there.
 			continue
@@ -102,7 +102,7 @@ func (p *packer) reserve(r Request) {
 		// What the card has at In: the attempts that free it for r have ended, and so
 		// have those expected to end by In, if In is known.
 		ends := c.ends
-		if res.In != Unknown {
+		if res.In != UnknownEnd {
 			for ends < len(p.cards[c.i].Ends) && p.cards[c.i].Ends[ends].In <= res.In {
 				ends++
 			}
@@ -137,7 +137,7 @@ func (p *packer) freeAt(i int, r Request) (at time.Duration, ends int, ok bool) 
 	}
 	// What holds the card is not gpuq's attempts (NVML's reading), and nothing says
 	// when it goes.
-	return Unknown, len(c.Ends), true
+	return UnknownEnd, len(c.Ends), true
 }
 
 // after is the free memory and the attempts on card i once its first n attempts to end

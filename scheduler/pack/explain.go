@@ -297,7 +297,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 func (p *packer) reservedWhy(r Request) string {
 	res := p.res
 	cards := plans.CardsOn(res.Worker, res.Cards)
-	if res.In == Unknown {
+	if res.In == UnknownEnd {
 		return fmt.Sprintf("%s is reserved for %s, first in the queue, which has waited %s for it; what runs there has no known end, and this job would not leave it room",
 			cards, res.Job, plans.FormatDuration(res.head.Waited))
 	}

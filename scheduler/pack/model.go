@@ -95,9 +95,9 @@ type Release struct {
 	Exclusive bool
 }
 
-// Unknown is an end nothing foretells: no duration learned and no timeout, or a run
+// UnknownEnd is an end nothing foretells: no duration learned and no timeout, or a run
 // already longer than expected.
-const Unknown = time.Duration(math.MaxInt64)
+const UnknownEnd = time.Duration(math.MaxInt64)
 
 // Free is the memory a new job may count on: what neither NVML nor gpuq's own
 // reservations claim, less headroom. Taking the larger of the two guards against both

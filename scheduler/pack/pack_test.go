@@ -31,7 +31,7 @@ func describe(d Decision) string {
 	}
 	if r := d.Reservation; r != nil {
 		in := "unknown"
-		if r.In != Unknown {
+		if r.In != UnknownEnd {
 			in = r.In.String()
 		}
 		line := fmt.Sprintf("reserved for %s: %s in %s", r.Job, plans.CardsOn(r.Worker, r.Cards), in)
@@ -196,13 +196,13 @@ func TestPackBackfill(t *testing.T) {
 		{
 			name:  "where no end is known, jobs start on the head's cards until it has waited DueAfter",
 			queue: []Request{{Job: "head", Memory: 20 * gib, Waited: DueAfter - time.Second}, {Job: "x", Memory: 6 * gib}},
-			cards: []CardState{busy(0, Unknown, 16*gib)},
+			cards: []CardState{busy(0, UnknownEnd, 16*gib)},
 			want:  "x -> [0]\nhead waits: no-memory\nreserved for head: GPU [0] in unknown",
 		},
 		{
 			name:  "then the reservation is due",
 			queue: []Request{{Job: "head", Memory: 20 * gib, Waited: DueAfter}, {Job: "x", Memory: 6 * gib, Duration: time.Minute}},
-			cards: []CardState{busy(0, Unknown, 16*gib)},
+			cards: []CardState{busy(0, UnknownEnd, 16*gib)},
 			want:  "head waits: no-memory\nx waits: reserved\nreserved for head: GPU [0] in unknown, due",
 		},
 		{
@@ -211,7 +211,7 @@ func TestPackBackfill(t *testing.T) {
 			name:  "and no job counts on room beside the head",
 			queue: []Request{{Job: "head", Memory: 20 * gib, Waited: DueAfter}, {Job: "x", Memory: 2 * gib}},
 			cards: []CardState{{Index: 0, Total: 24 * gib, Slots: 3, Running: 2, Reserved: 20 * gib,
-				Ends: []Release{{In: Unknown, Memory: 4 * gib}, {In: Unknown, Memory: 16 * gib}}}},
+				Ends: []Release{{In: UnknownEnd, Memory: 4 * gib}, {In: UnknownEnd, Memory: 16 * gib}}}},
 			want: "head waits: no-memory\nx waits: reserved\nreserved for head: GPU [0] in unknown, due",
 		},
 	}

@@ -88,7 +88,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 		h.Ours += r.Host
 		p.hosts[pl.Worker] = h
 	}
-	end := Release{In: Unknown, Memory: r.Memory, Exclusive: r.Exclusive}
+	end := Release{In: UnknownEnd, Memory: r.Memory, Exclusive: r.Exclusive}
 	if r.Duration > 0 {
 		end.In = r.Duration
 	}

@@ -171,7 +171,7 @@ func (c *cluster) request(id string, memory int64) Request {
 func (c *cluster) round(queue []Request) (placed map[string]bool) {
 	cards := slices.Clone(c.cards)
 	for _, a := range c.running {
-		end := Release{In: Unknown, Memory: a.req.Memory, Exclusive: a.req.Exclusive}
+		end := Release{In: UnknownEnd, Memory: a.req.Memory, Exclusive: a.req.Exclusive}
 		if c.known {
 			end.In = time.Duration(a.left) * tick
 		}
@@ -393,7 +393,7 @@ func withEnds(r *rand.Rand, cards []CardState) {
 	for i := range cards {
 		c := &cards[i]
 		for n := range c.Running {
-			end := Release{In: Unknown, Memory: c.Reserved / int64(c.Running), Exclusive: c.Exclusive && n == 0}
+			end := Release{In: UnknownEnd, Memory: c.Reserved / int64(c.Running), Exclusive: c.Exclusive && n == 0}
 			if r.IntN(3) > 0 {
 				end.In = time.Duration(r.IntN(6)) * 15 * time.Minute
 			}

@@ -139,7 +139,7 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 		}
 	}
 	// Jobs still queued with nothing running can never start: failed.
-	for _, j := range store.Snapshot().Jobs() {
+	for _, j := range store.View().Jobs() {
 		if j.State == state.JobSucceeded {
 			r.Completed++
 		} else {
@@ -168,7 +168,7 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 	peak, d := rn.trace.Truth(l.Job.Index-1).At(l.Job.Params, l.Attempt.Params)
 	id := l.Attempt.ID
 	teaches := false
-	if known := rn.store.Snapshot().Shape(l.Job.Shape); known == nil || known.Peak == 0 {
+	if known := rn.store.View().Shape(l.Job.Shape); known == nil || known.Peak == 0 {
 		teaches = true
 		rn.teaching++
 	}

@@ -83,14 +83,14 @@ func allocTables() map[string]*memdb.TableSchema {
 }
 
 // AllocQueues returns every allocation queue, removed ones included, by id.
-func (sn Snapshot) AllocQueues() []*AllocQueue {
+func (sn View) AllocQueues() []*AllocQueue {
 	qs := collect[*AllocQueue](sn.txn, TableAllocQueues, IndexID)
 	slices.SortFunc(qs, func(a, b *AllocQueue) int { return cmp.Compare(a.ID, b.ID) })
 	return qs
 }
 
 // AllocQueue returns one allocation queue, or nil.
-func (sn Snapshot) AllocQueue(id int) *AllocQueue {
+func (sn View) AllocQueue(id int) *AllocQueue {
 	obj, err := sn.txn.First(TableAllocQueues, IndexID, strconv.Itoa(id))
 	if err != nil || obj == nil {
 		return nil
@@ -99,7 +99,7 @@ func (sn Snapshot) AllocQueue(id int) *AllocQueue {
 }
 
 // Allocations returns a queue's allocations in the order they were submitted.
-func (sn Snapshot) Allocations(queue int) []*Allocation {
+func (sn View) Allocations(queue int) []*Allocation {
 	var out []*Allocation
 	for a := range each[*Allocation](sn.txn.Get, TableAllocations, IndexID) {
 		if a.Queue == queue {

@@ -14,7 +14,7 @@ import (
 // compact writes the whole state as snap reads it to the snapshot, and empties the
 // journal. A CannotWrite means the snapshot could not be written and nothing changed;
 // any other error leaves a journal that takes no more records (Journal.broken).
-func (s *Store) compact(snap Snapshot) error {
+func (s *Store) compact(snap View) error {
 	jn := s.journal
 	if jn.broken != nil {
 		return jn.broken
@@ -44,7 +44,7 @@ func (s *Store) compact(snap Snapshot) error {
 
 // writeSnapshot writes the state as snap reads it to dir's snapshot, whole or not at
 // all: a temporary file, synced, renamed into place.
-func writeSnapshot(dir string, snap Snapshot, epoch uint64) error {
+func writeSnapshot(dir string, snap View, epoch uint64) error {
 	tmp := filepath.Join(dir, snapshotFile+".new")
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -101,7 +101,7 @@ func syncDir(dir string) error {
 func (s *Store) compactIfDue() error {
 	if s.journal != nil && s.journal.records >= compactAfter && s.open == nil {
 		var cw *CannotWrite
-		if err := s.compact(s.Snapshot()); errors.As(err, &cw) {
+		if err := s.compact(s.View()); errors.As(err, &cw) {
 			// The change is in the journal, which grows until a snapshot can be written.
 			s.journal.records = 0
 			s.warn(fmt.Sprintf("%v; the journal grows until it can be", err))
@@ -118,12 +118,12 @@ func (s *Store) Compact() error {
 	if s.journal == nil {
 		return nil
 	}
-	return s.compact(s.Snapshot())
+	return s.compact(s.View())
 }
 
 // all is the whole state as snap reads it, as one change: what a snapshot holds after
 // the submissions themselves.
-func (sn Snapshot) all() Change {
+func (sn View) all() Change {
 	var c Change
 	for _, sub := range sn.Submissions() {
 		if sub.SweepStatus != (SweepStatus{}) {

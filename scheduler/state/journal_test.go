@@ -42,7 +42,7 @@ func fill(t *testing.T, s *Store) {
 	// What the store holds is never changed in place: each put is of a fresh copy.
 	cp := func(j Job) *Job { return &j }
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	snap := s.Snapshot()
+	snap := s.View()
 	j1, j2, j3 := *snap.Job("j.1"), *snap.Job("j.2"), *snap.Job("j.3")
 	j1.State, j1.Attempts = JobRunning, 1
 	a1 := &Attempt{ID: "j.1/1", Job: "j.1", Shape: j1.Shape, N: 1, GPUs: []int{0}, Params: j1.Current, Estimate: 10 * gib, Started: at}
@@ -75,7 +75,7 @@ func must(t *testing.T, err error) {
 
 // dump is the whole state of a store, for comparing two.
 func dump(s *Store) string {
-	snap := s.Snapshot()
+	snap := s.View()
 	var b strings.Builder
 	for _, j := range snap.Jobs() {
 		st := j.Status
@@ -109,7 +109,7 @@ func openState(t *testing.T, dir string) (*Store, []*Submission, []string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, s.Snapshot().Submissions(), warnings
+	return s, s.View().Submissions(), warnings
 }
 
 func TestJournalReplaysEveryChange(t *testing.T) {
@@ -175,12 +175,12 @@ func TestTornLastRecordIsDroppedWithAWarning(t *testing.T) {
 				t.Errorf("warnings %q", warnings)
 			}
 			// What comes next is journaled after the good records, not after the torn one.
-			j := *again.Snapshot().Job("j.3")
+			j := *again.View().Job("j.3")
 			j.Held = false
 			must(t, again.Put(Change{Jobs: []*Job{&j}}))
 			again.Close()
 			third, _, warnings := openState(t, dir)
-			if third.Snapshot().Job("j.3").Held || len(warnings) != 0 {
+			if third.View().Job("j.3").Held || len(warnings) != 0 {
 				t.Errorf("a change after the torn record was lost (warnings %q)", warnings)
 			}
 			third.Close()
@@ -199,7 +199,7 @@ func TestCompactedStateReplaysTheSame(t *testing.T) {
 		t.Errorf("journal after compaction: %q; want it empty", data)
 	}
 	// The next record says which compaction the journal follows.
-	j := *s.Snapshot().Job("j.3")
+	j := *s.View().Job("j.3")
 	must(t, s.Put(Change{Jobs: []*Job{&j}}))
 	if data, _ := os.ReadFile(filepath.Join(dir, journalFile)); strings.Count(string(data), "\n") != 1 || !strings.Contains(string(data), `"epoch":1`) {
 		t.Errorf("journal after compaction and a change: %q; want one record with the epoch", data)
@@ -227,7 +227,7 @@ func TestStateV1Loads(t *testing.T) {
 		s, _, _ := openState(t, fixture)
 		fill(t, s)
 		must(t, s.Compact())
-		j := *s.Snapshot().Job("j.2")
+		j := *s.View().Job("j.2")
 		j.State = JobSucceeded
 		must(t, s.Put(Change{Jobs: []*Job{&j}})) // one record left in the journal, on top of the snapshot
 		s.Close()
@@ -241,7 +241,7 @@ func TestStateV1Loads(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, f), data, 0o600)
 	}
 	s, sweeps, warnings := openState(t, dir)
-	snap := s.Snapshot()
+	snap := s.View()
 	if len(sweeps) != 1 || len(warnings) != 0 || len(sweeps[0].Sweep.Jobs) != 3 || sweeps[0].Limit != nil {
 		t.Fatalf("sweeps %+v, warnings %q", sweeps, warnings)
 	}
@@ -285,7 +285,7 @@ func TestOldShapeNamesAreMigrated(t *testing.T) {
 	dir := t.TempDir()
 	s, _, _ := openState(t, dir)
 	must(t, s.Submit(&Submission{Sweep: sw}))
-	snap := s.Snapshot()
+	snap := s.View()
 	j1, j2 := *snap.Job("o.1"), *snap.Job("o.2")
 	j1.Shape, j2.Shape = fromMatrix, fromJobs
 	j1.State, j1.Attempts = JobSucceeded, 1
@@ -298,7 +298,7 @@ func TestOldShapeNamesAreMigrated(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		s, _, _ := openState(t, dir)
-		snap := s.Snapshot()
+		snap := s.View()
 		got1, got2 := snap.Job("o.1").Shape, snap.Job("o.2").Shape
 		if got1 != want || got2 != want || snap.Attempts("o.1")[0].Shape != want {
 			t.Errorf("%s: shapes %q, %q, attempt %q; want %q", when, got1, got2, snap.Attempts("o.1")[0].Shape, want)
@@ -318,7 +318,7 @@ func TestOldShapeNamesAreMigrated(t *testing.T) {
 	check("from the snapshot")
 }
 
-func learnedPeak(snap Snapshot, shape string) int64 {
+func learnedPeak(snap View, shape string) int64 {
 	if l := snap.Shape(shape); l != nil {
 		return l.Peak
 	}
@@ -345,7 +345,7 @@ func TestForgetIsDurable(t *testing.T) {
 	s, _, _ := openState(t, dir)
 	fill(t, s)
 	journal, _ := os.ReadFile(filepath.Join(dir, journalFile))
-	learned := s.Snapshot().Job("j.1").Shape
+	learned := s.View().Job("j.1").Shape
 	must(t, s.Forget([]string{"j"}))
 	if l := s.KnownShape(learned); l != nil {
 		t.Errorf("the engine still reads the forgotten sweep's shape: %+v", l)
@@ -357,7 +357,7 @@ func TestForgetIsDurable(t *testing.T) {
 				os.WriteFile(filepath.Join(dir, journalFile), journal, 0o600)
 			}
 			again, sweeps, warnings := openState(t, dir)
-			snap := again.Snapshot()
+			snap := again.View()
 			if len(sweeps) != 0 || len(snap.Jobs()) != 0 || snap.Attempt("j.1/1") != nil || len(warnings) != 0 {
 				t.Errorf("sweeps %d, jobs %d, warnings %q", len(sweeps), len(snap.Jobs()), warnings)
 			}
@@ -372,7 +372,7 @@ func TestForgetIsDurable(t *testing.T) {
 	must(t, s.Submit(&Submission{Sweep: sw}))
 	s.Close()
 	again, _, _ := openState(t, dir)
-	snap := again.Snapshot()
+	snap := again.View()
 	if j := snap.Job("j.1"); j == nil || j.State != JobQueued || j.Attempts != 0 || snap.Shape(j.Shape) != nil {
 		t.Errorf("j.1 submitted again: %+v; want a fresh job, nothing learned", j)
 	}
@@ -404,12 +404,12 @@ func TestAFullJournalTakesNothingHalfWritten(t *testing.T) {
 		before, _ := os.ReadFile(filepath.Join(dir, journalFile))
 		disk := onFullDisk(s)
 		disk.Full, disk.Stuck = true, stuck
-		j := *s.Snapshot().Job("j.3")
+		j := *s.View().Job("j.3")
 		j.Held = false
 		err := s.Put(Change{Jobs: []*Job{&j}})
 		var cw *CannotWrite
-		if errors.As(err, &cw) == stuck || !errors.Is(err, syscall.ENOSPC) || !s.Snapshot().Job("j.3").Held {
-			t.Fatalf("stuck %v: a put on a full disk: %v; j.3 held %v", stuck, err, s.Snapshot().Job("j.3").Held)
+		if errors.As(err, &cw) == stuck || !errors.Is(err, syscall.ENOSPC) || !s.View().Job("j.3").Held {
+			t.Fatalf("stuck %v: a put on a full disk: %v; j.3 held %v", stuck, err, s.View().Job("j.3").Held)
 		}
 		if after, _ := os.ReadFile(filepath.Join(dir, journalFile)); !stuck && string(after) != string(before) {
 			t.Errorf("the journal kept part of a record:\n%s", after[len(before):])
@@ -421,7 +421,7 @@ func TestAFullJournalTakesNothingHalfWritten(t *testing.T) {
 		}
 		s.Close()
 		again, _, warnings := openState(t, dir)
-		if held := again.Snapshot().Job("j.3").Held; held != stuck || stuck != (len(warnings) == 1) {
+		if held := again.View().Job("j.3").Held; held != stuck || stuck != (len(warnings) == 1) {
 			t.Errorf("stuck %v: after a restart j.3 held %v, warnings %q", stuck, held, warnings)
 		}
 	}

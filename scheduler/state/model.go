@@ -52,7 +52,7 @@ type Status struct {
 	// Estimate is the bytes per card the packer reserves (see estimate), and
 	// HostEstimate the host RAM (0 = unknown), as they were made at revision
 	// EstimatedAt of the job's shape. Once the shape has learned more (Shape.Rev), a
-	// queued job's estimate is the shape's, as Snapshot.Estimate reads it: what a
+	// queued job's estimate is the shape's, as View.Estimate reads it: what a
 	// shape learns is not written into each of its queued jobs.
 	Estimate int64
 	Current  *plans.Map // the parameters of its current tier

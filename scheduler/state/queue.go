@@ -18,7 +18,7 @@ import (
 // decision, not the whole queue.
 //
 // The queue is the engine's: it is read and changed on the engine's goroutine only,
-// as the store is written; readers elsewhere read the store's snapshots.
+// as the store is written; readers elsewhere read the store's views.
 
 // Queue is the waiting jobs in groups, and the order they are offered in: priority
 // first (highest first); then, within a priority, the jobs of sweeps in fifo order in

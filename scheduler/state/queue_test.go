@@ -74,7 +74,7 @@ func TestQueueOrder(t *testing.T) {
 				must(t, err)
 				must(t, st.Submit(&Submission{Sweep: sw}))
 			}
-			for _, j := range st.Snapshot().Jobs() {
+			for _, j := range st.View().Jobs() {
 				task, _ := j.Params.Get("task")
 				if d := tt.took[fmt.Sprint(task)]; d > 0 {
 					must(t, st.Put(Change{Shapes: []*Shape{{Name: j.Shape, Duration: d, Runs: 1}}}))
@@ -94,7 +94,7 @@ func TestQueueCountsWhatRuns(t *testing.T) {
 	sw, err := plans.DecodeSweep("q.yaml", []byte("name: q\ncommand: [echo]\njobs:\n- {task: a, memory: 10GiB}\n- {task: c, memory: 8GiB}\n"), plans.Overrides{})
 	must(t, err)
 	must(t, st.Submit(&Submission{Sweep: sw}))
-	snap := st.Snapshot()
+	snap := st.View()
 	a, c := snap.Job("q.1"), snap.Job("q.2")
 	must(t, st.Put(Change{Shapes: []*Shape{{Name: a.Shape, Duration: time.Hour, Runs: 1}}}))
 	now := time.Now()
@@ -152,13 +152,13 @@ func TestQueueFollowsTheStore(t *testing.T) {
 		sw, err := plans.DecodeSweep("s.yaml", []byte(doc), plans.Overrides{})
 		must(t, err)
 		must(t, st.Submit(&Submission{Sweep: sw}))
-		for _, j := range st.Snapshot().Jobs() {
+		for _, j := range st.View().Jobs() {
 			if tasks > 2 && r.IntN(10) > 0 {
 				must(t, st.Put(Change{Shapes: []*Shape{{Name: j.Shape, Duration: time.Duration(1+r.IntN(3)) * time.Hour, Runs: 1}}}))
 			}
 		}
 		for range 60 {
-			snap := st.Snapshot()
+			snap := st.View()
 			jobs := snap.Jobs()
 			c := *jobs[r.IntN(len(jobs))]
 			l := Shape{Name: c.Shape}
@@ -198,7 +198,7 @@ func TestQueueFollowsTheStore(t *testing.T) {
 		// Read with a room that shrinks now and then, and pass over a random half of
 		// the jobs read: the cursor reads what the full order holds but the jobs after
 		// one passed over in its group, and those larger than the room.
-		snap := st.Snapshot()
+		snap := st.View()
 		key := func(j *Job) GroupKey { return keyOf(j, snap.Shape(j.Shape)) }
 		cur := st.queue.Cursor(nil)
 		passed := map[GroupKey]bool{}
@@ -237,7 +237,7 @@ func TestQueueFollowsTheStore(t *testing.T) {
 // running, of random shapes, for random times, and returns how long the longest of each
 // shape not learned yet has run.
 func runFor(r *rand.Rand, st *Store) map[string]time.Duration {
-	snap := st.Snapshot()
+	snap := st.View()
 	jobs := snap.Jobs()
 	now := time.Now()
 	var running []*Attempt
@@ -259,7 +259,7 @@ func runFor(r *rand.Rand, st *Store) map[string]time.Duration {
 // brute is the queue's order worked out from every job in the store, and how long the
 // running attempts of each shape not learned yet have run.
 func brute(st *Store, fifo bool, ran map[string]time.Duration) []string {
-	snap := st.Snapshot()
+	snap := st.View()
 	took := map[string]time.Duration{}
 	var sum time.Duration
 	for _, j := range snap.Jobs() {

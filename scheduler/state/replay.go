@@ -123,7 +123,7 @@ func (s *Store) apply(r Record, skip func(string)) error {
 			if err := fail("sweep %s: %v", r.Sweep.File, err); err != nil {
 				return err
 			}
-		} else if s.Snapshot().Submission(sw.Name) == nil {
+		} else if s.View().Submission(sw.Name) == nil {
 			if err := s.submit(&Submission{Sweep: sw, Environ: r.Sweep.Environ, Limit: r.Sweep.Limit}); err != nil {
 				if err := fail("%v", err); err != nil {
 					return err
@@ -131,7 +131,7 @@ func (s *Store) apply(r Record, skip func(string)) error {
 			}
 		}
 	}
-	snap := s.Snapshot()
+	snap := s.View()
 	c := Change{Drains: r.Drains, AllocQueues: r.AllocQueues, Allocations: r.Allocations}
 	for _, sr := range r.SweepStates {
 		old := snap.Submission(sr.Name)
@@ -177,7 +177,7 @@ func (s *Store) apply(r Record, skip func(string)) error {
 // record of an old name on, each record of that shape is merged into what the store
 // knows instead of replacing it (see Shape.merge): records of the other old names are
 // of the same shape.
-func (s *Store) canonicalShapes(snap Snapshot, shapes []*Shape) []*Shape {
+func (s *Store) canonicalShapes(snap View, shapes []*Shape) []*Shape {
 	out := make([]*Shape, 0, len(shapes))
 	for _, l := range shapes {
 		name := plans.CanonicalShape(l.Name)

@@ -55,7 +55,7 @@ func Salvage(dir string) (Salvaged, error) {
 		return out, err
 	}
 	defer s.Close()
-	return out, s.compact(s.Snapshot())
+	return out, s.compact(s.View())
 }
 
 // Damaged is a state that gpuq will not start from as it is: a record damaged before

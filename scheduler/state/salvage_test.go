@@ -22,7 +22,7 @@ func longJournal(t *testing.T, dir string) {
 	must(t, err)
 	must(t, s.Submit(&Submission{Sweep: sw}))
 	for i := range 50 {
-		j := *s.Snapshot().Job("j.3")
+		j := *s.View().Job("j.3")
 		j.Held = i%2 == 0
 		must(t, s.Put(Change{Jobs: []*Job{&j}}))
 	}
@@ -85,7 +85,7 @@ func TestDamageBeforeTheEndStopsStartUp(t *testing.T) {
 		damage: func(t *testing.T, dir string) {
 			s, _, _ := openState(t, dir)
 			must(t, s.Compact())
-			j := *s.Snapshot().Job("j.2")
+			j := *s.View().Job("j.2")
 			j.State = JobSucceeded
 			must(t, s.Put(Change{Jobs: []*Job{&j}}))
 			s.Close()
@@ -149,7 +149,7 @@ func TestDamageBeforeTheEndStopsStartUp(t *testing.T) {
 				t.Errorf("salvaged sweeps %v (warnings %q), want %s", names, warnings, tc.sweeps)
 			}
 			// Every record after the damage is kept: j.3 was released last.
-			if j := s.Snapshot().Job("j.3"); j != nil && j.Held {
+			if j := s.View().Job("j.3"); j != nil && j.Held {
 				t.Errorf("j.3 is held: a later record was lost")
 			}
 		})

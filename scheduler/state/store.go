@@ -78,7 +78,7 @@ func NewStore() (*Store, error) {
 // field: one transaction, journaled first as one record. Objects are put in the order
 // of the fields, the order in which a record is replayed, so that a state read back
 // is the state written. A table added to the store gets a field here, and a place in
-// Record, recordOf, apply and Snapshot.all (TestEveryTableJournals says where it is
+// Record, recordOf, apply and View.all (TestEveryTableJournals says where it is
 // missing).
 type Change struct {
 	// Sweeps are submissions put to change their status (see Submit for a new one).
@@ -132,7 +132,7 @@ func (s *Store) Check() error {
 
 // Batch gathers every write fn makes into one transaction, committed when fn returns;
 // each is journaled as it is made, as always. Until then only the engine's reads
-// (Latest) see them, not a Snapshot: the engine's goroutine is the one that writes, and
+// (Latest) see them, not a View: the engine's goroutine is the one that writes, and
 // a batch is one of its rounds.
 func (s *Store) Batch(fn func()) error {
 	if s.open != nil { // a batch in a batch is the outer one's
@@ -202,7 +202,7 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 		s.queue.learned(o)
 		if o.Rev != was.Revision() {
 			// The estimates of its queued jobs are made again (estimateOf).
-			snap := Snapshot{txn: txn}
+			snap := View{txn: txn}
 			if txn == s.open {
 				snap.batch = s.reads
 			}
@@ -217,7 +217,7 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 func (s *Store) KnownShape(name string) *Shape { return s.queue.known[name] }
 
 // lookup returns the object of a table with the id, or nil.
-func lookup[T any](sn Snapshot, table, id string) T {
+func lookup[T any](sn View, table, id string) T {
 	if b := sn.batch; b != nil {
 		if o, ok := b.written[batchKey{table, id}]; ok {
 			return o.(T)
@@ -244,21 +244,21 @@ func (s *Store) InBatch() bool { return s.open != nil }
 // goroutine may use it, as it writes the store.
 func (s *Store) Queue() *Queue { return s.queue }
 
-// Snapshot is a consistent read of the store.
-type Snapshot struct {
+// View is a consistent read of the store.
+type View struct {
 	txn   *memdb.Txn
 	batch *batchReads // in a batch, how its lookups by id read
 }
 
-// Snapshot opens a read of the store as it is now; later writes do not show in it.
-func (s *Store) Snapshot() Snapshot { return Snapshot{txn: s.db.Txn(false)} }
+// View opens a read of the store as it is now; later writes do not show in it.
+func (s *Store) View() View { return View{txn: s.db.Txn(false)} }
 
 // Latest is the store as the engine reads it: with the writes of the batch it is in.
-func (s *Store) Latest() Snapshot {
+func (s *Store) Latest() View {
 	if s.open != nil {
-		return Snapshot{txn: s.open, batch: s.reads}
+		return View{txn: s.open, batch: s.reads}
 	}
-	return s.Snapshot()
+	return s.View()
 }
 
 // Waiting is how many of a sweep's jobs wait to start. Only the engine's goroutine may
@@ -279,21 +279,21 @@ func (s *Store) Queued() []*Job {
 }
 
 // Jobs returns every job in submission order.
-func (sn Snapshot) Jobs() []*Job {
+func (sn View) Jobs() []*Job {
 	jobs := collect[*Job](sn.txn, TableJobs, IndexID)
 	slices.SortFunc(jobs, func(a, b *Job) int { return cmp.Compare(a.Seq, b.Seq) })
 	return jobs
 }
 
 // Job returns one job, or nil.
-func (sn Snapshot) Job(id string) *Job { return lookup[*Job](sn, TableJobs, id) }
+func (sn View) Job(id string) *Job { return lookup[*Job](sn, TableJobs, id) }
 
 // Shape returns what is known of a shape, or nil.
-func (sn Snapshot) Shape(name string) *Shape { return lookup[*Shape](sn, TableShapes, name) }
+func (sn View) Shape(name string) *Shape { return lookup[*Shape](sn, TableShapes, name) }
 
 // Estimate returns what the packer reserves for a job on each of its cards, and of
 // host RAM (0 = unknown): a queued job's by what its shape knows now.
-func (sn Snapshot) Estimate(j *Job) (gpuBytes, host int64) {
+func (sn View) Estimate(j *Job) (gpuBytes, host int64) {
 	if j.State != JobQueued {
 		return j.Estimate, j.HostEstimate
 	}
@@ -301,14 +301,14 @@ func (sn Snapshot) Estimate(j *Job) (gpuBytes, host int64) {
 }
 
 // Reestimate makes a job's estimate from what is known of its shape now.
-func (sn Snapshot) Reestimate(j *Job) {
+func (sn View) Reestimate(j *Job) {
 	l := sn.Shape(j.Shape)
 	j.Estimate, j.HostEstimate = EstimateBy(j, l)
 	j.EstimatedAt = l.Revision()
 }
 
 // Learned is the measured peak of a shape; 0 when none is known.
-func (sn Snapshot) Learned(shape string) int64 {
+func (sn View) Learned(shape string) int64 {
 	if l := sn.Shape(shape); l != nil {
 		return l.Peak
 	}
@@ -316,7 +316,7 @@ func (sn Snapshot) Learned(shape string) int64 {
 }
 
 // Drained returns the cards that take no new jobs.
-func (sn Snapshot) Drained() map[plans.CardID]bool {
+func (sn View) Drained() map[plans.CardID]bool {
 	out := map[plans.CardID]bool{}
 	for d := range each[*Drain](sn.txn.Get, TableDrains, IndexID) {
 		if d.On {
@@ -327,10 +327,10 @@ func (sn Snapshot) Drained() map[plans.CardID]bool {
 }
 
 // Attempt returns one attempt, or nil.
-func (sn Snapshot) Attempt(id string) *Attempt { return lookup[*Attempt](sn, TableAttempts, id) }
+func (sn View) Attempt(id string) *Attempt { return lookup[*Attempt](sn, TableAttempts, id) }
 
 // Attempts returns a job's attempts in order.
-func (sn Snapshot) Attempts(job string) []*Attempt {
+func (sn View) Attempts(job string) []*Attempt {
 	j := sn.Job(job)
 	if j == nil {
 		return nil
@@ -345,13 +345,13 @@ func (sn Snapshot) Attempts(job string) []*Attempt {
 }
 
 // Running returns the attempts that hold cards.
-func (sn Snapshot) Running() []*Attempt {
+func (sn View) Running() []*Attempt {
 	return collect[*Attempt](sn.txn, TableAttempts, IndexRunning)
 }
 
 // EachRunning yields the attempts that hold cards, as Running returns them, without a
 // slice: a round reads them every time.
-func (sn Snapshot) EachRunning() iter.Seq[*Attempt] {
+func (sn View) EachRunning() iter.Seq[*Attempt] {
 	return each[*Attempt](sn.txn.Get, TableAttempts, IndexRunning)
 }
 
@@ -375,7 +375,7 @@ func each[T any](get func(table, index string, args ...any) (memdb.ResultIterato
 }
 
 // JobIDs are the ids of every job, for the refusals above.
-func (sn Snapshot) JobIDs() []string {
+func (sn View) JobIDs() []string {
 	var ids []string
 	for _, j := range sn.Jobs() {
 		ids = append(ids, j.ID)
@@ -384,7 +384,7 @@ func (sn Snapshot) JobIDs() []string {
 }
 
 // JobsOf yields a sweep's jobs.
-func (sn Snapshot) JobsOf(sweep string) iter.Seq[*Job] {
+func (sn View) JobsOf(sweep string) iter.Seq[*Job] {
 	return func(yield func(*Job) bool) {
 		for j := range each[*Job](sn.txn.Get, TableJobs, IndexID+"_prefix", sweep+".") {
 			if j.Sweep == sweep && !yield(j) {

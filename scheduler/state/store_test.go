@@ -35,7 +35,7 @@ matrix:
 	if want := "q.3 q.1 q.2 q.4"; strings.Join(got, " ") != want {
 		t.Errorf("queue = %v, want %s (priority first, then submission: no job has an estimate)", got, want)
 	}
-	if n := len(st.Snapshot().Jobs()); n != 4 {
+	if n := len(st.View().Jobs()); n != 4 {
 		t.Errorf("jobs = %d", n)
 	}
 	if err := st.Submit(&Submission{Sweep: sw}); err == nil {
@@ -54,7 +54,7 @@ func TestQueuedEstimatesFollowTheirShape(t *testing.T) {
 	st, _, _ := openState(t, dir)
 	must(t, st.Submit(&Submission{Sweep: sw}))
 	estimates := func(st *Store) string {
-		snap := st.Snapshot()
+		snap := st.View()
 		var parts []string
 		for _, j := range st.Queued() {
 			est, _ := snap.Estimate(j)
@@ -68,12 +68,12 @@ func TestQueuedEstimatesFollowTheirShape(t *testing.T) {
 			t.Errorf("%s: queue %s, want %s", when, got, want)
 		}
 	}
-	snap := st.Snapshot()
+	snap := st.View()
 	shape := snap.Job("s.1").Shape
 	stored := snap.Job("s.2")
 	must(t, st.Put(Change{Shapes: []*Shape{{Name: shape, Peak: 6 * gib, Rev: 1}}}))
 	check(st, "a peak learned", "s.1=6.00 GiB s.2=6.00 GiB s.3=6.00 GiB")
-	if st.Snapshot().Job("s.2") != stored {
+	if st.View().Job("s.2") != stored {
 		t.Error("a queued job was written for what its shape learned")
 	}
 	raised := *stored
@@ -85,7 +85,7 @@ func TestQueuedEstimatesFollowTheirShape(t *testing.T) {
 	check(again, "replayed", "s.2=12.00 GiB s.1=6.00 GiB s.3=6.00 GiB")
 	must(t, again.Put(Change{Shapes: []*Shape{{Name: shape, Peak: 6 * gib, Floor: 7 * gib, Rev: 2}}}))
 	check(again, "a floor learned", "s.1=7.00 GiB s.2=7.00 GiB s.3=7.00 GiB")
-	raised = *again.Snapshot().Job("s.2")
+	raised = *again.View().Job("s.2")
 	raised.Estimate, raised.EstimatedAt = 9*gib, 2
 	must(t, again.Put(Change{Jobs: []*Job{&raised}}))
 	must(t, again.Compact())
@@ -95,7 +95,7 @@ func TestQueuedEstimatesFollowTheirShape(t *testing.T) {
 }
 
 // TestBatchReadsWhatItWrote: in a batch, the store's view reads the objects the batch
-// wrote and the others as they were; a snapshot outside it reads none of its writes
+// wrote and the others as they were; a view outside it reads none of its writes
 // until it ends.
 func TestBatchReadsWhatItWrote(t *testing.T) {
 	sw, err := plans.DecodeSweep("b.yaml", []byte("name: b\ncommand: [train]\nmatrix: {seed: [1, 2]}\n"), plans.Overrides{})
@@ -117,11 +117,11 @@ func TestBatchReadsWhatItWrote(t *testing.T) {
 		if v.Attempt("b.2/1") != a || v.Shape("x") == nil || v.Shape("x").Peak != gib {
 			t.Error("in the batch, the attempt or the shape it wrote does not read back")
 		}
-		if out := st.Snapshot(); out.Job("b.1").Held || out.Attempt("b.2/1") != nil {
+		if out := st.View(); out.Job("b.1").Held || out.Attempt("b.2/1") != nil {
 			t.Error("a snapshot outside the batch reads its writes before it ended")
 		}
 	}))
-	if after := st.Snapshot(); !after.Job("b.1").Held || after.Attempt("b.2/1") != a {
+	if after := st.View(); !after.Job("b.1").Held || after.Attempt("b.2/1") != a {
 		t.Error("the batch's writes are not in the store after it")
 	}
 }
@@ -133,7 +133,7 @@ func TestEveryTableJournals(t *testing.T) {
 	dir := t.TempDir()
 	s, _, _ := openState(t, dir)
 	fill(t, s)
-	snap := s.Snapshot()
+	snap := s.View()
 	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	sub := *snap.Submission("j")
 	sub.AllocConfRefused = at
@@ -157,7 +157,7 @@ func TestEveryTableJournals(t *testing.T) {
 	must(t, s.Put(c))
 	check := func(s *Store, when string) {
 		t.Helper()
-		snap := s.Snapshot()
+		snap := s.View()
 		got := []bool{
 			snap.Submission("j").AllocConfRefused.Equal(at),
 			snap.Job("j.3").State == JobRunning && snap.Job("j.3").Attempts == 1,

@@ -89,7 +89,7 @@ func AdmitAnywhere(sw *plans.Sweep) Limit {
 // been read from a file (plans.DecodeSweep), so that the journal can expand it again.
 func (s *Store) Submit(sub *Submission) error {
 	sw := sub.Sweep
-	if s.Snapshot().Submission(sw.Name) != nil {
+	if s.View().Submission(sw.Name) != nil {
 		return fmt.Errorf("sweep %q was submitted already: submit it under another name (gpuq submit --name %s-2), "+
 			"or forget the old one once it has ended (gpuq clean --sweep %s)", sw.Name, sw.Name, sw.Name)
 	}
@@ -111,7 +111,7 @@ func (s *Store) Submit(sub *Submission) error {
 // derived from its sweep on this machine. It is not journaled: it is derived again at
 // each start until a compaction writes it.
 func (s *Store) DeriveLimit(sweep string, l Limit) error {
-	old := s.Snapshot().Submission(sweep)
+	old := s.View().Submission(sweep)
 	if old == nil {
 		return fmt.Errorf("no sweep %q", sweep)
 	}
@@ -123,7 +123,7 @@ func (s *Store) DeriveLimit(sweep string, l Limit) error {
 // check refuses a sweep whose jobs exist already: inserting would silently replace
 // jobs that may be running.
 func (s *Store) check(sw *plans.Sweep) error {
-	snap := s.Snapshot()
+	snap := s.View()
 	for _, pj := range sw.Jobs {
 		if snap.Job(pj.ID) != nil {
 			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
@@ -173,7 +173,7 @@ func (s *Store) submit(sub *Submission) error {
 func (s *Store) Forget(names []string) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	snap := s.Snapshot()
+	snap := s.View()
 	var err error
 	del := func(table, id string) {
 		if err == nil {
@@ -201,7 +201,7 @@ func (s *Store) Forget(names []string) error {
 		return fmt.Errorf("state store: %w", err)
 	}
 	if s.journal != nil {
-		if err := s.compact(Snapshot{txn: txn}); err != nil {
+		if err := s.compact(View{txn: txn}); err != nil {
 			return err
 		}
 	}
@@ -213,7 +213,7 @@ func (s *Store) Forget(names []string) error {
 }
 
 // Submission returns a submitted sweep, or nil.
-func (sn Snapshot) Submission(name string) *Submission {
+func (sn View) Submission(name string) *Submission {
 	obj, err := sn.txn.First(TableSweeps, IndexID, name)
 	if err != nil || obj == nil {
 		return nil
@@ -222,7 +222,7 @@ func (sn Snapshot) Submission(name string) *Submission {
 }
 
 // Sweep returns a submitted sweep's expansion, or nil.
-func (sn Snapshot) Sweep(name string) *plans.Sweep {
+func (sn View) Sweep(name string) *plans.Sweep {
 	if sub := sn.Submission(name); sub != nil {
 		return sub.Sweep
 	}
@@ -230,7 +230,7 @@ func (sn Snapshot) Sweep(name string) *plans.Sweep {
 }
 
 // Submissions returns every submission in the order they were submitted.
-func (sn Snapshot) Submissions() []*Submission {
+func (sn View) Submissions() []*Submission {
 	subs := collect[*Submission](sn.txn, TableSweeps, IndexID)
 	slices.SortFunc(subs, func(a, b *Submission) int { return cmp.Compare(a.Seq, b.Seq) })
 	return subs

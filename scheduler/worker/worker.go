@@ -181,7 +181,7 @@ func open(cfg Config) (*worker, error) {
 		lock.Close()
 		return nil, err
 	}
-	if w.cards, err = w.inv.Snapshot(); err == nil {
+	if w.cards, err = w.inv.Read(); err == nil {
 		w.plan, err = plan.For(len(w.cards))
 	}
 	if err != nil {
@@ -478,7 +478,7 @@ func (w *worker) end(out *json.Encoder) error {
 // state reads the node: its cards, each process named with its attempt, and its RAM.
 func (w *worker) state() daemon.WorkerState {
 	st := daemon.WorkerState{AttemptMemory: w.runner.HostMemory(), Ends: w.cfg.Ends}
-	if cards, err := w.inv.Snapshot(); err == nil {
+	if cards, err := w.inv.Read(); err == nil {
 		w.cards = cards
 	}
 	st.Cards = slices.Clone(w.cards)

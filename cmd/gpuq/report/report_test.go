@@ -31,7 +31,7 @@ func sample() Data {
 		return state.Samples{{At: 0, Bytes: 1 * gib}, {At: time.Minute, Bytes: b}}
 	}
 	return Data{Sweep: "gla-e1", Source: "gpuq run", Now: at(90),
-		Cards: []Card{{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}, {Index: 1, Name: "NVIDIA A10", Total: 24 * gib},
+		Cards: []plans.Card{{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}, {Index: 1, Name: "NVIDIA A10", Total: 24 * gib},
 			{Index: 2, Name: "NVIDIA A10", Total: 24 * gib}},
 		Jobs: []Job{
 			{ID: "gla-e1.1", Name: "task=qnli,seed=87", State: "succeeded", Declared: 11 * gib, Learned: 14 * gib, Attempts: []Attempt{

@@ -62,7 +62,7 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 	if inv.root == "" {
 		inv.root = "/"
 	}
-	if !spec.IsSim() {
+	if !spec.IsSimulated() {
 		newLib := opt.Library
 		if newLib == nil {
 			newLib = func() nvml.Interface { return nvml.New() }
@@ -78,11 +78,11 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 					"with the NVIDIA Container Toolkit, e.g. docker run --gpus all, with NVIDIA_DRIVER_CAPABILITIES "+
 					"including utility), or pass --gpus sim:4x24GiB to simulate cards", driver, ret)
 			}
-			fallback, _ := plans.ParseGPUs(plans.DefaultSim)
-			inv.simulated = plans.DefaultSim
+			fallback, _ := plans.ParseGPUs(plans.DefaultSimulated)
+			inv.simulated = plans.DefaultSimulated
 			inv.lib = newSimulated(fallback, opt.Ledger)
 			if opt.Notice != nil {
-				fmt.Fprintf(opt.Notice, "gpuq: no NVIDIA driver found (%v); using SIMULATED GPUs %s. Choose another machine with --gpus sim:COUNTxSIZE.\n", ret, plans.DefaultSim)
+				fmt.Fprintf(opt.Notice, "gpuq: no NVIDIA driver found (%v); using SIMULATED GPUs %s. Choose another machine with --gpus sim:COUNTxSIZE.\n", ret, plans.DefaultSimulated)
 			}
 		default:
 			return nil, fmt.Errorf("NVML: %v", ret)
@@ -97,7 +97,7 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 			fmt.Fprintf(opt.Notice, "gpuq: using SIMULATED GPUs %s (no real card is touched)\n", inv.simulated)
 		}
 	}
-	if spec.IsSim() {
+	if spec.IsSimulated() {
 		// A simulated machine asked for is not the machine CUDA_VISIBLE_DEVICES speaks of.
 		opt.Visible = nil
 	}
@@ -127,13 +127,13 @@ func (inv *Inventory) choose(spec plans.GPUSpec, opt Options) error {
 	if err != nil {
 		return err
 	}
-	if spec.IsSim() || spec.Indices == nil {
+	if spec.IsSimulated() || spec.Indices == nil {
 		return inv.useWholeCards(allowed, opt.Notice)
 	}
 	what := cmp.Or(opt.Source, "gpus")
 	for _, i := range spec.Indices {
 		if i >= n {
-			return fmt.Errorf("%w: %s lists card %d, but this machine has %s (0-%d)%s", ErrUnknownCard, what, i, plans.Count(n, "card"), n-1, inv.simNote(i))
+			return fmt.Errorf("%w: %s lists card %d, but this machine has %s (0-%d)%s", ErrUnknownCard, what, i, plans.Count(n, "card"), n-1, inv.simulatedNote(i))
 		}
 		if !slices.Contains(allowed, i) {
 			return fmt.Errorf("%w: %s lists card %d, but gpuq runs with CUDA_VISIBLE_DEVICES=%s, which hides it", ErrUnknownCard, what, i, *opt.Visible)
@@ -185,8 +185,8 @@ func (inv *Inventory) mig(i int) bool {
 	return ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE
 }
 
-// simNote says, on a simulated machine, how to simulate one with card i.
-func (inv *Inventory) simNote(i int) string {
+// simulatedNote says, on a simulated machine, how to simulate one with card i.
+func (inv *Inventory) simulatedNote(i int) string {
 	if inv.simulated != "" {
 		return fmt.Sprintf(" (simulated: %s; pass --gpus sim:%dx24GiB for a larger one)", inv.simulated, i+1)
 	}
@@ -243,10 +243,10 @@ func (inv *Inventory) Simulated() string { return inv.simulated }
 // Count is the number of cards gpuq may use.
 func (inv *Inventory) Count() int { return len(inv.cards) }
 
-// Snapshot reads every card gpuq may use, in order. A card NVML cannot read is out of
+// Read reads every card gpuq may use, in order. A card NVML cannot read is out of
 // service (its Fault says why) for this reading; the others are read as usual, and the
 // next reading tries it again.
-func (inv *Inventory) Snapshot() ([]gpu.Card, error) {
+func (inv *Inventory) Read() ([]gpu.Card, error) {
 	out := make([]gpu.Card, 0, len(inv.cards))
 	for _, i := range inv.cards {
 		c, err := inv.readRetrying(i)
@@ -267,7 +267,7 @@ func (inv *Inventory) Snapshot() ([]gpu.Card, error) {
 func (inv *Inventory) readRetrying(i int) (gpu.Card, error) {
 	var err *readError
 	for range 3 {
-		c, e := inv.read(i)
+		c, e := inv.readCard(i)
 		if e == nil {
 			return c, nil
 		}
@@ -292,7 +292,7 @@ func (e *readError) Error() string {
 	return fmt.Sprintf("NVML: card %d: %s: %v", e.card, e.what, e.ret)
 }
 
-func (inv *Inventory) read(i int) (gpu.Card, *readError) {
+func (inv *Inventory) readCard(i int) (gpu.Card, *readError) {
 	fail := func(what string, ret nvml.Return) (gpu.Card, *readError) {
 		return gpu.Card{}, &readError{card: i, what: what, ret: ret}
 	}

@@ -49,7 +49,7 @@ func TestSimulatedMachineReadsLedger(t *testing.T) {
 	if err := WriteLedger(ledger, 2, dead.Process.Pid, 5<<30); err != nil {
 		t.Fatal(err)
 	}
-	cards, err := inv.Snapshot()
+	cards, err := inv.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestSimulatedMachineReadsLedger(t *testing.T) {
 	if err := WriteLedger(ledger, 2, os.Getpid(), 0); err != nil {
 		t.Fatal(err)
 	}
-	cards, _ = inv.Snapshot()
+	cards, _ = inv.Read()
 	if cards[2].Used != 0 {
 		t.Errorf("released entry still counted: %+v", cards[2])
 	}
@@ -86,7 +86,7 @@ func TestFallsBackToSimulatedWithoutDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inv.Close()
-	if inv.Simulated() != plans.DefaultSim || inv.Count() != 4 {
+	if inv.Simulated() != plans.DefaultSimulated || inv.Count() != 4 {
 		t.Errorf("fallback: %q, %d cards", inv.Simulated(), inv.Count())
 	}
 	if !strings.Contains(notice.String(), "no NVIDIA driver found") {
@@ -123,7 +123,7 @@ func TestVisibleDevicesRestrictCards(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", v, err)
 		}
-		cards, _ := inv.Snapshot()
+		cards, _ := inv.Read()
 		var got []int
 		for _, c := range cards {
 			got = append(got, c.Index)
@@ -139,7 +139,7 @@ func TestVisibleDevicesRestrictCards(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inv.Close()
-	if cards, _ := inv.Snapshot(); len(cards) != 4 {
+	if cards, _ := inv.Read(); len(cards) != 4 {
 		t.Errorf("a simulated machine with CUDA_VISIBLE_DEVICES=1 has %d cards, want its 4", len(cards))
 	}
 }
@@ -225,7 +225,7 @@ func TestProcessReadings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inv.Close()
-	cards, err := inv.Snapshot()
+	cards, err := inv.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestMIGCardsAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := inv.Snapshot()
+	got, _ := inv.Read()
 	if len(got) != 2 || got[0].Index != 0 || got[1].Index != 2 || !strings.Contains(notice.String(), "leaving out card(s) [1], in MIG mode") {
 		t.Errorf("cards %+v, notice %q", got, notice.String())
 	}
@@ -312,7 +312,7 @@ func TestOneCardsErrorTakesItOutOfService(t *testing.T) {
 	}
 	snap := func() []gpu.Card {
 		t.Helper()
-		got, err := inv.Snapshot()
+		got, err := inv.Read()
 		if err != nil || len(got) != 3 {
 			t.Fatalf("snapshot: %v, %+v", err, got)
 		}

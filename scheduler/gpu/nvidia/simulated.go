@@ -17,7 +17,7 @@ import (
 // which a test would catch at once.
 func newSimulated(spec plans.GPUSpec, ledger string) nvml.Interface {
 	var devs []nvml.Device
-	for _, group := range spec.Sim {
+	for _, group := range spec.Simulated {
 		for range group.Count {
 			devs = append(devs, simulatedDevice(len(devs), group.Bytes, ledger))
 		}

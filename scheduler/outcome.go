@@ -1,7 +1,7 @@
 package scheduler
 
-// How an attempt's end is applied: success, failure, or an OOM that raises the estimate
-// and retries the job or steps it down its ladder.
+// Outcomes: how an attempt's end is applied (success, failure, a timeout) and the OOM
+// policy: an OOM raises the estimate and retries the job, or steps it down its ladder.
 
 import (
 	"fmt"

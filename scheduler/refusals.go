@@ -1,5 +1,9 @@
 package scheduler
 
+// Refusals: a request that cannot be done as asked. Those of a job or sweep that does
+// not exist say what was probably meant: a sweep's name where a job is asked for (gpuq
+// logs gla-e1), a job's where a sweep is, a misspelt sweep, a job past a sweep's last.
+
 import (
 	"fmt"
 	"slices"
@@ -9,9 +13,11 @@ import (
 	"github.com/gpuq/gpuq/plans"
 )
 
-// The refusals of a job or sweep that does not exist say what was probably meant: a
-// sweep's name where a job is asked for (gpuq logs gla-e1), a job's where a sweep is,
-// a misspelt sweep, a job past a sweep's last.
+// Refused is a request that cannot be done as asked: an unknown job, or one in a state
+// the request does not apply to. Nothing was changed.
+type Refused string
+
+func (r Refused) Error() string { return string(r) }
 
 // NoJob refuses id, given the ids of every job there is ("<sweep>.<n>").
 func NoJob(id string, ids []string) Refused {
