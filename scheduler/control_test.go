@@ -39,7 +39,7 @@ func limitedEngine(t *testing.T, doc string, limit state.Limit, slots ...int) (*
 
 func round(t *testing.T, e *Engine) {
 	t.Helper()
-	must(t, e.Schedule())
+	must(t, e.Round(nil))
 }
 
 // applyStop applies the end of a stopped attempt.

@@ -386,7 +386,7 @@ memory: probe
 	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Schedule(); err != nil {
+	if err := e.Round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 1 || fr.starts[0].Job.ID != "p.1" {
@@ -396,7 +396,7 @@ memory: probe
 	probe := fr.starts[0].Attempt
 	fr.owners[4242] = probe.ID
 	cards[probe.GPUs[0]].Processes = []gpu.Process{{PID: 4242, Used: 5 * gib}}
-	if err := e.Schedule(); err != nil {
+	if err := e.Round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 1 {
@@ -404,7 +404,7 @@ memory: probe
 	}
 	e.Apply(Exit{Attempt: probe.ID, Outcome: plans.Success})
 	cards[probe.GPUs[0]].Processes = nil
-	if err := e.Schedule(); err != nil {
+	if err := e.Round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 5 {
@@ -426,9 +426,9 @@ func TestUnknownReadingTeachesNothing(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
 	e, st, _, _ := cardsEngine(t, "name: u\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n", &cards,
 		map[int]string{4242: "u.1/1"}, Config{})
-	e.Schedule()
+	e.Round(nil)
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: gpu.Unknown}}
-	e.Schedule()
+	e.Round(nil)
 	e.Apply(Exit{Attempt: "u.1/1", Outcome: plans.Success})
 	a := st.View().Attempt("u.1/1")
 	if !a.PeakUnknown || a.Peak != 0 {

@@ -90,13 +90,13 @@ func (e *Engine) Do(ctx context.Context, fn func() error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-e.stopped:
-		return ErrStopped
+		return errStopped
 	}
 	return <-done
 }
 
-// ErrStopped is what Do returns once the engine's loop has stopped.
-var ErrStopped = errors.New("the scheduler is stopping")
+// errStopped is what Do returns once the engine's loop has stopped.
+var errStopped = errors.New("the scheduler is stopping")
 
 // finished reports whether no job runs or waits.
 func (e *Engine) finished() bool {

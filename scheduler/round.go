@@ -17,14 +17,11 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// Schedule is one round: it samples the cards, learns peaks, and starts what the packer
-// places, and writes what it changes in one transaction. A driver of its own (a
-// simulation in virtual time) calls it, or Round, instead of Run.
-func (e *Engine) Schedule() error { return e.Round(nil) }
-
 // Round applies the ends of attempts that arrived together (see Apply) and then runs a
-// round, all in one transaction: Run does after every event and poll. A round does
-// not follow ends that could not be written.
+// round, all in one transaction: it samples the cards, learns peaks, and starts what the
+// packer places. Run does after every event and poll; a driver of its own (a
+// simulation in virtual time) calls it instead of Run. A round does not follow ends
+// that could not be written.
 func (e *Engine) Round(exits []Exit) error {
 	var err error
 	berr := e.batch(func() {
@@ -139,7 +136,7 @@ func (e *Engine) timeLeft(cards []pack.CardState) {
 
 // packView is what the packer sees of a round: the cards (drained ones offering no slot,
 // each with when its attempts are expected to end and how long its machine has left),
-// each machine's RAM, and how the queue's jobs are asked for. Schedule, Preview, Why
+// each machine's RAM, and how the queue's jobs are asked for. Round, Preview, Why
 // and Waits all build it here, so that they agree.
 type packView struct {
 	snap    state.View

@@ -33,7 +33,7 @@ func timeoutEngine(t *testing.T, timeout string) (*Engine, *fakeClock, *[]Event)
 // roundAndEnds runs one round at the clock's time, and applies the ends it caused.
 func (e *Engine) roundAndEnds(t *testing.T, stops int) {
 	t.Helper()
-	if err := e.Schedule(); err != nil {
+	if err := e.Round(nil); err != nil {
 		t.Fatal(err)
 	}
 	for range stops {

@@ -65,33 +65,33 @@ func (a *Allocation) Active() bool { return a.State != AllocEnded }
 
 // Tables of allocation queues and their allocations.
 const (
-	TableAllocQueues = "alloc_queues"
-	TableAllocations = "allocations"
+	tableAllocQueues = "alloc_queues"
+	tableAllocations = "allocations"
 )
 
 func allocTables() map[string]*memdb.TableSchema {
 	return map[string]*memdb.TableSchema{
 		// Queues by id: gpuq alloc list and remove, and the allocator's rounds.
-		TableAllocQueues: {Name: TableAllocQueues, Indexes: map[string]*memdb.IndexSchema{
-			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*AllocQueue](func(q *AllocQueue) string { return strconv.Itoa(q.ID) })},
+		tableAllocQueues: {Name: tableAllocQueues, Indexes: map[string]*memdb.IndexSchema{
+			indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*AllocQueue](func(q *AllocQueue) string { return strconv.Itoa(q.ID) })},
 		}},
 		// Allocations by Slurm's job id; few enough that readers scan them all.
-		TableAllocations: {Name: TableAllocations, Indexes: map[string]*memdb.IndexSchema{
-			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Allocation](func(a *Allocation) string { return a.ID })},
+		tableAllocations: {Name: tableAllocations, Indexes: map[string]*memdb.IndexSchema{
+			indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Allocation](func(a *Allocation) string { return a.ID })},
 		}},
 	}
 }
 
 // AllocQueues returns every allocation queue, removed ones included, by id.
 func (sn View) AllocQueues() []*AllocQueue {
-	qs := collect[*AllocQueue](sn.txn, TableAllocQueues, IndexID)
+	qs := collect[*AllocQueue](sn.txn, tableAllocQueues, indexID)
 	slices.SortFunc(qs, func(a, b *AllocQueue) int { return cmp.Compare(a.ID, b.ID) })
 	return qs
 }
 
 // AllocQueue returns one allocation queue, or nil.
 func (sn View) AllocQueue(id int) *AllocQueue {
-	obj, err := sn.txn.First(TableAllocQueues, IndexID, strconv.Itoa(id))
+	obj, err := sn.txn.First(tableAllocQueues, indexID, strconv.Itoa(id))
 	if err != nil || obj == nil {
 		return nil
 	}
@@ -101,7 +101,7 @@ func (sn View) AllocQueue(id int) *AllocQueue {
 // Allocations returns a queue's allocations in the order they were submitted.
 func (sn View) Allocations(queue int) []*Allocation {
 	var out []*Allocation
-	for a := range each[*Allocation](sn.txn.Get, TableAllocations, IndexID) {
+	for a := range each[*Allocation](sn.txn.Get, tableAllocations, indexID) {
 		if a.Queue == queue {
 			out = append(out, a)
 		}

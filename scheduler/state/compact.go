@@ -51,7 +51,7 @@ func writeSnapshot(dir string, snap View, epoch uint64) error {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	write := func(r Record) error {
+	write := func(r record) error {
 		r.V = stateVersion
 		line, err := encodeRecord(r)
 		if err == nil {
@@ -59,12 +59,12 @@ func writeSnapshot(dir string, snap View, epoch uint64) error {
 		}
 		return err
 	}
-	err = write(Record{Epoch: epoch})
+	err = write(record{Epoch: epoch})
 	for _, sub := range snap.Submissions() {
 		if err != nil {
 			break
 		}
-		err = write(Record{Sweep: sweepRecord(sub)})
+		err = write(record{Sweep: recordOfSweep(sub)})
 	}
 	if err == nil {
 		err = write(recordOf(snap.all()))
@@ -131,10 +131,10 @@ func (sn View) all() Change {
 		}
 	}
 	c.Jobs = sn.Jobs()
-	c.Attempts = collect[*Attempt](sn.txn, TableAttempts, IndexID)
-	c.Shapes = collect[*Shape](sn.txn, TableShapes, IndexID)
-	c.Drains = collect[*Drain](sn.txn, TableDrains, IndexID)
-	c.AllocQueues = collect[*AllocQueue](sn.txn, TableAllocQueues, IndexID)
-	c.Allocations = collect[*Allocation](sn.txn, TableAllocations, IndexID)
+	c.Attempts = collect[*Attempt](sn.txn, tableAttempts, indexID)
+	c.Shapes = collect[*Shape](sn.txn, tableShapes, indexID)
+	c.Drains = collect[*Drain](sn.txn, tableDrains, indexID)
+	c.AllocQueues = collect[*AllocQueue](sn.txn, tableAllocQueues, indexID)
+	c.Allocations = collect[*Allocation](sn.txn, tableAllocations, indexID)
 	return c
 }

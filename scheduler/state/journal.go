@@ -36,40 +36,40 @@ const (
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// Record is one change: a submitted sweep, or objects put in the store.
-type Record struct {
+// record is one change: a submitted sweep, or objects put in the store.
+type record struct {
 	V int `json:"v"`
 	// Epoch, in the first record of a file, is the compaction that file follows: the
 	// snapshot it heads, or the journal written since it. A journal older than the
 	// snapshot (a crash between the two) is held whole in the snapshot, and is not
 	// replayed. Older gpuqs ignore it and replay such a journal, as they always did.
 	Epoch    uint64       `json:"epoch,omitempty"`
-	Sweep    *SweepRecord `json:"sweep,omitempty"`
-	Jobs     []JobRecord  `json:"jobs,omitempty"`
+	Sweep    *sweepRecord `json:"sweep,omitempty"`
+	Jobs     []jobRecord  `json:"jobs,omitempty"`
 	Attempts []*Attempt   `json:"attempts,omitempty"`
 	Shapes   []*Shape     `json:"shapes,omitempty"`
 	Drains   []*Drain     `json:"drains,omitempty"`
 	// SweepStates are submissions' statuses. They came after version 1's first
 	// records; a state without them reads as before.
-	SweepStates []SweepStatusRecord `json:"sweep_states,omitempty"`
+	SweepStates []sweepStatusRecord `json:"sweep_states,omitempty"`
 	// AllocQueues and Allocations came later still, as SweepStates did.
 	AllocQueues []*AllocQueue `json:"alloc_queues,omitempty"`
 	Allocations []*Allocation `json:"allocations,omitempty"`
 }
 
-// SweepStatusRecord is a submission's status; the rest of the submission comes from its
+// sweepStatusRecord is a submission's status; the rest of the submission comes from its
 // sweep record. (Its JSON is that of the table of sweep states that the submission has
 // since taken in, so either gpuq reads the other's records.)
-type SweepStatusRecord struct {
+type sweepStatusRecord struct {
 	Name string
 	SweepStatus
 }
 
-// SweepRecord is a submission: the sweep file as it was read, so that the same jobs are
+// sweepRecord is a submission: the sweep file as it was read, so that the same jobs are
 // expanded from it after a restart whatever became of the file, the environment, and
 // the limit (which records written by older gpuqs lack; see Store.DeriveLimit). An older
 // gpuq ignores the limit and derives its own, so the state version is unchanged.
-type SweepRecord struct {
+type sweepRecord struct {
 	File      string          `json:"file"`
 	Source    string          `json:"source"`
 	Overrides plans.Overrides `json:"overrides"`
@@ -79,19 +79,19 @@ type SweepRecord struct {
 	Limit Limit             `json:"limit,omitempty"`
 }
 
-func sweepRecord(sub *Submission) *SweepRecord {
+func recordOfSweep(sub *Submission) *sweepRecord {
 	sw := sub.Sweep
-	return &SweepRecord{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sub.Environ, Files: sw.Files, Limit: sub.Limit}
+	return &sweepRecord{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sub.Environ, Files: sw.Files, Limit: sub.Limit}
 }
 
-// JobRecord is a job's status; the rest of the job comes from its sweep.
-type JobRecord struct {
+// jobRecord is a job's status; the rest of the job comes from its sweep.
+type jobRecord struct {
 	ID string `json:"id"`
 	Status
 }
 
-// Journal appends records to a state directory's journal.
-type Journal struct {
+// journal appends records to a state directory's journal.
+type journal struct {
 	dir string
 	f   JournalFile
 	// size is what the journal holds, all of it whole records.
@@ -122,7 +122,7 @@ func (s *Store) WrapJournal(wrap func(JournalFile) JournalFile) {
 // Append writes r and syncs it to disk. A record it could not write whole is taken
 // back, so that the journal ends in whole records (a later record must never follow a
 // torn one), and the error is a CannotWrite: nothing changed, try again later.
-func (jn *Journal) Append(r Record) error {
+func (jn *journal) Append(r record) error {
 	if jn.broken != nil {
 		return jn.broken
 	}
@@ -146,7 +146,7 @@ func (jn *Journal) Append(r Record) error {
 }
 
 // takeBack cuts off what a failed Append wrote of its record.
-func (jn *Journal) takeBack(err error) error {
+func (jn *journal) takeBack(err error) error {
 	if terr := jn.f.Truncate(jn.size); terr != nil {
 		jn.broken = fmt.Errorf("journal: %w; a record written in part could not be taken back (%v): restart the daemon, which drops it", err, terr)
 		return jn.broken
@@ -155,9 +155,9 @@ func (jn *Journal) takeBack(err error) error {
 }
 
 // Close closes the journal file.
-func (jn *Journal) Close() error { return jn.f.Close() }
+func (jn *journal) Close() error { return jn.f.Close() }
 
-func encodeRecord(r Record) ([]byte, error) {
+func encodeRecord(r record) ([]byte, error) {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
@@ -172,7 +172,7 @@ func encodeRecord(r Record) ([]byte, error) {
 type line struct {
 	n   int   // from 1
 	off int64 // the offset it starts at
-	rec Record
+	rec record
 	bad string // why the line holds no record; "" when it does
 }
 
@@ -246,7 +246,7 @@ func (sf *stateFile) torn() *line {
 }
 
 // decodeRecord reads one line; why says what is wrong with it when it holds no record.
-func decodeRecord(b []byte) (r Record, why string, err error) {
+func decodeRecord(b []byte) (r record, why string, err error) {
 	body, complete := bytes.CutSuffix(b, []byte("\n"))
 	sum, data, found := bytes.Cut(body, []byte(" "))
 	switch {
@@ -269,13 +269,13 @@ func decodeRecord(b []byte) (r Record, why string, err error) {
 }
 
 // recordOf is the record of putting c.
-func recordOf(c Change) Record {
-	r := Record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations}
+func recordOf(c Change) record {
+	r := record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations}
 	for _, sub := range c.Sweeps {
-		r.SweepStates = append(r.SweepStates, SweepStatusRecord{Name: sub.Sweep.Name, SweepStatus: sub.SweepStatus})
+		r.SweepStates = append(r.SweepStates, sweepStatusRecord{Name: sub.Sweep.Name, SweepStatus: sub.SweepStatus})
 	}
 	for _, j := range c.Jobs {
-		r.Jobs = append(r.Jobs, JobRecord{ID: j.ID, Status: j.Status})
+		r.Jobs = append(r.Jobs, jobRecord{ID: j.ID, Status: j.Status})
 	}
 	return r
 }

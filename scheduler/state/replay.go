@@ -101,7 +101,7 @@ func (s *Store) openJournal(dir string, epoch uint64) error {
 		f.Close()
 		return fmt.Errorf("journal: %w", err)
 	}
-	s.journal = &Journal{dir: dir, f: f, size: fi.Size(), epoch: epoch}
+	s.journal = &journal{dir: dir, f: f, size: fi.Size(), epoch: epoch}
 	return nil
 }
 
@@ -109,7 +109,7 @@ func (s *Store) openJournal(dir string, epoch uint64) error {
 // already in the store (replayed from the snapshot, then from a journal that a crash
 // kept from being emptied) is skipped. What the record names that the store does not
 // hold is an error; with skip (a salvage) it is left out and skip is told why.
-func (s *Store) apply(r Record, skip func(string)) error {
+func (s *Store) apply(r record, skip func(string)) error {
 	fail := func(format string, args ...any) error {
 		if skip == nil {
 			return fmt.Errorf(format, args...)

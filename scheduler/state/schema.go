@@ -9,29 +9,29 @@ import (
 
 // Tables and indexes of the state store.
 const (
-	TableSweeps   = "sweeps"
-	TableJobs     = "jobs"
-	TableAttempts = "attempts"
-	TableShapes   = "shapes"
-	TableDrains   = "drains"
+	tableSweeps   = "sweeps"
+	tableJobs     = "jobs"
+	tableAttempts = "attempts"
+	tableShapes   = "shapes"
+	tableDrains   = "drains"
 
-	IndexID      = "id"
-	IndexRunning = "running"
+	indexID      = "id"
+	indexRunning = "running"
 )
 
 func schema() *memdb.DBSchema {
 	s := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		// Submissions by sweep name: the engine's lookups of a job's sweep.
-		TableSweeps: {Name: TableSweeps, Indexes: map[string]*memdb.IndexSchema{
-			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Submission](func(s *Submission) string { return s.Sweep.Name })},
+		tableSweeps: {Name: tableSweeps, Indexes: map[string]*memdb.IndexSchema{
+			indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Submission](func(s *Submission) string { return s.Sweep.Name })},
 		}},
-		TableJobs:     jobsTable(),
-		TableAttempts: attemptsTable(),
-		TableShapes: {Name: TableShapes, Indexes: map[string]*memdb.IndexSchema{
-			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Shape](func(l *Shape) string { return l.Name })},
+		tableJobs:     jobsTable(),
+		tableAttempts: attemptsTable(),
+		tableShapes: {Name: tableShapes, Indexes: map[string]*memdb.IndexSchema{
+			indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Shape](func(l *Shape) string { return l.Name })},
 		}},
-		TableDrains: {Name: TableDrains, Indexes: map[string]*memdb.IndexSchema{
-			IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Drain](func(d *Drain) string { return d.card().String() })},
+		tableDrains: {Name: tableDrains, Indexes: map[string]*memdb.IndexSchema{
+			indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Drain](func(d *Drain) string { return d.card().String() })},
 		}},
 	}}
 	maps.Copy(s.Tables, allocTables())
@@ -39,9 +39,9 @@ func schema() *memdb.DBSchema {
 }
 
 func jobsTable() *memdb.TableSchema {
-	return &memdb.TableSchema{Name: TableJobs, Indexes: map[string]*memdb.IndexSchema{
+	return &memdb.TableSchema{Name: tableJobs, Indexes: map[string]*memdb.IndexSchema{
 		// Look up one job: status, cancel, logs.
-		IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Job](func(j *Job) string { return j.ID })},
+		indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Job](func(j *Job) string { return j.ID })},
 		// No index by sweep: every index is paid for on every write, and ids are
 		// "<sweep>.<n>", so a prefix scan of this one finds a sweep's jobs (checking
 		// Sweep, since a sweep "a" would also match the jobs of a sweep "a.b"). Nor of
@@ -51,12 +51,12 @@ func jobsTable() *memdb.TableSchema {
 }
 
 func attemptsTable() *memdb.TableSchema {
-	return &memdb.TableSchema{Name: TableAttempts, Indexes: map[string]*memdb.IndexSchema{
+	return &memdb.TableSchema{Name: tableAttempts, Indexes: map[string]*memdb.IndexSchema{
 		// Look up one attempt by "<job>/<n>".
-		IndexID: {Name: IndexID, Unique: true, Indexer: stringIndexer[*Attempt](func(a *Attempt) string { return a.ID })},
+		indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Attempt](func(a *Attempt) string { return a.ID })},
 		// No index by job: a job's attempts are "<job>/1" to "<job>/<Attempts>".
 		// Attempts holding cards now: what the packer counts as reserved.
-		IndexRunning: {Name: IndexRunning, AllowMissing: true, Indexer: runningIndexer{}},
+		indexRunning: {Name: indexRunning, AllowMissing: true, Indexer: runningIndexer{}},
 	}}
 }
 

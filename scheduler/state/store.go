@@ -25,7 +25,7 @@ type Store struct {
 	db *memdb.MemDB
 	// seq and submitted number the jobs and the submissions in the order they came.
 	seq, submitted uint64
-	journal        *Journal
+	journal        *journal
 	// warn hears what a journaled store has to say that is not an error.
 	warn func(string)
 	// renamed, while a state is read, holds the shapes that records of an older gpuq
@@ -93,9 +93,9 @@ type Change struct {
 
 // each calls fn with every object of c and its table, in the order they are put.
 func (c *Change) each(fn func(table string, o any) error) error {
-	return cmp.Or(eachOf(TableSweeps, c.Sweeps, fn), eachOf(TableJobs, c.Jobs, fn), eachOf(TableAttempts, c.Attempts, fn),
-		eachOf(TableShapes, c.Shapes, fn), eachOf(TableDrains, c.Drains, fn), eachOf(TableAllocQueues, c.AllocQueues, fn),
-		eachOf(TableAllocations, c.Allocations, fn))
+	return cmp.Or(eachOf(tableSweeps, c.Sweeps, fn), eachOf(tableJobs, c.Jobs, fn), eachOf(tableAttempts, c.Attempts, fn),
+		eachOf(tableShapes, c.Shapes, fn), eachOf(tableDrains, c.Drains, fn), eachOf(tableAllocQueues, c.AllocQueues, fn),
+		eachOf(tableAllocations, c.Allocations, fn))
 }
 
 func eachOf[T any](table string, objs []T, fn func(table string, o any) error) error {
@@ -127,7 +127,7 @@ func (s *Store) Check() error {
 	if s.journal == nil {
 		return nil
 	}
-	return s.journal.Append(Record{})
+	return s.journal.Append(record{})
 }
 
 // Batch gathers every write fn makes into one transaction, committed when fn returns;
@@ -230,7 +230,7 @@ func lookup[T any](sn View, table, id string) T {
 // first returns the object of a table with the id, or nil.
 func first[T any](txn *memdb.Txn, table, id string) T {
 	var none T
-	o, err := txn.First(table, IndexID, id)
+	o, err := txn.First(table, indexID, id)
 	if err != nil || o == nil {
 		return none
 	}
@@ -280,16 +280,16 @@ func (s *Store) Queued() []*Job {
 
 // Jobs returns every job in submission order.
 func (sn View) Jobs() []*Job {
-	jobs := collect[*Job](sn.txn, TableJobs, IndexID)
+	jobs := collect[*Job](sn.txn, tableJobs, indexID)
 	slices.SortFunc(jobs, func(a, b *Job) int { return cmp.Compare(a.Seq, b.Seq) })
 	return jobs
 }
 
 // Job returns one job, or nil.
-func (sn View) Job(id string) *Job { return lookup[*Job](sn, TableJobs, id) }
+func (sn View) Job(id string) *Job { return lookup[*Job](sn, tableJobs, id) }
 
 // Shape returns what is known of a shape, or nil.
-func (sn View) Shape(name string) *Shape { return lookup[*Shape](sn, TableShapes, name) }
+func (sn View) Shape(name string) *Shape { return lookup[*Shape](sn, tableShapes, name) }
 
 // Estimate returns what the packer reserves for a job on each of its cards, and of
 // host RAM (0 = unknown): a queued job's by what its shape knows now.
@@ -318,7 +318,7 @@ func (sn View) Learned(shape string) int64 {
 // Drained returns the cards that take no new jobs.
 func (sn View) Drained() map[plans.CardID]bool {
 	out := map[plans.CardID]bool{}
-	for d := range each[*Drain](sn.txn.Get, TableDrains, IndexID) {
+	for d := range each[*Drain](sn.txn.Get, tableDrains, indexID) {
 		if d.On {
 			out[d.card()] = true
 		}
@@ -327,7 +327,7 @@ func (sn View) Drained() map[plans.CardID]bool {
 }
 
 // Attempt returns one attempt, or nil.
-func (sn View) Attempt(id string) *Attempt { return lookup[*Attempt](sn, TableAttempts, id) }
+func (sn View) Attempt(id string) *Attempt { return lookup[*Attempt](sn, tableAttempts, id) }
 
 // Attempts returns a job's attempts in order.
 func (sn View) Attempts(job string) []*Attempt {
@@ -346,13 +346,13 @@ func (sn View) Attempts(job string) []*Attempt {
 
 // Running returns the attempts that hold cards.
 func (sn View) Running() []*Attempt {
-	return collect[*Attempt](sn.txn, TableAttempts, IndexRunning)
+	return collect[*Attempt](sn.txn, tableAttempts, indexRunning)
 }
 
 // EachRunning yields the attempts that hold cards, as Running returns them, without a
 // slice: a round reads them every time.
 func (sn View) EachRunning() iter.Seq[*Attempt] {
-	return each[*Attempt](sn.txn.Get, TableAttempts, IndexRunning)
+	return each[*Attempt](sn.txn.Get, tableAttempts, indexRunning)
 }
 
 func collect[T any](txn *memdb.Txn, table, index string, args ...any) []T {
@@ -386,7 +386,7 @@ func (sn View) JobIDs() []string {
 // JobsOf yields a sweep's jobs.
 func (sn View) JobsOf(sweep string) iter.Seq[*Job] {
 	return func(yield func(*Job) bool) {
-		for j := range each[*Job](sn.txn.Get, TableJobs, IndexID+"_prefix", sweep+".") {
+		for j := range each[*Job](sn.txn.Get, tableJobs, indexID+"_prefix", sweep+".") {
 			if j.Sweep == sweep && !yield(j) {
 				return
 			}

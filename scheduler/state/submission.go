@@ -41,7 +41,7 @@ type SweepStatus struct {
 }
 
 // Limit is a sweep's own plan on the machine: the most of its jobs on each card, by
-// card index. A card not in it takes none of the sweep's jobs, unless it has an AnyCard
+// card index. A card not in it takes none of the sweep's jobs, unless it has an anyCard
 // entry.
 type Limit map[int]int
 
@@ -49,16 +49,16 @@ type Limit map[int]int
 // writes no gpu_plan, and some of its jobs have no estimate (plans.Sweep.SlotPlan).
 func (sub *Submission) OnePerCard() bool { return sub.onePerCard }
 
-// AnyCard, as a key of a Limit, is its limit on every card it does not name: a sweep's
+// anyCard, as a key of a Limit, is its limit on every card it does not name: a sweep's
 // plan on a cluster, whose cards come and go (see AdmitAnywhere).
-const AnyCard = -1
+const anyCard = -1
 
 // On is the limit on a card of the given index.
 func (l Limit) On(index int) int {
 	if n, ok := l[index]; ok {
 		return n
 	}
-	return l[AnyCard]
+	return l[anyCard]
 }
 
 // AdmitAnywhere returns a sweep's limit on cards that are not known yet, a cluster's
@@ -76,7 +76,7 @@ func AdmitAnywhere(sw *plans.Sweep) Limit {
 			l[idx] = slots[i]
 		}
 	case len(plan) == 1:
-		l[AnyCard] = plan[0]
+		l[anyCard] = plan[0]
 	default:
 		for i, n := range plan {
 			l[i] = n
@@ -100,7 +100,7 @@ func (s *Store) Submit(sub *Submission) error {
 		if sw.Source == nil {
 			return fmt.Errorf("sweep %q: a journaled sweep must be read from a file", sw.Name)
 		}
-		if err := s.journal.Append(Record{Sweep: sweepRecord(sub)}); err != nil {
+		if err := s.journal.Append(record{Sweep: recordOfSweep(sub)}); err != nil {
 			return err
 		}
 	}
@@ -144,7 +144,7 @@ func (s *Store) submit(sub *Submission) error {
 	c.onePerCard = sw.Plan == nil && sw.SlotPlan()[0] == 1
 	s.queue.submitted(sw)
 	return s.write(func(txn *memdb.Txn) error {
-		if err := txn.Insert(TableSweeps, &c); err != nil {
+		if err := txn.Insert(tableSweeps, &c); err != nil {
 			return fmt.Errorf("sweep %q: %w", sw.Name, err)
 		}
 		// Jobs that share their parameters (a simulation's copies) share their shape.
@@ -158,7 +158,7 @@ func (s *Store) submit(sub *Submission) error {
 			}
 			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: Status{State: JobQueued, Estimate: pj.Memory,
 				Current: pj.Params, Shape: shape, Declared: pj.Memory, HostEstimate: pj.HostMemory}}
-			if err := s.insert(txn, TableJobs, j); err != nil {
+			if err := s.insert(txn, tableJobs, j); err != nil {
 				return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
 			}
 		}
@@ -177,7 +177,7 @@ func (s *Store) Forget(names []string) error {
 	var err error
 	del := func(table, id string) {
 		if err == nil {
-			_, err = txn.DeleteAll(table, IndexID, id)
+			_, err = txn.DeleteAll(table, indexID, id)
 		}
 	}
 	for _, name := range names {
@@ -185,16 +185,16 @@ func (s *Store) Forget(names []string) error {
 		if sub == nil {
 			return fmt.Errorf("no sweep %q", name)
 		}
-		del(TableSweeps, name)
+		del(tableSweeps, name)
 		for _, pj := range sub.Sweep.Jobs {
-			del(TableJobs, pj.ID)
+			del(tableJobs, pj.ID)
 			for n := 1; n <= snap.Job(pj.ID).Attempts; n++ {
-				del(TableAttempts, AttemptID(pj.ID, n))
+				del(tableAttempts, AttemptID(pj.ID, n))
 			}
 		}
 		if err == nil {
 			// A shape's name begins with its sweep's and a NUL (plans.Sweep.ShapeOf).
-			_, err = txn.DeletePrefix(TableShapes, IndexID+"_prefix", name+"\x00")
+			_, err = txn.DeletePrefix(tableShapes, indexID+"_prefix", name+"\x00")
 		}
 	}
 	if err != nil {
@@ -214,7 +214,7 @@ func (s *Store) Forget(names []string) error {
 
 // Submission returns a submitted sweep, or nil.
 func (sn View) Submission(name string) *Submission {
-	obj, err := sn.txn.First(TableSweeps, IndexID, name)
+	obj, err := sn.txn.First(tableSweeps, indexID, name)
 	if err != nil || obj == nil {
 		return nil
 	}
@@ -231,7 +231,7 @@ func (sn View) Sweep(name string) *plans.Sweep {
 
 // Submissions returns every submission in the order they were submitted.
 func (sn View) Submissions() []*Submission {
-	subs := collect[*Submission](sn.txn, TableSweeps, IndexID)
+	subs := collect[*Submission](sn.txn, tableSweeps, indexID)
 	slices.SortFunc(subs, func(a, b *Submission) int { return cmp.Compare(a.Seq, b.Seq) })
 	return subs
 }

@@ -33,8 +33,8 @@ type Options struct {
 	Source string
 	// Notice receives, once, the line that says the GPUs are simulated.
 	Notice io.Writer
-	// Library returns the NVML to try first; nil means the real one.
-	Library func() nvml.Interface
+	// library returns the NVML to try first; nil means the real one.
+	library func() nvml.Interface
 	// Root is where /proc and /dev are found; "" means "/". Tests point it at a fake
 	// tree.
 	Root string
@@ -63,7 +63,7 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 		inv.root = "/"
 	}
 	if !spec.IsSimulated() {
-		newLib := opt.Library
+		newLib := opt.library
 		if newLib == nil {
 			newLib = func() nvml.Interface { return nvml.New() }
 		}

@@ -39,14 +39,14 @@ func TestSimulatedMachineReadsLedger(t *testing.T) {
 		t.Errorf("notice = %q", notice.String())
 	}
 	// A live process (this test) holds 3 GiB on card 2; a dead one's entry is ignored.
-	if err := WriteLedger(ledger, 2, os.Getpid(), 3<<30); err != nil {
+	if err := writeLedger(ledger, 2, os.Getpid(), 3<<30); err != nil {
 		t.Fatal(err)
 	}
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteLedger(ledger, 2, dead.Process.Pid, 5<<30); err != nil {
+	if err := writeLedger(ledger, 2, dead.Process.Pid, 5<<30); err != nil {
 		t.Fatal(err)
 	}
 	cards, err := inv.Read()
@@ -67,7 +67,7 @@ func TestSimulatedMachineReadsLedger(t *testing.T) {
 		t.Errorf("a simulated card with a trainer is busy and warmer: %d%% %d°C, an idle one %d%% %d°C",
 			c.Utilization, c.Temperature, cards[0].Utilization, cards[0].Temperature)
 	}
-	if err := WriteLedger(ledger, 2, os.Getpid(), 0); err != nil {
+	if err := writeLedger(ledger, 2, os.Getpid(), 0); err != nil {
 		t.Fatal(err)
 	}
 	cards, _ = inv.Read()
@@ -81,7 +81,7 @@ func TestFallsBackToSimulatedWithoutDriver(t *testing.T) {
 	noDriver := func() nvml.Interface {
 		return &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
 	}
-	inv, err := Open(plans.GPUSpec{}, Options{Ledger: t.TempDir(), Notice: &notice, Library: noDriver, Root: t.TempDir()})
+	inv, err := Open(plans.GPUSpec{}, Options{Ledger: t.TempDir(), Notice: &notice, library: noDriver, Root: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestFallsBackToSimulatedWithoutDriver(t *testing.T) {
 	if !strings.Contains(notice.String(), "no NVIDIA driver found") {
 		t.Errorf("notice = %q", notice.String())
 	}
-	_, err = Open(mustSpec(t, "0,5"), Options{Ledger: t.TempDir(), Library: noDriver, Root: t.TempDir()})
+	_, err = Open(mustSpec(t, "0,5"), Options{Ledger: t.TempDir(), library: noDriver, Root: t.TempDir()})
 	if !errors.Is(err, ErrUnknownCard) || !strings.Contains(err.Error(), "gpus lists card 5, but this machine has 4 cards (0-3)") {
 		t.Errorf("unknown index: %v", err)
 	}
@@ -113,7 +113,7 @@ func TestVisibleDevicesRestrictCards(t *testing.T) {
 		{"", nil, "hides every card"},
 	} {
 		v := tt.visible
-		inv, err := Open(plans.GPUSpec{}, Options{Library: real, Visible: &v})
+		inv, err := Open(plans.GPUSpec{}, Options{library: real, Visible: &v})
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("%q: err = %v", v, err)
@@ -220,7 +220,7 @@ func TestProcessReadings(t *testing.T) {
 	c := &card{uuid: "GPU-a", total: 40 << 30,
 		procs: []nvml.ProcessInfo{{Pid: 42, UsedGpuMemory: ^uint64(0)}, {Pid: 43, UsedGpuMemory: 0}, {Pid: 44, UsedGpuMemory: 5 << 30}, {Pid: 99, UsedGpuMemory: 3 << 30}},
 		mps:   []nvml.ProcessInfo{{Pid: 45, UsedGpuMemory: 2 << 30}, {Pid: 44, UsedGpuMemory: 5 << 30}}}
-	inv, err := Open(plans.GPUSpec{}, Options{Library: machine(c), Root: procRoot(t, 42, 43, 44, 45)})
+	inv, err := Open(plans.GPUSpec{}, Options{library: machine(c), Root: procRoot(t, 42, 43, 44, 45)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestADriverWithoutNVMLIsAnError(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(root, driver), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Open(plans.GPUSpec{}, Options{Ledger: t.TempDir(), Library: noLibrary, Root: root})
+		_, err := Open(plans.GPUSpec{}, Options{Ledger: t.TempDir(), library: noLibrary, Root: root})
 		if err == nil || !strings.Contains(err.Error(), "/"+driver) || !strings.Contains(err.Error(), "libnvidia-ml.so.1") ||
 			!strings.Contains(err.Error(), "--gpus sim:") {
 			t.Errorf("%s: err = %v", driver, err)
@@ -267,7 +267,7 @@ func TestADriverWithoutNVMLIsAnError(t *testing.T) {
 func TestMIGCardsAreRefused(t *testing.T) {
 	cards := []*card{{uuid: "GPU-0", total: 40 << 30}, {uuid: "GPU-1", total: 40 << 30, mig: true}, {uuid: "GPU-2", total: 40 << 30}}
 	var notice bytes.Buffer
-	inv, err := Open(plans.GPUSpec{}, Options{Library: machine(cards...), Notice: &notice, Root: procRoot(t)})
+	inv, err := Open(plans.GPUSpec{}, Options{library: machine(cards...), Notice: &notice, Root: procRoot(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,11 +275,11 @@ func TestMIGCardsAreRefused(t *testing.T) {
 	if len(got) != 2 || got[0].Index != 0 || got[1].Index != 2 || !strings.Contains(notice.String(), "leaving out card(s) [1], in MIG mode") {
 		t.Errorf("cards %+v, notice %q", got, notice.String())
 	}
-	if _, err := Open(mustSpec(t, "0,1"), Options{Library: machine(cards...), Root: procRoot(t)}); err == nil ||
+	if _, err := Open(mustSpec(t, "0,1"), Options{library: machine(cards...), Root: procRoot(t)}); err == nil ||
 		!strings.Contains(err.Error(), "card 1, which is in MIG mode") || !strings.Contains(err.Error(), "nvidia-smi -i 1 -mig 0") {
 		t.Errorf("naming a MIG card: %v", err)
 	}
-	if _, err := Open(plans.GPUSpec{}, Options{Library: machine(cards[1]), Root: procRoot(t)}); err == nil || !strings.Contains(err.Error(), "every card is in MIG mode") {
+	if _, err := Open(plans.GPUSpec{}, Options{library: machine(cards[1]), Root: procRoot(t)}); err == nil || !strings.Contains(err.Error(), "every card is in MIG mode") {
 		t.Errorf("only MIG cards: %v", err)
 	}
 }
@@ -306,7 +306,7 @@ func TestOneCardsErrorTakesItOutOfService(t *testing.T) {
 		}},
 		{uuid: "GPU-2", total: 24 << 30, handleErr: nvml.ERROR_NO_PERMISSION},
 	}
-	inv, err := Open(plans.GPUSpec{}, Options{Library: machine(cards...), Root: procRoot(t)})
+	inv, err := Open(plans.GPUSpec{}, Options{library: machine(cards...), Root: procRoot(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

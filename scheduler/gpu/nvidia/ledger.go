@@ -20,15 +20,15 @@ import (
 // number. Entries whose process has exited are ignored: a trainer killed by SIGKILL
 // cannot remove its own. examples/trainers/simtrain.py writes the same format.
 
-// LedgerEntry is one process holding memory on one simulated card.
-type LedgerEntry struct {
+// ledgerEntry is one process holding memory on one simulated card.
+type ledgerEntry struct {
 	Card  int
 	PID   int
 	Bytes int64
 }
 
-// ReadLedger returns the entries of live processes.
-func ReadLedger(dir string) ([]LedgerEntry, error) {
+// readLedger returns the entries of live processes.
+func readLedger(dir string) ([]ledgerEntry, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -36,7 +36,7 @@ func ReadLedger(dir string) ([]LedgerEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulated GPU ledger: %w", err)
 	}
-	var out []LedgerEntry
+	var out []ledgerEntry
 	for _, e := range ents {
 		cardS, pidS, ok := strings.Cut(e.Name(), "-")
 		card, err1 := strconv.Atoi(cardS)
@@ -52,28 +52,9 @@ func ReadLedger(dir string) ([]LedgerEntry, error) {
 		if err != nil || b < 0 {
 			continue
 		}
-		out = append(out, LedgerEntry{Card: card, PID: pid, Bytes: b})
+		out = append(out, ledgerEntry{Card: card, PID: pid, Bytes: b})
 	}
 	return out, nil
-}
-
-// WriteLedger records that pid holds bytes on card; 0 bytes removes the entry.
-func WriteLedger(dir string, card, pid int, bytes int64) error {
-	name := filepath.Join(dir, fmt.Sprintf("%d-%d", card, pid))
-	if bytes == 0 {
-		if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(bytes, 10)), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
 }
 
 // alive reports whether a process exists (EPERM: it exists but is not ours).

@@ -37,12 +37,12 @@ func newSimulated(spec plans.GPUSpec, ledger string) nvml.Interface {
 }
 
 func simulatedDevice(index int, total int64, ledger string) nvml.Device {
-	held := func() ([]LedgerEntry, nvml.Return) {
-		all, err := ReadLedger(ledger)
+	held := func() ([]ledgerEntry, nvml.Return) {
+		all, err := readLedger(ledger)
 		if err != nil {
 			return nil, nvml.ERROR_UNKNOWN
 		}
-		var mine []LedgerEntry
+		var mine []ledgerEntry
 		for _, e := range all {
 			if e.Card == index {
 				mine = append(mine, e)
