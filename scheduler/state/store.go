@@ -78,7 +78,7 @@ func NewStore() (*Store, error) {
 // field: one transaction, journaled first as one record. Objects are put in the order
 // of the fields, the order in which a record is replayed, so that a state read back
 // is the state written. A table added to the store gets a field here, and a place in
-// Record, recordOf, apply and View.all (TestEveryTableJournals says where it is
+// record, recordOf, apply and View.all (TestEveryTableJournals says where it is
 // missing).
 type Change struct {
 	// Sweeps are submissions put to change their status (see Submit for a new one).
@@ -91,11 +91,29 @@ type Change struct {
 	Allocations []*Allocation
 }
 
-// each calls fn with every object of c and its table, in the order they are put.
+// each calls fn with every object of c and its table, in the order they are put, and
+// stops at the first error.
 func (c *Change) each(fn func(table string, o any) error) error {
-	return cmp.Or(eachOf(tableSweeps, c.Sweeps, fn), eachOf(tableJobs, c.Jobs, fn), eachOf(tableAttempts, c.Attempts, fn),
-		eachOf(tableShapes, c.Shapes, fn), eachOf(tableDrains, c.Drains, fn), eachOf(tableAllocQueues, c.AllocQueues, fn),
-		eachOf(tableAllocations, c.Allocations, fn))
+	err := eachOf(tableSweeps, c.Sweeps, fn)
+	if err == nil {
+		err = eachOf(tableJobs, c.Jobs, fn)
+	}
+	if err == nil {
+		err = eachOf(tableAttempts, c.Attempts, fn)
+	}
+	if err == nil {
+		err = eachOf(tableShapes, c.Shapes, fn)
+	}
+	if err == nil {
+		err = eachOf(tableDrains, c.Drains, fn)
+	}
+	if err == nil {
+		err = eachOf(tableAllocQueues, c.AllocQueues, fn)
+	}
+	if err == nil {
+		err = eachOf(tableAllocations, c.Allocations, fn)
+	}
+	return err
 }
 
 func eachOf[T any](table string, objs []T, fn func(table string, o any) error) error {
