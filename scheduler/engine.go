@@ -168,7 +168,7 @@ type Engine struct {
 	// running is a round's attempts of its own, by id (see ours).
 	running map[string]bool
 	// roundRunning holds a round's running attempts (see roundRunningNow), and
-	// roundBufs its cards and their ends (see view).
+	// roundBufs its cards and their ends (see packView).
 	roundRunning []*state.Attempt
 	roundBufs    packViewBufs
 	// unsaved is what was measured of running attempts and not yet written; savedAt
@@ -240,7 +240,7 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 }
 
 // batch runs fn with what it writes to the store gathered in one transaction (see
-// Store.batch), and tells the events of fn once they are in the store, for whoever
+// Store.Batch), and tells the events of fn once they are in the store, for whoever
 // reads it when told (the daemon's hooks and metrics).
 func (e *Engine) batch(fn func()) error {
 	err := e.store.Batch(fn)

@@ -177,7 +177,7 @@ func (e *Engine) packView(snap state.View, running []*state.Attempt, buf *packVi
 	return packView{snap: snap, cards: cards, hosts: hosts, request: e.requester(e.quotas(snap, cards, running))}, nil
 }
 
-// offers is the store's queue as a round offers it to the packer (see Queue).
+// offers is the store's queue as a round offers it to the packer (see pack.Queue).
 type offers struct {
 	c       *state.Cursor
 	request func(*state.Group, state.Member) pack.Request
@@ -263,7 +263,7 @@ func (e *Engine) headed(snap state.View, d pack.Decision) {
 }
 
 // addEnds tells the packer when each attempt on a card is expected to end, in buf's
-// array (see view).
+// array (see packView).
 func (e *Engine) addEnds(states []pack.CardState, attempts []*state.Attempt, buf *[]pack.Release) {
 	// One array for every card's, each card's part as long as its attempts.
 	n := 0

@@ -31,8 +31,8 @@ type Request struct {
 // Quota is what a sweep's own gpus and gpu_plan leave its jobs when several sweeps
 // share the machine: on cards[i], Slots[i] is the sweep's plan (0 where it may not
 // run) and Free[i] how many more of its jobs may start. Sweeps held to one plan
-// together share one Free (see Engine.quotas). Placing a request takes from it, so a
-// packer changes the quotas it is given.
+// together share one Free (see the engine's quotas). Placing a request takes from it,
+// so a packer changes the quotas it is given.
 type Quota struct {
 	Slots []int
 	Free  []int

@@ -198,7 +198,7 @@ func (c *cluster) round(queue []Request) (placed map[string]bool) {
 	} else {
 		d = Place(&grouped{q: offered}, cards, nil, 0)
 	}
-	// As the engine keeps its head (see Engine.headed).
+	// As the engine keeps its head (see scheduler.Engine.headed).
 	switch r := d.Reservation; {
 	case r != nil && r.Job != c.head:
 		c.head, c.headSince = r.Job, c.now

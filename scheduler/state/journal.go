@@ -282,7 +282,7 @@ func recordOf(c Change) record {
 
 // CannotWrite is a failure to write gpuq's own files: the journal, or an attempt's
 // directory. What was being written did not take effect and can be tried again; the
-// engine pauses until it can write (see Engine.pause).
+// engine pauses until it can write (see scheduler.Engine).
 type CannotWrite struct {
 	What string // what could not be written: "the journal", "the attempt's files"
 	Err  error

@@ -44,7 +44,7 @@ type Queue struct {
 	moved  []*Group
 	resort bool
 	// known is what the store holds of each shape, which the engine reads without a
-	// lookup in a transaction (Store.shape).
+	// lookup in a transaction (Store.KnownShape).
 	known map[string]*Shape
 	// took is each shape's learned duration; mean is their mean, found again by sort
 	// once one has changed.
@@ -90,7 +90,7 @@ type Group struct {
 	took  time.Duration // the shape's learned duration; 0 = none
 	fifo  bool          // its sweep's jobs are offered in submission order
 	ran   time.Duration // see RanFor
-	// weight orders the group among others of its priority (see queue), and seq is its
+	// weight orders the group among others of its priority (see Queue), and seq is its
 	// head's: what sort placed it in ranked by. ranked: it is there; moved: it is in
 	// queue.moved.
 	weight        float64
@@ -301,7 +301,7 @@ func (q *Queue) move(g *Group) {
 	}
 }
 
-// sort puts the groups in the order their jobs are offered in (see queue): it places
+// sort puts the groups in the order their jobs are offered in (see Queue): it places
 // again the groups that moved, or sorts them all when many did.
 func (q *Queue) sort() {
 	if q.changed {

@@ -46,7 +46,7 @@ func jobsTable() *memdb.TableSchema {
 		// "<sweep>.<n>", so a prefix scan of this one finds a sweep's jobs (checking
 		// Sweep, since a sweep "a" would also match the jobs of a sweep "a.b"). Nor of
 		// the jobs that wait: the store's queue keeps those, grouped as the packer reads
-		// them (see queue).
+		// them (see Queue).
 	}}
 }
 
