@@ -2,7 +2,8 @@ package plans
 
 import "fmt"
 
-// Card is what validation needs to know of one card.
+// Card is a card as a sweep is checked against it and as the report draws it: its
+// index, name and memory.
 type Card struct {
 	Index int
 	Name  string

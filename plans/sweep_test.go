@@ -128,7 +128,7 @@ func TestOverridesWin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.GPUs.IsSim() || s.Plan.String() != "1" || s.Headroom.Bytes != 1<<30 || s.Name != "again" || s.Jobs[0].ID != "again.1" || s.Order != FIFO {
+	if !s.GPUs.IsSimulated() || s.Plan.String() != "1" || s.Headroom.Bytes != 1<<30 || s.Name != "again" || s.Jobs[0].ID != "again.1" || s.Order != FIFO {
 		t.Errorf("overrides lost: %v %v %v %s %s %v", s.GPUs, s.Plan, s.Headroom, s.Name, s.Jobs[0].ID, s.Order)
 	}
 	_, err = DecodeSweep("g.yaml", []byte(issueSweep), Overrides{Name: Override{Value: "Again!", Source: "--name"}})

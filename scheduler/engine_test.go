@@ -11,7 +11,26 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
+
+const gib = int64(1) << 30
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// journaled is the store of a state directory, closed when the test ends.
+func journaled(t *testing.T, dir string) *state.Store {
+	t.Helper()
+	s, err := state.OpenState(dir, func(w string) { t.Log(w) })
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
 
 // fakeRunner ends each attempt as script says, at once.
 // An empty Outcome leaves the attempt running until it is stopped; onStop then says how
@@ -39,7 +58,7 @@ func (f *fakeRunner) Start(l Launch) (Started, error) {
 	return Started{Leader: 100 + n}, nil
 }
 
-func (f *fakeRunner) Stop(a *Attempt) {
+func (f *fakeRunner) Stop(a *state.Attempt) {
 	x := Exit{Outcome: plans.Cancelled}
 	if f.onStop != nil {
 		x = f.onStop(a.ID)
@@ -73,7 +92,7 @@ type fakeInventory struct {
 	reads *int
 }
 
-func (f fakeInventory) Snapshot() ([]gpu.Card, error) { *f.reads++; return f.cards, nil }
+func (f fakeInventory) Read() ([]gpu.Card, error) { *f.reads++; return f.cards, nil }
 
 // fakeClock is the engine's time in tests: it moves only when the test moves it, so an
 // engine's loop waits for its runner's exits, and polls only when told to.
@@ -127,7 +146,7 @@ func (c *fakeClock) poll(t *testing.T, d time.Duration) {
 	c.timers = kept
 }
 
-func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launch) Exit) (*Store, *fakeRunner, []Event) {
+func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launch) Exit) (*state.Store, *fakeRunner, []Event) {
 	t.Helper()
 	return runEngineWith(t, doc, cards, slots, &fakeRunner{script: script}, nil, nil)
 }
@@ -135,7 +154,7 @@ func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launc
 // runEngineWith runs an engine on the fake clock until every job has ended, or until
 // drive (run beside it, if not nil) cancels it.
 func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, procs []gpu.Process,
-	drive func(c *fakeClock, cancel context.CancelFunc)) (*Store, *fakeRunner, []Event) {
+	drive func(c *fakeClock, cancel context.CancelFunc)) (*state.Store, *fakeRunner, []Event) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("e.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
@@ -147,13 +166,13 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 		inv.cards = append(inv.cards, gpu.Card{Index: i, Total: 24 * gib, Processes: procs})
 		sl = append(sl, slots)
 	}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	var mu sync.Mutex
 	var events []Event
 	clock := newFakeClock()
 	e := NewEngine(st, inv, fr, clock, Config{Slots: sl, Headroom: plans.Headroom{Bytes: gib}, Poll: time.Second},
 		func(ev Event) { mu.Lock(); events = append(events, ev); mu.Unlock() })
-	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
+	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -170,8 +189,8 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 	return st, fr, events
 }
 
-func history(st *Store, job string) string {
-	snap := st.Snapshot()
+func history(st *state.Store, job string) string {
+	snap := st.View()
 	var parts []string
 	for _, a := range snap.Attempts(job) {
 		eb, _ := plans.BatchKeys{Micro: plans.KeyBatch, Accumulation: plans.KeyAccumulation}.Effective(a.Params)
@@ -217,7 +236,7 @@ func TestTooBigStepsDownTheLadderKeepingTheBatch(t *testing.T) {
 	if got := history(st, "e.1"); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if b, _ := st.Snapshot().Attempts("e.1")[3].Params.Get(plans.KeyBatch); b != int64(2) {
+	if b, _ := st.View().Attempts("e.1")[3].Params.Get(plans.KeyBatch); b != int64(2) {
 		t.Errorf("tier 3 batch = %v, want 2", b)
 	}
 }
@@ -258,7 +277,7 @@ func TestHostOOMLowersDataWorkersFirst(t *testing.T) {
 		}
 		return Exit{Outcome: plans.Success}
 	})
-	a := st.Snapshot().Attempts("e.1")
+	a := st.View().Attempts("e.1")
 	w, _ := a[1].Params.Get(plans.KeyDataWorkers)
 	gc, _ := a[1].Params.Get(plans.KeyCheckpointing)
 	if len(a) != 2 || w != int64(0) || gc != false {
@@ -289,7 +308,7 @@ func TestHostOOMWaitsForHostRAMNotTheGPULadder(t *testing.T) {
 	round(t, e) // measures the attempt's 5 GiB
 	e.Apply(Exit{Attempt: "h.1/1", Outcome: plans.HostOOM, OOM: &plans.OOMFacts{Signature: "sigkill", Device: -1}})
 	round(t, e)
-	if j := st.Snapshot().Job("h.1"); len(fr.starts) != 1 || j.State != JobQueued || j.Pos.Tier != 0 {
+	if j := st.View().Job("h.1"); len(fr.starts) != 1 || j.State != state.JobQueued || j.Pos.Tier != 0 {
 		t.Fatalf("%d started; job %s at tier %d: want it queued at tier 0, waiting for 6 GiB of RAM with 4 free", len(fr.starts), j.State, j.Pos.Tier)
 	}
 	free = 16 * gib
@@ -316,8 +335,8 @@ func TestHostOOMWaitsForHostRAMNotTheGPULadder(t *testing.T) {
 
 func TestFailsWithHistoryAtTheEndOfTheLadder(t *testing.T) {
 	st, _, events := runEngine(t, ladderSweep, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
-	j := st.Snapshot().Job("e.1")
-	if j.State != JobFailed || !strings.Contains(j.Reason, "the last rung of its ladder") || j.Attempts != 6 {
+	j := st.View().Job("e.1")
+	if j.State != state.JobFailed || !strings.Contains(j.Reason, "the last rung of its ladder") || j.Attempts != 6 {
 		t.Errorf("state %s after %d attempts: %s", j.State, j.Attempts, j.Reason)
 	}
 	if last := events[len(events)-1]; last.Kind != "failed" {
@@ -328,8 +347,8 @@ func TestFailsWithHistoryAtTheEndOfTheLadder(t *testing.T) {
 func TestMaxAttemptsBoundsRetries(t *testing.T) {
 	doc := strings.Replace(ladderSweep, "max_attempts: 8", "max_attempts: 2", 1)
 	st, _, _ := runEngine(t, doc, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
-	j := st.Snapshot().Job("e.1")
-	if j.State != JobFailed || j.Attempts != 2 || !strings.Contains(j.Reason, "oom.max_attempts") {
+	j := st.View().Job("e.1")
+	if j.State != state.JobFailed || j.Attempts != 2 || !strings.Contains(j.Reason, "oom.max_attempts") {
 		t.Errorf("state %s after %d attempts: %s", j.State, j.Attempts, j.Reason)
 	}
 }
@@ -337,8 +356,8 @@ func TestMaxAttemptsBoundsRetries(t *testing.T) {
 func TestTooLargeForEveryCardFailsAtOnce(t *testing.T) {
 	doc := strings.Replace(ladderSweep, "memory: 10GiB", "memory: 30GiB", 1) // room is 23 GiB
 	st, fr, _ := runEngine(t, doc, 1, 1, func(l Launch) Exit { return Exit{Outcome: plans.Success} })
-	j := st.Snapshot().Job("e.1")
-	if j.State != JobFailed || len(fr.starts) != 0 || !strings.Contains(j.Reason, "larger than every card") {
+	j := st.View().Job("e.1")
+	if j.State != state.JobFailed || len(fr.starts) != 0 || !strings.Contains(j.Reason, "larger than every card") {
 		t.Errorf("state %s after %d starts: %s", j.State, len(fr.starts), j.Reason)
 	}
 }
@@ -351,8 +370,8 @@ func TestFailureAndSuccessEndJobs(t *testing.T) {
 		}
 		return Exit{Outcome: plans.Success}
 	})
-	snap := st.Snapshot()
-	if snap.Job("f.1").State != JobSucceeded || snap.Job("f.2").State != JobFailed || !strings.Contains(snap.Job("f.2").Reason, "status 2") {
+	snap := st.View()
+	if snap.Job("f.1").State != state.JobSucceeded || snap.Job("f.2").State != state.JobFailed || !strings.Contains(snap.Job("f.2").Reason, "status 2") {
 		t.Errorf("f.1 %s, f.2 %s (%s)", snap.Job("f.1").State, snap.Job("f.2").State, snap.Job("f.2").Reason)
 	}
 }
@@ -370,7 +389,7 @@ func TestPeaksAndOwnersFromOneLookupPerRound(t *testing.T) {
 		}
 		cancel()
 	})
-	a := st.Snapshot().Attempts("e.1")
+	a := st.View().Attempts("e.1")
 	if len(a) != 1 || a[0].Peak != 7*gib || a[0].Outcome != plans.Cancelled {
 		t.Errorf("attempts %+v", a)
 	}
@@ -385,7 +404,7 @@ func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 		schedtest.WaitFor(t, "the job to start", func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return len(fr.starts) == 1 })
 		cancel()
 	})
-	if j := st.Snapshot().Job("e.1"); j.State != JobCancelled {
+	if j := st.View().Job("e.1"); j.State != state.JobCancelled {
 		t.Errorf("state %s (%s), want cancelled", j.State, j.Reason)
 	}
 }
@@ -393,7 +412,7 @@ func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 // cardsInventory reads cards a test changes between rounds.
 type cardsInventory struct{ cards *[]gpu.Card }
 
-func (c cardsInventory) Snapshot() ([]gpu.Card, error) { return *c.cards, nil }
+func (c cardsInventory) Read() ([]gpu.Card, error) { return *c.cards, nil }
 
 // TestProbeThenPack: with memory: probe, the first job of a shape runs alone; the
 // others wait; once it has finished, its measured peak packs the rest, in both
@@ -410,12 +429,12 @@ memory: probe
 	}
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
+	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Schedule(); err != nil {
+	if err := e.Round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 1 || fr.starts[0].Job.ID != "p.1" {
@@ -425,7 +444,7 @@ memory: probe
 	probe := fr.starts[0].Attempt
 	fr.owners[4242] = probe.ID
 	cards[probe.GPUs[0]].Processes = []gpu.Process{{PID: 4242, Used: 5 * gib}}
-	if err := e.Schedule(); err != nil {
+	if err := e.Round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 1 {
@@ -433,7 +452,7 @@ memory: probe
 	}
 	e.Apply(Exit{Attempt: probe.ID, Outcome: plans.Success})
 	cards[probe.GPUs[0]].Processes = nil
-	if err := e.Schedule(); err != nil {
+	if err := e.Round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 5 {
@@ -444,7 +463,7 @@ memory: probe
 			t.Errorf("%s started with estimate %s, want the probe's 5 GiB", l.Job.ID, plans.FormatSize(l.Attempt.Estimate))
 		}
 	}
-	if sh := st.Snapshot().Shape(st.Snapshot().Job("p.2").Shape); sh == nil || sh.Peak != 5*gib || sh.Probe != "" {
+	if sh := st.View().Shape(st.View().Job("p.2").Shape); sh == nil || sh.Peak != 5*gib || sh.Probe != "" {
 		t.Errorf("shape: %+v", sh)
 	}
 }
@@ -455,15 +474,15 @@ func TestUnknownReadingTeachesNothing(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
 	e, st, _, _ := cardsEngine(t, "name: u\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n", &cards,
 		map[int]string{4242: "u.1/1"}, Config{})
-	e.Schedule()
+	e.Round(nil)
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: gpu.Unknown}}
-	e.Schedule()
+	e.Round(nil)
 	e.Apply(Exit{Attempt: "u.1/1", Outcome: plans.Success})
-	a := st.Snapshot().Attempt("u.1/1")
+	a := st.View().Attempt("u.1/1")
 	if !a.PeakUnknown || a.Peak != 0 {
 		t.Errorf("attempt peak %d, unknown %v: want unknown", a.Peak, a.PeakUnknown)
 	}
-	if j := st.Snapshot().Job("u.2"); j.Estimate != 10*gib {
+	if j := st.View().Job("u.2"); j.Estimate != 10*gib {
 		t.Errorf("u.2 estimate %s, want the declared 10 GiB kept", plans.FormatSize(j.Estimate))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Run schedules until every job has succeeded, failed or been cancelled. When ctx is
@@ -88,27 +90,27 @@ func (e *Engine) Do(ctx context.Context, fn func() error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-e.stopped:
-		return ErrStopped
+		return errStopped
 	}
 	return <-done
 }
 
-// ErrStopped is what Do returns once the engine's loop has stopped.
-var ErrStopped = errors.New("the scheduler is stopping")
+// errStopped is what Do returns once the engine's loop has stopped.
+var errStopped = errors.New("the scheduler is stopping")
 
 // finished reports whether no job runs or waits.
 func (e *Engine) finished() bool {
-	return e.store.queue.n == 0 && len(e.store.view().Running()) == 0
+	return e.store.Queue().Len() == 0 && len(e.store.Latest().Running()) == 0
 }
 
 func (e *Engine) shutdown(cause error) error {
 	e.stopRunning()
 	// Only now: an attempt that ended of an OOM while the others were stopping has
 	// just been requeued, and must not be left queued.
-	for _, j := range e.store.Queue() {
+	for _, j := range e.store.Queued() {
 		c := *j
-		c.State, c.Reason = JobCancelled, "cancelled while queued"
-		if e.put(&c) != nil {
+		c.State, c.Reason = state.JobCancelled, "cancelled while queued"
+		if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 			continue
 		}
 		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: c.Reason})
@@ -118,7 +120,7 @@ func (e *Engine) shutdown(cause error) error {
 
 // stopRunning stops every running attempt and applies their ends.
 func (e *Engine) stopRunning() {
-	running := e.store.view().Running()
+	running := e.store.Latest().Running()
 	for _, a := range running {
 		e.runner.Stop(a)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // TestCublasNotInitializedIsAnOOMOnlyOnAFullCard: cuBLAS failing to create its handle
@@ -69,15 +70,15 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	sw.Source = []byte(doc)
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
 	var events []Event
-	newEngine := func(s *Store) (*Engine, *fakeRunner) {
+	newEngine := func(s *state.Store) (*Engine, *fakeRunner) {
 		fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 		e := NewEngine(s, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}},
 			func(ev Event) { events = append(events, ev) })
 		return e, fr
 	}
-	s, _, _ := openState(t, dir)
+	s := journaled(t, dir)
 	e, fr := newEngine(s)
-	must(t, e.Submit(&Submission{Sweep: sw}))
+	must(t, e.Submit(&state.Submission{Sweep: sw}))
 	round(t, e)
 	if _, set := allocConf(fr.starts[0]); set {
 		t.Fatalf("the first attempt has PYTORCH_CUDA_ALLOC_CONF in its sweep's env: gpuq's default applies")
@@ -96,7 +97,7 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	}
 	s.Close()
 
-	again, _, _ := openState(t, dir)
+	again := journaled(t, dir)
 	e2, fr2 := newEngine(again)
 	round(t, e2)
 	if v, set := allocConf(fr2.starts[0]); !set || v != "" {
@@ -104,7 +105,7 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	}
 	// An attempt that started without the option and still reports it: not gpuq's doing.
 	e2.Apply(Exit{Attempt: fr2.starts[0].Attempt.ID, Outcome: plans.AllocConfRefused})
-	if j := again.Snapshot().Job("a.2"); j.State != JobFailed || !strings.Contains(j.Reason, "no longer sets it") {
+	if j := again.View().Job("a.2"); j.State != state.JobFailed || !strings.Contains(j.Reason, "no longer sets it") {
 		t.Errorf("a.2: %s %q", j.State, j.Reason)
 	}
 }
@@ -113,7 +114,7 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 func TestAllocConfTheSweepSetsIsNotOverridden(t *testing.T) {
 	st, fr, _ := runEngine(t, "name: b\ncommand: [train]\nenv: {PYTORCH_CUDA_ALLOC_CONF: \"expandable_segments:True\"}\njobs: [{}]\nmemory: 1GiB\n",
 		1, 1, func(Launch) Exit { return Exit{Outcome: plans.AllocConfRefused} })
-	if j := st.Snapshot().Job("b.1"); j.State != JobFailed || !strings.Contains(j.Reason, "which the sweep's env sets: remove it") || len(fr.starts) != 1 {
+	if j := st.View().Job("b.1"); j.State != state.JobFailed || !strings.Contains(j.Reason, "which the sweep's env sets: remove it") || len(fr.starts) != 1 {
 		t.Errorf("b.1: %s %q after %d attempts", j.State, j.Reason, len(fr.starts))
 	}
 }

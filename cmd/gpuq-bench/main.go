@@ -4,7 +4,7 @@
 // (baseline.tsv) beside it; the packer's Go benchmarks; each time the median of several
 // runs; then the targets, met or not.
 //
-//	go test -run '^$' -bench 'Pack|Place' -count 5 ./scheduler/ > packer.txt
+//	go test -run '^$' -bench 'Pack|Place' -count 5 ./scheduler/pack/ > packer.txt
 //	go run ./cmd/gpuq-bench -packer packer.txt -gpuq bin/gpuq
 package main
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // detachKey is Ctrl-], telnet's escape: a pdb prompt, a REPL or a progress bar has no
@@ -49,7 +50,7 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 		return notStarted(j)
 	}
 	if j.Attempts[len(j.Attempts)-1].Outcome != "" || j.Attempts[len(j.Attempts)-1].Log == "" {
-		return scheduler.Refused(fmt.Sprintf("%s %s, not running: gpuq logs %s prints its log", id, scheduler.JobState(j.State).Told(), id))
+		return scheduler.Refused(fmt.Sprintf("%s %s, not running: gpuq logs %s prints its log", id, state.JobState(j.State).Told(), id))
 	}
 	a := j.Attempts[len(j.Attempts)-1]
 	request := daemon.StreamAttach

@@ -431,7 +431,7 @@ func cardsFor(opts *estimateOptions, spec plans.GPUSpec, source string, def plan
 		return nil, headroom, err
 	}
 	defer inv.Close()
-	cards, err := inv.Snapshot()
+	cards, err := inv.Read()
 	return cards, headroom, err
 }
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/top"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // fetchJob asks the daemon for one job with its attempts.
@@ -35,8 +35,8 @@ func newJobCmds(io ioStreams, st *settings) []*cobra.Command {
 		newDrainCmd(io, st, true), newDrainCmd(io, st, false)}
 }
 
-var shownStates = []scheduler.JobState{scheduler.JobQueued, scheduler.JobHeld, scheduler.JobRunning,
-	scheduler.JobSucceeded, scheduler.JobFailed, scheduler.JobCancelled}
+var shownStates = []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
+	state.JobSucceeded, state.JobFailed, state.JobCancelled}
 
 type statusOptions struct {
 	io       ioStreams
@@ -91,7 +91,7 @@ func statesText() string {
 
 func listJobs(opts *statusOptions) error {
 	for _, s := range opts.states {
-		if !slices.Contains(shownStates, scheduler.JobState(s)) {
+		if !slices.Contains(shownStates, state.JobState(s)) {
 			return badInput("--state %q: a job is one of %s", s, statesText())
 		}
 	}
@@ -124,7 +124,7 @@ func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
 	for _, j := range jobs {
 		counts[j.State]++
 		gpus, n, peak, took := "-", "-", "-", "-"
-		if len(j.Attempts) > 0 && j.State != string(scheduler.JobQueued) && j.State != string(scheduler.JobHeld) {
+		if len(j.Attempts) > 0 && j.State != string(state.JobQueued) && j.State != string(state.JobHeld) {
 			a := j.Attempts[len(j.Attempts)-1]
 			gpus, n, peak, took = cardsOf(a), strconv.Itoa(a.N), top.Gig(peakOf(a)), durationOf(a, now)
 		}
@@ -325,7 +325,7 @@ WORKER:INDEX (node7:3). The daemon remembers it across restarts.`,
 		Example: "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			card, err := scheduler.ParseCardID(args[0])
+			card, err := plans.ParseCardID(args[0])
 			if err != nil {
 				return badInput("%v", err)
 			}

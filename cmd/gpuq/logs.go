@@ -14,6 +14,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 type logsOptions struct {
@@ -83,7 +84,7 @@ func followJob(opts *logsOptions, j daemon.Job) error {
 			fmt.Fprintf(opts.io.Err, "gpuq: attempt %d of %s ended %s (gpuq logs %s --attempt %d prints it)\n", n, j.ID, j.Attempts[n-1].Outcome, j.ID, n)
 		}
 		n++
-		fmt.Fprintf(opts.io.Err, "gpuq: %s %s; waiting for attempt %d to start (gpuq why %s says why it waits)\n", j.ID, scheduler.JobState(j.State).Told(), n, j.ID)
+		fmt.Fprintf(opts.io.Err, "gpuq: %s %s; waiting for attempt %d to start (gpuq why %s says why it waits)\n", j.ID, state.JobState(j.State).Told(), n, j.ID)
 	}
 	for {
 		var err error
@@ -152,11 +153,11 @@ func streamLog(opts *logsOptions, req daemon.StreamRequest) error {
 // notStarted refuses the log or terminal of a job with no attempt; a waiting one says
 // how to wait for it.
 func notStarted(j daemon.Job) error {
-	state := scheduler.JobState(j.State)
-	if state == scheduler.JobQueued || state == scheduler.JobHeld {
-		return scheduler.Refused(fmt.Sprintf("%s has not started: it %s (gpuq why %s says why); gpuq logs -f %s waits for it to start", j.ID, state.Told(), j.ID, j.ID))
+	st := state.JobState(j.State)
+	if st == state.JobQueued || st == state.JobHeld {
+		return scheduler.Refused(fmt.Sprintf("%s has not started: it %s (gpuq why %s says why); gpuq logs -f %s waits for it to start", j.ID, st.Told(), j.ID, j.ID))
 	}
-	return scheduler.Refused(fmt.Sprintf("%s never started: it %s", j.ID, state.Told()))
+	return scheduler.Refused(fmt.Sprintf("%s never started: it %s", j.ID, st.Told()))
 }
 
 // waitForAttempt polls the daemon until a job's attempt n has started, or the job has

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/report"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 type reportOptions struct {
@@ -139,7 +139,7 @@ func lastMoment(sum daemon.SweepSummary) time.Time {
 func reportData(sum daemon.SweepSummary, source string, now time.Time) report.Data {
 	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now}
 	for _, c := range sum.GPUs {
-		d.Cards = append(d.Cards, report.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes})
+		d.Cards = append(d.Cards, plans.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes})
 	}
 	for _, j := range sum.Jobs {
 		rj := report.Job{ID: j.ID, Name: j.Name, State: j.State, Reason: j.Reason, Declared: j.DeclaredBytes}
@@ -156,7 +156,7 @@ func reportData(sum daemon.SweepSummary, source string, now time.Time) report.Da
 				ra.EffectiveBatch = *a.EffectiveBatch
 			}
 			for _, m := range a.Memory {
-				ra.Memory = append(ra.Memory, scheduler.Sample{At: time.Duration(m.AtSeconds * float64(time.Second)), Bytes: m.Bytes})
+				ra.Memory = append(ra.Memory, state.Sample{At: time.Duration(m.AtSeconds * float64(time.Second)), Bytes: m.Bytes})
 			}
 			rj.Attempts = append(rj.Attempts, ra)
 		}

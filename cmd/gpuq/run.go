@@ -24,6 +24,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 type runOptions struct {
@@ -128,7 +129,7 @@ func runRun(opts *runOptions) error {
 	ui.stop()
 	// The cards as they are now, for their names and sizes: a card that cannot be read
 	// leaves them out, and the report sizes its panel by what was reserved on it.
-	cards, _ := p.inv.Snapshot()
+	cards, _ := p.inv.Read()
 	sum := summarize(store, sw, cards)
 	hooks.Wait()
 	if opts.json {
@@ -142,14 +143,14 @@ func runRun(opts *runOptions) error {
 	case errors.Is(runErr, context.Canceled):
 		var left []string
 		for _, j := range sum.Jobs {
-			if j.State != string(scheduler.JobSucceeded) {
+			if j.State != string(state.JobSucceeded) {
 				left = append(left, j.ID)
 			}
 		}
 		return fmt.Errorf("%w; every trainer was stopped. Not finished: %s", errInterrupted, strings.Join(left, " "))
 	case runErr != nil:
 		return runErr
-	case sum.Counts[string(scheduler.JobFailed)] > 0:
+	case sum.Counts[string(state.JobFailed)] > 0:
 		return errJobsFailed
 	}
 	return nil
@@ -171,7 +172,7 @@ type runUI struct {
 	w     io.Writer
 	live  bool
 	size  func() (cols, rows int) // the terminal's, read at each redraw: it may change
-	store *scheduler.Store
+	store *state.Store
 	sweep *plans.Sweep
 	mu    sync.Mutex
 	lines int
@@ -247,14 +248,14 @@ func (u *runUI) redraw(now time.Time) {
 // the running jobs, the latest events (wrapped; the oldest left out where there is no
 // room), and counts by state.
 func (u *runUI) frame(now time.Time, width, height int) []string {
-	snap := u.store.Snapshot()
+	snap := u.store.View()
 	counts := map[string]int{}
 	var b strings.Builder
 	tw := newFitTable(&b, width, 0).cutStarts(0)
 	fmt.Fprintln(tw, "JOB\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
 	for _, j := range snap.Jobs() {
 		counts[string(j.State)]++
-		if j.State != scheduler.JobRunning {
+		if j.State != state.JobRunning {
 			continue
 		}
 		as := snap.Attempts(j.ID)

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 func needPython(t *testing.T) {
@@ -306,15 +307,15 @@ gpus: "sim:1x24GiB"
 // on, in width (long names shortened, events wrapped) and in height (the oldest events
 // and then rows left out), and each redraw moves up over exactly the lines of the last.
 func TestRunTableFitsTheTerminal(t *testing.T) {
-	store, err := scheduler.NewStore()
+	store, err := state.NewStore()
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	for i, name := range []string{"a-sweep-with-a-long-name.1", "a-sweep-with-a-long-name.2", "a-sweep-with-a-long-name.3"} {
-		j := &scheduler.Job{Job: &plans.Job{ID: name}, Sweep: "a-sweep-with-a-long-name", Status: scheduler.Status{State: scheduler.JobRunning, Declared: 9 << 30, Attempts: 1}}
-		a := &scheduler.Attempt{ID: name + "/1", Job: name, N: 1, GPUs: []int{i}, Reserve: 9 << 30, Peak: int64(i) << 30, Started: at}
-		if err := store.Put(j, a); err != nil {
+		j := &state.Job{Job: &plans.Job{ID: name}, Sweep: "a-sweep-with-a-long-name", Status: state.Status{State: state.JobRunning, Declared: 9 << 30, Attempts: 1}}
+		a := &state.Attempt{ID: name + "/1", Job: name, N: 1, GPUs: []int{i}, Reserve: 9 << 30, Peak: int64(i) << 30, Started: at}
+		if err := store.Put(state.Change{Jobs: []*state.Job{j}, Attempts: []*state.Attempt{a}}); err != nil {
 			t.Fatal(err)
 		}
 	}

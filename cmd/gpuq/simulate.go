@@ -117,7 +117,7 @@ func simulateOne(opts *simulateOptions, t *sim.Trace, p sim.Policy) (sim.Result,
 		return r, err
 	}
 	var cards []gpu.Card
-	for _, g := range t.Sweep.GPUs.Sim {
+	for _, g := range t.Sweep.GPUs.Simulated {
 		for range g.Count {
 			cards = append(cards, gpu.Card{Index: len(cards), Total: g.Bytes})
 		}

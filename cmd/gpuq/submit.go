@@ -134,7 +134,7 @@ func (s *settings) sweepOverrides() plans.Overrides {
 // from its file or this command line); nil when it names none.
 func machineOf(sw *plans.Sweep) []string {
 	var args []string
-	if sw.GPUs.IsSim() || sw.GPUs.Indices != nil {
+	if sw.GPUs.IsSimulated() || sw.GPUs.Indices != nil {
 		args = append(args, "--gpus", sw.GPUs.String())
 	}
 	if sw.Headroom != plans.DefaultHeadroom {

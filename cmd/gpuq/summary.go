@@ -6,14 +6,14 @@ import (
 	"strings"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // summarize is a run's sweep with every job's history, on the cards it ran on.
-func summarize(store *scheduler.Store, sw *plans.Sweep, cards []gpu.Card) daemon.SweepSummary {
-	return daemon.SummarizeSweep(store.Snapshot(), sw.Name, gpuInfos(cards))
+func summarize(store *state.Store, sw *plans.Sweep, cards []gpu.Card) daemon.SweepSummary {
+	return daemon.SummarizeSweep(store.View(), sw.Name, gpuInfos(cards))
 }
 
 // gpuInfos are cards as a summary names them.
@@ -66,9 +66,9 @@ func printSummary(w io.Writer, sum daemon.SweepSummary) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%s: %d succeeded, %d failed, %d cancelled\n", sum.Sweep,
-		sum.Counts[string(scheduler.JobSucceeded)], sum.Counts[string(scheduler.JobFailed)], sum.Counts[string(scheduler.JobCancelled)])
+		sum.Counts[string(state.JobSucceeded)], sum.Counts[string(state.JobFailed)], sum.Counts[string(state.JobCancelled)])
 	for _, j := range sum.Jobs {
-		if j.Reason != "" && j.State == string(scheduler.JobFailed) {
+		if j.Reason != "" && j.State == string(state.JobFailed) {
 			fmt.Fprintf(w, "  %s failed: %s\n", j.ID, j.Reason)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 type waitOptions struct {
@@ -71,7 +72,7 @@ func runWait(opts *waitOptions, ids []string) error {
 		}
 		done := true
 		for _, j := range jobs {
-			if j.State == string(scheduler.JobHeld) && !held[j.ID] {
+			if j.State == string(state.JobHeld) && !held[j.ID] {
 				held[j.ID] = true
 				fmt.Fprintf(opts.io.Err, "gpuq: %s is held: it waits until gpuq release %s\n", j.ID, j.ID)
 			}
@@ -105,9 +106,9 @@ func waitedJobs(c *daemon.Client, ids []string) ([]daemon.Job, error) {
 	return out, nil
 }
 
-func ended(state string) bool {
-	switch scheduler.JobState(state) {
-	case scheduler.JobSucceeded, scheduler.JobFailed, scheduler.JobCancelled:
+func ended(st string) bool {
+	switch state.JobState(st) {
+	case state.JobSucceeded, state.JobFailed, state.JobCancelled:
 		return true
 	}
 	return false
@@ -122,7 +123,7 @@ func waitEnded(opts *waitOptions, jobs []daemon.Job) error {
 	}
 	var bad []string
 	for _, j := range jobs {
-		if j.State != string(scheduler.JobSucceeded) {
+		if j.State != string(state.JobSucceeded) {
 			bad = append(bad, j.ID+" "+j.State)
 		}
 	}

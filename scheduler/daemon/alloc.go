@@ -16,6 +16,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/alloc"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // AllocRequest adds an allocation queue, or with DryRun only shows its batch script.
@@ -100,7 +101,7 @@ func (d *daemon) allocAdd(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "--gpus none would give the workers no cards: name theirs, or leave --gpus out for every card Slurm gives them")
 		return
 	}
-	q := scheduler.AllocQueue{GPUsPerNode: req.GPUsPerNode, Time: req.Time, MaxAllocs: req.MaxAllocs,
+	q := state.AllocQueue{GPUsPerNode: req.GPUsPerNode, Time: req.Time, MaxAllocs: req.MaxAllocs,
 		IdleTimeout: req.IdleTimeout, Args: req.Args, GPUs: req.GPUs, Plan: req.Plan}
 	if req.DryRun {
 		script, err := d.alloc.DryRun(q)
@@ -122,7 +123,7 @@ func (d *daemon) allocAdd(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *daemon) allocList(w http.ResponseWriter, _ *http.Request) {
-	snap := d.store.Snapshot()
+	snap := d.store.View()
 	out := AllocListResponse{Queues: []AllocQueue{}}
 	for _, q := range snap.AllocQueues() {
 		allocs := snap.Allocations(q.ID)
@@ -134,7 +135,7 @@ func (d *daemon) allocList(w http.ResponseWriter, _ *http.Request) {
 	reply(w, out)
 }
 
-func anyActive(allocs []*scheduler.Allocation) bool {
+func anyActive(allocs []*state.Allocation) bool {
 	for _, a := range allocs {
 		if a.Active() {
 			return true
@@ -165,7 +166,7 @@ func nonNil(s []string) []string {
 }
 
 // allocQueue is a queue on the wire.
-func (d *daemon) allocQueue(q *scheduler.AllocQueue, allocs []*scheduler.Allocation) AllocQueue {
+func (d *daemon) allocQueue(q *state.AllocQueue, allocs []*state.Allocation) AllocQueue {
 	out := AllocQueue{ID: q.ID, GPUsPerNode: q.GPUsPerNode, Time: plans.FormatDuration(q.Time), MaxAllocs: q.MaxAllocs,
 		IdleTimeout: plans.FormatDuration(q.IdleTimeout), Args: nonNil(q.Args), GPUs: q.GPUs, Plan: q.Plan, Created: q.Created, Removed: q.Removed,
 		Error: q.Error, ErrorAt: timeOrNil(q.ErrorAt), Stalled: alloc.Stalled(allocs), Allocations: []Allocation{}}
@@ -208,7 +209,7 @@ func (c *Client) RemoveAlloc(id string) (AllocRemoveResponse, error) {
 // newAllocator is the daemon's allocator: Slurm's commands found on the PATH, rounds
 // over the engine's backlog, workers started with gpuq's own binary.
 func (d *daemon) newAllocator() *alloc.Allocator {
-	cfg := alloc.Config{Store: d.store, Do: d.eng.Do, Slurm: alloc.Slurm{Exec: alloc.Run}, Clock: scheduler.RealClock{},
+	cfg := alloc.Config{State: d.store.View, Put: d.eng.Put, Slurm: alloc.Slurm{Exec: alloc.Run}, Clock: scheduler.RealClock{},
 		Waiting: d.backlogNeeds, Worker: d.workerCommand, Logs: d.allocLogs(),
 		Log: func(format string, args ...any) { d.log.Printf(format, args...) }}
 	if d.cluster != nil {
@@ -231,7 +232,7 @@ func (d *daemon) backlogNeeds(ctx context.Context) ([]scheduler.Need, error) {
 // workerCommand is the command an allocation of q runs on each of its nodes: a worker
 // that reaches this daemon at its listener, with the credentials of its state
 // directory, on the cards and plan the queue names (default every card Slurm gives it).
-func (d *daemon) workerCommand(q *scheduler.AllocQueue) ([]string, error) {
+func (d *daemon) workerCommand(q *state.AllocQueue) ([]string, error) {
 	if d.listen == "" {
 		return nil, scheduler.Refused(fmt.Sprintf("the daemon on %s does not listen for workers: gpuq daemon --stop, then "+
 			"gpuq daemon --listen :7070 --gpus %s (on a login node, which runs no jobs itself)", d.cfg.StateDir, NoCards))

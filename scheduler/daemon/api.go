@@ -14,6 +14,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // routes is the API: what the typed client (client.go) calls.
@@ -45,10 +46,10 @@ func (d *daemon) routes() http.Handler {
 }
 
 func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
-	drained := d.store.Snapshot().Drained()
+	drained := d.store.View().Drained()
 	info := Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen}
 	for _, c := range d.machine.cards {
-		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[scheduler.CardID{Index: c.Index}]})
+		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
 	}
 	reply(w, info)
 }
@@ -70,7 +71,7 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
 	err = d.eng.Do(r.Context(), func() error {
-		if err := d.eng.Submit(&scheduler.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
+		if err := d.eng.Submit(&state.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
 			return scheduler.Refused(err.Error())
 		}
 		if d.metrics != nil {
@@ -93,7 +94,7 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("state"); s != "" {
 		states = strings.Split(s, ",")
 	}
-	snap := d.store.Snapshot()
+	snap := d.store.View()
 	if sweep != "" && snap.Submission(sweep) == nil {
 		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, snap.JobIDs()).Error())
 		return
@@ -109,7 +110,7 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
-	snap := d.store.Snapshot()
+	snap := d.store.View()
 	j := snap.Job(r.PathValue("id"))
 	if j == nil {
 		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), snap.JobIDs()).Error())
@@ -160,7 +161,7 @@ func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if err := d.eng.Do(r.Context(), func() error { return d.eng.Drain(scheduler.CardID{Worker: req.Worker, Index: req.GPU}, req.On) }); err != nil {
+	if err := d.eng.Do(r.Context(), func() error { return d.eng.Drain(plans.CardID{Worker: req.Worker, Index: req.GPU}, req.On) }); err != nil {
 		failWith(w, err)
 		return
 	}
@@ -172,7 +173,7 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	var gone []*scheduler.Submission
+	var gone []*state.Submission
 	err := d.eng.Do(r.Context(), func() error {
 		var err error
 		gone, err = d.eng.Clean(req.Sweep, req.OlderThan)

@@ -15,8 +15,9 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // idleRunner starts attempts that run until they are stopped.
@@ -33,7 +34,7 @@ func (r *idleRunner) Start(scheduler.Launch) (scheduler.Started, error) {
 	return scheduler.Started{Leader: 1000 + r.n}, nil
 }
 
-func (r *idleRunner) Stop(a *scheduler.Attempt) {
+func (r *idleRunner) Stop(a *state.Attempt) {
 	go func() { r.exits <- scheduler.Exit{Attempt: a.ID, Outcome: plans.Cancelled} }()
 }
 
@@ -51,16 +52,16 @@ func testAPI(t *testing.T) (*daemon, *httptest.Server) {
 // testDaemon is testAPI's daemon, with its runner and its metrics.
 func testDaemon(t *testing.T) (*daemon, *idleRunner, *httptest.Server) {
 	t.Helper()
-	store, err := scheduler.NewStore()
+	store, err := state.NewStore()
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec, _ := plans.ParseGPUs("sim:2x24GiB")
-	inv, err := gpu.Open(spec, gpu.Options{Ledger: t.TempDir()})
+	inv, err := nvidia.Open(spec, nvidia.Options{Ledger: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cards, _ := inv.Snapshot()
+	cards, _ := inv.Read()
 	m := &machine{inv: inv, spec: spec, cards: cards, slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, headroom: plans.DefaultHeadroom}
 	d := &daemon{cfg: Config{StateDir: "/nowhere", Version: "v9"}, store: store, machine: m,
 		log: &EventLog{}, stop: make(chan struct{}), hooks: NewHooks(store, nil, func(string) {})}
@@ -140,7 +141,7 @@ func TestAFailureIsToldBeforeTheEnd(t *testing.T) {
 	if _, err := clientOf(srv).Submit(SubmitRequest{File: filepath.Join(dir, "n.yaml"), Source: sweep}); err != nil {
 		t.Fatal(err)
 	}
-	schedtest.WaitFor(t, "both jobs to run", func() bool { return len(d.store.Snapshot().Running()) == 2 })
+	schedtest.WaitFor(t, "both jobs to run", func() bool { return len(d.store.View().Running()) == 2 })
 	// Queued from inside the loop, both are applied by its next transaction.
 	err := d.eng.Do(context.Background(), func() error {
 		r.exits <- scheduler.Exit{Attempt: "n.1/1", Outcome: plans.Success}

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // cluster is a listening daemon's machines as its engine sees them: its own, the first
@@ -48,7 +49,7 @@ type remote struct {
 	link  *link // nil while it is away
 	heard time.Time
 	// attempts run there, as the engine holds them.
-	attempts map[string]*scheduler.Attempt
+	attempts map[string]*state.Attempt
 	// stops are asked while the worker is away, for when it is back.
 	stops map[string]AttemptRef
 	// sweeps the worker has had over its link.
@@ -71,18 +72,18 @@ func newCluster(local *machine, r *runner.Supervised, grace time.Duration, log *
 func (c *cluster) worker(name string) *remote {
 	w := c.workers[name]
 	if w == nil {
-		w = &remote{heard: c.clock.Now(), attempts: map[string]*scheduler.Attempt{}, stops: map[string]AttemptRef{}}
+		w = &remote{heard: c.clock.Now(), attempts: map[string]*state.Attempt{}, stops: map[string]AttemptRef{}}
 		w.hello.Name = name
 		c.workers[name] = w
 	}
 	return w
 }
 
-// Snapshot reads this machine's cards, and the last reading of each linked worker's.
-func (c *cluster) Snapshot() ([]gpu.Card, error) {
+// Read reads this machine's cards, and the last reading of each linked worker's.
+func (c *cluster) Read() ([]gpu.Card, error) {
 	var cards []gpu.Card
 	if c.local.inv != nil {
-		local, err := c.local.inv.Snapshot()
+		local, err := c.local.inv.Read()
 		if err != nil {
 			return nil, err
 		}
@@ -191,7 +192,7 @@ func (c *cluster) report(x scheduler.Exit) { go func() { c.exits <- x }() }
 // back, and its trainer stops by then anyway (its lease lapses): the attempt ends now,
 // so that a daemon stopping its trainers, or a person cancelling a job, does not wait
 // for a worker that may never come back.
-func (c *cluster) Stop(a *scheduler.Attempt) {
+func (c *cluster) Stop(a *state.Attempt) {
 	if a.Worker == "" {
 		c.runner.Stop(a)
 		return
@@ -221,7 +222,7 @@ func (c *cluster) Exits() <-chan scheduler.Exit { return c.exits }
 // Adopt takes up an attempt that ran when the last daemon stopped: on this machine
 // through its supervisor, on a worker when the worker is back (see connect), or lost
 // with it after the grace period.
-func (c *cluster) Adopt(a *scheduler.Attempt) scheduler.Started {
+func (c *cluster) Adopt(a *state.Attempt) scheduler.Started {
 	if a.Worker == "" {
 		return c.runner.Adopt(a)
 	}
@@ -405,7 +406,7 @@ func (c *cluster) allocations() map[string]int {
 }
 
 // info lists the workers for the API.
-func (c *cluster) info(drained map[scheduler.CardID]bool) []WorkerInfo {
+func (c *cluster) info(drained map[plans.CardID]bool) []WorkerInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := []WorkerInfo{}
@@ -415,7 +416,7 @@ func (c *cluster) info(drained map[scheduler.CardID]bool) []WorkerInfo {
 			GPUs: []GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends}
 		for _, card := range w.state.Cards {
 			wi.GPUs = append(wi.GPUs, GPUInfo{Worker: name, Index: card.Index, TotalBytes: card.Total,
-				Drained: drained[scheduler.CardID{Worker: name, Index: card.Index}]})
+				Drained: drained[plans.CardID{Worker: name, Index: card.Index}]})
 		}
 		out = append(out, wi)
 	}

@@ -28,7 +28,9 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/alloc"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Config is what a daemon runs with. The CLI fills it from flags, GPUQ_* variables and
@@ -41,7 +43,7 @@ type Config struct {
 	// limit, plans.DefaultHeadroom.
 	Machine plans.Overrides
 	// Inventory opens the cards; its Ledger is also the simulated trainers'.
-	Inventory gpu.Options
+	Inventory nvidia.Options
 	// HostHeadroom is the host RAM kept for the system (host_reserve).
 	HostHeadroom plans.Headroom
 	// Poll is how often the cards are sampled between events.
@@ -74,7 +76,7 @@ const DefaultWorkerGrace = 2 * time.Minute
 // daemon is a running gpuq daemon: the engine over a journaled store, and the API.
 type daemon struct {
 	cfg     Config
-	store   *scheduler.Store
+	store   *state.Store
 	eng     *scheduler.Engine
 	machine *machine
 	// cluster is its machine and its workers, with a network listener; nil without.
@@ -149,7 +151,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %s, %s known, %s taken up; state in %s",
 		cfg.Version, os.Getpid(), d.machine.name(), CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
-		plans.Count(len(d.store.Snapshot().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
+		plans.Count(len(d.store.View().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
 	if r := d.machine.recalled; len(r) > 0 {
 		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
 			cfg.StateDir, strings.Join(r, ", "))
@@ -166,14 +168,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	d.log.Printf("gpuq daemon stopped; %s left running under their supervisors", plans.Count(len(d.store.Snapshot().Running()), "trainer"))
+	d.log.Printf("gpuq daemon stopped; %s left running under their supervisors", plans.Count(len(d.store.View().Running()), "trainer"))
 	return nil
 }
 
 // open rebuilds the state, opens the machine and takes up the attempts that ran on.
 func open(cfg Config) (*daemon, error) {
 	d := &daemon{cfg: cfg, started: time.Now(), log: NewEventLog(cfg.Log), stop: make(chan struct{})}
-	store, err := scheduler.OpenState(cfg.StateDir, func(w string) { d.log.Printf("warning: %s", w) })
+	store, err := state.OpenState(cfg.StateDir, func(w string) { d.log.Printf("warning: %s", w) })
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +213,7 @@ func open(cfg Config) (*daemon, error) {
 		inv, run = d.cluster, d.cluster
 	}
 	d.eng = scheduler.NewEngine(store, inv, run, scheduler.RealClock{}, ec, d.event)
-	subs := store.Snapshot().Submissions()
+	subs := store.View().Submissions()
 	for _, sub := range subs {
 		if err := d.resume(sub); err != nil {
 			d.close()
@@ -241,11 +243,11 @@ func open(cfg Config) (*daemon, error) {
 // resume checks a replayed submission against this machine. Its limit names the cards
 // its jobs may use: on a machine without some of them, it says so rather than let them
 // take other cards.
-func (d *daemon) resume(sub *scheduler.Submission) error {
+func (d *daemon) resume(sub *state.Submission) error {
 	name := sub.Sweep.Name
 	if d.cluster != nil {
 		if sub.Limit == nil {
-			return d.store.DeriveLimit(name, scheduler.AdmitAnywhere(sub.Sweep))
+			return d.store.DeriveLimit(name, state.AdmitAnywhere(sub.Sweep))
 		}
 		return nil // a cluster's cards come and go
 	}
@@ -276,17 +278,17 @@ func (d *daemon) close() {
 // admit checks a sweep against the daemon's machine and returns its limit there, with
 // what of the sweep does not apply. On a cluster, whose cards come and go, only the
 // sweep's plan is kept (see scheduler.AdmitAnywhere).
-func (d *daemon) admit(sw *plans.Sweep) (scheduler.Limit, []string, error) {
+func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 	var warnings []string
 	if sw.Headroom != d.machine.headroom {
 		warnings = append(warnings, fmt.Sprintf("%s: headroom %s does not apply: the daemon keeps %s free on every card "+
 			"for every sweep (gpuq daemon --headroom)", sw.File, sw.Headroom, d.machine.headroom))
 	}
 	if d.cluster != nil {
-		if sw.GPUs.IsSim() {
+		if sw.GPUs.IsSimulated() {
 			warnings = append(warnings, fmt.Sprintf("%s: gpus %s does not apply: the daemon runs it on its workers' cards", sw.File, sw.GPUs))
 		}
-		return scheduler.AdmitAnywhere(sw), warnings, nil
+		return state.AdmitAnywhere(sw), warnings, nil
 	}
 	if err := d.machine.serves(sw, d.cfg.StateDir); err != nil {
 		return nil, nil, err
@@ -433,7 +435,7 @@ func (d *daemon) mapJobs() {
 	if d.jobMap == nil {
 		return
 	}
-	err := d.jobMap.update(d.store.Snapshot())
+	err := d.jobMap.update(d.store.View())
 	switch {
 	case err == nil:
 		d.jobMapErr = ""

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/pack"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -53,7 +54,7 @@ gpu_plan: "1"
 		data, _ := os.ReadFile(j.Attempts[0].Log)
 		return strings.Contains(string(data), "hello from 1")
 	})
-	if w, err := c.Why("long.3"); err != nil || w.Reason != string(scheduler.NoSlot) {
+	if w, err := c.Why("long.3"); err != nil || w.Reason != string(pack.NoSlot) {
 		t.Errorf("why long.3: %+v %v", w, err)
 	}
 	for name, err := range map[string]error{
@@ -287,7 +288,7 @@ func TestADaemonStartedAgainTakesTheLastMachine(t *testing.T) {
 	if want := "warning: sweep m was admitted on GPUs this daemon does not have ([2]; it schedules on sim:2x24GiB (GPUs 0,1))"; !strings.Contains(d.log.String(), want) {
 		t.Errorf("the log lacks %q:\n%s", want, d.log)
 	}
-	if w, err := d.client.Why("m.2"); err != nil || w.Reason != string(scheduler.TooLarge) {
+	if w, err := d.client.Why("m.2"); err != nil || w.Reason != string(pack.TooLarge) {
 		t.Errorf("why m.2 on a machine without its card: %+v %v", w, err)
 	}
 }

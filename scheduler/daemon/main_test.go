@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 // testConfig is a daemon on two simulated cards of 24 GiB that samples them often.
 func testConfig(dir, ledger string, log *os.File) Config {
 	return Config{StateDir: dir, Machine: plans.Overrides{GPUs: plans.Override{Value: "sim:2x24GiB", Source: "test"}},
-		Inventory: gpu.Options{Ledger: ledger}, Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]},
+		Inventory: nvidia.Options{Ledger: ledger}, Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]},
 		Version: "test", Log: log}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // metrics is the daemon's collector. Jobs, attempts and cards are read from the state
@@ -61,7 +62,7 @@ func (m *metrics) handler() http.Handler {
 
 // event notes when a job enters the queue, and how long it waited when it starts.
 func (m *metrics) event(ev scheduler.Event) {
-	j := m.d.store.Snapshot().Job(ev.Job)
+	j := m.d.store.View().Job(ev.Job)
 	switch {
 	case j == nil:
 	case ev.Kind == "started":
@@ -69,7 +70,7 @@ func (m *metrics) event(ev scheduler.Event) {
 			m.wait.Observe(ev.Time.Sub(since).Seconds())
 		}
 		delete(m.queued, j.ID)
-	case j.State == scheduler.JobQueued:
+	case j.State == state.JobQueued:
 		if _, ok := m.queued[j.ID]; !ok {
 			m.queued[j.ID] = ev.Time
 		}
@@ -93,10 +94,10 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	snap := m.d.store.Snapshot()
-	states := map[scheduler.JobState]int{}
-	for _, st := range []scheduler.JobState{scheduler.JobQueued, scheduler.JobHeld, scheduler.JobRunning,
-		scheduler.JobSucceeded, scheduler.JobFailed, scheduler.JobCancelled} {
+	snap := m.d.store.View()
+	states := map[state.JobState]int{}
+	for _, st := range []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
+		state.JobSucceeded, state.JobFailed, state.JobCancelled} {
 		states[st] = 0
 	}
 	type key struct {
@@ -130,7 +131,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 
 // collectCards reports each card's memory as the engine last read it; nothing when the
 // engine does not answer in time (it is stopping).
-func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap scheduler.Snapshot) {
+func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap state.View) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var views []scheduler.CardView
@@ -143,7 +144,7 @@ func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap scheduler.Snaps
 			learned += snap.Learned(h.Attempt.Shape)
 		}
 		// A worker's card is WORKER:INDEX, as people name it.
-		gpu := scheduler.CardID{Worker: v.Worker, Index: v.Index}.String()
+		gpu := plans.CardID{Worker: v.Worker, Index: v.Index}.String()
 		for kind, b := range map[string]int64{"total": v.Total, "used": v.Used, "reserved": v.Reserved, "learned": learned, "other": v.Foreign} {
 			ch <- prometheus.MustNewConstMetric(m.memory, prometheus.GaugeValue, float64(b), gpu, kind)
 		}

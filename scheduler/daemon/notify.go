@@ -9,6 +9,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // SweepSummary is a sweep with every job's whole history: what gpuq run --json prints,
@@ -21,10 +22,10 @@ type SweepSummary struct {
 	GPUs []GPUInfo `json:"gpus,omitempty"`
 }
 
-// SummarizeSweep is a sweep of a snapshot, its jobs in submission order, on cards.
-func SummarizeSweep(snap scheduler.Snapshot, sweep string, cards []GPUInfo) SweepSummary {
+// SummarizeSweep is a sweep of a view of the store, its jobs in submission order, on cards.
+func SummarizeSweep(snap state.View, sweep string, cards []GPUInfo) SweepSummary {
 	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
-	for _, st := range []scheduler.JobState{scheduler.JobQueued, scheduler.JobRunning, scheduler.JobSucceeded, scheduler.JobFailed, scheduler.JobCancelled} {
+	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled} {
 		sum.Counts[string(st)] = 0
 	}
 	for _, j := range sweepJobs(snap, sweep) {
@@ -36,9 +37,9 @@ func SummarizeSweep(snap scheduler.Snapshot, sweep string, cards []GPUInfo) Swee
 }
 
 // sweepJobs are a sweep's jobs, in submission order.
-func sweepJobs(snap scheduler.Snapshot, sweep string) []*scheduler.Job {
+func sweepJobs(snap state.View, sweep string) []*state.Job {
 	jobs := slices.Collect(snap.JobsOf(sweep))
-	slices.SortFunc(jobs, func(a, b *scheduler.Job) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(a.Seq, b.Seq) })
 	return jobs
 }
 
@@ -55,7 +56,7 @@ type Notice struct {
 // for good, if its sweep asks, and when a sweep's last job has ended. A sweep that ends
 // again (a job retried) is told again.
 type Hooks struct {
-	store *scheduler.Store
+	store *state.Store
 	cards []GPUInfo
 	n     launcher.Notifier
 	// told are the failed jobs whose failure was told, ended the sweeps whose end was.
@@ -64,7 +65,7 @@ type Hooks struct {
 
 // NewHooks returns the hooks of the sweeps in a store, run on cards; log hears of the
 // hooks that fail.
-func NewHooks(store *scheduler.Store, cards []GPUInfo, log func(string)) *Hooks {
+func NewHooks(store *state.Store, cards []GPUInfo, log func(string)) *Hooks {
 	h := &Hooks{store: store, cards: cards, told: map[string]bool{}, ended: map[string]bool{}}
 	h.n.Log = log
 	return h
@@ -73,7 +74,7 @@ func NewHooks(store *scheduler.Store, cards []GPUInfo, log func(string)) *Hooks 
 // Event fires the hooks an event calls for. It is the engine's events function's to
 // call, in the engine's loop.
 func (h *Hooks) Event(ev scheduler.Event) {
-	snap := h.store.Snapshot()
+	snap := h.store.View()
 	j := snap.Job(ev.Job)
 	if j == nil {
 		return // an event of a card
@@ -83,11 +84,11 @@ func (h *Hooks) Event(ev scheduler.Event) {
 		return
 	}
 	switch j.State {
-	case scheduler.JobQueued, scheduler.JobRunning:
+	case state.JobQueued, state.JobRunning:
 		delete(h.told, j.ID)
 		delete(h.ended, j.Sweep)
 		return
-	case scheduler.JobFailed:
+	case state.JobFailed:
 		h.failed(snap, sw, j)
 	}
 	if sw.Notify.OnEnd && !h.ended[j.Sweep] && h.over(snap, j.Sweep) {
@@ -95,7 +96,7 @@ func (h *Hooks) Event(ev scheduler.Event) {
 		// the events: their failures come before the end all the same.
 		if sw.Notify.OnFailure {
 			for _, f := range sweepJobs(snap, j.Sweep) {
-				if f.State == scheduler.JobFailed {
+				if f.State == state.JobFailed {
 					h.failed(snap, sw, f)
 				}
 			}
@@ -107,7 +108,7 @@ func (h *Hooks) Event(ev scheduler.Event) {
 }
 
 // failed tells the hooks of a job that failed, once.
-func (h *Hooks) failed(snap scheduler.Snapshot, sw *plans.Sweep, j *scheduler.Job) {
+func (h *Hooks) failed(snap state.View, sw *plans.Sweep, j *state.Job) {
 	if sw.Notify.OnFailure && !h.told[j.ID] {
 		h.told[j.ID] = true
 		js := Summarize(snap, j)
@@ -130,7 +131,7 @@ func (h *Hooks) fire(sw *plans.Sweep, nt Notice, job string) {
 // over reports whether no job of the sweep runs or waits. The running attempts and the
 // queue are asked first, since either is quick where the sweep's jobs may be many; the
 // sweep's own jobs only when both say so, for a held one.
-func (h *Hooks) over(snap scheduler.Snapshot, sweep string) bool {
+func (h *Hooks) over(snap state.View, sweep string) bool {
 	for _, a := range snap.Running() {
 		if snap.Job(a.Job).Sweep == sweep {
 			return false
@@ -140,7 +141,7 @@ func (h *Hooks) over(snap scheduler.Snapshot, sweep string) bool {
 		return false
 	}
 	for j := range snap.JobsOf(sweep) {
-		if j.State == scheduler.JobQueued || j.State == scheduler.JobRunning {
+		if j.State == state.JobQueued || j.State == state.JobRunning {
 			return false
 		}
 	}

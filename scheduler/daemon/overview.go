@@ -8,6 +8,8 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Overview is the machine and its jobs at one moment: what gpuq top draws.
@@ -121,11 +123,11 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	out := Overview{Time: time.Now(), Simulated: d.machine.simulated(), GPUs: []GPUView{},
 		Running: []RunningJob{}, Queue: []WaitingJob{}}
 	var views []scheduler.CardView
-	var waits map[string]scheduler.Wait
-	var snap scheduler.Snapshot
+	var waits map[string]pack.Wait
+	var snap state.View
 	// Read in the engine's loop, the state and the events agree.
 	err := d.eng.Do(r.Context(), func() error {
-		views, snap, out.Events = d.eng.CardViews(), d.store.Snapshot(), d.recent.last()
+		views, snap, out.Events = d.eng.CardViews(), d.store.View(), d.recent.last()
 		var err error
 		waits, err = d.eng.Waits()
 		return err
@@ -148,7 +150,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(out.Running, func(p, q RunningJob) int { return p.Started.Compare(q.Started) })
 	for _, j := range snap.Jobs() {
-		if j.State != scheduler.JobQueued {
+		if j.State != state.JobQueued {
 			continue
 		}
 		est, _ := snap.Estimate(j)

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpuq/gpuq/launcher"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 	"golang.org/x/sys/unix"
 )
 
@@ -70,15 +70,15 @@ func Gone(dir string) bool {
 
 // Salvage rebuilds the damaged state of a directory (see scheduler.Salvage) under its
 // lock, so that no daemon starts on it meanwhile.
-func Salvage(dir string) (scheduler.Salvaged, error) {
+func Salvage(dir string) (state.Salvaged, error) {
 	dir, err := MakeStateDir(dir)
 	if err != nil {
-		return scheduler.Salvaged{}, err
+		return state.Salvaged{}, err
 	}
 	lock, err := lockState(dir)
 	if err != nil {
-		return scheduler.Salvaged{}, err
+		return state.Salvaged{}, err
 	}
 	defer lock.Close()
-	return scheduler.Salvage(dir)
+	return state.Salvage(dir)
 }

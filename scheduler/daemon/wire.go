@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // The API's wire types: JSON over HTTP on the state directory's socket, gpuq's own
@@ -91,8 +91,8 @@ type MemorySample struct {
 	Bytes     int64   `json:"bytes"`
 }
 
-// Summarize is one job of a snapshot with its whole history.
-func Summarize(snap scheduler.Snapshot, j *scheduler.Job) JobSummary {
+// Summarize is one job of a view of the store with its whole history.
+func Summarize(snap state.View, j *state.Job) JobSummary {
 	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
 		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
 	if l := snap.Learned(j.Shape); l > 0 {

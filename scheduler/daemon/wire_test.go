@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // TestSummarizeTellsLearnedDuration: a job's summary tells how long its shape takes as
@@ -15,18 +15,18 @@ func TestSummarizeTellsLearnedDuration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := scheduler.NewStore()
-	if err := st.Submit(&scheduler.Submission{Sweep: sw}); err != nil {
+	st, _ := state.NewStore()
+	if err := st.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
-	j := st.Snapshot().Job("w.1")
-	if js := Summarize(st.Snapshot(), j); js.LearnedSeconds != nil {
+	j := st.View().Job("w.1")
+	if js := Summarize(st.View(), j); js.LearnedSeconds != nil {
 		t.Errorf("learned %v before any run", *js.LearnedSeconds)
 	}
-	if err := st.Put(&scheduler.Shape{Name: j.Shape, Duration: 90 * time.Minute, Runs: 3}); err != nil {
+	if err := st.Put(state.Change{Shapes: []*state.Shape{{Name: j.Shape, Duration: 90 * time.Minute, Runs: 3}}}); err != nil {
 		t.Fatal(err)
 	}
-	if js := Summarize(st.Snapshot(), j); js.LearnedSeconds == nil || *js.LearnedSeconds != 5400 || js.LearnedRuns != 3 {
+	if js := Summarize(st.View(), j); js.LearnedSeconds == nil || *js.LearnedSeconds != 5400 || js.LearnedRuns != 3 {
 		t.Errorf("learned %v over %d runs, want 5400 s over 3", js.LearnedSeconds, js.LearnedRuns)
 	}
 }

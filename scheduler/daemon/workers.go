@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // workerName is what a worker may be called: a host name, without the colon that
@@ -105,7 +106,7 @@ func (d *daemon) workerStream(w http.ResponseWriter, r *http.Request) {
 func (d *daemon) attemptStream(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	n, _ := strconv.Atoi(r.PathValue("n"))
-	a := d.store.Snapshot().Attempt(scheduler.AttemptID(id, n))
+	a := d.store.View().Attempt(state.AttemptID(id, n))
 	if a == nil {
 		fail(w, http.StatusNotFound, fmt.Sprintf("job %q has no attempt %d; gpuq status %s lists them", id, n, id))
 		return
@@ -233,7 +234,7 @@ func (d *daemon) workers(w http.ResponseWriter, _ *http.Request) {
 		reply(w, []WorkerInfo{})
 		return
 	}
-	reply(w, d.cluster.info(d.store.Snapshot().Drained()))
+	reply(w, d.cluster.info(d.store.View().Drained()))
 }
 
 func (d *daemon) drainWorker(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // A gpuq worker's link to its daemon is one stream (GET /v1/worker with Upgrade) of
@@ -92,11 +93,11 @@ type AttemptRef struct {
 	N   int    `json:"n"`
 }
 
-func refOf(a *scheduler.Attempt) AttemptRef { return AttemptRef{ID: a.ID, Job: a.Job, N: a.N} }
+func refOf(a *state.Attempt) AttemptRef { return AttemptRef{ID: a.ID, Job: a.Job, N: a.N} }
 
 // StartRequest starts an attempt on a worker, on its cards a.GPUs.
 type StartRequest struct {
-	Attempt *scheduler.Attempt `json:"attempt"`
+	Attempt *state.Attempt `json:"attempt"`
 	// Sweep is the attempt's sweep, as submitted; sent once per sweep and link, when
 	// the worker has not had it yet. SweepKey names it either way.
 	Sweep    *SweepSource `json:"sweep,omitempty"`

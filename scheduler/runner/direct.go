@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Direct starts attempts as children of this process (gpuq run): they end with it.
@@ -46,7 +47,7 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 }
 
 // Stop stops the attempt's process group: SIGTERM, then SIGKILL after a grace period.
-func (r *Direct) Stop(a *scheduler.Attempt) {
+func (r *Direct) Stop(a *state.Attempt) {
 	r.mu.Lock()
 	p := r.procs[a.ID]
 	r.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Options are what both runners need.
@@ -52,7 +53,7 @@ func (b *base) Owner(pid int) (string, bool) { return launcher.OwnerIn(b.dir, pi
 func (b *base) HostMemory() map[string]int64 { return launcher.AttemptMemory(b.dir) }
 
 // attemptDir is an attempt's directory.
-func (b *base) attemptDir(a *scheduler.Attempt) (string, error) {
+func (b *base) attemptDir(a *state.Attempt) (string, error) {
 	return launcher.AttemptDir(b.dir, a.Job, a.N)
 }
 
@@ -66,7 +67,7 @@ func (b *base) unwritable(err error) error {
 	var le *os.LinkError
 	switch {
 	case launcher.MachineFault(err), errors.As(err, &pe) && b.holds(pe.Path), errors.As(err, &le) && b.holds(le.New):
-		return &scheduler.CannotWrite{What: "the attempt's files", Err: err}
+		return &state.CannotWrite{What: "the attempt's files", Err: err}
 	}
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // launch is an attempt of a one-job sweep whose command is sh -c script.
@@ -25,9 +26,9 @@ func launch(t *testing.T, script string, environ []string) scheduler.Launch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &scheduler.Job{Job: &sw.Jobs[0], Sweep: "r"}
-	return scheduler.Launch{Attempt: &scheduler.Attempt{ID: "r.1/1", Job: "r.1", N: 1, Params: sw.Jobs[0].Params}, Job: j,
-		Submission: &scheduler.Submission{Sweep: sw, Environ: environ}, Cards: []gpu.Card{{Index: 0, Total: 24 << 30}}, Sharing: 1}
+	j := &state.Job{Job: &sw.Jobs[0], Sweep: "r"}
+	return scheduler.Launch{Attempt: &state.Attempt{ID: "r.1/1", Job: "r.1", N: 1, Params: sw.Jobs[0].Params}, Job: j,
+		Submission: &state.Submission{Sweep: sw, Environ: environ}, Cards: []gpu.Card{{Index: 0, Total: 24 << 30}}, Sharing: 1}
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
@@ -80,7 +81,7 @@ func TestUnwritableAttemptsAreTheMachinesFault(t *testing.T) {
 	}
 	r := NewDirect(Options{Dir: root})
 	_, err := r.Start(launch(t, "exit 0", nil))
-	var cw *scheduler.CannotWrite
+	var cw *state.CannotWrite
 	if !errors.As(err, &cw) || r.Check() == nil {
 		t.Fatalf("Start on an unwritable root: %v (check: %v); want a CannotWrite", err, r.Check())
 	}
@@ -114,7 +115,7 @@ func TestALaunchWithoutADescriptorIsUnstarted(t *testing.T) {
 	// One descriptor free: the config and the rendezvous port take it in turn, the log
 	// keeps it, and the pty finds none.
 	schedtest.WithDescriptors(t, 1, func() { _, err = r.Start(l) })
-	var cw *scheduler.CannotWrite
+	var cw *state.CannotWrite
 	if !errors.As(err, &cw) || !errors.Is(err, syscall.EMFILE) {
 		t.Fatalf("start with no descriptor free: %v; want a CannotWrite of EMFILE", err)
 	}
@@ -151,7 +152,7 @@ func TestTheMachinesWantsAreNotTheJobs(t *testing.T) {
 		{outside(syscall.ENOENT), false},
 		{outside(syscall.EACCES), false},
 	} {
-		var cw *scheduler.CannotWrite
+		var cw *state.CannotWrite
 		if got := errors.As(r.unwritable(tc.err), &cw); got != tc.machine {
 			t.Errorf("%v: the machine's %v, want %v", tc.err, got, tc.machine)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Supervised starts each attempt under a supervisor process of its own (see
@@ -42,7 +43,7 @@ func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
 // never started and never will (see launcher.NeverStarted) is reported unstarted; one
 // whose supervisor had not yet said that its trainer runs is waited for like any
 // other, so that its job never runs twice.
-func (r *Supervised) Adopt(a *scheduler.Attempt) scheduler.Started {
+func (r *Supervised) Adopt(a *state.Attempt) scheduler.Started {
 	dir, err := r.attemptDir(a)
 	if err != nil {
 		r.report(scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: err.Error()})
@@ -77,7 +78,7 @@ func (r *Supervised) watch(attempt, dir string) {
 }
 
 // Stop asks the attempt's supervisor to stop its trainer.
-func (r *Supervised) Stop(a *scheduler.Attempt) {
+func (r *Supervised) Stop(a *state.Attempt) {
 	if dir, err := r.attemptDir(a); err == nil {
 		r.stopping.Store(a.ID, true)
 		launcher.StopSupervised(dir)

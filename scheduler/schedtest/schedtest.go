@@ -5,6 +5,7 @@ package schedtest
 
 import (
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -119,3 +120,38 @@ func WithDescriptors(t testing.TB, free int, fn func()) {
 	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 	fn()
 }
+
+// FullDisk is a file on a disk that fills up: while Full, a write puts half its bytes
+// on the disk and fails with ENOSPC, as a real one may; Stuck makes taking them back
+// (Truncate) fail too, with EIO.
+type FullDisk struct {
+	File interface {
+		io.Writer
+		Sync() error
+		Truncate(size int64) error
+		Close() error
+	}
+	Full, Stuck bool
+}
+
+func (d *FullDisk) Write(b []byte) (int, error) {
+	if d.Full {
+		n, _ := d.File.Write(b[:len(b)/2])
+		return n, syscall.ENOSPC
+	}
+	return d.File.Write(b)
+}
+
+// Truncate cuts the file to size, unless the disk is Stuck.
+func (d *FullDisk) Truncate(size int64) error {
+	if d.Stuck {
+		return syscall.EIO
+	}
+	return d.File.Truncate(size)
+}
+
+// Sync syncs the file.
+func (d *FullDisk) Sync() error { return d.File.Sync() }
+
+// Close closes the file.
+func (d *FullDisk) Close() error { return d.File.Close() }

@@ -28,7 +28,7 @@ type machine struct {
 	mostPerCard int
 	// wakes are the moments a wake event is due at.
 	wakes map[time.Duration]bool
-	read  []gpu.Card // what Snapshot returned last
+	read  []gpu.Card // what Read returned last
 }
 
 type simCard struct {
@@ -85,7 +85,7 @@ func (q *eventQueue) Pop() any {
 
 func newMachine(spec plans.GPUSpec) *machine {
 	m := &machine{}
-	for _, g := range spec.Sim {
+	for _, g := range spec.Simulated {
 		for range g.Count {
 			m.cards = append(m.cards, simCard{total: g.Bytes})
 			m.capacity += g.Bytes
@@ -235,9 +235,9 @@ func (m *machine) utilization() float64 {
 	return m.memTime / (float64(m.capacity) * m.last.Seconds())
 }
 
-// Snapshot reads the cards as NVML would: memory in use and the processes holding it.
+// Read reads the cards as NVML would: memory in use and the processes holding it.
 // It fills the same slices each time: the engine keeps a reading only until its next.
-func (m *machine) Snapshot() ([]gpu.Card, error) {
+func (m *machine) Read() ([]gpu.Card, error) {
 	if m.read == nil {
 		m.read = make([]gpu.Card, len(m.cards))
 	}

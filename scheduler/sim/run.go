@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Policy is how jobs are put on cards.
@@ -66,13 +67,13 @@ func Run(t *Trace, p Policy) (Result, error) {
 
 // History simulates the trace under gpuq's policy, as Run does, and returns the
 // engine's store too: every job with its attempts, for a report.
-func History(t *Trace) (Result, *scheduler.Store, error) { return run(t, GPUQ) }
+func History(t *Trace) (Result, *state.Store, error) { return run(t, GPUQ) }
 
-func run(t *Trace, p Policy) (Result, *scheduler.Store, error) {
+func run(t *Trace, p Policy) (Result, *state.Store, error) {
 	began := time.Now()
 	m := newMachine(t.Sweep.GPUs)
 	r := Result{Policy: p, Jobs: len(t.Sweep.Jobs)}
-	var store *scheduler.Store
+	var store *state.Store
 	var err error
 	switch p {
 	case GPUQ:
@@ -104,8 +105,8 @@ func run(t *Trace, p Policy) (Result, *scheduler.Store, error) {
 // trainers only reached their peaks frees nothing; a round then matters only while a
 // trainer of a shape not yet measured runs, to sample its peak, which the engine
 // learns from (the real engine polls every second).
-func runEngine(t *Trace, m *machine, r *Result) (*scheduler.Store, error) {
-	store, err := scheduler.NewStore()
+func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
+	store, err := state.NewStore()
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func runEngine(t *Trace, m *machine, r *Result) (*scheduler.Store, error) {
 	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64}
 	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
 	rn.engine = e
-	if err := e.Submit(&scheduler.Submission{Sweep: t.Sweep}); err != nil {
+	if err := e.Submit(&state.Submission{Sweep: t.Sweep}); err != nil {
 		return nil, err
 	}
 	timed := slices.ContainsFunc(t.Sweep.Jobs, func(j plans.Job) bool { return j.Timeout.After > 0 })
@@ -138,8 +139,8 @@ func runEngine(t *Trace, m *machine, r *Result) (*scheduler.Store, error) {
 		}
 	}
 	// Jobs still queued with nothing running can never start: failed.
-	for _, j := range store.Snapshot().Jobs() {
-		if j.State == scheduler.JobSucceeded {
+	for _, j := range store.View().Jobs() {
+		if j.State == state.JobSucceeded {
 			r.Completed++
 		} else {
 			r.Failed++
@@ -154,7 +155,7 @@ type engineRunner struct {
 	m        *machine
 	trace    *Trace
 	engine   *scheduler.Engine
-	store    *scheduler.Store
+	store    *state.Store
 	pids     map[string]int   // running attempts' trainers
 	attempts map[int]string   // and the other way
 	ended    []scheduler.Exit // at the moment the machine is at, not applied yet
@@ -167,7 +168,7 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 	peak, d := rn.trace.Truth(l.Job.Index-1).At(l.Job.Params, l.Attempt.Params)
 	id := l.Attempt.ID
 	teaches := false
-	if known := rn.store.Snapshot().Shape(l.Job.Shape); known == nil || known.Peak == 0 {
+	if known := rn.store.View().Shape(l.Job.Shape); known == nil || known.Peak == 0 {
 		teaches = true
 		rn.teaching++
 	}
@@ -185,7 +186,7 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 	return scheduler.Started{Leader: pid}, nil
 }
 
-func (rn *engineRunner) Stop(a *scheduler.Attempt) {
+func (rn *engineRunner) Stop(a *state.Attempt) {
 	if pid, ok := rn.pids[a.ID]; ok {
 		rn.m.stop(pid)
 	}

@@ -20,7 +20,7 @@ func mustDecode(t *testing.T, doc string) *Trace {
 // TestMachineOOM: the trainer that allocates second on a full card loses, and its
 // message tells its true peak (held plus tried) and what the other held.
 func TestMachineOOM(t *testing.T) {
-	m := newMachine(plans.GPUSpec{Sim: []plans.SimCards{{Count: 1, Bytes: 24 * gib}}})
+	m := newMachine(plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: 1, Bytes: 24 * gib}}})
 	var outcomes []plans.Outcome
 	var facts *plans.OOMFacts
 	record := func(o plans.Outcome, f *plans.OOMFacts) {

@@ -75,7 +75,7 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 	if ov.GPUs.Value != "" {
 		gpus, field = ov.GPUs.Value, ov.GPUs.Source
 	}
-	if spec, err := plans.ParseGPUs(plans.FormatValue(gpus)); gpus == nil || err == nil && !spec.IsSim() {
+	if spec, err := plans.ParseGPUs(plans.FormatValue(gpus)); gpus == nil || err == nil && !spec.IsSimulated() {
 		return nil, plans.Problems{{File: file, Field: field, Msg: fmt.Sprintf("a trace runs on simulated cards: write e.g. gpus: \"sim:7x23.52GiB\" (got %s)", cmp.Or(plans.FormatValue(gpus), "none"))}}
 	}
 	sweep := plans.NewMap()
@@ -170,7 +170,7 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 		return nil, err
 	}
 	var largest int64
-	for _, g := range sw.GPUs.Sim {
+	for _, g := range sw.GPUs.Simulated {
 		largest = max(largest, g.Bytes)
 	}
 	room := sw.Headroom.Room(largest)

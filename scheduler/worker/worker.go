@@ -34,7 +34,9 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Config is what a worker runs with.
@@ -51,7 +53,7 @@ type Config struct {
 	// (default every card, no slot limit).
 	GPUs, Plan plans.Override
 	// Inventory opens the cards; its Ledger is also the simulated trainers'.
-	Inventory gpu.Options
+	Inventory nvidia.Options
 	// Poll is how often it reads its cards and reports them.
 	Poll time.Duration
 	// Supervisor is the command that starts an attempt's supervisor: gpuq's own binary.
@@ -116,7 +118,7 @@ var (
 // worker is a running worker.
 type worker struct {
 	cfg    Config
-	inv    *gpu.Inventory
+	inv    *nvidia.Inventory
 	cards  []gpu.Card // the last reading
 	plan   []int      // the slots of each of cards
 	runner *runner.Supervised
@@ -175,11 +177,11 @@ func open(cfg Config) (*worker, error) {
 	}
 	w := &worker{cfg: cfg, lock: lock, instance: instance, log: daemon.NewEventLog(cfg.Log), lease: filepath.Join(cfg.Dir, "lease"), sweeps: map[string]*plans.Sweep{},
 		running: map[string]daemon.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
-	if w.inv, err = gpu.Open(spec, cfg.Inventory); err != nil {
+	if w.inv, err = nvidia.Open(spec, cfg.Inventory); err != nil {
 		lock.Close()
 		return nil, err
 	}
-	if w.cards, err = w.inv.Snapshot(); err == nil {
+	if w.cards, err = w.inv.Read(); err == nil {
 		w.plan, err = plan.For(len(w.cards))
 	}
 	if err != nil {
@@ -330,7 +332,7 @@ func (w *worker) handle(ctx context.Context, client *daemon.Client, out *json.En
 	case m.Start != nil:
 		return w.start(out, m.Start)
 	case m.Stop != nil:
-		w.runner.Stop(&scheduler.Attempt{ID: m.Stop.ID, Job: m.Stop.Job, N: m.Stop.N})
+		w.runner.Stop(&state.Attempt{ID: m.Stop.ID, Job: m.Stop.Job, N: m.Stop.N})
 	case m.Stream != nil:
 		go w.serveStream(ctx, client, *m.Stream)
 	case m.Drain:
@@ -359,14 +361,14 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 			continue
 		}
 		w.running[ref.ID] = ref
-		w.runner.Adopt(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+		w.runner.Adopt(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 	}
 	// An attempt the daemon does not hold running here runs elsewhere, or has ended
 	// for it: it must not run on here.
 	for id, ref := range w.running {
 		if !held[id] {
 			w.log.Printf("stopping %s: the daemon no longer runs it here", id)
-			w.runner.Stop(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+			w.runner.Stop(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 		}
 	}
 	for id := range w.ended {
@@ -421,8 +423,8 @@ func (w *worker) launch(req *daemon.StartRequest) (scheduler.Launch, error) {
 	if i < 0 {
 		return scheduler.Launch{}, fmt.Errorf("sweep %s has no job %s", sw.Name, a.Job)
 	}
-	l := scheduler.Launch{Attempt: a, Job: &scheduler.Job{Job: &sw.Jobs[i], Sweep: sw.Name},
-		Submission: &scheduler.Submission{Sweep: &run, Environ: req.Environ}, Sharing: req.Sharing}
+	l := scheduler.Launch{Attempt: a, Job: &state.Job{Job: &sw.Jobs[i], Sweep: sw.Name},
+		Submission: &state.Submission{Sweep: &run, Environ: req.Environ}, Sharing: req.Sharing}
 	for _, idx := range a.GPUs {
 		c := slices.IndexFunc(w.cards, func(c gpu.Card) bool { return c.Index == idx })
 		if c < 0 {
@@ -464,7 +466,7 @@ func (w *worker) end(out *json.Encoder) error {
 	w.log.Printf("the allocation is ending: stopping %s, whose jobs run again elsewhere, and leaving", plans.Count(len(w.running), "attempt"))
 	for id, ref := range w.running {
 		w.stopped[id] = true
-		w.runner.Stop(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+		w.runner.Stop(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 	}
 	if w.leaving {
 		return nil
@@ -476,7 +478,7 @@ func (w *worker) end(out *json.Encoder) error {
 // state reads the node: its cards, each process named with its attempt, and its RAM.
 func (w *worker) state() daemon.WorkerState {
 	st := daemon.WorkerState{AttemptMemory: w.runner.HostMemory(), Ends: w.cfg.Ends}
-	if cards, err := w.inv.Snapshot(); err == nil {
+	if cards, err := w.inv.Read(); err == nil {
 		w.cards = cards
 	}
 	st.Cards = slices.Clone(w.cards)

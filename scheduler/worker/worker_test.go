@@ -16,7 +16,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
-	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -67,7 +67,7 @@ func runTestWorker(name string) error {
 	defer stop()
 	idle, _ := time.ParseDuration(os.Getenv(envIdle))
 	return Run(ctx, Config{IdleTimeout: idle, Server: os.Getenv(envServer), Credentials: creds, Name: name, Dir: filepath.Join(state, "workers", name),
-		GPUs: plans.Override{Value: os.Getenv(envGPUs), Source: "test"}, Inventory: gpu.Options{Ledger: os.Getenv("GPUQ_SIM_LEDGER")},
+		GPUs: plans.Override{Value: os.Getenv(envGPUs), Source: "test"}, Inventory: nvidia.Options{Ledger: os.Getenv("GPUQ_SIM_LEDGER")},
 		Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]}, Version: "test", Log: os.Stderr, Ends: ends})
 }
 

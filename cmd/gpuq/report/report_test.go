@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -27,11 +27,11 @@ func at(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 // out and retried, one stepped down its ladder twice, one still running at Now, one
 // that failed. The machine has a third card, which the sweep did not use.
 func sample() Data {
-	flat := func(b int64) scheduler.Samples {
-		return scheduler.Samples{{At: 0, Bytes: 1 * gib}, {At: time.Minute, Bytes: b}}
+	flat := func(b int64) state.Samples {
+		return state.Samples{{At: 0, Bytes: 1 * gib}, {At: time.Minute, Bytes: b}}
 	}
 	return Data{Sweep: "gla-e1", Source: "gpuq run", Now: at(90),
-		Cards: []Card{{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}, {Index: 1, Name: "NVIDIA A10", Total: 24 * gib},
+		Cards: []plans.Card{{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}, {Index: 1, Name: "NVIDIA A10", Total: 24 * gib},
 			{Index: 2, Name: "NVIDIA A10", Total: 24 * gib}},
 		Jobs: []Job{
 			{ID: "gla-e1.1", Name: "task=qnli,seed=87", State: "succeeded", Declared: 11 * gib, Learned: 14 * gib, Attempts: []Attempt{

@@ -19,7 +19,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
@@ -311,7 +311,7 @@ func (m model) drainKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case tea.KeyEnter:
 		m.mode = browsing
 		m.card.Blur()
-		id, err := scheduler.ParseCardID(strings.TrimSpace(m.card.Value()))
+		id, err := plans.ParseCardID(strings.TrimSpace(m.card.Value()))
 		c := m.cardOf(id)
 		if err != nil || c == nil {
 			return m.say(fmt.Sprintf("no GPU %q here", m.card.Value()))
@@ -363,7 +363,7 @@ func (m model) readLog(job, path string) tea.Cmd {
 }
 
 // cardOf returns the card of an index, or nil.
-func (m model) cardOf(id scheduler.CardID) *daemon.GPUView {
+func (m model) cardOf(id plans.CardID) *daemon.GPUView {
 	for i := range m.ov.GPUs {
 		if m.ov.GPUs[i].Worker == id.Worker && m.ov.GPUs[i].Index == id.Index {
 			return &m.ov.GPUs[i]

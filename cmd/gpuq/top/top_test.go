@@ -17,7 +17,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
@@ -48,7 +48,7 @@ func (f *fakeSource) Act(v daemon.Verb, sel daemon.SelectRequest) ([]string, err
 func (f *fakeSource) DrainCard(req daemon.DrainRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.acts = append(f.acts, fmt.Sprintf("drain %s %v", scheduler.CardID{Worker: req.Worker, Index: req.GPU}, req.On))
+	f.acts = append(f.acts, fmt.Sprintf("drain %s %v", plans.CardID{Worker: req.Worker, Index: req.GPU}, req.On))
 	return nil
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
@@ -347,8 +347,8 @@ func (m model) stats(c daemon.GPUView) string {
 }
 
 // cardID names a card as people write it: "3", or "node7:3" on a worker.
-func cardID(c daemon.GPUView) scheduler.CardID {
-	return scheduler.CardID{Worker: c.Worker, Index: c.Index}
+func cardID(c daemon.GPUView) plans.CardID {
+	return plans.CardID{Worker: c.Worker, Index: c.Index}
 }
 
 // cardColumns are the widths of the longest card name (at least 2) and of the longest
