@@ -1,4 +1,4 @@
-package sim
+package simulate
 
 import (
 	"fmt"
@@ -54,7 +54,7 @@ func (t *Trace) Slots() []int {
 	slots, err := plan.For(t.Sweep.GPUs.Count())
 	if err != nil {
 		// The sweep was validated against its simulated cards when it was decoded.
-		panic(fmt.Sprintf("sim: plan %s: %v", plan, err))
+		panic(fmt.Sprintf("simulate: plan %s: %v", plan, err))
 	}
 	return slots
 }
