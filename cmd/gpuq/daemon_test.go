@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -68,23 +68,23 @@ func startDaemon(t *testing.T, flags ...string) *schedtest.Buffer {
 // stopAll stops the daemon and the trainers a test left.
 func stopAll(t *testing.T, dir string) {
 	cli(t, "daemon", "--stop", "--stop-trainers")
-	schedtest.WaitFor(t, "the daemon to exit", func() bool { return daemon.Gone(dir) })
+	schedtest.WaitFor(t, "the daemon to exit", func() bool { return api.Gone(dir) })
 }
 
-func listed(t *testing.T, args ...string) []daemon.Job {
+func listed(t *testing.T, args ...string) []api.Job {
 	t.Helper()
 	out, errOut, code := cli(t, append([]string{"status", "--json"}, args...)...)
 	if code != exitOK {
 		t.Fatalf("status --json: exit %d: %s", code, errOut)
 	}
-	var list daemon.JobsResponse
+	var list api.JobsResponse
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
 	return list.Jobs
 }
 
-func countState(jobs []daemon.Job, state string) int {
+func countState(jobs []api.Job, state string) int {
 	n := 0
 	for _, j := range jobs {
 		if j.State == state {
@@ -171,11 +171,11 @@ gpus: sim:3x24GiB
 gpu_plan: "2,1,1"
 `)
 	_, errOut, code := cli(t, "submit", sweep)
-	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, daemon.LogPath(dir)) {
+	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, api.LogPath(dir)) {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
 	schedtest.WaitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
-	c, err := daemon.Dial(dir)
+	c, err := api.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestSubmitLeavesNoIdleDaemon(t *testing.T) {
 	if code != exitBadInput || !strings.Contains(errOut, "larger than every card") || !strings.Contains(errOut, "stopped the daemon it had started") {
 		t.Errorf("submit: exit %d, %q", code, errOut)
 	}
-	if !daemon.Gone(dir) {
+	if !api.Gone(dir) {
 		t.Error("the daemon it started runs on")
 	}
 }
@@ -294,7 +294,7 @@ gpu_plan: "2,1,1"
 	if len(planned) != 3 || perCard[0] != 1 || perCard[1] != 1 || perCard[2] != 1 {
 		t.Fatalf("plan places %v; want one job on each card", planned)
 	}
-	firsts := func(jobs []daemon.JobSummary) map[string][]int {
+	firsts := func(jobs []api.JobSummary) map[string][]int {
 		got := map[string][]int{}
 		for _, j := range jobs {
 			if len(j.Attempts) > 0 {
@@ -307,7 +307,7 @@ gpu_plan: "2,1,1"
 	if code != exitOK {
 		t.Fatalf("run: exit %d: %s", code, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ gpu_plan: "2,1,1"
 		t.Fatalf("submit: %s", errOut)
 	}
 	schedtest.WaitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
-	var jobs []daemon.JobSummary
+	var jobs []api.JobSummary
 	for _, j := range listed(t) {
 		jobs = append(jobs, j.JobSummary)
 	}

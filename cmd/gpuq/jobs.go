@@ -12,15 +12,15 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/top"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // fetchJob asks the daemon for one job with its attempts.
-func fetchJob(st *settings, id string) (daemon.Job, error) {
+func fetchJob(st *settings, id string) (api.Job, error) {
 	c, err := st.dial()
 	if err != nil {
-		return daemon.Job{}, err
+		return api.Job{}, err
 	}
 	return c.Job(id)
 }
@@ -28,10 +28,10 @@ func fetchJob(st *settings, id string) (daemon.Job, error) {
 // The verbs that look at and act on the daemon's jobs.
 func newJobCmds(io ioStreams, st *settings) []*cobra.Command {
 	return []*cobra.Command{newStatusCmd(io, st), newLogsCmd(io, st), newWhyCmd(io, st),
-		newSelectCmd(io, st, daemon.Cancel, "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
-		newSelectCmd(io, st, daemon.Retry, "Put failed or cancelled jobs back in the queue, at the tier they last ran", "requeued"),
-		newSelectCmd(io, st, daemon.Hold, "Keep jobs from starting until released; running ones run on", "held"),
-		newSelectCmd(io, st, daemon.Release, "Let held jobs start again", "released"),
+		newSelectCmd(io, st, api.Cancel, "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
+		newSelectCmd(io, st, api.Retry, "Put failed or cancelled jobs back in the queue, at the tier they last ran", "requeued"),
+		newSelectCmd(io, st, api.Hold, "Keep jobs from starting until released; running ones run on", "held"),
+		newSelectCmd(io, st, api.Release, "Let held jobs start again", "released"),
 		newDrainCmd(io, st, true), newDrainCmd(io, st, false)}
 }
 
@@ -104,7 +104,7 @@ func listJobs(opts *statusOptions) error {
 		return err
 	}
 	if opts.json {
-		return writeJSON(opts.io.Out, daemon.JobsResponse{Jobs: jobs})
+		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: jobs})
 	}
 	printJobs(opts.io.Out, jobs, time.Now(), opts.io.width())
 	return nil
@@ -117,7 +117,7 @@ func listJobs(opts *statusOptions) error {
 // (after an OOM, say) shows the tier it will run at, not the card and peak of an
 // attempt that is over; last, how long its shape takes as learned, left out first
 // where the terminal is too narrow for it. Then counts by state.
-func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
+func printJobs(w io.Writer, jobs []api.Job, now time.Time, width int) {
 	counts := map[string]int{}
 	tw := newFitTable(w, width, 1, 0, 9).cutStarts(0)
 	fmt.Fprintln(tw, "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tTIME\tTAKES")
@@ -154,7 +154,7 @@ func countsText(counts map[string]int) string {
 }
 
 // learnedDuration is how long the job's shape takes, as learned, or "-".
-func learnedDuration(j daemon.JobSummary) string {
+func learnedDuration(j api.JobSummary) string {
 	if j.LearnedSeconds == nil {
 		return "-"
 	}
@@ -162,7 +162,7 @@ func learnedDuration(j daemon.JobSummary) string {
 }
 
 // cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".
-func cardsOf(a daemon.AttemptSummary) string {
+func cardsOf(a api.AttemptSummary) string {
 	if a.Worker != "" {
 		return a.Worker + ":" + intsText(a.GPUs)
 	}
@@ -170,7 +170,7 @@ func cardsOf(a daemon.AttemptSummary) string {
 }
 
 // durationOf is how long an attempt ran, or has run so far.
-func durationOf(a daemon.AttemptSummary, now time.Time) string {
+func durationOf(a api.AttemptSummary, now time.Time) string {
 	end := a.Ended
 	if end.IsZero() {
 		end = now
@@ -184,7 +184,7 @@ func showJob(opts *statusOptions, id string) error {
 		return err
 	}
 	if opts.json {
-		return writeJSON(opts.io.Out, daemon.JobsResponse{Jobs: []daemon.Job{j}})
+		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: []api.Job{j}})
 	}
 	w := opts.io.Out
 	fmt.Fprintf(w, "job %s of sweep %s: %s\n", j.ID, j.Sweep, j.State)
@@ -267,7 +267,7 @@ queued, say what it is doing (exit 0, as for one that waits); an unknown job is 
 }
 
 // newSelectCmd is a verb that acts on jobs named by id or on a whole sweep.
-func newSelectCmd(io ioStreams, st *settings, verb daemon.Verb, short, done string) *cobra.Command {
+func newSelectCmd(io ioStreams, st *settings, verb api.Verb, short, done string) *cobra.Command {
 	var sweep string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -291,12 +291,12 @@ then nothing is changed.`,
 			if err != nil {
 				return err
 			}
-			ids, err := c.Act(verb, daemon.SelectRequest{IDs: args, Sweep: sweep})
+			ids, err := c.Act(verb, api.SelectRequest{IDs: args, Sweep: sweep})
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				return writeJSON(io.Out, daemon.SelectResponse{Jobs: ids})
+				return writeJSON(io.Out, api.SelectResponse{Jobs: ids})
 			}
 			if len(ids) == 0 {
 				fmt.Fprintf(io.Out, "no job of %s to %s\n", sweep, verb)
@@ -329,7 +329,7 @@ WORKER:INDEX (node7:3). The daemon remembers it across restarts.`,
 			if err != nil {
 				return badInput("%v", err)
 			}
-			req := daemon.DrainRequest{Worker: card.Worker, GPU: card.Index, On: on}
+			req := api.DrainRequest{Worker: card.Worker, GPU: card.Index, On: on}
 			c, err := st.dial()
 			if err != nil {
 				return err

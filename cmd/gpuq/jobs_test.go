@@ -8,7 +8,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -21,21 +21,21 @@ func TestPrintJobs(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	learned, took := int64(15<<30), 90.0
 
-	jobs := []daemon.Job{
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30,
-			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{0}, PeakBytes: 9 << 30, Started: at}}}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.2", Name: "task=sst2,seed=88", State: "queued", Tier: 1, DeclaredBytes: 10 << 30,
-			LearnedBytes: &learned, Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 20 << 30, Outcome: "gpu-oom",
+	jobs := []api.Job{
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30,
+			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, PeakBytes: 9 << 30, Started: at}}}},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.2", Name: "task=sst2,seed=88", State: "queued", Tier: 1, DeclaredBytes: 10 << 30,
+			LearnedBytes: &learned, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 20 << 30, Outcome: "gpu-oom",
 				Started: at, Ended: at.Add(time.Minute)}}}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
-			LearnedSeconds: &took, LearnedRuns: 1, Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
+			LearnedSeconds: &took, LearnedRuns: 1, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
 			LearnedSeconds: &took, LearnedRuns: 1}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
-			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", OOM: &plans.OOMFacts{TriedBytes: 40 << 30, ProcessBytes: 4 << 30},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
+			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", OOM: &plans.OOMFacts{TriedBytes: 40 << 30, ProcessBytes: 4 << 30},
 				Started: at, Ended: at.Add(time.Second)}}}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.12", Name: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
-			Attempts: []daemon.AttemptSummary{{N: 3, Worker: "node7", GPUs: []int{2}, PeakBytes: 12 << 30, Started: at.Add(-time.Hour)}}}},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.12", Name: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
+			Attempts: []api.AttemptSummary{{N: 3, Worker: "node7", GPUs: []int{2}, PeakBytes: 12 << 30, Started: at.Add(-time.Hour)}}}},
 	}
 	for _, tc := range []struct {
 		file  string

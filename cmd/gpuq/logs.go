@@ -13,7 +13,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -77,7 +77,7 @@ func runLogs(opts *logsOptions, id string) error {
 
 // followJob follows a job's attempts, each to its end, until the job ends: the latest,
 // or, when the job waits to run again, the next.
-func followJob(opts *logsOptions, j daemon.Job) error {
+func followJob(opts *logsOptions, j api.Job) error {
 	n := len(j.Attempts)
 	if over := n > 0 && j.Attempts[n-1].Outcome != ""; n == 0 || over && !ended(j.State) {
 		if over {
@@ -106,13 +106,13 @@ func followJob(opts *logsOptions, j daemon.Job) error {
 }
 
 // printLog prints attempt n of a job's log, and with -f follows it to its end.
-func printLog(opts *logsOptions, j daemon.Job, n int) error {
+func printLog(opts *logsOptions, j api.Job, n int) error {
 	a := j.Attempts[n-1]
 	if a.Log == "" {
 		return scheduler.Refused(fmt.Sprintf("attempt %d of %s has no log: it never started", n, j.ID))
 	}
 	if a.Worker != "" || opts.settings.remote() {
-		return streamLog(opts, daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: j.ID, N: n}, Kind: daemon.StreamLog,
+		return streamLog(opts, api.StreamRequest{Attempt: api.AttemptRef{Job: j.ID, N: n}, Kind: api.StreamLog,
 			Tail: opts.tail, Follow: opts.follow && a.Outcome == ""})
 	}
 	f, err := os.Open(a.Log)
@@ -136,7 +136,7 @@ func printLog(opts *logsOptions, j daemon.Job, n int) error {
 
 // streamLog prints an attempt's log that is not here to read (on a worker, or on the
 // daemon's machine for a remote client) through the daemon.
-func streamLog(opts *logsOptions, req daemon.StreamRequest) error {
+func streamLog(opts *logsOptions, req api.StreamRequest) error {
 	c, err := opts.settings.dial()
 	if err != nil {
 		return err
@@ -152,7 +152,7 @@ func streamLog(opts *logsOptions, req daemon.StreamRequest) error {
 
 // notStarted refuses the log or terminal of a job with no attempt; a waiting one says
 // how to wait for it.
-func notStarted(j daemon.Job) error {
+func notStarted(j api.Job) error {
 	st := state.JobState(j.State)
 	if st == state.JobQueued || st == state.JobHeld {
 		return scheduler.Refused(fmt.Sprintf("%s has not started: it %s (gpuq why %s says why); gpuq logs -f %s waits for it to start", j.ID, st.Told(), j.ID, j.ID))
@@ -162,7 +162,7 @@ func notStarted(j daemon.Job) error {
 
 // waitForAttempt polls the daemon until a job's attempt n has started, or the job has
 // ended (with fewer attempts, when n never started).
-func waitForAttempt(st *settings, id string, n int) (daemon.Job, error) {
+func waitForAttempt(st *settings, id string, n int) (api.Job, error) {
 	for {
 		j, err := fetchJob(st, id)
 		switch {

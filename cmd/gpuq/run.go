@@ -22,7 +22,6 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -111,13 +110,13 @@ func runRun(opts *runOptions) error {
 		ledger = opts.settings.ledger()
 	}
 	r := runner.NewDirect(runner.Options{Dir: opts.logDir, Ledger: ledger})
-	var hooks *daemon.Hooks // made once the store is, before the first event
+	var hooks *runner.Hooks // made once the store is, before the first event
 	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) { ui.event(ev); hooks.Event(ev) })
 	if err != nil {
 		return err
 	}
 	ui.store = store
-	hooks = daemon.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
+	hooks = runner.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
 	fmt.Fprintf(progress, "gpuq: running %s of %s; logs in %s\n", plans.Count(len(sw.Jobs), "job"), sw.Name, opts.logDir)
 
 	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -86,14 +86,14 @@ func runWait(opts *waitOptions, ids []string) error {
 }
 
 // waitedJobs fetches the jobs waited for, from one listing of the daemon's.
-func waitedJobs(c *daemon.Client, ids []string) ([]daemon.Job, error) {
+func waitedJobs(c *api.Client, ids []string) ([]api.Job, error) {
 	all, err := c.Jobs("", nil)
 	if err != nil {
 		return nil, fmt.Errorf("while waiting: %w", err)
 	}
-	out := make([]daemon.Job, 0, len(ids))
+	out := make([]api.Job, 0, len(ids))
 	for _, id := range ids {
-		i := slices.IndexFunc(all, func(j daemon.Job) bool { return j.ID == id })
+		i := slices.IndexFunc(all, func(j api.Job) bool { return j.ID == id })
 		if i < 0 {
 			known := make([]string, len(all))
 			for k, j := range all {
@@ -115,9 +115,9 @@ func ended(st string) bool {
 }
 
 // waitEnded reports jobs that have all ended.
-func waitEnded(opts *waitOptions, jobs []daemon.Job) error {
+func waitEnded(opts *waitOptions, jobs []api.Job) error {
 	if opts.json {
-		if err := writeJSON(opts.io.Out, daemon.JobsResponse{Jobs: jobs}); err != nil {
+		if err := writeJSON(opts.io.Out, api.JobsResponse{Jobs: jobs}); err != nil {
 			return err
 		}
 	}

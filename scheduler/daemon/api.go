@@ -14,10 +14,11 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// routes is the API: what the typed client (client.go) calls.
+// routes is the API: what its client (api.Client) calls.
 func (d *daemon) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/daemon", d.info)
@@ -27,8 +28,8 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/why/{id}", d.why)
 	mux.HandleFunc("GET /v1/overview", d.overview)
 	mux.HandleFunc("GET /v1/gpus", d.gpus)
-	for verb, do := range map[Verb]func(scheduler.Selection) ([]string, error){
-		Cancel: d.eng.Cancel, Retry: d.eng.Retry, Hold: d.eng.Hold, Release: d.eng.Release,
+	for verb, do := range map[api.Verb]func(scheduler.Selection) ([]string, error){
+		api.Cancel: d.eng.Cancel, api.Retry: d.eng.Retry, api.Hold: d.eng.Hold, api.Release: d.eng.Release,
 	} {
 		mux.HandleFunc("POST /v1/"+string(verb), func(w http.ResponseWriter, r *http.Request) { d.selection(w, r, do) })
 	}
@@ -47,15 +48,15 @@ func (d *daemon) routes() http.Handler {
 
 func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
 	drained := d.store.View().Drained()
-	info := Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen}
+	info := api.Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen}
 	for _, c := range d.machine.cards {
-		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
+		info.GPUs = append(info.GPUs, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
 	}
 	reply(w, info)
 }
 
 func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
-	var req SubmitRequest
+	var req api.SubmitRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -69,7 +70,7 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	resp := SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
+	resp := api.SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
 	err = d.eng.Do(r.Context(), func() error {
 		if err := d.eng.Submit(&state.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
 			return scheduler.Refused(err.Error())
@@ -99,12 +100,12 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, snap.JobIDs()).Error())
 		return
 	}
-	out := JobsResponse{Jobs: []Job{}}
+	out := api.JobsResponse{Jobs: []api.Job{}}
 	for _, j := range snap.Jobs() {
 		if sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState())) {
 			continue
 		}
-		out.Jobs = append(out.Jobs, Job{Sweep: j.Sweep, JobSummary: Summarize(snap, j)})
+		out.Jobs = append(out.Jobs, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(snap, j)})
 	}
 	reply(w, out)
 }
@@ -116,15 +117,15 @@ func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), snap.JobIDs()).Error())
 		return
 	}
-	reply(w, Job{Sweep: j.Sweep, JobSummary: Summarize(snap, j)})
+	reply(w, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(snap, j)})
 }
 
 func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var out WhyResponse
+	var out api.WhyResponse
 	err := d.eng.Do(r.Context(), func() error {
 		reason, detail, err := d.eng.Why(id)
-		out = WhyResponse{Job: id, Reason: string(reason), Detail: detail}
+		out = api.WhyResponse{Job: id, Reason: string(reason), Detail: detail}
 		return err
 	})
 	if err != nil {
@@ -135,7 +136,7 @@ func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(scheduler.Selection) ([]string, error)) {
-	var req SelectRequest
+	var req api.SelectRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -143,7 +144,7 @@ func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(sched
 		fail(w, http.StatusBadRequest, "name jobs or a sweep")
 		return
 	}
-	out := SelectResponse{Jobs: []string{}}
+	out := api.SelectResponse{Jobs: []string{}}
 	err := d.eng.Do(r.Context(), func() error {
 		ids, err := do(scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep})
 		out.Jobs = append(out.Jobs, ids...)
@@ -157,7 +158,7 @@ func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(sched
 }
 
 func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
-	var req DrainRequest
+	var req api.DrainRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -169,7 +170,7 @@ func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
-	var req CleanRequest
+	var req api.CleanRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -183,7 +184,7 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 		failWith(w, err)
 		return
 	}
-	out := CleanResponse{Sweeps: []string{}}
+	out := api.CleanResponse{Sweeps: []string{}}
 	kept := filepath.Join(d.cfg.StateDir, "cleaned", time.Now().Format("20060102-150405"))
 	for _, sub := range gone {
 		out.Sweeps = append(out.Sweeps, sub.Sweep.Name)
@@ -222,7 +223,7 @@ func (d *daemon) dropLogs(job, kept string, remove bool) (moved bool, err error)
 }
 
 func (d *daemon) shutdown(w http.ResponseWriter, r *http.Request) {
-	var req ShutdownRequest
+	var req api.ShutdownRequest
 	if !decode(w, r, &req) {
 		return
 	}
