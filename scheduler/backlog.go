@@ -27,9 +27,8 @@ type Need struct {
 	Duration time.Duration
 }
 
-// Backlog says what the queue holds that no card can start now. Call it in the
-// engine's loop (Do), as Why.
-func (e *Engine) Backlog() (Backlog, error) {
+// backlog says what the queue holds that no card can start now.
+func (e *Engine) backlog() (Backlog, error) {
 	snap := e.store.View()
 	v, err := e.packView(snap, e.runningNow(snap), nil)
 	if err != nil {

@@ -11,9 +11,10 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// What people ask of a running engine: cancel, retry, hold and release jobs, drain
-// cards, and why a job waits. Each runs in the engine's loop (see Do) and changes the
-// store through the journal like everything else.
+// What people ask of a running engine, done in its loop (requests.go has the requests
+// that bring them there): cancel, retry, hold and release jobs, drain cards, why a job
+// waits, and forget ended sweeps. Each changes the store through the journal like
+// everything else.
 
 // Selection names jobs: some by id, or every job of a sweep. Ids must exist and be in a
 // state the request applies to; a sweep's jobs that are not are passed over.
@@ -55,9 +56,9 @@ func ended(j *state.Job) bool {
 	return j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled
 }
 
-// Cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
+// cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
 // the jobs it cancelled or is stopping.
-func (e *Engine) Cancel(sel Selection) ([]string, error) {
+func (e *Engine) cancel(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
 		if ended(j) {
 			return "it has ended already"
@@ -93,9 +94,9 @@ func (e *Engine) Cancel(sel Selection) ([]string, error) {
 	return ids, nil
 }
 
-// Retry puts failed or cancelled jobs back in the queue, at the tier they last ran at;
+// retry puts failed or cancelled jobs back in the queue, at the tier they last ran at;
 // oom.max_attempts counts afresh.
-func (e *Engine) Retry(sel Selection) ([]string, error) {
+func (e *Engine) retry(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
 		if j.State != state.JobFailed && j.State != state.JobCancelled {
 			return "only a failed or cancelled job can be retried"
@@ -112,9 +113,9 @@ func (e *Engine) Retry(sel Selection) ([]string, error) {
 	})
 }
 
-// Hold keeps jobs from starting: a queued one waits until released, a running one
+// hold keeps jobs from starting: a queued one waits until released, a running one
 // waits if it is requeued.
-func (e *Engine) Hold(sel Selection) ([]string, error) {
+func (e *Engine) hold(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
 		switch {
 		case ended(j):
@@ -130,8 +131,8 @@ func (e *Engine) Hold(sel Selection) ([]string, error) {
 	return e.change(jobs, "held", func(c *state.Job) { c.Held = true })
 }
 
-// Release lets held jobs start again.
-func (e *Engine) Release(sel Selection) ([]string, error) {
+// release lets held jobs start again.
+func (e *Engine) release(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
 		if !j.Held {
 			return "it is not held"
@@ -168,9 +169,9 @@ func (e *Engine) change(jobs []*state.Job, kind string, change func(*state.Job))
 	return ids, nil
 }
 
-// Drain stops (on) or lets again (off) new jobs start on a card; its running jobs
+// drain stops (on) or lets again (off) new jobs start on a card; its running jobs
 // finish.
-func (e *Engine) Drain(card plans.CardID, on bool) error {
+func (e *Engine) drain(card plans.CardID, on bool) error {
 	if _, ok := e.cardPos[card]; !ok {
 		var have []string
 		for _, c := range e.cards {
@@ -181,8 +182,8 @@ func (e *Engine) Drain(card plans.CardID, on bool) error {
 	return e.put(state.Change{Drains: []*state.Drain{{Worker: card.Worker, GPU: card.Index, On: on}}})
 }
 
-// Why says why a job waits, or what it is doing if it does not.
-func (e *Engine) Why(id string) (pack.Reason, string, error) {
+// why says why a job waits, or what it is doing if it does not.
+func (e *Engine) why(id string) (pack.Reason, string, error) {
 	snap := e.store.Latest()
 	j := snap.Job(id)
 	if j == nil {
@@ -221,10 +222,10 @@ func (e *Engine) Why(id string) (pack.Reason, string, error) {
 	return "", "it fits now and starts at the next round", nil
 }
 
-// Clean forgets sweeps whose jobs have all ended (see Store.Forget): the one named, or
+// clean forgets sweeps whose jobs have all ended (see Store.Forget): the one named, or
 // every one; with olderThan set, only those whose last attempt ended longer ago. It
 // returns the submissions forgotten.
-func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*state.Submission, error) {
+func (e *Engine) clean(sweep string, olderThan time.Duration) ([]*state.Submission, error) {
 	snap := e.store.Latest()
 	subs := snap.Submissions()
 	if sweep != "" {

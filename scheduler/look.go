@@ -1,8 +1,8 @@
 package scheduler
 
 // What people look at (gpuq top, metrics): the cards as the engine last read them and
-// who holds what on each, and why each queued job waits. Like every engine method that
-// reads its cards, these run in the engine's loop (Do).
+// who holds what on each, and why each queued job waits. Like everything that reads the
+// engine's cards, these run in its loop (see CardViews and Waits in requests.go).
 
 import (
 	"slices"
@@ -33,8 +33,8 @@ type Holding struct {
 	Reserved, Held int64
 }
 
-// CardViews returns every card as the last round read it.
-func (e *Engine) CardViews() []CardView {
+// cardViews returns every card as the last round read it.
+func (e *Engine) cardViews() []CardView {
 	snap := e.store.Latest()
 	running := e.runningNow(snap)
 	slots := e.slots()
@@ -55,8 +55,8 @@ func (e *Engine) CardViews() []CardView {
 	return out
 }
 
-// Waits says why each queued job that is not held waits, by job.
-func (e *Engine) Waits() (map[string]pack.Wait, error) {
+// waits says why each queued job that is not held waits, by job.
+func (e *Engine) waits() (map[string]pack.Wait, error) {
 	snap := e.store.Latest()
 	d, probing, err := e.decide(snap)
 	if err != nil {

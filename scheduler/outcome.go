@@ -12,9 +12,10 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// Apply records how an attempt ended and decides what becomes of its job. Run applies
-// what arrives on Exits, in the next Round; a driver of its own calls Round or Apply.
-func (e *Engine) Apply(x Exit) {
+// apply records how an attempt ended and decides what becomes of its job. The loop
+// applies what arrives on Exits in its next round; a driver of its own passes the ends
+// to Round.
+func (e *Engine) apply(x Exit) {
 	snap := e.store.Latest()
 	a := snap.Attempt(x.Attempt)
 	if a == nil || !a.Running() {

@@ -17,16 +17,22 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// Round applies the ends of attempts that arrived together (see Apply) and then runs a
-// round, all in one transaction: it samples the cards, learns peaks, and starts what the
-// packer places. Run does after every event and poll; a driver of its own (a
-// simulation in virtual time) calls it instead of Run. A round does not follow ends
-// that could not be written.
+// Round applies the ends of attempts that arrived together and then runs a round, as
+// the loop does after every event and poll: a driver of its own (a simulation in
+// virtual time) calls it instead of Run or Serve.
 func (e *Engine) Round(exits []Exit) error {
+	e.driving("Round")
+	return e.round(exits)
+}
+
+// round applies the ends of attempts that arrived together (see apply) and then runs a
+// round, all in one transaction: it samples the cards, learns peaks, and starts what
+// the packer places. A round does not follow ends that could not be written.
+func (e *Engine) round(exits []Exit) error {
 	var err error
 	berr := e.batch(func() {
 		for _, x := range exits {
-			e.Apply(x)
+			e.apply(x)
 		}
 		if err = e.err; err == nil {
 			err = e.schedule()
@@ -78,8 +84,10 @@ func (e *Engine) schedule() error {
 }
 
 // Preview is the decision a round would take now, with every waiting job's reason, and
-// the cards as the packer sees them; it starts nothing. gpuq plan shows it.
+// the cards as the packer sees them; it starts nothing. gpuq plan shows it, of an engine
+// that never runs.
 func (e *Engine) Preview() (pack.Decision, []pack.CardState, error) {
+	e.driving("Preview")
 	if err := e.readCards(); err != nil {
 		return pack.Decision{}, nil, err
 	}
@@ -544,7 +552,7 @@ func (e *Engine) startAll(snap state.View, placed []pack.Placement, running []*s
 		return
 	}
 	for _, x := range lost {
-		e.Apply(x)
+		e.apply(x)
 	}
 	for _, l := range started {
 		a := l.Attempt

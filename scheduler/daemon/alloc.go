@@ -135,13 +135,8 @@ func (d *daemon) newAllocator() *alloc.Allocator {
 
 // backlogNeeds is what each job needs that no connected card can start now.
 func (d *daemon) backlogNeeds(ctx context.Context) ([]scheduler.Need, error) {
-	var needs []scheduler.Need
-	err := d.eng.Do(ctx, func() error {
-		b, err := d.eng.Backlog()
-		needs = b.Needs
-		return err
-	})
-	return needs, err
+	b, err := d.eng.Backlog(ctx)
+	return b.Needs, err
 }
 
 // workerCommand is the command an allocation of q runs on each of its nodes: a worker

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -28,7 +29,7 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/why/{id}", d.why)
 	mux.HandleFunc("GET /v1/overview", d.overview)
 	mux.HandleFunc("GET /v1/gpus", d.gpus)
-	for verb, do := range map[api.Verb]func(scheduler.Selection) ([]string, error){
+	for verb, do := range map[api.Verb]func(context.Context, scheduler.Selection) ([]string, error){
 		api.Cancel: d.eng.Cancel, api.Retry: d.eng.Retry, api.Hold: d.eng.Hold, api.Release: d.eng.Release,
 	} {
 		mux.HandleFunc("POST /v1/"+string(verb), func(w http.ResponseWriter, r *http.Request) { d.selection(w, r, do) })
@@ -71,8 +72,10 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := api.SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
-	err = d.eng.Do(r.Context(), func() error {
-		if err := d.eng.Submit(&state.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
+	// The metrics hear of the submission in the loop, before the round that may start
+	// its jobs.
+	err = d.eng.Do(r.Context(), func(ctx context.Context) error {
+		if err := d.eng.Submit(ctx, &state.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
 			return scheduler.Refused(err.Error())
 		}
 		if d.metrics != nil {
@@ -122,20 +125,15 @@ func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
 
 func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var out api.WhyResponse
-	err := d.eng.Do(r.Context(), func() error {
-		reason, detail, err := d.eng.Why(id)
-		out = api.WhyResponse{Job: id, Reason: string(reason), Detail: detail}
-		return err
-	})
+	reason, detail, err := d.eng.Why(r.Context(), id)
 	if err != nil {
 		failWith(w, err)
 		return
 	}
-	reply(w, out)
+	reply(w, api.WhyResponse{Job: id, Reason: string(reason), Detail: detail})
 }
 
-func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(scheduler.Selection) ([]string, error)) {
+func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(context.Context, scheduler.Selection) ([]string, error)) {
 	var req api.SelectRequest
 	if !decode(w, r, &req) {
 		return
@@ -144,17 +142,12 @@ func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(sched
 		fail(w, http.StatusBadRequest, "name jobs or a sweep")
 		return
 	}
-	out := api.SelectResponse{Jobs: []string{}}
-	err := d.eng.Do(r.Context(), func() error {
-		ids, err := do(scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep})
-		out.Jobs = append(out.Jobs, ids...)
-		return err
-	})
+	ids, err := do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep})
 	if err != nil {
 		failWith(w, err)
 		return
 	}
-	reply(w, out)
+	reply(w, api.SelectResponse{Jobs: append([]string{}, ids...)})
 }
 
 func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
@@ -162,7 +155,7 @@ func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if err := d.eng.Do(r.Context(), func() error { return d.eng.Drain(plans.CardID{Worker: req.Worker, Index: req.GPU}, req.On) }); err != nil {
+	if err := d.eng.Drain(r.Context(), plans.CardID{Worker: req.Worker, Index: req.GPU}, req.On); err != nil {
 		failWith(w, err)
 		return
 	}
@@ -174,12 +167,7 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	var gone []*state.Submission
-	err := d.eng.Do(r.Context(), func() error {
-		var err error
-		gone, err = d.eng.Clean(req.Sweep, req.OlderThan)
-		return err
-	})
+	gone, err := d.eng.Clean(r.Context(), req.Sweep, req.OlderThan)
 	if err != nil {
 		failWith(w, err)
 		return

@@ -162,7 +162,7 @@ func TestAFailureIsToldBeforeTheEnd(t *testing.T) {
 	}
 	schedtest.WaitFor(t, "both jobs to run", func() bool { return len(d.store.View().Running()) == 2 })
 	// Queued from inside the loop, both are applied by its next transaction.
-	err := d.eng.Do(context.Background(), func() error {
+	err := d.eng.Do(context.Background(), func(context.Context) error {
 		r.exits <- scheduler.Exit{Attempt: "n.1/1", Outcome: plans.Success}
 		r.exits <- scheduler.Exit{Attempt: "n.2/1", Outcome: plans.Failed, Detail: "exited with status 1"}
 		return nil

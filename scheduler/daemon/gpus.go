@@ -10,22 +10,20 @@ import (
 
 func (d *daemon) gpus(w http.ResponseWriter, r *http.Request) {
 	out := api.Machine{Simulated: d.machine.simulated(), Headroom: d.machine.headroom.String(), Cards: []gpu.Card{}, Slots: []int{}}
-	err := d.eng.Do(r.Context(), func() error {
-		for _, v := range d.eng.CardViews() {
-			if v.Worker != "" {
-				continue
-			}
-			slots := v.Slots
-			if slots == plans.NoSlotLimit {
-				slots = -1
-			}
-			out.Cards, out.Slots = append(out.Cards, v.Card), append(out.Slots, slots)
-		}
-		return nil
-	})
+	views, err := d.eng.CardViews(r.Context())
 	if err != nil {
 		failWith(w, err)
 		return
+	}
+	for _, v := range views {
+		if v.Worker != "" {
+			continue
+		}
+		slots := v.Slots
+		if slots == plans.NoSlotLimit {
+			slots = -1
+		}
+		out.Cards, out.Slots = append(out.Cards, v.Card), append(out.Slots, slots)
 	}
 	reply(w, out)
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,7 +26,7 @@ func TestJobMap(t *testing.T) {
 	}
 	c := clientOf(t, d)
 	// The engine's loop calls mapJobs; it is given the map in it.
-	d.eng.Do(t.Context(), func() error { d.jobMap = jm; d.mapJobs(); return nil })
+	d.eng.Do(t.Context(), func(context.Context) error { d.jobMap = jm; d.mapJobs(); return nil })
 	files := func() map[string]string {
 		out := map[string]string{}
 		entries, _ := os.ReadDir(dir)

@@ -28,7 +28,7 @@ import (
 type metrics struct {
 	d *daemon
 	// queued is when each queued job entered the queue, as this daemon saw it; only the
-	// engine's loop (events, Do) touches it.
+	// engine's loop (its events, and a submission's Do) touches it.
 	queued map[string]time.Time
 	wait   prometheus.Histogram
 	rounds prometheus.Histogram
@@ -134,8 +134,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap state.View) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var views []scheduler.CardView
-	if m.d.eng.Do(ctx, func() error { views = m.d.eng.CardViews(); return nil }) != nil {
+	views, err := m.d.eng.CardViews(ctx)
+	if err != nil {
 		return
 	}
 	for _, v := range views {

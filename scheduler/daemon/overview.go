@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"sync"
@@ -44,10 +45,13 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	var waits map[string]pack.Wait
 	var snap state.View
 	// Read in the engine's loop, the state and the events agree.
-	err := d.eng.Do(r.Context(), func() error {
-		views, snap, out.Events = d.eng.CardViews(), d.store.View(), d.recent.last()
+	err := d.eng.Do(r.Context(), func(ctx context.Context) error {
 		var err error
-		waits, err = d.eng.Waits()
+		if views, err = d.eng.CardViews(ctx); err != nil {
+			return err
+		}
+		snap, out.Events = d.store.View(), d.recent.last()
+		waits, err = d.eng.Waits(ctx)
 		return err
 	})
 	if err != nil {

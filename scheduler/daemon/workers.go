@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/launcher"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -186,12 +185,7 @@ func (d *daemon) drainWorker(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *daemon) backlog(w http.ResponseWriter, r *http.Request) {
-	var b scheduler.Backlog
-	err := d.eng.Do(r.Context(), func() error {
-		var err error
-		b, err = d.eng.Backlog()
-		return err
-	})
+	b, err := d.eng.Backlog(r.Context())
 	if err != nil {
 		failWith(w, err)
 		return
