@@ -61,12 +61,24 @@ type remote struct {
 func newCluster(local *machine, r *runner.Supervised, grace time.Duration, log *runner.EventLog) *cluster {
 	c := &cluster{local: local, runner: r, grace: grace, clock: scheduler.RealClock{}, log: log,
 		exits: make(chan scheduler.Exit, 64), workers: map[string]*remote{}, streams: map[string]chan io.ReadWriteCloser{}}
-	go func() {
-		for x := range r.Exits() {
-			c.exits <- x
-		}
-	}()
 	return c
+}
+
+// forward passes the ends of the local runner's attempts on as the cluster's, until
+// done is closed.
+func (c *cluster) forward(done <-chan struct{}) {
+	for {
+		select {
+		case x := <-c.runner.Exits():
+			select {
+			case c.exits <- x:
+			case <-done:
+				return
+			}
+		case <-done:
+			return
+		}
+	}
 }
 
 // worker returns a worker's record, made if it has none. c.mu is held.

@@ -309,7 +309,11 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 	defer signal.Stop(sigs)
 	quit := make(chan struct{})
 	var g group
-	g.add(func() error { return d.eng.Serve(engCtx, d.stopTrainers.Load) }, func() { stopEngine() })
+	engineDone := make(chan struct{}) // closed once the engine's loop has returned
+	g.add(func() error {
+		defer close(engineDone)
+		return d.eng.Serve(engCtx, d.stopTrainers.Load)
+	}, stopEngine)
 	g.add(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("API: %w", err)
@@ -330,9 +334,11 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 			}
 			return nil
 		}, stopAlloc)
-		done := make(chan struct{})
-		go d.cluster.run(done)
-		defer close(done) // once every actor, the engine's loop included, has returned
+		// The cluster's clock, and the ends of the local attempts passed on as the
+		// cluster's, go on until the engine's loop has returned, not only been asked to:
+		// it still hears of its trainers (on workers too) as it stops them.
+		g.add(func() error { d.cluster.run(engineDone); return nil }, func() {})
+		g.add(func() error { d.cluster.forward(engineDone); return nil }, func() {})
 	}
 	if metricsLn != nil {
 		msrv := tcpServer(d.metrics.handler())

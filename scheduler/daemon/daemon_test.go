@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -539,4 +540,34 @@ func TestAStateDirBehindALinkIsResolvedOnce(t *testing.T) {
 		t.Errorf("the directory the link points to now got %v", ents)
 	}
 	d.client = c // stop it through its real directory
+}
+
+// TestADaemonLeavesNoGoroutine: every goroutine a daemon keeps for its lifetime (with a
+// network listener: the cluster's clock, the ends of its local attempts passed on) is an
+// actor of its group, and has returned once Run has.
+func TestADaemonLeavesNoGoroutine(t *testing.T) {
+	cfg := testConfig(filepath.Join(t.TempDir(), "state"), t.TempDir(), nil)
+	cfg.Listen = "127.0.0.1:0"
+	r := startDaemonWith(t, cfg)
+	if _, err := r.client.Info(); err != nil {
+		t.Fatal(err)
+	}
+	r.stop(t)
+	var left string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("goroutines left:\n%s", left)
+		}
+	})
+	schedtest.WaitFor(t, "the daemon's goroutines to return", func() bool {
+		buf := make([]byte, 1<<20)
+		left = ""
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "scheduler/daemon.(*cluster)") || strings.Contains(g, "scheduler/daemon.newCluster") ||
+				strings.Contains(g, "scheduler/daemon.(*group)") {
+				left += g + "\n\n"
+			}
+		}
+		return left == ""
+	})
 }
