@@ -29,8 +29,8 @@ type Need struct {
 
 // backlog says what the queue holds that no card can start now.
 func (e *Engine) backlog() (Backlog, error) {
-	snap := e.store.View()
-	v, err := e.packView(snap, e.runningNow(snap), nil)
+	view := e.store.View()
+	v, err := e.packView(view, e.runningNow(view), nil)
 	if err != nil {
 		return Backlog{}, err
 	}

@@ -80,8 +80,8 @@ func TestEngineAcrossWorkers(t *testing.T) {
 	cards[0].Processes = []gpu.Process{{PID: 7, Used: 6 * gib, Attempt: where["n1"]}}
 	cards[1].Processes = []gpu.Process{{PID: 7, Used: 9 * gib, Attempt: where["n2"]}}
 	round(t, e)
-	snap := st.View()
-	if p1, p2 := snap.Attempt(where["n1"]).Peak, snap.Attempt(where["n2"]).Peak; p1 != 6*gib || p2 != 9*gib {
+	view := st.View()
+	if p1, p2 := view.Attempt(where["n1"]).Peak, view.Attempt(where["n2"]).Peak; p1 != 6*gib || p2 != 9*gib {
 		t.Errorf("peaks %s on n1 and %s on n2, want 6 GiB and 9 GiB", plans.FormatSize(p1), plans.FormatSize(p2))
 	}
 	must(t, e.drain(plans.CardID{Worker: "n2", Index: 0}, true))

@@ -190,13 +190,13 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 }
 
 func history(st *state.Store, job string) string {
-	snap := st.View()
+	view := st.View()
 	var parts []string
-	for _, a := range snap.Attempts(job) {
+	for _, a := range view.Attempts(job) {
 		eb, _ := plans.BatchKeys{Micro: plans.KeyBatch, Accumulation: plans.KeyAccumulation}.Effective(a.Params)
 		parts = append(parts, fmt.Sprintf("%d:t%d:%s:%s:eb%d", a.N, a.Tier, plans.FormatSize(a.Estimate), a.Outcome, eb))
 	}
-	return string(snap.Job(job).State) + " " + strings.Join(parts, " ")
+	return string(view.Job(job).State) + " " + strings.Join(parts, " ")
 }
 
 const ladderSweep = `
@@ -370,9 +370,9 @@ func TestFailureAndSuccessEndJobs(t *testing.T) {
 		}
 		return Exit{Outcome: plans.Success}
 	})
-	snap := st.View()
-	if snap.Job("f.1").State != state.JobSucceeded || snap.Job("f.2").State != state.JobFailed || !strings.Contains(snap.Job("f.2").Reason, "status 2") {
-		t.Errorf("f.1 %s, f.2 %s (%s)", snap.Job("f.1").State, snap.Job("f.2").State, snap.Job("f.2").Reason)
+	view := st.View()
+	if view.Job("f.1").State != state.JobSucceeded || view.Job("f.2").State != state.JobFailed || !strings.Contains(view.Job("f.2").Reason, "status 2") {
+		t.Errorf("f.1 %s, f.2 %s (%s)", view.Job("f.1").State, view.Job("f.2").State, view.Job("f.2").Reason)
 	}
 }
 

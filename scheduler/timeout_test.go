@@ -59,8 +59,8 @@ func TestTimeoutStopsAndFails(t *testing.T) {
 	}
 	clock.now = clock.now.Add(time.Minute)
 	e.roundAndEnds(t, 1)
-	snap := e.store.View()
-	j, a := snap.Job("t.1"), snap.Attempt("t.1/1")
+	view := e.store.View()
+	j, a := view.Job("t.1"), view.Attempt("t.1/1")
 	if j.State != state.JobFailed || j.Reason != "attempt 1 timed out after 1h" || a.Outcome != plans.TimedOut {
 		t.Errorf("job %s (%s), attempt %s", j.State, j.Reason, a.Outcome)
 	}

@@ -247,20 +247,20 @@ func (u *runUI) redraw(now time.Time) {
 // the running jobs, the latest events (wrapped; the oldest left out where there is no
 // room), and counts by state.
 func (u *runUI) frame(now time.Time, width, height int) []string {
-	snap := u.store.View()
+	view := u.store.View()
 	counts := map[string]int{}
 	var b strings.Builder
 	tw := newFitTable(&b, width, 0).cutStarts(0)
 	fmt.Fprintln(tw, "JOB\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
-	for _, j := range snap.Jobs() {
+	for _, j := range view.Jobs() {
 		counts[string(j.State)]++
 		if j.State != state.JobRunning {
 			continue
 		}
-		as := snap.Attempts(j.ID)
+		as := view.Attempts(j.ID)
 		a := as[len(as)-1]
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, intsText(a.GPUs), a.N, a.Tier,
-			top.Gig(j.Declared), top.Gig(snap.Learned(j.Shape)), top.Gig(a.Reserve), top.Gig(a.Peak),
+			top.Gig(j.Declared), top.Gig(view.Learned(j.Shape)), top.Gig(a.Reserve), top.Gig(a.Peak),
 			now.Sub(a.Started).Round(time.Second))
 	}
 	tw.Flush()

@@ -56,10 +56,10 @@ func (d *daemon) allocAdd(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *daemon) allocList(w http.ResponseWriter, _ *http.Request) {
-	snap := d.store.View()
+	view := d.store.View()
 	out := api.AllocListResponse{Queues: []api.AllocQueue{}}
-	for _, q := range snap.AllocQueues() {
-		allocs := snap.Allocations(q.ID)
+	for _, q := range view.AllocQueues() {
+		allocs := view.Allocations(q.ID)
 		if q.Removed && !anyActive(allocs) {
 			continue
 		}

@@ -98,29 +98,29 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("state"); s != "" {
 		states = strings.Split(s, ",")
 	}
-	snap := d.store.View()
-	if sweep != "" && snap.Submission(sweep) == nil {
-		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, snap.JobIDs()).Error())
+	view := d.store.View()
+	if sweep != "" && view.Submission(sweep) == nil {
+		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, view.JobIDs()).Error())
 		return
 	}
 	out := api.JobsResponse{Jobs: []api.Job{}}
-	for _, j := range snap.Jobs() {
+	for _, j := range view.Jobs() {
 		if sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState())) {
 			continue
 		}
-		out.Jobs = append(out.Jobs, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(snap, j)})
+		out.Jobs = append(out.Jobs, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
 	}
 	reply(w, out)
 }
 
 func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
-	snap := d.store.View()
-	j := snap.Job(r.PathValue("id"))
+	view := d.store.View()
+	j := view.Job(r.PathValue("id"))
 	if j == nil {
-		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), snap.JobIDs()).Error())
+		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), view.JobIDs()).Error())
 		return
 	}
-	reply(w, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(snap, j)})
+	reply(w, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
 }
 
 func (d *daemon) why(w http.ResponseWriter, r *http.Request) {

@@ -43,14 +43,14 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		Running: []api.RunningJob{}, Queue: []api.WaitingJob{}}
 	var views []scheduler.CardView
 	var waits map[string]pack.Wait
-	var snap state.View
+	var view state.View
 	// Read in the engine's loop, the state and the events agree.
 	err := d.eng.Do(r.Context(), func(ctx context.Context) error {
 		var err error
 		if views, err = d.eng.CardViews(ctx); err != nil {
 			return err
 		}
-		snap, out.Events = d.store.View(), d.recent.last()
+		view, out.Events = d.store.View(), d.recent.last()
 		waits, err = d.eng.Waits(ctx)
 		return err
 	})
@@ -65,17 +65,17 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 			held[h.Attempt.ID] = max(held[h.Attempt.ID], h.Held)
 		}
 	}
-	for _, a := range snap.Running() {
-		j := snap.Job(a.Job)
+	for _, a := range view.Running() {
+		j := view.Job(a.Job)
 		out.Running = append(out.Running, api.RunningJob{Job: j.ID, Name: j.Name, Worker: a.Worker, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
-			Started: a.Started, DeclaredBytes: j.Declared, LearnedBytes: snap.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log})
+			Started: a.Started, DeclaredBytes: j.Declared, LearnedBytes: view.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log})
 	}
 	slices.SortFunc(out.Running, func(p, q api.RunningJob) int { return p.Started.Compare(q.Started) })
-	for _, j := range snap.Jobs() {
+	for _, j := range view.Jobs() {
 		if j.State != state.JobQueued {
 			continue
 		}
-		est, _ := snap.Estimate(j)
+		est, _ := view.Estimate(j)
 		wj := api.WaitingJob{Job: j.ID, Name: j.Name, Held: j.Held, EstimateBytes: est}
 		switch wait, ok := waits[j.ID]; {
 		case j.Held:

@@ -33,12 +33,12 @@ func NewHooks(store *state.Store, cards []api.GPUInfo, log func(string)) *Hooks 
 // Event fires the hooks an event calls for. It is the engine's events function's to
 // call, in the engine's loop.
 func (h *Hooks) Event(ev scheduler.Event) {
-	snap := h.store.View()
-	j := snap.Job(ev.Job)
+	view := h.store.View()
+	j := view.Job(ev.Job)
 	if j == nil {
 		return // an event of a card
 	}
-	sw := snap.Sweep(j.Sweep)
+	sw := view.Sweep(j.Sweep)
 	if sw == nil || !sw.Notify.Hooked() {
 		return
 	}
@@ -48,29 +48,29 @@ func (h *Hooks) Event(ev scheduler.Event) {
 		delete(h.ended, j.Sweep)
 		return
 	case state.JobFailed:
-		h.failed(snap, sw, j)
+		h.failed(view, sw, j)
 	}
-	if sw.Notify.OnEnd && !h.ended[j.Sweep] && h.over(snap, j.Sweep) {
+	if sw.Notify.OnEnd && !h.ended[j.Sweep] && h.over(view, j.Sweep) {
 		// Jobs that ended with this one, in the same transaction, may fail after it in
 		// the events: their failures come before the end all the same.
 		if sw.Notify.OnFailure {
-			for _, f := range api.SweepJobs(snap, j.Sweep) {
+			for _, f := range api.SweepJobs(view, j.Sweep) {
 				if f.State == state.JobFailed {
-					h.failed(snap, sw, f)
+					h.failed(view, sw, f)
 				}
 			}
 		}
 		h.ended[j.Sweep] = true
-		sum := api.SummarizeSweep(snap, j.Sweep, h.cards)
+		sum := api.SummarizeSweep(view, j.Sweep, h.cards)
 		h.fire(sw, api.Notice{Event: plans.NotifyEnd, Sweep: sw.Name, Summary: &sum}, "")
 	}
 }
 
 // failed tells the hooks of a job that failed, once.
-func (h *Hooks) failed(snap state.View, sw *plans.Sweep, j *state.Job) {
+func (h *Hooks) failed(view state.View, sw *plans.Sweep, j *state.Job) {
 	if sw.Notify.OnFailure && !h.told[j.ID] {
 		h.told[j.ID] = true
-		js := api.Summarize(snap, j)
+		js := api.Summarize(view, j)
 		h.fire(sw, api.Notice{Event: plans.NotifyFailure, Sweep: sw.Name, Job: &js}, j.ID)
 	}
 }
@@ -90,16 +90,16 @@ func (h *Hooks) fire(sw *plans.Sweep, nt api.Notice, job string) {
 // over reports whether no job of the sweep runs or waits. The running attempts and the
 // queue are asked first, since either is quick where the sweep's jobs may be many; the
 // sweep's own jobs only when both say so, for a held one.
-func (h *Hooks) over(snap state.View, sweep string) bool {
-	for _, a := range snap.Running() {
-		if snap.Job(a.Job).Sweep == sweep {
+func (h *Hooks) over(view state.View, sweep string) bool {
+	for _, a := range view.Running() {
+		if view.Job(a.Job).Sweep == sweep {
 			return false
 		}
 	}
 	if h.store.Waiting(sweep) > 0 {
 		return false
 	}
-	for j := range snap.JobsOf(sweep) {
+	for j := range view.JobsOf(sweep) {
 		if j.State == state.JobQueued || j.State == state.JobRunning {
 			return false
 		}

@@ -18,13 +18,13 @@ type SweepSummary struct {
 }
 
 // SummarizeSweep is a sweep of a view of the store, its jobs in submission order, on cards.
-func SummarizeSweep(snap state.View, sweep string, cards []GPUInfo) SweepSummary {
+func SummarizeSweep(view state.View, sweep string, cards []GPUInfo) SweepSummary {
 	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
 	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled} {
 		sum.Counts[string(st)] = 0
 	}
-	for _, j := range SweepJobs(snap, sweep) {
-		js := Summarize(snap, j)
+	for _, j := range SweepJobs(view, sweep) {
+		js := Summarize(view, j)
 		sum.Counts[js.State]++
 		sum.Jobs = append(sum.Jobs, js)
 	}
@@ -32,8 +32,8 @@ func SummarizeSweep(snap state.View, sweep string, cards []GPUInfo) SweepSummary
 }
 
 // SweepJobs are a sweep's jobs, in submission order.
-func SweepJobs(snap state.View, sweep string) []*state.Job {
-	jobs := slices.Collect(snap.JobsOf(sweep))
+func SweepJobs(view state.View, sweep string) []*state.Job {
+	jobs := slices.Collect(view.JobsOf(sweep))
 	slices.SortFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(a.Seq, b.Seq) })
 	return jobs
 }

@@ -99,17 +99,17 @@ type MemorySample struct {
 }
 
 // Summarize is one job of a view of the store with its whole history.
-func Summarize(snap state.View, j *state.Job) JobSummary {
+func Summarize(view state.View, j *state.Job) JobSummary {
 	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
 		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
-	if l := snap.Learned(j.Shape); l > 0 {
+	if l := view.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
 	}
-	if l := snap.Shape(j.Shape); l != nil && l.Duration > 0 {
+	if l := view.Shape(j.Shape); l != nil && l.Duration > 0 {
 		d := l.Duration.Seconds()
 		js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
 	}
-	for _, a := range snap.Attempts(j.ID) {
+	for _, a := range view.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
 			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
 		if len(a.GPUs) > 0 {
