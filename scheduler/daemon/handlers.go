@@ -1,5 +1,7 @@
 package daemon
 
+// The API's routes and their handlers (its wire types and client are package api's).
+
 import (
 	"context"
 	"encoding/json"
