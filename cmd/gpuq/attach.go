@@ -42,7 +42,7 @@ closing the terminal. --read-only only watches.`,
 }
 
 func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
-	j, err := fetchJob(st, id)
+	j, err := fetchJob(st.client, id)
 	if err != nil {
 		return err
 	}

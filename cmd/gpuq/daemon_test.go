@@ -371,87 +371,25 @@ func TestParseAge(t *testing.T) {
 	}
 }
 
-// TestFollowGoesOnToTheNextAttempt: gpuq logs -f follows a job, not one attempt: from
-// an attempt that runs out of memory to the next rung's, and, on a job put back in the
-// queue by gpuq retry, the attempt that retry starts, not the one that failed.
-func TestFollowGoesOnToTheNextAttempt(t *testing.T) {
+// TestFollowAndWaitThroughADaemon: logs -f and wait end to end (their logic is tested
+// against a fake daemon in logs_test.go and wait_test.go): logs -f of a job queued behind
+// another waits for it to start and follows it to its end; wait exits 1, naming the job
+// that failed.
+func TestFollowAndWaitThroughADaemon(t *testing.T) {
 	daemonEnv(t)
 	startDaemon(t)
-	flip := writeSweep(t, `name: flip
-command: [sh, -c, "echo attempt {attempt} checkpointing {gradient_checkpointing}; sleep 1; case {attempt} in 1) echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; exit 1;; 2) exit 3;; esac"]
-params: {gradient_checkpointing: false}
-jobs: [{}]
-memory: 1GiB
-gpus: "0"
-`)
-	if _, errOut, code := cli(t, "submit", flip); code != exitOK {
+	two := writeSweep(t, "name: two\ncommand: [sh, -c, \"sleep $((2 - {seed})); echo out {seed}; exit $(({seed} - 1))\"]\n"+
+		"matrix: {seed: [1, 2]}\nmemory: 1GiB\ngpus: \"0\"\ngpu_plan: \"1\"\n")
+	if _, errOut, code := cli(t, "submit", two); code != exitOK {
 		t.Fatalf("submit: %s", errOut)
 	}
-	out, errOut, code := cli(t, "logs", "-f", "flip.1")
-	if code != exitOK || !strings.Contains(out, "attempt 1 checkpointing false") || !strings.Contains(out, "attempt 2 checkpointing true") ||
-		!strings.Contains(out, "gpuq: exited with status 3") {
-		t.Errorf("logs -f across an OOM: exit %d, %q\n%s", code, errOut, out)
-	}
-
-	// The card drained, the retried job waits in the queue until it is undrained.
-	for _, args := range [][]string{{"drain", "0"}, {"retry", "flip.1"}} {
-		if _, errOut, code := cli(t, args...); code != exitOK {
-			t.Fatalf("%v: exit %d: %s", args, code, errOut)
-		}
-	}
-	var errb schedtest.Buffer
-	var outb schedtest.Buffer
-	done := make(chan int)
-	go func() {
-		done <- run([]string{"logs", "-f", "flip.1"}, ioStreams{In: strings.NewReader(""), Out: &outb, Err: &errb})
-	}()
-	schedtest.WaitFor(t, "logs -f to wait for attempt 3", func() bool { return strings.Contains(errb.String(), "waiting for attempt 3 to start") })
-	if _, errOut, code := cli(t, "undrain", "0"); code != exitOK {
-		t.Fatalf("undrain: %s", errOut)
-	}
-	if code := <-done; code != exitOK || strings.Contains(outb.String(), "attempt 2 checkpointing") || !strings.Contains(outb.String(), "attempt 3 checkpointing true") {
-		t.Errorf("logs -f after a retry: exit %d, %q\n%s", code, errb.String(), outb.String())
-	}
-}
-
-// TestWaitAndFollowAQueuedJob: gpuq wait blocks until jobs end and says whether they
-// all succeeded; gpuq logs -f on a queued job waits for it to start, then follows it.
-func TestWaitAndFollowAQueuedJob(t *testing.T) {
-	daemonEnv(t)
-	startDaemon(t)
-	one := writeSweep(t, "name: one\ncommand: [sh, -c, \"sleep 1; echo out {seed}; exit $(({seed} - 1))\"]\nmatrix: {seed: [1, 2, 3]}\nmemory: 1GiB\ngpus: \"0\"\ngpu_plan: \"1\"\n")
-	ok := writeSweep(t, "name: ok\ncommand: [sh, -c, \"sleep 1\"]\njobs: [{}]\nmemory: 1GiB\ngpus: \"1\"\n")
-	for _, s := range []string{one, ok} {
-		if _, errOut, code := cli(t, "submit", s); code != exitOK {
-			t.Fatalf("submit: %s", errOut)
-		}
-	}
-	// one.3 waits for the card's one slot: logs -f waits for it, then follows it.
-	out, errOut, code := cli(t, "logs", "-f", "one.3")
-	if code != exitOK || !strings.Contains(errOut, "one.3 is queued; waiting for attempt 1 to start") || !strings.Contains(out, "out 3") || !strings.Contains(out, "gpuq: exited with status 2") {
+	out, errOut, code := cli(t, "logs", "-f", "two.2")
+	if code != exitOK || !strings.Contains(errOut, "two.2 is queued; waiting for attempt 1 to start") || !strings.Contains(out, "out 2") ||
+		!strings.Contains(out, "gpuq: exited with status 1") {
 		t.Errorf("logs -f of a queued job: exit %d, %q\n%s", code, errOut, out)
 	}
-	for _, tt := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{"wait", "--sweep", "ok"}, exitOK, "1 job succeeded"},
-		{[]string{"wait", "one.1"}, exitOK, "1 job succeeded"},
-		{[]string{"wait", "--sweep", "one"}, exitFailed, "not every job succeeded: one.2 failed, one.3 failed"},
-		{[]string{"wait"}, exitFailed, "one.2 failed"},
-		{[]string{"wait", "one.9"}, exitBadInput, `no job "one.9"`},
-		{[]string{"wait", "--sweep", "nope"}, exitBadInput, `no sweep "nope"`},
-	} {
-		out, errOut, code := cli(t, tt.args...)
-		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
-			t.Errorf("%v: exit %d, %s%s; want %d and %q", tt.args, code, out, errOut, tt.code, tt.want)
-		}
-	}
-	for _, j := range listed(t) {
-		if !ended(j.State) {
-			t.Errorf("gpuq wait returned with %s %s", j.ID, j.State)
-		}
+	if out, errOut, code := cli(t, "wait", "--sweep", "two"); code != exitFailed || !strings.Contains(errOut, "not every job succeeded: two.2 failed") {
+		t.Errorf("wait: exit %d, %s%s", code, out, errOut)
 	}
 }
 
