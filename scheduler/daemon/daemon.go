@@ -3,8 +3,9 @@
 // a unix socket only its own user may connect to. The API's wire types and its client
 // are package api's, which the clients import without this package.
 //
-// A daemon's lifecycle is one group of actors (the engine's loop, the API server, and a
-// watcher of signals and stop requests): the first to return stops the others.
+// A daemon's lifecycle is one group of actors (the engine's loop, the API servers, the
+// allocator, the cluster's clock, the metrics, and a watcher of signals and stop
+// requests): the first to return stops the others.
 package daemon
 
 import (
