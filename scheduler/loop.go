@@ -23,9 +23,9 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // Serve schedules, and runs what it is asked (see Do), until ctx is cancelled; then it
-// returns ctx's error and leaves the running attempts as they are, for a later engine on the
-// same state to take up (a daemon restarting), unless stopAll is set: then it stops
-// them first, as Run does on Ctrl-C, and leaves queued jobs queued.
+// returns ctx's error and leaves the running attempts as they are, for a later engine
+// on the same state to take up (a daemon restarting), unless stopAll is set: then it
+// stops them first, as Run does on Ctrl-C, and leaves queued jobs queued.
 func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
 	defer close(e.stopped)
 	err := e.loop(ctx, nil)

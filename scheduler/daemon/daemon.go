@@ -399,7 +399,7 @@ func (g *group) run() error {
 	return err
 }
 
-// Salvage rebuilds the damaged state of a directory (see scheduler.Salvage) under its
+// Salvage rebuilds the damaged state of a directory (see state.Salvage) under its
 // lock, so that no daemon starts on it meanwhile.
 func Salvage(dir string) (state.Salvaged, error) {
 	dir, err := api.MakeStateDir(dir)
