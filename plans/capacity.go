@@ -2,8 +2,8 @@ package plans
 
 import "fmt"
 
-// Card is a card as a sweep is checked against it and as the report draws it: its
-// index, name and memory.
+// Card is a card as a sweep is checked against it, as an attempt is started on it
+// (launcher), and as the report draws it: its index (nvidia-smi's), name and memory.
 type Card struct {
 	Index int
 	Name  string

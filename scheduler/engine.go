@@ -6,6 +6,7 @@
 package scheduler
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -187,9 +188,12 @@ type Engine struct {
 	lastRound time.Time
 	// head is the job cards were reserved for at the last round.
 	head head
-	// commands are people's requests (cancel, hold, drain...), run between rounds.
+	// commands are people's requests (cancel, hold, drain...), run between rounds (see
+	// Do).
 	commands chan func()
-	// stopped is closed when Serve returns.
+	// looping is set once Run or Serve has started the loop, and stopped is closed when
+	// it has returned.
+	looping atomic.Bool
 	stopped chan struct{}
 	// err is the first failure to journal a change that is not the disk's: the
 	// engine stops at the end of the round, having done nothing it could not record.
@@ -254,13 +258,11 @@ func (e *Engine) batch(fn func()) error {
 	return err
 }
 
-// Submit adds a sweep's jobs.
-func (e *Engine) Submit(sub *state.Submission) error { return e.store.Submit(sub) }
-
 // Adopt takes up the attempts that were running when the last engine on the store's
 // state stopped, when the runner can (see Adopter), and returns how many it took up.
 // Call it once, before Serve.
 func (e *Engine) Adopt() (int, error) {
+	e.driving("Adopt")
 	ad, ok := e.runner.(Adopter)
 	if !ok {
 		return 0, nil

@@ -12,11 +12,12 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// Apply records how an attempt ended and decides what becomes of its job. Run applies
-// what arrives on Exits, in the next Round; a driver of its own calls Round or Apply.
-func (e *Engine) Apply(x Exit) {
-	snap := e.store.Latest()
-	a := snap.Attempt(x.Attempt)
+// apply records how an attempt ended and decides what becomes of its job. The loop
+// applies what arrives on Exits in its next round; a driver of its own passes the ends
+// to Round.
+func (e *Engine) apply(x Exit) {
+	view := e.store.Latest()
+	a := view.Attempt(x.Attempt)
 	if a == nil || !a.Running() {
 		return
 	}
@@ -29,8 +30,8 @@ func (e *Engine) Apply(x Exit) {
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)
-	job := *snap.Job(a.Job)
-	sw := snap.Sweep(job.Sweep)
+	job := *view.Job(a.Job)
+	sw := view.Sweep(job.Sweep)
 	if job.Probe {
 		e.changeShape(job.Shape, func(l *state.Shape) {
 			if l.Probe == job.ID {

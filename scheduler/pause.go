@@ -6,7 +6,6 @@ package scheduler
 // Running trainers go on meanwhile.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -29,13 +28,6 @@ func (e *Engine) put(c state.Change) error {
 		return e.err
 	}
 	return e.failed(e.store.Put(c))
-}
-
-// Put writes c from outside the engine's loop (the allocator's queues and
-// allocations), in the loop, through put: the store has one writer, and a write the
-// disk refuses pauses the engine as its own do.
-func (e *Engine) Put(ctx context.Context, c state.Change) error {
-	return e.Do(ctx, func() error { return e.put(c) })
 }
 
 // failed pauses the engine on an error to write, or stops it on any other, and returns
@@ -69,7 +61,7 @@ func (e *Engine) resume() bool {
 	pending := e.pending
 	e.pending = nil
 	for _, x := range pending {
-		e.Apply(x)
+		e.apply(x)
 	}
 	if len(e.pending) > 0 {
 		return false

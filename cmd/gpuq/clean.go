@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 type cleanOptions struct {
@@ -47,7 +47,7 @@ is given: then they are removed.`,
 }
 
 func runClean(opts *cleanOptions) error {
-	req := daemon.CleanRequest{Sweep: opts.sweep, Logs: opts.logs}
+	req := api.CleanRequest{Sweep: opts.sweep, Logs: opts.logs}
 	if opts.olderThan != "" {
 		age, err := parseAge(opts.olderThan)
 		if err != nil {

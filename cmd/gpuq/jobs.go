@@ -12,15 +12,15 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/top"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // fetchJob asks the daemon for one job with its attempts.
-func fetchJob(st *settings, id string) (daemon.Job, error) {
-	c, err := st.dial()
+func fetchJob(client func() (daemonClient, error), id string) (api.Job, error) {
+	c, err := client()
 	if err != nil {
-		return daemon.Job{}, err
+		return api.Job{}, err
 	}
 	return c.Job(id)
 }
@@ -28,10 +28,10 @@ func fetchJob(st *settings, id string) (daemon.Job, error) {
 // The verbs that look at and act on the daemon's jobs.
 func newJobCmds(io ioStreams, st *settings) []*cobra.Command {
 	return []*cobra.Command{newStatusCmd(io, st), newLogsCmd(io, st), newWhyCmd(io, st),
-		newSelectCmd(io, st, daemon.Cancel, "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
-		newSelectCmd(io, st, daemon.Retry, "Put failed or cancelled jobs back in the queue, at the tier they last ran", "requeued"),
-		newSelectCmd(io, st, daemon.Hold, "Keep jobs from starting until released; running ones run on", "held"),
-		newSelectCmd(io, st, daemon.Release, "Let held jobs start again", "released"),
+		newSelectCmd(io, st, api.Cancel, "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
+		newSelectCmd(io, st, api.Retry, "Put failed or cancelled jobs back in the queue, at the tier they last ran", "requeued"),
+		newSelectCmd(io, st, api.Hold, "Keep jobs from starting until released; running ones run on", "held"),
+		newSelectCmd(io, st, api.Release, "Let held jobs start again", "released"),
 		newDrainCmd(io, st, true), newDrainCmd(io, st, false)}
 }
 
@@ -39,15 +39,16 @@ var shownStates = []state.JobState{state.JobQueued, state.JobHeld, state.JobRunn
 	state.JobSucceeded, state.JobFailed, state.JobCancelled}
 
 type statusOptions struct {
-	io       ioStreams
-	settings *settings
-	sweep    string
-	states   []string
-	json     bool
+	io     ioStreams
+	client func() (daemonClient, error)
+	now    func() time.Time
+	sweep  string
+	states []string
+	json   bool
 }
 
 func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &statusOptions{io: io, settings: st}
+	opts := &statusOptions{io: io, client: st.client, now: time.Now}
 	cmd := &cobra.Command{
 		Use:     "status [ID]",
 		Aliases: []string{"ls"},
@@ -68,12 +69,7 @@ estimate, its peak, how it ended, and its log.
   gpuq status --json | jq '.jobs[] | select(.state == "failed") | .id'`,
 		Args:              maxArgs(1),
 		ValidArgsFunction: completeJobs(st),
-		RunE: func(_ *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				return showJob(opts, args[0])
-			}
-			return listJobs(opts)
-		},
+		RunE:              func(_ *cobra.Command, args []string) error { return runStatus(opts, args) },
 	}
 	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "only this sweep's jobs")
 	cmd.Flags().StringSliceVar(&opts.states, "state", nil, "only jobs in these states: "+statesText())
@@ -89,13 +85,21 @@ func statesText() string {
 	return strings.Join(s, ",")
 }
 
+// runStatus lists the jobs, or shows the one named.
+func runStatus(opts *statusOptions, args []string) error {
+	if len(args) == 1 {
+		return showJob(opts, args[0])
+	}
+	return listJobs(opts)
+}
+
 func listJobs(opts *statusOptions) error {
 	for _, s := range opts.states {
 		if !slices.Contains(shownStates, state.JobState(s)) {
 			return badInput("--state %q: a job is one of %s", s, statesText())
 		}
 	}
-	c, err := opts.settings.dial()
+	c, err := opts.client()
 	if err != nil {
 		return err
 	}
@@ -104,9 +108,9 @@ func listJobs(opts *statusOptions) error {
 		return err
 	}
 	if opts.json {
-		return writeJSON(opts.io.Out, daemon.JobsResponse{Jobs: jobs})
+		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: jobs})
 	}
-	printJobs(opts.io.Out, jobs, time.Now(), opts.io.width())
+	printJobs(opts.io.Out, jobs, opts.now(), opts.io.width())
 	return nil
 }
 
@@ -117,7 +121,7 @@ func listJobs(opts *statusOptions) error {
 // (after an OOM, say) shows the tier it will run at, not the card and peak of an
 // attempt that is over; last, how long its shape takes as learned, left out first
 // where the terminal is too narrow for it. Then counts by state.
-func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
+func printJobs(w io.Writer, jobs []api.Job, now time.Time, width int) {
 	counts := map[string]int{}
 	tw := newFitTable(w, width, 1, 0, 9).cutStarts(0)
 	fmt.Fprintln(tw, "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tTIME\tTAKES")
@@ -154,7 +158,7 @@ func countsText(counts map[string]int) string {
 }
 
 // learnedDuration is how long the job's shape takes, as learned, or "-".
-func learnedDuration(j daemon.JobSummary) string {
+func learnedDuration(j api.JobSummary) string {
 	if j.LearnedSeconds == nil {
 		return "-"
 	}
@@ -162,7 +166,7 @@ func learnedDuration(j daemon.JobSummary) string {
 }
 
 // cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".
-func cardsOf(a daemon.AttemptSummary) string {
+func cardsOf(a api.AttemptSummary) string {
 	if a.Worker != "" {
 		return a.Worker + ":" + intsText(a.GPUs)
 	}
@@ -170,7 +174,7 @@ func cardsOf(a daemon.AttemptSummary) string {
 }
 
 // durationOf is how long an attempt ran, or has run so far.
-func durationOf(a daemon.AttemptSummary, now time.Time) string {
+func durationOf(a api.AttemptSummary, now time.Time) string {
 	end := a.Ended
 	if end.IsZero() {
 		end = now
@@ -179,12 +183,12 @@ func durationOf(a daemon.AttemptSummary, now time.Time) string {
 }
 
 func showJob(opts *statusOptions, id string) error {
-	j, err := fetchJob(opts.settings, id)
+	j, err := fetchJob(opts.client, id)
 	if err != nil {
 		return err
 	}
 	if opts.json {
-		return writeJSON(opts.io.Out, daemon.JobsResponse{Jobs: []daemon.Job{j}})
+		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: []api.Job{j}})
 	}
 	w := opts.io.Out
 	fmt.Fprintf(w, "job %s of sweep %s: %s\n", j.ID, j.Sweep, j.State)
@@ -209,7 +213,7 @@ func showJob(opts *statusOptions, id string) error {
 	fmt.Fprintln(w)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tSTARTED\tTIME")
-	now := time.Now()
+	now := opts.now()
 	for _, a := range j.Attempts {
 		eb := "-"
 		if a.EffectiveBatch != nil {
@@ -230,8 +234,14 @@ func showJob(opts *statusOptions, id string) error {
 	return nil
 }
 
+type whyOptions struct {
+	io     ioStreams
+	client func() (daemonClient, error)
+	json   bool
+}
+
 func newWhyCmd(io ioStreams, st *settings) *cobra.Command {
-	var asJSON bool
+	opts := &whyOptions{io: io, client: st.client}
 	cmd := &cobra.Command{
 		Use:   "why ID",
 		Short: "Say why a queued job waits",
@@ -242,34 +252,44 @@ queued, say what it is doing (exit 0, as for one that waits); an unknown job is 
 		Example:           "  gpuq why gla-e1.12",
 		Args:              exactArgs(1),
 		ValidArgsFunction: completeJobs(st),
-		RunE: func(_ *cobra.Command, args []string) error {
-			c, err := st.dial()
-			if err != nil {
-				return err
-			}
-			out, err := c.Why(args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(io.Out, out)
-			}
-			if out.Reason != "" {
-				fmt.Fprintf(io.Out, "%s waits (%s): %s\n", out.Job, out.Reason, out.Detail)
-			} else {
-				fmt.Fprintf(io.Out, "%s: %s\n", out.Job, out.Detail)
-			}
-			return nil
-		},
+		RunE:              func(_ *cobra.Command, args []string) error { return runWhy(opts, args[0]) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"job","reason","detail"}`)
+	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"job","reason","detail"}`)
 	return cmd
 }
 
+func runWhy(opts *whyOptions, id string) error {
+	c, err := opts.client()
+	if err != nil {
+		return err
+	}
+	out, err := c.Why(id)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, out)
+	}
+	if out.Reason != "" {
+		fmt.Fprintf(opts.io.Out, "%s waits (%s): %s\n", out.Job, out.Reason, out.Detail)
+	} else {
+		fmt.Fprintf(opts.io.Out, "%s: %s\n", out.Job, out.Detail)
+	}
+	return nil
+}
+
+type selectOptions struct {
+	io     ioStreams
+	client func() (daemonClient, error)
+	verb   api.Verb
+	done   string // what the verb did to the jobs, for people
+	sweep  string
+	json   bool
+}
+
 // newSelectCmd is a verb that acts on jobs named by id or on a whole sweep.
-func newSelectCmd(io ioStreams, st *settings, verb daemon.Verb, short, done string) *cobra.Command {
-	var sweep string
-	var asJSON bool
+func newSelectCmd(io ioStreams, st *settings, verb api.Verb, short, done string) *cobra.Command {
+	opts := &selectOptions{io: io, client: st.client, verb: verb, done: done}
 	cmd := &cobra.Command{
 		Use:   string(verb) + " ID...|--sweep SWEEP",
 		Short: short,
@@ -280,35 +300,45 @@ not apply are passed over). A named job to which it does not apply is an error, 
 then nothing is changed.`,
 		Example:           fmt.Sprintf("  gpuq %s gla-e1.3 gla-e1.4\n  gpuq %s --sweep gla-e1", verb, verb),
 		ValidArgsFunction: completeJobs(st),
-		RunE: func(_ *cobra.Command, args []string) error {
-			switch {
-			case len(args) > 0 && sweep != "":
-				return badInput("name jobs or give --sweep, not both; see gpuq %s --help", verb)
-			case len(args) == 0 && sweep == "":
-				return badInput("name the jobs to %s (gpuq %s ID...), or a sweep (--sweep SWEEP)", verb, verb)
-			}
-			c, err := st.dial()
-			if err != nil {
-				return err
-			}
-			ids, err := c.Act(verb, daemon.SelectRequest{IDs: args, Sweep: sweep})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(io.Out, daemon.SelectResponse{Jobs: ids})
-			}
-			if len(ids) == 0 {
-				fmt.Fprintf(io.Out, "no job of %s to %s\n", sweep, verb)
-				return nil
-			}
-			fmt.Fprintf(io.Out, "%s: %s\n", done, strings.Join(ids, " "))
-			return nil
-		},
+		RunE:              func(_ *cobra.Command, args []string) error { return runSelect(opts, args) },
 	}
-	cmd.Flags().StringVar(&sweep, "sweep", "", "every job of this sweep")
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"jobs":[...]}, the jobs changed`)
+	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "every job of this sweep")
+	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"jobs":[...]}, the jobs changed`)
 	return cmd
+}
+
+func runSelect(opts *selectOptions, ids []string) error {
+	verb := opts.verb
+	switch {
+	case len(ids) > 0 && opts.sweep != "":
+		return badInput("name jobs or give --sweep, not both; see gpuq %s --help", verb)
+	case len(ids) == 0 && opts.sweep == "":
+		return badInput("name the jobs to %s (gpuq %s ID...), or a sweep (--sweep SWEEP)", verb, verb)
+	}
+	c, err := opts.client()
+	if err != nil {
+		return err
+	}
+	changed, err := c.Act(verb, api.SelectRequest{IDs: ids, Sweep: opts.sweep})
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, api.SelectResponse{Jobs: changed})
+	}
+	if len(changed) == 0 {
+		fmt.Fprintf(opts.io.Out, "no job of %s to %s\n", opts.sweep, verb)
+		return nil
+	}
+	fmt.Fprintf(opts.io.Out, "%s: %s\n", opts.done, strings.Join(changed, " "))
+	return nil
+}
+
+type drainOptions struct {
+	io     ioStreams
+	client func() (daemonClient, error)
+	on     bool
+	json   bool
 }
 
 func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
@@ -316,7 +346,7 @@ func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
 	if !on {
 		verb, short = "undrain", "Let a drained card take jobs again"
 	}
-	var asJSON bool
+	opts := &drainOptions{io: io, client: st.client, on: on}
 	cmd := &cobra.Command{
 		Use:   verb + " GPU",
 		Short: short,
@@ -324,32 +354,34 @@ func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
 WORKER:INDEX (node7:3). The daemon remembers it across restarts.`,
 		Example: "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
 		Args:    exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			card, err := plans.ParseCardID(args[0])
-			if err != nil {
-				return badInput("%v", err)
-			}
-			req := daemon.DrainRequest{Worker: card.Worker, GPU: card.Index, On: on}
-			c, err := st.dial()
-			if err != nil {
-				return err
-			}
-			if err := c.DrainCard(req); err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(io.Out, req)
-			}
-			if on {
-				fmt.Fprintf(io.Out, "GPU %s drained: no new job starts there; gpuq undrain %s undoes it\n", args[0], args[0])
-			} else {
-				fmt.Fprintf(io.Out, "GPU %s takes jobs again\n", args[0])
-			}
-			return nil
-		},
+		RunE:    func(_ *cobra.Command, args []string) error { return runDrain(opts, args[0]) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"gpu","on"}, and "worker" for a worker's card`)
+	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"gpu","on"}, and "worker" for a worker's card`)
 	return cmd
+}
+
+func runDrain(opts *drainOptions, name string) error {
+	card, err := plans.ParseCardID(name)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	req := api.DrainRequest{Worker: card.Worker, GPU: card.Index, On: opts.on}
+	c, err := opts.client()
+	if err != nil {
+		return err
+	}
+	if err := c.DrainCard(req); err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, req)
+	}
+	if opts.on {
+		fmt.Fprintf(opts.io.Out, "GPU %s drained: no new job starts there; gpuq undrain %s undoes it\n", name, name)
+	} else {
+		fmt.Fprintf(opts.io.Out, "GPU %s takes jobs again\n", name)
+	}
+	return nil
 }
 
 // completeJobs completes job ids from the running daemon, if one answers.

@@ -17,7 +17,7 @@ import (
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -40,7 +40,7 @@ func TestRunQuickstartRecoversOOMs(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("summary is not JSON: %v\n%s", err, out)
 	}
@@ -112,7 +112,7 @@ func TestRunSeedSweepRecoversOOMs(t *testing.T) {
 	if strings.Contains(errOut, "warning") {
 		t.Errorf("the example warns:\n%s", errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestRunTimesOutAHungTrainer(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ gpus: "sim:1x24GiB"
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
 package daemon
 
+// The API's routes and their handlers (its wire types and client are package api's).
+
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,10 +17,11 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// routes is the API: what the typed client (client.go) calls.
+// routes is the API: what its client (api.Client) calls.
 func (d *daemon) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/daemon", d.info)
@@ -27,8 +31,8 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/why/{id}", d.why)
 	mux.HandleFunc("GET /v1/overview", d.overview)
 	mux.HandleFunc("GET /v1/gpus", d.gpus)
-	for verb, do := range map[Verb]func(scheduler.Selection) ([]string, error){
-		Cancel: d.eng.Cancel, Retry: d.eng.Retry, Hold: d.eng.Hold, Release: d.eng.Release,
+	for verb, do := range map[api.Verb]func(context.Context, scheduler.Selection) ([]string, error){
+		api.Cancel: d.eng.Cancel, api.Retry: d.eng.Retry, api.Hold: d.eng.Hold, api.Release: d.eng.Release,
 	} {
 		mux.HandleFunc("POST /v1/"+string(verb), func(w http.ResponseWriter, r *http.Request) { d.selection(w, r, do) })
 	}
@@ -47,15 +51,15 @@ func (d *daemon) routes() http.Handler {
 
 func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
 	drained := d.store.View().Drained()
-	info := Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen}
+	info := api.Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen}
 	for _, c := range d.machine.cards {
-		info.GPUs = append(info.GPUs, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
+		info.GPUs = append(info.GPUs, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
 	}
 	reply(w, info)
 }
 
 func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
-	var req SubmitRequest
+	var req api.SubmitRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -69,9 +73,11 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	resp := SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
-	err = d.eng.Do(r.Context(), func() error {
-		if err := d.eng.Submit(&state.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
+	resp := api.SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
+	// The metrics hear of the submission in the loop, before the round that may start
+	// its jobs.
+	err = d.eng.Do(r.Context(), func(ctx context.Context) error {
+		if err := d.eng.Submit(ctx, &state.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
 			return scheduler.Refused(err.Error())
 		}
 		if d.metrics != nil {
@@ -94,48 +100,43 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("state"); s != "" {
 		states = strings.Split(s, ",")
 	}
-	snap := d.store.View()
-	if sweep != "" && snap.Submission(sweep) == nil {
-		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, snap.JobIDs()).Error())
+	view := d.store.View()
+	if sweep != "" && view.Submission(sweep) == nil {
+		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, view.JobIDs()).Error())
 		return
 	}
-	out := JobsResponse{Jobs: []Job{}}
-	for _, j := range snap.Jobs() {
+	out := api.JobsResponse{Jobs: []api.Job{}}
+	for _, j := range view.Jobs() {
 		if sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState())) {
 			continue
 		}
-		out.Jobs = append(out.Jobs, Job{Sweep: j.Sweep, JobSummary: Summarize(snap, j)})
+		out.Jobs = append(out.Jobs, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
 	}
 	reply(w, out)
 }
 
 func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
-	snap := d.store.View()
-	j := snap.Job(r.PathValue("id"))
+	view := d.store.View()
+	j := view.Job(r.PathValue("id"))
 	if j == nil {
-		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), snap.JobIDs()).Error())
+		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), view.JobIDs()).Error())
 		return
 	}
-	reply(w, Job{Sweep: j.Sweep, JobSummary: Summarize(snap, j)})
+	reply(w, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
 }
 
 func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var out WhyResponse
-	err := d.eng.Do(r.Context(), func() error {
-		reason, detail, err := d.eng.Why(id)
-		out = WhyResponse{Job: id, Reason: string(reason), Detail: detail}
-		return err
-	})
+	reason, detail, err := d.eng.Why(r.Context(), id)
 	if err != nil {
 		failWith(w, err)
 		return
 	}
-	reply(w, out)
+	reply(w, api.WhyResponse{Job: id, Reason: string(reason), Detail: detail})
 }
 
-func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(scheduler.Selection) ([]string, error)) {
-	var req SelectRequest
+func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(context.Context, scheduler.Selection) ([]string, error)) {
+	var req api.SelectRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -143,25 +144,20 @@ func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(sched
 		fail(w, http.StatusBadRequest, "name jobs or a sweep")
 		return
 	}
-	out := SelectResponse{Jobs: []string{}}
-	err := d.eng.Do(r.Context(), func() error {
-		ids, err := do(scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep})
-		out.Jobs = append(out.Jobs, ids...)
-		return err
-	})
+	ids, err := do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep})
 	if err != nil {
 		failWith(w, err)
 		return
 	}
-	reply(w, out)
+	reply(w, api.SelectResponse{Jobs: append([]string{}, ids...)})
 }
 
 func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
-	var req DrainRequest
+	var req api.DrainRequest
 	if !decode(w, r, &req) {
 		return
 	}
-	if err := d.eng.Do(r.Context(), func() error { return d.eng.Drain(plans.CardID{Worker: req.Worker, Index: req.GPU}, req.On) }); err != nil {
+	if err := d.eng.Drain(r.Context(), plans.CardID{Worker: req.Worker, Index: req.GPU}, req.On); err != nil {
 		failWith(w, err)
 		return
 	}
@@ -169,21 +165,16 @@ func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
-	var req CleanRequest
+	var req api.CleanRequest
 	if !decode(w, r, &req) {
 		return
 	}
-	var gone []*state.Submission
-	err := d.eng.Do(r.Context(), func() error {
-		var err error
-		gone, err = d.eng.Clean(req.Sweep, req.OlderThan)
-		return err
-	})
+	gone, err := d.eng.Clean(r.Context(), req.Sweep, req.OlderThan)
 	if err != nil {
 		failWith(w, err)
 		return
 	}
-	out := CleanResponse{Sweeps: []string{}}
+	out := api.CleanResponse{Sweeps: []string{}}
 	kept := filepath.Join(d.cfg.StateDir, "cleaned", time.Now().Format("20060102-150405"))
 	for _, sub := range gone {
 		out.Sweeps = append(out.Sweeps, sub.Sweep.Name)
@@ -222,7 +213,7 @@ func (d *daemon) dropLogs(job, kept string, remove bool) (moved bool, err error)
 }
 
 func (d *daemon) shutdown(w http.ResponseWriter, r *http.Request) {
-	var req ShutdownRequest
+	var req api.ShutdownRequest
 	if !decode(w, r, &req) {
 		return
 	}

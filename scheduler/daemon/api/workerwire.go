@@ -1,6 +1,8 @@
-package daemon
+package api
 
 import (
+	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -93,8 +95,6 @@ type AttemptRef struct {
 	N   int    `json:"n"`
 }
 
-func refOf(a *state.Attempt) AttemptRef { return AttemptRef{ID: a.ID, Job: a.Job, N: a.N} }
-
 // StartRequest starts an attempt on a worker, on its cards a.GPUs.
 type StartRequest struct {
 	Attempt *state.Attempt `json:"attempt"`
@@ -156,4 +156,16 @@ type BacklogResponse struct {
 	Reasons map[string]int `json:"reasons"`
 	// GPUsPerJob is the most cards one of those jobs needs on one machine.
 	GPUsPerJob int `json:"gpus_per_job"`
+}
+
+// workerName is what a worker may be called: a host name, without the colon that
+// separates a worker from a card index (node7:3).
+var workerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// ValidWorkerName says why a worker may not be called name; nil when it may.
+func ValidWorkerName(name string) error {
+	if !workerName.MatchString(name) || len(name) > 128 {
+		return fmt.Errorf("%q cannot name a worker: letters, digits, '.', '_' and '-' (a host name), at most 128", name)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package sim
+package simulate
 
 import (
 	"bytes"
@@ -96,7 +96,7 @@ func TestGeneratedTraces(t *testing.T) {
 			fmt.Fprintf(&b, "# %s", line)
 		}
 		fmt.Fprintf(&b, "\n# Estimates are the peak give or take 20%%. Written by TestGeneratedTraces in\n")
-		fmt.Fprintf(&b, "# scheduler/sim/traces_test.go: change the generator, then go test -update.\n#\n")
+		fmt.Fprintf(&b, "# scheduler/simulate/traces_test.go: change the generator, then go test -update.\n#\n")
 		fmt.Fprintf(&b, "#   gpuq simulate examples/traces/%s --policy all\n%sjobs:\n", g.file, g.machine)
 		for s := range g.shapes {
 			peak := g.peak(r)
@@ -121,7 +121,7 @@ func TestGeneratedTraces(t *testing.T) {
 			continue
 		}
 		if have, err := os.ReadFile(path); err != nil || !bytes.Equal(have, b.Bytes()) {
-			t.Errorf("%s is not what its generator writes (%v): go test ./scheduler/sim -run GeneratedTraces -update", path, err)
+			t.Errorf("%s is not what its generator writes (%v): go test ./scheduler/simulate -run GeneratedTraces -update", path, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package sim
+package simulate
 
 import (
 	"fmt"
@@ -54,7 +54,7 @@ func (t *Trace) Slots() []int {
 	slots, err := plan.For(t.Sweep.GPUs.Count())
 	if err != nil {
 		// The sweep was validated against its simulated cards when it was decoded.
-		panic(fmt.Sprintf("sim: plan %s: %v", plan, err))
+		panic(fmt.Sprintf("simulate: plan %s: %v", plan, err))
 	}
 	return slots
 }
@@ -114,11 +114,11 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 	// Nobody reads a simulation's store while it runs: an attempt's measures are
 	// written when it ends, not at every step of its memory.
 	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64}
-	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
-	rn.engine = e
-	if err := e.Submit(&state.Submission{Sweep: t.Sweep}); err != nil {
+	if err := store.Submit(&state.Submission{Sweep: t.Sweep}); err != nil {
 		return nil, err
 	}
+	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
+	rn.engine = e
 	timed := slices.ContainsFunc(t.Sweep.Jobs, func(j plans.Job) bool { return j.Timeout.After > 0 })
 	for ended, more := true, true; more; ended, more = m.step() {
 		if !ended && rn.teaching == 0 {

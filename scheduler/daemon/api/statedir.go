@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/gpuq/gpuq/launcher"
-	"github.com/gpuq/gpuq/scheduler/state"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,9 +33,9 @@ func MakeStateDir(dir string) (string, error) {
 	return real, nil
 }
 
-// lockState takes the state directory's lock, held as long as the daemon runs; the
+// LockState takes the state directory's lock, held as long as the daemon runs; the
 // kernel drops it with the process, however it ends. The daemon writes its pid in it.
-func lockState(dir string) (*os.File, error) {
+func LockState(dir string) (*os.File, error) {
 	path := filepath.Join(dir, "daemon.lock")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
@@ -60,7 +59,7 @@ func Gone(dir string) bool {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return true
 	}
-	f, err := lockState(dir)
+	f, err := LockState(dir)
 	if err != nil {
 		return false
 	}
@@ -68,17 +67,8 @@ func Gone(dir string) bool {
 	return true
 }
 
-// Salvage rebuilds the damaged state of a directory (see scheduler.Salvage) under its
-// lock, so that no daemon starts on it meanwhile.
-func Salvage(dir string) (state.Salvaged, error) {
-	dir, err := MakeStateDir(dir)
-	if err != nil {
-		return state.Salvaged{}, err
-	}
-	lock, err := lockState(dir)
-	if err != nil {
-		return state.Salvaged{}, err
-	}
-	defer lock.Close()
-	return state.Salvage(dir)
-}
+// ListenFile holds the address the daemon listens on, while it does.
+const ListenFile = "listen"
+
+// SocketPath is the API's socket in a state directory.
+func SocketPath(dir string) string { return filepath.Join(dir, "gpuq.sock") }

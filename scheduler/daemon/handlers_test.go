@@ -15,7 +15,9 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
+	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -41,7 +43,7 @@ func (r *idleRunner) Stop(a *state.Attempt) {
 func (r *idleRunner) Owner(int) (string, bool)     { return "", false }
 func (r *idleRunner) Exits() <-chan scheduler.Exit { return r.exits }
 
-// testAPI serves the API of a daemon with no state directory, on two simulated cards of
+// testAPI serves the API of a daemon with an empty state directory, on two simulated cards of
 // 24 GiB, over an engine whose trainers run until stopped.
 func testAPI(t *testing.T) (*daemon, *httptest.Server) {
 	t.Helper()
@@ -63,8 +65,8 @@ func testDaemon(t *testing.T) (*daemon, *idleRunner, *httptest.Server) {
 	}
 	cards, _ := inv.Read()
 	m := &machine{inv: inv, spec: spec, cards: cards, slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, headroom: plans.DefaultHeadroom}
-	d := &daemon{cfg: Config{StateDir: "/nowhere", Version: "v9"}, store: store, machine: m,
-		log: &EventLog{}, stop: make(chan struct{}), hooks: NewHooks(store, nil, func(string) {})}
+	d := &daemon{cfg: Config{StateDir: t.TempDir(), Version: "v9"}, store: store, machine: m,
+		log: &runner.EventLog{}, stop: make(chan struct{}), hooks: runner.NewHooks(store, nil, func(string) {})}
 	d.metrics = newMetrics(d)
 	r := &idleRunner{exits: make(chan scheduler.Exit, 8)}
 	eng := scheduler.NewEngine(store, inv, r, scheduler.RealClock{}, scheduler.Config{Slots: m.slots, Headroom: m.headroom,
@@ -75,8 +77,25 @@ func testDaemon(t *testing.T) (*daemon, *idleRunner, *httptest.Server) {
 	served := make(chan struct{})
 	go func() { eng.Serve(ctx, func() bool { return false }); close(served) }()
 	srv := httptest.NewServer(d.routes())
-	t.Cleanup(func() { srv.Close(); cancel(); <-served; inv.Close() })
+	// The typed client (clientOf) reaches the same routes on the state directory's socket.
+	ln, err := listen(d.cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := &http.Server{Handler: d.routes()}
+	go sock.Serve(ln)
+	t.Cleanup(func() { sock.Close(); srv.Close(); cancel(); <-served; inv.Close() })
 	return d, r, srv
+}
+
+// clientOf is a typed client of a test daemon's API.
+func clientOf(t *testing.T, d *daemon) *api.Client {
+	t.Helper()
+	c, err := api.Dial(d.cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestAPI(t *testing.T) {
@@ -87,7 +106,7 @@ func TestAPI(t *testing.T) {
 		status             int
 		want               string
 	}{
-		{"GET", "/v1/daemon", "", 200, `"version":"v9","state_dir":"/nowhere"`},
+		{"GET", "/v1/daemon", "", 200, `"version":"v9","state_dir":"/`},
 		{"POST", "/v1/submit", `{"file": `, 400, "bad request: "},
 		{"POST", "/v1/submit", `{"file": "/s/x.yaml", "source": "name: x\n"}`, 400, "/s/x.yaml: command: "},
 		{"POST", "/v1/submit", sweep, 200, `{"sweep":"h","jobs":3}`},
@@ -133,17 +152,17 @@ func TestAPI(t *testing.T) {
 // transaction of the engine's) and the success comes first, the hooks still hear of
 // the failure before the end it is part of.
 func TestAFailureIsToldBeforeTheEnd(t *testing.T) {
-	d, r, srv := testDaemon(t)
+	d, r, _ := testDaemon(t)
 	dir := t.TempDir()
 	notices := filepath.Join(dir, "notices.jsonl")
 	sweep := "name: n\ncommand: [sh, -c, \"exit 0\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n" +
 		"notify: {command: [sh, -c, \"cat >> notices.jsonl; echo >> notices.jsonl\"], on: [end, failure]}\n"
-	if _, err := clientOf(srv).Submit(SubmitRequest{File: filepath.Join(dir, "n.yaml"), Source: sweep}); err != nil {
+	if _, err := clientOf(t, d).Submit(api.SubmitRequest{File: filepath.Join(dir, "n.yaml"), Source: sweep}); err != nil {
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "both jobs to run", func() bool { return len(d.store.View().Running()) == 2 })
 	// Queued from inside the loop, both are applied by its next transaction.
-	err := d.eng.Do(context.Background(), func() error {
+	err := d.eng.Do(context.Background(), func(context.Context) error {
 		r.exits <- scheduler.Exit{Attempt: "n.1/1", Outcome: plans.Success}
 		r.exits <- scheduler.Exit{Attempt: "n.2/1", Outcome: plans.Failed, Detail: "exited with status 1"}
 		return nil
@@ -161,7 +180,7 @@ func TestAFailureIsToldBeforeTheEnd(t *testing.T) {
 			if !strings.HasSuffix(line, "\n") {
 				continue
 			}
-			var n Notice
+			var n api.Notice
 			if json.Unmarshal([]byte(line), &n) == nil {
 				got = append(got, n.Event)
 			}

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"bytes"
@@ -21,6 +21,10 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
 )
+
+// Upgrade is the protocol a request switches to (HTTP/1.1 Upgrade) for a stream: a
+// worker's link, a log or a terminal.
+const Upgrade = "gpuq/1"
 
 // Client talks to the daemon of a state directory, through its socket, or over the
 // network (DialRemote). A request the daemon refuses (an unknown job, a bad sweep, a
@@ -96,7 +100,7 @@ func ownPeer(c net.Conn, path string, uid int) error {
 // DialRemote connects to the daemon listening at addr (gpuq daemon --listen) with its
 // credentials, and checks that it answers.
 func DialRemote(addr string, creds Credentials) (*Client, error) {
-	cfg, err := clientTLS(creds.Cert)
+	cfg, err := ClientTLS(creds.Cert)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +232,7 @@ func (c *Client) Stream(ctx context.Context, path string) (io.ReadWriteCloser, e
 		return nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", upgrade)
+	req.Header.Set("Upgrade", Upgrade)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("gpuq daemon %s: %w", c.where(), err)

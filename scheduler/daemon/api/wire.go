@@ -1,9 +1,16 @@
-package daemon
+// Package api is what gpuq's daemon and those who talk to it share, as pueue's client
+// and daemon share one library: the API's wire types (JSON over HTTP on the state
+// directory's unix socket, or on the network listener for workers and remote clients),
+// a typed client, the link a worker keeps to its daemon, the credentials of the network
+// listener, and the state directory's paths and lock. The gpuq verbs, gpuq top and
+// gpuq worker import it; none of them links the daemon's server.
+package api
 
 import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -92,17 +99,17 @@ type MemorySample struct {
 }
 
 // Summarize is one job of a view of the store with its whole history.
-func Summarize(snap state.View, j *state.Job) JobSummary {
+func Summarize(view state.View, j *state.Job) JobSummary {
 	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
 		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
-	if l := snap.Learned(j.Shape); l > 0 {
+	if l := view.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
 	}
-	if l := snap.Shape(j.Shape); l != nil && l.Duration > 0 {
+	if l := view.Shape(j.Shape); l != nil && l.Duration > 0 {
 		d := l.Duration.Seconds()
 		js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
 	}
-	for _, a := range snap.Attempts(j.ID) {
+	for _, a := range view.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
 			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
 		if len(a.GPUs) > 0 {
@@ -195,4 +202,16 @@ type GPUInfo struct {
 	Name       string `json:"name,omitempty"`
 	TotalBytes int64  `json:"total_bytes"`
 	Drained    bool   `json:"drained"`
+}
+
+// Machine is the daemon's own cards as it last read them, with its plan and headroom:
+// what gpuq gpus shows while a daemon runs, rather than the cards gpuq would open by
+// itself. Workers' cards are not among them.
+type Machine struct {
+	// Simulated names the simulated machine, "" on real cards.
+	Simulated string     `json:"simulated,omitempty"`
+	Headroom  string     `json:"headroom"`
+	Cards     []gpu.Card `json:"cards"`
+	// Slots is the plan's limit on each card (-1: none), in the order of Cards.
+	Slots []int `json:"slots"`
 }

@@ -1,9 +1,9 @@
-// Package sim runs a sweep's trace in virtual time: the real engine and packer of gpuq
+// Package simulate runs a sweep's trace in virtual time: the real engine and packer of gpuq
 // (or a baseline policy: the tmux way, one job per card) over simulated cards, with
 // trainers whose memory and duration follow a documented model instead of processes.
 // A day of seven GPUs takes seconds, so plans and policies can be compared before the
 // day is spent.
-package sim
+package simulate
 
 import (
 	"math"
