@@ -37,14 +37,25 @@ func main() {
 	runs := flag.Int("runs", 3, "runs of each simulation; wall times are their median")
 	packer := flag.String("packer", "", "output of go test -bench 'Pack|Place' to summarise")
 	gpuq := flag.String("gpuq", "", "a built gpuq binary, to run gpuq's simulations and measure its daemon")
+	var sc scaleOptions
+	flag.IntVar(&sc.jobs, "scale", 100000, "jobs queued for the daemon-at-scale figures (0: not measured)")
+	flag.IntVar(&sc.runs, "scale-runs", 1, "runs of the daemon at scale; each figure is their median")
+	flag.StringVar(&sc.against, "against", "", "another gpuq binary whose daemon at scale runs alternated with -gpuq's, for ratios")
+	flag.BoolVar(&sc.only, "scale-only", false, "measure the daemon at scale alone")
 	flag.Parse()
-	if err := run(os.Stdout, *traces, *runs, *packer, *gpuq); err != nil {
+	var err error
+	if sc.only {
+		err = runScale(os.Stdout, *gpuq, sc)
+	} else {
+		err = run(os.Stdout, *traces, *runs, *packer, *gpuq, sc)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gpuq-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
+func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string, sc scaleOptions) error {
 	files, err := filepath.Glob(filepath.Join(traceDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no traces in %s", traceDir)
@@ -87,6 +98,9 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 			return fmt.Errorf("daemon: %w", err)
 		}
 		printDaemon(w, f)
+		if err := runScale(w, gpuq, sc); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w, "\nTargets")
 	printTargets(w, results, packs)
