@@ -135,6 +135,132 @@ func (q *Queue) change(j *Job, key func(*Job) GroupKey) {
 	q.add(k, j.Sweep, Member{j.Seq, j.ID})
 }
 
+// changeAll is change for the jobs of one write, the last version of a job counting:
+// where a write moves many jobs of a group (a sweep held, released, cancelled or
+// retried), the group's members are taken out and put in in one pass over it, rather
+// than one shift of the group for each, which made a sweep of 100,000 jobs quadratic.
+func (q *Queue) changeAll(jobs []*Job, key func(*Job) GroupKey) {
+	if len(jobs) <= mergeAbove {
+		for _, j := range jobs {
+			q.change(j, key)
+		}
+		return
+	}
+	last := make(map[string]int, len(jobs))
+	for i, j := range jobs {
+		last[j.ID] = i
+	}
+	out := map[*Group][]uint64{}   // members leaving each group, by submission order
+	in := map[GroupKey]*arrivals{} // jobs joining each group
+	for i, j := range jobs {
+		if last[j.ID] != i {
+			continue
+		}
+		g, was := q.at[j.ID]
+		waits := j.Waiting()
+		var k GroupKey
+		if waits {
+			if k = key(j); was && g.Key == k {
+				continue
+			}
+		}
+		if was {
+			out[g] = append(out[g], j.Seq)
+		}
+		if waits {
+			a := in[k]
+			if a == nil {
+				a = &arrivals{sweep: j.Sweep}
+				in[k] = a
+			}
+			a.members = append(a.members, Member{j.Seq, j.ID})
+		}
+	}
+	for g, seqs := range out {
+		q.removeAll(g, seqs)
+	}
+	for k, a := range in {
+		q.addAll(k, a.sweep, a.members)
+	}
+}
+
+// mergeAbove is how many changes of a write, or of a group, are made one by one: a
+// round's few cost less so than a pass over their groups.
+const mergeAbove = 8
+
+// arrivals are the jobs of a sweep that join a group in one write.
+type arrivals struct {
+	sweep   string
+	members []Member
+}
+
+// removeAll takes the members of submission orders seqs out of their group g.
+func (q *Queue) removeAll(g *Group, seqs []uint64) {
+	if len(seqs) <= mergeAbove {
+		for _, seq := range seqs {
+			q.remove(g, seq)
+		}
+		return
+	}
+	slices.Sort(seqs)
+	live := g.jobs[g.off:]
+	head := live[0].Seq
+	kept := live[:0]
+	for _, m := range live {
+		if _, found := slices.BinarySearch(seqs, m.Seq); found {
+			delete(q.at, m.ID)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	removed := len(live) - len(kept)
+	g.jobs, g.off = slices.Clone(kept), 0 // the old array, as long as before, goes
+	q.n -= removed
+	if q.sweeps[g.Sweep] -= removed; q.sweeps[g.Sweep] == 0 {
+		delete(q.sweeps, g.Sweep)
+	}
+	if g.len() == 0 || g.head().Seq != head {
+		q.move(g)
+	}
+	q.dropIfEmpty(g)
+}
+
+// addAll puts members of a sweep in the group of key k.
+func (q *Queue) addAll(k GroupKey, sweep string, members []Member) {
+	if len(members) <= mergeAbove {
+		for _, m := range members {
+			q.add(k, sweep, m)
+		}
+		return
+	}
+	g := q.group(k, sweep)
+	slices.SortFunc(members, func(a, b Member) int { return cmp.Compare(a.Seq, b.Seq) })
+	live := g.jobs[g.off:]
+	was := len(live) > 0
+	var head uint64
+	if was {
+		head = live[0].Seq
+	}
+	merged := make([]Member, 0, len(live)+len(members))
+	for len(live) > 0 || len(members) > 0 {
+		if len(members) == 0 || len(live) > 0 && live[0].Seq < members[0].Seq {
+			merged, live = append(merged, live[0]), live[1:]
+			continue
+		}
+		merged, members = append(merged, members[0]), members[1:]
+	}
+	added := len(merged) - g.len()
+	for _, m := range merged {
+		q.at[m.ID] = g
+	}
+	g.jobs, g.off = merged, 0
+	if !was || g.head().Seq != head {
+		q.move(g)
+	}
+	q.n += added
+	q.sweeps[sweep] += added
+}
+
 // regroup moves the waiting jobs of a shape to the groups key finds for them now: its
 // jobs' estimates changed.
 func (q *Queue) regroup(shape string, key func(id string) GroupKey) {
@@ -161,13 +287,7 @@ func (q *Queue) regroup(shape string, key func(id string) GroupKey) {
 }
 
 func (q *Queue) add(k GroupKey, sweep string, m Member) {
-	g := q.groups[k]
-	if g == nil {
-		g = &Group{Key: k, Sweep: sweep, took: q.took[k.Shape], fifo: q.fifo[sweep]}
-		q.groups[k] = g
-		q.shapes[k.Shape] = append(q.shapes[k.Shape], g)
-		q.groupsChanged = true
-	}
+	g := q.group(k, sweep)
 	live := g.jobs[g.off:]
 	at, _ := slices.BinarySearchFunc(live, m.Seq, func(m Member, seq uint64) int { return cmp.Compare(m.Seq, seq) })
 	if at == 0 && g.off > 0 {
@@ -182,6 +302,18 @@ func (q *Queue) add(k GroupKey, sweep string, m Member) {
 	q.at[m.ID] = g
 	q.n++
 	q.sweeps[sweep]++
+}
+
+// group returns the group of key k, made for a job of sweep if there is none.
+func (q *Queue) group(k GroupKey, sweep string) *Group {
+	g := q.groups[k]
+	if g == nil {
+		g = &Group{Key: k, Sweep: sweep, took: q.took[k.Shape], fifo: q.fifo[sweep]}
+		q.groups[k] = g
+		q.shapes[k.Shape] = append(q.shapes[k.Shape], g)
+		q.groupsChanged = true
+	}
+	return g
 }
 
 // remove takes the job of submission order seq out of its group g.
@@ -207,6 +339,11 @@ func (q *Queue) remove(g *Group, seq uint64) {
 	if q.sweeps[g.Sweep]--; q.sweeps[g.Sweep] == 0 {
 		delete(q.sweeps, g.Sweep)
 	}
+	q.dropIfEmpty(g)
+}
+
+// dropIfEmpty forgets a group that has no member left.
+func (q *Queue) dropIfEmpty(g *Group) {
 	if g.len() > 0 {
 		return
 	}

@@ -184,9 +184,33 @@ func (s *Store) Close() error {
 
 func (s *Store) commit(c Change) error {
 	return s.write(func(txn *memdb.Txn) error {
-		return c.each(func(table string, o any) error { return s.insert(txn, table, o) })
+		// The queue follows the jobs together (Queue.changeAll), before anything after
+		// them is put: a shape regroups its jobs as they are then.
+		var jobs []*Job
+		follow := func() {
+			s.queue.changeAll(jobs, s.keyOf)
+			jobs = nil
+		}
+		err := c.each(func(table string, o any) error {
+			if j, ok := o.(*Job); ok {
+				err := s.put(txn, table, o)
+				if err == nil {
+					jobs = append(jobs, j)
+				}
+				return err
+			}
+			if jobs != nil {
+				follow()
+			}
+			return s.insert(txn, table, o)
+		})
+		follow()
+		return err
 	})
 }
+
+// keyOf is the queue's group of a waiting job, by what the store knows of its shape now.
+func (s *Store) keyOf(j *Job) GroupKey { return keyOf(j, s.KnownShape(j.Shape)) }
 
 // write runs fn in a write transaction and commits it unless fn fails; in a batch,
 // in the batch's.
@@ -206,15 +230,12 @@ func (s *Store) write(fn func(*memdb.Txn) error) error {
 // insert puts an object in a table, and the queue follows a job or a shape. Only a
 // mistake in the schema makes it fail, and then the store is not to be trusted.
 func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
-	if err := txn.Insert(table, o); err != nil {
-		return fmt.Errorf("state store: %w", err)
-	}
-	if s.reads != nil && txn == s.open {
-		s.reads.wrote(table, o)
+	if err := s.put(txn, table, o); err != nil {
+		return err
 	}
 	switch o := o.(type) {
 	case *Job:
-		s.queue.change(o, func(j *Job) GroupKey { return keyOf(j, s.KnownShape(j.Shape)) })
+		s.queue.change(o, s.keyOf)
 	case *Shape:
 		was := s.KnownShape(o.Name)
 		s.queue.learned(o)
@@ -226,6 +247,17 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 			}
 			s.queue.regroup(o.Name, func(id string) GroupKey { return keyOf(view.Job(id), o) })
 		}
+	}
+	return nil
+}
+
+// put puts an object in a table, for the batch's lookups too, without the queue.
+func (s *Store) put(txn *memdb.Txn, table string, o any) error {
+	if err := txn.Insert(table, o); err != nil {
+		return fmt.Errorf("state store: %w", err)
+	}
+	if s.reads != nil && txn == s.open {
+		s.reads.wrote(table, o)
 	}
 	return nil
 }
