@@ -12,6 +12,8 @@ import (
 // their HTTP client), so that its run function is tested without a daemon.
 type daemonClient interface {
 	Jobs(sweep string, states []string) ([]api.Job, error)
+	// States is the state of each job named, of a sweep's, or of every job.
+	States(req api.StatesRequest) ([]api.JobState, error)
 	Job(id string) (api.Job, error)
 	Why(id string) (api.WhyResponse, error)
 	Act(v api.Verb, sel api.SelectRequest) ([]string, error)

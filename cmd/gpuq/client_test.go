@@ -33,6 +33,8 @@ type fakeDaemon struct {
 	streams map[string]string
 	// refuse, when set, is every call's answer.
 	refuse error
+	// told counts the jobs Jobs and States have answered with.
+	told int
 }
 
 // client is the fake as a verb's options hold it.
@@ -59,9 +61,48 @@ func (f *fakeDaemon) Jobs(sweep string, states []string) ([]api.Job, error) {
 			out = append(out, j)
 		}
 	}
+	f.told += len(out)
 	if sweep != "" && !slices.ContainsFunc(all, func(j api.Job) bool { return j.Sweep == sweep }) {
 		return nil, scheduler.NoSweep(sweep, ids(all))
 	}
+	return out, nil
+}
+
+// States answers from the listing as Jobs does, and counts the jobs it told of.
+func (f *fakeDaemon) States(req api.StatesRequest) ([]api.JobState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refuse != nil {
+		return nil, f.refuse
+	}
+	all := f.listing()
+	var jobs []api.Job
+	switch {
+	case req.Sweep != "":
+		for _, j := range all {
+			if j.Sweep == req.Sweep {
+				jobs = append(jobs, j)
+			}
+		}
+		if jobs == nil {
+			return nil, scheduler.NoSweep(req.Sweep, ids(all))
+		}
+	case len(req.IDs) > 0:
+		for _, id := range req.IDs {
+			i := slices.IndexFunc(all, func(j api.Job) bool { return j.ID == id })
+			if i < 0 {
+				return nil, scheduler.NoJob(id, ids(all))
+			}
+			jobs = append(jobs, all[i])
+		}
+	default:
+		jobs = all
+	}
+	out := make([]api.JobState, len(jobs))
+	for i, j := range jobs {
+		out[i] = api.JobState{ID: j.ID, State: j.State}
+	}
+	f.told += len(out)
 	return out, nil
 }
 

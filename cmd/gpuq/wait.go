@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -53,55 +52,50 @@ func runWait(opts *waitOptions, ids []string) error {
 	if err != nil {
 		return err
 	}
-	if len(ids) == 0 {
-		jobs, err := c.Jobs(opts.sweep, nil)
-		if err != nil {
-			return err
-		}
-		for _, j := range jobs {
-			ids = append(ids, j.ID)
-		}
+	ids = once(ids)
+	// The jobs waited for, as they are now; then, every poll, those not ended yet
+	// alone: the daemon is asked for the jobs waited for, never for all it has.
+	waited, err := c.States(api.StatesRequest{IDs: ids, Sweep: opts.sweep})
+	if err != nil {
+		return err
+	}
+	at := make(map[string]int, len(waited))
+	for i, j := range waited {
+		at[j.ID] = i
 	}
 	held := map[string]bool{}
-	for {
-		jobs, err := waitedJobs(c, ids)
-		if err != nil {
-			return err
-		}
-		done := true
-		for _, j := range jobs {
+	for left := waited; ; {
+		var next []string
+		for _, j := range left {
+			waited[at[j.ID]] = j
 			if j.State == string(state.JobHeld) && !held[j.ID] {
 				held[j.ID] = true
 				fmt.Fprintf(opts.io.Err, "gpuq: %s is held: it waits until gpuq release %s\n", j.ID, j.ID)
 			}
-			done = done && ended(j.State)
+			if !ended(j.State) {
+				next = append(next, j.ID)
+			}
 		}
-		if done {
-			return waitEnded(opts, jobs)
+		if len(next) == 0 {
+			return waitEnded(opts, c, ids, waited)
 		}
 		time.Sleep(opts.poll)
+		if left, err = c.States(api.StatesRequest{IDs: next}); err != nil {
+			return fmt.Errorf("while waiting: %w", err)
+		}
 	}
 }
 
-// waitedJobs fetches the jobs waited for, from one listing of the daemon's.
-func waitedJobs(c daemonClient, ids []string) ([]api.Job, error) {
-	all, err := c.Jobs("", nil)
-	if err != nil {
-		return nil, fmt.Errorf("while waiting: %w", err)
-	}
-	out := make([]api.Job, 0, len(ids))
-	for _, id := range ids {
-		i := slices.IndexFunc(all, func(j api.Job) bool { return j.ID == id })
-		if i < 0 {
-			known := make([]string, len(all))
-			for k, j := range all {
-				known[k] = j.ID
-			}
-			return nil, scheduler.NoJob(id, known)
+// once is ids, each once, in the order first named.
+func once(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
+		if seen[id] {
+			return true
 		}
-		out = append(out, all[i])
-	}
-	return out, nil
+		seen[id] = true
+		return false
+	})
 }
 
 func ended(st string) bool {
@@ -112,15 +106,19 @@ func ended(st string) bool {
 	return false
 }
 
-// waitEnded reports jobs that have all ended.
-func waitEnded(opts *waitOptions, jobs []api.Job) error {
+// waitEnded reports jobs that have all ended: with --json, each with its history.
+func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.JobState) error {
 	if opts.json {
+		jobs, err := waitedJobs(c, ids, opts.sweep, waited)
+		if err != nil {
+			return err
+		}
 		if err := writeJSON(opts.io.Out, api.JobsResponse{Jobs: jobs}); err != nil {
 			return err
 		}
 	}
 	var bad []string
-	for _, j := range jobs {
+	for _, j := range waited {
 		if j.State != string(state.JobSucceeded) {
 			bad = append(bad, j.ID+" "+j.State)
 		}
@@ -129,9 +127,40 @@ func waitEnded(opts *waitOptions, jobs []api.Job) error {
 		return fmt.Errorf("%w: %s", errNotAllSucceeded, strings.Join(bad, ", "))
 	}
 	if !opts.json {
-		fmt.Fprintf(opts.io.Out, "%s succeeded\n", plans.Count(len(jobs), "job"))
+		fmt.Fprintf(opts.io.Out, "%s succeeded\n", plans.Count(len(waited), "job"))
 	}
 	return nil
+}
+
+// waitedJobs fetches the jobs waited for with their histories: those named one by
+// one, a sweep's or every job's in one listing (less those submitted since the wait
+// began).
+func waitedJobs(c daemonClient, ids []string, sweep string, waited []api.JobState) ([]api.Job, error) {
+	out := make([]api.Job, 0, len(waited))
+	if len(ids) > 0 {
+		for _, j := range waited {
+			job, err := c.Job(j.ID)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, job)
+		}
+		return out, nil
+	}
+	all, err := c.Jobs(sweep, nil)
+	if err != nil {
+		return nil, err
+	}
+	was := make(map[string]bool, len(waited))
+	for _, j := range waited {
+		was[j.ID] = true
+	}
+	for _, j := range all {
+		if was[j.ID] {
+			out = append(out, j)
+		}
+	}
+	return out, nil
 }
 
 // errNotAllSucceeded is returned when jobs waited for ended otherwise than succeeded.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,6 +41,51 @@ func TestWait(t *testing.T) {
 			}
 			if held := strings.Count(errb.String(), "one.2 is held: it waits until gpuq release one.2"); held != tc.held {
 				t.Errorf("said %d times that one.2 is held, want %d: %q", held, tc.held, errb)
+			}
+		})
+	}
+}
+
+// TestWaitAsksForTheJobsItWaitsFor: gpuq wait's polls cost the jobs it waits for, not
+// every job of the daemon (it downloaded every job each poll: 70 s at 100,000 jobs);
+// --json prints the jobs waited for with their histories, and no other.
+func TestWaitAsksForTheJobsItWaitsFor(t *testing.T) {
+	var others []api.Job
+	for i := range 10_000 {
+		others = append(others, job(fmt.Sprintf("big.%d", i+1), "succeeded"))
+	}
+	att := api.AttemptSummary{N: 1, Outcome: "success"}
+	polls := [][]api.Job{
+		append([]api.Job{job("w.1", "running"), job("w.2", "queued")}, others...),
+		append([]api.Job{job("w.1", "succeeded", att), job("w.2", "running")}, others...),
+		append([]api.Job{job("w.1", "succeeded", att), job("w.2", "running")}, others...),
+		append([]api.Job{job("w.1", "succeeded", att), job("w.2", "succeeded", att)}, others...),
+	}
+	for _, tc := range []struct {
+		name  string
+		ids   []string
+		sweep string
+	}{
+		{"jobs named", []string{"w.2", "w.1", "w.2"}, ""},
+		{"a sweep", nil, "w"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDaemon{listings: polls}
+			ios, out, _ := buffers()
+			if err := runWait(&waitOptions{io: ios, client: d.client, sweep: tc.sweep, json: true}, tc.ids); err != nil {
+				t.Fatal(err)
+			}
+			// Both at first and at the first poll, then w.2 alone, then both with their
+			// histories: a few times the jobs waited for.
+			if d.told > 10 {
+				t.Errorf("the daemon was asked for %d jobs to wait for 2", d.told)
+			}
+			var got api.JobsResponse
+			if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Jobs) != 2 || got.Jobs[0].State != "succeeded" || len(got.Jobs[1].Attempts) != 1 {
+				t.Errorf("--json printed %+v, want w.1 and w.2 with their attempts", got.Jobs)
 			}
 		})
 	}

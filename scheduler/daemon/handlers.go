@@ -28,6 +28,7 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/submit", d.submit)
 	mux.HandleFunc("GET /v1/jobs", d.list)
 	mux.HandleFunc("GET /v1/jobs/{id}", d.job)
+	mux.HandleFunc("POST /v1/states", d.states)
 	mux.HandleFunc("GET /v1/why/{id}", d.why)
 	mux.HandleFunc("GET /v1/overview", d.overview)
 	mux.HandleFunc("GET /v1/gpus", d.gpus)
@@ -123,6 +124,44 @@ func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
+}
+
+// states answers from a view of the store, not in the engine's loop: gpuq wait polls
+// it, and neither waits for a round nor costs more than the jobs it names.
+func (d *daemon) states(w http.ResponseWriter, r *http.Request) {
+	var req api.StatesRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	view := d.store.View()
+	var jobs []*state.Job
+	switch {
+	case req.Sweep != "" && len(req.IDs) > 0:
+		fail(w, http.StatusBadRequest, "name jobs or a sweep, not both")
+		return
+	case req.Sweep != "":
+		if view.Submission(req.Sweep) == nil {
+			fail(w, http.StatusNotFound, scheduler.NoSweep(req.Sweep, view.JobIDs()).Error())
+			return
+		}
+		jobs = api.SweepJobs(view, req.Sweep)
+	case len(req.IDs) > 0:
+		for _, id := range req.IDs {
+			j := view.Job(id)
+			if j == nil {
+				fail(w, http.StatusNotFound, scheduler.NoJob(id, view.JobIDs()).Error())
+				return
+			}
+			jobs = append(jobs, j)
+		}
+	default:
+		jobs = view.Jobs()
+	}
+	out := api.StatesResponse{Jobs: make([]api.JobState, len(jobs))}
+	for i, j := range jobs {
+		out.Jobs[i] = api.JobState{ID: j.ID, State: string(j.ShownState())}
+	}
+	reply(w, out)
 }
 
 func (d *daemon) why(w http.ResponseWriter, r *http.Request) {

@@ -163,6 +163,12 @@ func (c *Client) Jobs(sweep string, states []string) ([]Job, error) {
 	return out.Jobs, c.call(http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &out)
 }
 
+// States returns the states of the jobs named, of a sweep's, or of every job's.
+func (c *Client) States(req StatesRequest) ([]JobState, error) {
+	var out StatesResponse
+	return out.Jobs, c.call(http.MethodPost, "/v1/states", req, &out)
+}
+
 // Job returns one job with its attempts.
 func (c *Client) Job(id string) (Job, error) {
 	var out Job

@@ -148,6 +148,25 @@ type SelectResponse struct {
 	Jobs []string `json:"jobs"`
 }
 
+// StatesRequest asks for the states of jobs: those named, a sweep's, or (neither)
+// every job's. What gpuq wait polls: its cost is the jobs it names, not the daemon's.
+type StatesRequest struct {
+	IDs   []string `json:"ids,omitempty"`
+	Sweep string   `json:"sweep,omitempty"`
+}
+
+// StatesResponse is the jobs of a StatesRequest with their states: in the order named,
+// or in submission order.
+type StatesResponse struct {
+	Jobs []JobState `json:"jobs"`
+}
+
+// JobState is a job's state as people see it (a held queued job is "held").
+type JobState struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+}
+
 // DrainRequest drains a card (On) or lets it take jobs again.
 type DrainRequest struct {
 	Worker string `json:"worker,omitempty"` // the card's machine; "" for the daemon's
