@@ -60,6 +60,31 @@ func TestEngineLearnsDurations(t *testing.T) {
 	}
 }
 
+// TestEngineLearnsWhatTheTrainersTook: an attempt starts when the runner has started
+// its trainer, not when its round began, and ends when the runner learned of the end,
+// not when a later round applied it: a round that starts many trainers takes a while,
+// and a short job's learned duration is not that queue (a true job "took" 6 s).
+func TestEngineLearnsWhatTheTrainersTook(t *testing.T) {
+	e, clock, fr := clockEngine(t, "name: b\ncommand: [train]\nmemory: 4GiB\ngpu_plan: \"3\"\nmatrix: {seed: [1, 2, 3]}\n", 3)
+	began := clock.now
+	fr.script = func(Launch) Exit {
+		clock.now = clock.now.Add(10 * time.Second) // each start takes 10 s
+		return Exit{}
+	}
+	round(t, e)
+	clock.now = clock.now.Add(time.Minute)
+	for i, a := range e.store.View().Running() {
+		if want := began.Add(time.Duration(10*(i+1)) * time.Second); !a.Started.Equal(want) {
+			t.Errorf("%s started at %v, want %v, when its start returned", a.ID, a.Started.Sub(began), want.Sub(began))
+		}
+		e.apply(Exit{Attempt: a.ID, Outcome: plans.Success, At: a.Started.Add(20 * time.Second)})
+	}
+	l := e.store.View().Shape(e.store.View().Job("b.1").Shape)
+	if l.Duration != 20*time.Second || l.Runs != 3 {
+		t.Errorf("learned %v over %d runs, want 20s over 3", l.Duration, l.Runs)
+	}
+}
+
 // backfillSweep: long (12 GiB, first by priority) runs; big (20 GiB) waits for it and
 // gets the card's reservation; slow and short (4 GiB each) fit beside long now, but
 // leave big too little beside them once long has ended (23 - 20 = 3 GiB).

@@ -108,6 +108,10 @@ type Exit struct {
 	// Requeue: the attempt was lost with the machine it ran on (a gpuq worker that did
 	// not come back); the job goes back to the queue as it was, as for Unstarted.
 	Requeue bool `json:",omitempty"`
+	// At is when the runner learned of the end, as the engine's clock reads; zero:
+	// when it is applied. Ends that arrive while a round starts attempts are applied
+	// after it, and a short job's learned duration is not that wait.
+	At time.Time `json:",omitzero"`
 }
 
 // Event is something that happened, for the user interface.
@@ -191,6 +195,9 @@ type Engine struct {
 	// commands are people's requests (cancel, hold, drain...), run between rounds (see
 	// Do).
 	commands chan func()
+	// reads are requests that only read (why), which a round also answers between two
+	// starts of attempts (see answer): one that starts many takes seconds.
+	reads chan func()
 	// looping is set once Run or Serve has started the loop, and stopped is closed when
 	// it has returned.
 	looping atomic.Bool
@@ -232,7 +239,7 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
 		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{},
-		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
+		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), reads: make(chan func()), stopped: make(chan struct{})}
 	e.events = func(ev Event) {
 		if e.store.InBatch() {
 			e.later = append(e.later, ev)

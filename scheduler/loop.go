@@ -62,6 +62,8 @@ func (e *Engine) loop(ctx context.Context, done func() bool) error {
 			exits = e.ready(append(exits, x))
 		case fn := <-e.commands:
 			fn()
+		case fn := <-e.reads:
+			fn()
 		case <-e.clock.After(e.cfg.Poll):
 		}
 		if e.err != nil {

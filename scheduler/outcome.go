@@ -27,6 +27,9 @@ func (e *Engine) apply(x Exit) {
 	}
 	ended := *a
 	ended.Outcome, ended.OOM, ended.Ended = x.Outcome, x.OOM, e.clock.Now()
+	if x.At.After(a.Started) && x.At.Before(ended.Ended) {
+		ended.Ended = x.At
+	}
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)

@@ -26,18 +26,42 @@ import (
 // makes run at once, in fn's turn; fn must not keep it for later, nor make a request
 // with another context, which would wait for the loop that waits for fn.
 func (e *Engine) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	return e.turn(ctx, e.commands, fn)
+}
+
+// look runs fn as Do does, or in a round between two starts of attempts (see answer):
+// for a request that only reads, and must not wait for a round's starts.
+func (e *Engine) look(ctx context.Context, fn func(ctx context.Context) error) error {
+	return e.turn(ctx, e.reads, fn)
+}
+
+// turn runs fn in the loop, sent on ch.
+func (e *Engine) turn(ctx context.Context, ch chan func(), fn func(ctx context.Context) error) error {
 	if ctx.Value(turnKey{}) == e {
 		return fn(ctx)
 	}
 	done := make(chan error, 1)
 	select {
-	case e.commands <- func() { done <- fn(context.WithValue(ctx, turnKey{}, e)) }:
+	case ch <- func() { done <- fn(context.WithValue(ctx, turnKey{}, e)) }:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-e.stopped:
 		return errStopped
 	}
 	return <-done
+}
+
+// answer runs the requests that only read which wait now (see look), from inside a
+// round.
+func (e *Engine) answer() {
+	for {
+		select {
+		case fn := <-e.reads:
+			fn()
+		default:
+			return
+		}
+	}
 }
 
 // turnKey marks the context of a function Do runs in the loop, with the engine's
@@ -100,9 +124,9 @@ func (e *Engine) Drain(ctx context.Context, card plans.CardID, on bool) error {
 }
 
 // Why says why a job waits, with the packer's reason where it is one, or what it is
-// doing if it does not.
+// doing if it does not. A round that starts attempts answers it between two of them.
 func (e *Engine) Why(ctx context.Context, id string) (reason pack.Reason, detail string, err error) {
-	err = e.Do(ctx, func(context.Context) error {
+	err = e.look(ctx, func(context.Context) error {
 		reason, detail, err = e.why(id)
 		return err
 	})

@@ -543,10 +543,15 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 			continue
 		}
 		// The runner reports the attempt's end on Exits, read only after this round.
+		// It started when its trainer did, not when the round did: a round that starts
+		// many takes a while, and a short job's learned duration is not that queue.
 		a := *l.Attempt
-		a.Leader, a.Log = st.Leader, st.Log
+		a.Leader, a.Log, a.Started = st.Leader, st.Log, e.clock.Now()
 		ran.Attempts = append(ran.Attempts, &a)
-		started = append(started, l)
+		started = append(started, Launch{Attempt: &a, Job: l.Job})
+		if journaled { // its jobs are in the store as they run
+			e.answer()
+		}
 	}
 	if e.put(ran) != nil {
 		return

@@ -313,6 +313,7 @@ func (c *cluster) heard(name string, l *link, m api.WorkerMessage) {
 	if m.Exit != nil && w.attempts[m.Exit.Attempt] != nil {
 		delete(w.attempts, m.Exit.Attempt)
 		x = m.Exit
+		x.At = c.clock.Now() // by the daemon's clock, not the worker's
 	}
 	c.mu.Unlock()
 	if x != nil {

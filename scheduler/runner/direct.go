@@ -2,6 +2,7 @@ package runner
 
 import (
 	"sync"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
@@ -37,11 +38,12 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 	r.mu.Unlock()
 	go func() {
 		<-proc.Done()
+		ended := time.Now()
 		r.mu.Lock()
 		delete(r.procs, id)
 		r.mu.Unlock()
 		outcome, facts := launcher.Classify(proc.Exit(), proc.Output())
-		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: proc.Ended()}
+		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: proc.Ended(), At: ended}
 	}()
 	return scheduler.Started{Leader: proc.PID(), Log: log}, nil
 }

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"sync"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
@@ -67,6 +68,7 @@ func (r *Supervised) report(x scheduler.Exit) { go func() { r.exits <- x }() }
 
 func (r *Supervised) watch(attempt, dir string) {
 	e := launcher.Wait(dir)
+	at := time.Now()
 	// Asked to stop, and stopped: by its supervisor, or with it where the supervisor
 	// did not answer (see launcher.StopSupervised).
 	if _, asked := r.stopping.LoadAndDelete(attempt); asked && e.Outcome == plans.Lost && !e.Fenced {
@@ -74,7 +76,7 @@ func (r *Supervised) watch(attempt, dir string) {
 	}
 	// A fenced attempt's job runs again elsewhere, as it would have had its worker's
 	// daemon heard nothing more of it.
-	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced}
+	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced, At: at}
 }
 
 // Stop asks the attempt's supervisor to stop its trainer.
