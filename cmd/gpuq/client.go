@@ -12,6 +12,9 @@ import (
 // their HTTP client), so that its run function is tested without a daemon.
 type daemonClient interface {
 	Jobs(sweep string, states []string) ([]api.Job, error)
+	// JobsJSON is Jobs' listing as the daemon sends it, {"jobs":[...]}, to be read as
+	// it comes (gpuq status --json).
+	JobsJSON(sweep string, states []string) (io.ReadCloser, error)
 	// States is the state of each job named, of a sweep's, or of every job.
 	States(req api.StatesRequest) ([]api.JobState, error)
 	Job(id string) (api.Job, error)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"slices"
 	"strings"
@@ -66,6 +68,16 @@ func (f *fakeDaemon) Jobs(sweep string, states []string) ([]api.Job, error) {
 		return nil, scheduler.NoSweep(sweep, ids(all))
 	}
 	return out, nil
+}
+
+// JobsJSON is Jobs' answer as the daemon sends it.
+func (f *fakeDaemon) JobsJSON(sweep string, states []string) (io.ReadCloser, error) {
+	jobs, err := f.Jobs(sweep, states)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(api.JobsResponse{Jobs: jobs})
+	return io.NopCloser(bytes.NewReader(data)), err
 }
 
 // States answers from the listing as Jobs does, and counts the jobs it told of.

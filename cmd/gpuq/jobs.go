@@ -103,12 +103,17 @@ func listJobs(opts *statusOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.json {
+		body, err := c.JobsJSON(opts.sweep, opts.states)
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		return indentJobs(opts.io.Out, body)
+	}
 	jobs, err := c.Jobs(opts.sweep, opts.states)
 	if err != nil {
 		return err
-	}
-	if opts.json {
-		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: jobs})
 	}
 	printJobs(opts.io.Out, jobs, opts.now(), opts.io.width())
 	return nil

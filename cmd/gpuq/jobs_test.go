@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -177,5 +178,40 @@ func TestStatusOfAJob(t *testing.T) {
 	ios, _, _ := buffers()
 	if code, _ := exitOf(runStatus(&statusOptions{io: ios, client: d.client, now: now, states: []string{"done"}}, nil)); code != exitBadInput {
 		t.Errorf("--state done: exit %d", code)
+	}
+}
+
+// TestStatusJSONStreamsAsItPrints: status --json prints the daemon's listing as it
+// arrives, a job at a time, exactly as a whole listing decoded and printed; a listing
+// cut short (the daemon stopped while it sent) is an error, not a shorter list.
+func TestStatusJSONStreamsAsItPrints(t *testing.T) {
+	lr := 2e-4
+	p := plans.NewMap()
+	p.Set("lr", lr)
+	p.Set("note", "<a&b>")
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	running := job("s.2", "running", api.AttemptSummary{N: 1, GPUs: []int{0}, Params: p, Started: at})
+	running.Params = p
+	for _, listing := range [][]api.Job{nil, {job("s.1", "queued")}, {job("s.1", "queued"), running, job("t.1", "held")}} {
+		d := &fakeDaemon{listings: [][]api.Job{listing}}
+		ios, out, _ := buffers()
+		if err := runStatus(&statusOptions{io: ios, client: d.client, now: time.Now, json: true}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var want strings.Builder
+		if listing == nil {
+			listing = []api.Job{}
+		}
+		writeJSON(&want, api.JobsResponse{Jobs: listing})
+		if out.String() != want.String() {
+			t.Errorf("status --json of %d jobs printed\n%s\nwant\n%s", len(listing), out, want.String())
+		}
+	}
+	whole, _ := json.Marshal(api.JobsResponse{Jobs: []api.Job{job("s.1", "queued"), job("s.2", "queued")}})
+	for _, cut := range []int{len(whole) - 1, len(whole) - 3, len(whole) / 2} {
+		var out strings.Builder
+		if err := indentJobs(&out, strings.NewReader(string(whole[:cut]))); err == nil {
+			t.Errorf("a listing cut at %d of %d bytes printed\n%s", cut, len(whole), out.String())
+		}
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -47,6 +49,58 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// indentJobs copies a listing of jobs as the daemon sends it ({"jobs":[...]}) to w as
+// writeJSON prints one, a job at a time: 100,000 jobs are 30 MB, which decoding whole
+// and encoding again took longer than the daemon took to send. A listing cut short
+// (the daemon stopped) is an error, not a shorter list.
+func indentJobs(w io.Writer, r io.Reader) error {
+	dec := json.NewDecoder(r)
+	expect := func(want any) error {
+		tok, err := dec.Token()
+		if err == nil && tok != want {
+			err = fmt.Errorf("%v where %v belongs", tok, want)
+		}
+		if err != nil {
+			return fmt.Errorf("the daemon's listing of jobs: %w", err)
+		}
+		return nil
+	}
+	for _, want := range []any{json.Delim('{'), "jobs", json.Delim('[')} {
+		if err := expect(want); err != nil {
+			return err
+		}
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString("{\n  \"jobs\": [")
+	var job bytes.Buffer
+	for n := 0; dec.More(); n++ {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return fmt.Errorf("the daemon's listing of jobs: %w", err)
+		}
+		job.Reset()
+		if err := json.Indent(&job, raw, "    ", "  "); err != nil {
+			return err
+		}
+		if n > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n    ")
+		bw.Write(job.Bytes())
+		if !dec.More() {
+			bw.WriteString("\n  ")
+		}
+	}
+	if err := expect(json.Delim(']')); err != nil {
+		return err
+	}
+	if err := expect(json.Delim('}')); err != nil {
+		return err
+	}
+	bw.WriteString("]\n}\n")
+	return bw.Flush()
 }
 
 // fitTable aligns tab-separated columns as newTable does and, given a width (a

@@ -3,6 +3,8 @@ package daemon
 // The API's routes and their handlers (its wire types and client are package api's).
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,14 +108,55 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, view.JobIDs()).Error())
 		return
 	}
-	out := api.JobsResponse{Jobs: []api.Job{}}
-	for _, j := range view.Jobs() {
-		if sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState())) {
-			continue
+	streamJobs(w, view, listed(view, sweep, states))
+}
+
+// listed are the jobs of a listing in submission order: of a sweep, in some states.
+// The running ones are found from the attempts that hold cards, the jobs of a sweep
+// from its own: a listing costs what it lists, where it can, not every job there is.
+func listed(view state.View, sweep string, states []string) []*state.Job {
+	var jobs []*state.Job
+	switch {
+	case len(states) > 0 && !slices.ContainsFunc(states, func(s string) bool { return s != string(state.JobRunning) }):
+		seen := map[string]bool{}
+		for a := range view.EachRunning() {
+			if j := view.Job(a.Job); j != nil && j.State == state.JobRunning && !seen[j.ID] {
+				seen[j.ID] = true
+				jobs = append(jobs, j)
+			}
 		}
-		out.Jobs = append(out.Jobs, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
+		slices.SortFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(a.Seq, b.Seq) })
+	case sweep != "":
+		jobs = api.SweepJobs(view, sweep)
+	default:
+		jobs = view.Jobs()
 	}
-	reply(w, out)
+	return slices.DeleteFunc(jobs, func(j *state.Job) bool {
+		return sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState()))
+	})
+}
+
+// streamJobs answers a listing of jobs ({"jobs":[...]}) a job at a time, as each is
+// summarized: 100,000 jobs are 30 MB of JSON, which the daemon held whole, with every
+// summary, before it sent a byte.
+func streamJobs(w http.ResponseWriter, view state.View, jobs []*state.Job) {
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString(`{"jobs":[`)
+	for i, j := range jobs {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		b, err := json.Marshal(api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
+		if err != nil {
+			// Nothing in a job fails to encode; were it to, the listing is cut short,
+			// which the client's decoder tells.
+			return
+		}
+		bw.Write(b)
+	}
+	bw.WriteString("]}\n")
+	bw.Flush()
 }
 
 func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
