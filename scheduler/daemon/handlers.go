@@ -226,7 +226,9 @@ func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(conte
 		fail(w, http.StatusBadRequest, "name jobs or a sweep")
 		return
 	}
-	ids, err := do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep})
+	var ids []string
+	var err error
+	d.log.Gather(func() { ids, err = do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep}) })
 	if err != nil {
 		failWith(w, err)
 		return
