@@ -196,13 +196,18 @@ type arrivals struct {
 
 // removeAll takes the members of submission orders seqs out of their group g.
 func (q *Queue) removeAll(g *Group, seqs []uint64) {
+	slices.Sort(seqs)
+	// The first of a group (a round starts them) go one by one: each is its head.
+	for len(seqs) > 0 && g.len() > 0 && seqs[0] == g.head().Seq {
+		q.remove(g, seqs[0])
+		seqs = seqs[1:]
+	}
 	if len(seqs) <= mergeAbove {
 		for _, seq := range seqs {
 			q.remove(g, seq)
 		}
 		return
 	}
-	slices.Sort(seqs)
 	live := g.jobs[g.off:]
 	head := live[0].Seq
 	kept := live[:0]
@@ -236,6 +241,16 @@ func (q *Queue) addAll(k GroupKey, sweep string, members []Member) {
 	g := q.group(k, sweep)
 	slices.SortFunc(members, func(a, b Member) int { return cmp.Compare(a.Seq, b.Seq) })
 	live := g.jobs[g.off:]
+	if len(live) > 0 && members[0].Seq > live[len(live)-1].Seq {
+		// All after the group's last (a sweep released or retried in order): appended.
+		for _, m := range members {
+			q.at[m.ID] = g
+		}
+		g.jobs = append(g.jobs, members...)
+		q.n += len(members)
+		q.sweeps[sweep] += len(members)
+		return
+	}
 	was := len(live) > 0
 	var head uint64
 	if was {
