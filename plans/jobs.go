@@ -43,7 +43,7 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 
 	jobs := make([]Job, 0, len(points))
 	for i, p := range points {
-		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Point: NewMap(), Params: s.Params.Clone(),
+		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Params: s.Params.Clone(),
 			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
 			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, origin: p.origin}
 		var names []string
@@ -68,7 +68,6 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 			case "timeout":
 				j.Timeout = c.timeout(j.field(k), j.ID, v)
 			default:
-				j.Point.Set(k, v)
 				j.Params.Set(k, v)
 				names = append(names, shown(k)+"="+shown(FormatValue(v)))
 			}

@@ -70,7 +70,6 @@ type Job struct {
 	Index  int    // from 1, in expansion order
 	ID     string // "<sweep>.<index>"
 	Name   string // the point's values, e.g. "task=sst2,seed=87"
-	Point  *Map   // the values that distinguish this job
 	Params *Map   // the sweep's params with the point on top
 	Memory int64  // estimated peak per card in bytes at tier 0; 0 = unknown
 	// Model is the job's model description (memory: {model: ...}), whose values may
