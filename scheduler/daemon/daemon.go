@@ -105,12 +105,17 @@ type daemon struct {
 	// stop asks the daemon to stop (a shutdown request); stopOnce guards it.
 	stop     chan struct{}
 	stopOnce sync.Once
+	// givingBack is set while memory is given back to the system (see giveBack), which
+	// background waits for.
+	givingBack atomic.Bool
+	background sync.WaitGroup
 }
 
 // Run runs a daemon on cfg.StateDir until ctx is cancelled, a SIGINT or SIGTERM
 // arrives, or a client asks it to stop. Trainers run on after it, under their
 // supervisors, unless that client asked for them to be stopped too.
 func Run(ctx context.Context, cfg Config) error {
+	keepHeapSmall()
 	var err error
 	if cfg.StateDir, err = api.MakeStateDir(cfg.StateDir); err != nil {
 		return err
@@ -151,9 +156,11 @@ func Run(ctx context.Context, cfg Config) error {
 		metricsLn = g
 		d.log.Printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
 	}
+	known := len(d.store.View().Jobs())
 	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %s, %s known, %s taken up; state in %s",
 		cfg.Version, os.Getpid(), d.machine.name(), gpu.CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
-		plans.Count(len(d.store.View().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
+		plans.Count(known, "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
+	d.giveBack(known) // what reading the state took: a long journal is read whole
 	if r := d.machine.recalled; len(r) > 0 {
 		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
 			cfg.StateDir, strings.Join(r, ", "))
@@ -271,6 +278,7 @@ func (d *daemon) resume(sub *state.Submission) error {
 }
 
 func (d *daemon) close() {
+	d.background.Wait()
 	if d.machine.inv != nil {
 		d.machine.inv.Close()
 	}

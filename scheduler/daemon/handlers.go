@@ -234,6 +234,7 @@ func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(conte
 		return
 	}
 	reply(w, api.SelectResponse{Jobs: append([]string{}, ids...)})
+	d.giveBack(len(ids))
 }
 
 func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
@@ -253,10 +254,21 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	gone, err := d.eng.Clean(r.Context(), req.Sweep, req.OlderThan)
+	out, err := d.forget(r.Context(), req)
 	if err != nil {
 		failWith(w, err)
 		return
+	}
+	d.log.Printf("forgot sweeps %v (%s)", out.Sweeps, plans.Count(out.Jobs, "job"))
+	reply(w, out)
+	d.giveBack(out.Jobs) // nothing holds the sweeps any more
+}
+
+// forget forgets the sweeps a clean names, and moves or removes their logs.
+func (d *daemon) forget(ctx context.Context, req api.CleanRequest) (api.CleanResponse, error) {
+	gone, err := d.eng.Clean(ctx, req.Sweep, req.OlderThan)
+	if err != nil {
+		return api.CleanResponse{}, err
 	}
 	out := api.CleanResponse{Sweeps: []string{}}
 	kept := filepath.Join(d.cfg.StateDir, "cleaned", time.Now().Format("20060102-150405"))
@@ -273,8 +285,7 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	d.log.Printf("forgot sweeps %v (%s)", out.Sweeps, plans.Count(out.Jobs, "job"))
-	reply(w, out)
+	return out, nil
 }
 
 // dropLogs removes a forgotten job's attempts (remove), or moves them under kept, out
