@@ -36,6 +36,7 @@ type scaleFigures struct {
 	waitAll       time.Duration // wait --sweep, every job ended (cancelled)
 	waitSome      time.Duration // wait of waitSomeJobs ids, ended
 	restart       time.Duration // kill -9, then a new daemon answering
+	rssRestarted  int64         // the new daemon's, settled
 	rssSubmitted  int64         // after submit
 	rssListed     int64         // after status --json
 	rssIdle       int64         // settled after hold, release, cancel, retry
@@ -206,10 +207,10 @@ func benchScale(bin string, n int) (f scaleFigures, err error) {
 	if err := b.queued(&f); err != nil {
 		return f, err
 	}
-	if err := b.restart(&f); err != nil {
+	if err := b.busy(&f); err != nil {
 		return f, err
 	}
-	if err := b.busy(&f); err != nil {
+	if err := b.restart(&f); err != nil {
 		return f, err
 	}
 	return f, b.clean(&f)
@@ -280,8 +281,12 @@ func someIDs(n int) []string {
 	return slices.Compact(ids)
 }
 
-// restart kills the daemon and times a new one until it answers.
+// restart drains the cards, kills the daemon, and times a new one until it answers;
+// then reads what it keeps, idle.
 func (b *scaleBench) restart(f *scaleFigures) error {
+	if err := b.drain(true); err != nil {
+		return err
+	}
 	b.daemon.Process.Signal(syscall.SIGKILL)
 	b.daemon.Wait()
 	began := time.Now()
@@ -289,6 +294,7 @@ func (b *scaleBench) restart(f *scaleFigures) error {
 		return err
 	}
 	f.restart = time.Since(began)
+	f.rssRestarted = b.settledRSS()
 	return nil
 }
 
@@ -414,7 +420,6 @@ var scaleTable = []scaleFigure{
 	{"wait --sweep (every job ended)", secs(func(f scaleFigures) time.Duration { return f.waitAll }), 1, false},
 	{fmt.Sprintf("wait of %d jobs (ended)", waitSomeJobs), secs(func(f scaleFigures) time.Duration { return f.waitSome }), 1, false},
 	{"retry --sweep", secs(func(f scaleFigures) time.Duration { return f.retry }), 1, false},
-	{"restart after kill -9", secs(func(f scaleFigures) time.Duration { return f.restart }), 1, false},
 	{"daemon RSS after submit", rss(func(f scaleFigures) int64 { return f.rssSubmitted }), 250 << 20, true},
 	{"daemon RSS after status --json", rss(func(f scaleFigures) int64 { return f.rssListed }), 0, true},
 	{"daemon RSS idle, after the verbs", rss(func(f scaleFigures) int64 { return f.rssIdle }), 250 << 20, true},
@@ -426,6 +431,8 @@ var scaleTable = []scaleFigure{
 	{"true trainers run while busy", func(f scaleFigures) float64 { return float64(f.ran) }, 0, false},
 	{"  a true trainer's recorded time (median)", secs(func(f scaleFigures) time.Duration { return f.took }), 0, false},
 	{"  its shape's learned duration", secs(func(f scaleFigures) time.Duration { return f.learned }), 1, false},
+	{"restart after kill -9 (the cards drained)", secs(func(f scaleFigures) time.Duration { return f.restart }), 1, false},
+	{"  daemon RSS idle after it", rss(func(f scaleFigures) int64 { return f.rssRestarted }), 250 << 20, true},
 	{"daemon RSS after clean --sweep", rss(func(f scaleFigures) int64 { return f.rssClean }), 100 << 20, true},
 }
 
