@@ -137,14 +137,27 @@ func shown(s string) string {
 }
 
 // checkJobs validates what depends on each job's own parameters.
+// dupKey is what two jobs that are the same job share.
+func dupKey(j *Job) []byte {
+	b := appendKey(appendKey(nil, j.Params), j.Model)
+	for _, n := range []int64{j.Memory, int64(j.GPUsPerJob), int64(j.Priority)} {
+		b = strconv.AppendInt(append(b, '|'), n, 10)
+	}
+	return strconv.AppendBool(append(b, '|'), j.Probe)
+}
+
 func (c *checker) checkJobs(s *Sweep) {
 	seen := map[string]*Job{}
 	var fs findings
 	note := fs.note
 	rc := s.reach()
+	argFields := make([]string, len(s.Command))
+	for a := range argFields {
+		argFields[a] = fmt.Sprintf("command[%d]", a)
+	}
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		key := valueKey(j.Params) + valueKey(j.Model) + fmt.Sprintf("|%d|%d|%d|%v", j.Memory, j.GPUsPerJob, j.Priority, j.Probe)
+		key := string(dupKey(j))
 		if prev, dup := seen[key]; dup {
 			c.failJob(j.origin, j.ID, "the same job as %s (%s, from %s): remove one, or make them differ (e.g. by seed)", prev.ID, prev.Name, prev.origin)
 		}
@@ -169,7 +182,7 @@ func (c *checker) checkJobs(s *Sweep) {
 			}
 		}
 		for a, arg := range s.Command {
-			check(fmt.Sprintf("command[%d]", a), arg)
+			check(argFields[a], arg)
 		}
 		for _, e := range s.Env {
 			check("env."+e.Name, e.Value)

@@ -90,13 +90,7 @@ type Job struct {
 // ShapeOf names the shape of a job with these parameters: the parameters less the
 // sweep's shape_ignores.
 func (s *Sweep) ShapeOf(params *Map) string {
-	kept := NewMap()
-	for _, k := range params.Keys {
-		if !slices.Contains(s.ShapeIgnores, k) {
-			kept.Set(k, params.Vals[k])
-		}
-	}
-	return s.Name + "\x00" + valueKey(kept)
+	return string(appendMapKey([]byte(s.Name+"\x00"), params, s.ShapeIgnores))
 }
 
 // CanonicalShape is the name ShapeOf gives today to a shape named by an older gpuq,

@@ -3,6 +3,7 @@ package plans
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -100,29 +101,70 @@ func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) 
 // valueKey identifies a value for equality: 87 and "87" differ, and two mappings with
 // the same keys and values are equal whatever order the file wrote them in. (Shape
 // names are made of it, and journaled: see CanonicalShape.)
-func valueKey(v any) string {
-	b, _ := json.Marshal(unordered(v))
-	return string(b)
-}
+func valueKey(v any) string { return string(appendKey(nil, v)) }
 
-// unordered turns every Map within v into a Go map, whose JSON has its keys sorted.
-func unordered(v any) any {
+// appendKey appends v as json.Marshal writes it with every Map made a Go map (whose
+// keys it sorts), without making the Go maps: a sweep of 100,000 jobs makes two keys of each.
+func appendKey(b []byte, v any) []byte {
 	switch t := v.(type) {
 	case *Map:
 		if t == nil {
-			return nil
+			return append(b, "null"...)
 		}
-		m := make(map[string]any, len(t.Keys))
-		for _, k := range t.Keys {
-			m[k] = unordered(t.Vals[k])
-		}
-		return m
+		return appendMapKey(b, t, nil)
 	case []any:
-		c := make([]any, len(t))
-		for i := range t {
-			c[i] = unordered(t[i])
+		b = append(b, '[')
+		for i, e := range t {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendKey(b, e)
 		}
-		return c
+		return append(b, ']')
+	case int64:
+		return strconv.AppendInt(b, t, 10)
+	case int:
+		return strconv.AppendInt(b, int64(t), 10)
+	case bool:
+		return strconv.AppendBool(b, t)
+	case nil:
+		return append(b, "null"...)
+	case string:
+		return appendString(b, t)
 	}
-	return v
+	return appendJSON(b, v)
+}
+
+// appendString appends s as JSON: quoted as it is where nothing in it is escaped
+// (most parameters' names and values), else as encoding/json escapes it.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return appendJSON(b, s)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
+}
+
+// appendMapKey appends m's key less the keys skip names (nil: none).
+func appendMapKey(b []byte, m *Map, skip []string) []byte {
+	b = append(b, '{')
+	n := 0
+	for _, k := range slices.Sorted(slices.Values(m.Keys)) {
+		if slices.Contains(skip, k) {
+			continue
+		}
+		if n++; n > 1 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendKey(b, m.Vals[k])
+	}
+	return append(b, '}')
+}
+
+func appendJSON(b []byte, v any) []byte {
+	enc, _ := json.Marshal(v)
+	return append(b, enc...)
 }
