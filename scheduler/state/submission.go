@@ -104,7 +104,7 @@ func (s *Store) Submit(sub *Submission) error {
 			return err
 		}
 	}
-	return s.submit(sub)
+	return s.insertSubmission(sub)
 }
 
 // DeriveLimit gives a submission journaled without a limit (state version 1) the one
@@ -134,10 +134,15 @@ func (s *Store) check(sw *plans.Sweep) error {
 
 // submit inserts a submission and its jobs, without journaling them.
 func (s *Store) submit(sub *Submission) error {
-	sw := sub.Sweep
-	if err := s.check(sw); err != nil {
+	if err := s.check(sub.Sweep); err != nil {
 		return err
 	}
+	return s.insertSubmission(sub)
+}
+
+// insertSubmission inserts a submission and its jobs, checked already.
+func (s *Store) insertSubmission(sub *Submission) error {
+	sw := sub.Sweep
 	s.submitted++
 	c := *sub
 	c.Seq = s.submitted
