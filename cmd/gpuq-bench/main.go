@@ -1,11 +1,13 @@
 // Command gpuq-bench prints gpuq's benchmark table (make bench): every trace of
 // examples/traces simulated under each policy (gpuq's by the built binary, as a user
 // runs it, with its peak RSS), with gpuq's makespan before ordering and backfilling
-// (baseline.tsv) beside it; the packer's Go benchmarks; each time the median of several
-// runs; then the targets, met or not.
+// (baseline.tsv) beside it; the packer's Go benchmarks; the daemon's memory and latency,
+// and the daemon at scale (scale.go); each time the median of several runs; then the
+// targets, met or not.
 //
 //	go test -run '^$' -bench 'Pack|Place' -count 5 ./scheduler/pack/ > packer.txt
 //	go run ./cmd/gpuq-bench -packer packer.txt -gpuq bin/gpuq
+//	go run ./cmd/gpuq-bench -scale-only -gpuq bin/gpuq -against old/gpuq -scale-runs 3
 package main
 
 import (

@@ -57,6 +57,8 @@ const (
 	waitSomeJobs = 64
 	// busyFor is how long trainers run through the cards while the busy figures are taken.
 	busyFor = 15 * time.Second
+	// busyAsk is how often status and why are asked meanwhile.
+	busyAsk = 500 * time.Millisecond
 	// verbLimit bounds each verb, so that a binary much slower than the targets still
 	// finishes the benchmark.
 	verbLimit = 3 * time.Minute
@@ -321,7 +323,10 @@ func (b *scaleBench) busy(f *scaleFigures) error {
 	until := time.Now().Add(busyFor)
 	var running, whys []time.Duration
 	var err error
-	for time.Now().Before(until) && err == nil {
+	// Asked at a pace of their own, not as fast as answered: a daemon that answers
+	// sooner is not asked more, and runs as many trainers meanwhile.
+	for next := time.Now(); next.Before(until) && err == nil; next = next.Add(busyAsk) {
+		time.Sleep(time.Until(next))
 		var d time.Duration
 		if d, _, err = b.run(false, "status", "--state", "running"); err == nil {
 			running = append(running, d)
