@@ -4,7 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadPackerTakesMedians(t *testing.T) {
@@ -67,5 +70,36 @@ func TestBaseline(t *testing.T) {
 	}
 	if _, err := readBaseline([]byte("x\tabc\tlong\t200\n")); err == nil {
 		t.Error("a makespan that is no number was read")
+	}
+}
+
+// TestPrintScale: each figure of the daemon at scale is the median of the runs, beside
+// its target, met or not; with another binary's runs, their median and the ratio.
+func TestPrintScale(t *testing.T) {
+	runs := []scaleFigures{
+		{jobs: 100000, submit: 3 * time.Second, hold: 400 * time.Millisecond, rssIdle: 200 << 20},
+		{jobs: 100000, submit: time.Second, hold: 600 * time.Millisecond, rssIdle: 300 << 20},
+		{jobs: 100000, submit: 1500 * time.Millisecond, hold: 2 * time.Second, rssIdle: 210 << 20},
+	}
+	old := []scaleFigures{{jobs: 100000, submit: 3 * time.Second, hold: 6 * time.Second}}
+	for _, tc := range []struct {
+		runs, against []scaleFigures
+		want          []string
+	}{
+		{runs, nil, []string{"medians of 3 runs", "submit of the sweep 1.50 s ≤ 2.00 s MET", "hold --sweep 600 ms ≤ 1.00 s MET",
+			"daemon RSS idle, after the verbs 210.00 MiB ≤ 250.00 MiB MET"}},
+		{runs[:1], old, []string{"submit of the sweep 3.00 s 3.00 s 1.00 ≤ 2.00 s NOT MET", "hold --sweep 400 ms 6.00 s 0.07 ≤ 1.00 s MET"}},
+	} {
+		var b strings.Builder
+		printScale(&b, tc.runs, tc.against)
+		var lines []string
+		for l := range strings.Lines(b.String()) {
+			lines = append(lines, strings.Join(strings.Fields(l), " "))
+		}
+		for _, want := range tc.want {
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, want) }) {
+				t.Errorf("the table lacks %q:\n%s", want, b.String())
+			}
+		}
 	}
 }
