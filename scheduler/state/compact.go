@@ -20,14 +20,15 @@ func (s *Store) compact(snap View) error {
 		return jn.broken
 	}
 	epoch := jn.epoch + 1
-	if err := writeSnapshot(jn.dir, snap, epoch); err != nil {
+	written, err := writeSnapshot(jn.dir, snap, epoch)
+	if err != nil {
 		return &CannotWrite{What: "the snapshot", Err: err}
 	}
 	// Only once the snapshot is in place may the journal go; a crash in between leaves
 	// a journal older than the snapshot, which the next start does not replay (Epoch).
 	// From here on, a record written to the old journal would be lost with it.
-	jn.epoch, jn.records = epoch, 0
-	err := syncDir(jn.dir)
+	jn.epoch, jn.records, jn.compactAt = epoch, 0, compactSize(written)
+	err = syncDir(jn.dir)
 	if err == nil {
 		err = jn.f.Truncate(0)
 	}
@@ -42,20 +43,26 @@ func (s *Store) compact(snap View) error {
 	return nil
 }
 
+// compactSize is the size a journal that follows a snapshot of snapshot bytes is
+// compacted at.
+func compactSize(snapshot int64) int64 { return max(snapshot, compactFloor) }
+
 // writeSnapshot writes the state as snap reads it to dir's snapshot, whole or not at
-// all: a temporary file, synced, renamed into place.
-func writeSnapshot(dir string, snap View, epoch uint64) error {
+// all: a temporary file, synced, renamed into place. It returns the snapshot's size.
+func writeSnapshot(dir string, snap View, epoch uint64) (int64, error) {
 	tmp := filepath.Join(dir, snapshotFile+".new")
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
+	var written int64
 	write := func(r record) error {
 		r.V = stateVersion
 		line, err := encodeRecord(r)
 		if err == nil {
 			_, err = w.Write(line)
+			written += int64(len(line))
 		}
 		return err
 	}
@@ -84,7 +91,7 @@ func writeSnapshot(dir string, snap View, epoch uint64) error {
 	if err != nil {
 		os.Remove(tmp)
 	}
-	return err
+	return written, err
 }
 
 func syncDir(dir string) error {
@@ -96,14 +103,17 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// compactIfDue compacts the journal once it has grown to compactAfter records, but
-// not in a batch: the snapshot must hold what the journal does.
+// compactIfDue compacts the journal once it has grown to compactAfter records or to
+// the size of its snapshot (Journal.compactAt), but not in a batch: the snapshot must
+// hold what the journal does.
 func (s *Store) compactIfDue() error {
-	if s.journal != nil && s.journal.records >= compactAfter && s.open == nil {
+	jn := s.journal
+	if jn != nil && (jn.records >= compactAfter || jn.size >= jn.compactAt) && s.open == nil {
 		var cw *CannotWrite
 		if err := s.compact(s.View()); errors.As(err, &cw) {
-			// The change is in the journal, which grows until a snapshot can be written.
-			s.journal.records = 0
+			// The change is in the journal, which grows until a snapshot can be
+			// written: tried again after as many records, or once it is twice as large.
+			jn.records, jn.compactAt = 0, 2*jn.size
 			s.warn(fmt.Sprintf("%v; the journal grows until it can be", err))
 		} else if err != nil {
 			return err

@@ -34,6 +34,11 @@ const (
 	compactAfter = 20000
 )
 
+// compactFloor is the fewest bytes of journal that a compaction waits for, however
+// small the snapshot: a small state is quick to replay, and its snapshot is not
+// rewritten at every change. (A variable, so that a test need not write megabytes.)
+var compactFloor int64 = 4 << 20
+
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // record is one change: a submitted sweep, or objects put in the store.
@@ -97,7 +102,13 @@ type journal struct {
 	// size is what the journal holds, all of it whole records.
 	size    int64
 	records int
-	epoch   uint64 // the last compaction's
+	// compactAt is the size at which the journal is compacted: that of the snapshot it
+	// follows (at least compactFloor), so that a restart reads at most twice the state
+	// however the journal was written. A record of a change to 100,000 jobs (hold of a
+	// sweep) is 27 MB: four of them made a journal that took a restart 6 s of CPU to
+	// replay, three times what its snapshot took.
+	compactAt int64
+	epoch     uint64 // the last compaction's
 	// broken is why the journal takes no more records: it may end in part of one, or
 	// belong to a compaction that is over. A restart sorts it out.
 	broken error
@@ -180,6 +191,7 @@ type line struct {
 type stateFile struct {
 	path  string
 	lines []line
+	size  int64 // bytes read
 	// epoch is that of its first record: the compaction it follows.
 	epoch uint64
 }
@@ -209,6 +221,7 @@ func readState(path string) (*stateFile, error) {
 			}
 			sf.lines = append(sf.lines, l)
 			off += int64(len(b))
+			sf.size = off
 		}
 		if errors.Is(rerr, io.EOF) {
 			break

@@ -218,6 +218,100 @@ func TestCompactedStateReplaysTheSame(t *testing.T) {
 	}
 }
 
+// TestJournalIsCompactedAtItsSnapshotsSize: a journal of few records but many bytes
+// (a hold of a 100,000-job sweep is one record of 27 MB) is compacted once it is as large
+// as its snapshot, and no sooner, also after a restart, which reads the snapshot's size;
+// what it replays is the same.
+func TestJournalIsCompactedAtItsSnapshotsSize(t *testing.T) {
+	floor := compactFloor
+	compactFloor = 1 // no floor: the snapshot of fill's three jobs alone sets the size
+	t.Cleanup(func() { compactFloor = floor })
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	must(t, s.Compact())
+	size := func(name string) int64 {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	puts := func(s *Store, n int) (compactions int) {
+		for i := range n {
+			snapshot := size(snapshotFile)
+			j := *s.View().Job("j.3")
+			j.Reason = fmt.Sprintf("put %d", i)
+			must(t, s.Put(Change{Jobs: []*Job{&j}}))
+			journal := size(journalFile)
+			if journal == 0 {
+				compactions++
+			}
+			if journal >= size(snapshotFile) {
+				t.Fatalf("put %d: a journal of %d bytes after a snapshot of %d: not compacted", i, journal, size(snapshotFile))
+			}
+			if i == 0 && journal == 0 {
+				t.Fatalf("put 0: the journal was compacted at its first record (the snapshot is %d bytes)", snapshot)
+			}
+		}
+		return compactions
+	}
+	if c := puts(s, 40); c == 0 {
+		t.Errorf("40 records as large as the snapshot: no compaction")
+	}
+	want := dump(s)
+	s.Close()
+	again, _, _ := openState(t, dir)
+	if got := dump(again); got != want {
+		t.Errorf("state after compactions by size:\n got %s\nwant %s", got, want)
+	}
+	if c := puts(again, 40); c == 0 {
+		t.Errorf("after a restart, 40 records as large as the snapshot: no compaction")
+	}
+}
+
+// TestASnapshotThatCannotBeWrittenIsTriedAgainLater: a journal due for compaction by
+// its size, whose snapshot cannot be written, grows, and the snapshot is tried again
+// once the journal has doubled, not at every record; then it is compacted.
+func TestASnapshotThatCannotBeWrittenIsTriedAgainLater(t *testing.T) {
+	floor := compactFloor
+	compactFloor = 1
+	t.Cleanup(func() { compactFloor = floor })
+	dir := t.TempDir()
+	var warnings []string
+	s, err := OpenState(dir, func(w string) { warnings = append(warnings, w) })
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	fill(t, s)
+	must(t, s.Compact())
+	blocked := filepath.Join(dir, snapshotFile+".new")
+	must(t, os.Mkdir(blocked, 0o700)) // the snapshot's temporary file cannot be made
+	put := func(i int) int64 {
+		j := *s.View().Job("j.3")
+		j.Reason = fmt.Sprintf("put %d", i)
+		must(t, s.Put(Change{Jobs: []*Job{&j}}))
+		fi, err := os.Stat(filepath.Join(dir, journalFile))
+		must(t, err)
+		return fi.Size()
+	}
+	for i := range 60 {
+		put(i)
+	}
+	// Due at the snapshot's size, then at twice the journal each time: a few tries.
+	if len(warnings) == 0 || len(warnings) > 4 {
+		t.Fatalf("60 records while the snapshot cannot be written: %d warnings %q; want 1 to 4", len(warnings), warnings)
+	}
+	must(t, os.Remove(blocked))
+	for i := 60; ; i++ {
+		if put(i) == 0 {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("the snapshot can be written again: not compacted in 140 records")
+		}
+	}
+}
+
 // TestStateV1Loads reads a state directory written by gpuq's first journaling version.
 // A later version must keep loading it: never rewrite it to make this pass.
 func TestStateV1Loads(t *testing.T) {

@@ -69,7 +69,7 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
 	}
-	if err := s.openJournal(dir, max(snap.epoch, journal.epoch)); err != nil {
+	if err := s.openJournal(dir, max(snap.epoch, journal.epoch), snap.size); err != nil {
 		return nil, err
 	}
 	s.warn, s.renamed = warn, nil
@@ -86,8 +86,9 @@ func readStateFiles(dir string) (snap, journal *stateFile, err error) {
 	return snap, journal, nil
 }
 
-// openJournal opens the state directory's journal for the changes to come.
-func (s *Store) openJournal(dir string, epoch uint64) error {
+// openJournal opens the state directory's journal for the changes to come, after a
+// snapshot of snapshot bytes.
+func (s *Store) openJournal(dir string, epoch uint64, snapshot int64) error {
 	f, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
@@ -101,7 +102,7 @@ func (s *Store) openJournal(dir string, epoch uint64) error {
 		f.Close()
 		return fmt.Errorf("journal: %w", err)
 	}
-	s.journal = &journal{dir: dir, f: f, size: fi.Size(), epoch: epoch}
+	s.journal = &journal{dir: dir, f: f, size: fi.Size(), epoch: epoch, compactAt: compactSize(snapshot)}
 	return nil
 }
 

@@ -51,7 +51,7 @@ func Salvage(dir string) (Salvaged, error) {
 			out.Records++
 		}
 	}
-	if err := s.openJournal(dir, max(snap.epoch, journal.epoch)); err != nil {
+	if err := s.openJournal(dir, max(snap.epoch, journal.epoch), snap.size); err != nil {
 		return out, err
 	}
 	defer s.Close()
