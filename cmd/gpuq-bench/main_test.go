@@ -103,3 +103,19 @@ func TestPrintScale(t *testing.T) {
 		}
 	}
 }
+
+func TestCPUOfStat(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		want time.Duration
+	}{
+		{"4242 (gpuq) S 1 4242 4242 0 -1 4194560 9000 0 0 0 150 27 0 0 20 0 12 0 100 0 0", 1770 * time.Millisecond},
+		{"7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 5 0 0", 70 * time.Millisecond},
+		{"7 (cut) R 1 7", 0},
+		{"no parenthesis", 0},
+	} {
+		if got := cpuOfStat(tc.stat); got != tc.want {
+			t.Errorf("cpuOfStat(%q) = %v, want %v", tc.stat, got, tc.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -36,6 +37,7 @@ type scaleFigures struct {
 	waitAll       time.Duration // wait --sweep, every job ended (cancelled)
 	waitSome      time.Duration // wait of waitSomeJobs ids, ended
 	restart       time.Duration // kill -9, then a new daemon answering
+	restartCPU    time.Duration // the new daemon's CPU until it answered: the load moves it less
 	rssRestarted  int64         // the new daemon's, settled
 	rssSubmitted  int64         // after submit
 	rssListed     int64         // after status --json
@@ -296,6 +298,7 @@ func (b *scaleBench) restart(f *scaleFigures) error {
 		return err
 	}
 	f.restart = time.Since(began)
+	f.restartCPU = cpuOf(b.daemon.Process.Pid)
 	f.rssRestarted = b.settledRSS()
 	return nil
 }
@@ -387,6 +390,38 @@ func (b *scaleBench) clean(f *scaleFigures) error {
 	return nil
 }
 
+// cpuOf is the CPU time (user and system) a process has used, from /proc; 0 when it
+// cannot be read.
+func cpuOf(pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	return cpuOfStat(string(stat))
+}
+
+// userHZ is the unit of /proc's CPU times, 100 on every Linux the kernel's ABI allows.
+const userHZ = 100
+
+// cpuOfStat reads utime and stime from a line of /proc/PID/stat: the 14th and 15th
+// fields, counted after the command name, which is in parentheses and may hold spaces.
+func cpuOfStat(stat string) time.Duration {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(stat[i+1:]) // from the 3rd field, state
+	if len(fields) < 13 {
+		return 0
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, _ := strconv.ParseInt(f, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ
+}
+
 func medianDuration(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -437,6 +472,7 @@ var scaleTable = []scaleFigure{
 	{"  a true trainer's recorded time (median)", secs(func(f scaleFigures) time.Duration { return f.took }), 0, false},
 	{"  its shape's learned duration", secs(func(f scaleFigures) time.Duration { return f.learned }), 1, false},
 	{"restart after kill -9 (the cards drained)", secs(func(f scaleFigures) time.Duration { return f.restart }), 1, false},
+	{"  the new daemon's CPU until it answered", secs(func(f scaleFigures) time.Duration { return f.restartCPU }), 0, false},
 	{"  daemon RSS idle after it", rss(func(f scaleFigures) int64 { return f.rssRestarted }), 250 << 20, true},
 	{"daemon RSS after clean --sweep", rss(func(f scaleFigures) int64 { return f.rssClean }), 100 << 20, true},
 }
