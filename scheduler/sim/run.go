@@ -72,6 +72,7 @@ func History(t *Trace) (Result, *state.Store, error) { return run(t, GPUQ) }
 func run(t *Trace, p Policy) (Result, *state.Store, error) {
 	began := time.Now()
 	m := newMachine(t.Sweep.GPUs)
+	m.cost = t.Cost
 	r := Result{Policy: p, Jobs: len(t.Sweep.Jobs)}
 	var store *state.Store
 	var err error
@@ -173,7 +174,7 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 		rn.teaching++
 	}
 	var pid int
-	pid = rn.m.start(l.Attempt.GPUs, peak, d, func(o plans.Outcome, f *plans.OOMFacts) {
+	pid = rn.m.start(l.Attempt.GPUs, peak, d, rn.trace.Truth(l.Job.Index-1).Util, func(o plans.Outcome, f *plans.OOMFacts) {
 		if teaches {
 			rn.teaching--
 		}
