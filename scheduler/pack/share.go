@@ -30,3 +30,58 @@ func Speed(util float64, k int, cost float64) float64 {
 	}
 	return s
 }
+
+// DefaultTarget is the sharing target a machine has unless told otherwise: jobs share a
+// card while their utilizations add up to at most the whole card, where each still runs
+// at its solo speed but for the cost of switching (see Speed).
+const DefaultTarget = 1.0
+
+// slack absorbs the rounding of summed utilizations: 0.3 + 0.3 + 0.4 is a whole card.
+const slack = 1e-9
+
+// util is what r asks of a card's compute: its utilization, or all of it while not
+// measured.
+func (r *Request) util() float64 {
+	if r.UtilUnknown {
+		return 1
+	}
+	return r.Util
+}
+
+// shares reports whether r may join the jobs on the card as far as its compute goes:
+// the card runs none of gpuq's jobs, or has no target, or what its jobs ask for with r
+// stays within the target.
+func (c *CardState) shares(r *Request) bool {
+	return c.Target == 0 || c.Running == 0 || c.Util+r.util() <= c.Target+slack
+}
+
+// better reports whether card a suits r better than card b: spread before stack (a card
+// of none of gpuq's jobs before one that would make r share: sharing costs each job
+// some speed even where the card has room, see Speed), then the card whose jobs would
+// ask least of it with r, then the tightest fit (leftover). Without a target, memory
+// and slots alone decide, as they did before gpuq knew compute.
+func (p *packer) better(a, b int, r *Request) bool {
+	ca, cb := &p.cards[a], &p.cards[b]
+	if sa, sb := ca.Target > 0 && ca.Running > 0, cb.Target > 0 && cb.Running > 0; sa != sb {
+		return sb
+	}
+	if la, lb := ca.load(r), cb.load(r); la != lb {
+		return la < lb
+	}
+	return p.leftover(a, r) < p.leftover(b, r)
+}
+
+// load is what the card's jobs would ask of its compute with r: 0 without a target.
+func (c *CardState) load(r *Request) float64 {
+	if c.Target == 0 {
+		return 0
+	}
+	return c.Util + r.util()
+}
+
+// slowdown is how fast the jobs on card i would each run were r to join them, as a
+// share of their solo speed (no cost counted: gpuq knows no cost of its own), for
+// people: the reason a job waits.
+func (c *CardState) slowdown(r *Request) float64 {
+	return Speed(c.Util+r.util(), c.Running+1, 0)
+}
