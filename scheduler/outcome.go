@@ -26,6 +26,8 @@ func (e *Engine) Apply(x Exit) {
 	}
 	ended := *a
 	ended.Outcome, ended.OOM, ended.Ended = x.Outcome, x.OOM, e.clock.Now()
+	ended.Crowd, ended.Pace = e.crowdLeave(a.ID, ended.Ended)
+	e.unmeasurable(&ended)
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)

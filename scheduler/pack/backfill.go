@@ -115,7 +115,7 @@ func (p *packer) reserve(r Request) {
 		res.room[c.i], res.slots[c.i] = free-r.Memory, p.cards[c.i].Slots-running-1
 		res.util[c.i] = math.Inf(1)
 		if card := &p.cards[c.i]; card.Target > 0 {
-			res.util[c.i] = card.Target - p.utilAfter(c.i, ends) - r.util()
+			res.util[c.i] = card.Target - p.measuredAfter(c.i, ends) - r.util()
 		}
 	}
 	slices.Sort(res.Cards)
@@ -133,7 +133,7 @@ func (p *packer) freeAt(i int, r Request) (at time.Duration, ends int, ok bool) 
 	fitsAfter := func(n int) bool {
 		free, running := p.after(i, n)
 		excl := c.Exclusive && !slices.ContainsFunc(c.Ends[:n], func(e Release) bool { return e.Exclusive })
-		shares := c.Target == 0 || running == 0 || p.utilAfter(i, n)+r.util() <= c.Target+slack
+		shares := c.Target == 0 || running == 0 || p.measuredAfter(i, n)+r.util() <= c.Target+slack
 		return free >= r.Memory && running < c.Slots && !excl && (!r.Exclusive || running == 0) && shares
 	}
 	for n := 0; n <= len(c.Ends); n++ {
@@ -160,15 +160,19 @@ func (p *packer) after(i, n int) (free int64, running int) {
 	return min(free, c.idleRoom()), c.Running - n
 }
 
-// utilAfter is what the jobs on card i ask of its compute once its first n attempts to
-// end have.
-func (p *packer) utilAfter(i, n int) float64 {
+// measuredAfter is what the measured jobs on card i ask of its compute once its first n
+// attempts to end have. A job not measured yet will be within minutes, long before it
+// ends: when a card will have room for compute is told by what is measured there.
+func (p *packer) measuredAfter(i, n int) float64 {
 	c := &p.cards[i]
-	u := c.Util
+	u, blind := c.Util, c.Blind
 	for _, e := range c.Ends[:n] {
 		u -= e.Util
+		if e.Blind {
+			blind--
+		}
 	}
-	return max(u, 0)
+	return max(u-float64(max(blind, 0)), 0)
 }
 
 // reservation is the Reservation made this round, for the decision.

@@ -108,6 +108,7 @@ type Release struct {
 	Memory    int64
 	Exclusive bool
 	Util      float64 // of the card's compute, as counted in CardState.Util
+	Blind     bool    // not measured yet: counted in CardState.Blind
 }
 
 // UnknownEnd is an end nothing foretells: no duration learned and no timeout, or a run

@@ -94,7 +94,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 		h.Ours += r.Host
 		p.hosts[pl.Worker] = h
 	}
-	end := Release{In: UnknownEnd, Memory: r.Memory, Exclusive: r.Exclusive, Util: r.util()}
+	end := Release{In: UnknownEnd, Memory: r.Memory, Exclusive: r.Exclusive, Util: r.util(), Blind: r.UtilUnknown}
 	if r.Duration > 0 {
 		end.In = r.Duration
 	}

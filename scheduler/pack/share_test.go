@@ -83,13 +83,14 @@ func TestSharing(t *testing.T) {
 			name:  "where none is idle, it joins only jobs that use no compute",
 			queue: []Request{{Job: "new", Memory: 10 * gib, UtilUnknown: true}, {Job: "new2", Memory: 10 * gib, UtilUnknown: true}},
 			cards: []CardState{sharing(0, 1, 0.4, 0), sharing(1, 1, 0, 0)},
-			want:  "new -> [1]\nnew2 waits: unmeasured\nreserved for new2: GPU [0] in unknown",
+			// It waits for the job just placed to be measured (soon), not for it to end.
+			want: "new -> [1]\nnew2 waits: unmeasured\nreserved for new2: GPU [1] in 0s, due",
 		},
 		{
 			name:  "nor does a measured job join one that is not",
 			queue: []Request{{Job: "a", Memory: 10 * gib, Util: 0.2}, {Job: "zero", Memory: 10 * gib}},
 			cards: []CardState{sharing(0, 1, 1, 1)},
-			want:  "zero -> [0]\na waits: would-slow\nreserved for a: GPU [0] in unknown",
+			want:  "zero -> [0]\na waits: would-slow\nreserved for a: GPU [0] in 0s, due",
 		},
 		{
 			name:  "a higher target lets more share",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 // runStatic is the tmux way: the plan's slots, listed card by card, each get every
@@ -86,7 +87,8 @@ func startAsWritten(t *Trace, m *machine, r *Result, j, card int, then func()) {
 // runOracle is what gpuq's packing could do knowing every job's true peak, duration
 // and utilization: the longest jobs first, each on a card with room for its true peak
 // (never out of memory) where it shares only while the card's true utilizations add up
-// to at most the whole card, as gpuq's default target allows; of those, an idle card
+// to at most the trace's sharing target (util_target, the whole card by default), as
+// gpuq's would; of those, an idle card
 // first where sharing costs anything (the trace's colocation_cost), then the card left
 // least busy, then the one it fills most tightly. Any job that may start does as soon
 // as it may. A job larger than every card as written runs at the first rung of its
@@ -129,6 +131,13 @@ func runOracle(t *Trace, m *machine, r *Result) {
 	}
 	slices.SortStableFunc(kinds, func(a, b kind) int { return cmp.Compare(b.d, a.d) })
 	slots := t.Slots()
+	target := t.Sweep.UtilTarget
+	switch {
+	case target < 0:
+		target = 0 // no compute limit
+	case target == 0:
+		target = pack.DefaultTarget
+	}
 	running := make([]int, len(m.cards))
 	room := make([]int64, len(m.cards))
 	util := make([]float64, len(m.cards))
@@ -163,7 +172,7 @@ func runOracle(t *Trace, m *machine, r *Result) {
 			for k.left > 0 && k.peak <= most {
 				best := -1
 				for c := range m.cards {
-					shares := running[c] == 0 || util[c]+k.util <= 1+1e-9
+					shares := running[c] == 0 || target == 0 || util[c]+k.util <= target+1e-9
 					if running[c] < slots[c] && room[c] >= k.peak && shares && (best < 0 || better(c, best, k.util)) {
 						best = c
 					}

@@ -114,7 +114,7 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}}
 	// Nobody reads a simulation's store while it runs: an attempt's measures are
 	// written when it ends, not at every step of its memory.
-	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64}
+	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64, UtilTarget: t.Sweep.UtilTarget}
 	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
 	rn.engine = e
 	if err := e.Submit(&state.Submission{Sweep: t.Sweep}); err != nil {
@@ -160,8 +160,8 @@ type engineRunner struct {
 	pids     map[string]int   // running attempts' trainers
 	attempts map[int]string   // and the other way
 	ended    []scheduler.Exit // at the moment the machine is at, not applied yet
-	// teaching counts the running trainers whose shape had no measured peak when they
-	// started.
+	// teaching counts the running trainers whose shape had no measured peak or
+	// utilization when they started.
 	teaching int
 }
 
@@ -169,7 +169,7 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 	peak, d := rn.trace.Truth(l.Job.Index-1).At(l.Job.Params, l.Attempt.Params)
 	id := l.Attempt.ID
 	teaches := false
-	if known := rn.store.View().Shape(l.Job.Shape); known == nil || known.Peak == 0 {
+	if known := rn.store.View().Shape(l.Job.Shape); known == nil || known.Peak == 0 || known.UtilRuns == 0 {
 		teaches = true
 		rn.teaching++
 	}

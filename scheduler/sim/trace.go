@@ -31,7 +31,7 @@ type Trace struct {
 func (t *Trace) Truth(i int) Truth { return t.Entries[t.Entry[i]] }
 
 var (
-	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "timeout", "order", "colocation_cost", "jobs"}
+	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "timeout", "order", "util_target", "colocation_cost", "jobs"}
 	jobKeys   = []string{"name", "estimate", "base", "activations", "duration", "gpu_util", "count", "params", "timeout"}
 	// defaultParams are what a trace's jobs have unless it says otherwise: the keys the
 	// default ladder degrades, so that an OOM has somewhere to go.

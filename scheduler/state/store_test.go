@@ -140,10 +140,12 @@ func TestEveryTableJournals(t *testing.T) {
 	j := *snap.Job("j.3")
 	j.State, j.Attempts = JobRunning, 1
 	c := Change{
-		Sweeps:      []*Submission{&sub},
-		Jobs:        []*Job{&j},
-		Attempts:    []*Attempt{{ID: "j.3/1", Job: "j.3", Shape: j.Shape, N: 1, GPUs: []int{2}, Started: at}},
-		Shapes:      []*Shape{{Name: "j\x00other", Peak: 3 * gib, Rev: 1}},
+		Sweeps: []*Submission{&sub},
+		Jobs:   []*Job{&j},
+		Attempts: []*Attempt{{ID: "j.3/1", Job: "j.3", Shape: j.Shape, N: 1, GPUs: []int{2}, Started: at,
+			Util: 0.45, UtilSamples: 3, Crowd: 1.5, Pace: 0.9}},
+		Shapes: []*Shape{{Name: "j\x00other", Peak: 3 * gib, Rev: 1, Util: 0.45, UtilRuns: 2,
+			Alone: time.Hour, AloneRuns: 1, Shared: 0.8, SharedRuns: 1}},
 		Drains:      []*Drain{{Worker: "n1", GPU: 3, On: true}},
 		AllocQueues: []*AllocQueue{{ID: 7, GPUsPerNode: 4, Created: at}},
 		Allocations: []*Allocation{{ID: "4242", Queue: 7, State: AllocQueued, Submitted: at}},
@@ -161,8 +163,10 @@ func TestEveryTableJournals(t *testing.T) {
 		got := []bool{
 			snap.Submission("j").AllocConfRefused.Equal(at),
 			snap.Job("j.3").State == JobRunning && snap.Job("j.3").Attempts == 1,
-			snap.Attempt("j.3/1") != nil && snap.Attempt("j.3/1").GPUs[0] == 2 && len(snap.Running()) == 2,
-			snap.Shape("j\x00other") != nil && snap.Shape("j\x00other").Peak == 3*gib,
+			snap.Attempt("j.3/1") != nil && snap.Attempt("j.3/1").GPUs[0] == 2 && len(snap.Running()) == 2 &&
+				snap.Attempt("j.3/1").Util == 0.45 && snap.Attempt("j.3/1").UtilSamples == 3 && snap.Attempt("j.3/1").Crowd == 1.5 && snap.Attempt("j.3/1").Pace == 0.9,
+			snap.Shape("j\x00other") != nil && snap.Shape("j\x00other").Peak == 3*gib && snap.Shape("j\x00other").Util == 0.45 &&
+				snap.Shape("j\x00other").UtilRuns == 2 && snap.Shape("j\x00other").Alone == time.Hour && snap.Shape("j\x00other").Shared == 0.8,
 			snap.Drained()[plans.CardID{Worker: "n1", Index: 3}],
 			snap.AllocQueue(7) != nil && snap.AllocQueue(7).GPUsPerNode == 4,
 			len(snap.Allocations(7)) == 1 && snap.Allocations(7)[0].State == AllocQueued,
