@@ -84,7 +84,7 @@ func TestPlanJSON(t *testing.T) {
 }
 
 func TestPrecedence(t *testing.T) {
-	sweep := "../../examples/sweeps/quickstart.yaml" // gpu_plan "2,2,1,1" in the file
+	sweep := "../../examples/sweeps/quickstart.yaml" // gpu_plan "2,1,1" in the file
 	slots := func(t *testing.T, args ...string) []int {
 		t.Helper()
 		out, errOut, code := gpuq(t, append([]string{"plan", sweep, "--json"}, args...)...)
@@ -101,20 +101,20 @@ func TestPrecedence(t *testing.T) {
 		}
 		return s
 	}
-	if got := slots(t); !slices.Equal(got, []int{2, 2, 1, 1}) {
+	if got := slots(t); !slices.Equal(got, []int{2, 1, 1}) {
 		t.Errorf("file: %v", got)
 	}
 	t.Run("config", func(t *testing.T) {
 		cfg := filepath.Join(t.TempDir(), "config.yaml")
 		os.WriteFile(cfg, []byte("gpu_plan: \"3\"\n"), 0o644)
-		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{3, 3, 3, 3}) {
+		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{3, 3, 3}) {
 			t.Errorf("config over file: %v", got)
 		}
 		t.Setenv("GPUQ_GPU_PLAN", "4")
-		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{4, 4, 4, 4}) {
+		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{4, 4, 4}) {
 			t.Errorf("env over config: %v", got)
 		}
-		if got := slots(t, "--config", cfg, "--gpu-plan", "1,1,1,2"); !slices.Equal(got, []int{1, 1, 1, 2}) {
+		if got := slots(t, "--config", cfg, "--gpu-plan", "1,1,2"); !slices.Equal(got, []int{1, 1, 2}) {
 			t.Errorf("flag over env: %v", got)
 		}
 	})
