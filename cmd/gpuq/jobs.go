@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/top"
@@ -115,14 +116,34 @@ func listJobs(opts *statusOptions) error {
 // estimate it is placed by (its shape's learned peak once measured, else the declared
 // one), and its latest attempt while it runs or once it has ended; a job waiting again
 // (after an OOM, say) shows the tier it will run at, not the card and peak of an
-// attempt that is over; last, how long its shape takes as learned, left out first
-// where the terminal is too narrow for it. Then counts by state.
+// attempt that is over; last, how long its shape takes as learned, and how much of a
+// card's compute it keeps busy, as measured (UTIL), left out first where the terminal
+// is too narrow for them. Then counts by state.
 func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
+	var b strings.Builder
+	jobTable(&b, jobs, now, width, true)
+	if width > 0 && slices.ContainsFunc(strings.Split(b.String(), "\n"), func(l string) bool { return ansi.StringWidth(l) > width }) {
+		b.Reset()
+		jobTable(&b, jobs, now, width, false)
+	}
+	io.WriteString(w, b.String())
 	counts := map[string]int{}
-	tw := newFitTable(w, width, 1, 0, 9).cutStarts(0)
-	fmt.Fprintln(tw, "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tTIME\tTAKES")
 	for _, j := range jobs {
 		counts[j.State]++
+	}
+	fmt.Fprintln(w, countsText(counts))
+}
+
+// jobTable is printJobs's table, with the UTIL column or without.
+func jobTable(w io.Writer, jobs []daemon.Job, now time.Time, width int, util bool) {
+	tw := newFitTable(w, width, 1, 0, 9).cutStarts(0)
+	head := "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tTIME\tTAKES"
+	if util {
+		tw = newFitTable(w, width, 1, 0, 10).cutStarts(0)
+		head = "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tTIME\tUTIL\tTAKES"
+	}
+	fmt.Fprintln(tw, head)
+	for _, j := range jobs {
 		gpus, n, peak, took := "-", "-", "-", "-"
 		if len(j.Attempts) > 0 && j.State != string(state.JobQueued) && j.State != string(state.JobHeld) {
 			a := j.Attempts[len(j.Attempts)-1]
@@ -132,11 +153,13 @@ func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
 		if j.LearnedBytes != nil {
 			estimate = *j.LearnedBytes
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.State, gpus, n, j.Tier,
-			top.Gig(estimate), peak, took, learnedDuration(j.JobSummary))
+		row := []string{j.ID, j.Name, j.State, gpus, n, strconv.Itoa(j.Tier), top.Gig(estimate), peak, took}
+		if util {
+			row = append(row, learnedUtil(j.JobSummary))
+		}
+		fmt.Fprintln(tw, strings.Join(append(row, learnedDuration(j.JobSummary)), "\t"))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, countsText(counts))
 }
 
 // countsText says how many jobs are in each state, of those there are.
@@ -159,6 +182,15 @@ func learnedDuration(j daemon.JobSummary) string {
 		return "-"
 	}
 	return plans.FormatDuration(time.Duration(*j.LearnedSeconds * float64(time.Second)).Round(time.Second))
+}
+
+// learnedUtil is how much of a card's compute the job's shape keeps busy, as learned
+// ("45%"), or "-".
+func learnedUtil(j daemon.JobSummary) string {
+	if j.LearnedUtil == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100**j.LearnedUtil)
 }
 
 // cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".
@@ -201,6 +233,12 @@ func showJob(opts *statusOptions, id string) error {
 		fmt.Fprintf(w, "  duration: learned %s (its shape's attempts that succeeded, %d of them)\n", learnedDuration(j.JobSummary), j.LearnedRuns)
 	} else {
 		fmt.Fprintln(w, "  duration: not learned yet (no attempt of its shape has succeeded)")
+	}
+	if j.LearnedUtil != nil {
+		fmt.Fprintf(w, "  utilization: learned %s of a card (its shape's attempts, %d of them); it shares a card while the jobs there keep no more busy than the sharing target\n",
+			learnedUtil(j.JobSummary), j.LearnedUtilRuns)
+	} else {
+		fmt.Fprintln(w, "  utilization: not measured yet (its shape's first job is measured alone, a minute in)")
 	}
 	if len(j.Attempts) == 0 {
 		fmt.Fprintf(w, "  no attempt yet; gpuq why %s says why it waits\n", j.ID)

@@ -19,7 +19,7 @@ import (
 // points are shortened, and every line fits.
 func TestPrintJobs(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
-	learned, took := int64(15<<30), 90.0
+	learned, took, util := int64(15<<30), 90.0, 0.45
 
 	jobs := []daemon.Job{
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30,
@@ -28,9 +28,10 @@ func TestPrintJobs(t *testing.T) {
 			LearnedBytes: &learned, Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 20 << 30, Outcome: "gpu-oom",
 				Started: at, Ended: at.Add(time.Minute)}}}},
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
-			LearnedSeconds: &took, LearnedRuns: 1, Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
+			LearnedSeconds: &took, LearnedRuns: 1, LearnedUtil: &util, LearnedUtilRuns: 1,
+			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
-			LearnedSeconds: &took, LearnedRuns: 1}},
+			LearnedSeconds: &took, LearnedRuns: 1, LearnedUtil: &util, LearnedUtilRuns: 1}},
 		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
 			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", OOM: &plans.OOMFacts{TriedBytes: 40 << 30, ProcessBytes: 4 << 30},
 				Started: at, Ended: at.Add(time.Second)}}}},

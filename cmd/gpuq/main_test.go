@@ -222,3 +222,39 @@ func TestOutputsFitATerminal(t *testing.T) {
 		fitsWidth(t, out, 80)
 	}
 }
+
+// TestUtilTargetSetting: the sharing target comes from --util-target (or GPUQ_UTIL_TARGET,
+// the config file, the sweep's util_target), and a value gpuq cannot use names where it
+// was written.
+func TestUtilTargetSetting(t *testing.T) {
+	sweep := "../../examples/sweeps/quickstart.yaml"
+	target := func(args ...string) *float64 {
+		t.Helper()
+		out, errOut, code := gpuq(t, append([]string{"plan", sweep, "--json"}, args...)...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		var got planOutput
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.UtilTarget
+	}
+	if got := target(); got == nil || *got != 1 {
+		t.Errorf("default: %v, want 1", got)
+	}
+	if got := target("--util-target", "150%"); got == nil || *got != 1.5 {
+		t.Errorf("--util-target 150%%: %v, want 1.5", got)
+	}
+	if got := target("--util-target", "off"); got != nil {
+		t.Errorf("--util-target off: %v, want none", *got)
+	}
+	t.Setenv("GPUQ_UTIL_TARGET", "0.8")
+	if got := target(); got == nil || *got != 0.8 {
+		t.Errorf("GPUQ_UTIL_TARGET=0.8: %v", got)
+	}
+	_, errOut, code := gpuq(t, "plan", sweep, "--util-target", "lots")
+	if code != exitBadInput || !strings.Contains(errOut, `--util-target: "lots" is not a sharing target`) {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}

@@ -70,7 +70,8 @@ func (p *prepared) engine(st *settings, r scheduler.Runner, poll time.Duration, 
 	}
 	machine, _ := plans.GPUPlan{plans.NoSlotLimit}.For(len(p.cards))
 	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
-		scheduler.Config{Slots: machine, Headroom: p.sweep.Headroom, Poll: poll, Host: launcher.HostMemory, HostHeadroom: headroom}, events)
+		scheduler.Config{Slots: machine, Headroom: p.sweep.Headroom, Poll: poll, Host: launcher.HostMemory, HostHeadroom: headroom,
+			UtilTarget: p.sweep.UtilTarget}, events)
 	if err := eng.Submit(&state.Submission{Sweep: p.sweep, Limit: p.limit}); err != nil {
 		return nil, nil, err
 	}

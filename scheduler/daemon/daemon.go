@@ -197,6 +197,11 @@ func open(cfg Config) (*daemon, error) {
 	d.hooks = NewHooks(store, cards, func(line string) { d.log.Printf("warning: %s", line) })
 	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
 		Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}
+	if t := cfg.Machine.UtilTarget; t.Value != "" {
+		if ec.UtilTarget, err = plans.ParseUtilTarget(t.Value); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Source, err)
+		}
+	}
 	if cfg.Metrics != "" {
 		d.metrics = newMetrics(d)
 		ec.Rounds = func(took time.Duration) { d.metrics.rounds.Observe(took.Seconds()) }

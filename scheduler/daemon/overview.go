@@ -75,6 +75,9 @@ type RunningJob struct {
 	CurrentBytes  int64 `json:"current_bytes"`
 	// Log is the attempt's log file: its last line is the trainer's progress.
 	Log string `json:"log"`
+	// Util is how much of a card's compute its shape keeps busy, as learned (0 to 1);
+	// null: not measured yet.
+	Util *float64 `json:"util"`
 }
 
 // WaitingJob is a queued job and why it waits.
@@ -145,8 +148,12 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, a := range snap.Running() {
 		j := snap.Job(a.Job)
-		out.Running = append(out.Running, RunningJob{Job: j.ID, Name: j.Name, Worker: a.Worker, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
-			Started: a.Started, DeclaredBytes: j.Declared, LearnedBytes: snap.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log})
+		run := RunningJob{Job: j.ID, Name: j.Name, Worker: a.Worker, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
+			Started: a.Started, DeclaredBytes: j.Declared, LearnedBytes: snap.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log}
+		if u, ok := snap.Shape(j.Shape).PackUtil(); ok {
+			run.Util = &u
+		}
+		out.Running = append(out.Running, run)
 	}
 	slices.SortFunc(out.Running, func(p, q RunningJob) int { return p.Started.Compare(q.Started) })
 	for _, j := range snap.Jobs() {

@@ -58,6 +58,11 @@ type JobSummary struct {
 	LearnedSeconds *float64         `json:"learned_duration_s"`
 	LearnedRuns    int              `json:"learned_runs,omitempty"`
 	Attempts       []AttemptSummary `json:"attempts"`
+	// LearnedUtil is how much of a card's compute its shape keeps busy (0 to 1), as
+	// the packer counts it (scheduler/state.Shape.PackUtil), over LearnedUtilRuns of
+	// its attempts; null: not measured yet.
+	LearnedUtil     *float64 `json:"learned_util"`
+	LearnedUtilRuns int      `json:"learned_util_runs,omitempty"`
 }
 
 // AttemptSummary is one attempt of a job.
@@ -83,6 +88,14 @@ type AttemptSummary struct {
 	// Memory is what its processes held over time on its fullest card, a point where
 	// it moved (at most 64; see scheduler.Samples), for gpuq report.
 	Memory []MemorySample `json:"memory,omitempty"`
+	// Util is the mean of what NVML measured it to keep busy of its card (0 to 1);
+	// absent where nothing could be measured. Crowd is how many of gpuq's attempts its
+	// cards held on average while it ran, itself included, and Pace how fast the
+	// sharing model expected it to run beside them, as a share of its speed alone;
+	// absent where it was not followed from its start.
+	Util  *float64 `json:"util,omitempty"`
+	Crowd float64  `json:"crowd,omitempty"`
+	Pace  float64  `json:"pace,omitempty"`
 }
 
 // MemorySample is a reading of an attempt's memory, at_s seconds after it started.
@@ -102,12 +115,20 @@ func Summarize(snap state.View, j *state.Job) JobSummary {
 		d := l.Duration.Seconds()
 		js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
 	}
+	if u, ok := snap.Shape(j.Shape).PackUtil(); ok {
+		js.LearnedUtil, js.LearnedUtilRuns = &u, snap.Shape(j.Shape).UtilRuns
+	}
 	for _, a := range snap.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
 			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
 		if len(a.GPUs) > 0 {
 			as.GPU = a.GPUs[0]
 		}
+		if a.UtilSamples > 0 {
+			u := a.Util
+			as.Util = &u
+		}
+		as.Crowd, as.Pace = a.Crowd, a.Pace
 		if eb, ok := j.Batch.Effective(a.Params); ok {
 			as.EffectiveBatch = &eb
 		}
