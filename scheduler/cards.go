@@ -37,6 +37,7 @@ func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*state
 				out[i].Util += util
 				if !known {
 					out[i].Blind++
+					out[i].BlindUtil += util
 				}
 			}
 		}

@@ -99,6 +99,8 @@ func (e *Engine) measureUtil(a *state.Attempt, now time.Time) (c *state.Attempt,
 func (e *Engine) teachUtil(a *state.Attempt, u float64) {
 	before, _ := e.store.KnownShape(a.Shape).PackUtil()
 	e.changeShape(a.Shape, func(l *state.Shape) { l.LearnUtil(u) }, nil)
+	sweep, _, _ := strings.Cut(a.Shape, "\x00")
+	e.busiest[sweep] = max(e.busiest[sweep], u)
 	if after, _ := e.store.KnownShape(a.Shape).PackUtil(); after != before {
 		e.crowdRefreshAll()
 	}
@@ -116,16 +118,22 @@ func (e *Engine) unmeasurable(a *state.Attempt) {
 }
 
 // utilOf is what the packer counts a job of a shape at on a card's compute, and whether
-// that is known: as measured; or, not measured yet, all of the card (compute-bound),
-// unless the job's sweep writes a gpu_plan. A plan is the user's word on how many of
-// its jobs share a card, which stands until gpuq has measured them: its jobs fill its
-// slots as before gpuq measured compute, and count as nothing until measured.
+// that is known: as measured. A shape not measured yet counts as the busiest shape
+// measured of its sweep so far (a sweep's shapes are one script's variations, and the
+// busiest is the cautious guess), or as compute-bound (all of the card) while none is,
+// unless its sweep writes a gpu_plan: a plan is the user's word on how many of its jobs
+// share a card, which stands until gpuq has measured them, so they fill its slots as
+// before gpuq measured compute, and count as nothing until measured.
 func (e *Engine) utilOf(shape string) (float64, bool) {
 	if u, ok := e.store.KnownShape(shape).PackUtil(); ok {
 		return u, true
 	}
 	if e.planned(shape) {
 		return 0, true
+	}
+	sweep, _, _ := strings.Cut(shape, "\x00")
+	if u := e.busiest[sweep]; u > 0 {
+		return u, false
 	}
 	return 1, false
 }

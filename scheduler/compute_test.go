@@ -265,3 +265,37 @@ func TestSlowdownSeenRaisesUtilization(t *testing.T) {
 		t.Errorf("GPU 0 counted %v busy, want c.1's 0.8", views[0].Util)
 	}
 }
+
+// TestAShapeIsMeasuredAheadOfTheQueue: the first job of a shape not measured yet takes
+// an idle card before the queue's larger jobs do, so that it is measured while there
+// is one: here the b job, though the a jobs (measured at 90%, larger) come first.
+func TestAShapeIsMeasuredAheadOfTheQueue(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {task: [a], seed: [1, 2, 3], include: [{task: b, seed: 1, memory: 10GiB}]}\nmemory: 20GiB\n", 2, Config{})
+	a := r.st.View().Job("c.1").Shape
+	must(t, r.st.Put(state.Change{Shapes: []*state.Shape{{Name: a, Util: 0.9, UtilRuns: 1}}}))
+	r.round(0)
+	if got := r.where(); got != "c.1:1 c.4:0" {
+		t.Errorf("%s, want b's first job (c.4) on a card of its own and one a job on the other", got)
+	}
+}
+
+// TestAShapeCountsAsItsSweepsBusiest: a shape not measured yet counts as the busiest
+// shape of its sweep measured so far: beside two jobs at 30%, a b job (counted at 30%)
+// may start, where one counted as compute-bound could not.
+func TestAShapeCountsAsItsSweepsBusiest(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {task: [a], seed: [1, 2], include: [{task: b, seed: 1, memory: 5GiB}]}\nmemory: 10GiB\n", 1, Config{})
+	for _, j := range []string{"c.1", "c.2", "c.3"} {
+		r.util[j] = 30
+	}
+	r.round(0)
+	if got := r.where(); got != "c.1:0" {
+		t.Fatalf("first round: %s", got)
+	}
+	if w := r.why("c.3"); !strings.HasPrefix(w, "unmeasured:") {
+		t.Errorf("why c.3 before any shape is measured: %s", w)
+	}
+	r.round(time.Minute)
+	if got := r.where(); got != "c.1:0 c.2:0 c.3:0" {
+		t.Errorf("once a is measured at 30%%: %s, want b's job beside the two a jobs", got)
+	}
+}

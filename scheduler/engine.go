@@ -204,9 +204,11 @@ type Engine struct {
 	paused  *state.CannotWrite
 	pending []Exit
 	// crowds follows who shares each card (see crowd.go); plannedSweeps is whether
-	// each sweep writes a gpu_plan (see planned).
+	// each sweep writes a gpu_plan (see planned), busiest the most any shape of each
+	// keeps busy of a card, as measured since the engine started (see utilOf).
 	crowds        crowds
 	plannedSweeps map[string]bool
+	busiest       map[string]float64
 }
 
 // proc is a process on a machine: pids are a machine's own.
@@ -238,7 +240,7 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
 		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{},
 		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), stopped: make(chan struct{}),
-		crowds: newCrowds(), plannedSweeps: map[string]bool{}}
+		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}}
 	e.events = func(ev Event) {
 		if e.store.InBatch() {
 			e.later = append(e.later, ev)

@@ -72,35 +72,10 @@ func (e *Engine) schedule() error {
 		return err
 	}
 	e.store.Queue().RanFor(running, e.clock.Now())
-	held := map[string]bool{}
-	d := pack.Place(e.offers(v, held, false), v.cards, v.hosts, smallest)
-	if len(held) > 0 {
-		// Then the rest of the shapes being measured, on what the first pass left
-		// (idle cards, or beside jobs that use no compute), outside its reservation.
-		e.outside(v.cards, d.Reservation)
-		o := e.offers(v, held, true)
-		o.placed = map[string]bool{}
-		for _, p := range d.Placements {
-			o.placed[p.Job] = true
-		}
-		second := pack.Place(o, v.cards, v.hosts, smallest)
-		d.Placements = append(d.Placements, second.Placements...)
-	}
+	d := e.place(v, smallest)
 	e.headed(snap, d)
 	e.startAll(snap, d.Placements, running)
 	return nil
-}
-
-// outside takes the cards of a reservation out of a second pass's reach.
-func (e *Engine) outside(cards []pack.CardState, r *pack.Reservation) {
-	if r == nil {
-		return
-	}
-	for i := range cards {
-		if cards[i].Worker == r.Worker && slices.Contains(r.Cards, cards[i].Index) {
-			cards[i].Slots = 0
-		}
-	}
 }
 
 // Preview is the decision a round would take now, with every waiting job's reason, and
@@ -201,102 +176,6 @@ func (e *Engine) packView(snap state.View, running []*state.Attempt, buf *packVi
 		}
 	}
 	return packView{snap: snap, cards: cards, hosts: hosts, request: e.requester(e.quotas(snap, cards, running))}, nil
-}
-
-// offers is the store's queue as a round offers it to the packer (see pack.Queue).
-type offers struct {
-	c       *state.Cursor
-	request func(*state.Group, state.Member) pack.Request
-	// placed are jobs a first pass of the round placed, which a second skips.
-	placed map[string]bool
-}
-
-func (o offers) Next(room int64) (pack.Request, bool) {
-	for {
-		g, m, ok := o.c.NextUpTo(room)
-		if !ok {
-			return pack.Request{}, false
-		}
-		if !o.placed[m.ID] {
-			return o.request(g, m), true
-		}
-	}
-}
-
-func (o offers) Pass() { o.c.Pass() }
-
-// offers is the queue for a round, as Place reads it. Of a group of memory: probe jobs
-// whose shape is not measured yet, the first is offered while no job measures the
-// shape, and none while one does: the first of each shape runs alone, and the others
-// wait for its peak. So with a shape whose utilization is not measured yet: its first
-// job is offered while none of its jobs runs, and the others are held back (named in
-// held) for a second pass (second), which offers them alone once every shape has had
-// its first job offered: idle cards measure as many shapes at once as they can, and
-// the shapes' other jobs take the idle cards left.
-func (e *Engine) offers(v packView, held map[string]bool, second bool) offers {
-	probing, measuring := map[string]bool{}, map[string]bool{}
-	admit := func(g *state.Group) int {
-		switch {
-		case g.Key.Probe && waitsForProbe(v.snap, g.Key.Shape, probing):
-			return 0
-		case second:
-			if held[g.Key.Shape] {
-				return math.MaxInt
-			}
-			return 0
-		case e.waitsForUtil(g.Key.Shape, measuring):
-			held[g.Key.Shape] = true
-			return 0
-		case measuring[g.Key.Shape]:
-			held[g.Key.Shape] = true
-			return 1
-		case g.Key.Probe:
-			return 1
-		}
-		return math.MaxInt
-	}
-	return offers{c: e.store.Queue().Cursor(admit), request: v.request}
-}
-
-// queue is the queue as Pack reads it: every job in order, less those that wait for
-// their shape's probe (probing, if not nil, is told of each of those), and with the
-// jobs of shapes being measured last, as a round's second pass offers them (see
-// offers).
-func (e *Engine) queue(v packView, probing func(*state.Job)) []pack.Request {
-	var out, later []pack.Request
-	probed, measuring := map[string]bool{}, map[string]bool{}
-	c := e.store.Queue().Cursor(nil)
-	for g, m, ok := c.Next(); ok; g, m, ok = c.Next() {
-		switch {
-		case g.Key.Probe && waitsForProbe(v.snap, g.Key.Shape, probed):
-			if probing != nil {
-				probing(v.snap.Job(m.ID))
-			}
-		case e.waitsForUtil(g.Key.Shape, measuring):
-			later = append(later, v.request(g, m))
-		default:
-			out = append(out, v.request(g, m))
-		}
-	}
-	return append(out, later...)
-}
-
-// waitsForUtil says whether a queued job of a shape waits for its shape's utilization
-// to be measured: it is not known, and a job of the shape runs (its first, measuring
-// it) or is offered this round (measuring collects those). A sharing target of none
-// measures nothing.
-func (e *Engine) waitsForUtil(shape string, measuring map[string]bool) bool {
-	if e.target() == 0 {
-		return false
-	}
-	if _, known := e.utilOf(shape); known {
-		return false
-	}
-	if e.crowds.shapes[shape] > 0 || measuring[shape] {
-		return true
-	}
-	measuring[shape] = true
-	return false
 }
 
 // requester turns the queue's jobs into the packer's requests: each with its sweep's

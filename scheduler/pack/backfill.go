@@ -165,14 +165,14 @@ func (p *packer) after(i, n int) (free int64, running int) {
 // ends: when a card will have room for compute is told by what is measured there.
 func (p *packer) measuredAfter(i, n int) float64 {
 	c := &p.cards[i]
-	u, blind := c.Util, c.Blind
+	u, blind := c.Util, c.BlindUtil
 	for _, e := range c.Ends[:n] {
 		u -= e.Util
 		if e.Blind {
-			blind--
+			blind -= e.Util
 		}
 	}
-	return max(u-float64(max(blind, 0)), 0)
+	return max(u-max(blind, 0), 0)
 }
 
 // reservation is the Reservation made this round, for the decision.

@@ -28,8 +28,8 @@ type Request struct {
 	Waited time.Duration
 	// Util is the share of a card's compute the job keeps busy alone, as its shape's
 	// runs were measured (see Speed), from 0 to 1. UtilUnknown: not measured yet; it
-	// counts as compute-bound (1) until it is, so that it shares a card with nothing
-	// it could slow, and is measured before it shares.
+	// counts at Util, a guess, or as compute-bound (1) where Util is 0, so that it
+	// shares a card with nothing it could slow.
 	Util        float64
 	UtilUnknown bool
 }
@@ -94,11 +94,12 @@ type CardState struct {
 	// Target is how much of the card's compute the jobs sharing it may ask for
 	// together (the sharing target, 1 = all of it); 0: no such limit, memory and slots
 	// alone decide how many share it. Util is what they ask for now: gpuq's jobs by
-	// their utilizations (1 for each not measured yet, of which Blind counts), other
-	// processes as NVML measured them.
-	Target float64
-	Util   float64
-	Blind  int
+	// their utilizations (a guess for each not measured yet, of which Blind counts and
+	// BlindUtil is the part), other processes as NVML measured them.
+	Target    float64
+	Util      float64
+	Blind     int
+	BlindUtil float64
 }
 
 // Release is a running attempt on a card as the packer sees it: when it is expected to

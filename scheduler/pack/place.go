@@ -116,6 +116,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 		c.Util += r.util()
 		if r.UtilUnknown {
 			c.Blind++
+			c.BlindUtil += r.util()
 		}
 		// The caller's slice is not ours to append to.
 		at, _ := slices.BinarySearchFunc(c.Ends, end.In, func(e Release, in time.Duration) int { return cmp.Compare(e.In, in) })

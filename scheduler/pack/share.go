@@ -39,10 +39,10 @@ const DefaultTarget = 1.0
 // slack absorbs the rounding of summed utilizations: 0.3 + 0.3 + 0.4 is a whole card.
 const slack = 1e-9
 
-// util is what r asks of a card's compute: its utilization, or all of it while not
-// measured.
+// util is what r asks of a card's compute: its utilization, or while not measured its
+// guess, or all of it.
 func (r *Request) util() float64 {
-	if r.UtilUnknown {
+	if r.UtilUnknown && r.Util == 0 {
 		return 1
 	}
 	return r.Util

@@ -11,7 +11,7 @@ import (
 // ask util of its compute (blind of them not measured yet).
 func sharing(i, running int, util float64, blind int) CardState {
 	return CardState{Index: i, Total: 80 * gib, Reserved: int64(running) * 10 * gib, Running: running,
-		Slots: NoLimit, Target: DefaultTarget, Util: util, Blind: blind}
+		Slots: NoLimit, Target: DefaultTarget, Util: util, Blind: blind, BlindUtil: float64(blind)}
 }
 
 // NoLimit is a plan that leaves memory (and compute) to decide.
