@@ -258,3 +258,22 @@ func TestUtilTargetSetting(t *testing.T) {
 		t.Errorf("exit %d: %s", code, errOut)
 	}
 }
+
+// TestSharingMPS: gpuq run says that simulated cards have no MPS and goes on; the
+// daemon, which does not start MPS, refuses such a sweep and says what to do.
+func TestSharingMPS(t *testing.T) {
+	needPython(t)
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "mps.yaml")
+	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
+	os.WriteFile(sweep, []byte("name: mps\ncommand: [python3, "+trainer+", --config, \"{config}\"]\nconfig: {format: json}\n"+
+		"params: {sim_seconds: 0.2, sim_alloc_delay: 0}\nmemory: 2GiB\njobs: [{}]\ngpus: sim:1x24GiB\nsharing: mps\n"), 0o644)
+	out, errOut, code := gpuq(t, "run", sweep, "--log-dir", t.TempDir())
+	if code != exitOK || !strings.Contains(out+errOut, "sharing: mps is for real cards; the simulated ones share by time-slicing") {
+		t.Errorf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	_, errOut, code = gpuq(t, "submit", sweep, "--state-dir", filepath.Join(dir, "state"))
+	if code != exitBadInput || !strings.Contains(errOut, "sharing: mps: the daemon does not start NVIDIA MPS yet; run the sweep with gpuq run") {
+		t.Errorf("submit: exit %d: %s", code, errOut)
+	}
+}

@@ -73,6 +73,10 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		if err != nil {
 			return err
 		}
+		if sw.Sharing == plans.MPS {
+			return badInput("%s: sharing: mps: the daemon does not start NVIDIA MPS yet; run the sweep with gpuq run, which does, "+
+				"or remove sharing: mps to share cards by time-slicing", abs)
+		}
 		for _, w := range sw.Warnings() {
 			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 		}
