@@ -73,6 +73,13 @@ func (r *computeRig) show() {
 	}
 }
 
+// keepBusy makes jobs' trainers show as keeping percent of their card busy.
+func (r *computeRig) keepBusy(percent int, jobs ...string) {
+	for _, j := range jobs {
+		r.util[j] = percent
+	}
+}
+
 // round moves the clock on by d, shows the trainers and runs a round.
 func (r *computeRig) round(d time.Duration) {
 	r.t.Helper()
@@ -117,9 +124,7 @@ const fourJobs = "name: c\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemor
 // third would pass the target.
 func TestAShapeIsMeasuredBeforeItShares(t *testing.T) {
 	r := newComputeRig(t, strings.Replace(fourJobs, "4]", "4, 5]", 1), 2, Config{})
-	for _, j := range []string{"c.1", "c.2", "c.3", "c.4", "c.5"} {
-		r.util[j] = 45
-	}
+	r.keepBusy(45, "c.1", "c.2", "c.3", "c.4", "c.5")
 	r.round(0)
 	if got := r.where(); got != "c.1:0 c.2:1" {
 		t.Fatalf("first round: %s, want one job a card", got)
@@ -164,9 +169,7 @@ func TestComputeBoundJobsDoNotShare(t *testing.T) {
 		want   string
 	}{{0, "c.1:0 c.2:1"}, {2, "c.1:0 c.2:1 c.3:0 c.4:1"}} {
 		r := newComputeRig(t, fourJobs, 2, Config{UtilTarget: c.target})
-		for _, j := range []string{"c.1", "c.2", "c.3", "c.4"} {
-			r.util[j] = 100
-		}
+		r.keepBusy(100, "c.1", "c.2", "c.3", "c.4")
 		r.round(0)
 		r.round(time.Minute)
 		r.round(time.Second)
@@ -240,9 +243,7 @@ func TestAShapeNVMLCannotMeasureCountsAsComputeBound(t *testing.T) {
 // card than NVML shows: it is counted at 80% from then.
 func TestSlowdownSeenRaisesUtilization(t *testing.T) {
 	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n", 2, Config{})
-	for _, j := range []string{"c.1", "c.2", "c.3"} {
-		r.util[j] = 40
-	}
+	r.keepBusy(40, "c.1", "c.2", "c.3")
 	r.round(0)
 	r.round(time.Minute)
 	if got := r.where(); got != "c.1:0 c.2:1 c.3:0" {
@@ -284,9 +285,7 @@ func TestAShapeIsMeasuredAheadOfTheQueue(t *testing.T) {
 // may start, where one counted as compute-bound could not.
 func TestAShapeCountsAsItsSweepsBusiest(t *testing.T) {
 	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {task: [a], seed: [1, 2], include: [{task: b, seed: 1, memory: 5GiB}]}\nmemory: 10GiB\n", 1, Config{})
-	for _, j := range []string{"c.1", "c.2", "c.3"} {
-		r.util[j] = 30
-	}
+	r.keepBusy(30, "c.1", "c.2", "c.3")
 	r.round(0)
 	if got := r.where(); got != "c.1:0" {
 		t.Fatalf("first round: %s", got)

@@ -46,13 +46,11 @@ def parse_pmon(text):
     return out
 
 
-class UtilSampler:
-    """Samples a card's utilization, and each process's SM utilization, in the
-    background, and keeps their means."""
+class Poller:
+    """Calls poll() every `every` seconds in the background, from start() until stop()."""
 
-    def __init__(self, card, query_card, query_procs, every=0.5):
-        self.card, self.query_card, self.query_procs, self.every = card, query_card, query_procs, every
-        self.card_samples, self.proc_samples = [], {}
+    def __init__(self, poll, every):
+        self.poll, self.every = poll, every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -65,8 +63,17 @@ class UtilSampler:
 
     def _run(self):
         while not self._stop.is_set():
-            self.add(self.query_card(self.card), self.query_procs(self.card))
+            self.poll()
             self._stop.wait(self.every)
+
+
+class UtilSampler(Poller):
+    """Samples a card's utilization, and each process's SM utilization, in the
+    background, and keeps their means."""
+
+    def __init__(self, card, query_card, query_procs, every=0.5):
+        super().__init__(lambda: self.add(query_card(card), query_procs(card)), every)
+        self.card_samples, self.proc_samples = [], {}
 
     def add(self, card_util, procs):
         if card_util is not None:

@@ -32,7 +32,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -114,27 +113,14 @@ def attempt_of(pid, proc="/proc"):
     return f"{job.decode()}/{n.decode()}" if job and n else ""
 
 
-class Sampler:
+class Sampler(colocation.Poller):
     """Samples NVML's compute processes in the background and keeps, per attempt, the
     most its processes held on one card."""
 
     def __init__(self, query, proc="/proc", every=0.25):
-        self.query, self.proc, self.every = query, proc, every
+        super().__init__(lambda: self.add(query()), every)
+        self.proc = proc
         self.peaks, self.hidden, self.unknown = {}, set(), set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self):
-        self._thread.start()
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.add(self.query())
-            self._stop.wait(self.every)
 
     def add(self, apps):
         sums = {}

@@ -11,15 +11,7 @@ import (
 // TestSummarizeTellsLearnedDuration: a job's summary tells how long its shape takes as
 // learned, and over how many runs; nothing before its shape has learned it.
 func TestSummarizeTellsLearnedDuration(t *testing.T) {
-	sw, err := plans.DecodeSweep("w.yaml", []byte("name: w\ncommand: [echo]\nmemory: 1GiB\njobs: [{}]\n"), plans.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := state.NewStore()
-	if err := st.Submit(&state.Submission{Sweep: sw}); err != nil {
-		t.Fatal(err)
-	}
-	j := st.View().Job("w.1")
+	st, j := oneJob(t)
 	if js := Summarize(st.View(), j); js.LearnedSeconds != nil {
 		t.Errorf("learned %v before any run", *js.LearnedSeconds)
 	}
@@ -35,15 +27,7 @@ func TestSummarizeTellsLearnedDuration(t *testing.T) {
 // keeps busy as learned (null before), and each attempt what was measured of it and
 // how many it shared its card with.
 func TestSummarizeTellsUtilization(t *testing.T) {
-	sw, err := plans.DecodeSweep("w.yaml", []byte("name: w\ncommand: [echo]\nmemory: 1GiB\njobs: [{}]\n"), plans.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := state.NewStore()
-	if err := st.Submit(&state.Submission{Sweep: sw}); err != nil {
-		t.Fatal(err)
-	}
-	j := st.View().Job("w.1")
+	st, j := oneJob(t)
 	if js := Summarize(st.View(), j); js.LearnedUtil != nil {
 		t.Errorf("learned %v before any run", *js.LearnedUtil)
 	}
@@ -63,4 +47,18 @@ func TestSummarizeTellsUtilization(t *testing.T) {
 	if a := js.Attempts[0]; a.Util == nil || *a.Util != 0.5 || a.Crowd != 2 || a.Pace != 1 {
 		t.Errorf("attempt: util %v, crowd %v, pace %v", a.Util, a.Crowd, a.Pace)
 	}
+}
+
+// oneJob is a store with a sweep of one job submitted, and the job.
+func oneJob(t *testing.T) (*state.Store, *state.Job) {
+	t.Helper()
+	sw, err := plans.DecodeSweep("w.yaml", []byte("name: w\ncommand: [echo]\nmemory: 1GiB\njobs: [{}]\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := state.NewStore()
+	if err := st.Submit(&state.Submission{Sweep: sw}); err != nil {
+		t.Fatal(err)
+	}
+	return st, st.View().Job("w.1")
 }

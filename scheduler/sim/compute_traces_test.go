@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/gpuq/gpuq/plans"
 )
 
 // lucidJob is one of Lucid's measured single-card training configurations.
@@ -116,19 +114,6 @@ func TestComputeTraces(t *testing.T) {
 			fmt.Fprintf(&b, "  - {name: %s, estimate: %.2fGiB, base: %.2fGiB, activations: %.2fGiB, duration: %.0fm, gpu_util: %.2f, count: %d}\n",
 				j.name, estimate, j.gib/2, j.gib/2, minutes, j.util, g.copies)
 		}
-		path := filepath.Join("..", "..", "examples", "traces", g.file)
-		if _, err := Decode(path, b.Bytes(), plans.Overrides{}); err != nil {
-			t.Errorf("%s: %v", g.file, err)
-			continue
-		}
-		if *update {
-			if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if have, err := os.ReadFile(path); err != nil || !bytes.Equal(have, b.Bytes()) {
-			t.Errorf("%s is not what its generator writes (%v): go test ./scheduler/sim -run ComputeTraces -update", path, err)
-		}
+		checkGenerated(t, g.file, b.Bytes(), "ComputeTraces")
 	}
 }
