@@ -26,8 +26,8 @@ func newCrowds() crowds {
 	return crowds{on: map[plans.CardID][]string{}, of: map[string]*crowd{}, shapes: map[string]int{}}
 }
 
-// crowd is a running attempt as followed: its cards and shape; since when it has had
-// crowd attempts on its busiest card (itself included) and the model's pace; what
+// crowd is a running attempt as followed: its cards and shape; since when it has had k
+// attempts on its busiest card (itself included) and run at the model's pace; what
 // those were over its run before then, integrated (in seconds); and whether it has
 // been followed from its start.
 type crowd struct {

@@ -267,7 +267,11 @@ func (e *Engine) batch(fn func()) error {
 }
 
 // Submit adds a sweep's jobs.
-func (e *Engine) Submit(sub *state.Submission) error { return e.store.Submit(sub) }
+func (e *Engine) Submit(sub *state.Submission) error {
+	// A sweep of a name gpuq clean forgot may come again with another plan.
+	delete(e.plannedSweeps, sub.Sweep.Name)
+	return e.store.Submit(sub)
+}
 
 // Adopt takes up the attempts that were running when the last engine on the store's
 // state stopped, when the runner can (see Adopter), and returns how many it took up.
