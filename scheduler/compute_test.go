@@ -129,7 +129,7 @@ func TestAShapeIsMeasuredBeforeItShares(t *testing.T) {
 	if got := r.where(); got != "c.1:0 c.2:1" {
 		t.Fatalf("first round: %s, want one job a card", got)
 	}
-	if w := r.why("c.3"); !strings.HasPrefix(w, "unmeasured: its shape's utilization is not measured yet, so it counts as compute-bound and runs alone first; no card is idle") {
+	if w := r.why("c.3"); !strings.HasPrefix(w, "unmeasured: its shape's utilization is not measured yet, so it counts as compute-bound until it is; no card it fits is idle") {
 		t.Errorf("why c.3: %s", w)
 	}
 	r.round(30 * time.Second) // its first minute says nothing

@@ -362,8 +362,12 @@ func (p *packer) busyWhy(r Request, i int) string {
 	load := fmt.Sprintf("with it the jobs there would ask %.0f%% of the card, past the sharing target of %.0f%%",
 		100*c.load(&r), 100*c.Target)
 	if r.UtilUnknown {
-		return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as compute-bound and runs alone first; no card is idle, "+
-			"and it would slow the jobs on GPU %s, the least busy with room for it, to %.0f%% of their speed: %s", card, 100*c.slowdown(&r), load)
+		counts := "compute-bound"
+		if u := r.util(); u < 1 {
+			counts = fmt.Sprintf("%.0f%% of a card", 100*u)
+		}
+		return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
+			"and it would slow the jobs on GPU %s, the least busy with room for it, to %.0f%% of their speed: %s", counts, card, 100*c.slowdown(&r), load)
 	}
 	return fmt.Sprintf("would slow the jobs on GPU %s to %.0f%% of their speed: it keeps %.0f%% of a card busy, and %s",
 		card, 100*c.slowdown(&r), 100*r.Util, load)

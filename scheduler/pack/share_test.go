@@ -135,7 +135,7 @@ func TestWouldSlowSays(t *testing.T) {
 	}
 	want := []string{
 		"would-slow: would slow the jobs on GPU 3 to 91% of their speed: it keeps 60% of a card busy, and with it the jobs there would ask 110% of the card, past the sharing target of 100%",
-		"unmeasured: its shape's utilization is not measured yet, so it counts as compute-bound and runs alone first; no card is idle, and it would slow the jobs on GPU 3, the least busy with room for it, to 67% of their speed: with it the jobs there would ask 150% of the card, past the sharing target of 100%",
+		"unmeasured: its shape's utilization is not measured yet, so it counts as compute-bound until it is; no card it fits is idle, and it would slow the jobs on GPU 3, the least busy with room for it, to 67% of their speed: with it the jobs there would ask 150% of the card, past the sharing target of 100%",
 	}
 	if strings.Join(details, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(details, "\n"), strings.Join(want, "\n"))
