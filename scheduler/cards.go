@@ -25,7 +25,7 @@ func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*state
 		}
 	}
 	for _, a := range attempts {
-		util, known := e.utilOf(a.Shape)
+		util, known := e.attemptUtil(a)
 		if !a.Running() {
 			util, known = 0, true // a ghost (see settling) holds memory, and computes nothing
 		}

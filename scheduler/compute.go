@@ -95,15 +95,22 @@ func (e *Engine) measureUtil(a *state.Attempt, now time.Time) (c *state.Attempt,
 	return &s, s.UtilSamples == 1
 }
 
-// teachUtil takes an attempt's utilization into its shape's.
+// teachUtil takes an attempt's utilization into its shape's, and its sweep's busiest.
 func (e *Engine) teachUtil(a *state.Attempt, u float64) {
-	before, _ := e.store.KnownShape(a.Shape).PackUtil()
 	e.changeShape(a.Shape, func(l *state.Shape) { l.LearnUtil(u) }, nil)
-	sweep, _, _ := strings.Cut(a.Shape, "\x00")
-	e.busiest[sweep] = max(e.busiest[sweep], u)
-	if after, _ := e.store.KnownShape(a.Shape).PackUtil(); after != before {
-		e.crowdRefreshAll()
+	if sweep, _, _ := strings.Cut(a.Shape, "\x00"); u > e.busiest[sweep] {
+		e.busiest[sweep] = u
+		e.crowdRefreshAll() // what its shapes not measured yet count at changed
 	}
+}
+
+// attemptUtil is what the packer counts a running attempt at on its cards, and whether
+// that is measured: as followed (see crowd), else as its shape's jobs count.
+func (e *Engine) attemptUtil(a *state.Attempt) (float64, bool) {
+	if c, ok := e.crowds.of[a.ID]; ok {
+		return c.util, c.known
+	}
+	return e.utilOf(a.Shape)
 }
 
 // unmeasurable deals with an attempt that succeeded without a sample of its

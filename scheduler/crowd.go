@@ -31,8 +31,12 @@ func newCrowds() crowds {
 // those were over its run before then, integrated (in seconds); and whether it has
 // been followed from its start.
 type crowd struct {
-	cards         []plans.CardID
-	shape         string
+	cards []plans.CardID
+	shape string
+	// util is what it counts at on its cards, and known whether measured (utilOf's,
+	// kept up by crowdRefreshAll): a round reads it for every running attempt.
+	util          float64
+	known         bool
 	started       time.Time
 	since         time.Time
 	k, pace       float64
@@ -47,6 +51,7 @@ func (e *Engine) crowdJoin(a *state.Attempt, now time.Time, whole bool) {
 		return
 	}
 	c := &crowd{shape: a.Shape, started: a.Started, since: now, whole: whole}
+	c.util, c.known = e.utilOf(a.Shape)
 	for _, g := range a.GPUs {
 		id := plans.CardID{Worker: a.Worker, Index: g}
 		c.cards = append(c.cards, id)
@@ -123,9 +128,13 @@ func (e *Engine) crowdRefresh(cards []plans.CardID, now time.Time) {
 	}
 }
 
-// crowdRefreshAll refreshes every card: a shape's utilization changed.
+// crowdRefreshAll refreshes what every running attempt counts at, and every card: a
+// shape's utilization changed.
 func (e *Engine) crowdRefreshAll() {
 	now := e.clock.Now()
+	for _, c := range e.crowds.of {
+		c.util, c.known = e.utilOf(c.shape)
+	}
 	cards := make([]plans.CardID, 0, len(e.crowds.on))
 	for card := range e.crowds.on {
 		cards = append(cards, card)
@@ -138,8 +147,7 @@ func (e *Engine) crowdRefreshAll() {
 func (e *Engine) cardLoad(card plans.CardID) (n int, util float64) {
 	ids := e.crowds.on[card]
 	for _, id := range ids {
-		u, _ := e.utilOf(e.crowds.of[id].shape)
-		util += u
+		util += e.crowds.of[id].util
 	}
 	return len(ids), util
 }

@@ -262,6 +262,10 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with *state
 	if estimates {
 		rewritten = e.reserve(name)
 	}
+	wasUtil, wasKnown := before.PackUtil()
+	if util, known := l.PackUtil(); util != wasUtil || known != wasKnown {
+		e.crowdRefreshAll() // what its running jobs count at changed
+	}
 	return rewritten, nil
 }
 

@@ -234,7 +234,7 @@ func (e *Engine) addEnds(states []pack.CardState, attempts []*state.Attempt, buf
 	for _, a := range attempts {
 		end := pack.Release{In: e.left(a, now), Memory: a.Holds(), Exclusive: a.Alone}
 		if a.Running() {
-			util, known := e.utilOf(a.Shape)
+			util, known := e.attemptUtil(a)
 			end.Util, end.Blind = util, !known
 		}
 		for _, g := range a.GPUs {
