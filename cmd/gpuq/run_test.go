@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -440,4 +441,39 @@ func attemptProcs(root string) []int {
 		}
 	}
 	return out
+}
+
+// TestRunShowsTheSlowdown: two simulated trainers that keep their card busy
+// (sim_gpu_util 1) and lose half their speed to a neighbour (sim_colocation_cost 0.5)
+// share one card (the sweep's plan lets them, before they are measured): each runs at a
+// quarter of its speed alone, so its two seconds of training take about eight.
+func TestRunShowsTheSlowdown(t *testing.T) {
+	needPython(t)
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "busy.yaml")
+	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
+	os.WriteFile(sweep, []byte("name: busy\ncommand: [python3, "+trainer+", --config, \"{config}\"]\nconfig: {format: json}\n"+
+		"params: {sim_seconds: 2, sim_alloc_delay: 0, sim_gpu_util: 1, sim_colocation_cost: 0.5}\nmatrix: {seed: [1, 2]}\n"+
+		"memory: 2GiB\ngpus: sim:1x24GiB\ngpu_plan: \"2\"\n"), 0o644)
+	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "200ms")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var sum daemon.SweepSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	done := regexp.MustCompile(`20/20 \[(\d+\.\d)s`)
+	for _, j := range sum.Jobs {
+		a := j.Attempts[len(j.Attempts)-1]
+		log, _ := os.ReadFile(a.Log)
+		m := done.FindSubmatch(log)
+		if m == nil {
+			t.Fatalf("%s: no last step in its log:\n%s", j.ID, log)
+		}
+		// Alone: 2 s. Together, at a quarter of its speed until the other ends.
+		if took, _ := strconv.ParseFloat(string(m[1]), 64); took < 5 {
+			t.Errorf("%s trained for %.1f s beside the other, want about 8 (a quarter of its speed)", j.ID, took)
+		}
+	}
 }
