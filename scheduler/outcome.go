@@ -65,11 +65,13 @@ func (e *Engine) apply(x Exit) {
 		job.Reason = fmt.Sprintf("out of memory on each of %s (oom.max_attempts)", plans.Count(job.Attempts-job.Since, "attempt"))
 		msg += "; " + job.Reason
 	}
+	// The end is counted with it, for counters that never go down (state.Tally).
+	change := state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}, Tallies: []*state.Tally{view.Counted(&ended)}}
 	var err error
 	if job.State == state.JobSucceeded {
-		_, err = e.learn(job.Shape, &ended, &state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
+		_, err = e.learn(job.Shape, &ended, &change)
 	} else {
-		err = e.put(state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
+		err = e.put(change)
 	}
 	if err != nil {
 		// Applied again once it can be recorded (see resume); its trainer has ended

@@ -27,6 +27,7 @@ func (e *Engine) put(c state.Change) error {
 	if e.err != nil {
 		return e.err
 	}
+	e.stampQueued(&c)
 	return e.failed(e.store.Put(c))
 }
 

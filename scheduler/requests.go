@@ -67,7 +67,12 @@ func (e *Engine) driving(what string) {
 
 // Submit adds a sweep's jobs.
 func (e *Engine) Submit(ctx context.Context, sub *state.Submission) error {
-	return e.Do(ctx, func(context.Context) error { return e.store.Submit(sub) })
+	return e.Do(ctx, func(context.Context) error {
+		if sub.Submitted.IsZero() {
+			sub.Submitted = e.clock.Now()
+		}
+		return e.store.Submit(sub)
+	})
 }
 
 // Cancel cancels queued jobs and stops running ones (they end as cancelled). It returns

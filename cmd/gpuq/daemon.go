@@ -58,8 +58,9 @@ killed with what is left of its attempt 15 s after that, so the stop always ends
 With no daemon running there is nothing to stop: it says so and exits 0.
 
 --metrics ADDR (GPUQ_METRICS, or metrics: in the config file) serves Prometheus metrics
-on http://ADDR/metrics: jobs by state, attempts and OOMs by outcome and tier, each
-card's memory (total, used, reserved, learned, other), the queue's waits and the
+on http://ADDR/metrics: jobs by state, attempts and OOMs by outcome and tier (counters
+kept in the state: they never go down, gpuq clean included), each card's memory (a
+metric each for total, used, reserved, learned, other), the queue's waits and the
 scheduling rounds' latency. Nothing is served unless asked; anyone who can reach the
 address can read them, so keep it to 127.0.0.1 or a private network. It holds 16
 connections at once, closing more as they come.

@@ -182,6 +182,14 @@ func open(cfg Config) (*daemon, error) {
 		return nil, err
 	}
 	d.store = store
+	// A state from before attempts' ends were tallied counts on from the history it
+	// holds.
+	if t := store.View().Recount(); t != nil {
+		if err := store.Put(state.Change{Tallies: t}); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
 	if d.machine, err = openMachine(cfg); err != nil {
 		store.Close()
 		return nil, err

@@ -74,14 +74,9 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := api.SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
-	// The metrics hear of the submission in the loop, before the round that may start
-	// its jobs.
 	err = d.eng.Do(r.Context(), func(ctx context.Context) error {
 		if err := d.eng.Submit(ctx, &state.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
 			return scheduler.Refused(err.Error())
-		}
-		if d.metrics != nil {
-			d.metrics.submitted(sw, time.Now())
 		}
 		return nil
 	})

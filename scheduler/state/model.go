@@ -75,6 +75,9 @@ type Status struct {
 
 	// Timeouts counts the attempts stopped for the job's timeout and started again.
 	Timeouts int `json:",omitempty"`
+	// Queued is when it last entered the queue (its sweep's submission, a requeue);
+	// zero in a state written before it was kept. The metrics' queue wait is from it.
+	Queued time.Time `json:",omitzero"`
 }
 
 // JobHeld is how a queued job that is held shows to people; in the store it is queued.

@@ -147,6 +147,7 @@ func TestEveryTableJournals(t *testing.T) {
 		Drains:      []*Drain{{Worker: "n1", GPU: 3, On: true}},
 		AllocQueues: []*AllocQueue{{ID: 7, GPUsPerNode: 4, Created: at}},
 		Allocations: []*Allocation{{ID: "4242", Queue: 7, State: AllocQueued, Submitted: at}},
+		Tallies:     []*Tally{{Outcome: plans.GPUOOM, Tier: 1, N: 22}},
 	}
 	fields := reflect.TypeOf(c)
 	for i := range fields.NumField() {
@@ -166,6 +167,7 @@ func TestEveryTableJournals(t *testing.T) {
 			view.Drained()[plans.CardID{Worker: "n1", Index: 3}],
 			view.AllocQueue(7) != nil && view.AllocQueue(7).GPUsPerNode == 4,
 			len(view.Allocations(7)) == 1 && view.Allocations(7)[0].State == AllocQueued,
+			len(view.Tallies()) == 1 && *view.Tallies()[0] == Tally{Outcome: plans.GPUOOM, Tier: 1, N: 22},
 		}
 		for i, ok := range got {
 			if !ok {

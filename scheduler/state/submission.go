@@ -26,6 +26,9 @@ type Submission struct {
 	Limit Limit
 	// Seq is the submission's place in the order of submissions.
 	Seq uint64
+	// Submitted is when it was submitted: when its jobs entered the queue. Zero in a
+	// state written before it was kept.
+	Submitted time.Time
 	SweepStatus
 	// onePerCard is derived from the sweep when it is stored (see OnePerCard).
 	onePerCard bool
@@ -157,7 +160,7 @@ func (s *Store) submit(sub *Submission) error {
 				shapes[pj.Params] = shape
 			}
 			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: Status{State: JobQueued, Estimate: pj.Memory,
-				Current: pj.Params, Shape: shape, Declared: pj.Memory, HostEstimate: pj.HostMemory}}
+				Current: pj.Params, Shape: shape, Declared: pj.Memory, HostEstimate: pj.HostMemory, Queued: sub.Submitted}}
 			if err := s.insert(txn, tableJobs, j); err != nil {
 				return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
 			}
