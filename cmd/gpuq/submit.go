@@ -113,23 +113,6 @@ func runSubmit(opts *submitOptions, paths []string) error {
 	return nil
 }
 
-// sweepOverrides are the --gpus, --gpu-plan and --headroom given on this command line:
-// for a submission they speak for the sweep. GPUQ_* and the config file speak for the
-// daemon's machine, not for each sweep.
-func (s *settings) sweepOverrides() plans.Overrides {
-	var ov plans.Overrides
-	for _, f := range []struct {
-		flag string
-		to   *plans.Override
-	}{{"gpus", &ov.GPUs}, {"gpu-plan", &ov.Plan}, {"headroom", &ov.Headroom}} {
-		if s.flags.Changed(f.flag) {
-			v, _ := s.flags.GetString(f.flag)
-			*f.to = plans.Override{Value: v, Source: "--" + f.flag}
-		}
-	}
-	return ov
-}
-
 // machineOf is the daemon flags for the machine a sweep names (its gpus and headroom,
 // from its file or this command line); nil when it names none.
 func machineOf(sw *plans.Sweep) []string {

@@ -304,7 +304,13 @@ func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 		return nil, nil, err
 	}
 	limit, err := scheduler.Admit(sw, d.machine.cards)
-	return limit, warnings, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if w := d.machine.plan().Capped(sw, limit); w != "" {
+		warnings = append(warnings, w)
+	}
+	return limit, warnings, nil
 }
 
 // serve runs the daemon's actors until one of them ends: the engine's loop, the API

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -30,6 +31,8 @@ type machine struct {
 	headroom plans.Headroom
 	// recalled says which settings came from the daemon's last machine.
 	recalled []string
+	// given is the machine's settings as given, each with where it came from.
+	given plans.Overrides
 }
 
 // openMachine opens the cards the daemon schedules on, with the machine's plan and
@@ -41,7 +44,7 @@ func openMachine(cfg Config) (*machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &machine{headroom: plans.DefaultHeadroom, recalled: recalled}
+	m := &machine{headroom: plans.DefaultHeadroom, recalled: recalled, given: ov}
 	if ov.Headroom.Value != "" {
 		if m.headroom, err = plans.ParseHeadroom(ov.Headroom.Value); err != nil {
 			return nil, badSetting(ov.Headroom, err)
@@ -211,4 +214,9 @@ func (m *machine) missing(l state.Limit) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// plan is the machine's plan on its cards, for what a sweep is told of it.
+func (m *machine) plan() scheduler.MachinePlan {
+	return scheduler.MachinePlan{Cards: m.cards, Slots: m.slots, Plan: m.given.Plan.Value, From: m.given.Plan.Source}
 }
