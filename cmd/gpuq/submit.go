@@ -26,10 +26,12 @@ func newSubmitCmd(io ioStreams, st *settings) *cobra.Command {
 		Short: "Send sweeps to the daemon, starting one in the background if none runs",
 		Long: `Check each sweep file and send it to the daemon of the state directory, which runs
 its jobs beside every other sweep's. When no daemon runs there, one is started in the
-background first, on the machine the first sweep names (its gpus and headroom); its log
-is daemon.log in the state directory, and it keeps running after you log out. A sweep
-whose gpus name another machine than the running daemon's is refused, with the command
-that restarts the daemon on it.
+background first (as gpuq daemon -d does); its log is daemon.log in the state
+directory, and it keeps running after you log out. It owns the machine's cards: every
+card, or those GPUQ_GPUS and the config file name (a simulated machine the first sweep
+names, if they name none), so that each sweep's gpus choose among them. A sweep for
+cards the running daemon lacks is refused, with the command that restarts it with
+them all; its trainers keep running.
 
 The sweep is read now: later edits to the file do not change it. Its trainers get the
 environment gpuq submit was run in (PATH, a conda env, CUDA settings), not the daemon's.
@@ -78,7 +80,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		}
 		reqs = append(reqs, api.SubmitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
 		if machine == nil {
-			machine = machineOf(sw)
+			machine = machineOf(sw, opts.settings)
 		}
 	}
 	c, started, err := ensureDaemon(opts.settings, opts.io, machine)
@@ -113,22 +115,26 @@ func runSubmit(opts *submitOptions, paths []string) error {
 	return nil
 }
 
-// machineOf is the daemon flags for the machine a sweep names (its gpus and headroom,
-// from its file or this command line); nil when it names none.
-func machineOf(sw *plans.Sweep) []string {
+// machineOf is the daemon flags that gpuq submit starts a daemon with for a sweep. A
+// daemon owns the machine's cards (every card, or those GPUQ_GPUS and the config file
+// name): a sweep's gpus only choose among them, so they are not given to it, lest the
+// next sweep's cards be missing. A simulated machine the sweep names is a machine,
+// given to it where GPUQ_GPUS and the config file name none; so is the sweep's
+// headroom, where they set none (a card keeps one).
+func machineOf(sw *plans.Sweep, st *settings) []string {
 	var args []string
-	if sw.GPUs.IsSimulated() || sw.GPUs.Indices != nil {
+	mo := st.machineOverrides()
+	if spec, err := plans.ParseGPUs(mo.GPUs.Value); err == nil && sw.GPUs.IsSimulated() && !spec.IsSimulated() && spec.Indices == nil {
 		args = append(args, "--gpus", sw.GPUs.String())
 	}
-	if sw.Headroom != plans.DefaultHeadroom {
+	if st.unflagged(keyHeadroom).Value == "" && sw.Headroom != plans.DefaultHeadroom {
 		args = append(args, "--headroom", sw.Headroom.String())
 	}
 	return args
 }
 
 // ensureDaemon connects to the state directory's daemon, starting one in the background
-// if none runs (started), on the machine the flags in machine name (the first sweep's),
-// so that the sweep runs on the machine it was written for.
+// if none runs (started), with the flags in machine (see machineOf).
 func ensureDaemon(st *settings, io ioStreams, machine []string) (c *api.Client, started bool, err error) {
 	c, err = st.dial()
 	var none api.NoDaemonError

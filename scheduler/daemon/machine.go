@@ -178,8 +178,9 @@ func (m *machine) String() string {
 }
 
 // serves reports whether a sweep's own gpus name this machine: the same simulated
-// machine, or cards it has. Its error names both machines and how to run the sweep on
-// its own.
+// machine, or cards it has. Its error names both machines and how to have the daemon
+// serve the sweep: for cards a daemon given fewer than the machine's lacks, restarted
+// with its cards and the sweep's together, so that no sweep it serves now loses its.
 func (m *machine) serves(sw *plans.Sweep, dir string) error {
 	ok := true
 	switch {
@@ -197,11 +198,41 @@ func (m *machine) serves(sw *plans.Sweep, dir string) error {
 	if src := sw.Overrides.GPUs.Source; src != "" {
 		e = &plans.FieldError{File: src}
 	}
-	e.Msg = fmt.Sprintf("the sweep is for %s, but the daemon on %s schedules on %s. To run it on its own cards, "+
-		"restart the daemon there: gpuq daemon --stop (its trainers keep running), then gpuq submit starts one on %s "+
-		"(or run gpuq daemon --gpus %s yourself); or name cards the daemon has with gpuq submit --gpus",
-		specName(sw.GPUs), dir, m, specName(sw.GPUs), sw.GPUs)
+	switch {
+	case sw.GPUs.IsSimulated() || m.spec.IsSimulated():
+		e.Msg = fmt.Sprintf("the sweep is for %s, but the daemon on %s schedules on %s. To run it on its own cards, "+
+			"restart the daemon there: gpuq daemon --stop (its trainers keep running), then gpuq submit starts one on %s "+
+			"(or run gpuq daemon -d --gpus %s yourself); or name cards the daemon has with gpuq submit --gpus",
+			specName(sw.GPUs), dir, m, specName(sw.GPUs), sw.GPUs)
+	case m.spec.Indices == nil:
+		e.Msg = fmt.Sprintf("names GPUs %s, but the daemon on %s schedules on every card this machine has (%s): "+
+			"name cards it has", sw.GPUs, dir, m)
+	default:
+		e.Msg = fmt.Sprintf("the sweep is for GPUs %s, but the daemon on %s was given GPUs %s (%s). A daemon owns the "+
+			"cards it is given and each sweep's gpus choose among them: restart it with every card its sweeps use, "+
+			"gpuq daemon --stop (its trainers keep running), then gpuq daemon -d --gpus %s (or --gpus all); or name cards it "+
+			"has with gpuq submit --gpus", sw.GPUs, dir, m.spec, m.given.GPUs.Source, m.union(sw.GPUs.Indices))
+	}
 	return plans.Problems{e}
+}
+
+// union is the machine's card indices and more, in order, as --gpus takes them.
+func (m *machine) union(more []int) string {
+	var all []int
+	for _, c := range m.cards {
+		all = append(all, c.Index)
+	}
+	for _, idx := range more {
+		if !slices.Contains(all, idx) {
+			all = append(all, idx)
+		}
+	}
+	slices.Sort(all)
+	parts := make([]string, len(all))
+	for i, idx := range all {
+		parts[i] = strconv.Itoa(idx)
+	}
+	return strings.Join(parts, ",")
 }
 
 // missing names the cards of a sweep's limit that the machine lacks, for a warning.
