@@ -202,6 +202,8 @@ type Engine struct {
 	// attempts that could not be recorded meanwhile (see pause.go).
 	paused  *state.CannotWrite
 	pending []Exit
+	// after are the jobs that wait for what they run after (see after.go).
+	after awaiting
 }
 
 // proc is a process on a machine: pids are a machine's own.

@@ -68,10 +68,19 @@ func (e *Engine) driving(what string) {
 // Submit adds a sweep's jobs.
 func (e *Engine) Submit(ctx context.Context, sub *state.Submission) error {
 	return e.Do(ctx, func(context.Context) error {
+		if err := CheckAfter(e.store.Latest(), sub.Sweep); err != nil {
+			return err
+		}
 		if sub.Submitted.IsZero() {
 			sub.Submitted = e.clock.Now()
 		}
-		return e.store.Submit(sub)
+		if err := e.store.Submit(sub); err != nil {
+			return err
+		}
+		if sub.Sweep.Waits() {
+			e.after = nil // found again at the next round, with its jobs
+		}
+		return nil
 	})
 }
 

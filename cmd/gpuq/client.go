@@ -16,6 +16,7 @@ type daemonClient interface {
 	Why(id string) (api.WhyResponse, error)
 	Act(v api.Verb, sel api.SelectRequest) ([]string, error)
 	DrainCard(req api.DrainRequest) error
+	Update(req api.UpdateRequest) (api.UpdateResponse, error)
 	// Attempt opens an attempt's log or terminal through the daemon.
 	Attempt(req api.StreamRequest) (io.ReadWriteCloser, error)
 }

@@ -35,7 +35,7 @@ func newJobCmds(io ioStreams, st *settings) []*cobra.Command {
 		newDrainCmd(io, st, true), newDrainCmd(io, st, false)}
 }
 
-var shownStates = []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
+var shownStates = []state.JobState{state.JobQueued, state.JobHeld, state.JobBlocked, state.JobRunning,
 	state.JobSucceeded, state.JobFailed, state.JobCancelled}
 
 type statusOptions struct {
@@ -128,7 +128,7 @@ func printJobs(w io.Writer, jobs []api.Job, now time.Time, width int) {
 	for _, j := range jobs {
 		counts[j.State]++
 		gpus, n, peak, took := "-", "-", "-", "-"
-		if len(j.Attempts) > 0 && j.State != string(state.JobQueued) && j.State != string(state.JobHeld) {
+		if len(j.Attempts) > 0 && j.State != string(state.JobQueued) && j.State != string(state.JobHeld) && j.State != string(state.JobBlocked) {
 			a := j.Attempts[len(j.Attempts)-1]
 			gpus, n, peak, took = cardsOf(a), strconv.Itoa(a.N), top.Gig(peakOf(a)), durationOf(a, now)
 		}

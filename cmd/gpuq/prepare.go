@@ -76,7 +76,7 @@ func machineSpec(sw *plans.Sweep, mo plans.Overrides) (plans.GPUSpec, string, er
 	}
 	if spec.String() != sw.GPUs.String() {
 		return spec, "", plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("the sweep is for %s, but the machine is %s (%s): "+
-			"name no machine there for this run (unset it, or give the sweep --gpus with cards of %s)", sw.GPUs, spec, mo.GPUs.Source, spec)}}
+			"unset that for this run, or give the sweep --gpus with indices of the machine's cards (e.g. --gpus 0)", sw.GPUs, spec, mo.GPUs.Source)}}
 	}
 	return spec, mo.GPUs.Source, nil
 }

@@ -106,7 +106,7 @@ no failed job), daemon --stop when no daemon runs.`,
 		c.GroupID = groupSweep
 		root.AddCommand(c)
 	}
-	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newWorkerCmd(io, st), newSubmitCmd(io, st), newAttachCmd(io, st), newTopCmd(io, st), newWaitCmd(io, st), newCleanCmd(io, st), newAllocCmd(io, st)}, newJobCmds(io, st)...) {
+	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newWorkerCmd(io, st), newSubmitCmd(io, st), newUpdateCmd(io, st), newAttachCmd(io, st), newTopCmd(io, st), newWaitCmd(io, st), newCleanCmd(io, st), newAllocCmd(io, st)}, newJobCmds(io, st)...) {
 		c.GroupID = groupDaemon
 		root.AddCommand(c)
 	}

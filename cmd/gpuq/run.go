@@ -82,6 +82,9 @@ func runRun(opts *runOptions) error {
 		return err
 	}
 	defer p.inv.Close()
+	if out := outsideAfter(p.sweep); len(out) > 0 {
+		return badInput("%s", outsideAfterText(p.sweep, out))
+	}
 	launcher.BecomeSubreaper()
 	sw := p.sweep
 	if opts.logDir == "" {

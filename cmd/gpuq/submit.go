@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ type submitOptions struct {
 	io       ioStreams
 	settings *settings
 	name     string
+	after    []string
 	json     bool
 }
 
@@ -33,6 +35,12 @@ names, if they name none), so that each sweep's gpus choose among them. A sweep 
 cards the running daemon lacks is refused, with the command that restarts it with
 them all; its trainers keep running.
 
+--after SWEEP|JOB (repeated, or a,b) starts its jobs only once those have all succeeded,
+as Slurm's --dependency=afterok and pueue's --after do; if one fails or is cancelled,
+its jobs fail too (gpuq retry them once it has succeeded). While they wait they show
+as blocked, and gpuq why says for what. The sweep file's after: and a job's own do the
+same.
+
 The sweep is read now: later edits to the file do not change it. Its trainers get the
 environment gpuq submit was run in (PATH, a conda env, CUDA settings), not the daemon's.
 --gpus and --gpu-plan, given here, replace the sweep's own: they limit the sweep's jobs
@@ -42,6 +50,7 @@ Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad in
 		Example: `  gpuq submit examples/sweeps/quickstart.yaml
   gpuq submit examples/sweeps/quickstart.yaml --name quickstart-2
   gpuq submit sweep-a.yaml sweep-b.yaml --gpus 0,1
+  gpuq submit eval.yaml --after pretrain
   gpuq status --sweep quickstart`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -52,6 +61,7 @@ Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad in
 		RunE: func(_ *cobra.Command, args []string) error { return runSubmit(opts, args) },
 	}
 	cmd.Flags().StringVar(&opts.name, "name", "", "submit the sweep under this name instead of its own (a sweep name is used once, until gpuq clean forgets it)")
+	cmd.Flags().StringSliceVar(&opts.after, "after", nil, "start its jobs only once these sweeps or jobs have all succeeded (as Slurm's afterok); adds to the sweep's after:")
 	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"sweeps":[{"sweep","jobs"}]} on stdout`)
 	return cmd
 }
@@ -63,6 +73,9 @@ func runSubmit(opts *submitOptions, paths []string) error {
 			return badInput("--name names one sweep; give it one sweep file")
 		}
 		ov.Name = plans.Override{Value: opts.name, Source: "--name"}
+	}
+	if len(opts.after) > 0 {
+		ov.After = plans.Override{Value: strings.Join(opts.after, ","), Source: "--after"}
 	}
 	var reqs []api.SubmitRequest
 	var machine []string

@@ -37,6 +37,7 @@ func (d *daemon) routes() http.Handler {
 		mux.HandleFunc("POST /v1/"+string(verb), func(w http.ResponseWriter, r *http.Request) { d.selection(w, r, do) })
 	}
 	mux.HandleFunc("POST /v1/drain", d.drain)
+	mux.HandleFunc("POST /v1/update", d.update)
 	mux.HandleFunc("POST /v1/clean", d.clean)
 	mux.HandleFunc("POST /v1/shutdown", d.shutdown)
 	mux.HandleFunc("GET /v1/jobs/{id}/attempts/{n}/{kind}", d.attemptStream)

@@ -85,7 +85,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // collectJobs reports the jobs in each state, every state included.
 func (m *metrics) collectJobs(ch chan<- prometheus.Metric, view state.View) {
 	states := map[state.JobState]int{}
-	for _, st := range []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
+	for _, st := range []state.JobState{state.JobQueued, state.JobHeld, state.JobBlocked, state.JobRunning,
 		state.JobSucceeded, state.JobFailed, state.JobCancelled} {
 		states[st] = 0
 	}

@@ -80,6 +80,8 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		switch wait, ok := waits[j.ID]; {
 		case j.Held:
 			wj.Reason = "held: gpuq release " + j.ID + " lets it start"
+		case j.Awaiting:
+			wj.Reason = api.AfterReason(j)
 		case ok && wait.Reason != "":
 			wj.Reason = string(wait.Reason) + ": " + wait.Detail
 		case ok:

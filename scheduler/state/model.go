@@ -72,6 +72,9 @@ type Status struct {
 	Since  int
 	Held   bool   // a person holds it: it waits, queued, until released
 	Reason string // why it failed, for people
+	// Awaiting: it waits, queued, for the sweeps and jobs it runs after (plans.Job.After)
+	// to succeed; the engine lets it go once they have (see scheduler's after.go).
+	Awaiting bool `json:",omitempty"`
 
 	// Timeouts counts the attempts stopped for the job's timeout and started again.
 	Timeouts int `json:",omitempty"`
@@ -83,16 +86,26 @@ type Status struct {
 // JobHeld is how a queued job that is held shows to people; in the store it is queued.
 const JobHeld JobState = "held"
 
-// ShownState is the job's state as people see it: a held queued job is "held".
+// JobBlocked is how a queued job that waits for what it runs after (Awaiting) shows to
+// people, as Slurm's PENDING (Dependency); in the store it is queued.
+const JobBlocked JobState = "blocked"
+
+// ShownState is the job's state as people see it: a held queued job is "held", one
+// that waits for what it runs after "blocked".
 func (j *Job) ShownState() JobState {
-	if j.Held && j.State == JobQueued {
+	switch {
+	case j.State != JobQueued:
+	case j.Held:
 		return JobHeld
+	case j.Awaiting:
+		return JobBlocked
 	}
 	return j.State
 }
 
-// Waiting reports whether the packer may start the job: queued and not held.
-func (j *Job) Waiting() bool { return j.State == JobQueued && !j.Held }
+// Waiting reports whether the packer may start the job: queued, not held, and not
+// waiting for what it runs after.
+func (j *Job) Waiting() bool { return j.State == JobQueued && !j.Held && !j.Awaiting }
 
 // Attempt is one launch of a job.
 type Attempt struct {

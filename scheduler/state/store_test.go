@@ -137,6 +137,7 @@ func TestEveryTableJournals(t *testing.T) {
 	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	sub := *view.Submission("j")
 	sub.AllocConfRefused = at
+	sub.Updated = &SweepUpdate{MaxRunning: 3}
 	j := *view.Job("j.3")
 	j.State, j.Attempts = JobRunning, 1
 	c := Change{
@@ -160,7 +161,7 @@ func TestEveryTableJournals(t *testing.T) {
 		t.Helper()
 		view := s.View()
 		got := []bool{
-			view.Submission("j").AllocConfRefused.Equal(at),
+			view.Submission("j").AllocConfRefused.Equal(at) && view.Submission("j").MaxRunning() == 3,
 			view.Job("j.3").State == JobRunning && view.Job("j.3").Attempts == 1,
 			view.Attempt("j.3/1") != nil && view.Attempt("j.3/1").GPUs[0] == 2 && len(view.Running()) == 2,
 			view.Shape("j\x00other") != nil && view.Shape("j\x00other").Peak == 3*gib,

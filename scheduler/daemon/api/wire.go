@@ -65,6 +65,14 @@ type JobSummary struct {
 	LearnedSeconds *float64         `json:"learned_duration_s"`
 	LearnedRuns    int              `json:"learned_runs,omitempty"`
 	Attempts       []AttemptSummary `json:"attempts"`
+	// After are the sweeps and jobs that must have succeeded before it starts.
+	After []string `json:"after,omitempty"`
+}
+
+// AfterReason is why a blocked job waits, for people, without counting the jobs of
+// what it waits for (gpuq why does).
+func AfterReason(j *state.Job) string {
+	return "runs after " + j.AfterText() + ", which must succeed first; gpuq why " + j.ID + " says how that stands"
 }
 
 // AttemptSummary is one attempt of a job.
@@ -101,7 +109,10 @@ type MemorySample struct {
 // Summarize is one job of a view of the store with its whole history.
 func Summarize(view state.View, j *state.Job) JobSummary {
 	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
-		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
+		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, After: j.After}
+	if j.ShownState() == state.JobBlocked {
+		js.Reason = AfterReason(j)
+	}
 	if l := view.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
 	}
