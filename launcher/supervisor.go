@@ -150,19 +150,7 @@ func Supervise(dir string) error {
 	}()
 	end := &ending{done: make(chan struct{})}
 	var waiting sync.WaitGroup
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			waiting.Add(1)
-			go func() {
-				defer waiting.Done()
-				serveClient(c, p, h, end)
-			}()
-		}
-	}()
+	go accept(ln, p, h, end, &waiting)
 	var fenced <-chan bool
 	if spec.Lease != "" {
 		fenced = keepLease(spec.Lease, p)

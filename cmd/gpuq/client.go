@@ -21,11 +21,6 @@ type daemonClient interface {
 	Attempt(req api.StreamRequest) (io.ReadWriteCloser, error)
 }
 
-// client connects to the daemon, as dial does, for a verb's options.
-func (s *settings) client() (daemonClient, error) {
-	c, err := s.dial()
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
+// client connects to the daemon, and to the gpuq runs that serve their sweeps beside
+// it (see routed), for a verb's options.
+func (s *settings) client() (daemonClient, error) { return s.routedClient() }

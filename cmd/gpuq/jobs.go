@@ -52,12 +52,13 @@ func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "status [ID]",
 		Aliases: []string{"ls"},
-		Short:   "List the daemon's jobs, or show one job with its attempts",
-		Long: `List the daemon's jobs, one line each: its point of the sweep (the parameters its matrix
-varies, such as task=sst2,seed=87), state, card, attempt, tier, the memory estimate as
-declared and as learned from measured peaks, the peak of the latest attempt, how long
-its shape takes as learned from its attempts that succeeded, and how long the latest
-attempt ran. A job that waits again after an attempt shows the tier it will run at,
+		Short:   "List the daemon's jobs (and a gpuq run's), or show one job with its attempts",
+		Long: `List the daemon's jobs, and those of each gpuq run in the foreground, one line
+each: its point of the sweep (the parameters its matrix varies, such as
+task=sst2,seed=87), state (blocked: waiting for what it runs after), card, attempt,
+tier, the memory estimate as declared and as learned from measured peaks, the peak of
+the latest attempt, how long its shape takes as learned from its attempts that
+succeeded, and how long the latest attempt ran. A job that waits again after an attempt shows the tier it will run at,
 and no card.
 With a job ID, show that job with every attempt: the tier and parameters it ran at, its
 estimate, its peak, how it ended, and its log.

@@ -51,6 +51,10 @@ by you alone (they hold the trainers' environment); a log begins with the comman
 environment to rerun the attempt by hand. A --log-dir that other users may write to, or
 that is reached through another user's link, is refused; it is used by its real path.
 
+While it runs, gpuq status, logs, attach, why, top, cancel, hold... reach it from
+another terminal as they reach the daemon: it serves them its sweep on a socket in the
+state directory (runs/<sweep>.<pid>.sock), found by the job or the sweep they name.
+
 A gpuq run killed outright (kill -9) cannot stop its trainers itself: a small process it
 starts, its reaper, then stops every process of its attempts, those in sessions of their
 own (setsid, nohup) too.
@@ -114,12 +118,24 @@ func runRun(opts *runOptions) error {
 	}
 	r := runner.NewDirect(runner.Options{Dir: opts.logDir, Ledger: ledger})
 	var hooks *runner.Hooks // made once the store is, before the first event
-	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) { ui.event(ev); hooks.Event(ev) })
+	var srv interface{ Event(scheduler.Event) }
+	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) {
+		ui.event(ev)
+		hooks.Event(ev)
+		if srv != nil {
+			srv.Event(ev)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	ui.store = store
 	hooks = runner.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
+	// Served until the run ends: gpuq status, logs, attach and top reach it.
+	if fg := serveRun(opts, p, eng, store); fg != nil {
+		defer fg.Close()
+		srv = fg
+	}
 	fmt.Fprintf(progress, "gpuq: running %s of %s; logs in %s\n", plans.Count(len(sw.Jobs), "job"), sw.Name, opts.logDir)
 
 	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores

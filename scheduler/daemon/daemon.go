@@ -105,6 +105,9 @@ type daemon struct {
 	// stop asks the daemon to stop (a shutdown request); stopOnce guards it.
 	stop     chan struct{}
 	stopOnce sync.Once
+	// run is the gpuq run in the foreground it serves the API of (see Foreground);
+	// nil for a daemon.
+	run *api.Run
 }
 
 // Run runs a daemon on cfg.StateDir until ctx is cancelled, a SIGINT or SIGTERM

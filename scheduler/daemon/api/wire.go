@@ -204,6 +204,9 @@ type Info struct {
 	// Listen is the address of its network listener, for workers; absent without.
 	Listen string    `json:"listen,omitempty"`
 	GPUs   []GPUInfo `json:"gpus"`
+	// Run is the gpuq run in the foreground that answers, for its one sweep; absent for
+	// the daemon.
+	Run *Run `json:"run,omitempty"`
 }
 
 // GPUInfo is one of the daemon's cards, or a worker's.
