@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -50,8 +51,9 @@ func prepare(path string, st *settings, io ioStreams) (*prepared, error) {
 	}
 	p, err := admitOn(sw, inv, mo)
 	if err != nil {
+		why := st.whyNoCards(sw, inv, mo, io)
 		inv.Close()
-		return nil, err
+		return nil, cmp.Or(why, err)
 	}
 	if w := p.machinePlan(mo).Capped(sw, p.limit); w != "" {
 		warn(w)
@@ -79,6 +81,29 @@ func machineSpec(sw *plans.Sweep, mo plans.Overrides) (plans.GPUSpec, string, er
 			"unset that for this run, or give the sweep --gpus with indices of the machine's cards (e.g. --gpus 0)", sw.GPUs, spec, mo.GPUs.Source)}}
 	}
 	return spec, mo.GPUs.Source, nil
+}
+
+// whyNoCards says why a sweep names cards the machine lacks (nil when it names none),
+// where the inventory can tell more than their absence (CUDA_VISIBLE_DEVICES hides one, a card in MIG mode, the
+// simulated machine that would have it), by opening them as named; nil where it cannot.
+func (s *settings) whyNoCards(sw *plans.Sweep, machine *nvidia.Inventory, mo plans.Overrides, io ioStreams) error {
+	cards, err := machine.Read()
+	if err != nil || !slices.ContainsFunc(sw.GPUs.Indices, func(i int) bool {
+		return !slices.ContainsFunc(cards, func(c gpu.Card) bool { return c.Index == i })
+	}) {
+		return nil
+	}
+	if spec, _ := plans.ParseGPUs(mo.GPUs.Value); spec.Indices != nil {
+		return plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("names GPUs %s; the machine's are %s (%s): name some of those",
+			sw.GPUs, spec, mo.GPUs.Source)}}
+	}
+	opt := s.inventoryOptions(io)
+	opt.Source, opt.Notice = gpusWhere(sw), nil // the machine's notices are said already
+	inv, err := nvidia.Open(sw.GPUs, opt)
+	if err == nil {
+		inv.Close()
+	}
+	return err
 }
 
 // gpusWhere names where a sweep's gpus were written: a flag given with it, or its file.
