@@ -166,3 +166,20 @@ func TestMaxRunning(t *testing.T) {
 		t.Errorf("update of an unknown sweep: %v", err)
 	}
 }
+
+// TestRunWaitsForItsOwnJobs: under Run (gpuq run), a job after another of its sweep
+// starts once that one has succeeded, and the run ends when both have.
+func TestRunWaitsForItsOwnJobs(t *testing.T) {
+	st, _, events := runEngine(t, "name: e\ncommand: [train]\nmemory: 1GiB\njobs: [{seed: 1}, {seed: 2, after: [e.1]}]\n", 2, 2,
+		func(Launch) Exit { return Exit{Outcome: plans.Success} })
+	if got := states(st); got != "e.1:succeeded e.2:succeeded" {
+		t.Errorf("states %s", got)
+	}
+	var order []string
+	for _, ev := range events {
+		order = append(order, ev.Job+" "+ev.Kind)
+	}
+	if got, want := strings.Join(order, ", "), "e.1 started, e.1 succeeded, e.2 unblocked, e.2 started, e.2 succeeded"; got != want {
+		t.Errorf("events %s; want %s", got, want)
+	}
+}
