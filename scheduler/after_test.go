@@ -102,33 +102,13 @@ func TestAfterFailsWithWhatItWaitsFor(t *testing.T) {
 }
 
 // TestAfterNamesWhatIsKnown: a sweep after one the daemon does not hold is refused
-// with what it holds; after its own sweep, or in a cycle of its jobs, when it is read.
+// with what it holds.
 func TestAfterNamesWhatIsKnown(t *testing.T) {
 	e, _ := stepEngine(t, twoJobs, 1)
 	err := submitAlso(t, e, "name: b\ncommand: [train]\nafter: [aa]\njobs: [{}]\n")
 	var refused Refused
 	if !errors.As(err, &refused) || !strings.Contains(err.Error(), `after: no sweep or job aa is known (did you mean "a"?)`) {
 		t.Errorf("after an unknown sweep: %v", err)
-	}
-	for doc, want := range map[string]string{
-		"name: b\ncommand: [train]\nafter: [b]\njobs: [{}]\n":                                 "names its own sweep b",
-		"name: b\ncommand: [train]\njobs: [{seed: 1, after: [b.2]}, {seed: 2, after: b.1}]\n": "waits for itself: b.1 after b.2 after b.1",
-		"name: b\ncommand: [train]\nafter: [\"A!\"]\njobs: [{}]\n":                            "A! is not a sweep name or job id",
-		"name: b\ncommand: [train]\nmax_running: -1\njobs: [{}]\n":                            "max_running: -1 is not a whole number of at least 0",
-		"name: b\ncommand: [train]\njobs: [{after: {x: 1}}]\n":                                "write a list of sweep names or job ids",
-	} {
-		if _, err := plans.DecodeSweep("b.yaml", []byte(doc), plans.Overrides{}); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: %v; want %q", doc, err, want)
-		}
-	}
-	// gpuq submit --after adds to what every job waits for.
-	sw, err := plans.DecodeSweep("b.yaml", []byte("name: b\ncommand: [train]\nafter: [x]\njobs: [{seed: 1}, {seed: 2, after: [y]}]\n"),
-		plans.Overrides{After: plans.Override{Value: "z, x", Source: "--after"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := sw.Jobs[0].AfterText() + " | " + sw.Jobs[1].AfterText(); got != "x and z | x, z and y" {
-		t.Errorf("after: %s", got)
 	}
 }
 
