@@ -21,6 +21,8 @@ const (
 	JobSucceeded JobState = "succeeded"
 	JobFailed    JobState = "failed"
 	JobCancelled JobState = "cancelled"
+	// JobStopped: stopped early, its point losing (early_stop): an end, not a failure.
+	JobStopped JobState = "stopped"
 )
 
 // Told is the state as a sentence tells it of a job: "is queued", but "succeeded".
@@ -30,6 +32,8 @@ func (s JobState) Told() string {
 		return string(s)
 	case JobCancelled:
 		return "was cancelled"
+	case JobStopped:
+		return "was stopped early"
 	}
 	return "is " + string(s)
 }
@@ -75,6 +79,10 @@ type Status struct {
 
 	// Timeouts counts the attempts stopped for the job's timeout and started again.
 	Timeouts int `json:",omitempty"`
+	// Rungs are its readings of its sweep's early_stop metric at each rung it has
+	// reached, in order (see Reached): what its point is judged by. They outlive its
+	// attempts: a job requeued after an OOM is not judged again at a rung it passed.
+	Rungs []Point `json:",omitempty"`
 }
 
 // JobHeld is how a queued job that is held shows to people; in the store it is queued.
@@ -130,6 +138,11 @@ type Attempt struct {
 	Expected time.Duration `json:",omitempty"`
 	// Memory is what its processes held over time, compactly (see Samples).
 	Memory Samples `json:",omitempty"`
+	// Metrics are what its trainer reported of its training (see Metrics).
+	Metrics Metrics `json:",omitempty"`
+	// StopReason, once set, is why the engine is stopping it early (early_stop): it
+	// ends stopped, not cancelled.
+	StopReason string `json:",omitempty"`
 }
 
 // Shape is what gpuq has learned of one shape's memory.
