@@ -131,6 +131,7 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	add("GPUQ_ATTEMPT", strconv.Itoa(a.N))
 	add("GPUQ_TIER", strconv.Itoa(a.Tier))
 	add(attemptDirVar, dir)
+	add(MetricsVar, MetricsPath(dir))
 	if a.SimLedger != "" {
 		add("GPUQ_SIM_LEDGER", a.SimLedger)
 		caps := make([]string, len(a.Cards))
