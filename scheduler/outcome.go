@@ -29,8 +29,10 @@ func (e *Engine) Apply(x Exit) {
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)
+	last := e.lastMetrics(&ended)
 	job := *snap.Job(a.Job)
 	sw := snap.Sweep(job.Sweep)
+	e.lastRungs(snap, &job, last)
 	if job.Probe {
 		e.changeShape(job.Shape, func(l *state.Shape) {
 			if l.Probe == job.ID {
@@ -40,6 +42,11 @@ func (e *Engine) Apply(x Exit) {
 	}
 	kind, msg := string(x.Outcome), x.Detail
 	switch {
+	case a.StopReason != "" && x.Outcome != plans.Success:
+		// Stopped early: whatever else it said as it went (cancelled, lost, even out
+		// of memory), its point had lost.
+		ended.Outcome, kind, msg = plans.StoppedEarly, "stopped", a.StopReason
+		job.State, job.Reason = state.JobStopped, a.StopReason
 	case x.Unstarted, x.Requeue:
 		// It does not count against oom.max_attempts.
 		job.State, job.Since, kind = state.JobQueued, job.Since+1, "requeued"

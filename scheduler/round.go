@@ -52,6 +52,9 @@ func (e *Engine) schedule() error {
 	if e.expire(running) {
 		running = e.roundRunningNow(e.store.Latest())
 	}
+	if e.readMetrics(running) {
+		running = e.roundRunningNow(e.store.Latest())
+	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others, which it names.
 	rewritten := e.learnPeaks(running)
