@@ -117,6 +117,7 @@ func TestEarlyStopStopsLosingPoints(t *testing.T) {
 	e.roundAndEnds(t, 0)
 	mr.report("es.3/1", 480, "eval_loss", 9.0) // before the rung: nothing to judge
 	mr.report("es.3/1", 520, "eval_loss", 2.0) // lr=b, seed 1: worse than a
+	mr.report("es.4/1", 510, "eval_loss", 2.0) // read after its point has lost
 	mr.report("es.7/1", 600, "loss", 7.0)      // lr=d reports another metric
 	e.roundAndEnds(t, 2)                       // both of b's seeds stop
 	mr.report("es.5/1", 500, "eval_loss", 0.5) // lr=c: better than a
@@ -132,7 +133,7 @@ func TestEarlyStopStopsLosingPoints(t *testing.T) {
 		t.Errorf("reason %q\nwant   %q", j.Reason, want)
 	}
 	if a := snap.Attempt("es.4/1"); a.Outcome != plans.StoppedEarly || len(j.Rungs) != 0 {
-		t.Errorf("es.4: outcome %s, rungs %v: a seed that had not reached the rung is stopped with its point", a.Outcome, j.Rungs)
+		t.Errorf("es.4: outcome %s, rungs %v: a seed is stopped with its point, and not judged once it is", a.Outcome, j.Rungs)
 	}
 	if r := snap.Job("es.3").Rungs; len(r) != 1 || r[0] != (state.Point{Step: 520, Value: 2}) {
 		t.Errorf("es.3 rungs %+v: the first reading at or past 500", r)

@@ -39,8 +39,11 @@ func (e *Engine) readMetrics(running []*state.Attempt) (stopped bool) {
 		if len(rs) == 0 {
 			continue
 		}
-		if ms, changed := a.Metrics.Add(rs); changed {
-			c := *a
+		// The store's copy, not running's: a point stopped earlier in this loop has
+		// marked this attempt stopping there.
+		cur := e.measured(snap.Attempt(a.ID))
+		if ms, changed := cur.Metrics.Add(rs); changed {
+			c := *cur
 			c.Metrics = ms
 			u := &unsaved{stored: snap.Attempt(a.ID), now: &c}
 			if was, ok := e.unsaved.byID[a.ID]; ok {
