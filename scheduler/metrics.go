@@ -68,3 +68,8 @@ func (e *Engine) lastMetrics(a *state.Attempt) []plans.Reading {
 	a.Metrics, _ = a.Metrics.Add(rs)
 	return rs
 }
+
+// RunningNow returns the running attempts with what was measured and read of them
+// since they were last written: their latest metrics, for gpuq top and Prometheus. Call
+// it in the engine's loop (Do).
+func (e *Engine) RunningNow() []*state.Attempt { return e.runningNow(e.store.Latest()) }

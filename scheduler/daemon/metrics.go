@@ -91,13 +91,15 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.attempts
 	ch <- m.ooms
 	ch <- m.memory
+	ch <- trainingMetric
+	ch <- trainingStep
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	snap := m.d.store.View()
 	states := map[state.JobState]int{}
 	for _, st := range []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
-		state.JobSucceeded, state.JobFailed, state.JobCancelled} {
+		state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
 		states[st] = 0
 	}
 	type key struct {
@@ -127,6 +129,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.collectCards(ch, snap)
+	m.collectTraining(ch, snap)
 }
 
 // collectCards reports each card's memory as the engine last read it; nothing when the

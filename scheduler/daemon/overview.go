@@ -75,6 +75,10 @@ type RunningJob struct {
 	CurrentBytes  int64 `json:"current_bytes"`
 	// Log is the attempt's log file: its last line is the trainer's progress.
 	Log string `json:"log"`
+	// Step and Metrics are its trainer's latest reported step and metrics, its
+	// sweep's early_stop metric first.
+	Step    int64         `json:"step,omitempty"`
+	Metrics []LatestValue `json:"metrics,omitempty"`
 }
 
 // WaitingJob is a queued job and why it waits.
@@ -125,9 +129,10 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	var views []scheduler.CardView
 	var waits map[string]pack.Wait
 	var snap state.View
+	var running []*state.Attempt
 	// Read in the engine's loop, the state and the events agree.
 	err := d.eng.Do(r.Context(), func() error {
-		views, snap, out.Events = d.eng.CardViews(), d.store.View(), d.recent.last()
+		views, snap, out.Events, running = d.eng.CardViews(), d.store.View(), d.recent.last(), d.eng.RunningNow()
 		var err error
 		waits, err = d.eng.Waits()
 		return err
@@ -143,10 +148,12 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 			held[h.Attempt.ID] = max(held[h.Attempt.ID], h.Held)
 		}
 	}
-	for _, a := range snap.Running() {
+	for _, a := range running {
 		j := snap.Job(a.Job)
-		out.Running = append(out.Running, RunningJob{Job: j.ID, Name: j.Name, Worker: a.Worker, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
-			Started: a.Started, DeclaredBytes: j.Declared, LearnedBytes: snap.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log})
+		rj := RunningJob{Job: j.ID, Name: j.Name, Worker: a.Worker, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
+			Started: a.Started, DeclaredBytes: j.Declared, LearnedBytes: snap.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log}
+		rj.Step, rj.Metrics = latest(snap.Sweep(j.Sweep), a.Metrics)
+		out.Running = append(out.Running, rj)
 	}
 	slices.SortFunc(out.Running, func(p, q RunningJob) int { return p.Started.Compare(q.Started) })
 	for _, j := range snap.Jobs() {

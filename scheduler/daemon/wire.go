@@ -58,6 +58,12 @@ type JobSummary struct {
 	LearnedSeconds *float64         `json:"learned_duration_s"`
 	LearnedRuns    int              `json:"learned_runs,omitempty"`
 	Attempts       []AttemptSummary `json:"attempts"`
+	// Point is the point of the sweep the job repeats: its values less the sweep's
+	// seeds (lr=0.001,task=sst2). Jobs of one point are its seeds: gpuq results
+	// aggregates them, and early stopping judges them together.
+	Point string `json:"point,omitempty"`
+	// EarlyStop is how it is judged, where its sweep has early_stop.
+	EarlyStop *Judged `json:"early_stop,omitempty"`
 }
 
 // AttemptSummary is one attempt of a job.
@@ -83,6 +89,9 @@ type AttemptSummary struct {
 	// Memory is what its processes held over time on its fullest card, a point where
 	// it moved (at most 64; see scheduler.Samples), for gpuq report.
 	Memory []MemorySample `json:"memory,omitempty"`
+	// Metrics are what its trainer reported of its training; a trainer run again
+	// (after an OOM) starts its curve again, in its own attempt.
+	Metrics []MetricSummary `json:"metrics,omitempty"`
 }
 
 // MemorySample is a reading of an attempt's memory, at_s seconds after it started.
@@ -93,8 +102,9 @@ type MemorySample struct {
 
 // Summarize is one job of a view of the store with its whole history.
 func Summarize(snap state.View, j *state.Job) JobSummary {
+	sw := snap.Sweep(j.Sweep)
 	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
-		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
+		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, Point: pointOf(sw, j), EarlyStop: judged(sw, j)}
 	if l := snap.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
 	}
@@ -114,6 +124,7 @@ func Summarize(snap state.View, j *state.Job) JobSummary {
 		for _, m := range a.Memory {
 			as.Memory = append(as.Memory, MemorySample{AtSeconds: m.At.Seconds(), Bytes: m.Bytes})
 		}
+		as.Metrics = metricSummaries(a.Metrics)
 		js.Attempts = append(js.Attempts, as)
 	}
 	return js

@@ -1,0 +1,42 @@
+package daemon
+
+// Prometheus's view of training: each running job's latest step and metrics, as its
+// trainer reported them. Only running jobs are shown, at most 16 metrics each (see
+// state.Metrics), so the series are bounded by the machine's slots, not the history.
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+var (
+	trainingMetric = prometheus.NewDesc("gpuq_training_metric",
+		"The latest value of each metric a running job's trainer reported (its metrics file, or its output's log dicts and progress bar).",
+		[]string{"job", "metric"}, nil)
+	trainingStep = prometheus.NewDesc("gpuq_training_step", "The latest step a running job's trainer reported a metric at.", []string{"job"}, nil)
+)
+
+// collectTraining reports the running jobs' latest metrics, as the engine has read
+// them; nothing when the engine does not answer in time (it is stopping).
+func (m *metrics) collectTraining(ch chan<- prometheus.Metric, snap state.View) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var running []*state.Attempt
+	if m.d.eng.Do(ctx, func() error { running = m.d.eng.RunningNow(); return nil }) != nil {
+		return
+	}
+	for _, a := range running {
+		if len(a.Metrics) == 0 {
+			continue
+		}
+		step, values := latest(snap.Sweep(snap.Job(a.Job).Sweep), a.Metrics)
+		ch <- prometheus.MustNewConstMetric(trainingStep, prometheus.GaugeValue, float64(step), a.Job)
+		for _, v := range values {
+			ch <- prometheus.MustNewConstMetric(trainingMetric, prometheus.GaugeValue, v.Value, a.Job, v.Name)
+		}
+	}
+}
