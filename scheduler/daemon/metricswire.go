@@ -30,10 +30,12 @@ type MetricPoint struct {
 // is better, its group (the values of early_stop.within; "" for the whole sweep), and
 // its readings at the rungs it has reached.
 type Judged struct {
-	Metric string        `json:"metric"`
-	Mode   plans.Mode    `json:"mode"`
-	Group  string        `json:"group,omitempty"`
-	Rungs  []MetricPoint `json:"rungs"`
+	Metric string     `json:"metric"`
+	Mode   plans.Mode `json:"mode"`
+	// At are the steps of the rungs.
+	At    []int64       `json:"at"`
+	Group string        `json:"group,omitempty"`
+	Rungs []MetricPoint `json:"rungs"`
 }
 
 // metricSummaries are an attempt's metrics as the API shows them.
@@ -59,7 +61,7 @@ func judged(sw *plans.Sweep, j *state.Job) *Judged {
 	if sw == nil || sw.EarlyStop == nil {
 		return nil
 	}
-	return &Judged{Metric: sw.EarlyStop.Metric, Mode: sw.EarlyStop.Mode, Group: sw.GroupOf(j.Job), Rungs: points(j.Rungs)}
+	return &Judged{Metric: sw.EarlyStop.Metric, Mode: sw.EarlyStop.Mode, At: sw.EarlyStop.At, Group: sw.GroupOf(j.Job), Rungs: points(j.Rungs)}
 }
 
 // pointOf is the point of its sweep a job repeats; "" where the sweep is gone.
