@@ -29,14 +29,14 @@ func fetchJob(st *settings, id string) (daemon.Job, error) {
 func newJobCmds(io ioStreams, st *settings) []*cobra.Command {
 	return []*cobra.Command{newStatusCmd(io, st), newLogsCmd(io, st), newWhyCmd(io, st),
 		newSelectCmd(io, st, daemon.Cancel, "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
-		newSelectCmd(io, st, daemon.Retry, "Put failed or cancelled jobs back in the queue, at the tier they last ran", "requeued"),
+		newSelectCmd(io, st, daemon.Retry, "Put failed, cancelled or stopped jobs back in the queue, at the tier they last ran", "requeued"),
 		newSelectCmd(io, st, daemon.Hold, "Keep jobs from starting until released; running ones run on", "held"),
 		newSelectCmd(io, st, daemon.Release, "Let held jobs start again", "released"),
 		newDrainCmd(io, st, true), newDrainCmd(io, st, false)}
 }
 
 var shownStates = []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
-	state.JobSucceeded, state.JobFailed, state.JobCancelled}
+	state.JobSucceeded, state.JobStopped, state.JobFailed, state.JobCancelled}
 
 type statusOptions struct {
 	io       ioStreams
@@ -59,7 +59,9 @@ its shape takes as learned from its attempts that succeeded, and how long the la
 attempt ran. A job that waits again after an attempt shows the tier it will run at,
 and no card.
 With a job ID, show that job with every attempt: the tier and parameters it ran at, its
-estimate, its peak, how it ended, and its log.
+estimate, its peak, how it ended, and its log; then what its trainer reported of its
+training (each metric's latest, lowest and highest, by attempt) and, where its sweep
+has early_stop, its readings at the steps it was judged at.
 
 --json prints {"jobs":[...]}, each job as gpuq run --json prints it, with its sweep.`,
 		Example: `  gpuq status
@@ -227,6 +229,7 @@ func showJob(opts *statusOptions, id string) error {
 	for _, a := range j.Attempts {
 		fmt.Fprintf(w, "  log of attempt %d: %s\n", a.N, a.Log)
 	}
+	printTraining(w, j.JobSummary)
 	return nil
 }
 

@@ -213,9 +213,9 @@ func reported(sweep string, jobs []ranking.Job, metric string) error {
 
 // printResultsTable prints one row a point, a group's points together.
 func printResultsTable(w io.Writer, res Results) {
-	better := "lower is better (--max for higher)"
+	better := betterText(res.Mode) + " (--max for higher)"
 	if res.Mode == plans.Max {
-		better = "higher is better (--min for lower)"
+		better = betterText(res.Mode) + " (--min for lower)"
 	}
 	fmt.Fprintf(w, "%s ranked by %s, %s; each point's seeds as mean ± std\n\n", res.Sweep, res.Metric, better)
 	tw := newTable(w)

@@ -56,7 +56,8 @@ A gpuq run killed outright (kill -9) cannot stop its trainers itself: a small pr
 starts, its reaper, then stops every process of its attempts, those in sessions of their
 own (setsid, nohup) too.
 
-Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrupted.`,
+Exit status: 0 every job succeeded (or was stopped early by the sweep's early_stop), 1
+some job failed, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
   gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json`,
 		Args: exactArgs(1),
@@ -143,7 +144,7 @@ func runRun(opts *runOptions) error {
 	case errors.Is(runErr, context.Canceled):
 		var left []string
 		for _, j := range sum.Jobs {
-			if j.State != string(state.JobSucceeded) {
+			if j.State != string(state.JobSucceeded) && j.State != string(state.JobStopped) {
 				left = append(left, j.ID)
 			}
 		}

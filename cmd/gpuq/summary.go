@@ -65,8 +65,12 @@ func printSummary(w io.Writer, sum daemon.SweepSummary) {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%s: %d succeeded, %d failed, %d cancelled\n", sum.Sweep,
+	fmt.Fprintf(w, "\n%s: %d succeeded, %d failed, %d cancelled", sum.Sweep,
 		sum.Counts[string(state.JobSucceeded)], sum.Counts[string(state.JobFailed)], sum.Counts[string(state.JobCancelled)])
+	if n := sum.Counts[string(state.JobStopped)]; n > 0 {
+		fmt.Fprintf(w, ", %d stopped early (their points were losing)", n)
+	}
+	fmt.Fprintln(w)
 	for _, j := range sum.Jobs {
 		if j.Reason != "" && j.State == string(state.JobFailed) {
 			fmt.Fprintf(w, "  %s failed: %s\n", j.ID, j.Reason)
