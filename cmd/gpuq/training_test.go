@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/daemon"
 )
 
 // TestEarlyStopUnderTheDaemon: two points whose trainers write eval_loss to
@@ -45,5 +48,44 @@ early_stop: {metric: eval_loss, mode: min, at: [100]}
 	out, errOut, code = cli(t, "results", "es")
 	if code != exitOK || !strings.Contains(out, "1     lr=good,loss=1.5,delay=0,rest=4  1      1.5") || !strings.Contains(out, "1 stopped early") {
 		t.Errorf("results: exit %d: %s%s", code, out, errOut)
+	}
+}
+
+// TestEarlyStopSweep runs examples/sweeps/early-stop.yaml under gpuq run: the
+// simulated trainer writes its eval_loss to GPUQ_METRICS, the losing learning rates
+// are stopped early, the best one's seeds both finish, exit 0; gpuq results and gpuq
+// report read the summary.
+func TestEarlyStopSweep(t *testing.T) {
+	needPython(t)
+	t.Setenv("GPUQ_SIM_LEDGER", t.TempDir())
+	out, errOut, code := gpuq(t, "run", "../../examples/sweeps/early-stop.yaml", "--json", "--log-dir", t.TempDir(), "--poll", "200ms")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var sum daemon.SweepSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Counts["stopped"] < 2 || sum.Counts["succeeded"]+sum.Counts["stopped"] != 10 {
+		t.Errorf("counts %v", sum.Counts)
+	}
+	for _, j := range sum.Jobs {
+		if j.Point == "learning_rate=0.001" && j.State != "succeeded" {
+			t.Errorf("%s of the best point: %s", j.ID, j.State)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "es.json")
+	os.WriteFile(file, []byte(out), 0o600)
+	res, errOut, code := gpuq(t, "results", file)
+	if lines := strings.Split(res, "\n"); code != exitOK || len(lines) < 4 || strings.Join(strings.Fields(lines[3])[:3], " ") != "1 learning_rate=0.001 2" {
+		t.Errorf("results: exit %d: %s%s", code, res, errOut)
+	}
+	page := filepath.Join(t.TempDir(), "es.html")
+	if _, errOut, code := gpuq(t, "report", file, "-o", page); code != exitOK {
+		t.Fatalf("report: exit %d: %s", code, errOut)
+	}
+	html, _ := os.ReadFile(page)
+	if n := strings.Count(string(html), `<g class="curve k`); n != 5 || !strings.Contains(string(html), "What the sweep found: eval_loss, lower is better") {
+		t.Errorf("the report draws %d curves", n)
 	}
 }
