@@ -204,8 +204,11 @@ func (e *Engine) stopPoint(b *board, point, reason string) {
 // trainer that evaluates as it ends), so that the points judged after it count it
 // there; its own point is not judged on them: its job is over.
 func (e *Engine) lastRungs(snap state.View, j *state.Job, rs []plans.Reading) {
+	if len(rs) == 0 {
+		return
+	}
 	sub := snap.Submission(j.Sweep)
-	if sub == nil || sub.Sweep.EarlyStop == nil || len(rs) == 0 {
+	if sub == nil || sub.Sweep.EarlyStop == nil {
 		return
 	}
 	reached := rungsReached(j.Rungs, sub.Sweep.EarlyStop, rs)
