@@ -1,7 +1,7 @@
 package launcher
 
 // Where an attempt's training metrics are written and how gpuq reads them: the
-// trainer's own file (GPUQ_METRICS), and what gpuq reads from its output as it tees it.
+// trainer's own file (GPUQ_METRICS_FILE), and what gpuq reads from its output as it tees it.
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 
 const (
 	// MetricsVar names the trainer's metrics file in its environment.
-	MetricsVar = "GPUQ_METRICS"
+	MetricsVar = "GPUQ_METRICS_FILE"
 	// metricsFile is the trainer's: one JSON object a line, {"step": 500, "loss": 1.92}.
 	metricsFile = "metrics.jsonl"
 	// outputMetricsFile is what gpuq read from the trainer's output, in the same form.

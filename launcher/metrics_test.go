@@ -135,13 +135,13 @@ func appendTo(t *testing.T, path, s string) {
 	f.Close()
 }
 
-// TestAttemptMetrics: a trainer in a pty finds GPUQ_METRICS in its environment, and
+// TestAttemptMetrics: a trainer in a pty finds GPUQ_METRICS_FILE in its environment, and
 // what it prints and writes there reaches the tail; an earlier run's files in the
 // attempt's directory are gone first.
 func TestAttemptMetrics(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(MetricsPath(dir), []byte(`{"step": 999, "stale": 1}`+"\n"), 0o600)
-	script := `printf "{'loss': 2.5, 'epoch': 0.5}\n"; printf '{"step": 7, "eval_loss": 1.25}\n' >> "$GPUQ_METRICS"`
+	script := `printf "{'loss': 2.5, 'epoch': 0.5}\n"; printf '{"step": 7, "eval_loss": 1.25}\n' >> "$GPUQ_METRICS_FILE"`
 	for _, tt := range []struct {
 		name, script, want string
 	}{

@@ -199,7 +199,7 @@ func reported(sweep string, jobs []ranking.Job, metric string) error {
 		}
 	}
 	if len(names) == 0 {
-		return badInput("no job of %s has reported a metric: a trainer writes them to the file $GPUQ_METRICS names, one JSON object a line ({\"step\": 500, \"eval_loss\": 0.91}), or prints Hugging Face's log dicts or a tqdm bar's postfix (see the README's \"What the sweep found\")", sweep)
+		return badInput("no job of %s has reported a metric: a trainer writes them to the file $GPUQ_METRICS_FILE names, one JSON object a line ({\"step\": 500, \"eval_loss\": 0.91}), or prints Hugging Face's log dicts or a tqdm bar's postfix (see the README's \"What the sweep found\")", sweep)
 	}
 	known := slices.Sorted(func(yield func(string) bool) {
 		for n := range names {

@@ -118,7 +118,7 @@ func TestResultsRefusals(t *testing.T) {
 	}
 	empty := filepath.Join(t.TempDir(), "e.json")
 	os.WriteFile(empty, []byte(`{"sweep": "e", "jobs": [{"id": "e.1", "state": "succeeded", "attempts": []}]}`), 0o600)
-	if _, errOut, code := gpuq(t, "results", empty); code != exitBadInput || !strings.Contains(errOut, "no job of e has reported a metric: a trainer writes them to the file $GPUQ_METRICS names") {
+	if _, errOut, code := gpuq(t, "results", empty); code != exitBadInput || !strings.Contains(errOut, "no job of e has reported a metric: a trainer writes them to the file $GPUQ_METRICS_FILE names") {
 		t.Errorf("no metrics: exit %d: %s", code, errOut)
 	}
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // TestEarlyStopUnderTheDaemon: two points whose trainers write eval_loss to
-// GPUQ_METRICS; the worse, reaching the rung after the better, is stopped early: an
+// GPUQ_METRICS_FILE; the worse, reaching the rung after the better, is stopped early: an
 // end, not a failure (gpuq wait exits 0), with its reason and readings in gpuq status,
 // and gpuq results ranks both from the daemon.
 func TestEarlyStopUnderTheDaemon(t *testing.T) {
@@ -19,7 +19,7 @@ func TestEarlyStopUnderTheDaemon(t *testing.T) {
 	startDaemon(t)
 	sweep := filepath.Join(t.TempDir(), "es.yaml")
 	os.WriteFile(sweep, []byte(`name: es
-command: [sh, -c, 'sleep {delay}; echo "{{\"step\": 100, \"eval_loss\": {loss}}}" >> "$GPUQ_METRICS"; sleep {rest}']
+command: [sh, -c, 'sleep {delay}; echo "{{\"step\": 100, \"eval_loss\": {loss}}}" >> "$GPUQ_METRICS_FILE"; sleep {rest}']
 memory: 1GiB
 jobs: [{lr: good, loss: 1.5, delay: 0, rest: 4}, {lr: bad, loss: 2.5, delay: 2, rest: 60}]
 seeds: []
@@ -52,7 +52,7 @@ early_stop: {metric: eval_loss, mode: min, at: [100]}
 }
 
 // TestEarlyStopSweep runs examples/sweeps/early-stop.yaml under gpuq run: the
-// simulated trainer writes its eval_loss to GPUQ_METRICS, the losing learning rates
+// simulated trainer writes its eval_loss to GPUQ_METRICS_FILE, the losing learning rates
 // are stopped early, the best one's seeds both finish, exit 0; gpuq results and gpuq
 // report read the summary.
 func TestEarlyStopSweep(t *testing.T) {

@@ -19,7 +19,7 @@ allocated at start, the activations after sim_alloc_delay seconds (default 1), w
 when an OOM happens.
 
 Training curve (the same model as a trace's curve in `gpuq simulate`; README,
-"Simulated trainers"), reported to GPUQ_METRICS as eval_loss every sim_eval_every steps
+"Simulated trainers"), reported to GPUQ_METRICS_FILE as eval_loss every sim_eval_every steps
 (default a tenth) of sim_steps (default 1000), the steps at an even pace over the run:
   eval_loss(step) = final + (start - final) * exp(-3 * step / sim_steps) + noise
   final = sim_final_loss, or 1 + |log10(learning_rate / sim_best_lr)|
@@ -199,7 +199,7 @@ class Curve:
 
 
 def report(path, step, metrics):
-    """Appends one record to the metrics file gpuq reads (GPUQ_METRICS), if any."""
+    """Appends one record to the metrics file gpuq reads (GPUQ_METRICS_FILE), if any."""
     if not path:
         return
     with open(path, "a") as f:
@@ -245,7 +245,7 @@ def main():
         for i in range(1, steps + 1):
             time.sleep(secs / steps)
             for s in curve.evals(done, curve.steps * i // steps):
-                report(os.environ.get("GPUQ_METRICS"), s, {"eval_loss": round(curve.value(s), 4)})
+                report(os.environ.get("GPUQ_METRICS_FILE"), s, {"eval_loss": round(curve.value(s), 4)})
             done = curve.steps * i // steps
             el = time.time() - start
             bar = "█" * (i * 10 // steps) + " " * (10 - i * 10 // steps)

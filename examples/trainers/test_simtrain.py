@@ -39,7 +39,7 @@ class CurveTest(unittest.TestCase):
             path = os.path.join(d, "metrics.jsonl")
             st.report(path, 100, {"eval_loss": 2.5})
             st.report(path, 200, {"eval_loss": 2.0})
-            st.report("", 300, {"eval_loss": 1.0})  # no GPUQ_METRICS: nothing
+            st.report("", 300, {"eval_loss": 1.0})  # no GPUQ_METRICS_FILE: nothing
             with open(path) as f:
                 records = [json.loads(line) for line in f]
         self.assertEqual(records, [{"step": 100, "eval_loss": 2.5}, {"step": 200, "eval_loss": 2.0}])

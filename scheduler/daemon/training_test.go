@@ -11,7 +11,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
-// TestTrainingMetrics: what a supervised trainer writes to GPUQ_METRICS is in its job's
+// TestTrainingMetrics: what a supervised trainer writes to GPUQ_METRICS_FILE is in its job's
 // status (each attempt's metrics, its point, how it is judged), in the overview gpuq top
 // draws (its latest step and metrics, the early_stop metric first), and in Prometheus's
 // metrics while it runs.
@@ -20,7 +20,7 @@ func TestTrainingMetrics(t *testing.T) {
 	cfg.Metrics = "127.0.0.1:0"
 	r := startDaemonWith(t, cfg)
 	path := writeSweep(t, `name: m
-command: [sh, -c, 'echo "{{\"step\": 5, \"loss\": 2.5, \"eval_loss\": 1.5}}" >> "$GPUQ_METRICS"; sleep 60']
+command: [sh, -c, 'echo "{{\"step\": 5, \"loss\": 2.5, \"eval_loss\": 1.5}}" >> "$GPUQ_METRICS_FILE"; sleep 60']
 memory: 1GiB
 matrix: {lr: [0.1], seed: [1]}
 early_stop: {metric: eval_loss, mode: min, at: [100]}

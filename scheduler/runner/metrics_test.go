@@ -9,12 +9,12 @@ import (
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
-// TestRunnersReadMetrics: what a trainer writes to GPUQ_METRICS reaches the engine
+// TestRunnersReadMetrics: what a trainer writes to GPUQ_METRICS_FILE reaches the engine
 // through the runner, and an ended attempt's last readings once more.
 func TestRunnersReadMetrics(t *testing.T) {
 	r := NewDirect(Options{Dir: t.TempDir()})
 	var _ scheduler.MetricReader = r
-	l := launch(t, `echo '{{"step": 10, "loss": 2.5}}' >> "$GPUQ_METRICS"; read _; echo '{{"step": 20, "loss": 2}}' >> "$GPUQ_METRICS"`,
+	l := launch(t, `echo '{{"step": 10, "loss": 2.5}}' >> "$GPUQ_METRICS_FILE"; read _; echo '{{"step": 20, "loss": 2}}' >> "$GPUQ_METRICS_FILE"`,
 		[]string{"PATH=" + os.Getenv("PATH")})
 	st, err := r.Start(l)
 	if err != nil {

@@ -7,13 +7,13 @@ import (
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
-// TestAWorkersMetrics: what a trainer on a worker writes to GPUQ_METRICS reaches the
+// TestAWorkersMetrics: what a trainer on a worker writes to GPUQ_METRICS_FILE reaches the
 // daemon while it runs, and its last readings as it ends.
 func TestAWorkersMetrics(t *testing.T) {
 	c := startCluster(t)
 	c.startWorker("w1", "sim:1x24GiB")
 	c.submit(`name: m
-command: [sh, -c, 'echo "{{\"step\": 5, \"loss\": 2.5}}" >> "$GPUQ_METRICS"; read line; echo "{{\"step\": 9, \"loss\": 2}}" >> "$GPUQ_METRICS"']
+command: [sh, -c, 'echo "{{\"step\": 5, \"loss\": 2.5}}" >> "$GPUQ_METRICS_FILE"; read line; echo "{{\"step\": 9, \"loss\": 2}}" >> "$GPUQ_METRICS_FILE"']
 jobs: [{}]
 memory: 1GiB
 `)
