@@ -19,13 +19,14 @@ allocated at start, the activations after sim_alloc_delay seconds (default 1), w
 when an OOM happens.
 
 Training curve (the same model as a trace's curve in `gpuq simulate`; README,
-"Simulated trainers"), reported to GPUQ_METRICS_FILE as eval_loss every sim_eval_every steps
-(default a tenth) of sim_steps (default 1000), the steps at an even pace over the run:
+"Simulated trainers"), for a config with learning_rate (or lr) or sim_final_loss: reported
+to GPUQ_METRICS_FILE as eval_loss every sim_eval_every steps (default a tenth) of
+sim_steps (default 1000), the steps at an even pace over the run:
   eval_loss(step) = final + (start - final) * exp(-3 * step / sim_steps) + noise
   final = sim_final_loss, or 1 + |log10(learning_rate / sim_best_lr)|
   start = sim_start_loss (default final + 2);  noise ~ N(0, sim_noise), drawn from seed and step
-learning_rate (or lr) defaults to sim_best_lr (1e-3): the learning rate nearest it ends
-best, each factor of ten away a whole unit of loss worse.
+The learning rate nearest sim_best_lr (default 1e-3) ends best, each factor of ten away a
+whole unit of loss worse.
 
 Ledger: <GPUQ_SIM_LEDGER>/<card>-<pid> holds this process's bytes on that card; the
 directory's `lock` file is flock()ed while checking room and writing. Capacities come from
@@ -178,6 +179,13 @@ def plan(cfg):
 class Curve:
     """The simulated training curve of a config: the model in the docstring."""
 
+    @staticmethod
+    def of(cfg):
+        """The config's curve; None for one that asks for none."""
+        if not any(k in cfg for k in ("learning_rate", "lr", "sim_final_loss")):
+            return None
+        return Curve(cfg)
+
     def __init__(self, cfg):
         best = float(cfg.get("sim_best_lr", 1e-3))
         lr = float(cfg.get("learning_rate", cfg.get("lr", best)))
@@ -241,12 +249,13 @@ def main():
         steps = 20
         tty = sys.stdout.isatty()
         start = time.time()
-        curve, done = Curve(cfg), 0
+        curve, done = Curve.of(cfg), 0
         for i in range(1, steps + 1):
             time.sleep(secs / steps)
-            for s in curve.evals(done, curve.steps * i // steps):
-                report(os.environ.get("GPUQ_METRICS_FILE"), s, {"eval_loss": round(curve.value(s), 4)})
-            done = curve.steps * i // steps
+            if curve:
+                for s in curve.evals(done, curve.steps * i // steps):
+                    report(os.environ.get("GPUQ_METRICS_FILE"), s, {"eval_loss": round(curve.value(s), 4)})
+                done = curve.steps * i // steps
             el = time.time() - start
             bar = "█" * (i * 10 // steps) + " " * (10 - i * 10 // steps)
             line = f"train: {i * 100 // steps:3d}%|{bar}| {i}/{steps} [{el:05.1f}s, {i / el:.2f}it/s]"

@@ -24,6 +24,11 @@ class CurveTest(unittest.TestCase):
         self.assertLess(abs(c.value(1000) - (0.5 + 2.5 * 0.0498)), 1e-3)
         self.assertGreater(c.value(100), c.value(500))
 
+    def test_only_a_config_that_asks_has_a_curve(self):
+        self.assertIsNone(st.Curve.of({"batch_size": 8, "seed": 1}))
+        self.assertIsNotNone(st.Curve.of({"lr": 0.01}))
+        self.assertIsNotNone(st.Curve.of({"sim_final_loss": 0.5}))
+
     def test_seeds_differ_and_repeat(self):
         a, b, a2 = (st.Curve({"seed": s}) for s in (1, 2, 1))
         self.assertNotEqual(a.value(100), b.value(100))
