@@ -26,9 +26,11 @@ type board struct {
 	es  *plans.EarlyStop
 	// rungs[k][group][point] is each point's standing at rung k.
 	rungs []map[string]map[string]*standing
-	// jobs are each point's jobs; point and group each job's.
+	// jobs are each point's jobs; point and group each job's; recorded how many of
+	// each job's rung readings are in the standings.
 	jobs         map[string][]string
 	point, group map[string]string
+	recorded     map[string]int
 }
 
 // boardOf returns the standings of a sweep with early_stop.
@@ -38,7 +40,7 @@ func (e *Engine) boardOf(snap state.View, sub *state.Submission) *board {
 	}
 	sw := sub.Sweep
 	b := &board{sub: sub, es: sw.EarlyStop, rungs: make([]map[string]map[string]*standing, len(sw.EarlyStop.At)),
-		jobs: map[string][]string{}, point: map[string]string{}, group: map[string]string{}}
+		jobs: map[string][]string{}, point: map[string]string{}, group: map[string]string{}, recorded: map[string]int{}}
 	for i := range sw.Jobs {
 		j := &sw.Jobs[i]
 		p, g := sw.PointOf(j), sw.GroupOf(j)
@@ -57,11 +59,14 @@ func (e *Engine) boardOf(snap state.View, sub *state.Submission) *board {
 	return b
 }
 
-// record adds a job's reading at rung k to its point's standing.
-func (b *board) record(job string, k int, v float64) *standing {
-	if k >= len(b.rungs) {
-		return nil
+// record adds a job's reading at rung k to its point's standing, once: rungs are
+// reached in order, and an end applied again (once it can be written) reads its
+// trainer's last readings again.
+func (b *board) record(job string, k int, v float64) {
+	if k >= len(b.rungs) || k < b.recorded[job] {
+		return
 	}
+	b.recorded[job] = k + 1
 	if b.rungs[k] == nil {
 		b.rungs[k] = map[string]map[string]*standing{}
 	}
@@ -77,7 +82,6 @@ func (b *board) record(job string, k int, v float64) *standing {
 	}
 	s.sum += v
 	s.seeds++
-	return s
 }
 
 // rungsReached returns a job's rung readings with those that readings rs reach added:
