@@ -95,33 +95,3 @@ func latest(sw *plans.Sweep, ms state.Metrics) (step int64, out []LatestValue) {
 	}
 	return step, out
 }
-
-// keepMetrics keeps a worker's attempts' readings for the engine to read.
-func (w *remote) keepMetrics(by map[string][]plans.Reading) {
-	for id, rs := range by {
-		if w.attempts[id] == nil || len(rs) == 0 {
-			continue
-		}
-		if w.metrics == nil {
-			w.metrics = map[string][]plans.Reading{}
-		}
-		w.metrics[id] = append(w.metrics[id], rs...)
-	}
-}
-
-// Metrics returns what an attempt's trainer reported since the last call: a worker's
-// as its states brought them, this machine's from its directory.
-func (c *cluster) Metrics(a *state.Attempt, ended bool) []plans.Reading {
-	if a.Worker == "" {
-		return c.runner.Metrics(a, ended)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w := c.workers[a.Worker]
-	if w == nil {
-		return nil
-	}
-	rs := w.metrics[a.ID]
-	delete(w.metrics, a.ID)
-	return rs
-}

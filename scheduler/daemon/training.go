@@ -1,8 +1,9 @@
 package daemon
 
-// Prometheus's view of training: each running job's latest step and metrics, as its
-// trainer reported them. Only running jobs are shown, at most 16 metrics each (see
-// state.Metrics), so the series are bounded by the machine's slots, not the history.
+// Training metrics in the daemon: what a worker's trainers report, kept for the engine
+// to read, and Prometheus's view of them: each running job's latest step and metrics.
+// Only running jobs are shown, at most 16 metrics each (see state.Metrics), so the
+// series are bounded by the machine's slots, not the history.
 
 import (
 	"context"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -39,4 +41,34 @@ func (m *metrics) collectTraining(ch chan<- prometheus.Metric, snap state.View) 
 			ch <- prometheus.MustNewConstMetric(trainingMetric, prometheus.GaugeValue, v.Value, a.Job, v.Name)
 		}
 	}
+}
+
+// keepMetrics keeps a worker's attempts' readings for the engine to read.
+func (w *remote) keepMetrics(by map[string][]plans.Reading) {
+	for id, rs := range by {
+		if w.attempts[id] == nil || len(rs) == 0 {
+			continue
+		}
+		if w.metrics == nil {
+			w.metrics = map[string][]plans.Reading{}
+		}
+		w.metrics[id] = append(w.metrics[id], rs...)
+	}
+}
+
+// Metrics returns what an attempt's trainer reported since the last call: a worker's
+// as its states brought them, this machine's from its directory.
+func (c *cluster) Metrics(a *state.Attempt, ended bool) []plans.Reading {
+	if a.Worker == "" {
+		return c.runner.Metrics(a, ended)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.workers[a.Worker]
+	if w == nil {
+		return nil
+	}
+	rs := w.metrics[a.ID]
+	delete(w.metrics, a.ID)
+	return rs
 }
