@@ -35,9 +35,9 @@ func newResultsCmd(io ioStreams, st *settings) *cobra.Command {
 		Short: "Rank a sweep's points by a training metric, each point's seeds aggregated",
 		Long: `Rank a sweep's points by what their trainers reported (their metrics files, or the
 log dicts and progress bars of their output: see the README's "What the sweep found"):
-one row per point, its seeds (the parameters the sweep's seeds: key names, shape_ignores by
-default) aggregated as mean ± standard deviation over n, by their final value and their
-best. Points are ranked by the final mean, better first; points stopped early after
+one row per point, its seeds (its jobs that differ only in the parameters the sweep's
+seeds key names, by default its shape_ignores) aggregated as mean ± standard deviation
+over n, by their final value and their best. Points are ranked by the final mean, better first; points stopped early after
 those that were not, as their last readings are from earlier steps.
 
 --metric defaults to the sweep's early_stop metric, else the one the most jobs

@@ -52,16 +52,33 @@ early_stop: {metric: eval_loss, mode: min, at: [100]}
 	if addr == nil {
 		t.Fatalf("no metrics address in the log:\n%s", r.log)
 	}
-	resp, err := http.Get(addr[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrape(t, addr[1])
 	for _, want := range []string{`gpuq_training_metric{job="m.1",metric="eval_loss"} 1.5`, `gpuq_training_metric{job="m.1",metric="loss"} 2.5`,
 		`gpuq_training_step{job="m.1"} 5`, `gpuq_jobs{state="stopped"} 0`} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	// A job's series go with its attempt: their number is bounded by what runs.
+	if _, err := r.client.Act(Cancel, SelectRequest{IDs: []string{"m.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	schedtest.WaitFor(t, "the job to be cancelled", func() bool {
+		j, err := r.client.Job("m.1")
+		return err == nil && j.State == "cancelled"
+	})
+	if body := scrape(t, addr[1]); strings.Contains(body, "gpuq_training_") {
+		t.Errorf("an ended job's training is still scraped:\n%s", body)
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
 }
