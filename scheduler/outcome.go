@@ -56,6 +56,9 @@ func (e *Engine) Apply(x Exit) {
 	case x.Outcome == plans.GPUOOM, x.Outcome == plans.HostOOM:
 		msg = e.degrade(&job, &ended, sw)
 		kind = string(x.Outcome)
+		if job.State == state.JobFailed {
+			msg = fmt.Sprintf("at tier %d; the job fails", ended.Tier) // the failed event says why
+		}
 	case x.Outcome == plans.AllocConfRefused:
 		msg = e.withoutAllocConf(&job, &ended, sw)
 	default:
@@ -154,8 +157,8 @@ func (e *Engine) unloadable(job *state.Job, a *state.Attempt, sw *plans.Sweep, u
 		return "", false
 	}
 	e.changeShape(job.Shape, func(l *state.Shape) { l.Base = max(l.Base, need) }, nil)
-	why := fmt.Sprintf("out of memory putting its model on the card, before any batch: it held %s and asked for %s more, at least %s before its first batch, more than any card has room for (%s, after headroom)",
-		plans.FormatSize(used), plans.FormatSize(a.OOM.TriedBytes), plans.FormatSize(need), plans.FormatSize(room))
+	why := fmt.Sprintf("out of memory loading its model, before any batch: it needs at least %s there (it held %s and asked for %s more), more than any card has room for (%s after headroom)",
+		plans.FormatSize(need), plans.FormatSize(used), plans.FormatSize(a.OOM.TriedBytes), plans.FormatSize(room))
 	if _, cluster := e.inv.(Cluster); cluster {
 		job.State, job.Estimate = state.JobQueued, need
 		return why + "; it waits for a worker with a larger card", true
@@ -166,7 +169,7 @@ func (e *Engine) unloadable(job *state.Job, a *state.Attempt, sw *plans.Sweep, u
 
 // unloadableAdvice is what helps a job whose model does not fit a card before its
 // first batch: the ladder's rungs change only what a batch holds.
-const unloadableAdvice = "no rung of its ladder lowers that (they change only what a batch holds): use a larger card, shard the model over several (gpus_per_job with FSDP or ZeRO-3), or load it in fewer bits (bf16, 8-bit, 4-bit)"
+const unloadableAdvice = "no rung of its ladder lowers that (they change only the batch): use a larger card, shard the model (gpus_per_job with FSDP or ZeRO-3), or load it in fewer bits (bf16, 8-bit, 4-bit)"
 
 // awaitHostRAM requeues a job that ran out of host RAM with no data workers left to
 // drop, at the same tier (the GPU ladder saves no host memory): its shape's host

@@ -443,7 +443,7 @@ func (e *Engine) failTooLarge() {
 				continue
 			}
 			c.State = state.JobFailed
-			c.Reason = fmt.Sprintf("a job of its shape ran out of memory putting the model on the card, needing at least %s before its first batch, more than any card has room for (%s, after headroom); %s",
+			c.Reason = fmt.Sprintf("a job of its shape ran out of memory loading its model, before any batch: it needs at least %s there, more than any card has room for (%s after headroom); %s",
 				plans.FormatSize(l.Base), plans.FormatSize(room), unloadableAdvice)
 			if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 				return

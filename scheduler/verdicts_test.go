@@ -51,7 +51,7 @@ func TestWeightsLargerThanEveryCardFailAtOnce(t *testing.T) {
 	}
 	for _, id := range []string{"e.1", "e.2"} {
 		j := st.View().Job(id)
-		if j.State != state.JobFailed || j.Pos.Tier != 0 || !strings.Contains(j.Reason, "at least 30.00 GiB before its first batch") ||
+		if j.State != state.JobFailed || j.Pos.Tier != 0 || !strings.Contains(j.Reason, "before any batch: it needs at least 30.00 GiB there") ||
 			!strings.Contains(j.Reason, "no rung of its ladder lowers that") {
 			t.Errorf("%s: %s at tier %d: %s", id, j.State, j.Pos.Tier, j.Reason)
 		}
