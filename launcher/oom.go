@@ -135,10 +135,13 @@ var loadFrames = []struct {
 }
 
 // batchFuncs are the functions of a traceback that runs a batch (a module called, a
-// backward pass, an optimizer's step, generation): a model moved from inside one may
-// be moved for the batch's sake.
+// backward pass, an optimizer's step, generation) or that comes after batches have run
+// (an evaluation, the best model loaded at the end: Trainer's and Lightning's): a model
+// loaded from inside one may share the card with what a batch left, which a smaller
+// batch would lower.
 var batchFuncs = []string{"forward", "_call_impl", "_wrapped_call_impl", "backward", "run_backward", "_engine_run_backward",
-	"step", "training_step", "train_step", "generate"}
+	"step", "training_step", "train_step", "generate", "evaluate", "evaluation_loop", "prediction_step",
+	"_maybe_log_save_evaluate", "_load_best_model", "validation_step", "test_step", "predict_step"}
 
 // ProcessExit is how the process ended, for people: its status or signal and, unless it
 // succeeded or gpuq stopped it, the line of its output that says why it failed (see

@@ -216,6 +216,8 @@ func TestClassifyLoading(t *testing.T) {
 			frame("transformers/models/llama/modeling_llama.py", "forward", "hidden = self.mlp(hidden)") + oom, false},
 		{"moved inside a training step", user + frame("lightning/pytorch/core/module.py", "training_step", "self.teacher.to(self.device)") + to + oom, false},
 		{"an optimizer's first step", user + frame("torch/optim/adamw.py", "step", "self._init_group(") + oom, false},
+		{"the best model, loaded after training", user + frame("transformers/trainer.py", "_inner_training_loop", "self._load_best_model()") +
+			frame("transformers/trainer.py", "_load_best_model", "model.load_state_dict(state_dict)") + to + oom, false},
 		{"a batch moved by the trainer", user + "  File \"train.py\", line 30, in main\n    batch = batch.to(device)\n" + oom, false},
 		{"no traceback", oom, false},
 	} {
