@@ -125,14 +125,15 @@ func (e *Engine) degrade(job *state.Job, a *state.Attempt, sw *plans.Sweep) stri
 				plans.FormatSize(raised), job.Pos.Tier)
 		}
 	}
-	if last {
-		// Stepped down or not, no attempt is left to run it: it fails where it ran.
+	hostOOM := a.Outcome == plans.HostOOM
+	if _, _, _, _, more := plans.Step(job.Current, job.Ladder, job.Pos, hostOOM); last && (more || hostOOM) {
+		// A rung is left, or the wait for host RAM, but no attempt to run it: the job
+		// fails where it ran (at the end of its ladder, it fails below for that).
 		job.State = state.JobFailed
 		job.Reason = fmt.Sprintf("out of memory on each of %s (oom.max_attempts), the last at tier %d",
 			plans.Count(job.Attempts-job.Since, "attempt"), job.Pos.Tier)
 		return job.Reason
 	}
-	hostOOM := a.Outcome == plans.HostOOM
 	msg, ok := e.stepDown(job, sw, before, hostOOM)
 	switch {
 	case ok:

@@ -38,14 +38,14 @@ func (e *Engine) put(c state.Change) error {
 // that runs or waits again (gpuq retry): every change of a job's state passes here.
 // Jobs it changes are copies, in a list of its own.
 func (e *Engine) stampEnds(jobs []*state.Job) []*state.Job {
-	out := jobs
+	out, copied := jobs, false
 	for i, j := range jobs {
 		over := j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled
 		if over == !j.Ended.IsZero() {
 			continue
 		}
-		if &out[0] == &jobs[0] {
-			out = slices.Clone(jobs)
+		if !copied {
+			out, copied = slices.Clone(jobs), true
 		}
 		c := *j
 		c.Ended = time.Time{}

@@ -37,6 +37,12 @@ func TestMaxAttemptsFailsWhereItRan(t *testing.T) {
 	if n := len(events); n < 2 || events[n-2].Kind != string(plans.GPUOOM) || events[n-1].Kind != "failed" {
 		t.Errorf("the last events: %v", kinds(events))
 	}
+	// Out of attempts on the last rung: the end of the ladder is the reason.
+	doc = strings.Replace(ladderSweep, "max_attempts: 8", "max_attempts: 6", 1)
+	st, _, _ = runEngine(t, doc, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
+	if j := st.View().Job("e.1"); j.State != state.JobFailed || j.Attempts != 6 || !strings.Contains(j.Reason, "the last rung of its ladder") {
+		t.Errorf("%s after %d attempts: %s", j.State, j.Attempts, j.Reason)
+	}
 }
 
 // TestWeightsLargerThanEveryCardFailAtOnce: a job that ran out of memory putting its
