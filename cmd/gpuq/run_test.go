@@ -158,11 +158,10 @@ func TestRunSeedSweepRecoversOOMs(t *testing.T) {
 	}
 }
 
-// TestRunTimesOutAHungTrainer: under gpuq run, a trainer past its timeout is stopped
-// and its job fails saying so; the run ends with exit 1.
-func TestRunTimesOutAHungTrainer(t *testing.T) {
-	sweep := filepath.Join(t.TempDir(), "hung.yaml")
-	os.WriteFile(sweep, []byte("name: hung\ncommand: [sh, -c, \"sleep 600\"]\njobs: [{}]\nmemory: 1GiB\ntimeout: 1s\ngpus: sim:1x24GiB\n"), 0o644)
+// runFailing runs a sweep with gpuq run --json, which must exit 1 for a job that
+// failed, and returns its summary and what it said on stderr.
+func runFailing(t *testing.T, sweep string) (daemon.SweepSummary, string) {
+	t.Helper()
 	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "100ms")
 	if code != exitFailed {
 		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
@@ -171,6 +170,15 @@ func TestRunTimesOutAHungTrainer(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
+	return sum, errOut
+}
+
+// TestRunTimesOutAHungTrainer: under gpuq run, a trainer past its timeout is stopped
+// and its job fails saying so; the run ends with exit 1.
+func TestRunTimesOutAHungTrainer(t *testing.T) {
+	sweep := filepath.Join(t.TempDir(), "hung.yaml")
+	os.WriteFile(sweep, []byte("name: hung\ncommand: [sh, -c, \"sleep 600\"]\njobs: [{}]\nmemory: 1GiB\ntimeout: 1s\ngpus: sim:1x24GiB\n"), 0o644)
+	sum, errOut := runFailing(t, sweep)
 	j := sum.Jobs[0]
 	if j.Reason != "attempt 1 timed out after 1s" || j.Attempts[0].Outcome != "timed-out" {
 		t.Errorf("job %+v", j)
@@ -199,11 +207,7 @@ gpus: sim:1x24GiB
 		!regexp.MustCompile(`(?m)^nan\.1 +failed +1 .* failed +1$`).MatchString(out) {
 		t.Errorf("the summary does not say why:\n%s", out)
 	}
-	out, _, _ = gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "100ms")
-	var sum daemon.SweepSummary
-	if err := json.Unmarshal([]byte(out), &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum, _ := runFailing(t, sweep)
 	j := sum.Jobs[0]
 	for _, e := range []daemon.ExitStatus{j.ExitStatus, j.Attempts[0].ExitStatus} {
 		if e.ExitCode == nil || *e.ExitCode != 1 || e.Error != "ValueError: loss is NaN" {
@@ -230,14 +234,7 @@ jobs: [{}]
 memory: 20GiB
 gpus: sim:1x24GiB
 `), 0o644)
-	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "100ms")
-	if code != exitFailed {
-		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
-	}
-	var sum daemon.SweepSummary
-	if err := json.Unmarshal([]byte(out), &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum, errOut := runFailing(t, sweep)
 	j := sum.Jobs[0]
 	if len(j.Attempts) != 1 || !strings.Contains(j.Reason, "before any batch") || !strings.Contains(j.Reason, "no rung of its ladder lowers that") {
 		t.Fatalf("%d attempts, reason %q", len(j.Attempts), j.Reason)
