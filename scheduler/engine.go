@@ -92,8 +92,9 @@ type HostMeter interface {
 
 // Started is what a Runner tells of an attempt it started.
 type Started struct {
-	Leader int    // the trainer's pid
-	Log    string // the attempt's log file
+	Leader  int      // the trainer's pid
+	Log     string   // the attempt's log file
+	Command []string // the argv it runs; nil where not known yet
 }
 
 // Exit is how an attempt ended, as its Runner reports it.
@@ -108,6 +109,10 @@ type Exit struct {
 	// Requeue: the attempt was lost with the machine it ran on (a gpuq worker that did
 	// not come back); the job goes back to the queue as it was, as for Unstarted.
 	Requeue bool `json:",omitempty"`
+	// Process is how its trainer's process ended, where one ran; Command the argv it
+	// ran (nil where not known).
+	Process *plans.ProcessExit `json:",omitempty"`
+	Command []string           `json:",omitempty"`
 }
 
 // Event is something that happened, for the user interface.

@@ -148,7 +148,10 @@ func reportData(sum api.SweepSummary, source string, now time.Time) report.Data 
 		}
 		for _, a := range j.Attempts {
 			ra := report.Attempt{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Estimate: a.EstimateBytes, Peak: peakOf(a),
-				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended}
+				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended, Error: a.Error}
+			if e := exitText(a.ExitStatus); e != "-" {
+				ra.Exit = e
+			}
 			if c := changedText(j.Params, a.Params); c != "-" {
 				ra.Changed = c
 			}

@@ -44,7 +44,10 @@ func newRunCmd(io ioStreams, st *settings) *cobra.Command {
 pseudo-terminal with the right environment, and when one runs out of GPU memory requeue
 it with the next rung of its OOM ladder (the effective batch kept), until every job has
 succeeded, failed for good, or been cancelled. Ctrl-C stops every trainer cleanly, as
-do SIGTERM and the terminal closing (SIGHUP).
+do SIGTERM and the terminal closing (SIGHUP). At the end it prints every attempt (its
+card, tier, estimate, peak, outcome and exit status) and why each failed job failed,
+with its trainer's error line; --json the same with every attempt's "exit_code",
+"signal", "error" and "command".
 
 Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/, readable
 by you alone (they hold the trainers' environment); a log begins with the command and

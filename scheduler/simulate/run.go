@@ -165,7 +165,8 @@ type engineRunner struct {
 }
 
 func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
-	peak, d := rn.trace.Truth(l.Job.Index-1).At(l.Job.Params, l.Attempt.Params)
+	truth := rn.trace.Truth(l.Job.Index - 1)
+	peak, d := truth.At(l.Job.Params, l.Attempt.Params)
 	id := l.Attempt.ID
 	teaches := false
 	if known := rn.store.View().Shape(l.Job.Shape); known == nil || known.Peak == 0 {
@@ -179,7 +180,7 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 		}
 		delete(rn.pids, id)
 		delete(rn.attempts, pid)
-		rn.ended = append(rn.ended, scheduler.Exit{Attempt: id, Outcome: o, OOM: f})
+		rn.ended = append(rn.ended, scheduler.Exit{Attempt: id, Outcome: o, OOM: loading(f, truth.Base)})
 	})
 	rn.pids[id] = pid
 	rn.attempts[pid] = id
@@ -200,6 +201,19 @@ func (rn *engineRunner) Exits() <-chan scheduler.Exit { return nil }
 func (rn *engineRunner) Owner(pid int) (string, bool) {
 	a, ok := rn.attempts[pid]
 	return a, ok
+}
+
+// loading is the out-of-memory end of a trainer whose base (weights, optimizer state,
+// context) alone did not fit what its card had free, as simtrain.py reports it: while
+// it put its model on the card (plans.OOMFacts.Loading), holding nothing yet and asking
+// for its base. Any other end is as it came.
+func loading(f *plans.OOMFacts, base int64) *plans.OOMFacts {
+	if f == nil || base <= f.FreeBytes+f.ProcessBytes {
+		return f
+	}
+	g := *f
+	g.FreeBytes, g.ProcessBytes, g.TriedBytes, g.Loading = f.FreeBytes+f.ProcessBytes, 0, base, true
+	return &g
 }
 
 // virtualClock is the machine's time, from Epoch.

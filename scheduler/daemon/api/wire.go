@@ -65,6 +65,38 @@ type JobSummary struct {
 	LearnedSeconds *float64         `json:"learned_duration_s"`
 	LearnedRuns    int              `json:"learned_runs,omitempty"`
 	Attempts       []AttemptSummary `json:"attempts"`
+	// Started is when its first attempt started, Ended when the job ended (succeeded,
+	// failed, was cancelled); null: not yet.
+	Started *time.Time `json:"started"`
+	Ended   *time.Time `json:"ended"`
+	// How its latest attempt ended, once it has (see AttemptSummary), and the command
+	// that attempt ran.
+	ExitStatus
+	Command []string `json:"command,omitempty"`
+}
+
+// ExitStatus is how an attempt's trainer process ended: ExitCode its exit status (null
+// where a signal killed it, where it has not ended, or no process ran), Signal the
+// signal that killed it ("SIGKILL"), Error the last error line of its output (the
+// exception line of its last traceback, else its last line).
+type ExitStatus struct {
+	ExitCode *int   `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// exitStatus is an ended attempt's exit on the wire.
+func exitStatus(e *plans.ProcessExit) ExitStatus {
+	var s ExitStatus
+	if e == nil {
+		return s
+	}
+	if e.Signal == "" {
+		code := e.Code
+		s.ExitCode = &code
+	}
+	s.Signal, s.Error = e.Signal, e.Error
+	return s
 }
 
 // AttemptSummary is one attempt of a job.
@@ -90,6 +122,10 @@ type AttemptSummary struct {
 	// Memory is what its processes held over time on its fullest card, a point where
 	// it moved (at most 64; see scheduler.Samples), for gpuq report.
 	Memory []MemorySample `json:"memory,omitempty"`
+	ExitStatus
+	// Command is the argv its trainer ran; absent where not known (a worker's attempt
+	// until it ends).
+	Command []string `json:"command,omitempty"`
 }
 
 // MemorySample is a reading of an attempt's memory, at_s seconds after it started.
@@ -111,7 +147,8 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 	}
 	for _, a := range view.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
-			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
+			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended,
+			ExitStatus: exitStatus(a.Exit), Command: a.Command}
 		if len(a.GPUs) > 0 {
 			as.GPU = a.GPUs[0]
 		}
@@ -123,7 +160,33 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 		}
 		js.Attempts = append(js.Attempts, as)
 	}
+	summarizeEnd(&js, j)
 	return js
+}
+
+// summarizeEnd fills in when the job started and ended, and how and with what its latest
+// attempt ended. A job ended by a gpuq that kept no end of jobs ended with its last
+// attempt.
+func summarizeEnd(js *JobSummary, j *state.Job) {
+	if len(js.Attempts) == 0 {
+		if !j.Ended.IsZero() {
+			js.Ended = &j.Ended
+		}
+		return
+	}
+	first, last := js.Attempts[0], js.Attempts[len(js.Attempts)-1]
+	js.Started, js.Command = &first.Started, last.Command
+	if !last.Ended.IsZero() {
+		js.ExitStatus = last.ExitStatus
+	}
+	switch {
+	case !j.Ended.IsZero():
+		js.Ended = &j.Ended
+	case j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled:
+		if !last.Ended.IsZero() {
+			js.Ended = &last.Ended
+		}
+	}
 }
 
 // Verb is a request that acts on jobs named by id or on a whole sweep.
