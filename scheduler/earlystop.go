@@ -34,7 +34,7 @@ type board struct {
 }
 
 // boardOf returns the standings of a sweep with early_stop.
-func (e *Engine) boardOf(snap state.View, sub *state.Submission) *board {
+func (e *Engine) boardOf(view state.View, sub *state.Submission) *board {
 	if b := e.boards[sub.Sweep.Name]; b != nil && b.sub == sub {
 		return b
 	}
@@ -46,7 +46,7 @@ func (e *Engine) boardOf(snap state.View, sub *state.Submission) *board {
 		p, g := sw.PointOf(j), sw.GroupOf(j)
 		b.jobs[p] = append(b.jobs[p], j.ID)
 		b.point[j.ID], b.group[j.ID] = p, g
-		if sj := snap.Job(j.ID); sj != nil {
+		if sj := view.Job(j.ID); sj != nil {
 			for k, r := range sj.Rungs {
 				b.record(j.ID, k, r.Value)
 			}
@@ -110,10 +110,10 @@ func rungsReached(have []state.Point, es *plans.EarlyStop, rs []plans.Reading) [
 // reachRungs records the rungs a running attempt's readings reach, on its job, and
 // judges its point at each: a point that loses is stopped, and reachRungs reports it.
 func (e *Engine) reachRungs(a *state.Attempt, rs []plans.Reading) (stopped bool) {
-	snap := e.store.Latest()
-	j := snap.Job(a.Job)
-	sub := snap.Submission(j.Sweep)
-	if sub == nil || sub.Sweep.EarlyStop == nil || j.State != state.JobRunning || snap.Attempt(a.ID).StopReason != "" {
+	view := e.store.Latest()
+	j := view.Job(a.Job)
+	sub := view.Submission(j.Sweep)
+	if sub == nil || sub.Sweep.EarlyStop == nil || j.State != state.JobRunning || view.Attempt(a.ID).StopReason != "" {
 		return false
 	}
 	es := sub.Sweep.EarlyStop
@@ -121,7 +121,7 @@ func (e *Engine) reachRungs(a *state.Attempt, rs []plans.Reading) (stopped bool)
 	if len(reached) == len(j.Rungs) {
 		return false
 	}
-	b := e.boardOf(snap, sub)
+	b := e.boardOf(view, sub)
 	c := *j
 	c.Rungs = reached
 	if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
@@ -175,14 +175,14 @@ func metricText(v float64) string {
 // Apply), the queued ones end stopped without starting; those that have ended stay as
 // they ended.
 func (e *Engine) stopPoint(b *board, point, reason string) {
-	snap := e.store.Latest()
+	view := e.store.Latest()
 	now := e.clock.Now()
 	for _, id := range b.jobs[point] {
-		j := snap.Job(id)
+		j := view.Job(id)
 		switch {
 		case j == nil:
 		case j.State == state.JobRunning:
-			a := snap.Attempt(state.AttemptID(id, j.Attempts))
+			a := view.Attempt(state.AttemptID(id, j.Attempts))
 			if a == nil || !a.Running() || a.StopReason != "" {
 				continue
 			}
@@ -207,11 +207,11 @@ func (e *Engine) stopPoint(b *board, point, reason string) {
 // lastRungs records on a job the rungs its ended attempt's last readings reach (a
 // trainer that evaluates as it ends), so that the points judged after it count it
 // there; its own point is not judged on them: its job is over.
-func (e *Engine) lastRungs(snap state.View, j *state.Job, rs []plans.Reading) {
+func (e *Engine) lastRungs(view state.View, j *state.Job, rs []plans.Reading) {
 	if len(rs) == 0 {
 		return
 	}
-	sub := snap.Submission(j.Sweep)
+	sub := view.Submission(j.Sweep)
 	if sub == nil || sub.Sweep.EarlyStop == nil {
 		return
 	}
@@ -219,7 +219,7 @@ func (e *Engine) lastRungs(snap state.View, j *state.Job, rs []plans.Reading) {
 	if len(reached) == len(j.Rungs) {
 		return
 	}
-	b := e.boardOf(snap, sub)
+	b := e.boardOf(view, sub)
 	for k := len(j.Rungs); k < len(reached); k++ {
 		b.record(j.ID, k, reached[k].Value)
 	}

@@ -93,7 +93,7 @@ func earlyEngine(t *testing.T, doc string, slots int) (*Engine, *metricRunner, *
 	inv := fakeInventory{cards: []gpu.Card{{Index: 0, Total: 80 * gib}}, reads: new(int)}
 	e := NewEngine(st, inv, mr, clock, Config{Slots: []int{slots}, Headroom: plans.Headroom{Bytes: gib}},
 		func(ev Event) { events = append(events, ev) })
-	must(t, e.Submit(&state.Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, mr, clock, &events
 }
 
@@ -107,7 +107,8 @@ early_stop: {metric: eval_loss, mode: min, at: [500, 2000], keep: 0.34}
 
 // TestEarlyStopStopsLosingPoints: as each point's seeds reach a rung it is judged
 // against the points there before it; a losing point's jobs are stopped and end
-// stopped, with the reason; a point whose trainers report no such metric never is.
+// stopped, with the reason and when; a point whose trainers report no such metric never
+// is.
 func TestEarlyStopStopsLosingPoints(t *testing.T) {
 	e, mr, _, events := earlyEngine(t, pointsSweep, 8)
 	e.roundAndEnds(t, 0) // all eight start
@@ -126,20 +127,23 @@ func TestEarlyStopStopsLosingPoints(t *testing.T) {
 	if want := "es.1:running es.2:running es.3:stopped es.4:stopped es.5:running es.6:running es.7:running es.8:running"; got != want {
 		t.Errorf("states %s\nwant   %s", got, want)
 	}
-	snap := e.store.View()
-	j := snap.Job("es.4")
+	view := e.store.View()
+	j := view.Job("es.4")
 	want := "stopped early at step 500: eval_loss 2, worse than 1 of the 2 points that reached it"
 	if j.Reason != want {
 		t.Errorf("reason %q\nwant   %q", j.Reason, want)
 	}
-	if a := snap.Attempt("es.4/1"); a.Outcome != plans.StoppedEarly || len(j.Rungs) != 0 {
+	if a := view.Attempt("es.4/1"); a.Outcome != plans.StoppedEarly || len(j.Rungs) != 0 {
 		t.Errorf("es.4: outcome %s, rungs %v: a seed is stopped with its point, and not judged once it is", a.Outcome, j.Rungs)
 	}
-	if r := snap.Job("es.3").Rungs; len(r) != 1 || r[0] != (state.Point{Step: 520, Value: 2}) {
+	if a := view.Attempt("es.4/1"); j.Ended.IsZero() || !j.Ended.Equal(a.Ended) || !view.Job("es.1").Ended.IsZero() {
+		t.Errorf("es.4 ended %v, its attempt %v; es.1, running, %v: a job stopped has ended, when its attempt did", j.Ended, a.Ended, view.Job("es.1").Ended)
+	}
+	if r := view.Job("es.3").Rungs; len(r) != 1 || r[0] != (state.Point{Step: 520, Value: 2}) {
 		t.Errorf("es.3 rungs %+v: the first reading at or past 500", r)
 	}
-	if m := snap.Attempt("es.3/1").Metrics.Get("eval_loss"); m == nil || m.Last != (state.Point{Step: 520, Value: 2}) {
-		t.Errorf("es.3's metrics %+v", snap.Attempt("es.3/1").Metrics)
+	if m := view.Attempt("es.3/1").Metrics.Get("eval_loss"); m == nil || m.Last != (state.Point{Step: 520, Value: 2}) {
+		t.Errorf("es.3's metrics %+v", view.Attempt("es.3/1").Metrics)
 	}
 	kinds := map[string]int{}
 	for _, ev := range *events {
@@ -151,8 +155,8 @@ func TestEarlyStopStopsLosingPoints(t *testing.T) {
 }
 
 // TestEarlyStopJudgesSeedsTogether: a point's value at a rung is its seeds' mean; when
-// it loses, its queued seeds end without starting; with min_seeds it is not judged on
-// its first seed alone.
+// it loses, its queued seeds end without starting (and have ended); with min_seeds it
+// is not judged on its first seed alone.
 func TestEarlyStopJudgesSeedsTogether(t *testing.T) {
 	doc := "name: es\ncommand: [train]\nmemory: 1GiB\norder: fifo\nmatrix: {lr: [a, b], seed: [1, 2, 3]}\n" +
 		"early_stop: {metric: acc, mode: max, at: [100], min_seeds: 2}\n"
@@ -178,6 +182,9 @@ func TestEarlyStopJudgesSeedsTogether(t *testing.T) {
 	if want := "not started: stopped early at step 100: acc 0.62 (mean of 2 seeds), worse than 1 of the 2 points that reached it"; j.Reason != want || j.Attempts != 0 {
 		t.Errorf("es.6: %q, %d attempts\nwant %q", j.Reason, j.Attempts, want)
 	}
+	if j.Ended.IsZero() {
+		t.Errorf("es.6, stopped before it started, has no end")
+	}
 }
 
 // TestEarlyStopAcrossRetries: an OOM's next rung starts the curve again, as its trainer
@@ -197,12 +204,12 @@ func TestEarlyStopAcrossRetries(t *testing.T) {
 	mr.report("es.1/2", 100, "eval_loss", 3.0)
 	mr.report("es.1/2", 600, "eval_loss", 5.0) // past rung 500 again: not judged again
 	e.roundAndEnds(t, 0)
-	snap := e.store.View()
-	j := snap.Job("es.1")
+	view := e.store.View()
+	j := view.Job("es.1")
 	if j.State != state.JobRunning || len(j.Rungs) != 1 || j.Rungs[0].Value != 1.0 {
 		t.Fatalf("es.1 %s (%s), rungs %+v", j.State, j.Reason, j.Rungs)
 	}
-	first, second := snap.Attempt("es.1/1").Metrics.Get("eval_loss"), snap.Attempt("es.1/2").Metrics.Get("eval_loss")
+	first, second := view.Attempt("es.1/1").Metrics.Get("eval_loss"), view.Attempt("es.1/2").Metrics.Get("eval_loss")
 	if first.Last != (state.Point{Step: 900, Value: 0.95}) || second.Series[0] != (state.Point{Step: 100, Value: 3}) {
 		t.Errorf("the first attempt's curve ends %+v; the second's starts %+v", first.Last, second.Series[0])
 	}

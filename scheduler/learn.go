@@ -23,7 +23,7 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	var teaching []*state.Attempt
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
-	snap := e.store.Latest()
+	view := e.store.Latest()
 	for i, a := range running {
 		peak, unknown := e.measure(a)
 		host := e.hostNow[a.ID]
@@ -33,7 +33,7 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 			c := *a
 			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
 			c.Memory = memory
-			e.unsaved.put(&unsaved{stored: snap.Attempt(a.ID), now: &c, memory: true})
+			e.unsaved.put(&unsaved{stored: view.Attempt(a.ID), now: &c, memory: true})
 			a = &c
 			running[i] = a
 		}
@@ -99,11 +99,11 @@ func (e *Engine) save(running []*state.Attempt, now time.Time) {
 	if !memory && !metrics {
 		return
 	}
-	snap := e.store.Latest()
+	view := e.store.Latest()
 	var measured []*state.Attempt
 	for _, a := range running {
 		if u, ok := e.unsaved.byID[a.ID]; ok && (metrics || memory && u.memory) {
-			measured = append(measured, e.measured(snap.Attempt(a.ID)))
+			measured = append(measured, e.measured(view.Attempt(a.ID)))
 			e.unsaved.forget(a.ID)
 		}
 	}
@@ -139,19 +139,19 @@ func (e *Engine) measured(a *state.Attempt) *state.Attempt {
 }
 
 // runningNow is the attempts that hold cards, as measured.
-func (e *Engine) runningNow(snap state.View) []*state.Attempt { return e.appendRunning(nil, snap) }
+func (e *Engine) runningNow(view state.View) []*state.Attempt { return e.appendRunning(nil, view) }
 
 // roundRunningNow is runningNow for a round, in the slice of the round before: a round
 // reads them once or twice, every round, and nothing keeps them past it. Only a round
 // may call it, and its last call's slice is the one to use.
-func (e *Engine) roundRunningNow(snap state.View) []*state.Attempt {
-	e.roundRunning = e.appendRunning(e.roundRunning[:0], snap)
+func (e *Engine) roundRunningNow(view state.View) []*state.Attempt {
+	e.roundRunning = e.appendRunning(e.roundRunning[:0], view)
 	return e.roundRunning
 }
 
 // appendRunning appends the attempts that hold cards, as measured, to dst.
-func (e *Engine) appendRunning(dst []*state.Attempt, snap state.View) []*state.Attempt {
-	for a := range snap.EachRunning() {
+func (e *Engine) appendRunning(dst []*state.Attempt, view state.View) []*state.Attempt {
+	for a := range view.EachRunning() {
 		dst = append(dst, e.measured(a))
 	}
 	return dst
@@ -258,14 +258,14 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with *state
 // reserve applies what is known of a shape to the reservations of its running
 // attempts, and returns those it changed.
 func (e *Engine) reserve(shape string) (rewritten []string) {
-	snap := e.store.Latest()
-	l := snap.Shape(shape)
+	view := e.store.Latest()
+	l := view.Shape(shape)
 	var changed []*state.Attempt
-	for _, a := range e.runningNow(snap) {
+	for _, a := range e.runningNow(view) {
 		if a.Shape != shape {
 			continue
 		}
-		est, host := state.EstimateBy(snap.Job(a.Job), l)
+		est, host := state.EstimateBy(view.Job(a.Job), l)
 		// A running attempt holds at least what it was measured at.
 		if r, h := max(est, a.Peak), max(host, a.HostPeak); r != a.Reserve || h != a.HostReserve {
 			c := *a

@@ -33,7 +33,7 @@ func (e *Engine) readMetrics(running []*state.Attempt) (stopped bool) {
 	if !ok {
 		return false
 	}
-	snap := e.store.Latest()
+	view := e.store.Latest()
 	for i, a := range running {
 		rs := mr.Metrics(a, false)
 		if len(rs) == 0 {
@@ -41,11 +41,11 @@ func (e *Engine) readMetrics(running []*state.Attempt) (stopped bool) {
 		}
 		// The store's copy, not running's: a point stopped earlier in this loop has
 		// marked this attempt stopping there.
-		cur := e.measured(snap.Attempt(a.ID))
+		cur := e.measured(view.Attempt(a.ID))
 		if ms, changed := cur.Metrics.Add(rs); changed {
 			c := *cur
 			c.Metrics = ms
-			u := &unsaved{stored: snap.Attempt(a.ID), now: &c}
+			u := &unsaved{stored: view.Attempt(a.ID), now: &c}
 			if was, ok := e.unsaved.byID[a.ID]; ok {
 				u.memory = was.memory
 			}
@@ -68,8 +68,3 @@ func (e *Engine) lastMetrics(a *state.Attempt) []plans.Reading {
 	a.Metrics, _ = a.Metrics.Add(rs)
 	return rs
 }
-
-// RunningNow returns the running attempts with what was measured and read of them
-// since they were last written: their latest metrics, for gpuq top and Prometheus. Call
-// it in the engine's loop (Do).
-func (e *Engine) RunningNow() []*state.Attempt { return e.runningNow(e.store.Latest()) }

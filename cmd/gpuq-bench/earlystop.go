@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/sim"
+	"github.com/gpuq/gpuq/scheduler/simulate"
 )
 
 // esTarget is the cut in makespan early stopping must make on a sweep where two thirds
@@ -22,7 +22,7 @@ const esTarget = 0.40
 // esResult is a trace run with early stopping and with every job to its end.
 type esResult struct {
 	trace       string
-	early, full sim.Result
+	early, full simulate.Result
 }
 
 // cut is the share of the makespan early stopping saved.
@@ -37,7 +37,7 @@ func (r esResult) cut() float64 {
 func earlyStopping(files []string, gpuq string) ([]esResult, error) {
 	var out []esResult
 	for _, f := range files {
-		t, err := sim.Load(f, plans.Overrides{})
+		t, err := simulate.Load(f, plans.Overrides{})
 		if err != nil {
 			return nil, err
 		}
@@ -49,8 +49,8 @@ func earlyStopping(files []string, gpuq string) ([]esResult, error) {
 			if r.early, _, err = simulateBy(gpuq, f); err == nil {
 				r.full, _, err = simulateBy(gpuq, f, "--no-early-stop")
 			}
-		} else if r.early, err = sim.Run(t, sim.GPUQ); err == nil {
-			r.full, err = sim.Run(t.WithoutEarlyStop(), sim.GPUQ)
+		} else if r.early, err = simulate.Run(t, simulate.GPUQ); err == nil {
+			r.full, err = simulate.Run(t.WithoutEarlyStop(), simulate.GPUQ)
 		}
 		if err != nil {
 			return nil, err
@@ -64,7 +64,7 @@ func printEarlyStopping(w io.Writer, rs []esResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "trace\tjobs\tevery job to its end\twith early_stop\tcut\tstopped\tbest point finished\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f%%\t%d\t%s\t\n", r.trace, r.early.Jobs, sim.Hours(r.full.Makespan), sim.Hours(r.early.Makespan),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f%%\t%d\t%s\t\n", r.trace, r.early.Jobs, simulate.Hours(r.full.Makespan), simulate.Hours(r.early.Makespan),
 			100*r.cut(), r.early.Stopped, yesNo(r.bestFinished()))
 	}
 	tw.Flush()
@@ -83,7 +83,7 @@ func yesNo(b bool) string {
 func checkEarlyStopping(check func(bool, string, ...any), rs []esResult) {
 	for _, r := range rs {
 		check(r.cut() >= esTarget, "%s: early stopping cuts the makespan by %.0f%%, %s against %s (target %.0f%%)",
-			r.trace, 100*r.cut(), sim.Hours(r.early.Makespan), sim.Hours(r.full.Makespan), 100*esTarget)
+			r.trace, 100*r.cut(), simulate.Hours(r.early.Makespan), simulate.Hours(r.full.Makespan), 100*esTarget)
 		check(r.bestFinished(), "%s: the best point and its seeds finished", r.trace)
 	}
 }

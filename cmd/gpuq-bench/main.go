@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/sim"
+	"github.com/gpuq/gpuq/scheduler/simulate"
 )
 
 func main() {
@@ -55,12 +55,12 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 	}
 	var results []simResult
 	for _, f := range files {
-		rs, err := simulate(f, runs, gpuq)
+		rs, err := simulateTrace(f, runs, gpuq)
 		if err != nil {
 			return err
 		}
 		for i := range rs {
-			if rs[i].Policy == sim.GPUQ {
+			if rs[i].Policy == simulate.GPUQ {
 				rs[i].before = before.ratio(f, rs[i].trace)
 			}
 		}
@@ -104,7 +104,7 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 
 type simResult struct {
 	trace string
-	sim.Result
+	simulate.Result
 	cards string
 	unfit int // jobs that fit at no rung
 	// before is gpuq's makespan over the bound before ordering and backfilling (0:
@@ -113,29 +113,29 @@ type simResult struct {
 	rss    int64
 }
 
-// simulate runs one trace under every policy, runs times each: gpuq's by the binary
+// simulateTrace runs one trace under every policy, runs times each: gpuq's by the binary
 // gpuq, if given, as gpuq simulate, to measure what a user waits for and its memory.
 // Virtual-time results are deterministic; runs differing would be a bug, and is
 // reported as one.
-func simulate(file string, runs int, gpuq string) ([]simResult, error) {
-	t, err := sim.Load(file, plans.Overrides{})
+func simulateTrace(file string, runs int, gpuq string) ([]simResult, error) {
+	t, err := simulate.Load(file, plans.Overrides{})
 	if err != nil {
 		return nil, err
 	}
 	var out []simResult
-	for _, p := range sim.Policies {
+	for _, p := range simulate.Policies {
 		var walls []float64
-		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), cards: t.Sweep.GPUs.String(), unfit: len(sim.Unfit(t))}
+		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), cards: t.Sweep.GPUs.String(), unfit: len(simulate.Unfit(t))}
 		for i := range runs {
 			began := time.Now()
-			var r sim.Result
+			var r simulate.Result
 			var rss int64
-			if p == sim.GPUQ && gpuq != "" {
+			if p == simulate.GPUQ && gpuq != "" {
 				r, rss, err = simulateBy(gpuq, file)
 			} else {
-				var t *sim.Trace
-				if t, err = sim.Load(file, plans.Overrides{}); err == nil {
-					r, err = sim.Run(t, p)
+				var t *simulate.Trace
+				if t, err = simulate.Load(file, plans.Overrides{}); err == nil {
+					r, err = simulate.Run(t, p)
 				}
 			}
 			if err != nil {
@@ -155,9 +155,9 @@ func simulate(file string, runs int, gpuq string) ([]simResult, error) {
 
 // simulateBy runs gpuq simulate FILE --policy gpuq --json with args, and returns its
 // result and the most memory it held.
-func simulateBy(gpuq, file string, args ...string) (sim.Result, int64, error) {
-	var r sim.Result
-	cmd := exec.Command(gpuq, append([]string{"simulate", file, "--policy", string(sim.GPUQ), "--json"}, args...)...)
+func simulateBy(gpuq, file string, args ...string) (simulate.Result, int64, error) {
+	var r simulate.Result
+	cmd := exec.Command(gpuq, append([]string{"simulate", file, "--policy", string(simulate.GPUQ), "--json"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -233,7 +233,7 @@ func printSims(w io.Writer, results []simResult) {
 			rss = fmt.Sprintf("%d MB", r.rss>>20)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%d\t%d\t%d\t%d\t%.0f%%\t%.2fs\t%s\t\n", r.trace, r.cards, r.Jobs, r.Policy,
-			sim.Hours(r.Makespan), sim.Hours(r.LowerBound), r.Ratio(), before, r.Completed, r.Failed, r.OOMEvents, r.Attempts,
+			simulate.Hours(r.Makespan), simulate.Hours(r.LowerBound), r.Ratio(), before, r.Completed, r.Failed, r.OOMEvents, r.Attempts,
 			100*r.MemUtilization, r.SimWall, rss)
 	}
 	tw.Flush()
@@ -308,7 +308,7 @@ func printTargets(w io.Writer, results []simResult, packs []packResult, stops []
 		fmt.Fprintf(w, "  %s %s\n", mark, fmt.Sprintf(format, args...))
 	}
 	for _, r := range results {
-		if r.Policy != sim.GPUQ {
+		if r.Policy != simulate.GPUQ {
 			continue
 		}
 		// Every job that fits at some rung completes: the others are the only failures.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 type daemonOptions struct {
@@ -129,7 +130,7 @@ at the same tier; its trainers stop after half of that, so nothing runs twice.`,
 
 func stopDaemon(opts *daemonOptions) error {
 	c, err := opts.settings.dial()
-	var none daemon.NoDaemonError
+	var none api.NoDaemonError
 	if errors.As(err, &none) {
 		// What --stop is for holds already: a script's cleanup need not ask first.
 		fmt.Fprintf(opts.io.Err, "gpuq: no daemon runs on %s: nothing to stop\n", none.Dir)
@@ -197,18 +198,18 @@ func (s *settings) remote() bool { return s.v.GetString(keyServer) != "" }
 
 // dial connects to the daemon of the state directory: through its socket, or over the
 // network with --server.
-func (s *settings) dial() (*daemon.Client, error) {
+func (s *settings) dial() (*api.Client, error) {
 	dir, err := s.stateDir()
 	if err != nil {
 		return nil, err
 	}
 	if s.remote() {
 		server := s.v.GetString(keyServer)
-		creds, err := daemon.LoadCredentials(dir)
+		creds, err := api.LoadCredentials(dir)
 		if err != nil {
 			return nil, err
 		}
-		return daemon.DialRemote(server, creds)
+		return api.DialRemote(server, creds)
 	}
-	return daemon.Dial(dir)
+	return api.Dial(dir)
 }

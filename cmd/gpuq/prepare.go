@@ -68,11 +68,11 @@ func (p *prepared) engine(st *settings, r scheduler.Runner, poll time.Duration, 
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := store.Submit(&state.Submission{Sweep: p.sweep, Limit: p.limit}); err != nil {
+		return nil, nil, err
+	}
 	machine, _ := plans.GPUPlan{plans.NoSlotLimit}.For(len(p.cards))
 	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
 		scheduler.Config{Slots: machine, Headroom: p.sweep.Headroom, Poll: poll, Host: launcher.HostMemory, HostHeadroom: headroom}, events)
-	if err := eng.Submit(&state.Submission{Sweep: p.sweep, Limit: p.limit}); err != nil {
-		return nil, nil, err
-	}
 	return eng, store, nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/gpuq/gpuq/cmd/gpuq/ranking"
 	"github.com/gpuq/gpuq/cmd/gpuq/report"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 type resultsOptions struct {
@@ -114,19 +114,19 @@ func runResults(opts *resultsOptions) error {
 }
 
 // resultsSummary reads the sweep: the daemon's, by name, or a summary file.
-func resultsSummary(opts *resultsOptions) (daemon.SweepSummary, error) {
+func resultsSummary(opts *resultsOptions) (api.SweepSummary, error) {
 	if isSummary(opts.source) {
 		return readSummary(opts.source, opts.io.In)
 	}
 	c, err := opts.settings.dial()
 	if err != nil {
-		return daemon.SweepSummary{}, fmt.Errorf("%s is no file here, and %w", opts.source, err)
+		return api.SweepSummary{}, fmt.Errorf("%s is no file here, and %w", opts.source, err)
 	}
 	jobs, err := c.Jobs(opts.source, nil)
 	if err != nil {
-		return daemon.SweepSummary{}, err
+		return api.SweepSummary{}, err
 	}
-	sum := daemon.SweepSummary{Sweep: opts.source}
+	sum := api.SweepSummary{Sweep: opts.source}
 	for _, j := range jobs {
 		sum.Jobs = append(sum.Jobs, j.JobSummary)
 	}
@@ -136,7 +136,7 @@ func resultsSummary(opts *resultsOptions) (daemon.SweepSummary, error) {
 // rankingJobs are a summary's jobs as ranking takes them: each metric from its latest
 // attempt that reported it (a trainer run again starts its curve again), grouped by
 // the values of by.
-func rankingJobs(sum daemon.SweepSummary, by []string) []ranking.Job {
+func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
 	out := make([]ranking.Job, 0, len(sum.Jobs))
 	for _, j := range sum.Jobs {
 		rj := ranking.Job{ID: j.ID, Point: cmp.Or(j.Point, j.Name), Group: groupOf(j.Params, by), State: j.State,
@@ -166,7 +166,7 @@ func groupOf(params *plans.Map, by []string) string {
 }
 
 // earlyMetric is the sweep's early_stop metric, as its jobs tell it; "" for none.
-func earlyMetric(sum daemon.SweepSummary) string {
+func earlyMetric(sum api.SweepSummary) string {
 	for _, j := range sum.Jobs {
 		if j.EarlyStop != nil {
 			return j.EarlyStop.Metric
@@ -177,7 +177,7 @@ func earlyMetric(sum daemon.SweepSummary) string {
 
 // modeOf is which way a metric gets better: as the sweep's early_stop says, for its
 // metric, else as its name says.
-func modeOf(sum daemon.SweepSummary, metric string) plans.Mode {
+func modeOf(sum api.SweepSummary, metric string) plans.Mode {
 	for _, j := range sum.Jobs {
 		if j.EarlyStop != nil && j.EarlyStop.Metric == metric {
 			return j.EarlyStop.Mode
@@ -300,7 +300,7 @@ func sweptParams(rows []ranking.Row) []string {
 
 // foundOf is what a sweep's trainers reported, ranked as gpuq results ranks it by
 // default, for its report: each early_stop group apart; nil when nothing was.
-func foundOf(sum daemon.SweepSummary) *report.Found {
+func foundOf(sum api.SweepSummary) *report.Found {
 	jobs := rankingJobs(sum, nil)
 	var at []int64
 	for i, j := range sum.Jobs {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -19,30 +19,30 @@ import (
 // again.
 func resultsSummaryFile(t *testing.T) string {
 	t.Helper()
-	sum := daemon.SweepSummary{Sweep: "s", Counts: map[string]int{}}
+	sum := api.SweepSummary{Sweep: "s", Counts: map[string]int{}}
 	n := 0
-	add := func(task, lr string, seed int64, state string, curves ...[]daemon.MetricPoint) {
+	add := func(task, lr string, seed int64, state string, curves ...[]api.MetricPoint) {
 		n++
 		p := plans.NewMap()
 		p.Set("task", task)
 		p.Set("lr", lr)
 		p.Set("seed", seed)
-		j := daemon.JobSummary{ID: "s." + string(rune('0'+n)), Name: "task=" + task + ",lr=" + lr, Params: p, State: state,
-			Point: "task=" + task + ",lr=" + lr, Attempts: []daemon.AttemptSummary{},
-			EarlyStop: &daemon.Judged{Metric: "eval_loss", Mode: plans.Min, At: []int64{100}}}
+		j := api.JobSummary{ID: "s." + string(rune('0'+n)), Name: "task=" + task + ",lr=" + lr, Params: p, State: state,
+			Point: "task=" + task + ",lr=" + lr, Attempts: []api.AttemptSummary{},
+			EarlyStop: &api.Judged{Metric: "eval_loss", Mode: plans.Min, At: []int64{100}}}
 		for i, c := range curves {
-			m := daemon.MetricSummary{Name: "eval_loss", Step: c[len(c)-1].Step, Last: c[len(c)-1].Value, Curve: c, Min: c[0].Value, Max: c[0].Value}
+			m := api.MetricSummary{Name: "eval_loss", Step: c[len(c)-1].Step, Last: c[len(c)-1].Value, Curve: c, Min: c[0].Value, Max: c[0].Value}
 			for _, q := range c {
 				m.Min, m.Max = min(m.Min, q.Value), max(m.Max, q.Value)
 			}
-			j.Attempts = append(j.Attempts, daemon.AttemptSummary{N: i + 1, Metrics: []daemon.MetricSummary{m, {Name: "loss", Step: 1, Last: 1}}})
+			j.Attempts = append(j.Attempts, api.AttemptSummary{N: i + 1, Metrics: []api.MetricSummary{m, {Name: "loss", Step: 1, Last: 1}}})
 		}
 		sum.Jobs = append(sum.Jobs, j)
 	}
-	c := func(vs ...float64) []daemon.MetricPoint {
-		var out []daemon.MetricPoint
+	c := func(vs ...float64) []api.MetricPoint {
+		var out []api.MetricPoint
 		for i, v := range vs {
-			out = append(out, daemon.MetricPoint{Step: int64(100 * (i + 1)), Value: v})
+			out = append(out, api.MetricPoint{Step: int64(100 * (i + 1)), Value: v})
 		}
 		return out
 	}

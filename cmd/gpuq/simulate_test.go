@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuq/gpuq/scheduler/sim"
+	"github.com/gpuq/gpuq/scheduler/simulate"
 )
 
 // TestSimulateJSON: --json prints one object with the keys, and the seed-like
@@ -66,9 +66,9 @@ func TestSimulateBadInputExitsTwo(t *testing.T) {
 // them; its makespan over the bound is not shown as if it were comparable.
 func TestSimulateFailedRunsHaveNoRatio(t *testing.T) {
 	var b strings.Builder
-	printResults(&b, []sim.Result{
-		{Policy: sim.GPUQ, Jobs: 4, Completed: 4, Makespan: 7200, LowerBound: 6000},
-		{Policy: sim.Static, Jobs: 4, Completed: 1, Failed: 3, Makespan: 1800, LowerBound: 6000},
+	printResults(&b, []simulate.Result{
+		{Policy: simulate.GPUQ, Jobs: 4, Completed: 4, Makespan: 7200, LowerBound: 6000},
+		{Policy: simulate.Static, Jobs: 4, Completed: 1, Failed: 3, Makespan: 1800, LowerBound: 6000},
 	})
 	rows := map[string][]string{}
 	for _, line := range strings.Split(b.String(), "\n") {
@@ -94,9 +94,9 @@ func TestSimulateEarlyStopping(t *testing.T) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
 	}
-	var with, without sim.Result
+	var with, without simulate.Result
 	for _, r := range []struct {
-		res  *sim.Result
+		res  *simulate.Result
 		args []string
 	}{{&with, nil}, {&without, []string{"--no-early-stop"}}} {
 		out, errOut, code := gpuq(t, append([]string{"simulate", "../../examples/traces/early-stop.yaml", "--json"}, r.args...)...)

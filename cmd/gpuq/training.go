@@ -7,13 +7,13 @@ import (
 	"strings"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 // printTraining prints what a job's trainer reported of its training, attempt by
 // attempt (a trainer run again starts its curve again), and how its sweep's early_stop
 // judges it; nothing for a job that reported nothing and is not judged.
-func printTraining(w io.Writer, j daemon.JobSummary) {
+func printTraining(w io.Writer, j api.JobSummary) {
 	reported := false
 	for _, a := range j.Attempts {
 		reported = reported || len(a.Metrics) > 0

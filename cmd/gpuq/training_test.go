@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 // TestEarlyStopUnderTheDaemon: two points whose trainers write eval_loss to
@@ -62,7 +62,7 @@ func TestEarlyStopSweep(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}

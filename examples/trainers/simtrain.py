@@ -5,7 +5,8 @@ It reads the config gpuq rendered (JSON, or the flat `key: value` YAML gpuq writ
 simple params), holds memory on the simulated card named by CUDA_VISIBLE_DEVICES through
 the ledger that gpuq's simulated NVML reads, prints tqdm-like progress, and when the card
 cannot hold what it needs, prints PyTorch 2.x's out-of-memory traceback and exits 1, as
-a real trainer does.
+a real trainer does: through Module.to when the weights do not fit, from the backward
+pass when the activations do not.
 
 Memory model (the same physics as `gpuq simulate`; README, "Simulated trainers"):
   peak        = sim_base + activations
@@ -146,12 +147,25 @@ class Ledger:
         self.held = 0
 
 
-def oom_text(tried, capacity, free, held, others):
+# Where each allocation runs out, as PyTorch's traceback shows it: the weights as the
+# model moves onto the card (Module.to), the activations in the backward pass.
+FRAMES = {
+    "weights": '  File "simtrain.py", line 1, in <module>\n'
+               "    model = model.to(device)\n"
+               '  File "/usr/lib/python3/dist-packages/torch/nn/modules/module.py", line 1355, in to\n'
+               "    return self._apply(convert)\n"
+               '  File "/usr/lib/python3/dist-packages/torch/nn/modules/module.py", line 915, in _apply\n'
+               "    module._apply(fn)\n",
+    "activations": '  File "simtrain.py", line 1, in <module>\n'
+                   "    loss.backward()\n",
+}
+
+
+def oom_text(tried, capacity, free, held, others, where):
     procs = "".join(f"Process {pid} has {fmt(b)} memory in use. " for pid, b in others)
     return (
         "Traceback (most recent call last):\n"
-        '  File "simtrain.py", line 1, in <module>\n'
-        "    loss.backward()\n"
+        + FRAMES[where] +
         f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {fmt(tried)}. "
         f"GPU 0 has a total capacity of {fmt(capacity)} of which {fmt(max(free, 0))} is free. "
         f"{procs}Including non-PyTorch memory, this process has {fmt(held)} memory in use. "
@@ -238,14 +252,14 @@ def main():
     try:
         print(f"simtrain: card {card}, batch_size {cfg.get('batch_size')}, "
               f"gradient_checkpointing {cfg.get('gradient_checkpointing')}, peak {fmt(base + act)}", flush=True)
-        for need in (base, act):
+        for need, where in ((base, "weights"), (act, "activations")):
             ok, facts = ledger.allocate(need, capacity)
             if not ok:
                 free, others = facts
-                sys.stdout.write(oom_text(need, capacity, free, ledger.held, others))
+                sys.stdout.write(oom_text(need, capacity, free, ledger.held, others, where))
                 sys.stdout.flush()
                 return 1
-            time.sleep(float(cfg.get("sim_alloc_delay", 1)) if need == base else 0)
+            time.sleep(float(cfg.get("sim_alloc_delay", 1)) if where == "weights" else 0)
         steps = 20
         tty = sys.stdout.isatty()
         start = time.time()

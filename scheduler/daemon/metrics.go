@@ -28,7 +28,7 @@ import (
 type metrics struct {
 	d *daemon
 	// queued is when each queued job entered the queue, as this daemon saw it; only the
-	// engine's loop (events, Do) touches it.
+	// engine's loop (its events, and a submission's Do) touches it.
 	queued map[string]time.Time
 	wait   prometheus.Histogram
 	rounds prometheus.Histogram
@@ -96,7 +96,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	snap := m.d.store.View()
+	view := m.d.store.View()
 	states := map[state.JobState]int{}
 	for _, st := range []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
 		state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
@@ -107,9 +107,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		tier    int
 	}
 	ended := map[key]int{}
-	for _, j := range snap.Jobs() {
+	for _, j := range view.Jobs() {
 		states[j.ShownState()]++
-		for _, a := range snap.Attempts(j.ID) {
+		for _, a := range view.Attempts(j.ID) {
 			if !a.Running() {
 				ended[key{string(a.Outcome), a.Tier}]++
 			}
@@ -128,23 +128,23 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.ooms, prometheus.CounterValue, float64(n), "host", tier)
 		}
 	}
-	m.collectCards(ch, snap)
-	m.collectTraining(ch, snap)
+	m.collectCards(ch, view)
+	m.collectTraining(ch, view)
 }
 
 // collectCards reports each card's memory as the engine last read it; nothing when the
 // engine does not answer in time (it is stopping).
-func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap state.View) {
+func (m *metrics) collectCards(ch chan<- prometheus.Metric, view state.View) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var views []scheduler.CardView
-	if m.d.eng.Do(ctx, func() error { views = m.d.eng.CardViews(); return nil }) != nil {
+	views, err := m.d.eng.CardViews(ctx)
+	if err != nil {
 		return
 	}
 	for _, v := range views {
 		var learned int64
 		for _, h := range v.Attempts {
-			learned += snap.Learned(h.Attempt.Shape)
+			learned += view.Learned(h.Attempt.Shape)
 		}
 		// A worker's card is WORKER:INDEX, as people name it.
 		gpu := plans.CardID{Worker: v.Worker, Index: v.Index}.String()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -24,23 +25,41 @@ var (
 
 // collectTraining reports the running jobs' latest metrics, as the engine has read
 // them; nothing when the engine does not answer in time (it is stopping).
-func (m *metrics) collectTraining(ch chan<- prometheus.Metric, snap state.View) {
+func (m *metrics) collectTraining(ch chan<- prometheus.Metric, view state.View) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var running []*state.Attempt
-	if m.d.eng.Do(ctx, func() error { running = m.d.eng.RunningNow(); return nil }) != nil {
+	running, err := m.d.eng.RunningNow(ctx)
+	if err != nil {
 		return
 	}
 	for _, a := range running {
 		if len(a.Metrics) == 0 {
 			continue
 		}
-		step, values := latest(snap.Sweep(snap.Job(a.Job).Sweep), a.Metrics)
+		step, values := latest(view.Sweep(view.Job(a.Job).Sweep), a.Metrics)
 		ch <- prometheus.MustNewConstMetric(trainingStep, prometheus.GaugeValue, float64(step), a.Job)
 		for _, v := range values {
 			ch <- prometheus.MustNewConstMetric(trainingMetric, prometheus.GaugeValue, v.Value, a.Job, v.Name)
 		}
 	}
+}
+
+// latest is an attempt's latest step and metrics, the sweep's early_stop metric first.
+func latest(sw *plans.Sweep, ms state.Metrics) (step int64, out []api.LatestValue) {
+	first := ""
+	if sw != nil && sw.EarlyStop != nil {
+		first = sw.EarlyStop.Metric
+	}
+	if m := ms.Get(first); m != nil {
+		out = append(out, api.LatestValue{Name: m.Name, Value: m.Last.Value})
+	}
+	for _, m := range ms {
+		step = max(step, m.Last.Step)
+		if m.Name != first {
+			out = append(out, api.LatestValue{Name: m.Name, Value: m.Last.Value})
+		}
+	}
+	return step, out
 }
 
 // keepMetrics keeps a worker's attempts' readings for the engine to read.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -28,7 +29,7 @@ early_stop: {metric: eval_loss, mode: min, at: [100]}
 	if _, err := submit(t, r.client, path); err != nil {
 		t.Fatal(err)
 	}
-	var j Job
+	var j api.Job
 	schedtest.WaitFor(t, "the trainer's metrics in its status", func() bool {
 		var err error
 		j, err = r.client.Job("m.1")
@@ -45,7 +46,7 @@ early_stop: {metric: eval_loss, mode: min, at: [100]}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ov.Running) != 1 || ov.Running[0].Step != 5 || len(ov.Running[0].Metrics) != 2 || ov.Running[0].Metrics[0] != (LatestValue{"eval_loss", 1.5}) {
+	if len(ov.Running) != 1 || ov.Running[0].Step != 5 || len(ov.Running[0].Metrics) != 2 || ov.Running[0].Metrics[0] != (api.LatestValue{Name: "eval_loss", Value: 1.5}) {
 		t.Errorf("running %+v", ov.Running)
 	}
 	addr := regexp.MustCompile(`serving Prometheus metrics on (http://\S+)`).FindStringSubmatch(r.log.String())
@@ -60,7 +61,7 @@ early_stop: {metric: eval_loss, mode: min, at: [100]}
 		}
 	}
 	// A job's series go with its attempt: their number is bounded by what runs.
-	if _, err := r.client.Act(Cancel, SelectRequest{IDs: []string{"m.1"}}); err != nil {
+	if _, err := r.client.Act(api.Cancel, api.SelectRequest{IDs: []string{"m.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "the job to be cancelled", func() bool {

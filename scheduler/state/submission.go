@@ -123,9 +123,9 @@ func (s *Store) DeriveLimit(sweep string, l Limit) error {
 // check refuses a sweep whose jobs exist already: inserting would silently replace
 // jobs that may be running.
 func (s *Store) check(sw *plans.Sweep) error {
-	snap := s.View()
+	view := s.View()
 	for _, pj := range sw.Jobs {
-		if snap.Job(pj.ID) != nil {
+		if view.Job(pj.ID) != nil {
 			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
 		}
 	}
@@ -173,7 +173,7 @@ func (s *Store) submit(sub *Submission) error {
 func (s *Store) Forget(names []string) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	snap := s.View()
+	view := s.View()
 	var err error
 	del := func(table, id string) {
 		if err == nil {
@@ -181,14 +181,14 @@ func (s *Store) Forget(names []string) error {
 		}
 	}
 	for _, name := range names {
-		sub := snap.Submission(name)
+		sub := view.Submission(name)
 		if sub == nil {
 			return fmt.Errorf("no sweep %q", name)
 		}
 		del(tableSweeps, name)
 		for _, pj := range sub.Sweep.Jobs {
 			del(tableJobs, pj.ID)
-			for n := 1; n <= snap.Job(pj.ID).Attempts; n++ {
+			for n := 1; n <= view.Job(pj.ID).Attempts; n++ {
 				del(tableAttempts, AttemptID(pj.ID, n))
 			}
 		}

@@ -3,7 +3,7 @@ package worker
 import (
 	"testing"
 
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -21,7 +21,7 @@ memory: 1GiB
 		j := c.jobs()[0]
 		return j.State == "running" && len(j.Attempts[0].Metrics) == 1 && j.Attempts[0].Metrics[0].Step == 5
 	})
-	term, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "m.1", N: 1}, Kind: daemon.StreamAttach})
+	term, err := c.client.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: "m.1", N: 1}, Kind: api.StreamAttach})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,9 @@ type Attempt struct {
 	Estimate, Peak int64
 	Outcome        plans.Outcome // "" while it runs
 	OOM            *plans.OOMFacts
+	// Exit is its trainer's exit status or the signal that killed it ("1", "SIGKILL"),
+	// Error the last error line of its output; "" where not known.
+	Exit, Error    string
 	Started, Ended time.Time // Ended is zero while it runs
 	Memory         state.Samples
 }

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 // shownMetrics is how many of a running job's latest metrics its row shows, its
@@ -13,7 +13,7 @@ const shownMetrics = 3
 
 // withLatest puts a running job's latest step and metrics before its output's last
 // line: "@2000 eval_loss=0.91 loss=1.23 · 42%|████ ...".
-func withLatest(r daemon.RunningJob, output string) string {
+func withLatest(r api.RunningJob, output string) string {
 	if len(r.Metrics) == 0 {
 		return output
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 // TestRunningJobsLatestMetrics: a running job's row shows its trainer's latest step
@@ -13,7 +13,7 @@ import (
 func TestRunningJobsLatestMetrics(t *testing.T) {
 	ov := sampleOverview(t)
 	ov.Running[0].Step = 2000
-	ov.Running[0].Metrics = []daemon.LatestValue{{Name: "eval_loss", Value: 0.91234}, {Name: "loss", Value: 1.2}, {Name: "lr", Value: 4e-5}, {Name: "epoch", Value: 1}}
+	ov.Running[0].Metrics = []api.LatestValue{{Name: "eval_loss", Value: 0.91234}, {Name: "loss", Value: 1.2}, {Name: "lr", Value: 4e-5}, {Name: "epoch", Value: 1}}
 	var buf bytes.Buffer
 	if err := Print(&buf, ov, "the daemon on /state", 200); err != nil {
 		t.Fatal(err)
