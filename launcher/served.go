@@ -21,8 +21,7 @@ func StartServed(c Command, dir, header string) (*Process, error) {
 	go func() {
 		<-p.Done()
 		h.close()
-		outcome, facts := Classify(p.Exit(), p.Output())
-		end.ended = Ended{Outcome: outcome, OOM: facts, Detail: p.Ended()}
+		end.ended = endedOf(p, c.Argv)
 		ln.Close()
 		close(end.done)
 		waiting.Wait()

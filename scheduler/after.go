@@ -18,7 +18,10 @@ import (
 // fails at once those of which one has failed or been cancelled (a job waiting for what
 // will never succeed would wait for ever: pueue fails it too; Slurm's sites set
 // kill_invalid_depend for it). A sweep is done when none of its jobs waits or runs; a
-// sweep or job that gpuq clean forgot has ended, and counts as done.
+// sweep or job that gpuq clean forgot has ended, and counts as done. A job stopped
+// early (early_stop) counts as succeeded, as gpuq wait and run's exit status count it:
+// its point was judged worse than others, an end the sweep asked for, not a failure,
+// and a sweep of the best points' runs is what comes after it.
 
 // awaiting is the engine's account of the jobs that wait for what they run after, so
 // that a round looks at them alone; nil until a round first needs it, and again after
@@ -93,7 +96,7 @@ func (c *afterCheck) sweep(name string) sweepDone {
 			case !ended(j):
 				d.left++
 				d.outcome = afterPending
-			case j.State != state.JobSucceeded && d.failed == "":
+			case !succeededFor(j) && d.failed == "":
 				d.failed = j.ID + " " + j.State.Told()
 			}
 		}
@@ -126,12 +129,18 @@ func (c *afterCheck) name(name string) (afterOutcome, string) {
 	}
 	j := c.view.Job(name)
 	switch {
-	case j == nil, j.State == state.JobSucceeded:
+	case j == nil, succeededFor(j):
 		return afterSucceeded, ""
 	case ended(j):
 		return afterFailed, name + " " + j.State.Told()
 	}
 	return afterPending, name + " " + j.ShownState().Told()
+}
+
+// succeededFor reports whether an ended job lets go those that run after it: it
+// succeeded, or was stopped early.
+func succeededFor(j *state.Job) bool {
+	return j.State == state.JobSucceeded || j.State == state.JobStopped
 }
 
 // job is how everything a job runs after stands: failed if one has, pending while

@@ -163,3 +163,38 @@ func TestRunWaitsForItsOwnJobs(t *testing.T) {
 		t.Errorf("events %s; want %s", got, want)
 	}
 }
+
+// TestAfterStoppedEarlyIsAnEnd: a job stopped early (early_stop) lets go what runs
+// after it, as gpuq wait and run's exit status take it: its point was judged worse, an
+// end its sweep asked for, not a failure. A job after the stopped one starts at once; a
+// sweep after the whole sweep starts once its best point has succeeded. The stopped
+// attempt is tallied with its outcome, for the counters that never go down.
+func TestAfterStoppedEarlyIsAnEnd(t *testing.T) {
+	e, mr, _, _ := earlyEngine(t, "name: es\ncommand: [train]\nmemory: 1GiB\norder: fifo\nmatrix: {lr: [a, b]}\n"+
+		"early_stop: {metric: eval_loss, mode: min, at: [500], keep: 0.34}\n", 3)
+	must(t, submitAlso(t, e, "name: next\ncommand: [train]\nafter: [es]\nmemory: 1GiB\njobs: [{}]\n"))
+	must(t, submitAlso(t, e, "name: by\ncommand: [train]\nafter: [es.2]\nmemory: 1GiB\njobs: [{}]\n"))
+	e.roundAndEnds(t, 0)
+	mr.report("es.1/1", 500, "eval_loss", 1.0)
+	e.roundAndEnds(t, 0)
+	mr.report("es.2/1", 500, "eval_loss", 2.0) // worse than lr=a: stopped
+	e.roundAndEnds(t, 1)
+	e.roundAndEnds(t, 0)
+	if got := states(e.store); got != "es.1:running es.2:stopped next.1:blocked by.1:running" {
+		t.Fatalf("once es.2 was stopped early, states %s", got)
+	}
+	end(e, "es.1/1", plans.Success)
+	e.roundAndEnds(t, 0)
+	if got := states(e.store); got != "es.1:succeeded es.2:stopped next.1:running by.1:running" {
+		t.Errorf("once es has ended, states %s", got)
+	}
+	var stopped uint64
+	for _, tl := range e.store.View().Tallies() {
+		if tl.Outcome == plans.StoppedEarly {
+			stopped += tl.N
+		}
+	}
+	if stopped != 1 {
+		t.Errorf("stopped-early tallied %d times, want 1: %+v", stopped, e.store.View().Tallies())
+	}
+}

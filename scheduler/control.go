@@ -52,8 +52,10 @@ func (e *Engine) jobs(sel Selection, ok func(*state.Job) string) ([]*state.Job, 
 	return out, nil
 }
 
+// ended reports whether the job has ended: succeeded, failed, was cancelled or was
+// stopped early (early_stop).
 func ended(j *state.Job) bool {
-	return j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled
+	return j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled || j.State == state.JobStopped
 }
 
 // cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
@@ -94,12 +96,13 @@ func (e *Engine) cancel(sel Selection) ([]string, error) {
 	return ids, nil
 }
 
-// retry puts failed or cancelled jobs back in the queue, at the tier they last ran at;
-// oom.max_attempts counts afresh.
+// retry puts failed, cancelled or stopped jobs back in the queue, at the tier they last
+// ran at; oom.max_attempts counts afresh. A job stopped early runs again from its start,
+// and is not judged again at the rungs it has passed.
 func (e *Engine) retry(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
-		if j.State != state.JobFailed && j.State != state.JobCancelled {
-			return "only a failed or cancelled job can be retried"
+		if j.State != state.JobFailed && j.State != state.JobCancelled && j.State != state.JobStopped {
+			return "only a failed, cancelled or stopped job can be retried"
 		}
 		return ""
 	})

@@ -92,8 +92,9 @@ type HostMeter interface {
 
 // Started is what a Runner tells of an attempt it started.
 type Started struct {
-	Leader int    // the trainer's pid
-	Log    string // the attempt's log file
+	Leader  int      // the trainer's pid
+	Log     string   // the attempt's log file
+	Command []string // the argv it runs; nil where not known yet
 }
 
 // Exit is how an attempt ended, as its Runner reports it.
@@ -108,6 +109,10 @@ type Exit struct {
 	// Requeue: the attempt was lost with the machine it ran on (a gpuq worker that did
 	// not come back); the job goes back to the queue as it was, as for Unstarted.
 	Requeue bool `json:",omitempty"`
+	// Process is how its trainer's process ended, where one ran; Command the argv it
+	// ran (nil where not known).
+	Process *plans.ProcessExit `json:",omitempty"`
+	Command []string           `json:",omitempty"`
 }
 
 // Event is something that happened, for the user interface.
@@ -204,6 +209,11 @@ type Engine struct {
 	pending []Exit
 	// after are the jobs that wait for what they run after (see after.go).
 	after awaiting
+	// metricsSavedAt is when the running attempts' metrics were last written (see
+	// save); boards are the standings of the sweeps with early_stop, by sweep (see
+	// boardOf).
+	metricsSavedAt time.Time
+	boards         map[string]*board
 }
 
 // proc is a process on a machine: pids are a machine's own.

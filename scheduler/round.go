@@ -58,6 +58,9 @@ func (e *Engine) schedule() error {
 	if e.expire(running) {
 		running = e.roundRunningNow(e.store.Latest())
 	}
+	if e.readMetrics(running) {
+		running = e.roundRunningNow(e.store.Latest())
+	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others, which it names.
 	rewritten := e.learnPeaks(running)
@@ -466,7 +469,21 @@ func (e *Engine) failTooLarge() {
 	for _, id := range e.store.Queue().Larger(room) {
 		j := view.Job(id)
 		c := *j
-		if l := view.Shape(j.Shape); l != nil && l.Floor > room {
+		l := view.Shape(j.Shape)
+		if l != nil && l.Base > room && plans.BatchOnly(j.Ladder, view.Sweep(j.Sweep).OOM.Keys) {
+			if cluster {
+				continue
+			}
+			c.State = state.JobFailed
+			c.Reason = fmt.Sprintf("a job of its shape ran out of memory loading its model, before any batch: it needs at least %s there, more than any card has room for (%s after headroom); %s",
+				plans.FormatSize(l.Base), plans.FormatSize(room), unloadableAdvice)
+			if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
+				return
+			}
+			e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
+			continue
+		}
+		if l != nil && l.Floor > room {
 			if msg, ok := e.stepDown(&c, view.Sweep(j.Sweep), j.Declared, false); ok {
 				if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 					return
@@ -565,7 +582,7 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		}
 		// The runner reports the attempt's end on Exits, read only after this round.
 		a := *l.Attempt
-		a.Leader, a.Log = st.Leader, st.Log
+		a.Leader, a.Log, a.Command = st.Leader, st.Log, st.Command
 		ran.Attempts = append(ran.Attempts, &a)
 		started = append(started, l)
 	}

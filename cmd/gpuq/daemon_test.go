@@ -7,11 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
@@ -478,5 +481,55 @@ func TestDamagedStateAndSalvage(t *testing.T) {
 	startDaemon(t)
 	if jobs := listed(t); countState(jobs, "succeeded") != 2 {
 		t.Errorf("jobs after the salvage: %+v", jobs)
+	}
+}
+
+// TestStatusInTmux: on an 80-column terminal, gpuq status of a daemon with a trainer
+// that died of an exception fits and says why it died, below the table where REASON
+// has no room; gpuq status ID says it with the exit status, and its attempts' table
+// fits; --all and --format list when each job started and ended and how it exited.
+func TestStatusInTmux(t *testing.T) {
+	dir := daemonEnv(t)
+	startDaemon(t)
+	sweep := writeSweep(t, `name: nan
+command: [sh, -c, "if [ {seed} = 1 ]; then echo step 3 loss nan; echo 'Traceback (most recent call last):'; echo '  File \"train.py\", line 9, in <module>'; echo 'ValueError: loss is NaN'; exit 1; fi; sleep 60"]
+matrix: {task: [glue-tvt_qnli], seed: [1, 2, 3]}
+memory: 1GiB
+gpu_plan: "1"
+`)
+	if out, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: exit %d: %s %s", code, out, errOut)
+	}
+	schedtest.WaitFor(t, "nan.1 failed, two running", func() bool {
+		jobs := listed(t)
+		return countState(jobs, "failed") == 1 && countState(jobs, "running") == 2
+	})
+	env := []string{asGPUQ + "=1", "GPUQ_STATE_DIR=" + dir}
+	for _, tc := range []struct {
+		args  []string
+		shows []string
+	}{
+		{[]string{"status"}, []string{"JOB", "nan.1", "failed", "nan.2", "running", "  nan.1 failed: ValueError: loss is NaN"}},
+		{[]string{"status", "nan.1"}, []string{"job nan.1 of sweep nan: failed", "attempt 1 failed: exited with status 1: ValueError:",
+			"attempt 1 exited with status 1: ValueError: loss is NaN", "EXIT", "log of attempt 1:"}},
+		{[]string{"status", "--all", "--format", "jobid,state,start,end,elapsed,exitcode"}, []string{"START", "END", "ELAPSED", "EXIT"}},
+	} {
+		term := tmux.Start(t, 80, 24, env, append([]string{os.Args[0]}, tc.args...)...)
+		term.WaitFor(strings.Join(tc.args, " ")+" to end", 30*time.Second, func(string) bool { return term.Exited() })
+		// The lines as printed, those that went past the terminal's edge joined again:
+		// only the log's path and the command may.
+		out := term.History()
+		if !tmux.Shows(tc.shows...)(out) {
+			t.Errorf("gpuq %s shows:\n%s\nwithout %q", strings.Join(tc.args, " "), out, tc.shows)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if utf8.RuneCountInString(l) > 80 && !strings.Contains(l, "log of attempt") && !strings.Contains(l, "command of attempt") {
+				t.Errorf("gpuq %s: a line is wider than the terminal: %q", strings.Join(tc.args, " "), l)
+			}
+		}
+	}
+	out, _, _ := cli(t, "status", "--format", "id,exit,error")
+	if !regexp.MustCompile(`(?m)^nan\.1 +1 +ValueError: loss is NaN$`).MatchString(out) {
+		t.Errorf("--format id,exit,error:\n%s", out)
 	}
 }

@@ -102,7 +102,7 @@ no failed job), daemon --stop when no daemon runs.`,
 		&cobra.Group{ID: groupDaemon, Title: "The daemon and its jobs:"})
 	root.SetHelpCommand(newHelpCmd(root))
 	root.AddCommand(newCompletionCmd(io))
-	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st), newReportCmd(io, st)} {
+	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st), newReportCmd(io, st), newResultsCmd(io, st)} {
 		c.GroupID = groupSweep
 		root.AddCommand(c)
 	}

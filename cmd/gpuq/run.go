@@ -43,8 +43,11 @@ func newRunCmd(io ioStreams, st *settings) *cobra.Command {
 		Long: `Run every job of the sweep: pack them onto the cards, launch each trainer in a
 pseudo-terminal with the right environment, and when one runs out of GPU memory requeue
 it with the next rung of its OOM ladder (the effective batch kept), until every job has
-succeeded, failed for good, or been cancelled. Ctrl-C stops every trainer cleanly, as
-do SIGTERM and the terminal closing (SIGHUP).
+succeeded, failed for good, been cancelled or been stopped early. Ctrl-C stops every trainer cleanly, as
+do SIGTERM and the terminal closing (SIGHUP). At the end it prints every attempt (its
+card, tier, estimate, peak, outcome and exit status) and why each failed job failed,
+with its trainer's error line; --json the same with every attempt's "exit_code",
+"signal", "error" and "command".
 
 Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/, readable
 by you alone (they hold the trainers' environment); a log begins with the command and
@@ -59,7 +62,8 @@ A gpuq run killed outright (kill -9) cannot stop its trainers itself: a small pr
 starts, its reaper, then stops every process of its attempts, those in sessions of their
 own (setsid, nohup) too.
 
-Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrupted.`,
+Exit status: 0 every job succeeded (or was stopped early by the sweep's early_stop), 1
+some job failed, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
   gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json`,
 		Args: exactArgs(1),
@@ -161,7 +165,7 @@ func runRun(opts *runOptions) error {
 	case errors.Is(runErr, context.Canceled):
 		var left []string
 		for _, j := range sum.Jobs {
-			if j.State != string(state.JobSucceeded) {
+			if j.State != string(state.JobSucceeded) && j.State != string(state.JobStopped) {
 				left = append(left, j.ID)
 			}
 		}

@@ -17,7 +17,7 @@ import (
 
 // TestRunKeepsTheTmuxHabits: with no daemon, a gpuq run in the foreground is reached
 // from another terminal as a daemon is: gpuq status lists its jobs, logs prints one's
-// log, and in an 80×24 terminal gpuq top watches it and gpuq attach reaches a
+// log, results ranks what its trainers reported, and in an 80×24 terminal gpuq top watches it and gpuq attach reaches a
 // trainer's prompt, whose answer it sends. Two runs at once are told apart by their
 // sweeps. Once the run has ended its socket is gone.
 func TestRunKeepsTheTmuxHabits(t *testing.T) {
@@ -25,7 +25,7 @@ func TestRunKeepsTheTmuxHabits(t *testing.T) {
 	t.Setenv("GPUQ_GPUS", "")
 	prompt := func(name string) string {
 		return writeSweep(t, fmt.Sprintf(`name: %s
-command: [sh, -c, "echo before the prompt {seed}; read line; echo \"got: $line\""]
+command: [sh, -c, "echo '{{\"step\": 1, \"loss\": 0.{seed}}}' >> \"$GPUQ_METRICS_FILE\"; echo before the prompt {seed}; read line; echo \"got: $line\""]
 matrix: {seed: [1, 2]}
 memory: 1GiB
 gpus: sim:2x24GiB
@@ -53,6 +53,10 @@ gpus: sim:2x24GiB
 	schedtest.WaitFor(t, "fg.1's log", func() bool {
 		out, _, _ := cli(t, "logs", "fg.1")
 		return strings.Contains(out, "before the prompt 1")
+	})
+	schedtest.WaitFor(t, "fg's results", func() bool {
+		out, _, code := cli(t, "results", "fg", "--json")
+		return code == exitOK && strings.Contains(out, `"metric": "loss"`)
 	})
 	if _, errOut, code := cli(t, "top"); code != exitBadInput || !strings.Contains(errOut, "2 gpuq runs do (fg (pid") || !strings.Contains(errOut, "--sweep") {
 		t.Errorf("top with two runs and no daemon: exit %d: %s", code, errOut)

@@ -37,8 +37,9 @@ them all; its trainers keep running.
 
 --after SWEEP|JOB (repeated, or a,b) starts its jobs only once those have all succeeded,
 as Slurm's --dependency=afterok and pueue's --after do; if one fails or is cancelled,
-its jobs fail too (gpuq retry them once it has succeeded). While they wait they show
-as blocked, and gpuq why says for what. The sweep file's after: and a job's own do the
+its jobs fail too (gpuq retry them once it has succeeded). A job stopped early
+(early_stop) counts as succeeded, as for gpuq wait. While they wait they show as
+blocked, and gpuq why says for what. The sweep file's after: and a job's own do the
 same.
 
 The sweep is read now: later edits to the file do not change it. Its trainers get the

@@ -73,6 +73,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.attempts
 	ch <- m.ooms
 	m.memory.describe(ch)
+	ch <- trainingMetric
+	ch <- trainingStep
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -80,13 +82,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.collectJobs(ch, view)
 	m.collectTallies(ch, view)
 	m.collectCards(ch, view)
+	m.collectTraining(ch, view)
 }
 
 // collectJobs reports the jobs in each state, every state included.
 func (m *metrics) collectJobs(ch chan<- prometheus.Metric, view state.View) {
 	states := map[state.JobState]int{}
 	for _, st := range []state.JobState{state.JobQueued, state.JobHeld, state.JobBlocked, state.JobRunning,
-		state.JobSucceeded, state.JobFailed, state.JobCancelled} {
+		state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
 		states[st] = 0
 	}
 	for _, j := range view.Jobs() {

@@ -16,8 +16,8 @@ import (
 )
 
 // TestMetrics: what Prometheus scrapes after a sweep of three jobs on two cards, one
-// slot each, has had one job run out of memory: jobs by state, attempts and OOMs by
-// outcome and tier, each card's memory, the queue's waits, the rounds.
+// slot each, has had one job run out of memory: jobs by state (every state), attempts
+// and OOMs by outcome and tier, each card's memory, the queue's waits, the rounds.
 func TestMetrics(t *testing.T) {
 	d, r, _ := testDaemon(t)
 	c := clientOf(t, d)
@@ -43,6 +43,9 @@ func TestMetrics(t *testing.T) {
 		`gpuq_jobs{state="running"} 2`,
 		`gpuq_jobs{state="failed"} 1`,
 		`gpuq_jobs{state="queued"} 0`,
+		// Every state is a series, those of early stopping and after included.
+		`gpuq_jobs{state="blocked"} 0`,
+		`gpuq_jobs{state="stopped"} 0`,
 		`gpuq_attempts_total{outcome="gpu-oom",tier="0"} 1`,
 		`gpuq_ooms_total{kind="gpu",tier="0"} 1`,
 		`gpuq_gpu_memory_total_bytes{gpu="0"} 2.5769803776e+10`,

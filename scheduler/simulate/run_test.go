@@ -2,10 +2,12 @@ package simulate
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 func mustDecode(t *testing.T, doc string) *Trace {
@@ -146,5 +148,37 @@ jobs:
 	// hung 2h, next 1h, retried 30m twice: 4h in all, one after the other.
 	if r.Makespan != 4*3600 || r.Completed != 1 || r.Failed != 2 || r.Attempts != 4 {
 		t.Errorf("makespan %v s, completed %d, failed %d, attempts %d; want 14400, 1, 2, 4", r.Makespan, r.Completed, r.Failed, r.Attempts)
+	}
+}
+
+// TestWeightsLargerThanTheCardFailAtOnce: as simtrain.py does, a trainer whose base
+// alone outgrows its card runs out of memory loading its model, and gpuq fails its job
+// after that one attempt, and the other of its shape without one; a job whose
+// activations are what outgrows the card walks its ladder instead.
+func TestWeightsLargerThanTheCardFailAtOnce(t *testing.T) {
+	tr := mustDecode(t, `
+gpus: "sim:1x12GiB"
+gpu_plan: "1"
+params: {batch_size: 16, gradient_accumulation_steps: 2, gradient_checkpointing: false, num_data_workers: 4}
+jobs:
+  - {name: llama-7b-full, estimate: 11GiB, base: 100GiB, activations: 4GiB, duration: 2h, count: 2}
+  - {name: gpt2-medium, estimate: 8GiB, base: 3GiB, activations: 11GiB, duration: 40m}
+`)
+	r, store, err := History(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed != 2 || r.Completed != 1 {
+		t.Errorf("failed %d, completed %d; want 2, 1", r.Failed, r.Completed)
+	}
+	snap := store.View()
+	for _, j := range snap.Jobs() {
+		n := len(snap.Attempts(j.ID))
+		switch big := j.Index <= 2; {
+		case big && (j.State != state.JobFailed || n > 1 || !strings.Contains(j.Reason, "before any batch")):
+			t.Errorf("%s: %s after %d attempts: %s", j.ID, j.State, n, j.Reason)
+		case !big && (j.State != state.JobSucceeded || n < 2):
+			t.Errorf("%s: %s after %d attempts, want success after an OOM", j.ID, j.State, n)
+		}
 	}
 }

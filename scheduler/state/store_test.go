@@ -180,6 +180,13 @@ func TestEveryTableJournals(t *testing.T) {
 			t.Errorf("%s: %d jobs, want the sweep's 3", when, n)
 		}
 	}
+	comesBack(t, s, dir, check)
+}
+
+// comesBack checks the state in dir as put in s, replayed from the journal, and read
+// from the snapshot once compacted.
+func comesBack(t *testing.T, s *Store, dir string, check func(s *Store, when string)) {
+	t.Helper()
 	check(s, "put")
 	s.Close()
 	again, _, _ := openState(t, dir)
@@ -188,4 +195,35 @@ func TestEveryTableJournals(t *testing.T) {
 	again.Close()
 	compacted, _, _ := openState(t, dir)
 	check(compacted, "read from the snapshot")
+}
+
+// TestEndsJournal: how an attempt ended (its trainer's exit, error line and command),
+// when its job ended, and what its shape was proved to hold before a batch come back
+// from the journal and from the snapshot.
+func TestEndsJournal(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	j := *s.View().Job("j.3")
+	j.State, j.Attempts, j.Reason, j.Ended = JobFailed, 1, "attempt 1 failed", at.Add(time.Hour)
+	exit := &plans.ProcessExit{Code: -1, Signal: "SIGSEGV", Error: "Segmentation fault (core dumped)"}
+	a := &Attempt{ID: "j.3/1", Job: "j.3", Shape: j.Shape, N: 1, GPUs: []int{2}, Started: at, Ended: at.Add(time.Hour),
+		Outcome: plans.Failed, Command: []string{"python3", "train.py", "--seed", "3"}, Exit: exit}
+	must(t, s.Put(Change{Jobs: []*Job{&j}, Attempts: []*Attempt{a}, Shapes: []*Shape{{Name: j.Shape, Base: 30 * gib}}}))
+	check := func(s *Store, when string) {
+		t.Helper()
+		snap := s.View()
+		got := snap.Attempt("j.3/1")
+		if got == nil || got.Exit == nil || *got.Exit != *exit || !reflect.DeepEqual(got.Command, a.Command) {
+			t.Errorf("%s: the attempt came back as %+v", when, got)
+		}
+		if e := snap.Job("j.3").Ended; !e.Equal(j.Ended) {
+			t.Errorf("%s: the job ended at %v, want %v", when, e, j.Ended)
+		}
+		if l := snap.Shape(j.Shape); l == nil || l.Base != 30*gib {
+			t.Errorf("%s: the shape came back as %+v", when, l)
+		}
+	}
+	comesBack(t, s, dir, check)
 }

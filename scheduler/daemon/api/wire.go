@@ -67,6 +67,44 @@ type JobSummary struct {
 	Attempts       []AttemptSummary `json:"attempts"`
 	// After are the sweeps and jobs that must have succeeded before it starts.
 	After []string `json:"after,omitempty"`
+	// Point is the point of the sweep the job repeats: its values less the sweep's
+	// seeds (lr=0.001,task=sst2). Jobs of one point are its seeds: gpuq results
+	// aggregates them, and early stopping judges them together.
+	Point string `json:"point,omitempty"`
+	// EarlyStop is how it is judged, where its sweep has early_stop.
+	EarlyStop *Judged `json:"early_stop,omitempty"`
+	// Started is when its first attempt started, Ended when the job ended (succeeded,
+	// failed, was cancelled or stopped early); null: not yet.
+	Started *time.Time `json:"started"`
+	Ended   *time.Time `json:"ended"`
+	// How its latest attempt ended, once it has (see AttemptSummary), and the command
+	// that attempt ran.
+	ExitStatus
+	Command []string `json:"command,omitempty"`
+}
+
+// ExitStatus is how an attempt's trainer process ended: ExitCode its exit status (null
+// where a signal killed it, where it has not ended, or no process ran), Signal the
+// signal that killed it ("SIGKILL"), Error the last error line of its output (the
+// exception line of its last traceback, else its last line).
+type ExitStatus struct {
+	ExitCode *int   `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// exitStatus is an ended attempt's exit on the wire.
+func exitStatus(e *plans.ProcessExit) ExitStatus {
+	var s ExitStatus
+	if e == nil {
+		return s
+	}
+	if e.Signal == "" {
+		code := e.Code
+		s.ExitCode = &code
+	}
+	s.Signal, s.Error = e.Signal, e.Error
+	return s
 }
 
 // AfterReason is why a blocked job waits, for people, without counting the jobs of
@@ -98,6 +136,13 @@ type AttemptSummary struct {
 	// Memory is what its processes held over time on its fullest card, a point where
 	// it moved (at most 64; see scheduler.Samples), for gpuq report.
 	Memory []MemorySample `json:"memory,omitempty"`
+	// Metrics are what its trainer reported of its training; a trainer run again
+	// (after an OOM) starts its curve again, in its own attempt.
+	Metrics []MetricSummary `json:"metrics,omitempty"`
+	ExitStatus
+	// Command is the argv its trainer ran; absent where not known (a worker's attempt
+	// until it ends).
+	Command []string `json:"command,omitempty"`
 }
 
 // MemorySample is a reading of an attempt's memory, at_s seconds after it started.
@@ -108,8 +153,10 @@ type MemorySample struct {
 
 // Summarize is one job of a view of the store with its whole history.
 func Summarize(view state.View, j *state.Job) JobSummary {
+	sw := view.Sweep(j.Sweep)
 	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
-		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, After: j.After}
+		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, Point: pointOf(sw, j), EarlyStop: judged(sw, j),
+		After: j.After}
 	if j.ShownState() == state.JobBlocked {
 		js.Reason = AfterReason(j)
 	}
@@ -122,7 +169,8 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 	}
 	for _, a := range view.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
-			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
+			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended,
+			ExitStatus: exitStatus(a.Exit), Command: a.Command}
 		if len(a.GPUs) > 0 {
 			as.GPU = a.GPUs[0]
 		}
@@ -132,9 +180,36 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 		for _, m := range a.Memory {
 			as.Memory = append(as.Memory, MemorySample{AtSeconds: m.At.Seconds(), Bytes: m.Bytes})
 		}
+		as.Metrics = metricSummaries(a.Metrics)
 		js.Attempts = append(js.Attempts, as)
 	}
+	summarizeEnd(&js, j)
 	return js
+}
+
+// summarizeEnd fills in when the job started and ended, and how and with what its latest
+// attempt ended. A job ended by a gpuq that kept no end of jobs ended with its last
+// attempt.
+func summarizeEnd(js *JobSummary, j *state.Job) {
+	if len(js.Attempts) == 0 {
+		if !j.Ended.IsZero() {
+			js.Ended = &j.Ended
+		}
+		return
+	}
+	first, last := js.Attempts[0], js.Attempts[len(js.Attempts)-1]
+	js.Started, js.Command = &first.Started, last.Command
+	if !last.Ended.IsZero() {
+		js.ExitStatus = last.ExitStatus
+	}
+	switch {
+	case !j.Ended.IsZero():
+		js.Ended = &j.Ended
+	case j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled || j.State == state.JobStopped:
+		if !last.Ended.IsZero() {
+			js.Ended = &last.Ended
+		}
+	}
 }
 
 // Verb is a request that acts on jobs named by id or on a whole sweep.
