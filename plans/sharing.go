@@ -4,6 +4,7 @@ package plans
 // sharing (sharing: mps).
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -13,6 +14,28 @@ import (
 // UtilTargetOff is the sharing target that counts no compute: memory and slots alone
 // decide how many jobs share a card, as before gpuq measured compute.
 const UtilTargetOff = -1
+
+// DefaultUtilTarget is the sharing target a card has unless told otherwise (a target of
+// 0, not written): the whole card.
+const DefaultUtilTarget = 1.0
+
+// UtilTargetText writes a sharing target as --util-target takes it: "off", or the
+// share of a card ("1" for 0, the default).
+func UtilTargetText(t float64) string {
+	switch t {
+	case UtilTargetOff:
+		return "off"
+	case 0:
+		t = DefaultUtilTarget
+	}
+	return strconv.FormatFloat(t, 'f', -1, 64)
+}
+
+// SameUtilTarget reports whether two sharing targets share cards alike: 0 is the
+// default.
+func SameUtilTarget(a, b float64) bool {
+	return cmp.Or(a, DefaultUtilTarget) == cmp.Or(b, DefaultUtilTarget)
+}
 
 // ParseUtilTarget reads a sharing target: how much of a card's compute the jobs
 // sharing it may ask for together, by their measured utilizations. A number (1, 0.8,

@@ -43,7 +43,7 @@ func newComputeRig(t *testing.T, doc string, cards int, cfg Config) *computeRig 
 	cfg.Headroom = plans.Headroom{Bytes: gib}
 	cfg.Slots = slices.Repeat([]int{plans.NoSlotLimit}, cards)
 	r.e = NewEngine(r.st, cardsInventory{&r.cards}, r.fr, r.clock, cfg, nil)
-	must(t, r.e.Submit(&state.Submission{Sweep: sw}))
+	must(t, r.e.Submit(inTurn(r.e), &state.Submission{Sweep: sw}))
 	return r
 }
 
@@ -111,7 +111,7 @@ func (r *computeRig) where() string {
 
 func (r *computeRig) why(job string) string {
 	r.t.Helper()
-	reason, detail, err := r.e.Why(job)
+	reason, detail, err := r.e.why(job)
 	must(r.t, err)
 	return string(reason) + ": " + detail
 }
@@ -261,7 +261,7 @@ func TestSlowdownSeenRaisesUtilization(t *testing.T) {
 	if a := r.st.View().Attempt("c.3/1"); math.Abs(a.Crowd-2) > 1e-6 || a.Pace != 1 {
 		t.Errorf("c.3 shared with %v attempts on average at an expected pace of %v, want 2 and 1", a.Crowd, a.Pace)
 	}
-	views := r.e.CardViews()
+	views := r.e.cardViews()
 	if views[0].Util != 0.8 {
 		t.Errorf("GPU 0 counted %v busy, want c.1's 0.8", views[0].Util)
 	}

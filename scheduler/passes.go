@@ -44,7 +44,7 @@ func (e *Engine) place(v packView, smallest int64) pack.Decision {
 	if e.target() > 0 && slices.ContainsFunc(v.cards, func(c pack.CardState) bool { return c.Running == 0 && c.Slots > 0 }) {
 		d.Placements = e.placed(&ps, pack.Place(e.offers(v, &ps, measure), v.cards, v.hosts, smallest))
 		for _, p := range d.Placements {
-			ps.measuring[v.snap.Job(p.Job).Shape] = true
+			ps.measuring[v.view.Job(p.Job).Shape] = true
 		}
 	}
 	m := pack.Place(e.offers(v, &ps, main), v.cards, v.hosts, smallest)
@@ -95,7 +95,7 @@ func (e *Engine) offers(v packView, ps *passes, p pass) offers {
 	probing, offered := map[string]bool{}, map[string]bool{}
 	admit := func(g *state.Group) int {
 		shape := g.Key.Shape
-		if g.Key.Probe && waitsForProbe(v.snap, shape, probing) {
+		if g.Key.Probe && waitsForProbe(v.view, shape, probing) {
 			return 0
 		}
 		switch p {
@@ -178,9 +178,9 @@ func (e *Engine) queue(v packView, probing func(*state.Job)) []pack.Request {
 	for g, m, ok := c.Next(); ok; g, m, ok = c.Next() {
 		shape := g.Key.Shape
 		switch {
-		case g.Key.Probe && waitsForProbe(v.snap, shape, probed):
+		case g.Key.Probe && waitsForProbe(v.view, shape, probed):
 			if probing != nil {
-				probing(v.snap.Job(m.ID))
+				probing(v.view.Job(m.ID))
 			}
 		case e.unmeasured(shape) && !offered[shape]:
 			offered[shape], ps.measuring[shape] = true, true

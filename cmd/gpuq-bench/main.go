@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/sim"
+	"github.com/gpuq/gpuq/scheduler/simulate"
 )
 
 func main() {
@@ -56,12 +56,12 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 	var results []simResult
 	facts := map[string]computeFacts{}
 	for _, f := range files {
-		rs, err := simulate(f, runs, gpuq)
+		rs, err := simulateTrace(f, runs, gpuq)
 		if err != nil {
 			return err
 		}
 		for i := range rs {
-			if rs[i].Policy == sim.GPUQ {
+			if rs[i].Policy == simulate.GPUQ {
 				rs[i].before = before.ratio(f, rs[i].trace)
 			}
 		}
@@ -73,6 +73,15 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 	fmt.Fprintf(w, "Simulations (virtual time; sim wall is the median of %d runs, trace loading included;\n", runs)
 	fmt.Fprintf(w, "before: gpuq's makespan over the bound before it ordered jobs largest first and backfilled)\n\n")
 	printSims(w, results)
+	stops, err := earlyStopping(files, gpuq)
+	if err != nil {
+		return err
+	}
+	if len(stops) > 0 {
+		fmt.Fprintf(w, "\nEarly stopping (virtual time): gpuq's makespan with each trace's early_stop, and with every job\n")
+		fmt.Fprintf(w, "run to its end (--no-early-stop); whether each group's best point, by its curve, finished\n\n")
+		printEarlyStopping(w, stops)
+	}
 
 	var packs []packResult
 	if packerOut != "" {
@@ -94,16 +103,16 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 	}
 	printSharingModel(w)
 	if h := facts["gla-shared"].hand; h > 0 {
-		fmt.Fprintf(w, "  gla-shared under the hand plan %s (gpuq simulate --gpu-plan %s): makespan %s\n", handPlan, handPlan, sim.Hours(h))
+		fmt.Fprintf(w, "  gla-shared under the hand plan %s (gpuq simulate --gpu-plan %s): makespan %s\n", handPlan, handPlan, simulate.Hours(h))
 	}
 	fmt.Fprintln(w, "\nTargets")
-	return printTargets(w, results, packs, facts)
+	return printTargets(w, results, packs, stops, facts)
 }
 
 type simResult struct {
 	trace string
 	sha   string // of the trace file
-	sim.Result
+	simulate.Result
 	cards string
 	unfit int // jobs that fit at no rung
 	// before is gpuq's makespan over the bound before ordering and backfilling (0:
@@ -112,12 +121,12 @@ type simResult struct {
 	rss    int64
 }
 
-// simulate runs one trace under every policy, runs times each: gpuq's by the binary
+// simulateTrace runs one trace under every policy, runs times each: gpuq's by the binary
 // gpuq, if given, as gpuq simulate, to measure what a user waits for and its memory.
 // Virtual-time results are deterministic; runs differing would be a bug, and is
 // reported as one.
-func simulate(file string, runs int, gpuq string) ([]simResult, error) {
-	t, err := sim.Load(file, plans.Overrides{})
+func simulateTrace(file string, runs int, gpuq string) ([]simResult, error) {
+	t, err := simulate.Load(file, plans.Overrides{})
 	if err != nil {
 		return nil, err
 	}
@@ -127,19 +136,19 @@ func simulate(file string, runs int, gpuq string) ([]simResult, error) {
 	}
 	sum := sha256.Sum256(data)
 	var out []simResult
-	for _, p := range sim.Policies {
+	for _, p := range simulate.Policies {
 		var walls []float64
-		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), sha: hex.EncodeToString(sum[:]), cards: t.Sweep.GPUs.String(), unfit: len(sim.Unfit(t))}
+		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), sha: hex.EncodeToString(sum[:]), cards: t.Sweep.GPUs.String(), unfit: len(simulate.Unfit(t))}
 		for i := range runs {
 			began := time.Now()
-			var r sim.Result
+			var r simulate.Result
 			var rss int64
-			if p == sim.GPUQ && gpuq != "" {
+			if p == simulate.GPUQ && gpuq != "" {
 				r, rss, err = simulateBy(gpuq, file)
 			} else {
-				var t *sim.Trace
-				if t, err = sim.Load(file, plans.Overrides{}); err == nil {
-					r, err = sim.Run(t, p)
+				var t *simulate.Trace
+				if t, err = simulate.Load(file, plans.Overrides{}); err == nil {
+					r, err = simulate.Run(t, p)
 				}
 			}
 			if err != nil {
@@ -157,11 +166,11 @@ func simulate(file string, runs int, gpuq string) ([]simResult, error) {
 	return out, nil
 }
 
-// simulateBy runs gpuq simulate FILE --policy gpuq --json, and returns its result and
-// the most memory it held.
-func simulateBy(gpuq, file string) (sim.Result, int64, error) {
-	var r sim.Result
-	cmd := exec.Command(gpuq, "simulate", file, "--policy", string(sim.GPUQ), "--json")
+// simulateBy runs gpuq simulate FILE --policy gpuq --json with args, and returns its
+// result and the most memory it held.
+func simulateBy(gpuq, file string, args ...string) (simulate.Result, int64, error) {
+	var r simulate.Result
+	cmd := exec.Command(gpuq, append([]string{"simulate", file, "--policy", string(simulate.GPUQ), "--json"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -237,7 +246,7 @@ func printSims(w io.Writer, results []simResult) {
 			rss = fmt.Sprintf("%d MB", r.rss>>20)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%d\t%d\t%d\t%d\t%.0f%%\t%.2fs\t%s\t\n", r.trace, r.cards, r.Jobs, r.Policy,
-			sim.Hours(r.Makespan), sim.Hours(r.LowerBound), r.Ratio(), before, r.Completed, r.Failed, r.OOMEvents, r.Attempts,
+			simulate.Hours(r.Makespan), simulate.Hours(r.LowerBound), r.Ratio(), before, r.Completed, r.Failed, r.OOMEvents, r.Attempts,
 			100*r.MemUtilization, r.SimWall, rss)
 	}
 	tw.Flush()
@@ -303,7 +312,7 @@ func printPacker(w io.Writer, packs []packResult) {
 }
 
 // printTargets checks the issues' targets against what was measured.
-func printTargets(w io.Writer, results []simResult, packs []packResult, facts map[string]computeFacts) error {
+func printTargets(w io.Writer, results []simResult, packs []packResult, stops []esResult, facts map[string]computeFacts) error {
 	check := func(ok bool, format string, args ...any) {
 		mark := "MET    "
 		if !ok {
@@ -312,7 +321,7 @@ func printTargets(w io.Writer, results []simResult, packs []packResult, facts ma
 		fmt.Fprintf(w, "  %s %s\n", mark, fmt.Sprintf(format, args...))
 	}
 	for _, r := range results {
-		if r.Policy != sim.GPUQ {
+		if r.Policy != simulate.GPUQ {
 			continue
 		}
 		// Every job that fits at some rung completes: the others are the only failures.
@@ -339,6 +348,7 @@ func printTargets(w io.Writer, results []simResult, packs []packResult, facts ma
 			check(p.p99us < 1000, "%s: p99 decision %s (target 1 ms)", p.name, micros(p.p99us))
 		}
 	}
+	checkEarlyStopping(check, stops)
 	return printComputeTargets(w, results, facts, check)
 }
 

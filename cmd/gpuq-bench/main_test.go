@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuq/gpuq/scheduler/sim"
+	"github.com/gpuq/gpuq/scheduler/simulate"
 )
 
 func TestReadPackerTakesMedians(t *testing.T) {
@@ -76,13 +76,13 @@ func TestBaseline(t *testing.T) {
 
 // TestComputeTargets: each compute target is judged from the runs it names.
 func TestComputeTargets(t *testing.T) {
-	run := func(trace string, p sim.Policy, makespan float64) simResult {
-		return simResult{trace: trace, sha: "0123456789abcdef", Result: sim.Result{Policy: p, Makespan: makespan}}
+	run := func(trace string, p simulate.Policy, makespan float64) simResult {
+		return simResult{trace: trace, sha: "0123456789abcdef", Result: simulate.Result{Policy: p, Makespan: makespan}}
 	}
 	results := []simResult{
-		run("light", sim.GPUQ, 105), run("light", sim.Oracle, 100), run("light", sim.OnePerGPU, 300),
-		run("compute-bound", sim.GPUQ, 103), run("compute-bound", sim.Oracle, 100), run("compute-bound", sim.OnePerGPU, 100),
-		run("gla-shared", sim.GPUQ, 100), run("gla-shared", sim.Oracle, 95), run("gla-shared", sim.OnePerGPU, 140),
+		run("light", simulate.GPUQ, 105), run("light", simulate.Oracle, 100), run("light", simulate.OnePerGPU, 300),
+		run("compute-bound", simulate.GPUQ, 103), run("compute-bound", simulate.Oracle, 100), run("compute-bound", simulate.OnePerGPU, 100),
+		run("gla-shared", simulate.GPUQ, 100), run("gla-shared", simulate.Oracle, 95), run("gla-shared", simulate.OnePerGPU, 140),
 	}
 	facts := map[string]computeFacts{"light": {compute: true}, "compute-bound": {compute: true}, "gla-shared": {compute: true, hand: 90}}
 	var b strings.Builder

@@ -1,12 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 // daemonGPUs prints the running daemon's cards, with its plan and headroom, and
@@ -24,7 +25,7 @@ func daemonGPUs(opts *gpusOptions) (bool, error) {
 		return false, nil
 	}
 	c, err := st.dial()
-	var none daemon.NoDaemonError
+	var none api.NoDaemonError
 	if errors.As(err, &none) {
 		return false, nil // the cards gpuq would use itself
 	}
@@ -48,6 +49,6 @@ func daemonGPUs(opts *gpusOptions) (bool, error) {
 	if st.remote() {
 		where = "at " + st.v.GetString(keyServer)
 	}
-	fmt.Fprintf(opts.io.Err, "gpuq: the cards of the daemon %s, headroom %s (--gpus shows others)\n", where, m.Headroom)
+	fmt.Fprintf(opts.io.Err, "gpuq: the cards of the daemon %s, headroom %s, util_target %s (--gpus shows others)\n", where, m.Headroom, cmp.Or(m.UtilTarget, "1"))
 	return true, writeGPUs(opts.io, m.Cards, slots, m.Simulated, opts.json)
 }

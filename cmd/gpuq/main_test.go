@@ -104,18 +104,25 @@ func TestPrecedence(t *testing.T) {
 	if got := slots(t); !slices.Equal(got, []int{2, 1, 1}) {
 		t.Errorf("file: %v", got)
 	}
+	// The config file and GPUQ_GPU_PLAN are the machine's plan, which bounds the
+	// sweep's and does not replace it; a flag given with the sweep replaces its file's.
 	t.Run("config", func(t *testing.T) {
 		cfg := filepath.Join(t.TempDir(), "config.yaml")
 		os.WriteFile(cfg, []byte("gpu_plan: \"3\"\n"), 0o644)
-		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{3, 3, 3}) {
-			t.Errorf("config over file: %v", got)
+		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{2, 1, 1}) {
+			t.Errorf("the machine's 3 under the file's: %v", got)
+		}
+		one := filepath.Join(t.TempDir(), "config.yaml")
+		os.WriteFile(one, []byte("gpu_plan: \"1\"\n"), 0o644)
+		if got := slots(t, "--config", one); !slices.Equal(got, []int{1, 1, 1}) {
+			t.Errorf("the machine's 1 over the file's: %v", got)
 		}
 		t.Setenv("GPUQ_GPU_PLAN", "4")
-		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{4, 4, 4}) {
-			t.Errorf("env over config: %v", got)
+		if got := slots(t, "--config", one); !slices.Equal(got, []int{2, 1, 1}) {
+			t.Errorf("env over config, under the file's: %v", got)
 		}
 		if got := slots(t, "--config", cfg, "--gpu-plan", "1,1,2"); !slices.Equal(got, []int{1, 1, 2}) {
-			t.Errorf("flag over env: %v", got)
+			t.Errorf("flag over file: %v", got)
 		}
 	})
 }
@@ -136,7 +143,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"plan", typo}, "command[1] (every job): trian.sh does not exist in the workdir"},
 		{[]string{"submit", typo}, "command[1] (every job): trian.sh does not exist in the workdir"},
 		{[]string{"plan", huge, "--gpus", "sim:2x24GiB"}, "job huge.1): the estimate 30.00 GiB is larger than every card: the largest is GPU 0"},
-		{[]string{"plan", huge, "--gpus", "0,9"}, "gpus lists card 9"},
+		{[]string{"plan", huge, "--gpus", "0,9"}, "--gpus lists card 9"},
 		{[]string{"plan", filepath.Join(dir, "missing.yaml")}, "cannot read the sweep file"},
 		{[]string{"plan", "../../examples/sweeps/gla.yaml", "--gpu-plan", "2,x,1"}, `--gpu-plan: entry 2 is "x"`},
 		{[]string{"plan", "../../examples/sweeps/gla.yaml", "--gpus", "sim:7x24GiB", "--gpu-plan", "2,2"}, "--gpu-plan: the plan has 2 entries but there are 7 cards"},
@@ -223,12 +230,16 @@ func TestOutputsFitATerminal(t *testing.T) {
 	}
 }
 
-// TestUtilTargetSetting: the sharing target comes from --util-target (or GPUQ_UTIL_TARGET,
-// the config file, the sweep's util_target), and a value gpuq cannot use names where it
-// was written.
+// TestUtilTargetSetting: the sharing target is the machine's, as a card's headroom is:
+// --util-target, then GPUQ_UTIL_TARGET, then the config file, then the sweep file's
+// util_target, then the whole card. A machine's that replaces the sweep file's is a
+// warning; a value gpuq cannot use names where it was written.
 func TestUtilTargetSetting(t *testing.T) {
-	sweep := "../../examples/sweeps/quickstart.yaml"
-	target := func(args ...string) *float64 {
+	quickstart := "../../examples/sweeps/quickstart.yaml" // no util_target
+	own := writeSweep(t, "name: own\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\ngpus: sim:1x24GiB\nutil_target: 0.6\n")
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("util_target: 1.2\n"), 0o644)
+	target := func(t *testing.T, sweep string, args ...string) (*float64, string) {
 		t.Helper()
 		out, errOut, code := gpuq(t, append([]string{"plan", sweep, "--json"}, args...)...)
 		if code != exitOK {
@@ -238,22 +249,37 @@ func TestUtilTargetSetting(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatal(err)
 		}
-		return got.UtilTarget
+		return got.UtilTarget, errOut
 	}
-	if got := target(); got == nil || *got != 1 {
-		t.Errorf("default: %v, want 1", got)
+	for _, tt := range []struct {
+		name, sweep string
+		args        []string
+		env         string
+		want        float64 // 0: none
+		warn        string
+	}{
+		{"default", quickstart, nil, "", 1, ""},
+		{"flag", quickstart, []string{"--util-target", "150%"}, "", 1.5, ""},
+		{"flag off", quickstart, []string{"--util-target", "off"}, "", 0, ""},
+		{"env", quickstart, nil, "0.8", 0.8, ""},
+		{"config", quickstart, []string{"--config", cfg}, "", 1.2, ""},
+		{"sweep file", own, nil, "", 0.6, ""},
+		{"config over the file", own, []string{"--config", cfg}, "", 1.2, "util_target 0.6 is replaced by the machine's 1.2 (" + cfg + ": util_target): a card keeps one sharing target"},
+		{"env over config", own, []string{"--config", cfg}, "0.8", 0.8, "util_target 0.6 is replaced by the machine's 0.8 (GPUQ_UTIL_TARGET)"},
+		{"flag over all", own, []string{"--config", cfg, "--util-target", "0.7"}, "0.8", 0.7, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("GPUQ_UTIL_TARGET", tt.env)
+			got, errOut := target(t, tt.sweep, tt.args...)
+			if tt.want == 0 && got != nil || tt.want != 0 && (got == nil || *got != tt.want) {
+				t.Errorf("util_target %v, want %v", got, tt.want)
+			}
+			if warned := strings.Contains(errOut, "a card keeps one sharing target"); warned != (tt.warn != "") || !strings.Contains(errOut, tt.warn) {
+				t.Errorf("warnings %q, want %q", errOut, tt.warn)
+			}
+		})
 	}
-	if got := target("--util-target", "150%"); got == nil || *got != 1.5 {
-		t.Errorf("--util-target 150%%: %v, want 1.5", got)
-	}
-	if got := target("--util-target", "off"); got != nil {
-		t.Errorf("--util-target off: %v, want none", *got)
-	}
-	t.Setenv("GPUQ_UTIL_TARGET", "0.8")
-	if got := target(); got == nil || *got != 0.8 {
-		t.Errorf("GPUQ_UTIL_TARGET=0.8: %v", got)
-	}
-	_, errOut, code := gpuq(t, "plan", sweep, "--util-target", "lots")
+	_, errOut, code := gpuq(t, "plan", quickstart, "--util-target", "lots")
 	if code != exitBadInput || !strings.Contains(errOut, `--util-target: "lots" is not a sharing target`) {
 		t.Errorf("exit %d: %s", code, errOut)
 	}

@@ -4,7 +4,11 @@ package pack
 // physics and the packer's predictions both use), and the rule that decides when a job
 // may join others on a card.
 
-import "math"
+import (
+	"math"
+
+	"github.com/gpuq/gpuq/plans"
+)
 
 // Speed is the share of its solo speed each of k jobs progresses at on a card where
 // their utilizations add up to util, with cost lost to each neighbour:
@@ -34,7 +38,7 @@ func Speed(util float64, k int, cost float64) float64 {
 // DefaultTarget is the sharing target a machine has unless told otherwise: jobs share a
 // card while their utilizations add up to at most the whole card, where each still runs
 // at its solo speed but for the cost of switching (see Speed).
-const DefaultTarget = 1.0
+const DefaultTarget = plans.DefaultUtilTarget
 
 // slack absorbs the rounding of summed utilizations: 0.3 + 0.3 + 0.4 is a whole card.
 const slack = 1e-9
