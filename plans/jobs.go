@@ -42,11 +42,14 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 	}
 
 	jobs := make([]Job, 0, len(points))
+	pointKeys := map[string][]string{} // the jobs' shared lists of point keys, by the keys
+	var keys []string
 	for i, p := range points {
 		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Params: s.Params.Clone(),
 			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
-			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, origin: p.origin}
+			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, After: defaults.After, origin: p.origin}
 		var names []string
+		keys = keys[:0]
 		for _, k := range p.vals.Keys {
 			v := p.vals.Vals[k]
 			if slices.Contains(jobKeys, k) {
@@ -67,11 +70,23 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 				j.Priority = c.intValue(j.field(k), j.ID, v, -1<<31, 0)
 			case "timeout":
 				j.Timeout = c.timeout(j.field(k), j.ID, v)
+			case "after": // adds to the sweep's
+				for _, name := range c.afterNames(j.field(k), j.ID, v) {
+					if !slices.Contains(j.After, name) {
+						j.After = append(slices.Clip(j.After), name)
+					}
+				}
 			default:
 				j.Params.Set(k, v)
+				keys = append(keys, k)
 				names = append(names, shown(k)+"="+shown(FormatValue(v)))
 			}
 		}
+		together := strings.Join(keys, "\x00")
+		if pointKeys[together] == nil {
+			pointKeys[together] = slices.Clone(keys)
+		}
+		j.pointKeys = pointKeys[together]
 		j.Name = strings.Join(names, ",")
 		if j.Name == "" {
 			j.Name = s.Name

@@ -92,8 +92,9 @@ type HostMeter interface {
 
 // Started is what a Runner tells of an attempt it started.
 type Started struct {
-	Leader int    // the trainer's pid
-	Log    string // the attempt's log file
+	Leader  int      // the trainer's pid
+	Log     string   // the attempt's log file
+	Command []string // the argv it runs; nil where not known yet
 }
 
 // Exit is how an attempt ended, as its Runner reports it.
@@ -112,6 +113,10 @@ type Exit struct {
 	// when it is applied. Ends that arrive while a round starts attempts are applied
 	// after it, and a short job's learned duration is not that wait.
 	At time.Time `json:",omitzero"`
+	// Process is how its trainer's process ended, where one ran; Command the argv it
+	// ran (nil where not known).
+	Process *plans.ProcessExit `json:",omitempty"`
+	Command []string           `json:",omitempty"`
 }
 
 // Event is something that happened, for the user interface.
@@ -150,6 +155,11 @@ type Config struct {
 	// Rounds, if set, hears how long each round of Run's or Serve's loop took, in
 	// wall-clock time, for metrics.
 	Rounds func(took time.Duration)
+	// UtilTarget is how much of a card's compute the jobs sharing it may ask for
+	// together, by their shapes' measured utilizations (see pack.Speed): 0 takes
+	// pack.DefaultTarget, the whole card; below 0, none is counted, and memory and
+	// slots alone decide how many share a card.
+	UtilTarget float64
 }
 
 // Engine runs jobs to the end: it packs, starts attempts, and reacts to how they end.
@@ -209,6 +219,19 @@ type Engine struct {
 	// attempts that could not be recorded meanwhile (see pause.go).
 	paused  *state.CannotWrite
 	pending []Exit
+	// after are the jobs that wait for what they run after (see after.go).
+	after awaiting
+	// metricsSavedAt is when the running attempts' metrics were last written (see
+	// save); boards are the standings of the sweeps with early_stop, by sweep (see
+	// boardOf).
+	metricsSavedAt time.Time
+	boards         map[string]*board
+	// crowds follows who shares each card (see crowd.go); plannedSweeps is whether
+	// each sweep writes a gpu_plan (see planned), busiest the most any shape of each
+	// keeps busy of a card, as measured since the engine started (see utilOf).
+	crowds        crowds
+	plannedSweeps map[string]bool
+	busiest       map[string]float64
 }
 
 // proc is a process on a machine: pids are a machine's own.
@@ -239,7 +262,8 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
 		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{},
-		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), reads: make(chan func()), stopped: make(chan struct{})}
+		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), reads: make(chan func()), stopped: make(chan struct{}),
+		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}}
 	e.events = func(ev Event) {
 		if e.store.InBatch() {
 			e.later = append(e.later, ev)

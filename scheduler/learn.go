@@ -20,7 +20,7 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
 		e.hostNow = m.HostMemory()
 	}
-	var teaching []*state.Attempt
+	var teaching, teachUtil []*state.Attempt
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
 	view := e.store.Latest()
@@ -29,13 +29,20 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
 		memory, moved := a.Memory.Add(now.Sub(a.Started), peak)
-		if grew || moved || unknown && !a.PeakUnknown {
+		sampled, teach := e.measureUtil(a, now)
+		if grew || moved || unknown && !a.PeakUnknown || sampled != nil {
 			c := *a
+			if sampled != nil {
+				c = *sampled
+			}
 			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
 			c.Memory = memory
-			e.unsaved.put(&unsaved{stored: view.Attempt(a.ID), now: &c})
+			e.unsaved.put(&unsaved{stored: view.Attempt(a.ID), now: &c, memory: true})
 			a = &c
 			running[i] = a
+		}
+		if teach {
+			teachUtil = append(teachUtil, a)
 		}
 		// What an attempt teaches changes only when it comes of age or its peak grows.
 		if of := a.Started.Add(e.cfg.LearnAfter); !now.Before(of) && (grew || last.Before(of)) {
@@ -48,13 +55,19 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 		ids, _ := e.learn(a.Shape, a, nil)
 		rewritten = append(rewritten, ids...)
 	}
+	for _, a := range teachUtil {
+		e.teachUtil(a, a.Util)
+	}
 	e.save(running, now)
 	return rewritten
 }
 
 // unsaved is a running attempt as measured (now) and the stored version it stands for
-// (stored).
-type unsaved struct{ stored, now *state.Attempt }
+// (stored); memory says its memory was measured anew, not only its metrics read.
+type unsaved struct {
+	stored, now *state.Attempt
+	memory      bool
+}
 
 // measures is what was measured of running attempts and not yet written (see
 // Config.SaveMeasures): by attempt, and by the stored version each stands for, which
@@ -84,26 +97,32 @@ func (m measures) forget(id string) {
 	}
 }
 
-func (m measures) clear() {
-	clear(m.byID)
-	clear(m.byStored)
-}
-
-// save writes every running attempt's measures not yet written, once SaveMeasures has
-// passed since it last did.
+// save writes the running attempts' measures not yet written: their memory once
+// SaveMeasures has passed since it last did, their metrics alone once saveMetricsEvery
+// has too (and with their memory, whenever that is written).
 func (e *Engine) save(running []*state.Attempt, now time.Time) {
-	if len(e.unsaved.byID) == 0 || now.Sub(e.savedAt) < e.cfg.SaveMeasures {
+	if len(e.unsaved.byID) == 0 {
+		return
+	}
+	memory := now.Sub(e.savedAt) >= e.cfg.SaveMeasures
+	metrics := now.Sub(e.metricsSavedAt) >= max(e.cfg.SaveMeasures, saveMetricsEvery)
+	if !memory && !metrics {
 		return
 	}
 	view := e.store.Latest()
 	var measured []*state.Attempt
 	for _, a := range running {
-		if _, ok := e.unsaved.byID[a.ID]; ok {
+		if u, ok := e.unsaved.byID[a.ID]; ok && (metrics || memory && u.memory) {
 			measured = append(measured, e.measured(view.Attempt(a.ID)))
+			e.unsaved.forget(a.ID)
 		}
 	}
-	e.unsaved.clear()
-	e.savedAt = now
+	if memory {
+		e.savedAt = now
+	}
+	if metrics {
+		e.metricsSavedAt = now
+	}
 	if len(measured) > 0 {
 		e.put(state.Change{Attempts: measured})
 	}
@@ -124,8 +143,9 @@ func (e *Engine) measured(a *state.Attempt) *state.Attempt {
 	// over to it.
 	c := *a
 	c.Peak, c.HostPeak, c.PeakUnknown = max(a.Peak, u.now.Peak), max(a.HostPeak, u.now.HostPeak), a.PeakUnknown || u.now.PeakUnknown
-	c.Memory = u.now.Memory
-	e.unsaved.put(&unsaved{stored: a, now: &c})
+	c.Memory, c.Metrics = u.now.Memory, u.now.Metrics
+	c.Util, c.UtilSamples = u.now.Util, u.now.UtilSamples
+	e.unsaved.put(&unsaved{stored: a, now: &c, memory: u.memory})
 	return &c
 }
 
@@ -207,6 +227,14 @@ func (e *Engine) learn(shape string, a *state.Attempt, with *state.Change) (rewr
 		if a.Outcome == plans.Success {
 			l.Runs = min(l.Runs+1, 10)
 			l.Duration += (a.Ended.Sub(a.Started) - l.Duration) / time.Duration(l.Runs)
+			// Whether it shared its cards, and how fast it ran then (see crowd.go).
+			switch took := a.Ended.Sub(a.Started); {
+			case a.Crowd == 0: // not followed from its start
+			case a.Crowd < 1+1e-6:
+				l.LearnAlone(took)
+			default:
+				l.LearnShared(took, a.Pace)
+			}
 		}
 	}, with)
 }
@@ -242,6 +270,10 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with *state
 	}
 	if estimates {
 		rewritten = e.reserve(name)
+	}
+	wasUtil, wasKnown := before.PackUtil()
+	if util, known := l.PackUtil(); util != wasUtil || known != wasKnown {
+		e.crowdRefreshAll() // what its running jobs count at changed
 	}
 	return rewritten, nil
 }

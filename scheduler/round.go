@@ -58,10 +58,17 @@ func (e *Engine) schedule() error {
 	if e.expire(running) {
 		running = e.roundRunningNow(e.store.Latest())
 	}
+	e.crowdTrack(running, e.clock.Now())
+	if e.readMetrics(running) {
+		running = e.roundRunningNow(e.store.Latest())
+	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others, which it names.
 	rewritten := e.learnPeaks(running)
 	e.failTooLarge()
+	if writes {
+		e.settleAfter()
+	}
 	view := e.store.Latest()
 	smallest, _, ok := e.store.Queue().Extremes()
 	if !ok || !writes {
@@ -77,7 +84,7 @@ func (e *Engine) schedule() error {
 		return err
 	}
 	e.store.Queue().RanFor(running, e.clock.Now())
-	d := pack.Place(e.offers(v), v.cards, v.hosts, smallest)
+	d := e.place(v, smallest)
 	e.headed(view, d)
 	e.startAll(view, d.Placements, running)
 	return nil
@@ -185,59 +192,6 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 	return packView{view: view, cards: cards, hosts: hosts, request: e.requester(e.quotas(view, cards, running))}, nil
 }
 
-// offers is the store's queue as a round offers it to the packer (see pack.Queue).
-type offers struct {
-	c       *state.Cursor
-	request func(*state.Group, state.Member) pack.Request
-}
-
-func (o offers) Next(room int64) (pack.Request, bool) {
-	g, m, ok := o.c.NextUpTo(room)
-	if !ok {
-		return pack.Request{}, false
-	}
-	return o.request(g, m), true
-}
-
-func (o offers) Pass() { o.c.Pass() }
-
-// offers is the queue for a round, as Place reads it. Of a group of memory: probe jobs
-// whose shape is not measured yet, the first is offered while no job measures the
-// shape, and none while one does: the first of each shape runs alone, and the others
-// wait for its peak.
-func (e *Engine) offers(v packView) offers {
-	probing := map[string]bool{}
-	admit := func(g *state.Group) int {
-		switch {
-		case !g.Key.Probe:
-			return math.MaxInt
-		case waitsForProbe(v.view, g.Key.Shape, probing):
-			return 0
-		}
-		return 1
-	}
-	return offers{c: e.store.Queue().Cursor(admit), request: v.request}
-}
-
-// queue is the queue as Pack reads it: every job in order, less those that wait for
-// their shape's probe; probing, if not nil, is told of each of those.
-func (e *Engine) queue(v packView, probing func(*state.Job)) []pack.Request {
-	// Made whole at once: grown by appends, it was twice the memory for 100,000 jobs.
-	out := make([]pack.Request, 0, e.store.Queue().Len())
-	probed := map[string]bool{}
-	c := e.store.Queue().Cursor(nil)
-	for g, m, ok := c.Next(); ok; g, m, ok = c.Next() {
-		if g.Key.Probe && waitsForProbe(v.view, g.Key.Shape, probed) {
-			if probing != nil {
-				probing(v.view.Job(m.ID))
-			}
-			continue
-		}
-		out = append(out, v.request(g, m))
-	}
-	return out
-}
-
 // requester turns the queue's jobs into the packer's requests: each with its sweep's
 // quota, how long it is expected to run, and how long it has headed the queue.
 func (e *Engine) requester(quota func(sweep string) *pack.Quota) func(*state.Group, state.Member) pack.Request {
@@ -245,6 +199,8 @@ func (e *Engine) requester(quota func(sweep string) *pack.Quota) func(*state.Gro
 	return func(g *state.Group, m state.Member) pack.Request {
 		r := pack.Request{Job: m.ID, Memory: g.Key.Estimate, GPUsPerJob: g.Key.GPUs, Host: g.Key.Host,
 			Exclusive: g.Key.Exclusive || g.Key.Probe, Quota: quota(g.Sweep), Duration: cmp.Or(g.Took(), g.Key.Timeout)}
+		util, known := e.utilOf(g.Key.Shape)
+		r.Util, r.UtilUnknown = util, !known
 		if m.Seq == e.head.seq {
 			r.Waited = now.Sub(e.head.since)
 		}
@@ -291,6 +247,10 @@ func (e *Engine) addEnds(states []pack.CardState, attempts []*state.Attempt, buf
 	now := e.clock.Now()
 	for _, a := range attempts {
 		end := pack.Release{In: e.left(a, now), Memory: a.Holds(), Exclusive: a.Alone}
+		if a.Running() {
+			util, known := e.attemptUtil(a)
+			end.Util, end.Blind = util, !known
+		}
 		for _, g := range a.GPUs {
 			if i, ok := e.cardAt(a.Worker, g); ok {
 				states[i].Ends = insertEnd(states[i].Ends, end)
@@ -364,10 +324,16 @@ func (e *Engine) quotas(view state.View, cards []pack.CardState, running []*stat
 			return q
 		}
 		var q *pack.Quota
-		if sub := view.Submission(sweep); sub != nil && sub.Limit != nil {
+		if sub := view.Submission(sweep); sub != nil && (sub.Limit != nil || sub.MaxRunning() > 0) {
 			q = &pack.Quota{Slots: make([]int, len(cards))}
 			for i, c := range cards {
-				q.Slots[i] = sub.Limit.On(c.Index)
+				q.Slots[i] = plans.NoSlotLimit
+				if sub.Limit != nil {
+					q.Slots[i] = sub.Limit.On(c.Index)
+				}
+			}
+			if n := sub.MaxRunning(); n > 0 {
+				q.Max, q.Left = n, maxRunningLeft(view, running, sweep, n)
 			}
 			if sub.OnePerCard() {
 				q.OnePerCard = true
@@ -385,6 +351,18 @@ func (e *Engine) quotas(view state.View, cards []pack.CardState, running []*stat
 		made[sweep] = q
 		return q
 	}
+}
+
+// maxRunningLeft is how many more of a sweep's jobs may start under its max_running
+// of n: n less its attempts running.
+func maxRunningLeft(view state.View, running []*state.Attempt, sweep string, n int) *int {
+	left := n
+	for _, a := range running {
+		if j := view.Job(a.Job); j != nil && j.Sweep == sweep {
+			left--
+		}
+	}
+	return &left
 }
 
 // waitsForProbe says whether a queued job of memory: probe, of a shape not measured
@@ -446,7 +424,21 @@ func (e *Engine) failTooLarge() {
 	for _, id := range e.store.Queue().Larger(room) {
 		j := view.Job(id)
 		c := *j
-		if l := view.Shape(j.Shape); l != nil && l.Floor > room {
+		l := view.Shape(j.Shape)
+		if l != nil && l.Base > room && plans.BatchOnly(j.Ladder, view.Sweep(j.Sweep).OOM.Keys) {
+			if cluster {
+				continue
+			}
+			c.State = state.JobFailed
+			c.Reason = fmt.Sprintf("a job of its shape ran out of memory loading its model, before any batch: it needs at least %s there, more than any card has room for (%s after headroom); %s",
+				plans.FormatSize(l.Base), plans.FormatSize(room), unloadableAdvice)
+			if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
+				return
+			}
+			e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
+			continue
+		}
+		if l != nil && l.Floor > room {
 			if msg, ok := e.stepDown(&c, view.Sweep(j.Sweep), j.Declared, false); ok {
 				if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 					return
@@ -547,9 +539,11 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		// It started when its trainer did, not when the round did: a round that starts
 		// many takes a while, and a short job's learned duration is not that queue.
 		a := *l.Attempt
-		a.Leader, a.Log, a.Started = st.Leader, st.Log, e.clock.Now()
+		a.Leader, a.Log, a.Command, a.Started = st.Leader, st.Log, st.Command, e.clock.Now()
 		ran.Attempts = append(ran.Attempts, &a)
-		started = append(started, Launch{Attempt: &a, Job: l.Job})
+		l.Attempt = &a
+		started = append(started, l)
+		e.crowdJoin(&a, a.Started, true)
 		if journaled { // its jobs are in the store as they run
 			e.answer()
 		}

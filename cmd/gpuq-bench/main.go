@@ -67,6 +67,7 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string, sc scal
 		return err
 	}
 	var results []simResult
+	facts := map[string]computeFacts{}
 	for _, f := range files {
 		rs, err := simulateTrace(f, runs, gpuq)
 		if err != nil {
@@ -78,10 +79,22 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string, sc scal
 			}
 		}
 		results = append(results, rs...)
+		if facts[rs[0].trace], err = computeOf(f, rs[0].trace); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(w, "Simulations (virtual time; sim wall is the median of %d runs, trace loading included;\n", runs)
 	fmt.Fprintf(w, "before: gpuq's makespan over the bound before it ordered jobs largest first and backfilled)\n\n")
 	printSims(w, results)
+	stops, err := earlyStopping(files, gpuq)
+	if err != nil {
+		return err
+	}
+	if len(stops) > 0 {
+		fmt.Fprintf(w, "\nEarly stopping (virtual time): gpuq's makespan with each trace's early_stop, and with every job\n")
+		fmt.Fprintf(w, "run to its end (--no-early-stop); whether each group's best point, by its curve, finished\n\n")
+		printEarlyStopping(w, stops)
+	}
 
 	var packs []packResult
 	if packerOut != "" {
@@ -104,13 +117,17 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string, sc scal
 			return err
 		}
 	}
+	printSharingModel(w)
+	if h := facts["gla-shared"].hand; h > 0 {
+		fmt.Fprintf(w, "  gla-shared under the hand plan %s (gpuq simulate --gpu-plan %s): makespan %s\n", handPlan, handPlan, simulate.Hours(h))
+	}
 	fmt.Fprintln(w, "\nTargets")
-	printTargets(w, results, packs)
-	return nil
+	return printTargets(w, results, packs, stops, facts)
 }
 
 type simResult struct {
 	trace string
+	sha   string // of the trace file
 	simulate.Result
 	cards string
 	unfit int // jobs that fit at no rung
@@ -129,10 +146,15 @@ func simulateTrace(file string, runs int, gpuq string) ([]simResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
 	var out []simResult
 	for _, p := range simulate.Policies {
 		var walls []float64
-		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), cards: t.Sweep.GPUs.String(), unfit: len(simulate.Unfit(t))}
+		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), sha: hex.EncodeToString(sum[:]), cards: t.Sweep.GPUs.String(), unfit: len(simulate.Unfit(t))}
 		for i := range runs {
 			began := time.Now()
 			var r simulate.Result
@@ -160,11 +182,11 @@ func simulateTrace(file string, runs int, gpuq string) ([]simResult, error) {
 	return out, nil
 }
 
-// simulateBy runs gpuq simulate FILE --policy gpuq --json, and returns its result and
-// the most memory it held.
-func simulateBy(gpuq, file string) (simulate.Result, int64, error) {
+// simulateBy runs gpuq simulate FILE --policy gpuq --json with args, and returns its
+// result and the most memory it held.
+func simulateBy(gpuq, file string, args ...string) (simulate.Result, int64, error) {
 	var r simulate.Result
-	cmd := exec.Command(gpuq, "simulate", file, "--policy", string(simulate.GPUQ), "--json")
+	cmd := exec.Command(gpuq, append([]string{"simulate", file, "--policy", string(simulate.GPUQ), "--json"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -305,8 +327,8 @@ func printPacker(w io.Writer, packs []packResult) {
 	tw.Flush()
 }
 
-// printTargets checks the targets against what was measured.
-func printTargets(w io.Writer, results []simResult, packs []packResult) {
+// printTargets checks the issues' targets against what was measured.
+func printTargets(w io.Writer, results []simResult, packs []packResult, stops []esResult, facts map[string]computeFacts) error {
 	check := func(ok bool, format string, args ...any) {
 		mark := "MET    "
 		if !ok {
@@ -342,6 +364,8 @@ func printTargets(w io.Writer, results []simResult, packs []packResult) {
 			check(p.p99us < 1000, "%s: p99 decision %s (target 1 ms)", p.name, micros(p.p99us))
 		}
 	}
+	checkEarlyStopping(check, stops)
+	return printComputeTargets(w, results, facts, check)
 }
 
 func median(xs []float64) float64 {

@@ -137,7 +137,7 @@ func lastMoment(sum api.SweepSummary) time.Time {
 
 // reportData is a summary as the report draws it.
 func reportData(sum api.SweepSummary, source string, now time.Time) report.Data {
-	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now}
+	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now, Found: foundOf(sum)}
 	for _, c := range sum.GPUs {
 		d.Cards = append(d.Cards, plans.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes})
 	}
@@ -148,7 +148,10 @@ func reportData(sum api.SweepSummary, source string, now time.Time) report.Data 
 		}
 		for _, a := range j.Attempts {
 			ra := report.Attempt{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Estimate: a.EstimateBytes, Peak: peakOf(a),
-				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended}
+				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended, Error: a.Error, Util: a.Util}
+			if e := exitText(a.ExitStatus); e != "-" {
+				ra.Exit = e
+			}
 			if c := changedText(j.Params, a.Params); c != "-" {
 				ra.Changed = c
 			}

@@ -46,7 +46,7 @@ func sizeOrDash(b int64) string {
 // its effective batch was kept) can be read at a glance.
 func printSummary(w io.Writer, sum api.SweepSummary) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "\nJOB\tSTATE\tATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME")
+	fmt.Fprintln(tw, "\nJOB\tSTATE\tATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tEXIT")
 	for _, j := range sum.Jobs {
 		for i, a := range j.Attempts {
 			id, state := j.ID, j.State
@@ -57,19 +57,26 @@ func printSummary(w io.Writer, sum api.SweepSummary) {
 			if a.EffectiveBatch != nil {
 				eb = fmt.Sprint(*a.EffectiveBatch)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%s\t%s\t%s\t%s\t%s\n", id, state, a.N, a.GPUs, a.Tier,
-				changedText(j.Params, a.Params), eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), a.Outcome)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", id, state, a.N, a.GPUs, a.Tier,
+				changedText(j.Params, a.Params), eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), a.Outcome, exitText(a.ExitStatus))
 		}
 		if len(j.Attempts) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t%s\n", j.ID, j.State, j.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", j.ID, j.State) // a failed one's reason follows
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%s: %d succeeded, %d failed, %d cancelled\n", sum.Sweep,
+	fmt.Fprintf(w, "\n%s: %d succeeded, %d failed, %d cancelled", sum.Sweep,
 		sum.Counts[string(state.JobSucceeded)], sum.Counts[string(state.JobFailed)], sum.Counts[string(state.JobCancelled)])
+	if n := sum.Counts[string(state.JobStopped)]; n > 0 {
+		fmt.Fprintf(w, ", %d stopped early (their points were losing)", n)
+	}
+	fmt.Fprintln(w)
 	for _, j := range sum.Jobs {
 		if j.Reason != "" && j.State == string(state.JobFailed) {
 			fmt.Fprintf(w, "  %s failed: %s\n", j.ID, j.Reason)
+			if j.Error != "" && !strings.Contains(j.Reason, j.Error) {
+				fmt.Fprintf(w, "    its last attempt %s: %s\n", endedText(j.ExitStatus), j.Error)
+			}
 		}
 	}
 }

@@ -28,12 +28,12 @@ func newWaitCmd(io ioStreams, st *settings) *cobra.Command {
 		Use:   "wait [ID...|--sweep SWEEP]",
 		Short: "Wait until jobs have ended; exit 0 if every one succeeded",
 		Long: `Block until the named jobs, a sweep's jobs, or (with neither) every job the daemon
-has now, have ended: succeeded, failed or been cancelled. For scripts:
+has now, have ended: succeeded, failed, been cancelled or stopped early. For scripts:
 
   gpuq submit sweep.yaml && gpuq wait --sweep gla-e1 && python3 collect.py
 
-Exit status: 0 every job succeeded, 1 some failed or were cancelled (they are named),
-2 an unknown job or sweep.`,
+Exit status: 0 every job succeeded (or was stopped early, its point losing), 1 some
+failed or were cancelled (they are named), 2 an unknown job or sweep.`,
 		Example: `  gpuq wait --sweep gla-e1
   gpuq wait gla-e1.3 gla-e1.4`,
 		ValidArgsFunction: completeJobs(st),
@@ -100,7 +100,7 @@ func once(ids []string) []string {
 
 func ended(st string) bool {
 	switch state.JobState(st) {
-	case state.JobSucceeded, state.JobFailed, state.JobCancelled:
+	case state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped:
 		return true
 	}
 	return false
@@ -118,8 +118,13 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 		}
 	}
 	var bad []string
+	stopped := 0
 	for _, j := range waited {
-		if j.State != string(state.JobSucceeded) {
+		switch j.State {
+		case string(state.JobSucceeded):
+		case string(state.JobStopped):
+			stopped++
+		default:
 			bad = append(bad, j.ID+" "+j.State)
 		}
 	}
@@ -127,7 +132,11 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 		return fmt.Errorf("%w: %s", errNotAllSucceeded, strings.Join(bad, ", "))
 	}
 	if !opts.json {
-		fmt.Fprintf(opts.io.Out, "%s succeeded\n", plans.Count(len(waited), "job"))
+		fmt.Fprintf(opts.io.Out, "%s succeeded", plans.Count(len(waited)-stopped, "job"))
+		if stopped > 0 {
+			fmt.Fprintf(opts.io.Out, ", %d stopped early (their points were losing)", stopped)
+		}
+		fmt.Fprintln(opts.io.Out)
 	}
 	return nil
 }

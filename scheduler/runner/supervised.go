@@ -37,7 +37,7 @@ func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
 		return scheduler.Started{}, r.unwritable(err)
 	}
 	go r.watch(l.Attempt.ID, p.dir)
-	return scheduler.Started{Leader: leader, Log: launcher.LogPath(p.dir)}, nil
+	return scheduler.Started{Leader: leader, Log: launcher.LogPath(p.dir), Command: p.cmd.Argv}, nil
 }
 
 // Adopt takes up an attempt that was running when the last daemon stopped. One that
@@ -76,7 +76,8 @@ func (r *Supervised) watch(attempt, dir string) {
 	}
 	// A fenced attempt's job runs again elsewhere, as it would have had its worker's
 	// daemon heard nothing more of it.
-	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced, At: at}
+	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced, At: at,
+		Process: e.Exit, Command: e.Command}
 }
 
 // Stop asks the attempt's supervisor to stop its trainer.

@@ -45,6 +45,11 @@ type Result struct {
 	// MostPerCard is the most trainers that held one card's memory at once.
 	MostPerCard int     `json:"most_per_card"`
 	SimWall     float64 `json:"sim_wall_s"`
+	// Stopped counts the jobs early stopping stopped; BestFinished, for a trace whose
+	// jobs have curves and an early_stop, says whether every job of each group's best
+	// point (by its curve's final value) ran to its end.
+	Stopped      int   `json:"stopped_early,omitempty"`
+	BestFinished *bool `json:"best_finished,omitempty"`
 }
 
 // Slots is the trace's plan fitted to its cards: gpu_plan as written, or the plan a
@@ -72,6 +77,7 @@ func History(t *Trace) (Result, *state.Store, error) { return run(t, GPUQ) }
 func run(t *Trace, p Policy) (Result, *state.Store, error) {
 	began := time.Now()
 	m := newMachine(t.Sweep.GPUs)
+	m.cost = t.Cost
 	r := Result{Policy: p, Jobs: len(t.Sweep.Jobs)}
 	var store *state.Store
 	var err error
@@ -110,14 +116,14 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}}
+	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}, curves: map[string]*curveRun{}}
 	// Nobody reads a simulation's store while it runs: an attempt's measures are
 	// written when it ends, not at every step of its memory.
-	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64}
+	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64, UtilTarget: t.Sweep.UtilTarget}
 	if err := store.Submit(&state.Submission{Sweep: t.Sweep}); err != nil {
 		return nil, err
 	}
-	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
+	e := scheduler.NewEngine(store, m, rn.withCurves(), virtualClock{m}, cfg, nil)
 	rn.engine = e
 	timed := slices.ContainsFunc(t.Sweep.Jobs, func(j plans.Job) bool { return j.Timeout.After > 0 })
 	for ended, more := true, true; more; ended, more = m.step() {
@@ -140,13 +146,17 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 	}
 	// Jobs still queued with nothing running can never start: failed.
 	for _, j := range store.View().Jobs() {
-		if j.State == state.JobSucceeded {
+		switch j.State {
+		case state.JobSucceeded:
 			r.Completed++
-		} else {
+		case state.JobStopped:
+			r.Stopped++
+		default:
 			r.Failed++
 		}
 		r.Attempts += j.Attempts
 	}
+	r.BestFinished = bestFinished(t, store.View())
 	return store, nil
 }
 
@@ -159,30 +169,34 @@ type engineRunner struct {
 	pids     map[string]int   // running attempts' trainers
 	attempts map[int]string   // and the other way
 	ended    []scheduler.Exit // at the moment the machine is at, not applied yet
-	// teaching counts the running trainers whose shape had no measured peak when they
-	// started.
+	// teaching counts the running trainers whose shape had no measured peak or
+	// utilization when they started.
 	teaching int
+	// curves are the running attempts' training curves, by attempt.
+	curves map[string]*curveRun
 }
 
 func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
-	peak, d := rn.trace.Truth(l.Job.Index-1).At(l.Job.Params, l.Attempt.Params)
+	truth := rn.trace.Truth(l.Job.Index - 1)
+	peak, d := truth.At(l.Job.Params, l.Attempt.Params)
 	id := l.Attempt.ID
 	teaches := false
-	if known := rn.store.View().Shape(l.Job.Shape); known == nil || known.Peak == 0 {
+	if known := rn.store.View().Shape(l.Job.Shape); known == nil || known.Peak == 0 || known.UtilRuns == 0 {
 		teaches = true
 		rn.teaching++
 	}
 	var pid int
-	pid = rn.m.start(l.Attempt.GPUs, peak, d, func(o plans.Outcome, f *plans.OOMFacts) {
+	pid = rn.m.start(l.Attempt.GPUs, peak, d, rn.trace.Truth(l.Job.Index-1).Util, func(o plans.Outcome, f *plans.OOMFacts) {
 		if teaches {
 			rn.teaching--
 		}
 		delete(rn.pids, id)
 		delete(rn.attempts, pid)
-		rn.ended = append(rn.ended, scheduler.Exit{Attempt: id, Outcome: o, OOM: f})
+		rn.ended = append(rn.ended, scheduler.Exit{Attempt: id, Outcome: o, OOM: loading(f, truth.Base)})
 	})
 	rn.pids[id] = pid
 	rn.attempts[pid] = id
+	rn.startCurve(l, d)
 	return scheduler.Started{Leader: pid}, nil
 }
 
@@ -200,6 +214,19 @@ func (rn *engineRunner) Exits() <-chan scheduler.Exit { return nil }
 func (rn *engineRunner) Owner(pid int) (string, bool) {
 	a, ok := rn.attempts[pid]
 	return a, ok
+}
+
+// loading is the out-of-memory end of a trainer whose base (weights, optimizer state,
+// context) alone did not fit what its card had free, as simtrain.py reports it: while
+// it put its model on the card (plans.OOMFacts.Loading), holding nothing yet and asking
+// for its base. Any other end is as it came.
+func loading(f *plans.OOMFacts, base int64) *plans.OOMFacts {
+	if f == nil || base <= f.FreeBytes+f.ProcessBytes {
+		return f
+	}
+	g := *f
+	g.FreeBytes, g.ProcessBytes, g.TriedBytes, g.Loading = f.FreeBytes+f.ProcessBytes, 0, base, true
+	return &g
 }
 
 // virtualClock is the machine's time, from Epoch.

@@ -2,10 +2,12 @@ package simulate
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 func mustDecode(t *testing.T, doc string) *Trace {
@@ -29,9 +31,9 @@ func TestMachineOOM(t *testing.T) {
 			facts = f
 		}
 	}
-	first := m.start([]int{0}, 14*gib, time.Hour, record)
+	first := m.start([]int{0}, 14*gib, time.Hour, 0, record)
 	m.advance(time.Second) // the second starts a second later, and allocates a second later
-	m.start([]int{0}, 12*gib, time.Hour, record)
+	m.start([]int{0}, 12*gib, time.Hour, 0, record)
 	m.run()
 	if !reflect.DeepEqual(outcomes, []plans.Outcome{plans.GPUOOM, plans.Success}) {
 		t.Fatalf("outcomes %v", outcomes)
@@ -125,6 +127,15 @@ jobs: [{name: a, estimate: 12GiB, base: 3GiB, activations: 9GiB, duration: 1h, c
 	if got := LowerBound(tr).Seconds(); got < want*0.999 || got > want*1.001 {
 		t.Errorf("bound %.0f s, want %.0f s", got, want)
 	}
+	// Jobs that keep a card 80% busy: 10 x 0.8 x 1 h of compute on two cards is 4 h,
+	// however many share a card.
+	tr = mustDecode(t, `
+gpus: "sim:2x80GiB"
+jobs: [{name: a, estimate: 2GiB, base: 1GiB, activations: 1GiB, duration: 1h, gpu_util: 0.8, count: 10}]
+`)
+	if got := LowerBound(tr); got != 4*time.Hour {
+		t.Errorf("compute bound %v, want 4h", got)
+	}
 }
 
 // TestTimeoutInVirtualTime: a hung job is stopped at its timeout, in virtual time, and
@@ -146,5 +157,37 @@ jobs:
 	// hung 2h, next 1h, retried 30m twice: 4h in all, one after the other.
 	if r.Makespan != 4*3600 || r.Completed != 1 || r.Failed != 2 || r.Attempts != 4 {
 		t.Errorf("makespan %v s, completed %d, failed %d, attempts %d; want 14400, 1, 2, 4", r.Makespan, r.Completed, r.Failed, r.Attempts)
+	}
+}
+
+// TestWeightsLargerThanTheCardFailAtOnce: as simtrain.py does, a trainer whose base
+// alone outgrows its card runs out of memory loading its model, and gpuq fails its job
+// after that one attempt, and the other of its shape without one; a job whose
+// activations are what outgrows the card walks its ladder instead.
+func TestWeightsLargerThanTheCardFailAtOnce(t *testing.T) {
+	tr := mustDecode(t, `
+gpus: "sim:1x12GiB"
+gpu_plan: "1"
+params: {batch_size: 16, gradient_accumulation_steps: 2, gradient_checkpointing: false, num_data_workers: 4}
+jobs:
+  - {name: llama-7b-full, estimate: 11GiB, base: 100GiB, activations: 4GiB, duration: 2h, count: 2}
+  - {name: gpt2-medium, estimate: 8GiB, base: 3GiB, activations: 11GiB, duration: 40m}
+`)
+	r, store, err := History(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed != 2 || r.Completed != 1 {
+		t.Errorf("failed %d, completed %d; want 2, 1", r.Failed, r.Completed)
+	}
+	snap := store.View()
+	for _, j := range snap.Jobs() {
+		n := len(snap.Attempts(j.ID))
+		switch big := j.Index <= 2; {
+		case big && (j.State != state.JobFailed || n > 1 || !strings.Contains(j.Reason, "before any batch")):
+			t.Errorf("%s: %s after %d attempts: %s", j.ID, j.State, n, j.Reason)
+		case !big && (j.State != state.JobSucceeded || n < 2):
+			t.Errorf("%s: %s after %d attempts, want success after an OOM", j.ID, j.State, n)
+		}
 	}
 }

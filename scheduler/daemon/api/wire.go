@@ -65,6 +65,57 @@ type JobSummary struct {
 	LearnedSeconds *float64         `json:"learned_duration_s"`
 	LearnedRuns    int              `json:"learned_runs,omitempty"`
 	Attempts       []AttemptSummary `json:"attempts"`
+	// LearnedUtil is how much of a card's compute its shape keeps busy (0 to 1), as
+	// the packer counts it (scheduler/state.Shape.PackUtil), over LearnedUtilRuns of
+	// its attempts; null: not measured yet.
+	LearnedUtil     *float64 `json:"learned_util"`
+	LearnedUtilRuns int      `json:"learned_util_runs,omitempty"`
+	// After are the sweeps and jobs that must have succeeded before it starts.
+	After []string `json:"after,omitempty"`
+	// Point is the point of the sweep the job repeats: its values less the sweep's
+	// seeds (lr=0.001,task=sst2). Jobs of one point are its seeds: gpuq results
+	// aggregates them, and early stopping judges them together.
+	Point string `json:"point,omitempty"`
+	// EarlyStop is how it is judged, where its sweep has early_stop.
+	EarlyStop *Judged `json:"early_stop,omitempty"`
+	// Started is when its first attempt started, Ended when the job ended (succeeded,
+	// failed, was cancelled or stopped early); null: not yet.
+	Started *time.Time `json:"started"`
+	Ended   *time.Time `json:"ended"`
+	// How its latest attempt ended, once it has (see AttemptSummary), and the command
+	// that attempt ran.
+	ExitStatus
+	Command []string `json:"command,omitempty"`
+}
+
+// ExitStatus is how an attempt's trainer process ended: ExitCode its exit status (null
+// where a signal killed it, where it has not ended, or no process ran), Signal the
+// signal that killed it ("SIGKILL"), Error the last error line of its output (the
+// exception line of its last traceback, else its last line).
+type ExitStatus struct {
+	ExitCode *int   `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// exitStatus is an ended attempt's exit on the wire.
+func exitStatus(e *plans.ProcessExit) ExitStatus {
+	var s ExitStatus
+	if e == nil {
+		return s
+	}
+	if e.Signal == "" {
+		code := e.Code
+		s.ExitCode = &code
+	}
+	s.Signal, s.Error = e.Signal, e.Error
+	return s
+}
+
+// AfterReason is why a blocked job waits, for people, without counting the jobs of
+// what it waits for (gpuq why does).
+func AfterReason(j *state.Job) string {
+	return "runs after " + j.AfterText() + ", which must succeed first; gpuq why " + j.ID + " says how that stands"
 }
 
 // AttemptSummary is one attempt of a job.
@@ -90,6 +141,21 @@ type AttemptSummary struct {
 	// Memory is what its processes held over time on its fullest card, a point where
 	// it moved (at most 64; see scheduler.Samples), for gpuq report.
 	Memory []MemorySample `json:"memory,omitempty"`
+	// Util is the mean of what NVML measured it to keep busy of its card (0 to 1);
+	// absent where nothing could be measured. Crowd is how many of gpuq's attempts its
+	// cards held on average while it ran, itself included, and Pace how fast the
+	// sharing model expected it to run beside them, as a share of its speed alone;
+	// absent where it was not followed from its start.
+	Util  *float64 `json:"util,omitempty"`
+	Crowd float64  `json:"crowd,omitempty"`
+	Pace  float64  `json:"pace,omitempty"`
+	// Metrics are what its trainer reported of its training; a trainer run again
+	// (after an OOM) starts its curve again, in its own attempt.
+	Metrics []MetricSummary `json:"metrics,omitempty"`
+	ExitStatus
+	// Command is the argv its trainer ran; absent where not known (a worker's attempt
+	// until it ends).
+	Command []string `json:"command,omitempty"`
 }
 
 // MemorySample is a reading of an attempt's memory, at_s seconds after it started.
@@ -100,8 +166,13 @@ type MemorySample struct {
 
 // Summarize is one job of a view of the store with its whole history.
 func Summarize(view state.View, j *state.Job) JobSummary {
+	sw := view.Sweep(j.Sweep)
 	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
-		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
+		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, Point: pointOf(sw, j), EarlyStop: judged(sw, j),
+		After: j.After}
+	if j.ShownState() == state.JobBlocked {
+		js.Reason = AfterReason(j)
+	}
 	if l := view.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
 	}
@@ -109,21 +180,57 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 		d := l.Duration.Seconds()
 		js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
 	}
+	if u, ok := view.Shape(j.Shape).PackUtil(); ok {
+		js.LearnedUtil, js.LearnedUtilRuns = &u, view.Shape(j.Shape).UtilRuns
+	}
 	for _, a := range view.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
-			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended}
+			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended,
+			ExitStatus: exitStatus(a.Exit), Command: a.Command}
 		if len(a.GPUs) > 0 {
 			as.GPU = a.GPUs[0]
 		}
+		if a.UtilSamples > 0 {
+			u := a.Util
+			as.Util = &u
+		}
+		as.Crowd, as.Pace = a.Crowd, a.Pace
 		if eb, ok := j.Batch.Effective(a.Params); ok {
 			as.EffectiveBatch = &eb
 		}
 		for _, m := range a.Memory {
 			as.Memory = append(as.Memory, MemorySample{AtSeconds: m.At.Seconds(), Bytes: m.Bytes})
 		}
+		as.Metrics = metricSummaries(a.Metrics)
 		js.Attempts = append(js.Attempts, as)
 	}
+	summarizeEnd(&js, j)
 	return js
+}
+
+// summarizeEnd fills in when the job started and ended, and how and with what its latest
+// attempt ended. A job ended by a gpuq that kept no end of jobs ended with its last
+// attempt.
+func summarizeEnd(js *JobSummary, j *state.Job) {
+	if len(js.Attempts) == 0 {
+		if !j.Ended.IsZero() {
+			js.Ended = &j.Ended
+		}
+		return
+	}
+	first, last := js.Attempts[0], js.Attempts[len(js.Attempts)-1]
+	js.Started, js.Command = &first.Started, last.Command
+	if !last.Ended.IsZero() {
+		js.ExitStatus = last.ExitStatus
+	}
+	switch {
+	case !j.Ended.IsZero():
+		js.Ended = &j.Ended
+	case j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled || j.State == state.JobStopped:
+		if !last.Ended.IsZero() {
+			js.Ended = &last.Ended
+		}
+	}
 }
 
 // Verb is a request that acts on jobs named by id or on a whole sweep.
@@ -212,6 +319,9 @@ type Info struct {
 	// Listen is the address of its network listener, for workers; absent without.
 	Listen string    `json:"listen,omitempty"`
 	GPUs   []GPUInfo `json:"gpus"`
+	// Run is the gpuq run in the foreground that answers, for its one sweep; absent for
+	// the daemon.
+	Run *Run `json:"run,omitempty"`
 }
 
 // GPUInfo is one of the daemon's cards, or a worker's.
@@ -228,9 +338,12 @@ type GPUInfo struct {
 // itself. Workers' cards are not among them.
 type Machine struct {
 	// Simulated names the simulated machine, "" on real cards.
-	Simulated string     `json:"simulated,omitempty"`
-	Headroom  string     `json:"headroom"`
-	Cards     []gpu.Card `json:"cards"`
+	Simulated string `json:"simulated,omitempty"`
+	Headroom  string `json:"headroom"`
+	// UtilTarget is every card's sharing target, as --util-target takes it ("1",
+	// "off").
+	UtilTarget string     `json:"util_target"`
+	Cards      []gpu.Card `json:"cards"`
 	// Slots is the plan's limit on each card (-1: none), in the order of Cards.
 	Slots []int `json:"slots"`
 }
