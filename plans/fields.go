@@ -264,6 +264,8 @@ func toFloat(v any) (float64, bool) {
 		return float64(t), true
 	case float64:
 		return t, true
+	case Float:
+		return t.Value, true
 	}
 	return 0, false
 }

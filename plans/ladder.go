@@ -86,6 +86,8 @@ func scale(v any, by float64) any {
 		return max(1, int64(math.Floor(float64(t)*by)))
 	case float64:
 		return t * by
+	case Float:
+		return t.Value * by
 	}
 	return v
 }

@@ -72,6 +72,8 @@ func number(p *plans.Map, key string) (float64, bool) {
 		return float64(t), true
 	case float64:
 		return t, true
+	case plans.Float:
+		return t.Value, true
 	}
 	return 0, false
 }
