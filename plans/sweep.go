@@ -140,7 +140,7 @@ var (
 	nameRe    = regexp.MustCompile(`^[a-z0-9._-]+$`)
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order"}
+	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "job_name"}
 	configKeys = []string{"base", "format", "add"}
 	oomKeys    = []string{"max_attempts", "ladder", "keys"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
@@ -279,6 +279,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	}
 
 	s.Jobs = c.jobs(s, doc, defaults)
+	c.name(s, doc)
 	if len(c.errs) == 0 {
 		c.checkJobs(s)
 		c.checkAdd(s)
