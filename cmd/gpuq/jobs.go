@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,7 @@ type statusOptions struct {
 	now    func() time.Time
 	sweep  string
 	states []string
+	where  string
 	json   bool
 	all    bool
 	format string
@@ -95,6 +97,7 @@ with its sweep: per attempt and job, "exit_code" (null where a signal ended it),
 	}
 	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "only this sweep's jobs")
 	cmd.Flags().StringSliceVar(&opts.states, "state", nil, "only jobs in these states (all of them): "+statesText())
+	cmd.Flags().StringVar(&opts.where, "where", "", "only jobs whose parameters have these values: "+whereSyntax)
 	cmd.Flags().BoolVar(&opts.all, "all", false, "every job, not only those that wait or run and the "+strconv.Itoa(lastEnded)+" that ended last")
 	cmd.Flags().StringVarP(&opts.format, "format", "o", "", "the columns, as sacct --format: "+columnNames())
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON, every job")
@@ -139,6 +142,9 @@ func listJobs(opts *statusOptions) error {
 	if err != nil {
 		return err
 	}
+	if jobs, err = where(jobs, opts.where); err != nil {
+		return err
+	}
 	if opts.json {
 		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: jobs})
 	}
@@ -148,6 +154,40 @@ func listJobs(opts *statusOptions) error {
 	}
 	l.print(opts.io.Out)
 	return nil
+}
+
+// whereSyntax is how --where is written, the same on every verb that takes it.
+const whereSyntax = "key=value pairs, all of them, a value's alternatives separated by | (task=sst2,seed=87|88)"
+
+// where is the jobs whose parameters meet the selection --where gives; a key that no
+// job has is bad input, with the one meant.
+func where(jobs []api.Job, sel string) ([]api.Job, error) {
+	w, err := plans.ParseWhere(sel)
+	if err != nil || w == nil {
+		return jobs, whereError(err)
+	}
+	var out []api.Job
+	keys := map[string]bool{}
+	for _, j := range jobs {
+		for _, k := range j.Params.Keys {
+			keys[k] = true
+		}
+		if w.Matches(j.Params) {
+			out = append(out, j)
+		}
+	}
+	if err := w.Unknown(slices.Sorted(maps.Keys(keys))); err != nil && len(jobs) > 0 {
+		return nil, whereError(err)
+	}
+	return out, nil
+}
+
+// whereError is a --where that cannot select: bad input.
+func whereError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return badInput("--where: %v", err)
 }
 
 // lastEnded is how many of the jobs that ended gpuq status lists without --all: with
@@ -616,6 +656,7 @@ type selectOptions struct {
 	verb   api.Verb
 	done   string // what the verb did to the jobs, for people
 	sweep  string
+	where  string
 	json   bool
 }
 
@@ -623,18 +664,21 @@ type selectOptions struct {
 func newSelectCmd(io ioStreams, st *settings, verb api.Verb, short, done string) *cobra.Command {
 	opts := &selectOptions{io: io, client: st.client, verb: verb, done: done}
 	cmd := &cobra.Command{
-		Use:   string(verb) + " ID...|--sweep SWEEP",
+		Use:   string(verb) + " ID...|--sweep SWEEP|--where KEY=VALUE,...",
 		Short: short,
 		Long: short + `.
 
-Name jobs by id, or every job of a sweep with --sweep (its jobs to which the verb does
-not apply are passed over). A named job to which it does not apply is an error, and
-then nothing is changed.`,
-		Example:           fmt.Sprintf("  gpuq %s gla-e1.3 gla-e1.4\n  gpuq %s --sweep gla-e1", verb, verb),
+Name jobs by id, or every job of a sweep with --sweep, or every job whose parameters
+have the values --where gives (of that sweep, with --sweep): the jobs of a sweep or a
+--where to which the verb does not apply are passed over. A named job to which it does
+not apply is an error, and then nothing is changed.`,
+		Example: fmt.Sprintf("  gpuq %s gla-e1.3 gla-e1.4\n  gpuq %s --sweep gla-e1\n  gpuq %s --sweep gla-e1 --where task=glue-sst2,seed=87|88",
+			verb, verb, verb),
 		ValidArgsFunction: completeJobs(st),
 		RunE:              func(_ *cobra.Command, args []string) error { return runSelect(opts, args) },
 	}
 	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "every job of this sweep")
+	cmd.Flags().StringVar(&opts.where, "where", "", "every job whose parameters have these values: "+whereSyntax)
 	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"jobs":[...]}, the jobs changed`)
 	return cmd
 }
@@ -642,16 +686,19 @@ then nothing is changed.`,
 func runSelect(opts *selectOptions, ids []string) error {
 	verb := opts.verb
 	switch {
-	case len(ids) > 0 && opts.sweep != "":
-		return badInput("name jobs or give --sweep, not both; see gpuq %s --help", verb)
-	case len(ids) == 0 && opts.sweep == "":
-		return badInput("name the jobs to %s (gpuq %s ID...), or a sweep (--sweep SWEEP)", verb, verb)
+	case len(ids) > 0 && (opts.sweep != "" || opts.where != ""):
+		return badInput("name jobs or give --sweep or --where, not both; see gpuq %s --help", verb)
+	case len(ids) == 0 && opts.sweep == "" && opts.where == "":
+		return badInput("name the jobs to %s (gpuq %s ID...), a sweep (--sweep SWEEP), or their parameters (--where task=sst2,seed=87)", verb, verb)
+	}
+	if _, err := plans.ParseWhere(opts.where); err != nil {
+		return whereError(err)
 	}
 	c, err := opts.client()
 	if err != nil {
 		return err
 	}
-	changed, err := c.Act(verb, api.SelectRequest{IDs: ids, Sweep: opts.sweep})
+	changed, err := c.Act(verb, api.SelectRequest{IDs: ids, Sweep: opts.sweep, Where: opts.where})
 	if err != nil {
 		return err
 	}
@@ -659,11 +706,24 @@ func runSelect(opts *selectOptions, ids []string) error {
 		return writeJSON(opts.io.Out, api.SelectResponse{Jobs: changed})
 	}
 	if len(changed) == 0 {
-		fmt.Fprintf(opts.io.Out, "no job of %s to %s\n", opts.sweep, verb)
+		fmt.Fprintf(opts.io.Out, "no job %s to %s\n", selectionText(opts.sweep, opts.where), verb)
 		return nil
 	}
 	fmt.Fprintf(opts.io.Out, "%s: %s\n", opts.done, strings.Join(changed, " "))
 	return nil
+}
+
+// selectionText names the jobs --sweep and --where select, for people: "of gla-e1
+// where seed=87".
+func selectionText(sweep, where string) string {
+	var parts []string
+	if sweep != "" {
+		parts = append(parts, "of "+sweep)
+	}
+	if where != "" {
+		parts = append(parts, "where "+where)
+	}
+	return strings.Join(parts, " ")
 }
 
 type drainOptions struct {

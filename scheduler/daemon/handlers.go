@@ -140,11 +140,16 @@ func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(conte
 	if !decode(w, r, &req) {
 		return
 	}
-	if len(req.IDs) == 0 && req.Sweep == "" {
+	where, err := plans.ParseWhere(req.Where)
+	switch {
+	case err != nil:
+		fail(w, http.StatusBadRequest, "where: "+err.Error())
+		return
+	case len(req.IDs) == 0 && req.Sweep == "" && where == nil:
 		fail(w, http.StatusBadRequest, "name jobs or a sweep")
 		return
 	}
-	ids, err := do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep})
+	ids, err := do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep, Where: where})
 	if err != nil {
 		failWith(w, err)
 		return

@@ -200,10 +200,12 @@ const (
 	Release Verb = "release"
 )
 
-// SelectRequest names jobs: by id, or every job of a sweep.
+// SelectRequest names jobs: by id, or every job of a sweep, or every job (of a sweep)
+// whose parameters meet Where (plans.ParseWhere: "task=sst2,seed=87|88").
 type SelectRequest struct {
 	IDs   []string `json:"ids,omitempty"`
 	Sweep string   `json:"sweep,omitempty"`
+	Where string   `json:"where,omitempty"`
 }
 
 // SelectResponse is the jobs a verb changed.
