@@ -80,7 +80,11 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 // side is gone.
 func (p *Process) copyOutput(live io.Writer, copied chan<- struct{}) {
 	defer close(copied)
-	p.logLost, p.logErr = tee(p.ptmx, p.log, p.ring, live)
+	log := &lineEnds{w: p.log}
+	p.logLost, p.logErr = tee(p.ptmx, log, p.ring, live)
+	if err := log.Flush(); err != nil && p.logErr == nil {
+		p.logErr = err
+	}
 }
 
 // tee copies an attempt's output from src to the ring and live (if not nil) first, and
