@@ -313,10 +313,14 @@ func (e Exit) String() string {
 }
 
 // Header is the start of an attempt's log: enough to rerun it by hand.
-func Header(c Command, jobID string, n, tier int, cards []plans.Card, effectiveBatch string) string {
+func Header(c Command, a Attempt, effectiveBatch string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# gpuq attempt %d of job %s, tier %d, cards", n, jobID, tier)
-	for _, cd := range cards {
+	job := a.JobID
+	if a.JobName != "" {
+		job += " (" + a.JobName + ")"
+	}
+	fmt.Fprintf(&b, "# gpuq attempt %d of job %s, tier %d, cards", a.N, job, a.Tier)
+	for _, cd := range a.Cards {
 		fmt.Fprintf(&b, " %d", cd.Index)
 	}
 	if effectiveBatch != "" {

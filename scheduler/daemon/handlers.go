@@ -193,6 +193,9 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 				out.Logs = kept
 			}
 		}
+		if err := launcher.UnlinkNames(d.attempts, sub.Sweep.Name); err != nil {
+			out.Warnings = append(out.Warnings, err.Error())
+		}
 	}
 	d.log.Printf("forgot sweeps %v (%s)", out.Sweeps, plans.Count(out.Jobs, "job"))
 	reply(w, out)
