@@ -59,15 +59,21 @@ func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
 		Use:     "status [ID]",
 		Aliases: []string{"ls"},
 		Short:   "List the daemon's jobs, or show one job with its attempts",
-		Long: `List the daemon's jobs, one line each: its point of the sweep (the parameters its matrix
-varies, such as task=sst2,seed=87), state, card, attempt, tier, the memory estimate as
-declared and as learned from measured peaks, the peak of the latest attempt, how long
-the latest attempt ran, how long its shape takes as learned from its attempts that
-succeeded, and why a job that failed or was cancelled ended (its error line: the
-exception line of its trainer's last traceback, else its last line). A job that waits
-again after an attempt shows the tier it will run at, and no card. On a narrow
-terminal TAKES is left out, and REASON too, each failed job's reason then following
-the table.
+		Long: `List the daemon's jobs, one line each: its name (the sweep's job_name filled in, or by
+default the values of its point that differ between jobs, such as glue-sst2,seed=87),
+state, card, attempt, tier, the memory estimate as declared and as learned from
+measured peaks, the peak of the latest attempt, how long the latest attempt ran, how
+long its shape takes as learned from its attempts that succeeded, and why a job that
+failed or was cancelled ended (its error line: the exception line of its trainer's last
+traceback, else its last line). A job that waits again after an attempt shows the tier
+it will run at, and no card. On a narrow terminal TAKES, then ATTEMPT, are left out,
+names lose their middle, and REASON is left out too, each failed job's reason then
+following the table.
+
+--where lists the jobs whose parameters have the values it gives: key=value pairs,
+all of which a job must have, a value's alternatives separated by | (--where
+task=glue-sst2,seed=87|88). Without a daemon (none runs on the state directory), the
+jobs are read from its state as the last daemon left it.
 
 By default the list is the jobs that wait or run and the ` + strconv.Itoa(lastEnded) + ` that ended last; --all
 lists every job, and --state lists every job in those states.
@@ -88,6 +94,7 @@ with its sweep: per attempt and job, "exit_code" (null where a signal ended it),
 "signal", "error", "command", and the job's "started" and "ended".`,
 		Example: `  gpuq status
   gpuq ls --sweep gla-e1 --state running,queued
+  gpuq status --where task=glue-sst2,seed=87|88
   gpuq status --all --format jobid,point%30,state,start,end,elapsed,exitcode
   gpuq status gla-e1.7
   gpuq status --json | jq '.jobs[] | select(.state == "failed") | {id, exit_code, error}'`,
@@ -148,7 +155,7 @@ func listJobs(opts *statusOptions) error {
 	if opts.json {
 		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: jobs})
 	}
-	l := jobList{jobs: jobs, now: opts.now(), width: opts.io.width(), cols: cols, dropTakes: opts.format == ""}
+	l := jobList{jobs: jobs, now: opts.now(), width: opts.io.width(), cols: cols, fitDefault: opts.format == ""}
 	if !opts.all && len(opts.states) == 0 {
 		l.shown, l.ended = recent(jobs)
 	}
@@ -243,9 +250,9 @@ type jobList struct {
 	// the default listing (see recent).
 	shown []api.Job
 	ended int
-	// dropTakes: TAKES is left out where the terminal is too narrow for it (the
-	// default columns).
-	dropTakes bool
+	// fitDefault: the default columns, of which TAKES, then ATTEMPT, are left out
+	// where the terminal is too narrow for every value whole.
+	fitDefault bool
 }
 
 // print prints one job a line, to fit a terminal of width cells: the columns of cols,
@@ -263,7 +270,7 @@ func (l jobList) print(w io.Writer) {
 	if l.shown != nil {
 		shown = l.shown
 	}
-	var cut, starts, drop []int
+	var cut, starts, middles, drop []int
 	for i, c := range l.cols {
 		if c.cut {
 			cut = append(cut, i)
@@ -271,13 +278,18 @@ func (l jobList) print(w io.Writer) {
 		if c.cutStart {
 			starts = append(starts, i)
 		}
-		if c.name == "takes" && l.dropTakes {
-			drop = append(drop, i)
+		if c.cutMiddle {
+			middles = append(middles, i)
 		}
 	}
-	// Ids and points are cut first, the rest as they come.
+	if l.fitDefault {
+		for _, name := range []string{"takes", "attempt"} {
+			drop = append(drop, slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == name }))
+		}
+	}
+	// Ids and names are cut first, the rest as they come.
 	slices.SortStableFunc(cut, func(a, b int) int { return l.cols[a].cutOrder - l.cols[b].cutOrder })
-	tw := newFitTable(w, l.width, cut...).cutStarts(starts...).dropping(drop...)
+	tw := newFitTable(w, l.width, cut...).cutStarts(starts...).cutMiddles(middles...).dropping(drop...)
 	headers := make([]string, len(l.cols))
 	for i, c := range l.cols {
 		headers[i] = c.header
@@ -314,9 +326,10 @@ type statusColumn struct {
 	header  string
 	value   func(j api.Job, now time.Time) string
 	// cut: a narrow terminal shortens its values (cutStart: at their start, as job
-	// ids, whose number tells them apart), in cutOrder.
-	cut, cutStart bool
-	cutOrder      int
+	// ids, whose number tells them apart; cutMiddle: in their middle, as names), in
+	// cutOrder.
+	cut, cutStart, cutMiddle bool
+	cutOrder                 int
 }
 
 // A shownColumn is a column as --format asks for it: at most width cells (0: any).
@@ -328,22 +341,27 @@ type shownColumn struct {
 // cell is the column's value of j, cut to its width.
 func (c shownColumn) cell(j api.Job, now time.Time) string {
 	v := c.value(j, now)
-	if c.width > 0 {
-		return ansi.Truncate(v, c.width, "…")
+	switch {
+	case c.width <= 0 || ansi.StringWidth(v) <= c.width:
+		return v
+	case c.cutMiddle:
+		return top.CutMiddle(v, c.width)
 	}
-	return v
+	return ansi.Truncate(v, c.width, "…")
 }
 
 // defaultFormat is gpuq status's columns without --format.
-const defaultFormat = "id,point,state,gpu,attempt,tier,estimate,peak,time,takes,reason"
+const defaultFormat = "id,name,state,gpu,attempt,tier,estimate,peak,time,takes,reason"
 
 // statusColumns are the columns gpuq status can show, in the order --help lists them.
 var statusColumns = []statusColumn{
 	{name: "id", aliases: []string{"jobid"}, header: "JOB", cut: true, cutStart: true, cutOrder: 1,
 		value: func(j api.Job, _ time.Time) string { return j.ID }},
 	{name: "sweep", header: "SWEEP", cut: true, cutOrder: 1, value: func(j api.Job, _ time.Time) string { return j.Sweep }},
-	{name: "point", aliases: []string{"name", "jobname"}, header: "POINT", cut: true,
+	{name: "name", aliases: []string{"jobname"}, header: "NAME", cut: true, cutMiddle: true,
 		value: func(j api.Job, _ time.Time) string { return j.Name }},
+	{name: "point", header: "POINT", cut: true, cutMiddle: true, cutOrder: 1,
+		value: func(j api.Job, _ time.Time) string { return cmp.Or(j.Point, "-") }},
 	{name: "state", header: "STATE", value: func(j api.Job, _ time.Time) string { return j.State }},
 	{name: "gpu", aliases: []string{"nodelist"}, header: "GPU", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return cardsOf(a) })},
 	{name: "attempt", header: "ATTEMPT", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return strconv.Itoa(a.N) })},
@@ -531,11 +549,13 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 	line := func(format string, args ...any) {
 		fmt.Fprintln(w, "  "+wrap(fmt.Sprintf(format, args...), width-2, "    "))
 	}
-	fmt.Fprintf(w, "job %s of sweep %s: %s\n", j.ID, j.Sweep, j.State)
+	fmt.Fprintf(w, "job %s (%s) of sweep %s: %s\n", j.ID, j.Name, j.Sweep, j.State)
 	if j.Reason != "" {
 		line("%s", j.Reason)
 	}
-	line("point: %s", j.Name)
+	if j.Point != "" {
+		line("point: %s", j.Point)
+	}
 	if j.Started != nil {
 		line("ran: started %s, ended %s, elapsed %s", stamp(j.Started), stamp(j.Ended), elapsedOf(j, now))
 	}

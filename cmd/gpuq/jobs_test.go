@@ -19,26 +19,26 @@ func statusJobs(at time.Time) []api.Job {
 	learned, took, one, zero := int64(15<<30), 90.0, 1, 0
 	ended := func(d time.Duration) *time.Time { t := at.Add(d); return &t }
 	return []api.Job{
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30, Started: &at,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.1", Name: "sst2,seed=87", Point: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30, Started: &at,
 			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, PeakBytes: 9 << 30, Started: at}}}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.2", Name: "task=sst2,seed=88", State: "queued", Tier: 1, DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.2", Name: "sst2,seed=88", Point: "task=sst2,seed=88", State: "queued", Tier: 1, DeclaredBytes: 10 << 30,
 			LearnedBytes: &learned, Started: &at, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 20 << 30, Outcome: "gpu-oom",
 				Started: at, Ended: at.Add(time.Minute), ExitStatus: api.ExitStatus{ExitCode: &one}}},
 			ExitStatus: api.ExitStatus{ExitCode: &one}}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.3", Name: "qnli,seed=87", Point: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
 			LearnedSeconds: &took, LearnedRuns: 1, Started: &at, Ended: ended(90 * time.Second), ExitStatus: api.ExitStatus{ExitCode: &zero},
 			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.4", Name: "qnli,seed=88", Point: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
 			LearnedSeconds: &took, LearnedRuns: 1}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.5", Name: "rte,seed=87", Point: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
 			Reason: "attempt 2 failed: exited with status 1: ValueError: loss is NaN at step 1200: lower the learning rate", Started: &at, Ended: ended(time.Hour + 2*time.Minute),
 			ExitStatus: api.ExitStatus{ExitCode: &one, Error: "ValueError: loss is NaN at step 1200: lower the learning rate"}, Command: []string{"python3", "train.py", "--seed", "87"},
 			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", OOM: &plans.OOMFacts{TriedBytes: 40 << 30, ProcessBytes: 4 << 30},
 				Started: at, Ended: at.Add(time.Second)}, {N: 2, GPUs: []int{0}, Outcome: "failed", PeakBytes: 6 << 30, Started: at.Add(time.Minute),
 				Ended: at.Add(time.Hour + 2*time.Minute)}}}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.6", Name: "task=rte,seed=88", State: "cancelled", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.6", Name: "rte,seed=88", Point: "task=rte,seed=88", State: "cancelled", DeclaredBytes: 10 << 30,
 			Reason: "cancelled while queued", Ended: ended(3 * time.Minute)}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.12", Name: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.12", Name: "glue-tvt_qnli,seed=87,lr=0.0003", Point: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
 			Started: ended(-time.Hour), Attempts: []api.AttemptSummary{{N: 3, Worker: "node7", GPUs: []int{2}, PeakBytes: 12 << 30, Started: at.Add(-time.Hour)}}}},
 	}
 }
@@ -61,7 +61,7 @@ func TestPrintJobs(t *testing.T) {
 		width int
 	}{{"status.txt", 0}, {"status_80.txt", 80}, {"status_140.txt", 140}} {
 		var b strings.Builder
-		jobList{jobs: statusJobs(at), now: at.Add(2 * time.Minute), width: tc.width, cols: cols, dropTakes: true}.print(&b)
+		jobList{jobs: statusJobs(at), now: at.Add(2 * time.Minute), width: tc.width, cols: cols, fitDefault: true}.print(&b)
 		schedtest.Golden(t, tc.file, b.String())
 		if tc.width > 0 {
 			fitsWidth(t, b.String(), tc.width)
@@ -76,7 +76,7 @@ func TestPrintJobs(t *testing.T) {
 func TestStatusFormat(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	jobs := statusJobs(at)
-	sig := api.Job{Sweep: "s", JobSummary: api.JobSummary{ID: "s.7", Name: "task=mnli,seed=87", State: "failed", Started: &at,
+	sig := api.Job{Sweep: "s", JobSummary: api.JobSummary{ID: "s.7", Name: "mnli,seed=87", Point: "task=mnli,seed=87", State: "failed", Started: &at,
 		Ended: &[]time.Time{at.Add(26*time.Hour + 3*time.Second)}[0], ExitStatus: api.ExitStatus{Signal: "SIGKILL", Error: "Killed"},
 		Attempts: []api.AttemptSummary{{N: 1, Outcome: "host-oom", Started: at}}, Reason: "host-oom at tier 0"}}
 	cols, err := parseFormat("JobID,point%12,State,Start,End,Elapsed,ExitCode,error")

@@ -139,7 +139,7 @@ func runRun(opts *runOptions) error {
 			return err
 		}
 	} else {
-		printSummary(opts.io.Out, sum)
+		printSummary(opts.io.Out, sum, opts.io.width())
 	}
 	switch {
 	case errors.Is(runErr, context.Canceled):
@@ -253,8 +253,10 @@ func (u *runUI) frame(now time.Time, width, height int) []string {
 	view := u.store.View()
 	counts := map[string]int{}
 	var b strings.Builder
-	tw := newFitTable(&b, width, 0).cutStarts(0)
-	fmt.Fprintln(tw, "JOB\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
+	// Where narrow, the attempt's number and the memory it reserves give way before
+	// ids lose their start and names their middle.
+	tw := newFitTable(&b, width, 0, 1).cutStarts(0).cutMiddles(1).dropping(3, 7)
+	fmt.Fprintln(tw, "JOB\tNAME\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
 	for _, j := range view.Jobs() {
 		counts[string(j.State)]++
 		if j.State != state.JobRunning {
@@ -262,7 +264,7 @@ func (u *runUI) frame(now time.Time, width, height int) []string {
 		}
 		as := view.Attempts(j.ID)
 		a := as[len(as)-1]
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, intsText(a.GPUs), a.N, a.Tier,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, intsText(a.GPUs), a.N, a.Tier,
 			top.Gig(j.Declared), top.Gig(view.Learned(j.Shape)), top.Gig(a.Reserve), top.Gig(a.Peak),
 			now.Sub(a.Started).Round(time.Second))
 	}

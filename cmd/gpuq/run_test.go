@@ -381,7 +381,8 @@ func TestRunTableFitsTheTerminal(t *testing.T) {
 	}
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	for i, name := range []string{"a-sweep-with-a-long-name.1", "a-sweep-with-a-long-name.2", "a-sweep-with-a-long-name.3"} {
-		j := &state.Job{Job: &plans.Job{ID: name}, Sweep: "a-sweep-with-a-long-name", Status: state.Status{State: state.JobRunning, Declared: 9 << 30, Attempts: 1}}
+		point := []string{"glue-tvt_qnli,seed=87", "glue-tvt_qnli,seed=88", "glue-sst2,seed=87"}[i]
+		j := &state.Job{Job: &plans.Job{ID: name, Name: point}, Sweep: "a-sweep-with-a-long-name", Status: state.Status{State: state.JobRunning, Declared: 9 << 30, Attempts: 1}}
 		a := &state.Attempt{ID: name + "/1", Job: name, N: 1, GPUs: []int{i}, Reserve: 9 << 30, Peak: int64(i) << 30, Started: at}
 		if err := store.Put(state.Change{Jobs: []*state.Job{j}, Attempts: []*state.Attempt{a}}); err != nil {
 			t.Fatal(err)
@@ -507,4 +508,42 @@ func attemptProcs(root string) []int {
 		}
 	}
 	return out
+}
+
+// TestSummaryFitsTheTerminal: gpuq run's summary names each job beside its id, and on
+// an 80-column terminal fits it (names lose their middle, the effective batch and the
+// estimate give way) and wraps why a job failed; piped, every value is whole.
+func TestSummaryFitsTheTerminal(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	one, eb := 1, int64(32)
+	params := func(kv ...any) *plans.Map {
+		m := plans.NewMap()
+		for i := 0; i < len(kv); i += 2 {
+			m.Set(kv[i].(string), kv[i+1])
+		}
+		return m
+	}
+	written := params("batch_size", int64(16), "gradient_accumulation_steps", int64(2))
+	sum := api.SweepSummary{Sweep: "a-sweep-with-a-long-name", Counts: map[string]int{"succeeded": 1, "failed": 1}, Jobs: []api.JobSummary{
+		{ID: "a-sweep-with-a-long-name.1", Name: "glue-tvt_qnli,seed=87", State: "succeeded", Params: written, Attempts: []api.AttemptSummary{
+			{N: 1, GPUs: []int{0}, Params: written, EffectiveBatch: &eb, EstimateBytes: 9 << 30, PeakBytes: 12 << 30, Outcome: "gpu-oom", Started: at},
+			{N: 2, GPUs: []int{1}, Tier: 1, Params: params("batch_size", int64(8), "gradient_accumulation_steps", int64(4)), EffectiveBatch: &eb,
+				EstimateBytes: 14 << 30, PeakBytes: 7 << 30, Outcome: "success", Started: at}}},
+		{ID: "a-sweep-with-a-long-name.2", Name: "glue-sst2,seed=87", State: "failed", Params: written,
+			Reason: "attempt 1 failed: exited with status 1: ValueError: loss is NaN at step 1200: lower the learning rate",
+			ExitStatus: api.ExitStatus{ExitCode: &one, Error: "ValueError: loss is NaN at step 1200: lower the learning rate"},
+			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, Params: written, EstimateBytes: 0, Outcome: "failed", Started: at,
+				ExitStatus: api.ExitStatus{ExitCode: &one}}}},
+	}}
+	for _, tc := range []struct {
+		file  string
+		width int
+	}{{"summary.txt", 0}, {"summary_80.txt", 80}} {
+		var b strings.Builder
+		printSummary(&b, sum, tc.width)
+		schedtest.Golden(t, tc.file, b.String())
+		if tc.width > 0 {
+			fitsWidth(t, b.String(), tc.width)
+		}
+	}
 }

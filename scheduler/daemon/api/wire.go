@@ -49,8 +49,12 @@ type Job struct {
 
 // JobSummary is one job with its whole history, as gpuq run --json prints it.
 type JobSummary struct {
-	ID     string     `json:"id"`
+	ID string `json:"id"`
+	// Name is what people call the job: its sweep's job_name filled in, or its point's
+	// values that differ between jobs (glue-sst2,seed=87); Point its point whole
+	// (task=glue-sst2,seed=87).
 	Name   string     `json:"name"`
+	Point  string     `json:"point"`
 	Params *plans.Map `json:"params"`
 	State  string     `json:"state"`
 	Reason string     `json:"reason,omitempty"`
@@ -136,7 +140,7 @@ type MemorySample struct {
 
 // Summarize is one job of a view of the store with its whole history.
 func Summarize(view state.View, j *state.Job) JobSummary {
-	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
+	js := JobSummary{ID: j.ID, Name: j.Name, Point: j.PointText(), Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
 		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
 	if l := view.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
