@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/signal"
@@ -49,10 +50,14 @@ card, tier, estimate, peak, outcome and exit status) and why each failed job fai
 with its trainer's error line; --json the same with every attempt's "exit_code",
 "signal", "error" and "command".
 
-Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/, readable
-by you alone (they hold the trainers' environment); a log begins with the command and
-environment to rerun the attempt by hand. A --log-dir that other users may write to, or
-that is reached through another user's link, is refused; it is used by its real path.
+Each run keeps its attempts in a directory of its own under --log-dir, named for the
+sweep and the time it started (<sweep>-20260102-150405; -2 after it for a second run in
+that second), so that a run never writes over another's logs: each attempt's rendered
+config and log are in <run>/<job>/attempt-<n>/, and <run>/by-name/<sweep>/<name> leads to
+a job's by its name. They are readable by you alone (they hold the trainers'
+environment); a log begins with the command and environment to rerun the attempt by
+hand. A --log-dir that other users may write to, or that is reached through another
+user's link, is refused; it is used by its real path.
 
 A gpuq run killed outright (kill -9) cannot stop its trainers itself: a small process it
 starts, its reaper, then stops every process of its attempts, those in sessions of their
@@ -68,7 +73,7 @@ Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrup
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the final summary as JSON on stdout; progress goes to stderr")
-	cmd.Flags().StringVar(&opts.logDir, "log-dir", "", "where attempts' configs and logs go (default $XDG_STATE_HOME/gpuq/runs/<sweep>-<time>)")
+	cmd.Flags().StringVar(&opts.logDir, "log-dir", "", "where runs keep their attempts' configs and logs, each run in <sweep>-<time>/ of its own (default $XDG_STATE_HOME/gpuq/runs)")
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
 	return cmd
 }
@@ -88,7 +93,7 @@ func runRun(opts *runOptions) error {
 	launcher.BecomeSubreaper()
 	sw := p.sweep
 	if opts.logDir == "" {
-		opts.logDir = runDir(sw.Name, time.Now())
+		opts.logDir = filepath.Join(xdgDir("XDG_STATE_HOME", filepath.Join(".local", "state")), "gpuq", "runs")
 	}
 	// From here on the directory is its real path: a link on the way to it that
 	// someone points elsewhere later changes nothing.
@@ -97,6 +102,9 @@ func runRun(opts *runOptions) error {
 	}
 	if err := launcher.PrivateDir(opts.logDir); err != nil {
 		return badInput("--log-dir: %v", err)
+	}
+	if opts.logDir, err = newRunDir(opts.logDir, sw.Name, time.Now()); err != nil {
+		return fmt.Errorf("--log-dir: %w", err)
 	}
 	if reaper, err := startReaper(opts.logDir); err != nil {
 		fmt.Fprintf(opts.io.Err, "gpuq: warning: %v: what a trainer starts in a session of its own may outlive a gpuq run that is killed\n", err)
@@ -307,8 +315,19 @@ func intsText(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-// runDir is where a run keeps its attempts' configs and logs.
-func runDir(sweep string, now time.Time) string {
-	return filepath.Join(xdgDir("XDG_STATE_HOME", filepath.Join(".local", "state")), "gpuq", "runs",
-		sweep+"-"+now.Format("20060102-150405"))
+// newRunDir makes the directory where one run keeps its attempts' configs and logs,
+// under logDir: <sweep>-<time>, or <sweep>-<time>-2 (and on) where a run of the sweep
+// started in that second already, so that no run writes into another's.
+func newRunDir(logDir, sweep string, now time.Time) (string, error) {
+	base := filepath.Join(logDir, sweep+"-"+now.Format("20060102-150405"))
+	for n := 1; ; n++ {
+		dir := base
+		if n > 1 {
+			dir = fmt.Sprintf("%s-%d", base, n)
+		}
+		err := os.Mkdir(dir, 0o700)
+		if !errors.Is(err, fs.ErrExist) {
+			return dir, err
+		}
+	}
 }

@@ -203,8 +203,8 @@ gpus: sim:1x24GiB
 	if code != exitFailed {
 		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
 	}
-	if !strings.Contains(out, "  nan.1 failed: attempt 1 failed: exited with status 1: ValueError: loss is NaN\n") ||
-		!regexp.MustCompile(`(?m)^nan\.1 +failed +1 .* failed +1$`).MatchString(out) {
+	if !strings.Contains(out, "  nan.1 (nan) failed: attempt 1 failed: exited with status 1: ValueError: loss is NaN\n") ||
+		!regexp.MustCompile(`(?m)^nan\.1 +nan +failed +1 .* failed +1$`).MatchString(out) {
 		t.Errorf("the summary does not say why:\n%s", out)
 	}
 	sum, _ := runFailing(t, sweep)
@@ -216,6 +216,43 @@ gpus: sim:1x24GiB
 	}
 	if len(j.Command) != 3 || j.Command[0] != "sh" || j.Started == nil || j.Ended == nil {
 		t.Errorf("command %q, started %v, ended %v", j.Command, j.Started, j.Ended)
+	}
+}
+
+// TestRunNeverOverwritesAnotherRunsLogs: two runs of one sweep with one --log-dir keep
+// their attempts in two directories of their own under it, each job's found by its
+// name too, and the trainer's lines end in \n in the log.
+func TestRunNeverOverwritesAnotherRunsLogs(t *testing.T) {
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "twice.yaml")
+	os.WriteFile(sweep, []byte("name: twice\ncommand: [sh, -c, \"echo run of {seed}; echo $$\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\ngpus: sim:1x24GiB\n"), 0o644)
+	logs := filepath.Join(dir, "logs")
+	var runs []string
+	for range 2 {
+		out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", logs, "--poll", "100ms")
+		var sum api.SweepSummary
+		if code != exitOK || json.Unmarshal([]byte(out), &sum) != nil {
+			t.Fatalf("exit %d\n%s%s", code, out, errOut)
+		}
+		log := sum.Jobs[1].Attempts[0].Log
+		run, err := filepath.Rel(logs, log)
+		if err != nil || !strings.HasPrefix(run, "twice-") || !strings.HasSuffix(run, "/twice.2/attempt-1/log") {
+			t.Fatalf("the log %s is not in a run's own directory under %s", log, logs)
+		}
+		runs = append(runs, strings.SplitN(run, "/", 2)[0])
+		byName, err := os.ReadFile(filepath.Join(logs, runs[len(runs)-1], "by-name", "twice", "seed=2", "attempt-1", "log"))
+		if err != nil || !strings.Contains(string(byName), "\nrun of 2\n") || strings.Contains(string(byName), "\r") {
+			t.Errorf("the log by name: %q, %v", byName, err)
+		}
+	}
+	if runs[0] == runs[1] {
+		t.Errorf("both runs wrote into %s", runs[0])
+	}
+	if n, err := newRunDir(logs, "twice", time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)); err != nil || filepath.Base(n) != "twice-20260102-150405" {
+		t.Fatalf("a new run's directory: %s %v", n, err)
+	}
+	if n, err := newRunDir(logs, "twice", time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)); err != nil || filepath.Base(n) != "twice-20260102-150405-2" {
+		t.Errorf("a second run in the same second: %s %v", n, err)
 	}
 }
 
