@@ -64,8 +64,8 @@ type fitTable struct {
 	// middles are the columns of cut that lose their middle: names, told apart by
 	// their start and their end alike (glue-t…seed=87).
 	middles []int
-	drop   []int // columns left out whole, in this order, where the table does not fit
-	buf    bytes.Buffer
+	drop    []int // columns left out whole, in this order, where the table does not fit
+	buf     bytes.Buffer
 	// What Flush left out: the columns dropped, and whether the last column had no
 	// room (see leaveOut).
 	dropped  []int

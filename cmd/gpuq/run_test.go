@@ -567,7 +567,7 @@ func TestSummaryFitsTheTerminal(t *testing.T) {
 			{N: 2, GPUs: []int{1}, Tier: 1, Params: params("batch_size", int64(8), "gradient_accumulation_steps", int64(4)), EffectiveBatch: &eb,
 				EstimateBytes: 14 << 30, PeakBytes: 7 << 30, Outcome: "success", Started: at}}},
 		{ID: "a-sweep-with-a-long-name.2", Name: "glue-sst2,seed=87", State: "failed", Params: written,
-			Reason: "attempt 1 failed: exited with status 1: ValueError: loss is NaN at step 1200: lower the learning rate",
+			Reason:     "attempt 1 failed: exited with status 1: ValueError: loss is NaN at step 1200: lower the learning rate",
 			ExitStatus: api.ExitStatus{ExitCode: &one, Error: "ValueError: loss is NaN at step 1200: lower the learning rate"},
 			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, Params: written, EstimateBytes: 0, Outcome: "failed", Started: at,
 				ExitStatus: api.ExitStatus{ExitCode: &one}}}},
