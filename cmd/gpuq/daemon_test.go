@@ -62,8 +62,9 @@ func startDaemon(t *testing.T, flags ...string) *schedtest.Buffer {
 			t.Fatalf("gpuq daemon: exit %d\n%s", code, log)
 		default:
 		}
-		_, _, code := cli(t, "status")
-		return code == exitOK
+		// Without a daemon, status reads the state on disk and says so.
+		_, errOut, code := cli(t, "status")
+		return code == exitOK && !strings.Contains(errOut, "no daemon runs")
 	})
 	return log
 }

@@ -54,7 +54,7 @@ type statusOptions struct {
 }
 
 func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &statusOptions{io: io, client: st.client, now: time.Now}
+	opts := &statusOptions{io: io, client: st.readClient, now: time.Now}
 	cmd := &cobra.Command{
 		Use:     "status [ID]",
 		Aliases: []string{"ls"},

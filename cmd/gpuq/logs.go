@@ -34,7 +34,7 @@ type logsOptions struct {
 }
 
 func newLogsCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &logsOptions{io: io, client: st.client, remote: st.remote, poll: 200 * time.Millisecond}
+	opts := &logsOptions{io: io, client: st.readClient, remote: st.remote, poll: 200 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:   "logs ID|--where KEY=VALUE,...",
 		Short: "Print a job's log: its latest attempt, or another with --attempt",
@@ -45,7 +45,8 @@ directory; gpuq status ID names them.
 -f follows the job until it ends: its running attempt, then each attempt that starts
 after it (the next rung after an OOM, a retry), waiting for one that has not started
 yet; what happens between attempts is said on stderr. With --attempt N, -f follows
-that attempt alone.
+that attempt alone. Where no daemon runs, the logs are read all the same (-f follows
+the latest attempt to its end: no next one starts without a daemon).
 
 --where finds the job by its parameters instead of its id (of one sweep, with
 --sweep): it must select one job.`,
@@ -75,11 +76,15 @@ func runLogs(opts *logsOptions, id string) error {
 	if opts.attempt < 0 || opts.tail < 0 {
 		return badInput("--attempt and --tail take positive numbers")
 	}
-	j, err := fetchJob(opts.client, id)
+	c, err := opts.client()
 	if err != nil {
 		return err
 	}
-	if opts.follow && opts.attempt == 0 {
+	j, err := c.Job(id)
+	if err != nil {
+		return err
+	}
+	if opts.follow && opts.attempt == 0 && !offline(c) {
 		return followJob(opts, j)
 	}
 	if len(j.Attempts) == 0 {

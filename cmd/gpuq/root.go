@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -46,7 +48,7 @@ func run(args []string, io ioStreams) int {
 }
 
 func newRootCmd(io ioStreams) *cobra.Command {
-	st := &settings{v: viper.New()}
+	st := &settings{v: viper.New(), notices: io.Err}
 	root := &cobra.Command{
 		Use:   "gpuq",
 		Short: "Pack GPU training sweeps onto a machine's cards and see them through OOMs",
@@ -121,6 +123,10 @@ const (
 type settings struct {
 	v     *viper.Viper
 	flags *pflag.FlagSet
+	// notices is where what gpuq tells besides a verb's output goes (stderr), and
+	// offlineNote says once that no daemon runs (see readClient).
+	notices     io.Writer
+	offlineNote sync.Once
 }
 
 // Keys of the machine settings, as written in the user config file.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -100,29 +99,21 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("state"); s != "" {
 		states = strings.Split(s, ",")
 	}
-	view := d.store.View()
-	if sweep != "" && view.Submission(sweep) == nil {
-		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, view.JobIDs()).Error())
+	jobs, err := api.ListJobs(d.store.View(), sweep, states)
+	if err != nil {
+		fail(w, http.StatusNotFound, err.Error())
 		return
 	}
-	out := api.JobsResponse{Jobs: []api.Job{}}
-	for _, j := range view.Jobs() {
-		if sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState())) {
-			continue
-		}
-		out.Jobs = append(out.Jobs, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
-	}
-	reply(w, out)
+	reply(w, api.JobsResponse{Jobs: jobs})
 }
 
 func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
-	view := d.store.View()
-	j := view.Job(r.PathValue("id"))
-	if j == nil {
-		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), view.JobIDs()).Error())
+	j, err := api.JobOf(d.store.View(), r.PathValue("id"))
+	if err != nil {
+		fail(w, http.StatusNotFound, err.Error())
 		return
 	}
-	reply(w, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
+	reply(w, j)
 }
 
 func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
