@@ -157,11 +157,17 @@ func LoadSweep(path string, ov Overrides) (*Sweep, error) {
 	if err != nil {
 		return nil, Problems{{File: path, Msg: fmt.Sprintf("cannot read the sweep file: %v", err)}}
 	}
-	s, err := DecodeSweep(path, data, ov)
+	return LoadSource(path, data, ov)
+}
+
+// LoadSource is LoadSweep of a sweep document already read (a one-off command's, which
+// gpuq writes itself), named file in errors.
+func LoadSource(file string, data []byte, ov Overrides) (*Sweep, error) {
+	s, err := DecodeSweep(file, data, ov)
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{file: path}
+	c := &checker{file: file}
 	if fi, err := os.Stat(s.Workdir); err != nil || !fi.IsDir() {
 		c.fail("workdir", "%s is not a directory: workdir is relative to the sweep file", s.Workdir)
 	} else {
