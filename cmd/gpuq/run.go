@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,13 +35,17 @@ type runOptions struct {
 	json     bool
 	logDir   string
 	poll     time.Duration
+	// command is a one-off's (gpuq run -- CMD), name its --name.
+	command []string
+	name    string
+	oneOff  oneOff
 }
 
 func newRunCmd(io ioStreams, st *settings) *cobra.Command {
 	opts := &runOptions{io: io, settings: st}
 	cmd := &cobra.Command{
-		Use:   "run SWEEP",
-		Short: "Run a sweep in the foreground until every job has succeeded or failed",
+		Use:   "run SWEEP | run [flags] -- COMMAND [ARG...]",
+		Short: "Run a sweep, or one command, in the foreground until every job has succeeded or failed",
 		Long: `Run every job of the sweep: pack them onto the cards, launch each trainer in a
 pseudo-terminal with the right environment, and when one runs out of GPU memory requeue
 it with the next rung of its OOM ladder (the effective batch kept), until every job has
@@ -49,6 +54,10 @@ do SIGTERM and the terminal closing (SIGHUP). At the end it prints every attempt
 card, tier, estimate, peak, outcome and exit status) and why each failed job failed,
 with its trainer's error line; --json the same with every attempt's "exit_code",
 "signal", "error" and "command".
+
+A command after -- is a one-off job, as gpuq submit -- takes one (see its help): a sweep
+of one job, named after its script or --name, with --memory, --host-memory,
+--gpus-per-job, --timeout, --priority, --env and --workdir as its sweep's keys.
 
 Each run keeps its attempts in a directory of its own under --log-dir, named for the
 sweep and the time it started (<sweep>-20260102-150405; -2 after it for a second run in
@@ -65,13 +74,29 @@ own (setsid, nohup) too.
 
 Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
-  gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json`,
-		Args: exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			opts.sweep = args[0]
+  gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json
+  gpuq run --memory 10GiB --gpus 1 -- python3 train.py --lr 1e-4`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			files, command, err := commandAfterDash(cmd, args)
+			switch {
+			case err != nil:
+				return err
+			case command == nil && len(files) != 1:
+				return badInput("name one sweep file, or give a command after --; see gpuq run --help")
+			case command == nil && opts.name != "":
+				return badInput("--name is for a command after --; a sweep file says name: itself")
+			case command == nil:
+				if err := notAProgram(files[0], "run"); err != nil {
+					return err
+				}
+				opts.sweep = files[0]
+			}
+			opts.command = command
 			return runRun(opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.name, "name", "", "with a command after --: its name (default its script's)")
+	opts.oneOff.addFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the final summary as JSON on stdout; progress goes to stderr")
 	cmd.Flags().StringVar(&opts.logDir, "log-dir", "", "where runs keep their attempts' configs and logs, each run in <sweep>-<time>/ of its own (default $XDG_STATE_HOME/gpuq/runs)")
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
@@ -85,7 +110,7 @@ var errInterrupted = errors.New("interrupted")
 var errJobsFailed = errors.New("some jobs failed")
 
 func runRun(opts *runOptions) error {
-	p, err := prepare(opts.sweep, opts.settings, opts.io)
+	p, err := opts.prepare()
 	if err != nil {
 		return err
 	}
@@ -164,6 +189,19 @@ func runRun(opts *runOptions) error {
 		return errJobsFailed
 	}
 	return nil
+}
+
+// prepare is the run's sweep, from its file or a one-off's command, on the machine.
+func (opts *runOptions) prepare() (*prepared, error) {
+	if opts.command == nil {
+		return prepare(opts.sweep, opts.settings, opts.io)
+	}
+	name := cmp.Or(opts.name, oneOffName(opts.command))
+	sw, _, err := opts.oneOff.sweep(oneOffLabel("run", opts.command), name, opts.command, opts.settings.overrides())
+	if err != nil {
+		return nil, err
+	}
+	return prepareSweep(sw, opts.settings, opts.io)
 }
 
 // startReaper starts the process that stops what the attempts under root leave
