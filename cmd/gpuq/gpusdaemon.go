@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
-// daemonGPUs prints the running daemon's cards, with its plan and headroom, and
+// daemonGPUs prints the running daemon's cards, with its plan, drains and headroom and
+// whose job each process is, and
 // reports whether one answered. A daemon schedules on the machine it was started with,
 // whatever gpuq would open by itself now; --gpus or --gpu-plan given here (flag or
 // environment) ask for this machine instead.
@@ -44,10 +47,19 @@ func daemonGPUs(opts *gpusOptions) (bool, error) {
 			slots = append(slots, n)
 		}
 	}
-	where := "on " + c.Dir()
+	where := "on " + tildeHome(c.Dir())
 	if st.remote() {
 		where = "at " + st.v.GetString(keyServer)
 	}
 	fmt.Fprintf(opts.io.Err, "gpuq: the cards of the daemon %s, headroom %s (--gpus shows others)\n", where, m.Headroom)
-	return true, writeGPUs(opts.io, m.Cards, slots, m.Simulated, opts.json)
+	jobs := func(c gpu.Card, p gpu.Process) (string, string) {
+		if job, _, ok := strings.Cut(p.Attempt, "/"); ok {
+			return job, m.Names[job]
+		}
+		if st.remote() {
+			return "", ""
+		}
+		return localJobs(c, p) // another gpuq's (a gpuq run), or the daemon could not tell yet
+	}
+	return true, writeGPUs(opts.io, machineView{cards: m.Cards, slots: slots, drained: m.Drained, simulated: m.Simulated, jobs: jobs}, opts.json)
 }

@@ -377,7 +377,7 @@ func (m model) stats(c api.GPUView) string {
 	if c.Slots >= 0 {
 		slots += "/" + strconv.Itoa(c.Slots)
 	}
-	s := fmt.Sprintf(" %5s/%-5s %3s %4s %4s", Gig(c.UsedBytes), Gig(c.TotalBytes), slots, percent(c.Utilization), celsius(c.Temperature))
+	s := fmt.Sprintf(" %5s/%-5s %3s %4s %4s", Gig(c.UsedBytes), Gig(c.TotalBytes), slots, Percent(c.Utilization), Celsius(c.Temperature))
 	if c.Drained {
 		s += " " + m.st.warn.Render("DRAINED")
 	}
@@ -481,14 +481,16 @@ func Gig(b int64) string {
 	return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + "G"
 }
 
-func percent(v int) string {
+// Percent is a share NVML gave, "-" for none.
+func Percent(v int) string {
 	if v < 0 {
 		return "-"
 	}
 	return strconv.Itoa(v) + "%"
 }
 
-func celsius(v int) string {
+// Celsius is a temperature NVML gave, "-" for none.
+func Celsius(v int) string {
 	if v < 0 {
 		return "-"
 	}

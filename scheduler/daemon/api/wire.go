@@ -281,6 +281,11 @@ type Machine struct {
 	Simulated string     `json:"simulated,omitempty"`
 	Headroom  string     `json:"headroom"`
 	Cards     []gpu.Card `json:"cards"`
-	// Slots is the plan's limit on each card (-1: none), in the order of Cards.
-	Slots []int `json:"slots"`
+	// Slots is the plan's limit on each card (-1: none), and Drained whether it is
+	// drained, in the order of Cards.
+	Slots   []int  `json:"slots"`
+	Drained []bool `json:"drained"`
+	// Names are the names of the jobs whose processes are on the cards (a process's
+	// Attempt is "<job>/<n>"), by job id.
+	Names map[string]string `json:"names,omitempty"`
 }
