@@ -18,9 +18,6 @@ import (
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func run(args []string, io ioStreams) int {
 	if len(args) == 2 && args[0] == launcher.SupervisorMode {
 		// Started by a daemon to hold one attempt; not a verb for people.
@@ -68,7 +65,7 @@ flag or config file) or a request the daemon refuses (an unknown job or sweep, a
 or logs of a job that has not started); 130 interrupted. These answer and exit 0: why
 of a job that does not wait, a --sweep to which no job applies (retry of a sweep with
 no failed job), daemon --stop when no daemon runs.`,
-		Version:       version,
+		Version:       versionText(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
