@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -435,8 +437,10 @@ func TestDamagedStateAndSalvage(t *testing.T) {
 
 // TestStatusInTmux: on an 80-column terminal, gpuq status of a daemon with a trainer
 // that died of an exception fits and says why it died, below the table where REASON
-// has no room; gpuq status ID says it with the exit status, and its attempts' table
-// fits; --all and --format list when each job started and ended and how it exited.
+// has no room; every job of a sweep of long points shows a name of its own, and a
+// held running job says it is held; gpuq status ID says why it died with the exit
+// status, and its attempts' table fits; --all and --format list when each job started
+// and ended and how it exited.
 func TestStatusInTmux(t *testing.T) {
 	dir := daemonEnv(t)
 	startDaemon(t)
@@ -446,20 +450,31 @@ matrix: {task: [glue-tvt_qnli], seed: [1, 2, 3]}
 memory: 1GiB
 gpu_plan: "1"
 `)
-	if out, errOut, code := cli(t, "submit", sweep); code != exitOK {
-		t.Fatalf("submit: exit %d: %s %s", code, out, errOut)
+	long := writeSweep(t, `name: gla-e1
+command: [sh, -c, "sleep 60"]
+matrix: {task: [glue-tvt_qnli, glue-tvt_mnli, glue-tvt_sst2, glue-tvt_rte], seed: [87, 88]}
+memory: 1GiB
+gpu_plan: "1"
+`)
+	for _, sw := range []string{sweep, long} {
+		if out, errOut, code := cli(t, "submit", sw); code != exitOK {
+			t.Fatalf("submit: exit %d: %s %s", code, out, errOut)
+		}
 	}
 	schedtest.WaitFor(t, "nan.1 failed, two running", func() bool {
-		jobs := listed(t)
+		jobs := listed(t, "--sweep", "nan")
 		return countState(jobs, "failed") == 1 && countState(jobs, "running") == 2
 	})
+	if _, errOut, code := cli(t, "hold", "nan.2"); code != exitOK {
+		t.Fatalf("hold: %s", errOut)
+	}
 	env := []string{asGPUQ + "=1", "GPUQ_STATE_DIR=" + dir}
 	for _, tc := range []struct {
 		args  []string
 		shows []string
 	}{
-		{[]string{"status"}, []string{"JOB", "nan.1", "failed", "nan.2", "running", "  nan.1 failed: ValueError: loss is NaN"}},
-		{[]string{"status", "nan.1"}, []string{"job nan.1 of sweep nan: failed", "attempt 1 failed: exited with status 1: ValueError:",
+		{[]string{"status"}, []string{"JOB", "NAME", "nan.1", "failed", "nan.2", "running,held", "  nan.1 failed: ValueError: loss is NaN"}},
+		{[]string{"status", "nan.1"}, []string{"job nan.1 (seed=1) of sweep nan: failed", "attempt 1 failed: exited with status 1: ValueError:",
 			"attempt 1 exited with status 1: ValueError: loss is NaN", "EXIT", "log of attempt 1:"}},
 		{[]string{"status", "--all", "--format", "jobid,state,start,end,elapsed,exitcode"}, []string{"START", "END", "ELAPSED", "EXIT"}},
 	} {
@@ -471,10 +486,17 @@ gpu_plan: "1"
 		if !tmux.Shows(tc.shows...)(out) {
 			t.Errorf("gpuq %s shows:\n%s\nwithout %q", strings.Join(tc.args, " "), out, tc.shows)
 		}
+		names := map[string]bool{}
 		for _, l := range strings.Split(out, "\n") {
 			if utf8.RuneCountInString(l) > 80 && !strings.Contains(l, "log of attempt") && !strings.Contains(l, "command of attempt") {
 				t.Errorf("gpuq %s: a line is wider than the terminal: %q", strings.Join(tc.args, " "), l)
 			}
+			if f := regexp.MustCompile(`  +`).Split(l, -1); strings.HasPrefix(l, "gla-e1.") && len(f) > 1 {
+				names[f[1]] = true
+			}
+		}
+		if tc.args[0] == "status" && len(tc.args) == 1 && len(names) != 8 {
+			t.Errorf("gpuq status shows %d names for 8 jobs: %q\n%s", len(names), slices.Sorted(maps.Keys(names)), out)
 		}
 	}
 	out, _, _ := cli(t, "status", "--format", "id,exit,error")

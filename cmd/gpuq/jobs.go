@@ -66,7 +66,8 @@ measured peaks, the peak of the latest attempt, how long the latest attempt ran,
 long its shape takes as learned from its attempts that succeeded, and why a job that
 failed or was cancelled ended (its error line: the exception line of its trainer's last
 traceback, else its last line). A job that waits again after an attempt shows the tier
-it will run at, and no card. On a narrow terminal TAKES, then ATTEMPT, are left out,
+it will run at, and no card; a running job that is held shows running,held (it is not
+started again until released). On a narrow terminal TAKES, then ATTEMPT, are left out,
 names lose their middle, and REASON is left out too, each failed job's reason then
 following the table.
 
@@ -362,7 +363,7 @@ var statusColumns = []statusColumn{
 		value: func(j api.Job, _ time.Time) string { return j.Name }},
 	{name: "point", header: "POINT", cut: true, cutMiddle: true, cutOrder: 1,
 		value: func(j api.Job, _ time.Time) string { return cmp.Or(j.Point, "-") }},
-	{name: "state", header: "STATE", value: func(j api.Job, _ time.Time) string { return j.State }},
+	{name: "state", header: "STATE", value: func(j api.Job, _ time.Time) string { return stateText(j) }},
 	{name: "gpu", aliases: []string{"nodelist"}, header: "GPU", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return cardsOf(a) })},
 	{name: "attempt", header: "ATTEMPT", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return strconv.Itoa(a.N) })},
 	{name: "tier", header: "TIER", value: func(j api.Job, _ time.Time) string { return strconv.Itoa(j.Tier) }},
@@ -419,6 +420,14 @@ func parseFormat(format string) ([]shownColumn, error) {
 		cols = append(cols, c)
 	}
 	return cols, nil
+}
+
+// stateText is a job's state in a listing: a running job that is held says so.
+func stateText(j api.Job) string {
+	if j.Held && j.State == string(state.JobRunning) {
+		return "running,held"
+	}
+	return j.State
 }
 
 // latestOf is a column of the job's latest attempt while it runs or once it has ended,
@@ -549,9 +558,12 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 	line := func(format string, args ...any) {
 		fmt.Fprintln(w, "  "+wrap(fmt.Sprintf(format, args...), width-2, "    "))
 	}
-	fmt.Fprintf(w, "job %s (%s) of sweep %s: %s\n", j.ID, j.Name, j.Sweep, j.State)
+	fmt.Fprintf(w, "job %s (%s) of sweep %s: %s\n", j.ID, j.Name, j.Sweep, stateText(j))
 	if j.Reason != "" {
 		line("%s", j.Reason)
+	}
+	if j.Held && j.State == string(state.JobRunning) {
+		line("held: it runs on, and is not started again until released (gpuq release %s)", j.ID)
 	}
 	if j.Point != "" {
 		line("point: %s", j.Point)
@@ -585,7 +597,7 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 		}
 		outcome := cmp.Or(a.Outcome, "running")
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, cardsOf(a), a.Tier, changedText(j.Params, a.Params),
-			eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), outcome, exitText(a.ExitStatus), a.Started.Format("01-02 15:04:05"), durationOf(a, now))
+			eb, sizeOrDash(a.EstimateBytes), sizeOrDash(peakOf(a)), outcome, exitText(a.ExitStatus), a.Started.Format("01-02 15:04:05"), durationOf(a, now))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

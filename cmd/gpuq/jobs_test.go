@@ -19,7 +19,7 @@ func statusJobs(at time.Time) []api.Job {
 	learned, took, one, zero := int64(15<<30), 90.0, 1, 0
 	ended := func(d time.Duration) *time.Time { t := at.Add(d); return &t }
 	return []api.Job{
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.1", Name: "sst2,seed=87", Point: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30, Started: &at,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.1", Name: "sst2,seed=87", Point: "task=sst2,seed=87", State: "running", Held: true, DeclaredBytes: 10 << 30, Started: &at,
 			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, PeakBytes: 9 << 30, Started: at}}}},
 		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.2", Name: "sst2,seed=88", Point: "task=sst2,seed=88", State: "queued", Tier: 1, DeclaredBytes: 10 << 30,
 			LearnedBytes: &learned, Started: &at, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 20 << 30, Outcome: "gpu-oom",
@@ -295,5 +295,13 @@ func TestPrintJob(t *testing.T) {
 			}
 			fitsWidth(t, strings.Join(kept, "\n"), tc.width)
 		}
+	}
+	var b strings.Builder
+	held := statusJobs(at)[0] // running, and held
+	held.Params = plans.NewMap()
+	held.Attempts[0].Params = held.Params
+	printJob(&b, held, at, 0)
+	if !strings.Contains(b.String(), "of sweep s: running,held\n  held: it runs on, and is not started again until released (gpuq release s.1)\n") {
+		t.Errorf("a held running job:\n%s", b.String())
 	}
 }

@@ -57,8 +57,11 @@ type JobSummary struct {
 	Point  string     `json:"point"`
 	Params *plans.Map `json:"params"`
 	State  string     `json:"state"`
-	Reason string     `json:"reason,omitempty"`
-	Tier   int        `json:"tier"` // its current rung: the next attempt's, while it waits
+	// Held: a person holds the job (gpuq hold). A queued one's state is "held"; a
+	// running one runs on, and is not started again until released.
+	Held   bool   `json:"held,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Tier   int    `json:"tier"` // its current rung: the next attempt's, while it waits
 	// DeclaredBytes is the estimate as written (or by the model) for the job's current
 	// tier; LearnedBytes what its shape's measured peak says (null: nothing yet).
 	DeclaredBytes int64  `json:"declared_bytes"`
@@ -140,7 +143,7 @@ type MemorySample struct {
 
 // Summarize is one job of a view of the store with its whole history.
 func Summarize(view state.View, j *state.Job) JobSummary {
-	js := JobSummary{ID: j.ID, Name: j.Name, Point: j.PointText(), Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
+	js := JobSummary{ID: j.ID, Name: j.Name, Point: j.PointText(), Params: j.Params, State: string(j.ShownState()), Held: j.Held, Reason: j.Reason,
 		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
 	if l := view.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
