@@ -51,6 +51,11 @@ func TestRunOneOff(t *testing.T) {
 	if !strings.Contains(out, "show.1  show  succeeded") || strings.Contains(errOut, "warning") {
 		t.Errorf("summary or warnings:\n%s%s", out, errOut)
 	}
+	// Without --memory its estimate is unknown: "-", never "0 B".
+	out, errOut, code = gpuq(t, "run", "--log-dir", dir, "--gpus", "sim:1x24GiB", "--", "sh", "-c", "true")
+	if code != exitOK || !strings.Contains(out+errOut, "tier 0, no estimate") || strings.Contains(out+errOut, "0 B") {
+		t.Errorf("an unknown estimate:\n%s%s", out, errOut)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
