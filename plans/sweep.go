@@ -37,7 +37,10 @@ type Sweep struct {
 	GPUs     GPUSpec
 	Plan     GPUPlan // nil: not written; see SlotPlan
 	Headroom Headroom
-	Threads  int // per job; 0 = "auto", an even share of the cores
+	// HeadroomSet: the sweep file or a flag wrote its headroom; otherwise it is
+	// DefaultHeadroom, and a daemon's own does not hide it.
+	HeadroomSet bool
+	Threads     int // per job; 0 = "auto", an even share of the cores
 	// Order is the order its jobs are offered in, within a priority.
 	Order Order
 	OOM   OOMPolicy
@@ -262,7 +265,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 		if hr, err := ParseHeadroom(h.Value); err != nil {
 			c.failAt(h, "headroom", "%v", err)
 		} else {
-			s.Headroom = hr
+			s.Headroom, s.HeadroomSet = hr, true
 		}
 	}
 	s.Threads = c.threads(doc)

@@ -229,6 +229,21 @@ func TestSubmitToADaemonOnAnotherMachine(t *testing.T) {
 	}
 }
 
+// TestASweepWithoutHeadroomTakesTheDaemons: a sweep that writes no headroom is not
+// warned that the daemon's other headroom hides its own; one that writes one is.
+func TestASweepWithoutHeadroomTakesTheDaemons(t *testing.T) {
+	daemonEnv(t)
+	startDaemon(t, "--headroom", "2GiB")
+	none := writeSweep(t, "name: none\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n")
+	if _, errOut, code := cli(t, "submit", none); code != exitOK || strings.Contains(errOut, "headroom") {
+		t.Errorf("submit without a headroom: exit %d, %q; want no warning", code, errOut)
+	}
+	five := writeSweep(t, "name: five\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\nheadroom: 5%\n")
+	if _, errOut, code := cli(t, "submit", five); code != exitOK || !strings.Contains(errOut, "headroom 5% does not apply: the daemon keeps 2.00 GiB free") {
+		t.Errorf("submit with headroom 5%%: exit %d, %q; want a warning", code, errOut)
+	}
+}
+
 func TestAttachSeesLiveOutputAndSendsKeys(t *testing.T) {
 	daemonEnv(t)
 	sweep := writeSweep(t, `name: pdb
