@@ -808,22 +808,68 @@ func runDrain(opts *drainOptions, name string) error {
 	return nil
 }
 
+// completeFlags completes the values of the flags of cmd and its subcommands that name
+// job states (--state) or sweeps (--sweep, from the running daemon, if one answers).
+func completeFlags(cmd *cobra.Command, st *settings) {
+	if cmd.Flags().Lookup("state") != nil {
+		cmd.RegisterFlagCompletionFunc("state", func(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			// A list: running,q completes to running,queued.
+			at := strings.LastIndexByte(prefix, ',') + 1
+			given := strings.Split(prefix[:at], ",")
+			var out []cobra.Completion
+			for _, s := range shownStates {
+				if !slices.Contains(given, string(s)) {
+					out = append(out, prefix[:at]+string(s))
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		})
+	}
+	if cmd.Flags().Lookup("sweep") != nil {
+		cmd.RegisterFlagCompletionFunc("sweep", completeSweeps(st))
+	}
+	for _, c := range cmd.Commands() {
+		completeFlags(c, st)
+	}
+}
+
+// completeSweeps completes sweep names from the running daemon, if one answers.
+func completeSweeps(st *settings) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		jobs := daemonJobs(cmd, st)
+		var out []cobra.Completion
+		seen := map[string]int{}
+		for _, j := range jobs {
+			if seen[j.Sweep]++; seen[j.Sweep] == 1 && strings.HasPrefix(j.Sweep, prefix) {
+				out = append(out, j.Sweep)
+			}
+		}
+		for i, s := range out {
+			out[i] = cobra.CompletionWithDesc(s, plans.Count(seen[s], "job"))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// daemonJobs are the running daemon's jobs, for completion; none where no daemon
+// answers.
+func daemonJobs(cmd *cobra.Command, st *settings) []api.Job {
+	if err := st.load(cmd.Root().PersistentFlags()); err != nil {
+		return nil
+	}
+	c, err := st.dial()
+	if err != nil {
+		return nil
+	}
+	jobs, _ := c.Jobs("", nil)
+	return jobs
+}
+
 // completeJobs completes job ids from the running daemon, if one answers.
 func completeJobs(st *settings) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if err := st.load(cmd.Root().PersistentFlags()); err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		c, err := st.dial()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		jobs, err := c.Jobs("", nil)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
 		var out []cobra.Completion
-		for _, j := range jobs {
+		for _, j := range daemonJobs(cmd, st) {
 			if strings.HasPrefix(j.ID, prefix) {
 				out = append(out, cobra.CompletionWithDesc(j.ID, j.State))
 			}

@@ -105,4 +105,7 @@ func TestSubmitOneOff(t *testing.T) {
 	if out, _, _ := cli(t, "logs", "lr-2.1"); !strings.Contains(out, "\nlr 1e-3\n") {
 		t.Errorf("the log of lr-2.1:\n%s", out)
 	}
+	if out, _, _ := cli(t, "__complete", "status", "--sweep", "lr"); out != "lr\t1 job\nlr-2\t1 job\n:4\n" {
+		t.Errorf("--sweep lr<TAB>: %q", out)
+	}
 }

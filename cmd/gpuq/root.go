@@ -107,6 +107,7 @@ no failed job), daemon --stop when no daemon runs.`,
 		c.GroupID = groupDaemon
 		root.AddCommand(c)
 	}
+	completeFlags(root, st)
 	return root
 }
 
