@@ -146,7 +146,7 @@ gpu_plan: "1"
 		t.Errorf("why long.3: %q", out)
 	}
 	out, _, _ := cli(t, "status", "long.1")
-	for _, want := range []string{"job long.1 of sweep long: running", "declared 1.00 GiB", "log of attempt 1: " + filepath.Join(dir, "attempts", "long.1", "attempt-1", "log")} {
+	for _, want := range []string{"job long.1 (seed=1) of sweep long: running", "declared 1.00 GiB", "log of attempt 1: " + filepath.Join(dir, "attempts", "long.1", "attempt-1", "log")} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status long.1 lacks %q:\n%s", want, out)
 		}
