@@ -21,9 +21,9 @@ import (
 // --gpu-plan and --headroom are the same flags as for a sweep. Its command is taken as
 // written: a brace in it is a brace, not a placeholder.
 type oneOff struct {
-	name, memory, hostMemory, timeout, workdir string
-	gpusPerJob, priority                       int
-	env                                        []string
+	memory, hostMemory, timeout, workdir string
+	gpusPerJob, priority                 int
+	env                                  []string
 }
 
 // oneOffFlags name the flags that set a one-off, and the sweep key each stands for.

@@ -28,16 +28,7 @@ func newSubmitCmd(io ioStreams, st *settings) *cobra.Command {
 		Use:   "submit SWEEP... | submit [flags] -- COMMAND [ARG...]",
 		Short: "Send sweeps, or one command, to the daemon, starting one in the background if none runs",
 		Long: `Check each sweep file and send it to the daemon of the state directory, which runs
-its jobs beside every other sweep's.
-
-A command after -- is a one-off job, as pueue add -- and sbatch --wrap take one: a
-sweep of one job that gpuq writes itself, run in this directory (--workdir) with the
-command as written (braces and all; nothing passes through a shell). It is named after
-its script (train.py: train) or --name, made unique by itself (train-2 when train was
-submitted before), so that it can be submitted again as it is. --memory (default
-unknown: it runs alone on a card), --host-memory, --gpus-per-job, --timeout,
---priority and --env KEY=VALUE are its sweep's keys; --gpus and --gpu-plan limit it
-as a sweep's gpus and gpu_plan do. When no daemon runs there, one is started in the
+its jobs beside every other sweep's. When no daemon runs there, one is started in the
 background first, on the machine the first sweep names (its gpus and headroom); its log
 is daemon.log in the state directory, and it keeps running after you log out. A sweep
 whose gpus name another machine than the running daemon's is refused, with the command
@@ -47,6 +38,15 @@ The sweep is read now: later edits to the file do not change it. Its trainers ge
 environment gpuq submit was run in (PATH, a conda env, CUDA settings), not the daemon's.
 --gpus and --gpu-plan, given here, replace the sweep's own: they limit the sweep's jobs
 to those cards and counts, within the daemon's machine.
+
+A command after -- is a one-off job, as pueue add -- and sbatch --wrap take one: a
+sweep of one job that gpuq writes itself, run in this directory (--workdir) with the
+command as written (braces and all; nothing passes through a shell). It is named after
+its script (train.py: train) or --name, made unique by itself (train-2 when train was
+submitted before), so that it can be submitted again as it is. --memory (default
+unknown: it runs alone on a card), --host-memory, --gpus-per-job, --timeout,
+--priority and --env KEY=VALUE are its sweep's keys; --gpus and --gpu-plan limit it as
+they limit a sweep.
 
 Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad input.`,
 		Example: `  gpuq submit examples/sweeps/quickstart.yaml
