@@ -6,8 +6,10 @@ package plans
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -62,33 +64,35 @@ func (c *checker) name(s *Sweep, doc *Map) {
 	}
 }
 
-// defaultNames names each job by the values of its point that are not the same in
-// every job, in the order written: a text value alone, as it names itself (glue-sst2),
-// a number or a boolean after its key (seed=87), so glue-sst2,seed=87. Where two jobs
-// would share a name so, every value is written key=value; where they still would
-// (they differ in their memory or priority alone), the name ends with the job's
-// number. A sweep of one job, or of jobs without a point, names them after itself.
+// defaultNames names each job by the values of its point that tell it apart, in the
+// order written: of the keys whose value is not the same in every job, those the others
+// determine are left out, the last first (an include's sim_activations, set by its
+// task), and of the rest a text value stands alone where every job has its key (an
+// axis: glue-sst2), anything else after its key (seed=87): glue-sst2,seed=87. Where
+// that would name two jobs alike (text alone), every value is written key=value; where
+// even that would (they differ in their memory or priority alone), the name ends with
+// the job's number. A sweep of one job, or of jobs without a point, names them after
+// itself.
 func defaultNames(s *Sweep) {
-	varies := varyingKeys(s.Jobs)
-	short := func(j *Job) string {
-		var parts []string
-		for _, k := range j.Point.Keys {
-			if !varies[k] {
-				continue
-			}
-			v := j.Point.Vals[k]
-			if t, text := v.(string); text && t != "" {
-				parts = append(parts, shown(t))
-			} else {
-				parts = append(parts, shown(k)+"="+shown(FormatValue(v)))
-			}
-		}
-		return strings.Join(parts, ",")
+	p := pointsOf(s.Jobs)
+	kept := make(map[string]bool, len(p.keys))
+	for _, k := range p.keys {
+		kept[k] = true
 	}
-	for _, name := range []func(*Job) string{short, (*Job).PointText} {
-		if unique(s.Jobs, name) {
+	for i := len(p.keys) - 1; i >= 0; i-- {
+		kept[p.keys[i]] = false
+		if !p.unique(kept) {
+			kept[p.keys[i]] = true
+		}
+	}
+	names := make([]string, len(s.Jobs))
+	for _, withKeys := range []bool{false, true} {
+		for i := range s.Jobs {
+			names[i] = pointOf(&s.Jobs[i], kept, p.every, withKeys)
+		}
+		if len(names) == len(slices.Compact(slices.Sorted(slices.Values(names)))) {
 			for i := range s.Jobs {
-				s.Jobs[i].Name = cmp.Or(name(&s.Jobs[i]), s.Name)
+				s.Jobs[i].Name = cmp.Or(names[i], s.Name)
 			}
 			return
 		}
@@ -99,38 +103,105 @@ func defaultNames(s *Sweep) {
 	}
 }
 
-// varyingKeys are the point's keys whose value is not the same in every job (a job
-// without the key counts as differing).
-func varyingKeys(jobs []Job) map[string]bool {
-	out := map[string]bool{}
-	if len(jobs) < 2 {
-		return out
-	}
-	first := jobs[0].Point
-	for _, j := range jobs {
-		for _, k := range j.Point.Keys {
-			if v, ok := first.Get(k); !ok || valueKey(v) != valueKey(j.Point.Vals[k]) {
-				out[k] = true
-			}
+// pointOf writes the values of j's point under the keys kept, text alone where every
+// job has its key unless withKeys.
+func pointOf(j *Job, kept, every map[string]bool, withKeys bool) string {
+	var parts []string
+	for _, k := range j.Point.Keys {
+		if !kept[k] {
+			continue
 		}
-		for _, k := range first.Keys {
-			if _, ok := j.Point.Get(k); !ok {
-				out[k] = true
-			}
+		v := j.Point.Vals[k]
+		if t, text := v.(string); text && t != "" && every[k] && !withKeys {
+			parts = append(parts, shown(t))
+		} else {
+			parts = append(parts, shown(k)+"="+shown(FormatValue(v)))
 		}
 	}
-	return out
+	return strings.Join(parts, ",")
 }
 
-// unique reports whether name gives every job another name.
-func unique(jobs []Job, name func(*Job) string) bool {
-	seen := make(map[string]bool, len(jobs))
-	for i := range jobs {
-		n := name(&jobs[i])
-		if seen[n] {
+// points are the jobs' points as numbers, for telling which keys tell jobs apart
+// without writing a name a key at a time: a sweep may have 100,000 jobs.
+type points struct {
+	// keys are those whose value is not the same in every job (a job without the key
+	// differs), in the order the jobs first have them; every says which keys every job
+	// has; ids[i][j] numbers job j's value under keys[i] (0: it has none).
+	keys  []string
+	every map[string]bool
+	ids   [][]uint32
+}
+
+func pointsOf(jobs []Job) points {
+	p := points{every: map[string]bool{}}
+	var all []string
+	index := map[string]int{}
+	var byValue []map[string]uint32
+	var ids [][]uint32
+	for j, job := range jobs {
+		for _, k := range job.Point.Keys {
+			i, ok := index[k]
+			if !ok {
+				i = len(all)
+				index[k], all = i, append(all, k)
+				byValue, ids = append(byValue, map[string]uint32{}), append(ids, make([]uint32, len(jobs)))
+			}
+			v := scalarKey(job.Point.Vals[k])
+			id, ok := byValue[i][v]
+			if !ok {
+				id = uint32(len(byValue[i]) + 1)
+				byValue[i][v] = id
+			}
+			ids[i][j] = id
+		}
+	}
+	for i, k := range all {
+		has := !slices.Contains(ids[i], 0)
+		p.every[k] = has
+		if len(jobs) > 1 && (len(byValue[i]) > 1 || !has) {
+			p.keys, p.ids = append(p.keys, k), append(p.ids, ids[i])
+		}
+	}
+	return p
+}
+
+// unique reports whether the keys kept tell every job from every other.
+func (p points) unique(kept map[string]bool) bool {
+	n := 0
+	if len(p.ids) > 0 {
+		n = len(p.ids[0])
+	}
+	seen := make(map[string]bool, n)
+	buf := make([]byte, 0, 4*len(p.keys))
+	for j := range n {
+		buf = buf[:0]
+		for i, k := range p.keys {
+			if kept[k] {
+				buf = binary.AppendUvarint(buf, uint64(p.ids[i][j]))
+			}
+		}
+		if seen[string(buf)] {
 			return false
 		}
-		seen[n] = true
+		seen[string(buf)] = true
 	}
 	return true
+}
+
+// scalarKey tells values apart as valueKey does (87 and "87" differ, 1e-4 is 0.0001),
+// cheaply for the scalars that points mostly hold.
+func scalarKey(v any) string {
+	switch t := v.(type) {
+	case string:
+		return "s" + t
+	case int64:
+		return "i" + strconv.FormatInt(t, 10)
+	case float64:
+		return "f" + formatFloat(t)
+	case Float:
+		return "f" + formatFloat(t.Value)
+	case bool:
+		return "b" + strconv.FormatBool(t)
+	}
+	return "v" + valueKey(v)
 }

@@ -6,8 +6,9 @@ import (
 )
 
 // TestJobNames: a job is named by job_name filled with its parameters, or by default
-// by the values of its point that differ between jobs (text alone, numbers after their
-// key), whole where that would name two jobs alike, and numbered where even that would;
+// by the values of its point that differ between jobs and that the others do not
+// determine (text alone, numbers after their key), every one key=value where that would
+// name two jobs alike, and numbered where even that would;
 // job_name that names two jobs alike, or fills from nothing, is refused.
 func TestJobNames(t *testing.T) {
 	const head = "name: s\ncommand: [echo]\nmemory: 1GiB\n"
@@ -20,7 +21,10 @@ func TestJobNames(t *testing.T) {
 			[]string{"glue-tvt_qnli,seed=87", "glue-tvt_qnli,seed=88", "glue-sst2,seed=87", "glue-sst2,seed=88"}, ""},
 		{"a boolean after its key", "matrix: {ckpt: [true, false]}\n", []string{"ckpt=true", "ckpt=false"}, ""},
 		{"one job is the sweep", "jobs: [{}]\n", []string{"s"}, ""},
-		{"text alone would collide", "jobs: [{a: x, b: y}, {b: x, a: y}]\n", []string{"a=x,b=y", "b=x,a=y"}, ""},
+		{"what an include adds is told by the axis", "matrix: {task: [sst2, rte], seed: [1, 2], include: [{task: rte, sim_base: 4GiB, sim_activations: 26GiB}]}\n",
+			[]string{"sst2,seed=1", "sst2,seed=2", "rte,seed=1", "rte,seed=2"}, ""},
+		{"a key the others determine", "jobs: [{a: x, b: y}, {b: x, a: y}]\n", []string{"x", "y"}, ""},
+		{"text alone would collide", "jobs: [{a: x, b: y}, {b: x, a: y}, {a: x, b: x}]\n", []string{"a=x,b=y", "b=x,a=y", "a=x,b=x"}, ""},
 		{"numbered when the points are alike", "jobs: [{task: a}, {task: a, memory: 2GiB}]\n", []string{"task=a#1", "task=a#2"}, ""},
 		{"template", "job_name: \"{task}-s{seed}\"\nmatrix: {task: [sst2, rte], seed: [1, 2]}\n",
 			[]string{"sst2-s1", "sst2-s2", "rte-s1", "rte-s2"}, ""},
