@@ -349,14 +349,20 @@ gpu_plan: "2,1,1"
 	}
 }
 
+// TestSubmitNameAndClean: a sweep's name is used once until gpuq clean forgets it,
+// which moves its logs away and removes the links to them by the jobs' names.
 func TestSubmitNameAndClean(t *testing.T) {
-	daemonEnv(t)
+	dir := daemonEnv(t)
 	startDaemon(t)
 	sweep := writeSweep(t, "name: q\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n")
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: %s", errOut)
 	}
 	schedtest.WaitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+	byName := filepath.Join(dir, "attempts", "by-name", "q")
+	if _, err := os.Stat(filepath.Join(byName, "q", "attempt-1", "log")); err != nil {
+		t.Errorf("the daemon's log by the job's name: %v", err)
+	}
 	for _, tt := range []struct {
 		args []string
 		code int
@@ -375,6 +381,11 @@ func TestSubmitNameAndClean(t *testing.T) {
 		out, errOut, code := cli(t, tt.args...)
 		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
 			t.Errorf("%v: exit %d, %s%s; want %d and %q", tt.args, code, out, errOut, tt.code, tt.want)
+		}
+		if tt.args[0] == "clean" && tt.code == exitOK && strings.Contains(tt.want, "forgot q") {
+			if _, err := os.Lstat(byName); !os.IsNotExist(err) {
+				t.Errorf("gpuq clean left the links by name: %v", err)
+			}
 		}
 	}
 }
