@@ -72,9 +72,9 @@ names lose their middle, and REASON is left out too, each failed job's reason th
 following the table.
 
 --where lists the jobs whose parameters have the values it gives: key=value pairs,
-all of which a job must have, a value's alternatives separated by | (--where
-task=glue-sst2,seed=87|88). Without a daemon (none runs on the state directory), the
-jobs are read from its state as the last daemon left it.
+all of which a job must have, a value's alternatives separated by | (quote it for the
+shell: --where 'task=glue-sst2,seed=87|88'). Without a daemon (none runs on the state
+directory), the jobs are read from its state as the last daemon left it.
 
 By default the list is the jobs that wait or run and the ` + strconv.Itoa(lastEnded) + ` that ended last; --all
 lists every job, and --state lists every job in those states.
@@ -95,7 +95,7 @@ with its sweep: per attempt and job, "exit_code" (null where a signal ended it),
 "signal", "error", "command", and the job's "started" and "ended".`,
 		Example: `  gpuq status
   gpuq ls --sweep gla-e1 --state running,queued
-  gpuq status --where task=glue-sst2,seed=87|88
+  gpuq status --where 'task=glue-sst2,seed=87|88'
   gpuq status --all --format jobid,point%30,state,start,end,elapsed,exitcode
   gpuq status gla-e1.7
   gpuq status --json | jq '.jobs[] | select(.state == "failed") | {id, exit_code, error}'`,
@@ -165,7 +165,7 @@ func listJobs(opts *statusOptions) error {
 }
 
 // whereSyntax is how --where is written, the same on every verb that takes it.
-const whereSyntax = "key=value pairs, all of them, a value's alternatives separated by | (task=sst2,seed=87|88)"
+const whereSyntax = "key=value pairs, all of them, a value's alternatives separated by | ('task=sst2,seed=87|88')"
 
 // where is the jobs whose parameters meet the selection --where gives; a key that no
 // job has is bad input, with the one meant.
@@ -704,7 +704,7 @@ Name jobs by id, or every job of a sweep with --sweep, or every job whose parame
 have the values --where gives (of that sweep, with --sweep): the jobs of a sweep or a
 --where to which the verb does not apply are passed over. A named job to which it does
 not apply is an error, and then nothing is changed.`,
-		Example: fmt.Sprintf("  gpuq %s gla-e1.3 gla-e1.4\n  gpuq %s --sweep gla-e1\n  gpuq %s --sweep gla-e1 --where task=glue-sst2,seed=87|88",
+		Example: fmt.Sprintf("  gpuq %s gla-e1.3 gla-e1.4\n  gpuq %s --sweep gla-e1\n  gpuq %s --sweep gla-e1 --where 'task=glue-sst2,seed=87|88'",
 			verb, verb, verb),
 		ValidArgsFunction: completeJobs(st),
 		RunE:              func(_ *cobra.Command, args []string) error { return runSelect(opts, args) },
