@@ -34,7 +34,7 @@ var oneOffFlags = []struct{ flag, key string }{
 
 // addFlags adds the one-off's flags to fs; --name is the verb's own.
 func (o *oneOff) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.memory, "memory", "", "with a command after --: its estimated peak per card (10GiB), or probe; default unknown, so it runs alone on a card")
+	fs.StringVar(&o.memory, "memory", "", "with a command after --: its estimated peak per card (10GiB), or probe; default unknown: one job per card, as a sweep without memory")
 	fs.StringVar(&o.hostMemory, "host-memory", "", "with a command after --: its host RAM (16GiB)")
 	fs.IntVar(&o.gpusPerJob, "gpus-per-job", 1, "with a command after --: the cards it needs at once (torchrun)")
 	fs.StringVar(&o.timeout, "timeout", "", "with a command after --: stop an attempt running longer (6h)")

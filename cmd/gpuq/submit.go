@@ -44,9 +44,9 @@ sweep of one job that gpuq writes itself, run in this directory (--workdir) with
 command as written (braces and all; nothing passes through a shell). It is named after
 its script (train.py: train) or --name, made unique by itself (train-2 when train was
 submitted before), so that it can be submitted again as it is. --memory (default
-unknown: it runs alone on a card), --host-memory, --gpus-per-job, --timeout,
---priority and --env KEY=VALUE are its sweep's keys; --gpus and --gpu-plan limit it as
-they limit a sweep.
+unknown: one job per card, as for a sweep without memory), --host-memory,
+--gpus-per-job, --timeout, --priority and --env KEY=VALUE are its sweep's keys; --gpus
+and --gpu-plan limit it as they limit a sweep.
 
 Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad input.`,
 		Example: `  gpuq submit examples/sweeps/quickstart.yaml
