@@ -129,6 +129,7 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	add("GPUQ_ATTEMPT", strconv.Itoa(a.N))
 	add("GPUQ_TIER", strconv.Itoa(a.Tier))
 	add(attemptDirVar, dir)
+	add(MetricsVar, MetricsPath(dir))
 	if a.Ledger != "" {
 		add("GPUQ_SIM_LEDGER", a.Ledger)
 		caps := make([]string, len(a.Cards))

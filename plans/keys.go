@@ -245,7 +245,7 @@ func (c *checker) fitLadder(rc *reach, j *Job, note func(field, job, msg string)
 	for r, rung := range j.Ladder {
 		for _, fac := range rung.Scale {
 			if v, ok := j.Params.Get(fac.Key); ok {
-				if _, num := toFloat(v); !num {
+				if _, num := Number(v); !num {
 					note(fmt.Sprintf("oom.ladder[%d].scale.%s", r, fac.Key), j.ID, fmt.Sprintf("scales %q, whose value %q is not a number", fac.Key, FormatValue(v)))
 				}
 			}

@@ -20,11 +20,7 @@ var nameBuiltins = []string{"sweep"}
 // PointText is the job's point written whole: every value that sets it apart in the
 // sweep file, key=value, in the order written ("task=glue-sst2,seed=87").
 func (j *Job) PointText() string {
-	parts := make([]string, 0, j.Point.Len())
-	for _, k := range j.Point.Keys {
-		parts = append(parts, shown(k)+"="+shown(FormatValue(j.Point.Vals[k])))
-	}
-	return strings.Join(parts, ",")
+	return pointName(j.Point, nil, "")
 }
 
 // name gives every job of s its name: the sweep's job_name filled with the job's

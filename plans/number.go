@@ -34,6 +34,20 @@ func (f Float) MarshalJSON() ([]byte, error) {
 // MarshalYAML writes the value: YAML 1.1 readers take 1e-4 for a string.
 func (f Float) MarshalYAML() (any, error) { return f.Value, nil }
 
+// Number is the value of a number a document wrote: an int64, a float64, or a Float
+// (its value); false for anything else.
+func Number(v any) (float64, bool) {
+	switch t := v.(type) {
+	case int64:
+		return float64(t), true
+	case float64:
+		return t, true
+	case Float:
+		return t.Value, true
+	}
+	return 0, false
+}
+
 // literalFloat is the decoded number v written as text: a Float where the text says
 // more than v printed does, v otherwise.
 func literalFloat(v float64, text string) any {

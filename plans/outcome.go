@@ -17,6 +17,8 @@ const (
 	Cancelled Outcome = "cancelled"
 	TimedOut  Outcome = "timed-out" // stopped for running past its job's timeout
 	Lost      Outcome = "lost"      // gpuq lost track of it (it could not be started, or its supervisor died)
+	// StoppedEarly: gpuq stopped it because its point was losing (early_stop).
+	StoppedEarly Outcome = "stopped-early"
 	// AllocConfRefused: PyTorch before 2.1 refused PYTORCH_CUDA_ALLOC_CONF's
 	// expandable_segments, which gpuq sets by default.
 	AllocConfRefused Outcome = "alloc-conf-refused"

@@ -62,7 +62,7 @@ func valueIs(v any, want string) bool {
 	if FormatValue(v) == want {
 		return true
 	}
-	f, isNumber := toFloat(v)
+	f, isNumber := Number(v)
 	w, err := strconv.ParseFloat(strings.TrimSpace(want), 64)
 	return isNumber && err == nil && f == w
 }

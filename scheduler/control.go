@@ -73,8 +73,10 @@ func selected(view state.View, sel Selection, ok func(*state.Job) string) ([]*st
 	return out, nil
 }
 
+// ended reports whether the job has ended: succeeded, failed, was cancelled or was
+// stopped early (early_stop).
 func ended(j *state.Job) bool {
-	return j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled
+	return j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled || j.State == state.JobStopped
 }
 
 // cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
@@ -115,12 +117,13 @@ func (e *Engine) cancel(sel Selection) ([]string, error) {
 	return ids, nil
 }
 
-// retry puts failed or cancelled jobs back in the queue, at the tier they last ran at;
-// oom.max_attempts counts afresh.
+// retry puts failed, cancelled or stopped jobs back in the queue, at the tier they last
+// ran at; oom.max_attempts counts afresh. A job stopped early runs again from its start,
+// and is not judged again at the rungs it has passed.
 func (e *Engine) retry(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
-		if j.State != state.JobFailed && j.State != state.JobCancelled {
-			return "only a failed or cancelled job can be retried"
+		if j.State != state.JobFailed && j.State != state.JobCancelled && j.State != state.JobStopped {
+			return "only a failed, cancelled or stopped job can be retried"
 		}
 		return ""
 	})
@@ -128,8 +131,11 @@ func (e *Engine) retry(sel Selection) ([]string, error) {
 		return nil, err
 	}
 	view := e.store.Latest()
+	// A job that runs after others waits for them again (see after.go).
+	e.after = nil
 	return e.change(jobs, "requeued by gpuq retry", func(c *state.Job) {
 		c.State, c.Reason, c.Retried, c.Held, c.Since, c.Timeouts = state.JobQueued, "", false, false, c.Attempts, 0
+		c.Awaiting = len(c.After) > 0
 		view.Reestimate(c)
 	})
 }
@@ -222,6 +228,8 @@ func (e *Engine) why(id string) (pack.Reason, string, error) {
 		return "", msg, nil
 	case j.Held:
 		return "", fmt.Sprintf("it is held; gpuq release %s lets it start", id), nil
+	case j.Awaiting:
+		return "", afterDetail(view, j), nil
 	}
 	d, probing, err := e.decide(view)
 	if err != nil {

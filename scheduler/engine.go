@@ -207,6 +207,13 @@ type Engine struct {
 	// attempts that could not be recorded meanwhile (see pause.go).
 	paused  *state.CannotWrite
 	pending []Exit
+	// after are the jobs that wait for what they run after (see after.go).
+	after awaiting
+	// metricsSavedAt is when the running attempts' metrics were last written (see
+	// save); boards are the standings of the sweeps with early_stop, by sweep (see
+	// boardOf).
+	metricsSavedAt time.Time
+	boards         map[string]*board
 }
 
 // proc is a process on a machine: pids are a machine's own.

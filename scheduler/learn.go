@@ -33,7 +33,7 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 			c := *a
 			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
 			c.Memory = memory
-			e.unsaved.put(&unsaved{stored: view.Attempt(a.ID), now: &c})
+			e.unsaved.put(&unsaved{stored: view.Attempt(a.ID), now: &c, memory: true})
 			a = &c
 			running[i] = a
 		}
@@ -53,8 +53,11 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 }
 
 // unsaved is a running attempt as measured (now) and the stored version it stands for
-// (stored).
-type unsaved struct{ stored, now *state.Attempt }
+// (stored); memory says its memory was measured anew, not only its metrics read.
+type unsaved struct {
+	stored, now *state.Attempt
+	memory      bool
+}
 
 // measures is what was measured of running attempts and not yet written (see
 // Config.SaveMeasures): by attempt, and by the stored version each stands for, which
@@ -84,26 +87,32 @@ func (m measures) forget(id string) {
 	}
 }
 
-func (m measures) clear() {
-	clear(m.byID)
-	clear(m.byStored)
-}
-
-// save writes every running attempt's measures not yet written, once SaveMeasures has
-// passed since it last did.
+// save writes the running attempts' measures not yet written: their memory once
+// SaveMeasures has passed since it last did, their metrics alone once saveMetricsEvery
+// has too (and with their memory, whenever that is written).
 func (e *Engine) save(running []*state.Attempt, now time.Time) {
-	if len(e.unsaved.byID) == 0 || now.Sub(e.savedAt) < e.cfg.SaveMeasures {
+	if len(e.unsaved.byID) == 0 {
+		return
+	}
+	memory := now.Sub(e.savedAt) >= e.cfg.SaveMeasures
+	metrics := now.Sub(e.metricsSavedAt) >= max(e.cfg.SaveMeasures, saveMetricsEvery)
+	if !memory && !metrics {
 		return
 	}
 	view := e.store.Latest()
 	var measured []*state.Attempt
 	for _, a := range running {
-		if _, ok := e.unsaved.byID[a.ID]; ok {
+		if u, ok := e.unsaved.byID[a.ID]; ok && (metrics || memory && u.memory) {
 			measured = append(measured, e.measured(view.Attempt(a.ID)))
+			e.unsaved.forget(a.ID)
 		}
 	}
-	e.unsaved.clear()
-	e.savedAt = now
+	if memory {
+		e.savedAt = now
+	}
+	if metrics {
+		e.metricsSavedAt = now
+	}
 	if len(measured) > 0 {
 		e.put(state.Change{Attempts: measured})
 	}
@@ -124,8 +133,8 @@ func (e *Engine) measured(a *state.Attempt) *state.Attempt {
 	// over to it.
 	c := *a
 	c.Peak, c.HostPeak, c.PeakUnknown = max(a.Peak, u.now.Peak), max(a.HostPeak, u.now.HostPeak), a.PeakUnknown || u.now.PeakUnknown
-	c.Memory = u.now.Memory
-	e.unsaved.put(&unsaved{stored: a, now: &c})
+	c.Memory, c.Metrics = u.now.Memory, u.now.Metrics
+	e.unsaved.put(&unsaved{stored: a, now: &c, memory: u.memory})
 	return &c
 }
 

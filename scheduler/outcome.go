@@ -33,8 +33,10 @@ func (e *Engine) apply(x Exit) {
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)
+	last := e.lastMetrics(&ended)
 	job := *view.Job(a.Job)
 	sw := view.Sweep(job.Sweep)
+	e.lastRungs(view, &job, last)
 	if job.Probe {
 		e.changeShape(job.Shape, func(l *state.Shape) {
 			if l.Probe == job.ID {
@@ -44,6 +46,11 @@ func (e *Engine) apply(x Exit) {
 	}
 	kind, msg := string(x.Outcome), x.Detail
 	switch {
+	case a.StopReason != "" && x.Outcome != plans.Success:
+		// Stopped early: whatever else it said as it went (cancelled, lost, even out
+		// of memory), its point had lost.
+		ended.Outcome, kind, msg = plans.StoppedEarly, "stopped", a.StopReason
+		job.State, job.Reason = state.JobStopped, a.StopReason
 	case x.Unstarted, x.Requeue:
 		// It does not count against oom.max_attempts.
 		job.State, job.Since, kind = state.JobQueued, job.Since+1, "requeued"
@@ -69,11 +76,13 @@ func (e *Engine) apply(x Exit) {
 		}
 		msg = job.Reason
 	}
+	// The end is counted with it, for counters that never go down (state.Tally).
+	change := state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}, Tallies: []*state.Tally{view.Counted(&ended)}}
 	var err error
 	if job.State == state.JobSucceeded {
-		_, err = e.learn(job.Shape, &ended, &state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
+		_, err = e.learn(job.Shape, &ended, &change)
 	} else {
-		err = e.put(state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
+		err = e.put(change)
 	}
 	if err != nil {
 		// Applied again once it can be recorded (see resume); its trainer has ended

@@ -29,6 +29,7 @@ func (e *Engine) put(c state.Change) error {
 	if e.err != nil {
 		return e.err
 	}
+	e.stampQueued(&c)
 	c.Jobs = e.stampEnds(c.Jobs)
 	return e.failed(e.store.Put(c))
 }
@@ -39,7 +40,7 @@ func (e *Engine) put(c state.Change) error {
 func (e *Engine) stampEnds(jobs []*state.Job) []*state.Job {
 	out, copied := jobs, false
 	for i, j := range jobs {
-		over := j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled
+		over := ended(j)
 		if over == !j.Ended.IsZero() {
 			continue
 		}

@@ -67,7 +67,21 @@ func (e *Engine) driving(what string) {
 
 // Submit adds a sweep's jobs.
 func (e *Engine) Submit(ctx context.Context, sub *state.Submission) error {
-	return e.Do(ctx, func(context.Context) error { return e.store.Submit(sub) })
+	return e.Do(ctx, func(context.Context) error {
+		if err := CheckAfter(e.store.Latest(), sub.Sweep); err != nil {
+			return err
+		}
+		if sub.Submitted.IsZero() {
+			sub.Submitted = e.clock.Now()
+		}
+		if err := e.store.Submit(sub); err != nil {
+			return err
+		}
+		if sub.Sweep.Waits() {
+			e.after = nil // found again at the next round, with its jobs
+		}
+		return nil
+	})
 }
 
 // Cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
@@ -76,8 +90,8 @@ func (e *Engine) Cancel(ctx context.Context, sel Selection) ([]string, error) {
 	return ask(ctx, e, func() ([]string, error) { return e.cancel(sel) })
 }
 
-// Retry puts failed or cancelled jobs back in the queue, at the tier they last ran at;
-// oom.max_attempts counts afresh.
+// Retry puts failed, cancelled or stopped jobs back in the queue, at the tier they last
+// ran at; oom.max_attempts counts afresh (see retry).
 func (e *Engine) Retry(ctx context.Context, sel Selection) ([]string, error) {
 	return ask(ctx, e, func() ([]string, error) { return e.retry(sel) })
 }
@@ -124,6 +138,12 @@ func (e *Engine) Backlog(ctx context.Context) (Backlog, error) {
 // CardViews returns every card as the last round read it.
 func (e *Engine) CardViews(ctx context.Context) ([]CardView, error) {
 	return ask(ctx, e, func() ([]CardView, error) { return e.cardViews(), nil })
+}
+
+// RunningNow returns the running attempts with what was measured and read of them
+// since they were last written: their latest metrics, for gpuq top and Prometheus.
+func (e *Engine) RunningNow(ctx context.Context) ([]*state.Attempt, error) {
+	return ask(ctx, e, func() ([]*state.Attempt, error) { return e.runningNow(e.store.Latest()), nil })
 }
 
 // Waits says why each queued job that is not held waits, by job.

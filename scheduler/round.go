@@ -58,10 +58,16 @@ func (e *Engine) schedule() error {
 	if e.expire(running) {
 		running = e.roundRunningNow(e.store.Latest())
 	}
+	if e.readMetrics(running) {
+		running = e.roundRunningNow(e.store.Latest())
+	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others, which it names.
 	rewritten := e.learnPeaks(running)
 	e.failTooLarge()
+	if writes {
+		e.settleAfter()
+	}
 	view := e.store.Latest()
 	smallest, _, ok := e.store.Queue().Extremes()
 	if !ok || !writes {
@@ -363,10 +369,16 @@ func (e *Engine) quotas(view state.View, cards []pack.CardState, running []*stat
 			return q
 		}
 		var q *pack.Quota
-		if sub := view.Submission(sweep); sub != nil && sub.Limit != nil {
+		if sub := view.Submission(sweep); sub != nil && (sub.Limit != nil || sub.MaxRunning() > 0) {
 			q = &pack.Quota{Slots: make([]int, len(cards))}
 			for i, c := range cards {
-				q.Slots[i] = sub.Limit.On(c.Index)
+				q.Slots[i] = plans.NoSlotLimit
+				if sub.Limit != nil {
+					q.Slots[i] = sub.Limit.On(c.Index)
+				}
+			}
+			if n := sub.MaxRunning(); n > 0 {
+				q.Max, q.Left = n, maxRunningLeft(view, running, sweep, n)
 			}
 			if sub.OnePerCard() {
 				q.OnePerCard = true
@@ -384,6 +396,18 @@ func (e *Engine) quotas(view state.View, cards []pack.CardState, running []*stat
 		made[sweep] = q
 		return q
 	}
+}
+
+// maxRunningLeft is how many more of a sweep's jobs may start under its max_running
+// of n: n less its attempts running.
+func maxRunningLeft(view state.View, running []*state.Attempt, sweep string, n int) *int {
+	left := n
+	for _, a := range running {
+		if j := view.Job(a.Job); j != nil && j.Sweep == sweep {
+			left--
+		}
+	}
+	return &left
 }
 
 // waitsForProbe says whether a queued job of memory: probe, of a shape not measured

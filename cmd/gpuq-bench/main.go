@@ -69,6 +69,15 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 	fmt.Fprintf(w, "Simulations (virtual time; sim wall is the median of %d runs, trace loading included;\n", runs)
 	fmt.Fprintf(w, "before: gpuq's makespan over the bound before it ordered jobs largest first and backfilled)\n\n")
 	printSims(w, results)
+	stops, err := earlyStopping(files, gpuq)
+	if err != nil {
+		return err
+	}
+	if len(stops) > 0 {
+		fmt.Fprintf(w, "\nEarly stopping (virtual time): gpuq's makespan with each trace's early_stop, and with every job\n")
+		fmt.Fprintf(w, "run to its end (--no-early-stop); whether each group's best point, by its curve, finished\n\n")
+		printEarlyStopping(w, stops)
+	}
 
 	var packs []packResult
 	if packerOut != "" {
@@ -89,7 +98,7 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 		printDaemon(w, f)
 	}
 	fmt.Fprintln(w, "\nTargets")
-	printTargets(w, results, packs)
+	printTargets(w, results, packs, stops)
 	return nil
 }
 
@@ -144,11 +153,11 @@ func simulateTrace(file string, runs int, gpuq string) ([]simResult, error) {
 	return out, nil
 }
 
-// simulateBy runs gpuq simulate FILE --policy gpuq --json, and returns its result and
-// the most memory it held.
-func simulateBy(gpuq, file string) (simulate.Result, int64, error) {
+// simulateBy runs gpuq simulate FILE --policy gpuq --json with args, and returns its
+// result and the most memory it held.
+func simulateBy(gpuq, file string, args ...string) (simulate.Result, int64, error) {
 	var r simulate.Result
-	cmd := exec.Command(gpuq, "simulate", file, "--policy", string(simulate.GPUQ), "--json")
+	cmd := exec.Command(gpuq, append([]string{"simulate", file, "--policy", string(simulate.GPUQ), "--json"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -290,7 +299,7 @@ func printPacker(w io.Writer, packs []packResult) {
 }
 
 // printTargets checks the targets against what was measured.
-func printTargets(w io.Writer, results []simResult, packs []packResult) {
+func printTargets(w io.Writer, results []simResult, packs []packResult, stops []esResult) {
 	check := func(ok bool, format string, args ...any) {
 		mark := "MET    "
 		if !ok {
@@ -326,6 +335,7 @@ func printTargets(w io.Writer, results []simResult, packs []packResult) {
 			check(p.p99us < 1000, "%s: p99 decision %s (target 1 ms)", p.name, micros(p.p99us))
 		}
 	}
+	checkEarlyStopping(check, stops)
 }
 
 func median(xs []float64) float64 {

@@ -26,9 +26,9 @@ func newCleanCmd(io ioStreams, st *settings) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "clean [--sweep SWEEP] [--older-than AGE]",
 		Short: "Forget sweeps whose jobs have all ended, so their names can be used again",
-		Long: `Forget the daemon's sweeps whose jobs have all ended (succeeded, failed or
-cancelled): every one, the one --sweep names, or those whose last attempt ended longer
-ago than --older-than (such as 7d or 12h). A forgotten sweep's name can be submitted
+		Long: `Forget the daemon's sweeps whose jobs have all ended (succeeded, failed, cancelled
+or stopped early): every one, the one --sweep names, or those whose last attempt ended
+longer ago than --older-than (such as 7d or 12h). A forgotten sweep's name can be submitted
 again, and gpuq status no longer lists its jobs.
 
 Their logs are kept, moved to cleaned/<time>/ in the state directory, unless --logs

@@ -59,8 +59,8 @@ func TestCompletesFlagValues(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"__complete", "status", "--state", ""}, "queued\nheld\nrunning\nsucceeded\nfailed\ncancelled\n:4\n"},
-		{[]string{"__complete", "ls", "--state", "running,fail"}, "running,queued\nrunning,held\nrunning,succeeded\nrunning,failed\nrunning,cancelled\n:4\n"},
+		{[]string{"__complete", "status", "--state", ""}, "queued\nheld\nblocked\nrunning\nsucceeded\nstopped\nfailed\ncancelled\n:4\n"},
+		{[]string{"__complete", "ls", "--state", "running,fail"}, "running,queued\nrunning,held\nrunning,blocked\nrunning,succeeded\nrunning,stopped\nrunning,failed\nrunning,cancelled\n:4\n"},
 		{[]string{"__complete", "cancel", "--sweep", ""}, ":4\n"},
 	} {
 		if out, _, code := gpuq(t, tc.args...); code != exitOK || out != tc.want {

@@ -32,14 +32,14 @@ func fetchJob(client func() (daemonClient, error), id string) (api.Job, error) {
 func newJobCmds(io ioStreams, st *settings) []*cobra.Command {
 	return []*cobra.Command{newStatusCmd(io, st), newLogsCmd(io, st), newWhyCmd(io, st),
 		newSelectCmd(io, st, api.Cancel, "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
-		newSelectCmd(io, st, api.Retry, "Put failed or cancelled jobs back in the queue, at the tier they last ran", "requeued"),
+		newSelectCmd(io, st, api.Retry, "Put failed, cancelled or stopped jobs back in the queue, at the tier they last ran", "requeued"),
 		newSelectCmd(io, st, api.Hold, "Keep jobs from starting until released; running ones run on", "held"),
 		newSelectCmd(io, st, api.Release, "Let held jobs start again", "released"),
 		newDrainCmd(io, st, true), newDrainCmd(io, st, false)}
 }
 
-var shownStates = []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
-	state.JobSucceeded, state.JobFailed, state.JobCancelled}
+var shownStates = []state.JobState{state.JobQueued, state.JobHeld, state.JobBlocked, state.JobRunning,
+	state.JobSucceeded, state.JobStopped, state.JobFailed, state.JobCancelled}
 
 type statusOptions struct {
 	io     ioStreams
@@ -58,23 +58,26 @@ func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "status [ID]",
 		Aliases: []string{"ls"},
-		Short:   "List the daemon's jobs, or show one job with its attempts",
-		Long: `List the daemon's jobs, one line each: its name (the sweep's job_name filled in, or by
-default the values of its point that differ between jobs, such as glue-sst2,seed=87),
-state, card, attempt, tier, the memory estimate as declared and as learned from
-measured peaks, the peak of the latest attempt, how long the latest attempt ran, how
-long its shape takes as learned from its attempts that succeeded, and why a job that
-failed or was cancelled ended (its error line: the exception line of its trainer's last
-traceback, else its last line). A job that waits again after an attempt shows the tier
-it will run at, and no card; a running job that is held shows running,held (it is not
-started again until released). On a narrow terminal TAKES, then ATTEMPT, are left out,
-names lose their middle, and REASON is left out too, each failed job's reason then
-following the table.
+		Short:   "List the daemon's jobs (and a gpuq run's), or show one job with its attempts",
+		Long: `List the daemon's jobs, and those of each gpuq run in the foreground, one line
+each: its name (the sweep's job_name filled in, or by default the values of its point
+that differ between jobs, such as glue-sst2,seed=87), state (blocked: waiting for what
+it runs after), card, attempt, tier, the memory estimate as declared and as learned
+from measured peaks, the peak of the latest attempt, how long the latest attempt ran,
+how long its shape takes as learned from its attempts that succeeded, and why a job
+that failed, was cancelled or was stopped early ended (its error line: the exception
+line of its trainer's last traceback, else its last line; for one stopped early, the
+reading it lost by), or what a blocked one runs after. A job that waits again after an
+attempt shows the tier it will run at, and no card; a running job that is held shows
+running,held (it is not started again until released). On a narrow terminal TAKES,
+then ATTEMPT, are left out, names lose their middle, and REASON is left out too, each
+reason then following the table.
 
 --where lists the jobs whose parameters have the values it gives: key=value pairs,
 all of which a job must have, a value's alternatives separated by | (quote it for the
-shell: --where 'task=glue-sst2,seed=87|88'). Without a daemon (none runs on the state
-directory), the jobs are read from its state as the last daemon left it.
+shell: --where 'task=glue-sst2,seed=87|88'). With neither a daemon nor a gpuq run
+running on the state directory, the jobs are read from its state as the last daemon
+left it.
 
 By default the list is the jobs that wait or run and the ` + strconv.Itoa(lastEnded) + ` that ended last; --all
 lists every job, and --state lists every job in those states.
@@ -88,7 +91,9 @@ status of its latest attempt's trainer or the signal that killed it.
 
 With a job ID, show that job with every attempt: the tier and parameters it ran at, its
 estimate, its peak, how it ended (exit status or signal, and its error line), its
-command and its log.
+command and its log; then what its trainer reported of its training (each metric's
+latest, lowest and highest, by attempt) and, where its sweep has early_stop, its
+readings at the steps it was judged at.
 
 --json prints {"jobs":[...]}, every job (as --all), each as gpuq run --json prints it,
 with its sweep: per attempt and job, "exit_code" (null where a signal ended it),
@@ -224,14 +229,9 @@ func recent(jobs []api.Job) (shown []api.Job, ended int) {
 	return shown, len(over)
 }
 
-// hasEnded reports whether the job succeeded, failed or was cancelled.
-func hasEnded(j api.Job) bool {
-	switch state.JobState(j.State) {
-	case state.JobSucceeded, state.JobFailed, state.JobCancelled:
-		return true
-	}
-	return false
-}
+// hasEnded reports whether the job succeeded, failed, was cancelled or was stopped
+// early (see ended).
+func hasEnded(j api.Job) bool { return ended(j.State) }
 
 // endOf is when the job ended; zero while it has not, or where no end was kept.
 func endOf(j api.Job) time.Time {
@@ -261,7 +261,7 @@ type jobList struct {
 // TAKES left out where the rest would not fit. A job waiting again (after an OOM, say)
 // shows the tier it will run at, not the card and peak of an attempt that is over.
 // Then counts by state of every job, what the default listing left out, and, where
-// REASON had no room, each failed job's reason.
+// REASON had no room, each job's reason.
 func (l jobList) print(w io.Writer) {
 	counts := map[string]int{}
 	for _, j := range l.jobs {
@@ -304,10 +304,11 @@ func (l jobList) print(w io.Writer) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, countsText(counts))
+	// Every state at once (blocked and stopped too) is wider than a terminal of 80.
+	fmt.Fprintln(w, wrapItems(countsText(counts), l.width))
 	if l.shown != nil && len(shown) < len(l.jobs) {
-		fmt.Fprintf(w, "%s, the %d that ended last shown; gpuq status --all lists every job\n",
-			plans.Count(l.ended, "job")+" ended", min(l.ended, lastEnded))
+		fmt.Fprintln(w, wrap(fmt.Sprintf("%s, the %d that ended last shown; gpuq status --all lists every job",
+			plans.Count(l.ended, "job")+" ended", min(l.ended, lastEnded)), l.width, ""))
 	}
 	reason := slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == "reason" })
 	if reason >= 0 && tw.hid(reason, len(l.cols)-1) {
@@ -435,7 +436,7 @@ func stateText(j api.Job) string {
 // that is over.
 func latestOf(value func(a api.AttemptSummary, now time.Time) string) func(api.Job, time.Time) string {
 	return func(j api.Job, now time.Time) string {
-		if len(j.Attempts) == 0 || j.State == string(state.JobQueued) || j.State == string(state.JobHeld) {
+		if len(j.Attempts) == 0 || j.State == string(state.JobQueued) || j.State == string(state.JobHeld) || j.State == string(state.JobBlocked) {
 			return "-"
 		}
 		return value(j.Attempts[len(j.Attempts)-1], now)
@@ -486,10 +487,14 @@ func exitText(e api.ExitStatus) string {
 	return "-"
 }
 
-// reasonOf says briefly why a job that failed or was cancelled ended: its trainer's
-// error line where that trainer failed on its own, else gpuq's reason; "-" for others.
+// reasonOf says briefly why a job that failed, was cancelled or was stopped early
+// ended: its trainer's error line where that trainer failed on its own, else gpuq's
+// reason (early_stop's verdict, for one stopped); for a blocked one, what it runs
+// after (api.AfterReason); "-" for others.
 func reasonOf(j api.Job) string {
-	if j.State != string(state.JobFailed) && j.State != string(state.JobCancelled) {
+	switch state.JobState(j.State) {
+	case state.JobFailed, state.JobCancelled, state.JobStopped, state.JobBlocked:
+	default:
 		return "-"
 	}
 	if n := len(j.Attempts); n > 0 && j.Attempts[n-1].Outcome == string(plans.Failed) && j.Error != "" {
@@ -611,6 +616,7 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 	if len(j.Command) > 0 {
 		fmt.Fprintf(w, "  command of attempt %d: %s\n", j.Attempts[len(j.Attempts)-1].N, shellQuote(j.Command))
 	}
+	printTraining(w, j.JobSummary)
 }
 
 // endedText says how an attempt's trainer ended: "exited with status 1", "was killed
@@ -851,13 +857,13 @@ func completeSweeps(st *settings) cobra.CompletionFunc {
 	}
 }
 
-// daemonJobs are the running daemon's jobs, for completion; none where no daemon
-// answers.
+// daemonJobs are the jobs of the running daemon and gpuq runs, for completion; none
+// where nothing answers.
 func daemonJobs(cmd *cobra.Command, st *settings) []api.Job {
 	if err := st.load(cmd.Root().PersistentFlags()); err != nil {
 		return nil
 	}
-	c, err := st.dial()
+	c, err := st.client()
 	if err != nil {
 		return nil
 	}
@@ -865,7 +871,7 @@ func daemonJobs(cmd *cobra.Command, st *settings) []api.Job {
 	return jobs
 }
 
-// completeJobs completes job ids from the running daemon, if one answers.
+// completeJobs completes job ids from the running daemon and gpuq runs, if one answers.
 func completeJobs(st *settings) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		var out []cobra.Completion

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,5 +108,34 @@ func TestSubmitOneOff(t *testing.T) {
 	}
 	if out, _, _ := cli(t, "__complete", "status", "--sweep", "lr"); out != "lr\t1 job\nlr-2\t1 job\n:4\n" {
 		t.Errorf("--sweep lr<TAB>: %q", out)
+	}
+}
+
+// TestOneOffStartsTheOneDaemon: a one-off submitted where no daemon runs starts the
+// daemon as a sweep does, on the machine's cards and not the one-off's --gpus, so that
+// a one-off for the other card is served beside it; --after runs it after another.
+func TestOneOffStartsTheOneDaemon(t *testing.T) {
+	daemonEnv(t)
+	t.Chdir(t.TempDir())
+	_, errOut, code := cli(t, "submit", "--gpus", "1", "--", "sh", "-c", "echo one")
+	if code != exitOK || !strings.Contains(errOut, "started a daemon") {
+		t.Fatalf("submit --gpus 1 -- ...: exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"submit", "--gpus", "0", "--", "sh", "-c", "echo two"},
+		{"submit", "--after", "sh", "--", "sh", "-c", "echo three"},
+	} {
+		if _, errOut, code := cli(t, args...); code != exitOK {
+			t.Errorf("gpuq %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
+	}
+	schedtest.WaitFor(t, "the three to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
+	want := map[string]struct{ after, card string }{"sh.1": {"[]", "1"}, "sh-2.1": {"[]", "0"}, "sh-3.1": {"[sh]", ""}}
+	for _, j := range listed(t) {
+		w, ok := want[j.ID]
+		after, card := fmt.Sprint(j.After), cardsOf(j.Attempts[0])
+		if !ok || after != w.after || w.card != "" && card != w.card {
+			t.Errorf("%s: after %s, on card %s; want after %s, on card %q", j.ID, after, card, w.after, w.card)
+		}
 	}
 }

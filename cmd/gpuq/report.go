@@ -165,7 +165,7 @@ func lastMoment(sum api.SweepSummary) time.Time {
 
 // reportData is a summary as the report draws it.
 func reportData(sum api.SweepSummary, source string, now time.Time) report.Data {
-	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now}
+	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now, Found: foundOf(sum)}
 	for _, c := range sum.GPUs {
 		d.Cards = append(d.Cards, plans.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes})
 	}

@@ -49,15 +49,16 @@ func newRunCmd(io ioStreams, st *settings) *cobra.Command {
 		Long: `Run every job of the sweep: pack them onto the cards, launch each trainer in a
 pseudo-terminal with the right environment, and when one runs out of GPU memory requeue
 it with the next rung of its OOM ladder (the effective batch kept), until every job has
-succeeded, failed for good, or been cancelled. Ctrl-C stops every trainer cleanly, as
+succeeded, failed for good, been cancelled or been stopped early. Ctrl-C stops every trainer cleanly, as
 do SIGTERM and the terminal closing (SIGHUP). At the end it prints every attempt (its
 card, tier, estimate, peak, outcome and exit status) and why each failed job failed,
 with its trainer's error line; --json the same with every attempt's "exit_code",
 "signal", "error" and "command".
 
 A command after -- is a one-off job, as gpuq submit -- takes one (see its help): a sweep
-of one job, named after its script or --name, with --memory, --host-memory,
---gpus-per-job, --timeout, --priority, --env and --workdir as its sweep's keys.
+of one job, named after its script or --name (made unique among the sweeps of the
+daemon and of the other gpuq runs), with --memory, --host-memory, --gpus-per-job,
+--timeout, --priority, --env and --workdir as its sweep's keys.
 
 Each run keeps its attempts in a directory of its own under --log-dir, named for the
 sweep and the time it started (<sweep>-20260102-150405; -2 after it for a second run in
@@ -68,11 +69,16 @@ environment); a log begins with the command and environment to rerun the attempt
 hand. A --log-dir that other users may write to, or that is reached through another
 user's link, is refused; it is used by its real path.
 
+While it runs, gpuq status, logs, attach, why, top, cancel, hold... reach it from
+another terminal as they reach the daemon: it serves them its sweep on a socket in the
+state directory (runs/<sweep>.<pid>.sock), found by the job or the sweep they name.
+
 A gpuq run killed outright (kill -9) cannot stop its trainers itself: a small process it
 starts, its reaper, then stops every process of its attempts, those in sessions of their
 own (setsid, nohup) too.
 
-Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrupted.`,
+Exit status: 0 every job succeeded (or was stopped early by the sweep's early_stop), 1
+some job failed, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
   gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json
   gpuq run --memory 10GiB --gpus 1 -- python3 train.py --lr 1e-4`,
@@ -115,6 +121,9 @@ func runRun(opts *runOptions) error {
 		return err
 	}
 	defer p.inv.Close()
+	if out := outsideAfter(p.sweep); len(out) > 0 {
+		return badInput("%s", outsideAfterText(p.sweep, out))
+	}
 	launcher.BecomeSubreaper()
 	sw := p.sweep
 	if opts.logDir == "" {
@@ -147,12 +156,24 @@ func runRun(opts *runOptions) error {
 	}
 	r := runner.NewDirect(runner.Options{Dir: opts.logDir, Ledger: ledger})
 	var hooks *runner.Hooks // made once the store is, before the first event
-	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) { ui.event(ev); hooks.Event(ev) })
+	var srv interface{ Event(scheduler.Event) }
+	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) {
+		ui.event(ev)
+		hooks.Event(ev)
+		if srv != nil {
+			srv.Event(ev)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	ui.store = store
 	hooks = runner.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
+	// Served until the run ends: gpuq status, logs, attach and top reach it.
+	if fg := serveRun(opts, p, eng, store); fg != nil {
+		defer fg.Close()
+		srv = fg
+	}
 	fmt.Fprintf(progress, "gpuq: running %s of %s; logs in %s\n", plans.Count(len(sw.Jobs), "job"), sw.Name, opts.logDir)
 
 	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores
@@ -178,7 +199,7 @@ func runRun(opts *runOptions) error {
 	case errors.Is(runErr, context.Canceled):
 		var left []string
 		for _, j := range sum.Jobs {
-			if j.State != string(state.JobSucceeded) {
+			if j.State != string(state.JobSucceeded) && j.State != string(state.JobStopped) {
 				left = append(left, j.ID)
 			}
 		}
@@ -191,13 +212,16 @@ func runRun(opts *runOptions) error {
 	return nil
 }
 
-// prepare is the run's sweep, from its file or a one-off's command, on the machine.
+// prepare is the run's sweep, from its file or a one-off's command, on the machine. A
+// one-off is named as under gpuq submit, made unique among the sweeps of the daemon and
+// of the other gpuq runs, which find its jobs by its name (see routed).
 func (opts *runOptions) prepare() (*prepared, error) {
 	if opts.command == nil {
 		return prepare(opts.sweep, opts.settings, opts.io)
 	}
-	name := cmp.Or(opts.name, oneOffName(opts.command))
-	sw, _, err := opts.oneOff.sweep(oneOffLabel("run", opts.command), name, opts.command, opts.settings.overrides())
+	taken, _ := sweepNames(opts.settings) // where none answers, the run goes on all the same
+	name := freeName(cmp.Or(opts.name, oneOffName(opts.command)), taken)
+	sw, _, err := opts.oneOff.sweep(oneOffLabel("run", opts.command), name, opts.command, opts.settings.runOverrides())
 	if err != nil {
 		return nil, err
 	}

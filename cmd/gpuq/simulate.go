@@ -21,6 +21,8 @@ type simulateOptions struct {
 	policies []string
 	json     bool
 	report   string
+	// noEarlyStop runs every job to its end, as if the trace had no early_stop.
+	noEarlyStop bool
 }
 
 func newSimulateCmd(io ioStreams, st *settings) *cobra.Command {
@@ -55,11 +57,22 @@ failed, as that makespan is not the whole sweep's. --report FILE writes the HTML
 of gpuq's run (see gpuq report): its attempts on the cards in virtual time, memory,
 every job's history.
 
+A job may carry a training curve, and the trace an early_stop (as a sweep's):
+
+  early_stop: {metric: eval_loss, mode: min, at: [1000, 3000], keep: 0.34}
+  jobs:
+    - {name: lr-3e-4, base: 4GiB, duration: 2h, count: 3, curve: {start: 3.0, final: 0.9, noise: 0.01}}
+
+The curve goes from start towards final over its steps (steps: 10000, reported every:
+500, with Gaussian noise), and gpuq stops the points that lose at early_stop's steps.
+--no-early-stop runs every job to its end, to measure what early stopping saves.
+
 Exit status: 0 simulated (failed jobs are a result, not an error), 2 bad input.`,
 		Example: `  gpuq simulate examples/traces/gla.yaml
   gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --policy all
   gpuq simulate examples/traces/mixed-80g.yaml --policy static --json
-  gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --report two-per-card.html`,
+  gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --report two-per-card.html
+  gpuq simulate examples/traces/early-stop.yaml --no-early-stop`,
 		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			opts.trace = args[0]
@@ -69,6 +82,7 @@ Exit status: 0 simulated (failed jobs are a result, not an error), 2 bad input.`
 	cmd.Flags().StringSliceVar(&opts.policies, "policy", []string{string(simulate.GPUQ)}, "gpuq, static, one-per-gpu, oracle, or all")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&opts.report, "report", "", "write the HTML report of gpuq's run to this file")
+	cmd.Flags().BoolVar(&opts.noEarlyStop, "no-early-stop", false, "run every job to its end, as if the trace had no early_stop")
 	return cmd
 }
 
@@ -84,6 +98,9 @@ func runSimulate(opts *simulateOptions) error {
 	t, err := simulate.Load(opts.trace, opts.settings.overrides())
 	if err != nil {
 		return err
+	}
+	if opts.noEarlyStop {
+		t = t.WithoutEarlyStop()
 	}
 	loaded := time.Since(began).Seconds()
 	var results []simulate.Result
@@ -159,7 +176,7 @@ func planText(slots []int) string {
 func printResults(w io.Writer, results []simulate.Result) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "POLICY\tMAKESPAN\txBOUND\tCOMPLETED\tFAILED\tOOMS\tATTEMPTS\tMEM USED\tSIM WALL")
-	failed := false
+	failed, stopped := false, false
 	for _, r := range results {
 		// The bound is for every job finished; a run that lost jobs ended sooner by
 		// not running them, and its ratio would flatter it.
@@ -167,14 +184,39 @@ func printResults(w io.Writer, results []simulate.Result) {
 		if r.Failed > 0 {
 			ratio, failed = "-", true
 		}
+		if r.Stopped > 0 {
+			ratio, stopped = "-", true
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%d\t%.0f%%\t%.2fs\n", r.Policy, simulate.Hours(r.Makespan), ratio,
 			r.Completed, r.Jobs, r.Failed, r.OOMEvents, r.Attempts, 100*r.MemUtilization, r.SimWall)
 	}
 	tw.Flush()
-	if len(results) > 0 {
+	switch {
+	case len(results) == 0:
+	case slices.ContainsFunc(results, func(r simulate.Result) bool { return r.Stopped > 0 }):
+		fmt.Fprintf(w, "lower bound: %s (no policy that runs every job to its end can finish sooner)\n", simulate.Hours(results[0].LowerBound))
+	default:
 		fmt.Fprintf(w, "lower bound: %s (no policy can finish sooner)\n", simulate.Hours(results[0].LowerBound))
 	}
 	if failed {
 		fmt.Fprintln(w, "xBOUND -: jobs failed, so the makespan is not that of the whole sweep")
+	} else if stopped {
+		fmt.Fprintln(w, "xBOUND -: jobs were stopped early, so the makespan is not that of the whole sweep")
+	}
+	printEarlyStop(w, results)
+}
+
+// printEarlyStop says what early stopping did in gpuq's run, where the trace has it.
+func printEarlyStop(w io.Writer, results []simulate.Result) {
+	for _, r := range results {
+		if r.Policy != simulate.GPUQ || r.BestFinished == nil {
+			continue
+		}
+		best := "yes"
+		if !*r.BestFinished {
+			best = "no"
+		}
+		fmt.Fprintf(w, "early stopping: %s stopped (their points were losing); each group's best point finished: %s\n",
+			plans.Count(r.Stopped, "job"), best)
 	}
 }

@@ -80,3 +80,34 @@ func TestSimulateFailedRunsHaveNoRatio(t *testing.T) {
 		t.Errorf("output:\n%s", b.String())
 	}
 }
+
+// TestSimulateEarlyStopping: a trace with curves and an early_stop stops the losing
+// points, says so, and finishes sooner than with --no-early-stop, which runs them all.
+func TestSimulateEarlyStopping(t *testing.T) {
+	out, errOut, code := gpuq(t, "simulate", "../../examples/traces/early-stop.yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"jobs were stopped early, so the makespan", "no policy that runs every job to its end",
+		"early stopping: 16 jobs stopped (their points were losing); each group's best point finished: yes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	var with, without simulate.Result
+	for _, r := range []struct {
+		res  *simulate.Result
+		args []string
+	}{{&with, nil}, {&without, []string{"--no-early-stop"}}} {
+		out, errOut, code := gpuq(t, append([]string{"simulate", "../../examples/traces/early-stop.yaml", "--json"}, r.args...)...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), r.res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if with.Makespan > 0.6*without.Makespan || without.Stopped != 0 || without.Completed != 27 || with.BestFinished == nil || !*with.BestFinished {
+		t.Errorf("with early stopping %+v\nwithout %+v", with, without)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,7 @@ type submitOptions struct {
 	io       ioStreams
 	settings *settings
 	name     string
+	after    []string
 	json     bool
 	oneOff   oneOff
 }
@@ -29,10 +31,19 @@ func newSubmitCmd(io ioStreams, st *settings) *cobra.Command {
 		Short: "Send sweeps, or one command, to the daemon, starting one in the background if none runs",
 		Long: `Check each sweep file and send it to the daemon of the state directory, which runs
 its jobs beside every other sweep's. When no daemon runs there, one is started in the
-background first, on the machine the first sweep names (its gpus and headroom); its log
-is daemon.log in the state directory, and it keeps running after you log out. A sweep
-whose gpus name another machine than the running daemon's is refused, with the command
-that restarts the daemon on it.
+background first (as gpuq daemon -d does); its log is daemon.log in the state
+directory, and it keeps running after you log out. It owns the machine's cards: every
+card, or those GPUQ_GPUS and the config file name (a simulated machine the first sweep
+names, if they name none), so that each sweep's gpus choose among them. A sweep for
+cards the running daemon lacks is refused, with the command that restarts it with
+them all; its trainers keep running.
+
+--after SWEEP|JOB (repeated, or a,b) starts its jobs only once those have all succeeded,
+as Slurm's --dependency=afterok and pueue's --after do; if one fails or is cancelled,
+its jobs fail too (gpuq retry them once it has succeeded). A job stopped early
+(early_stop) counts as succeeded, as for gpuq wait. While they wait they show as
+blocked, and gpuq why says for what. The sweep file's after: and a job's own do the
+same.
 
 The sweep is read now: later edits to the file do not change it. Its trainers get the
 environment gpuq submit was run in (PATH, a conda env, CUDA settings), not the daemon's.
@@ -42,16 +53,18 @@ to those cards and counts, within the daemon's machine.
 A command after -- is a one-off job, as pueue add -- and sbatch --wrap take one: a
 sweep of one job that gpuq writes itself, run in this directory (--workdir) with the
 command as written (braces and all; nothing passes through a shell). It is named after
-its script (train.py: train) or --name, made unique by itself (train-2 when train was
-submitted before), so that it can be submitted again as it is. --memory (default
-unknown: one job per card, as for a sweep without memory), --host-memory,
---gpus-per-job, --timeout, --priority and --env KEY=VALUE are its sweep's keys; --gpus
-and --gpu-plan limit it as they limit a sweep.
+its script (train.py: train) or --name, made unique by itself among the sweeps of the
+daemon and of the gpuq runs beside it (train-2 when train was submitted before), so
+that it can be submitted again as it is. --memory (default unknown: one job per card,
+as for a sweep without memory), --host-memory, --gpus-per-job, --timeout, --priority
+and --env KEY=VALUE are its sweep's keys; --gpus, --gpu-plan and --after apply to it as
+to a sweep, and it starts the daemon as a sweep does.
 
 Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad input.`,
 		Example: `  gpuq submit examples/sweeps/quickstart.yaml
   gpuq submit examples/sweeps/quickstart.yaml --name quickstart-2
   gpuq submit sweep-a.yaml sweep-b.yaml --gpus 0,1
+  gpuq submit eval.yaml --after pretrain
   gpuq submit --memory 10GiB -- python3 train.py --lr 1e-4
   gpuq status --sweep quickstart`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -69,13 +82,24 @@ Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad in
 	}
 	cmd.Flags().StringVar(&opts.name, "name", "", "submit the sweep under this name instead of its own (a sweep name is used once, until gpuq clean forgets it); "+
 		"a one-off's name, made unique")
+	cmd.Flags().StringSliceVar(&opts.after, "after", nil, "start its jobs only once these sweeps or jobs have all succeeded (as Slurm's afterok); adds to the sweep's after:")
 	opts.oneOff.addFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"sweeps":[{"sweep","jobs"}]} on stdout`)
 	return cmd
 }
 
-func runSubmit(opts *submitOptions, paths []string) error {
+// overrides are what this command line says for each sweep it submits, a one-off's
+// too: the sweep's settings (see sweepOverrides) and --after.
+func (opts *submitOptions) overrides() plans.Overrides {
 	ov := opts.settings.sweepOverrides()
+	if len(opts.after) > 0 {
+		ov.After = plans.Override{Value: strings.Join(opts.after, ","), Source: "--after"}
+	}
+	return ov
+}
+
+func runSubmit(opts *submitOptions, paths []string) error {
+	ov := opts.overrides()
 	if opts.name != "" {
 		if len(paths) > 1 {
 			return badInput("--name names one sweep; give it one sweep file")
@@ -101,7 +125,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		}
 		reqs = append(reqs, api.SubmitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
 		if machine == nil {
-			machine = machineOf(sw)
+			machine = machineOf(sw, opts.settings)
 		}
 	}
 	c, started, err := ensureDaemon(opts.settings, opts.io, machine)
@@ -154,19 +178,26 @@ func notAProgram(path, verb string) error {
 }
 
 // runSubmitOneOff sends a command as a one-off job, named after it or --name, made
-// unique among the daemon's sweeps.
+// unique among the sweeps of the daemon and of the gpuq runs beside it. It starts the
+// daemon as a sweep does, and is placed under the same precedence.
 func runSubmitOneOff(opts *submitOptions, argv []string) error {
-	ov := opts.settings.sweepOverrides()
+	ov := opts.overrides()
 	label := oneOffLabel("submit", argv)
 	base := cmp.Or(opts.name, oneOffName(argv))
-	sw, _, err := opts.oneOff.sweep(label, base, argv, ov)
+	// Checked under the name it will likely have, before a daemon is started for it:
+	// its after: may name a sweep of its base name.
+	taken, err := sweepNames(opts.settings)
+	if err != nil {
+		return err
+	}
+	sw, _, err := opts.oneOff.sweep(label, freeName(base, taken), argv, ov)
 	if err != nil {
 		return err
 	}
 	for _, w := range sw.Warnings() {
 		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 	}
-	c, started, err := ensureDaemon(opts.settings, opts.io, machineOf(sw))
+	c, started, err := ensureDaemon(opts.settings, opts.io, machineOf(sw, opts.settings))
 	if err != nil {
 		return err
 	}
@@ -176,6 +207,9 @@ func runSubmitOneOff(opts *submitOptions, argv []string) error {
 			stopStarted(c, opts.io)
 		}
 		return err
+	}
+	for _, w := range resp.Warnings {
+		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 	}
 	if opts.json {
 		return writeJSON(opts.io.Out, struct {
@@ -187,11 +221,11 @@ func runSubmitOneOff(opts *submitOptions, argv []string) error {
 }
 
 // submitUnique submits a one-off under base, or base-2, base-3, ... the first name no
-// sweep of the daemon has, and again under the next where another submission took that
-// name meanwhile.
+// sweep has (see sweepNames), and again under the next where another submission took
+// that name meanwhile.
 func submitUnique(c *api.Client, opts *submitOptions, label, base string, argv []string, ov plans.Overrides) (api.SubmitResponse, error) {
 	for tries := 0; ; tries++ {
-		taken, err := sweepNames(c)
+		taken, err := sweepNames(opts.settings)
 		if err != nil {
 			return api.SubmitResponse{}, err
 		}
@@ -204,14 +238,25 @@ func submitUnique(c *api.Client, opts *submitOptions, label, base string, argv [
 		if err == nil {
 			return resp, nil
 		}
-		if now, lerr := sweepNames(c); tries == 2 || lerr != nil || !now[name] {
+		if now, lerr := sweepNames(opts.settings); tries == 2 || lerr != nil || !now[name] {
 			return resp, err
 		}
 	}
 }
 
-// sweepNames are the names of the daemon's sweeps.
-func sweepNames(c *api.Client) (map[string]bool, error) {
+// sweepNames are the names of the sweeps of the state directory's daemon and of the
+// gpuq runs that serve theirs there: a one-off named as one of them would be hidden
+// by it, or hide it, from the verbs that find a sweep by its name (see routed). None
+// where nothing runs.
+func sweepNames(st *settings) (map[string]bool, error) {
+	c, err := st.client()
+	var none api.NoDaemonError
+	if errors.As(err, &none) {
+		return map[string]bool{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	jobs, err := c.Jobs("", nil)
 	if err != nil {
 		return nil, err
@@ -223,39 +268,26 @@ func sweepNames(c *api.Client) (map[string]bool, error) {
 	return out, nil
 }
 
-// sweepOverrides are the --gpus, --gpu-plan and --headroom given on this command line:
-// for a submission they speak for the sweep. GPUQ_* and the config file speak for the
-// daemon's machine, not for each sweep.
-func (s *settings) sweepOverrides() plans.Overrides {
-	var ov plans.Overrides
-	for _, f := range []struct {
-		flag string
-		to   *plans.Override
-	}{{"gpus", &ov.GPUs}, {"gpu-plan", &ov.Plan}, {"headroom", &ov.Headroom}} {
-		if s.flags.Changed(f.flag) {
-			v, _ := s.flags.GetString(f.flag)
-			*f.to = plans.Override{Value: v, Source: "--" + f.flag}
-		}
-	}
-	return ov
-}
-
-// machineOf is the daemon flags for the machine a sweep names (its gpus and headroom,
-// from its file or this command line); nil when it names none.
-func machineOf(sw *plans.Sweep) []string {
+// machineOf is the daemon flags that gpuq submit starts a daemon with for a sweep. A
+// daemon owns the machine's cards (every card, or those GPUQ_GPUS and the config file
+// name): a sweep's gpus only choose among them, so they are not given to it, lest the
+// next sweep's cards be missing. A simulated machine the sweep names is a machine,
+// given to it where GPUQ_GPUS and the config file name none; so is the sweep's
+// headroom, where they set none (a card keeps one).
+func machineOf(sw *plans.Sweep, st *settings) []string {
 	var args []string
-	if sw.GPUs.IsSimulated() || sw.GPUs.Indices != nil {
+	mo := st.machineOverrides()
+	if spec, err := plans.ParseGPUs(mo.GPUs.Value); err == nil && sw.GPUs.IsSimulated() && !spec.IsSimulated() && spec.Indices == nil {
 		args = append(args, "--gpus", sw.GPUs.String())
 	}
-	if sw.Headroom != plans.DefaultHeadroom {
+	if st.unflagged(keyHeadroom).Value == "" && sw.Headroom != plans.DefaultHeadroom {
 		args = append(args, "--headroom", sw.Headroom.String())
 	}
 	return args
 }
 
 // ensureDaemon connects to the state directory's daemon, starting one in the background
-// if none runs (started), on the machine the flags in machine name (the first sweep's),
-// so that the sweep runs on the machine it was written for.
+// if none runs (started), with the flags in machine (see machineOf).
 func ensureDaemon(st *settings, io ioStreams, machine []string) (c *api.Client, started bool, err error) {
 	c, err = st.dial()
 	var none api.NoDaemonError

@@ -70,8 +70,12 @@ func printSummary(w io.Writer, sum api.SweepSummary, width int) {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%s: %d succeeded, %d failed, %d cancelled\n", sum.Sweep,
+	fmt.Fprintf(w, "\n%s: %d succeeded, %d failed, %d cancelled", sum.Sweep,
 		sum.Counts[string(state.JobSucceeded)], sum.Counts[string(state.JobFailed)], sum.Counts[string(state.JobCancelled)])
+	if n := sum.Counts[string(state.JobStopped)]; n > 0 {
+		fmt.Fprintf(w, ", %d stopped early (their points were losing)", n)
+	}
+	fmt.Fprintln(w)
 	line := func(indent, text string) {
 		fmt.Fprintln(w, indent+wrap(text, width-len(indent)-2, indent+"  "))
 	}

@@ -29,12 +29,12 @@ func newWaitCmd(io ioStreams, st *settings) *cobra.Command {
 		Use:   "wait [ID...|--sweep SWEEP]",
 		Short: "Wait until jobs have ended; exit 0 if every one succeeded",
 		Long: `Block until the named jobs, a sweep's jobs, or (with neither) every job the daemon
-has now, have ended: succeeded, failed or been cancelled. For scripts:
+has now, have ended: succeeded, failed, been cancelled or stopped early. For scripts:
 
   gpuq submit sweep.yaml && gpuq wait --sweep gla-e1 && python3 collect.py
 
-Exit status: 0 every job succeeded, 1 some failed or were cancelled (they are named),
-2 an unknown job or sweep.`,
+Exit status: 0 every job succeeded (or was stopped early, its point losing), 1 some
+failed or were cancelled (they are named), 2 an unknown job or sweep.`,
 		Example: `  gpuq wait --sweep gla-e1
   gpuq wait gla-e1.3 gla-e1.4`,
 		ValidArgsFunction: completeJobs(st),
@@ -106,7 +106,7 @@ func waitedJobs(c daemonClient, ids []string) ([]api.Job, error) {
 
 func ended(st string) bool {
 	switch state.JobState(st) {
-	case state.JobSucceeded, state.JobFailed, state.JobCancelled:
+	case state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped:
 		return true
 	}
 	return false
@@ -120,8 +120,13 @@ func waitEnded(opts *waitOptions, jobs []api.Job) error {
 		}
 	}
 	var bad []string
+	stopped := 0
 	for _, j := range jobs {
-		if j.State != string(state.JobSucceeded) {
+		switch j.State {
+		case string(state.JobSucceeded):
+		case string(state.JobStopped):
+			stopped++
+		default:
 			bad = append(bad, j.ID+" "+j.State)
 		}
 	}
@@ -129,7 +134,11 @@ func waitEnded(opts *waitOptions, jobs []api.Job) error {
 		return fmt.Errorf("%w: %s", errNotAllSucceeded, strings.Join(bad, ", "))
 	}
 	if !opts.json {
-		fmt.Fprintf(opts.io.Out, "%s succeeded\n", plans.Count(len(jobs), "job"))
+		fmt.Fprintf(opts.io.Out, "%s succeeded", plans.Count(len(jobs)-stopped, "job"))
+		if stopped > 0 {
+			fmt.Fprintf(opts.io.Out, ", %d stopped early (their points were losing)", stopped)
+		}
+		fmt.Fprintln(opts.io.Out)
 	}
 	return nil
 }

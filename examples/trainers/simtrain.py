@@ -19,6 +19,16 @@ activations figure was measured at (default: batch_size). The weights (sim_base)
 allocated at start, the activations after sim_alloc_delay seconds (default 1), which is
 when an OOM happens.
 
+Training curve (the same model as a trace's curve in `gpuq simulate`; README,
+"Simulated trainers"), for a config with learning_rate (or lr) or sim_final_loss: reported
+to GPUQ_METRICS_FILE as eval_loss every sim_eval_every steps (default a tenth) of
+sim_steps (default 1000), the steps at an even pace over the run:
+  eval_loss(step) = final + (start - final) * exp(-3 * step / sim_steps) + noise
+  final = sim_final_loss, or 1 + |log10(learning_rate / sim_best_lr)|
+  start = sim_start_loss (default final + 2);  noise ~ N(0, sim_noise), drawn from seed and step
+The learning rate nearest sim_best_lr (default 1e-3) ends best, each factor of ten away a
+whole unit of loss worse.
+
 Ledger: <GPUQ_SIM_LEDGER>/<card>-<pid> holds this process's bytes on that card; the
 directory's `lock` file is flock()ed while checking room and writing. Capacities come from
 GPUQ_SIM_CAPACITY, one per card of the mask.
@@ -30,6 +40,7 @@ import fcntl
 import json
 import math
 import os
+import random
 import re
 import signal
 import sys
@@ -179,6 +190,44 @@ def plan(cfg):
     return base, int(act), secs
 
 
+class Curve:
+    """The simulated training curve of a config: the model in the docstring."""
+
+    @staticmethod
+    def of(cfg):
+        """The config's curve; None for one that asks for none."""
+        if not any(k in cfg for k in ("learning_rate", "lr", "sim_final_loss")):
+            return None
+        return Curve(cfg)
+
+    def __init__(self, cfg):
+        best = float(cfg.get("sim_best_lr", 1e-3))
+        lr = float(cfg.get("learning_rate", cfg.get("lr", best)))
+        self.final = float(cfg.get("sim_final_loss", 1 + abs(math.log10(lr / best))))
+        self.start = float(cfg.get("sim_start_loss", self.final + 2))
+        self.steps = int(cfg.get("sim_steps", 1000))
+        self.every = int(cfg.get("sim_eval_every", max(1, self.steps // 10)))
+        self.noise = float(cfg.get("sim_noise", 0.02))
+        self.seed = cfg.get("seed", 0)
+
+    def value(self, step):
+        """The loss at a step; its noise is drawn from the seed and the step alone."""
+        v = self.final + (self.start - self.final) * math.exp(-3 * step / self.steps)
+        return v + (random.Random(f"{self.seed}/{step}").gauss(0, self.noise) if self.noise > 0 else 0)
+
+    def evals(self, before, upto):
+        """The steps after before, up to upto, at which the loss is reported."""
+        return [s for s in range(before + 1, upto + 1) if s % self.every == 0 or s == self.steps]
+
+
+def report(path, step, metrics):
+    """Appends one record to the metrics file gpuq reads (GPUQ_METRICS_FILE), if any."""
+    if not path:
+        return
+    with open(path, "a") as f:
+        f.write(json.dumps({"step": step, **metrics}) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True)
@@ -214,8 +263,13 @@ def main():
         steps = 20
         tty = sys.stdout.isatty()
         start = time.time()
+        curve, done = Curve.of(cfg), 0
         for i in range(1, steps + 1):
             time.sleep(secs / steps)
+            if curve:
+                for s in curve.evals(done, curve.steps * i // steps):
+                    report(os.environ.get("GPUQ_METRICS_FILE"), s, {"eval_loss": round(curve.value(s), 4)})
+                done = curve.steps * i // steps
             el = time.time() - start
             bar = "█" * (i * 10 // steps) + " " * (10 - i * 10 // steps)
             line = f"train: {i * 100 // steps:3d}%|{bar}| {i}/{steps} [{el:05.1f}s, {i / el:.2f}it/s]"

@@ -56,6 +56,8 @@ type remote struct {
 	// sweeps the worker has had over its link.
 	sweeps   map[string]bool
 	draining bool
+	// metrics are its attempts' readings not yet read by the engine.
+	metrics map[string][]plans.Reading
 }
 
 func newCluster(local *machine, r *runner.Supervised, grace time.Duration, log *runner.EventLog) *cluster {
@@ -303,6 +305,11 @@ func (c *cluster) heard(name string, l *link, m api.WorkerMessage) {
 	w.heard = c.clock.Now()
 	if m.State != nil {
 		w.state = *m.State
+		w.keepMetrics(m.State.AttemptMetrics)
+		w.state.AttemptMetrics = nil
+	}
+	if m.Exit != nil {
+		w.keepMetrics(map[string][]plans.Reading{m.Exit.Attempt: m.ExitMetrics})
 	}
 	if m.Leaving && !w.draining {
 		w.draining = true

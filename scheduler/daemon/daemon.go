@@ -105,6 +105,9 @@ type daemon struct {
 	// stop asks the daemon to stop (a shutdown request); stopOnce guards it.
 	stop     chan struct{}
 	stopOnce sync.Once
+	// run is the gpuq run in the foreground it serves the API of (see Foreground);
+	// nil for a daemon.
+	run *api.Run
 }
 
 // Run runs a daemon on cfg.StateDir until ctx is cancelled, a SIGINT or SIGTERM
@@ -182,6 +185,14 @@ func open(cfg Config) (*daemon, error) {
 		return nil, err
 	}
 	d.store = store
+	// A state from before attempts' ends were tallied counts on from the history it
+	// holds.
+	if t := store.View().Recount(); t != nil {
+		if err := store.Put(state.Change{Tallies: t}); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
 	if d.machine, err = openMachine(cfg); err != nil {
 		store.Close()
 		return nil, err
@@ -296,7 +307,13 @@ func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 		return nil, nil, err
 	}
 	limit, err := scheduler.Admit(sw, d.machine.cards)
-	return limit, warnings, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if w := d.machine.plan().Capped(sw, limit); w != "" {
+		warnings = append(warnings, w)
+	}
+	return limit, warnings, nil
 }
 
 // serve runs the daemon's actors until one of them ends: the engine's loop, the API

@@ -44,10 +44,14 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	var views []scheduler.CardView
 	var waits map[string]pack.Wait
 	var view state.View
+	var running []*state.Attempt
 	// Read in the engine's loop, the state and the events agree.
 	err := d.eng.Do(r.Context(), func(ctx context.Context) error {
 		var err error
 		if views, err = d.eng.CardViews(ctx); err != nil {
+			return err
+		}
+		if running, err = d.eng.RunningNow(ctx); err != nil {
 			return err
 		}
 		view, out.Events = d.store.View(), d.recent.last()
@@ -65,10 +69,12 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 			held[h.Attempt.ID] = max(held[h.Attempt.ID], h.Held)
 		}
 	}
-	for _, a := range view.Running() {
+	for _, a := range running {
 		j := view.Job(a.Job)
-		out.Running = append(out.Running, api.RunningJob{Job: j.ID, Name: j.Name, Worker: a.Worker, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
-			Started: a.Started, DeclaredBytes: j.Declared, LearnedBytes: view.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log})
+		rj := api.RunningJob{Job: j.ID, Name: j.Name, Worker: a.Worker, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
+			Started: a.Started, DeclaredBytes: j.Declared, LearnedBytes: view.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log}
+		rj.Step, rj.Metrics = latest(view.Sweep(j.Sweep), a.Metrics)
+		out.Running = append(out.Running, rj)
 	}
 	slices.SortFunc(out.Running, func(p, q api.RunningJob) int { return p.Started.Compare(q.Started) })
 	for _, j := range view.Jobs() {
@@ -80,6 +86,8 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		switch wait, ok := waits[j.ID]; {
 		case j.Held:
 			wj.Reason = "held: gpuq release " + j.ID + " lets it start"
+		case j.Awaiting:
+			wj.Reason = api.AfterReason(j)
 		case ok && wait.Reason != "":
 			wj.Reason = string(wait.Reason) + ": " + wait.Detail
 		case ok:

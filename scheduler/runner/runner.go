@@ -37,10 +37,12 @@ type base struct {
 	ledger string
 	lease  string
 	exits  chan scheduler.Exit
+	tails  *tails
 }
 
 func newBase(o Options) base {
-	return base{dir: o.Dir, ledger: o.Ledger, lease: o.Lease, exits: make(chan scheduler.Exit, 64)}
+	return base{dir: o.Dir, ledger: o.Ledger, lease: o.Lease, exits: make(chan scheduler.Exit, 64),
+		tails: &tails{m: map[string]*launcher.MetricsTail{}}}
 }
 
 // Exits is where the runner reports how attempts ended.

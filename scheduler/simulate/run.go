@@ -45,6 +45,11 @@ type Result struct {
 	// MostPerCard is the most trainers that held one card's memory at once.
 	MostPerCard int     `json:"most_per_card"`
 	SimWall     float64 `json:"sim_wall_s"`
+	// Stopped counts the jobs early stopping stopped; BestFinished, for a trace whose
+	// jobs have curves and an early_stop, says whether every job of each group's best
+	// point (by its curve's final value) ran to its end.
+	Stopped      int   `json:"stopped_early,omitempty"`
+	BestFinished *bool `json:"best_finished,omitempty"`
 }
 
 // Slots is the trace's plan fitted to its cards: gpu_plan as written, or the plan a
@@ -110,14 +115,14 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}}
+	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}, curves: map[string]*curveRun{}}
 	// Nobody reads a simulation's store while it runs: an attempt's measures are
 	// written when it ends, not at every step of its memory.
 	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64}
 	if err := store.Submit(&state.Submission{Sweep: t.Sweep}); err != nil {
 		return nil, err
 	}
-	e := scheduler.NewEngine(store, m, rn, virtualClock{m}, cfg, nil)
+	e := scheduler.NewEngine(store, m, rn.withCurves(), virtualClock{m}, cfg, nil)
 	rn.engine = e
 	timed := slices.ContainsFunc(t.Sweep.Jobs, func(j plans.Job) bool { return j.Timeout.After > 0 })
 	for ended, more := true, true; more; ended, more = m.step() {
@@ -140,13 +145,17 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 	}
 	// Jobs still queued with nothing running can never start: failed.
 	for _, j := range store.View().Jobs() {
-		if j.State == state.JobSucceeded {
+		switch j.State {
+		case state.JobSucceeded:
 			r.Completed++
-		} else {
+		case state.JobStopped:
+			r.Stopped++
+		default:
 			r.Failed++
 		}
 		r.Attempts += j.Attempts
 	}
+	r.BestFinished = bestFinished(t, store.View())
 	return store, nil
 }
 
@@ -162,6 +171,8 @@ type engineRunner struct {
 	// teaching counts the running trainers whose shape had no measured peak when they
 	// started.
 	teaching int
+	// curves are the running attempts' training curves, by attempt.
+	curves map[string]*curveRun
 }
 
 func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
@@ -184,6 +195,7 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 	})
 	rn.pids[id] = pid
 	rn.attempts[pid] = id
+	rn.startCurve(l, d)
 	return scheduler.Started{Leader: pid}, nil
 }
 

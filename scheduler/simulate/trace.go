@@ -21,14 +21,16 @@ type Trace struct {
 	// to its entry. The jobs of one entry differ in nothing but their copy number.
 	Entries []Truth
 	Entry   []int
+	// Curves are the entries' training curves, by entry; nil where an entry has none.
+	Curves []*Curve
 }
 
 // Truth is what job i (its Index-1) really needs as written.
 func (t *Trace) Truth(i int) Truth { return t.Entries[t.Entry[i]] }
 
 var (
-	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "timeout", "order", "jobs"}
-	jobKeys   = []string{"name", "estimate", "base", "activations", "duration", "count", "params", "timeout"}
+	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "timeout", "order", "jobs", "seeds", "early_stop"}
+	jobKeys   = []string{"name", "estimate", "base", "activations", "duration", "count", "params", "timeout", "curve"}
 	// defaultParams are what a trace's jobs have unless it says otherwise: the keys the
 	// default ladder degrades, so that an OOM has somewhere to go.
 	defaultParams = []struct {
@@ -112,6 +114,8 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 	sweep.Set("params", params)
 
 	var entries []Truth
+	var curves []*Curve
+	metric := curveMetric(doc)
 	var estimates []int64
 	var counts []int
 	var points []any
@@ -139,6 +143,11 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 			continue
 		}
 		names[j.name] = i
+		var curve *Curve
+		if v, ok := em.Get("curve"); ok {
+			curve = decodeCurve(v, metric, func(key, format string, args ...any) { fail(field+key, format, args...) })
+		}
+		curves = append(curves, curve)
 		if jobs += j.count; jobs > maxJobs {
 			fail(field+".count", "the trace would have more than %d jobs", maxJobs)
 			break
@@ -183,7 +192,7 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	t := &Trace{Sweep: sw, Entries: entries}
+	t := &Trace{Sweep: sw, Entries: entries, Curves: curves}
 	t.copies(counts)
 	return t, nil
 }

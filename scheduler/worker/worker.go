@@ -299,10 +299,11 @@ func (w *worker) session(ctx context.Context) error {
 				x.Outcome, x.Requeue = plans.Lost, true
 				x.Detail = fmt.Sprintf("stopped as worker %s's allocation ends: its job runs again elsewhere", w.cfg.Name)
 			}
+			last := w.lastMetrics(x.Attempt)
 			delete(w.running, x.Attempt)
 			w.ended[x.Attempt] = x
 			w.active = time.Now()
-			err = out.Encode(api.WorkerMessage{Exit: &x})
+			err = out.Encode(api.WorkerMessage{Exit: &x, ExitMetrics: last})
 		case <-poll.C:
 			err = w.poll(out)
 		}
@@ -477,7 +478,7 @@ func (w *worker) end(out *json.Encoder) error {
 
 // state reads the node: its cards, each process named with its attempt, and its RAM.
 func (w *worker) state() api.WorkerState {
-	st := api.WorkerState{AttemptMemory: w.runner.HostMemory(), Ends: w.cfg.Ends}
+	st := api.WorkerState{AttemptMemory: w.runner.HostMemory(), AttemptMetrics: w.metrics(), Ends: w.cfg.Ends}
 	if cards, err := w.inv.Read(); err == nil {
 		w.cards = cards
 	}
@@ -508,4 +509,27 @@ func (w *worker) serveStream(ctx context.Context, client *api.Client, req api.St
 		return
 	}
 	api.ServeAttempt(ctx, s, dir, req)
+}
+
+// metrics are what its running attempts' trainers reported since the last state.
+func (w *worker) metrics() map[string][]plans.Reading {
+	var out map[string][]plans.Reading
+	for id, ref := range w.running {
+		if rs := w.runner.Metrics(&state.Attempt{ID: id, Job: ref.Job, N: ref.N}, false); len(rs) > 0 {
+			if out == nil {
+				out = map[string][]plans.Reading{}
+			}
+			out[id] = rs
+		}
+	}
+	return out
+}
+
+// lastMetrics are what an ended attempt's trainer reported last.
+func (w *worker) lastMetrics(id string) []plans.Reading {
+	ref, ok := w.running[id]
+	if !ok {
+		return nil
+	}
+	return w.runner.Metrics(&state.Attempt{ID: id, Job: ref.Job, N: ref.N}, true)
 }

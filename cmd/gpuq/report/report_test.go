@@ -91,6 +91,15 @@ func TestFigures(t *testing.T) {
 	}
 }
 
+// TestFiguresCountEveryState: a sweep drawn as it runs counts its jobs in every state,
+// those that wait for what they run after and those stopped early among them.
+func TestFiguresCountEveryState(t *testing.T) {
+	d := Data{Sweep: "s", Now: at(1), Jobs: []Job{{ID: "s.1", State: "blocked"}, {ID: "s.2", State: "stopped"}, {ID: "s.3", State: "held"}}}
+	if got, want := figures(d).States, []Count{{"stopped", 1}, {"held", 1}, {"blocked", 1}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("states %v, want %v", got, want)
+	}
+}
+
 func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
 
 // TestLanes: attempts that overlap on a card get lanes of their own, and a lane is

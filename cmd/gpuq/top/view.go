@@ -79,7 +79,7 @@ func (m model) sections() []section {
 		}
 		st := m.st.jobStyle(r.Job)
 		text := fmt.Sprintf(runFormat, w, r.Job, nw, CutMiddle(r.Name, nw), intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
-			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), m.output[r.Job])
+			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), withLatest(r, m.output[r.Job]))
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
 	queue := section{title: fmt.Sprintf(queueFormat, w+1, fmt.Sprintf("QUEUE %d", len(m.ov.Queue)), nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")}
@@ -156,7 +156,7 @@ func (m model) kindStyle(kind string) *lipgloss.Style {
 		return &m.st.bad
 	case kind == "succeeded":
 		return &m.st.good
-	case kind == "requeued", kind == "timing-out":
+	case kind == "requeued", kind == "timing-out", kind == "stopping-early", kind == "stopped":
 		return &m.st.warn
 	}
 	return nil

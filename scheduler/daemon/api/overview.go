@@ -65,6 +65,10 @@ type RunningJob struct {
 	CurrentBytes  int64 `json:"current_bytes"`
 	// Log is the attempt's log file: its last line is the trainer's progress.
 	Log string `json:"log"`
+	// Step and Metrics are its trainer's latest reported step and metrics, its
+	// sweep's early_stop metric first.
+	Step    int64         `json:"step,omitempty"`
+	Metrics []LatestValue `json:"metrics,omitempty"`
 }
 
 // WaitingJob is a queued job and why it waits.

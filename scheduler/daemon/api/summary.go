@@ -21,7 +21,7 @@ type SweepSummary struct {
 // SummarizeSweep is a sweep of a view of the store, its jobs in submission order, on cards.
 func SummarizeSweep(view state.View, sweep string, cards []GPUInfo) SweepSummary {
 	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
-	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled} {
+	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
 		sum.Counts[string(st)] = 0
 	}
 	for _, j := range SweepJobs(view, sweep) {

@@ -72,8 +72,16 @@ type JobSummary struct {
 	LearnedSeconds *float64         `json:"learned_duration_s"`
 	LearnedRuns    int              `json:"learned_runs,omitempty"`
 	Attempts       []AttemptSummary `json:"attempts"`
+	// After are the sweeps and jobs that must have succeeded before it starts.
+	After []string `json:"after,omitempty"`
+	// SeedOf is the point of the sweep the job is a seed of: its point less the sweep's
+	// seeds (lr=0.001,task=sst2). Jobs of one such point are its seeds: gpuq results
+	// aggregates them, and early stopping judges them together.
+	SeedOf string `json:"seed_of,omitempty"`
+	// EarlyStop is how it is judged, where its sweep has early_stop.
+	EarlyStop *Judged `json:"early_stop,omitempty"`
 	// Started is when its first attempt started, Ended when the job ended (succeeded,
-	// failed, was cancelled); null: not yet.
+	// failed, was cancelled or stopped early); null: not yet.
 	Started *time.Time `json:"started"`
 	Ended   *time.Time `json:"ended"`
 	// How its latest attempt ended, once it has (see AttemptSummary), and the command
@@ -106,6 +114,12 @@ func exitStatus(e *plans.ProcessExit) ExitStatus {
 	return s
 }
 
+// AfterReason is why a blocked job waits, for people, without counting the jobs of
+// what it waits for (gpuq why does).
+func AfterReason(j *state.Job) string {
+	return "runs after " + j.AfterText() + ", which must succeed first; gpuq why " + j.ID + " says how that stands"
+}
+
 // AttemptSummary is one attempt of a job.
 type AttemptSummary struct {
 	N int `json:"n"`
@@ -129,6 +143,9 @@ type AttemptSummary struct {
 	// Memory is what its processes held over time on its fullest card, a point where
 	// it moved (at most 64; see scheduler.Samples), for gpuq report.
 	Memory []MemorySample `json:"memory,omitempty"`
+	// Metrics are what its trainer reported of its training; a trainer run again
+	// (after an OOM) starts its curve again, in its own attempt.
+	Metrics []MetricSummary `json:"metrics,omitempty"`
 	ExitStatus
 	// Command is the argv its trainer ran; absent where not known (a worker's attempt
 	// until it ends).
@@ -143,8 +160,13 @@ type MemorySample struct {
 
 // Summarize is one job of a view of the store with its whole history.
 func Summarize(view state.View, j *state.Job) JobSummary {
+	sw := view.Sweep(j.Sweep)
 	js := JobSummary{ID: j.ID, Name: j.Name, Point: j.PointText(), Params: j.Params, State: string(j.ShownState()), Held: j.Held, Reason: j.Reason,
-		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}}
+		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, SeedOf: pointOf(sw, j), EarlyStop: judged(sw, j),
+		After: j.After}
+	if j.ShownState() == state.JobBlocked {
+		js.Reason = AfterReason(j)
+	}
 	if l := view.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
 	}
@@ -165,6 +187,7 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 		for _, m := range a.Memory {
 			as.Memory = append(as.Memory, MemorySample{AtSeconds: m.At.Seconds(), Bytes: m.Bytes})
 		}
+		as.Metrics = metricSummaries(a.Metrics)
 		js.Attempts = append(js.Attempts, as)
 	}
 	summarizeEnd(&js, j)
@@ -189,7 +212,7 @@ func summarizeEnd(js *JobSummary, j *state.Job) {
 	switch {
 	case !j.Ended.IsZero():
 		js.Ended = &j.Ended
-	case j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled:
+	case j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled || j.State == state.JobStopped:
 		if !last.Ended.IsZero() {
 			js.Ended = &last.Ended
 		}
@@ -265,6 +288,9 @@ type Info struct {
 	// Listen is the address of its network listener, for workers; absent without.
 	Listen string    `json:"listen,omitempty"`
 	GPUs   []GPUInfo `json:"gpus"`
+	// Run is the gpuq run in the foreground that answers, for its one sweep; absent for
+	// the daemon.
+	Run *Run `json:"run,omitempty"`
 }
 
 // GPUInfo is one of the daemon's cards, or a worker's.

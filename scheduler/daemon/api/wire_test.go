@@ -90,3 +90,34 @@ func TestSummarizeTellsHowItEnded(t *testing.T) {
 		t.Errorf("w.2, running: a signal: %v", jobs[1])
 	}
 }
+
+// TestSummarizeStoppedJob: a job stopped early is counted as such in its sweep's
+// summary, and has ended: where its end was not kept (a state written before jobs kept
+// theirs), with its last attempt.
+func TestSummarizeStoppedJob(t *testing.T) {
+	sw, err := plans.DecodeSweep("w.yaml", []byte("name: w\ncommand: [python3, train.py]\nmemory: 1GiB\nmatrix: {seed: [1, 2]}\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := state.NewStore()
+	if err := st.Submit(&state.Submission{Sweep: sw}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	j := *st.View().Job("w.1")
+	j.State, j.Attempts, j.Reason = state.JobStopped, 1, "stopped early at step 500: eval_loss 2.1, worse than 1 of the 2 points that reached it"
+	stopped := &state.Attempt{ID: "w.1/1", Job: "w.1", N: 1, GPUs: []int{0}, Started: at, Ended: at.Add(time.Minute), Outcome: plans.StoppedEarly}
+	if err := st.Put(state.Change{Jobs: []*state.Job{&j}, Attempts: []*state.Attempt{stopped}}); err != nil {
+		t.Fatal(err)
+	}
+	sum := SummarizeSweep(st.View(), "w", nil)
+	if sum.Counts["stopped"] != 1 || sum.Counts["queued"] != 1 {
+		t.Errorf("counts %v, want 1 stopped and 1 queued", sum.Counts)
+	}
+	if e := sum.Jobs[0].Ended; e == nil || !e.Equal(at.Add(time.Minute)) {
+		t.Errorf("w.1, stopped early, ended %v, want at its attempt's end", e)
+	}
+	if none := SummarizeSweep(st.View(), "none", nil); none.Counts["stopped"] != 0 || len(none.Counts) != 6 {
+		t.Errorf("an empty sweep's counts %v: every state, stopped too, at 0", none.Counts)
+	}
+}

@@ -27,6 +27,8 @@ type WorkerMessage struct {
 	// Leaving: the worker wants to stop (it has been idle past its --idle-timeout);
 	// the daemon starts nothing more there and answers Drain.
 	Leaving bool `json:"leaving,omitempty"`
+	// ExitMetrics are the last readings of the attempt Exit ends, read as it ended.
+	ExitMetrics []plans.Reading `json:"exit_metrics,omitempty"`
 }
 
 // Hello is what a worker says of itself when it connects.
@@ -60,6 +62,9 @@ type WorkerState struct {
 	HostAvailable int64 `json:"host_available"`
 	// AttemptMemory is what each of its attempts' processes hold of its RAM.
 	AttemptMemory map[string]int64 `json:"attempt_memory,omitempty"`
+	// AttemptMetrics are what each of its attempts' trainers reported since its last
+	// state (see scheduler.MetricReader).
+	AttemptMetrics map[string][]plans.Reading `json:"attempt_metrics,omitempty"`
 	// Ends is when it stops taking jobs (its allocation's end); zero: never.
 	Ends time.Time `json:"ends,omitzero"`
 }
