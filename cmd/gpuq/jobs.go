@@ -64,14 +64,15 @@ each: its name (the sweep's job_name filled in, or by default the values of its 
 that differ between jobs, such as glue-sst2,seed=87), state (blocked: waiting for what
 it runs after), card, attempt, tier, the memory estimate as declared and as learned
 from measured peaks, the peak of the latest attempt, how long the latest attempt ran,
-how long its shape takes as learned from its attempts that succeeded, and why a job
-that failed, was cancelled or was stopped early ended (its error line: the exception
-line of its trainer's last traceback, else its last line; for one stopped early, the
-reading it lost by), or what a blocked one runs after. A job that waits again after an
-attempt shows the tier it will run at, and no card; a running job that is held shows
-running,held (it is not started again until released). On a narrow terminal TAKES,
-then ATTEMPT, are left out, names lose their middle, and REASON is left out too, each
-reason then following the table.
+how much of a card's compute its shape keeps busy as measured (UTIL), how long its
+shape takes as learned from its attempts that succeeded, and why a job that failed, was
+cancelled or was stopped early ended (its error line: the exception line of its
+trainer's last traceback, else its last line; for one stopped early, the reading it
+lost by), or what a blocked one runs after. A job that waits again after an attempt
+shows the tier it will run at, and no card; a running job that is held shows
+running,held (it is not started again until released). On a narrow terminal UTIL, then
+TAKES, then ATTEMPT are left out, names lose their middle, and REASON is left out too,
+each reason then following the table.
 
 --where lists the jobs whose parameters have the values it gives: key=value pairs,
 all of which a job must have, a value's alternatives separated by | (quote it for the
@@ -251,15 +252,16 @@ type jobList struct {
 	// the default listing (see recent).
 	shown []api.Job
 	ended int
-	// fitDefault: the default columns, of which TAKES, then ATTEMPT, are left out
-	// where the terminal is too narrow for every value whole.
+	// fitDefault: the default columns, of which UTIL, then TAKES, then ATTEMPT, are
+	// left out where the terminal is too narrow for every value whole.
 	fitDefault bool
 }
 
 // print prints one job a line, to fit a terminal of width cells: the columns of cols,
-// JOB and POINT shortened first (see fitTable), the last column shortened or left out;
-// TAKES left out where the rest would not fit. A job waiting again (after an OOM, say)
-// shows the tier it will run at, not the card and peak of an attempt that is over.
+// JOB and NAME (or POINT) shortened first (see fitTable), the last column shortened or
+// left out; UTIL, then TAKES, then ATTEMPT left out where the rest would not fit. A job
+// waiting again (after an OOM, say) shows the tier it will run at, not the card and
+// peak of an attempt that is over.
 // Then counts by state of every job, what the default listing left out, and, where
 // REASON had no room, each job's reason.
 func (l jobList) print(w io.Writer) {
@@ -284,8 +286,10 @@ func (l jobList) print(w io.Writer) {
 		}
 	}
 	if l.fitDefault {
-		for _, name := range []string{"takes", "attempt"} {
-			drop = append(drop, slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == name }))
+		for _, name := range []string{"util", "takes", "attempt"} {
+			if i := slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == name }); i >= 0 {
+				drop = append(drop, i)
+			}
 		}
 	}
 	// Ids and names are cut first, the rest as they come.
@@ -353,7 +357,7 @@ func (c shownColumn) cell(j api.Job, now time.Time) string {
 }
 
 // defaultFormat is gpuq status's columns without --format.
-const defaultFormat = "id,name,state,gpu,attempt,tier,estimate,peak,time,takes,reason"
+const defaultFormat = "id,name,state,gpu,attempt,tier,estimate,peak,time,util,takes,reason"
 
 // statusColumns are the columns gpuq status can show, in the order --help lists them.
 var statusColumns = []statusColumn{
@@ -376,6 +380,7 @@ var statusColumns = []statusColumn{
 	}},
 	{name: "peak", header: "PEAK", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return top.Gig(peakOf(a)) })},
 	{name: "time", header: "TIME", value: latestOf(durationOf)},
+	{name: "util", header: "UTIL", value: func(j api.Job, _ time.Time) string { return learnedUtil(j.JobSummary) }},
 	{name: "takes", header: "TAKES", value: func(j api.Job, _ time.Time) string { return learnedDuration(j.JobSummary) }},
 	{name: "start", header: "START", value: func(j api.Job, _ time.Time) string { return stamp(j.Started) }},
 	{name: "end", header: "END", value: func(j api.Job, _ time.Time) string { return stamp(j.Ended) }},
@@ -525,6 +530,15 @@ func learnedDuration(j api.JobSummary) string {
 	return plans.FormatDuration(time.Duration(*j.LearnedSeconds * float64(time.Second)).Round(time.Second))
 }
 
+// learnedUtil is how much of a card's compute the job's shape keeps busy, as learned
+// ("45%"), or "-".
+func learnedUtil(j api.JobSummary) string {
+	if j.LearnedUtil == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100**j.LearnedUtil)
+}
+
 // cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".
 func cardsOf(a api.AttemptSummary) string {
 	if a.Worker != "" {
@@ -556,7 +570,7 @@ func showJob(opts *statusOptions, id string) error {
 
 // printJob prints one job with every attempt, to fit a terminal of width cells (0: no
 // limit) but for paths and the command: its state and why it ended, its point, when it
-// ran, its memory and duration as learned, a line per attempt, then how each attempt
+// ran, its memory, duration and utilization as learned, a line per attempt, then how each attempt
 // ended (its exit status or signal and error line), where its log is, and the command
 // its latest attempt ran.
 func printJob(w io.Writer, j api.Job, now time.Time, width int) {
@@ -585,6 +599,12 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 		line("duration: learned %s (its shape's attempts that succeeded, %d of them)", learnedDuration(j.JobSummary), j.LearnedRuns)
 	} else {
 		line("duration: not learned yet (no attempt of its shape has succeeded)")
+	}
+	if j.LearnedUtil != nil {
+		line("utilization: learned %s of a card (its shape's attempts, %d of them); it shares a card while the jobs there keep no more busy than the sharing target",
+			learnedUtil(j.JobSummary), j.LearnedUtilRuns)
+	} else {
+		line("utilization: not measured yet (its shape's first job is measured alone, a minute in)")
 	}
 	if len(j.Attempts) == 0 {
 		line("no attempt yet; gpuq why %s says why it waits", j.ID)

@@ -10,8 +10,8 @@ import (
 )
 
 func (d *daemon) gpus(w http.ResponseWriter, r *http.Request) {
-	out := api.Machine{Simulated: d.machine.simulated(), Headroom: d.machine.headroom.String(), Cards: []gpu.Card{}, Slots: []int{},
-		Drained: []bool{}, Names: map[string]string{}}
+	out := api.Machine{Simulated: d.machine.simulated(), Headroom: d.machine.headroom.String(), UtilTarget: plans.UtilTargetText(d.machine.utilTarget),
+		Cards: []gpu.Card{}, Slots: []int{}, Drained: []bool{}, Names: map[string]string{}}
 	views, err := d.eng.CardViews(r.Context())
 	if err != nil {
 		failWith(w, err)

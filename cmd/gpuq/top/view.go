@@ -72,14 +72,14 @@ func (m model) sections() []section {
 	w := jobWidth(m.ov)
 	nw := m.nameWidth(w)
 	run := section{title: fmt.Sprintf(runFormat, w+1, fmt.Sprintf("RUNNING %d", len(m.ov.Running)), nw, "NAME",
-		"GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "OUTPUT")}
+		"GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")}
 	for _, r := range m.ov.Running {
 		if !match(r.Job, r.Name, m.output[r.Job]) {
 			continue
 		}
 		st := m.st.jobStyle(r.Job)
 		text := fmt.Sprintf(runFormat, w, r.Job, nw, CutMiddle(r.Name, nw), intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
-			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), withLatest(r, m.output[r.Job]))
+			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), withLatest(r, m.output[r.Job]))
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
 	queue := section{title: fmt.Sprintf(queueFormat, w+1, fmt.Sprintf("QUEUE %d", len(m.ov.Queue)), nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")}
@@ -110,15 +110,23 @@ func (m model) sections() []section {
 }
 
 // runFormat lays out a running job: job, name, cards, tier, elapsed, declared, learned
-// and current memory, its output's last line; queueFormat a queued one: job, name,
-// state, estimate and why it waits.
+// and current memory, its shape's learned utilization, its output's last line;
+// queueFormat a queued one: job, name, state, estimate and why it waits.
 const (
-	runFormat   = "%-*s %-*s %-4s %-4s %7s %8s %7s %6s  %s"
+	runFormat   = "%-*s %-*s %-4s %-4s %7s %8s %7s %6s %4s  %s"
 	queueFormat = "%-*s %-*s %-6s %8s  %s"
 )
 
 // runFixed is the cells a running job's line takes but for its id, name and output.
-const runFixed = 1 + 1 + 4 + 1 + 4 + 1 + 7 + 1 + 8 + 1 + 7 + 1 + 6 + 2
+const runFixed = 1 + 1 + 4 + 1 + 4 + 1 + 7 + 1 + 8 + 1 + 7 + 1 + 6 + 1 + 4 + 2
+
+// utilText is a learned utilization as a percentage, or "-".
+func utilText(u *float64) string {
+	if u == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100**u)
+}
 
 // nameWidth is the width of the name column beside ids of width w: the longest name
 // shown, but on a screen at most half of what a running job's line leaves past its
