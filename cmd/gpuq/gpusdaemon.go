@@ -52,7 +52,8 @@ func daemonGPUs(opts *gpusOptions) (bool, error) {
 	if st.remote() {
 		where = "at " + st.v.GetString(keyServer)
 	}
-	fmt.Fprintf(opts.io.Err, "gpuq: the cards of the daemon %s, headroom %s, util_target %s (--gpus shows others)\n", where, m.Headroom, cmp.Or(m.UtilTarget, "1"))
+	fmt.Fprintln(opts.io.Err, wrap(fmt.Sprintf("gpuq: the cards of the daemon %s, headroom %s, util_target %s (--gpus shows others)",
+		where, m.Headroom, cmp.Or(m.UtilTarget, "1")), opts.io.width(), "  "))
 	jobs := func(c gpu.Card, p gpu.Process) (string, string) {
 		if job, _, ok := strings.Cut(p.Attempt, "/"); ok {
 			return job, m.Names[job]

@@ -53,9 +53,9 @@ func TestGPUsShowsTheDaemonsMachine(t *testing.T) {
 }
 
 // TestGPUsInTmux: gpuq gpus on an 80-column terminal, while a daemon runs a simulated
-// trainer and drains a card, shows each card's utilization and temperature and which
-// is drained, then each process with the job it is of, by id and name; every line
-// fits.
+// trainer that keeps 60% of its card busy and drains a card, shows each card's
+// utilization and temperature and which is drained, then each process with the job it
+// is of, by id and name; every line fits.
 func TestGPUsInTmux(t *testing.T) {
 	needPython(t)
 	dir := daemonEnv(t)
@@ -64,7 +64,7 @@ func TestGPUsInTmux(t *testing.T) {
 	sweep := writeSweep(t, `name: held
 command: [python3, `+trainer+`, --config, "{config}"]
 config: {format: json}
-params: {batch_size: 16, gradient_accumulation_steps: 2, gradient_checkpointing: false, sim_base: 3GiB, sim_activations: 6GiB, sim_seconds: 300}
+params: {batch_size: 16, gradient_accumulation_steps: 2, gradient_checkpointing: false, sim_base: 3GiB, sim_activations: 6GiB, sim_seconds: 300, sim_gpu_util: 0.6}
 matrix: {task: [glue-tvt_qnli], seed: [87, 88]}
 memory: 9GiB
 gpus: "0"
@@ -84,7 +84,7 @@ gpu_plan: "1"
 	term := tmux.Start(t, 80, 24, []string{asGPUQ + "=1", "GPUQ_STATE_DIR=" + dir, "GPUQ_GPUS=", "HOME=" + filepath.Dir(dir)}, os.Args[0], "gpus")
 	term.WaitFor("gpus to end", 30*time.Second, func(string) bool { return term.Exited() })
 	out := term.History()
-	if !tmux.Shows("UTIL", "TEMP", "STATE", "drained", "100%", "JOB", "held.1", "seed=87")(out) {
+	if !tmux.Shows("UTIL", "TEMP", "STATE", "drained", "60%", "JOB", "held.1", "seed=87")(out) {
 		t.Errorf("gpuq gpus shows:\n%s", out)
 	}
 	for _, l := range strings.Split(out, "\n") {
