@@ -17,6 +17,9 @@ func (e *Engine) Apply(x Exit) {
 	snap := e.store.view()
 	a := snap.Attempt(x.Attempt)
 	if a == nil || !a.Running() {
+		if a != nil && a.Outcome == plans.Lost && x.Outcome == plans.Success {
+			e.lateSuccess(a, x)
+		}
 		return
 	}
 	a = e.measured(a)
@@ -38,7 +41,11 @@ func (e *Engine) Apply(x Exit) {
 		})
 	}
 	kind, msg := string(x.Outcome), x.Detail
+	won := succeededBefore(snap, a)
 	switch {
+	case won > 0:
+		job.State, kind = JobSucceeded, "succeeded"
+		msg = fmt.Sprintf("attempt %d had succeeded (see the event before); attempt %d, which ran it again: %s", won, a.N, x.Outcome)
 	case x.Unstarted, x.Requeue:
 		// It does not count against oom.max_attempts.
 		job.State, job.Since, kind = JobQueued, job.Since+1, "requeued"
@@ -64,7 +71,7 @@ func (e *Engine) Apply(x Exit) {
 		msg += "; " + job.Reason
 	}
 	var err error
-	if job.State == JobSucceeded {
+	if job.State == JobSucceeded && won == 0 {
 		err = e.learn(job.Shape, &ended, &job, &ended)
 	} else {
 		err = e.put(&job, &ended)
