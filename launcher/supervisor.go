@@ -116,6 +116,16 @@ func Supervise(dir string) error {
 	if err != nil {
 		return fmt.Errorf("supervisor socket: %w", err)
 	}
+	// The lease is read before the trainer starts: one that has lapsed already (its
+	// worker's daemon may run the job elsewhere by now) starts nothing.
+	var lease Lease
+	if spec.Lease != "" {
+		var ok bool
+		if lease, ok = holdLease(spec.Lease); !ok {
+			ln.Close()
+			return WriteJSON(filepath.Join(dir, exitFile), Ended{Outcome: plans.Lost, Fenced: true, Detail: notStartedFenced})
+		}
+	}
 	h := newHub(64 << 10)
 	p, err := Start(spec.Command, LogPath(dir), spec.Header, h)
 	if err != nil {
@@ -155,7 +165,7 @@ func Supervise(dir string) error {
 	}()
 	var fenced <-chan bool
 	if spec.Lease != "" {
-		fenced = keepLease(spec.Lease, p)
+		fenced = keepLease(spec.Lease, lease, p)
 	}
 	<-p.Done()
 	h.close()

@@ -21,15 +21,16 @@ import (
 // Inventory (a scheduler.Cluster) and its Runner: it starts, stops and takes up each
 // attempt where it runs, and merges how they end.
 //
-// A worker that goes away (its node failed, its allocation ended, it was killed) keeps
-// its attempts for a grace period: back within it, it takes them up again, as a
-// restarted daemon takes up its supervisors. Past it, they are reported lost with
-// Requeue, so their jobs run again at their tier; by then the worker's own lease has
-// stopped them, so nothing runs twice, however slow the worker was.
+// A worker that goes away (its node failed, its allocation ended, it was killed, frozen
+// or cut off) keeps its attempts for a grace period from the last of its beats the
+// daemon answered: back within it, it takes them up again, as a restarted daemon takes
+// up its supervisors. Past it, they are reported lost with Requeue, so their jobs run
+// again at their tier; by then the worker's lease has stopped them (see fence.go), so
+// nothing runs twice, however slow or frozen the worker was.
 type cluster struct {
 	local  *machine
 	runner *runner.Supervised // this machine's attempts
-	grace  time.Duration
+	fence  fence
 	clock  scheduler.Clock
 	log    *EventLog
 	exits  chan scheduler.Exit
@@ -46,7 +47,9 @@ type remote struct {
 	hello Hello
 	state WorkerState
 	link  *link // nil while it is away
-	heard time.Time
+	// heard is when it was last heard from; acked when the daemon last answered one of
+	// its beats (or welcomed it, or started): its lease runs from before then.
+	heard, acked time.Time
 	// attempts run there, as the engine holds them.
 	attempts map[string]*scheduler.Attempt
 	// stops are asked while the worker is away, for when it is back.
@@ -56,9 +59,9 @@ type remote struct {
 	draining bool
 }
 
-func newCluster(local *machine, r *runner.Supervised, grace time.Duration, log *EventLog) *cluster {
-	c := &cluster{local: local, runner: r, grace: grace, clock: scheduler.RealClock{}, log: log,
-		exits: make(chan scheduler.Exit, 64), workers: map[string]*remote{}, streams: map[string]chan io.ReadWriteCloser{}}
+func newCluster(local *machine, r *runner.Supervised, f fence, log *EventLog) *cluster {
+	c := &cluster{local: local, runner: r, fence: f, clock: scheduler.RealClock{}, log: log, exits: make(chan scheduler.Exit, 64),
+		workers: map[string]*remote{}, streams: map[string]chan io.ReadWriteCloser{}}
 	go func() {
 		for x := range r.Exits() {
 			c.exits <- x
@@ -71,7 +74,8 @@ func newCluster(local *machine, r *runner.Supervised, grace time.Duration, log *
 func (c *cluster) worker(name string) *remote {
 	w := c.workers[name]
 	if w == nil {
-		w = &remote{heard: c.clock.Now(), attempts: map[string]*scheduler.Attempt{}, stops: map[string]AttemptRef{}}
+		now := c.clock.Now()
+		w = &remote{heard: now, acked: now, attempts: map[string]*scheduler.Attempt{}, stops: map[string]AttemptRef{}}
 		w.hello.Name = name
 		c.workers[name] = w
 	}
@@ -263,8 +267,9 @@ func (c *cluster) connect(h Hello, conn io.ReadWriteCloser) (*link, error) {
 		w.link.close()
 	}
 	back := len(w.attempts)
-	w.hello, w.state, w.link, w.heard, w.sweeps, w.draining = h, h.State, l, c.clock.Now(), map[string]bool{}, false
-	welcome := &Welcome{Grace: c.grace, Attempts: []AttemptRef{}}
+	now := c.clock.Now()
+	w.hello, w.state, w.link, w.heard, w.acked, w.sweeps, w.draining = h, h.State, l, now, now, map[string]bool{}, false
+	welcome := &Welcome{Lease: c.fence.lease, Stop: c.fence.stop, Beat: beatEvery(c.fence.lease), Attempts: []AttemptRef{}}
 	for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
 		welcome.Attempts = append(welcome.Attempts, refOf(w.attempts[id]))
 	}
@@ -287,6 +292,10 @@ func (c *cluster) heard(name string, l *link, m WorkerMessage) {
 		return // a link replaced since
 	}
 	w.heard = c.clock.Now()
+	if m.Beat > 0 {
+		w.acked = w.heard
+		l.send(DaemonMessage{Ack: m.Beat})
+	}
 	if m.State != nil {
 		w.state = *m.State
 	}
@@ -316,8 +325,8 @@ func (c *cluster) away(name string, l *link, why error) {
 	}
 	w.link = nil
 	if len(w.attempts) > 0 {
-		c.log.Printf("worker %s went away (%v): its %s run again elsewhere unless it is back within %s",
-			name, why, plans.Count(len(w.attempts), "attempt"), c.grace)
+		c.log.Printf("worker %s went away (%v): its %s run again elsewhere unless it is back within %s of its last beat",
+			name, why, plans.Count(len(w.attempts), "attempt"), c.fence.grace)
 	} else {
 		c.log.Printf("worker %s went away (%v)", name, why)
 	}
@@ -336,29 +345,29 @@ func (c *cluster) Drain(name string) error {
 	return nil
 }
 
-// tick is the cluster's clock work: it pings linked workers, cuts the link of one not
-// heard from for the grace period, and reports lost the attempts of one away for it.
+// tick is the cluster's clock work, on the daemon's monotonic clock: it cuts the link of
+// a worker whose lease has lapsed (it links again once it has fenced its trainers), and
+// reports lost the attempts of one whose last answered beat is older than the grace.
 func (c *cluster) tick() {
 	now := c.clock.Now()
 	var lost []scheduler.Exit
 	c.mu.Lock()
 	for name, w := range c.workers {
-		silent := now.Sub(w.heard)
-		switch {
-		case w.link != nil && silent > c.grace:
+		silent := now.Sub(w.acked)
+		if w.link != nil && silent > c.fence.lease {
 			w.link.close() // its handler marks it away
-		case w.link != nil:
-			w.link.send(DaemonMessage{Ping: true})
-		case silent > c.grace && len(w.attempts) > 0:
+		}
+		switch {
+		case silent > c.fence.grace && len(w.attempts) > 0:
 			for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
 				a := w.attempts[id]
 				lost = append(lost, scheduler.Exit{Attempt: id, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf(
-					"worker %s has not been heard from for %s (its node failed, its allocation ended, or it was killed): "+
+					"worker %s has not been heard from for %s (its node failed or froze, its allocation ended, or it was killed): "+
 						"its job runs again at tier %d", name, silent.Round(time.Second), a.Tier)})
 			}
-			c.log.Printf("worker %s did not come back within %s: %s run again elsewhere", name, c.grace, plans.Count(len(w.attempts), "attempt"))
+			c.log.Printf("worker %s did not come back within %s: %s run again elsewhere", name, c.fence.grace, plans.Count(len(w.attempts), "attempt"))
 			clear(w.attempts)
-		case silent > c.grace:
+		case silent > c.fence.grace && w.link == nil:
 			delete(c.workers, name)
 		}
 	}
@@ -372,7 +381,7 @@ func (c *cluster) tick() {
 // next daemon. It runs until the engine has stopped, since stopping trainers takes their
 // workers' answers.
 func (c *cluster) run(done <-chan struct{}) {
-	t := time.NewTicker(min(max(c.grace/10, 100*time.Millisecond), time.Second))
+	t := time.NewTicker(min(max(c.fence.grace/10, 100*time.Millisecond), time.Second))
 	defer t.Stop()
 	for {
 		select {

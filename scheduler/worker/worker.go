@@ -8,8 +8,10 @@
 //
 // Its attempts outlive it, as a daemon's do: started again (or linked again after a
 // network failure), it takes them up. They do not outlive its link to the daemon by
-// more than half of the daemon's grace period (a lease, see launcher.RenewLease): past
-// the whole of it the daemon runs them elsewhere, and nothing runs twice.
+// more than a lease (see launcher.Lease and keeper) and their time to stop: past the
+// daemon's grace, which is longer, the daemon runs them elsewhere, and nothing runs
+// twice. A worker that finds its lease lapsed (it was frozen, or cut off) acts on
+// nothing its daemon said before, makes sure its trainers are gone, then links again.
 package worker
 
 import (
@@ -83,6 +85,9 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Name, cfg.Version, os.Getpid(), daemon.CardsText(w.cards, w.plan), runtime.NumCPU(), cfg.Dir, cfg.Server)
 	wait, said := time.Duration(0), ""
 	for {
+		if err := w.fence(ctx); err != nil {
+			return nil
+		}
 		err := w.session(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -92,6 +97,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return nil
 		case errors.Is(err, daemon.ErrUnauthorized), errors.Is(err, errRefused):
 			return err
+		case errors.Is(err, errLapsed):
+			w.log.Printf("out of touch with the daemon for the whole lease (%s): its trainers stop, and it links again", w.lease.length)
+			said = ""
 		case err != nil && err.Error() != said:
 			w.log.Printf("%v; trying again", err)
 			said = err.Error()
@@ -111,6 +119,7 @@ func Run(ctx context.Context, cfg Config) error {
 var (
 	errLeft    = errors.New("left")
 	errRefused = errors.New("the daemon refused this worker")
+	errLapsed  = errors.New("the lease lapsed")
 )
 
 // worker is a running worker.
@@ -123,9 +132,11 @@ type worker struct {
 	lock   *os.File
 	// instance tells this worker from another node's of the same name (Hello.Instance).
 	instance string
-	lease    string
-	// grace is the daemon's (Welcome): the lease runs half of it past each message.
-	grace time.Duration
+	// attempts is where its attempts live.
+	attempts string
+	lease    *keeper
+	// hello is the number of the link's Hello as a beat: the Welcome answers it.
+	hello uint64
 	// sweeps are those the daemon has sent, expanded, by key (StartRequest.SweepKey).
 	sweeps map[string]*plans.Sweep
 	// running are the attempts it watches; ended those that ended, until the daemon
@@ -173,7 +184,8 @@ func open(cfg Config) (*worker, error) {
 			return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
 		}
 	}
-	w := &worker{cfg: cfg, lock: lock, instance: instance, log: daemon.NewEventLog(cfg.Log), lease: filepath.Join(cfg.Dir, "lease"), sweeps: map[string]*plans.Sweep{},
+	w := &worker{cfg: cfg, lock: lock, instance: instance, log: daemon.NewEventLog(cfg.Log), attempts: filepath.Join(cfg.Dir, "attempts"),
+		lease: openLease(filepath.Join(cfg.Dir, "lease"), launcher.Uptime), sweeps: map[string]*plans.Sweep{},
 		running: map[string]daemon.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
 	if w.inv, err = gpu.Open(spec, cfg.Inventory); err != nil {
 		lock.Close()
@@ -187,7 +199,7 @@ func open(cfg Config) (*worker, error) {
 		return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
 	}
 	launcher.BecomeSubreaper()
-	ro := runner.Options{Dir: filepath.Join(cfg.Dir, "attempts"), Lease: w.lease}
+	ro := runner.Options{Dir: w.attempts, Lease: w.lease.path}
 	if w.inv.Simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger
 	}
@@ -242,7 +254,8 @@ func instanceOf(dir string) (string, error) {
 	return strings.TrimSpace(string(id)), nil
 }
 
-// session links to the daemon and does what it asks until the link breaks.
+// session links to the daemon and does what it asks until the link breaks, or the
+// lease lapses.
 func (w *worker) session(ctx context.Context) error {
 	client, err := daemon.DialRemote(w.cfg.Server, w.cfg.Credentials)
 	if err != nil {
@@ -256,12 +269,14 @@ func (w *worker) session(ctx context.Context) error {
 	// The link ends with the session, whatever ends it.
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
+	defer w.lease.reset()
 	out := json.NewEncoder(s)
-	hello := daemon.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: filepath.Join(w.cfg.Dir, "attempts"),
+	hello := daemon.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: w.attempts,
 		Cores: runtime.NumCPU(), Allocation: w.cfg.Allocation, Plan: map[int]int{}, State: w.state()}
 	for i, c := range w.cards {
 		hello.Plan[c.Index] = w.plan[i]
 	}
+	w.hello = w.lease.beat()
 	if err := out.Encode(daemon.WorkerMessage{Hello: &hello}); err != nil {
 		return err
 	}
@@ -283,26 +298,44 @@ func (w *worker) session(ctx context.Context) error {
 	}()
 	poll := time.NewTicker(w.cfg.Poll)
 	defer poll.Stop()
+	// Beats start once the Welcome says how often.
+	beats := time.NewTicker(time.Hour)
+	beats.Stop()
+	defer beats.Stop()
 	for {
 		var err error
+		var m daemon.DaemonMessage
+		var x scheduler.Exit
+		var beat, polled bool
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case err = <-broken:
-			return fmt.Errorf("link to the daemon at %s: %w", w.cfg.Server, err)
-		case m := <-msgs:
-			err = w.handle(ctx, client, out, m)
-		case x := <-w.runner.Exits():
-			if w.stopped[x.Attempt] {
-				x.Outcome, x.Requeue = plans.Lost, true
-				x.Detail = fmt.Sprintf("stopped as worker %s's allocation ends: its job runs again elsewhere", w.cfg.Name)
-			}
-			delete(w.running, x.Attempt)
-			w.ended[x.Attempt] = x
-			w.active = time.Now()
-			err = out.Encode(daemon.WorkerMessage{Exit: &x})
+		case m = <-msgs:
+		case x = <-w.runner.Exits():
+		case <-beats.C:
+			beat = true
 		case <-poll.C:
+			polled = true
+		}
+		// Whatever woke it, a worker past its lease acts on none of it.
+		if gerr := w.guard(); gerr != nil {
+			return gerr
+		}
+		switch {
+		case err != nil:
+			return fmt.Errorf("link to the daemon at %s: %w", w.cfg.Server, err)
+		case beat:
+			err = out.Encode(daemon.WorkerMessage{Beat: w.lease.beat()})
+		case polled:
 			err = w.poll(out)
+		case x.Attempt != "":
+			err = w.exited(out, x)
+		default:
+			if m.Welcome != nil {
+				beats.Reset(m.Welcome.Beat)
+			}
+			err = w.handle(ctx, client, out, m)
 		}
 		if err != nil {
 			return err
@@ -310,23 +343,71 @@ func (w *worker) session(ctx context.Context) error {
 	}
 }
 
+// guard is the first thing a worker does whenever it wakes: past its lease it acts on
+// nothing more of this link (errLapsed), and past the lease's kill time (a frozen node
+// thawing, its supervisors frozen too) it kills the lease's trainers before that.
+func (w *worker) guard() error {
+	if !w.lease.lapsed() {
+		return nil
+	}
+	if w.lease.held.KillIn(w.lease.now()) == 0 {
+		w.killAll()
+	}
+	return errLapsed
+}
+
+// fence makes sure that nothing runs under a lapsed lease any more: the supervisors
+// send their trainers SIGTERM at its term and SIGKILL at its kill time; the worker waits
+// for that time, then kills whatever is left (a supervisor killed, or slow to wake).
+// Then a new lease can be had.
+func (w *worker) fence(ctx context.Context) error {
+	if !w.lease.lapsed() {
+		return nil
+	}
+	for {
+		wait := w.lease.held.KillIn(w.lease.now())
+		if wait == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(wait, time.Second)):
+		}
+	}
+	w.killAll()
+	w.lease.fenced()
+	return nil
+}
+
+// killAll kills every process of the worker's attempts.
+func (w *worker) killAll() {
+	if n := launcher.KillUnder(w.attempts); n > 0 {
+		w.log.Printf("killed every process of the trainers whose lease had lapsed (%d)", n)
+	}
+}
+
+// exited reports an attempt's end.
+func (w *worker) exited(out *json.Encoder, x scheduler.Exit) error {
+	if w.stopped[x.Attempt] {
+		x.Outcome, x.Requeue = plans.Lost, true
+		x.Detail = fmt.Sprintf("stopped as worker %s's allocation ends: its job runs again elsewhere", w.cfg.Name)
+	}
+	delete(w.running, x.Attempt)
+	w.ended[x.Attempt] = x
+	w.active = time.Now()
+	return out.Encode(daemon.WorkerMessage{Exit: &x})
+}
+
 // handle does what a message of the daemon's asks.
 func (w *worker) handle(ctx context.Context, client *daemon.Client, out *json.Encoder, m daemon.DaemonMessage) error {
-	if m.Error != "" {
-		return fmt.Errorf("%w: %s", errRefused, m.Error)
-	}
-	if m.Welcome != nil {
-		if err := w.welcome(out, m.Welcome); err != nil {
-			return err
-		}
-	}
-	// Whatever it says, the daemon hears this worker: its trainers may run on.
-	if w.grace > 0 {
-		if err := launcher.RenewLease(w.lease, time.Now().Add(w.grace/2)); err != nil {
-			w.log.Printf("warning: %v", err)
-		}
-	}
 	switch {
+	case m.Error != "":
+		return fmt.Errorf("%w: %s", errRefused, m.Error)
+	case m.Welcome != nil:
+		return w.welcome(out, m.Welcome)
+	case m.Ack > 0:
+		w.renew(m.Ack)
 	case m.Start != nil:
 		return w.start(out, m.Start)
 	case m.Stop != nil:
@@ -339,12 +420,21 @@ func (w *worker) handle(ctx context.Context, client *daemon.Client, out *json.En
 	return nil
 }
 
+// renew moves the lease on as the daemon answered beat n.
+func (w *worker) renew(n uint64) {
+	if _, err := w.lease.answered(n); err != nil {
+		w.log.Printf("warning: %v", err)
+	}
+}
+
 // welcome takes up the attempts the daemon holds running here, after a restart of
 // either or a broken link: each goes on, is reported ended, or never started.
 func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
-	w.grace, w.linked = wel.Grace, true
-	if err := launcher.RenewLease(w.lease, time.Now().Add(w.grace/2)); err != nil {
-		return err
+	w.linked = true
+	w.lease.length, w.lease.stop = wel.Lease, wel.Stop
+	w.renew(w.hello)
+	if !w.lease.valid() {
+		return fmt.Errorf("the daemon's welcome came too late for a lease of %s; linking again", wel.Lease)
 	}
 	held := map[string]bool{}
 	for _, ref := range wel.Attempts {
@@ -374,11 +464,12 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 			delete(w.ended, id)
 		}
 	}
-	w.log.Printf("linked to the daemon at %s; %s taken up", w.cfg.Server, plans.Count(len(wel.Attempts), "attempt"))
+	w.log.Printf("linked to the daemon at %s; %s taken up; a lease of %s", w.cfg.Server, plans.Count(len(wel.Attempts), "attempt"), wel.Lease)
 	return nil
 }
 
-// start starts an attempt as the daemon asks; one that cannot start is reported lost.
+// start starts an attempt as the daemon asks; one that cannot start is reported lost,
+// and one its supervisor did not start for its lease had lapsed goes back to the queue.
 func (w *worker) start(out *json.Encoder, req *daemon.StartRequest) error {
 	a := req.Attempt
 	if w.ending {
@@ -393,6 +484,11 @@ func (w *worker) start(out *json.Encoder, req *daemon.StartRequest) error {
 	}
 	if err != nil {
 		x := scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: fmt.Sprintf("worker %s: %v", w.cfg.Name, err)}
+		if dir, derr := launcher.AttemptDir(w.attempts, a.Job, a.N); derr == nil {
+			if e, _ := launcher.ReadEnded(dir); e != nil && e.Fenced {
+				x.Unstarted = true
+			}
+		}
 		w.ended[a.ID] = x
 		return out.Encode(daemon.WorkerMessage{Exit: &x})
 	}
@@ -496,7 +592,7 @@ func (w *worker) state() daemon.WorkerState {
 
 // serveStream opens the stream the daemon asks for and serves the attempt on it.
 func (w *worker) serveStream(ctx context.Context, client *daemon.Client, req daemon.StreamRequest) {
-	dir, err := launcher.AttemptDir(filepath.Join(w.cfg.Dir, "attempts"), req.Attempt.Job, req.Attempt.N)
+	dir, err := launcher.AttemptDir(w.attempts, req.Attempt.Job, req.Attempt.N)
 	if err != nil {
 		return
 	}
