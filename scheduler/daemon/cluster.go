@@ -26,7 +26,8 @@ import (
 // daemon answered: back within it, it takes them up again, as a restarted daemon takes
 // up its supervisors. Past it, they are reported lost with Requeue, so their jobs run
 // again at their tier; by then the worker's lease has stopped them (see fence.go), so
-// nothing runs twice, however slow or frozen the worker was.
+// nothing runs twice, however slow or frozen the worker was. Should the worker come
+// back holding a success of one of them after all, the success wins (see Welcome.Ask).
 type cluster struct {
 	local  *machine
 	runner *runner.Supervised // this machine's attempts
@@ -37,6 +38,9 @@ type cluster struct {
 
 	mu      sync.Mutex
 	workers map[string]*remote
+	// lost are the attempts given up for lost with each worker whose ends it has not
+	// told, by worker and attempt id: it is asked for them when it is back.
+	lost map[string]map[string]AttemptRef
 	// streams are the requests for a worker's attempt streams, by token, each waiting
 	// for the worker to open it.
 	streams map[string]chan io.ReadWriteCloser
@@ -47,6 +51,9 @@ type remote struct {
 	hello Hello
 	state WorkerState
 	link  *link // nil while it is away
+	// ready: it has beaten on its link, after answering the Welcome (see Welcome.Ask);
+	// only then do its cards take jobs.
+	ready bool
 	// heard is when it was last heard from; acked when the daemon last answered one of
 	// its beats (or welcomed it, or started): its lease runs from before then.
 	heard, acked time.Time
@@ -61,7 +68,7 @@ type remote struct {
 
 func newCluster(local *machine, r *runner.Supervised, f fence, log *EventLog) *cluster {
 	c := &cluster{local: local, runner: r, fence: f, clock: scheduler.RealClock{}, log: log, exits: make(chan scheduler.Exit, 64),
-		workers: map[string]*remote{}, streams: map[string]chan io.ReadWriteCloser{}}
+		workers: map[string]*remote{}, lost: map[string]map[string]AttemptRef{}, streams: map[string]chan io.ReadWriteCloser{}}
 	go func() {
 		for x := range r.Exits() {
 			c.exits <- x
@@ -96,7 +103,7 @@ func (c *cluster) Snapshot() ([]gpu.Card, error) {
 	defer c.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
 		w := c.workers[name]
-		if w.link == nil {
+		if w.link == nil || !w.ready {
 			continue
 		}
 		for _, card := range w.state.Cards {
@@ -268,10 +275,13 @@ func (c *cluster) connect(h Hello, conn io.ReadWriteCloser) (*link, error) {
 	}
 	back := len(w.attempts)
 	now := c.clock.Now()
-	w.hello, w.state, w.link, w.heard, w.acked, w.sweeps, w.draining = h, h.State, l, now, now, map[string]bool{}, false
+	w.hello, w.state, w.link, w.heard, w.acked, w.sweeps, w.draining, w.ready = h, h.State, l, now, now, map[string]bool{}, false, false
 	welcome := &Welcome{Lease: c.fence.lease, Stop: c.fence.stop, Beat: beatEvery(c.fence.lease), Attempts: []AttemptRef{}}
 	for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
 		welcome.Attempts = append(welcome.Attempts, refOf(w.attempts[id]))
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.lost[h.Name])) {
+		welcome.Ask = append(welcome.Ask, c.lost[h.Name][id])
 	}
 	l.send(DaemonMessage{Welcome: welcome})
 	for _, ref := range w.stops {
@@ -293,7 +303,7 @@ func (c *cluster) heard(name string, l *link, m WorkerMessage) {
 	}
 	w.heard = c.clock.Now()
 	if m.Beat > 0 {
-		w.acked = w.heard
+		w.acked, w.ready = w.heard, true
 		l.send(DaemonMessage{Ack: m.Beat})
 	}
 	if m.State != nil {
@@ -305,14 +315,55 @@ func (c *cluster) heard(name string, l *link, m WorkerMessage) {
 		c.log.Printf("worker %s is leaving: it takes no more jobs", name)
 	}
 	var x *scheduler.Exit
-	if m.Exit != nil && w.attempts[m.Exit.Attempt] != nil {
-		delete(w.attempts, m.Exit.Attempt)
-		x = m.Exit
+	if m.Exit != nil {
+		x = c.ended(name, w, m.Exit)
 	}
 	c.mu.Unlock()
 	if x != nil {
 		c.exits <- *x
 	}
+}
+
+// ended is what the engine is to hear of an end a worker reports: that of an attempt
+// it runs, or a success of one given up for lost with it (a success wins over a
+// requeue: see scheduler.Engine.Apply). c.mu is held.
+func (c *cluster) ended(name string, w *remote, x *scheduler.Exit) *scheduler.Exit {
+	id := x.Attempt
+	if w.attempts[id] != nil {
+		delete(w.attempts, id)
+		return x
+	}
+	if _, asked := c.lost[name][id]; !asked {
+		return nil
+	}
+	delete(c.lost[name], id)
+	if len(c.lost[name]) == 0 {
+		delete(c.lost, name)
+	}
+	if x.Outcome != plans.Success {
+		return nil
+	}
+	c.log.Printf("worker %s is back with attempt %s, given up for lost, ended a success: it wins over the requeue", name, id)
+	return &scheduler.Exit{Attempt: id, Outcome: plans.Success, Detail: x.Detail}
+}
+
+// remember notes attempts given up for lost with their workers, whose jobs have not
+// ended, for each worker to be asked about when it is back: those a daemon before this
+// one gave up.
+func (c *cluster) remember(lost []*scheduler.Attempt) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range lost {
+		c.lose(a)
+	}
+}
+
+// lose notes an attempt given up for lost with its worker. c.mu is held.
+func (c *cluster) lose(a *scheduler.Attempt) {
+	if c.lost[a.Worker] == nil {
+		c.lost[a.Worker] = map[string]AttemptRef{}
+	}
+	c.lost[a.Worker][a.ID] = refOf(a)
 }
 
 // away marks a worker whose link broke as away: its attempts wait for it.
@@ -364,6 +415,7 @@ func (c *cluster) tick() {
 				lost = append(lost, scheduler.Exit{Attempt: id, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf(
 					"worker %s has not been heard from for %s (its node failed or froze, its allocation ended, or it was killed): "+
 						"its job runs again at tier %d", name, silent.Round(time.Second), a.Tier)})
+				c.lose(a)
 			}
 			c.log.Printf("worker %s did not come back within %s: %s run again elsewhere", name, c.fence.grace, plans.Count(len(w.attempts), "attempt"))
 			clear(w.attempts)
@@ -488,4 +540,21 @@ func (l *link) close() {
 		close(l.done)
 		l.conn.Close()
 	})
+}
+
+// lostWithWorkers are the attempts on workers that ended lost while their jobs go on
+// (queued, or running again): a worker back with a success of one of them ends its job.
+func lostWithWorkers(snap scheduler.Snapshot) []*scheduler.Attempt {
+	var out []*scheduler.Attempt
+	for _, j := range snap.Jobs() {
+		if j.State != scheduler.JobQueued && j.State != scheduler.JobRunning {
+			continue
+		}
+		for _, a := range snap.Attempts(j.ID) {
+			if a.Worker != "" && a.Outcome == plans.Lost {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }

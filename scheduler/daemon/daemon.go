@@ -223,6 +223,9 @@ func open(cfg Config) (*daemon, error) {
 		d.close()
 		return nil, err
 	}
+	if d.cluster != nil {
+		d.cluster.remember(lostWithWorkers(store.Snapshot()))
+	}
 	if cfg.JobMapDir != "" {
 		var idx []int
 		for _, c := range d.machine.cards {

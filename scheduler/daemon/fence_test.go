@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
 // TestWorkerGraceHoldsTheFence: a grace leaves a worker's trainers a lease, their time
@@ -77,7 +78,7 @@ func (c *testClock) add(d time.Duration) {
 func testCluster(t *testing.T, f fence) (*cluster, *testClock) {
 	clock := &testClock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
 	c := &cluster{local: &machine{}, fence: f, clock: clock, log: NewEventLog(io.Discard), exits: make(chan scheduler.Exit, 64),
-		workers: map[string]*remote{}}
+		workers: map[string]*remote{}, lost: map[string]map[string]AttemptRef{}}
 	return c, clock
 }
 
@@ -139,7 +140,9 @@ func (tl *testLink) closed() bool {
 // TestAWorkersAttemptsRunElsewhereOnlyPastTheFence: a worker's attempts are given up
 // for lost the grace after the last of its beats the daemon answered, on the daemon's
 // clock; its other messages (its cards every poll) do not hold them, since they renew
-// no lease. Its link is cut once its lease has lapsed.
+// no lease. Its link is cut once its lease has lapsed, and the attempts given up are
+// asked about when it is back: a success it holds of one reaches the engine; another
+// end does not.
 func TestAWorkersAttemptsRunElsewhereOnlyPastTheFence(t *testing.T) {
 	f, err := newFence(20*time.Second, 5*time.Second)
 	if err != nil {
@@ -154,8 +157,16 @@ func TestAWorkersAttemptsRunElsewhereOnlyPastTheFence(t *testing.T) {
 	if wel := tl.next(t).Welcome; wel == nil || wel.Lease != f.lease || wel.Stop != f.stop || len(wel.Attempts) != 2 {
 		t.Fatalf("welcome %+v, want the lease, the stop time and both attempts", wel)
 	}
+	// Its cards take jobs once it has beaten, having answered the Welcome.
+	c.heard("w1", tl.l, WorkerMessage{State: &WorkerState{Cards: []gpu.Card{{Index: 0}}}})
+	if cards, _ := c.Snapshot(); len(cards) != 0 {
+		t.Errorf("before its first beat, the worker's cards are offered: %+v", cards)
+	}
 	clock.add(time.Second)
 	c.heard("w1", tl.l, WorkerMessage{Beat: 1})
+	if cards, _ := c.Snapshot(); len(cards) != 1 {
+		t.Errorf("after its first beat, the cards offered are %+v", cards)
+	}
 	if m := tl.next(t); m.Ack != 1 {
 		t.Fatalf("a beat was answered with %+v, want ack 1", m)
 	}
@@ -186,5 +197,29 @@ func TestAWorkersAttemptsRunElsewhereOnlyPastTheFence(t *testing.T) {
 		default:
 			t.Fatalf("the attempts were not given up past the grace")
 		}
+	}
+
+	back := linkWorker(t, c, "w1")
+	wel := back.next(t).Welcome
+	if wel == nil || len(wel.Attempts) != 0 || len(wel.Ask) != 2 {
+		t.Fatalf("welcome back %+v, want no attempt held and both asked about", wel)
+	}
+	c.heard("w1", back.l, WorkerMessage{Exit: &scheduler.Exit{Attempt: a1.ID, Outcome: plans.Success, Detail: "exited with status 0"}})
+	c.heard("w1", back.l, WorkerMessage{Exit: &scheduler.Exit{Attempt: a2.ID, Outcome: plans.Lost, Requeue: true}})
+	select {
+	case x := <-c.exits:
+		if x.Attempt != a1.ID || x.Outcome != plans.Success || x.Requeue {
+			t.Errorf("the engine hears %+v, want a1's success", x)
+		}
+	default:
+		t.Fatal("the success told late did not reach the engine")
+	}
+	select {
+	case x := <-c.exits:
+		t.Errorf("the engine hears %+v, which changes nothing", x)
+	default:
+	}
+	if len(c.lost) != 0 {
+		t.Errorf("still to ask: %v", c.lost)
 	}
 }

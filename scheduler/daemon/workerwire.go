@@ -89,6 +89,10 @@ type Welcome struct {
 	// Attempts are the attempts the daemon holds running on the worker: the worker
 	// takes each up, reports it ended, or reports it unstarted.
 	Attempts []AttemptRef `json:"attempts"`
+	// Ask are attempts the daemon gave up for lost with the worker, past its grace,
+	// whose jobs have not ended: the worker reports how each ended, if it knows, since
+	// a success it holds wins over their requeue.
+	Ask []AttemptRef `json:"ask,omitempty"`
 }
 
 // AttemptRef names an attempt.

@@ -389,7 +389,7 @@ func (w *worker) killAll() {
 
 // exited reports an attempt's end.
 func (w *worker) exited(out *json.Encoder, x scheduler.Exit) error {
-	if w.stopped[x.Attempt] {
+	if w.stopped[x.Attempt] && x.Outcome != plans.Success {
 		x.Outcome, x.Requeue = plans.Lost, true
 		x.Detail = fmt.Sprintf("stopped as worker %s's allocation ends: its job runs again elsewhere", w.cfg.Name)
 	}
@@ -428,7 +428,8 @@ func (w *worker) renew(n uint64) {
 }
 
 // welcome takes up the attempts the daemon holds running here, after a restart of
-// either or a broken link: each goes on, is reported ended, or never started.
+// either or a broken link: each goes on, is reported ended, or never started. It tells
+// how those the daemon asks about ended, if it knows.
 func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 	w.linked = true
 	w.lease.length, w.lease.stop = wel.Lease, wel.Stop
@@ -439,15 +440,23 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 	held := map[string]bool{}
 	for _, ref := range wel.Attempts {
 		held[ref.ID] = true
+	}
+	for _, ref := range slices.Concat(wel.Attempts, wel.Ask) {
 		if _, ok := w.running[ref.ID]; ok {
 			continue
 		}
-		if x, ok := w.ended[ref.ID]; ok {
+		x, known := w.ended[ref.ID]
+		if !known && !held[ref.ID] {
+			x, known = w.endOf(ref)
+		}
+		if known {
 			if err := out.Encode(daemon.WorkerMessage{Exit: &x}); err != nil {
 				return err
 			}
 			continue
 		}
+		// One asked about that runs still is taken up to tell its end when it comes,
+		// and stopped below.
 		w.running[ref.ID] = ref
 		w.runner.Adopt(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 	}
@@ -465,7 +474,27 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 		}
 	}
 	w.log.Printf("linked to the daemon at %s; %s taken up; a lease of %s", w.cfg.Server, plans.Count(len(wel.Attempts), "attempt"), wel.Lease)
-	return nil
+	// A beat at once says that the Welcome is answered: the daemon gives its cards jobs
+	// from then on.
+	return out.Encode(daemon.WorkerMessage{Beat: w.lease.beat()})
+}
+
+// endOf is how an attempt the daemon asks about ended, as its directory says, when no
+// supervisor holds it any more: its exit.json, or unknown (lost) where it never
+// started here; ok is false while a supervisor holds it.
+func (w *worker) endOf(ref daemon.AttemptRef) (x scheduler.Exit, ok bool) {
+	x = scheduler.Exit{Attempt: ref.ID, Outcome: plans.Lost, Detail: fmt.Sprintf("worker %s knows no end of it", w.cfg.Name)}
+	dir, err := launcher.AttemptDir(w.attempts, ref.Job, ref.N)
+	if err != nil {
+		return x, true
+	}
+	if launcher.Alive(dir) {
+		return x, false
+	}
+	if e, err := launcher.ReadEnded(dir); err == nil && e != nil {
+		x.Outcome, x.OOM, x.Detail, x.Requeue = e.Outcome, e.OOM, e.Detail, e.Fenced
+	}
+	return x, true
 }
 
 // start starts an attempt as the daemon asks; one that cannot start is reported lost,

@@ -682,3 +682,66 @@ memory: 1GiB
 		t.Errorf("the job is %s, its first attempt %s; want it running on w2, the first lost", j.State, j.Attempts[0].Outcome)
 	}
 }
+
+// TestASuccessHeldPastTheGraceWins: the daemon and a worker die before the worker has
+// reported that its attempt succeeded; the daemon, started again, gives the attempt up
+// for lost once the grace has passed without the worker. When the worker is back, the
+// success it holds wins: the job succeeds once, and an attempt that had started it
+// again meanwhile is stopped.
+func TestASuccessHeldPastTheGraceWins(t *testing.T) {
+	for _, again := range []bool{false, true} {
+		t.Run(fmt.Sprintf("started again: %v", again), func(t *testing.T) {
+			c := startCluster(t)
+			w1 := c.startWorker("w1", "sim:1x24GiB")
+			gates := t.TempDir()
+			c.submit(fmt.Sprintf(`name: late
+command: [sh, -c, "echo start; while [ ! -e %s/{attempt} ]; do sleep 0.05; done; echo done"]
+jobs: [{}]
+memory: 1GiB
+`, gates))
+			var dir string
+			schedtest.WaitFor(t, "the trainer to run", func() bool {
+				j := c.jobs()[0]
+				if j.State != "running" {
+					return false
+				}
+				dir = filepath.Dir(j.Attempts[0].Log)
+				return launcher.SupervisedLeader(dir) != 0
+			})
+			c.stopDaemon()
+			w1.kill(t)
+			if err := os.WriteFile(filepath.Join(gates, "1"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			schedtest.WaitFor(t, "the trainer to succeed", func() bool {
+				e, _ := launcher.ReadEnded(dir)
+				return e != nil && e.Outcome == plans.Success
+			})
+
+			c.startDaemon()
+			if again {
+				c.startWorker("w2", "sim:1x24GiB")
+			}
+			schedtest.WaitFor(t, "the attempt to be given up past the grace", func() bool {
+				j := c.jobs()[0]
+				return j.Attempts[0].Outcome == "lost" && (!again || j.State == "running" && len(j.Attempts) == 2)
+			})
+			c.startWorker("w1", "sim:1x24GiB")
+			schedtest.WaitFor(t, "the job to end", func() bool { return c.jobs()[0].State != "running" && c.jobs()[0].State != "queued" })
+			j := c.jobs()[0]
+			first := j.Attempts[0]
+			if j.State != "succeeded" || first.Outcome != "success" || first.Worker != "w1" {
+				t.Errorf("the job %s, its attempts %+v; want it succeeded by the first, on w1", j.State, j.Attempts)
+			}
+			if again && (len(j.Attempts) != 2 || j.Attempts[1].Outcome != "cancelled") {
+				t.Errorf("the attempt that started it again: %+v; want it stopped", j.Attempts[1:])
+			}
+			if !again && len(j.Attempts) != 1 {
+				t.Errorf("%d attempts, want the first alone", len(j.Attempts))
+			}
+			if t.Failed() {
+				t.Logf("the daemon's log:\n%s", c.log)
+			}
+		})
+	}
+}
