@@ -216,3 +216,30 @@ func TestKillUnderKillsTheAttemptsUnderItsRoot(t *testing.T) {
 		t.Errorf("the attempt elsewhere was killed too: %v", err)
 	}
 }
+
+// TestLeasesAreInTheNodesUptime: a lease's deadlines are on CLOCK_BOOTTIME, which the
+// kernel shows in /proc/uptime, and which no step of the wall clock moves; not on the
+// wall clock, which a step (date -s, a VM's clock sync) would move under a trainer.
+func TestLeasesAreInTheNodesUptime(t *testing.T) {
+	data, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Skip(err)
+	}
+	f := strings.Fields(string(data))
+	up, err := time.ParseDuration(f[0] + "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := Uptime() - up; d < -time.Second || d > time.Second {
+		t.Errorf("Uptime %s, /proc/uptime %s", Uptime(), up)
+	}
+	l := NewLease(Uptime()+time.Minute, Uptime()+2*time.Minute)
+	if l.Lapsed(Uptime()) || !l.Lapsed(Uptime()+time.Minute) || l.Boot == "" {
+		t.Errorf("lease %+v on uptime %s", l, Uptime())
+	}
+	other := l
+	other.Boot = "another boot"
+	if !other.Lapsed(Uptime()) || other.KillIn(Uptime()) != 0 {
+		t.Errorf("another boot's lease holds here: %+v", other)
+	}
+}

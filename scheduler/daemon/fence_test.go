@@ -223,3 +223,26 @@ func TestAWorkersAttemptsRunElsewhereOnlyPastTheFence(t *testing.T) {
 		t.Errorf("still to ask: %v", c.lost)
 	}
 }
+
+// TestTheFenceIsOnTheDaemonsMonotonicClock: the times the daemon measures a worker's
+// silence from keep the monotonic reading of Go's clock, so that a step of the wall
+// clock neither hastens nor delays a requeue.
+func TestTheFenceIsOnTheDaemonsMonotonicClock(t *testing.T) {
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := testCluster(t, f)
+	c.clock = scheduler.RealClock{}
+	c.Adopt(&scheduler.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1"})
+	tl := linkWorker(t, c, "w1")
+	tl.next(t)
+	c.heard("w1", tl.l, WorkerMessage{Beat: 1})
+	w := c.workers["w1"]
+	for name, at := range map[string]time.Time{"heard": w.heard, "acked": w.acked} {
+		// A time with a monotonic reading prints it ("m=+0.001").
+		if !strings.Contains(at.String(), " m=") {
+			t.Errorf("%s %s has no monotonic reading", name, at)
+		}
+	}
+}
