@@ -11,11 +11,10 @@ import (
 
 // keeper keeps a worker's lease, the file its supervisors read (see launcher.Lease), on
 // the node's own clock: it notes when it sent each beat, and an answer from the daemon
-// moves the lease to the lease's length past that moment, never past the moment it
-// was received. An answer that waited (in the socket of a frozen node, say) moves it to
-// a moment already past, and changes nothing. A lease that lapsed is never renewed: the
-// worker first fences its trainers (see worker.fence), then a new answer takes a new
-// lease.
+// moves the lease's term to the lease's length past that moment, whenever the answer
+// comes. An answer that waited (in the socket of a frozen node, say) leaves a term
+// already past. A lease that lapsed is never renewed: the worker first fences its
+// trainers (see worker.fence), then a new answer takes a new lease.
 type keeper struct {
 	path string
 	// now is the node's clock, launcher.Uptime outside tests.
@@ -61,9 +60,12 @@ func (k *keeper) beat() uint64 {
 	return k.last
 }
 
-// answered applies the daemon's answer to beat n: the lease moves to its length past
-// the beat's sending, if that is later than now and than the lease's term. A lapsed
-// lease is not renewed (see fenced). It reports whether the lease moved.
+// answered applies the daemon's answer to beat n: the lease's term becomes its length
+// past the beat's sending. Answers come in the order of the beats (an earlier beat's,
+// come later, is dropped), so the term moves on; it moves back only under a daemon
+// whose lease is shorter (one started again with a shorter grace), whose fence then
+// holds. A lapsed lease is not renewed (see fenced). It reports whether it wrote the
+// lease.
 func (k *keeper) answered(n uint64) (bool, error) {
 	sent, ok := k.sent[n]
 	for m := range k.sent {
@@ -72,12 +74,14 @@ func (k *keeper) answered(n uint64) (bool, error) {
 		}
 	}
 	term := sent + k.length
-	if !ok || k.length <= 0 || term <= k.now() || k.lapsed() || term <= k.held.Term && k.held.ID != "" {
+	switch {
+	case !ok || k.length <= 0 || k.lapsed():
 		return false, nil
-	}
-	if k.held.ID == "" {
+	case k.held.ID == "" && term <= k.now():
+		return false, nil // a lease that would have lapsed already
+	case k.held.ID == "":
 		k.held = launcher.NewLease(term, term+k.stop)
-	} else {
+	default:
 		k.held.Term, k.held.Kill = term, term+k.stop
 	}
 	if err := launcher.WriteLease(k.path, k.held); err != nil {

@@ -53,7 +53,8 @@ func onFile(t *testing.T, k *keeper) launcher.Lease {
 // TestALeaseRunsFromTheSendingOfTheBeatAnswered: the daemon's answer to a beat moves the
 // lease to its length past the moment the worker sent the beat, not the moment the
 // answer came; an answer that came late (it waited in a frozen node's socket) moves it
-// to a moment past and changes nothing; a lease that lapsed is not renewed until its
+// to a moment past; a daemon with a shorter lease (started again with a shorter grace)
+// shortens it; a lease that lapsed is not renewed until its
 // trainers are fenced, and then another lease is taken.
 func TestALeaseRunsFromTheSendingOfTheBeatAnswered(t *testing.T) {
 	k, clock := testKeeper(t)
@@ -79,6 +80,12 @@ func TestALeaseRunsFromTheSendingOfTheBeatAnswered(t *testing.T) {
 		t.Errorf("an older beat's answer after a newer one moved the lease back: %+v", onFile(t, k))
 	}
 
+	// A daemon started again with a shorter lease: its answer shortens the lease.
+	k.length = 4 * time.Second
+	if moved, _ := k.answered(k.beat()); !moved || onFile(t, k).Term != t0+9*time.Second {
+		t.Errorf("a shorter lease's answer: moved %v, lease %+v; want its term 4s past the beat", moved, onFile(t, k))
+	}
+	k.length = 10 * time.Second
 	// Frozen: a beat sent, the node frozen past the lease, the answer read at the thaw.
 	late := k.beat()
 	clock.set(t0 + 60*time.Second)

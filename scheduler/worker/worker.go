@@ -271,31 +271,12 @@ func (w *worker) session(ctx context.Context) error {
 	defer stop()
 	defer w.lease.reset()
 	out := json.NewEncoder(s)
-	hello := daemon.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: w.attempts,
-		Cores: runtime.NumCPU(), Allocation: w.cfg.Allocation, Plan: map[int]int{}, State: w.state()}
-	for i, c := range w.cards {
-		hello.Plan[c.Index] = w.plan[i]
-	}
+	hello := w.helloMessage()
 	w.hello = w.lease.beat()
 	if err := out.Encode(daemon.WorkerMessage{Hello: &hello}); err != nil {
 		return err
 	}
-	msgs, broken := make(chan daemon.DaemonMessage), make(chan error, 1)
-	go func() {
-		dec := json.NewDecoder(s)
-		for {
-			var m daemon.DaemonMessage
-			if err := dec.Decode(&m); err != nil {
-				broken <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	msgs, broken := receive(ctx, s)
 	poll := time.NewTicker(w.cfg.Poll)
 	defer poll.Stop()
 	// Beats start once the Welcome says how often.
@@ -332,15 +313,45 @@ func (w *worker) session(ctx context.Context) error {
 		case x.Attempt != "":
 			err = w.exited(out, x)
 		default:
-			if m.Welcome != nil {
+			if err = w.handle(ctx, client, out, m); err == nil && m.Welcome != nil {
 				beats.Reset(m.Welcome.Beat)
 			}
-			err = w.handle(ctx, client, out, m)
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// helloMessage is what the worker says of itself as it links.
+func (w *worker) helloMessage() daemon.Hello {
+	hello := daemon.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: w.attempts,
+		Cores: runtime.NumCPU(), Allocation: w.cfg.Allocation, Plan: map[int]int{}, State: w.state()}
+	for i, c := range w.cards {
+		hello.Plan[c.Index] = w.plan[i]
+	}
+	return hello
+}
+
+// receive reads the daemon's messages from s until s breaks, then says why.
+func receive(ctx context.Context, s io.Reader) (<-chan daemon.DaemonMessage, <-chan error) {
+	msgs, broken := make(chan daemon.DaemonMessage), make(chan error, 1)
+	go func() {
+		dec := json.NewDecoder(s)
+		for {
+			var m daemon.DaemonMessage
+			if err := dec.Decode(&m); err != nil {
+				broken <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return msgs, broken
 }
 
 // guard is the first thing a worker does whenever it wakes: past its lease it acts on
@@ -431,6 +442,9 @@ func (w *worker) renew(n uint64) {
 // either or a broken link: each goes on, is reported ended, or never started. It tells
 // how those the daemon asks about ended, if it knows.
 func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
+	if wel.Lease <= 0 || wel.Beat <= 0 {
+		return fmt.Errorf("%w: it gives no lease (an older gpuq): run the same gpuq on the daemon and its workers", errRefused)
+	}
 	w.linked = true
 	w.lease.length, w.lease.stop = wel.Lease, wel.Stop
 	w.renew(w.hello)
