@@ -65,7 +65,7 @@ const (
 type Spec struct {
 	Command Command `json:"command"`
 	Header  string  `json:"header"`
-	// Lease, if set, is the lease file the trainer runs under (see RenewLease).
+	// Lease, if set, is the lease file the trainer runs under (see Lease).
 	Lease string `json:"lease,omitempty"`
 }
 
