@@ -158,6 +158,9 @@ func keepLease(path string, held Lease, p *Process) <-chan bool {
 			if !stopping {
 				held = renewed(path, held, now)
 			}
+			if exited(p.PID()) {
+				continue // it ended before it was looked at, as it ended: Done is next
+			}
 			switch {
 			case !killed && now >= held.Kill:
 				p.Stop(0)
@@ -169,6 +172,15 @@ func keepLease(path string, held Lease, p *Process) <-chan bool {
 		}
 	}()
 	return fenced
+}
+
+// exited reports whether the process pid, a child, has exited, reaped or not: a trainer
+// that ended while its supervisor was frozen is found ended when the supervisor thaws,
+// past its lease, and ended as it did, not stopped.
+func exited(pid int) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err != nil || info.Signo != 0
 }
 
 // KillUnder kills (SIGKILL) every process of every attempt laid out under root (see

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,6 +143,22 @@ func TestALeaseFencesItsTrainer(t *testing.T) {
 			t.Errorf("ended %+v, log %q: want fenced, killed before it saved", e, log)
 		}
 	})
+	t.Run("ended while its supervisor was frozen, it ended as it did", func(t *testing.T) {
+		now := Uptime()
+		gate := filepath.Join(t.TempDir(), "gate")
+		s := startLeased(t, "echo started; while [ ! -e "+gate+" ]; do sleep 0.05; done; exit 0", NewLease(now+2*time.Second, now+3*time.Second))
+		leader := s.running(t)
+		sup := supervisorPID(t, s.dir)
+		syscall.Kill(sup, syscall.SIGSTOP)
+		os.WriteFile(gate, nil, 0o600)
+		for Uptime() < now+4*time.Second || !zombie(leader) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		syscall.Kill(sup, syscall.SIGCONT)
+		if e, _ := s.end(t, 20*time.Second); e.Fenced || e.Outcome != plans.Success {
+			t.Errorf("ended %+v, want the success it was", e)
+		}
+	})
 	t.Run("another lease ends it", func(t *testing.T) {
 		now := Uptime()
 		s := startLeased(t, saver, NewLease(now+time.Hour, now+time.Hour+time.Second))
@@ -170,6 +187,13 @@ func TestALeaseFencesItsTrainer(t *testing.T) {
 			t.Errorf("ended %+v, log %q: want fenced, never started", e, log)
 		}
 	})
+}
+
+// zombie reports whether process pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	i := strings.LastIndexByte(string(data), ')')
+	return err == nil && i > 0 && i+2 < len(data) && data[i+2] == 'Z'
 }
 
 func supervisorPID(t *testing.T, dir string) int {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -398,10 +399,10 @@ func (c *cluster) Drain(name string) error {
 
 // tick is the cluster's clock work, on the daemon's monotonic clock: it cuts the link of
 // a worker whose lease has lapsed (it links again once it has fenced its trainers), and
-// reports lost the attempts of one whose last answered beat is older than the grace.
+// gives up the attempts of one whose last answered beat is older than the grace.
 func (c *cluster) tick() {
 	now := c.clock.Now()
-	var lost []scheduler.Exit
+	var gone []*scheduler.Attempt
 	c.mu.Lock()
 	for name, w := range c.workers {
 		silent := now.Sub(w.acked)
@@ -410,23 +411,39 @@ func (c *cluster) tick() {
 		}
 		switch {
 		case silent > c.fence.grace && len(w.attempts) > 0:
+			c.log.Printf("worker %s did not come back within %s of its last beat: %s given up", name, c.fence.grace, plans.Count(len(w.attempts), "attempt"))
 			for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
-				a := w.attempts[id]
-				lost = append(lost, scheduler.Exit{Attempt: id, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf(
-					"worker %s has not been heard from for %s (its node failed or froze, its allocation ended, or it was killed): "+
-						"its job runs again at tier %d", name, silent.Round(time.Second), a.Tier)})
-				c.lose(a)
+				gone = append(gone, w.attempts[id])
 			}
-			c.log.Printf("worker %s did not come back within %s: %s run again elsewhere", name, c.fence.grace, plans.Count(len(w.attempts), "attempt"))
 			clear(w.attempts)
 		case silent > c.fence.grace && w.link == nil:
 			delete(c.workers, name)
 		}
 	}
 	c.mu.Unlock()
-	for _, x := range lost {
-		c.exits <- x
+	for _, a := range gone {
+		c.exits <- c.giveUp(a)
 	}
+}
+
+// giveUp is the end of an attempt whose worker did not come back within the grace: as
+// its exit.json says where the daemon can read it (the worker's directory on a shared
+// home, as on a Slurm cluster), so that a trainer that ended while its worker was gone
+// counts as it ended; lost otherwise, its job queued again at its tier, and the worker
+// asked about it when it is back.
+func (c *cluster) giveUp(a *scheduler.Attempt) scheduler.Exit {
+	if a.Log != "" {
+		if e, err := launcher.ReadEnded(filepath.Dir(a.Log)); err == nil && e != nil {
+			c.log.Printf("attempt %s ended %s while worker %s was gone, as its directory shows", a.ID, e.Outcome, a.Worker)
+			return scheduler.Exit{Attempt: a.ID, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced}
+		}
+	}
+	c.mu.Lock()
+	c.lose(a)
+	c.mu.Unlock()
+	return scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf(
+		"worker %s was not heard from for its grace of %s (its node failed or froze, its allocation ended, or it was killed): "+
+			"its job runs again at tier %d", a.Worker, c.fence.grace, a.Tier)}
 }
 
 // run ticks until done is closed, then cuts every link: the workers come back to the

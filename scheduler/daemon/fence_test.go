@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
@@ -244,5 +246,53 @@ func TestTheFenceIsOnTheDaemonsMonotonicClock(t *testing.T) {
 		if !strings.Contains(at.String(), " m=") {
 			t.Errorf("%s %s has no monotonic reading", name, at)
 		}
+	}
+}
+
+// TestAGoneWorkersAttemptEndsAsItsDirectorySays: a worker's attempt given up past the
+// grace ends as its exit.json says where the daemon can read it (a shared home): a
+// trainer that succeeded while its worker was gone has succeeded, and its job does not
+// run again; one fenced, or with no end to read, is lost and its job queued again, and
+// the worker is asked about it when it is back.
+func TestAGoneWorkersAttemptEndsAsItsDirectorySays(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		ended   *launcher.Ended
+		want    plans.Outcome
+		requeue bool
+		asked   bool
+	}{
+		{"succeeded meanwhile", &launcher.Ended{Outcome: plans.Success}, plans.Success, false, false},
+		{"failed meanwhile", &launcher.Ended{Outcome: plans.Failed, Detail: "exited with status 1"}, plans.Failed, false, false},
+		{"fenced", &launcher.Ended{Outcome: plans.Lost, Fenced: true}, plans.Lost, true, false},
+		{"no end to read", nil, plans.Lost, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := newFence(20*time.Second, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, clock := testCluster(t, f)
+			dir := t.TempDir()
+			if tt.ended != nil {
+				if err := launcher.WriteJSON(filepath.Join(dir, "exit.json"), tt.ended); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.Adopt(&scheduler.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1", Log: launcher.LogPath(dir)})
+			clock.add(f.grace + time.Second)
+			c.tick()
+			select {
+			case x := <-c.exits:
+				if x.Outcome != tt.want || x.Requeue != tt.requeue {
+					t.Errorf("the engine hears %+v, want %s (requeue %v)", x, tt.want, tt.requeue)
+				}
+			default:
+				t.Fatal("the attempt was not given up")
+			}
+			if _, asked := c.lost["w1"]["s.1/1"]; asked != tt.asked {
+				t.Errorf("the worker is to be asked about it: %v, want %v", asked, tt.asked)
+			}
+		})
 	}
 }

@@ -53,6 +53,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if state := os.Getenv(asDaemon); state != "" {
+		if err := runTestDaemon(state); err != nil {
+			fmt.Fprintln(os.Stderr, "daemon:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 
@@ -162,26 +169,8 @@ type proc struct {
 // its environment.
 func (c *cluster) startWorker(name, gpus string, env ...string) *proc {
 	c.t.Helper()
-	w := &proc{name: name, log: &schedtest.Buffer{}, exited: make(chan struct{})}
-	w.cmd = exec.Command(os.Args[0])
-	w.cmd.Env = append(os.Environ(), asWorker+"="+name, envState+"="+c.state, envServer+"="+c.server, envGPUs+"="+gpus,
-		"GPUQ_SIM_LEDGER="+filepath.Join(c.t.TempDir(), "ledger"))
-	w.cmd.Env = append(w.cmd.Env, env...)
-	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
-	if err := w.cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	go func() {
-		w.err = w.cmd.Wait()
-		close(w.exited)
-	}()
-	c.t.Cleanup(func() {
-		w.cmd.Process.Signal(syscall.SIGTERM)
-		<-w.exited
-		if c.t.Failed() {
-			c.t.Logf("worker %s's log:\n%s", name, w.log)
-		}
-	})
+	w := spawn(c.t, name, append([]string{asWorker + "=" + name, envState + "=" + c.state, envServer + "=" + c.server, envGPUs + "=" + gpus,
+		"GPUQ_SIM_LEDGER=" + filepath.Join(c.t.TempDir(), "ledger")}, env...))
 	// Linked: its own log says so (the daemon may not have seen a killed one's link
 	// break yet); or refused, and gone.
 	schedtest.WaitFor(c.t, "worker "+name+" to link", func() bool {
@@ -193,6 +182,32 @@ func (c *cluster) startWorker(name, gpus string, env ...string) *proc {
 		}
 	})
 	return w
+}
+
+// spawn starts the test binary as a process of the test's (a worker, a daemon), with
+// env added to its environment; it is stopped (SIGTERM) when the test ends.
+func spawn(t *testing.T, name string, env []string) *proc {
+	t.Helper()
+	p := &proc{name: name, log: &schedtest.Buffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(os.Args[0])
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGCONT)
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.exited
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", name, p.log)
+		}
+	})
+	return p
 }
 
 // kill kills a worker as the kernel's OOM killer or a node failure would: at once,
@@ -582,6 +597,22 @@ func TestASecondWorkerOfOneNameIsRefused(t *testing.T) {
 	}
 }
 
+// firstTrainer waits for the first job's first trainer to run (and for ready, if not
+// nil), and returns its attempt's directory.
+func (c *cluster) firstTrainer(ready func() bool) string {
+	c.t.Helper()
+	var dir string
+	schedtest.WaitFor(c.t, "the trainer to run", func() bool {
+		j := c.jobs()[0]
+		if j.State != "running" {
+			return false
+		}
+		dir = filepath.Dir(j.Attempts[0].Log)
+		return launcher.SupervisedLeader(dir) != 0 && (ready == nil || ready())
+	})
+	return dir
+}
+
 // alive reports whether a process runs: it is neither gone nor a zombie (whose parent,
 // frozen, has not reaped it).
 func alive(pid int) bool {
@@ -622,15 +653,9 @@ command: [sh, -c, "trap 'while :; do echo {attempt} saving $(date +%%s%%N) >> %[
 jobs: [{}]
 memory: 1GiB
 `, beats))
-	var dir string
-	schedtest.WaitFor(t, "the trainer to run", func() bool {
-		j := c.jobs()[0]
-		if j.State != "running" {
-			return false
-		}
-		dir = filepath.Dir(j.Attempts[0].Log)
+	dir := c.firstTrainer(func() bool {
 		data, _ := os.ReadFile(beats)
-		return launcher.SupervisedLeader(dir) != 0 && strings.HasPrefix(string(data), "1 ")
+		return strings.HasPrefix(string(data), "1 ")
 	})
 	leader, sup, worker := launcher.SupervisedLeader(dir), supervisorOf(t, dir), w1.cmd.Process.Pid
 	for _, pid := range []int{-leader, sup, worker} {
@@ -684,13 +709,23 @@ memory: 1GiB
 }
 
 // TestASuccessHeldPastTheGraceWins: the daemon and a worker die before the worker has
-// reported that its attempt succeeded; the daemon, started again, gives the attempt up
-// for lost once the grace has passed without the worker. When the worker is back, the
-// success it holds wins: the job succeeds once, and an attempt that had started it
-// again meanwhile is stopped.
+// reported that its attempt succeeded. Where the daemon, started again, reads the
+// attempt's end in its directory once the grace has passed (a shared home), the job has
+// succeeded. Where it cannot (its supervisor, frozen, had not recorded it yet), it gives
+// the attempt up; when the worker is back, the success it holds wins: the job succeeds
+// once, and an attempt that had started it again meanwhile is stopped.
 func TestASuccessHeldPastTheGraceWins(t *testing.T) {
-	for _, again := range []bool{false, true} {
-		t.Run(fmt.Sprintf("started again: %v", again), func(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// told: the daemon learns the success from the worker; again: it started the
+		// job again meanwhile.
+		told, again bool
+	}{
+		{name: "read in its directory"},
+		{name: "told by the worker when back", told: true},
+		{name: "told by the worker when back, the job started again meanwhile", told: true, again: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
 			c := startCluster(t)
 			w1 := c.startWorker("w1", "sim:1x24GiB")
 			gates := t.TempDir()
@@ -699,44 +734,43 @@ command: [sh, -c, "echo start; while [ ! -e %s/{attempt} ]; do sleep 0.05; done;
 jobs: [{}]
 memory: 1GiB
 `, gates))
-			var dir string
-			schedtest.WaitFor(t, "the trainer to run", func() bool {
-				j := c.jobs()[0]
-				if j.State != "running" {
-					return false
-				}
-				dir = filepath.Dir(j.Attempts[0].Log)
-				return launcher.SupervisedLeader(dir) != 0
-			})
+			dir := c.firstTrainer(nil)
+			sup := supervisorOf(t, dir)
 			c.stopDaemon()
 			w1.kill(t)
+			if tt.told {
+				syscall.Kill(sup, syscall.SIGSTOP)
+				t.Cleanup(func() { syscall.Kill(sup, syscall.SIGCONT) })
+			}
 			if err := os.WriteFile(filepath.Join(gates, "1"), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			schedtest.WaitFor(t, "the trainer to succeed", func() bool {
-				e, _ := launcher.ReadEnded(dir)
-				return e != nil && e.Outcome == plans.Success
-			})
-
 			c.startDaemon()
-			if again {
+			if tt.again {
 				c.startWorker("w2", "sim:1x24GiB")
 			}
 			schedtest.WaitFor(t, "the attempt to be given up past the grace", func() bool {
 				j := c.jobs()[0]
-				return j.Attempts[0].Outcome == "lost" && (!again || j.State == "running" && len(j.Attempts) == 2)
+				return j.Attempts[0].Outcome != "" && (!tt.again || j.State == "running" && len(j.Attempts) == 2)
 			})
-			c.startWorker("w1", "sim:1x24GiB")
+			if tt.told {
+				syscall.Kill(sup, syscall.SIGCONT)
+				schedtest.WaitFor(t, "the trainer's success to be recorded", func() bool {
+					e, _ := launcher.ReadEnded(dir)
+					return e != nil && e.Outcome == plans.Success
+				})
+				c.startWorker("w1", "sim:1x24GiB")
+			}
 			schedtest.WaitFor(t, "the job to end", func() bool { return c.jobs()[0].State != "running" && c.jobs()[0].State != "queued" })
 			j := c.jobs()[0]
 			first := j.Attempts[0]
 			if j.State != "succeeded" || first.Outcome != "success" || first.Worker != "w1" {
 				t.Errorf("the job %s, its attempts %+v; want it succeeded by the first, on w1", j.State, j.Attempts)
 			}
-			if again && (len(j.Attempts) != 2 || j.Attempts[1].Outcome != "cancelled") {
+			if tt.again && (len(j.Attempts) != 2 || j.Attempts[1].Outcome != "cancelled") {
 				t.Errorf("the attempt that started it again: %+v; want it stopped", j.Attempts[1:])
 			}
-			if !again && len(j.Attempts) != 1 {
+			if !tt.again && len(j.Attempts) != 1 {
 				t.Errorf("%d attempts, want the first alone", len(j.Attempts))
 			}
 			if t.Failed() {

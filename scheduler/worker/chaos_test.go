@@ -1,0 +1,343 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon"
+)
+
+// The chaos run: a daemon and three workers, each a process of its own, run a sweep
+// while the test kills and freezes them, and the trainers' own records say whether any
+// job ran twice (finished twice, or ran beside another attempt of itself), never
+// started, or was lost. It takes minutes, so it runs only when asked:
+//
+//	GPUQ_CHAOS_JOBS=300 go test -count=1 -run TestWorkerChaos -timeout 60m -v ./scheduler/worker/
+//
+// GPUQ_CHAOS_SEED picks the faults (default: the time).
+
+const (
+	asDaemon  = "GPUQ_TEST_DAEMON" // the daemon's state directory
+	envListen = "GPUQ_TEST_LISTEN"
+)
+
+// runTestDaemon runs a daemon with no cards of its own until SIGTERM, listening for
+// workers at the address its environment names.
+func runTestDaemon(state string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	return daemon.Run(ctx, daemon.Config{StateDir: state, Machine: plans.Overrides{GPUs: plans.Override{Value: daemon.NoCards, Source: "test"}},
+		Poll: 200 * time.Millisecond, Supervisor: []string{os.Args[0]}, Version: "test", Log: os.Stderr,
+		Listen: os.Getenv(envListen), WorkerGrace: grace})
+}
+
+// chaos is a chaos run's machines.
+type chaos struct {
+	t       *testing.T
+	rnd     *rand.Rand
+	state   string
+	addr    string
+	daemon  *proc
+	workers map[string]*proc
+	ledger  string
+	faults  map[string]int
+}
+
+// chaosTrainer records its attempt's start, a beat every 0.1 s and its end in the
+// job's own file: 3 s of work, and 1 s to save when asked to stop (within stopGrace).
+const chaosTrainer = `f=%s/{job}; a={attempt}; echo "start $a $(date +%%s%%N)" >> $f; ` +
+	`trap 'echo "term $a $(date +%%s%%N)" >> $f; sleep 1; exit 1' TERM; ` +
+	`i=0; while [ $i -lt 30 ]; do echo "beat $a $(date +%%s%%N)" >> $f; sleep 0.1; i=$((i+1)); done; ` +
+	`echo "done $a $(date +%%s%%N)" >> $f`
+
+func TestWorkerChaos(t *testing.T) {
+	jobs, _ := strconv.Atoi(os.Getenv("GPUQ_CHAOS_JOBS"))
+	if jobs <= 0 {
+		t.Skip("a chaos run of minutes: GPUQ_CHAOS_JOBS=300 go test -count=1 -run TestWorkerChaos -timeout 60m -v ./scheduler/worker/")
+	}
+	seed, err := strconv.ParseUint(os.Getenv("GPUQ_CHAOS_SEED"), 10, 64)
+	if err != nil {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (GPUQ_CHAOS_SEED), %d jobs, grace %s, stop time %s", seed, jobs, grace, stopGrace)
+	c := &chaos{t: t, rnd: rand.New(rand.NewPCG(seed, 0)), state: filepath.Join(t.TempDir(), "state"), workers: map[string]*proc{},
+		ledger: filepath.Join(t.TempDir(), "ledger"), faults: map[string]int{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addr = ln.Addr().String()
+	ln.Close()
+	c.startDaemon()
+	for _, name := range []string{"n1", "n2", "n3"} {
+		c.startWorker(name)
+	}
+	records := t.TempDir()
+	seeds := make([]string, jobs)
+	for i := range seeds {
+		seeds[i] = strconv.Itoa(i + 1)
+	}
+	doc := fmt.Sprintf("name: chaos\ncommand: [sh, -c, %q]\nmatrix: {seed: [%s]}\nmemory: 10GiB\ngpu_plan: \"2\"\noom: {max_attempts: 1}\n",
+		fmt.Sprintf(chaosTrainer, records), strings.Join(seeds, ", "))
+	sweep := filepath.Join(t.TempDir(), "chaos.yaml")
+	if err := os.WriteFile(sweep, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.client(func(cl *daemon.Client) error {
+		_, err := cl.Submit(daemon.SubmitRequest{File: sweep, Source: doc, Environ: os.Environ()})
+		return err
+	})
+
+	began := time.Now()
+	for !c.ended() {
+		if time.Since(began) > 40*time.Minute {
+			t.Fatalf("the jobs did not end within 40 minutes")
+		}
+		time.Sleep(time.Duration(2+c.rnd.IntN(4)) * time.Second)
+		c.fault()
+	}
+	t.Logf("all jobs ended after %s; faults: %v", time.Since(began).Round(time.Second), c.faults)
+	c.judge(records, jobs)
+}
+
+// client calls fn with a client of the daemon, until it answers.
+func (c *chaos) client(fn func(*daemon.Client) error) {
+	c.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		cl, err := daemon.Dial(c.state)
+		if err == nil {
+			if err = fn(cl); err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the daemon does not answer: %v\n%s", err, c.daemon.log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// ended reports whether every job has ended.
+func (c *chaos) ended() bool {
+	var open int
+	c.client(func(cl *daemon.Client) error {
+		jobs, err := cl.Jobs("chaos", []string{"queued", "running"})
+		open = len(jobs)
+		return err
+	})
+	return open == 0
+}
+
+func (c *chaos) startDaemon() {
+	c.daemon = spawn(c.t, "the daemon", []string{asDaemon + "=" + c.state, envListen + "=" + c.addr})
+}
+
+func (c *chaos) startWorker(name string) {
+	c.workers[name] = spawn(c.t, name, []string{asWorker + "=" + name, envState + "=" + c.state, envServer + "=" + c.addr,
+		envGPUs + "=sim:2x24GiB", "GPUQ_SIM_LEDGER=" + c.ledger})
+}
+
+func (c *chaos) killDaemon() {
+	c.daemon.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.daemon.exited
+}
+
+func (c *chaos) killWorker(name string) {
+	c.workers[name].kill(c.t)
+}
+
+// between is a random time from lo to hi.
+func (c *chaos) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(c.rnd.Int64N(int64(hi-lo)))
+}
+
+// lease is about the lease a worker's trainers run on past its last answered beat.
+const lease = grace - stopGrace - 2*time.Second
+
+// fault does one fault, drawn at random, and undoes it: what a cluster's nodes and its
+// login node go through.
+func (c *chaos) fault() {
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range c.workers {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	name := names[c.rnd.IntN(len(names))]
+	switch k := c.rnd.IntN(6); k {
+	case 0:
+		c.faults["worker kill -9, back within the grace"]++
+		c.killWorker(name)
+		time.Sleep(c.between(500*time.Millisecond, lease/2))
+		c.startWorker(name)
+	case 1:
+		c.faults["worker kill -9, back past the grace"]++
+		c.killWorker(name)
+		time.Sleep(c.between(grace+time.Second, grace+5*time.Second))
+		c.startWorker(name)
+	case 2:
+		c.faults["daemon kill -9"]++
+		c.killDaemon()
+		time.Sleep(c.between(500*time.Millisecond, lease+3*time.Second))
+		c.startDaemon()
+	case 3:
+		c.faults["daemon and worker kill -9, the worker back past the grace"]++
+		c.killDaemon()
+		c.killWorker(name)
+		time.Sleep(c.between(500*time.Millisecond, 2*time.Second))
+		c.startDaemon()
+		time.Sleep(c.between(grace+time.Second, grace+5*time.Second))
+		c.startWorker(name)
+	case 4:
+		c.faults["worker's node frozen (SIGSTOP) past the grace"]++
+		node := c.node(name)
+		for _, pid := range node {
+			syscall.Kill(pid, syscall.SIGSTOP)
+		}
+		time.Sleep(c.between(grace+time.Second, grace+5*time.Second))
+		// As a VM thaws, its processes run again together: here the worker first, then
+		// the supervisors and trainers, in the order found.
+		for _, pid := range node {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	case 5:
+		c.faults["worker alone frozen (SIGSTOP) past its lease"]++
+		w := c.workers[name].cmd.Process
+		w.Signal(syscall.SIGSTOP)
+		time.Sleep(c.between(lease+time.Second, grace+3*time.Second))
+		w.Signal(syscall.SIGCONT)
+	}
+}
+
+// node is a worker's node as far as it runs gpuq: the worker, then its supervisors and
+// everything of its attempts.
+func (c *chaos) node(name string) []int {
+	pids := []int{c.workers[name].cmd.Process.Pid}
+	root := filepath.Join(c.state, "workers", name, "attempts") + string(filepath.Separator)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		environ, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if bytes.Contains(cmdline, []byte(root)) || bytes.Contains(environ, []byte("GPUQ_ATTEMPT_DIR="+root)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// span is what an attempt's records say of it: when it first and last ran, and
+// whether it finished.
+type span struct {
+	first, last int64
+	done        int
+}
+
+// judge reads the daemon's jobs and the trainers' records, and says how many jobs ran
+// twice, never started, or were lost.
+func (c *chaos) judge(records string, n int) {
+	var jobs []daemon.Job
+	c.client(func(cl *daemon.Client) error {
+		var err error
+		jobs, err = cl.Jobs("chaos", nil)
+		return err
+	})
+	var twice, beside, never, lost []string
+	var attempts, requeued, late int
+	var overlap time.Duration
+	for _, j := range jobs {
+		attempts += len(j.Attempts)
+		for _, a := range j.Attempts[:max(len(j.Attempts)-1, 0)] {
+			if a.Outcome == "lost" {
+				requeued++
+			}
+		}
+		if len(j.Attempts) > 1 && j.Attempts[0].Outcome == "success" {
+			late++
+		}
+		if j.State != "succeeded" {
+			lost = append(lost, fmt.Sprintf("%s %s", j.ID, j.State))
+		}
+		spans := readSpans(filepath.Join(records, j.ID))
+		if len(spans) == 0 {
+			never = append(never, j.ID)
+		}
+		done := 0
+		for _, s := range spans {
+			done += s.done
+		}
+		if done > 1 {
+			twice = append(twice, j.ID)
+		}
+		if o := overlapOf(spans); o > 0 {
+			beside = append(beside, fmt.Sprintf("%s (%s)", j.ID, o))
+			overlap = max(overlap, o)
+		}
+	}
+	if len(jobs) != n {
+		c.t.Errorf("the daemon has %d jobs, %d were submitted", len(jobs), n)
+	}
+	c.t.Logf("%d jobs, %d attempts, %d attempts given up and run again, %d successes told late; "+
+		"finished twice: %d, ran beside another attempt of itself: %d (longest %s), never started: %d, lost or not succeeded: %d",
+		len(jobs), attempts, requeued, late, len(twice), len(beside), overlap, len(never), len(lost))
+	if len(twice)+len(beside)+len(never)+len(lost) > 0 {
+		c.t.Errorf("finished twice %v; ran beside another attempt %v; never started %v; lost %v", twice, beside, never, lost)
+	}
+}
+
+// readSpans reads a job's records, by attempt.
+func readSpans(path string) map[string]*span {
+	data, _ := os.ReadFile(path)
+	out := map[string]*span{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			continue
+		}
+		s := out[f[1]]
+		if s == nil {
+			s = &span{first: ns}
+			out[f[1]] = s
+		}
+		s.first, s.last = min(s.first, ns), max(s.last, ns)
+		if f[0] == "done" {
+			s.done++
+		}
+	}
+	return out
+}
+
+// overlapOf is the longest time two attempts of a job ran at once, by their records.
+func overlapOf(spans map[string]*span) time.Duration {
+	var longest int64
+	for a, s := range spans {
+		for b, o := range spans {
+			if a < b {
+				longest = max(longest, min(s.last, o.last)-max(s.first, o.first))
+			}
+		}
+	}
+	return time.Duration(longest)
+}
