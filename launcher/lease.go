@@ -159,7 +159,12 @@ func keepLease(path string, held Lease, p *Process) <-chan bool {
 				held = renewed(path, held, now)
 			}
 			if exited(p.PID()) {
-				continue // it ended before it was looked at, as it ended: Done is next
+				// It ended before it was looked at, and ended as it did (Done is next);
+				// what it left running is killed at the kill time all the same.
+				if now >= held.Kill {
+					p.remains().signal(syscall.SIGKILL)
+				}
+				continue
 			}
 			switch {
 			case !killed && now >= held.Kill:
