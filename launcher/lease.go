@@ -168,6 +168,8 @@ func keepLease(path string, held Lease, p *Process) <-chan bool {
 			}
 			switch {
 			case !killed && now >= held.Kill:
+				// The group first, at once: a thawed trainer runs as soon as it can.
+				syscall.Kill(-p.PID(), syscall.SIGKILL)
 				p.Stop(0)
 				stopping, killed = true, true
 			case !stopping && held.Lapsed(now):

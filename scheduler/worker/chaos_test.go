@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 )
@@ -57,10 +58,10 @@ type chaos struct {
 }
 
 // chaosTrainer records its attempt's start, a beat every 0.1 s and its end in the
-// job's own file: 3 s of work, and 1 s to save when asked to stop (within stopGrace).
+// job's own file: 6 s of work, and 1 s to save when asked to stop (within stopGrace).
 const chaosTrainer = `f=%s/{job}; a={attempt}; echo "start $a $(date +%%s%%N)" >> $f; ` +
 	`trap 'echo "term $a $(date +%%s%%N)" >> $f; sleep 1; exit 1' TERM; ` +
-	`i=0; while [ $i -lt 30 ]; do echo "beat $a $(date +%%s%%N)" >> $f; sleep 0.1; i=$((i+1)); done; ` +
+	`i=0; while [ $i -lt 60 ]; do echo "beat $a $(date +%%s%%N)" >> $f; sleep 0.1; i=$((i+1)); done; ` +
 	`echo "done $a $(date +%%s%%N)" >> $f`
 
 func TestWorkerChaos(t *testing.T) {
@@ -82,6 +83,7 @@ func TestWorkerChaos(t *testing.T) {
 	c.addr = ln.Addr().String()
 	ln.Close()
 	c.startDaemon()
+	c.client(func(cl *daemon.Client) error { _, err := cl.Info(); return err })
 	for _, name := range []string{"n1", "n2", "n3"} {
 		c.startWorker(name)
 	}
@@ -90,7 +92,7 @@ func TestWorkerChaos(t *testing.T) {
 	for i := range seeds {
 		seeds[i] = strconv.Itoa(i + 1)
 	}
-	doc := fmt.Sprintf("name: chaos\ncommand: [sh, -c, %q]\nmatrix: {seed: [%s]}\nmemory: 10GiB\ngpu_plan: \"2\"\noom: {max_attempts: 1}\n",
+	doc := fmt.Sprintf("name: chaos\ncommand: [sh, -c, %q]\nmatrix: {seed: [%s]}\nmemory: 10GiB\ngpu_plan: \"1\"\noom: {max_attempts: 1}\n",
 		fmt.Sprintf(chaosTrainer, records), strings.Join(seeds, ", "))
 	sweep := filepath.Join(t.TempDir(), "chaos.yaml")
 	if err := os.WriteFile(sweep, []byte(doc), 0o644); err != nil {
@@ -106,7 +108,7 @@ func TestWorkerChaos(t *testing.T) {
 		if time.Since(began) > 40*time.Minute {
 			t.Fatalf("the jobs did not end within 40 minutes")
 		}
-		time.Sleep(time.Duration(2+c.rnd.IntN(4)) * time.Second)
+		time.Sleep(c.between(time.Second, 3*time.Second))
 		c.fault()
 	}
 	t.Logf("all jobs ended after %s; faults: %v", time.Since(began).Round(time.Second), c.faults)
@@ -168,6 +170,16 @@ func (c *chaos) between(lo, hi time.Duration) time.Duration {
 // lease is about the lease a worker's trainers run on past its last answered beat.
 const lease = grace - stopGrace - 2*time.Second
 
+// faultKinds are the faults fault draws from, in the order of its cases.
+var faultKinds = []string{
+	"worker kill -9, back within the grace",
+	"worker kill -9, back past the grace",
+	"daemon kill -9",
+	"daemon and worker kill -9, the worker back past the grace",
+	"worker's node frozen (SIGSTOP) past the grace",
+	"worker alone frozen (SIGSTOP) past its lease",
+}
+
 // fault does one fault, drawn at random, and undoes it: what a cluster's nodes and its
 // login node go through.
 func (c *chaos) fault() {
@@ -179,24 +191,23 @@ func (c *chaos) fault() {
 		}
 	})
 	name := names[c.rnd.IntN(len(names))]
-	switch k := c.rnd.IntN(6); k {
+	k := c.rnd.IntN(len(faultKinds))
+	c.faults[faultKinds[k]]++
+	c.t.Logf("%s %s: %s", time.Now().Format("15:04:05.000"), name, faultKinds[k])
+	switch k {
 	case 0:
-		c.faults["worker kill -9, back within the grace"]++
 		c.killWorker(name)
 		time.Sleep(c.between(500*time.Millisecond, lease/2))
 		c.startWorker(name)
 	case 1:
-		c.faults["worker kill -9, back past the grace"]++
 		c.killWorker(name)
 		time.Sleep(c.between(grace+time.Second, grace+5*time.Second))
 		c.startWorker(name)
 	case 2:
-		c.faults["daemon kill -9"]++
 		c.killDaemon()
 		time.Sleep(c.between(500*time.Millisecond, lease+3*time.Second))
 		c.startDaemon()
 	case 3:
-		c.faults["daemon and worker kill -9, the worker back past the grace"]++
 		c.killDaemon()
 		c.killWorker(name)
 		time.Sleep(c.between(500*time.Millisecond, 2*time.Second))
@@ -204,11 +215,7 @@ func (c *chaos) fault() {
 		time.Sleep(c.between(grace+time.Second, grace+5*time.Second))
 		c.startWorker(name)
 	case 4:
-		c.faults["worker's node frozen (SIGSTOP) past the grace"]++
-		node := c.node(name)
-		for _, pid := range node {
-			syscall.Kill(pid, syscall.SIGSTOP)
-		}
+		node := c.freeze(name)
 		time.Sleep(c.between(grace+time.Second, grace+5*time.Second))
 		// As a VM thaws, its processes run again together: here the worker first, then
 		// the supervisors and trainers, in the order found.
@@ -216,7 +223,6 @@ func (c *chaos) fault() {
 			syscall.Kill(pid, syscall.SIGCONT)
 		}
 	case 5:
-		c.faults["worker alone frozen (SIGSTOP) past its lease"]++
 		w := c.workers[name].cmd.Process
 		w.Signal(syscall.SIGSTOP)
 		time.Sleep(c.between(lease+time.Second, grace+3*time.Second))
@@ -224,32 +230,44 @@ func (c *chaos) fault() {
 	}
 }
 
-// node is a worker's node as far as it runs gpuq: the worker, then its supervisors and
-// everything of its attempts.
-func (c *chaos) node(name string) []int {
-	pids := []int{c.workers[name].cmd.Process.Pid}
+// freeze stops (SIGSTOP) a worker's node as far as it runs gpuq, as a paused VM is: the
+// worker, then its supervisors and everything of its attempts, found again until no
+// process of theirs is left running (one started as the worker froze). It returns them
+// in the order it stopped them.
+func (c *chaos) freeze(name string) []int {
+	w := c.workers[name].cmd.Process.Pid
+	syscall.Kill(w, syscall.SIGSTOP)
+	frozen := []int{w}
+	seen := map[int]bool{w: true}
 	root := filepath.Join(c.state, "workers", name, "attempts") + string(filepath.Separator)
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		environ, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if bytes.Contains(cmdline, []byte(root)) || bytes.Contains(environ, []byte("GPUQ_ATTEMPT_DIR="+root)) {
-			pids = append(pids, pid)
+	for found := true; found; {
+		found = false
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || seen[pid] {
+				continue
+			}
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			environ, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if bytes.Contains(cmdline, []byte(root)) || bytes.Contains(environ, []byte("GPUQ_ATTEMPT_DIR="+root)) {
+				syscall.Kill(pid, syscall.SIGSTOP)
+				frozen, seen[pid], found = append(frozen, pid), true, true
+			}
 		}
 	}
-	return pids
+	return frozen
 }
 
-// span is what an attempt's records say of it: when it first and last ran, and
-// whether it finished.
+// span is what an attempt's records say of it: when it ran (its records' times), and
+// whether it finished: its last record says done, not stopped after it.
 type span struct {
-	first, last int64
-	done        int
+	at   []int64
+	done bool
 }
+
+func (s *span) first() int64 { return s.at[0] }
+func (s *span) last() int64  { return s.at[len(s.at)-1] }
 
 // judge reads the daemon's jobs and the trainers' records, and says how many jobs ran
 // twice, never started, or were lost.
@@ -260,7 +278,7 @@ func (c *chaos) judge(records string, n int) {
 		jobs, err = cl.Jobs("chaos", nil)
 		return err
 	})
-	var twice, beside, never, lost []string
+	var twice, workedTwice, beside, thawBeat, never, lost []string
 	var attempts, requeued, late int
 	var overlap time.Duration
 	for _, j := range jobs {
@@ -282,13 +300,23 @@ func (c *chaos) judge(records string, n int) {
 		}
 		done := 0
 		for _, s := range spans {
-			done += s.done
+			if s.done {
+				done++
+			}
 		}
 		if done > 1 {
+			workedTwice = append(workedTwice, j.ID)
+		}
+		if succeeded(j) > 1 {
 			twice = append(twice, j.ID)
 		}
-		if o := overlapOf(spans); o > 0 {
-			beside = append(beside, fmt.Sprintf("%s (%s)", j.ID, o))
+		// One record is the beat a trainer frozen with its node writes as it thaws, in
+		// the moment before it is killed; more is a trainer that ran on.
+		switch n, o := besideOf(spans); {
+		case n == 1:
+			thawBeat = append(thawBeat, j.ID)
+		case n > 1:
+			beside = append(beside, fmt.Sprintf("%s (%d records over %s)", j.ID, n, o))
 			overlap = max(overlap, o)
 		}
 	}
@@ -296,11 +324,33 @@ func (c *chaos) judge(records string, n int) {
 		c.t.Errorf("the daemon has %d jobs, %d were submitted", len(jobs), n)
 	}
 	c.t.Logf("%d jobs, %d attempts, %d attempts given up and run again, %d successes told late; "+
-		"finished twice: %d, ran beside another attempt of itself: %d (longest %s), never started: %d, lost or not succeeded: %d",
-		len(jobs), attempts, requeued, late, len(twice), len(beside), overlap, len(never), len(lost))
+		"finished twice (two attempts ended a success): %d, ran beside another attempt of itself: %d (its records there spanning at most %s), "+
+		"never started: %d, lost or not succeeded: %d; wrote one record as it thawed beside its replacement: %d %v; "+
+		"did their work twice (done twice in the records, stopped as they ended): %d %v",
+		len(jobs), attempts, requeued, late, len(twice), len(beside), overlap, len(never), len(lost), len(thawBeat), thawBeat, len(workedTwice), workedTwice)
 	if len(twice)+len(beside)+len(never)+len(lost) > 0 {
 		c.t.Errorf("finished twice %v; ran beside another attempt %v; never started %v; lost %v", twice, beside, never, lost)
+		for _, j := range jobs {
+			if id := j.ID + " "; strings.Contains(fmt.Sprint(twice, beside, never, lost), id) || slices.Contains(twice, j.ID) {
+				data, _ := os.ReadFile(filepath.Join(records, j.ID))
+				c.t.Logf("%s: attempts %+v\nrecords:\n%s", j.ID, j.Attempts, data)
+			}
+		}
 	}
+}
+
+// succeeded counts a job's attempts whose supervisors recorded a success (exit.json).
+func succeeded(j daemon.Job) int {
+	n := 0
+	for _, a := range j.Attempts {
+		if a.Log == "" {
+			continue
+		}
+		if e, _ := launcher.ReadEnded(filepath.Dir(a.Log)); e != nil && e.Outcome == plans.Success {
+			n++
+		}
+	}
+	return n
 }
 
 // readSpans reads a job's records, by attempt.
@@ -318,26 +368,65 @@ func readSpans(path string) map[string]*span {
 		}
 		s := out[f[1]]
 		if s == nil {
-			s = &span{first: ns}
+			s = &span{}
 			out[f[1]] = s
 		}
-		s.first, s.last = min(s.first, ns), max(s.last, ns)
-		if f[0] == "done" {
-			s.done++
-		}
+		s.at = append(s.at, ns)
+		s.done = f[0] == "done"
+	}
+	for _, s := range out {
+		slices.Sort(s.at)
 	}
 	return out
 }
 
-// overlapOf is the longest time two attempts of a job ran at once, by their records.
-func overlapOf(spans map[string]*span) time.Duration {
-	var longest int64
+// besideOf is the most records an attempt of a job wrote while another one ran, and
+// over how long: records that fall between two consecutive records of the other,
+// written less than 2 s apart (it ran then: a trainer frozen writes nothing, and its
+// records' gap spans the freeze).
+func besideOf(spans map[string]*span) (n int, over time.Duration) {
 	for a, s := range spans {
 		for b, o := range spans {
-			if a < b {
-				longest = max(longest, min(s.last, o.last)-max(s.first, o.first))
+			if a == b {
+				continue
+			}
+			var in []int64
+			for _, at := range s.at {
+				i, _ := slices.BinarySearch(o.at, at)
+				if i > 0 && i < len(o.at) && o.at[i]-o.at[i-1] < int64(2*time.Second) {
+					in = append(in, at)
+				}
+			}
+			if len(in) > n {
+				n, over = len(in), time.Duration(in[len(in)-1]-in[0])
 			}
 		}
 	}
-	return time.Duration(longest)
+	return n, over
+}
+
+// TestChaosCountsWhatRanBeside: the chaos run's measure of an attempt that ran beside
+// another counts the records it wrote while the other ran, not the time it was frozen.
+func TestChaosCountsWhatRanBeside(t *testing.T) {
+	at := func(secs ...float64) *span {
+		s := &span{}
+		for _, x := range secs {
+			s.at = append(s.at, int64(x*float64(time.Second)))
+		}
+		return s
+	}
+	for _, tt := range []struct {
+		name  string
+		spans map[string]*span
+		want  int
+	}{
+		{"one after the other", map[string]*span{"1": at(0, 0.1, 0.2), "2": at(0.3, 0.4, 0.5)}, 0},
+		{"frozen through the other's run", map[string]*span{"1": at(0, 0.1, 12.3), "2": at(11, 11.1, 11.2, 11.3)}, 0},
+		{"a beat as it thawed, while the other ran", map[string]*span{"1": at(0, 0.1, 11.15), "2": at(11, 11.1, 11.2, 13)}, 1},
+		{"side by side", map[string]*span{"1": at(0, 0.1, 0.2, 0.3), "2": at(0.05, 0.15, 0.25)}, 3},
+	} {
+		if n, _ := besideOf(tt.spans); n != tt.want {
+			t.Errorf("%s: %d records beside, want %d", tt.name, n, tt.want)
+		}
+	}
 }
