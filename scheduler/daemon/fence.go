@@ -18,7 +18,7 @@ import (
 // sent the last beat the daemon answered, then get the stop time from SIGTERM to
 // SIGKILL (see launcher.Lease). The daemon heard that beat after it was sent, so by its
 // own clock, lease + stop after the last beat it answered, whatever the worker runs has
-// ended; it waits the grace, which is longer by a margin (the supervisors' reading
+// ended (or is frozen with its node, and is killed as it thaws); it waits the grace, which is longer by a margin (the supervisors' reading
 // period, clocks that tick at slightly different rates), before it runs the worker's
 // attempts elsewhere. A stale answer (one that waited in a frozen node's socket) moves
 // the lease to a moment already past, and so changes nothing.
