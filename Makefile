@@ -42,7 +42,7 @@ fmt-check:
 # daemon's RSS with 10,000 jobs of history and its slot-free-to-first-output latency
 # (median of 100); then the targets.
 bench: build
-	$(GO) test -run '^$$' -bench 'Pack|Place' -benchtime 200x -count 5 ./scheduler/ > bin/packer-bench.txt
+	$(GO) test -run '^$$' -bench 'Pack|Place' -benchtime 200x -count 5 ./scheduler/pack/ > bin/packer-bench.txt
 	$(GO) run ./cmd/gpuq-bench -packer bin/packer-bench.txt -gpuq bin/gpuq
 
 # Try gpuq on a fresh machine: runs the quickstart sweep to the end on simulated GPUs

@@ -24,18 +24,12 @@ type Attempt struct {
 	JobID      string
 	N          int // from 1
 	Tier       int
-	Params     *plans.Map // the tier's parameters
-	Cards      []Card
-	Dir        string // the attempt's directory: its config and log
+	Params     *plans.Map   // the tier's parameters
+	Cards      []plans.Card // Index and Total are read
+	Dir        string       // the attempt's directory: its config and log
 	Threads    int
 	MasterPort int    // the rendezvous port of torchrun and torch.distributed; 0: a free one
-	SimLedger  string // the simulated machine's ledger; "" on real cards
-}
-
-// Card is a card an attempt runs on.
-type Card struct {
-	Index int // NVML / nvidia-smi index
-	Total int64
+	Ledger     string // the simulated machine's ledger; "" on real cards
 }
 
 // Command is an attempt ready to run.
@@ -51,11 +45,11 @@ type Command struct {
 // Placeholders are filled from the tier's parameters and gpuq's own values; nothing
 // passes through a shell.
 func Prepare(a Attempt, parentEnv []string) (Command, error) {
-	if err := os.MkdirAll(a.Dir, 0o700); err != nil {
-		return Command{}, err
-	}
 	dir, err := filepath.Abs(a.Dir)
 	if err != nil {
+		return Command{}, err
+	}
+	if err := makeAttemptDir(hostTrust(), dir); err != nil {
 		return Command{}, err
 	}
 	cfg, err := renderConfig(a)
@@ -104,14 +98,17 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	}
 	// PyTorch 2.9 reads PYTORCH_ALLOC_CONF first, and 2.9.1 ignored expandable_segments
 	// given there alone: both names get the same value.
-	conf := plans.DefaultAllocConf
-	if v, ok := sweepEnv["PYTORCH_CUDA_ALLOC_CONF"]; ok {
-		conf = v
-	} else if v, ok := sweepEnv["PYTORCH_ALLOC_CONF"]; ok {
-		conf = v
+	conf, ok := sweepEnv["PYTORCH_CUDA_ALLOC_CONF"]
+	if !ok {
+		conf, ok = sweepEnv["PYTORCH_ALLOC_CONF"]
 	}
-	add("PYTORCH_CUDA_ALLOC_CONF", conf)
-	add("PYTORCH_ALLOC_CONF", conf)
+	if !ok {
+		conf, ok = defaultAllocConf.get()
+	}
+	if ok {
+		add("PYTORCH_CUDA_ALLOC_CONF", conf)
+		add("PYTORCH_ALLOC_CONF", conf)
+	}
 	add("TOKENIZERS_PARALLELISM", "false")
 	add("OMP_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
 	add("MKL_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
@@ -128,8 +125,9 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	add("GPUQ_ATTEMPT", strconv.Itoa(a.N))
 	add("GPUQ_TIER", strconv.Itoa(a.Tier))
 	add(attemptDirVar, dir)
-	if a.SimLedger != "" {
-		add("GPUQ_SIM_LEDGER", a.SimLedger)
+	add(MetricsVar, MetricsPath(dir))
+	if a.Ledger != "" {
+		add("GPUQ_SIM_LEDGER", a.Ledger)
 		caps := make([]string, len(a.Cards))
 		for i, cd := range a.Cards {
 			caps[i] = strconv.FormatInt(cd.Total, 10)
@@ -144,6 +142,19 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	c.Set = mergeEnv(nil, set)
 	c.Env = mergeEnv(parentEnv, set)
 	return c, nil
+}
+
+// makeAttemptDir makes an attempt's directory and its job's (see AttemptDir) under
+// their root, or takes those there that are the user's own (see trust.makeOwnDir).
+func makeAttemptDir(t trust, dir string) error {
+	job := filepath.Dir(dir)
+	if err := os.MkdirAll(filepath.Dir(job), 0o700); err != nil {
+		return err
+	}
+	if err := t.makeOwnDir(job); err != nil {
+		return err
+	}
+	return t.makeOwnDir(dir)
 }
 
 // freePort asks the kernel for a free TCP port, for a job's rendezvous.

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -139,5 +140,172 @@ func chown(uid, gid int, mode os.FileMode) func(string) error {
 			return err
 		}
 		return os.Chmod(p, mode)
+	}
+}
+
+// TestResolveDir: a directory is used by its real path, the links on the way followed
+// once; a link that belongs to another user than root or the user is refused, wherever
+// it is on the way (tests stand another user's link in with owner).
+func TestResolveDir(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sticky, state := filepath.Join(base, "tmp"), filepath.Join(base, "home", "state")
+	for _, d := range []string{sticky, state} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(sticky, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	link, up := filepath.Join(sticky, "x"), filepath.Join(sticky, "up")
+	if err := os.Symlink(state, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../home", up); err != nil { // relative, to a directory above
+		t.Fatal(err)
+	}
+	const other = 4242
+	for _, tc := range []struct {
+		name, dir string
+		// owners gives the links it names to another user, or root.
+		owners  map[string]int
+		want    string
+		refused string
+	}{
+		{name: "a link of the user's", dir: link, want: state},
+		{name: "a link of root's", dir: link, owners: map[string]int{link: 0}, want: state},
+		{name: "a link of another user's", dir: link, owners: map[string]int{link: other},
+			refused: link + ", on the way to " + link + ", is a link that belongs to another user (uid 4242)"},
+		{name: "another user's link on the way", dir: filepath.Join(link, "attempts"), owners: map[string]int{link: other},
+			refused: "belongs to another user (uid 4242)"},
+		{name: "a relative link, then ..", dir: filepath.Join(up, "state", "..", "state"), want: state},
+		{name: "what is not there yet", dir: filepath.Join(link, "new", "runs"), want: filepath.Join(state, "new", "runs")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := trust{uid: os.Getuid(), gid: os.Getgid(), owner: func(path string, fi fs.FileInfo) int {
+				if uid, ok := tc.owners[path]; ok {
+					return uid
+				}
+				return statOwner(path, fi)
+			}}
+			got, err := tr.resolve(tc.dir)
+			switch {
+			case tc.refused != "":
+				var unsafe UnsafeDir
+				if !errors.As(err, &unsafe) || !strings.Contains(err.Error(), tc.refused) {
+					t.Errorf("resolve %s: %q, %v; want it refused: %q", tc.dir, got, err, tc.refused)
+				}
+			case err != nil || got != tc.want:
+				t.Errorf("resolve %s: %q, %v; want %q", tc.dir, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestNewFilesAreNeverWrittenThroughALink: spec.json, supervisor.json and exit.json are
+// written as path.new then renamed. A link planted at path.new (or a file a crash left
+// there) is replaced, not followed: what it points to is not written, nor truncated.
+func TestNewFilesAreNeverWrittenThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	path := filepath.Join(dir, specFile)
+	for _, plant := range []func() error{
+		func() error { return os.Symlink(victim, path+".new") },
+		func() error { return os.Symlink(filepath.Join(dir, "nowhere"), path+".new") }, // dangling: O_CREAT would make it
+		func() error { return os.WriteFile(path+".new", []byte(`{"half":`), 0o644) },   // left by a crash
+		func() error { return os.Symlink(victim, path) },                               // at the file itself
+	} {
+		if err := os.WriteFile(victim, []byte("mine\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := plant(); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteJSON(path, Spec{Header: "h"}); err != nil {
+			t.Fatal(err)
+		}
+		if data, _ := os.ReadFile(victim); string(data) != "mine\n" {
+			t.Errorf("the file behind a planted link was written: %q", data)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "nowhere")); err == nil {
+			t.Errorf("a dangling link's target was made")
+		}
+		fi, err := os.Lstat(path)
+		data, _ := os.ReadFile(path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 || !strings.Contains(string(data), `"header":"h"`) {
+			t.Errorf("%s: %v %v %q; want a private file of its own", path, fi.Mode(), err, data)
+		}
+		if _, err := os.Lstat(path + ".new"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s.new is left: %v", path, err)
+		}
+		os.Remove(path)
+	}
+}
+
+// TestAttemptDirsAreTheUsersOwn: an attempt's directory and its job's, where they are
+// there already, are taken only if they are directories of the user's own that nobody
+// else may write: not links, not another user's (stood in with owner).
+func TestAttemptDirsAreTheUsersOwn(t *testing.T) {
+	const other = 4242
+	for _, tc := range []struct {
+		name    string
+		plant   func(job, attempt string) error
+		others  func(job, attempt string) string // a directory given to another user
+		refused string
+	}{
+		{name: "fresh"},
+		{name: "there already", plant: func(job, attempt string) error { return os.MkdirAll(attempt, 0o700) }},
+		{name: "the job a link", plant: func(job, _ string) error { return os.Symlink(os.TempDir(), job) }, refused: "is a link"},
+		{name: "the attempt a link", plant: func(job, attempt string) error {
+			os.Mkdir(job, 0o700)
+			return os.Symlink(os.TempDir(), attempt)
+		}, refused: "is a link"},
+		{name: "the job another user's", plant: func(job, _ string) error { return os.Mkdir(job, 0o700) },
+			others: func(job, _ string) string { return job }, refused: "belongs to another user (uid 4242)"},
+		{name: "the attempt another user's", plant: func(_, attempt string) error { return os.MkdirAll(attempt, 0o700) },
+			others: func(_, attempt string) string { return attempt }, refused: "belongs to another user (uid 4242)"},
+		{name: "the attempt writable by others", plant: func(_, attempt string) error {
+			os.MkdirAll(attempt, 0o700)
+			return os.Chmod(attempt, 0o777)
+		}, refused: "may be written by other users (mode 0777)"},
+		{name: "the attempt a file", plant: func(job, attempt string) error {
+			os.Mkdir(job, 0o700)
+			return os.WriteFile(attempt, nil, 0o600)
+		}, refused: "is not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			job := filepath.Join(root, "t.1")
+			attempt := filepath.Join(job, "attempt-1")
+			if tc.plant != nil {
+				if err := tc.plant(job, attempt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			theirs := ""
+			if tc.others != nil {
+				theirs = tc.others(job, attempt)
+			}
+			tr := trust{uid: os.Getuid(), gid: os.Getgid(), owner: func(path string, fi fs.FileInfo) int {
+				if path == theirs {
+					return other
+				}
+				return statOwner(path, fi)
+			}}
+			err := makeAttemptDir(tr, attempt)
+			if tc.refused == "" {
+				if fi, serr := os.Lstat(attempt); err != nil || serr != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+					t.Errorf("made %s: %v %v", attempt, err, serr)
+				}
+				return
+			}
+			var unsafe UnsafeDir
+			if !errors.As(err, &unsafe) || !strings.Contains(err.Error(), tc.refused) {
+				t.Errorf("%v; want it refused: %q", err, tc.refused)
+			}
+		})
 	}
 }

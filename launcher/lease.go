@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -194,23 +193,10 @@ func exited(pid int) bool {
 // AttemptDir), whatever their supervisors do: what a worker does first when it finds
 // its lease past its Kill, as a frozen node thaws. It returns how many it killed.
 func KillUnder(root string) int {
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return 0
-	}
 	// All are found before any is killed: a child whose parent dies first is re-parented
 	// and no longer known by its parent's environment.
-	var found []int
-	known := map[int]string{}
-	for _, pid := range hostProcs.pids() {
-		if dir, ok := hostProcs.owner(pid, known); ok {
-			if _, ok := attemptIn(abs, dir); ok {
-				found = append(found, pid)
-			}
-		}
-	}
 	n := 0
-	for _, pid := range found {
+	for _, pid := range hostProcs.members(attemptsUnder(root)) {
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			n++
 		}

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -121,23 +122,42 @@ func (n *Notifier) Wait() {
 	}
 }
 
+// hookVar marks a hook's processes in their environment, as GPUQ_ATTEMPT_DIR marks an
+// attempt's (see procs.go): one that left the hook's group (setsid, a script that
+// daemonizes) is still found, and stopped with it. Its value is unique to one run of
+// one hook.
+const hookVar = "GPUQ_HOOK"
+
+var hookRuns atomic.Int64
+
+// hookOutput is how much of a hook's output is kept, for its error: the end of it.
+const hookOutput = 4 << 10
+
 // runHook runs the command in its own process group, which is killed whole if it runs
-// past hookTimeout, with the payload on its standard input and GPUQ_SWEEP, GPUQ_EVENT
-// (and GPUQ_JOB_ID) in its environment for a script that reads no JSON.
+// past hookTimeout, with the processes it started elsewhere, with the payload on its
+// standard input and GPUQ_SWEEP, GPUQ_EVENT (and GPUQ_JOB_ID) in its environment for a
+// script that reads no JSON.
 func runHook(argv []string, nt Notice) error {
 	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = nt.Workdir
-	cmd.Env = append(os.Environ(), "GPUQ_SWEEP="+nt.Sweep, "GPUQ_EVENT="+nt.Event)
+	id := fmt.Sprintf("%d.%d", os.Getpid(), hookRuns.Add(1))
+	cmd.Env = append(os.Environ(), "GPUQ_SWEEP="+nt.Sweep, "GPUQ_EVENT="+nt.Event, hookVar+"="+id)
 	if nt.Job != "" {
 		cmd.Env = append(cmd.Env, "GPUQ_JOB_ID="+nt.Job)
 	}
 	cmd.Stdin = bytes.NewReader(nt.Payload)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	// Its last words, not all it says: a hook may write without end.
+	out := NewRing(hookOutput)
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		// What it started in sessions of its own, which would hold its output open.
+		remains{mark: mark{hookVar, func(v string) bool { return v == id }}, fs: hostProcs}.stop(map[int]bool{}, 0)
+		return nil
+	}
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	if ctx.Err() != nil {

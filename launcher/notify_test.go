@@ -1,11 +1,15 @@
 package launcher
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -144,4 +148,47 @@ func TestWaitIsBounded(t *testing.T) {
 	if !strings.Contains(log.text(), "notify: 3 notices not sent: the hooks before them took more than 200ms") {
 		t.Errorf("log:\n%s", log.text())
 	}
+}
+
+// TestAHooksOutputIsNotKept: a hook that writes without end costs the daemon the last
+// of its output, not all of it; its error still ends with its last words.
+func TestAHooksOutputIsNotKept(t *testing.T) {
+	const written = 128 << 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := runHook([]string{"sh", "-c", fmt.Sprintf("yes 0123456789abcdef | head -c %d; echo; echo its last words; exit 3", written)},
+		Notice{Sweep: "gla", Event: plans.NotifyEnd, Workdir: t.TempDir()})
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.HasSuffix(err.Error(), "its last words") {
+		t.Errorf("error %v; want the hook's last words", err)
+	}
+	if took := after.TotalAlloc - before.TotalAlloc; took > written/8 {
+		t.Errorf("%d MiB allocated for a hook's %d MiB of output", took>>20, written>>20)
+	}
+}
+
+// TestAHooksProcessesInNewSessionsStopWithIt: a hook stopped at its time limit takes
+// with it what it started in a session of its own (setsid), which its process group does
+// not hold.
+func TestAHooksProcessesInNewSessionsStopWithIt(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid(1) here")
+	}
+	defer func(d time.Duration) { hookTimeout = d }(hookTimeout)
+	hookTimeout = 500 * time.Millisecond
+	dir := t.TempDir()
+	err := runHook([]string{"sh", "-c", "setsid sleep 300 & echo $! > child.pid; sleep 300"},
+		Notice{Sweep: "gla", Event: plans.NotifyEnd, Workdir: dir})
+	if err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Errorf("error %v; want the hook stopped", err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "child.pid"))
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || perr != nil {
+		t.Fatalf("child.pid: %q %v %v", data, err, perr)
+	}
+	if st, ok := hostProcs.stat(pid); ok && st.sid != pid {
+		t.Fatalf("the hook's child %d is in session %d, not one of its own", pid, st.sid)
+	}
+	waitExited(t, pid)
 }

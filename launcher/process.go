@@ -26,7 +26,7 @@ type Process struct {
 	ring      *Ring
 	done      chan struct{}
 	cancelled atomic.Bool
-	oomBefore int64
+	oomBefore oomKills
 	exit      Exit
 	started   time.Time
 	// dir is the attempt's GPUQ_ATTEMPT_DIR, which tells its processes that left the
@@ -35,6 +35,9 @@ type Process struct {
 	// logLost is how much of the output the log could not take, and logErr why.
 	logLost int64
 	logErr  error
+	// metrics reads training metrics from the output; nil outside an attempt's
+	// directory.
+	metrics *outputMetrics
 	// outside are the processes of the attempt outside its group that Stop signalled:
 	// one that died of it before the leader did can no longer be told by its
 	// environment, and is reaped by pid (see remains.stop).
@@ -51,12 +54,21 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprint(lf, header)
+	// A log without its header would not say how to rerun the attempt: a disk without
+	// room for it now fails the start, before anything runs.
+	if err := write(lf, []byte(header)); err != nil {
+		lf.Close()
+		return nil, err
+	}
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
 	cmd.Dir, cmd.Env = c.Dir, c.Env
 	p := &Process{cmd: cmd, log: lf, ring: NewRing(64 << 10), done: make(chan struct{}), started: time.Now(),
 		dir: envValue(c.Env, attemptDirVar)}
-	p.oomBefore, _ = cgroupOOMKills()
+	p.oomBefore = hostOOMKills()
+	if p.dir != "" {
+		freshMetrics(p.dir)
+		p.metrics = newOutputMetrics(p.dir)
+	}
 	// pty.Start makes the child a session leader with the pty as its controlling
 	// terminal, so -pid is its whole process group.
 	p.ptmx, err = pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 160})
@@ -75,6 +87,10 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 // side is gone.
 func (p *Process) copyOutput(live io.Writer, copied chan<- struct{}) {
 	defer close(copied)
+	if p.metrics != nil {
+		defer p.metrics.Close()
+		live = alsoTo{live, p.metrics}
+	}
 	p.logLost, p.logErr = tee(p.ptmx, p.log, p.ring, live)
 }
 
@@ -128,9 +144,7 @@ func (p *Process) wait(copied <-chan struct{}) {
 	case <-time.After(2 * time.Second): // a process outside the group still holds the pty
 	}
 	p.ptmx.Close()
-	if after, ok := cgroupOOMKills(); ok && after > p.oomBefore {
-		p.exit.CgroupOOMKill = true
-	}
+	p.exit.OOMKill = p.oomBefore.since(hostOOMKills())
 	p.exit.Cancelled = p.cancelled.Load()
 	fmt.Fprintf(p.log, "\ngpuq: exited %s after %s\n", p.exit, time.Since(p.started).Round(time.Second))
 	p.log.Close()
@@ -147,33 +161,48 @@ func (p *Process) stopRest(grace time.Duration) {
 	p.remains().stop(seen, grace)
 }
 
-// remains are the processes of an attempt: its process group (pgid; 0 when unknown) and
-// the processes that left it for sessions of their own but carry its identity, dir
-// (torchrun's workers).
+// remains are the processes of an attempt, or of a notify hook: its process group
+// (pgid; 0 when unknown) and the processes that left it for sessions of their own but
+// carry its mark (torchrun's workers).
 type remains struct {
 	pgid int
-	dir  string
+	mark mark
 	fs   procFS
 	// outside, if not nil, learns the processes outside the group that signal reaches.
 	outside *sync.Map
 }
 
 func (p *Process) remains() remains {
-	return remains{pgid: p.PID(), dir: p.dir, fs: hostProcs, outside: &p.outside}
+	r := remains{pgid: p.PID(), fs: hostProcs, outside: &p.outside}
+	if p.dir != "" {
+		r.mark = attemptMark(p.dir)
+	}
+	return r
 }
 
 // stopRemains stops whatever still runs of the attempt in dir, whose supervisor is gone,
-// and reports whether anything did.
+// and reports whether anything did: its trainer's group too, where the leader recorded
+// in supervisor.json is still that process (alive, or a zombie gpuq reaps as the
+// subreaper it was handed to), not one that took its pid after it.
 func stopRemains(dir string, grace time.Duration) bool {
 	abs, err := filepath.Abs(dir)
-	return err == nil && remains{dir: abs, fs: hostProcs}.stop(map[int]bool{}, grace)
+	if err != nil {
+		return false
+	}
+	r := remains{mark: attemptMark(abs), fs: hostProcs}
+	if info := readInfo(dir); info.LeaderStart != 0 {
+		if st, ok := hostProcs.stat(info.Leader); ok && st.start == info.LeaderStart {
+			r.pgid = info.Leader
+		}
+	}
+	return r.stop(map[int]bool{}, grace)
 }
 
-// stop ends the remains of an attempt: SIGTERM, then SIGKILL after grace (to what it
-// has seen of the attempt too, whose environment may no longer say so), until none is
-// left; gpuq's own children among them (orphans re-parented to it as a subreaper) are
-// reaped, so none is left a zombie. seen holds processes of the attempt already known.
-// It reports whether anything was left.
+// stop ends the remains: SIGTERM, then SIGKILL after grace (to what it has seen of them
+// too, whose environment may no longer say so), until none is left; gpuq's own children
+// among them (orphans re-parented to it as a subreaper) are reaped, so none is left a
+// zombie. seen holds processes of the remains already known. It reports whether
+// anything was left.
 func (r remains) stop(seen map[int]bool, grace time.Duration) bool {
 	if !r.left(seen) {
 		return false
@@ -197,7 +226,7 @@ func (r remains) stop(seen map[int]bool, grace time.Duration) bool {
 // first, and then to the group: once the leader has ended, one of them that ended too
 // is known by its pid alone.
 func (r remains) signal(sig syscall.Signal) {
-	for _, pid := range r.fs.members(r.dir) {
+	for _, pid := range r.fs.members(r.mark) {
 		if r.outside != nil {
 			r.outside.Store(pid, true)
 		}
@@ -208,11 +237,12 @@ func (r remains) signal(sig syscall.Signal) {
 	}
 }
 
-// left reaps what has ended of the attempt and reports whether anything is left: a
-// member of its group, a live process with its identity, or one that had it and is not
-// yet gone (seen collects them). An exiting process reads an empty environment from the
+// left reaps what has ended of the remains and reports whether anything is left: a
+// member of the group, a live process with the mark, or one that had it and is not yet
+// gone (seen collects them). An exiting process reads an empty environment from the
 // moment its memory is released, while it still closes its files (a card's, which the
-// driver may take seconds to free) and long before it is a zombie and reaped.
+// driver may take seconds to free) and long before it is a zombie. A zombie that is not
+// gpuq's to reap (its parent is another subreaper, or init) has let go of everything.
 func (r remains) left(seen map[int]bool) bool {
 	alive := false
 	if r.pgid > 0 {
@@ -225,14 +255,14 @@ func (r remains) left(seen map[int]bool) bool {
 		}
 		alive = syscall.Kill(-r.pgid, 0) == nil
 	}
-	for _, pid := range r.fs.members(r.dir) {
+	for _, pid := range r.fs.members(r.mark) {
 		seen[pid] = true
 		alive = true
 	}
 	for pid := range seen {
 		var ws syscall.WaitStatus
 		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-		if _, ok := r.fs.stat(pid); ok {
+		if st, ok := r.fs.stat(pid); ok && !st.zombie {
 			alive = true
 		} else {
 			delete(seen, pid)
@@ -290,7 +320,7 @@ func (e Exit) String() string {
 }
 
 // Header is the start of an attempt's log: enough to rerun it by hand.
-func Header(c Command, jobID string, n, tier int, cards []Card, effectiveBatch string) string {
+func Header(c Command, jobID string, n, tier int, cards []plans.Card, effectiveBatch string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# gpuq attempt %d of job %s, tier %d, cards", n, jobID, tier)
 	for _, cd := range cards {
@@ -333,28 +363,4 @@ func BecomeSubreaper() {
 		const prSetChildSubreaper = 36
 		syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	})
-}
-
-// cgroupOOMKills reads the oom_kill counter of gpuq's cgroup (v2), which its trainers
-// share; ok is false where it cannot be read.
-func cgroupOOMKills() (int64, bool) {
-	data, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if path, ok := strings.CutPrefix(line, "0::"); ok {
-			ev, err := os.ReadFile("/sys/fs/cgroup" + strings.TrimSpace(path) + "/memory.events")
-			if err != nil {
-				return 0, false
-			}
-			for _, l := range strings.Split(string(ev), "\n") {
-				var n int64
-				if _, err := fmt.Sscanf(l, "oom_kill %d", &n); err == nil {
-					return n, true
-				}
-			}
-		}
-	}
-	return 0, false
 }

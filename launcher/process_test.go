@@ -18,6 +18,7 @@ import (
 // The test binary doubles as the trainer: GPUQ_TEST_HELPER picks what it does.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == SupervisorMode {
+		fillDiskAt(os.Getenv(diskFullAt), os.Getenv(diskSteps))
 		if err := Supervise(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "supervisor:", err)
 			os.Exit(1)
@@ -82,7 +83,7 @@ func startHelper(t *testing.T, mode string, extraEnv ...string) (*Process, strin
 	s := testSweep(t)
 	dir := t.TempDir()
 	a := Attempt{Sweep: s, JobID: "t.1", N: 2, Tier: 1, Params: s.Jobs[0].Params, Dir: dir, Threads: 3,
-		Cards: []Card{{Index: 2}, {Index: 5}}, MasterPort: 29517}
+		Cards: []plans.Card{{Index: 2}, {Index: 5}}, MasterPort: 29517}
 	env := append(os.Environ(), "GPUQ_TEST_HELPER="+mode, "KEPT_FROM_PARENT=yes", "CUDA_VISIBLE_DEVICES=7")
 	c, err := Prepare(a, append(env, extraEnv...))
 	if err != nil {
@@ -179,9 +180,11 @@ func TestLeaderExitStopsWhatItLeft(t *testing.T) {
 }
 
 // TestAProcessIsLeftUntilItIsGone: a process of the attempt that left its group, once
-// seen, is left until /proc has it no more, whatever its environment reads meanwhile: a
-// zombie's and an exiting process's (its memory released, its files, a card's, still
-// open) read empty, and an orphan's parent (gpuq) does not speak for it. Pids above any
+// seen, is left until /proc has it no more, whatever its environment reads meanwhile: an
+// exiting process's (its memory released, its files, a card's, still open) reads
+// empty, and an orphan's parent (gpuq) does not speak for it. A zombie that gpuq could
+// not reap is another's (init's, another subreaper's) to reap, and holds nothing: it is
+// gone, or a reaper that is not its parent would wait for it for ever. Pids above any
 // pid_max keep wait4 off real processes.
 func TestAProcessIsLeftUntilItIsGone(t *testing.T) {
 	const dir, pid = "/state/attempts/t.1/attempt-2", 1 << 23
@@ -193,11 +196,11 @@ func TestAProcessIsLeftUntilItIsGone(t *testing.T) {
 		{"running", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "S", environ: env(attemptDirVar + "=" + dir)}}, true},
 		{"exiting", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "R", environ: env()}}, true},
 		{"exiting, unreadable", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "D"}}, true},
-		{"a zombie", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "Z", environ: env()}}, true},
+		{"a zombie not gpuq's to reap", []fakeProc{{pid: pid, ppid: 90, sid: pid, state: "Z", environ: env()}}, false},
 		{"gone", nil, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := remains{dir: dir, fs: writeProcs(t, append(tt.procs, fakeProc{pid: 90, ppid: 1, sid: 90, state: "S", environ: env("HOME=/root")}))}
+			r := remains{mark: attemptMark(dir), fs: writeProcs(t, append(tt.procs, fakeProc{pid: 90, ppid: 1, sid: 90, state: "S", environ: env("HOME=/root")}))}
 			seen := map[int]bool{pid: true}
 			if got := r.left(seen); got != tt.left || seen[pid] != tt.left {
 				t.Errorf("left %v, seen %v; want %v", got, seen, tt.left)
@@ -253,7 +256,7 @@ func TestHostMemory(t *testing.T) {
 // attempt, one card or several, gets a free port of its own under both names torch reads.
 func TestEveryJobGetsARendezvousPort(t *testing.T) {
 	s := testSweep(t)
-	c, err := Prepare(Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: t.TempDir(), Cards: []Card{{Index: 0}}}, nil)
+	c, err := Prepare(Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: t.TempDir(), Cards: []plans.Card{{Index: 0}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,5 +287,31 @@ func TestAFullLogDiskKeepsTheOOMText(t *testing.T) {
 	}
 	if out, _ := Classify(Exit{Code: 1}, ring.Bytes()); out != plans.GPUOOM || live.String() != string(text) {
 		t.Errorf("classified %s from what the ring kept, live view %d bytes; want gpu-oom, all %d", out, live.Len(), len(text))
+	}
+}
+
+// TestHostMemoryWithoutAFreeDescriptor: a daemon whose descriptors have all been taken
+// (a flood of connections) still reads the host's memory each round, rather than stop.
+func TestHostMemoryWithoutAFreeDescriptor(t *testing.T) {
+	if _, _, err := HostMemory(); err != nil {
+		t.Fatal(err)
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	none := lim
+	none.Cur = 0 // no descriptor may be opened
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &none); err != nil {
+		t.Fatal(err)
+	}
+	_, err := os.Open("/proc/meminfo")
+	total, avail, merr := HostMemory()
+	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("open with no descriptor free: %v; want EMFILE", err)
+	}
+	if merr != nil || total <= 0 || avail <= 0 {
+		t.Errorf("HostMemory() with no descriptor free = %d, %d, %v", total, avail, merr)
 	}
 }

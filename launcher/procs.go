@@ -34,7 +34,8 @@ func (fs procFS) path(pid int, name string) string {
 	return filepath.Join(string(fs), strconv.Itoa(pid), name)
 }
 
-// stat reads a process's parent, session and resident pages from /proc/<pid>/stat.
+// stat reads a process's state, parent, session and resident pages from
+// /proc/<pid>/stat.
 func (fs procFS) stat(pid int) (st procStat, ok bool) {
 	data, err := os.ReadFile(fs.path(pid, "stat"))
 	if err != nil {
@@ -49,49 +50,79 @@ func (fs procFS) stat(pid int) (st procStat, ok bool) {
 	if len(f) < 22 {
 		return st, false
 	}
-	// Fields of stat(5) from the third: state ppid pgrp session ... rss (the 24th).
+	// Fields of stat(5) from the third: state ppid pgrp session ... starttime (the
+	// 22nd) vsize rss.
 	ppid, err1 := strconv.Atoi(f[1])
 	sid, err2 := strconv.Atoi(f[3])
-	rss, err3 := strconv.ParseInt(f[21], 10, 64)
-	st.ppid, st.sid, st.rssPages = ppid, sid, rss
-	return st, err1 == nil && err2 == nil && err3 == nil
+	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	rss, err4 := strconv.ParseInt(f[21], 10, 64)
+	st.zombie, st.ppid, st.sid, st.start, st.rssPages = f[0] == "Z", ppid, sid, start, rss
+	return st, err1 == nil && err2 == nil && err3 == nil && err4 == nil
 }
 
 type procStat struct {
+	// zombie: it has exited, its memory and files are released, and it waits for its
+	// parent to reap it.
+	zombie    bool
 	ppid, sid int
-	rssPages  int64
+	// start is when it started, in clock ticks after boot: with the pid, it names one
+	// process.
+	start    uint64
+	rssPages int64
 }
 
-// attemptDir returns the attempt directory in a process's environment, "" where it
-// names none or cannot be read (another user's, a zombie's).
-func (fs procFS) attemptDir(pid int) string {
+// envValue returns the value of the variable name in a process's environment, "" where
+// it names none or cannot be read (another user's, a zombie's).
+func (fs procFS) envValue(pid int, name string) string {
 	data, err := os.ReadFile(fs.path(pid, "environ"))
 	if err != nil {
 		return ""
 	}
 	for kv := range bytes.SplitSeq(data, []byte{0}) {
-		if v, ok := bytes.CutPrefix(kv, []byte(attemptDirVar+"=")); ok {
+		if v, ok := bytes.CutPrefix(kv, []byte(name+"=")); ok {
 			return string(v)
 		}
 	}
 	return ""
 }
 
-// owner returns the attempt directory of the attempt a process belongs to: the one in
-// its environment or, where that names none or cannot be read (a trainer may start a
-// helper with a clean environment), its parent's. known, if not nil, holds what earlier
-// calls of one scan found, and learns what this one finds.
-func (fs procFS) owner(pid int, known map[int]string) (string, bool) {
+// A mark tells a group of processes by a variable of the environment they inherit: an
+// attempt's (GPUQ_ATTEMPT_DIR, its directory), a notify hook's. match says which values
+// of the variable name belong to the group.
+type mark struct {
+	name  string
+	match func(value string) bool
+}
+
+// attemptMark tells the processes of the attempt in dir.
+func attemptMark(dir string) mark {
+	return mark{attemptDirVar, func(v string) bool { return v == dir }}
+}
+
+// attemptsUnder tells the processes of every attempt laid out under root.
+func attemptsUnder(root string) mark {
+	return mark{attemptDirVar, func(v string) bool {
+		_, ok := attemptIn(root, v)
+		return ok
+	}}
+}
+
+// owner returns the value of the variable name (GPUQ_ATTEMPT_DIR: the directory of
+// the attempt a process belongs to) that a process inherited: the one in its environment
+// or, where that names none or cannot be read (a trainer may start a helper with a clean
+// environment), its parent's. known, if not nil, holds what earlier calls of one scan
+// for the same variable found, and learns what this one finds.
+func (fs procFS) owner(pid int, name string, known map[int]string) (string, bool) {
 	var walked []int
-	dir := ""
+	value := ""
 	for range maxAncestors {
-		if d, ok := known[pid]; ok {
-			dir = d
+		if v, ok := known[pid]; ok {
+			value = v
 			break
 		}
 		walked = append(walked, pid)
-		if d := fs.attemptDir(pid); d != "" {
-			dir = d
+		if v := fs.envValue(pid, name); v != "" {
+			value = v
 			break
 		}
 		st, ok := fs.stat(pid)
@@ -102,10 +133,10 @@ func (fs procFS) owner(pid int, known map[int]string) (string, bool) {
 	}
 	if known != nil {
 		for _, p := range walked {
-			known[p] = dir
+			known[p] = value
 		}
 	}
-	return dir, dir != ""
+	return value, value != ""
 }
 
 // pids lists the processes of the tree.
@@ -123,15 +154,15 @@ func (fs procFS) pids() []int {
 	return out
 }
 
-// members returns the live processes of the attempt in dir.
-func (fs procFS) members(dir string) []int {
-	if dir == "" {
+// members returns the live processes that m tells.
+func (fs procFS) members(m mark) []int {
+	if m.match == nil {
 		return nil
 	}
 	var out []int
 	known := map[int]string{}
 	for _, pid := range fs.pids() {
-		if d, ok := fs.owner(pid, known); ok && d == dir {
+		if v, ok := fs.owner(pid, m.name, known); ok && m.match(v) {
 			out = append(out, pid)
 		}
 	}
@@ -147,7 +178,7 @@ func (fs procFS) memory(root string) map[string]int64 {
 	page := int64(os.Getpagesize())
 	known := map[int]string{}
 	for _, pid := range fs.pids() {
-		dir, ok := fs.owner(pid, known)
+		dir, ok := fs.owner(pid, attemptDirVar, known)
 		if !ok {
 			continue
 		}
@@ -215,7 +246,7 @@ func attemptIn(root, dir string) (string, bool) {
 // OwnerIn returns the attempt, among those laid out under root, that process pid
 // belongs to.
 func OwnerIn(root string, pid int) (attempt string, ok bool) {
-	dir, ok := hostProcs.owner(pid, nil)
+	dir, ok := hostProcs.owner(pid, attemptDirVar, nil)
 	if !ok {
 		return "", false
 	}

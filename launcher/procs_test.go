@@ -84,7 +84,7 @@ func TestOwnerByInheritance(t *testing.T) {
 		{400, ""}, {500, ""}, {600, ""}, {700, "t.2/1"}, {90, ""}, {1, ""}, {4242, ""},
 	} {
 		got := ""
-		if dir, ok := fs.owner(tt.pid, nil); ok {
+		if dir, ok := fs.owner(tt.pid, attemptDirVar, nil); ok {
 			got, _ = attemptIn(root, dir)
 		}
 		if got != tt.want {
@@ -97,7 +97,7 @@ func TestOwnerByInheritance(t *testing.T) {
 	if len(got) != len(want) || got["t.1/2"] != want["t.1/2"] || got["t.2/1"] != want["t.2/1"] {
 		t.Errorf("memory %v, want %v", got, want)
 	}
-	if m := fs.members("/state/attempts/t.1/attempt-2"); fmt.Sprint(m) != "[100 200 300 310 320 330]" {
+	if m := fs.members(attemptMark("/state/attempts/t.1/attempt-2")); fmt.Sprint(m) != "[100 200 300 310 320 330]" {
 		t.Errorf("members %v", m)
 	}
 }
@@ -161,7 +161,7 @@ func startPython(t *testing.T, env ...string) (p *Process, root string, workerPI
 		t.Fatal(err)
 	}
 	parent := append(os.Environ(), env...)
-	c, err := Prepare(Attempt{Sweep: sw, JobID: "w.1", N: 1, Params: sw.Jobs[0].Params, Dir: dir, Cards: []Card{{Index: 0}}}, parent)
+	c, err := Prepare(Attempt{Sweep: sw, JobID: "w.1", N: 1, Params: sw.Jobs[0].Params, Dir: dir, Cards: []plans.Card{{Index: 0}}}, parent)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,12 +36,18 @@ import (
 //	                 daemon started again tells a supervisor that has not recorded
 //	                 itself yet from one that never started
 //	log              the trainer's output, after a header to rerun it by hand
-//	supervisor.json  the supervisor's and the trainer's pids, once the trainer runs
+//	supervisor.json  the supervisor's and the trainer's pids, once the trainer runs (as
+//	                 soon as there is room: a full disk does not stop the trainer)
 //	sock             the supervisor's unix socket (see the requests below), mode 0600,
 //	                 serving only processes of its own user
 //	exit.json        how the attempt ended, written (synced, renamed) before the
 //	                 supervisor exits; it waits for room to write it, if it must, and
 //	                 holds the lock meanwhile
+//
+// The supervisor tells the daemon that started it, on its standard output, the
+// trainer's pid once the trainer runs; or, where the machine's want of room or
+// descriptors kept it from starting the trainer (see MachineFault), "unstarted", the
+// errno and the error: nothing of the attempt ran, and its job waits.
 //
 // A client of sock writes one line, a request, then:
 //
@@ -76,11 +82,17 @@ type Ended struct {
 	Detail  string          `json:"detail"`
 	// Fenced: the supervisor stopped the trainer because its lease lapsed.
 	Fenced bool `json:"fenced,omitempty"`
+	// Exit is how the trainer's process ended, where it ran; Command what it ran.
+	Exit    *plans.ProcessExit `json:"exit,omitempty"`
+	Command []string           `json:"command,omitempty"`
 }
 
 type supervisorInfo struct {
 	PID    int `json:"pid"`
 	Leader int `json:"leader"`
+	// LeaderStart is when the leader started (stat(5)'s starttime), which tells it
+	// from a process that took its pid after it.
+	LeaderStart uint64 `json:"leader_start,omitempty"`
 }
 
 // LogPath is an attempt directory's log.
@@ -110,32 +122,32 @@ func Supervise(dir string) error {
 	// through gpuq attach would do nothing).
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	BecomeSubreaper()
-	sock := SocketPath(dir)
-	os.Remove(sock)
-	ln, err := listenOwn(sock)
-	if err != nil {
-		return fmt.Errorf("supervisor socket: %w", err)
-	}
 	// The lease is read before the trainer starts: one that has lapsed already (its
 	// worker's daemon may run the job elsewhere by now) starts nothing.
 	var lease Lease
 	if spec.Lease != "" {
 		var ok bool
 		if lease, ok = holdLease(spec.Lease); !ok {
-			ln.Close()
 			return WriteJSON(filepath.Join(dir, exitFile), Ended{Outcome: plans.Lost, Fenced: true, Detail: notStartedFenced})
 		}
 	}
-	h := newHub(64 << 10)
-	p, err := Start(spec.Command, LogPath(dir), spec.Header, h)
+	ln, p, h, err := begin(dir, spec)
 	if err != nil {
-		ln.Close()
+		if MachineFault(err) {
+			// Nothing ran: the daemon keeps the job waiting for the machine.
+			var errno syscall.Errno
+			errors.As(err, &errno)
+			fmt.Printf("%s%d %s\n", unstartedLine, errno, strings.ReplaceAll(err.Error(), "\n", " "))
+			return err
+		}
 		return WriteJSON(filepath.Join(dir, exitFile), Ended{Outcome: plans.Lost, Detail: err.Error()})
 	}
-	if err := WriteJSON(filepath.Join(dir, supervisorFile), supervisorInfo{PID: os.Getpid(), Leader: p.PID()}); err != nil {
-		p.Stop(GroupGrace)
-		<-p.Done()
-		return err
+	pids, info := filepath.Join(dir, supervisorFile), supervisorInfo{PID: os.Getpid(), Leader: p.PID()}
+	if st, ok := hostProcs.stat(p.PID()); ok {
+		info.LeaderStart = st.start
+	}
+	if err := WriteJSON(pids, info); err != nil {
+		go keepRecord(pids, info, err, p.Done())
 	}
 	// The daemon that started this supervisor reads the trainer's pid from stdout.
 	fmt.Println(p.PID())
@@ -170,10 +182,10 @@ func Supervise(dir string) error {
 	<-p.Done()
 	h.close()
 	outcome, facts := Classify(p.Exit(), p.Output())
-	end.ended = Ended{Outcome: outcome, OOM: facts, Detail: p.Ended()}
+	end.ended = Ended{Outcome: outcome, OOM: facts, Detail: p.Ended(), Exit: ProcessExit(p.Exit(), p.Output()), Command: spec.Command.Argv}
 	// A trainer that succeeded as its lease lapsed has succeeded.
 	if fenced != nil && <-fenced && outcome != plans.Success {
-		end.ended = Ended{Outcome: plans.Lost, Fenced: true,
+		end.ended = Ended{Outcome: plans.Lost, Fenced: true, Exit: end.ended.Exit, Command: spec.Command.Argv,
 			Detail: "stopped: its worker lost touch with the daemon, which runs the job again elsewhere"}
 	}
 	exit := filepath.Join(dir, exitFile)
@@ -189,6 +201,74 @@ func Supervise(dir string) error {
 	waiting.Wait()
 	return err
 }
+
+// unstartedLine begins what a supervisor tells its daemon instead of the trainer's pid
+// when the machine's want of room or descriptors kept it from starting the trainer (see
+// MachineFault): the errno, and the error.
+const unstartedLine = "unstarted "
+
+// begin starts the attempt in dir: the supervisor's socket, then the trainer with its
+// log. Its error, if any, comes before the trainer runs.
+func begin(dir string, spec Spec) (net.Listener, *Process, *hub, error) {
+	sock := SocketPath(dir)
+	os.Remove(sock)
+	if err := diskRefuses("bind", sock); err != nil {
+		return nil, nil, nil, err
+	}
+	ln, err := listenOwn(sock)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("supervisor socket: %w", err)
+	}
+	h := newHub(64 << 10)
+	p, err := Start(spec.Command, LogPath(dir), spec.Header, h)
+	if err != nil {
+		ln.Close()
+		return nil, nil, nil, err
+	}
+	return ln, p, h, nil
+}
+
+// keepRecord writes the supervisor's and its trainer's pids (supervisor.json), which
+// failed once with err, once the trainer runs. A disk without room does not stop the
+// trainer for it: the daemon that started the supervisor has the pid already, and a
+// daemon started later waits for the attempt all the same. It tries again every second
+// until the record is written or the attempt has ended (done).
+func keepRecord(path string, info supervisorInfo, err error, done <-chan struct{}) {
+	fmt.Fprintf(os.Stderr, "cannot record the trainer's pid (%v); trying again every second\n", err)
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(time.Second):
+		}
+		if WriteJSON(path, info) == nil {
+			return
+		}
+	}
+}
+
+// MachineFault reports whether err is the machine's want of room or descriptors, not
+// the job's fault: a full disk or quota (ENOSPC, EDQUOT), a read-only one (EROFS), no
+// file descriptor free (EMFILE, ENFILE). An attempt that did not start for one never
+// ran, and may start once the machine has them again.
+func MachineFault(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EMFILE, syscall.ENFILE} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}
+
+// unstartedError is a supervisor's word that it did not start its trainer for the
+// machine's want (see unstartedLine): errors.Is finds its errno.
+type unstartedError struct {
+	msg   string
+	errno syscall.Errno
+}
+
+func (e *unstartedError) Error() string { return e.msg }
+func (e *unstartedError) Unwrap() error { return e.errno }
 
 // ending is how the attempt ended, once done is closed.
 type ending struct {
@@ -224,7 +304,7 @@ func holdLock(dir string) (*os.File, error) {
 		syscall.CloseOnExec(3)
 		return os.NewFile(3, path), nil
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	f, err := openPrivate(path, os.O_RDWR)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +339,7 @@ func NeverStarted(dir string) bool {
 		return false
 	}
 	abs, err := filepath.Abs(dir)
-	return err == nil && len(hostProcs.members(abs)) == 0
+	return err == nil && len(hostProcs.members(attemptMark(abs))) == 0
 }
 
 func serveClient(c net.Conn, p *Process, h *hub, end *ending) {
@@ -365,7 +445,7 @@ func StartSupervisor(self []string, dir string, spec Spec) (leader int, err erro
 	if err := WriteJSON(filepath.Join(dir, specFile), spec); err != nil {
 		return 0, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	lock, err := openPrivate(filepath.Join(dir, lockFile), os.O_RDWR)
 	if err != nil {
 		return 0, err
 	}
@@ -379,7 +459,7 @@ func StartSupervisor(self []string, dir string, spec Spec) (leader int, err erro
 	// reaches it, and it outlives the daemon.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.ExtraFiles = []*os.File{lock} // descriptor 3; see holdLock
-	errLog, err := os.OpenFile(filepath.Join(dir, "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	errLog, err := openPrivate(filepath.Join(dir, "supervisor.log"), os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return 0, err
 	}
@@ -405,6 +485,12 @@ func StartSupervisor(self []string, dir string, spec Spec) (leader int, err erro
 		}
 		return 0, fmt.Errorf("supervisor of %s ended before its trainer started; see %s", dir, errLog.Name())
 	}
+	if said, ok := strings.CutPrefix(strings.TrimSpace(line), unstartedLine); ok {
+		<-done
+		errno, msg, _ := strings.Cut(said, " ")
+		n, _ := strconv.Atoi(errno)
+		return 0, &unstartedError{msg: msg, errno: syscall.Errno(n)}
+	}
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil {
 		return 0, fmt.Errorf("supervisor of %s: %q is not a pid", dir, line)
@@ -429,16 +515,16 @@ func ReadEnded(dir string) (*Ended, error) {
 }
 
 // SupervisedLeader is the trainer's pid recorded in dir; 0 when none is.
-func SupervisedLeader(dir string) int {
-	data, err := os.ReadFile(filepath.Join(dir, supervisorFile))
-	if err != nil {
-		return 0
-	}
+func SupervisedLeader(dir string) int { return readInfo(dir).Leader }
+
+// readInfo reads supervisor.json in dir; zero when it is not there.
+func readInfo(dir string) supervisorInfo {
 	var info supervisorInfo
-	if json.Unmarshal(data, &info) != nil {
-		return 0
+	data, err := os.ReadFile(filepath.Join(dir, supervisorFile))
+	if err != nil || json.Unmarshal(data, &info) != nil {
+		return supervisorInfo{}
 	}
-	return info.Leader
+	return info
 }
 
 // Wait blocks until the attempt in dir has ended and returns how: as its supervisor
@@ -455,12 +541,17 @@ func Wait(dir string) Ended {
 			if err == nil && e.Outcome != "" {
 				return e
 			}
-			break
+			// A supervisor that stopped listening as this connected (its socket is
+			// gone) and lives on is recording the end, on a disk without room for as
+			// long as it takes: wait for it as below. One that listens on told nothing.
+			if _, err := os.Lstat(SocketPath(dir)); err == nil {
+				break
+			}
 		}
 		if !Alive(dir) {
 			break
 		}
-		time.Sleep(50 * time.Millisecond) // a supervisor about to listen
+		time.Sleep(50 * time.Millisecond) // a supervisor about to listen, or recording
 	}
 	e, err := ReadEnded(dir)
 	switch {
@@ -489,11 +580,47 @@ func Dial(dir, request string) (net.Conn, error) {
 	return c, nil
 }
 
-// StopSupervised asks the supervisor of the attempt in dir to stop it.
+// stopMargin is how long past its trainer's grace (GroupGrace) a supervisor asked to
+// stop may take to end before it is continued, and then as long again before it is
+// killed (see StopSupervised).
+var stopMargin = 5 * time.Second
+
+// StopSupervised asks the supervisor of the attempt in dir to stop it, and sees that it
+// ends: a supervisor that has not ended GroupGrace plus stopMargin later (stopped with
+// SIGSTOP, or hung) is continued (SIGCONT), to stop its trainer as asked, and one that
+// has still not ended as long after that is killed; whoever waits for the attempt (see
+// Wait) then stops what is left of it.
 func StopSupervised(dir string) error {
 	c, err := Dial(dir, "stop")
 	if err != nil {
 		return err
 	}
-	return c.Close()
+	// The supervisor is the process that listens: a stopped one, which has accepted
+	// nothing, too.
+	cred, err := peerCred(c)
+	c.Close()
+	if err != nil {
+		return err
+	}
+	wait := GroupGrace + stopMargin
+	go func() {
+		for _, sig := range []syscall.Signal{syscall.SIGCONT, syscall.SIGKILL} {
+			if endsWithin(dir, wait) {
+				return
+			}
+			syscall.Kill(int(cred.Pid), sig)
+		}
+	}()
+	return nil
+}
+
+// endsWithin reports whether the supervisor of the attempt in dir has ended, or ends
+// within d.
+func endsWithin(dir string, d time.Duration) bool {
+	for deadline := time.Now().Add(d); Alive(dir); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }

@@ -43,10 +43,11 @@ type unixListener struct {
 	path string
 }
 
+// Close removes the socket, then closes it: a client that connected meanwhile and finds
+// its connection reset also finds the socket gone (see Wait).
 func (l *unixListener) Close() error {
-	err := l.UnixListener.Close()
 	os.Remove(l.path)
-	return err
+	return l.UnixListener.Close()
 }
 
 // DialUnix connects to the unix socket at path, however long path is.
@@ -78,25 +79,32 @@ func viaDir(path string, fn func(short string) error) error {
 // PeerUID is the uid of the process at the other end of a unix socket, as the kernel
 // tells it (SO_PEERCRED): for a server, its client's; for a client, the server's.
 func PeerUID(c net.Conn) (int, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		return -1, err
+	}
+	return int(cred.Uid), nil
+}
+
+// peerCred is who is at the other end of a unix socket: the process that connected, or
+// for a client the one that listens, as they were when they did.
+func peerCred(c net.Conn) (*unix.Ucred, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return -1, fmt.Errorf("%T is not a unix socket", c)
+		return nil, fmt.Errorf("%T is not a unix socket", c)
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return -1, err
+		return nil, err
 	}
-	if credErr != nil {
-		return -1, credErr
-	}
-	return int(cred.Uid), nil
+	return cred, credErr
 }
 
 // listenOwn listens on a unix socket at path (see ListenUnix) for this user alone: a

@@ -46,10 +46,10 @@ func TestGroupedQueryAttentionCounted(t *testing.T) {
 	if got := qwen.params(); got < 4.01e9 || got > 4.03e9 {
 		t.Errorf("Qwen3-4B: %.4gB, want 4.02B", got/1e9)
 	}
-	mha := model(t, "layers", 32, "hidden", 4096, "heads", 32, "seq_len", 512, "micro_batch", 1)
-	gqa := model(t, "layers", 32, "hidden", 4096, "heads", 32, "kv_heads", 8, "seq_len", 512, "micro_batch", 1)
-	if a, b := mha.Estimate().Activations, gqa.Estimate().Activations; b >= a || a != int64(32*512*4096*34) {
-		t.Errorf("activations: multi-head %d (want Korthikanti's 34 bytes), grouped %d (want fewer)", a, b)
+	mha := model(t, "layers", 32, "hidden", 4096, "heads", 32, "seq_len", 512, "micro_batch", 1, "attention", "eager")
+	gqa := model(t, "layers", 32, "hidden", 4096, "heads", 32, "kv_heads", 8, "seq_len", 512, "micro_batch", 1, "attention", "eager")
+	if a, b := mha.Estimate().Activations, gqa.Estimate().Activations; b >= a || a != int64(32*512*(4096*34+5*32*512)) {
+		t.Errorf("activations: multi-head %d (want Korthikanti's 34 + 5as bytes), grouped %d (want fewer)", a, b)
 	}
 	for _, bad := range [][]any{{"layers", 2, "hidden", 64, "kv_heads", 2}, {"layers", 2, "hidden", 64, "heads", 8, "kv_heads", 3}} {
 		if _, err := ModelOf(mapOf(bad...), nil); err == nil {

@@ -121,9 +121,17 @@ func (c *checker) argv(field string, v any, example string) []string {
 			continue
 		}
 		argv[i] = FormatValue(a)
+		if strings.ContainsRune(argv[i], 0) {
+			c.fail(fmt.Sprintf("%s[%d]", field, i), "%s", nulProblem)
+		}
 	}
 	return argv
 }
+
+// nulProblem is what is wrong with a NUL byte in what becomes a program's argument,
+// environment or directory: the kernel takes each as a C string, so no program could be
+// started with it.
+const nulProblem = "holds a NUL byte (\\0), which no program's argument, environment or directory can carry: remove it"
 
 func (c *checker) env(doc *Map) []EnvVar {
 	v, ok := doc.Get("env")
@@ -147,6 +155,9 @@ func (c *checker) env(doc *Map) []EnvVar {
 			s := FormatValue(val)
 			if _, err := Placeholders(s); err != nil {
 				c.fail("env."+k, "%v", err)
+			}
+			if strings.ContainsRune(s, 0) {
+				c.fail("env."+k, "%s", nulProblem)
 			}
 			out = append(out, EnvVar{Name: k, Value: s})
 		}

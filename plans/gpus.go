@@ -10,30 +10,30 @@ import (
 // GPUSpec says which cards a sweep may use: indices of the machine's cards, every card,
 // or a simulated machine.
 type GPUSpec struct {
-	Indices []int      // nil with Sim nil: every card the machine has
-	Sim     []SimCards // non-nil: a simulated machine of these cards
+	Indices   []int            // nil with Simulated nil: every card the machine has
+	Simulated []SimulatedCards // non-nil: a simulated machine of these cards
 }
 
-// SimCards is Count simulated cards of Bytes each.
-type SimCards struct {
+// SimulatedCards is Count simulated cards of Bytes each.
+type SimulatedCards struct {
 	Count int
 	Bytes int64
 }
 
-// DefaultSim is the simulated machine used when no NVIDIA driver is present.
-const DefaultSim = "sim:4x24GiB"
+// DefaultSimulated is the simulated machine used when no NVIDIA driver is present.
+const DefaultSimulated = "sim:4x24GiB"
 
-// maxSimCards bounds a simulated machine; the benchmarks use 512.
-const maxSimCards = 4096
+// maxSimulatedCards bounds a simulated machine; the benchmarks use 512.
+const maxSimulatedCards = 4096
 
-// IsSim reports whether the spec names a simulated machine.
-func (g GPUSpec) IsSim() bool { return g.Sim != nil }
+// IsSimulated reports whether the spec names a simulated machine.
+func (g GPUSpec) IsSimulated() bool { return g.Simulated != nil }
 
 // Count is the number of cards the spec names, or 0 for "every card".
 func (g GPUSpec) Count() int {
-	if g.Sim != nil {
+	if g.Simulated != nil {
 		n := 0
-		for _, s := range g.Sim {
+		for _, s := range g.Simulated {
 			n += s.Count
 		}
 		return n
@@ -42,9 +42,9 @@ func (g GPUSpec) Count() int {
 }
 
 func (g GPUSpec) String() string {
-	if g.Sim != nil {
-		parts := make([]string, len(g.Sim))
-		for i, s := range g.Sim {
+	if g.Simulated != nil {
+		parts := make([]string, len(g.Simulated))
+		for i, s := range g.Simulated {
 			size := strings.ReplaceAll(strings.Replace(FormatSize(s.Bytes), ".00 ", " ", 1), " ", "")
 			parts[i] = fmt.Sprintf("%dx%s", s.Count, size)
 		}
@@ -69,9 +69,9 @@ func ParseGPUs(s string) (GPUSpec, error) {
 	}
 	if rest, ok := strings.CutPrefix(t, "sim:"); ok || t == "sim" {
 		if t == "sim" {
-			rest = strings.TrimPrefix(DefaultSim, "sim:")
+			rest = strings.TrimPrefix(DefaultSimulated, "sim:")
 		}
-		return parseSim(rest)
+		return parseSimulated(rest)
 	}
 	var spec GPUSpec
 	seen := map[int]bool{}
@@ -89,8 +89,8 @@ func ParseGPUs(s string) (GPUSpec, error) {
 	return spec, nil
 }
 
-func parseSim(s string) (GPUSpec, error) {
-	spec := GPUSpec{Sim: []SimCards{}}
+func parseSimulated(s string) (GPUSpec, error) {
+	spec := GPUSpec{Simulated: []SimulatedCards{}}
 	total := 0
 	for _, part := range strings.Split(s, "+") {
 		part = strings.TrimSpace(part)
@@ -110,10 +110,10 @@ func parseSim(s string) (GPUSpec, error) {
 			return GPUSpec{}, fmt.Errorf("simulated machine %q: cards of %s are too small to train on; give at least 1GiB", "sim:"+s, FormatSize(b))
 		}
 		total += n
-		if total > maxSimCards {
-			return GPUSpec{}, fmt.Errorf("simulated machine %q: more than %d cards", "sim:"+s, maxSimCards)
+		if total > maxSimulatedCards {
+			return GPUSpec{}, fmt.Errorf("simulated machine %q: more than %d cards", "sim:"+s, maxSimulatedCards)
 		}
-		spec.Sim = append(spec.Sim, SimCards{Count: n, Bytes: b})
+		spec.Simulated = append(spec.Simulated, SimulatedCards{Count: n, Bytes: b})
 	}
 	return spec, nil
 }

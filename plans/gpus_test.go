@@ -42,8 +42,8 @@ func TestParseGPUs(t *testing.T) {
 			t.Errorf("ParseGPUs(%q): %v", tt.in, err)
 			continue
 		}
-		if got.Count() != tt.count || got.IsSim() != tt.sim {
-			t.Errorf("ParseGPUs(%q) = %+v, count %d sim %v", tt.in, got, got.Count(), got.IsSim())
+		if got.Count() != tt.count || got.IsSimulated() != tt.sim {
+			t.Errorf("ParseGPUs(%q) = %+v, count %d sim %v", tt.in, got, got.Count(), got.IsSimulated())
 		}
 		if got.String() != tt.str {
 			t.Errorf("ParseGPUs(%q).String() = %q", tt.in, got.String())

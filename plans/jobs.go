@@ -159,11 +159,14 @@ func (c *checker) checkJobs(s *Sweep) {
 			return FormatValue(v), ok
 		}
 		check := func(field, tmpl string) {
-			if _, err := Expand(tmpl, lookup); err != nil {
-				if mp, ok := err.(*missingPlaceholder); ok {
-					note(field, j.ID, fmt.Sprintf("no parameter fills {%s}%s: add %s to params or the matrix, or write {{%s}} for literal braces",
-						mp.name, Suggest(mp.name, append(j.Params.Keys, Builtins...)), mp.name, mp.name))
-				}
+			out, err := Expand(tmpl, lookup)
+			if mp, ok := err.(*missingPlaceholder); ok {
+				note(field, j.ID, fmt.Sprintf("no parameter fills {%s}%s: add %s to params or the matrix, or write {{%s}} for literal braces",
+					mp.name, Suggest(mp.name, append(j.Params.Keys, Builtins...)), mp.name, mp.name))
+			}
+			// A parameter's value put in the command or the environment.
+			if err == nil && strings.ContainsRune(out, 0) && !strings.ContainsRune(tmpl, 0) {
+				note(field, j.ID, "a parameter's value put in it "+nulProblem)
 			}
 		}
 		for a, arg := range s.Command {

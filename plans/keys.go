@@ -26,6 +26,16 @@ var ladderRoles = []struct {
 	{KeyDataWorkers, []string{KeyDataWorkers, "dataloader_num_workers", "num_workers"}},
 }
 
+// roleNamesOf is the names a role goes by.
+func roleNamesOf(role string) []string {
+	for _, r := range ladderRoles {
+		if r.Role == role {
+			return r.Names
+		}
+	}
+	return nil
+}
+
 func roleNames() []string {
 	out := make([]string, len(ladderRoles))
 	for i, r := range ladderRoles {

@@ -127,9 +127,10 @@ type Position struct {
 
 // Step applies the next rung that changes something and returns the new parameters and
 // position, the keys changed and the rung's index; ok is false at the end of the ladder.
-// A repeating rung stays next while it still scales a key down. With hostOOM, a rung
-// that lowers num_data_workers is taken first, wherever it stands: data workers are
-// what fills host memory.
+// A repeating rung stays next while it still scales a key down. With hostOOM, only a
+// rung that lowers the data workers is taken, wherever it stands: data workers are what
+// fills host memory, and the rest of the ladder saves GPU memory at the cost of speed;
+// ok is false, pos unchanged, where none is left.
 func Step(params *Map, ladder []Rung, pos Position, hostOOM bool) (next *Map, np Position, changed []string, rung int, ok bool) {
 	np = pos
 	np.Applied = make([]bool, len(ladder))
@@ -150,11 +151,12 @@ func Step(params *Map, ladder []Rung, pos Position, hostOOM bool) (next *Map, np
 	}
 	if hostOOM {
 		for i, r := range ladder {
-			if !np.Applied[i] && r.sets(KeyDataWorkers) && try(i) {
+			if !np.Applied[i] && r.setsDataWorkers() && try(i) {
 				np.Applied[i] = true
 				return next, np, changed, rung, true
 			}
 		}
+		return params, pos, nil, -1, false
 	}
 	for i := pos.Next; i < len(ladder); i++ {
 		if np.Applied[i] {
@@ -172,9 +174,45 @@ func Step(params *Map, ladder []Rung, pos Position, hostOOM bool) (next *Map, np
 	return params, np, nil, -1, false
 }
 
-func (r Rung) sets(key string) bool {
-	_, ok := r.Set.Get(key)
-	return ok
+// setsDataWorkers reports whether the rung sets the data workers, under any name
+// trainers give them (see ladderRoles), at any depth of a config.
+func (r Rung) setsDataWorkers() bool {
+	if r.Set == nil {
+		return false
+	}
+	for _, k := range r.Set.Keys {
+		if slices.Contains(roleNamesOf(KeyDataWorkers), k[strings.LastIndexByte(k, '.')+1:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// BatchOnly reports whether every rung of a ladder changes only what a batch holds on
+// the card (the micro-batch, gradient accumulation, checkpointing, data workers: each
+// under any name the ladder knows it by, or the one keys, a sweep's oom.keys, gives
+// it) or runs the job alone. Then no rung lowers what a job holds before its first
+// batch: its weights and what is loaded with them. A rung that sets anything else (a
+// precision, a LoRA rank, a model) might.
+func BatchOnly(ladder []Rung, keys map[string]string) bool {
+	for _, r := range ladder {
+		for _, k := range r.Keys() {
+			if !batchKey(k, keys) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// batchKey reports whether k is a ladder role's key (see BatchOnly).
+func batchKey(k string, keys map[string]string) bool {
+	for _, role := range ladderRoles {
+		if keys[role.Role] == k || slices.Contains(role.Names, k[strings.LastIndexByte(k, '.')+1:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Tier is the job at one step of its ladder.
@@ -268,6 +306,11 @@ func (c *checker) rung(field string, v any) (Rung, bool) {
 	if s, ok := m.Get("set"); ok {
 		if sm, ok := s.(*Map); ok && sm.Len() > 0 {
 			r.Set = sm
+			for _, k := range sm.Keys {
+				if v, ok := sm.Vals[k].(string); ok && strings.ContainsRune(v, 0) {
+					c.fail(field+".set."+k, "%s", nulProblem)
+				}
+			}
 		} else {
 			c.fail(field+".set", "write a mapping of parameters to values, e.g. {num_data_workers: 0}")
 		}

@@ -120,3 +120,58 @@ func TestStepHostOOMLowersWorkersFirst(t *testing.T) {
 		t.Errorf("rungs after a host OOM: %v, tier %d", got, pos.Tier)
 	}
 }
+
+// TestStepHostOOMNeverTakesTheGPULadder: after a host OOM only a rung that lowers the
+// data workers is taken, under whatever name the job gives them; with none left, there
+// is no next rung and the position stays where it was.
+func TestStepHostOOMNeverTakesTheGPULadder(t *testing.T) {
+	p := params("per_device_train_batch_size", int64(8), "gradient_checkpointing", false, "dataloader_num_workers", int64(4))
+	ladder := defaultLadder(t, p)
+	next, pos, changed, _, ok := Step(p, ladder, Position{}, true)
+	if !ok || len(changed) != 1 || changed[0] != "dataloader_num_workers" || pos.Tier != 1 {
+		t.Fatalf("host OOM with dataloader_num_workers: %v %+v %v", changed, pos, ok)
+	}
+	after, pos2, changed, rung, ok := Step(next, ladder, pos, true)
+	if ok || rung != -1 || changed != nil || after != next || pos2.Tier != pos.Tier || pos2.Next != pos.Next {
+		t.Errorf("a second host OOM took rung %d (%v), position %+v", rung, changed, pos2)
+	}
+	noWorkers := params(KeyBatch, int64(8), KeyCheckpointing, false)
+	if _, _, changed, rung, ok := Step(noWorkers, defaultLadder(t, noWorkers), Position{}, true); ok {
+		t.Errorf("host OOM without data workers took rung %d (%v)", rung, changed)
+	}
+	// Nested in a config, by torch's DataLoader's name.
+	rungs := []Rung{{Scale: []Factor{{KeyBatch, 0.5}}}, {Set: params("data.loader.num_workers", int64(0))}}
+	nested := params(KeyBatch, int64(8), "data.loader.num_workers", int64(6))
+	if _, _, changed, rung, ok := Step(nested, rungs, Position{}, true); !ok || rung != 1 {
+		t.Errorf("host OOM with data.loader.num_workers: rung %d (%v)", rung, changed)
+	}
+}
+
+// TestBatchOnly: the default ladder, under any name the trainer gives its keys (a
+// nested one, Hugging Face's, or one oom.keys names), changes only what a batch holds;
+// a written rung that sets a precision or a LoRA rank may lower the weights.
+func TestBatchOnly(t *testing.T) {
+	set := func(k string, v any) Rung { return Rung{Set: params(k, v)} }
+	hf := params("per_device_train_batch_size", int64(8), "gradient_accumulation_steps", int64(1),
+		"training.gradient_checkpointing", false, "dataloader_num_workers", int64(4))
+	for _, tt := range []struct {
+		name   string
+		ladder []Rung
+		keys   map[string]string
+		want   bool
+	}{
+		{"default", defaultLadder(t, params(KeyBatch, int64(8), KeyCheckpointing, false, KeyDataWorkers, int64(8))), nil, true},
+		{"Hugging Face's names, nested", defaultLadder(t, hf), nil, true},
+		{"named in oom.keys", []Rung{{Scale: []Factor{{"train.micro_bs", 0.5}}}, set("model.grad_ckpt", true)},
+			map[string]string{KeyBatch: "train.micro_bs", KeyCheckpointing: "model.grad_ckpt"}, true},
+		{"alone on a card", []Rung{{Exclusive: true}}, nil, true},
+		{"none", nil, nil, true},
+		{"a precision", []Rung{set(KeyCheckpointing, true), set("precision", "bf16")}, nil, false},
+		{"a LoRA rank", []Rung{set("lora_rank", int64(8))}, nil, false},
+		{"an unnamed key", []Rung{{Scale: []Factor{{"train.micro_bs", 0.5}}}}, nil, false},
+	} {
+		if got := BatchOnly(tt.ladder, tt.keys); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

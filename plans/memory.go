@@ -14,12 +14,45 @@ func (j *Job) MemoryAt(params *Map) int64 {
 	if j.Model == nil {
 		return j.Memory
 	}
-	m, err := ModelOf(j.Model, params)
+	m, err := j.ModelAt(params)
 	if err != nil {
 		// Every tier's parameters were checked against the model when the sweep was read.
 		return j.Memory
 	}
 	return m.Estimate().Total()
+}
+
+// StateFloor is the least the job's model holds on a card before any batch, at any
+// tier of its ladder: its weights, gradients, optimizer state, copies and CUDA
+// context, no activations or logits. ok is false for a job without a model.
+func (j *Job) StateFloor() (least Breakdown, ok bool) {
+	if j.Model == nil {
+		return Breakdown{}, false
+	}
+	for _, t := range Tiers(j.Params, j.Ladder) {
+		m, err := j.ModelAt(t.Params)
+		if err != nil {
+			continue // every tier was checked when the sweep was read
+		}
+		b := m.Estimate()
+		b.Activations, b.Logits, b.Missing = 0, 0, nil
+		if !ok || b.Total() < least.Total() {
+			least, ok = b, true
+		}
+	}
+	return least, ok
+}
+
+// ModelAt reads the job's model description with the given parameters. A job over
+// several cards (gpus_per_job) spreads its model over them unless the description
+// says otherwise (gpus:), for ZeRO and split_layers.
+func (j *Job) ModelAt(params *Map) (Model, error) {
+	desc := j.Model
+	if _, ok := desc.Get("gpus"); !ok && j.GPUsPerJob > 1 {
+		desc = desc.Clone()
+		desc.Set("gpus", int64(j.GPUsPerJob))
+	}
+	return ModelOf(desc, params)
 }
 
 // memory reads a job's memory: a size, "probe", or {model: {...}}.
@@ -58,7 +91,7 @@ func (c *checker) checkModel(j *Job, note func(field, job, msg string)) {
 		return
 	}
 	for _, t := range Tiers(j.Params, j.Ladder) {
-		m, err := ModelOf(j.Model, t.Params)
+		m, err := j.ModelAt(t.Params)
 		if err != nil {
 			msg := err.Error()
 			if t.N > 0 {
@@ -68,7 +101,11 @@ func (c *checker) checkModel(j *Job, note func(field, job, msg string)) {
 			return
 		}
 		if t.N == 0 {
-			j.Memory = m.Estimate().Total()
+			b := m.Estimate()
+			j.Memory = b.Total()
+			if j.HostMemory == 0 { // what it offloads; a declared host_memory wins
+				j.HostMemory = b.Host
+			}
 		}
 	}
 }

@@ -44,7 +44,13 @@ type Sweep struct {
 	// ShapeIgnores are the parameters that do not change a job's memory: jobs that
 	// differ only in them are of one shape and share what gpuq learns.
 	ShapeIgnores []string
-	Jobs         []Job
+	// Seeds are the parameters whose values repeat a point (seeds: default
+	// ShapeIgnores): results aggregate a point's jobs over them, and early stopping
+	// judges them together (see PointOf).
+	Seeds []string
+	// EarlyStop stops losing points early; nil: every job runs to its end.
+	EarlyStop *EarlyStop
+	Jobs      []Job
 	// Notify is whom the sweep tells when it ends or a job fails.
 	Notify Notify
 	// warnings are those found while the sweep was checked (see Warnings).
@@ -140,7 +146,7 @@ var (
 	nameRe    = regexp.MustCompile(`^[a-z0-9._-]+$`)
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order"}
+	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "seeds", "early_stop"}
 	configKeys = []string{"base", "format", "add"}
 	oomKeys    = []string{"max_attempts", "ladder", "keys"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
@@ -229,6 +235,9 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	if v := c.str(doc, "workdir", "."); filepath.IsAbs(v) {
 		s.Workdir = v
 	}
+	if strings.ContainsRune(s.Workdir, 0) {
+		c.fail("workdir", "%s", nulProblem)
+	}
 	s.Config = c.config(doc, dir)
 	if p, ok := doc.Get("params"); ok {
 		if pm, ok := p.(*Map); ok {
@@ -262,6 +271,8 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	s.Notify = c.notify(doc)
 
 	s.ShapeIgnores = c.shapeIgnores(doc)
+	s.Seeds = c.seeds(doc, s.ShapeIgnores)
+	s.EarlyStop = c.earlyStop(doc)
 	defaults := Job{GPUsPerJob: 1}
 	if v, ok := doc.Get("memory"); ok {
 		c.memory("memory", "", v, &defaults)
@@ -279,6 +290,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	if len(c.errs) == 0 {
 		c.checkJobs(s)
 		c.checkAdd(s)
+		c.checkJudged(s, doc)
 	}
 	if err := c.err(); err != nil {
 		return nil, err

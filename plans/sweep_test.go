@@ -128,7 +128,7 @@ func TestOverridesWin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.GPUs.IsSim() || s.Plan.String() != "1" || s.Headroom.Bytes != 1<<30 || s.Name != "again" || s.Jobs[0].ID != "again.1" || s.Order != FIFO {
+	if !s.GPUs.IsSimulated() || s.Plan.String() != "1" || s.Headroom.Bytes != 1<<30 || s.Name != "again" || s.Jobs[0].ID != "again.1" || s.Order != FIFO {
 		t.Errorf("overrides lost: %v %v %v %s %s %v", s.GPUs, s.Plan, s.Headroom, s.Name, s.Jobs[0].ID, s.Order)
 	}
 	_, err = DecodeSweep("g.yaml", []byte(issueSweep), Overrides{Name: Override{Value: "Again!", Source: "--name"}})
@@ -222,6 +222,15 @@ func TestValidation(t *testing.T) {
 		{"model params overflow", base("memory: {model: {params: 7000000000B}}"), []string{"memory.model (every job): the model comes to 1.12e+20 bytes a card, more than the 1024.00 TiB"}},
 		{"model params NaN", base("memory: {model: {params: .nan}}"), []string{`params: "NaN" is not a parameter count`}},
 		{"model params negative", base("memory: {model: {params: -7B}}"), []string{`params: "-7B" is not a parameter count`}},
+		// The kernel takes arguments, the environment and directories as C strings.
+		{"NUL in the command", "name: t\ncommand: [python3, \"train.py\\0--evil\"]\njobs: [{}]\n", []string{"command[1]: holds a NUL byte"}},
+		{"NUL in the command, JSON", `{"name": "t", "command": ["python3", "train\u0000.py"], "jobs": [{}]}`, []string{"command[1]: holds a NUL byte"}},
+		{"NUL in the environment", base("env: {X: \"a\\0b\"}"), []string{"env.X: holds a NUL byte"}},
+		{"NUL in the workdir", base("workdir: \"/tmp\\0x\""), []string{"workdir: holds a NUL byte"}},
+		{"NUL in a value the command takes", "name: t\ncommand: [echo, \"{tag}\"]\nmatrix: {tag: [ok, \"b\\0d\"]}\n",
+			[]string{"command[1] (job t.2): a parameter's value put in it holds a NUL byte"}},
+		{"NUL in the notify command", base("notify: {command: [notify-send, \"a\\0b\"]}"), []string{"notify.command[1]: holds a NUL byte"}},
+		{"NUL in a rung's value", base("oom: {ladder: [{set: {attn: \"flash\\0\"}}]}"), []string{"oom.ladder[0].set.attn: holds a NUL byte"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -429,6 +438,12 @@ func TestJobSettingErrorsNameWhereWritten(t *testing.T) {
 		{"matrix: {seed: [1, 2], include: [{seed: 2, memory: 9}]}", "t.yaml: matrix.include[0].memory (job t.2): write a size with its unit"},
 		{"jobs: [{memory: {model: {params: 1B, seq_len: x}}}]", "t.yaml: jobs[0].memory.model (job t.1): seq_len:"},
 		{"memory: {model: {params: 1B, seq_len: x}}\njobs: [{}]", "t.yaml: memory.model (job t.1): seq_len:"},
+		// The model's weights and state alone are too large (7B, 16 bytes a parameter),
+		// whatever the ladder does to the batch; a batch that is too large is not that.
+		{"params: {batch_size: 8, gradient_checkpointing: false}\nmemory: {model: {name: mistral-7b, seq_len: 512, micro_batch: \"{batch_size}\", gradient_checkpointing: \"{gradient_checkpointing}\"}}\njobs: [{}]",
+			"t.yaml: memory (job t.1): by its model, its weights and their state alone come to 10"},
+		{"params: {batch_size: 512}\nmemory: {model: {name: tinyllama-1.1b, lora_rank: 8, seq_len: 2048, micro_batch: \"{batch_size}\"}}\njobs: [{}]",
+			"t.yaml: memory (job t.1): the estimate"},
 	}
 	for _, tt := range tests {
 		s, err := DecodeSweep("t.yaml", []byte("name: t\ncommand: [echo]\n"+tt.doc+"\n"), Overrides{})

@@ -8,6 +8,8 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // clockEngine is an engine on one 24 GiB card (1 GiB headroom) of slots slots, driven
@@ -16,12 +18,12 @@ func clockEngine(t *testing.T, doc string, slots int) (*Engine, *fakeClock, *fak
 	t.Helper()
 	sw, err := plans.DecodeSweep("b.yaml", []byte(doc), plans.Overrides{})
 	must(t, err)
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	clock := &fakeClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 	e := NewEngine(st, fakeInventory{cards: []gpu.Card{{Index: 0, Total: 24 * gib}}, reads: new(int)}, fr, clock,
 		Config{Slots: []int{slots}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	must(t, e.Submit(&Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, clock, fr
 }
 
@@ -36,7 +38,7 @@ func (f *fakeRunner) started() string {
 
 // succeed ends a job's running attempt as a success, now.
 func (e *Engine) succeed(job string) {
-	e.Apply(Exit{Attempt: AttemptID(job, e.store.Snapshot().Job(job).Attempts), Outcome: plans.Success})
+	e.apply(Exit{Attempt: state.AttemptID(job, e.store.View().Job(job).Attempts), Outcome: plans.Success})
 }
 
 // TestEngineLearnsDurations: a shape's duration is the mean of its successful
@@ -49,10 +51,10 @@ func TestEngineLearnsDurations(t *testing.T) {
 	}{{30 * time.Minute, plans.Success}, {5 * time.Minute, plans.Failed}, {50 * time.Minute, plans.Success}} {
 		round(t, e)
 		clock.now = clock.now.Add(run.took)
-		running := e.store.Snapshot().Running()
-		e.Apply(Exit{Attempt: running[0].ID, Outcome: run.outcome})
+		running := e.store.View().Running()
+		e.apply(Exit{Attempt: running[0].ID, Outcome: run.outcome})
 	}
-	l := e.store.Snapshot().Shape(e.store.Snapshot().Job("b.1").Shape)
+	l := e.store.View().Shape(e.store.View().Job("b.1").Shape)
 	if l.Duration != 40*time.Minute || l.Runs != 2 {
 		t.Errorf("learned %v over %d runs, want 40m over 2", l.Duration, l.Runs)
 	}
@@ -76,19 +78,19 @@ jobs:
 func TestEngineBackfillsByLearnedDuration(t *testing.T) {
 	e, _, fr := clockEngine(t, backfillSweep, 3)
 	took := map[string]time.Duration{"long": time.Hour, "slow": 90 * time.Minute, "short": 30 * time.Minute}
-	for _, j := range e.store.Snapshot().Jobs() {
+	for _, j := range e.store.View().Jobs() {
 		task, _ := j.Params.Get("task")
 		if d := took[fmt.Sprint(task)]; d > 0 {
-			must(t, e.store.Put(&Shape{Name: j.Shape, Duration: d, Runs: 1}))
+			must(t, e.store.Put(state.Change{Shapes: []*state.Shape{{Name: j.Shape, Duration: d, Runs: 1}}}))
 		}
 	}
 	round(t, e)
 	if got := fr.started(); got != "b.1 b.4" {
 		t.Fatalf("started %s, want long (b.1) and short (b.4)", got)
 	}
-	reason, detail, err := e.Why("b.3")
+	reason, detail, err := e.why("b.3")
 	must(t, err)
-	if reason != Reserved || !strings.Contains(detail, "reserved for b.2") || !strings.Contains(detail, "in 1h") || !strings.Contains(detail, "expected to take 1h30m") {
+	if reason != pack.Reserved || !strings.Contains(detail, "reserved for b.2") || !strings.Contains(detail, "in 1h") || !strings.Contains(detail, "expected to take 1h30m") {
 		t.Errorf("why b.3: %s: %s", reason, detail)
 	}
 }
@@ -113,7 +115,7 @@ func TestEngineReservationDueAfter(t *testing.T) {
 	for _, tt := range []struct {
 		after  time.Duration
 		starts bool
-	}{{DueAfter - time.Minute, true}, {DueAfter, false}} {
+	}{{pack.DueAfter - time.Minute, true}, {pack.DueAfter, false}} {
 		t.Run(tt.after.String(), func(t *testing.T) {
 			e, clock, fr := clockEngine(t, backfillSweep, 2)
 			round(t, e) // long, then slow beside it: the reservation is not due

@@ -1,6 +1,10 @@
 package scheduler
 
-import "time"
+import (
+	"time"
+
+	"github.com/gpuq/gpuq/scheduler/pack"
+)
 
 // Backlog is the queued work that no card there is can start now: the jobs the packer
 // leaves waiting, with why. Held jobs, and jobs waiting for their shape's probe, are not
@@ -8,7 +12,7 @@ import "time"
 // workers while it is not empty.
 type Backlog struct {
 	Jobs    int
-	Reasons map[Reason]int
+	Reasons map[pack.Reason]int
 	// GPUsPerJob is the most cards one of the jobs needs, all on one machine.
 	GPUsPerJob int
 	// Needs are what each of the jobs needs of a machine, in queue order.
@@ -23,11 +27,10 @@ type Need struct {
 	Duration time.Duration
 }
 
-// Backlog says what the queue holds that no card can start now. Call it in the
-// engine's loop (Do), as Why.
-func (e *Engine) Backlog() (Backlog, error) {
-	snap := e.store.Snapshot()
-	v, err := e.view(snap, e.runningNow(snap), nil)
+// backlog says what the queue holds that no card can start now.
+func (e *Engine) backlog() (Backlog, error) {
+	view := e.store.View()
+	v, err := e.packView(view, e.runningNow(view), nil)
 	if err != nil {
 		return Backlog{}, err
 	}
@@ -36,8 +39,8 @@ func (e *Engine) Backlog() (Backlog, error) {
 	for _, r := range queue {
 		need[r.Job] = Need{Cards: max(r.GPUsPerJob, 1), Duration: r.Duration}
 	}
-	b := Backlog{Reasons: map[Reason]int{}}
-	for w := range Pack(queue, v.cards, v.hosts).Waiting.All() {
+	b := Backlog{Reasons: map[pack.Reason]int{}}
+	for w := range pack.Pack(queue, v.cards, v.hosts).Waiting.All() {
 		b.Jobs++
 		b.Reasons[w.Reason]++
 		b.GPUsPerJob = max(b.GPUsPerJob, need[w.Job].Cards)

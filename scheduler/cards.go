@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // cardStates combines what NVML reads, the plan, and gpuq's attempts into the packer's
@@ -13,11 +15,11 @@ import (
 // none. A process of none of attempts (nor of a ghost, see ours) is foreign, and its
 // memory counts against free, but for one this PID namespace cannot see: whose it is
 // cannot be told, and NVML's total use still counts it.
-func (e *Engine) cardStates(dst []CardState, slots []int, attempts []*Attempt) []CardState {
+func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*state.Attempt) []pack.CardState {
 	headroom := e.cfg.Headroom
 	out := slices.Grow(dst[:0], len(e.cards))[:len(e.cards)]
 	for i, c := range e.cards {
-		out[i] = CardState{Worker: c.Worker, Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i]}
+		out[i] = pack.CardState{Worker: c.Worker, Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i]}
 		if c.Fault != "" {
 			out[i].Slots = 0
 		}
@@ -25,7 +27,7 @@ func (e *Engine) cardStates(dst []CardState, slots []int, attempts []*Attempt) [
 	for _, a := range attempts {
 		for _, idx := range a.GPUs {
 			if i, ok := e.cardAt(a.Worker, idx); ok {
-				out[i].Reserved += a.reserve()
+				out[i].Reserved += a.Holds()
 				out[i].Running++
 				out[i].Exclusive = out[i].Exclusive || a.Alone && a.Running()
 			}
@@ -44,8 +46,8 @@ func (e *Engine) cardStates(dst []CardState, slots []int, attempts []*Attempt) [
 
 // requestOf is a queued job as the packer sees it. A job of memory: probe whose shape
 // is not measured yet runs alone.
-func requestOf(j *Job) Request {
-	return Request{Job: j.ID, Memory: j.Estimate, GPUsPerJob: j.GPUsPerJob, Host: j.HostEstimate,
+func requestOf(j *state.Job) pack.Request {
+	return pack.Request{Job: j.ID, Memory: j.Estimate, GPUsPerJob: j.GPUsPerJob, Host: j.HostEstimate,
 		Exclusive: j.Pos.Exclusive || j.Probe && j.Estimate == 0}
 }
 
@@ -54,7 +56,7 @@ func requestOf(j *Job) Request {
 func (e *Engine) watchCards() {
 	hidden := map[proc]bool{}
 	for _, c := range e.cards {
-		id := idOf(c)
+		id := c.ID()
 		name := "GPU " + id.String()
 		was, known := e.faults[id]
 		switch {
@@ -92,7 +94,7 @@ func (e *Engine) outOfService() string {
 	var parts []string
 	for _, c := range e.cards {
 		if c.Fault != "" {
-			parts = append(parts, fmt.Sprintf("GPU %s is out of service (%s)", idOf(c), c.Fault))
+			parts = append(parts, fmt.Sprintf("GPU %s is out of service (%s)", c.ID(), c.Fault))
 		}
 	}
 	return strings.Join(parts, "; ")

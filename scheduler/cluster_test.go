@@ -8,21 +8,23 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // fakeCluster is cards on several machines that a test changes between rounds, one
 // slot each unless slots says otherwise.
 type fakeCluster struct {
 	cards *[]gpu.Card
-	slots map[CardID]int
+	slots map[plans.CardID]int
 	ram   map[string]int64 // each machine's free RAM of 64 GiB
 	ends  map[string]time.Time
 }
 
-func (f *fakeCluster) Snapshot() ([]gpu.Card, error) { return *f.cards, nil }
+func (f *fakeCluster) Read() ([]gpu.Card, error) { return *f.cards, nil }
 
 func (f *fakeCluster) Slots(c gpu.Card) int {
-	if n, ok := f.slots[idOf(c)]; ok {
+	if n, ok := f.slots[c.ID()]; ok {
 		return n
 	}
 	return 1
@@ -37,16 +39,16 @@ func (f *fakeCluster) Host(worker string) (int64, int64, error) {
 
 func (f *fakeCluster) Ends(worker string) time.Time { return f.ends[worker] }
 
-func clusterEngine(t *testing.T, doc string, cl *fakeCluster, owners map[int]string) (*Engine, *Store, *fakeRunner) {
+func clusterEngine(t *testing.T, doc string, cl *fakeCluster, owners map[int]string) (*Engine, *state.Store, *fakeRunner) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("w.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: owners}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	e := NewEngine(st, cl, fr, newFakeClock(), Config{Headroom: plans.Headroom{Bytes: gib}, Settle: time.Nanosecond}, nil)
-	must(t, e.Submit(&Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, st, fr
 }
 
@@ -78,22 +80,22 @@ func TestEngineAcrossWorkers(t *testing.T) {
 	cards[0].Processes = []gpu.Process{{PID: 7, Used: 6 * gib, Attempt: where["n1"]}}
 	cards[1].Processes = []gpu.Process{{PID: 7, Used: 9 * gib, Attempt: where["n2"]}}
 	round(t, e)
-	snap := st.Snapshot()
-	if p1, p2 := snap.Attempt(where["n1"]).Peak, snap.Attempt(where["n2"]).Peak; p1 != 6*gib || p2 != 9*gib {
+	view := st.View()
+	if p1, p2 := view.Attempt(where["n1"]).Peak, view.Attempt(where["n2"]).Peak; p1 != 6*gib || p2 != 9*gib {
 		t.Errorf("peaks %s on n1 and %s on n2, want 6 GiB and 9 GiB", plans.FormatSize(p1), plans.FormatSize(p2))
 	}
-	must(t, e.Drain(CardID{"n2", 0}, true))
-	if err := e.Drain(CardID{"n3", 0}, true); err == nil || !strings.Contains(err.Error(), "no GPU n3:0 here; gpuq schedules on [n1:0 n2:0]") {
+	must(t, e.drain(plans.CardID{Worker: "n2", Index: 0}, true))
+	if err := e.drain(plans.CardID{Worker: "n3", Index: 0}, true); err == nil || !strings.Contains(err.Error(), "no GPU n3:0 here; gpuq schedules on [n1:0 n2:0]") {
 		t.Errorf("drain of a card no machine has: %v", err)
 	}
 	cards[1].Processes = nil
-	e.Apply(Exit{Attempt: where["n2"], Outcome: plans.Success})
+	e.apply(Exit{Attempt: where["n2"], Outcome: plans.Success})
 	round(t, e)
 	if len(fr.starts) != 2 {
 		t.Fatalf("the third job started on the drained card n2:0")
 	}
 	cards[0].Processes = nil
-	e.Apply(Exit{Attempt: where["n1"], Outcome: plans.Success})
+	e.apply(Exit{Attempt: where["n1"], Outcome: plans.Success})
 	round(t, e)
 	if len(fr.starts) != 3 || fr.starts[2].Attempt.Worker != "n1" {
 		t.Fatalf("the third job did not start on n1: %d starts", len(fr.starts))
@@ -106,10 +108,10 @@ func TestClusterKeepsATooLargeJob(t *testing.T) {
 	cards := []gpu.Card{{Worker: "n1", Index: 0, Total: 24 * gib}}
 	e, st, fr := clusterEngine(t, "name: big\ncommand: [train]\njobs: [{}]\nmemory: 40GiB\n", &fakeCluster{cards: &cards}, nil)
 	round(t, e)
-	if j := st.Snapshot().Job("big.1"); j.State != JobQueued || len(fr.starts) != 0 {
+	if j := st.View().Job("big.1"); j.State != state.JobQueued || len(fr.starts) != 0 {
 		t.Fatalf("big.1 is %s after %d starts, want queued", j.State, len(fr.starts))
 	}
-	if reason, _, err := e.Why("big.1"); err != nil || reason != TooLarge {
+	if reason, _, err := e.why("big.1"); err != nil || reason != pack.TooLarge {
 		t.Errorf("why: %s %v", reason, err)
 	}
 	cards = append(cards, gpu.Card{Worker: "n2", Index: 0, Total: 80 * gib})
@@ -127,8 +129,8 @@ func TestClusterMachinesOwnRAMAndTime(t *testing.T) {
 		"n1 has 4 GiB of RAM free": func(_ *Engine, cl *fakeCluster) { cl.ram = map[string]int64{"n1": 4 * gib} },
 		"n1 ends within the job": func(e *Engine, cl *fakeCluster) {
 			cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
-			shape := e.store.Snapshot().Job("d.1").Shape
-			must(t, e.store.Put(&Shape{Name: shape, Duration: 2 * time.Hour, Runs: 1}))
+			shape := e.store.View().Job("d.1").Shape
+			must(t, e.store.Put(state.Change{Shapes: []*state.Shape{{Name: shape, Duration: 2 * time.Hour, Runs: 1}}}))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -154,21 +156,21 @@ func TestBacklog(t *testing.T) {
 	if len(fr.starts) != 1 {
 		t.Fatalf("%d started, want 1", len(fr.starts))
 	}
-	if _, err := e.Hold(Selection{IDs: []string{"b.3"}}); err != nil {
+	if _, err := e.hold(Selection{IDs: []string{"b.3"}}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := e.Backlog()
+	b, err := e.backlog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Jobs != 2 || b.Reasons[NoSlot] != 1 || b.Reasons[TooLarge] != 1 || b.GPUsPerJob != 2 {
+	if b.Jobs != 2 || b.Reasons[pack.NoSlot] != 1 || b.Reasons[pack.TooLarge] != 1 || b.GPUsPerJob != 2 {
 		t.Errorf("backlog %+v, want b.2 without a slot and b.4 (two cards) too large for n1", b)
 	}
 	for i := range 3 {
 		cards = append(cards, gpu.Card{Worker: "n2", Index: i, Total: 24 * gib})
 	}
 	round(t, e)
-	if b, _ := e.Backlog(); b.Jobs != 0 {
+	if b, _ := e.backlog(); b.Jobs != 0 {
 		t.Errorf("backlog %+v once a worker with three cards came", b)
 	}
 }
@@ -181,59 +183,19 @@ func TestBacklogByLearnedDurations(t *testing.T) {
 	cl := &fakeCluster{cards: &cards}
 	e, st, fr := clusterEngine(t, "name: l\ncommand: [train]\njobs: [{}]\nmemory: 10GiB\n", cl, nil)
 	cl.ends = map[string]time.Time{"n1": e.clock.Now().Add(time.Hour)}
-	must(t, st.Put(&Shape{Name: st.Snapshot().Job("l.1").Shape, Duration: 3 * time.Hour, Runs: 1}))
+	must(t, st.Put(state.Change{Shapes: []*state.Shape{{Name: st.View().Job("l.1").Shape, Duration: 3 * time.Hour, Runs: 1}}}))
 	round(t, e)
 	if len(fr.starts) != 0 {
 		t.Fatalf("the 3h job started on n1, which ends in 1h")
 	}
-	b, err := e.Backlog()
+	b, err := e.backlog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Need{{Cards: 1, Duration: 3 * time.Hour}}; b.Reasons[TooLarge] != 1 || !reflect.DeepEqual(b.Needs, want) {
+	if want := []Need{{Cards: 1, Duration: 3 * time.Hour}}; b.Reasons[pack.TooLarge] != 1 || !reflect.DeepEqual(b.Needs, want) {
 		t.Errorf("backlog %+v, want %v, too large for n1's time", b, want)
 	}
-	if _, detail, _ := e.Why("l.1"); !strings.Contains(detail, "expected to run 3h") {
+	if _, detail, _ := e.why("l.1"); !strings.Contains(detail, "expected to run 3h") {
 		t.Errorf("why: %s", detail)
-	}
-}
-
-// TestAdmitAnywhere: on a cluster a sweep's plan applies by card index on every
-// machine, whatever cards come.
-func TestAdmitAnywhere(t *testing.T) {
-	for _, tt := range []struct {
-		doc  string
-		want map[int]int // card index: slots
-	}{
-		{"gpu_plan: \"2\"\nmemory: 1GiB\n", map[int]int{0: 2, 7: 2}},
-		{"memory: 1GiB\n", map[int]int{0: plans.NoSlotLimit, 5: plans.NoSlotLimit}},
-		{"\n", map[int]int{0: 1, 3: 1}}, // no estimate: one job per card
-		{"gpu_plan: \"2,1\"\nmemory: 1GiB\n", map[int]int{0: 2, 1: 1, 2: 0}},
-		{"gpus: \"1,3\"\ngpu_plan: \"2,1\"\nmemory: 1GiB\n", map[int]int{0: 0, 1: 2, 3: 1}},
-	} {
-		sw, err := plans.DecodeSweep("a.yaml", []byte("name: a\ncommand: [train]\njobs: [{}]\n"+tt.doc), plans.Overrides{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := AdmitAnywhere(sw)
-		for idx, want := range tt.want {
-			if got := l.On(idx); got != want {
-				t.Errorf("%q: card %d takes %d, want %d", tt.doc, idx, got, want)
-			}
-		}
-	}
-}
-
-// TestParseCardID: a card's name reads back as String writes it; anything else is refused.
-func TestParseCardID(t *testing.T) {
-	for _, c := range []CardID{{Index: 3}, {Worker: "node7", Index: 0}, {Worker: "gpu-a.cluster", Index: 12}} {
-		if got, err := ParseCardID(c.String()); err != nil || got != c {
-			t.Errorf("ParseCardID(%q) = %v, %v; want %v", c, got, err, c)
-		}
-	}
-	for _, bad := range []string{"", "x", "-1", "node7:", "node7:x", "3.0"} {
-		if _, err := ParseCardID(bad); err == nil {
-			t.Errorf("ParseCardID(%q) took it", bad)
-		}
 	}
 }

@@ -2,21 +2,19 @@ package scheduler
 
 import (
 	"fmt"
-	"iter"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// What people ask of a running engine: cancel, retry, hold and release jobs, drain
-// cards, and why a job waits. Each runs in the engine's loop (see Do) and changes the
-// store through the journal like everything else.
-
-// Refused is a request that cannot be done as asked: an unknown job, or one in a state
-// the request does not apply to. Nothing was changed.
-type Refused string
-
-func (r Refused) Error() string { return string(r) }
+// What people ask of a running engine, done in its loop (requests.go has the requests
+// that bring them there): cancel, retry, hold and release jobs, drain cards, why a job
+// waits, and forget ended sweeps. Each changes the store through the journal like
+// everything else.
 
 // Selection names jobs: some by id, or every job of a sweep. Ids must exist and be in a
 // state the request applies to; a sweep's jobs that are not are passed over.
@@ -26,25 +24,25 @@ type Selection struct {
 }
 
 // jobs resolves a selection; ok says whether a job may be changed, and why not.
-func (e *Engine) jobs(sel Selection, ok func(*Job) string) ([]*Job, error) {
-	snap := e.store.view()
+func (e *Engine) jobs(sel Selection, ok func(*state.Job) string) ([]*state.Job, error) {
+	view := e.store.Latest()
 	if sel.Sweep != "" {
-		if snap.Submission(sel.Sweep) == nil {
-			return nil, NoSweep(sel.Sweep, snap.JobIDs())
+		if view.Submission(sel.Sweep) == nil {
+			return nil, NoSweep(sel.Sweep, view.JobIDs())
 		}
-		var out []*Job
-		for j := range snap.JobsOf(sel.Sweep) {
+		var out []*state.Job
+		for j := range view.JobsOf(sel.Sweep) {
 			if ok(j) == "" {
 				out = append(out, j)
 			}
 		}
 		return out, nil
 	}
-	out := make([]*Job, 0, len(sel.IDs))
+	out := make([]*state.Job, 0, len(sel.IDs))
 	for _, id := range sel.IDs {
-		j := snap.Job(id)
+		j := view.Job(id)
 		if j == nil {
-			return nil, NoJob(id, snap.JobIDs())
+			return nil, NoJob(id, view.JobIDs())
 		}
 		if why := ok(j); why != "" {
 			return nil, Refused(fmt.Sprintf("%s %s: %s", id, j.ShownState().Told(), why))
@@ -54,14 +52,16 @@ func (e *Engine) jobs(sel Selection, ok func(*Job) string) ([]*Job, error) {
 	return out, nil
 }
 
-func ended(j *Job) bool {
-	return j.State == JobSucceeded || j.State == JobFailed || j.State == JobCancelled
+// ended reports whether the job has ended: succeeded, failed, was cancelled or was
+// stopped early (early_stop).
+func ended(j *state.Job) bool {
+	return j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled || j.State == state.JobStopped
 }
 
-// Cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
+// cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
 // the jobs it cancelled or is stopping.
-func (e *Engine) Cancel(sel Selection) ([]string, error) {
-	jobs, err := e.jobs(sel, func(j *Job) string {
+func (e *Engine) cancel(sel Selection) ([]string, error) {
+	jobs, err := e.jobs(sel, func(j *state.Job) string {
 		if ended(j) {
 			return "it has ended already"
 		}
@@ -70,55 +70,56 @@ func (e *Engine) Cancel(sel Selection) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := e.store.view()
+	view := e.store.Latest()
 	var ids []string
-	var changed []any
+	var changed []*state.Job
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
-		if j.State == JobRunning {
-			if a := snap.Attempt(AttemptID(j.ID, j.Attempts)); a != nil {
+		if j.State == state.JobRunning {
+			if a := view.Attempt(state.AttemptID(j.ID, j.Attempts)); a != nil {
 				e.runner.Stop(a)
 			}
 			continue
 		}
 		c := *j
-		c.State, c.Reason = JobCancelled, "cancelled while queued"
+		c.State, c.Reason = state.JobCancelled, "cancelled while queued"
 		changed = append(changed, &c)
 	}
 	if len(changed) > 0 {
-		if err := e.put(changed...); err != nil {
+		if err := e.put(state.Change{Jobs: changed}); err != nil {
 			return nil, err
 		}
 	}
-	for _, o := range changed {
-		e.events(Event{Time: e.clock.Now(), Job: o.(*Job).ID, Kind: "cancelled", Message: "cancelled while queued"})
+	for _, j := range changed {
+		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "cancelled", Message: "cancelled while queued"})
 	}
 	return ids, nil
 }
 
-// Retry puts failed or cancelled jobs back in the queue, at the tier they last ran at;
-// oom.max_attempts counts afresh.
-func (e *Engine) Retry(sel Selection) ([]string, error) {
-	jobs, err := e.jobs(sel, func(j *Job) string {
-		if j.State != JobFailed && j.State != JobCancelled {
-			return "only a failed or cancelled job can be retried"
+// retry puts failed, cancelled or stopped jobs back in the queue, at the tier they last
+// ran at; oom.max_attempts counts afresh. A job stopped early runs again from its start,
+// and is not judged again at the rungs it has passed.
+func (e *Engine) retry(sel Selection) ([]string, error) {
+	jobs, err := e.jobs(sel, func(j *state.Job) string {
+		if j.State != state.JobFailed && j.State != state.JobCancelled && j.State != state.JobStopped {
+			return "only a failed, cancelled or stopped job can be retried"
 		}
 		return ""
 	})
 	if err != nil {
 		return nil, err
 	}
-	snap := e.store.view()
-	return e.change(jobs, "requeued by gpuq retry", func(c *Job) {
-		c.State, c.Reason, c.Retried, c.Held, c.Since, c.Timeouts = JobQueued, "", false, false, c.Attempts, 0
-		snap.reestimate(c)
+	view := e.store.Latest()
+	return e.change(jobs, "requeued by gpuq retry", func(c *state.Job) {
+		c.State, c.Reason, c.Retried, c.Held, c.Since, c.Timeouts = state.JobQueued, "", false, false, c.Attempts, 0
+		view.Reestimate(c)
 	})
 }
 
-// Hold keeps jobs from starting: a queued one waits until released, a running one
+// hold keeps jobs from starting: a queued one waits until released, a running one
 // waits if it is requeued.
-func (e *Engine) Hold(sel Selection) ([]string, error) {
-	jobs, err := e.jobs(sel, func(j *Job) string {
+func (e *Engine) hold(sel Selection) ([]string, error) {
+	jobs, err := e.jobs(sel, func(j *state.Job) string {
 		switch {
 		case ended(j):
 			return "it has ended already"
@@ -130,12 +131,12 @@ func (e *Engine) Hold(sel Selection) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.change(jobs, "held", func(c *Job) { c.Held = true })
+	return e.change(jobs, "held", func(c *state.Job) { c.Held = true })
 }
 
-// Release lets held jobs start again.
-func (e *Engine) Release(sel Selection) ([]string, error) {
-	jobs, err := e.jobs(sel, func(j *Job) string {
+// release lets held jobs start again.
+func (e *Engine) release(sel Selection) ([]string, error) {
+	jobs, err := e.jobs(sel, func(j *state.Job) string {
 		if !j.Held {
 			return "it is not held"
 		}
@@ -144,16 +145,16 @@ func (e *Engine) Release(sel Selection) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := e.store.view()
-	return e.change(jobs, "released", func(c *Job) {
+	view := e.store.Latest()
+	return e.change(jobs, "released", func(c *state.Job) {
 		c.Held = false
-		snap.reestimate(c)
+		view.Reestimate(c)
 	})
 }
 
-func (e *Engine) change(jobs []*Job, kind string, change func(*Job)) ([]string, error) {
+func (e *Engine) change(jobs []*state.Job, kind string, change func(*state.Job)) ([]string, error) {
 	ids := make([]string, 0, len(jobs))
-	changed := make([]any, 0, len(jobs))
+	changed := make([]*state.Job, 0, len(jobs))
 	for _, j := range jobs {
 		c := *j
 		change(&c)
@@ -161,7 +162,7 @@ func (e *Engine) change(jobs []*Job, kind string, change func(*Job)) ([]string, 
 		ids = append(ids, j.ID)
 	}
 	if len(changed) > 0 {
-		if err := e.put(changed...); err != nil {
+		if err := e.put(state.Change{Jobs: changed}); err != nil {
 			return nil, err
 		}
 	}
@@ -171,29 +172,29 @@ func (e *Engine) change(jobs []*Job, kind string, change func(*Job)) ([]string, 
 	return ids, nil
 }
 
-// Drain stops (on) or lets again (off) new jobs start on a card; its running jobs
+// drain stops (on) or lets again (off) new jobs start on a card; its running jobs
 // finish.
-func (e *Engine) Drain(card CardID, on bool) error {
+func (e *Engine) drain(card plans.CardID, on bool) error {
 	if _, ok := e.cardPos[card]; !ok {
 		var have []string
 		for _, c := range e.cards {
-			have = append(have, idOf(c).String())
+			have = append(have, c.ID().String())
 		}
 		return Refused(fmt.Sprintf("no GPU %s here; gpuq schedules on [%s]", card, strings.Join(have, " ")))
 	}
-	return e.put(&Drain{Worker: card.Worker, GPU: card.Index, On: on})
+	return e.put(state.Change{Drains: []*state.Drain{{Worker: card.Worker, GPU: card.Index, On: on}}})
 }
 
-// Why says why a job waits, or what it is doing if it does not.
-func (e *Engine) Why(id string) (Reason, string, error) {
-	snap := e.store.view()
-	j := snap.Job(id)
+// why says why a job waits, or what it is doing if it does not.
+func (e *Engine) why(id string) (pack.Reason, string, error) {
+	view := e.store.Latest()
+	j := view.Job(id)
 	if j == nil {
-		return "", "", NoJob(id, snap.JobIDs())
+		return "", "", NoJob(id, view.JobIDs())
 	}
 	switch {
-	case j.State == JobRunning:
-		a := snap.Attempt(AttemptID(id, j.Attempts))
+	case j.State == state.JobRunning:
+		a := view.Attempt(state.AttemptID(id, j.Attempts))
 		return "", fmt.Sprintf("it is running: attempt %d on %s since %s", a.N, a.Where(), a.Started.Format("15:04:05")), nil
 	case ended(j):
 		msg := "it has " + string(j.State)
@@ -204,12 +205,12 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 	case j.Held:
 		return "", fmt.Sprintf("it is held; gpuq release %s lets it start", id), nil
 	}
-	d, probing, err := e.decide(snap)
+	d, probing, err := e.decide(view)
 	if err != nil {
 		return "", "", err
 	}
-	if slices.ContainsFunc(probing, func(q *Job) bool { return q.ID == id }) {
-		return "", probeDetail(snap, j), nil
+	if slices.ContainsFunc(probing, func(q *state.Job) bool { return q.ID == id }) {
+		return "", probeDetail(view, j), nil
 	}
 	for w := range d.Waiting.All() {
 		if w.Job != id {
@@ -224,28 +225,28 @@ func (e *Engine) Why(id string) (Reason, string, error) {
 	return "", "it fits now and starts at the next round", nil
 }
 
-// Clean forgets sweeps whose jobs have all ended (see Store.Forget): the one named, or
+// clean forgets sweeps whose jobs have all ended (see Store.Forget): the one named, or
 // every one; with olderThan set, only those whose last attempt ended longer ago. It
 // returns the submissions forgotten.
-func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*Submission, error) {
-	snap := e.store.view()
-	subs := snap.Submissions()
+func (e *Engine) clean(sweep string, olderThan time.Duration) ([]*state.Submission, error) {
+	view := e.store.Latest()
+	subs := view.Submissions()
 	if sweep != "" {
-		sub := snap.Submission(sweep)
+		sub := view.Submission(sweep)
 		if sub == nil {
-			return nil, NoSweep(sweep, snap.JobIDs())
+			return nil, NoSweep(sweep, view.JobIDs())
 		}
-		if left := unended(snap, sweep); left != "" {
+		if left := unended(view, sweep); left != "" {
 			return nil, Refused(fmt.Sprintf("sweep %s has jobs that have not ended (%s): gpuq cancel --sweep %s ends them", sweep, left, sweep))
 		}
-		subs = []*Submission{sub}
+		subs = []*state.Submission{sub}
 	}
 	before := e.clock.Now().Add(-olderThan)
-	var gone []*Submission
+	var gone []*state.Submission
 	var names []string
 	for _, sub := range subs {
 		name := sub.Sweep.Name
-		if unended(snap, name) == "" && (olderThan == 0 || lastEnded(snap, name).Before(before)) {
+		if unended(view, name) == "" && (olderThan == 0 || lastEnded(view, name).Before(before)) {
 			gone = append(gone, sub)
 			names = append(names, name)
 		}
@@ -260,15 +261,15 @@ func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*Submission, er
 }
 
 // unended counts a sweep's jobs that have not ended, by state ("" when none).
-func unended(snap Snapshot, sweep string) string {
-	counts := map[JobState]int{}
-	for j := range snap.JobsOf(sweep) {
+func unended(view state.View, sweep string) string {
+	counts := map[state.JobState]int{}
+	for j := range view.JobsOf(sweep) {
 		if !ended(j) {
 			counts[j.ShownState()]++
 		}
 	}
 	var parts []string
-	for _, st := range []JobState{JobRunning, JobQueued, JobHeld} {
+	for _, st := range []state.JobState{state.JobRunning, state.JobQueued, state.JobHeld} {
 		if counts[st] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
 		}
@@ -277,25 +278,14 @@ func unended(snap Snapshot, sweep string) string {
 }
 
 // lastEnded is when the last of a sweep's attempts ended; zero when none ran.
-func lastEnded(snap Snapshot, sweep string) time.Time {
+func lastEnded(view state.View, sweep string) time.Time {
 	var last time.Time
-	for j := range snap.JobsOf(sweep) {
-		for _, a := range snap.Attempts(j.ID) {
+	for j := range view.JobsOf(sweep) {
+		for _, a := range view.Attempts(j.ID) {
 			if a.Ended.After(last) {
 				last = a.Ended
 			}
 		}
 	}
 	return last
-}
-
-// JobsOf yields a sweep's jobs.
-func (sn Snapshot) JobsOf(sweep string) iter.Seq[*Job] {
-	return func(yield func(*Job) bool) {
-		for j := range each[*Job](sn.txn.Get, TableJobs, IndexID+"_prefix", sweep+".") {
-			if j.Sweep == sweep && !yield(j) {
-				return
-			}
-		}
-	}
 }

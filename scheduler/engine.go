@@ -1,13 +1,17 @@
+// Package scheduler is gpuq's engine: it runs rounds (read the cards, learn what the
+// running attempts hold, pack the queue, start what is placed), applies how attempts
+// end (the OOM ladder), and does what people ask of it (cancel, hold, drain, why).
+// It packs with scheduler/pack and keeps what it knows in scheduler/state, whose one
+// writer it is while it runs; it meets the processes it starts through a Runner.
 package scheduler
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Clock is the engine's time: real under `gpuq run`, virtual under a simulation.
@@ -27,7 +31,7 @@ func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 
 // Inventory reads the cards.
 type Inventory interface {
-	Snapshot() ([]gpu.Card, error)
+	Read() ([]gpu.Card, error)
 }
 
 // Cluster is an Inventory whose cards are on several machines, this one and gpuq
@@ -36,7 +40,7 @@ type Inventory interface {
 // Slots and Host, which are one machine's.
 type Cluster interface {
 	Inventory
-	// Slots is the plan's limit on a card of the last Snapshot.
+	// Slots is the plan's limit on a card of the last Read.
 	Slots(c gpu.Card) int
 	// Host reads the RAM of a machine (a card's Worker) as Config.Host reads this one's.
 	Host(worker string) (total, available int64, err error)
@@ -44,44 +48,11 @@ type Cluster interface {
 	Ends(worker string) time.Time
 }
 
-// CardID names a card: its machine (a gpuq worker, "" for this one) and its index
-// there.
-type CardID struct {
-	Worker string
-	Index  int
-}
-
-// String is how people name the card: "3" on this machine, "node7:3" on a worker.
-func (c CardID) String() string {
-	if c.Worker == "" {
-		return strconv.Itoa(c.Index)
-	}
-	return c.Worker + ":" + strconv.Itoa(c.Index)
-}
-
-// ParseCardID reads a card's name as String writes it; a worker's name has no colon.
-func ParseCardID(name string) (CardID, error) {
-	var c CardID
-	idx := name
-	if w, i, ok := strings.Cut(name, ":"); ok {
-		c.Worker, idx = w, i
-	}
-	n, err := strconv.Atoi(idx)
-	if err != nil || n < 0 {
-		return CardID{}, fmt.Errorf("%q is not a card (3, or WORKER:3 on a worker); gpuq gpus lists them", name)
-	}
-	c.Index = n
-	return c, nil
-}
-
-// idOf is a card's CardID.
-func idOf(c gpu.Card) CardID { return CardID{c.Worker, c.Index} }
-
 // Launch is what a Runner needs to start an attempt.
 type Launch struct {
-	Attempt    *Attempt
-	Job        *Job
-	Submission *Submission // the job's sweep, and the environment it was submitted from
+	Attempt    *state.Attempt
+	Job        *state.Job
+	Submission *state.Submission // the job's sweep, and the environment it was submitted from
 	Cards      []gpu.Card
 	// Sharing is how many trainers run once this round's have started, this one
 	// included: threads: auto divides the cores by it.
@@ -93,7 +64,7 @@ type Runner interface {
 	// Start starts the attempt and says where it runs and logs.
 	Start(l Launch) (Started, error)
 	// Stop asks a running attempt to end; its Exit follows.
-	Stop(a *Attempt)
+	Stop(a *state.Attempt)
 	// Owner returns the attempt a process belongs to, so that the engine can tell its
 	// attempts' processes from foreign ones; ok is false for a process of none.
 	Owner(pid int) (attempt string, ok bool)
@@ -110,7 +81,7 @@ type Adopter interface {
 	// reports its end on Exits as for one it started. It returns what it knows of the
 	// attempt now; an attempt whose trainer never started is reported ended with
 	// Exit.Unstarted.
-	Adopt(a *Attempt) Started
+	Adopt(a *state.Attempt) Started
 }
 
 // HostMeter is a Runner that can measure host memory: what the processes of each of its
@@ -121,8 +92,9 @@ type HostMeter interface {
 
 // Started is what a Runner tells of an attempt it started.
 type Started struct {
-	Leader int    // the trainer's pid
-	Log    string // the attempt's log file
+	Leader  int      // the trainer's pid
+	Log     string   // the attempt's log file
+	Command []string // the argv it runs; nil where not known yet
 }
 
 // Exit is how an attempt ended, as its Runner reports it.
@@ -137,6 +109,10 @@ type Exit struct {
 	// Requeue: the attempt was lost with the machine it ran on (a gpuq worker that did
 	// not come back); the job goes back to the queue as it was, as for Unstarted.
 	Requeue bool `json:",omitempty"`
+	// Process is how its trainer's process ended, where one ran; Command the argv it
+	// ran (nil where not known).
+	Process *plans.ProcessExit `json:",omitempty"`
+	Command []string           `json:",omitempty"`
 }
 
 // Event is something that happened, for the user interface.
@@ -179,7 +155,7 @@ type Config struct {
 
 // Engine runs jobs to the end: it packs, starts attempts, and reacts to how they end.
 type Engine struct {
-	store  *Store
+	store  *state.Store
 	inv    Inventory
 	runner Runner
 	clock  Clock
@@ -191,16 +167,16 @@ type Engine struct {
 	ghosts       []ghost
 	cards        []gpu.Card
 	// cardPos maps a card to its position in cards.
-	cardPos map[CardID]int
+	cardPos map[plans.CardID]int
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership
 	// running is a round's attempts of its own, by id (see ours).
 	running map[string]bool
 	// roundRunning holds a round's running attempts (see roundRunningNow), and
-	// roundBufs its cards and their ends (see view).
-	roundRunning []*Attempt
-	roundBufs    viewBufs
+	// roundBufs its cards and their ends (see packView).
+	roundRunning []*state.Attempt
+	roundBufs    packViewBufs
 	// unsaved is what was measured of running attempts and not yet written; savedAt
 	// is when it was last written.
 	unsaved measures
@@ -208,7 +184,7 @@ type Engine struct {
 	// hostNow is what each running attempt's processes hold of host RAM, by attempt.
 	hostNow map[string]int64
 	// faults are the cards out of service at the last reading, and why.
-	faults map[CardID]string
+	faults map[plans.CardID]string
 	// hidden are the processes NVML listed at the last reading that this PID namespace
 	// does not have; unattributed, that gpuq has said what that means.
 	hidden       map[proc]bool
@@ -217,20 +193,25 @@ type Engine struct {
 	lastRound time.Time
 	// head is the job cards were reserved for at the last round.
 	head head
-	// rewritten are the running attempts whose reservations a round changed after it
-	// read them (see reserve).
-	rewritten []string
-	// commands are people's requests (cancel, hold, drain...), run between rounds.
+	// commands are people's requests (cancel, hold, drain...), run between rounds (see
+	// Do).
 	commands chan func()
-	// stopped is closed when Serve returns.
+	// looping is set once Run or Serve has started the loop, and stopped is closed when
+	// it has returned.
+	looping atomic.Bool
 	stopped chan struct{}
 	// err is the first failure to journal a change that is not the disk's: the
 	// engine stops at the end of the round, having done nothing it could not record.
 	err error
 	// paused is why gpuq cannot write now, while it cannot; pending are the ends of
 	// attempts that could not be recorded meanwhile (see pause.go).
-	paused  *CannotWrite
+	paused  *state.CannotWrite
 	pending []Exit
+	// metricsSavedAt is when the running attempts' metrics were last written (see
+	// save); boards are the standings of the sweeps with early_stop, by sweep (see
+	// boardOf).
+	metricsSavedAt time.Time
+	boards         map[string]*board
 }
 
 // proc is a process on a machine: pids are a machine's own.
@@ -241,12 +222,12 @@ type proc struct {
 
 // ghost is an ended attempt whose memory NVML may still show.
 type ghost struct {
-	attempt *Attempt
+	attempt *state.Attempt
 	until   time.Time
 }
 
 // NewEngine returns an engine over the store's jobs. events may be nil.
-func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Config, events func(Event)) *Engine {
+func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cfg Config, events func(Event)) *Engine {
 	if events == nil {
 		events = func(Event) {}
 	}
@@ -260,10 +241,10 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[CardID]int{},
-		hostNow: map[string]int64{}, faults: map[CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
+		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{},
+		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
 	e.events = func(ev Event) {
-		if e.store.open != nil {
+		if e.store.InBatch() {
 			e.later = append(e.later, ev)
 			return
 		}
@@ -273,11 +254,11 @@ func NewEngine(store *Store, inv Inventory, runner Runner, clock Clock, cfg Conf
 }
 
 // batch runs fn with what it writes to the store gathered in one transaction (see
-// Store.batch), and tells the events of fn once they are in the store, for whoever
+// Store.Batch), and tells the events of fn once they are in the store, for whoever
 // reads it when told (the daemon's hooks and metrics).
 func (e *Engine) batch(fn func()) error {
-	err := e.store.batch(fn)
-	if e.store.open == nil {
+	err := e.store.Batch(fn)
+	if !e.store.InBatch() {
 		later := e.later
 		e.later = nil
 		for _, ev := range later {
@@ -287,25 +268,23 @@ func (e *Engine) batch(fn func()) error {
 	return err
 }
 
-// Submit adds a sweep's jobs.
-func (e *Engine) Submit(sub *Submission) error { return e.store.Submit(sub) }
-
 // Adopt takes up the attempts that were running when the last engine on the store's
 // state stopped, when the runner can (see Adopter), and returns how many it took up.
 // Call it once, before Serve.
 func (e *Engine) Adopt() (int, error) {
+	e.driving("Adopt")
 	ad, ok := e.runner.(Adopter)
 	if !ok {
 		return 0, nil
 	}
-	running := e.store.Snapshot().Running()
+	running := e.store.View().Running()
 	for _, a := range running {
 		st := ad.Adopt(a)
 		// The last daemon died before it recorded the trainer's pid.
 		if a.Leader == 0 && st.Leader != 0 {
 			c := *a
 			c.Leader, c.Log = st.Leader, st.Log
-			if err := e.store.Put(&c); err != nil {
+			if err := e.put(state.Change{Attempts: []*state.Attempt{&c}}); err != nil {
 				return 0, err
 			}
 		}

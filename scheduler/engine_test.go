@@ -11,7 +11,26 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
+
+const gib = int64(1) << 30
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// journaled is the store of a state directory, closed when the test ends.
+func journaled(t *testing.T, dir string) *state.Store {
+	t.Helper()
+	s, err := state.OpenState(dir, func(w string) { t.Log(w) })
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
 
 // fakeRunner ends each attempt as script says, at once.
 // An empty Outcome leaves the attempt running until it is stopped; onStop then says how
@@ -39,7 +58,7 @@ func (f *fakeRunner) Start(l Launch) (Started, error) {
 	return Started{Leader: 100 + n}, nil
 }
 
-func (f *fakeRunner) Stop(a *Attempt) {
+func (f *fakeRunner) Stop(a *state.Attempt) {
 	x := Exit{Outcome: plans.Cancelled}
 	if f.onStop != nil {
 		x = f.onStop(a.ID)
@@ -73,7 +92,7 @@ type fakeInventory struct {
 	reads *int
 }
 
-func (f fakeInventory) Snapshot() ([]gpu.Card, error) { *f.reads++; return f.cards, nil }
+func (f fakeInventory) Read() ([]gpu.Card, error) { *f.reads++; return f.cards, nil }
 
 // fakeClock is the engine's time in tests: it moves only when the test moves it, so an
 // engine's loop waits for its runner's exits, and polls only when told to.
@@ -127,7 +146,7 @@ func (c *fakeClock) poll(t *testing.T, d time.Duration) {
 	c.timers = kept
 }
 
-func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launch) Exit) (*Store, *fakeRunner, []Event) {
+func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launch) Exit) (*state.Store, *fakeRunner, []Event) {
 	t.Helper()
 	return runEngineWith(t, doc, cards, slots, &fakeRunner{script: script}, nil, nil)
 }
@@ -135,7 +154,7 @@ func runEngine(t *testing.T, doc string, cards int, slots int, script func(Launc
 // runEngineWith runs an engine on the fake clock until every job has ended, or until
 // drive (run beside it, if not nil) cancels it.
 func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, procs []gpu.Process,
-	drive func(c *fakeClock, cancel context.CancelFunc)) (*Store, *fakeRunner, []Event) {
+	drive func(c *fakeClock, cancel context.CancelFunc)) (*state.Store, *fakeRunner, []Event) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("e.yaml", []byte(doc), plans.Overrides{})
 	if err != nil {
@@ -147,13 +166,13 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 		inv.cards = append(inv.cards, gpu.Card{Index: i, Total: 24 * gib, Processes: procs})
 		sl = append(sl, slots)
 	}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	var mu sync.Mutex
 	var events []Event
 	clock := newFakeClock()
 	e := NewEngine(st, inv, fr, clock, Config{Slots: sl, Headroom: plans.Headroom{Bytes: gib}, Poll: time.Second},
 		func(ev Event) { mu.Lock(); events = append(events, ev); mu.Unlock() })
-	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
+	if err := e.store.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -170,14 +189,14 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 	return st, fr, events
 }
 
-func history(st *Store, job string) string {
-	snap := st.Snapshot()
+func history(st *state.Store, job string) string {
+	view := st.View()
 	var parts []string
-	for _, a := range snap.Attempts(job) {
+	for _, a := range view.Attempts(job) {
 		eb, _ := plans.BatchKeys{Micro: plans.KeyBatch, Accumulation: plans.KeyAccumulation}.Effective(a.Params)
 		parts = append(parts, fmt.Sprintf("%d:t%d:%s:%s:eb%d", a.N, a.Tier, plans.FormatSize(a.Estimate), a.Outcome, eb))
 	}
-	return string(snap.Job(job).State) + " " + strings.Join(parts, " ")
+	return string(view.Job(job).State) + " " + strings.Join(parts, " ")
 }
 
 const ladderSweep = `
@@ -217,7 +236,7 @@ func TestTooBigStepsDownTheLadderKeepingTheBatch(t *testing.T) {
 	if got := history(st, "e.1"); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if b, _ := st.Snapshot().Attempts("e.1")[3].Params.Get(plans.KeyBatch); b != int64(2) {
+	if b, _ := st.View().Attempts("e.1")[3].Params.Get(plans.KeyBatch); b != int64(2) {
 		t.Errorf("tier 3 batch = %v, want 2", b)
 	}
 }
@@ -258,7 +277,7 @@ func TestHostOOMLowersDataWorkersFirst(t *testing.T) {
 		}
 		return Exit{Outcome: plans.Success}
 	})
-	a := st.Snapshot().Attempts("e.1")
+	a := st.View().Attempts("e.1")
 	w, _ := a[1].Params.Get(plans.KeyDataWorkers)
 	gc, _ := a[1].Params.Get(plans.KeyCheckpointing)
 	if len(a) != 2 || w != int64(0) || gc != false {
@@ -266,10 +285,58 @@ func TestHostOOMLowersDataWorkersFirst(t *testing.T) {
 	}
 }
 
+// hostMeter is a fakeRunner whose attempts hold the host RAM held says.
+type hostMeter struct {
+	*fakeRunner
+	held map[string]int64
+}
+
+func (h hostMeter) HostMemory() map[string]int64 { return h.held }
+
+// TestHostOOMWaitsForHostRAMNotTheGPULadder: a host OOM with no data workers to drop
+// takes no GPU rung (halving the batch saves no host RAM): the job runs again as it was,
+// once the machine has a fifth more RAM free than the attempt was measured holding.
+func TestHostOOMWaitsForHostRAMNotTheGPULadder(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
+	free := int64(4 * gib)
+	doc := "name: h\ncommand: [train]\nparams: {batch_size: 8, gradient_checkpointing: false}\nmemory: 10GiB\njobs: [{}]\n"
+	e, st, fr, events := cardsEngine(t, doc, &cards, map[int]string{},
+		Config{Host: func() (int64, int64, error) { return 64 * gib, free, nil }})
+	e.cfg.Settle = time.Nanosecond
+	e.runner = hostMeter{fr, map[string]int64{"h.1/1": 5 * gib}}
+	round(t, e)
+	round(t, e) // measures the attempt's 5 GiB
+	e.apply(Exit{Attempt: "h.1/1", Outcome: plans.HostOOM, OOM: &plans.OOMFacts{Signature: "sigkill", Device: -1}})
+	round(t, e)
+	if j := st.View().Job("h.1"); len(fr.starts) != 1 || j.State != state.JobQueued || j.Pos.Tier != 0 {
+		t.Fatalf("%d started; job %s at tier %d: want it queued at tier 0, waiting for 6 GiB of RAM with 4 free", len(fr.starts), j.State, j.Pos.Tier)
+	}
+	free = 16 * gib
+	round(t, e)
+	if len(fr.starts) != 2 {
+		t.Fatalf("%d started with 16 GiB free", len(fr.starts))
+	}
+	a := fr.starts[1].Attempt
+	b, _ := a.Params.Get(plans.KeyBatch)
+	gc, _ := a.Params.Get(plans.KeyCheckpointing)
+	if a.Tier != 0 || b != int64(8) || gc != false || a.HostReserve != 6*gib {
+		t.Errorf("the retry: tier %d, batch %v, checkpointing %v, host reserve %s", a.Tier, b, gc, plans.FormatSize(a.HostReserve))
+	}
+	var said string
+	for _, ev := range *events {
+		if ev.Kind == string(plans.HostOOM) {
+			said = ev.Message
+		}
+	}
+	if !strings.Contains(said, "once 6.00 GiB of host RAM is free") {
+		t.Errorf("the host OOM's event: %q", said)
+	}
+}
+
 func TestFailsWithHistoryAtTheEndOfTheLadder(t *testing.T) {
 	st, _, events := runEngine(t, ladderSweep, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
-	j := st.Snapshot().Job("e.1")
-	if j.State != JobFailed || !strings.Contains(j.Reason, "the last rung of its ladder") || j.Attempts != 6 {
+	j := st.View().Job("e.1")
+	if j.State != state.JobFailed || !strings.Contains(j.Reason, "the last rung of its ladder") || j.Attempts != 6 {
 		t.Errorf("state %s after %d attempts: %s", j.State, j.Attempts, j.Reason)
 	}
 	if last := events[len(events)-1]; last.Kind != "failed" {
@@ -280,8 +347,8 @@ func TestFailsWithHistoryAtTheEndOfTheLadder(t *testing.T) {
 func TestMaxAttemptsBoundsRetries(t *testing.T) {
 	doc := strings.Replace(ladderSweep, "max_attempts: 8", "max_attempts: 2", 1)
 	st, _, _ := runEngine(t, doc, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
-	j := st.Snapshot().Job("e.1")
-	if j.State != JobFailed || j.Attempts != 2 || !strings.Contains(j.Reason, "oom.max_attempts") {
+	j := st.View().Job("e.1")
+	if j.State != state.JobFailed || j.Attempts != 2 || !strings.Contains(j.Reason, "oom.max_attempts") {
 		t.Errorf("state %s after %d attempts: %s", j.State, j.Attempts, j.Reason)
 	}
 }
@@ -289,8 +356,8 @@ func TestMaxAttemptsBoundsRetries(t *testing.T) {
 func TestTooLargeForEveryCardFailsAtOnce(t *testing.T) {
 	doc := strings.Replace(ladderSweep, "memory: 10GiB", "memory: 30GiB", 1) // room is 23 GiB
 	st, fr, _ := runEngine(t, doc, 1, 1, func(l Launch) Exit { return Exit{Outcome: plans.Success} })
-	j := st.Snapshot().Job("e.1")
-	if j.State != JobFailed || len(fr.starts) != 0 || !strings.Contains(j.Reason, "larger than every card") {
+	j := st.View().Job("e.1")
+	if j.State != state.JobFailed || len(fr.starts) != 0 || !strings.Contains(j.Reason, "larger than every card") {
 		t.Errorf("state %s after %d starts: %s", j.State, len(fr.starts), j.Reason)
 	}
 }
@@ -303,9 +370,9 @@ func TestFailureAndSuccessEndJobs(t *testing.T) {
 		}
 		return Exit{Outcome: plans.Success}
 	})
-	snap := st.Snapshot()
-	if snap.Job("f.1").State != JobSucceeded || snap.Job("f.2").State != JobFailed || !strings.Contains(snap.Job("f.2").Reason, "status 2") {
-		t.Errorf("f.1 %s, f.2 %s (%s)", snap.Job("f.1").State, snap.Job("f.2").State, snap.Job("f.2").Reason)
+	view := st.View()
+	if view.Job("f.1").State != state.JobSucceeded || view.Job("f.2").State != state.JobFailed || !strings.Contains(view.Job("f.2").Reason, "status 2") {
+		t.Errorf("f.1 %s, f.2 %s (%s)", view.Job("f.1").State, view.Job("f.2").State, view.Job("f.2").Reason)
 	}
 }
 
@@ -322,7 +389,7 @@ func TestPeaksAndOwnersFromOneLookupPerRound(t *testing.T) {
 		}
 		cancel()
 	})
-	a := st.Snapshot().Attempts("e.1")
+	a := st.View().Attempts("e.1")
 	if len(a) != 1 || a[0].Peak != 7*gib || a[0].Outcome != plans.Cancelled {
 		t.Errorf("attempts %+v", a)
 	}
@@ -337,7 +404,7 @@ func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 		schedtest.WaitFor(t, "the job to start", func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return len(fr.starts) == 1 })
 		cancel()
 	})
-	if j := st.Snapshot().Job("e.1"); j.State != JobCancelled {
+	if j := st.View().Job("e.1"); j.State != state.JobCancelled {
 		t.Errorf("state %s (%s), want cancelled", j.State, j.Reason)
 	}
 }
@@ -345,7 +412,7 @@ func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 // cardsInventory reads cards a test changes between rounds.
 type cardsInventory struct{ cards *[]gpu.Card }
 
-func (c cardsInventory) Snapshot() ([]gpu.Card, error) { return *c.cards, nil }
+func (c cardsInventory) Read() ([]gpu.Card, error) { return *c.cards, nil }
 
 // TestProbeThenPack: with memory: probe, the first job of a shape runs alone; the
 // others wait; once it has finished, its measured peak packs the rest, in both
@@ -362,12 +429,12 @@ memory: probe
 	}
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	if err := e.Submit(&Submission{Sweep: sw}); err != nil {
+	if err := e.store.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Schedule(); err != nil {
+	if err := e.round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 1 || fr.starts[0].Job.ID != "p.1" {
@@ -377,15 +444,15 @@ memory: probe
 	probe := fr.starts[0].Attempt
 	fr.owners[4242] = probe.ID
 	cards[probe.GPUs[0]].Processes = []gpu.Process{{PID: 4242, Used: 5 * gib}}
-	if err := e.Schedule(); err != nil {
+	if err := e.round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 1 {
 		t.Fatalf("%d started while the probe ran", len(fr.starts))
 	}
-	e.Apply(Exit{Attempt: probe.ID, Outcome: plans.Success})
+	e.apply(Exit{Attempt: probe.ID, Outcome: plans.Success})
 	cards[probe.GPUs[0]].Processes = nil
-	if err := e.Schedule(); err != nil {
+	if err := e.round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 5 {
@@ -396,7 +463,7 @@ memory: probe
 			t.Errorf("%s started with estimate %s, want the probe's 5 GiB", l.Job.ID, plans.FormatSize(l.Attempt.Estimate))
 		}
 	}
-	if sh := st.Snapshot().Shape(st.Snapshot().Job("p.2").Shape); sh == nil || sh.Peak != 5*gib || sh.Probe != "" {
+	if sh := st.View().Shape(st.View().Job("p.2").Shape); sh == nil || sh.Peak != 5*gib || sh.Probe != "" {
 		t.Errorf("shape: %+v", sh)
 	}
 }
@@ -407,15 +474,15 @@ func TestUnknownReadingTeachesNothing(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
 	e, st, _, _ := cardsEngine(t, "name: u\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n", &cards,
 		map[int]string{4242: "u.1/1"}, Config{})
-	e.Schedule()
+	e.round(nil)
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: gpu.Unknown}}
-	e.Schedule()
-	e.Apply(Exit{Attempt: "u.1/1", Outcome: plans.Success})
-	a := st.Snapshot().Attempt("u.1/1")
+	e.round(nil)
+	e.apply(Exit{Attempt: "u.1/1", Outcome: plans.Success})
+	a := st.View().Attempt("u.1/1")
 	if !a.PeakUnknown || a.Peak != 0 {
 		t.Errorf("attempt peak %d, unknown %v: want unknown", a.Peak, a.PeakUnknown)
 	}
-	if j := st.Snapshot().Job("u.2"); j.Estimate != 10*gib {
+	if j := st.View().Job("u.2"); j.Estimate != 10*gib {
 		t.Errorf("u.2 estimate %s, want the declared 10 GiB kept", plans.FormatSize(j.Estimate))
 	}
 }

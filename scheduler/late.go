@@ -9,33 +9,41 @@ import (
 	"fmt"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // lateSuccess applies the success of attempt a, recorded lost with its worker, while
 // its job goes on. A job queued again has succeeded now; one running again stays
-// running until the attempt that runs it, stopped here, has ended (Apply then ends the
+// running until the attempt that runs it, stopped here, has ended (apply then ends the
 // job as succeeded), so that its card is taken again only once that trainer is gone.
-func (e *Engine) lateSuccess(a *Attempt, x Exit) {
-	snap := e.store.view()
-	job := snap.Job(a.Job)
-	if job == nil || job.State != JobQueued && job.State != JobRunning {
+// A job that has ended since (failed, cancelled, stopped early) stays as it ended.
+func (e *Engine) lateSuccess(a *state.Attempt, x Exit) {
+	view := e.store.Latest()
+	job := view.Job(a.Job)
+	if job == nil || job.State != state.JobQueued && job.State != state.JobRunning {
 		return
 	}
 	won, j := *a, *job
-	won.Outcome, won.OOM = plans.Success, nil
+	won.Outcome, won.OOM, won.Exit = plans.Success, nil, x.Process
+	if won.Command == nil {
+		won.Command = x.Command
+	}
+	// What its trainer last reported counts for its point, as any end's does.
+	e.lastRungs(view, &j, e.lastMetrics(&won))
 	kind := "succeeded"
 	msg := fmt.Sprintf("attempt %d succeeded on worker %s, which told it once back after its grace", a.N, a.Worker)
-	var again *Attempt
-	if j.State == JobRunning {
-		again = snap.Attempt(AttemptID(j.ID, j.Attempts))
+	var again *state.Attempt
+	if j.State == state.JobRunning {
+		again = view.Attempt(state.AttemptID(j.ID, j.Attempts))
 	}
 	if again != nil && again.Running() {
 		kind, msg = "late-success", msg+fmt.Sprintf(": attempt %d, which runs it again, is stopped", again.N)
 	} else {
 		again = nil
-		j.State, j.Reason = JobSucceeded, ""
+		j.State, j.Reason = state.JobSucceeded, ""
 	}
-	if err := e.put(&j, &won); err != nil {
+	// put stamps the end of a job that ends here (see stampEnds).
+	if err := e.put(state.Change{Jobs: []*state.Job{&j}, Attempts: []*state.Attempt{&won}}); err != nil {
 		e.pending = append(e.pending, x) // applied again once it can be recorded
 		return
 	}
@@ -47,9 +55,9 @@ func (e *Engine) lateSuccess(a *Attempt, x Exit) {
 
 // succeededBefore is the attempt of a's job before a that succeeded, told late (see
 // lateSuccess); 0 where none did.
-func succeededBefore(snap Snapshot, a *Attempt) int {
+func succeededBefore(view state.View, a *state.Attempt) int {
 	for n := a.N - 1; n >= 1; n-- {
-		if b := snap.Attempt(AttemptID(a.Job, n)); b != nil && b.Outcome == plans.Success {
+		if b := view.Attempt(state.AttemptID(a.Job, n)); b != nil && b.Outcome == plans.Success {
 			return n
 		}
 	}

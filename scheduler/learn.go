@@ -8,20 +8,22 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // learnPeaks keeps, for each running attempt, the most its processes held on a card and
 // of host RAM, and puts the copies it makes in running; an attempt that has run
 // LearnAfter speaks for its shape. What it measures is the engine's at once, and the
-// store's at most Config.SaveMeasures later (see save).
-func (e *Engine) learnPeaks(running []*Attempt) {
+// store's at most Config.SaveMeasures later (see save). It returns the running
+// attempts whose reservations what it learned changed since running was read.
+func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
 		e.hostNow = m.HostMemory()
 	}
-	var teaching []*Attempt
+	var teaching []*state.Attempt
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
-	snap := e.store.view()
+	view := e.store.Latest()
 	for i, a := range running {
 		peak, unknown := e.measure(a)
 		host := e.hostNow[a.ID]
@@ -31,7 +33,7 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 			c := *a
 			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
 			c.Memory = memory
-			e.unsaved.put(&unsaved{stored: snap.Attempt(a.ID), now: &c})
+			e.unsaved.put(&unsaved{stored: view.Attempt(a.ID), now: &c, memory: true})
 			a = &c
 			running[i] = a
 		}
@@ -43,14 +45,19 @@ func (e *Engine) learnPeaks(running []*Attempt) {
 	// Learned once every attempt is measured: a reservation learning changes (see
 	// reserve) holds at least what its attempt was measured at this round.
 	for _, a := range teaching {
-		e.learn(a.Shape, a)
+		ids, _ := e.learn(a.Shape, a, nil)
+		rewritten = append(rewritten, ids...)
 	}
 	e.save(running, now)
+	return rewritten
 }
 
 // unsaved is a running attempt as measured (now) and the stored version it stands for
-// (stored).
-type unsaved struct{ stored, now *Attempt }
+// (stored); memory says its memory was measured anew, not only its metrics read.
+type unsaved struct {
+	stored, now *state.Attempt
+	memory      bool
+}
 
 // measures is what was measured of running attempts and not yet written (see
 // Config.SaveMeasures): by attempt, and by the stored version each stands for, which
@@ -58,11 +65,11 @@ type unsaved struct{ stored, now *Attempt }
 // hash being cheaper than an id's for hundreds of attempts a round.
 type measures struct {
 	byID     map[string]*unsaved
-	byStored map[*Attempt]*unsaved
+	byStored map[*state.Attempt]*unsaved
 }
 
 func newMeasures() measures {
-	return measures{byID: map[string]*unsaved{}, byStored: map[*Attempt]*unsaved{}}
+	return measures{byID: map[string]*unsaved{}, byStored: map[*state.Attempt]*unsaved{}}
 }
 
 // put keeps u, over what was kept of its attempt.
@@ -80,35 +87,41 @@ func (m measures) forget(id string) {
 	}
 }
 
-func (m measures) clear() {
-	clear(m.byID)
-	clear(m.byStored)
-}
-
-// save writes every running attempt's measures not yet written, once SaveMeasures has
-// passed since it last did.
-func (e *Engine) save(running []*Attempt, now time.Time) {
-	if len(e.unsaved.byID) == 0 || now.Sub(e.savedAt) < e.cfg.SaveMeasures {
+// save writes the running attempts' measures not yet written: their memory once
+// SaveMeasures has passed since it last did, their metrics alone once saveMetricsEvery
+// has too (and with their memory, whenever that is written).
+func (e *Engine) save(running []*state.Attempt, now time.Time) {
+	if len(e.unsaved.byID) == 0 {
 		return
 	}
-	snap := e.store.view()
-	var objs []any
+	memory := now.Sub(e.savedAt) >= e.cfg.SaveMeasures
+	metrics := now.Sub(e.metricsSavedAt) >= max(e.cfg.SaveMeasures, saveMetricsEvery)
+	if !memory && !metrics {
+		return
+	}
+	view := e.store.Latest()
+	var measured []*state.Attempt
 	for _, a := range running {
-		if _, ok := e.unsaved.byID[a.ID]; ok {
-			objs = append(objs, e.measured(snap.Attempt(a.ID)))
+		if u, ok := e.unsaved.byID[a.ID]; ok && (metrics || memory && u.memory) {
+			measured = append(measured, e.measured(view.Attempt(a.ID)))
+			e.unsaved.forget(a.ID)
 		}
 	}
-	e.unsaved.clear()
-	e.savedAt = now
-	if len(objs) > 0 {
-		e.put(objs...)
+	if memory {
+		e.savedAt = now
+	}
+	if metrics {
+		e.metricsSavedAt = now
+	}
+	if len(measured) > 0 {
+		e.put(state.Change{Attempts: measured})
 	}
 }
 
 // measured is a running attempt as the store holds it, with what was measured of it
 // since it was written: every read of the running attempts by the engine goes through
 // it, so that its decisions do not depend on when measures are written.
-func (e *Engine) measured(a *Attempt) *Attempt {
+func (e *Engine) measured(a *state.Attempt) *state.Attempt {
 	if u, ok := e.unsaved.byStored[a]; ok {
 		return u.now
 	}
@@ -120,25 +133,25 @@ func (e *Engine) measured(a *Attempt) *Attempt {
 	// over to it.
 	c := *a
 	c.Peak, c.HostPeak, c.PeakUnknown = max(a.Peak, u.now.Peak), max(a.HostPeak, u.now.HostPeak), a.PeakUnknown || u.now.PeakUnknown
-	c.Memory = u.now.Memory
-	e.unsaved.put(&unsaved{stored: a, now: &c})
+	c.Memory, c.Metrics = u.now.Memory, u.now.Metrics
+	e.unsaved.put(&unsaved{stored: a, now: &c, memory: u.memory})
 	return &c
 }
 
 // runningNow is the attempts that hold cards, as measured.
-func (e *Engine) runningNow(snap Snapshot) []*Attempt { return e.appendRunning(nil, snap) }
+func (e *Engine) runningNow(view state.View) []*state.Attempt { return e.appendRunning(nil, view) }
 
 // roundRunningNow is runningNow for a round, in the slice of the round before: a round
 // reads them once or twice, every round, and nothing keeps them past it. Only a round
 // may call it, and its last call's slice is the one to use.
-func (e *Engine) roundRunningNow(snap Snapshot) []*Attempt {
-	e.roundRunning = e.appendRunning(e.roundRunning[:0], snap)
+func (e *Engine) roundRunningNow(view state.View) []*state.Attempt {
+	e.roundRunning = e.appendRunning(e.roundRunning[:0], view)
 	return e.roundRunning
 }
 
 // appendRunning appends the attempts that hold cards, as measured, to dst.
-func (e *Engine) appendRunning(dst []*Attempt, snap Snapshot) []*Attempt {
-	for a := range each[*Attempt](snap.txn.Get, TableAttempts, IndexRunning) {
+func (e *Engine) appendRunning(dst []*state.Attempt, view state.View) []*state.Attempt {
+	for a := range view.EachRunning() {
 		dst = append(dst, e.measured(a))
 	}
 	return dst
@@ -147,7 +160,7 @@ func (e *Engine) appendRunning(dst []*Attempt, snap Snapshot) []*Attempt {
 // measure is the most an attempt's processes hold on one of its cards now, and whether
 // NVML could not tell some of them (or whose they are, or could not read the card): such
 // a reading is a floor, not a peak.
-func (e *Engine) measure(a *Attempt) (most int64, unknown bool) {
+func (e *Engine) measure(a *state.Attempt) (most int64, unknown bool) {
 	for _, idx := range a.GPUs {
 		i, ok := e.cardAt(a.Worker, idx)
 		if !ok {
@@ -193,9 +206,9 @@ func (u *use) add(p gpu.Process) {
 
 // learn takes an attempt's measured peaks as its shape's, if they say more than what is
 // known, and re-estimates the shape's jobs; and, of an attempt that succeeded, how long
-// it ran.
-func (e *Engine) learn(shape string, a *Attempt, with ...any) error {
-	return e.changeShape(shape, func(l *Shape) {
+// it ran. It returns the running attempts whose reservations it changed (see reserve).
+func (e *Engine) learn(shape string, a *state.Attempt, with *state.Change) (rewritten []string, err error) {
+	return e.changeShape(shape, func(l *state.Shape) {
 		if !a.PeakUnknown {
 			l.Peak = max(l.Peak, a.Peak)
 		}
@@ -204,80 +217,65 @@ func (e *Engine) learn(shape string, a *Attempt, with ...any) error {
 			l.Runs = min(l.Runs+1, 10)
 			l.Duration += (a.Ended.Sub(a.Started) - l.Duration) / time.Duration(l.Runs)
 		}
-	}, with...)
+	}, with)
 }
 
 // changeShape changes what is known of a shape and, if that changed its peaks or
 // floor, re-estimates the shape's jobs: its queued ones as the store reads them
-// (Shape.Rev), the reservations of its running ones here. The objects with are written
-// with it, in one transaction; an error is put's.
-func (e *Engine) changeShape(name string, change func(*Shape), with ...any) error {
-	l := Shape{Name: name}
-	if old := e.store.shape(name); old != nil {
+// (Shape.Rev), the reservations of its running ones here, which it returns. What with
+// holds (nil: nothing) is written with it, in one transaction; an error is put's.
+func (e *Engine) changeShape(name string, change func(*state.Shape), with *state.Change) (rewritten []string, err error) {
+	l := state.Shape{Name: name}
+	if old := e.store.KnownShape(name); old != nil {
 		l = *old
 	}
 	before := l
 	change(&l)
 	if l == before {
-		if len(with) > 0 {
-			return e.put(with...)
+		if with != nil {
+			return nil, e.put(*with)
 		}
-		return nil
+		return nil, nil
 	}
 	estimates := l.Peak != before.Peak || l.Host != before.Host || l.Floor != before.Floor
 	if estimates {
 		l.Rev++ // the store re-estimates its queued jobs
 	}
-	if err := e.put(append(with, &l)...); err != nil {
-		return err
+	var c state.Change
+	if with != nil {
+		c = *with
+	}
+	c.Shapes = append(c.Shapes, &l)
+	if err := e.put(c); err != nil {
+		return nil, err
 	}
 	if estimates {
-		e.reserve(name)
+		rewritten = e.reserve(name)
 	}
-	return nil
-}
-
-// estimate is what the packer reserves for a job, given what is known of its shape
-// (nil: nothing): once the shape's peak is measured,
-// that peak, in both directions from the declared estimate; and never less than an
-// out-of-memory end proved the shape needs. No margin is added: NVML's per-process
-// figure includes the CUDA context, and the card's headroom is the margin for
-// fragmentation and for a seed that peaks a little higher, as for a declared estimate
-// (a 10% margin on top cost the 100,000-job trace 12% of its makespan).
-func estimate(j *Job, l *Shape) (gpuBytes, host int64) {
-	gpuBytes, host = j.Declared, j.HostMemory
-	if l == nil {
-		return gpuBytes, host
-	}
-	if l.Peak > 0 {
-		gpuBytes = l.Peak
-	}
-	if l.Host > 0 {
-		host = l.Host
-	}
-	return max(gpuBytes, l.Floor), host
+	return rewritten, nil
 }
 
 // reserve applies what is known of a shape to the reservations of its running
-// attempts.
-func (e *Engine) reserve(shape string) {
-	snap := e.store.view()
-	l := snap.Shape(shape)
-	var changed []any
-	for _, a := range e.runningNow(snap) {
+// attempts, and returns those it changed.
+func (e *Engine) reserve(shape string) (rewritten []string) {
+	view := e.store.Latest()
+	l := view.Shape(shape)
+	var changed []*state.Attempt
+	for _, a := range e.runningNow(view) {
 		if a.Shape != shape {
 			continue
 		}
-		est, host := estimate(snap.Job(a.Job), l)
+		est, host := state.EstimateBy(view.Job(a.Job), l)
 		// A running attempt holds at least what it was measured at.
 		if r, h := max(est, a.Peak), max(host, a.HostPeak); r != a.Reserve || h != a.HostReserve {
 			c := *a
 			c.Reserve, c.HostReserve = r, h
 			changed = append(changed, &c)
-			e.rewritten = append(e.rewritten, c.ID)
+			rewritten = append(rewritten, c.ID)
 		}
 	}
 	if len(changed) > 0 {
-		e.put(changed...)
+		e.put(state.Change{Attempts: changed})
 	}
+	return rewritten
 }

@@ -1,11 +1,13 @@
 package scheduler
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // TestMeasureReadsTheAttemptsProcesses: an attempt measures as the sum of its processes
@@ -24,23 +26,23 @@ func TestMeasureReadsTheAttemptsProcesses(t *testing.T) {
 		{Index: 5, Total: 80 * gib, Processes: []gpu.Process{{PID: 11, Used: 2 * gib}}},
 	}
 	owners := map[int]string{1: "a.1/1", 2: "a.1/1", 3: "b.1/1", 4: "a.1/1", 5: "c.1/1", 6: "d.1/1", 8: "e.1/1", 10: "h.1/1", 11: "g.1/1"}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, &fakeRunner{owners: owners}, &fakeClock{now: time.Unix(0, 0)}, Config{}, nil)
 	must(t, e.readCards())
 	e.resolveOwners()
 	for _, tc := range []struct {
-		a       *Attempt
+		a       *state.Attempt
 		most    int64
 		unknown bool
 	}{
-		{&Attempt{ID: "a.1/1", GPUs: []int{0, 1}}, 9 * gib, false}, // 3+4 on card 0, 9 on card 1
-		{&Attempt{ID: "b.1/1", GPUs: []int{0}}, 5 * gib, false},
-		{&Attempt{ID: "c.1/1", GPUs: []int{1}}, 0, true},       // NVML cannot tell its use
-		{&Attempt{ID: "d.1/1", GPUs: []int{2}}, 2 * gib, true}, // whose is the hidden process?
-		{&Attempt{ID: "e.1/1", GPUs: []int{3}}, gib, true},     // the card cannot be read
-		{&Attempt{ID: "w.1/1", Worker: "node1", GPUs: []int{0}}, 7 * gib, false},
-		{&Attempt{ID: "f.1/1", GPUs: []int{0, 7}}, 0, false}, // nothing of its own; card 7 is gone
-		{&Attempt{ID: "g.1/1", GPUs: []int{5}}, 2 * gib, false},
+		{&state.Attempt{ID: "a.1/1", GPUs: []int{0, 1}}, 9 * gib, false}, // 3+4 on card 0, 9 on card 1
+		{&state.Attempt{ID: "b.1/1", GPUs: []int{0}}, 5 * gib, false},
+		{&state.Attempt{ID: "c.1/1", GPUs: []int{1}}, 0, true},       // NVML cannot tell its use
+		{&state.Attempt{ID: "d.1/1", GPUs: []int{2}}, 2 * gib, true}, // whose is the hidden process?
+		{&state.Attempt{ID: "e.1/1", GPUs: []int{3}}, gib, true},     // the card cannot be read
+		{&state.Attempt{ID: "w.1/1", Worker: "node1", GPUs: []int{0}}, 7 * gib, false},
+		{&state.Attempt{ID: "f.1/1", GPUs: []int{0, 7}}, 0, false}, // nothing of its own; card 7 is gone
+		{&state.Attempt{ID: "g.1/1", GPUs: []int{5}}, 2 * gib, false},
 	} {
 		if most, unknown := e.measure(tc.a); most != tc.most || unknown != tc.unknown {
 			t.Errorf("%s: %d GiB (unknown %v), want %d GiB (unknown %v)", tc.a.ID, most/gib, unknown, tc.most/gib, tc.unknown)
@@ -63,11 +65,11 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 		t.Helper()
 		clock.now = clock.now.Add(after)
 		cards[0].Processes = []gpu.Process{{PID: 4242, Used: used}}
-		if err := e.Schedule(); err != nil {
+		if err := e.round(nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	stored := func() int64 { return st.Snapshot().Attempt("m.1/1").Peak }
+	stored := func() int64 { return st.View().Attempt("m.1/1").Peak }
 	round(0, 0)
 	round(time.Second, 5*gib) // the first measure is written: none was for 10 minutes
 	if got := stored(); got != 5*gib {
@@ -77,15 +79,15 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 	if got := stored(); got != 5*gib {
 		t.Errorf("stored peak %s 2 minutes on, want the 5 GiB written before", plans.FormatSize(got))
 	}
-	if l := st.Snapshot().Learned(st.Snapshot().Job("m.1").Shape); l != 8*gib {
+	if l := st.View().Learned(st.View().Job("m.1").Shape); l != 8*gib {
 		t.Errorf("shape learned %s, want the unsaved 8 GiB at once", plans.FormatSize(l))
 	}
 	// The store's copy changes (its timeout) before the measures are written: the
 	// engine reads the new copy with the measures.
-	c := *st.Snapshot().Attempt("m.1/1")
+	c := *st.View().Attempt("m.1/1")
 	c.Timeout = time.Hour
-	must(t, st.Put(&c))
-	if r := e.runningNow(st.Snapshot()); len(r) != 1 {
+	must(t, st.Put(state.Change{Attempts: []*state.Attempt{&c}}))
+	if r := e.runningNow(st.View()); len(r) != 1 {
 		t.Fatalf("%d attempts running, want 1", len(r))
 	} else if r[0].Peak != 8*gib || r[0].Timeout != time.Hour {
 		t.Errorf("running after the store's copy changed: peak %s, timeout %v; want the 8 GiB measured and the 1h timeout",
@@ -97,8 +99,8 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 	}
 	round(time.Minute, 9*gib)
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: 6 * gib}}
-	e.Apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
-	a := st.Snapshot().Attempt("m.1/1")
+	e.apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
+	a := st.View().Attempt("m.1/1")
 	if a.Peak != 9*gib || len(a.Memory) == 0 || a.Memory[len(a.Memory)-1].Bytes != 6*gib {
 		t.Errorf("ended attempt peak %s, memory %v: want the unsaved 9 GiB peak and the last reading", plans.FormatSize(a.Peak), a.Memory)
 	}
@@ -112,14 +114,14 @@ func TestRoundPacksByWhatItLearned(t *testing.T) {
 	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nshape_ignores: [seed]\nmemory: 10GiB\n", &cards,
 		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{Slots: []int{3}, LearnAfter: time.Minute})
 	clock := e.clock.(*fakeClock)
-	must(t, e.Schedule()) // 10 + 10 GiB start; a third would need 30 of 23
-	if got := st.Snapshot().Job("t.3").State; got != JobQueued {
+	must(t, e.round(nil)) // 10 + 10 GiB start; a third would need 30 of 23
+	if got := st.View().Job("t.3").State; got != state.JobQueued {
 		t.Fatalf("t.3 %s after the first round, want queued", got)
 	}
 	clock.now = clock.now.Add(2 * time.Minute)
 	cards[0].Processes = []gpu.Process{{PID: 101, Used: 4 * gib}, {PID: 102, Used: 4 * gib}}
-	must(t, e.Schedule()) // learns 4 GiB: 4 + 4 reserved, and t.3's 4 fits
-	if got := st.Snapshot().Job("t.3").State; got != JobRunning {
+	must(t, e.round(nil)) // learns 4 GiB: 4 + 4 reserved, and t.3's 4 fits
+	if got := st.View().Job("t.3").State; got != state.JobRunning {
 		t.Errorf("t.3 %s after the round that learned the shape's 4 GiB peak, want running", got)
 	}
 }
@@ -132,19 +134,49 @@ func TestReservationHoldsWhatARoundMeasured(t *testing.T) {
 	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\nmemory: 15GiB\n", &cards,
 		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{LearnAfter: time.Minute})
 	clock := e.clock.(*fakeClock)
-	must(t, e.Schedule()) // t.1 starts on GPU 0
+	must(t, e.round(nil)) // t.1 starts on GPU 0
 	clock.now = clock.now.Add(90 * time.Second)
 	cards[1].Fault = ""
-	must(t, e.Schedule()) // t.2 starts on GPU 1, 90 s after t.1
+	must(t, e.round(nil)) // t.2 starts on GPU 1, 90 s after t.1
 	// t.1 comes of age at 4 GiB while t.2, younger, is measured at 12 GiB.
 	clock.now = clock.now.Add(30 * time.Second)
 	cards[0].Processes = []gpu.Process{{PID: 101, Used: 4 * gib}}
 	cards[1].Processes = []gpu.Process{{PID: 102, Used: 12 * gib}}
-	must(t, e.Schedule())
+	must(t, e.round(nil))
 	want := map[string]int64{"t.1/1": 4 * gib, "t.2/1": 12 * gib} // from 15 GiB declared
-	for _, a := range e.runningNow(st.Snapshot()) {
-		if a.reserve() != want[a.ID] {
-			t.Errorf("%s reserves %s, measured at %s: want %s", a.ID, plans.FormatSize(a.reserve()), plans.FormatSize(a.Peak), plans.FormatSize(want[a.ID]))
+	for _, a := range e.runningNow(st.View()) {
+		if a.Holds() != want[a.ID] {
+			t.Errorf("%s reserves %s, measured at %s: want %s", a.ID, plans.FormatSize(a.Holds()), plans.FormatSize(a.Peak), plans.FormatSize(want[a.ID]))
 		}
+	}
+}
+
+// TestEngineRecordsMemoryOverTime: each round samples a running attempt's memory on the
+// engine's clock, and its end adds the last reading, so that a report can draw it.
+func TestEngineRecordsMemoryOverTime(t *testing.T) {
+	sw, err := plans.DecodeSweep("m.yaml", []byte("name: m\ncommand: [train]\nmemory: 10GiB\njobs: [{}]\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
+	clock := &fakeClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "m.1/1"}}
+	st, _ := state.NewStore()
+	e := NewEngine(st, cardsInventory{&cards}, fr, clock, Config{Slots: []int{1}}, nil)
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
+	// The first round starts it; the later ones read what it holds.
+	for _, used := range []int64{0, 2 * gib, 9 * gib, 9 * gib, 6 * gib} {
+		cards[0].Processes = []gpu.Process{{PID: 4242, Used: used}}
+		if err := e.round(nil); err != nil {
+			t.Fatal(err)
+		}
+		clock.now = clock.now.Add(time.Minute)
+	}
+	cards[0].Processes = nil
+	e.apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
+	got := st.View().Attempt("m.1/1").Memory
+	want := state.Samples{{At: time.Minute, Bytes: 2 * gib}, {At: 2 * time.Minute, Bytes: 9 * gib}, {At: 4 * time.Minute, Bytes: 6 * gib}, {At: 5 * time.Minute, Bytes: 0}}
+	if !slices.Equal(got, want) {
+		t.Errorf("memory over time %v, want %v", got, want)
 	}
 }

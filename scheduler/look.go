@@ -1,13 +1,15 @@
 package scheduler
 
 // What people look at (gpuq top, metrics): the cards as the engine last read them and
-// who holds what on each, and why each queued job waits. Like every engine method that
-// reads its cards, these run in the engine's loop (Do).
+// who holds what on each, and why each queued job waits. Like everything that reads the
+// engine's cards, these run in its loop (see CardViews and Waits in requests.go).
 
 import (
 	"slices"
 
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // CardView is a card as the engine last read it, with what the packer counts on it.
@@ -26,66 +28,66 @@ type CardView struct {
 
 // Holding is a running attempt's part of a card.
 type Holding struct {
-	Attempt *Attempt
+	Attempt *state.Attempt
 	// Reserved is what the packer holds for it; Held what its processes hold now.
 	Reserved, Held int64
 }
 
-// CardViews returns every card as the last round read it.
-func (e *Engine) CardViews() []CardView {
-	snap := e.store.view()
-	running := e.runningNow(snap)
+// cardViews returns every card as the last round read it.
+func (e *Engine) cardViews() []CardView {
+	view := e.store.Latest()
+	running := e.runningNow(view)
 	slots := e.slots()
 	states := e.cardStates(nil, slots, running)
-	slices.SortFunc(running, func(a, b *Attempt) int { return a.Started.Compare(b.Started) })
-	drained := snap.Drained()
+	slices.SortFunc(running, func(a, b *state.Attempt) int { return a.Started.Compare(b.Started) })
+	drained := view.Drained()
 	out := make([]CardView, len(e.cards))
 	for i, c := range e.cards {
 		s := states[i]
-		out[i] = CardView{Card: c, Slots: slots[i], Running: s.Running, Drained: drained[idOf(c)],
+		out[i] = CardView{Card: c, Slots: slots[i], Running: s.Running, Drained: drained[c.ID()],
 			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom}
 		for _, a := range running {
-			if a.on(idOf(c)) {
-				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.reserve(), Held: e.useOn(a.ID, i).bytes})
+			if a.On(c.ID()) {
+				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.Holds(), Held: e.useOn(a.ID, i).bytes})
 			}
 		}
 	}
 	return out
 }
 
-// Waits says why each queued job that is not held waits, by job.
-func (e *Engine) Waits() (map[string]Wait, error) {
-	snap := e.store.view()
-	d, probing, err := e.decide(snap)
+// waits says why each queued job that is not held waits, by job.
+func (e *Engine) waits() (map[string]pack.Wait, error) {
+	view := e.store.Latest()
+	d, probing, err := e.decide(view)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]Wait, d.Waiting.Len()+len(probing))
+	out := make(map[string]pack.Wait, d.Waiting.Len()+len(probing))
 	for w := range d.Waiting.All() {
 		out[w.Job] = w
 	}
 	for _, j := range probing {
-		out[j.ID] = Wait{Job: j.ID, Detail: probeDetail(snap, j)}
+		out[j.ID] = pack.Wait{Job: j.ID, Detail: probeDetail(view, j)}
 	}
 	return out, nil
 }
 
 // decide is what the packer would decide now, and the queued jobs it was not offered
 // because they wait for their shape's probe.
-func (e *Engine) decide(snap Snapshot) (Decision, []*Job, error) {
-	var probing []*Job
-	v, err := e.view(snap, e.runningNow(snap), nil)
+func (e *Engine) decide(view state.View) (pack.Decision, []*state.Job, error) {
+	var probing []*state.Job
+	v, err := e.packView(view, e.runningNow(view), nil)
 	if err != nil {
-		return Decision{}, nil, err
+		return pack.Decision{}, nil, err
 	}
-	queue := e.queue(v, func(j *Job) { probing = append(probing, j) })
-	return Pack(queue, v.cards, v.hosts), probing, nil
+	queue := e.queue(v, func(j *state.Job) { probing = append(probing, j) })
+	return pack.Pack(queue, v.cards, v.hosts), probing, nil
 }
 
 // probeDetail says which job a job of memory: probe waits for.
-func probeDetail(snap Snapshot, j *Job) string {
+func probeDetail(view state.View, j *state.Job) string {
 	by := "the first queued job of its shape"
-	if l := snap.Shape(j.Shape); l != nil && l.Probe != "" {
+	if l := view.Shape(j.Shape); l != nil && l.Probe != "" {
 		by = l.Probe
 	}
 	return "memory: probe: it waits for " + by + " to measure its shape"

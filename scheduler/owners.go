@@ -1,6 +1,10 @@
 package scheduler
 
-import "github.com/gpuq/gpuq/scheduler/gpu"
+import (
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
 
 // Whose each process on the cards is. A round resolves it once, in the order the cards
 // list their processes, so that measuring an attempt or telling foreign memory reads a
@@ -117,13 +121,13 @@ func (e *Engine) cardAt(worker string, idx int) (int, bool) {
 	if idx >= 0 && idx < len(e.cards) && e.cards[idx].Index == idx && e.cards[idx].Worker == worker {
 		return idx, true
 	}
-	i, ok := e.cardPos[CardID{worker, idx}]
+	i, ok := e.cardPos[plans.CardID{Worker: worker, Index: idx}]
 	return i, ok
 }
 
 // ours tells the attempts given, and the ended ones whose memory may still show
 // (ghosts), from any other: a process of one of them is not foreign, on whichever card.
-func (e *Engine) ours(attempts []*Attempt) func(attempt string) bool {
+func (e *Engine) ours(attempts []*state.Attempt) func(attempt string) bool {
 	set := e.running
 	clear(set)
 	for _, a := range attempts {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // TestOwnersKeptWhileListed: a process the runner no longer knows keeps last round's
@@ -15,10 +16,10 @@ import (
 func TestOwnersKeptWhileListed(t *testing.T) {
 	var cards []gpu.Card
 	fr := &fakeRunner{owners: map[int]string{5: "a.1/1", 6: "b.1/1"}}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, &fakeClock{now: time.Unix(0, 0)}, Config{Slots: []int{1, 1}}, nil)
-	a := &Attempt{ID: "a.1/1", GPUs: []int{0}, Estimate: gib}
-	b := &Attempt{ID: "b.1/1", GPUs: []int{1}, Estimate: gib}
+	a := &state.Attempt{ID: "a.1/1", GPUs: []int{0}, Estimate: gib}
+	b := &state.Attempt{ID: "b.1/1", GPUs: []int{1}, Estimate: gib}
 	for _, tc := range []struct {
 		name     string
 		forget   int   // the runner no longer knows this pid
@@ -43,7 +44,7 @@ func TestOwnersKeptWhileListed(t *testing.T) {
 		if held, _ := e.measure(a); held != tc.held {
 			t.Errorf("%s: a holds %s, want %s", tc.name, plans.FormatSize(held), plans.FormatSize(tc.held))
 		}
-		states := e.cardStates(nil, []int{1, 1}, []*Attempt{a, b})
+		states := e.cardStates(nil, []int{1, 1}, []*state.Attempt{a, b})
 		if states[0].Foreign != tc.foreign0 || states[1].Foreign != tc.foreign1 {
 			t.Errorf("%s: foreign %s and %s, want %s and %s", tc.name, plans.FormatSize(states[0].Foreign),
 				plans.FormatSize(states[1].Foreign), plans.FormatSize(tc.foreign0), plans.FormatSize(tc.foreign1))
@@ -57,20 +58,20 @@ func TestOwnersKeptWhileListed(t *testing.T) {
 func TestOwnersOfCardsReadAgain(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib, Processes: []gpu.Process{{PID: 5, Used: 3 * gib}, {PID: 6, Used: 4 * gib}}}}
 	fr := &fakeRunner{owners: map[int]string{5: "a.1/1", 6: "b.1/1", 7: "b.1/1"}}
-	st, _ := NewStore()
+	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, &fakeClock{now: time.Unix(0, 0)}, Config{Slots: []int{2}}, nil)
 	must(t, e.readCards())
 	e.resolveOwners()
 	cards = []gpu.Card{{Index: 0, Total: 24 * gib, Processes: []gpu.Process{{PID: 6, Used: 4 * gib}, {PID: 5, Used: 3 * gib}, {PID: 7, Used: gib}}}}
 	must(t, e.readCards())
-	a, b := &Attempt{ID: "a.1/1", GPUs: []int{0}}, &Attempt{ID: "b.1/1", GPUs: []int{0}}
+	a, b := &state.Attempt{ID: "a.1/1", GPUs: []int{0}}, &state.Attempt{ID: "b.1/1", GPUs: []int{0}}
 	if held, _ := e.measure(a); held != 3*gib {
 		t.Errorf("a holds %s, want 3 GiB", plans.FormatSize(held))
 	}
 	if held, _ := e.measure(b); held != 4*gib {
 		t.Errorf("b holds %s, want 4 GiB", plans.FormatSize(held))
 	}
-	if f := e.cardStates(nil, []int{2}, []*Attempt{a, b})[0].Foreign; f != gib {
+	if f := e.cardStates(nil, []int{2}, []*state.Attempt{a, b})[0].Foreign; f != gib {
 		t.Errorf("foreign %s, want the 1 GiB of the process the round did not see", plans.FormatSize(f))
 	}
 }

@@ -8,19 +8,11 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gpuq/gpuq/scheduler/state"
 )
-
-// CannotWrite is a failure to write gpuq's own files: the journal, or an attempt's
-// directory. What was being written did not take effect and can be tried again; the
-// engine pauses until it can write (see Engine.pause).
-type CannotWrite struct {
-	What string // what could not be written: "the journal", "the attempt's files"
-	Err  error
-}
-
-func (e *CannotWrite) Error() string { return fmt.Sprintf("cannot write %s: %v", e.What, e.Err) }
-
-func (e *CannotWrite) Unwrap() error { return e.Err }
 
 // Checker is a Runner that can tell whether it could write an attempt's files now. A
 // paused engine asks it before it starts another attempt, rather than let every queued
@@ -29,20 +21,45 @@ type Checker interface {
 	Check() error
 }
 
-// put writes to the store. When it cannot write, the engine pauses; any other failure
-// is kept for Run and Serve to return, and the engine stops at the end of the round,
-// having done nothing it could not record. Either way the change did not take effect.
-func (e *Engine) put(objs ...any) error {
+// put writes to the store: the one door of every write while the engine runs. When it
+// cannot write, the engine pauses; any other failure is kept for Run and Serve to
+// return, and the engine stops at the end of the round, having done nothing it could
+// not record. Either way the change did not take effect.
+func (e *Engine) put(c state.Change) error {
 	if e.err != nil {
 		return e.err
 	}
-	return e.failed(e.store.Put(objs...))
+	c.Jobs = e.stampEnds(c.Jobs)
+	return e.failed(e.store.Put(c))
+}
+
+// stampEnds gives each job that has just ended the time it did, and takes it from one
+// that runs or waits again (gpuq retry): every change of a job's state passes here.
+// Jobs it changes are copies, in a list of its own.
+func (e *Engine) stampEnds(jobs []*state.Job) []*state.Job {
+	out, copied := jobs, false
+	for i, j := range jobs {
+		over := ended(j)
+		if over == !j.Ended.IsZero() {
+			continue
+		}
+		if !copied {
+			out, copied = slices.Clone(jobs), true
+		}
+		c := *j
+		c.Ended = time.Time{}
+		if over {
+			c.Ended = e.clock.Now()
+		}
+		out[i] = &c
+	}
+	return out
 }
 
 // failed pauses the engine on an error to write, or stops it on any other, and returns
 // err.
 func (e *Engine) failed(err error) error {
-	var cw *CannotWrite
+	var cw *state.CannotWrite
 	switch {
 	case err == nil:
 	case errors.As(err, &cw):
@@ -55,7 +72,7 @@ func (e *Engine) failed(err error) error {
 
 // pause stops attempts from starting until the engine can write again, and says so
 // when it begins.
-func (e *Engine) pause(cause *CannotWrite) {
+func (e *Engine) pause(cause *state.CannotWrite) {
 	if e.paused == nil {
 		e.events(Event{Time: e.clock.Now(), Job: "scheduling", Kind: "paused", Message: cause.Error() +
 			": no attempt starts until gpuq can write again; running trainers go on, and how they end is kept until it can be saved"})
@@ -70,7 +87,7 @@ func (e *Engine) resume() bool {
 	pending := e.pending
 	e.pending = nil
 	for _, x := range pending {
-		e.Apply(x)
+		e.apply(x)
 	}
 	if len(e.pending) > 0 {
 		return false
@@ -80,7 +97,7 @@ func (e *Engine) resume() bool {
 	}
 	if c, ok := e.runner.(Checker); ok {
 		if err := c.Check(); err != nil {
-			e.pause(&CannotWrite{What: "the attempts' files", Err: err})
+			e.pause(&state.CannotWrite{What: "the attempts' files", Err: err})
 			return false
 		}
 	}

@@ -1,80 +1,26 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// fullDisk is the journal's file on a disk that fills up: while full, a write puts half
-// its bytes on the disk and fails, as a real one may. stuck makes taking them back fail
-// too.
-type fullDisk struct {
-	appendFile
-	full, stuck bool
-}
-
-func (d *fullDisk) Write(b []byte) (int, error) {
-	if d.full {
-		n, _ := d.appendFile.Write(b[:len(b)/2])
-		return n, syscall.ENOSPC
-	}
-	return d.appendFile.Write(b)
-}
-
-func (d *fullDisk) Truncate(size int64) error {
-	if d.stuck {
-		return syscall.EIO
-	}
-	return d.appendFile.Truncate(size)
-}
-
 // onFullDisk puts a journaled store's journal on a disk that fills up.
-func onFullDisk(s *Store) *fullDisk {
-	d := &fullDisk{appendFile: s.journal.f}
-	s.journal.f = d
+func onFullDisk(s *state.Store) *schedtest.FullDisk {
+	var d *schedtest.FullDisk
+	s.WrapJournal(func(f state.JournalFile) state.JournalFile {
+		d = &schedtest.FullDisk{File: f}
+		return d
+	})
 	return d
-}
-
-// TestAFullJournalTakesNothingHalfWritten: a change the journal cannot hold whole does
-// not take effect and leaves no part of itself behind, so that the records after it,
-// once there is room, follow whole records; a part that cannot be taken back stops the
-// journal, and the next start drops it as a torn last record.
-func TestAFullJournalTakesNothingHalfWritten(t *testing.T) {
-	for _, stuck := range []bool{false, true} {
-		dir := t.TempDir()
-		s, _, _ := openState(t, dir)
-		fill(t, s)
-		before, _ := os.ReadFile(filepath.Join(dir, journalFile))
-		disk := onFullDisk(s)
-		disk.full, disk.stuck = true, stuck
-		j := *s.Snapshot().Job("j.3")
-		j.Held = false
-		err := s.Put(&j)
-		var cw *CannotWrite
-		if errors.As(err, &cw) == stuck || !errors.Is(err, syscall.ENOSPC) || !s.Snapshot().Job("j.3").Held {
-			t.Fatalf("stuck %v: a put on a full disk: %v; j.3 held %v", stuck, err, s.Snapshot().Job("j.3").Held)
-		}
-		if after, _ := os.ReadFile(filepath.Join(dir, journalFile)); !stuck && string(after) != string(before) {
-			t.Errorf("the journal kept part of a record:\n%s", after[len(before):])
-		}
-		disk.full, disk.stuck = false, false
-		err = s.Put(&j)
-		if stuck != (err != nil) {
-			t.Errorf("stuck %v: a put once there is room: %v", stuck, err)
-		}
-		s.Close()
-		again, _, warnings := openState(t, dir)
-		if held := again.Snapshot().Job("j.3").Held; held != stuck || stuck != (len(warnings) == 1) {
-			t.Errorf("stuck %v: after a restart j.3 held %v, warnings %q", stuck, held, warnings)
-		}
-	}
 }
 
 // unwritableRunner is a runner that cannot write attempts' files while unwritable.
@@ -87,7 +33,7 @@ type unwritableRunner struct {
 func (r *unwritableRunner) Start(l Launch) (Started, error) {
 	r.tries++
 	if r.unwritable {
-		return Started{}, &CannotWrite{What: "the attempt's files", Err: syscall.EROFS}
+		return Started{}, &state.CannotWrite{What: "the attempt's files", Err: syscall.EROFS}
 	}
 	return r.fakeRunner.Start(l)
 }
@@ -101,17 +47,17 @@ func (r *unwritableRunner) Check() error {
 
 // pausedEngine is a journaled engine, driven round by round, with three jobs on one
 // card that takes one at a time; its trainers run until an exit is applied.
-func pausedEngine(t *testing.T) (*Engine, *Store, *unwritableRunner, *[]Event, string) {
+func pausedEngine(t *testing.T) (*Engine, *state.Store, *unwritableRunner, *[]Event, string) {
 	t.Helper()
 	dir := t.TempDir()
-	st, _, _ := openState(t, dir)
+	st := journaled(t, dir)
 	sw, err := plans.DecodeSweep("c.yaml", []byte(threeJobs), plans.Overrides{})
 	must(t, err)
 	r := &unwritableRunner{fakeRunner: &fakeRunner{script: func(Launch) Exit { return Exit{} }}}
 	var events []Event
 	e := NewEngine(st, fakeInventory{cards: []gpu.Card{{Index: 0, Total: 24 * gib}}, reads: new(int)}, r, newFakeClock(),
 		Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}}, func(ev Event) { events = append(events, ev) })
-	must(t, e.Submit(&Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, st, r, &events, dir
 }
 
@@ -132,8 +78,8 @@ func TestAFullDiskPausesAndLosesNothing(t *testing.T) {
 	e, st, _, events, dir := pausedEngine(t)
 	disk := onFullDisk(st)
 	round(t, e)
-	disk.full = true
-	e.Apply(Exit{Attempt: "c.1/1", Outcome: plans.Success})
+	disk.Full = true
+	e.apply(Exit{Attempt: "c.1/1", Outcome: plans.Success})
 	round(t, e)
 	round(t, e)
 	if got := states(st); got != "c.1:running c.2:queued c.3:queued" || paused(*events) != "paused" {
@@ -142,13 +88,13 @@ func TestAFullDiskPausesAndLosesNothing(t *testing.T) {
 	if ev := (*events)[len(*events)-1]; !strings.Contains(ev.Message, "cannot write the journal") || !strings.Contains(ev.Message, "no space left on device") {
 		t.Errorf("the pause says %q", ev.Message)
 	}
-	disk.full = false
+	disk.Full = false
 	round(t, e)
 	if got := states(st); got != "c.1:succeeded c.2:running c.3:queued" || paused(*events) != "paused resumed" {
 		t.Errorf("once there is room: %s, events %q", got, paused(*events))
 	}
 	st.Close()
-	if again, _, _ := openState(t, dir); states(again) != "c.1:succeeded c.2:running c.3:queued" {
+	if again := journaled(t, dir); states(again) != "c.1:succeeded c.2:running c.3:queued" {
 		t.Errorf("after a restart: %s", states(again))
 	}
 }
@@ -169,7 +115,48 @@ func TestUnwritableAttemptsPauseAndLoseNothing(t *testing.T) {
 	if got := states(st); got != "c.1:running c.2:queued c.3:queued" || paused(*events) != "paused resumed" {
 		t.Errorf("once it can write: %s, events %q", got, paused(*events))
 	}
-	if j := st.Snapshot().Job("c.1"); j.Attempts-j.Since != 1 {
+	if j := st.View().Job("c.1"); j.Attempts-j.Since != 1 {
 		t.Errorf("c.1: %d attempts, %d of them not counted; the unstarted one must not count", j.Attempts, j.Since)
+	}
+}
+
+// TestPutPausesOnAFullDisk: a write from beside the engine (the allocator's) goes
+// through the engine's loop and its door: on a full disk it pauses the engine, as the
+// engine's own writes do, rather than failing on its own while rounds go on.
+func TestPutPausesOnAFullDisk(t *testing.T) {
+	e, st, _, events, _ := pausedEngine(t)
+	disk := onFullDisk(st)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- e.Serve(ctx, func() bool { return false }) }()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	// Two rounds: c.1 starts, then its memory is first measured and written. The
+	// rounds after have nothing to write.
+	for range 2 {
+		must(t, e.Do(ctx, func(context.Context) error { return nil }))
+	}
+	// The disk fills between rounds, on the engine's goroutine, as the journal's
+	// writes are.
+	must(t, e.Do(ctx, func(context.Context) error { disk.Full = true; return nil }))
+	err := e.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{{ID: 1, GPUsPerNode: 1}}})
+	var cw *state.CannotWrite
+	if !errors.As(err, &cw) {
+		t.Fatalf("a put on a full disk: %v, want a CannotWrite", err)
+	}
+	var says string
+	must(t, e.Do(ctx, func(context.Context) error {
+		says = paused(*events)
+		disk.Full = false
+		return nil
+	}))
+	if says != "paused" {
+		t.Errorf("after a put on a full disk the engine says %q, want it paused", says)
+	}
+	must(t, e.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{{ID: 1, GPUsPerNode: 1}}}))
+	if st.View().AllocQueue(1) == nil {
+		t.Error("the queue put once there is room is not in the store")
 	}
 }

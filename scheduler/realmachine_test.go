@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // TestCublasNotInitializedIsAnOOMOnlyOnAFullCard: cuBLAS failing to create its handle
@@ -23,7 +24,7 @@ func TestCublasNotInitializedIsAnOOMOnlyOnAFullCard(t *testing.T) {
 		round(t, e)
 		cards[0].Used = tt.used // the trainer and the others on the card
 		round(t, e)
-		e.Apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Failed,
+		e.apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Failed,
 			OOM: &plans.OOMFacts{Signature: "cublas-not-initialized", Device: -1, Likely: true}})
 		if got := history(st, "e.1"); got != tt.want {
 			t.Errorf("card %s used: %s, want %s", plans.FormatSize(tt.used), got, tt.want)
@@ -69,25 +70,25 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	sw.Source = []byte(doc)
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
 	var events []Event
-	newEngine := func(s *Store) (*Engine, *fakeRunner) {
+	newEngine := func(s *state.Store) (*Engine, *fakeRunner) {
 		fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 		e := NewEngine(s, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}},
 			func(ev Event) { events = append(events, ev) })
 		return e, fr
 	}
-	s, _, _ := openState(t, dir)
+	s := journaled(t, dir)
 	e, fr := newEngine(s)
-	must(t, e.Submit(&Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	round(t, e)
 	if _, set := allocConf(fr.starts[0]); set {
 		t.Fatalf("the first attempt has PYTORCH_CUDA_ALLOC_CONF in its sweep's env: gpuq's default applies")
 	}
-	e.Apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.AllocConfRefused})
+	e.apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.AllocConfRefused})
 	round(t, e)
 	if v, set := allocConf(fr.starts[1]); !set || v != "" || fr.starts[1].Job.ID != "a.1" {
 		t.Errorf("retry of %s: PYTORCH_CUDA_ALLOC_CONF=%q (set %v), want it empty", fr.starts[1].Job.ID, v, set)
 	}
-	e.Apply(Exit{Attempt: fr.starts[1].Attempt.ID, Outcome: plans.Success})
+	e.apply(Exit{Attempt: fr.starts[1].Attempt.ID, Outcome: plans.Success})
 	if got := history(s, "a.1"); got != "succeeded 1:t0:10.00 GiB:alloc-conf-refused:eb0 2:t0:10.00 GiB:success:eb0" {
 		t.Errorf("a.1: %s", got)
 	}
@@ -96,15 +97,15 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	}
 	s.Close()
 
-	again, _, _ := openState(t, dir)
+	again := journaled(t, dir)
 	e2, fr2 := newEngine(again)
 	round(t, e2)
 	if v, set := allocConf(fr2.starts[0]); !set || v != "" {
 		t.Errorf("after a restart: PYTORCH_CUDA_ALLOC_CONF=%q (set %v), want it empty", v, set)
 	}
 	// An attempt that started without the option and still reports it: not gpuq's doing.
-	e2.Apply(Exit{Attempt: fr2.starts[0].Attempt.ID, Outcome: plans.AllocConfRefused})
-	if j := again.Snapshot().Job("a.2"); j.State != JobFailed || !strings.Contains(j.Reason, "no longer sets it") {
+	e2.apply(Exit{Attempt: fr2.starts[0].Attempt.ID, Outcome: plans.AllocConfRefused})
+	if j := again.View().Job("a.2"); j.State != state.JobFailed || !strings.Contains(j.Reason, "no longer sets it") {
 		t.Errorf("a.2: %s %q", j.State, j.Reason)
 	}
 }
@@ -113,7 +114,7 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 func TestAllocConfTheSweepSetsIsNotOverridden(t *testing.T) {
 	st, fr, _ := runEngine(t, "name: b\ncommand: [train]\nenv: {PYTORCH_CUDA_ALLOC_CONF: \"expandable_segments:True\"}\njobs: [{}]\nmemory: 1GiB\n",
 		1, 1, func(Launch) Exit { return Exit{Outcome: plans.AllocConfRefused} })
-	if j := st.Snapshot().Job("b.1"); j.State != JobFailed || !strings.Contains(j.Reason, "which the sweep's env sets: remove it") || len(fr.starts) != 1 {
+	if j := st.View().Job("b.1"); j.State != state.JobFailed || !strings.Contains(j.Reason, "which the sweep's env sets: remove it") || len(fr.starts) != 1 {
 		t.Errorf("b.1: %s %q after %d attempts", j.State, j.Reason, len(fr.starts))
 	}
 }

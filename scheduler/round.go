@@ -13,21 +13,26 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// Schedule is one round: it samples the cards, learns peaks, and starts what the packer
-// places, and writes what it changes in one transaction. A driver of its own (a
-// simulation in virtual time) calls it, or Round, instead of Run.
-func (e *Engine) Schedule() error { return e.Round(nil) }
-
-// Round applies the ends of attempts that arrived together (see Apply) and then runs a
-// round, all in one transaction: Run does after every event and poll. A round does
-// not follow ends that could not be written.
+// Round applies the ends of attempts that arrived together and then runs a round, as
+// the loop does after every event and poll: a driver of its own (a simulation in
+// virtual time) calls it instead of Run or Serve.
 func (e *Engine) Round(exits []Exit) error {
+	e.driving("Round")
+	return e.round(exits)
+}
+
+// round applies the ends of attempts that arrived together (see apply) and then runs a
+// round, all in one transaction: it samples the cards, learns peaks, and starts what
+// the packer places. A round does not follow ends that could not be written.
+func (e *Engine) round(exits []Exit) error {
 	var err error
 	berr := e.batch(func() {
 		for _, x := range exits {
-			e.Apply(x)
+			e.apply(x)
 		}
 		if err = e.err; err == nil {
 			err = e.schedule()
@@ -49,60 +54,64 @@ func (e *Engine) schedule() error {
 	e.watchCards()
 	e.resolveOwners()
 	writes := e.paused == nil || e.resume()
-	running := e.roundRunningNow(e.store.view())
+	running := e.roundRunningNow(e.store.Latest())
 	if e.expire(running) {
-		running = e.roundRunningNow(e.store.view())
+		running = e.roundRunningNow(e.store.Latest())
+	}
+	if e.readMetrics(running) {
+		running = e.roundRunningNow(e.store.Latest())
 	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
-	// the reservations of others.
-	e.rewritten = e.rewritten[:0]
-	e.learnPeaks(running)
+	// the reservations of others, which it names.
+	rewritten := e.learnPeaks(running)
 	e.failTooLarge()
-	snap := e.store.view()
-	smallest, _, ok := e.store.queue.extremes()
+	view := e.store.Latest()
+	smallest, _, ok := e.store.Queue().Extremes()
 	if !ok || !writes {
 		return nil
 	}
-	for _, id := range e.rewritten {
-		if i := slices.IndexFunc(running, func(a *Attempt) bool { return a.ID == id }); i >= 0 {
-			running[i] = e.measured(snap.Attempt(id))
+	for _, id := range rewritten {
+		if i := slices.IndexFunc(running, func(a *state.Attempt) bool { return a.ID == id }); i >= 0 {
+			running[i] = e.measured(view.Attempt(id))
 		}
 	}
-	v, err := e.view(snap, running, &e.roundBufs)
+	v, err := e.packView(view, running, &e.roundBufs)
 	if err != nil {
 		return err
 	}
-	e.store.queue.ranFor(running, e.clock.Now())
-	d := place(e.offers(v), v.cards, v.hosts, smallest)
-	e.headed(snap, d)
-	e.startAll(snap, d.Placements, running)
+	e.store.Queue().RanFor(running, e.clock.Now())
+	d := pack.Place(e.offers(v), v.cards, v.hosts, smallest)
+	e.headed(view, d)
+	e.startAll(view, d.Placements, running)
 	return nil
 }
 
 // Preview is the decision a round would take now, with every waiting job's reason, and
-// the cards as the packer sees them; it starts nothing. gpuq plan shows it.
-func (e *Engine) Preview() (Decision, []CardState, error) {
+// the cards as the packer sees them; it starts nothing. gpuq plan shows it, of an engine
+// that never runs.
+func (e *Engine) Preview() (pack.Decision, []pack.CardState, error) {
+	e.driving("Preview")
 	if err := e.readCards(); err != nil {
-		return Decision{}, nil, err
+		return pack.Decision{}, nil, err
 	}
-	snap := e.store.view()
-	v, err := e.view(snap, e.runningNow(snap), nil)
+	view := e.store.Latest()
+	v, err := e.packView(view, e.runningNow(view), nil)
 	if err != nil {
-		return Decision{}, nil, err
+		return pack.Decision{}, nil, err
 	}
-	return Pack(e.queue(v, nil), v.cards, v.hosts), v.cards, nil
+	return pack.Pack(e.queue(v, nil), v.cards, v.hosts), v.cards, nil
 }
 
 // readCards reads the cards for a round.
 func (e *Engine) readCards() error {
-	cards, err := e.inv.Snapshot()
+	cards, err := e.inv.Read()
 	if err != nil {
 		return err
 	}
 	e.cards = cards
 	clear(e.cardPos)
 	for i, c := range cards {
-		e.cardPos[idOf(c)] = i
+		e.cardPos[c.ID()] = i
 	}
 	return nil
 }
@@ -122,7 +131,7 @@ func (e *Engine) slots() []int {
 }
 
 // timeLeft gives each card the time its machine has left, where it ends.
-func (e *Engine) timeLeft(cards []CardState) {
+func (e *Engine) timeLeft(cards []pack.CardState) {
 	cl, ok := e.inv.(Cluster)
 	if !ok {
 		return
@@ -136,93 +145,93 @@ func (e *Engine) timeLeft(cards []CardState) {
 	}
 }
 
-// view is what the packer sees of a round: the cards (drained ones offering no slot,
+// packView is what the packer sees of a round: the cards (drained ones offering no slot,
 // each with when its attempts are expected to end and how long its machine has left),
-// each machine's RAM, and how the queue's jobs are asked for. Schedule, Preview, Why
+// each machine's RAM, and how the queue's jobs are asked for. Round, Preview, Why
 // and Waits all build it here, so that they agree.
-type view struct {
-	snap    Snapshot
-	cards   []CardState
-	hosts   Hosts
-	request func(*group, member) Request
+type packView struct {
+	view    state.View
+	cards   []pack.CardState
+	hosts   pack.Hosts
+	request func(*state.Group, state.Member) pack.Request
 }
 
-// viewBufs are arrays a view's cards and their ends may be kept in.
-type viewBufs struct {
-	cards []CardState
-	ends  []Release
+// packViewBufs are arrays a packView's cards and their ends may be kept in.
+type packViewBufs struct {
+	cards []pack.CardState
+	ends  []pack.Release
 }
 
-// view builds a round's view from a snapshot. buf, if not nil, holds the arrays the
-// cards are kept in, and is given the ones they are: a round's, which nothing keeps
-// past it, reuses the round before's.
-func (e *Engine) view(snap Snapshot, running []*Attempt, buf *viewBufs) (view, error) {
+// packView builds what the packer sees from a view of the store. buf, if not nil,
+// holds the arrays the cards are kept in, and is given the ones they are: a round's,
+// which nothing keeps past it, reuses the round before's.
+func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packViewBufs) (packView, error) {
 	if buf == nil {
-		buf = &viewBufs{}
+		buf = &packViewBufs{}
 	}
 	hosts, err := e.hosts(running)
 	if err != nil {
-		return view{}, err
+		return packView{}, err
 	}
 	reserved := append(running, e.settling()...)
 	cards := e.cardStates(buf.cards, e.slots(), reserved)
 	buf.cards = cards
 	e.timeLeft(cards)
 	e.addEnds(cards, reserved, &buf.ends)
-	if drained := snap.Drained(); len(drained) > 0 {
+	if drained := view.Drained(); len(drained) > 0 {
 		for i := range cards {
-			if drained[CardID{cards[i].Worker, cards[i].Index}] {
+			if drained[plans.CardID{Worker: cards[i].Worker, Index: cards[i].Index}] {
 				cards[i].Slots = 0
 			}
 		}
 	}
-	return view{snap: snap, cards: cards, hosts: hosts, request: e.requester(e.quotas(snap, cards, running))}, nil
+	return packView{view: view, cards: cards, hosts: hosts, request: e.requester(e.quotas(view, cards, running))}, nil
 }
 
-// offers is the store's queue as a round offers it to the packer (see Queue).
+// offers is the store's queue as a round offers it to the packer (see pack.Queue).
 type offers struct {
-	c       *cursor
-	request func(*group, member) Request
+	c       *state.Cursor
+	request func(*state.Group, state.Member) pack.Request
 }
 
-func (o offers) Next(room int64) (Request, bool) {
-	g, m, ok := o.c.nextUpTo(room)
+func (o offers) Next(room int64) (pack.Request, bool) {
+	g, m, ok := o.c.NextUpTo(room)
 	if !ok {
-		return Request{}, false
+		return pack.Request{}, false
 	}
 	return o.request(g, m), true
 }
 
-func (o offers) Pass() { o.c.pass() }
+func (o offers) Pass() { o.c.Pass() }
 
 // offers is the queue for a round, as Place reads it. Of a group of memory: probe jobs
 // whose shape is not measured yet, the first is offered while no job measures the
 // shape, and none while one does: the first of each shape runs alone, and the others
 // wait for its peak.
-func (e *Engine) offers(v view) offers {
+func (e *Engine) offers(v packView) offers {
 	probing := map[string]bool{}
-	admit := func(g *group) int {
+	admit := func(g *state.Group) int {
 		switch {
-		case !g.key.probe:
+		case !g.Key.Probe:
 			return math.MaxInt
-		case waitsForProbe(v.snap, g.key.shape, probing):
+		case waitsForProbe(v.view, g.Key.Shape, probing):
 			return 0
 		}
 		return 1
 	}
-	return offers{c: e.store.queue.cursor(admit), request: v.request}
+	return offers{c: e.store.Queue().Cursor(admit), request: v.request}
 }
 
 // queue is the queue as Pack reads it: every job in order, less those that wait for
 // their shape's probe; probing, if not nil, is told of each of those.
-func (e *Engine) queue(v view, probing func(*Job)) []Request {
-	var out []Request
+func (e *Engine) queue(v packView, probing func(*state.Job)) []pack.Request {
+	var out []pack.Request
 	probed := map[string]bool{}
-	c := e.store.queue.cursor(nil)
-	for g, m, ok := c.nextJob(); ok; g, m, ok = c.nextJob() {
-		if g.key.probe && waitsForProbe(v.snap, g.key.shape, probed) {
+	c := e.store.Queue().Cursor(nil)
+	for g, m, ok := c.Next(); ok; g, m, ok = c.Next() {
+		if g.Key.Probe && waitsForProbe(v.view, g.Key.Shape, probed) {
 			if probing != nil {
-				probing(v.snap.Job(m.id))
+				probing(v.view.Job(m.ID))
 			}
 			continue
 		}
@@ -233,12 +242,12 @@ func (e *Engine) queue(v view, probing func(*Job)) []Request {
 
 // requester turns the queue's jobs into the packer's requests: each with its sweep's
 // quota, how long it is expected to run, and how long it has headed the queue.
-func (e *Engine) requester(quota func(sweep string) *Quota) func(*group, member) Request {
+func (e *Engine) requester(quota func(sweep string) *pack.Quota) func(*state.Group, state.Member) pack.Request {
 	now := e.clock.Now()
-	return func(g *group, m member) Request {
-		r := Request{Job: m.id, Memory: g.key.estimate, GPUsPerJob: g.key.gpus, Host: g.key.host,
-			Exclusive: g.key.exclusive || g.key.probe, Quota: quota(g.sweep), Duration: cmp.Or(g.took, g.key.timeout)}
-		if m.seq == e.head.seq {
+	return func(g *state.Group, m state.Member) pack.Request {
+		r := pack.Request{Job: m.ID, Memory: g.Key.Estimate, GPUsPerJob: g.Key.GPUs, Host: g.Key.Host,
+			Exclusive: g.Key.Exclusive || g.Key.Probe, Quota: quota(g.Sweep), Duration: cmp.Or(g.Took(), g.Key.Timeout)}
+		if m.Seq == e.head.seq {
 			r.Waited = now.Sub(e.head.since)
 		}
 		return r
@@ -255,25 +264,25 @@ type head struct {
 
 // headed notes which job the round reserved cards for. A round that reserved none
 // (the queue read no further) leaves the head as it was; it goes once it starts.
-func (e *Engine) headed(snap Snapshot, d Decision) {
+func (e *Engine) headed(view state.View, d pack.Decision) {
 	switch r := d.Reservation; {
 	case r != nil && r.Job != e.head.job:
-		e.head = head{job: r.Job, seq: snap.Job(r.Job).Seq, since: e.clock.Now()}
-	case slices.ContainsFunc(d.Placements, func(p Placement) bool { return p.Job == e.head.job }):
+		e.head = head{job: r.Job, seq: view.Job(r.Job).Seq, since: e.clock.Now()}
+	case slices.ContainsFunc(d.Placements, func(p pack.Placement) bool { return p.Job == e.head.job }):
 		e.head = head{}
 	}
 }
 
 // addEnds tells the packer when each attempt on a card is expected to end, in buf's
-// array (see view).
-func (e *Engine) addEnds(states []CardState, attempts []*Attempt, buf *[]Release) {
+// array (see packView).
+func (e *Engine) addEnds(states []pack.CardState, attempts []*state.Attempt, buf *[]pack.Release) {
 	// One array for every card's, each card's part as long as its attempts.
 	n := 0
 	for _, c := range states {
 		n += c.Running
 	}
 	if cap(*buf) < n {
-		*buf = make([]Release, 0, n)
+		*buf = make([]pack.Release, 0, n)
 	}
 	ends := (*buf)[:0]
 	for i := range states {
@@ -283,7 +292,7 @@ func (e *Engine) addEnds(states []CardState, attempts []*Attempt, buf *[]Release
 	}
 	now := e.clock.Now()
 	for _, a := range attempts {
-		end := Release{In: e.left(a, now), Memory: a.reserve(), Exclusive: a.Alone}
+		end := pack.Release{In: e.left(a, now), Memory: a.Holds(), Exclusive: a.Alone}
 		for _, g := range a.GPUs {
 			if i, ok := e.cardAt(a.Worker, g); ok {
 				states[i].Ends = insertEnd(states[i].Ends, end)
@@ -295,7 +304,7 @@ func (e *Engine) addEnds(states []CardState, attempts []*Attempt, buf *[]Release
 // insertEnd appends end to ends, which has room for it, in its place by In: after
 // those that end no later. A card holds a few attempts, and a sort for each card and
 // round cost more.
-func insertEnd(ends []Release, end Release) []Release {
+func insertEnd(ends []pack.Release, end pack.Release) []pack.Release {
 	at := len(ends)
 	for at > 0 && ends[at-1].In > end.In {
 		at--
@@ -310,20 +319,20 @@ func insertEnd(ends []Release, end Release) []Release {
 // duration is up, or else its timeout; Unknown when neither says, or it has run past
 // both. An attempt that has ended (its memory not yet gone from the card) is about to
 // free it.
-func (e *Engine) left(a *Attempt, now time.Time) time.Duration {
+func (e *Engine) left(a *state.Attempt, now time.Time) time.Duration {
 	if !a.Running() {
 		return 0
 	}
 	took := a.Expected
 	if took == 0 {
-		took = e.store.queue.took[a.Shape] // learned since it started
+		took = e.store.Queue().Took(a.Shape) // learned since it started
 	}
 	for _, d := range []time.Duration{took, a.Timeout} {
 		if left := a.Started.Add(d).Sub(now); d > 0 && left > 0 {
 			return left
 		}
 	}
-	return Unknown
+	return pack.UnknownEnd
 }
 
 // quotas returns each sweep's quota for a round (nil for a sweep without a limit),
@@ -331,8 +340,8 @@ func (e *Engine) left(a *Attempt, now time.Time) time.Duration {
 // running there. The sweeps that take the default of one job per card (see
 // Submission.OnePerCard) share theirs: one job per card of all of them, since what
 // keeps two of one sweep's jobs apart, memory that nobody declared, keeps any two apart.
-func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) func(sweep string) *Quota {
-	made := map[string]*Quota{}
+func (e *Engine) quotas(view state.View, cards []pack.CardState, running []*state.Attempt) func(sweep string) *pack.Quota {
+	made := map[string]*pack.Quota{}
 	var onePerCard []int
 	// free is a plan on each card less the attempts running there of the sweeps in.
 	free := func(plan func(i int) int, in func(sweep string) bool) []int {
@@ -341,7 +350,7 @@ func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) fu
 			out[i] = plan(i)
 		}
 		for _, a := range running {
-			if j := snap.Job(a.Job); j == nil || !in(j.Sweep) {
+			if j := view.Job(a.Job); j == nil || !in(j.Sweep) {
 				continue
 			}
 			for _, g := range a.GPUs {
@@ -352,13 +361,13 @@ func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) fu
 		}
 		return out
 	}
-	return func(sweep string) *Quota {
+	return func(sweep string) *pack.Quota {
 		if q, ok := made[sweep]; ok {
 			return q
 		}
-		var q *Quota
-		if sub := snap.Submission(sweep); sub != nil && sub.Limit != nil {
-			q = &Quota{Slots: make([]int, len(cards))}
+		var q *pack.Quota
+		if sub := view.Submission(sweep); sub != nil && sub.Limit != nil {
+			q = &pack.Quota{Slots: make([]int, len(cards))}
 			for i, c := range cards {
 				q.Slots[i] = sub.Limit.On(c.Index)
 			}
@@ -366,7 +375,7 @@ func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) fu
 				q.OnePerCard = true
 				if onePerCard == nil {
 					onePerCard = free(func(int) int { return 1 }, func(s string) bool {
-						other := snap.Submission(s)
+						other := view.Submission(s)
 						return other != nil && other.OnePerCard()
 					})
 				}
@@ -384,8 +393,8 @@ func (e *Engine) quotas(snap Snapshot, cards []CardState, running []*Attempt) fu
 // yet, waits for its shape to be: the first of each shape runs alone (requestOf makes
 // it exclusive) and the others wait for it. probing collects the shapes offered this
 // round.
-func waitsForProbe(snap Snapshot, shape string, probing map[string]bool) bool {
-	if l := snap.Shape(shape); l != nil && l.Probe != "" || probing[shape] {
+func waitsForProbe(view state.View, shape string, probing map[string]bool) bool {
+	if l := view.Shape(shape); l != nil && l.Probe != "" || probing[shape] {
 		return true
 	}
 	probing[shape] = true
@@ -394,7 +403,7 @@ func waitsForProbe(snap Snapshot, shape string, probing map[string]bool) bool {
 
 // hosts reads the RAM of each machine of the round's cards for the packer: the
 // cluster's machines, or this one.
-func (e *Engine) hosts(running []*Attempt) (Hosts, error) {
+func (e *Engine) hosts(running []*state.Attempt) (pack.Hosts, error) {
 	read := map[string]func() (int64, int64, error){}
 	if cl, ok := e.inv.(Cluster); ok {
 		for _, c := range e.cards {
@@ -403,7 +412,7 @@ func (e *Engine) hosts(running []*Attempt) (Hosts, error) {
 	} else if e.cfg.Host != nil {
 		read[""] = e.cfg.Host
 	}
-	hosts := make(Hosts, len(read))
+	hosts := make(pack.Hosts, len(read))
 	for worker, host := range read {
 		total, avail, err := host()
 		if err != nil {
@@ -412,7 +421,7 @@ func (e *Engine) hosts(running []*Attempt) (Hosts, error) {
 			}
 			return nil, fmt.Errorf("host memory: %w", err)
 		}
-		hosts[worker] = HostState{Total: total, Used: total - avail, Headroom: e.cfg.HostHeadroom.Of(total)}
+		hosts[worker] = pack.HostState{Total: total, Used: total - avail, Headroom: e.cfg.HostHeadroom.Of(total)}
 	}
 	for _, a := range running {
 		if h, ok := hosts[a.Worker]; ok {
@@ -432,16 +441,30 @@ func (e *Engine) hosts(running []*Attempt) (Hosts, error) {
 func (e *Engine) failTooLarge() {
 	_, cluster := e.inv.(Cluster)
 	room := e.largestRoom()
-	if _, largest, ok := e.store.queue.extremes(); !ok || largest <= room {
+	if _, largest, ok := e.store.Queue().Extremes(); !ok || largest <= room {
 		return
 	}
-	snap := e.store.view()
-	for _, id := range e.store.queue.larger(room) {
-		j := snap.Job(id)
+	view := e.store.Latest()
+	for _, id := range e.store.Queue().Larger(room) {
+		j := view.Job(id)
 		c := *j
-		if l := snap.Shape(j.Shape); l != nil && l.Floor > room {
-			if msg, ok := e.stepDown(&c, snap.Sweep(j.Sweep), j.Declared, false); ok {
-				if e.put(&c) != nil {
+		l := view.Shape(j.Shape)
+		if l != nil && l.Base > room && plans.BatchOnly(j.Ladder, view.Sweep(j.Sweep).OOM.Keys) {
+			if cluster {
+				continue
+			}
+			c.State = state.JobFailed
+			c.Reason = fmt.Sprintf("a job of its shape ran out of memory loading its model, before any batch: it needs at least %s there, more than any card has room for (%s after headroom); %s",
+				plans.FormatSize(l.Base), plans.FormatSize(room), unloadableAdvice)
+			if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
+				return
+			}
+			e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
+			continue
+		}
+		if l != nil && l.Floor > room {
+			if msg, ok := e.stepDown(&c, view.Sweep(j.Sweep), j.Declared, false); ok {
+				if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 					return
 				}
 				e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "requeued", Message: fmt.Sprintf(
@@ -452,11 +475,11 @@ func (e *Engine) failTooLarge() {
 		if cluster {
 			continue
 		}
-		c.State = JobFailed
-		est, _ := snap.Estimate(j)
+		c.State = state.JobFailed
+		est, _ := view.Estimate(j)
 		c.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
 			plans.FormatSize(est), plans.FormatSize(room))
-		if e.put(&c) != nil {
+		if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 			return
 		}
 		e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
@@ -466,10 +489,10 @@ func (e *Engine) failTooLarge() {
 // settling returns the ended attempts whose memory NVML still shows on their cards, so
 // that their estimates stay reserved: the next job must not OOM on a ghost. Each waits
 // at most cfg.Settle.
-func (e *Engine) settling() []*Attempt {
+func (e *Engine) settling() []*state.Attempt {
 	now := e.clock.Now()
 	kept := e.ghosts[:0]
-	var out []*Attempt
+	var out []*state.Attempt
 	for _, g := range e.ghosts {
 		// A process NVML cannot read is still there.
 		if used, unknown := e.measure(g.attempt); now.Before(g.until) && (used > 0 || unknown) {
@@ -481,7 +504,7 @@ func (e *Engine) settling() []*Attempt {
 	return out
 }
 
-// startAll starts a round's placements, of jobs the round's snapshot holds queued. The
+// startAll starts a round's placements, of jobs the round's view holds queued. The
 // attempts are journaled before they start, all in one record: a daemon that dies in
 // between finds them, and its runner tells whether each started (see Adopter), rather
 // than start a job twice. What the runner says of each (its leader, its log) is written
@@ -489,7 +512,7 @@ func (e *Engine) settling() []*Attempt {
 // what a simulation of 100,000 jobs can afford. An attempt whose files cannot be
 // written pauses the engine (see pause); it and those not started yet go back to the
 // queue as they were: not the jobs' fault.
-func (e *Engine) startAll(snap Snapshot, placed []Placement, running []*Attempt) {
+func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*state.Attempt) {
 	if len(placed) == 0 {
 		return
 	}
@@ -503,20 +526,21 @@ func (e *Engine) startAll(snap Snapshot, placed []Placement, running []*Attempt)
 	}
 	journaled := e.store.Journaled()
 	launches := make([]Launch, len(placed))
-	objs := make([]any, 0, 2*len(placed))
+	var recorded state.Change
 	for i, p := range placed {
-		launches[i] = e.launch(snap, snap.Job(p.Job), p, sharing[p.Worker])
-		objs = append(objs, launches[i].Job, launches[i].Attempt)
+		launches[i] = e.launch(view, view.Job(p.Job), p, sharing[p.Worker])
+		recorded.Jobs = append(recorded.Jobs, launches[i].Job)
+		recorded.Attempts = append(recorded.Attempts, launches[i].Attempt)
 	}
-	if journaled && e.put(objs...) != nil {
+	if journaled && e.put(recorded) != nil {
 		return
 	}
-	objs = objs[:0]
+	var ran state.Change
 	var lost []Exit
 	var started []Launch
 	for _, l := range launches {
 		if !journaled {
-			objs = append(objs, l.Job)
+			ran.Jobs = append(ran.Jobs, l.Job)
 		}
 		var st Started
 		err := e.pausedErr()
@@ -525,9 +549,9 @@ func (e *Engine) startAll(snap Snapshot, placed []Placement, running []*Attempt)
 		}
 		if err != nil {
 			if !journaled {
-				objs = append(objs, l.Attempt)
+				ran.Attempts = append(ran.Attempts, l.Attempt)
 			}
-			var cw *CannotWrite
+			var cw *state.CannotWrite
 			unwritable := errors.As(err, &cw)
 			if unwritable {
 				e.pause(cw)
@@ -537,15 +561,15 @@ func (e *Engine) startAll(snap Snapshot, placed []Placement, running []*Attempt)
 		}
 		// The runner reports the attempt's end on Exits, read only after this round.
 		a := *l.Attempt
-		a.Leader, a.Log = st.Leader, st.Log
-		objs = append(objs, &a)
+		a.Leader, a.Log, a.Command = st.Leader, st.Log, st.Command
+		ran.Attempts = append(ran.Attempts, &a)
 		started = append(started, l)
 	}
-	if e.put(objs...) != nil {
+	if e.put(ran) != nil {
 		return
 	}
 	for _, x := range lost {
-		e.Apply(x)
+		e.apply(x)
 	}
 	for _, l := range started {
 		a := l.Attempt
@@ -564,9 +588,9 @@ func (e *Engine) pausedErr() error {
 
 // launch is what starting job j where p places it takes: the job as it runs and its
 // attempt.
-func (e *Engine) launch(snap Snapshot, j *Job, p Placement, sharing int) Launch {
+func (e *Engine) launch(view state.View, j *state.Job, p pack.Placement, sharing int) Launch {
 	cardIdx := p.Cards
-	sub := snap.Submission(j.Sweep)
+	sub := view.Submission(j.Sweep)
 	if !sub.AllocConfRefused.IsZero() {
 		// An empty value turns PyTorch's allocator options off (see withoutAllocConf).
 		plain, sw := *sub, *sub.Sweep
@@ -575,14 +599,14 @@ func (e *Engine) launch(snap Snapshot, j *Job, p Placement, sharing int) Launch 
 		sub = &plain
 	}
 	job := *j
-	job.Estimate, job.HostEstimate = snap.Estimate(j) // what it starts with
+	job.Estimate, job.HostEstimate = view.Estimate(j) // what it starts with
 	job.Attempts++
-	job.State = JobRunning
-	a := &Attempt{ID: AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, Worker: p.Worker, GPUs: cardIdx,
+	job.State = state.JobRunning
+	a := &state.Attempt{ID: state.AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, Worker: p.Worker, GPUs: cardIdx,
 		Tier: j.Pos.Tier, Params: j.Current, Estimate: job.Estimate, Reserve: job.Estimate, HostReserve: job.HostEstimate,
-		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: requestOf(&job).Exclusive, Expected: e.store.queue.took[j.Shape]}
+		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: requestOf(&job).Exclusive, Expected: e.store.Queue().Took(j.Shape)}
 	if j.Probe && job.Estimate == 0 {
-		e.changeShape(j.Shape, func(l *Shape) { l.Probe = j.ID })
+		e.changeShape(j.Shape, func(l *state.Shape) { l.Probe = j.ID }, nil)
 	}
 	// Its cards in the inventory's order.
 	at := make([]int, 0, len(cardIdx))

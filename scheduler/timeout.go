@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // expire stops the running attempts that have run past their timeout, and reports
 // whether it stopped any.
-func (e *Engine) expire(running []*Attempt) (stopped bool) {
+func (e *Engine) expire(running []*state.Attempt) (stopped bool) {
 	now := e.clock.Now()
 	for _, a := range running {
 		if a.TimedOut || a.Timeout == 0 || now.Sub(a.Started) < a.Timeout {
@@ -21,7 +22,7 @@ func (e *Engine) expire(running []*Attempt) (stopped bool) {
 		}
 		c := *a
 		c.TimedOut = true
-		if e.put(&c) != nil {
+		if e.put(state.Change{Attempts: []*state.Attempt{&c}}) != nil {
 			return true
 		}
 		stopped = true
@@ -35,7 +36,8 @@ func (e *Engine) expire(running []*Attempt) (stopped bool) {
 // NextTimeout is when the next running attempt reaches its timeout; ok is false when
 // none has one. A driver of its own (a simulation) runs a round then.
 func (e *Engine) NextTimeout() (at time.Time, ok bool) {
-	for _, a := range e.store.view().Running() {
+	e.driving("NextTimeout")
+	for _, a := range e.store.Latest().Running() {
 		if a.TimedOut || a.Timeout == 0 {
 			continue
 		}
@@ -47,15 +49,15 @@ func (e *Engine) NextTimeout() (at time.Time, ok bool) {
 }
 
 // timedOut decides what becomes of a job whose attempt was stopped for its timeout.
-func timedOut(job *Job, a *Attempt) string {
+func timedOut(job *state.Job, a *state.Attempt) string {
 	after := plans.FormatDuration(a.Timeout)
 	if job.Timeouts < job.Timeout.Retries {
 		job.Timeouts++
 		// Like an unstarted attempt, it does not count against oom.max_attempts.
-		job.State, job.Since = JobQueued, job.Since+1
+		job.State, job.Since = state.JobQueued, job.Since+1
 		return fmt.Sprintf("timed out after %s; starting it again (retry %d of %d)", after, job.Timeouts, job.Timeout.Retries)
 	}
-	job.State = JobFailed
+	job.State = state.JobFailed
 	job.Reason = fmt.Sprintf("attempt %d timed out after %s", a.N, after)
 	if job.Timeout.Retries > 0 {
 		job.Reason += fmt.Sprintf(", as did the %d before it", job.Timeout.Retries)

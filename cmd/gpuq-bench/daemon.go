@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // The daemon's figures, measured on the real binary: its memory with a long history, and
@@ -135,26 +135,26 @@ func writeHistory(dir, sweepFile string, n int) error {
 	if err != nil {
 		return err
 	}
-	st, err := scheduler.OpenState(dir, func(string) {})
+	st, err := state.OpenState(dir, func(string) {})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.Submit(&scheduler.Submission{Sweep: sw}); err != nil {
+	if err := st.Submit(&state.Submission{Sweep: sw}); err != nil {
 		return err
 	}
 	at := time.Now().Add(-time.Hour)
-	var objs []any
-	for _, j := range st.Snapshot().Jobs() {
+	var done state.Change
+	for _, j := range st.View().Jobs() {
 		c := *j
-		c.State, c.Attempts = scheduler.JobSucceeded, 1
-		a := &scheduler.Attempt{ID: scheduler.AttemptID(j.ID, 1), Job: j.ID, Shape: j.Shape, N: 1, GPUs: []int{0},
+		c.State, c.Attempts = state.JobSucceeded, 1
+		a := &state.Attempt{ID: state.AttemptID(j.ID, 1), Job: j.ID, Shape: j.Shape, N: 1, GPUs: []int{0},
 			Params: j.Current, Estimate: j.Estimate, Reserve: j.Estimate, Leader: 1000, Peak: 8 << 30,
 			Started: at, Ended: at.Add(time.Minute), Outcome: plans.Success,
 			Log: filepath.Join(dir, "attempts", j.ID, "attempt-1", "log")}
-		objs = append(objs, &c, a)
+		done.Jobs, done.Attempts = append(done.Jobs, &c), append(done.Attempts, a)
 	}
-	if err := st.Put(objs...); err != nil {
+	if err := st.Put(done); err != nil {
 		return err
 	}
 	return st.Compact()

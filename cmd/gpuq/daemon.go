@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 type daemonOptions struct {
@@ -50,14 +51,18 @@ The machine's cards, plan and headroom come from --gpus, --gpu-plan and --headro
 slot limit, ` + plans.DefaultHeadroom.String() + ` headroom. Each sweep's own gpus and gpu_plan limit its jobs further.
 
 gpuq daemon --stop stops a running daemon and leaves its trainers running; with
---stop-trainers it stops them too (their jobs end cancelled; queued jobs stay queued).
+--stop-trainers it stops them too (their jobs end cancelled; queued jobs stay queued):
+SIGTERM to each trainer, SIGKILL 10 s later. A supervisor that does not answer
+(stopped with SIGSTOP, hung) is continued with SIGCONT 15 s after it was asked, and
+killed with what is left of its attempt 15 s after that, so the stop always ends.
 With no daemon running there is nothing to stop: it says so and exits 0.
 
 --metrics ADDR (GPUQ_METRICS, or metrics: in the config file) serves Prometheus metrics
 on http://ADDR/metrics: jobs by state, attempts and OOMs by outcome and tier, each
 card's memory (total, used, reserved, learned, other), the queue's waits and the
 scheduling rounds' latency. Nothing is served unless asked; anyone who can reach the
-address can read them, so keep it to 127.0.0.1 or a private network.
+address can read them, so keep it to 127.0.0.1 or a private network. It holds 16
+connections at once, closing more as they come.
 
 --dcgm-job-map DIR (GPUQ_DCGM_JOB_MAP, dcgm_job_map: in the config file, or
 dcgm-exporter's own DCGM_HPC_JOB_MAPPING_DIR) keeps dcgm-exporter's job-mapping files
@@ -73,7 +78,9 @@ daemon again after it.
 --listen ADDR also listens on the network for gpuq workers on other nodes (gpuq
 worker) and for gpuq on other machines (--server): over TLS, with a certificate the
 daemon makes, and only for those that show the secret it writes (0600) in its state
-directory. On a cluster's shared home the user's own jobs read both there. Its own
+directory. A connection has 10 s to show the secret, and 64 at most may be waiting
+to at once (more are closed as they come), so a flood of strangers takes no job's
+descriptors. On a cluster's shared home the user's own jobs read both there. Its own
 machine is then its first worker; --gpus none leaves it without cards (a login node).
 A worker that goes away for --worker-grace has its running jobs run again elsewhere
 at the same tier. Its trainers have stopped by then, so nothing runs twice: out of
@@ -126,7 +133,7 @@ wakes from a freeze past that. A grace too short for this is refused.`,
 
 func stopDaemon(opts *daemonOptions) error {
 	c, err := opts.settings.dial()
-	var none daemon.NoDaemonError
+	var none api.NoDaemonError
 	if errors.As(err, &none) {
 		// What --stop is for holds already: a script's cleanup need not ask first.
 		fmt.Fprintf(opts.io.Err, "gpuq: no daemon runs on %s: nothing to stop\n", none.Dir)
@@ -194,18 +201,18 @@ func (s *settings) remote() bool { return s.v.GetString(keyServer) != "" }
 
 // dial connects to the daemon of the state directory: through its socket, or over the
 // network with --server.
-func (s *settings) dial() (*daemon.Client, error) {
+func (s *settings) dial() (*api.Client, error) {
 	dir, err := s.stateDir()
 	if err != nil {
 		return nil, err
 	}
 	if s.remote() {
 		server := s.v.GetString(keyServer)
-		creds, err := daemon.LoadCredentials(dir)
+		creds, err := api.LoadCredentials(dir)
 		if err != nil {
 			return nil, err
 		}
-		return daemon.DialRemote(server, creds)
+		return api.DialRemote(server, creds)
 	}
-	return daemon.Dial(dir)
+	return api.Dial(dir)
 }

@@ -41,22 +41,35 @@ A job that fits no card is shown what would make it fit the largest: its next ru
 the OOM ladder (with a SWEEP), and the usual switches (gradient checkpointing, half the
 micro-batch, 8-bit AdamW, LoRA, QLoRA, logits of the last position), each alone.
 
-The formulas: 16 bytes a parameter for a mixed-precision AdamW fine-tune (2 weights,
-2 gradients, 12 for the fp32 master copy and moments); LoRA trains r(d+k) parameters
-for each adapted matrix and keeps the base frozen at its precision's width; activations
-follow Korthikanti et al. 2022, s*b*h*34 bytes a layer (plus 5*a*s^2*b with eager
-attention; k and v at the key-value heads' width), 2*s*b*h a layer with gradient
-checkpointing; logits cost 12 bytes each (b*s*V of them: the fp32 log-softmax output
-and two fp32 gradients, as PyTorch's cross-entropy keeps them);
-each process holds a CUDA context of about 500 MiB. A real run differs by the
-allocator's fragmentation and the framework's workspaces: gpuq learns the measured peak
-of each shape of job as the sweep runs.`,
+How it counts (the README's "Memory estimates" has the sources): weights at their
+precision (NF4 quantizes the blocks' matmuls; embeddings and head stay 16-bit, fp32
+with --prepare-kbit; --quantizer lightning quantizes the head too), gradients of what
+trains (all, LoRA's adapters, or --trainable), the optimizer's moments in fp32 or bf16
+(--optimizer-state) with an fp32 master copy of 16-bit weights by default; activations
+counted tensor by tensor as PyTorch keeps them for the backward pass (a Llama block
+26h+8f bytes a token in a full fine-tune, a GPT block Korthikanti's 34h; frozen matmuls
+keep no input, bitsandbytes' 4-bit ones did before 0.44 (--bitsandbytes), and a loop
+that holds the last step's outputs keeps those into the next step
+(--holds-last-step); the largest quantized layer dequantized; under --autocast fp32
+residuals and 16-bit weight copies); logits by --loss (upcast 14 bytes each,
+fp32-logits 16, chunked 4, fused 0); the allocator's reserve with expandable segments,
+as gpuq runs trainers (a 20 MiB and a 2 MiB page a stream); a CUDA context of 500 MiB
+(--cuda-context). ZeRO, --split-layers, --offload-optimizer, --offload-params, --ema and
+--frozen-copies change what each card holds; what is offloaded is shown as host RAM.
+Blocks gpuq does not count itself are described by --layer-params and
+--layer-activations. A real run differs by free blocks the allocator cannot reuse and
+the framework's workspaces: gpuq learns the measured peak of each shape of job as the
+sweep runs.`,
 		Example: `  gpuq estimate --model mistral-7b --seq-len 512 --micro-batch 4 --lora-rank 16
   gpuq estimate --model-config ~/models/Qwen3-4B/config.json --seq-len 1024 --micro-batch 2
   gpuq estimate --params 7B --precision bf16 --optimizer adamw
   gpuq estimate --params 7.24B --layers 32 --hidden 4096 --heads 32 --vocab 32000 \
       --seq-len 512 --micro-batch 4 --lora-rank 16
   gpuq estimate --params 7B --precision nf4 --lora-rank 16 --layers 32 --hidden 4096 --json
+  gpuq estimate --model llama-3.1-8b --seq-len 2048 --micro-batch 2 --optimizer-state bf16 --loss chunked
+  gpuq estimate --model qwen3-4b --seq-len 1024 --micro-batch 1 --lora-rank 16 --frozen-copies 1
+  gpuq estimate --model qwen2.5-7b --params 14B --seq-len 4096 --micro-batch 1 --trainable 100M \
+      --offload-params --offload-optimizer --gradient-checkpointing
   gpuq estimate examples/sweeps/torch-24g.yaml`,
 		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,8 +90,10 @@ of each shape of job as the sweep runs.`,
 	f.String("model", "", "a built-in architecture, or its Hugging Face id (Qwen/Qwen3-4B): "+strings.Join(plans.ArchitectureNames(), ", "))
 	f.String("model-config", "", "a Hugging Face config.json to read the architecture from")
 	f.String("params", "", "parameter count: 7B, 350M, 1.3e9 (or give --layers, --hidden and --vocab)")
-	f.String("precision", "bf16", "weights: fp32, bf16, fp16, int8 or nf4 (int8 and nf4 need --lora-rank)")
-	f.String("optimizer", "adamw", "adamw, adamw-8bit or sgd (with momentum)")
+	f.String("precision", "bf16", "weights: fp32, bf16, fp16, int8, nf4 or nf4-dq (NF4 with double quantization); int8 and nf4 need --lora-rank or --trainable")
+	f.Bool("autocast", false, "fp32 weights with 16-bit matmuls (torch.autocast, AMP: the Trainer's --bf16/--fp16 on a model loaded in fp32); needs --precision fp32")
+	f.String("optimizer", "adamw", "adamw, adamw-8bit, sgd (with momentum) or adafactor")
+	f.String("optimizer-state", "", "master (an fp32 copy of 16-bit weights and fp32 moments: DeepSpeed, Megatron), fp32 (fp32 moments) or bf16 (moments in bf16, no copy: torchtune, LitGPT bf16-true, the Trainer on a bf16 model); default master for 16-bit weights")
 	f.Int("layers", 0, "transformer layers")
 	f.Int("hidden", 0, "hidden size")
 	f.Int("heads", 0, "attention (query) heads")
@@ -87,15 +102,31 @@ of each shape of job as the sweep runs.`,
 	f.Bool("tied-embeddings", false, "the output head shares the input embedding (default: tied without --ffn, untied with it)")
 	f.Int("ffn", 0, "MLP width of a gated (Llama-style) MLP; default a GPT MLP of 4x hidden")
 	f.Int("vocab", 0, "vocabulary size")
+	f.String("layer-params", "", "parameters of one block, for blocks that are neither Llama's nor GPT's (e.g. 51M)")
+	f.String("layer-activations", "", "bytes one token keeps in one block for the backward pass, for such blocks (e.g. 100KiB)")
 	f.Int("seq-len", 0, "sequence length")
 	f.Int("micro-batch", 0, "sequences per forward pass on one card")
-	f.Int("lora-rank", 0, "LoRA rank; 0 = a full fine-tune")
+	f.Int("lora-rank", 0, "LoRA rank; 0 = no adapters")
 	f.String("lora-targets", "", "matrices LoRA adapts: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj or all-linear (default q_proj,v_proj)")
+	f.String("lora-dropout", "", "the adapters' dropout probability (each adapter with dropout keeps its own copy of its input)")
+	f.Bool("prepare-kbit", false, "PEFT's prepare_model_for_kbit_training: what int8/NF4 leave unquantized (embeddings, head, norms) and the adapters in fp32")
+	f.String("trainable", "", "without LoRA, the part that trains, the rest frozen: a share (0.02 or 2%), a count (100M) or modules (embeddings, head, norms, attention, mlp, q_proj, ...)")
 	f.Bool("gradient-checkpointing", false, "recompute activations in the backward pass")
 	f.Int("logits-to-keep", 0, "positions the logits are computed for; 0 = all")
+	f.String("loss", "upcast", "how the loss holds the logits: upcast (the model's 16-bit logits, upcast in the loss: 14 bytes a logit), fp32-logits (the model returns fp32 logits, as transformers before 4.45: 16), chunked (torchtune, LitGPT: 4) or fused (Liger, Cut Cross-Entropy: 0)")
+	f.String("quantizer", "", "what quantized int8/NF4 weights: transformers (its BitsAndBytesConfig, the default: the blocks' matmuls) or lightning (Lightning Fabric's BitsandbytesPrecision, LitGPT's --quantize: every linear layer, the head too, from fp16)")
+	f.String("bitsandbytes", "", "the bitsandbytes version, e.g. 0.42: before 0.44 its 4-bit matmul keeps its input for the backward pass (default a current one)")
+	f.Bool("holds-last-step", false, "the training loop keeps the last step's outputs until the next forward pass returns (LitGPT; a loop with out = model(x)): with bitsandbytes before 0.44, that step's matmul inputs stay too")
+	f.Bool("fused-qkv", false, "q, k and v are one matrix (LitGPT, GPT-NeoX) whose adapters share one dropped input")
 	f.String("attention", "sdpa", "sdpa (flash or memory-efficient kernels) or eager")
-	f.Int("zero-stage", 0, "DeepSpeed ZeRO stage (full fine-tunes)")
-	f.Int("gpus-per-job", 1, "cards the job is spread over, for ZeRO")
+	f.Int("zero-stage", 0, "DeepSpeed ZeRO stage (FSDP FULL_SHARD: 3, SHARD_GRAD_OP: 2)")
+	f.Int("gpus-per-job", 1, "cards the job is spread over, for ZeRO and --split-layers")
+	f.Bool("split-layers", false, "the layers are split over --gpus-per-job cards (accelerate's device_map, pipeline): the heaviest card's memory")
+	f.Bool("offload-optimizer", false, "the optimizer's state lives in host RAM (ZeRO-Offload, FSDP CPUOffload)")
+	f.Bool("offload-params", false, "the weights and gradients live in host RAM, brought to the card a layer at a time")
+	f.Bool("ema", false, "an exponential moving average copy of the weights on the card")
+	f.Int("frozen-copies", 0, "frozen instances of the model beside it (a reference or reward model of the same size)")
+	f.String("cuda-context", "", "the CUDA context of the process (default 500MiB; ~1.3GiB without lazy loading, CUDA 11.6 and older)")
 	f.BoolVar(&opts.json, "json", false, `print {"total_bytes": N, "parts": {...}} (with a SWEEP, {"jobs": [...]})`)
 	cmd.RegisterFlagCompletionFunc("model", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return plans.ArchitectureNames(), cobra.ShellCompDirectiveNoFileComp
@@ -279,13 +310,13 @@ func runEstimateSweep(opts *estimateOptions, path string) error {
 		case j.Probe:
 			e.Source = "probe"
 		case j.Model != nil:
-			m, _ := plans.ModelOf(j.Model, j.Params) // checked when the sweep was read
+			m, _ := j.ModelAt(j.Params) // checked when the sweep was read
 			b := m.Estimate()
 			e.Source, e.Parts, e.Missing, e.TotalBytes = "model", &b, b.Missing, b.Total()
 		}
 		e.Fits = fits(e.TotalBytes, cards, headroom)
 		if len(e.Fits) == 0 && j.Model != nil {
-			m, _ := plans.ModelOf(j.Model, j.Params)
+			m, _ := j.ModelAt(j.Params)
 			e.Suggestions = suggest(rungSteps(j), m, largestRoom(cards, headroom))
 		}
 		out = append(out, e)
@@ -317,15 +348,15 @@ func printEstimates(w io.Writer, out []estimateJSON, cards, width int) error {
 	tw := newFitTable(w, width, 1, 0).cutStarts(0)
 	head := "JOB\tNAME\tSOURCE\t"
 	if withParts {
-		head += "WEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tLOGITS\tCONTEXT\t"
+		head += "WEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tLOGITS\tRESERVE\tCONTEXT\t"
 	}
 	fmt.Fprintln(tw, head+"TOTAL\tFITS ON")
 	for _, e := range out {
-		parts := strings.Repeat("-\t", 6)
+		parts := strings.Repeat("-\t", 7)
 		if e.Parts != nil {
 			b := e.Parts
 			parts = ""
-			for _, v := range []int64{b.Weights, b.Gradients, b.Optimizer, b.Activations, b.Logits, b.Context} {
+			for _, v := range []int64{b.Weights, b.Gradients, b.Optimizer, b.Activations, b.Logits, b.Reserve, b.Context} {
 				parts += plans.FormatSize(v) + "\t"
 			}
 		}
@@ -409,7 +440,7 @@ func cardsFor(opts *estimateOptions, spec plans.GPUSpec, source string, def plan
 		return nil, headroom, err
 	}
 	defer inv.Close()
-	cards, err := inv.Snapshot()
+	cards, err := inv.Read()
 	return cards, headroom, err
 }
 
@@ -455,7 +486,11 @@ func printEstimate(io ioStreams, e estimateJSON, cards []gpu.Card) {
 		name string
 		v    int64
 	}{{"weights", b.Weights}, {"gradients", b.Gradients}, {"optimizer state", b.Optimizer},
-		{"activations", b.Activations}, {"logits", b.Logits}, {"CUDA context", b.Context}} {
+		{"activations", b.Activations}, {"logits", b.Logits}, {"EMA and frozen copies", b.Copies},
+		{"allocator reserve", b.Reserve}, {"CUDA context", b.Context}} {
+		if p.v == 0 && p.name == "EMA and frozen copies" {
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\n", p.name, plans.FormatSize(p.v))
 	}
 	total := plans.FormatSize(e.TotalBytes)
@@ -463,6 +498,9 @@ func printEstimate(io ioStreams, e estimateJSON, cards []gpu.Card) {
 		total = "at least " + total
 	}
 	fmt.Fprintf(tw, "total\t%s\n", total)
+	if b.Host > 0 {
+		fmt.Fprintf(tw, "host RAM (offloaded)\t%s\n", plans.FormatSize(b.Host))
+	}
 	tw.Flush()
 	if len(e.Missing) > 0 {
 		var flags []string

@@ -195,3 +195,37 @@ func TestEstimateLowerBound(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateSetupFlags: the flags of the seeds' setups reach the estimate, and the
+// help names a flag for every model key.
+func TestEstimateSetupFlags(t *testing.T) {
+	parts := func(args ...string) map[string]int64 {
+		t.Helper()
+		out, errOut, code := gpuq(t, append([]string{"estimate", "--model", "qwen3-4b", "--seq-len", "1024", "--micro-batch", "1", "--gpus", "sim:1x24GiB", "--json"}, args...)...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		var got struct {
+			Parts map[string]int64 `json:"parts"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Parts
+	}
+	if p := parts("--lora-rank", "16", "--frozen-copies", "1"); p["copies"] != p["weights"]-p["gradients"] {
+		t.Errorf("a frozen reference copy: %v", p)
+	}
+	if p := parts("--trainable", "100M", "--offload-optimizer", "--optimizer-state", "bf16"); p["optimizer"] != 0 || p["host"] != 100e6*4 {
+		t.Errorf("an offloaded optimizer: %v", p)
+	}
+	if a, b := parts("--loss", "fused")["logits"], parts("--loss", "chunked")["logits"]; a != 0 || b == 0 {
+		t.Errorf("loss fused %d, chunked %d", a, b)
+	}
+	help, _, _ := gpuq(t, "estimate", "--help")
+	for _, k := range plans.ModelKeys() {
+		if !strings.Contains(help, "--"+modelFlag(k)+" ") {
+			t.Errorf("estimate --help does not name --%s", modelFlag(k))
+		}
+	}
+}

@@ -9,7 +9,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 )
 
 // Exit statuses, the same for every verb.
@@ -103,7 +103,7 @@ func exitCode(err error) int {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &probs), errors.As(err, &in), errors.As(err, &refused), errors.As(err, &unsafe),
-		errors.Is(err, gpu.ErrUnknownCard):
+		errors.Is(err, nvidia.ErrUnknownCard):
 		return exitBadInput
 	case errors.Is(err, errInterrupted):
 		return exitInterrupt

@@ -78,7 +78,7 @@ func runGPUs(opts *gpusOptions) error {
 		return err
 	}
 	defer inv.Close()
-	cards, err := inv.Snapshot()
+	cards, err := inv.Read()
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
@@ -30,8 +31,9 @@ func gpuqIn(t *testing.T, cols int, args ...string) (stdout, stderr string, code
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv(asGPUQ) == "1" {
-		// A daemon or a supervisor of a daemon test (see daemon_test.go).
+	if os.Getenv(asGPUQ) == "1" || len(os.Args) == 3 && os.Args[1] == launcher.ReaperMode {
+		// A daemon or a supervisor of a daemon test (see daemon_test.go), or the reaper
+		// of a gpuq run in-process.
 		os.Exit(run(os.Args[1:], ioStreams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 	}
 	// The machine's own settings must not leak into the tests.

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
 type planOptions struct {
@@ -59,7 +59,7 @@ func runPlan(opts *planOptions) error {
 }
 
 // starts maps each card index to the jobs the decision starts on it.
-func starts(d scheduler.Decision) map[int][]string {
+func starts(d pack.Decision) map[int][]string {
 	out := map[int][]string{}
 	for _, pl := range d.Placements {
 		for _, c := range pl.Cards {
@@ -69,7 +69,7 @@ func starts(d scheduler.Decision) map[int][]string {
 	return out
 }
 
-func printPlan(io ioStreams, p *prepared, states []scheduler.CardState, d scheduler.Decision) error {
+func printPlan(io ioStreams, p *prepared, states []pack.CardState, d pack.Decision) error {
 	sw := p.sweep
 	machine := plans.Count(len(p.cards), "card")
 	if sim := p.inv.Simulated(); sim != "" {
@@ -272,7 +272,7 @@ type planJob struct {
 	Ladder []string `json:"ladder"`
 }
 
-func planJSON(p *prepared, states []scheduler.CardState, d scheduler.Decision) planOutput {
+func planJSON(p *prepared, states []pack.CardState, d pack.Decision) planOutput {
 	out := planOutput{Sweep: p.sweep.Name, Order: string(p.sweep.Order), Simulated: p.inv.Simulated(),
 		Placements: []planPlacement{}, Waiting: []planWait{}, Jobs: []planJob{}}
 	byID := jobsByID(p.sweep)

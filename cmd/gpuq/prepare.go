@@ -8,14 +8,16 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // prepared is a validated sweep with the cards it will run on, admitted on them.
 type prepared struct {
 	sweep *plans.Sweep
-	inv   *gpu.Inventory
+	inv   *nvidia.Inventory
 	cards []gpu.Card
-	limit scheduler.Limit
+	limit state.Limit
 }
 
 // prepare loads and validates a sweep against the machine. The caller closes p.inv.
@@ -31,7 +33,7 @@ func prepare(path string, st *settings, io ioStreams) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	cards, err := inv.Snapshot()
+	cards, err := inv.Read()
 	if err != nil {
 		inv.Close()
 		return nil, err
@@ -57,20 +59,20 @@ func (p *prepared) slots() []int {
 // machine's cards with no slot limit of their own and the sweep limited to its plan
 // on them, as under the daemon, so that both place it as the daemon does. runner may be
 // nil for an engine that only previews.
-func (p *prepared) engine(st *settings, r scheduler.Runner, poll time.Duration, events func(scheduler.Event)) (*scheduler.Engine, *scheduler.Store, error) {
+func (p *prepared) engine(st *settings, r scheduler.Runner, poll time.Duration, events func(scheduler.Event)) (*scheduler.Engine, *state.Store, error) {
 	headroom, err := st.hostHeadroom()
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := scheduler.NewStore()
+	store, err := state.NewStore()
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := store.Submit(&state.Submission{Sweep: p.sweep, Limit: p.limit}); err != nil {
 		return nil, nil, err
 	}
 	machine, _ := plans.GPUPlan{plans.NoSlotLimit}.For(len(p.cards))
 	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
 		scheduler.Config{Slots: machine, Headroom: p.sweep.Headroom, Poll: poll, Host: launcher.HostMemory, HostHeadroom: headroom}, events)
-	if err := eng.Submit(&scheduler.Submission{Sweep: p.sweep, Limit: p.limit}); err != nil {
-		return nil, nil, err
-	}
 	return eng, store, nil
 }

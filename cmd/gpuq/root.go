@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -24,6 +24,14 @@ func run(args []string, io ioStreams) int {
 		// Started by a daemon to hold one attempt; not a verb for people.
 		if err := launcher.Supervise(args[1]); err != nil {
 			fmt.Fprintln(io.Err, "gpuq supervisor:", err)
+			return exitFailed
+		}
+		return exitOK
+	}
+	if len(args) == 2 && args[0] == launcher.ReaperMode {
+		// Started by gpuq run to stop what its attempts leave if it is killed.
+		if err := launcher.Reap(args[1]); err != nil {
+			fmt.Fprintln(io.Err, "gpuq reaper:", err)
 			return exitFailed
 		}
 		return exitOK
@@ -51,7 +59,7 @@ Machine settings come from, highest first: flags, GPUQ_* environment variables
 (GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM), the user config file
 ($XDG_CONFIG_HOME/gpuq/config.yaml), then the sweep file.
 
-With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSim + `) and says so.
+With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSimulated + `) and says so.
 
 Exit status: 0 success; 1 something failed, or no daemon answers; 2 bad input (a sweep,
 flag or config file) or a request the daemon refuses (an unknown job or sweep, attach
@@ -92,7 +100,7 @@ no failed job), daemon --stop when no daemon runs.`,
 		&cobra.Group{ID: groupDaemon, Title: "The daemon and its jobs:"})
 	root.SetHelpCommand(newHelpCmd(root))
 	root.AddCommand(newCompletionCmd(io))
-	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st), newReportCmd(io, st)} {
+	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st), newReportCmd(io, st), newResultsCmd(io, st)} {
 		c.GroupID = groupSweep
 		root.AddCommand(c)
 	}
@@ -224,8 +232,8 @@ func (s *settings) ledger() string {
 
 // inventoryOptions are how gpuq opens the cards: the simulated machine's ledger, and
 // gpuq's own CUDA_VISIBLE_DEVICES.
-func (s *settings) inventoryOptions(io ioStreams) gpu.Options {
-	opt := gpu.Options{Ledger: s.ledger(), Notice: io.Err}
+func (s *settings) inventoryOptions(io ioStreams) nvidia.Options {
+	opt := nvidia.Options{Ledger: s.ledger(), Notice: io.Err}
 	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
 		opt.Visible = &v
 	}
@@ -234,10 +242,10 @@ func (s *settings) inventoryOptions(io ioStreams) gpu.Options {
 
 // openInventory opens the cards for spec. source names where spec was written (a flag,
 // the config file's key, the sweep file's), for the error of a card the machine lacks.
-func (s *settings) openInventory(spec plans.GPUSpec, source string, io ioStreams) (*gpu.Inventory, error) {
+func (s *settings) openInventory(spec plans.GPUSpec, source string, io ioStreams) (*nvidia.Inventory, error) {
 	opt := s.inventoryOptions(io)
 	opt.Source = source
-	return gpu.Open(spec, opt)
+	return nvidia.Open(spec, opt)
 }
 
 // gpusSource names where a sweep's gpus were written: the machine's setting that

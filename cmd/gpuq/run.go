@@ -22,8 +22,8 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 type runOptions struct {
@@ -43,15 +43,23 @@ func newRunCmd(io ioStreams, st *settings) *cobra.Command {
 		Long: `Run every job of the sweep: pack them onto the cards, launch each trainer in a
 pseudo-terminal with the right environment, and when one runs out of GPU memory requeue
 it with the next rung of its OOM ladder (the effective batch kept), until every job has
-succeeded, failed for good, or been cancelled. Ctrl-C stops every trainer cleanly, as
-do SIGTERM and the terminal closing (SIGHUP).
+succeeded, failed for good, been cancelled or been stopped early. Ctrl-C stops every trainer cleanly, as
+do SIGTERM and the terminal closing (SIGHUP). At the end it prints every attempt (its
+card, tier, estimate, peak, outcome and exit status) and why each failed job failed,
+with its trainer's error line; --json the same with every attempt's "exit_code",
+"signal", "error" and "command".
 
 Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/, readable
 by you alone (they hold the trainers' environment); a log begins with the command and
-environment to rerun the attempt by hand. A --log-dir that other users may write to is
-refused.
+environment to rerun the attempt by hand. A --log-dir that other users may write to, or
+that is reached through another user's link, is refused; it is used by its real path.
 
-Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrupted.`,
+A gpuq run killed outright (kill -9) cannot stop its trainers itself: a small process it
+starts, its reaper, then stops every process of its attempts, those in sessions of their
+own (setsid, nohup) too.
+
+Exit status: 0 every job succeeded (or was stopped early by the sweep's early_stop), 1
+some job failed, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
   gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json`,
 		Args: exactArgs(1),
@@ -83,8 +91,18 @@ func runRun(opts *runOptions) error {
 	if opts.logDir == "" {
 		opts.logDir = runDir(sw.Name, time.Now())
 	}
+	// From here on the directory is its real path: a link on the way to it that
+	// someone points elsewhere later changes nothing.
+	if opts.logDir, err = launcher.ResolveDir(opts.logDir); err != nil {
+		return badInput("--log-dir: %v", err)
+	}
 	if err := launcher.PrivateDir(opts.logDir); err != nil {
 		return badInput("--log-dir: %v", err)
+	}
+	if reaper, err := startReaper(opts.logDir); err != nil {
+		fmt.Fprintf(opts.io.Err, "gpuq: warning: %v: what a trainer starts in a session of its own may outlive a gpuq run that is killed\n", err)
+	} else {
+		defer reaper.Close()
 	}
 	progress := opts.io.Out
 	if opts.json {
@@ -96,13 +114,13 @@ func runRun(opts *runOptions) error {
 		ledger = opts.settings.ledger()
 	}
 	r := runner.NewDirect(runner.Options{Dir: opts.logDir, Ledger: ledger})
-	var hooks *daemon.Hooks // made once the store is, before the first event
+	var hooks *runner.Hooks // made once the store is, before the first event
 	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) { ui.event(ev); hooks.Event(ev) })
 	if err != nil {
 		return err
 	}
 	ui.store = store
-	hooks = daemon.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
+	hooks = runner.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
 	fmt.Fprintf(progress, "gpuq: running %s of %s; logs in %s\n", plans.Count(len(sw.Jobs), "job"), sw.Name, opts.logDir)
 
 	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores
@@ -114,7 +132,7 @@ func runRun(opts *runOptions) error {
 	ui.stop()
 	// The cards as they are now, for their names and sizes: a card that cannot be read
 	// leaves them out, and the report sizes its panel by what was reserved on it.
-	cards, _ := p.inv.Snapshot()
+	cards, _ := p.inv.Read()
 	sum := summarize(store, sw, cards)
 	hooks.Wait()
 	if opts.json {
@@ -128,17 +146,27 @@ func runRun(opts *runOptions) error {
 	case errors.Is(runErr, context.Canceled):
 		var left []string
 		for _, j := range sum.Jobs {
-			if j.State != string(scheduler.JobSucceeded) {
+			if j.State != string(state.JobSucceeded) && j.State != string(state.JobStopped) {
 				left = append(left, j.ID)
 			}
 		}
 		return fmt.Errorf("%w; every trainer was stopped. Not finished: %s", errInterrupted, strings.Join(left, " "))
 	case runErr != nil:
 		return runErr
-	case sum.Counts[string(scheduler.JobFailed)] > 0:
+	case sum.Counts[string(state.JobFailed)] > 0:
 		return errJobsFailed
 	}
 	return nil
+}
+
+// startReaper starts the process that stops what the attempts under root leave
+// running should this gpuq be killed (see launcher.Reaper).
+func startReaper(root string) (*launcher.Reaper, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return launcher.StartReaper([]string{self}, root)
 }
 
 // runUI shows progress: a table redrawn in place on a terminal, one line per event
@@ -147,7 +175,7 @@ type runUI struct {
 	w     io.Writer
 	live  bool
 	size  func() (cols, rows int) // the terminal's, read at each redraw: it may change
-	store *scheduler.Store
+	store *state.Store
 	sweep *plans.Sweep
 	mu    sync.Mutex
 	lines int
@@ -223,20 +251,20 @@ func (u *runUI) redraw(now time.Time) {
 // the running jobs, the latest events (wrapped; the oldest left out where there is no
 // room), and counts by state.
 func (u *runUI) frame(now time.Time, width, height int) []string {
-	snap := u.store.Snapshot()
+	view := u.store.View()
 	counts := map[string]int{}
 	var b strings.Builder
 	tw := newFitTable(&b, width, 0).cutStarts(0)
 	fmt.Fprintln(tw, "JOB\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
-	for _, j := range snap.Jobs() {
+	for _, j := range view.Jobs() {
 		counts[string(j.State)]++
-		if j.State != scheduler.JobRunning {
+		if j.State != state.JobRunning {
 			continue
 		}
-		as := snap.Attempts(j.ID)
+		as := view.Attempts(j.ID)
 		a := as[len(as)-1]
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, intsText(a.GPUs), a.N, a.Tier,
-			top.Gig(j.Declared), top.Gig(snap.Learned(j.Shape)), top.Gig(a.Reserve), top.Gig(a.Peak),
+			top.Gig(j.Declared), top.Gig(view.Learned(j.Shape)), top.Gig(a.Reserve), top.Gig(a.Peak),
 			now.Sub(a.Started).Round(time.Second))
 	}
 	tw.Flush()

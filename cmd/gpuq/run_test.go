@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,8 +18,9 @@ import (
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 func needPython(t *testing.T) {
@@ -39,7 +41,7 @@ func TestRunQuickstartRecoversOOMs(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("summary is not JSON: %v\n%s", err, out)
 	}
@@ -111,7 +113,7 @@ func TestRunSeedSweepRecoversOOMs(t *testing.T) {
 	if strings.Contains(errOut, "warning") {
 		t.Errorf("the example warns:\n%s", errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -156,25 +158,92 @@ func TestRunSeedSweepRecoversOOMs(t *testing.T) {
 	}
 }
 
+// runFailing runs a sweep with gpuq run --json, which must exit 1 for a job that
+// failed, and returns its summary and what it said on stderr.
+func runFailing(t *testing.T, sweep string) (api.SweepSummary, string) {
+	t.Helper()
+	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "100ms")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
+	}
+	var sum api.SweepSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum, errOut
+}
+
 // TestRunTimesOutAHungTrainer: under gpuq run, a trainer past its timeout is stopped
 // and its job fails saying so; the run ends with exit 1.
 func TestRunTimesOutAHungTrainer(t *testing.T) {
 	sweep := filepath.Join(t.TempDir(), "hung.yaml")
 	os.WriteFile(sweep, []byte("name: hung\ncommand: [sh, -c, \"sleep 600\"]\njobs: [{}]\nmemory: 1GiB\ntimeout: 1s\ngpus: sim:1x24GiB\n"), 0o644)
-	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "100ms")
-	if code != exitFailed {
-		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
-	}
-	var sum daemon.SweepSummary
-	if err := json.Unmarshal([]byte(out), &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum, errOut := runFailing(t, sweep)
 	j := sum.Jobs[0]
 	if j.Reason != "attempt 1 timed out after 1s" || j.Attempts[0].Outcome != "timed-out" {
 		t.Errorf("job %+v", j)
 	}
 	if !strings.Contains(errOut, "hung.1 #1 timing-out: still running after 1s, its timeout: stopping it") {
 		t.Errorf("progress lacks the timeout:\n%s", errOut)
+	}
+}
+
+// TestRunSaysWhyJobsFailed: gpuq run's summary gives each attempt's exit status, and a
+// failed job's reason its trainer's error line; --json the exit code, error and
+// command of each attempt and job.
+func TestRunSaysWhyJobsFailed(t *testing.T) {
+	sweep := filepath.Join(t.TempDir(), "nan.yaml")
+	os.WriteFile(sweep, []byte(`name: nan
+command: [sh, -c, "echo step 1 loss 2.3; echo 'Traceback (most recent call last):'; echo '  File \"train.py\", line 9, in <module>'; echo 'ValueError: loss is NaN'; exit 1"]
+jobs: [{}]
+memory: 1GiB
+gpus: sim:1x24GiB
+`), 0o644)
+	out, errOut, code := gpuq(t, "run", sweep, "--log-dir", t.TempDir(), "--poll", "100ms")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
+	}
+	if !strings.Contains(out, "  nan.1 failed: attempt 1 failed: exited with status 1: ValueError: loss is NaN\n") ||
+		!regexp.MustCompile(`(?m)^nan\.1 +failed +1 .* failed +1$`).MatchString(out) {
+		t.Errorf("the summary does not say why:\n%s", out)
+	}
+	sum, _ := runFailing(t, sweep)
+	j := sum.Jobs[0]
+	for _, e := range []api.ExitStatus{j.ExitStatus, j.Attempts[0].ExitStatus} {
+		if e.ExitCode == nil || *e.ExitCode != 1 || e.Error != "ValueError: loss is NaN" {
+			t.Errorf("exit %+v", e)
+		}
+	}
+	if len(j.Command) != 3 || j.Command[0] != "sh" || j.Started == nil || j.Ended == nil {
+		t.Errorf("command %q, started %v, ended %v", j.Command, j.Started, j.Ended)
+	}
+}
+
+// TestRunFailsAModelLargerThanTheCard: a trainer whose weights alone outgrow the card
+// (the simulated trainer runs out of memory in Module.to) fails after one attempt, with
+// the reason and what would help, rather than walking every rung of its ladder.
+func TestRunFailsAModelLargerThanTheCard(t *testing.T) {
+	needPython(t)
+	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
+	sweep := filepath.Join(t.TempDir(), "big.yaml")
+	os.WriteFile(sweep, []byte(`name: big
+command: [python3, `+trainer+`, --config, "{config}"]
+config: {format: json}
+params: {batch_size: 8, gradient_accumulation_steps: 4, gradient_checkpointing: false, num_data_workers: 4, sim_base: 30GiB, sim_activations: 2GiB, sim_alloc_delay: 0}
+jobs: [{}]
+memory: 20GiB
+gpus: sim:1x24GiB
+`), 0o644)
+	sum, errOut := runFailing(t, sweep)
+	j := sum.Jobs[0]
+	if len(j.Attempts) != 1 || !strings.Contains(j.Reason, "before any batch") || !strings.Contains(j.Reason, "no rung of its ladder lowers that") {
+		t.Fatalf("%d attempts, reason %q", len(j.Attempts), j.Reason)
+	}
+	if a := j.Attempts[0]; a.OOM == nil || !a.OOM.Loading || !strings.HasPrefix(a.Error, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 30.00 GiB") {
+		t.Errorf("the attempt: oom %+v, error %q", a.OOM, a.Error)
+	}
+	if strings.Contains(errOut, "requeued") {
+		t.Errorf("the progress says requeued:\n%s", errOut)
 	}
 }
 
@@ -290,7 +359,7 @@ gpus: "sim:1x24GiB"
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -306,15 +375,15 @@ gpus: "sim:1x24GiB"
 // on, in width (long names shortened, events wrapped) and in height (the oldest events
 // and then rows left out), and each redraw moves up over exactly the lines of the last.
 func TestRunTableFitsTheTerminal(t *testing.T) {
-	store, err := scheduler.NewStore()
+	store, err := state.NewStore()
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	for i, name := range []string{"a-sweep-with-a-long-name.1", "a-sweep-with-a-long-name.2", "a-sweep-with-a-long-name.3"} {
-		j := &scheduler.Job{Job: &plans.Job{ID: name}, Sweep: "a-sweep-with-a-long-name", Status: scheduler.Status{State: scheduler.JobRunning, Declared: 9 << 30, Attempts: 1}}
-		a := &scheduler.Attempt{ID: name + "/1", Job: name, N: 1, GPUs: []int{i}, Reserve: 9 << 30, Peak: int64(i) << 30, Started: at}
-		if err := store.Put(j, a); err != nil {
+		j := &state.Job{Job: &plans.Job{ID: name}, Sweep: "a-sweep-with-a-long-name", Status: state.Status{State: state.JobRunning, Declared: 9 << 30, Attempts: 1}}
+		a := &state.Attempt{ID: name + "/1", Job: name, N: 1, GPUs: []int{i}, Reserve: 9 << 30, Peak: int64(i) << 30, Started: at}
+		if err := store.Put(state.Change{Jobs: []*state.Job{j}, Attempts: []*state.Attempt{a}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -384,4 +453,58 @@ gpu_plan: "2"
 			t.Errorf("line %d is %d cells wide, more than the terminal's 80: %q", i+1, w, l)
 		}
 	}
+}
+
+// TestAKilledRunLeavesNothing: gpuq run killed outright (kill -9) leaves no process of
+// its attempts running: not the trainer, not what it started in a session of its own
+// (setsid) or immune to its terminal's hangup (nohup).
+func TestAKilledRunLeavesNothing(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid(1) here")
+	}
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	sweep := filepath.Join(dir, "tree.yaml")
+	os.WriteFile(sweep, []byte(`name: tree
+command: [sh, -c, "setsid sleep 300 & nohup sleep 301 >/dev/null 2>&1 & exec sleep 302"]
+jobs: [{}]
+memory: 1GiB
+gpus: sim:1x24GiB
+`), 0o644)
+	cmd := exec.Command(os.Args[0], "run", sweep, "--log-dir", logs)
+	cmd.Env = append(os.Environ(), asGPUQ+"=1", "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir)
+	out := &schedtest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // what a failing test left
+		for _, pid := range attemptProcs(logs) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	schedtest.WaitFor(t, "the trainer and both its children", func() bool { return len(attemptProcs(logs)) == 3 })
+	cmd.Process.Kill()
+	cmd.Wait()
+	schedtest.WaitFor(t, "nothing of the attempt left", func() bool { return len(attemptProcs(logs)) == 0 })
+}
+
+// attemptProcs are the live processes whose environment places them in an attempt
+// under root (GPUQ_ATTEMPT_DIR).
+func attemptProcs(root string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if dir, ok := strings.CutPrefix(kv, "GPUQ_ATTEMPT_DIR="); ok && strings.HasPrefix(dir, root+"/") {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 type submitOptions struct {
@@ -62,7 +62,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		}
 		ov.Name = plans.Override{Value: opts.name, Source: "--name"}
 	}
-	var reqs []daemon.SubmitRequest
+	var reqs []api.SubmitRequest
 	var machine []string
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)
@@ -76,7 +76,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		for _, w := range sw.Warnings() {
 			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 		}
-		reqs = append(reqs, daemon.SubmitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
+		reqs = append(reqs, api.SubmitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
 		if machine == nil {
 			machine = machineOf(sw)
 		}
@@ -86,7 +86,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		return err
 	}
 	var out struct {
-		Sweeps []daemon.SubmitResponse `json:"sweeps"`
+		Sweeps []api.SubmitResponse `json:"sweeps"`
 	}
 	for _, req := range reqs {
 		resp, err := c.Submit(req)
@@ -134,7 +134,7 @@ func (s *settings) sweepOverrides() plans.Overrides {
 // from its file or this command line); nil when it names none.
 func machineOf(sw *plans.Sweep) []string {
 	var args []string
-	if sw.GPUs.IsSim() || sw.GPUs.Indices != nil {
+	if sw.GPUs.IsSimulated() || sw.GPUs.Indices != nil {
 		args = append(args, "--gpus", sw.GPUs.String())
 	}
 	if sw.Headroom != plans.DefaultHeadroom {
@@ -146,9 +146,9 @@ func machineOf(sw *plans.Sweep) []string {
 // ensureDaemon connects to the state directory's daemon, starting one in the background
 // if none runs (started), on the machine the flags in machine name (the first sweep's),
 // so that the sweep runs on the machine it was written for.
-func ensureDaemon(st *settings, io ioStreams, machine []string) (c *daemon.Client, started bool, err error) {
+func ensureDaemon(st *settings, io ioStreams, machine []string) (c *api.Client, started bool, err error) {
 	c, err = st.dial()
-	var none daemon.NoDaemonError
+	var none api.NoDaemonError
 	if !errors.As(err, &none) {
 		return c, false, err
 	}
@@ -161,13 +161,13 @@ func ensureDaemon(st *settings, io ioStreams, machine []string) (c *daemon.Clien
 		argv = append(argv, "--config", cfg)
 	}
 	argv = append(argv, machine...)
-	c, pid, err := daemon.Start(none.Dir, argv)
+	c, pid, err := api.Start(none.Dir, argv)
 	if err != nil {
 		return nil, false, err
 	}
 	if pid == 0 { // another gpuq started one at the same moment
 		return c, false, nil
 	}
-	fmt.Fprintf(io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", pid, none.Dir, daemon.LogPath(none.Dir))
+	fmt.Fprintf(io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", pid, none.Dir, api.LogPath(none.Dir))
 	return c, true, nil
 }

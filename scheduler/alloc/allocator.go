@@ -18,13 +18,16 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Config is what an Allocator runs with.
 type Config struct {
-	Store *scheduler.Store
-	// Do runs fn in the engine's loop (scheduler.Engine.Do): the store has one writer.
-	Do func(ctx context.Context, fn func() error) error
+	// State reads the store.
+	State func() state.View
+	// Put writes to the store through the engine (scheduler.Engine.Put), its one
+	// writer, which pauses when the disk refuses a write.
+	Put func(ctx context.Context, c state.Change) error
 	// Waiting returns what each job needs that waits to start and that no connected
 	// worker could start now (scheduler.Engine.Backlog).
 	Waiting func(ctx context.Context) ([]scheduler.Need, error)
@@ -33,7 +36,7 @@ type Config struct {
 	// Every is how often the allocator looks at Slurm and the queue.
 	Every time.Duration
 	// Worker is the command an allocation of q runs on each node.
-	Worker func(q *scheduler.AllocQueue) ([]string, error)
+	Worker func(q *state.AllocQueue) ([]string, error)
 	// Logs is the directory Slurm writes the allocations' output to.
 	Logs string
 	// Workers returns how many workers of each allocation (by Slurm job id) are
@@ -56,7 +59,7 @@ type Allocator struct {
 	since time.Time
 }
 
-// New returns an allocator over cfg.Store's queues.
+// New returns an allocator over the store's queues.
 func New(cfg Config) *Allocator {
 	if cfg.Every == 0 {
 		// squeue asks slurmctld, which every user of the cluster shares; a submitted
@@ -106,8 +109,8 @@ func (a *Allocator) Serve(ctx context.Context) error {
 func (a *Allocator) Round(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	snap := a.cfg.Store.Snapshot()
-	queues := snap.AllocQueues()
+	view := a.cfg.State()
+	queues := view.AllocQueues()
 	if len(queues) == 0 {
 		return nil
 	}
@@ -120,10 +123,10 @@ func (a *Allocator) Round(ctx context.Context) error {
 	}
 	workers := a.cfg.Workers()
 	now := a.cfg.Clock.Now()
-	snap = a.cfg.Store.Snapshot()
+	view = a.cfg.State()
 	var errs []error
-	for _, q := range snap.AllocQueues() {
-		r := Round{Queue: q, Allocations: snap.Allocations(q.ID), Waiting: waiting, Workers: workers, Since: a.since, Now: now}
+	for _, q := range view.AllocQueues() {
+		r := Round{Queue: q, Allocations: view.Allocations(q.ID), Waiting: waiting, Workers: workers, Since: a.since, Now: now}
 		r.Idle = a.idleSince(r)
 		d := Decide(r)
 		for _, id := range d.Cancel {
@@ -155,11 +158,11 @@ func (a *Allocator) idleSince(r Round) time.Time {
 }
 
 // follow asks Slurm how the live allocations stand, and records what changed.
-func (a *Allocator) follow(ctx context.Context, queues []*scheduler.AllocQueue) error {
-	snap := a.cfg.Store.Snapshot()
-	var live []*scheduler.Allocation
+func (a *Allocator) follow(ctx context.Context, queues []*state.AllocQueue) error {
+	view := a.cfg.State()
+	var live []*state.Allocation
 	for _, q := range queues {
-		for _, al := range snap.Allocations(q.ID) {
+		for _, al := range view.Allocations(q.ID) {
 			if al.Active() {
 				live = append(live, al)
 			}
@@ -180,7 +183,7 @@ func (a *Allocator) follow(ctx context.Context, queues []*scheduler.AllocQueue) 
 	}
 	workers := a.cfg.Workers()
 	now := a.cfg.Clock.Now()
-	var changed []any
+	var changed []*state.Allocation
 	for _, al := range live {
 		c := observe(al, jobs, workers[al.ID], now)
 		if *c != *al {
@@ -188,7 +191,7 @@ func (a *Allocator) follow(ctx context.Context, queues []*scheduler.AllocQueue) 
 			if c.State != al.State {
 				a.cfg.Log("allocation %s (queue %d): %s", c.ID, c.Queue, describe(c))
 			}
-			if c.State == scheduler.AllocEnded && !c.Started.IsZero() && c.Workers == 0 {
+			if c.State == state.AllocEnded && !c.Started.IsZero() && c.Workers == 0 {
 				a.cfg.Log("allocation %s (queue %d) ended without a worker connecting: see %s", c.ID, c.Queue, a.LogOf(c.ID))
 			}
 		}
@@ -196,17 +199,17 @@ func (a *Allocator) follow(ctx context.Context, queues []*scheduler.AllocQueue) 
 	if len(changed) == 0 {
 		return nil
 	}
-	return a.cfg.Do(ctx, func() error { return a.cfg.Store.Put(changed...) })
+	return a.cfg.Put(ctx, state.Change{Allocations: changed})
 }
 
 // observe is an allocation as Slurm (jobs) and the connected workers show it now.
-func observe(al *scheduler.Allocation, jobs map[string]Job, workers int, now time.Time) *scheduler.Allocation {
+func observe(al *state.Allocation, jobs map[string]Job, workers int, now time.Time) *state.Allocation {
 	c := *al
 	c.Workers = max(c.Workers, workers)
 	j, ok := jobs[al.ID]
 	if !ok {
 		// Slurm forgets a job some minutes after it ends (MinJobAge).
-		c.State, c.Ended = scheduler.AllocEnded, now
+		c.State, c.Ended = state.AllocEnded, now
 		c.Reason = fmt.Sprintf("Slurm no longer knows it; last seen %s", strings.ToLower(c.Slurm))
 		c.Slurm = ""
 		return &c
@@ -214,14 +217,14 @@ func observe(al *scheduler.Allocation, jobs map[string]Job, workers int, now tim
 	c.Slurm, c.Reason, c.Nodes = j.State, j.Reason, cmpOr(j.Nodes, c.Nodes)
 	switch {
 	case Ended(j.State):
-		c.State, c.Ended = scheduler.AllocEnded, now
+		c.State, c.Ended = state.AllocEnded, now
 		if c.Started.IsZero() {
 			c.Started = j.Start
 		}
 	case j.State == "PENDING":
-		c.State = scheduler.AllocQueued
+		c.State = state.AllocQueued
 	default:
-		c.State = scheduler.AllocRunning
+		c.State = state.AllocRunning
 		if c.Started.IsZero() {
 			c.Started = cmpTime(j.Start, now)
 		}
@@ -244,12 +247,12 @@ func cmpTime(t, or time.Time) time.Time {
 }
 
 // describe says where an allocation stands, for the log and gpuq alloc list.
-func describe(al *scheduler.Allocation) string {
+func describe(al *state.Allocation) string {
 	s := strings.ToLower(al.Slurm)
 	if s == "" {
 		s = string(al.State)
 	}
-	if al.Nodes != "" && al.State != scheduler.AllocQueued {
+	if al.Nodes != "" && al.State != state.AllocQueued {
 		s += " on " + al.Nodes
 	}
 	if al.Reason != "" {
@@ -260,7 +263,7 @@ func describe(al *scheduler.Allocation) string {
 
 // submit submits one allocation of q and records it; a failure is recorded on the
 // queue, which tries again after RetryAfter.
-func (a *Allocator) submit(ctx context.Context, q *scheduler.AllocQueue) error {
+func (a *Allocator) submit(ctx context.Context, q *state.AllocQueue) error {
 	script, err := a.Script(q)
 	if err != nil {
 		return err
@@ -274,18 +277,18 @@ func (a *Allocator) submit(ctx context.Context, q *scheduler.AllocQueue) error {
 	if err != nil {
 		c.Error, c.ErrorAt = err.Error(), now
 		a.cfg.Log("allocation queue %d: sbatch failed (trying again in %s): %v", q.ID, RetryAfter, err)
-		if perr := a.cfg.Do(ctx, func() error { return a.cfg.Store.Put(&c) }); perr != nil {
+		if perr := a.cfg.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{&c}}); perr != nil {
 			return perr
 		}
 		return fmt.Errorf("allocation queue %d: sbatch: %w", q.ID, err)
 	}
 	a.cfg.Log("allocation queue %d: submitted allocation %s (%d GPUs a node, %s)", q.ID, id, q.GPUsPerNode, plans.FormatDuration(q.Time))
-	al := &scheduler.Allocation{ID: id, Queue: q.ID, State: scheduler.AllocQueued, Slurm: "PENDING", Submitted: now}
-	objs := []any{al}
+	al := &state.Allocation{ID: id, Queue: q.ID, State: state.AllocQueued, Slurm: "PENDING", Submitted: now}
+	put := state.Change{Allocations: []*state.Allocation{al}}
 	if q.Error != "" {
-		objs = append(objs, &c)
+		put.AllocQueues = []*state.AllocQueue{&c}
 	}
-	return a.cfg.Do(ctx, func() error { return a.cfg.Store.Put(objs...) })
+	return a.cfg.Put(ctx, put)
 }
 
 func (a *Allocator) cancel(ctx context.Context, id string) error {
@@ -301,7 +304,7 @@ func (a *Allocator) cancel(ctx context.Context, id string) error {
 func (a *Allocator) LogOf(id string) string { return filepath.Join(a.cfg.Logs, "slurm-"+id+".log") }
 
 // Script is the batch script of q's allocations.
-func (a *Allocator) Script(q *scheduler.AllocQueue) (string, error) {
+func (a *Allocator) Script(q *state.AllocQueue) (string, error) {
 	worker, err := a.cfg.Worker(q)
 	if err != nil {
 		return "", err
@@ -315,7 +318,7 @@ func (a *Allocator) Script(q *scheduler.AllocQueue) (string, error) {
 // Add checks a new queue with Slurm (sbatch --test-only on its script) and keeps it;
 // its first allocation follows in the next round if jobs wait. q.ID is chosen here.
 // Slurm's refusal is a scheduler.Refused, in Slurm's words.
-func (a *Allocator) Add(ctx context.Context, q scheduler.AllocQueue) (*scheduler.AllocQueue, string, error) {
+func (a *Allocator) Add(ctx context.Context, q state.AllocQueue) (*state.AllocQueue, string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	script, err := a.prepare(&q)
@@ -328,7 +331,7 @@ func (a *Allocator) Add(ctx context.Context, q scheduler.AllocQueue) (*scheduler
 	if err != nil {
 		return nil, "", scheduler.Refused(fmt.Sprintf("Slurm would not take its allocations (sbatch --test-only):\n%v", err))
 	}
-	if err := a.cfg.Do(ctx, func() error { return a.cfg.Store.Put(&q) }); err != nil {
+	if err := a.cfg.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{&q}}); err != nil {
 		return nil, "", err
 	}
 	a.cfg.Log("allocation queue %d: %d GPUs a node, %s each, at most %d at once, workers idle %s exit; sbatch %s",
@@ -338,19 +341,19 @@ func (a *Allocator) Add(ctx context.Context, q scheduler.AllocQueue) (*scheduler
 
 // DryRun is the script a new queue's allocations would run, without keeping the queue
 // or asking Slurm anything.
-func (a *Allocator) DryRun(q scheduler.AllocQueue) (string, error) {
+func (a *Allocator) DryRun(q state.AllocQueue) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.prepare(&q)
 }
 
 // prepare checks q, gives it the next id, and renders its script.
-func (a *Allocator) prepare(q *scheduler.AllocQueue) (string, error) {
+func (a *Allocator) prepare(q *state.AllocQueue) (string, error) {
 	if err := Check(q); err != nil {
 		return "", err
 	}
 	q.ID = 1
-	for _, o := range a.cfg.Store.Snapshot().AllocQueues() {
+	for _, o := range a.cfg.State().AllocQueues() {
 		q.ID = max(q.ID, o.ID+1)
 	}
 	q.Created = a.cfg.Clock.Now()
@@ -370,26 +373,26 @@ func (a *Allocator) Remove(ctx context.Context, id int) (Removed, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out Removed
-	snap := a.cfg.Store.Snapshot()
-	q := snap.AllocQueue(id)
+	view := a.cfg.State()
+	q := view.AllocQueue(id)
 	if q == nil || q.Removed {
 		return out, scheduler.Refused(fmt.Sprintf("no allocation queue %d; gpuq alloc list shows them", id))
 	}
 	c := *q
 	c.Removed = true
-	if err := a.cfg.Do(ctx, func() error { return a.cfg.Store.Put(&c) }); err != nil {
+	if err := a.cfg.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{&c}}); err != nil {
 		return out, err
 	}
 	var errs []error
-	for _, al := range snap.Allocations(id) {
+	for _, al := range view.Allocations(id) {
 		switch al.State {
-		case scheduler.AllocQueued:
+		case state.AllocQueued:
 			if err := a.cancel(ctx, al.ID); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			out.Cancelled = append(out.Cancelled, al.ID)
-		case scheduler.AllocRunning:
+		case state.AllocRunning:
 			out.Running = append(out.Running, al.ID)
 		}
 	}
@@ -400,7 +403,7 @@ func (a *Allocator) Remove(ctx context.Context, id int) (Removed, error) {
 }
 
 // Check checks a queue's settings, as gpuq alloc slurm takes them.
-func Check(q *scheduler.AllocQueue) error {
+func Check(q *state.AllocQueue) error {
 	var probs []string
 	if q.GPUsPerNode < 1 {
 		probs = append(probs, "--gpus-per-node must be at least 1")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // testClock is a clock that moves only when the test moves it.
@@ -37,7 +38,7 @@ func (c *testClock) add(d time.Duration) {
 
 type harness struct {
 	a       *Allocator
-	store   *scheduler.Store
+	store   *state.Store
 	slurm   *fakeSlurm
 	clock   *testClock
 	dir     string
@@ -45,28 +46,28 @@ type harness struct {
 	log     []string
 }
 
-// newHarness is an allocator over a journaled store in dir, with Do writing directly
+// newHarness is an allocator over a journaled store in dir, with Put writing directly
 // (no engine runs in these tests).
 func newHarness(t *testing.T, dir string) *harness {
 	t.Helper()
-	store, err := scheduler.OpenState(dir, func(w string) { t.Log(w) })
+	store, err := state.OpenState(dir, func(w string) { t.Log(w) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	h := &harness{store: store, slurm: newFakeSlurm(t), dir: dir, workers: map[string]int{},
 		clock: &testClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
-	h.a = New(Config{Store: store, Slurm: Slurm{Exec: Run}, Clock: h.clock, Logs: filepath.Join(dir, "allocs"),
-		Do: func(_ context.Context, fn func() error) error { return fn() },
+	h.a = New(Config{State: store.View, Slurm: Slurm{Exec: Run}, Clock: h.clock, Logs: filepath.Join(dir, "allocs"),
+		Put: func(_ context.Context, c state.Change) error { return store.Put(c) },
 		// No worker here: every job that waits is one no worker could start.
 		Waiting: func(context.Context) ([]scheduler.Need, error) {
 			var needs []scheduler.Need
-			for _, j := range store.Queue() {
+			for _, j := range store.Queued() {
 				needs = append(needs, scheduler.Need{Cards: j.GPUsPerJob})
 			}
 			return needs, nil
 		},
-		Worker: func(q *scheduler.AllocQueue) ([]string, error) {
+		Worker: func(q *state.AllocQueue) ([]string, error) {
 			return []string{"/opt/gpuq", "worker", "--server", "login1:7070", "--idle-timeout", plans.FormatDuration(q.IdleTimeout)}, nil
 		},
 		Workers: func() map[string]int { return h.workers },
@@ -82,7 +83,7 @@ func (h *harness) submit(t *testing.T, name string, n, gpus int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.store.Submit(&scheduler.Submission{Sweep: sw}); err != nil {
+	if err := h.store.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -102,15 +103,15 @@ func (h *harness) round(t *testing.T) {
 	}
 }
 
-func (h *harness) allocations(queue int) map[string]*scheduler.Allocation {
-	out := map[string]*scheduler.Allocation{}
-	for _, a := range h.store.Snapshot().Allocations(queue) {
+func (h *harness) allocations(queue int) map[string]*state.Allocation {
+	out := map[string]*state.Allocation{}
+	for _, a := range h.store.View().Allocations(queue) {
 		out[a.ID] = a
 	}
 	return out
 }
 
-func addQueue(t *testing.T, h *harness, q scheduler.AllocQueue) *scheduler.AllocQueue {
+func addQueue(t *testing.T, h *harness, q state.AllocQueue) *state.AllocQueue {
 	t.Helper()
 	added, script, err := h.a.Add(context.Background(), q)
 	if err != nil {
@@ -122,8 +123,8 @@ func addQueue(t *testing.T, h *harness, q scheduler.AllocQueue) *scheduler.Alloc
 	return added
 }
 
-func slurmQueue() scheduler.AllocQueue {
-	return scheduler.AllocQueue{GPUsPerNode: 2, Time: time.Hour, MaxAllocs: 2, IdleTimeout: 10 * time.Minute, Args: []string{"--partition", "gpu"}}
+func slurmQueue() state.AllocQueue {
+	return state.AllocQueue{GPUsPerNode: 2, Time: time.Hour, MaxAllocs: 2, IdleTimeout: 10 * time.Minute, Args: []string{"--partition", "gpu"}}
 }
 
 func TestAllocationsFollowTheQueue(t *testing.T) {
@@ -146,7 +147,7 @@ func TestAllocationsFollowTheQueue(t *testing.T) {
 		t.Fatalf("submitted %d scripts:\n%s", len(scripts), strings.Join(scripts, "\n"))
 	}
 	allocs := h.allocations(q.ID)
-	if len(allocs) != 2 || allocs["101"].State != scheduler.AllocQueued || allocs["102"].Slurm != "PENDING" {
+	if len(allocs) != 2 || allocs["101"].State != state.AllocQueued || allocs["102"].Slurm != "PENDING" {
 		t.Fatalf("allocations: %+v", allocs)
 	}
 	// They are coming: the next round asks for no more.
@@ -160,7 +161,7 @@ func TestAllocationsFollowTheQueue(t *testing.T) {
 	h.slurm.set("101", "RUNNING", "gpu07", start, start.Add(time.Hour))
 	h.round(t)
 	a := h.allocations(q.ID)["101"]
-	if a.State != scheduler.AllocRunning || a.Nodes != "gpu07" || !a.Started.Equal(start) {
+	if a.State != state.AllocRunning || a.Nodes != "gpu07" || !a.Started.Equal(start) {
 		t.Fatalf("started allocation: %+v", a)
 	}
 	if !slices.ContainsFunc(h.log, func(l string) bool { return strings.Contains(l, "allocation 101 (queue 1): running on gpu07") }) {
@@ -179,10 +180,10 @@ func TestAllocationsFollowTheQueue(t *testing.T) {
 	h.workers = map[string]int{}
 	h.round(t)
 	allocs = h.allocations(q.ID)
-	if allocs["101"].State != scheduler.AllocEnded || allocs["101"].Slurm != "COMPLETED" || allocs["101"].Workers != 1 {
+	if allocs["101"].State != state.AllocEnded || allocs["101"].Slurm != "COMPLETED" || allocs["101"].Workers != 1 {
 		t.Errorf("ended allocation: %+v", allocs["101"])
 	}
-	if allocs["102"].State != scheduler.AllocEnded || allocs["102"].Reason != "Slurm no longer knows it; last seen pending" {
+	if allocs["102"].State != state.AllocEnded || allocs["102"].Reason != "Slurm no longer knows it; last seen pending" {
 		t.Errorf("forgotten allocation: %+v", allocs["102"])
 	}
 	// The jobs still wait (no engine ran them): two more.
@@ -215,7 +216,7 @@ func TestSubmissionFailurePausesTheQueue(t *testing.T) {
 	if err := h.a.Round(context.Background()); err == nil || !strings.Contains(err.Error(), "QOS policy") {
 		t.Fatalf("round: %v", err)
 	}
-	got := h.store.Snapshot().AllocQueue(q.ID)
+	got := h.store.View().AllocQueue(q.ID)
 	if got.Error != refusal || !got.ErrorAt.Equal(h.clock.Now()) {
 		t.Fatalf("the queue does not keep Slurm's words: %+v", got)
 	}
@@ -227,8 +228,8 @@ func TestSubmissionFailurePausesTheQueue(t *testing.T) {
 	}
 	h.clock.add(RetryAfter / 2)
 	h.round(t)
-	if n := len(h.slurm.submitted()); n != 1 || h.store.Snapshot().AllocQueue(q.ID).Error != "" {
-		t.Fatalf("after %s: %d submitted, queue %+v", RetryAfter, n, h.store.Snapshot().AllocQueue(q.ID))
+	if n := len(h.slurm.submitted()); n != 1 || h.store.View().AllocQueue(q.ID).Error != "" {
+		t.Fatalf("after %s: %d submitted, queue %+v", RetryAfter, n, h.store.View().AllocQueue(q.ID))
 	}
 }
 
@@ -239,9 +240,9 @@ func TestIdleQueueWithdrawsWaitingAllocations(t *testing.T) {
 	h.round(t)
 	h.slurm.submitted()
 	// The job went elsewhere (cancelled here); the allocation still waits in Slurm.
-	j := *h.store.Snapshot().Job("s.1")
-	j.State = scheduler.JobCancelled
-	if err := h.store.Put(&j); err != nil {
+	j := *h.store.View().Job("s.1")
+	j.State = state.JobCancelled
+	if err := h.store.Put(state.Change{Jobs: []*state.Job{&j}}); err != nil {
 		t.Fatal(err)
 	}
 	h.round(t)
@@ -256,7 +257,7 @@ func TestIdleQueueWithdrawsWaitingAllocations(t *testing.T) {
 		t.Fatalf("an allocation for no work still waits in Slurm: %s", s)
 	}
 	h.round(t)
-	if a := h.allocations(q.ID)["101"]; a.State != scheduler.AllocEnded || a.Slurm != "CANCELLED" {
+	if a := h.allocations(q.ID)["101"]; a.State != state.AllocEnded || a.Slurm != "CANCELLED" {
 		t.Errorf("withdrawn allocation: %+v", a)
 	}
 }
@@ -277,7 +278,7 @@ func TestAddChecksWithSlurm(t *testing.T) {
 	if !errors.As(err, &refused) || !strings.HasSuffix(err.Error(), "\nsbatch: error: invalid partition specified: gpu") {
 		t.Errorf("Slurm's refusal: %v", err)
 	}
-	if qs := h.store.Snapshot().AllocQueues(); len(qs) != 0 {
+	if qs := h.store.View().AllocQueues(); len(qs) != 0 {
 		t.Errorf("refused queues were kept: %+v", qs)
 	}
 	h.slurm.refuse("")
@@ -285,7 +286,7 @@ func TestAddChecksWithSlurm(t *testing.T) {
 	if err != nil || !strings.Contains(script, "#SBATCH --job-name=gpuq-1\n") || h.slurm.called("sbatch") != 1 {
 		t.Errorf("dry run: %v, %d sbatch calls:\n%s", err, h.slurm.called("sbatch"), script)
 	}
-	if qs := h.store.Snapshot().AllocQueues(); len(qs) != 0 {
+	if qs := h.store.View().AllocQueues(); len(qs) != 0 {
 		t.Errorf("a dry run kept a queue: %+v", qs)
 	}
 }
@@ -308,7 +309,7 @@ func TestRemoveWithdrawsWaitingAndLeavesRunning(t *testing.T) {
 	if n := len(h.slurm.submitted()); n != 2 { // the two of the first round
 		t.Errorf("a removed queue submitted %d more", n-2)
 	}
-	if a := h.allocations(q.ID)["101"]; a.State != scheduler.AllocRunning {
+	if a := h.allocations(q.ID)["101"]; a.State != state.AllocRunning {
 		t.Errorf("the running allocation is no longer followed: %+v", a)
 	}
 	var refused scheduler.Refused
@@ -328,18 +329,18 @@ func TestQueuesSurviveARestart(t *testing.T) {
 	h.round(t)
 	h.store.Close()
 
-	again, err := scheduler.OpenState(dir, func(w string) { t.Log(w) })
+	again, err := state.OpenState(dir, func(w string) { t.Log(w) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func(s *scheduler.Store, when string) {
+	check := func(s *state.Store, when string) {
 		t.Helper()
-		snap := s.Snapshot()
-		got := snap.AllocQueue(q.ID)
+		view := s.View()
+		got := view.AllocQueue(q.ID)
 		if got == nil || got.GPUsPerNode != 2 || got.Time != time.Hour || !slices.Equal(got.Args, q.Args) {
 			t.Fatalf("%s: queue %+v", when, got)
 		}
-		if al := snap.Allocations(q.ID); len(al) != 1 || al[0].ID != "101" || al[0].State != scheduler.AllocQueued {
+		if al := view.Allocations(q.ID); len(al) != 1 || al[0].ID != "101" || al[0].State != state.AllocQueued {
 			t.Fatalf("%s: allocations %+v", when, al)
 		}
 	}
@@ -348,7 +349,7 @@ func TestQueuesSurviveARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	again.Close()
-	compacted, err := scheduler.OpenState(dir, func(w string) { t.Log(w) })
+	compacted, err := state.OpenState(dir, func(w string) { t.Log(w) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +380,7 @@ func TestWorkerlessAllocationsStallTheQueue(t *testing.T) {
 	if !slices.Contains(h.log, want) {
 		t.Errorf("the log does not say %q:\n%s", want, strings.Join(h.log, "\n"))
 	}
-	if !Stalled(h.store.Snapshot().Allocations(q.ID)) {
+	if !Stalled(h.store.View().Allocations(q.ID)) {
 		t.Error("the queue is not shown stalled")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Timing of a queue's decisions.
@@ -24,8 +25,8 @@ const (
 
 // Round is what a queue decides on: its allocations, the work that waits, and now.
 type Round struct {
-	Queue       *scheduler.AllocQueue
-	Allocations []*scheduler.Allocation
+	Queue       *state.AllocQueue
+	Allocations []*state.Allocation
 	// Waiting is what each job needs (gpus_per_job, its expected duration) that waits
 	// to start and that no connected worker could start now.
 	Waiting []scheduler.Need
@@ -67,7 +68,7 @@ func Decide(r Round) Decision {
 			continue
 		}
 		active++
-		if a.State == scheduler.AllocQueued {
+		if a.State == state.AllocQueued {
 			coming++
 			if cards == 0 && !r.Idle.IsZero() && r.Now.Sub(r.Idle) >= q.IdleTimeout {
 				d.Cancel = append(d.Cancel, a.ID)
@@ -87,7 +88,7 @@ func Decide(r Round) Decision {
 // canRun reports whether an allocation of q could run a job that needs n: its nodes
 // have the cards, and its workers, which stop DrainAhead before the allocation's time
 // limit, take a job only if it is expected to end by then (as learned of its shape).
-func canRun(q *scheduler.AllocQueue, n scheduler.Need) bool {
+func canRun(q *state.AllocQueue, n scheduler.Need) bool {
 	return n.Cards <= q.GPUsPerNode && n.Duration <= q.Time-DrainAhead
 }
 
@@ -100,7 +101,7 @@ func later(a, b time.Time) time.Time {
 
 // Stalled reports whether a queue's last WorkerlessRuns allocations that ran all ended
 // without a worker connecting. Allocations withdrawn before they ran do not count.
-func Stalled(allocs []*scheduler.Allocation) bool {
+func Stalled(allocs []*state.Allocation) bool {
 	n := 0
 	for i := len(allocs) - 1; i >= 0 && n < WorkerlessRuns; i-- {
 		a := allocs[i]

@@ -7,14 +7,14 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Script is the batch script of one allocation of a queue: Slurm gives it nodes, and it
 // starts one gpuq worker on each, which connects to the daemon and runs jobs there
 // until it has been idle for the queue's timeout or its time runs out.
 type Script struct {
-	Queue *scheduler.AllocQueue
+	Queue *state.AllocQueue
 	// Worker is the command that starts a worker: gpuq's binary, its worker verb and
 	// how to reach the daemon.
 	Worker []string

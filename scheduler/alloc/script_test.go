@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 func TestScript(t *testing.T) {
-	q := &scheduler.AllocQueue{ID: 3, GPUsPerNode: 4, Time: 8*time.Hour + 30*time.Minute, MaxAllocs: 2, IdleTimeout: 10 * time.Minute,
+	q := &state.AllocQueue{ID: 3, GPUsPerNode: 4, Time: 8*time.Hour + 30*time.Minute, MaxAllocs: 2, IdleTimeout: 10 * time.Minute,
 		Args: []string{"--partition", "gpu", "--exclusive", "--comment=it's mine", "-A", "proj x"}}
 	s := Script{Queue: q, Log: "/home/u/.local/state/gpuq/allocs/slurm-%j.log",
 		Worker: []string{"/home/u/bin/gpuq", "worker", "--server", "login1:7070", "--idle-timeout", "10m"}}
@@ -43,7 +43,7 @@ func TestAnOptionKeepsToItsLine(t *testing.T) {
 		{"--comment=x\x00y", false},
 		{"--comment=it's $(touch ~/pwned) `id` ; # \\ \"", true},
 	} {
-		q := &scheduler.AllocQueue{GPUsPerNode: 1, Time: time.Hour, MaxAllocs: 1, IdleTimeout: time.Minute, Args: []string{tt.arg}}
+		q := &state.AllocQueue{GPUsPerNode: 1, Time: time.Hour, MaxAllocs: 1, IdleTimeout: time.Minute, Args: []string{tt.arg}}
 		err := Check(q)
 		if tt.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "one option a line") {
 			t.Errorf("%q: %v", tt.arg, err)

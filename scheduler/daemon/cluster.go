@@ -13,8 +13,10 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // cluster is a listening daemon's machines as its engine sees them: its own, the first
@@ -28,20 +30,20 @@ import (
 // up its supervisors. Past it, they are reported lost with Requeue, so their jobs run
 // again at their tier; by then the worker's lease has stopped them (see fence.go), so
 // nothing runs twice, however slow or frozen the worker was. Should the worker come
-// back holding a success of one of them after all, the success wins (see Welcome.Ask).
+// back holding a success of one of them after all, the success wins (see api.Welcome.Ask).
 type cluster struct {
 	local  *machine
 	runner *runner.Supervised // this machine's attempts
 	fence  fence
 	clock  scheduler.Clock
-	log    *EventLog
+	log    *runner.EventLog
 	exits  chan scheduler.Exit
 
 	mu      sync.Mutex
 	workers map[string]*remote
 	// lost are the attempts given up for lost with each worker whose ends it has not
 	// told, by worker and attempt id: it is asked for them when it is back.
-	lost map[string]map[string]AttemptRef
+	lost map[string]map[string]api.AttemptRef
 	// streams are the requests for a worker's attempt streams, by token, each waiting
 	// for the worker to open it.
 	streams map[string]chan io.ReadWriteCloser
@@ -49,33 +51,47 @@ type cluster struct {
 
 // remote is a worker, while it is linked and for a grace period after.
 type remote struct {
-	hello Hello
-	state WorkerState
+	hello api.Hello
+	state api.WorkerState
 	link  *link // nil while it is away
-	// ready: it has beaten on its link, after answering the Welcome (see Welcome.Ask);
+	// ready: it has beaten on its link, after answering the Welcome (see api.Welcome.Ask);
 	// only then do its cards take jobs.
 	ready bool
 	// heard is when it was last heard from; acked when the daemon last answered one of
 	// its beats (or welcomed it, or started): its lease runs from before then.
 	heard, acked time.Time
 	// attempts run there, as the engine holds them.
-	attempts map[string]*scheduler.Attempt
+	attempts map[string]*state.Attempt
 	// stops are asked while the worker is away, for when it is back.
-	stops map[string]AttemptRef
+	stops map[string]api.AttemptRef
 	// sweeps the worker has had over its link.
 	sweeps   map[string]bool
 	draining bool
+	// metrics are its attempts' readings not yet read by the engine.
+	metrics map[string][]plans.Reading
 }
 
-func newCluster(local *machine, r *runner.Supervised, f fence, log *EventLog) *cluster {
+func newCluster(local *machine, r *runner.Supervised, f fence, log *runner.EventLog) *cluster {
 	c := &cluster{local: local, runner: r, fence: f, clock: scheduler.RealClock{}, log: log, exits: make(chan scheduler.Exit, 64),
-		workers: map[string]*remote{}, lost: map[string]map[string]AttemptRef{}, streams: map[string]chan io.ReadWriteCloser{}}
-	go func() {
-		for x := range r.Exits() {
-			c.exits <- x
-		}
-	}()
+		workers: map[string]*remote{}, lost: map[string]map[string]api.AttemptRef{}, streams: map[string]chan io.ReadWriteCloser{}}
 	return c
+}
+
+// forward passes the ends of the local runner's attempts on as the cluster's, until
+// done is closed.
+func (c *cluster) forward(done <-chan struct{}) {
+	for {
+		select {
+		case x := <-c.runner.Exits():
+			select {
+			case c.exits <- x:
+			case <-done:
+				return
+			}
+		case <-done:
+			return
+		}
+	}
 }
 
 // worker returns a worker's record, made if it has none. c.mu is held.
@@ -83,18 +99,18 @@ func (c *cluster) worker(name string) *remote {
 	w := c.workers[name]
 	if w == nil {
 		now := c.clock.Now()
-		w = &remote{heard: now, acked: now, attempts: map[string]*scheduler.Attempt{}, stops: map[string]AttemptRef{}}
+		w = &remote{heard: now, acked: now, attempts: map[string]*state.Attempt{}, stops: map[string]api.AttemptRef{}}
 		w.hello.Name = name
 		c.workers[name] = w
 	}
 	return w
 }
 
-// Snapshot reads this machine's cards, and the last reading of each linked worker's.
-func (c *cluster) Snapshot() ([]gpu.Card, error) {
+// Read reads this machine's cards, and the last reading of each linked worker's.
+func (c *cluster) Read() ([]gpu.Card, error) {
 	var cards []gpu.Card
 	if c.local.inv != nil {
-		local, err := c.local.inv.Snapshot()
+		local, err := c.local.inv.Read()
 		if err != nil {
 			return nil, err
 		}
@@ -182,13 +198,13 @@ func (c *cluster) Start(l scheduler.Launch) (scheduler.Started, error) {
 	key := fmt.Sprintf("%s#%d", sub.Sweep.Name, sub.Seq)
 	// The sweep's env goes with every start: the engine may have changed it (PyTorch's
 	// allocator options refused) since the sweep was submitted.
-	req := &StartRequest{Attempt: a, SweepKey: key, Env: sub.Sweep.Env, Environ: sub.Environ, Sharing: l.Sharing}
+	req := &api.StartRequest{Attempt: a, SweepKey: key, Env: sub.Sweep.Env, Environ: sub.Environ, Sharing: l.Sharing}
 	if !w.sweeps[key] {
 		sw := sub.Sweep
-		req.Sweep = &SweepSource{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Files: sw.Files}
+		req.Sweep = &api.SweepSource{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Files: sw.Files}
 		w.sweeps[key] = true
 	}
-	w.link.send(DaemonMessage{Start: req})
+	w.link.send(api.DaemonMessage{Start: req})
 	dir, err := launcher.AttemptDir(w.hello.Dir, a.Job, a.N)
 	if err != nil {
 		return scheduler.Started{}, nil
@@ -203,7 +219,7 @@ func (c *cluster) report(x scheduler.Exit) { go func() { c.exits <- x }() }
 // back, and its trainer stops by then anyway (its lease lapses): the attempt ends now,
 // so that a daemon stopping its trainers, or a person cancelling a job, does not wait
 // for a worker that may never come back.
-func (c *cluster) Stop(a *scheduler.Attempt) {
+func (c *cluster) Stop(a *state.Attempt) {
 	if a.Worker == "" {
 		c.runner.Stop(a)
 		return
@@ -213,7 +229,7 @@ func (c *cluster) Stop(a *scheduler.Attempt) {
 	w := c.worker(a.Worker)
 	ref := refOf(a)
 	if w.link != nil {
-		w.link.send(DaemonMessage{Stop: &ref})
+		w.link.send(api.DaemonMessage{Stop: &ref})
 		return
 	}
 	w.stops[a.ID] = ref
@@ -233,7 +249,7 @@ func (c *cluster) Exits() <-chan scheduler.Exit { return c.exits }
 // Adopt takes up an attempt that ran when the last daemon stopped: on this machine
 // through its supervisor, on a worker when the worker is back (see connect), or lost
 // with it after the grace period.
-func (c *cluster) Adopt(a *scheduler.Attempt) scheduler.Started {
+func (c *cluster) Adopt(a *state.Attempt) scheduler.Started {
 	if a.Worker == "" {
 		return c.runner.Adopt(a)
 	}
@@ -261,7 +277,7 @@ func (c *cluster) HostMemory() map[string]int64 {
 // take up. Another worker of the same name (another node's) is refused while the first
 // is linked or has attempts: the two would take each other's link and attempts in
 // turn, and run jobs twice.
-func (c *cluster) connect(h Hello, conn io.ReadWriteCloser) (*link, error) {
+func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.worker(h.Name)
@@ -277,16 +293,16 @@ func (c *cluster) connect(h Hello, conn io.ReadWriteCloser) (*link, error) {
 	back := len(w.attempts)
 	now := c.clock.Now()
 	w.hello, w.state, w.link, w.heard, w.acked, w.sweeps, w.draining, w.ready = h, h.State, l, now, now, map[string]bool{}, false, false
-	welcome := &Welcome{Lease: c.fence.lease, Stop: c.fence.stop, Beat: beatEvery(c.fence.lease), Attempts: []AttemptRef{}}
+	welcome := &api.Welcome{Lease: c.fence.lease, Stop: c.fence.stop, Beat: beatEvery(c.fence.lease), Attempts: []api.AttemptRef{}}
 	for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
 		welcome.Attempts = append(welcome.Attempts, refOf(w.attempts[id]))
 	}
 	for _, id := range slices.Sorted(maps.Keys(c.lost[h.Name])) {
 		welcome.Ask = append(welcome.Ask, c.lost[h.Name][id])
 	}
-	l.send(DaemonMessage{Welcome: welcome})
+	l.send(api.DaemonMessage{Welcome: welcome})
 	for _, ref := range w.stops {
-		l.send(DaemonMessage{Stop: &ref})
+		l.send(api.DaemonMessage{Stop: &ref})
 	}
 	clear(w.stops)
 	c.log.Printf("worker %s (gpuq %s, %s) connected: %s; %s to take up",
@@ -295,7 +311,7 @@ func (c *cluster) connect(h Hello, conn io.ReadWriteCloser) (*link, error) {
 }
 
 // heard applies a worker's message.
-func (c *cluster) heard(name string, l *link, m WorkerMessage) {
+func (c *cluster) heard(name string, l *link, m api.WorkerMessage) {
 	c.mu.Lock()
 	w := c.workers[name]
 	if w == nil || w.link != l {
@@ -305,19 +321,24 @@ func (c *cluster) heard(name string, l *link, m WorkerMessage) {
 	w.heard = c.clock.Now()
 	if m.Beat > 0 {
 		w.acked, w.ready = w.heard, true
-		l.send(DaemonMessage{Ack: m.Beat})
+		l.send(api.DaemonMessage{Ack: m.Beat})
 	}
 	if m.State != nil {
 		w.state = *m.State
+		w.keepMetrics(m.State.AttemptMetrics)
+		w.state.AttemptMetrics = nil
+	}
+	if m.Exit != nil {
+		w.keepMetrics(map[string][]plans.Reading{m.Exit.Attempt: m.ExitMetrics})
 	}
 	if m.Leaving && !w.draining {
 		w.draining = true
-		l.send(DaemonMessage{Drain: true})
+		l.send(api.DaemonMessage{Drain: true})
 		c.log.Printf("worker %s is leaving: it takes no more jobs", name)
 	}
 	var x *scheduler.Exit
 	if m.Exit != nil {
-		x = c.ended(name, w, m.Exit)
+		x = c.ended(name, w, m.Exit, m.ExitMetrics)
 	}
 	c.mu.Unlock()
 	if x != nil {
@@ -327,8 +348,9 @@ func (c *cluster) heard(name string, l *link, m WorkerMessage) {
 
 // ended is what the engine is to hear of an end a worker reports: that of an attempt
 // it runs, or a success of one given up for lost with it (a success wins over a
-// requeue: see scheduler.Engine.Apply). c.mu is held.
-func (c *cluster) ended(name string, w *remote, x *scheduler.Exit) *scheduler.Exit {
+// requeue: see scheduler's late.go), with what its trainer last reported (metrics),
+// for the engine to read as it applies it. c.mu is held.
+func (c *cluster) ended(name string, w *remote, x *scheduler.Exit, metrics []plans.Reading) *scheduler.Exit {
 	id := x.Attempt
 	if w.attempts[id] != nil {
 		delete(w.attempts, id)
@@ -345,13 +367,19 @@ func (c *cluster) ended(name string, w *remote, x *scheduler.Exit) *scheduler.Ex
 		return nil
 	}
 	c.log.Printf("worker %s is back with attempt %s, given up for lost, ended a success: it wins over the requeue", name, id)
-	return &scheduler.Exit{Attempt: id, Outcome: plans.Success, Detail: x.Detail}
+	if len(metrics) > 0 {
+		if w.metrics == nil {
+			w.metrics = map[string][]plans.Reading{}
+		}
+		w.metrics[id] = append(w.metrics[id], metrics...)
+	}
+	return &scheduler.Exit{Attempt: id, Outcome: plans.Success, Detail: x.Detail, Process: x.Process, Command: x.Command}
 }
 
 // remember notes attempts given up for lost with their workers, whose jobs have not
 // ended, for each worker to be asked about when it is back: those a daemon before this
 // one gave up.
-func (c *cluster) remember(lost []*scheduler.Attempt) {
+func (c *cluster) remember(lost []*state.Attempt) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, a := range lost {
@@ -360,9 +388,9 @@ func (c *cluster) remember(lost []*scheduler.Attempt) {
 }
 
 // lose notes an attempt given up for lost with its worker. c.mu is held.
-func (c *cluster) lose(a *scheduler.Attempt) {
+func (c *cluster) lose(a *state.Attempt) {
 	if c.lost[a.Worker] == nil {
-		c.lost[a.Worker] = map[string]AttemptRef{}
+		c.lost[a.Worker] = map[string]api.AttemptRef{}
 	}
 	c.lost[a.Worker][a.ID] = refOf(a)
 }
@@ -393,7 +421,7 @@ func (c *cluster) Drain(name string) error {
 		return scheduler.Refused(fmt.Sprintf("no worker %q is connected; gpuq workers lists them", name))
 	}
 	w.draining = true
-	w.link.send(DaemonMessage{Drain: true})
+	w.link.send(api.DaemonMessage{Drain: true})
 	return nil
 }
 
@@ -402,7 +430,7 @@ func (c *cluster) Drain(name string) error {
 // gives up the attempts of one whose last answered beat is older than the grace.
 func (c *cluster) tick() {
 	now := c.clock.Now()
-	var gone []*scheduler.Attempt
+	var gone []*state.Attempt
 	c.mu.Lock()
 	for name, w := range c.workers {
 		silent := now.Sub(w.acked)
@@ -431,11 +459,12 @@ func (c *cluster) tick() {
 // home, as on a Slurm cluster), so that a trainer that ended while its worker was gone
 // counts as it ended; lost otherwise, its job queued again at its tier, and the worker
 // asked about it when it is back.
-func (c *cluster) giveUp(a *scheduler.Attempt) scheduler.Exit {
+func (c *cluster) giveUp(a *state.Attempt) scheduler.Exit {
 	if a.Log != "" {
 		if e, err := launcher.ReadEnded(filepath.Dir(a.Log)); err == nil && e != nil {
 			c.log.Printf("attempt %s ended %s while worker %s was gone, as its directory shows", a.ID, e.Outcome, a.Worker)
-			return scheduler.Exit{Attempt: a.ID, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced}
+			return scheduler.Exit{Attempt: a.ID, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced,
+				Process: e.Exit, Command: e.Command}
 		}
 	}
 	c.mu.Lock()
@@ -483,24 +512,24 @@ func (c *cluster) allocations() map[string]int {
 }
 
 // info lists the workers for the API.
-func (c *cluster) info(drained map[scheduler.CardID]bool) []WorkerInfo {
+func (c *cluster) info(drained map[plans.CardID]bool) []api.WorkerInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := []WorkerInfo{}
+	out := []api.WorkerInfo{}
 	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
 		w := c.workers[name]
-		wi := WorkerInfo{Name: name, Connected: w.link != nil, Heard: w.heard, Version: w.hello.Version, Cores: w.hello.Cores,
-			GPUs: []GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends}
+		wi := api.WorkerInfo{Name: name, Connected: w.link != nil, Heard: w.heard, Version: w.hello.Version, Cores: w.hello.Cores,
+			GPUs: []api.GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends}
 		for _, card := range w.state.Cards {
-			wi.GPUs = append(wi.GPUs, GPUInfo{Worker: name, Index: card.Index, TotalBytes: card.Total,
-				Drained: drained[scheduler.CardID{Worker: name, Index: card.Index}]})
+			wi.GPUs = append(wi.GPUs, api.GPUInfo{Worker: name, Index: card.Index, TotalBytes: card.Total,
+				Drained: drained[plans.CardID{Worker: name, Index: card.Index}]})
 		}
 		out = append(out, wi)
 	}
 	return out
 }
 
-func workerCardsText(h Hello) string {
+func workerCardsText(h api.Hello) string {
 	if len(h.State.Cards) == 0 {
 		return "no cards"
 	}
@@ -511,7 +540,7 @@ func workerCardsText(h Hello) string {
 			slots[i] = n
 		}
 	}
-	return CardsText(h.State.Cards, slots)
+	return gpu.CardsText(h.State.Cards, slots)
 }
 
 // link is a worker's stream as the daemon writes to it: messages are queued, so that
@@ -519,13 +548,13 @@ func workerCardsText(h Hello) string {
 // not read what is queued for it is cut off.
 type link struct {
 	conn io.ReadWriteCloser
-	out  chan DaemonMessage
+	out  chan api.DaemonMessage
 	done chan struct{}
 	once sync.Once
 }
 
 func newLink(conn io.ReadWriteCloser) *link {
-	l := &link{conn: conn, out: make(chan DaemonMessage, 1024), done: make(chan struct{})}
+	l := &link{conn: conn, out: make(chan api.DaemonMessage, 1024), done: make(chan struct{})}
 	go func() {
 		enc := json.NewEncoder(conn)
 		for {
@@ -543,7 +572,7 @@ func newLink(conn io.ReadWriteCloser) *link {
 	return l
 }
 
-func (l *link) send(m DaemonMessage) {
+func (l *link) send(m api.DaemonMessage) {
 	select {
 	case l.out <- m:
 	case <-l.done:
@@ -561,13 +590,13 @@ func (l *link) close() {
 
 // lostWithWorkers are the attempts on workers that ended lost while their jobs go on
 // (queued, or running again): a worker back with a success of one of them ends its job.
-func lostWithWorkers(snap scheduler.Snapshot) []*scheduler.Attempt {
-	var out []*scheduler.Attempt
-	for _, j := range snap.Jobs() {
-		if j.State != scheduler.JobQueued && j.State != scheduler.JobRunning {
+func lostWithWorkers(view state.View) []*state.Attempt {
+	var out []*state.Attempt
+	for _, j := range view.Jobs() {
+		if j.State != state.JobQueued && j.State != state.JobRunning {
 			continue
 		}
-		for _, a := range snap.Attempts(j.ID) {
+		for _, a := range view.Attempts(j.ID) {
 			if a.Worker != "" && a.Outcome == plans.Lost {
 				out = append(out, a)
 			}

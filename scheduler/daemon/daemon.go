@@ -1,10 +1,11 @@
 // Package daemon is gpuq's daemon: the engine over a journaled state directory, each
 // attempt under a supervisor of its own, and the API that gpuq's other verbs use, over
-// a unix socket only its own user may connect to. It also holds the API's wire types and
-// a typed client.
+// a unix socket only its own user may connect to. The API's wire types and its client
+// are package api's, which the clients import without this package.
 //
-// A daemon's lifecycle is one group of actors (the engine's loop, the API server, and a
-// watcher of signals and stop requests): the first to return stops the others.
+// A daemon's lifecycle is one group of actors (the engine's loop, the API servers, the
+// allocator, the cluster's clock, the metrics, and a watcher of signals and stop
+// requests): the first to return stops the others.
 package daemon
 
 import (
@@ -27,8 +28,11 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/alloc"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Config is what a daemon runs with. The CLI fills it from flags, GPUQ_* variables and
@@ -41,7 +45,7 @@ type Config struct {
 	// limit, plans.DefaultHeadroom.
 	Machine plans.Overrides
 	// Inventory opens the cards; its Ledger is also the simulated trainers'.
-	Inventory gpu.Options
+	Inventory nvidia.Options
 	// HostHeadroom is the host RAM kept for the system (host_reserve).
 	HostHeadroom plans.Headroom
 	// Poll is how often the cards are sampled between events.
@@ -74,7 +78,7 @@ const DefaultWorkerGrace = 2 * time.Minute
 // daemon is a running gpuq daemon: the engine over a journaled store, and the API.
 type daemon struct {
 	cfg     Config
-	store   *scheduler.Store
+	store   *state.Store
 	eng     *scheduler.Engine
 	machine *machine
 	// cluster is its machine and its workers, with a network listener; nil without.
@@ -85,10 +89,10 @@ type daemon struct {
 	// attempts is where the attempts live (see launcher.AttemptDir).
 	attempts string
 	started  time.Time
-	log      *EventLog
+	log      *runner.EventLog
 	// recent are the latest events, for gpuq top.
 	recent recentEvents
-	hooks  *Hooks
+	hooks  *runner.Hooks
 	// metrics is nil unless the daemon serves them; jobMap unless it writes one.
 	metrics *metrics
 	jobMap  *jobMap
@@ -107,10 +111,11 @@ type daemon struct {
 // arrives, or a client asks it to stop. Trainers run on after it, under their
 // supervisors, unless that client asked for them to be stopped too.
 func Run(ctx context.Context, cfg Config) error {
-	if err := MakeStateDir(cfg.StateDir); err != nil {
+	var err error
+	if cfg.StateDir, err = api.MakeStateDir(cfg.StateDir); err != nil {
 		return err
 	}
-	lock, err := lockState(cfg.StateDir)
+	lock, err := api.LockState(cfg.StateDir)
 	if err != nil {
 		return err
 	}
@@ -132,26 +137,30 @@ func Run(ctx context.Context, cfg Config) error {
 			ln.Close()
 			return err
 		}
-		defer os.Remove(filepath.Join(cfg.StateDir, ListenFile))
+		defer os.Remove(filepath.Join(cfg.StateDir, api.ListenFile))
 		d.listen = tcp.Addr().String()
+		tcp.gate.refused = warnFull(d.log, fmt.Sprintf("--listen %s: %d connections have not shown the secret yet", d.listen, remoteStrangers))
 	}
 	var metricsLn net.Listener
 	if cfg.Metrics != "" {
-		if metricsLn, err = listenMetrics(cfg.Metrics); err != nil {
+		g, err := listenMetrics(cfg.Metrics)
+		if err != nil {
 			return err
 		}
+		g.refused = warnFull(d.log, fmt.Sprintf("--metrics %s: %d connections are open", g.Addr(), metricsConns))
+		metricsLn = g
 		d.log.Printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
 	}
 	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %s, %s known, %s taken up; state in %s",
-		cfg.Version, os.Getpid(), d.machine.name(), CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
-		plans.Count(len(d.store.Snapshot().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
+		cfg.Version, os.Getpid(), d.machine.name(), gpu.CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
+		plans.Count(len(d.store.View().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
 	if r := d.machine.recalled; len(r) > 0 {
 		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
 			cfg.StateDir, strings.Join(r, ", "))
 	}
 	if tcp != nil {
 		d.log.Printf("listening on %s for gpuq workers and remote clients (TLS; they need %s and %s from %s); a worker away for %s has its attempts run elsewhere",
-			tcp.Addr(), secretFile, certFile, cfg.StateDir, d.cluster.fence.grace)
+			tcp.Addr(), api.SecretFile, api.CertFile, cfg.StateDir, d.cluster.fence.grace)
 	}
 	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln, metricsLn, tcp)
 	d.hooks.Wait()
@@ -161,14 +170,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	d.log.Printf("gpuq daemon stopped; %s left running under their supervisors", plans.Count(len(d.store.Snapshot().Running()), "trainer"))
+	d.log.Printf("gpuq daemon stopped; %s left running under their supervisors", plans.Count(len(d.store.View().Running()), "trainer"))
 	return nil
 }
 
 // open rebuilds the state, opens the machine and takes up the attempts that ran on.
 func open(cfg Config) (*daemon, error) {
-	d := &daemon{cfg: cfg, started: time.Now(), log: NewEventLog(cfg.Log), stop: make(chan struct{})}
-	store, err := scheduler.OpenState(cfg.StateDir, func(w string) { d.log.Printf("warning: %s", w) })
+	d := &daemon{cfg: cfg, started: time.Now(), log: runner.NewEventLog(cfg.Log), stop: make(chan struct{})}
+	store, err := state.OpenState(cfg.StateDir, func(w string) { d.log.Printf("warning: %s", w) })
 	if err != nil {
 		return nil, err
 	}
@@ -183,11 +192,11 @@ func open(cfg Config) (*daemon, error) {
 	if d.machine.simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger
 	}
-	var cards []GPUInfo
+	var cards []api.GPUInfo
 	for _, c := range d.machine.cards {
-		cards = append(cards, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
+		cards = append(cards, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
 	}
-	d.hooks = NewHooks(store, cards, func(line string) { d.log.Printf("warning: %s", line) })
+	d.hooks = runner.NewHooks(store, cards, func(line string) { d.log.Printf("warning: %s", line) })
 	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
 		Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}
 	if cfg.Metrics != "" {
@@ -211,7 +220,7 @@ func open(cfg Config) (*daemon, error) {
 		inv, run = d.cluster, d.cluster
 	}
 	d.eng = scheduler.NewEngine(store, inv, run, scheduler.RealClock{}, ec, d.event)
-	subs := store.Snapshot().Submissions()
+	subs := store.View().Submissions()
 	for _, sub := range subs {
 		if err := d.resume(sub); err != nil {
 			d.close()
@@ -224,7 +233,7 @@ func open(cfg Config) (*daemon, error) {
 		return nil, err
 	}
 	if d.cluster != nil {
-		d.cluster.remember(lostWithWorkers(store.Snapshot()))
+		d.cluster.remember(lostWithWorkers(store.View()))
 	}
 	if cfg.JobMapDir != "" {
 		var idx []int
@@ -244,11 +253,11 @@ func open(cfg Config) (*daemon, error) {
 // resume checks a replayed submission against this machine. Its limit names the cards
 // its jobs may use: on a machine without some of them, it says so rather than let them
 // take other cards.
-func (d *daemon) resume(sub *scheduler.Submission) error {
+func (d *daemon) resume(sub *state.Submission) error {
 	name := sub.Sweep.Name
 	if d.cluster != nil {
 		if sub.Limit == nil {
-			return d.store.DeriveLimit(name, scheduler.AdmitAnywhere(sub.Sweep))
+			return d.store.DeriveLimit(name, state.AdmitAnywhere(sub.Sweep))
 		}
 		return nil // a cluster's cards come and go
 	}
@@ -279,17 +288,17 @@ func (d *daemon) close() {
 // admit checks a sweep against the daemon's machine and returns its limit there, with
 // what of the sweep does not apply. On a cluster, whose cards come and go, only the
 // sweep's plan is kept (see scheduler.AdmitAnywhere).
-func (d *daemon) admit(sw *plans.Sweep) (scheduler.Limit, []string, error) {
+func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 	var warnings []string
 	if sw.Headroom != d.machine.headroom {
 		warnings = append(warnings, fmt.Sprintf("%s: headroom %s does not apply: the daemon keeps %s free on every card "+
 			"for every sweep (gpuq daemon --headroom)", sw.File, sw.Headroom, d.machine.headroom))
 	}
 	if d.cluster != nil {
-		if sw.GPUs.IsSim() {
+		if sw.GPUs.IsSimulated() {
 			warnings = append(warnings, fmt.Sprintf("%s: gpus %s does not apply: the daemon runs it on its workers' cards", sw.File, sw.GPUs))
 		}
-		return scheduler.AdmitAnywhere(sw), warnings, nil
+		return state.AdmitAnywhere(sw), warnings, nil
 	}
 	if err := d.machine.serves(sw, d.cfg.StateDir); err != nil {
 		return nil, nil, err
@@ -309,7 +318,11 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 	defer signal.Stop(sigs)
 	quit := make(chan struct{})
 	var g group
-	g.add(func() error { return d.eng.Serve(engCtx, d.stopTrainers.Load) }, func() { stopEngine() })
+	engineDone := make(chan struct{}) // closed once the engine's loop has returned
+	g.add(func() error {
+		defer close(engineDone)
+		return d.eng.Serve(engCtx, d.stopTrainers.Load)
+	}, stopEngine)
 	g.add(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("API: %w", err)
@@ -330,9 +343,11 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 			}
 			return nil
 		}, stopAlloc)
-		done := make(chan struct{})
-		go d.cluster.run(done)
-		defer close(done) // once every actor, the engine's loop included, has returned
+		// The cluster's clock, and the ends of the local attempts passed on as the
+		// cluster's, go on until the engine's loop has returned, not only been asked to:
+		// it still hears of its trainers (on workers too) as it stops them.
+		g.add(func() error { d.cluster.run(engineDone); return nil }, func() {})
+		g.add(func() error { d.cluster.forward(engineDone); return nil }, func() {})
 	}
 	if metricsLn != nil {
 		msrv := tcpServer(d.metrics.handler())
@@ -392,26 +407,23 @@ func (g *group) run() error {
 	return err
 }
 
-// EventLog is a daemon's or a worker's log: one timestamped line per event.
-type EventLog struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-// NewEventLog logs to w; nil logs nothing.
-func NewEventLog(w io.Writer) *EventLog { return &EventLog{w: w} }
-
-// Printf logs one line.
-func (l *EventLog) Printf(format string, args ...any) {
-	if l.w == nil {
-		return
+// Salvage rebuilds the damaged state of a directory (see state.Salvage) under its
+// lock, so that no daemon starts on it meanwhile.
+func Salvage(dir string) (state.Salvaged, error) {
+	dir, err := api.MakeStateDir(dir)
+	if err != nil {
+		return state.Salvaged{}, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, time.Now().Format("2006-01-02 15:04:05 ")+format+"\n", args...)
+	lock, err := api.LockState(dir)
+	if err != nil {
+		return state.Salvaged{}, err
+	}
+	defer lock.Close()
+	return state.Salvage(dir)
 }
 
-func (l *EventLog) event(ev scheduler.Event) {
+// logEvent logs one of the engine's events.
+func logEvent(l *runner.EventLog, ev scheduler.Event) {
 	if ev.Attempt > 0 {
 		l.Printf("%s #%d %s: %s", ev.Job, ev.Attempt, ev.Kind, ev.Message)
 	} else {
@@ -421,7 +433,7 @@ func (l *EventLog) event(ev scheduler.Event) {
 
 // event is the engine's news: logged, kept for gpuq top, told to the sweep's hooks.
 func (d *daemon) event(ev scheduler.Event) {
-	d.log.event(ev)
+	logEvent(d.log, ev)
 	d.recent.add(ev)
 	d.hooks.Event(ev)
 	if d.metrics != nil {
@@ -436,7 +448,7 @@ func (d *daemon) mapJobs() {
 	if d.jobMap == nil {
 		return
 	}
-	err := d.jobMap.update(d.store.Snapshot())
+	err := d.jobMap.update(d.store.View())
 	switch {
 	case err == nil:
 		d.jobMapErr = ""
@@ -444,17 +456,4 @@ func (d *daemon) mapJobs() {
 		d.jobMapErr = err.Error()
 		d.log.Printf("warning: %v", err)
 	}
-}
-
-// CardsText names cards with their sizes and slots, for a log.
-func CardsText(cards []gpu.Card, slots []int) string {
-	parts := make([]string, len(cards))
-	for i, c := range cards {
-		limit := "no slot limit"
-		if slots[i] != plans.NoSlotLimit {
-			limit = plans.Count(slots[i], "slot")
-		}
-		parts[i] = fmt.Sprintf("GPU %d %s (%s)", c.Index, plans.FormatSize(c.Total), limit)
-	}
-	return strings.Join(parts, ", ")
 }

@@ -2,20 +2,25 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/pack"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -51,29 +56,29 @@ gpu_plan: "1"
 		data, _ := os.ReadFile(j.Attempts[0].Log)
 		return strings.Contains(string(data), "hello from 1")
 	})
-	if w, err := c.Why("long.3"); err != nil || w.Reason != string(scheduler.NoSlot) {
+	if w, err := c.Why("long.3"); err != nil || w.Reason != string(pack.NoSlot) {
 		t.Errorf("why long.3: %+v %v", w, err)
 	}
 	for name, err := range map[string]error{
 		"job of no sweep":      second(c.Job("long.9")),
 		"why of no job":        second(c.Why("long.9")),
-		"cancel of no job":     second(c.Act(Cancel, SelectRequest{IDs: []string{"long.9"}})),
-		"a selection of none":  second(c.Act(Hold, SelectRequest{})),
-		"retry of a running":   second(c.Act(Retry, SelectRequest{IDs: []string{"long.1"}})),
-		"drain of no card":     c.DrainCard(DrainRequest{GPU: 7, On: true}),
-		"a sweep that is bad":  second(c.Submit(SubmitRequest{File: "/x.yaml", Source: "name: x\n"})),
-		"cancel of no sweep's": second(c.Act(Cancel, SelectRequest{Sweep: "nope"})),
+		"cancel of no job":     second(c.Act(api.Cancel, api.SelectRequest{IDs: []string{"long.9"}})),
+		"a selection of none":  second(c.Act(api.Hold, api.SelectRequest{})),
+		"retry of a running":   second(c.Act(api.Retry, api.SelectRequest{IDs: []string{"long.1"}})),
+		"drain of no card":     c.DrainCard(api.DrainRequest{GPU: 7, On: true}),
+		"a sweep that is bad":  second(c.Submit(api.SubmitRequest{File: "/x.yaml", Source: "name: x\n"})),
+		"cancel of no sweep's": second(c.Act(api.Cancel, api.SelectRequest{Sweep: "nope"})),
 	} {
 		if !errors.As(err, &refused) {
 			t.Errorf("%s: %v, want a refusal", name, err)
 		}
 	}
-	ids, err := c.Act(Cancel, SelectRequest{Sweep: "long"})
+	ids, err := c.Act(api.Cancel, api.SelectRequest{Sweep: "long"})
 	if err != nil || strings.Join(ids, " ") != "long.1 long.2 long.3" {
 		t.Fatalf("cancel --sweep: %v %v", ids, err)
 	}
 	schedtest.WaitFor(t, "every job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 3 })
-	if _, err := c.Act(Cancel, SelectRequest{IDs: []string{"long.1"}}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "ended already") {
+	if _, err := c.Act(api.Cancel, api.SelectRequest{IDs: []string{"long.1"}}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "ended already") {
 		t.Errorf("cancel of a cancelled job: %v", err)
 	}
 	for _, j := range mustJobs(t, c, "") {
@@ -82,7 +87,7 @@ gpu_plan: "1"
 		}
 	}
 	// A cancelled job can be retried.
-	if _, err := c.Act(Retry, SelectRequest{IDs: []string{"long.3"}}); err != nil {
+	if _, err := c.Act(api.Retry, api.SelectRequest{IDs: []string{"long.3"}}); err != nil {
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "the retried job running", func() bool { return countState(mustJobs(t, c, "long"), "running") == 1 })
@@ -116,8 +121,8 @@ gpu_plan: "2"
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	var c *Client
-	schedtest.WaitFor(t, "the daemon to answer", func() bool { var err error; c, err = Dial(dir); return err == nil })
+	var c *api.Client
+	schedtest.WaitFor(t, "the daemon to answer", func() bool { var err error; c, err = api.Dial(dir); return err == nil })
 	if _, err := submit(t, c, sweep); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +189,7 @@ func TestAnotherUserIsRefused(t *testing.T) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) })}
 	go srv.Serve(ln)
 	defer srv.Close()
-	c, err := Dial(dir)
+	c, err := api.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +252,7 @@ memory: 1GiB
 		return countState(jobs, "succeeded") == 1 && countState(jobs, "running") == 1
 	})
 	// Stopping it goes through its supervisor's socket.
-	if _, err := c.Act(Cancel, SelectRequest{IDs: []string{"long-dir.2"}}); err != nil {
+	if _, err := c.Act(api.Cancel, api.SelectRequest{IDs: []string{"long-dir.2"}}); err != nil {
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "the running job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 1 })
@@ -285,7 +290,7 @@ func TestADaemonStartedAgainTakesTheLastMachine(t *testing.T) {
 	if want := "warning: sweep m was admitted on GPUs this daemon does not have ([2]; it schedules on sim:2x24GiB (GPUs 0,1))"; !strings.Contains(d.log.String(), want) {
 		t.Errorf("the log lacks %q:\n%s", want, d.log)
 	}
-	if w, err := d.client.Why("m.2"); err != nil || w.Reason != string(scheduler.TooLarge) {
+	if w, err := d.client.Why("m.2"); err != nil || w.Reason != string(pack.TooLarge) {
 		t.Errorf("why m.2 on a machine without its card: %+v %v", w, err)
 	}
 }
@@ -306,11 +311,11 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 		t.Errorf("the name submitted again: %v", err)
 	}
 	data, _ := os.ReadFile(sweep)
-	renamed := SubmitRequest{File: sweep, Source: string(data), Overrides: plans.Overrides{Name: plans.Override{Value: "again-2", Source: "--name"}}}
+	renamed := api.SubmitRequest{File: sweep, Source: string(data), Overrides: plans.Overrides{Name: plans.Override{Value: "again-2", Source: "--name"}}}
 	if resp, err := c.Submit(renamed); err != nil || resp.Sweep != "again-2" {
 		t.Fatalf("submit --name: %+v %v", resp, err)
 	}
-	out, err := c.Clean(CleanRequest{Sweep: "again"})
+	out, err := c.Clean(api.CleanRequest{Sweep: "again"})
 	if err != nil || len(out.Sweeps) != 1 || out.Jobs != 2 || !strings.HasPrefix(out.Logs, filepath.Join(d.cfg.StateDir, "cleaned")) {
 		t.Fatalf("clean --sweep again: %+v %v", out, err)
 	}
@@ -327,7 +332,7 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 		t.Errorf("the new attempt's log holds the old one's too:\n%s", log)
 	}
 	schedtest.WaitFor(t, "again-2 to end", func() bool { return countState(mustJobs(t, c, "again-2"), "succeeded") == 2 })
-	out, err = c.Clean(CleanRequest{Logs: true})
+	out, err = c.Clean(api.CleanRequest{Logs: true})
 	if err != nil || len(out.Sweeps) != 2 || out.Logs != "" {
 		t.Fatalf("clean --logs: %+v %v", out, err)
 	}
@@ -336,30 +341,6 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 	}
 	if jobs := mustJobs(t, c, ""); len(jobs) != 0 {
 		t.Errorf("jobs after clean: %+v", jobs)
-	}
-}
-
-// TestAClientSendsNothingToAnotherUsersSocket: gpuq's verbs check that the socket's
-// daemon runs as their own uid before they send it anything (a submission carries the
-// environment, tokens included). The test's daemon stands for another user's: the
-// client is told it is another uid.
-func TestAClientSendsNothingToAnotherUsersSocket(t *testing.T) {
-	dir := t.TempDir()
-	ln, err := listen(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var served atomic.Int32
-	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) })}
-	go srv.Serve(ln)
-	defer srv.Close()
-	_, err = dialAs(dir, os.Getuid()+1)
-	want := fmt.Sprintf("it is served by uid %d, not by you (uid %d): nothing was sent to it", os.Getuid(), os.Getuid()+1)
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("dial another uid's socket: %v, want %q", err, want)
-	}
-	if n := served.Load(); n != 0 {
-		t.Errorf("the client sent %d requests", n)
 	}
 }
 
@@ -388,7 +369,7 @@ func TestAStateDirOthersCouldChangeIsRefused(t *testing.T) {
 				return true
 			default:
 			}
-			if _, serr := os.Stat(SocketPath(dir)); serr == nil {
+			if _, serr := os.Stat(api.SocketPath(dir)); serr == nil {
 				cancel()
 				err = fmt.Errorf("a daemon runs there (%v)", <-ended)
 				return true
@@ -409,19 +390,19 @@ func TestFiveStartsAtOnce(t *testing.T) {
 	t.Setenv(asDaemon, dir)
 	t.Setenv("GPUQ_SIM_LEDGER", t.TempDir())
 	type started struct {
-		c   *Client
+		c   *api.Client
 		pid int
 		err error
 	}
 	results := make(chan started, 5)
 	for range 5 {
 		go func() {
-			c, pid, err := Start(dir, []string{os.Args[0]})
+			c, pid, err := api.Start(dir, []string{os.Args[0]})
 			results <- started{c, pid, err}
 		}()
 	}
 	var winners []int
-	var c *Client
+	var c *api.Client
 	for range 5 {
 		r := <-results
 		if r.err != nil {
@@ -473,4 +454,120 @@ func TestUnwritableAttemptsPauseTheDaemon(t *testing.T) {
 	if !strings.Contains(d.log.String(), "scheduling resumed") {
 		t.Errorf("the log does not say it resumed:\n%s", d.log)
 	}
+}
+
+// TestStopTrainersEndsWithAStoppedSupervisor: gpuq daemon --stop --stop-trainers ends
+// when a supervisor does not answer (stopped with SIGSTOP): it is continued and stops
+// its trainer, and the daemon stops once every job has ended cancelled.
+func TestStopTrainersEndsWithAStoppedSupervisor(t *testing.T) {
+	defer func(g time.Duration) { launcher.GroupGrace = g }(launcher.GroupGrace)
+	launcher.GroupGrace = time.Second
+	d := startDaemon(t)
+	sweep := writeSweep(t, "name: frozen\ncommand: [sleep, \"600\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
+	if _, err := submit(t, d.client, sweep); err != nil {
+		t.Fatal(err)
+	}
+	attempt := func(job string) string { return filepath.Join(d.cfg.StateDir, "attempts", job, "attempt-1") }
+	var info struct{ PID, Leader int }
+	schedtest.WaitFor(t, "both trainers to run", func() bool {
+		data, err := os.ReadFile(filepath.Join(attempt("frozen.1"), "supervisor.json"))
+		return err == nil && json.Unmarshal(data, &info) == nil && launcher.SupervisedLeader(attempt("frozen.2")) != 0
+	})
+	syscall.Kill(info.PID, syscall.SIGSTOP)
+	defer syscall.Kill(info.PID, syscall.SIGCONT)
+	began := time.Now()
+	if err := d.client.Stop(true); err != nil {
+		t.Fatalf("stop with a supervisor stopped: %v", err)
+	}
+	<-d.ended
+	t.Logf("stopped in %s", time.Since(began).Round(time.Millisecond))
+	log := d.log.String()
+	for _, job := range []string{"frozen.1", "frozen.2"} {
+		if !strings.Contains(log, job+" #1 cancelled") {
+			t.Errorf("%s did not end cancelled:\n%s", job, log)
+		}
+		if pid := launcher.SupervisedLeader(attempt(job)); syscall.Kill(pid, 0) == nil {
+			t.Errorf("the trainer %d of %s still runs", pid, job)
+		}
+	}
+}
+
+// TestAStateDirBehindALinkIsResolvedOnce: a state directory given through a link in a
+// directory anyone may write (/tmp) is used by its real path: the link pointed
+// elsewhere once the daemon runs changes nothing of where attempts' files go.
+func TestAStateDirBehindALinkIsResolvedOnce(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sticky, real, theirs := filepath.Join(base, "tmp"), filepath.Join(base, "real"), filepath.Join(base, "theirs")
+	for _, dir := range []string{sticky, real, theirs} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(sticky, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(sticky, "state")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonWith(t, testConfig(link, t.TempDir(), nil))
+	// Someone points the link elsewhere.
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(theirs, link); err != nil {
+		t.Fatal(err)
+	}
+	c, err := api.Dial(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Info(); err != nil || info.StateDir != real {
+		t.Errorf("state dir %q (%v); want %s", info.StateDir, err, real)
+	}
+	sweep := writeSweep(t, "name: linked\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n")
+	if _, err := submit(t, c, sweep); err != nil {
+		t.Fatal(err)
+	}
+	schedtest.WaitFor(t, "the job to succeed", func() bool { return countState(mustJobs(t, c, ""), "succeeded") == 1 })
+	if _, err := os.Stat(filepath.Join(real, "attempts", "linked.1", "attempt-1", "exit.json")); err != nil {
+		t.Errorf("the attempt is not in the real state directory: %v", err)
+	}
+	if ents, _ := os.ReadDir(theirs); len(ents) > 0 {
+		t.Errorf("the directory the link points to now got %v", ents)
+	}
+	d.client = c // stop it through its real directory
+}
+
+// TestADaemonLeavesNoGoroutine: every goroutine a daemon keeps for its lifetime (with a
+// network listener: the cluster's clock, the ends of its local attempts passed on) is an
+// actor of its group, and has returned once Run has.
+func TestADaemonLeavesNoGoroutine(t *testing.T) {
+	cfg := testConfig(filepath.Join(t.TempDir(), "state"), t.TempDir(), nil)
+	cfg.Listen = "127.0.0.1:0"
+	r := startDaemonWith(t, cfg)
+	if _, err := r.client.Info(); err != nil {
+		t.Fatal(err)
+	}
+	r.stop(t)
+	var left string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("goroutines left:\n%s", left)
+		}
+	})
+	schedtest.WaitFor(t, "the daemon's goroutines to return", func() bool {
+		buf := make([]byte, 1<<20)
+		left = ""
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "scheduler/daemon.(*cluster)") || strings.Contains(g, "scheduler/daemon.newCluster") ||
+				strings.Contains(g, "scheduler/daemon.(*group)") {
+				left += g + "\n\n"
+			}
+		}
+		return left == ""
+	})
 }

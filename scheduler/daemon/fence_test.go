@@ -13,7 +13,10 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // TestWorkerGraceHoldsTheFence: a grace leaves a worker's trainers a lease, their time
@@ -79,15 +82,15 @@ func (c *testClock) add(d time.Duration) {
 // testCluster is a cluster of workers alone, on a test clock.
 func testCluster(t *testing.T, f fence) (*cluster, *testClock) {
 	clock := &testClock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
-	c := &cluster{local: &machine{}, fence: f, clock: clock, log: NewEventLog(io.Discard), exits: make(chan scheduler.Exit, 64),
-		workers: map[string]*remote{}, lost: map[string]map[string]AttemptRef{}}
+	c := &cluster{local: &machine{}, fence: f, clock: clock, log: runner.NewEventLog(io.Discard), exits: make(chan scheduler.Exit, 64),
+		workers: map[string]*remote{}, lost: map[string]map[string]api.AttemptRef{}}
 	return c, clock
 }
 
 // testLink is a worker's end of its link, as a test holds it.
 type testLink struct {
 	l    *link
-	from chan DaemonMessage
+	from chan api.DaemonMessage
 	conn net.Conn
 }
 
@@ -95,15 +98,15 @@ type testLink struct {
 func linkWorker(t *testing.T, c *cluster, name string) *testLink {
 	t.Helper()
 	daemonEnd, workerEnd := net.Pipe()
-	l, err := c.connect(Hello{Name: name, Instance: "i1"}, daemonEnd)
+	l, err := c.connect(api.Hello{Name: name, Instance: "i1"}, daemonEnd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := &testLink{l: l, from: make(chan DaemonMessage, 64), conn: workerEnd}
+	tl := &testLink{l: l, from: make(chan api.DaemonMessage, 64), conn: workerEnd}
 	go func() {
 		dec := json.NewDecoder(workerEnd)
 		for {
-			var m DaemonMessage
+			var m api.DaemonMessage
 			if dec.Decode(&m) != nil {
 				close(tl.from)
 				return
@@ -115,7 +118,7 @@ func linkWorker(t *testing.T, c *cluster, name string) *testLink {
 	return tl
 }
 
-func (tl *testLink) next(t *testing.T) DaemonMessage {
+func (tl *testLink) next(t *testing.T) api.DaemonMessage {
 	t.Helper()
 	select {
 	case m, ok := <-tl.from:
@@ -126,7 +129,7 @@ func (tl *testLink) next(t *testing.T) DaemonMessage {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the daemon said nothing")
 	}
-	return DaemonMessage{}
+	return api.DaemonMessage{}
 }
 
 // closed reports whether the daemon has closed the link.
@@ -151,8 +154,8 @@ func TestAWorkersAttemptsRunElsewhereOnlyPastTheFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, clock := testCluster(t, f)
-	a1 := &scheduler.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1"}
-	a2 := &scheduler.Attempt{ID: "s.2/1", Job: "s.2", N: 1, Worker: "w1"}
+	a1 := &state.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1"}
+	a2 := &state.Attempt{ID: "s.2/1", Job: "s.2", N: 1, Worker: "w1"}
 	c.Adopt(a1)
 	c.Adopt(a2)
 	tl := linkWorker(t, c, "w1")
@@ -160,13 +163,13 @@ func TestAWorkersAttemptsRunElsewhereOnlyPastTheFence(t *testing.T) {
 		t.Fatalf("welcome %+v, want the lease, the stop time and both attempts", wel)
 	}
 	// Its cards take jobs once it has beaten, having answered the Welcome.
-	c.heard("w1", tl.l, WorkerMessage{State: &WorkerState{Cards: []gpu.Card{{Index: 0}}}})
-	if cards, _ := c.Snapshot(); len(cards) != 0 {
+	c.heard("w1", tl.l, api.WorkerMessage{State: &api.WorkerState{Cards: []gpu.Card{{Index: 0}}}})
+	if cards, _ := c.Read(); len(cards) != 0 {
 		t.Errorf("before its first beat, the worker's cards are offered: %+v", cards)
 	}
 	clock.add(time.Second)
-	c.heard("w1", tl.l, WorkerMessage{Beat: 1})
-	if cards, _ := c.Snapshot(); len(cards) != 1 {
+	c.heard("w1", tl.l, api.WorkerMessage{Beat: 1})
+	if cards, _ := c.Read(); len(cards) != 1 {
 		t.Errorf("after its first beat, the cards offered are %+v", cards)
 	}
 	if m := tl.next(t); m.Ack != 1 {
@@ -176,7 +179,7 @@ func TestAWorkersAttemptsRunElsewhereOnlyPastTheFence(t *testing.T) {
 	// Its cards, reported every poll, say nothing of its lease.
 	for clock.Now().Sub(beat) < f.grace {
 		clock.add(500 * time.Millisecond)
-		c.heard("w1", tl.l, WorkerMessage{State: &WorkerState{}})
+		c.heard("w1", tl.l, api.WorkerMessage{State: &api.WorkerState{}})
 		c.tick()
 		if since := clock.Now().Sub(beat); since > f.lease && !tl.closed() {
 			t.Fatalf("the link is open %s after the last beat answered, past the lease of %s", since, f.lease)
@@ -206,15 +209,21 @@ func TestAWorkersAttemptsRunElsewhereOnlyPastTheFence(t *testing.T) {
 	if wel == nil || len(wel.Attempts) != 0 || len(wel.Ask) != 2 {
 		t.Fatalf("welcome back %+v, want no attempt held and both asked about", wel)
 	}
-	c.heard("w1", back.l, WorkerMessage{Exit: &scheduler.Exit{Attempt: a1.ID, Outcome: plans.Success, Detail: "exited with status 0"}})
-	c.heard("w1", back.l, WorkerMessage{Exit: &scheduler.Exit{Attempt: a2.ID, Outcome: plans.Lost, Requeue: true}})
+	last := []plans.Reading{{Step: 900, Name: "eval_loss", Value: 0.5}}
+	c.heard("w1", back.l, api.WorkerMessage{Exit: &scheduler.Exit{Attempt: a1.ID, Outcome: plans.Success, Detail: "exited with status 0",
+		Process: &plans.ProcessExit{Code: 0}, Command: []string{"train"}}, ExitMetrics: last})
+	c.heard("w1", back.l, api.WorkerMessage{Exit: &scheduler.Exit{Attempt: a2.ID, Outcome: plans.Lost, Requeue: true}})
 	select {
 	case x := <-c.exits:
-		if x.Attempt != a1.ID || x.Outcome != plans.Success || x.Requeue {
-			t.Errorf("the engine hears %+v, want a1's success", x)
+		if x.Attempt != a1.ID || x.Outcome != plans.Success || x.Requeue || x.Process == nil || len(x.Command) != 1 {
+			t.Errorf("the engine hears %+v, want a1's success, with its exit and command", x)
 		}
 	default:
 		t.Fatal("the success told late did not reach the engine")
+	}
+	// What its trainer reported last is there for the engine to read as it applies it.
+	if rs := c.Metrics(a1, true); len(rs) != 1 || rs[0] != last[0] {
+		t.Errorf("the late success's last readings: %+v, want %+v", rs, last)
 	}
 	select {
 	case x := <-c.exits:
@@ -236,10 +245,10 @@ func TestTheFenceIsOnTheDaemonsMonotonicClock(t *testing.T) {
 	}
 	c, _ := testCluster(t, f)
 	c.clock = scheduler.RealClock{}
-	c.Adopt(&scheduler.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1"})
+	c.Adopt(&state.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1"})
 	tl := linkWorker(t, c, "w1")
 	tl.next(t)
-	c.heard("w1", tl.l, WorkerMessage{Beat: 1})
+	c.heard("w1", tl.l, api.WorkerMessage{Beat: 1})
 	w := c.workers["w1"]
 	for name, at := range map[string]time.Time{"heard": w.heard, "acked": w.acked} {
 		// A time with a monotonic reading prints it ("m=+0.001").
@@ -279,7 +288,7 @@ func TestAGoneWorkersAttemptEndsAsItsDirectorySays(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			c.Adopt(&scheduler.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1", Log: launcher.LogPath(dir)})
+			c.Adopt(&state.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1", Log: launcher.LogPath(dir)})
 			clock.add(f.grace + time.Second)
 			c.tick()
 			select {

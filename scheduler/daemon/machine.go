@@ -12,8 +12,9 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // NoCards, as the daemon's --gpus, gives it no cards of its own: it runs jobs on its
@@ -22,7 +23,7 @@ const NoCards = "none"
 
 // machine is the daemon's cards and their settings.
 type machine struct {
-	inv      *gpu.Inventory // nil with NoCards
+	inv      *nvidia.Inventory // nil with NoCards
 	spec     plans.GPUSpec
 	cards    []gpu.Card
 	slots    []int
@@ -64,10 +65,10 @@ func openMachine(cfg Config) (*machine, error) {
 	}
 	opt := cfg.Inventory
 	opt.Source = ov.GPUs.Source
-	if m.inv, err = gpu.Open(m.spec, opt); err != nil {
+	if m.inv, err = nvidia.Open(m.spec, opt); err != nil {
 		return nil, err
 	}
-	if m.cards, err = m.inv.Snapshot(); err != nil {
+	if m.cards, err = m.inv.Read(); err != nil {
 		m.inv.Close()
 		return nil, err
 	}
@@ -156,7 +157,7 @@ func (m *machine) name() string {
 // specName names the cards a --gpus names.
 func specName(spec plans.GPUSpec) string {
 	switch {
-	case spec.IsSim():
+	case spec.IsSimulated():
 		return spec.String()
 	case spec.Indices == nil:
 		return "every card"
@@ -179,7 +180,7 @@ func (m *machine) String() string {
 func (m *machine) serves(sw *plans.Sweep, dir string) error {
 	ok := true
 	switch {
-	case sw.GPUs.IsSim():
+	case sw.GPUs.IsSimulated():
 		ok = m.inv.Simulated() == sw.GPUs.String()
 	case sw.GPUs.Indices != nil:
 		for _, idx := range sw.GPUs.Indices {
@@ -201,7 +202,7 @@ func (m *machine) serves(sw *plans.Sweep, dir string) error {
 }
 
 // missing names the cards of a sweep's limit that the machine lacks, for a warning.
-func (m *machine) missing(l scheduler.Limit) []int {
+func (m *machine) missing(l state.Limit) []int {
 	var out []int
 	for idx := range l {
 		if !slices.ContainsFunc(m.cards, func(c gpu.Card) bool { return c.Index == idx }) {

@@ -10,7 +10,8 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -18,8 +19,12 @@ import (
 // their point): the test binary runs as one when started in the supervisor mode, and
 // as a daemon of its own for the one test that kills a daemon with SIGKILL.
 
-// asDaemon makes the test binary a daemon on the state directory it names.
-const asDaemon = "GPUQ_TEST_DAEMON"
+// asDaemon makes the test binary a daemon on the state directory it names; withPorts
+// makes it listen (--listen) and serve metrics (--metrics) on ports of 127.0.0.1.
+const (
+	asDaemon  = "GPUQ_TEST_DAEMON"
+	withPorts = "GPUQ_TEST_PORTS"
+)
 
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == launcher.SupervisorMode {
@@ -30,7 +35,11 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if dir := os.Getenv(asDaemon); dir != "" {
-		if err := Run(context.Background(), testConfig(dir, os.Getenv("GPUQ_SIM_LEDGER"), os.Stderr)); err != nil {
+		cfg := testConfig(dir, os.Getenv("GPUQ_SIM_LEDGER"), os.Stderr)
+		if os.Getenv(withPorts) != "" {
+			cfg.Listen, cfg.Metrics = "127.0.0.1:0", "127.0.0.1:0"
+		}
+		if err := Run(context.Background(), cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "daemon:", err)
 			os.Exit(1)
 		}
@@ -42,14 +51,14 @@ func TestMain(m *testing.M) {
 // testConfig is a daemon on two simulated cards of 24 GiB that samples them often.
 func testConfig(dir, ledger string, log *os.File) Config {
 	return Config{StateDir: dir, Machine: plans.Overrides{GPUs: plans.Override{Value: "sim:2x24GiB", Source: "test"}},
-		Inventory: gpu.Options{Ledger: ledger}, Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]},
+		Inventory: nvidia.Options{Ledger: ledger}, Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]},
 		Version: "test", Log: log}
 }
 
 // running is a daemon running in the test's process.
 type running struct {
 	cfg    Config
-	client *Client
+	client *api.Client
 	log    *schedtest.Buffer
 	cancel context.CancelFunc
 	ended  chan struct{} // closed when Run has returned, with err
@@ -97,7 +106,7 @@ func startDaemonWith(t *testing.T, cfg Config) *running {
 			t.Fatalf("the daemon ended: %v\n%s", r.err, log)
 		default:
 		}
-		c, err := Dial(cfg.StateDir)
+		c, err := api.Dial(cfg.StateDir)
 		r.client = c
 		return err == nil
 	})
@@ -124,16 +133,16 @@ func writeSweep(t *testing.T, doc string) string {
 }
 
 // submit sends the sweep file at path as gpuq submit does.
-func submit(t *testing.T, c *Client, path string) (SubmitResponse, error) {
+func submit(t *testing.T, c *api.Client, path string) (api.SubmitResponse, error) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Submit(SubmitRequest{File: path, Source: string(data), Environ: os.Environ()})
+	return c.Submit(api.SubmitRequest{File: path, Source: string(data), Environ: os.Environ()})
 }
 
-func mustJobs(t *testing.T, c *Client, sweep string, states ...string) []Job {
+func mustJobs(t *testing.T, c *api.Client, sweep string, states ...string) []api.Job {
 	t.Helper()
 	jobs, err := c.Jobs(sweep, states)
 	if err != nil {
@@ -142,7 +151,7 @@ func mustJobs(t *testing.T, c *Client, sweep string, states ...string) []Job {
 	return jobs
 }
 
-func countState(jobs []Job, state string) int {
+func countState(jobs []api.Job, state string) int {
 	n := 0
 	for _, j := range jobs {
 		if j.State == state {

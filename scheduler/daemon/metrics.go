@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // metrics is the daemon's collector. Jobs, attempts and cards are read from the state
@@ -27,7 +28,7 @@ import (
 type metrics struct {
 	d *daemon
 	// queued is when each queued job entered the queue, as this daemon saw it; only the
-	// engine's loop (events, Do) touches it.
+	// engine's loop (its events, and a submission's Do) touches it.
 	queued map[string]time.Time
 	wait   prometheus.Histogram
 	rounds prometheus.Histogram
@@ -61,7 +62,7 @@ func (m *metrics) handler() http.Handler {
 
 // event notes when a job enters the queue, and how long it waited when it starts.
 func (m *metrics) event(ev scheduler.Event) {
-	j := m.d.store.Snapshot().Job(ev.Job)
+	j := m.d.store.View().Job(ev.Job)
 	switch {
 	case j == nil:
 	case ev.Kind == "started":
@@ -69,7 +70,7 @@ func (m *metrics) event(ev scheduler.Event) {
 			m.wait.Observe(ev.Time.Sub(since).Seconds())
 		}
 		delete(m.queued, j.ID)
-	case j.State == scheduler.JobQueued:
+	case j.State == state.JobQueued:
 		if _, ok := m.queued[j.ID]; !ok {
 			m.queued[j.ID] = ev.Time
 		}
@@ -90,13 +91,15 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.attempts
 	ch <- m.ooms
 	ch <- m.memory
+	ch <- trainingMetric
+	ch <- trainingStep
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	snap := m.d.store.Snapshot()
-	states := map[scheduler.JobState]int{}
-	for _, st := range []scheduler.JobState{scheduler.JobQueued, scheduler.JobHeld, scheduler.JobRunning,
-		scheduler.JobSucceeded, scheduler.JobFailed, scheduler.JobCancelled} {
+	view := m.d.store.View()
+	states := map[state.JobState]int{}
+	for _, st := range []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
+		state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
 		states[st] = 0
 	}
 	type key struct {
@@ -104,9 +107,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		tier    int
 	}
 	ended := map[key]int{}
-	for _, j := range snap.Jobs() {
+	for _, j := range view.Jobs() {
 		states[j.ShownState()]++
-		for _, a := range snap.Attempts(j.ID) {
+		for _, a := range view.Attempts(j.ID) {
 			if !a.Running() {
 				ended[key{string(a.Outcome), a.Tier}]++
 			}
@@ -125,25 +128,26 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.ooms, prometheus.CounterValue, float64(n), "host", tier)
 		}
 	}
-	m.collectCards(ch, snap)
+	m.collectCards(ch, view)
+	m.collectTraining(ch, view)
 }
 
 // collectCards reports each card's memory as the engine last read it; nothing when the
 // engine does not answer in time (it is stopping).
-func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap scheduler.Snapshot) {
+func (m *metrics) collectCards(ch chan<- prometheus.Metric, view state.View) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var views []scheduler.CardView
-	if m.d.eng.Do(ctx, func() error { views = m.d.eng.CardViews(); return nil }) != nil {
+	views, err := m.d.eng.CardViews(ctx)
+	if err != nil {
 		return
 	}
 	for _, v := range views {
 		var learned int64
 		for _, h := range v.Attempts {
-			learned += snap.Learned(h.Attempt.Shape)
+			learned += view.Learned(h.Attempt.Shape)
 		}
 		// A worker's card is WORKER:INDEX, as people name it.
-		gpu := scheduler.CardID{Worker: v.Worker, Index: v.Index}.String()
+		gpu := plans.CardID{Worker: v.Worker, Index: v.Index}.String()
 		for kind, b := range map[string]int64{"total": v.Total, "used": v.Used, "reserved": v.Reserved, "learned": learned, "other": v.Foreign} {
 			ch <- prometheus.MustNewConstMetric(m.memory, prometheus.GaugeValue, float64(b), gpu, kind)
 		}
@@ -151,13 +155,14 @@ func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap scheduler.Snaps
 }
 
 // listenMetrics opens the metrics address, so that a taken or bad one stops the
-// daemon before it starts, with a message that says what to do.
-func listenMetrics(addr string) (net.Listener, error) {
+// daemon before it starts, with a message that says what to do. Anyone who reaches it
+// may connect: it holds metricsConns connections at most (see gate).
+func listenMetrics(addr string) (*gate, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %s: %w: give a free host:port, e.g. 127.0.0.1:9469", addr, err)
 	}
-	return ln, nil
+	return newGate(ln, metricsConns, 0), nil
 }
 
 // serveMetrics serves the metrics until the server is shut down.

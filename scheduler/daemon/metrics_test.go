@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -16,9 +17,9 @@ import (
 // slot each, has had one job run out of memory: jobs by state, attempts and OOMs by
 // outcome and tier, each card's memory, the queue's waits, the rounds.
 func TestMetrics(t *testing.T) {
-	d, r, srv := testDaemon(t)
-	c := clientOf(srv)
-	if _, err := c.Submit(SubmitRequest{File: "/s/p.yaml", Source: "name: p\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\ngpu_plan: \"1\"\n"}); err != nil {
+	d, r, _ := testDaemon(t)
+	c := clientOf(t, d)
+	if _, err := c.Submit(api.SubmitRequest{File: "/s/p.yaml", Source: "name: p\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\ngpu_plan: \"1\"\n"}); err != nil {
 		t.Fatal(err)
 	}
 	// p.1 runs out of memory (it has no ladder: it fails); p.3 takes its card.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Direct starts attempts as children of this process (gpuq run): they end with it.
@@ -40,13 +41,14 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 		delete(r.procs, id)
 		r.mu.Unlock()
 		outcome, facts := launcher.Classify(proc.Exit(), proc.Output())
-		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: proc.Ended()}
+		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: proc.Ended(),
+			Process: launcher.ProcessExit(proc.Exit(), proc.Output()), Command: p.cmd.Argv}
 	}()
-	return scheduler.Started{Leader: proc.PID(), Log: log}, nil
+	return scheduler.Started{Leader: proc.PID(), Log: log, Command: p.cmd.Argv}, nil
 }
 
 // Stop stops the attempt's process group: SIGTERM, then SIGKILL after a grace period.
-func (r *Direct) Stop(a *scheduler.Attempt) {
+func (r *Direct) Stop(a *state.Attempt) {
 	r.mu.Lock()
 	p := r.procs[a.ID]
 	r.mu.Unlock()

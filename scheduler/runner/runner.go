@@ -15,6 +15,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Options are what both runners need.
@@ -36,10 +37,12 @@ type base struct {
 	ledger string
 	lease  string
 	exits  chan scheduler.Exit
+	tails  *tails
 }
 
 func newBase(o Options) base {
-	return base{dir: o.Dir, ledger: o.Ledger, lease: o.Lease, exits: make(chan scheduler.Exit, 64)}
+	return base{dir: o.Dir, ledger: o.Ledger, lease: o.Lease, exits: make(chan scheduler.Exit, 64),
+		tails: &tails{m: map[string]*launcher.MetricsTail{}}}
 }
 
 // Exits is where the runner reports how attempts ended.
@@ -52,19 +55,21 @@ func (b *base) Owner(pid int) (string, bool) { return launcher.OwnerIn(b.dir, pi
 func (b *base) HostMemory() map[string]int64 { return launcher.AttemptMemory(b.dir) }
 
 // attemptDir is an attempt's directory.
-func (b *base) attemptDir(a *scheduler.Attempt) (string, error) {
+func (b *base) attemptDir(a *state.Attempt) (string, error) {
 	return launcher.AttemptDir(b.dir, a.Job, a.N)
 }
 
-// unwritable marks a failure to write a file under the attempts' root as the machine's
-// (a full or read-only disk, a quota), not the job's: the engine pauses rather than
-// fail the job (see scheduler.CannotWrite). Other errors are returned as they are.
+// unwritable marks a failure to write a file under the attempts' root, or the
+// machine's want of room or descriptors anywhere in starting an attempt (a full or
+// read-only disk, a quota, no descriptor free: see launcher.MachineFault), as the
+// machine's, not the job's: nothing of the attempt ran, and the engine pauses rather
+// than fail the job (see scheduler.CannotWrite). Other errors are returned as they are.
 func (b *base) unwritable(err error) error {
 	var pe *fs.PathError
 	var le *os.LinkError
 	switch {
-	case errors.As(err, &pe) && b.holds(pe.Path), errors.As(err, &le) && b.holds(le.New):
-		return &scheduler.CannotWrite{What: "the attempt's files", Err: err}
+	case launcher.MachineFault(err), errors.As(err, &pe) && b.holds(pe.Path), errors.As(err, &le) && b.holds(le.New):
+		return &state.CannotWrite{What: "the attempt's files", Err: err}
 	}
 	return err
 }
@@ -118,9 +123,9 @@ func (b *base) render(l scheduler.Launch) (prepared, error) {
 	}
 	sw := l.Submission.Sweep
 	a := launcher.Attempt{Sweep: sw, JobID: l.Job.ID, N: l.Attempt.N, Tier: l.Attempt.Tier,
-		Params: l.Attempt.Params, Threads: threadsFor(sw, l.Sharing), SimLedger: b.ledger, Dir: dir}
+		Params: l.Attempt.Params, Threads: threadsFor(sw, l.Sharing), Ledger: b.ledger, Dir: dir}
 	for _, c := range l.Cards {
-		a.Cards = append(a.Cards, launcher.Card{Index: c.Index, Total: c.Total})
+		a.Cards = append(a.Cards, plans.Card{Index: c.Index, Total: c.Total})
 	}
 	env := l.Submission.Environ
 	if env == nil {

@@ -1,9 +1,12 @@
 package runner
 
 import (
+	"sync"
+
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Supervised starts each attempt under a supervisor process of its own (see
@@ -12,6 +15,8 @@ import (
 type Supervised struct {
 	base
 	command []string
+	// stopping holds the attempts asked to stop, by id.
+	stopping sync.Map
 }
 
 // NewSupervised returns a runner whose supervisors are started with command (gpuq's
@@ -31,14 +36,14 @@ func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
 		return scheduler.Started{}, r.unwritable(err)
 	}
 	go r.watch(l.Attempt.ID, p.dir)
-	return scheduler.Started{Leader: leader, Log: launcher.LogPath(p.dir)}, nil
+	return scheduler.Started{Leader: leader, Log: launcher.LogPath(p.dir), Command: p.cmd.Argv}, nil
 }
 
 // Adopt takes up an attempt that was running when the last daemon stopped. One that
 // never started and never will (see launcher.NeverStarted) is reported unstarted; one
 // whose supervisor had not yet said that its trainer runs is waited for like any
 // other, so that its job never runs twice.
-func (r *Supervised) Adopt(a *scheduler.Attempt) scheduler.Started {
+func (r *Supervised) Adopt(a *state.Attempt) scheduler.Started {
 	dir, err := r.attemptDir(a)
 	if err != nil {
 		r.report(scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: err.Error()})
@@ -62,14 +67,21 @@ func (r *Supervised) report(x scheduler.Exit) { go func() { r.exits <- x }() }
 
 func (r *Supervised) watch(attempt, dir string) {
 	e := launcher.Wait(dir)
+	// Asked to stop, and stopped: by its supervisor, or with it where the supervisor
+	// did not answer (see launcher.StopSupervised).
+	if _, asked := r.stopping.LoadAndDelete(attempt); asked && e.Outcome == plans.Lost && !e.Fenced {
+		e.Outcome = plans.Cancelled
+	}
 	// A fenced attempt's job runs again elsewhere, as it would have had its worker's
 	// daemon heard nothing more of it.
-	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced}
+	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced,
+		Process: e.Exit, Command: e.Command}
 }
 
 // Stop asks the attempt's supervisor to stop its trainer.
-func (r *Supervised) Stop(a *scheduler.Attempt) {
+func (r *Supervised) Stop(a *state.Attempt) {
 	if dir, err := r.attemptDir(a); err == nil {
+		r.stopping.Store(a.ID, true)
 		launcher.StopSupervised(dir)
 	}
 }

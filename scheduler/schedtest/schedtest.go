@@ -5,10 +5,13 @@ package schedtest
 
 import (
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -70,3 +73,85 @@ func (b *Buffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// WithDescriptors runs fn with this process's limit on open files (the soft
+// RLIMIT_NOFILE) where free more descriptors may be opened at once than are open now,
+// and no more: one more open fails with EMFILE. Nothing else of the test may open or
+// close files meanwhile.
+func WithDescriptors(t testing.TB, free int, fn func()) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	// The limit bounds descriptor numbers, not their count: a new one takes the lowest
+	// number free.
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := int(d.Fd())
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := map[int]bool{}
+	for _, n := range names {
+		if fd, err := strconv.Atoi(n); err == nil {
+			open[fd] = true
+		}
+	}
+	open[self] = false // closed now
+	limit := 0
+	for left := free; ; limit++ {
+		if !open[limit] {
+			if left == 0 {
+				break
+			}
+			left--
+		}
+	}
+	low := lim
+	low.Cur = uint64(limit)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	fn()
+}
+
+// FullDisk is a file on a disk that fills up: while Full, a write puts half its bytes
+// on the disk and fails with ENOSPC, as a real one may; Stuck makes taking them back
+// (Truncate) fail too, with EIO.
+type FullDisk struct {
+	File interface {
+		io.Writer
+		Sync() error
+		Truncate(size int64) error
+		Close() error
+	}
+	Full, Stuck bool
+}
+
+func (d *FullDisk) Write(b []byte) (int, error) {
+	if d.Full {
+		n, _ := d.File.Write(b[:len(b)/2])
+		return n, syscall.ENOSPC
+	}
+	return d.File.Write(b)
+}
+
+// Truncate cuts the file to size, unless the disk is Stuck.
+func (d *FullDisk) Truncate(size int64) error {
+	if d.Stuck {
+		return syscall.EIO
+	}
+	return d.File.Truncate(size)
+}
+
+// Sync syncs the file.
+func (d *FullDisk) Sync() error { return d.File.Sync() }
+
+// Close closes the file.
+func (d *FullDisk) Close() error { return d.File.Close() }

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 // The chaos run: a daemon and three workers, each a process of its own, run a sweep
@@ -83,7 +84,7 @@ func TestWorkerChaos(t *testing.T) {
 	c.addr = ln.Addr().String()
 	ln.Close()
 	c.startDaemon()
-	c.client(func(cl *daemon.Client) error { _, err := cl.Info(); return err })
+	c.client(func(cl *api.Client) error { _, err := cl.Info(); return err })
 	for _, name := range []string{"n1", "n2", "n3"} {
 		c.startWorker(name)
 	}
@@ -98,8 +99,8 @@ func TestWorkerChaos(t *testing.T) {
 	if err := os.WriteFile(sweep, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.client(func(cl *daemon.Client) error {
-		_, err := cl.Submit(daemon.SubmitRequest{File: sweep, Source: doc, Environ: os.Environ()})
+	c.client(func(cl *api.Client) error {
+		_, err := cl.Submit(api.SubmitRequest{File: sweep, Source: doc, Environ: os.Environ()})
 		return err
 	})
 
@@ -116,11 +117,11 @@ func TestWorkerChaos(t *testing.T) {
 }
 
 // client calls fn with a client of the daemon, until it answers.
-func (c *chaos) client(fn func(*daemon.Client) error) {
+func (c *chaos) client(fn func(*api.Client) error) {
 	c.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		cl, err := daemon.Dial(c.state)
+		cl, err := api.Dial(c.state)
 		if err == nil {
 			if err = fn(cl); err == nil {
 				return
@@ -136,7 +137,7 @@ func (c *chaos) client(fn func(*daemon.Client) error) {
 // ended reports whether every job has ended.
 func (c *chaos) ended() bool {
 	var open int
-	c.client(func(cl *daemon.Client) error {
+	c.client(func(cl *api.Client) error {
 		jobs, err := cl.Jobs("chaos", []string{"queued", "running"})
 		open = len(jobs)
 		return err
@@ -272,8 +273,8 @@ func (s *span) last() int64  { return s.at[len(s.at)-1] }
 // judge reads the daemon's jobs and the trainers' records, and says how many jobs ran
 // twice, never started, or were lost.
 func (c *chaos) judge(records string, n int) {
-	var jobs []daemon.Job
-	c.client(func(cl *daemon.Client) error {
+	var jobs []api.Job
+	c.client(func(cl *api.Client) error {
 		var err error
 		jobs, err = cl.Jobs("chaos", nil)
 		return err
@@ -340,7 +341,7 @@ func (c *chaos) judge(records string, n int) {
 }
 
 // succeeded counts a job's attempts whose supervisors recorded a success (exit.json).
-func succeeded(j daemon.Job) int {
+func succeeded(j api.Job) int {
 	n := 0
 	for _, a := range j.Attempts {
 		if a.Log == "" {

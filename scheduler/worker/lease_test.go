@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/launcher"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/runner"
 )
 
 // nodeClock is a node's CLOCK_BOOTTIME in tests: it moves when the test moves it.
@@ -158,7 +158,7 @@ func TestAWorkerPastItsLeaseActsOnNothing(t *testing.T) {
 	k, clock := testKeeper(t)
 	k.answered(k.beat())
 	root := t.TempDir()
-	w := &worker{lease: k, attempts: root, log: daemon.NewEventLog(io.Discard)}
+	w := &worker{lease: k, attempts: root, log: runner.NewEventLog(io.Discard)}
 	trainer := exec.Command("sleep", "60")
 	trainer.Env = append(os.Environ(), "GPUQ_ATTEMPT_DIR="+filepath.Join(root, "s.1", "attempt-1"))
 	if err := trainer.Start(); err != nil {

@@ -34,17 +34,19 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Config is what a worker runs with.
 type Config struct {
 	// Server is the daemon's network listener, HOST:PORT.
 	Server string
-	// Credentials are the daemon's secret and certificate (daemon.LoadCredentials).
-	Credentials daemon.Credentials
+	// Credentials are the daemon's secret and certificate (api.LoadCredentials).
+	Credentials api.Credentials
 	// Name is the worker's: its cards are NAME:INDEX to the daemon and to people.
 	Name string
 	// Dir holds its attempts and its lease.
@@ -53,7 +55,7 @@ type Config struct {
 	// (default every card, no slot limit).
 	GPUs, Plan plans.Override
 	// Inventory opens the cards; its Ledger is also the simulated trainers'.
-	Inventory gpu.Options
+	Inventory nvidia.Options
 	// Poll is how often it reads its cards and reports them.
 	Poll time.Duration
 	// Supervisor is the command that starts an attempt's supervisor: gpuq's own binary.
@@ -82,7 +84,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer w.close()
 	w.log.Printf("gpuq worker %s %s (pid %d): %s, %d cores; attempts in %s; daemon at %s",
-		cfg.Name, cfg.Version, os.Getpid(), daemon.CardsText(w.cards, w.plan), runtime.NumCPU(), cfg.Dir, cfg.Server)
+		cfg.Name, cfg.Version, os.Getpid(), gpu.CardsText(w.cards, w.plan), runtime.NumCPU(), cfg.Dir, cfg.Server)
 	wait, said := time.Duration(0), ""
 	for {
 		if err := w.fence(ctx); err != nil {
@@ -95,7 +97,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case errors.Is(err, errLeft):
 			w.log.Printf("left: idle, and the daemon starts nothing more here")
 			return nil
-		case errors.Is(err, daemon.ErrUnauthorized), errors.Is(err, errRefused):
+		case errors.Is(err, api.ErrUnauthorized), errors.Is(err, errRefused):
 			return err
 		case errors.Is(err, errLapsed):
 			w.log.Printf("out of touch with the daemon for the whole lease (%s): its trainers stop, and it links again", w.lease.length)
@@ -125,7 +127,7 @@ var (
 // worker is a running worker.
 type worker struct {
 	cfg    Config
-	inv    *gpu.Inventory
+	inv    *nvidia.Inventory
 	cards  []gpu.Card // the last reading
 	plan   []int      // the slots of each of cards
 	runner *runner.Supervised
@@ -141,7 +143,7 @@ type worker struct {
 	sweeps map[string]*plans.Sweep
 	// running are the attempts it watches; ended those that ended, until the daemon
 	// has them.
-	running map[string]daemon.AttemptRef
+	running map[string]api.AttemptRef
 	ended   map[string]scheduler.Exit
 	// active is when an attempt last ran here.
 	active time.Time
@@ -153,16 +155,23 @@ type worker struct {
 	stopped map[string]bool
 	// linked: the last session reached the daemon.
 	linked bool
-	log    *daemon.EventLog
+	log    *runner.EventLog
 }
 
 func open(cfg Config) (*worker, error) {
-	if err := daemon.ValidWorkerName(cfg.Name); err != nil {
+	if err := api.ValidWorkerName(cfg.Name); err != nil {
 		return nil, err
 	}
-	if err := launcher.PrivateDir(cfg.Dir); err != nil {
+	// From here on the directory is its real path: a link on the way to it that
+	// someone points elsewhere later changes nothing.
+	dir, err := launcher.ResolveDir(cfg.Dir)
+	if err == nil {
+		err = launcher.PrivateDir(dir)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("worker directory: %w", err)
 	}
+	cfg.Dir = dir
 	lock, err := lockDir(cfg.Dir, cfg.Name)
 	if err != nil {
 		return nil, err
@@ -184,14 +193,14 @@ func open(cfg Config) (*worker, error) {
 			return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
 		}
 	}
-	w := &worker{cfg: cfg, lock: lock, instance: instance, log: daemon.NewEventLog(cfg.Log), attempts: filepath.Join(cfg.Dir, "attempts"),
+	w := &worker{cfg: cfg, lock: lock, instance: instance, log: runner.NewEventLog(cfg.Log), attempts: filepath.Join(cfg.Dir, "attempts"),
 		lease: openLease(filepath.Join(cfg.Dir, "lease"), launcher.Uptime), sweeps: map[string]*plans.Sweep{},
-		running: map[string]daemon.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
-	if w.inv, err = gpu.Open(spec, cfg.Inventory); err != nil {
+		running: map[string]api.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
+	if w.inv, err = nvidia.Open(spec, cfg.Inventory); err != nil {
 		lock.Close()
 		return nil, err
 	}
-	if w.cards, err = w.inv.Snapshot(); err == nil {
+	if w.cards, err = w.inv.Read(); err == nil {
 		w.plan, err = plan.For(len(w.cards))
 	}
 	if err != nil {
@@ -257,7 +266,7 @@ func instanceOf(dir string) (string, error) {
 // session links to the daemon and does what it asks until the link breaks, or the
 // lease lapses.
 func (w *worker) session(ctx context.Context) error {
-	client, err := daemon.DialRemote(w.cfg.Server, w.cfg.Credentials)
+	client, err := api.DialRemote(w.cfg.Server, w.cfg.Credentials)
 	if err != nil {
 		return err
 	}
@@ -273,7 +282,7 @@ func (w *worker) session(ctx context.Context) error {
 	out := json.NewEncoder(s)
 	hello := w.helloMessage()
 	w.hello = w.lease.beat()
-	if err := out.Encode(daemon.WorkerMessage{Hello: &hello}); err != nil {
+	if err := out.Encode(api.WorkerMessage{Hello: &hello}); err != nil {
 		return err
 	}
 	msgs, broken := receive(ctx, s)
@@ -285,7 +294,7 @@ func (w *worker) session(ctx context.Context) error {
 	defer beats.Stop()
 	for {
 		var err error
-		var m daemon.DaemonMessage
+		var m api.DaemonMessage
 		var x scheduler.Exit
 		var beat, polled bool
 		select {
@@ -307,7 +316,7 @@ func (w *worker) session(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("link to the daemon at %s: %w", w.cfg.Server, err)
 		case beat:
-			err = out.Encode(daemon.WorkerMessage{Beat: w.lease.beat()})
+			err = out.Encode(api.WorkerMessage{Beat: w.lease.beat()})
 		case polled:
 			err = w.poll(out)
 		case x.Attempt != "":
@@ -324,8 +333,8 @@ func (w *worker) session(ctx context.Context) error {
 }
 
 // helloMessage is what the worker says of itself as it links.
-func (w *worker) helloMessage() daemon.Hello {
-	hello := daemon.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: w.attempts,
+func (w *worker) helloMessage() api.Hello {
+	hello := api.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: w.attempts,
 		Cores: runtime.NumCPU(), Allocation: w.cfg.Allocation, Plan: map[int]int{}, State: w.state()}
 	for i, c := range w.cards {
 		hello.Plan[c.Index] = w.plan[i]
@@ -334,12 +343,12 @@ func (w *worker) helloMessage() daemon.Hello {
 }
 
 // receive reads the daemon's messages from s until s breaks, then says why.
-func receive(ctx context.Context, s io.Reader) (<-chan daemon.DaemonMessage, <-chan error) {
-	msgs, broken := make(chan daemon.DaemonMessage), make(chan error, 1)
+func receive(ctx context.Context, s io.Reader) (<-chan api.DaemonMessage, <-chan error) {
+	msgs, broken := make(chan api.DaemonMessage), make(chan error, 1)
 	go func() {
 		dec := json.NewDecoder(s)
 		for {
-			var m daemon.DaemonMessage
+			var m api.DaemonMessage
 			if err := dec.Decode(&m); err != nil {
 				broken <- err
 				return
@@ -404,14 +413,15 @@ func (w *worker) exited(out *json.Encoder, x scheduler.Exit) error {
 		x.Outcome, x.Requeue = plans.Lost, true
 		x.Detail = fmt.Sprintf("stopped as worker %s's allocation ends: its job runs again elsewhere", w.cfg.Name)
 	}
+	last := w.lastMetrics(x.Attempt)
 	delete(w.running, x.Attempt)
 	w.ended[x.Attempt] = x
 	w.active = time.Now()
-	return out.Encode(daemon.WorkerMessage{Exit: &x})
+	return out.Encode(api.WorkerMessage{Exit: &x, ExitMetrics: last})
 }
 
 // handle does what a message of the daemon's asks.
-func (w *worker) handle(ctx context.Context, client *daemon.Client, out *json.Encoder, m daemon.DaemonMessage) error {
+func (w *worker) handle(ctx context.Context, client *api.Client, out *json.Encoder, m api.DaemonMessage) error {
 	switch {
 	case m.Error != "":
 		return fmt.Errorf("%w: %s", errRefused, m.Error)
@@ -422,7 +432,7 @@ func (w *worker) handle(ctx context.Context, client *daemon.Client, out *json.En
 	case m.Start != nil:
 		return w.start(out, m.Start)
 	case m.Stop != nil:
-		w.runner.Stop(&scheduler.Attempt{ID: m.Stop.ID, Job: m.Stop.Job, N: m.Stop.N})
+		w.runner.Stop(&state.Attempt{ID: m.Stop.ID, Job: m.Stop.Job, N: m.Stop.N})
 	case m.Stream != nil:
 		go w.serveStream(ctx, client, *m.Stream)
 	case m.Drain:
@@ -441,7 +451,7 @@ func (w *worker) renew(n uint64) {
 // welcome takes up the attempts the daemon holds running here, after a restart of
 // either or a broken link: each goes on, is reported ended, or never started. It tells
 // how those the daemon asks about ended, if it knows.
-func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
+func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
 	if wel.Lease <= 0 || wel.Beat <= 0 {
 		return fmt.Errorf("%w: it gives no lease (an older gpuq): run the same gpuq on the daemon and its workers", errRefused)
 	}
@@ -464,7 +474,7 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 			x, known = w.endOf(ref)
 		}
 		if known {
-			if err := out.Encode(daemon.WorkerMessage{Exit: &x}); err != nil {
+			if err := out.Encode(api.WorkerMessage{Exit: &x}); err != nil {
 				return err
 			}
 			continue
@@ -472,14 +482,14 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 		// One asked about that runs still is taken up to tell its end when it comes,
 		// and stopped below.
 		w.running[ref.ID] = ref
-		w.runner.Adopt(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+		w.runner.Adopt(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 	}
 	// An attempt the daemon does not hold running here runs elsewhere, or has ended
 	// for it: it must not run on here.
 	for id, ref := range w.running {
 		if !held[id] {
 			w.log.Printf("stopping %s: the daemon no longer runs it here", id)
-			w.runner.Stop(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+			w.runner.Stop(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 		}
 	}
 	for id := range w.ended {
@@ -490,13 +500,13 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 	w.log.Printf("linked to the daemon at %s; %s taken up; a lease of %s", w.cfg.Server, plans.Count(len(wel.Attempts), "attempt"), wel.Lease)
 	// A beat at once says that the Welcome is answered: the daemon gives its cards jobs
 	// from then on.
-	return out.Encode(daemon.WorkerMessage{Beat: w.lease.beat()})
+	return out.Encode(api.WorkerMessage{Beat: w.lease.beat()})
 }
 
 // endOf is how an attempt the daemon asks about ended, as its directory says, when no
 // supervisor holds it any more: its exit.json, or unknown (lost) where it never
 // started here; ok is false while a supervisor holds it.
-func (w *worker) endOf(ref daemon.AttemptRef) (x scheduler.Exit, ok bool) {
+func (w *worker) endOf(ref api.AttemptRef) (x scheduler.Exit, ok bool) {
 	x = scheduler.Exit{Attempt: ref.ID, Outcome: plans.Lost, Detail: fmt.Sprintf("worker %s knows no end of it", w.cfg.Name)}
 	dir, err := launcher.AttemptDir(w.attempts, ref.Job, ref.N)
 	if err != nil {
@@ -507,19 +517,20 @@ func (w *worker) endOf(ref daemon.AttemptRef) (x scheduler.Exit, ok bool) {
 	}
 	if e, err := launcher.ReadEnded(dir); err == nil && e != nil {
 		x.Outcome, x.OOM, x.Detail, x.Requeue = e.Outcome, e.OOM, e.Detail, e.Fenced
+		x.Process, x.Command = e.Exit, e.Command
 	}
 	return x, true
 }
 
 // start starts an attempt as the daemon asks; one that cannot start is reported lost,
 // and one its supervisor did not start for its lease had lapsed goes back to the queue.
-func (w *worker) start(out *json.Encoder, req *daemon.StartRequest) error {
+func (w *worker) start(out *json.Encoder, req *api.StartRequest) error {
 	a := req.Attempt
 	if w.ending {
 		// Placed before the daemon heard that this worker's end has come.
 		x := scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf("worker %s is ending", w.cfg.Name)}
 		w.ended[a.ID] = x
-		return out.Encode(daemon.WorkerMessage{Exit: &x})
+		return out.Encode(api.WorkerMessage{Exit: &x})
 	}
 	l, err := w.launch(req)
 	if err == nil {
@@ -533,15 +544,15 @@ func (w *worker) start(out *json.Encoder, req *daemon.StartRequest) error {
 			}
 		}
 		w.ended[a.ID] = x
-		return out.Encode(daemon.WorkerMessage{Exit: &x})
+		return out.Encode(api.WorkerMessage{Exit: &x})
 	}
-	w.running[a.ID] = daemon.AttemptRef{ID: a.ID, Job: a.Job, N: a.N}
+	w.running[a.ID] = api.AttemptRef{ID: a.ID, Job: a.Job, N: a.N}
 	w.active = time.Now()
 	return nil
 }
 
 // launch is what the runner needs to start the attempt, from the sweep as submitted.
-func (w *worker) launch(req *daemon.StartRequest) (scheduler.Launch, error) {
+func (w *worker) launch(req *api.StartRequest) (scheduler.Launch, error) {
 	if src := req.Sweep; src != nil {
 		sw, err := plans.DecodeSweepFiles(src.File, []byte(src.Source), src.Files, src.Overrides)
 		if err != nil {
@@ -560,8 +571,8 @@ func (w *worker) launch(req *daemon.StartRequest) (scheduler.Launch, error) {
 	if i < 0 {
 		return scheduler.Launch{}, fmt.Errorf("sweep %s has no job %s", sw.Name, a.Job)
 	}
-	l := scheduler.Launch{Attempt: a, Job: &scheduler.Job{Job: &sw.Jobs[i], Sweep: sw.Name},
-		Submission: &scheduler.Submission{Sweep: &run, Environ: req.Environ}, Sharing: req.Sharing}
+	l := scheduler.Launch{Attempt: a, Job: &state.Job{Job: &sw.Jobs[i], Sweep: sw.Name},
+		Submission: &state.Submission{Sweep: &run, Environ: req.Environ}, Sharing: req.Sharing}
 	for _, idx := range a.GPUs {
 		c := slices.IndexFunc(w.cards, func(c gpu.Card) bool { return c.Index == idx })
 		if c < 0 {
@@ -576,7 +587,7 @@ func (w *worker) launch(req *daemon.StartRequest) (scheduler.Launch, error) {
 // whose end has come, asks to leave, and one the daemon has drained leaves once idle.
 func (w *worker) poll(out *json.Encoder) error {
 	st := w.state()
-	if err := out.Encode(daemon.WorkerMessage{State: &st}); err != nil {
+	if err := out.Encode(api.WorkerMessage{State: &st}); err != nil {
 		return err
 	}
 	if !w.cfg.Ends.IsZero() && !time.Now().Before(w.cfg.Ends) && !w.ending {
@@ -589,7 +600,7 @@ func (w *worker) poll(out *json.Encoder) error {
 	if idle && !w.leaving && w.cfg.IdleTimeout > 0 && time.Since(w.active) > w.cfg.IdleTimeout {
 		w.leaving = true
 		w.log.Printf("idle for %s: leaving", w.cfg.IdleTimeout)
-		return out.Encode(daemon.WorkerMessage{Leaving: true})
+		return out.Encode(api.WorkerMessage{Leaving: true})
 	}
 	return nil
 }
@@ -603,19 +614,19 @@ func (w *worker) end(out *json.Encoder) error {
 	w.log.Printf("the allocation is ending: stopping %s, whose jobs run again elsewhere, and leaving", plans.Count(len(w.running), "attempt"))
 	for id, ref := range w.running {
 		w.stopped[id] = true
-		w.runner.Stop(&scheduler.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+		w.runner.Stop(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 	}
 	if w.leaving {
 		return nil
 	}
 	w.leaving = true
-	return out.Encode(daemon.WorkerMessage{Leaving: true})
+	return out.Encode(api.WorkerMessage{Leaving: true})
 }
 
 // state reads the node: its cards, each process named with its attempt, and its RAM.
-func (w *worker) state() daemon.WorkerState {
-	st := daemon.WorkerState{AttemptMemory: w.runner.HostMemory(), Ends: w.cfg.Ends}
-	if cards, err := w.inv.Snapshot(); err == nil {
+func (w *worker) state() api.WorkerState {
+	st := api.WorkerState{AttemptMemory: w.runner.HostMemory(), AttemptMetrics: w.metrics(), Ends: w.cfg.Ends}
+	if cards, err := w.inv.Read(); err == nil {
 		w.cards = cards
 	}
 	st.Cards = slices.Clone(w.cards)
@@ -634,7 +645,7 @@ func (w *worker) state() daemon.WorkerState {
 }
 
 // serveStream opens the stream the daemon asks for and serves the attempt on it.
-func (w *worker) serveStream(ctx context.Context, client *daemon.Client, req daemon.StreamRequest) {
+func (w *worker) serveStream(ctx context.Context, client *api.Client, req api.StreamRequest) {
 	dir, err := launcher.AttemptDir(w.attempts, req.Attempt.Job, req.Attempt.N)
 	if err != nil {
 		return
@@ -644,5 +655,28 @@ func (w *worker) serveStream(ctx context.Context, client *daemon.Client, req dae
 		w.log.Printf("%s of %s: %v", req.Kind, req.Attempt.ID, err)
 		return
 	}
-	daemon.ServeAttempt(ctx, s, dir, req)
+	api.ServeAttempt(ctx, s, dir, req)
+}
+
+// metrics are what its running attempts' trainers reported since the last state.
+func (w *worker) metrics() map[string][]plans.Reading {
+	var out map[string][]plans.Reading
+	for id, ref := range w.running {
+		if rs := w.runner.Metrics(&state.Attempt{ID: id, Job: ref.Job, N: ref.N}, false); len(rs) > 0 {
+			if out == nil {
+				out = map[string][]plans.Reading{}
+			}
+			out[id] = rs
+		}
+	}
+	return out
+}
+
+// lastMetrics are what an ended attempt's trainer reported last.
+func (w *worker) lastMetrics(id string) []plans.Reading {
+	ref, ok := w.running[id]
+	if !ok {
+		return nil
+	}
+	return w.runner.Metrics(&state.Attempt{ID: id, Job: ref.Job, N: ref.N}, true)
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +19,8 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
-	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -65,7 +67,7 @@ func TestMain(m *testing.M) {
 
 func runTestWorker(name string) error {
 	state := os.Getenv(envState)
-	creds, err := daemon.LoadCredentials(state)
+	creds, err := api.LoadCredentials(state)
 	if err != nil {
 		return err
 	}
@@ -79,7 +81,7 @@ func runTestWorker(name string) error {
 	defer stop()
 	idle, _ := time.ParseDuration(os.Getenv(envIdle))
 	return Run(ctx, Config{IdleTimeout: idle, Server: os.Getenv(envServer), Credentials: creds, Name: name, Dir: filepath.Join(state, "workers", name),
-		GPUs: plans.Override{Value: os.Getenv(envGPUs), Source: "test"}, Inventory: gpu.Options{Ledger: os.Getenv("GPUQ_SIM_LEDGER")},
+		GPUs: plans.Override{Value: os.Getenv(envGPUs), Source: "test"}, Inventory: nvidia.Options{Ledger: os.Getenv("GPUQ_SIM_LEDGER")},
 		Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]}, Version: "test", Log: os.Stderr, Ends: ends})
 }
 
@@ -88,7 +90,7 @@ type cluster struct {
 	t      *testing.T
 	state  string
 	server string
-	client *daemon.Client
+	client *api.Client
 	log    *schedtest.Buffer
 	// stopDaemon stops the daemon, leaving its trainers running, as a kill would.
 	stopDaemon func()
@@ -146,7 +148,7 @@ func (c *cluster) startDaemon() {
 			t.Fatalf("the daemon ended: %v\n%s", err, c.log)
 		default:
 		}
-		cl, err := daemon.Dial(c.state)
+		cl, err := api.Dial(c.state)
 		if err != nil {
 			return false
 		}
@@ -231,7 +233,7 @@ func (c *cluster) connected(name string) bool {
 	return false
 }
 
-func (c *cluster) jobs() []daemon.Job {
+func (c *cluster) jobs() []api.Job {
 	c.t.Helper()
 	jobs, err := c.client.Jobs("", nil)
 	if err != nil {
@@ -246,13 +248,13 @@ func (c *cluster) submit(doc string) {
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
-	if _, err := c.client.Submit(daemon.SubmitRequest{File: path, Source: doc, Environ: os.Environ()}); err != nil {
+	if _, err := c.client.Submit(api.SubmitRequest{File: path, Source: doc, Environ: os.Environ()}); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
 // running is the running jobs on each worker, by job id.
-func running(jobs []daemon.Job) map[string][]string {
+func running(jobs []api.Job) map[string][]string {
 	out := map[string][]string{}
 	for _, j := range jobs {
 		if j.State == "running" {
@@ -373,7 +375,7 @@ func stamp(log, what string) int64 {
 // logOf reads a job's latest log through the daemon, from its worker.
 func (c *cluster) logOf(job string) string {
 	c.t.Helper()
-	s, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: job, N: 1}, Kind: daemon.StreamLog})
+	s, err := c.client.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: job, N: 1}, Kind: api.StreamLog})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -400,11 +402,11 @@ memory: 1GiB
 		j := c.jobs()[0]
 		return j.State == "running" && strings.Contains(c.logOf("talk.1"), "ready")
 	})
-	term, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "talk.1", N: 1}, Kind: daemon.StreamAttach})
+	term, err := c.client.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: "talk.1", N: 1}, Kind: api.StreamAttach})
 	if err != nil {
 		t.Fatal(err)
 	}
-	follow, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "talk.1", N: 1}, Kind: daemon.StreamLog, Follow: true})
+	follow, err := c.client.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: "talk.1", N: 1}, Kind: api.StreamLog, Follow: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +423,7 @@ memory: 1GiB
 		t.Errorf("the log followed to its end: %q (%v)", logged, err)
 	}
 	schedtest.WaitFor(t, "the job to succeed", func() bool { return c.jobs()[0].State == "succeeded" })
-	tail, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "talk.1", N: 1}, Kind: daemon.StreamLog, Tail: 1})
+	tail, err := c.client.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: "talk.1", N: 1}, Kind: api.StreamLog, Tail: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +442,7 @@ memory: 1GiB
 		dir = filepath.Dir(j.Attempts[len(j.Attempts)-1].Log)
 		return launcher.SupervisedLeader(dir) != 0
 	})
-	if _, err := c.client.Act(daemon.Cancel, daemon.SelectRequest{IDs: []string{"stop.1"}}); err != nil {
+	if _, err := c.client.Act(api.Cancel, api.SelectRequest{IDs: []string{"stop.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "the job to be cancelled", func() bool { return c.jobs()[1].State == "cancelled" })
@@ -597,9 +599,9 @@ func TestASecondWorkerOfOneNameIsRefused(t *testing.T) {
 	}
 }
 
-// firstTrainer waits for the first job's first trainer to run (and for ready, if not
-// nil), and returns its attempt's directory.
-func (c *cluster) firstTrainer(ready func() bool) string {
+// firstTrainer waits for the first job's first trainer to run (and for ready of its
+// attempt's directory, if not nil), and returns that directory.
+func (c *cluster) firstTrainer(ready func(dir string) bool) string {
 	c.t.Helper()
 	var dir string
 	schedtest.WaitFor(c.t, "the trainer to run", func() bool {
@@ -608,7 +610,7 @@ func (c *cluster) firstTrainer(ready func() bool) string {
 			return false
 		}
 		dir = filepath.Dir(j.Attempts[0].Log)
-		return launcher.SupervisedLeader(dir) != 0 && (ready == nil || ready())
+		return launcher.SupervisedLeader(dir) != 0 && (ready == nil || ready(dir))
 	})
 	return dir
 }
@@ -640,6 +642,15 @@ func supervisorOf(t *testing.T, dir string) int {
 	return info.PID
 }
 
+// toldItsWorker reports whether the supervisor of the attempt in dir has told its
+// worker the trainer's pid, and closed its standard output, the pipe its worker reads
+// (a file it opens later may take the descriptor): a worker still reading it waits for
+// the supervisor, frozen or not.
+func toldItsWorker(t *testing.T, dir string) bool {
+	out, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", supervisorOf(t, dir)))
+	return errors.Is(err, os.ErrNotExist) || err == nil && !strings.HasPrefix(out, "pipe:")
+}
+
 // TestAFrozenWorkerRunsNothingTwice: a worker's node frozen past the grace (its worker,
 // supervisors and trainers stopped, as a paused VM is) has its job run elsewhere. When
 // the worker thaws, before it does anything else, it kills the trainer it had, which
@@ -653,9 +664,11 @@ command: [sh, -c, "trap 'while :; do echo {attempt} saving $(date +%%s%%N) >> %[
 jobs: [{}]
 memory: 1GiB
 `, beats))
-	dir := c.firstTrainer(func() bool {
+	// Frozen once its worker has the trainer's pid: a worker frozen as it starts an
+	// attempt waits for its supervisor, which here thaws last.
+	dir := c.firstTrainer(func(dir string) bool {
 		data, _ := os.ReadFile(beats)
-		return strings.HasPrefix(string(data), "1 ")
+		return strings.HasPrefix(string(data), "1 ") && toldItsWorker(t, dir)
 	})
 	leader, sup, worker := launcher.SupervisedLeader(dir), supervisorOf(t, dir), w1.cmd.Process.Pid
 	for _, pid := range []int{-leader, sup, worker} {

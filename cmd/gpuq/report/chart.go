@@ -103,7 +103,7 @@ type placed struct {
 	lane map[int]int // by card index
 }
 
-func newGantt(d Data, tl timeline, cs []Card) gantt {
+func newGantt(d Data, tl timeline, cs []plans.Card) gantt {
 	var attempts []*placed
 	for i := range d.Jobs {
 		j := &d.Jobs[i]
@@ -237,7 +237,7 @@ type step struct {
 	Value int64
 }
 
-func newMemPanels(d Data, tl timeline, cs []Card) ([]memPanel, float64) {
+func newMemPanels(d Data, tl timeline, cs []plans.Card) ([]memPanel, float64) {
 	colour := map[string]int{}
 	for i, j := range d.Jobs {
 		colour[j.ID] = i % palette
@@ -251,7 +251,7 @@ func newMemPanels(d Data, tl timeline, cs []Card) ([]memPanel, float64) {
 	return out, y + axisHeight
 }
 
-func newMemPanel(d Data, tl timeline, c Card, colour map[string]int, y float64) memPanel {
+func newMemPanel(d Data, tl timeline, c plans.Card, colour map[string]int, y float64) memPanel {
 	type run struct {
 		job   *Job
 		a     *Attempt

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Data is what a report shows: one sweep's jobs, each with every attempt, on the cards
@@ -26,15 +26,10 @@ type Data struct {
 	Virtual bool
 	// Cards are the machine's cards. Those the sweep ran on are drawn, and one that
 	// ran an attempt is even when missing here, at the size of what was reserved on it.
-	Cards []Card
+	Cards []plans.Card
 	Jobs  []Job
-}
-
-// Card is one card of the machine.
-type Card struct {
-	Index int
-	Name  string
-	Total int64
+	// Found is what its trainers reported, ranked; nil when they reported nothing.
+	Found *Found
 }
 
 // Job is a job and its attempts, in order.
@@ -58,8 +53,11 @@ type Attempt struct {
 	Estimate, Peak int64
 	Outcome        plans.Outcome // "" while it runs
 	OOM            *plans.OOMFacts
+	// Exit is its trainer's exit status or the signal that killed it ("1", "SIGKILL"),
+	// Error the last error line of its output; "" where not known.
+	Exit, Error    string
 	Started, Ended time.Time // Ended is zero while it runs
-	Memory         scheduler.Samples
+	Memory         state.Samples
 }
 
 // end is when the attempt stopped holding its cards, or now for a running one.
@@ -145,7 +143,7 @@ func figures(d Data) Figures {
 		f.GPUBusy += union(ivs)
 	}
 	f.GPUAvailable = f.Makespan * time.Duration(len(cards(d)))
-	for _, s := range []string{"succeeded", "failed", "cancelled", "running", "queued", "held"} {
+	for _, s := range []string{"succeeded", "stopped", "failed", "cancelled", "running", "queued", "held"} {
 		if states[s] > 0 {
 			f.States = append(f.States, Count{s, states[s]})
 		}
@@ -211,7 +209,7 @@ func held(a Attempt, end time.Time) float64 {
 // cards are the cards to draw, by index: those an attempt ran on, named and sized as
 // the machine's are, or where none did, the machine's. A card the sweep did not use
 // (another sweep's, on the daemon) would only be an empty row.
-func cards(d Data) []Card {
+func cards(d Data) []plans.Card {
 	used := map[int]bool{}
 	for _, j := range d.Jobs {
 		for _, a := range j.Attempts {
@@ -223,7 +221,7 @@ func cards(d Data) []Card {
 	if len(used) == 0 {
 		return slices.Clone(d.Cards)
 	}
-	var out []Card
+	var out []plans.Card
 	for _, c := range d.Cards {
 		if used[c.Index] {
 			out = append(out, c)
@@ -231,8 +229,8 @@ func cards(d Data) []Card {
 		}
 	}
 	for g := range used { // not among the machine's cards: sized by what was reserved
-		out = append(out, Card{Index: g})
+		out = append(out, plans.Card{Index: g})
 	}
-	slices.SortFunc(out, func(a, b Card) int { return cmp.Compare(a.Index, b.Index) })
+	slices.SortFunc(out, func(a, b plans.Card) int { return cmp.Compare(a.Index, b.Index) })
 	return out
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -27,16 +27,17 @@ func at(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 // out and retried, one stepped down its ladder twice, one still running at Now, one
 // that failed. The machine has a third card, which the sweep did not use.
 func sample() Data {
-	flat := func(b int64) scheduler.Samples {
-		return scheduler.Samples{{At: 0, Bytes: 1 * gib}, {At: time.Minute, Bytes: b}}
+	flat := func(b int64) state.Samples {
+		return state.Samples{{At: 0, Bytes: 1 * gib}, {At: time.Minute, Bytes: b}}
 	}
 	return Data{Sweep: "gla-e1", Source: "gpuq run", Now: at(90),
-		Cards: []Card{{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}, {Index: 1, Name: "NVIDIA A10", Total: 24 * gib},
+		Cards: []plans.Card{{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}, {Index: 1, Name: "NVIDIA A10", Total: 24 * gib},
 			{Index: 2, Name: "NVIDIA A10", Total: 24 * gib}},
 		Jobs: []Job{
 			{ID: "gla-e1.1", Name: "task=qnli,seed=87", State: "succeeded", Declared: 11 * gib, Learned: 14 * gib, Attempts: []Attempt{
 				{N: 1, GPUs: []int{0}, Estimate: 11 * gib, Peak: 12 * gib, Outcome: plans.GPUOOM, Started: at(0), Ended: at(6),
-					Memory: flat(12 * gib), OOM: &plans.OOMFacts{TriedBytes: 2 * gib}},
+					Memory: flat(12 * gib), OOM: &plans.OOMFacts{TriedBytes: 2 * gib}, Exit: "1",
+					Error: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."},
 				{N: 2, GPUs: []int{0}, Estimate: 14 * gib, Peak: 14 * gib, Outcome: plans.Success, Started: at(7), Ended: at(60),
 					Memory: flat(14 * gib), EffectiveBatch: 32},
 			}},
@@ -51,10 +52,11 @@ func sample() Data {
 			{ID: "gla-e1.3", Name: "task=cola,seed=87", State: "running", Declared: 10 * gib, Attempts: []Attempt{
 				{N: 1, GPUs: []int{1}, Estimate: 10 * gib, Peak: 8 * gib, Started: at(12), Memory: flat(8 * gib)},
 			}},
-			{ID: "gla-e1.4", Name: "task=rte,seed=87", State: "failed", Declared: 10 * gib, Reason: "attempt 1 failed: exited with status 1", Attempts: []Attempt{
-				{N: 1, GPUs: []int{0}, Estimate: 10 * gib, Peak: 3 * gib, Outcome: plans.Failed, Started: at(61), Ended: at(62),
-					Memory: flat(3 * gib)},
-			}},
+			{ID: "gla-e1.4", Name: "task=rte,seed=87", State: "failed", Declared: 10 * gib,
+				Reason: "attempt 1 failed: exited with status 1: ValueError: loss is NaN", Attempts: []Attempt{
+					{N: 1, GPUs: []int{0}, Estimate: 10 * gib, Peak: 3 * gib, Outcome: plans.Failed, Started: at(61), Ended: at(62),
+						Memory: flat(3 * gib), Exit: "1", Error: "ValueError: loss is NaN"},
+				}},
 			{ID: "gla-e1.5", Name: "task=mrpc,seed=87", State: "queued", Declared: 10 * gib},
 		}}
 }
@@ -133,6 +135,10 @@ func TestGolden(t *testing.T) {
 	}
 	if n := strings.Count(page, `<g class="oom">`); n != 3 {
 		t.Errorf("%d OOM marks, want 3", n)
+	}
+	// Each attempt's history says how its trainer exited, and why.
+	if !strings.Contains(page, `<td class="num">1</td><td class="reason">ValueError: loss is NaN</td>`) {
+		t.Error("the failed attempt's exit status and error line are not in its history")
 	}
 	if m := regexp.MustCompile(`(src|href)="[^"#]`).FindString(page); m != "" {
 		t.Errorf("the page loads something from elsewhere: %s", m)

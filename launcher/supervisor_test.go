@@ -1,0 +1,234 @@
+package launcher
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// A test fills the disk at one step of starting an attempt, in this process and in the
+// supervisor it starts (which reads these variables), and learns the steps there are.
+const (
+	diskFullAt = "GPUQ_TEST_DISK_FULL_AT" // "op name": the step the disk refuses, once
+	diskSteps  = "GPUQ_TEST_DISK_STEPS"   // a file each step is appended to
+)
+
+// fillDiskAt makes the disk refuse the step at (an op and a file's base name) with
+// ENOSPC the first time it comes, and records every step in the file steps; "" for
+// either leaves that out.
+func fillDiskAt(at, steps string) {
+	if at == "" && steps == "" {
+		diskFault = nil
+		return
+	}
+	var mu sync.Mutex
+	full := at != ""
+	diskFault = func(op, name string) syscall.Errno {
+		mu.Lock()
+		defer mu.Unlock()
+		step := op + " " + name
+		if steps != "" {
+			if f, err := os.OpenFile(steps, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+				fmt.Fprintln(f, step)
+				f.Close()
+			}
+		}
+		if full && step == at {
+			full = false
+			return syscall.ENOSPC
+		}
+		return 0
+	}
+}
+
+// startAttempt prepares an attempt in dir and starts its supervisor, as a daemon does;
+// its trainer appends a line to ran.
+func startAttempt(t *testing.T, dir, ran string) error {
+	t.Helper()
+	doc := "name: t\ncommand: [sh, -c, 'echo ran >> " + ran + "']\njobs: [{}]\n"
+	s, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "t.yaml"), []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: dir}
+	c, err := Prepare(a, os.Environ())
+	if err != nil {
+		return err
+	}
+	_, err = StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c, Header: Header(c, a.JobID, a.N, a.Tier, nil, "")})
+	return err
+}
+
+// TestAFullDiskAtAnyStepLeavesTheAttemptUnstarted: the disk fills at each step that
+// writes to it while an attempt starts, in turn: the daemon's (its directories, config,
+// spec.json, lock) and its supervisor's (its socket, the log, supervisor.json, and
+// exit.json at the end). Before the trainer runs, the start fails with the disk's error
+// (a machine's fault: the job waits), nothing ran, and a daemon started again finds the
+// attempt never started. After, the trainer runs on to its end and succeeds: never is a
+// trainer that started stopped for it, nor an attempt lost.
+func TestAFullDiskAtAnyStepLeavesTheAttemptUnstarted(t *testing.T) {
+	record := filepath.Join(t.TempDir(), "steps")
+	t.Setenv(diskSteps, record)
+	fillDiskAt("", record)
+	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+	ran := filepath.Join(t.TempDir(), "ran")
+	if err := startAttempt(t, dir, ran); err != nil {
+		t.Fatal(err)
+	}
+	if e := Wait(dir); e.Outcome != plans.Success {
+		t.Fatalf("with room: %+v", e)
+	}
+	waitGone(t, dir)
+	data, _ := os.ReadFile(record)
+	var steps []string
+	for _, s := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if !slices.Contains(steps, s) {
+			steps = append(steps, s)
+		}
+	}
+	// The steps the report found failing, among the others.
+	for _, want := range []string{"bind sock", "open log", "write log", "open supervisor.json.new", "open spec.json.new", "mkdir attempt-1"} {
+		if !slices.Contains(steps, want) {
+			t.Fatalf("no step %q among %q", want, steps)
+		}
+	}
+	t.Setenv(diskSteps, "")
+	started := 0
+	for _, step := range steps {
+		t.Run(step, func(t *testing.T) {
+			t.Setenv(diskFullAt, step)
+			fillDiskAt(step, "")
+			defer fillDiskAt("", "")
+			dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+			ran := filepath.Join(t.TempDir(), "ran")
+			err := startAttempt(t, dir, ran)
+			if err != nil {
+				out, _ := os.ReadFile(ran)
+				if !MachineFault(err) || !errors.Is(err, syscall.ENOSPC) || len(out) > 0 || !NeverStarted(dir) {
+					t.Errorf("start: %v (a machine's fault: %v); the trainer ran %d times; never started: %v; want ENOSPC, and nothing run",
+						err, MachineFault(err), strings.Count(string(out), "ran"), NeverStarted(dir))
+				}
+				return
+			}
+			started++
+			e := Wait(dir)
+			waitGone(t, dir)
+			out, _ := os.ReadFile(ran)
+			if e.Outcome != plans.Success || string(out) != "ran\n" {
+				t.Errorf("started, then %+v with the trainer's output %q; want a success, run once", e, out)
+			}
+			if end, err := ReadEnded(dir); err != nil || end == nil || end.Outcome != plans.Success {
+				t.Errorf("exit.json: %+v %v", end, err)
+			}
+		})
+	}
+	if started == 0 || started == len(steps) {
+		t.Errorf("%d of %d steps started the attempt; some of each kind were expected", started, len(steps))
+	}
+}
+
+// waitGone waits for the supervisor of the attempt in dir to exit.
+func waitGone(t *testing.T, dir string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); Alive(dir); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the supervisor of %s does not exit", dir)
+		}
+	}
+}
+
+// TestAnUnansweringSupervisorIsStoppedAnyway: asked to stop its attempt, a supervisor
+// stopped with SIGSTOP is continued and stops it; one that stays stopped (hung) is
+// killed, and what it left of the attempt stopped. Either way the attempt ends, within
+// the grace and the margins, and nothing of it runs on.
+func TestAnUnansweringSupervisorIsStoppedAnyway(t *testing.T) {
+	defer func(g, m time.Duration) { GroupGrace, stopMargin = g, m }(GroupGrace, stopMargin)
+	GroupGrace, stopMargin = 300*time.Millisecond, 300*time.Millisecond
+	for _, tc := range []struct {
+		name string
+		hung bool
+		want plans.Outcome
+	}{
+		{"stopped", false, plans.Cancelled},
+		{"hung", true, plans.Lost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+			doc := "name: t\ncommand: [sleep, '600']\njobs: [{}]\n"
+			s, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "t.yaml"), []byte(doc), plans.Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Prepare(Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: dir}, os.Environ())
+			if err != nil {
+				t.Fatal(err)
+			}
+			leader, err := StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var info supervisorInfo
+			if data, err := os.ReadFile(filepath.Join(dir, supervisorFile)); err != nil || json.Unmarshal(data, &info) != nil {
+				t.Fatalf("supervisor.json: %s %v", data, err)
+			}
+			syscall.Kill(info.PID, syscall.SIGSTOP)
+			defer syscall.Kill(info.PID, syscall.SIGCONT)
+			done := make(chan struct{})
+			if tc.hung { // stopped again as soon as it is continued
+				go func() {
+					for {
+						select {
+						case <-done:
+							return
+						case <-time.After(time.Millisecond):
+							syscall.Kill(info.PID, syscall.SIGSTOP)
+						}
+					}
+				}()
+			}
+			began := time.Now()
+			if err := StopSupervised(dir); err != nil {
+				t.Fatal(err)
+			}
+			ended := make(chan Ended)
+			go func() { ended <- Wait(dir) }()
+			select {
+			case e := <-ended:
+				if e.Outcome != tc.want {
+					t.Errorf("ended %+v after %s; want %s", e, time.Since(began).Round(time.Millisecond), tc.want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the attempt of a stopped supervisor never ends")
+			}
+			close(done)
+			waitExited(t, leader)
+		})
+	}
+}
+
+// waitExited waits for pid to have exited: gone, or a zombie, which it reaps if it is
+// this process's (a subreaper's) to reap.
+func waitExited(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st, ok := hostProcs.stat(pid); !ok || st.zombie {
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+			return
+		}
+		if time.Now().After(deadline) {
+			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			t.Fatalf("process %d survived: %s", pid, stat)
+		}
+	}
+}

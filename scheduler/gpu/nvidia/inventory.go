@@ -1,0 +1,371 @@
+// Package nvidia reads the machine's NVIDIA cards through nvml.Interface: the real NVML
+// where a driver is loaded, a simulated machine otherwise (simulated.go), with the same
+// code above. The simulated NVML lives here, beside the real one's reader, because
+// Open alone chooses it and nothing else reads it: it is an nvml.Interface, not a card.
+package nvidia
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+// Options configure Open.
+type Options struct {
+	// Ledger is the directory simulated trainers write to (see ledger.go).
+	Ledger string
+	// Visible is gpuq's own CUDA_VISIBLE_DEVICES, if set: only those cards are used.
+	Visible *string
+	// Source names where the card list was written (--gpus, a file's gpus), for the
+	// error of a card the machine lacks; "" says gpus.
+	Source string
+	// Notice receives, once, the line that says the GPUs are simulated.
+	Notice io.Writer
+	// library returns the NVML to try first; nil means the real one.
+	library func() nvml.Interface
+	// Root is where /proc and /dev are found; "" means "/". Tests point it at a fake
+	// tree.
+	Root string
+}
+
+// Inventory reads the cards gpuq may use.
+type Inventory struct {
+	lib       nvml.Interface
+	simulated string // the simulated machine's spec, "" for real NVML
+	cards     []int  // NVML indices gpuq may use, in order
+	root      string
+	// last is each card's last good reading, for its identity while it is out of
+	// service.
+	last map[int]gpu.Card
+}
+
+// ErrUnknownCard is returned when a sweep names a card the machine does not have.
+var ErrUnknownCard = errors.New("unknown card")
+
+// Open returns the inventory for spec: a simulated machine when spec says so or when no
+// NVIDIA driver can be loaded, the real NVML otherwise. Only the cards of spec (every
+// card, if it names none) that gpuq's own CUDA_VISIBLE_DEVICES allows are used.
+func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
+	inv := &Inventory{root: opt.Root, last: map[int]gpu.Card{}}
+	if inv.root == "" {
+		inv.root = "/"
+	}
+	if !spec.IsSimulated() {
+		newLib := opt.library
+		if newLib == nil {
+			newLib = func() nvml.Interface { return nvml.New() }
+		}
+		lib := newLib()
+		switch ret := lib.Init(); ret {
+		case nvml.SUCCESS:
+			inv.lib = lib
+		case nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_DRIVER_NOT_LOADED:
+			if driver := inv.driver(); driver != "" {
+				return nil, fmt.Errorf("this machine has an NVIDIA driver (%s), but NVML cannot be loaded (%v): "+
+					"install the driver's libnvidia-ml.so.1 where the dynamic loader finds it (in a container, start it "+
+					"with the NVIDIA Container Toolkit, e.g. docker run --gpus all, with NVIDIA_DRIVER_CAPABILITIES "+
+					"including utility), or pass --gpus sim:4x24GiB to simulate cards", driver, ret)
+			}
+			fallback, _ := plans.ParseGPUs(plans.DefaultSimulated)
+			inv.simulated = plans.DefaultSimulated
+			inv.lib = newSimulated(fallback, opt.Ledger)
+			if opt.Notice != nil {
+				fmt.Fprintf(opt.Notice, "gpuq: no NVIDIA driver found (%v); using SIMULATED GPUs %s. Choose another machine with --gpus sim:COUNTxSIZE.\n", ret, plans.DefaultSimulated)
+			}
+		default:
+			return nil, fmt.Errorf("NVML: %v", ret)
+		}
+	} else {
+		inv.simulated = spec.String()
+		inv.lib = newSimulated(spec, opt.Ledger)
+		if ret := inv.lib.Init(); ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("simulated NVML: %v", ret)
+		}
+		if opt.Notice != nil {
+			fmt.Fprintf(opt.Notice, "gpuq: using SIMULATED GPUs %s (no real card is touched)\n", inv.simulated)
+		}
+	}
+	if spec.IsSimulated() {
+		// A simulated machine asked for is not the machine CUDA_VISIBLE_DEVICES speaks of.
+		opt.Visible = nil
+	}
+	if err := inv.choose(spec, opt); err != nil {
+		inv.Close()
+		return nil, err
+	}
+	return inv, nil
+}
+
+// driver names what shows that an NVIDIA driver is installed, or "" when nothing does.
+func (inv *Inventory) driver() string {
+	for _, p := range []string{"dev/nvidiactl", "proc/driver/nvidia"} {
+		if _, err := os.Stat(filepath.Join(inv.root, p)); err == nil {
+			return "/" + p
+		}
+	}
+	return ""
+}
+
+func (inv *Inventory) choose(spec plans.GPUSpec, opt Options) error {
+	n, ret := inv.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("NVML: counting cards: %v", ret)
+	}
+	allowed, err := inv.visibleCards(n, opt.Visible)
+	if err != nil {
+		return err
+	}
+	if spec.IsSimulated() || spec.Indices == nil {
+		return inv.useWholeCards(allowed, opt.Notice)
+	}
+	what := cmp.Or(opt.Source, "gpus")
+	for _, i := range spec.Indices {
+		if i >= n {
+			return fmt.Errorf("%w: %s lists card %d, but this machine has %s (0-%d)%s", ErrUnknownCard, what, i, plans.Count(n, "card"), n-1, inv.simulatedNote(i))
+		}
+		if !slices.Contains(allowed, i) {
+			return fmt.Errorf("%w: %s lists card %d, but gpuq runs with CUDA_VISIBLE_DEVICES=%s, which hides it", ErrUnknownCard, what, i, *opt.Visible)
+		}
+		if inv.mig(i) {
+			return fmt.Errorf("%s lists card %d, which is in MIG mode: %s", what, i, migAdvice(i))
+		}
+		inv.cards = append(inv.cards, i)
+	}
+	return nil
+}
+
+// useWholeCards takes every allowed card but those in MIG mode, and says which it
+// leaves out. A MIG card's memory figures are its instances' together, and
+// CUDA_VISIBLE_DEVICES=<its index> gives a trainer one instance: scheduling on it would
+// pack by memory the trainer cannot reach.
+func (inv *Inventory) useWholeCards(allowed []int, notice io.Writer) error {
+	var mig []int
+	for _, i := range allowed {
+		if inv.mig(i) {
+			mig = append(mig, i)
+		} else {
+			inv.cards = append(inv.cards, i)
+		}
+	}
+	if len(mig) == 0 {
+		return nil
+	}
+	if len(inv.cards) == 0 {
+		return fmt.Errorf("every card is in MIG mode (%v): %s", mig, migAdvice(mig[0]))
+	}
+	if notice != nil {
+		fmt.Fprintf(notice, "gpuq: leaving out card(s) %v, in MIG mode: %s\n", mig, migAdvice(mig[0]))
+	}
+	return nil
+}
+
+func migAdvice(i int) string {
+	return fmt.Sprintf("gpuq schedules whole cards only; turn MIG off (sudo nvidia-smi -i %d -mig 0) or list the other cards with --gpus", i)
+}
+
+// mig reports whether card i is in MIG mode.
+func (inv *Inventory) mig(i int) bool {
+	d, ret := inv.lib.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return false
+	}
+	current, _, ret := d.GetMigMode()
+	return ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE
+}
+
+// simulatedNote says, on a simulated machine, how to simulate one with card i.
+func (inv *Inventory) simulatedNote(i int) string {
+	if inv.simulated != "" {
+		return fmt.Sprintf(" (simulated: %s; pass --gpus sim:%dx24GiB for a larger one)", inv.simulated, i+1)
+	}
+	return ""
+}
+
+// visibleCards applies gpuq's own CUDA_VISIBLE_DEVICES: entries are indices or UUID
+// prefixes (GPU-…); as in CUDA, an entry that matches nothing hides every later one.
+func (inv *Inventory) visibleCards(n int, visible *string) ([]int, error) {
+	var all []int
+	for i := range n {
+		all = append(all, i)
+	}
+	if visible == nil {
+		return all, nil
+	}
+	var out []int
+	for _, e := range strings.Split(*visible, ",") {
+		e = strings.TrimSpace(e)
+		idx := -1
+		if i, err := strconv.Atoi(e); err == nil && i >= 0 && i < n {
+			idx = i
+		} else if strings.HasPrefix(e, "GPU-") || strings.HasPrefix(e, "MIG-") {
+			for i := range n {
+				if uuid, _ := inv.uuid(i); strings.HasPrefix(uuid, e) {
+					idx = i
+				}
+			}
+		}
+		if idx < 0 {
+			break
+		}
+		if !slices.Contains(out, idx) {
+			out = append(out, idx)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("gpuq runs with CUDA_VISIBLE_DEVICES=%q, which hides every card: unset it or list cards gpuq may use", *visible)
+	}
+	return out, nil
+}
+
+func (inv *Inventory) uuid(i int) (string, nvml.Return) {
+	d, ret := inv.lib.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return "", ret
+	}
+	return d.GetUUID()
+}
+
+// Simulated returns the simulated machine's spec, or "" when the cards are real.
+func (inv *Inventory) Simulated() string { return inv.simulated }
+
+// Count is the number of cards gpuq may use.
+func (inv *Inventory) Count() int { return len(inv.cards) }
+
+// Read reads every card gpuq may use, in order. A card NVML cannot read is out of
+// service (its Fault says why) for this reading; the others are read as usual, and the
+// next reading tries it again.
+func (inv *Inventory) Read() ([]gpu.Card, error) {
+	out := make([]gpu.Card, 0, len(inv.cards))
+	for _, i := range inv.cards {
+		c, err := inv.readRetrying(i)
+		if err != nil {
+			c = inv.last[i]
+			c.Index, c.Used, c.Processes, c.Fault = i, 0, nil, err.Error()
+			c.Utilization, c.Temperature = gpu.NoReading, gpu.NoReading
+		} else {
+			inv.last[i] = c
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// readRetrying reads card i, again at once after an error that may pass (a timeout, an
+// unknown error); a lost card or a refused permission will not.
+func (inv *Inventory) readRetrying(i int) (gpu.Card, error) {
+	var err *readError
+	for range 3 {
+		c, e := inv.readCard(i)
+		if e == nil {
+			return c, nil
+		}
+		if err = e; slices.Contains(lasting, e.ret) {
+			break
+		}
+	}
+	return gpu.Card{}, err
+}
+
+// lasting are the NVML errors that no retry mends.
+var lasting = []nvml.Return{nvml.ERROR_GPU_IS_LOST, nvml.ERROR_NO_PERMISSION, nvml.ERROR_RESET_REQUIRED,
+	nvml.ERROR_NOT_FOUND, nvml.ERROR_UNINITIALIZED}
+
+type readError struct {
+	card int
+	what string
+	ret  nvml.Return
+}
+
+func (e *readError) Error() string {
+	return fmt.Sprintf("NVML: card %d: %s: %v", e.card, e.what, e.ret)
+}
+
+func (inv *Inventory) readCard(i int) (gpu.Card, *readError) {
+	fail := func(what string, ret nvml.Return) (gpu.Card, *readError) {
+		return gpu.Card{}, &readError{card: i, what: what, ret: ret}
+	}
+	d, ret := inv.lib.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return fail("handle", ret)
+	}
+	c := gpu.Card{Index: i}
+	if c.UUID, ret = d.GetUUID(); ret != nvml.SUCCESS {
+		return fail("uuid", ret)
+	}
+	if c.Name, ret = d.GetName(); ret != nvml.SUCCESS {
+		return fail("name", ret)
+	}
+	if pci, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
+		c.BusID = busID(pci.BusId[:])
+	}
+	mem, ret := d.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return fail("memory", ret)
+	}
+	c.Total, c.Used = int64(mem.Total), int64(mem.Used)
+	// For people to look at (gpuq top, metrics): a card that cannot tell is still used.
+	c.Utilization, c.Temperature = gpu.NoReading, gpu.NoReading
+	if u, ret := d.GetUtilizationRates(); ret == nvml.SUCCESS {
+		c.Utilization = int(u.Gpu)
+	}
+	if t, ret := d.GetTemperature(nvml.TEMPERATURE_GPU); ret == nvml.SUCCESS {
+		c.Temperature = int(t)
+	}
+	for _, list := range []struct {
+		what string
+		get  func() ([]nvml.ProcessInfo, nvml.Return)
+	}{{"processes", d.GetComputeRunningProcesses}, {"MPS processes", d.GetMPSComputeRunningProcesses}} {
+		procs, ret := list.get()
+		if ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_SUPPORTED && ret != nvml.ERROR_NOT_FOUND {
+			return fail(list.what, ret)
+		}
+		for _, p := range procs {
+			if !slices.ContainsFunc(c.Processes, func(q gpu.Process) bool { return q.PID == int(p.Pid) }) {
+				c.Processes = append(c.Processes, inv.process(p, c.Total))
+			}
+		}
+	}
+	return c, nil
+}
+
+// process is what NVML says of one process. Its memory is unknown where NVML says "not
+// available" (all bits set, REFERENCE.md §3), or 0: a process with a CUDA context holds
+// hundreds of MiB, and some containers report 0 for every process.
+func (inv *Inventory) process(p nvml.ProcessInfo, total int64) gpu.Process {
+	used := int64(gpu.Unknown)
+	if p.UsedGpuMemory != math.MaxUint64 && p.UsedGpuMemory > 0 && p.UsedGpuMemory <= uint64(total) {
+		used = int64(p.UsedGpuMemory)
+	}
+	_, err := os.Stat(filepath.Join(inv.root, "proc", strconv.Itoa(int(p.Pid))))
+	return gpu.Process{PID: int(p.Pid), Used: used, Hidden: errors.Is(err, os.ErrNotExist)}
+}
+
+func busID(b []int8) string {
+	var s strings.Builder
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s.WriteByte(byte(c))
+	}
+	return s.String()
+}
+
+// Close releases NVML.
+func (inv *Inventory) Close() {
+	if inv.lib != nil {
+		inv.lib.Shutdown()
+	}
+}

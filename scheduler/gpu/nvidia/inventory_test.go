@@ -1,0 +1,338 @@
+package nvidia
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+)
+
+func mustSpec(t *testing.T, s string) plans.GPUSpec {
+	t.Helper()
+	spec, err := plans.ParseGPUs(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+func TestSimulatedMachineReadsLedger(t *testing.T) {
+	ledger := t.TempDir()
+	var notice bytes.Buffer
+	inv, err := Open(mustSpec(t, "sim:2x80GiB+1x24GiB"), Options{Ledger: ledger, Notice: &notice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inv.Close()
+	if !strings.Contains(notice.String(), "SIMULATED GPUs sim:2x80GiB+1x24GiB") {
+		t.Errorf("notice = %q", notice.String())
+	}
+	// A live process (this test) holds 3 GiB on card 2; a dead one's entry is ignored.
+	if err := writeLedger(ledger, 2, os.Getpid(), 3<<30); err != nil {
+		t.Fatal(err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeLedger(ledger, 2, dead.Process.Pid, 5<<30); err != nil {
+		t.Fatal(err)
+	}
+	cards, err := inv.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cards) != 3 || cards[0].Total != 80<<30 || cards[2].Total != 24<<30 {
+		t.Fatalf("cards: %+v", cards)
+	}
+	c := cards[2]
+	if c.Used != 3<<30 || len(c.Processes) != 1 || c.Processes[0].PID != os.Getpid() || c.Processes[0].Used != 3<<30 {
+		t.Errorf("card 2: %+v", c)
+	}
+	if !strings.HasPrefix(c.UUID, "GPU-") || c.BusID != "00000000:03:00.0" || !strings.Contains(c.Name, "Simulated") {
+		t.Errorf("identity: %+v", c)
+	}
+	if c.Utilization != 100 || cards[0].Utilization != 0 || c.Temperature <= cards[0].Temperature {
+		t.Errorf("a simulated card with a trainer is busy and warmer: %d%% %d°C, an idle one %d%% %d°C",
+			c.Utilization, c.Temperature, cards[0].Utilization, cards[0].Temperature)
+	}
+	if err := writeLedger(ledger, 2, os.Getpid(), 0); err != nil {
+		t.Fatal(err)
+	}
+	cards, _ = inv.Read()
+	if cards[2].Used != 0 {
+		t.Errorf("released entry still counted: %+v", cards[2])
+	}
+}
+
+func TestFallsBackToSimulatedWithoutDriver(t *testing.T) {
+	var notice bytes.Buffer
+	noDriver := func() nvml.Interface {
+		return &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+	}
+	inv, err := Open(plans.GPUSpec{}, Options{Ledger: t.TempDir(), Notice: &notice, library: noDriver, Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inv.Close()
+	if inv.Simulated() != plans.DefaultSimulated || inv.Count() != 4 {
+		t.Errorf("fallback: %q, %d cards", inv.Simulated(), inv.Count())
+	}
+	if !strings.Contains(notice.String(), "no NVIDIA driver found") {
+		t.Errorf("notice = %q", notice.String())
+	}
+	_, err = Open(mustSpec(t, "0,5"), Options{Ledger: t.TempDir(), library: noDriver, Root: t.TempDir()})
+	if !errors.Is(err, ErrUnknownCard) || !strings.Contains(err.Error(), "gpus lists card 5, but this machine has 4 cards (0-3)") {
+		t.Errorf("unknown index: %v", err)
+	}
+}
+
+func TestVisibleDevicesRestrictCards(t *testing.T) {
+	// Four cards seen through NVML (here simulated): CUDA_VISIBLE_DEVICES speaks of
+	// the real machine; a simulated one asked for with --gpus ignores it.
+	real := func() nvml.Interface { return newSimulated(mustSpec(t, "sim:4x24GiB"), t.TempDir()) }
+	for _, tt := range []struct {
+		visible string
+		want    []int
+		wantErr string
+	}{
+		{"2,0", []int{2, 0}, ""},
+		{"GPU-51a1a7ed-0000-4000-8000-000000000003", []int{3}, ""},
+		{"1,7,2", []int{1}, ""}, // as in CUDA, an invalid entry hides the rest
+		{"", nil, "hides every card"},
+	} {
+		v := tt.visible
+		inv, err := Open(plans.GPUSpec{}, Options{library: real, Visible: &v})
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%q: err = %v", v, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		cards, _ := inv.Read()
+		var got []int
+		for _, c := range cards {
+			got = append(got, c.Index)
+		}
+		if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
+			t.Errorf("%q: cards %v, want %v", v, got, tt.want)
+		}
+		inv.Close()
+	}
+	v := "1"
+	inv, err := Open(mustSpec(t, "sim:4x24GiB"), Options{Ledger: t.TempDir(), Visible: &v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inv.Close()
+	if cards, _ := inv.Read(); len(cards) != 4 {
+		t.Errorf("a simulated machine with CUDA_VISIBLE_DEVICES=1 has %d cards, want its 4", len(cards))
+	}
+}
+
+// card is a real card as go-nvml's mock plays it: procs are its compute processes, mps
+// its MPS clients; memErr, if set, answers GetMemoryInfo.
+type card struct {
+	uuid        string
+	total       uint64
+	procs, mps  []nvml.ProcessInfo
+	mig         bool
+	memErr      func() nvml.Return
+	handleErr   nvml.Return
+	memoryCalls int
+}
+
+func (c *card) device() *mock.Device {
+	return &mock.Device{
+		GetUUIDFunc:    func() (string, nvml.Return) { return c.uuid, nvml.SUCCESS },
+		GetNameFunc:    func() (string, nvml.Return) { return "NVIDIA A100-SXM4-40GB", nvml.SUCCESS },
+		GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) { return nvml.PciInfo{}, nvml.SUCCESS },
+		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
+			return nvml.Utilization{Gpu: 87}, nvml.SUCCESS
+		},
+		GetTemperatureFunc: func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED },
+		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+			c.memoryCalls++
+			if c.memErr != nil {
+				if ret := c.memErr(); ret != nvml.SUCCESS {
+					return nvml.Memory{}, ret
+				}
+			}
+			return nvml.Memory{Total: c.total, Used: 1 << 30}, nvml.SUCCESS
+		},
+		GetComputeRunningProcessesFunc:    func() ([]nvml.ProcessInfo, nvml.Return) { return c.procs, nvml.SUCCESS },
+		GetMPSComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return c.mps, nvml.SUCCESS },
+		GetMigModeFunc: func() (int, int, nvml.Return) {
+			if c.mig {
+				return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS
+			}
+			return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_DISABLE, nvml.SUCCESS
+		},
+	}
+}
+
+// machine is NVML over cards.
+func machine(cards ...*card) func() nvml.Interface {
+	return func() nvml.Interface {
+		return &mock.Interface{
+			InitFunc:           func() nvml.Return { return nvml.SUCCESS },
+			ShutdownFunc:       func() nvml.Return { return nvml.SUCCESS },
+			DeviceGetCountFunc: func() (int, nvml.Return) { return len(cards), nvml.SUCCESS },
+			DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
+				if cards[i].handleErr != nvml.SUCCESS {
+					return nil, cards[i].handleErr
+				}
+				return cards[i].device(), nvml.SUCCESS
+			},
+		}
+	}
+}
+
+// procRoot is a fake root whose /proc has the given pids.
+func procRoot(t *testing.T, pids ...int) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, pid := range pids {
+		if err := os.MkdirAll(filepath.Join(root, "proc", strconv.Itoa(pid)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// TestProcessReadings: NVML's "not available" and a 0 are unknown, never a size; a PID
+// this namespace cannot see is hidden; MPS clients count too, once.
+func TestProcessReadings(t *testing.T) {
+	c := &card{uuid: "GPU-a", total: 40 << 30,
+		procs: []nvml.ProcessInfo{{Pid: 42, UsedGpuMemory: ^uint64(0)}, {Pid: 43, UsedGpuMemory: 0}, {Pid: 44, UsedGpuMemory: 5 << 30}, {Pid: 99, UsedGpuMemory: 3 << 30}},
+		mps:   []nvml.ProcessInfo{{Pid: 45, UsedGpuMemory: 2 << 30}, {Pid: 44, UsedGpuMemory: 5 << 30}}}
+	inv, err := Open(plans.GPUSpec{}, Options{library: machine(c), Root: procRoot(t, 42, 43, 44, 45)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inv.Close()
+	cards, err := inv.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []gpu.Process{{PID: 42, Used: gpu.Unknown}, {PID: 43, Used: gpu.Unknown}, {PID: 44, Used: 5 << 30}, {PID: 99, Used: 3 << 30, Hidden: true}, {PID: 45, Used: 2 << 30}}
+	if inv.Simulated() != "" || !slices.Equal(cards[0].Processes, want) {
+		t.Errorf("processes %+v\nwant      %+v", cards[0].Processes, want)
+	}
+	// What NVML gives of utilisation and temperature, and what it does not.
+	if cards[0].Utilization != 87 || cards[0].Temperature != gpu.NoReading {
+		t.Errorf("utilization %d, temperature %d: want 87 and no reading", cards[0].Utilization, cards[0].Temperature)
+	}
+}
+
+// TestADriverWithoutNVMLIsAnError: simulated cards only where there is no driver at
+// all; a driver whose library cannot be loaded (a container without it) says how to
+// fix it.
+func TestADriverWithoutNVMLIsAnError(t *testing.T) {
+	noLibrary := func() nvml.Interface {
+		return &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+	}
+	for _, driver := range []string{"dev/nvidiactl", "proc/driver/nvidia"} {
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(driver)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, driver), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(plans.GPUSpec{}, Options{Ledger: t.TempDir(), library: noLibrary, Root: root})
+		if err == nil || !strings.Contains(err.Error(), "/"+driver) || !strings.Contains(err.Error(), "libnvidia-ml.so.1") ||
+			!strings.Contains(err.Error(), "--gpus sim:") {
+			t.Errorf("%s: err = %v", driver, err)
+		}
+	}
+}
+
+// TestMIGCardsAreRefused: a card in MIG mode is never scheduled by its parent's index:
+// left out, with a notice, of every card; an error when named or when it is all there is.
+func TestMIGCardsAreRefused(t *testing.T) {
+	cards := []*card{{uuid: "GPU-0", total: 40 << 30}, {uuid: "GPU-1", total: 40 << 30, mig: true}, {uuid: "GPU-2", total: 40 << 30}}
+	var notice bytes.Buffer
+	inv, err := Open(plans.GPUSpec{}, Options{library: machine(cards...), Notice: &notice, Root: procRoot(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := inv.Read()
+	if len(got) != 2 || got[0].Index != 0 || got[1].Index != 2 || !strings.Contains(notice.String(), "leaving out card(s) [1], in MIG mode") {
+		t.Errorf("cards %+v, notice %q", got, notice.String())
+	}
+	if _, err := Open(mustSpec(t, "0,1"), Options{library: machine(cards...), Root: procRoot(t)}); err == nil ||
+		!strings.Contains(err.Error(), "card 1, which is in MIG mode") || !strings.Contains(err.Error(), "nvidia-smi -i 1 -mig 0") {
+		t.Errorf("naming a MIG card: %v", err)
+	}
+	if _, err := Open(plans.GPUSpec{}, Options{library: machine(cards[1]), Root: procRoot(t)}); err == nil || !strings.Contains(err.Error(), "every card is in MIG mode") {
+		t.Errorf("only MIG cards: %v", err)
+	}
+}
+
+// TestOneCardsErrorTakesItOutOfService: a lost card, or one NVML may not read, is out of
+// service with the reason, keeping what it was known as; the others are read as usual; an
+// error that passes is retried at once, one that lasts is not.
+func TestOneCardsErrorTakesItOutOfService(t *testing.T) {
+	lost := false
+	timeouts := 0
+	cards := []*card{
+		{uuid: "GPU-0", total: 40 << 30, memErr: func() nvml.Return {
+			if lost {
+				return nvml.ERROR_GPU_IS_LOST
+			}
+			return nvml.SUCCESS
+		}},
+		{uuid: "GPU-1", total: 80 << 30, memErr: func() nvml.Return {
+			if timeouts > 0 {
+				timeouts--
+				return nvml.ERROR_TIMEOUT
+			}
+			return nvml.SUCCESS
+		}},
+		{uuid: "GPU-2", total: 24 << 30, handleErr: nvml.ERROR_NO_PERMISSION},
+	}
+	inv, err := Open(plans.GPUSpec{}, Options{library: machine(cards...), Root: procRoot(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := func() []gpu.Card {
+		t.Helper()
+		got, err := inv.Read()
+		if err != nil || len(got) != 3 {
+			t.Fatalf("snapshot: %v, %+v", err, got)
+		}
+		return got
+	}
+	got := snap()
+	if got[0].Fault != "" || got[1].Fault != "" || !strings.Contains(got[2].Fault, "ERROR_NO_PERMISSION") || got[2].Index != 2 {
+		t.Errorf("first reading: %+v", got)
+	}
+	lost, timeouts = true, 2
+	cards[0].memoryCalls = 0
+	got = snap()
+	if c := got[0]; !strings.Contains(c.Fault, "card 0: memory: ERROR_GPU_IS_LOST") || c.UUID != "GPU-0" || c.Total != 40<<30 || cards[0].memoryCalls != 1 {
+		t.Errorf("lost card: %+v after %d reads", c, cards[0].memoryCalls)
+	}
+	if got[1].Fault != "" || got[1].Total != 80<<30 {
+		t.Errorf("a timeout twice, then an answer: %+v", got[1])
+	}
+	lost = false
+	if got = snap(); got[0].Fault != "" {
+		t.Errorf("card 0 answers again: %+v", got[0])
+	}
+}

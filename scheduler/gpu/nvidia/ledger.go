@@ -1,0 +1,67 @@
+package nvidia
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// The ledger is how simulated trainers and the simulated NVML agree on what a
+// simulated card holds. It is a directory:
+//
+//	<dir>/lock           flock(2)ed exclusively by a trainer while it checks room and allocates
+//	<dir>/<card>-<pid>   one file per process on a card: its bytes in use, in decimal
+//
+// A file is written to a temporary name and renamed, so a reader never sees half a
+// number. Entries whose process has exited are ignored: a trainer killed by SIGKILL
+// cannot remove its own. examples/trainers/simtrain.py writes the same format.
+
+// ledgerEntry is one process holding memory on one simulated card.
+type ledgerEntry struct {
+	Card  int
+	PID   int
+	Bytes int64
+}
+
+// readLedger returns the entries of live processes.
+func readLedger(dir string) ([]ledgerEntry, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("simulated GPU ledger: %w", err)
+	}
+	var out []ledgerEntry
+	for _, e := range ents {
+		cardS, pidS, ok := strings.Cut(e.Name(), "-")
+		card, err1 := strconv.Atoi(cardS)
+		pid, err2 := strconv.Atoi(pidS)
+		if !ok || err1 != nil || err2 != nil || !alive(pid) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // released between ReadDir and ReadFile
+		}
+		b, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		if err != nil || b < 0 {
+			continue
+		}
+		out = append(out, ledgerEntry{Card: card, PID: pid, Bytes: b})
+	}
+	return out, nil
+}
+
+// alive reports whether a process exists (EPERM: it exists but is not ours).
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

@@ -1,0 +1,322 @@
+package pack
+
+// Explanations: why each job that does not start waits, built once for the jobs that
+// wait alike.
+
+import (
+	"fmt"
+	"iter"
+	"math"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// Reason says why a queued job waits. The packer returns one for every job it does not
+// place, so that `plan` and `why` can say it.
+type Reason string
+
+// Reasons a job waits.
+const (
+	// NoSlot: every card the job could use has its plan's slots taken.
+	NoSlot Reason = "no-slot"
+	// NoMemory: cards have free slots, but none has room for the estimate now.
+	NoMemory Reason = "no-memory"
+	// Reserved: cards with room are reserved for the job at the head of the queue,
+	// which needs more, and this job would keep it waiting: it is not expected to end
+	// before they are due, nor to leave the head its room. (A person's hold on a job is
+	// another thing: that job is "held".)
+	Reserved Reason = "reserved"
+	// NeedsIdle: the job runs alone (an exclusive rung) and no card is idle.
+	NeedsIdle Reason = "needs-idle"
+	// NoHostMemory: the machine's RAM, less its reserve, has no room for the job's
+	// host_memory now.
+	NoHostMemory Reason = "no-host-memory"
+	// TooLarge: even with none of gpuq's jobs running, no card (or not enough cards)
+	// would have room, because of other processes or the plan.
+	TooLarge Reason = "too-large"
+)
+
+// Wait is a job the packer did not place, and why.
+type Wait struct {
+	Job    string
+	Reason Reason
+	Detail string
+}
+
+// Waits are the jobs a Pack did not place, in queue order. Jobs that wait alike share
+// one explanation: it is built once, and each job only refers to it by a small number,
+// so a queue of 10,000 jobs costs no 10,000 copies of a reason (nor the garbage
+// collector's scanning of them, nor a collection as often). It reads the queue given to
+// Pack, which must not change while it is read.
+type Waits struct {
+	queue []Request
+	why   whyOf
+	whys  []Wait // by position in why; Job is not set, and whys[placed] is none
+	n     int
+}
+
+// placed is the position in whys of a job that does not wait.
+const placed = 0
+
+// whyOf is, by queue position, the position in whys of why the job waits (or placed):
+// a byte each while there are fewer than 256 explanations, as nearly always, four when
+// there are more. It holds no pointer, so that the collector need not look inside it.
+type whyOf struct {
+	narrow []uint8 // nil once wide
+	wide   []int32
+}
+
+func (w *whyOf) set(i int, why int32) {
+	if w.wide == nil && why <= math.MaxUint8 {
+		w.narrow[i] = uint8(why)
+		return
+	}
+	if w.wide == nil {
+		w.wide = make([]int32, len(w.narrow))
+		for j, k := range w.narrow {
+			w.wide[j] = int32(k)
+		}
+		w.narrow = nil
+	}
+	w.wide[i] = why
+}
+
+func (w *whyOf) get(i int) int32 {
+	if w.wide == nil {
+		return int32(w.narrow[i])
+	}
+	return w.wide[i]
+}
+
+// Len is how many jobs wait.
+func (ws Waits) Len() int { return ws.n }
+
+// All yields the jobs that wait, in queue order.
+func (ws Waits) All() iter.Seq[Wait] {
+	return func(yield func(Wait) bool) {
+		for i := range ws.queue {
+			k := ws.why.get(i)
+			if k == placed {
+				continue
+			}
+			w := ws.whys[k]
+			w.Job = ws.queue[i].Job
+			if !yield(w) {
+				return
+			}
+		}
+	}
+}
+
+// waits reports whether r waits for what a job before it waited for, without looking at
+// the cards, and, in Pack, why (a position in whys).
+func (p *packer) waits(r *Request) (int32, bool) {
+	if p.res != nil && r.Memory > p.roomiest {
+		// No card has room for it, and the reservation is made: Place needs no
+		// reason, and where no card has a slot, Pack's is the same for every job.
+		if p.roomiest == math.MinInt64 || !p.explain {
+			return noSlot, true
+		}
+	}
+	if !p.explain {
+		return 0, false
+	}
+	seen := &p.seen[uint64(r.Memory)*0x9e3779b97f4a7c15>>(64-seenBits)]
+	if !seen.fit.of(r) {
+		f := fitOf(r)
+		why, ok := p.failedFor(&f)
+		if !ok {
+			return 0, false
+		}
+		*seen = failure{fit: f, why: why}
+	}
+	return seen.why, true
+}
+
+// failedFor finds the fit among those that waited this round, and why they did.
+func (p *packer) failedFor(f *fit) (int32, bool) {
+	k, ok := p.failed[f.memory]
+	for ; ok && k >= 0; k = p.fails[k].next {
+		if p.fails[k].fit == *f {
+			return p.fails[k].why, true
+		}
+	}
+	return 0, false
+}
+
+// fail notes that requests of fit f wait, and why.
+func (p *packer) fail(f fit, why int32) {
+	next, ok := p.failed[f.memory]
+	if !ok {
+		next = -1
+	}
+	p.failed[f.memory] = int32(len(p.fails))
+	p.fails = append(p.fails, failure{f, why, next})
+}
+
+// explained keeps w among whys, and returns its position there.
+func (p *packer) explained(w Wait) int32 {
+	w.Job = ""
+	p.whys = append(p.whys, w)
+	return int32(len(p.whys) - 1)
+}
+
+// fit is what decides whether a request fits: requests alike in it that come later in a
+// round fit no better, because placements only take room away. (A job's shape is
+// another thing: the parameters that what is learned of memory is shared by.)
+type fit struct {
+	memory, host int64
+	duration     time.Duration
+	quota        *Quota
+	gpus         int32
+	exclusive    int32 // 1: exclusive
+}
+
+// of reports whether r is of fit f, as *f == fitOf(r) but without building r's fit, and
+// stopping at memory, where fits that differ mostly differ: Pack asks it for every job of
+// a long queue.
+func (f *fit) of(r *Request) bool {
+	return f.memory == r.Memory && f.host == r.Host && f.duration == r.Duration && f.quota == r.Quota &&
+		f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive
+}
+
+func fitOf(r *Request) fit {
+	f := fit{r.Memory, r.Host, r.Duration, r.Quota, int32(max(r.GPUsPerJob, 1)), 0}
+	if r.Exclusive {
+		f.exclusive = 1
+	}
+	return f
+}
+
+// failure is a fit whose requests wait this round, and why; next is the position in
+// packer.fails of another fit of the same memory, or -1.
+type failure struct {
+	fit  fit
+	why  int32
+	next int32
+}
+
+// seenBits sizes packer.seen: 16 fits.
+const seenBits = 4
+
+// noSlot is the position in packer.whys of the answer of waits when no card has a slot
+// and the reservation is made: the same for every job.
+const noSlot = 1
+
+// why explains why r found no cards. It looks at every card, ignoring the reservation
+// first, so that the most useful reason wins: reserved for the head, then needs an idle
+// card, then memory, then slots. reserves says whether r should be given the
+// reservation if none is made yet: not when no card could ever take it, nor when what
+// it waits for is its own sweep's slots, which no other job takes.
+func (p *packer) why(r Request) (w Wait, reserves bool) {
+	need := max(r.GPUsPerJob, 1)
+	w.Job = r.Job
+	reservedFits, quotaFull := 0, 0
+	var bestFree int64 = -1 << 62
+	bestCard := "none"
+	// The most cards one machine could ever offer r, and has with a free slot now: a
+	// job's cards are on one machine.
+	idleFits, withSlot := 0, 0
+	idle, slotted := p.perMachine(), p.perMachine()
+	for i := range p.cards {
+		c := &p.cards[i]
+		if p.couldTake(i, r) {
+			idleFits = max(idleFits, idle.add(c.Worker))
+		}
+		if !c.open() {
+			continue
+		}
+		if r.Quota.full(i) {
+			quotaFull++
+			continue
+		}
+		withSlot = max(withSlot, slotted.add(c.Worker))
+		if p.fits(i, &r) && !p.mayUse(i, &r) {
+			reservedFits++
+		}
+		if f := c.Free(); f > bestFree {
+			bestFree, bestCard = f, plans.CardID{Worker: c.Worker, Index: c.Index}.String()
+		}
+	}
+	reserves = true
+	switch {
+	case idleFits < need:
+		w.Reason, reserves = TooLarge, false
+	case reservedFits > 0:
+		w.Reason = Reserved
+	case r.Exclusive:
+		w.Reason = NeedsIdle
+	case withSlot >= need:
+		w.Reason = NoMemory
+	default:
+		w.Reason = NoSlot
+		reserves = !(quotaFull > 0 && withSlot == 0)
+	}
+	if !p.explain {
+		return w, reserves
+	}
+	cards := "a card"
+	if need > 1 {
+		cards = fmt.Sprintf("%d cards", need)
+	}
+	switch w.Reason {
+	case TooLarge:
+		if p.tooLong(r, need) {
+			w.Detail = fmt.Sprintf("is expected to run %s, and no machine with %s that could take it has that long left",
+				plans.FormatDuration(r.Duration), cards)
+			break
+		}
+		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
+	case Reserved:
+		w.Detail = p.reservedWhy(r)
+	case NeedsIdle:
+		w.Detail = fmt.Sprintf("runs alone after an OOM and needs %s with no other job", cards)
+	case NoMemory:
+		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %s)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
+	default:
+		switch {
+		case quotaFull > 0 && withSlot == 0 && r.Quota.OnePerCard:
+			w.Detail = "one job per card, the default for jobs without a memory estimate and sweeps without a gpu_plan: " +
+				"every card it may use has one (memory: lets gpuq pack them by memory)"
+		case quotaFull > 0 && withSlot == 0:
+			w.Detail = "every slot of the sweep's gpu_plan is taken"
+		case quotaFull > 0:
+			w.Detail = fmt.Sprintf("needs %s with a free slot; the sweep's gpus and gpu_plan leave it %d", cards, withSlot)
+		case withSlot == 0:
+			w.Detail = "every card's slots are taken"
+		default:
+			w.Detail = fmt.Sprintf("needs %s with a free slot; %d of the plan's cards have one", cards, withSlot)
+		}
+	}
+	return w, reserves
+}
+
+// reservedWhy says why r may not start on the cards reserved for the head of the
+// queue.
+func (p *packer) reservedWhy(r Request) string {
+	res := p.res
+	cards := plans.CardsOn(res.Worker, res.Cards)
+	if res.In == UnknownEnd {
+		return fmt.Sprintf("%s is reserved for %s, first in the queue, which has waited %s for it; what runs there has no known end, and this job would not leave it room",
+			cards, res.Job, plans.FormatDuration(res.head.Waited))
+	}
+	took := "its duration is not known yet"
+	if r.Duration > 0 {
+		took = "it is expected to take " + plans.FormatDuration(r.Duration)
+	}
+	return fmt.Sprintf("%s is reserved for %s, first in the queue, which is expected to have room there in %s; this job would not leave it room, and %s",
+		cards, res.Job, plans.FormatDuration(res.In), took)
+}
+
+// tooLong reports whether r waits for a machine with more time left: need cards of
+// one machine could take it, but none that has the time.
+func (p *packer) tooLong(r Request, need int) bool {
+	m := p.perMachine()
+	for i := range p.cards {
+		if p.couldHold(i, r) && m.add(p.cards[i].Worker) >= need {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,144 @@
+package pack
+
+// What the packer reads (the queue's requests, the cards, each machine's RAM) and what
+// it answers (placements and the reservation).
+
+import (
+	"math"
+	"time"
+)
+
+// Request is a queued job as the packer sees it.
+type Request struct {
+	Job        string
+	Memory     int64 // per card; 0 = unknown, slots alone decide
+	GPUsPerJob int   // distinct cards needed at once
+	Exclusive  bool  // needs idle cards and keeps them to itself
+	Host       int64 // host RAM; 0 = unknown
+	// Quota, when not nil, limits the job to its sweep's cards and plan; the requests
+	// of one sweep share it.
+	Quota *Quota
+	// Duration is how long the job is expected to run: its shape's learned duration,
+	// or its timeout, which bounds it; 0 = unknown. A card whose machine has less time
+	// left (CardState.Left) does not take it, and it backfills reserved cards only if it
+	// ends before they are due.
+	Duration time.Duration
+	// Waited is how long the job has waited at the head of the queue with cards
+	// reserved for it (see DueAfter); 0 for any other job.
+	Waited time.Duration
+}
+
+// Quota is what a sweep's own gpus and gpu_plan leave its jobs when several sweeps
+// share the machine: on cards[i], Slots[i] is the sweep's plan (0 where it may not
+// run) and Free[i] how many more of its jobs may start. Sweeps held to one plan
+// together share one Free (see the engine's quotas). Placing a request takes from it,
+// so a packer changes the quotas it is given.
+type Quota struct {
+	Slots []int
+	Free  []int
+	// OnePerCard: the plan is the default of one job per card, which the sweeps that
+	// take it share.
+	OnePerCard bool
+}
+
+// Hosts is the RAM of each machine the cards are on, by worker ("" for this machine).
+// A machine without an entry, as every machine of a nil Hosts, leaves host memory out
+// of the decision.
+type Hosts map[string]HostState
+
+// HostState is a machine's RAM as the packer sees it, read and reserved like a card's
+// memory. A zero Total leaves host memory out of the decision.
+type HostState struct {
+	Total    int64
+	Used     int64 // what the kernel says is in use (total - available)
+	Reserved int64 // running attempts' host estimates
+	Ours     int64 // what running attempts' processes hold, measured
+	Headroom int64 // kept for the system, like a card's headroom
+}
+
+// Free is the RAM a new job may count on, as CardState.Free: foreign use is what is in
+// use beyond gpuq's own processes.
+func (h HostState) Free() int64 {
+	if h.Total == 0 {
+		return math.MaxInt64
+	}
+	foreign := max(h.Used-h.Ours, 0)
+	return h.Total - max(h.Used, h.Reserved+foreign) - h.Headroom
+}
+
+// CardState is one card as the packer sees it.
+type CardState struct {
+	// Worker is the machine the card is on ("" for this one); a card is known by its
+	// worker and index, and a job's cards are all on one machine.
+	Worker    string
+	Index     int
+	Total     int64
+	Used      int64 // what NVML says is in use
+	Reserved  int64 // running attempts' estimates
+	Foreign   int64 // memory of processes that are not gpuq's
+	Headroom  int64
+	Slots     int  // the plan's limit
+	Running   int  // attempts on the card
+	Exclusive bool // a running attempt holds the card alone
+	// Ends are the attempts on the card as they are expected to end, soonest first.
+	Ends []Release
+	// Left is how long the card's machine has left (a worker whose allocation ends);
+	// 0: no end.
+	Left time.Duration
+}
+
+// Release is a running attempt on a card as the packer sees it: when it is expected to
+// end, and what it frees then.
+type Release struct {
+	In        time.Duration // from now; Unknown when nothing says
+	Memory    int64
+	Exclusive bool
+}
+
+// UnknownEnd is an end nothing foretells: no duration learned and no timeout, or a run
+// already longer than expected.
+const UnknownEnd = time.Duration(math.MaxInt64)
+
+// Free is the memory a new job may count on: what neither NVML nor gpuq's own
+// reservations claim, less headroom. Taking the larger of the two guards against both
+// races: a trainer that has not allocated yet, and memory NVML still shows after exit.
+func (c CardState) Free() int64 {
+	return c.Total - max(c.Used, c.Reserved+c.Foreign) - c.Headroom
+}
+
+// room is what the card offers jobs: its capacity less headroom.
+func (c CardState) room() int64 { return c.Total - c.Headroom }
+
+// idleRoom is what the card would offer with none of gpuq's jobs on it.
+func (c CardState) idleRoom() int64 { return c.room() - c.Foreign }
+
+// open reports whether the card has a slot for another job.
+func (c CardState) open() bool { return c.Running < c.Slots && !c.Exclusive }
+
+// Placement starts a job on cards.
+type Placement struct {
+	Job    string
+	Worker string // the machine of its cards
+	Cards  []int  // card indices on it
+}
+
+// Decision is the packer's answer for one round.
+type Decision struct {
+	Placements []Placement
+	Waiting    Waits // only from Pack
+	// Reservation is what is kept for the first job in the queue that waits; nil when
+	// no job waits for cards.
+	Reservation *Reservation
+}
+
+// Queue is the waiting jobs as Place reads them, in order.
+type Queue interface {
+	// Next returns the next job that asks at most room bytes per card, or false when
+	// none is left. Jobs that ask more may be passed over with the others of their
+	// group (as Pass passes): room only shrinks as a round places jobs.
+	Next(room int64) (Request, bool)
+	// Pass passes over the jobs alike to the one Next returned last (same memory,
+	// cards, host memory, exclusivity, quota and duration) that come after it: it
+	// waits, and they would too, since placements only take room away.
+	Pass()
+}

@@ -1,0 +1,222 @@
+package pack
+
+// Placement: where a job fits, and of the cards where it does, those it fills most
+// tightly.
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// full reports whether the quota lets no more jobs start on cards[i].
+func (q *Quota) full(i int) bool { return q != nil && (q.Free[i] <= 0 || q.Slots[i] <= 0) }
+
+// hostFree is the RAM free on a machine; unbounded where its RAM is not known.
+func (p *packer) hostFree(worker string) int64 {
+	if h, ok := p.hosts[worker]; ok {
+		return h.Free()
+	}
+	return math.MaxInt64
+}
+
+// mostHostFree is the most RAM free on a machine whose cards r could ever use.
+func (p *packer) mostHostFree(r Request) int64 {
+	if r.Host <= 0 {
+		return math.MaxInt64
+	}
+	most := int64(math.MinInt64)
+	for i := range p.cards {
+		most = max(most, p.hostFree(p.cards[i].Worker))
+	}
+	return most
+}
+
+func (p *packer) fits(i int, r *Request) bool {
+	c := &p.cards[i]
+	// What most cards fail on first: pick asks every card for each job it places.
+	if !c.open() || c.Free() < r.Memory {
+		return false
+	}
+	if r.Quota.full(i) {
+		return false
+	}
+	if r.Exclusive && c.Running > 0 {
+		return false
+	}
+	return p.inTime(i, r) && (r.Host <= 0 || p.hostFree(c.Worker) >= r.Host)
+}
+
+// pick returns the positions of the cards r should start on, or nil.
+func (p *packer) pick(r *Request) []int {
+	cands := p.scratch[:0]
+	for i := range p.cards {
+		if p.fits(i, r) && p.mayUse(i, r) {
+			cands = append(cands, i)
+		}
+	}
+	need := max(r.GPUsPerJob, 1)
+	if len(cands) < need {
+		return nil
+	}
+	p.scratch = cands
+	if need == 1 { // the common case: the single best card, no sort
+		best, bestScore := cands[0], p.leftover(cands[0], r)
+		for _, i := range cands[1:] {
+			if s := p.leftover(i, r); s < bestScore {
+				best, bestScore = i, s
+			}
+		}
+		return []int{best}
+	}
+	slices.SortStableFunc(cands, func(a, b int) int {
+		return cmp.Compare(p.leftover(a, r), p.leftover(b, r))
+	})
+	picked := slices.Clone(p.onOneMachine(cands, need))
+	slices.Sort(picked)
+	return picked
+}
+
+func (p *packer) place(r Request, picked []int) Placement {
+	pl := Placement{Job: r.Job, Worker: p.cards[picked[0]].Worker}
+	if h, ok := p.hosts[pl.Worker]; ok {
+		h.Reserved += r.Host
+		h.Used += r.Host
+		h.Ours += r.Host
+		p.hosts[pl.Worker] = h
+	}
+	end := Release{In: UnknownEnd, Memory: r.Memory, Exclusive: r.Exclusive}
+	if r.Duration > 0 {
+		end.In = r.Duration
+	}
+	// Placing takes room and slots away from the picked cards only: the most free on
+	// a card with a slot changes only if one of them had it.
+	roomiest := false
+	for _, i := range picked {
+		roomiest = roomiest || p.cards[i].open() && p.cards[i].Free() == p.roomiest
+		if r.Quota != nil {
+			r.Quota.Free[i]--
+		}
+		c := &p.cards[i]
+		c.Running++
+		// The new job's memory is in neither figure yet; it will be in both. Raising
+		// only Reserved would leave Free unchanged whenever NVML's reading is the larger.
+		c.Reserved += r.Memory
+		c.Used += r.Memory
+		c.Exclusive = c.Exclusive || r.Exclusive
+		// The caller's slice is not ours to append to.
+		at, _ := slices.BinarySearchFunc(c.Ends, end.In, func(e Release, in time.Duration) int { return cmp.Compare(e.In, in) })
+		c.Ends = slices.Insert(slices.Clip(c.Ends), at, end)
+		if res := p.res; res != nil && res.on[i] && !p.endsBefore(&r) {
+			res.room[i] -= r.Memory
+			res.slots[i]--
+		}
+		pl.Cards = append(pl.Cards, c.Index)
+	}
+	if roomiest {
+		p.measure()
+	}
+	return pl
+}
+
+// leftover scores how much of card i would be left after placing r, in [0, 2]: the
+// free memory and the free slots that would remain, each as a share of the card's
+// capacity, squared and summed. Smaller is a tighter fit. This is best fit over both
+// resources a card has (the norm-based greedy for vector bin packing: Panigrahy,
+// Talwar, Uyeda and Wieder, "Heuristics for Vector Bin Packing", 2011). Memory alone
+// would put a 14 GiB job on a two-slot 24 GiB card as readily as on a one-slot one,
+// stranding the second slot beside 8 GiB that no 10 GiB job can use. With no slot limit
+// it is plain best fit on memory: the card left with the least free memory.
+func (p *packer) leftover(i int, r *Request) float64 {
+	c := &p.cards[i]
+	room := float64(max(c.room(), 1))
+	mem := float64(c.Free()-r.Memory) / room
+	score := mem * mem
+	if limit, taken := p.slots(i, r); limit != plans.NoSlotLimit && limit > 0 {
+		slots := float64(limit-taken-1) / float64(limit)
+		score += slots * slots
+	}
+	return score
+}
+
+// slots is the slot limit that binds r on card i, and how many of its slots are taken:
+// the machine's plan, or r's sweep's own where that leaves fewer free. So a sweep
+// limited to its own plan on a machine with no slot limit (the daemon's default) is
+// packed as it is alone on a machine with that plan (gpuq run).
+func (p *packer) slots(i int, r *Request) (limit, taken int) {
+	c := &p.cards[i]
+	if q := r.Quota; q != nil && q.Free[i] < c.Slots-c.Running {
+		return q.Slots[i], q.Slots[i] - q.Free[i]
+	}
+	return c.Slots, c.Running
+}
+
+// quotaAllows reports whether r's sweep may ever use cards[i]. A card on which the
+// sweep's plan allows jobs but jobs run now still counts: they end.
+func quotaAllows(r Request, i int) bool {
+	return r.Quota == nil || r.Quota.Slots[i] > 0
+}
+
+// onOneMachine returns the first need of cands (positions in p.cards, best first) that
+// are on one machine: the machine whose need-th best card comes first; nil when no
+// machine has need of them. A job's cards must share a machine: its processes talk
+// over NVLink or PCIe, not the network, and a worker starts it as one trainer.
+func (p *packer) onOneMachine(cands []int, need int) []int {
+	if len(cands) < need {
+		return nil
+	}
+	worker := p.cards[cands[0]].Worker
+	if !slices.ContainsFunc(cands[:need], func(i int) bool { return p.cards[i].Worker != worker }) {
+		return cands[:need] // one machine, as nearly always
+	}
+	seen := map[string][]int{}
+	for _, i := range cands {
+		w := p.cards[i].Worker
+		if seen[w] = append(seen[w], i); len(seen[w]) == need {
+			return seen[w]
+		}
+	}
+	return nil
+}
+
+// machineCount counts cards by machine; on one machine, as nearly always, without a map.
+type machineCount struct {
+	one int
+	by  map[string]int
+}
+
+func (p *packer) perMachine() machineCount {
+	if !p.machines {
+		return machineCount{}
+	}
+	return machineCount{by: map[string]int{}}
+}
+
+// add counts a card of worker's and returns that machine's count.
+func (m *machineCount) add(worker string) int {
+	if m.by == nil {
+		m.one++
+		return m.one
+	}
+	m.by[worker]++
+	return m.by[worker]
+}
+
+// couldTake reports whether card i could take r were none of gpuq's jobs on it.
+func (p *packer) couldTake(i int, r Request) bool { return p.couldHold(i, r) && p.inTime(i, &r) }
+
+// couldHold reports whether card i could take r were none of gpuq's jobs on it and
+// its machine's time no limit.
+func (p *packer) couldHold(i int, r Request) bool {
+	c := &p.cards[i]
+	return c.idleRoom() >= r.Memory && c.Slots > 0 && quotaAllows(r, i)
+}
+
+// inTime reports whether r is expected to end before card i's machine does.
+func (p *packer) inTime(i int, r *Request) bool {
+	c := &p.cards[i]
+	return c.Left == 0 || r.Duration <= c.Left
+}

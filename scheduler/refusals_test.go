@@ -1,0 +1,29 @@
+package scheduler
+
+import (
+	"testing"
+)
+
+// TestUnknownNames: a job or sweep that does not exist is refused with what was
+// probably meant.
+func TestUnknownNames(t *testing.T) {
+	ids := []string{"gla-e1.1", "gla-e1.2", "gla-e1.3", "v1.5.1"}
+	tests := []struct {
+		got  Refused
+		want string
+	}{
+		{NoJob("gla-e1", ids), `no job "gla-e1": that is a sweep, of jobs gla-e1.1 to gla-e1.3 (gpuq status --sweep gla-e1 lists them)`},
+		{NoJob("v1.5", ids), `no job "v1.5": that is a sweep, of jobs v1.5.1 (gpuq status --sweep v1.5 lists them)`},
+		{NoJob("gla-e1.9", ids), `no job "gla-e1.9": sweep gla-e1 has jobs gla-e1.1 to gla-e1.3`},
+		{NoJob("gla-e2.1", ids), `no job "gla-e2.1": there is no sweep gla-e2 (did you mean "gla-e1"?)`},
+		{NoJob("nothing-like-it", ids), `no job "nothing-like-it"; gpuq status lists them`},
+		{NoSweep("gla-e1.2", ids), `no sweep "gla-e1.2": gla-e1.2 is a job, of sweep gla-e1`},
+		{NoSweep("gla-1e", ids), `no sweep "gla-1e" (did you mean "gla-e1"?); gpuq status lists them`},
+		{NoSweep("x", nil), `no sweep "x"; gpuq status lists them`},
+	}
+	for _, tt := range tests {
+		if string(tt.got) != tt.want {
+			t.Errorf("got  %s\nwant %s", tt.got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package state
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// The journal is the store's write-ahead log in a state directory. Every change is
+// written and synced to "journal" before it is committed to the store, so that a daemon
+// killed at any moment loses nothing it acted on; "snapshot" holds the whole state as
+// of its writing and bounds how much of the journal a restart replays.
+//
+// Both files are lines of one record each: the CRC-32C of the record's JSON in hex, a
+// space, the JSON. A last line that is cut short or whose checksum fails is where a
+// crash interrupted a write: it is dropped, with a warning. Damage anywhere else stops
+// a daemon from starting (see Damaged) until a person salvages the state (Salvage).
+const (
+	journalFile  = "journal"
+	snapshotFile = "snapshot"
+	// stateVersion is written in every record. A later gpuq must keep reading every
+	// version (testdata/ keeps a state directory of each), and refuses a newer one.
+	stateVersion = 1
+	// compactAfter is how many records the journal grows to before the state is
+	// written whole to the snapshot and the journal restarts.
+	compactAfter = 20000
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// record is one change: a submitted sweep, or objects put in the store.
+type record struct {
+	V int `json:"v"`
+	// Epoch, in the first record of a file, is the compaction that file follows: the
+	// snapshot it heads, or the journal written since it. A journal older than the
+	// snapshot (a crash between the two) is held whole in the snapshot, and is not
+	// replayed. Older gpuqs ignore it and replay such a journal, as they always did.
+	Epoch    uint64       `json:"epoch,omitempty"`
+	Sweep    *sweepRecord `json:"sweep,omitempty"`
+	Jobs     []jobRecord  `json:"jobs,omitempty"`
+	Attempts []*Attempt   `json:"attempts,omitempty"`
+	Shapes   []*Shape     `json:"shapes,omitempty"`
+	Drains   []*Drain     `json:"drains,omitempty"`
+	// SweepStates are submissions' statuses. They came after version 1's first
+	// records; a state without them reads as before.
+	SweepStates []sweepStatusRecord `json:"sweep_states,omitempty"`
+	// AllocQueues and Allocations came later still, as SweepStates did.
+	AllocQueues []*AllocQueue `json:"alloc_queues,omitempty"`
+	Allocations []*Allocation `json:"allocations,omitempty"`
+}
+
+// sweepStatusRecord is a submission's status; the rest of the submission comes from its
+// sweep record. (Its JSON is that of the table of sweep states that the submission has
+// since taken in, so either gpuq reads the other's records.)
+type sweepStatusRecord struct {
+	Name string
+	SweepStatus
+}
+
+// sweepRecord is a submission: the sweep file as it was read, so that the same jobs are
+// expanded from it after a restart whatever became of the file, the environment, and
+// the limit (which records written by older gpuqs lack; see Store.DeriveLimit). An older
+// gpuq ignores the limit and derives its own, so the state version is unchanged.
+type sweepRecord struct {
+	File      string          `json:"file"`
+	Source    string          `json:"source"`
+	Overrides plans.Overrides `json:"overrides"`
+	Environ   []string        `json:"environ,omitempty"`
+	// Files are the files the sweep names (config.base, ...) as they were read.
+	Files map[string]string `json:"files,omitempty"`
+	Limit Limit             `json:"limit,omitempty"`
+}
+
+func recordOfSweep(sub *Submission) *sweepRecord {
+	sw := sub.Sweep
+	return &sweepRecord{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sub.Environ, Files: sw.Files, Limit: sub.Limit}
+}
+
+// jobRecord is a job's status; the rest of the job comes from its sweep.
+type jobRecord struct {
+	ID string `json:"id"`
+	Status
+}
+
+// journal appends records to a state directory's journal.
+type journal struct {
+	dir string
+	f   JournalFile
+	// size is what the journal holds, all of it whole records.
+	size    int64
+	records int
+	epoch   uint64 // the last compaction's
+	// broken is why the journal takes no more records: it may end in part of one, or
+	// belong to a compaction that is over. A restart sorts it out.
+	broken error
+}
+
+// JournalFile is the journal's open file: an *os.File, or a test's disk that fills up.
+type JournalFile interface {
+	io.Writer
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
+// WrapJournal puts a journaled store's journal on the file wrap makes of its own: the
+// tests of what a full disk does put it on one that fills up.
+func (s *Store) WrapJournal(wrap func(JournalFile) JournalFile) {
+	if s.journal != nil {
+		s.journal.f = wrap(s.journal.f)
+	}
+}
+
+// Append writes r and syncs it to disk. A record it could not write whole is taken
+// back, so that the journal ends in whole records (a later record must never follow a
+// torn one), and the error is a CannotWrite: nothing changed, try again later.
+func (jn *journal) Append(r record) error {
+	if jn.broken != nil {
+		return jn.broken
+	}
+	r.V = stateVersion
+	if jn.size == 0 {
+		r.Epoch = jn.epoch // a journal's first record says which compaction it follows
+	}
+	line, err := encodeRecord(r)
+	if err != nil {
+		return err
+	}
+	if _, err := jn.f.Write(line); err != nil {
+		return jn.takeBack(err)
+	}
+	if err := jn.f.Sync(); err != nil {
+		return jn.takeBack(err)
+	}
+	jn.size += int64(len(line))
+	jn.records++
+	return nil
+}
+
+// takeBack cuts off what a failed Append wrote of its record.
+func (jn *journal) takeBack(err error) error {
+	if terr := jn.f.Truncate(jn.size); terr != nil {
+		jn.broken = fmt.Errorf("journal: %w; a record written in part could not be taken back (%v): restart the daemon, which drops it", err, terr)
+		return jn.broken
+	}
+	return &CannotWrite{What: "the journal", Err: err}
+}
+
+// Close closes the journal file.
+func (jn *journal) Close() error { return jn.f.Close() }
+
+func encodeRecord(r record) ([]byte, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	line := make([]byte, 0, len(data)+10)
+	line = fmt.Appendf(line, "%08x ", crc32.Checksum(data, crcTable))
+	line = append(line, data...)
+	return append(line, '\n'), nil
+}
+
+// line is one line of a state file: a record, or why it is none.
+type line struct {
+	n   int   // from 1
+	off int64 // the offset it starts at
+	rec record
+	bad string // why the line holds no record; "" when it does
+}
+
+// stateFile is what one state file holds.
+type stateFile struct {
+	path  string
+	lines []line
+	// epoch is that of its first record: the compaction it follows.
+	epoch uint64
+}
+
+// readState reads a state file, whole; a missing one is empty. A record of a newer
+// version is an error: this gpuq cannot know what it means.
+func readState(path string) (*stateFile, error) {
+	sf := &stateFile{path: path}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return sf, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var off int64
+	for {
+		b, rerr := br.ReadBytes('\n')
+		if len(b) > 0 {
+			l := line{n: len(sf.lines) + 1, off: off}
+			var verr error
+			l.rec, l.bad, verr = decodeRecord(b)
+			if verr != nil {
+				return nil, fmt.Errorf("%s: %w", path, verr)
+			}
+			sf.lines = append(sf.lines, l)
+			off += int64(len(b))
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			return nil, fmt.Errorf("%s: %w", path, rerr)
+		}
+	}
+	if len(sf.lines) > 0 && sf.lines[0].bad == "" {
+		sf.epoch = sf.lines[0].rec.Epoch
+	}
+	return sf, nil
+}
+
+// bad returns the lines that hold no record.
+func (sf *stateFile) bad() []line {
+	var out []line
+	for _, l := range sf.lines {
+		if l.bad != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// torn returns the file's last line when it alone holds no record: a write that a crash
+// cut short. Damage anywhere else is not a crash's (each write is whole and synced
+// before the next), and is for a person to look at (see Damaged).
+func (sf *stateFile) torn() *line {
+	bad := sf.bad()
+	if len(bad) == 1 && bad[0].n == len(sf.lines) {
+		return &bad[0]
+	}
+	return nil
+}
+
+// decodeRecord reads one line; why says what is wrong with it when it holds no record.
+func decodeRecord(b []byte) (r record, why string, err error) {
+	body, complete := bytes.CutSuffix(b, []byte("\n"))
+	sum, data, found := bytes.Cut(body, []byte(" "))
+	switch {
+	case !complete:
+		return r, "cut short", nil
+	case !found || len(sum) != 8:
+		return r, "no checksum", nil
+	}
+	want, err := strconv.ParseUint(string(sum), 16, 32)
+	if err != nil || uint32(want) != crc32.Checksum(data, crcTable) {
+		return r, "its checksum does not match", nil
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, "not a record: " + err.Error(), nil
+	}
+	if r.V > stateVersion {
+		return r, "", fmt.Errorf("state written by a newer gpuq (state version %d; this gpuq reads up to %d): upgrade gpuq", r.V, stateVersion)
+	}
+	return r, "", nil
+}
+
+// recordOf is the record of putting c.
+func recordOf(c Change) record {
+	r := record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations}
+	for _, sub := range c.Sweeps {
+		r.SweepStates = append(r.SweepStates, sweepStatusRecord{Name: sub.Sweep.Name, SweepStatus: sub.SweepStatus})
+	}
+	for _, j := range c.Jobs {
+		r.Jobs = append(r.Jobs, jobRecord{ID: j.ID, Status: j.Status})
+	}
+	return r
+}
+
+// CannotWrite is a failure to write gpuq's own files: the journal, or an attempt's
+// directory. What was being written did not take effect and can be tried again; the
+// engine pauses until it can write (see scheduler.Engine).
+type CannotWrite struct {
+	What string // what could not be written: "the journal", "the attempt's files"
+	Err  error
+}
+
+func (e *CannotWrite) Error() string { return fmt.Sprintf("cannot write %s: %v", e.What, e.Err) }
+
+func (e *CannotWrite) Unwrap() error { return e.Err }

@@ -1,0 +1,259 @@
+package state
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// The model: what the store holds of jobs, their attempts, what is learned of each
+// shape, and drained cards.
+
+// JobState is where a job is in its life.
+type JobState string
+
+// Job states.
+const (
+	JobQueued    JobState = "queued"
+	JobRunning   JobState = "running"
+	JobSucceeded JobState = "succeeded"
+	JobFailed    JobState = "failed"
+	JobCancelled JobState = "cancelled"
+	// JobStopped: stopped early, its point losing (early_stop): an end, not a failure.
+	JobStopped JobState = "stopped"
+)
+
+// Told is the state as a sentence tells it of a job: "is queued", but "succeeded".
+func (s JobState) Told() string {
+	switch s {
+	case JobSucceeded, JobFailed:
+		return string(s)
+	case JobCancelled:
+		return "was cancelled"
+	case JobStopped:
+		return "was stopped early"
+	}
+	return "is " + string(s)
+}
+
+// Job is a job as the store holds it. Objects read from the store are never changed in
+// place: copy, change, put.
+type Job struct {
+	// As written: Params is tier 0. Shared with the sweep's, and by every version of the
+	// job the store holds: never changed.
+	*plans.Job
+	Sweep string
+	Seq   uint64 // submission order across sweeps
+	Status
+}
+
+// Status is what changes of a job as it runs: what the journal records of it, the rest
+// being rebuilt from its sweep.
+type Status struct {
+	State JobState
+	// Estimate is the bytes per card the packer reserves (see estimate), and
+	// HostEstimate the host RAM (0 = unknown), as they were made at revision
+	// EstimatedAt of the job's shape. Once the shape has learned more (Shape.Rev), a
+	// queued job's estimate is the shape's, as View.Estimate reads it: what a
+	// shape learns is not written into each of its queued jobs.
+	Estimate int64
+	Current  *plans.Map // the parameters of its current tier
+	// Shape names the jobs that share what is learned of memory: the current tier's
+	// parameters less the sweep's shape_ignores.
+	Shape string
+	// Declared is the estimate as written for the current tier: the size, or the model's.
+	Declared     int64
+	HostEstimate int64
+	EstimatedAt  uint64         `json:",omitempty"`
+	Pos          plans.Position // where it stands on its ladder
+	// Retried is set when a crowded-out attempt at the current tier was retried.
+	Retried  bool
+	Attempts int
+	// Since is the number of attempts before the job was last put back in the queue by
+	// a person (gpuq retry): oom.max_attempts counts the attempts after it.
+	Since  int
+	Held   bool   // a person holds it: it waits, queued, until released
+	Reason string // why it failed, for people
+
+	// Timeouts counts the attempts stopped for the job's timeout and started again.
+	Timeouts int `json:",omitempty"`
+	// Rungs are its readings of its sweep's early_stop metric at each rung it has
+	// reached, in order (see Reached): what its point is judged by. They outlive its
+	// attempts: a job requeued after an OOM is not judged again at a rung it passed.
+	Rungs []Point `json:",omitempty"`
+	// Ended is when it ended (succeeded, failed, was cancelled or stopped early); zero
+	// while it has not.
+	Ended time.Time `json:",omitzero"`
+}
+
+// JobHeld is how a queued job that is held shows to people; in the store it is queued.
+const JobHeld JobState = "held"
+
+// ShownState is the job's state as people see it: a held queued job is "held".
+func (j *Job) ShownState() JobState {
+	if j.Held && j.State == JobQueued {
+		return JobHeld
+	}
+	return j.State
+}
+
+// Waiting reports whether the packer may start the job: queued and not held.
+func (j *Job) Waiting() bool { return j.State == JobQueued && !j.Held }
+
+// Attempt is one launch of a job.
+type Attempt struct {
+	ID    string // "<job>/<n>"
+	Job   string
+	Shape string // the job's shape when it started
+	N     int
+	// Worker is the machine it runs on: "" for this one, or a gpuq worker's name.
+	Worker   string `json:",omitempty"`
+	GPUs     []int  // card indices on that machine
+	Tier     int
+	Params   *plans.Map
+	Estimate int64 // per card, when it started
+	// Reserve is what the packer holds for it on each card: its estimate, until what is
+	// learned of its shape says otherwise. HostReserve is the same for host RAM.
+	Reserve     int64
+	HostReserve int64
+	Leader      int   // the trainer's pid; its processes are told by what they inherit (Runner.Owner)
+	Peak        int64 // the most its processes held on one card, as NVML saw it
+	// PeakUnknown: NVML could not tell some process's memory, so Peak may fall short
+	// and teaches nothing.
+	PeakUnknown bool
+	HostPeak    int64 // the most its processes held of host RAM
+	Started     time.Time
+	Ended       time.Time
+	Outcome     plans.Outcome // "" while running
+	OOM         *plans.OOMFacts
+	Log         string
+
+	// Timeout is how long it may run (its job's, when it started); 0 = no limit.
+	Timeout time.Duration `json:",omitempty"`
+	// TimedOut: the engine stopped it for running past its timeout.
+	TimedOut bool `json:",omitempty"`
+	// Alone: it runs alone on its cards (an exclusive rung, or a probe).
+	Alone bool `json:",omitempty"`
+	// Expected is how long it was expected to run when it started: its shape's learned
+	// duration then; 0 = none was.
+	Expected time.Duration `json:",omitempty"`
+	// Memory is what its processes held over time, compactly (see Samples).
+	Memory Samples `json:",omitempty"`
+	// Metrics are what its trainer reported of its training (see Metrics).
+	Metrics Metrics `json:",omitempty"`
+	// StopReason, once set, is why the engine is stopping it early (early_stop): it
+	// ends stopped, not cancelled.
+	StopReason string `json:",omitempty"`
+	// Command is the argv its trainer ran; nil where not known (a worker's, until it
+	// ends).
+	Command []string `json:",omitempty"`
+	// Exit is how its trainer's process ended: its status or signal, and its last error
+	// line; nil while it runs, and for one that never ran or whose end was lost.
+	Exit *plans.ProcessExit `json:",omitempty"`
+}
+
+// Shape is what gpuq has learned of one shape's memory.
+type Shape struct {
+	Name string
+	Peak int64 // the most a finished or long-running attempt held on a card; 0 = none yet
+	Host int64 // the same, of host RAM
+	// Floor is what an out-of-memory end proved the shape needs.
+	Floor int64
+	// Base is what its jobs were proved to hold before their first batch (an
+	// out-of-memory end while loading the model: see plans.OOMFacts.Loading), which no
+	// rung that changes only the batch lowers; 0: not known.
+	Base int64 `json:",omitempty"`
+	// Probe is the job measuring the shape alone (memory: probe); "" when none.
+	Probe string
+	// Duration is how long its attempts that succeeded ran: the mean of the first ten, then
+	// a moving average that each later run moves a tenth of the way, so that it follows
+	// a shape whose runs change (and a run as long as the average changes nothing). Runs
+	// counts those runs, up to ten. 0 = none yet.
+	Duration time.Duration `json:",omitempty"`
+	Runs     int           `json:",omitempty"`
+	// Rev counts the changes of Peak, Host and Floor: what the estimates of the
+	// shape's jobs are made of (see Status.EstimatedAt).
+	Rev uint64 `json:",omitempty"`
+}
+
+// Revision is the shape's revision; that of a shape nothing is known of is 0.
+func (l *Shape) Revision() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.Rev
+}
+
+// estimateOf is what the packer reserves for a job, given what its shape l (nil:
+// nothing) knows now: a queued job's estimate made at another revision of its shape
+// is made again; otherwise the job's own.
+func estimateOf(j *Job, l *Shape) (gpuBytes, host int64) {
+	if j.State == JobQueued && j.EstimatedAt != l.Revision() {
+		return EstimateBy(j, l)
+	}
+	return j.Estimate, j.HostEstimate
+}
+
+// EstimateBy is what the packer reserves for a job, given what is known of its shape
+// (nil: nothing): once the shape's peak is measured,
+// that peak, in both directions from the declared estimate; and never less than an
+// out-of-memory end proved the shape needs. No margin is added: NVML's per-process
+// figure includes the CUDA context, and the card's headroom is the margin for
+// fragmentation and for a seed that peaks a little higher, as for a declared estimate
+// (a 10% margin on top cost the 100,000-job trace 12% of its makespan).
+func EstimateBy(j *Job, l *Shape) (gpuBytes, host int64) {
+	gpuBytes, host = j.Declared, j.HostMemory
+	if l == nil {
+		return gpuBytes, host
+	}
+	if l.Peak > 0 {
+		gpuBytes = l.Peak
+	}
+	if l.Host > 0 {
+		host = l.Host
+	}
+	return max(gpuBytes, l.Floor), host
+}
+
+// merge takes in what an earlier record o knew of the same shape: peaks and floors
+// only grow, so the larger of each holds. The probe is l's, the later word: one that
+// ended cleared it under its own name.
+func (l *Shape) merge(o *Shape) {
+	l.Peak, l.Host, l.Floor = max(l.Peak, o.Peak), max(l.Host, o.Host), max(l.Floor, o.Floor)
+	l.Base = max(l.Base, o.Base)
+	l.Rev = max(l.Rev, o.Rev)
+}
+
+// Where says where it runs, for people: "GPU [0 1]", or on a worker "node7 GPU [0]".
+func (a *Attempt) Where() string { return plans.CardsOn(a.Worker, a.GPUs) }
+
+// On reports whether the attempt runs on a card.
+func (a *Attempt) On(c plans.CardID) bool {
+	return a.Worker == c.Worker && slices.Contains(a.GPUs, c.Index)
+}
+
+// Holds is what the packer holds for a running attempt on each card.
+func (a *Attempt) Holds() int64 {
+	if a.Reserve > 0 {
+		return a.Reserve
+	}
+	return a.Estimate
+}
+
+// Running reports whether the attempt still holds its cards.
+func (a *Attempt) Running() bool { return a.Outcome == "" }
+
+// Drain marks a card that takes no new jobs (gpuq drain); its running jobs finish.
+type Drain struct {
+	Worker string `json:",omitempty"` // the card's machine; "" for this one
+	GPU    int
+	On     bool
+}
+
+// card is the card a Drain is about.
+func (d *Drain) card() plans.CardID { return plans.CardID{Worker: d.Worker, Index: d.GPU} }
+
+// AttemptID names a job's nth attempt.
+func AttemptID(job string, n int) string { return job + "/" + strconv.Itoa(n) }

@@ -1,0 +1,413 @@
+// Package state is what gpuq knows of its sweeps: the model (submissions, jobs,
+// attempts, shapes, drained cards, allocation queues), the store that holds it in
+// go-memdb with typed writes, the journal every write goes through first, its replay,
+// compaction and salvage, and the queue index of the jobs that wait. It imports plans
+// alone, and builds without cgo.
+//
+// An engine that runs on a store is its one writer: while it runs, every write goes
+// through it (scheduler.Engine), on its goroutine.
+package state
+
+import (
+	"cmp"
+	"fmt"
+	"iter"
+	"slices"
+
+	memdb "github.com/hashicorp/go-memdb"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// Store is the in-memory state: submissions, jobs and attempts in go-memdb. Opened on a
+// state directory (OpenState), it journals every change before committing it.
+type Store struct {
+	db *memdb.MemDB
+	// seq and submitted number the jobs and the submissions in the order they came.
+	seq, submitted uint64
+	journal        *journal
+	// warn hears what a journaled store has to say that is not an error.
+	warn func(string)
+	// renamed, while a state is read, holds the shapes that records of an older gpuq
+	// named otherwise (see canonicalShapes).
+	renamed map[string]bool
+	queue   *Queue
+	open    *memdb.Txn  // the transaction of the batch in progress; nil outside one
+	reads   *batchReads // how the batch in progress looks objects up; nil outside one
+	// batchReads is the one reads points to, kept from batch to batch.
+	batchReads batchReads
+}
+
+// batchReads answers a batch's lookups by id without reading its write transaction:
+// a read there copies the index's transaction and so makes memdb copy again, at its
+// next write, every node it had copied for the batch (go-immutable-radix's
+// Txn.Clone), which a round that reads and writes job after job paid at each. What
+// the batch wrote of jobs, attempts and shapes is read from written, the rest from
+// before.
+type batchReads struct {
+	before  *memdb.Txn // a read of the state the batch began from
+	written map[batchKey]any
+}
+
+type batchKey struct{ table, id string }
+
+// wrote notes an object a batch wrote to a table, for its lookups.
+func (r *batchReads) wrote(table string, o any) {
+	switch o := o.(type) {
+	case *Job:
+		r.written[batchKey{table, o.ID}] = o
+	case *Attempt:
+		r.written[batchKey{table, o.ID}] = o
+	case *Shape:
+		r.written[batchKey{table, o.Name}] = o
+	}
+}
+
+// NewStore returns an empty store that journals nothing.
+func NewStore() (*Store, error) {
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		return nil, fmt.Errorf("state store: %w", err)
+	}
+	// A copy of the database does not track which nodes of its trees each write
+	// changes, for watches: nobody watches, and every write paid for it.
+	return &Store{db: db.Snapshot(), queue: newQueue(), batchReads: batchReads{written: map[batchKey]any{}}}, nil
+}
+
+// Change is what one write puts in the store, each kind of object in its table's
+// field: one transaction, journaled first as one record. Objects are put in the order
+// of the fields, the order in which a record is replayed, so that a state read back
+// is the state written. A table added to the store gets a field here, and a place in
+// record, recordOf, apply and View.all (TestEveryTableJournals says where it is
+// missing).
+type Change struct {
+	// Sweeps are submissions put to change their status (see Submit for a new one).
+	Sweeps      []*Submission
+	Jobs        []*Job
+	Attempts    []*Attempt
+	Shapes      []*Shape
+	Drains      []*Drain
+	AllocQueues []*AllocQueue
+	Allocations []*Allocation
+}
+
+// each calls fn with every object of c and its table, in the order they are put, and
+// stops at the first error.
+func (c *Change) each(fn func(table string, o any) error) error {
+	err := eachOf(tableSweeps, c.Sweeps, fn)
+	if err == nil {
+		err = eachOf(tableJobs, c.Jobs, fn)
+	}
+	if err == nil {
+		err = eachOf(tableAttempts, c.Attempts, fn)
+	}
+	if err == nil {
+		err = eachOf(tableShapes, c.Shapes, fn)
+	}
+	if err == nil {
+		err = eachOf(tableDrains, c.Drains, fn)
+	}
+	if err == nil {
+		err = eachOf(tableAllocQueues, c.AllocQueues, fn)
+	}
+	if err == nil {
+		err = eachOf(tableAllocations, c.Allocations, fn)
+	}
+	return err
+}
+
+func eachOf[T any](table string, objs []T, fn func(table string, o any) error) error {
+	for _, o := range objs {
+		if err := fn(table, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Put writes a change in one transaction, journaled first. An error means the change
+// did not take effect. While an engine runs on the store, it is the store's one writer:
+// write through it (scheduler.Engine.Put).
+func (s *Store) Put(c Change) error {
+	if s.journal != nil {
+		if err := s.journal.Append(recordOf(c)); err != nil {
+			return err
+		}
+	}
+	if err := s.commit(c); err != nil {
+		return err
+	}
+	return s.compactIfDue()
+}
+
+// Check writes an empty record to the journal: whether changes can be saved now.
+func (s *Store) Check() error {
+	if s.journal == nil {
+		return nil
+	}
+	return s.journal.Append(record{})
+}
+
+// Batch gathers every write fn makes into one transaction, committed when fn returns;
+// each is journaled as it is made, as always. Until then only the engine's reads
+// (Latest) see them, not a View: the engine's goroutine is the one that writes, and
+// a batch is one of its rounds.
+func (s *Store) Batch(fn func()) error {
+	if s.open != nil { // a batch in a batch is the outer one's
+		fn()
+		return nil
+	}
+	s.open = s.db.Txn(true)
+	s.reads = &s.batchReads
+	clear(s.reads.written)
+	s.reads.before = s.db.Txn(false)
+	func() {
+		defer func() {
+			s.open.Commit()
+			s.open, s.reads = nil, nil
+		}()
+		fn()
+	}()
+	return s.compactIfDue()
+}
+
+// Journaled reports whether the store journals its changes.
+func (s *Store) Journaled() bool { return s.journal != nil }
+
+// Close closes the journal.
+func (s *Store) Close() error {
+	if s.journal == nil {
+		return nil
+	}
+	return s.journal.Close()
+}
+
+func (s *Store) commit(c Change) error {
+	return s.write(func(txn *memdb.Txn) error {
+		return c.each(func(table string, o any) error { return s.insert(txn, table, o) })
+	})
+}
+
+// write runs fn in a write transaction and commits it unless fn fails; in a batch,
+// in the batch's.
+func (s *Store) write(fn func(*memdb.Txn) error) error {
+	if s.open != nil {
+		return fn(s.open)
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	if err := fn(txn); err != nil {
+		return err
+	}
+	txn.Commit()
+	return nil
+}
+
+// insert puts an object in a table, and the queue follows a job or a shape. Only a
+// mistake in the schema makes it fail, and then the store is not to be trusted.
+func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
+	if err := txn.Insert(table, o); err != nil {
+		return fmt.Errorf("state store: %w", err)
+	}
+	if s.reads != nil && txn == s.open {
+		s.reads.wrote(table, o)
+	}
+	switch o := o.(type) {
+	case *Job:
+		s.queue.change(o, func(j *Job) GroupKey { return keyOf(j, s.KnownShape(j.Shape)) })
+	case *Shape:
+		was := s.KnownShape(o.Name)
+		s.queue.learned(o)
+		if o.Rev != was.Revision() {
+			// The estimates of its queued jobs are made again (estimateOf).
+			view := View{txn: txn}
+			if txn == s.open {
+				view.batch = s.reads
+			}
+			s.queue.regroup(o.Name, func(id string) GroupKey { return keyOf(view.Job(id), o) })
+		}
+	}
+	return nil
+}
+
+// KnownShape is what the store holds of a shape now (nil: nothing), as the engine's
+// goroutine reads it: without a lookup in a transaction, which copies an index's.
+func (s *Store) KnownShape(name string) *Shape { return s.queue.known[name] }
+
+// lookup returns the object of a table with the id, or nil.
+func lookup[T any](sn View, table, id string) T {
+	if b := sn.batch; b != nil {
+		if o, ok := b.written[batchKey{table, id}]; ok {
+			return o.(T)
+		}
+		return first[T](b.before, table, id)
+	}
+	return first[T](sn.txn, table, id)
+}
+
+// first returns the object of a table with the id, or nil.
+func first[T any](txn *memdb.Txn, table, id string) T {
+	var none T
+	o, err := txn.First(table, indexID, id)
+	if err != nil || o == nil {
+		return none
+	}
+	return o.(T)
+}
+
+// InBatch reports whether a batch is in progress: its writes are not committed yet.
+func (s *Store) InBatch() bool { return s.open != nil }
+
+// Queue is the index of the jobs that wait to start. Only the engine's
+// goroutine may use it, as it writes the store.
+func (s *Store) Queue() *Queue { return s.queue }
+
+// View is a consistent read of the store.
+type View struct {
+	txn   *memdb.Txn
+	batch *batchReads // in a batch, how its lookups by id read
+}
+
+// View opens a read of the store as it is now; later writes do not show in it.
+func (s *Store) View() View { return View{txn: s.db.Txn(false)} }
+
+// Latest is the store as the engine reads it: with the writes of the batch it is in.
+func (s *Store) Latest() View {
+	if s.open != nil {
+		return View{txn: s.open, batch: s.reads}
+	}
+	return s.View()
+}
+
+// Waiting is how many of a sweep's jobs wait to start. Only the engine's goroutine may
+// call it (its events function is told on it), or a user of a store no engine runs on.
+func (s *Store) Waiting(sweep string) int { return s.queue.sweeps[sweep] }
+
+// Queued returns the jobs that wait to start, in the order they are offered in (see
+// queue). Only the engine's goroutine may call it, or a user of a store no engine
+// runs on.
+func (s *Store) Queued() []*Job {
+	view := s.Latest()
+	var out []*Job
+	c := s.queue.Cursor(nil)
+	for _, m, ok := c.Next(); ok; _, m, ok = c.Next() {
+		out = append(out, view.Job(m.ID))
+	}
+	return out
+}
+
+// Jobs returns every job in submission order.
+func (sn View) Jobs() []*Job {
+	jobs := collect[*Job](sn.txn, tableJobs, indexID)
+	slices.SortFunc(jobs, func(a, b *Job) int { return cmp.Compare(a.Seq, b.Seq) })
+	return jobs
+}
+
+// Job returns one job, or nil.
+func (sn View) Job(id string) *Job { return lookup[*Job](sn, tableJobs, id) }
+
+// Shape returns what is known of a shape, or nil.
+func (sn View) Shape(name string) *Shape { return lookup[*Shape](sn, tableShapes, name) }
+
+// Estimate returns what the packer reserves for a job on each of its cards, and of
+// host RAM (0 = unknown): a queued job's by what its shape knows now.
+func (sn View) Estimate(j *Job) (gpuBytes, host int64) {
+	if j.State != JobQueued {
+		return j.Estimate, j.HostEstimate
+	}
+	return estimateOf(j, sn.Shape(j.Shape))
+}
+
+// Reestimate makes a job's estimate from what is known of its shape now.
+func (sn View) Reestimate(j *Job) {
+	l := sn.Shape(j.Shape)
+	j.Estimate, j.HostEstimate = EstimateBy(j, l)
+	j.EstimatedAt = l.Revision()
+}
+
+// Learned is the measured peak of a shape; 0 when none is known.
+func (sn View) Learned(shape string) int64 {
+	if l := sn.Shape(shape); l != nil {
+		return l.Peak
+	}
+	return 0
+}
+
+// Drained returns the cards that take no new jobs.
+func (sn View) Drained() map[plans.CardID]bool {
+	out := map[plans.CardID]bool{}
+	for d := range each[*Drain](sn.txn.Get, tableDrains, indexID) {
+		if d.On {
+			out[d.card()] = true
+		}
+	}
+	return out
+}
+
+// Attempt returns one attempt, or nil.
+func (sn View) Attempt(id string) *Attempt { return lookup[*Attempt](sn, tableAttempts, id) }
+
+// Attempts returns a job's attempts in order.
+func (sn View) Attempts(job string) []*Attempt {
+	j := sn.Job(job)
+	if j == nil {
+		return nil
+	}
+	out := make([]*Attempt, 0, j.Attempts)
+	for n := 1; n <= j.Attempts; n++ {
+		if a := sn.Attempt(AttemptID(job, n)); a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Running returns the attempts that hold cards.
+func (sn View) Running() []*Attempt {
+	return collect[*Attempt](sn.txn, tableAttempts, indexRunning)
+}
+
+// EachRunning yields the attempts that hold cards, as Running returns them, without a
+// slice: a round reads them every time.
+func (sn View) EachRunning() iter.Seq[*Attempt] {
+	return each[*Attempt](sn.txn.Get, tableAttempts, indexRunning)
+}
+
+func collect[T any](txn *memdb.Txn, table, index string, args ...any) []T {
+	return slices.Collect(each[T](txn.Get, table, index, args...))
+}
+
+func each[T any](get func(table, index string, args ...any) (memdb.ResultIterator, error), table, index string, args ...any) iter.Seq[T] {
+	it, err := get(table, index, args...)
+	if err != nil {
+		// Only a schema mistake gets here: the tables and indexes are constants.
+		panic(fmt.Sprintf("state store: %s.%s: %v", table, index, err))
+	}
+	return func(yield func(T) bool) {
+		for obj := it.Next(); obj != nil; obj = it.Next() {
+			if !yield(obj.(T)) {
+				return
+			}
+		}
+	}
+}
+
+// JobIDs are the ids of every job, for the refusals above.
+func (sn View) JobIDs() []string {
+	var ids []string
+	for _, j := range sn.Jobs() {
+		ids = append(ids, j.ID)
+	}
+	return ids
+}
+
+// JobsOf yields a sweep's jobs.
+func (sn View) JobsOf(sweep string) iter.Seq[*Job] {
+	return func(yield func(*Job) bool) {
+		for j := range each[*Job](sn.txn.Get, tableJobs, indexID+"_prefix", sweep+".") {
+			if j.Sweep == sweep && !yield(j) {
+				return
+			}
+		}
+	}
+}

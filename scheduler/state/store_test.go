@@ -1,0 +1,226 @@
+package state
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+func TestSubmitQueuesJobs(t *testing.T) {
+	doc := `
+name: q
+command: [echo]
+matrix:
+  seed: [1, 2, 3]
+  include: [{seed: 3, priority: 5}, {seed: 9, priority: -1}]
+`
+	sw, err := plans.DecodeSweep("q.yaml", []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := NewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Submit(&Submission{Sweep: sw}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range st.Queued() {
+		got = append(got, j.ID)
+	}
+	if want := "q.3 q.1 q.2 q.4"; strings.Join(got, " ") != want {
+		t.Errorf("queue = %v, want %s (priority first, then submission: no job has an estimate)", got, want)
+	}
+	if n := len(st.View().Jobs()); n != 4 {
+		t.Errorf("jobs = %d", n)
+	}
+	if err := st.Submit(&Submission{Sweep: sw}); err == nil {
+		t.Error("submitting the same job ids twice was accepted")
+	}
+}
+
+// TestQueuedEstimatesFollowTheirShape: what a shape learns is every queued job's
+// estimate of it at once, without a write of each job; an estimate made for one job
+// (a crowded-out retry's) holds until the shape learns more; and a restart, from the
+// journal or from a compaction, reads the same estimates.
+func TestQueuedEstimatesFollowTheirShape(t *testing.T) {
+	sw, err := plans.DecodeSweep("s.yaml", []byte("name: s\ncommand: [train]\nmemory: 10GiB\nmatrix: {seed: [1, 2, 3]}\nshape_ignores: [seed]\n"), plans.Overrides{})
+	must(t, err)
+	dir := t.TempDir()
+	st, _, _ := openState(t, dir)
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	estimates := func(st *Store) string {
+		view := st.View()
+		var parts []string
+		for _, j := range st.Queued() {
+			est, _ := view.Estimate(j)
+			parts = append(parts, j.ID+"="+plans.FormatSize(est))
+		}
+		return strings.Join(parts, " ")
+	}
+	check := func(st *Store, when, want string) {
+		t.Helper()
+		if got := estimates(st); got != want {
+			t.Errorf("%s: queue %s, want %s", when, got, want)
+		}
+	}
+	view := st.View()
+	shape := view.Job("s.1").Shape
+	stored := view.Job("s.2")
+	must(t, st.Put(Change{Shapes: []*Shape{{Name: shape, Peak: 6 * gib, Rev: 1}}}))
+	check(st, "a peak learned", "s.1=6.00 GiB s.2=6.00 GiB s.3=6.00 GiB")
+	if st.View().Job("s.2") != stored {
+		t.Error("a queued job was written for what its shape learned")
+	}
+	raised := *stored
+	raised.Estimate, raised.EstimatedAt = 12*gib, 1
+	must(t, st.Put(Change{Jobs: []*Job{&raised}}))
+	check(st, "s.2 raised for itself", "s.2=12.00 GiB s.1=6.00 GiB s.3=6.00 GiB")
+	st.Close()
+	again, _, _ := openState(t, dir)
+	check(again, "replayed", "s.2=12.00 GiB s.1=6.00 GiB s.3=6.00 GiB")
+	must(t, again.Put(Change{Shapes: []*Shape{{Name: shape, Peak: 6 * gib, Floor: 7 * gib, Rev: 2}}}))
+	check(again, "a floor learned", "s.1=7.00 GiB s.2=7.00 GiB s.3=7.00 GiB")
+	raised = *again.View().Job("s.2")
+	raised.Estimate, raised.EstimatedAt = 9*gib, 2
+	must(t, again.Put(Change{Jobs: []*Job{&raised}}))
+	must(t, again.Compact())
+	again.Close()
+	third, _, _ := openState(t, dir)
+	check(third, "from the compaction", "s.2=9.00 GiB s.1=7.00 GiB s.3=7.00 GiB")
+}
+
+// TestBatchReadsWhatItWrote: in a batch, the store's view reads the objects the batch
+// wrote and the others as they were; a view outside it reads none of its writes
+// until it ends.
+func TestBatchReadsWhatItWrote(t *testing.T) {
+	sw, err := plans.DecodeSweep("b.yaml", []byte("name: b\ncommand: [train]\nmatrix: {seed: [1, 2]}\n"), plans.Overrides{})
+	must(t, err)
+	st, _ := NewStore()
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	a := &Attempt{ID: "b.2/1", Job: "b.2", N: 1}
+	must(t, st.Batch(func() {
+		held := *st.Latest().Job("b.1")
+		held.Held = true
+		must(t, st.Put(Change{Jobs: []*Job{&held}, Attempts: []*Attempt{a}, Shapes: []*Shape{{Name: "x", Peak: gib}}}))
+		v := st.Latest()
+		if j := v.Job("b.1"); !j.Held {
+			t.Error("in the batch, b.1 reads as it was, not as the batch wrote it")
+		}
+		if j := v.Job("b.2"); j == nil || j.Held {
+			t.Errorf("in the batch, b.2 (not written) reads %+v", j)
+		}
+		if v.Attempt("b.2/1") != a || v.Shape("x") == nil || v.Shape("x").Peak != gib {
+			t.Error("in the batch, the attempt or the shape it wrote does not read back")
+		}
+		if out := st.View(); out.Job("b.1").Held || out.Attempt("b.2/1") != nil {
+			t.Error("a snapshot outside the batch reads its writes before it ended")
+		}
+	}))
+	if after := st.View(); !after.Job("b.1").Held || after.Attempt("b.2/1") != a {
+		t.Error("the batch's writes are not in the store after it")
+	}
+}
+
+// TestEveryTableJournals: each kind of object a Change puts lands in its own table,
+// and comes back as it was put from the journal, and from the snapshot once the state
+// is compacted. A field added to Change without a place in the journal fails here.
+func TestEveryTableJournals(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	view := s.View()
+	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	sub := *view.Submission("j")
+	sub.AllocConfRefused = at
+	j := *view.Job("j.3")
+	j.State, j.Attempts = JobRunning, 1
+	c := Change{
+		Sweeps:      []*Submission{&sub},
+		Jobs:        []*Job{&j},
+		Attempts:    []*Attempt{{ID: "j.3/1", Job: "j.3", Shape: j.Shape, N: 1, GPUs: []int{2}, Started: at}},
+		Shapes:      []*Shape{{Name: "j\x00other", Peak: 3 * gib, Rev: 1}},
+		Drains:      []*Drain{{Worker: "n1", GPU: 3, On: true}},
+		AllocQueues: []*AllocQueue{{ID: 7, GPUsPerNode: 4, Created: at}},
+		Allocations: []*Allocation{{ID: "4242", Queue: 7, State: AllocQueued, Submitted: at}},
+	}
+	fields := reflect.TypeOf(c)
+	for i := range fields.NumField() {
+		if reflect.ValueOf(c).Field(i).Len() == 0 {
+			t.Fatalf("Change.%s is not put here: give it an object, and check it comes back", fields.Field(i).Name)
+		}
+	}
+	must(t, s.Put(c))
+	check := func(s *Store, when string) {
+		t.Helper()
+		view := s.View()
+		got := []bool{
+			view.Submission("j").AllocConfRefused.Equal(at),
+			view.Job("j.3").State == JobRunning && view.Job("j.3").Attempts == 1,
+			view.Attempt("j.3/1") != nil && view.Attempt("j.3/1").GPUs[0] == 2 && len(view.Running()) == 2,
+			view.Shape("j\x00other") != nil && view.Shape("j\x00other").Peak == 3*gib,
+			view.Drained()[plans.CardID{Worker: "n1", Index: 3}],
+			view.AllocQueue(7) != nil && view.AllocQueue(7).GPUsPerNode == 4,
+			len(view.Allocations(7)) == 1 && view.Allocations(7)[0].State == AllocQueued,
+		}
+		for i, ok := range got {
+			if !ok {
+				t.Errorf("%s: Change.%s did not come back", when, fields.Field(i).Name)
+			}
+		}
+		// Nothing landed in another table: the jobs are the sweep's three.
+		if n := len(view.Jobs()); n != 3 {
+			t.Errorf("%s: %d jobs, want the sweep's 3", when, n)
+		}
+	}
+	comesBack(t, s, dir, check)
+}
+
+// comesBack checks the state in dir as put in s, replayed from the journal, and read
+// from the snapshot once compacted.
+func comesBack(t *testing.T, s *Store, dir string, check func(s *Store, when string)) {
+	t.Helper()
+	check(s, "put")
+	s.Close()
+	again, _, _ := openState(t, dir)
+	check(again, "replayed from the journal")
+	must(t, again.Compact())
+	again.Close()
+	compacted, _, _ := openState(t, dir)
+	check(compacted, "read from the snapshot")
+}
+
+// TestEndsJournal: how an attempt ended (its trainer's exit, error line and command),
+// when its job ended, and what its shape was proved to hold before a batch come back
+// from the journal and from the snapshot.
+func TestEndsJournal(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	j := *s.View().Job("j.3")
+	j.State, j.Attempts, j.Reason, j.Ended = JobFailed, 1, "attempt 1 failed", at.Add(time.Hour)
+	exit := &plans.ProcessExit{Code: -1, Signal: "SIGSEGV", Error: "Segmentation fault (core dumped)"}
+	a := &Attempt{ID: "j.3/1", Job: "j.3", Shape: j.Shape, N: 1, GPUs: []int{2}, Started: at, Ended: at.Add(time.Hour),
+		Outcome: plans.Failed, Command: []string{"python3", "train.py", "--seed", "3"}, Exit: exit}
+	must(t, s.Put(Change{Jobs: []*Job{&j}, Attempts: []*Attempt{a}, Shapes: []*Shape{{Name: j.Shape, Base: 30 * gib}}}))
+	check := func(s *Store, when string) {
+		t.Helper()
+		snap := s.View()
+		got := snap.Attempt("j.3/1")
+		if got == nil || got.Exit == nil || *got.Exit != *exit || !reflect.DeepEqual(got.Command, a.Command) {
+			t.Errorf("%s: the attempt came back as %+v", when, got)
+		}
+		if e := snap.Job("j.3").Ended; !e.Equal(j.Ended) {
+			t.Errorf("%s: the job ended at %v, want %v", when, e, j.Ended)
+		}
+		if l := snap.Shape(j.Shape); l == nil || l.Base != 30*gib {
+			t.Errorf("%s: the shape came back as %+v", when, l)
+		}
+	}
+	comesBack(t, s, dir, check)
+}
