@@ -37,7 +37,12 @@ type Sweep struct {
 	GPUs     GPUSpec
 	Plan     GPUPlan // nil: not written; see SlotPlan
 	Headroom Headroom
-	Threads  int // per job; 0 = "auto", an even share of the cores
+	// UtilTarget is how much of a card's compute jobs sharing it may ask for together
+	// (util_target): 0 takes the default, the whole card; UtilTargetOff counts none.
+	UtilTarget float64
+	// Sharing is how jobs that share a card share it (sharing: mps).
+	Sharing Sharing
+	Threads int // per job; 0 = "auto", an even share of the cores
 	// Order is the order its jobs are offered in, within a priority.
 	Order Order
 	OOM   OOMPolicy
@@ -53,6 +58,10 @@ type Sweep struct {
 	Jobs      []Job
 	// Notify is whom the sweep tells when it ends or a job fails.
 	Notify Notify
+	// MaxRunning is the most of its jobs that run at once, on all cards together, as
+	// Slurm's array throttle (%N) and pueue's parallel; 0: no such limit. gpuq update
+	// changes a submitted sweep's (state.SweepStatus).
+	MaxRunning int
 	// warnings are those found while the sweep was checked (see Warnings).
 	warnings []string
 }
@@ -90,8 +99,11 @@ type Job struct {
 	Timeout    Timeout
 	Ladder     []Rung    // the rungs that apply to this job, with its own keys
 	Batch      BatchKeys // the parameters whose product is its effective batch
-	origin     string
-	fields     map[string]string // see field
+	// After are the sweeps and jobs that must all have succeeded before it starts
+	// (see after.go); nil: none.
+	After  []string
+	origin string
+	fields map[string]string // see field
 }
 
 // ShapeOf names the shape of a job with these parameters: the parameters less the
@@ -135,23 +147,30 @@ type Override struct {
 	Source string
 }
 
-// Overrides replace the sweep file's gpus, gpu_plan, headroom and order where set, and
-// its name (gpuq submit --name, to run a sweep again under another name).
+// Overrides replace the sweep file's gpus, gpu_plan, headroom, order and util_target
+// where set, and its name (gpuq submit --name, to run a sweep again under another
+// name).
 type Overrides struct {
 	GPUs, Plan, Headroom, Order Override
 	Name                        Override
+	// UtilTarget is the sharing target; under gpuq run and gpuq plan, the machine's
+	// (--util-target, GPUQ_UTIL_TARGET, the config file), which a card keeps one of.
+	UtilTarget Override
+	// After adds sweeps or jobs, comma-separated, to what every job waits for (gpuq
+	// submit --after).
+	After Override
 }
 
 var (
 	nameRe    = regexp.MustCompile(`^[a-z0-9._-]+$`)
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "seeds", "early_stop"}
+	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "util_target", "sharing", "after", "max_running", "seeds", "early_stop"}
 	configKeys = []string{"base", "format", "add"}
 	oomKeys    = []string{"max_attempts", "ladder", "keys"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
 	// jobKeys are the keys of a matrix point or jobs entry that set the job, not a parameter.
-	jobKeys = []string{"memory", "host_memory", "gpus_per_job", "priority", "timeout"}
+	jobKeys = []string{"memory", "host_memory", "gpus_per_job", "priority", "timeout", "after"}
 	// memoryKeys are the keys of a memory mapping.
 	memoryKeys = []string{"model"}
 )
@@ -265,6 +284,8 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 			s.Headroom = hr
 		}
 	}
+	s.UtilTarget = c.utilTarget(doc, ov.UtilTarget)
+	s.Sharing = c.sharing(doc)
 	s.Threads = c.threads(doc)
 	s.Order = c.order(doc, ov.Order)
 	s.OOM = c.oom(doc)
@@ -285,11 +306,14 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	if v, ok := doc.Get("timeout"); ok {
 		defaults.Timeout = c.timeout("timeout", "", v)
 	}
+	defaults.After = c.after(doc, ov.After)
+	s.MaxRunning = c.integer(doc, "max_running", 0, 0)
 
 	s.Jobs = c.jobs(s, doc, defaults)
 	if len(c.errs) == 0 {
 		c.checkJobs(s)
 		c.checkAdd(s)
+		c.checkAfter(s)
 		c.checkJudged(s, doc)
 	}
 	if err := c.err(); err != nil {

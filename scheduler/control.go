@@ -110,8 +110,11 @@ func (e *Engine) retry(sel Selection) ([]string, error) {
 		return nil, err
 	}
 	view := e.store.Latest()
+	// A job that runs after others waits for them again (see after.go).
+	e.after = nil
 	return e.change(jobs, "requeued by gpuq retry", func(c *state.Job) {
 		c.State, c.Reason, c.Retried, c.Held, c.Since, c.Timeouts = state.JobQueued, "", false, false, c.Attempts, 0
+		c.Awaiting = len(c.After) > 0
 		view.Reestimate(c)
 	})
 }
@@ -204,6 +207,8 @@ func (e *Engine) why(id string) (pack.Reason, string, error) {
 		return "", msg, nil
 	case j.Held:
 		return "", fmt.Sprintf("it is held; gpuq release %s lets it start", id), nil
+	case j.Awaiting:
+		return "", afterDetail(view, j), nil
 	}
 	d, probing, err := e.decide(view)
 	if err != nil {

@@ -42,8 +42,11 @@ func (e *Engine) lateSuccess(a *state.Attempt, x Exit) {
 		again = nil
 		j.State, j.Reason = state.JobSucceeded, ""
 	}
-	// put stamps the end of a job that ends here (see stampEnds).
-	if err := e.put(state.Change{Jobs: []*state.Job{&j}, Attempts: []*state.Attempt{&won}}); err != nil {
+	// put stamps the end of a job that ends here (see stampEnds). The success is
+	// counted as an end of its own: the lost one it was counted as stays counted, as
+	// counters never go down (state.Tally).
+	change := state.Change{Jobs: []*state.Job{&j}, Attempts: []*state.Attempt{&won}, Tallies: []*state.Tally{view.Counted(&won)}}
+	if err := e.put(change); err != nil {
 		e.pending = append(e.pending, x) // applied again once it can be recorded
 		return
 	}

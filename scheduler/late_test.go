@@ -82,8 +82,19 @@ func TestALateSuccessWins(t *testing.T) {
 			if over := j.State != state.JobQueued && j.State != state.JobRunning; over == j.Ended.IsZero() {
 				t.Errorf("the job is %s, ended %v: want its end stamped once it is over, and only then", j.State, j.Ended)
 			}
-			if a := view.Attempt("l.1/1"); a.Outcome == plans.Success && (a.Exit == nil || a.Exit.Code != 0) {
+			a := view.Attempt("l.1/1")
+			if a.Outcome == plans.Success && (a.Exit == nil || a.Exit.Code != 0) {
 				t.Errorf("the late success keeps no exit status: %+v", a.Exit)
+			}
+			// Counted as an end, beside the loss it was counted as before.
+			var successes uint64
+			for _, tl := range view.Tallies() {
+				if tl.Outcome == plans.Success {
+					successes += tl.N
+				}
+			}
+			if want := map[bool]uint64{true: 1}[a.Outcome == plans.Success]; successes != want {
+				t.Errorf("%d successes counted, want %d", successes, want)
 			}
 		})
 	}

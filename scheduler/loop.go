@@ -83,16 +83,22 @@ func (e *Engine) ready(exits []Exit) []Exit {
 	}
 }
 
-// finished reports whether no job runs or waits.
+// finished reports whether no job runs or waits, for what it runs after too.
 func (e *Engine) finished() bool {
-	return e.store.Queue().Len() == 0 && len(e.store.Latest().Running()) == 0
+	return e.store.Queue().Len() == 0 && len(e.after) == 0 && len(e.store.Latest().Running()) == 0
 }
 
 func (e *Engine) shutdown(cause error) error {
 	e.stopRunning()
 	// Only now: an attempt that ended of an OOM while the others were stopping has
 	// just been requeued, and must not be left queued.
-	for _, j := range e.store.Queued() {
+	queued := e.store.Queued()
+	for id := range e.after {
+		if j := e.store.Latest().Job(id); j != nil && j.State == state.JobQueued {
+			queued = append(queued, j)
+		}
+	}
+	for _, j := range queued {
 		c := *j
 		c.State, c.Reason = state.JobCancelled, "cancelled while queued"
 		if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {

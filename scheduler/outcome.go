@@ -33,6 +33,8 @@ func (e *Engine) apply(x Exit) {
 	if ended.Command == nil {
 		ended.Command = x.Command
 	}
+	ended.Crowd, ended.Pace = e.crowdLeave(a.ID, ended.Ended)
+	e.unmeasurable(&ended)
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)
@@ -85,11 +87,13 @@ func (e *Engine) apply(x Exit) {
 		}
 		msg = job.Reason
 	}
+	// The end is counted with it, for counters that never go down (state.Tally).
+	change := state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}, Tallies: []*state.Tally{view.Counted(&ended)}}
 	var err error
 	if job.State == state.JobSucceeded && won == 0 {
-		_, err = e.learn(job.Shape, &ended, &state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
+		_, err = e.learn(job.Shape, &ended, &change)
 	} else {
-		err = e.put(state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
+		err = e.put(change)
 	}
 	if err != nil {
 		// Applied again once it can be recorded (see resume); its trainer has ended

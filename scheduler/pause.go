@@ -29,6 +29,7 @@ func (e *Engine) put(c state.Change) error {
 	if e.err != nil {
 		return e.err
 	}
+	e.stampQueued(&c)
 	c.Jobs = e.stampEnds(c.Jobs)
 	return e.failed(e.store.Put(c))
 }

@@ -67,7 +67,23 @@ func (e *Engine) driving(what string) {
 
 // Submit adds a sweep's jobs.
 func (e *Engine) Submit(ctx context.Context, sub *state.Submission) error {
-	return e.Do(ctx, func(context.Context) error { return e.store.Submit(sub) })
+	return e.Do(ctx, func(context.Context) error {
+		if err := CheckAfter(e.store.Latest(), sub.Sweep); err != nil {
+			return err
+		}
+		if sub.Submitted.IsZero() {
+			sub.Submitted = e.clock.Now()
+		}
+		// A sweep of a name gpuq clean forgot may come again with another plan.
+		delete(e.plannedSweeps, sub.Sweep.Name)
+		if err := e.store.Submit(sub); err != nil {
+			return err
+		}
+		if sub.Sweep.Waits() {
+			e.after = nil // found again at the next round, with its jobs
+		}
+		return nil
+	})
 }
 
 // Cancel cancels queued jobs and stops running ones (they end as cancelled). It returns

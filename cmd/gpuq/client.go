@@ -16,15 +16,11 @@ type daemonClient interface {
 	Why(id string) (api.WhyResponse, error)
 	Act(v api.Verb, sel api.SelectRequest) ([]string, error)
 	DrainCard(req api.DrainRequest) error
+	Update(req api.UpdateRequest) (api.UpdateResponse, error)
 	// Attempt opens an attempt's log or terminal through the daemon.
 	Attempt(req api.StreamRequest) (io.ReadWriteCloser, error)
 }
 
-// client connects to the daemon, as dial does, for a verb's options.
-func (s *settings) client() (daemonClient, error) {
-	c, err := s.dial()
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
+// client connects to the daemon, and to the gpuq runs that serve their sweeps beside
+// it (see routed), for a verb's options.
+func (s *settings) client() (daemonClient, error) { return s.routedClient() }

@@ -28,6 +28,7 @@ type fakeDaemon struct {
 	acted    []api.SelectRequest
 	drained  []api.DrainRequest
 	streamed []api.StreamRequest
+	updated  []api.UpdateRequest
 	// changed is what Act answers; streams what Attempt's stream reads, by job.
 	changed []string
 	streams map[string]string

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -163,15 +164,18 @@ gpu_plan: "1"
 }
 
 // TestSubmitStartsADaemon: with no daemon, gpuq submit starts one in the background, on
-// the machine the sweep names (not the 2 cards of GPUQ_GPUS), so its plan of 3 fits.
+// the simulated machine the sweep names where GPUQ_GPUS and the config file name none,
+// so its plan of 3 fits, and with the sweep's sharing target, as with its headroom.
 func TestSubmitStartsADaemon(t *testing.T) {
 	dir := daemonEnv(t)
+	t.Setenv("GPUQ_GPUS", "")
 	sweep := writeSweep(t, `name: bg
 command: [sh, -c, "exit 0"]
 matrix: {seed: [1, 2, 3]}
 memory: 1GiB
 gpus: sim:3x24GiB
 gpu_plan: "2,1,1"
+util_target: 0.5
 `)
 	_, errOut, code := cli(t, "submit", sweep)
 	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, api.LogPath(dir)) {
@@ -184,6 +188,9 @@ gpu_plan: "2,1,1"
 	}
 	if info, err := c.Info(); err != nil || len(info.GPUs) != 3 {
 		t.Errorf("the daemon it started has %d cards (%v), want the sweep's 3", len(info.GPUs), err)
+	}
+	if m, err := c.Machine(); err != nil || m.UtilTarget != "0.5" {
+		t.Errorf("the daemon it started shares cards within %q (%v), want the sweep's 0.5", m.UtilTarget, err)
 	}
 }
 
@@ -209,7 +216,7 @@ func TestSubmitToADaemonOnAnotherMachine(t *testing.T) {
 	sweep := writeSweep(t, "name: big\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\ngpus: sim:7x23.52GiB\ngpu_plan: 2,2,2,2,1,1,1\n")
 	_, errOut, code := cli(t, "submit", sweep)
 	for _, want := range []string{sweep + ": gpus: the sweep is for sim:7x23.52GiB", "the daemon on " + dir + " schedules on sim:2x24GiB (GPUs 0,1)",
-		"gpuq daemon --stop", "gpuq daemon --gpus sim:7x23.52GiB"} {
+		"gpuq daemon --stop", "gpuq daemon -d --gpus sim:7x23.52GiB"} {
 		if code != exitBadInput || !strings.Contains(errOut, want) {
 			t.Errorf("submit: exit %d, %q; want 2 and %q", code, errOut, want)
 		}
@@ -223,6 +230,55 @@ func TestSubmitToADaemonOnAnotherMachine(t *testing.T) {
 	}
 	if jobs := listed(t); len(jobs) != 1 {
 		t.Errorf("jobs %+v; want the one submitted to cards the daemon has", jobs)
+	}
+}
+
+// TestOneDaemonEveryCard: a sweep on cards 0,1 starts a daemon that owns every card, so
+// that a sweep on cards 2,3 is served beside it, each on its own. A daemon given only
+// some cards refuses a sweep for others with a command that restarts it with both
+// sweeps' cards, and following it serves both.
+func TestOneDaemonEveryCard(t *testing.T) {
+	daemonEnv(t)
+	t.Setenv("GPUQ_GPUS", "sim:4x24GiB")
+	sweepOn := func(name, gpus string) string {
+		return writeSweep(t, fmt.Sprintf("name: %s\ncommand: [sh, -c, \"exit 0\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\ngpus: %q\n", name, gpus))
+	}
+	a, b := sweepOn("a", "0,1"), sweepOn("b", "2,3")
+	for _, sw := range []string{a, b} {
+		if _, errOut, code := cli(t, "submit", sw); code != exitOK {
+			t.Fatalf("submit %s: exit %d: %s", sw, code, errOut)
+		}
+	}
+	schedtest.WaitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 4 })
+	for _, j := range listed(t) {
+		want := map[string][]int{"a": {0, 1}, "b": {2, 3}}[j.Sweep]
+		if g := j.Attempts[0].GPU; !slices.Contains(want, g) {
+			t.Errorf("%s ran on GPU %d; want one of its sweep's %v", j.ID, g, want)
+		}
+	}
+
+	// Given cards 0,1 alone, the daemon names a restart that keeps them.
+	cli(t, "daemon", "--stop")
+	if _, errOut, code := cli(t, "daemon", "-d", "--gpus", "0,1"); code != exitOK || !strings.Contains(errOut, "started a daemon") {
+		t.Fatalf("daemon -d: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := cli(t, "daemon", "-d"); code != exitFailed || !strings.Contains(errOut, "runs already") {
+		t.Errorf("a second daemon -d: exit %d: %s", code, errOut)
+	}
+	c := sweepOn("c", "2,3")
+	_, errOut, code := cli(t, "submit", c)
+	const restart = "gpuq daemon -d --gpus 0,1,2,3"
+	if code != exitBadInput || !strings.Contains(errOut, "was given GPUs 0,1 (--gpus)") || !strings.Contains(errOut, restart) {
+		t.Fatalf("submit to a daemon of cards 0,1: exit %d: %s", code, errOut)
+	}
+	cli(t, "daemon", "--stop")
+	if _, errOut, code := cli(t, strings.Fields(restart)[1:]...); code != exitOK {
+		t.Fatalf("%s: exit %d: %s", restart, code, errOut)
+	}
+	for _, sw := range []string{c, sweepOn("d", "0,1")} {
+		if _, errOut, code := cli(t, "submit", sw); code != exitOK {
+			t.Errorf("submit %s after the restart: exit %d: %s", sw, code, errOut)
+		}
 	}
 }
 

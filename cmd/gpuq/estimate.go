@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -291,16 +292,24 @@ func flagNames(msg string) string {
 }
 
 func runEstimateSweep(opts *estimateOptions, path string) error {
-	sw, err := plans.LoadSweep(path, opts.settings.overrides())
+	// The sweep and the machine as gpuq run and gpuq plan read them (see prepare).
+	sw, err := plans.LoadSweep(path, opts.settings.runOverrides())
 	if err != nil {
 		return err
 	}
 	for _, w := range sw.Warnings() {
 		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 	}
-	cards, headroom, err := cardsFor(opts, sw.GPUs, opts.settings.gpusSource(sw), sw.Headroom)
+	spec, source, err := machineSpec(sw, opts.settings.machineOverrides())
 	if err != nil {
 		return err
+	}
+	cards, headroom, err := cardsFor(opts, spec, source, sw.Headroom)
+	if err != nil {
+		return err
+	}
+	if sw.GPUs.Indices != nil {
+		cards = slices.DeleteFunc(cards, func(c gpu.Card) bool { return !slices.Contains(sw.GPUs.Indices, c.Index) })
 	}
 	var out []estimateJSON
 	for i := range sw.Jobs {

@@ -16,7 +16,7 @@ import (
 
 // statusJobs are jobs in every state, as the daemon lists them at 10:00 and after.
 func statusJobs(at time.Time) []api.Job {
-	learned, took, one, zero := int64(15<<30), 90.0, 1, 0
+	learned, took, util, one, zero := int64(15<<30), 90.0, 0.45, 1, 0
 	ended := func(d time.Duration) *time.Time { t := at.Add(d); return &t }
 	return []api.Job{
 		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30, Started: &at,
@@ -26,10 +26,11 @@ func statusJobs(at time.Time) []api.Job {
 				Started: at, Ended: at.Add(time.Minute), ExitStatus: api.ExitStatus{ExitCode: &one}}},
 			ExitStatus: api.ExitStatus{ExitCode: &one}}},
 		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
-			LearnedSeconds: &took, LearnedRuns: 1, Started: &at, Ended: ended(90 * time.Second), ExitStatus: api.ExitStatus{ExitCode: &zero},
-			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
+			LearnedSeconds: &took, LearnedRuns: 1, LearnedUtil: &util, LearnedUtilRuns: 1, Started: &at, Ended: ended(90 * time.Second),
+			ExitStatus: api.ExitStatus{ExitCode: &zero},
+			Attempts:   []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
 		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
-			LearnedSeconds: &took, LearnedRuns: 1}},
+			LearnedSeconds: &took, LearnedRuns: 1, LearnedUtil: &util, LearnedUtilRuns: 1}},
 		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
 			Reason: "attempt 2 failed: exited with status 1: ValueError: loss is NaN at step 1200: lower the learning rate", Started: &at, Ended: ended(time.Hour + 2*time.Minute),
 			ExitStatus: api.ExitStatus{ExitCode: &one, Error: "ValueError: loss is NaN at step 1200: lower the learning rate"}, Command: []string{"python3", "train.py", "--seed", "87"},
@@ -42,6 +43,11 @@ func statusJobs(at time.Time) []api.Job {
 			Reason: "stopped early at step 500: eval_loss 2.1, worse than 2 of the 3 points that reached it", Started: &at, Ended: ended(time.Minute),
 			ExitStatus: api.ExitStatus{Signal: "SIGTERM"}, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, Outcome: "stopped-early", PeakBytes: 7 << 30,
 				Started: at, Ended: at.Add(time.Minute)}}}},
+		// Retried after it failed, it waits again for what it runs after: its attempt is over.
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.9", Name: "task=wnli,seed=87", State: "blocked", DeclaredBytes: 10 << 30,
+			Reason: "runs after t, which must succeed first; gpuq why s.9 says how that stands", After: []string{"t"}, Started: &at,
+			ExitStatus: api.ExitStatus{ExitCode: &one}, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "failed", PeakBytes: 5 << 30,
+				Started: at, Ended: at.Add(time.Minute)}}}},
 		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.12", Name: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
 			Started: ended(-time.Hour), Attempts: []api.AttemptSummary{{N: 3, Worker: "node7", GPUs: []int{2}, PeakBytes: 12 << 30, Started: at.Add(-time.Hour)}}}},
 	}
@@ -50,10 +56,12 @@ func statusJobs(at time.Time) []api.Job {
 // TestPrintJobs: each job's point of the sweep; a job queued again after an OOM shows
 // the tier it will run at, and not the card and peak of its attempt that is over; an
 // attempt that ran out of memory before NVML saw its peak shows what PyTorch said it
-// held; how long a job's shape takes, once learned; why a job failed (its error line),
-// was cancelled or was stopped early. On an 80-column terminal the long points are shortened, TAKES and
-// REASON are left out and the reasons follow the table, and every line fits; on a
-// 140-column one REASON is shortened.
+// held; how much of a card a job's shape keeps busy and how long it takes, once
+// learned; why a job failed (its error line),
+// was cancelled or was stopped early, and what a blocked one runs after (it shows no
+// card of an attempt that is over, as a queued one). On an 80-column terminal the long
+// points are shortened, UTIL, TAKES and REASON are left out and the reasons follow the
+// table, and every line fits; on a 140-column one REASON is shortened.
 func TestPrintJobs(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	cols, err := parseFormat(defaultFormat)
@@ -65,7 +73,7 @@ func TestPrintJobs(t *testing.T) {
 		width int
 	}{{"status.txt", 0}, {"status_80.txt", 80}, {"status_140.txt", 140}} {
 		var b strings.Builder
-		jobList{jobs: statusJobs(at), now: at.Add(2 * time.Minute), width: tc.width, cols: cols, dropTakes: true}.print(&b)
+		jobList{jobs: statusJobs(at), now: at.Add(2 * time.Minute), width: tc.width, cols: cols, dropShort: true}.print(&b)
 		schedtest.Golden(t, tc.file, b.String())
 		if tc.width > 0 {
 			fitsWidth(t, b.String(), tc.width)
@@ -101,8 +109,8 @@ func TestStatusFormat(t *testing.T) {
 }
 
 // TestStatusListsRecentEnds: without --all, gpuq status lists the jobs that wait or
-// run and the ten that ended last (a job stopped early has ended), says how many ended
-// and that --all lists them.
+// run and the ten that ended last (a job stopped early has ended, a blocked one has
+// not), says how many ended and that --all lists them.
 func TestStatusListsRecentEnds(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	var jobs []api.Job
@@ -116,6 +124,9 @@ func TestStatusListsRecentEnds(t *testing.T) {
 			j.State = "stopped"
 			end := at.Add(time.Duration(i) * time.Minute)
 			j.Ended = &end
+		case i == 5:
+			// Blocked: it waits, whatever has ended.
+			j.State = "blocked"
 		case i%2 == 0:
 			// Ends in the order 2, 4, ... 28, after every odd job: these end last.
 			end := at.Add(time.Duration(100+i) * time.Minute)
@@ -131,16 +142,13 @@ func TestStatusListsRecentEnds(t *testing.T) {
 	for _, j := range shown {
 		ids = append(ids, j.ID)
 	}
-	if want := "s.10 s.12 s.14 s.16 s.18 s.20 s.22 s.24 s.26 s.28 s.30"; strings.Join(ids, " ") != strings.Join(strings.Fields(want), " ") && ended != 27 {
-		t.Errorf("shown %v of %d ended", ids, ended)
-	}
-	if want := []string{"s.6", "s.8", "s.10", "s.12", "s.14", "s.16", "s.18", "s.20", "s.22", "s.24", "s.26", "s.28", "s.30"}; strings.Join(ids, " ") != strings.Join(want, " ") || ended != 27 {
-		t.Errorf("shown %v of %d ended, want %v of 27", ids, ended, want)
+	if want := []string{"s.5", "s.6", "s.8", "s.10", "s.12", "s.14", "s.16", "s.18", "s.20", "s.22", "s.24", "s.26", "s.28", "s.30"}; strings.Join(ids, " ") != strings.Join(want, " ") || ended != 26 {
+		t.Errorf("shown %v of %d ended, want %v of 26", ids, ended, want)
 	}
 	cols, _ := parseFormat("id,state")
 	var b strings.Builder
 	jobList{jobs: jobs, now: at, cols: cols, shown: shown, ended: ended}.print(&b)
-	if out := b.String(); !strings.Contains(out, "3 running, 26 succeeded, 1 stopped\n27 jobs ended, the 10 that ended last shown; gpuq status --all lists every job\n") {
+	if out := b.String(); !strings.Contains(out, "1 blocked, 3 running, 25 succeeded, 1 stopped\n26 jobs ended, the 10 that ended last shown; gpuq status --all lists every job\n") {
 		t.Errorf("the listing does not say what it left out:\n%s", out)
 	}
 }
@@ -242,7 +250,8 @@ func TestWhy(t *testing.T) {
 
 // TestStatusOfAJob: gpuq status ID shows each attempt with what its tier changed, its
 // estimate and peak, how it ended, and its log; a job with none says how to ask why; a
-// --state that is no state is bad input, sent nowhere.
+// --state that is no state is bad input, sent nowhere, and blocked and stopped are
+// states.
 func TestStatusOfAJob(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	learned, eb := int64(6<<30), int64(32)
@@ -269,8 +278,17 @@ func TestStatusOfAJob(t *testing.T) {
 	}
 	schedtest.Golden(t, "status_of_a_job.txt", shown.String())
 	ios, _, _ := buffers()
-	if code, _ := exitOf(runStatus(&statusOptions{io: ios, client: d.client, now: now, states: []string{"done"}}, nil)); code != exitBadInput {
-		t.Errorf("--state done: exit %d", code)
+	err := runStatus(&statusOptions{io: ios, client: d.client, now: now, states: []string{"done"}}, nil)
+	if code, _ := exitOf(err); code != exitBadInput || !strings.Contains(err.Error(), "held,blocked,running,succeeded,stopped") {
+		t.Errorf("--state done: exit %d: %v", code, err)
+	}
+	// The states of after and of early stopping are states to list by.
+	ios, out, _ := buffers()
+	if err := runStatus(&statusOptions{io: ios, client: d.client, now: now, states: []string{"blocked", "stopped"}}, nil); err != nil {
+		t.Errorf("--state blocked,stopped: %v", err)
+	}
+	if strings.Contains(out.String(), "s.2") {
+		t.Errorf("--state blocked,stopped lists a running job:\n%s", out)
 	}
 }
 

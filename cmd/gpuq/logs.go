@@ -159,7 +159,7 @@ func streamLog(opts *logsOptions, req api.StreamRequest) error {
 // how to wait for it.
 func notStarted(j api.Job) error {
 	st := state.JobState(j.State)
-	if st == state.JobQueued || st == state.JobHeld {
+	if st == state.JobQueued || st == state.JobHeld || st == state.JobBlocked {
 		return scheduler.Refused(fmt.Sprintf("%s has not started: it %s (gpuq why %s says why); gpuq logs -f %s waits for it to start", j.ID, st.Told(), j.ID, j.ID))
 	}
 	return scheduler.Refused(fmt.Sprintf("%s never started: it %s", j.ID, st.Told()))

@@ -259,6 +259,28 @@ func wrap(text string, width int, indent string) string {
 	return strings.Join(words(text, width), "\n"+indent)
 }
 
+// wrapItems breaks a list written "a, b, c" into lines of width cells (0 or less: any)
+// between its items, never inside one ("1 blocked"), each line but the last ending with
+// its comma.
+func wrapItems(list string, width int) string {
+	if width <= 0 {
+		return list
+	}
+	var lines []string
+	line := ""
+	for _, item := range strings.Split(list, ", ") {
+		switch {
+		case line == "":
+			line = item
+		case ansi.StringWidth(line)+2+ansi.StringWidth(item) < width: // and room for a comma
+			line += ", " + item
+		default:
+			lines, line = append(lines, line+","), item
+		}
+	}
+	return strings.Join(append(lines, line), "\n")
+}
+
 // words breaks text into lines of at most width cells at spaces; a word longer than
 // width is cut, after a comma where it has one, so that no line is longer.
 func words(text string, width int) []string {

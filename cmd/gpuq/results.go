@@ -43,8 +43,8 @@ those that were not, as their last readings are from earlier steps.
 --metric defaults to the sweep's early_stop metric, else the one the most jobs
 reported; --min or --max says which way is better (default: early_stop's mode, else
 lower for a loss, an error or a perplexity, higher for anything else). --by task ranks
-each task's points apart. The sweep is the daemon's (by name), or the summary gpuq run
---json wrote (a file, or - for standard input).
+each task's points apart. The sweep is the daemon's or that of a gpuq run running it
+(by name), or the summary gpuq run --json wrote (a file, or - for standard input).
 
 --json prints {"sweep","metric","mode","by","points":[...]}; --csv one row per point,
 with its parameters as columns, for a notebook.
@@ -113,12 +113,13 @@ func runResults(opts *resultsOptions) error {
 	return nil
 }
 
-// resultsSummary reads the sweep: the daemon's, by name, or a summary file.
+// resultsSummary reads the sweep: by name, from the daemon or the gpuq run that runs
+// it, or a summary file.
 func resultsSummary(opts *resultsOptions) (api.SweepSummary, error) {
 	if isSummary(opts.source) {
 		return readSummary(opts.source, opts.io.In)
 	}
-	c, err := opts.settings.dial()
+	c, err := opts.settings.client()
 	if err != nil {
 		return api.SweepSummary{}, fmt.Errorf("%s is no file here, and %w", opts.source, err)
 	}

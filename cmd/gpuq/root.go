@@ -55,9 +55,11 @@ estimate and a per-card concurrency plan (such as 2,2,2,2,1,1,1), launches each 
 in a pseudo-terminal with the right environment, and requeues a job that runs out of GPU
 memory with a degraded config that keeps the effective batch.
 
-Machine settings come from, highest first: flags, GPUQ_* environment variables
-(GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM), the user config file
-($XDG_CONFIG_HOME/gpuq/config.yaml), then the sweep file.
+A job runs within its sweep's gpus and gpu_plan (flags given with the sweep, then its
+file) and the machine's (gpuq daemon's flags, GPUQ_GPUS and GPUQ_GPU_PLAN, then the user
+config file $XDG_CONFIG_HOME/gpuq/config.yaml; default every card, no slot limit), alike
+under plan, run and the daemon; where the machine's plan hides the sweep's, gpuq says
+so. Headroom: flags, GPUQ_HEADROOM, the config file, then the sweep file.
 
 With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSimulated + `) and says so.
 
@@ -92,6 +94,7 @@ no failed job), daemon --stop when no daemon runs.`,
 	f.String("gpu-plan", "", `most jobs per card, in the order of --gpus ("2,2,2,2,1,1,1"), or one count for every card`)
 	f.String("headroom", "", `memory kept free on every card: a share ("10%") or a size ("1GiB"); default `+plans.DefaultHeadroom.String())
 	f.String("order", "", `order of jobs within a priority: "big-first" (largest memory × duration first; the default) or "fifo"`)
+	f.String("util-target", "", `how much of a card's compute jobs sharing it may ask for together, by their measured utilizations: 1 (the whole card; the default), 0.8, 150%; or "off" (memory and slots alone decide)`)
 	f.String("config", "", "user config file (default $XDG_CONFIG_HOME/gpuq/config.yaml)")
 	f.String("state-dir", "", "the daemon's state directory (default $XDG_STATE_HOME/gpuq)")
 	f.String("server", "", "reach the daemon over the network at HOST:PORT (gpuq daemon --listen), from a worker or another machine; "+
@@ -104,7 +107,7 @@ no failed job), daemon --stop when no daemon runs.`,
 		c.GroupID = groupSweep
 		root.AddCommand(c)
 	}
-	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newWorkerCmd(io, st), newSubmitCmd(io, st), newAttachCmd(io, st), newTopCmd(io, st), newWaitCmd(io, st), newCleanCmd(io, st), newAllocCmd(io, st)}, newJobCmds(io, st)...) {
+	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newWorkerCmd(io, st), newSubmitCmd(io, st), newUpdateCmd(io, st), newAttachCmd(io, st), newTopCmd(io, st), newWaitCmd(io, st), newCleanCmd(io, st), newAllocCmd(io, st)}, newJobCmds(io, st)...) {
 		c.GroupID = groupDaemon
 		root.AddCommand(c)
 	}
@@ -121,6 +124,8 @@ const (
 type settings struct {
 	v     *viper.Viper
 	flags *pflag.FlagSet
+	// file is what the user config file says, each setting as its flag takes it.
+	file map[string]any
 }
 
 // Keys of the machine settings, as written in the user config file.
@@ -129,7 +134,9 @@ const (
 	keyPlan     = "gpu_plan"
 	keyHeadroom = "headroom"
 	keyOrder    = "order"
-	keyLedger   = "sim_ledger"
+	// keyUtilTarget is the sharing target (--util-target, GPUQ_UTIL_TARGET).
+	keyUtilTarget = "util_target"
+	keyLedger     = "sim_ledger"
 	// keyStateDir is the daemon's state directory (--state-dir, GPUQ_STATE_DIR).
 	keyStateDir = "state_dir"
 	// keyServer is a daemon's network listener to reach it by (--server, GPUQ_SERVER).
@@ -166,7 +173,8 @@ func (s *settings) load(flags *pflag.FlagSet) error {
 	s.flags = flags
 	s.v.SetEnvPrefix("GPUQ")
 	s.v.AutomaticEnv()
-	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom", keyOrder: "order", keyStateDir: "state-dir", keyServer: "server"} {
+	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom", keyOrder: "order",
+		keyUtilTarget: "util-target", keyStateDir: "state-dir", keyServer: "server"} {
 		if err := s.v.BindPFlag(key, flags.Lookup(flag)); err != nil {
 			return err
 		}
@@ -191,6 +199,7 @@ func (s *settings) load(flags *pflag.FlagSet) error {
 		}
 		return nil
 	}
+	s.file = cfg
 	return s.v.MergeConfigMap(cfg)
 }
 
@@ -215,6 +224,8 @@ func (s *settings) overrides() plans.Overrides {
 		Plan:     s.override(keyPlan, "gpu-plan"),
 		Headroom: s.override(keyHeadroom, "headroom"),
 		Order:    s.override(keyOrder, "order"),
+		// The sharing target a sweep runs with, and the daemon's for all of them.
+		UtilTarget: s.override(keyUtilTarget, "util-target"),
 	}
 }
 
@@ -246,15 +257,6 @@ func (s *settings) openInventory(spec plans.GPUSpec, source string, io ioStreams
 	opt := s.inventoryOptions(io)
 	opt.Source = source
 	return nvidia.Open(spec, opt)
-}
-
-// gpusSource names where a sweep's gpus were written: the machine's setting that
-// overrides the sweep file, or the file.
-func (s *settings) gpusSource(sw *plans.Sweep) string {
-	if o := s.overrides().GPUs; o.Value != "" {
-		return o.Source
-	}
-	return sw.File + ": gpus"
 }
 
 func xdgDir(env, fallback string) string {

@@ -54,6 +54,10 @@ by you alone (they hold the trainers' environment); a log begins with the comman
 environment to rerun the attempt by hand. A --log-dir that other users may write to, or
 that is reached through another user's link, is refused; it is used by its real path.
 
+While it runs, gpuq status, logs, attach, why, top, cancel, hold... reach it from
+another terminal as they reach the daemon: it serves them its sweep on a socket in the
+state directory (runs/<sweep>.<pid>.sock), found by the job or the sweep they name.
+
 A gpuq run killed outright (kill -9) cannot stop its trainers itself: a small process it
 starts, its reaper, then stops every process of its attempts, those in sessions of their
 own (setsid, nohup) too.
@@ -86,6 +90,9 @@ func runRun(opts *runOptions) error {
 		return err
 	}
 	defer p.inv.Close()
+	if out := outsideAfter(p.sweep); len(out) > 0 {
+		return badInput("%s", outsideAfterText(p.sweep, out))
+	}
 	launcher.BecomeSubreaper()
 	sw := p.sweep
 	if opts.logDir == "" {
@@ -108,6 +115,13 @@ func runRun(opts *runOptions) error {
 	if opts.json {
 		progress = opts.io.Err
 	}
+	if sw.Sharing == plans.MPS {
+		stop, err := startMPS(opts, p, progress)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	ui := newRunUI(progress, isTerminal(progress) && !opts.json, sw)
 	ledger := ""
 	if p.inv.Simulated() != "" {
@@ -115,12 +129,24 @@ func runRun(opts *runOptions) error {
 	}
 	r := runner.NewDirect(runner.Options{Dir: opts.logDir, Ledger: ledger})
 	var hooks *runner.Hooks // made once the store is, before the first event
-	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) { ui.event(ev); hooks.Event(ev) })
+	var srv interface{ Event(scheduler.Event) }
+	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) {
+		ui.event(ev)
+		hooks.Event(ev)
+		if srv != nil {
+			srv.Event(ev)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	ui.store = store
 	hooks = runner.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
+	// Served until the run ends: gpuq status, logs, attach and top reach it.
+	if fg := serveRun(opts, p, eng, store); fg != nil {
+		defer fg.Close()
+		srv = fg
+	}
 	fmt.Fprintf(progress, "gpuq: running %s of %s; logs in %s\n", plans.Count(len(sw.Jobs), "job"), sw.Name, opts.logDir)
 
 	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores
@@ -157,6 +183,31 @@ func runRun(opts *runOptions) error {
 		return errJobsFailed
 	}
 	return nil
+}
+
+// startMPS starts NVIDIA's MPS control daemon for the sweep's jobs (sharing: mps), with
+// its directories in the log directory, and gives the trainers the environment that
+// reaches it; stop stops it. Simulated cards have no MPS: their jobs share by
+// time-slicing, as gpuq says.
+func startMPS(opts *runOptions, p *prepared, progress io.Writer) (stop func(), err error) {
+	if p.inv.Simulated() != "" {
+		fmt.Fprintln(progress, "gpuq: sharing: mps is for real cards; the simulated ones share by time-slicing")
+		return func() {}, nil
+	}
+	m, err := launcher.StartMPS(opts.logDir, os.Getenv("PATH"))
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range m.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		p.sweep.Env = append(p.sweep.Env, plans.EnvVar{Name: name, Value: value})
+	}
+	fmt.Fprintf(progress, "gpuq: started NVIDIA MPS for the sweep's jobs (%s)\n", strings.Join(m.Env(), " "))
+	return func() {
+		if err := m.Stop(); err != nil {
+			fmt.Fprintf(opts.io.Err, "gpuq: warning: %v\n", err)
+		}
+	}, nil
 }
 
 // startReaper starts the process that stops what the attempts under root leave

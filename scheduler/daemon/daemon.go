@@ -105,6 +105,9 @@ type daemon struct {
 	// stop asks the daemon to stop (a shutdown request); stopOnce guards it.
 	stop     chan struct{}
 	stopOnce sync.Once
+	// run is the gpuq run in the foreground it serves the API of (see Foreground);
+	// nil for a daemon.
+	run *api.Run
 }
 
 // Run runs a daemon on cfg.StateDir until ctx is cancelled, a SIGINT or SIGTERM
@@ -155,7 +158,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Version, os.Getpid(), d.machine.name(), gpu.CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
 		plans.Count(len(d.store.View().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
 	if r := d.machine.recalled; len(r) > 0 {
-		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
+		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan, --headroom or --util-target for another machine)",
 			cfg.StateDir, strings.Join(r, ", "))
 	}
 	if tcp != nil {
@@ -182,6 +185,14 @@ func open(cfg Config) (*daemon, error) {
 		return nil, err
 	}
 	d.store = store
+	// A state from before attempts' ends were tallied counts on from the history it
+	// holds.
+	if t := store.View().Recount(); t != nil {
+		if err := store.Put(state.Change{Tallies: t}); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
 	if d.machine, err = openMachine(cfg); err != nil {
 		store.Close()
 		return nil, err
@@ -197,7 +208,7 @@ func open(cfg Config) (*daemon, error) {
 		cards = append(cards, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
 	}
 	d.hooks = runner.NewHooks(store, cards, func(line string) { d.log.Printf("warning: %s", line) })
-	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
+	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, UtilTarget: d.machine.utilTarget, Poll: cfg.Poll,
 		Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}
 	if cfg.Metrics != "" {
 		d.metrics = newMetrics(d)
@@ -294,6 +305,10 @@ func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 		warnings = append(warnings, fmt.Sprintf("%s: headroom %s does not apply: the daemon keeps %s free on every card "+
 			"for every sweep (gpuq daemon --headroom)", sw.File, sw.Headroom, d.machine.headroom))
 	}
+	if sw.UtilTarget != 0 && !plans.SameUtilTarget(sw.UtilTarget, d.machine.utilTarget) {
+		warnings = append(warnings, fmt.Sprintf("%s: util_target %s does not apply: the daemon shares every card within %s "+
+			"for every sweep (gpuq daemon --util-target)", sw.File, plans.UtilTargetText(sw.UtilTarget), plans.UtilTargetText(d.machine.utilTarget)))
+	}
 	if d.cluster != nil {
 		if sw.GPUs.IsSimulated() {
 			warnings = append(warnings, fmt.Sprintf("%s: gpus %s does not apply: the daemon runs it on its workers' cards", sw.File, sw.GPUs))
@@ -304,7 +319,13 @@ func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 		return nil, nil, err
 	}
 	limit, err := scheduler.Admit(sw, d.machine.cards)
-	return limit, warnings, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if w := d.machine.plan().Capped(sw, limit); w != "" {
+		warnings = append(warnings, w)
+	}
+	return limit, warnings, nil
 }
 
 // serve runs the daemon's actors until one of them ends: the engine's loop, the API

@@ -24,8 +24,23 @@ import (
 // routes is the API: what its client (api.Client) calls.
 func (d *daemon) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/daemon", d.info)
+	d.jobRoutes(mux)
 	mux.HandleFunc("POST /v1/submit", d.submit)
+	mux.HandleFunc("POST /v1/clean", d.clean)
+	mux.HandleFunc("POST /v1/shutdown", d.shutdown)
+	mux.HandleFunc("GET /v1/worker", d.workerLink)
+	mux.HandleFunc("GET /v1/worker/stream/{token}", d.workerStream)
+	mux.HandleFunc("GET /v1/workers", d.workers)
+	mux.HandleFunc("POST /v1/workers/{name}/drain", d.drainWorker)
+	mux.HandleFunc("GET /v1/backlog", d.backlog)
+	d.allocRoutes(mux)
+	return mux
+}
+
+// jobRoutes are the routes that read and act on the jobs and cards: a gpuq run in the
+// foreground serves them too (see Foreground).
+func (d *daemon) jobRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/daemon", d.info)
 	mux.HandleFunc("GET /v1/jobs", d.list)
 	mux.HandleFunc("GET /v1/jobs/{id}", d.job)
 	mux.HandleFunc("GET /v1/why/{id}", d.why)
@@ -37,21 +52,13 @@ func (d *daemon) routes() http.Handler {
 		mux.HandleFunc("POST /v1/"+string(verb), func(w http.ResponseWriter, r *http.Request) { d.selection(w, r, do) })
 	}
 	mux.HandleFunc("POST /v1/drain", d.drain)
-	mux.HandleFunc("POST /v1/clean", d.clean)
-	mux.HandleFunc("POST /v1/shutdown", d.shutdown)
+	mux.HandleFunc("POST /v1/update", d.update)
 	mux.HandleFunc("GET /v1/jobs/{id}/attempts/{n}/{kind}", d.attemptStream)
-	mux.HandleFunc("GET /v1/worker", d.workerLink)
-	mux.HandleFunc("GET /v1/worker/stream/{token}", d.workerStream)
-	mux.HandleFunc("GET /v1/workers", d.workers)
-	mux.HandleFunc("POST /v1/workers/{name}/drain", d.drainWorker)
-	mux.HandleFunc("GET /v1/backlog", d.backlog)
-	d.allocRoutes(mux)
-	return mux
 }
 
 func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
 	drained := d.store.View().Drained()
-	info := api.Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen}
+	info := api.Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen, Run: d.run}
 	for _, c := range d.machine.cards {
 		info.GPUs = append(info.GPUs, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
 	}
@@ -74,14 +81,9 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := api.SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
-	// The metrics hear of the submission in the loop, before the round that may start
-	// its jobs.
 	err = d.eng.Do(r.Context(), func(ctx context.Context) error {
 		if err := d.eng.Submit(ctx, &state.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
 			return scheduler.Refused(err.Error())
-		}
-		if d.metrics != nil {
-			d.metrics.submitted(sw, time.Now())
 		}
 		return nil
 	})

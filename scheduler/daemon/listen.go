@@ -24,6 +24,11 @@ type listener struct {
 func listen(dir string) (*listener, error) {
 	path := api.SocketPath(dir)
 	os.Remove(path) // a socket left by a daemon that was killed; the lock is ours
+	return listenAt(path)
+}
+
+// listenAt listens on a unix socket at path, mode 0600, for this user alone.
+func listenAt(path string) (*listener, error) {
 	ln, err := launcher.ListenUnix(path)
 	if err != nil {
 		return nil, fmt.Errorf("API socket: %w", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -28,12 +29,17 @@ type machine struct {
 	cards    []gpu.Card
 	slots    []int
 	headroom plans.Headroom
+	// utilTarget is the sharing target of every card (see scheduler.Config.UtilTarget):
+	// a card keeps one, as it keeps one headroom.
+	utilTarget float64
 	// recalled says which settings came from the daemon's last machine.
 	recalled []string
+	// given is the machine's settings as given, each with where it came from.
+	given plans.Overrides
 }
 
-// openMachine opens the cards the daemon schedules on, with the machine's plan and
-// headroom: the daemon's own settings, never a sweep's. A setting not given is the one
+// openMachine opens the cards the daemon schedules on, with the machine's plan,
+// headroom and sharing target: the daemon's own settings, never a sweep's. A setting not given is the one
 // the last daemon on the state directory ran with (see machineFile), so that a daemon
 // started again without them schedules on the machine its sweeps were admitted on.
 func openMachine(cfg Config) (*machine, error) {
@@ -41,10 +47,15 @@ func openMachine(cfg Config) (*machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &machine{headroom: plans.DefaultHeadroom, recalled: recalled}
+	m := &machine{headroom: plans.DefaultHeadroom, recalled: recalled, given: ov}
 	if ov.Headroom.Value != "" {
 		if m.headroom, err = plans.ParseHeadroom(ov.Headroom.Value); err != nil {
 			return nil, badSetting(ov.Headroom, err)
+		}
+	}
+	if ov.UtilTarget.Value != "" {
+		if m.utilTarget, err = plans.ParseUtilTarget(ov.UtilTarget.Value); err != nil {
+			return nil, badSetting(ov.UtilTarget, err)
 		}
 	}
 	if ov.GPUs.Value == NoCards {
@@ -96,6 +107,8 @@ type machineRecord struct {
 	GPUs     string `json:"gpus,omitempty"`
 	Plan     string `json:"gpu_plan,omitempty"`
 	Headroom string `json:"headroom,omitempty"`
+	// UtilTarget is absent from the records of daemons before the sharing target.
+	UtilTarget string `json:"util_target,omitempty"`
 }
 
 // recall fills the settings not given with those of the last daemon, and names them.
@@ -117,7 +130,7 @@ func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
 		key  string
 		from string
 		to   *plans.Override
-	}{{"gpus", rec.GPUs, &ov.GPUs}, {"gpu_plan", rec.Plan, &ov.Plan}, {"headroom", rec.Headroom, &ov.Headroom}} {
+	}{{"gpus", rec.GPUs, &ov.GPUs}, {"gpu_plan", rec.Plan, &ov.Plan}, {"headroom", rec.Headroom, &ov.Headroom}, {"util_target", rec.UtilTarget, &ov.UtilTarget}} {
 		if f.to.Value == "" && f.from != "" {
 			*f.to = plans.Override{Value: f.from, Source: fmt.Sprintf("%s: %s (the last daemon's)", path, f.key)}
 			recalled = append(recalled, f.key+" "+f.from)
@@ -128,7 +141,7 @@ func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
 
 // remember records the machine settings a daemon runs with, for the next (recall).
 func remember(dir string, ov plans.Overrides) error {
-	rec := machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value}
+	rec := machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value, UtilTarget: ov.UtilTarget.Value}
 	if err := launcher.WriteJSON(filepath.Join(dir, machineFile), rec); err != nil {
 		return fmt.Errorf("record the machine: %w", err)
 	}
@@ -175,8 +188,9 @@ func (m *machine) String() string {
 }
 
 // serves reports whether a sweep's own gpus name this machine: the same simulated
-// machine, or cards it has. Its error names both machines and how to run the sweep on
-// its own.
+// machine, or cards it has. Its error names both machines and how to have the daemon
+// serve the sweep: for cards a daemon given fewer than the machine's lacks, restarted
+// with its cards and the sweep's together, so that no sweep it serves now loses its.
 func (m *machine) serves(sw *plans.Sweep, dir string) error {
 	ok := true
 	switch {
@@ -194,11 +208,41 @@ func (m *machine) serves(sw *plans.Sweep, dir string) error {
 	if src := sw.Overrides.GPUs.Source; src != "" {
 		e = &plans.FieldError{File: src}
 	}
-	e.Msg = fmt.Sprintf("the sweep is for %s, but the daemon on %s schedules on %s. To run it on its own cards, "+
-		"restart the daemon there: gpuq daemon --stop (its trainers keep running), then gpuq submit starts one on %s "+
-		"(or run gpuq daemon --gpus %s yourself); or name cards the daemon has with gpuq submit --gpus",
-		specName(sw.GPUs), dir, m, specName(sw.GPUs), sw.GPUs)
+	switch {
+	case sw.GPUs.IsSimulated() || m.spec.IsSimulated():
+		e.Msg = fmt.Sprintf("the sweep is for %s, but the daemon on %s schedules on %s. To run it on its own cards, "+
+			"restart the daemon there: gpuq daemon --stop (its trainers keep running), then gpuq submit starts one on %s "+
+			"(or run gpuq daemon -d --gpus %s yourself); or name cards the daemon has with gpuq submit --gpus",
+			specName(sw.GPUs), dir, m, specName(sw.GPUs), sw.GPUs)
+	case m.spec.Indices == nil:
+		e.Msg = fmt.Sprintf("names GPUs %s, but the daemon on %s schedules on every card this machine has (%s): "+
+			"name cards it has", sw.GPUs, dir, m)
+	default:
+		e.Msg = fmt.Sprintf("the sweep is for GPUs %s, but the daemon on %s was given GPUs %s (%s). A daemon owns the "+
+			"cards it is given and each sweep's gpus choose among them: restart it with every card its sweeps use, "+
+			"gpuq daemon --stop (its trainers keep running), then gpuq daemon -d --gpus %s (or --gpus all); or name cards it "+
+			"has with gpuq submit --gpus", sw.GPUs, dir, m.spec, m.given.GPUs.Source, m.union(sw.GPUs.Indices))
+	}
 	return plans.Problems{e}
+}
+
+// union is the machine's card indices and more, in order, as --gpus takes them.
+func (m *machine) union(more []int) string {
+	var all []int
+	for _, c := range m.cards {
+		all = append(all, c.Index)
+	}
+	for _, idx := range more {
+		if !slices.Contains(all, idx) {
+			all = append(all, idx)
+		}
+	}
+	slices.Sort(all)
+	parts := make([]string, len(all))
+	for i, idx := range all {
+		parts[i] = strconv.Itoa(idx)
+	}
+	return strings.Join(parts, ",")
 }
 
 // missing names the cards of a sweep's limit that the machine lacks, for a warning.
@@ -211,4 +255,9 @@ func (m *machine) missing(l state.Limit) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// plan is the machine's plan on its cards, for what a sweep is told of it.
+func (m *machine) plan() scheduler.MachinePlan {
+	return scheduler.MachinePlan{Cards: m.cards, Slots: m.slots, Plan: m.given.Plan.Value, From: m.given.Plan.Source}
 }

@@ -136,5 +136,6 @@ func (sn View) all() Change {
 	c.Drains = collect[*Drain](sn.txn, tableDrains, indexID)
 	c.AllocQueues = collect[*AllocQueue](sn.txn, tableAllocQueues, indexID)
 	c.Allocations = collect[*Allocation](sn.txn, tableAllocations, indexID)
+	c.Tallies = collect[*Tally](sn.txn, tableTallies, indexID)
 	return c
 }

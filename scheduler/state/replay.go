@@ -124,7 +124,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 				return err
 			}
 		} else if s.View().Submission(sw.Name) == nil {
-			if err := s.submit(&Submission{Sweep: sw, Environ: r.Sweep.Environ, Limit: r.Sweep.Limit}); err != nil {
+			if err := s.submit(&Submission{Sweep: sw, Environ: r.Sweep.Environ, Limit: r.Sweep.Limit, Submitted: r.Sweep.Submitted}); err != nil {
 				if err := fail("%v", err); err != nil {
 					return err
 				}
@@ -132,7 +132,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 		}
 	}
 	snap := s.View()
-	c := Change{Drains: r.Drains, AllocQueues: r.AllocQueues, Allocations: r.Allocations}
+	c := Change{Drains: r.Drains, AllocQueues: r.AllocQueues, Allocations: r.Allocations, Tallies: r.Tallies}
 	for _, sr := range r.SweepStates {
 		old := snap.Submission(sr.Name)
 		if old == nil {

@@ -60,6 +60,8 @@ func (r *batchReads) wrote(table string, o any) {
 		r.written[batchKey{table, o.ID}] = o
 	case *Shape:
 		r.written[batchKey{table, o.Name}] = o
+	case *Tally:
+		r.written[batchKey{table, tallyID(o.Outcome, o.Tier)}] = o
 	}
 }
 
@@ -89,6 +91,7 @@ type Change struct {
 	Drains      []*Drain
 	AllocQueues []*AllocQueue
 	Allocations []*Allocation
+	Tallies     []*Tally
 }
 
 // each calls fn with every object of c and its table, in the order they are put, and
@@ -112,6 +115,9 @@ func (c *Change) each(fn func(table string, o any) error) error {
 	}
 	if err == nil {
 		err = eachOf(tableAllocations, c.Allocations, fn)
+	}
+	if err == nil {
+		err = eachOf(tableTallies, c.Tallies, fn)
 	}
 	return err
 }

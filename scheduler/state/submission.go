@@ -26,6 +26,9 @@ type Submission struct {
 	Limit Limit
 	// Seq is the submission's place in the order of submissions.
 	Seq uint64
+	// Submitted is when it was submitted: when its jobs entered the queue. Zero in a
+	// state written before it was kept.
+	Submitted time.Time
 	SweepStatus
 	// onePerCard is derived from the sweep when it is stored (see OnePerCard).
 	onePerCard bool
@@ -38,6 +41,26 @@ type SweepStatus struct {
 	// option gpuq sets by default; from then on the sweep's attempts start without it.
 	// Zero: never.
 	AllocConfRefused time.Time
+	// Updated is what gpuq update changed of the sweep since it was submitted; nil:
+	// nothing. (A pointer, so that a sweep updated back to its file's settings still
+	// records it.)
+	Updated *SweepUpdate `json:",omitempty"`
+}
+
+// SweepUpdate is what gpuq update changes of a submitted sweep.
+type SweepUpdate struct {
+	// MaxRunning replaces the sweep's max_running: the most of its jobs that run at
+	// once; 0: no limit.
+	MaxRunning int
+}
+
+// MaxRunning is the most of the sweep's jobs that run at once, as updated or as its
+// file says; 0: no limit.
+func (sub *Submission) MaxRunning() int {
+	if sub.Updated != nil {
+		return sub.Updated.MaxRunning
+	}
+	return sub.Sweep.MaxRunning
 }
 
 // Limit is a sweep's own plan on the machine: the most of its jobs on each card, by
@@ -157,7 +180,8 @@ func (s *Store) submit(sub *Submission) error {
 				shapes[pj.Params] = shape
 			}
 			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: Status{State: JobQueued, Estimate: pj.Memory,
-				Current: pj.Params, Shape: shape, Declared: pj.Memory, HostEstimate: pj.HostMemory}}
+				Current: pj.Params, Shape: shape, Declared: pj.Memory, HostEstimate: pj.HostMemory, Queued: sub.Submitted,
+				Awaiting: len(pj.After) > 0}}
 			if err := s.insert(txn, tableJobs, j); err != nil {
 				return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
 			}

@@ -655,6 +655,8 @@ func toldItsWorker(t *testing.T, dir string) bool {
 // supervisors and trainers stopped, as a paused VM is) has its job run elsewhere. When
 // the worker thaws, before it does anything else, it kills the trainer it had, which
 // never runs beside the one that replaced it, even where its supervisor thaws later.
+// The trainer thaws once the worker has acted: how soon a thawing worker runs is the
+// machine's to say.
 func TestAFrozenWorkerRunsNothingTwice(t *testing.T) {
 	c := startCluster(t)
 	w1 := c.startWorker("w1", "sim:1x24GiB")
@@ -691,11 +693,13 @@ memory: 1GiB
 		data, _ := os.ReadFile(beats)
 		return len(j.Attempts) == 2 && j.State == "running" && j.Attempts[1].Worker == "w2" && strings.Contains(string(data), "\n2 ")
 	})
-	// The worker thaws first, then its trainer; its supervisor, still frozen, can do
-	// nothing.
+	// The worker thaws first, then, once it has acted, its trainer; its supervisor,
+	// still frozen, can do nothing.
 	thawedAt := time.Now()
 	syscall.Kill(worker, syscall.SIGCONT)
-	time.Sleep(200 * time.Millisecond)
+	schedtest.WaitFor(t, "the thawed worker to kill its trainers", func() bool {
+		return strings.Contains(w1.log.String(), "killed every process of the trainers whose lease had lapsed")
+	})
 	syscall.Kill(-leader, syscall.SIGCONT)
 	schedtest.WaitFor(t, "the old trainer to be gone", func() bool { return !alive(leader) })
 	gone := time.Since(thawedAt)
@@ -710,15 +714,23 @@ memory: 1GiB
 			t.Errorf("the old trainer ran %s after its worker thawed, beside the new one: %q", time.Duration(ns-thawedAt.UnixNano()), line)
 		}
 	}
-	if gone > 5*time.Second {
+	// At once: not a lease or a grace later (a busy machine's worker may take seconds
+	// to be scheduled as it thaws).
+	if gone > grace {
 		t.Errorf("the old trainer was gone %s after its worker thawed", gone)
-	}
-	if !strings.Contains(w1.log.String(), "killed every process of the trainers whose lease had lapsed") {
-		t.Errorf("the thawed worker's log does not say that it killed its trainer:\n%s", w1.log)
 	}
 	if j := c.jobs()[0]; j.Attempts[0].Outcome != "lost" || j.State != "running" {
 		t.Errorf("the job is %s, its first attempt %s; want it running on w2, the first lost", j.State, j.Attempts[0].Outcome)
 	}
+}
+
+// waitSuccess waits for the supervisor of the attempt in dir to record its success.
+func waitSuccess(t *testing.T, dir string) {
+	t.Helper()
+	schedtest.WaitFor(t, "the trainer's success to be recorded", func() bool {
+		e, _ := launcher.ReadEnded(dir)
+		return e != nil && e.Outcome == plans.Success
+	})
 }
 
 // TestASuccessHeldPastTheGraceWins: the daemon and a worker die before the worker has
@@ -749,8 +761,9 @@ memory: 1GiB
 `, gates))
 			dir := c.firstTrainer(nil)
 			sup := supervisorOf(t, dir)
-			c.stopDaemon()
-			w1.kill(t)
+			// The worker, frozen, tells the daemon nothing more; the trainer ends at
+			// once, well within its lease, however long the daemon then takes to stop.
+			w1.cmd.Process.Signal(syscall.SIGSTOP)
 			if tt.told {
 				syscall.Kill(sup, syscall.SIGSTOP)
 				t.Cleanup(func() { syscall.Kill(sup, syscall.SIGCONT) })
@@ -758,6 +771,11 @@ memory: 1GiB
 			if err := os.WriteFile(filepath.Join(gates, "1"), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			if !tt.told {
+				waitSuccess(t, dir)
+			}
+			c.stopDaemon()
+			w1.kill(t)
 			c.startDaemon()
 			if tt.again {
 				c.startWorker("w2", "sim:1x24GiB")
@@ -768,10 +786,7 @@ memory: 1GiB
 			})
 			if tt.told {
 				syscall.Kill(sup, syscall.SIGCONT)
-				schedtest.WaitFor(t, "the trainer's success to be recorded", func() bool {
-					e, _ := launcher.ReadEnded(dir)
-					return e != nil && e.Outcome == plans.Success
-				})
+				waitSuccess(t, dir)
 				c.startWorker("w1", "sim:1x24GiB")
 			}
 			schedtest.WaitFor(t, "the job to end", func() bool { return c.jobs()[0].State != "running" && c.jobs()[0].State != "queued" })

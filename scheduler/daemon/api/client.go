@@ -35,12 +35,17 @@ type Client struct {
 	addr string // the network address, or "" through the socket
 	base string // the URL requests go to
 	http *http.Client
+	// run is the gpuq run it talks to, rather than the daemon; nil for the daemon.
+	run *Run
 }
 
 // where names the daemon for errors.
 func (c *Client) where() string {
-	if c.addr != "" {
+	switch {
+	case c.addr != "":
 		return "at " + c.addr
+	case c.run != nil:
+		return fmt.Sprintf("on %s (the gpuq run of sweep %s, pid %d)", c.dir, c.run.Sweep, c.run.PID)
 	}
 	return "on " + c.dir
 }
@@ -62,10 +67,22 @@ func Dial(dir string) (*Client, error) { return dialAs(dir, os.Getuid()) }
 // carries the environment it was made in (API tokens included), and a socket put in
 // the daemon's place by another user must not have it.
 func dialAs(dir string, uid int) (*Client, error) {
-	path := SocketPath(dir)
+	c, err := dialSocket(dir, SocketPath(dir), uid)
+	if err != nil && errors.Is(err, errNoAnswer) {
+		return nil, NoDaemonError{dir}
+	}
+	return c, err
+}
+
+// errNoAnswer is a socket that nobody answers on.
+var errNoAnswer = errors.New("nobody answers")
+
+// dialSocket connects to the API served on a socket of a state directory (the
+// daemon's, or a gpuq run's), whose server must run as uid.
+func dialSocket(dir, path string, uid int) (*Client, error) {
 	conn, err := launcher.DialUnix(context.Background(), path)
 	if err != nil {
-		return nil, NoDaemonError{dir}
+		return nil, fmt.Errorf("%s: %w (%v)", path, errNoAnswer, err)
 	}
 	err = ownPeer(conn, path, uid)
 	conn.Close()

@@ -65,6 +65,13 @@ type JobSummary struct {
 	LearnedSeconds *float64         `json:"learned_duration_s"`
 	LearnedRuns    int              `json:"learned_runs,omitempty"`
 	Attempts       []AttemptSummary `json:"attempts"`
+	// LearnedUtil is how much of a card's compute its shape keeps busy (0 to 1), as
+	// the packer counts it (scheduler/state.Shape.PackUtil), over LearnedUtilRuns of
+	// its attempts; null: not measured yet.
+	LearnedUtil     *float64 `json:"learned_util"`
+	LearnedUtilRuns int      `json:"learned_util_runs,omitempty"`
+	// After are the sweeps and jobs that must have succeeded before it starts.
+	After []string `json:"after,omitempty"`
 	// Point is the point of the sweep the job repeats: its values less the sweep's
 	// seeds (lr=0.001,task=sst2). Jobs of one point are its seeds: gpuq results
 	// aggregates them, and early stopping judges them together.
@@ -105,6 +112,12 @@ func exitStatus(e *plans.ProcessExit) ExitStatus {
 	return s
 }
 
+// AfterReason is why a blocked job waits, for people, without counting the jobs of
+// what it waits for (gpuq why does).
+func AfterReason(j *state.Job) string {
+	return "runs after " + j.AfterText() + ", which must succeed first; gpuq why " + j.ID + " says how that stands"
+}
+
 // AttemptSummary is one attempt of a job.
 type AttemptSummary struct {
 	N int `json:"n"`
@@ -128,6 +141,14 @@ type AttemptSummary struct {
 	// Memory is what its processes held over time on its fullest card, a point where
 	// it moved (at most 64; see scheduler.Samples), for gpuq report.
 	Memory []MemorySample `json:"memory,omitempty"`
+	// Util is the mean of what NVML measured it to keep busy of its card (0 to 1);
+	// absent where nothing could be measured. Crowd is how many of gpuq's attempts its
+	// cards held on average while it ran, itself included, and Pace how fast the
+	// sharing model expected it to run beside them, as a share of its speed alone;
+	// absent where it was not followed from its start.
+	Util  *float64 `json:"util,omitempty"`
+	Crowd float64  `json:"crowd,omitempty"`
+	Pace  float64  `json:"pace,omitempty"`
 	// Metrics are what its trainer reported of its training; a trainer run again
 	// (after an OOM) starts its curve again, in its own attempt.
 	Metrics []MetricSummary `json:"metrics,omitempty"`
@@ -147,13 +168,20 @@ type MemorySample struct {
 func Summarize(view state.View, j *state.Job) JobSummary {
 	sw := view.Sweep(j.Sweep)
 	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
-		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, Point: pointOf(sw, j), EarlyStop: judged(sw, j)}
+		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, Point: pointOf(sw, j), EarlyStop: judged(sw, j),
+		After: j.After}
+	if j.ShownState() == state.JobBlocked {
+		js.Reason = AfterReason(j)
+	}
 	if l := view.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
 	}
 	if l := view.Shape(j.Shape); l != nil && l.Duration > 0 {
 		d := l.Duration.Seconds()
 		js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
+	}
+	if u, ok := view.Shape(j.Shape).PackUtil(); ok {
+		js.LearnedUtil, js.LearnedUtilRuns = &u, view.Shape(j.Shape).UtilRuns
 	}
 	for _, a := range view.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
@@ -162,6 +190,11 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 		if len(a.GPUs) > 0 {
 			as.GPU = a.GPUs[0]
 		}
+		if a.UtilSamples > 0 {
+			u := a.Util
+			as.Util = &u
+		}
+		as.Crowd, as.Pace = a.Crowd, a.Pace
 		if eb, ok := j.Batch.Effective(a.Params); ok {
 			as.EffectiveBatch = &eb
 		}
@@ -267,6 +300,9 @@ type Info struct {
 	// Listen is the address of its network listener, for workers; absent without.
 	Listen string    `json:"listen,omitempty"`
 	GPUs   []GPUInfo `json:"gpus"`
+	// Run is the gpuq run in the foreground that answers, for its one sweep; absent for
+	// the daemon.
+	Run *Run `json:"run,omitempty"`
 }
 
 // GPUInfo is one of the daemon's cards, or a worker's.
@@ -283,9 +319,12 @@ type GPUInfo struct {
 // itself. Workers' cards are not among them.
 type Machine struct {
 	// Simulated names the simulated machine, "" on real cards.
-	Simulated string     `json:"simulated,omitempty"`
-	Headroom  string     `json:"headroom"`
-	Cards     []gpu.Card `json:"cards"`
+	Simulated string `json:"simulated,omitempty"`
+	Headroom  string `json:"headroom"`
+	// UtilTarget is every card's sharing target, as --util-target takes it ("1",
+	// "off").
+	UtilTarget string     `json:"util_target"`
+	Cards      []gpu.Card `json:"cards"`
 	// Slots is the plan's limit on each card (-1: none), in the order of Cards.
 	Slots []int `json:"slots"`
 }
