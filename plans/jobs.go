@@ -48,7 +48,6 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Params: s.Params.Clone(),
 			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
 			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, After: defaults.After, origin: p.origin}
-		var names []string
 		keys = keys[:0]
 		for _, k := range p.vals.Keys {
 			v := p.vals.Vals[k]
@@ -79,7 +78,6 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 			default:
 				j.Params.Set(k, v)
 				keys = append(keys, k)
-				names = append(names, shown(k)+"="+shown(FormatValue(v)))
 			}
 		}
 		together := strings.Join(keys, "\x00")
@@ -87,10 +85,6 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 			pointKeys[together] = slices.Clone(keys)
 		}
 		j.pointKeys = pointKeys[together]
-		j.Name = strings.Join(names, ",")
-		if j.Name == "" {
-			j.Name = s.Name
-		}
 		jobs = append(jobs, j)
 	}
 	return jobs

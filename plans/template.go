@@ -98,9 +98,9 @@ func validName(s string) bool {
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// valueKey identifies a value for equality: 87 and "87" differ, and two mappings with
-// the same keys and values are equal whatever order the file wrote them in. (Shape
-// names are made of it, and journaled: see CanonicalShape.)
+// valueKey identifies a value for equality: 87 and "87" differ, 1e-4 and 0.0001 do
+// not, and two mappings with the same keys and values are equal whatever order the
+// file wrote them in. (Shape names are made of it, and journaled: see CanonicalShape.)
 func valueKey(v any) string { return string(appendKey(nil, v)) }
 
 // appendKey appends v as json.Marshal writes it with every Map made a Go map (whose
@@ -131,6 +131,8 @@ func appendKey(b []byte, v any) []byte {
 		return append(b, "null"...)
 	case string:
 		return appendString(b, t)
+	case Float:
+		return appendJSON(b, t.Value) // 1e-4 is 0.0001
 	}
 	return appendJSON(b, v)
 }

@@ -3,8 +3,6 @@ package daemon
 // The API's routes and their handlers (its wire types and client are package api's).
 
 import (
-	"bufio"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -106,69 +103,24 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 		states = strings.Split(s, ",")
 	}
 	view := d.store.View()
-	if sweep != "" && view.Submission(sweep) == nil {
-		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, view.JobIDs()).Error())
+	jobs, err := api.Listed(view, sweep, states)
+	if err != nil {
+		fail(w, http.StatusNotFound, err.Error())
 		return
 	}
-	streamJobs(w, view, listed(view, sweep, states))
-}
-
-// listed are the jobs of a listing in submission order: of a sweep, in some states.
-// The running ones are found from the attempts that hold cards, the jobs of a sweep
-// from its own: a listing costs what it lists, where it can, not every job there is.
-func listed(view state.View, sweep string, states []string) []*state.Job {
-	var jobs []*state.Job
-	switch {
-	case len(states) > 0 && !slices.ContainsFunc(states, func(s string) bool { return s != string(state.JobRunning) }):
-		seen := map[string]bool{}
-		for a := range view.EachRunning() {
-			if j := view.Job(a.Job); j != nil && j.State == state.JobRunning && !seen[j.ID] {
-				seen[j.ID] = true
-				jobs = append(jobs, j)
-			}
-		}
-		slices.SortFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(a.Seq, b.Seq) })
-	case sweep != "":
-		jobs = api.SweepJobs(view, sweep)
-	default:
-		jobs = view.Jobs()
-	}
-	return slices.DeleteFunc(jobs, func(j *state.Job) bool {
-		return sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState()))
-	})
-}
-
-// streamJobs answers a listing of jobs ({"jobs":[...]}) a job at a time, as each is
-// summarized: 100,000 jobs are 30 MB of JSON, which the daemon held whole, with every
-// summary, before it sent a byte.
-func streamJobs(w http.ResponseWriter, view state.View, jobs []*state.Job) {
 	w.Header().Set("Content-Type", "application/json")
-	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.WriteString(`{"jobs":[`)
-	for i, j := range jobs {
-		if i > 0 {
-			bw.WriteByte(',')
-		}
-		b, err := json.Marshal(api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
-		if err != nil {
-			// Nothing in a job fails to encode; were it to, the listing is cut short,
-			// which the client's decoder tells.
-			return
-		}
-		bw.Write(b)
-	}
-	bw.WriteString("]}\n")
-	bw.Flush()
+	// An error is the client's going away, or a job that fails to encode, which none
+	// does; the listing is cut short, which the client's decoder tells.
+	api.WriteJobs(w, view, jobs)
 }
 
 func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
-	view := d.store.View()
-	j := view.Job(r.PathValue("id"))
-	if j == nil {
-		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), view.JobIDs()).Error())
+	j, err := api.JobOf(d.store.View(), r.PathValue("id"))
+	if err != nil {
+		fail(w, http.StatusNotFound, err.Error())
 		return
 	}
-	reply(w, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
+	reply(w, j)
 }
 
 // states answers from a view of the store, not in the engine's loop: gpuq wait polls
@@ -178,35 +130,16 @@ func (d *daemon) states(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	view := d.store.View()
-	var jobs []*state.Job
-	switch {
-	case req.Sweep != "" && len(req.IDs) > 0:
+	if req.Sweep != "" && len(req.IDs) > 0 {
 		fail(w, http.StatusBadRequest, "name jobs or a sweep, not both")
 		return
-	case req.Sweep != "":
-		if view.Submission(req.Sweep) == nil {
-			fail(w, http.StatusNotFound, scheduler.NoSweep(req.Sweep, view.JobIDs()).Error())
-			return
-		}
-		jobs = api.SweepJobs(view, req.Sweep)
-	case len(req.IDs) > 0:
-		for _, id := range req.IDs {
-			j := view.Job(id)
-			if j == nil {
-				fail(w, http.StatusNotFound, scheduler.NoJob(id, view.JobIDs()).Error())
-				return
-			}
-			jobs = append(jobs, j)
-		}
-	default:
-		jobs = view.Jobs()
 	}
-	out := api.StatesResponse{Jobs: make([]api.JobState, len(jobs))}
-	for i, j := range jobs {
-		out.Jobs[i] = api.JobState{ID: j.ID, State: string(j.ShownState())}
+	jobs, err := api.States(d.store.View(), req)
+	if err != nil {
+		fail(w, http.StatusNotFound, err.Error())
+		return
 	}
-	reply(w, out)
+	reply(w, api.StatesResponse{Jobs: jobs})
 }
 
 func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
@@ -224,13 +157,17 @@ func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(conte
 	if !decode(w, r, &req) {
 		return
 	}
-	if len(req.IDs) == 0 && req.Sweep == "" {
+	where, err := plans.ParseWhere(req.Where)
+	switch {
+	case err != nil:
+		fail(w, http.StatusBadRequest, "where: "+err.Error())
+		return
+	case len(req.IDs) == 0 && req.Sweep == "" && where == nil:
 		fail(w, http.StatusBadRequest, "name jobs or a sweep")
 		return
 	}
 	var ids []string
-	var err error
-	d.log.Gather(func() { ids, err = do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep}) })
+	d.log.Gather(func() { ids, err = do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep, Where: where}) })
 	if err != nil {
 		failWith(w, err)
 		return
@@ -285,6 +222,9 @@ func (d *daemon) forget(ctx context.Context, req api.CleanRequest) (api.CleanRes
 			if moved {
 				out.Logs = kept
 			}
+		}
+		if err := launcher.UnlinkNames(d.attempts, sub.Sweep.Name); err != nil {
+			out.Warnings = append(out.Warnings, err.Error())
 		}
 	}
 	return out, nil

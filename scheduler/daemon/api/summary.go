@@ -1,9 +1,13 @@
 package api
 
 import (
+	"bufio"
 	"cmp"
+	"encoding/json"
+	"io"
 	"slices"
 
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -29,6 +33,109 @@ func SummarizeSweep(view state.View, sweep string, cards []GPUInfo) SweepSummary
 		sum.Jobs = append(sum.Jobs, js)
 	}
 	return sum
+}
+
+// ListJobs is the listing of GET /v1/jobs: the jobs of a view (a sweep's, where sweep is
+// not ""; those in states, where states is not nil), each with its whole history.
+func ListJobs(view state.View, sweep string, states []string) ([]Job, error) {
+	jobs, err := Listed(view, sweep, states)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Job, len(jobs))
+	for i, j := range jobs {
+		out[i] = Job{Sweep: j.Sweep, JobSummary: Summarize(view, j)}
+	}
+	return out, nil
+}
+
+// Listed are the jobs of a listing in submission order: of a sweep, in some states (see
+// ListJobs). The running ones are found from the attempts that hold cards, the jobs of
+// a sweep from its own: a listing costs what it lists, where it can, not every job
+// there is.
+func Listed(view state.View, sweep string, states []string) ([]*state.Job, error) {
+	if sweep != "" && view.Submission(sweep) == nil {
+		return nil, scheduler.NoSweep(sweep, view.JobIDs())
+	}
+	var jobs []*state.Job
+	switch {
+	case len(states) > 0 && !slices.ContainsFunc(states, func(s string) bool { return s != string(state.JobRunning) }):
+		seen := map[string]bool{}
+		for a := range view.EachRunning() {
+			if j := view.Job(a.Job); j != nil && j.State == state.JobRunning && !seen[j.ID] {
+				seen[j.ID] = true
+				jobs = append(jobs, j)
+			}
+		}
+		slices.SortFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(a.Seq, b.Seq) })
+	case sweep != "":
+		jobs = SweepJobs(view, sweep)
+	default:
+		jobs = view.Jobs()
+	}
+	return slices.DeleteFunc(jobs, func(j *state.Job) bool {
+		return sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState()))
+	}), nil
+}
+
+// WriteJobs writes a listing of jobs ({"jobs":[...]}) a job at a time, as each is
+// summarized: 100,000 jobs are 30 MB of JSON, which a daemon held whole, with every
+// summary, before it sent a byte. An error cuts the listing short, which a reader's
+// decoder tells.
+func WriteJobs(w io.Writer, view state.View, jobs []*state.Job) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString(`{"jobs":[`)
+	for i, j := range jobs {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		b, err := json.Marshal(Job{Sweep: j.Sweep, JobSummary: Summarize(view, j)})
+		if err != nil {
+			return err
+		}
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+	}
+	bw.WriteString("]}\n")
+	return bw.Flush()
+}
+
+// States are the states of the jobs req names, of its sweep's, or of every job's
+// (POST /v1/states): what gpuq wait polls, and completion lists.
+func States(view state.View, req StatesRequest) ([]JobState, error) {
+	var jobs []*state.Job
+	switch {
+	case req.Sweep != "":
+		if view.Submission(req.Sweep) == nil {
+			return nil, scheduler.NoSweep(req.Sweep, view.JobIDs())
+		}
+		jobs = SweepJobs(view, req.Sweep)
+	case len(req.IDs) > 0:
+		for _, id := range req.IDs {
+			j := view.Job(id)
+			if j == nil {
+				return nil, scheduler.NoJob(id, view.JobIDs())
+			}
+			jobs = append(jobs, j)
+		}
+	default:
+		jobs = view.Jobs()
+	}
+	out := make([]JobState, len(jobs))
+	for i, j := range jobs {
+		out[i] = JobState{ID: j.ID, State: string(j.ShownState())}
+	}
+	return out, nil
+}
+
+// JobOf is the job id of a view, with its whole history (GET /v1/jobs/{id}).
+func JobOf(view state.View, id string) (Job, error) {
+	j := view.Job(id)
+	if j == nil {
+		return Job{}, scheduler.NoJob(id, view.JobIDs())
+	}
+	return Job{Sweep: j.Sweep, JobSummary: Summarize(view, j)}, nil
 }
 
 // SweepJobs are a sweep's jobs, in submission order.
