@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -118,7 +119,7 @@ at the same tier; its trainers stop after half of that, so nothing runs twice.`,
 	}
 	cmd.Flags().BoolVar(&opts.stop, "stop", false, "stop the running daemon; its trainers keep running")
 	cmd.Flags().BoolVar(&opts.stopTrainers, "stop-trainers", false, "with --stop: stop every running trainer too")
-	cmd.Flags().BoolVar(&opts.salvage, "salvage", false, "rebuild a damaged state from every good record, report what was skipped, and exit")
+	cmd.Flags().BoolVar(&opts.salvage, "salvage", false, "rebuild a damaged state from every good record and the attempts' directories, report what was skipped, and exit")
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
 	cmd.Flags().StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on this host:port (e.g. 127.0.0.1:9469); none by default")
 	cmd.Flags().StringVar(&opts.jobMap, "dcgm-job-map", "", "keep dcgm-exporter's job-mapping files (a file per GPU naming its jobs) in this directory")
@@ -159,8 +160,33 @@ func salvage(opts *daemonOptions) error {
 	for _, s := range got.Skipped {
 		fmt.Fprintf(w, "  left out: %s\n", s)
 	}
+	for _, s := range got.Taken {
+		fmt.Fprintf(w, "  from the attempts' directories: %s\n", s)
+	}
+	if len(got.Orphans) > 0 {
+		fmt.Fprintf(w, "  attempts' directories of jobs of no sweep the state holds (the record of their sweep is lost; submit it again to run them): %s\n",
+			orphansBySweep(got.Orphans))
+	}
 	fmt.Fprintf(w, "gpuq: the state as it was is kept in %s; start the daemon again (gpuq daemon, or gpuq submit)\n", got.Kept)
 	return nil
+}
+
+// orphansBySweep says how many of the jobs (ids <sweep>.<n>) are of each sweep:
+// "quick (3 jobs), big (1 job)".
+func orphansBySweep(jobs []string) string {
+	var sweeps []string
+	n := map[string]int{}
+	for _, j := range jobs {
+		sw := j[:max(0, strings.LastIndexByte(j, '.'))]
+		if n[sw]++; n[sw] == 1 {
+			sweeps = append(sweeps, sw)
+		}
+	}
+	parts := make([]string, len(sweeps))
+	for i, sw := range sweeps {
+		parts[i] = fmt.Sprintf("%s (%s)", sw, plans.Count(n[sw], "job"))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // daemonConfig is the daemon's configuration from flags, GPUQ_* and the config file.

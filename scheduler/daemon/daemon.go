@@ -185,7 +185,7 @@ func open(cfg Config) (*daemon, error) {
 		return nil, err
 	}
 	launcher.BecomeSubreaper()
-	ro := runner.Options{Dir: filepath.Join(cfg.StateDir, "attempts")}
+	ro := runner.Options{Dir: attemptsIn(cfg.StateDir)}
 	d.attempts = ro.Dir
 	if d.machine.simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/state"
 	"golang.org/x/sys/unix"
 )
@@ -68,8 +69,9 @@ func Gone(dir string) bool {
 	return true
 }
 
-// Salvage rebuilds the damaged state of a directory (see scheduler.Salvage) under its
-// lock, so that no daemon starts on it meanwhile.
+// Salvage rebuilds the damaged state of a directory (see state.Salvage) under its
+// lock, so that no daemon starts on it meanwhile, from its good records and what its
+// attempts' directories show.
 func Salvage(dir string) (state.Salvaged, error) {
 	dir, err := MakeStateDir(dir)
 	if err != nil {
@@ -80,5 +82,13 @@ func Salvage(dir string) (state.Salvaged, error) {
 		return state.Salvaged{}, err
 	}
 	defer lock.Close()
-	return state.Salvage(dir)
+	found, err := runner.Found(attemptsIn(dir))
+	if err != nil {
+		return state.Salvaged{}, fmt.Errorf("reading the attempts' directories: %w", err)
+	}
+	return state.Salvage(dir, found)
 }
+
+// attemptsIn is where a daemon on a state directory lays out its attempts (see
+// launcher.AttemptDir).
+func attemptsIn(stateDir string) string { return filepath.Join(stateDir, "attempts") }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -74,11 +75,9 @@ func TestDamageBeforeTheEndStopsStartUp(t *testing.T) {
 		file:   snapshotFile,
 		record: 2,
 		why:    "its checksum does not match",
-		skipped: []string{"snapshot record 2 (at byte ", "snapshot record 4: sweep j was never submitted",
-			"snapshot record 4: job j.1 is not in any sweep", "snapshot record 4: job j.2 is not in any sweep",
-			"snapshot record 4: job j.3 is not in any sweep", "snapshot record 4: attempt j.1/1 is of no job",
-			"snapshot record 4: attempt j.1/2 is of no job", "snapshot record 4: attempt j.2/1 is of no job"},
-		sweeps: "k",
+		// Its copy at the end of the snapshot stands in for it: nothing else is lost.
+		skipped: []string{"snapshot record 2 (at byte "},
+		sweeps:  "j k",
 	}, {
 		// What the message of an older gpuq advised.
 		name: "the snapshot moved aside",
@@ -91,10 +90,9 @@ func TestDamageBeforeTheEndStopsStartUp(t *testing.T) {
 			s.Close()
 			must(t, os.Rename(filepath.Join(dir, snapshotFile), filepath.Join(t.TempDir(), "aside")))
 		},
-		file:    journalFile,
-		record:  1,
-		why:     "job j.2 is not in any sweep",
-		skipped: []string{"journal record 1: job j.2 is not in any sweep"},
+		file:    snapshotFile,
+		why:     "missing, though compaction 1 wrote it (moved or deleted?): put it back",
+		skipped: []string{"snapshot: missing, though compaction 1 wrote it", "journal record 1: job j.2 is not in any sweep"},
 		sweeps:  "",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,12 +107,15 @@ func TestDamageBeforeTheEndStopsStartUp(t *testing.T) {
 					t.Fatalf("OpenState: %v; want record %d of %s damaged: %s", err, tc.record, tc.file, tc.why)
 				}
 				for _, want := range []string{"gpuq daemon --salvage", fmt.Sprintf("record %d of ", tc.record), filepath.Join(dir, keptDir)} {
+					if tc.record == 0 && strings.HasPrefix(want, "record") {
+						want = tc.file + ": " + tc.why
+					}
 					if !strings.Contains(err.Error(), want) {
 						t.Errorf("the message lacks %q: %v", want, err)
 					}
 				}
 			}
-			if after := readFiles(t, dir); after[snapshotFile] != before[snapshotFile] || after[journalFile] != before[journalFile] {
+			if after := readFiles(t, dir); !reflect.DeepEqual(after, before) {
 				t.Errorf("a refused start changed the state files")
 			}
 			kept, _ := filepath.Glob(filepath.Join(dir, keptDir, "*"))
@@ -128,7 +129,7 @@ func TestDamageBeforeTheEndStopsStartUp(t *testing.T) {
 				}
 			}
 
-			got, err := Salvage(dir)
+			got, err := Salvage(dir, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +160,7 @@ func TestDamageBeforeTheEndStopsStartUp(t *testing.T) {
 func readFiles(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, name := range []string{snapshotFile, journalFile} {
+	for _, name := range []string{snapshotFile, journalFile, markerFile} {
 		if data, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
 			out[name] = string(data)
 		}

@@ -123,7 +123,7 @@ func (s *Store) DeriveLimit(sweep string, l Limit) error {
 // check refuses a sweep whose jobs exist already: inserting would silently replace
 // jobs that may be running.
 func (s *Store) check(sw *plans.Sweep) error {
-	snap := s.View()
+	snap := s.Latest()
 	for _, pj := range sw.Jobs {
 		if snap.Job(pj.ID) != nil {
 			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
