@@ -70,10 +70,13 @@ there: one per GPU index, naming the gpuq jobs on that card, none for an idle ca
 that DCGM dashboards label each GPU's metrics hpc_job="<job>".
 
 A record that a crash tore as it was written (the journal's last) is dropped with a
-warning. Damage anywhere else stops the daemon from starting, with the record named; it
-changes nothing and keeps a copy of the state in damaged/. gpuq daemon --salvage then
-rebuilds the state from every good record, says what it skipped, and exits; start the
-daemon again after it.
+warning. Damage anywhere else, a journal shorter than the state's marker says it was
+written, or a snapshot missing, older than the marker says or cut short stops the
+daemon from starting, with the file and the record named; it changes nothing and keeps
+a copy of the state in damaged/. Put back what was moved, or run gpuq daemon --salvage:
+it rebuilds the state from every good record, takes from the attempts' directories
+what the lost records said of attempts (so that no job that ran runs again), says what
+it skipped, and exits; start the daemon again after it.
 
 --listen ADDR also listens on the network for gpuq workers on other nodes (gpuq
 worker) and for gpuq on other machines (--server): over TLS, with a certificate the

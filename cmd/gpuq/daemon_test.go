@@ -545,3 +545,41 @@ func TestSalvageTakesUpWhatTheAttemptsShow(t *testing.T) {
 		t.Errorf("trainers started: %q; want each of the four once", got)
 	}
 }
+
+// TestALostStateStopsTheDaemon: a snapshot moved away after a clean stop (the journal
+// then empty) stops the daemon, where it started with no jobs and wrote its empty state
+// over the snapshot at its next stop; so does a state whose files are all gone while
+// its attempts are there. --salvage starts from what is left, saying what is lost.
+func TestALostStateStopsTheDaemon(t *testing.T) {
+	dir := daemonEnv(t)
+	sweep := writeSweep(t, "name: gone\ncommand: [sh, -c, \"exit 0\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
+	startDaemon(t)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	schedtest.WaitFor(t, "both jobs to succeed", func() bool { return countState(listed(t), "succeeded") == 2 })
+	stopAll(t, dir)
+	snapshot, aside := filepath.Join(dir, "snapshot"), filepath.Join(t.TempDir(), "snapshot")
+	if err := os.Rename(snapshot, aside); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := cli(t, "daemon")
+	if code != exitFailed || !strings.Contains(errOut, snapshot+": missing, though compaction") || !strings.Contains(errOut, "gpuq daemon --salvage") {
+		t.Fatalf("gpuq daemon without its snapshot: exit %d:\n%s", code, errOut)
+	}
+	for _, name := range []string{"marker", "journal"} {
+		os.Remove(filepath.Join(dir, name))
+	}
+	_, errOut, code = cli(t, "daemon")
+	if code != exitFailed || !strings.Contains(errOut, "the state in "+dir+" is missing") {
+		t.Fatalf("gpuq daemon without any state, beside the attempts: exit %d:\n%s", code, errOut)
+	}
+	_, errOut, code = cli(t, "daemon", "--salvage")
+	if code != exitOK || !strings.Contains(errOut, "gone (2 jobs)") {
+		t.Fatalf("daemon --salvage: exit %d:\n%s", code, errOut)
+	}
+	startDaemon(t)
+	if jobs := listed(t); len(jobs) != 0 {
+		t.Errorf("jobs after the salvage: %+v", jobs)
+	}
+}

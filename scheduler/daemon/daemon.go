@@ -175,6 +175,9 @@ func Run(ctx context.Context, cfg Config) error {
 // open rebuilds the state, opens the machine and takes up the attempts that ran on.
 func open(cfg Config) (*daemon, error) {
 	d := &daemon{cfg: cfg, started: time.Now(), log: NewEventLog(cfg.Log), stop: make(chan struct{})}
+	if err := stateLost(cfg.StateDir); err != nil {
+		return nil, err
+	}
 	store, err := state.OpenState(cfg.StateDir, func(w string) { d.log.Printf("warning: %s", w) })
 	if err != nil {
 		return nil, err

@@ -92,3 +92,19 @@ func Salvage(dir string) (state.Salvaged, error) {
 // attemptsIn is where a daemon on a state directory lays out its attempts (see
 // launcher.AttemptDir).
 func attemptsIn(stateDir string) string { return filepath.Join(stateDir, "attempts") }
+
+// stateLost refuses a state directory whose state is gone, though the attempts of an
+// earlier daemon on it are there: a daemon would start without their jobs, and write
+// its empty state over what could still be put back.
+func stateLost(dir string) error {
+	if state.Begun(dir) {
+		return nil
+	}
+	entries, err := os.ReadDir(attemptsIn(dir))
+	if err != nil || len(entries) == 0 {
+		return nil // a new state
+	}
+	return fmt.Errorf("the state in %s is missing: its marker, snapshot and journal are not there, though %s holds the attempts of an earlier daemon (moved or deleted?): "+
+		"put them back; or gpuq daemon --salvage starts from what the attempts' directories show (without their sweeps); or give gpuq a fresh --state-dir",
+		dir, attemptsIn(dir))
+}
