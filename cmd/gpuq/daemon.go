@@ -163,6 +163,9 @@ func salvage(opts *daemonOptions) error {
 	for _, s := range got.Skipped {
 		fmt.Fprintf(w, "  left out: %s\n", s)
 	}
+	if len(got.Sweeps) > 0 {
+		fmt.Fprintf(w, "  submitted again from their copies in sweeps/ (their records were lost): %s\n", strings.Join(got.Sweeps, " "))
+	}
 	for _, s := range got.Taken {
 		fmt.Fprintf(w, "  from the attempts' directories: %s\n", s)
 	}

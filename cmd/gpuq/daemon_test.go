@@ -549,7 +549,8 @@ func TestSalvageTakesUpWhatTheAttemptsShow(t *testing.T) {
 // TestALostStateStopsTheDaemon: a snapshot moved away after a clean stop (the journal
 // then empty) stops the daemon, where it started with no jobs and wrote its empty state
 // over the snapshot at its next stop; so does a state whose files are all gone while
-// its attempts are there. --salvage starts from what is left, saying what is lost.
+// its attempts are there. --salvage starts from what is left: the copies of the
+// sweeps and the attempts' directories.
 func TestALostStateStopsTheDaemon(t *testing.T) {
 	dir := daemonEnv(t)
 	sweep := writeSweep(t, "name: gone\ncommand: [sh, -c, \"exit 0\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
@@ -575,11 +576,22 @@ func TestALostStateStopsTheDaemon(t *testing.T) {
 		t.Fatalf("gpuq daemon without any state, beside the attempts: exit %d:\n%s", code, errOut)
 	}
 	_, errOut, code = cli(t, "daemon", "--salvage")
-	if code != exitOK || !strings.Contains(errOut, "gone (2 jobs)") {
+	if code != exitOK || !strings.Contains(errOut, "submitted again from their copies in sweeps/ (their records were lost): gone") {
 		t.Fatalf("daemon --salvage: exit %d:\n%s", code, errOut)
 	}
+	// From the attempts' directories: both ended, and neither runs again.
 	startDaemon(t)
-	if jobs := listed(t); len(jobs) != 0 {
+	schedtest.WaitFor(t, "both jobs to be read back as succeeded", func() bool { return countState(listed(t), "succeeded") == 2 })
+	if jobs := listed(t); len(jobs[0].Attempts) != 1 || len(jobs[1].Attempts) != 1 {
 		t.Errorf("jobs after the salvage: %+v", jobs)
+	}
+	// Without the copies, the sweep is lost: the salvage names it by its attempts.
+	stopAll(t, dir)
+	for _, name := range []string{"marker", "journal", "snapshot", "sweeps"} {
+		os.RemoveAll(filepath.Join(dir, name))
+	}
+	_, errOut, code = cli(t, "daemon", "--salvage")
+	if code != exitOK || !strings.Contains(errOut, "of no sweep the state holds (the record of their sweep is lost; submit it again to run them): gone (2 jobs)") {
+		t.Fatalf("daemon --salvage without the copies: exit %d:\n%s", code, errOut)
 	}
 }

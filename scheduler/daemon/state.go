@@ -105,6 +105,6 @@ func stateLost(dir string) error {
 		return nil // a new state
 	}
 	return fmt.Errorf("the state in %s is missing: its marker, snapshot and journal are not there, though %s holds the attempts of an earlier daemon (moved or deleted?): "+
-		"put them back; or gpuq daemon --salvage starts from what the attempts' directories show (without their sweeps); or give gpuq a fresh --state-dir",
+		"put them back; or gpuq daemon --salvage starts from the copies of the sweeps in sweeps/ and what the attempts' directories show; or give gpuq a fresh --state-dir",
 		dir, attemptsIn(dir))
 }

@@ -83,12 +83,20 @@ func history(t *testing.T, dir string, more bool) []Found {
 	return found
 }
 
-// copyState copies the state files of dir (snapshot, journal, marker) to a new one.
+// copyState copies the state files of dir (snapshot, journal, marker, the copies of
+// the sweeps) to a new one.
 func copyState(t *testing.T, dir string) string {
 	t.Helper()
 	to := t.TempDir()
 	for name, data := range readFiles(t, dir) {
 		must(t, os.WriteFile(filepath.Join(to, name), []byte(data), 0o600))
+	}
+	copies, _ := filepath.Glob(filepath.Join(dir, sweepsDir, "*"))
+	for _, c := range copies {
+		data, err := os.ReadFile(c)
+		must(t, err)
+		must(t, os.MkdirAll(filepath.Join(to, sweepsDir), 0o700))
+		must(t, os.WriteFile(filepath.Join(to, sweepsDir, filepath.Base(c)), data, 0o600))
 	}
 	return to
 }
@@ -175,9 +183,9 @@ func TestAFlippedByteInTheSnapshotLosesWhatItTouches(t *testing.T) {
 
 // TestAJournalCutShortIsRefused cuts the journal at offsets all over it (a fixed
 // seed): the marker says how long it was written, so a start refuses every cut, where
-// it took each for a torn last record before; a salvage keeps what is left and takes
-// from the attempts' directories what the cut lost, so that no job that ran runs
-// again. A sweep submitted in what was cut is lost: its jobs' attempts are reported.
+// it took each for a torn last record before; a salvage keeps what is left, submits a
+// sweep whose submission was cut again from its copy, and takes from the attempts'
+// directories what the cut lost, so that no job that ran runs again.
 func TestAJournalCutShortIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	found := history(t, dir, true)
@@ -203,15 +211,11 @@ func TestAJournalCutShortIsRefused(t *testing.T) {
 			}
 			got, err := Salvage(d, found)
 			must(t, err)
-			var lost []string
-			if off <= submitted {
-				lost = []string{"m"}
-				if len(got.Orphans) != 3 { // m.1, m.2 and m.3 started
-					t.Errorf("orphans %q; want m's three jobs that started", got.Orphans)
-				}
+			if wantSweeps := off <= submitted; wantSweeps != slices.Equal(got.Sweeps, []string{"m"}) || len(got.Orphans) > 0 {
+				t.Errorf("sweeps submitted again from their copies %q, orphans %q; want m, cut at %d of its record at %d", got.Sweeps, got.Orphans, off, submitted)
 			}
 			again, _, _ := openState(t, d)
-			checkNothingRunsAgain(t, want, again, false, lost...)
+			checkNothingRunsAgain(t, want, again, false)
 		})
 	}
 }
@@ -368,4 +372,37 @@ func TestStateFilesAreNeverOpenedThroughALink(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestALostSubmissionIsRefused: a sweep whose copy is kept and which the state does
+// not hold was lost with records of the state, even where the marker cannot tell (it
+// lags after a power cut): the start stops, naming it, and a salvage submits it again.
+func TestALostSubmissionIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	history(t, dir, false)
+	s, _, _ := openState(t, dir)
+	must(t, s.Compact())
+	s.Close()
+	lagging, _ := os.ReadFile(filepath.Join(dir, markerFile)) // as the compaction left it
+	sw, err := plans.DecodeSweep("late.yaml", []byte(strings.Replace(historySweep, "name: h", "name: late", 1)), plans.Overrides{})
+	must(t, err)
+	s, _, _ = openState(t, dir)
+	must(t, s.Submit(&Submission{Sweep: sw}))
+	s.Close()
+	must(t, os.Truncate(filepath.Join(dir, journalFile), 0))
+	must(t, os.WriteFile(filepath.Join(dir, markerFile), lagging, 0o600))
+	_, err = OpenState(dir, func(w string) { t.Errorf("warning %q", w) })
+	if err == nil || !strings.Contains(err.Error(), "sweep late was submitted, and the state does not hold it") {
+		t.Fatalf("OpenState: %v", err)
+	}
+	got, err := Salvage(dir, nil)
+	must(t, err)
+	again, sweeps, _ := openState(t, dir)
+	if !slices.Equal(got.Sweeps, []string{"late"}) || len(sweeps) != 2 || len(again.View().Jobs()) != 24 {
+		t.Errorf("salvaged sweeps %q; %d sweeps, %d jobs", got.Sweeps, len(sweeps), len(again.View().Jobs()))
+	}
+	// Forgotten, its copy goes with it: a start does not take it for lost.
+	must(t, again.Forget([]string{"late"}))
+	again.Close()
+	openState(t, dir)
 }

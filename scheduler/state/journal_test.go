@@ -281,6 +281,10 @@ func checkFixture(t *testing.T, fixture string, v int) {
 	if v, _ := as[0].Params.Get("gradient_checkpointing"); v != false {
 		t.Errorf("j.1's first attempt's parameters (tier 0): %v", as[0].Params)
 	}
+	// Its sweeps get their copies (see keepSweep).
+	if kept, _, err := keptSweeps(dir); err != nil || kept["j"] == nil {
+		t.Errorf("the copy of sweep j: %v, %v", kept, err)
+	}
 	if v != 1 {
 		return
 	}

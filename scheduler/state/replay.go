@@ -48,6 +48,13 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 	if failed != nil {
 		return nil, damaged(whichFailed(snap, journal, failed))
 	}
+	kept, _, err := keptSweeps(dir)
+	if err != nil {
+		return nil, err
+	}
+	if lost := s.lostSweeps(kept); len(lost) > 0 {
+		return nil, damaged(sweepLost(dir, lost[0]))
+	}
 	size, whole := journal.wholeSize()
 	if journal.staleFor(snap) {
 		size, whole = 0, 0 // held whole in the snapshot (a crash between the two)
@@ -66,6 +73,7 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 	if err := s.openJournal(dir, max(snap.epoch, journal.epoch), whole); err != nil {
 		return nil, err
 	}
+	s.keepSweeps(dir, kept, warn)
 	s.warn, s.renamed = warn, nil
 	return s, nil
 }

@@ -23,6 +23,9 @@ type Salvaged struct {
 	// attempt up as it starts, adopting its trainer or reading its end from exit.json,
 	// rather than run the job again.
 	Taken []string
+	// Sweeps are those whose records were lost, submitted again from their copies
+	// (see keepSweep).
+	Sweeps []string
 	// Orphans are the jobs, of no sweep the state holds, whose attempts' directories
 	// were found: their sweep's record is lost, and they are not run again.
 	Orphans []string
@@ -88,6 +91,19 @@ func Salvage(dir string, found []Found) (Salvaged, error) {
 		}
 	}
 	out.Skipped = append(whole, out.Skipped...)
+	kept, bad, err := keptSweeps(dir)
+	if err != nil {
+		return out, err
+	}
+	for _, name := range bad {
+		out.Skipped = append(out.Skipped, fmt.Sprintf("%s: the copy of a sweep, damaged", filepath.Join(sweepsDir, name)))
+	}
+	for _, r := range s.lostSweeps(kept) {
+		if err := s.apply(record{Sweep: r}, func(why string) { out.Skipped = append(out.Skipped, "the copy of sweep "+r.Name+": "+why) }); err != nil {
+			return out, err
+		}
+		out.Sweeps = append(out.Sweeps, r.Name)
+	}
 	if err := s.takeFound(found, &out); err != nil {
 		return out, err
 	}
@@ -99,7 +115,11 @@ func Salvage(dir string, found []Found) (Salvaged, error) {
 		return out, err
 	}
 	defer s.Close()
-	return out, s.compact(s.View())
+	if err := s.compact(s.View()); err != nil {
+		return out, err
+	}
+	s.keepSweeps(dir, kept, func(w string) { out.Skipped = append(out.Skipped, w) })
+	return out, nil
 }
 
 // salvageFiles applies every good record of dir's state files that applies, in order,

@@ -90,10 +90,12 @@ func TestDamageBeforeTheEndStopsStartUp(t *testing.T) {
 			s.Close()
 			must(t, os.Rename(filepath.Join(dir, snapshotFile), filepath.Join(t.TempDir(), "aside")))
 		},
-		file:    snapshotFile,
-		why:     "missing, though compaction 1 wrote it (moved or deleted?): put it back",
+		file: snapshotFile,
+		why:  "missing, though compaction 1 wrote it (moved or deleted?): put it back",
+		// The sweeps come back from their copies (see keepSweep); their jobs' records
+		// in the snapshot are lost.
 		skipped: []string{"snapshot: missing, though compaction 1 wrote it", "journal record 1: job j.2 is not in any sweep"},
-		sweeps:  "",
+		sweeps:  "j k",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

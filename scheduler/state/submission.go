@@ -100,8 +100,12 @@ func (s *Store) Submit(sub *Submission) error {
 		if sw.Source == nil {
 			return fmt.Errorf("sweep %q: a journaled sweep must be read from a file", sw.Name)
 		}
-		if err := s.journal.Append(record{Sweep: recordOfSweep(sub)}); err != nil {
+		r := recordOfSweep(sub)
+		if err := s.journal.Append(record{Sweep: r}); err != nil {
 			return err
+		}
+		if err := keepSweep(s.journal.dir, r); err != nil {
+			s.warn(fmt.Sprintf("sweep %s: keeping a copy of it (for a salvage, should the state be damaged): %v", sw.Name, err))
 		}
 	}
 	return s.submit(sub)
@@ -201,6 +205,13 @@ func (s *Store) Forget(names []string) error {
 		return fmt.Errorf("state store: %w", err)
 	}
 	if s.journal != nil {
+		// The copies go first: one of a sweep the state no longer holds says that
+		// records were lost (see keepSweep).
+		for _, name := range names {
+			if err := forgetSweep(s.journal.dir, name); err != nil {
+				return fmt.Errorf("sweep %s: %w", name, err)
+			}
+		}
 		if err := s.compact(View{txn: txn}); err != nil {
 			return err
 		}
