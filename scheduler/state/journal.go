@@ -26,9 +26,9 @@ import (
 // damage loses what it touches and no more. A last line of the journal that is cut
 // short or whose checksum fails is where a crash interrupted a write: it is dropped,
 // with a warning, as long as the journal is as long as the marker says it was written
-// (see marker). Damage anywhere else, a journal cut shorter or a snapshot missing
-// stops a daemon from starting (see Damaged) until a person salvages the state
-// (Salvage).
+// (see marker). Damage anywhere else, a journal cut shorter, a snapshot missing or a
+// submission lost (see keepSweep) stops a daemon from starting (see Damaged) until a
+// person salvages the state (Salvage).
 const (
 	journalFile  = "journal"
 	snapshotFile = "snapshot"
@@ -111,7 +111,7 @@ type jobRecord struct {
 type journal struct {
 	dir string
 	f   JournalFile
-	// size is what the journal holds, all of it whole records: whole of them.
+	// size is what the journal holds, all of it whole records, whole of them.
 	size  int64
 	whole int
 	// records counts those since the last compaction, or the last attempt at one.

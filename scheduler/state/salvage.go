@@ -59,38 +59,6 @@ func Salvage(dir string, found []Found) (Salvaged, error) {
 	if out.Kept, err = keepCopy(dir); err != nil {
 		return out, fmt.Errorf("keep a copy of the state: %w", err)
 	}
-	// The snapshot's submissions go first, in their order: the copy of each stands in
-	// for a damaged one (see writeSnapshot).
-	var sweeps []*sweepRecord
-	if _, err := readState(filepath.Join(dir, snapshotFile), func(l line) {
-		if l.bad == "" && l.rec.Sweep != nil {
-			sweeps = append(sweeps, l.rec.Sweep)
-		}
-	}); err != nil {
-		return out, err
-	}
-	slices.SortStableFunc(sweeps, func(a, b *sweepRecord) int { return cmp.Compare(a.Seq, b.Seq) })
-	s, err := NewStore()
-	if err != nil {
-		return out, err
-	}
-	var snap, journal *stateFile
-	s.Batch(func() {
-		for _, sr := range sweeps {
-			s.apply(record{Sweep: sr}, func(string) {}) // said below, if its copy fails too
-		}
-		snap, journal, err = s.salvageFiles(dir, mk, &out)
-	})
-	if err != nil {
-		return out, err
-	}
-	var whole []string
-	for _, d := range problems(mk, snap, journal) {
-		if d.Record == 0 {
-			whole = append(whole, fmt.Sprintf("%s: %s", filepath.Base(d.File), d.Why))
-		}
-	}
-	out.Skipped = append(whole, out.Skipped...)
 	kept, bad, err := keptSweeps(dir)
 	if err != nil {
 		return out, err
@@ -98,11 +66,18 @@ func Salvage(dir string, found []Found) (Salvaged, error) {
 	for _, name := range bad {
 		out.Skipped = append(out.Skipped, fmt.Sprintf("%s: the copy of a sweep, damaged", filepath.Join(sweepsDir, name)))
 	}
-	for _, r := range s.lostSweeps(kept) {
-		if err := s.apply(record{Sweep: r}, func(why string) { out.Skipped = append(out.Skipped, "the copy of sweep "+r.Name+": "+why) }); err != nil {
-			return out, err
+	s, snap, journal, err := salvageRecords(dir, mk, nil, &out)
+	if lost := s.lostSweeps(kept); err == nil && len(lost) > 0 {
+		// Again, with the lost submissions first, so that their jobs' records apply.
+		again := Salvaged{Kept: out.Kept, Skipped: out.Skipped[:len(bad)]}
+		s, snap, journal, err = salvageRecords(dir, mk, lost, &again)
+		out = again
+		for _, r := range lost {
+			out.Sweeps = append(out.Sweeps, r.Name)
 		}
-		out.Sweeps = append(out.Sweeps, r.Name)
+	}
+	if err != nil {
+		return out, err
 	}
 	if err := s.takeFound(found, &out); err != nil {
 		return out, err
@@ -120,6 +95,42 @@ func Salvage(dir string, found []Found) (Salvaged, error) {
 	}
 	s.keepSweeps(dir, kept, func(w string) { out.Skipped = append(out.Skipped, w) })
 	return out, nil
+}
+
+// salvageRecords applies every good record of dir's state files that applies, in one
+// transaction, to a new store, after the submissions of lost (their copies), and says
+// in out what it left out. The snapshot's submissions go first, in their order: the
+// copy of each stands in for a damaged one (see writeSnapshot).
+func salvageRecords(dir string, mk *marker, lost []*sweepRecord, out *Salvaged) (s *Store, snap, journal *stateFile, err error) {
+	var sweeps []*sweepRecord
+	if _, err := readState(filepath.Join(dir, snapshotFile), func(l line) {
+		if l.bad == "" && l.rec.Sweep != nil {
+			sweeps = append(sweeps, l.rec.Sweep)
+		}
+	}); err != nil {
+		return nil, nil, nil, err
+	}
+	slices.SortStableFunc(sweeps, func(a, b *sweepRecord) int { return cmp.Compare(a.Seq, b.Seq) })
+	if s, err = NewStore(); err != nil {
+		return nil, nil, nil, err
+	}
+	s.Batch(func() {
+		for _, sr := range append(sweeps, lost...) {
+			s.apply(record{Sweep: sr}, func(string) {}) // said below, if its copy fails too
+		}
+		snap, journal, err = s.salvageFiles(dir, mk, out)
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var whole []string
+	for _, d := range problems(mk, snap, journal) {
+		if d.Record == 0 {
+			whole = append(whole, fmt.Sprintf("%s: %s", filepath.Base(d.File), d.Why))
+		}
+	}
+	out.Skipped = append(whole, out.Skipped...)
+	return s, snap, journal, nil
 }
 
 // salvageFiles applies every good record of dir's state files that applies, in order,
@@ -175,9 +186,11 @@ func (s *Store) takeFound(found []Found, out *Salvaged) error {
 	snap := s.View()
 	last := map[string]int{} // by job, the last attempt found or recorded
 	byAttempt := map[string]Found{}
+	orphans := map[string]bool{}
 	for _, f := range found {
 		if snap.Job(f.Job) == nil {
-			if !slices.Contains(out.Orphans, f.Job) {
+			if !orphans[f.Job] {
+				orphans[f.Job] = true
 				out.Orphans = append(out.Orphans, f.Job)
 			}
 			continue
