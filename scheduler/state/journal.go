@@ -118,7 +118,7 @@ type journal struct {
 	records int
 	epoch   uint64 // the last compaction's
 	// marker is told, after each record, how long the journal is (see marker).
-	marker *markerFileOf
+	marker *markerWriter
 	// broken is why the journal takes no more records: it may end in part of one, or
 	// belong to a compaction that is over. A restart sorts it out.
 	broken error

@@ -74,14 +74,14 @@ func readMarker(dir string) (*marker, error) {
 	return &m, nil
 }
 
-// markerFileOf is a state directory's marker, open to be rewritten.
-type markerFileOf struct {
+// markerWriter is a state directory's marker, open to be rewritten.
+type markerWriter struct {
 	f *os.File
 }
 
 // writeMarker makes dir's marker say m, durably, and returns it open for later writes:
 // one there is rewritten in place, a missing one made whole.
-func writeMarker(dir string, m marker) (*markerFileOf, error) {
+func writeMarker(dir string, m marker) (*markerWriter, error) {
 	path := filepath.Join(dir, markerFile)
 	f, err := openFile(path, os.O_WRONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -94,12 +94,12 @@ func writeMarker(dir string, m marker) (*markerFileOf, error) {
 		if err != nil {
 			return nil, fmt.Errorf("marker: %w", err)
 		}
-		return &markerFileOf{f: f}, nil
+		return &markerWriter{f: f}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("marker: %w", err)
 	}
-	mf := &markerFileOf{f: f}
+	mf := &markerWriter{f: f}
 	if err := mf.set(m, true); err != nil {
 		f.Close()
 		return nil, err
@@ -110,7 +110,7 @@ func writeMarker(dir string, m marker) (*markerFileOf, error) {
 // set rewrites the marker in place; with sync, durably. Rewriting a block in place
 // takes no room on the disk, and the marker is a bound that may lag: a failure to
 // write it without sync costs only how much a later start can tell, and is not said.
-func (mf *markerFileOf) set(m marker, sync bool) error {
+func (mf *markerWriter) set(m marker, sync bool) error {
 	_, err := mf.f.WriteAt(m.encode(), 0)
 	if err == nil && sync {
 		err = mf.f.Sync()
@@ -121,7 +121,7 @@ func (mf *markerFileOf) set(m marker, sync bool) error {
 	return nil
 }
 
-func (mf *markerFileOf) Close() error { return mf.f.Close() }
+func (mf *markerWriter) Close() error { return mf.f.Close() }
 
 // Begun reports whether a state has begun in dir: whether its marker, its snapshot or
 // a journal with anything in it is there. A daemon that finds none of them, and the
