@@ -24,18 +24,12 @@ type Attempt struct {
 	JobID      string
 	N          int // from 1
 	Tier       int
-	Params     *plans.Map // the tier's parameters
-	Cards      []Card
-	Dir        string // the attempt's directory: its config and log
+	Params     *plans.Map   // the tier's parameters
+	Cards      []plans.Card // Index and Total are read
+	Dir        string       // the attempt's directory: its config and log
 	Threads    int
 	MasterPort int    // the rendezvous port of torchrun and torch.distributed; 0: a free one
-	SimLedger  string // the simulated machine's ledger; "" on real cards
-}
-
-// Card is a card an attempt runs on.
-type Card struct {
-	Index int // NVML / nvidia-smi index
-	Total int64
+	Ledger     string // the simulated machine's ledger; "" on real cards
 }
 
 // Command is an attempt ready to run.
@@ -131,8 +125,9 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	add("GPUQ_ATTEMPT", strconv.Itoa(a.N))
 	add("GPUQ_TIER", strconv.Itoa(a.Tier))
 	add(attemptDirVar, dir)
-	if a.SimLedger != "" {
-		add("GPUQ_SIM_LEDGER", a.SimLedger)
+	add(MetricsVar, MetricsPath(dir))
+	if a.Ledger != "" {
+		add("GPUQ_SIM_LEDGER", a.Ledger)
 		caps := make([]string, len(a.Cards))
 		for i, cd := range a.Cards {
 			caps[i] = strconv.FormatInt(cd.Total, 10)

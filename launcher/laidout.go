@@ -18,11 +18,13 @@ import (
 type Laid struct {
 	Job string
 	N   int
-	// Cards are the card indices it was given (its CUDA_VISIBLE_DEVICES), and Tier its
-	// tier; Written is when its spec.json was written, as its supervisor was started.
-	// Cards is nil where spec.json is not there: its supervisor was never started.
+	// Cards are the card indices it was given (its CUDA_VISIBLE_DEVICES), Tier its
+	// tier and Argv what its trainer runs; Written is when its spec.json was written,
+	// as its supervisor was started. Cards and Argv are nil where spec.json is not
+	// there: its supervisor was never started.
 	Cards   []int
 	Tier    int
+	Argv    []string
 	Written time.Time
 }
 
@@ -52,7 +54,7 @@ func LaidOut(root string) ([]Laid, error) {
 				continue
 			}
 			l := Laid{Job: job.Name(), N: n}
-			l.Cards, l.Tier, l.Written = startedWith(filepath.Join(root, job.Name(), a.Name()))
+			l.startedWith(filepath.Join(root, job.Name(), a.Name()))
 			out = append(out, l)
 		}
 	}
@@ -60,11 +62,12 @@ func LaidOut(root string) ([]Laid, error) {
 }
 
 // startedWith reads what an attempt's spec.json says of it: the cards and the tier its
-// trainer's environment names, and when it was written. Zero where it cannot be read.
-func startedWith(dir string) (cards []int, tier int, written time.Time) {
+// trainer's environment names, its argv, and when it was written. Left zero where it
+// cannot be read.
+func (l *Laid) startedWith(dir string) {
 	f, err := os.OpenFile(filepath.Join(dir, specFile), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, 0, time.Time{}
+		return
 	}
 	defer f.Close()
 	var spec Spec
@@ -73,21 +76,20 @@ func startedWith(dir string) (cards []int, tier int, written time.Time) {
 		err = json.NewDecoder(io.LimitReader(f, 16<<20)).Decode(&spec)
 	}
 	if err != nil {
-		return nil, 0, time.Time{}
+		return
 	}
-	cards = []int{}
+	l.Cards, l.Argv, l.Written = []int{}, spec.Command.Argv, fi.ModTime()
 	for _, kv := range spec.Command.Env {
 		name, v, _ := strings.Cut(kv, "=")
 		switch name {
 		case "CUDA_VISIBLE_DEVICES":
 			for _, s := range strings.Split(v, ",") {
 				if i, err := strconv.Atoi(s); err == nil {
-					cards = append(cards, i)
+					l.Cards = append(l.Cards, i)
 				}
 			}
 		case "GPUQ_TIER":
-			tier, _ = strconv.Atoi(v)
+			l.Tier, _ = strconv.Atoi(v)
 		}
 	}
-	return cards, tier, fi.ModTime()
 }

@@ -3,7 +3,9 @@ package launcher
 import (
 	"bytes"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -80,8 +82,63 @@ func classify(e Exit, tail []byte, platform func() Platform) (plans.Outcome, *pl
 	if m.sig.name == "cuda-driver" && !platform().ExpandableSegments() {
 		return plans.Failed, nil
 	}
+	facts.Loading = loading(text[:m.at])
 	return plans.GPUOOM, facts
 }
+
+// loading reports whether the traceback that text ends in (the one an out-of-memory
+// text closes) ran out while putting a model on the card: one of its frames moves or
+// loads a model (see loadFrames), and none runs a batch (batchFuncs).
+func loading(text []byte) bool {
+	i := bytes.LastIndex(text, []byte(tracebackHeader))
+	if i < 0 {
+		return false
+	}
+	found := false
+	for _, m := range frame().FindAllSubmatch(text[i:], -1) {
+		file, fn := string(m[1])+string(m[3]), string(m[2])+string(m[4])
+		if slices.Contains(batchFuncs, fn) {
+			return false
+		}
+		file = strings.ReplaceAll(file, `\`, "/")
+		for _, f := range loadFrames {
+			found = found || strings.HasSuffix(file, f.file) && slices.Contains(f.funcs, fn)
+		}
+	}
+	return found
+}
+
+// frame matches a traceback's frame, as Python prints it or rich draws it: its file
+// and its function.
+var frame = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`File "([^"]+)", line \d+, in (\S+)|([^\s"│]+\.py):\d+ in (\w+)`)
+})
+
+// loadFrames are the functions that put a model's weights on the card, by the file
+// they are in: nn.Module's .to(), .cuda() and the like (all through _apply), from there
+// Trainer's and accelerate's moves; transformers' from_pretrained, accelerate's
+// dispatch of a device map; torch.load onto the card (a checkpoint, with an
+// optimizer's state). What they allocate does not depend on the batch.
+var loadFrames = []struct {
+	file  string
+	funcs []string
+}{
+	{"torch/nn/modules/module.py", []string{"_apply", "to", "cuda", "half", "bfloat16", "float", "to_empty"}},
+	{"transformers/modeling_utils.py", []string{"from_pretrained", "_load_pretrained_model", "_load_state_dict_into_meta_model"}},
+	{"transformers/trainer.py", []string{"_move_model_to_device"}},
+	{"accelerate/utils/modeling.py", []string{"set_module_tensor_to_device"}},
+	{"accelerate/big_modeling.py", []string{"dispatch_model", "load_checkpoint_and_dispatch"}},
+	{"torch/serialization.py", []string{"load"}},
+}
+
+// batchFuncs are the functions of a traceback that runs a batch (a module called, a
+// backward pass, an optimizer's step, generation) or that comes after batches have run
+// (an evaluation, the best model loaded at the end: Trainer's and Lightning's): a model
+// loaded from inside one may share the card with what a batch left, which a smaller
+// batch would lower.
+var batchFuncs = []string{"forward", "_call_impl", "_wrapped_call_impl", "backward", "run_backward", "_engine_run_backward",
+	"step", "training_step", "train_step", "generate", "evaluate", "evaluation_loop", "prediction_step",
+	"_maybe_log_save_evaluate", "_load_best_model", "validation_step", "test_step", "predict_step"}
 
 // exitSIGKILL is the signature of a process that printed nothing of its end and died
 // of SIGKILL, or whose shell or Python launcher passed a child's SIGKILL on as its

@@ -183,3 +183,54 @@ func BenchmarkClassify(b *testing.B) {
 		}
 	}
 }
+
+// TestClassifyLoading: an OOM raised while the model's weights went onto the card (its
+// traceback passes through Module.to, from_pretrained, a device map's dispatch,
+// torch.load) says so; one raised while a batch ran (a module called, backward, an
+// optimizer's step), or by a tensor the trainer moved itself, does not. The frames are
+// laid out as PyTorch, transformers and rich print them (as in the reports of
+// nkolot/SPIN#76, deepspeedai/DeepSpeed#4153, hiyouga/LlamaFactory#4559).
+func TestClassifyLoading(t *testing.T) {
+	const oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.52 GiB of which 1.10 GiB is free. Including non-PyTorch memory, this process has 22.40 GiB memory in use.\n"
+	frame := func(file, fn, code string) string {
+		return fmt.Sprintf("  File \"/venv/lib/python3.11/site-packages/%s\", line 10, in %s\n    %s\n", file, fn, code)
+	}
+	user := "Traceback (most recent call last):\n  File \"train.py\", line 40, in <module>\n    main()\n"
+	to := frame("torch/nn/modules/module.py", "to", "return self._apply(convert)") +
+		frame("torch/nn/modules/module.py", "_apply", "module._apply(fn)") +
+		frame("torch/nn/modules/module.py", "convert", "return t.to(device)")
+	for _, tt := range []struct {
+		name, tail string
+		want       bool
+	}{
+		{"Module.to", user + to + oom, true},
+		{"Trainer moves the model", user + frame("transformers/trainer.py", "__init__", "self._move_model_to_device(model, args.device)") +
+			frame("transformers/trainer.py", "_move_model_to_device", "model = model.to(device)") + to + oom, true},
+		{"from_pretrained under torchrun", prefixed("[rank2]: ", user+frame("transformers/modeling_utils.py", "from_pretrained", ") = cls._load_pretrained_model(")+
+			frame("transformers/modeling_utils.py", "_load_pretrained_model", "_load_state_dict_into_meta_model(")+
+			frame("accelerate/utils/modeling.py", "set_module_tensor_to_device", "new_value = value.to(device)")+oom), true},
+		{"torch.load onto the card", user + frame("torch/serialization.py", "load", "return _load(") +
+			frame("torch/serialization.py", "_load", "result = unpickler.load()") + oom, true},
+		{"rich on Windows", "╭──── Traceback (most recent call last) ────╮\n│ E:\\venv\\lib\\site-packages\\torch\\nn\\modules\\module.py:1145 in to │\n│ ❱ 1145 return self._apply(convert) │\n╰──────╯\nOutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n", true},
+		{"forward", user + frame("torch/nn/modules/module.py", "_call_impl", "return forward_call(*args)") +
+			frame("transformers/models/llama/modeling_llama.py", "forward", "hidden = self.mlp(hidden)") + oom, false},
+		{"moved inside a training step", user + frame("lightning/pytorch/core/module.py", "training_step", "self.teacher.to(self.device)") + to + oom, false},
+		{"an optimizer's first step", user + frame("torch/optim/adamw.py", "step", "self._init_group(") + oom, false},
+		{"the best model, loaded after training", user + frame("transformers/trainer.py", "_inner_training_loop", "self._load_best_model()") +
+			frame("transformers/trainer.py", "_load_best_model", "model.load_state_dict(state_dict)") + to + oom, false},
+		{"a batch moved by the trainer", user + "  File \"train.py\", line 30, in main\n    batch = batch.to(device)\n" + oom, false},
+		{"no traceback", oom, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			outcome, facts := Classify(Exit{Code: 1}, []byte(tt.tail))
+			if outcome != plans.GPUOOM || facts.Loading != tt.want {
+				t.Errorf("%s, loading %v; want gpu-oom, loading %v", outcome, facts != nil && facts.Loading, tt.want)
+			}
+		})
+	}
+}
+
+// prefixed puts p before every line of s, as torchrun does before its workers'.
+func prefixed(p, s string) string {
+	return p + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n"+p) + "\n"
+}

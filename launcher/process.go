@@ -35,6 +35,9 @@ type Process struct {
 	// logLost is how much of the output the log could not take, and logErr why.
 	logLost int64
 	logErr  error
+	// metrics reads training metrics from the output; nil outside an attempt's
+	// directory.
+	metrics *outputMetrics
 	// outside are the processes of the attempt outside its group that Stop signalled:
 	// one that died of it before the leader did can no longer be told by its
 	// environment, and is reaped by pid (see remains.stop).
@@ -62,6 +65,10 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 	p := &Process{cmd: cmd, log: lf, ring: NewRing(64 << 10), done: make(chan struct{}), started: time.Now(),
 		dir: envValue(c.Env, attemptDirVar)}
 	p.oomBefore = hostOOMKills()
+	if p.dir != "" {
+		freshMetrics(p.dir)
+		p.metrics = newOutputMetrics(p.dir)
+	}
 	// pty.Start makes the child a session leader with the pty as its controlling
 	// terminal, so -pid is its whole process group.
 	p.ptmx, err = pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 160})
@@ -80,6 +87,10 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 // side is gone.
 func (p *Process) copyOutput(live io.Writer, copied chan<- struct{}) {
 	defer close(copied)
+	if p.metrics != nil {
+		defer p.metrics.Close()
+		live = alsoTo{live, p.metrics}
+	}
 	p.logLost, p.logErr = tee(p.ptmx, p.log, p.ring, live)
 }
 
@@ -309,7 +320,7 @@ func (e Exit) String() string {
 }
 
 // Header is the start of an attempt's log: enough to rerun it by hand.
-func Header(c Command, jobID string, n, tier int, cards []Card, effectiveBatch string) string {
+func Header(c Command, jobID string, n, tier int, cards []plans.Card, effectiveBatch string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# gpuq attempt %d of job %s, tier %d, cards", n, jobID, tier)
 	for _, cd := range cards {

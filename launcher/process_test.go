@@ -83,7 +83,7 @@ func startHelper(t *testing.T, mode string, extraEnv ...string) (*Process, strin
 	s := testSweep(t)
 	dir := t.TempDir()
 	a := Attempt{Sweep: s, JobID: "t.1", N: 2, Tier: 1, Params: s.Jobs[0].Params, Dir: dir, Threads: 3,
-		Cards: []Card{{Index: 2}, {Index: 5}}, MasterPort: 29517}
+		Cards: []plans.Card{{Index: 2}, {Index: 5}}, MasterPort: 29517}
 	env := append(os.Environ(), "GPUQ_TEST_HELPER="+mode, "KEPT_FROM_PARENT=yes", "CUDA_VISIBLE_DEVICES=7")
 	c, err := Prepare(a, append(env, extraEnv...))
 	if err != nil {
@@ -256,7 +256,7 @@ func TestHostMemory(t *testing.T) {
 // attempt, one card or several, gets a free port of its own under both names torch reads.
 func TestEveryJobGetsARendezvousPort(t *testing.T) {
 	s := testSweep(t)
-	c, err := Prepare(Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: t.TempDir(), Cards: []Card{{Index: 0}}}, nil)
+	c, err := Prepare(Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: t.TempDir(), Cards: []plans.Card{{Index: 0}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

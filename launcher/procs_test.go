@@ -161,7 +161,7 @@ func startPython(t *testing.T, env ...string) (p *Process, root string, workerPI
 		t.Fatal(err)
 	}
 	parent := append(os.Environ(), env...)
-	c, err := Prepare(Attempt{Sweep: sw, JobID: "w.1", N: 1, Params: sw.Jobs[0].Params, Dir: dir, Cards: []Card{{Index: 0}}}, parent)
+	c, err := Prepare(Attempt{Sweep: sw, JobID: "w.1", N: 1, Params: sw.Jobs[0].Params, Dir: dir, Cards: []plans.Card{{Index: 0}}}, parent)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,16 @@ type Ended struct {
 	Detail  string          `json:"detail"`
 	// Fenced: the supervisor stopped the trainer because its lease lapsed.
 	Fenced bool `json:"fenced,omitempty"`
+	// Exit is how the trainer's process ended, where it ran; Command what it ran.
+	Exit    *plans.ProcessExit `json:"exit,omitempty"`
+	Command []string           `json:"command,omitempty"`
+}
+
+// endedOf is how an attempt's process p, which ran argv, ended: classified from its
+// exit and output.
+func endedOf(p *Process, argv []string) Ended {
+	outcome, facts := Classify(p.Exit(), p.Output())
+	return Ended{Outcome: outcome, OOM: facts, Detail: p.Ended(), Exit: ProcessExit(p.Exit(), p.Output()), Command: argv}
 }
 
 type supervisorInfo struct {
@@ -150,30 +160,17 @@ func Supervise(dir string) error {
 	}()
 	end := &ending{done: make(chan struct{})}
 	var waiting sync.WaitGroup
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			waiting.Add(1)
-			go func() {
-				defer waiting.Done()
-				serveClient(c, p, h, end)
-			}()
-		}
-	}()
+	go accept(ln, p, h, end, &waiting)
 	var fenced <-chan bool
 	if spec.Lease != "" {
 		fenced = keepLease(spec.Lease, p)
 	}
 	<-p.Done()
 	h.close()
-	outcome, facts := Classify(p.Exit(), p.Output())
-	end.ended = Ended{Outcome: outcome, OOM: facts, Detail: p.Ended()}
+	end.ended = endedOf(p, spec.Command.Argv)
 	// A trainer that succeeded as its lease lapsed has succeeded.
-	if fenced != nil && <-fenced && outcome != plans.Success {
-		end.ended = Ended{Outcome: plans.Lost, Fenced: true,
+	if fenced != nil && <-fenced && end.ended.Outcome != plans.Success {
+		end.ended = Ended{Outcome: plans.Lost, Fenced: true, Exit: end.ended.Exit, Command: spec.Command.Argv,
 			Detail: "stopped: its worker lost touch with the daemon, which runs the job again elsewhere"}
 	}
 	exit := filepath.Join(dir, exitFile)

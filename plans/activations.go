@@ -6,8 +6,8 @@ import "slices"
 // operation saves what its backward needs, and only for inputs that need a gradient
 // (PyTorch's autograd saves a matmul's input only when its weight trains, its weight
 // only when its input needs a gradient). A frozen linear layer (LoRA's base) keeps no
-// input; bitsandbytes' int8 and 4-bit matmuls are autograd functions that keep theirs
-// whatever trains.
+// input; bitsandbytes' int8 matmul is an autograd function that keeps its input whatever
+// trains, and so did its 4-bit one before 0.44 (see quantKeepsInputs).
 
 // LogitBytes is what the loss holds at its peak for each logit (one position's score
 // of one token of the vocabulary): PyTorch upcasts the 16-bit logits to fp32 for the
@@ -27,16 +27,19 @@ const LogitBytes = 12
 //   - fp32-logits: the model itself returns fp32 logits (4 + LogitBytes), as
 //     transformers' Llama, Mistral and Qwen2 did before 4.45 and torchtune's models
 //     without a chunked loss do.
-//   - chunked: the head and the loss run over chunks of positions (torchtune's
-//     CEWithChunkedOutputLoss, LitGPT's chunked cross-entropy): the 16-bit logits and
-//     each chunk's fp32 log-softmax are kept (2 + 4), the gradients are a chunk's.
+//   - chunked: the head and the loss run over chunks of positions, so the gradients
+//     are a chunk's: LitGPT's chunked_cross_entropy keeps the 16-bit logits and each
+//     chunk's log-softmax at their width (F.cross_entropy does not upcast: 2 + 2);
+//     torchtune's CEWithChunkedOutputLoss keeps each chunk's fp32 log-softmax and its
+//     recipes free the logits (del logits) before the backward pass (4). Twice the
+//     compute width either way.
 //   - fused: the head and the loss are one kernel that never holds the logits (Liger's
 //     fused linear cross-entropy, Apple's Cut Cross-Entropy).
 func (m Model) logitBytes() float64 {
 	kept := m.keptLogitBytes()
 	switch m.Loss {
 	case "chunked":
-		return kept + 4
+		return 2 * m.computeBytes()
 	case "fused":
 		return 0
 	}
@@ -126,7 +129,61 @@ func (m Model) activations() (acts, logits float64, missing []string) {
 		acts = L*tokens*m.residualBytes()*float64(m.Hidden) + layer
 		casts /= max(L, 1) // one block's, recomputed
 	}
-	return acts + casts, logits, missing
+	return acts + casts + m.dequantized() + m.heldInputs(tokens), logits, missing
+}
+
+// quantKeepsInputs says whether the quantized matmuls keep their inputs for the
+// backward pass. bitsandbytes' int8 MatMul8bitLt does (ctx.tensors = (CAt, subA, A),
+// bitsandbytes/autograd/_functions.py); its 4-bit MatMul4Bit did until 0.44.0, which
+// keeps only the packed weight (ctx.tensors = (None, B)): the input served the weight's
+// gradient, which a frozen weight never needs.
+func (m Model) quantKeepsInputs() bool {
+	if m.Precision == "int8" {
+		return true
+	}
+	major, minor, ok := minorVersion(m.Bitsandbytes)
+	return m.quantized() && ok && major == 0 && minor < 44
+}
+
+// dequantized is the transient that quantized weights add at the peak: bitsandbytes
+// dequantizes a layer's whole weight for each matmul, forward and backward
+// (F.dequantize_4bit(B, quant_state).to(A.dtype); the int8 backward likewise), so the
+// largest quantized layer is on the card in 16 bits at the peak. The dequantized
+// weight comes in the dtype it was quantized from: Lightning quantizes from fp16, and
+// the cast to bf16 makes a second copy.
+func (m Model) dequantized() float64 {
+	if !m.quantized() {
+		return 0
+	}
+	copies := 1.0
+	if m.Quantizer == "lightning" {
+		copies = 2
+	}
+	return copies * 2 * m.largestQuantized()
+}
+
+// heldInputs is what a loop that holds the last step's outputs (HoldsLastStep) keeps of
+// that step while the next one runs its forward pass: bitsandbytes keeps its matmuls'
+// inputs as attributes of their autograd nodes (ctx.tensors), not as saved tensors, so
+// the backward pass does not free them and they live as long as the graph, which the
+// held outputs keep. Every block's quantized matmuls (q, k and v's input, o_proj's,
+// the MLP's and down_proj's), none with gradient checkpointing, whose recomputed graph
+// is freed block by block, and the head's where it is quantized. Other saved tensors
+// are freed by the backward pass; the held logits take no more than the loss holds at
+// its own peak.
+func (m Model) heldInputs(tokens float64) float64 {
+	if !m.HoldsLastStep || !m.quantKeepsInputs() {
+		return 0
+	}
+	c, h := m.computeBytes(), float64(m.Hidden)
+	held := 0.0
+	if !m.GradientCheckpointing {
+		held = float64(m.Layers) * c * (2*h + m.queryWidth() + float64(m.ffn()))
+	}
+	if m.quantizedHead() {
+		held += c * h
+	}
+	return tokens * held
 }
 
 // tokenBytes is what one token leaves in one block for the backward pass: as
@@ -175,7 +232,7 @@ func (m Model) llamaToken() float64 {
 	if m.trains("norms") {
 		norm += max(c, m.residualBytes()) * h
 	}
-	t := 2*norm + m.inputs(h, "q_proj", "k_proj", "v_proj") + m.inputs(q, "o_proj") +
+	t := 2*norm + m.inputs(h, "q_proj", "k_proj", "v_proj") + m.scattered() + m.inputs(q, "o_proj") +
 		m.inputs(h, "gate_proj", "up_proj") + 3*c*f + m.inputs(f, "down_proj")
 	if m.Attention == "eager" {
 		soft := 4.0
@@ -198,7 +255,7 @@ func (m Model) llamaToken() float64 {
 // softmax in fp32.
 func (m Model) gptToken() float64 {
 	h, q, kv, f, c := float64(m.Hidden), m.queryWidth(), m.kvWidth(), float64(m.ffn()), m.computeBytes()
-	t := 2*m.residualBytes()*h + m.inputs(h, "q_proj", "k_proj", "v_proj") + c*(q+2*kv) +
+	t := 2*m.residualBytes()*h + m.inputs(h, "q_proj", "k_proj", "v_proj") + m.scattered() + c*(q+2*kv) +
 		m.inputs(q, "o_proj") + h + m.inputs(h, "up_proj") + c*f + m.inputs(f, "down_proj") + h
 	if m.Attention == "eager" {
 		soft := c
@@ -212,25 +269,57 @@ func (m Model) gptToken() float64 {
 
 // inputs is what a tensor of width bytes-per-unit width, fed to the named matrices,
 // leaves behind: kept once (c·width) if one of them keeps its input (a trained
-// weight, a bitsandbytes matmul, or a LoRA adapter without dropout, whose first matrix
-// trains), and for each adapter with dropout its own dropped copy and mask
-// ((c+1)·width).
+// weight, a bitsandbytes matmul that keeps its input, or a LoRA adapter without
+// dropout, whose first matrix trains), and for each adapter with dropout its own
+// dropped copy and mask ((c+1)·width); with FusedQKV, q, k and v are one matrix whose
+// adapters share one dropped copy.
 func (m Model) inputs(width float64, names ...string) float64 {
 	c := m.computeBytes()
-	kept, dropped := false, 0.0
+	kept, dropped, fused := false, 0.0, false
 	for _, n := range names {
 		adapted := m.LoRARank > 0 && slices.Contains(m.targets(), n)
-		switch {
-		case adapted && m.LoRADropout:
-			dropped += (c + 1) * width
-		case adapted, m.trains(n), m.quantized():
+		if adapted && !m.LoRADropout || m.trains(n) || m.quantKeepsInputs() {
 			kept = true
 		}
+		switch {
+		case adapted && m.LoRADropout && m.FusedQKV && slices.Contains(qkv, n):
+			fused = true
+		case adapted && m.LoRADropout:
+			dropped += (c + 1) * width
+		}
+	}
+	if fused {
+		dropped += (c + 1) * width
 	}
 	if kept {
 		return c*width + dropped
 	}
 	return dropped
+}
+
+// qkv are the attention's input projections, one matrix in some layouts (FusedQKV).
+var qkv = []string{"q_proj", "k_proj", "v_proj"}
+
+// scattered is what adapters on some but not all of a fused q, k and v keep: LitGPT's
+// LoRAQKVLinear scatters their output into the matrix's width with index_copy, whose
+// backward formula refers to its source (grad.index_select(...).expand_as(source)), so
+// autograd keeps the adapted widths' output.
+func (m Model) scattered() float64 {
+	if !m.FusedQKV || m.LoRARank == 0 {
+		return 0
+	}
+	width, n := 0.0, 0
+	for _, name := range qkv {
+		if slices.Contains(m.targets(), name) {
+			_, out := m.matrix(name)
+			width += out
+			n++
+		}
+	}
+	if n == len(qkv) { // all three: the output is the matrix's, nothing scattered
+		return 0
+	}
+	return m.computeBytes() * width
 }
 
 // trains says whether a block's module trains its own weights: every one in a full

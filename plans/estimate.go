@@ -43,6 +43,20 @@ type Model struct {
 	// PrepareKbit: PEFT's prepare_model_for_kbit_training, which casts what int8 and
 	// NF4 leave in 16 bits (embeddings, head, norms) and the adapters to fp32.
 	PrepareKbit bool
+	// Quantizer is what quantized int8 or NF4 weights: transformers (its
+	// BitsAndBytesConfig, the default: the blocks' matmuls, from the dtype the model was
+	// loaded in) or lightning (Lightning Fabric's BitsandbytesPrecision, LitGPT's: every
+	// linear layer, the output head too, from fp16).
+	Quantizer string
+	// Bitsandbytes is the bitsandbytes version ("0.42"); "" is a current one. Before 0.44
+	// its 4-bit matmul keeps its input for the backward pass; from 0.44 on it does not.
+	Bitsandbytes string
+	// HoldsLastStep: the training loop keeps the last step's outputs until the next
+	// step's forward pass returns (LitGPT's logits, a plain loop's out = model(x)).
+	HoldsLastStep bool
+	// FusedQKV: q, k and v are one matrix (LitGPT's attn, GPT-NeoX's query_key_value),
+	// whose adapters share one dropped input.
+	FusedQKV bool
 	// Trainable, without LoRA, is the part of the model that trains, the rest frozen.
 	Trainable             Trainable
 	GradientCheckpointing bool
@@ -81,7 +95,9 @@ type Breakdown struct {
 	Activations int64 `json:"activations"`
 	Logits      int64 `json:"logits"`
 	// Copies are the EMA copy and frozen model instances.
-	Copies  int64 `json:"copies"`
+	Copies int64 `json:"copies"`
+	// Reserve is what PyTorch's allocator holds beyond the tensors (see allocatorReserve).
+	Reserve int64 `json:"reserve"`
 	Context int64 `json:"context"`
 	// Host is what the job offloads to host RAM; it is not in Total.
 	Host int64 `json:"host,omitempty"`
@@ -90,9 +106,14 @@ type Breakdown struct {
 	Missing []string `json:"-"`
 }
 
-// Total is the sum of the parts on the card.
+// Total is the sum of the parts on the card: what NVML shows of the process at its peak.
 func (b Breakdown) Total() int64 {
-	return b.Weights + b.Gradients + b.Optimizer + b.Activations + b.Logits + b.Copies + b.Context
+	return b.Tensors() + b.Reserve + b.Context
+}
+
+// Tensors is what the tensors take at the peak: torch.cuda.max_memory_allocated.
+func (b Breakdown) Tensors() int64 {
+	return b.Weights + b.Gradients + b.Optimizer + b.Activations + b.Logits + b.Copies
 }
 
 // Model description keys, as a sweep writes them; flags use the same names with '-'.
@@ -100,7 +121,8 @@ var modelKeys = []string{"name", "config", "params", "layers", "hidden", "heads"
 	"tied_embeddings", "layer_params", "layer_activations", "seq_len", "micro_batch", "precision", "autocast",
 	"optimizer", "optimizer_state", "lora_rank", "lora_targets", "lora_dropout", "prepare_kbit", "trainable",
 	"gradient_checkpointing", "logits_to_keep", "loss", "attention", "zero_stage", "gpus", "split_layers",
-	"offload_optimizer", "offload_params", "ema", "frozen_copies", "cuda_context"}
+	"offload_optimizer", "offload_params", "ema", "frozen_copies", "cuda_context", "quantizer", "bitsandbytes",
+	"holds_last_step", "fused_qkv"}
 
 var (
 	precisions      = []string{"fp32", "bf16", "fp16", "int8", "nf4", "nf4-dq"}
@@ -108,13 +130,14 @@ var (
 	optimizerStates = []string{"master", "fp32", "bf16"}
 	losses          = []string{"upcast", "fp32-logits", "chunked", "fused"}
 	attentions      = []string{"sdpa", "eager"}
+	quantizers      = []string{"transformers", "lightning"}
 	// loraMatrices are the linear layers of a Llama-style block LoRA can adapt.
 	loraMatrices  = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 	defaultTarget = []string{"q_proj", "v_proj"} // PEFT's default for Llama and Mistral
 	// trainableModules are what trainable: may name besides the matrices.
 	trainableModules = []string{"embeddings", "head", "norms", "attention", "mlp"}
 	boolKeys         = []string{"tied_embeddings", "autocast", "lora_dropout", "prepare_kbit", "gradient_checkpointing",
-		"split_layers", "offload_optimizer", "offload_params", "ema"}
+		"split_layers", "offload_optimizer", "offload_params", "ema", "holds_last_step", "fused_qkv"}
 )
 
 // CUDAContext is what each CUDA process holds before its first tensor: the context with
@@ -124,6 +147,32 @@ var (
 // older) every kernel is loaded at once: Hugging Face's "Model training anatomy"
 // measured 1343 MiB on a V100 with CUDA 11.2; cuda_context says so.
 const CUDAContext = 500 << 20
+
+// Expandable segments map memory in pages: 20 MiB for the allocator's pool of blocks
+// over 1 MiB, 2 MiB for its pool of smaller ones (c10/cuda/CUDACachingAllocator.cpp,
+// Note [Expandable Segments]).
+const (
+	largePage = 20 << 20
+	smallPage = 2 << 20
+)
+
+// allocatorReserve is what PyTorch's caching allocator holds beyond the tensors at the
+// peak, as gpuq runs trainers: with expandable segments (PYTORCH_CUDA_ALLOC_CONF), one
+// segment a stream that grows by pages and keeps them mapped, so past the tensors it
+// holds the rest of the last page of each pool: up to a large and a small page a
+// stream. ZeRO-3 and FSDP gather weights, and offloading copies them in, on a stream of
+// their own. Free blocks between live ones (the segment is filled best-fit) are not
+// counted: a training step frees in the reverse order it allocates, and what remains is
+// the card's headroom's to cover. Without expandable segments the allocator keeps freed
+// blocks in segments of their own size, a cache that published runs show at 10-50% over
+// the tensors and that no count of the tensors predicts; gpuq does not run trainers so.
+func (m Model) allocatorReserve() float64 {
+	streams := 1.0
+	if m.ZeROStage == 3 || m.OffloadParams {
+		streams++
+	}
+	return streams * (largePage + smallPage)
+}
 
 // maxEstimate bounds an estimate: a petabyte a card is a typo (a unit given twice:
 // 7000000000B is 7e18 parameters), and sizes beyond it would overflow as the packer
@@ -191,6 +240,13 @@ func (m *Model) set(k, v string, bad func(string, string, ...any)) {
 		m.Loss = oneOf(k, v, losses, bad)
 	case "attention":
 		m.Attention = oneOf(k, v, attentions, bad)
+	case "quantizer":
+		m.Quantizer = oneOf(k, v, quantizers, bad)
+	case "bitsandbytes":
+		if _, _, ok := minorVersion(v); !ok {
+			bad(k, "%q is not a version: write e.g. 0.42 or 0.43.1", v)
+		}
+		m.Bitsandbytes = v
 	case "lora_targets":
 		m.LoRATargets = loraTargets(v, bad)
 	case "trainable":
@@ -228,7 +284,8 @@ func (m *Model) setBool(k string, b bool) {
 	}
 	*map[string]*bool{"autocast": &m.Autocast, "lora_dropout": &m.LoRADropout, "prepare_kbit": &m.PrepareKbit,
 		"gradient_checkpointing": &m.GradientCheckpointing, "split_layers": &m.SplitLayers,
-		"offload_optimizer": &m.OffloadOptimizer, "offload_params": &m.OffloadParams, "ema": &m.EMA}[k] = b
+		"offload_optimizer": &m.OffloadOptimizer, "offload_params": &m.OffloadParams, "ema": &m.EMA,
+		"holds_last_step": &m.HoldsLastStep, "fused_qkv": &m.FusedQKV}[k] = b
 }
 
 func (m *Model) setInt(k, v string, bad func(string, string, ...any)) {
@@ -383,6 +440,17 @@ func parseTrainable(v string, bad func(string, string, ...any)) Trainable {
 	return out
 }
 
+// minorVersion reads the major and minor numbers of a version: 0.42, 0.43.1, v0.44.0.
+func minorVersion(v string) (major, minor int, ok bool) {
+	parts := strings.Split(strings.TrimPrefix(strings.TrimSpace(v), "v"), ".")
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	return major, minor, err1 == nil && err2 == nil && major >= 0 && minor >= 0
+}
+
 // ParseCount reads a parameter count: 7B, 1.3e9, 350M, 7000000000.
 func ParseCount(s string) (float64, error) {
 	t := strings.TrimSpace(s)
@@ -414,19 +482,19 @@ func ParseCount(s string) (float64, error) {
 func (m Model) Estimate() Breakdown {
 	p, missing := m.parts()
 	return Breakdown{Weights: int64(p.weights), Gradients: int64(p.gradients), Optimizer: int64(p.optimizer),
-		Activations: int64(p.activations), Logits: int64(p.logits), Copies: int64(p.copies), Context: m.CUDAContext,
-		Host: int64(p.host), Missing: missing}
+		Activations: int64(p.activations), Logits: int64(p.logits), Copies: int64(p.copies), Reserve: int64(p.reserve),
+		Context: m.CUDAContext, Host: int64(p.host), Missing: missing}
 }
 
 // parts are an estimate's parts before they are whole bytes: in float64 a description
 // that is far too large stays far too large, where int64 would wrap around to a
 // negative size that fits every card.
 type parts struct {
-	weights, gradients, optimizer, activations, logits, copies, context, host float64
+	weights, gradients, optimizer, activations, logits, copies, reserve, context, host float64
 }
 
 func (p parts) total() float64 {
-	return p.weights + p.gradients + p.optimizer + p.activations + p.logits + p.copies + p.context
+	return p.weights + p.gradients + p.optimizer + p.activations + p.logits + p.copies + p.reserve + p.context
 }
 
 func (m Model) parts() (parts, []string) {
@@ -434,6 +502,7 @@ func (m Model) parts() (parts, []string) {
 	var missing []string
 	e.activations, e.logits, missing = m.activations()
 	e.context = float64(m.CUDAContext)
+	e.reserve = m.allocatorReserve()
 	if m.SplitLayers {
 		e = m.split(e)
 	}

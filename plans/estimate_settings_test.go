@@ -14,11 +14,13 @@ func with(base []any, kv ...any) []any { return append(append([]any{}, base...),
 // TestLlamaBlockActivations: a Llama block keeps, per token, its norms' fp32 inputs, its
 // SwiGLU's three wide tensors and the matmuls' inputs: 26h + 8f bytes in a full
 // fine-tune (47.5h for Llama-2-7B), not the 34h of a GPT block; LoRA's frozen matmuls
-// keep no input (18h + 6f with adapters on q and v), bitsandbytes' 4-bit ones do.
+// keep no input (18h + 6f with adapters on q and v), nor do bitsandbytes' 4-bit ones
+// since 0.44; before, they did.
 func TestLlamaBlockActivations(t *testing.T) {
 	const h, f, tokens, L = 4096.0, 11008.0, 512.0, 32.0
 	perToken := func(kv ...any) float64 {
-		return float64(model(t, with(llama7B, append([]any{"seq_len", 512, "micro_batch", 1}, kv...)...)...).Estimate().Activations) / tokens / L
+		m := model(t, with(llama7B, append([]any{"seq_len", 512, "micro_batch", 1}, kv...)...)...)
+		return (float64(m.Estimate().Activations) - m.dequantized()) / tokens / L
 	}
 	if got, want := perToken(), 26*h+8*f; got != want {
 		t.Errorf("full fine-tune: %.0f bytes a token and layer (%.1fh), want 26h+8f = %.0f", got, got/h, want)
@@ -30,9 +32,13 @@ func TestLlamaBlockActivations(t *testing.T) {
 	if got, want := perToken("lora_rank", 8, "lora_dropout", 0.05), 16*h+6*f+2*3*h; got != want {
 		t.Errorf("LoRA with dropout: %.0f, want %.0f", got, want)
 	}
-	// QLoRA: bitsandbytes keeps the inputs of o_proj, the MLP's and down_proj.
-	if got, want := perToken("lora_rank", 8, "precision", "nf4"), 18*h+6*f+2*h+2*h+2*f; got != want {
-		t.Errorf("QLoRA: %.0f, want %.0f", got, want)
+	// QLoRA: bitsandbytes 0.43 keeps the inputs of o_proj, the MLP's and down_proj (q,
+	// k and v's is the adapters'); 0.44 and later keep none.
+	if got, want := perToken("lora_rank", 8, "precision", "nf4", "bitsandbytes", "0.43.1"), 18*h+6*f+2*h+2*h+2*f; got != want {
+		t.Errorf("QLoRA, bitsandbytes 0.43: %.0f, want %.0f", got, want)
+	}
+	if got, want := perToken("lora_rank", 8, "precision", "nf4"), 18*h+6*f; got != want {
+		t.Errorf("QLoRA, current bitsandbytes: %.0f, want %.0f", got, want)
 	}
 }
 
@@ -132,4 +138,114 @@ func abs(n int64) int64 {
 		return -n
 	}
 	return n
+}
+
+// TestBitsandbytesInputs: bitsandbytes' 4-bit matmul kept its input for the backward
+// pass before 0.44 and does not since; its int8 one keeps it in every version. A
+// version gpuq cannot read is refused.
+func TestBitsandbytesInputs(t *testing.T) {
+	for _, tt := range []struct {
+		precision, version string
+		keeps              bool
+	}{
+		{"nf4", "", false}, {"nf4", "0.43.3", true}, {"nf4-dq", "0.42", true}, {"nf4", "0.44.0", false},
+		{"nf4", "v0.41.1", true}, {"nf4", "1.0", false}, {"int8", "", true}, {"int8", "0.45", true}, {"bf16", "0.42", false},
+	} {
+		kv := with(llama7B, "precision", tt.precision, "lora_rank", 8)
+		if tt.version != "" {
+			kv = with(kv, "bitsandbytes", tt.version)
+		}
+		if got := model(t, kv...).quantKeepsInputs(); got != tt.keeps {
+			t.Errorf("%s with bitsandbytes %q: keeps inputs %v, want %v", tt.precision, tt.version, got, tt.keeps)
+		}
+	}
+	if _, err := ModelOf(mapOf(with(llama7B, "bitsandbytes", "latest")...), nil); err == nil || !strings.Contains(err.Error(), "0.42") {
+		t.Errorf("bitsandbytes latest: %v", err)
+	}
+}
+
+// TestHeldLastStep: a loop that holds the last step's outputs keeps, through the next
+// forward pass, the inputs bitsandbytes (before 0.44) kept on its autograd nodes: every
+// block's four quantized matmul inputs, or with gradient checkpointing none but the
+// quantized head's; nothing with a current bitsandbytes or unquantized weights.
+func TestHeldLastStep(t *testing.T) {
+	const h, f, tokens, L = 4096.0, 11008.0, 512.0, 32.0
+	qlora := with(llama7B, "precision", "nf4", "lora_rank", 8, "seq_len", 512, "micro_batch", 1, "bitsandbytes", "0.42")
+	held := func(kv ...any) float64 {
+		without := model(t, with(qlora, kv...)...).Estimate().Activations
+		holding := model(t, with(qlora, append(kv, "holds_last_step", true)...)...).Estimate().Activations
+		return float64(holding - without)
+	}
+	if got, want := held(), tokens*L*2*(2*h+h+f); got != want {
+		t.Errorf("held: %.0f bytes, want %.0f", got, want)
+	}
+	if got := held("gradient_checkpointing", true); got != 0 {
+		t.Errorf("held with gradient checkpointing: %.0f bytes, want none", got)
+	}
+	if got, want := held("gradient_checkpointing", true, "quantizer", "lightning"), tokens*2*h; got != want {
+		t.Errorf("held with checkpointing, quantized head: %.0f, want the head's input %.0f", got, want)
+	}
+	if got := held("bitsandbytes", "0.44"); got != 0 {
+		t.Errorf("held with bitsandbytes 0.44: %.0f bytes, want none", got)
+	}
+}
+
+// TestLightningQuantizer: Lightning's BitsandbytesPrecision quantizes the output head
+// with the blocks, and dequantizes through fp16: two 16-bit copies of the largest
+// quantized layer, the head, at the peak; transformers' leaves the head 16-bit and
+// dequantizes a block's widest matrix once.
+func TestLightningQuantizer(t *testing.T) {
+	const h, V, f = 4096.0, 32000.0, 11008.0
+	base := with(llama7B, "precision", "nf4", "lora_rank", 8)
+	hf, lightning := model(t, base...), model(t, with(base, "quantizer", "lightning")...)
+	if got, want := hf.Estimate().Weights-lightning.Estimate().Weights, int64(V*h*(2-4.5/8)); abs(got-want) > 1 {
+		t.Errorf("the quantized head saves %d bytes, want %d", got, want)
+	}
+	if got, want := hf.dequantized(), 2*h*f; got != want {
+		t.Errorf("transformers dequantizes %.0f bytes, want down_proj's %.0f", got, want)
+	}
+	if got, want := lightning.dequantized(), 2*2*V*h; got != want {
+		t.Errorf("Lightning dequantizes %.0f bytes, want the head twice in 16 bits, %.0f", got, want)
+	}
+	if got := model(t, llama7B...).dequantized(); got != 0 {
+		t.Errorf("bf16 weights dequantize %.0f bytes", got)
+	}
+}
+
+// TestFusedQKV: with q, k and v one matrix, their adapters share one dropped input;
+// adapters on some but not all of them keep their output, scattered into the matrix's
+// width (LitGPT's index_copy); on all three, nothing is scattered.
+func TestFusedQKV(t *testing.T) {
+	const h, tokens, L = 4096.0, 512.0, 32.0
+	perToken := func(kv ...any) float64 {
+		return float64(model(t, with(llama7B, append([]any{"seq_len", 512, "micro_batch", 1, "lora_rank", 8, "lora_dropout", 0.05}, kv...)...)...).Estimate().Activations) / tokens / L
+	}
+	separate, fused := perToken(), perToken("fused_qkv", true)
+	if got, want := separate-fused, 2*3*h-3*h-2*(h+h); got != want {
+		t.Errorf("q and v fused: %.0f bytes a token and layer fewer, want %.0f (one dropped copy, the q and v outputs kept)", got, want)
+	}
+	all := []any{"lora_targets", "q_proj,k_proj,v_proj"}
+	if got, want := perToken(all...)-perToken(append(all, "fused_qkv", true)...), 3*3*h-3*h; got != want {
+		t.Errorf("q, k and v fused: %.0f fewer, want %.0f", got, want)
+	}
+}
+
+// TestAllocatorReserve: with expandable segments the allocator holds, past the tensors,
+// the rest of a 20 MiB and a 2 MiB page a stream; ZeRO-3 and parameter offloading add
+// their own stream. The total is the tensors, the reserve and the context.
+func TestAllocatorReserve(t *testing.T) {
+	for _, tt := range []struct {
+		kv   []any
+		want int64
+	}{
+		{nil, 22 << 20},
+		{[]any{"zero_stage", 3, "gpus", 2}, 44 << 20},
+		{[]any{"offload_params", true}, 44 << 20},
+		{[]any{"zero_stage", 2, "gpus", 2}, 22 << 20},
+	} {
+		b := model(t, with(llama7B, tt.kv...)...).Estimate()
+		if b.Reserve != tt.want || b.Total() != b.Tensors()+b.Reserve+b.Context {
+			t.Errorf("%v: reserve %s, want %s; total %d of tensors %d", tt.kv, FormatSize(b.Reserve), FormatSize(tt.want), b.Total(), b.Tensors())
+		}
+	}
 }

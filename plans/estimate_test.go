@@ -200,9 +200,13 @@ func TestLogitsAsPyTorchKeepsThem(t *testing.T) {
 	}{
 		{nil, 2 + 12, 512},
 		{[]any{"logits_to_keep", 1}, 2 + 12, 1},
-		{[]any{"loss", "fp32-logits"}, 4 + 12, 512}, // transformers before 4.45
-		{[]any{"loss", "chunked"}, 2 + 4, 512},      // torchtune, LitGPT
-		{[]any{"loss", "fused"}, 0, 512},            // Liger, Cut Cross-Entropy
+		// transformers before 4.45
+		{[]any{"loss", "fp32-logits"}, 4 + 12, 512},
+		// LitGPT: the 16-bit logits and log-softmax; torchtune: the fp32 log-softmax
+		{[]any{"loss", "chunked"}, 2 + 2, 512},
+		{[]any{"loss", "chunked", "precision", "fp32"}, 4 + 4, 512},
+		// Liger, Cut Cross-Entropy
+		{[]any{"loss", "fused"}, 0, 512},
 		{[]any{"precision", "fp32"}, 4 + 12, 512},
 		{[]any{"precision", "fp32", "autocast", true}, 2 + 12, 512},
 	} {

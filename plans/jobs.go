@@ -45,7 +45,7 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 	for i, p := range points {
 		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Point: NewMap(), Params: s.Params.Clone(),
 			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
-			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, origin: p.origin}
+			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, After: defaults.After, origin: p.origin}
 		var names []string
 		for _, k := range p.vals.Keys {
 			v := p.vals.Vals[k]
@@ -67,6 +67,12 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 				j.Priority = c.intValue(j.field(k), j.ID, v, -1<<31, 0)
 			case "timeout":
 				j.Timeout = c.timeout(j.field(k), j.ID, v)
+			case "after": // adds to the sweep's
+				for _, name := range c.afterNames(j.field(k), j.ID, v) {
+					if !slices.Contains(j.After, name) {
+						j.After = append(slices.Clip(j.After), name)
+					}
+				}
 			default:
 				j.Point.Set(k, v)
 				j.Params.Set(k, v)

@@ -188,6 +188,33 @@ func (r Rung) setsDataWorkers() bool {
 	return false
 }
 
+// BatchOnly reports whether every rung of a ladder changes only what a batch holds on
+// the card (the micro-batch, gradient accumulation, checkpointing, data workers: each
+// under any name the ladder knows it by, or the one keys, a sweep's oom.keys, gives
+// it) or runs the job alone. Then no rung lowers what a job holds before its first
+// batch: its weights and what is loaded with them. A rung that sets anything else (a
+// precision, a LoRA rank, a model) might.
+func BatchOnly(ladder []Rung, keys map[string]string) bool {
+	for _, r := range ladder {
+		for _, k := range r.Keys() {
+			if !batchKey(k, keys) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// batchKey reports whether k is a ladder role's key (see BatchOnly).
+func batchKey(k string, keys map[string]string) bool {
+	for _, role := range ladderRoles {
+		if keys[role.Role] == k || slices.Contains(role.Names, k[strings.LastIndexByte(k, '.')+1:]) {
+			return true
+		}
+	}
+	return false
+}
+
 // Tier is the job at one step of its ladder.
 type Tier struct {
 	N         int // 0 = as written

@@ -146,3 +146,32 @@ func TestStepHostOOMNeverTakesTheGPULadder(t *testing.T) {
 		t.Errorf("host OOM with data.loader.num_workers: rung %d (%v)", rung, changed)
 	}
 }
+
+// TestBatchOnly: the default ladder, under any name the trainer gives its keys (a
+// nested one, Hugging Face's, or one oom.keys names), changes only what a batch holds;
+// a written rung that sets a precision or a LoRA rank may lower the weights.
+func TestBatchOnly(t *testing.T) {
+	set := func(k string, v any) Rung { return Rung{Set: params(k, v)} }
+	hf := params("per_device_train_batch_size", int64(8), "gradient_accumulation_steps", int64(1),
+		"training.gradient_checkpointing", false, "dataloader_num_workers", int64(4))
+	for _, tt := range []struct {
+		name   string
+		ladder []Rung
+		keys   map[string]string
+		want   bool
+	}{
+		{"default", defaultLadder(t, params(KeyBatch, int64(8), KeyCheckpointing, false, KeyDataWorkers, int64(8))), nil, true},
+		{"Hugging Face's names, nested", defaultLadder(t, hf), nil, true},
+		{"named in oom.keys", []Rung{{Scale: []Factor{{"train.micro_bs", 0.5}}}, set("model.grad_ckpt", true)},
+			map[string]string{KeyBatch: "train.micro_bs", KeyCheckpointing: "model.grad_ckpt"}, true},
+		{"alone on a card", []Rung{{Exclusive: true}}, nil, true},
+		{"none", nil, nil, true},
+		{"a precision", []Rung{set(KeyCheckpointing, true), set("precision", "bf16")}, nil, false},
+		{"a LoRA rank", []Rung{set("lora_rank", int64(8))}, nil, false},
+		{"an unnamed key", []Rung{{Scale: []Factor{{"train.micro_bs", 0.5}}}}, nil, false},
+	} {
+		if got := BatchOnly(tt.ladder, tt.keys); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -22,6 +22,27 @@ func (j *Job) MemoryAt(params *Map) int64 {
 	return m.Estimate().Total()
 }
 
+// StateFloor is the least the job's model holds on a card before any batch, at any
+// tier of its ladder: its weights, gradients, optimizer state, copies and CUDA
+// context, no activations or logits. ok is false for a job without a model.
+func (j *Job) StateFloor() (least Breakdown, ok bool) {
+	if j.Model == nil {
+		return Breakdown{}, false
+	}
+	for _, t := range Tiers(j.Params, j.Ladder) {
+		m, err := j.ModelAt(t.Params)
+		if err != nil {
+			continue // every tier was checked when the sweep was read
+		}
+		b := m.Estimate()
+		b.Activations, b.Logits, b.Missing = 0, 0, nil
+		if !ok || b.Total() < least.Total() {
+			least, ok = b, true
+		}
+	}
+	return least, ok
+}
+
 // ModelAt reads the job's model description with the given parameters. A job over
 // several cards (gpus_per_job) spreads its model over them unless the description
 // says otherwise (gpus:), for ZeRO and split_layers.

@@ -42,9 +42,10 @@ func (m Model) state() parts {
 	return e
 }
 
-// baseWeights is the model's own weights in bytes. int8 and NF4 quantize the blocks'
-// linear layers only: bitsandbytes leaves the embeddings, the output head and the norms
-// in 16 bits, and PEFT's prepare_model_for_kbit_training casts them to fp32.
+// baseWeights is the model's own weights in bytes. int8 and NF4 quantize linear
+// layers only: transformers' BitsAndBytesConfig leaves the embeddings, the output head
+// and the norms in 16 bits, and PEFT's prepare_model_for_kbit_training casts them to
+// fp32; Lightning's BitsandbytesPrecision quantizes the head with the rest.
 func (m Model) baseWeights() float64 {
 	p := m.params()
 	if !m.quantized() {
@@ -52,9 +53,33 @@ func (m Model) baseWeights() float64 {
 	}
 	kept := 0.0
 	if m.Hidden > 0 && (m.Vocab > 0 || m.Layers > 0) {
-		kept = min(p, m.embeddingParams()+m.normParams())
+		kept = m.embeddingParams() + m.normParams()
+		if m.quantizedHead() {
+			kept -= float64(m.Vocab) * float64(m.Hidden)
+		}
+		kept = min(p, kept)
 	}
 	return (p-kept)*weightBytes(m.Precision) + kept*m.keptBytes()
+}
+
+// quantizedHead says whether the output head is quantized: a head of its own (not the
+// embedding's weights) under Lightning's quantizer.
+func (m Model) quantizedHead() bool {
+	return m.quantized() && m.Quantizer == "lightning" && !m.tied() && m.Vocab > 0
+}
+
+// largestQuantized is the most parameters one quantized layer holds: a block's widest
+// matrix (q, k and v together where they are one), or the head where it is quantized.
+func (m Model) largestQuantized() float64 {
+	h := float64(m.Hidden)
+	n := h * max(m.queryWidth(), float64(m.ffn()))
+	if m.FusedQKV {
+		n = max(n, h*(m.queryWidth()+2*m.kvWidth()))
+	}
+	if m.quantizedHead() {
+		n = max(n, float64(m.Vocab)*h)
+	}
+	return n
 }
 
 // keptBytes is the width of what quantization leaves unquantized.

@@ -1,5 +1,10 @@
 package plans
 
+import (
+	"fmt"
+	"strconv"
+)
+
 // Outcome is how an attempt ended.
 type Outcome string
 
@@ -12,6 +17,8 @@ const (
 	Cancelled Outcome = "cancelled"
 	TimedOut  Outcome = "timed-out" // stopped for running past its job's timeout
 	Lost      Outcome = "lost"      // gpuq lost track of it (it could not be started, or its supervisor died)
+	// StoppedEarly: gpuq stopped it because its point was losing (early_stop).
+	StoppedEarly Outcome = "stopped-early"
 	// AllocConfRefused: PyTorch before 2.1 refused PYTORCH_CUDA_ALLOC_CONF's
 	// expandable_segments, which gpuq sets by default.
 	AllocConfRefused Outcome = "alloc-conf-refused"
@@ -42,6 +49,10 @@ type OOMFacts struct {
 	// (CUBLAS_STATUS_NOT_INITIALIZED); the attempt ended Failed unless the engine finds
 	// it was.
 	Likely bool `json:"likely,omitempty"`
+	// Loading: the allocation failed while the process put a model's weights (or a
+	// checkpoint) on the card, before any batch ran: what it held and asked for then
+	// is what it needs before a batch, which no smaller batch or checkpointing lowers.
+	Loading bool `json:"loading,omitempty"`
 }
 
 // ProcessUse is another process the message named on the card.
@@ -57,4 +68,30 @@ func (f *OOMFacts) OthersBytes() int64 {
 		n += o.Bytes
 	}
 	return n
+}
+
+// ProcessExit is how an attempt's trainer process ended, as its runner saw it: its exit
+// status, or the signal that killed it, and the last error line of its output.
+type ProcessExit struct {
+	Code   int    `json:"code"`             // exit status; -1 when a signal ended it
+	Signal string `json:"signal,omitempty"` // the signal that ended it ("SIGKILL"); "" for none
+	// Error is the exception line of the last Python traceback in its output, or, with
+	// none, its last line that is not blank; "" for a process that exited 0.
+	Error string `json:"error,omitempty"`
+}
+
+// Status says how it exited, as a sentence ends: "with status 1", "by signal SIGKILL".
+func (e *ProcessExit) Status() string {
+	if e.Signal != "" {
+		return "by signal " + e.Signal
+	}
+	return fmt.Sprintf("with status %d", e.Code)
+}
+
+// Short is its exit in a column: "1", or "SIGKILL".
+func (e *ProcessExit) Short() string {
+	if e.Signal != "" {
+		return e.Signal
+	}
+	return strconv.Itoa(e.Code)
 }

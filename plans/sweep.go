@@ -44,9 +44,19 @@ type Sweep struct {
 	// ShapeIgnores are the parameters that do not change a job's memory: jobs that
 	// differ only in them are of one shape and share what gpuq learns.
 	ShapeIgnores []string
-	Jobs         []Job
+	// Seeds are the parameters whose values repeat a point (seeds: default
+	// ShapeIgnores): results aggregate a point's jobs over them, and early stopping
+	// judges them together (see PointOf).
+	Seeds []string
+	// EarlyStop stops losing points early; nil: every job runs to its end.
+	EarlyStop *EarlyStop
+	Jobs      []Job
 	// Notify is whom the sweep tells when it ends or a job fails.
 	Notify Notify
+	// MaxRunning is the most of its jobs that run at once, on all cards together, as
+	// Slurm's array throttle (%N) and pueue's parallel; 0: no such limit. gpuq update
+	// changes a submitted sweep's (state.SweepStatus).
+	MaxRunning int
 	// warnings are those found while the sweep was checked (see Warnings).
 	warnings []string
 }
@@ -84,8 +94,11 @@ type Job struct {
 	Timeout    Timeout
 	Ladder     []Rung    // the rungs that apply to this job, with its own keys
 	Batch      BatchKeys // the parameters whose product is its effective batch
-	origin     string
-	fields     map[string]string // see field
+	// After are the sweeps and jobs that must all have succeeded before it starts
+	// (see after.go); nil: none.
+	After  []string
+	origin string
+	fields map[string]string // see field
 }
 
 // ShapeOf names the shape of a job with these parameters: the parameters less the
@@ -134,18 +147,21 @@ type Override struct {
 type Overrides struct {
 	GPUs, Plan, Headroom, Order Override
 	Name                        Override
+	// After adds sweeps or jobs, comma-separated, to what every job waits for (gpuq
+	// submit --after).
+	After Override
 }
 
 var (
 	nameRe    = regexp.MustCompile(`^[a-z0-9._-]+$`)
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order"}
+	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "after", "max_running", "seeds", "early_stop"}
 	configKeys = []string{"base", "format", "add"}
 	oomKeys    = []string{"max_attempts", "ladder", "keys"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
 	// jobKeys are the keys of a matrix point or jobs entry that set the job, not a parameter.
-	jobKeys = []string{"memory", "host_memory", "gpus_per_job", "priority", "timeout"}
+	jobKeys = []string{"memory", "host_memory", "gpus_per_job", "priority", "timeout", "after"}
 	// memoryKeys are the keys of a memory mapping.
 	memoryKeys = []string{"model"}
 )
@@ -265,6 +281,8 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	s.Notify = c.notify(doc)
 
 	s.ShapeIgnores = c.shapeIgnores(doc)
+	s.Seeds = c.seeds(doc, s.ShapeIgnores)
+	s.EarlyStop = c.earlyStop(doc)
 	defaults := Job{GPUsPerJob: 1}
 	if v, ok := doc.Get("memory"); ok {
 		c.memory("memory", "", v, &defaults)
@@ -277,11 +295,15 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	if v, ok := doc.Get("timeout"); ok {
 		defaults.Timeout = c.timeout("timeout", "", v)
 	}
+	defaults.After = c.after(doc, ov.After)
+	s.MaxRunning = c.integer(doc, "max_running", 0, 0)
 
 	s.Jobs = c.jobs(s, doc, defaults)
 	if len(c.errs) == 0 {
 		c.checkJobs(s)
 		c.checkAdd(s)
+		c.checkAfter(s)
+		c.checkJudged(s, doc)
 	}
 	if err := c.err(); err != nil {
 		return nil, err

@@ -438,6 +438,12 @@ func TestJobSettingErrorsNameWhereWritten(t *testing.T) {
 		{"matrix: {seed: [1, 2], include: [{seed: 2, memory: 9}]}", "t.yaml: matrix.include[0].memory (job t.2): write a size with its unit"},
 		{"jobs: [{memory: {model: {params: 1B, seq_len: x}}}]", "t.yaml: jobs[0].memory.model (job t.1): seq_len:"},
 		{"memory: {model: {params: 1B, seq_len: x}}\njobs: [{}]", "t.yaml: memory.model (job t.1): seq_len:"},
+		// The model's weights and state alone are too large (7B, 16 bytes a parameter),
+		// whatever the ladder does to the batch; a batch that is too large is not that.
+		{"params: {batch_size: 8, gradient_checkpointing: false}\nmemory: {model: {name: mistral-7b, seq_len: 512, micro_batch: \"{batch_size}\", gradient_checkpointing: \"{gradient_checkpointing}\"}}\njobs: [{}]",
+			"t.yaml: memory (job t.1): by its model, its weights and their state alone come to 10"},
+		{"params: {batch_size: 512}\nmemory: {model: {name: tinyllama-1.1b, lora_rank: 8, seq_len: 2048, micro_batch: \"{batch_size}\"}}\njobs: [{}]",
+			"t.yaml: memory (job t.1): the estimate"},
 	}
 	for _, tt := range tests {
 		s, err := DecodeSweep("t.yaml", []byte("name: t\ncommand: [echo]\n"+tt.doc+"\n"), Overrides{})

@@ -23,8 +23,12 @@ func Admit(sw *plans.Sweep, cards []gpu.Card) (state.Limit, error) {
 		for _, idx := range sw.GPUs.Indices {
 			i := slices.IndexFunc(cards, func(c gpu.Card) bool { return c.Index == idx })
 			if i < 0 {
-				return nil, plans.Problems{{File: sw.File, Field: "gpus", Msg: fmt.Sprintf(
-					"names GPU %d, which this machine does not have (it has %s)", idx, indicesText(cards))}}
+				e := &plans.FieldError{File: sw.File, Field: "gpus"}
+				if src := sw.Overrides.GPUs.Source; src != "" {
+					e = &plans.FieldError{File: src}
+				}
+				e.Msg = fmt.Sprintf("names GPU %d, which this machine does not have (it has %s)", idx, indicesText(cards))
+				return nil, plans.Problems{e}
 			}
 			mine = append(mine, cards[i])
 		}

@@ -23,7 +23,7 @@ func clockEngine(t *testing.T, doc string, slots int) (*Engine, *fakeClock, *fak
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 	e := NewEngine(st, fakeInventory{cards: []gpu.Card{{Index: 0, Total: 24 * gib}}, reads: new(int)}, fr, clock,
 		Config{Slots: []int{slots}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	must(t, e.Submit(&state.Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, clock, fr
 }
 
@@ -38,7 +38,7 @@ func (f *fakeRunner) started() string {
 
 // succeed ends a job's running attempt as a success, now.
 func (e *Engine) succeed(job string) {
-	e.Apply(Exit{Attempt: state.AttemptID(job, e.store.View().Job(job).Attempts), Outcome: plans.Success})
+	e.apply(Exit{Attempt: state.AttemptID(job, e.store.View().Job(job).Attempts), Outcome: plans.Success})
 }
 
 // TestEngineLearnsDurations: a shape's duration is the mean of its successful
@@ -52,7 +52,7 @@ func TestEngineLearnsDurations(t *testing.T) {
 		round(t, e)
 		clock.now = clock.now.Add(run.took)
 		running := e.store.View().Running()
-		e.Apply(Exit{Attempt: running[0].ID, Outcome: run.outcome})
+		e.apply(Exit{Attempt: running[0].ID, Outcome: run.outcome})
 	}
 	l := e.store.View().Shape(e.store.View().Job("b.1").Shape)
 	if l.Duration != 40*time.Minute || l.Runs != 2 {
@@ -88,7 +88,7 @@ func TestEngineBackfillsByLearnedDuration(t *testing.T) {
 	if got := fr.started(); got != "b.1 b.4" {
 		t.Fatalf("started %s, want long (b.1) and short (b.4)", got)
 	}
-	reason, detail, err := e.Why("b.3")
+	reason, detail, err := e.why("b.3")
 	must(t, err)
 	if reason != pack.Reserved || !strings.Contains(detail, "reserved for b.2") || !strings.Contains(detail, "in 1h") || !strings.Contains(detail, "expected to take 1h30m") {
 		t.Errorf("why b.3: %s: %s", reason, detail)

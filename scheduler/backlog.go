@@ -27,11 +27,10 @@ type Need struct {
 	Duration time.Duration
 }
 
-// Backlog says what the queue holds that no card can start now. Call it in the
-// engine's loop (Do), as Why.
-func (e *Engine) Backlog() (Backlog, error) {
-	snap := e.store.View()
-	v, err := e.packView(snap, e.runningNow(snap), nil)
+// backlog says what the queue holds that no card can start now.
+func (e *Engine) backlog() (Backlog, error) {
+	view := e.store.View()
+	v, err := e.packView(view, e.runningNow(view), nil)
 	if err != nil {
 		return Backlog{}, err
 	}

@@ -30,7 +30,7 @@ func cardsEngine(t *testing.T, doc string, cards *[]gpu.Card, owners map[int]str
 	cfg.Headroom = plans.Headroom{Bytes: gib}
 	var events []Event
 	e := NewEngine(st, cardsInventory{cards}, fr, newFakeClock(), cfg, func(ev Event) { events = append(events, ev) })
-	must(t, e.Submit(&state.Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, st, fr, &events
 }
 
@@ -58,8 +58,8 @@ func TestACardOutOfServiceTakesNoJob(t *testing.T) {
 	onCard1 := fr.starts[1].Attempt.ID
 	cards[1] = gpu.Card{Index: 1, Total: 24 * gib, Fault: "NVML: card 1: memory: ERROR_GPU_IS_LOST"}
 	round(t, e)
-	e.Apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Success})
-	e.Apply(Exit{Attempt: onCard1, Outcome: plans.Success})
+	e.apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Success})
+	e.apply(Exit{Attempt: onCard1, Outcome: plans.Success})
 	round(t, e)
 	round(t, e)
 	if len(fr.starts) != 3 || fr.starts[2].Attempt.GPUs[0] != 0 {
@@ -68,7 +68,7 @@ func TestACardOutOfServiceTakesNoJob(t *testing.T) {
 	if a := st.View().Attempt(onCard1); a.Outcome != plans.Success || !a.PeakUnknown {
 		t.Errorf("the attempt on the lost card: %+v, want it to end as it ended, its peak unknown", a)
 	}
-	_, why, err := e.Why("m.4")
+	_, why, err := e.why("m.4")
 	if err != nil || !strings.Contains(why, "GPU 1 is out of service (NVML: card 1: memory: ERROR_GPU_IS_LOST)") {
 		t.Errorf("why m.4: %q %v", why, err)
 	}
@@ -99,7 +99,7 @@ func TestUnattributedMemoryIsUnknown(t *testing.T) {
 	if len(fr.starts) != 2 {
 		t.Fatalf("%d started: want both, 20 GiB reserved beside NVML's 6 GiB used (not 20 GiB + 5 GiB foreign)", len(fr.starts))
 	}
-	e.Apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Success})
+	e.apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Success})
 	if a := st.View().Attempt(fr.starts[0].Attempt.ID); !a.PeakUnknown {
 		t.Errorf("attempt %+v: want its peak unknown", a)
 	}

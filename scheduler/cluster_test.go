@@ -48,7 +48,7 @@ func clusterEngine(t *testing.T, doc string, cl *fakeCluster, owners map[int]str
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: owners}
 	st, _ := state.NewStore()
 	e := NewEngine(st, cl, fr, newFakeClock(), Config{Headroom: plans.Headroom{Bytes: gib}, Settle: time.Nanosecond}, nil)
-	must(t, e.Submit(&state.Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, st, fr
 }
 
@@ -80,22 +80,22 @@ func TestEngineAcrossWorkers(t *testing.T) {
 	cards[0].Processes = []gpu.Process{{PID: 7, Used: 6 * gib, Attempt: where["n1"]}}
 	cards[1].Processes = []gpu.Process{{PID: 7, Used: 9 * gib, Attempt: where["n2"]}}
 	round(t, e)
-	snap := st.View()
-	if p1, p2 := snap.Attempt(where["n1"]).Peak, snap.Attempt(where["n2"]).Peak; p1 != 6*gib || p2 != 9*gib {
+	view := st.View()
+	if p1, p2 := view.Attempt(where["n1"]).Peak, view.Attempt(where["n2"]).Peak; p1 != 6*gib || p2 != 9*gib {
 		t.Errorf("peaks %s on n1 and %s on n2, want 6 GiB and 9 GiB", plans.FormatSize(p1), plans.FormatSize(p2))
 	}
-	must(t, e.Drain(plans.CardID{Worker: "n2", Index: 0}, true))
-	if err := e.Drain(plans.CardID{Worker: "n3", Index: 0}, true); err == nil || !strings.Contains(err.Error(), "no GPU n3:0 here; gpuq schedules on [n1:0 n2:0]") {
+	must(t, e.drain(plans.CardID{Worker: "n2", Index: 0}, true))
+	if err := e.drain(plans.CardID{Worker: "n3", Index: 0}, true); err == nil || !strings.Contains(err.Error(), "no GPU n3:0 here; gpuq schedules on [n1:0 n2:0]") {
 		t.Errorf("drain of a card no machine has: %v", err)
 	}
 	cards[1].Processes = nil
-	e.Apply(Exit{Attempt: where["n2"], Outcome: plans.Success})
+	e.apply(Exit{Attempt: where["n2"], Outcome: plans.Success})
 	round(t, e)
 	if len(fr.starts) != 2 {
 		t.Fatalf("the third job started on the drained card n2:0")
 	}
 	cards[0].Processes = nil
-	e.Apply(Exit{Attempt: where["n1"], Outcome: plans.Success})
+	e.apply(Exit{Attempt: where["n1"], Outcome: plans.Success})
 	round(t, e)
 	if len(fr.starts) != 3 || fr.starts[2].Attempt.Worker != "n1" {
 		t.Fatalf("the third job did not start on n1: %d starts", len(fr.starts))
@@ -111,7 +111,7 @@ func TestClusterKeepsATooLargeJob(t *testing.T) {
 	if j := st.View().Job("big.1"); j.State != state.JobQueued || len(fr.starts) != 0 {
 		t.Fatalf("big.1 is %s after %d starts, want queued", j.State, len(fr.starts))
 	}
-	if reason, _, err := e.Why("big.1"); err != nil || reason != pack.TooLarge {
+	if reason, _, err := e.why("big.1"); err != nil || reason != pack.TooLarge {
 		t.Errorf("why: %s %v", reason, err)
 	}
 	cards = append(cards, gpu.Card{Worker: "n2", Index: 0, Total: 80 * gib})
@@ -156,10 +156,10 @@ func TestBacklog(t *testing.T) {
 	if len(fr.starts) != 1 {
 		t.Fatalf("%d started, want 1", len(fr.starts))
 	}
-	if _, err := e.Hold(Selection{IDs: []string{"b.3"}}); err != nil {
+	if _, err := e.hold(Selection{IDs: []string{"b.3"}}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := e.Backlog()
+	b, err := e.backlog()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestBacklog(t *testing.T) {
 		cards = append(cards, gpu.Card{Worker: "n2", Index: i, Total: 24 * gib})
 	}
 	round(t, e)
-	if b, _ := e.Backlog(); b.Jobs != 0 {
+	if b, _ := e.backlog(); b.Jobs != 0 {
 		t.Errorf("backlog %+v once a worker with three cards came", b)
 	}
 }
@@ -188,14 +188,14 @@ func TestBacklogByLearnedDurations(t *testing.T) {
 	if len(fr.starts) != 0 {
 		t.Fatalf("the 3h job started on n1, which ends in 1h")
 	}
-	b, err := e.Backlog()
+	b, err := e.backlog()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []Need{{Cards: 1, Duration: 3 * time.Hour}}; b.Reasons[pack.TooLarge] != 1 || !reflect.DeepEqual(b.Needs, want) {
 		t.Errorf("backlog %+v, want %v, too large for n1's time", b, want)
 	}
-	if _, detail, _ := e.Why("l.1"); !strings.Contains(detail, "expected to run 3h") {
+	if _, detail, _ := e.why("l.1"); !strings.Contains(detail, "expected to run 3h") {
 		t.Errorf("why: %s", detail)
 	}
 }

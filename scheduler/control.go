@@ -11,9 +11,10 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// What people ask of a running engine: cancel, retry, hold and release jobs, drain
-// cards, and why a job waits. Each runs in the engine's loop (see Do) and changes the
-// store through the journal like everything else.
+// What people ask of a running engine, done in its loop (requests.go has the requests
+// that bring them there): cancel, retry, hold and release jobs, drain cards, why a job
+// waits, and forget ended sweeps. Each changes the store through the journal like
+// everything else.
 
 // Selection names jobs: some by id, or every job of a sweep. Ids must exist and be in a
 // state the request applies to; a sweep's jobs that are not are passed over.
@@ -24,13 +25,13 @@ type Selection struct {
 
 // jobs resolves a selection; ok says whether a job may be changed, and why not.
 func (e *Engine) jobs(sel Selection, ok func(*state.Job) string) ([]*state.Job, error) {
-	snap := e.store.Latest()
+	view := e.store.Latest()
 	if sel.Sweep != "" {
-		if snap.Submission(sel.Sweep) == nil {
-			return nil, NoSweep(sel.Sweep, snap.JobIDs())
+		if view.Submission(sel.Sweep) == nil {
+			return nil, NoSweep(sel.Sweep, view.JobIDs())
 		}
 		var out []*state.Job
-		for j := range snap.JobsOf(sel.Sweep) {
+		for j := range view.JobsOf(sel.Sweep) {
 			if ok(j) == "" {
 				out = append(out, j)
 			}
@@ -39,9 +40,9 @@ func (e *Engine) jobs(sel Selection, ok func(*state.Job) string) ([]*state.Job, 
 	}
 	out := make([]*state.Job, 0, len(sel.IDs))
 	for _, id := range sel.IDs {
-		j := snap.Job(id)
+		j := view.Job(id)
 		if j == nil {
-			return nil, NoJob(id, snap.JobIDs())
+			return nil, NoJob(id, view.JobIDs())
 		}
 		if why := ok(j); why != "" {
 			return nil, Refused(fmt.Sprintf("%s %s: %s", id, j.ShownState().Told(), why))
@@ -51,13 +52,15 @@ func (e *Engine) jobs(sel Selection, ok func(*state.Job) string) ([]*state.Job, 
 	return out, nil
 }
 
+// ended reports whether the job has ended: succeeded, failed, was cancelled or was
+// stopped early (early_stop).
 func ended(j *state.Job) bool {
-	return j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled
+	return j.State == state.JobSucceeded || j.State == state.JobFailed || j.State == state.JobCancelled || j.State == state.JobStopped
 }
 
-// Cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
+// cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
 // the jobs it cancelled or is stopping.
-func (e *Engine) Cancel(sel Selection) ([]string, error) {
+func (e *Engine) cancel(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
 		if ended(j) {
 			return "it has ended already"
@@ -67,13 +70,13 @@ func (e *Engine) Cancel(sel Selection) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := e.store.Latest()
+	view := e.store.Latest()
 	var ids []string
 	var changed []*state.Job
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
 		if j.State == state.JobRunning {
-			if a := snap.Attempt(state.AttemptID(j.ID, j.Attempts)); a != nil {
+			if a := view.Attempt(state.AttemptID(j.ID, j.Attempts)); a != nil {
 				e.runner.Stop(a)
 			}
 			continue
@@ -93,28 +96,32 @@ func (e *Engine) Cancel(sel Selection) ([]string, error) {
 	return ids, nil
 }
 
-// Retry puts failed or cancelled jobs back in the queue, at the tier they last ran at;
-// oom.max_attempts counts afresh.
-func (e *Engine) Retry(sel Selection) ([]string, error) {
+// retry puts failed, cancelled or stopped jobs back in the queue, at the tier they last
+// ran at; oom.max_attempts counts afresh. A job stopped early runs again from its start,
+// and is not judged again at the rungs it has passed.
+func (e *Engine) retry(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
-		if j.State != state.JobFailed && j.State != state.JobCancelled {
-			return "only a failed or cancelled job can be retried"
+		if j.State != state.JobFailed && j.State != state.JobCancelled && j.State != state.JobStopped {
+			return "only a failed, cancelled or stopped job can be retried"
 		}
 		return ""
 	})
 	if err != nil {
 		return nil, err
 	}
-	snap := e.store.Latest()
+	view := e.store.Latest()
+	// A job that runs after others waits for them again (see after.go).
+	e.after = nil
 	return e.change(jobs, "requeued by gpuq retry", func(c *state.Job) {
 		c.State, c.Reason, c.Retried, c.Held, c.Since, c.Timeouts = state.JobQueued, "", false, false, c.Attempts, 0
-		snap.Reestimate(c)
+		c.Awaiting = len(c.After) > 0
+		view.Reestimate(c)
 	})
 }
 
-// Hold keeps jobs from starting: a queued one waits until released, a running one
+// hold keeps jobs from starting: a queued one waits until released, a running one
 // waits if it is requeued.
-func (e *Engine) Hold(sel Selection) ([]string, error) {
+func (e *Engine) hold(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
 		switch {
 		case ended(j):
@@ -130,8 +137,8 @@ func (e *Engine) Hold(sel Selection) ([]string, error) {
 	return e.change(jobs, "held", func(c *state.Job) { c.Held = true })
 }
 
-// Release lets held jobs start again.
-func (e *Engine) Release(sel Selection) ([]string, error) {
+// release lets held jobs start again.
+func (e *Engine) release(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
 		if !j.Held {
 			return "it is not held"
@@ -141,10 +148,10 @@ func (e *Engine) Release(sel Selection) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := e.store.Latest()
+	view := e.store.Latest()
 	return e.change(jobs, "released", func(c *state.Job) {
 		c.Held = false
-		snap.Reestimate(c)
+		view.Reestimate(c)
 	})
 }
 
@@ -168,9 +175,9 @@ func (e *Engine) change(jobs []*state.Job, kind string, change func(*state.Job))
 	return ids, nil
 }
 
-// Drain stops (on) or lets again (off) new jobs start on a card; its running jobs
+// drain stops (on) or lets again (off) new jobs start on a card; its running jobs
 // finish.
-func (e *Engine) Drain(card plans.CardID, on bool) error {
+func (e *Engine) drain(card plans.CardID, on bool) error {
 	if _, ok := e.cardPos[card]; !ok {
 		var have []string
 		for _, c := range e.cards {
@@ -181,16 +188,16 @@ func (e *Engine) Drain(card plans.CardID, on bool) error {
 	return e.put(state.Change{Drains: []*state.Drain{{Worker: card.Worker, GPU: card.Index, On: on}}})
 }
 
-// Why says why a job waits, or what it is doing if it does not.
-func (e *Engine) Why(id string) (pack.Reason, string, error) {
-	snap := e.store.Latest()
-	j := snap.Job(id)
+// why says why a job waits, or what it is doing if it does not.
+func (e *Engine) why(id string) (pack.Reason, string, error) {
+	view := e.store.Latest()
+	j := view.Job(id)
 	if j == nil {
-		return "", "", NoJob(id, snap.JobIDs())
+		return "", "", NoJob(id, view.JobIDs())
 	}
 	switch {
 	case j.State == state.JobRunning:
-		a := snap.Attempt(state.AttemptID(id, j.Attempts))
+		a := view.Attempt(state.AttemptID(id, j.Attempts))
 		return "", fmt.Sprintf("it is running: attempt %d on %s since %s", a.N, a.Where(), a.Started.Format("15:04:05")), nil
 	case ended(j):
 		msg := "it has " + string(j.State)
@@ -200,13 +207,15 @@ func (e *Engine) Why(id string) (pack.Reason, string, error) {
 		return "", msg, nil
 	case j.Held:
 		return "", fmt.Sprintf("it is held; gpuq release %s lets it start", id), nil
+	case j.Awaiting:
+		return "", afterDetail(view, j), nil
 	}
-	d, probing, err := e.decide(snap)
+	d, probing, err := e.decide(view)
 	if err != nil {
 		return "", "", err
 	}
 	if slices.ContainsFunc(probing, func(q *state.Job) bool { return q.ID == id }) {
-		return "", probeDetail(snap, j), nil
+		return "", probeDetail(view, j), nil
 	}
 	for w := range d.Waiting.All() {
 		if w.Job != id {
@@ -221,18 +230,18 @@ func (e *Engine) Why(id string) (pack.Reason, string, error) {
 	return "", "it fits now and starts at the next round", nil
 }
 
-// Clean forgets sweeps whose jobs have all ended (see Store.Forget): the one named, or
+// clean forgets sweeps whose jobs have all ended (see Store.Forget): the one named, or
 // every one; with olderThan set, only those whose last attempt ended longer ago. It
 // returns the submissions forgotten.
-func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*state.Submission, error) {
-	snap := e.store.Latest()
-	subs := snap.Submissions()
+func (e *Engine) clean(sweep string, olderThan time.Duration) ([]*state.Submission, error) {
+	view := e.store.Latest()
+	subs := view.Submissions()
 	if sweep != "" {
-		sub := snap.Submission(sweep)
+		sub := view.Submission(sweep)
 		if sub == nil {
-			return nil, NoSweep(sweep, snap.JobIDs())
+			return nil, NoSweep(sweep, view.JobIDs())
 		}
-		if left := unended(snap, sweep); left != "" {
+		if left := unended(view, sweep); left != "" {
 			return nil, Refused(fmt.Sprintf("sweep %s has jobs that have not ended (%s): gpuq cancel --sweep %s ends them", sweep, left, sweep))
 		}
 		subs = []*state.Submission{sub}
@@ -242,7 +251,7 @@ func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*state.Submissi
 	var names []string
 	for _, sub := range subs {
 		name := sub.Sweep.Name
-		if unended(snap, name) == "" && (olderThan == 0 || lastEnded(snap, name).Before(before)) {
+		if unended(view, name) == "" && (olderThan == 0 || lastEnded(view, name).Before(before)) {
 			gone = append(gone, sub)
 			names = append(names, name)
 		}
@@ -257,9 +266,9 @@ func (e *Engine) Clean(sweep string, olderThan time.Duration) ([]*state.Submissi
 }
 
 // unended counts a sweep's jobs that have not ended, by state ("" when none).
-func unended(snap state.View, sweep string) string {
+func unended(view state.View, sweep string) string {
 	counts := map[state.JobState]int{}
-	for j := range snap.JobsOf(sweep) {
+	for j := range view.JobsOf(sweep) {
 		if !ended(j) {
 			counts[j.ShownState()]++
 		}
@@ -274,10 +283,10 @@ func unended(snap state.View, sweep string) string {
 }
 
 // lastEnded is when the last of a sweep's attempts ended; zero when none ran.
-func lastEnded(snap state.View, sweep string) time.Time {
+func lastEnded(view state.View, sweep string) time.Time {
 	var last time.Time
-	for j := range snap.JobsOf(sweep) {
-		for _, a := range snap.Attempts(j.ID) {
+	for j := range view.JobsOf(sweep) {
+		for _, a := range view.Attempts(j.ID) {
 			if a.Ended.After(last) {
 				last = a.Ended
 			}

@@ -33,17 +33,17 @@ func limitedEngine(t *testing.T, doc string, limit state.Limit, slots ...int) (*
 	st, _ := state.NewStore()
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 	e := NewEngine(st, inv, fr, newFakeClock(), Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	must(t, e.Submit(&state.Submission{Sweep: sw, Limit: limit}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw, Limit: limit}))
 	return e, st
 }
 
 func round(t *testing.T, e *Engine) {
 	t.Helper()
-	must(t, e.Round(nil))
+	must(t, e.round(nil))
 }
 
 // applyStop applies the end of a stopped attempt.
-func applyStop(e *Engine) { e.Apply(<-e.runner.Exits()) }
+func applyStop(e *Engine) { e.apply(<-e.runner.Exits()) }
 
 func states(st *state.Store) string {
 	var parts []string
@@ -61,20 +61,20 @@ memory: 10GiB
 
 func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 	e, st := stepEngine(t, threeJobs, 1)
-	if _, err := e.Hold(Selection{IDs: []string{"c.2"}}); err != nil {
+	if _, err := e.hold(Selection{IDs: []string{"c.2"}}); err != nil {
 		t.Fatal(err)
 	}
 	round(t, e)
 	if got := states(st); got != "c.1:running c.2:held c.3:queued" {
 		t.Fatalf("after hold: %s", got)
 	}
-	if _, detail, _ := e.Why("c.2"); !strings.Contains(detail, "held; gpuq release c.2") {
+	if _, detail, _ := e.why("c.2"); !strings.Contains(detail, "held; gpuq release c.2") {
 		t.Errorf("why c.2: %s", detail)
 	}
-	if reason, _, _ := e.Why("c.3"); reason != pack.NoSlot {
+	if reason, _, _ := e.why("c.3"); reason != pack.NoSlot {
 		t.Errorf("why c.3: %s", reason)
 	}
-	ids, err := e.Cancel(Selection{IDs: []string{"c.1"}})
+	ids, err := e.cancel(Selection{IDs: []string{"c.1"}})
 	if err != nil || len(ids) != 1 {
 		t.Fatal(ids, err)
 	}
@@ -83,32 +83,32 @@ func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 	if got := states(st); got != "c.1:cancelled c.2:held c.3:running" {
 		t.Fatalf("after cancel: %s", got)
 	}
-	must(t, e.Drain(plans.CardID{Index: 0}, true))
-	if _, err := e.Release(Selection{Sweep: "c"}); err != nil {
+	must(t, e.drain(plans.CardID{Index: 0}, true))
+	if _, err := e.release(Selection{Sweep: "c"}); err != nil {
 		t.Fatal(err)
 	}
-	e.Cancel(Selection{IDs: []string{"c.3"}})
+	e.cancel(Selection{IDs: []string{"c.3"}})
 	applyStop(e)
 	round(t, e)
 	if got := states(st); got != "c.1:cancelled c.2:queued c.3:cancelled" {
 		t.Fatalf("a drained card started a job: %s", got)
 	}
-	must(t, e.Drain(plans.CardID{Index: 0}, false))
+	must(t, e.drain(plans.CardID{Index: 0}, false))
 	round(t, e)
 	if got := states(st); got != "c.1:cancelled c.2:running c.3:cancelled" {
 		t.Fatalf("after undrain: %s", got)
 	}
-	if _, err := e.Retry(Selection{IDs: []string{"c.1"}}); err != nil {
+	if _, err := e.retry(Selection{IDs: []string{"c.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if j := st.View().Job("c.1"); j.State != state.JobQueued || j.Since != 1 {
 		t.Errorf("retried: %+v", j.Status)
 	}
 	for name, err := range map[string]error{
-		"retry of a running job": second(e.Retry(Selection{IDs: []string{"c.2"}})),
-		"unknown job":            second(e.Cancel(Selection{IDs: []string{"c.9"}})),
-		"unknown sweep":          second(e.Hold(Selection{Sweep: "nope"})),
-		"unknown card":           e.Drain(plans.CardID{Index: 7}, true),
+		"retry of a running job": second(e.retry(Selection{IDs: []string{"c.2"}})),
+		"unknown job":            second(e.cancel(Selection{IDs: []string{"c.9"}})),
+		"unknown sweep":          second(e.hold(Selection{Sweep: "nope"})),
+		"unknown card":           e.drain(plans.CardID{Index: 7}, true),
 	} {
 		var r Refused
 		if !errors.As(err, &r) {
@@ -126,7 +126,7 @@ func TestASweepsOwnPlanLimitsItsJobs(t *testing.T) {
 	if len(running) != 1 || running[0].GPUs[0] != 1 {
 		t.Fatalf("running %+v; want one job, on GPU 1", running)
 	}
-	reason, detail, _ := e.Why("c.2")
+	reason, detail, _ := e.why("c.2")
 	if reason != pack.NoSlot || !strings.Contains(detail, "the sweep's gpu_plan") {
 		t.Errorf("why c.2: %s %s", reason, detail)
 	}
@@ -136,23 +136,23 @@ func TestCleanForgetsEndedSweeps(t *testing.T) {
 	e, st := stepEngine(t, threeJobs, 1)
 	round(t, e)
 	var refused Refused
-	if _, err := e.Clean("c", 0); !errors.As(err, &refused) || !strings.Contains(err.Error(), "(1 running, 2 queued): gpuq cancel --sweep c") {
+	if _, err := e.clean("c", 0); !errors.As(err, &refused) || !strings.Contains(err.Error(), "(1 running, 2 queued): gpuq cancel --sweep c") {
 		t.Errorf("clean of a sweep that runs: %v", err)
 	}
-	if _, err := e.Clean("nope", 0); !errors.As(err, &refused) {
+	if _, err := e.clean("nope", 0); !errors.As(err, &refused) {
 		t.Errorf("clean of no sweep: %v", err)
 	}
-	e.Cancel(Selection{Sweep: "c"})
+	e.cancel(Selection{Sweep: "c"})
 	applyStop(e)
-	if gone, err := e.Clean("", time.Hour); err != nil || len(gone) != 0 {
+	if gone, err := e.clean("", time.Hour); err != nil || len(gone) != 0 {
 		t.Errorf("clean of sweeps ended an hour ago forgot %d (%v); c has just ended", len(gone), err)
 	}
-	gone, err := e.Clean("", 0)
+	gone, err := e.clean("", 0)
 	if err != nil || len(gone) != 1 || gone[0].Sweep.Name != "c" || len(st.View().Jobs()) != 0 {
 		t.Fatalf("clean: %v, %v; %d jobs left", gone, err, len(st.View().Jobs()))
 	}
 	sw, _ := plans.DecodeSweep("c.yaml", []byte(threeJobs), plans.Overrides{})
-	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
+	if err := e.store.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Errorf("a forgotten sweep's name submitted again: %v", err)
 	}
 }
@@ -175,7 +175,7 @@ func TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps(t *testing.T) {
 		must(t, err)
 		limit, err := Admit(sw, cards)
 		must(t, err)
-		must(t, e.Submit(&state.Submission{Sweep: sw, Limit: limit}))
+		must(t, e.store.Submit(&state.Submission{Sweep: sw, Limit: limit}))
 	}
 	round(t, e)
 	perCard := map[int][]string{}
@@ -196,7 +196,7 @@ func TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps(t *testing.T) {
 	if got := states(st); got != "a.1:running a.2:running b.1:queued b.2:queued m.1:running m.2:running" {
 		t.Errorf("after a round: %s", got)
 	}
-	if reason, detail, _ := e.Why("b.1"); reason != pack.NoSlot || !strings.Contains(detail, "one job per card, the default") {
+	if reason, detail, _ := e.why("b.1"); reason != pack.NoSlot || !strings.Contains(detail, "one job per card, the default") {
 		t.Errorf("why b.1: %s %s", reason, detail)
 	}
 }

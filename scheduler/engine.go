@@ -6,6 +6,7 @@
 package scheduler
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -91,8 +92,9 @@ type HostMeter interface {
 
 // Started is what a Runner tells of an attempt it started.
 type Started struct {
-	Leader int    // the trainer's pid
-	Log    string // the attempt's log file
+	Leader  int      // the trainer's pid
+	Log     string   // the attempt's log file
+	Command []string // the argv it runs; nil where not known yet
 }
 
 // Exit is how an attempt ended, as its Runner reports it.
@@ -107,6 +109,10 @@ type Exit struct {
 	// Requeue: the attempt was lost with the machine it ran on (a gpuq worker that did
 	// not come back); the job goes back to the queue as it was, as for Unstarted.
 	Requeue bool `json:",omitempty"`
+	// Process is how its trainer's process ended, where one ran; Command the argv it
+	// ran (nil where not known).
+	Process *plans.ProcessExit `json:",omitempty"`
+	Command []string           `json:",omitempty"`
 }
 
 // Event is something that happened, for the user interface.
@@ -187,9 +193,12 @@ type Engine struct {
 	lastRound time.Time
 	// head is the job cards were reserved for at the last round.
 	head head
-	// commands are people's requests (cancel, hold, drain...), run between rounds.
+	// commands are people's requests (cancel, hold, drain...), run between rounds (see
+	// Do).
 	commands chan func()
-	// stopped is closed when Serve returns.
+	// looping is set once Run or Serve has started the loop, and stopped is closed when
+	// it has returned.
+	looping atomic.Bool
 	stopped chan struct{}
 	// err is the first failure to journal a change that is not the disk's: the
 	// engine stops at the end of the round, having done nothing it could not record.
@@ -198,6 +207,13 @@ type Engine struct {
 	// attempts that could not be recorded meanwhile (see pause.go).
 	paused  *state.CannotWrite
 	pending []Exit
+	// after are the jobs that wait for what they run after (see after.go).
+	after awaiting
+	// metricsSavedAt is when the running attempts' metrics were last written (see
+	// save); boards are the standings of the sweeps with early_stop, by sweep (see
+	// boardOf).
+	metricsSavedAt time.Time
+	boards         map[string]*board
 }
 
 // proc is a process on a machine: pids are a machine's own.
@@ -254,13 +270,11 @@ func (e *Engine) batch(fn func()) error {
 	return err
 }
 
-// Submit adds a sweep's jobs.
-func (e *Engine) Submit(sub *state.Submission) error { return e.store.Submit(sub) }
-
 // Adopt takes up the attempts that were running when the last engine on the store's
 // state stopped, when the runner can (see Adopter), and returns how many it took up.
 // Call it once, before Serve.
 func (e *Engine) Adopt() (int, error) {
+	e.driving("Adopt")
 	ad, ok := e.runner.(Adopter)
 	if !ok {
 		return 0, nil

@@ -172,7 +172,7 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 	clock := newFakeClock()
 	e := NewEngine(st, inv, fr, clock, Config{Slots: sl, Headroom: plans.Headroom{Bytes: gib}, Poll: time.Second},
 		func(ev Event) { mu.Lock(); events = append(events, ev); mu.Unlock() })
-	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
+	if err := e.store.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -190,13 +190,13 @@ func runEngineWith(t *testing.T, doc string, cards, slots int, fr *fakeRunner, p
 }
 
 func history(st *state.Store, job string) string {
-	snap := st.View()
+	view := st.View()
 	var parts []string
-	for _, a := range snap.Attempts(job) {
+	for _, a := range view.Attempts(job) {
 		eb, _ := plans.BatchKeys{Micro: plans.KeyBatch, Accumulation: plans.KeyAccumulation}.Effective(a.Params)
 		parts = append(parts, fmt.Sprintf("%d:t%d:%s:%s:eb%d", a.N, a.Tier, plans.FormatSize(a.Estimate), a.Outcome, eb))
 	}
-	return string(snap.Job(job).State) + " " + strings.Join(parts, " ")
+	return string(view.Job(job).State) + " " + strings.Join(parts, " ")
 }
 
 const ladderSweep = `
@@ -306,7 +306,7 @@ func TestHostOOMWaitsForHostRAMNotTheGPULadder(t *testing.T) {
 	e.runner = hostMeter{fr, map[string]int64{"h.1/1": 5 * gib}}
 	round(t, e)
 	round(t, e) // measures the attempt's 5 GiB
-	e.Apply(Exit{Attempt: "h.1/1", Outcome: plans.HostOOM, OOM: &plans.OOMFacts{Signature: "sigkill", Device: -1}})
+	e.apply(Exit{Attempt: "h.1/1", Outcome: plans.HostOOM, OOM: &plans.OOMFacts{Signature: "sigkill", Device: -1}})
 	round(t, e)
 	if j := st.View().Job("h.1"); len(fr.starts) != 1 || j.State != state.JobQueued || j.Pos.Tier != 0 {
 		t.Fatalf("%d started; job %s at tier %d: want it queued at tier 0, waiting for 6 GiB of RAM with 4 free", len(fr.starts), j.State, j.Pos.Tier)
@@ -370,9 +370,9 @@ func TestFailureAndSuccessEndJobs(t *testing.T) {
 		}
 		return Exit{Outcome: plans.Success}
 	})
-	snap := st.View()
-	if snap.Job("f.1").State != state.JobSucceeded || snap.Job("f.2").State != state.JobFailed || !strings.Contains(snap.Job("f.2").Reason, "status 2") {
-		t.Errorf("f.1 %s, f.2 %s (%s)", snap.Job("f.1").State, snap.Job("f.2").State, snap.Job("f.2").Reason)
+	view := st.View()
+	if view.Job("f.1").State != state.JobSucceeded || view.Job("f.2").State != state.JobFailed || !strings.Contains(view.Job("f.2").Reason, "status 2") {
+		t.Errorf("f.1 %s, f.2 %s (%s)", view.Job("f.1").State, view.Job("f.2").State, view.Job("f.2").Reason)
 	}
 }
 
@@ -431,10 +431,10 @@ memory: probe
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
 	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
-	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
+	if err := e.store.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Round(nil); err != nil {
+	if err := e.round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 1 || fr.starts[0].Job.ID != "p.1" {
@@ -444,15 +444,15 @@ memory: probe
 	probe := fr.starts[0].Attempt
 	fr.owners[4242] = probe.ID
 	cards[probe.GPUs[0]].Processes = []gpu.Process{{PID: 4242, Used: 5 * gib}}
-	if err := e.Round(nil); err != nil {
+	if err := e.round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 1 {
 		t.Fatalf("%d started while the probe ran", len(fr.starts))
 	}
-	e.Apply(Exit{Attempt: probe.ID, Outcome: plans.Success})
+	e.apply(Exit{Attempt: probe.ID, Outcome: plans.Success})
 	cards[probe.GPUs[0]].Processes = nil
-	if err := e.Round(nil); err != nil {
+	if err := e.round(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.starts) != 5 {
@@ -474,10 +474,10 @@ func TestUnknownReadingTeachesNothing(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
 	e, st, _, _ := cardsEngine(t, "name: u\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n", &cards,
 		map[int]string{4242: "u.1/1"}, Config{})
-	e.Round(nil)
+	e.round(nil)
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: gpu.Unknown}}
-	e.Round(nil)
-	e.Apply(Exit{Attempt: "u.1/1", Outcome: plans.Success})
+	e.round(nil)
+	e.apply(Exit{Attempt: "u.1/1", Outcome: plans.Success})
 	a := st.View().Attempt("u.1/1")
 	if !a.PeakUnknown || a.Peak != 0 {
 		t.Errorf("attempt peak %d, unknown %v: want unknown", a.Peak, a.PeakUnknown)

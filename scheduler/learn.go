@@ -23,7 +23,7 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	var teaching []*state.Attempt
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
-	snap := e.store.Latest()
+	view := e.store.Latest()
 	for i, a := range running {
 		peak, unknown := e.measure(a)
 		host := e.hostNow[a.ID]
@@ -33,7 +33,7 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 			c := *a
 			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
 			c.Memory = memory
-			e.unsaved.put(&unsaved{stored: snap.Attempt(a.ID), now: &c})
+			e.unsaved.put(&unsaved{stored: view.Attempt(a.ID), now: &c, memory: true})
 			a = &c
 			running[i] = a
 		}
@@ -53,8 +53,11 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 }
 
 // unsaved is a running attempt as measured (now) and the stored version it stands for
-// (stored).
-type unsaved struct{ stored, now *state.Attempt }
+// (stored); memory says its memory was measured anew, not only its metrics read.
+type unsaved struct {
+	stored, now *state.Attempt
+	memory      bool
+}
 
 // measures is what was measured of running attempts and not yet written (see
 // Config.SaveMeasures): by attempt, and by the stored version each stands for, which
@@ -84,26 +87,32 @@ func (m measures) forget(id string) {
 	}
 }
 
-func (m measures) clear() {
-	clear(m.byID)
-	clear(m.byStored)
-}
-
-// save writes every running attempt's measures not yet written, once SaveMeasures has
-// passed since it last did.
+// save writes the running attempts' measures not yet written: their memory once
+// SaveMeasures has passed since it last did, their metrics alone once saveMetricsEvery
+// has too (and with their memory, whenever that is written).
 func (e *Engine) save(running []*state.Attempt, now time.Time) {
-	if len(e.unsaved.byID) == 0 || now.Sub(e.savedAt) < e.cfg.SaveMeasures {
+	if len(e.unsaved.byID) == 0 {
 		return
 	}
-	snap := e.store.Latest()
+	memory := now.Sub(e.savedAt) >= e.cfg.SaveMeasures
+	metrics := now.Sub(e.metricsSavedAt) >= max(e.cfg.SaveMeasures, saveMetricsEvery)
+	if !memory && !metrics {
+		return
+	}
+	view := e.store.Latest()
 	var measured []*state.Attempt
 	for _, a := range running {
-		if _, ok := e.unsaved.byID[a.ID]; ok {
-			measured = append(measured, e.measured(snap.Attempt(a.ID)))
+		if u, ok := e.unsaved.byID[a.ID]; ok && (metrics || memory && u.memory) {
+			measured = append(measured, e.measured(view.Attempt(a.ID)))
+			e.unsaved.forget(a.ID)
 		}
 	}
-	e.unsaved.clear()
-	e.savedAt = now
+	if memory {
+		e.savedAt = now
+	}
+	if metrics {
+		e.metricsSavedAt = now
+	}
 	if len(measured) > 0 {
 		e.put(state.Change{Attempts: measured})
 	}
@@ -124,25 +133,25 @@ func (e *Engine) measured(a *state.Attempt) *state.Attempt {
 	// over to it.
 	c := *a
 	c.Peak, c.HostPeak, c.PeakUnknown = max(a.Peak, u.now.Peak), max(a.HostPeak, u.now.HostPeak), a.PeakUnknown || u.now.PeakUnknown
-	c.Memory = u.now.Memory
-	e.unsaved.put(&unsaved{stored: a, now: &c})
+	c.Memory, c.Metrics = u.now.Memory, u.now.Metrics
+	e.unsaved.put(&unsaved{stored: a, now: &c, memory: u.memory})
 	return &c
 }
 
 // runningNow is the attempts that hold cards, as measured.
-func (e *Engine) runningNow(snap state.View) []*state.Attempt { return e.appendRunning(nil, snap) }
+func (e *Engine) runningNow(view state.View) []*state.Attempt { return e.appendRunning(nil, view) }
 
 // roundRunningNow is runningNow for a round, in the slice of the round before: a round
 // reads them once or twice, every round, and nothing keeps them past it. Only a round
 // may call it, and its last call's slice is the one to use.
-func (e *Engine) roundRunningNow(snap state.View) []*state.Attempt {
-	e.roundRunning = e.appendRunning(e.roundRunning[:0], snap)
+func (e *Engine) roundRunningNow(view state.View) []*state.Attempt {
+	e.roundRunning = e.appendRunning(e.roundRunning[:0], view)
 	return e.roundRunning
 }
 
 // appendRunning appends the attempts that hold cards, as measured, to dst.
-func (e *Engine) appendRunning(dst []*state.Attempt, snap state.View) []*state.Attempt {
-	for a := range snap.EachRunning() {
+func (e *Engine) appendRunning(dst []*state.Attempt, view state.View) []*state.Attempt {
+	for a := range view.EachRunning() {
 		dst = append(dst, e.measured(a))
 	}
 	return dst
@@ -249,14 +258,14 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with *state
 // reserve applies what is known of a shape to the reservations of its running
 // attempts, and returns those it changed.
 func (e *Engine) reserve(shape string) (rewritten []string) {
-	snap := e.store.Latest()
-	l := snap.Shape(shape)
+	view := e.store.Latest()
+	l := view.Shape(shape)
 	var changed []*state.Attempt
-	for _, a := range e.runningNow(snap) {
+	for _, a := range e.runningNow(view) {
 		if a.Shape != shape {
 			continue
 		}
-		est, host := state.EstimateBy(snap.Job(a.Job), l)
+		est, host := state.EstimateBy(view.Job(a.Job), l)
 		// A running attempt holds at least what it was measured at.
 		if r, h := max(est, a.Peak), max(host, a.HostPeak); r != a.Reserve || h != a.HostReserve {
 			c := *a

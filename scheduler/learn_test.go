@@ -65,7 +65,7 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 		t.Helper()
 		clock.now = clock.now.Add(after)
 		cards[0].Processes = []gpu.Process{{PID: 4242, Used: used}}
-		if err := e.Round(nil); err != nil {
+		if err := e.round(nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 	}
 	round(time.Minute, 9*gib)
 	cards[0].Processes = []gpu.Process{{PID: 4242, Used: 6 * gib}}
-	e.Apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
+	e.apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
 	a := st.View().Attempt("m.1/1")
 	if a.Peak != 9*gib || len(a.Memory) == 0 || a.Memory[len(a.Memory)-1].Bytes != 6*gib {
 		t.Errorf("ended attempt peak %s, memory %v: want the unsaved 9 GiB peak and the last reading", plans.FormatSize(a.Peak), a.Memory)
@@ -114,13 +114,13 @@ func TestRoundPacksByWhatItLearned(t *testing.T) {
 	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nshape_ignores: [seed]\nmemory: 10GiB\n", &cards,
 		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{Slots: []int{3}, LearnAfter: time.Minute})
 	clock := e.clock.(*fakeClock)
-	must(t, e.Round(nil)) // 10 + 10 GiB start; a third would need 30 of 23
+	must(t, e.round(nil)) // 10 + 10 GiB start; a third would need 30 of 23
 	if got := st.View().Job("t.3").State; got != state.JobQueued {
 		t.Fatalf("t.3 %s after the first round, want queued", got)
 	}
 	clock.now = clock.now.Add(2 * time.Minute)
 	cards[0].Processes = []gpu.Process{{PID: 101, Used: 4 * gib}, {PID: 102, Used: 4 * gib}}
-	must(t, e.Round(nil)) // learns 4 GiB: 4 + 4 reserved, and t.3's 4 fits
+	must(t, e.round(nil)) // learns 4 GiB: 4 + 4 reserved, and t.3's 4 fits
 	if got := st.View().Job("t.3").State; got != state.JobRunning {
 		t.Errorf("t.3 %s after the round that learned the shape's 4 GiB peak, want running", got)
 	}
@@ -134,15 +134,15 @@ func TestReservationHoldsWhatARoundMeasured(t *testing.T) {
 	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\nmemory: 15GiB\n", &cards,
 		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{LearnAfter: time.Minute})
 	clock := e.clock.(*fakeClock)
-	must(t, e.Round(nil)) // t.1 starts on GPU 0
+	must(t, e.round(nil)) // t.1 starts on GPU 0
 	clock.now = clock.now.Add(90 * time.Second)
 	cards[1].Fault = ""
-	must(t, e.Round(nil)) // t.2 starts on GPU 1, 90 s after t.1
+	must(t, e.round(nil)) // t.2 starts on GPU 1, 90 s after t.1
 	// t.1 comes of age at 4 GiB while t.2, younger, is measured at 12 GiB.
 	clock.now = clock.now.Add(30 * time.Second)
 	cards[0].Processes = []gpu.Process{{PID: 101, Used: 4 * gib}}
 	cards[1].Processes = []gpu.Process{{PID: 102, Used: 12 * gib}}
-	must(t, e.Round(nil))
+	must(t, e.round(nil))
 	want := map[string]int64{"t.1/1": 4 * gib, "t.2/1": 12 * gib} // from 15 GiB declared
 	for _, a := range e.runningNow(st.View()) {
 		if a.Holds() != want[a.ID] {
@@ -163,17 +163,17 @@ func TestEngineRecordsMemoryOverTime(t *testing.T) {
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{4242: "m.1/1"}}
 	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, fr, clock, Config{Slots: []int{1}}, nil)
-	must(t, e.Submit(&state.Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	// The first round starts it; the later ones read what it holds.
 	for _, used := range []int64{0, 2 * gib, 9 * gib, 9 * gib, 6 * gib} {
 		cards[0].Processes = []gpu.Process{{PID: 4242, Used: used}}
-		if err := e.Round(nil); err != nil {
+		if err := e.round(nil); err != nil {
 			t.Fatal(err)
 		}
 		clock.now = clock.now.Add(time.Minute)
 	}
 	cards[0].Processes = nil
-	e.Apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
+	e.apply(Exit{Attempt: "m.1/1", Outcome: plans.Success})
 	got := st.View().Attempt("m.1/1").Memory
 	want := state.Samples{{At: time.Minute, Bytes: 2 * gib}, {At: 2 * time.Minute, Bytes: 9 * gib}, {At: 4 * time.Minute, Bytes: 6 * gib}, {At: 5 * time.Minute, Bytes: 0}}
 	if !slices.Equal(got, want) {

@@ -1,8 +1,8 @@
 package scheduler
 
 // What people look at (gpuq top, metrics): the cards as the engine last read them and
-// who holds what on each, and why each queued job waits. Like every engine method that
-// reads its cards, these run in the engine's loop (Do).
+// who holds what on each, and why each queued job waits. Like everything that reads the
+// engine's cards, these run in its loop (see CardViews and Waits in requests.go).
 
 import (
 	"slices"
@@ -33,14 +33,14 @@ type Holding struct {
 	Reserved, Held int64
 }
 
-// CardViews returns every card as the last round read it.
-func (e *Engine) CardViews() []CardView {
-	snap := e.store.Latest()
-	running := e.runningNow(snap)
+// cardViews returns every card as the last round read it.
+func (e *Engine) cardViews() []CardView {
+	view := e.store.Latest()
+	running := e.runningNow(view)
 	slots := e.slots()
 	states := e.cardStates(nil, slots, running)
 	slices.SortFunc(running, func(a, b *state.Attempt) int { return a.Started.Compare(b.Started) })
-	drained := snap.Drained()
+	drained := view.Drained()
 	out := make([]CardView, len(e.cards))
 	for i, c := range e.cards {
 		s := states[i]
@@ -55,10 +55,10 @@ func (e *Engine) CardViews() []CardView {
 	return out
 }
 
-// Waits says why each queued job that is not held waits, by job.
-func (e *Engine) Waits() (map[string]pack.Wait, error) {
-	snap := e.store.Latest()
-	d, probing, err := e.decide(snap)
+// waits says why each queued job that is not held waits, by job.
+func (e *Engine) waits() (map[string]pack.Wait, error) {
+	view := e.store.Latest()
+	d, probing, err := e.decide(view)
 	if err != nil {
 		return nil, err
 	}
@@ -67,16 +67,16 @@ func (e *Engine) Waits() (map[string]pack.Wait, error) {
 		out[w.Job] = w
 	}
 	for _, j := range probing {
-		out[j.ID] = pack.Wait{Job: j.ID, Detail: probeDetail(snap, j)}
+		out[j.ID] = pack.Wait{Job: j.ID, Detail: probeDetail(view, j)}
 	}
 	return out, nil
 }
 
 // decide is what the packer would decide now, and the queued jobs it was not offered
 // because they wait for their shape's probe.
-func (e *Engine) decide(snap state.View) (pack.Decision, []*state.Job, error) {
+func (e *Engine) decide(view state.View) (pack.Decision, []*state.Job, error) {
 	var probing []*state.Job
-	v, err := e.packView(snap, e.runningNow(snap), nil)
+	v, err := e.packView(view, e.runningNow(view), nil)
 	if err != nil {
 		return pack.Decision{}, nil, err
 	}
@@ -85,9 +85,9 @@ func (e *Engine) decide(snap state.View) (pack.Decision, []*state.Job, error) {
 }
 
 // probeDetail says which job a job of memory: probe waits for.
-func probeDetail(snap state.View, j *state.Job) string {
+func probeDetail(view state.View, j *state.Job) string {
 	by := "the first queued job of its shape"
-	if l := snap.Shape(j.Shape); l != nil && l.Probe != "" {
+	if l := view.Shape(j.Shape); l != nil && l.Probe != "" {
 		by = l.Probe
 	}
 	return "memory: probe: it waits for " + by + " to measure its shape"

@@ -1,11 +1,10 @@
 package scheduler
 
-// The engine's loop, run by Run for sweeps in the foreground and by Serve for a daemon,
-// and Do for people's requests between rounds.
+// The engine's loop, run by Run for sweeps in the foreground and by Serve for a daemon:
+// a round after every event, and people's requests (requests.go) between rounds.
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -15,6 +14,7 @@ import (
 // cancelled it stops every running attempt, cancels the queued jobs, waits for the
 // attempts to end, and returns ctx's error.
 func (e *Engine) Run(ctx context.Context) error {
+	defer close(e.stopped)
 	err := e.loop(ctx, e.finished)
 	if err != nil && err == ctx.Err() {
 		return e.shutdown(err)
@@ -22,10 +22,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	return err
 }
 
-// Serve schedules, and runs what Do is given, until ctx is cancelled; then it returns
-// ctx's error and leaves the running attempts as they are, for a later engine on the
-// same state to take up (a daemon restarting), unless stopAll is set: then it stops
-// them first, as Run does on Ctrl-C, and leaves queued jobs queued.
+// Serve schedules, and runs what it is asked (see Do), until ctx is cancelled; then it
+// returns ctx's error and leaves the running attempts as they are, for a later engine
+// on the same state to take up (a daemon restarting), unless stopAll is set: then it
+// stops them first, as Run does on Ctrl-C, and leaves queued jobs queued.
 func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
 	defer close(e.stopped)
 	err := e.loop(ctx, nil)
@@ -36,13 +36,16 @@ func (e *Engine) Serve(ctx context.Context, stopAll func() bool) error {
 }
 
 // loop is the engine's loop, Run's and Serve's: a round, then the next event (an
-// attempt's end, a request given to Do, or a poll), until done (if not nil) says so,
+// attempt's end, a request (see Do), or a poll), until done (if not nil) says so,
 // ctx is cancelled (its error is returned), or a change could not be journaled.
 func (e *Engine) loop(ctx context.Context, done func() bool) error {
+	if e.looping.Swap(true) {
+		panic("scheduler: the engine's loop runs already: call Run or Serve once")
+	}
 	var exits []Exit // arrived since the last round
 	for {
 		began := time.Now()
-		if err := e.Round(exits); err != nil {
+		if err := e.round(exits); err != nil {
 			return err
 		}
 		exits = exits[:0]
@@ -80,34 +83,22 @@ func (e *Engine) ready(exits []Exit) []Exit {
 	}
 }
 
-// Do runs fn in the engine's loop, between rounds, and returns its error. Serve must be
-// running, or Do waits for it; the next round follows fn at once. Once Serve has
-// returned, Do returns ErrStopped.
-func (e *Engine) Do(ctx context.Context, fn func() error) error {
-	done := make(chan error, 1)
-	select {
-	case e.commands <- func() { done <- fn() }:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-e.stopped:
-		return errStopped
-	}
-	return <-done
-}
-
-// errStopped is what Do returns once the engine's loop has stopped.
-var errStopped = errors.New("the scheduler is stopping")
-
-// finished reports whether no job runs or waits.
+// finished reports whether no job runs or waits, for what it runs after too.
 func (e *Engine) finished() bool {
-	return e.store.Queue().Len() == 0 && len(e.store.Latest().Running()) == 0
+	return e.store.Queue().Len() == 0 && len(e.after) == 0 && len(e.store.Latest().Running()) == 0
 }
 
 func (e *Engine) shutdown(cause error) error {
 	e.stopRunning()
 	// Only now: an attempt that ended of an OOM while the others were stopping has
 	// just been requeued, and must not be left queued.
-	for _, j := range e.store.Queued() {
+	queued := e.store.Queued()
+	for id := range e.after {
+		if j := e.store.Latest().Job(id); j != nil && j.State == state.JobQueued {
+			queued = append(queued, j)
+		}
+	}
+	for _, j := range queued {
 		c := *j
 		c.State, c.Reason = state.JobCancelled, "cancelled while queued"
 		if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
@@ -125,6 +116,6 @@ func (e *Engine) stopRunning() {
 		e.runner.Stop(a)
 	}
 	for left := len(running); left > 0; left-- {
-		e.Apply(<-e.runner.Exits())
+		e.apply(<-e.runner.Exits())
 	}
 }

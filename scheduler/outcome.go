@@ -12,11 +12,12 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// Apply records how an attempt ended and decides what becomes of its job. Run applies
-// what arrives on Exits, in the next Round; a driver of its own calls Round or Apply.
-func (e *Engine) Apply(x Exit) {
-	snap := e.store.Latest()
-	a := snap.Attempt(x.Attempt)
+// apply records how an attempt ended and decides what becomes of its job. The loop
+// applies what arrives on Exits in its next round; a driver of its own passes the ends
+// to Round.
+func (e *Engine) apply(x Exit) {
+	view := e.store.Latest()
+	a := view.Attempt(x.Attempt)
 	if a == nil || !a.Running() {
 		return
 	}
@@ -25,12 +26,17 @@ func (e *Engine) Apply(x Exit) {
 		x.Outcome = plans.GPUOOM
 	}
 	ended := *a
-	ended.Outcome, ended.OOM, ended.Ended = x.Outcome, x.OOM, e.clock.Now()
+	ended.Outcome, ended.OOM, ended.Ended, ended.Exit = x.Outcome, x.OOM, e.clock.Now(), x.Process
+	if ended.Command == nil {
+		ended.Command = x.Command
+	}
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)
-	job := *snap.Job(a.Job)
-	sw := snap.Sweep(job.Sweep)
+	last := e.lastMetrics(&ended)
+	job := *view.Job(a.Job)
+	sw := view.Sweep(job.Sweep)
+	e.lastRungs(view, &job, last)
 	if job.Probe {
 		e.changeShape(job.Shape, func(l *state.Shape) {
 			if l.Probe == job.ID {
@@ -40,6 +46,11 @@ func (e *Engine) Apply(x Exit) {
 	}
 	kind, msg := string(x.Outcome), x.Detail
 	switch {
+	case a.StopReason != "" && x.Outcome != plans.Success:
+		// Stopped early: whatever else it said as it went (cancelled, lost, even out
+		// of memory), its point had lost.
+		ended.Outcome, kind, msg = plans.StoppedEarly, "stopped", a.StopReason
+		job.State, job.Reason = state.JobStopped, a.StopReason
 	case x.Unstarted, x.Requeue:
 		// It does not count against oom.max_attempts.
 		job.State, job.Since, kind = state.JobQueued, job.Since+1, "requeued"
@@ -53,22 +64,25 @@ func (e *Engine) Apply(x Exit) {
 	case x.Outcome == plans.GPUOOM, x.Outcome == plans.HostOOM:
 		msg = e.degrade(&job, &ended, sw)
 		kind = string(x.Outcome)
+		if job.State == state.JobFailed {
+			msg = fmt.Sprintf("at tier %d; the job fails", ended.Tier) // the failed event says why
+		}
 	case x.Outcome == plans.AllocConfRefused:
 		msg = e.withoutAllocConf(&job, &ended, sw)
 	default:
 		job.State, job.Reason = state.JobFailed, fmt.Sprintf("attempt %d %s: %s", a.N, x.Outcome, x.Detail)
+		if x.Process != nil && x.Process.Error != "" {
+			job.Reason += ": " + x.Process.Error
+		}
 		msg = job.Reason
 	}
-	if job.State == state.JobQueued && job.Attempts-job.Since >= sw.OOM.MaxAttempts {
-		job.State = state.JobFailed
-		job.Reason = fmt.Sprintf("out of memory on each of %s (oom.max_attempts)", plans.Count(job.Attempts-job.Since, "attempt"))
-		msg += "; " + job.Reason
-	}
+	// The end is counted with it, for counters that never go down (state.Tally).
+	change := state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}, Tallies: []*state.Tally{view.Counted(&ended)}}
 	var err error
 	if job.State == state.JobSucceeded {
-		_, err = e.learn(job.Shape, &ended, &state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
+		_, err = e.learn(job.Shape, &ended, &change)
 	} else {
-		err = e.put(state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}})
+		err = e.put(change)
 	}
 	if err != nil {
 		// Applied again once it can be recorded (see resume); its trainer has ended
@@ -85,10 +99,13 @@ func (e *Engine) Apply(x Exit) {
 }
 
 // degrade reacts to an out-of-memory end: it learns a lower bound on the job's need,
-// then retries it as it was when it was crowded out, or steps down the ladder.
+// then fails the job if no card can ever hold it or it has no attempt left
+// (oom.max_attempts), retries it as it was when it was crowded out, or steps down the
+// ladder.
 func (e *Engine) degrade(job *state.Job, a *state.Attempt, sw *plans.Sweep) string {
 	room := e.room(a)
 	before := job.Estimate
+	last := job.Attempts-job.Since >= sw.OOM.MaxAttempts
 	if a.Outcome == plans.GPUOOM {
 		// What the attempt held plus what it asked for is a lower bound on its need at
 		// this tier; and never trust an estimate that was just proven short.
@@ -108,7 +125,10 @@ func (e *Engine) degrade(job *state.Job, a *state.Attempt, sw *plans.Sweep) stri
 		}
 		// Whatever becomes of this job, its shape needs that much at this tier.
 		e.changeShape(job.Shape, func(l *state.Shape) { l.Floor = max(l.Floor, need) }, nil)
-		if need > 0 && need <= room && raised <= room && others && !job.Retried {
+		if msg, ok := e.unloadable(job, a, sw, used, need); ok {
+			return msg
+		}
+		if need > 0 && need <= room && raised <= room && others && !job.Retried && !last {
 			job.Estimate, job.Retried, job.State = raised, true, state.JobQueued
 			job.EstimatedAt = e.store.Latest().Shape(job.Shape).Revision()
 			return fmt.Sprintf("crowded out: needs at least %s, which fits the card alone; retrying at tier %d with that estimate",
@@ -116,6 +136,14 @@ func (e *Engine) degrade(job *state.Job, a *state.Attempt, sw *plans.Sweep) stri
 		}
 	}
 	hostOOM := a.Outcome == plans.HostOOM
+	if _, _, _, _, more := plans.Step(job.Current, job.Ladder, job.Pos, hostOOM); last && (more || hostOOM) {
+		// A rung is left, or the wait for host RAM, but no attempt to run it: the job
+		// fails where it ran (at the end of its ladder, it fails below for that).
+		job.State = state.JobFailed
+		job.Reason = fmt.Sprintf("out of memory on each of %s (oom.max_attempts), the last at tier %d",
+			plans.Count(job.Attempts-job.Since, "attempt"), job.Pos.Tier)
+		return job.Reason
+	}
 	msg, ok := e.stepDown(job, sw, before, hostOOM)
 	switch {
 	case ok:
@@ -127,6 +155,32 @@ func (e *Engine) degrade(job *state.Job, a *state.Attempt, sw *plans.Sweep) stri
 	job.Reason = fmt.Sprintf("%s at tier %d, the last rung of its ladder", a.Outcome, job.Pos.Tier)
 	return job.Reason
 }
+
+// unloadable fails a job that ran out of memory putting its model on the card (see
+// plans.OOMFacts.Loading) needing more than any card has room for, where no rung of
+// its ladder lowers what a job holds before its first batch (plans.BatchOnly): each
+// rung would run out of memory the same way. Its shape keeps that need, so that its
+// other jobs fail without an attempt (see failTooLarge). On a cluster, where a worker
+// with a larger card may come, the job waits at its tier instead.
+func (e *Engine) unloadable(job *state.Job, a *state.Attempt, sw *plans.Sweep, used, need int64) (string, bool) {
+	room := e.largestRoom()
+	if a.OOM == nil || !a.OOM.Loading || need <= room || !plans.BatchOnly(job.Ladder, sw.OOM.Keys) {
+		return "", false
+	}
+	e.changeShape(job.Shape, func(l *state.Shape) { l.Base = max(l.Base, need) }, nil)
+	why := fmt.Sprintf("out of memory loading its model, before any batch: it needs at least %s there (it held %s and asked for %s more), more than any card has room for (%s after headroom)",
+		plans.FormatSize(need), plans.FormatSize(used), plans.FormatSize(a.OOM.TriedBytes), plans.FormatSize(room))
+	if _, cluster := e.inv.(Cluster); cluster {
+		job.State, job.Estimate = state.JobQueued, need
+		return why + "; it waits for a worker with a larger card", true
+	}
+	job.State, job.Reason = state.JobFailed, why+"; "+unloadableAdvice
+	return job.Reason, true
+}
+
+// unloadableAdvice is what helps a job whose model does not fit a card before its
+// first batch: the ladder's rungs change only what a batch holds.
+const unloadableAdvice = "no rung of its ladder lowers that (they change only the batch): use a larger card, shard the model (gpus_per_job with FSDP or ZeRO-3), or load it in fewer bits (bf16, 8-bit, 4-bit)"
 
 // awaitHostRAM requeues a job that ran out of host RAM with no data workers left to
 // drop, at the same tier (the GPU ladder saves no host memory): its shape's host

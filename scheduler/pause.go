@@ -6,9 +6,10 @@ package scheduler
 // Running trainers go on meanwhile.
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -28,14 +29,32 @@ func (e *Engine) put(c state.Change) error {
 	if e.err != nil {
 		return e.err
 	}
+	e.stampQueued(&c)
+	c.Jobs = e.stampEnds(c.Jobs)
 	return e.failed(e.store.Put(c))
 }
 
-// Put writes c from outside the engine's loop (the allocator's queues and
-// allocations), in the loop, through put: the store has one writer, and a write the
-// disk refuses pauses the engine as its own do.
-func (e *Engine) Put(ctx context.Context, c state.Change) error {
-	return e.Do(ctx, func() error { return e.put(c) })
+// stampEnds gives each job that has just ended the time it did, and takes it from one
+// that runs or waits again (gpuq retry): every change of a job's state passes here.
+// Jobs it changes are copies, in a list of its own.
+func (e *Engine) stampEnds(jobs []*state.Job) []*state.Job {
+	out, copied := jobs, false
+	for i, j := range jobs {
+		over := ended(j)
+		if over == !j.Ended.IsZero() {
+			continue
+		}
+		if !copied {
+			out, copied = slices.Clone(jobs), true
+		}
+		c := *j
+		c.Ended = time.Time{}
+		if over {
+			c.Ended = e.clock.Now()
+		}
+		out[i] = &c
+	}
+	return out
 }
 
 // failed pauses the engine on an error to write, or stops it on any other, and returns
@@ -69,7 +88,7 @@ func (e *Engine) resume() bool {
 	pending := e.pending
 	e.pending = nil
 	for _, x := range pending {
-		e.Apply(x)
+		e.apply(x)
 	}
 	if len(e.pending) > 0 {
 		return false

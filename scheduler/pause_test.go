@@ -57,7 +57,7 @@ func pausedEngine(t *testing.T) (*Engine, *state.Store, *unwritableRunner, *[]Ev
 	var events []Event
 	e := NewEngine(st, fakeInventory{cards: []gpu.Card{{Index: 0, Total: 24 * gib}}, reads: new(int)}, r, newFakeClock(),
 		Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}}, func(ev Event) { events = append(events, ev) })
-	must(t, e.Submit(&state.Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, st, r, &events, dir
 }
 
@@ -79,7 +79,7 @@ func TestAFullDiskPausesAndLosesNothing(t *testing.T) {
 	disk := onFullDisk(st)
 	round(t, e)
 	disk.Full = true
-	e.Apply(Exit{Attempt: "c.1/1", Outcome: plans.Success})
+	e.apply(Exit{Attempt: "c.1/1", Outcome: plans.Success})
 	round(t, e)
 	round(t, e)
 	if got := states(st); got != "c.1:running c.2:queued c.3:queued" || paused(*events) != "paused" {
@@ -136,18 +136,18 @@ func TestPutPausesOnAFullDisk(t *testing.T) {
 	// Two rounds: c.1 starts, then its memory is first measured and written. The
 	// rounds after have nothing to write.
 	for range 2 {
-		must(t, e.Do(ctx, func() error { return nil }))
+		must(t, e.Do(ctx, func(context.Context) error { return nil }))
 	}
 	// The disk fills between rounds, on the engine's goroutine, as the journal's
 	// writes are.
-	must(t, e.Do(ctx, func() error { disk.Full = true; return nil }))
+	must(t, e.Do(ctx, func(context.Context) error { disk.Full = true; return nil }))
 	err := e.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{{ID: 1, GPUsPerNode: 1}}})
 	var cw *state.CannotWrite
 	if !errors.As(err, &cw) {
 		t.Fatalf("a put on a full disk: %v, want a CannotWrite", err)
 	}
 	var says string
-	must(t, e.Do(ctx, func() error {
+	must(t, e.Do(ctx, func(context.Context) error {
 		says = paused(*events)
 		disk.Full = false
 		return nil

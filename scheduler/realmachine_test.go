@@ -24,7 +24,7 @@ func TestCublasNotInitializedIsAnOOMOnlyOnAFullCard(t *testing.T) {
 		round(t, e)
 		cards[0].Used = tt.used // the trainer and the others on the card
 		round(t, e)
-		e.Apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Failed,
+		e.apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Failed,
 			OOM: &plans.OOMFacts{Signature: "cublas-not-initialized", Device: -1, Likely: true}})
 		if got := history(st, "e.1"); got != tt.want {
 			t.Errorf("card %s used: %s, want %s", plans.FormatSize(tt.used), got, tt.want)
@@ -78,17 +78,17 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	}
 	s := journaled(t, dir)
 	e, fr := newEngine(s)
-	must(t, e.Submit(&state.Submission{Sweep: sw}))
+	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	round(t, e)
 	if _, set := allocConf(fr.starts[0]); set {
 		t.Fatalf("the first attempt has PYTORCH_CUDA_ALLOC_CONF in its sweep's env: gpuq's default applies")
 	}
-	e.Apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.AllocConfRefused})
+	e.apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.AllocConfRefused})
 	round(t, e)
 	if v, set := allocConf(fr.starts[1]); !set || v != "" || fr.starts[1].Job.ID != "a.1" {
 		t.Errorf("retry of %s: PYTORCH_CUDA_ALLOC_CONF=%q (set %v), want it empty", fr.starts[1].Job.ID, v, set)
 	}
-	e.Apply(Exit{Attempt: fr.starts[1].Attempt.ID, Outcome: plans.Success})
+	e.apply(Exit{Attempt: fr.starts[1].Attempt.ID, Outcome: plans.Success})
 	if got := history(s, "a.1"); got != "succeeded 1:t0:10.00 GiB:alloc-conf-refused:eb0 2:t0:10.00 GiB:success:eb0" {
 		t.Errorf("a.1: %s", got)
 	}
@@ -104,7 +104,7 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 		t.Errorf("after a restart: PYTORCH_CUDA_ALLOC_CONF=%q (set %v), want it empty", v, set)
 	}
 	// An attempt that started without the option and still reports it: not gpuq's doing.
-	e2.Apply(Exit{Attempt: fr2.starts[0].Attempt.ID, Outcome: plans.AllocConfRefused})
+	e2.apply(Exit{Attempt: fr2.starts[0].Attempt.ID, Outcome: plans.AllocConfRefused})
 	if j := again.View().Job("a.2"); j.State != state.JobFailed || !strings.Contains(j.Reason, "no longer sets it") {
 		t.Errorf("a.2: %s %q", j.State, j.Reason)
 	}

@@ -17,16 +17,22 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// Round applies the ends of attempts that arrived together (see Apply) and then runs a
-// round, all in one transaction: it samples the cards, learns peaks, and starts what the
-// packer places. Run does after every event and poll; a driver of its own (a
-// simulation in virtual time) calls it instead of Run. A round does not follow ends
-// that could not be written.
+// Round applies the ends of attempts that arrived together and then runs a round, as
+// the loop does after every event and poll: a driver of its own (a simulation in
+// virtual time) calls it instead of Run or Serve.
 func (e *Engine) Round(exits []Exit) error {
+	e.driving("Round")
+	return e.round(exits)
+}
+
+// round applies the ends of attempts that arrived together (see apply) and then runs a
+// round, all in one transaction: it samples the cards, learns peaks, and starts what
+// the packer places. A round does not follow ends that could not be written.
+func (e *Engine) round(exits []Exit) error {
 	var err error
 	berr := e.batch(func() {
 		for _, x := range exits {
-			e.Apply(x)
+			e.apply(x)
 		}
 		if err = e.err; err == nil {
 			err = e.schedule()
@@ -52,39 +58,47 @@ func (e *Engine) schedule() error {
 	if e.expire(running) {
 		running = e.roundRunningNow(e.store.Latest())
 	}
+	if e.readMetrics(running) {
+		running = e.roundRunningNow(e.store.Latest())
+	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others, which it names.
 	rewritten := e.learnPeaks(running)
 	e.failTooLarge()
-	snap := e.store.Latest()
+	if writes {
+		e.settleAfter()
+	}
+	view := e.store.Latest()
 	smallest, _, ok := e.store.Queue().Extremes()
 	if !ok || !writes {
 		return nil
 	}
 	for _, id := range rewritten {
 		if i := slices.IndexFunc(running, func(a *state.Attempt) bool { return a.ID == id }); i >= 0 {
-			running[i] = e.measured(snap.Attempt(id))
+			running[i] = e.measured(view.Attempt(id))
 		}
 	}
-	v, err := e.packView(snap, running, &e.roundBufs)
+	v, err := e.packView(view, running, &e.roundBufs)
 	if err != nil {
 		return err
 	}
 	e.store.Queue().RanFor(running, e.clock.Now())
 	d := pack.Place(e.offers(v), v.cards, v.hosts, smallest)
-	e.headed(snap, d)
-	e.startAll(snap, d.Placements, running)
+	e.headed(view, d)
+	e.startAll(view, d.Placements, running)
 	return nil
 }
 
 // Preview is the decision a round would take now, with every waiting job's reason, and
-// the cards as the packer sees them; it starts nothing. gpuq plan shows it.
+// the cards as the packer sees them; it starts nothing. gpuq plan shows it, of an engine
+// that never runs.
 func (e *Engine) Preview() (pack.Decision, []pack.CardState, error) {
+	e.driving("Preview")
 	if err := e.readCards(); err != nil {
 		return pack.Decision{}, nil, err
 	}
-	snap := e.store.Latest()
-	v, err := e.packView(snap, e.runningNow(snap), nil)
+	view := e.store.Latest()
+	v, err := e.packView(view, e.runningNow(view), nil)
 	if err != nil {
 		return pack.Decision{}, nil, err
 	}
@@ -139,7 +153,7 @@ func (e *Engine) timeLeft(cards []pack.CardState) {
 // each machine's RAM, and how the queue's jobs are asked for. Round, Preview, Why
 // and Waits all build it here, so that they agree.
 type packView struct {
-	snap    state.View
+	view    state.View
 	cards   []pack.CardState
 	hosts   pack.Hosts
 	request func(*state.Group, state.Member) pack.Request
@@ -154,7 +168,7 @@ type packViewBufs struct {
 // packView builds what the packer sees from a view of the store. buf, if not nil,
 // holds the arrays the cards are kept in, and is given the ones they are: a round's,
 // which nothing keeps past it, reuses the round before's.
-func (e *Engine) packView(snap state.View, running []*state.Attempt, buf *packViewBufs) (packView, error) {
+func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packViewBufs) (packView, error) {
 	if buf == nil {
 		buf = &packViewBufs{}
 	}
@@ -167,14 +181,14 @@ func (e *Engine) packView(snap state.View, running []*state.Attempt, buf *packVi
 	buf.cards = cards
 	e.timeLeft(cards)
 	e.addEnds(cards, reserved, &buf.ends)
-	if drained := snap.Drained(); len(drained) > 0 {
+	if drained := view.Drained(); len(drained) > 0 {
 		for i := range cards {
 			if drained[plans.CardID{Worker: cards[i].Worker, Index: cards[i].Index}] {
 				cards[i].Slots = 0
 			}
 		}
 	}
-	return packView{snap: snap, cards: cards, hosts: hosts, request: e.requester(e.quotas(snap, cards, running))}, nil
+	return packView{view: view, cards: cards, hosts: hosts, request: e.requester(e.quotas(view, cards, running))}, nil
 }
 
 // offers is the store's queue as a round offers it to the packer (see pack.Queue).
@@ -203,7 +217,7 @@ func (e *Engine) offers(v packView) offers {
 		switch {
 		case !g.Key.Probe:
 			return math.MaxInt
-		case waitsForProbe(v.snap, g.Key.Shape, probing):
+		case waitsForProbe(v.view, g.Key.Shape, probing):
 			return 0
 		}
 		return 1
@@ -218,9 +232,9 @@ func (e *Engine) queue(v packView, probing func(*state.Job)) []pack.Request {
 	probed := map[string]bool{}
 	c := e.store.Queue().Cursor(nil)
 	for g, m, ok := c.Next(); ok; g, m, ok = c.Next() {
-		if g.Key.Probe && waitsForProbe(v.snap, g.Key.Shape, probed) {
+		if g.Key.Probe && waitsForProbe(v.view, g.Key.Shape, probed) {
 			if probing != nil {
-				probing(v.snap.Job(m.ID))
+				probing(v.view.Job(m.ID))
 			}
 			continue
 		}
@@ -253,10 +267,10 @@ type head struct {
 
 // headed notes which job the round reserved cards for. A round that reserved none
 // (the queue read no further) leaves the head as it was; it goes once it starts.
-func (e *Engine) headed(snap state.View, d pack.Decision) {
+func (e *Engine) headed(view state.View, d pack.Decision) {
 	switch r := d.Reservation; {
 	case r != nil && r.Job != e.head.job:
-		e.head = head{job: r.Job, seq: snap.Job(r.Job).Seq, since: e.clock.Now()}
+		e.head = head{job: r.Job, seq: view.Job(r.Job).Seq, since: e.clock.Now()}
 	case slices.ContainsFunc(d.Placements, func(p pack.Placement) bool { return p.Job == e.head.job }):
 		e.head = head{}
 	}
@@ -329,7 +343,7 @@ func (e *Engine) left(a *state.Attempt, now time.Time) time.Duration {
 // running there. The sweeps that take the default of one job per card (see
 // Submission.OnePerCard) share theirs: one job per card of all of them, since what
 // keeps two of one sweep's jobs apart, memory that nobody declared, keeps any two apart.
-func (e *Engine) quotas(snap state.View, cards []pack.CardState, running []*state.Attempt) func(sweep string) *pack.Quota {
+func (e *Engine) quotas(view state.View, cards []pack.CardState, running []*state.Attempt) func(sweep string) *pack.Quota {
 	made := map[string]*pack.Quota{}
 	var onePerCard []int
 	// free is a plan on each card less the attempts running there of the sweeps in.
@@ -339,7 +353,7 @@ func (e *Engine) quotas(snap state.View, cards []pack.CardState, running []*stat
 			out[i] = plan(i)
 		}
 		for _, a := range running {
-			if j := snap.Job(a.Job); j == nil || !in(j.Sweep) {
+			if j := view.Job(a.Job); j == nil || !in(j.Sweep) {
 				continue
 			}
 			for _, g := range a.GPUs {
@@ -355,16 +369,22 @@ func (e *Engine) quotas(snap state.View, cards []pack.CardState, running []*stat
 			return q
 		}
 		var q *pack.Quota
-		if sub := snap.Submission(sweep); sub != nil && sub.Limit != nil {
+		if sub := view.Submission(sweep); sub != nil && (sub.Limit != nil || sub.MaxRunning() > 0) {
 			q = &pack.Quota{Slots: make([]int, len(cards))}
 			for i, c := range cards {
-				q.Slots[i] = sub.Limit.On(c.Index)
+				q.Slots[i] = plans.NoSlotLimit
+				if sub.Limit != nil {
+					q.Slots[i] = sub.Limit.On(c.Index)
+				}
+			}
+			if n := sub.MaxRunning(); n > 0 {
+				q.Max, q.Left = n, maxRunningLeft(view, running, sweep, n)
 			}
 			if sub.OnePerCard() {
 				q.OnePerCard = true
 				if onePerCard == nil {
 					onePerCard = free(func(int) int { return 1 }, func(s string) bool {
-						other := snap.Submission(s)
+						other := view.Submission(s)
 						return other != nil && other.OnePerCard()
 					})
 				}
@@ -378,12 +398,24 @@ func (e *Engine) quotas(snap state.View, cards []pack.CardState, running []*stat
 	}
 }
 
+// maxRunningLeft is how many more of a sweep's jobs may start under its max_running
+// of n: n less its attempts running.
+func maxRunningLeft(view state.View, running []*state.Attempt, sweep string, n int) *int {
+	left := n
+	for _, a := range running {
+		if j := view.Job(a.Job); j != nil && j.Sweep == sweep {
+			left--
+		}
+	}
+	return &left
+}
+
 // waitsForProbe says whether a queued job of memory: probe, of a shape not measured
 // yet, waits for its shape to be: the first of each shape runs alone (requestOf makes
 // it exclusive) and the others wait for it. probing collects the shapes offered this
 // round.
-func waitsForProbe(snap state.View, shape string, probing map[string]bool) bool {
-	if l := snap.Shape(shape); l != nil && l.Probe != "" || probing[shape] {
+func waitsForProbe(view state.View, shape string, probing map[string]bool) bool {
+	if l := view.Shape(shape); l != nil && l.Probe != "" || probing[shape] {
 		return true
 	}
 	probing[shape] = true
@@ -433,12 +465,26 @@ func (e *Engine) failTooLarge() {
 	if _, largest, ok := e.store.Queue().Extremes(); !ok || largest <= room {
 		return
 	}
-	snap := e.store.Latest()
+	view := e.store.Latest()
 	for _, id := range e.store.Queue().Larger(room) {
-		j := snap.Job(id)
+		j := view.Job(id)
 		c := *j
-		if l := snap.Shape(j.Shape); l != nil && l.Floor > room {
-			if msg, ok := e.stepDown(&c, snap.Sweep(j.Sweep), j.Declared, false); ok {
+		l := view.Shape(j.Shape)
+		if l != nil && l.Base > room && plans.BatchOnly(j.Ladder, view.Sweep(j.Sweep).OOM.Keys) {
+			if cluster {
+				continue
+			}
+			c.State = state.JobFailed
+			c.Reason = fmt.Sprintf("a job of its shape ran out of memory loading its model, before any batch: it needs at least %s there, more than any card has room for (%s after headroom); %s",
+				plans.FormatSize(l.Base), plans.FormatSize(room), unloadableAdvice)
+			if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
+				return
+			}
+			e.events(Event{Time: e.clock.Now(), Job: j.ID, Kind: "failed", Message: c.Reason})
+			continue
+		}
+		if l != nil && l.Floor > room {
+			if msg, ok := e.stepDown(&c, view.Sweep(j.Sweep), j.Declared, false); ok {
 				if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 					return
 				}
@@ -451,7 +497,7 @@ func (e *Engine) failTooLarge() {
 			continue
 		}
 		c.State = state.JobFailed
-		est, _ := snap.Estimate(j)
+		est, _ := view.Estimate(j)
 		c.Reason = fmt.Sprintf("its estimate %s is larger than every card (%s at most, after headroom)",
 			plans.FormatSize(est), plans.FormatSize(room))
 		if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
@@ -487,7 +533,7 @@ func (e *Engine) settling() []*state.Attempt {
 // what a simulation of 100,000 jobs can afford. An attempt whose files cannot be
 // written pauses the engine (see pause); it and those not started yet go back to the
 // queue as they were: not the jobs' fault.
-func (e *Engine) startAll(snap state.View, placed []pack.Placement, running []*state.Attempt) {
+func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*state.Attempt) {
 	if len(placed) == 0 {
 		return
 	}
@@ -503,7 +549,7 @@ func (e *Engine) startAll(snap state.View, placed []pack.Placement, running []*s
 	launches := make([]Launch, len(placed))
 	var recorded state.Change
 	for i, p := range placed {
-		launches[i] = e.launch(snap, snap.Job(p.Job), p, sharing[p.Worker])
+		launches[i] = e.launch(view, view.Job(p.Job), p, sharing[p.Worker])
 		recorded.Jobs = append(recorded.Jobs, launches[i].Job)
 		recorded.Attempts = append(recorded.Attempts, launches[i].Attempt)
 	}
@@ -536,7 +582,7 @@ func (e *Engine) startAll(snap state.View, placed []pack.Placement, running []*s
 		}
 		// The runner reports the attempt's end on Exits, read only after this round.
 		a := *l.Attempt
-		a.Leader, a.Log = st.Leader, st.Log
+		a.Leader, a.Log, a.Command = st.Leader, st.Log, st.Command
 		ran.Attempts = append(ran.Attempts, &a)
 		started = append(started, l)
 	}
@@ -544,7 +590,7 @@ func (e *Engine) startAll(snap state.View, placed []pack.Placement, running []*s
 		return
 	}
 	for _, x := range lost {
-		e.Apply(x)
+		e.apply(x)
 	}
 	for _, l := range started {
 		a := l.Attempt
@@ -563,9 +609,9 @@ func (e *Engine) pausedErr() error {
 
 // launch is what starting job j where p places it takes: the job as it runs and its
 // attempt.
-func (e *Engine) launch(snap state.View, j *state.Job, p pack.Placement, sharing int) Launch {
+func (e *Engine) launch(view state.View, j *state.Job, p pack.Placement, sharing int) Launch {
 	cardIdx := p.Cards
-	sub := snap.Submission(j.Sweep)
+	sub := view.Submission(j.Sweep)
 	if !sub.AllocConfRefused.IsZero() {
 		// An empty value turns PyTorch's allocator options off (see withoutAllocConf).
 		plain, sw := *sub, *sub.Sweep
@@ -574,7 +620,7 @@ func (e *Engine) launch(snap state.View, j *state.Job, p pack.Placement, sharing
 		sub = &plain
 	}
 	job := *j
-	job.Estimate, job.HostEstimate = snap.Estimate(j) // what it starts with
+	job.Estimate, job.HostEstimate = view.Estimate(j) // what it starts with
 	job.Attempts++
 	job.State = state.JobRunning
 	a := &state.Attempt{ID: state.AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, Worker: p.Worker, GPUs: cardIdx,

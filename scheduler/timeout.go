@@ -36,6 +36,7 @@ func (e *Engine) expire(running []*state.Attempt) (stopped bool) {
 // NextTimeout is when the next running attempt reaches its timeout; ok is false when
 // none has one. A driver of its own (a simulation) runs a round then.
 func (e *Engine) NextTimeout() (at time.Time, ok bool) {
+	e.driving("NextTimeout")
 	for _, a := range e.store.Latest().Running() {
 		if a.TimedOut || a.Timeout == 0 {
 			continue

@@ -24,7 +24,7 @@ func timeoutEngine(t *testing.T, timeout string) (*Engine, *fakeClock, *[]Event)
 	var events []Event
 	e := NewEngine(st, fakeInventory{cards: []gpu.Card{{Index: 0, Total: 24 * gib}}, reads: new(int)}, fr, clock,
 		Config{Slots: []int{1}}, func(ev Event) { events = append(events, ev) })
-	if err := e.Submit(&state.Submission{Sweep: sw}); err != nil {
+	if err := e.store.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}
 	return e, clock, &events
@@ -33,13 +33,13 @@ func timeoutEngine(t *testing.T, timeout string) (*Engine, *fakeClock, *[]Event)
 // roundAndEnds runs one round at the clock's time, and applies the ends it caused.
 func (e *Engine) roundAndEnds(t *testing.T, stops int) {
 	t.Helper()
-	if err := e.Round(nil); err != nil {
+	if err := e.round(nil); err != nil {
 		t.Fatal(err)
 	}
 	for range stops {
 		select {
 		case x := <-e.runner.Exits():
-			e.Apply(x)
+			e.apply(x)
 		case <-time.After(10 * time.Second):
 			t.Fatal("the stopped attempt never ended")
 		}
@@ -59,8 +59,8 @@ func TestTimeoutStopsAndFails(t *testing.T) {
 	}
 	clock.now = clock.now.Add(time.Minute)
 	e.roundAndEnds(t, 1)
-	snap := e.store.View()
-	j, a := snap.Job("t.1"), snap.Attempt("t.1/1")
+	view := e.store.View()
+	j, a := view.Job("t.1"), view.Attempt("t.1/1")
 	if j.State != state.JobFailed || j.Reason != "attempt 1 timed out after 1h" || a.Outcome != plans.TimedOut {
 		t.Errorf("job %s (%s), attempt %s", j.State, j.Reason, a.Outcome)
 	}
@@ -88,7 +88,7 @@ func TestTimeoutRetries(t *testing.T) {
 	if j.State != state.JobFailed || j.Attempts != 3 || !strings.Contains(j.Reason, "attempt 3 timed out after 30m, as did the 2 before it") {
 		t.Errorf("after 3 timeouts: %s, %d attempts: %s", j.State, j.Attempts, j.Reason)
 	}
-	if _, err := e.Retry(Selection{IDs: []string{"t.1"}}); err != nil {
+	if _, err := e.retry(Selection{IDs: []string{"t.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if j := e.store.View().Job("t.1"); j.Timeouts != 0 {

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/sim"
+	"github.com/gpuq/gpuq/scheduler/simulate"
 )
 
 func main() {
@@ -55,12 +55,12 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 	}
 	var results []simResult
 	for _, f := range files {
-		rs, err := simulate(f, runs, gpuq)
+		rs, err := simulateTrace(f, runs, gpuq)
 		if err != nil {
 			return err
 		}
 		for i := range rs {
-			if rs[i].Policy == sim.GPUQ {
+			if rs[i].Policy == simulate.GPUQ {
 				rs[i].before = before.ratio(f, rs[i].trace)
 			}
 		}
@@ -69,6 +69,15 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 	fmt.Fprintf(w, "Simulations (virtual time; sim wall is the median of %d runs, trace loading included;\n", runs)
 	fmt.Fprintf(w, "before: gpuq's makespan over the bound before it ordered jobs largest first and backfilled)\n\n")
 	printSims(w, results)
+	stops, err := earlyStopping(files, gpuq)
+	if err != nil {
+		return err
+	}
+	if len(stops) > 0 {
+		fmt.Fprintf(w, "\nEarly stopping (virtual time): gpuq's makespan with each trace's early_stop, and with every job\n")
+		fmt.Fprintf(w, "run to its end (--no-early-stop); whether each group's best point, by its curve, finished\n\n")
+		printEarlyStopping(w, stops)
+	}
 
 	var packs []packResult
 	if packerOut != "" {
@@ -89,13 +98,13 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 		printDaemon(w, f)
 	}
 	fmt.Fprintln(w, "\nTargets")
-	printTargets(w, results, packs)
+	printTargets(w, results, packs, stops)
 	return nil
 }
 
 type simResult struct {
 	trace string
-	sim.Result
+	simulate.Result
 	cards string
 	unfit int // jobs that fit at no rung
 	// before is gpuq's makespan over the bound before ordering and backfilling (0:
@@ -104,29 +113,29 @@ type simResult struct {
 	rss    int64
 }
 
-// simulate runs one trace under every policy, runs times each: gpuq's by the binary
+// simulateTrace runs one trace under every policy, runs times each: gpuq's by the binary
 // gpuq, if given, as gpuq simulate, to measure what a user waits for and its memory.
 // Virtual-time results are deterministic; runs differing would be a bug, and is
 // reported as one.
-func simulate(file string, runs int, gpuq string) ([]simResult, error) {
-	t, err := sim.Load(file, plans.Overrides{})
+func simulateTrace(file string, runs int, gpuq string) ([]simResult, error) {
+	t, err := simulate.Load(file, plans.Overrides{})
 	if err != nil {
 		return nil, err
 	}
 	var out []simResult
-	for _, p := range sim.Policies {
+	for _, p := range simulate.Policies {
 		var walls []float64
-		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), cards: t.Sweep.GPUs.String(), unfit: len(sim.Unfit(t))}
+		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), cards: t.Sweep.GPUs.String(), unfit: len(simulate.Unfit(t))}
 		for i := range runs {
 			began := time.Now()
-			var r sim.Result
+			var r simulate.Result
 			var rss int64
-			if p == sim.GPUQ && gpuq != "" {
+			if p == simulate.GPUQ && gpuq != "" {
 				r, rss, err = simulateBy(gpuq, file)
 			} else {
-				var t *sim.Trace
-				if t, err = sim.Load(file, plans.Overrides{}); err == nil {
-					r, err = sim.Run(t, p)
+				var t *simulate.Trace
+				if t, err = simulate.Load(file, plans.Overrides{}); err == nil {
+					r, err = simulate.Run(t, p)
 				}
 			}
 			if err != nil {
@@ -144,11 +153,11 @@ func simulate(file string, runs int, gpuq string) ([]simResult, error) {
 	return out, nil
 }
 
-// simulateBy runs gpuq simulate FILE --policy gpuq --json, and returns its result and
-// the most memory it held.
-func simulateBy(gpuq, file string) (sim.Result, int64, error) {
-	var r sim.Result
-	cmd := exec.Command(gpuq, "simulate", file, "--policy", string(sim.GPUQ), "--json")
+// simulateBy runs gpuq simulate FILE --policy gpuq --json with args, and returns its
+// result and the most memory it held.
+func simulateBy(gpuq, file string, args ...string) (simulate.Result, int64, error) {
+	var r simulate.Result
+	cmd := exec.Command(gpuq, append([]string{"simulate", file, "--policy", string(simulate.GPUQ), "--json"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -224,7 +233,7 @@ func printSims(w io.Writer, results []simResult) {
 			rss = fmt.Sprintf("%d MB", r.rss>>20)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%d\t%d\t%d\t%d\t%.0f%%\t%.2fs\t%s\t\n", r.trace, r.cards, r.Jobs, r.Policy,
-			sim.Hours(r.Makespan), sim.Hours(r.LowerBound), r.Ratio(), before, r.Completed, r.Failed, r.OOMEvents, r.Attempts,
+			simulate.Hours(r.Makespan), simulate.Hours(r.LowerBound), r.Ratio(), before, r.Completed, r.Failed, r.OOMEvents, r.Attempts,
 			100*r.MemUtilization, r.SimWall, rss)
 	}
 	tw.Flush()
@@ -290,7 +299,7 @@ func printPacker(w io.Writer, packs []packResult) {
 }
 
 // printTargets checks the targets against what was measured.
-func printTargets(w io.Writer, results []simResult, packs []packResult) {
+func printTargets(w io.Writer, results []simResult, packs []packResult, stops []esResult) {
 	check := func(ok bool, format string, args ...any) {
 		mark := "MET    "
 		if !ok {
@@ -299,7 +308,7 @@ func printTargets(w io.Writer, results []simResult, packs []packResult) {
 		fmt.Fprintf(w, "  %s %s\n", mark, fmt.Sprintf(format, args...))
 	}
 	for _, r := range results {
-		if r.Policy != sim.GPUQ {
+		if r.Policy != simulate.GPUQ {
 			continue
 		}
 		// Every job that fits at some rung completes: the others are the only failures.
@@ -326,6 +335,7 @@ func printTargets(w io.Writer, results []simResult, packs []packResult) {
 			check(p.p99us < 1000, "%s: p99 decision %s (target 1 ms)", p.name, micros(p.p99us))
 		}
 	}
+	checkEarlyStopping(check, stops)
 }
 
 func median(xs []float64) float64 {

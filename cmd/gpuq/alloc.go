@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/scheduler/alloc"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 // newAllocCmd is gpuq alloc and its verbs: the daemon's allocation queues.
@@ -109,7 +109,7 @@ func runAllocSlurm(opts *allocSlurmOptions, args []string) error {
 	if err != nil {
 		return badInput("--time %q: write a duration such as 8h, 90m or 2h30m", opts.time)
 	}
-	req := daemon.AllocRequest{GPUsPerNode: opts.gpusPerNode, Time: limit, MaxAllocs: opts.maxAllocs,
+	req := api.AllocRequest{GPUsPerNode: opts.gpusPerNode, Time: limit, MaxAllocs: opts.maxAllocs,
 		IdleTimeout: opts.idleTimeout, Args: args, GPUs: opts.gpus, Plan: opts.plan, DryRun: opts.dryRun}
 	c, err := opts.settings.dial()
 	if err != nil {
@@ -129,7 +129,7 @@ func runAllocSlurm(opts *allocSlurmOptions, args []string) error {
 }
 
 // queueText says what a queue asks Slurm for.
-func queueText(q *daemon.AllocQueue) string {
+func queueText(q *api.AllocQueue) string {
 	s := fmt.Sprintf("%d GPUs a node for %s, at most %d at once, while jobs wait; idle workers exit after %s",
 		q.GPUsPerNode, q.Time, q.MaxAllocs, q.IdleTimeout)
 	if q.GPUs != "" {
@@ -171,7 +171,7 @@ allocations that ended, the last few are shown; --json lists every one.`,
 				return err
 			}
 			if opts.json {
-				return writeJSON(opts.io.Out, daemon.AllocListResponse{Queues: qs})
+				return writeJSON(opts.io.Out, api.AllocListResponse{Queues: qs})
 			}
 			printQueues(opts.io.Out, qs)
 			return nil
@@ -184,7 +184,7 @@ allocations that ended, the last few are shown; --json lists every one.`,
 // shownEnded is how many ended allocations of a queue gpuq alloc list shows.
 const shownEnded = 3
 
-func printQueues(w io.Writer, qs []daemon.AllocQueue) {
+func printQueues(w io.Writer, qs []api.AllocQueue) {
 	if len(qs) == 0 {
 		fmt.Fprintln(w, "no allocation queue: gpuq alloc slurm adds one")
 		return
@@ -206,7 +206,7 @@ func printQueues(w io.Writer, qs []daemon.AllocQueue) {
 			fmt.Fprintf(w, "  sbatch failed at %s (trying again each minute):\n    %s\n", q.ErrorAt.Format(time.DateTime),
 				strings.ReplaceAll(q.Error, "\n", "\n    "))
 		}
-		var shown []daemon.Allocation
+		var shown []api.Allocation
 		ended := 0
 		for j := len(q.Allocations) - 1; j >= 0; j-- {
 			a := q.Allocations[j]
@@ -215,7 +215,7 @@ func printQueues(w io.Writer, qs []daemon.AllocQueue) {
 					continue
 				}
 			}
-			shown = append([]daemon.Allocation{a}, shown...)
+			shown = append([]api.Allocation{a}, shown...)
 		}
 		if len(shown) == 0 {
 			fmt.Fprintln(w, "  no allocation yet: none is asked for until jobs wait")
@@ -234,7 +234,7 @@ func printQueues(w io.Writer, qs []daemon.AllocQueue) {
 	}
 }
 
-func slurmText(a daemon.Allocation) string {
+func slurmText(a api.Allocation) string {
 	s := orDash(a.Slurm)
 	if a.Reason != "" {
 		s += " (" + a.Reason + ")"
@@ -243,7 +243,7 @@ func slurmText(a daemon.Allocation) string {
 }
 
 // since is when an allocation came to its state.
-func since(a daemon.Allocation) time.Time {
+func since(a api.Allocation) time.Time {
 	switch {
 	case a.Ended != nil:
 		return *a.Ended

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -35,7 +35,7 @@ func TestAllocSlurm(t *testing.T) {
 	t.Setenv("GPUQ_GPUS", "none")
 	slurm := fakeSlurm(t)
 	startDaemon(t, "--listen", "127.0.0.1:0")
-	c, err := daemon.Dial(state)
+	c, err := api.Dial(state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestAllocSlurm(t *testing.T) {
 		t.Fatalf("submit: %s", errOut)
 	}
 	schedtest.WaitFor(t, "an allocation for the waiting jobs", func() bool { return len(glob(t, slurm, "*.sh")) == 1 })
-	var list daemon.AllocListResponse
+	var list api.AllocListResponse
 	schedtest.WaitFor(t, "gpuq alloc list to show it", func() bool {
 		out, _, _ := cli(t, "alloc", "list", "--json")
 		return json.Unmarshal([]byte(out), &list) == nil && len(list.Queues) == 1 && len(list.Queues[0].Allocations) == 1

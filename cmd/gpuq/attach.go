@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -42,7 +42,7 @@ closing the terminal. --read-only only watches.`,
 }
 
 func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
-	j, err := fetchJob(st, id)
+	j, err := fetchJob(st.client, id)
 	if err != nil {
 		return err
 	}
@@ -53,9 +53,9 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 		return scheduler.Refused(fmt.Sprintf("%s %s, not running: gpuq logs %s prints its log", id, state.JobState(j.State).Told(), id))
 	}
 	a := j.Attempts[len(j.Attempts)-1]
-	request := daemon.StreamAttach
+	request := api.StreamAttach
 	if readOnly {
-		request = daemon.StreamAttachReadOnly
+		request = api.StreamAttachReadOnly
 	}
 	conn, err := dialTerminal(st, id, a, request)
 	if err != nil {
@@ -94,7 +94,7 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 
 // dialTerminal connects to an attempt's terminal: through its supervisor's socket on
 // this machine, or through the daemon when it runs on a worker or the daemon is remote.
-func dialTerminal(st *settings, id string, a daemon.AttemptSummary, request string) (io.ReadWriteCloser, error) {
+func dialTerminal(st *settings, id string, a api.AttemptSummary, request string) (io.ReadWriteCloser, error) {
 	if a.Worker == "" && !st.remote() {
 		return launcher.Dial(filepath.Dir(a.Log), request)
 	}
@@ -102,7 +102,7 @@ func dialTerminal(st *settings, id string, a daemon.AttemptSummary, request stri
 	if err != nil {
 		return nil, err
 	}
-	return c.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: id, N: a.N}, Kind: request})
+	return c.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: id, N: a.N}, Kind: request})
 }
 
 // forwardKeys sends what is typed to the trainer until the detach key; an end of

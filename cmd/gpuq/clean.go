@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 type cleanOptions struct {
@@ -26,9 +26,9 @@ func newCleanCmd(io ioStreams, st *settings) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "clean [--sweep SWEEP] [--older-than AGE]",
 		Short: "Forget sweeps whose jobs have all ended, so their names can be used again",
-		Long: `Forget the daemon's sweeps whose jobs have all ended (succeeded, failed or
-cancelled): every one, the one --sweep names, or those whose last attempt ended longer
-ago than --older-than (such as 7d or 12h). A forgotten sweep's name can be submitted
+		Long: `Forget the daemon's sweeps whose jobs have all ended (succeeded, failed, cancelled
+or stopped early): every one, the one --sweep names, or those whose last attempt ended
+longer ago than --older-than (such as 7d or 12h). A forgotten sweep's name can be submitted
 again, and gpuq status no longer lists its jobs.
 
 Their logs are kept, moved to cleaned/<time>/ in the state directory, unless --logs
@@ -47,7 +47,7 @@ is given: then they are removed.`,
 }
 
 func runClean(opts *cleanOptions) error {
-	req := daemon.CleanRequest{Sweep: opts.sweep, Logs: opts.logs}
+	req := api.CleanRequest{Sweep: opts.sweep, Logs: opts.logs}
 	if opts.olderThan != "" {
 		age, err := parseAge(opts.olderThan)
 		if err != nil {

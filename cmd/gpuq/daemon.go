@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 type daemonOptions struct {
@@ -22,6 +24,7 @@ type daemonOptions struct {
 	settings     *settings
 	stop         bool
 	stopTrainers bool
+	detach       bool
 	salvage      bool
 	poll         time.Duration
 	metrics      string
@@ -34,10 +37,12 @@ func newDaemonCmd(io ioStreams, st *settings) *cobra.Command {
 	opts := &daemonOptions{io: io, settings: st}
 	cmd := &cobra.Command{
 		Use:   "daemon",
-		Short: "Run the scheduler for submitted sweeps, in the foreground",
+		Short: "Run the scheduler for submitted sweeps, in the foreground or (-d) the background",
 		Long: `Run gpuq's scheduler for the sweeps that gpuq submit sends it, until it is stopped.
-It runs in the foreground, for systemd or a terminal; gpuq submit starts one in the
-background when none runs.
+It runs in the foreground, for systemd or a terminal; with -d it runs in the background,
+in a session of its own, logging to daemon.log in the state directory, as the one gpuq
+submit starts when none runs. examples/systemd/gpuq.service runs it as a systemd user
+service (see the README).
 
 Its state lives in the state directory (--state-dir, GPUQ_STATE_DIR, default
 $XDG_STATE_HOME/gpuq): a journal of every change, each attempt's config and log under
@@ -46,9 +51,11 @@ connect). Every trainer runs under a small supervisor process of its own, so tra
 keep running when the daemon stops or is killed; a daemon started again on the same
 state directory takes them up and finishes the sweeps. One daemon per state directory.
 
-The machine's cards, plan and headroom come from --gpus, --gpu-plan and --headroom
-(GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM, or the config file); default every card, no
-slot limit, ` + plans.DefaultHeadroom.String() + ` headroom. Each sweep's own gpus and gpu_plan limit its jobs further.
+The daemon owns the machine's cards: their plan and headroom come from --gpus,
+--gpu-plan and --headroom (GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM, or the config file;
+else those of the last daemon on the state directory); default every card, no slot
+limit, ` + plans.DefaultHeadroom.String() + ` headroom. Each sweep's own gpus and gpu_plan choose among them and
+limit its jobs further.
 
 gpuq daemon --stop stops a running daemon and leaves its trainers running; with
 --stop-trainers it stops them too (their jobs end cancelled; queued jobs stay queued):
@@ -58,8 +65,9 @@ killed with what is left of its attempt 15 s after that, so the stop always ends
 With no daemon running there is nothing to stop: it says so and exits 0.
 
 --metrics ADDR (GPUQ_METRICS, or metrics: in the config file) serves Prometheus metrics
-on http://ADDR/metrics: jobs by state, attempts and OOMs by outcome and tier, each
-card's memory (total, used, reserved, learned, other), the queue's waits and the
+on http://ADDR/metrics: jobs by state, attempts and OOMs by outcome and tier (counters
+kept in the state: they never go down, gpuq clean included), each card's memory (a
+metric each for total, used, reserved, learned, other), the queue's waits and the
 scheduling rounds' latency. Nothing is served unless asked; anyone who can reach the
 address can read them, so keep it to 127.0.0.1 or a private network. It holds 16
 connections at once, closing more as they come.
@@ -88,13 +96,17 @@ machine is then its first worker; --gpus none leaves it without cards (a login n
 A worker that goes away for --worker-grace has its running jobs run again elsewhere
 at the same tier; its trainers stop after half of that, so nothing runs twice.`,
 		Example: `  gpuq daemon --gpus 0,1,2,3,4,5,6 --gpu-plan 2,2,2,2,1,1,1
+  gpuq daemon -d
   gpuq daemon --metrics 127.0.0.1:9469
   gpuq daemon --listen :7070 --gpus none
   gpuq daemon --stop`,
 		Args: noArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.stop {
 				return stopDaemon(opts)
+			}
+			if opts.detach {
+				return detachDaemon(opts, cmd.Flags())
 			}
 			if opts.salvage {
 				return salvage(opts)
@@ -122,6 +134,7 @@ at the same tier; its trainers stop after half of that, so nothing runs twice.`,
 	}
 	cmd.Flags().BoolVar(&opts.stop, "stop", false, "stop the running daemon; its trainers keep running")
 	cmd.Flags().BoolVar(&opts.stopTrainers, "stop-trainers", false, "with --stop: stop every running trainer too")
+	cmd.Flags().BoolVarP(&opts.detach, "detach", "d", false, "run in the background (its log is daemon.log in the state directory) and return once it answers")
 	cmd.Flags().BoolVar(&opts.salvage, "salvage", false, "rebuild a damaged state from every good record and the attempts' directories, report what was skipped, and exit")
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
 	cmd.Flags().StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on this host:port (e.g. 127.0.0.1:9469); none by default")
@@ -133,7 +146,7 @@ at the same tier; its trainers stop after half of that, so nothing runs twice.`,
 
 func stopDaemon(opts *daemonOptions) error {
 	c, err := opts.settings.dial()
-	var none daemon.NoDaemonError
+	var none api.NoDaemonError
 	if errors.As(err, &none) {
 		// What --stop is for holds already: a script's cleanup need not ask first.
 		fmt.Fprintf(opts.io.Err, "gpuq: no daemon runs on %s: nothing to stop\n", none.Dir)
@@ -146,6 +159,48 @@ func stopDaemon(opts *daemonOptions) error {
 		return err
 	}
 	fmt.Fprintln(opts.io.Err, "gpuq: the daemon has stopped")
+	return nil
+}
+
+// detachDaemon starts the daemon in the background, with this command line's flags
+// but -d, as gpuq submit does when none runs, and returns once it answers.
+func detachDaemon(opts *daemonOptions, flags *pflag.FlagSet) error {
+	if opts.stopTrainers || opts.salvage {
+		return badInput("-d starts a daemon; --stop-trainers and --salvage are for one that runs, or none")
+	}
+	dir, err := opts.settings.stateDir()
+	if err != nil {
+		return err
+	}
+	if c, err := opts.settings.dial(); err == nil {
+		info, err := c.Info()
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("a gpuq daemon (pid %d) runs already on %s; gpuq daemon --stop stops it", info.PID, info.StateDir)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	argv := []string{self, "daemon", "--state-dir", dir}
+	flags.Visit(func(f *pflag.Flag) {
+		if f.Name != "detach" && f.Name != "state-dir" {
+			argv = append(argv, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	c, pid, err := api.Start(dir, argv)
+	if err != nil {
+		return err
+	}
+	if pid == 0 {
+		info, err := c.Info()
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("a gpuq daemon (pid %d), started at the same moment, runs on %s; gpuq daemon --stop stops it", info.PID, info.StateDir)
+	}
+	fmt.Fprintf(opts.io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", pid, c.Dir(), api.LogPath(c.Dir()))
 	return nil
 }
 
@@ -172,6 +227,10 @@ func salvage(opts *daemonOptions) error {
 	if len(got.Orphans) > 0 {
 		fmt.Fprintf(w, "  attempts' directories of jobs of no sweep the state holds (the record of their sweep is lost; submit it again to run them): %s\n",
 			orphansBySweep(got.Orphans))
+	}
+	if len(got.Recounted) > 0 {
+		fmt.Fprintf(w, "  counts of attempts' ends whose records were lost, counted again from the attempts the state holds (gpuq_attempts_total): %s\n",
+			strings.Join(got.Recounted, ", "))
 	}
 	fmt.Fprintf(w, "gpuq: the state as it was is kept in %s; start the daemon again (gpuq daemon, or gpuq submit)\n", got.Kept)
 	return nil
@@ -229,18 +288,18 @@ func (s *settings) remote() bool { return s.v.GetString(keyServer) != "" }
 
 // dial connects to the daemon of the state directory: through its socket, or over the
 // network with --server.
-func (s *settings) dial() (*daemon.Client, error) {
+func (s *settings) dial() (*api.Client, error) {
 	dir, err := s.stateDir()
 	if err != nil {
 		return nil, err
 	}
 	if s.remote() {
 		server := s.v.GetString(keyServer)
-		creds, err := daemon.LoadCredentials(dir)
+		creds, err := api.LoadCredentials(dir)
 		if err != nil {
 			return nil, err
 		}
-		return daemon.DialRemote(server, creds)
+		return api.DialRemote(server, creds)
 	}
-	return daemon.Dial(dir)
+	return api.Dial(dir)
 }

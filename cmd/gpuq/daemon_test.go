@@ -7,11 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -68,23 +72,23 @@ func startDaemon(t *testing.T, flags ...string) *schedtest.Buffer {
 // stopAll stops the daemon and the trainers a test left.
 func stopAll(t *testing.T, dir string) {
 	cli(t, "daemon", "--stop", "--stop-trainers")
-	schedtest.WaitFor(t, "the daemon to exit", func() bool { return daemon.Gone(dir) })
+	schedtest.WaitFor(t, "the daemon to exit", func() bool { return api.Gone(dir) })
 }
 
-func listed(t *testing.T, args ...string) []daemon.Job {
+func listed(t *testing.T, args ...string) []api.Job {
 	t.Helper()
 	out, errOut, code := cli(t, append([]string{"status", "--json"}, args...)...)
 	if code != exitOK {
 		t.Fatalf("status --json: exit %d: %s", code, errOut)
 	}
-	var list daemon.JobsResponse
+	var list api.JobsResponse
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
 	return list.Jobs
 }
 
-func countState(jobs []daemon.Job, state string) int {
+func countState(jobs []api.Job, state string) int {
 	n := 0
 	for _, j := range jobs {
 		if j.State == state {
@@ -160,9 +164,11 @@ gpu_plan: "1"
 }
 
 // TestSubmitStartsADaemon: with no daemon, gpuq submit starts one in the background, on
-// the machine the sweep names (not the 2 cards of GPUQ_GPUS), so its plan of 3 fits.
+// the simulated machine the sweep names where GPUQ_GPUS and the config file name none,
+// so its plan of 3 fits.
 func TestSubmitStartsADaemon(t *testing.T) {
 	dir := daemonEnv(t)
+	t.Setenv("GPUQ_GPUS", "")
 	sweep := writeSweep(t, `name: bg
 command: [sh, -c, "exit 0"]
 matrix: {seed: [1, 2, 3]}
@@ -171,11 +177,11 @@ gpus: sim:3x24GiB
 gpu_plan: "2,1,1"
 `)
 	_, errOut, code := cli(t, "submit", sweep)
-	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, daemon.LogPath(dir)) {
+	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, api.LogPath(dir)) {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
 	schedtest.WaitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
-	c, err := daemon.Dial(dir)
+	c, err := api.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +199,7 @@ func TestSubmitLeavesNoIdleDaemon(t *testing.T) {
 	if code != exitBadInput || !strings.Contains(errOut, "larger than every card") || !strings.Contains(errOut, "stopped the daemon it had started") {
 		t.Errorf("submit: exit %d, %q", code, errOut)
 	}
-	if !daemon.Gone(dir) {
+	if !api.Gone(dir) {
 		t.Error("the daemon it started runs on")
 	}
 }
@@ -206,7 +212,7 @@ func TestSubmitToADaemonOnAnotherMachine(t *testing.T) {
 	sweep := writeSweep(t, "name: big\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\ngpus: sim:7x23.52GiB\ngpu_plan: 2,2,2,2,1,1,1\n")
 	_, errOut, code := cli(t, "submit", sweep)
 	for _, want := range []string{sweep + ": gpus: the sweep is for sim:7x23.52GiB", "the daemon on " + dir + " schedules on sim:2x24GiB (GPUs 0,1)",
-		"gpuq daemon --stop", "gpuq daemon --gpus sim:7x23.52GiB"} {
+		"gpuq daemon --stop", "gpuq daemon -d --gpus sim:7x23.52GiB"} {
 		if code != exitBadInput || !strings.Contains(errOut, want) {
 			t.Errorf("submit: exit %d, %q; want 2 and %q", code, errOut, want)
 		}
@@ -220,6 +226,55 @@ func TestSubmitToADaemonOnAnotherMachine(t *testing.T) {
 	}
 	if jobs := listed(t); len(jobs) != 1 {
 		t.Errorf("jobs %+v; want the one submitted to cards the daemon has", jobs)
+	}
+}
+
+// TestOneDaemonEveryCard: a sweep on cards 0,1 starts a daemon that owns every card, so
+// that a sweep on cards 2,3 is served beside it, each on its own. A daemon given only
+// some cards refuses a sweep for others with a command that restarts it with both
+// sweeps' cards, and following it serves both.
+func TestOneDaemonEveryCard(t *testing.T) {
+	daemonEnv(t)
+	t.Setenv("GPUQ_GPUS", "sim:4x24GiB")
+	sweepOn := func(name, gpus string) string {
+		return writeSweep(t, fmt.Sprintf("name: %s\ncommand: [sh, -c, \"exit 0\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\ngpus: %q\n", name, gpus))
+	}
+	a, b := sweepOn("a", "0,1"), sweepOn("b", "2,3")
+	for _, sw := range []string{a, b} {
+		if _, errOut, code := cli(t, "submit", sw); code != exitOK {
+			t.Fatalf("submit %s: exit %d: %s", sw, code, errOut)
+		}
+	}
+	schedtest.WaitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 4 })
+	for _, j := range listed(t) {
+		want := map[string][]int{"a": {0, 1}, "b": {2, 3}}[j.Sweep]
+		if g := j.Attempts[0].GPU; !slices.Contains(want, g) {
+			t.Errorf("%s ran on GPU %d; want one of its sweep's %v", j.ID, g, want)
+		}
+	}
+
+	// Given cards 0,1 alone, the daemon names a restart that keeps them.
+	cli(t, "daemon", "--stop")
+	if _, errOut, code := cli(t, "daemon", "-d", "--gpus", "0,1"); code != exitOK || !strings.Contains(errOut, "started a daemon") {
+		t.Fatalf("daemon -d: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := cli(t, "daemon", "-d"); code != exitFailed || !strings.Contains(errOut, "runs already") {
+		t.Errorf("a second daemon -d: exit %d: %s", code, errOut)
+	}
+	c := sweepOn("c", "2,3")
+	_, errOut, code := cli(t, "submit", c)
+	const restart = "gpuq daemon -d --gpus 0,1,2,3"
+	if code != exitBadInput || !strings.Contains(errOut, "was given GPUs 0,1 (--gpus)") || !strings.Contains(errOut, restart) {
+		t.Fatalf("submit to a daemon of cards 0,1: exit %d: %s", code, errOut)
+	}
+	cli(t, "daemon", "--stop")
+	if _, errOut, code := cli(t, strings.Fields(restart)[1:]...); code != exitOK {
+		t.Fatalf("%s: exit %d: %s", restart, code, errOut)
+	}
+	for _, sw := range []string{c, sweepOn("d", "0,1")} {
+		if _, errOut, code := cli(t, "submit", sw); code != exitOK {
+			t.Errorf("submit %s after the restart: exit %d: %s", sw, code, errOut)
+		}
 	}
 }
 
@@ -294,7 +349,7 @@ gpu_plan: "2,1,1"
 	if len(planned) != 3 || perCard[0] != 1 || perCard[1] != 1 || perCard[2] != 1 {
 		t.Fatalf("plan places %v; want one job on each card", planned)
 	}
-	firsts := func(jobs []daemon.JobSummary) map[string][]int {
+	firsts := func(jobs []api.JobSummary) map[string][]int {
 		got := map[string][]int{}
 		for _, j := range jobs {
 			if len(j.Attempts) > 0 {
@@ -307,7 +362,7 @@ gpu_plan: "2,1,1"
 	if code != exitOK {
 		t.Fatalf("run: exit %d: %s", code, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +374,7 @@ gpu_plan: "2,1,1"
 		t.Fatalf("submit: %s", errOut)
 	}
 	schedtest.WaitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
-	var jobs []daemon.JobSummary
+	var jobs []api.JobSummary
 	for _, j := range listed(t) {
 		jobs = append(jobs, j.JobSummary)
 	}
@@ -371,93 +426,32 @@ func TestParseAge(t *testing.T) {
 	}
 }
 
-// TestFollowGoesOnToTheNextAttempt: gpuq logs -f follows a job, not one attempt: from
-// an attempt that runs out of memory to the next rung's, and, on a job put back in the
-// queue by gpuq retry, the attempt that retry starts, not the one that failed.
-func TestFollowGoesOnToTheNextAttempt(t *testing.T) {
+// TestFollowAndWaitThroughADaemon: logs -f and wait end to end (their logic is tested
+// against a fake daemon in logs_test.go and wait_test.go): logs -f of a job queued behind
+// another waits for it to start and follows it to its end; wait exits 1, naming the job
+// that failed.
+func TestFollowAndWaitThroughADaemon(t *testing.T) {
 	daemonEnv(t)
 	startDaemon(t)
-	flip := writeSweep(t, `name: flip
-command: [sh, -c, "echo attempt {attempt} checkpointing {gradient_checkpointing}; sleep 1; case {attempt} in 1) echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; exit 1;; 2) exit 3;; esac"]
-params: {gradient_checkpointing: false}
-jobs: [{}]
-memory: 1GiB
-gpus: "0"
-`)
-	if _, errOut, code := cli(t, "submit", flip); code != exitOK {
+	two := writeSweep(t, "name: two\ncommand: [sh, -c, \"sleep $((2 - {seed})); echo out {seed}; exit $(({seed} - 1))\"]\n"+
+		"matrix: {seed: [1, 2]}\nmemory: 1GiB\ngpus: \"0\"\ngpu_plan: \"1\"\n")
+	if _, errOut, code := cli(t, "submit", two); code != exitOK {
 		t.Fatalf("submit: %s", errOut)
 	}
-	out, errOut, code := cli(t, "logs", "-f", "flip.1")
-	if code != exitOK || !strings.Contains(out, "attempt 1 checkpointing false") || !strings.Contains(out, "attempt 2 checkpointing true") ||
-		!strings.Contains(out, "gpuq: exited with status 3") {
-		t.Errorf("logs -f across an OOM: exit %d, %q\n%s", code, errOut, out)
-	}
-
-	// The card drained, the retried job waits in the queue until it is undrained.
-	for _, args := range [][]string{{"drain", "0"}, {"retry", "flip.1"}} {
-		if _, errOut, code := cli(t, args...); code != exitOK {
-			t.Fatalf("%v: exit %d: %s", args, code, errOut)
-		}
-	}
-	var errb schedtest.Buffer
-	var outb schedtest.Buffer
-	done := make(chan int)
-	go func() {
-		done <- run([]string{"logs", "-f", "flip.1"}, ioStreams{In: strings.NewReader(""), Out: &outb, Err: &errb})
-	}()
-	schedtest.WaitFor(t, "logs -f to wait for attempt 3", func() bool { return strings.Contains(errb.String(), "waiting for attempt 3 to start") })
-	if _, errOut, code := cli(t, "undrain", "0"); code != exitOK {
-		t.Fatalf("undrain: %s", errOut)
-	}
-	if code := <-done; code != exitOK || strings.Contains(outb.String(), "attempt 2 checkpointing") || !strings.Contains(outb.String(), "attempt 3 checkpointing true") {
-		t.Errorf("logs -f after a retry: exit %d, %q\n%s", code, errb.String(), outb.String())
-	}
-}
-
-// TestWaitAndFollowAQueuedJob: gpuq wait blocks until jobs end and says whether they
-// all succeeded; gpuq logs -f on a queued job waits for it to start, then follows it.
-func TestWaitAndFollowAQueuedJob(t *testing.T) {
-	daemonEnv(t)
-	startDaemon(t)
-	one := writeSweep(t, "name: one\ncommand: [sh, -c, \"sleep 1; echo out {seed}; exit $(({seed} - 1))\"]\nmatrix: {seed: [1, 2, 3]}\nmemory: 1GiB\ngpus: \"0\"\ngpu_plan: \"1\"\n")
-	ok := writeSweep(t, "name: ok\ncommand: [sh, -c, \"sleep 1\"]\njobs: [{}]\nmemory: 1GiB\ngpus: \"1\"\n")
-	for _, s := range []string{one, ok} {
-		if _, errOut, code := cli(t, "submit", s); code != exitOK {
-			t.Fatalf("submit: %s", errOut)
-		}
-	}
-	// one.3 waits for the card's one slot: logs -f waits for it, then follows it.
-	out, errOut, code := cli(t, "logs", "-f", "one.3")
-	if code != exitOK || !strings.Contains(errOut, "one.3 is queued; waiting for attempt 1 to start") || !strings.Contains(out, "out 3") || !strings.Contains(out, "gpuq: exited with status 2") {
+	out, errOut, code := cli(t, "logs", "-f", "two.2")
+	if code != exitOK || !strings.Contains(errOut, "two.2 is queued; waiting for attempt 1 to start") || !strings.Contains(out, "out 2") ||
+		!strings.Contains(out, "gpuq: exited with status 1") {
 		t.Errorf("logs -f of a queued job: exit %d, %q\n%s", code, errOut, out)
 	}
-	for _, tt := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{"wait", "--sweep", "ok"}, exitOK, "1 job succeeded"},
-		{[]string{"wait", "one.1"}, exitOK, "1 job succeeded"},
-		{[]string{"wait", "--sweep", "one"}, exitFailed, "not every job succeeded: one.2 failed, one.3 failed"},
-		{[]string{"wait"}, exitFailed, "one.2 failed"},
-		{[]string{"wait", "one.9"}, exitBadInput, `no job "one.9"`},
-		{[]string{"wait", "--sweep", "nope"}, exitBadInput, `no sweep "nope"`},
-	} {
-		out, errOut, code := cli(t, tt.args...)
-		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
-			t.Errorf("%v: exit %d, %s%s; want %d and %q", tt.args, code, out, errOut, tt.code, tt.want)
-		}
-	}
-	for _, j := range listed(t) {
-		if !ended(j.State) {
-			t.Errorf("gpuq wait returned with %s %s", j.ID, j.State)
-		}
+	if out, errOut, code := cli(t, "wait", "--sweep", "two"); code != exitFailed || !strings.Contains(errOut, "not every job succeeded: two.2 failed") {
+		t.Errorf("wait: exit %d, %s%s", code, out, errOut)
 	}
 }
 
 // TestDamagedStateAndSalvage: a damaged record before the end of a state file stops
 // gpuq daemon, naming it and the way out; gpuq daemon --salvage keeps every good record
-// and says what it left out; then the daemon starts and every job is there.
+// and says what it left out, and which counts of attempts' ends it counted again; then
+// the daemon starts and every job is there.
 func TestDamagedStateAndSalvage(t *testing.T) {
 	dir := daemonEnv(t)
 	sweep := writeSweep(t, "name: ok\ncommand: [sh, -c, \"exit 0\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
@@ -472,8 +466,10 @@ func TestDamagedStateAndSalvage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first record, the compaction's number, is damaged: every other is good.
-	os.WriteFile(snapshot, []byte(strings.Replace(string(data), `"epoch":`, `"epoch" `, 1)), 0o600)
+	// The first record, the compaction's number, is damaged, and the count of the
+	// attempts that succeeded: every other is good.
+	damaged := strings.Replace(strings.Replace(string(data), `"epoch":`, `"epoch" `, 1), `"tallies":`, `"tallies" `, 1)
+	os.WriteFile(snapshot, []byte(damaged), 0o600)
 
 	_, errOut, code := cli(t, "daemon")
 	for _, want := range []string{snapshot + ", record 1 of ", "its checksum does not match", "gpuq daemon --salvage"} {
@@ -482,7 +478,8 @@ func TestDamagedStateAndSalvage(t *testing.T) {
 		}
 	}
 	_, errOut, code = cli(t, "daemon", "--salvage")
-	if code != exitOK || !strings.Contains(errOut, "left out: snapshot record 1 (at byte 0)") || !strings.Contains(errOut, filepath.Join(dir, "damaged")) {
+	if code != exitOK || !strings.Contains(errOut, "left out: snapshot record 1 (at byte 0)") || !strings.Contains(errOut, filepath.Join(dir, "damaged")) ||
+		!strings.Contains(errOut, "counted again from the attempts the state holds (gpuq_attempts_total): success at tier 0: 2") {
 		t.Fatalf("daemon --salvage: exit %d:\n%s", code, errOut)
 	}
 	startDaemon(t)
@@ -511,7 +508,7 @@ func TestSalvageTakesUpWhatTheAttemptsShow(t *testing.T) {
 	if _, errOut, code := cli(t, "daemon", "--stop"); code != exitOK { // the trainers run on
 		t.Fatalf("daemon --stop: %s", errOut)
 	}
-	schedtest.WaitFor(t, "the daemon to exit", func() bool { return daemon.Gone(dir) })
+	schedtest.WaitFor(t, "the daemon to exit", func() bool { return api.Gone(dir) })
 	snapshot := filepath.Join(dir, "snapshot")
 	data, err := os.ReadFile(snapshot)
 	if err != nil {
@@ -593,5 +590,55 @@ func TestALostStateStopsTheDaemon(t *testing.T) {
 	_, errOut, code = cli(t, "daemon", "--salvage")
 	if code != exitOK || !strings.Contains(errOut, "of no sweep the state holds (the record of their sweep is lost; submit it again to run them): gone (2 jobs)") {
 		t.Fatalf("daemon --salvage without the copies: exit %d:\n%s", code, errOut)
+	}
+}
+
+// TestStatusInTmux: on an 80-column terminal, gpuq status of a daemon with a trainer
+// that died of an exception fits and says why it died, below the table where REASON
+// has no room; gpuq status ID says it with the exit status, and its attempts' table
+// fits; --all and --format list when each job started and ended and how it exited.
+func TestStatusInTmux(t *testing.T) {
+	dir := daemonEnv(t)
+	startDaemon(t)
+	sweep := writeSweep(t, `name: nan
+command: [sh, -c, "if [ {seed} = 1 ]; then echo step 3 loss nan; echo 'Traceback (most recent call last):'; echo '  File \"train.py\", line 9, in <module>'; echo 'ValueError: loss is NaN'; exit 1; fi; sleep 60"]
+matrix: {task: [glue-tvt_qnli], seed: [1, 2, 3]}
+memory: 1GiB
+gpu_plan: "1"
+`)
+	if out, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: exit %d: %s %s", code, out, errOut)
+	}
+	schedtest.WaitFor(t, "nan.1 failed, two running", func() bool {
+		jobs := listed(t)
+		return countState(jobs, "failed") == 1 && countState(jobs, "running") == 2
+	})
+	env := []string{asGPUQ + "=1", "GPUQ_STATE_DIR=" + dir}
+	for _, tc := range []struct {
+		args  []string
+		shows []string
+	}{
+		{[]string{"status"}, []string{"JOB", "nan.1", "failed", "nan.2", "running", "  nan.1 failed: ValueError: loss is NaN"}},
+		{[]string{"status", "nan.1"}, []string{"job nan.1 of sweep nan: failed", "attempt 1 failed: exited with status 1: ValueError:",
+			"attempt 1 exited with status 1: ValueError: loss is NaN", "EXIT", "log of attempt 1:"}},
+		{[]string{"status", "--all", "--format", "jobid,state,start,end,elapsed,exitcode"}, []string{"START", "END", "ELAPSED", "EXIT"}},
+	} {
+		term := tmux.Start(t, 80, 24, env, append([]string{os.Args[0]}, tc.args...)...)
+		term.WaitFor(strings.Join(tc.args, " ")+" to end", 30*time.Second, func(string) bool { return term.Exited() })
+		// The lines as printed, those that went past the terminal's edge joined again:
+		// only the log's path and the command may.
+		out := term.History()
+		if !tmux.Shows(tc.shows...)(out) {
+			t.Errorf("gpuq %s shows:\n%s\nwithout %q", strings.Join(tc.args, " "), out, tc.shows)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if utf8.RuneCountInString(l) > 80 && !strings.Contains(l, "log of attempt") && !strings.Contains(l, "command of attempt") {
+				t.Errorf("gpuq %s: a line is wider than the terminal: %q", strings.Join(tc.args, " "), l)
+			}
+		}
+	}
+	out, _, _ := cli(t, "status", "--format", "id,exit,error")
+	if !regexp.MustCompile(`(?m)^nan\.1 +1 +ValueError: loss is NaN$`).MatchString(out) {
+		t.Errorf("--format id,exit,error:\n%s", out)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -43,18 +44,23 @@ micro-batch, 8-bit AdamW, LoRA, QLoRA, logits of the last position), each alone.
 
 How it counts (the README's "Memory estimates" has the sources): weights at their
 precision (NF4 quantizes the blocks' matmuls; embeddings and head stay 16-bit, fp32
-with --prepare-kbit), gradients of what trains (all, LoRA's adapters, or --trainable),
-the optimizer's moments in fp32 or bf16 (--optimizer-state) with an fp32 master copy of
-16-bit weights by default; activations counted tensor by tensor as PyTorch keeps them
-for the backward pass (a Llama block 26h+8f bytes a token in a full fine-tune, a GPT
-block Korthikanti's 34h; frozen matmuls keep no input, bitsandbytes' 4-bit ones do;
-under --autocast fp32 residuals and 16-bit weight copies); logits by --loss (upcast 14
-bytes each, fp32-logits 16, chunked 6, fused 0); a CUDA context of 500 MiB
+with --prepare-kbit; --quantizer lightning quantizes the head too), gradients of what
+trains (all, LoRA's adapters, or --trainable), the optimizer's moments in fp32 or bf16
+(--optimizer-state) with an fp32 master copy of 16-bit weights by default; activations
+counted tensor by tensor as PyTorch keeps them for the backward pass (a Llama block
+26h+8f bytes a token in a full fine-tune, a GPT block Korthikanti's 34h; frozen matmuls
+keep no input, bitsandbytes' 4-bit ones did before 0.44 (--bitsandbytes), and a loop
+that holds the last step's outputs keeps those into the next step
+(--holds-last-step); the largest quantized layer dequantized; under --autocast fp32
+residuals and 16-bit weight copies); logits by --loss (upcast 14 bytes each,
+fp32-logits 16, chunked 4, fused 0); the allocator's reserve with expandable segments,
+as gpuq runs trainers (a 20 MiB and a 2 MiB page a stream); a CUDA context of 500 MiB
 (--cuda-context). ZeRO, --split-layers, --offload-optimizer, --offload-params, --ema and
 --frozen-copies change what each card holds; what is offloaded is shown as host RAM.
 Blocks gpuq does not count itself are described by --layer-params and
---layer-activations. A real run differs by the allocator's cache and the framework's
-workspaces: gpuq learns the measured peak of each shape of job as the sweep runs.`,
+--layer-activations. A real run differs by free blocks the allocator cannot reuse and
+the framework's workspaces: gpuq learns the measured peak of each shape of job as the
+sweep runs.`,
 		Example: `  gpuq estimate --model mistral-7b --seq-len 512 --micro-batch 4 --lora-rank 16
   gpuq estimate --model-config ~/models/Qwen3-4B/config.json --seq-len 1024 --micro-batch 2
   gpuq estimate --params 7B --precision bf16 --optimizer adamw
@@ -108,7 +114,11 @@ workspaces: gpuq learns the measured peak of each shape of job as the sweep runs
 	f.String("trainable", "", "without LoRA, the part that trains, the rest frozen: a share (0.02 or 2%), a count (100M) or modules (embeddings, head, norms, attention, mlp, q_proj, ...)")
 	f.Bool("gradient-checkpointing", false, "recompute activations in the backward pass")
 	f.Int("logits-to-keep", 0, "positions the logits are computed for; 0 = all")
-	f.String("loss", "upcast", "how the loss holds the logits: upcast (the model's 16-bit logits, upcast in the loss: 14 bytes a logit), fp32-logits (the model returns fp32 logits, as transformers before 4.45: 16), chunked (torchtune, LitGPT: 6) or fused (Liger, Cut Cross-Entropy: 0)")
+	f.String("loss", "upcast", "how the loss holds the logits: upcast (the model's 16-bit logits, upcast in the loss: 14 bytes a logit), fp32-logits (the model returns fp32 logits, as transformers before 4.45: 16), chunked (torchtune, LitGPT: 4) or fused (Liger, Cut Cross-Entropy: 0)")
+	f.String("quantizer", "", "what quantized int8/NF4 weights: transformers (its BitsAndBytesConfig, the default: the blocks' matmuls) or lightning (Lightning Fabric's BitsandbytesPrecision, LitGPT's --quantize: every linear layer, the head too, from fp16)")
+	f.String("bitsandbytes", "", "the bitsandbytes version, e.g. 0.42: before 0.44 its 4-bit matmul keeps its input for the backward pass (default a current one)")
+	f.Bool("holds-last-step", false, "the training loop keeps the last step's outputs until the next forward pass returns (LitGPT; a loop with out = model(x)): with bitsandbytes before 0.44, that step's matmul inputs stay too")
+	f.Bool("fused-qkv", false, "q, k and v are one matrix (LitGPT, GPT-NeoX) whose adapters share one dropped input")
 	f.String("attention", "sdpa", "sdpa (flash or memory-efficient kernels) or eager")
 	f.Int("zero-stage", 0, "DeepSpeed ZeRO stage (FSDP FULL_SHARD: 3, SHARD_GRAD_OP: 2)")
 	f.Int("gpus-per-job", 1, "cards the job is spread over, for ZeRO and --split-layers")
@@ -282,16 +292,24 @@ func flagNames(msg string) string {
 }
 
 func runEstimateSweep(opts *estimateOptions, path string) error {
-	sw, err := plans.LoadSweep(path, opts.settings.overrides())
+	// The sweep and the machine as gpuq run and gpuq plan read them (see prepare).
+	sw, err := plans.LoadSweep(path, opts.settings.runOverrides())
 	if err != nil {
 		return err
 	}
 	for _, w := range sw.Warnings() {
 		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 	}
-	cards, headroom, err := cardsFor(opts, sw.GPUs, opts.settings.gpusSource(sw), sw.Headroom)
+	spec, source, err := machineSpec(sw, opts.settings.machineOverrides())
 	if err != nil {
 		return err
+	}
+	cards, headroom, err := cardsFor(opts, spec, source, sw.Headroom)
+	if err != nil {
+		return err
+	}
+	if sw.GPUs.Indices != nil {
+		cards = slices.DeleteFunc(cards, func(c gpu.Card) bool { return !slices.Contains(sw.GPUs.Indices, c.Index) })
 	}
 	var out []estimateJSON
 	for i := range sw.Jobs {
@@ -339,15 +357,15 @@ func printEstimates(w io.Writer, out []estimateJSON, cards, width int) error {
 	tw := newFitTable(w, width, 1, 0).cutStarts(0)
 	head := "JOB\tNAME\tSOURCE\t"
 	if withParts {
-		head += "WEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tLOGITS\tCONTEXT\t"
+		head += "WEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tLOGITS\tRESERVE\tCONTEXT\t"
 	}
 	fmt.Fprintln(tw, head+"TOTAL\tFITS ON")
 	for _, e := range out {
-		parts := strings.Repeat("-\t", 6)
+		parts := strings.Repeat("-\t", 7)
 		if e.Parts != nil {
 			b := e.Parts
 			parts = ""
-			for _, v := range []int64{b.Weights, b.Gradients, b.Optimizer, b.Activations, b.Logits, b.Context} {
+			for _, v := range []int64{b.Weights, b.Gradients, b.Optimizer, b.Activations, b.Logits, b.Reserve, b.Context} {
 				parts += plans.FormatSize(v) + "\t"
 			}
 		}
@@ -477,7 +495,8 @@ func printEstimate(io ioStreams, e estimateJSON, cards []gpu.Card) {
 		name string
 		v    int64
 	}{{"weights", b.Weights}, {"gradients", b.Gradients}, {"optimizer state", b.Optimizer},
-		{"activations", b.Activations}, {"logits", b.Logits}, {"EMA and frozen copies", b.Copies}, {"CUDA context", b.Context}} {
+		{"activations", b.Activations}, {"logits", b.Logits}, {"EMA and frozen copies", b.Copies},
+		{"allocator reserve", b.Reserve}, {"CUDA context", b.Context}} {
 		if p.v == 0 && p.name == "EMA and frozen copies" {
 			continue
 		}

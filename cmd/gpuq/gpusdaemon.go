@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 // daemonGPUs prints the running daemon's cards, with its plan and headroom, and
@@ -24,7 +24,7 @@ func daemonGPUs(opts *gpusOptions) (bool, error) {
 		return false, nil
 	}
 	c, err := st.dial()
-	var none daemon.NoDaemonError
+	var none api.NoDaemonError
 	if errors.As(err, &none) {
 		return false, nil // the cards gpuq would use itself
 	}

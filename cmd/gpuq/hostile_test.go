@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -92,7 +92,7 @@ var hostileJSON = strings.Repeat("[", 3_000_000) + strings.Repeat("]", 3_000_000
 
 // checkTurnedHostile checks that both jobs succeeded with the base as it was read with
 // the sweep: an edit to the file after gpuq read it changes no attempt.
-func checkTurnedHostile(t *testing.T, jobs []daemon.JobSummary) {
+func checkTurnedHostile(t *testing.T, jobs []api.JobSummary) {
 	t.Helper()
 	if len(jobs) != 2 || jobs[0].State != "succeeded" || jobs[1].State != "succeeded" {
 		t.Fatalf("want both jobs succeeded; got %+v", jobs)
@@ -110,7 +110,7 @@ func TestRunConfigBaseTurnedHostile(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, want %d\n%s", code, exitOK, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -125,12 +125,12 @@ func TestDaemonConfigBaseTurnedHostile(t *testing.T) {
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
-	var jobs []daemon.Job
+	var jobs []api.Job
 	schedtest.WaitFor(t, "turn.2 to end", func() bool {
 		jobs = listed(t, "--sweep", "turn")
 		return len(jobs) == 2 && countState(jobs, "queued")+countState(jobs, "running") == 0
 	})
-	var sums []daemon.JobSummary
+	var sums []api.JobSummary
 	for _, j := range jobs {
 		sums = append(sums, j.JobSummary)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -8,19 +9,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/top"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // fetchJob asks the daemon for one job with its attempts.
-func fetchJob(st *settings, id string) (daemon.Job, error) {
-	c, err := st.dial()
+func fetchJob(client func() (daemonClient, error), id string) (api.Job, error) {
+	c, err := client()
 	if err != nil {
-		return daemon.Job{}, err
+		return api.Job{}, err
 	}
 	return c.Job(id)
 }
@@ -28,56 +30,78 @@ func fetchJob(st *settings, id string) (daemon.Job, error) {
 // The verbs that look at and act on the daemon's jobs.
 func newJobCmds(io ioStreams, st *settings) []*cobra.Command {
 	return []*cobra.Command{newStatusCmd(io, st), newLogsCmd(io, st), newWhyCmd(io, st),
-		newSelectCmd(io, st, daemon.Cancel, "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
-		newSelectCmd(io, st, daemon.Retry, "Put failed or cancelled jobs back in the queue, at the tier they last ran", "requeued"),
-		newSelectCmd(io, st, daemon.Hold, "Keep jobs from starting until released; running ones run on", "held"),
-		newSelectCmd(io, st, daemon.Release, "Let held jobs start again", "released"),
+		newSelectCmd(io, st, api.Cancel, "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
+		newSelectCmd(io, st, api.Retry, "Put failed, cancelled or stopped jobs back in the queue, at the tier they last ran", "requeued"),
+		newSelectCmd(io, st, api.Hold, "Keep jobs from starting until released; running ones run on", "held"),
+		newSelectCmd(io, st, api.Release, "Let held jobs start again", "released"),
 		newDrainCmd(io, st, true), newDrainCmd(io, st, false)}
 }
 
-var shownStates = []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
-	state.JobSucceeded, state.JobFailed, state.JobCancelled}
+var shownStates = []state.JobState{state.JobQueued, state.JobHeld, state.JobBlocked, state.JobRunning,
+	state.JobSucceeded, state.JobStopped, state.JobFailed, state.JobCancelled}
 
 type statusOptions struct {
-	io       ioStreams
-	settings *settings
-	sweep    string
-	states   []string
-	json     bool
+	io     ioStreams
+	client func() (daemonClient, error)
+	now    func() time.Time
+	sweep  string
+	states []string
+	json   bool
+	all    bool
+	format string
 }
 
 func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &statusOptions{io: io, settings: st}
+	opts := &statusOptions{io: io, client: st.client, now: time.Now}
 	cmd := &cobra.Command{
 		Use:     "status [ID]",
 		Aliases: []string{"ls"},
-		Short:   "List the daemon's jobs, or show one job with its attempts",
-		Long: `List the daemon's jobs, one line each: its point of the sweep (the parameters its matrix
-varies, such as task=sst2,seed=87), state, card, attempt, tier, the memory estimate as
-declared and as learned from measured peaks, the peak of the latest attempt, how long
-its shape takes as learned from its attempts that succeeded, and how long the latest
-attempt ran. A job that waits again after an attempt shows the tier it will run at,
-and no card.
-With a job ID, show that job with every attempt: the tier and parameters it ran at, its
-estimate, its peak, how it ended, and its log.
+		Short:   "List the daemon's jobs (and a gpuq run's), or show one job with its attempts",
+		Long: `List the daemon's jobs, and those of each gpuq run in the foreground, one line
+each: its point of the sweep (the parameters its matrix varies, such as
+task=sst2,seed=87), state (blocked: waiting for what it runs after), card, attempt,
+tier, the memory estimate as declared and as learned from measured peaks, the peak of
+the latest attempt, how long the latest attempt ran, how long its shape takes as
+learned from its attempts that succeeded, and why a job that failed, was cancelled or
+was stopped early ended (its error line: the exception line of its trainer's last
+traceback, else its last line; for one stopped early, the reading it lost by), or what
+a blocked one runs after. A job that waits again after an attempt shows the tier it
+will run at, and no card. On a narrow terminal TAKES is left out, and REASON too, each
+reason then following the table.
 
---json prints {"jobs":[...]}, each job as gpuq run --json prints it, with its sweep.`,
+By default the list is the jobs that wait or run and the ` + strconv.Itoa(lastEnded) + ` that ended last; --all
+lists every job, and --state lists every job in those states.
+
+--format picks the columns, as sacct's --format does: names separated by commas, in
+any case, each with an optional %WIDTH that cuts its values to that many cells
+(point%30). The columns: ` + columnNames() + `.
+START and END are when the job's first attempt started and when the job ended,
+ELAPSED the time between (so far, while it runs) as [DAYS-]HH:MM:SS, EXIT the exit
+status of its latest attempt's trainer or the signal that killed it.
+
+With a job ID, show that job with every attempt: the tier and parameters it ran at, its
+estimate, its peak, how it ended (exit status or signal, and its error line), its
+command and its log; then what its trainer reported of its training (each metric's
+latest, lowest and highest, by attempt) and, where its sweep has early_stop, its
+readings at the steps it was judged at.
+
+--json prints {"jobs":[...]}, every job (as --all), each as gpuq run --json prints it,
+with its sweep: per attempt and job, "exit_code" (null where a signal ended it),
+"signal", "error", "command", and the job's "started" and "ended".`,
 		Example: `  gpuq status
   gpuq ls --sweep gla-e1 --state running,queued
+  gpuq status --all --format jobid,point%30,state,start,end,elapsed,exitcode
   gpuq status gla-e1.7
-  gpuq status --json | jq '.jobs[] | select(.state == "failed") | .id'`,
+  gpuq status --json | jq '.jobs[] | select(.state == "failed") | {id, exit_code, error}'`,
 		Args:              maxArgs(1),
 		ValidArgsFunction: completeJobs(st),
-		RunE: func(_ *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				return showJob(opts, args[0])
-			}
-			return listJobs(opts)
-		},
+		RunE:              func(_ *cobra.Command, args []string) error { return runStatus(opts, args) },
 	}
 	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "only this sweep's jobs")
-	cmd.Flags().StringSliceVar(&opts.states, "state", nil, "only jobs in these states: "+statesText())
-	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	cmd.Flags().StringSliceVar(&opts.states, "state", nil, "only jobs in these states (all of them): "+statesText())
+	cmd.Flags().BoolVar(&opts.all, "all", false, "every job, not only those that wait or run and the "+strconv.Itoa(lastEnded)+" that ended last")
+	cmd.Flags().StringVarP(&opts.format, "format", "o", "", "the columns, as sacct --format: "+columnNames())
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON, every job")
 	return cmd
 }
 
@@ -89,13 +113,29 @@ func statesText() string {
 	return strings.Join(s, ",")
 }
 
+// runStatus lists the jobs, or shows the one named.
+func runStatus(opts *statusOptions, args []string) error {
+	if len(args) == 1 {
+		return showJob(opts, args[0])
+	}
+	return listJobs(opts)
+}
+
 func listJobs(opts *statusOptions) error {
 	for _, s := range opts.states {
 		if !slices.Contains(shownStates, state.JobState(s)) {
 			return badInput("--state %q: a job is one of %s", s, statesText())
 		}
 	}
-	c, err := opts.settings.dial()
+	format := opts.format
+	if format == "" {
+		format = defaultFormat
+	}
+	cols, err := parseFormat(format)
+	if err != nil {
+		return err
+	}
+	c, err := opts.client()
 	if err != nil {
 		return err
 	}
@@ -104,39 +144,295 @@ func listJobs(opts *statusOptions) error {
 		return err
 	}
 	if opts.json {
-		return writeJSON(opts.io.Out, daemon.JobsResponse{Jobs: jobs})
+		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: jobs})
 	}
-	printJobs(opts.io.Out, jobs, time.Now(), opts.io.width())
+	l := jobList{jobs: jobs, now: opts.now(), width: opts.io.width(), cols: cols, dropTakes: opts.format == ""}
+	if !opts.all && len(opts.states) == 0 {
+		l.shown, l.ended = recent(jobs)
+	}
+	l.print(opts.io.Out)
 	return nil
 }
 
-// printJobs prints one job a line, to fit a terminal of width cells (0: no limit):
-// its point of the sweep (the parameters its matrix varies, shortened first), the
-// estimate it is placed by (its shape's learned peak once measured, else the declared
-// one), and its latest attempt while it runs or once it has ended; a job waiting again
-// (after an OOM, say) shows the tier it will run at, not the card and peak of an
-// attempt that is over; last, how long its shape takes as learned, left out first
-// where the terminal is too narrow for it. Then counts by state.
-func printJobs(w io.Writer, jobs []daemon.Job, now time.Time, width int) {
+// lastEnded is how many of the jobs that ended gpuq status lists without --all: with
+// those that wait or run, enough to see what just happened, not a sweep's history.
+const lastEnded = 10
+
+// recent is the jobs gpuq status lists by default: those that wait or run, and the
+// lastEnded that ended last, in the order given; and how many jobs ended in all.
+func recent(jobs []api.Job) (shown []api.Job, ended int) {
+	var over []int
+	for i, j := range jobs {
+		if hasEnded(j) {
+			over = append(over, i)
+		}
+	}
+	slices.SortStableFunc(over, func(a, b int) int { return endOf(jobs[b]).Compare(endOf(jobs[a])) })
+	keep := map[int]bool{}
+	for _, i := range over[:min(len(over), lastEnded)] {
+		keep[i] = true
+	}
+	for i, j := range jobs {
+		if !hasEnded(j) || keep[i] {
+			shown = append(shown, j)
+		}
+	}
+	return shown, len(over)
+}
+
+// hasEnded reports whether the job succeeded, failed, was cancelled or was stopped
+// early (see ended).
+func hasEnded(j api.Job) bool { return ended(j.State) }
+
+// endOf is when the job ended; zero while it has not, or where no end was kept.
+func endOf(j api.Job) time.Time {
+	if j.Ended == nil {
+		return time.Time{}
+	}
+	return *j.Ended
+}
+
+// jobList is a listing of jobs to print (see print).
+type jobList struct {
+	jobs  []api.Job
+	now   time.Time
+	width int // the terminal's; 0: piped, every value whole
+	cols  []shownColumn
+	// shown, when not nil, is the jobs listed of jobs, ended how many of them ended:
+	// the default listing (see recent).
+	shown []api.Job
+	ended int
+	// dropTakes: TAKES is left out where the terminal is too narrow for it (the
+	// default columns).
+	dropTakes bool
+}
+
+// print prints one job a line, to fit a terminal of width cells: the columns of cols,
+// JOB and POINT shortened first (see fitTable), the last column shortened or left out;
+// TAKES left out where the rest would not fit. A job waiting again (after an OOM, say)
+// shows the tier it will run at, not the card and peak of an attempt that is over.
+// Then counts by state of every job, what the default listing left out, and, where
+// REASON had no room, each job's reason.
+func (l jobList) print(w io.Writer) {
 	counts := map[string]int{}
-	tw := newFitTable(w, width, 1, 0, 9).cutStarts(0)
-	fmt.Fprintln(tw, "JOB\tPOINT\tSTATE\tGPU\tATTEMPT\tTIER\tESTIMATE\tPEAK\tTIME\tTAKES")
-	for _, j := range jobs {
+	for _, j := range l.jobs {
 		counts[j.State]++
-		gpus, n, peak, took := "-", "-", "-", "-"
-		if len(j.Attempts) > 0 && j.State != string(state.JobQueued) && j.State != string(state.JobHeld) {
-			a := j.Attempts[len(j.Attempts)-1]
-			gpus, n, peak, took = cardsOf(a), strconv.Itoa(a.N), top.Gig(peakOf(a)), durationOf(a, now)
+	}
+	shown := l.jobs
+	if l.shown != nil {
+		shown = l.shown
+	}
+	var cut, starts, drop []int
+	for i, c := range l.cols {
+		if c.cut {
+			cut = append(cut, i)
 		}
-		estimate := j.DeclaredBytes
-		if j.LearnedBytes != nil {
-			estimate = *j.LearnedBytes
+		if c.cutStart {
+			starts = append(starts, i)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.State, gpus, n, j.Tier,
-			top.Gig(estimate), peak, took, learnedDuration(j.JobSummary))
+		if c.name == "takes" && l.dropTakes {
+			drop = append(drop, i)
+		}
+	}
+	// Ids and points are cut first, the rest as they come.
+	slices.SortStableFunc(cut, func(a, b int) int { return l.cols[a].cutOrder - l.cols[b].cutOrder })
+	tw := newFitTable(w, l.width, cut...).cutStarts(starts...).dropping(drop...)
+	headers := make([]string, len(l.cols))
+	for i, c := range l.cols {
+		headers[i] = c.header
+	}
+	fmt.Fprintln(tw, strings.Join(headers, "\t"))
+	for _, j := range shown {
+		cells := make([]string, len(l.cols))
+		for i, c := range l.cols {
+			cells[i] = c.cell(j, l.now)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, countsText(counts))
+	// Every state at once (blocked and stopped too) is wider than a terminal of 80.
+	fmt.Fprintln(w, wrapItems(countsText(counts), l.width))
+	if l.shown != nil && len(shown) < len(l.jobs) {
+		fmt.Fprintln(w, wrap(fmt.Sprintf("%s, the %d that ended last shown; gpuq status --all lists every job",
+			plans.Count(l.ended, "job")+" ended", min(l.ended, lastEnded)), l.width, ""))
+	}
+	reason := slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == "reason" })
+	if reason >= 0 && tw.hid(reason, len(l.cols)-1) {
+		for _, j := range shown {
+			if r := reasonOf(j); r != "-" {
+				fmt.Fprintln(w, "  "+wrap(fmt.Sprintf("%s %s: %s", j.ID, j.State, r), l.width-2, "    "))
+			}
+		}
+	}
+}
+
+// A statusColumn is a column gpuq status shows (--format): its name and those sacct
+// gives it, its header, and its value of a job at a time.
+type statusColumn struct {
+	name    string
+	aliases []string
+	header  string
+	value   func(j api.Job, now time.Time) string
+	// cut: a narrow terminal shortens its values (cutStart: at their start, as job
+	// ids, whose number tells them apart), in cutOrder.
+	cut, cutStart bool
+	cutOrder      int
+}
+
+// A shownColumn is a column as --format asks for it: at most width cells (0: any).
+type shownColumn struct {
+	statusColumn
+	width int
+}
+
+// cell is the column's value of j, cut to its width.
+func (c shownColumn) cell(j api.Job, now time.Time) string {
+	v := c.value(j, now)
+	if c.width > 0 {
+		return ansi.Truncate(v, c.width, "…")
+	}
+	return v
+}
+
+// defaultFormat is gpuq status's columns without --format.
+const defaultFormat = "id,point,state,gpu,attempt,tier,estimate,peak,time,takes,reason"
+
+// statusColumns are the columns gpuq status can show, in the order --help lists them.
+var statusColumns = []statusColumn{
+	{name: "id", aliases: []string{"jobid"}, header: "JOB", cut: true, cutStart: true, cutOrder: 1,
+		value: func(j api.Job, _ time.Time) string { return j.ID }},
+	{name: "sweep", header: "SWEEP", cut: true, cutOrder: 1, value: func(j api.Job, _ time.Time) string { return j.Sweep }},
+	{name: "point", aliases: []string{"name", "jobname"}, header: "POINT", cut: true,
+		value: func(j api.Job, _ time.Time) string { return j.Name }},
+	{name: "state", header: "STATE", value: func(j api.Job, _ time.Time) string { return j.State }},
+	{name: "gpu", aliases: []string{"nodelist"}, header: "GPU", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return cardsOf(a) })},
+	{name: "attempt", header: "ATTEMPT", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return strconv.Itoa(a.N) })},
+	{name: "tier", header: "TIER", value: func(j api.Job, _ time.Time) string { return strconv.Itoa(j.Tier) }},
+	{name: "estimate", header: "ESTIMATE", value: func(j api.Job, _ time.Time) string {
+		if j.LearnedBytes != nil {
+			return top.Gig(*j.LearnedBytes)
+		}
+		return top.Gig(j.DeclaredBytes)
+	}},
+	{name: "peak", header: "PEAK", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return top.Gig(peakOf(a)) })},
+	{name: "time", header: "TIME", value: latestOf(durationOf)},
+	{name: "takes", header: "TAKES", value: func(j api.Job, _ time.Time) string { return learnedDuration(j.JobSummary) }},
+	{name: "start", header: "START", value: func(j api.Job, _ time.Time) string { return stamp(j.Started) }},
+	{name: "end", header: "END", value: func(j api.Job, _ time.Time) string { return stamp(j.Ended) }},
+	{name: "elapsed", header: "ELAPSED", value: elapsedOf},
+	{name: "exit", aliases: []string{"exitcode"}, header: "EXIT", value: func(j api.Job, _ time.Time) string { return exitText(j.ExitStatus) }},
+	{name: "reason", header: "REASON", cut: true, cutOrder: 2, value: func(j api.Job, _ time.Time) string { return reasonOf(j) }},
+	{name: "error", header: "ERROR", cut: true, cutOrder: 2, value: func(j api.Job, _ time.Time) string { return cmp.Or(j.Error, "-") }},
+	{name: "command", header: "COMMAND", cut: true, cutOrder: 2, value: func(j api.Job, _ time.Time) string {
+		return cmp.Or(strings.Join(j.Command, " "), "-")
+	}},
+}
+
+// columnNames lists the columns --format takes.
+func columnNames() string {
+	names := make([]string, len(statusColumns))
+	for i, c := range statusColumns {
+		names[i] = c.name
+		if len(c.aliases) > 0 {
+			names[i] += " (" + strings.Join(c.aliases, ", ") + ")"
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// parseFormat reads --format: column names separated by commas, in any case, each with
+// an optional %WIDTH.
+func parseFormat(format string) ([]shownColumn, error) {
+	var cols []shownColumn
+	for _, f := range strings.Split(format, ",") {
+		name, width, hasWidth := strings.Cut(strings.ToLower(strings.TrimSpace(f)), "%")
+		i := slices.IndexFunc(statusColumns, func(c statusColumn) bool { return c.name == name || slices.Contains(c.aliases, name) })
+		if i < 0 {
+			return nil, badInput("--format: no column %q; the columns are %s", name, columnNames())
+		}
+		c := shownColumn{statusColumn: statusColumns[i]}
+		if hasWidth {
+			n, err := strconv.Atoi(width)
+			if err != nil || n < 1 {
+				return nil, badInput("--format %s: %q is not a width; write a number of cells, as in point%%30", f, width)
+			}
+			c.width = n
+		}
+		cols = append(cols, c)
+	}
+	return cols, nil
+}
+
+// latestOf is a column of the job's latest attempt while it runs or once it has ended,
+// "-" otherwise: a job waiting again (after an OOM) shows no card or peak of an attempt
+// that is over.
+func latestOf(value func(a api.AttemptSummary, now time.Time) string) func(api.Job, time.Time) string {
+	return func(j api.Job, now time.Time) string {
+		if len(j.Attempts) == 0 || j.State == string(state.JobQueued) || j.State == string(state.JobHeld) || j.State == string(state.JobBlocked) {
+			return "-"
+		}
+		return value(j.Attempts[len(j.Attempts)-1], now)
+	}
+}
+
+// sacctTime is how START and END are written, as sacct writes them.
+const sacctTime = "2006-01-02T15:04:05"
+
+// stamp is a time as START and END show it, "-" for none.
+func stamp(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.Format(sacctTime)
+}
+
+// elapsedOf is how long the job has run, from its first attempt's start to its end,
+// or to now while it has not ended, as sacct writes it: [DAYS-]HH:MM:SS.
+func elapsedOf(j api.Job, now time.Time) string {
+	if j.Started == nil {
+		return "-"
+	}
+	end := now
+	switch {
+	case j.Ended != nil:
+		end = *j.Ended
+	case hasEnded(j):
+		return "-"
+	}
+	d := max(end.Sub(*j.Started), 0).Round(time.Second)
+	days, rest := d/(24*time.Hour), d%(24*time.Hour)
+	hms := fmt.Sprintf("%02d:%02d:%02d", rest/time.Hour, rest%time.Hour/time.Minute, rest%time.Minute/time.Second)
+	if days > 0 {
+		return fmt.Sprintf("%d-%s", days, hms)
+	}
+	return hms
+}
+
+// exitText is an exit in a column: the status, the signal, or "-".
+func exitText(e api.ExitStatus) string {
+	switch {
+	case e.Signal != "":
+		return e.Signal
+	case e.ExitCode != nil:
+		return strconv.Itoa(*e.ExitCode)
+	}
+	return "-"
+}
+
+// reasonOf says briefly why a job that failed, was cancelled or was stopped early
+// ended: its trainer's error line where that trainer failed on its own, else gpuq's
+// reason (early_stop's verdict, for one stopped); for a blocked one, what it runs
+// after (api.AfterReason); "-" for others.
+func reasonOf(j api.Job) string {
+	switch state.JobState(j.State) {
+	case state.JobFailed, state.JobCancelled, state.JobStopped, state.JobBlocked:
+	default:
+		return "-"
+	}
+	if n := len(j.Attempts); n > 0 && j.Attempts[n-1].Outcome == string(plans.Failed) && j.Error != "" {
+		return j.Error
+	}
+	return cmp.Or(j.Reason, "-")
 }
 
 // countsText says how many jobs are in each state, of those there are.
@@ -154,7 +450,7 @@ func countsText(counts map[string]int) string {
 }
 
 // learnedDuration is how long the job's shape takes, as learned, or "-".
-func learnedDuration(j daemon.JobSummary) string {
+func learnedDuration(j api.JobSummary) string {
 	if j.LearnedSeconds == nil {
 		return "-"
 	}
@@ -162,7 +458,7 @@ func learnedDuration(j daemon.JobSummary) string {
 }
 
 // cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".
-func cardsOf(a daemon.AttemptSummary) string {
+func cardsOf(a api.AttemptSummary) string {
 	if a.Worker != "" {
 		return a.Worker + ":" + intsText(a.GPUs)
 	}
@@ -170,7 +466,7 @@ func cardsOf(a daemon.AttemptSummary) string {
 }
 
 // durationOf is how long an attempt ran, or has run so far.
-func durationOf(a daemon.AttemptSummary, now time.Time) string {
+func durationOf(a api.AttemptSummary, now time.Time) string {
 	end := a.Ended
 	if end.IsZero() {
 		end = now
@@ -179,59 +475,110 @@ func durationOf(a daemon.AttemptSummary, now time.Time) string {
 }
 
 func showJob(opts *statusOptions, id string) error {
-	j, err := fetchJob(opts.settings, id)
+	j, err := fetchJob(opts.client, id)
 	if err != nil {
 		return err
 	}
 	if opts.json {
-		return writeJSON(opts.io.Out, daemon.JobsResponse{Jobs: []daemon.Job{j}})
+		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: []api.Job{j}})
 	}
-	w := opts.io.Out
+	printJob(opts.io.Out, j, opts.now(), opts.io.width())
+	return nil
+}
+
+// printJob prints one job with every attempt, to fit a terminal of width cells (0: no
+// limit) but for paths and the command: its state and why it ended, its point, when it
+// ran, its memory and duration as learned, a line per attempt, then how each attempt
+// ended (its exit status or signal and error line), where its log is, and the command
+// its latest attempt ran.
+func printJob(w io.Writer, j api.Job, now time.Time, width int) {
+	line := func(format string, args ...any) {
+		fmt.Fprintln(w, "  "+wrap(fmt.Sprintf(format, args...), width-2, "    "))
+	}
 	fmt.Fprintf(w, "job %s of sweep %s: %s\n", j.ID, j.Sweep, j.State)
 	if j.Reason != "" {
-		fmt.Fprintf(w, "  %s\n", j.Reason)
+		line("%s", j.Reason)
 	}
-	fmt.Fprintf(w, "  point: %s\n", j.Name)
+	line("point: %s", j.Name)
+	if j.Started != nil {
+		line("ran: started %s, ended %s, elapsed %s", stamp(j.Started), stamp(j.Ended), elapsedOf(j, now))
+	}
 	learned := "not measured yet"
 	if j.LearnedBytes != nil {
 		learned = plans.FormatSize(*j.LearnedBytes) + " (measured peak of its shape)"
 	}
-	fmt.Fprintf(w, "  memory: declared %s, learned %s\n", sizeOrDash(j.DeclaredBytes), learned)
+	line("memory: declared %s, learned %s", sizeOrDash(j.DeclaredBytes), learned)
 	if j.LearnedSeconds != nil {
-		fmt.Fprintf(w, "  duration: learned %s (its shape's attempts that succeeded, %d of them)\n", learnedDuration(j.JobSummary), j.LearnedRuns)
+		line("duration: learned %s (its shape's attempts that succeeded, %d of them)", learnedDuration(j.JobSummary), j.LearnedRuns)
 	} else {
-		fmt.Fprintln(w, "  duration: not learned yet (no attempt of its shape has succeeded)")
+		line("duration: not learned yet (no attempt of its shape has succeeded)")
 	}
 	if len(j.Attempts) == 0 {
-		fmt.Fprintf(w, "  no attempt yet; gpuq why %s says why it waits\n", j.ID)
-		return nil
+		line("no attempt yet; gpuq why %s says why it waits", j.ID)
+		return
 	}
 	fmt.Fprintln(w)
-	tw := newTable(w)
-	fmt.Fprintln(tw, "ATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tSTARTED\tTIME")
-	now := time.Now()
+	// On a narrow terminal, the start (the lines above say when the job ran), the
+	// effective batch and the estimate give way, in that order.
+	tw := newFitTable(w, width, 3).dropping(9, 4, 5)
+	fmt.Fprintln(tw, "ATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tEXIT\tSTARTED\tTIME")
 	for _, a := range j.Attempts {
 		eb := "-"
 		if a.EffectiveBatch != nil {
 			eb = strconv.FormatInt(*a.EffectiveBatch, 10)
 		}
-		outcome := a.Outcome
-		if outcome == "" {
-			outcome = "running"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, cardsOf(a), a.Tier, changedText(j.Params, a.Params),
-			eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), outcome, a.Started.Format("01-02 15:04:05"), durationOf(a, now))
+		outcome := cmp.Or(a.Outcome, "running")
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, cardsOf(a), a.Tier, changedText(j.Params, a.Params),
+			eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), outcome, exitText(a.ExitStatus), a.Started.Format("01-02 15:04:05"), durationOf(a, now))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, a := range j.Attempts {
+		if a.Error != "" {
+			line("attempt %d %s: %s", a.N, endedText(a.ExitStatus), a.Error)
+		}
+		// Whole, to be copied: a path or a command cut across lines would not be.
 		fmt.Fprintf(w, "  log of attempt %d: %s\n", a.N, a.Log)
 	}
-	return nil
+	if len(j.Command) > 0 {
+		fmt.Fprintf(w, "  command of attempt %d: %s\n", j.Attempts[len(j.Attempts)-1].N, shellQuote(j.Command))
+	}
+	printTraining(w, j.JobSummary)
+}
+
+// endedText says how an attempt's trainer ended: "exited with status 1", "was killed
+// by SIGKILL".
+func endedText(e api.ExitStatus) string {
+	switch {
+	case e.Signal != "":
+		return "was killed by " + e.Signal
+	case e.ExitCode != nil:
+		return fmt.Sprintf("exited with status %d", *e.ExitCode)
+	}
+	return "ended"
+}
+
+// shellQuote writes argv as a shell would read it back: arguments with blanks or quotes
+// between single quotes.
+func shellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`|&;<>(){}*?[]#~") {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+type whyOptions struct {
+	io     ioStreams
+	client func() (daemonClient, error)
+	json   bool
 }
 
 func newWhyCmd(io ioStreams, st *settings) *cobra.Command {
-	var asJSON bool
+	opts := &whyOptions{io: io, client: st.client}
 	cmd := &cobra.Command{
 		Use:   "why ID",
 		Short: "Say why a queued job waits",
@@ -242,34 +589,44 @@ queued, say what it is doing (exit 0, as for one that waits); an unknown job is 
 		Example:           "  gpuq why gla-e1.12",
 		Args:              exactArgs(1),
 		ValidArgsFunction: completeJobs(st),
-		RunE: func(_ *cobra.Command, args []string) error {
-			c, err := st.dial()
-			if err != nil {
-				return err
-			}
-			out, err := c.Why(args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(io.Out, out)
-			}
-			if out.Reason != "" {
-				fmt.Fprintf(io.Out, "%s waits (%s): %s\n", out.Job, out.Reason, out.Detail)
-			} else {
-				fmt.Fprintf(io.Out, "%s: %s\n", out.Job, out.Detail)
-			}
-			return nil
-		},
+		RunE:              func(_ *cobra.Command, args []string) error { return runWhy(opts, args[0]) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"job","reason","detail"}`)
+	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"job","reason","detail"}`)
 	return cmd
 }
 
+func runWhy(opts *whyOptions, id string) error {
+	c, err := opts.client()
+	if err != nil {
+		return err
+	}
+	out, err := c.Why(id)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, out)
+	}
+	if out.Reason != "" {
+		fmt.Fprintf(opts.io.Out, "%s waits (%s): %s\n", out.Job, out.Reason, out.Detail)
+	} else {
+		fmt.Fprintf(opts.io.Out, "%s: %s\n", out.Job, out.Detail)
+	}
+	return nil
+}
+
+type selectOptions struct {
+	io     ioStreams
+	client func() (daemonClient, error)
+	verb   api.Verb
+	done   string // what the verb did to the jobs, for people
+	sweep  string
+	json   bool
+}
+
 // newSelectCmd is a verb that acts on jobs named by id or on a whole sweep.
-func newSelectCmd(io ioStreams, st *settings, verb daemon.Verb, short, done string) *cobra.Command {
-	var sweep string
-	var asJSON bool
+func newSelectCmd(io ioStreams, st *settings, verb api.Verb, short, done string) *cobra.Command {
+	opts := &selectOptions{io: io, client: st.client, verb: verb, done: done}
 	cmd := &cobra.Command{
 		Use:   string(verb) + " ID...|--sweep SWEEP",
 		Short: short,
@@ -280,35 +637,45 @@ not apply are passed over). A named job to which it does not apply is an error, 
 then nothing is changed.`,
 		Example:           fmt.Sprintf("  gpuq %s gla-e1.3 gla-e1.4\n  gpuq %s --sweep gla-e1", verb, verb),
 		ValidArgsFunction: completeJobs(st),
-		RunE: func(_ *cobra.Command, args []string) error {
-			switch {
-			case len(args) > 0 && sweep != "":
-				return badInput("name jobs or give --sweep, not both; see gpuq %s --help", verb)
-			case len(args) == 0 && sweep == "":
-				return badInput("name the jobs to %s (gpuq %s ID...), or a sweep (--sweep SWEEP)", verb, verb)
-			}
-			c, err := st.dial()
-			if err != nil {
-				return err
-			}
-			ids, err := c.Act(verb, daemon.SelectRequest{IDs: args, Sweep: sweep})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(io.Out, daemon.SelectResponse{Jobs: ids})
-			}
-			if len(ids) == 0 {
-				fmt.Fprintf(io.Out, "no job of %s to %s\n", sweep, verb)
-				return nil
-			}
-			fmt.Fprintf(io.Out, "%s: %s\n", done, strings.Join(ids, " "))
-			return nil
-		},
+		RunE:              func(_ *cobra.Command, args []string) error { return runSelect(opts, args) },
 	}
-	cmd.Flags().StringVar(&sweep, "sweep", "", "every job of this sweep")
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"jobs":[...]}, the jobs changed`)
+	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "every job of this sweep")
+	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"jobs":[...]}, the jobs changed`)
 	return cmd
+}
+
+func runSelect(opts *selectOptions, ids []string) error {
+	verb := opts.verb
+	switch {
+	case len(ids) > 0 && opts.sweep != "":
+		return badInput("name jobs or give --sweep, not both; see gpuq %s --help", verb)
+	case len(ids) == 0 && opts.sweep == "":
+		return badInput("name the jobs to %s (gpuq %s ID...), or a sweep (--sweep SWEEP)", verb, verb)
+	}
+	c, err := opts.client()
+	if err != nil {
+		return err
+	}
+	changed, err := c.Act(verb, api.SelectRequest{IDs: ids, Sweep: opts.sweep})
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, api.SelectResponse{Jobs: changed})
+	}
+	if len(changed) == 0 {
+		fmt.Fprintf(opts.io.Out, "no job of %s to %s\n", opts.sweep, verb)
+		return nil
+	}
+	fmt.Fprintf(opts.io.Out, "%s: %s\n", opts.done, strings.Join(changed, " "))
+	return nil
+}
+
+type drainOptions struct {
+	io     ioStreams
+	client func() (daemonClient, error)
+	on     bool
+	json   bool
 }
 
 func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
@@ -316,7 +683,7 @@ func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
 	if !on {
 		verb, short = "undrain", "Let a drained card take jobs again"
 	}
-	var asJSON bool
+	opts := &drainOptions{io: io, client: st.client, on: on}
 	cmd := &cobra.Command{
 		Use:   verb + " GPU",
 		Short: short,
@@ -324,32 +691,34 @@ func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
 WORKER:INDEX (node7:3). The daemon remembers it across restarts.`,
 		Example: "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
 		Args:    exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			card, err := plans.ParseCardID(args[0])
-			if err != nil {
-				return badInput("%v", err)
-			}
-			req := daemon.DrainRequest{Worker: card.Worker, GPU: card.Index, On: on}
-			c, err := st.dial()
-			if err != nil {
-				return err
-			}
-			if err := c.DrainCard(req); err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(io.Out, req)
-			}
-			if on {
-				fmt.Fprintf(io.Out, "GPU %s drained: no new job starts there; gpuq undrain %s undoes it\n", args[0], args[0])
-			} else {
-				fmt.Fprintf(io.Out, "GPU %s takes jobs again\n", args[0])
-			}
-			return nil
-		},
+		RunE:    func(_ *cobra.Command, args []string) error { return runDrain(opts, args[0]) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"gpu","on"}, and "worker" for a worker's card`)
+	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"gpu","on"}, and "worker" for a worker's card`)
 	return cmd
+}
+
+func runDrain(opts *drainOptions, name string) error {
+	card, err := plans.ParseCardID(name)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	req := api.DrainRequest{Worker: card.Worker, GPU: card.Index, On: opts.on}
+	c, err := opts.client()
+	if err != nil {
+		return err
+	}
+	if err := c.DrainCard(req); err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, req)
+	}
+	if opts.on {
+		fmt.Fprintf(opts.io.Out, "GPU %s drained: no new job starts there; gpuq undrain %s undoes it\n", name, name)
+	} else {
+		fmt.Fprintf(opts.io.Out, "GPU %s takes jobs again\n", name)
+	}
+	return nil
 }
 
 // completeJobs completes job ids from the running daemon, if one answers.

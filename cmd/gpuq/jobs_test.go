@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -8,45 +10,144 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
+
+// statusJobs are jobs in every state, as the daemon lists them at 10:00 and after.
+func statusJobs(at time.Time) []api.Job {
+	learned, took, one, zero := int64(15<<30), 90.0, 1, 0
+	ended := func(d time.Duration) *time.Time { t := at.Add(d); return &t }
+	return []api.Job{
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30, Started: &at,
+			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, PeakBytes: 9 << 30, Started: at}}}},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.2", Name: "task=sst2,seed=88", State: "queued", Tier: 1, DeclaredBytes: 10 << 30,
+			LearnedBytes: &learned, Started: &at, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 20 << 30, Outcome: "gpu-oom",
+				Started: at, Ended: at.Add(time.Minute), ExitStatus: api.ExitStatus{ExitCode: &one}}},
+			ExitStatus: api.ExitStatus{ExitCode: &one}}},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
+			LearnedSeconds: &took, LearnedRuns: 1, Started: &at, Ended: ended(90 * time.Second), ExitStatus: api.ExitStatus{ExitCode: &zero},
+			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
+			LearnedSeconds: &took, LearnedRuns: 1}},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
+			Reason: "attempt 2 failed: exited with status 1: ValueError: loss is NaN at step 1200: lower the learning rate", Started: &at, Ended: ended(time.Hour + 2*time.Minute),
+			ExitStatus: api.ExitStatus{ExitCode: &one, Error: "ValueError: loss is NaN at step 1200: lower the learning rate"}, Command: []string{"python3", "train.py", "--seed", "87"},
+			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", OOM: &plans.OOMFacts{TriedBytes: 40 << 30, ProcessBytes: 4 << 30},
+				Started: at, Ended: at.Add(time.Second)}, {N: 2, GPUs: []int{0}, Outcome: "failed", PeakBytes: 6 << 30, Started: at.Add(time.Minute),
+				Ended: at.Add(time.Hour + 2*time.Minute)}}}},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.6", Name: "task=rte,seed=88", State: "cancelled", DeclaredBytes: 10 << 30,
+			Reason: "cancelled while queued", Ended: ended(3 * time.Minute)}},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.8", Name: "task=rte,seed=89", State: "stopped", DeclaredBytes: 10 << 30,
+			Reason: "stopped early at step 500: eval_loss 2.1, worse than 2 of the 3 points that reached it", Started: &at, Ended: ended(time.Minute),
+			ExitStatus: api.ExitStatus{Signal: "SIGTERM"}, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, Outcome: "stopped-early", PeakBytes: 7 << 30,
+				Started: at, Ended: at.Add(time.Minute)}}}},
+		// Retried after it failed, it waits again for what it runs after: its attempt is over.
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.9", Name: "task=wnli,seed=87", State: "blocked", DeclaredBytes: 10 << 30,
+			Reason: "runs after t, which must succeed first; gpuq why s.9 says how that stands", After: []string{"t"}, Started: &at,
+			ExitStatus: api.ExitStatus{ExitCode: &one}, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "failed", PeakBytes: 5 << 30,
+				Started: at, Ended: at.Add(time.Minute)}}}},
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.12", Name: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
+			Started: ended(-time.Hour), Attempts: []api.AttemptSummary{{N: 3, Worker: "node7", GPUs: []int{2}, PeakBytes: 12 << 30, Started: at.Add(-time.Hour)}}}},
+	}
+}
 
 // TestPrintJobs: each job's point of the sweep; a job queued again after an OOM shows
 // the tier it will run at, and not the card and peak of its attempt that is over; an
 // attempt that ran out of memory before NVML saw its peak shows what PyTorch said it
-// held; how long a job's shape takes, once learned. On an 80-column terminal the long
-// points are shortened, and every line fits.
+// held; how long a job's shape takes, once learned; why a job failed (its error line),
+// was cancelled or was stopped early, and what a blocked one runs after (it shows no
+// card of an attempt that is over, as a queued one). On an 80-column terminal the long
+// points are shortened, TAKES and REASON are left out and the reasons follow the table,
+// and every line fits; on a 140-column one REASON is shortened.
 func TestPrintJobs(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
-	learned, took := int64(15<<30), 90.0
-
-	jobs := []daemon.Job{
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30,
-			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{0}, PeakBytes: 9 << 30, Started: at}}}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.2", Name: "task=sst2,seed=88", State: "queued", Tier: 1, DeclaredBytes: 10 << 30,
-			LearnedBytes: &learned, Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 20 << 30, Outcome: "gpu-oom",
-				Started: at, Ended: at.Add(time.Minute)}}}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
-			LearnedSeconds: &took, LearnedRuns: 1, Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
-			LearnedSeconds: &took, LearnedRuns: 1}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
-			Attempts: []daemon.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", OOM: &plans.OOMFacts{TriedBytes: 40 << 30, ProcessBytes: 4 << 30},
-				Started: at, Ended: at.Add(time.Second)}}}},
-		{Sweep: "s", JobSummary: daemon.JobSummary{ID: "s.12", Name: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
-			Attempts: []daemon.AttemptSummary{{N: 3, Worker: "node7", GPUs: []int{2}, PeakBytes: 12 << 30, Started: at.Add(-time.Hour)}}}},
+	cols, err := parseFormat(defaultFormat)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		file  string
 		width int
-	}{{"status.txt", 0}, {"status_80.txt", 80}} {
+	}{{"status.txt", 0}, {"status_80.txt", 80}, {"status_140.txt", 140}} {
 		var b strings.Builder
-		printJobs(&b, jobs, at.Add(2*time.Minute), tc.width)
+		jobList{jobs: statusJobs(at), now: at.Add(2 * time.Minute), width: tc.width, cols: cols, dropTakes: true}.print(&b)
 		schedtest.Golden(t, tc.file, b.String())
 		if tc.width > 0 {
 			fitsWidth(t, b.String(), tc.width)
 		}
+	}
+}
+
+// TestStatusFormat: --format takes sacct's columns and names, in any case, with a
+// width; START and END as sacct writes them, ELAPSED as [DAYS-]HH:MM:SS up to now for a
+// running job, EXIT the status or signal. A name it does not know is refused with the
+// names it does.
+func TestStatusFormat(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	jobs := statusJobs(at)
+	sig := api.Job{Sweep: "s", JobSummary: api.JobSummary{ID: "s.7", Name: "task=mnli,seed=87", State: "failed", Started: &at,
+		Ended: &[]time.Time{at.Add(26*time.Hour + 3*time.Second)}[0], ExitStatus: api.ExitStatus{Signal: "SIGKILL", Error: "Killed"},
+		Attempts: []api.AttemptSummary{{N: 1, Outcome: "host-oom", Started: at}}, Reason: "host-oom at tier 0"}}
+	cols, err := parseFormat("JobID,point%12,State,Start,End,Elapsed,ExitCode,error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	jobList{jobs: append(jobs, sig), now: at.Add(2 * time.Minute), cols: cols}.print(&b)
+	schedtest.Golden(t, "status_format.txt", b.String())
+	for _, bad := range []string{"id,nodes", "point%x", "point%0"} {
+		if _, err := parseFormat(bad); err == nil || exitCode(err) != exitBadInput {
+			t.Errorf("--format %s: %v", bad, err)
+		}
+	}
+	if _, err := parseFormat("id,nodes"); !strings.Contains(err.Error(), "exitcode") {
+		t.Errorf("an unknown column does not list the columns: %v", err)
+	}
+}
+
+// TestStatusListsRecentEnds: without --all, gpuq status lists the jobs that wait or
+// run and the ten that ended last (a job stopped early has ended, a blocked one has
+// not), says how many ended and that --all lists them.
+func TestStatusListsRecentEnds(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	var jobs []api.Job
+	for i := 1; i <= 30; i++ {
+		j := api.Job{Sweep: "s", JobSummary: api.JobSummary{ID: fmt.Sprintf("s.%d", i), Name: fmt.Sprintf("seed=%d", i), State: "succeeded"}}
+		switch {
+		case i%10 == 0:
+			j.State = "running"
+		case i == 3:
+			// Stopped early, and long ago: an end like the others.
+			j.State = "stopped"
+			end := at.Add(time.Duration(i) * time.Minute)
+			j.Ended = &end
+		case i == 5:
+			// Blocked: it waits, whatever has ended.
+			j.State = "blocked"
+		case i%2 == 0:
+			// Ends in the order 2, 4, ... 28, after every odd job: these end last.
+			end := at.Add(time.Duration(100+i) * time.Minute)
+			j.Ended = &end
+		default:
+			end := at.Add(time.Duration(i) * time.Minute)
+			j.Ended = &end
+		}
+		jobs = append(jobs, j)
+	}
+	shown, ended := recent(jobs)
+	var ids []string
+	for _, j := range shown {
+		ids = append(ids, j.ID)
+	}
+	if want := []string{"s.5", "s.6", "s.8", "s.10", "s.12", "s.14", "s.16", "s.18", "s.20", "s.22", "s.24", "s.26", "s.28", "s.30"}; strings.Join(ids, " ") != strings.Join(want, " ") || ended != 26 {
+		t.Errorf("shown %v of %d ended, want %v of 26", ids, ended, want)
+	}
+	cols, _ := parseFormat("id,state")
+	var b strings.Builder
+	jobList{jobs: jobs, now: at, cols: cols, shown: shown, ended: ended}.print(&b)
+	if out := b.String(); !strings.Contains(out, "1 blocked, 3 running, 25 succeeded, 1 stopped\n26 jobs ended, the 10 that ended last shown; gpuq status --all lists every job\n") {
+		t.Errorf("the listing does not say what it left out:\n%s", out)
 	}
 }
 
@@ -56,6 +157,169 @@ func fitsWidth(t *testing.T, out string, width int) {
 	for i, l := range strings.Split(out, "\n") {
 		if w := ansi.StringWidth(l); w > width {
 			t.Errorf("line %d is %d cells wide, more than %d: %q", i+1, w, width, l)
+		}
+	}
+}
+
+// TestSelectVerbs: cancel, retry, hold and release send the daemon the jobs named or a
+// sweep, never both and never neither, and say what it changed; --json prints it.
+func TestSelectVerbs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		verb    api.Verb
+		ids     []string
+		sweep   string
+		json    bool
+		changed []string
+		code    int
+		out     string
+	}{
+		{"cancel jobs", api.Cancel, []string{"s.1", "s.2"}, "", false, []string{"s.1", "s.2"}, exitOK, "cancelled or stopping: s.1 s.2\n"},
+		{"retry a sweep", api.Retry, nil, "s", false, []string{"s.3"}, exitOK, "requeued: s.3\n"},
+		{"nothing of the sweep", api.Retry, nil, "s", false, nil, exitOK, "no job of s to retry\n"},
+		{"json", api.Hold, []string{"s.1"}, "", true, []string{"s.1"}, exitOK, "{\n  \"jobs\": [\n    \"s.1\"\n  ]\n}\n"},
+		{"both", api.Release, []string{"s.1"}, "s", false, nil, exitBadInput, ""},
+		{"neither", api.Cancel, nil, "", false, nil, exitBadInput, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDaemon{changed: tc.changed}
+			ios, out, _ := buffers()
+			done := map[api.Verb]string{api.Cancel: "cancelled or stopping", api.Retry: "requeued", api.Hold: "held", api.Release: "released"}[tc.verb]
+			err := runSelect(&selectOptions{io: ios, client: d.client, verb: tc.verb, done: done, sweep: tc.sweep, json: tc.json}, tc.ids)
+			if code, msg := exitOf(err); code != tc.code || out.String() != tc.out {
+				t.Errorf("exit %d (%s), printed %q; want %d and %q", code, msg, out, tc.code, tc.out)
+			}
+			if want := tc.code == exitOK; want != (len(d.acted) == 1) {
+				t.Errorf("asked the daemon %v", d.acted)
+			} else if want && (!slices.Equal(d.acted[0].IDs, tc.ids) || d.acted[0].Sweep != tc.sweep) {
+				t.Errorf("asked for %+v, want %v or sweep %q", d.acted[0], tc.ids, tc.sweep)
+			}
+		})
+	}
+}
+
+// TestDrainVerbs: drain and undrain name a card of this machine or a worker's, and a
+// name that is neither is bad input, sent nowhere.
+func TestDrainVerbs(t *testing.T) {
+	for _, tc := range []struct {
+		card string
+		on   bool
+		want api.DrainRequest
+		out  string
+	}{
+		{"3", true, api.DrainRequest{GPU: 3, On: true}, "GPU 3 drained: no new job starts there; gpuq undrain 3 undoes it\n"},
+		{"node7:3", false, api.DrainRequest{Worker: "node7", GPU: 3}, "GPU node7:3 takes jobs again\n"},
+	} {
+		d := &fakeDaemon{}
+		ios, out, _ := buffers()
+		if err := runDrain(&drainOptions{io: ios, client: d.client, on: tc.on}, tc.card); err != nil || out.String() != tc.out ||
+			len(d.drained) != 1 || d.drained[0] != tc.want {
+			t.Errorf("%s: %v, printed %q, asked %+v", tc.card, err, out, d.drained)
+		}
+	}
+	d := &fakeDaemon{}
+	ios, _, _ := buffers()
+	if code, msg := exitOf(runDrain(&drainOptions{io: ios, client: d.client, on: true}, "x")); code != exitBadInput || len(d.drained) != 0 {
+		t.Errorf("drain x: exit %d (%s), asked %+v", code, msg, d.drained)
+	}
+}
+
+// TestWhy: why names the packer's reason where it is one, else says what the job does;
+// an unknown job is bad input.
+func TestWhy(t *testing.T) {
+	d := &fakeDaemon{whys: map[string]api.WhyResponse{
+		"s.3": {Job: "s.3", Reason: "no-slot", Detail: "every card's slots are taken"},
+		"s.1": {Job: "s.1", Detail: "it is running: attempt 1 on GPU [0] since 10:00:00"},
+	}}
+	for id, want := range map[string]string{
+		"s.3": "s.3 waits (no-slot): every card's slots are taken\n",
+		"s.1": "s.1: it is running: attempt 1 on GPU [0] since 10:00:00\n",
+	} {
+		ios, out, _ := buffers()
+		if err := runWhy(&whyOptions{io: ios, client: d.client}, id); err != nil || out.String() != want {
+			t.Errorf("why %s: %v, %q; want %q", id, err, out, want)
+		}
+	}
+	ios, _, _ := buffers()
+	if code, _ := exitOf(runWhy(&whyOptions{io: ios, client: d.client}, "s.9")); code != exitBadInput {
+		t.Errorf("why of an unknown job: exit %d", code)
+	}
+}
+
+// TestStatusOfAJob: gpuq status ID shows each attempt with what its tier changed, its
+// estimate and peak, how it ended, and its log; a job with none says how to ask why; a
+// --state that is no state is bad input, sent nowhere, and blocked and stopped are
+// states.
+func TestStatusOfAJob(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	learned, eb := int64(6<<30), int64(32)
+	base := plans.NewMap()
+	base.Set("batch_size", 32)
+	degraded := plans.NewMap()
+	degraded.Set("batch_size", 16)
+	degraded.Set("gradient_accumulation", 2)
+	j := job("s.2", "running",
+		api.AttemptSummary{N: 1, GPUs: []int{0}, Params: base, EffectiveBatch: &eb, EstimateBytes: 4 << 30, PeakBytes: 9 << 30,
+			Outcome: "gpu-oom", Log: "/state/attempts/s.2/attempt-1/log", Started: at, Ended: at.Add(time.Minute)},
+		api.AttemptSummary{N: 2, Worker: "node7", GPUs: []int{1, 2}, Tier: 1, Params: degraded, EffectiveBatch: &eb,
+			EstimateBytes: 9 << 30, Log: "/w/attempts/s.2/attempt-2/log", Started: at.Add(2 * time.Minute)})
+	j.Params, j.Tier, j.LearnedBytes = base, 1, &learned
+	d := &fakeDaemon{listings: [][]api.Job{{j, job("s.3", "queued")}}}
+	now := func() time.Time { return at.Add(5 * time.Minute) }
+	var shown strings.Builder
+	for _, id := range []string{"s.2", "s.3"} {
+		ios, out, _ := buffers()
+		if err := runStatus(&statusOptions{io: ios, client: d.client, now: now}, []string{id}); err != nil {
+			t.Fatal(err)
+		}
+		shown.WriteString(out.String())
+	}
+	schedtest.Golden(t, "status_of_a_job.txt", shown.String())
+	ios, _, _ := buffers()
+	err := runStatus(&statusOptions{io: ios, client: d.client, now: now, states: []string{"done"}}, nil)
+	if code, _ := exitOf(err); code != exitBadInput || !strings.Contains(err.Error(), "held,blocked,running,succeeded,stopped") {
+		t.Errorf("--state done: exit %d: %v", code, err)
+	}
+	// The states of after and of early stopping are states to list by.
+	ios, out, _ := buffers()
+	if err := runStatus(&statusOptions{io: ios, client: d.client, now: now, states: []string{"blocked", "stopped"}}, nil); err != nil {
+		t.Errorf("--state blocked,stopped: %v", err)
+	}
+	if strings.Contains(out.String(), "s.2") {
+		t.Errorf("--state blocked,stopped lists a running job:\n%s", out)
+	}
+}
+
+// TestPrintJob: gpuq status ID says why the job ended, when it ran, each attempt's exit
+// status or signal and error line, its log and the command it ran; on an 80-column
+// terminal every line fits but the paths and the command, which stay whole.
+func TestPrintJob(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	j := statusJobs(at)[4]
+	j.Params = plans.NewMap()
+	j.Params.Set("batch_size", int64(8))
+	half := j.Params.Clone()
+	half.Set("batch_size", int64(4))
+	j.Attempts[0].Params, j.Attempts[1].Params = j.Params, half
+	j.Attempts[0].Log, j.Attempts[1].Log = "/home/u/.local/state/gpuq/attempts/s.5/attempt-1/log", "/home/u/.local/state/gpuq/attempts/s.5/attempt-2/log"
+	j.Attempts[0].ExitStatus = api.ExitStatus{ExitCode: &[]int{1}[0], Error: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 40.00 GiB."}
+	j.Attempts[1].ExitStatus = j.ExitStatus
+	j.Command = []string{"python3", "train.py", "--config", "/home/u/.local/state/gpuq/attempts/s.5/attempt-2/config.yaml", "--note", "two words"}
+	for _, tc := range []struct {
+		file  string
+		width int
+	}{{"status_job.txt", 0}, {"status_job_80.txt", 80}} {
+		var b strings.Builder
+		printJob(&b, j, at.Add(2*time.Hour), tc.width)
+		schedtest.Golden(t, tc.file, b.String())
+		if tc.width > 0 {
+			var kept []string
+			for _, l := range strings.Split(b.String(), "\n") {
+				if !strings.Contains(l, "/home/u/") {
+					kept = append(kept, l)
+				}
+			}
+			fitsWidth(t, strings.Join(kept, "\n"), tc.width)
 		}
 	}
 }

@@ -13,20 +13,25 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 type logsOptions struct {
-	io       ioStreams
-	settings *settings
-	follow   bool
-	attempt  int
-	tail     int
+	io     ioStreams
+	client func() (daemonClient, error)
+	// remote reports whether the daemon's files are elsewhere (--server), its attempts'
+	// logs among them.
+	remote func() bool
+	// poll is how often -f asks the daemon whether the next attempt has started.
+	poll    time.Duration
+	follow  bool
+	attempt int
+	tail    int
 }
 
 func newLogsCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &logsOptions{io: io, settings: st}
+	opts := &logsOptions{io: io, client: st.client, remote: st.remote, poll: 200 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print a job's log: its latest attempt, or another with --attempt",
@@ -55,7 +60,7 @@ func runLogs(opts *logsOptions, id string) error {
 	if opts.attempt < 0 || opts.tail < 0 {
 		return badInput("--attempt and --tail take positive numbers")
 	}
-	j, err := fetchJob(opts.settings, id)
+	j, err := fetchJob(opts.client, id)
 	if err != nil {
 		return err
 	}
@@ -77,7 +82,7 @@ func runLogs(opts *logsOptions, id string) error {
 
 // followJob follows a job's attempts, each to its end, until the job ends: the latest,
 // or, when the job waits to run again, the next.
-func followJob(opts *logsOptions, j daemon.Job) error {
+func followJob(opts *logsOptions, j api.Job) error {
 	n := len(j.Attempts)
 	if over := n > 0 && j.Attempts[n-1].Outcome != ""; n == 0 || over && !ended(j.State) {
 		if over {
@@ -88,7 +93,7 @@ func followJob(opts *logsOptions, j daemon.Job) error {
 	}
 	for {
 		var err error
-		if j, err = waitForAttempt(opts.settings, j.ID, n); err != nil {
+		if j, err = waitForAttempt(opts, j.ID, n); err != nil {
 			return err
 		}
 		if len(j.Attempts) < n {
@@ -97,7 +102,7 @@ func followJob(opts *logsOptions, j daemon.Job) error {
 		if err := printLog(opts, j, n); err != nil {
 			return err
 		}
-		if j, err = waitForAttempt(opts.settings, j.ID, n+1); err != nil || len(j.Attempts) <= n {
+		if j, err = waitForAttempt(opts, j.ID, n+1); err != nil || len(j.Attempts) <= n {
 			return err // the job has ended
 		}
 		fmt.Fprintf(opts.io.Err, "gpuq: attempt %d of %s ended %s; following attempt %d\n", n, j.ID, j.Attempts[n-1].Outcome, n+1)
@@ -106,13 +111,13 @@ func followJob(opts *logsOptions, j daemon.Job) error {
 }
 
 // printLog prints attempt n of a job's log, and with -f follows it to its end.
-func printLog(opts *logsOptions, j daemon.Job, n int) error {
+func printLog(opts *logsOptions, j api.Job, n int) error {
 	a := j.Attempts[n-1]
 	if a.Log == "" {
 		return scheduler.Refused(fmt.Sprintf("attempt %d of %s has no log: it never started", n, j.ID))
 	}
-	if a.Worker != "" || opts.settings.remote() {
-		return streamLog(opts, daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: j.ID, N: n}, Kind: daemon.StreamLog,
+	if a.Worker != "" || opts.remote() {
+		return streamLog(opts, api.StreamRequest{Attempt: api.AttemptRef{Job: j.ID, N: n}, Kind: api.StreamLog,
 			Tail: opts.tail, Follow: opts.follow && a.Outcome == ""})
 	}
 	f, err := os.Open(a.Log)
@@ -136,8 +141,8 @@ func printLog(opts *logsOptions, j daemon.Job, n int) error {
 
 // streamLog prints an attempt's log that is not here to read (on a worker, or on the
 // daemon's machine for a remote client) through the daemon.
-func streamLog(opts *logsOptions, req daemon.StreamRequest) error {
-	c, err := opts.settings.dial()
+func streamLog(opts *logsOptions, req api.StreamRequest) error {
+	c, err := opts.client()
 	if err != nil {
 		return err
 	}
@@ -152,9 +157,9 @@ func streamLog(opts *logsOptions, req daemon.StreamRequest) error {
 
 // notStarted refuses the log or terminal of a job with no attempt; a waiting one says
 // how to wait for it.
-func notStarted(j daemon.Job) error {
+func notStarted(j api.Job) error {
 	st := state.JobState(j.State)
-	if st == state.JobQueued || st == state.JobHeld {
+	if st == state.JobQueued || st == state.JobHeld || st == state.JobBlocked {
 		return scheduler.Refused(fmt.Sprintf("%s has not started: it %s (gpuq why %s says why); gpuq logs -f %s waits for it to start", j.ID, st.Told(), j.ID, j.ID))
 	}
 	return scheduler.Refused(fmt.Sprintf("%s never started: it %s", j.ID, st.Told()))
@@ -162,9 +167,9 @@ func notStarted(j daemon.Job) error {
 
 // waitForAttempt polls the daemon until a job's attempt n has started, or the job has
 // ended (with fewer attempts, when n never started).
-func waitForAttempt(st *settings, id string, n int) (daemon.Job, error) {
+func waitForAttempt(opts *logsOptions, id string, n int) (api.Job, error) {
 	for {
-		j, err := fetchJob(st, id)
+		j, err := fetchJob(opts.client, id)
 		switch {
 		case err != nil:
 			return j, err
@@ -173,6 +178,6 @@ func waitForAttempt(st *settings, id string, n int) (daemon.Job, error) {
 		case ended(j.State):
 			return j, nil
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(opts.poll)
 	}
 }

@@ -104,18 +104,25 @@ func TestPrecedence(t *testing.T) {
 	if got := slots(t); !slices.Equal(got, []int{2, 2, 1, 1}) {
 		t.Errorf("file: %v", got)
 	}
+	// The config file and GPUQ_GPU_PLAN are the machine's plan, which bounds the
+	// sweep's and does not replace it; a flag given with the sweep replaces its file's.
 	t.Run("config", func(t *testing.T) {
 		cfg := filepath.Join(t.TempDir(), "config.yaml")
 		os.WriteFile(cfg, []byte("gpu_plan: \"3\"\n"), 0o644)
-		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{3, 3, 3, 3}) {
-			t.Errorf("config over file: %v", got)
+		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{2, 2, 1, 1}) {
+			t.Errorf("the machine's 3 under the file's: %v", got)
+		}
+		one := filepath.Join(t.TempDir(), "config.yaml")
+		os.WriteFile(one, []byte("gpu_plan: \"1\"\n"), 0o644)
+		if got := slots(t, "--config", one); !slices.Equal(got, []int{1, 1, 1, 1}) {
+			t.Errorf("the machine's 1 over the file's: %v", got)
 		}
 		t.Setenv("GPUQ_GPU_PLAN", "4")
-		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{4, 4, 4, 4}) {
-			t.Errorf("env over config: %v", got)
+		if got := slots(t, "--config", one); !slices.Equal(got, []int{2, 2, 1, 1}) {
+			t.Errorf("env over config, under the file's: %v", got)
 		}
 		if got := slots(t, "--config", cfg, "--gpu-plan", "1,1,1,2"); !slices.Equal(got, []int{1, 1, 1, 2}) {
-			t.Errorf("flag over env: %v", got)
+			t.Errorf("flag over file: %v", got)
 		}
 	})
 }
@@ -136,7 +143,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"plan", typo}, "command[1] (every job): trian.sh does not exist in the workdir"},
 		{[]string{"submit", typo}, "command[1] (every job): trian.sh does not exist in the workdir"},
 		{[]string{"plan", huge, "--gpus", "sim:2x24GiB"}, "job huge.1): the estimate 30.00 GiB is larger than every card: the largest is GPU 0"},
-		{[]string{"plan", huge, "--gpus", "0,9"}, "gpus lists card 9"},
+		{[]string{"plan", huge, "--gpus", "0,9"}, "--gpus lists card 9"},
 		{[]string{"plan", filepath.Join(dir, "missing.yaml")}, "cannot read the sweep file"},
 		{[]string{"plan", "../../examples/sweeps/gla.yaml", "--gpu-plan", "2,x,1"}, `--gpu-plan: entry 2 is "x"`},
 		{[]string{"plan", "../../examples/sweeps/gla.yaml", "--gpus", "sim:7x24GiB", "--gpu-plan", "2,2"}, "--gpu-plan: the plan has 2 entries but there are 7 cards"},

@@ -40,7 +40,7 @@ func TestDaemonMetrics(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`gpuq_jobs{state="queued"} 0`, `gpuq_gpu_memory_bytes{gpu="1",kind="total"} 2.5769803776e+10`, "gpuq_round_seconds_bucket"} {
+	for _, want := range []string{`gpuq_jobs{state="queued"} 0`, `gpuq_gpu_memory_total_bytes{gpu="1"} 2.5769803776e+10`, "gpuq_round_seconds_bucket"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s:\n%s", want, body)
 		}

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -54,7 +54,7 @@ notify:
 		if len(got) != 2 {
 			t.Fatalf("the %s got %d notices, want the failure and the end:\n%s", name, len(got), strings.Join(got, "\n"))
 		}
-		var failure, end daemon.Notice
+		var failure, end api.Notice
 		if err := json.Unmarshal([]byte(got[0]), &failure); err != nil {
 			t.Fatalf("%s: %v: %s", name, err, got[0])
 		}
@@ -98,7 +98,7 @@ notify: {command: [sh, -c, "cat >> notices.jsonl; echo >> notices.jsonl"], on: [
 			data, _ := os.ReadFile(filepath.Join(dir, "notices.jsonl"))
 			got = nil
 			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-				var n daemon.Notice
+				var n api.Notice
 				if json.Unmarshal([]byte(line), &n) == nil {
 					what := n.Event
 					if n.Job != nil {

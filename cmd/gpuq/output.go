@@ -60,7 +60,12 @@ type fitTable struct {
 	width  int
 	cut    []int
 	starts []int // the columns of cut that lose their start, not their end: job ids
+	drop   []int // columns left out whole, in this order, where the table does not fit
 	buf    bytes.Buffer
+	// What Flush left out: the columns dropped, and whether the last column had no
+	// room (see leaveOut).
+	dropped  []int
+	leftLast bool
 }
 
 func newFitTable(w io.Writer, width int, cut ...int) *fitTable {
@@ -74,6 +79,21 @@ func (t *fitTable) cutStarts(cols ...int) *fitTable {
 	return t
 }
 
+// dropping makes the columns cols left out whole, one by one in this order, while the
+// table does not fit with every value whole: short values worth less than the room
+// they would take from the long ones (a job's point). Column numbers stay those of the
+// table as written.
+func (t *fitTable) dropping(cols ...int) *fitTable {
+	t.drop = cols
+	return t
+}
+
+// hid reports whether the last Flush left out column col (as written): dropped, or, as
+// the last column, without room for its values.
+func (t *fitTable) hid(col, last int) bool {
+	return slices.Contains(t.dropped, col) || col == last && t.leftLast
+}
+
 func (t *fitTable) Write(p []byte) (int, error) { return t.buf.Write(p) }
 
 // Flush prints the table.
@@ -83,7 +103,15 @@ func (t *fitTable) Flush() error {
 		rows = append(rows, strings.Split(l, "\t"))
 	}
 	t.buf.Reset()
+	t.dropped, t.leftLast = nil, false
+	for _, c := range t.drop {
+		if t.width <= 0 || t.fits(rows) {
+			break
+		}
+		rows = t.without(rows, c)
+	}
 	widths := t.widths(rows)
+	t.leaveOut(rows, widths)
 	var b strings.Builder
 	for _, r := range rows {
 		var line strings.Builder
@@ -96,6 +124,57 @@ func (t *fitTable) Flush() error {
 	}
 	_, err := io.WriteString(t.w, b.String())
 	return err
+}
+
+// fits reports whether rows fit the width with every value whole: a column of short
+// values gives way before long ones are cut. A last cell may be left out where it may
+// be cut, or wrap where not.
+func (t *fitTable) fits(rows [][]string) bool {
+	whole := *t
+	whole.width = 0
+	widths := whole.widths(rows)
+	for _, r := range rows {
+		n := len(r) - 1
+		need := sum(widths[:n]) + 2*n
+		if !slices.Contains(t.cut, n) {
+			need += min(ansi.StringWidth(r[n]), minCut)
+		}
+		if need > t.width {
+			return false
+		}
+	}
+	return true
+}
+
+// without is rows less column col (as written), the columns after it renumbered in
+// cut and starts.
+func (t *fitTable) without(rows [][]string, col int) [][]string {
+	at := col
+	for _, d := range t.dropped {
+		if d < col {
+			at--
+		}
+	}
+	t.dropped = append(t.dropped, col)
+	for i, r := range rows {
+		if at < len(r) {
+			rows[i] = slices.Delete(slices.Clone(r), at, at+1)
+		}
+	}
+	renumber := func(cols []int) []int {
+		var out []int
+		for _, c := range cols {
+			switch {
+			case c < at:
+				out = append(out, c)
+			case c > at:
+				out = append(out, c-1)
+			}
+		}
+		return out
+	}
+	t.cut, t.starts = renumber(t.cut), renumber(t.starts)
+	return rows
 }
 
 // widths is each aligned column's width, the columns in cut shortened until the table
@@ -134,16 +213,28 @@ func (t *fitTable) widths(rows [][]string) []int {
 	return widths
 }
 
+// leaveOut decides whether the last column, where it may be cut, is left out: on
+// every line, its header's too, once one line has too little room for its value.
+func (t *fitTable) leaveOut(rows [][]string, widths []int) {
+	for _, r := range rows {
+		n := len(r) - 1
+		room := t.width - sum(widths[:n]) - 2*n
+		if t.width > 0 && slices.Contains(t.cut, n) && room < minCut && ansi.StringWidth(r[n]) > room {
+			t.leftLast = true
+		}
+	}
+}
+
 // last is a line's last cell, which begins at column col: whole if it fits, else
 // shortened or left out if its column may be cut, else wrapped.
 func (t *fitTable) last(r []string, col int) string {
 	c := r[len(r)-1]
 	room := t.width - col
 	switch {
+	case t.leftLast && slices.Contains(t.cut, len(r)-1):
+		return ""
 	case t.width <= 0 || ansi.StringWidth(c) <= room:
 		return c
-	case slices.Contains(t.cut, len(r)-1) && room < minCut:
-		return ""
 	case slices.Contains(t.cut, len(r)-1) || room < minCut:
 		return t.shorten(len(r)-1, c, max(room, 1))
 	}
@@ -166,6 +257,28 @@ func wrap(text string, width int, indent string) string {
 		return text
 	}
 	return strings.Join(words(text, width), "\n"+indent)
+}
+
+// wrapItems breaks a list written "a, b, c" into lines of width cells (0 or less: any)
+// between its items, never inside one ("1 blocked"), each line but the last ending with
+// its comma.
+func wrapItems(list string, width int) string {
+	if width <= 0 {
+		return list
+	}
+	var lines []string
+	line := ""
+	for _, item := range strings.Split(list, ", ") {
+		switch {
+		case line == "":
+			line = item
+		case ansi.StringWidth(line)+2+ansi.StringWidth(item) < width: // and room for a comma
+			line += ", " + item
+		default:
+			lines, line = append(lines, line+","), item
+		}
+	}
+	return strings.Join(append(lines, line), "\n")
 }
 
 // words breaks text into lines of at most width cells at spaces; a word longer than

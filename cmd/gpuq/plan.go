@@ -44,6 +44,9 @@ func runPlan(opts *planOptions) error {
 		return err
 	}
 	defer p.inv.Close()
+	if out := outsideAfter(p.sweep); len(out) > 0 {
+		fmt.Fprintln(opts.io.Err, "gpuq: warning:", outsideAfterText(p.sweep, out))
+	}
 	eng, _, err := p.engine(opts.settings, nil, 0, nil)
 	if err != nil {
 		return err
@@ -116,11 +119,12 @@ func printPlan(io ioStreams, p *prepared, states []pack.CardState, d pack.Decisi
 		return err
 	}
 	fmt.Fprintf(io.Out, "\n%d of %d jobs start now", len(d.Placements), len(sw.Jobs))
-	if d.Waiting.Len() == 0 {
+	blocked := blockedJobs(sw)
+	if d.Waiting.Len()+len(blocked) == 0 {
 		fmt.Fprintln(io.Out, ".")
 		return nil
 	}
-	fmt.Fprintf(io.Out, "; %d wait:\n", d.Waiting.Len())
+	fmt.Fprintf(io.Out, "; %d wait:\n", d.Waiting.Len()+len(blocked))
 	tw = newFitTable(io.Out, width, 1, 0).cutStarts(0)
 	fmt.Fprintln(tw, "JOB\tNAME\tESTIMATE\tWAITS BECAUSE")
 	for w := range d.Waiting.All() {
@@ -130,6 +134,9 @@ func printPlan(io ioStreams, p *prepared, states []pack.CardState, d pack.Decisi
 			why += fmt.Sprintf("; GPU %v reserved for it", r.Cards)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.ID, j.Name, estimateText(j), why)
+	}
+	for _, j := range blocked {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.ID, j.Name, estimateText(j), "after: "+afterWhy(j))
 	}
 	return tw.Flush()
 }
@@ -300,6 +307,9 @@ func planJSON(p *prepared, states []pack.CardState, d pack.Decision) planOutput 
 			pw.ReservedGPUs = r.Cards
 		}
 		out.Waiting = append(out.Waiting, pw)
+	}
+	for _, j := range blockedJobs(p.sweep) {
+		out.Waiting = append(out.Waiting, planWait{Job: j.ID, Reason: "after", Detail: afterWhy(j)})
 	}
 	for _, j := range p.sweep.Jobs {
 		out.Jobs = append(out.Jobs, planJob{ID: j.ID, Name: j.Name, Params: j.Params, EstimateBytes: j.Memory, GPUsPerJob: j.GPUsPerJob,

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpuq/gpuq/launcher"
@@ -15,50 +17,167 @@ import (
 // prepared is a validated sweep with the cards it will run on, admitted on them.
 type prepared struct {
 	sweep *plans.Sweep
-	inv   *nvidia.Inventory
-	cards []gpu.Card
+	inv   sweepCards
+	cards []gpu.Card // the sweep's
 	limit state.Limit
+	// machine is the machine's own plan on cards, in their order.
+	machine []int
 }
 
-// prepare loads and validates a sweep against the machine. The caller closes p.inv.
+// prepare loads and validates a sweep against the machine, as the daemon admits one:
+// the machine is what GPUQ_* and the config file say (every card, no slot limit, by
+// default), the sweep is its file under the flags given here, and its jobs run within
+// both. What of one hides the other is a warning. The caller closes p.inv.
 func prepare(path string, st *settings, io ioStreams) (*prepared, error) {
-	sw, err := plans.LoadSweep(path, st.overrides())
+	sw, err := plans.LoadSweep(path, st.runOverrides())
 	if err != nil {
 		return nil, err
 	}
+	warn := func(w string) { fmt.Fprintln(io.Err, "gpuq: warning:", w) }
 	for _, w := range sw.Warnings() {
-		fmt.Fprintln(io.Err, "gpuq: warning:", w)
+		warn(w)
 	}
-	inv, err := st.openInventory(sw.GPUs, st.gpusSource(sw), io)
+	if w := st.headroomHides(sw); w != "" {
+		warn(w)
+	}
+	mo := st.machineOverrides()
+	spec, source, err := machineSpec(sw, mo)
 	if err != nil {
 		return nil, err
 	}
-	cards, err := inv.Read()
+	inv, err := st.openInventory(spec, source, io)
 	if err != nil {
+		return nil, err
+	}
+	p, err := admitOn(sw, inv, mo)
+	if err != nil {
+		why := st.whyNoCards(sw, inv, mo, io)
 		inv.Close()
-		return nil, err
+		return nil, cmp.Or(why, err)
 	}
-	limit, err := scheduler.Admit(sw, cards)
-	if err != nil {
-		inv.Close()
-		return nil, err
+	if w := p.machinePlan(mo).Capped(sw, p.limit); w != "" {
+		warn(w)
 	}
-	return &prepared{sweep: sw, inv: inv, cards: cards, limit: limit}, nil
+	return p, nil
 }
 
-// slots is the sweep's plan on each card.
+// machineSpec is the machine gpuq run and gpuq plan open for a sweep, and where it was
+// named: the machine's gpus; a simulated machine the sweep names when the machine names
+// none (or "all"), as gpuq submit starts a daemon on it; else every card. A sweep for
+// another simulated machine than the one named is refused, as the daemon refuses it.
+func machineSpec(sw *plans.Sweep, mo plans.Overrides) (plans.GPUSpec, string, error) {
+	spec, err := plans.ParseGPUs(mo.GPUs.Value)
+	if err != nil {
+		return spec, "", badInput("%s: %v", mo.GPUs.Source, err)
+	}
+	if !sw.GPUs.IsSimulated() {
+		return spec, mo.GPUs.Source, nil
+	}
+	if !spec.IsSimulated() && spec.Indices == nil {
+		return sw.GPUs, gpusWhere(sw), nil
+	}
+	if spec.String() != sw.GPUs.String() {
+		return spec, "", plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("the sweep is for %s, but the machine is %s (%s): "+
+			"unset that for this run, or give the sweep --gpus with indices of the machine's cards (e.g. --gpus 0)", sw.GPUs, spec, mo.GPUs.Source)}}
+	}
+	return spec, mo.GPUs.Source, nil
+}
+
+// whyNoCards says why a sweep names cards the machine lacks (nil when it names none),
+// where the inventory can tell more than their absence (CUDA_VISIBLE_DEVICES hides one, a card in MIG mode, the
+// simulated machine that would have it), by opening them as named; nil where it cannot.
+func (s *settings) whyNoCards(sw *plans.Sweep, machine *nvidia.Inventory, mo plans.Overrides, io ioStreams) error {
+	cards, err := machine.Read()
+	if err != nil || !slices.ContainsFunc(sw.GPUs.Indices, func(i int) bool {
+		return !slices.ContainsFunc(cards, func(c gpu.Card) bool { return c.Index == i })
+	}) {
+		return nil
+	}
+	if spec, _ := plans.ParseGPUs(mo.GPUs.Value); spec.Indices != nil {
+		return plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("names GPUs %s; the machine's are %s (%s): name some of those",
+			sw.GPUs, spec, mo.GPUs.Source)}}
+	}
+	opt := s.inventoryOptions(io)
+	opt.Source, opt.Notice = gpusWhere(sw), nil // the machine's notices are said already
+	inv, err := nvidia.Open(sw.GPUs, opt)
+	if err == nil {
+		inv.Close()
+	}
+	return err
+}
+
+// gpusWhere names where a sweep's gpus were written: a flag given with it, or its file.
+func gpusWhere(sw *plans.Sweep) string {
+	if src := sw.Overrides.GPUs.Source; src != "" {
+		return src
+	}
+	return sw.File + ": gpus"
+}
+
+// admitOn admits a sweep on the machine's cards (see scheduler.Admit): its limit, and
+// the machine's plan on the cards it may use.
+func admitOn(sw *plans.Sweep, inv *nvidia.Inventory, mo plans.Overrides) (*prepared, error) {
+	all, err := inv.Read()
+	if err != nil {
+		return nil, err
+	}
+	slots := make([]int, len(all))
+	for i := range slots {
+		slots[i] = plans.NoSlotLimit
+	}
+	if mo.Plan.Value != "" {
+		plan, err := plans.ParsePlan(mo.Plan.Value)
+		if err == nil {
+			slots, err = plan.For(len(all))
+		}
+		if err != nil {
+			return nil, badInput("%s: %v", mo.Plan.Source, err)
+		}
+	}
+	limit, err := scheduler.Admit(sw, all)
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{sweep: sw, inv: sweepCards{Inventory: inv, keep: map[int]bool{}}, limit: limit}
+	for i, c := range all {
+		if _, ok := limit[c.Index]; ok {
+			p.inv.keep[c.Index] = true
+			p.cards, p.machine = append(p.cards, c), append(p.machine, slots[i])
+		}
+	}
+	return p, nil
+}
+
+// machinePlan is the machine's plan on the sweep's cards, as warnings name it.
+func (p *prepared) machinePlan(mo plans.Overrides) scheduler.MachinePlan {
+	return scheduler.MachinePlan{Cards: p.cards, Slots: p.machine, Plan: mo.Plan.Value, From: mo.Plan.Source}
+}
+
+// sweepCards is the machine's inventory as a sweep's engine reads it: the sweep's cards
+// alone, so that gpuq run and gpuq plan show and use those.
+type sweepCards struct {
+	*nvidia.Inventory
+	keep map[int]bool
+}
+
+func (s sweepCards) Read() ([]gpu.Card, error) {
+	cards, err := s.Inventory.Read()
+	return slices.DeleteFunc(cards, func(c gpu.Card) bool { return !s.keep[c.Index] }), err
+}
+
+// slots is the most of the sweep's jobs on each card: its plan, within the machine's.
 func (p *prepared) slots() []int {
 	out := make([]int, len(p.cards))
 	for i, c := range p.cards {
-		out[i] = p.limit[c.Index]
+		out[i] = min(p.limit[c.Index], p.machine[i])
 	}
 	return out
 }
 
 // engine returns the engine of gpuq run and gpuq plan, with the sweep submitted: the
-// machine's cards with no slot limit of their own and the sweep limited to its plan
-// on them, as under the daemon, so that both place it as the daemon does. runner may be
-// nil for an engine that only previews.
+// machine's cards with the machine's plan, and the sweep limited to its own on them,
+// as under the daemon, so that all three place it alike. runner may be nil for an
+// engine that only previews.
 func (p *prepared) engine(st *settings, r scheduler.Runner, poll time.Duration, events func(scheduler.Event)) (*scheduler.Engine, *state.Store, error) {
 	headroom, err := st.hostHeadroom()
 	if err != nil {
@@ -68,11 +187,10 @@ func (p *prepared) engine(st *settings, r scheduler.Runner, poll time.Duration, 
 	if err != nil {
 		return nil, nil, err
 	}
-	machine, _ := plans.GPUPlan{plans.NoSlotLimit}.For(len(p.cards))
-	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
-		scheduler.Config{Slots: machine, Headroom: p.sweep.Headroom, Poll: poll, Host: launcher.HostMemory, HostHeadroom: headroom}, events)
-	if err := eng.Submit(&state.Submission{Sweep: p.sweep, Limit: p.limit}); err != nil {
+	if err := store.Submit(&state.Submission{Sweep: p.sweep, Limit: p.limit}); err != nil {
 		return nil, nil, err
 	}
+	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
+		scheduler.Config{Slots: p.machine, Headroom: p.sweep.Headroom, Poll: poll, Host: launcher.HostMemory, HostHeadroom: headroom}, events)
 	return eng, store, nil
 }

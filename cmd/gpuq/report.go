@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/report"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -92,7 +92,7 @@ func reportFromDaemon(opts *reportOptions) error {
 	if err != nil {
 		return err
 	}
-	sum := daemon.SweepSummary{Sweep: opts.source, GPUs: info.GPUs}
+	sum := api.SweepSummary{Sweep: opts.source, GPUs: info.GPUs}
 	for _, j := range jobs {
 		sum.Jobs = append(sum.Jobs, j.JobSummary)
 	}
@@ -100,8 +100,8 @@ func reportFromDaemon(opts *reportOptions) error {
 }
 
 // readSummary reads a gpuq run --json summary from a file, or from in for "-".
-func readSummary(path string, in io.Reader) (daemon.SweepSummary, error) {
-	var sum daemon.SweepSummary
+func readSummary(path string, in io.Reader) (api.SweepSummary, error) {
+	var sum api.SweepSummary
 	data, err := readInput(path, in)
 	if err != nil {
 		return sum, badInput("%s: %v: give the file gpuq run --json wrote, or - to read it from standard input", path, err)
@@ -121,7 +121,7 @@ func readInput(path string, in io.Reader) ([]byte, error) {
 
 // lastMoment is the latest time a summary tells of: where the bar of an attempt still
 // running when it was written ends.
-func lastMoment(sum daemon.SweepSummary) time.Time {
+func lastMoment(sum api.SweepSummary) time.Time {
 	var last time.Time
 	for _, j := range sum.Jobs {
 		for _, a := range j.Attempts {
@@ -136,8 +136,8 @@ func lastMoment(sum daemon.SweepSummary) time.Time {
 }
 
 // reportData is a summary as the report draws it.
-func reportData(sum daemon.SweepSummary, source string, now time.Time) report.Data {
-	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now}
+func reportData(sum api.SweepSummary, source string, now time.Time) report.Data {
+	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now, Found: foundOf(sum)}
 	for _, c := range sum.GPUs {
 		d.Cards = append(d.Cards, plans.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes})
 	}
@@ -148,7 +148,10 @@ func reportData(sum daemon.SweepSummary, source string, now time.Time) report.Da
 		}
 		for _, a := range j.Attempts {
 			ra := report.Attempt{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Estimate: a.EstimateBytes, Peak: peakOf(a),
-				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended}
+				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended, Error: a.Error}
+			if e := exitText(a.ExitStatus); e != "-" {
+				ra.Exit = e
+			}
 			if c := changedText(j.Params, a.Params); c != "-" {
 				ra.Changed = c
 			}

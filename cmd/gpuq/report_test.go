@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/browser"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -19,7 +19,7 @@ const screenshots = "../../examples/screenshots"
 // checkReport draws the report of a run's --json summary, as a person would (gpuq
 // report summary.json), and renders it in Chromium: one bar per attempt, the memory
 // the engine sampled, no error. With -update its screenshot becomes the README's.
-func checkReport(t *testing.T, summary string, sum daemon.SweepSummary) {
+func checkReport(t *testing.T, summary string, sum api.SweepSummary) {
 	t.Helper()
 	dir := t.TempDir()
 	in, page := filepath.Join(dir, "summary.json"), filepath.Join(dir, "report.html")

@@ -55,9 +55,11 @@ estimate and a per-card concurrency plan (such as 2,2,2,2,1,1,1), launches each 
 in a pseudo-terminal with the right environment, and requeues a job that runs out of GPU
 memory with a degraded config that keeps the effective batch.
 
-Machine settings come from, highest first: flags, GPUQ_* environment variables
-(GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM), the user config file
-($XDG_CONFIG_HOME/gpuq/config.yaml), then the sweep file.
+A job runs within its sweep's gpus and gpu_plan (flags given with the sweep, then its
+file) and the machine's (gpuq daemon's flags, GPUQ_GPUS and GPUQ_GPU_PLAN, then the user
+config file $XDG_CONFIG_HOME/gpuq/config.yaml; default every card, no slot limit), alike
+under plan, run and the daemon; where the machine's plan hides the sweep's, gpuq says
+so. Headroom: flags, GPUQ_HEADROOM, the config file, then the sweep file.
 
 With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSimulated + `) and says so.
 
@@ -100,11 +102,11 @@ no failed job), daemon --stop when no daemon runs.`,
 		&cobra.Group{ID: groupDaemon, Title: "The daemon and its jobs:"})
 	root.SetHelpCommand(newHelpCmd(root))
 	root.AddCommand(newCompletionCmd(io))
-	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st), newReportCmd(io, st)} {
+	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st), newReportCmd(io, st), newResultsCmd(io, st)} {
 		c.GroupID = groupSweep
 		root.AddCommand(c)
 	}
-	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newWorkerCmd(io, st), newSubmitCmd(io, st), newAttachCmd(io, st), newTopCmd(io, st), newWaitCmd(io, st), newCleanCmd(io, st), newAllocCmd(io, st)}, newJobCmds(io, st)...) {
+	for _, c := range append([]*cobra.Command{newDaemonCmd(io, st), newWorkerCmd(io, st), newSubmitCmd(io, st), newUpdateCmd(io, st), newAttachCmd(io, st), newTopCmd(io, st), newWaitCmd(io, st), newCleanCmd(io, st), newAllocCmd(io, st)}, newJobCmds(io, st)...) {
 		c.GroupID = groupDaemon
 		root.AddCommand(c)
 	}
@@ -121,6 +123,8 @@ const (
 type settings struct {
 	v     *viper.Viper
 	flags *pflag.FlagSet
+	// file is what the user config file says, each setting as its flag takes it.
+	file map[string]any
 }
 
 // Keys of the machine settings, as written in the user config file.
@@ -191,6 +195,7 @@ func (s *settings) load(flags *pflag.FlagSet) error {
 		}
 		return nil
 	}
+	s.file = cfg
 	return s.v.MergeConfigMap(cfg)
 }
 
@@ -246,15 +251,6 @@ func (s *settings) openInventory(spec plans.GPUSpec, source string, io ioStreams
 	opt := s.inventoryOptions(io)
 	opt.Source = source
 	return nvidia.Open(spec, opt)
-}
-
-// gpusSource names where a sweep's gpus were written: the machine's setting that
-// overrides the sweep file, or the file.
-func (s *settings) gpusSource(sw *plans.Sweep) string {
-	if o := s.overrides().GPUs; o.Value != "" {
-		return o.Source
-	}
-	return sw.File + ": gpus"
 }
 
 func xdgDir(env, fallback string) string {

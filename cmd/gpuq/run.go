@@ -22,7 +22,6 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -44,19 +43,27 @@ func newRunCmd(io ioStreams, st *settings) *cobra.Command {
 		Long: `Run every job of the sweep: pack them onto the cards, launch each trainer in a
 pseudo-terminal with the right environment, and when one runs out of GPU memory requeue
 it with the next rung of its OOM ladder (the effective batch kept), until every job has
-succeeded, failed for good, or been cancelled. Ctrl-C stops every trainer cleanly, as
-do SIGTERM and the terminal closing (SIGHUP).
+succeeded, failed for good, been cancelled or been stopped early. Ctrl-C stops every trainer cleanly, as
+do SIGTERM and the terminal closing (SIGHUP). At the end it prints every attempt (its
+card, tier, estimate, peak, outcome and exit status) and why each failed job failed,
+with its trainer's error line; --json the same with every attempt's "exit_code",
+"signal", "error" and "command".
 
 Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/, readable
 by you alone (they hold the trainers' environment); a log begins with the command and
 environment to rerun the attempt by hand. A --log-dir that other users may write to, or
 that is reached through another user's link, is refused; it is used by its real path.
 
+While it runs, gpuq status, logs, attach, why, top, cancel, hold... reach it from
+another terminal as they reach the daemon: it serves them its sweep on a socket in the
+state directory (runs/<sweep>.<pid>.sock), found by the job or the sweep they name.
+
 A gpuq run killed outright (kill -9) cannot stop its trainers itself: a small process it
 starts, its reaper, then stops every process of its attempts, those in sessions of their
 own (setsid, nohup) too.
 
-Exit status: 0 every job succeeded, 1 some job failed, 2 bad input, 130 interrupted.`,
+Exit status: 0 every job succeeded (or was stopped early by the sweep's early_stop), 1
+some job failed, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
   gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json`,
 		Args: exactArgs(1),
@@ -83,6 +90,9 @@ func runRun(opts *runOptions) error {
 		return err
 	}
 	defer p.inv.Close()
+	if out := outsideAfter(p.sweep); len(out) > 0 {
+		return badInput("%s", outsideAfterText(p.sweep, out))
+	}
 	launcher.BecomeSubreaper()
 	sw := p.sweep
 	if opts.logDir == "" {
@@ -111,13 +121,25 @@ func runRun(opts *runOptions) error {
 		ledger = opts.settings.ledger()
 	}
 	r := runner.NewDirect(runner.Options{Dir: opts.logDir, Ledger: ledger})
-	var hooks *daemon.Hooks // made once the store is, before the first event
-	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) { ui.event(ev); hooks.Event(ev) })
+	var hooks *runner.Hooks // made once the store is, before the first event
+	var srv interface{ Event(scheduler.Event) }
+	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) {
+		ui.event(ev)
+		hooks.Event(ev)
+		if srv != nil {
+			srv.Event(ev)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	ui.store = store
-	hooks = daemon.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
+	hooks = runner.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
+	// Served until the run ends: gpuq status, logs, attach and top reach it.
+	if fg := serveRun(opts, p, eng, store); fg != nil {
+		defer fg.Close()
+		srv = fg
+	}
 	fmt.Fprintf(progress, "gpuq: running %s of %s; logs in %s\n", plans.Count(len(sw.Jobs), "job"), sw.Name, opts.logDir)
 
 	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores
@@ -143,7 +165,7 @@ func runRun(opts *runOptions) error {
 	case errors.Is(runErr, context.Canceled):
 		var left []string
 		for _, j := range sum.Jobs {
-			if j.State != string(state.JobSucceeded) {
+			if j.State != string(state.JobSucceeded) && j.State != string(state.JobStopped) {
 				left = append(left, j.ID)
 			}
 		}
@@ -248,20 +270,20 @@ func (u *runUI) redraw(now time.Time) {
 // the running jobs, the latest events (wrapped; the oldest left out where there is no
 // room), and counts by state.
 func (u *runUI) frame(now time.Time, width, height int) []string {
-	snap := u.store.View()
+	view := u.store.View()
 	counts := map[string]int{}
 	var b strings.Builder
 	tw := newFitTable(&b, width, 0).cutStarts(0)
 	fmt.Fprintln(tw, "JOB\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
-	for _, j := range snap.Jobs() {
+	for _, j := range view.Jobs() {
 		counts[string(j.State)]++
 		if j.State != state.JobRunning {
 			continue
 		}
-		as := snap.Attempts(j.ID)
+		as := view.Attempts(j.ID)
 		a := as[len(as)-1]
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, intsText(a.GPUs), a.N, a.Tier,
-			top.Gig(j.Declared), top.Gig(snap.Learned(j.Shape)), top.Gig(a.Reserve), top.Gig(a.Peak),
+			top.Gig(j.Declared), top.Gig(view.Learned(j.Shape)), top.Gig(a.Reserve), top.Gig(a.Peak),
 			now.Sub(a.Started).Round(time.Second))
 	}
 	tw.Flush()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +18,7 @@ import (
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -40,7 +41,7 @@ func TestRunQuickstartRecoversOOMs(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("summary is not JSON: %v\n%s", err, out)
 	}
@@ -112,7 +113,7 @@ func TestRunSeedSweepRecoversOOMs(t *testing.T) {
 	if strings.Contains(errOut, "warning") {
 		t.Errorf("the example warns:\n%s", errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -157,25 +158,92 @@ func TestRunSeedSweepRecoversOOMs(t *testing.T) {
 	}
 }
 
+// runFailing runs a sweep with gpuq run --json, which must exit 1 for a job that
+// failed, and returns its summary and what it said on stderr.
+func runFailing(t *testing.T, sweep string) (api.SweepSummary, string) {
+	t.Helper()
+	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "100ms")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
+	}
+	var sum api.SweepSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum, errOut
+}
+
 // TestRunTimesOutAHungTrainer: under gpuq run, a trainer past its timeout is stopped
 // and its job fails saying so; the run ends with exit 1.
 func TestRunTimesOutAHungTrainer(t *testing.T) {
 	sweep := filepath.Join(t.TempDir(), "hung.yaml")
 	os.WriteFile(sweep, []byte("name: hung\ncommand: [sh, -c, \"sleep 600\"]\njobs: [{}]\nmemory: 1GiB\ntimeout: 1s\ngpus: sim:1x24GiB\n"), 0o644)
-	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "100ms")
-	if code != exitFailed {
-		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
-	}
-	var sum daemon.SweepSummary
-	if err := json.Unmarshal([]byte(out), &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum, errOut := runFailing(t, sweep)
 	j := sum.Jobs[0]
 	if j.Reason != "attempt 1 timed out after 1s" || j.Attempts[0].Outcome != "timed-out" {
 		t.Errorf("job %+v", j)
 	}
 	if !strings.Contains(errOut, "hung.1 #1 timing-out: still running after 1s, its timeout: stopping it") {
 		t.Errorf("progress lacks the timeout:\n%s", errOut)
+	}
+}
+
+// TestRunSaysWhyJobsFailed: gpuq run's summary gives each attempt's exit status, and a
+// failed job's reason its trainer's error line; --json the exit code, error and
+// command of each attempt and job.
+func TestRunSaysWhyJobsFailed(t *testing.T) {
+	sweep := filepath.Join(t.TempDir(), "nan.yaml")
+	os.WriteFile(sweep, []byte(`name: nan
+command: [sh, -c, "echo step 1 loss 2.3; echo 'Traceback (most recent call last):'; echo '  File \"train.py\", line 9, in <module>'; echo 'ValueError: loss is NaN'; exit 1"]
+jobs: [{}]
+memory: 1GiB
+gpus: sim:1x24GiB
+`), 0o644)
+	out, errOut, code := gpuq(t, "run", sweep, "--log-dir", t.TempDir(), "--poll", "100ms")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
+	}
+	if !strings.Contains(out, "  nan.1 failed: attempt 1 failed: exited with status 1: ValueError: loss is NaN\n") ||
+		!regexp.MustCompile(`(?m)^nan\.1 +failed +1 .* failed +1$`).MatchString(out) {
+		t.Errorf("the summary does not say why:\n%s", out)
+	}
+	sum, _ := runFailing(t, sweep)
+	j := sum.Jobs[0]
+	for _, e := range []api.ExitStatus{j.ExitStatus, j.Attempts[0].ExitStatus} {
+		if e.ExitCode == nil || *e.ExitCode != 1 || e.Error != "ValueError: loss is NaN" {
+			t.Errorf("exit %+v", e)
+		}
+	}
+	if len(j.Command) != 3 || j.Command[0] != "sh" || j.Started == nil || j.Ended == nil {
+		t.Errorf("command %q, started %v, ended %v", j.Command, j.Started, j.Ended)
+	}
+}
+
+// TestRunFailsAModelLargerThanTheCard: a trainer whose weights alone outgrow the card
+// (the simulated trainer runs out of memory in Module.to) fails after one attempt, with
+// the reason and what would help, rather than walking every rung of its ladder.
+func TestRunFailsAModelLargerThanTheCard(t *testing.T) {
+	needPython(t)
+	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
+	sweep := filepath.Join(t.TempDir(), "big.yaml")
+	os.WriteFile(sweep, []byte(`name: big
+command: [python3, `+trainer+`, --config, "{config}"]
+config: {format: json}
+params: {batch_size: 8, gradient_accumulation_steps: 4, gradient_checkpointing: false, num_data_workers: 4, sim_base: 30GiB, sim_activations: 2GiB, sim_alloc_delay: 0}
+jobs: [{}]
+memory: 20GiB
+gpus: sim:1x24GiB
+`), 0o644)
+	sum, errOut := runFailing(t, sweep)
+	j := sum.Jobs[0]
+	if len(j.Attempts) != 1 || !strings.Contains(j.Reason, "before any batch") || !strings.Contains(j.Reason, "no rung of its ladder lowers that") {
+		t.Fatalf("%d attempts, reason %q", len(j.Attempts), j.Reason)
+	}
+	if a := j.Attempts[0]; a.OOM == nil || !a.OOM.Loading || !strings.HasPrefix(a.Error, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 30.00 GiB") {
+		t.Errorf("the attempt: oom %+v, error %q", a.OOM, a.Error)
+	}
+	if strings.Contains(errOut, "requeued") {
+		t.Errorf("the progress says requeued:\n%s", errOut)
 	}
 }
 
@@ -291,7 +359,7 @@ gpus: "sim:1x24GiB"
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	var sum daemon.SweepSummary
+	var sum api.SweepSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}

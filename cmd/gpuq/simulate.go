@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
-	"github.com/gpuq/gpuq/scheduler/sim"
+	"github.com/gpuq/gpuq/scheduler/simulate"
 )
 
 type simulateOptions struct {
@@ -21,6 +21,8 @@ type simulateOptions struct {
 	policies []string
 	json     bool
 	report   string
+	// noEarlyStop runs every job to its end, as if the trace had no early_stop.
+	noEarlyStop bool
 }
 
 func newSimulateCmd(io ioStreams, st *settings) *cobra.Command {
@@ -55,20 +57,32 @@ failed, as that makespan is not the whole sweep's. --report FILE writes the HTML
 of gpuq's run (see gpuq report): its attempts on the cards in virtual time, memory,
 every job's history.
 
+A job may carry a training curve, and the trace an early_stop (as a sweep's):
+
+  early_stop: {metric: eval_loss, mode: min, at: [1000, 3000], keep: 0.34}
+  jobs:
+    - {name: lr-3e-4, base: 4GiB, duration: 2h, count: 3, curve: {start: 3.0, final: 0.9, noise: 0.01}}
+
+The curve goes from start towards final over its steps (steps: 10000, reported every:
+500, with Gaussian noise), and gpuq stops the points that lose at early_stop's steps.
+--no-early-stop runs every job to its end, to measure what early stopping saves.
+
 Exit status: 0 simulated (failed jobs are a result, not an error), 2 bad input.`,
 		Example: `  gpuq simulate examples/traces/gla.yaml
   gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --policy all
   gpuq simulate examples/traces/mixed-80g.yaml --policy static --json
-  gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --report two-per-card.html`,
+  gpuq simulate examples/traces/gla.yaml --gpu-plan 2 --report two-per-card.html
+  gpuq simulate examples/traces/early-stop.yaml --no-early-stop`,
 		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			opts.trace = args[0]
 			return runSimulate(opts)
 		},
 	}
-	cmd.Flags().StringSliceVar(&opts.policies, "policy", []string{string(sim.GPUQ)}, "gpuq, static, one-per-gpu, oracle, or all")
+	cmd.Flags().StringSliceVar(&opts.policies, "policy", []string{string(simulate.GPUQ)}, "gpuq, static, one-per-gpu, oracle, or all")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&opts.report, "report", "", "write the HTML report of gpuq's run to this file")
+	cmd.Flags().BoolVar(&opts.noEarlyStop, "no-early-stop", false, "run every job to its end, as if the trace had no early_stop")
 	return cmd
 }
 
@@ -77,16 +91,19 @@ func runSimulate(opts *simulateOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.report != "" && !slices.Contains(policies, sim.GPUQ) {
+	if opts.report != "" && !slices.Contains(policies, simulate.GPUQ) {
 		return badInput("--report draws gpuq's run of the trace: add --policy gpuq")
 	}
 	began := time.Now()
-	t, err := sim.Load(opts.trace, opts.settings.overrides())
+	t, err := simulate.Load(opts.trace, opts.settings.overrides())
 	if err != nil {
 		return err
 	}
+	if opts.noEarlyStop {
+		t = t.WithoutEarlyStop()
+	}
 	loaded := time.Since(began).Seconds()
-	var results []sim.Result
+	var results []simulate.Result
 	for _, p := range policies {
 		r, err := simulateOne(opts, t, p)
 		if err != nil {
@@ -108,11 +125,11 @@ func runSimulate(opts *simulateOptions) error {
 
 // simulateOne runs the trace under one policy, and writes the report of gpuq's run
 // when asked.
-func simulateOne(opts *simulateOptions, t *sim.Trace, p sim.Policy) (sim.Result, error) {
-	if p != sim.GPUQ || opts.report == "" {
-		return sim.Run(t, p)
+func simulateOne(opts *simulateOptions, t *simulate.Trace, p simulate.Policy) (simulate.Result, error) {
+	if p != simulate.GPUQ || opts.report == "" {
+		return simulate.Run(t, p)
 	}
-	r, store, err := sim.History(t)
+	r, store, err := simulate.History(t)
 	if err != nil {
 		return r, err
 	}
@@ -123,19 +140,19 @@ func simulateOne(opts *simulateOptions, t *sim.Trace, p sim.Policy) (sim.Result,
 		}
 	}
 	d := reportData(summarize(store, t.Sweep, cards), fmt.Sprintf("gpuq simulate %s: %s, plan %s, headroom %s",
-		opts.trace, t.Sweep.GPUs, planText(t.Slots()), t.Sweep.Headroom), sim.Epoch.Add(time.Duration(r.Makespan*float64(time.Second))))
+		opts.trace, t.Sweep.GPUs, planText(t.Slots()), t.Sweep.Headroom), simulate.Epoch.Add(time.Duration(r.Makespan*float64(time.Second))))
 	d.Virtual = true
 	return r, writeReport(opts.io, opts.report, d)
 }
 
-func parsePolicies(names []string) ([]sim.Policy, error) {
-	var out []sim.Policy
+func parsePolicies(names []string) ([]simulate.Policy, error) {
+	var out []simulate.Policy
 	for _, n := range names {
-		p := sim.Policy(strings.TrimSpace(n))
+		p := simulate.Policy(strings.TrimSpace(n))
 		switch {
 		case p == "all":
-			return sim.Policies, nil
-		case slices.Contains(sim.Policies, p):
+			return simulate.Policies, nil
+		case slices.Contains(simulate.Policies, p):
 			out = append(out, p)
 		default:
 			return nil, badInput("--policy: %q is not a policy: use gpuq, static, one-per-gpu, oracle or all", n)
@@ -156,10 +173,10 @@ func planText(slots []int) string {
 	return plan
 }
 
-func printResults(w io.Writer, results []sim.Result) {
+func printResults(w io.Writer, results []simulate.Result) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "POLICY\tMAKESPAN\txBOUND\tCOMPLETED\tFAILED\tOOMS\tATTEMPTS\tMEM USED\tSIM WALL")
-	failed := false
+	failed, stopped := false, false
 	for _, r := range results {
 		// The bound is for every job finished; a run that lost jobs ended sooner by
 		// not running them, and its ratio would flatter it.
@@ -167,14 +184,39 @@ func printResults(w io.Writer, results []sim.Result) {
 		if r.Failed > 0 {
 			ratio, failed = "-", true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%d\t%.0f%%\t%.2fs\n", r.Policy, sim.Hours(r.Makespan), ratio,
+		if r.Stopped > 0 {
+			ratio, stopped = "-", true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%d\t%.0f%%\t%.2fs\n", r.Policy, simulate.Hours(r.Makespan), ratio,
 			r.Completed, r.Jobs, r.Failed, r.OOMEvents, r.Attempts, 100*r.MemUtilization, r.SimWall)
 	}
 	tw.Flush()
-	if len(results) > 0 {
-		fmt.Fprintf(w, "lower bound: %s (no policy can finish sooner)\n", sim.Hours(results[0].LowerBound))
+	switch {
+	case len(results) == 0:
+	case slices.ContainsFunc(results, func(r simulate.Result) bool { return r.Stopped > 0 }):
+		fmt.Fprintf(w, "lower bound: %s (no policy that runs every job to its end can finish sooner)\n", simulate.Hours(results[0].LowerBound))
+	default:
+		fmt.Fprintf(w, "lower bound: %s (no policy can finish sooner)\n", simulate.Hours(results[0].LowerBound))
 	}
 	if failed {
 		fmt.Fprintln(w, "xBOUND -: jobs failed, so the makespan is not that of the whole sweep")
+	} else if stopped {
+		fmt.Fprintln(w, "xBOUND -: jobs were stopped early, so the makespan is not that of the whole sweep")
+	}
+	printEarlyStop(w, results)
+}
+
+// printEarlyStop says what early stopping did in gpuq's run, where the trace has it.
+func printEarlyStop(w io.Writer, results []simulate.Result) {
+	for _, r := range results {
+		if r.Policy != simulate.GPUQ || r.BestFinished == nil {
+			continue
+		}
+		best := "yes"
+		if !*r.BestFinished {
+			best = "no"
+		}
+		fmt.Fprintf(w, "early stopping: %s stopped (their points were losing); each group's best point finished: %s\n",
+			plans.Count(r.Stopped, "job"), best)
 	}
 }

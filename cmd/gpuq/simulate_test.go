@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuq/gpuq/scheduler/sim"
+	"github.com/gpuq/gpuq/scheduler/simulate"
 )
 
 // TestSimulateJSON: --json prints one object with the keys, and the seed-like
@@ -66,9 +66,9 @@ func TestSimulateBadInputExitsTwo(t *testing.T) {
 // them; its makespan over the bound is not shown as if it were comparable.
 func TestSimulateFailedRunsHaveNoRatio(t *testing.T) {
 	var b strings.Builder
-	printResults(&b, []sim.Result{
-		{Policy: sim.GPUQ, Jobs: 4, Completed: 4, Makespan: 7200, LowerBound: 6000},
-		{Policy: sim.Static, Jobs: 4, Completed: 1, Failed: 3, Makespan: 1800, LowerBound: 6000},
+	printResults(&b, []simulate.Result{
+		{Policy: simulate.GPUQ, Jobs: 4, Completed: 4, Makespan: 7200, LowerBound: 6000},
+		{Policy: simulate.Static, Jobs: 4, Completed: 1, Failed: 3, Makespan: 1800, LowerBound: 6000},
 	})
 	rows := map[string][]string{}
 	for _, line := range strings.Split(b.String(), "\n") {
@@ -78,5 +78,36 @@ func TestSimulateFailedRunsHaveNoRatio(t *testing.T) {
 	}
 	if rows["gpuq"][2] != "1.20" || rows["static"][2] != "-" || !strings.Contains(b.String(), "jobs failed, so the makespan is not that of the whole sweep") {
 		t.Errorf("output:\n%s", b.String())
+	}
+}
+
+// TestSimulateEarlyStopping: a trace with curves and an early_stop stops the losing
+// points, says so, and finishes sooner than with --no-early-stop, which runs them all.
+func TestSimulateEarlyStopping(t *testing.T) {
+	out, errOut, code := gpuq(t, "simulate", "../../examples/traces/early-stop.yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"jobs were stopped early, so the makespan", "no policy that runs every job to its end",
+		"early stopping: 16 jobs stopped (their points were losing); each group's best point finished: yes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	var with, without simulate.Result
+	for _, r := range []struct {
+		res  *simulate.Result
+		args []string
+	}{{&with, nil}, {&without, []string{"--no-early-stop"}}} {
+		out, errOut, code := gpuq(t, append([]string{"simulate", "../../examples/traces/early-stop.yaml", "--json"}, r.args...)...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), r.res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if with.Makespan > 0.6*without.Makespan || without.Stopped != 0 || without.Completed != 27 || with.BestFinished == nil || !*with.BestFinished {
+		t.Errorf("with early stopping %+v\nwithout %+v", with, without)
 	}
 }

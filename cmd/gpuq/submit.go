@@ -5,17 +5,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 type submitOptions struct {
 	io       ioStreams
 	settings *settings
 	name     string
+	after    []string
 	json     bool
 }
 
@@ -26,10 +28,19 @@ func newSubmitCmd(io ioStreams, st *settings) *cobra.Command {
 		Short: "Send sweeps to the daemon, starting one in the background if none runs",
 		Long: `Check each sweep file and send it to the daemon of the state directory, which runs
 its jobs beside every other sweep's. When no daemon runs there, one is started in the
-background first, on the machine the first sweep names (its gpus and headroom); its log
-is daemon.log in the state directory, and it keeps running after you log out. A sweep
-whose gpus name another machine than the running daemon's is refused, with the command
-that restarts the daemon on it.
+background first (as gpuq daemon -d does); its log is daemon.log in the state
+directory, and it keeps running after you log out. It owns the machine's cards: every
+card, or those GPUQ_GPUS and the config file name (a simulated machine the first sweep
+names, if they name none), so that each sweep's gpus choose among them. A sweep for
+cards the running daemon lacks is refused, with the command that restarts it with
+them all; its trainers keep running.
+
+--after SWEEP|JOB (repeated, or a,b) starts its jobs only once those have all succeeded,
+as Slurm's --dependency=afterok and pueue's --after do; if one fails or is cancelled,
+its jobs fail too (gpuq retry them once it has succeeded). A job stopped early
+(early_stop) counts as succeeded, as for gpuq wait. While they wait they show as
+blocked, and gpuq why says for what. The sweep file's after: and a job's own do the
+same.
 
 The sweep is read now: later edits to the file do not change it. Its trainers get the
 environment gpuq submit was run in (PATH, a conda env, CUDA settings), not the daemon's.
@@ -40,6 +51,7 @@ Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad in
 		Example: `  gpuq submit examples/sweeps/quickstart.yaml
   gpuq submit examples/sweeps/quickstart.yaml --name quickstart-2
   gpuq submit sweep-a.yaml sweep-b.yaml --gpus 0,1
+  gpuq submit eval.yaml --after pretrain
   gpuq status --sweep quickstart`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -50,6 +62,7 @@ Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad in
 		RunE: func(_ *cobra.Command, args []string) error { return runSubmit(opts, args) },
 	}
 	cmd.Flags().StringVar(&opts.name, "name", "", "submit the sweep under this name instead of its own (a sweep name is used once, until gpuq clean forgets it)")
+	cmd.Flags().StringSliceVar(&opts.after, "after", nil, "start its jobs only once these sweeps or jobs have all succeeded (as Slurm's afterok); adds to the sweep's after:")
 	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"sweeps":[{"sweep","jobs"}]} on stdout`)
 	return cmd
 }
@@ -62,7 +75,10 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		}
 		ov.Name = plans.Override{Value: opts.name, Source: "--name"}
 	}
-	var reqs []daemon.SubmitRequest
+	if len(opts.after) > 0 {
+		ov.After = plans.Override{Value: strings.Join(opts.after, ","), Source: "--after"}
+	}
+	var reqs []api.SubmitRequest
 	var machine []string
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)
@@ -76,9 +92,9 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		for _, w := range sw.Warnings() {
 			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 		}
-		reqs = append(reqs, daemon.SubmitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
+		reqs = append(reqs, api.SubmitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
 		if machine == nil {
-			machine = machineOf(sw)
+			machine = machineOf(sw, opts.settings)
 		}
 	}
 	c, started, err := ensureDaemon(opts.settings, opts.io, machine)
@@ -86,7 +102,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		return err
 	}
 	var out struct {
-		Sweeps []daemon.SubmitResponse `json:"sweeps"`
+		Sweeps []api.SubmitResponse `json:"sweeps"`
 	}
 	for _, req := range reqs {
 		resp, err := c.Submit(req)
@@ -113,42 +129,29 @@ func runSubmit(opts *submitOptions, paths []string) error {
 	return nil
 }
 
-// sweepOverrides are the --gpus, --gpu-plan and --headroom given on this command line:
-// for a submission they speak for the sweep. GPUQ_* and the config file speak for the
-// daemon's machine, not for each sweep.
-func (s *settings) sweepOverrides() plans.Overrides {
-	var ov plans.Overrides
-	for _, f := range []struct {
-		flag string
-		to   *plans.Override
-	}{{"gpus", &ov.GPUs}, {"gpu-plan", &ov.Plan}, {"headroom", &ov.Headroom}} {
-		if s.flags.Changed(f.flag) {
-			v, _ := s.flags.GetString(f.flag)
-			*f.to = plans.Override{Value: v, Source: "--" + f.flag}
-		}
-	}
-	return ov
-}
-
-// machineOf is the daemon flags for the machine a sweep names (its gpus and headroom,
-// from its file or this command line); nil when it names none.
-func machineOf(sw *plans.Sweep) []string {
+// machineOf is the daemon flags that gpuq submit starts a daemon with for a sweep. A
+// daemon owns the machine's cards (every card, or those GPUQ_GPUS and the config file
+// name): a sweep's gpus only choose among them, so they are not given to it, lest the
+// next sweep's cards be missing. A simulated machine the sweep names is a machine,
+// given to it where GPUQ_GPUS and the config file name none; so is the sweep's
+// headroom, where they set none (a card keeps one).
+func machineOf(sw *plans.Sweep, st *settings) []string {
 	var args []string
-	if sw.GPUs.IsSimulated() || sw.GPUs.Indices != nil {
+	mo := st.machineOverrides()
+	if spec, err := plans.ParseGPUs(mo.GPUs.Value); err == nil && sw.GPUs.IsSimulated() && !spec.IsSimulated() && spec.Indices == nil {
 		args = append(args, "--gpus", sw.GPUs.String())
 	}
-	if sw.Headroom != plans.DefaultHeadroom {
+	if st.unflagged(keyHeadroom).Value == "" && sw.Headroom != plans.DefaultHeadroom {
 		args = append(args, "--headroom", sw.Headroom.String())
 	}
 	return args
 }
 
 // ensureDaemon connects to the state directory's daemon, starting one in the background
-// if none runs (started), on the machine the flags in machine name (the first sweep's),
-// so that the sweep runs on the machine it was written for.
-func ensureDaemon(st *settings, io ioStreams, machine []string) (c *daemon.Client, started bool, err error) {
+// if none runs (started), with the flags in machine (see machineOf).
+func ensureDaemon(st *settings, io ioStreams, machine []string) (c *api.Client, started bool, err error) {
 	c, err = st.dial()
-	var none daemon.NoDaemonError
+	var none api.NoDaemonError
 	if !errors.As(err, &none) {
 		return c, false, err
 	}
@@ -161,13 +164,13 @@ func ensureDaemon(st *settings, io ioStreams, machine []string) (c *daemon.Clien
 		argv = append(argv, "--config", cfg)
 	}
 	argv = append(argv, machine...)
-	c, pid, err := daemon.Start(none.Dir, argv)
+	c, pid, err := api.Start(none.Dir, argv)
 	if err != nil {
 		return nil, false, err
 	}
 	if pid == 0 { // another gpuq started one at the same moment
 		return c, false, nil
 	}
-	fmt.Fprintf(io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", pid, none.Dir, daemon.LogPath(none.Dir))
+	fmt.Fprintf(io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", pid, none.Dir, api.LogPath(none.Dir))
 	return c, true, nil
 }

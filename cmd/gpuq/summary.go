@@ -6,21 +6,21 @@ import (
 	"strings"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // summarize is a run's sweep with every job's history, on the cards it ran on.
-func summarize(store *state.Store, sw *plans.Sweep, cards []gpu.Card) daemon.SweepSummary {
-	return daemon.SummarizeSweep(store.View(), sw.Name, gpuInfos(cards))
+func summarize(store *state.Store, sw *plans.Sweep, cards []gpu.Card) api.SweepSummary {
+	return api.SummarizeSweep(store.View(), sw.Name, gpuInfos(cards))
 }
 
 // gpuInfos are cards as a summary names them.
-func gpuInfos(cards []gpu.Card) []daemon.GPUInfo {
-	out := make([]daemon.GPUInfo, len(cards))
+func gpuInfos(cards []gpu.Card) []api.GPUInfo {
+	out := make([]api.GPUInfo, len(cards))
 	for i, c := range cards {
-		out[i] = daemon.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total}
+		out[i] = api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total}
 	}
 	return out
 }
@@ -28,7 +28,7 @@ func gpuInfos(cards []gpu.Card) []daemon.GPUInfo {
 // peakOf is the most an attempt is known to have held on a card: NVML's peak, or, for
 // one that ran out of memory between two readings, what PyTorch's message says its
 // process held then.
-func peakOf(a daemon.AttemptSummary) int64 {
+func peakOf(a api.AttemptSummary) int64 {
 	if a.OOM != nil {
 		return max(a.PeakBytes, a.OOM.ProcessBytes)
 	}
@@ -44,9 +44,9 @@ func sizeOrDash(b int64) string {
 
 // printSummary prints one row per attempt, so that a degraded job's history (and that
 // its effective batch was kept) can be read at a glance.
-func printSummary(w io.Writer, sum daemon.SweepSummary) {
+func printSummary(w io.Writer, sum api.SweepSummary) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "\nJOB\tSTATE\tATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME")
+	fmt.Fprintln(tw, "\nJOB\tSTATE\tATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tEXIT")
 	for _, j := range sum.Jobs {
 		for i, a := range j.Attempts {
 			id, state := j.ID, j.State
@@ -57,19 +57,26 @@ func printSummary(w io.Writer, sum daemon.SweepSummary) {
 			if a.EffectiveBatch != nil {
 				eb = fmt.Sprint(*a.EffectiveBatch)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%s\t%s\t%s\t%s\t%s\n", id, state, a.N, a.GPUs, a.Tier,
-				changedText(j.Params, a.Params), eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), a.Outcome)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", id, state, a.N, a.GPUs, a.Tier,
+				changedText(j.Params, a.Params), eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), a.Outcome, exitText(a.ExitStatus))
 		}
 		if len(j.Attempts) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t%s\n", j.ID, j.State, j.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", j.ID, j.State) // a failed one's reason follows
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%s: %d succeeded, %d failed, %d cancelled\n", sum.Sweep,
+	fmt.Fprintf(w, "\n%s: %d succeeded, %d failed, %d cancelled", sum.Sweep,
 		sum.Counts[string(state.JobSucceeded)], sum.Counts[string(state.JobFailed)], sum.Counts[string(state.JobCancelled)])
+	if n := sum.Counts[string(state.JobStopped)]; n > 0 {
+		fmt.Fprintf(w, ", %d stopped early (their points were losing)", n)
+	}
+	fmt.Fprintln(w)
 	for _, j := range sum.Jobs {
 		if j.Reason != "" && j.State == string(state.JobFailed) {
 			fmt.Fprintf(w, "  %s failed: %s\n", j.ID, j.Reason)
+			if j.Error != "" && !strings.Contains(j.Reason, j.Error) {
+				fmt.Fprintf(w, "    its last attempt %s: %s\n", endedText(j.ExitStatus), j.Error)
+			}
 		}
 	}
 }

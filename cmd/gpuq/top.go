@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -12,10 +14,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/top"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 func newTopCmd(io ioStreams, st *settings) *cobra.Command {
 	var every time.Duration
+	var sweep string
 	cmd := &cobra.Command{
 		Use:   "top",
 		Short: "Watch the daemon's cards and jobs live, full-screen",
@@ -33,26 +37,34 @@ card, or takes a drained one back (type its index); / filters the lists; q quits
 
 It fits an 80×24 terminal (ssh's default) and follows the terminal's size. When its
 output is not a terminal (a pipe, a file, a cron job), it prints the view once as plain
-text and exits.`,
+text and exits.
+
+A gpuq run in the foreground is watched the same way: with no daemon, the one gpuq run
+of the state directory; --sweep S, the gpuq run of sweep S.`,
 		Example: `  gpuq top
   gpuq top --every 5s
+  gpuq top --sweep quickstart
   gpuq top | less -S`,
 		Args: noArgs,
-		RunE: func(*cobra.Command, []string) error { return runTop(io, st, every) },
+		RunE: func(*cobra.Command, []string) error { return runTop(io, st, every, sweep) },
 	}
 	cmd.Flags().DurationVar(&every, "every", time.Second, "how often the view is read again")
+	cmd.Flags().StringVar(&sweep, "sweep", "", "watch the gpuq run of this sweep (in the foreground), not the daemon")
 	return cmd
 }
 
-func runTop(ios ioStreams, st *settings, every time.Duration) error {
+func runTop(ios ioStreams, st *settings, every time.Duration, sweep string) error {
 	if every <= 0 {
 		return badInput("--every %s: give a positive duration, e.g. 2s", every)
 	}
-	c, err := st.dial()
+	c, err := topSource(st, sweep)
 	if err != nil {
 		return err
 	}
 	title := "the daemon on " + tildeHome(c.Dir())
+	if r := c.Run(); r != nil {
+		title = fmt.Sprintf("gpuq run of %s (pid %d)", r.Sweep, r.PID)
+	}
 	if !isTerminal(ios.Out) {
 		ov, err := c.Overview()
 		if err != nil {
@@ -85,3 +97,36 @@ func tildeHome(path string) string {
 // plainWidth is how wide gpuq top draws its title line and bars without a terminal to
 // measure: a terminal's default width.
 const plainWidth = 80
+
+// topSource is what gpuq top watches: the gpuq run of sweep, if given and one runs it;
+// else the daemon; with none, the one gpuq run of the state directory.
+func topSource(st *settings, sweep string) (*api.Client, error) {
+	dir, err := st.stateDir()
+	if err != nil {
+		return nil, err
+	}
+	var runs []api.Run
+	if !st.remote() {
+		runs = api.Runs(dir)
+	}
+	if sweep != "" {
+		for _, r := range runs {
+			if r.Sweep == sweep {
+				return api.DialRun(dir, r)
+			}
+		}
+	}
+	c, err := st.dial()
+	var none api.NoDaemonError
+	switch {
+	case err == nil, !errors.As(err, &none):
+		return c, err
+	case sweep != "":
+		return nil, fmt.Errorf("no gpuq run runs sweep %s on %s, nor does a daemon: %v", sweep, dir, err)
+	case len(runs) == 1:
+		return api.DialRun(dir, runs[0])
+	case len(runs) > 1:
+		return nil, badInput("no gpuq daemon runs on %s, and %d gpuq runs do (%s): name one with --sweep", dir, len(runs), api.RunsText(runs))
+	}
+	return nil, err
+}

@@ -23,7 +23,8 @@ func TestConfigFileErrors(t *testing.T) {
 		{"headroom: [5%]\n", []string{"gpus"}, "config.yaml: headroom: write a single value, as its flag takes it, not a list"},
 		{"gpus: 7\n", []string{"gpus"}, "unknown card: " + "CONFIG: gpus lists card 7, but this machine has 4 cards"},
 		{"gpus: 7\n", []string{"estimate", "--params", "1B"}, "CONFIG: gpus lists card 7"},
-		{"gpus: 0,1\n", []string{"plan", sweep}, "gpu_plan: the plan has 4 entries but there are 2 cards: write one count per card (2), or a single count for every card (gpus is 0,1, from CONFIG: gpus)"},
+		{"gpus: 0,1\n", []string{"plan", sweep}, "gpus: the sweep is for sim:4x24GiB, but the machine is 0,1 (CONFIG: gpus)"},
+		{"gpu_plan: 2,2,1\n", []string{"plan", sweep}, "CONFIG: gpu_plan: the plan has 3 entries but there are 4 cards"},
 		{"host_reserve: lots\n", []string{"plan", sweep}, `CONFIG: host_reserve: "lots" is not a size`},
 		{"gpus: [\n", []string{"gpus"}, "config file CONFIG: not valid YAML"},
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/alloc"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/worker"
 )
 
@@ -90,14 +90,14 @@ func runWorker(opts *workerOptions) error {
 			name += "-" + job
 		}
 	}
-	if err := daemon.ValidWorkerName(name); err != nil {
+	if err := api.ValidWorkerName(name); err != nil {
 		return badInput("--name: %v", err)
 	}
 	dir, err := st.stateDir()
 	if err != nil {
 		return err
 	}
-	creds, err := daemon.LoadCredentials(dir)
+	creds, err := api.LoadCredentials(dir)
 	if err != nil {
 		return err
 	}

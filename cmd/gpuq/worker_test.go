@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -23,7 +23,7 @@ func TestDaemonWithAWorker(t *testing.T) {
 		ioStreams{In: strings.NewReader(""), Out: log, Err: log})
 	var addr string
 	schedtest.WaitFor(t, "the daemon to listen", func() bool {
-		data, err := os.ReadFile(filepath.Join(dir, daemon.ListenFile))
+		data, err := os.ReadFile(filepath.Join(dir, api.ListenFile))
 		addr = strings.TrimSpace(string(data))
 		return err == nil && addr != ""
 	})
@@ -45,7 +45,7 @@ func TestDaemonWithAWorker(t *testing.T) {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
 	schedtest.WaitFor(t, "both jobs to succeed on the worker", func() bool {
-		c, err := daemon.Dial(dir)
+		c, err := api.Dial(dir)
 		if err != nil {
 			return false
 		}

@@ -5,7 +5,8 @@ It reads the config gpuq rendered (JSON, or the flat `key: value` YAML gpuq writ
 simple params), holds memory on the simulated card named by CUDA_VISIBLE_DEVICES through
 the ledger that gpuq's simulated NVML reads, prints tqdm-like progress, and when the card
 cannot hold what it needs, prints PyTorch 2.x's out-of-memory traceback and exits 1, as
-a real trainer does.
+a real trainer does: through Module.to when the weights do not fit, from the backward
+pass when the activations do not.
 
 Memory model (the same physics as `gpuq simulate`; README, "Simulated trainers"):
   peak        = sim_base + activations
@@ -18,6 +19,16 @@ activations figure was measured at (default: batch_size). The weights (sim_base)
 allocated at start, the activations after sim_alloc_delay seconds (default 1), which is
 when an OOM happens.
 
+Training curve (the same model as a trace's curve in `gpuq simulate`; README,
+"Simulated trainers"), for a config with learning_rate (or lr) or sim_final_loss: reported
+to GPUQ_METRICS_FILE as eval_loss every sim_eval_every steps (default a tenth) of
+sim_steps (default 1000), the steps at an even pace over the run:
+  eval_loss(step) = final + (start - final) * exp(-3 * step / sim_steps) + noise
+  final = sim_final_loss, or 1 + |log10(learning_rate / sim_best_lr)|
+  start = sim_start_loss (default final + 2);  noise ~ N(0, sim_noise), drawn from seed and step
+The learning rate nearest sim_best_lr (default 1e-3) ends best, each factor of ten away a
+whole unit of loss worse.
+
 Ledger: <GPUQ_SIM_LEDGER>/<card>-<pid> holds this process's bytes on that card; the
 directory's `lock` file is flock()ed while checking room and writing. Capacities come from
 GPUQ_SIM_CAPACITY, one per card of the mask.
@@ -29,6 +40,7 @@ import fcntl
 import json
 import math
 import os
+import random
 import re
 import signal
 import sys
@@ -135,12 +147,25 @@ class Ledger:
         self.held = 0
 
 
-def oom_text(tried, capacity, free, held, others):
+# Where each allocation runs out, as PyTorch's traceback shows it: the weights as the
+# model moves onto the card (Module.to), the activations in the backward pass.
+FRAMES = {
+    "weights": '  File "simtrain.py", line 1, in <module>\n'
+               "    model = model.to(device)\n"
+               '  File "/usr/lib/python3/dist-packages/torch/nn/modules/module.py", line 1355, in to\n'
+               "    return self._apply(convert)\n"
+               '  File "/usr/lib/python3/dist-packages/torch/nn/modules/module.py", line 915, in _apply\n'
+               "    module._apply(fn)\n",
+    "activations": '  File "simtrain.py", line 1, in <module>\n'
+                   "    loss.backward()\n",
+}
+
+
+def oom_text(tried, capacity, free, held, others, where):
     procs = "".join(f"Process {pid} has {fmt(b)} memory in use. " for pid, b in others)
     return (
         "Traceback (most recent call last):\n"
-        '  File "simtrain.py", line 1, in <module>\n'
-        "    loss.backward()\n"
+        + FRAMES[where] +
         f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {fmt(tried)}. "
         f"GPU 0 has a total capacity of {fmt(capacity)} of which {fmt(max(free, 0))} is free. "
         f"{procs}Including non-PyTorch memory, this process has {fmt(held)} memory in use. "
@@ -163,6 +188,44 @@ def plan(cfg):
     secs *= 1.15 ** math.log2(ref / batch) if batch < ref else 1.0
     secs *= 1.2 if int(cfg.get("num_data_workers", 1)) == 0 else 1.0
     return base, int(act), secs
+
+
+class Curve:
+    """The simulated training curve of a config: the model in the docstring."""
+
+    @staticmethod
+    def of(cfg):
+        """The config's curve; None for one that asks for none."""
+        if not any(k in cfg for k in ("learning_rate", "lr", "sim_final_loss")):
+            return None
+        return Curve(cfg)
+
+    def __init__(self, cfg):
+        best = float(cfg.get("sim_best_lr", 1e-3))
+        lr = float(cfg.get("learning_rate", cfg.get("lr", best)))
+        self.final = float(cfg.get("sim_final_loss", 1 + abs(math.log10(lr / best))))
+        self.start = float(cfg.get("sim_start_loss", self.final + 2))
+        self.steps = int(cfg.get("sim_steps", 1000))
+        self.every = int(cfg.get("sim_eval_every", max(1, self.steps // 10)))
+        self.noise = float(cfg.get("sim_noise", 0.02))
+        self.seed = cfg.get("seed", 0)
+
+    def value(self, step):
+        """The loss at a step; its noise is drawn from the seed and the step alone."""
+        v = self.final + (self.start - self.final) * math.exp(-3 * step / self.steps)
+        return v + (random.Random(f"{self.seed}/{step}").gauss(0, self.noise) if self.noise > 0 else 0)
+
+    def evals(self, before, upto):
+        """The steps after before, up to upto, at which the loss is reported."""
+        return [s for s in range(before + 1, upto + 1) if s % self.every == 0 or s == self.steps]
+
+
+def report(path, step, metrics):
+    """Appends one record to the metrics file gpuq reads (GPUQ_METRICS_FILE), if any."""
+    if not path:
+        return
+    with open(path, "a") as f:
+        f.write(json.dumps({"step": step, **metrics}) + "\n")
 
 
 def main():
@@ -189,19 +252,24 @@ def main():
     try:
         print(f"simtrain: card {card}, batch_size {cfg.get('batch_size')}, "
               f"gradient_checkpointing {cfg.get('gradient_checkpointing')}, peak {fmt(base + act)}", flush=True)
-        for need in (base, act):
+        for need, where in ((base, "weights"), (act, "activations")):
             ok, facts = ledger.allocate(need, capacity)
             if not ok:
                 free, others = facts
-                sys.stdout.write(oom_text(need, capacity, free, ledger.held, others))
+                sys.stdout.write(oom_text(need, capacity, free, ledger.held, others, where))
                 sys.stdout.flush()
                 return 1
-            time.sleep(float(cfg.get("sim_alloc_delay", 1)) if need == base else 0)
+            time.sleep(float(cfg.get("sim_alloc_delay", 1)) if where == "weights" else 0)
         steps = 20
         tty = sys.stdout.isatty()
         start = time.time()
+        curve, done = Curve.of(cfg), 0
         for i in range(1, steps + 1):
             time.sleep(secs / steps)
+            if curve:
+                for s in curve.evals(done, curve.steps * i // steps):
+                    report(os.environ.get("GPUQ_METRICS_FILE"), s, {"eval_loss": round(curve.value(s), 4)})
+                done = curve.steps * i // steps
             el = time.time() - start
             bar = "█" * (i * 10 // steps) + " " * (10 - i * 10 // steps)
             line = f"train: {i * 100 // steps:3d}%|{bar}| {i}/{steps} [{el:05.1f}s, {i / el:.2f}it/s]"

@@ -109,8 +109,8 @@ func (a *Allocator) Serve(ctx context.Context) error {
 func (a *Allocator) Round(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	snap := a.cfg.State()
-	queues := snap.AllocQueues()
+	view := a.cfg.State()
+	queues := view.AllocQueues()
 	if len(queues) == 0 {
 		return nil
 	}
@@ -123,10 +123,10 @@ func (a *Allocator) Round(ctx context.Context) error {
 	}
 	workers := a.cfg.Workers()
 	now := a.cfg.Clock.Now()
-	snap = a.cfg.State()
+	view = a.cfg.State()
 	var errs []error
-	for _, q := range snap.AllocQueues() {
-		r := Round{Queue: q, Allocations: snap.Allocations(q.ID), Waiting: waiting, Workers: workers, Since: a.since, Now: now}
+	for _, q := range view.AllocQueues() {
+		r := Round{Queue: q, Allocations: view.Allocations(q.ID), Waiting: waiting, Workers: workers, Since: a.since, Now: now}
 		r.Idle = a.idleSince(r)
 		d := Decide(r)
 		for _, id := range d.Cancel {
@@ -159,10 +159,10 @@ func (a *Allocator) idleSince(r Round) time.Time {
 
 // follow asks Slurm how the live allocations stand, and records what changed.
 func (a *Allocator) follow(ctx context.Context, queues []*state.AllocQueue) error {
-	snap := a.cfg.State()
+	view := a.cfg.State()
 	var live []*state.Allocation
 	for _, q := range queues {
-		for _, al := range snap.Allocations(q.ID) {
+		for _, al := range view.Allocations(q.ID) {
 			if al.Active() {
 				live = append(live, al)
 			}
@@ -373,8 +373,8 @@ func (a *Allocator) Remove(ctx context.Context, id int) (Removed, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out Removed
-	snap := a.cfg.State()
-	q := snap.AllocQueue(id)
+	view := a.cfg.State()
+	q := view.AllocQueue(id)
 	if q == nil || q.Removed {
 		return out, scheduler.Refused(fmt.Sprintf("no allocation queue %d; gpuq alloc list shows them", id))
 	}
@@ -384,7 +384,7 @@ func (a *Allocator) Remove(ctx context.Context, id int) (Removed, error) {
 		return out, err
 	}
 	var errs []error
-	for _, al := range snap.Allocations(id) {
+	for _, al := range view.Allocations(id) {
 		switch al.State {
 		case state.AllocQueued:
 			if err := a.cancel(ctx, al.ID); err != nil {

@@ -335,12 +335,12 @@ func TestQueuesSurviveARestart(t *testing.T) {
 	}
 	check := func(s *state.Store, when string) {
 		t.Helper()
-		snap := s.View()
-		got := snap.AllocQueue(q.ID)
+		view := s.View()
+		got := view.AllocQueue(q.ID)
 		if got == nil || got.GPUsPerNode != 2 || got.Time != time.Hour || !slices.Equal(got.Args, q.Args) {
 			t.Fatalf("%s: queue %+v", when, got)
 		}
-		if al := snap.Allocations(q.ID); len(al) != 1 || al[0].ID != "101" || al[0].State != state.AllocQueued {
+		if al := view.Allocations(q.ID); len(al) != 1 || al[0].ID != "101" || al[0].State != state.AllocQueued {
 			t.Fatalf("%s: allocations %+v", when, al)
 		}
 	}

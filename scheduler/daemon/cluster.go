@@ -12,6 +12,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -32,7 +33,7 @@ type cluster struct {
 	runner *runner.Supervised // this machine's attempts
 	grace  time.Duration
 	clock  scheduler.Clock
-	log    *EventLog
+	log    *runner.EventLog
 	exits  chan scheduler.Exit
 
 	mu      sync.Mutex
@@ -44,35 +45,49 @@ type cluster struct {
 
 // remote is a worker, while it is linked and for a grace period after.
 type remote struct {
-	hello Hello
-	state WorkerState
+	hello api.Hello
+	state api.WorkerState
 	link  *link // nil while it is away
 	heard time.Time
 	// attempts run there, as the engine holds them.
 	attempts map[string]*state.Attempt
 	// stops are asked while the worker is away, for when it is back.
-	stops map[string]AttemptRef
+	stops map[string]api.AttemptRef
 	// sweeps the worker has had over its link.
 	sweeps   map[string]bool
 	draining bool
+	// metrics are its attempts' readings not yet read by the engine.
+	metrics map[string][]plans.Reading
 }
 
-func newCluster(local *machine, r *runner.Supervised, grace time.Duration, log *EventLog) *cluster {
+func newCluster(local *machine, r *runner.Supervised, grace time.Duration, log *runner.EventLog) *cluster {
 	c := &cluster{local: local, runner: r, grace: grace, clock: scheduler.RealClock{}, log: log,
 		exits: make(chan scheduler.Exit, 64), workers: map[string]*remote{}, streams: map[string]chan io.ReadWriteCloser{}}
-	go func() {
-		for x := range r.Exits() {
-			c.exits <- x
-		}
-	}()
 	return c
+}
+
+// forward passes the ends of the local runner's attempts on as the cluster's, until
+// done is closed.
+func (c *cluster) forward(done <-chan struct{}) {
+	for {
+		select {
+		case x := <-c.runner.Exits():
+			select {
+			case c.exits <- x:
+			case <-done:
+				return
+			}
+		case <-done:
+			return
+		}
+	}
 }
 
 // worker returns a worker's record, made if it has none. c.mu is held.
 func (c *cluster) worker(name string) *remote {
 	w := c.workers[name]
 	if w == nil {
-		w = &remote{heard: c.clock.Now(), attempts: map[string]*state.Attempt{}, stops: map[string]AttemptRef{}}
+		w = &remote{heard: c.clock.Now(), attempts: map[string]*state.Attempt{}, stops: map[string]api.AttemptRef{}}
 		w.hello.Name = name
 		c.workers[name] = w
 	}
@@ -171,13 +186,13 @@ func (c *cluster) Start(l scheduler.Launch) (scheduler.Started, error) {
 	key := fmt.Sprintf("%s#%d", sub.Sweep.Name, sub.Seq)
 	// The sweep's env goes with every start: the engine may have changed it (PyTorch's
 	// allocator options refused) since the sweep was submitted.
-	req := &StartRequest{Attempt: a, SweepKey: key, Env: sub.Sweep.Env, Environ: sub.Environ, Sharing: l.Sharing}
+	req := &api.StartRequest{Attempt: a, SweepKey: key, Env: sub.Sweep.Env, Environ: sub.Environ, Sharing: l.Sharing}
 	if !w.sweeps[key] {
 		sw := sub.Sweep
-		req.Sweep = &SweepSource{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Files: sw.Files}
+		req.Sweep = &api.SweepSource{File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Files: sw.Files}
 		w.sweeps[key] = true
 	}
-	w.link.send(DaemonMessage{Start: req})
+	w.link.send(api.DaemonMessage{Start: req})
 	dir, err := launcher.AttemptDir(w.hello.Dir, a.Job, a.N)
 	if err != nil {
 		return scheduler.Started{}, nil
@@ -202,7 +217,7 @@ func (c *cluster) Stop(a *state.Attempt) {
 	w := c.worker(a.Worker)
 	ref := refOf(a)
 	if w.link != nil {
-		w.link.send(DaemonMessage{Stop: &ref})
+		w.link.send(api.DaemonMessage{Stop: &ref})
 		return
 	}
 	w.stops[a.ID] = ref
@@ -250,7 +265,7 @@ func (c *cluster) HostMemory() map[string]int64 {
 // take up. Another worker of the same name (another node's) is refused while the first
 // is linked or has attempts: the two would take each other's link and attempts in
 // turn, and run jobs twice.
-func (c *cluster) connect(h Hello, conn io.ReadWriteCloser) (*link, error) {
+func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.worker(h.Name)
@@ -265,13 +280,13 @@ func (c *cluster) connect(h Hello, conn io.ReadWriteCloser) (*link, error) {
 	}
 	back := len(w.attempts)
 	w.hello, w.state, w.link, w.heard, w.sweeps, w.draining = h, h.State, l, c.clock.Now(), map[string]bool{}, false
-	welcome := &Welcome{Grace: c.grace, Attempts: []AttemptRef{}}
+	welcome := &api.Welcome{Grace: c.grace, Attempts: []api.AttemptRef{}}
 	for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
 		welcome.Attempts = append(welcome.Attempts, refOf(w.attempts[id]))
 	}
-	l.send(DaemonMessage{Welcome: welcome})
+	l.send(api.DaemonMessage{Welcome: welcome})
 	for _, ref := range w.stops {
-		l.send(DaemonMessage{Stop: &ref})
+		l.send(api.DaemonMessage{Stop: &ref})
 	}
 	clear(w.stops)
 	c.log.Printf("worker %s (gpuq %s, %s) connected: %s; %s to take up",
@@ -280,7 +295,7 @@ func (c *cluster) connect(h Hello, conn io.ReadWriteCloser) (*link, error) {
 }
 
 // heard applies a worker's message.
-func (c *cluster) heard(name string, l *link, m WorkerMessage) {
+func (c *cluster) heard(name string, l *link, m api.WorkerMessage) {
 	c.mu.Lock()
 	w := c.workers[name]
 	if w == nil || w.link != l {
@@ -290,10 +305,15 @@ func (c *cluster) heard(name string, l *link, m WorkerMessage) {
 	w.heard = c.clock.Now()
 	if m.State != nil {
 		w.state = *m.State
+		w.keepMetrics(m.State.AttemptMetrics)
+		w.state.AttemptMetrics = nil
+	}
+	if m.Exit != nil {
+		w.keepMetrics(map[string][]plans.Reading{m.Exit.Attempt: m.ExitMetrics})
 	}
 	if m.Leaving && !w.draining {
 		w.draining = true
-		l.send(DaemonMessage{Drain: true})
+		l.send(api.DaemonMessage{Drain: true})
 		c.log.Printf("worker %s is leaving: it takes no more jobs", name)
 	}
 	var x *scheduler.Exit
@@ -333,7 +353,7 @@ func (c *cluster) Drain(name string) error {
 		return scheduler.Refused(fmt.Sprintf("no worker %q is connected; gpuq workers lists them", name))
 	}
 	w.draining = true
-	w.link.send(DaemonMessage{Drain: true})
+	w.link.send(api.DaemonMessage{Drain: true})
 	return nil
 }
 
@@ -349,7 +369,7 @@ func (c *cluster) tick() {
 		case w.link != nil && silent > c.grace:
 			w.link.close() // its handler marks it away
 		case w.link != nil:
-			w.link.send(DaemonMessage{Ping: true})
+			w.link.send(api.DaemonMessage{Ping: true})
 		case silent > c.grace && len(w.attempts) > 0:
 			for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
 				a := w.attempts[id]
@@ -406,16 +426,16 @@ func (c *cluster) allocations() map[string]int {
 }
 
 // info lists the workers for the API.
-func (c *cluster) info(drained map[plans.CardID]bool) []WorkerInfo {
+func (c *cluster) info(drained map[plans.CardID]bool) []api.WorkerInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := []WorkerInfo{}
+	out := []api.WorkerInfo{}
 	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
 		w := c.workers[name]
-		wi := WorkerInfo{Name: name, Connected: w.link != nil, Heard: w.heard, Version: w.hello.Version, Cores: w.hello.Cores,
-			GPUs: []GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends}
+		wi := api.WorkerInfo{Name: name, Connected: w.link != nil, Heard: w.heard, Version: w.hello.Version, Cores: w.hello.Cores,
+			GPUs: []api.GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends}
 		for _, card := range w.state.Cards {
-			wi.GPUs = append(wi.GPUs, GPUInfo{Worker: name, Index: card.Index, TotalBytes: card.Total,
+			wi.GPUs = append(wi.GPUs, api.GPUInfo{Worker: name, Index: card.Index, TotalBytes: card.Total,
 				Drained: drained[plans.CardID{Worker: name, Index: card.Index}]})
 		}
 		out = append(out, wi)
@@ -423,7 +443,7 @@ func (c *cluster) info(drained map[plans.CardID]bool) []WorkerInfo {
 	return out
 }
 
-func workerCardsText(h Hello) string {
+func workerCardsText(h api.Hello) string {
 	if len(h.State.Cards) == 0 {
 		return "no cards"
 	}
@@ -434,7 +454,7 @@ func workerCardsText(h Hello) string {
 			slots[i] = n
 		}
 	}
-	return CardsText(h.State.Cards, slots)
+	return gpu.CardsText(h.State.Cards, slots)
 }
 
 // link is a worker's stream as the daemon writes to it: messages are queued, so that
@@ -442,13 +462,13 @@ func workerCardsText(h Hello) string {
 // not read what is queued for it is cut off.
 type link struct {
 	conn io.ReadWriteCloser
-	out  chan DaemonMessage
+	out  chan api.DaemonMessage
 	done chan struct{}
 	once sync.Once
 }
 
 func newLink(conn io.ReadWriteCloser) *link {
-	l := &link{conn: conn, out: make(chan DaemonMessage, 1024), done: make(chan struct{})}
+	l := &link{conn: conn, out: make(chan api.DaemonMessage, 1024), done: make(chan struct{})}
 	go func() {
 		enc := json.NewEncoder(conn)
 		for {
@@ -466,7 +486,7 @@ func newLink(conn io.ReadWriteCloser) *link {
 	return l
 }
 
-func (l *link) send(m DaemonMessage) {
+func (l *link) send(m api.DaemonMessage) {
 	select {
 	case l.out <- m:
 	case <-l.done:

@@ -1,10 +1,11 @@
 // Package daemon is gpuq's daemon: the engine over a journaled state directory, each
 // attempt under a supervisor of its own, and the API that gpuq's other verbs use, over
-// a unix socket only its own user may connect to. It also holds the API's wire types and
-// a typed client.
+// a unix socket only its own user may connect to. The API's wire types and its client
+// are package api's, which the clients import without this package.
 //
-// A daemon's lifecycle is one group of actors (the engine's loop, the API server, and a
-// watcher of signals and stop requests): the first to return stops the others.
+// A daemon's lifecycle is one group of actors (the engine's loop, the API servers, the
+// allocator, the cluster's clock, the metrics, and a watcher of signals and stop
+// requests): the first to return stops the others.
 package daemon
 
 import (
@@ -27,6 +28,7 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/alloc"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
@@ -87,10 +89,10 @@ type daemon struct {
 	// attempts is where the attempts live (see launcher.AttemptDir).
 	attempts string
 	started  time.Time
-	log      *EventLog
+	log      *runner.EventLog
 	// recent are the latest events, for gpuq top.
 	recent recentEvents
-	hooks  *Hooks
+	hooks  *runner.Hooks
 	// metrics is nil unless the daemon serves them; jobMap unless it writes one.
 	metrics *metrics
 	jobMap  *jobMap
@@ -103,6 +105,9 @@ type daemon struct {
 	// stop asks the daemon to stop (a shutdown request); stopOnce guards it.
 	stop     chan struct{}
 	stopOnce sync.Once
+	// run is the gpuq run in the foreground it serves the API of (see Foreground);
+	// nil for a daemon.
+	run *api.Run
 }
 
 // Run runs a daemon on cfg.StateDir until ctx is cancelled, a SIGINT or SIGTERM
@@ -110,10 +115,10 @@ type daemon struct {
 // supervisors, unless that client asked for them to be stopped too.
 func Run(ctx context.Context, cfg Config) error {
 	var err error
-	if cfg.StateDir, err = MakeStateDir(cfg.StateDir); err != nil {
+	if cfg.StateDir, err = api.MakeStateDir(cfg.StateDir); err != nil {
 		return err
 	}
-	lock, err := lockState(cfg.StateDir)
+	lock, err := api.LockState(cfg.StateDir)
 	if err != nil {
 		return err
 	}
@@ -135,7 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 			ln.Close()
 			return err
 		}
-		defer os.Remove(filepath.Join(cfg.StateDir, ListenFile))
+		defer os.Remove(filepath.Join(cfg.StateDir, api.ListenFile))
 		d.listen = tcp.Addr().String()
 		tcp.gate.refused = warnFull(d.log, fmt.Sprintf("--listen %s: %d connections have not shown the secret yet", d.listen, remoteStrangers))
 	}
@@ -150,7 +155,7 @@ func Run(ctx context.Context, cfg Config) error {
 		d.log.Printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
 	}
 	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %s, %s known, %s taken up; state in %s",
-		cfg.Version, os.Getpid(), d.machine.name(), CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
+		cfg.Version, os.Getpid(), d.machine.name(), gpu.CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
 		plans.Count(len(d.store.View().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
 	if r := d.machine.recalled; len(r) > 0 {
 		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
@@ -158,7 +163,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if tcp != nil {
 		d.log.Printf("listening on %s for gpuq workers and remote clients (TLS; they need %s and %s from %s); a worker away for %s has its attempts run elsewhere",
-			tcp.Addr(), secretFile, certFile, cfg.StateDir, d.cluster.grace)
+			tcp.Addr(), api.SecretFile, api.CertFile, cfg.StateDir, d.cluster.grace)
 	}
 	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln, metricsLn, tcp)
 	d.hooks.Wait()
@@ -174,7 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // open rebuilds the state, opens the machine and takes up the attempts that ran on.
 func open(cfg Config) (*daemon, error) {
-	d := &daemon{cfg: cfg, started: time.Now(), log: NewEventLog(cfg.Log), stop: make(chan struct{})}
+	d := &daemon{cfg: cfg, started: time.Now(), log: runner.NewEventLog(cfg.Log), stop: make(chan struct{})}
 	if err := stateLost(cfg.StateDir); err != nil {
 		return nil, err
 	}
@@ -183,6 +188,14 @@ func open(cfg Config) (*daemon, error) {
 		return nil, err
 	}
 	d.store = store
+	// A state from before attempts' ends were tallied counts on from the history it
+	// holds.
+	if t := store.View().Recount(); t != nil {
+		if err := store.Put(state.Change{Tallies: t}); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
 	if d.machine, err = openMachine(cfg); err != nil {
 		store.Close()
 		return nil, err
@@ -193,11 +206,11 @@ func open(cfg Config) (*daemon, error) {
 	if d.machine.simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger
 	}
-	var cards []GPUInfo
+	var cards []api.GPUInfo
 	for _, c := range d.machine.cards {
-		cards = append(cards, GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
+		cards = append(cards, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
 	}
-	d.hooks = NewHooks(store, cards, func(line string) { d.log.Printf("warning: %s", line) })
+	d.hooks = runner.NewHooks(store, cards, func(line string) { d.log.Printf("warning: %s", line) })
 	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
 		Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}
 	if cfg.Metrics != "" {
@@ -297,7 +310,13 @@ func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 		return nil, nil, err
 	}
 	limit, err := scheduler.Admit(sw, d.machine.cards)
-	return limit, warnings, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if w := d.machine.plan().Capped(sw, limit); w != "" {
+		warnings = append(warnings, w)
+	}
+	return limit, warnings, nil
 }
 
 // serve runs the daemon's actors until one of them ends: the engine's loop, the API
@@ -311,7 +330,11 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 	defer signal.Stop(sigs)
 	quit := make(chan struct{})
 	var g group
-	g.add(func() error { return d.eng.Serve(engCtx, d.stopTrainers.Load) }, func() { stopEngine() })
+	engineDone := make(chan struct{}) // closed once the engine's loop has returned
+	g.add(func() error {
+		defer close(engineDone)
+		return d.eng.Serve(engCtx, d.stopTrainers.Load)
+	}, stopEngine)
 	g.add(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("API: %w", err)
@@ -332,9 +355,11 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 			}
 			return nil
 		}, stopAlloc)
-		done := make(chan struct{})
-		go d.cluster.run(done)
-		defer close(done) // once every actor, the engine's loop included, has returned
+		// The cluster's clock, and the ends of the local attempts passed on as the
+		// cluster's, go on until the engine's loop has returned, not only been asked to:
+		// it still hears of its trainers (on workers too) as it stops them.
+		g.add(func() error { d.cluster.run(engineDone); return nil }, func() {})
+		g.add(func() error { d.cluster.forward(engineDone); return nil }, func() {})
 	}
 	if metricsLn != nil {
 		msrv := tcpServer(d.metrics.handler())
@@ -394,26 +419,48 @@ func (g *group) run() error {
 	return err
 }
 
-// EventLog is a daemon's or a worker's log: one timestamped line per event.
-type EventLog struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-// NewEventLog logs to w; nil logs nothing.
-func NewEventLog(w io.Writer) *EventLog { return &EventLog{w: w} }
-
-// Printf logs one line.
-func (l *EventLog) Printf(format string, args ...any) {
-	if l.w == nil {
-		return
+// Salvage rebuilds the damaged state of a directory (see state.Salvage) under its
+// lock, so that no daemon starts on it meanwhile, from its good records and what its
+// attempts' directories show.
+func Salvage(dir string) (state.Salvaged, error) {
+	dir, err := api.MakeStateDir(dir)
+	if err != nil {
+		return state.Salvaged{}, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, time.Now().Format("2006-01-02 15:04:05 ")+format+"\n", args...)
+	lock, err := api.LockState(dir)
+	if err != nil {
+		return state.Salvaged{}, err
+	}
+	defer lock.Close()
+	found, err := runner.Found(attemptsIn(dir))
+	if err != nil {
+		return state.Salvaged{}, fmt.Errorf("reading the attempts' directories: %w", err)
+	}
+	return state.Salvage(dir, found)
 }
 
-func (l *EventLog) event(ev scheduler.Event) {
+// attemptsIn is where a daemon on a state directory lays out its attempts (see
+// launcher.AttemptDir).
+func attemptsIn(stateDir string) string { return filepath.Join(stateDir, "attempts") }
+
+// stateLost refuses a state directory whose state is gone, though the attempts of an
+// earlier daemon on it are there: a daemon would start without their jobs, and write
+// its empty state over what could still be put back.
+func stateLost(dir string) error {
+	if state.Begun(dir) {
+		return nil
+	}
+	entries, err := os.ReadDir(attemptsIn(dir))
+	if err != nil || len(entries) == 0 {
+		return nil // a new state
+	}
+	return fmt.Errorf("the state in %s is missing: its marker, snapshot and journal are not there, though %s holds the attempts of an earlier daemon (moved or deleted?): "+
+		"put them back; or gpuq daemon --salvage starts from the copies of the sweeps in sweeps/ and what the attempts' directories show; or give gpuq a fresh --state-dir",
+		dir, attemptsIn(dir))
+}
+
+// logEvent logs one of the engine's events.
+func logEvent(l *runner.EventLog, ev scheduler.Event) {
 	if ev.Attempt > 0 {
 		l.Printf("%s #%d %s: %s", ev.Job, ev.Attempt, ev.Kind, ev.Message)
 	} else {
@@ -423,7 +470,7 @@ func (l *EventLog) event(ev scheduler.Event) {
 
 // event is the engine's news: logged, kept for gpuq top, told to the sweep's hooks.
 func (d *daemon) event(ev scheduler.Event) {
-	d.log.event(ev)
+	logEvent(d.log, ev)
 	d.recent.add(ev)
 	d.hooks.Event(ev)
 	if d.metrics != nil {
@@ -446,17 +493,4 @@ func (d *daemon) mapJobs() {
 		d.jobMapErr = err.Error()
 		d.log.Printf("warning: %v", err)
 	}
-}
-
-// CardsText names cards with their sizes and slots, for a log.
-func CardsText(cards []gpu.Card, slots []int) string {
-	parts := make([]string, len(cards))
-	for i, c := range cards {
-		limit := "no slot limit"
-		if slots[i] != plans.NoSlotLimit {
-			limit = plans.Count(slots[i], "slot")
-		}
-		parts[i] = fmt.Sprintf("GPU %d %s (%s)", c.Index, plans.FormatSize(c.Total), limit)
-	}
-	return strings.Join(parts, ", ")
 }

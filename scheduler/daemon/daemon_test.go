@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -18,6 +20,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/pack"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
@@ -60,23 +63,23 @@ gpu_plan: "1"
 	for name, err := range map[string]error{
 		"job of no sweep":      second(c.Job("long.9")),
 		"why of no job":        second(c.Why("long.9")),
-		"cancel of no job":     second(c.Act(Cancel, SelectRequest{IDs: []string{"long.9"}})),
-		"a selection of none":  second(c.Act(Hold, SelectRequest{})),
-		"retry of a running":   second(c.Act(Retry, SelectRequest{IDs: []string{"long.1"}})),
-		"drain of no card":     c.DrainCard(DrainRequest{GPU: 7, On: true}),
-		"a sweep that is bad":  second(c.Submit(SubmitRequest{File: "/x.yaml", Source: "name: x\n"})),
-		"cancel of no sweep's": second(c.Act(Cancel, SelectRequest{Sweep: "nope"})),
+		"cancel of no job":     second(c.Act(api.Cancel, api.SelectRequest{IDs: []string{"long.9"}})),
+		"a selection of none":  second(c.Act(api.Hold, api.SelectRequest{})),
+		"retry of a running":   second(c.Act(api.Retry, api.SelectRequest{IDs: []string{"long.1"}})),
+		"drain of no card":     c.DrainCard(api.DrainRequest{GPU: 7, On: true}),
+		"a sweep that is bad":  second(c.Submit(api.SubmitRequest{File: "/x.yaml", Source: "name: x\n"})),
+		"cancel of no sweep's": second(c.Act(api.Cancel, api.SelectRequest{Sweep: "nope"})),
 	} {
 		if !errors.As(err, &refused) {
 			t.Errorf("%s: %v, want a refusal", name, err)
 		}
 	}
-	ids, err := c.Act(Cancel, SelectRequest{Sweep: "long"})
+	ids, err := c.Act(api.Cancel, api.SelectRequest{Sweep: "long"})
 	if err != nil || strings.Join(ids, " ") != "long.1 long.2 long.3" {
 		t.Fatalf("cancel --sweep: %v %v", ids, err)
 	}
 	schedtest.WaitFor(t, "every job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 3 })
-	if _, err := c.Act(Cancel, SelectRequest{IDs: []string{"long.1"}}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "ended already") {
+	if _, err := c.Act(api.Cancel, api.SelectRequest{IDs: []string{"long.1"}}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "ended already") {
 		t.Errorf("cancel of a cancelled job: %v", err)
 	}
 	for _, j := range mustJobs(t, c, "") {
@@ -85,7 +88,7 @@ gpu_plan: "1"
 		}
 	}
 	// A cancelled job can be retried.
-	if _, err := c.Act(Retry, SelectRequest{IDs: []string{"long.3"}}); err != nil {
+	if _, err := c.Act(api.Retry, api.SelectRequest{IDs: []string{"long.3"}}); err != nil {
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "the retried job running", func() bool { return countState(mustJobs(t, c, "long"), "running") == 1 })
@@ -119,8 +122,8 @@ gpu_plan: "2"
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	var c *Client
-	schedtest.WaitFor(t, "the daemon to answer", func() bool { var err error; c, err = Dial(dir); return err == nil })
+	var c *api.Client
+	schedtest.WaitFor(t, "the daemon to answer", func() bool { var err error; c, err = api.Dial(dir); return err == nil })
 	if _, err := submit(t, c, sweep); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +190,7 @@ func TestAnotherUserIsRefused(t *testing.T) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) })}
 	go srv.Serve(ln)
 	defer srv.Close()
-	c, err := Dial(dir)
+	c, err := api.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +253,7 @@ memory: 1GiB
 		return countState(jobs, "succeeded") == 1 && countState(jobs, "running") == 1
 	})
 	// Stopping it goes through its supervisor's socket.
-	if _, err := c.Act(Cancel, SelectRequest{IDs: []string{"long-dir.2"}}); err != nil {
+	if _, err := c.Act(api.Cancel, api.SelectRequest{IDs: []string{"long-dir.2"}}); err != nil {
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "the running job cancelled", func() bool { return countState(mustJobs(t, c, ""), "cancelled") == 1 })
@@ -309,13 +312,25 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 		t.Errorf("the name submitted again: %v", err)
 	}
 	data, _ := os.ReadFile(sweep)
-	renamed := SubmitRequest{File: sweep, Source: string(data), Overrides: plans.Overrides{Name: plans.Override{Value: "again-2", Source: "--name"}}}
+	renamed := api.SubmitRequest{File: sweep, Source: string(data), Overrides: plans.Overrides{Name: plans.Override{Value: "again-2", Source: "--name"}}}
 	if resp, err := c.Submit(renamed); err != nil || resp.Sweep != "again-2" {
 		t.Fatalf("submit --name: %+v %v", resp, err)
 	}
-	out, err := c.Clean(CleanRequest{Sweep: "again"})
+	out, err := c.Clean(api.CleanRequest{Sweep: "again"})
 	if err != nil || len(out.Sweeps) != 1 || out.Jobs != 2 || !strings.HasPrefix(out.Logs, filepath.Join(d.cfg.StateDir, "cleaned")) {
 		t.Fatalf("clean --sweep again: %+v %v", out, err)
+	}
+	// The copy of the forgotten submission goes with it (a copy the state does not hold
+	// says records were lost); the other's stays.
+	copies := func() []string {
+		names, _ := filepath.Glob(filepath.Join(d.cfg.StateDir, "sweeps", "*"))
+		for i, n := range names {
+			names[i] = filepath.Base(n)
+		}
+		return names
+	}
+	if got := copies(); !slices.Equal(got, []string{"again-2.sweep"}) {
+		t.Errorf("the copies of the sweeps after clean --sweep again: %q", got)
 	}
 	kept, err := os.ReadFile(filepath.Join(out.Logs, "again.1", "attempt-1", "log"))
 	if err != nil || !strings.Contains(string(kept), "run 1") {
@@ -330,7 +345,7 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 		t.Errorf("the new attempt's log holds the old one's too:\n%s", log)
 	}
 	schedtest.WaitFor(t, "again-2 to end", func() bool { return countState(mustJobs(t, c, "again-2"), "succeeded") == 2 })
-	out, err = c.Clean(CleanRequest{Logs: true})
+	out, err = c.Clean(api.CleanRequest{Logs: true})
 	if err != nil || len(out.Sweeps) != 2 || out.Logs != "" {
 		t.Fatalf("clean --logs: %+v %v", out, err)
 	}
@@ -340,29 +355,8 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 	if jobs := mustJobs(t, c, ""); len(jobs) != 0 {
 		t.Errorf("jobs after clean: %+v", jobs)
 	}
-}
-
-// TestAClientSendsNothingToAnotherUsersSocket: gpuq's verbs check that the socket's
-// daemon runs as their own uid before they send it anything (a submission carries the
-// environment, tokens included). The test's daemon stands for another user's: the
-// client is told it is another uid.
-func TestAClientSendsNothingToAnotherUsersSocket(t *testing.T) {
-	dir := t.TempDir()
-	ln, err := listen(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var served atomic.Int32
-	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) })}
-	go srv.Serve(ln)
-	defer srv.Close()
-	_, err = dialAs(dir, os.Getuid()+1)
-	want := fmt.Sprintf("it is served by uid %d, not by you (uid %d): nothing was sent to it", os.Getuid(), os.Getuid()+1)
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("dial another uid's socket: %v, want %q", err, want)
-	}
-	if n := served.Load(); n != 0 {
-		t.Errorf("the client sent %d requests", n)
+	if got := copies(); len(got) != 0 {
+		t.Errorf("the copies of the sweeps after clean: %q", got)
 	}
 }
 
@@ -391,7 +385,7 @@ func TestAStateDirOthersCouldChangeIsRefused(t *testing.T) {
 				return true
 			default:
 			}
-			if _, serr := os.Stat(SocketPath(dir)); serr == nil {
+			if _, serr := os.Stat(api.SocketPath(dir)); serr == nil {
 				cancel()
 				err = fmt.Errorf("a daemon runs there (%v)", <-ended)
 				return true
@@ -412,19 +406,19 @@ func TestFiveStartsAtOnce(t *testing.T) {
 	t.Setenv(asDaemon, dir)
 	t.Setenv("GPUQ_SIM_LEDGER", t.TempDir())
 	type started struct {
-		c   *Client
+		c   *api.Client
 		pid int
 		err error
 	}
 	results := make(chan started, 5)
 	for range 5 {
 		go func() {
-			c, pid, err := Start(dir, []string{os.Args[0]})
+			c, pid, err := api.Start(dir, []string{os.Args[0]})
 			results <- started{c, pid, err}
 		}()
 	}
 	var winners []int
-	var c *Client
+	var c *api.Client
 	for range 5 {
 		r := <-results
 		if r.err != nil {
@@ -543,7 +537,7 @@ func TestAStateDirBehindALinkIsResolvedOnce(t *testing.T) {
 	if err := os.Symlink(theirs, link); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Dial(real)
+	c, err := api.Dial(real)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,4 +556,34 @@ func TestAStateDirBehindALinkIsResolvedOnce(t *testing.T) {
 		t.Errorf("the directory the link points to now got %v", ents)
 	}
 	d.client = c // stop it through its real directory
+}
+
+// TestADaemonLeavesNoGoroutine: every goroutine a daemon keeps for its lifetime (with a
+// network listener: the cluster's clock, the ends of its local attempts passed on) is an
+// actor of its group, and has returned once Run has.
+func TestADaemonLeavesNoGoroutine(t *testing.T) {
+	cfg := testConfig(filepath.Join(t.TempDir(), "state"), t.TempDir(), nil)
+	cfg.Listen = "127.0.0.1:0"
+	r := startDaemonWith(t, cfg)
+	if _, err := r.client.Info(); err != nil {
+		t.Fatal(err)
+	}
+	r.stop(t)
+	var left string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("goroutines left:\n%s", left)
+		}
+	})
+	schedtest.WaitFor(t, "the daemon's goroutines to return", func() bool {
+		buf := make([]byte, 1<<20)
+		left = ""
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "scheduler/daemon.(*cluster)") || strings.Contains(g, "scheduler/daemon.newCluster") ||
+				strings.Contains(g, "scheduler/daemon.(*group)") {
+				left += g + "\n\n"
+			}
+		}
+		return left == ""
+	})
 }

@@ -15,6 +15,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/gpuq/gpuq/scheduler/runner"
 )
 
 const (
@@ -100,7 +102,7 @@ func (c *gatedConn) Close() error {
 
 // warnFull returns a gate's refused: it logs that the gate refuses connections (what
 // says which and why), at most once a minute.
-func warnFull(log *EventLog, what string) func() {
+func warnFull(log *runner.EventLog, what string) func() {
 	var mu sync.Mutex
 	var last time.Time
 	return func() {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -123,12 +124,12 @@ func TestAFloodOfStrangersStopsNothing(t *testing.T) {
 		t.Logf("the daemon holds %d descriptors of %d under the flood", n, limit)
 	}
 	// The flood still on, a worker with the secret, and a scrape, get in.
-	creds, err := LoadCredentials(d.dir)
+	creds, err := api.LoadCredentials(d.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "a client with the secret to get in", func() bool {
-		rc, err := DialRemote(info.Listen, creds)
+		rc, err := api.DialRemote(info.Listen, creds)
 		if err != nil {
 			return false
 		}
@@ -151,7 +152,7 @@ func TestAFloodOfStrangersStopsNothing(t *testing.T) {
 type limited struct {
 	dir, log string
 	cmd      *exec.Cmd
-	client   *Client
+	client   *api.Client
 	ended    chan error
 }
 
@@ -174,7 +175,7 @@ func startLimited(t *testing.T, limit int) *limited {
 	}
 	go func() { d.ended <- d.cmd.Wait() }()
 	t.Cleanup(func() {
-		if c, err := Dial(d.dir); err == nil {
+		if c, err := api.Dial(d.dir); err == nil {
 			c.Stop(true)
 		}
 		d.cmd.Process.Kill()
@@ -185,7 +186,7 @@ func startLimited(t *testing.T, limit int) *limited {
 	})
 	schedtest.WaitFor(t, "the daemon to answer", func() bool {
 		d.alive(t)
-		d.client, err = Dial(d.dir)
+		d.client, err = api.Dial(d.dir)
 		return err == nil
 	})
 	return d

@@ -37,9 +37,9 @@ func newJobMap(dir string, cards []int) (*jobMap, error) {
 
 // update writes the file of each card whose jobs changed. A card without a job has no
 // file: dcgm-exporter drops the metrics of a card whose file names none.
-func (m *jobMap) update(snap state.View) error {
+func (m *jobMap) update(view state.View) error {
 	on := map[int][]string{}
-	for _, a := range snap.Running() {
+	for _, a := range view.Running() {
 		if a.Worker != "" {
 			continue // not a card of this machine
 		}

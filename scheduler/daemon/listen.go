@@ -6,15 +6,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
-
-// SocketPath is the API's socket in a state directory.
-func SocketPath(dir string) string { return filepath.Join(dir, "gpuq.sock") }
 
 // listener accepts only connections from processes of one user, as the kernel tells
 // them (SO_PEERCRED); others get a 403 and are closed.
@@ -25,8 +22,13 @@ type listener struct {
 
 // listen listens on the state directory's socket, mode 0600, for this user alone.
 func listen(dir string) (*listener, error) {
-	path := SocketPath(dir)
+	path := api.SocketPath(dir)
 	os.Remove(path) // a socket left by a daemon that was killed; the lock is ours
+	return listenAt(path)
+}
+
+// listenAt listens on a unix socket at path, mode 0600, for this user alone.
+func listenAt(path string) (*listener, error) {
 	ln, err := launcher.ListenUnix(path)
 	if err != nil {
 		return nil, fmt.Errorf("API socket: %w", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -30,6 +31,8 @@ type machine struct {
 	headroom plans.Headroom
 	// recalled says which settings came from the daemon's last machine.
 	recalled []string
+	// given is the machine's settings as given, each with where it came from.
+	given plans.Overrides
 }
 
 // openMachine opens the cards the daemon schedules on, with the machine's plan and
@@ -41,7 +44,7 @@ func openMachine(cfg Config) (*machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &machine{headroom: plans.DefaultHeadroom, recalled: recalled}
+	m := &machine{headroom: plans.DefaultHeadroom, recalled: recalled, given: ov}
 	if ov.Headroom.Value != "" {
 		if m.headroom, err = plans.ParseHeadroom(ov.Headroom.Value); err != nil {
 			return nil, badSetting(ov.Headroom, err)
@@ -175,8 +178,9 @@ func (m *machine) String() string {
 }
 
 // serves reports whether a sweep's own gpus name this machine: the same simulated
-// machine, or cards it has. Its error names both machines and how to run the sweep on
-// its own.
+// machine, or cards it has. Its error names both machines and how to have the daemon
+// serve the sweep: for cards a daemon given fewer than the machine's lacks, restarted
+// with its cards and the sweep's together, so that no sweep it serves now loses its.
 func (m *machine) serves(sw *plans.Sweep, dir string) error {
 	ok := true
 	switch {
@@ -194,11 +198,41 @@ func (m *machine) serves(sw *plans.Sweep, dir string) error {
 	if src := sw.Overrides.GPUs.Source; src != "" {
 		e = &plans.FieldError{File: src}
 	}
-	e.Msg = fmt.Sprintf("the sweep is for %s, but the daemon on %s schedules on %s. To run it on its own cards, "+
-		"restart the daemon there: gpuq daemon --stop (its trainers keep running), then gpuq submit starts one on %s "+
-		"(or run gpuq daemon --gpus %s yourself); or name cards the daemon has with gpuq submit --gpus",
-		specName(sw.GPUs), dir, m, specName(sw.GPUs), sw.GPUs)
+	switch {
+	case sw.GPUs.IsSimulated() || m.spec.IsSimulated():
+		e.Msg = fmt.Sprintf("the sweep is for %s, but the daemon on %s schedules on %s. To run it on its own cards, "+
+			"restart the daemon there: gpuq daemon --stop (its trainers keep running), then gpuq submit starts one on %s "+
+			"(or run gpuq daemon -d --gpus %s yourself); or name cards the daemon has with gpuq submit --gpus",
+			specName(sw.GPUs), dir, m, specName(sw.GPUs), sw.GPUs)
+	case m.spec.Indices == nil:
+		e.Msg = fmt.Sprintf("names GPUs %s, but the daemon on %s schedules on every card this machine has (%s): "+
+			"name cards it has", sw.GPUs, dir, m)
+	default:
+		e.Msg = fmt.Sprintf("the sweep is for GPUs %s, but the daemon on %s was given GPUs %s (%s). A daemon owns the "+
+			"cards it is given and each sweep's gpus choose among them: restart it with every card its sweeps use, "+
+			"gpuq daemon --stop (its trainers keep running), then gpuq daemon -d --gpus %s (or --gpus all); or name cards it "+
+			"has with gpuq submit --gpus", sw.GPUs, dir, m.spec, m.given.GPUs.Source, m.union(sw.GPUs.Indices))
+	}
 	return plans.Problems{e}
+}
+
+// union is the machine's card indices and more, in order, as --gpus takes them.
+func (m *machine) union(more []int) string {
+	var all []int
+	for _, c := range m.cards {
+		all = append(all, c.Index)
+	}
+	for _, idx := range more {
+		if !slices.Contains(all, idx) {
+			all = append(all, idx)
+		}
+	}
+	slices.Sort(all)
+	parts := make([]string, len(all))
+	for i, idx := range all {
+		parts[i] = strconv.Itoa(idx)
+	}
+	return strings.Join(parts, ",")
 }
 
 // missing names the cards of a sweep's limit that the machine lacks, for a warning.
@@ -211,4 +245,9 @@ func (m *machine) missing(l state.Limit) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// plan is the machine's plan on its cards, for what a sweep is told of it.
+func (m *machine) plan() scheduler.MachinePlan {
+	return scheduler.MachinePlan{Cards: m.cards, Slots: m.slots, Plan: m.given.Plan.Value, From: m.given.Plan.Source}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
@@ -57,7 +58,7 @@ func testConfig(dir, ledger string, log *os.File) Config {
 // running is a daemon running in the test's process.
 type running struct {
 	cfg    Config
-	client *Client
+	client *api.Client
 	log    *schedtest.Buffer
 	cancel context.CancelFunc
 	ended  chan struct{} // closed when Run has returned, with err
@@ -105,7 +106,7 @@ func startDaemonWith(t *testing.T, cfg Config) *running {
 			t.Fatalf("the daemon ended: %v\n%s", r.err, log)
 		default:
 		}
-		c, err := Dial(cfg.StateDir)
+		c, err := api.Dial(cfg.StateDir)
 		r.client = c
 		return err == nil
 	})
@@ -132,16 +133,16 @@ func writeSweep(t *testing.T, doc string) string {
 }
 
 // submit sends the sweep file at path as gpuq submit does.
-func submit(t *testing.T, c *Client, path string) (SubmitResponse, error) {
+func submit(t *testing.T, c *api.Client, path string) (api.SubmitResponse, error) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Submit(SubmitRequest{File: path, Source: string(data), Environ: os.Environ()})
+	return c.Submit(api.SubmitRequest{File: path, Source: string(data), Environ: os.Environ()})
 }
 
-func mustJobs(t *testing.T, c *Client, sweep string, states ...string) []Job {
+func mustJobs(t *testing.T, c *api.Client, sweep string, states ...string) []api.Job {
 	t.Helper()
 	jobs, err := c.Jobs(sweep, states)
 	if err != nil {
@@ -150,7 +151,7 @@ func mustJobs(t *testing.T, c *Client, sweep string, states ...string) []Job {
 	return jobs
 }
 
-func countState(jobs []Job, state string) int {
+func countState(jobs []api.Job, state string) int {
 	n := 0
 	for _, j := range jobs {
 		if j.State == state {

@@ -22,22 +22,21 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// metrics is the daemon's collector. Jobs, attempts and cards are read from the state
-// at each scrape, so that the counters count the whole history, across restarts; the
-// two histograms are observed as things happen.
+// metrics is the daemon's collector. Jobs and cards are read from the state at each
+// scrape; attempts from its tallies, which count every end for as long as the state
+// lives (gpuq clean forgets attempts, not their count), so that the counters never go
+// down; the two histograms are observed as things happen.
 type metrics struct {
-	d *daemon
-	// queued is when each queued job entered the queue, as this daemon saw it; only the
-	// engine's loop (events, Do) touches it.
-	queued map[string]time.Time
+	d      *daemon
 	wait   prometheus.Histogram
 	rounds prometheus.Histogram
 
-	jobs, attempts, ooms, memory *prometheus.Desc
+	jobs, attempts, ooms *prometheus.Desc
+	memory               memoryDescs
 }
 
 func newMetrics(d *daemon) *metrics {
-	return &metrics{d: d, queued: map[string]time.Time{},
+	return &metrics{d: d,
 		wait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gpuq_queue_wait_seconds",
 			Help:    "Time a job waited in the queue before an attempt started, from its submission or its last requeue.",
 			Buckets: []float64{1, 10, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600}}),
@@ -47,9 +46,7 @@ func newMetrics(d *daemon) *metrics {
 		jobs:     prometheus.NewDesc("gpuq_jobs", "Jobs by state.", []string{"state"}, nil),
 		attempts: prometheus.NewDesc("gpuq_attempts_total", "Attempts that have ended, by outcome and ladder tier.", []string{"outcome", "tier"}, nil),
 		ooms:     prometheus.NewDesc("gpuq_ooms_total", "Attempts that ended out of memory, GPU or host, by ladder tier.", []string{"kind", "tier"}, nil),
-		memory: prometheus.NewDesc("gpuq_gpu_memory_bytes",
-			"Each card's memory: total, used (as NVML says), reserved (gpuq's running estimates), learned (the running jobs' measured peaks), other (processes not gpuq's).",
-			[]string{"gpu", "kind"}, nil),
+		memory:   newMemoryDescs(),
 	}
 }
 
@@ -60,29 +57,14 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
-// event notes when a job enters the queue, and how long it waited when it starts.
+// event observes how long a job that starts waited in the queue: since it entered it,
+// as the state keeps it, so that a job queued before the daemon started counts too.
 func (m *metrics) event(ev scheduler.Event) {
-	j := m.d.store.View().Job(ev.Job)
-	switch {
-	case j == nil:
-	case ev.Kind == "started":
-		if since, ok := m.queued[j.ID]; ok {
-			m.wait.Observe(ev.Time.Sub(since).Seconds())
-		}
-		delete(m.queued, j.ID)
-	case j.State == state.JobQueued:
-		if _, ok := m.queued[j.ID]; !ok {
-			m.queued[j.ID] = ev.Time
-		}
-	default:
-		delete(m.queued, j.ID)
+	if ev.Kind != "started" {
+		return
 	}
-}
-
-// submitted notes that a sweep's jobs entered the queue.
-func (m *metrics) submitted(sw *plans.Sweep, at time.Time) {
-	for _, j := range sw.Jobs {
-		m.queued[j.ID] = at
+	if j := m.d.store.View().Job(ev.Job); j != nil && !j.Queued.IsZero() {
+		m.wait.Observe(max(ev.Time.Sub(j.Queued), 0).Seconds())
 	}
 }
 
@@ -90,63 +72,96 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.jobs
 	ch <- m.attempts
 	ch <- m.ooms
-	ch <- m.memory
+	m.memory.describe(ch)
+	ch <- trainingMetric
+	ch <- trainingStep
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	snap := m.d.store.View()
+	view := m.d.store.View()
+	m.collectJobs(ch, view)
+	m.collectTallies(ch, view)
+	m.collectCards(ch, view)
+	m.collectTraining(ch, view)
+}
+
+// collectJobs reports the jobs in each state, every state included.
+func (m *metrics) collectJobs(ch chan<- prometheus.Metric, view state.View) {
 	states := map[state.JobState]int{}
-	for _, st := range []state.JobState{state.JobQueued, state.JobHeld, state.JobRunning,
-		state.JobSucceeded, state.JobFailed, state.JobCancelled} {
+	for _, st := range []state.JobState{state.JobQueued, state.JobHeld, state.JobBlocked, state.JobRunning,
+		state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
 		states[st] = 0
 	}
-	type key struct {
-		outcome string
-		tier    int
-	}
-	ended := map[key]int{}
-	for _, j := range snap.Jobs() {
+	for _, j := range view.Jobs() {
 		states[j.ShownState()]++
-		for _, a := range snap.Attempts(j.ID) {
-			if !a.Running() {
-				ended[key{string(a.Outcome), a.Tier}]++
-			}
-		}
 	}
 	for st, n := range states {
 		ch <- prometheus.MustNewConstMetric(m.jobs, prometheus.GaugeValue, float64(n), string(st))
 	}
-	for k, n := range ended {
-		tier := strconv.Itoa(k.tier)
-		ch <- prometheus.MustNewConstMetric(m.attempts, prometheus.CounterValue, float64(n), k.outcome, tier)
-		switch plans.Outcome(k.outcome) {
+}
+
+// collectTallies reports the attempts that have ended, and of them the OOMs, from the
+// state's tallies.
+func (m *metrics) collectTallies(ch chan<- prometheus.Metric, view state.View) {
+	for _, t := range view.Tallies() {
+		tier, n := strconv.Itoa(t.Tier), float64(t.N)
+		ch <- prometheus.MustNewConstMetric(m.attempts, prometheus.CounterValue, n, string(t.Outcome), tier)
+		switch t.Outcome {
 		case plans.GPUOOM:
-			ch <- prometheus.MustNewConstMetric(m.ooms, prometheus.CounterValue, float64(n), "gpu", tier)
+			ch <- prometheus.MustNewConstMetric(m.ooms, prometheus.CounterValue, n, "gpu", tier)
 		case plans.HostOOM:
-			ch <- prometheus.MustNewConstMetric(m.ooms, prometheus.CounterValue, float64(n), "host", tier)
+			ch <- prometheus.MustNewConstMetric(m.ooms, prometheus.CounterValue, n, "host", tier)
 		}
 	}
-	m.collectCards(ch, snap)
+}
+
+// memoryDescs are each card's memory, a metric each: its total, and what NVML says is
+// used, what gpuq reserves for its running jobs, what their shapes' measured peaks
+// come to, and what other processes hold. They overlap (used holds the others'), so
+// no sum of them means anything, and none is a label of another (Prometheus's rule:
+// the sum over a metric's labels must mean something).
+type memoryDescs struct {
+	total, used, reserved, learned, other *prometheus.Desc
+}
+
+func newMemoryDescs() memoryDescs {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("gpuq_gpu_memory_"+name+"_bytes", help, []string{"gpu"}, nil)
+	}
+	return memoryDescs{
+		total:    desc("total", "Each card's memory."),
+		used:     desc("used", "Each card's memory in use, as NVML says, other processes' included."),
+		reserved: desc("reserved", "Each card's memory gpuq reserves for its running jobs: their estimates, or their shapes' measured peaks."),
+		learned:  desc("learned", "The measured peaks of the shapes of the jobs running on each card."),
+		other:    desc("other", "Each card's memory held by processes that are not gpuq's."),
+	}
+}
+
+func (md memoryDescs) describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{md.total, md.used, md.reserved, md.learned, md.other} {
+		ch <- d
+	}
 }
 
 // collectCards reports each card's memory as the engine last read it; nothing when the
 // engine does not answer in time (it is stopping).
-func (m *metrics) collectCards(ch chan<- prometheus.Metric, snap state.View) {
+func (m *metrics) collectCards(ch chan<- prometheus.Metric, view state.View) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var views []scheduler.CardView
-	if m.d.eng.Do(ctx, func() error { views = m.d.eng.CardViews(); return nil }) != nil {
+	views, err := m.d.eng.CardViews(ctx)
+	if err != nil {
 		return
 	}
 	for _, v := range views {
 		var learned int64
 		for _, h := range v.Attempts {
-			learned += snap.Learned(h.Attempt.Shape)
+			learned += view.Learned(h.Attempt.Shape)
 		}
 		// A worker's card is WORKER:INDEX, as people name it.
 		gpu := plans.CardID{Worker: v.Worker, Index: v.Index}.String()
-		for kind, b := range map[string]int64{"total": v.Total, "used": v.Used, "reserved": v.Reserved, "learned": learned, "other": v.Foreign} {
-			ch <- prometheus.MustNewConstMetric(m.memory, prometheus.GaugeValue, float64(b), gpu, kind)
+		md := m.memory
+		for d, b := range map[*prometheus.Desc]int64{md.total: v.Total, md.used: v.Used, md.reserved: v.Reserved, md.learned: learned, md.other: v.Foreign} {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(b), gpu)
 		}
 	}
 }

@@ -1,33 +1,22 @@
 package daemon
 
 import (
-	"context"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-)
 
-// clientOf is a typed client of a test server's API.
-func clientOf(srv *httptest.Server) *Client {
-	addr := srv.Listener.Addr().String()
-	return &Client{dir: "/nowhere", base: "http://gpuq", http: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		}}}}
-}
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+)
 
 // TestOverview: what gpuq top reads: the simulated cards with their plan, each running
 // attempt on its card, the queue with each job's reason (a held one says how to release
 // it), and the events so far.
 func TestOverview(t *testing.T) {
-	_, srv := testAPI(t)
-	c := clientOf(srv)
-	if _, err := c.Submit(SubmitRequest{File: "/s/o.yaml", Source: "name: o\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\ngpu_plan: \"1\"\n"}); err != nil {
+	d, _ := testAPI(t)
+	c := clientOf(t, d)
+	if _, err := c.Submit(api.SubmitRequest{File: "/s/o.yaml", Source: "name: o\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\ngpu_plan: \"1\"\n"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Act(Hold, SelectRequest{IDs: []string{"o.4"}}); err != nil {
+	if _, err := c.Act(api.Hold, api.SelectRequest{IDs: []string{"o.4"}}); err != nil {
 		t.Fatal(err)
 	}
 	ov, err := c.Overview()

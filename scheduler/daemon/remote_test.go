@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -35,18 +35,18 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 	if err != nil || !strings.HasPrefix(info.Listen, "127.0.0.1:") {
 		t.Fatalf("listen %q: %v", info.Listen, err)
 	}
-	for _, f := range []string{secretFile, certFile, keyFile, ListenFile} {
+	for _, f := range []string{api.SecretFile, api.CertFile, api.KeyFile, api.ListenFile} {
 		if fi, err := os.Stat(filepath.Join(cfg.StateDir, f)); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v %v, want mode 0600", f, fi.Mode(), err)
 		}
 	}
-	creds, err := LoadCredentials(cfg.StateDir)
+	creds, err := api.LoadCredentials(cfg.StateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// With them, the API is the socket's.
-	c, err := DialRemote(info.Listen, creds)
+	c, err := api.DialRemote(info.Listen, creds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +56,11 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 
 	wrong := creds
 	wrong.Secret = strings.Repeat("0", len(creds.Secret))
-	if _, err := DialRemote(info.Listen, wrong); !errors.Is(err, ErrUnauthorized) {
+	if _, err := api.DialRemote(info.Listen, wrong); !errors.Is(err, api.ErrUnauthorized) {
 		t.Errorf("a wrong secret: %v, want it refused", err)
 	}
 	// No secret: whatever the request, a 401 that says nothing of the daemon.
-	tlsCfg, err := clientTLS(creds.Cert)
+	tlsCfg, err := api.ClientTLS(creds.Cert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 		method, path, _ := strings.Cut(req, " ")
 		r, _ := http.NewRequest(method, "https://"+info.Listen+path, strings.NewReader(`{"sweep":"private-sweep","stop_trainers":true}`))
 		r.Header.Set("Connection", "Upgrade")
-		r.Header.Set("Upgrade", upgrade)
+		r.Header.Set("Upgrade", api.Upgrade)
 		resp, err := hc.Do(r)
 		if err != nil {
 			t.Fatalf("%s: %v", req, err)
@@ -96,19 +96,19 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 		t.Errorf("a client with the system's roots: %v, want a certificate error", err)
 	}
 	// Nor one that trusts another daemon's: the certificate is pinned, not its name.
-	impostor, _, err := makeCredentials(t.TempDir())
+	impostor, _, err := api.MakeCredentials(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	impostor.Secret = creds.Secret
-	if _, err := DialRemote(info.Listen, impostor); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if _, err := api.DialRemote(info.Listen, impostor); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("a client trusting another daemon's certificate: %v, want a certificate error", err)
 	}
 	// Credentials that others may read are not credentials.
-	if err := os.Chmod(filepath.Join(cfg.StateDir, secretFile), 0o644); err != nil {
+	if err := os.Chmod(filepath.Join(cfg.StateDir, api.SecretFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadCredentials(cfg.StateDir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := api.LoadCredentials(cfg.StateDir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("a secret others may read: %v", err)
 	}
 }
@@ -121,11 +121,11 @@ func TestWithoutTheSecretNothing(t *testing.T) {
 func TestStrangersHoldNoConnection(t *testing.T) {
 	defer func(d time.Duration) { idleTimeout = d }(idleTimeout)
 	dir := t.TempDir()
-	creds, _, err := makeCredentials(dir)
+	creds, _, err := api.MakeCredentials(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientTLS(creds.Cert)
+	cfg, err := api.ClientTLS(creds.Cert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,62 +166,5 @@ func TestStrangersHoldNoConnection(t *testing.T) {
 		}
 		c.Close()
 		srv.Close()
-	}
-}
-
-// TestCredentialsAreTheUsersFilesAlone: a worker or a remote client trusts the
-// certificate it reads and sends the secret it reads, so each must be a file of the
-// user's own that nobody else can read, and the secret one the daemon made: a link to
-// another of the user's files, a pipe, a file of another user's (which gpuq as root
-// could read), a secret cut short, are each refused, and nothing hangs on them.
-func TestCredentialsAreTheUsersFilesAlone(t *testing.T) {
-	for _, tt := range []struct {
-		name  string
-		plant func(t *testing.T, path string)
-		want  string
-	}{
-		{"a link to a private file", func(t *testing.T, path string) {
-			other := filepath.Join(t.TempDir(), "id_ed25519")
-			os.WriteFile(other, []byte("-----BEGIN OPENSSH PRIVATE KEY-----\n"), 0o600)
-			os.Remove(path)
-			os.Symlink(other, path)
-		}, "is a symbolic link"},
-		{"a pipe", func(t *testing.T, path string) {
-			os.Remove(path)
-			if err := syscall.Mkfifo(path, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}, "is not a file"},
-		{"cut short", func(t *testing.T, path string) { os.WriteFile(path, nil, 0o600) }, "is not a secret a gpuq daemon made"},
-		{"short", func(t *testing.T, path string) { os.WriteFile(path, []byte("hunter2\n"), 0o600) }, "is not a secret a gpuq daemon made"},
-		{"another user's", func(t *testing.T, path string) {
-			if os.Getuid() != 0 {
-				t.Skip("only root can give a file to another user")
-			}
-			if err := os.Chown(path, 65534, 65534); err != nil {
-				t.Fatal(err)
-			}
-		}, "belongs to uid 65534"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			if _, _, err := makeCredentials(dir); err != nil {
-				t.Fatal(err)
-			}
-			tt.plant(t, filepath.Join(dir, secretFile))
-			done := make(chan error, 1)
-			go func() {
-				_, err := LoadCredentials(dir)
-				done <- err
-			}()
-			select {
-			case err := <-done:
-				if err == nil || !strings.Contains(err.Error(), tt.want) {
-					t.Errorf("credentials read: %v, want %q", err, tt.want)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("reading the credentials hangs")
-			}
-		})
 	}
 }

@@ -4,34 +4,19 @@ package daemon
 // terminals through the daemon, and of what an allocator of workers asks.
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/gpuq/gpuq/launcher"
-	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
-
-// workerName is what a worker may be called: a host name, without the colon that
-// separates a worker from a card index (node7:3).
-var workerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-
-// ValidWorkerName says why a worker may not be called name; nil when it may.
-func ValidWorkerName(name string) error {
-	if !workerName.MatchString(name) || len(name) > 128 {
-		return fmt.Errorf("%q cannot name a worker: letters, digits, '.', '_' and '-' (a host name), at most 128", name)
-	}
-	return nil
-}
 
 // streamWait bounds how long a request for a worker's attempt waits for the worker to
 // open the stream.
@@ -53,24 +38,24 @@ func (d *daemon) workerLink(w http.ResponseWriter, r *http.Request) {
 // serve runs a worker's link until it breaks.
 func (c *cluster) serve(conn io.ReadWriteCloser) {
 	dec := json.NewDecoder(conn)
-	var m WorkerMessage
+	var m api.WorkerMessage
 	if err := dec.Decode(&m); err != nil || m.Hello == nil {
 		conn.Close()
 		return
 	}
 	name := m.Hello.Name
-	err := ValidWorkerName(name)
+	err := api.ValidWorkerName(name)
 	var l *link
 	if err == nil {
 		l, err = c.connect(*m.Hello, conn)
 	}
 	if err != nil {
-		json.NewEncoder(conn).Encode(DaemonMessage{Error: err.Error()})
+		json.NewEncoder(conn).Encode(api.DaemonMessage{Error: err.Error()})
 		conn.Close()
 		return
 	}
 	for {
-		var m WorkerMessage
+		var m api.WorkerMessage
 		if err = dec.Decode(&m); err != nil {
 			break
 		}
@@ -111,11 +96,11 @@ func (d *daemon) attemptStream(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, fmt.Sprintf("job %q has no attempt %d; gpuq status %s lists them", id, n, id))
 		return
 	}
-	req := StreamRequest{Attempt: refOf(a), Kind: r.PathValue("kind")}
+	req := api.StreamRequest{Attempt: refOf(a), Kind: r.PathValue("kind")}
 	req.Tail, _ = strconv.Atoi(r.URL.Query().Get("tail"))
 	req.Follow = r.URL.Query().Get("follow") != ""
 	switch req.Kind {
-	case StreamLog, StreamAttach, StreamAttachReadOnly:
+	case api.StreamLog, api.StreamAttach, api.StreamAttachReadOnly:
 	default:
 		fail(w, http.StatusNotFound, fmt.Sprintf("an attempt has a log, attach and attach-ro, not %q", req.Kind))
 		return
@@ -130,12 +115,12 @@ func (d *daemon) attemptStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if conn, ok := switchProtocols(w, r); ok {
-		ServeAttempt(r.Context(), conn, dir, req)
+		api.ServeAttempt(r.Context(), conn, dir, req)
 	}
 }
 
 // relay asks a worker for an attempt's stream and joins it to the client's.
-func (c *cluster) relay(w http.ResponseWriter, r *http.Request, worker string, req StreamRequest) {
+func (c *cluster) relay(w http.ResponseWriter, r *http.Request, worker string, req api.StreamRequest) {
 	b := make([]byte, 16)
 	rand.Read(b)
 	req.Token = hex.EncodeToString(b)
@@ -145,7 +130,7 @@ func (c *cluster) relay(w http.ResponseWriter, r *http.Request, worker string, r
 	linked := wk != nil && wk.link != nil
 	if linked {
 		c.streams[req.Token] = ch
-		wk.link.send(DaemonMessage{Stream: &req})
+		wk.link.send(api.DaemonMessage{Stream: &req})
 	}
 	c.mu.Unlock()
 	if !linked {
@@ -176,62 +161,12 @@ func (c *cluster) relay(w http.ResponseWriter, r *http.Request, worker string, r
 		from.Close()
 		return
 	}
-	pipe(to, from)
-}
-
-// ServeAttempt serves an attempt's log (from its start, or its last Tail lines; to its
-// end with Follow) or its terminal on a stream, from the attempt's directory: the
-// daemon's for its own attempts, a worker's for its. A problem is written on the stream.
-func ServeAttempt(ctx context.Context, s io.ReadWriteCloser, dir string, req StreamRequest) {
-	defer s.Close()
-	if req.Kind != StreamLog {
-		sc, err := launcher.Dial(dir, req.Kind)
-		if err != nil {
-			fmt.Fprintf(s, "gpuq: attempt %d of %s has ended, or its supervisor does not answer: %v\r\n", req.Attempt.N, req.Attempt.Job, err)
-			return
-		}
-		pipe(s, sc)
-		return
-	}
-	f, err := os.Open(launcher.LogPath(dir))
-	if err != nil {
-		fmt.Fprintf(s, "gpuq: %v\n", err)
-		return
-	}
-	defer f.Close()
-	if req.Tail > 0 {
-		if err := launcher.SeekLastLines(f, req.Tail); err != nil {
-			fmt.Fprintf(s, "gpuq: %v\n", err)
-			return
-		}
-	}
-	if _, err := io.Copy(s, f); err != nil || !req.Follow {
-		return
-	}
-	// A reader that goes away says so by closing its end: nothing else is read.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		io.Copy(io.Discard, s)
-		cancel()
-	}()
-	launcher.FollowLog(ctx, f, dir, s)
-}
-
-// pipe copies each way between a and b until one side ends, then closes both.
-func pipe(a, b io.ReadWriteCloser) {
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(a, b); done <- struct{}{} }()
-	go func() { io.Copy(b, a); done <- struct{}{} }()
-	<-done
-	a.Close()
-	b.Close()
-	<-done
+	api.Pipe(to, from)
 }
 
 func (d *daemon) workers(w http.ResponseWriter, _ *http.Request) {
 	if d.cluster == nil {
-		reply(w, []WorkerInfo{})
+		reply(w, []api.WorkerInfo{})
 		return
 	}
 	reply(w, d.cluster.info(d.store.View().Drained()))
@@ -250,19 +185,16 @@ func (d *daemon) drainWorker(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *daemon) backlog(w http.ResponseWriter, r *http.Request) {
-	var b scheduler.Backlog
-	err := d.eng.Do(r.Context(), func() error {
-		var err error
-		b, err = d.eng.Backlog()
-		return err
-	})
+	b, err := d.eng.Backlog(r.Context())
 	if err != nil {
 		failWith(w, err)
 		return
 	}
-	out := BacklogResponse{Jobs: b.Jobs, Reasons: map[string]int{}, GPUsPerJob: b.GPUsPerJob}
+	out := api.BacklogResponse{Jobs: b.Jobs, Reasons: map[string]int{}, GPUsPerJob: b.GPUsPerJob}
 	for reason, n := range b.Reasons {
 		out.Reasons[string(reason)] = n
 	}
 	reply(w, out)
 }
+
+func refOf(a *state.Attempt) api.AttemptRef { return api.AttemptRef{ID: a.ID, Job: a.Job, N: a.N} }

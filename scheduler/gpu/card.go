@@ -4,7 +4,12 @@
 // types without cgo.
 package gpu
 
-import "github.com/gpuq/gpuq/plans"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpuq/gpuq/plans"
+)
 
 // Card is one card at one moment.
 type Card struct {
@@ -47,3 +52,16 @@ const Unknown = -1
 
 // ID is the card's name: its machine and index.
 func (c Card) ID() plans.CardID { return plans.CardID{Worker: c.Worker, Index: c.Index} }
+
+// CardsText names cards with their sizes and slots, for a log.
+func CardsText(cards []Card, slots []int) string {
+	parts := make([]string, len(cards))
+	for i, c := range cards {
+		limit := "no slot limit"
+		if slots[i] != plans.NoSlotLimit {
+			limit = plans.Count(slots[i], "slot")
+		}
+		parts[i] = fmt.Sprintf("GPU %d %s (%s)", c.Index, plans.FormatSize(c.Total), limit)
+	}
+	return strings.Join(parts, ", ")
+}

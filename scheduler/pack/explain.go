@@ -276,6 +276,8 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %s)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
 	default:
 		switch {
+		case r.Quota.spent():
+			w.Detail = fmt.Sprintf("its sweep runs %s, its max_running (gpuq update --max-running changes it)", plans.Count(r.Quota.Max, "job"))
 		case quotaFull > 0 && withSlot == 0 && r.Quota.OnePerCard:
 			w.Detail = "one job per card, the default for jobs without a memory estimate and sweeps without a gpu_plan: " +
 				"every card it may use has one (memory: lets gpuq pack them by memory)"

@@ -39,6 +39,10 @@ type Quota struct {
 	// OnePerCard: the plan is the default of one job per card, which the sweeps that
 	// take it share.
 	OnePerCard bool
+	// Left, when not nil, is how many more of the sweep's jobs may start on any card:
+	// its max_running (Max) less its jobs running. Placing a request takes from it.
+	Left *int
+	Max  int
 }
 
 // Hosts is the RAM of each machine the cards are on, by worker ("" for this machine).

@@ -13,7 +13,10 @@ import (
 )
 
 // full reports whether the quota lets no more jobs start on cards[i].
-func (q *Quota) full(i int) bool { return q != nil && (q.Free[i] <= 0 || q.Slots[i] <= 0) }
+func (q *Quota) full(i int) bool { return q != nil && (q.Free[i] <= 0 || q.Slots[i] <= 0 || q.spent()) }
+
+// spent reports whether the sweep runs as many jobs as its max_running allows.
+func (q *Quota) spent() bool { return q != nil && q.Left != nil && *q.Left <= 0 }
 
 // hostFree is the RAM free on a machine; unbounded where its RAM is not known.
 func (p *packer) hostFree(worker string) int64 {
@@ -115,6 +118,9 @@ func (p *packer) place(r Request, picked []int) Placement {
 			res.slots[i]--
 		}
 		pl.Cards = append(pl.Cards, c.Index)
+	}
+	if r.Quota != nil && r.Quota.Left != nil {
+		*r.Quota.Left--
 	}
 	if roomiest {
 		p.measure()

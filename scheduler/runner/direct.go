@@ -9,6 +9,8 @@ import (
 )
 
 // Direct starts attempts as children of this process (gpuq run): they end with it.
+// Each one's terminal is served on its directory's socket, as a supervisor serves a
+// daemon's attempt's, so that gpuq attach reaches it.
 type Direct struct {
 	base
 	mu    sync.Mutex
@@ -27,7 +29,8 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 		return scheduler.Started{}, err
 	}
 	log := launcher.LogPath(p.dir)
-	proc, err := launcher.Start(p.cmd, log, p.header, nil)
+	// Its terminal is served on its directory's socket, for gpuq attach.
+	proc, err := launcher.StartServed(p.cmd, p.dir, p.header)
 	if err != nil {
 		return scheduler.Started{}, r.unwritable(err)
 	}
@@ -41,9 +44,10 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 		delete(r.procs, id)
 		r.mu.Unlock()
 		outcome, facts := launcher.Classify(proc.Exit(), proc.Output())
-		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: proc.Ended()}
+		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: proc.Ended(),
+			Process: launcher.ProcessExit(proc.Exit(), proc.Output()), Command: p.cmd.Argv}
 	}()
-	return scheduler.Started{Leader: proc.PID(), Log: log}, nil
+	return scheduler.Started{Leader: proc.PID(), Log: log, Command: p.cmd.Argv}, nil
 }
 
 // Stop stops the attempt's process group: SIGTERM, then SIGKILL after a grace period.

@@ -37,10 +37,12 @@ type base struct {
 	ledger string
 	lease  string
 	exits  chan scheduler.Exit
+	tails  *tails
 }
 
 func newBase(o Options) base {
-	return base{dir: o.Dir, ledger: o.Ledger, lease: o.Lease, exits: make(chan scheduler.Exit, 64)}
+	return base{dir: o.Dir, ledger: o.Ledger, lease: o.Lease, exits: make(chan scheduler.Exit, 64),
+		tails: &tails{m: map[string]*launcher.MetricsTail{}}}
 }
 
 // Exits is where the runner reports how attempts ended.
@@ -121,9 +123,9 @@ func (b *base) render(l scheduler.Launch) (prepared, error) {
 	}
 	sw := l.Submission.Sweep
 	a := launcher.Attempt{Sweep: sw, JobID: l.Job.ID, N: l.Attempt.N, Tier: l.Attempt.Tier,
-		Params: l.Attempt.Params, Threads: threadsFor(sw, l.Sharing), SimLedger: b.ledger, Dir: dir}
+		Params: l.Attempt.Params, Threads: threadsFor(sw, l.Sharing), Ledger: b.ledger, Dir: dir}
 	for _, c := range l.Cards {
-		a.Cards = append(a.Cards, launcher.Card{Index: c.Index, Total: c.Total})
+		a.Cards = append(a.Cards, plans.Card{Index: c.Index, Total: c.Total})
 	}
 	env := l.Submission.Environ
 	if env == nil {

@@ -36,7 +36,7 @@ func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
 		return scheduler.Started{}, r.unwritable(err)
 	}
 	go r.watch(l.Attempt.ID, p.dir)
-	return scheduler.Started{Leader: leader, Log: launcher.LogPath(p.dir)}, nil
+	return scheduler.Started{Leader: leader, Log: launcher.LogPath(p.dir), Command: p.cmd.Argv}, nil
 }
 
 // Adopt takes up an attempt that was running when the last daemon stopped. One that
@@ -74,7 +74,8 @@ func (r *Supervised) watch(attempt, dir string) {
 	}
 	// A fenced attempt's job runs again elsewhere, as it would have had its worker's
 	// daemon heard nothing more of it.
-	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced}
+	r.exits <- scheduler.Exit{Attempt: attempt, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced,
+		Process: e.Exit, Command: e.Command}
 }
 
 // Stop asks the attempt's supervisor to stop its trainer.
@@ -87,7 +88,7 @@ func (r *Supervised) Stop(a *state.Attempt) {
 
 // Found is what the attempts' directories under dir show, for a salvage of a state that
 // lost their records (see state.Salvage): which attempts of which jobs there are, and
-// the cards and tier each was started with.
+// the cards, tier and argv each was started with.
 func Found(dir string) ([]state.Found, error) {
 	laid, err := launcher.LaidOut(dir)
 	if err != nil {
@@ -95,7 +96,7 @@ func Found(dir string) ([]state.Found, error) {
 	}
 	out := make([]state.Found, len(laid))
 	for i, l := range laid {
-		out[i] = state.Found{Job: l.Job, N: l.N, GPUs: l.Cards, Tier: l.Tier, Started: l.Written}
+		out[i] = state.Found{Job: l.Job, N: l.N, GPUs: l.Cards, Tier: l.Tier, Started: l.Written, Command: l.Argv}
 	}
 	return out, nil
 }

@@ -191,3 +191,40 @@ func TestAStopThatKillsTheSupervisorIsACancel(t *testing.T) {
 		t.Errorf("the trainer %d still runs when its end is reported (%+v)", st.Leader, x)
 	}
 }
+
+// TestRunnersTellHowATrainerEnded: both runners report the command a trainer ran, as it
+// starts and as it ends, its exit status or signal, and its error line; the supervised
+// one through exit.json, so that a daemon started later reads it too.
+func TestRunnersTellHowATrainerEnded(t *testing.T) {
+	const script = `echo 'Traceback (most recent call last):'; echo '  File "train.py", line 3, in <module>'; echo 'ValueError: loss is NaN'; echo done; exit 1`
+	check := func(t *testing.T, st scheduler.Started, x scheduler.Exit, code int, signal, errLine string) {
+		t.Helper()
+		if len(st.Command) != 3 || st.Command[0] != "sh" || strings.Join(x.Command, " ") != strings.Join(st.Command, " ") {
+			t.Errorf("command %q as it started, %q as it ended", st.Command, x.Command)
+		}
+		if p := x.Process; p == nil || p.Code != code || p.Signal != signal || p.Error != errLine {
+			t.Errorf("ended %+v, want code %d, signal %q, error %q", p, code, signal, errLine)
+		}
+	}
+	t.Run("direct", func(t *testing.T) {
+		r := NewDirect(Options{Dir: t.TempDir()})
+		st, err := r.Start(launch(t, script, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, st, exitOf(t, r), 1, "", "ValueError: loss is NaN")
+	})
+	t.Run("supervised", func(t *testing.T) {
+		r := supervised(t)
+		_, dir, st := startSupervised(t, r, script)
+		check(t, st, nextExit(t, r.Exits()), 1, "", "ValueError: loss is NaN")
+		if e := launcher.Wait(dir); e.Exit == nil || e.Exit.Error != "ValueError: loss is NaN" || len(e.Command) != 3 {
+			t.Errorf("exit.json holds %+v", e)
+		}
+	})
+	t.Run("killed", func(t *testing.T) {
+		r := supervised(t)
+		_, _, st := startSupervised(t, r, "echo step 1; kill -KILL $$")
+		check(t, st, nextExit(t, r.Exits()), -1, "SIGKILL", "step 1")
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -154,6 +155,8 @@ func changeOf(o any) Change {
 		return Change{AllocQueues: []*AllocQueue{o}}
 	case *Allocation:
 		return Change{Allocations: []*Allocation{o}}
+	case *Tally:
+		return Change{Tallies: []*Tally{o}}
 	}
 	panic(fmt.Sprintf("state: no table holds a %T", o))
 }
@@ -187,13 +190,15 @@ func (s *Store) Compact() error {
 // the submissions themselves, less the jobs as their submission made them.
 func (sn View) all() Change {
 	var c Change
+	submitted := map[string]time.Time{}
 	for _, sub := range sn.Submissions() {
+		submitted[sub.Sweep.Name] = sub.Submitted
 		if sub.SweepStatus != (SweepStatus{}) {
 			c.Sweeps = append(c.Sweeps, sub)
 		}
 	}
 	for _, j := range sn.Jobs() {
-		if !j.asSubmitted() {
+		if !j.asSubmitted(submitted[j.Sweep]) {
 			c.Jobs = append(c.Jobs, j)
 		}
 	}
@@ -202,15 +207,15 @@ func (sn View) all() Change {
 	c.Drains = collect[*Drain](sn.txn, tableDrains, indexID)
 	c.AllocQueues = collect[*AllocQueue](sn.txn, tableAllocQueues, indexID)
 	c.Allocations = collect[*Allocation](sn.txn, tableAllocations, indexID)
+	c.Tallies = collect[*Tally](sn.txn, tableTallies, indexID)
 	return c
 }
 
-// asSubmitted reports whether a job is as its submission made it (see submit), and
-// so is made again the same from its sweep: every field of its status as at first,
-// its parameters the very ones of its sweep's job. (A job read back from a record of
-// its own has parameters of its own, and keeps its record.)
-func (j *Job) asSubmitted() bool {
-	pj := j.Job
-	first := Status{State: JobQueued, Estimate: pj.Memory, Current: pj.Params, Shape: j.Shape, Declared: pj.Memory, HostEstimate: pj.HostMemory}
-	return j.Current == pj.Params && reflect.DeepEqual(j.Status, first)
+// asSubmitted reports whether a job is as its submission at submitted made it (see
+// submittedStatus), and so is made again the same from its sweep: every field of its
+// status as at first (requeued at another time, holding rung readings, let go by what
+// it runs after: not), its parameters the very ones of its sweep's job. (A job read
+// back from a record of its own has parameters of its own, and keeps its record.)
+func (j *Job) asSubmitted(submitted time.Time) bool {
+	return j.Current == j.Params && reflect.DeepEqual(j.Status, submittedStatus(j.Job, j.Shape, submitted))
 }

@@ -406,3 +406,62 @@ func TestALostSubmissionIsRefused(t *testing.T) {
 	again.Close()
 	openState(t, dir)
 }
+
+// TestASalvageKeepsTheCounts: the counts of attempts' ends (Tally), which Prometheus's
+// counters read and which must not go down, through a salvage of a snapshot whose
+// records of some are damaged. A count whose record came through stands; one whose
+// snapshot record is lost stands as a later record of the journal says; one with no
+// record left is counted again from the ended attempts the state holds, and the
+// salvage says so; one the history holds nothing of (its sweeps cleaned) is lost. An
+// ended attempt written running again (its job's record lost) is not taken off its
+// count: the daemon counts its end again, once too often rather than going down.
+func TestASalvageKeepsTheCounts(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s) // gpu-oom at tier 0 and success at tier 1: one each
+	at := time.Date(2026, 11, 22, 11, 0, 0, 0, time.UTC)
+	view := s.View()
+	j2, a := *view.Job("j.2"), *view.Attempt("j.2/1")
+	j2.State, j2.Ended = JobFailed, at
+	a.Outcome, a.Ended, a.Exit = plans.Failed, at, &plans.ProcessExit{Code: 1}
+	must(t, s.Put(Change{Jobs: []*Job{&j2}, Attempts: []*Attempt{&a}, Tallies: []*Tally{view.Counted(&a)}}))
+	must(t, s.Put(Change{Tallies: []*Tally{{Outcome: plans.GPUOOM, Tier: 1, N: 22}, {Outcome: plans.Cancelled, N: 7}}}))
+	must(t, s.Compact())
+	must(t, s.Put(Change{Tallies: []*Tally{{Outcome: plans.GPUOOM, Tier: 1, N: 23}}}))
+	s.Close()
+	snapshot := filepath.Join(dir, snapshotFile)
+	var damage []int
+	_, err := readState(snapshot, func(l line) {
+		lost := len(l.rec.Jobs) == 1 && l.rec.Jobs[0].ID == "j.2"
+		for _, t := range l.rec.Tallies {
+			lost = lost || t.Outcome == plans.Success || t.Outcome == plans.Cancelled || t.Outcome == plans.GPUOOM && t.Tier == 1
+		}
+		if lost {
+			damage = append(damage, l.n)
+		}
+	})
+	must(t, err)
+	if len(damage) != 4 { // j.2's, and the counts of success at 1, gpu-oom at 1 and cancelled
+		t.Fatalf("records to damage: %v", damage)
+	}
+	for _, n := range damage {
+		damageLine(t, snapshot, n)
+	}
+	got, err := Salvage(dir, nil)
+	must(t, err)
+	if !slices.Equal(got.Recounted, []string{"success at tier 1: 1"}) || len(got.Taken) != 1 {
+		t.Errorf("recounted %q, taken %q; want success at tier 1 recounted and j.2's attempt taken up", got.Recounted, got.Taken)
+	}
+	again, _, _ := openState(t, dir)
+	var counts []string
+	for _, t := range again.View().Tallies() {
+		counts = append(counts, fmt.Sprintf("%s/%d: %d", t.Outcome, t.Tier, t.N))
+	}
+	want := []string{"failed/0: 1", "gpu-oom/0: 1", "gpu-oom/1: 23", "success/1: 1"}
+	if !slices.Equal(counts, want) {
+		t.Errorf("counts after the salvage %q, want %q", counts, want)
+	}
+	if a := again.View().Attempt("j.2/1"); !a.Running() {
+		t.Errorf("j.2's attempt, its job's record lost: %+v; want it taken up, running", a)
+	}
+}

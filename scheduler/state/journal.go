@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -66,6 +67,8 @@ type record struct {
 	// AllocQueues and Allocations came later still, as SweepStates did.
 	AllocQueues []*AllocQueue `json:"alloc_queues,omitempty"`
 	Allocations []*Allocation `json:"allocations,omitempty"`
+	// Tallies came later still.
+	Tallies []*Tally `json:"tallies,omitempty"`
 }
 
 // sweepStatusRecord is a submission's status; the rest of the submission comes from its
@@ -94,11 +97,14 @@ type sweepRecord struct {
 	// Files are the files the sweep names (config.base, ...) as they were read.
 	Files map[string]string `json:"files,omitempty"`
 	Limit Limit             `json:"limit,omitempty"`
+	// Submitted came later; older records read as a submission at no known time.
+	Submitted time.Time `json:"submitted,omitzero"`
 }
 
 func recordOfSweep(sub *Submission) *sweepRecord {
 	sw := sub.Sweep
-	return &sweepRecord{Name: sw.Name, Seq: sub.Seq, File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sub.Environ, Files: sw.Files, Limit: sub.Limit}
+	return &sweepRecord{Name: sw.Name, Seq: sub.Seq, File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sub.Environ,
+		Files: sw.Files, Limit: sub.Limit, Submitted: sub.Submitted}
 }
 
 // jobRecord is a job's status; the rest of the job comes from its sweep.
@@ -362,7 +368,7 @@ func decodeRecord(b []byte) (r record, why string, err error) {
 
 // recordOf is the record of putting c.
 func recordOf(c Change) record {
-	r := record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations}
+	r := record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations, Tallies: c.Tallies}
 	for _, sub := range c.Sweeps {
 		r.SweepStates = append(r.SweepStates, sweepStatusRecord{Name: sub.Sweep.Name, SweepStatus: sub.SweepStatus})
 	}

@@ -28,8 +28,9 @@ matrix: {seed: [1, 2, 3]}
 memory: 10GiB
 `
 
-// fill makes a history in a journaled store: a sweep, an OOM and a success at tier 1,
-// a running attempt, a held job, a learned shape and a drained card.
+// fill makes a history in a journaled store: a sweep, an OOM and a success at tier 1
+// (each end tallied with it, as the engine does), a running attempt, a held job, a
+// learned shape and a drained card.
 func fill(t *testing.T, s *Store) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("testdata/journal-sweep.yaml", []byte(journalSweep), plans.Overrides{})
@@ -53,11 +54,12 @@ func fill(t *testing.T, s *Store) {
 	j1.State, j1.Pos, j1.Estimate = JobQueued, plans.Position{Tier: 1, Next: 1}, 22*gib
 	j1.Current = j1.Current.Clone()
 	j1.Current.Set("gradient_checkpointing", true)
-	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{&oomed}}))
+	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{&oomed}, Tallies: []*Tally{s.View().Counted(&oomed)}}))
 	j1.State, j1.Attempts = JobSucceeded, 2
 	a2 := &Attempt{ID: "j.1/2", Job: "j.1", N: 2, GPUs: []int{1}, Tier: 1, Params: j1.Current, Estimate: 22 * gib,
 		Peak: 15 * gib, Started: at.Add(2 * time.Minute), Ended: at.Add(3 * time.Minute), Outcome: plans.Success, Leader: 42, Log: "/l"}
-	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{a2}, Shapes: []*Shape{{Name: j1.Shape, Peak: 15 * gib}}}))
+	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{a2}, Shapes: []*Shape{{Name: j1.Shape, Peak: 15 * gib}},
+		Tallies: []*Tally{s.View().Counted(a2)}}))
 	j2.State, j2.Attempts = JobRunning, 1
 	must(t, s.Put(Change{Jobs: []*Job{cp(j2)}, Attempts: []*Attempt{{ID: "j.2/1", Job: "j.2", N: 1, GPUs: []int{0}, Params: j2.Current, Estimate: 10 * gib, Started: at, Leader: 43}}}))
 	j3.Held = true

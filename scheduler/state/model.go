@@ -21,6 +21,8 @@ const (
 	JobSucceeded JobState = "succeeded"
 	JobFailed    JobState = "failed"
 	JobCancelled JobState = "cancelled"
+	// JobStopped: stopped early, its point losing (early_stop): an end, not a failure.
+	JobStopped JobState = "stopped"
 )
 
 // Told is the state as a sentence tells it of a job: "is queued", but "succeeded".
@@ -30,6 +32,8 @@ func (s JobState) Told() string {
 		return string(s)
 	case JobCancelled:
 		return "was cancelled"
+	case JobStopped:
+		return "was stopped early"
 	}
 	return "is " + string(s)
 }
@@ -72,24 +76,47 @@ type Status struct {
 	Since  int
 	Held   bool   // a person holds it: it waits, queued, until released
 	Reason string // why it failed, for people
+	// Awaiting: it waits, queued, for the sweeps and jobs it runs after (plans.Job.After)
+	// to succeed; the engine lets it go once they have (see scheduler's after.go).
+	Awaiting bool `json:",omitempty"`
 
 	// Timeouts counts the attempts stopped for the job's timeout and started again.
 	Timeouts int `json:",omitempty"`
+	// Queued is when it last entered the queue (its sweep's submission, a requeue);
+	// zero in a state written before it was kept. The metrics' queue wait is from it.
+	Queued time.Time `json:",omitzero"`
+	// Rungs are its readings of its sweep's early_stop metric at each rung it has
+	// reached, in order (see Reached): what its point is judged by. They outlive its
+	// attempts: a job requeued after an OOM is not judged again at a rung it passed.
+	Rungs []Point `json:",omitempty"`
+	// Ended is when it ended (succeeded, failed, was cancelled or stopped early); zero
+	// while it has not.
+	Ended time.Time `json:",omitzero"`
 }
 
 // JobHeld is how a queued job that is held shows to people; in the store it is queued.
 const JobHeld JobState = "held"
 
-// ShownState is the job's state as people see it: a held queued job is "held".
+// JobBlocked is how a queued job that waits for what it runs after (Awaiting) shows to
+// people, as Slurm's PENDING (Dependency); in the store it is queued.
+const JobBlocked JobState = "blocked"
+
+// ShownState is the job's state as people see it: a held queued job is "held", one
+// that waits for what it runs after "blocked".
 func (j *Job) ShownState() JobState {
-	if j.Held && j.State == JobQueued {
+	switch {
+	case j.State != JobQueued:
+	case j.Held:
 		return JobHeld
+	case j.Awaiting:
+		return JobBlocked
 	}
 	return j.State
 }
 
-// Waiting reports whether the packer may start the job: queued and not held.
-func (j *Job) Waiting() bool { return j.State == JobQueued && !j.Held }
+// Waiting reports whether the packer may start the job: queued, not held, and not
+// waiting for what it runs after.
+func (j *Job) Waiting() bool { return j.State == JobQueued && !j.Held && !j.Awaiting }
 
 // Attempt is one launch of a job.
 type Attempt struct {
@@ -130,6 +157,17 @@ type Attempt struct {
 	Expected time.Duration `json:",omitempty"`
 	// Memory is what its processes held over time, compactly (see Samples).
 	Memory Samples `json:",omitempty"`
+	// Metrics are what its trainer reported of its training (see Metrics).
+	Metrics Metrics `json:",omitempty"`
+	// StopReason, once set, is why the engine is stopping it early (early_stop): it
+	// ends stopped, not cancelled.
+	StopReason string `json:",omitempty"`
+	// Command is the argv its trainer ran; nil where not known (a worker's, until it
+	// ends).
+	Command []string `json:",omitempty"`
+	// Exit is how its trainer's process ended: its status or signal, and its last error
+	// line; nil while it runs, and for one that never ran or whose end was lost.
+	Exit *plans.ProcessExit `json:",omitempty"`
 }
 
 // Shape is what gpuq has learned of one shape's memory.
@@ -139,6 +177,10 @@ type Shape struct {
 	Host int64 // the same, of host RAM
 	// Floor is what an out-of-memory end proved the shape needs.
 	Floor int64
+	// Base is what its jobs were proved to hold before their first batch (an
+	// out-of-memory end while loading the model: see plans.OOMFacts.Loading), which no
+	// rung that changes only the batch lowers; 0: not known.
+	Base int64 `json:",omitempty"`
 	// Probe is the job measuring the shape alone (memory: probe); "" when none.
 	Probe string
 	// Duration is how long its attempts that succeeded ran: the mean of the first ten, then
@@ -196,6 +238,7 @@ func EstimateBy(j *Job, l *Shape) (gpuBytes, host int64) {
 // ended cleared it under its own name.
 func (l *Shape) merge(o *Shape) {
 	l.Peak, l.Host, l.Floor = max(l.Peak, o.Peak), max(l.Host, o.Host), max(l.Floor, o.Floor)
+	l.Base = max(l.Base, o.Base)
 	l.Rev = max(l.Rev, o.Rev)
 }
 

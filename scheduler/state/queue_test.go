@@ -94,8 +94,8 @@ func TestQueueCountsWhatRuns(t *testing.T) {
 	sw, err := plans.DecodeSweep("q.yaml", []byte("name: q\ncommand: [echo]\njobs:\n- {task: a, memory: 10GiB}\n- {task: c, memory: 8GiB}\n"), plans.Overrides{})
 	must(t, err)
 	must(t, st.Submit(&Submission{Sweep: sw}))
-	snap := st.View()
-	a, c := snap.Job("q.1"), snap.Job("q.2")
+	view := st.View()
+	a, c := view.Job("q.1"), view.Job("q.2")
 	must(t, st.Put(Change{Shapes: []*Shape{{Name: a.Shape, Duration: time.Hour, Runs: 1}}}))
 	now := time.Now()
 	for _, tt := range []struct {
@@ -158,11 +158,11 @@ func TestQueueFollowsTheStore(t *testing.T) {
 			}
 		}
 		for range 60 {
-			snap := st.View()
-			jobs := snap.Jobs()
+			view := st.View()
+			jobs := view.Jobs()
 			c := *jobs[r.IntN(len(jobs))]
 			l := Shape{Name: c.Shape}
-			if known := snap.Shape(c.Shape); known != nil {
+			if known := view.Shape(c.Shape); known != nil {
 				l = *known
 			}
 			switch r.IntN(6) {
@@ -198,8 +198,8 @@ func TestQueueFollowsTheStore(t *testing.T) {
 		// Read with a room that shrinks now and then, and pass over a random half of
 		// the jobs read: the cursor reads what the full order holds but the jobs after
 		// one passed over in its group, and those larger than the room.
-		snap := st.View()
-		key := func(j *Job) GroupKey { return keyOf(j, snap.Shape(j.Shape)) }
+		view := st.View()
+		key := func(j *Job) GroupKey { return keyOf(j, view.Shape(j.Shape)) }
 		cur := st.queue.Cursor(nil)
 		passed := map[GroupKey]bool{}
 		room, i := int64(math.MaxInt64), 0
@@ -208,8 +208,8 @@ func TestQueueFollowsTheStore(t *testing.T) {
 				room = min(room, int64(2*(1+r.IntN(2)))*gib)
 			}
 			for ; i < len(want); i++ {
-				j := snap.Job(want[i])
-				est, _ := snap.Estimate(j)
+				j := view.Job(want[i])
+				est, _ := view.Estimate(j)
 				if k := key(j); !passed[k] && est > room {
 					passed[k] = true
 				}
@@ -225,7 +225,7 @@ func TestQueueFollowsTheStore(t *testing.T) {
 				break
 			}
 			if r.IntN(2) == 0 {
-				passed[key(snap.Job(m.ID))] = true
+				passed[key(view.Job(m.ID))] = true
 				cur.Pass()
 			}
 			i++
@@ -237,8 +237,8 @@ func TestQueueFollowsTheStore(t *testing.T) {
 // running, of random shapes, for random times, and returns how long the longest of each
 // shape not learned yet has run.
 func runFor(r *rand.Rand, st *Store) map[string]time.Duration {
-	snap := st.View()
-	jobs := snap.Jobs()
+	view := st.View()
+	jobs := view.Jobs()
 	now := time.Now()
 	var running []*Attempt
 	ran := map[string]time.Duration{}
@@ -248,7 +248,7 @@ func runFor(r *rand.Rand, st *Store) map[string]time.Duration {
 			a.Expected = time.Hour // its shape's duration was learned when it started
 		}
 		running = append(running, a)
-		if l := snap.Shape(a.Shape); a.Expected == 0 && (l == nil || l.Duration == 0) {
+		if l := view.Shape(a.Shape); a.Expected == 0 && (l == nil || l.Duration == 0) {
 			ran[a.Shape] = max(ran[a.Shape], now.Sub(a.Started))
 		}
 	}
@@ -259,11 +259,11 @@ func runFor(r *rand.Rand, st *Store) map[string]time.Duration {
 // brute is the queue's order worked out from every job in the store, and how long the
 // running attempts of each shape not learned yet have run.
 func brute(st *Store, fifo bool, ran map[string]time.Duration) []string {
-	snap := st.View()
+	view := st.View()
 	took := map[string]time.Duration{}
 	var sum time.Duration
-	for _, j := range snap.Jobs() {
-		if l := snap.Shape(j.Shape); l != nil && l.Duration > 0 && took[j.Shape] == 0 {
+	for _, j := range view.Jobs() {
+		if l := view.Shape(j.Shape); l != nil && l.Duration > 0 && took[j.Shape] == 0 {
 			took[j.Shape] = l.Duration
 			sum += l.Duration
 		}
@@ -274,11 +274,11 @@ func brute(st *Store, fifo bool, ran map[string]time.Duration) []string {
 			d = max(sum/time.Duration(len(took)), ran[j.Shape])
 		}
 		d = max(d, 1)
-		est, _ := snap.Estimate(j)
+		est, _ := view.Estimate(j)
 		return float64(max(est, 1)*int64(max(j.GPUsPerJob, 1))) * d.Seconds()
 	}
 	var waiting []*Job
-	for _, j := range snap.Jobs() {
+	for _, j := range view.Jobs() {
 		if j.Waiting() {
 			waiting = append(waiting, j)
 		}

@@ -205,6 +205,7 @@ func (r *record) merge(o record) {
 	r.Drains = append(r.Drains, o.Drains...)
 	r.AllocQueues = append(r.AllocQueues, o.AllocQueues...)
 	r.Allocations = append(r.Allocations, o.Allocations...)
+	r.Tallies = append(r.Tallies, o.Tallies...)
 }
 
 // openJournal opens the state directory's journal, of whole records (whole of them),
@@ -251,17 +252,17 @@ func (s *Store) apply(r record, skip func(string)) error {
 				return err
 			}
 		} else if s.Latest().Submission(sw.Name) == nil {
-			if err := s.submit(&Submission{Sweep: sw, Environ: r.Sweep.Environ, Limit: r.Sweep.Limit}); err != nil {
+			if err := s.submit(&Submission{Sweep: sw, Environ: r.Sweep.Environ, Limit: r.Sweep.Limit, Submitted: r.Sweep.Submitted}); err != nil {
 				if err := fail("%v", err); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	snap := s.Latest()
-	c := Change{Drains: r.Drains, AllocQueues: r.AllocQueues, Allocations: r.Allocations}
+	view := s.Latest()
+	c := Change{Drains: r.Drains, AllocQueues: r.AllocQueues, Allocations: r.Allocations, Tallies: r.Tallies}
 	for _, sr := range r.SweepStates {
-		old := snap.Submission(sr.Name)
+		old := view.Submission(sr.Name)
 		if old == nil {
 			if err := fail("sweep %s was never submitted", sr.Name); err != nil {
 				return err
@@ -273,7 +274,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 		c.Sweeps = append(c.Sweeps, &sub)
 	}
 	for _, jr := range r.Jobs {
-		old := snap.Job(jr.ID)
+		old := view.Job(jr.ID)
 		if old == nil {
 			if err := fail("job %s is not in any sweep", jr.ID); err != nil {
 				return err
@@ -291,7 +292,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 		c.Jobs = append(c.Jobs, &j)
 	}
 	for _, a := range r.Attempts {
-		j := snap.Job(a.Job)
+		j := view.Job(a.Job)
 		if j == nil {
 			if err := fail("attempt %s is of no job", a.ID); err != nil {
 				return err
@@ -306,7 +307,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 		}
 		c.Attempts = append(c.Attempts, a)
 	}
-	c.Shapes = s.canonicalShapes(snap, r.Shapes)
+	c.Shapes = s.canonicalShapes(view, r.Shapes)
 	return s.commit(c)
 }
 
@@ -315,7 +316,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 // record of an old name on, each record of that shape is merged into what the store
 // knows instead of replacing it (see Shape.merge): records of the other old names are
 // of the same shape.
-func (s *Store) canonicalShapes(snap View, shapes []*Shape) []*Shape {
+func (s *Store) canonicalShapes(view View, shapes []*Shape) []*Shape {
 	out := make([]*Shape, 0, len(shapes))
 	for _, l := range shapes {
 		name := plans.CanonicalShape(l.Name)
@@ -336,7 +337,7 @@ func (s *Store) canonicalShapes(snap View, shapes []*Shape) []*Shape {
 				c.merge(known)
 			}
 		}
-		if known := snap.Shape(name); known != nil {
+		if known := view.Shape(name); known != nil {
 			c.merge(known)
 		}
 		out = append(out, &c)

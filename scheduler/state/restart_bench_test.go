@@ -82,8 +82,9 @@ func BenchmarkCompact(b *testing.B) {
 }
 
 // makeHistory writes a state of n jobs to dir: submitted, and with finished each started
-// in rounds of 64 (one record a round) and ended one record each, as the engine writes
-// them; with clean the state is compacted at the end, as a clean stop does.
+// in rounds of 64 (one record a round) and ended one record each, with its count, as
+// the engine writes them; with clean the state is compacted at the end, as a clean stop
+// does.
 func makeHistory(tb testing.TB, dir string, n int, finished, clean bool) {
 	tb.Helper()
 	seeds := make([]string, n/1000)
@@ -106,10 +107,10 @@ func makeHistory(tb testing.TB, dir string, n int, finished, clean bool) {
 	}
 	// Each record is synced as the engine does not: what is measured is the reading.
 	s.WrapJournal(func(f JournalFile) JournalFile { return unsynced{f} })
-	if err := s.Submit(&Submission{Sweep: sw, Environ: os.Environ()}); err != nil {
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	if err := s.Submit(&Submission{Sweep: sw, Environ: os.Environ(), Submitted: at}); err != nil {
 		tb.Fatal(err)
 	}
-	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	for start := 0; finished && start < n; start += 64 {
 		var round Change
 		snap := s.View()
@@ -126,10 +127,11 @@ func makeHistory(tb testing.TB, dir string, n int, finished, clean bool) {
 		}
 		for k, j := range round.Jobs {
 			done, a := *j, *round.Attempts[k]
-			done.State = JobSucceeded
+			done.State, done.Ended = JobSucceeded, at.Add(time.Hour)
 			a.Outcome, a.Ended, a.Peak = plans.Success, at.Add(time.Hour), 3<<30
 			a.Memory = Samples{{At: time.Minute, Bytes: 2 << 30}, {At: 10 * time.Minute, Bytes: 3 << 30}}
-			if err := s.Put(Change{Jobs: []*Job{&done}, Attempts: []*Attempt{&a}}); err != nil {
+			ended := Change{Jobs: []*Job{&done}, Attempts: []*Attempt{&a}, Tallies: []*Tally{s.View().Counted(&a)}}
+			if err := s.Put(ended); err != nil {
 				tb.Fatal(err)
 			}
 		}

@@ -29,7 +29,10 @@ type Salvaged struct {
 	// Orphans are the jobs, of no sweep the state holds, whose attempts' directories
 	// were found: their sweep's record is lost, and they are not run again.
 	Orphans []string
-	Kept    string // where the state files are kept as they were
+	// Recounted are the counts of attempts' ends (Tally) that records lost left short
+	// of the ended attempts the state holds, raised to them (see raiseTallies).
+	Recounted []string
+	Kept      string // where the state files are kept as they were
 }
 
 // Found is an attempt that its own directory shows (see runner.Found), for a salvage
@@ -40,6 +43,8 @@ type Found struct {
 	GPUs    []int // the cards it was given on this machine; nil when its files do not say
 	Tier    int
 	Started time.Time
+	// Command is the argv its trainer was started with; nil when its files do not say.
+	Command []string
 }
 
 // Salvage rebuilds a state that OpenState refuses (see Damaged) from every record that
@@ -80,6 +85,9 @@ func Salvage(dir string, found []Found) (Salvaged, error) {
 		return out, err
 	}
 	if err := s.takeFound(found, &out); err != nil {
+		return out, err
+	}
+	if err := s.raiseTallies(&out); err != nil {
 		return out, err
 	}
 	epoch := max(snap.epoch, journal.epoch)
@@ -231,6 +239,21 @@ func (s *Store) takeFound(found []Found, out *Salvaged) error {
 	return s.commit(c)
 }
 
+// raiseTallies raises each count of attempts' ends (Tally) that falls short of the
+// ended attempts the salvaged state holds: its record was lost, in the snapshot and in
+// every record of the journal after it (each holds the whole count). A count whose
+// record came through stands: a counter read from it (Prometheus's) never goes down.
+// One whose record is lost goes down to the history the state holds, and no further.
+// An ended attempt that takeFound wrote running again is counted again when the daemon
+// applies its end: once too often, rather than a counter that goes down.
+func (s *Store) raiseTallies(out *Salvaged) error {
+	raised := s.View().shortOfHistory()
+	for _, t := range raised {
+		out.Recounted = append(out.Recounted, fmt.Sprintf("%s at tier %d: %d", t.Outcome, t.Tier, t.N))
+	}
+	return s.commit(Change{Tallies: raised})
+}
+
 // Damaged is a state that gpuq will not start from as it is: a record damaged before
 // the end of its file (no crash leaves one there), or one that does not apply to the
 // state before it; a snapshot missing or older than the marker says, or cut short; a
@@ -300,13 +323,19 @@ func (j *Job) take(a *Attempt, f Found, n int) (*Job, *Attempt) {
 		}
 	} else {
 		took = Attempt{ID: AttemptID(j.ID, n), Job: j.ID, Shape: j.Shape, N: n, GPUs: f.GPUs, Tier: f.Tier, Params: j.Current,
-			Estimate: j.Estimate, Reserve: j.Estimate, HostReserve: j.HostEstimate, Started: f.Started, PeakUnknown: true}
+			Estimate: j.Estimate, Reserve: j.Estimate, HostReserve: j.HostEstimate, Started: f.Started, PeakUnknown: true,
+			Command: f.Command}
 	}
+	// An attempt of it started: it waits for nothing it runs after.
+	job.Awaiting = false
 	if took.Outcome == plans.Success {
-		job.State = JobSucceeded
+		job.State, job.Ended = JobSucceeded, took.Ended
 		return &job, &took
 	}
-	took.Outcome, took.Ended, took.OOM, took.TimedOut = "", time.Time{}, nil, false
-	job.State = JobRunning
+	// Its end is read again as the daemon takes it up (exit.json): how its trainer
+	// ended (Exit) with it. What it ran, its metrics and why it was being stopped
+	// early stay: they were so whatever its end.
+	took.Outcome, took.Ended, took.OOM, took.TimedOut, took.Exit = "", time.Time{}, nil, false, nil
+	job.State, job.Ended = JobRunning, time.Time{}
 	return &job, &took
 }

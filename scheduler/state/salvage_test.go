@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -168,4 +169,50 @@ func readFiles(t *testing.T, dir string) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestTakingAnAttemptUp: the job and the attempt a salvage writes for an attempt its
+// records do not account for. One recorded to have succeeded ends its job then. One
+// recorded to have ended otherwise is written running, for the daemon to read its end
+// from exit.json again: how its trainer exited goes with it, and what it ran, what it
+// reported and why it was being stopped early stay. One found in its directory alone
+// runs the argv its spec.json names. No job taken up waits for what it runs after.
+func TestTakingAnAttemptUp(t *testing.T) {
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	j := &Job{Job: &plans.Job{ID: "k.1", After: []string{"pretrain"}}, Sweep: "k",
+		Status: Status{State: JobQueued, Shape: "k\x00s", Estimate: 10 * gib, Awaiting: true, Queued: at}}
+	metrics, _ := Metrics(nil).Add([]plans.Reading{{Step: 10, Name: "loss", Value: 2}})
+	failed := Attempt{ID: "k.1/2", Job: "k.1", Shape: j.Shape, N: 2, Started: at, Ended: at.Add(time.Hour), Outcome: plans.Failed,
+		Exit: &plans.ProcessExit{Code: 1, Error: "ValueError: loss is NaN"}, Command: []string{"python3", "train.py"},
+		Metrics: metrics, StopReason: "stopped early at step 10"}
+	succeeded := failed
+	succeeded.Outcome, succeeded.Exit, succeeded.StopReason = plans.Success, &plans.ProcessExit{}, ""
+	reopened := failed
+	reopened.Outcome, reopened.Ended, reopened.Exit = "", time.Time{}, nil
+	found := Found{Job: "k.1", N: 2, GPUs: []int{3}, Started: at, Command: []string{"python3", "train.py", "--seed", "1"}}
+	for _, tc := range []struct {
+		name        string
+		recorded    *Attempt
+		state       JobState
+		ended       time.Time
+		wantAttempt Attempt
+	}{
+		{"recorded to have succeeded", &succeeded, JobSucceeded, succeeded.Ended, succeeded},
+		{"recorded to have failed", &failed, JobRunning, time.Time{}, reopened},
+		{"found in its directory", nil, JobRunning, time.Time{}, Attempt{ID: "k.1/2", Job: "k.1", Shape: j.Shape, N: 2, GPUs: []int{3},
+			Estimate: 10 * gib, Reserve: 10 * gib, Started: at, PeakUnknown: true, Command: found.Command}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, a := j.take(tc.recorded, found, 2)
+			if job.State != tc.state || !job.Ended.Equal(tc.ended) || job.Awaiting || job.Attempts != 2 || !job.Queued.Equal(at) {
+				t.Errorf("job %+v; want %s after 2, ended at %v, waiting for nothing", job.Status, tc.state, tc.ended)
+			}
+			if !reflect.DeepEqual(*a, tc.wantAttempt) {
+				t.Errorf("attempt\n %+v\nwant\n %+v", *a, tc.wantAttempt)
+			}
+		})
+	}
+	if !j.Awaiting || failed.Exit == nil {
+		t.Error("take changed what it was given")
+	}
 }

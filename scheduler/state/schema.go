@@ -35,6 +35,7 @@ func schema() *memdb.DBSchema {
 		}},
 	}}
 	maps.Copy(s.Tables, allocTables())
+	maps.Copy(s.Tables, tallyTables())
 	return s
 }
 

@@ -60,6 +60,8 @@ func (r *batchReads) wrote(table string, o any) {
 		r.written[batchKey{table, o.ID}] = o
 	case *Shape:
 		r.written[batchKey{table, o.Name}] = o
+	case *Tally:
+		r.written[batchKey{table, tallyID(o.Outcome, o.Tier)}] = o
 	}
 }
 
@@ -89,6 +91,7 @@ type Change struct {
 	Drains      []*Drain
 	AllocQueues []*AllocQueue
 	Allocations []*Allocation
+	Tallies     []*Tally
 }
 
 // each calls fn with every object of c and its table, in the order they are put, and
@@ -112,6 +115,9 @@ func (c *Change) each(fn func(table string, o any) error) error {
 	}
 	if err == nil {
 		err = eachOf(tableAllocations, c.Allocations, fn)
+	}
+	if err == nil {
+		err = eachOf(tableTallies, c.Tallies, fn)
 	}
 	return err
 }
@@ -220,11 +226,11 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 		s.queue.learned(o)
 		if o.Rev != was.Revision() {
 			// The estimates of its queued jobs are made again (estimateOf).
-			snap := View{txn: txn}
+			view := View{txn: txn}
 			if txn == s.open {
-				snap.batch = s.reads
+				view.batch = s.reads
 			}
-			s.queue.regroup(o.Name, func(id string) GroupKey { return keyOf(snap.Job(id), o) })
+			s.queue.regroup(o.Name, func(id string) GroupKey { return keyOf(view.Job(id), o) })
 		}
 	}
 	return nil
@@ -287,11 +293,11 @@ func (s *Store) Waiting(sweep string) int { return s.queue.sweeps[sweep] }
 // queue). Only the engine's goroutine may call it, or a user of a store no engine
 // runs on.
 func (s *Store) Queued() []*Job {
-	snap := s.Latest()
+	view := s.Latest()
 	var out []*Job
 	c := s.queue.Cursor(nil)
 	for _, m, ok := c.Next(); ok; _, m, ok = c.Next() {
-		out = append(out, snap.Job(m.ID))
+		out = append(out, view.Job(m.ID))
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -54,10 +55,10 @@ func TestQueuedEstimatesFollowTheirShape(t *testing.T) {
 	st, _, _ := openState(t, dir)
 	must(t, st.Submit(&Submission{Sweep: sw}))
 	estimates := func(st *Store) string {
-		snap := st.View()
+		view := st.View()
 		var parts []string
 		for _, j := range st.Queued() {
-			est, _ := snap.Estimate(j)
+			est, _ := view.Estimate(j)
 			parts = append(parts, j.ID+"="+plans.FormatSize(est))
 		}
 		return strings.Join(parts, " ")
@@ -68,9 +69,9 @@ func TestQueuedEstimatesFollowTheirShape(t *testing.T) {
 			t.Errorf("%s: queue %s, want %s", when, got, want)
 		}
 	}
-	snap := st.View()
-	shape := snap.Job("s.1").Shape
-	stored := snap.Job("s.2")
+	view := st.View()
+	shape := view.Job("s.1").Shape
+	stored := view.Job("s.2")
 	must(t, st.Put(Change{Shapes: []*Shape{{Name: shape, Peak: 6 * gib, Rev: 1}}}))
 	check(st, "a peak learned", "s.1=6.00 GiB s.2=6.00 GiB s.3=6.00 GiB")
 	if st.View().Job("s.2") != stored {
@@ -127,17 +128,19 @@ func TestBatchReadsWhatItWrote(t *testing.T) {
 }
 
 // TestEveryTableJournals: each kind of object a Change puts lands in its own table,
-// and comes back as it was put from the journal, and from the snapshot once the state
-// is compacted. A field added to Change without a place in the journal fails here.
+// and comes back as it was put from the journal, from the snapshot once the state is
+// compacted, where it has a record of its own, and from a salvage of that snapshot. A
+// field added to Change without a place in the journal or the snapshot fails here.
 func TestEveryTableJournals(t *testing.T) {
 	dir := t.TempDir()
 	s, _, _ := openState(t, dir)
 	fill(t, s)
-	snap := s.View()
+	view := s.View()
 	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	sub := *snap.Submission("j")
+	sub := *view.Submission("j")
 	sub.AllocConfRefused = at
-	j := *snap.Job("j.3")
+	sub.Updated = &SweepUpdate{MaxRunning: 3}
+	j := *view.Job("j.3")
 	j.State, j.Attempts = JobRunning, 1
 	c := Change{
 		Sweeps:      []*Submission{&sub},
@@ -147,6 +150,7 @@ func TestEveryTableJournals(t *testing.T) {
 		Drains:      []*Drain{{Worker: "n1", GPU: 3, On: true}},
 		AllocQueues: []*AllocQueue{{ID: 7, GPUsPerNode: 4, Created: at}},
 		Allocations: []*Allocation{{ID: "4242", Queue: 7, State: AllocQueued, Submitted: at}},
+		Tallies:     []*Tally{{Outcome: plans.GPUOOM, Tier: 1, N: 22}},
 	}
 	fields := reflect.TypeOf(c)
 	for i := range fields.NumField() {
@@ -157,15 +161,19 @@ func TestEveryTableJournals(t *testing.T) {
 	must(t, s.Put(c))
 	check := func(s *Store, when string) {
 		t.Helper()
-		snap := s.View()
+		if when == "read from the snapshot" || when == "salvaged" {
+			checkOneObjectARecord(t, dir)
+		}
+		view := s.View()
 		got := []bool{
-			snap.Submission("j").AllocConfRefused.Equal(at),
-			snap.Job("j.3").State == JobRunning && snap.Job("j.3").Attempts == 1,
-			snap.Attempt("j.3/1") != nil && snap.Attempt("j.3/1").GPUs[0] == 2 && len(snap.Running()) == 2,
-			snap.Shape("j\x00other") != nil && snap.Shape("j\x00other").Peak == 3*gib,
-			snap.Drained()[plans.CardID{Worker: "n1", Index: 3}],
-			snap.AllocQueue(7) != nil && snap.AllocQueue(7).GPUsPerNode == 4,
-			len(snap.Allocations(7)) == 1 && snap.Allocations(7)[0].State == AllocQueued,
+			view.Submission("j").AllocConfRefused.Equal(at) && view.Submission("j").MaxRunning() == 3,
+			view.Job("j.3").State == JobRunning && view.Job("j.3").Attempts == 1,
+			view.Attempt("j.3/1") != nil && view.Attempt("j.3/1").GPUs[0] == 2 && len(view.Running()) == 2,
+			view.Shape("j\x00other") != nil && view.Shape("j\x00other").Peak == 3*gib,
+			view.Drained()[plans.CardID{Worker: "n1", Index: 3}],
+			view.AllocQueue(7) != nil && view.AllocQueue(7).GPUsPerNode == 4,
+			len(view.Allocations(7)) == 1 && view.Allocations(7)[0].State == AllocQueued,
+			len(view.Tallies()) == 3 && *lookup[*Tally](view, tableTallies, tallyID(plans.GPUOOM, 1)) == Tally{Outcome: plans.GPUOOM, Tier: 1, N: 22},
 		}
 		for i, ok := range got {
 			if !ok {
@@ -173,10 +181,17 @@ func TestEveryTableJournals(t *testing.T) {
 			}
 		}
 		// Nothing landed in another table: the jobs are the sweep's three.
-		if n := len(snap.Jobs()); n != 3 {
+		if n := len(view.Jobs()); n != 3 {
 			t.Errorf("%s: %d jobs, want the sweep's 3", when, n)
 		}
 	}
+	comesBack(t, s, dir, check)
+}
+
+// comesBack checks the state in dir as put in s, replayed from the journal, read from
+// the snapshot once compacted, and salvaged from that snapshot's records.
+func comesBack(t *testing.T, s *Store, dir string, check func(s *Store, when string)) {
+	t.Helper()
 	check(s, "put")
 	s.Close()
 	again, _, _ := openState(t, dir)
@@ -185,4 +200,70 @@ func TestEveryTableJournals(t *testing.T) {
 	again.Close()
 	compacted, _, _ := openState(t, dir)
 	check(compacted, "read from the snapshot")
+	compacted.Close()
+	got, err := Salvage(dir, nil)
+	if err != nil || len(got.Skipped)+len(got.Taken)+len(got.Recounted) > 0 {
+		t.Fatalf("a salvage of a whole state: %+v, %v", got, err)
+	}
+	salvaged, _, _ := openState(t, dir)
+	check(salvaged, "salvaged")
+}
+
+// checkOneObjectARecord checks that the snapshot in dir holds, after its first record
+// and its sweeps, one object a record, and a record of each of Change's tables.
+func checkOneObjectARecord(t *testing.T, dir string) {
+	t.Helper()
+	tables := map[string]bool{}
+	_, err := readState(filepath.Join(dir, snapshotFile), func(l line) {
+		if l.n == 1 || l.rec.Sweep != nil {
+			return
+		}
+		rv := reflect.ValueOf(l.rec)
+		n := 0
+		for i := range rv.NumField() {
+			if f := rv.Field(i); f.Kind() == reflect.Slice && f.Len() > 0 {
+				n += f.Len()
+				tables[rv.Type().Field(i).Name] = true
+			}
+		}
+		if n != 1 {
+			t.Errorf("snapshot record %d holds %d objects, want one", l.n, n)
+		}
+	})
+	must(t, err)
+	if n := reflect.TypeFor[Change]().NumField(); len(tables) != n {
+		t.Errorf("the snapshot holds records of %v, want of each of Change's %d tables", tables, n)
+	}
+}
+
+// TestEndsJournal: how an attempt ended (its trainer's exit, error line and command),
+// when its job ended, and what its shape was proved to hold before a batch come back
+// from the journal and from the snapshot.
+func TestEndsJournal(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	j := *s.View().Job("j.3")
+	j.State, j.Attempts, j.Reason, j.Ended = JobFailed, 1, "attempt 1 failed", at.Add(time.Hour)
+	exit := &plans.ProcessExit{Code: -1, Signal: "SIGSEGV", Error: "Segmentation fault (core dumped)"}
+	a := &Attempt{ID: "j.3/1", Job: "j.3", Shape: j.Shape, N: 1, GPUs: []int{2}, Started: at, Ended: at.Add(time.Hour),
+		Outcome: plans.Failed, Command: []string{"python3", "train.py", "--seed", "3"}, Exit: exit}
+	must(t, s.Put(Change{Jobs: []*Job{&j}, Attempts: []*Attempt{a}, Shapes: []*Shape{{Name: j.Shape, Base: 30 * gib}},
+		Tallies: []*Tally{s.View().Counted(a)}}))
+	check := func(s *Store, when string) {
+		t.Helper()
+		snap := s.View()
+		got := snap.Attempt("j.3/1")
+		if got == nil || got.Exit == nil || *got.Exit != *exit || !reflect.DeepEqual(got.Command, a.Command) {
+			t.Errorf("%s: the attempt came back as %+v", when, got)
+		}
+		if e := snap.Job("j.3").Ended; !e.Equal(j.Ended) {
+			t.Errorf("%s: the job ended at %v, want %v", when, e, j.Ended)
+		}
+		if l := snap.Shape(j.Shape); l == nil || l.Base != 30*gib {
+			t.Errorf("%s: the shape came back as %+v", when, l)
+		}
+	}
+	comesBack(t, s, dir, check)
 }

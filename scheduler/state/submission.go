@@ -26,6 +26,9 @@ type Submission struct {
 	Limit Limit
 	// Seq is the submission's place in the order of submissions.
 	Seq uint64
+	// Submitted is when it was submitted: when its jobs entered the queue. Zero in a
+	// state written before it was kept.
+	Submitted time.Time
 	SweepStatus
 	// onePerCard is derived from the sweep when it is stored (see OnePerCard).
 	onePerCard bool
@@ -38,6 +41,26 @@ type SweepStatus struct {
 	// option gpuq sets by default; from then on the sweep's attempts start without it.
 	// Zero: never.
 	AllocConfRefused time.Time
+	// Updated is what gpuq update changed of the sweep since it was submitted; nil:
+	// nothing. (A pointer, so that a sweep updated back to its file's settings still
+	// records it.)
+	Updated *SweepUpdate `json:",omitempty"`
+}
+
+// SweepUpdate is what gpuq update changes of a submitted sweep.
+type SweepUpdate struct {
+	// MaxRunning replaces the sweep's max_running: the most of its jobs that run at
+	// once; 0: no limit.
+	MaxRunning int
+}
+
+// MaxRunning is the most of the sweep's jobs that run at once, as updated or as its
+// file says; 0: no limit.
+func (sub *Submission) MaxRunning() int {
+	if sub.Updated != nil {
+		return sub.Updated.MaxRunning
+	}
+	return sub.Sweep.MaxRunning
 }
 
 // Limit is a sweep's own plan on the machine: the most of its jobs on each card, by
@@ -127,9 +150,9 @@ func (s *Store) DeriveLimit(sweep string, l Limit) error {
 // check refuses a sweep whose jobs exist already: inserting would silently replace
 // jobs that may be running.
 func (s *Store) check(sw *plans.Sweep) error {
-	snap := s.Latest()
+	view := s.Latest()
 	for _, pj := range sw.Jobs {
-		if snap.Job(pj.ID) != nil {
+		if view.Job(pj.ID) != nil {
 			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
 		}
 	}
@@ -160,14 +183,21 @@ func (s *Store) submit(sub *Submission) error {
 				shape = sw.ShapeOf(pj.Params)
 				shapes[pj.Params] = shape
 			}
-			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: Status{State: JobQueued, Estimate: pj.Memory,
-				Current: pj.Params, Shape: shape, Declared: pj.Memory, HostEstimate: pj.HostMemory}}
+			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: submittedStatus(&pj, shape, sub.Submitted)}
 			if err := s.insert(txn, tableJobs, j); err != nil {
 				return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
 			}
 		}
 		return nil
 	})
+}
+
+// submittedStatus is the status of a job as its sweep's submission at submitted makes
+// it, of the shape its parameters are: queued, at the first tier, waiting for what it
+// runs after. A snapshot leaves out a job whose status is still that (see asSubmitted).
+func submittedStatus(pj *plans.Job, shape string, submitted time.Time) Status {
+	return Status{State: JobQueued, Estimate: pj.Memory, Current: pj.Params, Shape: shape, Declared: pj.Memory,
+		HostEstimate: pj.HostMemory, Queued: submitted, Awaiting: len(pj.After) > 0}
 }
 
 // Forget removes sweeps from the store with their jobs, their attempts and what was
@@ -177,7 +207,7 @@ func (s *Store) submit(sub *Submission) error {
 func (s *Store) Forget(names []string) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	snap := s.View()
+	view := s.View()
 	var err error
 	del := func(table, id string) {
 		if err == nil {
@@ -185,14 +215,14 @@ func (s *Store) Forget(names []string) error {
 		}
 	}
 	for _, name := range names {
-		sub := snap.Submission(name)
+		sub := view.Submission(name)
 		if sub == nil {
 			return fmt.Errorf("no sweep %q", name)
 		}
 		del(tableSweeps, name)
 		for _, pj := range sub.Sweep.Jobs {
 			del(tableJobs, pj.ID)
-			for n := 1; n <= snap.Job(pj.ID).Attempts; n++ {
+			for n := 1; n <= view.Job(pj.ID).Attempts; n++ {
 				del(tableAttempts, AttemptID(pj.ID, n))
 			}
 		}

@@ -32,7 +32,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
@@ -43,8 +43,8 @@ import (
 type Config struct {
 	// Server is the daemon's network listener, HOST:PORT.
 	Server string
-	// Credentials are the daemon's secret and certificate (daemon.LoadCredentials).
-	Credentials daemon.Credentials
+	// Credentials are the daemon's secret and certificate (api.LoadCredentials).
+	Credentials api.Credentials
 	// Name is the worker's: its cards are NAME:INDEX to the daemon and to people.
 	Name string
 	// Dir holds its attempts and its lease.
@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer w.close()
 	w.log.Printf("gpuq worker %s %s (pid %d): %s, %d cores; attempts in %s; daemon at %s",
-		cfg.Name, cfg.Version, os.Getpid(), daemon.CardsText(w.cards, w.plan), runtime.NumCPU(), cfg.Dir, cfg.Server)
+		cfg.Name, cfg.Version, os.Getpid(), gpu.CardsText(w.cards, w.plan), runtime.NumCPU(), cfg.Dir, cfg.Server)
 	wait, said := time.Duration(0), ""
 	for {
 		err := w.session(ctx)
@@ -92,7 +92,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case errors.Is(err, errLeft):
 			w.log.Printf("left: idle, and the daemon starts nothing more here")
 			return nil
-		case errors.Is(err, daemon.ErrUnauthorized), errors.Is(err, errRefused):
+		case errors.Is(err, api.ErrUnauthorized), errors.Is(err, errRefused):
 			return err
 		case err != nil && err.Error() != said:
 			w.log.Printf("%v; trying again", err)
@@ -132,7 +132,7 @@ type worker struct {
 	sweeps map[string]*plans.Sweep
 	// running are the attempts it watches; ended those that ended, until the daemon
 	// has them.
-	running map[string]daemon.AttemptRef
+	running map[string]api.AttemptRef
 	ended   map[string]scheduler.Exit
 	// active is when an attempt last ran here.
 	active time.Time
@@ -144,11 +144,11 @@ type worker struct {
 	stopped map[string]bool
 	// linked: the last session reached the daemon.
 	linked bool
-	log    *daemon.EventLog
+	log    *runner.EventLog
 }
 
 func open(cfg Config) (*worker, error) {
-	if err := daemon.ValidWorkerName(cfg.Name); err != nil {
+	if err := api.ValidWorkerName(cfg.Name); err != nil {
 		return nil, err
 	}
 	if err := launcher.PrivateDir(cfg.Dir); err != nil {
@@ -175,8 +175,8 @@ func open(cfg Config) (*worker, error) {
 			return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
 		}
 	}
-	w := &worker{cfg: cfg, lock: lock, instance: instance, log: daemon.NewEventLog(cfg.Log), lease: filepath.Join(cfg.Dir, "lease"), sweeps: map[string]*plans.Sweep{},
-		running: map[string]daemon.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
+	w := &worker{cfg: cfg, lock: lock, instance: instance, log: runner.NewEventLog(cfg.Log), lease: filepath.Join(cfg.Dir, "lease"), sweeps: map[string]*plans.Sweep{},
+		running: map[string]api.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
 	if w.inv, err = nvidia.Open(spec, cfg.Inventory); err != nil {
 		lock.Close()
 		return nil, err
@@ -246,7 +246,7 @@ func instanceOf(dir string) (string, error) {
 
 // session links to the daemon and does what it asks until the link breaks.
 func (w *worker) session(ctx context.Context) error {
-	client, err := daemon.DialRemote(w.cfg.Server, w.cfg.Credentials)
+	client, err := api.DialRemote(w.cfg.Server, w.cfg.Credentials)
 	if err != nil {
 		return err
 	}
@@ -259,19 +259,19 @@ func (w *worker) session(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 	out := json.NewEncoder(s)
-	hello := daemon.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: filepath.Join(w.cfg.Dir, "attempts"),
+	hello := api.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: filepath.Join(w.cfg.Dir, "attempts"),
 		Cores: runtime.NumCPU(), Allocation: w.cfg.Allocation, Plan: map[int]int{}, State: w.state()}
 	for i, c := range w.cards {
 		hello.Plan[c.Index] = w.plan[i]
 	}
-	if err := out.Encode(daemon.WorkerMessage{Hello: &hello}); err != nil {
+	if err := out.Encode(api.WorkerMessage{Hello: &hello}); err != nil {
 		return err
 	}
-	msgs, broken := make(chan daemon.DaemonMessage), make(chan error, 1)
+	msgs, broken := make(chan api.DaemonMessage), make(chan error, 1)
 	go func() {
 		dec := json.NewDecoder(s)
 		for {
-			var m daemon.DaemonMessage
+			var m api.DaemonMessage
 			if err := dec.Decode(&m); err != nil {
 				broken <- err
 				return
@@ -299,10 +299,11 @@ func (w *worker) session(ctx context.Context) error {
 				x.Outcome, x.Requeue = plans.Lost, true
 				x.Detail = fmt.Sprintf("stopped as worker %s's allocation ends: its job runs again elsewhere", w.cfg.Name)
 			}
+			last := w.lastMetrics(x.Attempt)
 			delete(w.running, x.Attempt)
 			w.ended[x.Attempt] = x
 			w.active = time.Now()
-			err = out.Encode(daemon.WorkerMessage{Exit: &x})
+			err = out.Encode(api.WorkerMessage{Exit: &x, ExitMetrics: last})
 		case <-poll.C:
 			err = w.poll(out)
 		}
@@ -313,7 +314,7 @@ func (w *worker) session(ctx context.Context) error {
 }
 
 // handle does what a message of the daemon's asks.
-func (w *worker) handle(ctx context.Context, client *daemon.Client, out *json.Encoder, m daemon.DaemonMessage) error {
+func (w *worker) handle(ctx context.Context, client *api.Client, out *json.Encoder, m api.DaemonMessage) error {
 	if m.Error != "" {
 		return fmt.Errorf("%w: %s", errRefused, m.Error)
 	}
@@ -343,7 +344,7 @@ func (w *worker) handle(ctx context.Context, client *daemon.Client, out *json.En
 
 // welcome takes up the attempts the daemon holds running here, after a restart of
 // either or a broken link: each goes on, is reported ended, or never started.
-func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
+func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
 	w.grace, w.linked = wel.Grace, true
 	if err := launcher.RenewLease(w.lease, time.Now().Add(w.grace/2)); err != nil {
 		return err
@@ -355,7 +356,7 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 			continue
 		}
 		if x, ok := w.ended[ref.ID]; ok {
-			if err := out.Encode(daemon.WorkerMessage{Exit: &x}); err != nil {
+			if err := out.Encode(api.WorkerMessage{Exit: &x}); err != nil {
 				return err
 			}
 			continue
@@ -381,13 +382,13 @@ func (w *worker) welcome(out *json.Encoder, wel *daemon.Welcome) error {
 }
 
 // start starts an attempt as the daemon asks; one that cannot start is reported lost.
-func (w *worker) start(out *json.Encoder, req *daemon.StartRequest) error {
+func (w *worker) start(out *json.Encoder, req *api.StartRequest) error {
 	a := req.Attempt
 	if w.ending {
 		// Placed before the daemon heard that this worker's end has come.
 		x := scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf("worker %s is ending", w.cfg.Name)}
 		w.ended[a.ID] = x
-		return out.Encode(daemon.WorkerMessage{Exit: &x})
+		return out.Encode(api.WorkerMessage{Exit: &x})
 	}
 	l, err := w.launch(req)
 	if err == nil {
@@ -396,15 +397,15 @@ func (w *worker) start(out *json.Encoder, req *daemon.StartRequest) error {
 	if err != nil {
 		x := scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: fmt.Sprintf("worker %s: %v", w.cfg.Name, err)}
 		w.ended[a.ID] = x
-		return out.Encode(daemon.WorkerMessage{Exit: &x})
+		return out.Encode(api.WorkerMessage{Exit: &x})
 	}
-	w.running[a.ID] = daemon.AttemptRef{ID: a.ID, Job: a.Job, N: a.N}
+	w.running[a.ID] = api.AttemptRef{ID: a.ID, Job: a.Job, N: a.N}
 	w.active = time.Now()
 	return nil
 }
 
 // launch is what the runner needs to start the attempt, from the sweep as submitted.
-func (w *worker) launch(req *daemon.StartRequest) (scheduler.Launch, error) {
+func (w *worker) launch(req *api.StartRequest) (scheduler.Launch, error) {
 	if src := req.Sweep; src != nil {
 		sw, err := plans.DecodeSweepFiles(src.File, []byte(src.Source), src.Files, src.Overrides)
 		if err != nil {
@@ -439,7 +440,7 @@ func (w *worker) launch(req *daemon.StartRequest) (scheduler.Launch, error) {
 // whose end has come, asks to leave, and one the daemon has drained leaves once idle.
 func (w *worker) poll(out *json.Encoder) error {
 	st := w.state()
-	if err := out.Encode(daemon.WorkerMessage{State: &st}); err != nil {
+	if err := out.Encode(api.WorkerMessage{State: &st}); err != nil {
 		return err
 	}
 	if !w.cfg.Ends.IsZero() && !time.Now().Before(w.cfg.Ends) && !w.ending {
@@ -452,7 +453,7 @@ func (w *worker) poll(out *json.Encoder) error {
 	if idle && !w.leaving && w.cfg.IdleTimeout > 0 && time.Since(w.active) > w.cfg.IdleTimeout {
 		w.leaving = true
 		w.log.Printf("idle for %s: leaving", w.cfg.IdleTimeout)
-		return out.Encode(daemon.WorkerMessage{Leaving: true})
+		return out.Encode(api.WorkerMessage{Leaving: true})
 	}
 	return nil
 }
@@ -472,12 +473,12 @@ func (w *worker) end(out *json.Encoder) error {
 		return nil
 	}
 	w.leaving = true
-	return out.Encode(daemon.WorkerMessage{Leaving: true})
+	return out.Encode(api.WorkerMessage{Leaving: true})
 }
 
 // state reads the node: its cards, each process named with its attempt, and its RAM.
-func (w *worker) state() daemon.WorkerState {
-	st := daemon.WorkerState{AttemptMemory: w.runner.HostMemory(), Ends: w.cfg.Ends}
+func (w *worker) state() api.WorkerState {
+	st := api.WorkerState{AttemptMemory: w.runner.HostMemory(), AttemptMetrics: w.metrics(), Ends: w.cfg.Ends}
 	if cards, err := w.inv.Read(); err == nil {
 		w.cards = cards
 	}
@@ -497,7 +498,7 @@ func (w *worker) state() daemon.WorkerState {
 }
 
 // serveStream opens the stream the daemon asks for and serves the attempt on it.
-func (w *worker) serveStream(ctx context.Context, client *daemon.Client, req daemon.StreamRequest) {
+func (w *worker) serveStream(ctx context.Context, client *api.Client, req api.StreamRequest) {
 	dir, err := launcher.AttemptDir(filepath.Join(w.cfg.Dir, "attempts"), req.Attempt.Job, req.Attempt.N)
 	if err != nil {
 		return
@@ -507,5 +508,28 @@ func (w *worker) serveStream(ctx context.Context, client *daemon.Client, req dae
 		w.log.Printf("%s of %s: %v", req.Kind, req.Attempt.ID, err)
 		return
 	}
-	daemon.ServeAttempt(ctx, s, dir, req)
+	api.ServeAttempt(ctx, s, dir, req)
+}
+
+// metrics are what its running attempts' trainers reported since the last state.
+func (w *worker) metrics() map[string][]plans.Reading {
+	var out map[string][]plans.Reading
+	for id, ref := range w.running {
+		if rs := w.runner.Metrics(&state.Attempt{ID: id, Job: ref.Job, N: ref.N}, false); len(rs) > 0 {
+			if out == nil {
+				out = map[string][]plans.Reading{}
+			}
+			out[id] = rs
+		}
+	}
+	return out
+}
+
+// lastMetrics are what an ended attempt's trainer reported last.
+func (w *worker) lastMetrics(id string) []plans.Reading {
+	ref, ok := w.running[id]
+	if !ok {
+		return nil
+	}
+	return w.runner.Metrics(&state.Attempt{ID: id, Job: ref.Job, N: ref.N}, true)
 }

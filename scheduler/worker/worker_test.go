@@ -16,6 +16,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
@@ -53,7 +54,7 @@ func TestMain(m *testing.M) {
 
 func runTestWorker(name string) error {
 	state := os.Getenv(envState)
-	creds, err := daemon.LoadCredentials(state)
+	creds, err := api.LoadCredentials(state)
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ type cluster struct {
 	t      *testing.T
 	state  string
 	server string
-	client *daemon.Client
+	client *api.Client
 	log    *schedtest.Buffer
 }
 
@@ -110,7 +111,7 @@ func startCluster(t *testing.T) *cluster {
 			t.Fatalf("the daemon ended: %v\n%s", err, c.log)
 		default:
 		}
-		cl, err := daemon.Dial(c.state)
+		cl, err := api.Dial(c.state)
 		if err != nil {
 			return false
 		}
@@ -179,7 +180,7 @@ func (c *cluster) connected(name string) bool {
 	return false
 }
 
-func (c *cluster) jobs() []daemon.Job {
+func (c *cluster) jobs() []api.Job {
 	c.t.Helper()
 	jobs, err := c.client.Jobs("", nil)
 	if err != nil {
@@ -194,13 +195,13 @@ func (c *cluster) submit(doc string) {
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
-	if _, err := c.client.Submit(daemon.SubmitRequest{File: path, Source: doc, Environ: os.Environ()}); err != nil {
+	if _, err := c.client.Submit(api.SubmitRequest{File: path, Source: doc, Environ: os.Environ()}); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
 // running is the running jobs on each worker, by job id.
-func running(jobs []daemon.Job) map[string][]string {
+func running(jobs []api.Job) map[string][]string {
 	out := map[string][]string{}
 	for _, j := range jobs {
 		if j.State == "running" {
@@ -317,7 +318,7 @@ oom: {max_attempts: 1}
 // logOf reads a job's latest log through the daemon, from its worker.
 func (c *cluster) logOf(job string) string {
 	c.t.Helper()
-	s, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: job, N: 1}, Kind: daemon.StreamLog})
+	s, err := c.client.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: job, N: 1}, Kind: api.StreamLog})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -344,11 +345,11 @@ memory: 1GiB
 		j := c.jobs()[0]
 		return j.State == "running" && strings.Contains(c.logOf("talk.1"), "ready")
 	})
-	term, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "talk.1", N: 1}, Kind: daemon.StreamAttach})
+	term, err := c.client.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: "talk.1", N: 1}, Kind: api.StreamAttach})
 	if err != nil {
 		t.Fatal(err)
 	}
-	follow, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "talk.1", N: 1}, Kind: daemon.StreamLog, Follow: true})
+	follow, err := c.client.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: "talk.1", N: 1}, Kind: api.StreamLog, Follow: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +366,7 @@ memory: 1GiB
 		t.Errorf("the log followed to its end: %q (%v)", logged, err)
 	}
 	schedtest.WaitFor(t, "the job to succeed", func() bool { return c.jobs()[0].State == "succeeded" })
-	tail, err := c.client.Attempt(daemon.StreamRequest{Attempt: daemon.AttemptRef{Job: "talk.1", N: 1}, Kind: daemon.StreamLog, Tail: 1})
+	tail, err := c.client.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: "talk.1", N: 1}, Kind: api.StreamLog, Tail: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +385,7 @@ memory: 1GiB
 		dir = filepath.Dir(j.Attempts[len(j.Attempts)-1].Log)
 		return launcher.SupervisedLeader(dir) != 0
 	})
-	if _, err := c.client.Act(daemon.Cancel, daemon.SelectRequest{IDs: []string{"stop.1"}}); err != nil {
+	if _, err := c.client.Act(api.Cancel, api.SelectRequest{IDs: []string{"stop.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "the job to be cancelled", func() bool { return c.jobs()[1].State == "cancelled" })

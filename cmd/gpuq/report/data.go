@@ -28,6 +28,8 @@ type Data struct {
 	// ran an attempt is even when missing here, at the size of what was reserved on it.
 	Cards []plans.Card
 	Jobs  []Job
+	// Found is what its trainers reported, ranked; nil when they reported nothing.
+	Found *Found
 }
 
 // Job is a job and its attempts, in order.
@@ -51,6 +53,9 @@ type Attempt struct {
 	Estimate, Peak int64
 	Outcome        plans.Outcome // "" while it runs
 	OOM            *plans.OOMFacts
+	// Exit is its trainer's exit status or the signal that killed it ("1", "SIGKILL"),
+	// Error the last error line of its output; "" where not known.
+	Exit, Error    string
 	Started, Ended time.Time // Ended is zero while it runs
 	Memory         state.Samples
 }
@@ -138,7 +143,7 @@ func figures(d Data) Figures {
 		f.GPUBusy += union(ivs)
 	}
 	f.GPUAvailable = f.Makespan * time.Duration(len(cards(d)))
-	for _, s := range []string{"succeeded", "failed", "cancelled", "running", "queued", "held"} {
+	for _, s := range []string{"succeeded", "stopped", "failed", "cancelled", "running", "queued", "held", "blocked"} {
 		if states[s] > 0 {
 			f.States = append(f.States, Count{s, states[s]})
 		}

@@ -29,11 +29,12 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%.0f%%", 100*part/whole)
 	},
-	"sec":  time.Duration.Seconds,
-	"num":  threeFigures,
-	"span": plans.FormatDuration,
-	"id":   attemptID,
-	"add":  func(a, b float64) float64 { return a + b },
+	"sec":    time.Duration.Seconds,
+	"num":    threeFigures,
+	"span":   plans.FormatDuration,
+	"id":     attemptID,
+	"add":    func(a, b float64) float64 { return a + b },
+	"colour": colourOf,
 }).Parse(pageText))
 
 // threeFigures prints a positive number with about three significant figures.
@@ -59,10 +60,14 @@ type page struct {
 	MemoryHeight, MemoryAxisY float64
 	Outcomes                  []string
 	When                      string
+	// Charts are the curves of what the sweep found, a chart a group; Grouped says
+	// there are groups.
+	Charts  []curveChart
+	Grouped bool
 }
 
 // outcomes are the classes the Gantt chart's legend explains, in its order.
-var outcomes = []string{"success", "running", "gpu-oom", "host-oom", "failed", "timed-out", "cancelled", "lost"}
+var outcomes = []string{"success", "running", "gpu-oom", "host-oom", "failed", "timed-out", "cancelled", "lost", "stopped-early"}
 
 // Write renders d as one self-contained HTML page.
 func Write(w io.Writer, d Data) error {
@@ -75,6 +80,10 @@ func Write(w io.Writer, d Data) error {
 	p := page{Data: d, Figures: f, Gantt: newGantt(d, tl, cs), Outcomes: outcomes}
 	p.Memory, p.MemoryHeight = newMemPanels(d, tl, cs)
 	p.MemoryAxisY = p.MemoryHeight - axisHeight
+	if d.Found != nil {
+		p.Charts = d.Found.charts()
+		p.Grouped = len(p.Charts) > 1 || len(p.Charts) == 1 && p.Charts[0].Group != ""
+	}
 	switch {
 	case d.Virtual:
 		p.When = "times are virtual, from the simulation's start"

@@ -36,7 +36,8 @@ func sample() Data {
 		Jobs: []Job{
 			{ID: "gla-e1.1", Name: "task=qnli,seed=87", State: "succeeded", Declared: 11 * gib, Learned: 14 * gib, Attempts: []Attempt{
 				{N: 1, GPUs: []int{0}, Estimate: 11 * gib, Peak: 12 * gib, Outcome: plans.GPUOOM, Started: at(0), Ended: at(6),
-					Memory: flat(12 * gib), OOM: &plans.OOMFacts{TriedBytes: 2 * gib}},
+					Memory: flat(12 * gib), OOM: &plans.OOMFacts{TriedBytes: 2 * gib}, Exit: "1",
+					Error: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."},
 				{N: 2, GPUs: []int{0}, Estimate: 14 * gib, Peak: 14 * gib, Outcome: plans.Success, Started: at(7), Ended: at(60),
 					Memory: flat(14 * gib), EffectiveBatch: 32},
 			}},
@@ -51,10 +52,11 @@ func sample() Data {
 			{ID: "gla-e1.3", Name: "task=cola,seed=87", State: "running", Declared: 10 * gib, Attempts: []Attempt{
 				{N: 1, GPUs: []int{1}, Estimate: 10 * gib, Peak: 8 * gib, Started: at(12), Memory: flat(8 * gib)},
 			}},
-			{ID: "gla-e1.4", Name: "task=rte,seed=87", State: "failed", Declared: 10 * gib, Reason: "attempt 1 failed: exited with status 1", Attempts: []Attempt{
-				{N: 1, GPUs: []int{0}, Estimate: 10 * gib, Peak: 3 * gib, Outcome: plans.Failed, Started: at(61), Ended: at(62),
-					Memory: flat(3 * gib)},
-			}},
+			{ID: "gla-e1.4", Name: "task=rte,seed=87", State: "failed", Declared: 10 * gib,
+				Reason: "attempt 1 failed: exited with status 1: ValueError: loss is NaN", Attempts: []Attempt{
+					{N: 1, GPUs: []int{0}, Estimate: 10 * gib, Peak: 3 * gib, Outcome: plans.Failed, Started: at(61), Ended: at(62),
+						Memory: flat(3 * gib), Exit: "1", Error: "ValueError: loss is NaN"},
+				}},
 			{ID: "gla-e1.5", Name: "task=mrpc,seed=87", State: "queued", Declared: 10 * gib},
 		}}
 }
@@ -86,6 +88,15 @@ func TestFigures(t *testing.T) {
 	// Attempt 2 of job 1 held 1 GiB for a minute, then 14 GiB for 52.
 	if got, want := round(held(sample().Jobs[0].Attempts[1], at(60))), round((1.0+14*52)/60); got != want {
 		t.Errorf("held %v GiB-hours, want %v", got, want)
+	}
+}
+
+// TestFiguresCountEveryState: a sweep drawn as it runs counts its jobs in every state,
+// those that wait for what they run after and those stopped early among them.
+func TestFiguresCountEveryState(t *testing.T) {
+	d := Data{Sweep: "s", Now: at(1), Jobs: []Job{{ID: "s.1", State: "blocked"}, {ID: "s.2", State: "stopped"}, {ID: "s.3", State: "held"}}}
+	if got, want := figures(d).States, []Count{{"stopped", 1}, {"held", 1}, {"blocked", 1}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("states %v, want %v", got, want)
 	}
 }
 
@@ -133,6 +144,10 @@ func TestGolden(t *testing.T) {
 	}
 	if n := strings.Count(page, `<g class="oom">`); n != 3 {
 		t.Errorf("%d OOM marks, want 3", n)
+	}
+	// Each attempt's history says how its trainer exited, and why.
+	if !strings.Contains(page, `<td class="num">1</td><td class="reason">ValueError: loss is NaN</td>`) {
+		t.Error("the failed attempt's exit status and error line are not in its history")
 	}
 	if m := regexp.MustCompile(`(src|href)="[^"#]`).FindString(page); m != "" {
 		t.Errorf("the page loads something from elsewhere: %s", m)

@@ -8,8 +8,7 @@ import (
 	"unicode"
 
 	"github.com/charmbracelet/x/ansi"
-
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 // logBytes is how much of a log's end the log view shows.
@@ -68,12 +67,12 @@ func printable(s string) string {
 }
 
 // readable is an overview with its free text made printable.
-func readable(ov daemon.Overview) daemon.Overview {
+func readable(ov api.Overview) api.Overview {
 	ov.Simulated = printable(ov.Simulated)
-	ov.GPUs = each(ov.GPUs, func(g *daemon.GPUView) { g.Name, g.Fault = printable(g.Name), printable(g.Fault) })
-	ov.Running = each(ov.Running, func(r *daemon.RunningJob) { r.Name = printable(r.Name) })
-	ov.Queue = each(ov.Queue, func(q *daemon.WaitingJob) { q.Name, q.Reason = printable(q.Name), printable(q.Reason) })
-	ov.Events = each(ov.Events, func(e *daemon.Event) { e.Message = printable(e.Message) })
+	ov.GPUs = each(ov.GPUs, func(g *api.GPUView) { g.Name, g.Fault = printable(g.Name), printable(g.Fault) })
+	ov.Running = each(ov.Running, func(r *api.RunningJob) { r.Name = printable(r.Name) })
+	ov.Queue = each(ov.Queue, func(q *api.WaitingJob) { q.Name, q.Reason = printable(q.Name), printable(q.Reason) })
+	ov.Events = each(ov.Events, func(e *api.Event) { e.Message = printable(e.Message) })
 	return ov
 }
 

@@ -20,15 +20,15 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 // Source is the daemon as top sees it: what of its client top uses.
 type Source interface {
-	Overview() (daemon.Overview, error)
-	Act(v daemon.Verb, sel daemon.SelectRequest) ([]string, error)
-	DrainCard(req daemon.DrainRequest) error
-	Job(id string) (daemon.Job, error)
+	Overview() (api.Overview, error)
+	Act(v api.Verb, sel api.SelectRequest) ([]string, error)
+	DrainCard(req api.DrainRequest) error
+	Job(id string) (api.Job, error)
 }
 
 // Options configure top.
@@ -70,7 +70,7 @@ const (
 type model struct {
 	opts   Options
 	st     styles
-	ov     daemon.Overview
+	ov     api.Overview
 	read   bool              // an overview has arrived
 	err    error             // the last read's error, shown until one succeeds
 	fatal  error             // why top quit on its own
@@ -112,7 +112,7 @@ func newModel(opts Options, r *lipgloss.Renderer) model {
 type (
 	tickMsg     struct{}
 	overviewMsg struct {
-		ov     daemon.Overview
+		ov     api.Overview
 		output map[string]string
 		err    error
 	}
@@ -222,7 +222,7 @@ func (m model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case confirming:
 		m.mode = browsing
 		if k.String() == "y" {
-			return m, m.act(daemon.Cancel, m.doomed)
+			return m, m.act(api.Cancel, m.doomed)
 		}
 		return m.say("not cancelled")
 	case reading:
@@ -274,11 +274,11 @@ func (m model) browseKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.mode, m.doomed = confirming, job
 	case key.Matches(k, keys.hold):
 		if w := m.waiting(job); w != nil && w.Held {
-			return m, m.act(daemon.Release, job)
+			return m, m.act(api.Release, job)
 		}
-		return m, m.act(daemon.Hold, job)
+		return m, m.act(api.Hold, job)
 	case key.Matches(k, keys.retry):
-		return m, m.act(daemon.Retry, job)
+		return m, m.act(api.Retry, job)
 	}
 	return m, nil
 }
@@ -319,7 +319,7 @@ func (m model) drainKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		on := !c.Drained
 		src := m.opts.Source
 		return m, func() tea.Msg {
-			err := src.DrainCard(daemon.DrainRequest{Worker: id.Worker, GPU: id.Index, On: on})
+			err := src.DrainCard(api.DrainRequest{Worker: id.Worker, GPU: id.Index, On: on})
 			text := fmt.Sprintf("GPU %s drained: it takes no new job", id)
 			if !on {
 				text = fmt.Sprintf("GPU %s takes jobs again", id)
@@ -333,15 +333,15 @@ func (m model) drainKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 }
 
 // act sends a verb for a job to the daemon.
-func (m model) act(v daemon.Verb, job string) tea.Cmd {
+func (m model) act(v api.Verb, job string) tea.Cmd {
 	src := m.opts.Source
 	return func() tea.Msg {
-		_, err := src.Act(v, daemon.SelectRequest{IDs: []string{job}})
+		_, err := src.Act(v, api.SelectRequest{IDs: []string{job}})
 		return actedMsg{text: fmt.Sprintf("%s: %s", job, done[v]), err: err}
 	}
 }
 
-var done = map[daemon.Verb]string{daemon.Cancel: "cancelled", daemon.Hold: "held", daemon.Release: "released", daemon.Retry: "queued again"}
+var done = map[api.Verb]string{api.Cancel: "cancelled", api.Hold: "held", api.Release: "released", api.Retry: "queued again"}
 
 // readLog reads the end of a job's log (path, or its latest attempt's when "").
 func (m model) readLog(job, path string) tea.Cmd {
@@ -363,7 +363,7 @@ func (m model) readLog(job, path string) tea.Cmd {
 }
 
 // cardOf returns the card of an index, or nil.
-func (m model) cardOf(id plans.CardID) *daemon.GPUView {
+func (m model) cardOf(id plans.CardID) *api.GPUView {
 	for i := range m.ov.GPUs {
 		if m.ov.GPUs[i].Worker == id.Worker && m.ov.GPUs[i].Index == id.Index {
 			return &m.ov.GPUs[i]
@@ -372,7 +372,7 @@ func (m model) cardOf(id plans.CardID) *daemon.GPUView {
 	return nil
 }
 
-func (m model) waiting(job string) *daemon.WaitingJob {
+func (m model) waiting(job string) *api.WaitingJob {
 	for i := range m.ov.Queue {
 		if m.ov.Queue[i].Job == job {
 			return &m.ov.Queue[i]

@@ -18,7 +18,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -27,58 +27,58 @@ const gib = 1 << 30
 // fakeSource is a daemon that answers with a fixed overview and records requests.
 type fakeSource struct {
 	mu   sync.Mutex
-	ov   daemon.Overview
+	ov   api.Overview
 	acts []string
 	logs map[string]string // each job's log
 }
 
-func (f *fakeSource) Overview() (daemon.Overview, error) {
+func (f *fakeSource) Overview() (api.Overview, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.ov, nil
 }
 
-func (f *fakeSource) Act(v daemon.Verb, sel daemon.SelectRequest) ([]string, error) {
+func (f *fakeSource) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acts = append(f.acts, fmt.Sprintf("%s %s", v, strings.Join(sel.IDs, ",")))
 	return sel.IDs, nil
 }
 
-func (f *fakeSource) DrainCard(req daemon.DrainRequest) error {
+func (f *fakeSource) DrainCard(req api.DrainRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acts = append(f.acts, fmt.Sprintf("drain %s %v", plans.CardID{Worker: req.Worker, Index: req.GPU}, req.On))
 	return nil
 }
 
-func (f *fakeSource) Job(id string) (daemon.Job, error) {
+func (f *fakeSource) Job(id string) (api.Job, error) {
 	p, ok := f.logs[id]
 	if !ok {
-		return daemon.Job{}, errors.New("no attempt")
+		return api.Job{}, errors.New("no attempt")
 	}
-	return daemon.Job{JobSummary: daemon.JobSummary{ID: id, Attempts: []daemon.AttemptSummary{{N: 1, Log: p}}}}, nil
+	return api.Job{JobSummary: api.JobSummary{ID: id, Attempts: []api.AttemptSummary{{N: 1, Log: p}}}}, nil
 }
 
 // sampleOverview is a 4-card machine with three running jobs (one logging a tqdm bar),
 // a queue with a held job, a foreign process, a drained card and recent events.
-func sampleOverview(t *testing.T) daemon.Overview {
+func sampleOverview(t *testing.T) api.Overview {
 	log := filepath.Join(t.TempDir(), "log")
 	tqdm := "epoch 1\n\r 10%|█         | 100/1000\r 45%|████▌     | 450/1000 [00:10<00:12, 40it/s]"
 	if err := os.WriteFile(log, []byte("\x1b[32mstarting\x1b[0m\n"+tqdm), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 22, 15, 4, 5, 0, time.UTC)
-	return daemon.Overview{Time: now, Simulated: "sim:4x24GiB",
-		GPUs: []daemon.GPUView{
+	return api.Overview{Time: now, Simulated: "sim:4x24GiB",
+		GPUs: []api.GPUView{
 			{Index: 0, TotalBytes: 24 * gib, UsedBytes: 20 * gib, HeadroomBytes: gib * 6 / 5, Slots: 2, Busy: 2, Utilization: 97, Temperature: 71,
-				Jobs: []daemon.Holding{{Job: "gla.1", UsedBytes: 13 * gib, ReservedBytes: 14 * gib}, {Job: "gla.2", UsedBytes: 6 * gib, ReservedBytes: 9 * gib}}, OtherBytes: gib},
+				Jobs: []api.Holding{{Job: "gla.1", UsedBytes: 13 * gib, ReservedBytes: 14 * gib}, {Job: "gla.2", UsedBytes: 6 * gib, ReservedBytes: 9 * gib}}, OtherBytes: gib},
 			{Index: 1, TotalBytes: 24 * gib, UsedBytes: 2 * gib, HeadroomBytes: gib * 6 / 5, Slots: -1, Busy: 1, Utilization: -1, Temperature: -1,
-				Jobs: []daemon.Holding{{Job: "gla.3", UsedBytes: 2 * gib, ReservedBytes: 10 * gib}}},
+				Jobs: []api.Holding{{Job: "gla.3", UsedBytes: 2 * gib, ReservedBytes: 10 * gib}}},
 			{Index: 2, TotalBytes: 24 * gib, HeadroomBytes: gib * 6 / 5, Slots: 1, Utilization: 0, Temperature: 35, Drained: true},
 			{Index: 3, TotalBytes: 24 * gib, Slots: 1, Fault: "NVML: GPU is lost"},
 		},
-		Running: []daemon.RunningJob{
+		Running: []api.RunningJob{
 			{Job: "gla.1", Name: "task=qnli,seed=87", GPUs: []int{0}, Attempt: 2, Tier: 1, Started: now.Add(-62 * time.Minute),
 				DeclaredBytes: 11 * gib, LearnedBytes: 14 * gib, CurrentBytes: 13 * gib, Log: log},
 			{Job: "gla.2", Name: "task=sst2,seed=87", GPUs: []int{0}, Attempt: 1, Started: now.Add(-5 * time.Minute),
@@ -86,11 +86,11 @@ func sampleOverview(t *testing.T) daemon.Overview {
 			{Job: "gla.3", Name: "task=cola,seed=87", GPUs: []int{1}, Attempt: 1, Started: now.Add(-40 * time.Second),
 				DeclaredBytes: 10 * gib, CurrentBytes: 2 * gib},
 		},
-		Queue: []daemon.WaitingJob{
+		Queue: []api.WaitingJob{
 			{Job: "gla.4", Name: "task=rte,seed=87", EstimateBytes: 14 * gib, Reason: "no-memory: 14.00 GiB needed, 3.20 GiB free at most (GPU 1)"},
 			{Job: "gla.5", Name: "task=rte,seed=88", Held: true, EstimateBytes: 14 * gib, Reason: "held: gpuq release gla.5 lets it start"},
 		},
-		Events: []daemon.Event{
+		Events: []api.Event{
 			{Time: now.Add(-64 * time.Minute), Job: "gla.1", Attempt: 1, Kind: "gpu-oom", Message: "tried to allocate 2.00 GiB; next: tier 1 (gradient_checkpointing=true)"},
 			{Time: now.Add(-63 * time.Minute), Job: "GPU 3", Kind: "out-of-service", Message: "NVML: GPU is lost"},
 			{Time: now.Add(-10 * time.Minute), Job: "gla.0", Attempt: 1, Kind: "failed", Message: "attempt 1 failed: exited with status 1"},
@@ -230,7 +230,7 @@ func TestKeys(t *testing.T) {
 // name, not mistaken for the daemon's GPU 1.
 func TestWorkersCards(t *testing.T) {
 	src := &fakeSource{ov: sampleOverview(t)}
-	src.ov.GPUs = append(src.ov.GPUs, daemon.GPUView{Worker: "node7", Index: 1, TotalBytes: 80 * gib, Slots: -1})
+	src.ov.GPUs = append(src.ov.GPUs, api.GPUView{Worker: "node7", Index: 1, TotalBytes: 80 * gib, Slots: -1})
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
 	if screen := m.View(); !strings.Contains(screen, "GPU node7:1 ") || !strings.Contains(screen, "GPU 1       ") {
@@ -306,7 +306,7 @@ func TestCardSlots(t *testing.T) {
 		slots, busy int
 		want        string
 	}{{2, 1, " 1/2 "}, {1, 0, " 0/1 "}, {-1, 2, "   2 "}, {-1, 0, "   0 "}} {
-		got := m.stats(daemon.GPUView{TotalBytes: 24 << 30, Slots: tt.slots, Busy: tt.busy, Utilization: -1, Temperature: -1})
+		got := m.stats(api.GPUView{TotalBytes: 24 << 30, Slots: tt.slots, Busy: tt.busy, Utilization: -1, Temperature: -1})
 		if !strings.Contains(got, tt.want) || strings.Contains(got, "/-") {
 			t.Errorf("slots %d, busy %d: %q, want %q in it", tt.slots, tt.busy, got, tt.want)
 		}

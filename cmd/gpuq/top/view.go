@@ -13,7 +13,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
 type styles struct {
@@ -78,7 +78,7 @@ func (m model) sections() []section {
 		}
 		st := m.st.jobStyle(r.Job)
 		text := fmt.Sprintf(runFormat, w, r.Job, intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
-			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), m.output[r.Job])
+			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), withLatest(r, m.output[r.Job]))
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
 	queue := section{title: fmt.Sprintf("%-*s %-6s %8s  %s", w+1, fmt.Sprintf("QUEUE %d", len(m.ov.Queue)), "STATE", "ESTIMATE", "WHY IT WAITS")}
@@ -118,13 +118,13 @@ func (m model) kindStyle(kind string) *lipgloss.Style {
 		return &m.st.bad
 	case kind == "succeeded":
 		return &m.st.good
-	case kind == "requeued", kind == "timing-out":
+	case kind == "requeued", kind == "timing-out", kind == "stopping-early", kind == "stopped":
 		return &m.st.warn
 	}
 	return nil
 }
 
-func eventText(e daemon.Event) string {
+func eventText(e api.Event) string {
 	who := e.Job
 	if e.Attempt > 0 {
 		who += " #" + strconv.Itoa(e.Attempt)
@@ -137,7 +137,7 @@ func eventText(e daemon.Event) string {
 }
 
 // jobWidth is the width of the job column: the longest id shown, within limits.
-func jobWidth(ov daemon.Overview) int {
+func jobWidth(ov api.Overview) int {
 	w := 8
 	for _, r := range ov.Running {
 		w = max(w, len(r.Job))
@@ -322,7 +322,7 @@ func (m model) footer() string {
 // cardLine is a card on one line: its memory as a bar split by holder, then used and
 // total, slots, utilisation and temperature, in the columns of every card so that their
 // bars line up.
-func (m model) cardLine(c daemon.GPUView, width int, cols cardColumns) string {
+func (m model) cardLine(c api.GPUView, width int, cols cardColumns) string {
 	label := fmt.Sprintf("GPU %-*s ", cols.name, cardID(c))
 	if c.Fault != "" {
 		return label + m.st.bad.Render("OUT OF SERVICE: "+c.Fault)
@@ -333,7 +333,7 @@ func (m model) cardLine(c daemon.GPUView, width int, cols cardColumns) string {
 }
 
 // stats is what follows a card's bar.
-func (m model) stats(c daemon.GPUView) string {
+func (m model) stats(c api.GPUView) string {
 	// Jobs on the card, of its slots: 1/2; with no limit, the jobs alone.
 	slots := strconv.Itoa(c.Busy)
 	if c.Slots >= 0 {
@@ -347,7 +347,7 @@ func (m model) stats(c daemon.GPUView) string {
 }
 
 // cardID names a card as people write it: "3", or "node7:3" on a worker.
-func cardID(c daemon.GPUView) plans.CardID {
+func cardID(c api.GPUView) plans.CardID {
 	return plans.CardID{Worker: c.Worker, Index: c.Index}
 }
 
@@ -367,7 +367,7 @@ func (m model) cardColumns() cardColumns {
 // bar draws a card's memory in w cells: each job's use (█) and what is reserved for it
 // beyond that (▒) in the job's colour, other processes (▓), free memory (░), and the
 // headroom kept free at its end (·).
-func (m model) bar(c daemon.GPUView, w int) string {
+func (m model) bar(c api.GPUView, w int) string {
 	if c.TotalBytes <= 0 {
 		return m.st.free.Render(strings.Repeat("░", w))
 	}
@@ -396,7 +396,7 @@ func (m model) bar(c daemon.GPUView, w int) string {
 // Print writes the overview once as plain text, for a pipe or a file: every card with
 // its jobs, every running and queued job, and the last events, each line whole; width
 // sizes the bars.
-func Print(w io.Writer, ov daemon.Overview, title string, width int) error {
+func Print(w io.Writer, ov api.Overview, title string, width int) error {
 	r := lipgloss.NewRenderer(w)
 	m := newModel(Options{Title: title}, r)
 	m.ov, m.read, m.width = readable(ov), true, width

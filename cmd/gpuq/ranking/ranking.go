@@ -1,0 +1,289 @@
+// Package ranking ranks a sweep's points by a training metric: a point's seeds are
+// aggregated (mean ± standard deviation over n), by their final and their best value,
+// for gpuq results and gpuq report. It is pure: jobs in, rows out.
+package ranking
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// Point is a metric's value at a step.
+type Point struct {
+	Step  int64   `json:"step"`
+	Value float64 `json:"value"`
+}
+
+// Curve is one metric of a job: its latest attempt's that reported it (a trainer run
+// again after an OOM starts its curve again).
+type Curve struct {
+	Points   []Point
+	Last     Point
+	Min, Max float64
+}
+
+// Job is what ranking needs of a job.
+type Job struct {
+	ID    string
+	Point string // the point it is a seed of
+	Group string // the group it is ranked in ("" for one group)
+	State string
+	// Params are its parameters, as written.
+	Params  *plans.Map
+	Metrics map[string]Curve
+}
+
+// Stopped is the state of a job stopped early.
+const Stopped = "stopped"
+
+// Text writes a value over seeds for people: "0.912 ± 0.0041", the mean to four
+// significant figures and its deviation to two, or the value alone for one seed; "-"
+// for none.
+func (s *Stat) Text() string {
+	if s == nil {
+		return "-"
+	}
+	text := strconv.FormatFloat(s.Mean, 'g', 4, 64)
+	if s.Std != nil {
+		text += " ± " + strconv.FormatFloat(*s.Std, 'g', 2, 64)
+	}
+	return text
+}
+
+// StatesText counts a point's seeds by state: "2 succeeded, 1 stopped early".
+func (r Row) StatesText() string {
+	keys := make([]string, 0, len(r.States))
+	for k := range r.States {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		label := k
+		if k == Stopped {
+			label = "stopped early"
+		}
+		parts[i] = strconv.Itoa(r.States[k]) + " " + label
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Stat is a value over a point's seeds.
+type Stat struct {
+	Mean float64  `json:"mean"`
+	Std  *float64 `json:"std"` // the sample standard deviation; null for one seed
+	N    int      `json:"n"`
+}
+
+// Row is one point ranked.
+type Row struct {
+	Group string `json:"group,omitempty"`
+	Rank  int    `json:"rank"`
+	Point string `json:"point"`
+	// Params are the parameters every seed of the point has alike.
+	Params *plans.Map `json:"params"`
+	Jobs   []string   `json:"jobs"`
+	// Final is the seeds' last reading, Best their best; Step the furthest step a seed
+	// reported at. They are of the seeds that were not stopped early, where any of
+	// those reported the metric, else of those that were: Cut says so, and that the
+	// values are from an earlier step than the others'. A point none of whose seeds
+	// reported the metric has none of them.
+	Final *Stat `json:"final"`
+	Best  *Stat `json:"best"`
+	Step  int64 `json:"step"`
+	Cut   bool  `json:"cut,omitempty"`
+	// Stopped counts the seeds stopped early; States the seeds by state.
+	Stopped int            `json:"stopped_early"`
+	States  map[string]int `json:"states"`
+}
+
+// Rank ranks the points of each group by a metric: those whose seeds ran on first
+// (Cut, a stopped point's readings are from an earlier step), each by its seeds' mean
+// final value, better first; a point without the metric last.
+// Groups come in the order their first job does.
+func Rank(jobs []Job, metric string, mode plans.Mode) []Row {
+	var order []string
+	byPoint := map[string][]Job{}
+	for _, j := range jobs {
+		key := j.Group + "\x00" + j.Point
+		if _, ok := byPoint[key]; !ok {
+			order = append(order, key)
+		}
+		byPoint[key] = append(byPoint[key], j)
+	}
+	rows := make([]Row, 0, len(order))
+	for _, key := range order {
+		rows = append(rows, rowOf(byPoint[key], metric, mode))
+	}
+	groups := map[string]int{}
+	for _, r := range rows {
+		if _, ok := groups[r.Group]; !ok {
+			groups[r.Group] = len(groups)
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(groups[a.Group], groups[b.Group]), ahead(a, b, mode))
+	})
+	for i := range rows {
+		rows[i].Rank = 1
+		if i > 0 && rows[i-1].Group == rows[i].Group {
+			rows[i].Rank = rows[i-1].Rank + 1
+		}
+	}
+	return rows
+}
+
+// ahead orders two rows of a group: -1 when a ranks before b.
+func ahead(a, b Row, mode plans.Mode) int {
+	switch {
+	case (a.Final == nil) != (b.Final == nil):
+		return boolOrder(a.Final != nil)
+	case a.Final == nil:
+		return 0
+	case a.Cut != b.Cut:
+		return boolOrder(!a.Cut)
+	case mode.Better(a.Final.Mean, b.Final.Mean):
+		return -1
+	case mode.Better(b.Final.Mean, a.Final.Mean):
+		return 1
+	}
+	return 0
+}
+
+func boolOrder(first bool) int {
+	if first {
+		return -1
+	}
+	return 1
+}
+
+// rowOf aggregates one point's seeds.
+func rowOf(seeds []Job, metric string, mode plans.Mode) Row {
+	r := Row{Group: seeds[0].Group, Point: seeds[0].Point, Params: common(seeds), States: map[string]int{}}
+	var ran, cut []Curve // of the seeds that ran on, and that were stopped early
+	for _, j := range seeds {
+		r.Jobs = append(r.Jobs, j.ID)
+		r.States[j.State]++
+		c, ok := j.Metrics[metric]
+		if j.State == Stopped {
+			r.Stopped++
+			if ok {
+				cut = append(cut, c)
+			}
+		} else if ok {
+			ran = append(ran, c)
+		}
+	}
+	if len(ran) == 0 {
+		ran, r.Cut = cut, len(cut) > 0
+	}
+	var finals, bests []float64
+	for _, c := range ran {
+		finals = append(finals, c.Last.Value)
+		bests = append(bests, best(c, mode))
+		r.Step = max(r.Step, c.Last.Step)
+	}
+	r.Final, r.Best = stat(finals), stat(bests)
+	return r
+}
+
+func best(c Curve, mode plans.Mode) float64 {
+	if mode == plans.Max {
+		return c.Max
+	}
+	return c.Min
+}
+
+// stat is the mean and sample standard deviation of xs; nil for none.
+func stat(xs []float64) *Stat {
+	if len(xs) == 0 {
+		return nil
+	}
+	s := &Stat{N: len(xs)}
+	for _, x := range xs {
+		s.Mean += x
+	}
+	s.Mean /= float64(len(xs))
+	if len(xs) > 1 {
+		var ss float64
+		for _, x := range xs {
+			ss += (x - s.Mean) * (x - s.Mean)
+		}
+		sd := math.Sqrt(ss / float64(len(xs)-1))
+		s.Std = &sd
+	}
+	return s
+}
+
+// common are the parameters all of a point's seeds have alike.
+func common(seeds []Job) *plans.Map {
+	out := plans.NewMap()
+	first := seeds[0].Params
+	if first == nil {
+		return out
+	}
+	for _, k := range first.Keys {
+		v := plans.FormatValue(first.Vals[k])
+		if !slices.ContainsFunc(seeds[1:], func(j Job) bool {
+			w, ok := j.Params.Get(k)
+			return !ok || plans.FormatValue(w) != v
+		}) {
+			out.Set(k, first.Vals[k])
+		}
+	}
+	return out
+}
+
+// DefaultMetric is the metric to rank by when none is named: early, the sweep's
+// early_stop metric, where it has one; else the one the most jobs reported, an eval
+// one first among as many, then by name; "" when no job reported any.
+func DefaultMetric(jobs []Job, early string) string {
+	if early != "" {
+		return early
+	}
+	count := map[string]int{}
+	for _, j := range jobs {
+		for name := range j.Metrics {
+			count[name]++
+		}
+	}
+	var best string
+	for name, n := range count {
+		switch m := count[best]; {
+		case best == "", n > m:
+			best = name
+		case n == m && isEval(name) != isEval(best):
+			if isEval(name) {
+				best = name
+			}
+		case n == m && name < best:
+			best = name
+		}
+	}
+	return best
+}
+
+func isEval(name string) bool {
+	n := strings.ToLower(name)
+	return strings.HasPrefix(n, "eval") || strings.HasPrefix(n, "val") || strings.HasPrefix(n, "test")
+}
+
+// lowerIsBetter are words in a metric's name that say lower is better.
+var lowerIsBetter = []string{"loss", "err", "perplexity", "ppl", "wer", "cer", "mse", "mae", "rmse", "nll", "bpb", "bpc", "runtime", "time"}
+
+// GuessMode is which way a metric gets better, from its name: a loss, an error or a
+// perplexity lower; anything else (an accuracy, a score) higher.
+func GuessMode(name string) plans.Mode {
+	n := strings.ToLower(name)
+	for _, w := range lowerIsBetter {
+		if strings.Contains(n, w) {
+			return plans.Min
+		}
+	}
+	return plans.Max
+}

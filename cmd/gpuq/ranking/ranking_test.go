@@ -1,0 +1,134 @@
+package ranking
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// job is a seed of a point with its last and best eval_loss (0: none reported).
+func job(id, group, point, state string, seed int64, last, lowest float64, step int64) Job {
+	p := plans.NewMap()
+	p.Set("lr", point)
+	p.Set("seed", seed)
+	j := Job{ID: id, Point: "lr=" + point, Group: group, State: state, Params: p, Metrics: map[string]Curve{}}
+	if last != 0 {
+		j.Metrics["eval_loss"] = Curve{Last: Point{step, last}, Min: lowest, Max: 3}
+		j.Metrics["loss"] = Curve{Last: Point{step, 1}}
+	}
+	return j
+}
+
+func rowsText(rows []Row) string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%s#%d %s n=%d", r.Group, r.Rank, r.Point, len(r.Jobs))
+		if r.Final != nil {
+			fmt.Fprintf(&b, " final %.3f", r.Final.Mean)
+			if r.Final.Std != nil {
+				fmt.Fprintf(&b, "±%.3f", *r.Final.Std)
+			}
+			fmt.Fprintf(&b, "/%d best %.3f step %d", r.Final.N, r.Best.Mean, r.Step)
+		}
+		if r.Stopped > 0 {
+			fmt.Fprintf(&b, " stopped %d", r.Stopped)
+		}
+		if r.Cut {
+			b.WriteString(" cut")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func TestRank(t *testing.T) {
+	jobs := []Job{
+		job("s.1", "", "0.1", "succeeded", 1, 1.2, 1.1, 100),
+		job("s.2", "", "0.1", "succeeded", 2, 1.4, 1.3, 100),
+		job("s.3", "", "0.01", "succeeded", 1, 0.9, 0.8, 100),
+		job("s.4", "", "0.01", "running", 2, 1.1, 1.0, 60),
+		job("s.5", "", "1", Stopped, 1, 0.5, 0.5, 20), // better so far, but stopped early
+		job("s.6", "", "1", Stopped, 2, 0, 0, 0),      // stopped before it reported
+		job("s.7", "", "10", "failed", 1, 0, 0, 0),    // reported nothing
+		// A point stopped after one seed had finished: that seed's values.
+		job("s.8", "", "2", "succeeded", 1, 1.05, 1.0, 100),
+		job("s.9", "", "2", Stopped, 2, 3, 3, 20),
+	}
+	want := `#1 lr=0.01 n=2 final 1.000±0.141/2 best 0.900 step 100
+#2 lr=2 n=2 final 1.050/1 best 1.000 step 100 stopped 1
+#3 lr=0.1 n=2 final 1.300±0.141/2 best 1.200 step 100
+#4 lr=1 n=2 final 0.500/1 best 0.500 step 20 stopped 2 cut
+#5 lr=10 n=1
+`
+	rows := Rank(jobs, "eval_loss", plans.Min)
+	if got := rowsText(rows); got != want {
+		t.Errorf("got\n%swant\n%s", got, want)
+	}
+	if r := rows[0]; r.States["succeeded"] != 1 || r.States["running"] != 1 || r.Params.Keys[0] != "lr" || len(r.Params.Keys) != 1 {
+		t.Errorf("row %+v: the point's common parameters are lr alone", r)
+	}
+	// Higher is better: the order of the points that ran turns over.
+	if got := rowsText(Rank(jobs, "eval_loss", plans.Max)); !strings.HasPrefix(got, "#1 lr=0.1 n=2 final 1.300") {
+		t.Errorf("max:\n%s", got)
+	}
+}
+
+func TestRankByGroup(t *testing.T) {
+	jobs := []Job{
+		job("s.1", "task=a", "0.1", "succeeded", 1, 2, 2, 9),
+		job("s.2", "task=a", "0.2", "succeeded", 1, 1, 1, 9),
+		job("s.3", "task=b", "0.1", "succeeded", 1, 1, 1, 9),
+		job("s.4", "task=b", "0.2", "succeeded", 1, 2, 2, 9),
+	}
+	want := `task=a#1 lr=0.2 n=1 final 1.000/1 best 1.000 step 9
+task=a#2 lr=0.1 n=1 final 2.000/1 best 2.000 step 9
+task=b#1 lr=0.1 n=1 final 1.000/1 best 1.000 step 9
+task=b#2 lr=0.2 n=1 final 2.000/1 best 2.000 step 9
+`
+	if got := rowsText(Rank(jobs, "eval_loss", plans.Min)); got != want {
+		t.Errorf("got\n%swant\n%s", got, want)
+	}
+}
+
+func TestStat(t *testing.T) {
+	s := stat([]float64{1, 2, 3, 4})
+	if s.Mean != 2.5 || s.N != 4 || math.Abs(*s.Std-math.Sqrt(5.0/3)) > 1e-12 {
+		t.Errorf("%+v", s)
+	}
+	if stat(nil) != nil || stat([]float64{7}).Std != nil {
+		t.Error("no values, or one: no deviation")
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	m := func(names ...string) Job {
+		j := Job{Metrics: map[string]Curve{}}
+		for _, n := range names {
+			j.Metrics[n] = Curve{}
+		}
+		return j
+	}
+	jobs := []Job{m("loss", "eval_acc", "epoch"), m("loss", "eval_acc", "epoch"), m("loss")}
+	for _, tt := range []struct {
+		jobs        []Job
+		early, want string
+	}{
+		{jobs, "eval_f1", "eval_f1"},
+		{jobs, "", "loss"},
+		{jobs[:2], "", "eval_acc"}, // as many as loss and epoch: an eval one first
+		{nil, "", ""},
+	} {
+		if got := DefaultMetric(tt.jobs, tt.early); got != tt.want {
+			t.Errorf("DefaultMetric(%d jobs, %q) = %q, want %q", len(tt.jobs), tt.early, got, tt.want)
+		}
+	}
+	for name, want := range map[string]plans.Mode{"eval_loss": plans.Min, "val/perplexity": plans.Min, "wer": plans.Min,
+		"eval_accuracy": plans.Max, "f1": plans.Max, "bleu": plans.Max} {
+		if got := GuessMode(name); got != want {
+			t.Errorf("GuessMode(%q) = %s, want %s", name, got, want)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gpuq/gpuq/cmd/gpuq/ranking"
+	"github.com/gpuq/gpuq/plans"
+)
+
+func pts(steps []int64, vs ...float64) []ranking.Point {
+	out := make([]ranking.Point, len(vs))
+	for i, v := range vs {
+		out[i] = ranking.Point{Step: steps[i], Value: v}
+	}
+	return out
+}
+
+// TestSeedsBand: a point's curve is the mean of its seeds at each step one reported,
+// each seed interpolated between its readings and counted only within its own span;
+// the band is their range.
+func TestSeedsBand(t *testing.T) {
+	f := &Found{Curves: map[string][]ranking.Point{
+		"a": pts([]int64{100, 200, 300}, 3, 2, 1),
+		"b": pts([]int64{100, 300}, 5, 3), // 4 at 200, between its readings
+		"c": pts([]int64{100}, 9),         // stopped after its first
+	}}
+	pc := f.combine(ranking.Row{Jobs: []string{"a", "b", "c", "gone"}})
+	if got := fmt.Sprint(pc.steps, pc.mean, pc.low, pc.top); got != "[100 200 300] [5.666666666666667 3 2] [3 2 1] [9 4 3]" {
+		t.Errorf("combined %s", got)
+	}
+}
+
+// TestFoundCharts: a chart a group, each point's line coloured by its rank, a stopped
+// point's marked, the steps early stopping judged at drawn where the curves reach.
+func TestFoundCharts(t *testing.T) {
+	stat := func(v float64) *ranking.Stat { return &ranking.Stat{Mean: v, N: 1} }
+	f := &Found{Metric: "eval_loss", Mode: plans.Min, At: []int64{150, 5000}, Curves: map[string][]ranking.Point{
+		"a": pts([]int64{100, 200, 300}, 3, 2, 1), "b": pts([]int64{100}, 3.5), "c": pts([]int64{100, 300}, 3, 2)},
+		Rows: []ranking.Row{
+			{Group: "task=x", Rank: 1, Point: "lr=1", Jobs: []string{"a"}, Final: stat(1), Step: 300},
+			{Group: "task=x", Rank: 2, Point: "lr=2", Jobs: []string{"b"}, Final: stat(3.5), Step: 100, Cut: true, Stopped: 1},
+			{Group: "task=y", Rank: 1, Point: "lr=1", Jobs: []string{"c"}, Final: stat(2), Step: 300},
+		}}
+	charts := f.charts()
+	if len(charts) != 2 || charts[0].Group != "task=x" || len(charts[0].Lines) != 2 || len(charts[1].Lines) != 1 {
+		t.Fatalf("charts %+v", charts)
+	}
+	worst, best := charts[0].Lines[0], charts[0].Lines[1] // the best drawn last, on top
+	if best.Point != "lr=1" || best.Colour != 0 || best.Stopped || worst.Colour != 1 || !worst.Stopped || worst.Band != "" {
+		t.Errorf("lines %+v", charts[0].Lines)
+	}
+	if r := charts[0].Rungs; len(r) != 1 || r[0].Label != "judged at 150" {
+		t.Errorf("rungs %+v", r)
+	}
+	if !strings.HasPrefix(best.Title, "#1 lr=1: eval_loss 1 at step 300") || !strings.Contains(worst.Title, "1 of its 1 seeds stopped early") {
+		t.Errorf("titles %q, %q", best.Title, worst.Title)
+	}
+}
+
+func TestTicks(t *testing.T) {
+	for _, tt := range []struct {
+		lo, hi float64
+		want   string
+	}{
+		{0, 10000, "[0 2000 4000 6000 8000 10000]"},
+		{0.83, 3.07, "[1 1.5 2 2.5 3]"},
+		{0, 1, "[0 0.2 0.4 0.6 0.8 1]"},
+	} {
+		if got := fmt.Sprint(niceTicks(tt.lo, tt.hi)); got != tt.want {
+			t.Errorf("niceTicks(%v, %v) = %s, want %s", tt.lo, tt.hi, got, tt.want)
+		}
+	}
+	if got := strings.Join([]string{stepLabel(500), stepLabel(10000), stepLabel(2.5e6)}, " "); got != "500 10k 2.5M" {
+		t.Errorf("labels %s", got)
+	}
+}

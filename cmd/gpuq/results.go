@@ -1,0 +1,324 @@
+package main
+
+import (
+	"cmp"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuq/gpuq/cmd/gpuq/ranking"
+	"github.com/gpuq/gpuq/cmd/gpuq/report"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+)
+
+type resultsOptions struct {
+	io       ioStreams
+	settings *settings
+	source   string
+	metric   string
+	max, min bool
+	by       []string
+	json     bool
+	csv      bool
+}
+
+func newResultsCmd(io ioStreams, st *settings) *cobra.Command {
+	opts := &resultsOptions{io: io, settings: st}
+	cmd := &cobra.Command{
+		Use:   "results SWEEP|SUMMARY.json|- [--metric M] [--max|--min] [--by PARAM]",
+		Short: "Rank a sweep's points by a training metric, each point's seeds aggregated",
+		Long: `Rank a sweep's points by what their trainers reported (their metrics files, or the
+log dicts and progress bars of their output: see the README's "What the sweep found"):
+one row per point, its seeds (its jobs that differ only in the parameters the sweep's
+seeds key names, by default its shape_ignores) aggregated as mean ± standard deviation
+over n, by their final value and their best. Points are ranked by the final mean, better first; points stopped early after
+those that were not, as their last readings are from earlier steps.
+
+--metric defaults to the sweep's early_stop metric, else the one the most jobs
+reported; --min or --max says which way is better (default: early_stop's mode, else
+lower for a loss, an error or a perplexity, higher for anything else). --by task ranks
+each task's points apart. The sweep is the daemon's or that of a gpuq run running it
+(by name), or the summary gpuq run --json wrote (a file, or - for standard input).
+
+--json prints {"sweep","metric","mode","by","points":[...]}; --csv one row per point,
+with its parameters as columns, for a notebook.
+
+Exit status: 0 ranked, 1 the daemon did not answer, 2 bad input (no job reported the
+metric).`,
+		Example: `  gpuq results gla-e1
+  gpuq results gla-e1 --metric eval_accuracy --max --by task
+  gpuq run sweep.yaml --json > s.json && gpuq results s.json --csv > results.csv`,
+		Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			opts.source = args[0]
+			return runResults(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.metric, "metric", "", "the metric to rank by (default: early_stop's, else the one most jobs reported)")
+	f.BoolVar(&opts.max, "max", false, "higher is better")
+	f.BoolVar(&opts.min, "min", false, "lower is better")
+	f.StringSliceVar(&opts.by, "by", nil, "rank the points of each value of these parameters apart, e.g. --by task")
+	f.BoolVar(&opts.json, "json", false, "print JSON")
+	f.BoolVar(&opts.csv, "csv", false, "print CSV, a row per point")
+	return cmd
+}
+
+// Results is what gpuq results --json prints.
+type Results struct {
+	Sweep  string        `json:"sweep"`
+	Metric string        `json:"metric"`
+	Mode   plans.Mode    `json:"mode"`
+	By     []string      `json:"by"`
+	Points []ranking.Row `json:"points"`
+}
+
+func runResults(opts *resultsOptions) error {
+	switch {
+	case opts.max && opts.min:
+		return badInput("--max and --min: give one, the way the metric gets better")
+	case opts.json && opts.csv:
+		return badInput("--json and --csv: give one")
+	}
+	sum, err := resultsSummary(opts)
+	if err != nil {
+		return err
+	}
+	jobs := rankingJobs(sum, opts.by)
+	metric := cmp.Or(opts.metric, ranking.DefaultMetric(jobs, earlyMetric(sum)))
+	if err := reported(sum.Sweep, jobs, metric); err != nil {
+		return err
+	}
+	mode := modeOf(sum, metric)
+	switch {
+	case opts.max:
+		mode = plans.Max
+	case opts.min:
+		mode = plans.Min
+	}
+	res := Results{Sweep: sum.Sweep, Metric: metric, Mode: mode, By: append([]string{}, opts.by...), Points: ranking.Rank(jobs, metric, mode)}
+	switch {
+	case opts.json:
+		return writeJSON(opts.io.Out, res)
+	case opts.csv:
+		return writeResultsCSV(opts.io.Out, res)
+	}
+	printResultsTable(opts.io.Out, res)
+	return nil
+}
+
+// resultsSummary reads the sweep: by name, from the daemon or the gpuq run that runs
+// it, or a summary file.
+func resultsSummary(opts *resultsOptions) (api.SweepSummary, error) {
+	if isSummary(opts.source) {
+		return readSummary(opts.source, opts.io.In)
+	}
+	c, err := opts.settings.client()
+	if err != nil {
+		return api.SweepSummary{}, fmt.Errorf("%s is no file here, and %w", opts.source, err)
+	}
+	jobs, err := c.Jobs(opts.source, nil)
+	if err != nil {
+		return api.SweepSummary{}, err
+	}
+	sum := api.SweepSummary{Sweep: opts.source}
+	for _, j := range jobs {
+		sum.Jobs = append(sum.Jobs, j.JobSummary)
+	}
+	return sum, nil
+}
+
+// rankingJobs are a summary's jobs as ranking takes them: each metric from its latest
+// attempt that reported it (a trainer run again starts its curve again), grouped by
+// the values of by.
+func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
+	out := make([]ranking.Job, 0, len(sum.Jobs))
+	for _, j := range sum.Jobs {
+		rj := ranking.Job{ID: j.ID, Point: cmp.Or(j.Point, j.Name), Group: groupOf(j.Params, by), State: j.State,
+			Params: j.Params, Metrics: map[string]ranking.Curve{}}
+		for _, a := range j.Attempts {
+			for _, m := range a.Metrics {
+				c := ranking.Curve{Last: ranking.Point{Step: m.Step, Value: m.Last}, Min: m.Min, Max: m.Max}
+				for _, p := range m.Curve {
+					c.Points = append(c.Points, ranking.Point{Step: p.Step, Value: p.Value})
+				}
+				rj.Metrics[m.Name] = c
+			}
+		}
+		out = append(out, rj)
+	}
+	return out
+}
+
+// groupOf names a job's group by the values of the parameters by: "task=sst2".
+func groupOf(params *plans.Map, by []string) string {
+	parts := make([]string, 0, len(by))
+	for _, k := range by {
+		v, _ := params.Get(k)
+		parts = append(parts, k+"="+plans.FormatValue(v))
+	}
+	return strings.Join(parts, ",")
+}
+
+// earlyMetric is the sweep's early_stop metric, as its jobs tell it; "" for none.
+func earlyMetric(sum api.SweepSummary) string {
+	for _, j := range sum.Jobs {
+		if j.EarlyStop != nil {
+			return j.EarlyStop.Metric
+		}
+	}
+	return ""
+}
+
+// modeOf is which way a metric gets better: as the sweep's early_stop says, for its
+// metric, else as its name says.
+func modeOf(sum api.SweepSummary, metric string) plans.Mode {
+	for _, j := range sum.Jobs {
+		if j.EarlyStop != nil && j.EarlyStop.Metric == metric {
+			return j.EarlyStop.Mode
+		}
+	}
+	return ranking.GuessMode(metric)
+}
+
+// reported checks that some job reported the metric, and says which metrics they did
+// report when none did.
+func reported(sweep string, jobs []ranking.Job, metric string) error {
+	names := map[string]bool{}
+	for _, j := range jobs {
+		if _, ok := j.Metrics[metric]; ok {
+			return nil
+		}
+		for n := range j.Metrics {
+			names[n] = true
+		}
+	}
+	if len(names) == 0 {
+		return badInput("no job of %s has reported a metric: a trainer writes them to the file $GPUQ_METRICS_FILE names, one JSON object a line ({\"step\": 500, \"eval_loss\": 0.91}), or prints Hugging Face's log dicts or a tqdm bar's postfix (see the README's \"What the sweep found\")", sweep)
+	}
+	known := slices.Sorted(func(yield func(string) bool) {
+		for n := range names {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	return badInput("no job of %s reported %q%s; they reported %s: give one with --metric", sweep, metric, plans.Suggest(metric, known), strings.Join(known, ", "))
+}
+
+// printResultsTable prints one row a point, a group's points together.
+func printResultsTable(w io.Writer, res Results) {
+	better := betterText(res.Mode) + " (--max for higher)"
+	if res.Mode == plans.Max {
+		better = betterText(res.Mode) + " (--min for lower)"
+	}
+	fmt.Fprintf(w, "%s ranked by %s, %s; each point's seeds as mean ± std\n\n", res.Sweep, res.Metric, better)
+	tw := newTable(w)
+	group := ""
+	if len(res.By) > 0 {
+		group = "GROUP\t"
+	}
+	fmt.Fprintf(tw, "%sRANK\tPOINT\tSEEDS\tFINAL\tBEST\tSTEP\tJOBS\n", group)
+	for _, r := range res.Points {
+		g := ""
+		if len(res.By) > 0 {
+			g = r.Group + "\t"
+		}
+		n := 0
+		if r.Final != nil {
+			n = r.Final.N
+		}
+		seeds := strconv.Itoa(len(r.Jobs))
+		if n < len(r.Jobs) {
+			seeds = fmt.Sprintf("%d of %d", n, len(r.Jobs))
+		}
+		step := "-"
+		if r.Final != nil {
+			step = strconv.FormatInt(r.Step, 10)
+		}
+		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g, r.Rank, r.Point, seeds, r.Final.Text(), r.Best.Text(), step, r.StatesText())
+	}
+	tw.Flush()
+}
+
+// writeResultsCSV writes a row a point: its group, rank and point, its seeds' final
+// and best values, and the parameters that differ between points, a column each.
+func writeResultsCSV(w io.Writer, res Results) error {
+	swept := sweptParams(res.Points)
+	cw := csv.NewWriter(w)
+	cw.Write(append([]string{"group", "rank", "point", "seeds", "n", "final_mean", "final_std", "best_mean", "best_std", "step", "stopped_early"}, swept...))
+	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+	for _, r := range res.Points {
+		rec := []string{r.Group, strconv.Itoa(r.Rank), r.Point, strconv.Itoa(len(r.Jobs)), "0", "", "", "", "", "", strconv.Itoa(r.Stopped)}
+		if r.Final != nil {
+			rec[4], rec[5], rec[7], rec[9] = strconv.Itoa(r.Final.N), num(r.Final.Mean), num(r.Best.Mean), strconv.FormatInt(r.Step, 10)
+			if r.Final.Std != nil {
+				rec[6], rec[8] = num(*r.Final.Std), num(*r.Best.Std)
+			}
+		}
+		for _, k := range swept {
+			v, ok := r.Params.Get(k)
+			if !ok {
+				rec = append(rec, "")
+				continue
+			}
+			rec = append(rec, plans.FormatValue(v))
+		}
+		cw.Write(rec)
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// sweptParams are the parameters whose values differ between points, in the order
+// they first appear.
+func sweptParams(rows []ranking.Row) []string {
+	values := map[string]map[string]bool{}
+	var order []string
+	for _, r := range rows {
+		for _, k := range r.Params.Keys {
+			if values[k] == nil {
+				values[k] = map[string]bool{}
+				order = append(order, k)
+			}
+			values[k][plans.FormatValue(r.Params.Vals[k])] = true
+		}
+	}
+	out := order[:0]
+	for _, k := range order {
+		if len(values[k]) > 1 {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// foundOf is what a sweep's trainers reported, ranked as gpuq results ranks it by
+// default, for its report: each early_stop group apart; nil when nothing was.
+func foundOf(sum api.SweepSummary) *report.Found {
+	jobs := rankingJobs(sum, nil)
+	var at []int64
+	for i, j := range sum.Jobs {
+		if j.EarlyStop != nil {
+			jobs[i].Group, at = j.EarlyStop.Group, j.EarlyStop.At
+		}
+	}
+	metric := ranking.DefaultMetric(jobs, earlyMetric(sum))
+	if metric == "" {
+		return nil
+	}
+	mode := modeOf(sum, metric)
+	f := &report.Found{Metric: metric, Mode: mode, Rows: ranking.Rank(jobs, metric, mode), Curves: map[string][]ranking.Point{}, At: at}
+	for _, j := range jobs {
+		if c, ok := j.Metrics[metric]; ok {
+			f.Curves[j.ID] = c.Points
+		}
+	}
+	return f
+}

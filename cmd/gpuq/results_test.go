@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
+)
+
+// resultsSummary is a run's summary: two tasks, two learning rates, two seeds; the
+// trainers reported eval_loss and loss; lr=0.1 of sst2 was stopped early, one of
+// its seeds before it started; a job of qnli ran out of memory and started its curve
+// again.
+func resultsSummaryFile(t *testing.T) string {
+	t.Helper()
+	sum := api.SweepSummary{Sweep: "s", Counts: map[string]int{}}
+	n := 0
+	add := func(task, lr string, seed int64, state string, curves ...[]api.MetricPoint) {
+		n++
+		p := plans.NewMap()
+		p.Set("task", task)
+		p.Set("lr", lr)
+		p.Set("seed", seed)
+		j := api.JobSummary{ID: "s." + string(rune('0'+n)), Name: "task=" + task + ",lr=" + lr, Params: p, State: state,
+			Point: "task=" + task + ",lr=" + lr, Attempts: []api.AttemptSummary{},
+			EarlyStop: &api.Judged{Metric: "eval_loss", Mode: plans.Min, At: []int64{100}}}
+		for i, c := range curves {
+			m := api.MetricSummary{Name: "eval_loss", Step: c[len(c)-1].Step, Last: c[len(c)-1].Value, Curve: c, Min: c[0].Value, Max: c[0].Value}
+			for _, q := range c {
+				m.Min, m.Max = min(m.Min, q.Value), max(m.Max, q.Value)
+			}
+			j.Attempts = append(j.Attempts, api.AttemptSummary{N: i + 1, Metrics: []api.MetricSummary{m, {Name: "loss", Step: 1, Last: 1}}})
+		}
+		sum.Jobs = append(sum.Jobs, j)
+	}
+	c := func(vs ...float64) []api.MetricPoint {
+		var out []api.MetricPoint
+		for i, v := range vs {
+			out = append(out, api.MetricPoint{Step: int64(100 * (i + 1)), Value: v})
+		}
+		return out
+	}
+	add("sst2", "0.001", 1, "succeeded", c(2, 1.2, 0.9))
+	add("sst2", "0.001", 2, "succeeded", c(2, 1.3, 1.1))
+	add("sst2", "0.1", 1, "stopped", c(2.5))
+	add("sst2", "0.1", 2, "stopped")
+	add("qnli", "0.001", 1, "succeeded", c(1.5, 0.9), c(1.6, 1.1, 0.8)) // its second attempt's curve counts
+	add("qnli", "0.1", 1, "succeeded", c(1.5, 1.2, 1.0))
+	data, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestResults: gpuq results ranks the points, seeds aggregated, as a table, --by
+// task apart, as JSON and as CSV for a notebook.
+func TestResults(t *testing.T) {
+	file := resultsSummaryFile(t)
+	out, errOut, code := gpuq(t, "results", file)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	schedtest.Golden(t, "results.txt", out)
+	out, _, _ = gpuq(t, "results", file, "--by", "task")
+	schedtest.Golden(t, "results_by_task.txt", out)
+
+	out, errOut, code = gpuq(t, "results", file, "--json", "--by", "task", "--max")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res Results
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Metric != "eval_loss" || res.Mode != plans.Max || len(res.Points) != 4 || res.Points[0].Group != "task=sst2" ||
+		res.Points[0].Point != "task=sst2,lr=0.001" || res.Points[0].Final.N != 2 || *res.Points[0].Final.Std == 0 || len(res.Points[0].Jobs) != 2 {
+		t.Errorf("--json: %s", out)
+	}
+
+	out, _, code = gpuq(t, "results", file, "--csv", "--metric", "eval_loss")
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if code != exitOK || err != nil || len(recs) != 5 {
+		t.Fatalf("--csv: exit %d, %v:\n%s", code, err, out)
+	}
+	if got := strings.Join(recs[0], ","); got != "group,rank,point,seeds,n,final_mean,final_std,best_mean,best_std,step,stopped_early,task,lr" {
+		t.Errorf("header %s", got)
+	}
+	if got := strings.Join(recs[1], ","); got != ",1,task=qnli,lr=0.001,1,1,0.8,,0.8,,300,0,qnli,0.001" {
+		t.Errorf("first row %s", got)
+	}
+}
+
+func TestResultsRefusals(t *testing.T) {
+	file := resultsSummaryFile(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--metric", "eval_los"}, `no job of s reported "eval_los" (did you mean "eval_loss"?); they reported eval_loss, loss: give one with --metric`},
+		{[]string{"--max", "--min"}, "--max and --min: give one"},
+		{[]string{"--json", "--csv"}, "--json and --csv: give one"},
+	} {
+		_, errOut, code := gpuq(t, append([]string{"results", file}, tt.args...)...)
+		if code != exitBadInput || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d: %s", tt.args, code, errOut)
+		}
+	}
+	empty := filepath.Join(t.TempDir(), "e.json")
+	os.WriteFile(empty, []byte(`{"sweep": "e", "jobs": [{"id": "e.1", "state": "succeeded", "attempts": []}]}`), 0o600)
+	if _, errOut, code := gpuq(t, "results", empty); code != exitBadInput || !strings.Contains(errOut, "no job of e has reported a metric: a trainer writes them to the file $GPUQ_METRICS_FILE names") {
+		t.Errorf("no metrics: exit %d: %s", code, errOut)
+	}
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+)
+
+// routed is the daemon of a state directory and the gpuq runs that serve their sweeps
+// there (see api.Runs), as one client: a job goes to whoever runs its sweep (its id is
+// "<sweep>.<n>"), a sweep likewise, and a listing of every job gathers them all. So
+// gpuq status, logs, attach, why, cancel... work against a gpuq run in the foreground
+// as against the daemon, with nothing more to name than the job or the sweep.
+type routed struct {
+	dir    string
+	daemon *api.Client // nil when none runs
+	runs   []ranSweep
+}
+
+// ranSweep is a gpuq run's client, for its sweep.
+type ranSweep struct {
+	run api.Run
+	c   *api.Client
+}
+
+// routedClient connects to the daemon and to every gpuq run of the state directory.
+// With no run it is the daemon's client alone, or NoDaemonError when none answers.
+func (s *settings) routedClient() (daemonClient, error) {
+	c, err := s.dial()
+	var none api.NoDaemonError
+	if s.remote() || err != nil && !errors.As(err, &none) {
+		return c, err // over the network, a daemon's alone
+	}
+	dir, derr := s.stateDir()
+	if derr != nil {
+		return nil, derr
+	}
+	r := &routed{dir: dir, daemon: c}
+	for _, run := range api.Runs(dir) {
+		if rc, err := api.DialRun(dir, run); err == nil {
+			r.runs = append(r.runs, ranSweep{run, rc})
+		}
+	}
+	switch {
+	case len(r.runs) > 0:
+		return r, nil
+	case err != nil:
+		return nil, err
+	}
+	return c, nil
+}
+
+// sweepOfJob is the sweep of a job id: what comes before its last dot.
+func sweepOfJob(id string) string {
+	if i := strings.LastIndexByte(id, '.'); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// to is whoever runs a sweep: its gpuq run, or the daemon.
+func (r *routed) to(sweep string) (daemonClient, error) {
+	var ran []api.Run
+	var c daemonClient
+	for _, rs := range r.runs {
+		if rs.run.Sweep == sweep {
+			ran, c = append(ran, rs.run), rs.c
+		}
+	}
+	switch {
+	case len(ran) > 1:
+		return nil, fmt.Errorf("%d gpuq runs run sweep %s (%s): gpuq cannot tell which you mean; stop all but one",
+			len(ran), sweep, api.RunsText(ran))
+	case c != nil:
+		return c, nil
+	case r.daemon != nil:
+		return r.daemon, nil
+	}
+	return nil, fmt.Errorf("no gpuq daemon runs on %s, and no gpuq run runs sweep %s there; the gpuq runs there: %s",
+		r.dir, sweep, api.RunsText(r.allRuns()))
+}
+
+// only is the one that acts on a whole machine (a drain): the daemon, or the one run.
+func (r *routed) only() (daemonClient, error) {
+	switch {
+	case r.daemon != nil:
+		return r.daemon, nil
+	case len(r.runs) == 1:
+		return r.runs[0].c, nil
+	}
+	return nil, fmt.Errorf("no gpuq daemon runs on %s, and %d gpuq runs do (%s): a card is drained for one; gpuq top --sweep S drains it there",
+		r.dir, len(r.runs), api.RunsText(r.allRuns()))
+}
+
+func (r *routed) allRuns() []api.Run {
+	out := make([]api.Run, len(r.runs))
+	for i, rs := range r.runs {
+		out[i] = rs.run
+	}
+	return out
+}
+
+// Jobs lists a sweep's jobs, from whoever runs it; with no sweep, every job of the
+// daemon and of each run.
+func (r *routed) Jobs(sweep string, states []string) ([]api.Job, error) {
+	if sweep != "" {
+		c, err := r.to(sweep)
+		if err != nil {
+			return nil, err
+		}
+		return c.Jobs(sweep, states)
+	}
+	var all []api.Job
+	var each []daemonClient
+	if r.daemon != nil {
+		each = append(each, r.daemon)
+	}
+	for _, rs := range r.runs {
+		each = append(each, rs.c)
+	}
+	for _, c := range each {
+		jobs, err := c.Jobs("", states)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, jobs...)
+	}
+	return all, nil
+}
+
+func (r *routed) Job(id string) (api.Job, error) {
+	c, err := r.to(sweepOfJob(id))
+	if err != nil {
+		return api.Job{}, err
+	}
+	return c.Job(id)
+}
+
+func (r *routed) Why(id string) (api.WhyResponse, error) {
+	c, err := r.to(sweepOfJob(id))
+	if err != nil {
+		return api.WhyResponse{}, err
+	}
+	return c.Why(id)
+}
+
+// Act acts on a sweep where it runs, or on each job where its sweep runs.
+func (r *routed) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
+	if sel.Sweep != "" {
+		c, err := r.to(sel.Sweep)
+		if err != nil {
+			return nil, err
+		}
+		return c.Act(v, sel)
+	}
+	var order []daemonClient
+	ids := map[daemonClient][]string{}
+	for _, id := range sel.IDs {
+		c, err := r.to(sweepOfJob(id))
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(order, c) {
+			order = append(order, c)
+		}
+		ids[c] = append(ids[c], id)
+	}
+	var done []string
+	for _, c := range order {
+		got, err := c.Act(v, api.SelectRequest{IDs: ids[c]})
+		if err != nil {
+			return done, err
+		}
+		done = append(done, got...)
+	}
+	return done, nil
+}
+
+func (r *routed) DrainCard(req api.DrainRequest) error {
+	c, err := r.only()
+	if err != nil {
+		return err
+	}
+	return c.DrainCard(req)
+}
+
+func (r *routed) Update(req api.UpdateRequest) (api.UpdateResponse, error) {
+	c, err := r.to(req.Sweep)
+	if err != nil {
+		return api.UpdateResponse{}, err
+	}
+	return c.Update(req)
+}
+
+func (r *routed) Attempt(req api.StreamRequest) (io.ReadWriteCloser, error) {
+	c, err := r.to(sweepOfJob(req.Attempt.Job))
+	if err != nil {
+		return nil, err
+	}
+	return c.Attempt(req)
+}

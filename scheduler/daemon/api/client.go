@@ -1,0 +1,387 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler"
+)
+
+// Upgrade is the protocol a request switches to (HTTP/1.1 Upgrade) for a stream: a
+// worker's link, a log or a terminal.
+const Upgrade = "gpuq/1"
+
+// Client talks to the daemon of a state directory, through its socket, or over the
+// network (DialRemote). A request the daemon refuses (an unknown job, a bad sweep, a
+// verb that does not apply) returns a scheduler.Refused: nothing was changed, and the
+// fix is the caller's.
+type Client struct {
+	dir  string // "" over the network
+	addr string // the network address, or "" through the socket
+	base string // the URL requests go to
+	http *http.Client
+	// run is the gpuq run it talks to, rather than the daemon; nil for the daemon.
+	run *Run
+}
+
+// where names the daemon for errors.
+func (c *Client) where() string {
+	switch {
+	case c.addr != "":
+		return "at " + c.addr
+	case c.run != nil:
+		return fmt.Sprintf("on %s (the gpuq run of sweep %s, pid %d)", c.dir, c.run.Sweep, c.run.PID)
+	}
+	return "on " + c.dir
+}
+
+// ErrUnauthorized is a daemon's answer to a request without its secret.
+var ErrUnauthorized = errors.New("refused")
+
+// NoDaemonError says that no daemon answers on a state directory.
+type NoDaemonError struct{ Dir string }
+
+func (e NoDaemonError) Error() string {
+	return fmt.Sprintf("no gpuq daemon runs on %s: gpuq submit starts one, or run gpuq daemon", e.Dir)
+}
+
+// Dial connects to the daemon of a state directory, or returns a NoDaemonError.
+func Dial(dir string) (*Client, error) { return dialAs(dir, os.Getuid()) }
+
+// dialAs connects to the daemon of a state directory, which must run as uid: a request
+// carries the environment it was made in (API tokens included), and a socket put in
+// the daemon's place by another user must not have it.
+func dialAs(dir string, uid int) (*Client, error) {
+	c, err := dialSocket(dir, SocketPath(dir), uid)
+	if err != nil && errors.Is(err, errNoAnswer) {
+		return nil, NoDaemonError{dir}
+	}
+	return c, err
+}
+
+// errNoAnswer is a socket that nobody answers on.
+var errNoAnswer = errors.New("nobody answers")
+
+// dialSocket connects to the API served on a socket of a state directory (the
+// daemon's, or a gpuq run's), whose server must run as uid.
+func dialSocket(dir, path string, uid int) (*Client, error) {
+	conn, err := launcher.DialUnix(context.Background(), path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (%v)", path, errNoAnswer, err)
+	}
+	err = ownPeer(conn, path, uid)
+	conn.Close()
+	if err != nil {
+		return nil, err
+	}
+	return &Client{dir: dir, base: "http://gpuq", http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := launcher.DialUnix(ctx, path)
+			if err == nil {
+				if err = ownPeer(c, path, uid); err != nil {
+					c.Close()
+				}
+			}
+			return c, err
+		},
+	}}}, nil
+}
+
+// ownPeer checks that the process serving c, on the socket at path, runs as uid.
+func ownPeer(c net.Conn, path string, uid int) error {
+	peer, err := launcher.PeerUID(c)
+	if err == nil && peer != uid {
+		err = fmt.Errorf("it is served by uid %d, not by you (uid %d)", peer, uid)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w: nothing was sent to it; find out who put it there, and remove it", path, err)
+	}
+	return nil
+}
+
+// DialRemote connects to the daemon listening at addr (gpuq daemon --listen) with its
+// credentials, and checks that it answers.
+func DialRemote(addr string, creds Credentials) (*Client, error) {
+	cfg, err := ClientTLS(creds.Cert)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{addr: addr, base: "https://" + addr, http: &http.Client{Transport: withSecret{creds.Secret,
+		&http.Transport{TLSClientConfig: cfg, DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext}}}}
+	if _, err := c.Info(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// withSecret gives every request the daemon's secret.
+type withSecret struct {
+	secret string
+	next   http.RoundTripper
+}
+
+func (s withSecret) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+s.secret)
+	return s.next.RoundTrip(r)
+}
+
+// Dir is the daemon's state directory; "" over the network.
+func (c *Client) Dir() string { return c.dir }
+
+// Remote reports whether the client reaches the daemon over the network, where the
+// daemon's files are not the client's to read.
+func (c *Client) Remote() bool { return c.addr != "" }
+
+// Info asks the daemon about itself.
+func (c *Client) Info() (Info, error) {
+	var out Info
+	return out, c.call(http.MethodGet, "/v1/daemon", nil, &out)
+}
+
+// Machine asks for the daemon's own cards, plan and headroom.
+func (c *Client) Machine() (Machine, error) {
+	var out Machine
+	return out, c.call(http.MethodGet, "/v1/gpus", nil, &out)
+}
+
+// Submit sends a sweep.
+func (c *Client) Submit(req SubmitRequest) (SubmitResponse, error) {
+	var out SubmitResponse
+	return out, c.call(http.MethodPost, "/v1/submit", req, &out)
+}
+
+// Jobs lists the jobs of a sweep ("" for every sweep) in the given states (none: every
+// state), in submission order.
+func (c *Client) Jobs(sweep string, states []string) ([]Job, error) {
+	q := url.Values{}
+	if sweep != "" {
+		q.Set("sweep", sweep)
+	}
+	if len(states) > 0 {
+		q.Set("state", strings.Join(states, ","))
+	}
+	var out JobsResponse
+	return out.Jobs, c.call(http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &out)
+}
+
+// Job returns one job with its attempts.
+func (c *Client) Job(id string) (Job, error) {
+	var out Job
+	return out, c.call(http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &out)
+}
+
+// Overview is the machine and its jobs now, for gpuq top.
+func (c *Client) Overview() (Overview, error) {
+	var out Overview
+	return out, c.call(http.MethodGet, "/v1/overview", nil, &out)
+}
+
+// Why says why a job waits.
+func (c *Client) Why(id string) (WhyResponse, error) {
+	var out WhyResponse
+	return out, c.call(http.MethodGet, "/v1/why/"+url.PathEscape(id), nil, &out)
+}
+
+// Act applies a verb to jobs and returns those it changed.
+func (c *Client) Act(v Verb, sel SelectRequest) ([]string, error) {
+	var out SelectResponse
+	return out.Jobs, c.call(http.MethodPost, "/v1/"+string(v), sel, &out)
+}
+
+// Drain drains a card of the daemon's own machine (on) or lets it take jobs again.
+// DrainCard drains a card, a worker's too, or lets it take jobs again.
+func (c *Client) DrainCard(req DrainRequest) error {
+	return c.call(http.MethodPost, "/v1/drain", req, nil)
+}
+
+// Workers lists the daemon's workers.
+func (c *Client) Workers() ([]WorkerInfo, error) {
+	var out []WorkerInfo
+	return out, c.call(http.MethodGet, "/v1/workers", nil, &out)
+}
+
+// DrainWorker tells a worker to take no more jobs and to exit once its attempts end.
+func (c *Client) DrainWorker(name string) error {
+	return c.call(http.MethodPost, "/v1/workers/"+url.PathEscape(name)+"/drain", nil, nil)
+}
+
+// Backlog says what the queue holds that no connected card can start now.
+func (c *Client) Backlog() (BacklogResponse, error) {
+	var out BacklogResponse
+	return out, c.call(http.MethodGet, "/v1/backlog", nil, &out)
+}
+
+// Attempt opens an attempt's log or terminal (req.Kind) through the daemon, wherever
+// the attempt runs: what the attempt writes is read from it, and for a terminal, what
+// is written to it goes to the trainer.
+func (c *Client) Attempt(req StreamRequest) (io.ReadWriteCloser, error) {
+	q := url.Values{}
+	if req.Tail > 0 {
+		q.Set("tail", strconv.Itoa(req.Tail))
+	}
+	if req.Follow {
+		q.Set("follow", "1")
+	}
+	path := fmt.Sprintf("/v1/jobs/%s/attempts/%d/%s?%s", url.PathEscape(req.Attempt.Job), req.Attempt.N, req.Kind, q.Encode())
+	return c.Stream(context.Background(), path)
+}
+
+// Stream opens a stream (an upgraded request) at path.
+func (c *Client) Stream(ctx context.Context, path string) (io.ReadWriteCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", Upgrade)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if s, ok := resp.Body.(io.ReadWriteCloser); ok {
+			return s, nil
+		}
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return nil, c.answerError(resp, data)
+}
+
+// Clean forgets ended sweeps.
+func (c *Client) Clean(req CleanRequest) (CleanResponse, error) {
+	var out CleanResponse
+	return out, c.call(http.MethodPost, "/v1/clean", req, &out)
+}
+
+// Stop asks the daemon to stop, and its trainers too with stopTrainers, and waits up to
+// a minute for it to exit.
+func (c *Client) Stop(stopTrainers bool) error {
+	if err := c.call(http.MethodPost, "/v1/shutdown", ShutdownRequest{StopTrainers: stopTrainers}, nil); err != nil {
+		return err
+	}
+	if c.Remote() {
+		return nil // its state directory is not here to watch
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if Gone(c.dir) {
+			return nil
+		}
+	}
+	return errors.New("the daemon was asked to stop but still runs after a minute")
+}
+
+// call sends in (nil: no body) and decodes the answer into out (nil: ignore it).
+func (c *Client) call(method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return c.answerError(resp, data)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(data, out)
+}
+
+// answerError is the error a daemon answered with.
+func (c *Client) answerError(resp *http.Response, data []byte) error {
+	var e struct{ Error string }
+	if json.Unmarshal(data, &e) != nil || e.Error == "" {
+		e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
+	}
+	switch resp.StatusCode {
+	case http.StatusBadRequest, http.StatusNotFound:
+		return scheduler.Refused(e.Error)
+	case http.StatusUnauthorized:
+		return fmt.Errorf("gpuq daemon %s: %w: %s; use the secret and certificate of its state directory", c.where(), ErrUnauthorized, e.Error)
+	}
+	return errors.New(e.Error)
+}
+
+// LogPath is where a daemon started in the background (Start) writes its log.
+func LogPath(dir string) string { return filepath.Join(dir, "daemon.log") }
+
+// Start starts a daemon in the background with argv (gpuq's binary and its daemon
+// verb, for the state directory dir) in a session of its own, so that logging out or
+// a Ctrl-C does not reach it, and connects to it once it answers. It returns the
+// daemon's pid; 0 when the daemon that answers is another gpuq's, started at the same
+// moment, which took the lock first (the one this call started then exits).
+func Start(dir string, argv []string) (*Client, int, error) {
+	dir, err := MakeStateDir(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	logf, err := os.OpenFile(LogPath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, 0, fmt.Errorf("start a daemon: %w", err)
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ended := false // the daemon started here has exited, with err
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		select {
+		case err = <-exited:
+			ended, pid = true, 0
+		case <-time.After(20 * time.Millisecond):
+		}
+		if c, err := Dial(dir); err == nil {
+			if info, err := c.Info(); err == nil && info.PID != pid {
+				// Another's, then. The one started here has lost the race for the lock or
+				// is about to; it must not take over once that one stops.
+				cmd.Process.Signal(syscall.SIGTERM)
+				pid = 0
+			}
+			return c, pid, nil
+		}
+		if ended && Gone(dir) { // nor does another daemon hold the state
+			tail, _ := os.ReadFile(LogPath(dir))
+			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
+			return nil, 0, fmt.Errorf("the daemon it started ended (%v): %s", err, strings.Join(lines[max(0, len(lines)-3):], "\n"))
+		}
+	}
+	return nil, pid, fmt.Errorf("the daemon it started (pid %d) does not answer after 30 s; see %s", cmd.Process.Pid, LogPath(dir))
+}

@@ -1,0 +1,79 @@
+package api
+
+import (
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// What the API says of training metrics: each attempt's, and how a job is judged by
+// its sweep's early_stop.
+
+// MetricSummary is one metric an attempt's trainer reported: its latest reading, its
+// lowest and highest, and its curve (at most 32 points, spread over the run; see
+// state.Metrics).
+type MetricSummary struct {
+	Name  string        `json:"name"`
+	Step  int64         `json:"step"`
+	Last  float64       `json:"last"`
+	Min   float64       `json:"min"`
+	Max   float64       `json:"max"`
+	Curve []MetricPoint `json:"curve"`
+}
+
+// MetricPoint is a metric's value at a step.
+type MetricPoint struct {
+	Step  int64   `json:"step"`
+	Value float64 `json:"value"`
+}
+
+// Judged is how a job is judged by its sweep's early_stop: the metric and which way
+// is better, its group (the values of early_stop.within; "" for the whole sweep), and
+// its readings at the rungs it has reached.
+type Judged struct {
+	Metric string     `json:"metric"`
+	Mode   plans.Mode `json:"mode"`
+	// At are the steps of the rungs.
+	At    []int64       `json:"at"`
+	Group string        `json:"group,omitempty"`
+	Rungs []MetricPoint `json:"rungs"`
+}
+
+// metricSummaries are an attempt's metrics as the API shows them.
+func metricSummaries(ms state.Metrics) []MetricSummary {
+	var out []MetricSummary
+	for _, m := range ms {
+		s := MetricSummary{Name: m.Name, Step: m.Last.Step, Last: m.Last.Value, Min: m.Min, Max: m.Max, Curve: points(m.Series)}
+		out = append(out, s)
+	}
+	return out
+}
+
+func points(ps []state.Point) []MetricPoint {
+	out := make([]MetricPoint, len(ps))
+	for i, p := range ps {
+		out[i] = MetricPoint{Step: p.Step, Value: p.Value}
+	}
+	return out
+}
+
+// judged is how a job of a sweep is judged; nil for a sweep without early_stop.
+func judged(sw *plans.Sweep, j *state.Job) *Judged {
+	if sw == nil || sw.EarlyStop == nil {
+		return nil
+	}
+	return &Judged{Metric: sw.EarlyStop.Metric, Mode: sw.EarlyStop.Mode, At: sw.EarlyStop.At, Group: sw.GroupOf(j.Job), Rungs: points(j.Rungs)}
+}
+
+// pointOf is the point of its sweep a job repeats; "" where the sweep is gone.
+func pointOf(sw *plans.Sweep, j *state.Job) string {
+	if sw == nil {
+		return ""
+	}
+	return sw.PointOf(j.Job)
+}
+
+// LatestValue is a metric's latest reading.
+type LatestValue struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+}

@@ -1,0 +1,90 @@
+package api
+
+import "time"
+
+// Overview is the machine and its jobs at one moment: what gpuq top draws.
+type Overview struct {
+	Time time.Time `json:"time"`
+	// Simulated names the simulated machine, "" on real cards.
+	Simulated string       `json:"simulated,omitempty"`
+	GPUs      []GPUView    `json:"gpus"`
+	Running   []RunningJob `json:"running"`
+	Queue     []WaitingJob `json:"queue"`
+	// Events are the latest events, oldest first.
+	Events []Event `json:"events"`
+}
+
+// GPUView is one card: its memory split by holder, its plan's slots, and what NVML
+// tells of its work.
+type GPUView struct {
+	// Worker is the gpuq worker the card is on; absent for the daemon's own.
+	Worker     string `json:"worker,omitempty"`
+	Index      int    `json:"index"`
+	Name       string `json:"name,omitempty"`
+	TotalBytes int64  `json:"total_bytes"`
+	// UsedBytes is what NVML reports used, the driver's share included.
+	UsedBytes     int64 `json:"used_bytes"`
+	HeadroomBytes int64 `json:"headroom_bytes"`
+	// Slots is the plan's limit on the card (-1: none); Busy the attempts on it.
+	Slots int `json:"slots"`
+	Busy  int `json:"busy"`
+	// Utilization (percent) and Temperature (°C) are NVML's; -1 where it gives none.
+	Utilization int  `json:"utilization"`
+	Temperature int  `json:"temperature"`
+	Drained     bool `json:"drained,omitempty"`
+	// Fault says why the card is out of service; "" when it is in service.
+	Fault string `json:"fault,omitempty"`
+	// Jobs are gpuq's attempts on the card; OtherBytes what other processes hold.
+	Jobs       []Holding `json:"jobs"`
+	OtherBytes int64     `json:"other_bytes"`
+}
+
+// Holding is one attempt's part of a card.
+type Holding struct {
+	Job string `json:"job"`
+	// UsedBytes is what its processes hold now; ReservedBytes what the packer holds
+	// for it.
+	UsedBytes     int64 `json:"used_bytes"`
+	ReservedBytes int64 `json:"reserved_bytes"`
+}
+
+// RunningJob is a job with an attempt on the cards.
+type RunningJob struct {
+	Job     string    `json:"job"`
+	Name    string    `json:"name"`
+	Worker  string    `json:"worker,omitempty"` // where GPUs are; absent on the daemon's machine
+	GPUs    []int     `json:"gpus"`
+	Attempt int       `json:"attempt"`
+	Tier    int       `json:"tier"`
+	Started time.Time `json:"started"`
+	// DeclaredBytes is its estimate as written for its tier, LearnedBytes what its
+	// shape's measured peak says (0: nothing yet), CurrentBytes what it holds now on
+	// its fullest card.
+	DeclaredBytes int64 `json:"declared_bytes"`
+	LearnedBytes  int64 `json:"learned_bytes"`
+	CurrentBytes  int64 `json:"current_bytes"`
+	// Log is the attempt's log file: its last line is the trainer's progress.
+	Log string `json:"log"`
+	// Step and Metrics are its trainer's latest reported step and metrics, its
+	// sweep's early_stop metric first.
+	Step    int64         `json:"step,omitempty"`
+	Metrics []LatestValue `json:"metrics,omitempty"`
+}
+
+// WaitingJob is a queued job and why it waits.
+type WaitingJob struct {
+	Job           string `json:"job"`
+	Name          string `json:"name"`
+	Held          bool   `json:"held,omitempty"`
+	EstimateBytes int64  `json:"estimate_bytes"`
+	Reason        string `json:"reason"`
+}
+
+// Event is something that happened.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Job     string    `json:"job"` // or the card ("GPU 3") an event of the machine is about
+	Attempt int       `json:"attempt,omitempty"`
+	Kind    string    `json:"kind"`
+	Message string    `json:"message"`
+}

@@ -1,0 +1,74 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gpuq/gpuq/launcher"
+	"golang.org/x/sys/unix"
+)
+
+// MakeStateDir makes a daemon's state directory, mode 0700, and returns its real path,
+// for the daemon to use from then on (see launcher.ResolveDir): the socket's mode alone
+// does not keep others out on every system; the directory's does. It refuses one that
+// is not the user's own, that lies inside a directory others may change, or that is
+// reached through another user's link (see launcher.OwnDir).
+func MakeStateDir(dir string) (string, error) {
+	real, err := launcher.ResolveDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	if err := os.MkdirAll(real, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	if err := launcher.OwnDir(real); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	if err := os.Chmod(real, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return real, nil
+}
+
+// LockState takes the state directory's lock, held as long as the daemon runs; the
+// kernel drops it with the process, however it ends. The daemon writes its pid in it.
+func LockState(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "daemon.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("daemon lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another gpuq daemon (pid %s) runs on %s; stop it with gpuq daemon --stop, or give this one another --state-dir",
+				strings.TrimSpace(string(pid)), dir)
+		}
+		return nil, fmt.Errorf("daemon lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Gone reports whether no daemon holds the state directory's lock, which a daemon
+// drops only as it exits.
+func Gone(dir string) bool {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	f, err := LockState(dir)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// ListenFile holds the address the daemon listens on, while it does.
+const ListenFile = "listen"
+
+// SocketPath is the API's socket in a state directory.
+func SocketPath(dir string) string { return filepath.Join(dir, "gpuq.sock") }

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// TestSummarizeTellsLearnedDuration: a job's summary tells how long its shape takes as
+// learned, and over how many runs; nothing before its shape has learned it.
+func TestSummarizeTellsLearnedDuration(t *testing.T) {
+	sw, err := plans.DecodeSweep("w.yaml", []byte("name: w\ncommand: [echo]\nmemory: 1GiB\njobs: [{}]\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := state.NewStore()
+	if err := st.Submit(&state.Submission{Sweep: sw}); err != nil {
+		t.Fatal(err)
+	}
+	j := st.View().Job("w.1")
+	if js := Summarize(st.View(), j); js.LearnedSeconds != nil {
+		t.Errorf("learned %v before any run", *js.LearnedSeconds)
+	}
+	if err := st.Put(state.Change{Shapes: []*state.Shape{{Name: j.Shape, Duration: 90 * time.Minute, Runs: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	if js := Summarize(st.View(), j); js.LearnedSeconds == nil || *js.LearnedSeconds != 5400 || js.LearnedRuns != 3 {
+		t.Errorf("learned %v over %d runs, want 5400 s over 3", js.LearnedSeconds, js.LearnedRuns)
+	}
+}
+
+// TestSummarizeTellsHowItEnded: status --json and run --json tell, for each attempt
+// and its job, the command, the exit status or signal and the error line, and when the
+// job started and ended; null where not known yet.
+func TestSummarizeTellsHowItEnded(t *testing.T) {
+	sw, err := plans.DecodeSweep("w.yaml", []byte("name: w\ncommand: [python3, train.py]\nmemory: 1GiB\nmatrix: {seed: [1, 2]}\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := state.NewStore()
+	if err := st.Submit(&state.Submission{Sweep: sw}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	argv := []string{"python3", "train.py", "--seed", "1"}
+	j := *st.View().Job("w.1")
+	j.State, j.Attempts, j.Ended = state.JobFailed, 2, at.Add(time.Hour)
+	killed := &state.Attempt{ID: "w.1/1", Job: "w.1", N: 1, GPUs: []int{0}, Started: at, Ended: at.Add(time.Minute), Outcome: plans.HostOOM,
+		Command: argv, Exit: &plans.ProcessExit{Code: -1, Signal: "SIGKILL", Error: "Killed"}}
+	nan := &state.Attempt{ID: "w.1/2", Job: "w.1", N: 2, GPUs: []int{0}, Started: at.Add(2 * time.Minute), Ended: at.Add(time.Hour), Outcome: plans.Failed,
+		Command: argv, Exit: &plans.ProcessExit{Code: 1, Error: "ValueError: loss is NaN"}}
+	running := *st.View().Job("w.2")
+	running.State, running.Attempts = state.JobRunning, 1
+	runs := &state.Attempt{ID: "w.2/1", Job: "w.2", N: 1, GPUs: []int{1}, Started: at, Command: []string{"python3", "train.py", "--seed", "2"}}
+	if err := st.Put(state.Change{Jobs: []*state.Job{&j, &running}, Attempts: []*state.Attempt{killed, nan, runs}}); err != nil {
+		t.Fatal(err)
+	}
+	sum := SummarizeSweep(st.View(), "w", nil)
+	// As a script reads them.
+	data, _ := json.Marshal(sum.Jobs)
+	var jobs []map[string]any
+	if err := json.Unmarshal(data, &jobs); err != nil {
+		t.Fatal(err)
+	}
+	attempts := func(j map[string]any) []any { return j["attempts"].([]any) }
+	for _, c := range []struct {
+		what string
+		obj  map[string]any
+		want map[string]any
+	}{
+		{"w.1 #1", attempts(jobs[0])[0].(map[string]any), map[string]any{"exit_code": nil, "signal": "SIGKILL", "error": "Killed"}},
+		{"w.1 #2", attempts(jobs[0])[1].(map[string]any), map[string]any{"exit_code": 1.0, "error": "ValueError: loss is NaN",
+			"command": []any{"python3", "train.py", "--seed", "1"}}},
+		{"w.1", jobs[0], map[string]any{"exit_code": 1.0, "error": "ValueError: loss is NaN", "started": "2026-01-02T10:00:00Z",
+			"ended": "2026-01-02T11:00:00Z", "command": []any{"python3", "train.py", "--seed", "1"}}},
+		{"w.2", jobs[1], map[string]any{"exit_code": nil, "started": "2026-01-02T10:00:00Z", "ended": nil,
+			"command": []any{"python3", "train.py", "--seed", "2"}}},
+	} {
+		for k, want := range c.want {
+			if got, ok := c.obj[k]; !ok || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: %q is %v, want %v", c.what, k, got, want)
+			}
+		}
+	}
+	if _, ok := jobs[1]["signal"]; ok {
+		t.Errorf("w.2, running: a signal: %v", jobs[1])
+	}
+}
+
+// TestSummarizeStoppedJob: a job stopped early is counted as such in its sweep's
+// summary, and has ended: where its end was not kept (a state written before jobs kept
+// theirs), with its last attempt.
+func TestSummarizeStoppedJob(t *testing.T) {
+	sw, err := plans.DecodeSweep("w.yaml", []byte("name: w\ncommand: [python3, train.py]\nmemory: 1GiB\nmatrix: {seed: [1, 2]}\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := state.NewStore()
+	if err := st.Submit(&state.Submission{Sweep: sw}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	j := *st.View().Job("w.1")
+	j.State, j.Attempts, j.Reason = state.JobStopped, 1, "stopped early at step 500: eval_loss 2.1, worse than 1 of the 2 points that reached it"
+	stopped := &state.Attempt{ID: "w.1/1", Job: "w.1", N: 1, GPUs: []int{0}, Started: at, Ended: at.Add(time.Minute), Outcome: plans.StoppedEarly}
+	if err := st.Put(state.Change{Jobs: []*state.Job{&j}, Attempts: []*state.Attempt{stopped}}); err != nil {
+		t.Fatal(err)
+	}
+	sum := SummarizeSweep(st.View(), "w", nil)
+	if sum.Counts["stopped"] != 1 || sum.Counts["queued"] != 1 {
+		t.Errorf("counts %v, want 1 stopped and 1 queued", sum.Counts)
+	}
+	if e := sum.Jobs[0].Ended; e == nil || !e.Equal(at.Add(time.Minute)) {
+		t.Errorf("w.1, stopped early, ended %v, want at its attempt's end", e)
+	}
+	if none := SummarizeSweep(st.View(), "none", nil); none.Counts["stopped"] != 0 || len(none.Counts) != 6 {
+		t.Errorf("an empty sweep's counts %v: every state, stopped too, at 0", none.Counts)
+	}
+}

@@ -1,0 +1,176 @@
+package api
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// A gpuq worker's link to its daemon is one stream (GET /v1/worker with Upgrade) of
+// JSON messages, one a line, each way. The worker opens it, and opens it again whenever
+// it breaks: the daemon never connects to a node, so a worker behind a cluster's
+// firewall or NAT works as well. The worker says Hello; the daemon answers Welcome, then
+// starts, stops and streams attempts, and pings so that the worker's lease (see
+// launcher.RenewLease) holds; the worker reports its cards and RAM every poll, and how
+// each attempt ended.
+
+// WorkerMessage is one message from a worker.
+type WorkerMessage struct {
+	Hello *Hello          `json:"hello,omitempty"`
+	State *WorkerState    `json:"state,omitempty"`
+	Exit  *scheduler.Exit `json:"exit,omitempty"`
+	// Leaving: the worker wants to stop (it has been idle past its --idle-timeout);
+	// the daemon starts nothing more there and answers Drain.
+	Leaving bool `json:"leaving,omitempty"`
+	// ExitMetrics are the last readings of the attempt Exit ends, read as it ended.
+	ExitMetrics []plans.Reading `json:"exit_metrics,omitempty"`
+}
+
+// Hello is what a worker says of itself when it connects.
+type Hello struct {
+	// Name is the worker's, its cards' first name (node7:3): the same across its
+	// reconnections and the daemon's restarts.
+	Name string `json:"name"`
+	// Instance is the worker's directory's own id: a worker started again on its node
+	// keeps it, one of the same name on another node has another.
+	Instance string `json:"instance,omitempty"`
+	Version  string `json:"version"`
+	// Dir is where its attempts live on its node (their logs, for people).
+	Dir   string `json:"dir"`
+	Cores int    `json:"cores"`
+	// Allocation is the Slurm job the worker runs in (SLURM_JOB_ID), "" outside one: an
+	// allocation queue (gpuq alloc) counts its allocations' workers by it.
+	Allocation string `json:"allocation,omitempty"`
+	// Plan is the most jobs on each of its cards, by index; a card not in it has no
+	// slot limit.
+	Plan  map[int]int `json:"plan"`
+	State WorkerState `json:"state"`
+}
+
+// WorkerState is what a worker reads of its node every poll.
+type WorkerState struct {
+	// Cards are its cards as NVML reads them, each process named with its attempt
+	// where it is one of the worker's.
+	Cards []gpu.Card `json:"cards"`
+	// HostTotal and HostAvailable are its RAM (0: not known).
+	HostTotal     int64 `json:"host_total"`
+	HostAvailable int64 `json:"host_available"`
+	// AttemptMemory is what each of its attempts' processes hold of its RAM.
+	AttemptMemory map[string]int64 `json:"attempt_memory,omitempty"`
+	// AttemptMetrics are what each of its attempts' trainers reported since its last
+	// state (see scheduler.MetricReader).
+	AttemptMetrics map[string][]plans.Reading `json:"attempt_metrics,omitempty"`
+	// Ends is when it stops taking jobs (its allocation's end); zero: never.
+	Ends time.Time `json:"ends,omitzero"`
+}
+
+// DaemonMessage is one message from the daemon to a worker.
+type DaemonMessage struct {
+	Welcome *Welcome       `json:"welcome,omitempty"`
+	Start   *StartRequest  `json:"start,omitempty"`
+	Stop    *AttemptRef    `json:"stop,omitempty"`
+	Stream  *StreamRequest `json:"stream,omitempty"`
+	// Drain: start nothing more; exit once no attempt runs.
+	Drain bool `json:"drain,omitempty"`
+	// Ping says that the daemon hears the worker: it renews the worker's lease.
+	Ping bool `json:"ping,omitempty"`
+	// Error is why the daemon will not have the worker; the link closes after it.
+	Error string `json:"error,omitempty"`
+}
+
+// Welcome is the daemon's answer to Hello.
+type Welcome struct {
+	// Grace is how long the daemon waits for a worker that went away before it runs
+	// the worker's attempts elsewhere; the worker stops them after half of it.
+	Grace time.Duration `json:"grace"`
+	// Attempts are the attempts the daemon holds running on the worker: the worker
+	// takes each up, reports it ended, or reports it unstarted.
+	Attempts []AttemptRef `json:"attempts"`
+}
+
+// AttemptRef names an attempt.
+type AttemptRef struct {
+	ID  string `json:"id"`
+	Job string `json:"job"`
+	N   int    `json:"n"`
+}
+
+// StartRequest starts an attempt on a worker, on its cards a.GPUs.
+type StartRequest struct {
+	Attempt *state.Attempt `json:"attempt"`
+	// Sweep is the attempt's sweep, as submitted; sent once per sweep and link, when
+	// the worker has not had it yet. SweepKey names it either way.
+	Sweep    *SweepSource `json:"sweep,omitempty"`
+	SweepKey string       `json:"sweep_key"`
+	// Env is the sweep's env as the engine runs it now, which replaces the one it was
+	// submitted with.
+	Env     []plans.EnvVar `json:"env,omitempty"`
+	Environ []string       `json:"environ,omitempty"`
+	// Sharing is how many trainers share the worker once this one runs (threads: auto).
+	Sharing int `json:"sharing"`
+}
+
+// SweepSource is a sweep as it was submitted: the worker expands it as a daemon
+// replaying its journal does (plans.DecodeSweepFiles).
+type SweepSource struct {
+	File      string            `json:"file"`
+	Source    string            `json:"source"`
+	Overrides plans.Overrides   `json:"overrides"`
+	Files     map[string]string `json:"files,omitempty"`
+}
+
+// StreamRequest asks for an attempt's log or terminal. A worker answers it by opening
+// a stream (GET /v1/worker/stream/{token}) and serving the attempt on it.
+type StreamRequest struct {
+	Token   string     `json:"token,omitempty"`
+	Attempt AttemptRef `json:"attempt"`
+	Kind    string     `json:"kind"`           // "log", "attach" or "attach-ro"
+	Tail    int        `json:"tail,omitempty"` // log: only the last lines
+	Follow  bool       `json:"follow,omitempty"`
+}
+
+// Stream kinds.
+const (
+	StreamLog            = "log"
+	StreamAttach         = "attach"
+	StreamAttachReadOnly = "attach-ro"
+)
+
+// WorkerInfo is a worker as the API shows it.
+type WorkerInfo struct {
+	Name      string    `json:"name"`
+	Connected bool      `json:"connected"`
+	Heard     time.Time `json:"heard"` // its last message
+	Version   string    `json:"version"`
+	Cores     int       `json:"cores"`
+	GPUs      []GPUInfo `json:"gpus"`
+	Running   int       `json:"running"` // attempts held running there
+	Draining  bool      `json:"draining"`
+	Ends      time.Time `json:"ends,omitzero"`
+}
+
+// BacklogResponse is the queued work that no connected card can start now (see
+// scheduler.Engine.Backlog).
+type BacklogResponse struct {
+	Jobs    int            `json:"jobs"`
+	Reasons map[string]int `json:"reasons"`
+	// GPUsPerJob is the most cards one of those jobs needs on one machine.
+	GPUsPerJob int `json:"gpus_per_job"`
+}
+
+// workerName is what a worker may be called: a host name, without the colon that
+// separates a worker from a card index (node7:3).
+var workerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// ValidWorkerName says why a worker may not be called name; nil when it may.
+func ValidWorkerName(name string) error {
+	if !workerName.MatchString(name) || len(name) > 128 {
+		return fmt.Errorf("%q cannot name a worker: letters, digits, '.', '_' and '-' (a host name), at most 128", name)
+	}
+	return nil
+}

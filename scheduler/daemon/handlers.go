@@ -1,0 +1,259 @@
+package daemon
+
+// The API's routes and their handlers (its wire types and client are package api's).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// routes is the API: what its client (api.Client) calls.
+func (d *daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	d.jobRoutes(mux)
+	mux.HandleFunc("POST /v1/submit", d.submit)
+	mux.HandleFunc("POST /v1/clean", d.clean)
+	mux.HandleFunc("POST /v1/shutdown", d.shutdown)
+	mux.HandleFunc("GET /v1/worker", d.workerLink)
+	mux.HandleFunc("GET /v1/worker/stream/{token}", d.workerStream)
+	mux.HandleFunc("GET /v1/workers", d.workers)
+	mux.HandleFunc("POST /v1/workers/{name}/drain", d.drainWorker)
+	mux.HandleFunc("GET /v1/backlog", d.backlog)
+	d.allocRoutes(mux)
+	return mux
+}
+
+// jobRoutes are the routes that read and act on the jobs and cards: a gpuq run in the
+// foreground serves them too (see Foreground).
+func (d *daemon) jobRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/daemon", d.info)
+	mux.HandleFunc("GET /v1/jobs", d.list)
+	mux.HandleFunc("GET /v1/jobs/{id}", d.job)
+	mux.HandleFunc("GET /v1/why/{id}", d.why)
+	mux.HandleFunc("GET /v1/overview", d.overview)
+	mux.HandleFunc("GET /v1/gpus", d.gpus)
+	for verb, do := range map[api.Verb]func(context.Context, scheduler.Selection) ([]string, error){
+		api.Cancel: d.eng.Cancel, api.Retry: d.eng.Retry, api.Hold: d.eng.Hold, api.Release: d.eng.Release,
+	} {
+		mux.HandleFunc("POST /v1/"+string(verb), func(w http.ResponseWriter, r *http.Request) { d.selection(w, r, do) })
+	}
+	mux.HandleFunc("POST /v1/drain", d.drain)
+	mux.HandleFunc("POST /v1/update", d.update)
+	mux.HandleFunc("GET /v1/jobs/{id}/attempts/{n}/{kind}", d.attemptStream)
+}
+
+func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
+	drained := d.store.View().Drained()
+	info := api.Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen, Run: d.run}
+	for _, c := range d.machine.cards {
+		info.GPUs = append(info.GPUs, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
+	}
+	reply(w, info)
+}
+
+func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
+	var req api.SubmitRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	sw, err := plans.DecodeSweepFiles(req.File, []byte(req.Source), req.Files, req.Overrides)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	limit, warnings, err := d.admit(sw)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	resp := api.SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
+	err = d.eng.Do(r.Context(), func(ctx context.Context) error {
+		if err := d.eng.Submit(ctx, &state.Submission{Sweep: sw, Environ: req.Environ, Limit: limit}); err != nil {
+			return scheduler.Refused(err.Error())
+		}
+		return nil
+	})
+	if err != nil {
+		failWith(w, err)
+		return
+	}
+	d.log.Printf("submitted %s: %s from %s", sw.Name, plans.Count(len(sw.Jobs), "job"), sw.File)
+	d.alloc.Kick()
+	reply(w, resp)
+}
+
+func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
+	sweep := r.URL.Query().Get("sweep")
+	var states []string
+	if s := r.URL.Query().Get("state"); s != "" {
+		states = strings.Split(s, ",")
+	}
+	view := d.store.View()
+	if sweep != "" && view.Submission(sweep) == nil {
+		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, view.JobIDs()).Error())
+		return
+	}
+	out := api.JobsResponse{Jobs: []api.Job{}}
+	for _, j := range view.Jobs() {
+		if sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState())) {
+			continue
+		}
+		out.Jobs = append(out.Jobs, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
+	}
+	reply(w, out)
+}
+
+func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
+	view := d.store.View()
+	j := view.Job(r.PathValue("id"))
+	if j == nil {
+		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), view.JobIDs()).Error())
+		return
+	}
+	reply(w, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
+}
+
+func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	reason, detail, err := d.eng.Why(r.Context(), id)
+	if err != nil {
+		failWith(w, err)
+		return
+	}
+	reply(w, api.WhyResponse{Job: id, Reason: string(reason), Detail: detail})
+}
+
+func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(context.Context, scheduler.Selection) ([]string, error)) {
+	var req api.SelectRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if len(req.IDs) == 0 && req.Sweep == "" {
+		fail(w, http.StatusBadRequest, "name jobs or a sweep")
+		return
+	}
+	ids, err := do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep})
+	if err != nil {
+		failWith(w, err)
+		return
+	}
+	reply(w, api.SelectResponse{Jobs: append([]string{}, ids...)})
+}
+
+func (d *daemon) drain(w http.ResponseWriter, r *http.Request) {
+	var req api.DrainRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if err := d.eng.Drain(r.Context(), plans.CardID{Worker: req.Worker, Index: req.GPU}, req.On); err != nil {
+		failWith(w, err)
+		return
+	}
+	reply(w, req)
+}
+
+func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
+	var req api.CleanRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	gone, err := d.eng.Clean(r.Context(), req.Sweep, req.OlderThan)
+	if err != nil {
+		failWith(w, err)
+		return
+	}
+	out := api.CleanResponse{Sweeps: []string{}}
+	kept := filepath.Join(d.cfg.StateDir, "cleaned", time.Now().Format("20060102-150405"))
+	for _, sub := range gone {
+		out.Sweeps = append(out.Sweeps, sub.Sweep.Name)
+		out.Jobs += len(sub.Sweep.Jobs)
+		for _, j := range sub.Sweep.Jobs {
+			moved, err := d.dropLogs(j.ID, kept, req.Logs)
+			if err != nil {
+				out.Warnings = append(out.Warnings, err.Error())
+			}
+			if moved {
+				out.Logs = kept
+			}
+		}
+	}
+	d.log.Printf("forgot sweeps %v (%s)", out.Sweeps, plans.Count(out.Jobs, "job"))
+	reply(w, out)
+}
+
+// dropLogs removes a forgotten job's attempts (remove), or moves them under kept, out
+// of the way of a sweep of the same name submitted again.
+func (d *daemon) dropLogs(job, kept string, remove bool) (moved bool, err error) {
+	dir, err := launcher.JobDir(d.attempts, job)
+	if err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if remove {
+		return false, os.RemoveAll(dir)
+	}
+	if err := os.MkdirAll(kept, 0o700); err != nil {
+		return false, err
+	}
+	return true, os.Rename(dir, filepath.Join(kept, job))
+}
+
+func (d *daemon) shutdown(w http.ResponseWriter, r *http.Request) {
+	var req api.ShutdownRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	reply(w, req)
+	d.log.Printf("asked to stop (stop trainers: %v)", req.StopTrainers)
+	d.requestStop(req.StopTrainers)
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(v); err != nil {
+		fail(w, http.StatusBadRequest, "bad request: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// failWith answers an error of the engine's: a refusal is the client's to fix.
+func failWith(w http.ResponseWriter, err error) {
+	var refused scheduler.Refused
+	if errors.As(err, &refused) {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	fail(w, http.StatusInternalServerError, err.Error())
+}
+
+func fail(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write([]byte(errorBody(msg)))
+}
+
+func errorBody(msg string) string {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return string(b)
+}
