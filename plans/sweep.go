@@ -37,7 +37,12 @@ type Sweep struct {
 	GPUs     GPUSpec
 	Plan     GPUPlan // nil: not written; see SlotPlan
 	Headroom Headroom
-	Threads  int // per job; 0 = "auto", an even share of the cores
+	// UtilTarget is how much of a card's compute jobs sharing it may ask for together
+	// (util_target): 0 takes the default, the whole card; UtilTargetOff counts none.
+	UtilTarget float64
+	// Sharing is how jobs that share a card share it (sharing: mps).
+	Sharing Sharing
+	Threads int // per job; 0 = "auto", an even share of the cores
 	// Order is the order its jobs are offered in, within a priority.
 	Order Order
 	OOM   OOMPolicy
@@ -142,11 +147,15 @@ type Override struct {
 	Source string
 }
 
-// Overrides replace the sweep file's gpus, gpu_plan, headroom and order where set, and
-// its name (gpuq submit --name, to run a sweep again under another name).
+// Overrides replace the sweep file's gpus, gpu_plan, headroom, order and util_target
+// where set, and its name (gpuq submit --name, to run a sweep again under another
+// name).
 type Overrides struct {
 	GPUs, Plan, Headroom, Order Override
 	Name                        Override
+	// UtilTarget is the sharing target; under gpuq run and gpuq plan, the machine's
+	// (--util-target, GPUQ_UTIL_TARGET, the config file), which a card keeps one of.
+	UtilTarget Override
 	// After adds sweeps or jobs, comma-separated, to what every job waits for (gpuq
 	// submit --after).
 	After Override
@@ -156,7 +165,7 @@ var (
 	nameRe    = regexp.MustCompile(`^[a-z0-9._-]+$`)
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "after", "max_running", "seeds", "early_stop"}
+	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "util_target", "sharing", "after", "max_running", "seeds", "early_stop"}
 	configKeys = []string{"base", "format", "add"}
 	oomKeys    = []string{"max_attempts", "ladder", "keys"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
@@ -275,6 +284,8 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 			s.Headroom = hr
 		}
 	}
+	s.UtilTarget = c.utilTarget(doc, ov.UtilTarget)
+	s.Sharing = c.sharing(doc)
 	s.Threads = c.threads(doc)
 	s.Order = c.order(doc, ov.Order)
 	s.OOM = c.oom(doc)

@@ -22,7 +22,7 @@ func clockEngine(t *testing.T, doc string, slots int) (*Engine, *fakeClock, *fak
 	clock := &fakeClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
 	e := NewEngine(st, fakeInventory{cards: []gpu.Card{{Index: 0, Total: 24 * gib}}, reads: new(int)}, fr, clock,
-		Config{Slots: []int{slots}, Headroom: plans.Headroom{Bytes: gib}}, nil)
+		Config{Slots: []int{slots}, Headroom: plans.Headroom{Bytes: gib}, UtilTarget: memoryAlone}, nil)
 	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, clock, fr
 }

@@ -16,28 +16,41 @@ import (
 // memory counts against free, but for one this PID namespace cannot see: whose it is
 // cannot be told, and NVML's total use still counts it.
 func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*state.Attempt) []pack.CardState {
-	headroom := e.cfg.Headroom
+	headroom, target := e.cfg.Headroom, e.target()
 	out := slices.Grow(dst[:0], len(e.cards))[:len(e.cards)]
 	for i, c := range e.cards {
-		out[i] = pack.CardState{Worker: c.Worker, Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i]}
+		out[i] = pack.CardState{Worker: c.Worker, Index: c.Index, Total: c.Total, Used: c.Used, Headroom: headroom.Of(c.Total), Slots: slots[i], Target: target}
 		if c.Fault != "" {
 			out[i].Slots = 0
 		}
 	}
 	for _, a := range attempts {
+		util, known := e.attemptUtil(a)
+		if !a.Running() {
+			util, known = 0, true // a ghost (see settling) holds memory, and computes nothing
+		}
 		for _, idx := range a.GPUs {
 			if i, ok := e.cardAt(a.Worker, idx); ok {
 				out[i].Reserved += a.Holds()
 				out[i].Running++
 				out[i].Exclusive = out[i].Exclusive || a.Alone && a.Running()
+				out[i].Util += util
+				if !known {
+					out[i].Blind++
+					out[i].BlindUtil += util
+				}
 			}
 		}
 	}
 	ours := e.ours(attempts)
 	for i, c := range e.cards {
 		for j, o := range e.ownersOf(i) {
-			if p := c.Processes[j]; p.Used != gpu.Unknown && !p.Hidden && !ours(o.attempt) {
-				out[i].Foreign += p.Used
+			if p := c.Processes[j]; !p.Hidden && !ours(o.attempt) {
+				if p.Used != gpu.Unknown {
+					out[i].Foreign += p.Used
+				}
+				// Another user's job slows gpuq's as much as one of gpuq's would.
+				out[i].Util += float64(max(p.Util, 0)) / 100
 			}
 		}
 	}

@@ -49,7 +49,7 @@ func kinds(events []Event) string {
 // card keeps working; when NVML reads it again, it takes jobs again.
 func TestACardOutOfServiceTakesNoJob(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
-	e, st, fr, events := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\n", &cards, map[int]string{}, Config{})
+	e, st, fr, events := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\n", &cards, map[int]string{}, Config{UtilTarget: memoryAlone})
 	e.cfg.Settle = time.Nanosecond // no ghost keeps a card
 	round(t, e)
 	if len(fr.starts) != 2 {
@@ -89,7 +89,7 @@ func TestACardOutOfServiceTakesNoJob(t *testing.T) {
 func TestUnattributedMemoryIsUnknown(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: 6 * gib,
 		Processes: []gpu.Process{{PID: 777001, Used: 5 * gib, Hidden: true}}}}
-	e, st, fr, events := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n", &cards, map[int]string{}, Config{})
+	e, st, fr, events := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n", &cards, map[int]string{}, Config{UtilTarget: memoryAlone})
 	e.cfg.Slots = []int{2}
 	round(t, e)
 	if got := kinds(*events); got != "" {

@@ -47,7 +47,7 @@ func clusterEngine(t *testing.T, doc string, cl *fakeCluster, owners map[int]str
 	}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: owners}
 	st, _ := state.NewStore()
-	e := NewEngine(st, cl, fr, newFakeClock(), Config{Headroom: plans.Headroom{Bytes: gib}, Settle: time.Nanosecond}, nil)
+	e := NewEngine(st, cl, fr, newFakeClock(), Config{Headroom: plans.Headroom{Bytes: gib}, Settle: time.Nanosecond, UtilTarget: memoryAlone}, nil)
 	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, st, fr
 }

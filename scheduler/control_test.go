@@ -32,7 +32,7 @@ func limitedEngine(t *testing.T, doc string, limit state.Limit, slots ...int) (*
 	}
 	st, _ := state.NewStore()
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
-	e := NewEngine(st, inv, fr, newFakeClock(), Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}}, nil)
+	e := NewEngine(st, inv, fr, newFakeClock(), Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}, UtilTarget: memoryAlone}, nil)
 	must(t, e.store.Submit(&state.Submission{Sweep: sw, Limit: limit}))
 	return e, st
 }
@@ -165,7 +165,7 @@ func TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
 	st, _ := state.NewStore()
 	e := NewEngine(st, fakeInventory{cards: cards, reads: new(int)}, &fakeRunner{script: func(Launch) Exit { return Exit{} }},
-		newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
+		newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}, UtilTarget: memoryAlone}, nil)
 	for _, doc := range []string{
 		"name: a\ncommand: [train]\nmatrix: {seed: [1, 2]}\n",
 		"name: b\ncommand: [train]\nmatrix: {seed: [1, 2]}\n",

@@ -91,7 +91,7 @@ func earlyEngine(t *testing.T, doc string, slots int) (*Engine, *metricRunner, *
 	clock := newFakeClock()
 	var events []Event
 	inv := fakeInventory{cards: []gpu.Card{{Index: 0, Total: 80 * gib}}, reads: new(int)}
-	e := NewEngine(st, inv, mr, clock, Config{Slots: []int{slots}, Headroom: plans.Headroom{Bytes: gib}},
+	e := NewEngine(st, inv, mr, clock, Config{Slots: []int{slots}, Headroom: plans.Headroom{Bytes: gib}, UtilTarget: memoryAlone},
 		func(ev Event) { events = append(events, ev) })
 	must(t, e.store.Submit(&state.Submission{Sweep: sw}))
 	return e, mr, clock, &events

@@ -151,6 +151,11 @@ type Config struct {
 	// Rounds, if set, hears how long each round of Run's or Serve's loop took, in
 	// wall-clock time, for metrics.
 	Rounds func(took time.Duration)
+	// UtilTarget is how much of a card's compute the jobs sharing it may ask for
+	// together, by their shapes' measured utilizations (see pack.Speed): 0 takes
+	// pack.DefaultTarget, the whole card; below 0, none is counted, and memory and
+	// slots alone decide how many share a card.
+	UtilTarget float64
 }
 
 // Engine runs jobs to the end: it packs, starts attempts, and reacts to how they end.
@@ -214,6 +219,12 @@ type Engine struct {
 	// boardOf).
 	metricsSavedAt time.Time
 	boards         map[string]*board
+	// crowds follows who shares each card (see crowd.go); plannedSweeps is whether
+	// each sweep writes a gpu_plan (see planned), busiest the most any shape of each
+	// keeps busy of a card, as measured since the engine started (see utilOf).
+	crowds        crowds
+	plannedSweeps map[string]bool
+	busiest       map[string]float64
 }
 
 // proc is a process on a machine: pids are a machine's own.
@@ -244,7 +255,8 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
 		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{},
-		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), stopped: make(chan struct{})}
+		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), stopped: make(chan struct{}),
+		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}}
 	e.events = func(ev Event) {
 		if e.store.InBatch() {
 			e.later = append(e.later, ev)

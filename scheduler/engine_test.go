@@ -16,6 +16,11 @@ import (
 
 const gib = int64(1) << 30
 
+// memoryAlone is the sharing target of the tests of where memory puts jobs: none, so
+// that jobs of shapes whose utilization is not measured yet may share a card, as they
+// could before gpuq measured compute (compute_test.go tests the target).
+const memoryAlone = plans.UtilTargetOff
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -430,7 +435,7 @@ memory: probe
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
 	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
 	st, _ := state.NewStore()
-	e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}}, nil)
+	e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, Headroom: plans.Headroom{Bytes: gib}, UtilTarget: memoryAlone}, nil)
 	if err := e.store.Submit(&state.Submission{Sweep: sw}); err != nil {
 		t.Fatal(err)
 	}

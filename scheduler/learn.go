@@ -20,7 +20,7 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
 		e.hostNow = m.HostMemory()
 	}
-	var teaching []*state.Attempt
+	var teaching, teachUtil []*state.Attempt
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
 	view := e.store.Latest()
@@ -29,13 +29,20 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
 		memory, moved := a.Memory.Add(now.Sub(a.Started), peak)
-		if grew || moved || unknown && !a.PeakUnknown {
+		sampled, teach := e.measureUtil(a, now)
+		if grew || moved || unknown && !a.PeakUnknown || sampled != nil {
 			c := *a
+			if sampled != nil {
+				c = *sampled
+			}
 			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
 			c.Memory = memory
 			e.unsaved.put(&unsaved{stored: view.Attempt(a.ID), now: &c, memory: true})
 			a = &c
 			running[i] = a
+		}
+		if teach {
+			teachUtil = append(teachUtil, a)
 		}
 		// What an attempt teaches changes only when it comes of age or its peak grows.
 		if of := a.Started.Add(e.cfg.LearnAfter); !now.Before(of) && (grew || last.Before(of)) {
@@ -47,6 +54,9 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	for _, a := range teaching {
 		ids, _ := e.learn(a.Shape, a, nil)
 		rewritten = append(rewritten, ids...)
+	}
+	for _, a := range teachUtil {
+		e.teachUtil(a, a.Util)
 	}
 	e.save(running, now)
 	return rewritten
@@ -134,6 +144,7 @@ func (e *Engine) measured(a *state.Attempt) *state.Attempt {
 	c := *a
 	c.Peak, c.HostPeak, c.PeakUnknown = max(a.Peak, u.now.Peak), max(a.HostPeak, u.now.HostPeak), a.PeakUnknown || u.now.PeakUnknown
 	c.Memory, c.Metrics = u.now.Memory, u.now.Metrics
+	c.Util, c.UtilSamples = u.now.Util, u.now.UtilSamples
 	e.unsaved.put(&unsaved{stored: a, now: &c, memory: u.memory})
 	return &c
 }
@@ -216,6 +227,14 @@ func (e *Engine) learn(shape string, a *state.Attempt, with *state.Change) (rewr
 		if a.Outcome == plans.Success {
 			l.Runs = min(l.Runs+1, 10)
 			l.Duration += (a.Ended.Sub(a.Started) - l.Duration) / time.Duration(l.Runs)
+			// Whether it shared its cards, and how fast it ran then (see crowd.go).
+			switch took := a.Ended.Sub(a.Started); {
+			case a.Crowd == 0: // not followed from its start
+			case a.Crowd < 1+1e-6:
+				l.LearnAlone(took)
+			default:
+				l.LearnShared(took, a.Pace)
+			}
 		}
 	}, with)
 }
@@ -251,6 +270,10 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with *state
 	}
 	if estimates {
 		rewritten = e.reserve(name)
+	}
+	wasUtil, wasKnown := before.PackUtil()
+	if util, known := l.PackUtil(); util != wasUtil || known != wasKnown {
+		e.crowdRefreshAll() // what its running jobs count at changed
 	}
 	return rewritten, nil
 }

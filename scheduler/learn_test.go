@@ -112,7 +112,7 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 func TestRoundPacksByWhatItLearned(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
 	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nshape_ignores: [seed]\nmemory: 10GiB\n", &cards,
-		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{Slots: []int{3}, LearnAfter: time.Minute})
+		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{Slots: []int{3}, LearnAfter: time.Minute, UtilTarget: memoryAlone})
 	clock := e.clock.(*fakeClock)
 	must(t, e.round(nil)) // 10 + 10 GiB start; a third would need 30 of 23
 	if got := st.View().Job("t.3").State; got != state.JobQueued {
@@ -132,7 +132,7 @@ func TestRoundPacksByWhatItLearned(t *testing.T) {
 func TestReservationHoldsWhatARoundMeasured(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib, Fault: "not yet"}}
 	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\nmemory: 15GiB\n", &cards,
-		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{LearnAfter: time.Minute})
+		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{LearnAfter: time.Minute, UtilTarget: memoryAlone})
 	clock := e.clock.(*fakeClock)
 	must(t, e.round(nil)) // t.1 starts on GPU 0
 	clock.now = clock.now.Add(90 * time.Second)

@@ -22,6 +22,9 @@ type CardView struct {
 	// Reserved is what the packer holds for gpuq's attempts, Foreign what other
 	// processes hold, Headroom what is kept free.
 	Reserved, Foreign, Headroom int64
+	// Util is what the jobs on it ask of its compute, as the packer counts it (see
+	// pack.CardState), and Target the most they may together; 0: no target.
+	Util, Target float64
 	// Attempts are the running attempts on the card, in start order.
 	Attempts []Holding
 }
@@ -45,7 +48,7 @@ func (e *Engine) cardViews() []CardView {
 	for i, c := range e.cards {
 		s := states[i]
 		out[i] = CardView{Card: c, Slots: slots[i], Running: s.Running, Drained: drained[c.ID()],
-			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom}
+			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom, Util: s.Util, Target: s.Target}
 		for _, a := range running {
 			if a.On(c.ID()) {
 				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.Holds(), Held: e.useOn(a.ID, i).bytes})

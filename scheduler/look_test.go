@@ -15,7 +15,7 @@ import (
 func TestLook(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib, Utilization: 90, Temperature: 70}, {Index: 1, Total: 24 * gib}}
 	e, _, _, _ := cardsEngine(t, "name: m\ncommand: [train]\nmemory: 10GiB\nmatrix: {seed: [1, 2, 3]}\n", &cards,
-		map[int]string{4001: "m.1/1", 4002: "m.1/1"}, Config{})
+		map[int]string{4001: "m.1/1", 4002: "m.1/1"}, Config{UtilTarget: memoryAlone})
 	must(t, e.round(nil)) // m.1 starts on GPU 0, m.2 on GPU 1
 	must(t, e.drain(plans.CardID{Index: 1}, true))
 	cards[0].Processes = []gpu.Process{{PID: 4001, Used: 6 * gib}, {PID: 4002, Used: gib}, {PID: 9000, Used: 2 * gib}}

@@ -30,6 +30,8 @@ func (e *Engine) apply(x Exit) {
 	if ended.Command == nil {
 		ended.Command = x.Command
 	}
+	ended.Crowd, ended.Pace = e.crowdLeave(a.ID, ended.Ended)
+	e.unmeasurable(&ended)
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)

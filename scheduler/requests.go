@@ -74,6 +74,8 @@ func (e *Engine) Submit(ctx context.Context, sub *state.Submission) error {
 		if sub.Submitted.IsZero() {
 			sub.Submitted = e.clock.Now()
 		}
+		// A sweep of a name gpuq clean forgot may come again with another plan.
+		delete(e.plannedSweeps, sub.Sweep.Name)
 		if err := e.store.Submit(sub); err != nil {
 			return err
 		}

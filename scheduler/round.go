@@ -58,6 +58,7 @@ func (e *Engine) schedule() error {
 	if e.expire(running) {
 		running = e.roundRunningNow(e.store.Latest())
 	}
+	e.crowdTrack(running, e.clock.Now())
 	if e.readMetrics(running) {
 		running = e.roundRunningNow(e.store.Latest())
 	}
@@ -83,7 +84,7 @@ func (e *Engine) schedule() error {
 		return err
 	}
 	e.store.Queue().RanFor(running, e.clock.Now())
-	d := pack.Place(e.offers(v), v.cards, v.hosts, smallest)
+	d := e.place(v, smallest)
 	e.headed(view, d)
 	e.startAll(view, d.Placements, running)
 	return nil
@@ -191,58 +192,6 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 	return packView{view: view, cards: cards, hosts: hosts, request: e.requester(e.quotas(view, cards, running))}, nil
 }
 
-// offers is the store's queue as a round offers it to the packer (see pack.Queue).
-type offers struct {
-	c       *state.Cursor
-	request func(*state.Group, state.Member) pack.Request
-}
-
-func (o offers) Next(room int64) (pack.Request, bool) {
-	g, m, ok := o.c.NextUpTo(room)
-	if !ok {
-		return pack.Request{}, false
-	}
-	return o.request(g, m), true
-}
-
-func (o offers) Pass() { o.c.Pass() }
-
-// offers is the queue for a round, as Place reads it. Of a group of memory: probe jobs
-// whose shape is not measured yet, the first is offered while no job measures the
-// shape, and none while one does: the first of each shape runs alone, and the others
-// wait for its peak.
-func (e *Engine) offers(v packView) offers {
-	probing := map[string]bool{}
-	admit := func(g *state.Group) int {
-		switch {
-		case !g.Key.Probe:
-			return math.MaxInt
-		case waitsForProbe(v.view, g.Key.Shape, probing):
-			return 0
-		}
-		return 1
-	}
-	return offers{c: e.store.Queue().Cursor(admit), request: v.request}
-}
-
-// queue is the queue as Pack reads it: every job in order, less those that wait for
-// their shape's probe; probing, if not nil, is told of each of those.
-func (e *Engine) queue(v packView, probing func(*state.Job)) []pack.Request {
-	var out []pack.Request
-	probed := map[string]bool{}
-	c := e.store.Queue().Cursor(nil)
-	for g, m, ok := c.Next(); ok; g, m, ok = c.Next() {
-		if g.Key.Probe && waitsForProbe(v.view, g.Key.Shape, probed) {
-			if probing != nil {
-				probing(v.view.Job(m.ID))
-			}
-			continue
-		}
-		out = append(out, v.request(g, m))
-	}
-	return out
-}
-
 // requester turns the queue's jobs into the packer's requests: each with its sweep's
 // quota, how long it is expected to run, and how long it has headed the queue.
 func (e *Engine) requester(quota func(sweep string) *pack.Quota) func(*state.Group, state.Member) pack.Request {
@@ -250,6 +199,8 @@ func (e *Engine) requester(quota func(sweep string) *pack.Quota) func(*state.Gro
 	return func(g *state.Group, m state.Member) pack.Request {
 		r := pack.Request{Job: m.ID, Memory: g.Key.Estimate, GPUsPerJob: g.Key.GPUs, Host: g.Key.Host,
 			Exclusive: g.Key.Exclusive || g.Key.Probe, Quota: quota(g.Sweep), Duration: cmp.Or(g.Took(), g.Key.Timeout)}
+		util, known := e.utilOf(g.Key.Shape)
+		r.Util, r.UtilUnknown = util, !known
 		if m.Seq == e.head.seq {
 			r.Waited = now.Sub(e.head.since)
 		}
@@ -296,6 +247,10 @@ func (e *Engine) addEnds(states []pack.CardState, attempts []*state.Attempt, buf
 	now := e.clock.Now()
 	for _, a := range attempts {
 		end := pack.Release{In: e.left(a, now), Memory: a.Holds(), Exclusive: a.Alone}
+		if a.Running() {
+			util, known := e.attemptUtil(a)
+			end.Util, end.Blind = util, !known
+		}
 		for _, g := range a.GPUs {
 			if i, ok := e.cardAt(a.Worker, g); ok {
 				states[i].Ends = insertEnd(states[i].Ends, end)
@@ -585,6 +540,7 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		a.Leader, a.Log, a.Command = st.Leader, st.Log, st.Command
 		ran.Attempts = append(ran.Attempts, &a)
 		started = append(started, l)
+		e.crowdJoin(&a, a.Started, true)
 	}
 	if e.put(ran) != nil {
 		return

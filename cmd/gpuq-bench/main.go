@@ -54,6 +54,7 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 		return err
 	}
 	var results []simResult
+	facts := map[string]computeFacts{}
 	for _, f := range files {
 		rs, err := simulateTrace(f, runs, gpuq)
 		if err != nil {
@@ -65,6 +66,9 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 			}
 		}
 		results = append(results, rs...)
+		if facts[rs[0].trace], err = computeOf(f, rs[0].trace); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(w, "Simulations (virtual time; sim wall is the median of %d runs, trace loading included;\n", runs)
 	fmt.Fprintf(w, "before: gpuq's makespan over the bound before it ordered jobs largest first and backfilled)\n\n")
@@ -97,13 +101,17 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 		}
 		printDaemon(w, f)
 	}
+	printSharingModel(w)
+	if h := facts["gla-shared"].hand; h > 0 {
+		fmt.Fprintf(w, "  gla-shared under the hand plan %s (gpuq simulate --gpu-plan %s): makespan %s\n", handPlan, handPlan, simulate.Hours(h))
+	}
 	fmt.Fprintln(w, "\nTargets")
-	printTargets(w, results, packs, stops)
-	return nil
+	return printTargets(w, results, packs, stops, facts)
 }
 
 type simResult struct {
 	trace string
+	sha   string // of the trace file
 	simulate.Result
 	cards string
 	unfit int // jobs that fit at no rung
@@ -122,10 +130,15 @@ func simulateTrace(file string, runs int, gpuq string) ([]simResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
 	var out []simResult
 	for _, p := range simulate.Policies {
 		var walls []float64
-		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), cards: t.Sweep.GPUs.String(), unfit: len(simulate.Unfit(t))}
+		res := simResult{trace: strings.TrimSuffix(filepath.Base(file), ".yaml"), sha: hex.EncodeToString(sum[:]), cards: t.Sweep.GPUs.String(), unfit: len(simulate.Unfit(t))}
 		for i := range runs {
 			began := time.Now()
 			var r simulate.Result
@@ -298,8 +311,8 @@ func printPacker(w io.Writer, packs []packResult) {
 	tw.Flush()
 }
 
-// printTargets checks the targets against what was measured.
-func printTargets(w io.Writer, results []simResult, packs []packResult, stops []esResult) {
+// printTargets checks the issues' targets against what was measured.
+func printTargets(w io.Writer, results []simResult, packs []packResult, stops []esResult, facts map[string]computeFacts) error {
 	check := func(ok bool, format string, args ...any) {
 		mark := "MET    "
 		if !ok {
@@ -336,6 +349,7 @@ func printTargets(w io.Writer, results []simResult, packs []packResult, stops []
 		}
 	}
 	checkEarlyStopping(check, stops)
+	return printComputeTargets(w, results, facts, check)
 }
 
 func median(xs []float64) float64 {

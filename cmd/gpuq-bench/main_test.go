@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/simulate"
 )
 
 func TestReadPackerTakesMedians(t *testing.T) {
@@ -67,5 +71,44 @@ func TestBaseline(t *testing.T) {
 	}
 	if _, err := readBaseline([]byte("x\tabc\tlong\t200\n")); err == nil {
 		t.Error("a makespan that is no number was read")
+	}
+}
+
+// TestComputeTargets: each compute target is judged from the runs it names.
+func TestComputeTargets(t *testing.T) {
+	run := func(trace string, p simulate.Policy, makespan float64) simResult {
+		return simResult{trace: trace, sha: "0123456789abcdef", Result: simulate.Result{Policy: p, Makespan: makespan}}
+	}
+	results := []simResult{
+		run("light", simulate.GPUQ, 105), run("light", simulate.Oracle, 100), run("light", simulate.OnePerGPU, 300),
+		run("compute-bound", simulate.GPUQ, 103), run("compute-bound", simulate.Oracle, 100), run("compute-bound", simulate.OnePerGPU, 100),
+		run("gla-shared", simulate.GPUQ, 100), run("gla-shared", simulate.Oracle, 95), run("gla-shared", simulate.OnePerGPU, 140),
+	}
+	facts := map[string]computeFacts{"light": {compute: true}, "compute-bound": {compute: true}, "gla-shared": {compute: true, hand: 90}}
+	var b strings.Builder
+	var got []string
+	check := func(ok bool, format string, args ...any) {
+		got = append(got, fmt.Sprintf("%v: %s", ok, fmt.Sprintf(format, args...)))
+	}
+	if err := printComputeTargets(&b, results, facts, check); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"true: light: makespan 0h02m, 1.050 x the interference-aware oracle's",
+		"true: light: 0.350 x one job per card's",
+		"true: compute-bound: makespan 0h02m, 1.030 x the interference-aware oracle's",
+		"false: compute-bound: 1.030 x one job per card's",
+		"false: compute-bound: within 2% of one job per card (+3.00%)",
+		"true: gla-shared: makespan 0h02m, 1.053 x the interference-aware oracle's",
+		"true: gla-shared: 0.714 x one job per card's",
+		"false: gla-shared: makespan 0h02m, the hand plan 2,2,2,2,1,1,1 0h02m (+11.1%; target no slower)",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d judgements:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("judgement %d: %s\nwant %s...", i, got[i], want[i])
+		}
 	}
 }

@@ -51,11 +51,12 @@ connect). Every trainer runs under a small supervisor process of its own, so tra
 keep running when the daemon stops or is killed; a daemon started again on the same
 state directory takes them up and finishes the sweeps. One daemon per state directory.
 
-The daemon owns the machine's cards: their plan and headroom come from --gpus,
---gpu-plan and --headroom (GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM, or the config file;
-else those of the last daemon on the state directory); default every card, no slot
-limit, ` + plans.DefaultHeadroom.String() + ` headroom. Each sweep's own gpus and gpu_plan choose among them and
-limit its jobs further.
+The daemon owns the machine's cards: their plan, headroom and sharing target come from
+--gpus, --gpu-plan, --headroom and --util-target (GPUQ_GPUS, GPUQ_GPU_PLAN,
+GPUQ_HEADROOM, GPUQ_UTIL_TARGET, or the config file; else those of the last daemon on
+the state directory); default every card, no slot limit, ` + plans.DefaultHeadroom.String() + ` headroom, jobs
+sharing a card within all of its compute. Each sweep's own gpus and gpu_plan choose
+among them and limit its jobs further; its headroom and util_target do not apply.
 
 gpuq daemon --stop stops a running daemon and leaves its trainers running; with
 --stop-trainers it stops them too (their jobs end cancelled; queued jobs stay queued):

@@ -165,7 +165,7 @@ gpu_plan: "1"
 
 // TestSubmitStartsADaemon: with no daemon, gpuq submit starts one in the background, on
 // the simulated machine the sweep names where GPUQ_GPUS and the config file name none,
-// so its plan of 3 fits.
+// so its plan of 3 fits, and with the sweep's sharing target, as with its headroom.
 func TestSubmitStartsADaemon(t *testing.T) {
 	dir := daemonEnv(t)
 	t.Setenv("GPUQ_GPUS", "")
@@ -175,6 +175,7 @@ matrix: {seed: [1, 2, 3]}
 memory: 1GiB
 gpus: sim:3x24GiB
 gpu_plan: "2,1,1"
+util_target: 0.5
 `)
 	_, errOut, code := cli(t, "submit", sweep)
 	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, api.LogPath(dir)) {
@@ -187,6 +188,9 @@ gpu_plan: "2,1,1"
 	}
 	if info, err := c.Info(); err != nil || len(info.GPUs) != 3 {
 		t.Errorf("the daemon it started has %d cards (%v), want the sweep's 3", len(info.GPUs), err)
+	}
+	if m, err := c.Machine(); err != nil || m.UtilTarget != "0.5" {
+		t.Errorf("the daemon it started shares cards within %q (%v), want the sweep's 0.5", m.UtilTarget, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -48,6 +49,6 @@ func daemonGPUs(opts *gpusOptions) (bool, error) {
 	if st.remote() {
 		where = "at " + st.v.GetString(keyServer)
 	}
-	fmt.Fprintf(opts.io.Err, "gpuq: the cards of the daemon %s, headroom %s (--gpus shows others)\n", where, m.Headroom)
+	fmt.Fprintf(opts.io.Err, "gpuq: the cards of the daemon %s, headroom %s, util_target %s (--gpus shows others)\n", where, m.Headroom, cmp.Or(m.UtilTarget, "1"))
 	return true, writeGPUs(opts.io, m.Cards, slots, m.Simulated, opts.json)
 }

@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// TestGPUsShowsTheDaemonsMachine: while a daemon runs, gpuq gpus shows its cards, plan
-// and headroom, not the machine gpuq would open by itself; --gpus asks for another.
+// TestGPUsShowsTheDaemonsMachine: while a daemon runs, gpuq gpus shows its cards, plan,
+// headroom and sharing target, not the machine gpuq would open by itself; --gpus asks for another.
 func TestGPUsShowsTheDaemonsMachine(t *testing.T) {
 	dir := daemonEnv(t)
-	startDaemon(t, "--gpus", "sim:3x30GiB", "--gpu-plan", "2,2,1", "--headroom", "2GiB")
+	startDaemon(t, "--gpus", "sim:3x30GiB", "--gpu-plan", "2,2,1", "--headroom", "2GiB", "--util-target", "80%")
 	t.Setenv("GPUQ_GPUS", "") // the daemon's, not this command's
 	gpus := func(args ...string) (simulated string, totals, slots []int64, errOut string) {
 		t.Helper()
@@ -37,7 +37,7 @@ func TestGPUsShowsTheDaemonsMachine(t *testing.T) {
 	if sim != "sim:3x30GiB" || len(totals) != 3 || totals[0] != 30 || len(slots) != 3 || slots[0] != 2 || slots[2] != 1 {
 		t.Errorf("gpus with a daemon on sim:3x30GiB, plan 2,2,1: %s %v %v", sim, totals, slots)
 	}
-	if want := "the cards of the daemon on " + dir + ", headroom 2.00 GiB"; !strings.Contains(errOut, want) {
+	if want := "the cards of the daemon on " + dir + ", headroom 2.00 GiB, util_target 0.8"; !strings.Contains(errOut, want) {
 		t.Errorf("stderr %q lacks %q", errOut, want)
 	}
 	if sim, totals, _, _ := gpus("--gpus", "sim:1x8GiB"); sim != "sim:1x8GiB" || len(totals) != 1 {

@@ -61,13 +61,14 @@ func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
 each: its point of the sweep (the parameters its matrix varies, such as
 task=sst2,seed=87), state (blocked: waiting for what it runs after), card, attempt,
 tier, the memory estimate as declared and as learned from measured peaks, the peak of
-the latest attempt, how long the latest attempt ran, how long its shape takes as
-learned from its attempts that succeeded, and why a job that failed, was cancelled or
+the latest attempt, how long the latest attempt ran, how much of a card's compute its
+shape keeps busy as measured (UTIL), how long its shape takes as learned from its
+attempts that succeeded, and why a job that failed, was cancelled or
 was stopped early ended (its error line: the exception line of its trainer's last
 traceback, else its last line; for one stopped early, the reading it lost by), or what
 a blocked one runs after. A job that waits again after an attempt shows the tier it
-will run at, and no card. On a narrow terminal TAKES is left out, and REASON too, each
-reason then following the table.
+will run at, and no card. On a narrow terminal UTIL and TAKES are left out, and REASON
+too, each reason then following the table.
 
 By default the list is the jobs that wait or run and the ` + strconv.Itoa(lastEnded) + ` that ended last; --all
 lists every job, and --state lists every job in those states.
@@ -146,7 +147,7 @@ func listJobs(opts *statusOptions) error {
 	if opts.json {
 		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: jobs})
 	}
-	l := jobList{jobs: jobs, now: opts.now(), width: opts.io.width(), cols: cols, dropTakes: opts.format == ""}
+	l := jobList{jobs: jobs, now: opts.now(), width: opts.io.width(), cols: cols, dropShort: opts.format == ""}
 	if !opts.all && len(opts.states) == 0 {
 		l.shown, l.ended = recent(jobs)
 	}
@@ -202,14 +203,14 @@ type jobList struct {
 	// the default listing (see recent).
 	shown []api.Job
 	ended int
-	// dropTakes: TAKES is left out where the terminal is too narrow for it (the
-	// default columns).
-	dropTakes bool
+	// dropShort: UTIL, then TAKES, are left out where the terminal is too narrow for
+	// them (the default columns).
+	dropShort bool
 }
 
 // print prints one job a line, to fit a terminal of width cells: the columns of cols,
 // JOB and POINT shortened first (see fitTable), the last column shortened or left out;
-// TAKES left out where the rest would not fit. A job waiting again (after an OOM, say)
+// UTIL, then TAKES, left out where the rest would not fit. A job waiting again (after an OOM, say)
 // shows the tier it will run at, not the card and peak of an attempt that is over.
 // Then counts by state of every job, what the default listing left out, and, where
 // REASON had no room, each job's reason.
@@ -223,15 +224,19 @@ func (l jobList) print(w io.Writer) {
 		shown = l.shown
 	}
 	var cut, starts, drop []int
+	if l.dropShort {
+		for _, name := range []string{"util", "takes"} {
+			if i := slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == name }); i >= 0 {
+				drop = append(drop, i)
+			}
+		}
+	}
 	for i, c := range l.cols {
 		if c.cut {
 			cut = append(cut, i)
 		}
 		if c.cutStart {
 			starts = append(starts, i)
-		}
-		if c.name == "takes" && l.dropTakes {
-			drop = append(drop, i)
 		}
 	}
 	// Ids and points are cut first, the rest as they come.
@@ -295,7 +300,7 @@ func (c shownColumn) cell(j api.Job, now time.Time) string {
 }
 
 // defaultFormat is gpuq status's columns without --format.
-const defaultFormat = "id,point,state,gpu,attempt,tier,estimate,peak,time,takes,reason"
+const defaultFormat = "id,point,state,gpu,attempt,tier,estimate,peak,time,util,takes,reason"
 
 // statusColumns are the columns gpuq status can show, in the order --help lists them.
 var statusColumns = []statusColumn{
@@ -316,6 +321,7 @@ var statusColumns = []statusColumn{
 	}},
 	{name: "peak", header: "PEAK", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return top.Gig(peakOf(a)) })},
 	{name: "time", header: "TIME", value: latestOf(durationOf)},
+	{name: "util", header: "UTIL", value: func(j api.Job, _ time.Time) string { return learnedUtil(j.JobSummary) }},
 	{name: "takes", header: "TAKES", value: func(j api.Job, _ time.Time) string { return learnedDuration(j.JobSummary) }},
 	{name: "start", header: "START", value: func(j api.Job, _ time.Time) string { return stamp(j.Started) }},
 	{name: "end", header: "END", value: func(j api.Job, _ time.Time) string { return stamp(j.Ended) }},
@@ -457,6 +463,15 @@ func learnedDuration(j api.JobSummary) string {
 	return plans.FormatDuration(time.Duration(*j.LearnedSeconds * float64(time.Second)).Round(time.Second))
 }
 
+// learnedUtil is how much of a card's compute the job's shape keeps busy, as learned
+// ("45%"), or "-".
+func learnedUtil(j api.JobSummary) string {
+	if j.LearnedUtil == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100**j.LearnedUtil)
+}
+
 // cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".
 func cardsOf(a api.AttemptSummary) string {
 	if a.Worker != "" {
@@ -488,7 +503,7 @@ func showJob(opts *statusOptions, id string) error {
 
 // printJob prints one job with every attempt, to fit a terminal of width cells (0: no
 // limit) but for paths and the command: its state and why it ended, its point, when it
-// ran, its memory and duration as learned, a line per attempt, then how each attempt
+// ran, its memory, duration and utilization as learned, a line per attempt, then how each attempt
 // ended (its exit status or signal and error line), where its log is, and the command
 // its latest attempt ran.
 func printJob(w io.Writer, j api.Job, now time.Time, width int) {
@@ -512,6 +527,12 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 		line("duration: learned %s (its shape's attempts that succeeded, %d of them)", learnedDuration(j.JobSummary), j.LearnedRuns)
 	} else {
 		line("duration: not learned yet (no attempt of its shape has succeeded)")
+	}
+	if j.LearnedUtil != nil {
+		line("utilization: learned %s of a card (its shape's attempts, %d of them); it shares a card while the jobs there keep no more busy than the sharing target",
+			learnedUtil(j.JobSummary), j.LearnedUtilRuns)
+	} else {
+		line("utilization: not measured yet (its shape's first job is measured alone, a minute in)")
 	}
 	if len(j.Attempts) == 0 {
 		line("no attempt yet; gpuq why %s says why it waits", j.ID)

@@ -16,7 +16,7 @@ import (
 
 // statusJobs are jobs in every state, as the daemon lists them at 10:00 and after.
 func statusJobs(at time.Time) []api.Job {
-	learned, took, one, zero := int64(15<<30), 90.0, 1, 0
+	learned, took, util, one, zero := int64(15<<30), 90.0, 0.45, 1, 0
 	ended := func(d time.Duration) *time.Time { t := at.Add(d); return &t }
 	return []api.Job{
 		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30, Started: &at,
@@ -26,10 +26,11 @@ func statusJobs(at time.Time) []api.Job {
 				Started: at, Ended: at.Add(time.Minute), ExitStatus: api.ExitStatus{ExitCode: &one}}},
 			ExitStatus: api.ExitStatus{ExitCode: &one}}},
 		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
-			LearnedSeconds: &took, LearnedRuns: 1, Started: &at, Ended: ended(90 * time.Second), ExitStatus: api.ExitStatus{ExitCode: &zero},
-			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
+			LearnedSeconds: &took, LearnedRuns: 1, LearnedUtil: &util, LearnedUtilRuns: 1, Started: &at, Ended: ended(90 * time.Second),
+			ExitStatus: api.ExitStatus{ExitCode: &zero},
+			Attempts:   []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
 		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
-			LearnedSeconds: &took, LearnedRuns: 1}},
+			LearnedSeconds: &took, LearnedRuns: 1, LearnedUtil: &util, LearnedUtilRuns: 1}},
 		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
 			Reason: "attempt 2 failed: exited with status 1: ValueError: loss is NaN at step 1200: lower the learning rate", Started: &at, Ended: ended(time.Hour + 2*time.Minute),
 			ExitStatus: api.ExitStatus{ExitCode: &one, Error: "ValueError: loss is NaN at step 1200: lower the learning rate"}, Command: []string{"python3", "train.py", "--seed", "87"},
@@ -55,11 +56,12 @@ func statusJobs(at time.Time) []api.Job {
 // TestPrintJobs: each job's point of the sweep; a job queued again after an OOM shows
 // the tier it will run at, and not the card and peak of its attempt that is over; an
 // attempt that ran out of memory before NVML saw its peak shows what PyTorch said it
-// held; how long a job's shape takes, once learned; why a job failed (its error line),
+// held; how much of a card a job's shape keeps busy and how long it takes, once
+// learned; why a job failed (its error line),
 // was cancelled or was stopped early, and what a blocked one runs after (it shows no
 // card of an attempt that is over, as a queued one). On an 80-column terminal the long
-// points are shortened, TAKES and REASON are left out and the reasons follow the table,
-// and every line fits; on a 140-column one REASON is shortened.
+// points are shortened, UTIL, TAKES and REASON are left out and the reasons follow the
+// table, and every line fits; on a 140-column one REASON is shortened.
 func TestPrintJobs(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	cols, err := parseFormat(defaultFormat)
@@ -71,7 +73,7 @@ func TestPrintJobs(t *testing.T) {
 		width int
 	}{{"status.txt", 0}, {"status_80.txt", 80}, {"status_140.txt", 140}} {
 		var b strings.Builder
-		jobList{jobs: statusJobs(at), now: at.Add(2 * time.Minute), width: tc.width, cols: cols, dropTakes: true}.print(&b)
+		jobList{jobs: statusJobs(at), now: at.Add(2 * time.Minute), width: tc.width, cols: cols, dropShort: true}.print(&b)
 		schedtest.Golden(t, tc.file, b.String())
 		if tc.width > 0 {
 			fitsWidth(t, b.String(), tc.width)

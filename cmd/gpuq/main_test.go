@@ -84,7 +84,7 @@ func TestPlanJSON(t *testing.T) {
 }
 
 func TestPrecedence(t *testing.T) {
-	sweep := "../../examples/sweeps/quickstart.yaml" // gpu_plan "2,2,1,1" in the file
+	sweep := "../../examples/sweeps/quickstart.yaml" // gpu_plan "2,1,1" in the file
 	slots := func(t *testing.T, args ...string) []int {
 		t.Helper()
 		out, errOut, code := gpuq(t, append([]string{"plan", sweep, "--json"}, args...)...)
@@ -101,7 +101,7 @@ func TestPrecedence(t *testing.T) {
 		}
 		return s
 	}
-	if got := slots(t); !slices.Equal(got, []int{2, 2, 1, 1}) {
+	if got := slots(t); !slices.Equal(got, []int{2, 1, 1}) {
 		t.Errorf("file: %v", got)
 	}
 	// The config file and GPUQ_GPU_PLAN are the machine's plan, which bounds the
@@ -109,19 +109,19 @@ func TestPrecedence(t *testing.T) {
 	t.Run("config", func(t *testing.T) {
 		cfg := filepath.Join(t.TempDir(), "config.yaml")
 		os.WriteFile(cfg, []byte("gpu_plan: \"3\"\n"), 0o644)
-		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{2, 2, 1, 1}) {
+		if got := slots(t, "--config", cfg); !slices.Equal(got, []int{2, 1, 1}) {
 			t.Errorf("the machine's 3 under the file's: %v", got)
 		}
 		one := filepath.Join(t.TempDir(), "config.yaml")
 		os.WriteFile(one, []byte("gpu_plan: \"1\"\n"), 0o644)
-		if got := slots(t, "--config", one); !slices.Equal(got, []int{1, 1, 1, 1}) {
+		if got := slots(t, "--config", one); !slices.Equal(got, []int{1, 1, 1}) {
 			t.Errorf("the machine's 1 over the file's: %v", got)
 		}
 		t.Setenv("GPUQ_GPU_PLAN", "4")
-		if got := slots(t, "--config", one); !slices.Equal(got, []int{2, 2, 1, 1}) {
+		if got := slots(t, "--config", one); !slices.Equal(got, []int{2, 1, 1}) {
 			t.Errorf("env over config, under the file's: %v", got)
 		}
-		if got := slots(t, "--config", cfg, "--gpu-plan", "1,1,1,2"); !slices.Equal(got, []int{1, 1, 1, 2}) {
+		if got := slots(t, "--config", cfg, "--gpu-plan", "1,1,2"); !slices.Equal(got, []int{1, 1, 2}) {
 			t.Errorf("flag over file: %v", got)
 		}
 	})
@@ -227,5 +227,79 @@ func TestOutputsFitATerminal(t *testing.T) {
 		}
 		schedtest.Golden(t, tc.file, out)
 		fitsWidth(t, out, 80)
+	}
+}
+
+// TestUtilTargetSetting: the sharing target is the machine's, as a card's headroom is:
+// --util-target, then GPUQ_UTIL_TARGET, then the config file, then the sweep file's
+// util_target, then the whole card. A machine's that replaces the sweep file's is a
+// warning; a value gpuq cannot use names where it was written.
+func TestUtilTargetSetting(t *testing.T) {
+	quickstart := "../../examples/sweeps/quickstart.yaml" // no util_target
+	own := writeSweep(t, "name: own\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\ngpus: sim:1x24GiB\nutil_target: 0.6\n")
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("util_target: 1.2\n"), 0o644)
+	target := func(t *testing.T, sweep string, args ...string) (*float64, string) {
+		t.Helper()
+		out, errOut, code := gpuq(t, append([]string{"plan", sweep, "--json"}, args...)...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		var got planOutput
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.UtilTarget, errOut
+	}
+	for _, tt := range []struct {
+		name, sweep string
+		args        []string
+		env         string
+		want        float64 // 0: none
+		warn        string
+	}{
+		{"default", quickstart, nil, "", 1, ""},
+		{"flag", quickstart, []string{"--util-target", "150%"}, "", 1.5, ""},
+		{"flag off", quickstart, []string{"--util-target", "off"}, "", 0, ""},
+		{"env", quickstart, nil, "0.8", 0.8, ""},
+		{"config", quickstart, []string{"--config", cfg}, "", 1.2, ""},
+		{"sweep file", own, nil, "", 0.6, ""},
+		{"config over the file", own, []string{"--config", cfg}, "", 1.2, "util_target 0.6 is replaced by the machine's 1.2 (" + cfg + ": util_target): a card keeps one sharing target"},
+		{"env over config", own, []string{"--config", cfg}, "0.8", 0.8, "util_target 0.6 is replaced by the machine's 0.8 (GPUQ_UTIL_TARGET)"},
+		{"flag over all", own, []string{"--config", cfg, "--util-target", "0.7"}, "0.8", 0.7, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("GPUQ_UTIL_TARGET", tt.env)
+			got, errOut := target(t, tt.sweep, tt.args...)
+			if tt.want == 0 && got != nil || tt.want != 0 && (got == nil || *got != tt.want) {
+				t.Errorf("util_target %v, want %v", got, tt.want)
+			}
+			if warned := strings.Contains(errOut, "a card keeps one sharing target"); warned != (tt.warn != "") || !strings.Contains(errOut, tt.warn) {
+				t.Errorf("warnings %q, want %q", errOut, tt.warn)
+			}
+		})
+	}
+	_, errOut, code := gpuq(t, "plan", quickstart, "--util-target", "lots")
+	if code != exitBadInput || !strings.Contains(errOut, `--util-target: "lots" is not a sharing target`) {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}
+
+// TestSharingMPS: gpuq run says that simulated cards have no MPS and goes on; the
+// daemon, which does not start MPS, refuses such a sweep and says what to do.
+func TestSharingMPS(t *testing.T) {
+	needPython(t)
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "mps.yaml")
+	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
+	os.WriteFile(sweep, []byte("name: mps\ncommand: [python3, "+trainer+", --config, \"{config}\"]\nconfig: {format: json}\n"+
+		"params: {sim_seconds: 0.2, sim_alloc_delay: 0}\nmemory: 2GiB\njobs: [{}]\ngpus: sim:1x24GiB\nsharing: mps\n"), 0o644)
+	out, errOut, code := gpuq(t, "run", sweep, "--log-dir", t.TempDir())
+	if code != exitOK || !strings.Contains(out+errOut, "sharing: mps is for real cards; the simulated ones share by time-slicing") {
+		t.Errorf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	_, errOut, code = gpuq(t, "submit", sweep, "--state-dir", filepath.Join(dir, "state"))
+	if code != exitBadInput || !strings.Contains(errOut, "sharing: mps: the daemon does not start NVIDIA MPS yet; run the sweep with gpuq run") {
+		t.Errorf("submit: exit %d: %s", code, errOut)
 	}
 }

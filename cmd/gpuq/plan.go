@@ -72,6 +72,23 @@ func starts(d pack.Decision) map[int][]string {
 	return out
 }
 
+// sharingNote says when the sweep's jobs share a card.
+func sharingNote(sw *plans.Sweep) string {
+	if sw.UtilTarget == plans.UtilTargetOff {
+		return "util_target off: memory and slots alone decide how many jobs share a card"
+	}
+	target := sw.UtilTarget
+	if target == 0 {
+		target = pack.DefaultTarget
+	}
+	note := fmt.Sprintf("jobs share a card while their measured utilizations add up to at most %.0f%% of it (util_target), "+
+		"an idle card first; ", 100*target)
+	if sw.Plan != nil {
+		return note + "until a shape is measured (a minute into its first job), the gpu_plan decides"
+	}
+	return note + "a shape not measured yet runs alone until it is (a minute into its first job)"
+}
+
 func printPlan(io ioStreams, p *prepared, states []pack.CardState, d pack.Decision) error {
 	sw := p.sweep
 	machine := plans.Count(len(p.cards), "card")
@@ -90,6 +107,7 @@ func printPlan(io ioStreams, p *prepared, states []pack.CardState, d pack.Decisi
 	if note := memoryNote(sw); note != "" {
 		head = append(head, "memory: "+note)
 	}
+	head = append(head, "sharing: "+sharingNote(sw))
 	for _, l := range head {
 		fmt.Fprintln(io.Out, wrap(l, width-2, "  "))
 	}
@@ -235,8 +253,11 @@ func jobsByID(sw *plans.Sweep) map[string]plans.Job {
 }
 
 type planOutput struct {
-	Sweep      string          `json:"sweep"`
-	Order      string          `json:"order"`
+	Sweep string `json:"sweep"`
+	Order string `json:"order"`
+	// UtilTarget is how much of a card's compute the jobs sharing it may ask for
+	// together; null: none (memory and slots alone decide).
+	UtilTarget *float64        `json:"util_target"`
 	Simulated  string          `json:"simulated,omitempty"`
 	GPUs       []planGPU       `json:"gpus"`
 	Placements []planPlacement `json:"placements"`
@@ -282,6 +303,10 @@ type planJob struct {
 func planJSON(p *prepared, states []pack.CardState, d pack.Decision) planOutput {
 	out := planOutput{Sweep: p.sweep.Name, Order: string(p.sweep.Order), Simulated: p.inv.Simulated(),
 		Placements: []planPlacement{}, Waiting: []planWait{}, Jobs: []planJob{}}
+	if t := p.sweep.UtilTarget; t != plans.UtilTargetOff {
+		t = cmp.Or(t, pack.DefaultTarget)
+		out.UtilTarget = &t
+	}
 	byID := jobsByID(p.sweep)
 	on := starts(d)
 	slots := p.slots()

@@ -14,21 +14,22 @@ import (
 //   - the machine's gpus and gpu_plan: the flags given to gpuq daemon, then GPUQ_*,
 //     then the user config file, then every card with no slot limit.
 //
-// A card keeps one headroom, the machine's: a flag, GPUQ_HEADROOM, the config file,
-// then a sweep's own (the one gpuq run runs; the first a daemon that gpuq submit
-// starts is for), then the default. Under gpuq run and gpuq plan the machine is
-// GPUQ_* and the config file alone, as for the daemon that gpuq submit would start.
+// A card keeps one headroom and one sharing target (util_target), the machine's: a
+// flag, GPUQ_HEADROOM or GPUQ_UTIL_TARGET, the config file, then a sweep's own (the one
+// gpuq run runs; the first a daemon that gpuq submit starts is for), then the default.
+// Under gpuq run and gpuq plan the machine is GPUQ_* and the config file alone, as for
+// the daemon that gpuq submit would start.
 
 // sweepOverrides are the settings given on this command line with a sweep (--gpus,
-// --gpu-plan, --headroom, --order), and GPUQ_ORDER: they speak for the sweep, above its
-// file. GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM and the config file speak for the
-// machine, not for each sweep.
+// --gpu-plan, --headroom, --util-target, --order), and GPUQ_ORDER: they speak for the
+// sweep, above its file. GPUQ_GPUS, GPUQ_GPU_PLAN, GPUQ_HEADROOM, GPUQ_UTIL_TARGET and
+// the config file speak for the machine, not for each sweep.
 func (s *settings) sweepOverrides() plans.Overrides {
 	var ov plans.Overrides
 	for _, f := range []struct {
 		flag string
 		to   *plans.Override
-	}{{"gpus", &ov.GPUs}, {"gpu-plan", &ov.Plan}, {"headroom", &ov.Headroom}} {
+	}{{"gpus", &ov.GPUs}, {"gpu-plan", &ov.Plan}, {"headroom", &ov.Headroom}, {"util-target", &ov.UtilTarget}} {
 		if s.flags.Changed(f.flag) {
 			v, _ := s.flags.GetString(f.flag)
 			*f.to = plans.Override{Value: v, Source: "--" + f.flag}
@@ -39,10 +40,11 @@ func (s *settings) sweepOverrides() plans.Overrides {
 }
 
 // runOverrides are the sweep's settings under gpuq run and gpuq plan: those given with
-// it, with the machine's headroom above its file's.
+// it, with the machine's headroom and sharing target above its file's.
 func (s *settings) runOverrides() plans.Overrides {
 	ov := s.sweepOverrides()
 	ov.Headroom = s.override(keyHeadroom, "headroom")
+	ov.UtilTarget = s.override(keyUtilTarget, "util-target")
 	return ov
 }
 
@@ -65,21 +67,35 @@ func (s *settings) unflagged(key string) plans.Override {
 	return plans.Override{}
 }
 
-// headroomHides says, under gpuq run and gpuq plan, when the machine's headroom
-// (GPUQ_HEADROOM, the config file) replaces one the sweep's file writes: a card keeps
-// one. "" when it does not.
-func (s *settings) headroomHides(sw *plans.Sweep) string {
-	o := s.override(keyHeadroom, "headroom")
-	if o.Value == "" || s.flags.Changed("headroom") {
-		return ""
-	}
+// machineHides says, under gpuq run and gpuq plan, where the machine's headroom or
+// sharing target (GPUQ_HEADROOM, GPUQ_UTIL_TARGET, the config file) replaces one the
+// sweep's file writes: a card keeps one of each.
+func (s *settings) machineHides(sw *plans.Sweep) []string {
 	doc, err := plans.Decode(sw.Source, plans.FormatOf(sw.File))
 	if err != nil {
-		return ""
+		return nil
 	}
-	v, ok := doc.Get("headroom")
-	if !ok || plans.FormatValue(v) == o.Value {
-		return ""
+	sameTarget := func(a, b string) bool {
+		x, errX := plans.ParseUtilTarget(a)
+		y, errY := plans.ParseUtilTarget(b)
+		return errX == nil && errY == nil && plans.SameUtilTarget(x, y)
 	}
-	return fmt.Sprintf("%s: headroom %s is replaced by the machine's %s (%s): a card keeps one headroom", sw.File, plans.FormatValue(v), o.Value, o.Source)
+	var out []string
+	for _, c := range []struct {
+		key, flag, what string
+		same            func(a, b string) bool
+	}{
+		{keyHeadroom, "headroom", "headroom", func(a, b string) bool { return a == b }},
+		{keyUtilTarget, "util-target", "sharing target", sameTarget},
+	} {
+		o := s.override(c.key, c.flag)
+		if o.Value == "" || s.flags.Changed(c.flag) {
+			continue
+		}
+		if v, ok := doc.Get(c.key); ok && !c.same(plans.FormatValue(v), o.Value) {
+			out = append(out, fmt.Sprintf("%s: %s %s is replaced by the machine's %s (%s): a card keeps one %s",
+				sw.File, c.key, plans.FormatValue(v), o.Value, o.Source, c.what))
+		}
+	}
+	return out
 }

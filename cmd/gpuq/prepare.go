@@ -37,7 +37,7 @@ func prepare(path string, st *settings, io ioStreams) (*prepared, error) {
 	for _, w := range sw.Warnings() {
 		warn(w)
 	}
-	if w := st.headroomHides(sw); w != "" {
+	for _, w := range st.machineHides(sw) {
 		warn(w)
 	}
 	mo := st.machineOverrides()
@@ -191,6 +191,7 @@ func (p *prepared) engine(st *settings, r scheduler.Runner, poll time.Duration, 
 		return nil, nil, err
 	}
 	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
-		scheduler.Config{Slots: p.machine, Headroom: p.sweep.Headroom, Poll: poll, Host: launcher.HostMemory, HostHeadroom: headroom}, events)
+		scheduler.Config{Slots: p.machine, Headroom: p.sweep.Headroom, Poll: poll, Host: launcher.HostMemory, HostHeadroom: headroom,
+			UtilTarget: p.sweep.UtilTarget}, events)
 	return eng, store, nil
 }

@@ -148,7 +148,7 @@ func reportData(sum api.SweepSummary, source string, now time.Time) report.Data 
 		}
 		for _, a := range j.Attempts {
 			ra := report.Attempt{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Estimate: a.EstimateBytes, Peak: peakOf(a),
-				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended, Error: a.Error}
+				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended, Error: a.Error, Util: a.Util}
 			if e := exitText(a.ExitStatus); e != "-" {
 				ra.Exit = e
 			}

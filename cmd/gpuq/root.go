@@ -94,6 +94,7 @@ no failed job), daemon --stop when no daemon runs.`,
 	f.String("gpu-plan", "", `most jobs per card, in the order of --gpus ("2,2,2,2,1,1,1"), or one count for every card`)
 	f.String("headroom", "", `memory kept free on every card: a share ("10%") or a size ("1GiB"); default `+plans.DefaultHeadroom.String())
 	f.String("order", "", `order of jobs within a priority: "big-first" (largest memory × duration first; the default) or "fifo"`)
+	f.String("util-target", "", `how much of a card's compute jobs sharing it may ask for together, by their measured utilizations: 1 (the whole card; the default), 0.8, 150%; or "off" (memory and slots alone decide)`)
 	f.String("config", "", "user config file (default $XDG_CONFIG_HOME/gpuq/config.yaml)")
 	f.String("state-dir", "", "the daemon's state directory (default $XDG_STATE_HOME/gpuq)")
 	f.String("server", "", "reach the daemon over the network at HOST:PORT (gpuq daemon --listen), from a worker or another machine; "+
@@ -133,7 +134,9 @@ const (
 	keyPlan     = "gpu_plan"
 	keyHeadroom = "headroom"
 	keyOrder    = "order"
-	keyLedger   = "sim_ledger"
+	// keyUtilTarget is the sharing target (--util-target, GPUQ_UTIL_TARGET).
+	keyUtilTarget = "util_target"
+	keyLedger     = "sim_ledger"
 	// keyStateDir is the daemon's state directory (--state-dir, GPUQ_STATE_DIR).
 	keyStateDir = "state_dir"
 	// keyServer is a daemon's network listener to reach it by (--server, GPUQ_SERVER).
@@ -170,7 +173,8 @@ func (s *settings) load(flags *pflag.FlagSet) error {
 	s.flags = flags
 	s.v.SetEnvPrefix("GPUQ")
 	s.v.AutomaticEnv()
-	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom", keyOrder: "order", keyStateDir: "state-dir", keyServer: "server"} {
+	for key, flag := range map[string]string{keyGPUs: "gpus", keyPlan: "gpu-plan", keyHeadroom: "headroom", keyOrder: "order",
+		keyUtilTarget: "util-target", keyStateDir: "state-dir", keyServer: "server"} {
 		if err := s.v.BindPFlag(key, flags.Lookup(flag)); err != nil {
 			return err
 		}
@@ -220,6 +224,8 @@ func (s *settings) overrides() plans.Overrides {
 		Plan:     s.override(keyPlan, "gpu-plan"),
 		Headroom: s.override(keyHeadroom, "headroom"),
 		Order:    s.override(keyOrder, "order"),
+		// The sharing target a sweep runs with, and the daemon's for all of them.
+		UtilTarget: s.override(keyUtilTarget, "util-target"),
 	}
 }
 

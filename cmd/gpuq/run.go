@@ -115,6 +115,13 @@ func runRun(opts *runOptions) error {
 	if opts.json {
 		progress = opts.io.Err
 	}
+	if sw.Sharing == plans.MPS {
+		stop, err := startMPS(opts, p, progress)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	ui := newRunUI(progress, isTerminal(progress) && !opts.json, sw)
 	ledger := ""
 	if p.inv.Simulated() != "" {
@@ -176,6 +183,31 @@ func runRun(opts *runOptions) error {
 		return errJobsFailed
 	}
 	return nil
+}
+
+// startMPS starts NVIDIA's MPS control daemon for the sweep's jobs (sharing: mps), with
+// its directories in the log directory, and gives the trainers the environment that
+// reaches it; stop stops it. Simulated cards have no MPS: their jobs share by
+// time-slicing, as gpuq says.
+func startMPS(opts *runOptions, p *prepared, progress io.Writer) (stop func(), err error) {
+	if p.inv.Simulated() != "" {
+		fmt.Fprintln(progress, "gpuq: sharing: mps is for real cards; the simulated ones share by time-slicing")
+		return func() {}, nil
+	}
+	m, err := launcher.StartMPS(opts.logDir, os.Getenv("PATH"))
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range m.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		p.sweep.Env = append(p.sweep.Env, plans.EnvVar{Name: name, Value: value})
+	}
+	fmt.Fprintf(progress, "gpuq: started NVIDIA MPS for the sweep's jobs (%s)\n", strings.Join(m.Env(), " "))
+	return func() {
+		if err := m.Stop(); err != nil {
+			fmt.Fprintf(opts.io.Err, "gpuq: warning: %v\n", err)
+		}
+	}, nil
 }
 
 // startReaper starts the process that stops what the attempts under root leave

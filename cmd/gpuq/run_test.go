@@ -101,9 +101,10 @@ func TestRunQuickstartRecoversOOMs(t *testing.T) {
 
 // TestRunSeedSweepRecoversOOMs runs the practitioners' sweep on simulated GPUs with its
 // ladder keys where they kept them, in the config base: the QNLI jobs, too large for a
-// card, get gradient checkpointing in their rendered config; the SST-2 jobs crowded out
-// of a shared card are retried; all succeed on their effective batch, and no config
-// holds a key its base does not have, other than config.add's.
+// card, get gradient checkpointing in their rendered config; the SST-2 jobs, which two
+// on a card crowd each other out (12.5 GiB each), are spread over cards of their own
+// before anything shares one, so none is; all succeed on their effective batch, and no
+// config holds a key its base does not have, other than config.add's.
 func TestRunSeedSweepRecoversOOMs(t *testing.T) {
 	needPython(t)
 	out, errOut, code := gpuq(t, "run", "../../examples/sweeps/gla.yaml", "--gpus", "sim:7x23.52GiB", "--json", "--log-dir", t.TempDir(), "--poll", "200ms")
@@ -153,8 +154,8 @@ func TestRunSeedSweepRecoversOOMs(t *testing.T) {
 			crowded++
 		}
 	}
-	if checkpointed != 3 || crowded == 0 {
-		t.Errorf("%d QNLI jobs checkpointed, %d SST-2 jobs retried after a crowd-out; want 3 and some", checkpointed, crowded)
+	if checkpointed != 3 || crowded != 0 {
+		t.Errorf("%d QNLI jobs checkpointed, %d SST-2 jobs retried after a crowd-out; want 3 and none", checkpointed, crowded)
 	}
 }
 
@@ -507,4 +508,39 @@ func attemptProcs(root string) []int {
 		}
 	}
 	return out
+}
+
+// TestRunShowsTheSlowdown: two simulated trainers that keep their card busy
+// (sim_gpu_util 1) and lose half their speed to a neighbour (sim_colocation_cost 0.5)
+// share one card (the sweep's plan lets them, before they are measured): each runs at a
+// quarter of its speed alone, so its two seconds of training take about eight.
+func TestRunShowsTheSlowdown(t *testing.T) {
+	needPython(t)
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "busy.yaml")
+	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
+	os.WriteFile(sweep, []byte("name: busy\ncommand: [python3, "+trainer+", --config, \"{config}\"]\nconfig: {format: json}\n"+
+		"params: {sim_seconds: 2, sim_alloc_delay: 0, sim_gpu_util: 1, sim_colocation_cost: 0.5}\nmatrix: {seed: [1, 2]}\n"+
+		"memory: 2GiB\ngpus: sim:1x24GiB\ngpu_plan: \"2\"\n"), 0o644)
+	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "200ms")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var sum api.SweepSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	done := regexp.MustCompile(`20/20 \[(\d+\.\d)s`)
+	for _, j := range sum.Jobs {
+		a := j.Attempts[len(j.Attempts)-1]
+		log, _ := os.ReadFile(a.Log)
+		m := done.FindSubmatch(log)
+		if m == nil {
+			t.Fatalf("%s: no last step in its log:\n%s", j.ID, log)
+		}
+		// Alone: 2 s. Together, at a quarter of its speed until the other ends.
+		if took, _ := strconv.ParseFloat(string(m[1]), 64); took < 5 {
+			t.Errorf("%s trained for %.1f s beside the other, want about 8 (a quarter of its speed)", j.ID, took)
+		}
+	}
 }

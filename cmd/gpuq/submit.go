@@ -89,6 +89,10 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		if err != nil {
 			return err
 		}
+		if sw.Sharing == plans.MPS {
+			return badInput("%s: sharing: mps: the daemon does not start NVIDIA MPS yet; run the sweep with gpuq run, which does, "+
+				"or remove sharing: mps to share cards by time-slicing", abs)
+		}
 		for _, w := range sw.Warnings() {
 			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 		}
@@ -133,8 +137,8 @@ func runSubmit(opts *submitOptions, paths []string) error {
 // daemon owns the machine's cards (every card, or those GPUQ_GPUS and the config file
 // name): a sweep's gpus only choose among them, so they are not given to it, lest the
 // next sweep's cards be missing. A simulated machine the sweep names is a machine,
-// given to it where GPUQ_GPUS and the config file name none; so is the sweep's
-// headroom, where they set none (a card keeps one).
+// given to it where GPUQ_GPUS and the config file name none; so are the sweep's
+// headroom and sharing target, where they set none (a card keeps one of each).
 func machineOf(sw *plans.Sweep, st *settings) []string {
 	var args []string
 	mo := st.machineOverrides()
@@ -143,6 +147,9 @@ func machineOf(sw *plans.Sweep, st *settings) []string {
 	}
 	if st.unflagged(keyHeadroom).Value == "" && sw.Headroom != plans.DefaultHeadroom {
 		args = append(args, "--headroom", sw.Headroom.String())
+	}
+	if st.unflagged(keyUtilTarget).Value == "" && sw.UtilTarget != 0 {
+		args = append(args, "--util-target", plans.UtilTargetText(sw.UtilTarget))
 	}
 	return args
 }

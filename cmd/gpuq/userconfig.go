@@ -10,7 +10,7 @@ import (
 )
 
 // configKeys are the settings the user config file may hold, as written there.
-var configKeys = []string{keyGPUs, keyPlan, keyHeadroom, keyHostReserve, keyStateDir, keyServer, keyLedger, keyMetrics, keyJobMap}
+var configKeys = []string{keyGPUs, keyPlan, keyHeadroom, keyHostReserve, keyStateDir, keyServer, keyLedger, keyMetrics, keyJobMap, keyUtilTarget}
 
 // readConfigFile reads the user config file into the settings viper layers under the
 // flags and the environment, each as the string its flag would take. A key gpuq does not

@@ -12,7 +12,7 @@ import (
 // file and its key, as a flag's error names the flag; so does an unknown key, with the
 // key it probably meant. Each is bad input.
 func TestConfigFileErrors(t *testing.T) {
-	sweep := "../../examples/sweeps/quickstart.yaml" // gpu_plan "2,2,1,1" in the file
+	sweep := "../../examples/sweeps/quickstart.yaml" // gpu_plan "2,1,1" in the file
 	tests := []struct {
 		config string
 		args   []string
@@ -23,8 +23,8 @@ func TestConfigFileErrors(t *testing.T) {
 		{"headroom: [5%]\n", []string{"gpus"}, "config.yaml: headroom: write a single value, as its flag takes it, not a list"},
 		{"gpus: 7\n", []string{"gpus"}, "unknown card: " + "CONFIG: gpus lists card 7, but this machine has 4 cards"},
 		{"gpus: 7\n", []string{"estimate", "--params", "1B"}, "CONFIG: gpus lists card 7"},
-		{"gpus: 0,1\n", []string{"plan", sweep}, "gpus: the sweep is for sim:4x24GiB, but the machine is 0,1 (CONFIG: gpus)"},
-		{"gpu_plan: 2,2,1\n", []string{"plan", sweep}, "CONFIG: gpu_plan: the plan has 3 entries but there are 4 cards"},
+		{"gpus: 0,1\n", []string{"plan", sweep}, "gpus: the sweep is for sim:3x24GiB, but the machine is 0,1 (CONFIG: gpus)"},
+		{"gpu_plan: 2,2\n", []string{"plan", sweep}, "CONFIG: gpu_plan: the plan has 2 entries but there are 3 cards"},
 		{"host_reserve: lots\n", []string{"plan", sweep}, `CONFIG: host_reserve: "lots" is not a size`},
 		{"gpus: [\n", []string{"gpus"}, "config file CONFIG: not valid YAML"},
 	}

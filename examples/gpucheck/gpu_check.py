@@ -13,7 +13,10 @@ checks, on the machine's own cards, what simulated ones cannot show:
   3. a job under torchrun (gpus_per_job: 1): its worker runs in a session of its own, and
      gpuq must still count its memory as the job's;
   4. a trainer that catches an OOM, goes on, then dies of a KeyError: a failure, not an
-     OOM.
+     OOM;
+  5. two train_torch.py trainers on one card, each alone, then together: their step
+     rates and NVML's utilizations beside what gpuq's sharing model predicts, so that
+     the first run on a real card calibrates the model (colocation.py).
 
 It samples NVML itself (nvidia-smi, four times a second) and prints, for each attempt,
 NVML's peak beside gpuq's peak_bytes, the OOM texts, the attempts of each job, and PASS
@@ -29,10 +32,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import colocation  # noqa: E402
 TRAIN_TORCH = os.path.join(HERE, "..", "trainers", "train_torch.py")
 CATCH_OOM = os.path.join(HERE, "catch_oom.py")
 GiB = 1 << 30
@@ -109,27 +113,14 @@ def attempt_of(pid, proc="/proc"):
     return f"{job.decode()}/{n.decode()}" if job and n else ""
 
 
-class Sampler:
+class Sampler(colocation.Poller):
     """Samples NVML's compute processes in the background and keeps, per attempt, the
     most its processes held on one card."""
 
     def __init__(self, query, proc="/proc", every=0.25):
-        self.query, self.proc, self.every = query, proc, every
+        super().__init__(lambda: self.add(query()), every)
+        self.proc = proc
         self.peaks, self.hidden, self.unknown = {}, set(), set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self):
-        self._thread.start()
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.add(self.query())
-            self._stop.wait(self.every)
 
     def add(self, apps):
         sums = {}
@@ -332,6 +323,21 @@ def read_logs(runs):
     return logs
 
 
+def colocation_check(python, card, work, batch, per_step):
+    """Two trainers (a quarter and half the OOM sweep's batch) on one card, alone then
+    together, each alone for about 15 seconds; prints the step rates and utilizations
+    beside the model's speeds, and returns the verdict."""
+    configs = [dict(MODEL, batch_size=b, steps=max(20, min(2000, int(15 / max(per_step * b / 4, 1e-3)))), seed=i + 1)
+               for i, b in enumerate((max(1, batch // 4), max(1, batch // 2)))]
+    print(f"gpu-check: co-location on card {card}: batch {configs[0]['batch_size']} and {configs[1]['batch_size']}", flush=True)
+    try:
+        m = colocation.measure(python, card, work, configs)
+    except (RuntimeError, OSError, ValueError) as e:
+        return ("colocation", False, "co-location: two trainers ran alone and together", str(e))
+    print(colocation.report(m))
+    return colocation.judge(m)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpuq", default="bin/gpuq", help="the gpuq binary to check")
@@ -373,6 +379,9 @@ def main(argv=None):
         sampler.stop()
     checks = judge(gpus, runs, sampler.peaks, sampler.hidden, len(cards))
     print(report(runs, sampler.peaks, read_logs(runs), checks))
+    checks.append(colocation_check(python, smallest[0], work, batch, per_step))
+    ok, what, detail = checks[-1][1:]
+    print(f"{'PASS' if ok else 'FAIL'}  {what} ({detail})")
     print(f"\ngpu-check: logs and state in {work}")
     return 0 if all(ok for _, ok, _, _ in checks) else 1
 

@@ -19,6 +19,14 @@ activations figure was measured at (default: batch_size). The weights (sim_base)
 allocated at start, the activations after sim_alloc_delay seconds (default 1), which is
 when an OOM happens.
 
+Compute model (the same as `gpuq simulate`'s): sim_gpu_util (0 to 1, default 0) is the
+share of its card's compute the trainer keeps busy alone; duration is its time alone.
+On a card where k trainers' utilizations add up to U, each progresses at
+    rate = min(1, 1/U) * (1 - sim_colocation_cost) ** (k - 1)
+of its speed alone (sim_colocation_cost default 0), re-read from the ledger as it
+goes, so that its steps slow down while it shares its card and speed up when it is left
+alone.
+
 Training curve (the same model as a trace's curve in `gpuq simulate`; README,
 "Simulated trainers"), for a config with learning_rate (or lr) or sim_final_loss: reported
 to GPUQ_METRICS_FILE as eval_loss every sim_eval_every steps (default a tenth) of
@@ -29,9 +37,9 @@ sim_steps (default 1000), the steps at an even pace over the run:
 The learning rate nearest sim_best_lr (default 1e-3) ends best, each factor of ten away a
 whole unit of loss worse.
 
-Ledger: <GPUQ_SIM_LEDGER>/<card>-<pid> holds this process's bytes on that card; the
-directory's `lock` file is flock()ed while checking room and writing. Capacities come from
-GPUQ_SIM_CAPACITY, one per card of the mask.
+Ledger: <GPUQ_SIM_LEDGER>/<card>-<pid> holds this process's bytes on that card and, after
+a blank, its sim_gpu_util; the directory's `lock` file is flock()ed while checking room
+and writing. Capacities come from GPUQ_SIM_CAPACITY, one per card of the mask.
 
 Standard library only.
 """
@@ -94,14 +102,15 @@ def load_config(path):
 
 
 class Ledger:
-    def __init__(self, directory, card):
-        self.dir, self.card, self.pid = directory, card, os.getpid()
+    def __init__(self, directory, card, util=0.0):
+        self.dir, self.card, self.pid, self.util = directory, card, os.getpid(), util
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(directory, f"{card}-{self.pid}")
         self.held = 0
 
-    def _used_by_others(self):
-        used, others = 0, []
+    def _neighbours(self):
+        """[(pid, bytes, utilization)] of the other live processes on this card."""
+        out = []
         for name in os.listdir(self.dir):
             m = re.fullmatch(r"(\d+)-(\d+)", name)
             if not m or int(m.group(1)) != self.card or int(m.group(2)) == self.pid:
@@ -115,12 +124,22 @@ class Ledger:
                 pass
             try:
                 with open(os.path.join(self.dir, name)) as f:
-                    b = int(f.read().strip() or 0)
+                    fields = f.read().split()
+                b = int(fields[0]) if fields else 0
+                u = float(fields[1]) if len(fields) > 1 else 0.0
             except (OSError, ValueError):
                 continue
-            used += b
-            others.append((pid, b))
-        return used, others
+            out.append((pid, b, u))
+        return out
+
+    def _used_by_others(self):
+        others = [(pid, b) for pid, b, _ in self._neighbours()]
+        return sum(b for _, b in others), others
+
+    def rate(self, cost):
+        """The share of its speed alone this trainer progresses at now."""
+        utils = [u for _, _, u in self._neighbours()] + [self.util]
+        return min(1.0, 1.0 / max(sum(utils), 1e-9)) * (1 - cost) ** (len(utils) - 1)
 
     def allocate(self, nbytes, capacity):
         """Hold nbytes more, or return (False, facts) when the card cannot."""
@@ -135,7 +154,7 @@ class Ledger:
     def _write(self, nbytes):
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
-            f.write(str(nbytes))
+            f.write(f"{nbytes} {self.util}")
         os.replace(tmp, self.path)
         self.held = nbytes
 
@@ -190,6 +209,17 @@ def plan(cfg):
     return base, int(act), secs
 
 
+def work(seconds, rate, tick=0.05):
+    """Does `seconds` of work at speed alone, at rate() of that speed, asked again every
+    tick: the time a step takes on a card it shares."""
+    done = 0.0
+    while done < seconds:
+        r = max(rate(), 1e-3)
+        dt = min(tick, (seconds - done) / r)
+        time.sleep(dt)
+        done += dt * r
+
+
 class Curve:
     """The simulated training curve of a config: the model in the docstring."""
 
@@ -241,7 +271,11 @@ def main():
         raise SystemExit("simtrain: run me under gpuq on a simulated machine (CUDA_VISIBLE_DEVICES and GPUQ_SIM_LEDGER unset)")
     card = int(mask.split(",")[0])
     capacity = int(os.environ.get("GPUQ_SIM_CAPACITY", "0").split(",")[0]) or (24 << 30)
-    ledger = Ledger(ledger_dir, card)
+    util = float(cfg.get("sim_gpu_util", 0))
+    cost = float(cfg.get("sim_colocation_cost", 0))
+    if not 0 <= util <= 1 or not 0 <= cost < 1:
+        raise SystemExit(f"simtrain: sim_gpu_util must be from 0 to 1 and sim_colocation_cost from 0 to below 1 (got {util}, {cost})")
+    ledger = Ledger(ledger_dir, card, util)
 
     def stop(signum, _frame):
         ledger.release()
@@ -265,7 +299,7 @@ def main():
         start = time.time()
         curve, done = Curve.of(cfg), 0
         for i in range(1, steps + 1):
-            time.sleep(secs / steps)
+            work(secs / steps, lambda: ledger.rate(cost))
             if curve:
                 for s in curve.evals(done, curve.steps * i // steps):
                     report(os.environ.get("GPUQ_METRICS_FILE"), s, {"eval_loss": round(curve.value(s), 4)})

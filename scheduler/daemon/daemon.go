@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Version, os.Getpid(), d.machine.name(), gpu.CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
 		plans.Count(len(d.store.View().Jobs()), "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
 	if r := d.machine.recalled; len(r) > 0 {
-		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan or --headroom for another machine)",
+		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan, --headroom or --util-target for another machine)",
 			cfg.StateDir, strings.Join(r, ", "))
 	}
 	if tcp != nil {
@@ -211,7 +211,7 @@ func open(cfg Config) (*daemon, error) {
 		cards = append(cards, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
 	}
 	d.hooks = runner.NewHooks(store, cards, func(line string) { d.log.Printf("warning: %s", line) })
-	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, Poll: cfg.Poll,
+	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, UtilTarget: d.machine.utilTarget, Poll: cfg.Poll,
 		Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}
 	if cfg.Metrics != "" {
 		d.metrics = newMetrics(d)
@@ -299,6 +299,10 @@ func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 	if sw.Headroom != d.machine.headroom {
 		warnings = append(warnings, fmt.Sprintf("%s: headroom %s does not apply: the daemon keeps %s free on every card "+
 			"for every sweep (gpuq daemon --headroom)", sw.File, sw.Headroom, d.machine.headroom))
+	}
+	if sw.UtilTarget != 0 && !plans.SameUtilTarget(sw.UtilTarget, d.machine.utilTarget) {
+		warnings = append(warnings, fmt.Sprintf("%s: util_target %s does not apply: the daemon shares every card within %s "+
+			"for every sweep (gpuq daemon --util-target)", sw.File, plans.UtilTargetText(sw.UtilTarget), plans.UtilTargetText(d.machine.utilTarget)))
 	}
 	if d.cluster != nil {
 		if sw.GPUs.IsSimulated() {

@@ -262,17 +262,23 @@ memory: 1GiB
 	}
 }
 
+// daemonsGiven starts daemons one after another on one state directory, which it
+// returns, each given one machine setting (the field of Config.Machine that setting
+// picks) as from source; "" gives none.
+func daemonsGiven(t *testing.T, setting func(*plans.Overrides) *plans.Override, source string) (string, func(value string) *running) {
+	dir, ledger := filepath.Join(t.TempDir(), "state"), t.TempDir()
+	return dir, func(value string) *running {
+		cfg := testConfig(dir, ledger, nil)
+		*setting(&cfg.Machine) = plans.Override{Value: value, Source: source}
+		return startDaemonWith(t, cfg)
+	}
+}
+
 // TestADaemonStartedAgainTakesTheLastMachine: a daemon started without a machine takes
 // the one the last daemon on the state directory ran on, so that a sweep admitted on
 // it keeps its plan; one given another machine says which of a sweep's cards it lacks.
 func TestADaemonStartedAgainTakesTheLastMachine(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	ledger := t.TempDir()
-	run := func(gpus string) *running {
-		cfg := testConfig(dir, ledger, nil)
-		cfg.Machine.GPUs = plans.Override{Value: gpus, Source: "--gpus"}
-		return startDaemonWith(t, cfg)
-	}
+	dir, run := daemonsGiven(t, func(m *plans.Overrides) *plans.Override { return &m.GPUs }, "--gpus")
 	d := run("sim:3x24GiB")
 	sweep := writeSweep(t, "name: m\ncommand: [sh, -c, \"sleep 60\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\ngpu_plan: \"0,0,1\"\n")
 	if _, err := submit(t, d.client, sweep); err != nil {
@@ -293,6 +299,48 @@ func TestADaemonStartedAgainTakesTheLastMachine(t *testing.T) {
 	}
 	if w, err := d.client.Why("m.2"); err != nil || w.Reason != string(pack.TooLarge) {
 		t.Errorf("why m.2 on a machine without its card: %+v %v", w, err)
+	}
+}
+
+// TestTheDaemonsSharingTarget: the daemon's sharing target is the machine's, for every
+// sweep, as its headroom is: a sweep's own util_target that differs is a warning, not a
+// second target; a daemon started again without one takes the last one's; a value it
+// cannot use names where it was given.
+func TestTheDaemonsSharingTarget(t *testing.T) {
+	_, run := daemonsGiven(t, func(m *plans.Overrides) *plans.Override { return &m.UtilTarget }, "--util-target")
+	d := run("80%")
+	for _, tt := range []struct{ name, target, warn string }{
+		{"other", "1.5", "util_target 1.5 does not apply: the daemon shares every card within 0.8 for every sweep (gpuq daemon --util-target)"},
+		{"same", "0.8", ""},
+		{"unwritten", "", ""},
+	} {
+		doc := "name: " + tt.name + "\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n"
+		if tt.target != "" {
+			doc += "util_target: " + tt.target + "\n"
+		}
+		resp, err := submit(t, d.client, writeSweep(t, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := strings.Join(resp.Warnings, "\n")
+		if strings.Contains(warned, "util_target") != (tt.warn != "") || !strings.Contains(warned, tt.warn) {
+			t.Errorf("%s: warnings %q, want %q", tt.name, warned, tt.warn)
+		}
+	}
+	if m, err := d.client.Machine(); err != nil || m.UtilTarget != "0.8" {
+		t.Errorf("the daemon shares cards within %q (%v), want 0.8", m.UtilTarget, err)
+	}
+	d.stop(t)
+	d = run("")
+	if m, err := d.client.Machine(); err != nil || m.UtilTarget != "0.8" || !strings.Contains(d.log.String(), "util_target 80%") {
+		t.Errorf("a daemon given no sharing target shares within %q (%v), want the last one's 0.8:\n%s", m.UtilTarget, err, d.log)
+	}
+	d.stop(t)
+	cfg := testConfig(filepath.Join(t.TempDir(), "state"), t.TempDir(), nil)
+	cfg.Machine.UtilTarget = plans.Override{Value: "lots", Source: "--util-target"}
+	cfg.Log = &schedtest.Buffer{}
+	if err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `--util-target: "lots" is not a sharing target`) {
+		t.Errorf("a daemon given --util-target lots: %v", err)
 	}
 }
 

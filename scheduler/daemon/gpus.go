@@ -9,7 +9,8 @@ import (
 )
 
 func (d *daemon) gpus(w http.ResponseWriter, r *http.Request) {
-	out := api.Machine{Simulated: d.machine.simulated(), Headroom: d.machine.headroom.String(), Cards: []gpu.Card{}, Slots: []int{}}
+	out := api.Machine{Simulated: d.machine.simulated(), Headroom: d.machine.headroom.String(), UtilTarget: plans.UtilTargetText(d.machine.utilTarget),
+		Cards: []gpu.Card{}, Slots: []int{}}
 	views, err := d.eng.CardViews(r.Context())
 	if err != nil {
 		failWith(w, err)

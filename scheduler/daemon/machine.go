@@ -29,14 +29,17 @@ type machine struct {
 	cards    []gpu.Card
 	slots    []int
 	headroom plans.Headroom
+	// utilTarget is the sharing target of every card (see scheduler.Config.UtilTarget):
+	// a card keeps one, as it keeps one headroom.
+	utilTarget float64
 	// recalled says which settings came from the daemon's last machine.
 	recalled []string
 	// given is the machine's settings as given, each with where it came from.
 	given plans.Overrides
 }
 
-// openMachine opens the cards the daemon schedules on, with the machine's plan and
-// headroom: the daemon's own settings, never a sweep's. A setting not given is the one
+// openMachine opens the cards the daemon schedules on, with the machine's plan,
+// headroom and sharing target: the daemon's own settings, never a sweep's. A setting not given is the one
 // the last daemon on the state directory ran with (see machineFile), so that a daemon
 // started again without them schedules on the machine its sweeps were admitted on.
 func openMachine(cfg Config) (*machine, error) {
@@ -48,6 +51,11 @@ func openMachine(cfg Config) (*machine, error) {
 	if ov.Headroom.Value != "" {
 		if m.headroom, err = plans.ParseHeadroom(ov.Headroom.Value); err != nil {
 			return nil, badSetting(ov.Headroom, err)
+		}
+	}
+	if ov.UtilTarget.Value != "" {
+		if m.utilTarget, err = plans.ParseUtilTarget(ov.UtilTarget.Value); err != nil {
+			return nil, badSetting(ov.UtilTarget, err)
 		}
 	}
 	if ov.GPUs.Value == NoCards {
@@ -99,6 +107,8 @@ type machineRecord struct {
 	GPUs     string `json:"gpus,omitempty"`
 	Plan     string `json:"gpu_plan,omitempty"`
 	Headroom string `json:"headroom,omitempty"`
+	// UtilTarget is absent from the records of daemons before the sharing target.
+	UtilTarget string `json:"util_target,omitempty"`
 }
 
 // recall fills the settings not given with those of the last daemon, and names them.
@@ -120,7 +130,7 @@ func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
 		key  string
 		from string
 		to   *plans.Override
-	}{{"gpus", rec.GPUs, &ov.GPUs}, {"gpu_plan", rec.Plan, &ov.Plan}, {"headroom", rec.Headroom, &ov.Headroom}} {
+	}{{"gpus", rec.GPUs, &ov.GPUs}, {"gpu_plan", rec.Plan, &ov.Plan}, {"headroom", rec.Headroom, &ov.Headroom}, {"util_target", rec.UtilTarget, &ov.UtilTarget}} {
 		if f.to.Value == "" && f.from != "" {
 			*f.to = plans.Override{Value: f.from, Source: fmt.Sprintf("%s: %s (the last daemon's)", path, f.key)}
 			recalled = append(recalled, f.key+" "+f.from)
@@ -131,7 +141,7 @@ func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
 
 // remember records the machine settings a daemon runs with, for the next (recall).
 func remember(dir string, ov plans.Overrides) error {
-	rec := machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value}
+	rec := machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value, UtilTarget: ov.UtilTarget.Value}
 	if err := launcher.WriteJSON(filepath.Join(dir, machineFile), rec); err != nil {
 		return fmt.Errorf("record the machine: %w", err)
 	}

@@ -45,6 +45,10 @@ type Process struct {
 	// Attempt is the attempt the process belongs to, where the machine that read the
 	// card has told it already (a worker knows its own trainers); "" otherwise.
 	Attempt string `json:",omitempty"`
+	// Util is the share of the card's compute the process kept busy over NVML's last
+	// sample period (per-process SM utilization), in percent; NoReading where NVML
+	// gives none (drivers without per-process accounting, no sample yet).
+	Util int `json:",omitempty"`
 }
 
 // Unknown is a process's memory use when NVML cannot tell.

@@ -5,6 +5,7 @@ package pack
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
@@ -39,7 +40,10 @@ type reservation struct {
 	// take.
 	room  []int64
 	slots []int
-	head  Request
+	// util is, by card position, what of a reserved card's sharing target is left
+	// beside the head at In.
+	util []float64
+	head Request
 }
 
 // mayUse reports whether r may start on card i as far as the reservation goes: the card
@@ -50,7 +54,7 @@ func (p *packer) mayUse(i int, r *Request) bool {
 	if res == nil || !res.on[i] || p.endsBefore(r) || !res.Due {
 		return true
 	}
-	return !r.Exclusive && !res.head.Exclusive && res.room[i] >= r.Memory && res.slots[i] > 0
+	return !r.Exclusive && !res.head.Exclusive && res.room[i] >= r.Memory && res.slots[i] > 0 && res.util[i] >= r.util()-slack
 }
 
 // endsBefore reports whether r is expected to end before the reservation is due.
@@ -85,7 +89,7 @@ func (p *packer) reserve(r Request) {
 	one := p.onOneMachine(pos, max(r.GPUsPerJob, 1))
 	cands = slices.DeleteFunc(cands, func(c cand) bool { return !slices.Contains(one, c.i) })
 	res := &reservation{Reservation: Reservation{Job: r.Job}, on: make([]bool, len(p.cards)),
-		room: make([]int64, len(p.cards)), slots: make([]int, len(p.cards)), head: r}
+		room: make([]int64, len(p.cards)), slots: make([]int, len(p.cards)), util: make([]float64, len(p.cards)), head: r}
 	for _, c := range cands {
 		res.In = max(res.In, c.at)
 	}
@@ -109,6 +113,10 @@ func (p *packer) reserve(r Request) {
 		}
 		free, running := p.after(c.i, ends)
 		res.room[c.i], res.slots[c.i] = free-r.Memory, p.cards[c.i].Slots-running-1
+		res.util[c.i] = math.Inf(1)
+		if card := &p.cards[c.i]; card.Target > 0 {
+			res.util[c.i] = card.Target - p.measuredAfter(c.i, ends) - r.util()
+		}
 	}
 	slices.Sort(res.Cards)
 	p.res = res
@@ -125,7 +133,8 @@ func (p *packer) freeAt(i int, r Request) (at time.Duration, ends int, ok bool) 
 	fitsAfter := func(n int) bool {
 		free, running := p.after(i, n)
 		excl := c.Exclusive && !slices.ContainsFunc(c.Ends[:n], func(e Release) bool { return e.Exclusive })
-		return free >= r.Memory && running < c.Slots && !excl && (!r.Exclusive || running == 0)
+		shares := c.Target == 0 || running == 0 || p.measuredAfter(i, n)+r.util() <= c.Target+slack
+		return free >= r.Memory && running < c.Slots && !excl && (!r.Exclusive || running == 0) && shares
 	}
 	for n := 0; n <= len(c.Ends); n++ {
 		if fitsAfter(n) {
@@ -149,6 +158,21 @@ func (p *packer) after(i, n int) (free int64, running int) {
 		free += e.Memory
 	}
 	return min(free, c.idleRoom()), c.Running - n
+}
+
+// measuredAfter is what the measured jobs on card i ask of its compute once its first n
+// attempts to end have. A job not measured yet will be within minutes, long before it
+// ends: when a card will have room for compute is told by what is measured there.
+func (p *packer) measuredAfter(i, n int) float64 {
+	c := &p.cards[i]
+	u, blind := c.Util, c.BlindUtil
+	for _, e := range c.Ends[:n] {
+		u -= e.Util
+		if e.Blind {
+			blind -= e.Util
+		}
+	}
+	return max(u-max(blind, 0), 0)
 }
 
 // reservation is the Reservation made this round, for the decision.

@@ -35,6 +35,14 @@ const (
 	// TooLarge: even with none of gpuq's jobs running, no card (or not enough cards)
 	// would have room, because of other processes or the plan.
 	TooLarge Reason = "too-large"
+	// WouldSlow: cards have a slot and room, but the jobs on them already ask so much
+	// of their compute that with this one they would pass the sharing target, and each
+	// would run slower than alone (see Speed).
+	WouldSlow Reason = "would-slow"
+	// Unmeasured: the job's shape has not been measured yet, so it counts as
+	// compute-bound and runs alone, or beside jobs that use no compute; no card offers
+	// that now.
+	Unmeasured Reason = "unmeasured"
 )
 
 // Wait is a job the packer did not place, and why.
@@ -169,6 +177,7 @@ type fit struct {
 	memory, host int64
 	duration     time.Duration
 	quota        *Quota
+	util         float64 // as counted (Request.util)
 	gpus         int32
 	exclusive    int32 // 1: exclusive
 }
@@ -178,11 +187,11 @@ type fit struct {
 // a long queue.
 func (f *fit) of(r *Request) bool {
 	return f.memory == r.Memory && f.host == r.Host && f.duration == r.Duration && f.quota == r.Quota &&
-		f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive
+		f.util == r.util() && f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive
 }
 
 func fitOf(r *Request) fit {
-	f := fit{r.Memory, r.Host, r.Duration, r.Quota, int32(max(r.GPUsPerJob, 1)), 0}
+	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.util(), int32(max(r.GPUsPerJob, 1)), 0}
 	if r.Exclusive {
 		f.exclusive = 1
 	}
@@ -215,6 +224,9 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	reservedFits, quotaFull := 0, 0
 	var bestFree int64 = -1 << 62
 	bestCard := "none"
+	// The cards r would fit but for what their jobs ask of their compute, and of them
+	// the one that would slow least.
+	busy, leastBusy := 0, -1
 	// The most cards one machine could ever offer r, and has with a free slot now: a
 	// job's cards are on one machine.
 	idleFits, withSlot := 0, 0
@@ -235,6 +247,11 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		if p.fits(i, &r) && !p.mayUse(i, &r) {
 			reservedFits++
 		}
+		if !c.shares(&r) && p.fitsSharing(i, &r) {
+			if busy++; leastBusy < 0 || c.load(&r) < p.cards[leastBusy].load(&r) {
+				leastBusy = i
+			}
+		}
 		if f := c.Free(); f > bestFree {
 			bestFree, bestCard = f, plans.CardID{Worker: c.Worker, Index: c.Index}.String()
 		}
@@ -247,6 +264,10 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		w.Reason = Reserved
 	case r.Exclusive:
 		w.Reason = NeedsIdle
+	case busy > 0 && r.UtilUnknown:
+		w.Reason = Unmeasured
+	case busy > 0:
+		w.Reason = WouldSlow
 	case withSlot >= need:
 		w.Reason = NoMemory
 	default:
@@ -272,6 +293,8 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		w.Detail = p.reservedWhy(r)
 	case NeedsIdle:
 		w.Detail = fmt.Sprintf("runs alone after an OOM and needs %s with no other job", cards)
+	case Unmeasured, WouldSlow:
+		w.Detail = p.busyWhy(r, leastBusy)
 	case NoMemory:
 		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %s)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
 	default:
@@ -321,4 +344,33 @@ func (p *packer) tooLong(r Request, need int) bool {
 		}
 	}
 	return false
+}
+
+// fitsSharing reports whether r would fit card i were it not for what the jobs there
+// ask of its compute.
+func (p *packer) fitsSharing(i int, r *Request) bool {
+	c := &p.cards[i]
+	target := c.Target
+	c.Target = 0
+	ok := p.fits(i, r)
+	c.Target = target
+	return ok
+}
+
+// busyWhy says why r may not join the jobs on card i, the one it would slow least.
+func (p *packer) busyWhy(r Request, i int) string {
+	c := &p.cards[i]
+	card := plans.CardID{Worker: c.Worker, Index: c.Index}.String()
+	load := fmt.Sprintf("with it the jobs there would ask %.0f%% of the card, past the sharing target of %.0f%%",
+		100*c.load(&r), 100*c.Target)
+	if r.UtilUnknown {
+		counts := "compute-bound"
+		if u := r.util(); u < 1 {
+			counts = fmt.Sprintf("%.0f%% of a card", 100*u)
+		}
+		return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
+			"and it would slow the jobs on GPU %s, the least busy with room for it, to %.0f%% of their speed: %s", counts, card, 100*c.slowdown(&r), load)
+	}
+	return fmt.Sprintf("would slow the jobs on GPU %s to %.0f%% of their speed: it keeps %.0f%% of a card busy, and %s",
+		card, 100*c.slowdown(&r), 100*r.Util, load)
 }

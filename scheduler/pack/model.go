@@ -26,6 +26,12 @@ type Request struct {
 	// Waited is how long the job has waited at the head of the queue with cards
 	// reserved for it (see DueAfter); 0 for any other job.
 	Waited time.Duration
+	// Util is the share of a card's compute the job keeps busy alone, as its shape's
+	// runs were measured (see Speed), from 0 to 1. UtilUnknown: not measured yet; it
+	// counts at Util, a guess, or as compute-bound (1) where Util is 0, so that it
+	// shares a card with nothing it could slow.
+	Util        float64
+	UtilUnknown bool
 }
 
 // Quota is what a sweep's own gpus and gpu_plan leave its jobs when several sweeps
@@ -89,6 +95,15 @@ type CardState struct {
 	// Left is how long the card's machine has left (a worker whose allocation ends);
 	// 0: no end.
 	Left time.Duration
+	// Target is how much of the card's compute the jobs sharing it may ask for
+	// together (the sharing target, 1 = all of it); 0: no such limit, memory and slots
+	// alone decide how many share it. Util is what they ask for now: gpuq's jobs by
+	// their utilizations (a guess for each not measured yet, of which Blind counts and
+	// BlindUtil is the part), other processes as NVML measured them.
+	Target    float64
+	Util      float64
+	Blind     int
+	BlindUtil float64
 }
 
 // Release is a running attempt on a card as the packer sees it: when it is expected to
@@ -97,6 +112,8 @@ type Release struct {
 	In        time.Duration // from now; Unknown when nothing says
 	Memory    int64
 	Exclusive bool
+	Util      float64 // of the card's compute, as counted in CardState.Util
+	Blind     bool    // not measured yet: counted in CardState.Blind
 }
 
 // UnknownEnd is an end nothing foretells: no duration learned and no timeout, or a run

@@ -47,7 +47,7 @@ func (p *packer) fits(i int, r *Request) bool {
 	if r.Quota.full(i) {
 		return false
 	}
-	if r.Exclusive && c.Running > 0 {
+	if r.Exclusive && c.Running > 0 || !c.shares(r) {
 		return false
 	}
 	return p.inTime(i, r) && (r.Host <= 0 || p.hostFree(c.Worker) >= r.Host)
@@ -67,16 +67,22 @@ func (p *packer) pick(r *Request) []int {
 	}
 	p.scratch = cands
 	if need == 1 { // the common case: the single best card, no sort
-		best, bestScore := cands[0], p.leftover(cands[0], r)
+		best := cands[0]
 		for _, i := range cands[1:] {
-			if s := p.leftover(i, r); s < bestScore {
-				best, bestScore = i, s
+			if p.better(i, best, r) {
+				best = i
 			}
 		}
 		return []int{best}
 	}
 	slices.SortStableFunc(cands, func(a, b int) int {
-		return cmp.Compare(p.leftover(a, r), p.leftover(b, r))
+		switch {
+		case p.better(a, b, r):
+			return -1
+		case p.better(b, a, r):
+			return 1
+		}
+		return 0
 	})
 	picked := slices.Clone(p.onOneMachine(cands, need))
 	slices.Sort(picked)
@@ -91,7 +97,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 		h.Ours += r.Host
 		p.hosts[pl.Worker] = h
 	}
-	end := Release{In: UnknownEnd, Memory: r.Memory, Exclusive: r.Exclusive}
+	end := Release{In: UnknownEnd, Memory: r.Memory, Exclusive: r.Exclusive, Util: r.util(), Blind: r.UtilUnknown}
 	if r.Duration > 0 {
 		end.In = r.Duration
 	}
@@ -110,12 +116,18 @@ func (p *packer) place(r Request, picked []int) Placement {
 		c.Reserved += r.Memory
 		c.Used += r.Memory
 		c.Exclusive = c.Exclusive || r.Exclusive
+		c.Util += r.util()
+		if r.UtilUnknown {
+			c.Blind++
+			c.BlindUtil += r.util()
+		}
 		// The caller's slice is not ours to append to.
 		at, _ := slices.BinarySearchFunc(c.Ends, end.In, func(e Release, in time.Duration) int { return cmp.Compare(e.In, in) })
 		c.Ends = slices.Insert(slices.Clip(c.Ends), at, end)
 		if res := p.res; res != nil && res.on[i] && !p.endsBefore(&r) {
 			res.room[i] -= r.Memory
 			res.slots[i]--
+			res.util[i] -= r.util()
 		}
 		pl.Cards = append(pl.Cards, c.Index)
 	}

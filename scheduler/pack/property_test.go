@@ -47,8 +47,32 @@ func randomQueue(r *rand.Rand, n int) []Request {
 	return q
 }
 
+// withCompute gives half the cases a sharing target, what runs on the cards a
+// utilization, and the jobs theirs, some not measured yet.
+func withCompute(r *rand.Rand, cards []CardState, queue []Request) {
+	if r.IntN(2) == 0 {
+		return
+	}
+	for i := range cards {
+		cards[i].Target = []float64{DefaultTarget, 1.5}[r.IntN(2)]
+		for range cards[i].Running {
+			if r.IntN(4) == 0 {
+				cards[i].Util++
+				cards[i].Blind++
+			} else {
+				cards[i].Util += float64(r.IntN(11)) / 10
+			}
+		}
+	}
+	for i := range queue {
+		queue[i].Util = float64(r.IntN(11)) / 10
+		queue[i].UtilUnknown = r.IntN(4) == 0
+	}
+}
+
 // TestPackProperties: over random inputs the packer never fills a card past its slots or
-// its free memory, never shares an exclusive card, gives a multi-card job distinct cards
+// its free memory, nor past its sharing target where jobs share it, never shares an
+// exclusive card, gives a multi-card job distinct cards
 // of one machine, accounts for every job exactly once, and decides the same way every
 // time.
 func TestPackProperties(t *testing.T) {
@@ -61,6 +85,7 @@ func TestPackProperties(t *testing.T) {
 			queue[i].Duration = time.Duration(r.IntN(4)) * 20 * time.Minute
 			queue[i].Waited = time.Duration(r.IntN(2)) * DueAfter
 		}
+		withCompute(rand.New(rand.NewPCG(seed, 11)), cards, queue)
 		d := Pack(queue, cards, nil)
 
 		if again := Pack(queue, cards, nil); !reflect.DeepEqual(d, again) {
@@ -76,6 +101,7 @@ func TestPackProperties(t *testing.T) {
 			pos[plans.CardID{Worker: c.Worker, Index: c.Index}] = i
 		}
 		added := make([]int64, len(cards))
+		util := make([]float64, len(cards))
 		count := make([]int, len(cards))
 		excl := make([]bool, len(cards))
 		for _, p := range d.Placements {
@@ -98,6 +124,7 @@ func TestPackProperties(t *testing.T) {
 					t.Fatalf("seed %d: %s got card %d of %q, which has none such", seed, p.Job, ci, p.Worker)
 				}
 				added[i] += q.Memory
+				util[i] += q.util()
 				count[i]++
 				if q.Exclusive {
 					excl[i] = true
@@ -116,6 +143,9 @@ func TestPackProperties(t *testing.T) {
 			}
 			if c.Exclusive || (excl[i] && (c.Running > 0 || count[i] > 1)) {
 				t.Fatalf("seed %d: card %d shared with an exclusive job", seed, i)
+			}
+			if shared := c.Running > 0 || count[i] > 1; shared && c.Target > 0 && c.Util+util[i] > c.Target+slack {
+				t.Fatalf("seed %d: card %d past its sharing target: %.2f + %.2f > %.2f", seed, i, c.Util, util[i], c.Target)
 			}
 		}
 		for w := range d.Waiting.All() {

@@ -9,7 +9,9 @@ import (
 
 // LowerBound is a makespan no policy can beat on the trace: the largest of the longest
 // job, the jobs' total memory-time over the cards' total memory (headroom not taken
-// off), and, where the plan limits every card, the jobs' total time over its slots.
+// off), the jobs' total compute-time (utilization times duration) over the cards, since
+// no card computes more than all the time whoever shares it, and, where the plan
+// limits every card, the jobs' total time over its slots.
 // Each job counts at its cheapest tier that fits the largest card, the cheapest for each
 // term on its own; a job that fits at no tier is left out, since no policy completes it.
 func LowerBound(t *Trace) time.Duration {
@@ -22,7 +24,7 @@ func LowerBound(t *Trace) time.Duration {
 		slots += n
 	}
 	var longest, total time.Duration
-	var memTime float64
+	var memTime, computeTime float64
 	cheap := t.cheapest()
 	for i := range t.Sweep.Jobs {
 		c := cheap[t.Entry[i]]
@@ -32,8 +34,11 @@ func LowerBound(t *Trace) time.Duration {
 		longest = max(longest, c.shortest)
 		total += c.shortest
 		memTime += c.leanest
+		computeTime += t.Truth(i).Util * c.shortest.Seconds()
 	}
-	bound := max(longest, time.Duration(memTime/float64(newMachine(t.Sweep.GPUs).capacity)*float64(time.Second)))
+	m := newMachine(t.Sweep.GPUs)
+	bound := max(longest, time.Duration(memTime/float64(m.capacity)*float64(time.Second)),
+		time.Duration(computeTime/float64(len(m.cards))*float64(time.Second)))
 	if slots > 0 {
 		bound = max(bound, total/time.Duration(slots))
 	}

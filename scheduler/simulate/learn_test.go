@@ -57,8 +57,11 @@ headroom: 5%`, "estimate: 9.8GiB, base: 2GiB, activations: 5GiB, duration: 30m",
 // Jobs that cannot learn from each other keep crowding cards as they free.
 func TestLearningStopsRepeatedOOMs(t *testing.T) {
 	// true peak 3 + 7 = 10 GiB, declared 6 GiB: three of them fit 22.8 GiB of room.
+	// Memory alone decides (util_target: off): jobs of shapes not measured yet would
+	// otherwise share no card with each other, and crowd none out.
 	shared, apart := learningPair(t, `gpus: "sim:4x24GiB"
-headroom: 5%`, "estimate: 6GiB, base: 3GiB, activations: 7GiB, duration: 30m", 40)
+headroom: 5%
+util_target: "off"`, "estimate: 6GiB, base: 3GiB, activations: 7GiB, duration: 30m", 40)
 	t.Logf("learned: %+v", shared)
 	t.Logf("unlearned: %+v", apart)
 	const firstWave = 4 // the third job to allocate on each of the 4 cards

@@ -11,13 +11,17 @@ import (
 // machine is the simulated cards and the trainers on them, in virtual time. A trainer
 // reaches its peak AllocateAfter its start (all at once), holds it to its end, and runs
 // out of memory then if its card's allocated peaks would exceed the card: the one
-// allocating loses, as with real trainers.
+// allocating loses, as with real trainers. Trainers sharing a card slow each other
+// down by the compute they take of it (see rates.go).
 type machine struct {
 	now    time.Duration // since the simulation began
 	cards  []simCard
 	events eventQueue
 	seq    uint64
 	pid    int
+	// cost is the trace's colocation_cost: what each trainer loses to each other one on
+	// its card, whatever their utilizations.
+	cost float64
 
 	capacity int64   // all cards' memory
 	held     int64   // allocated on all cards now
@@ -35,6 +39,10 @@ type simCard struct {
 	total    int64
 	held     int64
 	trainers []*trainer // those that have allocated, in the order they did
+	// running are the trainers computing on the card, allocated or not, and util the
+	// sum of their utilizations.
+	running []*trainer
+	util    float64
 }
 
 // trainer is one simulated attempt.
@@ -42,11 +50,14 @@ type trainer struct {
 	pid       int
 	cards     []int // positions in machine.cards
 	peak      int64 // per card
+	util      float64
 	started   time.Duration
 	duration  time.Duration
 	allocated bool
 	ended     bool
 	done      func(plans.Outcome, *plans.OOMFacts)
+	// progress is how its work goes (see rates.go).
+	progress
 }
 
 type eventKind int
@@ -63,6 +74,9 @@ type event struct {
 	seq  uint64 // ties in time go in the order events were made
 	kind eventKind
 	t    *trainer
+	// gen is the trainer's timing the event was made for: a finish made before its
+	// rate changed is stale (see retime).
+	gen uint64
 }
 
 type eventQueue []event
@@ -96,14 +110,21 @@ func newMachine(spec plans.GPUSpec) *machine {
 
 func (m *machine) at(after time.Duration, kind eventKind, t *trainer) {
 	m.seq++
-	heap.Push(&m.events, event{at: m.now + after, seq: m.seq, kind: kind, t: t})
+	e := event{at: m.now + after, seq: m.seq, kind: kind, t: t}
+	if t != nil {
+		e.gen = t.gen
+	}
+	heap.Push(&m.events, e)
 }
 
-// start launches a trainer on cards; done is called once, when it ends.
-func (m *machine) start(cards []int, peak int64, d time.Duration, done func(plans.Outcome, *plans.OOMFacts)) int {
+// start launches a trainer on cards, with d its duration alone and util the share of a
+// card's compute it keeps busy then; done is called once, when it ends.
+func (m *machine) start(cards []int, peak int64, d time.Duration, util float64, done func(plans.Outcome, *plans.OOMFacts)) int {
 	m.pid++
-	t := &trainer{pid: m.pid, cards: cards, peak: peak, started: m.now, duration: d, done: done}
+	t := &trainer{pid: m.pid, cards: cards, peak: peak, util: util, started: m.now, duration: d, done: done}
+	t.progress = progress{left: d, since: m.now, rate: 1}
 	m.at(min(AllocateAfter, d/2), allocate, t)
+	m.join(t)
 	return t.pid
 }
 
@@ -145,7 +166,7 @@ func (m *machine) step() (ended, more bool) {
 			ended = true
 			continue
 		}
-		if e.t.ended {
+		if e.t.ended || e.kind == finish && e.gen != e.t.gen {
 			continue
 		}
 		switch e.kind {
@@ -191,7 +212,7 @@ func (m *machine) allocate(t *trainer) bool {
 		m.held += t.peak
 	}
 	t.allocated = true
-	m.at(t.started+t.duration-m.now, finish, t)
+	m.at(t.finishIn(m.now), finish, t)
 	return true
 }
 
@@ -210,6 +231,7 @@ func (m *machine) oomFacts(c *simCard, t *trainer) *plans.OOMFacts {
 
 func (m *machine) end(t *trainer, o plans.Outcome, f *plans.OOMFacts) {
 	t.ended = true
+	m.leave(t)
 	if t.allocated {
 		for _, i := range t.cards {
 			c := &m.cards[i]
@@ -235,7 +257,9 @@ func (m *machine) utilization() float64 {
 	return m.memTime / (float64(m.capacity) * m.last.Seconds())
 }
 
-// Read reads the cards as NVML would: memory in use and the processes holding it.
+// Read reads the cards as NVML would: memory in use and the processes holding it, the
+// card's utilization (the busy share of its compute, min(1, Σu)) and each process's (its
+// utilization, scaled down by its share where the card is oversubscribed).
 // It fills the same slices each time: the engine keeps a reading only until its next.
 func (m *machine) Read() ([]gpu.Card, error) {
 	if m.read == nil {
@@ -244,9 +268,10 @@ func (m *machine) Read() ([]gpu.Card, error) {
 	for i, c := range m.cards {
 		procs := m.read[i].Processes[:0]
 		for _, t := range c.trainers {
-			procs = append(procs, gpu.Process{PID: t.pid, Used: t.peak})
+			procs = append(procs, gpu.Process{PID: t.pid, Used: t.peak, Util: percent(t.util * c.share())})
 		}
-		m.read[i] = gpu.Card{Index: i, Total: c.total, Used: c.held, Processes: procs}
+		m.read[i] = gpu.Card{Index: i, Total: c.total, Used: c.held, Processes: procs,
+			Utilization: percent(min(1, c.util)), Temperature: gpu.NoReading}
 	}
 	return m.read, nil
 }

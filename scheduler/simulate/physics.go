@@ -31,11 +31,14 @@ const (
 )
 
 // Truth is what a trace says a job really needs as written (tier 0): Base for
-// weights, optimizer state and CUDA context, Activations on top, for Duration.
+// weights, optimizer state and CUDA context, Activations on top, for Duration alone
+// on a card, keeping Util of the card's compute busy (0: none, so that sharing a card
+// costs it nothing).
 type Truth struct {
 	Base        int64
 	Activations int64
 	Duration    time.Duration
+	Util        float64
 }
 
 // At returns the job's peak memory per card and its duration with params, where

@@ -77,6 +77,7 @@ func History(t *Trace) (Result, *state.Store, error) { return run(t, GPUQ) }
 func run(t *Trace, p Policy) (Result, *state.Store, error) {
 	began := time.Now()
 	m := newMachine(t.Sweep.GPUs)
+	m.cost = t.Cost
 	r := Result{Policy: p, Jobs: len(t.Sweep.Jobs)}
 	var store *state.Store
 	var err error
@@ -118,7 +119,7 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}, curves: map[string]*curveRun{}}
 	// Nobody reads a simulation's store while it runs: an attempt's measures are
 	// written when it ends, not at every step of its memory.
-	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64}
+	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64, UtilTarget: t.Sweep.UtilTarget}
 	if err := store.Submit(&state.Submission{Sweep: t.Sweep}); err != nil {
 		return nil, err
 	}
@@ -168,8 +169,8 @@ type engineRunner struct {
 	pids     map[string]int   // running attempts' trainers
 	attempts map[int]string   // and the other way
 	ended    []scheduler.Exit // at the moment the machine is at, not applied yet
-	// teaching counts the running trainers whose shape had no measured peak when they
-	// started.
+	// teaching counts the running trainers whose shape had no measured peak or
+	// utilization when they started.
 	teaching int
 	// curves are the running attempts' training curves, by attempt.
 	curves map[string]*curveRun
@@ -180,12 +181,12 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 	peak, d := truth.At(l.Job.Params, l.Attempt.Params)
 	id := l.Attempt.ID
 	teaches := false
-	if known := rn.store.View().Shape(l.Job.Shape); known == nil || known.Peak == 0 {
+	if known := rn.store.View().Shape(l.Job.Shape); known == nil || known.Peak == 0 || known.UtilRuns == 0 {
 		teaches = true
 		rn.teaching++
 	}
 	var pid int
-	pid = rn.m.start(l.Attempt.GPUs, peak, d, func(o plans.Outcome, f *plans.OOMFacts) {
+	pid = rn.m.start(l.Attempt.GPUs, peak, d, rn.trace.Truth(l.Job.Index-1).Util, func(o plans.Outcome, f *plans.OOMFacts) {
 		if teaches {
 			rn.teaching--
 		}

@@ -31,9 +31,9 @@ func TestMachineOOM(t *testing.T) {
 			facts = f
 		}
 	}
-	first := m.start([]int{0}, 14*gib, time.Hour, record)
+	first := m.start([]int{0}, 14*gib, time.Hour, 0, record)
 	m.advance(time.Second) // the second starts a second later, and allocates a second later
-	m.start([]int{0}, 12*gib, time.Hour, record)
+	m.start([]int{0}, 12*gib, time.Hour, 0, record)
 	m.run()
 	if !reflect.DeepEqual(outcomes, []plans.Outcome{plans.GPUOOM, plans.Success}) {
 		t.Fatalf("outcomes %v", outcomes)
@@ -126,6 +126,15 @@ jobs: [{name: a, estimate: 12GiB, base: 3GiB, activations: 9GiB, duration: 1h, c
 	want := 40 * (3 + 0.35*9/4) * 1.08 * 1.15 * 1.15 / 48 * 3600
 	if got := LowerBound(tr).Seconds(); got < want*0.999 || got > want*1.001 {
 		t.Errorf("bound %.0f s, want %.0f s", got, want)
+	}
+	// Jobs that keep a card 80% busy: 10 x 0.8 x 1 h of compute on two cards is 4 h,
+	// however many share a card.
+	tr = mustDecode(t, `
+gpus: "sim:2x80GiB"
+jobs: [{name: a, estimate: 2GiB, base: 1GiB, activations: 1GiB, duration: 1h, gpu_util: 0.8, count: 10}]
+`)
+	if got := LowerBound(tr); got != 4*time.Hour {
+		t.Errorf("compute bound %v, want 4h", got)
 	}
 }
 

@@ -3,6 +3,7 @@ package simulate
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,9 @@ import (
 // estimates), and the truth of each, which only the simulated cards know.
 type Trace struct {
 	Sweep *plans.Sweep
+	// Cost is the trace's colocation_cost: the share of its speed each trainer loses to
+	// each other one on its card (see pack.Speed); 0: none.
+	Cost float64
 	// Entries are the trace's job entries' truths; Entry maps each job, by its Index-1,
 	// to its entry. The jobs of one entry differ in nothing but their copy number.
 	Entries []Truth
@@ -29,8 +33,8 @@ type Trace struct {
 func (t *Trace) Truth(i int) Truth { return t.Entries[t.Entry[i]] }
 
 var (
-	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "timeout", "order", "jobs", "seeds", "early_stop"}
-	jobKeys   = []string{"name", "estimate", "base", "activations", "duration", "count", "params", "timeout", "curve"}
+	traceKeys = []string{"name", "gpus", "gpu_plan", "headroom", "oom", "params", "shape_ignores", "timeout", "order", "util_target", "colocation_cost", "jobs", "seeds", "early_stop"}
+	jobKeys   = []string{"name", "estimate", "base", "activations", "duration", "gpu_util", "count", "params", "timeout", "curve"}
 	// defaultParams are what a trace's jobs have unless it says otherwise: the keys the
 	// default ladder degrades, so that an OOM has somewhere to go.
 	defaultParams = []struct {
@@ -86,7 +90,7 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 			fail(k, "unknown key%s; a trace has %s", plans.Suggest(k, traceKeys), strings.Join(traceKeys, ", "))
 			continue
 		}
-		if k != "jobs" && k != "params" {
+		if k != "jobs" && k != "params" && k != "colocation_cost" {
 			sweep.Set(k, doc.Vals[k])
 		}
 	}
@@ -193,6 +197,13 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 		return nil, errs
 	}
 	t := &Trace{Sweep: sw, Entries: entries, Curves: curves}
+	if v, ok := doc.Get("colocation_cost"); ok {
+		c, err := share(v, false)
+		if err != nil {
+			return nil, plans.Problems{&plans.FieldError{File: file, Field: "colocation_cost", Msg: err.Error() + ", the share of its speed a trainer loses to each other one on its card: e.g. 0.05 (Lucid's median pair)"}}
+		}
+		t.Cost = c
+	}
 	t.copies(counts)
 	return t, nil
 }
@@ -269,6 +280,13 @@ func decodeJob(file, field string, m *plans.Map) (traceJob, plans.Problems) {
 	} else {
 		fail("", "needs a duration, e.g. 45m or 2h30m")
 	}
+	if v, ok := m.Get("gpu_util"); ok {
+		u, err := share(v, true)
+		if err != nil {
+			fail(".gpu_util", "%v, the share of a card's compute the job keeps busy alone (nvidia-smi's GPU-Util): e.g. 0.45 or 45%%", err)
+		}
+		j.truth.Util = u
+	}
 	if v, ok := m.Get("count"); ok {
 		n, isInt := v.(int64)
 		if !isInt || n < 1 {
@@ -285,4 +303,32 @@ func decodeJob(file, field string, m *plans.Map) (traceJob, plans.Problems) {
 		}
 	}
 	return j, errs
+}
+
+// share reads a fraction written as a number (0.45) or a percentage ("45%"): above 0
+// and at most 1 where whole, else from 0 to below 1.
+func share(v any, whole bool) (float64, error) {
+	var x float64
+	switch n := v.(type) {
+	case int64:
+		x = float64(n)
+	case float64:
+		x = n
+	case string:
+		p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(n, "%")), 64)
+		if err != nil || !strings.HasSuffix(n, "%") {
+			return 0, fmt.Errorf("%q is not a share", n)
+		}
+		x = p / 100
+	default:
+		return 0, fmt.Errorf("%s is not a share", plans.FormatValue(v))
+	}
+	if whole && (x <= 0 || x > 1) || !whole && (x < 0 || x >= 1) || math.IsNaN(x) {
+		bounds := "from 0 to below 1"
+		if whole {
+			bounds = "above 0 and at most 1"
+		}
+		return 0, fmt.Errorf("%s is not a share %s", plans.FormatValue(v), bounds)
+	}
+	return x, nil
 }

@@ -40,6 +40,20 @@ jobs:
 	if s := tr.Slots(); len(s) != 2 || s[0] != 2 || s[1] != 1 {
 		t.Errorf("slots %v", s)
 	}
+	if tr.Cost != 0 || tr.Truth(0).Util != 0 {
+		t.Errorf("without gpu_util and colocation_cost sharing is free: cost %v, util %v", tr.Cost, tr.Truth(0).Util)
+	}
+	tr, err = Decode("t.yaml", []byte(`
+gpus: "sim:1x24GiB"
+colocation_cost: 5%
+jobs: [{name: a, base: 1GiB, duration: 1h, gpu_util: 0.45}, {name: b, base: 1GiB, duration: 1h, gpu_util: 100%}]
+`), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Cost != 0.05 || tr.Truth(0).Util != 0.45 || tr.Truth(1).Util != 1 {
+		t.Errorf("cost %v, utils %v %v", tr.Cost, tr.Truth(0).Util, tr.Truth(1).Util)
+	}
 }
 
 func TestDecodeRefusesBadTraces(t *testing.T) {
@@ -55,6 +69,10 @@ func TestDecodeRefusesBadTraces(t *testing.T) {
 		{`{gpus: "0,1", jobs: [{name: a, base: 3GiB, duration: 1h}]}`, `gpus: a trace runs on simulated cards`},
 		{`{gpus: "sim:2x24GiB", gpu_plan: "1,1,1", jobs: [{name: a, base: 3GiB, duration: 1h}]}`, `gpu_plan`},
 		{`{gpus: "sim:1x24GiB", jobs: [{name: a, estimate: 30GiB, base: 3GiB, duration: 1h}]}`, `larger than every card`},
+		{`{gpus: "sim:1x24GiB", jobs: [{name: a, base: 3GiB, duration: 1h, gpu_util: 1.5}]}`, `jobs[0].gpu_util: 1.5 is not a share above 0 and at most 1`},
+		{`{gpus: "sim:1x24GiB", jobs: [{name: a, base: 3GiB, duration: 1h, gpu_util: 0}]}`, `jobs[0].gpu_util: 0 is not a share`},
+		{`{gpus: "sim:1x24GiB", jobs: [{name: a, base: 3GiB, duration: 1h, gpu_util: busy}]}`, `jobs[0].gpu_util: "busy" is not a share`},
+		{`{gpus: "sim:1x24GiB", colocation_cost: 1, jobs: [{name: a, base: 3GiB, duration: 1h}]}`, `colocation_cost: 1 is not a share from 0 to below 1`},
 	} {
 		_, err := Decode("t.yaml", []byte(c.doc), plans.Overrides{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -109,19 +109,26 @@ func TestGeneratedTraces(t *testing.T) {
 			}
 			b.WriteString("}\n")
 		}
-		path := filepath.Join("..", "..", "examples", "traces", g.file)
-		if _, err := Decode(path, b.Bytes(), plans.Overrides{}); err != nil {
-			t.Errorf("%s: %v", g.file, err)
-			continue
+		checkGenerated(t, g.file, b.Bytes(), "GeneratedTraces")
+	}
+}
+
+// checkGenerated checks that examples/traces/file is what its generator (the test
+// named test) writes, data, and is a valid trace; with -update it writes it.
+func checkGenerated(t *testing.T, file string, data []byte, test string) {
+	t.Helper()
+	path := filepath.Join("..", "..", "examples", "traces", file)
+	if _, err := Decode(path, data, plans.Overrides{}); err != nil {
+		t.Errorf("%s: %v", file, err)
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
 		}
-		if *update {
-			if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if have, err := os.ReadFile(path); err != nil || !bytes.Equal(have, b.Bytes()) {
-			t.Errorf("%s is not what its generator writes (%v): go test ./scheduler/simulate -run GeneratedTraces -update", path, err)
-		}
+		return
+	}
+	if have, err := os.ReadFile(path); err != nil || !bytes.Equal(have, data) {
+		t.Errorf("%s is not what its generator writes (%v): go test ./scheduler/simulate -run %s -update", path, err, test)
 	}
 }

@@ -168,6 +168,19 @@ type Attempt struct {
 	// Exit is how its trainer's process ended: its status or signal, and its last error
 	// line; nil while it runs, and for one that never ran or whose end was lost.
 	Exit *plans.ProcessExit `json:",omitempty"`
+
+	// Util is the mean of what NVML measured it to keep busy of its card's compute (0
+	// to 1), over UtilSamples rounds from a minute after it started (see the engine's
+	// sampleUtil); 0 samples: none could be taken.
+	Util        float64 `json:",omitempty"`
+	UtilSamples int     `json:",omitempty"`
+	// Crowd is how many of gpuq's attempts its cards held on average over its run,
+	// itself included (1: it ran alone), and Pace how fast the sharing model expected
+	// it to run on average, as a share of its speed alone, from the utilizations of
+	// the attempts beside it (see pack.Speed). Both 0: not followed from its start (a
+	// daemon took it up after a restart).
+	Crowd float64 `json:",omitempty"`
+	Pace  float64 `json:",omitempty"`
 }
 
 // Shape is what gpuq has learned of one shape's memory.
@@ -192,6 +205,67 @@ type Shape struct {
 	// Rev counts the changes of Peak, Host and Floor: what the estimates of the
 	// shape's jobs are made of (see Status.EstimatedAt).
 	Rev uint64 `json:",omitempty"`
+
+	// Util is how much of a card's compute the shape's attempts keep busy alone (0 to 1),
+	// as NVML measured them, averaged over UtilRuns attempts as Duration is over Runs;
+	// UtilRuns 0: not measured yet.
+	Util     float64 `json:",omitempty"`
+	UtilRuns int     `json:",omitempty"`
+	// Alone is how long its attempts that succeeded alone on their cards ran (averaged
+	// as Duration), over AloneRuns of them; Shared is how fast its attempts that
+	// succeeded beside others ran, over how fast the sharing model expected them to
+	// (1: as expected; less: slower), averaged over SharedRuns of them. A shape whose
+	// jobs share slower than their utilization says takes more of a card than NVML
+	// shows (see PackUtil).
+	Alone      time.Duration `json:",omitempty"`
+	AloneRuns  int           `json:",omitempty"`
+	Shared     float64       `json:",omitempty"`
+	SharedRuns int           `json:",omitempty"`
+}
+
+// SlowerShared is how much slower than the model expected a shape's shared attempts
+// must run before its utilization is taken to understate what it takes of a card: a
+// tenth, twice the cost of sharing a card that Lucid measured (see pack.Speed).
+const SlowerShared = 0.9
+
+// PackUtil is the utilization the packer counts the shape's jobs at, and whether it is
+// known: what NVML measured, raised where its attempts were seen to share slower than
+// that predicts (Shared below SlowerShared), by as much as it would take to explain
+// it, up to the whole card.
+func (l *Shape) PackUtil() (float64, bool) {
+	if l == nil || l.UtilRuns == 0 {
+		return 0, false
+	}
+	if l.SharedRuns > 0 && l.Shared < SlowerShared {
+		return min(1, l.Util/l.Shared), true
+	}
+	return l.Util, true
+}
+
+// average moves a mean over runs (counted up to ten) towards x: the mean of the first
+// ten, then a moving average that each later run moves a tenth of the way, as
+// Shape.Duration is kept.
+func average(mean *float64, runs *int, x float64) {
+	*runs = min(*runs+1, 10)
+	*mean += (x - *mean) / float64(*runs)
+}
+
+// LearnUtil takes in an attempt's measured utilization.
+func (l *Shape) LearnUtil(u float64) { average(&l.Util, &l.UtilRuns, u) }
+
+// LearnAlone takes in how long an attempt that ran alone took.
+func (l *Shape) LearnAlone(d time.Duration) {
+	l.AloneRuns = min(l.AloneRuns+1, 10)
+	l.Alone += (d - l.Alone) / time.Duration(l.AloneRuns)
+}
+
+// LearnShared takes in an attempt that shared its cards and took d: its speed beside
+// the pace the model expected, once the shape's duration alone is known.
+func (l *Shape) LearnShared(d time.Duration, pace float64) {
+	if l.AloneRuns == 0 || d <= 0 || pace <= 0 {
+		return
+	}
+	average(&l.Shared, &l.SharedRuns, l.Alone.Seconds()/d.Seconds()/pace)
 }
 
 // Revision is the shape's revision; that of a shape nothing is known of is 0.
@@ -240,6 +314,16 @@ func (l *Shape) merge(o *Shape) {
 	l.Peak, l.Host, l.Floor = max(l.Peak, o.Peak), max(l.Host, o.Host), max(l.Floor, o.Floor)
 	l.Base = max(l.Base, o.Base)
 	l.Rev = max(l.Rev, o.Rev)
+	// What is measured of compute is a mean: the record that has it holds.
+	if l.UtilRuns == 0 {
+		l.Util, l.UtilRuns = o.Util, o.UtilRuns
+	}
+	if l.AloneRuns == 0 {
+		l.Alone, l.AloneRuns = o.Alone, o.AloneRuns
+	}
+	if l.SharedRuns == 0 {
+		l.Shared, l.SharedRuns = o.Shared, o.SharedRuns
+	}
 }
 
 // Where says where it runs, for people: "GPU [0 1]", or on a worker "node7 GPU [0]".

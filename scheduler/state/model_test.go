@@ -1,6 +1,9 @@
 package state
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestToldStates: a state reads as English in a sentence about a job.
 func TestToldStates(t *testing.T) {
@@ -9,5 +12,37 @@ func TestToldStates(t *testing.T) {
 		if got := s.Told(); got != want {
 			t.Errorf("%s: %q, want %q", s, got, want)
 		}
+	}
+}
+
+// TestPackUtil: a shape counts at its measured utilization, raised where its shared runs
+// were slower than that predicts by more than SlowerShared, by as much as explains it.
+func TestPackUtil(t *testing.T) {
+	var none *Shape
+	if _, ok := none.PackUtil(); ok {
+		t.Error("nothing known counts as measured")
+	}
+	l := &Shape{}
+	if _, ok := l.PackUtil(); ok {
+		t.Error("no run counts as measured")
+	}
+	l.LearnUtil(0.4)
+	l.LearnUtil(0.6)
+	if u, ok := l.PackUtil(); !ok || u != 0.5 || l.UtilRuns != 2 {
+		t.Errorf("two runs at 40%% and 60%%: %v (%v), %d runs", u, ok, l.UtilRuns)
+	}
+	l.LearnShared(time.Hour, 1) // no run alone yet: nothing to compare with
+	if l.SharedRuns != 0 {
+		t.Errorf("shared run learned without a run alone: %+v", l)
+	}
+	l.LearnAlone(30 * time.Minute)
+	l.LearnShared(time.Hour, 1) // half the speed the model expected
+	if u, _ := l.PackUtil(); u != 1 || l.Shared != 0.5 {
+		t.Errorf("shared at half the expected speed: counts %v (shared %v), want the whole card", u, l.Shared)
+	}
+	l = &Shape{Util: 0.5, UtilRuns: 1, Alone: 30 * time.Minute, AloneRuns: 1}
+	l.LearnShared(30*time.Minute*100/95, 1) // the 5% a neighbour costs
+	if u, _ := l.PackUtil(); u != 0.5 {
+		t.Errorf("a run 5%% slower than expected raises nothing: %v", u)
 	}
 }

@@ -143,10 +143,12 @@ func TestEveryTableJournals(t *testing.T) {
 	j := *view.Job("j.3")
 	j.State, j.Attempts = JobRunning, 1
 	c := Change{
-		Sweeps:      []*Submission{&sub},
-		Jobs:        []*Job{&j},
-		Attempts:    []*Attempt{{ID: "j.3/1", Job: "j.3", Shape: j.Shape, N: 1, GPUs: []int{2}, Started: at}},
-		Shapes:      []*Shape{{Name: "j\x00other", Peak: 3 * gib, Rev: 1}},
+		Sweeps: []*Submission{&sub},
+		Jobs:   []*Job{&j},
+		Attempts: []*Attempt{{ID: "j.3/1", Job: "j.3", Shape: j.Shape, N: 1, GPUs: []int{2}, Started: at,
+			Util: 0.45, UtilSamples: 3, Crowd: 1.5, Pace: 0.9}},
+		Shapes: []*Shape{{Name: "j\x00other", Peak: 3 * gib, Rev: 1, Util: 0.45, UtilRuns: 2,
+			Alone: time.Hour, AloneRuns: 1, Shared: 0.8, SharedRuns: 1}},
 		Drains:      []*Drain{{Worker: "n1", GPU: 3, On: true}},
 		AllocQueues: []*AllocQueue{{ID: 7, GPUsPerNode: 4, Created: at}},
 		Allocations: []*Allocation{{ID: "4242", Queue: 7, State: AllocQueued, Submitted: at}},
@@ -168,8 +170,10 @@ func TestEveryTableJournals(t *testing.T) {
 		got := []bool{
 			view.Submission("j").AllocConfRefused.Equal(at) && view.Submission("j").MaxRunning() == 3,
 			view.Job("j.3").State == JobRunning && view.Job("j.3").Attempts == 1,
-			view.Attempt("j.3/1") != nil && view.Attempt("j.3/1").GPUs[0] == 2 && len(view.Running()) == 2,
-			view.Shape("j\x00other") != nil && view.Shape("j\x00other").Peak == 3*gib,
+			view.Attempt("j.3/1") != nil && view.Attempt("j.3/1").GPUs[0] == 2 && len(view.Running()) == 2 &&
+				view.Attempt("j.3/1").Util == 0.45 && view.Attempt("j.3/1").UtilSamples == 3 && view.Attempt("j.3/1").Crowd == 1.5 && view.Attempt("j.3/1").Pace == 0.9,
+			view.Shape("j\x00other") != nil && view.Shape("j\x00other").Peak == 3*gib && view.Shape("j\x00other").Util == 0.45 &&
+				view.Shape("j\x00other").UtilRuns == 2 && view.Shape("j\x00other").Alone == time.Hour && view.Shape("j\x00other").Shared == 0.8,
 			view.Drained()[plans.CardID{Worker: "n1", Index: 3}],
 			view.AllocQueue(7) != nil && view.AllocQueue(7).GPUsPerNode == 4,
 			len(view.Allocations(7)) == 1 && view.Allocations(7)[0].State == AllocQueued,

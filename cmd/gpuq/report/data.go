@@ -58,6 +58,8 @@ type Attempt struct {
 	Exit, Error    string
 	Started, Ended time.Time // Ended is zero while it runs
 	Memory         state.Samples
+	// Util is what NVML measured it to keep busy of its card (0 to 1); nil: nothing.
+	Util *float64
 }
 
 // end is when the attempt stopped holding its cards, or now for a running one.

@@ -35,6 +35,12 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"id":     attemptID,
 	"add":    func(a, b float64) float64 { return a + b },
 	"colour": colourOf,
+	"util": func(u *float64) string {
+		if u == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100**u)
+	},
 }).Parse(pageText))
 
 // threeFigures prints a positive number with about three significant figures.

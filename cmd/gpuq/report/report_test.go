@@ -27,6 +27,7 @@ func at(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 // out and retried, one stepped down its ladder twice, one still running at Now, one
 // that failed. The machine has a third card, which the sweep did not use.
 func sample() Data {
+	busy := 0.45
 	flat := func(b int64) state.Samples {
 		return state.Samples{{At: 0, Bytes: 1 * gib}, {At: time.Minute, Bytes: b}}
 	}
@@ -39,7 +40,7 @@ func sample() Data {
 					Memory: flat(12 * gib), OOM: &plans.OOMFacts{TriedBytes: 2 * gib}, Exit: "1",
 					Error: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."},
 				{N: 2, GPUs: []int{0}, Estimate: 14 * gib, Peak: 14 * gib, Outcome: plans.Success, Started: at(7), Ended: at(60),
-					Memory: flat(14 * gib), EffectiveBatch: 32},
+					Memory: flat(14 * gib), EffectiveBatch: 32, Util: &busy},
 			}},
 			{ID: "gla-e1.2", Name: "task=sst2,seed=87", State: "succeeded", Declared: 11 * gib, Learned: 9 * gib, Attempts: []Attempt{
 				{N: 1, GPUs: []int{0}, Estimate: 11 * gib, Peak: 12 * gib, Outcome: plans.GPUOOM, Started: at(0), Ended: at(5),

@@ -69,6 +69,7 @@ func sampleOverview(t *testing.T) api.Overview {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 22, 15, 4, 5, 0, time.UTC)
+	half := 0.45
 	return api.Overview{Time: now, Simulated: "sim:4x24GiB",
 		GPUs: []api.GPUView{
 			{Index: 0, TotalBytes: 24 * gib, UsedBytes: 20 * gib, HeadroomBytes: gib * 6 / 5, Slots: 2, Busy: 2, Utilization: 97, Temperature: 71,
@@ -80,7 +81,7 @@ func sampleOverview(t *testing.T) api.Overview {
 		},
 		Running: []api.RunningJob{
 			{Job: "gla.1", Name: "task=qnli,seed=87", GPUs: []int{0}, Attempt: 2, Tier: 1, Started: now.Add(-62 * time.Minute),
-				DeclaredBytes: 11 * gib, LearnedBytes: 14 * gib, CurrentBytes: 13 * gib, Log: log},
+				DeclaredBytes: 11 * gib, LearnedBytes: 14 * gib, CurrentBytes: 13 * gib, Log: log, Util: &half},
 			{Job: "gla.2", Name: "task=sst2,seed=87", GPUs: []int{0}, Attempt: 1, Started: now.Add(-5 * time.Minute),
 				DeclaredBytes: 9 * gib, CurrentBytes: 6 * gib},
 			{Job: "gla.3", Name: "task=cola,seed=87", GPUs: []int{1}, Attempt: 1, Started: now.Add(-40 * time.Second),

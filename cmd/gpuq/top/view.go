@@ -71,14 +71,14 @@ func (m model) sections() []section {
 	}
 	w := jobWidth(m.ov)
 	run := section{title: fmt.Sprintf(runFormat, w+1, fmt.Sprintf("RUNNING %d", len(m.ov.Running)),
-		"GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "OUTPUT")}
+		"GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")}
 	for _, r := range m.ov.Running {
 		if !match(r.Job, r.Name, m.output[r.Job]) {
 			continue
 		}
 		st := m.st.jobStyle(r.Job)
 		text := fmt.Sprintf(runFormat, w, r.Job, intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
-			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), withLatest(r, m.output[r.Job]))
+			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), withLatest(r, m.output[r.Job]))
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
 	queue := section{title: fmt.Sprintf("%-*s %-6s %8s  %s", w+1, fmt.Sprintf("QUEUE %d", len(m.ov.Queue)), "STATE", "ESTIMATE", "WHY IT WAITS")}
@@ -109,8 +109,16 @@ func (m model) sections() []section {
 }
 
 // runFormat lays out a running job: job, cards, tier, elapsed, declared, learned and
-// current memory, its output's last line.
-const runFormat = "%-*s %-4s %-4s %7s %8s %7s %6s  %s"
+// current memory, its shape's learned utilization, its output's last line.
+const runFormat = "%-*s %-4s %-4s %7s %8s %7s %6s %4s  %s"
+
+// utilText is a learned utilization as a percentage, or "-".
+func utilText(u *float64) string {
+	if u == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100**u)
+}
 
 func (m model) kindStyle(kind string) *lipgloss.Style {
 	switch {

@@ -65,6 +65,9 @@ type RunningJob struct {
 	CurrentBytes  int64 `json:"current_bytes"`
 	// Log is the attempt's log file: its last line is the trainer's progress.
 	Log string `json:"log"`
+	// Util is how much of a card's compute its shape keeps busy, as learned (0 to 1);
+	// null: not measured yet.
+	Util *float64 `json:"util"`
 	// Step and Metrics are its trainer's latest reported step and metrics, its
 	// sweep's early_stop metric first.
 	Step    int64         `json:"step,omitempty"`

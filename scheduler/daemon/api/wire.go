@@ -65,6 +65,11 @@ type JobSummary struct {
 	LearnedSeconds *float64         `json:"learned_duration_s"`
 	LearnedRuns    int              `json:"learned_runs,omitempty"`
 	Attempts       []AttemptSummary `json:"attempts"`
+	// LearnedUtil is how much of a card's compute its shape keeps busy (0 to 1), as
+	// the packer counts it (scheduler/state.Shape.PackUtil), over LearnedUtilRuns of
+	// its attempts; null: not measured yet.
+	LearnedUtil     *float64 `json:"learned_util"`
+	LearnedUtilRuns int      `json:"learned_util_runs,omitempty"`
 	// After are the sweeps and jobs that must have succeeded before it starts.
 	After []string `json:"after,omitempty"`
 	// Point is the point of the sweep the job repeats: its values less the sweep's
@@ -136,6 +141,14 @@ type AttemptSummary struct {
 	// Memory is what its processes held over time on its fullest card, a point where
 	// it moved (at most 64; see scheduler.Samples), for gpuq report.
 	Memory []MemorySample `json:"memory,omitempty"`
+	// Util is the mean of what NVML measured it to keep busy of its card (0 to 1);
+	// absent where nothing could be measured. Crowd is how many of gpuq's attempts its
+	// cards held on average while it ran, itself included, and Pace how fast the
+	// sharing model expected it to run beside them, as a share of its speed alone;
+	// absent where it was not followed from its start.
+	Util  *float64 `json:"util,omitempty"`
+	Crowd float64  `json:"crowd,omitempty"`
+	Pace  float64  `json:"pace,omitempty"`
 	// Metrics are what its trainer reported of its training; a trainer run again
 	// (after an OOM) starts its curve again, in its own attempt.
 	Metrics []MetricSummary `json:"metrics,omitempty"`
@@ -167,6 +180,9 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 		d := l.Duration.Seconds()
 		js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
 	}
+	if u, ok := view.Shape(j.Shape).PackUtil(); ok {
+		js.LearnedUtil, js.LearnedUtilRuns = &u, view.Shape(j.Shape).UtilRuns
+	}
 	for _, a := range view.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
 			PeakBytes: a.Peak, PeakUnknown: a.PeakUnknown, Outcome: string(a.Outcome), OOM: a.OOM, Log: a.Log, Started: a.Started, Ended: a.Ended,
@@ -174,6 +190,11 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 		if len(a.GPUs) > 0 {
 			as.GPU = a.GPUs[0]
 		}
+		if a.UtilSamples > 0 {
+			u := a.Util
+			as.Util = &u
+		}
+		as.Crowd, as.Pace = a.Crowd, a.Pace
 		if eb, ok := j.Batch.Effective(a.Params); ok {
 			as.EffectiveBatch = &eb
 		}
@@ -298,9 +319,12 @@ type GPUInfo struct {
 // itself. Workers' cards are not among them.
 type Machine struct {
 	// Simulated names the simulated machine, "" on real cards.
-	Simulated string     `json:"simulated,omitempty"`
-	Headroom  string     `json:"headroom"`
-	Cards     []gpu.Card `json:"cards"`
+	Simulated string `json:"simulated,omitempty"`
+	Headroom  string `json:"headroom"`
+	// UtilTarget is every card's sharing target, as --util-target takes it ("1",
+	// "off").
+	UtilTarget string     `json:"util_target"`
+	Cards      []gpu.Card `json:"cards"`
 	// Slots is the plan's limit on each card (-1: none), in the order of Cards.
 	Slots []int `json:"slots"`
 }

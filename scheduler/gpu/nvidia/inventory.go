@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -337,7 +338,38 @@ func (inv *Inventory) readCard(i int) (gpu.Card, *readError) {
 			}
 		}
 	}
+	processUtil(d, c.Processes, time.Now())
 	return c, nil
+}
+
+// utilWindow is how far back a reading of each process's utilization looks: NVML
+// keeps samples a few times a second, and their mean over half a minute says more of a
+// trainer than one instant (a data loader's stall, an evaluation).
+const utilWindow = 30 * time.Second
+
+// processUtil gives each process its utilization (Process.Util): the mean of NVML's
+// samples of its SM utilization over the last utilWindow (nvmlDeviceGetProcessUtilization,
+// where the driver keeps them); NoReading where there are none.
+func processUtil(d nvml.Device, procs []gpu.Process, now time.Time) {
+	for i := range procs {
+		procs[i].Util = gpu.NoReading
+	}
+	samples, ret := d.GetProcessUtilization(uint64(now.Add(-utilWindow).UnixMicro()))
+	if ret != nvml.SUCCESS {
+		return
+	}
+	sum, n := map[uint32]uint64{}, map[uint32]uint64{}
+	for _, s := range samples {
+		if s.SmUtil <= 100 {
+			sum[s.Pid] += uint64(s.SmUtil)
+			n[s.Pid]++
+		}
+	}
+	for i := range procs {
+		if k := n[uint32(procs[i].PID)]; k > 0 {
+			procs[i].Util = int((sum[uint32(procs[i].PID)] + k/2) / k)
+		}
+	}
 }
 
 // process is what NVML says of one process. Its memory is unknown where NVML says "not

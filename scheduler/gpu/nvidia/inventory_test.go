@@ -38,8 +38,9 @@ func TestSimulatedMachineReadsLedger(t *testing.T) {
 	if !strings.Contains(notice.String(), "SIMULATED GPUs sim:2x80GiB+1x24GiB") {
 		t.Errorf("notice = %q", notice.String())
 	}
-	// A live process (this test) holds 3 GiB on card 2; a dead one's entry is ignored.
-	if err := writeLedger(ledger, 2, os.Getpid(), 3<<30); err != nil {
+	// A live process (this test) holds 3 GiB on card 2 and keeps 60% of it busy; a dead
+	// one's entry is ignored.
+	if err := writeLedgerUtil(ledger, 2, os.Getpid(), 3<<30, "0.6"); err != nil {
 		t.Fatal(err)
 	}
 	dead := exec.Command("true")
@@ -63,9 +64,25 @@ func TestSimulatedMachineReadsLedger(t *testing.T) {
 	if !strings.HasPrefix(c.UUID, "GPU-") || c.BusID != "00000000:03:00.0" || !strings.Contains(c.Name, "Simulated") {
 		t.Errorf("identity: %+v", c)
 	}
-	if c.Utilization != 100 || cards[0].Utilization != 0 || c.Temperature <= cards[0].Temperature {
-		t.Errorf("a simulated card with a trainer is busy and warmer: %d%% %d°C, an idle one %d%% %d°C",
-			c.Utilization, c.Temperature, cards[0].Utilization, cards[0].Temperature)
+	if c.Utilization != 60 || c.Processes[0].Util != 60 || cards[0].Utilization != 0 || c.Temperature <= cards[0].Temperature {
+		t.Errorf("a simulated card with a trainer is as busy as it keeps it (60%%) and warmer: %d%% (process %d%%) %d°C, an idle one %d%% %d°C",
+			c.Utilization, c.Processes[0].Util, c.Temperature, cards[0].Utilization, cards[0].Temperature)
+	}
+	// Another (the test's parent) asking 80% more: the card is all busy, each process
+	// gets its share.
+	if err := writeLedgerUtil(ledger, 2, os.Getppid(), 1<<30, "0.8"); err != nil {
+		t.Fatal(err)
+	}
+	cards, _ = inv.Read()
+	utils := map[int]int{}
+	for _, p := range cards[2].Processes {
+		utils[p.PID] = p.Util
+	}
+	if cards[2].Utilization != 100 || utils[os.Getpid()] != 43 || utils[os.Getppid()] != 57 {
+		t.Errorf("oversubscribed: card %d%%, processes %v; want 100%%, 43%% and 57%%", cards[2].Utilization, utils)
+	}
+	if err := writeLedger(ledger, 2, os.Getppid(), 0); err != nil {
+		t.Fatal(err)
 	}
 	if err := writeLedger(ledger, 2, os.Getpid(), 0); err != nil {
 		t.Fatal(err)
@@ -150,6 +167,7 @@ type card struct {
 	uuid        string
 	total       uint64
 	procs, mps  []nvml.ProcessInfo
+	util        []nvml.ProcessUtilizationSample // nil: the driver keeps none
 	mig         bool
 	memErr      func() nvml.Return
 	handleErr   nvml.Return
@@ -174,7 +192,13 @@ func (c *card) device() *mock.Device {
 			}
 			return nvml.Memory{Total: c.total, Used: 1 << 30}, nvml.SUCCESS
 		},
-		GetComputeRunningProcessesFunc:    func() ([]nvml.ProcessInfo, nvml.Return) { return c.procs, nvml.SUCCESS },
+		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return c.procs, nvml.SUCCESS },
+		GetProcessUtilizationFunc: func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			if c.util == nil {
+				return nil, nvml.ERROR_NOT_SUPPORTED
+			}
+			return c.util, nvml.SUCCESS
+		},
 		GetMPSComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return c.mps, nvml.SUCCESS },
 		GetMigModeFunc: func() (int, int, nvml.Return) {
 			if c.mig {
@@ -229,9 +253,19 @@ func TestProcessReadings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []gpu.Process{{PID: 42, Used: gpu.Unknown}, {PID: 43, Used: gpu.Unknown}, {PID: 44, Used: 5 << 30}, {PID: 99, Used: 3 << 30, Hidden: true}, {PID: 45, Used: 2 << 30}}
+	none := gpu.NoReading
+	want := []gpu.Process{{PID: 42, Used: gpu.Unknown, Util: none}, {PID: 43, Used: gpu.Unknown, Util: none}, {PID: 44, Used: 5 << 30, Util: none},
+		{PID: 99, Used: 3 << 30, Hidden: true, Util: none}, {PID: 45, Used: 2 << 30, Util: none}}
 	if inv.Simulated() != "" || !slices.Equal(cards[0].Processes, want) {
 		t.Errorf("processes %+v\nwant      %+v", cards[0].Processes, want)
+	}
+	// Where the driver keeps samples of each process's SM utilization, its mean over
+	// them; none for a process without.
+	c.util = []nvml.ProcessUtilizationSample{{Pid: 44, SmUtil: 50}, {Pid: 44, SmUtil: 71}, {Pid: 42, SmUtil: 100}}
+	cards, _ = inv.Read()
+	want[0].Util, want[2].Util = 100, 61
+	if !slices.Equal(cards[0].Processes, want) {
+		t.Errorf("with utilization samples: %+v\nwant      %+v", cards[0].Processes, want)
 	}
 	// What NVML gives of utilisation and temperature, and what it does not.
 	if cards[0].Utilization != 87 || cards[0].Temperature != gpu.NoReading {

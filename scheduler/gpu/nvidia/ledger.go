@@ -14,17 +14,21 @@ import (
 // simulated card holds. It is a directory:
 //
 //	<dir>/lock           flock(2)ed exclusively by a trainer while it checks room and allocates
-//	<dir>/<card>-<pid>   one file per process on a card: its bytes in use, in decimal
+//	<dir>/<card>-<pid>   one file per process on a card: its bytes in use, in decimal, and
+//	                     after a blank the share of the card's compute it keeps busy alone
+//	                     (its sim_gpu_util, 0 to 1), if it says
 //
 // A file is written to a temporary name and renamed, so a reader never sees half a
 // number. Entries whose process has exited are ignored: a trainer killed by SIGKILL
 // cannot remove its own. examples/trainers/simtrain.py writes the same format.
 
-// ledgerEntry is one process holding memory on one simulated card.
+// ledgerEntry is one process holding memory on one simulated card, and keeping Util of
+// its compute busy when alone.
 type ledgerEntry struct {
 	Card  int
 	PID   int
 	Bytes int64
+	Util  float64
 }
 
 // readLedger returns the entries of live processes.
@@ -48,11 +52,21 @@ func readLedger(dir string) ([]ledgerEntry, error) {
 		if err != nil {
 			continue // released between ReadDir and ReadFile
 		}
-		b, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		fields := strings.Fields(string(data))
+		if len(fields) == 0 {
+			continue
+		}
+		b, err := strconv.ParseInt(fields[0], 10, 64)
 		if err != nil || b < 0 {
 			continue
 		}
-		out = append(out, ledgerEntry{Card: card, PID: pid, Bytes: b})
+		e := ledgerEntry{Card: card, PID: pid, Bytes: b}
+		if len(fields) > 1 {
+			if u, err := strconv.ParseFloat(fields[1], 64); err == nil && u > 0 && u <= 1 {
+				e.Util = u
+			}
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package nvidia
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -77,14 +78,27 @@ func simulatedDevice(index int, total int64, ledger string) nvml.Device {
 			return nvml.Memory{Total: uint64(total), Used: used, Free: free}, ret
 		},
 		GetMigModeFunc: func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED },
-		// A simulated trainer computes nothing; a card that holds one shows busy and warm,
-		// as a real one would, so that what draws these figures can be seen working.
+		// The card is as busy as its trainers' utilizations add up to, at most all of it
+		// (their sim_gpu_util: see simtrain.py and the README, "Simulated trainers"); each
+		// process as its own, scaled down by its share where they add up to more.
 		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
 			es, ret := held()
 			if len(es) == 0 {
 				return nvml.Utilization{}, ret
 			}
-			return nvml.Utilization{Gpu: 100, Memory: 40}, ret
+			return nvml.Utilization{Gpu: uint32(percent(min(1, sumUtil(es)))), Memory: 40}, ret
+		},
+		GetProcessUtilizationFunc: func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			es, ret := held()
+			if ret != nvml.SUCCESS || len(es) == 0 {
+				return nil, cmpRet(ret, nvml.ERROR_NOT_FOUND)
+			}
+			share := 1 / max(1, sumUtil(es))
+			out := make([]nvml.ProcessUtilizationSample, len(es))
+			for i, e := range es {
+				out[i] = nvml.ProcessUtilizationSample{Pid: uint32(e.PID), SmUtil: uint32(percent(e.Util * share))}
+			}
+			return out, nvml.SUCCESS
 		},
 		GetTemperatureFunc: func(nvml.TemperatureSensors) (uint32, nvml.Return) {
 			es, ret := held()
@@ -102,4 +116,24 @@ func simulatedDevice(index int, total int64, ledger string) nvml.Device {
 			return out, ret
 		},
 	}
+}
+
+// sumUtil is what a card's processes ask of its compute together.
+func sumUtil(es []ledgerEntry) float64 {
+	var u float64
+	for _, e := range es {
+		u += e.Util
+	}
+	return u
+}
+
+// percent is a share as NVML gives one: a whole percentage.
+func percent(x float64) int { return int(math.Round(100 * x)) }
+
+// cmpRet is ret, or or where ret is a success that found nothing.
+func cmpRet(ret, or nvml.Return) nvml.Return {
+	if ret == nvml.SUCCESS {
+		return or
+	}
+	return ret
 }

@@ -1,0 +1,170 @@
+package scheduler
+
+// What the engine learns of compute: each running attempt's utilization, sampled from
+// NVML, which teaches its shape's; and what the packer counts of it on each card.
+
+import (
+	"strings"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+const (
+	// UtilAfter leaves an attempt's first minute out of what is sampled of its
+	// utilization: loading data and weights, compiling, it keeps a card less busy
+	// than it will. Its first sample after that speaks for its shape, where nothing
+	// does yet, so that the shape's other jobs may share cards a minute after its
+	// first started (NVML averages a process's utilization over the samples it took
+	// since the last reading, and the inventory asks for the last half minute's: see
+	// nvidia.utilWindow); what later attempts measure refines it.
+	UtilAfter = time.Minute
+	// saturated is a card's utilization (percent) past which a process's own figure says
+	// less than it would keep busy alone: it gets a share of a card oversubscribed.
+	saturated = 95
+)
+
+// sampleUtil is what an attempt keeps busy of its cards' compute now (0 to 1), as NVML
+// tells it, and whether it can be told; of several cards, the busiest.
+func (e *Engine) sampleUtil(a *state.Attempt) (float64, bool) {
+	best, ok := 0.0, false
+	for _, idx := range a.GPUs {
+		if i, found := e.cardAt(a.Worker, idx); found {
+			if u, known := e.utilOn(a.ID, i); known {
+				best, ok = max(best, u), true
+			}
+		}
+	}
+	return best, ok
+}
+
+// utilOn is what attempt's processes keep busy of the card at position i: their own
+// utilization where NVML gives it per process (nvmlDeviceGetProcessUtilization), unless
+// others oversubscribe the card; else the card's utilization while they hold it alone.
+func (e *Engine) utilOn(attempt string, i int) (float64, bool) {
+	c := &e.cards[i]
+	if c.Fault != "" {
+		return 0, false
+	}
+	mine, others, n := 0, 0, 0
+	perProcess, othersKnown := true, true
+	for j, o := range e.ownersOf(i) {
+		p := c.Processes[j]
+		switch {
+		case o.attempt == attempt:
+			n++
+			perProcess = perProcess && p.Util != gpu.NoReading
+			mine += max(p.Util, 0)
+		case p.Util == gpu.NoReading:
+			others++
+			othersKnown = false
+		default:
+			others += p.Util
+		}
+	}
+	alone := n == len(c.Processes)
+	switch {
+	case n == 0:
+		return 0, false
+	case perProcess && (c.Utilization < saturated || othersKnown && others < 100-saturated):
+		return min(float64(mine)/100, 1), true
+	case alone && c.Utilization != gpu.NoReading:
+		return float64(c.Utilization) / 100, true
+	}
+	return 0, false
+}
+
+// measureUtil samples a running attempt's utilization into c (a copy of it, or nil
+// when nothing was sampled), from UtilAfter to LearnAfter of its run, and says whether
+// it should teach its shape now: this is its first sample.
+func (e *Engine) measureUtil(a *state.Attempt, now time.Time) (c *state.Attempt, teach bool) {
+	ran := now.Sub(a.Started)
+	if ran < UtilAfter || ran > max(e.cfg.LearnAfter, UtilAfter) {
+		return nil, false
+	}
+	u, ok := e.sampleUtil(a)
+	if !ok {
+		return nil, false
+	}
+	s := *a
+	s.UtilSamples++
+	s.Util += (u - s.Util) / float64(s.UtilSamples)
+	return &s, s.UtilSamples == 1
+}
+
+// teachUtil takes an attempt's utilization into its shape's, and its sweep's busiest.
+func (e *Engine) teachUtil(a *state.Attempt, u float64) {
+	e.changeShape(a.Shape, func(l *state.Shape) { l.LearnUtil(u) }, nil)
+	if sweep, _, _ := strings.Cut(a.Shape, "\x00"); u > e.busiest[sweep] {
+		e.busiest[sweep] = u
+		e.crowdRefreshAll() // what its shapes not measured yet count at changed
+	}
+}
+
+// attemptUtil is what the packer counts a running attempt at on its cards, and whether
+// that is measured: as followed (see crowd), else as its shape's jobs count.
+func (e *Engine) attemptUtil(a *state.Attempt) (float64, bool) {
+	if c, ok := e.crowds.of[a.ID]; ok {
+		return c.util, c.known
+	}
+	return e.utilOf(a.Shape)
+}
+
+// unmeasurable deals with an attempt that succeeded without a sample of its
+// utilization (NVML gives none here, or it ended within a minute), of a shape not
+// measured yet: the shape counts as compute-bound from then on, rather than its jobs
+// each waiting to measure it. gpuq shares no card it cannot measure.
+func (e *Engine) unmeasurable(a *state.Attempt) {
+	if _, known := e.utilOf(a.Shape); known || a.UtilSamples > 0 || a.Outcome != plans.Success || e.target() == 0 {
+		return
+	}
+	e.teachUtil(a, 1)
+}
+
+// utilOf is what the packer counts a job of a shape at on a card's compute, and whether
+// that is known: as measured. A shape not measured yet counts as the busiest shape
+// measured of its sweep so far (a sweep's shapes are one script's variations, and the
+// busiest is the cautious guess), or as compute-bound (all of the card) while none is,
+// unless its sweep writes a gpu_plan: a plan is the user's word on how many of its jobs
+// share a card, which stands until gpuq has measured them, so they fill its slots as
+// before gpuq measured compute, and count as nothing until measured.
+func (e *Engine) utilOf(shape string) (float64, bool) {
+	if u, ok := e.store.KnownShape(shape).PackUtil(); ok {
+		return u, true
+	}
+	if e.planned(shape) {
+		return 0, true
+	}
+	sweep, _, _ := strings.Cut(shape, "\x00")
+	if u := e.busiest[sweep]; u > 0 {
+		return u, false
+	}
+	return 1, false
+}
+
+// planned reports whether the sweep of a shape writes a gpu_plan (or was given one:
+// --gpu-plan).
+func (e *Engine) planned(shape string) bool {
+	sweep, _, _ := strings.Cut(shape, "\x00")
+	p, ok := e.plannedSweeps[sweep]
+	if !ok {
+		sub := e.store.Latest().Submission(sweep)
+		p = sub != nil && sub.Sweep.Plan != nil
+		e.plannedSweeps[sweep] = p
+	}
+	return p
+}
+
+// target is the sharing target every card has.
+func (e *Engine) target() float64 {
+	switch {
+	case e.cfg.UtilTarget < 0:
+		return 0
+	case e.cfg.UtilTarget == 0:
+		return pack.DefaultTarget
+	}
+	return e.cfg.UtilTarget
+}

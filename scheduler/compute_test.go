@@ -1,0 +1,300 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// computeRig is an engine over cards of 80 GiB with no slot limit, whose trainers
+// show on their cards as the test says, on a fake clock: the default sharing target
+// unless cfg says otherwise.
+type computeRig struct {
+	t     *testing.T
+	e     *Engine
+	st    *state.Store
+	fr    *fakeRunner
+	clock *fakeClock
+	cards []gpu.Card
+	// util is what each attempt keeps busy of its card (percent), as NVML shows it;
+	// an attempt missing shows no process.
+	util map[string]int
+	// perProcess: NVML gives each process's utilization; otherwise the card's alone.
+	perProcess bool
+}
+
+func newComputeRig(t *testing.T, doc string, cards int, cfg Config) *computeRig {
+	t.Helper()
+	sw, err := plans.DecodeSweep("c.yaml", []byte(doc), plans.Overrides{})
+	must(t, err)
+	r := &computeRig{t: t, clock: newFakeClock(), util: map[string]int{}, perProcess: true}
+	for i := range cards {
+		r.cards = append(r.cards, gpu.Card{Index: i, Total: 80 * gib})
+	}
+	r.fr = &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
+	r.st, _ = state.NewStore()
+	cfg.Headroom = plans.Headroom{Bytes: gib}
+	cfg.Slots = slices.Repeat([]int{plans.NoSlotLimit}, cards)
+	r.e = NewEngine(r.st, cardsInventory{&r.cards}, r.fr, r.clock, cfg, nil)
+	must(t, r.e.Submit(inTurn(r.e), &state.Submission{Sweep: sw}))
+	return r
+}
+
+// show puts every running attempt's trainer on its cards, as NVML would list it.
+func (r *computeRig) show() {
+	for i := range r.cards {
+		r.cards[i].Processes, r.cards[i].Utilization = nil, 0
+	}
+	for n, l := range r.fr.starts {
+		a := l.Attempt
+		if got := r.st.View().Attempt(a.ID); got == nil || !got.Running() {
+			continue
+		}
+		pid := 101 + n
+		r.fr.owners[pid] = a.ID
+		u, ok := r.util[a.Job]
+		if !ok {
+			continue
+		}
+		c := &r.cards[a.GPUs[0]]
+		p := gpu.Process{PID: pid, Used: 5 * gib, Util: gpu.NoReading}
+		if r.perProcess {
+			p.Util = u
+		}
+		c.Processes = append(c.Processes, p)
+		c.Utilization = min(c.Utilization+u, 100)
+	}
+}
+
+// keepBusy makes jobs' trainers show as keeping percent of their card busy.
+func (r *computeRig) keepBusy(percent int, jobs ...string) {
+	for _, j := range jobs {
+		r.util[j] = percent
+	}
+}
+
+// round moves the clock on by d, shows the trainers and runs a round.
+func (r *computeRig) round(d time.Duration) {
+	r.t.Helper()
+	r.clock.now = r.clock.now.Add(d)
+	r.show()
+	must(r.t, r.e.Round(nil))
+}
+
+// end ends a job's running attempt now, as it succeeded, and runs a round.
+func (r *computeRig) end(job string, after time.Duration) {
+	r.t.Helper()
+	r.clock.now = r.clock.now.Add(after)
+	a := r.st.View().Job(job)
+	r.show()
+	must(r.t, r.e.Round([]Exit{{Attempt: state.AttemptID(job, a.Attempts), Outcome: plans.Success}}))
+}
+
+// where says on which card each running job is: "c.1:0 c.2:1".
+func (r *computeRig) where() string {
+	var out []string
+	for _, j := range r.st.View().Jobs() {
+		if j.State == state.JobRunning {
+			a := r.st.View().Attempt(state.AttemptID(j.ID, j.Attempts))
+			out = append(out, fmt.Sprintf("%s:%d", j.ID, a.GPUs[0]))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func (r *computeRig) why(job string) string {
+	r.t.Helper()
+	reason, detail, err := r.e.why(job)
+	must(r.t, err)
+	return string(reason) + ": " + detail
+}
+
+const fourJobs = "name: c\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\n"
+
+// TestAShapeIsMeasuredBeforeItShares: the first job of a shape runs alone on an idle
+// card, and the others take the idle cards left, alone too; none shares a card until
+// the shape is measured. At 45% a card, two share each card from then (90%), and a
+// third would pass the target.
+func TestAShapeIsMeasuredBeforeItShares(t *testing.T) {
+	r := newComputeRig(t, strings.Replace(fourJobs, "4]", "4, 5]", 1), 2, Config{})
+	r.keepBusy(45, "c.1", "c.2", "c.3", "c.4", "c.5")
+	r.round(0)
+	if got := r.where(); got != "c.1:0 c.2:1" {
+		t.Fatalf("first round: %s, want one job a card", got)
+	}
+	if w := r.why("c.3"); !strings.HasPrefix(w, "unmeasured: its shape's utilization is not measured yet, so it counts as compute-bound until it is; no card it fits is idle") {
+		t.Errorf("why c.3: %s", w)
+	}
+	r.round(30 * time.Second) // its first minute says nothing
+	if got := r.where(); got != "c.1:0 c.2:1" {
+		t.Fatalf("at 30 s: %s", got)
+	}
+	r.round(30 * time.Second)
+	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l == nil || l.UtilRuns != 2 || math.Abs(l.Util-0.45) > 1e-9 {
+		t.Fatalf("shape after a minute: %+v, want c.1's and c.2's 45%%", l)
+	}
+	if got := r.where(); got != "c.1:0 c.2:1 c.3:0 c.4:1" {
+		t.Errorf("once measured: %s, want two a card", got)
+	}
+	if w := r.why("c.5"); !strings.HasPrefix(w, "would-slow: would slow the jobs on GPU 0 to 74% of their speed") {
+		t.Errorf("why c.5: %s", w)
+	}
+}
+
+// TestShapesAreMeasuredAtOnce: on idle cards, the first job of each shape not measured
+// yet starts before a second job of any, so that every shape is measured at once.
+func TestShapesAreMeasuredAtOnce(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {task: [a, b], seed: [1, 2, 3], "+
+		"include: [{task: b, memory: 9GiB}]}\nmemory: 10GiB\n", 3, Config{})
+	r.round(0)
+	// Largest first: the a jobs (10 GiB), then b (9 GiB); a's first, b's first, then
+	// a's second on the card left.
+	if got := r.where(); got != "c.1:0 c.2:2 c.4:1" {
+		t.Errorf("%s, want c.1 (a) and c.4 (b) measured at once, and c.2 on the card left", got)
+	}
+}
+
+// TestComputeBoundJobsDoNotShare: a shape that keeps a card busy runs one job a card,
+// even with memory for four; a higher target lets two share.
+func TestComputeBoundJobsDoNotShare(t *testing.T) {
+	for _, c := range []struct {
+		target float64
+		want   string
+	}{{0, "c.1:0 c.2:1"}, {2, "c.1:0 c.2:1 c.3:0 c.4:1"}} {
+		r := newComputeRig(t, fourJobs, 2, Config{UtilTarget: c.target})
+		r.keepBusy(100, "c.1", "c.2", "c.3", "c.4")
+		r.round(0)
+		r.round(time.Minute)
+		r.round(time.Second)
+		if got := r.where(); got != c.want {
+			t.Errorf("target %v: %s, want %s", c.target, got, c.want)
+		}
+	}
+}
+
+// TestMemoryAloneWithoutTarget: util_target off packs by memory as before, measured or
+// not: every job on the tightest card.
+func TestMemoryAloneWithoutTarget(t *testing.T) {
+	r := newComputeRig(t, fourJobs, 2, Config{UtilTarget: plans.UtilTargetOff})
+	r.round(0)
+	if got := r.where(); got != "c.1:0 c.2:0 c.3:0 c.4:0" {
+		t.Errorf("%s, want all four on GPU 0", got)
+	}
+}
+
+// TestUtilizationFromTheCardAlone: where NVML gives no process its own utilization,
+// the card's while the attempt holds it alone is the attempt's; a card it shares says
+// nothing of it.
+func TestUtilizationFromTheCardAlone(t *testing.T) {
+	cards := []gpu.Card{
+		{Index: 0, Total: 80 * gib, Utilization: 60, Processes: []gpu.Process{{PID: 1, Used: gib, Util: gpu.NoReading}}},
+		{Index: 1, Total: 80 * gib, Utilization: 90, Processes: []gpu.Process{{PID: 2, Used: gib, Util: gpu.NoReading}, {PID: 3, Used: gib, Util: gpu.NoReading}}},
+		{Index: 2, Total: 80 * gib, Utilization: 100, Processes: []gpu.Process{{PID: 4, Used: gib, Util: 70}, {PID: 5, Used: gib, Util: 30}}},
+		{Index: 3, Total: 80 * gib, Utilization: 100, Processes: []gpu.Process{{PID: 6, Used: gib, Util: 99}, {PID: 7, Used: gib, Util: 1}}},
+		{Index: 4, Total: 80 * gib, Utilization: 80, Processes: []gpu.Process{{PID: 8, Used: gib, Util: 50}, {PID: 9, Used: gib, Util: 30}}},
+	}
+	owners := map[int]string{1: "a.1/1", 2: "b.1/1", 3: "x.1/1", 4: "c.1/1", 5: "y.1/1", 6: "d.1/1", 7: "z.1/1", 8: "e.1/1", 9: "w.1/1"}
+	st, _ := state.NewStore()
+	e := NewEngine(st, cardsInventory{&cards}, &fakeRunner{owners: owners}, newFakeClock(), Config{}, nil)
+	must(t, e.readCards())
+	e.resolveOwners()
+	for _, c := range []struct {
+		a    *state.Attempt
+		util float64
+		ok   bool
+	}{
+		{&state.Attempt{ID: "a.1/1", GPUs: []int{0}}, 0.6, true},  // alone: the card's
+		{&state.Attempt{ID: "b.1/1", GPUs: []int{1}}, 0, false},   // shared, no figure of its own
+		{&state.Attempt{ID: "c.1/1", GPUs: []int{2}}, 0, false},   // its 70% is a share of a card others saturate
+		{&state.Attempt{ID: "d.1/1", GPUs: []int{3}}, 0.99, true}, // the card is all but its own
+		{&state.Attempt{ID: "e.1/1", GPUs: []int{4}}, 0.5, true},  // room to spare: its own figure
+	} {
+		if u, ok := e.sampleUtil(c.a); ok != c.ok || math.Abs(u-c.util) > 1e-9 {
+			t.Errorf("%s: %v (%v), want %v (%v)", c.a.ID, u, ok, c.util, c.ok)
+		}
+	}
+}
+
+// TestAShapeNVMLCannotMeasureCountsAsComputeBound: an attempt that succeeds without a
+// reading of its utilization leaves its shape compute-bound, rather than the shape's
+// jobs waiting each for the next to measure it.
+func TestAShapeNVMLCannotMeasureCountsAsComputeBound(t *testing.T) {
+	r := newComputeRig(t, fourJobs, 2, Config{})
+	r.round(0)
+	r.end("c.1", 10*time.Minute)
+	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l == nil || l.UtilRuns != 1 || l.Util != 1 {
+		t.Fatalf("shape: %+v, want utilization 1", l)
+	}
+	r.round(time.Second)
+	if got := r.where(); got != "c.2:1 c.3:0" {
+		t.Errorf("%s, want one job a card", got)
+	}
+}
+
+// TestSlowdownSeenRaisesUtilization: a shape whose job ran 30 min alone, but 60 beside
+// another when their 40% each said they would not slow each other, takes more of a
+// card than NVML shows: it is counted at 80% from then.
+func TestSlowdownSeenRaisesUtilization(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n", 2, Config{})
+	r.keepBusy(40, "c.1", "c.2", "c.3")
+	r.round(0)
+	r.round(time.Minute)
+	if got := r.where(); got != "c.1:0 c.2:1 c.3:0" {
+		t.Fatalf("%s, want c.2 alone on GPU 1 and c.3 beside c.1 once measured", got)
+	}
+	r.end("c.2", 29*time.Minute) // alone from the start: 30 min
+	r.end("c.3", 31*time.Minute) // beside c.1 from its start a minute in: 60 min
+	l := r.st.View().Shape(r.st.View().Job("c.1").Shape)
+	if l.AloneRuns != 1 || l.Alone != 30*time.Minute || l.SharedRuns != 1 || math.Abs(l.Shared-0.5) > 1e-6 {
+		t.Fatalf("shape: %+v, want 30 min alone, and shared at half the expected speed", l)
+	}
+	if u, _ := l.PackUtil(); math.Abs(u-0.8) > 1e-6 {
+		t.Errorf("counted at %v, want 0.8", u)
+	}
+	if a := r.st.View().Attempt("c.3/1"); math.Abs(a.Crowd-2) > 1e-6 || a.Pace != 1 {
+		t.Errorf("c.3 shared with %v attempts on average at an expected pace of %v, want 2 and 1", a.Crowd, a.Pace)
+	}
+	views := r.e.cardViews()
+	if views[0].Util != 0.8 {
+		t.Errorf("GPU 0 counted %v busy, want c.1's 0.8", views[0].Util)
+	}
+}
+
+// TestAShapeIsMeasuredAheadOfTheQueue: the first job of a shape not measured yet takes
+// an idle card before the queue's larger jobs do, so that it is measured while there
+// is one: here the b job, though the a jobs (measured at 90%, larger) come first.
+func TestAShapeIsMeasuredAheadOfTheQueue(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {task: [a], seed: [1, 2, 3], include: [{task: b, seed: 1, memory: 10GiB}]}\nmemory: 20GiB\n", 2, Config{})
+	a := r.st.View().Job("c.1").Shape
+	must(t, r.st.Put(state.Change{Shapes: []*state.Shape{{Name: a, Util: 0.9, UtilRuns: 1}}}))
+	r.round(0)
+	if got := r.where(); got != "c.1:1 c.4:0" {
+		t.Errorf("%s, want b's first job (c.4) on a card of its own and one a job on the other", got)
+	}
+}
+
+// TestAShapeCountsAsItsSweepsBusiest: a shape not measured yet counts as the busiest
+// shape of its sweep measured so far: beside two jobs at 30%, a b job (counted at 30%)
+// may start, where one counted as compute-bound could not.
+func TestAShapeCountsAsItsSweepsBusiest(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {task: [a], seed: [1, 2], include: [{task: b, seed: 1, memory: 5GiB}]}\nmemory: 10GiB\n", 1, Config{})
+	r.keepBusy(30, "c.1", "c.2", "c.3")
+	r.round(0)
+	if got := r.where(); got != "c.1:0" {
+		t.Fatalf("first round: %s", got)
+	}
+	if w := r.why("c.3"); !strings.HasPrefix(w, "unmeasured:") {
+		t.Errorf("why c.3 before any shape is measured: %s", w)
+	}
+	r.round(time.Minute)
+	if got := r.where(); got != "c.1:0 c.2:0 c.3:0" {
+		t.Errorf("once a is measured at 30%%: %s, want b's job beside the two a jobs", got)
+	}
+}

@@ -1,0 +1,153 @@
+package scheduler
+
+// Who shares each card, followed as attempts start and end: how many of gpuq's attempts
+// each running attempt has shared its cards with over its run, and how fast the
+// sharing model expected it to run (Attempt.Crowd and Pace). What is seen of an
+// attempt's duration beside that says whether sharing slows its shape more than its
+// utilization does (Shape.Shared).
+
+import (
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// crowds is who runs on each card, and what is followed of each running attempt.
+type crowds struct {
+	on map[plans.CardID][]string
+	of map[string]*crowd
+	// shapes counts the running attempts of each shape.
+	shapes map[string]int
+}
+
+func newCrowds() crowds {
+	return crowds{on: map[plans.CardID][]string{}, of: map[string]*crowd{}, shapes: map[string]int{}}
+}
+
+// crowd is a running attempt as followed: its cards and shape; since when it has had k
+// attempts on its busiest card (itself included) and run at the model's pace; what
+// those were over its run before then, integrated (in seconds); and whether it has
+// been followed from its start.
+type crowd struct {
+	cards []plans.CardID
+	shape string
+	// util is what it counts at on its cards, and known whether measured (utilOf's,
+	// kept up by crowdRefreshAll): a round reads it for every running attempt.
+	util          float64
+	known         bool
+	started       time.Time
+	since         time.Time
+	k, pace       float64
+	kSum, paceSum float64
+	whole         bool
+}
+
+// crowdJoin follows an attempt that starts now on its cards (whole), or one found
+// running that was not followed (taken up after a restart).
+func (e *Engine) crowdJoin(a *state.Attempt, now time.Time, whole bool) {
+	if _, ok := e.crowds.of[a.ID]; ok {
+		return
+	}
+	c := &crowd{shape: a.Shape, started: a.Started, since: now, whole: whole}
+	c.util, c.known = e.utilOf(a.Shape)
+	for _, g := range a.GPUs {
+		id := plans.CardID{Worker: a.Worker, Index: g}
+		c.cards = append(c.cards, id)
+		e.crowds.on[id] = append(e.crowds.on[id], a.ID)
+	}
+	e.crowds.of[a.ID] = c
+	e.crowds.shapes[a.Shape]++
+	e.crowdRefresh(c.cards, now)
+}
+
+// crowdLeave stops following an attempt that ends now, and returns its Crowd and Pace
+// (both 0 where it was not followed from its start).
+func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
+	c, ok := e.crowds.of[id]
+	if !ok {
+		return 0, 0
+	}
+	e.crowdRefresh(c.cards, now)
+	delete(e.crowds.of, id)
+	if e.crowds.shapes[c.shape]--; e.crowds.shapes[c.shape] <= 0 {
+		delete(e.crowds.shapes, c.shape)
+	}
+	for _, card := range c.cards {
+		ids := e.crowds.on[card]
+		for i, x := range ids {
+			if x == id {
+				ids = append(ids[:i:i], ids[i+1:]...)
+				break
+			}
+		}
+		if len(ids) == 0 {
+			delete(e.crowds.on, card)
+		} else {
+			e.crowds.on[card] = ids
+		}
+	}
+	e.crowdRefresh(c.cards, now)
+	if !c.whole {
+		return 0, 0
+	}
+	if ran := now.Sub(c.started).Seconds(); ran > 0 {
+		return c.kSum / ran, c.paceSum / ran
+	}
+	return c.k, c.pace
+}
+
+// crowdTrack follows the running attempts not followed yet: those a daemon took up.
+func (e *Engine) crowdTrack(running []*state.Attempt, now time.Time) {
+	if len(running) == len(e.crowds.of) {
+		return // the common case: every one is
+	}
+	for _, a := range running {
+		e.crowdJoin(a, now, false)
+	}
+}
+
+// crowdRefresh closes, for every attempt on cards, the stretch of its run it has had
+// its present neighbours, and finds its neighbours and pace from now.
+func (e *Engine) crowdRefresh(cards []plans.CardID, now time.Time) {
+	for _, card := range cards {
+		for _, id := range e.crowds.on[card] {
+			c := e.crowds.of[id]
+			dt := now.Sub(c.since).Seconds()
+			c.kSum += c.k * dt
+			c.paceSum += c.pace * dt
+			c.since = now
+			c.k, c.pace = 0, 1
+			for _, mine := range c.cards {
+				n, util := e.cardLoad(mine)
+				c.k = max(c.k, float64(n))
+				c.pace = min(c.pace, pack.Speed(util, n, 0))
+			}
+		}
+	}
+}
+
+// crowdRefreshAll refreshes what every running attempt counts at, and every card: a
+// shape's utilization changed.
+func (e *Engine) crowdRefreshAll() {
+	now := e.clock.Now()
+	for _, c := range e.crowds.of {
+		c.util, c.known = e.utilOf(c.shape)
+	}
+	cards := make([]plans.CardID, 0, len(e.crowds.on))
+	for card := range e.crowds.on {
+		cards = append(cards, card)
+	}
+	e.crowdRefresh(cards, now)
+}
+
+// cardLoad is how many followed attempts run on a card and what they ask of its
+// compute together, by their shapes' utilizations.
+func (e *Engine) cardLoad(card plans.CardID) (n int, util float64) {
+	ids := e.crowds.on[card]
+	for _, id := range ids {
+		util += e.crowds.of[id].util
+	}
+	return len(ids), util
+}

@@ -1,0 +1,163 @@
+package pack
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sharing is an 80 GiB card with the default sharing target; busy ones run jobs that
+// ask util of its compute (blind of them not measured yet).
+func sharing(i, running int, util float64, blind int) CardState {
+	return CardState{Index: i, Total: 80 * gib, Reserved: int64(running) * 10 * gib, Running: running,
+		Slots: NoLimit, Target: DefaultTarget, Util: util, Blind: blind, BlindUtil: float64(blind)}
+}
+
+// NoLimit is a plan that leaves memory (and compute) to decide.
+const NoLimit = 1 << 20
+
+// TestSharing: each rule of how jobs share a card, on a case whose right answer is clear.
+func TestSharing(t *testing.T) {
+	seven := func(u float64) []Request {
+		var q []Request
+		for _, j := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+			q = append(q, Request{Job: j, Memory: 10 * gib, Util: u})
+		}
+		return q
+	}
+	idle := func(n int) []CardState {
+		var cs []CardState
+		for i := range n {
+			cs = append(cs, sharing(i, 0, 0, 0))
+		}
+		return cs
+	}
+	tests := []struct {
+		name  string
+		queue []Request
+		cards []CardState
+		want  string
+	}{
+		{
+			// The new user: memory alone put two jobs each on GPUs 0 and 1 and
+			// left 2-6 idle.
+			name:  "spread before stack: seven jobs on seven idle cards take one each",
+			queue: seven(0.3),
+			cards: idle(7),
+			want:  "a -> [0]\nb -> [1]\nc -> [2]\nd -> [3]\ne -> [4]\nf -> [5]\ng -> [6]",
+		},
+		{
+			name:  "without a target memory alone decides, as before",
+			queue: seven(0.3)[:3],
+			cards: []CardState{card(0, 80*gib, NoLimit), card(1, 80*gib, NoLimit)},
+			want:  "a -> [0]\nb -> [0]\nc -> [0]",
+		},
+		{
+			name:  "then low-utilization jobs share while their sum stays within the target",
+			queue: seven(0.3),
+			cards: idle(2),
+			want:  "a -> [0]\nb -> [1]\nc -> [0]\nd -> [1]\ne -> [0]\nf -> [1]\ng waits: would-slow\nreserved for g: GPU [0] in unknown",
+		},
+		{
+			name:  "compute-bound jobs never share",
+			queue: seven(1)[:3],
+			cards: idle(2),
+			want:  "a -> [0]\nb -> [1]\nc waits: would-slow\nreserved for c: GPU [0] in unknown",
+		},
+		{
+			// Card 0 fits more tightly, but card 1 would be the less busy.
+			name:  "among busy cards the least busy after, then the tightest fit",
+			queue: []Request{{Job: "a", Memory: 10 * gib, Util: 0.3}, {Job: "b", Memory: 10 * gib, Util: 0.1}},
+			cards: []CardState{sharing(0, 2, 0.5, 0), sharing(1, 1, 0.2, 0), {Index: 2, Total: 80 * gib, Reserved: 20 * gib,
+				Running: 2, Slots: NoLimit, Target: DefaultTarget, Util: 0.5}},
+			want: "a -> [1]\nb -> [0]",
+		},
+		{
+			name:  "a job not measured yet takes an idle card",
+			queue: []Request{{Job: "new", Memory: 10 * gib, UtilUnknown: true}},
+			cards: []CardState{sharing(0, 1, 0, 0), sharing(1, 0, 0, 0)},
+			want:  "new -> [1]",
+		},
+		{
+			name:  "where none is idle, it joins only jobs that use no compute",
+			queue: []Request{{Job: "new", Memory: 10 * gib, UtilUnknown: true}, {Job: "new2", Memory: 10 * gib, UtilUnknown: true}},
+			cards: []CardState{sharing(0, 1, 0.4, 0), sharing(1, 1, 0, 0)},
+			// It waits for the job just placed to be measured (soon), not for it to end.
+			want: "new -> [1]\nnew2 waits: unmeasured\nreserved for new2: GPU [1] in 0s, due",
+		},
+		{
+			name:  "nor does a measured job join one that is not",
+			queue: []Request{{Job: "a", Memory: 10 * gib, Util: 0.2}, {Job: "zero", Memory: 10 * gib}},
+			cards: []CardState{sharing(0, 1, 1, 1)},
+			want:  "zero -> [0]\na waits: would-slow\nreserved for a: GPU [0] in 0s, due",
+		},
+		{
+			name:  "a higher target lets more share",
+			queue: seven(1)[:3],
+			cards: []CardState{{Index: 0, Total: 80 * gib, Slots: NoLimit, Target: 2}},
+			want:  "a -> [0]\nb -> [0]\nc waits: would-slow\nreserved for c: GPU [0] in unknown",
+		},
+		{
+			name:  "the plan stays a hard cap",
+			queue: seven(0.1)[:3],
+			cards: []CardState{{Index: 0, Total: 80 * gib, Slots: 2, Target: DefaultTarget}},
+			want:  "a -> [0]\nb -> [0]\nc waits: no-slot\nreserved for c: GPU [0] in unknown",
+		},
+		{
+			// The head, not measured yet, waits for card 0 to be idle in 10 min: a job
+			// that would still run then may not start beside what runs there, one that
+			// ends by then may.
+			name: "a job that would keep the head from its idle card waits",
+			queue: []Request{{Job: "head", Memory: 10 * gib, UtilUnknown: true}, {Job: "long", Memory: 10 * gib, Util: 0.2, Duration: time.Hour},
+				{Job: "short", Memory: 10 * gib, Util: 0.2, Duration: 5 * time.Minute}},
+			cards: []CardState{{Index: 0, Total: 80 * gib, Reserved: 10 * gib, Running: 1, Slots: NoLimit, Target: DefaultTarget, Util: 0.5,
+				Ends: []Release{{In: 10 * time.Minute, Memory: 10 * gib, Util: 0.5}}}},
+			want: "short -> [0]\nhead waits: unmeasured\nlong waits: reserved\nreserved for head: GPU [0] in 10m0s, due",
+		},
+	}
+	for _, c := range tests {
+		t.Run(c.name, func(t *testing.T) {
+			if got := describe(Pack(c.queue, c.cards, nil)); got != c.want {
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+		})
+	}
+}
+
+// TestWouldSlowSays: the reason names the card, how slow its jobs would run, and why.
+func TestWouldSlowSays(t *testing.T) {
+	d := Pack([]Request{{Job: "a", Memory: 10 * gib, Util: 0.6}, {Job: "new", Memory: 10 * gib, UtilUnknown: true}},
+		[]CardState{sharing(3, 1, 0.5, 0)}, nil)
+	var details []string
+	for w := range d.Waiting.All() {
+		details = append(details, string(w.Reason)+": "+w.Detail)
+	}
+	want := []string{
+		"would-slow: would slow the jobs on GPU 3 to 91% of their speed: it keeps 60% of a card busy, and with it the jobs there would ask 110% of the card, past the sharing target of 100%",
+		"unmeasured: its shape's utilization is not measured yet, so it counts as compute-bound until it is; no card it fits is idle, and it would slow the jobs on GPU 3, the least busy with room for it, to 67% of their speed: with it the jobs there would ask 150% of the card, past the sharing target of 100%",
+	}
+	if strings.Join(details, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(details, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestSpeed: the model's hand-worked values.
+func TestSpeed(t *testing.T) {
+	for _, c := range []struct {
+		util float64
+		k    int
+		cost float64
+		want float64
+	}{
+		{0.5 + 0.5, 2, 0, 1},
+		{1 + 1, 2, 0, 0.5},
+		{1 + 1, 2, 0.05, 0.475},
+		{0.3 + 0.3 + 0.3, 3, 0.05, 0.95 * 0.95},
+		{0, 1, 0.05, 1},
+	} {
+		if got := Speed(c.util, c.k, c.cost); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("Speed(%v, %d, %v) = %v, want %v", c.util, c.k, c.cost, got, c.want)
+		}
+	}
+}
