@@ -26,7 +26,7 @@ type Options struct {
 	// cards.
 	Ledger string
 	// Lease, if set, is the lease file that supervised trainers run under (a gpuq
-	// worker's: see launcher.RenewLease).
+	// worker's: see launcher.Lease).
 	Lease string
 }
 
