@@ -304,7 +304,7 @@ func (d *daemon) close() {
 // sweep's plan is kept (see scheduler.AdmitAnywhere).
 func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 	var warnings []string
-	if sw.Headroom != d.machine.headroom {
+	if sw.HeadroomSet && sw.Headroom != d.machine.headroom {
 		warnings = append(warnings, fmt.Sprintf("%s: headroom %s does not apply: the daemon keeps %s free on every card "+
 			"for every sweep (gpuq daemon --headroom)", sw.File, sw.Headroom, d.machine.headroom))
 	}
