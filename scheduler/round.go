@@ -54,13 +54,13 @@ func (e *Engine) schedule() error {
 	e.watchCards()
 	e.resolveOwners()
 	writes := e.paused == nil || e.resume()
-	running := e.roundRunningNow(e.store.Latest())
+	running := e.roundRunningNow()
 	if e.expire(running) {
-		running = e.roundRunningNow(e.store.Latest())
+		running = e.roundRunningNow()
 	}
 	e.crowdTrack(running, e.clock.Now())
 	if e.readMetrics(running) {
-		running = e.roundRunningNow(e.store.Latest())
+		running = e.roundRunningNow()
 	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others, which it names.
@@ -99,7 +99,7 @@ func (e *Engine) Preview() (pack.Decision, []pack.CardState, error) {
 		return pack.Decision{}, nil, err
 	}
 	view := e.store.Latest()
-	v, err := e.packView(view, e.runningNow(view), nil)
+	v, err := e.packView(view, e.runningNow(), nil)
 	if err != nil {
 		return pack.Decision{}, nil, err
 	}
