@@ -241,7 +241,8 @@ type ghost struct {
 
 // NewEngine returns an engine over the store's jobs. events may be nil.
 func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cfg Config, events func(Event)) *Engine {
-	if events == nil {
+	heard := events != nil
+	if !heard {
 		events = func(Event) {}
 	}
 	if cfg.Poll == 0 {
@@ -258,6 +259,9 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), stopped: make(chan struct{}),
 		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}}
 	e.events = func(ev Event) {
+		if !heard { // nobody listens (a simulation): nothing to keep for the batch's end
+			return
+		}
 		if e.store.InBatch() {
 			e.later = append(e.later, ev)
 			return
@@ -277,6 +281,11 @@ func (e *Engine) batch(fn func()) error {
 		e.later = nil
 		for _, ev := range later {
 			e.tell(ev)
+		}
+		// The next batch's events go in the same array, unless one was told in it.
+		if e.later == nil {
+			clear(later)
+			e.later = later[:0]
 		}
 	}
 	return err
