@@ -1,8 +1,11 @@
 package simulate
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -27,5 +30,34 @@ func BenchmarkRun(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkFleet is the cluster beyond one box: 1,000 workers of 8 cards and
+// 1,000,000 queued jobs, its rounds timed (see RunFleet). FLEET=workers,cards,jobs,rounds
+// runs another size.
+//
+//	go test -run '^$' -bench Fleet -benchtime 1x ./scheduler/simulate/
+func BenchmarkFleet(b *testing.B) {
+	f := Fleet{Workers: 1000, CardsPerWorker: 8, Jobs: 1_000_000, Shapes: 1000, Rounds: 200}
+	if s := os.Getenv("FLEET"); s != "" {
+		if _, err := fmt.Sscanf(s, "%d,%d,%d,%d", &f.Workers, &f.CardsPerWorker, &f.Jobs, &f.Rounds); err != nil {
+			b.Fatalf("FLEET=%q: want workers,cards,jobs,rounds: %v", s, err)
+		}
+	}
+	for b.Loop() {
+		r, err := RunFleet(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		b.ReportMetric(ms(Quantile(r.Times, 0.99)), "p99-ms")
+		b.ReportMetric(ms(Quantile(r.CPU, 0.99)), "p99-cpu-ms")
+		b.ReportMetric(ms(Quantile(r.Times, 0.5)), "p50-ms")
+		b.ReportMetric(ms(Quantile(r.Times, 1)), "max-ms")
+		b.ReportMetric(float64(r.First.Milliseconds()), "first-ms")
+		b.ReportMetric(float64(r.Submit.Milliseconds()), "submit-ms")
+		b.ReportMetric(float64(r.Idle), "idle-rounds")
+		b.ReportMetric(float64(r.HeapMiB), "heap-MiB")
 	}
 }
