@@ -2,10 +2,12 @@
 // examples/traces simulated under each policy (gpuq's by the built binary, as a user
 // runs it, with its peak RSS), with gpuq's makespan before ordering and backfilling
 // (baseline.tsv) beside it; the packer's Go benchmarks; each time the median of several
-// runs; then the targets, met or not.
+// runs; a fleet beyond one box (1,000 workers of 8 cards, 1,000,000 queued jobs), its
+// scheduling rounds timed; then the targets, met or not.
 //
 //	go test -run '^$' -bench 'Pack|Place' -count 5 ./scheduler/pack/ > packer.txt
 //	go run ./cmd/gpuq-bench -packer packer.txt -gpuq bin/gpuq
+//	go run ./cmd/gpuq-bench -fleet-only   # the fleet alone
 package main
 
 import (

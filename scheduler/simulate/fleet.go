@@ -26,7 +26,7 @@ type Fleet struct {
 	Rounds int
 }
 
-// FleetResult is what a fleet's simulation measured, in wall time.
+// FleetResult is what a fleet's simulation measured: wall and processor times.
 type FleetResult struct {
 	Fleet
 	// Submit is putting the jobs in the store; First the first round, which starts a
@@ -97,26 +97,12 @@ const cardBytes = 80 << 30
 // a card was left idle that a waiting job could have had.
 func RunFleet(f Fleet) (FleetResult, error) {
 	r := FleetResult{Fleet: f}
-	t, err := f.trace()
+	fl, err := newFleetRun(f)
 	if err != nil {
 		return r, err
 	}
-	m := newMachine(plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: f.Workers * f.CardsPerWorker, Bytes: cardBytes}}})
-	store, err := state.NewStore()
-	if err != nil {
-		return r, err
-	}
-	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}, curves: map[string]*curveRun{}}
-	inv := newFleetCards(m, rn, f, t.Slots())
-	rn.where = inv.positions
-	began := time.Now()
-	if err := store.Submit(&state.Submission{Sweep: t.Sweep}); err != nil {
-		return r, err
-	}
-	r.Submit = time.Since(began)
-	cfg := scheduler.Config{Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64, UtilTarget: t.Sweep.UtilTarget}
-	e := scheduler.NewEngine(store, inv, rn.withCurves(), virtualClock{m}, cfg, nil)
-	rn.engine = e
+	e, m, rn, store := fl.engine, fl.m, fl.rn, fl.store
+	r.Submit = fl.submit
 	round := func() (wall, cpu time.Duration, err error) {
 		began, cpuBegan := time.Now(), cpuTime()
 		err = e.Round(rn.ended)
@@ -159,6 +145,39 @@ func RunFleet(f Fleet) (FleetResult, error) {
 	r.HeapMiB = ms.HeapAlloc >> 20
 	runtime.KeepAlive(store)
 	return r, nil
+}
+
+// fleetRun is a fleet's engine on its simulated cards, its jobs submitted, before its
+// first round.
+type fleetRun struct {
+	engine *scheduler.Engine
+	m      *machine
+	rn     *engineRunner
+	store  *state.Store
+	submit time.Duration // how long the submission took
+}
+
+func newFleetRun(f Fleet) (*fleetRun, error) {
+	t, err := f.trace()
+	if err != nil {
+		return nil, err
+	}
+	m := newMachine(plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: f.Workers * f.CardsPerWorker, Bytes: cardBytes}}})
+	store, err := state.NewStore()
+	if err != nil {
+		return nil, err
+	}
+	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}, curves: map[string]*curveRun{}}
+	inv := newFleetCards(m, rn, f, t.Slots())
+	rn.where = inv.positions
+	began := time.Now()
+	if err := store.Submit(&state.Submission{Sweep: t.Sweep}); err != nil {
+		return nil, err
+	}
+	submit := time.Since(began)
+	cfg := scheduler.Config{Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64, UtilTarget: t.Sweep.UtilTarget}
+	rn.engine = scheduler.NewEngine(store, inv, rn.withCurves(), virtualClock{m}, cfg, nil)
+	return &fleetRun{engine: rn.engine, m: m, rn: rn, store: store, submit: submit}, nil
 }
 
 // idleWhileWaiting reports whether a card has no trainer while the packer would start

@@ -23,3 +23,21 @@ func TestFleetFillsEveryWorker(t *testing.T) {
 		t.Errorf("%d rounds left a card idle while a job could start on it", r.Idle)
 	}
 }
+
+// TestIdleWhileWaitingSeesAnIdleCard: before its first round every card of a fleet is
+// idle while jobs wait, which the check after each round reports; after it, none is.
+func TestIdleWhileWaitingSeesAnIdleCard(t *testing.T) {
+	fl, err := newFleetRun(Fleet{Workers: 2, CardsPerWorker: 2, Jobs: 40, Shapes: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idle, err := idleWhileWaiting(fl.engine, fl.m); err != nil || !idle {
+		t.Errorf("before the first round: idle %v (%v), want true", idle, err)
+	}
+	if err := fl.engine.Round(nil); err != nil {
+		t.Fatal(err)
+	}
+	if idle, err := idleWhileWaiting(fl.engine, fl.m); err != nil || idle {
+		t.Errorf("after the first round: idle %v (%v), want false", idle, err)
+	}
+}
