@@ -11,20 +11,10 @@ import (
 // fleetTargetP99 is the bound on a scheduling round of a fleet's engine.
 const fleetTargetP99 = 50 * time.Millisecond
 
-// parseFleet reads workers,cards,jobs,rounds: the fleet to simulate.
-func parseFleet(spec string) (simulate.Fleet, error) {
-	f := simulate.Fleet{Shapes: 1000}
-	if _, err := fmt.Sscanf(spec, "%d,%d,%d,%d", &f.Workers, &f.CardsPerWorker, &f.Jobs, &f.Rounds); err != nil {
-		return f, fmt.Errorf("-fleet %q: want workers,cards per worker,jobs,rounds (e.g. 1000,8,1000000,200): %v", spec, err)
-	}
-	f.Shapes = min(f.Shapes, f.Jobs)
-	return f, nil
-}
-
 // benchFleet simulates the fleet beyond one box and prints its rounds beside the targets:
 // p99 under 50 ms, no worker idle while a job it could run waits.
 func benchFleet(w io.Writer, spec string, check func(bool, string, ...any)) error {
-	f, err := parseFleet(spec)
+	f, err := simulate.ParseFleet(spec)
 	if err != nil {
 		return err
 	}

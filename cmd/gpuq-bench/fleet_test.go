@@ -4,26 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-
-	"github.com/gpuq/gpuq/scheduler/simulate"
 )
-
-func TestParseFleet(t *testing.T) {
-	for _, c := range []struct {
-		spec string
-		want simulate.Fleet
-		bad  bool
-	}{
-		{spec: "1000,8,1000000,200", want: simulate.Fleet{Workers: 1000, CardsPerWorker: 8, Jobs: 1_000_000, Shapes: 1000, Rounds: 200}},
-		{spec: "2,4,10,5", want: simulate.Fleet{Workers: 2, CardsPerWorker: 4, Jobs: 10, Shapes: 10, Rounds: 5}},
-		{spec: "1000x8", bad: true},
-	} {
-		f, err := parseFleet(c.spec)
-		if c.bad != (err != nil) || !c.bad && f != c.want {
-			t.Errorf("parseFleet(%q) = %+v, %v; want %+v (error: %v)", c.spec, f, err, c.want, c.bad)
-		}
-	}
-}
 
 // TestBenchFleet: the fleet's section prints its rounds and both targets.
 func TestBenchFleet(t *testing.T) {

@@ -1,7 +1,7 @@
 package simulate
 
 import (
-	"fmt"
+	"cmp"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,11 +39,9 @@ func BenchmarkRun(b *testing.B) {
 //
 //	go test -run '^$' -bench Fleet -benchtime 1x ./scheduler/simulate/
 func BenchmarkFleet(b *testing.B) {
-	f := Fleet{Workers: 1000, CardsPerWorker: 8, Jobs: 1_000_000, Shapes: 1000, Rounds: 200}
-	if s := os.Getenv("FLEET"); s != "" {
-		if _, err := fmt.Sscanf(s, "%d,%d,%d,%d", &f.Workers, &f.CardsPerWorker, &f.Jobs, &f.Rounds); err != nil {
-			b.Fatalf("FLEET=%q: want workers,cards,jobs,rounds: %v", s, err)
-		}
+	f, err := ParseFleet(cmp.Or(os.Getenv("FLEET"), "1000,8,1000000,200"))
+	if err != nil {
+		b.Fatal(err)
 	}
 	for b.Loop() {
 		r, err := RunFleet(f)

@@ -26,6 +26,17 @@ type Fleet struct {
 	Rounds int
 }
 
+// ParseFleet reads "workers,cards per worker,jobs,rounds": a fleet of 1,000 shapes (or
+// one a job, for fewer jobs).
+func ParseFleet(spec string) (Fleet, error) {
+	f := Fleet{Shapes: 1000}
+	if _, err := fmt.Sscanf(spec, "%d,%d,%d,%d", &f.Workers, &f.CardsPerWorker, &f.Jobs, &f.Rounds); err != nil {
+		return f, fmt.Errorf("fleet %q: want workers,cards per worker,jobs,rounds (e.g. 1000,8,1000000,200): %v", spec, err)
+	}
+	f.Shapes = min(f.Shapes, f.Jobs)
+	return f, nil
+}
+
 // FleetResult is what a fleet's simulation measured: wall and processor times.
 type FleetResult struct {
 	Fleet
