@@ -95,6 +95,9 @@ type Started struct {
 	Leader  int      // the trainer's pid
 	Log     string   // the attempt's log file
 	Command []string // the argv it runs; nil where not known yet
+	// At is when the trainer started, where the runner knows better than the engine
+	// (a supervisor said so); zero: when Start returned.
+	At time.Time
 }
 
 // Exit is how an attempt ended, as its Runner reports it.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"os"
 	"sync"
 
 	"github.com/gpuq/gpuq/launcher"
@@ -48,6 +49,13 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 			Process: launcher.ProcessExit(proc.Exit(), proc.Output()), Command: p.cmd.Argv}
 	}()
 	return scheduler.Started{Leader: proc.PID(), Log: log, Command: p.cmd.Argv}, nil
+}
+
+// HostMemory is what the processes of each attempt hold of host RAM, by attempt: the
+// processes under this one, gpuq run, which is a subreaper (see
+// launcher.BecomeSubreaper), so that whatever a trainer starts stays under it.
+func (r *Direct) HostMemory() map[string]int64 {
+	return launcher.AttemptMemory(r.dir, []int{os.Getpid()})
 }
 
 // Stop stops the attempt's process group: SIGTERM, then SIGKILL after a grace period.

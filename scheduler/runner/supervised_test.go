@@ -1,9 +1,11 @@
 package runner
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -227,4 +229,41 @@ func TestRunnersTellHowATrainerEnded(t *testing.T) {
 		_, _, st := startSupervised(t, r, "echo step 1; kill -KILL $$")
 		check(t, st, nextExit(t, r.Exits()), -1, "SIGKILL", "step 1")
 	})
+}
+
+// TestHostMemoryIsWhatRunsUnderTheSupervisors: an attempt's host memory is read from
+// the processes under its supervisor, whatever session they are in, not from every
+// process on the machine: a process elsewhere that carries the attempt's mark (200 MiB
+// of it) is not counted, and nothing is read while nothing runs.
+func TestHostMemoryIsWhatRunsUnderTheSupervisors(t *testing.T) {
+	r := supervised(t)
+	if m := r.HostMemory(); len(m) != 0 {
+		t.Errorf("host memory with nothing running: %v", m)
+	}
+	l, dir, st := startSupervised(t, r, "setsid sleep 600 & echo ready; exec sleep 600")
+	schedtest.WaitFor(t, "the trainer's child", func() bool {
+		log, _ := os.ReadFile(st.Log)
+		return strings.Contains(string(log), "\nready\r\n")
+	})
+	if python, err := exec.LookPath("python3"); err == nil {
+		abs, _ := filepath.Abs(dir)
+		out := exec.Command(python, "-c", `b = bytearray(200 << 20); print("held", flush=True); import time; time.sleep(600)`)
+		out.Env = append(os.Environ(), "GPUQ_ATTEMPT_DIR="+abs)
+		held, _ := out.StdoutPipe()
+		if err := out.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { out.Process.Kill(); out.Wait() })
+		if line, _ := bufio.NewReader(held).ReadString('\n'); line != "held\n" {
+			t.Fatalf("the outsider said %q", line)
+		}
+	}
+	if m := r.HostMemory()[l.Attempt.ID]; m <= 0 || m > 100<<20 {
+		t.Errorf("the attempt holds %d bytes; want its two sleeps' alone", m)
+	}
+	r.Stop(l.Attempt)
+	nextExit(t, r.Exits())
+	if m := r.HostMemory(); len(m) != 0 {
+		t.Errorf("host memory once it ended: %v", m)
+	}
 }
