@@ -2,7 +2,7 @@
 // examples/traces simulated under each policy (gpuq's by the built binary, as a user
 // runs it, with its peak RSS), with gpuq's makespan before ordering and backfilling
 // (baseline.tsv) beside it; the packer's Go benchmarks; each time the median of several
-// runs; then the targets, met or not.
+// runs; trainers dispatched a second (dispatch.go); then the targets, met or not.
 //
 //	go test -run '^$' -bench 'Pack|Place' -count 5 ./scheduler/pack/ > packer.txt
 //	go run ./cmd/gpuq-bench -packer packer.txt -gpuq bin/gpuq
@@ -37,14 +37,25 @@ func main() {
 	runs := flag.Int("runs", 3, "runs of each simulation; wall times are their median")
 	packer := flag.String("packer", "", "output of go test -bench 'Pack|Place' to summarise")
 	gpuq := flag.String("gpuq", "", "a built gpuq binary, to run gpuq's simulations and measure its daemon")
+	do := dispatchOptions{crowd: 2000, workers: 50, idleSecs: 5}
+	flag.IntVar(&do.jobs, "dispatch", 400, "true trainers each dispatch run starts (0: dispatch not measured)")
+	flag.IntVar(&do.runs, "dispatch-runs", 3, "runs of each dispatch case; each figure is their median")
+	flag.StringVar(&do.against, "dispatch-against", "", "another gpuq binary whose dispatch runs alternate with -gpuq's, for ratios")
+	flag.BoolVar(&do.only, "dispatch-only", false, "measure dispatch alone")
 	flag.Parse()
-	if err := run(os.Stdout, *traces, *runs, *packer, *gpuq); err != nil {
+	var err error
+	if do.only {
+		err = runDispatch(os.Stdout, *gpuq, do)
+	} else {
+		err = run(os.Stdout, *traces, *runs, *packer, *gpuq, do)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gpuq-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
+func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string, do dispatchOptions) error {
 	files, err := filepath.Glob(filepath.Join(traceDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no traces in %s", traceDir)
@@ -100,6 +111,9 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq string) error {
 			return fmt.Errorf("daemon: %w", err)
 		}
 		printDaemon(w, f)
+		if err := runDispatch(w, gpuq, do); err != nil {
+			return err
+		}
 	}
 	printSharingModel(w)
 	if h := facts["gla-shared"].hand; h > 0 {
