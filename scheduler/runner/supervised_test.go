@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -265,5 +266,55 @@ func TestHostMemoryIsWhatRunsUnderTheSupervisors(t *testing.T) {
 	nextExit(t, r.Exits())
 	if m := r.HostMemory(); len(m) != 0 {
 		t.Errorf("host memory once it ended: %v", m)
+	}
+}
+
+// TestSupervisorsStartTogether: the engine may start a round's attempts at once (see
+// scheduler.Concurrent); each gets a supervisor and a trainer of its own, each once, and
+// each end is reported.
+func TestSupervisorsStartTogether(t *testing.T) {
+	r := supervised(t)
+	var c scheduler.Concurrent = r
+	if c.StartsAtOnce() < 2 {
+		t.Fatalf("the supervised runner starts %d attempts at once", c.StartsAtOnce())
+	}
+	const n = 6
+	type started struct {
+		st  scheduler.Started
+		err error
+	}
+	out := make(chan started, n)
+	for i := range n {
+		l := launch(t, "echo ran", nil)
+		job := fmt.Sprintf("r.%d", i+1)
+		l.Attempt.ID, l.Attempt.Job = job+"/1", job
+		go func() {
+			st, err := r.Start(l)
+			out <- started{st, err}
+		}()
+	}
+	leaders := map[int]bool{}
+	for range n {
+		s := <-out
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+		leaders[s.st.Leader] = true
+		defer func() {
+			if log, _ := os.ReadFile(s.st.Log); strings.Count(string(log), "\nran\r\n") != 1 {
+				t.Errorf("%s:\n%s", s.st.Log, log)
+			}
+		}()
+	}
+	ended := map[string]bool{}
+	for range n {
+		x := nextExit(t, r.Exits())
+		if x.Outcome != plans.Success || ended[x.Attempt] {
+			t.Errorf("exit %+v", x)
+		}
+		ended[x.Attempt] = true
+	}
+	if len(leaders) != n || len(ended) != n {
+		t.Errorf("%d trainers, %d ends; want %d of each", len(leaders), len(ended), n)
 	}
 }
