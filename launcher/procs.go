@@ -153,8 +153,9 @@ func (fs procFS) owner(pid int, name string, known map[int]string) (string, bool
 
 // children lists a process's children: every thread's, since a child belongs to the
 // thread that started it, and an orphan handed to a subreaper to one of its threads
-// (/proc/PID/task/TID/children, Linux 3.5 and later with CONFIG_PROC_CHILDREN). ok is
-// false where the kernel lists no children this way, or the process is gone.
+// (/proc/PID/task/TID/children, Linux 3.5 and later with CONFIG_PROC_CHILDREN). A
+// thread that ends while they are read has none left. ok is false where the kernel
+// lists no children this way, or the process is gone.
 func (fs procFS) children(pid int) (kids []int, ok bool) {
 	tasks, err := os.ReadDir(fs.path(pid, "task"))
 	if err != nil {
@@ -163,15 +164,16 @@ func (fs procFS) children(pid int) (kids []int, ok bool) {
 	for _, t := range tasks {
 		data, err := os.ReadFile(filepath.Join(string(fs), strconv.Itoa(pid), "task", t.Name(), "children"))
 		if err != nil {
-			return nil, false
+			continue
 		}
+		ok = true
 		for f := range strings.FieldsSeq(string(data)) {
 			if kid, err := strconv.Atoi(f); err == nil {
 				kids = append(kids, kid)
 			}
 		}
 	}
-	return kids, true
+	return kids, ok
 }
 
 // descendants lists the processes under top: its children, theirs, and so on. What it
@@ -184,6 +186,12 @@ func (fs procFS) children(pid int) (kids []int, ok bool) {
 func (fs procFS) descendants(top int) []int {
 	first, ok := fs.walk(top)
 	if !ok {
+		// A top that is gone has nothing under it: what it left moved up. Only where
+		// the kernel lists no children is every process read, not for each supervisor
+		// that ended since it was listed (hundreds a second with short trainers).
+		if _, alive := fs.stat(top); !alive {
+			return nil
+		}
 		return fs.descendantsByParent(top)
 	}
 	second, _ := fs.walk(top)

@@ -150,6 +150,20 @@ func TestOnlyTheProcessesUnderGpuqAreRead(t *testing.T) {
 	}
 }
 
+// TestAGoneProcessHasNothingUnderIt: the processes under one that has ended are none,
+// found without reading every process's parent (as where the kernel lists no children),
+// which would find a process that still names it; a zombie's are its children's, none.
+func TestAGoneProcessHasNothingUnderIt(t *testing.T) {
+	procs := append(ownedTree(), fakeProc{pid: 900, ppid: 4242, sid: 900, state: "S"})
+	fs := writeProcs(t, procs, true)
+	if got := fs.descendants(4242); len(got) != 0 {
+		t.Errorf("under a process that is gone: %v", got)
+	}
+	if got := fs.descendants(310); len(got) != 0 {
+		t.Errorf("under a zombie: %v", got)
+	}
+}
+
 func sorted(pids []int) []int {
 	slices.Sort(pids)
 	return pids
