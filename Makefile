@@ -12,8 +12,12 @@ export CGO_ENABLED = 1
 # Where make install puts the binary: $(PREFIX)/bin, on most users' PATH.
 PREFIX ?= $(HOME)/.local
 
+# gpuq --version: the commit it was built from (go build stamps it too, but not in a git
+# worktree, nor with -buildvcs=false).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+
 build:
-	$(GO) build -o bin/gpuq ./cmd/gpuq
+	$(GO) build $(if $(VERSION),-ldflags "-X main.version=$(VERSION)") -o bin/gpuq ./cmd/gpuq
 
 install: build
 	install -D -m 0755 bin/gpuq $(DESTDIR)$(PREFIX)/bin/gpuq

@@ -22,7 +22,8 @@ import (
 type Attempt struct {
 	Sweep      *plans.Sweep
 	JobID      string
-	N          int // from 1
+	JobName    string // what people call the job (plans.Job.Name); "" for none
+	N          int    // from 1
 	Tier       int
 	Params     *plans.Map   // the tier's parameters
 	Cards      []plans.Card // Index and Total are read
@@ -122,6 +123,9 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	add("PET_MASTER_PORT", port)
 	add("GPUQ_SWEEP", a.Sweep.Name)
 	add("GPUQ_JOB_ID", a.JobID)
+	if a.JobName != "" {
+		add("GPUQ_JOB_NAME", a.JobName)
+	}
 	add("GPUQ_ATTEMPT", strconv.Itoa(a.N))
 	add("GPUQ_TIER", strconv.Itoa(a.Tier))
 	add(attemptDirVar, dir)

@@ -35,7 +35,7 @@ func TestAttemptFilesArePrivate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := Start(c, LogPath(dir), Header(c, a.JobID, a.N, a.Tier, nil, ""), nil)
+		p, err := Start(c, LogPath(dir), Header(c, a, ""), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,5 +307,36 @@ func TestAttemptDirsAreTheUsersOwn(t *testing.T) {
 				t.Errorf("%v; want it refused: %q", err, tc.refused)
 			}
 		})
+	}
+}
+
+// TestLogLineEnds: the log gets "\n" for the pty's "\r\n" (and "\r\r\n"), however the
+// output is split into writes; a progress bar's lone "\r" is kept, and one that ends
+// the output is written at Flush.
+func TestLogLineEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		writes []string
+		want   string
+	}{
+		{"lines", []string{"a\r\nb\r\n"}, "a\nb\n"},
+		{"split between \\r and \\n", []string{"a\r", "\nb\r", "\n"}, "a\nb\n"},
+		{"a program's own \\r\\n", []string{"a\r\r\n"}, "a\n"},
+		{"tqdm", []string{"\r 10%|█  |", "\r 45%|████▌|", " 450/1000\r\n", "done\r\n"}, "\r 10%|█  |\r 45%|████▌| 450/1000\ndone\n"},
+		{"a bar at the end", []string{"x\r\n\r 99%", "\r"}, "x\n\r 99%\r"},
+	} {
+		var b strings.Builder
+		l := &lineEnds{w: &b}
+		for _, w := range tc.writes {
+			if n, err := l.Write([]byte(w)); err != nil || n != len(w) {
+				t.Fatalf("%s: wrote %d of %d: %v", tc.name, n, len(w), err)
+			}
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, b.String(), tc.want)
+		}
 	}
 }

@@ -1,12 +1,59 @@
 package launcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"time"
 )
+
+// lineEnds is an attempt's log as its pty's output reaches it. The terminal driver
+// turns each "\n" a trainer writes into "\r\n"; the log gets "\n" back (a run of "\r"
+// before a "\n" is one line end), so that it reads as the trainer wrote it, in grep,
+// editors and Python alike. A "\r" before anything else is a progress bar redrawn in
+// place (tqdm) and is kept, so that cat, tail -f and less -R show the bar as the
+// terminal did and the log's last line is the bar's latest state. A "\r" that ends one
+// write is held until the next tells which it is, or until Flush.
+type lineEnds struct {
+	w   io.Writer
+	cr  int // "\r" held from the last write
+	out []byte
+}
+
+func (l *lineEnds) Write(p []byte) (int, error) {
+	l.out = l.out[:0]
+	for _, c := range p {
+		switch c {
+		case '\r':
+			l.cr++
+			continue
+		case '\n':
+			l.cr = 0
+		}
+		for ; l.cr > 0; l.cr-- {
+			l.out = append(l.out, '\r')
+		}
+		l.out = append(l.out, c)
+	}
+	w, err := l.w.Write(l.out)
+	if err != nil {
+		// How much of p the log lacks, as near as the held "\r" let tell.
+		return min(w, len(p)), err
+	}
+	return len(p), nil
+}
+
+// Flush writes a "\r" held at the end of the output.
+func (l *lineEnds) Flush() error {
+	if l.cr == 0 {
+		return nil
+	}
+	_, err := l.w.Write(bytes.Repeat([]byte{'\r'}, l.cr))
+	l.cr = 0
+	return err
+}
 
 // FollowLog writes what is appended to f, an attempt's log, until the attempt in dir has
 // ended and all of its log is written, or ctx is done.

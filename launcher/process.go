@@ -91,7 +91,11 @@ func (p *Process) copyOutput(live io.Writer, copied chan<- struct{}) {
 		defer p.metrics.Close()
 		live = alsoTo{live, p.metrics}
 	}
-	p.logLost, p.logErr = tee(p.ptmx, p.log, p.ring, live)
+	log := &lineEnds{w: p.log}
+	p.logLost, p.logErr = tee(p.ptmx, log, p.ring, live)
+	if err := log.Flush(); err != nil && p.logErr == nil {
+		p.logErr = err
+	}
 }
 
 // tee copies an attempt's output from src to the ring and live (if not nil) first, and
@@ -324,10 +328,14 @@ func (e Exit) String() string {
 }
 
 // Header is the start of an attempt's log: enough to rerun it by hand.
-func Header(c Command, jobID string, n, tier int, cards []plans.Card, effectiveBatch string) string {
+func Header(c Command, a Attempt, effectiveBatch string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# gpuq attempt %d of job %s, tier %d, cards", n, jobID, tier)
-	for _, cd := range cards {
+	job := a.JobID
+	if a.JobName != "" {
+		job += " (" + a.JobName + ")"
+	}
+	fmt.Fprintf(&b, "# gpuq attempt %d of job %s, tier %d, cards", a.N, job, a.Tier)
+	for _, cd := range a.Cards {
 		fmt.Fprintf(&b, " %d", cd.Index)
 	}
 	if effectiveBatch != "" {

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 			fmt.Printf("arg%d=%s\n", i, a)
 		}
 		for _, k := range []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
-			"TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "GPUQ_JOB_ID", "GPUQ_ATTEMPT", "GPUQ_TIER",
+			"TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "GPUQ_JOB_ID", "GPUQ_JOB_NAME", "GPUQ_ATTEMPT", "GPUQ_TIER",
 			"GPUQ_SWEEP", "MASTER_ADDR", "MASTER_PORT", "PET_MASTER_ADDR", "PET_MASTER_PORT", "GPUQ_ATTEMPT_DIR", "RUN_NAME", "KEPT_FROM_PARENT"} {
 			fmt.Printf("%s=%s\n", k, os.Getenv(k))
 		}
@@ -82,7 +82,7 @@ func startHelper(t *testing.T, mode string, extraEnv ...string) (*Process, strin
 	t.Helper()
 	s := testSweep(t)
 	dir := t.TempDir()
-	a := Attempt{Sweep: s, JobID: "t.1", N: 2, Tier: 1, Params: s.Jobs[0].Params, Dir: dir, Threads: 3,
+	a := Attempt{Sweep: s, JobID: "t.1", JobName: "lr=1e-4", N: 2, Tier: 1, Params: s.Jobs[0].Params, Dir: dir, Threads: 3,
 		Cards: []plans.Card{{Index: 2}, {Index: 5}}, MasterPort: 29517}
 	env := append(os.Environ(), "GPUQ_TEST_HELPER="+mode, "KEPT_FROM_PARENT=yes", "CUDA_VISIBLE_DEVICES=7")
 	c, err := Prepare(a, append(env, extraEnv...))
@@ -90,7 +90,7 @@ func startHelper(t *testing.T, mode string, extraEnv ...string) (*Process, strin
 		t.Fatal(err)
 	}
 	log := filepath.Join(dir, "log")
-	p, err := Start(c, log, Header(c, a.JobID, a.N, a.Tier, a.Cards, "32"), nil)
+	p, err := Start(c, log, Header(c, a, "32"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestChildInPtyGetsArgvAndEnvironment(t *testing.T) {
 		"CUDA_VISIBLE_DEVICES=2,5", "CUDA_DEVICE_ORDER=PCI_BUS_ID",
 		"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False", "PYTORCH_ALLOC_CONF=expandable_segments:False",
 		"TOKENIZERS_PARALLELISM=false", "OMP_NUM_THREADS=3", "MKL_NUM_THREADS=3",
-		"GPUQ_JOB_ID=t.1", "GPUQ_ATTEMPT=2", "GPUQ_TIER=1", "GPUQ_SWEEP=t", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29517", "PET_MASTER_ADDR=127.0.0.1", "PET_MASTER_PORT=29517",
+		"GPUQ_JOB_ID=t.1", "GPUQ_JOB_NAME=lr=1e-4", "GPUQ_ATTEMPT=2", "GPUQ_TIER=1", "GPUQ_SWEEP=t", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29517", "PET_MASTER_ADDR=127.0.0.1", "PET_MASTER_PORT=29517",
 		"RUN_NAME=run-0.0001-2", "KEPT_FROM_PARENT=yes", "GPUQ_ATTEMPT_DIR=" + filepath.Dir(log),
 	} {
 		if !strings.Contains(out, want+"\n") {
@@ -145,7 +145,10 @@ func TestChildInPtyGetsArgvAndEnvironment(t *testing.T) {
 	if !strings.Contains(header, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False \\") {
 		t.Errorf("the rerun line lacks the sweep's PYTORCH_CUDA_ALLOC_CONF:\n%s", header)
 	}
-	for _, want := range []string{"# gpuq attempt 2 of job t.1, tier 1, cards 2 5, effective batch 32", "  CUDA_VISIBLE_DEVICES=2,5 \\", "RUN_NAME=run-0.0001-2", "gpuq: exited with status 3"} {
+	if strings.Contains(string(logText), "\r") {
+		t.Errorf("the log keeps the pty's \\r\\n:\n%q", logText)
+	}
+	for _, want := range []string{"# gpuq attempt 2 of job t.1 (lr=1e-4), tier 1, cards 2 5, effective batch 32", "  CUDA_VISIBLE_DEVICES=2,5 \\", "RUN_NAME=run-0.0001-2", "gpuq: exited with status 3"} {
 		if !strings.Contains(string(logText), want) {
 			t.Errorf("log lacks %q:\n%s", want, logText)
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -344,7 +345,73 @@ func (fs procFS) pss(pid int) (int64, bool) {
 }
 
 // The attempts' layout, defined here alone: attempt n of a job lives under a root (the
-// daemon's <state dir>/attempts, gpuq run's --log-dir) in root/<job>/attempt-<n>/.
+// daemon's <state dir>/attempts, gpuq run's run directory) in root/<job>/attempt-<n>/,
+// and root/by-name/<sweep>/<job's name> links to root/<job>, so that a person finds a
+// job's logs by its point (ls attempts/by-name/gla-e1/).
+
+// byName is the directory of the links by name under a root: not a job id, which ends
+// in .<n>.
+const byName = "by-name"
+
+// LinkName links root/by-name/<sweep>/<name> to the job's directory, or leaves the link
+// that does already; a link of that name to another job (a sweep of the same name,
+// submitted again after gpuq clean) is replaced. A name is made a file name: '/' is
+// '∕', a leading '.' is '_', and it is cut to 200 bytes.
+func LinkName(root, sweep, name, job string) error {
+	if _, err := JobDir(root, job); err != nil || !filepath.IsLocal(sweep) || strings.ContainsRune(sweep, filepath.Separator) {
+		return fmt.Errorf("job %q of sweep %q cannot name a link", job, sweep)
+	}
+	dir := filepath.Join(root, byName, sweep)
+	link := filepath.Join(dir, fileName(name))
+	target := filepath.Join("..", "..", job)
+	if old, err := os.Readlink(link); err == nil && old == target {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp := link + ".new"
+	os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// UnlinkNames removes the links by name of a sweep's jobs under root (gpuq clean).
+func UnlinkNames(root, sweep string) error {
+	if !filepath.IsLocal(sweep) || strings.ContainsRune(sweep, filepath.Separator) {
+		return fmt.Errorf("sweep %q cannot name a directory", sweep)
+	}
+	return os.RemoveAll(filepath.Join(root, byName, sweep))
+}
+
+// fileName is a job's name as one element of a path.
+func fileName(name string) string {
+	name = strings.ReplaceAll(name, "/", "∕")
+	if strings.HasPrefix(name, ".") {
+		name = "_" + name[1:]
+	}
+	for len(name) > 200 {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	return name
+}
+
+// JobOf is the gpuq job a process belongs to, by the GPUQ_JOB_ID and GPUQ_JOB_NAME it
+// inherited (or its parent's, where its environment names none): of any gpuq of this
+// user, whatever its root. ok is false for a process of no job, or another user's.
+func JobOf(pid int) (id, name string, ok bool) {
+	if id, ok = hostProcs.owner(pid, "GPUQ_JOB_ID", nil); ok {
+		name, _ = hostProcs.owner(pid, "GPUQ_JOB_NAME", nil)
+	}
+	return id, name, ok
+}
 
 // AttemptDir is where attempt n of a job lives under root.
 func AttemptDir(root, job string, n int) (string, error) {

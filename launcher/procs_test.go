@@ -364,3 +364,72 @@ func BenchmarkAttemptMemory(b *testing.B) {
 		}
 	})
 }
+
+// TestLinkName: a job's directory is found by its name under by-name/<sweep>/; the link
+// is made once, replaced where it names another job, and made a file name of a name
+// with a '/'; UnlinkNames removes a sweep's links.
+func TestLinkName(t *testing.T) {
+	root := t.TempDir()
+	for _, job := range []string{"s.1", "s.2"} {
+		if err := os.MkdirAll(filepath.Join(root, job, "attempt-1"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ name, job, file string }{
+		{"glue-sst2,seed=87", "s.1", "glue-sst2,seed=87"},
+		{"glue-sst2,seed=87", "s.1", "glue-sst2,seed=87"},
+		{"glue-sst2,seed=87", "s.2", "glue-sst2,seed=87"},
+		{"lr/1e-4", "s.1", "lr∕1e-4"},
+		{".hidden", "s.1", "_hidden"},
+	} {
+		if err := LinkName(root, "s", tc.name, tc.job); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if _, err := os.Stat(filepath.Join(root, "by-name", "s", tc.file, "attempt-1")); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if dest, _ := filepath.EvalSymlinks(filepath.Join(root, "by-name", "s", tc.file)); dest != filepath.Join(root, tc.job) {
+			t.Errorf("%s leads to %s, not %s", tc.name, dest, tc.job)
+		}
+	}
+	if err := LinkName(root, "s", "x", "../s.1"); err == nil {
+		t.Error("a job that is no path element was linked")
+	}
+	if err := UnlinkNames(root, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "by-name", "s")); !os.IsNotExist(err) || func() bool { _, err := os.Stat(filepath.Join(root, "s.1")); return err != nil }() {
+		t.Errorf("UnlinkNames left the links, or took the jobs: %v", err)
+	}
+}
+
+// TestJobOf: a process is told by the job id and name it inherited, its own or its
+// parent's.
+func TestJobOf(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "env -u GPUQ_JOB_ID -u GPUQ_JOB_NAME sleep 30 & echo $!; wait")
+	cmd.Env = append(os.Environ(), "GPUQ_JOB_ID=s.3", "GPUQ_JOB_NAME=glue-sst2,seed=87")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	fmt.Fscan(out, &child)
+	defer func() {
+		if p, err := os.FindProcess(child); err == nil && child > 0 {
+			p.Kill()
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	for _, pid := range []int{cmd.Process.Pid, child} {
+		if id, name, ok := JobOf(pid); !ok || id != "s.3" || name != "glue-sst2,seed=87" {
+			t.Errorf("process %d is of %q %q %v", pid, id, name, ok)
+		}
+	}
+	if _, _, ok := JobOf(os.Getpid()); ok {
+		t.Error("the test itself is of a job")
+	}
+}

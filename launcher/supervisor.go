@@ -71,7 +71,7 @@ const (
 type Spec struct {
 	Command Command `json:"command"`
 	Header  string  `json:"header"`
-	// Lease, if set, is the lease file the trainer runs under (see RenewLease).
+	// Lease, if set, is the lease file the trainer runs under (see Lease).
 	Lease string `json:"lease,omitempty"`
 }
 
@@ -129,6 +129,15 @@ func Supervise(dir string) error {
 	// through gpuq attach would do nothing).
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	BecomeSubreaper()
+	// The lease is read before the trainer starts: one that has lapsed already (its
+	// worker's daemon may run the job elsewhere by now) starts nothing.
+	var lease Lease
+	if spec.Lease != "" {
+		var ok bool
+		if lease, ok = holdLease(spec.Lease); !ok {
+			return WriteJSON(filepath.Join(dir, exitFile), Ended{Outcome: plans.Lost, Fenced: true, Detail: notStartedFenced})
+		}
+	}
 	ln, p, h, err := begin(dir, spec)
 	if err != nil {
 		if MachineFault(err) {
@@ -163,7 +172,7 @@ func Supervise(dir string) error {
 	go accept(ln, p, h, end, &waiting)
 	var fenced <-chan bool
 	if spec.Lease != "" {
-		fenced = keepLease(spec.Lease, p)
+		fenced = keepLease(spec.Lease, lease, p)
 	}
 	<-p.Done()
 	h.close()

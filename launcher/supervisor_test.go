@@ -65,7 +65,7 @@ func startAttempt(t *testing.T, dir, ran string) error {
 	if err != nil {
 		return err
 	}
-	_, err = StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c, Header: Header(c, a.JobID, a.N, a.Tier, nil, "")})
+	_, err = StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c, Header: Header(c, a, "")})
 	return err
 }
 

@@ -15,7 +15,8 @@ import (
 
 // Map is a decoded mapping that keeps its keys in the order of the file, so that a
 // matrix expands in the order the user wrote it and a rendered config keeps its layout.
-// Values are nil, bool, int64, float64, string, []any or *Map.
+// Values are nil, bool, int64, float64, Float (a number written otherwise than its
+// value prints), string, []any or *Map.
 type Map struct {
 	Keys []string
 	Vals map[string]any
@@ -302,6 +303,8 @@ func (d *decoder) fromNode(n *yaml.Node, depth int) (any, error) {
 			v = int64(t)
 		case uint64:
 			v = float64(t)
+		case float64:
+			v = literalFloat(t, n.Value)
 		}
 		d.scalars[n] = v
 		return v, nil
@@ -368,7 +371,11 @@ func (d *decoder) jsonValue(dec *json.Decoder, depth int) (any, error) {
 		if i, err := t.Int64(); err == nil {
 			return i, nil
 		}
-		return t.Float64()
+		f, err := t.Float64()
+		if err != nil {
+			return nil, err
+		}
+		return literalFloat(f, t.String()), nil
 	}
 	return tok, nil
 }
@@ -382,7 +389,7 @@ func kindOf(v any) string {
 		return "boolean"
 	case int64:
 		return "integer"
-	case float64:
+	case float64, Float:
 		return "number"
 	case string:
 		return "string"
@@ -397,7 +404,7 @@ func kindOf(v any) string {
 // isScalar reports whether v can be a parameter value.
 func isScalar(v any) bool {
 	switch v.(type) {
-	case bool, int64, float64, string:
+	case bool, int64, float64, Float, string:
 		return true
 	}
 	return false
@@ -412,6 +419,8 @@ func FormatValue(v any) string {
 		return t
 	case float64:
 		return formatFloat(t)
+	case Float:
+		return t.Text
 	}
 	return fmt.Sprint(v)
 }

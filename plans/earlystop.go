@@ -93,7 +93,7 @@ func (c *checker) earlyStop(doc *Map) *EarlyStop {
 	}
 	es.At = c.rungSteps(m.Vals["at"])
 	if k, ok := m.Get("keep"); ok {
-		if f, isNum := toFloat(k); isNum && f > 0 && f < 1 {
+		if f, isNum := Number(k); isNum && f > 0 && f < 1 {
 			es.Keep = f
 		} else {
 			c.fail("early_stop.keep", "write the share of points that go on at each step, between 0 and 1, e.g. keep: 0.34 (got %s)", FormatValue(k))

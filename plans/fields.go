@@ -257,13 +257,3 @@ func (c *checker) boolean(m *Map, field, key string) bool {
 	}
 	return b
 }
-
-func toFloat(v any) (float64, bool) {
-	switch t := v.(type) {
-	case int64:
-		return float64(t), true
-	case float64:
-		return t, true
-	}
-	return 0, false
-}

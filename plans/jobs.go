@@ -46,7 +46,6 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Point: NewMap(), Params: s.Params.Clone(),
 			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
 			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, After: defaults.After, origin: p.origin}
-		var names []string
 		for _, k := range p.vals.Keys {
 			v := p.vals.Vals[k]
 			if slices.Contains(jobKeys, k) {
@@ -76,12 +75,7 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 			default:
 				j.Point.Set(k, v)
 				j.Params.Set(k, v)
-				names = append(names, shown(k)+"="+shown(FormatValue(v)))
 			}
-		}
-		j.Name = strings.Join(names, ",")
-		if j.Name == "" {
-			j.Name = s.Name
 		}
 		jobs = append(jobs, j)
 	}

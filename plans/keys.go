@@ -245,7 +245,7 @@ func (c *checker) fitLadder(rc *reach, j *Job, note func(field, job, msg string)
 	for r, rung := range j.Ladder {
 		for _, fac := range rung.Scale {
 			if v, ok := j.Params.Get(fac.Key); ok {
-				if _, num := toFloat(v); !num {
+				if _, num := Number(v); !num {
 					note(fmt.Sprintf("oom.ladder[%d].scale.%s", r, fac.Key), j.ID, fmt.Sprintf("scales %q, whose value %q is not a number", fac.Key, FormatValue(v)))
 				}
 			}
@@ -292,8 +292,12 @@ func (r Rung) renamed(keys map[string]string) Rung {
 }
 
 // noRungWarning names, once for the sweep, the jobs an OOM would fail at once: their
-// ladder is empty.
+// ladder is empty. A sweep that writes an empty ladder (oom: {ladder: []}, as a one-off
+// command's does) asked for that.
 func (s *Sweep) noRungWarning() []string {
+	if s.OOM.Ladder != nil && len(s.OOM.Ladder) == 0 {
+		return nil
+	}
 	var bare []string
 	for _, j := range s.Jobs {
 		if len(j.Ladder) == 0 {

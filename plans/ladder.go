@@ -86,6 +86,8 @@ func scale(v any, by float64) any {
 		return max(1, int64(math.Floor(float64(t)*by)))
 	case float64:
 		return t * by
+	case Float:
+		return t.Value * by
 	}
 	return v
 }
@@ -320,7 +322,7 @@ func (c *checker) rung(field string, v any) (Rung, bool) {
 			c.fail(field+".scale", "write a mapping of parameters to factors, e.g. {batch_size: 0.5, gradient_accumulation_steps: 2}")
 		} else {
 			for _, k := range sm.Keys {
-				f, ok := toFloat(sm.Vals[k])
+				f, ok := Number(sm.Vals[k])
 				if !ok || !(f > 0) || math.IsInf(f, 1) {
 					c.fail(field+".scale."+k, "a factor is a finite number above 0, e.g. 0.5")
 					continue

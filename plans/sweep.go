@@ -38,6 +38,9 @@ type Sweep struct {
 	GPUs     GPUSpec
 	Plan     GPUPlan // nil: not written; see SlotPlan
 	Headroom Headroom
+	// HeadroomSet: the sweep file or a flag wrote its headroom; otherwise it is
+	// DefaultHeadroom, and a daemon's own does not hide it.
+	HeadroomSet bool
 	// UtilTarget is how much of a card's compute jobs sharing it may ask for together
 	// (util_target): 0 takes the default, the whole card; UtilTargetOff counts none.
 	UtilTarget float64
@@ -166,7 +169,7 @@ var (
 	nameRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9._-]+$`) })
 	envNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
-	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "util_target", "sharing", "after", "max_running", "seeds", "early_stop"}
+	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "util_target", "sharing", "job_name", "after", "max_running", "seeds", "early_stop"}
 	configKeys = []string{"base", "format", "add"}
 	oomKeys    = []string{"max_attempts", "ladder", "keys"}
 	rungKeys   = []string{"set", "scale", "repeat", "exclusive"}
@@ -183,11 +186,17 @@ func LoadSweep(path string, ov Overrides) (*Sweep, error) {
 	if err != nil {
 		return nil, Problems{{File: path, Msg: fmt.Sprintf("cannot read the sweep file: %v", err)}}
 	}
-	s, err := DecodeSweep(path, data, ov)
+	return LoadSource(path, data, ov)
+}
+
+// LoadSource is LoadSweep of a sweep document already read (a one-off command's, which
+// gpuq writes itself), named file in errors.
+func LoadSource(file string, data []byte, ov Overrides) (*Sweep, error) {
+	s, err := DecodeSweep(file, data, ov)
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{file: path}
+	c := &checker{file: file}
 	if fi, err := os.Stat(s.Workdir); err != nil || !fi.IsDir() {
 		c.fail("workdir", "%s is not a directory: workdir is relative to the sweep file", s.Workdir)
 	} else {
@@ -282,7 +291,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 		if hr, err := ParseHeadroom(h.Value); err != nil {
 			c.failAt(h, "headroom", "%v", err)
 		} else {
-			s.Headroom = hr
+			s.Headroom, s.HeadroomSet = hr, true
 		}
 	}
 	s.UtilTarget = c.utilTarget(doc, ov.UtilTarget)
@@ -311,6 +320,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	s.MaxRunning = c.integer(doc, "max_running", 0, 0)
 
 	s.Jobs = c.jobs(s, doc, defaults)
+	c.name(s, doc)
 	if len(c.errs) == 0 {
 		c.checkJobs(s)
 		c.checkAdd(s)

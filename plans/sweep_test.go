@@ -45,15 +45,15 @@ func TestDecodeSweepIssueExample(t *testing.T) {
 	}
 	var got []string
 	for _, j := range s.Jobs {
-		got = append(got, j.ID+" "+j.Name+" "+FormatSize(j.Memory))
+		got = append(got, j.ID+" "+j.Name+" "+j.PointText()+" "+FormatSize(j.Memory))
 	}
 	want := []string{
-		"gla-e1.1 task=glue-tvt_qnli,seed=87 14.00 GiB",
-		"gla-e1.2 task=glue-tvt_qnli,seed=88 14.00 GiB",
-		"gla-e1.3 task=glue-tvt_qnli,seed=89 14.00 GiB",
-		"gla-e1.4 task=glue-sst2,seed=87 11.00 GiB",
-		"gla-e1.5 task=glue-sst2,seed=88 11.00 GiB",
-		"gla-e1.6 task=mnli,seed=87 11.00 GiB",
+		"gla-e1.1 glue-tvt_qnli,seed=87 task=glue-tvt_qnli,seed=87 14.00 GiB",
+		"gla-e1.2 glue-tvt_qnli,seed=88 task=glue-tvt_qnli,seed=88 14.00 GiB",
+		"gla-e1.3 glue-tvt_qnli,seed=89 task=glue-tvt_qnli,seed=89 14.00 GiB",
+		"gla-e1.4 glue-sst2,seed=87 task=glue-sst2,seed=87 11.00 GiB",
+		"gla-e1.5 glue-sst2,seed=88 task=glue-sst2,seed=88 11.00 GiB",
+		"gla-e1.6 mnli,seed=87 task=mnli,seed=87 11.00 GiB",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("jobs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -96,7 +96,7 @@ func TestAJobsNameIsSeenNotActedOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Jobs[0].Name + " " + s.Jobs[1].Name; got != `task="\x1b]0;pwned\a\x1b[2J" task=sst2` {
+	if got := s.Jobs[0].Name + " " + s.Jobs[1].PointText(); got != `"\x1b]0;pwned\a\x1b[2J" task=sst2` {
 		t.Errorf("names %q", got)
 	}
 	if v, _ := s.Jobs[0].Params.Get("task"); v != "\x1b]0;pwned\a\x1b[2J" {

@@ -97,8 +97,9 @@ func validName(s string) bool {
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// valueKey identifies a value for equality: 87 and "87" differ, and two mappings with
-// the same keys and values are equal whatever order the file wrote them in. (Shape
+// valueKey identifies a value for equality: 87 and "87" differ, 1e-4 and 0.0001 do
+// not, and two mappings with the same keys and values are equal whatever order the
+// file wrote them in. (Shape
 // names are made of it, and journaled: see CanonicalShape.)
 func valueKey(v any) string {
 	b, _ := json.Marshal(unordered(v))
@@ -123,6 +124,8 @@ func unordered(v any) any {
 			c[i] = unordered(t[i])
 		}
 		return c
+	case Float:
+		return t.Value // 1e-4 is 0.0001
 	}
 	return v
 }

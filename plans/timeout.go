@@ -52,6 +52,8 @@ func ParseDuration(v any) (time.Duration, error) {
 		secs = float64(t)
 	case float64:
 		secs = t
+	case Float:
+		secs = t.Value
 	case string:
 		if f, err := strconv.ParseFloat(strings.TrimSpace(t), 64); err == nil {
 			secs = f

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -16,27 +17,20 @@ import (
 // waits, and forget ended sweeps. Each changes the store through the journal like
 // everything else.
 
-// Selection names jobs: some by id, or every job of a sweep. Ids must exist and be in a
-// state the request applies to; a sweep's jobs that are not are passed over.
+// Selection names jobs: some by id, or every job of a sweep, or every job (of a sweep)
+// whose parameters meet Where. Ids must exist and be in a state the request applies to;
+// the jobs of a sweep or a Where that are not are passed over.
 type Selection struct {
 	IDs   []string
 	Sweep string
+	Where plans.Where
 }
 
 // jobs resolves a selection; ok says whether a job may be changed, and why not.
 func (e *Engine) jobs(sel Selection, ok func(*state.Job) string) ([]*state.Job, error) {
 	view := e.store.Latest()
-	if sel.Sweep != "" {
-		if view.Submission(sel.Sweep) == nil {
-			return nil, NoSweep(sel.Sweep, view.JobIDs())
-		}
-		var out []*state.Job
-		for j := range view.JobsOf(sel.Sweep) {
-			if ok(j) == "" {
-				out = append(out, j)
-			}
-		}
-		return out, nil
+	if sel.Sweep != "" || sel.Where != nil {
+		return selected(view, sel, ok)
 	}
 	out := make([]*state.Job, 0, len(sel.IDs))
 	for _, id := range sel.IDs {
@@ -48,6 +42,33 @@ func (e *Engine) jobs(sel Selection, ok func(*state.Job) string) ([]*state.Job, 
 			return nil, Refused(fmt.Sprintf("%s %s: %s", id, j.ShownState().Told(), why))
 		}
 		out = append(out, j)
+	}
+	return out, nil
+}
+
+// selected are the jobs of a sweep, or of every sweep, that meet sel.Where and that ok
+// lets be changed. A Where key no job of them has is refused: a misspelt key must not
+// read as "no job to change".
+func selected(view state.View, sel Selection, ok func(*state.Job) string) ([]*state.Job, error) {
+	jobs := view.Jobs()
+	if sel.Sweep != "" {
+		if view.Submission(sel.Sweep) == nil {
+			return nil, NoSweep(sel.Sweep, view.JobIDs())
+		}
+		jobs = slices.Collect(view.JobsOf(sel.Sweep))
+	}
+	var out []*state.Job
+	keys := map[string]bool{}
+	for _, j := range jobs {
+		for _, k := range j.Params.Keys {
+			keys[k] = true
+		}
+		if sel.Where.Matches(j.Params) && ok(j) == "" {
+			out = append(out, j)
+		}
+	}
+	if err := sel.Where.Unknown(slices.Sorted(maps.Keys(keys))); err != nil {
+		return nil, Refused(err.Error())
 	}
 	return out, nil
 }

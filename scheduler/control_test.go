@@ -200,3 +200,30 @@ func TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps(t *testing.T) {
 		t.Errorf("why b.1: %s %s", reason, detail)
 	}
 }
+
+// TestSelectByWhere: a Where selects the jobs whose parameters meet it, in a sweep or in
+// every sweep, passing over those the request does not apply to; a key no job has is
+// refused, so that a misspelt one does not read as "nothing to do".
+func TestSelectByWhere(t *testing.T) {
+	e, st := stepEngine(t, "name: c\ncommand: [train]\nmatrix: {task: [sst2, rte], seed: [1, 2]}\nmemory: 10GiB\n", 1)
+	where := func(s string) plans.Where {
+		w, err := plans.ParseWhere(s)
+		must(t, err)
+		return w
+	}
+	ids, err := e.hold(Selection{Where: where("task=sst2,seed=2|1")})
+	if err != nil || strings.Join(ids, " ") != "c.1 c.2" {
+		t.Fatalf("hold task=sst2: %v %v", ids, err)
+	}
+	ids, err = e.hold(Selection{Sweep: "c", Where: where("seed=1")})
+	if err != nil || strings.Join(ids, " ") != "c.3" {
+		t.Errorf("hold seed=1 of c passes over c.1, held already: %v %v", ids, err)
+	}
+	if got := states(st); got != "c.1:held c.2:held c.3:held c.4:queued" {
+		t.Errorf("states: %s", got)
+	}
+	var refused Refused
+	if _, err := e.release(Selection{Where: where("sed=1")}); !errors.As(err, &refused) || !strings.Contains(err.Error(), `(did you mean "seed"?)`) {
+		t.Errorf("an unknown key: %v", err)
+	}
+}

@@ -36,7 +36,8 @@ type Holding struct {
 	Reserved, Held int64
 }
 
-// cardViews returns every card as the last round read it.
+// cardViews returns every card as the last round read it, each process with the attempt
+// it belongs to where the round could tell.
 func (e *Engine) cardViews() []CardView {
 	view := e.store.Latest()
 	running := e.runningNow(view)
@@ -49,6 +50,12 @@ func (e *Engine) cardViews() []CardView {
 		s := states[i]
 		out[i] = CardView{Card: c, Slots: slots[i], Running: s.Running, Drained: drained[c.ID()],
 			Reserved: s.Reserved, Foreign: s.Foreign, Headroom: s.Headroom, Util: s.Util, Target: s.Target}
+		out[i].Processes = slices.Clone(c.Processes) // the round's cards are not changed
+		for j, o := range e.ownersOf(i) {
+			if out[i].Processes[j].Attempt == "" {
+				out[i].Processes[j].Attempt = o.attempt
+			}
+		}
 		for _, a := range running {
 			if a.On(c.ID()) {
 				out[i].Attempts = append(out[i].Attempts, Holding{Attempt: a, Reserved: a.Holds(), Held: e.useOn(a.ID, i).bytes})

@@ -19,6 +19,9 @@ func (e *Engine) apply(x Exit) {
 	view := e.store.Latest()
 	a := view.Attempt(x.Attempt)
 	if a == nil || !a.Running() {
+		if a != nil && a.Outcome == plans.Lost && x.Outcome == plans.Success {
+			e.lateSuccess(a, x)
+		}
 		return
 	}
 	a = e.measured(a)
@@ -47,7 +50,13 @@ func (e *Engine) apply(x Exit) {
 		}, nil)
 	}
 	kind, msg := string(x.Outcome), x.Detail
+	won := succeededBefore(view, a)
 	switch {
+	case won > 0:
+		// An attempt before it succeeded, told late (see lateSuccess): the job has,
+		// however this one that ran it again ended, stopped early or not.
+		job.State, job.Reason, kind = state.JobSucceeded, "", "succeeded"
+		msg = fmt.Sprintf("attempt %d had succeeded (see the event before); attempt %d, which ran it again: %s", won, a.N, x.Outcome)
 	case a.StopReason != "" && x.Outcome != plans.Success:
 		// Stopped early: whatever else it said as it went (cancelled, lost, even out
 		// of memory), its point had lost.
@@ -81,7 +90,7 @@ func (e *Engine) apply(x Exit) {
 	// The end is counted with it, for counters that never go down (state.Tally).
 	change := state.Change{Jobs: []*state.Job{&job}, Attempts: []*state.Attempt{&ended}, Tallies: []*state.Tally{view.Counted(&ended)}}
 	var err error
-	if job.State == state.JobSucceeded {
+	if job.State == state.JobSucceeded && won == 0 {
 		_, err = e.learn(job.Shape, &ended, &change)
 	} else {
 		err = e.put(change)

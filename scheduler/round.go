@@ -552,7 +552,7 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	for _, l := range started {
 		a := l.Attempt
 		e.events(Event{Time: a.Started, Job: a.Job, Attempt: a.N, Kind: "started",
-			Message: fmt.Sprintf("on %s, tier %d, estimate %s", a.Where(), a.Tier, plans.FormatSize(a.Estimate))})
+			Message: fmt.Sprintf("on %s, tier %d, %s", a.Where(), a.Tier, estimateWords(a.Estimate))})
 	}
 }
 
@@ -668,4 +668,13 @@ func (e *Engine) largestRoom() int64 {
 		most = max(most, e.cfg.Headroom.Room(c.Total))
 	}
 	return most
+}
+
+// estimateWords says an attempt's estimate in an event: "estimate 9.00 GiB", or "no
+// estimate" (never "0 B").
+func estimateWords(b int64) string {
+	if b <= 0 {
+		return "no estimate"
+	}
+	return "estimate " + plans.FormatSize(b)
 }

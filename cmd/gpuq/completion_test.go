@@ -50,3 +50,21 @@ printf '%s\n' "${COMPREPLY[@]}"`, "bash", path, line)
 		t.Errorf("gpuq completion <TAB>: %q", got)
 	}
 }
+
+// TestCompletesFlagValues: --state completes the states, after those listed already;
+// --sweep the daemon's sweeps (see TestSubmitOneOff), and nothing where none runs.
+func TestCompletesFlagValues(t *testing.T) {
+	t.Setenv("GPUQ_STATE_DIR", t.TempDir())
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"__complete", "status", "--state", ""}, "queued\nheld\nblocked\nrunning\nsucceeded\nstopped\nfailed\ncancelled\n:4\n"},
+		{[]string{"__complete", "ls", "--state", "running,fail"}, "running,queued\nrunning,held\nrunning,blocked\nrunning,succeeded\nrunning,stopped\nrunning,failed\nrunning,cancelled\n:4\n"},
+		{[]string{"__complete", "cancel", "--sweep", ""}, ":4\n"},
+	} {
+		if out, _, code := gpuq(t, tc.args...); code != exitOK || out != tc.want {
+			t.Errorf("gpuq %s: exit %d, %q; want %q", strings.Join(tc.args, " "), code, out, tc.want)
+		}
+	}
+}

@@ -91,7 +91,10 @@ to at once (more are closed as they come), so a flood of strangers takes no job'
 descriptors. On a cluster's shared home the user's own jobs read both there. Its own
 machine is then its first worker; --gpus none leaves it without cards (a login node).
 A worker that goes away for --worker-grace has its running jobs run again elsewhere
-at the same tier; its trainers stop after half of that, so nothing runs twice.`,
+at the same tier. Its trainers have stopped by then, so nothing runs twice: out of
+touch with the daemon, the worker lets them run for a lease (the grace less their 10s
+from SIGTERM to SIGKILL and a margin), then stops them, and kills them at once if it
+wakes from a freeze past that. A grace too short for this is refused.`,
 		Example: `  gpuq daemon --gpus 0,1,2,3,4,5,6 --gpu-plan 2,2,2,2,1,1,1
   gpuq daemon -d
   gpuq daemon --metrics 127.0.0.1:9469
@@ -111,8 +114,8 @@ at the same tier; its trainers stop after half of that, so nothing runs twice.`,
 			if opts.stopTrainers {
 				return badInput("--stop-trainers goes with --stop")
 			}
-			if opts.workerGrace <= 0 {
-				return badInput("--worker-grace must be positive, e.g. 2m")
+			if err := daemon.CheckWorkerGrace(opts.workerGrace); err != nil {
+				return badInput("%v", err)
 			}
 			cfg, err := opts.settings.daemonConfig(opts.io, opts.poll)
 			if err != nil {
@@ -234,7 +237,7 @@ func (s *settings) daemonConfig(io ioStreams, poll time.Duration) (daemon.Config
 		return daemon.Config{}, fmt.Errorf("cannot find gpuq's own binary for the supervisors: %w", err)
 	}
 	return daemon.Config{StateDir: dir, Machine: s.overrides(), Inventory: s.inventoryOptions(io),
-		HostHeadroom: headroom, Poll: poll, Supervisor: []string{self}, Version: version, Log: io.Err}, nil
+		HostHeadroom: headroom, Poll: poll, Supervisor: []string{self}, Version: versionText(), Log: io.Err}, nil
 }
 
 // stateDir is where the daemon keeps its state: --state-dir, GPUQ_STATE_DIR, the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -63,8 +64,9 @@ func startDaemon(t *testing.T, flags ...string) *schedtest.Buffer {
 			t.Fatalf("gpuq daemon: exit %d\n%s", code, log)
 		default:
 		}
-		_, _, code := cli(t, "status")
-		return code == exitOK
+		// Without a daemon, status reads the state on disk and says so.
+		_, errOut, code := cli(t, "status")
+		return code == exitOK && !strings.Contains(errOut, "no daemon runs")
 	})
 	return log
 }
@@ -144,7 +146,7 @@ gpu_plan: "1"
 		t.Errorf("why long.3: %q", out)
 	}
 	out, _, _ := cli(t, "status", "long.1")
-	for _, want := range []string{"job long.1 of sweep long: running", "declared 1.00 GiB", "log of attempt 1: " + filepath.Join(dir, "attempts", "long.1", "attempt-1", "log")} {
+	for _, want := range []string{"job long.1 (seed=1) of sweep long: running", "declared 1.00 GiB", "log of attempt 1: " + filepath.Join(dir, "attempts", "long.1", "attempt-1", "log")} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status long.1 lacks %q:\n%s", want, out)
 		}
@@ -230,6 +232,21 @@ func TestSubmitToADaemonOnAnotherMachine(t *testing.T) {
 	}
 	if jobs := listed(t); len(jobs) != 1 {
 		t.Errorf("jobs %+v; want the one submitted to cards the daemon has", jobs)
+	}
+}
+
+// TestASweepWithoutHeadroomTakesTheDaemons: a sweep that writes no headroom is not
+// warned that the daemon's other headroom hides its own; one that writes one is.
+func TestASweepWithoutHeadroomTakesTheDaemons(t *testing.T) {
+	daemonEnv(t)
+	startDaemon(t, "--headroom", "2GiB")
+	none := writeSweep(t, "name: none\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n")
+	if _, errOut, code := cli(t, "submit", none); code != exitOK || strings.Contains(errOut, "headroom") {
+		t.Errorf("submit without a headroom: exit %d, %q; want no warning", code, errOut)
+	}
+	five := writeSweep(t, "name: five\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\nheadroom: 5%\n")
+	if _, errOut, code := cli(t, "submit", five); code != exitOK || !strings.Contains(errOut, "headroom 5% does not apply: the daemon keeps 2.00 GiB free") {
+		t.Errorf("submit with headroom 5%%: exit %d, %q; want a warning", code, errOut)
 	}
 }
 
@@ -387,14 +404,20 @@ gpu_plan: "2,1,1"
 	}
 }
 
+// TestSubmitNameAndClean: a sweep's name is used once until gpuq clean forgets it,
+// which moves its logs away and removes the links to them by the jobs' names.
 func TestSubmitNameAndClean(t *testing.T) {
-	daemonEnv(t)
+	dir := daemonEnv(t)
 	startDaemon(t)
 	sweep := writeSweep(t, "name: q\ncommand: [sh, -c, \"exit 0\"]\njobs: [{}]\nmemory: 1GiB\n")
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
 		t.Fatalf("submit: %s", errOut)
 	}
 	schedtest.WaitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+	byName := filepath.Join(dir, "attempts", "by-name", "q")
+	if _, err := os.Stat(filepath.Join(byName, "q", "attempt-1", "log")); err != nil {
+		t.Errorf("the daemon's log by the job's name: %v", err)
+	}
 	for _, tt := range []struct {
 		args []string
 		code int
@@ -413,6 +436,11 @@ func TestSubmitNameAndClean(t *testing.T) {
 		out, errOut, code := cli(t, tt.args...)
 		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
 			t.Errorf("%v: exit %d, %s%s; want %d and %q", tt.args, code, out, errOut, tt.code, tt.want)
+		}
+		if tt.args[0] == "clean" && tt.code == exitOK && strings.Contains(tt.want, "forgot q") {
+			if _, err := os.Lstat(byName); !os.IsNotExist(err) {
+				t.Errorf("gpuq clean left the links by name: %v", err)
+			}
 		}
 	}
 }
@@ -490,8 +518,10 @@ func TestDamagedStateAndSalvage(t *testing.T) {
 
 // TestStatusInTmux: on an 80-column terminal, gpuq status of a daemon with a trainer
 // that died of an exception fits and says why it died, below the table where REASON
-// has no room; gpuq status ID says it with the exit status, and its attempts' table
-// fits; --all and --format list when each job started and ended and how it exited.
+// has no room; every job of a sweep of long points shows a name of its own, and a
+// held running job says it is held; gpuq status ID says why it died with the exit
+// status, and its attempts' table fits; --all and --format list when each job started
+// and ended and how it exited.
 func TestStatusInTmux(t *testing.T) {
 	dir := daemonEnv(t)
 	startDaemon(t)
@@ -501,20 +531,31 @@ matrix: {task: [glue-tvt_qnli], seed: [1, 2, 3]}
 memory: 1GiB
 gpu_plan: "1"
 `)
-	if out, errOut, code := cli(t, "submit", sweep); code != exitOK {
-		t.Fatalf("submit: exit %d: %s %s", code, out, errOut)
+	long := writeSweep(t, `name: gla-e1
+command: [sh, -c, "sleep 60"]
+matrix: {task: [glue-tvt_qnli, glue-tvt_mnli, glue-tvt_sst2, glue-tvt_rte], seed: [87, 88]}
+memory: 1GiB
+gpu_plan: "1"
+`)
+	for _, sw := range []string{sweep, long} {
+		if out, errOut, code := cli(t, "submit", sw); code != exitOK {
+			t.Fatalf("submit: exit %d: %s %s", code, out, errOut)
+		}
 	}
 	schedtest.WaitFor(t, "nan.1 failed, two running", func() bool {
-		jobs := listed(t)
+		jobs := listed(t, "--sweep", "nan")
 		return countState(jobs, "failed") == 1 && countState(jobs, "running") == 2
 	})
+	if _, errOut, code := cli(t, "hold", "nan.2"); code != exitOK {
+		t.Fatalf("hold: %s", errOut)
+	}
 	env := []string{asGPUQ + "=1", "GPUQ_STATE_DIR=" + dir}
 	for _, tc := range []struct {
 		args  []string
 		shows []string
 	}{
-		{[]string{"status"}, []string{"JOB", "nan.1", "failed", "nan.2", "running", "  nan.1 failed: ValueError: loss is NaN"}},
-		{[]string{"status", "nan.1"}, []string{"job nan.1 of sweep nan: failed", "attempt 1 failed: exited with status 1: ValueError:",
+		{[]string{"status"}, []string{"JOB", "NAME", "nan.1", "failed", "nan.2", "running,held", "  nan.1 failed: ValueError: loss is NaN"}},
+		{[]string{"status", "nan.1"}, []string{"job nan.1 (seed=1) of sweep nan: failed", "attempt 1 failed: exited with status 1: ValueError:",
 			"attempt 1 exited with status 1: ValueError: loss is NaN", "EXIT", "log of attempt 1:"}},
 		{[]string{"status", "--all", "--format", "jobid,state,start,end,elapsed,exitcode"}, []string{"START", "END", "ELAPSED", "EXIT"}},
 	} {
@@ -526,10 +567,17 @@ gpu_plan: "1"
 		if !tmux.Shows(tc.shows...)(out) {
 			t.Errorf("gpuq %s shows:\n%s\nwithout %q", strings.Join(tc.args, " "), out, tc.shows)
 		}
+		names := map[string]bool{}
 		for _, l := range strings.Split(out, "\n") {
 			if utf8.RuneCountInString(l) > 80 && !strings.Contains(l, "log of attempt") && !strings.Contains(l, "command of attempt") {
 				t.Errorf("gpuq %s: a line is wider than the terminal: %q", strings.Join(tc.args, " "), l)
 			}
+			if f := regexp.MustCompile(`  +`).Split(l, -1); strings.HasPrefix(l, "gla-e1.") && len(f) > 1 {
+				names[f[1]] = true
+			}
+		}
+		if tc.args[0] == "status" && len(tc.args) == 1 && len(names) != 8 {
+			t.Errorf("gpuq status shows %d names for 8 jobs: %q\n%s", len(names), slices.Sorted(maps.Keys(names)), out)
 		}
 	}
 	out, _, _ := cli(t, "status", "--format", "id,exit,error")

@@ -497,10 +497,14 @@ func printEstimate(io ioStreams, e estimateJSON, cards []gpu.Card) {
 	}{{"weights", b.Weights}, {"gradients", b.Gradients}, {"optimizer state", b.Optimizer},
 		{"activations", b.Activations}, {"logits", b.Logits}, {"EMA and frozen copies", b.Copies},
 		{"allocator reserve", b.Reserve}, {"CUDA context", b.Context}} {
-		if p.v == 0 && p.name == "EMA and frozen copies" {
+		size := plans.FormatSize(p.v)
+		switch {
+		case p.v == 0 && p.name == "EMA and frozen copies":
 			continue
+		case p.v == 0 && len(e.Missing) > 0 && (p.name == "activations" || p.name == "logits"):
+			size = "-" // not counted: unknown, not nothing
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", p.name, plans.FormatSize(p.v))
+		fmt.Fprintf(tw, "%s\t%s\n", p.name, size)
 	}
 	total := plans.FormatSize(e.TotalBytes)
 	if len(e.Missing) > 0 {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/cmd/gpuq/top"
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
@@ -20,13 +24,16 @@ func newGPUsCmd(io ioStreams, st *settings) *cobra.Command {
 	opts := &gpusOptions{io: io, settings: st}
 	cmd := &cobra.Command{
 		Use:   "gpus",
-		Short: "Show the cards gpuq would use: memory, processes and plan slots",
-		Long: `Show one row per card: index (as nvidia-smi numbers it), name, memory in use, the
-processes on it, the slots the plan gives it, and its UUID. Reads NVML, or the simulated
-machine when there is no NVIDIA driver or --gpus names one. While a daemon runs, shows
-the daemon's cards with its plan and headroom, unless --gpus or --gpu-plan is given.
-A card NVML cannot read is OUT OF SERVICE, with why; a process marked (hidden) is one NVML lists but this PID
-namespace does not have (a container), whose memory gpuq cannot attribute.`,
+		Short: "Show the cards gpuq would use: memory, utilization, plan slots, and whose job each process is",
+		Long: `Show one row per card: index (as nvidia-smi numbers it), name, memory in use, its
+utilization and temperature (NVML's), the slots the plan gives it, whether a daemon
+drains it, and its UUID; then one row per process on the cards: its card, pid, memory,
+and the gpuq job it belongs to (id and name; "-" for another program's). Reads NVML,
+or the simulated machine when there is no NVIDIA driver or --gpus names one. While a
+daemon runs, shows the daemon's cards with its plan, drains and headroom, unless --gpus
+or --gpu-plan is given. A card NVML cannot read is OUT OF SERVICE, with why; a process
+marked (hidden) is one NVML lists but this PID namespace does not have (a container),
+whose memory gpuq cannot attribute.`,
 		Example: `  gpuq gpus
   gpuq gpus --gpus sim:7x23.52GiB --gpu-plan 2,2,2,2,1,1,1
   gpuq gpus --json`,
@@ -46,6 +53,11 @@ type gpusCardJSON struct {
 	UsedBytes  int64         `json:"used_bytes"`
 	Slots      *int          `json:"slots"`
 	Processes  []processJSON `json:"processes"`
+	// Utilization (percent) and Temperature (°C) are NVML's; null where it gives none.
+	Utilization *int `json:"utilization"`
+	Temperature *int `json:"temperature"`
+	// Drained: a daemon starts no new job on it (gpuq drain).
+	Drained bool `json:"drained,omitempty"`
 	// Fault says why the card is out of service; absent when it is in service.
 	Fault string `json:"fault,omitempty"`
 }
@@ -56,6 +68,9 @@ type processJSON struct {
 	// Hidden: this PID namespace has no such process (a container), so whose it is
 	// cannot be told.
 	Hidden bool `json:"hidden,omitempty"`
+	// Job and JobName are the gpuq job it belongs to; absent for a process of none.
+	Job     string `json:"job,omitempty"`
+	JobName string `json:"job_name,omitempty"`
 }
 
 func runGPUs(opts *gpusOptions) error {
@@ -82,60 +97,138 @@ func runGPUs(opts *gpusOptions) error {
 	if err != nil {
 		return err
 	}
-	var slots []int
+	m := machineView{cards: cards, simulated: inv.Simulated(), jobs: localJobs}
 	if plan != nil {
-		if slots, err = plan.For(len(cards)); err != nil {
+		if m.slots, err = plan.For(len(cards)); err != nil {
 			return badInput("%s: %v", ov.Plan.Source, err)
 		}
 	}
-	return writeGPUs(opts.io, cards, slots, inv.Simulated(), opts.json)
+	return writeGPUs(opts.io, m, opts.json)
 }
 
-// writeGPUs prints the cards, one row each, and says once under them when NVML lists
-// processes gpuq cannot see.
-func writeGPUs(io ioStreams, cards []gpu.Card, slots []int, simulated string, asJSON bool) error {
-	if hidden := hiddenProcesses(cards); hidden != "" {
+// machineView is what gpuq gpus shows: cards as read, the plan's slots on each (nil:
+// no plan), which are drained (nil: none), whether they are simulated, and whose each
+// process is.
+type machineView struct {
+	cards     []gpu.Card
+	slots     []int
+	drained   []bool
+	simulated string
+	// jobs says which gpuq job a process of a card belongs to, and its name; "" for
+	// none.
+	jobs func(c gpu.Card, p gpu.Process) (job, name string)
+}
+
+// localJobs tells a process's job by what it inherited (GPUQ_JOB_ID, GPUQ_JOB_NAME):
+// of any gpuq of this user on this machine, daemon or gpuq run.
+func localJobs(c gpu.Card, p gpu.Process) (string, string) {
+	if c.Worker != "" || p.Hidden {
+		return "", ""
+	}
+	job, name, _ := launcher.JobOf(p.PID)
+	return job, name
+}
+
+// writeGPUs prints the cards, one row each, then their processes, one row each with
+// the job it is of, and says once under them when NVML lists processes gpuq cannot
+// see.
+func writeGPUs(io ioStreams, m machineView, asJSON bool) error {
+	if hidden := hiddenProcesses(m.cards); hidden != "" {
 		fmt.Fprintf(io.Err, "gpuq: NVML lists processes this PID namespace does not have (%s; gpuq runs in a container?): "+
 			"gpuq cannot attribute GPU memory on this machine, and packs by estimates alone\n", hidden)
 	}
 	if asJSON {
-		out := struct {
-			Simulated string         `json:"simulated,omitempty"`
-			GPUs      []gpusCardJSON `json:"gpus"`
-		}{Simulated: simulated, GPUs: []gpusCardJSON{}}
-		for i, c := range cards {
-			cj := gpusCardJSON{Index: c.Index, Name: c.Name, UUID: c.UUID, BusID: c.BusID,
-				TotalBytes: c.Total, UsedBytes: c.Used, Processes: []processJSON{}, Fault: c.Fault}
-			if slots != nil {
-				cj.Slots = &slots[i]
-			}
-			for _, p := range c.Processes {
-				pj := processJSON{PID: p.PID, Hidden: p.Hidden}
-				if p.Used != gpu.Unknown {
-					pj.UsedBytes = &p.Used
-				}
-				cj.Processes = append(cj.Processes, pj)
-			}
-			out.GPUs = append(out.GPUs, cj)
-		}
-		return writeJSON(io.Out, out)
+		return writeJSON(io.Out, m.json())
 	}
-	// On a terminal, the UUID goes first, then processes and names are shortened.
-	tw := newFitTable(io.Out, io.width(), 6, 5, 1)
-	fmt.Fprintln(tw, "GPU\tNAME\tMEMORY\tUSED / TOTAL GiB\tSLOTS\tPROCESSES\tUUID")
-	for i, c := range cards {
+	// On a terminal, the UUID goes first, then names are shortened; why a card is out
+	// of service follows the table.
+	tw := newFitTable(io.Out, io.width(), 8, 1, 7)
+	fmt.Fprintln(tw, "GPU\tNAME\tMEMORY\tUSED / TOTAL GiB\tUTIL\tTEMP\tSLOTS\tSTATE\tUUID")
+	for i, c := range m.cards {
 		s := "-"
-		if slots != nil {
-			s = slotsText(slots[i])
+		if m.slots != nil {
+			s = slotsText(m.slots[i])
 		}
 		if c.Fault != "" {
-			fmt.Fprintf(tw, "%d\t%s\tOUT OF SERVICE\t- / %s\t%s\t%s\t%s\n", c.Index, c.Name, gib(c.Total), s, c.Fault, c.UUID)
+			fmt.Fprintf(tw, "%d\t%s\t-\t- / %s\t-\t-\t%s\tOUT OF SERVICE\t%s\n", c.Index, c.Name, gib(c.Total), s, c.UUID)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\t%s\n", c.Index, c.Name, bar(c.Used, c.Total, 10),
-			gib(c.Used), gib(c.Total), s, processesText(c.Processes), c.UUID)
+		st := "-"
+		if m.drained != nil && m.drained[i] {
+			st = "drained"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\t%s\t%s\t%s\n", c.Index, c.Name, bar(c.Used, c.Total, 10),
+			gib(c.Used), gib(c.Total), top.Percent(c.Utilization), top.Celsius(c.Temperature), s, st, c.UUID)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range m.cards {
+		if c.Fault != "" {
+			fmt.Fprintln(io.Out, "  "+wrap(fmt.Sprintf("GPU %d is out of service: %s", c.Index, c.Fault), io.width()-4, "    "))
+		}
+	}
+	return m.writeProcesses(io)
+}
+
+// writeProcesses prints every process on the cards: its card, pid, memory, and the gpuq
+// job it is of (id and name), "-" for another's.
+func (m machineView) writeProcesses(io ioStreams) error {
+	tw := newFitTable(io.Out, io.width(), 4, 3).cutMiddles(4).cutStarts(3)
+	listed := false
+	for _, c := range m.cards {
+		for _, p := range c.Processes {
+			if !listed {
+				fmt.Fprintln(io.Out)
+				fmt.Fprintln(tw, "GPU\tPID\tMEMORY\tJOB\tNAME")
+				listed = true
+			}
+			job, name := m.jobs(c, p)
+			pid := strconv.Itoa(p.PID)
+			if p.Hidden {
+				pid += " (hidden)"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", c.Index, pid, processMemory(p), cmp.Or(job, "-"), cmp.Or(name, "-"))
+		}
+	}
+	if !listed {
+		return nil
 	}
 	return tw.Flush()
+}
+
+// json is the machine as gpuq gpus --json prints it.
+func (m machineView) json() any {
+	out := struct {
+		Simulated string         `json:"simulated,omitempty"`
+		GPUs      []gpusCardJSON `json:"gpus"`
+	}{Simulated: m.simulated, GPUs: []gpusCardJSON{}}
+	reading := func(v int) *int {
+		if v == gpu.NoReading {
+			return nil
+		}
+		return &v
+	}
+	for i, c := range m.cards {
+		cj := gpusCardJSON{Index: c.Index, Name: c.Name, UUID: c.UUID, BusID: c.BusID, TotalBytes: c.Total, UsedBytes: c.Used,
+			Processes: []processJSON{}, Utilization: reading(c.Utilization), Temperature: reading(c.Temperature), Fault: c.Fault}
+		if m.slots != nil {
+			cj.Slots = &m.slots[i]
+		}
+		if m.drained != nil {
+			cj.Drained = m.drained[i]
+		}
+		for _, p := range c.Processes {
+			pj := processJSON{PID: p.PID, Hidden: p.Hidden}
+			pj.Job, pj.JobName = m.jobs(c, p)
+			if p.Used != gpu.Unknown {
+				pj.UsedBytes = &p.Used
+			}
+			cj.Processes = append(cj.Processes, pj)
+		}
+		out.GPUs = append(out.GPUs, cj)
+	}
+	return out
 }
 
 // hiddenProcesses names the processes NVML lists that this PID namespace does not
@@ -152,21 +245,10 @@ func hiddenProcesses(cards []gpu.Card) string {
 	return strings.Join(parts, ", ")
 }
 
-func processesText(ps []gpu.Process) string {
-	if len(ps) == 0 {
-		return "-"
+// processMemory is what a process holds on its card, "?" where NVML cannot tell.
+func processMemory(p gpu.Process) string {
+	if p.Used == gpu.Unknown {
+		return "?"
 	}
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		used := "?"
-		if p.Used != gpu.Unknown {
-			used = strings.ReplaceAll(plans.FormatSize(p.Used), " ", "")
-		}
-		hidden := ""
-		if p.Hidden {
-			hidden = "(hidden)"
-		}
-		parts[i] = fmt.Sprintf("%d%s:%s", p.PID, hidden, used)
-	}
-	return strings.Join(parts, " ")
+	return strings.ReplaceAll(plans.FormatSize(p.Used), " ", "")
 }

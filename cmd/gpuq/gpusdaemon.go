@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
-// daemonGPUs prints the running daemon's cards, with its plan and headroom, and
+// daemonGPUs prints the running daemon's cards, with its plan, drains and headroom and
+// whose job each process is, and
 // reports whether one answered. A daemon schedules on the machine it was started with,
 // whatever gpuq would open by itself now; --gpus or --gpu-plan given here (flag or
 // environment) ask for this machine instead.
@@ -45,10 +48,20 @@ func daemonGPUs(opts *gpusOptions) (bool, error) {
 			slots = append(slots, n)
 		}
 	}
-	where := "on " + c.Dir()
+	where := "on " + tildeHome(c.Dir())
 	if st.remote() {
 		where = "at " + st.v.GetString(keyServer)
 	}
-	fmt.Fprintf(opts.io.Err, "gpuq: the cards of the daemon %s, headroom %s, util_target %s (--gpus shows others)\n", where, m.Headroom, cmp.Or(m.UtilTarget, "1"))
-	return true, writeGPUs(opts.io, m.Cards, slots, m.Simulated, opts.json)
+	fmt.Fprintln(opts.io.Err, wrap(fmt.Sprintf("gpuq: the cards of the daemon %s, headroom %s, util_target %s (--gpus shows others)",
+		where, m.Headroom, cmp.Or(m.UtilTarget, "1")), opts.io.width(), "  "))
+	jobs := func(c gpu.Card, p gpu.Process) (string, string) {
+		if job, _, ok := strings.Cut(p.Attempt, "/"); ok {
+			return job, m.Names[job]
+		}
+		if st.remote() {
+			return "", ""
+		}
+		return localJobs(c, p) // another gpuq's (a gpuq run), or the daemon could not tell yet
+	}
+	return true, writeGPUs(opts.io, machineView{cards: m.Cards, slots: slots, drained: m.Drained, simulated: m.Simulated, jobs: jobs}, opts.json)
 }

@@ -2,8 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestGPUsShowsTheDaemonsMachine: while a daemon runs, gpuq gpus shows its cards, plan,
@@ -42,5 +49,47 @@ func TestGPUsShowsTheDaemonsMachine(t *testing.T) {
 	}
 	if sim, totals, _, _ := gpus("--gpus", "sim:1x8GiB"); sim != "sim:1x8GiB" || len(totals) != 1 {
 		t.Errorf("gpus --gpus sim:1x8GiB with a daemon running: %s %v", sim, totals)
+	}
+}
+
+// TestGPUsInTmux: gpuq gpus on an 80-column terminal, while a daemon runs a simulated
+// trainer that keeps 60% of its card busy and drains a card, shows each card's
+// utilization and temperature and which is drained, then each process with the job it
+// is of, by id and name; every line fits.
+func TestGPUsInTmux(t *testing.T) {
+	needPython(t)
+	dir := daemonEnv(t)
+	startDaemon(t)
+	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
+	sweep := writeSweep(t, `name: held
+command: [python3, `+trainer+`, --config, "{config}"]
+config: {format: json}
+params: {batch_size: 16, gradient_accumulation_steps: 2, gradient_checkpointing: false, sim_base: 3GiB, sim_activations: 6GiB, sim_seconds: 300, sim_gpu_util: 0.6}
+matrix: {task: [glue-tvt_qnli], seed: [87, 88]}
+memory: 9GiB
+gpus: "0"
+gpu_plan: "1"
+`)
+	if out, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: exit %d: %s %s", code, out, errOut)
+	}
+	if _, errOut, code := cli(t, "drain", "1"); code != exitOK {
+		t.Fatalf("drain: %s", errOut)
+	}
+	t.Setenv("GPUQ_GPUS", "") // the daemon's cards, not this command's
+	schedtest.WaitFor(t, "the trainer's memory on GPU 0", func() bool {
+		out, _, _ := cli(t, "gpus", "--json")
+		return strings.Contains(out, `"job": "held.1"`)
+	})
+	term := tmux.Start(t, 80, 24, []string{asGPUQ + "=1", "GPUQ_STATE_DIR=" + dir, "GPUQ_GPUS=", "HOME=" + filepath.Dir(dir)}, os.Args[0], "gpus")
+	term.WaitFor("gpus to end", 30*time.Second, func(string) bool { return term.Exited() })
+	out := term.History()
+	if !tmux.Shows("UTIL", "TEMP", "STATE", "drained", "60%", "JOB", "held.1", "seed=87")(out) {
+		t.Errorf("gpuq gpus shows:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if utf8.RuneCountInString(l) > 80 {
+			t.Errorf("a line is wider than the terminal: %q", l)
+		}
 	}
 }

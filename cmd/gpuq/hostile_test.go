@@ -141,7 +141,7 @@ func TestDaemonConfigBaseTurnedHostile(t *testing.T) {
 	if _, errOut, code := cli(t, "submit", again); code != exitBadInput || !strings.Contains(errOut, "config.base: ") || !strings.Contains(errOut, "nested deeper than 100 levels") {
 		t.Errorf("a hostile base submitted: exit %d, %q; want exit 2", code, errOut)
 	}
-	if _, errOut, code := cli(t, "status"); code != exitOK {
+	if _, errOut, code := cli(t, "status"); code != exitOK || strings.Contains(errOut, "no daemon runs") {
 		t.Errorf("the daemon no longer answers: %s", errOut)
 	}
 }
@@ -178,8 +178,13 @@ func TestRunAttemptFilesPrivate(t *testing.T) {
 	if _, errOut, code := gpuq(t, "run", sweep, "--log-dir", logs, "--poll", "100ms"); code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	attempt := filepath.Join(logs, "private.1", "attempt-1")
-	for path, want := range map[string]os.FileMode{logs: os.ModeDir | 0o700, filepath.Dir(attempt): os.ModeDir | 0o700, attempt: os.ModeDir | 0o700,
+	runs, _ := filepath.Glob(filepath.Join(logs, "private-*"))
+	if len(runs) != 1 {
+		t.Fatalf("runs under %s: %q", logs, runs)
+	}
+	attempt := filepath.Join(runs[0], "private.1", "attempt-1")
+	for path, want := range map[string]os.FileMode{logs: os.ModeDir | 0o700, runs[0]: os.ModeDir | 0o700, filepath.Dir(attempt): os.ModeDir | 0o700,
+		attempt: os.ModeDir | 0o700, filepath.Join(runs[0], "by-name", "private"): os.ModeDir | 0o700,
 		filepath.Join(attempt, "config.json"): 0o600, filepath.Join(attempt, "log"): 0o600} {
 		if fi, err := os.Lstat(path); err != nil || fi.Mode() != want {
 			t.Errorf("%s: %v %v, want %v", path, fi.Mode(), err, want)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,29 +47,38 @@ type statusOptions struct {
 	now    func() time.Time
 	sweep  string
 	states []string
+	where  string
 	json   bool
 	all    bool
 	format string
 }
 
 func newStatusCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &statusOptions{io: io, client: st.client, now: time.Now}
+	opts := &statusOptions{io: io, client: st.readClient, now: time.Now}
 	cmd := &cobra.Command{
 		Use:     "status [ID]",
 		Aliases: []string{"ls"},
 		Short:   "List the daemon's jobs (and a gpuq run's), or show one job with its attempts",
 		Long: `List the daemon's jobs, and those of each gpuq run in the foreground, one line
-each: its point of the sweep (the parameters its matrix varies, such as
-task=sst2,seed=87), state (blocked: waiting for what it runs after), card, attempt,
-tier, the memory estimate as declared and as learned from measured peaks, the peak of
-the latest attempt, how long the latest attempt ran, how much of a card's compute its
-shape keeps busy as measured (UTIL), how long its shape takes as learned from its
-attempts that succeeded, and why a job that failed, was cancelled or
-was stopped early ended (its error line: the exception line of its trainer's last
-traceback, else its last line; for one stopped early, the reading it lost by), or what
-a blocked one runs after. A job that waits again after an attempt shows the tier it
-will run at, and no card. On a narrow terminal UTIL and TAKES are left out, and REASON
-too, each reason then following the table.
+each: its name (the sweep's job_name filled in, or by default the values of its point
+that differ between jobs, such as glue-sst2,seed=87), state (blocked: waiting for what
+it runs after), card, attempt, tier, the memory estimate as declared and as learned
+from measured peaks, the peak of the latest attempt, how long the latest attempt ran,
+how much of a card's compute its shape keeps busy as measured (UTIL), how long its
+shape takes as learned from its attempts that succeeded, and why a job that failed, was
+cancelled or was stopped early ended (its error line: the exception line of its
+trainer's last traceback, else its last line; for one stopped early, the reading it
+lost by), or what a blocked one runs after. A job that waits again after an attempt
+shows the tier it will run at, and no card; a running job that is held shows
+running,held (it is not started again until released). On a narrow terminal UTIL, then
+TAKES, then ATTEMPT are left out, names lose their middle, and REASON is left out too,
+each reason then following the table.
+
+--where lists the jobs whose parameters have the values it gives: key=value pairs,
+all of which a job must have, a value's alternatives separated by | (quote it for the
+shell: --where 'task=glue-sst2,seed=87|88'). With neither a daemon nor a gpuq run
+running on the state directory, the jobs are read from its state as the last daemon
+left it.
 
 By default the list is the jobs that wait or run and the ` + strconv.Itoa(lastEnded) + ` that ended last; --all
 lists every job, and --state lists every job in those states.
@@ -91,6 +101,7 @@ with its sweep: per attempt and job, "exit_code" (null where a signal ended it),
 "signal", "error", "command", and the job's "started" and "ended".`,
 		Example: `  gpuq status
   gpuq ls --sweep gla-e1 --state running,queued
+  gpuq status --where 'task=glue-sst2,seed=87|88'
   gpuq status --all --format jobid,point%30,state,start,end,elapsed,exitcode
   gpuq status gla-e1.7
   gpuq status --json | jq '.jobs[] | select(.state == "failed") | {id, exit_code, error}'`,
@@ -100,6 +111,7 @@ with its sweep: per attempt and job, "exit_code" (null where a signal ended it),
 	}
 	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "only this sweep's jobs")
 	cmd.Flags().StringSliceVar(&opts.states, "state", nil, "only jobs in these states (all of them): "+statesText())
+	cmd.Flags().StringVar(&opts.where, "where", "", "only jobs whose parameters have these values: "+whereSyntax)
 	cmd.Flags().BoolVar(&opts.all, "all", false, "every job, not only those that wait or run and the "+strconv.Itoa(lastEnded)+" that ended last")
 	cmd.Flags().StringVarP(&opts.format, "format", "o", "", "the columns, as sacct --format: "+columnNames())
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON, every job")
@@ -144,15 +156,52 @@ func listJobs(opts *statusOptions) error {
 	if err != nil {
 		return err
 	}
+	if jobs, err = where(jobs, opts.where); err != nil {
+		return err
+	}
 	if opts.json {
 		return writeJSON(opts.io.Out, api.JobsResponse{Jobs: jobs})
 	}
-	l := jobList{jobs: jobs, now: opts.now(), width: opts.io.width(), cols: cols, dropShort: opts.format == ""}
+	l := jobList{jobs: jobs, now: opts.now(), width: opts.io.width(), cols: cols, fitDefault: opts.format == ""}
 	if !opts.all && len(opts.states) == 0 {
 		l.shown, l.ended = recent(jobs)
 	}
 	l.print(opts.io.Out)
 	return nil
+}
+
+// whereSyntax is how --where is written, the same on every verb that takes it.
+const whereSyntax = "key=value pairs, all of them, a value's alternatives separated by | ('task=sst2,seed=87|88')"
+
+// where is the jobs whose parameters meet the selection --where gives; a key that no
+// job has is bad input, with the one meant.
+func where(jobs []api.Job, sel string) ([]api.Job, error) {
+	w, err := plans.ParseWhere(sel)
+	if err != nil || w == nil {
+		return jobs, whereError(err)
+	}
+	var out []api.Job
+	keys := map[string]bool{}
+	for _, j := range jobs {
+		for _, k := range j.Params.Keys {
+			keys[k] = true
+		}
+		if w.Matches(j.Params) {
+			out = append(out, j)
+		}
+	}
+	if err := w.Unknown(slices.Sorted(maps.Keys(keys))); err != nil && len(jobs) > 0 {
+		return nil, whereError(err)
+	}
+	return out, nil
+}
+
+// whereError is a --where that cannot select: bad input.
+func whereError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return badInput("--where: %v", err)
 }
 
 // lastEnded is how many of the jobs that ended gpuq status lists without --all: with
@@ -203,15 +252,16 @@ type jobList struct {
 	// the default listing (see recent).
 	shown []api.Job
 	ended int
-	// dropShort: UTIL, then TAKES, are left out where the terminal is too narrow for
-	// them (the default columns).
-	dropShort bool
+	// fitDefault: the default columns, of which UTIL, then TAKES, then ATTEMPT, are
+	// left out where the terminal is too narrow for every value whole.
+	fitDefault bool
 }
 
 // print prints one job a line, to fit a terminal of width cells: the columns of cols,
-// JOB and POINT shortened first (see fitTable), the last column shortened or left out;
-// UTIL, then TAKES, left out where the rest would not fit. A job waiting again (after an OOM, say)
-// shows the tier it will run at, not the card and peak of an attempt that is over.
+// JOB and NAME (or POINT) shortened first (see fitTable), the last column shortened or
+// left out; UTIL, then TAKES, then ATTEMPT left out where the rest would not fit. A job
+// waiting again (after an OOM, say) shows the tier it will run at, not the card and
+// peak of an attempt that is over.
 // Then counts by state of every job, what the default listing left out, and, where
 // REASON had no room, each job's reason.
 func (l jobList) print(w io.Writer) {
@@ -223,14 +273,7 @@ func (l jobList) print(w io.Writer) {
 	if l.shown != nil {
 		shown = l.shown
 	}
-	var cut, starts, drop []int
-	if l.dropShort {
-		for _, name := range []string{"util", "takes"} {
-			if i := slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == name }); i >= 0 {
-				drop = append(drop, i)
-			}
-		}
-	}
+	var cut, starts, middles, drop []int
 	for i, c := range l.cols {
 		if c.cut {
 			cut = append(cut, i)
@@ -238,10 +281,20 @@ func (l jobList) print(w io.Writer) {
 		if c.cutStart {
 			starts = append(starts, i)
 		}
+		if c.cutMiddle {
+			middles = append(middles, i)
+		}
 	}
-	// Ids and points are cut first, the rest as they come.
+	if l.fitDefault {
+		for _, name := range []string{"util", "takes", "attempt"} {
+			if i := slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == name }); i >= 0 {
+				drop = append(drop, i)
+			}
+		}
+	}
+	// Ids and names are cut first, the rest as they come.
 	slices.SortStableFunc(cut, func(a, b int) int { return l.cols[a].cutOrder - l.cols[b].cutOrder })
-	tw := newFitTable(w, l.width, cut...).cutStarts(starts...).dropping(drop...)
+	tw := newFitTable(w, l.width, cut...).cutStarts(starts...).cutMiddles(middles...).dropping(drop...)
 	headers := make([]string, len(l.cols))
 	for i, c := range l.cols {
 		headers[i] = c.header
@@ -279,9 +332,10 @@ type statusColumn struct {
 	header  string
 	value   func(j api.Job, now time.Time) string
 	// cut: a narrow terminal shortens its values (cutStart: at their start, as job
-	// ids, whose number tells them apart), in cutOrder.
-	cut, cutStart bool
-	cutOrder      int
+	// ids, whose number tells them apart; cutMiddle: in their middle, as names), in
+	// cutOrder.
+	cut, cutStart, cutMiddle bool
+	cutOrder                 int
 }
 
 // A shownColumn is a column as --format asks for it: at most width cells (0: any).
@@ -293,23 +347,28 @@ type shownColumn struct {
 // cell is the column's value of j, cut to its width.
 func (c shownColumn) cell(j api.Job, now time.Time) string {
 	v := c.value(j, now)
-	if c.width > 0 {
-		return ansi.Truncate(v, c.width, "…")
+	switch {
+	case c.width <= 0 || ansi.StringWidth(v) <= c.width:
+		return v
+	case c.cutMiddle:
+		return top.CutMiddle(v, c.width)
 	}
-	return v
+	return ansi.Truncate(v, c.width, "…")
 }
 
 // defaultFormat is gpuq status's columns without --format.
-const defaultFormat = "id,point,state,gpu,attempt,tier,estimate,peak,time,util,takes,reason"
+const defaultFormat = "id,name,state,gpu,attempt,tier,estimate,peak,time,util,takes,reason"
 
 // statusColumns are the columns gpuq status can show, in the order --help lists them.
 var statusColumns = []statusColumn{
 	{name: "id", aliases: []string{"jobid"}, header: "JOB", cut: true, cutStart: true, cutOrder: 1,
 		value: func(j api.Job, _ time.Time) string { return j.ID }},
 	{name: "sweep", header: "SWEEP", cut: true, cutOrder: 1, value: func(j api.Job, _ time.Time) string { return j.Sweep }},
-	{name: "point", aliases: []string{"name", "jobname"}, header: "POINT", cut: true,
+	{name: "name", aliases: []string{"jobname"}, header: "NAME", cut: true, cutMiddle: true,
 		value: func(j api.Job, _ time.Time) string { return j.Name }},
-	{name: "state", header: "STATE", value: func(j api.Job, _ time.Time) string { return j.State }},
+	{name: "point", header: "POINT", cut: true, cutMiddle: true, cutOrder: 1,
+		value: func(j api.Job, _ time.Time) string { return cmp.Or(j.Point, "-") }},
+	{name: "state", header: "STATE", value: func(j api.Job, _ time.Time) string { return stateText(j) }},
 	{name: "gpu", aliases: []string{"nodelist"}, header: "GPU", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return cardsOf(a) })},
 	{name: "attempt", header: "ATTEMPT", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return strconv.Itoa(a.N) })},
 	{name: "tier", header: "TIER", value: func(j api.Job, _ time.Time) string { return strconv.Itoa(j.Tier) }},
@@ -367,6 +426,14 @@ func parseFormat(format string) ([]shownColumn, error) {
 		cols = append(cols, c)
 	}
 	return cols, nil
+}
+
+// stateText is a job's state in a listing: a running job that is held says so.
+func stateText(j api.Job) string {
+	if j.Held && j.State == string(state.JobRunning) {
+		return "running,held"
+	}
+	return j.State
 }
 
 // latestOf is a column of the job's latest attempt while it runs or once it has ended,
@@ -510,11 +577,16 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 	line := func(format string, args ...any) {
 		fmt.Fprintln(w, "  "+wrap(fmt.Sprintf(format, args...), width-2, "    "))
 	}
-	fmt.Fprintf(w, "job %s of sweep %s: %s\n", j.ID, j.Sweep, j.State)
+	fmt.Fprintf(w, "job %s (%s) of sweep %s: %s\n", j.ID, j.Name, j.Sweep, stateText(j))
 	if j.Reason != "" {
 		line("%s", j.Reason)
 	}
-	line("point: %s", j.Name)
+	if j.Held && j.State == string(state.JobRunning) {
+		line("held: it runs on, and is not started again until released (gpuq release %s)", j.ID)
+	}
+	if j.Point != "" {
+		line("point: %s", j.Point)
+	}
 	if j.Started != nil {
 		line("ran: started %s, ended %s, elapsed %s", stamp(j.Started), stamp(j.Ended), elapsedOf(j, now))
 	}
@@ -550,7 +622,7 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 		}
 		outcome := cmp.Or(a.Outcome, "running")
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, cardsOf(a), a.Tier, changedText(j.Params, a.Params),
-			eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), outcome, exitText(a.ExitStatus), a.Started.Format("01-02 15:04:05"), durationOf(a, now))
+			eb, sizeOrDash(a.EstimateBytes), sizeOrDash(peakOf(a)), outcome, exitText(a.ExitStatus), a.Started.Format("01-02 15:04:05"), durationOf(a, now))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -642,6 +714,7 @@ type selectOptions struct {
 	verb   api.Verb
 	done   string // what the verb did to the jobs, for people
 	sweep  string
+	where  string
 	json   bool
 }
 
@@ -649,18 +722,21 @@ type selectOptions struct {
 func newSelectCmd(io ioStreams, st *settings, verb api.Verb, short, done string) *cobra.Command {
 	opts := &selectOptions{io: io, client: st.client, verb: verb, done: done}
 	cmd := &cobra.Command{
-		Use:   string(verb) + " ID...|--sweep SWEEP",
+		Use:   string(verb) + " ID...|--sweep SWEEP|--where KEY=VALUE,...",
 		Short: short,
 		Long: short + `.
 
-Name jobs by id, or every job of a sweep with --sweep (its jobs to which the verb does
-not apply are passed over). A named job to which it does not apply is an error, and
-then nothing is changed.`,
-		Example:           fmt.Sprintf("  gpuq %s gla-e1.3 gla-e1.4\n  gpuq %s --sweep gla-e1", verb, verb),
+Name jobs by id, or every job of a sweep with --sweep, or every job whose parameters
+have the values --where gives (of that sweep, with --sweep): the jobs of a sweep or a
+--where to which the verb does not apply are passed over. A named job to which it does
+not apply is an error, and then nothing is changed.`,
+		Example: fmt.Sprintf("  gpuq %s gla-e1.3 gla-e1.4\n  gpuq %s --sweep gla-e1\n  gpuq %s --sweep gla-e1 --where 'task=glue-sst2,seed=87|88'",
+			verb, verb, verb),
 		ValidArgsFunction: completeJobs(st),
 		RunE:              func(_ *cobra.Command, args []string) error { return runSelect(opts, args) },
 	}
 	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "every job of this sweep")
+	cmd.Flags().StringVar(&opts.where, "where", "", "every job whose parameters have these values: "+whereSyntax)
 	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"jobs":[...]}, the jobs changed`)
 	return cmd
 }
@@ -668,16 +744,19 @@ then nothing is changed.`,
 func runSelect(opts *selectOptions, ids []string) error {
 	verb := opts.verb
 	switch {
-	case len(ids) > 0 && opts.sweep != "":
-		return badInput("name jobs or give --sweep, not both; see gpuq %s --help", verb)
-	case len(ids) == 0 && opts.sweep == "":
-		return badInput("name the jobs to %s (gpuq %s ID...), or a sweep (--sweep SWEEP)", verb, verb)
+	case len(ids) > 0 && (opts.sweep != "" || opts.where != ""):
+		return badInput("name jobs or give --sweep or --where, not both; see gpuq %s --help", verb)
+	case len(ids) == 0 && opts.sweep == "" && opts.where == "":
+		return badInput("name the jobs to %s (gpuq %s ID...), a sweep (--sweep SWEEP), or their parameters (--where task=sst2,seed=87)", verb, verb)
+	}
+	if _, err := plans.ParseWhere(opts.where); err != nil {
+		return whereError(err)
 	}
 	c, err := opts.client()
 	if err != nil {
 		return err
 	}
-	changed, err := c.Act(verb, api.SelectRequest{IDs: ids, Sweep: opts.sweep})
+	changed, err := c.Act(verb, api.SelectRequest{IDs: ids, Sweep: opts.sweep, Where: opts.where})
 	if err != nil {
 		return err
 	}
@@ -685,11 +764,24 @@ func runSelect(opts *selectOptions, ids []string) error {
 		return writeJSON(opts.io.Out, api.SelectResponse{Jobs: changed})
 	}
 	if len(changed) == 0 {
-		fmt.Fprintf(opts.io.Out, "no job of %s to %s\n", opts.sweep, verb)
+		fmt.Fprintf(opts.io.Out, "no job %s to %s\n", selectionText(opts.sweep, opts.where), verb)
 		return nil
 	}
 	fmt.Fprintf(opts.io.Out, "%s: %s\n", opts.done, strings.Join(changed, " "))
 	return nil
+}
+
+// selectionText names the jobs --sweep and --where select, for people: "of gla-e1
+// where seed=87".
+func selectionText(sweep, where string) string {
+	var parts []string
+	if sweep != "" {
+		parts = append(parts, "of "+sweep)
+	}
+	if where != "" {
+		parts = append(parts, "where "+where)
+	}
+	return strings.Join(parts, " ")
 }
 
 type drainOptions struct {
@@ -742,22 +834,68 @@ func runDrain(opts *drainOptions, name string) error {
 	return nil
 }
 
-// completeJobs completes job ids from the running daemon, if one answers.
+// completeFlags completes the values of the flags of cmd and its subcommands that name
+// job states (--state) or sweeps (--sweep, from the running daemon, if one answers).
+func completeFlags(cmd *cobra.Command, st *settings) {
+	if cmd.Flags().Lookup("state") != nil {
+		cmd.RegisterFlagCompletionFunc("state", func(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			// A list: running,q completes to running,queued.
+			at := strings.LastIndexByte(prefix, ',') + 1
+			given := strings.Split(prefix[:at], ",")
+			var out []cobra.Completion
+			for _, s := range shownStates {
+				if !slices.Contains(given, string(s)) {
+					out = append(out, prefix[:at]+string(s))
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		})
+	}
+	if cmd.Flags().Lookup("sweep") != nil {
+		cmd.RegisterFlagCompletionFunc("sweep", completeSweeps(st))
+	}
+	for _, c := range cmd.Commands() {
+		completeFlags(c, st)
+	}
+}
+
+// completeSweeps completes sweep names from the running daemon, if one answers.
+func completeSweeps(st *settings) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		jobs := daemonJobs(cmd, st)
+		var out []cobra.Completion
+		seen := map[string]int{}
+		for _, j := range jobs {
+			if seen[j.Sweep]++; seen[j.Sweep] == 1 && strings.HasPrefix(j.Sweep, prefix) {
+				out = append(out, j.Sweep)
+			}
+		}
+		for i, s := range out {
+			out[i] = cobra.CompletionWithDesc(s, plans.Count(seen[s], "job"))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// daemonJobs are the jobs of the running daemon and gpuq runs, for completion; none
+// where nothing answers.
+func daemonJobs(cmd *cobra.Command, st *settings) []api.Job {
+	if err := st.load(cmd.Root().PersistentFlags()); err != nil {
+		return nil
+	}
+	c, err := st.client()
+	if err != nil {
+		return nil
+	}
+	jobs, _ := c.Jobs("", nil)
+	return jobs
+}
+
+// completeJobs completes job ids from the running daemon and gpuq runs, if one answers.
 func completeJobs(st *settings) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if err := st.load(cmd.Root().PersistentFlags()); err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		c, err := st.dial()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		jobs, err := c.Jobs("", nil)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
 		var out []cobra.Completion
-		for _, j := range jobs {
+		for _, j := range daemonJobs(cmd, st) {
 			if strings.HasPrefix(j.ID, prefix) {
 				out = append(out, cobra.CompletionWithDesc(j.ID, j.State))
 			}

@@ -19,49 +19,49 @@ func statusJobs(at time.Time) []api.Job {
 	learned, took, util, one, zero := int64(15<<30), 90.0, 0.45, 1, 0
 	ended := func(d time.Duration) *time.Time { t := at.Add(d); return &t }
 	return []api.Job{
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.1", Name: "task=sst2,seed=87", State: "running", DeclaredBytes: 10 << 30, Started: &at,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.1", Name: "sst2,seed=87", Point: "task=sst2,seed=87", State: "running", Held: true, DeclaredBytes: 10 << 30, Started: &at,
 			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, PeakBytes: 9 << 30, Started: at}}}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.2", Name: "task=sst2,seed=88", State: "queued", Tier: 1, DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.2", Name: "sst2,seed=88", Point: "task=sst2,seed=88", State: "queued", Tier: 1, DeclaredBytes: 10 << 30,
 			LearnedBytes: &learned, Started: &at, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 20 << 30, Outcome: "gpu-oom",
 				Started: at, Ended: at.Add(time.Minute), ExitStatus: api.ExitStatus{ExitCode: &one}}},
 			ExitStatus: api.ExitStatus{ExitCode: &one}}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.3", Name: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.3", Name: "qnli,seed=87", Point: "task=qnli,seed=87", State: "succeeded", DeclaredBytes: 10 << 30,
 			LearnedSeconds: &took, LearnedRuns: 1, LearnedUtil: &util, LearnedUtilRuns: 1, Started: &at, Ended: ended(90 * time.Second),
 			ExitStatus: api.ExitStatus{ExitCode: &zero},
 			Attempts:   []api.AttemptSummary{{N: 1, GPUs: []int{1}, PeakBytes: 8 << 30, Outcome: "success", Started: at, Ended: at.Add(90 * time.Second)}}}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.4", Name: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.4", Name: "qnli,seed=88", Point: "task=qnli,seed=88", State: "held", DeclaredBytes: 10 << 30,
 			LearnedSeconds: &took, LearnedRuns: 1, LearnedUtil: &util, LearnedUtilRuns: 1}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.5", Name: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.5", Name: "rte,seed=87", Point: "task=rte,seed=87", State: "failed", DeclaredBytes: 10 << 30,
 			Reason: "attempt 2 failed: exited with status 1: ValueError: loss is NaN at step 1200: lower the learning rate", Started: &at, Ended: ended(time.Hour + 2*time.Minute),
 			ExitStatus: api.ExitStatus{ExitCode: &one, Error: "ValueError: loss is NaN at step 1200: lower the learning rate"}, Command: []string{"python3", "train.py", "--seed", "87"},
 			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", OOM: &plans.OOMFacts{TriedBytes: 40 << 30, ProcessBytes: 4 << 30},
 				Started: at, Ended: at.Add(time.Second)}, {N: 2, GPUs: []int{0}, Outcome: "failed", PeakBytes: 6 << 30, Started: at.Add(time.Minute),
 				Ended: at.Add(time.Hour + 2*time.Minute)}}}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.6", Name: "task=rte,seed=88", State: "cancelled", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.6", Name: "rte,seed=88", Point: "task=rte,seed=88", State: "cancelled", DeclaredBytes: 10 << 30,
 			Reason: "cancelled while queued", Ended: ended(3 * time.Minute)}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.8", Name: "task=rte,seed=89", State: "stopped", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.8", Name: "rte,seed=89", Point: "task=rte,seed=89", State: "stopped", DeclaredBytes: 10 << 30,
 			Reason: "stopped early at step 500: eval_loss 2.1, worse than 2 of the 3 points that reached it", Started: &at, Ended: ended(time.Minute),
 			ExitStatus: api.ExitStatus{Signal: "SIGTERM"}, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{1}, Outcome: "stopped-early", PeakBytes: 7 << 30,
 				Started: at, Ended: at.Add(time.Minute)}}}},
 		// Retried after it failed, it waits again for what it runs after: its attempt is over.
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.9", Name: "task=wnli,seed=87", State: "blocked", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.9", Name: "wnli,seed=87", Point: "task=wnli,seed=87", State: "blocked", DeclaredBytes: 10 << 30,
 			Reason: "runs after t, which must succeed first; gpuq why s.9 says how that stands", After: []string{"t"}, Started: &at,
 			ExitStatus: api.ExitStatus{ExitCode: &one}, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, Outcome: "failed", PeakBytes: 5 << 30,
 				Started: at, Ended: at.Add(time.Minute)}}}},
-		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.12", Name: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
+		{Sweep: "s", JobSummary: api.JobSummary{ID: "s.12", Name: "glue-tvt_qnli,seed=87,lr=0.0003", Point: "task=glue-tvt_qnli,seed=87,lr=0.0003", State: "running", DeclaredBytes: 10 << 30,
 			Started: ended(-time.Hour), Attempts: []api.AttemptSummary{{N: 3, Worker: "node7", GPUs: []int{2}, PeakBytes: 12 << 30, Started: at.Add(-time.Hour)}}}},
 	}
 }
 
-// TestPrintJobs: each job's point of the sweep; a job queued again after an OOM shows
-// the tier it will run at, and not the card and peak of its attempt that is over; an
-// attempt that ran out of memory before NVML saw its peak shows what PyTorch said it
-// held; how much of a card a job's shape keeps busy and how long it takes, once
-// learned; why a job failed (its error line),
-// was cancelled or was stopped early, and what a blocked one runs after (it shows no
-// card of an attempt that is over, as a queued one). On an 80-column terminal the long
-// points are shortened, UTIL, TAKES and REASON are left out and the reasons follow the
-// table, and every line fits; on a 140-column one REASON is shortened.
+// TestPrintJobs: each job's name; a running job that is held shows running,held; a job
+// queued again after an OOM shows the tier it will run at, and not the card and peak of
+// its attempt that is over; an attempt that ran out of memory before NVML saw its peak
+// shows what PyTorch said it held; how much of a card a job's shape keeps busy and how
+// long it takes, once learned; why a job failed (its error line), was cancelled or was
+// stopped early, and what a blocked one runs after (it shows no card of an attempt that
+// is over, as a queued one). On an 80-column terminal the long names lose their middle,
+// UTIL, TAKES, ATTEMPT and REASON are left out and the reasons follow the table, and
+// every line fits; on a 140-column one REASON is shortened.
 func TestPrintJobs(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	cols, err := parseFormat(defaultFormat)
@@ -73,7 +73,7 @@ func TestPrintJobs(t *testing.T) {
 		width int
 	}{{"status.txt", 0}, {"status_80.txt", 80}, {"status_140.txt", 140}} {
 		var b strings.Builder
-		jobList{jobs: statusJobs(at), now: at.Add(2 * time.Minute), width: tc.width, cols: cols, dropShort: true}.print(&b)
+		jobList{jobs: statusJobs(at), now: at.Add(2 * time.Minute), width: tc.width, cols: cols, fitDefault: true}.print(&b)
 		schedtest.Golden(t, tc.file, b.String())
 		if tc.width > 0 {
 			fitsWidth(t, b.String(), tc.width)
@@ -88,7 +88,7 @@ func TestPrintJobs(t *testing.T) {
 func TestStatusFormat(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	jobs := statusJobs(at)
-	sig := api.Job{Sweep: "s", JobSummary: api.JobSummary{ID: "s.7", Name: "task=mnli,seed=87", State: "failed", Started: &at,
+	sig := api.Job{Sweep: "s", JobSummary: api.JobSummary{ID: "s.7", Name: "mnli,seed=87", Point: "task=mnli,seed=87", State: "failed", Started: &at,
 		Ended: &[]time.Time{at.Add(26*time.Hour + 3*time.Second)}[0], ExitStatus: api.ExitStatus{Signal: "SIGKILL", Error: "Killed"},
 		Attempts: []api.AttemptSummary{{N: 1, Outcome: "host-oom", Started: at}}, Reason: "host-oom at tier 0"}}
 	cols, err := parseFormat("JobID,point%12,State,Start,End,Elapsed,ExitCode,error")
@@ -323,5 +323,13 @@ func TestPrintJob(t *testing.T) {
 			}
 			fitsWidth(t, strings.Join(kept, "\n"), tc.width)
 		}
+	}
+	var b strings.Builder
+	held := statusJobs(at)[0] // running, and held
+	held.Params = plans.NewMap()
+	held.Attempts[0].Params = held.Params
+	printJob(&b, held, at, 0)
+	if !strings.Contains(b.String(), "of sweep s: running,held\n  held: it runs on, and is not started again until released (gpuq release s.1)\n") {
+		t.Errorf("a held running job:\n%s", b.String())
 	}
 }

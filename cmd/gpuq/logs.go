@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,12 +29,14 @@ type logsOptions struct {
 	follow  bool
 	attempt int
 	tail    int
+	// sweep and where find the job by its point instead of its id.
+	sweep, where string
 }
 
 func newLogsCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &logsOptions{io: io, client: st.client, remote: st.remote, poll: 200 * time.Millisecond}
+	opts := &logsOptions{io: io, client: st.readClient, remote: st.remote, poll: 200 * time.Millisecond}
 	cmd := &cobra.Command{
-		Use:   "logs ID",
+		Use:   "logs ID|--where KEY=VALUE,...",
 		Short: "Print a job's log: its latest attempt, or another with --attempt",
 		Long: `Print the log of a job's attempt: by default its latest. A log begins with the command
 and environment to rerun the attempt by hand. The logs are files under the state
@@ -42,14 +45,27 @@ directory; gpuq status ID names them.
 -f follows the job until it ends: its running attempt, then each attempt that starts
 after it (the next rung after an OOM, a retry), waiting for one that has not started
 yet; what happens between attempts is said on stderr. With --attempt N, -f follows
-that attempt alone.`,
+that attempt alone. Where no daemon runs, the logs are read all the same (-f follows
+the latest attempt to its end: no next one starts without a daemon).
+
+--where finds the job by its parameters instead of its id (of one sweep, with
+--sweep): it must select one job.`,
 		Example: `  gpuq logs gla-e1.3
   gpuq logs gla-e1.3 -f
-  gpuq logs gla-e1.3 --attempt 1 --tail 50`,
-		Args:              exactArgs(1),
+  gpuq logs gla-e1.3 --attempt 1 --tail 50
+  gpuq logs --sweep gla-e1 --where task=glue-sst2,seed=87`,
+		Args:              maxArgs(1),
 		ValidArgsFunction: completeJobs(st),
-		RunE:              func(_ *cobra.Command, args []string) error { return runLogs(opts, args[0]) },
+		RunE: func(_ *cobra.Command, args []string) error {
+			id, err := logsJob(opts, args)
+			if err != nil {
+				return err
+			}
+			return runLogs(opts, id)
+		},
 	}
+	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "with --where, a job of this sweep")
+	cmd.Flags().StringVar(&opts.where, "where", "", "the job whose parameters have these values: "+whereSyntax)
 	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing what the attempt writes until it ends")
 	cmd.Flags().IntVar(&opts.attempt, "attempt", 0, "which attempt (1 is the first; default the latest)")
 	cmd.Flags().IntVar(&opts.tail, "tail", 0, "print only the last N lines (0: all)")
@@ -60,11 +76,15 @@ func runLogs(opts *logsOptions, id string) error {
 	if opts.attempt < 0 || opts.tail < 0 {
 		return badInput("--attempt and --tail take positive numbers")
 	}
-	j, err := fetchJob(opts.client, id)
+	c, err := opts.client()
 	if err != nil {
 		return err
 	}
-	if opts.follow && opts.attempt == 0 {
+	j, err := c.Job(id)
+	if err != nil {
+		return err
+	}
+	if opts.follow && opts.attempt == 0 && !offline(c, j.Sweep) {
 		return followJob(opts, j)
 	}
 	if len(j.Attempts) == 0 {
@@ -78,6 +98,40 @@ func runLogs(opts *logsOptions, id string) error {
 		return badInput("%s has %s; --attempt %d does not exist", id, plans.Count(len(j.Attempts), "attempt"), n)
 	}
 	return printLog(opts, j, n)
+}
+
+// logsJob is the job gpuq logs prints: the one named, or the one --where selects.
+func logsJob(opts *logsOptions, args []string) (string, error) {
+	switch {
+	case len(args) == 1 && opts.where == "" && opts.sweep == "":
+		return args[0], nil
+	case len(args) == 1:
+		return "", badInput("name a job or give --where, not both; see gpuq logs --help")
+	case opts.where == "":
+		return "", badInput("name a job (gpuq logs ID), or find it by its parameters (--where task=sst2,seed=87)")
+	}
+	c, err := opts.client()
+	if err != nil {
+		return "", err
+	}
+	jobs, err := c.Jobs(opts.sweep, nil)
+	if err != nil {
+		return "", err
+	}
+	if jobs, err = where(jobs, opts.where); err != nil {
+		return "", err
+	}
+	switch len(jobs) {
+	case 1:
+		return jobs[0].ID, nil
+	case 0:
+		return "", badInput("no job %s; gpuq status lists them", selectionText(opts.sweep, opts.where))
+	}
+	named := make([]string, len(jobs))
+	for i, j := range jobs {
+		named[i] = j.ID + " (" + j.Name + ")"
+	}
+	return "", badInput("%d jobs %s: %s; name one, or give --where more keys", len(jobs), selectionText(opts.sweep, opts.where), strings.Join(named, ", "))
 }
 
 // followJob follows a job's attempts, each to its end, until the job ends: the latest,

@@ -181,13 +181,22 @@ func TestGPUsJSONShowsForeignProcess(t *testing.T) {
 	}
 }
 
-// TestGPUsShowsFaultsAndHiddenProcesses: a card out of service shows why; a process
-// this PID namespace cannot see is marked, and gpuq says once what that means.
+// TestGPUsShowsFaultsAndHiddenProcesses: each card's utilization and temperature, and
+// whether it is drained; a card out of service shows why; each process shows the job it
+// is of, by id and name; a process this PID namespace cannot see is marked, and gpuq
+// says once what that means.
 func TestGPUsShowsFaultsAndHiddenProcesses(t *testing.T) {
 	cards := []gpu.Card{
-		{Index: 0, Name: "NVIDIA A100-SXM4-40GB", UUID: "GPU-0", Total: 40 << 30, Used: 9 << 30,
-			Processes: []gpu.Process{{PID: 4242, Used: 8 << 30, Hidden: true}, {PID: 17, Used: gpu.Unknown}}},
+		{Index: 0, Name: "NVIDIA A100-SXM4-40GB", UUID: "GPU-0", Total: 40 << 30, Used: 20 << 30, Utilization: 97, Temperature: 71,
+			Processes: []gpu.Process{{PID: 4242, Used: 8 << 30, Hidden: true}, {PID: 17, Used: gpu.Unknown}, {PID: 5151, Used: 11 << 30}}},
 		{Index: 1, Name: "NVIDIA A100-SXM4-40GB", UUID: "GPU-1", Total: 40 << 30, Fault: "NVML: card 1: memory: GPU is lost"},
+		{Index: 2, Name: "NVIDIA A100-SXM4-40GB", UUID: "GPU-2", Total: 40 << 30, Utilization: gpu.NoReading, Temperature: gpu.NoReading},
+	}
+	jobs := func(_ gpu.Card, p gpu.Process) (string, string) {
+		if p.PID == 5151 {
+			return "gla-e1.3", "glue-tvt_qnli,seed=87"
+		}
+		return "", ""
 	}
 	for _, tc := range []struct {
 		name   string
@@ -195,7 +204,7 @@ func TestGPUsShowsFaultsAndHiddenProcesses(t *testing.T) {
 		asJSON bool
 	}{{"gpus_faults.txt", 0, false}, {"gpus_faults_80.txt", 80, false}, {"gpus_faults.json", 0, true}} {
 		var out, errb bytes.Buffer
-		if err := writeGPUs(ioStreams{Out: &out, Err: &errb, Cols: tc.cols}, cards, []int{2, 2}, "", tc.asJSON); err != nil {
+		if err := writeGPUs(ioStreams{Out: &out, Err: &errb, Cols: tc.cols}, machineView{cards: cards, slots: []int{2, 2, 1}, drained: []bool{false, false, true}, jobs: jobs}, tc.asJSON); err != nil {
 			t.Fatal(err)
 		}
 		schedtest.Golden(t, tc.name, out.String())

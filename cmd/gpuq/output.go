@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuq/gpuq/cmd/gpuq/top"
 	"github.com/gpuq/gpuq/plans"
 )
 
@@ -60,8 +61,11 @@ type fitTable struct {
 	width  int
 	cut    []int
 	starts []int // the columns of cut that lose their start, not their end: job ids
-	drop   []int // columns left out whole, in this order, where the table does not fit
-	buf    bytes.Buffer
+	// middles are the columns of cut that lose their middle: names, told apart by
+	// their start and their end alike (glue-t…seed=87).
+	middles []int
+	drop    []int // columns left out whole, in this order, where the table does not fit
+	buf     bytes.Buffer
 	// What Flush left out: the columns dropped, and whether the last column had no
 	// room (see leaveOut).
 	dropped  []int
@@ -76,6 +80,13 @@ func newFitTable(w io.Writer, width int, cut ...int) *fitTable {
 // ids, whose number tells them apart, must: "…long-name.12".
 func (t *fitTable) cutStarts(cols ...int) *fitTable {
 	t.starts = cols
+	return t
+}
+
+// cutMiddles makes the columns cut lose their middle, as names, which a seed at
+// their end tells apart as much as a task at their start: "glue-t…seed=87".
+func (t *fitTable) cutMiddles(cols ...int) *fitTable {
+	t.middles = cols
 	return t
 }
 
@@ -173,7 +184,7 @@ func (t *fitTable) without(rows [][]string, col int) [][]string {
 		}
 		return out
 	}
-	t.cut, t.starts = renumber(t.cut), renumber(t.starts)
+	t.cut, t.starts, t.middles = renumber(t.cut), renumber(t.starts), renumber(t.middles)
 	return rows
 }
 
@@ -244,10 +255,15 @@ func (t *fitTable) last(r []string, col int) string {
 // shorten cuts cell c of column col to width cells, marking the cut with "…".
 func (t *fitTable) shorten(col int, c string, width int) string {
 	n := ansi.StringWidth(c)
-	if n <= width || !slices.Contains(t.starts, col) {
-		return ansi.Truncate(c, width, "…")
+	switch {
+	case n <= width:
+		return c
+	case slices.Contains(t.starts, col):
+		return ansi.TruncateLeft(c, n-width+1, "…")
+	case slices.Contains(t.middles, col):
+		return top.CutMiddle(c, width)
 	}
-	return ansi.TruncateLeft(c, n-width+1, "…")
+	return ansi.Truncate(c, width, "…")
 }
 
 // wrap breaks text into lines of width cells (0 or less: any) at spaces, and begins

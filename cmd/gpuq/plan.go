@@ -206,8 +206,9 @@ func defaultPlanNote(sw *plans.Sweep) string {
 	return "one job per card, since some jobs have no memory estimate"
 }
 
+// estimateText is a job's estimate in plan's listing: "-" where it has none.
 func estimateText(j plans.Job) string {
-	s := "unknown"
+	s := "-"
 	switch {
 	case j.Memory > 0:
 		s = plans.FormatSize(j.Memory)

@@ -33,6 +33,11 @@ func prepare(path string, st *settings, io ioStreams) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	return prepareSweep(sw, st, io)
+}
+
+// prepareSweep is prepare of a sweep loaded already (a one-off's).
+func prepareSweep(sw *plans.Sweep, st *settings, io ioStreams) (*prepared, error) {
 	warn := func(w string) { fmt.Fprintln(io.Err, "gpuq: warning:", w) }
 	for _, w := range sw.Warnings() {
 		warn(w)

@@ -38,8 +38,8 @@ gpu_plan: "1"
 		{[]string{"cancel", "--sweep", "long.1"}, exitBadInput, `no sweep "long.1": long.1 is a job, of sweep long`},
 		{[]string{"report", "lnog"}, exitBadInput, `no sweep "lnog" (did you mean "long"?)`},
 		{[]string{"report", "long", "-o", filepath.Join(dir, "no", "such", "dir", "r.html")}, exitBadInput, "give -o a file in a directory you may write"},
-		{[]string{"cancel"}, exitBadInput, "name the jobs to cancel (gpuq cancel ID...), or a sweep (--sweep SWEEP)"},
-		{[]string{"hold", "long.3", "--sweep", "long"}, exitBadInput, "name jobs or give --sweep, not both"},
+		{[]string{"cancel"}, exitBadInput, "name the jobs to cancel (gpuq cancel ID...), a sweep (--sweep SWEEP), or their parameters (--where task=sst2,seed=87)"},
+		{[]string{"hold", "long.3", "--sweep", "long"}, exitBadInput, "name jobs or give --sweep or --where, not both"},
 		{[]string{"why", "long.1"}, exitOK, ""},
 		{[]string{"retry", "--sweep", "long"}, exitOK, ""},
 	}

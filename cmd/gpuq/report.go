@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/report"
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -36,7 +38,8 @@ held, sampled, against what gpuq reserved for it), every job's attempts, and the
 sweep's figures: makespan, GPU-hours busy, attempt-hours lost, OOMs, attempts per job,
 memory used against reserved.
 
-The report is drawn from the daemon's state (a sweep it runs or ran, by name), or from
+The report is drawn from the daemon's state (a sweep it runs or ran, by name; where no
+daemon runs, from the state its last one left), or from
 the summary gpuq run --json prints (a file, or - for standard input). gpuq simulate
 --report draws one of a simulation, to see a plan before running it ("what if two per
 card?").
@@ -78,9 +81,14 @@ func isSummary(arg string) bool {
 	return err == nil
 }
 
-// reportFromDaemon draws a sweep the daemon runs or ran, as it stands now.
+// reportFromDaemon draws a sweep the daemon runs or ran, as it stands now; where no
+// daemon runs, as its last one left it.
 func reportFromDaemon(opts *reportOptions) error {
 	c, err := opts.settings.dial()
+	var none api.NoDaemonError
+	if errors.As(err, &none) {
+		return reportFromState(opts, none)
+	}
 	if err != nil {
 		return fmt.Errorf("%s is no file here, and %w", opts.source, err)
 	}
@@ -97,6 +105,26 @@ func reportFromDaemon(opts *reportOptions) error {
 		sum.Jobs = append(sum.Jobs, j.JobSummary)
 	}
 	return writeReport(opts.io, opts.output, reportData(sum, "the daemon on "+tildeHome(c.Dir()), time.Now()))
+}
+
+// reportFromState draws a sweep from the state of a directory no daemon runs on, read
+// without writing to it (see stateReader). The cards' sizes are the daemon's to tell:
+// each card's chart is sized by what was reserved on it.
+func reportFromState(opts *reportOptions, none api.NoDaemonError) error {
+	store, ok, err := state.ReadOnly(none.Dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w; its state cannot be read: %v", none, err)
+	case !ok:
+		return fmt.Errorf("%s is no file here, and %w", opts.source, none)
+	}
+	noDaemonNote(opts.io.Err, none.Dir)
+	view := store.View()
+	if view.Submission(opts.source) == nil {
+		return scheduler.NoSweep(opts.source, view.JobIDs())
+	}
+	sum := api.SummarizeSweep(view, opts.source, nil)
+	return writeReport(opts.io, opts.output, reportData(sum, "the state on "+tildeHome(none.Dir)+" (no daemon runs)", lastMoment(sum)))
 }
 
 // readSummary reads a gpuq run --json summary from a file, or from in for "-".

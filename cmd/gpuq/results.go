@@ -113,13 +113,13 @@ func runResults(opts *resultsOptions) error {
 	return nil
 }
 
-// resultsSummary reads the sweep: by name, from the daemon or the gpuq run that runs
-// it, or a summary file.
+// resultsSummary reads the sweep: by name, from the gpuq run or the daemon that runs
+// it (where neither does, the state the last daemon left), or a summary file.
 func resultsSummary(opts *resultsOptions) (api.SweepSummary, error) {
 	if isSummary(opts.source) {
 		return readSummary(opts.source, opts.io.In)
 	}
-	c, err := opts.settings.client()
+	c, err := opts.settings.readClient()
 	if err != nil {
 		return api.SweepSummary{}, fmt.Errorf("%s is no file here, and %w", opts.source, err)
 	}
@@ -140,7 +140,7 @@ func resultsSummary(opts *resultsOptions) (api.SweepSummary, error) {
 func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
 	out := make([]ranking.Job, 0, len(sum.Jobs))
 	for _, j := range sum.Jobs {
-		rj := ranking.Job{ID: j.ID, Point: cmp.Or(j.Point, j.Name), Group: groupOf(j.Params, by), State: j.State,
+		rj := ranking.Job{ID: j.ID, Name: j.Name, Point: cmp.Or(j.SeedOf, j.Name), Group: groupOf(j.Params, by), State: j.State,
 			Params: j.Params, Metrics: map[string]ranking.Curve{}}
 		for _, a := range j.Attempts {
 			for _, m := range a.Metrics {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,8 +28,8 @@ func resultsSummaryFile(t *testing.T) string {
 		p.Set("task", task)
 		p.Set("lr", lr)
 		p.Set("seed", seed)
-		j := api.JobSummary{ID: "s." + string(rune('0'+n)), Name: "task=" + task + ",lr=" + lr, Params: p, State: state,
-			Point: "task=" + task + ",lr=" + lr, Attempts: []api.AttemptSummary{},
+		j := api.JobSummary{ID: "s." + string(rune('0'+n)), Name: fmt.Sprintf("%s,lr=%s,seed=%d", task, lr, seed), Params: p, State: state,
+			Point: fmt.Sprintf("task=%s,lr=%s,seed=%d", task, lr, seed), SeedOf: "task=" + task + ",lr=" + lr, Attempts: []api.AttemptSummary{},
 			EarlyStop: &api.Judged{Metric: "eval_loss", Mode: plans.Min, At: []int64{100}}}
 		for i, c := range curves {
 			m := api.MetricSummary{Name: "eval_loss", Step: c[len(c)-1].Step, Last: c[len(c)-1].Value, Curve: c, Min: c[0].Value, Max: c[0].Value}

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -15,9 +17,6 @@ import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func run(args []string, io ioStreams) int {
 	if len(args) == 2 && args[0] == launcher.SupervisorMode {
@@ -46,7 +45,7 @@ func run(args []string, io ioStreams) int {
 }
 
 func newRootCmd(io ioStreams) *cobra.Command {
-	st := &settings{v: viper.New()}
+	st := &settings{v: viper.New(), notices: io.Err}
 	root := &cobra.Command{
 		Use:   "gpuq",
 		Short: "Pack GPU training sweeps onto a machine's cards and see them through OOMs",
@@ -68,7 +67,7 @@ flag or config file) or a request the daemon refuses (an unknown job or sweep, a
 or logs of a job that has not started); 130 interrupted. These answer and exit 0: why
 of a job that does not wait, a --sweep to which no job applies (retry of a sweep with
 no failed job), daemon --stop when no daemon runs.`,
-		Version:       version,
+		Version:       versionText(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -111,6 +110,7 @@ no failed job), daemon --stop when no daemon runs.`,
 		c.GroupID = groupDaemon
 		root.AddCommand(c)
 	}
+	completeFlags(root, st)
 	return root
 }
 
@@ -124,6 +124,10 @@ const (
 type settings struct {
 	v     *viper.Viper
 	flags *pflag.FlagSet
+	// notices is where what gpuq tells besides a verb's output goes (stderr), and
+	// offlineNote says once that no daemon runs (see readClient).
+	notices     io.Writer
+	offlineNote sync.Once
 	// file is what the user config file says, each setting as its flag takes it.
 	file map[string]any
 }

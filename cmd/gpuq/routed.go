@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
@@ -16,15 +18,17 @@ import (
 // gpuq status, logs, attach, why, cancel... work against a gpuq run in the foreground
 // as against the daemon, with nothing more to name than the job or the sweep.
 type routed struct {
-	dir    string
-	daemon *api.Client // nil when none runs
+	dir string
+	// daemon is the daemon's client; for the verbs that only read, where none runs, the
+	// state its last one left (see readClient); nil when there is neither.
+	daemon daemonClient
 	runs   []ranSweep
 }
 
 // ranSweep is a gpuq run's client, for its sweep.
 type ranSweep struct {
 	run api.Run
-	c   *api.Client
+	c   daemonClient
 }
 
 // routedClient connects to the daemon and to every gpuq run of the state directory.
@@ -39,7 +43,10 @@ func (s *settings) routedClient() (daemonClient, error) {
 	if derr != nil {
 		return nil, derr
 	}
-	r := &routed{dir: dir, daemon: c}
+	r := &routed{dir: dir}
+	if err == nil {
+		r.daemon = c
+	}
 	for _, run := range api.Runs(dir) {
 		if rc, err := api.DialRun(dir, run); err == nil {
 			r.runs = append(r.runs, ranSweep{run, rc})
@@ -87,7 +94,7 @@ func (r *routed) to(sweep string) (daemonClient, error) {
 // only is the one that acts on a whole machine (a drain): the daemon, or the one run.
 func (r *routed) only() (daemonClient, error) {
 	switch {
-	case r.daemon != nil:
+	case r.daemon != nil && !offline(r.daemon, ""):
 		return r.daemon, nil
 	case len(r.runs) == 1:
 		return r.runs[0].c, nil
@@ -104,6 +111,18 @@ func (r *routed) allRuns() []api.Run {
 	return out
 }
 
+// each is the daemon, where there is one, and every run.
+func (r *routed) each() []daemonClient {
+	var each []daemonClient
+	if r.daemon != nil {
+		each = append(each, r.daemon)
+	}
+	for _, rs := range r.runs {
+		each = append(each, rs.c)
+	}
+	return each
+}
+
 // Jobs lists a sweep's jobs, from whoever runs it; with no sweep, every job of the
 // daemon and of each run.
 func (r *routed) Jobs(sweep string, states []string) ([]api.Job, error) {
@@ -115,14 +134,7 @@ func (r *routed) Jobs(sweep string, states []string) ([]api.Job, error) {
 		return c.Jobs(sweep, states)
 	}
 	var all []api.Job
-	var each []daemonClient
-	if r.daemon != nil {
-		each = append(each, r.daemon)
-	}
-	for _, rs := range r.runs {
-		each = append(each, rs.c)
-	}
-	for _, c := range each {
+	for _, c := range r.each() {
 		jobs, err := c.Jobs("", states)
 		if err != nil {
 			return nil, err
@@ -148,14 +160,18 @@ func (r *routed) Why(id string) (api.WhyResponse, error) {
 	return c.Why(id)
 }
 
-// Act acts on a sweep where it runs, or on each job where its sweep runs.
+// Act acts on a sweep where it runs, on each job where its sweep runs, or, for a
+// --where of no sweep, on the jobs that meet it wherever they run.
 func (r *routed) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
-	if sel.Sweep != "" {
+	switch {
+	case sel.Sweep != "":
 		c, err := r.to(sel.Sweep)
 		if err != nil {
 			return nil, err
 		}
 		return c.Act(v, sel)
+	case sel.Where != "":
+		return r.actWhere(v, sel)
 	}
 	var order []daemonClient
 	ids := map[daemonClient][]string{}
@@ -176,6 +192,32 @@ func (r *routed) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
 			return done, err
 		}
 		done = append(done, got...)
+	}
+	return done, nil
+}
+
+// actWhere acts where each of the daemon and the runs has jobs that meet sel.Where.
+// Each refuses a key none of its jobs has; that is an error only where all refuse it,
+// as the daemon alone would: a misspelt key is not "no job to change".
+func (r *routed) actWhere(v api.Verb, sel api.SelectRequest) ([]string, error) {
+	var done []string
+	var refusal error
+	acted := false
+	for _, c := range r.each() {
+		got, err := c.Act(v, sel)
+		var refused scheduler.Refused
+		switch {
+		case errors.As(err, &refused):
+			refusal = cmp.Or(refusal, err)
+			continue
+		case err != nil:
+			return done, err
+		}
+		acted = true
+		done = append(done, got...)
+	}
+	if !acted {
+		return nil, refusal
 	}
 	return done, nil
 }

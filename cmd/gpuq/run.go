@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/signal"
@@ -33,13 +35,17 @@ type runOptions struct {
 	json     bool
 	logDir   string
 	poll     time.Duration
+	// command is a one-off's (gpuq run -- CMD), name its --name.
+	command []string
+	name    string
+	oneOff  oneOff
 }
 
 func newRunCmd(io ioStreams, st *settings) *cobra.Command {
 	opts := &runOptions{io: io, settings: st}
 	cmd := &cobra.Command{
-		Use:   "run SWEEP",
-		Short: "Run a sweep in the foreground until every job has succeeded or failed",
+		Use:   "run SWEEP | run [flags] -- COMMAND [ARG...]",
+		Short: "Run a sweep, or one command, in the foreground until every job has succeeded or failed",
 		Long: `Run every job of the sweep: pack them onto the cards, launch each trainer in a
 pseudo-terminal with the right environment, and when one runs out of GPU memory requeue
 it with the next rung of its OOM ladder (the effective batch kept), until every job has
@@ -49,10 +55,19 @@ card, tier, estimate, peak, outcome and exit status) and why each failed job fai
 with its trainer's error line; --json the same with every attempt's "exit_code",
 "signal", "error" and "command".
 
-Each attempt's rendered config and log go under --log-dir/<job>/attempt-<n>/, readable
-by you alone (they hold the trainers' environment); a log begins with the command and
-environment to rerun the attempt by hand. A --log-dir that other users may write to, or
-that is reached through another user's link, is refused; it is used by its real path.
+A command after -- is a one-off job, as gpuq submit -- takes one (see its help): a sweep
+of one job, named after its script or --name (made unique among the sweeps of the
+daemon and of the other gpuq runs), with --memory, --host-memory, --gpus-per-job,
+--timeout, --priority, --env and --workdir as its sweep's keys.
+
+Each run keeps its attempts in a directory of its own under --log-dir, named for the
+sweep and the time it started (<sweep>-20260102-150405; -2 after it for a second run in
+that second), so that a run never writes over another's logs: each attempt's rendered
+config and log are in <run>/<job>/attempt-<n>/, and <run>/by-name/<sweep>/<name> leads to
+a job's by its name. They are readable by you alone (they hold the trainers'
+environment); a log begins with the command and environment to rerun the attempt by
+hand. A --log-dir that other users may write to, or that is reached through another
+user's link, is refused; it is used by its real path.
 
 While it runs, gpuq status, logs, attach, why, top, cancel, hold... reach it from
 another terminal as they reach the daemon: it serves them its sweep on a socket in the
@@ -65,15 +80,31 @@ own (setsid, nohup) too.
 Exit status: 0 every job succeeded (or was stopped early by the sweep's early_stop), 1
 some job failed, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
-  gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json`,
-		Args: exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			opts.sweep = args[0]
+  gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json
+  gpuq run --memory 10GiB --gpus 1 -- python3 train.py --lr 1e-4`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			files, command, err := commandAfterDash(cmd, args)
+			switch {
+			case err != nil:
+				return err
+			case command == nil && len(files) != 1:
+				return badInput("name one sweep file, or give a command after --; see gpuq run --help")
+			case command == nil && opts.name != "":
+				return badInput("--name is for a command after --; a sweep file says name: itself")
+			case command == nil:
+				if err := notAProgram(files[0], "run"); err != nil {
+					return err
+				}
+				opts.sweep = files[0]
+			}
+			opts.command = command
 			return runRun(opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.name, "name", "", "with a command after --: its name (default its script's)")
+	opts.oneOff.addFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the final summary as JSON on stdout; progress goes to stderr")
-	cmd.Flags().StringVar(&opts.logDir, "log-dir", "", "where attempts' configs and logs go (default $XDG_STATE_HOME/gpuq/runs/<sweep>-<time>)")
+	cmd.Flags().StringVar(&opts.logDir, "log-dir", "", "where runs keep their attempts' configs and logs, each run in <sweep>-<time>/ of its own (default $XDG_STATE_HOME/gpuq/runs)")
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
 	return cmd
 }
@@ -85,7 +116,7 @@ var errInterrupted = errors.New("interrupted")
 var errJobsFailed = errors.New("some jobs failed")
 
 func runRun(opts *runOptions) error {
-	p, err := prepare(opts.sweep, opts.settings, opts.io)
+	p, err := opts.prepare()
 	if err != nil {
 		return err
 	}
@@ -96,7 +127,7 @@ func runRun(opts *runOptions) error {
 	launcher.BecomeSubreaper()
 	sw := p.sweep
 	if opts.logDir == "" {
-		opts.logDir = runDir(sw.Name, time.Now())
+		opts.logDir = filepath.Join(xdgDir("XDG_STATE_HOME", filepath.Join(".local", "state")), "gpuq", "runs")
 	}
 	// From here on the directory is its real path: a link on the way to it that
 	// someone points elsewhere later changes nothing.
@@ -105,6 +136,9 @@ func runRun(opts *runOptions) error {
 	}
 	if err := launcher.PrivateDir(opts.logDir); err != nil {
 		return badInput("--log-dir: %v", err)
+	}
+	if opts.logDir, err = newRunDir(opts.logDir, sw.Name, time.Now()); err != nil {
+		return fmt.Errorf("--log-dir: %w", err)
 	}
 	if reaper, err := startReaper(opts.logDir); err != nil {
 		fmt.Fprintf(opts.io.Err, "gpuq: warning: %v: what a trainer starts in a session of its own may outlive a gpuq run that is killed\n", err)
@@ -166,7 +200,7 @@ func runRun(opts *runOptions) error {
 			return err
 		}
 	} else {
-		printSummary(opts.io.Out, sum)
+		printSummary(opts.io.Out, sum, opts.io.width())
 	}
 	switch {
 	case errors.Is(runErr, context.Canceled):
@@ -183,6 +217,22 @@ func runRun(opts *runOptions) error {
 		return errJobsFailed
 	}
 	return nil
+}
+
+// prepare is the run's sweep, from its file or a one-off's command, on the machine. A
+// one-off is named as under gpuq submit, made unique among the sweeps of the daemon and
+// of the other gpuq runs, which find its jobs by its name (see routed).
+func (opts *runOptions) prepare() (*prepared, error) {
+	if opts.command == nil {
+		return prepare(opts.sweep, opts.settings, opts.io)
+	}
+	taken, _ := sweepNames(opts.settings) // where none answers, the run goes on all the same
+	name := freeName(cmp.Or(opts.name, oneOffName(opts.command)), taken)
+	sw, _, err := opts.oneOff.sweep(oneOffLabel("run", opts.command), name, opts.command, opts.settings.runOverrides())
+	if err != nil {
+		return nil, err
+	}
+	return prepareSweep(sw, opts.settings, opts.io)
 }
 
 // startMPS starts NVIDIA's MPS control daemon for the sweep's jobs (sharing: mps), with
@@ -305,8 +355,10 @@ func (u *runUI) frame(now time.Time, width, height int) []string {
 	view := u.store.View()
 	counts := map[string]int{}
 	var b strings.Builder
-	tw := newFitTable(&b, width, 0).cutStarts(0)
-	fmt.Fprintln(tw, "JOB\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
+	// Where narrow, the attempt's number and the memory it reserves give way before
+	// ids lose their start and names their middle.
+	tw := newFitTable(&b, width, 0, 1).cutStarts(0).cutMiddles(1).dropping(3, 7)
+	fmt.Fprintln(tw, "JOB\tNAME\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
 	for _, j := range view.Jobs() {
 		counts[string(j.State)]++
 		if j.State != state.JobRunning {
@@ -314,7 +366,7 @@ func (u *runUI) frame(now time.Time, width, height int) []string {
 		}
 		as := view.Attempts(j.ID)
 		a := as[len(as)-1]
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, intsText(a.GPUs), a.N, a.Tier,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, intsText(a.GPUs), a.N, a.Tier,
 			top.Gig(j.Declared), top.Gig(view.Learned(j.Shape)), top.Gig(a.Reserve), top.Gig(a.Peak),
 			now.Sub(a.Started).Round(time.Second))
 	}
@@ -357,8 +409,19 @@ func intsText(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-// runDir is where a run keeps its attempts' configs and logs.
-func runDir(sweep string, now time.Time) string {
-	return filepath.Join(xdgDir("XDG_STATE_HOME", filepath.Join(".local", "state")), "gpuq", "runs",
-		sweep+"-"+now.Format("20060102-150405"))
+// newRunDir makes the directory where one run keeps its attempts' configs and logs,
+// under logDir: <sweep>-<time>, or <sweep>-<time>-2 (and on) where a run of the sweep
+// started in that second already, so that no run writes into another's.
+func newRunDir(logDir, sweep string, now time.Time) (string, error) {
+	base := filepath.Join(logDir, sweep+"-"+now.Format("20060102-150405"))
+	for n := 1; ; n++ {
+		dir := base
+		if n > 1 {
+			dir = fmt.Sprintf("%s-%d", base, n)
+		}
+		err := os.Mkdir(dir, 0o700)
+		if !errors.Is(err, fs.ErrExist) {
+			return dir, err
+		}
+	}
 }

@@ -204,8 +204,8 @@ gpus: sim:1x24GiB
 	if code != exitFailed {
 		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut)
 	}
-	if !strings.Contains(out, "  nan.1 failed: attempt 1 failed: exited with status 1: ValueError: loss is NaN\n") ||
-		!regexp.MustCompile(`(?m)^nan\.1 +failed +1 .* failed +1$`).MatchString(out) {
+	if !strings.Contains(out, "  nan.1 (nan) failed: attempt 1 failed: exited with status 1: ValueError: loss is NaN\n") ||
+		!regexp.MustCompile(`(?m)^nan\.1 +nan +failed +1 .* failed +1$`).MatchString(out) {
 		t.Errorf("the summary does not say why:\n%s", out)
 	}
 	sum, _ := runFailing(t, sweep)
@@ -217,6 +217,43 @@ gpus: sim:1x24GiB
 	}
 	if len(j.Command) != 3 || j.Command[0] != "sh" || j.Started == nil || j.Ended == nil {
 		t.Errorf("command %q, started %v, ended %v", j.Command, j.Started, j.Ended)
+	}
+}
+
+// TestRunNeverOverwritesAnotherRunsLogs: two runs of one sweep with one --log-dir keep
+// their attempts in two directories of their own under it, each job's found by its
+// name too, and the trainer's lines end in \n in the log.
+func TestRunNeverOverwritesAnotherRunsLogs(t *testing.T) {
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "twice.yaml")
+	os.WriteFile(sweep, []byte("name: twice\ncommand: [sh, -c, \"echo run of {seed}; echo $$\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\ngpus: sim:1x24GiB\n"), 0o644)
+	logs := filepath.Join(dir, "logs")
+	var runs []string
+	for range 2 {
+		out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", logs, "--poll", "100ms")
+		var sum api.SweepSummary
+		if code != exitOK || json.Unmarshal([]byte(out), &sum) != nil {
+			t.Fatalf("exit %d\n%s%s", code, out, errOut)
+		}
+		log := sum.Jobs[1].Attempts[0].Log
+		run, err := filepath.Rel(logs, log)
+		if err != nil || !strings.HasPrefix(run, "twice-") || !strings.HasSuffix(run, "/twice.2/attempt-1/log") {
+			t.Fatalf("the log %s is not in a run's own directory under %s", log, logs)
+		}
+		runs = append(runs, strings.SplitN(run, "/", 2)[0])
+		byName, err := os.ReadFile(filepath.Join(logs, runs[len(runs)-1], "by-name", "twice", "seed=2", "attempt-1", "log"))
+		if err != nil || !strings.Contains(string(byName), "\nrun of 2\n") || strings.Contains(string(byName), "\r") {
+			t.Errorf("the log by name: %q, %v", byName, err)
+		}
+	}
+	if runs[0] == runs[1] {
+		t.Errorf("both runs wrote into %s", runs[0])
+	}
+	if n, err := newRunDir(logs, "twice", time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)); err != nil || filepath.Base(n) != "twice-20260102-150405" {
+		t.Fatalf("a new run's directory: %s %v", n, err)
+	}
+	if n, err := newRunDir(logs, "twice", time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)); err != nil || filepath.Base(n) != "twice-20260102-150405-2" {
+		t.Errorf("a second run in the same second: %s %v", n, err)
 	}
 }
 
@@ -382,7 +419,8 @@ func TestRunTableFitsTheTerminal(t *testing.T) {
 	}
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	for i, name := range []string{"a-sweep-with-a-long-name.1", "a-sweep-with-a-long-name.2", "a-sweep-with-a-long-name.3"} {
-		j := &state.Job{Job: &plans.Job{ID: name}, Sweep: "a-sweep-with-a-long-name", Status: state.Status{State: state.JobRunning, Declared: 9 << 30, Attempts: 1}}
+		point := []string{"glue-tvt_qnli,seed=87", "glue-tvt_qnli,seed=88", "glue-sst2,seed=87"}[i]
+		j := &state.Job{Job: &plans.Job{ID: name, Name: point}, Sweep: "a-sweep-with-a-long-name", Status: state.Status{State: state.JobRunning, Declared: 9 << 30, Attempts: 1}}
 		a := &state.Attempt{ID: name + "/1", Job: name, N: 1, GPUs: []int{i}, Reserve: 9 << 30, Peak: int64(i) << 30, Started: at}
 		if err := store.Put(state.Change{Jobs: []*state.Job{j}, Attempts: []*state.Attempt{a}}); err != nil {
 			t.Fatal(err)
@@ -508,6 +546,44 @@ func attemptProcs(root string) []int {
 		}
 	}
 	return out
+}
+
+// TestSummaryFitsTheTerminal: gpuq run's summary names each job beside its id, and on
+// an 80-column terminal fits it (names lose their middle, the effective batch and the
+// estimate give way) and wraps why a job failed; piped, every value is whole.
+func TestSummaryFitsTheTerminal(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	one, eb := 1, int64(32)
+	params := func(kv ...any) *plans.Map {
+		m := plans.NewMap()
+		for i := 0; i < len(kv); i += 2 {
+			m.Set(kv[i].(string), kv[i+1])
+		}
+		return m
+	}
+	written := params("batch_size", int64(16), "gradient_accumulation_steps", int64(2))
+	sum := api.SweepSummary{Sweep: "a-sweep-with-a-long-name", Counts: map[string]int{"succeeded": 1, "failed": 1}, Jobs: []api.JobSummary{
+		{ID: "a-sweep-with-a-long-name.1", Name: "glue-tvt_qnli,seed=87", State: "succeeded", Params: written, Attempts: []api.AttemptSummary{
+			{N: 1, GPUs: []int{0}, Params: written, EffectiveBatch: &eb, EstimateBytes: 9 << 30, PeakBytes: 12 << 30, Outcome: "gpu-oom", Started: at},
+			{N: 2, GPUs: []int{1}, Tier: 1, Params: params("batch_size", int64(8), "gradient_accumulation_steps", int64(4)), EffectiveBatch: &eb,
+				EstimateBytes: 14 << 30, PeakBytes: 7 << 30, Outcome: "success", Started: at}}},
+		{ID: "a-sweep-with-a-long-name.2", Name: "glue-sst2,seed=87", State: "failed", Params: written,
+			Reason:     "attempt 1 failed: exited with status 1: ValueError: loss is NaN at step 1200: lower the learning rate",
+			ExitStatus: api.ExitStatus{ExitCode: &one, Error: "ValueError: loss is NaN at step 1200: lower the learning rate"},
+			Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{0}, Params: written, EstimateBytes: 0, Outcome: "failed", Started: at,
+				ExitStatus: api.ExitStatus{ExitCode: &one}}}},
+	}}
+	for _, tc := range []struct {
+		file  string
+		width int
+	}{{"summary.txt", 0}, {"summary_80.txt", 80}} {
+		var b strings.Builder
+		printSummary(&b, sum, tc.width)
+		schedtest.Golden(t, tc.file, b.String())
+		if tc.width > 0 {
+			fitsWidth(t, b.String(), tc.width)
+		}
+	}
 }
 
 // TestRunShowsTheSlowdown: two simulated trainers that keep their card busy

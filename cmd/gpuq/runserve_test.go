@@ -107,3 +107,63 @@ func listedIn(out string) []api.Job {
 	json.Unmarshal([]byte(out), &list)
 	return list.Jobs
 }
+
+// TestARunBesideTheLastDaemon: with a gpuq run running and no daemon, the verbs that
+// read find the run's jobs and those the last daemon left (saying once that none runs):
+// status lists both, --where selects among both, logs and results read the daemon's
+// from its state. cancel --where reaches the run's jobs; a key no job has is refused.
+// A one-off run named as the running sweep is made unique, so that both are found.
+func TestARunBesideTheLastDaemon(t *testing.T) {
+	dir := daemonEnv(t)
+	startDaemon(t)
+	left := writeSweep(t, `name: d
+command: [sh, -c, "echo '{{\"step\": 1, \"loss\": 0.{seed}}}' >> \"$GPUQ_METRICS_FILE\"; echo out {seed}"]
+matrix: {seed: [1, 2]}
+memory: 1GiB
+`)
+	if _, errOut, code := cli(t, "submit", left); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	schedtest.WaitFor(t, "d's jobs to succeed", func() bool { return countState(listed(t), "succeeded") == 2 })
+	stopAll(t, dir)
+
+	fg := writeSweep(t, "name: fg\ncommand: [sh, -c, \"read line\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
+	ended := make(chan int, 1)
+	go func() {
+		_, _, code := cli(t, "run", fg, "--log-dir", filepath.Join(t.TempDir(), "logs"))
+		ended <- code
+	}()
+	schedtest.WaitFor(t, "the run's jobs to run", func() bool {
+		out, _, code := cli(t, "status", "--json")
+		return code == exitOK && countState(listedIn(out), "running") == 2
+	})
+	out, errOut, code := cli(t, "status", "--where", "seed=1")
+	if code != exitOK || !strings.Contains(out, "d.1") || !strings.Contains(out, "fg.1") || strings.Contains(out, ".2 ") ||
+		strings.Count(errOut, "no daemon runs on "+dir) != 1 {
+		t.Errorf("status --where seed=1: exit %d; want d.1 and fg.1, and the note once:\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := cli(t, "logs", "-f", "d.2"); code != exitOK || !strings.Contains(out, "out 2") {
+		t.Errorf("logs -f d.2 from the state: exit %d:\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := cli(t, "results", "d", "--json"); code != exitOK || !strings.Contains(out, `"seed=1"`) {
+		t.Errorf("results d from the state, with the jobs' names: exit %d:\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := cli(t, "cancel", "--where", "sede=1"); code != exitBadInput || !strings.Contains(errOut, `did you mean "seed"`) {
+		t.Errorf("cancel --where sede=1: exit %d: %s", code, errOut)
+	}
+	if out, errOut, code := cli(t, "cancel", "--where", "seed=1"); code != exitOK || !strings.Contains(out, "fg.1") {
+		t.Errorf("cancel --where seed=1: exit %d:\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = cli(t, "run", "--name", "fg", "--log-dir", t.TempDir(), "--", "sh", "-c", "exit 0")
+	if code != exitOK || !strings.Contains(out, "fg-2.1") {
+		t.Errorf("a one-off run named fg beside the run of fg: exit %d; want fg-2:\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := cli(t, "cancel", "fg.2"); code != exitOK {
+		t.Errorf("cancel fg.2: exit %d: %s", code, errOut)
+	}
+	select {
+	case <-ended:
+	case <-time.After(60 * time.Second):
+		t.Fatal("gpuq run fg did not end")
+	}
+}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -19,13 +21,14 @@ type submitOptions struct {
 	name     string
 	after    []string
 	json     bool
+	oneOff   oneOff
 }
 
 func newSubmitCmd(io ioStreams, st *settings) *cobra.Command {
 	opts := &submitOptions{io: io, settings: st}
 	cmd := &cobra.Command{
-		Use:   "submit SWEEP...",
-		Short: "Send sweeps to the daemon, starting one in the background if none runs",
+		Use:   "submit SWEEP... | submit [flags] -- COMMAND [ARG...]",
+		Short: "Send sweeps, or one command, to the daemon, starting one in the background if none runs",
 		Long: `Check each sweep file and send it to the daemon of the state directory, which runs
 its jobs beside every other sweep's. When no daemon runs there, one is started in the
 background first (as gpuq daemon -d does); its log is daemon.log in the state
@@ -47,42 +50,70 @@ environment gpuq submit was run in (PATH, a conda env, CUDA settings), not the d
 --gpus and --gpu-plan, given here, replace the sweep's own: they limit the sweep's jobs
 to those cards and counts, within the daemon's machine.
 
+A command after -- is a one-off job, as pueue add -- and sbatch --wrap take one: a
+sweep of one job that gpuq writes itself, run in this directory (--workdir) with the
+command as written (braces and all; nothing passes through a shell). It is named after
+its script (train.py: train) or --name, made unique by itself among the sweeps of the
+daemon and of the gpuq runs beside it (train-2 when train was submitted before), so
+that it can be submitted again as it is. --memory (default unknown: one job per card,
+as for a sweep without memory), --host-memory, --gpus-per-job, --timeout, --priority
+and --env KEY=VALUE are its sweep's keys; --gpus, --gpu-plan and --after apply to it as
+to a sweep, and it starts the daemon as a sweep does.
+
 Exit status: 0 submitted, 1 the daemon could not be reached or started, 2 bad input.`,
 		Example: `  gpuq submit examples/sweeps/quickstart.yaml
   gpuq submit examples/sweeps/quickstart.yaml --name quickstart-2
   gpuq submit sweep-a.yaml sweep-b.yaml --gpus 0,1
   gpuq submit eval.yaml --after pretrain
+  gpuq submit --memory 10GiB -- python3 train.py --lr 1e-4
   gpuq status --sweep quickstart`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return badInput("name a sweep file; see gpuq submit --help")
+		RunE: func(cmd *cobra.Command, args []string) error {
+			files, command, err := commandAfterDash(cmd, args)
+			switch {
+			case err != nil:
+				return err
+			case command != nil:
+				return runSubmitOneOff(opts, command)
+			case len(files) == 0:
+				return badInput("name a sweep file, or give a command after --; see gpuq submit --help")
 			}
-			return nil
+			return runSubmit(opts, files)
 		},
-		RunE: func(_ *cobra.Command, args []string) error { return runSubmit(opts, args) },
 	}
-	cmd.Flags().StringVar(&opts.name, "name", "", "submit the sweep under this name instead of its own (a sweep name is used once, until gpuq clean forgets it)")
+	cmd.Flags().StringVar(&opts.name, "name", "", "submit the sweep under this name instead of its own (a sweep name is used once, until gpuq clean forgets it); "+
+		"a one-off's name, made unique")
 	cmd.Flags().StringSliceVar(&opts.after, "after", nil, "start its jobs only once these sweeps or jobs have all succeeded (as Slurm's afterok); adds to the sweep's after:")
+	opts.oneOff.addFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"sweeps":[{"sweep","jobs"}]} on stdout`)
 	return cmd
 }
 
-func runSubmit(opts *submitOptions, paths []string) error {
+// overrides are what this command line says for each sweep it submits, a one-off's
+// too: the sweep's settings (see sweepOverrides) and --after.
+func (opts *submitOptions) overrides() plans.Overrides {
 	ov := opts.settings.sweepOverrides()
+	if len(opts.after) > 0 {
+		ov.After = plans.Override{Value: strings.Join(opts.after, ","), Source: "--after"}
+	}
+	return ov
+}
+
+func runSubmit(opts *submitOptions, paths []string) error {
+	ov := opts.overrides()
 	if opts.name != "" {
 		if len(paths) > 1 {
 			return badInput("--name names one sweep; give it one sweep file")
 		}
 		ov.Name = plans.Override{Value: opts.name, Source: "--name"}
 	}
-	if len(opts.after) > 0 {
-		ov.After = plans.Override{Value: strings.Join(opts.after, ","), Source: "--after"}
-	}
 	var reqs []api.SubmitRequest
 	var machine []string
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)
 		if err != nil {
+			return err
+		}
+		if err := notAProgram(p, "submit"); err != nil {
 			return err
 		}
 		sw, err := plans.LoadSweep(abs, ov)
@@ -112,10 +143,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		resp, err := c.Submit(req)
 		if err != nil {
 			if started && len(out.Sweeps) == 0 {
-				// Nothing for the daemon it started to do: do not leave it running.
-				if serr := c.Stop(false); serr == nil {
-					fmt.Fprintln(opts.io.Err, "gpuq: stopped the daemon it had started")
-				}
+				stopStarted(c, opts.io)
 			}
 			return err
 		}
@@ -131,6 +159,117 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		return writeJSON(opts.io.Out, out)
 	}
 	return nil
+}
+
+// stopStarted stops the daemon gpuq submit started when nothing could be submitted to
+// it: there is nothing for it to do.
+func stopStarted(c *api.Client, io ioStreams) {
+	if err := c.Stop(false); err == nil {
+		fmt.Fprintln(io.Err, "gpuq: stopped the daemon it had started")
+	}
+}
+
+// notAProgram refuses a sweep file that is no file here but a program on the PATH:
+// a command given without the -- before it.
+func notAProgram(path, verb string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if _, err := exec.LookPath(path); err != nil {
+		return nil
+	}
+	return badInput("%s is no sweep file but a program: to run a command, give it after --: gpuq %s -- %s ...", path, verb, path)
+}
+
+// runSubmitOneOff sends a command as a one-off job, named after it or --name, made
+// unique among the sweeps of the daemon and of the gpuq runs beside it. It starts the
+// daemon as a sweep does, and is placed under the same precedence.
+func runSubmitOneOff(opts *submitOptions, argv []string) error {
+	ov := opts.overrides()
+	label := oneOffLabel("submit", argv)
+	base := cmp.Or(opts.name, oneOffName(argv))
+	// Checked under the name it will likely have, before a daemon is started for it:
+	// its after: may name a sweep of its base name.
+	taken, err := sweepNames(opts.settings)
+	if err != nil {
+		return err
+	}
+	sw, _, err := opts.oneOff.sweep(label, freeName(base, taken), argv, ov)
+	if err != nil {
+		return err
+	}
+	for _, w := range sw.Warnings() {
+		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
+	}
+	c, started, err := ensureDaemon(opts.settings, opts.io, machineOf(sw, opts.settings))
+	if err != nil {
+		return err
+	}
+	resp, err := submitUnique(c, opts, label, base, argv, ov)
+	if err != nil {
+		if started {
+			stopStarted(c, opts.io)
+		}
+		return err
+	}
+	for _, w := range resp.Warnings {
+		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
+	}
+	if opts.json {
+		return writeJSON(opts.io.Out, struct {
+			Sweeps []api.SubmitResponse `json:"sweeps"`
+		}{[]api.SubmitResponse{resp}})
+	}
+	fmt.Fprintf(opts.io.Out, "submitted %s.1: %s; gpuq logs -f %s.1 follows it\n", resp.Sweep, shellQuote(argv), resp.Sweep)
+	return nil
+}
+
+// submitUnique submits a one-off under base, or base-2, base-3, ... the first name no
+// sweep has (see sweepNames), and again under the next where another submission took
+// that name meanwhile.
+func submitUnique(c *api.Client, opts *submitOptions, label, base string, argv []string, ov plans.Overrides) (api.SubmitResponse, error) {
+	for tries := 0; ; tries++ {
+		taken, err := sweepNames(opts.settings)
+		if err != nil {
+			return api.SubmitResponse{}, err
+		}
+		name := freeName(base, taken)
+		sw, doc, err := opts.oneOff.sweep(label, name, argv, ov)
+		if err != nil {
+			return api.SubmitResponse{}, err
+		}
+		resp, err := c.Submit(api.SubmitRequest{File: label, Source: string(doc), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
+		if err == nil {
+			return resp, nil
+		}
+		if now, lerr := sweepNames(opts.settings); tries == 2 || lerr != nil || !now[name] {
+			return resp, err
+		}
+	}
+}
+
+// sweepNames are the names of the sweeps of the state directory's daemon and of the
+// gpuq runs that serve theirs there: a one-off named as one of them would be hidden
+// by it, or hide it, from the verbs that find a sweep by its name (see routed). None
+// where nothing runs.
+func sweepNames(st *settings) (map[string]bool, error) {
+	c, err := st.client()
+	var none api.NoDaemonError
+	if errors.As(err, &none) {
+		return map[string]bool{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := c.Jobs("", nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, j := range jobs {
+		out[j.Sweep] = true
+	}
+	return out, nil
 }
 
 // machineOf is the daemon flags that gpuq submit starts a daemon with for a sweep. A

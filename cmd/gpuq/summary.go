@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gpuq/gpuq/cmd/gpuq/top"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
@@ -43,25 +44,29 @@ func sizeOrDash(b int64) string {
 }
 
 // printSummary prints one row per attempt, so that a degraded job's history (and that
-// its effective batch was kept) can be read at a glance.
-func printSummary(w io.Writer, sum api.SweepSummary) {
-	tw := newTable(w)
-	fmt.Fprintln(tw, "\nJOB\tSTATE\tATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tEXIT")
+// its effective batch was kept) can be read at a glance, to fit a terminal of width
+// cells (0: every value whole): the effective batch, the estimate, the attempt's
+// number and its card give way, then ids lose their start, what a tier changed its
+// end, and names their middle.
+func printSummary(w io.Writer, sum api.SweepSummary, width int) {
+	fmt.Fprintln(w)
+	tw := newFitTable(w, width, 0, 6, 1).cutStarts(0).cutMiddles(1).dropping(7, 8, 3, 4)
+	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tEXIT")
 	for _, j := range sum.Jobs {
 		for i, a := range j.Attempts {
-			id, state := j.ID, j.State
+			id, name, state := j.ID, j.Name, j.State
 			if i > 0 {
-				id, state = "", ""
+				id, name, state = "", "", ""
 			}
 			eb := "-"
 			if a.EffectiveBatch != nil {
 				eb = fmt.Sprint(*a.EffectiveBatch)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", id, state, a.N, a.GPUs, a.Tier,
-				changedText(j.Params, a.Params), eb, plans.FormatSize(a.EstimateBytes), sizeOrDash(peakOf(a)), a.Outcome, exitText(a.ExitStatus))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", id, name, state, a.N, cardsOf(a), a.Tier,
+				changedText(j.Params, a.Params), eb, top.Gig(a.EstimateBytes), top.Gig(peakOf(a)), a.Outcome, exitText(a.ExitStatus))
 		}
 		if len(j.Attempts) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", j.ID, j.State) // a failed one's reason follows
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", j.ID, j.Name, j.State) // a failed one's reason follows
 		}
 	}
 	tw.Flush()
@@ -71,11 +76,14 @@ func printSummary(w io.Writer, sum api.SweepSummary) {
 		fmt.Fprintf(w, ", %d stopped early (their points were losing)", n)
 	}
 	fmt.Fprintln(w)
+	line := func(indent, text string) {
+		fmt.Fprintln(w, indent+wrap(text, width-len(indent)-2, indent+"  "))
+	}
 	for _, j := range sum.Jobs {
 		if j.Reason != "" && j.State == string(state.JobFailed) {
-			fmt.Fprintf(w, "  %s failed: %s\n", j.ID, j.Reason)
+			line("  ", fmt.Sprintf("%s (%s) failed: %s", j.ID, j.Name, j.Reason))
 			if j.Error != "" && !strings.Contains(j.Reason, j.Error) {
-				fmt.Fprintf(w, "    its last attempt %s: %s\n", endedText(j.ExitStatus), j.Error)
+				line("    ", fmt.Sprintf("its last attempt %s: %s", endedText(j.ExitStatus), j.Error))
 			}
 		}
 	}

@@ -30,7 +30,7 @@ func printTraining(w io.Writer, j api.JobSummary) {
 		tw.Flush()
 	}
 	if es := j.EarlyStop; es != nil {
-		fmt.Fprintf(w, "\nearly stop: its point %s is judged by %s (%s) at steps %s", j.Point, es.Metric, betterText(es.Mode), stepsText(es.At))
+		fmt.Fprintf(w, "\nearly stop: the point it is a seed of, %s, is judged by %s (%s) at steps %s", j.SeedOf, es.Metric, betterText(es.Mode), stepsText(es.At))
 		if es.Group != "" {
 			fmt.Fprintf(w, " among %s", es.Group)
 		}

@@ -34,12 +34,12 @@ early_stop: {metric: eval_loss, mode: min, at: [100]}
 	}
 	out, _, _ = cli(t, "status", "es.2")
 	for _, want := range []string{
-		"job es.2 of sweep es: stopped",
+		"job es.2 (bad) of sweep es: stopped",
 		"stopped early at step 100: eval_loss 2.5, worse than 1 of the 2 points that reached it",
 		"stopped-early",
 		"training, as its trainer reported it:",
 		"  1        eval_loss  100   2.5     2.5     2.5",
-		"early stop: its point lr=bad,loss=2.5,delay=2,rest=60 is judged by eval_loss (lower is better) at steps 100; its readings: 2.5 at step 100",
+		"early stop: the point it is a seed of, lr=bad,loss=2.5,delay=2,rest=60, is judged by eval_loss (lower is better) at steps 100; its readings: 2.5 at step 100",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
@@ -70,14 +70,14 @@ func TestEarlyStopSweep(t *testing.T) {
 		t.Errorf("counts %v", sum.Counts)
 	}
 	for _, j := range sum.Jobs {
-		if j.Point == "learning_rate=0.001" && j.State != "succeeded" {
+		if j.SeedOf == "learning_rate=1e-3" && j.State != "succeeded" {
 			t.Errorf("%s of the best point: %s", j.ID, j.State)
 		}
 	}
 	file := filepath.Join(t.TempDir(), "es.json")
 	os.WriteFile(file, []byte(out), 0o600)
 	res, errOut, code := gpuq(t, "results", file)
-	if lines := strings.Split(res, "\n"); code != exitOK || len(lines) < 4 || strings.Join(strings.Fields(lines[3])[:3], " ") != "1 learning_rate=0.001 2" {
+	if lines := strings.Split(res, "\n"); code != exitOK || len(lines) < 4 || strings.Join(strings.Fields(lines[3])[:3], " ") != "1 learning_rate=1e-3 2" {
 		t.Errorf("results: exit %d: %s%s", code, res, errOut)
 	}
 	page := filepath.Join(t.TempDir(), "es.html")

@@ -40,8 +40,10 @@ daemon's state directory (--state-dir; on a cluster the shared home has them) an
 reports this node's cards (--gpus, default every card; sim:... to simulate them), their
 --gpu-plan, RAM and cores. Its jobs run under supervisors of their own in
 <state-dir>/workers/NAME: a worker started again, or linked again after a network
-failure, takes them up. Away from the daemon for half its --worker-grace, it stops
-them: the daemon runs them elsewhere.
+failure, takes them up. Out of touch with the daemon for a lease (the daemon's
+--worker-grace less the trainers' 10s from SIGTERM to SIGKILL and a margin), it stops
+them, so that they have ended when the daemon runs them elsewhere; thawed past that (a
+frozen node), it kills them before it does anything else.
 
 Its cards are NAME:INDEX to the daemon (gpuq drain node7:3). With --idle-timeout it
 leaves after running nothing for that long, so that an allocation can be given back.

@@ -19,7 +19,7 @@ import (
 func TestDaemonWithAWorker(t *testing.T) {
 	dir := daemonEnv(t)
 	log := &schedtest.Buffer{}
-	go run([]string{"daemon", "--poll", "100ms", "--gpus", "none", "--listen", "127.0.0.1:0", "--worker-grace", "5s"},
+	go run([]string{"daemon", "--poll", "100ms", "--gpus", "none", "--listen", "127.0.0.1:0", "--worker-grace", "15s"},
 		ioStreams{In: strings.NewReader(""), Out: log, Err: log})
 	var addr string
 	schedtest.WaitFor(t, "the daemon to listen", func() bool {
@@ -75,7 +75,8 @@ func TestWorkerBadInput(t *testing.T) {
 		{[]string{"worker"}, "gpuq worker needs --server HOST:PORT"},
 		{[]string{"worker", "--server", "x:1", "--name", "node:7"}, `--name: "node:7" cannot name a worker`},
 		{[]string{"daemon", "--gpus", "none"}, "a daemon with no cards of its own runs jobs on its workers: give it --listen ADDR"},
-		{[]string{"daemon", "--worker-grace", "0s"}, "--worker-grace must be positive"},
+		{[]string{"daemon", "--worker-grace", "0s"}, "--worker-grace 0s is too short"},
+		{[]string{"daemon", "--listen", ":0", "--worker-grace", "10s"}, "then 10s from SIGTERM to SIGKILL, and a margin of 2.1s; give at least 15s"},
 		{[]string{"drain", "node7:x"}, `"node7:x" is not a card (3, or WORKER:3`},
 	} {
 		if _, errOut, code := cli(t, tt.args...); code != exitBadInput || !strings.Contains(errOut, tt.want) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -23,21 +24,26 @@ import (
 // Inventory (a scheduler.Cluster) and its Runner: it starts, stops and takes up each
 // attempt where it runs, and merges how they end.
 //
-// A worker that goes away (its node failed, its allocation ended, it was killed) keeps
-// its attempts for a grace period: back within it, it takes them up again, as a
-// restarted daemon takes up its supervisors. Past it, they are reported lost with
-// Requeue, so their jobs run again at their tier; by then the worker's own lease has
-// stopped them, so nothing runs twice, however slow the worker was.
+// A worker that goes away (its node failed, its allocation ended, it was killed, frozen
+// or cut off) keeps its attempts for a grace period from the last of its beats the
+// daemon answered: back within it, it takes them up again, as a restarted daemon takes
+// up its supervisors. Past it, they are reported lost with Requeue, so their jobs run
+// again at their tier; by then the worker's lease has stopped them (see fence.go), so
+// nothing runs twice, however slow or frozen the worker was. Should the worker come
+// back holding a success of one of them after all, the success wins (see api.Welcome.Ask).
 type cluster struct {
 	local  *machine
 	runner *runner.Supervised // this machine's attempts
-	grace  time.Duration
+	fence  fence
 	clock  scheduler.Clock
 	log    *runner.EventLog
 	exits  chan scheduler.Exit
 
 	mu      sync.Mutex
 	workers map[string]*remote
+	// lost are the attempts given up for lost with each worker whose ends it has not
+	// told, by worker and attempt id: it is asked for them when it is back.
+	lost map[string]map[string]api.AttemptRef
 	// streams are the requests for a worker's attempt streams, by token, each waiting
 	// for the worker to open it.
 	streams map[string]chan io.ReadWriteCloser
@@ -48,7 +54,12 @@ type remote struct {
 	hello api.Hello
 	state api.WorkerState
 	link  *link // nil while it is away
-	heard time.Time
+	// ready: it has beaten on its link, after answering the Welcome (see api.Welcome.Ask);
+	// only then do its cards take jobs.
+	ready bool
+	// heard is when it was last heard from; acked when the daemon last answered one of
+	// its beats (or welcomed it, or started): its lease runs from before then.
+	heard, acked time.Time
 	// attempts run there, as the engine holds them.
 	attempts map[string]*state.Attempt
 	// stops are asked while the worker is away, for when it is back.
@@ -60,9 +71,9 @@ type remote struct {
 	metrics map[string][]plans.Reading
 }
 
-func newCluster(local *machine, r *runner.Supervised, grace time.Duration, log *runner.EventLog) *cluster {
-	c := &cluster{local: local, runner: r, grace: grace, clock: scheduler.RealClock{}, log: log,
-		exits: make(chan scheduler.Exit, 64), workers: map[string]*remote{}, streams: map[string]chan io.ReadWriteCloser{}}
+func newCluster(local *machine, r *runner.Supervised, f fence, log *runner.EventLog) *cluster {
+	c := &cluster{local: local, runner: r, fence: f, clock: scheduler.RealClock{}, log: log, exits: make(chan scheduler.Exit, 64),
+		workers: map[string]*remote{}, lost: map[string]map[string]api.AttemptRef{}, streams: map[string]chan io.ReadWriteCloser{}}
 	return c
 }
 
@@ -87,7 +98,8 @@ func (c *cluster) forward(done <-chan struct{}) {
 func (c *cluster) worker(name string) *remote {
 	w := c.workers[name]
 	if w == nil {
-		w = &remote{heard: c.clock.Now(), attempts: map[string]*state.Attempt{}, stops: map[string]api.AttemptRef{}}
+		now := c.clock.Now()
+		w = &remote{heard: now, acked: now, attempts: map[string]*state.Attempt{}, stops: map[string]api.AttemptRef{}}
 		w.hello.Name = name
 		c.workers[name] = w
 	}
@@ -108,7 +120,7 @@ func (c *cluster) Read() ([]gpu.Card, error) {
 	defer c.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
 		w := c.workers[name]
-		if w.link == nil {
+		if w.link == nil || !w.ready {
 			continue
 		}
 		for _, card := range w.state.Cards {
@@ -283,10 +295,14 @@ func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
 		w.link.close()
 	}
 	back := len(w.attempts)
-	w.hello, w.state, w.link, w.heard, w.sweeps, w.draining = h, h.State, l, c.clock.Now(), map[string]bool{}, false
-	welcome := &api.Welcome{Grace: c.grace, Attempts: []api.AttemptRef{}}
+	now := c.clock.Now()
+	w.hello, w.state, w.link, w.heard, w.acked, w.sweeps, w.draining, w.ready = h, h.State, l, now, now, map[string]bool{}, false, false
+	welcome := &api.Welcome{Lease: c.fence.lease, Stop: c.fence.stop, Beat: beatEvery(c.fence.lease), Attempts: []api.AttemptRef{}}
 	for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
 		welcome.Attempts = append(welcome.Attempts, refOf(w.attempts[id]))
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.lost[h.Name])) {
+		welcome.Ask = append(welcome.Ask, c.lost[h.Name][id])
 	}
 	l.send(api.DaemonMessage{Welcome: welcome})
 	for _, ref := range w.stops {
@@ -307,6 +323,10 @@ func (c *cluster) heard(name string, l *link, m api.WorkerMessage) {
 		return // a link replaced since
 	}
 	w.heard = c.clock.Now()
+	if m.Beat > 0 {
+		w.acked, w.ready = w.heard, true
+		l.send(api.DaemonMessage{Ack: m.Beat})
+	}
 	if m.State != nil {
 		w.state = *m.State
 		w.keepMetrics(m.State.AttemptMetrics)
@@ -321,14 +341,62 @@ func (c *cluster) heard(name string, l *link, m api.WorkerMessage) {
 		c.log.Printf("worker %s is leaving: it takes no more jobs", name)
 	}
 	var x *scheduler.Exit
-	if m.Exit != nil && w.attempts[m.Exit.Attempt] != nil {
-		delete(w.attempts, m.Exit.Attempt)
-		x = m.Exit
+	if m.Exit != nil {
+		x = c.ended(name, w, m.Exit, m.ExitMetrics)
 	}
 	c.mu.Unlock()
 	if x != nil {
 		c.exits <- *x
 	}
+}
+
+// ended is what the engine is to hear of an end a worker reports: that of an attempt
+// it runs, or a success of one given up for lost with it (a success wins over a
+// requeue: see scheduler's late.go), with what its trainer last reported (metrics),
+// for the engine to read as it applies it. c.mu is held.
+func (c *cluster) ended(name string, w *remote, x *scheduler.Exit, metrics []plans.Reading) *scheduler.Exit {
+	id := x.Attempt
+	if w.attempts[id] != nil {
+		delete(w.attempts, id)
+		return x
+	}
+	if _, asked := c.lost[name][id]; !asked {
+		return nil
+	}
+	delete(c.lost[name], id)
+	if len(c.lost[name]) == 0 {
+		delete(c.lost, name)
+	}
+	if x.Outcome != plans.Success {
+		return nil
+	}
+	c.log.Printf("worker %s is back with attempt %s, given up for lost, ended a success: it wins over the requeue", name, id)
+	if len(metrics) > 0 {
+		if w.metrics == nil {
+			w.metrics = map[string][]plans.Reading{}
+		}
+		w.metrics[id] = append(w.metrics[id], metrics...)
+	}
+	return &scheduler.Exit{Attempt: id, Outcome: plans.Success, Detail: x.Detail, Process: x.Process, Command: x.Command}
+}
+
+// remember notes attempts given up for lost with their workers, whose jobs have not
+// ended, for each worker to be asked about when it is back: those a daemon before this
+// one gave up.
+func (c *cluster) remember(lost []*state.Attempt) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range lost {
+		c.lose(a)
+	}
+}
+
+// lose notes an attempt given up for lost with its worker. c.mu is held.
+func (c *cluster) lose(a *state.Attempt) {
+	if c.lost[a.Worker] == nil {
+		c.lost[a.Worker] = map[string]api.AttemptRef{}
+	}
+	c.lost[a.Worker][a.ID] = refOf(a)
 }
 
 // away marks a worker whose link broke as away: its attempts wait for it.
@@ -341,8 +409,8 @@ func (c *cluster) away(name string, l *link, why error) {
 	}
 	w.link = nil
 	if len(w.attempts) > 0 {
-		c.log.Printf("worker %s went away (%v): its %s run again elsewhere unless it is back within %s",
-			name, why, plans.Count(len(w.attempts), "attempt"), c.grace)
+		c.log.Printf("worker %s went away (%v): its %s run again elsewhere unless it is back within %s of its last beat",
+			name, why, plans.Count(len(w.attempts), "attempt"), c.fence.grace)
 	} else {
 		c.log.Printf("worker %s went away (%v)", name, why)
 	}
@@ -361,43 +429,61 @@ func (c *cluster) Drain(name string) error {
 	return nil
 }
 
-// tick is the cluster's clock work: it pings linked workers, cuts the link of one not
-// heard from for the grace period, and reports lost the attempts of one away for it.
+// tick is the cluster's clock work, on the daemon's monotonic clock: it cuts the link of
+// a worker whose lease has lapsed (it links again once it has fenced its trainers), and
+// gives up the attempts of one whose last answered beat is older than the grace.
 func (c *cluster) tick() {
 	now := c.clock.Now()
-	var lost []scheduler.Exit
+	var gone []*state.Attempt
 	c.mu.Lock()
 	for name, w := range c.workers {
-		silent := now.Sub(w.heard)
-		switch {
-		case w.link != nil && silent > c.grace:
+		silent := now.Sub(w.acked)
+		if w.link != nil && silent > c.fence.lease {
 			w.link.close() // its handler marks it away
-		case w.link != nil:
-			w.link.send(api.DaemonMessage{Ping: true})
-		case silent > c.grace && len(w.attempts) > 0:
+		}
+		switch {
+		case silent > c.fence.grace && len(w.attempts) > 0:
+			c.log.Printf("worker %s did not come back within %s of its last beat: %s given up", name, c.fence.grace, plans.Count(len(w.attempts), "attempt"))
 			for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
-				a := w.attempts[id]
-				lost = append(lost, scheduler.Exit{Attempt: id, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf(
-					"worker %s has not been heard from for %s (its node failed, its allocation ended, or it was killed): "+
-						"its job runs again at tier %d", name, silent.Round(time.Second), a.Tier)})
+				gone = append(gone, w.attempts[id])
 			}
-			c.log.Printf("worker %s did not come back within %s: %s run again elsewhere", name, c.grace, plans.Count(len(w.attempts), "attempt"))
 			clear(w.attempts)
-		case silent > c.grace:
+		case silent > c.fence.grace && w.link == nil:
 			delete(c.workers, name)
 		}
 	}
 	c.mu.Unlock()
-	for _, x := range lost {
-		c.exits <- x
+	for _, a := range gone {
+		c.exits <- c.giveUp(a)
 	}
+}
+
+// giveUp is the end of an attempt whose worker did not come back within the grace: as
+// its exit.json says where the daemon can read it (the worker's directory on a shared
+// home, as on a Slurm cluster), so that a trainer that ended while its worker was gone
+// counts as it ended; lost otherwise, its job queued again at its tier, and the worker
+// asked about it when it is back.
+func (c *cluster) giveUp(a *state.Attempt) scheduler.Exit {
+	if a.Log != "" {
+		if e, err := launcher.ReadEnded(filepath.Dir(a.Log)); err == nil && e != nil {
+			c.log.Printf("attempt %s ended %s while worker %s was gone, as its directory shows", a.ID, e.Outcome, a.Worker)
+			return scheduler.Exit{Attempt: a.ID, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced,
+				Process: e.Exit, Command: e.Command}
+		}
+	}
+	c.mu.Lock()
+	c.lose(a)
+	c.mu.Unlock()
+	return scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf(
+		"worker %s was not heard from for its grace of %s (its node failed or froze, its allocation ended, or it was killed): "+
+			"its job runs again at tier %d", a.Worker, c.fence.grace, a.Tier)}
 }
 
 // run ticks until done is closed, then cuts every link: the workers come back to the
 // next daemon. It runs until the engine has stopped, since stopping trainers takes their
 // workers' answers.
 func (c *cluster) run(done <-chan struct{}) {
-	t := time.NewTicker(min(max(c.grace/10, 100*time.Millisecond), time.Second))
+	t := time.NewTicker(min(max(c.fence.grace/10, 100*time.Millisecond), time.Second))
 	defer t.Stop()
 	for {
 		select {
@@ -504,4 +590,21 @@ func (l *link) close() {
 		close(l.done)
 		l.conn.Close()
 	})
+}
+
+// lostWithWorkers are the attempts on workers that ended lost while their jobs go on
+// (queued, or running again): a worker back with a success of one of them ends its job.
+func lostWithWorkers(view state.View) []*state.Attempt {
+	var out []*state.Attempt
+	for _, j := range view.Jobs() {
+		if j.State != state.JobQueued && j.State != state.JobRunning {
+			continue
+		}
+		for _, a := range view.Attempts(j.ID) {
+			if a.Worker != "" && a.Outcome == plans.Lost {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }

@@ -71,8 +71,8 @@ type Config struct {
 }
 
 // DefaultWorkerGrace is how long a daemon waits for a worker that went away. A worker's
-// trainers stop after half of it, so it also bounds how long a daemon restart may take
-// without stopping the workers' trainers.
+// trainers stop sooner, by their time to stop and a margin (see fence.go), so it also
+// bounds how long a daemon restart may take without stopping the workers' trainers.
 const DefaultWorkerGrace = 2 * time.Minute
 
 // daemon is a running gpuq daemon: the engine over a journaled store, and the API.
@@ -163,7 +163,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if tcp != nil {
 		d.log.Printf("listening on %s for gpuq workers and remote clients (TLS; they need %s and %s from %s); a worker away for %s has its attempts run elsewhere",
-			tcp.Addr(), api.SecretFile, api.CertFile, cfg.StateDir, d.cluster.grace)
+			tcp.Addr(), api.SecretFile, api.CertFile, cfg.StateDir, d.cluster.fence.grace)
 	}
 	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln, metricsLn, tcp)
 	d.hooks.Wait()
@@ -222,7 +222,12 @@ func open(cfg Config) (*daemon, error) {
 		if grace <= 0 {
 			grace = DefaultWorkerGrace
 		}
-		d.cluster = newCluster(d.machine, local, grace, d.log)
+		f, err := newFence(grace, launcher.GroupGrace)
+		if err != nil {
+			d.close()
+			return nil, err
+		}
+		d.cluster = newCluster(d.machine, local, f, d.log)
 		inv, run = d.cluster, d.cluster
 	}
 	d.eng = scheduler.NewEngine(store, inv, run, scheduler.RealClock{}, ec, d.event)
@@ -237,6 +242,9 @@ func open(cfg Config) (*daemon, error) {
 	if d.adopted, err = d.eng.Adopt(); err != nil {
 		d.close()
 		return nil, err
+	}
+	if d.cluster != nil {
+		d.cluster.remember(lostWithWorkers(store.View()))
 	}
 	if cfg.JobMapDir != "" {
 		var idx []int
@@ -293,7 +301,7 @@ func (d *daemon) close() {
 // sweep's plan is kept (see scheduler.AdmitAnywhere).
 func (d *daemon) admit(sw *plans.Sweep) (state.Limit, []string, error) {
 	var warnings []string
-	if sw.Headroom != d.machine.headroom {
+	if sw.HeadroomSet && sw.Headroom != d.machine.headroom {
 		warnings = append(warnings, fmt.Sprintf("%s: headroom %s does not apply: the daemon keeps %s free on every card "+
 			"for every sweep (gpuq daemon --headroom)", sw.File, sw.Headroom, d.machine.headroom))
 	}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -102,29 +101,21 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("state"); s != "" {
 		states = strings.Split(s, ",")
 	}
-	view := d.store.View()
-	if sweep != "" && view.Submission(sweep) == nil {
-		fail(w, http.StatusNotFound, scheduler.NoSweep(sweep, view.JobIDs()).Error())
+	jobs, err := api.ListJobs(d.store.View(), sweep, states)
+	if err != nil {
+		fail(w, http.StatusNotFound, err.Error())
 		return
 	}
-	out := api.JobsResponse{Jobs: []api.Job{}}
-	for _, j := range view.Jobs() {
-		if sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState())) {
-			continue
-		}
-		out.Jobs = append(out.Jobs, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
-	}
-	reply(w, out)
+	reply(w, api.JobsResponse{Jobs: jobs})
 }
 
 func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
-	view := d.store.View()
-	j := view.Job(r.PathValue("id"))
-	if j == nil {
-		fail(w, http.StatusNotFound, scheduler.NoJob(r.PathValue("id"), view.JobIDs()).Error())
+	j, err := api.JobOf(d.store.View(), r.PathValue("id"))
+	if err != nil {
+		fail(w, http.StatusNotFound, err.Error())
 		return
 	}
-	reply(w, api.Job{Sweep: j.Sweep, JobSummary: api.Summarize(view, j)})
+	reply(w, j)
 }
 
 func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
@@ -142,11 +133,16 @@ func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(conte
 	if !decode(w, r, &req) {
 		return
 	}
-	if len(req.IDs) == 0 && req.Sweep == "" {
+	where, err := plans.ParseWhere(req.Where)
+	switch {
+	case err != nil:
+		fail(w, http.StatusBadRequest, "where: "+err.Error())
+		return
+	case len(req.IDs) == 0 && req.Sweep == "" && where == nil:
 		fail(w, http.StatusBadRequest, "name jobs or a sweep")
 		return
 	}
-	ids, err := do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep})
+	ids, err := do(r.Context(), scheduler.Selection{IDs: req.IDs, Sweep: req.Sweep, Where: where})
 	if err != nil {
 		failWith(w, err)
 		return
@@ -189,6 +185,9 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 			if moved {
 				out.Logs = kept
 			}
+		}
+		if err := launcher.UnlinkNames(d.attempts, sub.Sweep.Name); err != nil {
+			out.Warnings = append(out.Warnings, err.Error())
 		}
 	}
 	d.log.Printf("forgot sweeps %v (%s)", out.Sweeps, plans.Count(out.Jobs, "job"))

@@ -111,7 +111,7 @@ func TestAPI(t *testing.T) {
 		{"POST", "/v1/submit", `{"file": "/s/x.yaml", "source": "name: x\n"}`, 400, "/s/x.yaml: command: "},
 		{"POST", "/v1/submit", sweep, 200, `{"sweep":"h","jobs":3}`},
 		{"POST", "/v1/submit", sweep, 400, `sweep \"h\" was submitted already`},
-		{"GET", "/v1/jobs?state=running", "", 200, `"id":"h.2","name":"seed=2","params":{"seed":2},"state":"running"`},
+		{"GET", "/v1/jobs?state=running", "", 200, `"id":"h.2","name":"seed=2","point":"seed=2","params":{"seed":2},"state":"running"`},
 		{"GET", "/v1/jobs?state=queued", "", 200, `{"jobs":[{"sweep":"h","id":"h.3"`},
 		{"GET", "/v1/jobs/h.9", "", 404, `no job \"h.9\"`},
 		{"GET", "/v1/jobs?sweep=nope", "", 404, `no sweep \"nope\"`},

@@ -39,8 +39,8 @@ early_stop: {metric: eval_loss, mode: min, at: [100]}
 	if m[0].Name != "eval_loss" || m[0].Step != 5 || m[0].Last != 1.5 || m[0].Min != 1.5 || len(m[0].Curve) != 1 || m[1].Name != "loss" {
 		t.Errorf("metrics %+v", m)
 	}
-	if j.Point != "lr=0.1" || j.EarlyStop == nil || j.EarlyStop.Metric != "eval_loss" || j.EarlyStop.Mode != "min" || len(j.EarlyStop.Rungs) != 0 {
-		t.Errorf("point %q, judged %+v", j.Point, j.EarlyStop)
+	if j.SeedOf != "lr=0.1" || j.EarlyStop == nil || j.EarlyStop.Metric != "eval_loss" || j.EarlyStop.Mode != "min" || len(j.EarlyStop.Rungs) != 0 {
+		t.Errorf("point %q, judged %+v", j.SeedOf, j.EarlyStop)
 	}
 	ov, err := r.client.Overview()
 	if err != nil {

@@ -26,7 +26,7 @@ type Options struct {
 	// cards.
 	Ledger string
 	// Lease, if set, is the lease file that supervised trainers run under (a gpuq
-	// worker's: see launcher.RenewLease).
+	// worker's: see launcher.Lease).
 	Lease string
 }
 
@@ -120,7 +120,7 @@ func (b *base) render(l scheduler.Launch) (prepared, error) {
 		return prepared{}, err
 	}
 	sw := l.Submission.Sweep
-	a := launcher.Attempt{Sweep: sw, JobID: l.Job.ID, N: l.Attempt.N, Tier: l.Attempt.Tier,
+	a := launcher.Attempt{Sweep: sw, JobID: l.Job.ID, JobName: l.Job.Name, N: l.Attempt.N, Tier: l.Attempt.Tier,
 		Params: l.Attempt.Params, Threads: threadsFor(sw, l.Sharing), Ledger: b.ledger, Dir: dir}
 	for _, c := range l.Cards {
 		a.Cards = append(a.Cards, plans.Card{Index: c.Index, Total: c.Total})
@@ -137,7 +137,9 @@ func (b *base) render(l scheduler.Launch) (prepared, error) {
 	if n, ok := l.Job.Batch.Effective(a.Params); ok {
 		eb = strconv.FormatInt(n, 10)
 	}
-	return prepared{dir: dir, cmd: cmd, header: launcher.Header(cmd, a.JobID, a.N, a.Tier, a.Cards, eb)}, nil
+	// A convenience: a job whose link cannot be made runs all the same.
+	_ = launcher.LinkName(b.dir, sw.Name, l.Job.Name, l.Job.ID)
+	return prepared{dir: dir, cmd: cmd, header: launcher.Header(cmd, a, eb)}, nil
 }
 
 // threadsFor is the OMP/MKL threads of a trainer: the sweep's, or with threads: auto an

@@ -80,10 +80,10 @@ func TestAKilledSupervisorLeavesNoTrainer(t *testing.T) {
 	r := supervised(t)
 	_, dir, st := startSupervised(t, r, `trap "" HUP; echo trapped; exec sleep 600`)
 	// Killed before its trap, the trainer would die of the hangup itself. The log's
-	// header holds the script: its output is the line the terminal ends with \r\n.
+	// header holds the script: its output is the line alone, ended.
 	schedtest.WaitFor(t, "the trainer to ignore hangups", func() bool {
 		log, _ := os.ReadFile(st.Log)
-		return strings.Contains(string(log), "\ntrapped\r\n")
+		return strings.Contains(string(log), "\ntrapped\n")
 	})
 	var info struct{ PID int }
 	data, _ := os.ReadFile(filepath.Join(dir, "supervisor.json"))

@@ -116,15 +116,7 @@ func decodeCurve(v any, metric string, fail func(key, format string, args ...any
 			}
 			return 0
 		}
-		var f float64
-		switch t := v.(type) {
-		case int64:
-			f = float64(t)
-		case float64:
-			f = t
-		default:
-			ok = false
-		}
+		f, ok := plans.Number(v)
 		if !ok || !plans.Finite(f) || f < lo {
 			fail(".curve."+key, "%s is not a number from %v", plans.FormatValue(v), lo)
 		}

@@ -39,7 +39,7 @@ gpus: "sim:1x24GiB"
 early_stop: {metric: eval_acc, mode: max, at: [100]}
 jobs:
   - {name: a, base: 3GiB, duration: 1h, count: 2, curve: {start: 0.1, final: 0.9, steps: 400, every: 50, noise: 0.01}}
-  - {name: b, base: 3GiB, duration: 1h, curve: {start: 2, final: 1, metric: loss}}
+  - {name: b, base: 3GiB, duration: 1h, curve: {start: 2.0, final: 1e0, metric: loss}}
   - {name: c, base: 3GiB, duration: 1h}
 `), plans.Overrides{})
 	if err != nil {
@@ -50,7 +50,7 @@ jobs:
 		t.Errorf("a's curve %+v: early_stop's metric", *a)
 	}
 	if *b != (Curve{Metric: "loss", Start: 2, Final: 1, Steps: defaultSteps, Every: defaultSteps / curveReports}) {
-		t.Errorf("b's curve %+v", *b)
+		t.Errorf("b's curve %+v: numbers kept as written (2.0, 1e0) are their values", *b)
 	}
 	if tr.Curve(3) != nil || tr.Sweep.EarlyStop == nil || tr.WithoutEarlyStop().Sweep.EarlyStop != nil || tr.Sweep.EarlyStop == nil {
 		t.Errorf("c has no curve; the trace's early_stop is its sweep's, and left out on request only in the copy")

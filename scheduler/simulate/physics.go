@@ -70,11 +70,6 @@ func on(p *plans.Map, key string) bool {
 }
 
 func number(p *plans.Map, key string) (float64, bool) {
-	switch v, _ := p.Get(key); t := v.(type) {
-	case int64:
-		return float64(t), true
-	case float64:
-		return t, true
-	}
-	return 0, false
+	v, _ := p.Get(key)
+	return plans.Number(v)
 }

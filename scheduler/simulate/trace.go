@@ -309,12 +309,8 @@ func decodeJob(file, field string, m *plans.Map) (traceJob, plans.Problems) {
 // share reads a fraction written as a number (0.45) or a percentage ("45%"): above 0
 // and at most 1 where whole, else from 0 to below 1.
 func share(v any, whole bool) (float64, error) {
-	var x float64
+	x, number := plans.Number(v)
 	switch n := v.(type) {
-	case int64:
-		x = float64(n)
-	case float64:
-		x = n
 	case string:
 		p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(n, "%")), 64)
 		if err != nil || !strings.HasSuffix(n, "%") {
@@ -322,7 +318,9 @@ func share(v any, whole bool) (float64, error) {
 		}
 		x = p / 100
 	default:
-		return 0, fmt.Errorf("%s is not a share", plans.FormatValue(v))
+		if !number {
+			return 0, fmt.Errorf("%s is not a share", plans.FormatValue(v))
+		}
 	}
 	if whole && (x <= 0 || x > 1) || !whole && (x < 0 || x >= 1) || math.IsNaN(x) {
 		bounds := "from 0 to below 1"

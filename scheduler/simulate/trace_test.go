@@ -80,3 +80,15 @@ func TestDecodeRefusesBadTraces(t *testing.T) {
 		}
 	}
 }
+
+// TestSharesAsWritten: a share written with more digits than its value needs (1.00,
+// 0.050, as traces copied from a table are) is that value, not a refusal.
+func TestSharesAsWritten(t *testing.T) {
+	tr, err := Decode("t.yaml", []byte(`{gpus: "sim:1x24GiB", colocation_cost: 0.050, jobs: [{name: a, base: 3GiB, duration: 1h, gpu_util: 1.00}, {name: b, base: 3GiB, duration: 1h, gpu_util: 45%}]}`), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Cost != 0.05 || tr.Truth(0).Util != 1 || tr.Truth(1).Util != 0.45 {
+		t.Errorf("colocation_cost %v, gpu_util %v and %v; want 0.05, 1 and 0.45", tr.Cost, tr.Truth(0).Util, tr.Truth(1).Util)
+	}
+}

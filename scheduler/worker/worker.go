@@ -8,8 +8,10 @@
 //
 // Its attempts outlive it, as a daemon's do: started again (or linked again after a
 // network failure), it takes them up. They do not outlive its link to the daemon by
-// more than half of the daemon's grace period (a lease, see launcher.RenewLease): past
-// the whole of it the daemon runs them elsewhere, and nothing runs twice.
+// more than a lease (see launcher.Lease and keeper) and their time to stop: past the
+// daemon's grace, which is longer, the daemon runs them elsewhere, and nothing runs
+// twice. A worker that finds its lease lapsed (it was frozen, or cut off) acts on
+// nothing its daemon said before, makes sure its trainers are gone, then links again.
 package worker
 
 import (
@@ -85,6 +87,9 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Name, cfg.Version, os.Getpid(), gpu.CardsText(w.cards, w.plan), runtime.NumCPU(), cfg.Dir, cfg.Server)
 	wait, said := time.Duration(0), ""
 	for {
+		if err := w.fence(ctx); err != nil {
+			return nil
+		}
 		err := w.session(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -94,6 +99,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return nil
 		case errors.Is(err, api.ErrUnauthorized), errors.Is(err, errRefused):
 			return err
+		case errors.Is(err, errLapsed):
+			w.log.Printf("out of touch with the daemon for the whole lease (%s): its trainers stop, and it links again", w.lease.length)
+			said = ""
 		case err != nil && err.Error() != said:
 			w.log.Printf("%v; trying again", err)
 			said = err.Error()
@@ -113,6 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 var (
 	errLeft    = errors.New("left")
 	errRefused = errors.New("the daemon refused this worker")
+	errLapsed  = errors.New("the lease lapsed")
 )
 
 // worker is a running worker.
@@ -125,9 +134,11 @@ type worker struct {
 	lock   *os.File
 	// instance tells this worker from another node's of the same name (Hello.Instance).
 	instance string
-	lease    string
-	// grace is the daemon's (Welcome): the lease runs half of it past each message.
-	grace time.Duration
+	// attempts is where its attempts live.
+	attempts string
+	lease    *keeper
+	// hello is the number of the link's Hello as a beat: the Welcome answers it.
+	hello uint64
 	// sweeps are those the daemon has sent, expanded, by key (StartRequest.SweepKey).
 	sweeps map[string]*plans.Sweep
 	// running are the attempts it watches; ended those that ended, until the daemon
@@ -151,9 +162,16 @@ func open(cfg Config) (*worker, error) {
 	if err := api.ValidWorkerName(cfg.Name); err != nil {
 		return nil, err
 	}
-	if err := launcher.PrivateDir(cfg.Dir); err != nil {
+	// From here on the directory is its real path: a link on the way to it that
+	// someone points elsewhere later changes nothing.
+	dir, err := launcher.ResolveDir(cfg.Dir)
+	if err == nil {
+		err = launcher.PrivateDir(dir)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("worker directory: %w", err)
 	}
+	cfg.Dir = dir
 	lock, err := lockDir(cfg.Dir, cfg.Name)
 	if err != nil {
 		return nil, err
@@ -175,7 +193,8 @@ func open(cfg Config) (*worker, error) {
 			return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
 		}
 	}
-	w := &worker{cfg: cfg, lock: lock, instance: instance, log: runner.NewEventLog(cfg.Log), lease: filepath.Join(cfg.Dir, "lease"), sweeps: map[string]*plans.Sweep{},
+	w := &worker{cfg: cfg, lock: lock, instance: instance, log: runner.NewEventLog(cfg.Log), attempts: filepath.Join(cfg.Dir, "attempts"),
+		lease: openLease(filepath.Join(cfg.Dir, "lease"), launcher.Uptime), sweeps: map[string]*plans.Sweep{},
 		running: map[string]api.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
 	if w.inv, err = nvidia.Open(spec, cfg.Inventory); err != nil {
 		lock.Close()
@@ -189,7 +208,7 @@ func open(cfg Config) (*worker, error) {
 		return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
 	}
 	launcher.BecomeSubreaper()
-	ro := runner.Options{Dir: filepath.Join(cfg.Dir, "attempts"), Lease: w.lease}
+	ro := runner.Options{Dir: w.attempts, Lease: w.lease.path}
 	if w.inv.Simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger
 	}
@@ -244,7 +263,8 @@ func instanceOf(dir string) (string, error) {
 	return strings.TrimSpace(string(id)), nil
 }
 
-// session links to the daemon and does what it asks until the link breaks.
+// session links to the daemon and does what it asks until the link breaks, or the
+// lease lapses.
 func (w *worker) session(ctx context.Context) error {
 	client, err := api.DialRemote(w.cfg.Server, w.cfg.Credentials)
 	if err != nil {
@@ -258,15 +278,72 @@ func (w *worker) session(ctx context.Context) error {
 	// The link ends with the session, whatever ends it.
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
+	defer w.lease.reset()
 	out := json.NewEncoder(s)
-	hello := api.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: filepath.Join(w.cfg.Dir, "attempts"),
+	hello := w.helloMessage()
+	w.hello = w.lease.beat()
+	if err := out.Encode(api.WorkerMessage{Hello: &hello}); err != nil {
+		return err
+	}
+	msgs, broken := receive(ctx, s)
+	poll := time.NewTicker(w.cfg.Poll)
+	defer poll.Stop()
+	// Beats start once the Welcome says how often.
+	beats := time.NewTicker(time.Hour)
+	beats.Stop()
+	defer beats.Stop()
+	for {
+		var err error
+		var m api.DaemonMessage
+		var x scheduler.Exit
+		var beat, polled bool
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err = <-broken:
+		case m = <-msgs:
+		case x = <-w.runner.Exits():
+		case <-beats.C:
+			beat = true
+		case <-poll.C:
+			polled = true
+		}
+		// Whatever woke it, a worker past its lease acts on none of it.
+		if gerr := w.guard(); gerr != nil {
+			return gerr
+		}
+		switch {
+		case err != nil:
+			return fmt.Errorf("link to the daemon at %s: %w", w.cfg.Server, err)
+		case beat:
+			err = out.Encode(api.WorkerMessage{Beat: w.lease.beat()})
+		case polled:
+			err = w.poll(out)
+		case x.Attempt != "":
+			err = w.exited(out, x)
+		default:
+			if err = w.handle(ctx, client, out, m); err == nil && m.Welcome != nil {
+				beats.Reset(m.Welcome.Beat)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// helloMessage is what the worker says of itself as it links.
+func (w *worker) helloMessage() api.Hello {
+	hello := api.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: w.attempts,
 		Cores: runtime.NumCPU(), Allocation: w.cfg.Allocation, Plan: map[int]int{}, State: w.state()}
 	for i, c := range w.cards {
 		hello.Plan[c.Index] = w.plan[i]
 	}
-	if err := out.Encode(api.WorkerMessage{Hello: &hello}); err != nil {
-		return err
-	}
+	return hello
+}
+
+// receive reads the daemon's messages from s until s breaks, then says why.
+func receive(ctx context.Context, s io.Reader) (<-chan api.DaemonMessage, <-chan error) {
 	msgs, broken := make(chan api.DaemonMessage), make(chan error, 1)
 	go func() {
 		dec := json.NewDecoder(s)
@@ -283,53 +360,75 @@ func (w *worker) session(ctx context.Context) error {
 			}
 		}
 	}()
-	poll := time.NewTicker(w.cfg.Poll)
-	defer poll.Stop()
+	return msgs, broken
+}
+
+// guard is the first thing a worker does whenever it wakes: past its lease it acts on
+// nothing more of this link (errLapsed), and past the lease's kill time (a frozen node
+// thawing, its supervisors frozen too) it kills the lease's trainers before that.
+func (w *worker) guard() error {
+	if !w.lease.lapsed() {
+		return nil
+	}
+	if w.lease.held.KillIn(w.lease.now()) == 0 {
+		w.killAll()
+	}
+	return errLapsed
+}
+
+// fence makes sure that nothing runs under a lapsed lease any more: the supervisors
+// send their trainers SIGTERM at its term and SIGKILL at its kill time; the worker waits
+// for that time, then kills whatever is left (a supervisor killed, or slow to wake).
+// Then a new lease can be had.
+func (w *worker) fence(ctx context.Context) error {
+	if !w.lease.lapsed() {
+		return nil
+	}
 	for {
-		var err error
+		wait := w.lease.held.KillIn(w.lease.now())
+		if wait == 0 {
+			break
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err = <-broken:
-			return fmt.Errorf("link to the daemon at %s: %w", w.cfg.Server, err)
-		case m := <-msgs:
-			err = w.handle(ctx, client, out, m)
-		case x := <-w.runner.Exits():
-			if w.stopped[x.Attempt] {
-				x.Outcome, x.Requeue = plans.Lost, true
-				x.Detail = fmt.Sprintf("stopped as worker %s's allocation ends: its job runs again elsewhere", w.cfg.Name)
-			}
-			last := w.lastMetrics(x.Attempt)
-			delete(w.running, x.Attempt)
-			w.ended[x.Attempt] = x
-			w.active = time.Now()
-			err = out.Encode(api.WorkerMessage{Exit: &x, ExitMetrics: last})
-		case <-poll.C:
-			err = w.poll(out)
-		}
-		if err != nil {
-			return err
+		case <-time.After(min(wait, time.Second)):
 		}
 	}
+	w.killAll()
+	w.lease.fenced()
+	return nil
+}
+
+// killAll kills every process of the worker's attempts.
+func (w *worker) killAll() {
+	if n := launcher.KillUnder(w.attempts); n > 0 {
+		w.log.Printf("killed every process of the trainers whose lease had lapsed (%d)", n)
+	}
+}
+
+// exited reports an attempt's end.
+func (w *worker) exited(out *json.Encoder, x scheduler.Exit) error {
+	if w.stopped[x.Attempt] && x.Outcome != plans.Success {
+		x.Outcome, x.Requeue = plans.Lost, true
+		x.Detail = fmt.Sprintf("stopped as worker %s's allocation ends: its job runs again elsewhere", w.cfg.Name)
+	}
+	last := w.lastMetrics(x.Attempt)
+	delete(w.running, x.Attempt)
+	w.ended[x.Attempt] = x
+	w.active = time.Now()
+	return out.Encode(api.WorkerMessage{Exit: &x, ExitMetrics: last})
 }
 
 // handle does what a message of the daemon's asks.
 func (w *worker) handle(ctx context.Context, client *api.Client, out *json.Encoder, m api.DaemonMessage) error {
-	if m.Error != "" {
-		return fmt.Errorf("%w: %s", errRefused, m.Error)
-	}
-	if m.Welcome != nil {
-		if err := w.welcome(out, m.Welcome); err != nil {
-			return err
-		}
-	}
-	// Whatever it says, the daemon hears this worker: its trainers may run on.
-	if w.grace > 0 {
-		if err := launcher.RenewLease(w.lease, time.Now().Add(w.grace/2)); err != nil {
-			w.log.Printf("warning: %v", err)
-		}
-	}
 	switch {
+	case m.Error != "":
+		return fmt.Errorf("%w: %s", errRefused, m.Error)
+	case m.Welcome != nil:
+		return w.welcome(out, m.Welcome)
+	case m.Ack > 0:
+		w.renew(m.Ack)
 	case m.Start != nil:
 		return w.start(out, m.Start)
 	case m.Stop != nil:
@@ -342,25 +441,46 @@ func (w *worker) handle(ctx context.Context, client *api.Client, out *json.Encod
 	return nil
 }
 
+// renew moves the lease on as the daemon answered beat n.
+func (w *worker) renew(n uint64) {
+	if _, err := w.lease.answered(n); err != nil {
+		w.log.Printf("warning: %v", err)
+	}
+}
+
 // welcome takes up the attempts the daemon holds running here, after a restart of
-// either or a broken link: each goes on, is reported ended, or never started.
+// either or a broken link: each goes on, is reported ended, or never started. It tells
+// how those the daemon asks about ended, if it knows.
 func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
-	w.grace, w.linked = wel.Grace, true
-	if err := launcher.RenewLease(w.lease, time.Now().Add(w.grace/2)); err != nil {
-		return err
+	if wel.Lease <= 0 || wel.Beat <= 0 {
+		return fmt.Errorf("%w: it gives no lease (an older gpuq): run the same gpuq on the daemon and its workers", errRefused)
+	}
+	w.linked = true
+	w.lease.length, w.lease.stop = wel.Lease, wel.Stop
+	w.renew(w.hello)
+	if !w.lease.valid() {
+		return fmt.Errorf("the daemon's welcome came too late for a lease of %s; linking again", wel.Lease)
 	}
 	held := map[string]bool{}
 	for _, ref := range wel.Attempts {
 		held[ref.ID] = true
+	}
+	for _, ref := range slices.Concat(wel.Attempts, wel.Ask) {
 		if _, ok := w.running[ref.ID]; ok {
 			continue
 		}
-		if x, ok := w.ended[ref.ID]; ok {
+		x, known := w.ended[ref.ID]
+		if !known && !held[ref.ID] {
+			x, known = w.endOf(ref)
+		}
+		if known {
 			if err := out.Encode(api.WorkerMessage{Exit: &x}); err != nil {
 				return err
 			}
 			continue
 		}
+		// One asked about that runs still is taken up to tell its end when it comes,
+		// and stopped below.
 		w.running[ref.ID] = ref
 		w.runner.Adopt(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 	}
@@ -377,11 +497,33 @@ func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
 			delete(w.ended, id)
 		}
 	}
-	w.log.Printf("linked to the daemon at %s; %s taken up", w.cfg.Server, plans.Count(len(wel.Attempts), "attempt"))
-	return nil
+	w.log.Printf("linked to the daemon at %s; %s taken up; a lease of %s", w.cfg.Server, plans.Count(len(wel.Attempts), "attempt"), wel.Lease)
+	// A beat at once says that the Welcome is answered: the daemon gives its cards jobs
+	// from then on.
+	return out.Encode(api.WorkerMessage{Beat: w.lease.beat()})
 }
 
-// start starts an attempt as the daemon asks; one that cannot start is reported lost.
+// endOf is how an attempt the daemon asks about ended, as its directory says, when no
+// supervisor holds it any more: its exit.json, or unknown (lost) where it never
+// started here; ok is false while a supervisor holds it.
+func (w *worker) endOf(ref api.AttemptRef) (x scheduler.Exit, ok bool) {
+	x = scheduler.Exit{Attempt: ref.ID, Outcome: plans.Lost, Detail: fmt.Sprintf("worker %s knows no end of it", w.cfg.Name)}
+	dir, err := launcher.AttemptDir(w.attempts, ref.Job, ref.N)
+	if err != nil {
+		return x, true
+	}
+	if launcher.Alive(dir) {
+		return x, false
+	}
+	if e, err := launcher.ReadEnded(dir); err == nil && e != nil {
+		x.Outcome, x.OOM, x.Detail, x.Requeue = e.Outcome, e.OOM, e.Detail, e.Fenced
+		x.Process, x.Command = e.Exit, e.Command
+	}
+	return x, true
+}
+
+// start starts an attempt as the daemon asks; one that cannot start is reported lost,
+// and one its supervisor did not start for its lease had lapsed goes back to the queue.
 func (w *worker) start(out *json.Encoder, req *api.StartRequest) error {
 	a := req.Attempt
 	if w.ending {
@@ -396,6 +538,11 @@ func (w *worker) start(out *json.Encoder, req *api.StartRequest) error {
 	}
 	if err != nil {
 		x := scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: fmt.Sprintf("worker %s: %v", w.cfg.Name, err)}
+		if dir, derr := launcher.AttemptDir(w.attempts, a.Job, a.N); derr == nil {
+			if e, _ := launcher.ReadEnded(dir); e != nil && e.Fenced {
+				x.Unstarted = true
+			}
+		}
 		w.ended[a.ID] = x
 		return out.Encode(api.WorkerMessage{Exit: &x})
 	}
@@ -499,7 +646,7 @@ func (w *worker) state() api.WorkerState {
 
 // serveStream opens the stream the daemon asks for and serves the attempt on it.
 func (w *worker) serveStream(ctx context.Context, client *api.Client, req api.StreamRequest) {
-	dir, err := launcher.AttemptDir(filepath.Join(w.cfg.Dir, "attempts"), req.Attempt.Job, req.Attempt.N)
+	dir, err := launcher.AttemptDir(w.attempts, req.Attempt.Job, req.Attempt.N)
 	if err != nil {
 		return
 	}

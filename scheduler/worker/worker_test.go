@@ -2,12 +2,15 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,6 +38,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// The daemon gives trainers this long from SIGTERM to SIGKILL (Welcome.Stop), so that
+	// a grace of a few seconds holds the fence.
+	launcher.GroupGrace = stopGrace
 	if len(os.Args) == 3 && os.Args[1] == launcher.SupervisorMode {
 		if err := launcher.Supervise(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "supervisor:", err)
@@ -45,6 +51,13 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv(asWorker); name != "" {
 		if err := runTestWorker(name); err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if state := os.Getenv(asDaemon); state != "" {
+		if err := runTestDaemon(state); err != nil {
+			fmt.Fprintln(os.Stderr, "daemon:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -79,16 +92,31 @@ type cluster struct {
 	server string
 	client *api.Client
 	log    *schedtest.Buffer
+	// stopDaemon stops the daemon, leaving its trainers running, as a kill would.
+	stopDaemon func()
 }
 
 // grace is the daemon's worker grace in these tests: short, so that they are quick,
-// and long against a busy machine's pauses.
-const grace = 3 * time.Second
+// and long against a busy machine's pauses; it leaves a worker's trainers a lease of
+// about 6s, then stopGrace from SIGTERM to SIGKILL.
+const (
+	grace     = 10 * time.Second
+	stopGrace = 2 * time.Second
+)
 
 // startCluster runs a daemon listening on 127.0.0.1 with no cards of its own.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	c := &cluster{t: t, state: filepath.Join(t.TempDir(), "state"), log: &schedtest.Buffer{}}
+	c.startDaemon()
+	return c
+}
+
+// startDaemon starts the cluster's daemon on its state: again after stopDaemon, on
+// another port.
+func (c *cluster) startDaemon() {
+	t := c.t
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan error, 1)
 	go func() {
@@ -96,14 +124,23 @@ func startCluster(t *testing.T) *cluster {
 			Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]}, Version: "test", Log: c.log,
 			Listen: "127.0.0.1:0", WorkerGrace: grace})
 	}()
-	t.Cleanup(func() {
-		if c.client != nil {
-			c.client.Stop(true)
+	stopped := false
+	c.stopDaemon = func() {
+		if stopped {
+			return
 		}
+		stopped = true
 		cancel()
 		if err := <-ended; err != nil {
 			t.Errorf("the daemon ended with %v\n%s", err, c.log)
 		}
+	}
+	stop := c.stopDaemon
+	t.Cleanup(func() {
+		if !stopped && c.client != nil {
+			c.client.Stop(true)
+		}
+		stop()
 	})
 	schedtest.WaitFor(t, "the daemon to listen", func() bool {
 		select {
@@ -119,7 +156,6 @@ func startCluster(t *testing.T) *cluster {
 		c.client, c.server = cl, info.Listen
 		return err == nil && info.Listen != ""
 	})
-	return c
 }
 
 // proc is a worker process of the test's.
@@ -135,28 +171,45 @@ type proc struct {
 // its environment.
 func (c *cluster) startWorker(name, gpus string, env ...string) *proc {
 	c.t.Helper()
-	w := &proc{name: name, log: &schedtest.Buffer{}, exited: make(chan struct{})}
-	w.cmd = exec.Command(os.Args[0])
-	w.cmd.Env = append(os.Environ(), asWorker+"="+name, envState+"="+c.state, envServer+"="+c.server, envGPUs+"="+gpus,
-		"GPUQ_SIM_LEDGER="+filepath.Join(c.t.TempDir(), "ledger"))
-	w.cmd.Env = append(w.cmd.Env, env...)
-	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
-	if err := w.cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	go func() {
-		w.err = w.cmd.Wait()
-		close(w.exited)
-	}()
-	c.t.Cleanup(func() {
-		w.cmd.Process.Signal(syscall.SIGTERM)
-		<-w.exited
-		if c.t.Failed() {
-			c.t.Logf("worker %s's log:\n%s", name, w.log)
+	w := spawn(c.t, name, append([]string{asWorker + "=" + name, envState + "=" + c.state, envServer + "=" + c.server, envGPUs + "=" + gpus,
+		"GPUQ_SIM_LEDGER=" + filepath.Join(c.t.TempDir(), "ledger")}, env...))
+	// Linked: its own log says so (the daemon may not have seen a killed one's link
+	// break yet); or refused, and gone.
+	schedtest.WaitFor(c.t, "worker "+name+" to link", func() bool {
+		select {
+		case <-w.exited:
+			return true
+		default:
+			return strings.Contains(w.log.String(), "linked to the daemon") && c.connected(name)
 		}
 	})
-	schedtest.WaitFor(c.t, "worker "+name+" to connect", func() bool { return c.connected(name) })
 	return w
+}
+
+// spawn starts the test binary as a process of the test's (a worker, a daemon), with
+// env added to its environment; it is stopped (SIGTERM) when the test ends.
+func spawn(t *testing.T, name string, env []string) *proc {
+	t.Helper()
+	p := &proc{name: name, log: &schedtest.Buffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(os.Args[0])
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGCONT)
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.exited
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", name, p.log)
+		}
+	})
+	return p
 }
 
 // kill kills a worker as the kernel's OOM killer or a node failure would: at once,
@@ -215,34 +268,33 @@ func running(jobs []api.Job) map[string][]string {
 // TestTwoWorkersRunASweepThroughAKill: a daemon and two workers on loopback, each with
 // its own simulated cards, run a sweep to the end. One worker killed and started again
 // at once takes its attempts up; the other, killed for good, has its attempts run again
-// on the first, at their tier and without counting against oom.max_attempts, once its
-// trainers have stopped: every job succeeds exactly once.
+// on a third, at their tier and without counting against oom.max_attempts, once its
+// trainers have ended (each given most of its time to stop to save a checkpoint):
+// every job succeeds exactly once.
 func TestTwoWorkersRunASweepThroughAKill(t *testing.T) {
 	c := startCluster(t)
 	w1 := c.startWorker("w1", "sim:2x24GiB")
 	w2 := c.startWorker("w2", "sim:2x24GiB")
-	// Every trainer waits for the gate, so that none ends while a worker is down.
+	// Every trainer waits for the gate, so that none ends while a worker is down; asked
+	// to stop, it saves for most of its time to.
 	gate := filepath.Join(t.TempDir(), "gate")
 	c.submit(fmt.Sprintf(`name: spread
-command: [sh, -c, "echo start {seed}; while [ ! -e %s ]; do sleep 0.05; done; echo done {seed}"]
-matrix: {seed: [1, 2, 3, 4, 5, 6]}
+command: [sh, -c, "trap 'echo saving; sleep %.1f; echo saved $(date +%%s%%N); exit 0' TERM; echo start {seed} $(date +%%s%%N); while [ ! -e %s ]; do sleep 0.05; done; echo done {seed}"]
+matrix: {seed: [1, 2, 3, 4]}
 memory: 10GiB
 gpu_plan: "1"
 oom: {max_attempts: 1}
-`, gate))
+`, 0.8*stopGrace.Seconds(), gate))
 	var first map[string][]string
 	schedtest.WaitFor(t, "two trainers running on each worker", func() bool {
 		jobs := c.jobs()
 		first = running(jobs)
 		for _, j := range jobs {
-			if j.State != "running" {
-				continue
-			}
 			// Started, not only sent: the daemon holds an attempt running once it has
 			// asked its worker to start it, and a supervisor killed with its worker
 			// before it has said that its trainer runs is taken for one that never
 			// started it (launcher.SupervisedLeader), as after a daemon's death.
-			if launcher.SupervisedLeader(filepath.Dir(j.Attempts[len(j.Attempts)-1].Log)) == 0 {
+			if j.State != "running" || launcher.SupervisedLeader(filepath.Dir(j.Attempts[len(j.Attempts)-1].Log)) == 0 {
 				return false
 			}
 		}
@@ -257,26 +309,11 @@ oom: {max_attempts: 1}
 		t.Errorf("the log of %s through the daemon: %q", first["w2"][0], log)
 	}
 
-	// Killed for good: past the grace period its jobs are queued again.
+	// Killed for good: past the grace period its jobs run again on a worker with room.
 	w1.kill(t)
+	c.startWorker("w3", "sim:2x24GiB")
 	lost := map[string]bool{first["w1"][0]: true, first["w1"][1]: true}
-	schedtest.WaitFor(t, "w1's jobs to be queued again", func() bool {
-		n := 0
-		for _, j := range c.jobs() {
-			if lost[j.ID] && j.State == "queued" {
-				n++
-			}
-		}
-		return n == 2
-	})
-	// ...by when its trainers no longer run.
-	for id := range lost {
-		dir := filepath.Join(c.state, "workers", "w1", "attempts", id, "attempt-1")
-		if pid := launcher.SupervisedLeader(dir); pid == 0 || syscall.Kill(pid, 0) == nil {
-			t.Errorf("%s's trainer (pid %d) on the lost worker still runs as its job is queued again", id, pid)
-		}
-	}
-
+	schedtest.WaitFor(t, "w1's jobs to run again on w3", func() bool { return len(running(c.jobs())["w3"]) == 2 })
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -295,8 +332,16 @@ oom: {max_attempts: 1}
 		case last.Outcome != "success":
 			t.Errorf("%s: last attempt %s", j.ID, last.Outcome)
 		case lost[j.ID]:
-			if len(j.Attempts) != 2 || j.Attempts[0].Outcome != "lost" || j.Attempts[0].Worker != "w1" || last.Worker != "w2" || last.Tier != j.Attempts[0].Tier {
-				t.Errorf("%s, lost with w1: attempts %+v; want one lost on w1, then a success on w2 at its tier", j.ID, j.Attempts)
+			if len(j.Attempts) != 2 || j.Attempts[0].Outcome != "lost" || j.Attempts[0].Worker != "w1" || last.Worker != "w3" || last.Tier != j.Attempts[0].Tier {
+				t.Errorf("%s, lost with w1: attempts %+v; want one lost on w1, then a success on w3 at its tier", j.ID, j.Attempts)
+				continue
+			}
+			// The lost trainer had saved and ended before the next one started.
+			old, _ := os.ReadFile(j.Attempts[0].Log) // on this machine, as every worker is
+			next, _ := os.ReadFile(last.Log)
+			saved, started := stamp(string(old), "saved "), stamp(string(next), "start "+seed+" ")
+			if saved == 0 || started == 0 || saved > started {
+				t.Errorf("%s: its trainer on w1 saved at %d (0: not seen), the next started at %d: it ran beside it\n%s", j.ID, saved, started, old)
 			}
 		case len(j.Attempts) != 1:
 			t.Errorf("%s: %d attempts, want one", j.ID, len(j.Attempts))
@@ -304,7 +349,7 @@ oom: {max_attempts: 1}
 		var done int
 		for _, a := range j.Attempts {
 			data, _ := os.ReadFile(a.Log) // on this machine, as every worker is
-			done += strings.Count(string(data), "done "+seed+"\r\n")
+			done += strings.Count(string(data), "done "+seed+"\n")
 		}
 		if done != 1 {
 			t.Errorf("%s's trainer finished %d times, want once", j.ID, done)
@@ -313,6 +358,18 @@ oom: {max_attempts: 1}
 	if t.Failed() {
 		t.Logf("the daemon's log:\n%s", c.log)
 	}
+}
+
+// stamp is the time (ns) a trainer printed last after what, in its log (its header,
+// the command, has what too); 0 where it did not.
+func stamp(log, what string) int64 {
+	i := strings.LastIndex(log, what)
+	if i < 0 {
+		return 0
+	}
+	line, _, _ := strings.Cut(log[i+len(what):], "\n")
+	ns, _ := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	return ns
 }
 
 // logOf reads a job's latest log through the daemon, from its worker.
@@ -362,7 +419,7 @@ memory: 1GiB
 		t.Errorf("the terminal showed %q (%v)", seen, err)
 	}
 	logged, err := io.ReadAll(follow)
-	if err != nil || !strings.Contains(string(logged), "got hello\r\nbye") || !strings.Contains(string(logged), "exited with status 0") {
+	if err != nil || !strings.Contains(string(logged), "got hello\nbye") || !strings.Contains(string(logged), "exited with status 0") {
 		t.Errorf("the log followed to its end: %q (%v)", logged, err)
 	}
 	schedtest.WaitFor(t, "the job to succeed", func() bool { return c.jobs()[0].State == "succeeded" })
@@ -539,5 +596,214 @@ func TestASecondWorkerOfOneNameIsRefused(t *testing.T) {
 	schedtest.WaitFor(t, "the job to succeed", func() bool { return c.jobs()[0].State == "succeeded" })
 	if n := len(c.jobs()[0].Attempts); n != 1 {
 		t.Errorf("the job ran %d attempts, want 1", n)
+	}
+}
+
+// firstTrainer waits for the first job's first trainer to run (and for ready of its
+// attempt's directory, if not nil), and returns that directory.
+func (c *cluster) firstTrainer(ready func(dir string) bool) string {
+	c.t.Helper()
+	var dir string
+	schedtest.WaitFor(c.t, "the trainer to run", func() bool {
+		j := c.jobs()[0]
+		if j.State != "running" {
+			return false
+		}
+		dir = filepath.Dir(j.Attempts[0].Log)
+		return launcher.SupervisedLeader(dir) != 0 && (ready == nil || ready(dir))
+	})
+	return dir
+}
+
+// alive reports whether a process runs: it is neither gone nor a zombie (whose parent,
+// frozen, has not reaped it).
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	return i > 0 && i+2 < len(data) && data[i+2] != 'Z' && data[i+2] != 'X'
+}
+
+// supervisorOf is the pid of the supervisor of the attempt in dir.
+func supervisorOf(t *testing.T, dir string) int {
+	t.Helper()
+	var info struct {
+		PID int `json:"pid"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "supervisor.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &info)
+	}
+	if err != nil || info.PID == 0 {
+		t.Fatalf("the supervisor of %s: %v", dir, err)
+	}
+	return info.PID
+}
+
+// toldItsWorker reports whether the supervisor of the attempt in dir has told its
+// worker the trainer's pid, and closed its standard output, the pipe its worker reads
+// (a file it opens later may take the descriptor): a worker still reading it waits for
+// the supervisor, frozen or not.
+func toldItsWorker(t *testing.T, dir string) bool {
+	out, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", supervisorOf(t, dir)))
+	return errors.Is(err, os.ErrNotExist) || err == nil && !strings.HasPrefix(out, "pipe:")
+}
+
+// TestAFrozenWorkerRunsNothingTwice: a worker's node frozen past the grace (its worker,
+// supervisors and trainers stopped, as a paused VM is) has its job run elsewhere. When
+// the worker thaws, before it does anything else, it kills the trainer it had, which
+// never runs beside the one that replaced it, even where its supervisor thaws later.
+// The trainer thaws once the worker has acted: how soon a thawing worker runs is the
+// machine's to say.
+func TestAFrozenWorkerRunsNothingTwice(t *testing.T) {
+	c := startCluster(t)
+	w1 := c.startWorker("w1", "sim:1x24GiB")
+	beats := filepath.Join(t.TempDir(), "beats")
+	c.submit(fmt.Sprintf(`name: frozen
+command: [sh, -c, "trap 'while :; do echo {attempt} saving $(date +%%s%%N) >> %[1]s; sleep 0.1; done' TERM; while :; do echo {attempt} $(date +%%s%%N) >> %[1]s; sleep 0.05; done"]
+jobs: [{}]
+memory: 1GiB
+`, beats))
+	// Frozen once its worker has the trainer's pid: a worker frozen as it starts an
+	// attempt waits for its supervisor, which here thaws last.
+	dir := c.firstTrainer(func(dir string) bool {
+		data, _ := os.ReadFile(beats)
+		return strings.HasPrefix(string(data), "1 ") && toldItsWorker(t, dir)
+	})
+	leader, sup, worker := launcher.SupervisedLeader(dir), supervisorOf(t, dir), w1.cmd.Process.Pid
+	for _, pid := range []int{-leader, sup, worker} {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			for _, pid := range []int{worker, -leader, sup} {
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+
+	c.startWorker("w2", "sim:1x24GiB")
+	schedtest.WaitFor(t, "the job to run again on w2", func() bool {
+		j := c.jobs()[0]
+		data, _ := os.ReadFile(beats)
+		return len(j.Attempts) == 2 && j.State == "running" && j.Attempts[1].Worker == "w2" && strings.Contains(string(data), "\n2 ")
+	})
+	// The worker thaws first, then, once it has acted, its trainer; its supervisor,
+	// still frozen, can do nothing.
+	thawedAt := time.Now()
+	syscall.Kill(worker, syscall.SIGCONT)
+	schedtest.WaitFor(t, "the thawed worker to kill its trainers", func() bool {
+		return strings.Contains(w1.log.String(), "killed every process of the trainers whose lease had lapsed")
+	})
+	syscall.Kill(-leader, syscall.SIGCONT)
+	schedtest.WaitFor(t, "the old trainer to be gone", func() bool { return !alive(leader) })
+	gone := time.Since(thawedAt)
+	time.Sleep(time.Second)
+	syscall.Kill(sup, syscall.SIGCONT)
+	thawed = true
+
+	data, _ := os.ReadFile(beats)
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		if ns, _ := strconv.ParseInt(f[len(f)-1], 10, 64); f[0] == "1" && ns > thawedAt.UnixNano() {
+			t.Errorf("the old trainer ran %s after its worker thawed, beside the new one: %q", time.Duration(ns-thawedAt.UnixNano()), line)
+		}
+	}
+	// At once: not a lease or a grace later (a busy machine's worker may take seconds
+	// to be scheduled as it thaws).
+	if gone > grace {
+		t.Errorf("the old trainer was gone %s after its worker thawed", gone)
+	}
+	if j := c.jobs()[0]; j.Attempts[0].Outcome != "lost" || j.State != "running" {
+		t.Errorf("the job is %s, its first attempt %s; want it running on w2, the first lost", j.State, j.Attempts[0].Outcome)
+	}
+}
+
+// waitSuccess waits for the supervisor of the attempt in dir to record its success.
+func waitSuccess(t *testing.T, dir string) {
+	t.Helper()
+	schedtest.WaitFor(t, "the trainer's success to be recorded", func() bool {
+		e, _ := launcher.ReadEnded(dir)
+		return e != nil && e.Outcome == plans.Success
+	})
+}
+
+// TestASuccessHeldPastTheGraceWins: the daemon and a worker die before the worker has
+// reported that its attempt succeeded. Where the daemon, started again, reads the
+// attempt's end in its directory once the grace has passed (a shared home), the job has
+// succeeded. Where it cannot (its supervisor, frozen, had not recorded it yet), it gives
+// the attempt up; when the worker is back, the success it holds wins: the job succeeds
+// once, and an attempt that had started it again meanwhile is stopped.
+func TestASuccessHeldPastTheGraceWins(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// told: the daemon learns the success from the worker; again: it started the
+		// job again meanwhile.
+		told, again bool
+	}{
+		{name: "read in its directory"},
+		{name: "told by the worker when back", told: true},
+		{name: "told by the worker when back, the job started again meanwhile", told: true, again: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := startCluster(t)
+			w1 := c.startWorker("w1", "sim:1x24GiB")
+			gates := t.TempDir()
+			c.submit(fmt.Sprintf(`name: late
+command: [sh, -c, "echo start; while [ ! -e %s/{attempt} ]; do sleep 0.05; done; echo done"]
+jobs: [{}]
+memory: 1GiB
+`, gates))
+			dir := c.firstTrainer(nil)
+			sup := supervisorOf(t, dir)
+			// The worker, frozen, tells the daemon nothing more; the trainer ends at
+			// once, well within its lease, however long the daemon then takes to stop.
+			w1.cmd.Process.Signal(syscall.SIGSTOP)
+			if tt.told {
+				syscall.Kill(sup, syscall.SIGSTOP)
+				t.Cleanup(func() { syscall.Kill(sup, syscall.SIGCONT) })
+			}
+			if err := os.WriteFile(filepath.Join(gates, "1"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.told {
+				waitSuccess(t, dir)
+			}
+			c.stopDaemon()
+			w1.kill(t)
+			c.startDaemon()
+			if tt.again {
+				c.startWorker("w2", "sim:1x24GiB")
+			}
+			schedtest.WaitFor(t, "the attempt to be given up past the grace", func() bool {
+				j := c.jobs()[0]
+				return j.Attempts[0].Outcome != "" && (!tt.again || j.State == "running" && len(j.Attempts) == 2)
+			})
+			if tt.told {
+				syscall.Kill(sup, syscall.SIGCONT)
+				waitSuccess(t, dir)
+				c.startWorker("w1", "sim:1x24GiB")
+			}
+			schedtest.WaitFor(t, "the job to end", func() bool { return c.jobs()[0].State != "running" && c.jobs()[0].State != "queued" })
+			j := c.jobs()[0]
+			first := j.Attempts[0]
+			if j.State != "succeeded" || first.Outcome != "success" || first.Worker != "w1" {
+				t.Errorf("the job %s, its attempts %+v; want it succeeded by the first, on w1", j.State, j.Attempts)
+			}
+			if tt.again && (len(j.Attempts) != 2 || j.Attempts[1].Outcome != "cancelled") {
+				t.Errorf("the attempt that started it again: %+v; want it stopped", j.Attempts[1:])
+			}
+			if !tt.again && len(j.Attempts) != 1 {
+				t.Errorf("%d attempts, want the first alone", len(j.Attempts))
+			}
+			if t.Failed() {
+				t.Logf("the daemon's log:\n%s", c.log)
+			}
+		})
 	}
 }

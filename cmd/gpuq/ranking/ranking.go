@@ -30,6 +30,7 @@ type Curve struct {
 // Job is what ranking needs of a job.
 type Job struct {
 	ID    string
+	Name  string // what people call it: its sweep's job_name filled in, or its default name
 	Point string // the point it is a seed of
 	Group string // the group it is ranked in ("" for one group)
 	State string
@@ -87,7 +88,9 @@ type Row struct {
 	Point string `json:"point"`
 	// Params are the parameters every seed of the point has alike.
 	Params *plans.Map `json:"params"`
-	Jobs   []string   `json:"jobs"`
+	// Jobs are its seeds' ids, Names their names, in the same order.
+	Jobs  []string `json:"jobs"`
+	Names []string `json:"names"`
 	// Final is the seeds' last reading, Best their best; Step the furthest step a seed
 	// reported at. They are of the seeds that were not stopped early, where any of
 	// those reported the metric, else of those that were: Cut says so, and that the
@@ -167,7 +170,7 @@ func rowOf(seeds []Job, metric string, mode plans.Mode) Row {
 	r := Row{Group: seeds[0].Group, Point: seeds[0].Point, Params: common(seeds), States: map[string]int{}}
 	var ran, cut []Curve // of the seeds that ran on, and that were stopped early
 	for _, j := range seeds {
-		r.Jobs = append(r.Jobs, j.ID)
+		r.Jobs, r.Names = append(r.Jobs, j.ID), append(r.Names, j.Name)
 		r.States[j.State]++
 		c, ok := j.Metrics[metric]
 		if j.State == Stopped {

@@ -188,7 +188,7 @@ func attemptTitle(d Data, j *Job, a *Attempt) string {
 		fmt.Fprintf(&b, " (%s)", a.Changed)
 	}
 	fmt.Fprintf(&b, "\n%s, %s", outcomeClass(a.Outcome), plans.FormatDuration(a.end(d.Now).Sub(a.Started)))
-	fmt.Fprintf(&b, "\nestimate %s, peak %s", plans.FormatSize(a.Estimate), sizeOrDash(a.Peak))
+	fmt.Fprintf(&b, "\nestimate %s, peak %s", sizeOrDash(a.Estimate), sizeOrDash(a.Peak))
 	if a.OOM != nil && a.OOM.TriedBytes > 0 {
 		fmt.Fprintf(&b, "\nOOM: tried to allocate %s", plans.FormatSize(a.OOM.TriedBytes))
 	}

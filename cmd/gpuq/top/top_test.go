@@ -80,16 +80,16 @@ func sampleOverview(t *testing.T) api.Overview {
 			{Index: 3, TotalBytes: 24 * gib, Slots: 1, Fault: "NVML: GPU is lost"},
 		},
 		Running: []api.RunningJob{
-			{Job: "gla.1", Name: "task=qnli,seed=87", GPUs: []int{0}, Attempt: 2, Tier: 1, Started: now.Add(-62 * time.Minute),
+			{Job: "gla.1", Name: "qnli,seed=87", GPUs: []int{0}, Attempt: 2, Tier: 1, Started: now.Add(-62 * time.Minute),
 				DeclaredBytes: 11 * gib, LearnedBytes: 14 * gib, CurrentBytes: 13 * gib, Log: log, Util: &half},
-			{Job: "gla.2", Name: "task=sst2,seed=87", GPUs: []int{0}, Attempt: 1, Started: now.Add(-5 * time.Minute),
+			{Job: "gla.2", Name: "sst2,seed=87", GPUs: []int{0}, Attempt: 1, Started: now.Add(-5 * time.Minute),
 				DeclaredBytes: 9 * gib, CurrentBytes: 6 * gib},
-			{Job: "gla.3", Name: "task=cola,seed=87", GPUs: []int{1}, Attempt: 1, Started: now.Add(-40 * time.Second),
+			{Job: "gla.3", Name: "cola,seed=87", GPUs: []int{1}, Attempt: 1, Started: now.Add(-40 * time.Second),
 				DeclaredBytes: 10 * gib, CurrentBytes: 2 * gib},
 		},
 		Queue: []api.WaitingJob{
-			{Job: "gla.4", Name: "task=rte,seed=87", EstimateBytes: 14 * gib, Reason: "no-memory: 14.00 GiB needed, 3.20 GiB free at most (GPU 1)"},
-			{Job: "gla.5", Name: "task=rte,seed=88", Held: true, EstimateBytes: 14 * gib, Reason: "held: gpuq release gla.5 lets it start"},
+			{Job: "gla.4", Name: "rte,seed=87", EstimateBytes: 14 * gib, Reason: "no-memory: 14.00 GiB needed, 3.20 GiB free at most (GPU 1)"},
+			{Job: "gla.5", Name: "rte,seed=88", Held: true, EstimateBytes: 14 * gib, Reason: "held: gpuq release gla.5 lets it start"},
 		},
 		Events: []api.Event{
 			{Time: now.Add(-64 * time.Minute), Job: "gla.1", Attempt: 1, Kind: "gpu-oom", Message: "tried to allocate 2.00 GiB; next: tier 1 (gradient_checkpointing=true)"},

@@ -70,18 +70,19 @@ func (m model) sections() []section {
 		return slices.ContainsFunc(parts, func(p string) bool { return strings.Contains(strings.ToLower(p), f) })
 	}
 	w := jobWidth(m.ov)
-	run := section{title: fmt.Sprintf(runFormat, w+1, fmt.Sprintf("RUNNING %d", len(m.ov.Running)),
+	nw := m.nameWidth(w)
+	run := section{title: fmt.Sprintf(runFormat, w+1, fmt.Sprintf("RUNNING %d", len(m.ov.Running)), nw, "NAME",
 		"GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")}
 	for _, r := range m.ov.Running {
 		if !match(r.Job, r.Name, m.output[r.Job]) {
 			continue
 		}
 		st := m.st.jobStyle(r.Job)
-		text := fmt.Sprintf(runFormat, w, r.Job, intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
+		text := fmt.Sprintf(runFormat, w, r.Job, nw, CutMiddle(r.Name, nw), intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
 			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), withLatest(r, m.output[r.Job]))
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
-	queue := section{title: fmt.Sprintf("%-*s %-6s %8s  %s", w+1, fmt.Sprintf("QUEUE %d", len(m.ov.Queue)), "STATE", "ESTIMATE", "WHY IT WAITS")}
+	queue := section{title: fmt.Sprintf(queueFormat, w+1, fmt.Sprintf("QUEUE %d", len(m.ov.Queue)), nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")}
 	for _, q := range m.ov.Queue {
 		if !match(q.Job, q.Name, q.Reason) {
 			continue
@@ -91,7 +92,7 @@ func (m model) sections() []section {
 			state = "held"
 		}
 		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
-			text: fmt.Sprintf("%-*s %-6s %8s  %s", w, q.Job, state, Gig(q.EstimateBytes), q.Reason)})
+			text: fmt.Sprintf(queueFormat, w, q.Job, nw, CutMiddle(q.Name, nw), state, Gig(q.EstimateBytes), q.Reason)})
 	}
 	events := section{title: "EVENTS"}
 	for i := len(m.ov.Events) - 1; i >= 0; i-- { // newest first
@@ -108,9 +109,16 @@ func (m model) sections() []section {
 	return []section{run, queue, events}
 }
 
-// runFormat lays out a running job: job, cards, tier, elapsed, declared, learned and
-// current memory, its shape's learned utilization, its output's last line.
-const runFormat = "%-*s %-4s %-4s %7s %8s %7s %6s %4s  %s"
+// runFormat lays out a running job: job, name, cards, tier, elapsed, declared, learned
+// and current memory, its shape's learned utilization, its output's last line;
+// queueFormat a queued one: job, name, state, estimate and why it waits.
+const (
+	runFormat   = "%-*s %-*s %-4s %-4s %7s %8s %7s %6s %4s  %s"
+	queueFormat = "%-*s %-*s %-6s %8s  %s"
+)
+
+// runFixed is the cells a running job's line takes but for its id, name and output.
+const runFixed = 1 + 1 + 4 + 1 + 4 + 1 + 7 + 1 + 8 + 1 + 7 + 1 + 6 + 1 + 4 + 2
 
 // utilText is a learned utilization as a percentage, or "-".
 func utilText(u *float64) string {
@@ -118,6 +126,36 @@ func utilText(u *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f%%", 100**u)
+}
+
+// nameWidth is the width of the name column beside ids of width w: the longest name
+// shown, but on a screen at most half of what a running job's line leaves past its
+// other columns (its output needs the rest) and at most 24 cells; names longer lose
+// their middle.
+func (m model) nameWidth(w int) int {
+	n := 4
+	for _, r := range m.ov.Running {
+		n = max(n, ansi.StringWidth(r.Name))
+	}
+	for _, q := range m.ov.Queue {
+		n = max(n, ansi.StringWidth(q.Name))
+	}
+	if m.width <= 0 {
+		return n
+	}
+	return max(min(n, 24, (m.width-w-runFixed)/2), 4)
+}
+
+// CutMiddle shortens s to width cells by its middle, marked with "…": a job's name,
+// told apart by its start (a task) and its end (a seed) alike.
+func CutMiddle(s string, width int) string {
+	n := ansi.StringWidth(s)
+	if n <= width || width < 2 {
+		return ansi.Truncate(s, width, "…")
+	}
+	keep := width - 1
+	head := (keep + 1) / 2
+	return ansi.Cut(s, 0, head) + "…" + ansi.Cut(s, n-(keep-head), n)
 }
 
 func (m model) kindStyle(kind string) *lipgloss.Style {
@@ -347,7 +385,7 @@ func (m model) stats(c api.GPUView) string {
 	if c.Slots >= 0 {
 		slots += "/" + strconv.Itoa(c.Slots)
 	}
-	s := fmt.Sprintf(" %5s/%-5s %3s %4s %4s", Gig(c.UsedBytes), Gig(c.TotalBytes), slots, percent(c.Utilization), celsius(c.Temperature))
+	s := fmt.Sprintf(" %5s/%-5s %3s %4s %4s", Gig(c.UsedBytes), Gig(c.TotalBytes), slots, Percent(c.Utilization), Celsius(c.Temperature))
 	if c.Drained {
 		s += " " + m.st.warn.Render("DRAINED")
 	}
@@ -451,14 +489,16 @@ func Gig(b int64) string {
 	return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + "G"
 }
 
-func percent(v int) string {
+// Percent is a share NVML gave, "-" for none.
+func Percent(v int) string {
 	if v < 0 {
 		return "-"
 	}
 	return strconv.Itoa(v) + "%"
 }
 
-func celsius(v int) string {
+// Celsius is a temperature NVML gave, "-" for none.
+func Celsius(v int) string {
 	if v < 0 {
 		return "-"
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -29,6 +30,31 @@ func SummarizeSweep(view state.View, sweep string, cards []GPUInfo) SweepSummary
 		sum.Jobs = append(sum.Jobs, js)
 	}
 	return sum
+}
+
+// ListJobs is the listing of GET /v1/jobs: the jobs of a view (a sweep's, where sweep is
+// not ""; those in states, where states is not nil), each with its whole history.
+func ListJobs(view state.View, sweep string, states []string) ([]Job, error) {
+	if sweep != "" && view.Submission(sweep) == nil {
+		return nil, scheduler.NoSweep(sweep, view.JobIDs())
+	}
+	out := []Job{}
+	for _, j := range view.Jobs() {
+		if sweep != "" && j.Sweep != sweep || states != nil && !slices.Contains(states, string(j.ShownState())) {
+			continue
+		}
+		out = append(out, Job{Sweep: j.Sweep, JobSummary: Summarize(view, j)})
+	}
+	return out, nil
+}
+
+// JobOf is the job id of a view, with its whole history (GET /v1/jobs/{id}).
+func JobOf(view state.View, id string) (Job, error) {
+	j := view.Job(id)
+	if j == nil {
+		return Job{}, scheduler.NoJob(id, view.JobIDs())
+	}
+	return Job{Sweep: j.Sweep, JobSummary: Summarize(view, j)}, nil
 }
 
 // SweepJobs are a sweep's jobs, in submission order.

@@ -49,12 +49,19 @@ type Job struct {
 
 // JobSummary is one job with its whole history, as gpuq run --json prints it.
 type JobSummary struct {
-	ID     string     `json:"id"`
+	ID string `json:"id"`
+	// Name is what people call the job: its sweep's job_name filled in, or its point's
+	// values that differ between jobs (glue-sst2,seed=87); Point its point whole
+	// (task=glue-sst2,seed=87).
 	Name   string     `json:"name"`
+	Point  string     `json:"point"`
 	Params *plans.Map `json:"params"`
 	State  string     `json:"state"`
-	Reason string     `json:"reason,omitempty"`
-	Tier   int        `json:"tier"` // its current rung: the next attempt's, while it waits
+	// Held: a person holds the job (gpuq hold). A queued one's state is "held"; a
+	// running one runs on, and is not started again until released.
+	Held   bool   `json:"held,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Tier   int    `json:"tier"` // its current rung: the next attempt's, while it waits
 	// DeclaredBytes is the estimate as written (or by the model) for the job's current
 	// tier; LearnedBytes what its shape's measured peak says (null: nothing yet).
 	DeclaredBytes int64  `json:"declared_bytes"`
@@ -72,10 +79,10 @@ type JobSummary struct {
 	LearnedUtilRuns int      `json:"learned_util_runs,omitempty"`
 	// After are the sweeps and jobs that must have succeeded before it starts.
 	After []string `json:"after,omitempty"`
-	// Point is the point of the sweep the job repeats: its values less the sweep's
-	// seeds (lr=0.001,task=sst2). Jobs of one point are its seeds: gpuq results
+	// SeedOf is the point of the sweep the job is a seed of: its point less the sweep's
+	// seeds (lr=0.001,task=sst2). Jobs of one such point are its seeds: gpuq results
 	// aggregates them, and early stopping judges them together.
-	Point string `json:"point,omitempty"`
+	SeedOf string `json:"seed_of,omitempty"`
 	// EarlyStop is how it is judged, where its sweep has early_stop.
 	EarlyStop *Judged `json:"early_stop,omitempty"`
 	// Started is when its first attempt started, Ended when the job ended (succeeded,
@@ -167,8 +174,8 @@ type MemorySample struct {
 // Summarize is one job of a view of the store with its whole history.
 func Summarize(view state.View, j *state.Job) JobSummary {
 	sw := view.Sweep(j.Sweep)
-	js := JobSummary{ID: j.ID, Name: j.Name, Params: j.Params, State: string(j.ShownState()), Reason: j.Reason,
-		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, Point: pointOf(sw, j), EarlyStop: judged(sw, j),
+	js := JobSummary{ID: j.ID, Name: j.Name, Point: j.PointText(), Params: j.Params, State: string(j.ShownState()), Held: j.Held, Reason: j.Reason,
+		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, SeedOf: pointOf(sw, j), EarlyStop: judged(sw, j),
 		After: j.After}
 	if j.ShownState() == state.JobBlocked {
 		js.Reason = AfterReason(j)
@@ -244,10 +251,12 @@ const (
 	Release Verb = "release"
 )
 
-// SelectRequest names jobs: by id, or every job of a sweep.
+// SelectRequest names jobs: by id, or every job of a sweep, or every job (of a sweep)
+// whose parameters meet Where (plans.ParseWhere: "task=sst2,seed=87|88").
 type SelectRequest struct {
 	IDs   []string `json:"ids,omitempty"`
 	Sweep string   `json:"sweep,omitempty"`
+	Where string   `json:"where,omitempty"`
 }
 
 // SelectResponse is the jobs a verb changed.
@@ -325,6 +334,11 @@ type Machine struct {
 	// "off").
 	UtilTarget string     `json:"util_target"`
 	Cards      []gpu.Card `json:"cards"`
-	// Slots is the plan's limit on each card (-1: none), in the order of Cards.
-	Slots []int `json:"slots"`
+	// Slots is the plan's limit on each card (-1: none), and Drained whether it is
+	// drained, in the order of Cards.
+	Slots   []int  `json:"slots"`
+	Drained []bool `json:"drained"`
+	// Names are the names of the jobs whose processes are on the cards (a process's
+	// Attempt is "<job>/<n>"), by job id.
+	Names map[string]string `json:"names,omitempty"`
 }

@@ -16,9 +16,9 @@ import (
 // JSON messages, one a line, each way. The worker opens it, and opens it again whenever
 // it breaks: the daemon never connects to a node, so a worker behind a cluster's
 // firewall or NAT works as well. The worker says Hello; the daemon answers Welcome, then
-// starts, stops and streams attempts, and pings so that the worker's lease (see
-// launcher.RenewLease) holds; the worker reports its cards and RAM every poll, and how
-// each attempt ended.
+// starts, stops and streams attempts, and answers the worker's beats so that its lease
+// holds (see the daemon's fence.go); the worker reports its cards and RAM every poll, and how each
+// attempt ended.
 
 // WorkerMessage is one message from a worker.
 type WorkerMessage struct {
@@ -30,6 +30,9 @@ type WorkerMessage struct {
 	Leaving bool `json:"leaving,omitempty"`
 	// ExitMetrics are the last readings of the attempt Exit ends, read as it ended.
 	ExitMetrics []plans.Reading `json:"exit_metrics,omitempty"`
+	// Beat numbers a beat (from 1): the daemon answers it with Ack, which renews the
+	// worker's lease from when the worker sent it.
+	Beat uint64 `json:"beat,omitempty"`
 }
 
 // Hello is what a worker says of itself when it connects.
@@ -78,20 +81,27 @@ type DaemonMessage struct {
 	Stream  *StreamRequest `json:"stream,omitempty"`
 	// Drain: start nothing more; exit once no attempt runs.
 	Drain bool `json:"drain,omitempty"`
-	// Ping says that the daemon hears the worker: it renews the worker's lease.
-	Ping bool `json:"ping,omitempty"`
+	// Ack answers the worker's beat of that number.
+	Ack uint64 `json:"ack,omitempty"`
 	// Error is why the daemon will not have the worker; the link closes after it.
 	Error string `json:"error,omitempty"`
 }
 
-// Welcome is the daemon's answer to Hello.
+// Welcome is the daemon's answer to Hello, which it answers as a beat (see Ack).
 type Welcome struct {
-	// Grace is how long the daemon waits for a worker that went away before it runs
-	// the worker's attempts elsewhere; the worker stops them after half of it.
-	Grace time.Duration `json:"grace"`
+	// Lease is how long the worker's trainers may run past the sending of a beat the
+	// daemon answered; Stop is then their time from SIGTERM to SIGKILL. Beat is how
+	// often the worker beats.
+	Lease time.Duration `json:"lease"`
+	Stop  time.Duration `json:"stop"`
+	Beat  time.Duration `json:"beat"`
 	// Attempts are the attempts the daemon holds running on the worker: the worker
 	// takes each up, reports it ended, or reports it unstarted.
 	Attempts []AttemptRef `json:"attempts"`
+	// Ask are attempts the daemon gave up for lost with the worker, past its grace,
+	// whose jobs have not ended: the worker reports how each ended, if it knows, since
+	// a success it holds wins over their requeue.
+	Ask []AttemptRef `json:"ask,omitempty"`
 }
 
 // AttemptRef names an attempt.

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/schedtest"
+)
+
+// TestReadWithoutADaemon: with no daemon running, status, status ID, logs (by id or
+// --where) and report read the state its last daemon left, say so once on stderr, and
+// change nothing of it; what would change a job says that no daemon runs; a daemon
+// started afterwards takes the state up as ever.
+func TestReadWithoutADaemon(t *testing.T) {
+	dir := daemonEnv(t)
+	startDaemon(t)
+	sweep := writeSweep(t, "name: ok\ncommand: [sh, -c, \"echo out {seed}\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	schedtest.WaitFor(t, "both jobs to succeed", func() bool { return countState(listed(t), "succeeded") == 2 })
+	stopAll(t, dir)
+	state := func() string {
+		var b strings.Builder
+		for _, f := range []string{"snapshot", "journal"} {
+			data, _ := os.ReadFile(filepath.Join(dir, f))
+			b.Write(data)
+		}
+		return b.String()
+	}
+	before := state()
+	report := filepath.Join(t.TempDir(), "ok.html")
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"status"}, exitOK, "2 succeeded"},
+		{[]string{"status", "ok.1"}, exitOK, "job ok.1 (seed=1) of sweep ok: succeeded"},
+		{[]string{"logs", "ok.2"}, exitOK, "\nout 2\n"},
+		{[]string{"logs", "-f", "--where", "seed=1"}, exitOK, "\nout 1\n"},
+		{[]string{"report", "ok", "-o", report}, exitOK, ""},
+		{[]string{"cancel", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
+		{[]string{"why", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
+	} {
+		out, errOut, code := cli(t, tc.args...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.out) {
+			t.Errorf("gpuq %s: exit %d, want %d and %q:\n%s%s", strings.Join(tc.args, " "), code, tc.code, tc.out, out, errOut)
+		}
+		if code == exitOK && strings.Count(errOut, "no daemon runs on "+dir+": its jobs as the last one left them") != 1 {
+			t.Errorf("gpuq %s does not say once that no daemon runs:\n%s", strings.Join(tc.args, " "), errOut)
+		}
+	}
+	if _, err := os.Stat(report); err != nil {
+		t.Errorf("no report: %v", err)
+	}
+	if state() != before {
+		t.Error("reading changed the state")
+	}
+	startDaemon(t)
+	if jobs := listed(t); countState(jobs, "succeeded") != 2 {
+		t.Errorf("the daemon started after: %+v", jobs)
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/schedtest"
+)
+
+// TestOneOffName: a one-off is named after its script, the module python -m runs, or
+// its program, as a sweep name.
+func TestOneOffName(t *testing.T) {
+	for argv, want := range map[string]string{
+		"python3 train.py --lr 1e-4":                   "train",
+		"torchrun --nproc_per_node 2 src/Fine_Tune.py": "fine_tune",
+		"python3 -m pkg.eval_glue --task sst2":         "eval_glue",
+		"./run.sh":                                     "run",
+		"/usr/bin/My+Tool":                             "my-tool",
+		"sh -c echo":                                   "sh",
+		"???":                                          "job",
+	} {
+		if got := oneOffName(strings.Split(argv, " ")); got != want {
+			t.Errorf("%q is named %q, want %q", argv, got, want)
+		}
+	}
+}
+
+// TestRunOneOff: gpuq run -- CMD runs the command as written (braces and all), with the
+// one-off's flags as its sweep's keys; a setting it cannot use names its flag; those
+// flags without a command, a command beside a sweep file, or a program named where a
+// sweep file goes, are bad input that says what to write.
+func TestRunOneOff(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "show.sh")
+	os.WriteFile(script, []byte("echo \"args $* A=$A\"\n"), 0o755)
+	out, errOut, code := gpuq(t, "run", "--log-dir", dir, "--gpus", "sim:1x24GiB", "--memory", "2GiB", "--env", "A={x}", "--timeout", "1m", "--workdir", dir,
+		"--", "sh", "show.sh", "--lr", "1e-4", `{"a": 1}`)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "show-*", "by-name", "show", "show", "attempt-1", "log"))
+	if len(logs) != 1 {
+		t.Fatalf("no log by name under %s:\n%s", dir, errOut)
+	}
+	log, _ := os.ReadFile(logs[0])
+	if !strings.Contains(string(log), `args --lr 1e-4 {"a": 1} A={x}`) {
+		t.Errorf("the command did not run as written:\n%s", log)
+	}
+	if !strings.Contains(out, "show.1  show  succeeded") || strings.Contains(errOut, "warning") {
+		t.Errorf("summary or warnings:\n%s%s", out, errOut)
+	}
+	// Without --memory its estimate is unknown: "-", never "0 B".
+	out, errOut, code = gpuq(t, "run", "--log-dir", dir, "--gpus", "sim:1x24GiB", "--", "sh", "-c", "true")
+	if code != exitOK || !strings.Contains(out+errOut, "tier 0, no estimate") || strings.Contains(out+errOut, "0 B") {
+		t.Errorf("an unknown estimate:\n%s%s", out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--memory", "11", "--", "sh", "-c", "true"}, `--memory: "11" has no unit`},
+		{[]string{"run", "--timeout", "soon", "--", "sh", "-c", "true"}, `--timeout: "soon" is not a duration`},
+		{[]string{"run", "--env", "A", "--", "sh", "-c", "true"}, `--env "A": write KEY=VALUE`},
+		{[]string{"run", "--", "no-such-program-here", "x"}, "gpuq run -- no-such-program-here x: no-such-program-here is not on the PATH"},
+		{[]string{"run", "--memory", "1GiB", script}, "--memory is for a command after --; a sweep file says memory: itself"},
+		{[]string{"run", "--name", "x", script}, "--name is for a command after --"},
+		{[]string{"run", script, "--", "sh"}, "give sweep files or a command after --, not both"},
+		{[]string{"run", "--"}, "no command after --"},
+		{[]string{"run", "sh"}, "sh is no sweep file but a program: to run a command, give it after --: gpuq run -- sh ..."},
+		{[]string{"submit", "sh"}, "sh is no sweep file but a program"},
+	} {
+		_, errOut, code := gpuq(t, tc.args...)
+		if code != exitBadInput || !strings.Contains(errOut, tc.want) {
+			t.Errorf("gpuq %s: exit %d, %q; want %d and %q", strings.Join(tc.args, " "), code, errOut, exitBadInput, tc.want)
+		}
+	}
+}
+
+// TestSubmitOneOff: gpuq submit -- CMD sends a one-off to the daemon, named after its
+// script (train.py here) and made unique by itself, so that the same command submitted again needs no
+// --name and no clean; --name names it, made unique too.
+func TestSubmitOneOff(t *testing.T) {
+	daemonEnv(t)
+	startDaemon(t)
+	work := t.TempDir()
+	os.WriteFile(filepath.Join(work, "train.py"), nil, 0o644)
+	t.Chdir(work)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"submit", "--", "sh", "-c", "echo lr $0", "train.py", "1e-4"}, "submitted train.1: sh -c 'echo lr $0' train.py 1e-4; gpuq logs -f train.1 follows it"},
+		{[]string{"submit", "--", "sh", "-c", "echo lr $0", "train.py", "1e-4"}, "submitted train-2.1:"},
+		{[]string{"submit", "--name", "lr", "--", "sh", "-c", "echo lr $0", "3e-4"}, "submitted lr.1:"},
+		{[]string{"submit", "--name", "lr", "--", "sh", "-c", "echo lr $0", "1e-3"}, "submitted lr-2.1:"},
+	} {
+		out, errOut, code := cli(t, tc.args...)
+		if code != exitOK || !strings.Contains(out, tc.want) {
+			t.Fatalf("gpuq %s: exit %d, %q; want %q\n%s", strings.Join(tc.args, " "), code, out, tc.want, errOut)
+		}
+	}
+	schedtest.WaitFor(t, "the four to succeed", func() bool { return countState(listed(t), "succeeded") == 4 })
+	if out, _, _ := cli(t, "logs", "lr-2.1"); !strings.Contains(out, "\nlr 1e-3\n") {
+		t.Errorf("the log of lr-2.1:\n%s", out)
+	}
+	if out, _, _ := cli(t, "__complete", "status", "--sweep", "lr"); out != "lr\t1 job\nlr-2\t1 job\n:4\n" {
+		t.Errorf("--sweep lr<TAB>: %q", out)
+	}
+}
+
+// TestOneOffStartsTheOneDaemon: a one-off submitted where no daemon runs starts the
+// daemon as a sweep does, on the machine's cards and not the one-off's --gpus, so that
+// a one-off for the other card is served beside it; --after runs it after another.
+func TestOneOffStartsTheOneDaemon(t *testing.T) {
+	daemonEnv(t)
+	t.Chdir(t.TempDir())
+	_, errOut, code := cli(t, "submit", "--gpus", "1", "--", "sh", "-c", "echo one")
+	if code != exitOK || !strings.Contains(errOut, "started a daemon") {
+		t.Fatalf("submit --gpus 1 -- ...: exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"submit", "--gpus", "0", "--", "sh", "-c", "echo two"},
+		{"submit", "--after", "sh", "--", "sh", "-c", "echo three"},
+	} {
+		if _, errOut, code := cli(t, args...); code != exitOK {
+			t.Errorf("gpuq %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
+	}
+	schedtest.WaitFor(t, "the three to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })
+	want := map[string]struct{ after, card string }{"sh.1": {"[]", "1"}, "sh-2.1": {"[]", "0"}, "sh-3.1": {"[sh]", ""}}
+	for _, j := range listed(t) {
+		w, ok := want[j.ID]
+		after, card := fmt.Sprint(j.After), cardsOf(j.Attempts[0])
+		if !ok || after != w.after || w.card != "" && card != w.card {
+			t.Errorf("%s: after %s, on card %s; want after %s, on card %q", j.ID, after, card, w.after, w.card)
+		}
+	}
+}

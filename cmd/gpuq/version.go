@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=..."; otherwise gpuq
+// tells its version from what the go command stamped into the binary (see versionOf).
+var version = "dev"
+
+// versionText is gpuq's version, as --version prints it and a daemon reports it.
+func versionText() string {
+	info, _ := debug.ReadBuildInfo()
+	return versionOf(version, info)
+}
+
+// versionOf is the version set at build time, or else the main module's (a tag, or a
+// pseudo-version naming the commit), then the commit it was built from, when, and
+// whether the tree had changes, and the Go that built it; "dev" where the build says
+// none of this (go run, go test).
+func versionOf(set string, info *debug.BuildInfo) string {
+	v := set
+	if info == nil {
+		return v
+	}
+	if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		v = info.Main.Version
+	}
+	vcs := map[string]string{}
+	for _, s := range info.Settings {
+		vcs[s.Key] = s.Value
+	}
+	var from []string
+	if rev := vcs["vcs.revision"]; rev != "" {
+		from = append(from, "commit "+rev[:min(len(rev), 12)])
+	}
+	if t := vcs["vcs.time"]; t != "" {
+		from = append(from, t)
+	}
+	if vcs["vcs.modified"] == "true" {
+		from = append(from, "with changes not committed")
+	}
+	if len(from) > 0 {
+		v += " (" + strings.Join(from, ", ") + ")"
+	}
+	if info.GoVersion != "" {
+		v += fmt.Sprintf(", built with %s", info.GoVersion)
+	}
+	return v
+}

@@ -1,0 +1,203 @@
+package plans
+
+// Names: what people call a job. Its id (gla-e1.7) is the scheduler's; its name is
+// the point it stands for, short enough to read in a column of an 80-column terminal
+// and unique within its sweep.
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// nameBuiltins are the placeholders a job's name may use beside its parameters: the
+// others are an attempt's, and a job is named before it has one.
+var nameBuiltins = []string{"sweep"}
+
+// PointText is the job's point written whole: every value that sets it apart in the
+// sweep file, key=value, in the order written ("task=glue-sst2,seed=87").
+func (j *Job) PointText() string {
+	return pointName(j.Point, nil, "")
+}
+
+// name gives every job of s its name: the sweep's job_name filled with the job's
+// parameters, or by default its point's values that differ between jobs (see
+// defaultNames). A job_name that gives two jobs one name is an error: logs and
+// selections go by names.
+func (c *checker) name(s *Sweep, doc *Map) {
+	tmpl := c.str(doc, "job_name", "")
+	if tmpl == "" {
+		defaultNames(s)
+		return
+	}
+	seen := make(map[string]*Job, len(s.Jobs))
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		name, err := Expand(tmpl, func(k string) (string, bool) {
+			if k == "sweep" {
+				return s.Name, true
+			}
+			v, ok := j.Params.Get(k)
+			return shown(FormatValue(v)), ok
+		})
+		if mp, ok := err.(*missingPlaceholder); ok {
+			c.fail("job_name", "no parameter fills {%s}%s: a job's name takes its parameters and {sweep}",
+				mp.name, Suggest(mp.name, append(slices.Clone(j.Params.Keys), nameBuiltins...)))
+			return
+		} else if err != nil {
+			c.fail("job_name", "%v", err)
+			return
+		}
+		if prev, dup := seen[name]; dup {
+			c.fail("job_name", "%q names both %s (%s) and %s (%s): add a parameter that tells them apart, e.g. {seed}",
+				name, prev.ID, prev.PointText(), j.ID, j.PointText())
+			return
+		}
+		seen[name], j.Name = j, name
+	}
+}
+
+// defaultNames names each job by the values of its point that tell it apart, in the
+// order written: of the keys whose value is not the same in every job, those the others
+// determine are left out, the last first (an include's sim_activations, set by its
+// task), and of the rest a text value stands alone where every job has its key (an
+// axis: glue-sst2), anything else after its key (seed=87): glue-sst2,seed=87. Where
+// that would name two jobs alike (text alone), every value is written key=value; where
+// even that would (they differ in their memory or priority alone), the name ends with
+// the job's number. A sweep of one job, or of jobs without a point, names them after
+// itself.
+func defaultNames(s *Sweep) {
+	p := pointsOf(s.Jobs)
+	kept := make(map[string]bool, len(p.keys))
+	for _, k := range p.keys {
+		kept[k] = true
+	}
+	for i := len(p.keys) - 1; i >= 0; i-- {
+		kept[p.keys[i]] = false
+		if !p.unique(kept) {
+			kept[p.keys[i]] = true
+		}
+	}
+	names := make([]string, len(s.Jobs))
+	for _, withKeys := range []bool{false, true} {
+		for i := range s.Jobs {
+			names[i] = pointOf(&s.Jobs[i], kept, p.every, withKeys)
+		}
+		if len(names) == len(slices.Compact(slices.Sorted(slices.Values(names)))) {
+			for i := range s.Jobs {
+				s.Jobs[i].Name = cmp.Or(names[i], s.Name)
+			}
+			return
+		}
+	}
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		j.Name = fmt.Sprintf("%s#%d", cmp.Or(j.PointText(), s.Name), j.Index)
+	}
+}
+
+// pointOf writes the values of j's point under the keys kept, text alone where every
+// job has its key unless withKeys.
+func pointOf(j *Job, kept, every map[string]bool, withKeys bool) string {
+	var parts []string
+	for _, k := range j.Point.Keys {
+		if !kept[k] {
+			continue
+		}
+		v := j.Point.Vals[k]
+		if t, text := v.(string); text && t != "" && every[k] && !withKeys {
+			parts = append(parts, shown(t))
+		} else {
+			parts = append(parts, shown(k)+"="+shown(FormatValue(v)))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// points are the jobs' points as numbers, for telling which keys tell jobs apart
+// without writing a name a key at a time: a sweep may have 100,000 jobs.
+type points struct {
+	// keys are those whose value is not the same in every job (a job without the key
+	// differs), in the order the jobs first have them; every says which keys every job
+	// has; ids[i][j] numbers job j's value under keys[i] (0: it has none).
+	keys  []string
+	every map[string]bool
+	ids   [][]uint32
+}
+
+func pointsOf(jobs []Job) points {
+	p := points{every: map[string]bool{}}
+	var all []string
+	index := map[string]int{}
+	var byValue []map[string]uint32
+	var ids [][]uint32
+	for j, job := range jobs {
+		for _, k := range job.Point.Keys {
+			i, ok := index[k]
+			if !ok {
+				i = len(all)
+				index[k], all = i, append(all, k)
+				byValue, ids = append(byValue, map[string]uint32{}), append(ids, make([]uint32, len(jobs)))
+			}
+			v := scalarKey(job.Point.Vals[k])
+			id, ok := byValue[i][v]
+			if !ok {
+				id = uint32(len(byValue[i]) + 1)
+				byValue[i][v] = id
+			}
+			ids[i][j] = id
+		}
+	}
+	for i, k := range all {
+		has := !slices.Contains(ids[i], 0)
+		p.every[k] = has
+		if len(jobs) > 1 && (len(byValue[i]) > 1 || !has) {
+			p.keys, p.ids = append(p.keys, k), append(p.ids, ids[i])
+		}
+	}
+	return p
+}
+
+// unique reports whether the keys kept tell every job from every other.
+func (p points) unique(kept map[string]bool) bool {
+	n := 0
+	if len(p.ids) > 0 {
+		n = len(p.ids[0])
+	}
+	seen := make(map[string]bool, n)
+	buf := make([]byte, 0, 4*len(p.keys))
+	for j := range n {
+		buf = buf[:0]
+		for i, k := range p.keys {
+			if kept[k] {
+				buf = binary.AppendUvarint(buf, uint64(p.ids[i][j]))
+			}
+		}
+		if seen[string(buf)] {
+			return false
+		}
+		seen[string(buf)] = true
+	}
+	return true
+}
+
+// scalarKey tells values apart as valueKey does (87 and "87" differ, 1e-4 is 0.0001),
+// cheaply for the scalars that points mostly hold.
+func scalarKey(v any) string {
+	switch t := v.(type) {
+	case string:
+		return "s" + t
+	case int64:
+		return "i" + strconv.FormatInt(t, 10)
+	case float64:
+		return "f" + formatFloat(t)
+	case Float:
+		return "f" + formatFloat(t.Value)
+	case bool:
+		return "b" + strconv.FormatBool(t)
+	}
+	return "v" + valueKey(v)
+}

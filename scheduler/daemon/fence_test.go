@@ -1,0 +1,307 @@
+package daemon
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// TestWorkerGraceHoldsTheFence: a grace leaves a worker's trainers a lease, their time
+// from SIGTERM to SIGKILL and a margin; one too short for that is refused, naming the
+// shortest that is not.
+func TestWorkerGraceHoldsTheFence(t *testing.T) {
+	for _, tt := range []struct {
+		grace, stop time.Duration
+		lease       time.Duration // 0: refused
+		refusal     string
+	}{
+		{grace: 2 * time.Minute, stop: 10 * time.Second, lease: 2*time.Minute - 10*time.Second - 2*time.Second - 1200*time.Millisecond},
+		{grace: 15 * time.Second, stop: 10 * time.Second, lease: 15*time.Second - 10*time.Second - 2*time.Second - 150*time.Millisecond},
+		{grace: 14 * time.Second, stop: 10 * time.Second, refusal: "--worker-grace 14s is too short"},
+		{grace: 10 * time.Second, stop: 10 * time.Second, refusal: "10s from SIGTERM to SIGKILL, and a margin of 2.1s; give at least 15s"},
+		{grace: 0, stop: 10 * time.Second, refusal: "give at least 15s"},
+		{grace: 10 * time.Second, stop: 2 * time.Second, lease: 10*time.Second - 2*time.Second - 2*time.Second - 100*time.Millisecond},
+	} {
+		f, err := newFence(tt.grace, tt.stop)
+		switch {
+		case tt.refusal != "" && (err == nil || !strings.Contains(err.Error(), tt.refusal)):
+			t.Errorf("grace %s, stop %s: %v, want refused: %q", tt.grace, tt.stop, err, tt.refusal)
+		case tt.refusal == "" && (err != nil || f.lease != tt.lease || f.grace != tt.grace || f.stop != tt.stop):
+			t.Errorf("grace %s, stop %s: %+v %v, want a lease of %s", tt.grace, tt.stop, f, err, tt.lease)
+		}
+	}
+	// The shortest it names is one it takes.
+	for _, stop := range []time.Duration{time.Second, 10 * time.Second, 90 * time.Second} {
+		_, err := newFence(0, stop)
+		var shortest time.Duration
+		if _, s, ok := strings.Cut(err.Error(), "give at least "); ok {
+			shortest, _ = time.ParseDuration(s)
+		}
+		if _, err := newFence(shortest, stop); err != nil || shortest == 0 {
+			t.Errorf("stop %s: the shortest grace named, %s, is refused: %v", stop, shortest, err)
+		}
+		if _, err := newFence(shortest-time.Second, stop); err == nil {
+			t.Errorf("stop %s: a grace a second shorter than the shortest named, %s, is taken", stop, shortest)
+		}
+	}
+}
+
+// testClock is the cluster's time in tests: it moves when the test moves it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) After(d time.Duration) <-chan time.Time { return make(chan time.Time) }
+
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// testCluster is a cluster of workers alone, on a test clock.
+func testCluster(t *testing.T, f fence) (*cluster, *testClock) {
+	clock := &testClock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
+	c := &cluster{local: &machine{}, fence: f, clock: clock, log: runner.NewEventLog(io.Discard), exits: make(chan scheduler.Exit, 64),
+		workers: map[string]*remote{}, lost: map[string]map[string]api.AttemptRef{}}
+	return c, clock
+}
+
+// testLink is a worker's end of its link, as a test holds it.
+type testLink struct {
+	l    *link
+	from chan api.DaemonMessage
+	conn net.Conn
+}
+
+// linkWorker connects a worker to c as its Hello would.
+func linkWorker(t *testing.T, c *cluster, name string) *testLink {
+	t.Helper()
+	daemonEnd, workerEnd := net.Pipe()
+	l, err := c.connect(api.Hello{Name: name, Instance: "i1"}, daemonEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := &testLink{l: l, from: make(chan api.DaemonMessage, 64), conn: workerEnd}
+	go func() {
+		dec := json.NewDecoder(workerEnd)
+		for {
+			var m api.DaemonMessage
+			if dec.Decode(&m) != nil {
+				close(tl.from)
+				return
+			}
+			tl.from <- m
+		}
+	}()
+	t.Cleanup(func() { workerEnd.Close() })
+	return tl
+}
+
+func (tl *testLink) next(t *testing.T) api.DaemonMessage {
+	t.Helper()
+	select {
+	case m, ok := <-tl.from:
+		if !ok {
+			t.Fatal("the link is closed")
+		}
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("the daemon said nothing")
+	}
+	return api.DaemonMessage{}
+}
+
+// closed reports whether the daemon has closed the link.
+func (tl *testLink) closed() bool {
+	select {
+	case <-tl.l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestAWorkersAttemptsRunElsewhereOnlyPastTheFence: a worker's attempts are given up
+// for lost the grace after the last of its beats the daemon answered, on the daemon's
+// clock; its other messages (its cards every poll) do not hold them, since they renew
+// no lease. Its link is cut once its lease has lapsed, and the attempts given up are
+// asked about when it is back: a success it holds of one reaches the engine; another
+// end does not.
+func TestAWorkersAttemptsRunElsewhereOnlyPastTheFence(t *testing.T) {
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, clock := testCluster(t, f)
+	a1 := &state.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1"}
+	a2 := &state.Attempt{ID: "s.2/1", Job: "s.2", N: 1, Worker: "w1"}
+	c.Adopt(a1)
+	c.Adopt(a2)
+	tl := linkWorker(t, c, "w1")
+	if wel := tl.next(t).Welcome; wel == nil || wel.Lease != f.lease || wel.Stop != f.stop || len(wel.Attempts) != 2 {
+		t.Fatalf("welcome %+v, want the lease, the stop time and both attempts", wel)
+	}
+	// Its cards take jobs once it has beaten, having answered the Welcome.
+	c.heard("w1", tl.l, api.WorkerMessage{State: &api.WorkerState{Cards: []gpu.Card{{Index: 0}}}})
+	if cards, _ := c.Read(); len(cards) != 0 {
+		t.Errorf("before its first beat, the worker's cards are offered: %+v", cards)
+	}
+	clock.add(time.Second)
+	c.heard("w1", tl.l, api.WorkerMessage{Beat: 1})
+	if cards, _ := c.Read(); len(cards) != 1 {
+		t.Errorf("after its first beat, the cards offered are %+v", cards)
+	}
+	if m := tl.next(t); m.Ack != 1 {
+		t.Fatalf("a beat was answered with %+v, want ack 1", m)
+	}
+	beat := clock.Now()
+	// Its cards, reported every poll, say nothing of its lease.
+	for clock.Now().Sub(beat) < f.grace {
+		clock.add(500 * time.Millisecond)
+		c.heard("w1", tl.l, api.WorkerMessage{State: &api.WorkerState{}})
+		c.tick()
+		if since := clock.Now().Sub(beat); since > f.lease && !tl.closed() {
+			t.Fatalf("the link is open %s after the last beat answered, past the lease of %s", since, f.lease)
+		}
+		select {
+		case x := <-c.exits:
+			t.Fatalf("%s given up %s after the last beat answered, within the grace of %s", x.Attempt, clock.Now().Sub(beat), f.grace)
+		default:
+		}
+	}
+	c.away("w1", tl.l, io.EOF)
+	clock.add(500 * time.Millisecond)
+	c.tick()
+	for range 2 {
+		select {
+		case x := <-c.exits:
+			if x.Outcome != plans.Lost || !x.Requeue {
+				t.Errorf("given up: %+v, want lost with its job queued again", x)
+			}
+		default:
+			t.Fatalf("the attempts were not given up past the grace")
+		}
+	}
+
+	back := linkWorker(t, c, "w1")
+	wel := back.next(t).Welcome
+	if wel == nil || len(wel.Attempts) != 0 || len(wel.Ask) != 2 {
+		t.Fatalf("welcome back %+v, want no attempt held and both asked about", wel)
+	}
+	last := []plans.Reading{{Step: 900, Name: "eval_loss", Value: 0.5}}
+	c.heard("w1", back.l, api.WorkerMessage{Exit: &scheduler.Exit{Attempt: a1.ID, Outcome: plans.Success, Detail: "exited with status 0",
+		Process: &plans.ProcessExit{Code: 0}, Command: []string{"train"}}, ExitMetrics: last})
+	c.heard("w1", back.l, api.WorkerMessage{Exit: &scheduler.Exit{Attempt: a2.ID, Outcome: plans.Lost, Requeue: true}})
+	select {
+	case x := <-c.exits:
+		if x.Attempt != a1.ID || x.Outcome != plans.Success || x.Requeue || x.Process == nil || len(x.Command) != 1 {
+			t.Errorf("the engine hears %+v, want a1's success, with its exit and command", x)
+		}
+	default:
+		t.Fatal("the success told late did not reach the engine")
+	}
+	// What its trainer reported last is there for the engine to read as it applies it.
+	if rs := c.Metrics(a1, true); len(rs) != 1 || rs[0] != last[0] {
+		t.Errorf("the late success's last readings: %+v, want %+v", rs, last)
+	}
+	select {
+	case x := <-c.exits:
+		t.Errorf("the engine hears %+v, which changes nothing", x)
+	default:
+	}
+	if len(c.lost) != 0 {
+		t.Errorf("still to ask: %v", c.lost)
+	}
+}
+
+// TestTheFenceIsOnTheDaemonsMonotonicClock: the times the daemon measures a worker's
+// silence from keep the monotonic reading of Go's clock, so that a step of the wall
+// clock neither hastens nor delays a requeue.
+func TestTheFenceIsOnTheDaemonsMonotonicClock(t *testing.T) {
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := testCluster(t, f)
+	c.clock = scheduler.RealClock{}
+	c.Adopt(&state.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1"})
+	tl := linkWorker(t, c, "w1")
+	tl.next(t)
+	c.heard("w1", tl.l, api.WorkerMessage{Beat: 1})
+	w := c.workers["w1"]
+	for name, at := range map[string]time.Time{"heard": w.heard, "acked": w.acked} {
+		// A time with a monotonic reading prints it ("m=+0.001").
+		if !strings.Contains(at.String(), " m=") {
+			t.Errorf("%s %s has no monotonic reading", name, at)
+		}
+	}
+}
+
+// TestAGoneWorkersAttemptEndsAsItsDirectorySays: a worker's attempt given up past the
+// grace ends as its exit.json says where the daemon can read it (a shared home): a
+// trainer that succeeded while its worker was gone has succeeded, and its job does not
+// run again; one fenced, or with no end to read, is lost and its job queued again, and
+// the worker is asked about it when it is back.
+func TestAGoneWorkersAttemptEndsAsItsDirectorySays(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		ended   *launcher.Ended
+		want    plans.Outcome
+		requeue bool
+		asked   bool
+	}{
+		{"succeeded meanwhile", &launcher.Ended{Outcome: plans.Success}, plans.Success, false, false},
+		{"failed meanwhile", &launcher.Ended{Outcome: plans.Failed, Detail: "exited with status 1"}, plans.Failed, false, false},
+		{"fenced", &launcher.Ended{Outcome: plans.Lost, Fenced: true}, plans.Lost, true, false},
+		{"no end to read", nil, plans.Lost, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := newFence(20*time.Second, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, clock := testCluster(t, f)
+			dir := t.TempDir()
+			if tt.ended != nil {
+				if err := launcher.WriteJSON(filepath.Join(dir, "exit.json"), tt.ended); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.Adopt(&state.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1", Log: launcher.LogPath(dir)})
+			clock.add(f.grace + time.Second)
+			c.tick()
+			select {
+			case x := <-c.exits:
+				if x.Outcome != tt.want || x.Requeue != tt.requeue {
+					t.Errorf("the engine hears %+v, want %s (requeue %v)", x, tt.want, tt.requeue)
+				}
+			default:
+				t.Fatal("the attempt was not given up")
+			}
+			if _, asked := c.lost["w1"]["s.1/1"]; asked != tt.asked {
+				t.Errorf("the worker is to be asked about it: %v, want %v", asked, tt.asked)
+			}
+		})
+	}
+}

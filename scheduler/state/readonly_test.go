@@ -1,0 +1,64 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestReadOnlyLeavesTheStateAlone: the state of a daemon that does not run reads back
+// as a daemon would replay it, from a journal alone, a snapshot and its journal, a
+// journal with a torn last record and one older than its snapshot, while not a byte
+// of the directory changes and no lock is taken (a daemon takes its lock after); a
+// directory without state is none.
+func TestReadOnlyLeavesTheStateAlone(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	want := dump(s)
+	s.Close()
+	journal := filepath.Join(dir, journalFile)
+	data, _ := os.ReadFile(journal)
+	check := func(name string) {
+		t.Helper()
+		before := files(t, dir)
+		r, ok, err := ReadOnly(dir)
+		if err != nil || !ok {
+			t.Fatalf("%s: %v %v", name, ok, err)
+		}
+		if got := dump(r); got != want {
+			t.Errorf("%s: read\n%s\nwant\n%s", name, got, want)
+		}
+		if after := files(t, dir); after != before {
+			t.Errorf("%s: the directory changed:\n%s\nto\n%s", name, before, after)
+		}
+	}
+	check("a journal")
+	os.WriteFile(journal, append(append([]byte(nil), data...), "garbage\n"...), 0o600)
+	check("a torn last record")
+	s, _, _ = openState(t, dir)
+	must(t, s.Compact())
+	s.Close()
+	check("a snapshot")
+	os.WriteFile(journal, data, 0o600) // a crash between the snapshot and emptying the journal
+	check("a journal older than its snapshot")
+	if _, ok, err := ReadOnly(t.TempDir()); ok || err != nil {
+		t.Errorf("an empty directory: %v %v", ok, err)
+	}
+}
+
+// files lists a directory's files with their sizes and modes, and their contents.
+func files(t *testing.T, dir string) string {
+	t.Helper()
+	var out string
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		fi, _ := e.Info()
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		out += e.Name() + " " + fi.Mode().String() + " " + fi.ModTime().String() + " " + string(data) + "\n"
+	}
+	return out
+}

@@ -1,0 +1,201 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler/runner"
+)
+
+// nodeClock is a node's CLOCK_BOOTTIME in tests: it moves when the test moves it.
+type nodeClock struct {
+	mu  sync.Mutex
+	now time.Duration
+}
+
+func (c *nodeClock) read() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *nodeClock) set(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = d
+}
+
+func testKeeper(t *testing.T) (*keeper, *nodeClock) {
+	clock := &nodeClock{now: time.Hour}
+	k := openLease(filepath.Join(t.TempDir(), "lease"), clock.read)
+	k.length, k.stop = 10*time.Second, 3*time.Second
+	return k, clock
+}
+
+// onFile is the lease its supervisors read.
+func onFile(t *testing.T, k *keeper) launcher.Lease {
+	t.Helper()
+	l, err := launcher.ReadLease(k.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestALeaseRunsFromTheSendingOfTheBeatAnswered: the daemon's answer to a beat moves the
+// lease to its length past the moment the worker sent the beat, not the moment the
+// answer came; an answer that came late (it waited in a frozen node's socket) moves it
+// to a moment past; a daemon with a shorter lease (started again with a shorter grace)
+// shortens it; a lease that lapsed is not renewed until its
+// trainers are fenced, and then another lease is taken.
+func TestALeaseRunsFromTheSendingOfTheBeatAnswered(t *testing.T) {
+	k, clock := testKeeper(t)
+	t0 := clock.read()
+	n := k.beat()
+	clock.set(t0 + 4*time.Second)
+	if moved, err := k.answered(n); !moved || err != nil {
+		t.Fatalf("the first answer: moved %v, %v", moved, err)
+	}
+	first := onFile(t, k)
+	if first.Term != t0+10*time.Second || first.Kill != t0+13*time.Second || !k.valid() {
+		t.Errorf("lease %+v, want its term 10s and its kill 13s past the beat's sending (%s)", first, t0)
+	}
+
+	// Two beats, answered in turn; the first answer comes after the second.
+	b1 := k.beat()
+	clock.set(t0 + 5*time.Second)
+	b2 := k.beat()
+	if moved, _ := k.answered(b2); !moved || onFile(t, k).Term != t0+15*time.Second {
+		t.Errorf("the second beat's answer: moved %v, lease %+v", moved, onFile(t, k))
+	}
+	if moved, _ := k.answered(b1); moved || onFile(t, k).Term != t0+15*time.Second {
+		t.Errorf("an older beat's answer after a newer one moved the lease back: %+v", onFile(t, k))
+	}
+
+	// A daemon started again with a shorter lease: its answer shortens the lease.
+	k.length = 4 * time.Second
+	if moved, _ := k.answered(k.beat()); !moved || onFile(t, k).Term != t0+9*time.Second {
+		t.Errorf("a shorter lease's answer: moved %v, lease %+v; want its term 4s past the beat", moved, onFile(t, k))
+	}
+	k.length = 10 * time.Second
+	// Frozen: a beat sent, the node frozen past the lease, the answer read at the thaw.
+	late := k.beat()
+	clock.set(t0 + 60*time.Second)
+	if moved, _ := k.answered(late); moved || k.valid() || !k.lapsed() {
+		t.Errorf("a stale answer: moved %v, valid %v; want the lease lapsed", moved, k.valid())
+	}
+	// Lapsed, nothing renews it; not even a fresh answer, until its trainers are fenced.
+	fresh := k.beat()
+	if moved, _ := k.answered(fresh); moved || onFile(t, k).ID != first.ID || !k.lapsed() {
+		t.Errorf("a lapsed lease was renewed: %+v", onFile(t, k))
+	}
+	k.fenced()
+	again := k.beat()
+	clock.set(t0 + 61*time.Second)
+	if moved, _ := k.answered(again); !moved || !k.valid() {
+		t.Fatalf("a fresh answer after the fence: moved %v, valid %v", moved, k.valid())
+	}
+	if l := onFile(t, k); l.ID == first.ID || l.Term != t0+70*time.Second {
+		t.Errorf("after the fence the lease is %+v; want another, from the last beat", l)
+	}
+}
+
+// TestAWorkerTakesUpItsLease: a worker started again takes up a lease that holds (its
+// trainers run on) and must fence one that has lapsed, or cannot be read, before it
+// takes another; without one it has nothing to fence.
+func TestAWorkerTakesUpItsLease(t *testing.T) {
+	now := launcher.Uptime()
+	for _, tt := range []struct {
+		name   string
+		file   string // "": none
+		lease  launcher.Lease
+		lapsed bool
+		// killIn: its kill time is still to come.
+		killIn bool
+	}{
+		{name: "none"},
+		{name: "holding", lease: launcher.NewLease(now+time.Hour, now+2*time.Hour), killIn: true},
+		{name: "lapsed, trainers stopping", lease: launcher.NewLease(now-time.Second, now+time.Hour), lapsed: true, killIn: true},
+		{name: "lapsed past its kill", lease: launcher.NewLease(now-2*time.Second, now-time.Second), lapsed: true},
+		{name: "another boot's", lease: launcher.Lease{ID: "x", Boot: "another", Term: now + time.Hour, Kill: now + time.Hour}, lapsed: true},
+		{name: "unreadable", file: "{\"id\":", lapsed: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "lease")
+			switch {
+			case tt.file != "":
+				os.WriteFile(path, []byte(tt.file), 0o600)
+			case tt.lease.ID != "":
+				if err := launcher.WriteLease(path, tt.lease); err != nil {
+					t.Fatal(err)
+				}
+			}
+			k := openLease(path, launcher.Uptime)
+			if k.lapsed() != tt.lapsed || (k.held.KillIn(launcher.Uptime()) > 0) != tt.killIn {
+				t.Errorf("lapsed %v, kill in %s; want lapsed %v", k.lapsed(), k.held.KillIn(launcher.Uptime()), tt.lapsed)
+			}
+			if tt.name == "holding" && (!k.valid() || k.held.ID != tt.lease.ID) {
+				t.Errorf("the lease that holds is not taken up: %+v", k.held)
+			}
+		})
+	}
+}
+
+// TestAWorkerPastItsLeaseActsOnNothing: woken past its lease's kill time (a frozen node
+// thawing, its supervisors still frozen), a worker kills its trainers before it does
+// anything else; between its term and its kill time it leaves them their time to stop
+// (their supervisors stop them), acts on nothing either, and fences them once that time
+// is over.
+func TestAWorkerPastItsLeaseActsOnNothing(t *testing.T) {
+	k, clock := testKeeper(t)
+	k.answered(k.beat())
+	root := t.TempDir()
+	w := &worker{lease: k, attempts: root, log: runner.NewEventLog(io.Discard)}
+	trainer := exec.Command("sleep", "60")
+	trainer.Env = append(os.Environ(), "GPUQ_ATTEMPT_DIR="+filepath.Join(root, "s.1", "attempt-1"))
+	if err := trainer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- trainer.Wait() }()
+	t.Cleanup(func() { trainer.Process.Kill() })
+	for _, step := range []struct {
+		at     time.Duration
+		lapsed bool
+		killed bool
+	}{
+		{at: 9 * time.Second},
+		{at: 11 * time.Second, lapsed: true},
+		{at: 13 * time.Second, lapsed: true, killed: true},
+	} {
+		clock.set(time.Hour + step.at)
+		err := w.guard()
+		if (err == errLapsed) != step.lapsed {
+			t.Errorf("%s in: guard says %v", step.at, err)
+		}
+		select {
+		case <-ended:
+			if !step.killed {
+				t.Fatalf("%s in: the trainer was killed before the lease's kill time", step.at)
+			}
+		case <-time.After(time.Second):
+			if step.killed {
+				t.Fatalf("%s in: the trainer runs on past the lease's kill time", step.at)
+			}
+		}
+	}
+	if err := w.fence(context.Background()); err != nil || k.held.ID != "" || k.lapsed() {
+		t.Errorf("fenced: %v, lease %+v; want none, the next answer takes another", err, k.held)
+	}
+	if syscall.Kill(trainer.Process.Pid, 0) == nil {
+		t.Errorf("the trainer still runs")
+	}
+}
