@@ -244,7 +244,7 @@ func TestHostMemoryIsWhatRunsUnderTheSupervisors(t *testing.T) {
 	l, dir, st := startSupervised(t, r, "setsid sleep 600 & echo ready; exec sleep 600")
 	schedtest.WaitFor(t, "the trainer's child", func() bool {
 		log, _ := os.ReadFile(st.Log)
-		return strings.Contains(string(log), "\nready\r\n")
+		return strings.Contains(string(log), "\nready\n")
 	})
 	if python, err := exec.LookPath("python3"); err == nil {
 		abs, _ := filepath.Abs(dir)
@@ -301,7 +301,7 @@ func TestSupervisorsStartTogether(t *testing.T) {
 		}
 		leaders[s.st.Leader] = true
 		defer func() {
-			if log, _ := os.ReadFile(s.st.Log); strings.Count(string(log), "\nran\r\n") != 1 {
+			if log, _ := os.ReadFile(s.st.Log); strings.Count(string(log), "\nran\n") != 1 {
 				t.Errorf("%s:\n%s", s.st.Log, log)
 			}
 		}()
