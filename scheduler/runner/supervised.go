@@ -32,8 +32,12 @@ func NewSupervised(o Options, command []string) *Supervised {
 
 // StartsAtOnce is how many attempts the engine may start together (see
 // scheduler.Concurrent): a start waits for the supervisor, a process of gpuq's own
-// binary, to start its trainer, and most of that wait is the processes' own work.
-func (r *Supervised) StartsAtOnce() int { return 4 * runtime.NumCPU() }
+// binary, to start its trainer, and most of that wait is the processes' own work. At
+// most maxStartsAtOnce on a large machine: each start under way holds a few
+// descriptors, and running short of them pauses the engine.
+func (r *Supervised) StartsAtOnce() int { return min(4*runtime.NumCPU(), maxStartsAtOnce) }
+
+const maxStartsAtOnce = 32
 
 // Start starts a supervisor for the attempt and returns once its trainer runs.
 func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
