@@ -268,13 +268,16 @@ func (r remains) left(seen map[int]bool) bool {
 		alive = true
 	}
 	for pid := range seen {
-		var ws syscall.WaitStatus
-		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		// Its state first, then reap it: a process that becomes a zombie between a
+		// reap that found it still exiting and a look that finds it a zombie would be
+		// left one.
 		if st, ok := r.fs.stat(pid); ok && !st.zombie {
 			alive = true
-		} else {
-			delete(seen, pid)
+			continue
 		}
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		delete(seen, pid)
 	}
 	return alive
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,10 +79,13 @@ there: one per GPU index, naming the gpuq jobs on that card, none for an idle ca
 that DCGM dashboards label each GPU's metrics hpc_job="<job>".
 
 A record that a crash tore as it was written (the journal's last) is dropped with a
-warning. Damage anywhere else stops the daemon from starting, with the record named; it
-changes nothing and keeps a copy of the state in damaged/. gpuq daemon --salvage then
-rebuilds the state from every good record, says what it skipped, and exits; start the
-daemon again after it.
+warning. Damage anywhere else, a journal shorter than the state's marker says it was
+written, or a snapshot missing, older than the marker says or cut short stops the
+daemon from starting, with the file and the record named; it changes nothing and keeps
+a copy of the state in damaged/. Put back what was moved, or run gpuq daemon --salvage:
+it rebuilds the state from every good record, takes from the attempts' directories
+what the lost records said of attempts (so that no job that ran runs again), says what
+it skipped, and exits; start the daemon again after it.
 
 --listen ADDR also listens on the network for gpuq workers on other nodes (gpuq
 worker) and for gpuq on other machines (--server): over TLS, with a certificate the
@@ -135,7 +139,7 @@ wakes from a freeze past that. A grace too short for this is refused.`,
 	cmd.Flags().BoolVar(&opts.stop, "stop", false, "stop the running daemon; its trainers keep running")
 	cmd.Flags().BoolVar(&opts.stopTrainers, "stop-trainers", false, "with --stop: stop every running trainer too")
 	cmd.Flags().BoolVarP(&opts.detach, "detach", "d", false, "run in the background (its log is daemon.log in the state directory) and return once it answers")
-	cmd.Flags().BoolVar(&opts.salvage, "salvage", false, "rebuild a damaged state from every good record, report what was skipped, and exit")
+	cmd.Flags().BoolVar(&opts.salvage, "salvage", false, "rebuild a damaged state from every good record and the attempts' directories, report what was skipped, and exit")
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
 	cmd.Flags().StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on this host:port (e.g. 127.0.0.1:9469); none by default")
 	cmd.Flags().StringVar(&opts.jobMap, "dcgm-job-map", "", "keep dcgm-exporter's job-mapping files (a file per GPU naming its jobs) in this directory")
@@ -218,8 +222,40 @@ func salvage(opts *daemonOptions) error {
 	for _, s := range got.Skipped {
 		fmt.Fprintf(w, "  left out: %s\n", s)
 	}
+	if len(got.Sweeps) > 0 {
+		fmt.Fprintf(w, "  submitted again from their copies in sweeps/ (their records were lost): %s\n", strings.Join(got.Sweeps, " "))
+	}
+	for _, s := range got.Taken {
+		fmt.Fprintf(w, "  from the attempts' directories: %s\n", s)
+	}
+	if len(got.Orphans) > 0 {
+		fmt.Fprintf(w, "  attempts' directories of jobs of no sweep the state holds (the record of their sweep is lost; submit it again to run them): %s\n",
+			orphansBySweep(got.Orphans))
+	}
+	if len(got.Recounted) > 0 {
+		fmt.Fprintf(w, "  counts of attempts' ends whose records were lost, counted again from the attempts the state holds (gpuq_attempts_total): %s\n",
+			strings.Join(got.Recounted, ", "))
+	}
 	fmt.Fprintf(w, "gpuq: the state as it was is kept in %s; start the daemon again (gpuq daemon, or gpuq submit)\n", got.Kept)
 	return nil
+}
+
+// orphansBySweep says how many of the jobs (ids <sweep>.<n>) are of each sweep:
+// "quick (3 jobs), big (1 job)".
+func orphansBySweep(jobs []string) string {
+	var sweeps []string
+	n := map[string]int{}
+	for _, j := range jobs {
+		sw := j[:max(0, strings.LastIndexByte(j, '.'))]
+		if n[sw]++; n[sw] == 1 {
+			sweeps = append(sweeps, sw)
+		}
+	}
+	parts := make([]string, len(sweeps))
+	for i, sw := range sweeps {
+		parts[i] = fmt.Sprintf("%s (%s)", sw, plans.Count(n[sw], "job"))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // daemonConfig is the daemon's configuration from flags, GPUQ_* and the config file.

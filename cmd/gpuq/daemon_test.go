@@ -482,7 +482,8 @@ func TestFollowAndWaitThroughADaemon(t *testing.T) {
 
 // TestDamagedStateAndSalvage: a damaged record before the end of a state file stops
 // gpuq daemon, naming it and the way out; gpuq daemon --salvage keeps every good record
-// and says what it left out; then the daemon starts and every job is there.
+// and says what it left out, and which counts of attempts' ends it counted again; then
+// the daemon starts and every job is there.
 func TestDamagedStateAndSalvage(t *testing.T) {
 	dir := daemonEnv(t)
 	sweep := writeSweep(t, "name: ok\ncommand: [sh, -c, \"exit 0\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
@@ -497,22 +498,130 @@ func TestDamagedStateAndSalvage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first record, the compaction's number, is damaged: every other is good.
-	os.WriteFile(snapshot, []byte(strings.Replace(string(data), `"epoch":`, `"epoch" `, 1)), 0o600)
+	// The first record, the compaction's number, is damaged, and the count of the
+	// attempts that succeeded: every other is good.
+	damaged := strings.Replace(strings.Replace(string(data), `"epoch":`, `"epoch" `, 1), `"tallies":`, `"tallies" `, 1)
+	os.WriteFile(snapshot, []byte(damaged), 0o600)
 
 	_, errOut, code := cli(t, "daemon")
-	for _, want := range []string{snapshot + ", record 1 of 3", "its checksum does not match", "gpuq daemon --salvage"} {
+	for _, want := range []string{snapshot + ", record 1 of ", "its checksum does not match", "gpuq daemon --salvage"} {
 		if code != exitFailed || !strings.Contains(errOut, want) {
 			t.Errorf("gpuq daemon on a damaged state: exit %d, lacks %q:\n%s", code, want, errOut)
 		}
 	}
 	_, errOut, code = cli(t, "daemon", "--salvage")
-	if code != exitOK || !strings.Contains(errOut, "left out: snapshot record 1 (at byte 0)") || !strings.Contains(errOut, filepath.Join(dir, "damaged")) {
+	if code != exitOK || !strings.Contains(errOut, "left out: snapshot record 1 (at byte 0)") || !strings.Contains(errOut, filepath.Join(dir, "damaged")) ||
+		!strings.Contains(errOut, "counted again from the attempts the state holds (gpuq_attempts_total): success at tier 0: 2") {
 		t.Fatalf("daemon --salvage: exit %d:\n%s", code, errOut)
 	}
 	startDaemon(t)
 	if jobs := listed(t); countState(jobs, "succeeded") != 2 {
 		t.Errorf("jobs after the salvage: %+v", jobs)
+	}
+}
+
+// TestSalvageTakesUpWhatTheAttemptsShow: with every job's and every attempt's record
+// of the snapshot damaged, gpuq daemon --salvage takes from the attempts' directories
+// what the records lost: the daemon then reads how the finished ones ended and adopts
+// the running trainers, and no job runs again. (A snapshot of one record lost them
+// all, and every job ran again.)
+func TestSalvageTakesUpWhatTheAttemptsShow(t *testing.T) {
+	dir := daemonEnv(t)
+	runs := filepath.Join(t.TempDir(), "runs")
+	sweep := writeSweep(t, fmt.Sprintf("name: ev\ncommand: [sh, -c, \"echo {seed} >> %s; [ {seed} -le 2 ] || sleep 120\"]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 1GiB\n", runs))
+	startDaemon(t)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	schedtest.WaitFor(t, "two jobs to succeed and two to run", func() bool {
+		jobs := listed(t)
+		return countState(jobs, "succeeded") == 2 && countState(jobs, "running") == 2
+	})
+	if _, errOut, code := cli(t, "daemon", "--stop"); code != exitOK { // the trainers run on
+		t.Fatalf("daemon --stop: %s", errOut)
+	}
+	schedtest.WaitFor(t, "the daemon to exit", func() bool { return api.Gone(dir) })
+	snapshot := filepath.Join(dir, "snapshot")
+	data, err := os.ReadFile(snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	damaged := 0
+	for i, l := range lines {
+		if strings.Contains(l, `"jobs":`) || strings.Contains(l, `"attempts":`) {
+			lines[i] = l[:20] + "#" + l[21:]
+			damaged++
+		}
+	}
+	if damaged != 8 {
+		t.Fatalf("%d records of jobs and attempts in the snapshot, want 8:\n%s", damaged, data)
+	}
+	os.WriteFile(snapshot, []byte(strings.Join(lines, "")), 0o600)
+	if _, errOut, code := cli(t, "daemon"); code != exitFailed || !strings.Contains(errOut, "the state is damaged") {
+		t.Fatalf("gpuq daemon on a damaged state: exit %d:\n%s", code, errOut)
+	}
+	_, errOut, code := cli(t, "daemon", "--salvage")
+	if code != exitOK || strings.Count(errOut, "from the attempts' directories: ev.") != 4 {
+		t.Fatalf("daemon --salvage: exit %d:\n%s", code, errOut)
+	}
+	startDaemon(t)
+	schedtest.WaitFor(t, "the two finished to be read back and the two running to be adopted", func() bool {
+		jobs := listed(t)
+		return countState(jobs, "succeeded") == 2 && countState(jobs, "running") == 2
+	})
+	if got, _ := os.ReadFile(runs); len(strings.Fields(string(got))) != 4 {
+		t.Errorf("trainers started: %q; want each of the four once", got)
+	}
+}
+
+// TestALostStateStopsTheDaemon: a snapshot moved away after a clean stop (the journal
+// then empty) stops the daemon, where it started with no jobs and wrote its empty state
+// over the snapshot at its next stop; so does a state whose files are all gone while
+// its attempts are there. --salvage starts from what is left: the copies of the
+// sweeps and the attempts' directories.
+func TestALostStateStopsTheDaemon(t *testing.T) {
+	dir := daemonEnv(t)
+	sweep := writeSweep(t, "name: gone\ncommand: [sh, -c, \"exit 0\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n")
+	startDaemon(t)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	schedtest.WaitFor(t, "both jobs to succeed", func() bool { return countState(listed(t), "succeeded") == 2 })
+	stopAll(t, dir)
+	snapshot, aside := filepath.Join(dir, "snapshot"), filepath.Join(t.TempDir(), "snapshot")
+	if err := os.Rename(snapshot, aside); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := cli(t, "daemon")
+	if code != exitFailed || !strings.Contains(errOut, snapshot+": missing, though compaction") || !strings.Contains(errOut, "gpuq daemon --salvage") {
+		t.Fatalf("gpuq daemon without its snapshot: exit %d:\n%s", code, errOut)
+	}
+	for _, name := range []string{"marker", "journal"} {
+		os.Remove(filepath.Join(dir, name))
+	}
+	_, errOut, code = cli(t, "daemon")
+	if code != exitFailed || !strings.Contains(errOut, "the state in "+dir+" is missing") {
+		t.Fatalf("gpuq daemon without any state, beside the attempts: exit %d:\n%s", code, errOut)
+	}
+	_, errOut, code = cli(t, "daemon", "--salvage")
+	if code != exitOK || !strings.Contains(errOut, "submitted again from their copies in sweeps/ (their records were lost): gone") {
+		t.Fatalf("daemon --salvage: exit %d:\n%s", code, errOut)
+	}
+	// From the attempts' directories: both ended, and neither runs again.
+	startDaemon(t)
+	schedtest.WaitFor(t, "both jobs to be read back as succeeded", func() bool { return countState(listed(t), "succeeded") == 2 })
+	if jobs := listed(t); len(jobs[0].Attempts) != 1 || len(jobs[1].Attempts) != 1 {
+		t.Errorf("jobs after the salvage: %+v", jobs)
+	}
+	// Without the copies, the sweep is lost: the salvage names it by its attempts.
+	stopAll(t, dir)
+	for _, name := range []string{"marker", "journal", "snapshot", "sweeps"} {
+		os.RemoveAll(filepath.Join(dir, name))
+	}
+	_, errOut, code = cli(t, "daemon", "--salvage")
+	if code != exitOK || !strings.Contains(errOut, "of no sweep the state holds (the record of their sweep is lost; submit it again to run them): gone (2 jobs)") {
+		t.Fatalf("daemon --salvage without the copies: exit %d:\n%s", code, errOut)
 	}
 }
 

@@ -180,6 +180,9 @@ func Run(ctx context.Context, cfg Config) error {
 // open rebuilds the state, opens the machine and takes up the attempts that ran on.
 func open(cfg Config) (*daemon, error) {
 	d := &daemon{cfg: cfg, started: time.Now(), log: runner.NewEventLog(cfg.Log), stop: make(chan struct{})}
+	if err := stateLost(cfg.StateDir); err != nil {
+		return nil, err
+	}
 	store, err := state.OpenState(cfg.StateDir, func(w string) { d.log.Printf("warning: %s", w) })
 	if err != nil {
 		return nil, err
@@ -198,7 +201,7 @@ func open(cfg Config) (*daemon, error) {
 		return nil, err
 	}
 	launcher.BecomeSubreaper()
-	ro := runner.Options{Dir: filepath.Join(cfg.StateDir, "attempts")}
+	ro := runner.Options{Dir: attemptsIn(cfg.StateDir)}
 	d.attempts = ro.Dir
 	if d.machine.simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger
@@ -429,7 +432,8 @@ func (g *group) run() error {
 }
 
 // Salvage rebuilds the damaged state of a directory (see state.Salvage) under its
-// lock, so that no daemon starts on it meanwhile.
+// lock, so that no daemon starts on it meanwhile, from its good records and what its
+// attempts' directories show.
 func Salvage(dir string) (state.Salvaged, error) {
 	dir, err := api.MakeStateDir(dir)
 	if err != nil {
@@ -440,7 +444,31 @@ func Salvage(dir string) (state.Salvaged, error) {
 		return state.Salvaged{}, err
 	}
 	defer lock.Close()
-	return state.Salvage(dir)
+	found, err := runner.Found(attemptsIn(dir))
+	if err != nil {
+		return state.Salvaged{}, fmt.Errorf("reading the attempts' directories: %w", err)
+	}
+	return state.Salvage(dir, found)
+}
+
+// attemptsIn is where a daemon on a state directory lays out its attempts (see
+// launcher.AttemptDir).
+func attemptsIn(stateDir string) string { return filepath.Join(stateDir, "attempts") }
+
+// stateLost refuses a state directory whose state is gone, though the attempts of an
+// earlier daemon on it are there: a daemon would start without their jobs, and write
+// its empty state over what could still be put back.
+func stateLost(dir string) error {
+	if state.Begun(dir) {
+		return nil
+	}
+	entries, err := os.ReadDir(attemptsIn(dir))
+	if err != nil || len(entries) == 0 {
+		return nil // a new state
+	}
+	return fmt.Errorf("the state in %s is missing: its marker, snapshot and journal are not there, though %s holds the attempts of an earlier daemon (moved or deleted?): "+
+		"put them back; or gpuq daemon --salvage starts from the copies of the sweeps in sweeps/ and what the attempts' directories show; or give gpuq a fresh --state-dir",
+		dir, attemptsIn(dir))
 }
 
 // logEvent logs one of the engine's events.

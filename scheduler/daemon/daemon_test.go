@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -367,6 +368,18 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 	if err != nil || len(out.Sweeps) != 1 || out.Jobs != 2 || !strings.HasPrefix(out.Logs, filepath.Join(d.cfg.StateDir, "cleaned")) {
 		t.Fatalf("clean --sweep again: %+v %v", out, err)
 	}
+	// The copy of the forgotten submission goes with it (a copy the state does not hold
+	// says records were lost); the other's stays.
+	copies := func() []string {
+		names, _ := filepath.Glob(filepath.Join(d.cfg.StateDir, "sweeps", "*"))
+		for i, n := range names {
+			names[i] = filepath.Base(n)
+		}
+		return names
+	}
+	if got := copies(); !slices.Equal(got, []string{"again-2.sweep"}) {
+		t.Errorf("the copies of the sweeps after clean --sweep again: %q", got)
+	}
 	kept, err := os.ReadFile(filepath.Join(out.Logs, "again.1", "attempt-1", "log"))
 	if err != nil || !strings.Contains(string(kept), "run 1") {
 		t.Errorf("the forgotten job's log is not kept: %v", err)
@@ -389,6 +402,9 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 	}
 	if jobs := mustJobs(t, c, ""); len(jobs) != 0 {
 		t.Errorf("jobs after clean: %+v", jobs)
+	}
+	if got := copies(); len(got) != 0 {
+		t.Errorf("the copies of the sweeps after clean: %q", got)
 	}
 }
 

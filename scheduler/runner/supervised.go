@@ -132,3 +132,18 @@ func (r *Supervised) Stop(a *state.Attempt) {
 		launcher.StopSupervised(dir)
 	}
 }
+
+// Found is what the attempts' directories under dir show, for a salvage of a state that
+// lost their records (see state.Salvage): which attempts of which jobs there are, and
+// the cards, tier and argv each was started with.
+func Found(dir string) ([]state.Found, error) {
+	laid, err := launcher.LaidOut(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]state.Found, len(laid))
+	for i, l := range laid {
+		out[i] = state.Found{Job: l.Job, N: l.N, GPUs: l.Cards, Tier: l.Tier, Started: l.Written, Command: l.Argv}
+	}
+	return out, nil
+}

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
 )
 
 // Compaction: the whole state written to the snapshot, so that the journal can start
@@ -29,6 +33,10 @@ func (s *Store) compact(snap View) error {
 	jn.epoch, jn.records = epoch, 0
 	err := syncDir(jn.dir)
 	if err == nil {
+		// The marker names the new snapshot before the journal goes. Where it cannot,
+		// it lags, and says nothing of a journal that follows a later snapshot than its
+		// own: a later start tells less, and is never misled.
+		jn.marker.set(marker{Epoch: epoch}, true)
 		err = jn.f.Truncate(0)
 	}
 	if err == nil {
@@ -38,7 +46,7 @@ func (s *Store) compact(snap View) error {
 		jn.broken = fmt.Errorf("journal: emptying it after a compaction: %w; restart the daemon: it starts from the snapshot", err)
 		return jn.broken
 	}
-	jn.size = 0
+	jn.size, jn.whole = 0, 0
 	return nil
 }
 
@@ -46,29 +54,19 @@ func (s *Store) compact(snap View) error {
 // all: a temporary file, synced, renamed into place.
 func writeSnapshot(dir string, snap View, epoch uint64) error {
 	tmp := filepath.Join(dir, snapshotFile+".new")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	f, err := createNew(tmp)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	write := func(r record) error {
+	err = snapshotRecords(snap, epoch, func(r record) error {
 		r.V = stateVersion
 		line, err := encodeRecord(r)
 		if err == nil {
 			_, err = w.Write(line)
 		}
 		return err
-	}
-	err = write(record{Epoch: epoch})
-	for _, sub := range snap.Submissions() {
-		if err != nil {
-			break
-		}
-		err = write(record{Sweep: recordOfSweep(sub)})
-	}
-	if err == nil {
-		err = write(recordOf(snap.all()))
-	}
+	})
 	if err == nil {
 		err = w.Flush()
 	}
@@ -87,13 +85,80 @@ func writeSnapshot(dir string, snap View, epoch uint64) error {
 	return err
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+// snapshotRecords gives emit the state as snap reads it, as a snapshot holds it: a
+// first record with the compaction's epoch and the number of records; each
+// submission; then one record an object, so that a damaged one loses that object alone
+// (see Salvage); and last a copy of each submission, which every job of it needs, away
+// from the first. A job as its submission made it has no record: it is made again from
+// its sweep, as it was at first, which spares a restart reading 100,000 queued jobs
+// twice.
+func snapshotRecords(snap View, epoch uint64, emit func(record) error) error {
+	subs := snap.Submissions()
+	all := snap.all()
+	n := 1 + 2*len(subs)
+	all.each(func(string, any) error { n++; return nil })
+	err := emit(record{Epoch: epoch, Snapshot: n})
+	sweeps := func() {
+		for _, sub := range subs {
+			if err == nil {
+				err = emit(record{Sweep: recordOfSweep(sub)})
+			}
+		}
 	}
-	defer d.Close()
-	return d.Sync()
+	sweeps()
+	if err == nil {
+		err = all.each(func(_ string, o any) error { return emit(recordOf(changeOf(withoutParams(snap, o)))) })
+	}
+	sweeps()
+	return err
+}
+
+// withoutParams is a job or an attempt as a snapshot writes it: without its parameters
+// where they are those of its job as written (tier 0), for replay to take from its
+// sweep (see apply). A restart then decodes and keeps one copy of them, not three.
+func withoutParams(snap View, o any) any {
+	switch o := o.(type) {
+	case *Job:
+		if sameParams(o.Current, o.Params) {
+			c := *o
+			c.Current = nil
+			return &c
+		}
+	case *Attempt:
+		if j := snap.Job(o.Job); j != nil && sameParams(o.Params, j.Params) {
+			c := *o
+			c.Params = nil
+			return &c
+		}
+	}
+	return o
+}
+
+func sameParams(a, b *plans.Map) bool {
+	return a == b || a != nil && b != nil && reflect.DeepEqual(a, b)
+}
+
+// changeOf is the change that puts one object.
+func changeOf(o any) Change {
+	switch o := o.(type) {
+	case *Submission:
+		return Change{Sweeps: []*Submission{o}}
+	case *Job:
+		return Change{Jobs: []*Job{o}}
+	case *Attempt:
+		return Change{Attempts: []*Attempt{o}}
+	case *Shape:
+		return Change{Shapes: []*Shape{o}}
+	case *Drain:
+		return Change{Drains: []*Drain{o}}
+	case *AllocQueue:
+		return Change{AllocQueues: []*AllocQueue{o}}
+	case *Allocation:
+		return Change{Allocations: []*Allocation{o}}
+	case *Tally:
+		return Change{Tallies: []*Tally{o}}
+	}
+	panic(fmt.Sprintf("state: no table holds a %T", o))
 }
 
 // compactIfDue compacts the journal once it has grown to compactAfter records, but
@@ -122,15 +187,21 @@ func (s *Store) Compact() error {
 }
 
 // all is the whole state as snap reads it, as one change: what a snapshot holds after
-// the submissions themselves.
+// the submissions themselves, less the jobs as their submission made them.
 func (sn View) all() Change {
 	var c Change
+	submitted := map[string]time.Time{}
 	for _, sub := range sn.Submissions() {
+		submitted[sub.Sweep.Name] = sub.Submitted
 		if sub.SweepStatus != (SweepStatus{}) {
 			c.Sweeps = append(c.Sweeps, sub)
 		}
 	}
-	c.Jobs = sn.Jobs()
+	for _, j := range sn.Jobs() {
+		if !j.asSubmitted(submitted[j.Sweep]) {
+			c.Jobs = append(c.Jobs, j)
+		}
+	}
 	c.Attempts = collect[*Attempt](sn.txn, tableAttempts, indexID)
 	c.Shapes = collect[*Shape](sn.txn, tableShapes, indexID)
 	c.Drains = collect[*Drain](sn.txn, tableDrains, indexID)
@@ -138,4 +209,13 @@ func (sn View) all() Change {
 	c.Allocations = collect[*Allocation](sn.txn, tableAllocations, indexID)
 	c.Tallies = collect[*Tally](sn.txn, tableTallies, indexID)
 	return c
+}
+
+// asSubmitted reports whether a job is as its submission at submitted made it (see
+// submittedStatus), and so is made again the same from its sweep: every field of its
+// status as at first (requeued at another time, holding rung readings, let go by what
+// it runs after: not), its parameters the very ones of its sweep's job. (A job read
+// back from a record of its own has parameters of its own, and keeps its record.)
+func (j *Job) asSubmitted(submitted time.Time) bool {
+	return j.Current == j.Params && reflect.DeepEqual(j.Status, submittedStatus(j.Job, j.Shape, submitted))
 }

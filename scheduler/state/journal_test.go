@@ -19,7 +19,7 @@ import (
 
 const gib = int64(1) << 30
 
-var updateState = flag.Bool("update-state", false, "rewrite testdata/state-v1 (only when the state format changes, with a new version)")
+var updateState = flag.Bool("update-state", false, "write testdata/state-v<the current version> (only when the state format changes, with a new version)")
 
 const journalSweep = `name: j
 command: [train, "{seed}"]
@@ -28,8 +28,9 @@ matrix: {seed: [1, 2, 3]}
 memory: 10GiB
 `
 
-// fill makes a history in a journaled store: a sweep, an OOM and a success at tier 1,
-// a running attempt, a held job, a learned shape and a drained card.
+// fill makes a history in a journaled store: a sweep, an OOM and a success at tier 1
+// (each end tallied with it, as the engine does), a running attempt, a held job, a
+// learned shape and a drained card.
 func fill(t *testing.T, s *Store) {
 	t.Helper()
 	sw, err := plans.DecodeSweep("testdata/journal-sweep.yaml", []byte(journalSweep), plans.Overrides{})
@@ -53,11 +54,12 @@ func fill(t *testing.T, s *Store) {
 	j1.State, j1.Pos, j1.Estimate = JobQueued, plans.Position{Tier: 1, Next: 1}, 22*gib
 	j1.Current = j1.Current.Clone()
 	j1.Current.Set("gradient_checkpointing", true)
-	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{&oomed}}))
+	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{&oomed}, Tallies: []*Tally{s.View().Counted(&oomed)}}))
 	j1.State, j1.Attempts = JobSucceeded, 2
 	a2 := &Attempt{ID: "j.1/2", Job: "j.1", N: 2, GPUs: []int{1}, Tier: 1, Params: j1.Current, Estimate: 22 * gib,
 		Peak: 15 * gib, Started: at.Add(2 * time.Minute), Ended: at.Add(3 * time.Minute), Outcome: plans.Success, Leader: 42, Log: "/l"}
-	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{a2}, Shapes: []*Shape{{Name: j1.Shape, Peak: 15 * gib}}}))
+	must(t, s.Put(Change{Jobs: []*Job{cp(j1)}, Attempts: []*Attempt{a2}, Shapes: []*Shape{{Name: j1.Shape, Peak: 15 * gib}},
+		Tallies: []*Tally{s.View().Counted(a2)}}))
 	j2.State, j2.Attempts = JobRunning, 1
 	must(t, s.Put(Change{Jobs: []*Job{cp(j2)}, Attempts: []*Attempt{{ID: "j.2/1", Job: "j.2", N: 1, GPUs: []int{0}, Params: j2.Current, Estimate: 10 * gib, Started: at, Leader: 43}}}))
 	j3.Held = true
@@ -158,6 +160,8 @@ func TestTornLastRecordIsDroppedWithAWarning(t *testing.T) {
 	s.Close()
 	path := filepath.Join(dir, journalFile)
 	data, _ := os.ReadFile(path)
+	// The marker as the crash left it: each case starts from the state before it.
+	mark, _ := os.ReadFile(filepath.Join(dir, markerFile))
 	lines := strings.SplitAfter(string(data), "\n")
 	last := lines[len(lines)-2]
 	for name, torn := range map[string]string{
@@ -167,6 +171,7 @@ func TestTornLastRecordIsDroppedWithAWarning(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			os.WriteFile(path, append(append([]byte(nil), data...), torn...), 0o600)
+			os.WriteFile(filepath.Join(dir, markerFile), mark, 0o600)
 			again, _, warnings := openState(t, dir)
 			if got := dump(again); got != want {
 				t.Errorf("state after a torn record:\n got %s\nwant %s", got, want)
@@ -218,23 +223,34 @@ func TestCompactedStateReplaysTheSame(t *testing.T) {
 	}
 }
 
-// TestStateV1Loads reads a state directory written by gpuq's first journaling version.
-// A later version must keep loading it: never rewrite it to make this pass.
-func TestStateV1Loads(t *testing.T) {
-	fixture := filepath.Join("testdata", "state-v1")
-	if *updateState {
-		os.RemoveAll(fixture)
-		s, _, _ := openState(t, fixture)
-		fill(t, s)
-		must(t, s.Compact())
-		j := *s.View().Job("j.2")
-		j.State = JobSucceeded
-		must(t, s.Put(Change{Jobs: []*Job{&j}})) // one record left in the journal, on top of the snapshot
-		s.Close()
+// TestEveryStateVersionLoads reads a state directory written by each journaling
+// version of gpuq: 1, a snapshot of one record and no marker (which gets one, and
+// says so), and 2. A later version must keep loading each: never rewrite one to make
+// this pass (-update-state writes the current version's, once).
+func TestEveryStateVersionLoads(t *testing.T) {
+	for v := 1; v <= stateVersion; v++ {
+		fixture := filepath.Join("testdata", fmt.Sprintf("state-v%d", v))
+		if *updateState && v == stateVersion {
+			os.RemoveAll(fixture)
+			s, _, _ := openState(t, fixture)
+			fill(t, s)
+			must(t, s.Compact())
+			j := *s.View().Job("j.2")
+			j.State = JobSucceeded
+			must(t, s.Put(Change{Jobs: []*Job{&j}})) // one record left in the journal, on top of the snapshot
+			s.Close()
+		}
+		t.Run(fixture, func(t *testing.T) { checkFixture(t, fixture, v) })
 	}
+}
+
+func checkFixture(t *testing.T, fixture string, v int) {
 	dir := t.TempDir()
-	for _, f := range []string{snapshotFile, journalFile} {
+	for _, f := range []string{snapshotFile, journalFile, markerFile} {
 		data, err := os.ReadFile(filepath.Join(fixture, f))
+		if errors.Is(err, os.ErrNotExist) && f == markerFile && v == 1 {
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,8 +258,12 @@ func TestStateV1Loads(t *testing.T) {
 	}
 	s, sweeps, warnings := openState(t, dir)
 	snap := s.View()
-	if len(sweeps) != 1 || len(warnings) != 0 || len(sweeps[0].Sweep.Jobs) != 3 || sweeps[0].Limit != nil {
-		t.Fatalf("sweeps %+v, warnings %q", sweeps, warnings)
+	if len(sweeps) != 1 || len(sweeps[0].Sweep.Jobs) != 3 || (sweeps[0].Limit == nil) != (v == 1) {
+		t.Fatalf("sweeps %+v", sweeps)
+	}
+	// Written before markers: it gets one, and says so.
+	if wantWarned := v == 1; wantWarned != (len(warnings) == 1) || wantWarned && !strings.Contains(warnings[0], "written by an older gpuq: it now keeps "+filepath.Join(dir, markerFile)) {
+		t.Errorf("warnings %q", warnings)
 	}
 	j1, j2, j3 := snap.Job("j.1"), snap.Job("j.2"), snap.Job("j.3")
 	as := snap.Attempts("j.1")
@@ -259,6 +279,16 @@ func TestStateV1Loads(t *testing.T) {
 	}
 	if v, _ := j1.Current.Get("gradient_checkpointing"); v != true {
 		t.Errorf("j.1's tier-1 parameters: %v", j1.Current)
+	}
+	if v, _ := as[0].Params.Get("gradient_checkpointing"); v != false {
+		t.Errorf("j.1's first attempt's parameters (tier 0): %v", as[0].Params)
+	}
+	// Its sweeps get their copies (see keepSweep).
+	if kept, _, err := keptSweeps(dir); err != nil || kept["j"] == nil {
+		t.Errorf("the copy of sweep j: %v, %v", kept, err)
+	}
+	if v != 1 {
+		return
 	}
 	// A daemon derives the limit its records lack; the next compaction keeps it.
 	must(t, s.DeriveLimit("j", Limit{0: 1}))

@@ -20,44 +20,27 @@ func ReadOnly(dir string) (s *Store, ok bool, err error) {
 			return nil, false, nil
 		}
 	}
+	mk, err := readMarker(dir)
+	if err != nil {
+		return nil, false, err
+	}
 	for tries := 0; ; tries++ {
-		snap, journal, err := readStateFiles(dir)
+		if s, err = NewStore(); err != nil {
+			return nil, false, err
+		}
+		snap, journal, failed, err := s.replay(dir)
 		if err != nil {
 			return nil, false, err
 		}
 		if journal.epoch > snap.epoch && tries < 3 {
 			continue // compacted between the two reads
 		}
-		if s, err = replayed(snap, journal); err != nil {
-			return nil, false, err
+		if d := check(mk, snap, journal); d != nil {
+			return nil, false, fmt.Errorf("%w: gpuq daemon says what to do", d)
+		}
+		if failed != nil {
+			return nil, false, fmt.Errorf("%w: gpuq daemon says what to do", whichFailed(snap, journal, failed))
 		}
 		return s, true, nil
 	}
-}
-
-// replayed is a new store with every good record of snap, then of journal where it
-// follows snap.
-func replayed(snap, journal *stateFile) (*Store, error) {
-	s, err := NewStore()
-	if err != nil {
-		return nil, err
-	}
-	torn := journal.torn()
-	for _, sf := range []*stateFile{snap, journal} {
-		if sf == journal && journal.epoch < snap.epoch {
-			break
-		}
-		for _, l := range sf.lines {
-			if l.bad != "" {
-				if sf == journal && torn != nil && l.n == torn.n {
-					continue
-				}
-				return nil, fmt.Errorf("%s, record %d: %s: gpuq daemon says what to do", sf.path, l.n, l.bad)
-			}
-			if err := s.apply(l.rec, nil); err != nil {
-				return nil, fmt.Errorf("%s, record %d: %w: gpuq daemon says what to do", sf.path, l.n, err)
-			}
-		}
-	}
-	return s, nil
 }

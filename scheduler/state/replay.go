@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,8 @@ import (
 // Replay: a state directory read back into a store, record by record.
 
 // OpenState rebuilds the store from a state directory (made if missing, mode 0700) and
-// journals every later change there. warn hears of a torn last record, which it drops.
+// journals every later change there. warn hears of a torn last record, which it drops,
+// and of a state written before markers, which it gives one.
 func OpenState(dir string, warn func(string)) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
@@ -20,88 +22,214 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, journal, err := readStateFiles(dir)
+	damaged := func(d *Damaged) error {
+		kept, err := keepCopy(dir)
+		if err != nil {
+			return fmt.Errorf("%s: %s; keeping a copy of the state: %w", d.File, d.Why, err)
+		}
+		d.Kept = kept
+		return d
+	}
+	mk, err := readMarker(dir)
+	var d *Damaged
+	if errors.As(err, &d) {
+		return nil, damaged(d)
+	}
 	if err != nil {
 		return nil, err
 	}
-	damaged := func(sf *stateFile, l line, why string) error {
-		kept, err := keepCopy(dir)
-		if err != nil {
-			return fmt.Errorf("%s, record %d: %s; keeping a copy of the state: %w", sf.path, l.n, why, err)
-		}
-		return &Damaged{File: sf.path, Record: l.n, Of: len(sf.lines), Offset: l.off, Why: why, Kept: kept}
-	}
-	// The snapshot is written whole and renamed into place: a crash cannot tear it.
-	torn := journal.torn()
-	for _, sf := range []*stateFile{snap, journal} {
-		for _, l := range sf.bad() {
-			if sf != journal || torn == nil || l.n != torn.n {
-				return nil, damaged(sf, l, l.bad)
-			}
-		}
-	}
-	replay := func(sf *stateFile) error {
-		for _, l := range sf.lines {
-			if l.bad != "" {
-				continue
-			}
-			if err := s.apply(l.rec, nil); err != nil {
-				return damaged(sf, l, err.Error())
-			}
-		}
-		return nil
-	}
-	if err := replay(snap); err != nil {
+	snap, journal, failed, err := s.replay(dir)
+	if err != nil {
 		return nil, err
 	}
-	if journal.epoch < snap.epoch {
-		// Held whole in the snapshot (a crash between the two).
-		if err := os.Truncate(journal.path, 0); err != nil {
-			return nil, fmt.Errorf("journal: %w", err)
-		}
-		torn = nil
-	} else if err := replay(journal); err != nil {
+	if d := check(mk, snap, journal); d != nil {
+		return nil, damaged(d)
+	}
+	if failed != nil {
+		return nil, damaged(whichFailed(snap, journal, failed))
+	}
+	kept, _, err := keptSweeps(dir)
+	if err != nil {
 		return nil, err
 	}
-	if torn != nil {
-		warn(fmt.Sprintf("%s: dropped its last record, torn by a crash in the middle of a write (%s)", journal.path, torn.bad))
-		if err := os.Truncate(journal.path, torn.off); err != nil {
+	if lost := s.lostSweeps(kept); len(lost) > 0 {
+		return nil, damaged(sweepLost(dir, lost[0]))
+	}
+	size, whole := journal.wholeSize()
+	if journal.staleFor(snap) {
+		size, whole = 0, 0 // held whole in the snapshot (a crash between the two)
+	} else if t := journal.torn(); t != nil {
+		warn(fmt.Sprintf("%s: dropped its last record, torn by a crash in the middle of a write (%s)", journal.path, t.bad))
+	}
+	if size < journal.size {
+		if err := truncate(journal.path, size); err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
 	}
-	if err := s.openJournal(dir, max(snap.epoch, journal.epoch)); err != nil {
+	if mk == nil && (!snap.missing || journal.records > 0) {
+		warn(fmt.Sprintf("%s was written by an older gpuq: it now keeps %s, the last compaction and how long the journal is, "+
+			"so that a snapshot lost or a journal cut short stops the daemon rather than start it without them", dir, filepath.Join(dir, markerFile)))
+	}
+	if err := s.openJournal(dir, max(snap.epoch, journal.epoch), whole); err != nil {
 		return nil, err
 	}
+	s.keepSweeps(dir, kept, warn)
 	s.warn, s.renamed = warn, nil
 	return s, nil
 }
 
-func readStateFiles(dir string) (snap, journal *stateFile, err error) {
-	if snap, err = readState(filepath.Join(dir, snapshotFile)); err != nil {
-		return nil, nil, err
+// check says what of a state is missing or damaged, the first of its problems; nil
+// when it has none.
+func check(mk *marker, snap, journal *stateFile) *Damaged {
+	if ds := problems(mk, snap, journal); len(ds) > 0 {
+		return ds[0]
 	}
-	if journal, err = readState(filepath.Join(dir, journalFile)); err != nil {
-		return nil, nil, err
-	}
-	return snap, journal, nil
+	return nil
 }
 
-// openJournal opens the state directory's journal for the changes to come.
-func (s *Store) openJournal(dir string, epoch uint64) error {
-	f, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// problems says what of a state is missing or damaged: a snapshot the marker (or,
+// without one, the journal) says was written, or an older one; a record damaged
+// anywhere but at the journal's end (no crash does that: each write is whole and
+// synced before the next); a snapshot holding fewer records than it was written with;
+// a journal shorter than the marker says it was.
+func problems(mk *marker, snap, journal *stateFile) []*Damaged {
+	var out []*Damaged
+	written := uint64(0) // the compaction that wrote the last snapshot
+	if mk != nil {
+		written = mk.Epoch
+	} else if !journal.staleFor(snap) {
+		written = journal.epoch
+	}
+	if snap.missing && written > 0 {
+		out = append(out, &Damaged{File: snap.path, Why: fmt.Sprintf("missing, though compaction %d wrote it (moved or deleted?): put it back", written)})
+	}
+	torn := journal.torn()
+	for _, sf := range []*stateFile{snap, journal} {
+		for _, l := range sf.bads {
+			if sf != journal || torn == nil || l.n != torn.n {
+				out = append(out, sf.damaged(l, l.bad))
+			}
+		}
+	}
+	if head := snap.first; head != nil && head.Snapshot > 0 && head.Snapshot != snap.records {
+		out = append(out, &Damaged{File: snap.path, Record: snap.records, Of: head.Snapshot, Offset: snap.size,
+			Why: fmt.Sprintf("its first record says it holds %d records, and it holds %d: cut short, or added to", head.Snapshot, snap.records)})
+	}
+	if mk == nil {
+		return out
+	}
+	if snap.first != nil && snap.epoch < mk.Epoch {
+		out = append(out, &Damaged{File: snap.path, Why: fmt.Sprintf("of compaction %d, though %s says compaction %d wrote the last: an older snapshot was put back",
+			snap.epoch, filepath.Join(filepath.Dir(snap.path), markerFile), mk.Epoch)})
+	}
+	if mk.Epoch != snap.epoch || journal.staleFor(snap) {
+		return out // the marker speaks of an earlier journal than this one
+	}
+	if size, n := journal.wholeSize(); size < mk.Journal {
+		out = append(out, &Damaged{File: journal.path, Why: fmt.Sprintf("cut short: it holds %s (%d bytes), though %s (%d bytes) were written and synced (%s); "+
+			"records were lost after they were written (the file cut, an older copy put back), which no crash does",
+			plans.Count(n, "whole record"), size, plans.Count(mk.Records, "record"), mk.Journal, filepath.Join(filepath.Dir(journal.path), markerFile))})
+	}
+	return out
+}
+
+// replay reads dir's state files into the store as it reads them: the snapshot's
+// objects, a record each, merged in one change after its submissions, as a snapshot
+// of one record was; then the journal's records one by one, as they were written,
+// unless the snapshot holds it whole. Damaged records are left out; failed is the
+// first failure to apply one (see whichFailed), which matters once check has passed.
+func (s *Store) replay(dir string) (snap, journal *stateFile, failed, err error) {
+	var merged record
+	apply := func(r record) {
+		if failed == nil {
+			failed = s.apply(r, nil)
+		}
+	}
+	snap, err = readState(filepath.Join(dir, snapshotFile), func(l line) {
+		switch {
+		case l.bad != "":
+		case l.rec.Sweep != nil:
+			apply(record{Sweep: l.rec.Sweep})
+		default:
+			merged.merge(l.rec)
+		}
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	apply(merged)
+	merged = record{}
+	stale := false
+	journal, err = readState(filepath.Join(dir, journalFile), func(l line) {
+		if l.n == 1 {
+			stale = l.bad == "" && l.rec.Epoch < snap.epoch
+		}
+		if l.bad == "" && !stale {
+			apply(l.rec)
+		}
+	})
+	return snap, journal, failed, err
+}
+
+// whichFailed says which record of the state files did not apply in a replay that
+// failed: the records are applied again, one by one, to a store of their own.
+func whichFailed(snap, journal *stateFile, failed error) *Damaged {
+	one, _ := NewStore()
+	var bad *Damaged
+	each := func(sf *stateFile) func(line) {
+		return func(l line) {
+			if l.bad != "" || bad != nil {
+				return
+			}
+			if err := one.apply(l.rec, nil); err != nil {
+				bad = sf.damaged(l, err.Error())
+			}
+		}
+	}
+	readState(snap.path, each(snap))
+	if !journal.staleFor(snap) {
+		readState(journal.path, each(journal))
+	}
+	if bad == nil {
+		bad = &Damaged{File: snap.path, Why: failed.Error()}
+	}
+	return bad
+}
+
+// merge adds the objects of o to r.
+func (r *record) merge(o record) {
+	r.SweepStates = append(r.SweepStates, o.SweepStates...)
+	r.Jobs = append(r.Jobs, o.Jobs...)
+	r.Attempts = append(r.Attempts, o.Attempts...)
+	r.Shapes = append(r.Shapes, o.Shapes...)
+	r.Drains = append(r.Drains, o.Drains...)
+	r.AllocQueues = append(r.AllocQueues, o.AllocQueues...)
+	r.Allocations = append(r.Allocations, o.Allocations...)
+	r.Tallies = append(r.Tallies, o.Tallies...)
+}
+
+// openJournal opens the state directory's journal, of whole records (whole of them),
+// for the changes to come, and makes the marker say how long it is.
+func (s *Store) openJournal(dir string, epoch uint64, whole int) error {
+	f, err := openFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
-		f.Close()
-		return err
+	jn := &journal{dir: dir, f: f, epoch: epoch, whole: whole}
+	err = syncDir(dir)
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
 	}
-	fi, err := f.Stat()
+	if err == nil {
+		jn.size = fi.Size()
+		jn.marker, err = writeMarker(dir, marker{Epoch: epoch, Journal: jn.size, Records: whole})
+	}
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("journal: %w", err)
 	}
-	s.journal = &journal{dir: dir, f: f, size: fi.Size(), epoch: epoch}
+	s.journal = jn
 	return nil
 }
 
@@ -117,13 +245,13 @@ func (s *Store) apply(r record, skip func(string)) error {
 		skip(fmt.Sprintf(format, args...))
 		return nil
 	}
-	if r.Sweep != nil {
+	if r.Sweep != nil && (r.Sweep.Name == "" || s.Latest().Submission(r.Sweep.Name) == nil) {
 		sw, err := plans.DecodeSweepFiles(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides)
 		if err != nil {
 			if err := fail("sweep %s: %v", r.Sweep.File, err); err != nil {
 				return err
 			}
-		} else if s.View().Submission(sw.Name) == nil {
+		} else if s.Latest().Submission(sw.Name) == nil {
 			if err := s.submit(&Submission{Sweep: sw, Environ: r.Sweep.Environ, Limit: r.Sweep.Limit, Submitted: r.Sweep.Submitted}); err != nil {
 				if err := fail("%v", err); err != nil {
 					return err
@@ -131,10 +259,10 @@ func (s *Store) apply(r record, skip func(string)) error {
 			}
 		}
 	}
-	snap := s.View()
+	view := s.Latest()
 	c := Change{Drains: r.Drains, AllocQueues: r.AllocQueues, Allocations: r.Allocations, Tallies: r.Tallies}
 	for _, sr := range r.SweepStates {
-		old := snap.Submission(sr.Name)
+		old := view.Submission(sr.Name)
 		if old == nil {
 			if err := fail("sweep %s was never submitted", sr.Name); err != nil {
 				return err
@@ -146,7 +274,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 		c.Sweeps = append(c.Sweeps, &sub)
 	}
 	for _, jr := range r.Jobs {
-		old := snap.Job(jr.ID)
+		old := view.Job(jr.ID)
 		if old == nil {
 			if err := fail("job %s is not in any sweep", jr.ID); err != nil {
 				return err
@@ -155,20 +283,31 @@ func (s *Store) apply(r record, skip func(string)) error {
 		}
 		j := *old
 		j.Status = jr.Status
-		j.Shape = plans.CanonicalShape(j.Shape)
+		if j.Current == nil { // a snapshot's job at tier 0 (see withoutParams)
+			j.Current = j.Params
+		}
+		if j.Shape != old.Shape { // what the store holds is named canonically already
+			j.Shape = plans.CanonicalShape(j.Shape)
+		}
 		c.Jobs = append(c.Jobs, &j)
 	}
 	for _, a := range r.Attempts {
-		if snap.Job(a.Job) == nil {
+		j := view.Job(a.Job)
+		if j == nil {
 			if err := fail("attempt %s is of no job", a.ID); err != nil {
 				return err
 			}
 			continue
 		}
-		a.Shape = plans.CanonicalShape(a.Shape)
+		if a.Shape != j.Shape {
+			a.Shape = plans.CanonicalShape(a.Shape)
+		}
+		if a.Params == nil { // a snapshot's attempt at tier 0 (see withoutParams)
+			a.Params = j.Params
+		}
 		c.Attempts = append(c.Attempts, a)
 	}
-	c.Shapes = s.canonicalShapes(snap, r.Shapes)
+	c.Shapes = s.canonicalShapes(view, r.Shapes)
 	return s.commit(c)
 }
 
@@ -177,7 +316,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 // record of an old name on, each record of that shape is merged into what the store
 // knows instead of replacing it (see Shape.merge): records of the other old names are
 // of the same shape.
-func (s *Store) canonicalShapes(snap View, shapes []*Shape) []*Shape {
+func (s *Store) canonicalShapes(view View, shapes []*Shape) []*Shape {
 	out := make([]*Shape, 0, len(shapes))
 	for _, l := range shapes {
 		name := plans.CanonicalShape(l.Name)
@@ -198,7 +337,7 @@ func (s *Store) canonicalShapes(snap View, shapes []*Shape) []*Shape {
 				c.merge(known)
 			}
 		}
-		if known := snap.Shape(name); known != nil {
+		if known := view.Shape(name); known != nil {
 			c.merge(known)
 		}
 		out = append(out, &c)

@@ -80,8 +80,8 @@ func NewStore() (*Store, error) {
 // field: one transaction, journaled first as one record. Objects are put in the order
 // of the fields, the order in which a record is replayed, so that a state read back
 // is the state written. A table added to the store gets a field here, and a place in
-// record, recordOf, apply and View.all (TestEveryTableJournals says where it is
-// missing).
+// record, recordOf, apply, record.merge, View.all and changeOf (TestEveryTableJournals
+// says where it is missing).
 type Change struct {
 	// Sweeps are submissions put to change their status (see Submit for a new one).
 	Sweeps      []*Submission

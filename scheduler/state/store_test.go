@@ -1,6 +1,7 @@
 package state
 
 import (
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -127,8 +128,9 @@ func TestBatchReadsWhatItWrote(t *testing.T) {
 }
 
 // TestEveryTableJournals: each kind of object a Change puts lands in its own table,
-// and comes back as it was put from the journal, and from the snapshot once the state
-// is compacted. A field added to Change without a place in the journal fails here.
+// and comes back as it was put from the journal, from the snapshot once the state is
+// compacted, where it has a record of its own, and from a salvage of that snapshot. A
+// field added to Change without a place in the journal or the snapshot fails here.
 func TestEveryTableJournals(t *testing.T) {
 	dir := t.TempDir()
 	s, _, _ := openState(t, dir)
@@ -161,6 +163,9 @@ func TestEveryTableJournals(t *testing.T) {
 	must(t, s.Put(c))
 	check := func(s *Store, when string) {
 		t.Helper()
+		if when == "read from the snapshot" || when == "salvaged" {
+			checkOneObjectARecord(t, dir)
+		}
 		view := s.View()
 		got := []bool{
 			view.Submission("j").AllocConfRefused.Equal(at) && view.Submission("j").MaxRunning() == 3,
@@ -172,7 +177,7 @@ func TestEveryTableJournals(t *testing.T) {
 			view.Drained()[plans.CardID{Worker: "n1", Index: 3}],
 			view.AllocQueue(7) != nil && view.AllocQueue(7).GPUsPerNode == 4,
 			len(view.Allocations(7)) == 1 && view.Allocations(7)[0].State == AllocQueued,
-			len(view.Tallies()) == 1 && *view.Tallies()[0] == Tally{Outcome: plans.GPUOOM, Tier: 1, N: 22},
+			len(view.Tallies()) == 3 && *lookup[*Tally](view, tableTallies, tallyID(plans.GPUOOM, 1)) == Tally{Outcome: plans.GPUOOM, Tier: 1, N: 22},
 		}
 		for i, ok := range got {
 			if !ok {
@@ -187,8 +192,8 @@ func TestEveryTableJournals(t *testing.T) {
 	comesBack(t, s, dir, check)
 }
 
-// comesBack checks the state in dir as put in s, replayed from the journal, and read
-// from the snapshot once compacted.
+// comesBack checks the state in dir as put in s, replayed from the journal, read from
+// the snapshot once compacted, and salvaged from that snapshot's records.
 func comesBack(t *testing.T, s *Store, dir string, check func(s *Store, when string)) {
 	t.Helper()
 	check(s, "put")
@@ -199,6 +204,40 @@ func comesBack(t *testing.T, s *Store, dir string, check func(s *Store, when str
 	again.Close()
 	compacted, _, _ := openState(t, dir)
 	check(compacted, "read from the snapshot")
+	compacted.Close()
+	got, err := Salvage(dir, nil)
+	if err != nil || len(got.Skipped)+len(got.Taken)+len(got.Recounted) > 0 {
+		t.Fatalf("a salvage of a whole state: %+v, %v", got, err)
+	}
+	salvaged, _, _ := openState(t, dir)
+	check(salvaged, "salvaged")
+}
+
+// checkOneObjectARecord checks that the snapshot in dir holds, after its first record
+// and its sweeps, one object a record, and a record of each of Change's tables.
+func checkOneObjectARecord(t *testing.T, dir string) {
+	t.Helper()
+	tables := map[string]bool{}
+	_, err := readState(filepath.Join(dir, snapshotFile), func(l line) {
+		if l.n == 1 || l.rec.Sweep != nil {
+			return
+		}
+		rv := reflect.ValueOf(l.rec)
+		n := 0
+		for i := range rv.NumField() {
+			if f := rv.Field(i); f.Kind() == reflect.Slice && f.Len() > 0 {
+				n += f.Len()
+				tables[rv.Type().Field(i).Name] = true
+			}
+		}
+		if n != 1 {
+			t.Errorf("snapshot record %d holds %d objects, want one", l.n, n)
+		}
+	})
+	must(t, err)
+	if n := reflect.TypeFor[Change]().NumField(); len(tables) != n {
+		t.Errorf("the snapshot holds records of %v, want of each of Change's %d tables", tables, n)
+	}
 }
 
 // TestEndsJournal: how an attempt ended (its trainer's exit, error line and command),
@@ -214,7 +253,8 @@ func TestEndsJournal(t *testing.T) {
 	exit := &plans.ProcessExit{Code: -1, Signal: "SIGSEGV", Error: "Segmentation fault (core dumped)"}
 	a := &Attempt{ID: "j.3/1", Job: "j.3", Shape: j.Shape, N: 1, GPUs: []int{2}, Started: at, Ended: at.Add(time.Hour),
 		Outcome: plans.Failed, Command: []string{"python3", "train.py", "--seed", "3"}, Exit: exit}
-	must(t, s.Put(Change{Jobs: []*Job{&j}, Attempts: []*Attempt{a}, Shapes: []*Shape{{Name: j.Shape, Base: 30 * gib}}}))
+	must(t, s.Put(Change{Jobs: []*Job{&j}, Attempts: []*Attempt{a}, Shapes: []*Shape{{Name: j.Shape, Base: 30 * gib}},
+		Tallies: []*Tally{s.View().Counted(a)}}))
 	check := func(s *Store, when string) {
 		t.Helper()
 		snap := s.View()

@@ -123,8 +123,12 @@ func (s *Store) Submit(sub *Submission) error {
 		if sw.Source == nil {
 			return fmt.Errorf("sweep %q: a journaled sweep must be read from a file", sw.Name)
 		}
-		if err := s.journal.Append(record{Sweep: recordOfSweep(sub)}); err != nil {
+		r := recordOfSweep(sub)
+		if err := s.journal.Append(record{Sweep: r}); err != nil {
 			return err
+		}
+		if err := keepSweep(s.journal.dir, r); err != nil {
+			s.warn(fmt.Sprintf("sweep %s: keeping a copy of it (for a salvage, should the state be damaged): %v", sw.Name, err))
 		}
 	}
 	return s.submit(sub)
@@ -146,7 +150,7 @@ func (s *Store) DeriveLimit(sweep string, l Limit) error {
 // check refuses a sweep whose jobs exist already: inserting would silently replace
 // jobs that may be running.
 func (s *Store) check(sw *plans.Sweep) error {
-	view := s.View()
+	view := s.Latest()
 	for _, pj := range sw.Jobs {
 		if view.Job(pj.ID) != nil {
 			return fmt.Errorf("sweep %q: job %s exists already: give the sweep another name", sw.Name, pj.ID)
@@ -179,15 +183,21 @@ func (s *Store) submit(sub *Submission) error {
 				shape = sw.ShapeOf(pj.Params)
 				shapes[pj.Params] = shape
 			}
-			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: Status{State: JobQueued, Estimate: pj.Memory,
-				Current: pj.Params, Shape: shape, Declared: pj.Memory, HostEstimate: pj.HostMemory, Queued: sub.Submitted,
-				Awaiting: len(pj.After) > 0}}
+			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: submittedStatus(&pj, shape, sub.Submitted)}
 			if err := s.insert(txn, tableJobs, j); err != nil {
 				return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
 			}
 		}
 		return nil
 	})
+}
+
+// submittedStatus is the status of a job as its sweep's submission at submitted makes
+// it, of the shape its parameters are: queued, at the first tier, waiting for what it
+// runs after. A snapshot leaves out a job whose status is still that (see asSubmitted).
+func submittedStatus(pj *plans.Job, shape string, submitted time.Time) Status {
+	return Status{State: JobQueued, Estimate: pj.Memory, Current: pj.Params, Shape: shape, Declared: pj.Memory,
+		HostEstimate: pj.HostMemory, Queued: submitted, Awaiting: len(pj.After) > 0}
 }
 
 // Forget removes sweeps from the store with their jobs, their attempts and what was
@@ -225,6 +235,13 @@ func (s *Store) Forget(names []string) error {
 		return fmt.Errorf("state store: %w", err)
 	}
 	if s.journal != nil {
+		// The copies go first: one of a sweep the state no longer holds says that
+		// records were lost (see keepSweep).
+		for _, name := range names {
+			if err := forgetSweep(s.journal.dir, name); err != nil {
+				return fmt.Errorf("sweep %s: %w", name, err)
+			}
+		}
 		if err := s.compact(View{txn: txn}); err != nil {
 			return err
 		}

@@ -52,7 +52,7 @@ func (sn View) Counted(a *Attempt) *Tally {
 // Tallies returns every tally, by outcome and tier.
 func (sn View) Tallies() []*Tally {
 	ts := collect[*Tally](sn.txn, tableTallies, indexID)
-	slices.SortFunc(ts, func(a, b *Tally) int { return cmp.Or(cmp.Compare(a.Outcome, b.Outcome), cmp.Compare(a.Tier, b.Tier)) })
+	slices.SortFunc(ts, byOutcomeAndTier)
 	return ts
 }
 
@@ -64,6 +64,13 @@ func (sn View) Recount() []*Tally {
 	if len(sn.Tallies()) > 0 {
 		return nil
 	}
+	return sn.shortOfHistory()
+}
+
+// shortOfHistory returns, raised to it, each tally that counts fewer attempts than the
+// state holds ended so, or that the state lacks: a salvage's, whose records of tallies
+// may be lost (see Salvage). Nil when none is.
+func (sn View) shortOfHistory() []*Tally {
 	by := map[string]*Tally{}
 	for a := range each[*Attempt](sn.txn.Get, tableAttempts, indexID) {
 		if a.Running() {
@@ -76,9 +83,16 @@ func (sn View) Recount() []*Tally {
 		by[id].N++
 	}
 	var out []*Tally
-	for _, t := range by {
-		out = append(out, t)
+	for id, t := range by {
+		if old := lookup[*Tally](sn, tableTallies, id); old == nil || old.N < t.N {
+			out = append(out, t)
+		}
 	}
-	slices.SortFunc(out, func(a, b *Tally) int { return cmp.Or(cmp.Compare(a.Outcome, b.Outcome), cmp.Compare(a.Tier, b.Tier)) })
+	slices.SortFunc(out, byOutcomeAndTier)
 	return out
+}
+
+// byOutcomeAndTier orders tallies by outcome, then tier.
+func byOutcomeAndTier(a, b *Tally) int {
+	return cmp.Or(cmp.Compare(a.Outcome, b.Outcome), cmp.Compare(a.Tier, b.Tier))
 }
