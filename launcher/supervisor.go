@@ -94,6 +94,15 @@ func endedOf(p *Process, argv []string) Ended {
 	return Ended{Outcome: outcome, OOM: facts, Detail: p.Ended(), Exit: ProcessExit(p.Exit(), p.Output()), Command: argv}
 }
 
+// RecordEnd is how p, an attempt's process that ran argv in dir and has ended, ended,
+// written to dir's exit.json as a supervisor writes it, so that whoever follows the
+// attempt's log (gpuq logs -f) learns that nothing more comes: gpuq run's attempts, which
+// no supervisor watches, end there too.
+func RecordEnd(dir string, p *Process, argv []string) (Ended, error) {
+	e := endedOf(p, argv)
+	return e, WriteJSON(filepath.Join(dir, exitFile), e)
+}
+
 type supervisorInfo struct {
 	PID    int `json:"pid"`
 	Leader int `json:"leader"`

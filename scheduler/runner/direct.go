@@ -44,9 +44,10 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 		r.mu.Lock()
 		delete(r.procs, id)
 		r.mu.Unlock()
-		outcome, facts := launcher.Classify(proc.Exit(), proc.Output())
-		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: proc.Ended(),
-			Process: launcher.ProcessExit(proc.Exit(), proc.Output()), Command: p.cmd.Argv}
+		// Written for gpuq logs -f, which waits for it; on a disk that cannot take it
+		// the end still reaches the engine, which is what gpuq run reports.
+		e, _ := launcher.RecordEnd(p.dir, proc, p.cmd.Argv)
+		r.exits <- scheduler.Exit{Attempt: id, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Process: e.Exit, Command: e.Command}
 	}()
 	return scheduler.Started{Leader: proc.PID(), Log: log, Command: p.cmd.Argv}, nil
 }
