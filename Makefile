@@ -44,7 +44,9 @@ fmt-check:
 # median of three runs; gpuq's by the built binary, with its peak RSS and its makespan
 # before ordering and backfilling) and the packer's decision latency (of five); the
 # daemon's RSS with 10,000 jobs of history and its slot-free-to-first-output latency
-# (median of 100); then the targets.
+# (median of 100); dispatch: true trainers started and reaped a second, on a quiet and a
+# crowded machine and through 50 workers (cmd/gpuq-bench -dispatch-only measures it alone);
+# then the targets.
 bench: build
 	$(GO) test -run '^$$' -bench 'Pack|Place' -benchtime 200x -count 5 ./scheduler/pack/ > bin/packer-bench.txt
 	$(GO) run ./cmd/gpuq-bench -packer bin/packer-bench.txt -gpuq bin/gpuq

@@ -299,13 +299,29 @@ func (s *Sweep) noRungWarning() []string {
 		return nil
 	}
 	var bare []string
-	for _, j := range s.Jobs {
+	var first *Job
+	for i, j := range s.Jobs {
 		if len(j.Ladder) == 0 {
 			bare = append(bare, j.ID)
+			first = cmp.Or(first, &s.Jobs[i])
 		}
 	}
 	if len(bare) == 0 {
 		return nil
+	}
+	has := func(role string) (string, bool) {
+		for _, k := range roleNamesOf(role) {
+			if _, ok := first.Params.Get(k); ok {
+				return k, true
+			}
+		}
+		return "", false
+	}
+	if batch, ok := has(KeyBatch); ok {
+		if _, acc := has(KeyAccumulation); !acc {
+			return []string{fmt.Sprintf("%s: an OOM will fail %s: it has %s, but the ladder halves the batch only while it doubles %s, so that the effective batch stays: add %s: 1 to its parameters (and pass it to the trainer), or write oom.ladder",
+				s.File, jobList(bare, len(s.Jobs)), batch, KeyAccumulation, KeyAccumulation)}
+		}
 	}
 	var names []string
 	for _, r := range ladderRoles {

@@ -196,3 +196,22 @@ func TestNoRungWarnedOncePerSweep(t *testing.T) {
 		t.Errorf("want one warning naming the five jobs without a rung, got %q", got)
 	}
 }
+
+// TestABatchAloneIsNamed: a sweep whose trainer takes a batch size and nothing else the
+// ladder changes is told what keeps its batch from being halved (the accumulation that
+// keeps the effective batch), not that no ladder key was found.
+func TestABatchAloneIsNamed(t *testing.T) {
+	s, err := DecodeSweep("b.yaml", []byte("name: b\ncommand: [train, --bs, \"{per_device_train_batch_size}\"]\nparams: {per_device_train_batch_size: 8}\nmatrix: {seed: [1, 2]}\n"), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range s.Warnings() {
+		if strings.Contains(w, "an OOM will fail") {
+			got = append(got, w)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "every job: it has per_device_train_batch_size, but the ladder halves the batch only while it doubles gradient_accumulation_steps") {
+		t.Errorf("want one warning naming the missing accumulation, got %q", got)
+	}
+}

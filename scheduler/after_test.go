@@ -198,3 +198,29 @@ func TestAfterStoppedEarlyIsAnEnd(t *testing.T) {
 		t.Errorf("stopped-early tallied %d times, want 1: %+v", stopped, e.store.View().Tallies())
 	}
 }
+
+// TestRunWaitsForAHeldJob: a held job has not ended, so Run (gpuq run) goes on while
+// one is left rather than end as if the sweep were done; released, it runs, and then
+// the run is over.
+func TestRunWaitsForAHeldJob(t *testing.T) {
+	e, st := stepEngine(t, "name: c\ncommand: [train]\nmemory: 1GiB\njobs: [{seed: 1}, {seed: 2}]\n", 1, 1)
+	setHeld := func(held bool) {
+		j := *st.View().Job("c.2")
+		j.Held = held
+		must(t, e.put(state.Change{Jobs: []*state.Job{&j}}))
+	}
+	setHeld(true)
+	round(t, e)
+	e.succeed("c.1")
+	round(t, e)
+	if got := states(st); got != "c.1:succeeded c.2:held" || e.finished() {
+		t.Fatalf("states %s, finished %v; want the run to wait for the held job", got, e.finished())
+	}
+	setHeld(false)
+	round(t, e)
+	e.succeed("c.2")
+	round(t, e)
+	if got := states(st); got != "c.1:succeeded c.2:succeeded" || !e.finished() {
+		t.Errorf("states %s, finished %v; want the run over once the released job has run", got, e.finished())
+	}
+}

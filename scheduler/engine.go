@@ -84,6 +84,15 @@ type Adopter interface {
 	Adopt(a *state.Attempt) Started
 }
 
+// Concurrent is a Runner that can start several attempts at once: one whose start waits
+// for a process of its own to start the trainer (a supervisor) spends most of that wait
+// on the process's work, not its own, and a round starting each attempt in turn waits
+// the sum of them. Its Start must be safe to call from several goroutines.
+type Concurrent interface {
+	// StartsAtOnce is how many starts may be under way together.
+	StartsAtOnce() int
+}
+
 // HostMeter is a Runner that can measure host memory: what the processes of each of its
 // attempts hold now, by attempt id. Attempts it cannot measure are left out.
 type HostMeter interface {
@@ -95,6 +104,9 @@ type Started struct {
 	Leader  int      // the trainer's pid
 	Log     string   // the attempt's log file
 	Command []string // the argv it runs; nil where not known yet
+	// At is when the trainer started, where the runner knows better than the engine
+	// (a supervisor said so); zero: when Start returned.
+	At time.Time
 }
 
 // Exit is how an attempt ended, as its Runner reports it.

@@ -5,6 +5,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -83,9 +84,15 @@ func (e *Engine) ready(exits []Exit) []Exit {
 	}
 }
 
-// finished reports whether no job runs or waits, for what it runs after too.
+// finished reports whether no job runs or waits, for what it runs after too, or held:
+// a held job has not ended (released, it runs; cancelled, it ends), so a gpuq run with
+// one left waits for either rather than end as if it had been done.
 func (e *Engine) finished() bool {
-	return e.store.Queue().Len() == 0 && len(e.after) == 0 && len(e.store.Latest().Running()) == 0
+	view := e.store.Latest()
+	if e.store.Queue().Len() > 0 || len(e.after) > 0 || len(view.Running()) > 0 {
+		return false
+	}
+	return !slices.ContainsFunc(view.Jobs(), func(j *state.Job) bool { return j.State == state.JobQueued })
 }
 
 func (e *Engine) shutdown(cause error) error {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -514,15 +515,12 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	var ran state.Change
 	var lost []Exit
 	var started []Launch
-	for _, l := range launches {
+	tried := e.startEach(launches)
+	for i, l := range launches {
 		if !journaled {
 			ran.Jobs = append(ran.Jobs, l.Job)
 		}
-		var st Started
-		err := e.pausedErr()
-		if err == nil {
-			st, err = e.runner.Start(l)
-		}
+		st, err := tried[i].st, tried[i].err
 		if err != nil {
 			if !journaled {
 				ran.Attempts = append(ran.Attempts, l.Attempt)
@@ -538,6 +536,9 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		// The runner reports the attempt's end on Exits, read only after this round.
 		a := *l.Attempt
 		a.Leader, a.Log, a.Command = st.Leader, st.Log, st.Command
+		if !st.At.IsZero() {
+			a.Started = st.At // the trainer's start, not the round's
+		}
 		ran.Attempts = append(ran.Attempts, &a)
 		started = append(started, l)
 		e.crowdJoin(&a, a.Started, true)
@@ -553,6 +554,62 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		e.events(Event{Time: a.Started, Job: a.Job, Attempt: a.N, Kind: "started",
 			Message: fmt.Sprintf("on %s, tier %d, %s", a.Where(), a.Tier, estimateWords(a.Estimate))})
 	}
+}
+
+// tried is what starting one launch came to.
+type tried struct {
+	st  Started
+	err error
+}
+
+// startEach starts each launch once, as many at a time as the runner takes (see
+// Concurrent; one where it says nothing), and returns what each came to, in order. A
+// launch not begun while the engine is paused, or once a start of this round could not
+// write the attempt's files (state.CannotWrite: the engine is about to pause), is not
+// begun at all: it shares that error, and goes back to the queue unstarted.
+func (e *Engine) startEach(launches []Launch) []tried {
+	out := make([]tried, len(launches))
+	var mu sync.Mutex
+	next, halt := 0, e.pausedErr()
+	// take is the next launch to begin, or the reason none may.
+	take := func() (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		i := next
+		next++
+		return i, halt
+	}
+	work := func() {
+		for i, err := take(); i < len(launches); i, err = take() {
+			if err == nil {
+				out[i].st, err = e.runner.Start(launches[i])
+				var cw *state.CannotWrite
+				if errors.As(err, &cw) {
+					mu.Lock()
+					if halt == nil {
+						halt = cw
+					}
+					mu.Unlock()
+				}
+			}
+			out[i].err = err
+		}
+	}
+	at := 1
+	if c, ok := e.runner.(Concurrent); ok {
+		at = min(max(1, c.StartsAtOnce()), len(launches))
+	}
+	var wg sync.WaitGroup
+	for range at - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	work()
+	wg.Wait()
+	return out
 }
 
 // pausedErr is why no attempt may start now: the engine is paused; nil when it is not.

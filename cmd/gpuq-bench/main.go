@@ -2,8 +2,9 @@
 // examples/traces simulated under each policy (gpuq's by the built binary, as a user
 // runs it, with its peak RSS), with gpuq's makespan before ordering and backfilling
 // (baseline.tsv) beside it; the packer's Go benchmarks; each time the median of several
-// runs; a fleet beyond one box (1,000 workers of 8 cards, 1,000,000 queued jobs), its
-// scheduling rounds timed; then the targets, met or not.
+// runs; trainers dispatched a second (dispatch.go); a fleet beyond one box (1,000
+// workers of 8 cards, 1,000,000 queued jobs), its scheduling rounds timed; then the
+// targets, met or not.
 //
 //	go test -run '^$' -bench 'Pack|Place' -count 5 ./scheduler/pack/ > packer.txt
 //	go run ./cmd/gpuq-bench -packer packer.txt -gpuq bin/gpuq
@@ -41,15 +42,23 @@ func main() {
 	gpuq := flag.String("gpuq", "", "a built gpuq binary, to run gpuq's simulations and measure its daemon")
 	fleet := flag.String("fleet", "1000,8,1000000,200", "workers,cards per worker,queued jobs,rounds timed of the fleet beyond one box; \"\": skip it")
 	fleetOnly := flag.Bool("fleet-only", false, "simulate the fleet alone, with its targets")
+	do := dispatchOptions{crowd: 2000, workers: 50, idleSecs: 5}
+	flag.IntVar(&do.jobs, "dispatch", 400, "true trainers each dispatch run starts (0: dispatch not measured)")
+	flag.IntVar(&do.runs, "dispatch-runs", 3, "runs of each dispatch case; each figure is their median")
+	flag.StringVar(&do.against, "dispatch-against", "", "another gpuq binary whose dispatch runs alternate with -gpuq's, for ratios")
+	flag.BoolVar(&do.only, "dispatch-only", false, "measure dispatch alone")
 	flag.Parse()
 	var err error
-	if *fleetOnly {
+	switch {
+	case *fleetOnly:
 		var checks bytes.Buffer
 		if err = benchFleet(os.Stdout, *fleet, checker(&checks)); err == nil {
 			fmt.Printf("\nTargets\n%s", checks.Bytes())
 		}
-	} else {
-		err = run(os.Stdout, *traces, *runs, *packer, *gpuq, *fleet)
+	case do.only:
+		err = runDispatch(os.Stdout, *gpuq, do)
+	default:
+		err = run(os.Stdout, *traces, *runs, *packer, *gpuq, *fleet, do)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gpuq-bench:", err)
@@ -57,7 +66,7 @@ func main() {
 	}
 }
 
-func run(w io.Writer, traceDir string, runs int, packerOut, gpuq, fleet string) error {
+func run(w io.Writer, traceDir string, runs int, packerOut, gpuq, fleet string, do dispatchOptions) error {
 	files, err := filepath.Glob(filepath.Join(traceDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no traces in %s", traceDir)
@@ -113,6 +122,9 @@ func run(w io.Writer, traceDir string, runs int, packerOut, gpuq, fleet string) 
 			return fmt.Errorf("daemon: %w", err)
 		}
 		printDaemon(w, f)
+		if err := runDispatch(w, gpuq, do); err != nil {
+			return err
+		}
 	}
 	printSharingModel(w)
 	if h := facts["gla-shared"].hand; h > 0 {

@@ -93,7 +93,7 @@ func TestUpdateVerb(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{"s", ptr(3), exitOK, "updated s: at most 3 jobs at once; 1 running now"},
+		{"s", ptr(3), exitOK, "updated s: at most 3 jobs at once; 1 running now\nmore start as the cards' memory, slots and sharing target let them; gpuq why s.N says what holds a job"},
 		{"s", ptr(0), exitOK, "updated s: no limit on how many of its jobs run at once"},
 		{"s", nil, exitBadInput, "say what to change: --max-running N"},
 		{"s", ptr(-1), exitBadInput, "--max-running -1: give 0 (no limit) or more"},

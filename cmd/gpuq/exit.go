@@ -30,10 +30,21 @@ func (e inputError) Unwrap() error { return e.err }
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
-			return inputError{fmt.Errorf("%w; see gpuq %s --help", err, cmd.Name())}
+			return inputError{fmt.Errorf("%w%s; see gpuq %s --help", err, flagMeant(cmd, args[min(n, len(args)):]), cmd.Name())}
 		}
 		return nil
 	}
+}
+
+// flagMeant points a word given as an argument that is the name of one of cmd's
+// flags to the flag (gpuq daemon stop: "did you mean --stop?").
+func flagMeant(cmd *cobra.Command, extra []string) string {
+	for _, a := range extra {
+		if f := cmd.Flags().Lookup(a); f != nil {
+			return fmt.Sprintf(" (did you mean --%s?)", f.Name)
+		}
+	}
+	return ""
 }
 
 // maxArgs is cobra.MaximumNArgs with the error marked as bad input.

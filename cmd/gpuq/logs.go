@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,10 +129,18 @@ func logsJob(opts *logsOptions, args []string) (string, error) {
 		return "", badInput("no job %s; gpuq status lists them", selectionText(opts.sweep, opts.where))
 	}
 	named := make([]string, len(jobs))
+	var sweeps []string
 	for i, j := range jobs {
 		named[i] = j.ID + " (" + j.Name + ")"
+		if !slices.Contains(sweeps, j.Sweep) {
+			sweeps = append(sweeps, j.Sweep)
+		}
 	}
-	return "", badInput("%d jobs %s: %s; name one, or give --where more keys", len(jobs), selectionText(opts.sweep, opts.where), strings.Join(named, ", "))
+	more := "give --where more keys"
+	if len(sweeps) > 1 {
+		more = fmt.Sprintf("give --sweep (they are of %s) or --where more keys", strings.Join(sweeps, ", "))
+	}
+	return "", badInput("%d jobs %s: %s; name one, or %s", len(jobs), selectionText(opts.sweep, opts.where), strings.Join(named, ", "), more)
 }
 
 // followJob follows a job's attempts, each to its end, until the job ends: the latest,

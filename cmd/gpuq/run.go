@@ -285,16 +285,27 @@ type runUI struct {
 	wg    sync.WaitGroup
 }
 
+// eventLine is an event as the run shows it: "10:04:05 gla.3 #2 gpu-oom: ...", the
+// attempt's number where it is one's, the message where there is one (a hold has none).
+func eventLine(ev scheduler.Event) string {
+	line := ev.Time.Format("15:04:05") + " " + ev.Job
+	if ev.Attempt > 0 {
+		line += " #" + strconv.Itoa(ev.Attempt)
+	}
+	line += " " + ev.Kind
+	if ev.Message != "" {
+		line += ": " + ev.Message
+	}
+	return line
+}
+
 // newRunUI returns the progress of a sweep's run; its store is set before it starts.
 func newRunUI(w io.Writer, live bool, sw *plans.Sweep) *runUI {
 	return &runUI{w: w, live: live, sweep: sw, done: make(chan struct{}), size: func() (int, int) { return termSize(w) }}
 }
 
 func (u *runUI) event(ev scheduler.Event) {
-	line := fmt.Sprintf("%s %s #%d %s: %s", ev.Time.Format("15:04:05"), ev.Job, ev.Attempt, ev.Kind, ev.Message)
-	if ev.Attempt == 0 {
-		line = fmt.Sprintf("%s %s %s: %s", ev.Time.Format("15:04:05"), ev.Job, ev.Kind, ev.Message)
-	}
+	line := eventLine(ev)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.live {

@@ -620,3 +620,21 @@ func TestRunShowsTheSlowdown(t *testing.T) {
 		}
 	}
 }
+
+// TestEventLines: an attempt's event names the attempt, and an event without a message
+// (a hold) ends at its kind, not at a colon.
+func TestEventLines(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		ev   scheduler.Event
+		want string
+	}{
+		{scheduler.Event{Time: at, Job: "gla.3", Attempt: 2, Kind: "gpu-oom", Message: "tried to allocate 2.00 GiB"}, "10:04:05 gla.3 #2 gpu-oom: tried to allocate 2.00 GiB"},
+		{scheduler.Event{Time: at, Job: "gla.4", Kind: "held"}, "10:04:05 gla.4 held"},
+		{scheduler.Event{Time: at, Job: "gla.5", Kind: "cancelled", Message: "cancelled while queued"}, "10:04:05 gla.5 cancelled: cancelled while queued"},
+	} {
+		if got := eventLine(tc.ev); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}

@@ -52,6 +52,14 @@ func TestWhereSelectsByPoint(t *testing.T) {
 			t.Errorf("logs --where %s: %q, exit %d %q; want %q %q", tc.where, id, code, msg, tc.id, tc.err)
 		}
 	}
+	// Jobs of two sweeps at one point: --sweep tells them apart.
+	two := pointJobs()[:1]
+	other := job("t.1", "running")
+	other.Params = two[0].Params
+	two = append(two, other)
+	if _, err := logsJob(&logsOptions{client: (&fakeDaemon{listings: [][]api.Job{two}}).client, where: "task=sst2"}, nil); err == nil || !strings.Contains(err.Error(), "name one, or give --sweep (they are of s, t) or --where more keys") {
+		t.Errorf("logs --where of jobs of two sweeps: %v", err)
+	}
 	if _, err := logsJob(&logsOptions{client: d.client, where: "seed=87"}, []string{"s.1"}); exitCode(err) != exitBadInput {
 		t.Errorf("logs ID --where: %v", err)
 	}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"os"
 	"sync"
 
 	"github.com/gpuq/gpuq/launcher"
@@ -43,11 +44,19 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 		r.mu.Lock()
 		delete(r.procs, id)
 		r.mu.Unlock()
-		outcome, facts := launcher.Classify(proc.Exit(), proc.Output())
-		r.exits <- scheduler.Exit{Attempt: id, Outcome: outcome, OOM: facts, Detail: proc.Ended(),
-			Process: launcher.ProcessExit(proc.Exit(), proc.Output()), Command: p.cmd.Argv}
+		// Written for gpuq logs -f, which waits for it; on a disk that cannot take it
+		// the end still reaches the engine, which is what gpuq run reports.
+		e, _ := launcher.RecordEnd(p.dir, proc, p.cmd.Argv)
+		r.exits <- scheduler.Exit{Attempt: id, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Process: e.Exit, Command: e.Command}
 	}()
 	return scheduler.Started{Leader: proc.PID(), Log: log, Command: p.cmd.Argv}, nil
+}
+
+// HostMemory is what the processes of each attempt hold of host RAM, by attempt: the
+// processes under this one, gpuq run, which is a subreaper (see
+// launcher.BecomeSubreaper), so that whatever a trainer starts stays under it.
+func (r *Direct) HostMemory() map[string]int64 {
+	return launcher.AttemptMemory(r.dir, []int{os.Getpid()})
 }
 
 // Stop stops the attempt's process group: SIGTERM, then SIGKILL after a grace period.

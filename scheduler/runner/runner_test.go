@@ -45,7 +45,8 @@ func exitOf(t *testing.T, r *Direct) scheduler.Exit {
 }
 
 // TestDirectRunsWithTheSubmittersEnvironment: a trainer gets the environment its sweep
-// was submitted from, and its end is reported; a stopped one ends cancelled.
+// was submitted from, and its end is reported and recorded in its directory; a stopped
+// one ends cancelled.
 func TestDirectRunsWithTheSubmittersEnvironment(t *testing.T) {
 	r := NewDirect(Options{Dir: t.TempDir()})
 	l := launch(t, "echo from $FROM_SUBMIT; exit 3", []string{"PATH=" + os.Getenv("PATH"), "FROM_SUBMIT=the-submitter"})
@@ -58,6 +59,10 @@ func TestDirectRunsWithTheSubmittersEnvironment(t *testing.T) {
 	}
 	if log, _ := os.ReadFile(st.Log); !strings.Contains(string(log), "from the-submitter") {
 		t.Errorf("the trainer did not get the submission's environment:\n%s", log)
+	}
+	// Its end is in its directory, for gpuq logs -f to stop at.
+	if e, err := launcher.ReadEnded(filepath.Dir(st.Log)); e == nil || e.Outcome != plans.Failed || e.Detail != "exited with status 3" {
+		t.Errorf("exit.json of a direct attempt: %+v %v", e, err)
 	}
 	launcher.GroupGrace = time.Second
 	l = launch(t, "sleep 60", nil)
