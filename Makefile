@@ -45,7 +45,9 @@ fmt-check:
 # before ordering and backfilling) and the packer's decision latency (of five); the
 # daemon's RSS with 10,000 jobs of history and its slot-free-to-first-output latency
 # (median of 100); the daemon with 100,000 jobs queued (its verbs' times, its RSS idle,
-# busy and after clean); then the targets.
+# busy and after clean); dispatch: true trainers started and reaped a second, on a quiet
+# and a crowded machine and through 50 workers (cmd/gpuq-bench -dispatch-only measures it
+# alone); then the targets.
 bench: build
 	$(GO) test -run '^$$' -bench 'Pack|Place' -benchtime 200x -count 5 ./scheduler/pack/ > bin/packer-bench.txt
 	$(GO) run ./cmd/gpuq-bench -packer bin/packer-bench.txt -gpuq bin/gpuq

@@ -194,9 +194,10 @@ func exited(pid int) bool {
 // its lease past its Kill, as a frozen node thaws. It returns how many it killed.
 func KillUnder(root string) int {
 	// All are found before any is killed: a child whose parent dies first is re-parented
-	// and no longer known by its parent's environment.
+	// and no longer known by its parent's environment. They are sought among every
+	// process, not only under this one: this is rare, and its supervisors may be gone.
 	n := 0
-	for _, pid := range hostProcs.members(attemptsUnder(root)) {
+	for _, pid := range hostProcs.members(attemptsUnder(root), 0) {
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			n++
 		}

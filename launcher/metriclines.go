@@ -9,24 +9,31 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gpuq/gpuq/plans"
 )
 
 var (
 	// escapes are a terminal's control sequences (colours, tqdm's cursor moves).
-	escapes = regexp.MustCompile(`\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])`)
+	escapes = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])`)
+	})
 	// bar is a tqdm bar's count and its bracket: "50/1000 [00:10<03:10, 5.00it/s, loss=2.31]",
 	// or without a total "50it [00:10, 5.00it/s]"; Lightning's starts "Epoch 3:".
-	bar = regexp.MustCompile(`(?:^|\s|\|)(\d+)(?:/(\d+)|it) \[([^\]]*)\]\s*$`)
+	bar = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|\s|\|)(\d+)(?:/(\d+)|it) \[([^\]]*)\]\s*$`) })
 	// epochOf is Lightning's "Epoch 3:" before its bar.
-	epochOf = regexp.MustCompile(`^\s*Epoch (\d+):`)
+	epochOf = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*Epoch (\d+):`) })
 	// postfixPair is "loss=2.31" in a bar's bracket.
-	postfixPair = regexp.MustCompile(`(?:^|,\s*)([A-Za-z_][A-Za-z0-9_./:@-]*)=([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)\b`)
+	postfixPair = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?:^|,\s*)([A-Za-z_][A-Za-z0-9_./:@-]*)=([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)\b`)
+	})
 	// dictPair is "'loss': 2.31" in a printed dict, the number perhaps wrapped as NumPy
 	// 2 and PyTorch print one: np.float64(0.71), tensor(1.23, device='cuda:0'), or
 	// quoted.
-	dictPair = regexp.MustCompile(`['"]([A-Za-z_][A-Za-z0-9_./:@-]*)['"]\s*:\s*(?:(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)?\(|tensor\()?['"]?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf|NaN|Infinity|-Infinity)\b`)
+	dictPair = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`['"]([A-Za-z_][A-Za-z0-9_./:@-]*)['"]\s*:\s*(?:(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)?\(|tensor\()?['"]?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf|NaN|Infinity|-Infinity)\b`)
+	})
 )
 
 // ignoredPostfix are postfix keys that are no metric: Lightning's logger version.
@@ -47,7 +54,7 @@ func newLineReader() *lineReader { return &lineReader{step: -1} }
 // whether they came from a progress bar's postfix, which is redrawn many times a step.
 func (lr *lineReader) read(line string) (rs []plans.Reading, fromBar bool) {
 	if strings.IndexByte(line, 0x1b) >= 0 {
-		line = escapes.ReplaceAllString(line, "")
+		line = escapes().ReplaceAllString(line, "")
 	}
 	t := strings.TrimSpace(line)
 	if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
@@ -61,7 +68,7 @@ func (lr *lineReader) read(line string) (rs []plans.Reading, fromBar bool) {
 
 // bar reads a progress bar: its count, and its postfix's metrics at that step.
 func (lr *lineReader) bar(line string) []plans.Reading {
-	m := bar.FindStringSubmatch(line)
+	m := bar().FindStringSubmatch(line)
 	if m == nil {
 		return nil
 	}
@@ -71,7 +78,7 @@ func (lr *lineReader) bar(line string) []plans.Reading {
 	}
 	total, _ := strconv.ParseInt(m[2], 10, 64)
 	step := n
-	if e := epochOf.FindStringSubmatch(line); e != nil && total > 0 {
+	if e := epochOf().FindStringSubmatch(line); e != nil && total > 0 {
 		// Lightning counts each epoch's batches from 0.
 		epoch, _ := strconv.ParseInt(e[1], 10, 64)
 		step = epoch*total + n
@@ -80,7 +87,7 @@ func (lr *lineReader) bar(line string) []plans.Reading {
 		lr.total, lr.step = total, step
 	}
 	var rs []plans.Reading
-	for _, p := range postfixPair.FindAllStringSubmatch(m[3], -1) {
+	for _, p := range postfixPair().FindAllStringSubmatch(m[3], -1) {
 		if v, ok := parseNumber(p[2]); ok && !ignoredPostfix[p[1]] {
 			rs = append(rs, plans.Reading{Step: step, Name: p[1], Value: v})
 		}
@@ -92,7 +99,7 @@ func (lr *lineReader) bar(line string) []plans.Reading {
 // dict reads a printed dict of metrics: its step is its own "step", else the training
 // bar's count, else its number among such dicts.
 func (lr *lineReader) dict(line string) []plans.Reading {
-	pairs := dictPair.FindAllStringSubmatch(line, -1)
+	pairs := dictPair().FindAllStringSubmatch(line, -1)
 	if len(pairs) == 0 {
 		return nil
 	}

@@ -155,7 +155,7 @@ func runHook(argv []string, nt Notice) error {
 	cmd.Cancel = func() error {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		// What it started in sessions of its own, which would hold its output open.
-		remains{mark: mark{hookVar, func(v string) bool { return v == id }}, fs: hostProcs}.stop(map[int]bool{}, 0)
+		remains{mark: mark{hookVar, func(v string) bool { return v == id }}, fs: hostProcs, top: scope()}.stop(map[int]bool{}, 0)
 		return nil
 	}
 	cmd.WaitDelay = 5 * time.Second

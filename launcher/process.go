@@ -172,12 +172,16 @@ type remains struct {
 	pgid int
 	mark mark
 	fs   procFS
+	// top is the process they are all under (see scope), so that only its descendants
+	// are read; 0: they may be anywhere, and every process is read (a supervisor
+	// that is gone, a gpuq run killed).
+	top int
 	// outside, if not nil, learns the processes outside the group that signal reaches.
 	outside *sync.Map
 }
 
 func (p *Process) remains() remains {
-	r := remains{pgid: p.PID(), fs: hostProcs, outside: &p.outside}
+	r := remains{pgid: p.PID(), fs: hostProcs, top: scope(), outside: &p.outside}
 	if p.dir != "" {
 		r.mark = attemptMark(p.dir)
 	}
@@ -230,7 +234,7 @@ func (r remains) stop(seen map[int]bool, grace time.Duration) bool {
 // first, and then to the group: once the leader has ended, one of them that ended too
 // is known by its pid alone.
 func (r remains) signal(sig syscall.Signal) {
-	for _, pid := range r.fs.members(r.mark) {
+	for _, pid := range r.fs.members(r.mark, r.top) {
 		if r.outside != nil {
 			r.outside.Store(pid, true)
 		}
@@ -259,7 +263,7 @@ func (r remains) left(seen map[int]bool) bool {
 		}
 		alive = syscall.Kill(-r.pgid, 0) == nil
 	}
-	for _, pid := range r.fs.members(r.mark) {
+	for _, pid := range r.fs.members(r.mark, r.top) {
 		seen[pid] = true
 		alive = true
 	}

@@ -7,7 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // An attempt's processes are those that inherit its identity, GPUQ_ATTEMPT_DIR in the
@@ -17,6 +21,14 @@ import (
 // change it, so no process of an attempt can leave. Where a process's environment names
 // no attempt or cannot be read (another user's, a non-dumpable one, a zombie) its parent
 // speaks for it.
+//
+// Only the processes that can be an attempt's are read, not every process on the
+// machine (a GPU node shared with data loaders, notebooks and other users has
+// thousands): gpuq run, a supervisor, a daemon and a worker are subreapers, so that
+// every process a trainer starts stays under them, and an attempt's processes are
+// among their descendants (see scope). A supervisor that is gone, or a gpuq run
+// killed, leaves its attempts' processes anywhere: what is left of them is looked for
+// among every process.
 //
 // The directory, unlike GPUQ_JOB_ID and GPUQ_ATTEMPT, is unique to one gpuq: two runs
 // of one sweep at once have the same job ids, not the same attempt directories.
@@ -140,6 +152,98 @@ func (fs procFS) owner(pid int, name string, known map[int]string) (string, bool
 	return value, value != ""
 }
 
+// children lists a process's children: every thread's, since a child belongs to the
+// thread that started it, and an orphan handed to a subreaper to one of its threads
+// (/proc/PID/task/TID/children, Linux 3.5 and later with CONFIG_PROC_CHILDREN). A
+// thread that ends while they are read has none left. ok is false where the kernel
+// lists no children this way, or the process is gone.
+func (fs procFS) children(pid int) (kids []int, ok bool) {
+	tasks, err := os.ReadDir(fs.path(pid, "task"))
+	if err != nil {
+		return nil, false
+	}
+	for _, t := range tasks {
+		data, err := os.ReadFile(filepath.Join(string(fs), strconv.Itoa(pid), "task", t.Name(), "children"))
+		if err != nil {
+			continue
+		}
+		ok = true
+		for f := range strings.FieldsSeq(string(data)) {
+			if kid, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, kid)
+			}
+		}
+	}
+	return kids, ok
+}
+
+// descendants lists the processes under top: its children, theirs, and so on. What it
+// reads grows with them, not with the machine's processes, where the kernel lists
+// children; where it does not, every process's parent is read once instead.
+//
+// The tree is read twice: a process whose parent dies moves up to a subreaper above it
+// (top, say), and one that moved there from a part of the tree not read yet after top's
+// children were read is in neither list the first time, and in top's the second.
+func (fs procFS) descendants(top int) []int {
+	first, ok := fs.walk(top)
+	if !ok {
+		// A top that is gone has nothing under it: what it left moved up. Only where
+		// the kernel lists no children is every process read, not for each supervisor
+		// that ended since it was listed (hundreds a second with short trainers).
+		if _, alive := fs.stat(top); !alive {
+			return nil
+		}
+		return fs.descendantsByParent(top)
+	}
+	second, _ := fs.walk(top)
+	seen := make(map[int]bool, len(first))
+	for _, pid := range first {
+		seen[pid] = true
+	}
+	for _, pid := range second {
+		if !seen[pid] {
+			first = append(first, pid)
+		}
+	}
+	return first
+}
+
+// walk lists the processes under top from their children; ok is false where the kernel
+// lists no children.
+func (fs procFS) walk(top int) (out []int, ok bool) {
+	for next := []int{top}; len(next) > 0; {
+		pid := next[len(next)-1]
+		next = next[:len(next)-1]
+		kids, listed := fs.children(pid)
+		if !listed {
+			if pid == top {
+				return nil, false
+			}
+			continue // gone since its parent listed it
+		}
+		out = append(out, kids...)
+		next = append(next, kids...)
+	}
+	return out, true
+}
+
+// descendantsByParent lists the processes under top from every process's parent.
+func (fs procFS) descendantsByParent(top int) []int {
+	kids := map[int][]int{}
+	for _, pid := range fs.pids() {
+		if st, ok := fs.stat(pid); ok {
+			kids[st.ppid] = append(kids[st.ppid], pid)
+		}
+	}
+	var out []int
+	for next := []int{top}; len(next) > 0; {
+		pid := next[len(next)-1]
+		next = append(next[:len(next)-1], kids[pid]...)
+		out = append(out, kids[pid]...)
+	}
+	return out
+}
+
 // pids lists the processes of the tree.
 func (fs procFS) pids() []int {
 	ents, err := os.ReadDir(string(fs))
@@ -155,14 +259,15 @@ func (fs procFS) pids() []int {
 	return out
 }
 
-// members returns the live processes that m tells.
-func (fs procFS) members(m mark) []int {
+// members returns the live processes that m tells, among those under top (see
+// scope), or among every process where top is 0.
+func (fs procFS) members(m mark, top int) []int {
 	if m.match == nil {
 		return nil
 	}
 	var out []int
 	known := map[int]string{}
-	for _, pid := range fs.pids() {
+	for _, pid := range fs.candidates(top) {
 		if v, ok := fs.owner(pid, m.name, known); ok && m.match(v) {
 			out = append(out, pid)
 		}
@@ -170,30 +275,65 @@ func (fs procFS) members(m mark) []int {
 	return out
 }
 
+// candidates are the processes under top, or every process where top is 0.
+func (fs procFS) candidates(top int) []int {
+	if top == 0 {
+		return fs.pids()
+	}
+	return fs.descendants(top)
+}
+
+// scope is the process whose descendants are all that this process's attempts (and
+// hooks) can have: itself, where it is a subreaper (see BecomeSubreaper), since every
+// process a trainer starts, in whatever session, stays under it: a child's parent
+// changes only when the parent dies, and then to the nearest subreaper above it. Where
+// it is not one, 0: a process of an attempt may be anywhere, and every process is read.
+func scope() int {
+	var on int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&on)), 0, 0, 0); err != nil || on == 0 {
+		return 0
+	}
+	return os.Getpid()
+}
+
 // memory is what the processes of each attempt under root hold of host RAM, by attempt
-// id: the sum of their proportional set sizes, so that the pages a data loader's forked
-// workers share with their parent count once, or their resident sets where the kernel
-// has no smaps_rollup. Attempts with no process left are absent.
-func (fs procFS) memory(root string) map[string]int64 {
+// id, among the processes under tops (see descendants): the sum of their proportional
+// set sizes, so that the pages a data loader's forked workers share with their parent
+// count once, or their resident sets where the kernel has no smaps_rollup. Attempts
+// with no process left are absent.
+func (fs procFS) memory(root string, tops []int) map[string]int64 {
 	out := map[string]int64{}
 	page := int64(os.Getpagesize())
 	known := map[int]string{}
-	for _, pid := range fs.pids() {
-		dir, ok := fs.owner(pid, attemptDirVar, known)
-		if !ok {
-			continue
-		}
-		attempt, ok := attemptIn(root, dir)
-		if !ok {
-			continue
-		}
-		if pss, ok := fs.pss(pid); ok {
-			out[attempt] += pss
-		} else if st, ok := fs.stat(pid); ok {
-			out[attempt] += st.rssPages * page
+	seen := map[int]bool{}
+	for _, top := range tops {
+		for _, pid := range fs.descendants(top) {
+			if seen[pid] {
+				continue
+			}
+			seen[pid] = true
+			fs.addMemory(out, root, pid, known, page)
 		}
 	}
 	return out
+}
+
+// addMemory adds what process pid holds to its attempt's, where it is of an attempt
+// under root. page is the size of a page, for a resident set.
+func (fs procFS) addMemory(out map[string]int64, root string, pid int, known map[int]string, page int64) {
+	dir, ok := fs.owner(pid, attemptDirVar, known)
+	if !ok {
+		return
+	}
+	attempt, ok := attemptIn(root, dir)
+	if !ok {
+		return
+	}
+	if pss, ok := fs.pss(pid); ok {
+		out[attempt] += pss
+	} else if st, ok := fs.stat(pid); ok {
+		out[attempt] += st.rssPages * page
+	}
 }
 
 func (fs procFS) pss(pid int) (int64, bool) {
@@ -321,5 +461,70 @@ func OwnerIn(root string, pid int) (attempt string, ok bool) {
 }
 
 // AttemptMemory is what the processes of each attempt under root hold of host RAM now,
-// by attempt id (see procFS.memory).
-func AttemptMemory(root string) map[string]int64 { return hostProcs.memory(root) }
+// by attempt id, among the processes under tops (see procFS.memory): the supervisors
+// of a daemon's or a worker's attempts, or gpuq run itself. Nothing is read where tops
+// is empty.
+func AttemptMemory(root string, tops []int) map[string]int64 { return hostProcs.memory(root, tops) }
+
+// Owners tells which attempt laid out under root each process belongs to, as OwnerIn
+// does, and keeps what it found by pid and start time, which together name one
+// process: a process an engine sees on a card at every round is read once, and a
+// stranger's, whose parents are read up to init, too.
+type Owners struct {
+	root  string
+	fs    procFS
+	mu    sync.Mutex
+	known map[Proc]string
+}
+
+// maxOwners bounds what Owners keeps: it forgets everything past it, since the
+// processes that come and go on a machine's cards are far fewer.
+const maxOwners = 1 << 14
+
+// NewOwners tells the processes of the attempts under root.
+func NewOwners(root string) *Owners {
+	return &Owners{root: root, fs: hostProcs, known: map[Proc]string{}}
+}
+
+// Of is the attempt process pid belongs to.
+func (o *Owners) Of(pid int) (attempt string, ok bool) {
+	st, alive := o.fs.stat(pid)
+	if !alive {
+		return "", false
+	}
+	key := Proc{PID: pid, Start: st.start}
+	o.mu.Lock()
+	a, known := o.known[key]
+	o.mu.Unlock()
+	if !known {
+		if dir, ok := o.fs.owner(pid, attemptDirVar, nil); ok {
+			a, _ = attemptIn(o.root, dir)
+		}
+		o.mu.Lock()
+		if len(o.known) >= maxOwners {
+			clear(o.known)
+		}
+		o.known[key] = a
+		o.mu.Unlock()
+	}
+	return a, a != ""
+}
+
+// Proc is one process: its pid, and when it started, which tells it from a process
+// that took the pid after it ended.
+type Proc struct {
+	PID   int
+	Start uint64
+}
+
+// FindProc is the process pid now; ok is false where there is none.
+func FindProc(pid int) (p Proc, ok bool) {
+	st, ok := hostProcs.stat(pid)
+	return Proc{PID: pid, Start: st.start}, ok
+}
+
+// Alive reports whether p runs still (or has ended and waits to be reaped).
+func (p Proc) Alive() bool {
+	st, ok := hostProcs.stat(p.PID)
+	return ok && st.start == p.Start
+}

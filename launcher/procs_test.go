@@ -5,12 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"golang.org/x/sys/unix"
 )
 
 // fakeProc is one process of a fake /proc tree.
@@ -22,9 +24,26 @@ type fakeProc struct {
 	rssPages       int
 }
 
-func writeProcs(t *testing.T, procs []fakeProc) procFS {
+// writeProcs writes a fake /proc of procs, with each one's children listed as the
+// kernel lists them (task/TID/children) if children is set.
+func writeProcs(t *testing.T, procs []fakeProc, children ...bool) procFS {
 	t.Helper()
 	root := t.TempDir()
+	if len(children) > 0 && children[0] {
+		kids := map[int]string{}
+		for _, p := range procs {
+			kids[p.ppid] += fmt.Sprint(p.pid, " ")
+		}
+		for _, p := range procs {
+			dir := filepath.Join(root, fmt.Sprint(p.pid), "task", fmt.Sprint(p.pid))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "children"), []byte(kids[p.pid]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	for _, p := range procs {
 		dir := filepath.Join(root, fmt.Sprint(p.pid))
 		must := func(err error) {
@@ -56,13 +75,11 @@ func env(kv ...string) *string {
 	return &s
 }
 
-// TestOwnerByInheritance: a torchrun-like tree on a fake /proc. The attempt's processes
-// are told by GPUQ_ATTEMPT_DIR, in whatever session; one whose environment cannot be read
-// by its parent's; another gpuq's attempt of the same job is not this one's.
-func TestOwnerByInheritance(t *testing.T) {
-	root := "/state/attempts"
+// ownedTree is a torchrun-like tree of processes: gpuq (pid 90) and its attempts'
+// processes under it, and others under init.
+func ownedTree() []fakeProc {
 	mine := attemptDirVar + "=/state/attempts/t.1/attempt-2"
-	fs := writeProcs(t, []fakeProc{
+	return []fakeProc{
 		{pid: 1, ppid: 0, sid: 1, state: "S", environ: env("HOME=/")},
 		{pid: 90, ppid: 1, sid: 90, state: "S", environ: env("HOME=/root")}, // gpuq
 		{pid: 100, ppid: 90, sid: 100, state: "S", environ: env("PATH=/bin", "GPUQ_JOB_ID=t.1", "GPUQ_ATTEMPT=2", mine), pssKiB: 1000},
@@ -75,13 +92,22 @@ func TestOwnerByInheritance(t *testing.T) {
 		{pid: 500, ppid: 1, sid: 500, state: "S", pssKiB: 9000},                                                    // unreadable, under init
 		{pid: 600, ppid: 1, sid: 600, state: "S", environ: env(attemptDirVar + "=/other/t.1/attempt-2"), pssKiB: 11000},
 		{pid: 700, ppid: 90, sid: 700, state: "S", environ: env(attemptDirVar + "=/state/attempts/t.2/attempt-1"), pssKiB: 64},
-	})
+		{pid: 800, ppid: 1, sid: 800, state: "S", environ: env(mine), pssKiB: 13000}, // the mark, not under gpuq
+	}
+}
+
+// TestOwnerByInheritance: the attempt's processes are told by GPUQ_ATTEMPT_DIR, in
+// whatever session; one whose environment cannot be read by its parent's; another
+// gpuq's attempt of the same job is not this one's.
+func TestOwnerByInheritance(t *testing.T) {
+	root := "/state/attempts"
+	fs := writeProcs(t, ownedTree())
 	for _, tt := range []struct {
 		pid  int
 		want string
 	}{
 		{100, "t.1/2"}, {200, "t.1/2"}, {300, "t.1/2"}, {310, "t.1/2"}, {320, "t.1/2"}, {330, "t.1/2"},
-		{400, ""}, {500, ""}, {600, ""}, {700, "t.2/1"}, {90, ""}, {1, ""}, {4242, ""},
+		{400, ""}, {500, ""}, {600, ""}, {700, "t.2/1"}, {800, "t.1/2"}, {90, ""}, {1, ""}, {4242, ""},
 	} {
 		got := ""
 		if dir, ok := fs.owner(tt.pid, attemptDirVar, nil); ok {
@@ -91,14 +117,103 @@ func TestOwnerByInheritance(t *testing.T) {
 			t.Errorf("pid %d: owner %q, want %q", tt.pid, got, tt.want)
 		}
 	}
+}
+
+// TestOnlyTheProcessesUnderGpuqAreRead: an attempt's memory and its processes are
+// found among the processes under gpuq (a subreaper, whose descendants all its
+// attempts' processes are), whether the kernel lists children or every process's
+// parent is read: a process with the attempt's mark elsewhere (800, under init) is not
+// read, nor counted; with no process to look under, every one is.
+func TestOnlyTheProcessesUnderGpuqAreRead(t *testing.T) {
+	root := "/state/attempts"
 	page := int64(os.Getpagesize())
-	want := map[string]int64{"t.1/2": (1000+3000+500+100)<<10 + 10*page, "t.2/1": 64 << 10}
-	got := fs.memory(root)
-	if len(got) != len(want) || got["t.1/2"] != want["t.1/2"] || got["t.2/1"] != want["t.2/1"] {
-		t.Errorf("memory %v, want %v", got, want)
+	for _, children := range []bool{true, false} {
+		fs := writeProcs(t, ownedTree(), children)
+		if got := sorted(fs.descendants(90)); fmt.Sprint(got) != "[100 200 300 310 320 330 700]" {
+			t.Errorf("children listed %v: under gpuq %v", children, got)
+		}
+		want := map[string]int64{"t.1/2": (1000+3000+500+100)<<10 + 10*page, "t.2/1": 64 << 10}
+		got := fs.memory(root, []int{90})
+		if len(got) != len(want) || got["t.1/2"] != want["t.1/2"] || got["t.2/1"] != want["t.2/1"] {
+			t.Errorf("children listed %v: memory %v, want %v", children, got, want)
+		}
+		if got := fs.memory(root, nil); len(got) != 0 {
+			t.Errorf("children listed %v: memory under nothing %v", children, got)
+		}
+		mark := attemptMark("/state/attempts/t.1/attempt-2")
+		if m := sorted(fs.members(mark, 90)); fmt.Sprint(m) != "[100 200 300 310 320 330]" {
+			t.Errorf("children listed %v: members under gpuq %v", children, m)
+		}
+		if m := sorted(fs.members(mark, 0)); fmt.Sprint(m) != "[100 200 300 310 320 330 800]" {
+			t.Errorf("children listed %v: members anywhere %v", children, m)
+		}
 	}
-	if m := fs.members(attemptMark("/state/attempts/t.1/attempt-2")); fmt.Sprint(m) != "[100 200 300 310 320 330]" {
-		t.Errorf("members %v", m)
+}
+
+// TestAGoneProcessHasNothingUnderIt: the processes under one that has ended are none,
+// found without reading every process's parent (as where the kernel lists no children),
+// which would find a process that still names it; a zombie's are its children's, none.
+func TestAGoneProcessHasNothingUnderIt(t *testing.T) {
+	procs := append(ownedTree(), fakeProc{pid: 900, ppid: 4242, sid: 900, state: "S"})
+	fs := writeProcs(t, procs, true)
+	if got := fs.descendants(4242); len(got) != 0 {
+		t.Errorf("under a process that is gone: %v", got)
+	}
+	if got := fs.descendants(310); len(got) != 0 {
+		t.Errorf("under a zombie: %v", got)
+	}
+}
+
+func sorted(pids []int) []int {
+	slices.Sort(pids)
+	return pids
+}
+
+// TestOwnersKeepWhatTheyFound: a process is read once; one that took its pid after it
+// (another start time) is read anew.
+func TestOwnersKeepWhatTheyFound(t *testing.T) {
+	procs := ownedTree()
+	fs := writeProcs(t, procs)
+	o := &Owners{root: "/state/attempts", fs: fs, known: map[Proc]string{}}
+	for _, pid := range []int{200, 400} {
+		if a, _ := o.Of(pid); a != map[int]string{200: "t.1/2", 400: ""}[pid] {
+			t.Fatalf("pid %d: %q", pid, a)
+		}
+	}
+	// 200 says it is another attempt's now, and 400 this one's: read once, they are
+	// what they were.
+	other := env(attemptDirVar + "=/state/attempts/t.9/attempt-1")
+	for _, pid := range []int{200, 400} {
+		if err := os.WriteFile(fs.path(pid, "environ"), []byte(*other), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, _ := o.Of(200); a != "t.1/2" {
+		t.Errorf("pid 200 read again: %q", a)
+	}
+	// A new process 200, started later.
+	stat, _ := os.ReadFile(fs.path(200, "stat"))
+	if err := os.WriteFile(fs.path(200, "stat"), []byte(strings.Replace(string(stat), " 100 1000 ", " 900 1000 ", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := o.Of(200); a != "t.9/1" {
+		t.Errorf("a new process 200: %q, want t.9/1", a)
+	}
+	if a, ok := o.Of(4242); ok {
+		t.Errorf("no process 4242: %q", a)
+	}
+}
+
+// TestScopeIsThisProcessWhereItIsASubreaper: only a subreaper holds every process its
+// children start.
+func TestScopeIsThisProcessWhereItIsASubreaper(t *testing.T) {
+	if got := scope(); got != os.Getpid() {
+		t.Errorf("scope of a subreaper %d, want %d", got, os.Getpid())
+	}
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	if got := scope(); got != 0 {
+		t.Errorf("scope of a process that is no subreaper %d, want 0 (every process)", got)
 	}
 }
 
@@ -201,7 +316,7 @@ func TestWorkerInANewSessionIsTheAttempts(t *testing.T) {
 		t.Errorf("another root owns the worker: %q", a)
 	}
 	wpss, _ := hostProcs.pss(w)
-	if m := AttemptMemory(root)["w.1/1"]; wpss <= 0 || m <= wpss {
+	if m := AttemptMemory(root, []int{os.Getpid()})["w.1/1"]; wpss <= 0 || m <= wpss {
 		t.Errorf("attempt holds %d bytes, its worker alone %d", m, wpss)
 	}
 	p.Stop(GroupGrace)
@@ -234,12 +349,20 @@ func TestLeaderExitStopsWorkerInANewSession(t *testing.T) {
 	assertGone(t, []int{w})
 }
 
-// BenchmarkAttemptMemory is one engine round's host-memory reading over this machine's
-// /proc: every process's owner, and the PSS of those of an attempt.
+// BenchmarkAttemptMemory is one engine round's host-memory reading: the owners of the
+// processes under this one, and the PSS of those of an attempt; and, to compare, of
+// every process on the machine, as every round read them before.
 func BenchmarkAttemptMemory(b *testing.B) {
-	for b.Loop() {
-		AttemptMemory("/nonexistent")
-	}
+	b.Run("under=self", func(b *testing.B) {
+		for b.Loop() {
+			AttemptMemory("/nonexistent", []int{os.Getpid()})
+		}
+	})
+	b.Run("every-process", func(b *testing.B) {
+		for b.Loop() {
+			hostProcs.memory("/nonexistent", []int{1})
+		}
+	})
 }
 
 // TestLinkName: a job's directory is found by its name under by-name/<sweep>/; the link

@@ -342,7 +342,7 @@ func NeverStarted(dir string) bool {
 		return false
 	}
 	abs, err := filepath.Abs(dir)
-	return err == nil && len(hostProcs.members(attemptMark(abs))) == 0
+	return err == nil && len(hostProcs.members(attemptMark(abs), 0)) == 0
 }
 
 func serveClient(c net.Conn, p *Process, h *hub, end *ending) {
@@ -442,19 +442,39 @@ func (h *hub) close() {
 	close(h.closed)
 }
 
-// StartSupervisor starts a supervisor (self is gpuq's binary and any arguments before
-// the mode) for spec in dir, and returns once the trainer runs, with its pid.
+// StartSupervisor starts a supervisor for spec in dir, as SpawnSupervisor does, and
+// returns the trainer's pid.
 func StartSupervisor(self []string, dir string, spec Spec) (leader int, err error) {
+	s, err := SpawnSupervisor(self, dir, spec)
+	return s.Leader, err
+}
+
+// Supervisor is a supervisor SpawnSupervisor started, once its trainer runs.
+type Supervisor struct {
+	Proc   Proc // the supervisor's process, under which all of the attempt's are
+	Leader int  // the trainer's pid
+	// Started is when the supervisor said that the trainer runs.
+	Started time.Time
+}
+
+// SpawnSupervisor starts a supervisor (self is gpuq's binary and any arguments before
+// the mode) for spec in dir, and returns once the trainer runs.
+func SpawnSupervisor(self []string, dir string, spec Spec) (Supervisor, error) {
+	leader, proc, err := spawn(self, dir, spec)
+	return Supervisor{Proc: proc, Leader: leader, Started: time.Now()}, err
+}
+
+func spawn(self []string, dir string, spec Spec) (leader int, proc Proc, err error) {
 	if err := WriteJSON(filepath.Join(dir, specFile), spec); err != nil {
-		return 0, err
+		return 0, proc, err
 	}
 	lock, err := openPrivate(filepath.Join(dir, lockFile), os.O_RDWR)
 	if err != nil {
-		return 0, err
+		return 0, proc, err
 	}
 	defer lock.Close() // the supervisor holds the lock on
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return 0, fmt.Errorf("a supervisor holds %s already: %w", dir, err)
+		return 0, proc, fmt.Errorf("a supervisor holds %s already: %w", dir, err)
 	}
 	args := append(append([]string(nil), self[1:]...), SupervisorMode, dir)
 	cmd := exec.Command(self[0], args...)
@@ -464,17 +484,19 @@ func StartSupervisor(self []string, dir string, spec Spec) (leader int, err erro
 	cmd.ExtraFiles = []*os.File{lock} // descriptor 3; see holdLock
 	errLog, err := openPrivate(filepath.Join(dir, "supervisor.log"), os.O_WRONLY|os.O_APPEND)
 	if err != nil {
-		return 0, err
+		return 0, proc, err
 	}
 	defer errLog.Close()
 	cmd.Stderr = errLog
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, err
+		return 0, proc, err
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start supervisor: %w", err)
+		return 0, proc, fmt.Errorf("start supervisor: %w", err)
 	}
+	// Not reaped before cmd.Wait: it is there to be read.
+	proc, _ = FindProc(cmd.Process.Pid)
 	done := make(chan struct{})
 	line, readErr := bufio.NewReader(out).ReadString('\n')
 	go func() {
@@ -484,21 +506,21 @@ func StartSupervisor(self []string, dir string, spec Spec) (leader int, err erro
 	if readErr != nil {
 		<-done
 		if e, err := ReadEnded(dir); err == nil && e != nil {
-			return 0, errors.New(e.Detail)
+			return 0, proc, errors.New(e.Detail)
 		}
-		return 0, fmt.Errorf("supervisor of %s ended before its trainer started; see %s", dir, errLog.Name())
+		return 0, proc, fmt.Errorf("supervisor of %s ended before its trainer started; see %s", dir, errLog.Name())
 	}
 	if said, ok := strings.CutPrefix(strings.TrimSpace(line), unstartedLine); ok {
 		<-done
 		errno, msg, _ := strings.Cut(said, " ")
 		n, _ := strconv.Atoi(errno)
-		return 0, &unstartedError{msg: msg, errno: syscall.Errno(n)}
+		return 0, proc, &unstartedError{msg: msg, errno: syscall.Errno(n)}
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil {
-		return 0, fmt.Errorf("supervisor of %s: %q is not a pid", dir, line)
+		return 0, proc, fmt.Errorf("supervisor of %s: %q is not a pid", dir, line)
 	}
-	return pid, nil
+	return pid, proc, nil
 }
 
 // ReadEnded reads how the attempt in dir ended; nil when exit.json is not there.
@@ -519,6 +541,15 @@ func ReadEnded(dir string) (*Ended, error) {
 
 // SupervisedLeader is the trainer's pid recorded in dir; 0 when none is.
 func SupervisedLeader(dir string) int { return readInfo(dir).Leader }
+
+// SupervisorOf is the supervisor recorded in dir, where it still holds the attempt.
+func SupervisorOf(dir string) (Proc, bool) {
+	info := readInfo(dir)
+	if info.PID == 0 || !Alive(dir) {
+		return Proc{}, false
+	}
+	return FindProc(info.PID)
+}
 
 // readInfo reads supervisor.json in dir; zero when it is not there.
 func readInfo(dir string) supervisorInfo {

@@ -25,7 +25,7 @@ func (c *checker) afterNames(field, job string, v any) []string {
 	var out []string
 	for _, e := range list {
 		name, ok := e.(string)
-		if !ok || !nameRe.MatchString(name) {
+		if !ok || !nameRe().MatchString(name) {
 			c.failJob(field, job, "%s is not a sweep name or job id: write names of lowercase letters, digits, '.', '_' and '-', e.g. pretrain or prep.3", FormatValue(e))
 			continue
 		}

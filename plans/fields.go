@@ -147,7 +147,7 @@ func (c *checker) env(doc *Map) []EnvVar {
 	for _, k := range m.Keys {
 		val := m.Vals[k]
 		switch {
-		case !envNameRe.MatchString(k):
+		case !envNameRe().MatchString(k):
 			c.fail("env."+k, "%q is not a variable name: use letters, digits and _", k)
 		case !isScalar(val) && val != nil:
 			c.fail("env."+k, "a value is a string or number, not a %s", kindOf(val))

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 )
 
 // Reading is one value of a trainer's metric at a step of its training. Value may be
@@ -29,15 +30,15 @@ var StepKeys = []string{"step", "global_step"}
 // MaxMetricName is the longest metric name kept: longer keys are not metrics.
 const MaxMetricName = 64
 
-var metricNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./:@-]*$`)
+var metricNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./:@-]*$`) })
 
 // MetricName reports whether s can name a metric: a letter or _, then letters, digits
 // and _ . / : @ -, at most MaxMetricName bytes (eval_loss, train/loss, acc@1).
-func MetricName(s string) bool { return len(s) <= MaxMetricName && metricNameRe.MatchString(s) }
+func MetricName(s string) bool { return len(s) <= MaxMetricName && metricNameRe().MatchString(s) }
 
 // nonFinite finds Python's json.dumps spellings of NaN and the infinities, which JSON
 // does not have, where a value stands: a diverged loss is written so.
-var nonFinite = regexp.MustCompile(`([:\[,]\s*)(NaN|-?Infinity)(\s*[,}\]])`)
+var nonFinite = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`([:\[,]\s*)(NaN|-?Infinity)(\s*[,}\]])`) })
 
 // ParseMetricsRecord reads one line of a metrics file: a JSON object of metric names to
 // numbers, e.g. {"step": 500, "loss": 1.92, "eval_acc": 0.71}. Its step is "step" (or
@@ -50,7 +51,7 @@ func ParseMetricsRecord(line []byte, n int64) (rs []Reading, ok bool) {
 	if len(line) == 0 || line[0] != '{' {
 		return nil, false
 	}
-	line = nonFinite.ReplaceAll(line, []byte(`$1"$2"$3`))
+	line = nonFinite().ReplaceAll(line, []byte(`$1"$2"$3`))
 	var rec map[string]json.RawMessage
 	if json.Unmarshal(line, &rec) != nil {
 		return nil, false

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Sweep is one validated sweep file, expanded into jobs.
@@ -163,8 +164,8 @@ type Overrides struct {
 }
 
 var (
-	nameRe    = regexp.MustCompile(`^[a-z0-9._-]+$`)
-	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	nameRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9._-]+$`) })
+	envNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "util_target", "sharing", "job_name", "after", "max_running", "seeds", "early_stop"}
 	configKeys = []string{"base", "format", "add"}
@@ -253,7 +254,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	}
 	if s.Name == "" {
 		c.fail("name", "a sweep needs a name of lowercase letters, digits, '.', '_' or '-', e.g. name: gla-e1")
-	} else if !nameRe.MatchString(s.Name) {
+	} else if !nameRe().MatchString(s.Name) {
 		c.failAt(ov.Name, "name", "%q may hold only lowercase letters, digits, '.', '_' and '-': e.g. %s", s.Name, sanitizeName(s.Name))
 	}
 	s.Command = c.command(doc)

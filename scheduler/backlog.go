@@ -30,7 +30,7 @@ type Need struct {
 // backlog says what the queue holds that no card can start now.
 func (e *Engine) backlog() (Backlog, error) {
 	view := e.store.View()
-	v, err := e.packView(view, e.runningNow(view), nil)
+	v, err := e.packView(view, e.runningNow(), nil)
 	if err != nil {
 		return Backlog{}, err
 	}

@@ -77,22 +77,20 @@ func (e *Engine) utilOn(attempt string, i int) (float64, bool) {
 	return 0, false
 }
 
-// measureUtil samples a running attempt's utilization into c (a copy of it, or nil
-// when nothing was sampled), from UtilAfter to LearnAfter of its run, and says whether
-// it should teach its shape now: this is its first sample.
-func (e *Engine) measureUtil(a *state.Attempt, now time.Time) (c *state.Attempt, teach bool) {
+// measureUtil samples a running attempt's utilization, from UtilAfter to LearnAfter of
+// its run, and returns its mean and count of samples with it (as they were when nothing
+// was sampled), and whether it should teach its shape now: this is its first sample.
+func (e *Engine) measureUtil(a *state.Attempt, now time.Time) (util float64, samples int, teach bool) {
 	ran := now.Sub(a.Started)
 	if ran < UtilAfter || ran > max(e.cfg.LearnAfter, UtilAfter) {
-		return nil, false
+		return a.Util, a.UtilSamples, false
 	}
 	u, ok := e.sampleUtil(a)
 	if !ok {
-		return nil, false
+		return a.Util, a.UtilSamples, false
 	}
-	s := *a
-	s.UtilSamples++
-	s.Util += (u - s.Util) / float64(s.UtilSamples)
-	return &s, s.UtilSamples == 1
+	samples = a.UtilSamples + 1
+	return a.Util + (u-a.Util)/float64(samples), samples, samples == 1
 }
 
 // teachUtil takes an attempt's utilization into its shape's, and its sweep's busiest.

@@ -84,6 +84,15 @@ type Adopter interface {
 	Adopt(a *state.Attempt) Started
 }
 
+// Concurrent is a Runner that can start several attempts at once: one whose start waits
+// for a process of its own to start the trainer (a supervisor) spends most of that wait
+// on the process's work, not its own, and a round starting each attempt in turn waits
+// the sum of them. Its Start must be safe to call from several goroutines.
+type Concurrent interface {
+	// StartsAtOnce is how many starts may be under way together.
+	StartsAtOnce() int
+}
+
 // HostMeter is a Runner that can measure host memory: what the processes of each of its
 // attempts hold now, by attempt id. Attempts it cannot measure are left out.
 type HostMeter interface {
@@ -95,6 +104,9 @@ type Started struct {
 	Leader  int      // the trainer's pid
 	Log     string   // the attempt's log file
 	Command []string // the argv it runs; nil where not known yet
+	// At is when the trainer started, where the runner knows better than the engine
+	// (a supervisor said so); zero: when Start returned.
+	At time.Time
 }
 
 // Exit is how an attempt ended, as its Runner reports it.
@@ -248,7 +260,8 @@ type ghost struct {
 
 // NewEngine returns an engine over the store's jobs. events may be nil.
 func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cfg Config, events func(Event)) *Engine {
-	if events == nil {
+	heard := events != nil
+	if !heard {
 		events = func(Event) {}
 	}
 	if cfg.Poll == 0 {
@@ -265,6 +278,9 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), reads: make(chan func()), stopped: make(chan struct{}),
 		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}}
 	e.events = func(ev Event) {
+		if !heard { // nobody listens (a simulation): nothing to keep for the batch's end
+			return
+		}
 		if e.store.InBatch() {
 			e.later = append(e.later, ev)
 			return
@@ -284,6 +300,11 @@ func (e *Engine) batch(fn func()) error {
 		e.later = nil
 		for _, ev := range later {
 			e.tell(ev)
+		}
+		// The next batch's events go in the same array, unless one was told in it.
+		if e.later == nil {
+			clear(later)
+			e.later = later[:0]
 		}
 	}
 	return err

@@ -29,15 +29,13 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
 		memory, moved := a.Memory.Add(now.Sub(a.Started), peak)
-		sampled, teach := e.measureUtil(a, now)
-		if grew || moved || unknown && !a.PeakUnknown || sampled != nil {
+		util, samples, teach := e.measureUtil(a, now)
+		if grew || moved || unknown && !a.PeakUnknown || samples != a.UtilSamples {
 			c := *a
-			if sampled != nil {
-				c = *sampled
-			}
+			c.Util, c.UtilSamples = util, samples
 			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
 			c.Memory = memory
-			e.unsaved.put(&unsaved{stored: view.Attempt(a.ID), now: &c, memory: true})
+			e.unsaved.measuredAgain(view, a, &c)
 			a = &c
 			running[i] = a
 		}
@@ -87,6 +85,22 @@ func (m measures) put(u *unsaved) {
 	m.forget(u.now.ID)
 	m.byID[u.now.ID] = u
 	m.byStored[u.stored] = u
+}
+
+// measuredAgain keeps c, what was measured of the running attempt a this round, as
+// put would. a is as measured reads it (see appendRunning), so the stored version it
+// stands for is the one kept with it, or a itself: found without a lookup in view,
+// which the engine does for hundreds of attempts every round.
+func (m measures) measuredAgain(view state.View, a, c *state.Attempt) {
+	u, ok := m.byID[a.ID]
+	switch {
+	case ok && u.now == a:
+		u.now, u.memory = c, true
+	case ok:
+		m.put(&unsaved{stored: view.Attempt(a.ID), now: c, memory: true})
+	default:
+		m.put(&unsaved{stored: a, now: c, memory: true})
+	}
 }
 
 // forget drops what was kept of an attempt.
@@ -149,20 +163,21 @@ func (e *Engine) measured(a *state.Attempt) *state.Attempt {
 	return &c
 }
 
-// runningNow is the attempts that hold cards, as measured.
-func (e *Engine) runningNow(view state.View) []*state.Attempt { return e.appendRunning(nil, view) }
+// runningNow is the attempts that hold cards now (as the store's latest view holds
+// them), as measured.
+func (e *Engine) runningNow() []*state.Attempt { return e.appendRunning(nil) }
 
 // roundRunningNow is runningNow for a round, in the slice of the round before: a round
 // reads them once or twice, every round, and nothing keeps them past it. Only a round
 // may call it, and its last call's slice is the one to use.
-func (e *Engine) roundRunningNow(view state.View) []*state.Attempt {
-	e.roundRunning = e.appendRunning(e.roundRunning[:0], view)
+func (e *Engine) roundRunningNow() []*state.Attempt {
+	e.roundRunning = e.appendRunning(e.roundRunning[:0])
 	return e.roundRunning
 }
 
 // appendRunning appends the attempts that hold cards, as measured, to dst.
-func (e *Engine) appendRunning(dst []*state.Attempt, view state.View) []*state.Attempt {
-	for a := range view.EachRunning() {
+func (e *Engine) appendRunning(dst []*state.Attempt) []*state.Attempt {
+	for a := range e.store.RunningNow() {
 		dst = append(dst, e.measured(a))
 	}
 	return dst
@@ -284,7 +299,7 @@ func (e *Engine) reserve(shape string) (rewritten []string) {
 	view := e.store.Latest()
 	l := view.Shape(shape)
 	var changed []*state.Attempt
-	for _, a := range e.runningNow(view) {
+	for _, a := range e.runningNow() {
 		if a.Shape != shape {
 			continue
 		}

@@ -87,7 +87,7 @@ func TestMeasuresSavedAtMostEverySaveMeasures(t *testing.T) {
 	c := *st.View().Attempt("m.1/1")
 	c.Timeout = time.Hour
 	must(t, st.Put(state.Change{Attempts: []*state.Attempt{&c}}))
-	if r := e.runningNow(st.View()); len(r) != 1 {
+	if r := e.runningNow(); len(r) != 1 {
 		t.Fatalf("%d attempts running, want 1", len(r))
 	} else if r[0].Peak != 8*gib || r[0].Timeout != time.Hour {
 		t.Errorf("running after the store's copy changed: peak %s, timeout %v; want the 8 GiB measured and the 1h timeout",
@@ -131,7 +131,7 @@ func TestRoundPacksByWhatItLearned(t *testing.T) {
 // what each was measured at in it.
 func TestReservationHoldsWhatARoundMeasured(t *testing.T) {
 	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib, Fault: "not yet"}}
-	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\nmemory: 15GiB\n", &cards,
+	e, _, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\nmemory: 15GiB\n", &cards,
 		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{LearnAfter: time.Minute, UtilTarget: memoryAlone})
 	clock := e.clock.(*fakeClock)
 	must(t, e.round(nil)) // t.1 starts on GPU 0
@@ -144,7 +144,7 @@ func TestReservationHoldsWhatARoundMeasured(t *testing.T) {
 	cards[1].Processes = []gpu.Process{{PID: 102, Used: 12 * gib}}
 	must(t, e.round(nil))
 	want := map[string]int64{"t.1/1": 4 * gib, "t.2/1": 12 * gib} // from 15 GiB declared
-	for _, a := range e.runningNow(st.View()) {
+	for _, a := range e.runningNow() {
 		if a.Holds() != want[a.ID] {
 			t.Errorf("%s reserves %s, measured at %s: want %s", a.ID, plans.FormatSize(a.Holds()), plans.FormatSize(a.Peak), plans.FormatSize(want[a.ID]))
 		}

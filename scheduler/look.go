@@ -40,7 +40,7 @@ type Holding struct {
 // it belongs to where the round could tell.
 func (e *Engine) cardViews() []CardView {
 	view := e.store.Latest()
-	running := e.runningNow(view)
+	running := e.runningNow()
 	slots := e.slots()
 	states := e.cardStates(nil, slots, running)
 	slices.SortFunc(running, func(a, b *state.Attempt) int { return a.Started.Compare(b.Started) })
@@ -86,7 +86,7 @@ func (e *Engine) waits() (map[string]pack.Wait, error) {
 // because they wait for their shape's probe.
 func (e *Engine) decide(view state.View) (pack.Decision, []*state.Job, error) {
 	var probing []*state.Job
-	v, err := e.packView(view, e.runningNow(view), nil)
+	v, err := e.packView(view, e.runningNow(), nil)
 	if err != nil {
 		return pack.Decision{}, nil, err
 	}

@@ -299,7 +299,7 @@ func (e *Engine) room(a *state.Attempt) int64 {
 
 // sharedCard reports whether another attempt ran on one of a's cards when it ended.
 func (e *Engine) sharedCard(a *state.Attempt) bool {
-	for _, r := range e.store.Latest().Running() {
+	for r := range e.store.RunningNow() {
 		if r.ID != a.ID {
 			for _, g := range r.GPUs {
 				if a.On(plans.CardID{Worker: r.Worker, Index: g}) {

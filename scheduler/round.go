@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -54,13 +55,13 @@ func (e *Engine) schedule() error {
 	e.watchCards()
 	e.resolveOwners()
 	writes := e.paused == nil || e.resume()
-	running := e.roundRunningNow(e.store.Latest())
+	running := e.roundRunningNow()
 	if e.expire(running) {
-		running = e.roundRunningNow(e.store.Latest())
+		running = e.roundRunningNow()
 	}
 	e.crowdTrack(running, e.clock.Now())
 	if e.readMetrics(running) {
-		running = e.roundRunningNow(e.store.Latest())
+		running = e.roundRunningNow()
 	}
 	// learnPeaks puts its copies in running; what is learned of a shape may change
 	// the reservations of others, which it names.
@@ -99,7 +100,7 @@ func (e *Engine) Preview() (pack.Decision, []pack.CardState, error) {
 		return pack.Decision{}, nil, err
 	}
 	view := e.store.Latest()
-	v, err := e.packView(view, e.runningNow(view), nil)
+	v, err := e.packView(view, e.runningNow(), nil)
 	if err != nil {
 		return pack.Decision{}, nil, err
 	}
@@ -514,15 +515,12 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	var ran state.Change
 	var lost []Exit
 	var started []Launch
-	for _, l := range launches {
+	tried := e.startEach(launches, journaled)
+	for i, l := range launches {
 		if !journaled {
 			ran.Jobs = append(ran.Jobs, l.Job)
 		}
-		var st Started
-		err := e.pausedErr()
-		if err == nil {
-			st, err = e.runner.Start(l)
-		}
+		st, err := tried[i].st, tried[i].err
 		if err != nil {
 			if !journaled {
 				ran.Attempts = append(ran.Attempts, l.Attempt)
@@ -539,14 +537,14 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		// It started when its trainer did, not when the round did: a round that starts
 		// many takes a while, and a short job's learned duration is not that queue.
 		a := *l.Attempt
-		a.Leader, a.Log, a.Command, a.Started = st.Leader, st.Log, st.Command, e.clock.Now()
+		a.Leader, a.Log, a.Command, a.Started = st.Leader, st.Log, st.Command, tried[i].at
+		if !st.At.IsZero() {
+			a.Started = st.At // the trainer's start, as its runner saw it
+		}
 		ran.Attempts = append(ran.Attempts, &a)
 		l.Attempt = &a
 		started = append(started, l)
 		e.crowdJoin(&a, a.Started, true)
-		if journaled { // its jobs are in the store as they run
-			e.answer()
-		}
 	}
 	if e.put(ran) != nil {
 		return
@@ -559,6 +557,70 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		e.events(Event{Time: a.Started, Job: a.Job, Attempt: a.N, Kind: "started",
 			Message: fmt.Sprintf("on %s, tier %d, %s", a.Where(), a.Tier, estimateWords(a.Estimate))})
 	}
+}
+
+// tried is what starting one launch came to.
+type tried struct {
+	st  Started
+	at  time.Time // when its start returned
+	err error
+}
+
+// startEach starts each launch once, as many at a time as the runner takes (see
+// Concurrent; one where it says nothing), and returns what each came to, in order. A
+// launch not begun while the engine is paused, or once a start of this round could not
+// write the attempt's files (state.CannotWrite: the engine is about to pause), is not
+// begun at all: it shares that error, and goes back to the queue unstarted. Where
+// answer is set (the round's attempts are in the store as they start), requests that
+// only read (why) are answered between the starts this goroutine makes, not kept
+// waiting behind a round that starts many.
+func (e *Engine) startEach(launches []Launch, answer bool) []tried {
+	out := make([]tried, len(launches))
+	var mu sync.Mutex
+	next, halt := 0, e.pausedErr()
+	// take is the next launch to begin, or the reason none may.
+	take := func() (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		i := next
+		next++
+		return i, halt
+	}
+	work := func(loop bool) {
+		for i, err := take(); i < len(launches); i, err = take() {
+			if err == nil {
+				out[i].st, err = e.runner.Start(launches[i])
+				out[i].at = e.clock.Now()
+				var cw *state.CannotWrite
+				if errors.As(err, &cw) {
+					mu.Lock()
+					if halt == nil {
+						halt = cw
+					}
+					mu.Unlock()
+				}
+			}
+			out[i].err = err
+			if loop && answer {
+				e.answer()
+			}
+		}
+	}
+	at := 1
+	if c, ok := e.runner.(Concurrent); ok {
+		at = min(max(1, c.StartsAtOnce()), len(launches))
+	}
+	var wg sync.WaitGroup
+	for range at - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(false)
+		}()
+	}
+	work(true) // the loop's own goroutine
+	wg.Wait()
+	return out
 }
 
 // pausedErr is why no attempt may start now: the engine is paused; nil when it is not.

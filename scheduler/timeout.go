@@ -37,7 +37,7 @@ func (e *Engine) expire(running []*state.Attempt) (stopped bool) {
 // none has one. A driver of its own (a simulation) runs a round then.
 func (e *Engine) NextTimeout() (at time.Time, ok bool) {
 	e.driving("NextTimeout")
-	for _, a := range e.store.Latest().Running() {
+	for a := range e.store.RunningNow() {
 		if a.TimedOut || a.Timeout == 0 {
 			continue
 		}

@@ -107,18 +107,22 @@ func TestPrintScale(t *testing.T) {
 	}
 }
 
-func TestCPUOfStat(t *testing.T) {
+// TestParseStatTimes: a process's CPU times are read after its command's name, which
+// may hold spaces and parentheses; a line cut short is no reading.
+func TestParseStatTimes(t *testing.T) {
 	for _, tc := range []struct {
 		stat string
-		want time.Duration
+		want time.Duration // user and system
+		ok   bool
 	}{
-		{"4242 (gpuq) S 1 4242 4242 0 -1 4194560 9000 0 0 0 150 27 0 0 20 0 12 0 100 0 0", 1770 * time.Millisecond},
-		{"7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 5 0 0", 70 * time.Millisecond},
-		{"7 (cut) R 1 7", 0},
-		{"no parenthesis", 0},
+		{"4242 (gpuq) S 1 4242 4242 0 -1 4194560 9000 0 0 0 150 27 0 0 20 0 12 0 100 0 0", 1770 * time.Millisecond, true},
+		{"7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 5 0 0", 70 * time.Millisecond, true},
+		{"7 (cut) R 1 7", 0, false},
+		{"no parenthesis", 0, false},
 	} {
-		if got := cpuOfStat(tc.stat); got != tc.want {
-			t.Errorf("cpuOfStat(%q) = %v, want %v", tc.stat, got, tc.want)
+		f, err := parseStatTimes([]byte(tc.stat))
+		if got := time.Duration(f[0]+f[1]) * clockTick; got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("parseStatTimes(%q) = %v, %v; want %v", tc.stat, got, err, tc.want)
 		}
 	}
 }

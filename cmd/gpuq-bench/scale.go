@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -298,7 +297,7 @@ func (b *scaleBench) restart(f *scaleFigures) error {
 		return err
 	}
 	f.restart = time.Since(began)
-	f.restartCPU = cpuOf(b.daemon.Process.Pid)
+	f.restartCPU, _ = cpuOf(b.daemon.Process.Pid) // 0 where it cannot be read
 	f.rssRestarted = b.settledRSS()
 	return nil
 }
@@ -388,38 +387,6 @@ func (b *scaleBench) clean(f *scaleFigures) error {
 	}
 	f.rssClean = b.settledRSS()
 	return nil
-}
-
-// cpuOf is the CPU time (user and system) a process has used, from /proc; 0 when it
-// cannot be read.
-func cpuOf(pid int) time.Duration {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	return cpuOfStat(string(stat))
-}
-
-// userHZ is the unit of /proc's CPU times, 100 on every Linux the kernel's ABI allows.
-const userHZ = 100
-
-// cpuOfStat reads utime and stime from a line of /proc/PID/stat: the 14th and 15th
-// fields, counted after the command name, which is in parentheses and may hold spaces.
-func cpuOfStat(stat string) time.Duration {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(stat[i+1:]) // from the 3rd field, state
-	if len(fields) < 13 {
-		return 0
-	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		n, _ := strconv.ParseInt(f, 10, 64)
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / userHZ
 }
 
 func medianDuration(ds []time.Duration) time.Duration {
@@ -532,12 +499,4 @@ func (fig scaleFigure) format(v float64) string {
 		return fmt.Sprintf("%.0f ms", v*1000)
 	}
 	return fmt.Sprintf("%.2f s", v)
-}
-
-func medianOf(runs []scaleFigures, of func(scaleFigures) float64) float64 {
-	xs := make([]float64, len(runs))
-	for i, r := range runs {
-		xs[i] = of(r)
-	}
-	return median(xs)
 }

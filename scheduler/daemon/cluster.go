@@ -212,6 +212,10 @@ func (c *cluster) Start(l scheduler.Launch) (scheduler.Started, error) {
 	return scheduler.Started{Log: launcher.LogPath(dir)}, nil
 }
 
+// StartsAtOnce is how many attempts the engine may start together: as many as this
+// machine's runner takes; a start on a worker only sends the request.
+func (c *cluster) StartsAtOnce() int { return c.runner.StartsAtOnce() }
+
 // report sends an exit without blocking the caller, who may be the engine's loop.
 func (c *cluster) report(x scheduler.Exit) { go func() { c.exits <- x }() }
 

@@ -33,6 +33,7 @@ type metrics struct {
 
 	jobs, attempts, ooms *prometheus.Desc
 	memory               memoryDescs
+	training             trainingDescs
 }
 
 func newMetrics(d *daemon) *metrics {
@@ -47,6 +48,7 @@ func newMetrics(d *daemon) *metrics {
 		attempts: prometheus.NewDesc("gpuq_attempts_total", "Attempts that have ended, by outcome and ladder tier.", []string{"outcome", "tier"}, nil),
 		ooms:     prometheus.NewDesc("gpuq_ooms_total", "Attempts that ended out of memory, GPU or host, by ladder tier.", []string{"kind", "tier"}, nil),
 		memory:   newMemoryDescs(),
+		training: newTrainingDescs(),
 	}
 }
 
@@ -73,8 +75,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.attempts
 	ch <- m.ooms
 	m.memory.describe(ch)
-	ch <- trainingMetric
-	ch <- trainingStep
+	ch <- m.training.metric
+	ch <- m.training.step
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {

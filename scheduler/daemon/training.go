@@ -16,12 +16,18 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-var (
-	trainingMetric = prometheus.NewDesc("gpuq_training_metric",
-		"The latest value of each metric a running job's trainer reported (its metrics file, or its output's log dicts and progress bar).",
-		[]string{"job", "metric"}, nil)
-	trainingStep = prometheus.NewDesc("gpuq_training_step", "The latest step a running job's trainer reported a metric at.", []string{"job"}, nil)
-)
+// trainingDescs describe the running jobs' training metrics; made with the daemon's
+// collector, not as gpuq starts (every gpuq process links this package).
+type trainingDescs struct{ metric, step *prometheus.Desc }
+
+func newTrainingDescs() trainingDescs {
+	return trainingDescs{
+		metric: prometheus.NewDesc("gpuq_training_metric",
+			"The latest value of each metric a running job's trainer reported (its metrics file, or its output's log dicts and progress bar).",
+			[]string{"job", "metric"}, nil),
+		step: prometheus.NewDesc("gpuq_training_step", "The latest step a running job's trainer reported a metric at.", []string{"job"}, nil),
+	}
+}
 
 // collectTraining reports the running jobs' latest metrics, as the engine has read
 // them; nothing when the engine does not answer in time (it is stopping).
@@ -37,9 +43,9 @@ func (m *metrics) collectTraining(ch chan<- prometheus.Metric, view state.View) 
 			continue
 		}
 		step, values := latest(view.Sweep(view.Job(a.Job).Sweep), a.Metrics)
-		ch <- prometheus.MustNewConstMetric(trainingStep, prometheus.GaugeValue, float64(step), a.Job)
+		ch <- prometheus.MustNewConstMetric(m.training.step, prometheus.GaugeValue, float64(step), a.Job)
 		for _, v := range values {
-			ch <- prometheus.MustNewConstMetric(trainingMetric, prometheus.GaugeValue, v.Value, a.Job, v.Name)
+			ch <- prometheus.MustNewConstMetric(m.training.metric, prometheus.GaugeValue, v.Value, a.Job, v.Name)
 		}
 	}
 }

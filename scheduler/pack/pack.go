@@ -98,20 +98,28 @@ func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
 func newPacker(cards []CardState, hosts Hosts, explain bool) *packer {
 	p := &packer{cards: cards, failed: map[int64]int32{}, hosts: hosts, explain: explain,
 		whys: []Wait{placed: {}, noSlot: {Reason: NoSlot, Detail: "every card's slots are taken"}}}
+	p.free = make([]int64, len(cards))
 	for i := range p.cards {
 		p.machines = p.machines || p.cards[i].Worker != p.cards[0].Worker
+		p.freeOn(i)
 	}
 	p.measure()
 	return p
 }
 
+// freeOn notes what cards[i] has free now (see packer.free).
+func (p *packer) freeOn(i int) {
+	p.free[i] = math.MinInt64
+	if c := &p.cards[i]; c.open() {
+		p.free[i] = c.Free()
+	}
+}
+
 // measure finds the most memory free on a card with a free slot.
 func (p *packer) measure() {
 	p.roomiest = math.MinInt64
-	for i := range p.cards {
-		if c := &p.cards[i]; c.open() {
-			p.roomiest = max(p.roomiest, c.Free())
-		}
+	for _, f := range p.free {
+		p.roomiest = max(p.roomiest, f)
 	}
 }
 
@@ -169,7 +177,11 @@ func (p *packer) decide(rp *Request) (Placement, int32, bool) {
 func (p *packer) full(smallest int64) bool { return p.roomiest < smallest }
 
 type packer struct {
-	cards    []CardState
+	cards []CardState
+	// free is each card's Free while it has a slot, and MinInt64 once it has none:
+	// what pick asks of every card for each job first, read from a slice of its own
+	// rather than from cards, whose states are large (a fleet's thousands of cards).
+	free     []int64
 	res      *reservation
 	scratch  []int
 	roomiest int64 // the most free on a card with a free slot; MinInt64: no slot

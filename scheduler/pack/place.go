@@ -56,8 +56,9 @@ func (p *packer) fits(i int, r *Request) bool {
 // pick returns the positions of the cards r should start on, or nil.
 func (p *packer) pick(r *Request) []int {
 	cands := p.scratch[:0]
-	for i := range p.cards {
-		if p.fits(i, r) && p.mayUse(i, r) {
+	for i, free := range p.free {
+		// free < r.Memory is what fits finds first on most cards.
+		if free >= r.Memory && p.fits(i, r) && p.mayUse(i, r) {
 			cands = append(cands, i)
 		}
 	}
@@ -121,6 +122,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 			c.Blind++
 			c.BlindUtil += r.util()
 		}
+		p.freeOn(i)
 		// The caller's slice is not ours to append to.
 		at, _ := slices.BinarySearchFunc(c.Ends, end.In, func(e Release, in time.Duration) int { return cmp.Compare(e.In, in) })
 		c.Ends = slices.Insert(slices.Clip(c.Ends), at, end)

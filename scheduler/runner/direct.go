@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"os"
 	"sync"
 	"time"
 
@@ -52,6 +53,13 @@ func (r *Direct) Start(l scheduler.Launch) (scheduler.Started, error) {
 			Process: e.Exit, Command: e.Command}
 	}()
 	return scheduler.Started{Leader: proc.PID(), Log: log, Command: p.cmd.Argv}, nil
+}
+
+// HostMemory is what the processes of each attempt hold of host RAM, by attempt: the
+// processes under this one, gpuq run, which is a subreaper (see
+// launcher.BecomeSubreaper), so that whatever a trainer starts stays under it.
+func (r *Direct) HostMemory() map[string]int64 {
+	return launcher.AttemptMemory(r.dir, []int{os.Getpid()})
 }
 
 // Stop stops the attempt's process group: SIGTERM, then SIGKILL after a grace period.

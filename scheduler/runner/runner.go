@@ -38,21 +38,19 @@ type base struct {
 	lease  string
 	exits  chan scheduler.Exit
 	tails  *tails
+	owners *launcher.Owners
 }
 
 func newBase(o Options) base {
 	return base{dir: o.Dir, ledger: o.Ledger, lease: o.Lease, exits: make(chan scheduler.Exit, 64),
-		tails: &tails{m: map[string]*launcher.MetricsTail{}}}
+		tails: &tails{m: map[string]*launcher.MetricsTail{}}, owners: launcher.NewOwners(o.Dir)}
 }
 
 // Exits is where the runner reports how attempts ended.
 func (b *base) Exits() <-chan scheduler.Exit { return b.exits }
 
 // Owner is the attempt a process belongs to.
-func (b *base) Owner(pid int) (string, bool) { return launcher.OwnerIn(b.dir, pid) }
-
-// HostMemory is what the processes of each attempt hold of host RAM, by attempt.
-func (b *base) HostMemory() map[string]int64 { return launcher.AttemptMemory(b.dir) }
+func (b *base) Owner(pid int) (string, bool) { return b.owners.Of(pid) }
 
 // attemptDir is an attempt's directory.
 func (b *base) attemptDir(a *state.Attempt) (string, error) {

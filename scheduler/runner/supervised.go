@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"runtime"
 	"sync"
 	"time"
 
@@ -18,13 +19,26 @@ type Supervised struct {
 	command []string
 	// stopping holds the attempts asked to stop, by id.
 	stopping sync.Map
+	// supervisors are the running attempts' supervisors, by attempt id: every process
+	// of an attempt is under its supervisor (see HostMemory).
+	mu          sync.Mutex
+	supervisors map[string]launcher.Proc
 }
 
 // NewSupervised returns a runner whose supervisors are started with command (gpuq's
 // binary, and any arguments before the supervisor mode).
 func NewSupervised(o Options, command []string) *Supervised {
-	return &Supervised{base: newBase(o), command: command}
+	return &Supervised{base: newBase(o), command: command, supervisors: map[string]launcher.Proc{}}
 }
+
+// StartsAtOnce is how many attempts the engine may start together (see
+// scheduler.Concurrent): a start waits for the supervisor, a process of gpuq's own
+// binary, to start its trainer, and most of that wait is the processes' own work. At
+// most maxStartsAtOnce on a large machine: each start under way holds a few
+// descriptors, and running short of them pauses the engine.
+func (r *Supervised) StartsAtOnce() int { return min(4*runtime.NumCPU(), maxStartsAtOnce) }
+
+const maxStartsAtOnce = 32
 
 // Start starts a supervisor for the attempt and returns once its trainer runs.
 func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
@@ -32,12 +46,39 @@ func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
 	if err != nil {
 		return scheduler.Started{}, err
 	}
-	leader, err := launcher.StartSupervisor(r.command, p.dir, launcher.Spec{Command: p.cmd, Header: p.header, Lease: r.lease})
+	s, err := launcher.SpawnSupervisor(r.command, p.dir, launcher.Spec{Command: p.cmd, Header: p.header, Lease: r.lease})
 	if err != nil {
 		return scheduler.Started{}, r.unwritable(err)
 	}
+	r.track(l.Attempt.ID, s.Proc)
 	go r.watch(l.Attempt.ID, p.dir)
-	return scheduler.Started{Leader: leader, Log: launcher.LogPath(p.dir), Command: p.cmd.Argv}, nil
+	return scheduler.Started{Leader: s.Leader, Log: launcher.LogPath(p.dir), Command: p.cmd.Argv, At: s.Started}, nil
+}
+
+// track keeps an attempt's supervisor while the attempt runs.
+func (r *Supervised) track(attempt string, p launcher.Proc) {
+	if p.PID == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.supervisors[attempt] = p
+	r.mu.Unlock()
+}
+
+// HostMemory is what the processes of each running attempt hold of host RAM, by
+// attempt: the processes under its supervisor, which is a subreaper, so that whatever
+// its trainer starts, in whatever session, stays under it. Only they are read, not
+// every process of the machine; nothing is, while nothing runs.
+func (r *Supervised) HostMemory() map[string]int64 {
+	r.mu.Lock()
+	tops := make([]int, 0, len(r.supervisors))
+	for _, p := range r.supervisors {
+		if p.Alive() {
+			tops = append(tops, p.PID)
+		}
+	}
+	r.mu.Unlock()
+	return launcher.AttemptMemory(r.dir, tops)
 }
 
 // Adopt takes up an attempt that was running when the last daemon stopped. One that
@@ -56,6 +97,9 @@ func (r *Supervised) Adopt(a *state.Attempt) scheduler.Started {
 			Detail: "the daemon stopped before its trainer started"})
 		return scheduler.Started{}
 	}
+	if info, ok := launcher.SupervisorOf(dir); ok {
+		r.track(a.ID, info)
+	}
 	go r.watch(a.ID, dir)
 	if leader == 0 {
 		return scheduler.Started{}
@@ -69,6 +113,9 @@ func (r *Supervised) report(x scheduler.Exit) { go func() { r.exits <- x }() }
 func (r *Supervised) watch(attempt, dir string) {
 	e := launcher.Wait(dir)
 	at := time.Now()
+	r.mu.Lock()
+	delete(r.supervisors, attempt)
+	r.mu.Unlock()
 	// Asked to stop, and stopped: by its supervisor, or with it where the supervisor
 	// did not answer (see launcher.StopSupervised).
 	if _, asked := r.stopping.LoadAndDelete(attempt); asked && e.Outcome == plans.Lost && !e.Fenced {

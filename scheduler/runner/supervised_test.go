@@ -1,9 +1,12 @@
 package runner
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -227,4 +230,91 @@ func TestRunnersTellHowATrainerEnded(t *testing.T) {
 		_, _, st := startSupervised(t, r, "echo step 1; kill -KILL $$")
 		check(t, st, nextExit(t, r.Exits()), -1, "SIGKILL", "step 1")
 	})
+}
+
+// TestHostMemoryIsWhatRunsUnderTheSupervisors: an attempt's host memory is read from
+// the processes under its supervisor, whatever session they are in, not from every
+// process on the machine: a process elsewhere that carries the attempt's mark (200 MiB
+// of it) is not counted, and nothing is read while nothing runs.
+func TestHostMemoryIsWhatRunsUnderTheSupervisors(t *testing.T) {
+	r := supervised(t)
+	if m := r.HostMemory(); len(m) != 0 {
+		t.Errorf("host memory with nothing running: %v", m)
+	}
+	l, dir, st := startSupervised(t, r, "setsid sleep 600 & echo ready; exec sleep 600")
+	schedtest.WaitFor(t, "the trainer's child", func() bool {
+		log, _ := os.ReadFile(st.Log)
+		return strings.Contains(string(log), "\nready\n")
+	})
+	if python, err := exec.LookPath("python3"); err == nil {
+		abs, _ := filepath.Abs(dir)
+		out := exec.Command(python, "-c", `b = bytearray(200 << 20); print("held", flush=True); import time; time.sleep(600)`)
+		out.Env = append(os.Environ(), "GPUQ_ATTEMPT_DIR="+abs)
+		held, _ := out.StdoutPipe()
+		if err := out.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { out.Process.Kill(); out.Wait() })
+		if line, _ := bufio.NewReader(held).ReadString('\n'); line != "held\n" {
+			t.Fatalf("the outsider said %q", line)
+		}
+	}
+	if m := r.HostMemory()[l.Attempt.ID]; m <= 0 || m > 100<<20 {
+		t.Errorf("the attempt holds %d bytes; want its two sleeps' alone", m)
+	}
+	r.Stop(l.Attempt)
+	nextExit(t, r.Exits())
+	if m := r.HostMemory(); len(m) != 0 {
+		t.Errorf("host memory once it ended: %v", m)
+	}
+}
+
+// TestSupervisorsStartTogether: the engine may start a round's attempts at once (see
+// scheduler.Concurrent); each gets a supervisor and a trainer of its own, each once, and
+// each end is reported.
+func TestSupervisorsStartTogether(t *testing.T) {
+	r := supervised(t)
+	var c scheduler.Concurrent = r
+	if c.StartsAtOnce() < 2 {
+		t.Fatalf("the supervised runner starts %d attempts at once", c.StartsAtOnce())
+	}
+	const n = 6
+	type started struct {
+		st  scheduler.Started
+		err error
+	}
+	out := make(chan started, n)
+	for i := range n {
+		l := launch(t, "echo ran", nil)
+		job := fmt.Sprintf("r.%d", i+1)
+		l.Attempt.ID, l.Attempt.Job = job+"/1", job
+		go func() {
+			st, err := r.Start(l)
+			out <- started{st, err}
+		}()
+	}
+	leaders := map[int]bool{}
+	for range n {
+		s := <-out
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+		leaders[s.st.Leader] = true
+		defer func() {
+			if log, _ := os.ReadFile(s.st.Log); strings.Count(string(log), "\nran\n") != 1 {
+				t.Errorf("%s:\n%s", s.st.Log, log)
+			}
+		}()
+	}
+	ended := map[string]bool{}
+	for range n {
+		x := nextExit(t, r.Exits())
+		if x.Outcome != plans.Success || ended[x.Attempt] {
+			t.Errorf("exit %+v", x)
+		}
+		ended[x.Attempt] = true
+	}
+	if len(leaders) != n || len(ended) != n {
+		t.Errorf("%d trainers, %d ends; want %d of each", len(leaders), len(ended), n)
+	}
 }

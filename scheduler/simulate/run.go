@@ -174,6 +174,9 @@ type engineRunner struct {
 	teaching int
 	// curves are the running attempts' training curves, by attempt.
 	curves map[string]*curveRun
+	// where are an attempt's cards among the machine's, for a fleet's (see fleetCards);
+	// nil: one machine's, its GPUs.
+	where func(*state.Attempt) []int
 }
 
 func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
@@ -185,8 +188,12 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 		teaches = true
 		rn.teaching++
 	}
+	cards := l.Attempt.GPUs
+	if rn.where != nil {
+		cards = rn.where(l.Attempt)
+	}
 	var pid int
-	pid = rn.m.start(l.Attempt.GPUs, peak, d, rn.trace.Truth(l.Job.Index-1).Util, func(o plans.Outcome, f *plans.OOMFacts) {
+	pid = rn.m.start(cards, peak, d, rn.trace.Truth(l.Job.Index-1).Util, func(o plans.Outcome, f *plans.OOMFacts) {
 		if teaches {
 			rn.teaching--
 		}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -46,7 +47,7 @@ var (
 		{plans.KeyCheckpointing, false},
 		{plans.KeyDataWorkers, int64(4)},
 	}
-	nonName = regexp.MustCompile(`[^a-z0-9._-]+`)
+	nonName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9._-]+`) })
 )
 
 // maxJobs bounds a trace, so that a typo in count cannot exhaust memory.
@@ -96,7 +97,7 @@ func Decode(file string, data []byte, ov plans.Overrides) (*Trace, error) {
 	}
 	if _, ok := doc.Get("name"); !ok {
 		base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-		sweep.Set("name", strings.Trim(nonName.ReplaceAllString(strings.ToLower(base), "-"), "-."))
+		sweep.Set("name", strings.Trim(nonName().ReplaceAllString(strings.ToLower(base), "-"), "-."))
 	}
 	sweep.Set("command", []any{"simulated-trainer"})
 	if v, ok := doc.Get("shape_ignores"); ok {

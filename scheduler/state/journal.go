@@ -48,7 +48,9 @@ const (
 // rewritten at every change. (A variable, so that a test need not write megabytes.)
 var compactFloor int64 = 4 << 20
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
+// crcTable is made when first used: every gpuq process (a supervisor too) links this
+// package, and few read or write a journal.
+var crcTable = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // record is one change: a submitted sweep, or objects put in the store.
 type record struct {
@@ -209,7 +211,7 @@ func encodeRecord(r record) ([]byte, error) {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	line := make([]byte, 0, len(data)+10)
-	line = fmt.Appendf(line, "%08x ", crc32.Checksum(data, crcTable))
+	line = fmt.Appendf(line, "%08x ", crc32.Checksum(data, crcTable()))
 	line = append(line, data...)
 	return append(line, '\n'), nil
 }
@@ -365,7 +367,7 @@ func decodeRecord(b []byte) (r record, why string, err error) {
 		return r, "no checksum", nil
 	}
 	want, err := strconv.ParseUint(string(sum), 16, 32)
-	if err != nil || uint32(want) != crc32.Checksum(data, crcTable) {
+	if err != nil || uint32(want) != crc32.Checksum(data, crcTable()) {
 		return r, "its checksum does not match", nil
 	}
 	if err := json.Unmarshal(data, &r); err != nil {

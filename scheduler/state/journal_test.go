@@ -502,7 +502,7 @@ func TestANewerStateIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	line, _ := encodeRecord(record{})
 	line = []byte(strings.Replace(string(line), `{"v":0}`, `{"v":99}`, 1))
-	sum := fmt.Sprintf("%08x", crc32.Checksum(line[9:len(line)-1], crcTable))
+	sum := fmt.Sprintf("%08x", crc32.Checksum(line[9:len(line)-1], crcTable()))
 	os.WriteFile(filepath.Join(dir, journalFile), append([]byte(sum), line[8:]...), 0o600)
 	_, err := OpenState(dir, func(string) {})
 	if err == nil || !strings.Contains(err.Error(), "newer gpuq (state version 99") {

@@ -44,7 +44,7 @@ type marker struct {
 func (m marker) encode() []byte {
 	m.V = stateVersion
 	data, _ := json.Marshal(m) // integers alone
-	line := fmt.Appendf(make([]byte, 0, markerSize), "%08x %s", crc32.Checksum(data, crcTable), data)
+	line := fmt.Appendf(make([]byte, 0, markerSize), "%08x %s", crc32.Checksum(data, crcTable()), data)
 	line = append(line, bytes.Repeat([]byte{' '}, markerSize-1-len(line))...)
 	return append(line, '\n')
 }
@@ -64,7 +64,7 @@ func readMarker(dir string) (*marker, error) {
 	want, perr := strconv.ParseUint(string(sum), 16, 32)
 	var m marker
 	switch {
-	case len(data) != markerSize || perr != nil || uint32(want) != crc32.Checksum(body, crcTable):
+	case len(data) != markerSize || perr != nil || uint32(want) != crc32.Checksum(body, crcTable()):
 		return nil, &Damaged{File: path, Why: "its checksum does not match"}
 	case json.Unmarshal(body, &m) != nil:
 		return nil, &Damaged{File: path, Why: "not a marker"}

@@ -297,7 +297,7 @@ func keepCopy(dir string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		to := filepath.Join(kept, fmt.Sprintf("%s-%08x", name, crc32.Checksum(data, crcTable)))
+		to := filepath.Join(kept, fmt.Sprintf("%s-%08x", name, crc32.Checksum(data, crcTable())))
 		if _, err := os.Lstat(to); err == nil {
 			continue
 		}

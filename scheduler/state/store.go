@@ -32,6 +32,8 @@ type Store struct {
 	// named otherwise (see canonicalShapes).
 	renamed map[string]bool
 	queue   *Queue
+	// running is the attempts that hold cards, followed as the queue is (see RunningNow).
+	running runningSet
 	open    *memdb.Txn  // the transaction of the batch in progress; nil outside one
 	reads   *batchReads // how the batch in progress looks objects up; nil outside one
 	// batchReads is the one reads points to, kept from batch to batch.
@@ -233,8 +235,9 @@ func (s *Store) write(fn func(*memdb.Txn) error) error {
 	return nil
 }
 
-// insert puts an object in a table, and the queue follows a job or a shape. Only a
-// mistake in the schema makes it fail, and then the store is not to be trusted.
+// insert puts an object in a table, and the queue follows a job or a shape, the running
+// set an attempt: every write of those passes here. Only a mistake in the schema makes
+// it fail, and then the store is not to be trusted.
 func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 	if err := s.put(txn, table, o); err != nil {
 		return err
@@ -242,6 +245,8 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 	switch o := o.(type) {
 	case *Job:
 		s.queue.change(o, s.keyOf)
+	case *Attempt:
+		s.running.put(o)
 	case *Shape:
 		was := s.KnownShape(o.Name)
 		s.queue.learned(o)

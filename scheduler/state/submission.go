@@ -255,6 +255,9 @@ func (s *Store) Forget(names []string) error {
 	for _, name := range names {
 		s.queue.forget(name)
 	}
+	// An attempt forgotten had ended (the sweep was over), but the set follows the
+	// index whatever it held.
+	s.running = slices.Collect(s.View().EachRunning())
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -15,33 +16,37 @@ import (
 //go:embed report.html.tmpl
 var pageText string
 
-var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"f":     func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
-	"size":  sizeOrDash,
-	"cards": cardsText,
-	"class": outcomeClass,
-	"dur": func(a Attempt, now time.Time) string {
-		return plans.FormatDuration(a.end(now).Sub(a.Started))
-	},
-	"pct": func(part, whole float64) string {
-		if whole <= 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.0f%%", 100*part/whole)
-	},
-	"sec":    time.Duration.Seconds,
-	"num":    threeFigures,
-	"span":   plans.FormatDuration,
-	"id":     attemptID,
-	"add":    func(a, b float64) float64 { return a + b },
-	"colour": colourOf,
-	"util": func(u *float64) string {
-		if u == nil {
-			return "-"
-		}
-		return fmt.Sprintf("%.0f%%", 100**u)
-	},
-}).Parse(pageText))
+// pageTemplate is parsed when a report is first written, not as gpuq starts: every
+// gpuq process links this package, a daemon's supervisors too.
+var pageTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{
+		"f":     func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+		"size":  sizeOrDash,
+		"cards": cardsText,
+		"class": outcomeClass,
+		"dur": func(a Attempt, now time.Time) string {
+			return plans.FormatDuration(a.end(now).Sub(a.Started))
+		},
+		"pct": func(part, whole float64) string {
+			if whole <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f%%", 100*part/whole)
+		},
+		"sec":    time.Duration.Seconds,
+		"num":    threeFigures,
+		"span":   plans.FormatDuration,
+		"id":     attemptID,
+		"add":    func(a, b float64) float64 { return a + b },
+		"colour": colourOf,
+		"util": func(u *float64) string {
+			if u == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f%%", 100**u)
+		},
+	}).Parse(pageText))
+})
 
 // threeFigures prints a positive number with about three significant figures.
 func threeFigures(v float64) string {
@@ -98,7 +103,7 @@ func Write(w io.Writer, d Data) error {
 	}
 	// Rendered whole before writing, so that a failure leaves no half page behind.
 	var buf bytes.Buffer
-	if err := pageTemplate.Execute(&buf, p); err != nil {
+	if err := pageTemplate().Execute(&buf, p); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	_, err := w.Write(buf.Bytes())

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -175,11 +176,11 @@ type BacklogResponse struct {
 
 // workerName is what a worker may be called: a host name, without the colon that
 // separates a worker from a card index (node7:3).
-var workerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+var workerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`) })
 
 // ValidWorkerName says why a worker may not be called name; nil when it may.
 func ValidWorkerName(name string) error {
-	if !workerName.MatchString(name) || len(name) > 128 {
+	if !workerName().MatchString(name) || len(name) > 128 {
 		return fmt.Errorf("%q cannot name a worker: letters, digits, '.', '_' and '-' (a host name), at most 128", name)
 	}
 	return nil

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestPrintDispatch: each case's figures are the medians of its runs, beside the other
+// binary's and their ratio, and each figure with a target says whether it is met (the
+// crowded machine's target is 80% of the quiet one's).
+func TestPrintDispatch(t *testing.T) {
+	o := dispatchOptions{jobs: 400, runs: 3, against: "main/gpuq", crowd: 2000, workers: 50}
+	quiet := []dispatchFigures{{rate: 160, daemonMs: 1, restMs: 9}, {rate: 100, daemonMs: 2, restMs: 10}, {rate: 170, daemonMs: 1.5, restMs: 8}}
+	crowded := []dispatchFigures{{rate: 110, daemonMs: 2, restMs: 10}, {rate: 130, daemonMs: 2, restMs: 10}, {rate: 115, daemonMs: 2, restMs: 10}}
+	workers := []dispatchFigures{{rate: 150, daemonMs: 0.4, restMs: 6, idleWorkers: 0.02}, {rate: 140, daemonMs: 0.6, restMs: 6, idleWorkers: 0.1}, {rate: 155, daemonMs: 0.5, restMs: 6, idleWorkers: 0.04}}
+	old := []dispatchFigures{{rate: 80, daemonMs: 2, restMs: 12, idleWorkers: 0.5}}
+	figs := [][][]dispatchFigures{{quiet, old}, {crowded, old}, {workers, old}}
+	var got bytes.Buffer
+	printDispatch(&got, o, o.cases(), figs)
+	golden := filepath.Join("testdata", "dispatch.txt")
+	if *update {
+		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("got\n%s\nwant\n%s", got.Bytes(), want)
+	}
+}

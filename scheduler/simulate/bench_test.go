@@ -1,0 +1,61 @@
+package simulate
+
+import (
+	"cmp"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+// BenchmarkRun simulates the machine-sized traces under gpuq's policy, the trace loaded
+// outside the timer: what to profile the simulator and the engine's rounds on.
+//
+//	go test -run '^$' -bench Run -benchtime 1x -cpuprofile cpu.out ./scheduler/simulate/
+func BenchmarkRun(b *testing.B) {
+	for _, name := range []string{"shapes-1000", "big"} {
+		b.Run(name, func(b *testing.B) {
+			path := filepath.Join("..", "..", "examples", "traces", name+".yaml")
+			for b.Loop() {
+				b.StopTimer()
+				t, err := Load(path, plans.Overrides{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if _, err := Run(t, GPUQ); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFleet is the cluster beyond one box: 1,000 workers of 8 cards and
+// 1,000,000 queued jobs, its rounds timed (see RunFleet). FLEET=workers,cards,jobs,rounds
+// runs another size.
+//
+//	go test -run '^$' -bench Fleet -benchtime 1x ./scheduler/simulate/
+func BenchmarkFleet(b *testing.B) {
+	f, err := ParseFleet(cmp.Or(os.Getenv("FLEET"), "1000,8,1000000,200"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		r, err := RunFleet(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		b.ReportMetric(ms(Quantile(r.Times, 0.99)), "p99-ms")
+		b.ReportMetric(ms(Quantile(r.CPU, 0.99)), "p99-cpu-ms")
+		b.ReportMetric(ms(Quantile(r.Times, 0.5)), "p50-ms")
+		b.ReportMetric(ms(Quantile(r.Times, 1)), "max-ms")
+		b.ReportMetric(float64(r.First.Milliseconds()), "first-ms")
+		b.ReportMetric(float64(r.Submit.Milliseconds()), "submit-ms")
+		b.ReportMetric(float64(r.Idle), "idle-rounds")
+		b.ReportMetric(float64(r.HeapMiB), "heap-MiB")
+	}
+}

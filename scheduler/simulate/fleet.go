@@ -1,0 +1,250 @@
+package simulate
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// Fleet is a cluster beyond one box, by simulation: Workers machines (gpuq workers) of
+// CardsPerWorker cards of 80 GiB each, and Jobs jobs of Shapes shapes queued at once,
+// drawn as shapes-1000.yaml's are. One engine schedules every card of every worker in
+// its rounds, as a daemon with linked workers does.
+type Fleet struct {
+	Workers, CardsPerWorker, Jobs, Shapes int
+	// Rounds is how many rounds to time after the first, which fills the cards.
+	Rounds int
+}
+
+// ParseFleet reads "workers,cards per worker,jobs,rounds": a fleet of 1,000 shapes (or
+// one a job, for fewer jobs).
+func ParseFleet(spec string) (Fleet, error) {
+	f := Fleet{Shapes: 1000}
+	if _, err := fmt.Sscanf(spec, "%d,%d,%d,%d", &f.Workers, &f.CardsPerWorker, &f.Jobs, &f.Rounds); err != nil {
+		return f, fmt.Errorf("fleet %q: want workers,cards per worker,jobs,rounds (e.g. 1000,8,1000000,200): %v", spec, err)
+	}
+	f.Shapes = min(f.Shapes, f.Jobs)
+	return f, nil
+}
+
+// FleetResult is what a fleet's simulation measured: wall and processor times.
+type FleetResult struct {
+	Fleet
+	// Submit is putting the jobs in the store; First the first round, which starts a
+	// job on every card or more.
+	Submit, First time.Duration
+	// Times are the rounds after the first, sorted, and CPU the processor time each
+	// took (every thread's, the collector's included), sorted: on a machine others
+	// share, a round's wall time counts the time it waited for a core.
+	Times, CPU []time.Duration
+	Started    int // attempts started, in the first round and after
+	// Filled is the cards with a trainer after the first round.
+	Filled int
+	// Idle counts the rounds after which a card had no trainer while the packer, asked
+	// then, would have started a job: a worker idle while a job it could run waits.
+	Idle int
+	// HeapMiB is the live heap after the last round: the engine's state and the trace.
+	HeapMiB uint64
+}
+
+// Quantile is the time below which a share q of sorted times are.
+func Quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[max(0, min(len(sorted)-1, int(math.Ceil(q*float64(len(sorted))))-1))]
+}
+
+// cpuTime is the processor time the process has taken, in user and kernel mode.
+func cpuTime() time.Duration {
+	var u syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &u) != nil {
+		return 0
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// trace draws the fleet's jobs: each shape's peak 2 to 40 GiB and duration 10 minutes
+// to 3 hours (log-uniform), its estimate the peak give or take 20%, from a fixed seed.
+func (f Fleet) trace() (*Trace, error) {
+	if f.Workers < 1 || f.CardsPerWorker < 1 || f.Shapes < 1 || f.Jobs < f.Shapes {
+		return nil, fmt.Errorf("fleet %+v: want workers, cards per worker and shapes ≥ 1, and at least one job a shape", f)
+	}
+	r := rand.New(rand.NewPCG(29, 1000))
+	logUniform := func(lo, hi float64) float64 { return math.Exp(math.Log(lo) + r.Float64()*(math.Log(hi)-math.Log(lo))) }
+	var b strings.Builder
+	// The trace is one worker's cards (its plan), the machine every worker's.
+	fmt.Fprintf(&b, "name: fleet\ngpus: \"sim:%dx80GiB\"\nheadroom: 5%%\njobs:\n", f.CardsPerWorker)
+	for s := range f.Shapes {
+		peak := logUniform(2, 40)
+		base := peak * (0.3 + 0.3*r.Float64())
+		estimate := peak * (0.8 + 0.4*r.Float64())
+		minutes := max(1, math.Round(logUniform(10, 180)))
+		count := f.Jobs / f.Shapes
+		if s < f.Jobs%f.Shapes {
+			count++
+		}
+		fmt.Fprintf(&b, "  - {name: s%04d, estimate: %.2fGiB, base: %.2fGiB, activations: %.2fGiB, duration: %.0fm, count: %d}\n",
+			s, estimate, base, peak-base, minutes, count)
+	}
+	return Decode("fleet.yaml", []byte(b.String()), plans.Overrides{})
+}
+
+// cardBytes is the memory of each of a fleet's cards.
+const cardBytes = 80 << 30
+
+// RunFleet simulates a fleet under gpuq's engine and times its first Rounds+1 rounds
+// (a round after every moment a trainer ends, as Run's), checking after each whether
+// a card was left idle that a waiting job could have had.
+func RunFleet(f Fleet) (FleetResult, error) {
+	r := FleetResult{Fleet: f}
+	fl, err := newFleetRun(f)
+	if err != nil {
+		return r, err
+	}
+	e, m, rn, store := fl.engine, fl.m, fl.rn, fl.store
+	r.Submit = fl.submit
+	round := func() (wall, cpu time.Duration, err error) {
+		began, cpuBegan := time.Now(), cpuTime()
+		err = e.Round(rn.ended)
+		rn.ended = rn.ended[:0]
+		return time.Since(began), cpuTime() - cpuBegan, err
+	}
+	if r.First, _, err = round(); err != nil {
+		return r, err
+	}
+	for _, c := range m.cards {
+		if len(c.running) > 0 {
+			r.Filled++
+		}
+	}
+	for len(r.Times) < f.Rounds {
+		ended, more := m.step()
+		if !more {
+			break
+		}
+		if !ended && rn.teaching == 0 {
+			continue
+		}
+		took, cpu, err := round()
+		if err != nil {
+			return r, err
+		}
+		r.Times, r.CPU = append(r.Times, took), append(r.CPU, cpu)
+		if idle, err := idleWhileWaiting(e, m); err != nil {
+			return r, err
+		} else if idle {
+			r.Idle++
+		}
+	}
+	slices.Sort(r.Times)
+	slices.Sort(r.CPU)
+	r.Started = m.pid
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	r.HeapMiB = ms.HeapAlloc >> 20
+	runtime.KeepAlive(store)
+	return r, nil
+}
+
+// fleetRun is a fleet's engine on its simulated cards, its jobs submitted, before its
+// first round.
+type fleetRun struct {
+	engine *scheduler.Engine
+	m      *machine
+	rn     *engineRunner
+	store  *state.Store
+	submit time.Duration // how long the submission took
+}
+
+func newFleetRun(f Fleet) (*fleetRun, error) {
+	t, err := f.trace()
+	if err != nil {
+		return nil, err
+	}
+	m := newMachine(plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: f.Workers * f.CardsPerWorker, Bytes: cardBytes}}})
+	store, err := state.NewStore()
+	if err != nil {
+		return nil, err
+	}
+	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}, curves: map[string]*curveRun{}}
+	inv := newFleetCards(m, rn, f, t.Slots())
+	rn.where = inv.positions
+	began := time.Now()
+	if err := store.Submit(&state.Submission{Sweep: t.Sweep}); err != nil {
+		return nil, err
+	}
+	submit := time.Since(began)
+	cfg := scheduler.Config{Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64, UtilTarget: t.Sweep.UtilTarget}
+	rn.engine = scheduler.NewEngine(store, inv, rn.withCurves(), virtualClock{m}, cfg, nil)
+	return &fleetRun{engine: rn.engine, m: m, rn: rn, store: store, submit: submit}, nil
+}
+
+// idleWhileWaiting reports whether a card has no trainer while the packer would start
+// a job now. It asks the packer only when a card is idle: that costs a round.
+func idleWhileWaiting(e *scheduler.Engine, m *machine) (bool, error) {
+	if !slices.ContainsFunc(m.cards, func(c simCard) bool { return len(c.running) == 0 }) {
+		return false, nil
+	}
+	d, _, err := e.Preview()
+	return len(d.Placements) > 0, err
+}
+
+// fleetCards are the machine's cards dealt to workers in order, CardsPerWorker each,
+// as the engine sees a cluster's: known by worker and index, each process named by
+// the attempt it runs (as a worker reports them). RAM is not simulated: plenty.
+type fleetCards struct {
+	m       *machine
+	rn      *engineRunner
+	per     int
+	workers []string // by position / per
+	base    map[string]int
+	slots   []int // a worker's plan, by index
+}
+
+func newFleetCards(m *machine, rn *engineRunner, f Fleet, slots []int) *fleetCards {
+	c := &fleetCards{m: m, rn: rn, per: f.CardsPerWorker, base: map[string]int{}, slots: slots}
+	for w := range f.Workers {
+		name := fmt.Sprintf("w%04d", w)
+		c.workers = append(c.workers, name)
+		c.base[name] = w * f.CardsPerWorker
+	}
+	return c
+}
+
+func (c *fleetCards) Read() ([]gpu.Card, error) {
+	cards, err := c.m.Read()
+	for i := range cards {
+		cards[i].Worker, cards[i].Index = c.workers[i/c.per], i%c.per
+		for k, p := range cards[i].Processes {
+			cards[i].Processes[k].Attempt = c.rn.attempts[p.PID]
+		}
+	}
+	return cards, err
+}
+
+func (c *fleetCards) Slots(card gpu.Card) int { return c.slots[card.Index] }
+
+func (c *fleetCards) Host(string) (total, available int64, err error) { return 1 << 40, 1 << 40, nil }
+
+func (c *fleetCards) Ends(string) time.Time { return time.Time{} }
+
+// positions are an attempt's cards among the machine's.
+func (c *fleetCards) positions(a *state.Attempt) []int {
+	at := make([]int, len(a.GPUs))
+	for i, g := range a.GPUs {
+		at[i] = c.base[a.Worker] + g
+	}
+	return at
+}
