@@ -186,13 +186,7 @@ func TestNoRungWarnedOncePerSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, w := range s.Warnings() {
-		if strings.Contains(w, "an OOM will fail") {
-			got = append(got, w)
-		}
-	}
-	if len(got) != 1 || !strings.Contains(got[0], "an OOM will fail jobs n.1, n.2, n.3 and 2 more: no ladder key found") {
+	if got := oomWarnings(s); len(got) != 1 || !strings.Contains(got[0], "an OOM will fail jobs n.1, n.2, n.3 and 2 more: no ladder key found") {
 		t.Errorf("want one warning naming the five jobs without a rung, got %q", got)
 	}
 }
@@ -205,13 +199,18 @@ func TestABatchAloneIsNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := oomWarnings(s); len(got) != 1 || !strings.Contains(got[0], "every job: it has per_device_train_batch_size, but the ladder halves the batch only while it doubles gradient_accumulation_steps") {
+		t.Errorf("want one warning naming the missing accumulation, got %q", got)
+	}
+}
+
+// oomWarnings are the sweep's warnings that an OOM would fail jobs at once.
+func oomWarnings(s *Sweep) []string {
 	var got []string
 	for _, w := range s.Warnings() {
 		if strings.Contains(w, "an OOM will fail") {
 			got = append(got, w)
 		}
 	}
-	if len(got) != 1 || !strings.Contains(got[0], "every job: it has per_device_train_batch_size, but the ladder halves the batch only while it doubles gradient_accumulation_steps") {
-		t.Errorf("want one warning naming the missing accumulation, got %q", got)
-	}
+	return got
 }
