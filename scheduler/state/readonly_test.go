@@ -62,3 +62,40 @@ func files(t *testing.T, dir string) string {
 	}
 	return out
 }
+
+// TestReadOnlyReadsAgainAcrossACompaction: a daemon that compacts the state between
+// the reads of its snapshot and of its journal (a new snapshot, the marker, an emptied
+// journal) leaves files of two compactions: read as one state, the empty journal is
+// "cut short". The reader reads the state again, and finds it whole.
+func TestReadOnlyReadsAgainAcrossACompaction(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	must(t, s.Compact())
+	j := *s.View().Job("j.3") // a record in the journal after the snapshot
+	j.Held = false
+	must(t, s.Put(Change{Jobs: []*Job{&j}}))
+	want := dump(s)
+	s.Close()
+	compacted := false
+	betweenFiles = func() {
+		if compacted {
+			return
+		}
+		compacted = true
+		d, _, _ := openState(t, dir)
+		must(t, d.Compact())
+		d.Close()
+	}
+	defer func() { betweenFiles = func() {} }()
+	r, ok, err := ReadOnly(dir)
+	if err != nil || !ok {
+		t.Fatalf("a state compacted as it was read: %v %v", ok, err)
+	}
+	if !compacted {
+		t.Fatal("the test compacted nothing")
+	}
+	if got := dump(r); got != want {
+		t.Errorf("read\n%s\nwant\n%s", got, want)
+	}
+}

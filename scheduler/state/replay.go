@@ -159,6 +159,7 @@ func (s *Store) replay(dir string) (snap, journal *stateFile, failed, err error)
 	}
 	apply(merged)
 	merged = record{}
+	betweenFiles()
 	stale := false
 	journal, err = readState(filepath.Join(dir, journalFile), func(l line) {
 		if l.n == 1 {
@@ -170,6 +171,10 @@ func (s *Store) replay(dir string) (snap, journal *stateFile, failed, err error)
 	})
 	return snap, journal, failed, err
 }
+
+// betweenFiles runs between a replay's reads of the snapshot and of the journal: a
+// test's seam, to compact the state there as a daemon may.
+var betweenFiles = func() {}
 
 // whichFailed says which record of the state files did not apply in a replay that
 // failed: the records are applied again, one by one, to a store of their own.

@@ -270,13 +270,18 @@ type Damaged struct {
 }
 
 func (e *Damaged) Error() string {
+	return fmt.Sprintf("the state is damaged: %s. gpuq changed nothing and keeps a copy of the state in %s; "+
+		"gpuq daemon --salvage starts from every good record and what the attempts' directories show, and reports what it skips; "+
+		"or give gpuq a fresh --state-dir", e.Found(), e.Kept)
+}
+
+// Found is what is damaged, and where: the file, and the record where one is.
+func (e *Damaged) Found() string {
 	where := e.File
 	if e.Record > 0 {
 		where = fmt.Sprintf("%s, record %d of %d (at byte %d)", e.File, e.Record, e.Of, e.Offset)
 	}
-	return fmt.Sprintf("the state is damaged: %s: %s. gpuq changed nothing and keeps a copy of the state in %s; "+
-		"gpuq daemon --salvage starts from every good record and what the attempts' directories show, and reports what it skips; "+
-		"or give gpuq a fresh --state-dir", where, e.Why, e.Kept)
+	return where + ": " + e.Why
 }
 
 // keptDir, in the state directory, keeps copies of damaged state files.
