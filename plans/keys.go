@@ -299,29 +299,21 @@ func (s *Sweep) noRungWarning() []string {
 		return nil
 	}
 	var bare []string
-	var first *Job
-	for i, j := range s.Jobs {
+	batch, batchOnly := "", true // every bare job has a batch size and no accumulation
+	for _, j := range s.Jobs {
 		if len(j.Ladder) == 0 {
 			bare = append(bare, j.ID)
-			first = cmp.Or(first, &s.Jobs[i])
+			b, hasBatch := paramOf(j.Params, KeyBatch)
+			_, hasAcc := paramOf(j.Params, KeyAccumulation)
+			batch, batchOnly = cmp.Or(batch, b), batchOnly && hasBatch && !hasAcc
 		}
 	}
 	if len(bare) == 0 {
 		return nil
 	}
-	has := func(role string) (string, bool) {
-		for _, k := range roleNamesOf(role) {
-			if _, ok := first.Params.Get(k); ok {
-				return k, true
-			}
-		}
-		return "", false
-	}
-	if batch, ok := has(KeyBatch); ok {
-		if _, acc := has(KeyAccumulation); !acc {
-			return []string{fmt.Sprintf("%s: an OOM will fail %s: it has %s, but the ladder halves the batch only while it doubles %s, so that the effective batch stays: add %s: 1 to its parameters (and pass it to the trainer), or write oom.ladder",
-				s.File, jobList(bare, len(s.Jobs)), batch, KeyAccumulation, KeyAccumulation)}
-		}
+	if batchOnly {
+		return []string{fmt.Sprintf("%s: an OOM will fail %s: it has %s, but the ladder halves the batch only while it doubles %s, so that the effective batch stays: add %s: 1 to its parameters (and pass it to the trainer), or write oom.ladder",
+			s.File, jobList(bare, len(s.Jobs)), batch, KeyAccumulation, KeyAccumulation)}
 	}
 	var names []string
 	for _, r := range ladderRoles {
@@ -334,6 +326,16 @@ func (s *Sweep) noRungWarning() []string {
 	}
 	return []string{fmt.Sprintf("%s: an OOM will fail %s: no ladder key found %s (%s, or the names Hugging Face and Lightning use); name yours with oom: {keys: {batch_size: train.micro_bs}}, or write oom.ladder",
 		s.File, jobList(bare, len(s.Jobs)), where, strings.Join(names, ", "))}
+}
+
+// paramOf is the name under which params has the role's parameter, if it has it.
+func paramOf(params *Map, role string) (string, bool) {
+	for _, k := range roleNamesOf(role) {
+		if _, ok := params.Get(k); ok {
+			return k, true
+		}
+	}
+	return "", false
 }
 
 // jobList names some jobs of a sweep of total jobs: "every job", or the first few.

@@ -191,9 +191,10 @@ func TestNoRungWarnedOncePerSweep(t *testing.T) {
 	}
 }
 
-// TestABatchAloneIsNamed: a sweep whose trainer takes a batch size and nothing else the
+// TestABatchAloneIsNamed: a sweep whose trainers take a batch size and nothing else the
 // ladder changes is told what keeps its batch from being halved (the accumulation that
-// keeps the effective batch), not that no ladder key was found.
+// keeps the effective batch), not that no ladder key was found; one where some job has
+// not even that is told that no key was found.
 func TestABatchAloneIsNamed(t *testing.T) {
 	s, err := DecodeSweep("b.yaml", []byte("name: b\ncommand: [train, --bs, \"{per_device_train_batch_size}\"]\nparams: {per_device_train_batch_size: 8}\nmatrix: {seed: [1, 2]}\n"), Overrides{})
 	if err != nil {
@@ -201,6 +202,14 @@ func TestABatchAloneIsNamed(t *testing.T) {
 	}
 	if got := oomWarnings(s); len(got) != 1 || !strings.Contains(got[0], "every job: it has per_device_train_batch_size, but the ladder halves the batch only while it doubles gradient_accumulation_steps") {
 		t.Errorf("want one warning naming the missing accumulation, got %q", got)
+	}
+	// A job without even a batch size is told what the others are not.
+	s, err = DecodeSweep("m.yaml", []byte("name: m\ncommand: [train, --config, \"{config}\"]\njobs: [{batch_size: 8}, {seed: 1}]\n"), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := oomWarnings(s); len(got) != 1 || !strings.Contains(got[0], "every job: no ladder key found") {
+		t.Errorf("bare jobs not all with a batch size: want the warning that names no key, got %q", got)
 	}
 }
 
