@@ -390,15 +390,11 @@ func (b *scaleBench) clean(f *scaleFigures) error {
 }
 
 func medianDuration(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
+	xs := make([]float64, len(ds))
+	for i, d := range ds {
+		xs[i] = float64(d)
 	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return time.Duration(median(xs))
 }
 
 func lastLine(s string) string {
