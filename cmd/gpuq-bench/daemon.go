@@ -176,23 +176,34 @@ func gpuqJSON(bin, state string, v any, args ...string) error {
 
 func startBenchDaemon(bin, state, plan string) (*exec.Cmd, error) {
 	cmd := gpuqCmd(bin, state, "daemon", "--gpu-plan", plan)
-	logf, err := os.Create(state + ".log")
-	if err != nil {
+	ask := func() *exec.Cmd { return gpuqCmd(bin, state, "status", "--state", "running") }
+	if err := startAnswering(cmd, state+".log", ask, time.Minute); err != nil {
 		return nil, err
+	}
+	return cmd, nil
+}
+
+// startAnswering starts daemon, its output in logPath (appended to: a restart's follows
+// the first start's), and waits until ask, a gpuq command, succeeds against it.
+func startAnswering(daemon *exec.Cmd, logPath string, ask func() *exec.Cmd, limit time.Duration) error {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
 	}
 	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, err
+	daemon.Stdout, daemon.Stderr = logf, logf
+	if err := daemon.Start(); err != nil {
+		return err
 	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if gpuqCmd(bin, state, "status", "--state", "running").Run() == nil {
-			return cmd, nil
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if ask().Run() == nil {
+			return nil
 		}
 	}
-	cmd.Process.Kill()
-	log, _ := os.ReadFile(state + ".log")
-	return nil, fmt.Errorf("the daemon does not answer: %s", log)
+	daemon.Process.Kill()
+	daemon.Wait()
+	log, _ := os.ReadFile(logPath)
+	return fmt.Errorf("the daemon does not answer: %s", lastLine(string(log)))
 }
 
 func stopBenchDaemon(bin, state string, d *exec.Cmd) {

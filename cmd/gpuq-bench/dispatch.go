@@ -244,24 +244,7 @@ func (d *dispatchDaemon) gpuq(args ...string) *exec.Cmd {
 
 func (d *dispatchDaemon) start(args ...string) error {
 	d.cmd, d.log = d.gpuq(args...), d.state+".log"
-	logf, err := os.Create(d.log)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	if err := d.cmd.Start(); err != nil {
-		return err
-	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if d.gpuq("status", "--state", "running").Run() == nil {
-			return nil
-		}
-	}
-	d.cmd.Process.Kill()
-	d.cmd.Wait()
-	log, _ := os.ReadFile(d.log)
-	return fmt.Errorf("the daemon does not answer: %s", log)
+	return startAnswering(d.cmd, d.log, func() *exec.Cmd { return d.gpuq("status", "--state", "running") }, time.Minute)
 }
 
 func (d *dispatchDaemon) stop() {

@@ -113,24 +113,8 @@ func (b *scaleBench) median(n int, args ...string) (time.Duration, error) {
 
 func (b *scaleBench) start() error {
 	b.daemon = b.cmd(context.Background(), "daemon", "--gpu-plan", scalePlan)
-	logf, err := os.OpenFile(b.state+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	b.daemon.Stdout, b.daemon.Stderr = logf, logf
-	if err := b.daemon.Start(); err != nil {
-		return err
-	}
-	for deadline := time.Now().Add(verbLimit); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if b.cmd(context.Background(), "status", "--state", "running").Run() == nil {
-			return nil
-		}
-	}
-	b.daemon.Process.Kill()
-	b.daemon.Wait()
-	log, _ := os.ReadFile(b.state + ".log")
-	return fmt.Errorf("the daemon does not answer: %s", lastLine(string(log)))
+	ask := func() *exec.Cmd { return b.cmd(context.Background(), "status", "--state", "running") }
+	return startAnswering(b.daemon, b.state+".log", ask, verbLimit)
 }
 
 func (b *scaleBench) stop() {
