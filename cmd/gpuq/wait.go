@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -117,7 +118,7 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 			return err
 		}
 	}
-	var bad []string
+	var bad []api.JobState
 	stopped := 0
 	for _, j := range waited {
 		switch j.State {
@@ -125,11 +126,11 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 		case string(state.JobStopped):
 			stopped++
 		default:
-			bad = append(bad, j.ID+" "+j.State)
+			bad = append(bad, j)
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: %s", errNotAllSucceeded, strings.Join(bad, ", "))
+		return fmt.Errorf("%w: %s", errNotAllSucceeded, notSucceeded(bad, opts.sweep))
 	}
 	if !opts.json {
 		fmt.Fprintf(opts.io.Out, "%s succeeded", plans.Count(len(waited)-stopped, "job"))
@@ -139,6 +140,37 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 		fmt.Fprintln(opts.io.Out)
 	}
 	return nil
+}
+
+// namedAtMost is how many jobs that did not succeed gpuq wait names; past it, it
+// counts them by state and says how to list them (a sweep of 100,000 failed jobs
+// printed 2 MB of ids).
+const namedAtMost = 10
+
+// notSucceeded names the jobs that ended otherwise than succeeded, "a.2 failed, a.3
+// cancelled", or the first namedAtMost of them with a count of each state.
+func notSucceeded(bad []api.JobState, sweep string) string {
+	named := make([]string, 0, min(len(bad), namedAtMost))
+	for _, j := range bad[:min(len(bad), namedAtMost)] {
+		named = append(named, j.ID+" "+j.State)
+	}
+	text := strings.Join(named, ", ")
+	if len(bad) <= namedAtMost {
+		return text
+	}
+	counts := map[string]int{}
+	for _, j := range bad {
+		counts[j.State]++
+	}
+	var states []string
+	for _, st := range slices.Sorted(maps.Keys(counts)) {
+		states = append(states, fmt.Sprintf("%d %s", counts[st], st))
+	}
+	list := "gpuq status --state " + strings.Join(slices.Sorted(maps.Keys(counts)), ",")
+	if sweep != "" {
+		list += " --sweep " + sweep
+	}
+	return fmt.Sprintf("%s, ... (%s; %s lists them)", text, strings.Join(states, ", "), list)
 }
 
 // waitedJobs fetches the jobs waited for with their histories: those named one by
