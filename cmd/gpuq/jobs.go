@@ -190,7 +190,7 @@ func where(jobs []api.Job, sel string) ([]api.Job, error) {
 	if err != nil || w == nil {
 		return jobs, whereError(err)
 	}
-	var out []api.Job
+	out := []api.Job{} // none selected is {"jobs": []} in --json, not null
 	keys := map[string]bool{}
 	for _, j := range jobs {
 		for _, k := range j.Params.Keys {
