@@ -210,7 +210,7 @@ func runRun(opts *runOptions) error {
 				left = append(left, j.ID)
 			}
 		}
-		return fmt.Errorf("%w; every trainer was stopped. Not finished: %s", errInterrupted, strings.Join(left, " "))
+		return fmt.Errorf("%w; every trainer was stopped. Not finished: %s", errInterrupted, firstOf(left, " "))
 	case runErr != nil:
 		return runErr
 	case sum.Counts[string(state.JobFailed)] > 0:

@@ -142,25 +142,19 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 	return nil
 }
 
-// namedAtMost is how many jobs that did not succeed gpuq wait names; past it, it
-// counts them by state and says how to list them (a sweep of 100,000 failed jobs
-// printed 2 MB of ids).
-const namedAtMost = 10
-
 // notSucceeded names the jobs that ended otherwise than succeeded, "a.2 failed, a.3
-// cancelled", or the first namedAtMost of them with a count of each state.
+// cancelled"; past namedAtMost of them, it counts them by state and says how to list
+// them (a sweep of 100,000 failed jobs printed 2 MB of ids).
 func notSucceeded(bad []api.JobState, sweep string) string {
-	named := make([]string, 0, min(len(bad), namedAtMost))
-	for _, j := range bad[:min(len(bad), namedAtMost)] {
-		named = append(named, j.ID+" "+j.State)
+	named := make([]string, len(bad))
+	counts := map[string]int{}
+	for i, j := range bad {
+		named[i] = j.ID + " " + j.State
+		counts[j.State]++
 	}
-	text := strings.Join(named, ", ")
+	text := firstOf(named, ", ")
 	if len(bad) <= namedAtMost {
 		return text
-	}
-	counts := map[string]int{}
-	for _, j := range bad {
-		counts[j.State]++
 	}
 	var states []string
 	for _, st := range slices.Sorted(maps.Keys(counts)) {
@@ -170,7 +164,7 @@ func notSucceeded(bad []api.JobState, sweep string) string {
 	if sweep != "" {
 		list += " --sweep " + sweep
 	}
-	return fmt.Sprintf("%s, ... (%s; %s lists them)", text, strings.Join(states, ", "), list)
+	return fmt.Sprintf("%s (%s; %s lists them)", text, strings.Join(states, ", "), list)
 }
 
 // waitedJobs fetches the jobs waited for with their histories: those named one by

@@ -108,7 +108,7 @@ func TestWaitNamesAFewOfManyFailures(t *testing.T) {
 	ios, _, _ := buffers()
 	code, msg := exitOf(runWait(&waitOptions{io: ios, client: d.client, sweep: "many"}, nil))
 	want := "not every job succeeded: many.1 failed, many.2 failed, many.3 failed, many.4 failed, many.5 cancelled, " +
-		"many.6 failed, many.7 failed, many.8 failed, many.9 failed, many.10 cancelled, ... " +
+		"many.6 failed, many.7 failed, many.8 failed, many.9 failed, many.10 cancelled, ... and 15 more " +
 		"(5 cancelled, 20 failed; gpuq status --state cancelled,failed --sweep many lists them)"
 	if code != exitFailed || msg != want {
 		t.Errorf("exit %d, %q; want %d and %q", code, msg, exitFailed, want)
