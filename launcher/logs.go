@@ -113,3 +113,94 @@ func SeekLastLines(f *os.File, n int) error {
 	_, err = f.Seek(0, io.SeekStart)
 	return err
 }
+
+// The start of the line gpuq ends an attempt's log with, after its trainer's output
+// (see Process.wait), and of the header it begins with (see Header).
+const (
+	endedLine   = "\ngpuq: exited "
+	headerStart = "# gpuq attempt "
+)
+
+// trainerOutput passes on an attempt's log as its trainer wrote it: without the header
+// gpuq begins it with (up to the blank line after the command) and without the line gpuq
+// ends it with. It writes as the log grows, holding back no more than what may be that
+// last line or its start, until Close.
+type trainerOutput struct {
+	w      io.Writer
+	header bool // in the header still
+	seen   int  // bytes of the header seen
+	prev   byte // the header's last byte seen
+	held   []byte
+}
+
+// TrainerOutput returns a writer of an attempt's log that writes its trainer's output
+// alone to w; Close writes what it holds back, unless that is gpuq's closing line.
+func TrainerOutput(w io.Writer) io.WriteCloser { return &trainerOutput{w: w, header: true} }
+
+func (t *trainerOutput) Write(p []byte) (int, error) {
+	n := len(p)
+	if t.header {
+		p = t.skipHeader(p)
+	}
+	t.held = append(t.held, p...)
+	keep := heldBack(t.held)
+	if _, err := t.w.Write(t.held[:len(t.held)-keep]); err != nil {
+		return n, err
+	}
+	t.held = append(t.held[:0], t.held[len(t.held)-keep:]...)
+	return n, nil
+}
+
+// Close writes what is held back: the log's end, unless it is gpuq's closing line.
+func (t *trainerOutput) Close() error {
+	rest := t.held
+	switch {
+	case t.header && t.seen < len(headerStart): // a log shorter than the header's start
+		rest = []byte(headerStart[:t.seen])
+	case closingLine(rest):
+		return nil
+	}
+	_, err := t.w.Write(rest)
+	return err
+}
+
+// skipHeader is what follows the header in p, the log's next bytes; all of a log that
+// does not begin as gpuq's header does is output.
+func (t *trainerOutput) skipHeader(p []byte) []byte {
+	for i, c := range p {
+		if t.seen < len(headerStart) && c != headerStart[t.seen] {
+			t.header = false
+			return append([]byte(headerStart[:t.seen]), p[i:]...)
+		}
+		t.seen++
+		if c == '\n' && t.prev == '\n' {
+			t.header = false
+			return p[i+1:]
+		}
+		t.prev = c
+	}
+	return nil
+}
+
+// heldBack is how many bytes at the end of b may be gpuq's closing line, or its start.
+func heldBack(b []byte) int {
+	if i := bytes.LastIndex(b, []byte(endedLine)); i >= 0 && closingLine(b[i:]) {
+		return len(b) - i
+	}
+	for k := min(len(endedLine)-1, len(b)); k > 0; k-- {
+		if bytes.HasSuffix(b, []byte(endedLine[:k])) {
+			return k
+		}
+	}
+	return 0
+}
+
+// closingLine tells whether b is gpuq's closing line, whole or so far: a line end, the
+// line's start and no other line end but a last one.
+func closingLine(b []byte) bool {
+	if !bytes.HasPrefix(b, []byte(endedLine)) {
+		return false
+	}
+	end := bytes.IndexByte(b[1:], '\n')
+	return end < 0 || end == len(b)-2
+}

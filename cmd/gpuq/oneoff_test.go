@@ -29,7 +29,8 @@ func TestOneOffName(t *testing.T) {
 }
 
 // TestRunOneOff: gpuq run -- CMD runs the command as written (braces and all), with the
-// one-off's flags as its sweep's keys; a setting it cannot use names its flag; those
+// one-off's flags as its sweep's keys, and prints its output on stdout as if it ran
+// here; a setting it cannot use names its flag; those
 // flags without a command, a command beside a sweep file, or a program named where a
 // sweep file goes, are bad input that says what to write.
 func TestRunOneOff(t *testing.T) {
@@ -49,8 +50,13 @@ func TestRunOneOff(t *testing.T) {
 	if !strings.Contains(string(log), `args --lr 1e-4 {"a": 1} A={x}`) {
 		t.Errorf("the command did not run as written:\n%s", log)
 	}
-	if !strings.Contains(out, "show.1  show  succeeded") || strings.Contains(errOut, "warning") {
-		t.Errorf("summary or warnings:\n%s%s", out, errOut)
+	// Its stdout is the trainer's output, as if the command ran here; gpuq's progress and
+	// summary are on stderr.
+	if want := "args --lr 1e-4 {\"a\": 1} A={x}\n"; out != want {
+		t.Errorf("stdout is %q, want the trainer's output alone, %q", out, want)
+	}
+	if !strings.Contains(errOut, "show.1  show  succeeded") || strings.Contains(errOut, "warning") {
+		t.Errorf("summary or warnings:\n%s", errOut)
 	}
 	// Without --memory its estimate is unknown: "-", never "0 B".
 	out, errOut, code = gpuq(t, "run", "--log-dir", dir, "--gpus", "sim:1x24GiB", "--", "sh", "-c", "true")

@@ -58,7 +58,9 @@ with its trainer's error line; --json the same with every attempt's "exit_code",
 A command after -- is a one-off job, as gpuq submit -- takes one (see its help): a sweep
 of one job, named after its script or --name (made unique among the sweeps of the
 daemon and of the other gpuq runs), with --memory, --host-memory, --gpus-per-job,
---timeout, --priority, --env and --workdir as its sweep's keys.
+--timeout, --priority, --env and --workdir as its sweep's keys. Its trainer's output is
+printed on stdout as it runs, as if the command ran here, attempt after attempt; gpuq's
+progress and summary go to stderr.
 
 Each run keeps its attempts in a directory of its own under --log-dir, named for the
 sweep and the time it started (<sweep>-20260102-150405; -2 after it for a second run in
@@ -145,7 +147,14 @@ func runRun(opts *runOptions) error {
 	} else {
 		defer reaper.Close()
 	}
-	progress := opts.io.Out
+	// A one-off's stdout is its trainer's output, as if the command ran here: gpuq's
+	// progress, a line per event, and the summary go to stderr.
+	var trainer *trainerOutput
+	progress, summary := opts.io.Out, opts.io.Out
+	if opts.command != nil && !opts.json {
+		trainer = newTrainerOutput(opts.io.Out, opts.io.Err)
+		progress, summary = opts.io.Err, opts.io.Err
+	}
 	if opts.json {
 		progress = opts.io.Err
 	}
@@ -156,7 +165,7 @@ func runRun(opts *runOptions) error {
 		}
 		defer stop()
 	}
-	ui := newRunUI(progress, isTerminal(progress) && !opts.json, sw)
+	ui := newRunUI(progress, isTerminal(progress) && !opts.json && trainer == nil, sw)
 	ledger := ""
 	if p.inv.Simulated() != "" {
 		ledger = opts.settings.ledger()
@@ -166,6 +175,9 @@ func runRun(opts *runOptions) error {
 	var srv interface{ Event(scheduler.Event) }
 	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) {
 		ui.event(ev)
+		if trainer != nil {
+			trainer.event(ev)
+		}
 		hooks.Event(ev)
 		if srv != nil {
 			srv.Event(ev)
@@ -175,6 +187,9 @@ func runRun(opts *runOptions) error {
 		return err
 	}
 	ui.store = store
+	if trainer != nil {
+		trainer.store = store
+	}
 	hooks = runner.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
 	// Served until the run ends: gpuq status, logs, attach and top reach it.
 	if fg := serveRun(opts, p, eng, store); fg != nil {
@@ -190,6 +205,9 @@ func runRun(opts *runOptions) error {
 	ui.start()
 	runErr := eng.Run(ctx)
 	ui.stop()
+	if trainer != nil {
+		trainer.wait()
+	}
 	// The cards as they are now, for their names and sizes: a card that cannot be read
 	// leaves them out, and the report sizes its panel by what was reserved on it.
 	cards, _ := p.inv.Read()
@@ -200,7 +218,7 @@ func runRun(opts *runOptions) error {
 			return err
 		}
 	} else {
-		printSummary(opts.io.Out, sum, opts.io.width())
+		printSummary(summary, sum, opts.io.width())
 	}
 	switch {
 	case errors.Is(runErr, context.Canceled):
