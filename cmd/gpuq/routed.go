@@ -135,7 +135,7 @@ func (r *routed) Jobs(sweep string, states []string) ([]api.Job, error) {
 		}
 		return c.Jobs(sweep, states)
 	}
-	var all []api.Job
+	all := []api.Job{} // none is {"jobs": []}, not null
 	for _, c := range r.each() {
 		jobs, err := c.Jobs("", states)
 		if err != nil {
@@ -277,7 +277,7 @@ func (r *routed) States(req api.StatesRequest) ([]api.JobState, error) {
 		return c.States(req)
 	}
 	if len(req.IDs) == 0 {
-		var all []api.JobState
+		all := []api.JobState{}
 		for _, c := range r.each() {
 			got, err := c.States(req)
 			if err != nil {

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,5 +34,32 @@ func TestAClientSendsNothingToAnotherUsersSocket(t *testing.T) {
 	}
 	if n := served.Load(); n != 0 {
 		t.Errorf("the client sent %d requests", n)
+	}
+}
+
+// TestARunThatEndedSaysSo: a gpuq run found serving its sweep that has ended since (its
+// socket gone) is told as a run that ended, not as a socket that cannot be reached.
+func TestARunThatEndedSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	r := Run{Sweep: "w1", PID: 4242, Socket: filepath.Join(dir, "w1.4242.sock")}
+	ln, err := launcher.ListenUnix(r.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"jobs":[]}`)) })}
+	go srv.Serve(ln)
+	c, err := DialRun(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.States(StatesRequest{IDs: []string{"w1.1"}}); err != nil {
+		t.Fatalf("while the run serves: %v", err)
+	}
+	srv.Close()
+	os.Remove(r.Socket)
+	_, err = c.States(StatesRequest{IDs: []string{"w1.1"}})
+	var ended RunEndedError
+	if !errors.As(err, &ended) || ended.Run.Sweep != "w1" || !strings.Contains(err.Error(), "the gpuq run of sweep w1 (pid 4242) has ended") {
+		t.Errorf("once the run has ended: %v", err)
 	}
 }
