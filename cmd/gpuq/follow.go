@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
@@ -24,6 +27,7 @@ type trainerOutput struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	broken func() // called once its reader has gone (see stopOnBrokenPipe)
 	mu     sync.Mutex
 	last   chan struct{} // closed once the log of the attempt that started last is copied
 }
@@ -56,7 +60,11 @@ func (t *trainerOutput) event(ev scheduler.Event) {
 		if prev != nil {
 			<-prev
 		}
-		if err := t.follow(path); err != nil {
+		switch err := t.follow(path); {
+		case errors.Is(err, syscall.EPIPE) && t.broken != nil:
+			fmt.Fprintln(t.errs, "gpuq: what reads the trainer's output has ended; stopping the run")
+			t.broken()
+		case err != nil:
 			fmt.Fprintf(t.errs, "gpuq: warning: the trainer's output: %v (gpuq logs %s --attempt %d has it)\n", err, ev.Job, ev.Attempt)
 		}
 	}()
@@ -85,4 +93,16 @@ func (t *trainerOutput) follow(path string) error {
 func (t *trainerOutput) wait() {
 	t.cancel()
 	t.wg.Wait()
+}
+
+// stopOnBrokenPipe has a reader of the output that goes away (gpuq run -- CMD | head)
+// stop the run as Ctrl-C does, its trainers cleanly, where Go would otherwise kill gpuq
+// for a write to a broken stdout, its trainers left to its reaper and its socket
+// behind. The signal is caught rather than ignored: an ignored one would be ignored by
+// the trainers gpuq starts too. It returns the function that undoes it.
+func (t *trainerOutput) stopOnBrokenPipe(stop func()) (undo func()) {
+	t.broken = stop
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	return func() { signal.Stop(pipe) }
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gpuq/gpuq/scheduler/schedtest"
@@ -144,4 +147,49 @@ func TestOneOffStartsTheOneDaemon(t *testing.T) {
 			t.Errorf("%s: after %s, on card %s; want after %s, on card %q", j.ID, after, card, w.after, w.card)
 		}
 	}
+}
+
+// TestAOneOffsReaderGone: gpuq run -- CMD | head stops the run as Ctrl-C does once head
+// has gone, its trainer stopped cleanly and the run's socket removed, rather than
+// gpuq being killed by SIGPIPE at its next write to stdout.
+func TestAOneOffsReaderGone(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	cmd := exec.Command(os.Args[0], "run", "--gpus", "sim:1x24GiB", "--log-dir", logs, "--",
+		"sh", "-c", "i=0; while :; do i=$((i+1)); echo line $i; sleep 0.05; done")
+	cmd.Env = append(os.Environ(), asGPUQ+"=1", "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir,
+		"GPUQ_STATE_DIR="+filepath.Join(dir, "state"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errb := &schedtest.Buffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // what a failing test left
+		cmd.Process.Kill()
+		for _, pid := range attemptProcs(logs) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	for i := 1; i <= 3; i++ {
+		if !lines.Scan() || lines.Text() != fmt.Sprintf("line %d", i) {
+			t.Fatalf("line %d of the trainer's output: %q %v\n%s", i, lines.Text(), lines.Err(), errb)
+		}
+	}
+	stdout.Close() // as head does once it has its lines
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt || !strings.Contains(errb.String(), "what reads the trainer's output has ended; stopping the run") {
+		t.Errorf("exit %d (%v), want %d:\n%s", code, err, exitInterrupt, errb)
+	}
+	if !strings.Contains(errb.String(), "cancelled") {
+		t.Errorf("the job was not cancelled:\n%s", errb)
+	}
+	if socks, _ := filepath.Glob(filepath.Join(dir, "state", "runs", "*.sock")); len(socks) > 0 {
+		t.Errorf("the run left its socket: %v", socks)
+	}
+	schedtest.WaitFor(t, "nothing of the attempt left", func() bool { return len(attemptProcs(logs)) == 0 })
 }

@@ -59,8 +59,10 @@ A command after -- is a one-off job, as gpuq submit -- takes one (see its help):
 of one job, named after its script or --name (made unique among the sweeps of the
 daemon and of the other gpuq runs), with --memory, --host-memory, --gpus-per-job,
 --timeout, --priority, --env and --workdir as its sweep's keys. Its trainer's output is
-printed on stdout as it runs, as if the command ran here, attempt after attempt; gpuq's
-progress and summary go to stderr.
+printed on stdout as it runs, attempt after attempt: what its terminal shows, its stdout
+and stderr together (it runs in a pseudo-terminal of its own, so progress bars draw as
+they would here). gpuq's progress and summary go to stderr. What you type does not reach
+it: gpuq attach does.
 
 Each run keeps its attempts in a directory of its own under --log-dir, named for the
 sweep and the time it started (<sweep>-20260102-150405; -2 after it for a second run in
@@ -202,6 +204,12 @@ func runRun(opts *runOptions) error {
 	// the hangup of its own terminal must not live on without gpuq.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	if trainer != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer trainer.stopOnBrokenPipe(cancel)()
+	}
 	ui.start()
 	runErr := eng.Run(ctx)
 	ui.stop()
