@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/spf13/viper"
+
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -192,4 +194,26 @@ func TestAOneOffsReaderGone(t *testing.T) {
 		t.Errorf("the run left its socket: %v", socks)
 	}
 	schedtest.WaitFor(t, "nothing of the attempt left", func() bool { return len(attemptProcs(logs)) == 0 })
+}
+
+// TestOneOffsStartedTogetherTakeTwoNames: two gpuq runs of one-offs that start at once,
+// neither serving its sweep yet, each find "train" free; the first holds it, and the
+// second takes train-2. Once the first has ended, its name is free again.
+func TestOneOffsStartedTogetherTakeTwoNames(t *testing.T) {
+	st := &settings{v: viper.New()}
+	st.v.Set(keyStateDir, t.TempDir())
+	first, second := &runOptions{settings: st}, &runOptions{settings: st}
+	if got := first.reserve("train", map[string]bool{}); got != "train" || first.reserved == nil {
+		t.Fatalf("the first run's name: %q", got)
+	}
+	if got := second.reserve("train", map[string]bool{}); got != "train-2" {
+		t.Errorf("the second run's name: %q, want train-2", got)
+	}
+	first.reserved.Close()
+	second.reserved.Close()
+	third := &runOptions{settings: st}
+	if got := third.reserve("train", map[string]bool{}); got != "train" {
+		t.Errorf("a run started once both ended: %q, want train", got)
+	}
+	third.reserved.Close()
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -31,6 +32,7 @@ import (
 type runOptions struct {
 	io       ioStreams
 	settings *settings
+	reserved *os.File // holds a one-off's name while it runs (see reserve)
 	sweep    string
 	json     bool
 	logDir   string
@@ -121,6 +123,9 @@ var errJobsFailed = errors.New("some jobs failed")
 
 func runRun(opts *runOptions) error {
 	p, err := opts.prepare()
+	if opts.reserved != nil {
+		defer opts.reserved.Close()
+	}
 	if err != nil {
 		return err
 	}
@@ -253,12 +258,31 @@ func (opts *runOptions) prepare() (*prepared, error) {
 		return prepare(opts.sweep, opts.settings, opts.io)
 	}
 	taken, _ := sweepNames(opts.settings) // where none answers, the run goes on all the same
-	name := freeName(cmp.Or(opts.name, oneOffName(opts.command)), taken)
+	name := opts.reserve(cmp.Or(opts.name, oneOffName(opts.command)), taken)
 	sw, _, err := opts.oneOff.sweep(oneOffLabel("run", opts.command), name, opts.command, opts.settings.runOverrides())
 	if err != nil {
 		return nil, err
 	}
 	return prepareSweep(sw, opts.settings, opts.io)
+}
+
+// reserve is the first name from base on (base, base-2, ...) that is not taken and that
+// no other gpuq run starting meanwhile holds, held for this run until it ends. Where
+// names cannot be held (no state directory), it is the first not taken.
+func (opts *runOptions) reserve(base string, taken map[string]bool) string {
+	dir, err := opts.settings.stateDir()
+	for {
+		name := freeName(base, taken)
+		if err != nil {
+			return name
+		}
+		f, ok, err := api.Reserve(dir, name)
+		if err != nil || ok {
+			opts.reserved = f
+			return name
+		}
+		taken[name] = true
+	}
 }
 
 // startMPS starts NVIDIA's MPS control daemon for the sweep's jobs (sharing: mps), with
