@@ -777,6 +777,11 @@ func runSelect(opts *selectOptions, ids []string) error {
 		fmt.Fprintf(opts.io.Out, "no job %s to %s\n", selectionText(opts.sweep, opts.where), verb)
 		return nil
 	}
+	slices.SortFunc(changed, byNumber)
+	if len(changed) > namedAtMost {
+		fmt.Fprintf(opts.io.Out, "%s (%s): %s\n", opts.done, plans.Count(len(changed), "job"), firstOf(changed, " "))
+		return nil
+	}
 	fmt.Fprintf(opts.io.Out, "%s: %s\n", opts.done, strings.Join(changed, " "))
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -66,17 +67,18 @@ func runWait(opts *waitOptions, ids []string) error {
 	}
 	held := map[string]bool{}
 	for left := waited; ; {
-		var next []string
+		var next, newlyHeld []string
 		for _, j := range left {
 			waited[at[j.ID]] = j
 			if j.State == string(state.JobHeld) && !held[j.ID] {
 				held[j.ID] = true
-				fmt.Fprintf(opts.io.Err, "gpuq: %s is held: it waits until gpuq release %s\n", j.ID, j.ID)
+				newlyHeld = append(newlyHeld, j.ID)
 			}
 			if !ended(j.State) {
 				next = append(next, j.ID)
 			}
 		}
+		sayHeld(opts.io.Err, newlyHeld, opts.sweep)
 		if len(next) == 0 {
 			return waitEnded(opts, c, ids, waited)
 		}
@@ -84,6 +86,20 @@ func runWait(opts *waitOptions, ids []string) error {
 		if left, err = c.States(api.StatesRequest{IDs: next}); err != nil {
 			return fmt.Errorf("while waiting: %w", err)
 		}
+	}
+}
+
+// sayHeld says once of jobs waited for that they are held, and how they go on.
+func sayHeld(w io.Writer, ids []string, sweep string) {
+	switch {
+	case len(ids) == 1:
+		fmt.Fprintf(w, "gpuq: %s is held: it waits until gpuq release %s\n", ids[0], ids[0])
+	case len(ids) > 1:
+		release := "gpuq release ID..."
+		if sweep != "" {
+			release = "gpuq release --sweep " + sweep
+		}
+		fmt.Fprintf(w, "gpuq: %d jobs are held (%s): they wait until %s\n", len(ids), firstOf(ids, ", "), release)
 	}
 }
 
@@ -130,7 +146,7 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: %s", errNotAllSucceeded, notSucceeded(bad, opts.sweep))
+		return fmt.Errorf("%w: %s", errNotAllSucceeded, notSucceeded(bad, opts.sweep, len(ids) > 0))
 	}
 	if !opts.json {
 		fmt.Fprintf(opts.io.Out, "%s succeeded", plans.Count(len(waited)-stopped, "job"))
@@ -144,15 +160,16 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 
 // notSucceeded names the jobs that ended otherwise than succeeded, "a.2 failed, a.3
 // cancelled"; past namedAtMost of them, it counts them by state and says how to list
-// them (a sweep of 100,000 failed jobs printed 2 MB of ids).
-func notSucceeded(bad []api.JobState, sweep string) string {
-	named := make([]string, len(bad))
+// them (a sweep of 100,000 failed jobs printed 2 MB of ids): those of a sweep, or of
+// every job, or, where they were named, those named.
+func notSucceeded(bad []api.JobState, sweep string, named bool) string {
+	lines := make([]string, len(bad))
 	counts := map[string]int{}
 	for i, j := range bad {
-		named[i] = j.ID + " " + j.State
+		lines[i] = j.ID + " " + j.State
 		counts[j.State]++
 	}
-	text := firstOf(named, ", ")
+	text := firstOf(lines, ", ")
 	if len(bad) <= namedAtMost {
 		return text
 	}
@@ -161,8 +178,11 @@ func notSucceeded(bad []api.JobState, sweep string) string {
 		states = append(states, fmt.Sprintf("%d %s", counts[st], st))
 	}
 	list := "gpuq status --state " + strings.Join(slices.Sorted(maps.Keys(counts)), ",")
-	if sweep != "" {
+	switch {
+	case sweep != "":
 		list += " --sweep " + sweep
+	case named:
+		list = "gpuq wait --json with these ids" // gpuq status would list other jobs too
 	}
 	return fmt.Sprintf("%s (%s; %s lists them)", text, strings.Join(states, ", "), list)
 }

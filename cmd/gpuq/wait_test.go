@@ -114,3 +114,22 @@ func TestWaitNamesAFewOfManyFailures(t *testing.T) {
 		t.Errorf("exit %d, %q; want %d and %q", code, msg, exitFailed, want)
 	}
 }
+
+// TestWaitSaysOnceThatManyAreHeld: jobs waited for that are held are told of in one
+// line, a few of them named, not a line each (100,000 held jobs were 100,000 lines).
+func TestWaitSaysOnceThatManyAreHeld(t *testing.T) {
+	var held, ended []api.Job
+	for i := range 25 {
+		held = append(held, job(fmt.Sprintf("many.%d", i+1), "held"))
+		ended = append(ended, job(fmt.Sprintf("many.%d", i+1), "succeeded"))
+	}
+	d := &fakeDaemon{listings: [][]api.Job{held, held, ended}}
+	ios, _, errb := buffers()
+	if err := runWait(&waitOptions{io: ios, client: d.client, sweep: "many"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "gpuq: 25 jobs are held (many.1, many.2, many.3, many.4, many.5, many.6, many.7, many.8, many.9, many.10, ... and 15 more): they wait until gpuq release --sweep many\n"
+	if errb.String() != want {
+		t.Errorf("said %q, want %q", errb, want)
+	}
+}
