@@ -616,7 +616,11 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 	} else {
 		line("utilization: not measured yet (its shape's first job is measured alone, a minute in)")
 	}
-	if len(j.Attempts) == 0 {
+	switch {
+	case len(j.Attempts) == 0 && ended(j.State):
+		line("no attempt: it %s before it started", state.JobState(j.State).Told())
+		return
+	case len(j.Attempts) == 0:
 		line("no attempt yet; gpuq why %s says why it waits", j.ID)
 		return
 	}

@@ -371,3 +371,21 @@ func TestStatusJSONStreamsAsItPrints(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusOfAJobThatNeverStarted: gpuq status ID of a job with no attempt says why it
+// waits where it waits, and how it ended where it ended before it started.
+func TestStatusOfAJobThatNeverStarted(t *testing.T) {
+	for _, tc := range []struct{ state, want, not string }{
+		{"queued", "no attempt yet; gpuq why s.1 says why it waits", "before it started"},
+		{"cancelled", "no attempt: it was cancelled before it started", "why it waits"},
+	} {
+		d := &fakeDaemon{listings: [][]api.Job{{job("s.1", tc.state)}}}
+		ios, out, _ := buffers()
+		if err := runStatus(&statusOptions{io: ios, client: d.client, now: time.Now}, []string{"s.1"}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) || strings.Contains(out.String(), tc.not) {
+			t.Errorf("a %s job with no attempt:\n%s\nwant %q", tc.state, out, tc.want)
+		}
+	}
+}
