@@ -2,6 +2,8 @@ package launcher
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -356,7 +358,7 @@ const byName = "by-name"
 // LinkName links root/by-name/<sweep>/<name> to the job's directory, or leaves the link
 // that does already; a link of that name to another job (a sweep of the same name,
 // submitted again after gpuq clean) is replaced. A name is made a file name: '/' is
-// '∕', a leading '.' is '_', and it is cut to 200 bytes.
+// '∕', a leading '.' is '_', and one past 200 bytes is cut in its middle (see fileName).
 func LinkName(root, sweep, name, job string) error {
 	if _, err := JobDir(root, job); err != nil || !filepath.IsLocal(sweep) || strings.ContainsRune(sweep, filepath.Separator) {
 		return fmt.Errorf("job %q of sweep %q cannot name a link", job, sweep)
@@ -390,17 +392,28 @@ func UnlinkNames(root, sweep string) error {
 	return os.RemoveAll(filepath.Join(root, byName, sweep))
 }
 
-// fileName is a job's name as one element of a path.
+// fileName is a job's name as one element of a path. A name longer than 200 bytes
+// keeps its start and its end (where a seed tells points apart) around a hash of the
+// whole, so that two long names cut alike stay two files.
 func fileName(name string) string {
 	name = strings.ReplaceAll(name, "/", "∕")
 	if strings.HasPrefix(name, ".") {
 		name = "_" + name[1:]
 	}
-	for len(name) > 200 {
-		_, size := utf8.DecodeLastRuneInString(name)
-		name = name[:len(name)-size]
+	if len(name) <= 200 {
+		return name
 	}
-	return name
+	sum := sha256.Sum256([]byte(name))
+	mid := "…" + hex.EncodeToString(sum[:4]) + "…"
+	end := name[len(name)-60:]
+	for !utf8.ValidString(end) { // begin at a rune's start
+		end = end[1:]
+	}
+	start := name[:200-len(mid)-len(end)]
+	for !utf8.ValidString(start) {
+		start = start[:len(start)-1]
+	}
+	return start + mid + end
 }
 
 // JobOf is the gpuq job a process belongs to, by the GPUQ_JOB_ID and GPUQ_JOB_NAME it
