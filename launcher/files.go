@@ -254,7 +254,15 @@ func (t trust) makeOwnDir(dir string) error {
 
 // WriteJSON writes v to path whole or not at all: a temporary file (path.new, made
 // afresh, never through a link: see createPrivate), synced, renamed.
-func WriteJSON(path string, v any) error {
+func WriteJSON(path string, v any) error { return writeJSON(path, v, true) }
+
+// replaceJSON writes v to path whole or not at all, as WriteJSON does, without syncing
+// it: for a record of processes that run (supervisor.json), which a crash of the
+// machine ends with them, so that a copy lost with it tells nothing wrong. A sync costs
+// the disk's journal a commit, on every attempt's start.
+func replaceJSON(path string, v any) error { return writeJSON(path, v, false) }
+
+func writeJSON(path string, v any, durable bool) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -265,7 +273,7 @@ func WriteJSON(path string, v any) error {
 		return err
 	}
 	err = write(f, data)
-	if err == nil {
+	if err == nil && durable {
 		if err = diskRefuses("sync", tmp); err == nil {
 			err = f.Sync()
 		}
@@ -281,6 +289,9 @@ func WriteJSON(path string, v any) error {
 	if err != nil {
 		os.Remove(tmp)
 		return err
+	}
+	if !durable {
+		return nil
 	}
 	d, err := os.Open(filepath.Dir(path))
 	if err != nil {

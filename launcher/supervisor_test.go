@@ -71,7 +71,7 @@ func startAttempt(t *testing.T, dir, ran string) error {
 
 // TestAFullDiskAtAnyStepLeavesTheAttemptUnstarted: the disk fills at each step that
 // writes to it while an attempt starts, in turn: the daemon's (its directories, config,
-// spec.json, lock) and its supervisor's (its socket, the log, supervisor.json, and
+// spec.json, which is its lock) and its supervisor's (its socket, the log, supervisor.json, and
 // exit.json at the end). Before the trainer runs, the start fails with the disk's error
 // (a machine's fault: the job waits), nothing ran, and a daemon started again finds the
 // attempt never started. After, the trainer runs on to its end and succeeds: never is a
@@ -97,7 +97,7 @@ func TestAFullDiskAtAnyStepLeavesTheAttemptUnstarted(t *testing.T) {
 		}
 	}
 	// The steps the report found failing, among the others.
-	for _, want := range []string{"bind sock", "open log", "write log", "open supervisor.json.new", "open spec.json.new", "mkdir attempt-1"} {
+	for _, want := range []string{"bind sock", "open log", "write log", "open supervisor.json.new", "open spec.json", "mkdir attempt-1"} {
 		if !slices.Contains(steps, want) {
 			t.Fatalf("no step %q among %q", want, steps)
 		}
@@ -230,5 +230,107 @@ func waitExited(t *testing.T, pid int) {
 			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 			t.Fatalf("process %d survived: %s", pid, stat)
 		}
+	}
+}
+
+// startScript starts a supervisor for an attempt in dir whose trainer runs script.
+func startScript(t *testing.T, dir, script string) error {
+	t.Helper()
+	doc := fmt.Sprintf("name: t\ncommand: [sh, -c, %q]\njobs: [{}]\n", script)
+	s, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "t.yaml"), []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Prepare(Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: dir}, os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c})
+	return err
+}
+
+// TestSpecIsTheAttemptsLock: spec.json is the attempt's lock, held from before the
+// supervisor starts until it exits, so that no lock file is made for an attempt. A lock
+// file an earlier gpuq left in the directory, held by its supervisor, keeps a new one
+// from starting there; left unheld, it does not hide the new supervisor's lock.
+func TestSpecIsTheAttemptsLock(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		older, held bool // a lock file an earlier gpuq left; its supervisor holds it
+	}{
+		{"no lock file", false, false},
+		{"an earlier gpuq's lock file, left", true, false},
+		{"an earlier gpuq's lock file, held", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if tc.older {
+				old, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer old.Close()
+				if tc.held {
+					if err := syscall.Flock(int(old.Fd()), syscall.LOCK_EX); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			gate := filepath.Join(t.TempDir(), "go")
+			ran := filepath.Join(t.TempDir(), "ran")
+			err := startScript(t, dir, fmt.Sprintf("echo ran > %s; while [ ! -e %s ]; do sleep 0.05; done", ran, gate))
+			if tc.held {
+				if _, rerr := os.Stat(ran); err == nil || rerr == nil || !Alive(dir) {
+					t.Fatalf("start beside an earlier gpuq's supervisor: %v (ran: %v, alive: %v); want a refusal, nothing run", err, rerr == nil, Alive(dir))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !Alive(dir) || !locked(filepath.Join(dir, specFile)) {
+				t.Errorf("while the trainer runs: alive %v, spec.json locked %v; want both", Alive(dir), locked(filepath.Join(dir, specFile)))
+			}
+			if _, err := os.Stat(filepath.Join(dir, lockFile)); tc.older == errors.Is(err, os.ErrNotExist) {
+				t.Errorf("lock file: %v; want one only where an earlier gpuq left it", err)
+			}
+			os.WriteFile(gate, nil, 0o600)
+			if e := Wait(dir); e.Outcome != plans.Success {
+				t.Fatalf("ended %+v", e)
+			}
+			waitGone(t, dir)
+		})
+	}
+}
+
+// TestOnlyTheEndIsSynced: of the files an attempt's start and end write, only exit.json
+// (how it ended, which outlives a crash of the machine) is synced; spec.json and
+// supervisor.json tell of processes that such a crash ends with them, and a sync each
+// would cost every start the disk's journal commits.
+func TestOnlyTheEndIsSynced(t *testing.T) {
+	record := filepath.Join(t.TempDir(), "steps")
+	t.Setenv(diskSteps, record)
+	fillDiskAt("", record)
+	defer fillDiskAt("", "")
+	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+	if err := startAttempt(t, dir, filepath.Join(t.TempDir(), "ran")); err != nil {
+		t.Fatal(err)
+	}
+	if e := Wait(dir); e.Outcome != plans.Success {
+		t.Fatalf("ended %+v", e)
+	}
+	waitGone(t, dir)
+	data, _ := os.ReadFile(record)
+	var synced []string
+	for _, step := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if name, ok := strings.CutPrefix(step, "sync "); ok {
+			synced = append(synced, name)
+		}
+	}
+	if !slices.Equal(synced, []string{exitFile + ".new"}) {
+		t.Errorf("synced %q; want exit.json alone", synced)
 	}
 }
