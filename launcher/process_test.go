@@ -19,6 +19,7 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == SupervisorMode {
 		fillDiskAt(os.Getenv(diskFullAt), os.Getenv(diskSteps))
+		holdDiskAt(os.Getenv(diskHeldAt))
 		if err := Supervise(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "supervisor:", err)
 			os.Exit(1)

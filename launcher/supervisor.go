@@ -57,7 +57,8 @@ import (
 // A client of sock writes one line, a request, then:
 //
 //	wait       reads nothing until the attempt has ended, then how it ended (exit.json's
-//	           JSON, even where exit.json could not be written), then EOF
+//	           JSON, told before exit.json is written, and even where it cannot be),
+//	           then EOF
 //	stop       the supervisor stops the trainer's process group (SIGTERM, then SIGKILL)
 //	attach     reads the last 64 KiB of output then the live output; what it writes
 //	           goes to the trainer's terminal
@@ -196,14 +197,15 @@ func Supervise(dir string) error {
 		end.ended = Ended{Outcome: plans.Lost, Fenced: true, Exit: end.ended.Exit, Command: spec.Command.Argv,
 			Detail: "stopped: its worker lost touch with the daemon, which runs the job again elsewhere"}
 	}
-	exit := filepath.Join(dir, exitFile)
-	err = WriteJSON(exit, end.ended)
-	// The clients waiting hear the end now, exit.json written or not; a daemon that
-	// comes later finds exit.json, or waits for it while this supervisor lives (its
-	// lock) and tries again to write it.
+	// The clients waiting hear the end now, before exit.json is written and synced,
+	// which keeps a daemon's next start on the card waiting for the disk: the daemon
+	// that hears it journals it. One that comes later finds exit.json, or waits for it
+	// while this supervisor lives (its lock) and writes it, trying again where there is
+	// no room.
 	ln.Close()
 	close(end.done)
-	if err != nil {
+	exit := filepath.Join(dir, exitFile)
+	if err = WriteJSON(exit, end.ended); err != nil {
 		err = record(exit, end.ended, err)
 	}
 	waiting.Wait()

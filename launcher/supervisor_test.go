@@ -21,7 +21,31 @@ import (
 const (
 	diskFullAt = "GPUQ_TEST_DISK_FULL_AT" // "op name": the step the disk refuses, once
 	diskSteps  = "GPUQ_TEST_DISK_STEPS"   // a file each step is appended to
+	// diskHeldAt is "op name|gate": the disk holds that step until the file gate is
+	// there (a minute at most, so that a test that fails leaves nothing held).
+	diskHeldAt = "GPUQ_TEST_DISK_HELD_AT"
 )
+
+// holdDiskAt makes the disk hold a step (see diskHeldAt) on top of what fillDiskAt did.
+func holdDiskAt(held string) {
+	step, gate, ok := strings.Cut(held, "|")
+	if !ok {
+		return
+	}
+	before := diskFault
+	diskFault = func(op, name string) syscall.Errno {
+		if op+" "+name == step {
+			deadline := time.Now().Add(time.Minute)
+			for _, err := os.Stat(gate); err != nil && time.Now().Before(deadline); _, err = os.Stat(gate) {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if before == nil {
+			return 0
+		}
+		return before(op, name)
+	}
+}
 
 // fillDiskAt makes the disk refuse the step at (an op and a file's base name) with
 // ENOSPC the first time it comes, and records every step in the file steps; "" for
@@ -332,5 +356,46 @@ func TestOnlyTheEndIsSynced(t *testing.T) {
 	}
 	if !slices.Equal(synced, []string{exitFile + ".new"}) {
 		t.Errorf("synced %q; want exit.json alone", synced)
+	}
+}
+
+// TestTheEndIsToldBeforeItIsWritten: a client waiting for the attempt hears how it ended
+// while exit.json is still being written (its sync held here), not once the disk is done
+// with it; exit.json follows, and the supervisor holds the attempt until it has.
+func TestTheEndIsToldBeforeItIsWritten(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Setenv(diskHeldAt, "sync "+exitFile+".new|"+gate)
+	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+	if err := startScript(t, dir, "read line"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // never leave a supervisor held
+		os.WriteFile(gate, nil, 0o600)
+		waitGone(t, dir)
+	})
+	// Waiting before the trainer ends: a client that comes later reads exit.json.
+	waiting, err := Dial(dir, "wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	term, err := Dial(dir, "attach")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	term.Write([]byte("go\n"))
+	waiting.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var e Ended
+	if err := json.NewDecoder(waiting).Decode(&e); err != nil || e.Outcome != plans.Success {
+		t.Fatalf("told %+v (%v); want a success, told while exit.json is written", e, err)
+	}
+	if e, err := ReadEnded(dir); e != nil || err != nil || !Alive(dir) {
+		t.Errorf("as the end is told: exit.json %+v %v, supervisor alive %v; want no exit.json yet, the supervisor holding the attempt", e, err, Alive(dir))
+	}
+	os.WriteFile(gate, nil, 0o600)
+	waitGone(t, dir)
+	if e, err := ReadEnded(dir); err != nil || e == nil || e.Outcome != plans.Success {
+		t.Errorf("exit.json once written: %+v %v", e, err)
 	}
 }
