@@ -258,8 +258,8 @@ func WriteJSON(path string, v any) error { return writeJSON(path, v, true) }
 
 // replaceJSON writes v to path whole or not at all, as WriteJSON does, without syncing
 // it: for a record of processes that run (supervisor.json), which a crash of the
-// machine ends with them, so that a copy lost with it tells nothing wrong. A sync costs
-// the disk's journal a commit, on every attempt's start.
+// machine ends with them, so that a copy lost with it tells nothing wrong. A sync waits
+// for the disk, on every attempt's start.
 func replaceJSON(path string, v any) error { return writeJSON(path, v, false) }
 
 func writeJSON(path string, v any, durable bool) error {

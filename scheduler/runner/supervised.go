@@ -36,7 +36,7 @@ type supervisor struct {
 // kernel pays for that as the process is reaped (measured: half a millisecond for a
 // supervisor whose threads' children were listed, a third of the daemon's CPU per job
 // where trainers do nothing): an attempt that ends within it is never read. A trainer
-// holds little in its first second, and learns nothing of its shape yet.
+// holds little in its first second, and teaches its shape nothing yet.
 var hostReadAfter = time.Second
 
 // NewSupervised returns a runner whose supervisors are started with command (gpuq's
