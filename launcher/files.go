@@ -293,7 +293,51 @@ func writeJSON(path string, v any, durable bool) error {
 	if !durable {
 		return nil
 	}
-	d, err := os.Open(filepath.Dir(path))
+	return syncDir(filepath.Dir(path))
+}
+
+// placeJSON writes v to path whole or not at all, as WriteJSON does, but syncs it only
+// when sync is called: what it wrote can be read at once (renamed into place), and is
+// on the disk once sync has returned. A crash before that may leave path cut short.
+func placeJSON(path string, v any) (sync func() error, err error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	tmp := path + ".new"
+	f, err := createPrivate(tmp)
+	if err != nil {
+		return nil, err
+	}
+	err = write(f, data)
+	if err == nil {
+		if err = diskRefuses("rename", path); err == nil {
+			err = os.Rename(tmp, path)
+		}
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	return func() error {
+		err := diskRefuses("sync", path)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		return syncDir(filepath.Dir(path))
+	}, nil
+}
+
+// syncDir syncs directory dir: the names made, renamed or removed in it.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}

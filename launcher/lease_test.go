@@ -56,7 +56,6 @@ func (s *leased) end(t *testing.T, within time.Duration) (Ended, string) {
 	case <-time.After(within):
 		t.Fatalf("the trainer did not end within %s", within)
 	}
-	waitGone(t, s.dir) // exit.json is written as the end is told
 	e, err := ReadEnded(s.dir)
 	if err != nil || e == nil {
 		t.Fatalf("exit.json: %v %v", e, err)

@@ -42,7 +42,7 @@ import (
 //	                 soon as there is room: a full disk does not stop the trainer)
 //	sock             the supervisor's unix socket (see the requests below), mode 0600,
 //	                 serving only processes of its own user
-//	exit.json        how the attempt ended, written (synced, renamed) before the
+//	exit.json        how the attempt ended, written (renamed, synced) before the
 //	                 supervisor exits; it waits for room to write it, if it must, and
 //	                 holds the lock meanwhile
 //
@@ -57,8 +57,8 @@ import (
 // A client of sock writes one line, a request, then:
 //
 //	wait       reads nothing until the attempt has ended, then how it ended (exit.json's
-//	           JSON, told before exit.json is written, and even where it cannot be),
-//	           then EOF
+//	           JSON, told once exit.json is in place, before it is synced, and even
+//	           where it cannot be written), then EOF
 //	stop       the supervisor stops the trainer's process group (SIGTERM, then SIGKILL)
 //	attach     reads the last 64 KiB of output then the live output; what it writes
 //	           goes to the trainer's terminal
@@ -197,15 +197,19 @@ func Supervise(dir string) error {
 		end.ended = Ended{Outcome: plans.Lost, Fenced: true, Exit: end.ended.Exit, Command: spec.Command.Argv,
 			Detail: "stopped: its worker lost touch with the daemon, which runs the job again elsewhere"}
 	}
-	// The clients waiting hear the end now, before exit.json is written and synced,
-	// which keeps a daemon's next start on the card waiting for the disk: the daemon
-	// that hears it journals it. One that comes later finds exit.json, or waits for it
-	// while this supervisor lives (its lock) and writes it, trying again where there is
-	// no room.
+	// The clients waiting hear the end once exit.json is in place, before it is synced,
+	// which would keep a daemon's next start on the card waiting for the disk: the
+	// daemon that hears it journals it. They hear it even where exit.json cannot be
+	// written. One that comes later finds exit.json, or waits for it while this
+	// supervisor lives (its lock) and writes it, trying again where there is no room.
+	exit := filepath.Join(dir, exitFile)
+	sync, err := placeJSON(exit, end.ended)
 	ln.Close()
 	close(end.done)
-	exit := filepath.Join(dir, exitFile)
-	if err = WriteJSON(exit, end.ended); err != nil {
+	if err == nil {
+		err = sync()
+	}
+	if err != nil {
 		err = record(exit, end.ended, err)
 	}
 	waiting.Wait()

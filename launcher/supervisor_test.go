@@ -21,8 +21,9 @@ import (
 const (
 	diskFullAt = "GPUQ_TEST_DISK_FULL_AT" // "op name": the step the disk refuses, once
 	diskSteps  = "GPUQ_TEST_DISK_STEPS"   // a file each step is appended to
-	// diskHeldAt is "op name|gate": the disk holds that step until the file gate is
-	// there (a minute at most, so that a test that fails leaves nothing held).
+	// diskHeldAt is "op name|gate": the disk holds the steps that begin so until the
+	// file gate is there (a minute at most, so that a test that fails leaves nothing
+	// held).
 	diskHeldAt = "GPUQ_TEST_DISK_HELD_AT"
 )
 
@@ -34,7 +35,7 @@ func holdDiskAt(held string) {
 	}
 	before := diskFault
 	diskFault = func(op, name string) syscall.Errno {
-		if op+" "+name == step {
+		if strings.HasPrefix(op+" "+name, step) {
 			deadline := time.Now().Add(time.Minute)
 			for _, err := os.Stat(gate); err != nil && time.Now().Before(deadline); _, err = os.Stat(gate) {
 				time.Sleep(10 * time.Millisecond)
@@ -79,18 +80,7 @@ func fillDiskAt(at, steps string) {
 // its trainer appends a line to ran.
 func startAttempt(t *testing.T, dir, ran string) error {
 	t.Helper()
-	doc := "name: t\ncommand: [sh, -c, 'echo ran >> " + ran + "']\njobs: [{}]\n"
-	s, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "t.yaml"), []byte(doc), plans.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: dir}
-	c, err := Prepare(a, os.Environ())
-	if err != nil {
-		return err
-	}
-	_, err = StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c, Header: Header(c, a, "")})
-	return err
+	return startScript(t, dir, "echo ran >> "+ran)
 }
 
 // TestAFullDiskAtAnyStepLeavesTheAttemptUnstarted: the disk fills at each step that
@@ -101,32 +91,13 @@ func startAttempt(t *testing.T, dir, ran string) error {
 // attempt never started. After, the trainer runs on to its end and succeeds: never is a
 // trainer that started stopped for it, nor an attempt lost.
 func TestAFullDiskAtAnyStepLeavesTheAttemptUnstarted(t *testing.T) {
-	record := filepath.Join(t.TempDir(), "steps")
-	t.Setenv(diskSteps, record)
-	fillDiskAt("", record)
-	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
-	ran := filepath.Join(t.TempDir(), "ran")
-	if err := startAttempt(t, dir, ran); err != nil {
-		t.Fatal(err)
-	}
-	if e := Wait(dir); e.Outcome != plans.Success {
-		t.Fatalf("with room: %+v", e)
-	}
-	waitGone(t, dir)
-	data, _ := os.ReadFile(record)
-	var steps []string
-	for _, s := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if !slices.Contains(steps, s) {
-			steps = append(steps, s)
-		}
-	}
+	steps := stepsOfAnAttempt(t)
 	// The steps the report found failing, among the others.
 	for _, want := range []string{"bind sock", "open log", "write log", "open supervisor.json.new", "open spec.json", "mkdir attempt-1"} {
 		if !slices.Contains(steps, want) {
 			t.Fatalf("no step %q among %q", want, steps)
 		}
 	}
-	t.Setenv(diskSteps, "")
 	started := 0
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
@@ -159,6 +130,33 @@ func TestAFullDiskAtAnyStepLeavesTheAttemptUnstarted(t *testing.T) {
 	if started == 0 || started == len(steps) {
 		t.Errorf("%d of %d steps started the attempt; some of each kind were expected", started, len(steps))
 	}
+}
+
+// stepsOfAnAttempt runs an attempt to its end, with room, and returns the steps it took
+// on the disk, in order, each once.
+func stepsOfAnAttempt(t *testing.T) []string {
+	t.Helper()
+	record := filepath.Join(t.TempDir(), "steps")
+	t.Setenv(diskSteps, record)
+	fillDiskAt("", record)
+	defer fillDiskAt("", "")
+	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+	if err := startAttempt(t, dir, filepath.Join(t.TempDir(), "ran")); err != nil {
+		t.Fatal(err)
+	}
+	if e := Wait(dir); e.Outcome != plans.Success {
+		t.Fatalf("with room: %+v", e)
+	}
+	waitGone(t, dir)
+	t.Setenv(diskSteps, "")
+	data, _ := os.ReadFile(record)
+	var steps []string
+	for _, s := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if !slices.Contains(steps, s) {
+			steps = append(steps, s)
+		}
+	}
+	return steps
 }
 
 // waitGone waits for the supervisor of the attempt in dir to exit.
@@ -257,7 +255,8 @@ func waitExited(t *testing.T, pid int) {
 	}
 }
 
-// startScript starts a supervisor for an attempt in dir whose trainer runs script.
+// startScript prepares an attempt in dir whose trainer runs script and starts its
+// supervisor, as a daemon does.
 func startScript(t *testing.T, dir, script string) error {
 	t.Helper()
 	doc := fmt.Sprintf("name: t\ncommand: [sh, -c, %q]\njobs: [{}]\n", script)
@@ -265,11 +264,12 @@ func startScript(t *testing.T, dir, script string) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Prepare(Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: dir}, os.Environ())
+	a := Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: dir}
+	c, err := Prepare(a, os.Environ())
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	_, err = StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c})
+	_, err = StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c, Header: Header(c, a, "")})
 	return err
 }
 
@@ -335,36 +335,23 @@ func TestSpecIsTheAttemptsLock(t *testing.T) {
 // supervisor.json tell of processes that such a crash ends with them, and a sync each
 // would cost every start the disk's journal commits.
 func TestOnlyTheEndIsSynced(t *testing.T) {
-	record := filepath.Join(t.TempDir(), "steps")
-	t.Setenv(diskSteps, record)
-	fillDiskAt("", record)
-	defer fillDiskAt("", "")
-	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
-	if err := startAttempt(t, dir, filepath.Join(t.TempDir(), "ran")); err != nil {
-		t.Fatal(err)
-	}
-	if e := Wait(dir); e.Outcome != plans.Success {
-		t.Fatalf("ended %+v", e)
-	}
-	waitGone(t, dir)
-	data, _ := os.ReadFile(record)
 	var synced []string
-	for _, step := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+	for _, step := range stepsOfAnAttempt(t) {
 		if name, ok := strings.CutPrefix(step, "sync "); ok {
 			synced = append(synced, name)
 		}
 	}
-	if !slices.Equal(synced, []string{exitFile + ".new"}) {
+	if !slices.Equal(synced, []string{exitFile}) {
 		t.Errorf("synced %q; want exit.json alone", synced)
 	}
 }
 
-// TestTheEndIsToldBeforeItIsWritten: a client waiting for the attempt hears how it ended
-// while exit.json is still being written (its sync held here), not once the disk is done
-// with it; exit.json follows, and the supervisor holds the attempt until it has.
-func TestTheEndIsToldBeforeItIsWritten(t *testing.T) {
+// TestTheEndIsToldBeforeItIsSynced: a client waiting for the attempt hears how it ended
+// once exit.json is in place, while it is still being synced (held here), not once the
+// disk is done with it; the supervisor holds the attempt until it is.
+func TestTheEndIsToldBeforeItIsSynced(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
-	t.Setenv(diskHeldAt, "sync "+exitFile+".new|"+gate)
+	t.Setenv(diskHeldAt, "sync "+exitFile+"|"+gate)
 	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
 	if err := startScript(t, dir, "read line"); err != nil {
 		t.Fatal(err)
@@ -388,14 +375,11 @@ func TestTheEndIsToldBeforeItIsWritten(t *testing.T) {
 	waiting.SetReadDeadline(time.Now().Add(30 * time.Second))
 	var e Ended
 	if err := json.NewDecoder(waiting).Decode(&e); err != nil || e.Outcome != plans.Success {
-		t.Fatalf("told %+v (%v); want a success, told while exit.json is written", e, err)
+		t.Fatalf("told %+v (%v); want a success, told while exit.json is synced", e, err)
 	}
-	if e, err := ReadEnded(dir); e != nil || err != nil || !Alive(dir) {
-		t.Errorf("as the end is told: exit.json %+v %v, supervisor alive %v; want no exit.json yet, the supervisor holding the attempt", e, err, Alive(dir))
+	if e, err := ReadEnded(dir); err != nil || e == nil || e.Outcome != plans.Success || !Alive(dir) {
+		t.Errorf("as the end is told: exit.json %+v %v, supervisor alive %v; want it in place, the supervisor holding the attempt", e, err, Alive(dir))
 	}
 	os.WriteFile(gate, nil, 0o600)
 	waitGone(t, dir)
-	if e, err := ReadEnded(dir); err != nil || e == nil || e.Outcome != plans.Success {
-		t.Errorf("exit.json once written: %+v %v", e, err)
-	}
 }
