@@ -94,15 +94,18 @@ func writeSnapshot(dir string, snap View, epoch uint64) (int64, error) {
 
 // snapshotRecords gives emit the state as snap reads it, as a snapshot holds it: a
 // first record with the compaction's epoch and the number of records; each
-// submission; then one record an object, so that a damaged one loses that object alone
-// (see Salvage); and last a copy of each submission, which every job of it needs, away
-// from the first. A job as its submission made it has no record: it is made again from
+// submission; then the jobs in sets of up to snapshotSet, and one record each other
+// object, so that a damaged one loses those objects alone (see Salvage); and last a
+// copy of each submission, which every job of it needs, away from the first. A job as
+// its submission made it has no record: it is made again from
 // its sweep, as it was at first, which spares a restart reading 100,000 queued jobs
 // twice.
 func snapshotRecords(snap View, epoch uint64, emit func(record) error) error {
 	subs := snap.Submissions()
 	all := snap.all()
-	n := 1 + 2*len(subs)
+	sets := setsOf(all.Jobs, snapshotSet)
+	all.Jobs = nil
+	n := 1 + 2*len(subs) + len(sets)
 	all.each(func(string, any) error { n++; return nil })
 	err := emit(record{Epoch: epoch, Snapshot: n})
 	sweeps := func() {
@@ -113,6 +116,11 @@ func snapshotRecords(snap View, epoch uint64, emit func(record) error) error {
 		}
 	}
 	sweeps()
+	for _, set := range sets {
+		if err == nil {
+			err = emit(record{JobSets: []jobSet{set}})
+		}
+	}
 	if err == nil {
 		err = all.each(func(_ string, o any) error { return emit(recordOf(changeOf(withoutParams(snap, o)))) })
 	}
@@ -120,17 +128,18 @@ func snapshotRecords(snap View, epoch uint64, emit func(record) error) error {
 	return err
 }
 
-// withoutParams is a job or an attempt as a snapshot writes it: without its parameters
-// where they are those of its job as written (tier 0), for replay to take from its
-// sweep (see apply). A restart then decodes and keeps one copy of them, not three.
+// snapshotSet is the most jobs a snapshot's record holds (see jobSet): damage to one
+// loses what the state knew of those jobs (they come back as submitted, their
+// attempts taken up from their directories by a salvage) and no more, and 100,000
+// jobs alike are 100 records.
+const snapshotSet = 1000
+
+// withoutParams is an attempt as a snapshot writes it: without its parameters where
+// they are those of its job as written (tier 0), for replay to take from its sweep
+// (see apply), as a job's are (see setsOf). A restart then decodes and keeps one copy
+// of them, not three.
 func withoutParams(snap View, o any) any {
 	switch o := o.(type) {
-	case *Job:
-		if sameParams(o.Current, o.Params) {
-			c := *o
-			c.Current = nil
-			return &c
-		}
 	case *Attempt:
 		if j := snap.Job(o.Job); j != nil && sameParams(o.Params, j.Params) {
 			c := *o

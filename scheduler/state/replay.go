@@ -205,6 +205,7 @@ func whichFailed(snap, journal *stateFile, failed error) *Damaged {
 func (r *record) merge(o record) {
 	r.SweepStates = append(r.SweepStates, o.SweepStates...)
 	r.Jobs = append(r.Jobs, o.Jobs...)
+	r.JobSets = append(r.JobSets, o.JobSets...)
 	r.Attempts = append(r.Attempts, o.Attempts...)
 	r.Shapes = append(r.Shapes, o.Shapes...)
 	r.Drains = append(r.Drains, o.Drains...)
@@ -279,23 +280,26 @@ func (s *Store) apply(r record, skip func(string)) error {
 		sub.SweepStatus = sr.SweepStatus
 		c.Sweeps = append(c.Sweeps, &sub)
 	}
-	for _, jr := range r.Jobs {
-		old := view.Job(jr.ID)
+	job := func(id string, st *Status, sweepShape bool) error {
+		old := view.Job(id)
 		if old == nil {
-			if err := fail("job %s is not in any sweep", jr.ID); err != nil {
+			return fail("job %s is not in any sweep", id)
+		}
+		c.Jobs = append(c.Jobs, withStatus(old, st, sweepShape))
+		return nil
+	}
+	for i := range r.Jobs {
+		if err := job(r.Jobs[i].ID, &r.Jobs[i].Status, false); err != nil {
+			return err
+		}
+	}
+	for i := range r.JobSets {
+		set := &r.JobSets[i]
+		for _, id := range set.IDs {
+			if err := job(id, &set.Status, set.SweepShape); err != nil {
 				return err
 			}
-			continue
 		}
-		j := *old
-		j.Status = jr.Status
-		if j.Current == nil { // a snapshot's job at tier 0 (see withoutParams)
-			j.Current = j.Params
-		}
-		if j.Shape != old.Shape { // what the store holds is named canonically already
-			j.Shape = plans.CanonicalShape(j.Shape)
-		}
-		c.Jobs = append(c.Jobs, &j)
 	}
 	for _, a := range r.Attempts {
 		j := view.Job(a.Job)
@@ -315,6 +319,24 @@ func (s *Store) apply(r record, skip func(string)) error {
 	}
 	c.Shapes = s.canonicalShapes(view, r.Shapes)
 	return s.commit(c)
+}
+
+// withStatus is a job of the store given the status a record holds of it, and what
+// the record leaves to its submission: its parameters at tier 0 where Current is nil
+// (a snapshot's, see withoutParams, and a job set's), its shape with sweepShape.
+func withStatus(old *Job, st *Status, sweepShape bool) *Job {
+	j := *old
+	j.Status = *st
+	if j.Current == nil {
+		j.Current = j.Params
+	}
+	switch {
+	case sweepShape:
+		j.Shape = old.shape
+	case j.Shape != old.Shape: // what the store holds is named canonically already
+		j.Shape = plans.CanonicalShape(j.Shape)
+	}
+	return &j
 }
 
 // canonicalShapes names shapes as plans.Sweep.ShapeOf does now. Shapes that an older

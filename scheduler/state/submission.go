@@ -188,7 +188,7 @@ func (s *Store) insertSubmission(sub *Submission) error {
 				shape = sw.ShapeOf(pj.Params)
 				shapes[pj.Params] = shape
 			}
-			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: submittedStatus(&pj, shape, sub.Submitted)}
+			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: submittedStatus(&pj, shape, sub.Submitted), shape: shape}
 			if err := s.insert(txn, tableJobs, j); err != nil {
 				return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
 			}
