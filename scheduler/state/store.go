@@ -38,6 +38,9 @@ type Store struct {
 	reads   *batchReads // how the batch in progress looks objects up; nil outside one
 	// batchReads is the one reads points to, kept from batch to batch.
 	batchReads batchReads
+	// given, while a snapshot is applied, holds the statuses it gives the jobs of its
+	// submissions (see applySnapshot).
+	given map[string]given
 }
 
 // batchReads answers a batch's lookups by id without reading its write transaction:

@@ -189,6 +189,10 @@ func (s *Store) insertSubmission(sub *Submission) error {
 				shapes[pj.Params] = shape
 			}
 			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: submittedStatus(&pj, shape, sub.Submitted), shape: shape}
+			if g, ok := s.given[pj.ID]; ok {
+				j = withStatus(j, g.st, g.sweepShape)
+				delete(s.given, pj.ID)
+			}
 			if err := s.insert(txn, tableJobs, j); err != nil {
 				return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
 			}
