@@ -84,6 +84,15 @@ type record struct {
 	Tallies []*Tally `json:"tallies,omitempty"`
 }
 
+// statuses is how many jobs' statuses the record holds.
+func (r *record) statuses() int {
+	n := len(r.Jobs)
+	for _, set := range r.JobSets {
+		n += len(set.IDs)
+	}
+	return n
+}
+
 // sweepStatusRecord is a submission's status; the rest of the submission comes from its
 // sweep record. (Its JSON is that of the table of sweep states that the submission has
 // since taken in, so either gpuq reads the other's records.)
@@ -184,8 +193,9 @@ type journal struct {
 	// size is what the journal holds, all of it whole records, whole of them.
 	size  int64
 	whole int
-	// records counts those since the last compaction, or the last attempt at one.
-	records int
+	// records counts those since the last compaction, or the last attempt at one, and
+	// statuses the jobs' statuses they hold.
+	records, statuses int
 	// compactAt is the size at which the journal is compacted: that of the snapshot it
 	// follows (at least compactFloor), so that a restart reads at most twice the state
 	// however the journal was written. A record of a change to 100,000 jobs (hold of a
@@ -239,6 +249,7 @@ func (jn *journal) Append(r record) error {
 	}
 	jn.size += int64(len(line))
 	jn.records++
+	jn.statuses += r.statuses()
 	jn.whole++
 	jn.marker.set(marker{Epoch: jn.epoch, Journal: jn.size, Records: jn.whole}, false)
 	return nil

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -170,5 +171,45 @@ func TestADamagedJobSetLosesItsJobsAlone(t *testing.T) {
 	}
 	if j := view.Job("j.3"); j.Reason != "own" {
 		t.Errorf("j.3, in a set of its own, lost its status: %+v", j.Status)
+	}
+}
+
+// TestAJournalOfEveryJobsStatusIsCompacted: a journal that holds as many jobs'
+// statuses as the store holds jobs is compacted, however small its records of sets
+// are: a restart would put every job again from it. Fewer are left to the journal.
+func TestAJournalOfEveryJobsStatusIsCompacted(t *testing.T) {
+	least := compactStatuses
+	compactStatuses = 100
+	t.Cleanup(func() { compactStatuses = least })
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	bigSweep(t, s, 200)
+	put := func(n int) int64 {
+		t.Helper()
+		var c Change
+		for _, j := range s.View().Jobs()[:n] {
+			h := *j
+			h.Reason = fmt.Sprintf("put %d", n)
+			c.Jobs = append(c.Jobs, &h)
+		}
+		must(t, s.Put(c))
+		fi, err := os.Stat(filepath.Join(dir, journalFile))
+		must(t, err)
+		return fi.Size()
+	}
+	if size := put(150); size == 0 {
+		t.Fatalf("150 jobs' statuses of 200 jobs: compacted")
+	}
+	if size := put(60); size != 0 {
+		t.Fatalf("210 jobs' statuses of 200 jobs: a journal of %d bytes, not compacted", size)
+	}
+	if size := put(150); size == 0 {
+		t.Fatalf("150 jobs' statuses after a compaction: compacted again")
+	}
+	want := dump(s)
+	s.Close()
+	again, _, _ := openState(t, dir)
+	if got := dump(again); got != want {
+		t.Errorf("after the restart:\n got %s\nwant %s", got, want)
 	}
 }

@@ -23,8 +23,10 @@ import (
 // state directory (OpenState), it journals every change before committing it.
 type Store struct {
 	db *memdb.MemDB
-	// seq and submitted number the jobs and the submissions in the order they came.
+	// seq and submitted number the jobs and the submissions in the order they came;
+	// jobs counts those the store holds.
 	seq, submitted uint64
+	jobs           int
 	journal        *journal
 	// warn hears what a journaled store has to say that is not an error.
 	warn func(string)

@@ -175,6 +175,7 @@ func (s *Store) insertSubmission(sub *Submission) error {
 	c.Seq = s.submitted
 	c.onePerCard = sw.Plan == nil && sw.SlotPlan()[0] == 1
 	s.queue.submitted(sw)
+	s.jobs += len(sw.Jobs)
 	return s.write(func(txn *memdb.Txn) error {
 		if err := txn.Insert(tableSweeps, &c); err != nil {
 			return fmt.Errorf("sweep %q: %w", sw.Name, err)
@@ -258,6 +259,7 @@ func (s *Store) Forget(names []string) error {
 	txn.Commit()
 	for _, name := range names {
 		s.queue.forget(name)
+		s.jobs -= len(view.Sweep(name).Jobs)
 	}
 	// An attempt forgotten had ended (the sweep was over), but the set follows the
 	// index whatever it held.
