@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -38,7 +39,12 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	gc := debug.SetGCPercent(replayGC)
+	if gc < 0 || gc > replayGC { // collections off, or rarer already
+		debug.SetGCPercent(gc)
+	}
 	snap, journal, failed, err := s.replay(dir)
+	debug.SetGCPercent(gc)
 	if err != nil {
 		return nil, err
 	}
@@ -75,8 +81,18 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 	}
 	s.keepSweeps(dir, kept, warn)
 	s.warn, s.renamed = warn, nil
+	// What the replay decoded and put aside (records, the sweep files' documents, the
+	// jobs as submitted) is given back now, not kept from the system until the heap
+	// next grows: a daemon restarted on 100,000 jobs held 260 MiB idle, 200 before.
+	debug.FreeOSMemory()
 	return s, nil
 }
+
+// replayGC is the garbage collector's percent while a state is replayed: what replay
+// builds is the state, live to the end, and collections at each doubling of the heap
+// marked it again and again (a third of the CPU of a restart at 100,000 jobs). What it
+// leaves is given back once it is done (see OpenState).
+const replayGC = 400
 
 // check says what of a state is missing or damaged, the first of its problems; nil
 // when it has none.
