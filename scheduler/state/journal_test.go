@@ -282,14 +282,7 @@ func TestJournalIsCompactedAtItsSnapshotsSize(t *testing.T) {
 func TestASweepHeldWholeIsOneSet(t *testing.T) {
 	dir := t.TempDir()
 	s, _, _ := openState(t, dir)
-	seeds := make([]string, 200)
-	for i := range seeds {
-		seeds[i] = fmt.Sprint(i + 1)
-	}
-	src := strings.Replace(journalSweep, "[1, 2, 3]", "["+strings.Join(seeds, ", ")+"]", 1)
-	sw, err := plans.DecodeSweep("j.yaml", []byte(src), plans.Overrides{})
-	must(t, err)
-	must(t, s.Submit(&Submission{Sweep: sw}))
+	bigSweep(t, s, 200)
 	must(t, s.Compact())
 	size := func(name string) int64 {
 		fi, err := os.Stat(filepath.Join(dir, name))
