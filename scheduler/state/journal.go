@@ -198,9 +198,11 @@ type journal struct {
 	records, statuses int
 	// compactAt is the size at which the journal is compacted: that of the snapshot it
 	// follows (at least compactFloor), so that a restart reads at most twice the state
-	// however the journal was written. A record of a change to 100,000 jobs (hold of a
-	// sweep) is 27 MB: four of them made a journal that took a restart 6 s of CPU to
-	// replay, three times what its snapshot took.
+	// however the journal was written. (A record of a change to 100,000 jobs, a hold
+	// of a sweep, was 27 MB before job sets: four of them made a journal that took a
+	// restart 6 s of CPU to replay, three times what its snapshot took. Now it is one
+	// set, and what such records cost a restart is bounded by statuses instead: see
+	// compactIfDue.)
 	compactAt int64
 	epoch     uint64 // the last compaction's
 	// marker is told, after each record, how long the journal is (see marker).
