@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -280,7 +281,23 @@ func (fs procFS) candidates(top int) []int {
 	if top == 0 {
 		return fs.pids()
 	}
+	if fs == hostProcs && top == os.Getpid() && !hasChildren() {
+		// Nothing is under it: the usual end of a supervisor's trainer, which leaves
+		// nothing running. Its /proc is not read, for the kernel pays for what was
+		// read there (its threads' entries, cached) as it is reaped: half a millisecond
+		// of its daemon's CPU a supervisor, measured.
+		return nil
+	}
 	return fs.descendants(top)
+}
+
+// hasChildren reports whether this process has a child: running, stopped, or ended and
+// not yet reaped (WNOWAIT reaps none), whether it started it or it was handed to it as
+// a subreaper.
+func hasChildren() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+	return !errors.Is(err, unix.ECHILD)
 }
 
 // scope is the process whose descendants are all that this process's attempts (and

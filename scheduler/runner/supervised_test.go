@@ -237,6 +237,8 @@ func TestRunnersTellHowATrainerEnded(t *testing.T) {
 // process on the machine: a process elsewhere that carries the attempt's mark (200 MiB
 // of it) is not counted, and nothing is read while nothing runs.
 func TestHostMemoryIsWhatRunsUnderTheSupervisors(t *testing.T) {
+	defer func(d time.Duration) { hostReadAfter = d }(hostReadAfter)
+	hostReadAfter = 0
 	r := supervised(t)
 	if m := r.HostMemory(); len(m) != 0 {
 		t.Errorf("host memory with nothing running: %v", m)
@@ -267,6 +269,28 @@ func TestHostMemoryIsWhatRunsUnderTheSupervisors(t *testing.T) {
 	if m := r.HostMemory(); len(m) != 0 {
 		t.Errorf("host memory once it ended: %v", m)
 	}
+}
+
+// TestHostMemoryIsReadOnceAnAttemptHasRun: the processes of an attempt that has run
+// less than hostReadAfter are not read (what is read of a process in /proc costs its
+// reaping), those of one that has are.
+func TestHostMemoryIsReadOnceAnAttemptHasRun(t *testing.T) {
+	defer func(d time.Duration) { hostReadAfter = d }(hostReadAfter)
+	r := supervised(t)
+	l, _, st := startSupervised(t, r, "echo ready; exec sleep 600")
+	schedtest.WaitFor(t, "the trainer to run", func() bool {
+		log, _ := os.ReadFile(st.Log)
+		return strings.Contains(string(log), "\nready\n")
+	})
+	hostReadAfter = time.Hour
+	if m := r.HostMemory(); len(m) != 0 {
+		t.Errorf("host memory of an attempt younger than %s: %v; want none read", hostReadAfter, m)
+	}
+	hostReadAfter = 0
+	// Polled: a trainer in the middle of its exec shows no environment to tell it by.
+	schedtest.WaitFor(t, "the host memory of an attempt that has run long enough", func() bool { return r.HostMemory()[l.Attempt.ID] > 0 })
+	r.Stop(l.Attempt)
+	nextExit(t, r.Exits())
 }
 
 // TestSupervisorsStartTogether: the engine may start a round's attempts at once (see
