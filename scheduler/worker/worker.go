@@ -275,6 +275,10 @@ func instanceOf(dir string) (string, error) {
 // session links to the daemon and does what it asks until the link breaks, or the
 // lease lapses.
 func (w *worker) session(ctx context.Context) error {
+	// What the session starts ends with it: a reader holding a message no one takes
+	// any more (the lease lapsed, a send failed) would otherwise wait for it forever.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	client, err := api.DialRemote(w.cfg.Server, w.cfg.Credentials)
 	if err != nil {
 		return err
