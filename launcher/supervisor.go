@@ -91,13 +91,17 @@ type Ended struct {
 	// Exit is how the trainer's process ended, where it ran; Command what it ran.
 	Exit    *plans.ProcessExit `json:"exit,omitempty"`
 	Command []string           `json:"command,omitempty"`
+	// At is when the trainer ended, by the clock of the machine it ran on: a daemon
+	// that hears of the end later (it was stopped meanwhile) dates it so. Zero where
+	// no trainer ran, and in an exit.json written before it was kept.
+	At time.Time `json:"at,omitzero"`
 }
 
 // endedOf is how an attempt's process p, which ran argv, ended: classified from its
 // exit and output.
 func endedOf(p *Process, argv []string) Ended {
 	outcome, facts := Classify(p.Exit(), p.Output())
-	return Ended{Outcome: outcome, OOM: facts, Detail: p.Ended(), Exit: ProcessExit(p.Exit(), p.Output()), Command: argv}
+	return Ended{Outcome: outcome, OOM: facts, Detail: p.Ended(), Exit: ProcessExit(p.Exit(), p.Output()), Command: argv, At: time.Now()}
 }
 
 // RecordEnd is how p, an attempt's process that ran argv in dir and has ended, ended,
@@ -194,7 +198,7 @@ func Supervise(dir string) error {
 	end.ended = endedOf(p, spec.Command.Argv)
 	// A trainer that succeeded as its lease lapsed has succeeded.
 	if fenced != nil && <-fenced && end.ended.Outcome != plans.Success {
-		end.ended = Ended{Outcome: plans.Lost, Fenced: true, Exit: end.ended.Exit, Command: spec.Command.Argv,
+		end.ended = Ended{Outcome: plans.Lost, Fenced: true, Exit: end.ended.Exit, Command: spec.Command.Argv, At: end.ended.At,
 			Detail: "stopped: its worker lost touch with the daemon, which runs the job again elsewhere"}
 	}
 	// The clients waiting hear the end once exit.json is in place, before it is synced,

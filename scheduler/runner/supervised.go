@@ -129,6 +129,9 @@ func (r *Supervised) report(x scheduler.Exit) { go func() { r.exits <- x }() }
 func (r *Supervised) watch(attempt, dir string) {
 	e := launcher.Wait(dir)
 	at := time.Now()
+	if !e.At.IsZero() && e.At.Before(at) {
+		at = e.At // it ended while no daemon watched it: then, not when it was heard of
+	}
 	r.mu.Lock()
 	delete(r.supervisors, attempt)
 	r.mu.Unlock()

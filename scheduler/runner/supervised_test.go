@@ -130,6 +130,27 @@ func TestAdoptDecidesByTheSupervisor(t *testing.T) {
 	}
 }
 
+// TestAnEndHeardLateIsDatedWhenItCame: a daemon that takes up an attempt that ended
+// while none ran (stopped meanwhile) dates its end by when the trainer ended, as
+// exit.json says, not by when it heard of it: the job's time and its shape's learned
+// duration are not the daemon's downtime.
+func TestAnEndHeardLateIsDatedWhenItCame(t *testing.T) {
+	r := supervised(t)
+	l, dir, _ := startSupervised(t, r, "exit 0")
+	first := nextExit(t, r.Exits())
+	schedtest.WaitFor(t, "the supervisor to exit", func() bool { return !launcher.Alive(dir) })
+	e, err := launcher.ReadEnded(dir)
+	if err != nil || e == nil || e.At.IsZero() || e.At.After(first.At) {
+		t.Fatalf("exit.json: %+v %v; want the trainer's end, by %s", e, err, first.At)
+	}
+	restarted := NewSupervised(Options{Dir: r.dir}, []string{os.Args[0]})
+	before := time.Now()
+	restarted.Adopt(l.Attempt)
+	if x := nextExit(t, restarted.Exits()); x.Outcome != plans.Success || !x.At.Equal(e.At) || !x.At.Before(before) {
+		t.Errorf("the end taken up: %+v; want a success at %s, before it was taken up (%s)", x, e.At, before)
+	}
+}
+
 // TestAnEndWithoutRoomIsNotLost: a supervisor that cannot write exit.json (here a
 // directory is in its way, which stands for a full disk even to root) still tells how
 // the attempt ended, and writes it once it can.
