@@ -63,3 +63,32 @@ func TestARunThatEndedSaysSo(t *testing.T) {
 		t.Errorf("once the run has ended: %v", err)
 	}
 }
+
+// TestStartingIsTheDaemonThatHoldsTheLock: a daemon is starting where the pid its lock
+// file names holds that file open, and not where the file names a pid that does not
+// (one that ended, or another process since); telling so takes no lock.
+func TestStartingIsTheDaemonThatHoldsTheLock(t *testing.T) {
+	dir := t.TempDir()
+	if _, ok := Starting(dir); ok {
+		t.Error("a directory with no lock file has a daemon starting")
+	}
+	lock, err := LockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	if pid, ok := Starting(dir); !ok || pid != os.Getpid() {
+		t.Errorf("the lock held by this process: %d %v", pid, ok)
+	}
+	if Gone(dir) {
+		t.Error("Gone while the lock is held")
+	}
+	lock.Close()
+	if _, ok := Starting(dir); ok {
+		t.Error("a lock file no process holds has a daemon starting")
+	}
+	os.WriteFile(filepath.Join(dir, "daemon.lock"), []byte("1\n"), 0o600) // init holds no such file
+	if _, ok := Starting(dir); ok {
+		t.Error("a lock file naming a process that does not hold it has a daemon starting")
+	}
+}
