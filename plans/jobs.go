@@ -145,7 +145,6 @@ func shown(s string) string {
 	return s
 }
 
-// checkJobs validates what depends on each job's own parameters.
 // dupKey is what two jobs that are the same job share.
 func dupKey(j *Job) []byte {
 	b := appendKey(appendKey(nil, j.Params), j.Model)
@@ -155,50 +154,65 @@ func dupKey(j *Job) []byte {
 	return strconv.AppendBool(append(b, '|'), j.Probe)
 }
 
+// checkJobs validates what depends on each job's own parameters, and fits its ladder
+// and its model's estimate to them. Of a sweep submitted already, it only fits them.
 func (c *checker) checkJobs(s *Sweep) {
-	seen := map[string]*Job{}
 	var fs findings
-	note := fs.note
-	rc := s.reach()
-	argFields := make([]string, len(s.Command))
-	for a := range argFields {
-		argFields[a] = fmt.Sprintf("command[%d]", a)
+	jc := jobChecks{seen: map[string]*Job{}, argFields: make([]string, len(s.Command)), note: fs.note}
+	for a := range jc.argFields {
+		jc.argFields[a] = fmt.Sprintf("command[%d]", a)
 	}
+	rc := s.reach()
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		key := string(dupKey(j))
-		if prev, dup := seen[key]; dup {
-			c.failJob(j.origin, j.ID, "the same job as %s (%s, from %s): remove one, or make them differ (e.g. by seed)", prev.ID, prev.Name, prev.origin)
+		if !c.submitted {
+			c.checkJob(s, j, &jc)
 		}
-		seen[key] = j
-
-		lookup := func(name string) (string, bool) {
-			if isBuiltin(name) {
-				return "", true
-			}
-			v, ok := j.Params.Get(name)
-			return FormatValue(v), ok
-		}
-		check := func(field, tmpl string) {
-			out, err := Expand(tmpl, lookup)
-			if mp, ok := err.(*missingPlaceholder); ok {
-				note(field, j.ID, fmt.Sprintf("no parameter fills {%s}%s: add %s to params or the matrix, or write {{%s}} for literal braces",
-					mp.name, Suggest(mp.name, append(j.Params.Keys, Builtins...)), mp.name, mp.name))
-			}
-			// A parameter's value put in the command or the environment.
-			if err == nil && strings.ContainsRune(out, 0) && !strings.ContainsRune(tmpl, 0) {
-				note(field, j.ID, "a parameter's value put in it "+nulProblem)
-			}
-		}
-		for a, arg := range s.Command {
-			check(argFields[a], arg)
-		}
-		for _, e := range s.Env {
-			check("env."+e.Name, e.Value)
-		}
-
-		c.fitLadder(rc, j, note)
-		c.checkModel(j, note)
+		c.fitLadder(rc, j, fs.note)
+		c.checkModel(j, fs.note)
 	}
 	fs.fail(c, len(s.Jobs))
+}
+
+// jobChecks is what checkJob keeps from job to job of a sweep: the jobs seen, by
+// dupKey; the fields of the command's arguments; where findings are noted.
+type jobChecks struct {
+	seen      map[string]*Job
+	argFields []string
+	note      func(field, job, msg string)
+}
+
+// checkJob refuses a job that another one of the sweep is already, and one whose
+// command or environment name a placeholder its parameters do not fill.
+func (c *checker) checkJob(s *Sweep, j *Job, jc *jobChecks) {
+	key := string(dupKey(j))
+	if prev, dup := jc.seen[key]; dup {
+		c.failJob(j.origin, j.ID, "the same job as %s (%s, from %s): remove one, or make them differ (e.g. by seed)", prev.ID, prev.Name, prev.origin)
+	}
+	jc.seen[key] = j
+
+	lookup := func(name string) (string, bool) {
+		if isBuiltin(name) {
+			return "", true
+		}
+		v, ok := j.Params.Get(name)
+		return FormatValue(v), ok
+	}
+	check := func(field, tmpl string) {
+		out, err := Expand(tmpl, lookup)
+		if mp, ok := err.(*missingPlaceholder); ok {
+			jc.note(field, j.ID, fmt.Sprintf("no parameter fills {%s}%s: add %s to params or the matrix, or write {{%s}} for literal braces",
+				mp.name, Suggest(mp.name, append(j.Params.Keys, Builtins...)), mp.name, mp.name))
+		}
+		// A parameter's value put in the command or the environment.
+		if err == nil && strings.ContainsRune(out, 0) && !strings.ContainsRune(tmpl, 0) {
+			jc.note(field, j.ID, "a parameter's value put in it "+nulProblem)
+		}
+	}
+	for a, arg := range s.Command {
+		check(jc.argFields[a], arg)
+	}
+	for _, e := range s.Env {
+		check("env."+e.Name, e.Value)
+	}
 }

@@ -57,6 +57,9 @@ type checker struct {
 	files, read map[string]string
 	// warns are what is allowed but probably not meant, each once.
 	warns []string
+	// submitted: the sweep is expanded again, as it was when it was submitted (see
+	// ResubmitSweep), and what checks its jobs and sets nothing of them is left out.
+	submitted bool
 }
 
 func (c *checker) warn(msg string) {

@@ -118,7 +118,12 @@ type Job struct {
 // ShapeOf names the shape of a job with these parameters: the parameters less the
 // sweep's shape_ignores.
 func (s *Sweep) ShapeOf(params *Map) string {
-	return string(appendMapKey([]byte(s.Name+"\x00"), params, s.ShapeIgnores))
+	return string(s.AppendShape(nil, params))
+}
+
+// AppendShape appends the name ShapeOf gives the shape of params to b.
+func (s *Sweep) AppendShape(b []byte, params *Map) []byte {
+	return appendMapKey(append(append(b, s.Name...), 0), params, s.ShapeIgnores)
 }
 
 // CanonicalShape is the name ShapeOf gives today to a shape named by an older gpuq,
@@ -216,6 +221,21 @@ func DecodeSweep(file string, data []byte, ov Overrides) (*Sweep, error) {
 // DecodeSweepFiles is DecodeSweep with the files the sweep names as they were read
 // before (Sweep.Files); one missing from files is read from disk.
 func DecodeSweepFiles(file string, data []byte, files map[string]string, ov Overrides) (*Sweep, error) {
+	return decodeSweep(&checker{file: file, files: files}, data, ov)
+}
+
+// ResubmitSweep is DecodeSweepFiles of a sweep that was submitted, expanded again (a
+// daemon's restart): it gives the same sweep, but leaves out the checks of its jobs
+// that set nothing of them (two jobs alike, a placeholder no parameter fills), which
+// passed when it was submitted: they were half of what a daemon's restart on 100,000
+// queued jobs spent expanding their sweep. A sweep that would fail them is not
+// refused.
+func ResubmitSweep(file string, data []byte, files map[string]string, ov Overrides) (*Sweep, error) {
+	return decodeSweep(&checker{file: file, files: files, submitted: true}, data, ov)
+}
+
+func decodeSweep(c *checker, data []byte, ov Overrides) (*Sweep, error) {
+	file := c.file
 	doc, err := Decode(data, FormatOf(file))
 	if err != nil {
 		return nil, Problems{{File: file, Msg: err.Error()}}
@@ -224,7 +244,7 @@ func DecodeSweepFiles(file string, data []byte, files map[string]string, ov Over
 	if list, ok := doc.Vals["jobs"].([]any); ok && len(list) > maxJobs {
 		return nil, Problems{{File: file, Field: "jobs", Msg: fmt.Sprintf("%d jobs, more than the %d a sweep may have: split the sweep", len(list), maxJobs)}}
 	}
-	s, err := sweepOf(&checker{file: file, files: files}, doc, ov)
+	s, err := sweepOf(c, doc, ov)
 	if err != nil {
 		return nil, err
 	}

@@ -318,7 +318,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 		return nil
 	}
 	if r.Sweep != nil && (r.Sweep.Name == "" || s.Latest().Submission(r.Sweep.Name) == nil) {
-		sw, err := plans.DecodeSweepFiles(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides)
+		sw, err := plans.ResubmitSweep(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides)
 		if err != nil {
 			if err := fail("sweep %s: %v", r.Sweep.File, err); err != nil {
 				return err
