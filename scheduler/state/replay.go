@@ -391,17 +391,27 @@ func (s *Store) apply(r record, skip func(string)) error {
 // (a snapshot's, see withoutParams, and a job set's), its shape with sweepShape.
 func withStatus(old *Job, st *Status, sweepShape bool) *Job {
 	j := *old
+	j.setStatus(st, sweepShape)
+	return &j
+}
+
+// setStatus gives j the status st, as withStatus does.
+func (j *Job) setStatus(st *Status, sweepShape bool) {
+	was := j.Shape
 	j.Status = *st
 	if j.Current == nil {
 		j.Current = j.Params
 	}
 	switch {
 	case sweepShape:
-		j.Shape = old.shape
-	case j.Shape != old.Shape: // what the store holds is named canonically already
+		j.Shape = j.shape
+	case j.Shape == was:
+		// The name the store holds already, one string for the jobs of a shape, not
+		// one decoded for each.
+		j.Shape = was
+	default: // what the store holds is named canonically already
 		j.Shape = plans.CanonicalShape(j.Shape)
 	}
-	return &j
 }
 
 // canonicalShapes names shapes as plans.Sweep.ShapeOf does now. Shapes that an older

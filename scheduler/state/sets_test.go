@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -212,4 +213,48 @@ func TestAJournalOfEveryJobsStatusIsCompacted(t *testing.T) {
 	if got := dump(again); got != want {
 		t.Errorf("after the restart:\n got %s\nwant %s", got, want)
 	}
+}
+
+// TestAShapesJobsShareItsName: the jobs of one shape hold one string of its name, not
+// one each (100,000 of them at 100,000 jobs of one shape), as submitted and as
+// replayed: from a set that leaves the shape to the sweep, and from a record of each
+// job's own (a state written before job sets), which names it again.
+func TestAShapesJobsShareItsName(t *testing.T) {
+	one := func(t *testing.T, s *Store) {
+		t.Helper()
+		jobs := s.View().Jobs()
+		for _, j := range jobs {
+			if j.Shape != jobs[0].Shape || unsafe.StringData(j.Shape) != unsafe.StringData(jobs[0].Shape) {
+				t.Fatalf("%s holds shape %q apart from %s's %q", j.ID, j.Shape, jobs[0].ID, jobs[0].Shape)
+			}
+		}
+	}
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	sw := bigSweep(t, s, 6)
+	one(t, s)
+	var c Change
+	for _, j := range s.View().Jobs() {
+		h := *j
+		h.Held = true
+		c.Jobs = append(c.Jobs, &h)
+	}
+	must(t, s.Put(c))
+	must(t, s.Compact())
+	s.Close()
+	s, _, _ = openState(t, dir)
+	one(t, s)
+	s.Close()
+
+	own, err := NewStore()
+	must(t, err)
+	r := record{}
+	for _, j := range s.View().Jobs() {
+		st := j.Status
+		st.Shape = strings.Clone(st.Shape) // as decoded, a string of its own
+		r.Jobs = append(r.Jobs, jobRecord{ID: j.ID, Status: st})
+	}
+	sub := s.View().Submission(sw.Name)
+	must(t, own.applySnapshot([]*sweepRecord{recordOfSweep(sub)}, r))
+	one(t, own)
 }

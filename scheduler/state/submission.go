@@ -180,18 +180,26 @@ func (s *Store) insertSubmission(sub *Submission) error {
 		if err := txn.Insert(tableSweeps, &c); err != nil {
 			return fmt.Errorf("sweep %q: %w", sw.Name, err)
 		}
-		// Jobs that share their parameters (a simulation's copies) share their shape.
+		// Jobs that share their parameters (a simulation's copies) share their shape,
+		// and the jobs of a shape one string of its name, not one each.
 		shapes := map[*plans.Map]string{}
-		for i, pj := range sw.Jobs {
+		names := map[string]string{}
+		var name []byte
+		for i := range sw.Jobs {
+			pj := &sw.Jobs[i]
 			s.seq++
 			shape, ok := shapes[pj.Params]
 			if !ok {
-				shape = sw.ShapeOf(pj.Params)
+				name = sw.AppendShape(name[:0], pj.Params)
+				if shape, ok = names[string(name)]; !ok {
+					shape = string(name)
+					names[shape] = shape
+				}
 				shapes[pj.Params] = shape
 			}
-			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: submittedStatus(&pj, shape, sub.Submitted), shape: shape}
+			j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, Status: submittedStatus(pj, shape, sub.Submitted), shape: shape}
 			if g, ok := s.given[pj.ID]; ok {
-				j = withStatus(j, g.st, g.sweepShape)
+				j.setStatus(g.st, g.sweepShape)
 				delete(s.given, pj.ID)
 			}
 			if err := s.insert(txn, tableJobs, j); err != nil {
