@@ -55,7 +55,14 @@ func (m *Map) Clone() *Map {
 	if m == nil {
 		return nil
 	}
-	c := &Map{Keys: append([]string(nil), m.Keys...), Vals: make(map[string]any, len(m.Vals))}
+	return m.cloneFor(0)
+}
+
+// cloneFor is Clone of a map that more keys are to be set in, with room for them:
+// a map grown key by key is made again at each size (a third of what expanding a
+// matrix of 100,000 points allocated).
+func (m *Map) cloneFor(more int) *Map {
+	c := &Map{Keys: append(make([]string, 0, len(m.Keys)+more), m.Keys...), Vals: make(map[string]any, len(m.Vals)+more)}
 	for k, v := range m.Vals {
 		c.Vals[k] = cloneValue(v)
 	}

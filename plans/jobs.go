@@ -45,7 +45,7 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 	pointKeys := map[string][]string{} // the jobs' shared lists of point keys, by the keys
 	var keys []string
 	for i, p := range points {
-		j := Job{Index: i + 1, ID: fmt.Sprintf("%s.%d", s.Name, i+1), Params: s.Params.Clone(),
+		j := Job{Index: i + 1, ID: s.Name + "." + strconv.Itoa(i+1), Params: s.Params.cloneFor(p.vals.Len()),
 			Memory: defaults.Memory, Model: defaults.Model, Probe: defaults.Probe, HostMemory: defaults.HostMemory,
 			GPUsPerJob: defaults.GPUsPerJob, Priority: defaults.Priority, Timeout: defaults.Timeout, After: defaults.After, origin: p.origin}
 		keys = keys[:0]

@@ -64,7 +64,7 @@ func expandMatrix(m *Map, c *checker) []point {
 		var next []*Map
 		for _, base := range combos {
 			for _, v := range m.Vals[ax].([]any) {
-				cm := base.Clone()
+				cm := base.cloneFor(1)
 				cm.Set(ax, v)
 				next = append(next, cm)
 			}
