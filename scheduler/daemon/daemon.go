@@ -163,7 +163,6 @@ func Run(ctx context.Context, cfg Config) error {
 	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %s, %s known, %s taken up; state in %s",
 		cfg.Version, os.Getpid(), d.machine.name(), gpu.CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
 		plans.Count(known, "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
-	d.giveBack(known) // what reading the state took: a long journal is read whole
 	if r := d.machine.recalled; len(r) > 0 {
 		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan, --headroom or --util-target for another machine)",
 			cfg.StateDir, strings.Join(r, ", "))

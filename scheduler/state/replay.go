@@ -43,8 +43,13 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 	if gc < 0 || gc > replayGC { // collections off, or rarer already
 		debug.SetGCPercent(gc)
 	}
+	restored := false
+	defer func() {
+		if !restored {
+			debug.SetGCPercent(gc)
+		}
+	}()
 	snap, journal, failed, err := s.replay(dir)
-	debug.SetGCPercent(gc)
 	if err != nil {
 		return nil, err
 	}
@@ -86,10 +91,22 @@ func OpenState(dir string, warn func(string)) (*Store, error) {
 		// the jobs as submitted) is given back to the system, not kept until the heap
 		// next grows: a daemon restarted on 100,000 jobs held 260 MiB idle, 200
 		// before. Beside the caller, which answers meanwhile: the collection this takes
-		// was a quarter of a second of its restart.
-		go debug.FreeOSMemory()
+		// was a quarter of a second of its restart. The collector's percent is put back
+		// after it, not before: put back first, it started a collection of its own at
+		// once, the whole heap marked twice.
+		restored = true
+		giveBack(func() { debug.SetGCPercent(gc) })
 	}
 	return s, nil
+}
+
+// giveBack collects the heap and returns what is free to the system, beside the
+// caller, and then calls done. A test's seam, to wait for it.
+var giveBack = func(done func()) {
+	go func() {
+		debug.FreeOSMemory()
+		done()
+	}()
 }
 
 // replayGC is the garbage collector's percent while a state is replayed: what replay
@@ -100,7 +117,7 @@ const replayGC = 400
 
 // giveBackAbove is how many jobs a replayed state holds at least for what its replay
 // left to be given back at once (see OpenState): a small one leaves little.
-const giveBackAbove = 10000
+const giveBackAbove = 1000
 
 // check says what of a state is missing or damaged, the first of its problems; nil
 // when it has none.

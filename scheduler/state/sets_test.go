@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -257,4 +258,46 @@ func TestAShapesJobsShareItsName(t *testing.T) {
 	sub := s.View().Submission(sw.Name)
 	must(t, own.applySnapshot([]*sweepRecord{recordOfSweep(sub)}, r))
 	one(t, own)
+}
+
+// TestAReplayGivesBackOnce: what the replay of a state of many jobs left is given back
+// in one collection, beside the caller, under the replay's percent, and the caller's is
+// put back after it, not before (which started a collection of its own at once, the
+// whole heap marked twice); a replay of a few jobs gives nothing back, and puts the
+// caller's percent back before it returns.
+func TestAReplayGivesBackOnce(t *testing.T) {
+	was := giveBack
+	t.Cleanup(func() { giveBack = was })
+	gc := debug.SetGCPercent(77)
+	t.Cleanup(func() { debug.SetGCPercent(gc) })
+	for _, tc := range []struct {
+		jobs  int
+		gives int
+	}{{giveBackAbove, 1}, {giveBackAbove - 1, 0}} {
+		var dones []func()
+		giveBack = func(done func()) { dones = append(dones, done) }
+		dir := t.TempDir()
+		s, _, _ := openState(t, dir)
+		bigSweep(t, s, tc.jobs)
+		s.Close()
+		dones = nil
+		openState(t, dir)
+		if len(dones) != tc.gives {
+			t.Fatalf("%d jobs: given back %d times, want %d", tc.jobs, len(dones), tc.gives)
+		}
+		want := 77
+		if tc.gives > 0 {
+			want = replayGC
+		}
+		if p := debug.SetGCPercent(77); p != want {
+			t.Errorf("%d jobs: the collector's percent once replayed is %d, want %d", tc.jobs, p, want)
+		}
+		for _, done := range dones {
+			debug.SetGCPercent(replayGC)
+			done()
+			if p := debug.SetGCPercent(77); p != 77 {
+				t.Errorf("%d jobs: the collector's percent once given back is %d, want the caller's 77", tc.jobs, p)
+			}
+		}
+	}
 }
