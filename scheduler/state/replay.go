@@ -219,7 +219,11 @@ func (s *Store) replay(dir string) (snap, journal *stateFile, failed, err error)
 // it, as its sweep is expanded, rather than as submitted and again from r: 100,000
 // inserts spared at a restart.
 func (s *Store) applySnapshot(sweeps []*sweepRecord, r record) error {
-	s.given = map[string]given{}
+	n := len(r.Jobs)
+	for i := range r.JobSets {
+		n += len(r.JobSets[i].IDs)
+	}
+	s.given = make(map[string]given, n) // not grown 100,000 entries at a time
 	for i := range r.Jobs {
 		s.given[r.Jobs[i].ID] = given{st: &r.Jobs[i].Status}
 	}

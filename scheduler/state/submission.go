@@ -180,22 +180,22 @@ func (s *Store) insertSubmission(sub *Submission) error {
 		if err := txn.Insert(tableSweeps, &c); err != nil {
 			return fmt.Errorf("sweep %q: %w", sw.Name, err)
 		}
-		// Jobs that share their parameters (a simulation's copies) share their shape,
-		// and the jobs of a shape one string of its name, not one each.
-		shapes := map[*plans.Map]string{}
+		// The jobs of a shape hold one string of its name, not one each; jobs that
+		// share their parameters (a simulation's copies, one after the other) are of
+		// the shape of the job before.
 		names := map[string]string{}
 		var name []byte
+		var shape string
 		for i := range sw.Jobs {
 			pj := &sw.Jobs[i]
 			s.seq++
-			shape, ok := shapes[pj.Params]
-			if !ok {
+			if i == 0 || pj.Params != sw.Jobs[i-1].Params {
 				name = sw.AppendShape(name[:0], pj.Params)
+				var ok bool
 				if shape, ok = names[string(name)]; !ok {
 					shape = string(name)
 					names[shape] = shape
 				}
-				shapes[pj.Params] = shape
 			}
 			j := &Job{Job: pj, Sweep: sw.Name, Seq: s.seq, Status: submittedStatus(pj, shape, sub.Submitted), shape: shape}
 			if g, ok := s.given[pj.ID]; ok {
