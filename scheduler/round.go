@@ -75,9 +75,15 @@ func (e *Engine) schedule() error {
 	if !ok || !writes {
 		return nil
 	}
-	for _, id := range rewritten {
-		if i := slices.IndexFunc(running, func(a *state.Attempt) bool { return a.ID == id }); i >= 0 {
-			running[i] = e.measured(view.Attempt(id))
+	if len(rewritten) > 0 {
+		at := make(map[string]int, len(running))
+		for i, a := range running {
+			at[a.ID] = i
+		}
+		for _, id := range rewritten {
+			if i, ok := at[id]; ok {
+				running[i] = e.measured(view.Attempt(id))
+			}
 		}
 	}
 	v, err := e.packView(view, running, &e.roundBufs)
