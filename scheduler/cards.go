@@ -16,6 +16,58 @@ import (
 // memory counts against free, but for one this PID namespace cannot see: whose it is
 // cannot be told, and NVML's total use still counts it.
 func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*state.Attempt) []pack.CardState {
+	return e.cardStatesOf(dst, slots, e.holdings(attempts, nil))
+}
+
+// holding is an attempt as a round counts it on its cards: what it asks of their
+// compute, and whether that is measured; and where its cards are among the round's.
+// The cards' states and their ends both read it, found once for each of a fleet's tens
+// of thousands of attempts.
+type holding struct {
+	a     *state.Attempt
+	util  float64
+	known bool
+	at    []int // positions in the round's cards
+}
+
+// holdingBufs are arrays a round's holdings may be kept in (see packViewBufs).
+type holdingBufs struct {
+	held []holding
+	at   []int
+}
+
+// holdings finds the holding of each attempt, in buf's arrays where buf is not nil.
+func (e *Engine) holdings(attempts []*state.Attempt, buf *holdingBufs) []holding {
+	if buf == nil {
+		buf = &holdingBufs{}
+	}
+	held, at := buf.held[:0], buf.at[:0]
+	for _, a := range attempts {
+		h := holding{a: a, util: 0, known: true} // a ghost (see settling) holds memory, and computes nothing
+		if a.Running() {
+			h.util, h.known = e.attemptUtil(a)
+		}
+		from := len(at)
+		for _, idx := range a.GPUs {
+			if i, ok := e.cardAt(a.Worker, idx); ok {
+				at = append(at, i)
+			}
+		}
+		h.at = at[from:len(at):len(at)]
+		held = append(held, h)
+	}
+	// at may have moved as it grew: the holdings point into its last array.
+	for i, n := 0, 0; i < len(held); i++ {
+		k := len(held[i].at)
+		held[i].at = at[n : n+k : n+k]
+		n += k
+	}
+	buf.held, buf.at = held, at
+	return held
+}
+
+// cardStatesOf is cardStates of the attempts' holdings.
+func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding) []pack.CardState {
 	headroom, target := e.cfg.Headroom, e.target()
 	out := slices.Grow(dst[:0], len(e.cards))[:len(e.cards)]
 	for i, c := range e.cards {
@@ -24,25 +76,20 @@ func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*state
 			out[i].Slots = 0
 		}
 	}
-	for _, a := range attempts {
-		util, known := e.attemptUtil(a)
-		if !a.Running() {
-			util, known = 0, true // a ghost (see settling) holds memory, and computes nothing
-		}
-		for _, idx := range a.GPUs {
-			if i, ok := e.cardAt(a.Worker, idx); ok {
-				out[i].Reserved += a.Holds()
-				out[i].Running++
-				out[i].Exclusive = out[i].Exclusive || a.Alone && a.Running()
-				out[i].Util += util
-				if !known {
-					out[i].Blind++
-					out[i].BlindUtil += util
-				}
+	for _, h := range held {
+		a := h.a
+		for _, i := range h.at {
+			out[i].Reserved += a.Holds()
+			out[i].Running++
+			out[i].Exclusive = out[i].Exclusive || a.Alone && a.Running()
+			out[i].Util += h.util
+			if !h.known {
+				out[i].Blind++
+				out[i].BlindUtil += h.util
 			}
 		}
 	}
-	ours := e.ours(attempts)
+	ours := e.ours(held)
 	for i, c := range e.cards {
 		for j, o := range e.ownersOf(i) {
 			if p := c.Processes[j]; !p.Hidden && !ours(o.attempt) {

@@ -7,6 +7,7 @@ package scheduler
 // utilization does (Shape.Shared).
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -33,12 +34,10 @@ func newCrowds() crowds {
 // running reports whether an attempt of a shape runs.
 func (cs crowds) running(shape string) bool { return len(cs.shapes[shape]) > 0 }
 
-// without returns ids less id, in the same array.
+// without returns ids less id, in the same array: nothing keeps a list past a change.
 func without(ids []string, id string) []string {
-	for i, x := range ids {
-		if x == id {
-			return append(ids[:i:i], ids[i+1:]...)
-		}
+	if i := slices.Index(ids, id); i >= 0 {
+		return slices.Delete(ids, i, i+1)
 	}
 	return ids
 }
