@@ -43,7 +43,7 @@ func (e *Engine) holdings(attempts []*state.Attempt, buf *holdingBufs) []holding
 	}
 	held, at := buf.held[:0], buf.at[:0]
 	for _, a := range attempts {
-		h := holding{a: a, util: 0, known: true} // a ghost (see settling) holds memory, and computes nothing
+		h := holding{a: a, known: true} // a ghost (see settling) holds memory, and computes nothing
 		if a.Running() {
 			h.util, h.known = e.attemptUtil(a)
 		}
@@ -53,10 +53,9 @@ func (e *Engine) holdings(attempts []*state.Attempt, buf *holdingBufs) []holding
 				at = append(at, i)
 			}
 		}
-		h.at = at[from:len(at):len(at)]
+		h.at = at[from:] // for its length: at may move as it grows
 		held = append(held, h)
 	}
-	// at may have moved as it grew: the holdings point into its last array.
 	for i, n := 0, 0; i < len(held); i++ {
 		k := len(held[i].at)
 		held[i].at = at[n : n+k : n+k]

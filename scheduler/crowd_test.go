@@ -110,3 +110,22 @@ func TestAShapesUtilizationRefreshesOnlyItsCards(t *testing.T) {
 		t.Errorf("shapes running %v, want y's alone", e.crowds.shapes)
 	}
 }
+
+// TestSharingCountsTheMachinesTrainers: a launch is told how many trainers share its
+// machine once the round's have started: those running there and those starting.
+func TestSharingCountsTheMachinesTrainers(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
+	e, st, fr, _ := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4, 5]}\nmemory: 4GiB\n", &cards, nil,
+		Config{Slots: []int{2, 2}, UtilTarget: memoryAlone})
+	round(t, e)
+	for _, l := range fr.starts {
+		if l.Sharing != 4 {
+			t.Errorf("%s: sharing %d, want the 4 started together", l.Attempt.ID, l.Sharing)
+		}
+	}
+	e.apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Success})
+	round(t, e)
+	if len(fr.starts) != 5 || fr.starts[4].Sharing != 4 {
+		t.Fatalf("%d started, the last sharing %d; want a fifth beside the 3 running (%s)", len(fr.starts), fr.starts[len(fr.starts)-1].Sharing, states(st))
+	}
+}

@@ -515,13 +515,16 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	if len(placed) == 0 {
 		return
 	}
-	// How many trainers share each machine once the round's have started.
+	// How many trainers share each machine the round starts on once they have started:
+	// its placements, and the attempts running there (of a fleet's, a few).
 	sharing := map[string]int{}
-	for _, a := range running {
-		sharing[a.Worker]++
-	}
 	for _, p := range placed {
 		sharing[p.Worker]++
+	}
+	for _, a := range running {
+		if n, ok := sharing[a.Worker]; ok {
+			sharing[a.Worker] = n + 1
+		}
 	}
 	journaled := e.store.Journaled()
 	launches := make([]Launch, len(placed))
