@@ -85,7 +85,9 @@ func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
 	if !ok {
 		return 0, 0
 	}
-	e.crowdRefresh(c.cards, now)
+	// Its own stretch closes now; its neighbours', closed by the refresh below, run
+	// at their new pace from now.
+	e.crowdStretch(c, now)
 	delete(e.crowds.of, id)
 	if ids := without(e.crowds.shapes[c.shape], id); len(ids) == 0 {
 		delete(e.crowds.shapes, c.shape)
@@ -125,18 +127,23 @@ func (e *Engine) crowdTrack(running []*state.Attempt, now time.Time) {
 func (e *Engine) crowdRefresh(cards []plans.CardID, now time.Time) {
 	for _, card := range cards {
 		for _, id := range e.crowds.on[card] {
-			c := e.crowds.of[id]
-			dt := now.Sub(c.since).Seconds()
-			c.kSum += c.k * dt
-			c.paceSum += c.pace * dt
-			c.since = now
-			c.k, c.pace = 0, 1
-			for _, mine := range c.cards {
-				n, util := e.cardLoad(mine)
-				c.k = max(c.k, float64(n))
-				c.pace = min(c.pace, pack.Speed(util, n, 0))
-			}
+			e.crowdStretch(e.crowds.of[id], now)
 		}
+	}
+}
+
+// crowdStretch closes the stretch of c's run it has had its present neighbours, and
+// finds its neighbours and pace from now.
+func (e *Engine) crowdStretch(c *crowd, now time.Time) {
+	dt := now.Sub(c.since).Seconds()
+	c.kSum += c.k * dt
+	c.paceSum += c.pace * dt
+	c.since = now
+	c.k, c.pace = 0, 1
+	for _, mine := range c.cards {
+		n, util := e.cardLoad(mine)
+		c.k = max(c.k, float64(n))
+		c.pace = min(c.pace, pack.Speed(util, n, 0))
 	}
 }
 
