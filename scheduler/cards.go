@@ -115,20 +115,24 @@ func requestOf(j *state.Job) pack.Request {
 func (e *Engine) watchCards() {
 	hidden := map[proc]bool{}
 	for _, c := range e.cards {
-		id := c.ID()
-		name := "GPU " + id.String()
-		was, known := e.faults[id]
-		switch {
-		case c.Fault != "" && c.Fault != was:
-			e.events(Event{Time: e.clock.Now(), Job: name, Kind: "out-of-service",
-				Message: c.Fault + "; it takes no new job, its running jobs go on, and gpuq reads it again every poll"})
-		case c.Fault == "" && known:
-			e.events(Event{Time: e.clock.Now(), Job: name, Kind: "in-service", Message: "NVML reads it again"})
-		}
-		if c.Fault != "" {
-			e.faults[id] = c.Fault
-		} else {
-			delete(e.faults, id)
+		name := func() string { return "GPU " + c.ID().String() }
+		// Most rounds no card is out of service, or was: a fleet's thousands of cards
+		// are not looked up.
+		if c.Fault != "" || len(e.faults) > 0 {
+			id := c.ID()
+			was, known := e.faults[id]
+			switch {
+			case c.Fault != "" && c.Fault != was:
+				e.events(Event{Time: e.clock.Now(), Job: name(), Kind: "out-of-service",
+					Message: c.Fault + "; it takes no new job, its running jobs go on, and gpuq reads it again every poll"})
+			case c.Fault == "" && known:
+				e.events(Event{Time: e.clock.Now(), Job: name(), Kind: "in-service", Message: "NVML reads it again"})
+			}
+			if c.Fault != "" {
+				e.faults[id] = c.Fault
+			} else {
+				delete(e.faults, id)
+			}
 		}
 		for _, p := range c.Processes {
 			if !p.Hidden {
@@ -138,7 +142,7 @@ func (e *Engine) watchCards() {
 			k := proc{c.Worker, p.PID}
 			if e.hidden[k] && !e.unattributed {
 				e.unattributed = true
-				e.events(Event{Time: e.clock.Now(), Job: name, Kind: "unattributed", Message: fmt.Sprintf(
+				e.events(Event{Time: e.clock.Now(), Job: name(), Kind: "unattributed", Message: fmt.Sprintf(
 					"NVML lists process %d, which this PID namespace does not have (gpuq runs in a container?): gpuq cannot "+
 						"attribute GPU memory on this machine, and packs by estimates alone", p.PID)})
 			}
