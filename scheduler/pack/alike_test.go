@@ -150,3 +150,34 @@ func TestAlikeJobsPlaceAsEveryCardLooked(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlaceAlike places a fleet's round: 8,000 cards of 80 GiB, 2,000 jobs in
+// groups of 200 alike, with the cards kept for each run of alike jobs and without.
+//
+//	go test -run '^$' -bench PlaceAlike ./scheduler/pack/
+func BenchmarkPlaceAlike(b *testing.B) {
+	r := rand.New(rand.NewPCG(8, 1000))
+	cards := make([]CardState, 8000)
+	for i := range cards {
+		c := CardState{Worker: fmt.Sprintf("w%04d", i/8), Index: i % 8, Total: 80 * gib, Headroom: 4 * gib, Slots: 16, Target: DefaultTarget}
+		c.Running = r.IntN(4)
+		c.Reserved = int64(c.Running) * int64(4+r.IntN(12)) * gib
+		c.Used = c.Reserved
+		c.Util = float64(c.Running) * 0.2
+		cards[i] = c
+	}
+	var queue []Request
+	for g := range 10 {
+		for range 200 {
+			queue = append(queue, Request{Job: fmt.Sprintf("j%d", len(queue)), Memory: int64(2+3*g) * gib, GPUsPerJob: 1,
+				Util: 0.1 + 0.05*float64(g), Duration: time.Hour})
+		}
+	}
+	for _, noAlike := range []bool{false, true} {
+		b.Run(fmt.Sprintf("every-card=%v", noAlike), func(b *testing.B) {
+			for b.Loop() {
+				placeWith(&grouped{q: queue}, slices.Clone(cards), nil, 2*gib, noAlike)
+			}
+		})
+	}
+}

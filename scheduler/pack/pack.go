@@ -5,7 +5,8 @@
 // simulator and the tests run the same code on any machine, without cgo.
 //
 // One file per phase: model.go is what it reads and answers, pack.go the round, place.go
-// where a job fits best, backfill.go the reservation, explain.go the reasons.
+// where a job fits best (alike.go: the cards kept for a run of alike jobs), backfill.go
+// the reservation, explain.go the reasons.
 package pack
 
 import (
