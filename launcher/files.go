@@ -254,7 +254,15 @@ func (t trust) makeOwnDir(dir string) error {
 
 // WriteJSON writes v to path whole or not at all: a temporary file (path.new, made
 // afresh, never through a link: see createPrivate), synced, renamed.
-func WriteJSON(path string, v any) error {
+func WriteJSON(path string, v any) error { return writeJSON(path, v, true) }
+
+// replaceJSON writes v to path whole or not at all, as WriteJSON does, without syncing
+// it: for a record of processes that run (supervisor.json), which a crash of the
+// machine ends with them, so that a copy lost with it tells nothing wrong. A sync waits
+// for the disk, on every attempt's start.
+func replaceJSON(path string, v any) error { return writeJSON(path, v, false) }
+
+func writeJSON(path string, v any, durable bool) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -265,7 +273,7 @@ func WriteJSON(path string, v any) error {
 		return err
 	}
 	err = write(f, data)
-	if err == nil {
+	if err == nil && durable {
 		if err = diskRefuses("sync", tmp); err == nil {
 			err = f.Sync()
 		}
@@ -282,7 +290,54 @@ func WriteJSON(path string, v any) error {
 		os.Remove(tmp)
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
+	if !durable {
+		return nil
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// placeJSON writes v to path whole or not at all, as WriteJSON does, but syncs it only
+// when sync is called: what it wrote can be read at once (renamed into place), and is
+// on the disk once sync has returned. A crash before that may leave path cut short.
+func placeJSON(path string, v any) (sync func() error, err error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	tmp := path + ".new"
+	f, err := createPrivate(tmp)
+	if err != nil {
+		return nil, err
+	}
+	err = write(f, data)
+	if err == nil {
+		if err = diskRefuses("rename", path); err == nil {
+			err = os.Rename(tmp, path)
+		}
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	return func() error {
+		err := diskRefuses("sync", path)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		return syncDir(filepath.Dir(path))
+	}, nil
+}
+
+// syncDir syncs directory dir: the names made, renamed or removed in it.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}

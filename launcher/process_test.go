@@ -19,6 +19,7 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == SupervisorMode {
 		fillDiskAt(os.Getenv(diskFullAt), os.Getenv(diskSteps))
+		holdDiskAt(os.Getenv(diskHeldAt))
 		if err := Supervise(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "supervisor:", err)
 			os.Exit(1)
@@ -55,6 +56,21 @@ func TestMain(m *testing.M) {
 	case "stubborn":
 		signalIgnore()
 		time.Sleep(time.Minute)
+	case "children": // hasChildren at each stage of a child's life
+		fmt.Printf("none=%v\n", hasChildren())
+		c := exec.Command("sh", "-c", "read x")
+		in, _ := c.StdinPipe()
+		c.Start()
+		fmt.Printf("running=%v\n", hasChildren())
+		in.Close()
+		for st, ok := hostProcs.stat(c.Process.Pid); ok && !st.zombie; st, ok = hostProcs.stat(c.Process.Pid) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		fmt.Printf("ended=%v\n", hasChildren())
+		st, ok := hostProcs.stat(c.Process.Pid)
+		fmt.Printf("unreaped=%v\n", ok && st.zombie)
+		c.Wait()
+		fmt.Printf("reaped=%v\n", hasChildren())
 	}
 	os.Exit(0)
 }
@@ -316,5 +332,21 @@ func TestHostMemoryWithoutAFreeDescriptor(t *testing.T) {
 	}
 	if merr != nil || total <= 0 || avail <= 0 {
 		t.Errorf("HostMemory() with no descriptor free = %d, %d, %v", total, avail, merr)
+	}
+}
+
+// TestHasChildren: a process tells whether it has a child, running or ended and not yet
+// reaped, without reaping it; so that a supervisor whose trainer left nothing reads
+// nothing of /proc to find what is left.
+func TestHasChildren(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "GPUQ_TEST_HELPER=children")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := "none=false\nrunning=true\nended=true\nunreaped=true\nreaped=false\n"
+	if string(out) != want {
+		t.Errorf("got\n%swant\n%s", out, want)
 	}
 }

@@ -2,6 +2,9 @@ package launcher
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -280,7 +283,23 @@ func (fs procFS) candidates(top int) []int {
 	if top == 0 {
 		return fs.pids()
 	}
+	if fs == hostProcs && top == os.Getpid() && !hasChildren() {
+		// Nothing is under it: the usual end of a supervisor's trainer, which leaves
+		// nothing running. Its /proc is not read, for the kernel pays for what was
+		// read there (its threads' entries, cached) as it is reaped: half a millisecond
+		// of its daemon's CPU a supervisor, measured.
+		return nil
+	}
 	return fs.descendants(top)
+}
+
+// hasChildren reports whether this process has a child: running, stopped, or ended and
+// not yet reaped (WNOWAIT reaps none), whether it started it or it was handed to it as
+// a subreaper.
+func hasChildren() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+	return !errors.Is(err, unix.ECHILD)
 }
 
 // scope is the process whose descendants are all that this process's attempts (and
@@ -356,7 +375,7 @@ const byName = "by-name"
 // LinkName links root/by-name/<sweep>/<name> to the job's directory, or leaves the link
 // that does already; a link of that name to another job (a sweep of the same name,
 // submitted again after gpuq clean) is replaced. A name is made a file name: '/' is
-// '∕', a leading '.' is '_', and it is cut to 200 bytes.
+// '∕', a leading '.' is '_', and one past 200 bytes is cut in its middle (see fileName).
 func LinkName(root, sweep, name, job string) error {
 	if _, err := JobDir(root, job); err != nil || !filepath.IsLocal(sweep) || strings.ContainsRune(sweep, filepath.Separator) {
 		return fmt.Errorf("job %q of sweep %q cannot name a link", job, sweep)
@@ -390,17 +409,28 @@ func UnlinkNames(root, sweep string) error {
 	return os.RemoveAll(filepath.Join(root, byName, sweep))
 }
 
-// fileName is a job's name as one element of a path.
+// fileName is a job's name as one element of a path. A name longer than 200 bytes
+// keeps its start and its end (where a seed tells points apart) around a hash of the
+// whole, so that two long names cut alike stay two files.
 func fileName(name string) string {
 	name = strings.ReplaceAll(name, "/", "∕")
 	if strings.HasPrefix(name, ".") {
 		name = "_" + name[1:]
 	}
-	for len(name) > 200 {
-		_, size := utf8.DecodeLastRuneInString(name)
-		name = name[:len(name)-size]
+	if len(name) <= 200 {
+		return name
 	}
-	return name
+	sum := sha256.Sum256([]byte(name))
+	mid := "…" + hex.EncodeToString(sum[:4]) + "…"
+	end := name[len(name)-60:]
+	for !utf8.ValidString(end) { // begin at a rune's start
+		end = end[1:]
+	}
+	start := name[:200-len(mid)-len(end)]
+	for !utf8.ValidString(start) {
+		start = start[:len(start)-1]
+	}
+	return start + mid + end
 }
 
 // JobOf is the gpuq job a process belongs to, by the GPUQ_JOB_ID and GPUQ_JOB_NAME it

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpuq/gpuq/plans"
 	"golang.org/x/sys/unix"
@@ -391,6 +392,34 @@ func TestLinkName(t *testing.T) {
 		if dest, _ := filepath.EvalSymlinks(filepath.Join(root, "by-name", "s", tc.file)); dest != filepath.Join(root, tc.job) {
 			t.Errorf("%s leads to %s, not %s", tc.name, dest, tc.job)
 		}
+	}
+	// Two names past 200 bytes that differ only at their end: two links, each whole
+	// runes of at most 200 bytes, with the start and the end of its name.
+	long := "data=" + strings.Repeat("é", 120)
+	for _, job := range []string{"s.1", "s.2"} {
+		seed := ",seed=" + job[2:]
+		if err := LinkName(root, "long", long+seed, job); err != nil {
+			t.Fatal(err)
+		}
+		links, _ := os.ReadDir(filepath.Join(root, "by-name", "long"))
+		var found bool
+		for _, l := range links {
+			name := l.Name()
+			if !strings.HasSuffix(name, seed) {
+				continue
+			}
+			found = true
+			dest, _ := filepath.EvalSymlinks(filepath.Join(root, "by-name", "long", name))
+			if len(name) > 200 || !utf8.ValidString(name) || !strings.HasPrefix(name, long[:100]) || dest != filepath.Join(root, job) {
+				t.Errorf("the link of %s: %q (%d bytes) leads to %s", job, name, len(name), dest)
+			}
+		}
+		if !found {
+			t.Errorf("no link of %s among %v", job, links)
+		}
+	}
+	if links, _ := os.ReadDir(filepath.Join(root, "by-name", "long")); len(links) != 2 {
+		t.Errorf("two long names, links %v", links)
 	}
 	if err := LinkName(root, "s", "x", "../s.1"); err == nil {
 		t.Error("a job that is no path element was linked")

@@ -30,19 +30,24 @@ import (
 //
 // The attempt's directory holds:
 //
-//	spec.json        what to run, written by the daemon before it starts the supervisor
-//	lock             locked (flock) from before the supervisor starts until it exits: the
-//	                 daemon takes the lock and the supervisor inherits it, so that a
-//	                 daemon started again tells a supervisor that has not recorded
-//	                 itself yet from one that never started
+//	spec.json        what to run, written by the daemon before it starts the supervisor;
+//	                 also the attempt's lock, locked (flock) from before it holds a word
+//	                 until the supervisor exits: the daemon takes the lock and the
+//	                 supervisor inherits it, so that a daemon started again tells a
+//	                 supervisor that has not recorded itself yet from one that never
+//	                 started. (An earlier gpuq kept the lock in a file of its own,
+//	                 lock, which is still honoured.)
 //	log              the trainer's output, after a header to rerun it by hand
 //	supervisor.json  the supervisor's and the trainer's pids, once the trainer runs (as
 //	                 soon as there is room: a full disk does not stop the trainer)
 //	sock             the supervisor's unix socket (see the requests below), mode 0600,
 //	                 serving only processes of its own user
-//	exit.json        how the attempt ended, written (synced, renamed) before the
+//	exit.json        how the attempt ended, written (renamed, synced) before the
 //	                 supervisor exits; it waits for room to write it, if it must, and
 //	                 holds the lock meanwhile
+//
+// spec.json and supervisor.json are not synced: they tell of processes that a crash of
+// the machine ends, so a copy lost with it is lost with what it told of.
 //
 // The supervisor tells the daemon that started it, on its standard output, the
 // trainer's pid once the trainer runs; or, where the machine's want of room or
@@ -52,7 +57,8 @@ import (
 // A client of sock writes one line, a request, then:
 //
 //	wait       reads nothing until the attempt has ended, then how it ended (exit.json's
-//	           JSON, even where exit.json could not be written), then EOF
+//	           JSON, told once exit.json is in place, before it is synced, and even
+//	           where it cannot be written), then EOF
 //	stop       the supervisor stops the trainer's process group (SIGTERM, then SIGKILL)
 //	attach     reads the last 64 KiB of output then the live output; what it writes
 //	           goes to the trainer's terminal
@@ -85,13 +91,17 @@ type Ended struct {
 	// Exit is how the trainer's process ended, where it ran; Command what it ran.
 	Exit    *plans.ProcessExit `json:"exit,omitempty"`
 	Command []string           `json:"command,omitempty"`
+	// At is when the trainer ended, by the clock of the machine it ran on: a daemon
+	// that hears of the end later (it was stopped meanwhile) dates it so. Zero where
+	// no trainer ran, and in an exit.json written before it was kept.
+	At time.Time `json:"at,omitzero"`
 }
 
 // endedOf is how an attempt's process p, which ran argv, ended: classified from its
 // exit and output.
 func endedOf(p *Process, argv []string) Ended {
 	outcome, facts := Classify(p.Exit(), p.Output())
-	return Ended{Outcome: outcome, OOM: facts, Detail: p.Ended(), Exit: ProcessExit(p.Exit(), p.Output()), Command: argv}
+	return Ended{Outcome: outcome, OOM: facts, Detail: p.Ended(), Exit: ProcessExit(p.Exit(), p.Output()), Command: argv, At: time.Now()}
 }
 
 // RecordEnd is how p, an attempt's process that ran argv in dir and has ended, ended,
@@ -162,7 +172,7 @@ func Supervise(dir string) error {
 	if st, ok := hostProcs.stat(p.PID()); ok {
 		info.LeaderStart = st.start
 	}
-	if err := WriteJSON(pids, info); err != nil {
+	if err := replaceJSON(pids, info); err != nil {
 		go keepRecord(pids, info, err, p.Done())
 	}
 	// The daemon that started this supervisor reads the trainer's pid from stdout.
@@ -188,16 +198,21 @@ func Supervise(dir string) error {
 	end.ended = endedOf(p, spec.Command.Argv)
 	// A trainer that succeeded as its lease lapsed has succeeded.
 	if fenced != nil && <-fenced && end.ended.Outcome != plans.Success {
-		end.ended = Ended{Outcome: plans.Lost, Fenced: true, Exit: end.ended.Exit, Command: spec.Command.Argv,
+		end.ended = Ended{Outcome: plans.Lost, Fenced: true, Exit: end.ended.Exit, Command: spec.Command.Argv, At: end.ended.At,
 			Detail: "stopped: its worker lost touch with the daemon, which runs the job again elsewhere"}
 	}
+	// The clients waiting hear the end once exit.json is in place, before it is synced,
+	// which would keep a daemon's next start on the card waiting for the disk: the
+	// daemon that hears it journals it. They hear it even where exit.json cannot be
+	// written. One that comes later finds exit.json, or waits for it while this
+	// supervisor lives (its lock) and writes it, trying again where there is no room.
 	exit := filepath.Join(dir, exitFile)
-	err = WriteJSON(exit, end.ended)
-	// The clients waiting hear the end now, exit.json written or not; a daemon that
-	// comes later finds exit.json, or waits for it while this supervisor lives (its
-	// lock) and tries again to write it.
+	sync, err := placeJSON(exit, end.ended)
 	ln.Close()
 	close(end.done)
+	if err == nil {
+		err = sync()
+	}
 	if err != nil {
 		err = record(exit, end.ended, err)
 	}
@@ -244,7 +259,7 @@ func keepRecord(path string, info supervisorInfo, err error, done <-chan struct{
 			return
 		case <-time.After(time.Second):
 		}
-		if WriteJSON(path, info) == nil {
+		if replaceJSON(path, info) == nil {
 			return
 		}
 	}
@@ -296,17 +311,24 @@ func record(path string, e Ended, err error) error {
 }
 
 // holdLock returns the attempt's lock, which the daemon took and handed down as
-// descriptor 3 (see StartSupervisor); a supervisor started otherwise (by an older
-// daemon) takes it itself. The trainer does not inherit it.
+// descriptor 3 (see StartSupervisor): spec.json, or the lock file of an older daemon. A
+// supervisor started otherwise (by a daemon older still) takes the lock file itself.
+// The trainer does not inherit it.
 func holdLock(dir string) (*os.File, error) {
-	path := filepath.Join(dir, lockFile)
-	// Descriptor 3 is not this process's to wrap unless it is the lock file: the Go
-	// runtime may have taken it for itself.
-	var inherited, file unix.Stat_t
-	if unix.Fstat(3, &inherited) == nil && unix.Stat(path, &file) == nil && inherited.Dev == file.Dev && inherited.Ino == file.Ino {
-		syscall.CloseOnExec(3)
-		return os.NewFile(3, path), nil
+	// Descriptor 3 is not this process's to wrap unless it is the lock: the Go runtime
+	// may have taken it for itself.
+	var inherited unix.Stat_t
+	if unix.Fstat(3, &inherited) == nil {
+		for _, name := range lockFiles {
+			path := filepath.Join(dir, name)
+			var file unix.Stat_t
+			if unix.Stat(path, &file) == nil && inherited.Dev == file.Dev && inherited.Ino == file.Ino {
+				syscall.CloseOnExec(3)
+				return os.NewFile(3, path), nil
+			}
+		}
 	}
+	path := filepath.Join(dir, lockFile)
 	f, err := openPrivate(path, os.O_RDWR)
 	if err != nil {
 		return nil, err
@@ -318,10 +340,24 @@ func holdLock(dir string) (*os.File, error) {
 	return f, nil
 }
 
+// lockFiles are the files an attempt's lock may be held on: spec.json, and the lock
+// file of a supervisor that an older gpuq started (see holdLock).
+var lockFiles = [...]string{specFile, lockFile}
+
 // Alive reports whether a supervisor holds the attempt in dir, or is being started for
 // it: whether its lock is held.
 func Alive(dir string) bool {
-	f, err := os.Open(filepath.Join(dir, lockFile))
+	for _, name := range lockFiles {
+		if locked(filepath.Join(dir, name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// locked reports whether another holds the flock of the file at path.
+func locked(path string) bool {
+	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
@@ -465,17 +501,11 @@ func SpawnSupervisor(self []string, dir string, spec Spec) (Supervisor, error) {
 }
 
 func spawn(self []string, dir string, spec Spec) (leader int, proc Proc, err error) {
-	if err := WriteJSON(filepath.Join(dir, specFile), spec); err != nil {
-		return 0, proc, err
-	}
-	lock, err := openPrivate(filepath.Join(dir, lockFile), os.O_RDWR)
+	lock, err := writeSpec(dir, spec)
 	if err != nil {
 		return 0, proc, err
 	}
 	defer lock.Close() // the supervisor holds the lock on
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return 0, proc, fmt.Errorf("a supervisor holds %s already: %w", dir, err)
-	}
 	args := append(append([]string(nil), self[1:]...), SupervisorMode, dir)
 	cmd := exec.Command(self[0], args...)
 	// A session of its own: no signal meant for the daemon's terminal or group
@@ -521,6 +551,34 @@ func spawn(self []string, dir string, spec Spec) (leader int, proc Proc, err err
 		return 0, proc, fmt.Errorf("supervisor of %s: %q is not a pid", dir, line)
 	}
 	return pid, proc, nil
+}
+
+// writeSpec writes spec to dir's spec.json, which is also the attempt's lock (one file
+// made for an attempt less), and returns it open and locked: locked before it holds a
+// word, so that it is never seen unlocked with a spec whose supervisor may start. It
+// refuses an attempt that a supervisor holds already. A daemon that dies as it writes
+// leaves a spec.json that no supervisor ran, cut short or whole: either is an attempt
+// that never started (see NeverStarted, LaidOut).
+func writeSpec(dir string, spec Spec) (*os.File, error) {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	if Alive(dir) {
+		return nil, fmt.Errorf("a supervisor holds %s already", dir)
+	}
+	f, err := createPrivate(filepath.Join(dir, specFile))
+	if err != nil {
+		return nil, err
+	}
+	if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		err = write(f, data)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // ReadEnded reads how the attempt in dir ended; nil when exit.json is not there.

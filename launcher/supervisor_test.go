@@ -21,7 +21,32 @@ import (
 const (
 	diskFullAt = "GPUQ_TEST_DISK_FULL_AT" // "op name": the step the disk refuses, once
 	diskSteps  = "GPUQ_TEST_DISK_STEPS"   // a file each step is appended to
+	// diskHeldAt is "op name|gate": the disk holds the steps that begin so until the
+	// file gate is there (a minute at most, so that a test that fails leaves nothing
+	// held).
+	diskHeldAt = "GPUQ_TEST_DISK_HELD_AT"
 )
+
+// holdDiskAt makes the disk hold a step (see diskHeldAt) on top of what fillDiskAt did.
+func holdDiskAt(held string) {
+	step, gate, ok := strings.Cut(held, "|")
+	if !ok {
+		return
+	}
+	before := diskFault
+	diskFault = func(op, name string) syscall.Errno {
+		if strings.HasPrefix(op+" "+name, step) {
+			deadline := time.Now().Add(time.Minute)
+			for _, err := os.Stat(gate); err != nil && time.Now().Before(deadline); _, err = os.Stat(gate) {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if before == nil {
+			return 0
+		}
+		return before(op, name)
+	}
+}
 
 // fillDiskAt makes the disk refuse the step at (an op and a file's base name) with
 // ENOSPC the first time it comes, and records every step in the file steps; "" for
@@ -55,54 +80,24 @@ func fillDiskAt(at, steps string) {
 // its trainer appends a line to ran.
 func startAttempt(t *testing.T, dir, ran string) error {
 	t.Helper()
-	doc := "name: t\ncommand: [sh, -c, 'echo ran >> " + ran + "']\njobs: [{}]\n"
-	s, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "t.yaml"), []byte(doc), plans.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: dir}
-	c, err := Prepare(a, os.Environ())
-	if err != nil {
-		return err
-	}
-	_, err = StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c, Header: Header(c, a, "")})
-	return err
+	return startScript(t, dir, "echo ran >> "+ran)
 }
 
 // TestAFullDiskAtAnyStepLeavesTheAttemptUnstarted: the disk fills at each step that
 // writes to it while an attempt starts, in turn: the daemon's (its directories, config,
-// spec.json, lock) and its supervisor's (its socket, the log, supervisor.json, and
+// spec.json, which is its lock) and its supervisor's (its socket, the log, supervisor.json, and
 // exit.json at the end). Before the trainer runs, the start fails with the disk's error
 // (a machine's fault: the job waits), nothing ran, and a daemon started again finds the
 // attempt never started. After, the trainer runs on to its end and succeeds: never is a
 // trainer that started stopped for it, nor an attempt lost.
 func TestAFullDiskAtAnyStepLeavesTheAttemptUnstarted(t *testing.T) {
-	record := filepath.Join(t.TempDir(), "steps")
-	t.Setenv(diskSteps, record)
-	fillDiskAt("", record)
-	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
-	ran := filepath.Join(t.TempDir(), "ran")
-	if err := startAttempt(t, dir, ran); err != nil {
-		t.Fatal(err)
-	}
-	if e := Wait(dir); e.Outcome != plans.Success {
-		t.Fatalf("with room: %+v", e)
-	}
-	waitGone(t, dir)
-	data, _ := os.ReadFile(record)
-	var steps []string
-	for _, s := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if !slices.Contains(steps, s) {
-			steps = append(steps, s)
-		}
-	}
+	steps := stepsOfAnAttempt(t)
 	// The steps the report found failing, among the others.
-	for _, want := range []string{"bind sock", "open log", "write log", "open supervisor.json.new", "open spec.json.new", "mkdir attempt-1"} {
+	for _, want := range []string{"bind sock", "open log", "write log", "open supervisor.json.new", "open spec.json", "mkdir attempt-1"} {
 		if !slices.Contains(steps, want) {
 			t.Fatalf("no step %q among %q", want, steps)
 		}
 	}
-	t.Setenv(diskSteps, "")
 	started := 0
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
@@ -135,6 +130,33 @@ func TestAFullDiskAtAnyStepLeavesTheAttemptUnstarted(t *testing.T) {
 	if started == 0 || started == len(steps) {
 		t.Errorf("%d of %d steps started the attempt; some of each kind were expected", started, len(steps))
 	}
+}
+
+// stepsOfAnAttempt runs an attempt to its end, with room, and returns the steps it took
+// on the disk, in order, each once.
+func stepsOfAnAttempt(t *testing.T) []string {
+	t.Helper()
+	record := filepath.Join(t.TempDir(), "steps")
+	t.Setenv(diskSteps, record)
+	fillDiskAt("", record)
+	defer fillDiskAt("", "")
+	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+	if err := startAttempt(t, dir, filepath.Join(t.TempDir(), "ran")); err != nil {
+		t.Fatal(err)
+	}
+	if e := Wait(dir); e.Outcome != plans.Success {
+		t.Fatalf("with room: %+v", e)
+	}
+	waitGone(t, dir)
+	t.Setenv(diskSteps, "")
+	data, _ := os.ReadFile(record)
+	var steps []string
+	for _, s := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if !slices.Contains(steps, s) {
+			steps = append(steps, s)
+		}
+	}
+	return steps
 }
 
 // waitGone waits for the supervisor of the attempt in dir to exit.
@@ -231,4 +253,133 @@ func waitExited(t *testing.T, pid int) {
 			t.Fatalf("process %d survived: %s", pid, stat)
 		}
 	}
+}
+
+// startScript prepares an attempt in dir whose trainer runs script and starts its
+// supervisor, as a daemon does.
+func startScript(t *testing.T, dir, script string) error {
+	t.Helper()
+	doc := fmt.Sprintf("name: t\ncommand: [sh, -c, %q]\njobs: [{}]\n", script)
+	s, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "t.yaml"), []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Attempt{Sweep: s, JobID: "t.1", N: 1, Params: s.Jobs[0].Params, Dir: dir}
+	c, err := Prepare(a, os.Environ())
+	if err != nil {
+		return err
+	}
+	_, err = StartSupervisor([]string{os.Args[0]}, dir, Spec{Command: c, Header: Header(c, a, "")})
+	return err
+}
+
+// TestSpecIsTheAttemptsLock: spec.json is the attempt's lock, held from before the
+// supervisor starts until it exits, so that no lock file is made for an attempt. A lock
+// file an earlier gpuq left in the directory, held by its supervisor, keeps a new one
+// from starting there; left unheld, it does not hide the new supervisor's lock.
+func TestSpecIsTheAttemptsLock(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		older, held bool // a lock file an earlier gpuq left; its supervisor holds it
+	}{
+		{"no lock file", false, false},
+		{"an earlier gpuq's lock file, left", true, false},
+		{"an earlier gpuq's lock file, held", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if tc.older {
+				old, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer old.Close()
+				if tc.held {
+					if err := syscall.Flock(int(old.Fd()), syscall.LOCK_EX); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			gate := filepath.Join(t.TempDir(), "go")
+			ran := filepath.Join(t.TempDir(), "ran")
+			err := startScript(t, dir, fmt.Sprintf("echo ran > %s; while [ ! -e %s ]; do sleep 0.05; done", ran, gate))
+			if tc.held {
+				if _, rerr := os.Stat(ran); err == nil || rerr == nil || !Alive(dir) {
+					t.Fatalf("start beside an earlier gpuq's supervisor: %v (ran: %v, alive: %v); want a refusal, nothing run", err, rerr == nil, Alive(dir))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !Alive(dir) || !locked(filepath.Join(dir, specFile)) {
+				t.Errorf("while the trainer runs: alive %v, spec.json locked %v; want both", Alive(dir), locked(filepath.Join(dir, specFile)))
+			}
+			if _, err := os.Stat(filepath.Join(dir, lockFile)); tc.older == errors.Is(err, os.ErrNotExist) {
+				t.Errorf("lock file: %v; want one only where an earlier gpuq left it", err)
+			}
+			os.WriteFile(gate, nil, 0o600)
+			if e := Wait(dir); e.Outcome != plans.Success {
+				t.Fatalf("ended %+v", e)
+			}
+			waitGone(t, dir)
+		})
+	}
+}
+
+// TestOnlyTheEndIsSynced: of the files an attempt's start and end write, only exit.json
+// (how it ended, which outlives a crash of the machine) is synced; spec.json and
+// supervisor.json tell of processes that such a crash ends with them, and a sync each
+// would cost every start the disk's journal commits.
+func TestOnlyTheEndIsSynced(t *testing.T) {
+	var synced []string
+	for _, step := range stepsOfAnAttempt(t) {
+		if name, ok := strings.CutPrefix(step, "sync "); ok {
+			synced = append(synced, name)
+		}
+	}
+	if !slices.Equal(synced, []string{exitFile}) {
+		t.Errorf("synced %q; want exit.json alone", synced)
+	}
+}
+
+// TestTheEndIsToldBeforeItIsSynced: a client waiting for the attempt hears how it ended
+// once exit.json is in place, while it is still being synced (held here), not once the
+// disk is done with it; the supervisor holds the attempt until it is.
+func TestTheEndIsToldBeforeItIsSynced(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Setenv(diskHeldAt, "sync "+exitFile+"|"+gate)
+	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+	if err := startScript(t, dir, "read line"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // never leave a supervisor held
+		os.WriteFile(gate, nil, 0o600)
+		waitGone(t, dir)
+	})
+	// Waiting before the trainer ends: a client that comes later reads exit.json.
+	waiting, err := Dial(dir, "wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	term, err := Dial(dir, "attach")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	term.Write([]byte("go\n"))
+	waiting.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var e Ended
+	if err := json.NewDecoder(waiting).Decode(&e); err != nil || e.Outcome != plans.Success {
+		t.Fatalf("told %+v (%v); want a success, told while exit.json is synced", e, err)
+	}
+	if e, err := ReadEnded(dir); err != nil || e == nil || e.Outcome != plans.Success || !Alive(dir) {
+		t.Errorf("as the end is told: exit.json %+v %v, supervisor alive %v; want it in place, the supervisor holding the attempt", e, err, Alive(dir))
+	}
+	os.WriteFile(gate, nil, 0o600)
+	waitGone(t, dir)
 }

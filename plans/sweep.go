@@ -5,6 +5,7 @@
 package plans
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -164,7 +165,8 @@ type Overrides struct {
 }
 
 var (
-	nameRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9._-]+$`) })
+	// A name beginning with '-' would be read as a flag where gpuq's verbs take it.
+	nameRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9._][a-z0-9._-]*$`) })
 	envNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 	sweepKeys  = []string{"name", "command", "workdir", "config", "params", "matrix", "jobs", "memory", "env", "gpus", "gpu_plan", "headroom", "threads", "priority", "gpus_per_job", "oom", "host_memory", "shape_ignores", "timeout", "notify", "order", "util_target", "sharing", "job_name", "after", "max_running", "seeds", "early_stop"}
@@ -255,7 +257,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	if s.Name == "" {
 		c.fail("name", "a sweep needs a name of lowercase letters, digits, '.', '_' or '-', e.g. name: gla-e1")
 	} else if !nameRe().MatchString(s.Name) {
-		c.failAt(ov.Name, "name", "%q may hold only lowercase letters, digits, '.', '_' and '-': e.g. %s", s.Name, sanitizeName(s.Name))
+		c.failAt(ov.Name, "name", "%q may hold only lowercase letters, digits, '.', '_' and '-', and not begin with '-': e.g. %s", s.Name, sanitizeName(s.Name))
 	}
 	s.Command = c.command(doc)
 	s.Workdir = filepath.Join(dir, c.str(doc, "workdir", "."))
@@ -391,5 +393,5 @@ func sanitizeName(s string) string {
 			b.WriteByte('-')
 		}
 	}
-	return b.String()
+	return cmp.Or(strings.TrimLeft(b.String(), "-"), "sweep")
 }

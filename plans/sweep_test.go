@@ -187,6 +187,8 @@ func TestValidation(t *testing.T) {
 		{"command as string", "name: t\ncommand: python3 train.py\nmatrix: {seed: [1]}\n", []string{"command: write the command as a list", "never runs a shell"}},
 		{"missing name and command", "matrix: {seed: [1]}\n", []string{"name: a sweep needs a name", "command: a sweep needs a command"}},
 		{"bad name", "name: GLA E1\ncommand: [echo]\njobs: [{}]\n", []string{`e.g. gla-e1`}},
+		{"a name like a flag", "name: -n-\ncommand: [echo]\njobs: [{}]\n", []string{`not begin with '-': e.g. n-`}},
+		{"a name of nothing valid", "name: ÜÏ\ncommand: [echo]\njobs: [{}]\n", []string{`e.g. sweep`}},
 		{"ladder names missing key", base("oom: {ladder: [{scale: {batch_sise: 0.5}}]}\nparams: {batch_size: 4}"), []string{"oom.ladder[0] (every job)", `"batch_sise"`, `did you mean "batch_size"`}},
 		{"ladder scales a string", base("params: {batch_size: big}\noom: {ladder: [{scale: {batch_size: 0.5}}]}"), []string{"is not a number"}},
 		{"repeat without shrink", base("params: {gradient_accumulation_steps: 1}\noom: {ladder: [{scale: {gradient_accumulation_steps: 2}, repeat: true}]}"), []string{"only a rung that scales something down"}},

@@ -50,11 +50,14 @@ func (e *Engine) jobs(sel Selection, ok func(*state.Job) string) ([]*state.Job, 
 // lets be changed. A Where key no job of them has is refused: a misspelt key must not
 // read as "no job to change".
 func selected(view state.View, sel Selection, ok func(*state.Job) string) ([]*state.Job, error) {
-	jobs := view.Jobs()
-	if sel.Sweep != "" {
+	var jobs []*state.Job
+	if sel.Sweep == "" {
+		jobs = view.Jobs()
+	} else {
 		if view.Submission(sel.Sweep) == nil {
 			return nil, NoSweep(sel.Sweep, view.JobIDs())
 		}
+		// Its jobs alone: not every job of every sweep read and sorted first.
 		jobs = slices.Collect(view.JobsOf(sel.Sweep))
 	}
 	var out []*state.Job

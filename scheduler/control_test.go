@@ -227,3 +227,39 @@ func TestSelectByWhere(t *testing.T) {
 		t.Errorf("an unknown key: %v", err)
 	}
 }
+
+// tickingClock moves on a nanosecond at each reading, as the wall clock does between
+// two readings.
+type tickingClock struct{ *fakeClock }
+
+func (c tickingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Nanosecond)
+	return c.now
+}
+
+// TestAVerbOfASweepStampsItsJobsAlike: the jobs that a cancel or a retry of a sweep
+// ends or queues again get the one time of that change, so that they stay alike and
+// are journaled as one set (see state.Change), not a record each.
+func TestAVerbOfASweepStampsItsJobsAlike(t *testing.T) {
+	e, st := stepEngine(t, threeJobs, 1)
+	e.clock = tickingClock{newFakeClock()}
+	alike := func(verb string, at func(*state.Job) time.Time) {
+		t.Helper()
+		jobs := st.View().Jobs()
+		for _, j := range jobs[1:] {
+			if !at(j).Equal(at(jobs[0])) || at(j).IsZero() {
+				t.Errorf("after %s, %s at %s, %s at %s: want one time", verb, jobs[0].ID, at(jobs[0]), j.ID, at(j))
+			}
+		}
+	}
+	if _, err := e.cancel(Selection{Sweep: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	alike("cancel", func(j *state.Job) time.Time { return j.Ended })
+	if _, err := e.retry(Selection{Sweep: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	alike("retry", func(j *state.Job) time.Time { return j.Queued })
+}

@@ -29,15 +29,18 @@ func (e *Engine) put(c state.Change) error {
 	if e.err != nil {
 		return e.err
 	}
-	e.stampQueued(&c)
-	c.Jobs = e.stampEnds(c.Jobs)
+	// One time for the whole change: the jobs a verb of a sweep changes alike stay
+	// alike, and are journaled as one set (see state.Change).
+	now := e.clock.Now()
+	e.stampQueued(&c, now)
+	c.Jobs = e.stampEnds(c.Jobs, now)
 	return e.failed(e.store.Put(c))
 }
 
-// stampEnds gives each job that has just ended the time it did, and takes it from one
-// that runs or waits again (gpuq retry): every change of a job's state passes here.
+// stampEnds gives each job that has just ended now, the time it did, and takes it from
+// one that runs or waits again (gpuq retry): every change of a job's state passes here.
 // Jobs it changes are copies, in a list of its own.
-func (e *Engine) stampEnds(jobs []*state.Job) []*state.Job {
+func (e *Engine) stampEnds(jobs []*state.Job, now time.Time) []*state.Job {
 	out, copied := jobs, false
 	for i, j := range jobs {
 		over := ended(j)
@@ -50,7 +53,7 @@ func (e *Engine) stampEnds(jobs []*state.Job) []*state.Job {
 		c := *j
 		c.Ended = time.Time{}
 		if over {
-			c.Ended = e.clock.Now()
+			c.Ended = now
 		}
 		out[i] = &c
 	}

@@ -1,11 +1,15 @@
 package scheduler
 
-import "github.com/gpuq/gpuq/scheduler/state"
+import (
+	"time"
+
+	"github.com/gpuq/gpuq/scheduler/state"
+)
 
 // stampQueued notes, on each job of c that enters the queue (it was not queued, or
-// was not in the store), when it does: the metrics' queue wait is measured from it,
-// whichever daemon starts the job. c's jobs are the caller's copies.
-func (e *Engine) stampQueued(c *state.Change) {
+// was not in the store), when it does (now): the metrics' queue wait is measured from
+// it, whichever daemon starts the job. c's jobs are the caller's copies.
+func (e *Engine) stampQueued(c *state.Change, now time.Time) {
 	view, read := state.View{}, false
 	for _, j := range c.Jobs {
 		if j.State != state.JobQueued {
@@ -15,7 +19,7 @@ func (e *Engine) stampQueued(c *state.Change) {
 			view, read = e.store.Latest(), true
 		}
 		if was := view.Job(j.ID); was == nil || was.State != state.JobQueued {
-			j.Queued = e.clock.Now()
+			j.Queued = now
 		}
 	}
 }

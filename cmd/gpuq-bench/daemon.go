@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -177,15 +178,18 @@ func gpuqJSON(bin, state string, v any, args ...string) error {
 func startBenchDaemon(bin, state, plan string) (*exec.Cmd, error) {
 	cmd := gpuqCmd(bin, state, "daemon", "--gpu-plan", plan)
 	ask := func() *exec.Cmd { return gpuqCmd(bin, state, "status", "--state", "running") }
-	if err := startAnswering(cmd, state+".log", ask, time.Minute); err != nil {
+	if err := startAnswering(cmd, state, state+".log", ask, time.Minute); err != nil {
 		return nil, err
 	}
 	return cmd, nil
 }
 
-// startAnswering starts daemon, its output in logPath (appended to: a restart's follows
-// the first start's), and waits until ask, a gpuq command, succeeds against it.
-func startAnswering(daemon *exec.Cmd, logPath string, ask func() *exec.Cmd, limit time.Duration) error {
+// startAnswering starts daemon on the state directory state, its output in logPath
+// (appended to: a restart's follows the first start's), and waits until it answers on
+// its socket and ask, a gpuq command, succeeds against it. The socket first: a gpuq
+// that finds none reads the state the last daemon left, and answers as if the daemon
+// did.
+func startAnswering(daemon *exec.Cmd, state, logPath string, ask func() *exec.Cmd, limit time.Duration) error {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -196,7 +200,7 @@ func startAnswering(daemon *exec.Cmd, logPath string, ask func() *exec.Cmd, limi
 		return err
 	}
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if ask().Run() == nil {
+		if _, err := api.Dial(state); err == nil && ask().Run() == nil {
 			return nil
 		}
 	}

@@ -244,7 +244,7 @@ func (d *dispatchDaemon) gpuq(args ...string) *exec.Cmd {
 
 func (d *dispatchDaemon) start(args ...string) error {
 	d.cmd, d.log = d.gpuq(args...), d.state+".log"
-	return startAnswering(d.cmd, d.log, func() *exec.Cmd { return d.gpuq("status", "--state", "running") }, time.Minute)
+	return startAnswering(d.cmd, d.state, d.log, func() *exec.Cmd { return d.gpuq("status", "--state", "running") }, time.Minute)
 }
 
 func (d *dispatchDaemon) stop() {

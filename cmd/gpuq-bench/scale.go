@@ -114,7 +114,7 @@ func (b *scaleBench) median(n int, args ...string) (time.Duration, error) {
 func (b *scaleBench) start() error {
 	b.daemon = b.cmd(context.Background(), "daemon", "--gpu-plan", scalePlan)
 	ask := func() *exec.Cmd { return b.cmd(context.Background(), "status", "--state", "running") }
-	return startAnswering(b.daemon, b.state+".log", ask, verbLimit)
+	return startAnswering(b.daemon, b.state, b.state+".log", ask, verbLimit)
 }
 
 func (b *scaleBench) stop() {

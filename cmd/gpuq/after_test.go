@@ -88,17 +88,21 @@ func cliIn(t *testing.T, cols int, args ...string) (string, string, int) {
 func TestUpdateVerb(t *testing.T) {
 	f := &fakeDaemon{}
 	for _, tt := range []struct {
-		sweep string
-		flag  *int // --max-running; nil: not given
-		code  int
-		want  string
+		sweep   string
+		flag    *int // --max-running; nil: not given
+		running int  // the sweep's jobs running
+		code    int
+		want    string
 	}{
-		{"s", ptr(3), exitOK, "updated s: at most 3 jobs at once; 1 running now\nmore start as the cards' memory, slots and sharing target let them; gpuq why s.N says what holds a job"},
-		{"s", ptr(0), exitOK, "updated s: no limit on how many of its jobs run at once"},
-		{"s", nil, exitBadInput, "say what to change: --max-running N"},
-		{"s", ptr(-1), exitBadInput, "--max-running -1: give 0 (no limit) or more"},
-		{"nope", ptr(1), exitBadInput, `no sweep "nope"`},
+		{"s", ptr(3), 1, exitOK, "updated s: at most 3 jobs at once; 1 running now\nmore start as the cards' memory, slots and sharing target let them; gpuq why s.N says what holds a job\n"},
+		{"s", ptr(0), 1, exitOK, "updated s: no limit on how many of its jobs run at once; 1 running now\nmore start"},
+		{"s", ptr(2), 5, exitOK, "updated s: at most 2 jobs at once; 5 running now\nthose running run on to their end; no more start until fewer than 2 run\n"},
+		{"s", ptr(5), 5, exitOK, "updated s: at most 5 jobs at once; 5 running now\nno more start until one of them ends\n"},
+		{"s", nil, 1, exitBadInput, "say what to change: --max-running N"},
+		{"s", ptr(-1), 1, exitBadInput, "--max-running -1: give 0 (no limit) or more"},
+		{"nope", ptr(1), 1, exitBadInput, `no sweep "nope"`},
 	} {
+		f.running = tt.running
 		var out strings.Builder
 		opts := &updateOptions{io: ioStreams{Out: &out}, client: f.client, set: func(string) bool { return tt.flag != nil }}
 		if tt.flag != nil {
@@ -109,7 +113,7 @@ func TestUpdateVerb(t *testing.T) {
 			t.Errorf("update %s %v: exit %d, %q %v; want %d and %q", tt.sweep, tt.flag, got, out.String(), err, tt.code, tt.want)
 		}
 	}
-	if len(f.updated) != 2 || f.updated[0] != (api.UpdateRequest{Sweep: "s", MaxRunning: 3}) {
+	if len(f.updated) != 4 || f.updated[0] != (api.UpdateRequest{Sweep: "s", MaxRunning: 3}) {
 		t.Errorf("asked the daemon %+v", f.updated)
 	}
 }
@@ -123,5 +127,5 @@ func (f *fakeDaemon) Update(req api.UpdateRequest) (api.UpdateResponse, error) {
 		return api.UpdateResponse{}, scheduler.NoSweep(req.Sweep, nil)
 	}
 	f.updated = append(f.updated, req)
-	return api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning, Running: 1}, nil
+	return api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning, Running: max(f.running, 1)}, nil
 }

@@ -31,6 +31,7 @@ type fakeDaemon struct {
 	drained  []api.DrainRequest
 	streamed []api.StreamRequest
 	updated  []api.UpdateRequest
+	running  int // jobs of the sweep running, as Update answers; 0: one
 	// changed is what Act answers; streams what Attempt's stream reads, by job.
 	changed []string
 	streams map[string]string

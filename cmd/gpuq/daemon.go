@@ -305,5 +305,34 @@ func (s *settings) dial() (*api.Client, error) {
 		}
 		return api.DialRemote(server, creds)
 	}
-	return api.Dial(dir)
+	c, err := api.Dial(dir)
+	var none api.NoDaemonError
+	if pid, starting := api.Starting(dir); errors.As(err, &none) && starting {
+		return s.awaitStart(dir, pid)
+	}
+	return c, err
+}
+
+// startLimit is how long a verb waits for a daemon that has taken its state directory
+// to answer: it reads its state first (about a second at 100,000 jobs).
+var startLimit = 2 * time.Minute
+
+// awaitStart waits for the daemon pid, which holds the state directory's lock, to
+// answer: until then, a verb would read its state as a daemon that does not run left
+// it, or say that none runs.
+func (s *settings) awaitStart(dir string, pid int) (*api.Client, error) {
+	fmt.Fprintf(s.notices, "gpuq: the daemon (pid %d) is starting; waiting for it to answer\n", pid)
+	for deadline := time.Now().Add(startLimit); ; time.Sleep(20 * time.Millisecond) {
+		c, err := api.Dial(dir)
+		var none api.NoDaemonError
+		if !errors.As(err, &none) {
+			return c, err
+		}
+		if _, starting := api.Starting(dir); !starting {
+			return nil, fmt.Errorf("%w (the daemon, pid %d, that was starting has ended: %s, or the terminal it ran in, says why)", err, pid, api.LogPath(dir))
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the gpuq daemon (pid %d) on %s has not answered in %s: it may be stuck; gpuq daemon --stop, or kill %d", pid, dir, startLimit, pid)
+		}
+	}
 }

@@ -190,7 +190,7 @@ func where(jobs []api.Job, sel string) ([]api.Job, error) {
 	if err != nil || w == nil {
 		return jobs, whereError(err)
 	}
-	var out []api.Job
+	out := []api.Job{} // none selected is {"jobs": []} in --json, not null
 	keys := map[string]bool{}
 	for _, j := range jobs {
 		for _, k := range j.Params.Keys {
@@ -616,7 +616,11 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 	} else {
 		line("utilization: not measured yet (its shape's first job is measured alone, a minute in)")
 	}
-	if len(j.Attempts) == 0 {
+	switch {
+	case len(j.Attempts) == 0 && ended(j.State):
+		line("no attempt: it %s before it started", state.JobState(j.State).Told())
+		return
+	case len(j.Attempts) == 0:
 		line("no attempt yet; gpuq why %s says why it waits", j.ID)
 		return
 	}
@@ -775,6 +779,11 @@ func runSelect(opts *selectOptions, ids []string) error {
 	}
 	if len(changed) == 0 {
 		fmt.Fprintf(opts.io.Out, "no job %s to %s\n", selectionText(opts.sweep, opts.where), verb)
+		return nil
+	}
+	slices.SortFunc(changed, byNumber)
+	if len(changed) > namedAtMost {
+		fmt.Fprintf(opts.io.Out, "%s (%s): %s\n", opts.done, plans.Count(len(changed), "job"), firstOf(changed, " "))
 		return nil
 	}
 	fmt.Fprintf(opts.io.Out, "%s: %s\n", opts.done, strings.Join(changed, " "))

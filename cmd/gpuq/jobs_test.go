@@ -179,6 +179,8 @@ func TestSelectVerbs(t *testing.T) {
 	}{
 		{"cancel jobs", api.Cancel, []string{"s.1", "s.2"}, "", false, []string{"s.1", "s.2"}, exitOK, "cancelled or stopping: s.1 s.2\n"},
 		{"retry a sweep", api.Retry, nil, "s", false, []string{"s.3"}, exitOK, "requeued: s.3\n"},
+		{"hold many", api.Hold, nil, "s", false, []string{"s.10", "s.2", "s.1", "s.12", "s.3", "s.4", "s.5", "s.6", "s.7", "s.8", "s.9", "s.11"}, exitOK,
+			"held (12 jobs): s.1 s.2 s.3 s.4 s.5 s.6 s.7 s.8 s.9 s.10 ... and 2 more\n"},
 		{"nothing of the sweep", api.Retry, nil, "s", false, nil, exitOK, "no job of s to retry\n"},
 		{"json", api.Hold, []string{"s.1"}, "", true, []string{"s.1"}, exitOK, "{\n  \"jobs\": [\n    \"s.1\"\n  ]\n}\n"},
 		{"both", api.Release, []string{"s.1"}, "s", false, nil, exitBadInput, ""},
@@ -366,6 +368,24 @@ func TestStatusJSONStreamsAsItPrints(t *testing.T) {
 		var out strings.Builder
 		if err := indentJobs(&out, strings.NewReader(string(whole[:cut]))); err == nil {
 			t.Errorf("a listing cut at %d of %d bytes printed\n%s", cut, len(whole), out.String())
+		}
+	}
+}
+
+// TestStatusOfAJobThatNeverStarted: gpuq status ID of a job with no attempt says why it
+// waits where it waits, and how it ended where it ended before it started.
+func TestStatusOfAJobThatNeverStarted(t *testing.T) {
+	for _, tc := range []struct{ state, want, not string }{
+		{"queued", "no attempt yet; gpuq why s.1 says why it waits", "before it started"},
+		{"cancelled", "no attempt: it was cancelled before it started", "why it waits"},
+	} {
+		d := &fakeDaemon{listings: [][]api.Job{{job("s.1", tc.state)}}}
+		ios, out, _ := buffers()
+		if err := runStatus(&statusOptions{io: ios, client: d.client, now: time.Now}, []string{"s.1"}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) || strings.Contains(out.String(), tc.not) {
+			t.Errorf("a %s job with no attempt:\n%s\nwant %q", tc.state, out, tc.want)
 		}
 	}
 }

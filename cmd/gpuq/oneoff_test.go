@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/spf13/viper"
 
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
@@ -29,7 +34,8 @@ func TestOneOffName(t *testing.T) {
 }
 
 // TestRunOneOff: gpuq run -- CMD runs the command as written (braces and all), with the
-// one-off's flags as its sweep's keys; a setting it cannot use names its flag; those
+// one-off's flags as its sweep's keys, and prints its output on stdout as if it ran
+// here; a setting it cannot use names its flag; those
 // flags without a command, a command beside a sweep file, or a program named where a
 // sweep file goes, are bad input that says what to write.
 func TestRunOneOff(t *testing.T) {
@@ -49,8 +55,13 @@ func TestRunOneOff(t *testing.T) {
 	if !strings.Contains(string(log), `args --lr 1e-4 {"a": 1} A={x}`) {
 		t.Errorf("the command did not run as written:\n%s", log)
 	}
-	if !strings.Contains(out, "show.1  show  succeeded") || strings.Contains(errOut, "warning") {
-		t.Errorf("summary or warnings:\n%s%s", out, errOut)
+	// Its stdout is the trainer's output, as if the command ran here; gpuq's progress and
+	// summary are on stderr.
+	if want := "args --lr 1e-4 {\"a\": 1} A={x}\n"; out != want {
+		t.Errorf("stdout is %q, want the trainer's output alone, %q", out, want)
+	}
+	if !strings.Contains(errOut, "show.1  show  succeeded") || strings.Contains(errOut, "warning") {
+		t.Errorf("summary or warnings:\n%s", errOut)
 	}
 	// Without --memory its estimate is unknown: "-", never "0 B".
 	out, errOut, code = gpuq(t, "run", "--log-dir", dir, "--gpus", "sim:1x24GiB", "--", "sh", "-c", "true")
@@ -138,4 +149,71 @@ func TestOneOffStartsTheOneDaemon(t *testing.T) {
 			t.Errorf("%s: after %s, on card %s; want after %s, on card %q", j.ID, after, card, w.after, w.card)
 		}
 	}
+}
+
+// TestAOneOffsReaderGone: gpuq run -- CMD | head stops the run as Ctrl-C does once head
+// has gone, its trainer stopped cleanly and the run's socket removed, rather than
+// gpuq being killed by SIGPIPE at its next write to stdout.
+func TestAOneOffsReaderGone(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	cmd := exec.Command(os.Args[0], "run", "--gpus", "sim:1x24GiB", "--log-dir", logs, "--",
+		"sh", "-c", "i=0; while :; do i=$((i+1)); echo line $i; sleep 0.05; done")
+	cmd.Env = append(os.Environ(), asGPUQ+"=1", "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir,
+		"GPUQ_STATE_DIR="+filepath.Join(dir, "state"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errb := &schedtest.Buffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // what a failing test left
+		cmd.Process.Kill()
+		for _, pid := range attemptProcs(logs) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	for i := 1; i <= 3; i++ {
+		if !lines.Scan() || lines.Text() != fmt.Sprintf("line %d", i) {
+			t.Fatalf("line %d of the trainer's output: %q %v\n%s", i, lines.Text(), lines.Err(), errb)
+		}
+	}
+	stdout.Close() // as head does once it has its lines
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt || !strings.Contains(errb.String(), "what reads the trainer's output has ended; stopping the run") {
+		t.Errorf("exit %d (%v), want %d:\n%s", code, err, exitInterrupt, errb)
+	}
+	if !strings.Contains(errb.String(), "cancelled") {
+		t.Errorf("the job was not cancelled:\n%s", errb)
+	}
+	if socks, _ := filepath.Glob(filepath.Join(dir, "state", "runs", "*.sock")); len(socks) > 0 {
+		t.Errorf("the run left its socket: %v", socks)
+	}
+	schedtest.WaitFor(t, "nothing of the attempt left", func() bool { return len(attemptProcs(logs)) == 0 })
+}
+
+// TestOneOffsStartedTogetherTakeTwoNames: two gpuq runs of one-offs that start at once,
+// neither serving its sweep yet, each find "train" free; the first holds it, and the
+// second takes train-2. Once the first has ended, its name is free again.
+func TestOneOffsStartedTogetherTakeTwoNames(t *testing.T) {
+	st := &settings{v: viper.New()}
+	st.v.Set(keyStateDir, t.TempDir())
+	first, second := &runOptions{settings: st}, &runOptions{settings: st}
+	if got := first.reserve("train", map[string]bool{}); got != "train" || first.reserved == nil {
+		t.Fatalf("the first run's name: %q", got)
+	}
+	if got := second.reserve("train", map[string]bool{}); got != "train-2" {
+		t.Errorf("the second run's name: %q, want train-2", got)
+	}
+	first.reserved.Close()
+	second.reserved.Close()
+	third := &runOptions{settings: st}
+	if got := third.reserve("train", map[string]bool{}); got != "train" {
+		t.Errorf("a run started once both ended: %q, want train", got)
+	}
+	third.reserved.Close()
 }

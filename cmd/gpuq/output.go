@@ -46,6 +46,18 @@ func slotsText(n int) string {
 	return strconv.Itoa(n)
 }
 
+// namedAtMost is how many jobs a message names; past it, it says how many more.
+const namedAtMost = 10
+
+// firstOf joins the first namedAtMost items with sep and says how many more there
+// are: "a.1, a.2, ... and 990 more".
+func firstOf(items []string, sep string) string {
+	if len(items) <= namedAtMost {
+		return strings.Join(items, sep)
+	}
+	return fmt.Sprintf("%s%s... and %d more", strings.Join(items[:namedAtMost], sep), sep, len(items)-namedAtMost)
+}
+
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

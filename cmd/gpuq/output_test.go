@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,27 @@ func TestWords(t *testing.T) {
 	} {
 		if got := words(tt.text, tt.width); strings.Join(got, "|") != strings.Join(tt.want, "|") {
 			t.Errorf("words(%q, %d) = %q, want %q", tt.text, tt.width, got, tt.want)
+		}
+	}
+}
+
+// TestFirstOf: a message names at most ten jobs and says how many more there are.
+func TestFirstOf(t *testing.T) {
+	var ids []string
+	for i := range 12 {
+		ids = append(ids, fmt.Sprintf("s.%d", i+1))
+	}
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{0, ""},
+		{2, "s.1 s.2"},
+		{10, "s.1 s.2 s.3 s.4 s.5 s.6 s.7 s.8 s.9 s.10"},
+		{12, "s.1 s.2 s.3 s.4 s.5 s.6 s.7 s.8 s.9 s.10 ... and 2 more"},
+	} {
+		if got := firstOf(ids[:tc.n], " "); got != tc.want {
+			t.Errorf("firstOf(%d ids) = %q, want %q", tc.n, got, tc.want)
 		}
 	}
 }

@@ -71,6 +71,17 @@ func sweepOfJob(id string) string {
 	return id
 }
 
+// byNumber orders job ids as people count them, by sweep and then by number: s.2
+// before s.10.
+func byNumber(a, b string) int {
+	sa, sb := sweepOfJob(a), sweepOfJob(b)
+	if c := strings.Compare(sa, sb); c != 0 {
+		return c
+	}
+	na, nb := strings.TrimPrefix(a, sa), strings.TrimPrefix(b, sb)
+	return cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb))
+}
+
 // to is whoever runs a sweep: its gpuq run, or the daemon.
 func (r *routed) to(sweep string) (daemonClient, error) {
 	var ran []api.Run
@@ -135,7 +146,7 @@ func (r *routed) Jobs(sweep string, states []string) ([]api.Job, error) {
 		}
 		return c.Jobs(sweep, states)
 	}
-	var all []api.Job
+	all := []api.Job{} // none is {"jobs": []}, not null
 	for _, c := range r.each() {
 		jobs, err := c.Jobs("", states)
 		if err != nil {
@@ -277,7 +288,7 @@ func (r *routed) States(req api.StatesRequest) ([]api.JobState, error) {
 		return c.States(req)
 	}
 	if len(req.IDs) == 0 {
-		var all []api.JobState
+		all := []api.JobState{}
 		for _, c := range r.each() {
 			got, err := c.States(req)
 			if err != nil {

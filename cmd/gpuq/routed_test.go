@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpuq/gpuq/scheduler"
@@ -45,5 +46,22 @@ func TestWhereActsWhereverJobsRun(t *testing.T) {
 		if len(d.acted) != 1 || len(fg.acted) != 1 || d.acted[0].Where != sel.Where || fg.acted[0].Where != sel.Where {
 			t.Errorf("%s: the daemon was asked %+v, the run %+v; want the selection whole of each", tc.name, d.acted, fg.acted)
 		}
+	}
+}
+
+// TestNoJobOfAnyRunIsAnEmptyList: a listing gathered from the daemon and the runs that
+// holds no job is {"jobs": []}, which gpuq status --json reads back, not null.
+func TestNoJobOfAnyRunIsAnEmptyList(t *testing.T) {
+	r := &routed{runs: []ranSweep{{run: api.Run{Sweep: "fg"}, c: &fakeDaemon{listings: [][]api.Job{{job("fg.1", "running")}}}}}}
+	body, err := r.JobsJSON("", []string{"failed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := indentJobs(&out, body); err != nil || !strings.Contains(out.String(), `"jobs": []`) {
+		t.Errorf("no job of any run: %q %v", out.String(), err)
+	}
+	if got, err := r.States(api.StatesRequest{}); err != nil || got == nil {
+		t.Errorf("the states of no job: %#v %v", got, err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -31,6 +32,7 @@ import (
 type runOptions struct {
 	io       ioStreams
 	settings *settings
+	reserved *os.File // holds a one-off's name while it runs (see reserve)
 	sweep    string
 	json     bool
 	logDir   string
@@ -58,7 +60,11 @@ with its trainer's error line; --json the same with every attempt's "exit_code",
 A command after -- is a one-off job, as gpuq submit -- takes one (see its help): a sweep
 of one job, named after its script or --name (made unique among the sweeps of the
 daemon and of the other gpuq runs), with --memory, --host-memory, --gpus-per-job,
---timeout, --priority, --env and --workdir as its sweep's keys.
+--timeout, --priority, --env and --workdir as its sweep's keys. Its trainer's output is
+printed on stdout as it runs, attempt after attempt: what its terminal shows, its stdout
+and stderr together (it runs in a pseudo-terminal of its own, so progress bars draw as
+they would here). gpuq's progress and summary go to stderr. What you type does not reach
+it: gpuq attach does.
 
 Each run keeps its attempts in a directory of its own under --log-dir, named for the
 sweep and the time it started (<sweep>-20260102-150405; -2 after it for a second run in
@@ -117,6 +123,9 @@ var errJobsFailed = errors.New("some jobs failed")
 
 func runRun(opts *runOptions) error {
 	p, err := opts.prepare()
+	if opts.reserved != nil {
+		defer opts.reserved.Close()
+	}
 	if err != nil {
 		return err
 	}
@@ -145,7 +154,14 @@ func runRun(opts *runOptions) error {
 	} else {
 		defer reaper.Close()
 	}
-	progress := opts.io.Out
+	// A one-off's stdout is its trainer's output, as if the command ran here: gpuq's
+	// progress, a line per event, and the summary go to stderr.
+	var trainer *trainerOutput
+	progress, summary := opts.io.Out, opts.io.Out
+	if opts.command != nil && !opts.json {
+		trainer = newTrainerOutput(opts.io.Out, opts.io.Err)
+		progress, summary = opts.io.Err, opts.io.Err
+	}
 	if opts.json {
 		progress = opts.io.Err
 	}
@@ -156,7 +172,7 @@ func runRun(opts *runOptions) error {
 		}
 		defer stop()
 	}
-	ui := newRunUI(progress, isTerminal(progress) && !opts.json, sw)
+	ui := newRunUI(progress, isTerminal(progress) && !opts.json && trainer == nil, sw)
 	ledger := ""
 	if p.inv.Simulated() != "" {
 		ledger = opts.settings.ledger()
@@ -166,6 +182,9 @@ func runRun(opts *runOptions) error {
 	var srv interface{ Event(scheduler.Event) }
 	eng, store, err := p.engine(opts.settings, r, opts.poll, func(ev scheduler.Event) {
 		ui.event(ev)
+		if trainer != nil {
+			trainer.event(ev)
+		}
 		hooks.Event(ev)
 		if srv != nil {
 			srv.Event(ev)
@@ -175,6 +194,9 @@ func runRun(opts *runOptions) error {
 		return err
 	}
 	ui.store = store
+	if trainer != nil {
+		trainer.store = store
+	}
 	hooks = runner.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
 	// Served until the run ends: gpuq status, logs, attach and top reach it.
 	if fg := serveRun(opts, p, eng, store); fg != nil {
@@ -187,9 +209,18 @@ func runRun(opts *runOptions) error {
 	// the hangup of its own terminal must not live on without gpuq.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	if trainer != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer trainer.stopOnBrokenPipe(cancel)()
+	}
 	ui.start()
 	runErr := eng.Run(ctx)
 	ui.stop()
+	if trainer != nil {
+		trainer.wait()
+	}
 	// The cards as they are now, for their names and sizes: a card that cannot be read
 	// leaves them out, and the report sizes its panel by what was reserved on it.
 	cards, _ := p.inv.Read()
@@ -200,7 +231,7 @@ func runRun(opts *runOptions) error {
 			return err
 		}
 	} else {
-		printSummary(opts.io.Out, sum, opts.io.width())
+		printSummary(summary, sum, opts.io.width())
 	}
 	switch {
 	case errors.Is(runErr, context.Canceled):
@@ -210,7 +241,7 @@ func runRun(opts *runOptions) error {
 				left = append(left, j.ID)
 			}
 		}
-		return fmt.Errorf("%w; every trainer was stopped. Not finished: %s", errInterrupted, strings.Join(left, " "))
+		return fmt.Errorf("%w; every trainer was stopped. Not finished: %s", errInterrupted, firstOf(left, " "))
 	case runErr != nil:
 		return runErr
 	case sum.Counts[string(state.JobFailed)] > 0:
@@ -227,12 +258,31 @@ func (opts *runOptions) prepare() (*prepared, error) {
 		return prepare(opts.sweep, opts.settings, opts.io)
 	}
 	taken, _ := sweepNames(opts.settings) // where none answers, the run goes on all the same
-	name := freeName(cmp.Or(opts.name, oneOffName(opts.command)), taken)
+	name := opts.reserve(cmp.Or(opts.name, oneOffName(opts.command)), taken)
 	sw, _, err := opts.oneOff.sweep(oneOffLabel("run", opts.command), name, opts.command, opts.settings.runOverrides())
 	if err != nil {
 		return nil, err
 	}
 	return prepareSweep(sw, opts.settings, opts.io)
+}
+
+// reserve is the first name from base on (base, base-2, ...) that is not taken and that
+// no other gpuq run starting meanwhile holds, held for this run until it ends. Where
+// names cannot be held (no state directory), it is the first not taken.
+func (opts *runOptions) reserve(base string, taken map[string]bool) string {
+	dir, err := opts.settings.stateDir()
+	for {
+		name := freeName(base, taken)
+		if err != nil {
+			return name
+		}
+		f, ok, err := api.Reserve(dir, name)
+		if err != nil || ok {
+			opts.reserved = f
+			return name
+		}
+		taken[name] = true
+	}
 }
 
 // startMPS starts NVIDIA's MPS control daemon for the sweep's jobs (sharing: mps), with

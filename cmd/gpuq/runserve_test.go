@@ -155,7 +155,7 @@ memory: 1GiB
 		t.Errorf("cancel --where seed=1: exit %d:\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = cli(t, "run", "--name", "fg", "--log-dir", t.TempDir(), "--", "sh", "-c", "exit 0")
-	if code != exitOK || !strings.Contains(out, "fg-2.1") {
+	if code != exitOK || !strings.Contains(errOut, "fg-2.1") {
 		t.Errorf("a one-off run named fg beside the run of fg: exit %d; want fg-2:\n%s%s", code, out, errOut)
 	}
 	if _, errOut, code := cli(t, "cancel", "fg.2"); code != exitOK {

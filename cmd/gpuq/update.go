@@ -60,9 +60,14 @@ func runUpdate(opts *updateOptions, sweep string) error {
 		limit = "at most " + plans.Count(got.MaxRunning, "job") + " at once"
 	}
 	fmt.Fprintf(opts.io.Out, "updated %s: %s; %d running now\n", got.Sweep, limit, got.Running)
-	if opts.maxRunning == 0 || got.Running < opts.maxRunning {
+	switch {
+	case got.MaxRunning == 0 || got.Running < got.MaxRunning:
 		// A limit raised does not start jobs by itself: the cards still decide.
 		fmt.Fprintf(opts.io.Out, "more start as the cards' memory, slots and sharing target let them; gpuq why %s.N says what holds a job\n", got.Sweep)
+	case got.Running > got.MaxRunning:
+		fmt.Fprintf(opts.io.Out, "those running run on to their end; no more start until fewer than %d run\n", got.MaxRunning)
+	default:
+		fmt.Fprintln(opts.io.Out, "no more start until one of them ends")
 	}
 	return nil
 }

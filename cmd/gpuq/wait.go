@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -65,17 +67,18 @@ func runWait(opts *waitOptions, ids []string) error {
 	}
 	held := map[string]bool{}
 	for left := waited; ; {
-		var next []string
+		var next, newlyHeld []string
 		for _, j := range left {
 			waited[at[j.ID]] = j
 			if j.State == string(state.JobHeld) && !held[j.ID] {
 				held[j.ID] = true
-				fmt.Fprintf(opts.io.Err, "gpuq: %s is held: it waits until gpuq release %s\n", j.ID, j.ID)
+				newlyHeld = append(newlyHeld, j.ID)
 			}
 			if !ended(j.State) {
 				next = append(next, j.ID)
 			}
 		}
+		sayHeld(opts.io.Err, newlyHeld, opts.sweep)
 		if len(next) == 0 {
 			return waitEnded(opts, c, ids, waited)
 		}
@@ -83,6 +86,20 @@ func runWait(opts *waitOptions, ids []string) error {
 		if left, err = c.States(api.StatesRequest{IDs: next}); err != nil {
 			return fmt.Errorf("while waiting: %w", err)
 		}
+	}
+}
+
+// sayHeld says once of jobs waited for that they are held, and how they go on.
+func sayHeld(w io.Writer, ids []string, sweep string) {
+	switch {
+	case len(ids) == 1:
+		fmt.Fprintf(w, "gpuq: %s is held: it waits until gpuq release %s\n", ids[0], ids[0])
+	case len(ids) > 1:
+		release := "gpuq release ID..."
+		if sweep != "" {
+			release = "gpuq release --sweep " + sweep
+		}
+		fmt.Fprintf(w, "gpuq: %d jobs are held (%s): they wait until %s\n", len(ids), firstOf(ids, ", "), release)
 	}
 }
 
@@ -117,7 +134,7 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 			return err
 		}
 	}
-	var bad []string
+	var bad []api.JobState
 	stopped := 0
 	for _, j := range waited {
 		switch j.State {
@@ -125,11 +142,11 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 		case string(state.JobStopped):
 			stopped++
 		default:
-			bad = append(bad, j.ID+" "+j.State)
+			bad = append(bad, j)
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: %s", errNotAllSucceeded, strings.Join(bad, ", "))
+		return fmt.Errorf("%w: %s", errNotAllSucceeded, notSucceeded(bad, opts.sweep, len(ids) > 0))
 	}
 	if !opts.json {
 		fmt.Fprintf(opts.io.Out, "%s succeeded", plans.Count(len(waited)-stopped, "job"))
@@ -139,6 +156,35 @@ func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.Job
 		fmt.Fprintln(opts.io.Out)
 	}
 	return nil
+}
+
+// notSucceeded names the jobs that ended otherwise than succeeded, "a.2 failed, a.3
+// cancelled"; past namedAtMost of them, it counts them by state and says how to list
+// them (a sweep of 100,000 failed jobs printed 2 MB of ids): those of a sweep, or of
+// every job, or, where they were named, those named.
+func notSucceeded(bad []api.JobState, sweep string, named bool) string {
+	lines := make([]string, len(bad))
+	counts := map[string]int{}
+	for i, j := range bad {
+		lines[i] = j.ID + " " + j.State
+		counts[j.State]++
+	}
+	text := firstOf(lines, ", ")
+	if len(bad) <= namedAtMost {
+		return text
+	}
+	var states []string
+	for _, st := range slices.Sorted(maps.Keys(counts)) {
+		states = append(states, fmt.Sprintf("%d %s", counts[st], st))
+	}
+	list := "gpuq status --state " + strings.Join(slices.Sorted(maps.Keys(counts)), ",")
+	switch {
+	case sweep != "":
+		list += " --sweep " + sweep
+	case named:
+		list = "gpuq wait --json with these ids" // gpuq status would list other jobs too
+	}
+	return fmt.Sprintf("%s (%s; %s lists them)", text, strings.Join(states, ", "), list)
 }
 
 // waitedJobs fetches the jobs waited for with their histories: those named one by

@@ -90,3 +90,46 @@ func TestWaitAsksForTheJobsItWaitsFor(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitNamesAFewOfManyFailures: when many jobs did not succeed, gpuq wait names the
+// first few, counts them by state and says how to list them all, instead of printing
+// every id (2 MB at 100,000 failed jobs).
+func TestWaitNamesAFewOfManyFailures(t *testing.T) {
+	var jobs []api.Job
+	for i := range 25 {
+		st := "failed"
+		if i%5 == 4 {
+			st = "cancelled"
+		}
+		jobs = append(jobs, job(fmt.Sprintf("many.%d", i+1), st))
+	}
+	jobs = append(jobs, job("many.26", "succeeded"))
+	d := &fakeDaemon{listings: [][]api.Job{jobs}}
+	ios, _, _ := buffers()
+	code, msg := exitOf(runWait(&waitOptions{io: ios, client: d.client, sweep: "many"}, nil))
+	want := "not every job succeeded: many.1 failed, many.2 failed, many.3 failed, many.4 failed, many.5 cancelled, " +
+		"many.6 failed, many.7 failed, many.8 failed, many.9 failed, many.10 cancelled, ... and 15 more " +
+		"(5 cancelled, 20 failed; gpuq status --state cancelled,failed --sweep many lists them)"
+	if code != exitFailed || msg != want {
+		t.Errorf("exit %d, %q; want %d and %q", code, msg, exitFailed, want)
+	}
+}
+
+// TestWaitSaysOnceThatManyAreHeld: jobs waited for that are held are told of in one
+// line, a few of them named, not a line each (100,000 held jobs were 100,000 lines).
+func TestWaitSaysOnceThatManyAreHeld(t *testing.T) {
+	var held, ended []api.Job
+	for i := range 25 {
+		held = append(held, job(fmt.Sprintf("many.%d", i+1), "held"))
+		ended = append(ended, job(fmt.Sprintf("many.%d", i+1), "succeeded"))
+	}
+	d := &fakeDaemon{listings: [][]api.Job{held, held, ended}}
+	ios, _, errb := buffers()
+	if err := runWait(&waitOptions{io: ios, client: d.client, sweep: "many"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "gpuq: 25 jobs are held (many.1, many.2, many.3, many.4, many.5, many.6, many.7, many.8, many.9, many.10, ... and 15 more): they wait until gpuq release --sweep many\n"
+	if errb.String() != want {
+		t.Errorf("said %q, want %q", errb, want)
+	}
+}

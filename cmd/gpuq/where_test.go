@@ -48,6 +48,10 @@ func TestWhereSelectsByPoint(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &listing); err != nil || len(listing.Jobs) != 2 || listing.Jobs[0].ID != "s.2" || listing.Jobs[1].ID != "s.4" {
 		t.Errorf("status --json --where task=sst2|rte,seed=88 printed (%v):\n%s", err, out)
 	}
+	ios, out, _ = buffers()
+	if err := runStatus(&statusOptions{io: ios, client: d.client, now: time.Now, where: "task=mnli", json: true}, nil); err != nil || !strings.Contains(out.String(), `"jobs": []`) {
+		t.Errorf("status --json --where of no job printed (%v), want an empty list:\n%s", err, out)
+	}
 	for _, tc := range []struct {
 		where, id, err string
 	}{

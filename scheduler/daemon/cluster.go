@@ -469,8 +469,10 @@ func (c *cluster) giveUp(a *state.Attempt) scheduler.Exit {
 	if a.Log != "" {
 		if e, err := launcher.ReadEnded(filepath.Dir(a.Log)); err == nil && e != nil {
 			c.log.Printf("attempt %s ended %s while worker %s was gone, as its directory shows", a.ID, e.Outcome, a.Worker)
+			// Dated by the worker's clock, which the engine takes only between the
+			// attempt's start and now.
 			return scheduler.Exit{Attempt: a.ID, Outcome: e.Outcome, OOM: e.OOM, Detail: e.Detail, Requeue: e.Fenced,
-				Process: e.Exit, Command: e.Command}
+				Process: e.Exit, Command: e.Command, At: e.At}
 		}
 	}
 	c.mu.Lock()

@@ -22,13 +22,27 @@ type Supervised struct {
 	// supervisors are the running attempts' supervisors, by attempt id: every process
 	// of an attempt is under its supervisor (see HostMemory).
 	mu          sync.Mutex
-	supervisors map[string]launcher.Proc
+	supervisors map[string]supervisor
 }
+
+// supervisor is a running attempt's supervisor, and when the runner took it up.
+type supervisor struct {
+	proc  launcher.Proc
+	since time.Time
+}
+
+// hostReadAfter is how long an attempt runs before its processes' host memory is read
+// (see HostMemory). What is read of a process in /proc stays cached with it, and the
+// kernel pays for that as the process is reaped (measured: half a millisecond for a
+// supervisor whose threads' children were listed, a third of the daemon's CPU per job
+// where trainers do nothing): an attempt that ends within it is never read. A trainer
+// holds little in its first second, and teaches its shape nothing yet.
+var hostReadAfter = time.Second
 
 // NewSupervised returns a runner whose supervisors are started with command (gpuq's
 // binary, and any arguments before the supervisor mode).
 func NewSupervised(o Options, command []string) *Supervised {
-	return &Supervised{base: newBase(o), command: command, supervisors: map[string]launcher.Proc{}}
+	return &Supervised{base: newBase(o), command: command, supervisors: map[string]supervisor{}}
 }
 
 // StartsAtOnce is how many attempts the engine may start together (see
@@ -61,20 +75,22 @@ func (r *Supervised) track(attempt string, p launcher.Proc) {
 		return
 	}
 	r.mu.Lock()
-	r.supervisors[attempt] = p
+	r.supervisors[attempt] = supervisor{proc: p, since: time.Now()}
 	r.mu.Unlock()
 }
 
 // HostMemory is what the processes of each running attempt hold of host RAM, by
 // attempt: the processes under its supervisor, which is a subreaper, so that whatever
 // its trainer starts, in whatever session, stays under it. Only they are read, not
-// every process of the machine; nothing is, while nothing runs.
+// every process of the machine; nothing is, while nothing runs, nor those of an attempt
+// that has run less than hostReadAfter.
 func (r *Supervised) HostMemory() map[string]int64 {
 	r.mu.Lock()
 	tops := make([]int, 0, len(r.supervisors))
-	for _, p := range r.supervisors {
-		if p.Alive() {
-			tops = append(tops, p.PID)
+	now := time.Now()
+	for _, s := range r.supervisors {
+		if now.Sub(s.since) >= hostReadAfter && s.proc.Alive() {
+			tops = append(tops, s.proc.PID)
 		}
 	}
 	r.mu.Unlock()
@@ -113,6 +129,9 @@ func (r *Supervised) report(x scheduler.Exit) { go func() { r.exits <- x }() }
 func (r *Supervised) watch(attempt, dir string) {
 	e := launcher.Wait(dir)
 	at := time.Now()
+	if !e.At.IsZero() && e.At.Before(at) {
+		at = e.At // it ended while no daemon watched it: then, not when it was heard of
+	}
 	r.mu.Lock()
 	delete(r.supervisors, attempt)
 	r.mu.Unlock()

@@ -130,6 +130,27 @@ func TestAdoptDecidesByTheSupervisor(t *testing.T) {
 	}
 }
 
+// TestAnEndHeardLateIsDatedWhenItCame: a daemon that takes up an attempt that ended
+// while none ran (stopped meanwhile) dates its end by when the trainer ended, as
+// exit.json says, not by when it heard of it: the job's time and its shape's learned
+// duration are not the daemon's downtime.
+func TestAnEndHeardLateIsDatedWhenItCame(t *testing.T) {
+	r := supervised(t)
+	l, dir, _ := startSupervised(t, r, "exit 0")
+	first := nextExit(t, r.Exits())
+	schedtest.WaitFor(t, "the supervisor to exit", func() bool { return !launcher.Alive(dir) })
+	e, err := launcher.ReadEnded(dir)
+	if err != nil || e == nil || e.At.IsZero() || e.At.After(first.At) {
+		t.Fatalf("exit.json: %+v %v; want the trainer's end, by %s", e, err, first.At)
+	}
+	restarted := NewSupervised(Options{Dir: r.dir}, []string{os.Args[0]})
+	before := time.Now()
+	restarted.Adopt(l.Attempt)
+	if x := nextExit(t, restarted.Exits()); x.Outcome != plans.Success || !x.At.Equal(e.At) || !x.At.Before(before) {
+		t.Errorf("the end taken up: %+v; want a success at %s, before it was taken up (%s)", x, e.At, before)
+	}
+}
+
 // TestAnEndWithoutRoomIsNotLost: a supervisor that cannot write exit.json (here a
 // directory is in its way, which stands for a full disk even to root) still tells how
 // the attempt ended, and writes it once it can.
@@ -237,6 +258,8 @@ func TestRunnersTellHowATrainerEnded(t *testing.T) {
 // process on the machine: a process elsewhere that carries the attempt's mark (200 MiB
 // of it) is not counted, and nothing is read while nothing runs.
 func TestHostMemoryIsWhatRunsUnderTheSupervisors(t *testing.T) {
+	defer func(d time.Duration) { hostReadAfter = d }(hostReadAfter)
+	hostReadAfter = 0
 	r := supervised(t)
 	if m := r.HostMemory(); len(m) != 0 {
 		t.Errorf("host memory with nothing running: %v", m)
@@ -267,6 +290,28 @@ func TestHostMemoryIsWhatRunsUnderTheSupervisors(t *testing.T) {
 	if m := r.HostMemory(); len(m) != 0 {
 		t.Errorf("host memory once it ended: %v", m)
 	}
+}
+
+// TestHostMemoryIsReadOnceAnAttemptHasRun: the processes of an attempt that has run
+// less than hostReadAfter are not read (what is read of a process in /proc costs its
+// reaping), those of one that has are.
+func TestHostMemoryIsReadOnceAnAttemptHasRun(t *testing.T) {
+	defer func(d time.Duration) { hostReadAfter = d }(hostReadAfter)
+	r := supervised(t)
+	l, _, st := startSupervised(t, r, "echo ready; exec sleep 600")
+	schedtest.WaitFor(t, "the trainer to run", func() bool {
+		log, _ := os.ReadFile(st.Log)
+		return strings.Contains(string(log), "\nready\n")
+	})
+	hostReadAfter = time.Hour
+	if m := r.HostMemory(); len(m) != 0 {
+		t.Errorf("host memory of an attempt younger than %s: %v; want none read", hostReadAfter, m)
+	}
+	hostReadAfter = 0
+	// Polled: a trainer in the middle of its exec shows no environment to tell it by.
+	schedtest.WaitFor(t, "the host memory of an attempt that has run long enough", func() bool { return r.HostMemory()[l.Attempt.ID] > 0 })
+	r.Stop(l.Attempt)
+	nextExit(t, r.Exits())
 }
 
 // TestSupervisorsStartTogether: the engine may start a round's attempts at once (see

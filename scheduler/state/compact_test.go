@@ -42,9 +42,7 @@ func TestSnapshotLeavesOutJobsAsSubmitted(t *testing.T) {
 	s.Close()
 	var records []string
 	_, err = readState(filepath.Join(dir, snapshotFile), func(l line) {
-		for _, jr := range l.rec.Jobs {
-			records = append(records, jr.ID)
-		}
+		records = append(records, jobsOf(l.rec)...)
 	})
 	must(t, err)
 	slices.Sort(records)
@@ -55,4 +53,16 @@ func TestSnapshotLeavesOutJobsAsSubmitted(t *testing.T) {
 	if got := dump(again); got != want {
 		t.Errorf("from the snapshot:\n got %s\nwant %s", got, want)
 	}
+}
+
+// jobsOf are the ids of the jobs a record holds, one by one or in sets.
+func jobsOf(r record) []string {
+	var ids []string
+	for _, jr := range r.Jobs {
+		ids = append(ids, jr.ID)
+	}
+	for _, set := range r.JobSets {
+		ids = append(ids, set.IDs...)
+	}
+	return ids
 }

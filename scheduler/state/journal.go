@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -36,8 +37,9 @@ const (
 	// stateVersion is written in every record. A later gpuq must keep reading every
 	// version (testdata/ keeps a state directory of each), and refuses a newer one.
 	// Version 2: the snapshot holds a record an object, leaves out what its sweep
-	// says (jobs as submitted, tier-0 parameters), and the marker came.
-	stateVersion = 2
+	// says (jobs as submitted, tier-0 parameters), and the marker came. Version 3:
+	// jobs are written in sets of one status (see jobSet), in the journal too.
+	stateVersion = 3
 	// compactAfter is how many records the journal grows to before the state is
 	// written whole to the snapshot and the journal restarts.
 	compactAfter = 20000
@@ -64,10 +66,14 @@ type record struct {
 	// that one included, so that one cut short is told; 0 (an older gpuq's): not said.
 	Snapshot int          `json:"snapshot,omitempty"`
 	Sweep    *sweepRecord `json:"sweep,omitempty"`
-	Jobs     []jobRecord  `json:"jobs,omitempty"`
-	Attempts []*Attempt   `json:"attempts,omitempty"`
-	Shapes   []*Shape     `json:"shapes,omitempty"`
-	Drains   []*Drain     `json:"drains,omitempty"`
+	// Jobs are jobs one by one, as versions before 3 wrote them; JobSets as it writes
+	// them now. A record of a later gpuq holds JobSets alone, so an older one would
+	// read none of its jobs, and refuses it by its version.
+	Jobs     []jobRecord `json:"jobs,omitempty"`
+	JobSets  []jobSet    `json:"job_sets,omitempty"`
+	Attempts []*Attempt  `json:"attempts,omitempty"`
+	Shapes   []*Shape    `json:"shapes,omitempty"`
+	Drains   []*Drain    `json:"drains,omitempty"`
 	// SweepStates are submissions' statuses. They came after version 1's first
 	// records; a state without them reads as before.
 	SweepStates []sweepStatusRecord `json:"sweep_states,omitempty"`
@@ -76,6 +82,15 @@ type record struct {
 	Allocations []*Allocation `json:"allocations,omitempty"`
 	// Tallies came later still.
 	Tallies []*Tally `json:"tallies,omitempty"`
+}
+
+// statuses is how many jobs' statuses the record holds.
+func (r *record) statuses() int {
+	n := len(r.Jobs)
+	for _, set := range r.JobSets {
+		n += len(set.IDs)
+	}
+	return n
 }
 
 // sweepStatusRecord is a submission's status; the rest of the submission comes from its
@@ -120,6 +135,57 @@ type jobRecord struct {
 	Status
 }
 
+// jobSet is jobs that share one status but for what each takes from its submission:
+// its parameters at tier 0 (Current null, see apply) and, with SweepShape, the shape its
+// submission gave it (Shape ""). A verb of a sweep (hold, cancel, retry) changes 100,000
+// jobs alike: one set, 1.2 MB of ids, where a record a job was 27 MB that took seconds
+// to write and to read back.
+type jobSet struct {
+	IDs        []string `json:"ids"`
+	SweepShape bool     `json:"sweep_shape,omitempty"`
+	Status
+}
+
+// setsOf writes jobs as sets, in order: each run of jobs whose statuses differ only in
+// what each takes from its submission is one set, of at most most jobs (0: any
+// number). Order is kept, so that a job a change puts twice comes back as put last.
+func setsOf(jobs []*Job, most int) []jobSet {
+	var out []jobSet
+	for _, j := range jobs {
+		st, own := j.Status, true
+		if sameParams(st.Current, j.Params) {
+			st.Current = nil
+		}
+		if j.shape != "" && st.Shape == j.shape {
+			st.Shape, own = "", false
+		}
+		if n := len(out); n > 0 && (most == 0 || len(out[n-1].IDs) < most) && out[n-1].SweepShape == !own && sameStatus(&out[n-1].Status, &st) {
+			out[n-1].IDs = append(out[n-1].IDs, j.ID)
+			continue
+		}
+		out = append(out, jobSet{IDs: []string{j.ID}, SweepShape: !own, Status: st})
+	}
+	return out
+}
+
+// sameStatus reports whether two statuses are the same, field by field (a pointer by
+// its address, a time by its every part): the jobs a set holds come back with its
+// one. TestSameStatusComparesEveryField fails when a field is added and not here.
+func sameStatus(a, b *Status) bool {
+	return a.State == b.State && a.Estimate == b.Estimate && a.Current == b.Current && a.Shape == b.Shape &&
+		a.Declared == b.Declared && a.HostEstimate == b.HostEstimate && a.EstimatedAt == b.EstimatedAt &&
+		samePosition(&a.Pos, &b.Pos) && a.Retried == b.Retried && a.Attempts == b.Attempts && a.Since == b.Since &&
+		a.Held == b.Held && a.Reason == b.Reason && a.Awaiting == b.Awaiting && a.Timeouts == b.Timeouts &&
+		a.Queued == b.Queued && sameSlice(a.Rungs, b.Rungs) && a.Ended == b.Ended
+}
+
+func samePosition(a, b *plans.Position) bool {
+	return a.Tier == b.Tier && a.Next == b.Next && sameSlice(a.Applied, b.Applied) && a.Exclusive == b.Exclusive
+}
+
+// sameSlice tells nil from empty, as JSON does (null, []).
+func sameSlice[T comparable](a, b []T) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }
+
 // journal appends records to a state directory's journal.
 type journal struct {
 	dir string
@@ -127,13 +193,16 @@ type journal struct {
 	// size is what the journal holds, all of it whole records, whole of them.
 	size  int64
 	whole int
-	// records counts those since the last compaction, or the last attempt at one.
-	records int
+	// records counts those since the last compaction, or the last attempt at one, and
+	// statuses the jobs' statuses they hold.
+	records, statuses int
 	// compactAt is the size at which the journal is compacted: that of the snapshot it
 	// follows (at least compactFloor), so that a restart reads at most twice the state
-	// however the journal was written. A record of a change to 100,000 jobs (hold of a
-	// sweep) is 27 MB: four of them made a journal that took a restart 6 s of CPU to
-	// replay, three times what its snapshot took.
+	// however the journal was written. (A record of a change to 100,000 jobs, a hold
+	// of a sweep, was 27 MB before job sets: four of them made a journal that took a
+	// restart 6 s of CPU to replay, three times what its snapshot took. Now it is one
+	// set, and what such records cost a restart is bounded by statuses instead: see
+	// compactIfDue.)
 	compactAt int64
 	epoch     uint64 // the last compaction's
 	// marker is told, after each record, how long the journal is (see marker).
@@ -182,6 +251,7 @@ func (jn *journal) Append(r record) error {
 	}
 	jn.size += int64(len(line))
 	jn.records++
+	jn.statuses += r.statuses()
 	jn.whole++
 	jn.marker.set(marker{Epoch: jn.epoch, Journal: jn.size, Records: jn.whole}, false)
 	return nil
@@ -385,9 +455,7 @@ func recordOf(c Change) record {
 	for _, sub := range c.Sweeps {
 		r.SweepStates = append(r.SweepStates, sweepStatusRecord{Name: sub.Sweep.Name, SweepStatus: sub.SweepStatus})
 	}
-	for _, j := range c.Jobs {
-		r.Jobs = append(r.Jobs, jobRecord{ID: j.ID, Status: j.Status})
-	}
+	r.JobSets = setsOf(c.Jobs, 0)
 	return r
 }
 

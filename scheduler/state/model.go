@@ -47,6 +47,9 @@ type Job struct {
 	Sweep string
 	Seq   uint64 // submission order across sweeps
 	Status
+	// shape is the shape its submission gave it, which a record of it leaves out where
+	// Status.Shape is still that (see jobSet).
+	shape string
 }
 
 // Status is what changes of a job as it runs: what the journal records of it, the rest

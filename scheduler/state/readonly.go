@@ -29,6 +29,8 @@ func ReadOnly(dir string) (s *Store, ok bool, err error) {
 		switch {
 		case !again:
 			return s, err == nil, err
+		case try == tries && err != nil:
+			return nil, false, err // damaged however often it is read: no rewrite tore it
 		case try == tries:
 			return nil, false, fmt.Errorf("%s: a daemon changed the state %d times as it was read; try again", dir, tries)
 		}

@@ -3,6 +3,7 @@ package state
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -97,5 +98,27 @@ func TestReadOnlyReadsAgainAcrossACompaction(t *testing.T) {
 	}
 	if got := dump(r); got != want {
 		t.Errorf("read\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestReadOnlyTellsADamagedMarker: a marker damaged for good (a flipped byte, no daemon
+// rewriting it) is told as the damage it is, as a daemon would tell it, not as a
+// daemon that kept changing the state.
+func TestReadOnlyTellsADamagedMarker(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	fill(t, s)
+	must(t, s.Compact())
+	s.Close()
+	path := filepath.Join(dir, markerFile)
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) < 10 {
+		t.Fatalf("marker: %q %v", data, err)
+	}
+	data[len(data)/2] ^= 0x01
+	os.WriteFile(path, data, 0o600)
+	_, ok, err := ReadOnly(dir)
+	if ok || err == nil || !strings.Contains(err.Error(), "marker") || strings.Contains(err.Error(), "changed the state") {
+		t.Errorf("a damaged marker: %v %v", ok, err)
 	}
 }

@@ -15,23 +15,27 @@ import (
 // BenchmarkRestart measures what a daemon's restart spends on its state: OpenState of
 // a state directory of 100,000 jobs (a sweep of 1,000 shapes and 100 seeds), as a
 // clean stop leaves it (the snapshot alone) and as a kill -9 does (the snapshot of the
-// last compaction and the journal since), with every job queued or every job finished.
+// last compaction and the journal since), with every job queued as submitted, every
+// job finished, or every job held, released, cancelled and retried by its sweep (as
+// gpuq-bench's daemon at scale leaves them before its kill -9).
 //
 //	go test -run '^$' -bench Restart -benchtime 3x ./scheduler/state/
 func BenchmarkRestart(b *testing.B) {
 	for _, tc := range []struct {
-		name     string
-		finished bool
-		clean    bool
+		name  string
+		h     befell
+		clean bool
 	}{
-		{"queued/clean", false, true},
-		{"queued/killed", false, false},
-		{"finished/clean", true, true},
-		{"finished/killed", true, false},
+		{"queued/clean", queued, true},
+		{"queued/killed", queued, false},
+		{"finished/clean", finished, true},
+		{"finished/killed", finished, false},
+		{"retried/clean", retried, true},
+		{"retried/killed", retried, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			dir := b.TempDir()
-			makeHistory(b, dir, 100_000, tc.finished, tc.clean)
+			makeHistory(b, dir, 100_000, tc.h, tc.clean)
 			b.ResetTimer()
 			var cpu time.Duration
 			for range b.N {
@@ -59,10 +63,10 @@ func BenchmarkRestart(b *testing.B) {
 //
 //	go test -run '^$' -bench Compact -benchtime 3x ./scheduler/state/
 func BenchmarkCompact(b *testing.B) {
-	for _, finished := range []bool{false, true} {
-		b.Run(map[bool]string{false: "queued", true: "finished"}[finished], func(b *testing.B) {
+	for _, h := range []befell{queued, finished, retried} {
+		b.Run(h.String(), func(b *testing.B) {
 			dir := b.TempDir()
-			makeHistory(b, dir, 100_000, finished, true)
+			makeHistory(b, dir, 100_000, h, true)
 			s, err := OpenState(dir, func(string) {})
 			if err != nil {
 				b.Fatal(err)
@@ -81,11 +85,23 @@ func BenchmarkCompact(b *testing.B) {
 	}
 }
 
-// makeHistory writes a state of n jobs to dir: submitted, and with finished each started
-// in rounds of 64 (one record a round) and ended one record each, with its count, as
-// the engine writes them; with clean the state is compacted at the end, as a clean stop
-// does.
-func makeHistory(tb testing.TB, dir string, n int, finished, clean bool) {
+// befell is what befell the jobs of a state that makeHistory writes.
+type befell int
+
+const (
+	queued   befell = iota // nothing: queued as submitted
+	finished               // each started and ended
+	retried                // held, released, cancelled and retried, by the sweep
+)
+
+func (h befell) String() string { return [...]string{"queued", "finished", "retried"}[h] }
+
+// makeHistory writes a state of n jobs to dir: submitted, and then as h says: each
+// started in rounds of 64 (one record a round) and ended one record each, with its
+// count, as the engine writes them; or each held, released, cancelled and retried a
+// record each, as the engine's verbs of a sweep write them. With clean the state is
+// compacted at the end, as a clean stop does.
+func makeHistory(tb testing.TB, dir string, n int, h befell, clean bool) {
 	tb.Helper()
 	seeds := make([]string, n/1000)
 	for i := range seeds {
@@ -111,7 +127,10 @@ func makeHistory(tb testing.TB, dir string, n int, finished, clean bool) {
 	if err := s.Submit(&Submission{Sweep: sw, Environ: os.Environ(), Submitted: at}); err != nil {
 		tb.Fatal(err)
 	}
-	for start := 0; finished && start < n; start += 64 {
+	if h == retried {
+		bySweep(tb, s, at)
+	}
+	for start := 0; h == finished && start < n; start += 64 {
 		var round Change
 		snap := s.View()
 		for i := start; i < min(n, start+64); i++ {
@@ -143,6 +162,28 @@ func makeHistory(tb testing.TB, dir string, n int, finished, clean bool) {
 	}
 	if err := s.Close(); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// bySweep holds, releases, cancels and retries every job of the store, a record each,
+// as the engine's verbs of a sweep change them.
+func bySweep(tb testing.TB, s *Store, at time.Time) {
+	tb.Helper()
+	for _, change := range []func(*Job){
+		func(j *Job) { j.Held = true },
+		func(j *Job) { j.Held = false },
+		func(j *Job) { j.State, j.Reason, j.Ended = JobCancelled, "cancelled while queued", at.Add(time.Minute) },
+		func(j *Job) { j.State, j.Reason, j.Ended, j.Queued = JobQueued, "", time.Time{}, at.Add(2*time.Minute) },
+	} {
+		var c Change
+		for _, j := range s.View().Jobs() {
+			cp := *j
+			change(&cp)
+			c.Jobs = append(c.Jobs, &cp)
+		}
+		if err := s.Put(c); err != nil {
+			tb.Fatal(err)
+		}
 	}
 }
 

@@ -23,8 +23,10 @@ import (
 // state directory (OpenState), it journals every change before committing it.
 type Store struct {
 	db *memdb.MemDB
-	// seq and submitted number the jobs and the submissions in the order they came.
+	// seq and submitted number the jobs and the submissions in the order they came;
+	// jobs counts those the store holds.
 	seq, submitted uint64
+	jobs           int
 	journal        *journal
 	// warn hears what a journaled store has to say that is not an error.
 	warn func(string)
@@ -38,6 +40,9 @@ type Store struct {
 	reads   *batchReads // how the batch in progress looks objects up; nil outside one
 	// batchReads is the one reads points to, kept from batch to batch.
 	batchReads batchReads
+	// given, while a snapshot is applied, holds the statuses it gives the jobs of its
+	// submissions (see applySnapshot).
+	given map[string]given
 }
 
 // batchReads answers a batch's lookups by id without reading its write transaction:

@@ -175,6 +175,7 @@ func (s *Store) insertSubmission(sub *Submission) error {
 	c.Seq = s.submitted
 	c.onePerCard = sw.Plan == nil && sw.SlotPlan()[0] == 1
 	s.queue.submitted(sw)
+	s.jobs += len(sw.Jobs)
 	return s.write(func(txn *memdb.Txn) error {
 		if err := txn.Insert(tableSweeps, &c); err != nil {
 			return fmt.Errorf("sweep %q: %w", sw.Name, err)
@@ -188,7 +189,11 @@ func (s *Store) insertSubmission(sub *Submission) error {
 				shape = sw.ShapeOf(pj.Params)
 				shapes[pj.Params] = shape
 			}
-			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: submittedStatus(&pj, shape, sub.Submitted)}
+			j := &Job{Job: &sw.Jobs[i], Sweep: sw.Name, Seq: s.seq, Status: submittedStatus(&pj, shape, sub.Submitted), shape: shape}
+			if g, ok := s.given[pj.ID]; ok {
+				j = withStatus(j, g.st, g.sweepShape)
+				delete(s.given, pj.ID)
+			}
 			if err := s.insert(txn, tableJobs, j); err != nil {
 				return fmt.Errorf("sweep %q: job %s: %w", sw.Name, pj.ID, err)
 			}
@@ -254,6 +259,7 @@ func (s *Store) Forget(names []string) error {
 	txn.Commit()
 	for _, name := range names {
 		s.queue.forget(name)
+		s.jobs -= len(view.Sweep(name).Jobs)
 	}
 	// An attempt forgotten had ended (the sweep was over), but the set follows the
 	// index whatever it held.

@@ -145,6 +145,13 @@ type worker struct {
 	// has them.
 	running map[string]api.AttemptRef
 	ended   map[string]scheduler.Exit
+	// starting are the running attempts whose supervisors are being started, each in a
+	// goroutine of its own, as the daemon's are (see startAll): true where it was asked
+	// to stop meanwhile. started hears how each start went; startSlots bounds how many
+	// start at once (runner.Supervised.StartsAtOnce).
+	starting   map[string]bool
+	started    chan startResult
+	startSlots chan struct{}
 	// active is when an attempt last ran here.
 	active time.Time
 	// leaving: it asked to leave; drained: the daemon starts nothing more here.
@@ -195,7 +202,8 @@ func open(cfg Config) (*worker, error) {
 	}
 	w := &worker{cfg: cfg, lock: lock, instance: instance, log: runner.NewEventLog(cfg.Log), attempts: filepath.Join(cfg.Dir, "attempts"),
 		lease: openLease(filepath.Join(cfg.Dir, "lease"), launcher.Uptime), sweeps: map[string]*plans.Sweep{},
-		running: map[string]api.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now()}
+		running: map[string]api.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now(),
+		starting: map[string]bool{}, started: make(chan startResult)}
 	if w.inv, err = nvidia.Open(spec, cfg.Inventory); err != nil {
 		lock.Close()
 		return nil, err
@@ -213,6 +221,7 @@ func open(cfg Config) (*worker, error) {
 		ro.Ledger = cfg.Inventory.Ledger
 	}
 	w.runner = runner.NewSupervised(ro, cfg.Supervisor)
+	w.startSlots = make(chan struct{}, w.runner.StartsAtOnce())
 	return w, nil
 }
 
@@ -266,6 +275,10 @@ func instanceOf(dir string) (string, error) {
 // session links to the daemon and does what it asks until the link breaks, or the
 // lease lapses.
 func (w *worker) session(ctx context.Context) error {
+	// What the session starts ends with it: a reader holding a message no one takes
+	// any more (the lease lapsed, a send failed) would otherwise wait for it forever.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	client, err := api.DialRemote(w.cfg.Server, w.cfg.Credentials)
 	if err != nil {
 		return err
@@ -297,6 +310,7 @@ func (w *worker) session(ctx context.Context) error {
 		var m api.DaemonMessage
 		var x scheduler.Exit
 		var beat, polled bool
+		var st startResult
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -307,6 +321,7 @@ func (w *worker) session(ctx context.Context) error {
 			beat = true
 		case <-poll.C:
 			polled = true
+		case st = <-w.started:
 		}
 		// Whatever woke it, a worker past its lease acts on none of it.
 		if gerr := w.guard(); gerr != nil {
@@ -321,6 +336,8 @@ func (w *worker) session(ctx context.Context) error {
 			err = w.poll(out)
 		case x.Attempt != "":
 			err = w.exited(out, x)
+		case st.attempt != nil:
+			err = w.startEnded(out, st)
 		default:
 			if err = w.handle(ctx, client, out, m); err == nil && m.Welcome != nil {
 				beats.Reset(m.Welcome.Beat)
@@ -432,7 +449,7 @@ func (w *worker) handle(ctx context.Context, client *api.Client, out *json.Encod
 	case m.Start != nil:
 		return w.start(out, m.Start)
 	case m.Stop != nil:
-		w.runner.Stop(&state.Attempt{ID: m.Stop.ID, Job: m.Stop.Job, N: m.Stop.N})
+		w.stop(api.AttemptRef{ID: m.Stop.ID, Job: m.Stop.Job, N: m.Stop.N})
 	case m.Stream != nil:
 		go w.serveStream(ctx, client, *m.Stream)
 	case m.Drain:
@@ -489,7 +506,7 @@ func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
 	for id, ref := range w.running {
 		if !held[id] {
 			w.log.Printf("stopping %s: the daemon no longer runs it here", id)
-			w.runner.Stop(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+			w.stop(ref)
 		}
 	}
 	for id := range w.ended {
@@ -522,8 +539,10 @@ func (w *worker) endOf(ref api.AttemptRef) (x scheduler.Exit, ok bool) {
 	return x, true
 }
 
-// start starts an attempt as the daemon asks; one that cannot start is reported lost,
-// and one its supervisor did not start for its lease had lapsed goes back to the queue.
+// start starts an attempt as the daemon asks, in a goroutine of its own: the session
+// goes on meanwhile, and the daemon's next starts start beside it (startEnded hears how
+// it went). One that cannot start is reported lost, and one its supervisor did not start
+// for its lease had lapsed goes back to the queue.
 func (w *worker) start(out *json.Encoder, req *api.StartRequest) error {
 	a := req.Attempt
 	if w.ending {
@@ -533,22 +552,66 @@ func (w *worker) start(out *json.Encoder, req *api.StartRequest) error {
 		return out.Encode(api.WorkerMessage{Exit: &x})
 	}
 	l, err := w.launch(req)
-	if err == nil {
-		_, err = w.runner.Start(l)
-	}
 	if err != nil {
-		x := scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: fmt.Sprintf("worker %s: %v", w.cfg.Name, err)}
-		if dir, derr := launcher.AttemptDir(w.attempts, a.Job, a.N); derr == nil {
-			if e, _ := launcher.ReadEnded(dir); e != nil && e.Fenced {
-				x.Unstarted = true
-			}
-		}
-		w.ended[a.ID] = x
-		return out.Encode(api.WorkerMessage{Exit: &x})
+		return w.notStarted(out, a, err)
 	}
+	// Running from now: a relink takes up no attempt that is starting, and one whose
+	// trainer ends before its start is heard of ends as any other.
 	w.running[a.ID] = api.AttemptRef{ID: a.ID, Job: a.Job, N: a.N}
+	w.starting[a.ID] = false
 	w.active = time.Now()
+	go func() {
+		w.startSlots <- struct{}{}
+		_, err := w.runner.Start(l)
+		<-w.startSlots
+		w.started <- startResult{attempt: a, err: err}
+	}()
 	return nil
+}
+
+// startResult is how the start of an attempt went.
+type startResult struct {
+	attempt *state.Attempt
+	err     error
+}
+
+// startEnded takes up how a start went: an attempt asked to stop while it started is
+// stopped now; one that did not start is reported.
+func (w *worker) startEnded(out *json.Encoder, r startResult) error {
+	a := r.attempt
+	stop := w.starting[a.ID]
+	delete(w.starting, a.ID)
+	if r.err == nil {
+		if stop {
+			w.runner.Stop(a)
+		}
+		return nil
+	}
+	delete(w.running, a.ID)
+	return w.notStarted(out, a, r.err)
+}
+
+// notStarted reports an attempt that did not start for err: lost, or unstarted where
+// its supervisor found its lease lapsed (its job goes back to the queue).
+func (w *worker) notStarted(out *json.Encoder, a *state.Attempt, err error) error {
+	x := scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Detail: fmt.Sprintf("worker %s: %v", w.cfg.Name, err)}
+	if dir, derr := launcher.AttemptDir(w.attempts, a.Job, a.N); derr == nil {
+		if e, _ := launcher.ReadEnded(dir); e != nil && e.Fenced {
+			x.Unstarted = true
+		}
+	}
+	w.ended[a.ID] = x
+	return out.Encode(api.WorkerMessage{Exit: &x})
+}
+
+// stop stops a running attempt; one still starting is stopped once it has started.
+func (w *worker) stop(ref api.AttemptRef) {
+	if _, ok := w.starting[ref.ID]; ok {
+		w.log.Printf("%s is starting: it stops once it has started", ref.ID)
+		w.starting[ref.ID] = true
+		return
+	}
+	w.runner.Stop(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
 }
 
 // launch is what the runner needs to start the attempt, from the sweep as submitted.
@@ -614,7 +677,7 @@ func (w *worker) end(out *json.Encoder) error {
 	w.log.Printf("the allocation is ending: stopping %s, whose jobs run again elsewhere, and leaving", plans.Count(len(w.running), "attempt"))
 	for id, ref := range w.running {
 		w.stopped[id] = true
-		w.runner.Stop(&state.Attempt{ID: ref.ID, Job: ref.Job, N: ref.N})
+		w.stop(ref)
 	}
 	if w.leaving {
 		return nil

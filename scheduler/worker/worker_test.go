@@ -34,7 +34,10 @@ const (
 	envServer = "GPUQ_TEST_SERVER"
 	envGPUs   = "GPUQ_TEST_GPUS"
 	envIdle   = "GPUQ_TEST_IDLE"
-	envEnds   = "GPUQ_TEST_ENDS" // the worker's Ends, RFC 3339
+	// envStartGate, a directory: each supervisor marks its start there and waits for
+	// the file go in it before it starts its trainer.
+	envStartGate = "GPUQ_TEST_START_GATE"
+	envEnds      = "GPUQ_TEST_ENDS" // the worker's Ends, RFC 3339
 )
 
 func TestMain(m *testing.M) {
@@ -42,6 +45,9 @@ func TestMain(m *testing.M) {
 	// a grace of a few seconds holds the fence.
 	launcher.GroupGrace = stopGrace
 	if len(os.Args) == 3 && os.Args[1] == launcher.SupervisorMode {
+		if gate := os.Getenv(envStartGate); gate != "" {
+			waitAtGate(gate)
+		}
 		if err := launcher.Supervise(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "supervisor:", err)
 			os.Exit(1)
@@ -63,6 +69,17 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// waitAtGate marks a supervisor's start in gate, then waits for gate/go (a minute at
+// most, so that a test that fails leaves nothing waiting).
+func waitAtGate(gate string) {
+	os.WriteFile(filepath.Join(gate, strconv.Itoa(os.Getpid())), nil, 0o600)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(gate, "go")); err == nil {
+			return
+		}
+	}
 }
 
 func runTestWorker(name string) error {
@@ -449,6 +466,36 @@ memory: 1GiB
 	if j := c.jobs()[1]; j.Attempts[0].Outcome != "cancelled" || syscall.Kill(launcher.SupervisedLeader(dir), 0) == nil {
 		t.Errorf("stop.1's attempt %s; its trainer still runs: %v", j.Attempts[0].Outcome, syscall.Kill(launcher.SupervisedLeader(dir), 0) == nil)
 	}
+}
+
+// TestAWorkerStartsItsAttemptsTogether: a worker starts the attempts the daemon sends
+// it each beside the others, not each once the last one's trainer runs: every
+// supervisor is under way before any has started its trainer. One cancelled while it
+// starts is stopped once it has, and the others run on.
+func TestAWorkerStartsItsAttemptsTogether(t *testing.T) {
+	const n = 3
+	c := startCluster(t)
+	gate := t.TempDir()
+	w := c.startWorker("w1", "sim:3x24GiB", envStartGate+"="+gate)
+	c.submit("name: together\ncommand: [sh, -c, 'sleep 600']\nmatrix: {seed: [1, 2, 3]}\nmemory: 1GiB\n")
+	schedtest.WaitFor(t, fmt.Sprintf("%d supervisors to be under way at once", n), func() bool {
+		ents, _ := os.ReadDir(gate)
+		return len(ents) == n
+	})
+	if _, err := c.client.Act(api.Cancel, api.SelectRequest{IDs: []string{"together.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	schedtest.WaitFor(t, "the worker to hold the stop until the start", func() bool {
+		return strings.Contains(w.log.String(), "together.1/1 is starting: it stops once it has started")
+	})
+	os.WriteFile(filepath.Join(gate, "go"), nil, 0o600)
+	schedtest.WaitFor(t, "the cancelled job to end, the others to run", func() bool {
+		states := map[string]string{}
+		for _, j := range c.jobs() {
+			states[j.ID] = j.State
+		}
+		return states["together.1"] == "cancelled" && states["together.2"] == "running" && states["together.3"] == "running"
+	})
 }
 
 // TestASlowWorkerRunsNothingTwice: a worker that stops answering for a while, less than

@@ -50,6 +50,24 @@ func (c *Client) where() string {
 	return "on " + c.dir
 }
 
+// unreached is a request that did not reach the daemon: a gpuq run that no longer
+// answers on its socket has ended.
+func (c *Client) unreached(err error) error {
+	var op *net.OpError
+	if c.run != nil && errors.As(err, &op) && op.Op == "dial" {
+		return RunEndedError{*c.run}
+	}
+	return fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
+}
+
+// RunEndedError says that a gpuq run found serving a sweep has ended since.
+type RunEndedError struct{ Run Run }
+
+func (e RunEndedError) Error() string {
+	return fmt.Sprintf("the gpuq run of sweep %s (pid %d) has ended: its summary and exit status, in the terminal it ran in, say how its jobs ended, and its logs are in its run directory",
+		e.Run.Sweep, e.Run.PID)
+}
+
 // ErrUnauthorized is a daemon's answer to a request without its secret.
 var ErrUnauthorized = errors.New("refused")
 
@@ -184,7 +202,7 @@ func (c *Client) States(req StatesRequest) ([]JobState, error) {
 func (c *Client) JobsJSON(sweep string, states []string) (io.ReadCloser, error) {
 	resp, err := c.http.Get(c.base + "/v1/jobs?" + jobsQuery(sweep, states))
 	if err != nil {
-		return nil, fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
+		return nil, c.unreached(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
@@ -277,7 +295,7 @@ func (c *Client) Stream(ctx context.Context, path string) (io.ReadWriteCloser, e
 	req.Header.Set("Upgrade", Upgrade)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
+		return nil, c.unreached(err)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		if s, ok := resp.Body.(io.ReadWriteCloser); ok {
@@ -328,7 +346,7 @@ func (c *Client) call(method, path string, in, out any) error {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
+		return c.unreached(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)

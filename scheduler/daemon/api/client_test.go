@@ -1,9 +1,11 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,5 +34,61 @@ func TestAClientSendsNothingToAnotherUsersSocket(t *testing.T) {
 	}
 	if n := served.Load(); n != 0 {
 		t.Errorf("the client sent %d requests", n)
+	}
+}
+
+// TestARunThatEndedSaysSo: a gpuq run found serving its sweep that has ended since (its
+// socket gone) is told as a run that ended, not as a socket that cannot be reached.
+func TestARunThatEndedSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	r := Run{Sweep: "w1", PID: 4242, Socket: filepath.Join(dir, "w1.4242.sock")}
+	ln, err := launcher.ListenUnix(r.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"jobs":[]}`)) })}
+	go srv.Serve(ln)
+	c, err := DialRun(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.States(StatesRequest{IDs: []string{"w1.1"}}); err != nil {
+		t.Fatalf("while the run serves: %v", err)
+	}
+	srv.Close()
+	os.Remove(r.Socket)
+	_, err = c.States(StatesRequest{IDs: []string{"w1.1"}})
+	var ended RunEndedError
+	if !errors.As(err, &ended) || ended.Run.Sweep != "w1" || !strings.Contains(err.Error(), "the gpuq run of sweep w1 (pid 4242) has ended") {
+		t.Errorf("once the run has ended: %v", err)
+	}
+}
+
+// TestStartingIsTheDaemonThatHoldsTheLock: a daemon is starting where the pid its lock
+// file names holds that file open, and not where the file names a pid that does not
+// (one that ended, or another process since); telling so takes no lock.
+func TestStartingIsTheDaemonThatHoldsTheLock(t *testing.T) {
+	dir := t.TempDir()
+	if _, ok := Starting(dir); ok {
+		t.Error("a directory with no lock file has a daemon starting")
+	}
+	lock, err := LockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	if pid, ok := Starting(dir); !ok || pid != os.Getpid() {
+		t.Errorf("the lock held by this process: %d %v", pid, ok)
+	}
+	if Gone(dir) {
+		t.Error("Gone while the lock is held")
+	}
+	lock.Close()
+	if _, ok := Starting(dir); ok {
+		t.Error("a lock file no process holds has a daemon starting")
+	}
+	os.WriteFile(filepath.Join(dir, "daemon.lock"), []byte("1\n"), 0o600) // init holds no such file
+	if _, ok := Starting(dir); ok {
+		t.Error("a lock file naming a process that does not hold it has a daemon starting")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // A gpuq run in the foreground serves the daemon's API for its one sweep, read and act
@@ -17,6 +19,29 @@ import (
 
 // RunsDir is where the sockets of the gpuq runs of a state directory are.
 func RunsDir(dir string) string { return filepath.Join(dir, "runs") }
+
+// Reserve holds a sweep's name for a gpuq run, from before it serves the sweep (its
+// socket tells the others its name) until it closes the file returned or ends: two
+// one-offs started at once, each finding a name free, must not both take it. It
+// returns false, and no file, where another run holds the name.
+func Reserve(dir, sweep string) (*os.File, bool, error) {
+	names := filepath.Join(RunsDir(dir), ".names") // out of sight: runs' logs may be beside it
+	if err := os.MkdirAll(names, 0o700); err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(filepath.Join(names, sweep), os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return f, true, nil
+}
 
 // RunSocket is the socket of the gpuq run of a sweep, of pid.
 func RunSocket(dir, sweep string, pid int) string {

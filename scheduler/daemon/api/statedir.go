@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/gpuq/gpuq/launcher"
@@ -51,6 +52,34 @@ func LockState(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("daemon lock %s: %w", path, err)
 	}
 	return f, nil
+}
+
+// Starting reports the pid of a daemon that holds the state directory's lock and may
+// not answer yet (it reads its state before it listens): the pid its lock file names,
+// where that process holds the lock file open. It takes no lock, so that a daemon
+// starting meanwhile is not refused its own.
+func Starting(dir string) (int, bool) {
+	path := filepath.Join(dir, "daemon.lock")
+	lock, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	data, _ := os.ReadFile(path)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	fds := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	ents, err := os.ReadDir(fds)
+	if err != nil {
+		return 0, false
+	}
+	for _, e := range ents {
+		if fi, err := os.Stat(filepath.Join(fds, e.Name())); err == nil && os.SameFile(fi, lock) {
+			return pid, true
+		}
+	}
+	return 0, false
 }
 
 // Gone reports whether no daemon holds the state directory's lock, which a daemon

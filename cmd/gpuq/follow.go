@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// trainerOutput shows a one-off's trainer as if its command ran in this terminal:
+// each attempt's log, as the trainer writes it, to w, one attempt after the other,
+// each to its end (a requeued attempt's successor follows it). gpuq's own events go
+// to the progress stream meanwhile.
+type trainerOutput struct {
+	w      io.Writer
+	errs   io.Writer
+	store  *state.Store
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	broken func() // called once its reader has gone (see stopOnBrokenPipe)
+	mu     sync.Mutex
+	last   chan struct{} // closed once the log of the attempt that started last is copied
+}
+
+func newTrainerOutput(w, errs io.Writer) *trainerOutput {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &trainerOutput{w: w, errs: errs, ctx: ctx, cancel: cancel}
+}
+
+// event follows the log of an attempt that has started.
+func (t *trainerOutput) event(ev scheduler.Event) {
+	if ev.Kind != "started" || t.store == nil {
+		return
+	}
+	as := t.store.View().Attempts(ev.Job)
+	if ev.Attempt < 1 || ev.Attempt > len(as) || as[ev.Attempt-1].Log == "" {
+		return
+	}
+	path := as[ev.Attempt-1].Log
+	// One attempt's log at a time, in the order they started, without holding up the
+	// engine that tells of the start.
+	t.mu.Lock()
+	prev, done := t.last, make(chan struct{})
+	t.last = done
+	t.mu.Unlock()
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		switch err := t.follow(path); {
+		case errors.Is(err, syscall.EPIPE) && t.broken != nil:
+			fmt.Fprintln(t.errs, "gpuq: what reads the trainer's output has ended; stopping the run")
+			t.broken()
+		case err != nil:
+			fmt.Fprintf(t.errs, "gpuq: warning: the trainer's output: %v (gpuq logs %s --attempt %d has it)\n", err, ev.Job, ev.Attempt)
+		}
+	}()
+}
+
+// follow copies the trainer's output from a log until its attempt has ended, or until
+// the run has ended, and then what is left of it.
+func (t *trainerOutput) follow(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	out := launcher.TrainerOutput(t.w)
+	if err := launcher.FollowLog(t.ctx, f, filepath.Dir(path), out); err != nil && t.ctx.Err() == nil {
+		return err
+	}
+	if _, err = io.Copy(out, f); err != nil {
+		return err
+	}
+	return out.Close()
+}
+
+// wait returns once every log followed has been copied whole; the run has ended, so
+// that no attempt writes more.
+func (t *trainerOutput) wait() {
+	t.cancel()
+	t.wg.Wait()
+}
+
+// stopOnBrokenPipe has a reader of the output that goes away (gpuq run -- CMD | head)
+// stop the run as Ctrl-C does, its trainers cleanly, where Go would otherwise kill gpuq
+// for a write to a broken stdout, its trainers left to its reaper and its socket
+// behind. The signal is caught rather than ignored: an ignored one would be ignored by
+// the trainers gpuq starts too. It returns the function that undoes it.
+func (t *trainerOutput) stopOnBrokenPipe(stop func()) (undo func()) {
+	t.broken = stop
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	return func() { signal.Stop(pipe) }
+}
