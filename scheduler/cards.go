@@ -16,6 +16,57 @@ import (
 // memory counts against free, but for one this PID namespace cannot see: whose it is
 // cannot be told, and NVML's total use still counts it.
 func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*state.Attempt) []pack.CardState {
+	return e.cardStatesOf(dst, slots, e.holdings(attempts, nil))
+}
+
+// holding is an attempt as a round counts it on its cards: what it asks of their
+// compute, and whether that is measured; and where its cards are among the round's.
+// The cards' states and their ends both read it, found once for each of a fleet's tens
+// of thousands of attempts.
+type holding struct {
+	a     *state.Attempt
+	util  float64
+	known bool
+	at    []int // positions in the round's cards
+}
+
+// holdingBufs are arrays a round's holdings may be kept in (see packViewBufs).
+type holdingBufs struct {
+	held []holding
+	at   []int
+}
+
+// holdings finds the holding of each attempt, in buf's arrays where buf is not nil.
+func (e *Engine) holdings(attempts []*state.Attempt, buf *holdingBufs) []holding {
+	if buf == nil {
+		buf = &holdingBufs{}
+	}
+	held, at := buf.held[:0], buf.at[:0]
+	for _, a := range attempts {
+		h := holding{a: a, known: true} // a ghost (see settling) holds memory, and computes nothing
+		if a.Running() {
+			h.util, h.known = e.attemptUtil(a)
+		}
+		from := len(at)
+		for _, idx := range a.GPUs {
+			if i, ok := e.cardAt(a.Worker, idx); ok {
+				at = append(at, i)
+			}
+		}
+		h.at = at[from:] // for its length: at may move as it grows
+		held = append(held, h)
+	}
+	for i, n := 0, 0; i < len(held); i++ {
+		k := len(held[i].at)
+		held[i].at = at[n : n+k : n+k]
+		n += k
+	}
+	buf.held, buf.at = held, at
+	return held
+}
+
+// cardStatesOf is cardStates of the attempts' holdings.
+func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding) []pack.CardState {
 	headroom, target := e.cfg.Headroom, e.target()
 	out := slices.Grow(dst[:0], len(e.cards))[:len(e.cards)]
 	for i, c := range e.cards {
@@ -24,25 +75,20 @@ func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*state
 			out[i].Slots = 0
 		}
 	}
-	for _, a := range attempts {
-		util, known := e.attemptUtil(a)
-		if !a.Running() {
-			util, known = 0, true // a ghost (see settling) holds memory, and computes nothing
-		}
-		for _, idx := range a.GPUs {
-			if i, ok := e.cardAt(a.Worker, idx); ok {
-				out[i].Reserved += a.Holds()
-				out[i].Running++
-				out[i].Exclusive = out[i].Exclusive || a.Alone && a.Running()
-				out[i].Util += util
-				if !known {
-					out[i].Blind++
-					out[i].BlindUtil += util
-				}
+	for _, h := range held {
+		a := h.a
+		for _, i := range h.at {
+			out[i].Reserved += a.Holds()
+			out[i].Running++
+			out[i].Exclusive = out[i].Exclusive || a.Alone && a.Running()
+			out[i].Util += h.util
+			if !h.known {
+				out[i].Blind++
+				out[i].BlindUtil += h.util
 			}
 		}
 	}
-	ours := e.ours(attempts)
+	ours := e.ours(held)
 	for i, c := range e.cards {
 		for j, o := range e.ownersOf(i) {
 			if p := c.Processes[j]; !p.Hidden && !ours(o.attempt) {
@@ -69,20 +115,24 @@ func requestOf(j *state.Job) pack.Request {
 func (e *Engine) watchCards() {
 	hidden := map[proc]bool{}
 	for _, c := range e.cards {
-		id := c.ID()
-		name := "GPU " + id.String()
-		was, known := e.faults[id]
-		switch {
-		case c.Fault != "" && c.Fault != was:
-			e.events(Event{Time: e.clock.Now(), Job: name, Kind: "out-of-service",
-				Message: c.Fault + "; it takes no new job, its running jobs go on, and gpuq reads it again every poll"})
-		case c.Fault == "" && known:
-			e.events(Event{Time: e.clock.Now(), Job: name, Kind: "in-service", Message: "NVML reads it again"})
-		}
-		if c.Fault != "" {
-			e.faults[id] = c.Fault
-		} else {
-			delete(e.faults, id)
+		name := func() string { return "GPU " + c.ID().String() }
+		// Most rounds no card is out of service, or was: a fleet's thousands of cards
+		// are not looked up.
+		if c.Fault != "" || len(e.faults) > 0 {
+			id := c.ID()
+			was, known := e.faults[id]
+			switch {
+			case c.Fault != "" && c.Fault != was:
+				e.events(Event{Time: e.clock.Now(), Job: name(), Kind: "out-of-service",
+					Message: c.Fault + "; it takes no new job, its running jobs go on, and gpuq reads it again every poll"})
+			case c.Fault == "" && known:
+				e.events(Event{Time: e.clock.Now(), Job: name(), Kind: "in-service", Message: "NVML reads it again"})
+			}
+			if c.Fault != "" {
+				e.faults[id] = c.Fault
+			} else {
+				delete(e.faults, id)
+			}
 		}
 		for _, p := range c.Processes {
 			if !p.Hidden {
@@ -92,7 +142,7 @@ func (e *Engine) watchCards() {
 			k := proc{c.Worker, p.PID}
 			if e.hidden[k] && !e.unattributed {
 				e.unattributed = true
-				e.events(Event{Time: e.clock.Now(), Job: name, Kind: "unattributed", Message: fmt.Sprintf(
+				e.events(Event{Time: e.clock.Now(), Job: name(), Kind: "unattributed", Message: fmt.Sprintf(
 					"NVML lists process %d, which this PID namespace does not have (gpuq runs in a container?): gpuq cannot "+
 						"attribute GPU memory on this machine, and packs by estimates alone", p.PID)})
 			}

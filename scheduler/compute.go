@@ -96,9 +96,29 @@ func (e *Engine) measureUtil(a *state.Attempt, now time.Time) (util float64, sam
 // teachUtil takes an attempt's utilization into its shape's, and its sweep's busiest.
 func (e *Engine) teachUtil(a *state.Attempt, u float64) {
 	e.changeShape(a.Shape, func(l *state.Shape) { l.LearnUtil(u) }, nil)
-	if sweep, _, _ := strings.Cut(a.Shape, "\x00"); u > e.busiest[sweep] {
+	e.teachBusiest(a.Shape, u)
+}
+
+// teachUtils takes each attempt's measured utilization (Attempt.Util) into its
+// shape's, as teachUtil does, each shape changed once for all of its attempts.
+func (e *Engine) teachUtils(attempts []*state.Attempt) {
+	for shape, as := range byShape(attempts) {
+		e.changeShape(shape, func(l *state.Shape) {
+			for _, a := range as {
+				l.LearnUtil(a.Util)
+			}
+		}, nil)
+		for _, a := range as {
+			e.teachBusiest(shape, a.Util)
+		}
+	}
+}
+
+// teachBusiest takes a utilization measured of a shape into its sweep's busiest.
+func (e *Engine) teachBusiest(shape string, u float64) {
+	if sweep, _, _ := strings.Cut(shape, "\x00"); u > e.busiest[sweep] {
 		e.busiest[sweep] = u
-		e.crowdRefreshAll() // what its shapes not measured yet count at changed
+		e.crowdRefreshUtil(e.crowdSweep(sweep)) // what its shapes not measured yet count at changed
 	}
 }
 

@@ -7,6 +7,8 @@ package scheduler
 // utilization does (Shape.Shared).
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -18,12 +20,26 @@ import (
 type crowds struct {
 	on map[plans.CardID][]string
 	of map[string]*crowd
-	// shapes counts the running attempts of each shape.
-	shapes map[string]int
+	// shapes are the running attempts of each shape, in the order they were followed:
+	// what is learned of a shape changes what its attempts reserve and count at, and a
+	// fleet's round cannot afford to look through every running attempt for each shape
+	// that learned something.
+	shapes map[string][]string
 }
 
 func newCrowds() crowds {
-	return crowds{on: map[plans.CardID][]string{}, of: map[string]*crowd{}, shapes: map[string]int{}}
+	return crowds{on: map[plans.CardID][]string{}, of: map[string]*crowd{}, shapes: map[string][]string{}}
+}
+
+// running reports whether an attempt of a shape runs.
+func (cs crowds) running(shape string) bool { return len(cs.shapes[shape]) > 0 }
+
+// without returns ids less id, in the same array: nothing keeps a list past a change.
+func without(ids []string, id string) []string {
+	if i := slices.Index(ids, id); i >= 0 {
+		return slices.Delete(ids, i, i+1)
+	}
+	return ids
 }
 
 // crowd is a running attempt as followed: its cards and shape; since when it has had k
@@ -34,7 +50,7 @@ type crowd struct {
 	cards []plans.CardID
 	shape string
 	// util is what it counts at on its cards, and known whether measured (utilOf's,
-	// kept up by crowdRefreshAll): a round reads it for every running attempt.
+	// kept up by crowdRefreshUtil): a round reads it for every running attempt.
 	util          float64
 	known         bool
 	started       time.Time
@@ -58,7 +74,7 @@ func (e *Engine) crowdJoin(a *state.Attempt, now time.Time, whole bool) {
 		e.crowds.on[id] = append(e.crowds.on[id], a.ID)
 	}
 	e.crowds.of[a.ID] = c
-	e.crowds.shapes[a.Shape]++
+	e.crowds.shapes[a.Shape] = append(e.crowds.shapes[a.Shape], a.ID)
 	e.crowdRefresh(c.cards, now)
 }
 
@@ -69,19 +85,17 @@ func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
 	if !ok {
 		return 0, 0
 	}
-	e.crowdRefresh(c.cards, now)
+	// Its own stretch closes now; its neighbours', closed by the refresh below, run
+	// at their new pace from now.
+	e.crowdStretch(c, now)
 	delete(e.crowds.of, id)
-	if e.crowds.shapes[c.shape]--; e.crowds.shapes[c.shape] <= 0 {
+	if ids := without(e.crowds.shapes[c.shape], id); len(ids) == 0 {
 		delete(e.crowds.shapes, c.shape)
+	} else {
+		e.crowds.shapes[c.shape] = ids
 	}
 	for _, card := range c.cards {
-		ids := e.crowds.on[card]
-		for i, x := range ids {
-			if x == id {
-				ids = append(ids[:i:i], ids[i+1:]...)
-				break
-			}
-		}
+		ids := without(e.crowds.on[card], id)
 		if len(ids) == 0 {
 			delete(e.crowds.on, card)
 		} else {
@@ -113,33 +127,66 @@ func (e *Engine) crowdTrack(running []*state.Attempt, now time.Time) {
 func (e *Engine) crowdRefresh(cards []plans.CardID, now time.Time) {
 	for _, card := range cards {
 		for _, id := range e.crowds.on[card] {
-			c := e.crowds.of[id]
-			dt := now.Sub(c.since).Seconds()
-			c.kSum += c.k * dt
-			c.paceSum += c.pace * dt
-			c.since = now
-			c.k, c.pace = 0, 1
-			for _, mine := range c.cards {
-				n, util := e.cardLoad(mine)
-				c.k = max(c.k, float64(n))
-				c.pace = min(c.pace, pack.Speed(util, n, 0))
-			}
+			e.crowdStretch(e.crowds.of[id], now)
 		}
 	}
 }
 
-// crowdRefreshAll refreshes what every running attempt counts at, and every card: a
-// shape's utilization changed.
-func (e *Engine) crowdRefreshAll() {
-	now := e.clock.Now()
-	for _, c := range e.crowds.of {
-		c.util, c.known = e.utilOf(c.shape)
+// crowdStretch closes the stretch of c's run it has had its present neighbours, and
+// finds its neighbours and pace from now.
+func (e *Engine) crowdStretch(c *crowd, now time.Time) {
+	dt := now.Sub(c.since).Seconds()
+	c.kSum += c.k * dt
+	c.paceSum += c.pace * dt
+	c.since = now
+	c.k, c.pace = 0, 1
+	for _, mine := range c.cards {
+		n, util := e.cardLoad(mine)
+		c.k = max(c.k, float64(n))
+		c.pace = min(c.pace, pack.Speed(util, n, 0))
 	}
-	cards := make([]plans.CardID, 0, len(e.crowds.on))
-	for card := range e.crowds.on {
-		cards = append(cards, card)
+}
+
+// crowdRefreshUtil refreshes what the running attempts of the shapes count at, where
+// that changed (what is learned of a shape, or of its sweep's busiest, changed it), and
+// the cards they run on: the attempts beside them run at another pace from now. Every
+// other attempt's neighbours count as they did.
+func (e *Engine) crowdRefreshUtil(shapes func(yield func(string) bool)) {
+	var cards []plans.CardID
+	seen := map[plans.CardID]bool{}
+	for shape := range shapes {
+		util, known := e.utilOf(shape)
+		for _, id := range e.crowds.shapes[shape] {
+			c := e.crowds.of[id]
+			if c.util == util && c.known == known {
+				continue
+			}
+			c.util, c.known = util, known
+			for _, card := range c.cards {
+				if !seen[card] {
+					seen[card] = true
+					cards = append(cards, card)
+				}
+			}
+		}
 	}
-	e.crowdRefresh(cards, now)
+	e.crowdRefresh(cards, e.clock.Now())
+}
+
+// crowdShape yields one shape, for crowdRefreshUtil.
+func crowdShape(shape string) func(yield func(string) bool) {
+	return func(yield func(string) bool) { yield(shape) }
+}
+
+// crowdSweep yields the shapes of a sweep with attempts running, for crowdRefreshUtil.
+func (e *Engine) crowdSweep(sweep string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		for shape := range e.crowds.shapes {
+			if s, _, _ := strings.Cut(shape, "\x00"); s == sweep && !yield(shape) {
+				return
+			}
+		}
+	}
 }
 
 // cardLoad is how many followed attempts run on a card and what they ask of its

@@ -48,16 +48,43 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 		}
 	}
 	// Learned once every attempt is measured: a reservation learning changes (see
-	// reserve) holds at least what its attempt was measured at this round.
-	for _, a := range teaching {
-		ids, _ := e.learn(a.Shape, a, nil)
+	// reserve) holds at least what its attempt was measured at this round. Each shape
+	// learns once from all of its attempts: when the attempts a round started come of
+	// age together, a fleet's thousands, a change of the shape each would re-estimate
+	// its queued jobs and running attempts as many times.
+	for shape, as := range byShape(teaching) {
+		ids, _ := e.changeShape(shape, func(l *state.Shape) {
+			for _, a := range as {
+				learnPeak(l, a)
+			}
+		}, nil)
 		rewritten = append(rewritten, ids...)
 	}
-	for _, a := range teachUtil {
-		e.teachUtil(a, a.Util)
-	}
+	e.teachUtils(teachUtil)
 	e.save(running, now)
 	return rewritten
+}
+
+// byShape yields attempts by shape, the shapes in the order of their first attempt.
+func byShape(attempts []*state.Attempt) func(yield func(string, []*state.Attempt) bool) {
+	return func(yield func(string, []*state.Attempt) bool) {
+		if len(attempts) == 0 {
+			return
+		}
+		var order []string
+		of := map[string][]*state.Attempt{}
+		for _, a := range attempts {
+			if _, ok := of[a.Shape]; !ok {
+				order = append(order, a.Shape)
+			}
+			of[a.Shape] = append(of[a.Shape], a)
+		}
+		for _, shape := range order {
+			if !yield(shape, of[shape]) {
+				return
+			}
+		}
+	}
 }
 
 // unsaved is a running attempt as measured (now) and the stored version it stands for
@@ -183,6 +210,27 @@ func (e *Engine) appendRunning(dst []*state.Attempt) []*state.Attempt {
 	return dst
 }
 
+// runningOf is the running attempts of a shape, as measured: those followed (see
+// crowds), unless some running attempt is not followed yet (a daemon took it up and no
+// round has run since), when every running attempt is looked through.
+func (e *Engine) runningOf(view state.View, shape string) []*state.Attempt {
+	var out []*state.Attempt
+	if e.store.RunningLen() != len(e.crowds.of) {
+		for _, a := range e.runningNow() {
+			if a.Shape == shape {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	for _, id := range e.crowds.shapes[shape] {
+		if a := view.Attempt(id); a != nil && a.Running() {
+			out = append(out, e.measured(a))
+		}
+	}
+	return out
+}
+
 // measure is the most an attempt's processes hold on one of its cards now, and whether
 // NVML could not tell some of them (or whose they are, or could not read the card): such
 // a reading is a floor, not a peak.
@@ -235,10 +283,7 @@ func (u *use) add(p gpu.Process) {
 // it ran. It returns the running attempts whose reservations it changed (see reserve).
 func (e *Engine) learn(shape string, a *state.Attempt, with *state.Change) (rewritten []string, err error) {
 	return e.changeShape(shape, func(l *state.Shape) {
-		if !a.PeakUnknown {
-			l.Peak = max(l.Peak, a.Peak)
-		}
-		l.Host = max(l.Host, a.HostPeak)
+		learnPeak(l, a)
 		if a.Outcome == plans.Success {
 			l.Runs = min(l.Runs+1, 10)
 			l.Duration += (a.Ended.Sub(a.Started) - l.Duration) / time.Duration(l.Runs)
@@ -252,6 +297,14 @@ func (e *Engine) learn(shape string, a *state.Attempt, with *state.Change) (rewr
 			}
 		}
 	}, with)
+}
+
+// learnPeak takes an attempt's measured peaks as its shape's, if they say more.
+func learnPeak(l *state.Shape, a *state.Attempt) {
+	if !a.PeakUnknown {
+		l.Peak = max(l.Peak, a.Peak)
+	}
+	l.Host = max(l.Host, a.HostPeak)
 }
 
 // changeShape changes what is known of a shape and, if that changed its peaks or
@@ -288,7 +341,7 @@ func (e *Engine) changeShape(name string, change func(*state.Shape), with *state
 	}
 	wasUtil, wasKnown := before.PackUtil()
 	if util, known := l.PackUtil(); util != wasUtil || known != wasKnown {
-		e.crowdRefreshAll() // what its running jobs count at changed
+		e.crowdRefreshUtil(crowdShape(name)) // what its running jobs count at changed
 	}
 	return rewritten, nil
 }
@@ -299,10 +352,7 @@ func (e *Engine) reserve(shape string) (rewritten []string) {
 	view := e.store.Latest()
 	l := view.Shape(shape)
 	var changed []*state.Attempt
-	for _, a := range e.runningNow() {
-		if a.Shape != shape {
-			continue
-		}
+	for _, a := range e.runningOf(view, shape) {
 		est, host := state.EstimateBy(view.Job(a.Job), l)
 		// A running attempt holds at least what it was measured at.
 		if r, h := max(est, a.Peak), max(host, a.HostPeak); r != a.Reserve || h != a.HostReserve {

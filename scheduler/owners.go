@@ -3,7 +3,6 @@ package scheduler
 import (
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
-	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // Whose each process on the cards is. A round resolves it once, in the order the cards
@@ -127,11 +126,11 @@ func (e *Engine) cardAt(worker string, idx int) (int, bool) {
 
 // ours tells the attempts given, and the ended ones whose memory may still show
 // (ghosts), from any other: a process of one of them is not foreign, on whichever card.
-func (e *Engine) ours(attempts []*state.Attempt) func(attempt string) bool {
+func (e *Engine) ours(held []holding) func(attempt string) bool {
 	set := e.running
 	clear(set)
-	for _, a := range attempts {
-		set[a.ID] = true
+	for _, h := range held {
+		set[h.a.ID] = true
 	}
 	for _, g := range e.ghosts {
 		set[g.attempt.ID] = true

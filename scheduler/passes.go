@@ -129,7 +129,7 @@ func (e *Engine) offers(v packView, ps *passes, p pass) offers {
 // unmeasured reports whether jobs of a shape wait for it to be measured (its
 // utilization is not known, and the sharing target counts it), and none runs yet.
 func (e *Engine) unmeasured(shape string) bool {
-	if e.target() == 0 || e.crowds.shapes[shape] > 0 {
+	if e.target() == 0 || e.crowds.running(shape) {
 		return false
 	}
 	_, known := e.utilOf(shape)
@@ -147,7 +147,7 @@ func (e *Engine) waitsForUtil(shape string, ps *passes) bool {
 	if _, known := e.utilOf(shape); known {
 		return false
 	}
-	if e.crowds.shapes[shape] > 0 || ps.measuring[shape] {
+	if e.crowds.running(shape) || ps.measuring[shape] {
 		return true
 	}
 	ps.measuring[shape] = true

@@ -75,9 +75,15 @@ func (e *Engine) schedule() error {
 	if !ok || !writes {
 		return nil
 	}
-	for _, id := range rewritten {
-		if i := slices.IndexFunc(running, func(a *state.Attempt) bool { return a.ID == id }); i >= 0 {
-			running[i] = e.measured(view.Attempt(id))
+	if len(rewritten) > 0 {
+		at := make(map[string]int, len(running))
+		for i, a := range running {
+			at[a.ID] = i
+		}
+		for _, id := range rewritten {
+			if i, ok := at[id]; ok {
+				running[i] = e.measured(view.Attempt(id))
+			}
 		}
 	}
 	v, err := e.packView(view, running, &e.roundBufs)
@@ -161,10 +167,12 @@ type packView struct {
 	request func(*state.Group, state.Member) pack.Request
 }
 
-// packViewBufs are arrays a packView's cards and their ends may be kept in.
+// packViewBufs are arrays a packView's cards and their ends, and the attempts' holdings
+// they are made of, may be kept in.
 type packViewBufs struct {
 	cards []pack.CardState
 	ends  []pack.Release
+	held  holdingBufs
 }
 
 // packView builds what the packer sees from a view of the store. buf, if not nil,
@@ -178,11 +186,11 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 	if err != nil {
 		return packView{}, err
 	}
-	reserved := append(running, e.settling()...)
-	cards := e.cardStates(buf.cards, e.slots(), reserved)
+	held := e.holdings(append(running, e.settling()...), &buf.held)
+	cards := e.cardStatesOf(buf.cards, e.slots(), held)
 	buf.cards = cards
 	e.timeLeft(cards)
-	e.addEnds(cards, reserved, &buf.ends)
+	e.addEnds(cards, held, &buf.ends)
 	if drained := view.Drained(); len(drained) > 0 {
 		for i := range cards {
 			if drained[plans.CardID{Worker: cards[i].Worker, Index: cards[i].Index}] {
@@ -230,7 +238,7 @@ func (e *Engine) headed(view state.View, d pack.Decision) {
 
 // addEnds tells the packer when each attempt on a card is expected to end, in buf's
 // array (see packView).
-func (e *Engine) addEnds(states []pack.CardState, attempts []*state.Attempt, buf *[]pack.Release) {
+func (e *Engine) addEnds(states []pack.CardState, held []holding, buf *[]pack.Release) {
 	// One array for every card's, each card's part as long as its attempts.
 	n := 0
 	for _, c := range states {
@@ -246,16 +254,11 @@ func (e *Engine) addEnds(states []pack.CardState, attempts []*state.Attempt, buf
 		ends = ends[:states[i].Running]
 	}
 	now := e.clock.Now()
-	for _, a := range attempts {
-		end := pack.Release{In: e.left(a, now), Memory: a.Holds(), Exclusive: a.Alone}
-		if a.Running() {
-			util, known := e.attemptUtil(a)
-			end.Util, end.Blind = util, !known
-		}
-		for _, g := range a.GPUs {
-			if i, ok := e.cardAt(a.Worker, g); ok {
-				states[i].Ends = insertEnd(states[i].Ends, end)
-			}
+	for _, h := range held {
+		a := h.a
+		end := pack.Release{In: e.left(a, now), Memory: a.Holds(), Exclusive: a.Alone, Util: h.util, Blind: !h.known}
+		for _, i := range h.at {
+			states[i].Ends = insertEnd(states[i].Ends, end)
 		}
 	}
 }
@@ -381,29 +384,48 @@ func waitsForProbe(view state.View, shape string, probing map[string]bool) bool 
 // hosts reads the RAM of each machine of the round's cards for the packer: the
 // cluster's machines, or this one.
 func (e *Engine) hosts(running []*state.Attempt) (pack.Hosts, error) {
-	read := map[string]func() (int64, int64, error){}
-	if cl, ok := e.inv.(Cluster); ok {
-		for _, c := range e.cards {
-			read[c.Worker] = func() (int64, int64, error) { return cl.Host(c.Worker) }
-		}
-	} else if e.cfg.Host != nil {
-		read[""] = e.cfg.Host
-	}
-	hosts := make(pack.Hosts, len(read))
-	for worker, host := range read {
-		total, avail, err := host()
+	hosts := pack.Hosts{}
+	add := func(worker string, total, avail int64, err error) error {
 		if err != nil {
 			if worker != "" {
-				return nil, fmt.Errorf("host memory of worker %s: %w", worker, err)
+				return fmt.Errorf("host memory of worker %s: %w", worker, err)
 			}
-			return nil, fmt.Errorf("host memory: %w", err)
+			return fmt.Errorf("host memory: %w", err)
 		}
 		hosts[worker] = pack.HostState{Total: total, Used: total - avail, Headroom: e.cfg.HostHeadroom.Of(total)}
+		return nil
+	}
+	if cl, ok := e.inv.(Cluster); ok {
+		// Each machine once, in the cards' order; a fleet's are thousands of cards.
+		for i, c := range e.cards {
+			if i > 0 && e.cards[i-1].Worker == c.Worker {
+				continue
+			}
+			if _, read := hosts[c.Worker]; read {
+				continue
+			}
+			total, avail, err := cl.Host(c.Worker)
+			if err := add(c.Worker, total, avail, err); err != nil {
+				return nil, err
+			}
+		}
+	} else if e.cfg.Host != nil {
+		total, avail, err := e.cfg.Host()
+		if err := add("", total, avail, err); err != nil {
+			return nil, err
+		}
 	}
 	for _, a := range running {
+		var ours int64
+		if len(e.hostNow) > 0 {
+			ours = e.hostNow[a.ID]
+		}
+		if a.HostReserve == 0 && ours == 0 {
+			continue // nothing to add: a fleet's attempts mostly, where RAM is not read
+		}
 		if h, ok := hosts[a.Worker]; ok {
 			h.Reserved += a.HostReserve
-			h.Ours += e.hostNow[a.ID]
+			h.Ours += ours
 			hosts[a.Worker] = h
 		}
 	}
@@ -493,13 +515,16 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	if len(placed) == 0 {
 		return
 	}
-	// How many trainers share each machine once the round's have started.
+	// How many trainers share each machine the round starts on once they have started:
+	// its placements, and the attempts running there (of a fleet's, a few).
 	sharing := map[string]int{}
-	for _, a := range running {
-		sharing[a.Worker]++
-	}
 	for _, p := range placed {
 		sharing[p.Worker]++
+	}
+	for _, a := range running {
+		if n, ok := sharing[a.Worker]; ok {
+			sharing[a.Worker] = n + 1
+		}
 	}
 	journaled := e.store.Journaled()
 	launches := make([]Launch, len(placed))

@@ -120,6 +120,7 @@ func (p *packer) reserve(r Request) {
 	}
 	slices.Sort(res.Cards)
 	p.res = res
+	p.gen++
 }
 
 // freeAt is when card i is expected to have room for r, from now (Unknown when an

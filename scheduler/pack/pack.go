@@ -5,7 +5,8 @@
 // simulator and the tests run the same code on any machine, without cgo.
 //
 // One file per phase: model.go is what it reads and answers, pack.go the round, place.go
-// where a job fits best, backfill.go the reservation, explain.go the reasons.
+// where a job fits best (alike.go: the cards kept for a run of alike jobs), backfill.go
+// the reservation, explain.go the reasons.
 package pack
 
 import (
@@ -32,7 +33,13 @@ import (
 // when the jobs that ran there end, however many smaller jobs arrive behind it. Jobs of
 // higher priority may still overtake it, by design.
 func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
+	return packWith(queue, cards, hosts, false)
+}
+
+// packWith is Pack, looking at every card for each job where noAlike is set.
+func packWith(queue []Request, cards []CardState, hosts Hosts, noAlike bool) Decision {
 	p := newPacker(slices.Clone(cards), maps.Clone(hosts), true)
+	p.noAlike = noAlike
 	d := Decision{Waiting: Waits{queue: queue, why: whyOf{narrow: make([]uint8, len(queue))}}}
 	for i := range queue {
 		r := &queue[i]
@@ -64,7 +71,13 @@ func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
 // Unlike Pack, Place takes cards and hosts as its own and changes them as it places
 // jobs: a round's, which it reads no more, cost no copy. Pass copies to read them after.
 func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
+	return placeWith(q, cards, hosts, smallest, false)
+}
+
+// placeWith is Place, looking at every card for each job where noAlike is set.
+func placeWith(q Queue, cards []CardState, hosts Hosts, smallest int64, noAlike bool) Decision {
 	p := newPacker(cards, hosts, false)
+	p.noAlike = noAlike
 	var d Decision
 	// Past the point where nothing more can start, it reads on until a job is given the
 	// reservation, which tells the engine who heads the queue.
@@ -200,4 +213,10 @@ type packer struct {
 	// machines: the cards are on more than one machine.
 	machines bool
 	explain  bool // build the details of reasons (Pack), or not (Place)
+	// gen counts the changes of the cards (a placement, the reservation), and alike
+	// keeps the cards a run of alike requests may start on (see pickOne); noAlike
+	// looks at every card for each (a test's reference).
+	gen     uint64
+	alike   alike
+	noAlike bool
 }

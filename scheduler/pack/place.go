@@ -55,6 +55,12 @@ func (p *packer) fits(i int, r *Request) bool {
 
 // pick returns the positions of the cards r should start on, or nil.
 func (p *packer) pick(r *Request) []int {
+	if r.GPUsPerJob <= 1 && !p.noAlike {
+		if i := p.pickOne(r); i >= 0 {
+			return []int{i}
+		}
+		return nil
+	}
 	cands := p.scratch[:0]
 	for i, free := range p.free {
 		// free < r.Memory is what fits finds first on most cards.
@@ -91,6 +97,7 @@ func (p *packer) pick(r *Request) []int {
 }
 
 func (p *packer) place(r Request, picked []int) Placement {
+	p.gen++
 	pl := Placement{Job: r.Job, Worker: p.cards[picked[0]].Worker}
 	if h, ok := p.hosts[pl.Worker]; ok {
 		h.Reserved += r.Host

@@ -56,6 +56,19 @@ jobs: [{name: a, base: 1GiB, duration: 1h, gpu_util: 0.45}, {name: b, base: 1GiB
 	}
 }
 
+// TestCopiesAreMadeWhole: a trace's jobs, counts expanded, are made at their number
+// at once, not grown by appends: a fleet's million were copied over and over, and kept
+// a quarter more room than they use.
+func TestCopiesAreMadeWhole(t *testing.T) {
+	tr, err := Decode("t.yaml", []byte(`{gpus: "sim:1x24GiB", jobs: [{name: a, base: 3GiB, duration: 1h, count: 5}]}`), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, e := tr.Sweep.Jobs, tr.Entry; len(j) != 5 || cap(j) != 5 || len(e) != 5 || cap(e) != 5 {
+		t.Errorf("jobs %d (room for %d), entries %d (room for %d); want 5 of each, and room for no more", len(j), cap(j), len(e), cap(e))
+	}
+}
+
 func TestDecodeRefusesBadTraces(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{`{gpus: "sim:1x24GiB", jobz: []}`, `jobz: unknown key (did you mean "jobs"?)`},

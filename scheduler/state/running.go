@@ -26,6 +26,9 @@ func (r *runningSet) put(a *Attempt) {
 	}
 }
 
+// RunningLen is how many attempts RunningNow yields, under the same terms.
+func (s *Store) RunningLen() int { return len(s.running) }
+
 // RunningNow yields the attempts that hold cards now, as Latest().EachRunning yields
 // them (in order, with the batch in progress's writes), without reading the index. Only
 // the engine's goroutine may call it, or a user of a store no engine runs on.

@@ -1,0 +1,131 @@
+package scheduler
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// fourRunning is an engine on two cards of two slots running the four jobs of one
+// shape (m.1 to m.4), each a process of its own, learning peaks after a minute.
+func fourRunning(t *testing.T) (*Engine, *state.Store, *[]gpu.Card) {
+	t.Helper()
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
+	owners := map[int]string{}
+	for n := range 4 {
+		owners[1000+n] = fmt.Sprintf("m.%d/1", n+1)
+	}
+	e, st, fr, _ := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 4GiB\n", &cards, owners,
+		Config{Slots: []int{2, 2}, UtilTarget: memoryAlone, LearnAfter: time.Minute})
+	round(t, e)
+	if len(fr.starts) != 4 {
+		t.Fatalf("%d started, want 4", len(fr.starts))
+	}
+	return e, st, &cards
+}
+
+// TestAShapeLearnsOnceARoundFromAllItsAttempts: attempts of one shape that come of age
+// in one round teach it their peaks together, in one change of the shape (one
+// re-estimate of its queued jobs and running attempts), not one change for each.
+func TestAShapeLearnsOnceARoundFromAllItsAttempts(t *testing.T) {
+	e, st, cards := fourRunning(t)
+	for i := range *cards {
+		(*cards)[i].Processes = nil
+	}
+	for n := range 4 {
+		a := st.View().Attempt(fmt.Sprintf("m.%d/1", n+1))
+		c := &(*cards)[a.GPUs[0]]
+		c.Processes = append(c.Processes, gpu.Process{PID: 1000 + n, Used: int64(5+n) * gib})
+	}
+	e.clock.(*fakeClock).now = e.clock.Now().Add(2 * time.Minute)
+	round(t, e)
+	l := st.View().Shape(st.View().Attempt("m.1/1").Shape)
+	if l == nil || l.Peak != 8*gib || l.Rev != 1 {
+		t.Fatalf("shape %+v, want the largest peak (8 GiB) learned in one change (Rev 1)", l)
+	}
+	for n := range 4 {
+		if a := st.View().Attempt(fmt.Sprintf("m.%d/1", n+1)); a.Reserve < 8*gib {
+			t.Errorf("%s reserves %s, want at least its shape's 8 GiB", a.ID, plans.FormatSize(a.Reserve))
+		}
+	}
+}
+
+// TestReserveFindsAttemptsNotFollowed: what a shape learns changes the reservations of
+// its running attempts, found by shape among those the engine follows, and among all
+// of them where some are not followed yet (an engine that took them up and has run
+// no round).
+func TestReserveFindsAttemptsNotFollowed(t *testing.T) {
+	e, st, cards := fourRunning(t)
+	shape := st.View().Attempt("m.1/1").Shape
+	later := NewEngine(st, cardsInventory{cards}, &fakeRunner{}, e.clock, e.cfg, nil)
+	for _, tc := range []struct {
+		name string
+		e    *Engine
+		peak int64
+	}{{"following them", e, 9 * gib}, {"following none", later, 10 * gib}} {
+		rewritten, err := tc.e.changeShape(shape, func(l *state.Shape) { l.Peak = tc.peak }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rewritten) != 4 {
+			t.Errorf("%s: rewrote %v, want the 4 running attempts", tc.name, rewritten)
+		}
+		for n := range 4 {
+			if a := st.View().Attempt(fmt.Sprintf("m.%d/1", n+1)); a.Reserve < tc.peak {
+				t.Errorf("%s: %s reserves %s, want at least %s", tc.name, a.ID, plans.FormatSize(a.Reserve), plans.FormatSize(tc.peak))
+			}
+		}
+	}
+}
+
+// TestAShapesUtilizationRefreshesOnlyItsCards: what is learned of a shape's compute
+// changes the pace of the attempts on its cards, from now; an attempt on another card
+// keeps the stretch it is in, not closed and opened again for nothing (a fleet's round
+// cannot look through every running attempt for each shape that learns).
+func TestAShapesUtilizationRefreshesOnlyItsCards(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
+	e, _, _, _ := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 4GiB\n", &cards, nil, Config{})
+	began := e.clock.Now()
+	x := &state.Attempt{ID: "x.1/1", Shape: "x", GPUs: []int{0}, Started: began}
+	y := &state.Attempt{ID: "y.1/1", Shape: "y", GPUs: []int{1}, Started: began}
+	e.crowdJoin(x, began, true)
+	e.crowdJoin(y, began, true)
+	now := began.Add(time.Minute)
+	e.clock.(*fakeClock).now = now
+	if _, err := e.changeShape("x", func(l *state.Shape) { l.LearnUtil(0.25) }, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.crowds.of[x.ID]; c.util != 0.25 || !c.known || !c.since.Equal(now) || c.pace != 1 {
+		t.Errorf("x: util %v (known %v), pace %v since %s, want 0.25 measured, pace 1 from now", c.util, c.known, c.pace, c.since.Sub(began))
+	}
+	if c := e.crowds.of[y.ID]; !c.since.Equal(began) || c.known {
+		t.Errorf("y: since %s (known %v), want its stretch from its start, its shape not measured", c.since.Sub(began), c.known)
+	}
+	e.crowdLeave(x.ID, now)
+	if e.crowds.running("x") || !e.crowds.running("y") {
+		t.Errorf("shapes running %v, want y's alone", e.crowds.shapes)
+	}
+}
+
+// TestSharingCountsTheMachinesTrainers: a launch is told how many trainers share its
+// machine once the round's have started: those running there and those starting.
+func TestSharingCountsTheMachinesTrainers(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}, {Index: 1, Total: 24 * gib}}
+	e, st, fr, _ := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4, 5]}\nmemory: 4GiB\n", &cards, nil,
+		Config{Slots: []int{2, 2}, UtilTarget: memoryAlone})
+	round(t, e)
+	for _, l := range fr.starts {
+		if l.Sharing != 4 {
+			t.Errorf("%s: sharing %d, want the 4 started together", l.Attempt.ID, l.Sharing)
+		}
+	}
+	e.apply(Exit{Attempt: fr.starts[0].Attempt.ID, Outcome: plans.Success})
+	round(t, e)
+	if len(fr.starts) != 5 || fr.starts[4].Sharing != 4 {
+		t.Fatalf("%d started, the last sharing %d; want a fifth beside the 3 running (%s)", len(fr.starts), fr.starts[len(fr.starts)-1].Sharing, states(st))
+	}
+}
