@@ -343,7 +343,7 @@ func (c *cluster) heard(name string, l *link, m api.WorkerMessage) {
 	var x *scheduler.Exit
 	if m.Exit != nil {
 		if x = c.ended(name, w, m.Exit, m.ExitMetrics); x != nil {
-			x.At = c.clock.Now() // by the daemon's clock, not the worker's
+			x.At = c.clock.Now().Add(-m.ExitAgo) // by the daemon's clock, not the worker's
 		}
 	}
 	c.mu.Unlock()

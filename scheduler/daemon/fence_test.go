@@ -211,12 +211,16 @@ func TestAWorkersAttemptsRunElsewhereOnlyPastTheFence(t *testing.T) {
 	}
 	last := []plans.Reading{{Step: 900, Name: "eval_loss", Value: 0.5}}
 	c.heard("w1", back.l, api.WorkerMessage{Exit: &scheduler.Exit{Attempt: a1.ID, Outcome: plans.Success, Detail: "exited with status 0",
-		Process: &plans.ProcessExit{Code: 0}, Command: []string{"train"}}, ExitMetrics: last})
+		Process: &plans.ProcessExit{Code: 0}, Command: []string{"train"}}, ExitMetrics: last, ExitAgo: 7 * time.Second})
 	c.heard("w1", back.l, api.WorkerMessage{Exit: &scheduler.Exit{Attempt: a2.ID, Outcome: plans.Lost, Requeue: true}})
 	select {
 	case x := <-c.exits:
 		if x.Attempt != a1.ID || x.Outcome != plans.Success || x.Requeue || x.Process == nil || len(x.Command) != 1 {
 			t.Errorf("the engine hears %+v, want a1's success, with its exit and command", x)
+		}
+		// Dated when it came, as long ago as the worker says, by the daemon's clock.
+		if want := clock.Now().Add(-7 * time.Second); !x.At.Equal(want) {
+			t.Errorf("the late success is dated %s, want %s", x.At, want)
 		}
 	default:
 		t.Fatal("the success told late did not reach the engine")

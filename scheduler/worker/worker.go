@@ -434,7 +434,18 @@ func (w *worker) exited(out *json.Encoder, x scheduler.Exit) error {
 	delete(w.running, x.Attempt)
 	w.ended[x.Attempt] = x
 	w.active = time.Now()
-	return out.Encode(api.WorkerMessage{Exit: &x, ExitMetrics: last})
+	return out.Encode(endMessage(x, last))
+}
+
+// endMessage tells the daemon of an attempt's end, with how long ago it came: an end
+// told again when the worker is back after an absence was not then.
+func endMessage(x scheduler.Exit, last []plans.Reading) api.WorkerMessage {
+	m := api.WorkerMessage{Exit: &x, ExitMetrics: last}
+	if !x.At.IsZero() {
+		m.ExitAgo = max(time.Since(x.At), 0)
+	}
+	x.At = time.Time{} // the worker's clock is not the daemon's
+	return m
 }
 
 // handle does what a message of the daemon's asks.
@@ -491,7 +502,7 @@ func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
 			x, known = w.endOf(ref)
 		}
 		if known {
-			if err := out.Encode(api.WorkerMessage{Exit: &x}); err != nil {
+			if err := out.Encode(endMessage(x, nil)); err != nil {
 				return err
 			}
 			continue
@@ -534,7 +545,7 @@ func (w *worker) endOf(ref api.AttemptRef) (x scheduler.Exit, ok bool) {
 	}
 	if e, err := launcher.ReadEnded(dir); err == nil && e != nil {
 		x.Outcome, x.OOM, x.Detail, x.Requeue = e.Outcome, e.OOM, e.Detail, e.Fenced
-		x.Process, x.Command = e.Exit, e.Command
+		x.Process, x.Command, x.At = e.Exit, e.Command, e.At
 	}
 	return x, true
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
@@ -852,5 +853,18 @@ memory: 1GiB
 				t.Logf("the daemon's log:\n%s", c.log)
 			}
 		})
+	}
+}
+
+// TestAnEndToldLateSaysHowLongAgo: a worker tells the daemon how long ago an attempt
+// ended, by its own clock, rather than the time its clock read: an end told again when
+// the worker is back after an absence is dated then by the daemon's clock.
+func TestAnEndToldLateSaysHowLongAgo(t *testing.T) {
+	m := endMessage(scheduler.Exit{Attempt: "s.1/1", At: time.Now().Add(-time.Minute)}, nil)
+	if m.ExitAgo < time.Minute || m.ExitAgo > 2*time.Minute || !m.Exit.At.IsZero() {
+		t.Errorf("an end a minute ago: %+v ago, at %s", m.ExitAgo, m.Exit.At)
+	}
+	if m := endMessage(scheduler.Exit{Attempt: "s.1/1"}, nil); m.ExitAgo != 0 {
+		t.Errorf("an end of no known time: %s ago", m.ExitAgo)
 	}
 }

@@ -30,6 +30,10 @@ type WorkerMessage struct {
 	Leaving bool `json:"leaving,omitempty"`
 	// ExitMetrics are the last readings of the attempt Exit ends, read as it ended.
 	ExitMetrics []plans.Reading `json:"exit_metrics,omitempty"`
+	// ExitAgo is how long before this message the attempt Exit ends ended, by the
+	// worker's clock: an end told late (the worker was away) is dated so by the
+	// daemon's, whatever the two clocks read.
+	ExitAgo time.Duration `json:"exit_ago,omitempty"`
 	// Beat numbers a beat (from 1): the daemon answers it with Ack, which renews the
 	// worker's lease from when the worker sent it.
 	Beat uint64 `json:"beat,omitempty"`
