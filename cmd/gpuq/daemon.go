@@ -307,15 +307,18 @@ func (s *settings) dial() (*api.Client, error) {
 	}
 	c, err := api.Dial(dir)
 	var none api.NoDaemonError
-	if pid, starting := api.Starting(dir); errors.As(err, &none) && starting {
+	if !errors.As(err, &none) {
+		return c, err
+	}
+	if pid, starting := api.Starting(dir); starting {
 		return s.awaitStart(dir, pid)
 	}
-	return c, err
+	return nil, err
 }
 
 // startLimit is how long a verb waits for a daemon that has taken its state directory
 // to answer: it reads its state first (about a second at 100,000 jobs).
-var startLimit = 2 * time.Minute
+const startLimit = 2 * time.Minute
 
 // awaitStart waits for the daemon pid, which holds the state directory's lock, to
 // answer: until then, a verb would read its state as a daemon that does not run left
@@ -332,7 +335,7 @@ func (s *settings) awaitStart(dir string, pid int) (*api.Client, error) {
 			return nil, fmt.Errorf("%w (the daemon, pid %d, that was starting has ended: %s, or the terminal it ran in, says why)", err, pid, api.LogPath(dir))
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the gpuq daemon (pid %d) on %s has not answered in %s: it may be stuck; gpuq daemon --stop, or kill %d", pid, dir, startLimit, pid)
+			return nil, fmt.Errorf("the gpuq daemon (pid %d) on %s has not answered in %s: it may be stuck; kill %d stops it", pid, dir, startLimit, pid)
 		}
 	}
 }
