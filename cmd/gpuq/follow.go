@@ -16,11 +16,11 @@ import (
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
-// trainerOutput shows a one-off's trainer as if its command ran in this terminal:
-// each attempt's log, as the trainer writes it, to w, one attempt after the other,
+// oneOffOutput shows what a one-off's trainer writes, as it writes it, on w: each
+// attempt's log without gpuq's header and closing line, one attempt after the other,
 // each to its end (a requeued attempt's successor follows it). gpuq's own events go
 // to the progress stream meanwhile.
-type trainerOutput struct {
+type oneOffOutput struct {
 	w      io.Writer
 	errs   io.Writer
 	store  *state.Store
@@ -32,13 +32,13 @@ type trainerOutput struct {
 	last   chan struct{} // closed once the log of the attempt that started last is copied
 }
 
-func newTrainerOutput(w, errs io.Writer) *trainerOutput {
+func newOneOffOutput(w, errs io.Writer) *oneOffOutput {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &trainerOutput{w: w, errs: errs, ctx: ctx, cancel: cancel}
+	return &oneOffOutput{w: w, errs: errs, ctx: ctx, cancel: cancel}
 }
 
 // event follows the log of an attempt that has started.
-func (t *trainerOutput) event(ev scheduler.Event) {
+func (t *oneOffOutput) event(ev scheduler.Event) {
 	if ev.Kind != "started" || t.store == nil {
 		return
 	}
@@ -72,7 +72,7 @@ func (t *trainerOutput) event(ev scheduler.Event) {
 
 // follow copies the trainer's output from a log until its attempt has ended, or until
 // the run has ended, and then what is left of it.
-func (t *trainerOutput) follow(path string) error {
+func (t *oneOffOutput) follow(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -90,7 +90,7 @@ func (t *trainerOutput) follow(path string) error {
 
 // wait returns once every log followed has been copied whole; the run has ended, so
 // that no attempt writes more.
-func (t *trainerOutput) wait() {
+func (t *oneOffOutput) wait() {
 	t.cancel()
 	t.wg.Wait()
 }
@@ -100,7 +100,7 @@ func (t *trainerOutput) wait() {
 // for a write to a broken stdout, its trainers left to its reaper and its socket
 // behind. The signal is caught rather than ignored: an ignored one would be ignored by
 // the trainers gpuq starts too. It returns the function that undoes it.
-func (t *trainerOutput) stopOnBrokenPipe(stop func()) (undo func()) {
+func (t *oneOffOutput) stopOnBrokenPipe(stop func()) (undo func()) {
 	t.broken = stop
 	pipe := make(chan os.Signal, 1)
 	signal.Notify(pipe, syscall.SIGPIPE)

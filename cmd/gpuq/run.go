@@ -156,10 +156,10 @@ func runRun(opts *runOptions) error {
 	}
 	// A one-off's stdout is its trainer's output, as if the command ran here: gpuq's
 	// progress, a line per event, and the summary go to stderr.
-	var trainer *trainerOutput
+	var trainer *oneOffOutput
 	progress, summary := opts.io.Out, opts.io.Out
 	if opts.command != nil && !opts.json {
-		trainer = newTrainerOutput(opts.io.Out, opts.io.Err)
+		trainer = newOneOffOutput(opts.io.Out, opts.io.Err)
 		progress, summary = opts.io.Err, opts.io.Err
 	}
 	if opts.json {
