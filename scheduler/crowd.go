@@ -123,28 +123,43 @@ func (e *Engine) crowdTrack(running []*state.Attempt, now time.Time) {
 }
 
 // crowdRefresh closes, for every attempt on cards, the stretch of its run it has had
-// its present neighbours, and finds its neighbours and pace from now.
+// its present neighbours, and finds its neighbours and pace from now. A card's load is
+// added up once for the attempts that run on it alone: each of a card's k attempts
+// reading it again made every start and end cost k² lookups.
 func (e *Engine) crowdRefresh(cards []plans.CardID, now time.Time) {
 	for _, card := range cards {
+		n, util := e.cardLoad(card)
 		for _, id := range e.crowds.on[card] {
-			e.crowdStretch(e.crowds.of[id], now)
+			if c := e.crowds.of[id]; len(c.cards) == 1 {
+				c.stretch(now, max(0, float64(n)), min(1, pack.Speed(util, n, 0))) // as crowdStretch finds them
+			} else {
+				e.crowdStretch(c, now)
+			}
 		}
 	}
 }
 
 // crowdStretch closes the stretch of c's run it has had its present neighbours, and
-// finds its neighbours and pace from now.
+// finds its neighbours and pace from now: the most attempts on any of its cards, and
+// the slowest pace of them.
 func (e *Engine) crowdStretch(c *crowd, now time.Time) {
+	k, pace := 0.0, 1.0
+	for _, mine := range c.cards {
+		n, util := e.cardLoad(mine)
+		k = max(k, float64(n))
+		pace = min(pace, pack.Speed(util, n, 0))
+	}
+	c.stretch(now, k, pace)
+}
+
+// stretch closes the stretch of c's run until now, and starts the next at k attempts
+// on its busiest card and pace.
+func (c *crowd) stretch(now time.Time, k, pace float64) {
 	dt := now.Sub(c.since).Seconds()
 	c.kSum += c.k * dt
 	c.paceSum += c.pace * dt
 	c.since = now
-	c.k, c.pace = 0, 1
-	for _, mine := range c.cards {
-		n, util := e.cardLoad(mine)
-		c.k = max(c.k, float64(n))
-		c.pace = min(c.pace, pack.Speed(util, n, 0))
-	}
+	c.k, c.pace = k, pace
 }
 
 // crowdRefreshUtil refreshes what the running attempts of the shapes count at, where
