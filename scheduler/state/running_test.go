@@ -1,6 +1,7 @@
 package state
 
 import (
+	"iter"
 	"slices"
 	"testing"
 	"time"
@@ -8,11 +9,11 @@ import (
 	"github.com/gpuq/gpuq/plans"
 )
 
-// TestRunningNowFollowsTheIndex: the running set the store keeps for the engine yields
-// the attempts the running index holds, in its order, after every kind of write: a
-// start, a rewrite, an end, in a batch and not, a replay of the journal, and a sweep
-// forgotten.
-func TestRunningNowFollowsTheIndex(t *testing.T) {
+// TestRunningNowFollowsTheAttempts: the running set the store keeps yields the attempts
+// that hold cards, in the order of their ids, to the engine and to views alike, after
+// every kind of write: a start, a rewrite, an end, in a batch and not, a replay of the
+// journal, and a sweep forgotten.
+func TestRunningNowFollowsTheAttempts(t *testing.T) {
 	sw, err := plans.DecodeSweep("r.yaml", []byte("name: r\ncommand: [train]\nmemory: 1GiB\nmatrix: {seed: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}\n"), plans.Overrides{})
 	must(t, err)
 	dir := t.TempDir()
@@ -28,15 +29,14 @@ func TestRunningNowFollowsTheIndex(t *testing.T) {
 	}
 	check := func(st *Store, step string, want ...string) {
 		t.Helper()
-		var fromSet, fromIndex []string
-		for a := range st.RunningNow() {
-			fromSet = append(fromSet, a.ID)
+		fromSet, fromLatest := attemptIDs(st.RunningNow()), attemptIDs(slices.Values(st.Latest().Running()))
+		if !slices.Equal(fromSet, fromLatest) || !slices.Equal(fromSet, want) {
+			t.Errorf("%s: running set %v, latest view %v, want %v", step, fromSet, fromLatest, want)
 		}
-		for _, a := range st.Latest().Running() {
-			fromIndex = append(fromIndex, a.ID)
-		}
-		if !slices.Equal(fromSet, fromIndex) || !slices.Equal(fromSet, want) {
-			t.Errorf("%s: running set %v, index %v, want %v", step, fromSet, fromIndex, want)
+		if !st.InBatch() {
+			if fromView := attemptIDs(st.View().EachRunning()); !slices.Equal(fromView, want) {
+				t.Errorf("%s: a view reads %v running, want %v", step, fromView, want)
+			}
 		}
 	}
 	// Ids whose order as strings is not their order as numbers: r.10 before r.2.
@@ -65,4 +65,63 @@ func TestRunningNowFollowsTheIndex(t *testing.T) {
 	check(again, "every one ended")
 	must(t, again.Forget([]string{"r"}))
 	check(again, "forgotten")
+}
+
+// TestAViewReadsTheRunningOfItsTransaction: a view reads the attempts that held cards
+// when it was opened, whatever was written since, in a batch or not; the engine's
+// latest view in a batch reads them with the batch's writes as they are when it asks.
+func TestAViewReadsTheRunningOfItsTransaction(t *testing.T) {
+	sw, err := plans.DecodeSweep("v.yaml", []byte("name: v\ncommand: [train]\nmemory: 1GiB\nmatrix: {seed: [1, 2, 3]}\n"), plans.Overrides{})
+	must(t, err)
+	st, err := NewStore()
+	must(t, err)
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	start := func(job string) *Attempt {
+		return &Attempt{ID: AttemptID(job, 1), Job: job, N: 1, GPUs: []int{0}, Started: time.Unix(1, 0)}
+	}
+	ended := func(a *Attempt) *Attempt {
+		c := *a
+		c.Outcome = plans.Success
+		return &c
+	}
+	a1, a2, a3 := start("v.1"), start("v.2"), start("v.3")
+	empty := st.View()
+	must(t, st.Put(Change{Attempts: []*Attempt{a1, a2}}))
+	two := st.View()
+	var inBatch, afterEnd []string
+	must(t, st.Batch(func() {
+		asked := st.Latest().EachRunning()
+		must(t, st.Put(Change{Attempts: []*Attempt{ended(a1), a3}}))
+		inBatch, afterEnd = attemptIDs(asked), attemptIDs(st.Latest().EachRunning())
+	}))
+	must(t, st.Put(Change{Attempts: []*Attempt{ended(a2)}}))
+	for _, c := range []struct {
+		name string
+		got  iter.Seq[*Attempt]
+		want []string
+	}{
+		{"opened before any start", empty.EachRunning(), nil},
+		{"opened after two starts", two.EachRunning(), []string{"v.1/1", "v.2/1"}},
+		{"opened after two starts, as a slice", slices.Values(two.Running()), []string{"v.1/1", "v.2/1"}},
+		{"opened now", st.View().EachRunning(), []string{"v.3/1"}},
+	} {
+		if got := attemptIDs(c.got); !slices.Equal(got, c.want) {
+			t.Errorf("a view %s reads %v running, want %v", c.name, got, c.want)
+		}
+	}
+	if want := []string{"v.1/1", "v.2/1"}; !slices.Equal(inBatch, want) {
+		t.Errorf("the batch's view asked before its writes read %v running, want %v", inBatch, want)
+	}
+	if want := []string{"v.2/1", "v.3/1"}; !slices.Equal(afterEnd, want) {
+		t.Errorf("the batch's view asked after its writes read %v running, want %v", afterEnd, want)
+	}
+}
+
+// attemptIDs are the attempts' ids, in order.
+func attemptIDs(as iter.Seq[*Attempt]) []string {
+	var out []string
+	for a := range as {
+		out = append(out, a.ID)
+	}
+	return out
 }

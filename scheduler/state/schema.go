@@ -15,8 +15,7 @@ const (
 	tableShapes   = "shapes"
 	tableDrains   = "drains"
 
-	indexID      = "id"
-	indexRunning = "running"
+	indexID = "id"
 )
 
 func schema() *memdb.DBSchema {
@@ -56,28 +55,9 @@ func attemptsTable() *memdb.TableSchema {
 		// Look up one attempt by "<job>/<n>".
 		indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Attempt](func(a *Attempt) string { return a.ID })},
 		// No index by job: a job's attempts are "<job>/1" to "<job>/<Attempts>".
-		// Attempts holding cards now: what the packer counts as reserved.
-		indexRunning: {Name: indexRunning, AllowMissing: true, Indexer: runningIndexer{}},
+		// Nor of those holding cards now: the store keeps them in a set of its own,
+		// which every view reads as of its transaction (see runningSet).
 	}}
-}
-
-// runningIndexer indexes the attempts that hold cards, and leaves ended ones out, so
-// that the index stays as small as the machine however long the history.
-type runningIndexer struct{}
-
-func (runningIndexer) FromObject(obj any) (bool, []byte, error) {
-	a, ok := obj.(*Attempt)
-	if !ok {
-		return false, nil, fmt.Errorf("running index: %T is not an *Attempt", obj)
-	}
-	return a.Running(), []byte{}, nil
-}
-
-func (runningIndexer) FromArgs(args ...any) ([]byte, error) {
-	if len(args) != 0 {
-		return nil, fmt.Errorf("running index takes no arguments")
-	}
-	return []byte{}, nil
 }
 
 // stringIndexer keys objects by a string field, as memdb.StringFieldIndex does (the

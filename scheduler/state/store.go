@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 
 	memdb "github.com/hashicorp/go-memdb"
 
@@ -34,10 +35,15 @@ type Store struct {
 	// named otherwise (see canonicalShapes).
 	renamed map[string]bool
 	queue   *Queue
-	// running is the attempts that hold cards, followed as the queue is (see RunningNow).
-	running runningSet
-	open    *memdb.Txn  // the transaction of the batch in progress; nil outside one
-	reads   *batchReads // how the batch in progress looks objects up; nil outside one
+	// running is the attempts that hold cards, followed as the queue is (see RunningNow);
+	// published is the set as the last write transaction committed it, which views read,
+	// and runningGiven says running is that one (see putRunning). views orders the
+	// opening of views with commits.
+	running, published runningSet
+	runningGiven       bool
+	views              sync.RWMutex
+	open               *memdb.Txn  // the transaction of the batch in progress; nil outside one
+	reads              *batchReads // how the batch in progress looks objects up; nil outside one
 	// batchReads is the one reads points to, kept from batch to batch.
 	batchReads batchReads
 	// given, while a snapshot is applied, holds the statuses it gives the jobs of its
@@ -176,7 +182,7 @@ func (s *Store) Batch(fn func()) error {
 	s.reads.before = s.db.Txn(false)
 	func() {
 		defer func() {
-			s.open.Commit()
+			s.publish(s.open.Commit)
 			s.open, s.reads = nil, nil
 		}()
 		fn()
@@ -236,7 +242,7 @@ func (s *Store) write(fn func(*memdb.Txn) error) error {
 	if err := fn(txn); err != nil {
 		return err
 	}
-	txn.Commit()
+	s.publish(txn.Commit)
 	return nil
 }
 
@@ -251,7 +257,7 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 	case *Job:
 		s.queue.change(o, s.keyOf)
 	case *Attempt:
-		s.running.put(o)
+		s.putRunning(o)
 	case *Shape:
 		was := s.KnownShape(o.Name)
 		s.queue.learned(o)
@@ -314,15 +320,23 @@ func (s *Store) Queue() *Queue { return s.queue }
 type View struct {
 	txn   *memdb.Txn
 	batch *batchReads // in a batch, how its lookups by id read
+	// running is the attempts that held cards when txn began; in a batch, live is the
+	// store's set, with the batch's writes, instead.
+	running runningSet
+	live    *runningSet
 }
 
 // View opens a read of the store as it is now; later writes do not show in it.
-func (s *Store) View() View { return View{txn: s.db.Txn(false)} }
+func (s *Store) View() View {
+	s.views.RLock()
+	defer s.views.RUnlock()
+	return View{txn: s.db.Txn(false), running: s.published}
+}
 
 // Latest is the store as the engine reads it: with the writes of the batch it is in.
 func (s *Store) Latest() View {
 	if s.open != nil {
-		return View{txn: s.open, batch: s.reads}
+		return View{txn: s.open, batch: s.reads, live: &s.running}
 	}
 	return s.View()
 }
@@ -410,15 +424,16 @@ func (sn View) Attempts(job string) []*Attempt {
 	return out
 }
 
-// Running returns the attempts that hold cards.
-func (sn View) Running() []*Attempt {
-	return collect[*Attempt](sn.txn, tableAttempts, indexRunning)
-}
+// Running returns the attempts that hold cards, by id.
+func (sn View) Running() []*Attempt { return slices.Collect(sn.EachRunning()) }
 
-// EachRunning yields the attempts that hold cards, as Running returns them, without a
-// slice: a round reads them every time.
+// EachRunning yields the attempts that hold cards, as Running returns them: in a batch,
+// as they are when it is called, later writes of the batch not showing.
 func (sn View) EachRunning() iter.Seq[*Attempt] {
-	return each[*Attempt](sn.txn.Get, tableAttempts, indexRunning)
+	if sn.live != nil {
+		return slices.Clone(*sn.live).all()
+	}
+	return sn.running.all()
 }
 
 func collect[T any](txn *memdb.Txn, table, index string, args ...any) []T {

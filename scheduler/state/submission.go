@@ -264,14 +264,18 @@ func (s *Store) Forget(names []string) error {
 			return err
 		}
 	}
-	txn.Commit()
+	// An attempt forgotten had ended (the sweep was over), but the set follows the
+	// table whatever it held.
+	s.running = slices.DeleteFunc(slices.Clone(s.running), func(a *Attempt) bool {
+		obj, err := txn.First(tableAttempts, indexID, a.ID)
+		return err == nil && obj == nil
+	})
+	s.runningGiven = false
+	s.publish(txn.Commit)
 	for _, name := range names {
 		s.queue.forget(name)
 		s.jobs -= len(view.Sweep(name).Jobs)
 	}
-	// An attempt forgotten had ended (the sweep was over), but the set follows the
-	// index whatever it held.
-	s.running = slices.Collect(s.View().EachRunning())
 	return nil
 }
 
