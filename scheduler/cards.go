@@ -91,7 +91,7 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 	ours := e.ours(held)
 	for i, c := range e.cards {
 		for j, o := range e.ownersOf(i) {
-			if p := c.Processes[j]; !p.Hidden && !ours(o.attempt) {
+			if p := c.Processes[j]; !p.Hidden && !ours.is(i, o.attempt) {
 				if p.Used != gpu.Unknown {
 					out[i].Foreign += p.Used
 				}

@@ -192,8 +192,8 @@ type Engine struct {
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership
-	// running is a round's attempts of its own, by id (see ours).
-	running map[string]bool
+	// own is a round's attempts of its own (see ours).
+	own ownSet
 	// roundRunning holds a round's running attempts (see roundRunningNow), and
 	// roundBufs its cards and their ends (see packView).
 	roundRunning []*state.Attempt
@@ -274,7 +274,7 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		tell: events, owners: &ownership{}, ownersWere: &ownership{}, running: map[string]bool{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{},
+		tell: events, owners: &ownership{}, ownersWere: &ownership{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{},
 		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), reads: make(chan func()), stopped: make(chan struct{}),
 		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}}
 	e.events = func(ev Event) {

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"slices"
+
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
@@ -124,16 +126,70 @@ func (e *Engine) cardAt(worker string, idx int) (int, bool) {
 	return i, ok
 }
 
-// ours tells the attempts given, and the ended ones whose memory may still show
-// (ghosts), from any other: a process of one of them is not foreign, on whichever card.
-func (e *Engine) ours(held []holding) func(attempt string) bool {
-	set := e.running
-	clear(set)
+// ownSet tells the processes of the attempts a round holds, and of the ended ones whose
+// memory may still show (ghosts), from any other's: a process of one of them is not
+// foreign, on whichever card. Nearly every process is its attempt's on one of that
+// attempt's cards, told by looking through the few held there; another is looked up in
+// a set of them all, made when the round first needs it. Made every round, that set
+// cost a map write for each running attempt.
+type ownSet struct {
+	held   []holding
+	ghosts []ghost
+	// The attempts held on the card at position i are ids[from[i]:from[i+1]]; next is
+	// where the next of them goes while they are filled in.
+	from, next []int
+	ids        []string
+	all        map[string]bool
+	made       bool
+}
+
+// ours readies the round's ownSet for the attempts held on the cards, and returns it.
+func (e *Engine) ours(held []holding) *ownSet {
+	s := &e.own
+	s.held, s.ghosts, s.made = held, e.ghosts, false
+	n := len(e.cards)
+	s.from = slices.Grow(s.from[:0], n+1)[:n+1]
+	clear(s.from)
 	for _, h := range held {
-		set[h.a.ID] = true
+		for _, i := range h.at {
+			s.from[i+1]++
+		}
 	}
-	for _, g := range e.ghosts {
-		set[g.attempt.ID] = true
+	for i := range n {
+		s.from[i+1] += s.from[i]
 	}
-	return func(attempt string) bool { return set[attempt] }
+	s.next = append(s.next[:0], s.from[:n]...)
+	s.ids = slices.Grow(s.ids[:0], s.from[n])[:s.from[n]]
+	for _, h := range held {
+		for _, i := range h.at {
+			s.ids[s.next[i]] = h.a.ID
+			s.next[i]++
+		}
+	}
+	return s
+}
+
+// is reports whether a process of attempt on the card at position i is ours. A process
+// of no attempt ("") is not: every attempt the store holds has an id.
+func (s *ownSet) is(i int, attempt string) bool {
+	if attempt == "" {
+		return false
+	}
+	if slices.Contains(s.ids[s.from[i]:s.from[i+1]], attempt) {
+		return true
+	}
+	if !s.made {
+		if s.all == nil {
+			s.all = map[string]bool{}
+		}
+		clear(s.all)
+		for _, h := range s.held {
+			s.all[h.a.ID] = true
+		}
+		for _, g := range s.ghosts {
+			s.all[g.attempt.ID] = true
+		}
+		s.made = true
+	}
+	return s.all[attempt]
 }

@@ -84,3 +84,42 @@ func listed(pids []int) []gpu.Process {
 	}
 	return out
 }
+
+// TestOursTellsTheRoundsAttemptsOnAnyCard: a process is ours if its attempt is held
+// this round, on the card it is on or another, or ended and its memory may still show
+// (a ghost); a process of no attempt, or of one not held, is not. Asked again in a
+// later round, the set is the new round's.
+func TestOursTellsTheRoundsAttemptsOnAnyCard(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 80 * gib}, {Index: 1, Total: 80 * gib}, {Index: 2, Total: 80 * gib}}
+	st, _ := state.NewStore()
+	e := NewEngine(st, cardsInventory{&cards}, &fakeRunner{}, &fakeClock{now: time.Unix(0, 0)}, Config{Slots: []int{2, 2, 2}}, nil)
+	must(t, e.readCards())
+	attempt := func(id string, gpus ...int) *state.Attempt { return &state.Attempt{ID: id, GPUs: gpus} }
+	e.ghosts = []ghost{{attempt: attempt("g.1/1", 2)}}
+	// a on card 0, b on cards 0 and 1 (two cards at once), c on card 2.
+	held := e.holdings([]*state.Attempt{attempt("a.1/1", 0), attempt("b.1/1", 0, 1), attempt("c.1/1", 2)}, nil)
+	for _, round := range []struct {
+		name string
+		held []holding
+		want map[[2]string]bool // (card position, attempt) → ours
+	}{
+		{"three held and a ghost", held, map[[2]string]bool{
+			{"0", "a.1/1"}: true, {"0", "b.1/1"}: true, {"1", "b.1/1"}: true, {"2", "c.1/1"}: true,
+			{"1", "a.1/1"}: true, // on a card not its own: still ours
+			{"2", "a.1/1"}: true,
+			{"0", "g.1/1"}: true, // a ghost's
+			{"0", ""}: false, {"1", ""}: false, {"2", "x.1/1"}: false, {"0", "c.1/1/"}: false,
+		}},
+		{"a later round holding c alone", held[2:], map[[2]string]bool{
+			{"2", "c.1/1"}: true, {"0", "a.1/1"}: false, {"1", "b.1/1"}: false, {"2", "g.1/1"}: true,
+		}},
+	} {
+		ours := e.ours(round.held)
+		for k, want := range round.want {
+			i := int(k[0][0] - '0')
+			if got := ours.is(i, k[1]); got != want {
+				t.Errorf("%s: a process of %q on card %d is ours: %v, want %v", round.name, k[1], i, got, want)
+			}
+		}
+	}
+}
