@@ -108,6 +108,7 @@ func TestOursTellsTheRoundsAttemptsOnAnyCard(t *testing.T) {
 			{"1", "a.1/1"}: true, // on a card not its own: still ours
 			{"2", "a.1/1"}: true,
 			{"0", "g.1/1"}: true, // a ghost's
+			// No attempt's, or one not held.
 			{"0", ""}: false, {"1", ""}: false, {"2", "x.1/1"}: false, {"0", "c.1/1/"}: false,
 		}},
 		{"a later round holding c alone", held[2:], map[[2]string]bool{
