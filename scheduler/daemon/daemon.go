@@ -50,7 +50,8 @@ type Config struct {
 	HostHeadroom plans.Headroom
 	// Poll is how often the cards are sampled between events.
 	Poll time.Duration
-	// Supervisor is the command that starts an attempt's supervisor: gpuq's own binary.
+	// Supervisor is the command that starts an attempt's supervisor (see
+	// launcher.SupervisorCommand).
 	Supervisor []string
 	// Version is gpuq's, for the log and the API.
 	Version string
