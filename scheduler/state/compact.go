@@ -47,7 +47,7 @@ func (s *Store) compact(snap View) error {
 		jn.broken = fmt.Errorf("journal: emptying it after a compaction: %w; restart the daemon: it starts from the snapshot", err)
 		return jn.broken
 	}
-	jn.size, jn.whole = 0, 0
+	jn.size, jn.whole, jn.unsynced = 0, 0, false // a group's records are in the snapshot
 	return nil
 }
 

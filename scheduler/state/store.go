@@ -184,6 +184,35 @@ func (s *Store) Batch(fn func()) error {
 	return s.compactIfDue()
 }
 
+// Grouped runs fn, whose writes are journaled as they are made but synced to disk
+// together once it returns (or where fn calls Sync), not each as it is made: an
+// engine's round, a sync before it starts attempts and one at its end rather than one
+// a record (a sync takes milliseconds). Nothing fn does may leave the daemon on the
+// strength of a record not yet synced (no attempt may start before its record is): a
+// daemon that dies loses none of them, the kernel holds them; a machine that stops
+// may. The error is the last sync's.
+func (s *Store) Grouped(fn func()) error {
+	if s.journal == nil || s.journal.grouped { // a group in a group is the outer one's
+		fn()
+		return nil
+	}
+	s.journal.grouped = true
+	func() {
+		defer func() { s.journal.grouped = false }()
+		fn()
+	}()
+	return s.journal.flush()
+}
+
+// Sync syncs what a group (see Grouped) has journaled so far: before what it does
+// leaves the daemon. Its error leaves a journal that takes no more records.
+func (s *Store) Sync() error {
+	if s.journal == nil {
+		return nil
+	}
+	return s.journal.flush()
+}
+
 // Journaled reports whether the store journals its changes.
 func (s *Store) Journaled() bool { return s.journal != nil }
 

@@ -1,0 +1,71 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// syncCounter is a journal's file that counts its syncs, and fails them while failing.
+type syncCounter struct {
+	JournalFile
+	syncs   int
+	failing bool
+}
+
+func (c *syncCounter) Sync() error {
+	if c.failing {
+		return syscall.EIO
+	}
+	c.syncs++
+	return c.JournalFile.Sync()
+}
+
+// TestGroupedSyncsOnce: the records a group writes are synced once, at its end (or
+// where it asks), and the marker says they are synced only once they are; a group
+// whose sync fails leaves a journal that takes no more records.
+func TestGroupedSyncsOnce(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openState(t, dir)
+	var c *syncCounter
+	s.WrapJournal(func(f JournalFile) JournalFile {
+		c = &syncCounter{JournalFile: f}
+		return c
+	})
+	before, err := readMarker(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Grouped(func() {
+		for range 3 {
+			if err := s.Check(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m, _ := readMarker(dir); c.syncs != 0 || m.Journal != before.Journal {
+			t.Errorf("in the group: %d syncs, the marker says %d bytes synced; want none, and %d", c.syncs, m.Journal, before.Journal)
+		}
+		if err := s.Sync(); err != nil || c.syncs != 1 {
+			t.Errorf("a sync asked for in the group: %v, %d syncs", err, c.syncs)
+		}
+		if err := s.Check(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	journal, _ := os.Stat(filepath.Join(dir, journalFile))
+	if m, _ := readMarker(dir); err != nil || c.syncs != 2 || m.Journal != journal.Size() {
+		t.Errorf("after the group: %v, %d syncs, the marker says %d bytes of %d synced; want 2 syncs and all", err, c.syncs, m.Journal, journal.Size())
+	}
+	if err := s.Check(); err != nil || c.syncs != 3 {
+		t.Errorf("outside a group: %v, %d syncs; want each record synced", err, c.syncs)
+	}
+	c.failing = true
+	if err := s.Grouped(func() { s.Check() }); err == nil {
+		t.Error("a group whose sync failed said nothing")
+	}
+	c.failing = false
+	if err := s.Check(); err == nil {
+		t.Error("a journal whose group's sync failed took a record")
+	}
+}
