@@ -52,7 +52,7 @@ func (r *startChecker) Start(l Launch) (Started, error) {
 
 // TestRoundSyncsTogether: a round's records are synced together, before it starts
 // attempts and at its end, not one sync a record: three ends and three starts took
-// five syncs, a sync each end and two for the starts.
+// six syncs, one each end and more for the starts.
 func TestRoundSyncsTogether(t *testing.T) {
 	st := journaled(t, t.TempDir())
 	var journal *syncCounter

@@ -34,8 +34,8 @@ func (e *Engine) round(exits []Exit) error {
 	berr := e.batch(func() {
 		// What the round journals is synced together: before it starts attempts (see
 		// startAll), and at its end, not at each record. A sync takes milliseconds,
-		// and a loop that waited for one an end and three a start heard of no end
-		// meanwhile.
+		// and a loop that synced once an end, and twice a round that starts attempts,
+		// heard of no end meanwhile.
 		e.failed(e.store.Grouped(func() {
 			for _, x := range exits {
 				e.apply(x)
