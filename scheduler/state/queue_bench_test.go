@@ -59,3 +59,32 @@ func benchRegroup(b *testing.B, n, declared int, shape func(i int) *Shape) {
 		b.Fatalf("%d jobs wait, want %d", st.Queue().Len(), n)
 	}
 }
+
+// BenchmarkRunningStarts measures the running set taking a fleet's round of starts,
+// as the store's writes put them in: 8,000 attempts started, read, then their ends,
+// read.
+//
+//	go test -run '^$' -bench RunningStarts -count 6 ./scheduler/state/
+func BenchmarkRunningStarts(b *testing.B) {
+	st, err := NewStore()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 8000
+	started, ended := make([]*Attempt, n), make([]*Attempt, n)
+	for i := range started {
+		job := fmt.Sprintf("s.%d", i+1)
+		started[i] = &Attempt{ID: AttemptID(job, 1), Job: job, N: 1, GPUs: []int{i % 8}}
+		e := *started[i]
+		e.Outcome = plans.Success
+		ended[i] = &e
+	}
+	for range b.N {
+		for _, as := range [][]*Attempt{started, ended} {
+			for _, a := range as {
+				st.running.put(a)
+			}
+			st.RunningLen()
+		}
+	}
+}
