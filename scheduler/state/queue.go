@@ -499,7 +499,8 @@ func (q *Queue) dropIfEmpty(g *Group) {
 }
 
 // forget forgets what it knew of a sweep that ended and is forgotten (Store.Forget):
-// its order and its shapes' durations. A shape's name begins with its sweep's and a NUL.
+// its order, its shapes' durations and its jobs' likes. A shape's name begins with its
+// sweep's and a NUL.
 func (q *Queue) forget(sweep string) {
 	delete(q.fifo, sweep)
 	for shape := range q.took {
@@ -511,6 +512,11 @@ func (q *Queue) forget(sweep string) {
 	for shape := range q.known {
 		if strings.HasPrefix(shape, sweep+"\x00") {
 			delete(q.known, shape)
+		}
+	}
+	for k := range q.likes {
+		if strings.HasPrefix(k.Shape, sweep+"\x00") {
+			delete(q.likes, k)
 		}
 	}
 }
