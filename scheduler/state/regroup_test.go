@@ -149,3 +149,36 @@ func queueState(q *Queue) map[string]any {
 	return map[string]any{"groups": groups, "at": at, "shapes": shapes, "order": order, "n": q.n,
 		"sweeps": maps.Clone(q.sweeps), "extremes": [2]int64{small, large}}
 }
+
+// TestLikesOfJobsGoneAreForgotten: the likes no waiting job points to are forgotten
+// once they are twice as many as were in use, so that jobs that waited alike in few
+// ways but differently in many over time do not hold the queue's memory.
+func TestLikesOfJobsGoneAreForgotten(t *testing.T) {
+	q := newQueue()
+	key := func(j *Job) GroupKey { return keyOf(j, nil) }
+	job := func(i int) *Job {
+		return &Job{Job: &plans.Job{ID: fmt.Sprintf("s.%d", i)}, Sweep: "s", Seq: uint64(i),
+			Status: Status{State: JobQueued, Shape: "s\x00", Declared: int64(i) * gib, Estimate: int64(i) * gib}}
+	}
+	for i := range 1500 { // each its own like
+		q.change(job(i+1), key)
+	}
+	for i := range 1500 {
+		j := job(i + 1)
+		j.Held = true
+		q.change(j, key)
+	}
+	for i := range 600 {
+		q.change(job(1501+i), key)
+	}
+	if n := len(q.likes); n > 1024 {
+		t.Errorf("%d likes kept for 600 waiting jobs", n)
+	}
+	for _, g := range q.groups {
+		for _, m := range g.jobs[g.off:] {
+			if m.like.Declared != g.Key.Estimate {
+				t.Fatalf("job %s declared %d points to a like declared %d", m.ID, g.Key.Estimate, m.like.Declared)
+			}
+		}
+	}
+}
