@@ -59,7 +59,7 @@ type Queue struct {
 	// once groupsChanged.
 	smallest, largest int64
 	groupsChanged     bool
-	// likes holds a job for each set of what keyOf reads of a job (see like), which
+	// likes holds a job for each set of what keyOf reads of a job (see Member), which
 	// the members of the groups point to: a shape's change finds a new key once for
 	// each of them rather than once for each job. liked is how many were in use when
 	// they were last counted (see sweepLikes).
@@ -413,8 +413,9 @@ func (q *Queue) regroup(l *Shape) {
 	}
 }
 
-// rename gives group g, every job of which moves to key k, that key: the group the
-// moves one by one would make for them, as long as none of them is made.
+// rename gives group g the key k that all its jobs move to, which no other job takes:
+// it stands for the group that moving them one by one would make, new (no time run,
+// see RanFor) and theirs alone.
 func (q *Queue) rename(g *Group, k GroupKey) {
 	delete(q.groups, g.Key)
 	// Sort finds it in ranked by its priority, which a shape's change leaves as it is.
