@@ -384,12 +384,7 @@ func (q *Queue) regroup(l *Shape) {
 			}
 		}
 	}
-	type move struct {
-		from *Group
-		to   GroupKey
-		m    Member
-	}
-	var moves []move
+	var moves []jobMove
 	for i, g := range gs {
 		switch to := tos[i]; {
 		case len(to) == 0:
@@ -400,13 +395,24 @@ func (q *Queue) regroup(l *Shape) {
 		}
 		for _, m := range g.jobs[g.off:] {
 			if k := keyOfLike(m.like); k != g.Key {
-				moves = append(moves, move{g, k, m})
+				moves = append(moves, jobMove{g, k, m})
 			}
 		}
 	}
-	// In submission order: each leaves its group from the front, and joins its new
-	// one at the end.
-	slices.SortFunc(moves, func(a, b move) int { return cmp.Compare(a.m.Seq, b.m.Seq) })
+	q.moveOneByOne(moves)
+}
+
+// jobMove is a waiting job m leaving its group from for the group of key to.
+type jobMove struct {
+	from *Group
+	to   GroupKey
+	m    Member
+}
+
+// moveOneByOne makes the moves in submission order: each job leaves its group from the
+// front, and joins its new one at the end.
+func (q *Queue) moveOneByOne(moves []jobMove) {
+	slices.SortFunc(moves, func(a, b jobMove) int { return cmp.Compare(a.m.Seq, b.m.Seq) })
 	for _, mv := range moves {
 		q.remove(mv.from, mv.m.Seq)
 		q.add(mv.to, mv.from.Sweep, mv.m)

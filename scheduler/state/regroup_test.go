@@ -1,7 +1,6 @@
 package state
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -96,24 +95,15 @@ func TestRegroupMovesAsOneByOne(t *testing.T) {
 // regroupOneByOne is regroup as it was, the reference: every job whose key changed
 // leaves its group and joins its new one, one by one in submission order.
 func regroupOneByOne(q *Queue, shape string, key func(id string) GroupKey) {
-	type move struct {
-		from *Group
-		to   GroupKey
-		m    Member
-	}
-	var moves []move
+	var moves []jobMove
 	for _, g := range q.shapes[shape] {
 		for _, m := range g.jobs[g.off:] {
 			if k := key(m.ID); k != g.Key {
-				moves = append(moves, move{g, k, m})
+				moves = append(moves, jobMove{g, k, m})
 			}
 		}
 	}
-	slices.SortFunc(moves, func(a, b move) int { return cmp.Compare(a.m.Seq, b.m.Seq) })
-	for _, mv := range moves {
-		q.remove(mv.from, mv.m.Seq)
-		q.add(mv.to, mv.from.Sweep, mv.m)
-	}
+	q.moveOneByOne(moves)
 }
 
 // queueState is what a queue shows of its jobs: each group's, with what orders it,
