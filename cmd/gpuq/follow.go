@@ -102,6 +102,15 @@ type readerGone struct {
 	once    sync.Once
 }
 
+// stopWhenReaderGone is w, as a readerGone where it is not a terminal: a terminal's
+// reader does not go (its hangup is SIGHUP), and the run's live table needs w itself.
+func stopWhenReaderGone(w, errs io.Writer, what string, stop context.CancelFunc) io.Writer {
+	if isTerminal(w) {
+		return w
+	}
+	return &readerGone{w: w, errs: errs, what: what, stop: stop}
+}
+
 func (g *readerGone) Write(p []byte) (int, error) {
 	n, err := g.w.Write(p)
 	if errors.Is(err, syscall.EPIPE) {

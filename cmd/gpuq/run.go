@@ -158,13 +158,17 @@ func runRun(opts *runOptions) error {
 	stopped, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	defer catchBrokenPipe()()
-	stdout := &readerGone{w: opts.io.Out, errs: opts.io.Err, what: "gpuq's output", stop: stopRun}
 	// A one-off's stdout is its trainer's output, as if the command ran here: gpuq's
 	// progress, a line per event, and the summary go to stderr.
+	oneOff := opts.command != nil && !opts.json
+	what := "gpuq's output"
+	if oneOff {
+		what = "the trainer's output"
+	}
+	stdout := stopWhenReaderGone(opts.io.Out, opts.io.Err, what, stopRun)
 	var trainer *oneOffOutput
-	progress, summary := io.Writer(stdout), io.Writer(stdout)
-	if opts.command != nil && !opts.json {
-		stdout.what = "the trainer's output"
+	progress, summary := stdout, stdout
+	if oneOff {
 		trainer = newOneOffOutput(stdout, opts.io.Err)
 		progress, summary = opts.io.Err, opts.io.Err
 	}
