@@ -1,6 +1,8 @@
 package state
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -65,4 +67,39 @@ func TestRunningNowFollowsTheIndex(t *testing.T) {
 	check(again, "every one ended")
 	must(t, again.Forget([]string{"r"}))
 	check(again, "forgotten")
+}
+
+// TestRunningNowFollowsManyWrites: writes of many attempts at once (started, rewritten,
+// ended, one written twice), which the running set takes in with one merge, leave it
+// as the running index, read between writes in a batch or after it.
+func TestRunningNowFollowsManyWrites(t *testing.T) {
+	st, err := NewStore()
+	must(t, err)
+	r := rand.New(rand.NewPCG(29, 8))
+	versions := map[string]*Attempt{}
+	for round := range 40 {
+		var c Change
+		for range r.IntN(3 * mergeAbove) {
+			n := r.IntN(60)
+			a := &Attempt{ID: AttemptID(fmt.Sprintf("r.%d", n), 1), Job: fmt.Sprintf("r.%d", n), N: 1, GPUs: []int{r.IntN(8)}}
+			if was := versions[a.ID]; was != nil && r.IntN(2) == 0 {
+				a.Outcome = plans.Success
+			}
+			versions[a.ID] = a
+			c.Attempts = append(c.Attempts, a)
+		}
+		write := func() { must(t, st.Put(c)) }
+		if round%2 == 0 {
+			write = func() { must(t, st.Batch(func() { must(t, st.Put(c)) })) }
+		}
+		write()
+		var fromSet, fromIndex []*Attempt
+		for a := range st.RunningNow() {
+			fromSet = append(fromSet, a)
+		}
+		fromIndex = st.Latest().Running()
+		if !slices.Equal(fromSet, fromIndex) || st.RunningLen() != len(fromIndex) {
+			t.Fatalf("write %d of %d attempts: running set %d attempts, index %d", round, len(c.Attempts), len(fromSet), len(fromIndex))
+		}
+	}
 }

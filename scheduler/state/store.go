@@ -286,11 +286,7 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 		s.queue.learned(o)
 		if o.Rev != was.Revision() {
 			// The estimates of its queued jobs are made again (estimateOf).
-			view := View{txn: txn}
-			if txn == s.open {
-				view.batch = s.reads
-			}
-			s.queue.regroup(o.Name, func(id string) GroupKey { return keyOf(view.Job(id), o) })
+			s.queue.regroup(o)
 		}
 	}
 	return nil

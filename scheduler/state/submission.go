@@ -271,7 +271,7 @@ func (s *Store) Forget(names []string) error {
 	}
 	// An attempt forgotten had ended (the sweep was over), but the set follows the
 	// index whatever it held.
-	s.running = slices.Collect(s.View().EachRunning())
+	s.running = runningSet{sorted: slices.Collect(s.View().EachRunning())}
 	return nil
 }
 
