@@ -274,7 +274,7 @@ func (s *settings) daemonConfig(io ioStreams, poll time.Duration) (daemon.Config
 		return daemon.Config{}, fmt.Errorf("cannot find gpuq's own binary for the supervisors: %w", err)
 	}
 	return daemon.Config{StateDir: dir, Machine: s.overrides(), Inventory: s.inventoryOptions(io),
-		HostHeadroom: headroom, Poll: poll, Supervisor: launcher.SupervisorCommand(self, build), Version: versionText(), Log: io.Err}, nil
+		HostHeadroom: headroom, Poll: poll, Supervisor: launcher.SupervisorCommand(self, build), Self: self, Version: versionText(), Log: io.Err}, nil
 }
 
 // stateDir is where the daemon keeps its state: --state-dir, GPUQ_STATE_DIR, the

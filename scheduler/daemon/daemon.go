@@ -53,6 +53,10 @@ type Config struct {
 	// Supervisor is the command that starts an attempt's supervisor (see
 	// launcher.SupervisorCommand).
 	Supervisor []string
+	// Self is gpuq's own binary, which a Slurm allocation's nodes run as workers (see
+	// workerCommand): not Supervisor's, which may be gpuq-supervisor, which knows no
+	// verbs.
+	Self string
 	// Version is gpuq's, for the log and the API.
 	Version string
 	// Log receives the daemon's events and warnings.
