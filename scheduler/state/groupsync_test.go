@@ -69,3 +69,66 @@ func TestGroupedSyncsOnce(t *testing.T) {
 		t.Error("a journal whose group's sync failed took a record")
 	}
 }
+
+// durable is a journal's file that keeps how much of it a sync has put on the disk:
+// what a machine that stops keeps of it.
+type durable struct {
+	JournalFile
+	path string
+	size *int64
+}
+
+func (d durable) Sync() error {
+	err := d.JournalFile.Sync()
+	if fi, serr := os.Stat(d.path); err == nil && serr == nil {
+		*d.size = fi.Size()
+	}
+	return err
+}
+
+// TestRestartSyncsWhatItCounts: a daemon killed in a group leaves records that no sync
+// put on the disk (the kernel holds them); the daemon started again counts them in the
+// marker, durably, and so must sync them first: a machine that stops after that must
+// not find a journal shorter than its marker says, which stops the next start as damage.
+func TestRestartSyncsWhatItCounts(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, journalFile)
+	var synced int64
+	s, err := OpenState(dir, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.WrapJournal(func(f JournalFile) JournalFile { return durable{f, path, &synced} })
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() { recover() }()
+		s.Grouped(func() {
+			for range 3 {
+				if err := s.Check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			panic("killed before the group's sync")
+		})
+	}()
+	s.Close()
+	if fi, _ := os.Stat(path); synced == 0 || fi.Size() <= synced {
+		t.Fatalf("the journal holds %d bytes, %d of them synced; want records not synced", fi.Size(), synced)
+	}
+	journalOpened = func(f JournalFile) JournalFile { return durable{f, path, &synced} }
+	t.Cleanup(func() { journalOpened = func(f JournalFile) JournalFile { return f } })
+	s, err = OpenState(dir, func(string) {}) // started again
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.Truncate(path, synced); err != nil { // the machine stops
+		t.Fatal(err)
+	}
+	if s, err = OpenState(dir, func(string) {}); err != nil {
+		t.Fatalf("a machine that stopped after a restart: %v", err)
+	}
+	s.Close()
+}
