@@ -541,7 +541,15 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		recorded.Attempts = append(recorded.Attempts, launches[i].Attempt)
 	}
 	// Synced, with what the round journaled before them, before any starts.
-	if journaled && (e.put(recorded) != nil || e.failed(e.store.Sync()) != nil) {
+	if journaled && e.put(recorded) != nil {
+		return
+	}
+	if err := e.failed(e.store.Sync()); err != nil {
+		// Recorded, and not surely on the disk: none starts, and each goes back to the
+		// queue as it was (the engine has paused, or stops).
+		for _, l := range launches {
+			e.apply(Exit{Attempt: l.Attempt.ID, Outcome: plans.Lost, Unstarted: true, Detail: err.Error()})
+		}
 		return
 	}
 	var ran state.Change

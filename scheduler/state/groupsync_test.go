@@ -1,8 +1,10 @@
 package state
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -24,7 +26,8 @@ func (c *syncCounter) Sync() error {
 
 // TestGroupedSyncsOnce: the records a group writes are synced once, at its end (or
 // where it asks), and the marker says they are synced only once they are; a group
-// whose sync fails leaves a journal that takes no more records.
+// whose sync fails leaves a journal that takes no more records (a CannotWrite: the
+// engine pauses) until a compaction has put the whole state on the disk again.
 func TestGroupedSyncsOnce(t *testing.T) {
 	dir := t.TempDir()
 	s, _, _ := openState(t, dir)
@@ -65,8 +68,38 @@ func TestGroupedSyncsOnce(t *testing.T) {
 		t.Error("a group whose sync failed said nothing")
 	}
 	c.failing = false
-	if err := s.Check(); err == nil {
-		t.Error("a journal whose group's sync failed took a record")
+	var cw *CannotWrite
+	if err := s.Check(); !errors.As(err, &cw) {
+		t.Errorf("a journal whose group's sync failed: %v; want it to take no record, and say it cannot write", err)
+	}
+	if err := s.Batch(func() {}); err != nil { // the compaction after a batch
+		t.Fatal(err)
+	}
+	if err := s.Check(); err != nil {
+		t.Errorf("once compacted, the journal takes no record: %v", err)
+	}
+}
+
+// TestUnsureCompactionsSpaceOut: a journal whose group's sync failed is compacted after
+// the next batch, then after twice as many each time, up to maxUnsureWait: a paused
+// daemon on a full disk does not write its whole state every round.
+func TestUnsureCompactionsSpaceOut(t *testing.T) {
+	jn := &journal{unsure: &CannotWrite{}}
+	var got strings.Builder
+	for range 16 {
+		got.WriteString(map[bool]string{true: "T", false: "."}[jn.unsureDue()])
+	}
+	if want := "T.T..T....T....."; got.String() != want {
+		t.Errorf("compactions tried %s, want %s", got.String(), want)
+	}
+	last, longest := 16, 0
+	for i := 16; i < 400; i++ {
+		if jn.unsureDue() {
+			longest, last = max(longest, i-last), i
+		}
+	}
+	if longest != maxUnsureWait+1 {
+		t.Errorf("the longest wait between two tries is %d batches, want %d", longest, maxUnsureWait+1)
 	}
 }
 

@@ -213,6 +213,15 @@ type journal struct {
 	// grouped: Append leaves syncing to flush (see Store.Grouped); unsynced says that
 	// records were written since the last sync.
 	grouped, unsynced bool
+	// unsure is why what a group wrote may not be on the disk: its sync failed (a full
+	// disk or a quota that a network filesystem tells only then). Its records are
+	// applied, and the kernel may have dropped them: a later sync that succeeds does
+	// not say they are there. Until a compaction writes the whole state afresh (see
+	// compactIfDue), the journal takes no record: a CannotWrite, on which the engine
+	// pauses, as where a write fails.
+	unsure *CannotWrite
+	// unsureWait and unsureLeft space the compactions tried meanwhile (see unsureDue).
+	unsureWait, unsureLeft int
 }
 
 // JournalFile is the journal's open file: an *os.File, or a test's disk that fills up.
@@ -238,6 +247,9 @@ func (s *Store) WrapJournal(wrap func(JournalFile) JournalFile) {
 func (jn *journal) Append(r record) error {
 	if jn.broken != nil {
 		return jn.broken
+	}
+	if jn.unsure != nil {
+		return jn.unsure
 	}
 	r.V = stateVersion
 	if jn.size == 0 {
@@ -276,15 +288,21 @@ func (jn *journal) synced() {
 // flush syncs the records a group wrote. They are applied already, and written (a
 // daemon that dies loses none of them: the kernel holds them), but a machine that
 // stops before they reach the disk would: where the sync fails, the journal takes no
-// more records, so that nothing is started on their strength; a restart reads what
+// more records (unsure), so that nothing is started on their strength, until a
+// compaction has put the whole state on the disk; a restart meanwhile reads what
 // reached the disk, and takes up the attempts whose ends were among what did not.
 func (jn *journal) flush() error {
-	if !jn.unsynced || jn.broken != nil {
+	switch {
+	case jn.broken != nil:
 		return jn.broken
+	case jn.unsure != nil:
+		return jn.unsure
+	case !jn.unsynced:
+		return nil
 	}
 	if err := jn.f.Sync(); err != nil {
-		jn.broken = fmt.Errorf("journal: %w; the records written since its last sync may not be on the disk: restart the daemon", err)
-		return jn.broken
+		jn.unsure = &CannotWrite{What: "the journal", Err: err}
+		return jn.unsure
 	}
 	jn.synced()
 	return nil
