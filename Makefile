@@ -16,12 +16,22 @@ PREFIX ?= $(HOME)/.local
 # worktree, nor with -buildvcs=false).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
+# A stamp that both binaries of one build carry: gpuq starts its attempts' supervisors
+# with the gpuq-supervisor beside it only where that says the same stamp (one left from
+# another build may not speak its language), and is its own supervisor otherwise.
+BUILD := $(shell date +%s%N)
+LDFLAGS = -X main.build=$(BUILD)$(if $(VERSION), -X main.version=$(VERSION))
+
+# gpuq, and gpuq-supervisor: its supervisor mode alone, linked statically (no cgo),
+# which starts in about half of gpuq's CPU; a daemon starts one for every attempt.
 build:
-	$(GO) build $(if $(VERSION),-ldflags "-X main.version=$(VERSION)") -o bin/gpuq ./cmd/gpuq
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/gpuq ./cmd/gpuq
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/gpuq-supervisor ./cmd/gpuq-supervisor
 
 install: build
 	install -D -m 0755 bin/gpuq $(DESTDIR)$(PREFIX)/bin/gpuq
-	@echo "installed $(DESTDIR)$(PREFIX)/bin/gpuq; $(PREFIX)/bin must be on your PATH"
+	install -D -m 0755 bin/gpuq-supervisor $(DESTDIR)$(PREFIX)/bin/gpuq-supervisor
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/gpuq and gpuq-supervisor beside it; $(PREFIX)/bin must be on your PATH"
 
 # The one test command: formatting, vet, every test with the race detector (the report
 # rendered in Chromium and gpuq top driven in tmux, where they are installed), the example

@@ -1,8 +1,12 @@
 package launcher
 
 import (
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 func TestReadOOMKills(t *testing.T) {
@@ -60,6 +64,45 @@ func TestOOMKillsSince(t *testing.T) {
 	} {
 		if got := tt.before.since(tt.after); got != tt.want {
 			t.Errorf("%+v then %+v: %v, want %v", tt.before, tt.after, got, tt.want)
+		}
+	}
+}
+
+// TestOOMKillsReadForFailures: the kernel's counts are read again at an attempt's end
+// only where it failed, for Classify alone looks at them, and only for a failure: a
+// supervisor of a short trainer spent a tenth of its CPU reading them.
+func TestOOMKillsReadForFailures(t *testing.T) {
+	var reads atomic.Int32
+	counts := oomKills{cgroup: 0, machine: 4}
+	saved := hostOOMKills
+	hostOOMKills = func() oomKills {
+		reads.Add(1)
+		return counts
+	}
+	t.Cleanup(func() { hostOOMKills = saved })
+	for _, tt := range []struct {
+		name   string
+		script string
+		stop   bool
+		reads  int32
+		want   KernelOOM
+	}{
+		{"succeeded", "exit 0", false, 1, KernelUnknown},
+		{"failed", "exit 3", false, 2, KernelNoKill},
+		{"killed", "kill -9 $$", false, 2, KernelNoKill},
+		{"cancelled", "sleep 30", true, 1, KernelUnknown},
+	} {
+		reads.Store(0)
+		p, err := Start(Command{Argv: []string{"sh", "-c", tt.script}, Env: os.Environ()}, filepath.Join(t.TempDir(), "log"), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.stop {
+			p.Stop(time.Second)
+		}
+		waitDone(t, p)
+		if got := reads.Load(); got != tt.reads || p.Exit().OOMKill != tt.want {
+			t.Errorf("%s: the counts were read %d times, OOMKill %v; want %d, %v", tt.name, got, p.Exit().OOMKill, tt.reads, tt.want)
 		}
 	}
 }

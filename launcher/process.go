@@ -148,8 +148,13 @@ func (p *Process) wait(copied <-chan struct{}) {
 	case <-time.After(2 * time.Second): // a process outside the group still holds the pty
 	}
 	p.ptmx.Close()
-	p.exit.OOMKill = p.oomBefore.since(hostOOMKills())
 	p.exit.Cancelled = p.cancelled.Load()
+	// The kernel's counts tell only how a failure ended (see Classify): a success's,
+	// or a cancelled attempt's, are not read again, which was a tenth of a supervisor's
+	// CPU where trainers are short.
+	if (p.exit.Code != 0 || p.exit.Signal != 0) && !p.exit.Cancelled {
+		p.exit.OOMKill = p.oomBefore.since(hostOOMKills())
+	}
 	fmt.Fprintf(p.log, "\ngpuq: exited %s after %s\n", p.exit, time.Since(p.started).Round(time.Second))
 	p.log.Close()
 	close(p.done)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -383,11 +384,19 @@ func LinkName(root, sweep, name, job string) error {
 	dir := filepath.Join(root, byName, sweep)
 	link := filepath.Join(dir, fileName(name))
 	target := filepath.Join("..", "..", job)
+	// Made at once where there is none, as for most jobs (a job's first attempt): one
+	// call, where looking first took five, and a daemon links a job a start.
+	err := os.Symlink(target, link)
+	if errors.Is(err, fs.ErrNotExist) { // the sweep's first
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			err = os.Symlink(target, link)
+		}
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
 	if old, err := os.Readlink(link); err == nil && old == target {
 		return nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
 	}
 	tmp := link + ".new"
 	os.Remove(tmp)

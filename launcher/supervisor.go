@@ -22,11 +22,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A supervisor is a small process, gpuq's own binary in a hidden mode, that holds one
-// attempt for a daemon: it owns the trainer's pty, writes its log, keeps the last of its
-// output for attach, and records how it ended in the attempt's directory. It is the
-// leader of a session of its own, so the trainer outlives a daemon that is killed or
-// restarted; a new daemon finds it again through the directory.
+// A supervisor is a small process (gpuq-supervisor, or gpuq's own binary in a hidden
+// mode: see SupervisorCommand) that holds one attempt for a daemon: it owns the
+// trainer's pty, writes its log, keeps the last of its output for attach, and records
+// how it ended in the attempt's directory. It is the leader of a session of its own,
+// so the trainer outlives a daemon that is killed or restarted; a new daemon finds it
+// again through the directory.
 //
 // The attempt's directory holds:
 //
@@ -69,7 +70,8 @@ const (
 	supervisorFile = "supervisor.json"
 	exitFile       = "exit.json"
 	sockFile       = "sock"
-	// SupervisorMode is the hidden argument that makes gpuq's binary a supervisor.
+	// SupervisorMode is the hidden argument that makes gpuq's binary, or
+	// SupervisorBinary, a supervisor.
 	SupervisorMode = "__supervise"
 )
 

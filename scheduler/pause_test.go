@@ -99,6 +99,39 @@ func TestAFullDiskPausesAndLosesNothing(t *testing.T) {
 	}
 }
 
+// TestAFailedSyncPausesAndLosesNothing: where the journal's sync of a round fails (a
+// network filesystem tells of a full disk or quota only then), the attempts it
+// recorded do not start, the engine pauses rather than stop, and once the whole state
+// is on the disk again (a compaction) it records them unstarted and goes on: no job
+// counts the attempt, and a restart finds what ran.
+func TestAFailedSyncPausesAndLosesNothing(t *testing.T) {
+	e, st, r, events, dir := pausedEngine(t)
+	disk := onFullDisk(st)
+	disk.SyncsFailing = 1
+	round(t, e)
+	if r.tries != 0 || paused(*events) != "paused" {
+		t.Fatalf("a round whose sync failed: %d starts, events %q; want none, and paused", r.tries, paused(*events))
+	}
+	if ev := (*events)[len(*events)-1]; !strings.Contains(ev.Message, "cannot write the journal") || !strings.Contains(ev.Message, "no space left on device") {
+		t.Errorf("the pause says %q", ev.Message)
+	}
+	round(t, e)
+	if got := states(st); got != "c.1:running c.2:queued c.3:queued" || r.tries != 1 || paused(*events) != "paused resumed" {
+		t.Fatalf("once the state is on the disk: %s after %d starts, events %q", got, r.tries, paused(*events))
+	}
+	if j := st.View().Job("c.1"); j.Attempts-j.Since != 1 {
+		t.Errorf("c.1: %d attempts, %d of them not counted; the unstarted one must not count", j.Attempts, j.Since)
+	}
+	st.Close()
+	again := journaled(t, dir)
+	if got := states(again); got != "c.1:running c.2:queued c.3:queued" {
+		t.Errorf("after a restart: %s", got)
+	}
+	if j := again.View().Job("c.1"); j.Attempts != 2 || again.View().Attempt("c.1/1").Outcome != plans.Lost {
+		t.Errorf("after a restart, c.1 has %d attempts, the first %+v; want the unstarted one lost and the second running", j.Attempts, again.View().Attempt("c.1/1"))
+	}
+}
+
 // TestUnwritableAttemptsPauseAndLoseNothing: an attempt whose files cannot be written
 // did not start through no fault of its job: the job waits in the queue, no other job
 // tries meanwhile, and they start once the runner can write again.

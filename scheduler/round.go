@@ -32,12 +32,18 @@ func (e *Engine) Round(exits []Exit) error {
 func (e *Engine) round(exits []Exit) error {
 	var err error
 	berr := e.batch(func() {
-		for _, x := range exits {
-			e.apply(x)
-		}
-		if err = e.err; err == nil {
-			err = e.schedule()
-		}
+		// What the round journals is synced together: before it starts attempts (see
+		// startAll), and at its end, not at each record. A sync takes milliseconds,
+		// and a loop that synced once an end, and twice a round that starts attempts,
+		// heard of no end meanwhile.
+		e.failed(e.store.Grouped(func() {
+			for _, x := range exits {
+				e.apply(x)
+			}
+			if err = e.err; err == nil {
+				err = e.schedule()
+			}
+		}))
 	})
 	if berr != nil && e.err == nil {
 		e.err = fmt.Errorf("state not saved, stopping: %w", berr)
@@ -534,7 +540,16 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		recorded.Jobs = append(recorded.Jobs, launches[i].Job)
 		recorded.Attempts = append(recorded.Attempts, launches[i].Attempt)
 	}
+	// Synced, with what the round journaled before them, before any starts.
 	if journaled && e.put(recorded) != nil {
+		return
+	}
+	if err := e.failed(e.store.Sync()); err != nil {
+		// Recorded, and not surely on the disk: none starts, and each goes back to the
+		// queue as it was (the engine has paused, or stops).
+		for _, l := range launches {
+			e.apply(Exit{Attempt: l.Attempt.ID, Outcome: plans.Lost, Unstarted: true, Detail: err.Error()})
+		}
 		return
 	}
 	var ran state.Change

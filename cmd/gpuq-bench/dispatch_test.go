@@ -36,3 +36,31 @@ func TestPrintDispatch(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got.Bytes(), want)
 	}
 }
+
+// TestRunDirsKept: a run's files stay until every run is done, then all go.
+func TestRunDirsKept(t *testing.T) {
+	dirs, err := newRunDirs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := dirs.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(first, "journal"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second, err := dirs.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{first, second} {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("a run's directory is gone before every run is done: %v", err)
+		}
+	}
+	dirs.removeAll()
+	if _, err := os.Stat(dirs.root); !os.IsNotExist(err) {
+		t.Errorf("the runs' directories are left: %v", err)
+	}
+}

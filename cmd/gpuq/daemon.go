@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
@@ -273,7 +274,7 @@ func (s *settings) daemonConfig(io ioStreams, poll time.Duration) (daemon.Config
 		return daemon.Config{}, fmt.Errorf("cannot find gpuq's own binary for the supervisors: %w", err)
 	}
 	return daemon.Config{StateDir: dir, Machine: s.overrides(), Inventory: s.inventoryOptions(io),
-		HostHeadroom: headroom, Poll: poll, Supervisor: []string{self}, Version: versionText(), Log: io.Err}, nil
+		HostHeadroom: headroom, Poll: poll, Supervisor: launcher.SupervisorCommand(self, build), Self: self, Version: versionText(), Log: io.Err}, nil
 }
 
 // stateDir is where the daemon keeps its state: --state-dir, GPUQ_STATE_DIR, the

@@ -27,7 +27,6 @@ type oneOffOutput struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	broken func() // called once its reader has gone (see stopOnBrokenPipe)
 	mu     sync.Mutex
 	last   chan struct{} // closed once the log of the attempt that started last is copied
 }
@@ -60,11 +59,8 @@ func (t *oneOffOutput) event(ev scheduler.Event) {
 		if prev != nil {
 			<-prev
 		}
-		switch err := t.follow(path); {
-		case errors.Is(err, syscall.EPIPE) && t.broken != nil:
-			fmt.Fprintln(t.errs, "gpuq: what reads the trainer's output has ended; stopping the run")
-			t.broken()
-		case err != nil:
+		// A reader that has gone stops the run (see readerGone): nothing to say here.
+		if err := t.follow(path); err != nil && !errors.Is(err, syscall.EPIPE) {
 			fmt.Fprintf(t.errs, "gpuq: warning: the trainer's output: %v (gpuq logs %s --attempt %d has it)\n", err, ev.Job, ev.Attempt)
 		}
 	}()
@@ -95,13 +91,42 @@ func (t *oneOffOutput) wait() {
 	t.wg.Wait()
 }
 
-// stopOnBrokenPipe has a reader of the output that goes away (gpuq run -- CMD | head)
-// stop the run as Ctrl-C does, its trainers cleanly, where Go would otherwise kill gpuq
-// for a write to a broken stdout, its trainers left to its reaper and its socket
-// behind. The signal is caught rather than ignored: an ignored one would be ignored by
-// the trainers gpuq starts too. It returns the function that undoes it.
-func (t *oneOffOutput) stopOnBrokenPipe(stop func()) (undo func()) {
-	t.broken = stop
+// readerGone is gpuq run's stdout: once what reads it has gone (gpuq run … | head),
+// the run stops as Ctrl-C stops it, its trainers cleanly, where Go would otherwise
+// kill gpuq at its next write to a broken stdout, its trainers left to its reaper and
+// its socket behind. what names what stdout carries, for the line that says so.
+type readerGone struct {
+	w, errs io.Writer
+	what    string
+	stop    context.CancelFunc
+	once    sync.Once
+}
+
+// stopWhenReaderGone is w, as a readerGone where it is not a terminal: a terminal's
+// reader does not go (its hangup is SIGHUP), and the run's live table needs w itself.
+func stopWhenReaderGone(w, errs io.Writer, what string, stop context.CancelFunc) io.Writer {
+	if isTerminal(w) {
+		return w
+	}
+	return &readerGone{w: w, errs: errs, what: what, stop: stop}
+}
+
+func (g *readerGone) Write(p []byte) (int, error) {
+	n, err := g.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		g.once.Do(func() {
+			fmt.Fprintf(g.errs, "gpuq: what reads %s has ended; stopping the run\n", g.what)
+			g.stop()
+		})
+	}
+	return n, err
+}
+
+// catchBrokenPipe has a write to a broken stdout fail with EPIPE (see readerGone)
+// rather than kill gpuq. The signal is caught rather than ignored: an ignored one
+// would be ignored by the trainers gpuq starts too. It returns the function that
+// undoes it.
+func catchBrokenPipe() (undo func()) {
 	pipe := make(chan os.Signal, 1)
 	signal.Notify(pipe, syscall.SIGPIPE)
 	return func() { signal.Stop(pipe) }

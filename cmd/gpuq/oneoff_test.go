@@ -196,6 +196,71 @@ func TestAOneOffsReaderGone(t *testing.T) {
 	schedtest.WaitFor(t, "nothing of the attempt left", func() bool { return len(attemptProcs(logs)) == 0 })
 }
 
+// TestASweepRunsReaderGone: gpuq run SWEEP | head stops the run as Ctrl-C does once
+// head has gone, at gpuq's next line of progress: its trainers stopped cleanly and the
+// run's socket removed, rather than gpuq killed by SIGPIPE.
+func TestASweepRunsReaderGone(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	sweep := filepath.Join(dir, "piped.yaml")
+	// Two that run on and one that ends soon: its end is the line written once head
+	// has gone.
+	os.WriteFile(sweep, []byte(`name: piped
+command: [sh, -c, 'if [ "$0" = 3 ]; then read -r line < "$1"; exit 0; fi; sleep 300', "{seed}", "`+filepath.Join(dir, "go")+`"]
+matrix: {seed: [1, 2, 3]}
+memory: 2GiB
+`), 0o644)
+	if err := syscall.Mkfifo(filepath.Join(dir, "go"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "run", "--gpus", "sim:3x24GiB", "--log-dir", logs, sweep)
+	cmd.Env = append(os.Environ(), asGPUQ+"=1", "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir,
+		"GPUQ_STATE_DIR="+filepath.Join(dir, "state"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errb := &schedtest.Buffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // what a failing test left
+		cmd.Process.Kill()
+		for _, pid := range attemptProcs(logs) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	for started := 0; started < 3; {
+		if !lines.Scan() {
+			t.Fatalf("gpuq's output ended before the three started: %v\n%s", lines.Err(), errb)
+		}
+		if strings.Contains(lines.Text(), "started") {
+			started++
+		}
+	}
+	stdout.Close() // as head does once it has its lines
+	// The third job ends now, and gpuq writes of it.
+	fifo, err := os.OpenFile(filepath.Join(dir, "go"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo.WriteString("go\n")
+	fifo.Close()
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt || !strings.Contains(errb.String(), "what reads gpuq's output has ended; stopping the run") {
+		t.Errorf("exit %d (%v), want %d:\n%s", code, err, exitInterrupt, errb)
+	}
+	if !strings.Contains(errb.String(), "Not finished: piped.1 piped.2") {
+		t.Errorf("does not say which jobs did not finish:\n%s", errb)
+	}
+	if socks, _ := filepath.Glob(filepath.Join(dir, "state", "runs", "*.sock")); len(socks) > 0 {
+		t.Errorf("the run left its socket: %v", socks)
+	}
+	schedtest.WaitFor(t, "nothing of the attempts left", func() bool { return len(attemptProcs(logs)) == 0 })
+}
+
 // TestOneOffsStartedTogetherTakeTwoNames: two gpuq runs of one-offs that start at once,
 // neither serving its sweep yet, each find "train" free; the first holds it, and the
 // second takes train-2. Once the first has ended, its name is free again.

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"debug/buildinfo"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gpuq/gpuq/launcher"
 )
 
 // TestReadmeTellsTheTruth: every verb is in the README's table of commands, and every
@@ -32,7 +35,8 @@ func TestReadmeTellsTheTruth(t *testing.T) {
 	}
 }
 
-// TestMakeInstall: make install puts a gpuq that runs under PREFIX/bin.
+// TestMakeInstall: make install puts a gpuq that runs under PREFIX/bin, and beside it
+// the gpuq-supervisor of the same build, which that gpuq starts its supervisors with.
 func TestMakeInstall(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make")
@@ -41,8 +45,27 @@ func TestMakeInstall(t *testing.T) {
 	if out, err := exec.Command("make", "-C", "../..", "install", "PREFIX="+prefix).CombinedOutput(); err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
-	out, err := exec.Command(filepath.Join(prefix, "bin", "gpuq"), "--version").CombinedOutput()
+	gpuq := filepath.Join(prefix, "bin", "gpuq")
+	out, err := exec.Command(gpuq, "--version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "gpuq version") {
 		t.Errorf("the installed gpuq: %v, %s", err, out)
+	}
+	info, err := buildinfo.ReadFile(gpuq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stamp string
+	for _, s := range info.Settings {
+		if s.Key == "-ldflags" {
+			for _, f := range strings.Fields(s.Value) {
+				if v, ok := strings.CutPrefix(f, "main.build="); ok {
+					stamp = v
+				}
+			}
+		}
+	}
+	helper := filepath.Join(prefix, "bin", launcher.SupervisorBinary)
+	if got := launcher.SupervisorCommand(gpuq, stamp); stamp == "" || len(got) != 1 || got[0] != helper {
+		t.Errorf("the installed gpuq (stamp %q) starts its supervisors with %q, not %s", stamp, got, helper)
 	}
 }

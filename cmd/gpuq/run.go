@@ -154,12 +154,22 @@ func runRun(opts *runOptions) error {
 	} else {
 		defer reaper.Close()
 	}
+	// The run stops once what reads its stdout has gone, as on Ctrl-C (see readerGone).
+	stopped, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	defer catchBrokenPipe()()
 	// A one-off's stdout is its trainer's output, as if the command ran here: gpuq's
 	// progress, a line per event, and the summary go to stderr.
+	oneOff := opts.command != nil && !opts.json
+	what := "gpuq's output"
+	if oneOff {
+		what = "the trainer's output"
+	}
+	stdout := stopWhenReaderGone(opts.io.Out, opts.io.Err, what, stopRun)
 	var trainer *oneOffOutput
-	progress, summary := opts.io.Out, opts.io.Out
-	if opts.command != nil && !opts.json {
-		trainer = newOneOffOutput(opts.io.Out, opts.io.Err)
+	progress, summary := stdout, stdout
+	if oneOff {
+		trainer = newOneOffOutput(stdout, opts.io.Err)
 		progress, summary = opts.io.Err, opts.io.Err
 	}
 	if opts.json {
@@ -207,14 +217,8 @@ func runRun(opts *runOptions) error {
 
 	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores
 	// the hangup of its own terminal must not live on without gpuq.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(stopped, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	if trainer != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		defer trainer.stopOnBrokenPipe(cancel)()
-	}
 	ui.start()
 	runErr := eng.Run(ctx)
 	ui.stop()

@@ -10,6 +10,11 @@ import (
 // tells its version from what the go command stamped into the binary (see versionOf).
 var version = "dev"
 
+// build is the stamp of one build, set with -ldflags "-X main.build=..." (make build),
+// which gives gpuq-supervisor, built beside it, the same: gpuq starts its attempts'
+// supervisors with that binary only where it says the same stamp.
+var build string
+
 // versionText is gpuq's version, as --version prints it and a daemon reports it.
 func versionText() string {
 	info, _ := debug.ReadBuildInfo()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/alloc"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
@@ -109,7 +110,7 @@ func runWorker(opts *workerOptions) error {
 	}
 	ov := st.overrides()
 	cfg := worker.Config{Server: server, Credentials: creds, Name: name, Dir: filepath.Join(dir, "workers", name),
-		GPUs: ov.GPUs, Plan: ov.Plan, Inventory: st.inventoryOptions(opts.io), Poll: opts.poll, Supervisor: []string{self},
+		GPUs: ov.GPUs, Plan: ov.Plan, Inventory: st.inventoryOptions(opts.io), Poll: opts.poll, Supervisor: launcher.SupervisorCommand(self, build),
 		Version: version, Log: opts.io.Err, IdleTimeout: opts.idleTimeout, Allocation: job}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

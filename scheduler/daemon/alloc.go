@@ -157,7 +157,7 @@ func (d *daemon) workerCommand(q *state.AllocQueue) ([]string, error) {
 		// passes on, decides the workers' cards.
 		gpus = "all"
 	}
-	argv := []string{d.cfg.Supervisor[0], "worker", "--server", server, "--state-dir", d.cfg.StateDir,
+	argv := []string{d.cfg.Self, "worker", "--server", server, "--state-dir", d.cfg.StateDir,
 		"--idle-timeout", plans.FormatDuration(q.IdleTimeout), "--gpus", gpus}
 	if q.Plan != "" {
 		argv = append(argv, "--gpu-plan", q.Plan)

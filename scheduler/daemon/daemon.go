@@ -50,8 +50,13 @@ type Config struct {
 	HostHeadroom plans.Headroom
 	// Poll is how often the cards are sampled between events.
 	Poll time.Duration
-	// Supervisor is the command that starts an attempt's supervisor: gpuq's own binary.
+	// Supervisor is the command that starts an attempt's supervisor (see
+	// launcher.SupervisorCommand).
 	Supervisor []string
+	// Self is gpuq's own binary, which a Slurm allocation's nodes run as workers (see
+	// workerCommand): not Supervisor's, which may be gpuq-supervisor, which knows no
+	// verbs.
+	Self string
 	// Version is gpuq's, for the log and the API.
 	Version string
 	// Log receives the daemon's events and warnings.

@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 func testConfig(dir, ledger string, log *os.File) Config {
 	return Config{StateDir: dir, Machine: plans.Overrides{GPUs: plans.Override{Value: "sim:2x24GiB", Source: "test"}},
 		Inventory: nvidia.Options{Ledger: ledger}, Poll: 100 * time.Millisecond, Supervisor: []string{os.Args[0]},
-		Version: "test", Log: log}
+		Self: os.Args[0], Version: "test", Log: log}
 }
 
 // running is a daemon running in the test's process.

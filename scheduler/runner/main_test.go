@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 )
@@ -19,5 +20,9 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	launcher.BecomeSubreaper()
+	// A stop waits a second for a trainer that ignores SIGTERM, not the default. Set
+	// once, before any test: a test that set it would race the goroutines of the
+	// attempts earlier tests stopped, which read it.
+	launcher.GroupGrace = time.Second
 	os.Exit(m.Run())
 }

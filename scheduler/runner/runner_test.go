@@ -64,7 +64,6 @@ func TestDirectRunsWithTheSubmittersEnvironment(t *testing.T) {
 	if e, err := launcher.ReadEnded(filepath.Dir(st.Log)); e == nil || e.Outcome != plans.Failed || e.Detail != "exited with status 3" {
 		t.Errorf("exit.json of a direct attempt: %+v %v", e, err)
 	}
-	launcher.GroupGrace = time.Second
 	l = launch(t, "sleep 60", nil)
 	if _, err := r.Start(l); err != nil {
 		t.Fatal(err)

@@ -76,7 +76,6 @@ func TestTrainersStartWithDefaultSignals(t *testing.T) {
 // that ignores the hangup of its terminal; its end is reported only once that trainer is
 // stopped, so that the card is not given to the next job while it runs on.
 func TestAKilledSupervisorLeavesNoTrainer(t *testing.T) {
-	launcher.GroupGrace = time.Second
 	r := supervised(t)
 	_, dir, st := startSupervised(t, r, `trap "" HUP; echo trapped; exec sleep 600`)
 	// Killed before its trap, the trainer would die of the hangup itself. The log's
@@ -185,7 +184,6 @@ func TestAnEndWithoutRoomIsNotLost(t *testing.T) {
 // does not answer (stopped with SIGSTOP each time it is continued: hung), the runner
 // kills it and stops what it left; the attempt ends cancelled, as asked, not lost.
 func TestAStopThatKillsTheSupervisorIsACancel(t *testing.T) {
-	launcher.GroupGrace = time.Second
 	r := supervised(t)
 	l, dir, st := startSupervised(t, r, "exec sleep 600")
 	var info struct{ PID int }

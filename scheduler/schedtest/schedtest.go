@@ -123,7 +123,8 @@ func WithDescriptors(t testing.TB, free int, fn func()) {
 
 // FullDisk is a file on a disk that fills up: while Full, a write puts half its bytes
 // on the disk and fails with ENOSPC, as a real one may; Stuck makes taking them back
-// (Truncate) fail too, with EIO.
+// (Truncate) fail too, with EIO. SyncsFailing is how many of the next syncs fail with
+// ENOSPC, as on a network filesystem that tells of a full disk or quota only then.
 type FullDisk struct {
 	File interface {
 		io.Writer
@@ -131,7 +132,8 @@ type FullDisk struct {
 		Truncate(size int64) error
 		Close() error
 	}
-	Full, Stuck bool
+	Full, Stuck  bool
+	SyncsFailing int
 }
 
 func (d *FullDisk) Write(b []byte) (int, error) {
@@ -150,8 +152,14 @@ func (d *FullDisk) Truncate(size int64) error {
 	return d.File.Truncate(size)
 }
 
-// Sync syncs the file.
-func (d *FullDisk) Sync() error { return d.File.Sync() }
+// Sync syncs the file, unless it is one of SyncsFailing.
+func (d *FullDisk) Sync() error {
+	if d.SyncsFailing > 0 {
+		d.SyncsFailing--
+		return syscall.ENOSPC
+	}
+	return d.File.Sync()
+}
 
 // Close closes the file.
 func (d *FullDisk) Close() error { return d.File.Close() }

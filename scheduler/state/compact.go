@@ -47,7 +47,8 @@ func (s *Store) compact(snap View) error {
 		jn.broken = fmt.Errorf("journal: emptying it after a compaction: %w; restart the daemon: it starts from the snapshot", err)
 		return jn.broken
 	}
-	jn.size, jn.whole = 0, 0
+	// A group's records are in the snapshot, synced or not.
+	jn.size, jn.whole, jn.unsynced, jn.unsure, jn.unsureWait, jn.unsureLeft = 0, 0, false, nil, 0, 0
 	return nil
 }
 
@@ -186,23 +187,50 @@ func changeOf(o any) Change {
 
 // compactIfDue compacts the journal once it has grown to compactAfter records, to the
 // size of its snapshot (Journal.compactAt), or to as many jobs' statuses as the store
-// holds jobs (compactStatuses at least), but not in a batch: the snapshot must hold
-// what the journal does.
+// holds jobs (compactStatuses at least), or where a group's sync failed (unsure), but
+// not in a batch: the snapshot must hold what the journal does.
 func (s *Store) compactIfDue() error {
 	jn := s.journal
-	if jn != nil && (jn.records >= compactAfter || jn.size >= jn.compactAt || jn.statuses >= max(s.jobs, compactStatuses)) && s.open == nil {
-		var cw *CannotWrite
-		if err := s.compact(s.View()); errors.As(err, &cw) {
-			// The change is in the journal, which grows until a snapshot can be
-			// written: tried again after as many records, or once it is twice as large.
-			jn.records, jn.statuses, jn.compactAt = 0, 0, 2*jn.size
-			s.warn(fmt.Sprintf("%v; the journal grows until it can be", err))
-		} else if err != nil {
-			return err
-		}
+	if jn == nil || s.open != nil || !jn.unsureDue() && jn.records < compactAfter && jn.size < jn.compactAt && jn.statuses < max(s.jobs, compactStatuses) {
+		return nil
+	}
+	err := s.compact(s.View())
+	var cw *CannotWrite
+	switch {
+	case errors.As(err, &cw) && jn.unsure != nil:
+		// Tried again after more batches each time (see unsureDue): the engine has
+		// paused, and said why.
+	case errors.As(err, &cw):
+		// The change is in the journal, which grows until a snapshot can be
+		// written: tried again after as many records, or once it is twice as large.
+		jn.records, jn.statuses, jn.compactAt = 0, 0, 2*jn.size
+		s.warn(fmt.Sprintf("%v; the journal grows until it can be", err))
+	case err != nil:
+		return err
 	}
 	return nil
 }
+
+// unsureDue reports whether a journal whose group could not be synced is to be
+// compacted after this batch: at once, then after twice as many batches as the last
+// time, up to maxUnsureWait, so that a paused daemon on a full disk does not write
+// its whole state every round.
+func (jn *journal) unsureDue() bool {
+	if jn.unsure == nil {
+		return false
+	}
+	if jn.unsureLeft > 0 {
+		jn.unsureLeft--
+		return false
+	}
+	jn.unsureWait = min(max(1, 2*jn.unsureWait), maxUnsureWait)
+	jn.unsureLeft = jn.unsureWait
+	return true
+}
+
+// maxUnsureWait is the most batches (rounds: an engine's poll is a second) between two
+// tries of a compaction that is to put the state on the disk again (see unsureDue).
+const maxUnsureWait = 32
 
 // Compact writes the whole state to the snapshot and empties the journal, so that the
 // next start replays little; a no-op on a store that journals nothing.

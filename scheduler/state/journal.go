@@ -210,6 +210,18 @@ type journal struct {
 	// broken is why the journal takes no more records: it may end in part of one, or
 	// belong to a compaction that is over. A restart sorts it out.
 	broken error
+	// grouped: Append leaves syncing to flush (see Store.Grouped); unsynced says that
+	// records were written since the last sync.
+	grouped, unsynced bool
+	// unsure is why what a group wrote may not be on the disk: its sync failed (a full
+	// disk or a quota that a network filesystem tells only then). Its records are
+	// applied, and the kernel may have dropped them: a later sync that succeeds does
+	// not say they are there. Until a compaction writes the whole state afresh (see
+	// compactIfDue), the journal takes no record: a CannotWrite, on which the engine
+	// pauses, as where a write fails.
+	unsure *CannotWrite
+	// unsureWait and unsureLeft space the compactions tried meanwhile (see unsureDue).
+	unsureWait, unsureLeft int
 }
 
 // JournalFile is the journal's open file: an *os.File, or a test's disk that fills up.
@@ -228,12 +240,16 @@ func (s *Store) WrapJournal(wrap func(JournalFile) JournalFile) {
 	}
 }
 
-// Append writes r and syncs it to disk. A record it could not write whole is taken
-// back, so that the journal ends in whole records (a later record must never follow a
-// torn one), and the error is a CannotWrite: nothing changed, try again later.
+// Append writes r and syncs it to disk (in a group, flush syncs it). A record it could
+// not write whole is taken back, so that the journal ends in whole records (a later
+// record must never follow a torn one), and the error is a CannotWrite: nothing
+// changed, try again later.
 func (jn *journal) Append(r record) error {
 	if jn.broken != nil {
 		return jn.broken
+	}
+	if jn.unsure != nil {
+		return jn.unsure
 	}
 	r.V = stateVersion
 	if jn.size == 0 {
@@ -246,14 +262,49 @@ func (jn *journal) Append(r record) error {
 	if _, err := jn.f.Write(line); err != nil {
 		return jn.takeBack(err)
 	}
-	if err := jn.f.Sync(); err != nil {
-		return jn.takeBack(err)
+	if !jn.grouped {
+		if err := jn.f.Sync(); err != nil {
+			return jn.takeBack(err)
+		}
 	}
 	jn.size += int64(len(line))
 	jn.records++
 	jn.statuses += r.statuses()
 	jn.whole++
+	if jn.grouped {
+		jn.unsynced = true
+		return nil
+	}
+	jn.synced()
+	return nil
+}
+
+// synced tells the marker how much of the journal is synced: all of it.
+func (jn *journal) synced() {
+	jn.unsynced = false
 	jn.marker.set(marker{Epoch: jn.epoch, Journal: jn.size, Records: jn.whole}, false)
+}
+
+// flush syncs the records a group wrote. They are applied already, and written (a
+// daemon that dies loses none of them: the kernel holds them), but a machine that
+// stops before they reach the disk would: where the sync fails, the journal takes no
+// more records (unsure), so that nothing is started on their strength, until a
+// compaction has put the whole state on the disk; a restart meanwhile reads what
+// reached the disk, and takes up the attempts whose ends were among what did not.
+func (jn *journal) flush() error {
+	switch {
+	case jn.broken != nil:
+		return jn.broken
+	case jn.unsure != nil:
+		return jn.unsure
+	case !jn.unsynced:
+		return nil
+	}
+	if err := jn.f.Sync(); err != nil {
+		jn.unsure = &CannotWrite{What: "the journal", Err: err}
+		return jn.unsure
+	}
+	jn.synced()
 	return nil
 }
 

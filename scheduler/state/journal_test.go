@@ -515,9 +515,13 @@ func TestForgetIsDurable(t *testing.T) {
 	fill(t, s)
 	journal, _ := os.ReadFile(filepath.Join(dir, journalFile))
 	learned := s.View().Job("j.1").Shape
+	liked := len(s.queue.likes)
 	must(t, s.Forget([]string{"j"}))
 	if l := s.KnownShape(learned); l != nil {
 		t.Errorf("the engine still reads the forgotten sweep's shape: %+v", l)
+	}
+	if left := len(s.queue.likes); liked == 0 || left != 0 {
+		t.Errorf("the queue holds %d likes of the forgotten sweep's jobs (%d before)", left, liked)
 	}
 	s.Close()
 	for name, crash := range map[string]bool{"after": false, "after a crash that kept the journal": true} {

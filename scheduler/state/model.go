@@ -281,7 +281,8 @@ func (l *Shape) Revision() uint64 {
 
 // estimateOf is what the packer reserves for a job, given what its shape l (nil:
 // nothing) knows now: a queued job's estimate made at another revision of its shape
-// is made again; otherwise the job's own.
+// is made again; otherwise the job's own. What it reads of a job is in the queue's
+// likeness, by which a shape's change regroups its jobs.
 func estimateOf(j *Job, l *Shape) (gpuBytes, host int64) {
 	if j.State == JobQueued && j.EstimatedAt != l.Revision() {
 		return EstimateBy(j, l)

@@ -59,6 +59,12 @@ type Queue struct {
 	// once groupsChanged.
 	smallest, largest int64
 	groupsChanged     bool
+	// likes holds a job for each set of what keyOf reads of a job (see Member), which
+	// the members of the groups point to: a shape's change finds a new key once for
+	// each of them rather than once for each job. liked is how many were in use when
+	// they were last counted (see sweepLikes).
+	likes map[likeness]*Job
+	liked int
 }
 
 // GroupKey is what the packer reads of a waiting job, but its id and its place in
@@ -102,10 +108,65 @@ type Group struct {
 type Member struct {
 	Seq uint64
 	ID  string
+	// like is a job alike in all that keyOf reads (see Queue.likes), under any
+	// version of its shape: the job as it was when it joined, or another.
+	like *Job
+}
+
+// likeness is what keyOf reads of a job, but its shape's record: jobs alike in it are
+// in the same group under any version of their shape. A field keyOf comes to read
+// belongs here, or a shape's change regroups jobs by what the field was in another job.
+type likeness struct {
+	Shape                                        string
+	GPUs, Priority                               int
+	Exclusive, Probe, Queued                     bool
+	Timeout                                      time.Duration
+	Declared, HostMemory, Estimate, HostEstimate int64
+	EstimatedAt                                  uint64
+}
+
+func likenessOf(j *Job) likeness {
+	return likeness{Shape: j.Shape, GPUs: j.GPUsPerJob, Priority: j.Priority, Exclusive: j.Pos.Exclusive,
+		Probe: j.Probe, Queued: j.State == JobQueued, Timeout: j.Timeout.After, Declared: j.Declared,
+		HostMemory: j.HostMemory, Estimate: j.Estimate, HostEstimate: j.HostEstimate, EstimatedAt: j.EstimatedAt}
+}
+
+// member is j as a member of its group.
+func (q *Queue) member(j *Job) Member {
+	k := likenessOf(j)
+	like := q.likes[k]
+	if like == nil {
+		if len(q.likes) >= max(2*q.liked, 1024) {
+			q.sweepLikes()
+		}
+		like = j
+		q.likes[k] = like
+	}
+	return Member{j.Seq, j.ID, like}
+}
+
+// sweepLikes forgets the likes no waiting job points to, once there are twice as many
+// as were in use when last counted: a pass over the queue for as many likes made.
+func (q *Queue) sweepLikes() {
+	used := make(map[*Job]bool, q.liked)
+	for _, g := range q.groups {
+		var last *Job
+		for _, m := range g.jobs[g.off:] {
+			if m.like != last {
+				used[m.like], last = true, m.like
+			}
+		}
+	}
+	for k, like := range q.likes {
+		if !used[like] {
+			delete(q.likes, k)
+		}
+	}
+	q.liked = len(q.likes)
 }
 
 func newQueue() *Queue {
-	return &Queue{groups: map[GroupKey]*Group{}, at: map[string]*Group{}, shapes: map[string][]*Group{}, took: map[string]time.Duration{}, known: map[string]*Shape{}, fifo: map[string]bool{}, sweeps: map[string]int{}}
+	return &Queue{groups: map[GroupKey]*Group{}, at: map[string]*Group{}, shapes: map[string][]*Group{}, took: map[string]time.Duration{}, known: map[string]*Shape{}, fifo: map[string]bool{}, sweeps: map[string]int{}, likes: map[likeness]*Job{}}
 }
 
 // submitted tells the queue of a sweep before its jobs arrive.
@@ -125,14 +186,23 @@ func (q *Queue) change(j *Job, key func(*Job) GroupKey) {
 		}
 		return
 	}
-	k := key(j)
+	k, m := key(j), q.member(j)
 	if was {
 		if g.Key == k {
+			g.liken(m)
 			return
 		}
 		q.remove(g, j.Seq)
 	}
-	q.add(k, j.Sweep, Member{j.Seq, j.ID})
+	q.add(k, j.Sweep, m)
+}
+
+// liken points g's member m.Seq to m's like: the job changed, not its group.
+func (g *Group) liken(m Member) {
+	live := g.jobs[g.off:]
+	if at, found := slices.BinarySearchFunc(live, m.Seq, func(m Member, seq uint64) int { return cmp.Compare(m.Seq, seq) }); found {
+		live[at].like = m.like
+	}
 }
 
 // changeAll is change for the jobs of one write, the last version of a job counting:
@@ -159,8 +229,10 @@ func (q *Queue) changeAll(jobs []*Job, key func(*Job) GroupKey) {
 		g, was := q.at[j.ID]
 		waits := j.Waiting()
 		var k GroupKey
+		var m Member
 		if waits {
-			if k = key(j); was && g.Key == k {
+			if k, m = key(j), q.member(j); was && g.Key == k {
+				g.liken(m)
 				continue
 			}
 		}
@@ -173,7 +245,7 @@ func (q *Queue) changeAll(jobs []*Job, key func(*Job) GroupKey) {
 				a = &arrivals{sweep: j.Sweep}
 				in[k] = a
 			}
-			a.members = append(a.members, Member{j.Seq, j.ID})
+			a.members = append(a.members, m)
 		}
 	}
 	for g, seqs := range out {
@@ -276,29 +348,87 @@ func (q *Queue) addAll(k GroupKey, sweep string, members []Member) {
 	q.sweeps[sweep] += added
 }
 
-// regroup moves the waiting jobs of a shape to the groups key finds for them now: its
-// jobs' estimates changed.
-func (q *Queue) regroup(shape string, key func(id string) GroupKey) {
-	type move struct {
-		from *Group
-		to   GroupKey
-		m    Member
+// regroup moves the waiting jobs of shape l to the groups they are in now that l
+// changed their estimates, finding the new key once for each like (see Member) of a
+// group's members. A group all of whose jobs move to a key that no group holds and no
+// other group gives jobs to, while no job moves to its own key, is renamed: as the moves
+// one by one below would leave it, without a move for each job (when a fleet's shapes
+// learned their peaks, moving their million jobs so took 1.5 s).
+func (q *Queue) regroup(l *Shape) {
+	keys := map[*Job]GroupKey{}
+	keyOfLike := func(like *Job) GroupKey {
+		k, ok := keys[like]
+		if !ok {
+			k = keyOf(like, l)
+			keys[like] = k
+		}
+		return k
 	}
-	var moves []move
-	for _, g := range q.shapes[shape] {
+	gs := q.shapes[l.Name]
+	tos := make([][]GroupKey, len(gs)) // the keys each group's jobs move to
+	kept := make([]bool, len(gs))      // whether some of its jobs stay
+	given := map[GroupKey]int{}        // how many groups give jobs to each key
+	for i, g := range gs {
+		var last *Job
 		for _, m := range g.jobs[g.off:] {
-			if k := key(m.ID); k != g.Key {
-				moves = append(moves, move{g, k, m})
+			if m.like == last {
+				continue
+			}
+			last = m.like
+			switch k := keyOfLike(m.like); {
+			case k == g.Key:
+				kept[i] = true
+			case !slices.Contains(tos[i], k):
+				tos[i] = append(tos[i], k)
+				given[k]++
 			}
 		}
 	}
-	// In submission order: each leaves its group from the front, and joins its new
-	// one at the end.
-	slices.SortFunc(moves, func(a, b move) int { return cmp.Compare(a.m.Seq, b.m.Seq) })
+	var moves []jobMove
+	for i, g := range gs {
+		switch to := tos[i]; {
+		case len(to) == 0:
+			continue
+		case len(to) == 1 && !kept[i] && given[to[0]] == 1 && given[g.Key] == 0 && q.groups[to[0]] == nil:
+			q.rename(g, to[0])
+			continue
+		}
+		for _, m := range g.jobs[g.off:] {
+			if k := keyOfLike(m.like); k != g.Key {
+				moves = append(moves, jobMove{g, k, m})
+			}
+		}
+	}
+	q.moveOneByOne(moves)
+}
+
+// jobMove is a waiting job m leaving its group from for the group of key to.
+type jobMove struct {
+	from *Group
+	to   GroupKey
+	m    Member
+}
+
+// moveOneByOne makes the moves in submission order: each job leaves its group from the
+// front, and joins its new one at the end.
+func (q *Queue) moveOneByOne(moves []jobMove) {
+	slices.SortFunc(moves, func(a, b jobMove) int { return cmp.Compare(a.m.Seq, b.m.Seq) })
 	for _, mv := range moves {
 		q.remove(mv.from, mv.m.Seq)
 		q.add(mv.to, mv.from.Sweep, mv.m)
 	}
+}
+
+// rename gives group g the key k that all its jobs move to, which no other job takes:
+// it stands for the group that moving them one by one would make, new (no time run,
+// see RanFor) and theirs alone.
+func (q *Queue) rename(g *Group, k GroupKey) {
+	delete(q.groups, g.Key)
+	// Sort finds it in ranked by its priority, which a shape's change leaves as it is.
+	g.Key, g.took, g.ran = k, q.took[k.Shape], 0
+	q.groups[k] = g
+	q.groupsChanged = true
+	q.move(g)
 }
 
 func (q *Queue) add(k GroupKey, sweep string, m Member) {
@@ -376,7 +506,8 @@ func (q *Queue) dropIfEmpty(g *Group) {
 }
 
 // forget forgets what it knew of a sweep that ended and is forgotten (Store.Forget):
-// its order and its shapes' durations. A shape's name begins with its sweep's and a NUL.
+// its order, its shapes' durations and its jobs' likes. A shape's name begins with its
+// sweep's and a NUL.
 func (q *Queue) forget(sweep string) {
 	delete(q.fifo, sweep)
 	for shape := range q.took {
@@ -388,6 +519,11 @@ func (q *Queue) forget(sweep string) {
 	for shape := range q.known {
 		if strings.HasPrefix(shape, sweep+"\x00") {
 			delete(q.known, shape)
+		}
+	}
+	for k := range q.likes {
+		if strings.HasPrefix(k.Shape, sweep+"\x00") {
+			delete(q.likes, k)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -12,32 +13,95 @@ import (
 // Nor is there such an index: keeping one cost two writes to its tree for every
 // attempt (its start and its end), a tenth of what a simulation allocates. A view reads
 // the set as it was when the view's transaction began (see Store.publish).
-type runningSet []*Attempt
+type runningSet struct {
+	sorted []*Attempt
+	// pending are the writes since it was last read, in order: a round's thousands of
+	// starts or rewrites (a fleet's) go in with one merge when it is next read, where
+	// a shift of the set for each cost the round up to 0.3 s.
+	pending []*Attempt
+	// given: sorted is the set a view was given (see give), never changed since: the
+	// first write after it goes to a copy.
+	given bool
+}
 
 // put takes an attempt as it is now: in the set while it runs, out once it has ended.
-func (r *runningSet) put(a *Attempt) {
-	i, found := slices.BinarySearchFunc(*r, a.ID, func(x *Attempt, id string) int { return strings.Compare(x.ID, id) })
+func (r *runningSet) put(a *Attempt) { r.pending = append(r.pending, a) }
+
+// now is the set with every write put in. Only the store's writer may call it.
+func (r *runningSet) now() []*Attempt {
+	switch {
+	case len(r.pending) == 0:
+		return r.sorted
+	case len(r.pending) <= mergeAbove:
+		if r.given {
+			r.sorted, r.given = slices.Clone(r.sorted), false
+		}
+		for _, a := range r.pending {
+			r.putOne(a)
+		}
+	default:
+		r.merge()
+	}
+	clear(r.pending)
+	r.pending = r.pending[:0]
+	return r.sorted
+}
+
+// give is the set now, for a view: it is never changed after.
+func (r *runningSet) give() []*Attempt {
+	s := r.now()
+	r.given = true
+	return s
+}
+
+// drop takes out the attempts gone says are gone.
+func (r *runningSet) drop(gone func(*Attempt) bool) {
+	r.sorted, r.given = slices.DeleteFunc(slices.Clone(r.now()), gone), false
+}
+
+func (r *runningSet) putOne(a *Attempt) {
+	i, found := slices.BinarySearchFunc(r.sorted, a.ID, func(x *Attempt, id string) int { return strings.Compare(x.ID, id) })
 	switch {
 	case found && a.Running():
-		(*r)[i] = a
+		r.sorted[i] = a
 	case found:
-		*r = slices.Delete(*r, i, i+1)
+		r.sorted = slices.Delete(r.sorted, i, i+1)
 	case a.Running():
-		*r = slices.Insert(*r, i, a)
+		r.sorted = slices.Insert(r.sorted, i, a)
 	}
 }
 
-// all yields the attempts of the set.
-func (r runningSet) all() iter.Seq[*Attempt] { return slices.Values(r) }
-
-// putRunning puts an attempt in the store's set. The set views were given is never
-// changed: the first change after it was given one is made to a copy.
-func (s *Store) putRunning(a *Attempt) {
-	if s.runningGiven {
-		s.running = slices.Clone(s.running)
-		s.runningGiven = false
+// merge puts the pending writes in, each attempt's last counting, in one pass, into a
+// set of its own.
+func (r *runningSet) merge() {
+	last := make(map[string]*Attempt, len(r.pending))
+	for _, a := range r.pending {
+		last[a.ID] = a
 	}
-	s.running.put(a)
+	news := slices.SortedFunc(maps.Values(last), func(a, b *Attempt) int { return strings.Compare(a.ID, b.ID) })
+	merged := make([]*Attempt, 0, len(r.sorted)+len(news))
+	old := r.sorted
+	for len(old) > 0 || len(news) > 0 {
+		c := -1
+		switch {
+		case len(old) == 0:
+			c = 1
+		case len(news) > 0:
+			c = strings.Compare(old[0].ID, news[0].ID)
+		}
+		if c < 0 {
+			merged, old = append(merged, old[0]), old[1:]
+			continue
+		}
+		if c == 0 {
+			old = old[1:]
+		}
+		if news[0].Running() {
+			merged = append(merged, news[0])
+		}
+		news = news[1:]
+	}
+	r.sorted, r.given = merged, false
 }
 
 // publish commits a write transaction, and gives the views that begin after it the
@@ -47,13 +111,13 @@ func (s *Store) publish(commit func()) {
 	s.views.Lock()
 	defer s.views.Unlock()
 	commit()
-	s.published, s.runningGiven = s.running, true
+	s.published = s.running.give()
 }
 
 // RunningLen is how many attempts RunningNow yields, under the same terms.
-func (s *Store) RunningLen() int { return len(s.running) }
+func (s *Store) RunningLen() int { return len(s.running.now()) }
 
 // RunningNow yields the attempts that hold cards now, as Latest().EachRunning yields
 // them (in order, with the batch in progress's writes), without a view. Only the
 // engine's goroutine may call it, or a user of a store no engine runs on.
-func (s *Store) RunningNow() iter.Seq[*Attempt] { return s.running.all() }
+func (s *Store) RunningNow() iter.Seq[*Attempt] { return slices.Values(s.running.now()) }

@@ -1,7 +1,10 @@
 package state
 
 import (
+	"cmp"
+	"fmt"
 	"iter"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -124,4 +127,43 @@ func attemptIDs(as iter.Seq[*Attempt]) []string {
 		out = append(out, a.ID)
 	}
 	return out
+}
+
+// TestRunningNowFollowsManyWrites: writes of many attempts at once (started, rewritten,
+// ended, one written twice), which the running set takes in with one merge, leave it
+// holding the attempts that run as last written, by id, read between writes in a
+// batch or after it, by the engine and by a view.
+func TestRunningNowFollowsManyWrites(t *testing.T) {
+	st, err := NewStore()
+	must(t, err)
+	r := rand.New(rand.NewPCG(29, 8))
+	versions := map[string]*Attempt{}
+	for round := range 40 {
+		var c Change
+		for range r.IntN(3 * mergeAbove) {
+			n := r.IntN(60)
+			a := &Attempt{ID: AttemptID(fmt.Sprintf("r.%d", n), 1), Job: fmt.Sprintf("r.%d", n), N: 1, GPUs: []int{r.IntN(8)}}
+			if was := versions[a.ID]; was != nil && r.IntN(2) == 0 {
+				a.Outcome = plans.Success
+			}
+			versions[a.ID] = a
+			c.Attempts = append(c.Attempts, a)
+		}
+		write := func() { must(t, st.Put(c)) }
+		if round%2 == 0 {
+			write = func() { must(t, st.Batch(func() { must(t, st.Put(c)) })) }
+		}
+		write()
+		var want []*Attempt
+		for _, a := range versions {
+			if a.Running() {
+				want = append(want, a)
+			}
+		}
+		slices.SortFunc(want, func(a, b *Attempt) int { return cmp.Compare(a.ID, b.ID) })
+		fromSet := slices.Collect(st.RunningNow())
+		if !slices.Equal(fromSet, want) || !slices.Equal(st.View().Running(), want) || st.RunningLen() != len(want) {
+			t.Fatalf("write %d of %d attempts: the engine reads %d attempts running, a view %d; want %d", round, len(c.Attempts), len(fromSet), len(st.View().Running()), len(want))
+		}
+	}
 }

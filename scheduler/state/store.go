@@ -36,14 +36,13 @@ type Store struct {
 	renamed map[string]bool
 	queue   *Queue
 	// running is the attempts that hold cards, followed as the queue is (see RunningNow);
-	// published is the set as the last write transaction committed it, which views read,
-	// and runningGiven says running is that one (see putRunning). views orders the
-	// opening of views with commits.
-	running, published runningSet
-	runningGiven       bool
-	views              sync.RWMutex
-	open               *memdb.Txn  // the transaction of the batch in progress; nil outside one
-	reads              *batchReads // how the batch in progress looks objects up; nil outside one
+	// published is the set as the last write transaction committed it, which views read.
+	// views orders the opening of views with commits.
+	running   runningSet
+	published []*Attempt
+	views     sync.RWMutex
+	open      *memdb.Txn  // the transaction of the batch in progress; nil outside one
+	reads     *batchReads // how the batch in progress looks objects up; nil outside one
 	// batchReads is the one reads points to, kept from batch to batch.
 	batchReads batchReads
 	// given, while a snapshot is applied, holds the statuses it gives the jobs of its
@@ -190,6 +189,35 @@ func (s *Store) Batch(fn func()) error {
 	return s.compactIfDue()
 }
 
+// Grouped runs fn, whose writes are journaled as they are made but synced to disk
+// together once it returns (or where fn calls Sync), not each as it is made: an
+// engine's round, a sync before it starts attempts and one at its end rather than one
+// a record (a sync takes milliseconds). Nothing fn does may leave the daemon on the
+// strength of a record not yet synced (no attempt may start before its record is): a
+// daemon that dies loses none of them, the kernel holds them; a machine that stops
+// may. The error is the last sync's.
+func (s *Store) Grouped(fn func()) error {
+	if s.journal == nil || s.journal.grouped { // a group in a group is the outer one's
+		fn()
+		return nil
+	}
+	s.journal.grouped = true
+	func() {
+		defer func() { s.journal.grouped = false }()
+		fn()
+	}()
+	return s.journal.flush()
+}
+
+// Sync syncs what a group (see Grouped) has journaled so far: before what it does
+// leaves the daemon. Its error leaves a journal that takes no more records.
+func (s *Store) Sync() error {
+	if s.journal == nil {
+		return nil
+	}
+	return s.journal.flush()
+}
+
 // Journaled reports whether the store journals its changes.
 func (s *Store) Journaled() bool { return s.journal != nil }
 
@@ -257,17 +285,13 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 	case *Job:
 		s.queue.change(o, s.keyOf)
 	case *Attempt:
-		s.putRunning(o)
+		s.running.put(o)
 	case *Shape:
 		was := s.KnownShape(o.Name)
 		s.queue.learned(o)
 		if o.Rev != was.Revision() {
 			// The estimates of its queued jobs are made again (estimateOf).
-			view := View{txn: txn}
-			if txn == s.open {
-				view.batch = s.reads
-			}
-			s.queue.regroup(o.Name, func(id string) GroupKey { return keyOf(view.Job(id), o) })
+			s.queue.regroup(o)
 		}
 	}
 	return nil
@@ -322,7 +346,7 @@ type View struct {
 	batch *batchReads // in a batch, how its lookups by id read
 	// running is the attempts that held cards when txn began; in a batch, live is the
 	// store's set, with the batch's writes, instead.
-	running runningSet
+	running []*Attempt
 	live    *runningSet
 }
 
@@ -431,9 +455,9 @@ func (sn View) Running() []*Attempt { return slices.Collect(sn.EachRunning()) }
 // as they are when it is called, later writes of the batch not showing.
 func (sn View) EachRunning() iter.Seq[*Attempt] {
 	if sn.live != nil {
-		return slices.Clone(*sn.live).all()
+		return slices.Values(sn.live.give())
 	}
-	return sn.running.all()
+	return slices.Values(sn.running)
 }
 
 func collect[T any](txn *memdb.Txn, table, index string, args ...any) []T {

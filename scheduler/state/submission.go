@@ -266,11 +266,10 @@ func (s *Store) Forget(names []string) error {
 	}
 	// An attempt forgotten had ended (the sweep was over), but the set follows the
 	// table whatever it held.
-	s.running = slices.DeleteFunc(slices.Clone(s.running), func(a *Attempt) bool {
+	s.running.drop(func(a *Attempt) bool {
 		obj, err := txn.First(tableAttempts, indexID, a.ID)
 		return err == nil && obj == nil
 	})
-	s.runningGiven = false
 	s.publish(txn.Commit)
 	for _, name := range names {
 		s.queue.forget(name)

@@ -58,7 +58,8 @@ type Config struct {
 	Inventory nvidia.Options
 	// Poll is how often it reads its cards and reports them.
 	Poll time.Duration
-	// Supervisor is the command that starts an attempt's supervisor: gpuq's own binary.
+	// Supervisor is the command that starts an attempt's supervisor (see
+	// launcher.SupervisorCommand).
 	Supervisor []string
 	Version    string
 	// Log receives what the worker does.

@@ -754,6 +754,9 @@ memory: 1GiB
 	time.Sleep(time.Second)
 	syscall.Kill(sup, syscall.SIGCONT)
 	thawed = true
+	// The thawed supervisor records its trainer's end in the test's directory: done
+	// before the directory is removed.
+	schedtest.WaitFor(t, "the old supervisor to end", func() bool { return !alive(sup) })
 
 	data, _ := os.ReadFile(beats)
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
