@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,8 +158,34 @@ func TestOneOffStartsTheOneDaemon(t *testing.T) {
 func TestAOneOffsReaderGone(t *testing.T) {
 	dir := t.TempDir()
 	logs := filepath.Join(dir, "logs")
-	cmd := exec.Command(os.Args[0], "run", "--gpus", "sim:1x24GiB", "--log-dir", logs, "--",
+	cmd, stdout, errb := startPiped(t, dir, logs, "run", "--gpus", "sim:1x24GiB", "--log-dir", logs, "--",
 		"sh", "-c", "i=0; while :; do i=$((i+1)); echo line $i; sleep 0.05; done")
+	lines := bufio.NewScanner(stdout)
+	for i := 1; i <= 3; i++ {
+		if !lines.Scan() || lines.Text() != fmt.Sprintf("line %d", i) {
+			t.Fatalf("line %d of the trainer's output: %q %v\n%s", i, lines.Text(), lines.Err(), errb)
+		}
+	}
+	stdout.Close() // as head does once it has its lines
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt || !strings.Contains(errb.String(), "what reads the trainer's output has ended; stopping the run") {
+		t.Errorf("exit %d (%v), want %d:\n%s", code, err, exitInterrupt, errb)
+	}
+	if !strings.Contains(errb.String(), "cancelled") {
+		t.Errorf("the job was not cancelled:\n%s", errb)
+	}
+	if socks, _ := filepath.Glob(filepath.Join(dir, "state", "runs", "*.sock")); len(socks) > 0 {
+		t.Errorf("the run left its socket: %v", socks)
+	}
+	schedtest.WaitFor(t, "nothing of the attempt left", func() bool { return len(attemptProcs(logs)) == 0 })
+}
+
+// startPiped starts gpuq with args on simulated cards, its state and config in dir and
+// its stdout a pipe the test reads, as head would; what a failing test leaves of it and
+// of the attempts logged under logs is killed.
+func startPiped(t *testing.T, dir, logs string, args ...string) (*exec.Cmd, io.ReadCloser, *schedtest.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), asGPUQ+"=1", "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir,
 		"GPUQ_STATE_DIR="+filepath.Join(dir, "state"))
 	stdout, err := cmd.StdoutPipe()
@@ -176,24 +203,7 @@ func TestAOneOffsReaderGone(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	lines := bufio.NewScanner(stdout)
-	for i := 1; i <= 3; i++ {
-		if !lines.Scan() || lines.Text() != fmt.Sprintf("line %d", i) {
-			t.Fatalf("line %d of the trainer's output: %q %v\n%s", i, lines.Text(), lines.Err(), errb)
-		}
-	}
-	stdout.Close() // as head does once it has its lines
-	err = cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt || !strings.Contains(errb.String(), "what reads the trainer's output has ended; stopping the run") {
-		t.Errorf("exit %d (%v), want %d:\n%s", code, err, exitInterrupt, errb)
-	}
-	if !strings.Contains(errb.String(), "cancelled") {
-		t.Errorf("the job was not cancelled:\n%s", errb)
-	}
-	if socks, _ := filepath.Glob(filepath.Join(dir, "state", "runs", "*.sock")); len(socks) > 0 {
-		t.Errorf("the run left its socket: %v", socks)
-	}
-	schedtest.WaitFor(t, "nothing of the attempt left", func() bool { return len(attemptProcs(logs)) == 0 })
+	return cmd, stdout, errb
 }
 
 // TestASweepRunsReaderGone: gpuq run SWEEP | head stops the run as Ctrl-C does once
@@ -213,24 +223,7 @@ memory: 2GiB
 	if err := syscall.Mkfifo(filepath.Join(dir, "go"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "run", "--gpus", "sim:3x24GiB", "--log-dir", logs, sweep)
-	cmd.Env = append(os.Environ(), asGPUQ+"=1", "GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir,
-		"GPUQ_STATE_DIR="+filepath.Join(dir, "state"))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errb := &schedtest.Buffer{}
-	cmd.Stderr = errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { // what a failing test left
-		cmd.Process.Kill()
-		for _, pid := range attemptProcs(logs) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	cmd, stdout, errb := startPiped(t, dir, logs, "run", "--gpus", "sim:3x24GiB", "--log-dir", logs, sweep)
 	lines := bufio.NewScanner(stdout)
 	for started := 0; started < 3; {
 		if !lines.Scan() {
