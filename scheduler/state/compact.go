@@ -190,10 +190,10 @@ func changeOf(o any) Change {
 // holds jobs (compactStatuses at least), or where a group's sync failed (unsure), but
 // not in a batch: the snapshot must hold what the journal does.
 func (s *Store) compactIfDue() error {
-	jn := s.journal
-	if jn == nil || s.open != nil || !jn.unsureDue() && jn.records < compactAfter && jn.size < jn.compactAt && jn.statuses < max(s.jobs, compactStatuses) {
+	if !s.compactDue() {
 		return nil
 	}
+	jn := s.journal
 	err := s.compact(s.View())
 	var cw *CannotWrite
 	switch {
@@ -209,6 +209,22 @@ func (s *Store) compactIfDue() error {
 		return err
 	}
 	return nil
+}
+
+// compactDue reports whether compactIfDue is to compact now. A journal whose group's
+// sync failed is compacted only as unsureDue spaces the tries, however large it is: it
+// takes no record meanwhile, so one that was due when its sync failed (a full disk
+// makes the snapshot fail first, and the journal grow) would stay due, and the whole
+// state be written every round.
+func (s *Store) compactDue() bool {
+	jn := s.journal
+	switch {
+	case jn == nil || s.open != nil:
+		return false
+	case jn.unsure != nil:
+		return jn.unsureDue()
+	}
+	return jn.records >= compactAfter || jn.size >= jn.compactAt || jn.statuses >= max(s.jobs, compactStatuses)
 }
 
 // unsureDue reports whether a journal whose group could not be synced is to be

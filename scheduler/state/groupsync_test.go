@@ -165,3 +165,35 @@ func TestRestartSyncsWhatItCounts(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestUnsureCompactionsSpaceOutWhateverTheJournalsSize: a journal whose group's sync
+// failed when it had also grown to be compacted (its records, its size, its statuses)
+// is compacted only as unsureDue spaces the tries, not after every batch: it takes no
+// record meanwhile, so it stays as large, and a snapshot that cannot be written
+// (the disk is full) would be written whole every round.
+func TestUnsureCompactionsSpaceOutWhateverTheJournalsSize(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		jn   journal
+	}{
+		{"records", journal{records: compactAfter, compactAt: 1 << 40}},
+		{"size", journal{size: 1 << 20, compactAt: 1 << 20}},
+		{"statuses", journal{statuses: compactStatuses, compactAt: 1 << 40}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jn := tc.jn
+			s := &Store{journal: &jn}
+			if !s.compactDue() {
+				t.Fatal("a journal grown to be compacted is not due")
+			}
+			jn.unsure = &CannotWrite{}
+			var got strings.Builder
+			for range 16 {
+				got.WriteString(map[bool]string{true: "T", false: "."}[s.compactDue()])
+			}
+			if want := "T.T..T....T....."; got.String() != want {
+				t.Errorf("compactions tried %s, want %s", got.String(), want)
+			}
+		})
+	}
+}
