@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -129,6 +131,44 @@ func TestAFailedSyncPausesAndLosesNothing(t *testing.T) {
 	}
 	if j := again.View().Job("c.1"); j.Attempts != 2 || again.View().Attempt("c.1/1").Outcome != plans.Lost {
 		t.Errorf("after a restart, c.1 has %d attempts, the first %+v; want the unstarted one lost and the second running", j.Attempts, again.View().Attempt("c.1/1"))
+	}
+}
+
+// TestAFailedSyncWaitsForTheSnapshot: where the sync of a round fails and the snapshot
+// cannot be written either (the disk stays full), the engine stays paused, round after
+// round, says so once and starts nothing; a daemon killed meanwhile leaves a state whose
+// next start finds the unstarted attempt still to take up (its runner says it never
+// started), not a job lost; once the snapshot can be written the engine resumes
+// within maxUnsureWait rounds or so, on its own.
+func TestAFailedSyncWaitsForTheSnapshot(t *testing.T) {
+	e, st, r, events, dir := pausedEngine(t)
+	disk := onFullDisk(st)
+	disk.SyncsFailing = 1
+	blocked := filepath.Join(dir, "snapshot.new")
+	must(t, os.MkdirAll(filepath.Join(blocked, "in"), 0o700)) // not removed to make it
+	for range 40 {
+		round(t, e)
+	}
+	if r.tries != 0 || paused(*events) != "paused" {
+		t.Fatalf("40 rounds while the snapshot cannot be written: %d starts, events %q; want none, and paused once", r.tries, paused(*events))
+	}
+	killed, _, err := state.ReadOnly(dir)
+	must(t, err)
+	if a := killed.View().Attempt("c.1/1"); a == nil || !a.Running() || a.Leader != 0 {
+		t.Errorf("a daemon killed while paused leaves c.1/1 %+v; want it recorded running, never started, for the next start to take up", a)
+	}
+	must(t, os.RemoveAll(blocked))
+	for i := 0; r.tries == 0; i++ {
+		if i > 40 {
+			t.Fatalf("the snapshot can be written again: not resumed in 40 rounds; events %q", paused(*events))
+		}
+		round(t, e)
+	}
+	if got := states(st); got != "c.1:running c.2:queued c.3:queued" || r.tries != 1 || paused(*events) != "paused resumed" {
+		t.Fatalf("once the snapshot is written: %s after %d starts, events %q", got, r.tries, paused(*events))
+	}
+	if a := st.View().Attempt("c.1/1"); a.Outcome != plans.Lost || st.View().Job("c.1").Since != 1 {
+		t.Errorf("c.1/1 %+v; want it lost, unstarted", a)
 	}
 }
 
