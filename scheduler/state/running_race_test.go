@@ -99,3 +99,69 @@ func TestViewsReadTheRunningSetWhileTheWriterWrites(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestRunningSetAfterEveryRebuild: a store rebuilt from its state directory (from the
+// snapshot and the journal, read only, or salvaged) holds as running set the attempts
+// its table holds running, to the writer and to a view alike, whether they came from
+// the snapshot or the journal, one at a time or many at once.
+func TestRunningSetAfterEveryRebuild(t *testing.T) {
+	const jobs = 30
+	seeds := make([]string, jobs)
+	for i := range seeds {
+		seeds[i] = fmt.Sprint(i)
+	}
+	sw, err := plans.DecodeSweep("r.yaml", []byte("name: r\ncommand: [train]\nmemory: 1GiB\nmatrix: {seed: ["+strings.Join(seeds, ", ")+"]}\n"), plans.Overrides{})
+	must(t, err)
+	dir := t.TempDir()
+	st, _, _ := openState(t, dir)
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	put := func(from, to int, ended func(i int) bool) {
+		var c Change
+		for i := from; i < to; i++ {
+			j := *st.View().Job(sw.Jobs[i].ID)
+			j.Attempts, j.State = 1, JobRunning
+			a := &Attempt{ID: AttemptID(j.ID, 1), Job: j.ID, N: 1, GPUs: []int{0}, Started: time.Unix(1, 0)}
+			if ended(i) {
+				a.Outcome, j.State = plans.Success, JobSucceeded
+			}
+			c.Jobs, c.Attempts = append(c.Jobs, &j), append(c.Attempts, a)
+		}
+		must(t, st.Put(c))
+	}
+	put(0, 20, func(i int) bool { return i%3 == 0 }) // in the snapshot
+	must(t, st.Compact())
+	put(20, 30, func(i int) bool { return i%4 == 0 }) // in the journal
+	put(1, 3, func(int) bool { return true })         // ended since, one at a time
+	want := func(s *Store) []string {
+		var out []string
+		view := s.View()
+		for _, j := range sw.Jobs {
+			for _, a := range view.Attempts(j.ID) {
+				if a.Running() {
+					out = append(out, a.ID)
+				}
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	check := func(name string, s *Store) {
+		t.Helper()
+		truth, fromSet, fromView := want(s), attemptIDs(s.RunningNow()), attemptIDs(s.View().EachRunning())
+		if len(truth) == 0 || !slices.Equal(fromSet, truth) || !slices.Equal(fromView, truth) || s.RunningLen() != len(truth) {
+			t.Errorf("%s: running set %v (%d), view %v; the table holds %v running", name, fromSet, s.RunningLen(), fromView, truth)
+		}
+	}
+	check("as written", st)
+	st.Close()
+	again, _, _ := openState(t, dir)
+	check("reopened", again)
+	again.Close()
+	ro, _, err := ReadOnly(dir)
+	must(t, err)
+	check("read only", ro)
+	_, err = Salvage(dir, nil)
+	must(t, err)
+	salvaged, _, _ := openState(t, dir)
+	check("salvaged", salvaged)
+}
