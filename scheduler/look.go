@@ -97,8 +97,8 @@ func (e *Engine) decide(view state.View) (pack.Decision, []*state.Job, error) {
 // probeDetail says which job a job of memory: probe waits for.
 func probeDetail(view state.View, j *state.Job) string {
 	by := "the first queued job of its shape"
-	if l := view.Shape(j.Shape); l != nil && l.Probe != "" {
-		by = l.Probe
+	if probe := probeOf(view, j.Shape); probe != "" {
+		by = probe
 	}
 	return "memory: probe: it waits for " + by + " to measure its shape"
 }

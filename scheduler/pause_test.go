@@ -51,9 +51,15 @@ func (r *unwritableRunner) Check() error {
 // card that takes one at a time; its trainers run until an exit is applied.
 func pausedEngine(t *testing.T) (*Engine, *state.Store, *unwritableRunner, *[]Event, string) {
 	t.Helper()
+	return pausedEngineOf(t, threeJobs)
+}
+
+// pausedEngineOf is pausedEngine with the jobs of another sweep.
+func pausedEngineOf(t *testing.T, sweep string) (*Engine, *state.Store, *unwritableRunner, *[]Event, string) {
+	t.Helper()
 	dir := t.TempDir()
 	st := journaled(t, dir)
-	sw, err := plans.DecodeSweep("c.yaml", []byte(threeJobs), plans.Overrides{})
+	sw, err := plans.DecodeSweep("c.yaml", []byte(sweep), plans.Overrides{})
 	must(t, err)
 	r := &unwritableRunner{fakeRunner: &fakeRunner{script: func(Launch) Exit { return Exit{} }}}
 	var events []Event
@@ -169,6 +175,53 @@ func TestAFailedSyncWaitsForTheSnapshot(t *testing.T) {
 	}
 	if a := st.View().Attempt("c.1/1"); a.Outcome != plans.Lost || st.View().Job("c.1").Since != 1 {
 		t.Errorf("c.1/1 %+v; want it lost, unstarted", a)
+	}
+}
+
+// fullForAttempts is a journal's file on a disk that is full for a record of attempts
+// alone, while full: a disk that fills between two records of one round.
+type fullForAttempts struct {
+	state.JournalFile
+	full bool
+}
+
+func (f *fullForAttempts) Write(b []byte) (int, error) {
+	if f.full && strings.Contains(string(b), `"attempts":`) {
+		return 0, syscall.ENOSPC
+	}
+	return f.JournalFile.Write(b)
+}
+
+// TestAProbeThatCouldNotBeRecordedDoesNotHoldItsShape: where the round that starts the
+// probe of a shape (memory: probe) marks the shape as probed, and the disk fills before
+// the probe's attempt is recorded, the engine pauses and the probe does not start;
+// once the disk has room it starts, and a restart meanwhile finds it waiting too: the
+// shape is not left waiting for a probe that never ran.
+func TestAProbeThatCouldNotBeRecordedDoesNotHoldItsShape(t *testing.T) {
+	e, st, r, events, dir := pausedEngineOf(t, "name: c\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: probe\n")
+	var disk *fullForAttempts
+	st.WrapJournal(func(f state.JournalFile) state.JournalFile {
+		disk = &fullForAttempts{JournalFile: f, full: true}
+		return disk
+	})
+	round(t, e)
+	if r.tries != 0 || paused(*events) != "paused" {
+		t.Fatalf("the probe's attempt not recorded: %d starts, events %q; want none, and paused", r.tries, paused(*events))
+	}
+	killed := t.TempDir() // the state a daemon killed now leaves
+	must(t, os.CopyFS(killed, os.DirFS(dir)))
+	disk.full = false
+	for range 3 {
+		round(t, e)
+	}
+	if got := states(st); got != "c.1:running c.2:queued c.3:queued" || paused(*events) != "paused resumed" {
+		t.Errorf("once the disk has room: %s, events %q; want the probe c.1 started", got, paused(*events))
+	}
+	again := journaled(t, killed)
+	restarted := NewEngine(again, e.inv, &fakeRunner{script: func(Launch) Exit { return Exit{} }}, newFakeClock(), e.cfg, nil)
+	round(t, restarted)
+	if got := states(again); got != "c.1:running c.2:queued c.3:queued" {
+		t.Errorf("a daemon killed while paused, started again: %s; want the probe c.1 started", got)
 	}
 }
 

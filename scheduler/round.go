@@ -380,11 +380,26 @@ func maxRunningLeft(view state.View, running []*state.Attempt, sweep string, n i
 // it exclusive) and the others wait for it. probing collects the shapes offered this
 // round.
 func waitsForProbe(view state.View, shape string, probing map[string]bool) bool {
-	if l := view.Shape(shape); l != nil && l.Probe != "" || probing[shape] {
+	if probeOf(view, shape) != "" || probing[shape] {
 		return true
 	}
 	probing[shape] = true
 	return false
+}
+
+// probeOf is the job that measures a shape now: the shape's probe while its job runs
+// ("" when none). A probe whose job does not run holds nothing: the round that named
+// it may not have recorded its attempt (a disk that filled in between: the engine
+// pauses, and a restart may follow), and its shape would wait for it for ever.
+func probeOf(view state.View, shape string) string {
+	l := view.Shape(shape)
+	if l == nil || l.Probe == "" {
+		return ""
+	}
+	if j := view.Job(l.Probe); j == nil || j.State != state.JobRunning {
+		return ""
+	}
+	return l.Probe
 }
 
 // hosts reads the RAM of each machine of the round's cards for the packer: the
