@@ -19,12 +19,7 @@ import (
 // transaction holds running, and is never changed under it (run with -race).
 func TestViewsReadTheRunningSetWhileTheWriterWrites(t *testing.T) {
 	const jobs = 40
-	seeds := make([]string, jobs)
-	for i := range seeds {
-		seeds[i] = fmt.Sprint(i)
-	}
-	sw, err := plans.DecodeSweep("r.yaml", []byte("name: r\ncommand: [train]\nmemory: 1GiB\nmatrix: {seed: ["+strings.Join(seeds, ", ")+"]}\n"), plans.Overrides{})
-	must(t, err)
+	sw := seededSweep(t, jobs)
 	st, err := NewStore()
 	must(t, err)
 	must(t, st.Submit(&Submission{Sweep: sw}))
@@ -105,13 +100,7 @@ func TestViewsReadTheRunningSetWhileTheWriterWrites(t *testing.T) {
 // its table holds running, to the writer and to a view alike, whether they came from
 // the snapshot or the journal, one at a time or many at once.
 func TestRunningSetAfterEveryRebuild(t *testing.T) {
-	const jobs = 30
-	seeds := make([]string, jobs)
-	for i := range seeds {
-		seeds[i] = fmt.Sprint(i)
-	}
-	sw, err := plans.DecodeSweep("r.yaml", []byte("name: r\ncommand: [train]\nmemory: 1GiB\nmatrix: {seed: ["+strings.Join(seeds, ", ")+"]}\n"), plans.Overrides{})
-	must(t, err)
+	sw := seededSweep(t, 30)
 	dir := t.TempDir()
 	st, _, _ := openState(t, dir)
 	must(t, st.Submit(&Submission{Sweep: sw}))
@@ -164,4 +153,16 @@ func TestRunningSetAfterEveryRebuild(t *testing.T) {
 	must(t, err)
 	salvaged, _, _ := openState(t, dir)
 	check("salvaged", salvaged)
+}
+
+// seededSweep is a sweep r of n jobs, one a seed.
+func seededSweep(t *testing.T, n int) *plans.Sweep {
+	t.Helper()
+	seeds := make([]string, n)
+	for i := range seeds {
+		seeds[i] = fmt.Sprint(i)
+	}
+	sw, err := plans.DecodeSweep("r.yaml", []byte("name: r\ncommand: [train]\nmemory: 1GiB\nmatrix: {seed: ["+strings.Join(seeds, ", ")+"]}\n"), plans.Overrides{})
+	must(t, err)
+	return sw
 }
