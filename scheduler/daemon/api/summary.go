@@ -85,15 +85,16 @@ func Listed(view state.View, sweep string, states []string) ([]*state.Job, error
 func WriteJobs(w io.Writer, view state.View, jobs []*state.Job) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.WriteString(`{"jobs":[`)
+	// Encoded into the buffer, not marshalled into a slice of its own each: those
+	// were as many bytes of garbage as the listing, made while the daemon ran its rounds.
+	enc := json.NewEncoder(bw)
+	var out Job // one for them all: each would be a copy on the heap
 	for i, j := range jobs {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
-		b, err := json.Marshal(Job{Sweep: j.Sweep, JobSummary: Summarize(view, j)})
-		if err != nil {
-			return err
-		}
-		if _, err := bw.Write(b); err != nil {
+		out = Job{Sweep: j.Sweep, JobSummary: Summarize(view, j)}
+		if err := enc.Encode(&out); err != nil {
 			return err
 		}
 	}
