@@ -128,10 +128,10 @@ func (e *Engine) crowdTrack(running []*state.Attempt, now time.Time) {
 // reading it again made every start and end cost k² lookups.
 func (e *Engine) crowdRefresh(cards []plans.CardID, now time.Time) {
 	for _, card := range cards {
-		n, util := e.cardLoad(card)
+		k, pace := crowdOn(e.cardLoad(card))
 		for _, id := range e.crowds.on[card] {
 			if c := e.crowds.of[id]; len(c.cards) == 1 {
-				c.stretch(now, max(0, float64(n)), min(1, pack.Speed(util, n, 0))) // as crowdStretch finds them
+				c.stretch(now, k, pace)
 			} else {
 				e.crowdStretch(c, now)
 			}
@@ -145,11 +145,16 @@ func (e *Engine) crowdRefresh(cards []plans.CardID, now time.Time) {
 func (e *Engine) crowdStretch(c *crowd, now time.Time) {
 	k, pace := 0.0, 1.0
 	for _, mine := range c.cards {
-		n, util := e.cardLoad(mine)
-		k = max(k, float64(n))
-		pace = min(pace, pack.Speed(util, n, 0))
+		ck, cp := crowdOn(e.cardLoad(mine))
+		k, pace = max(k, ck), min(pace, cp)
 	}
 	c.stretch(now, k, pace)
+}
+
+// crowdOn is what a card's load, n attempts of util together, is to each of them:
+// its neighbours and its pace.
+func crowdOn(n int, util float64) (k, pace float64) {
+	return max(0, float64(n)), min(1, pack.Speed(util, n, 0))
 }
 
 // stretch closes the stretch of c's run until now, and starts the next at k attempts

@@ -232,9 +232,6 @@ func (s *Store) compactDue() bool {
 // time, up to maxUnsureWait, so that a paused daemon on a full disk does not write
 // its whole state every round.
 func (jn *journal) unsureDue() bool {
-	if jn.unsure == nil {
-		return false
-	}
 	if jn.unsureLeft > 0 {
 		jn.unsureLeft--
 		return false

@@ -210,7 +210,8 @@ func (s *Store) Grouped(fn func()) error {
 }
 
 // Sync syncs what a group (see Grouped) has journaled so far: before what it does
-// leaves the daemon. Its error leaves a journal that takes no more records.
+// leaves the daemon. Its error (a CannotWrite) leaves a journal that takes no record
+// until a compaction has put the whole state on the disk (see compactIfDue).
 func (s *Store) Sync() error {
 	if s.journal == nil {
 		return nil
