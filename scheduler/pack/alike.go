@@ -7,13 +7,15 @@ package pack
 
 // alike is the cards an alike request may take, as a heap best first (see less), for
 // the request it was made for; gen is the packer's gen when the last pick was made
-// from it, and last the card it took (-1: none).
+// from it, and last the card it took (-1: none). The heap is made (heaped) only once a
+// second alike request comes: where requests are not alike, a look at every card for
+// the best is all a pick needs, and making a heap of them cost as much again, twice.
 type alike struct {
-	r    Request
-	gen  uint64
-	last int
-	heap []int
-	made bool
+	r            Request
+	gen          uint64
+	last         int
+	heap         []int
+	made, heaped bool
 }
 
 // sameFit reports whether a and b ask the same of the cards: all but their job and how
@@ -34,20 +36,14 @@ func (p *packer) pickOne(r *Request) int {
 	kept := a.made && sameFit(&a.r, r) && r.Host <= 0 && (r.Quota == nil || r.Quota.Left == nil)
 	switch {
 	case kept && a.last >= 0 && p.gen == a.gen+1:
+		a.heapify(p)
 		if i := a.last; p.candidate(i, r) {
 			a.push(p, i)
 		}
 	case kept && a.last < 0 && p.gen == a.gen:
 	default:
-		a.r, a.made, a.heap = *r, true, a.heap[:0]
-		for i, free := range p.free {
-			if free >= r.Memory && p.candidate(i, r) {
-				a.heap = append(a.heap, i)
-			}
-		}
-		for k := len(a.heap)/2 - 1; k >= 0; k-- {
-			a.down(p, k)
-		}
+		a.gen, a.last = p.gen, a.first(p, r)
+		return a.last
 	}
 	a.gen, a.last = p.gen, -1
 	if len(a.heap) == 0 {
@@ -55,6 +51,38 @@ func (p *packer) pickOne(r *Request) int {
 	}
 	a.last = a.pop(p)
 	return a.last
+}
+
+// first keeps the cards r may start on, not yet as a heap, and takes out and returns
+// the best of them, or -1.
+func (a *alike) first(p *packer, r *Request) int {
+	a.r, a.made, a.heaped, a.heap = *r, true, false, a.heap[:0]
+	best := -1
+	for i, free := range p.free {
+		if free >= r.Memory && p.candidate(i, r) {
+			if best < 0 || p.better(i, a.heap[best], r) {
+				best = len(a.heap)
+			}
+			a.heap = append(a.heap, i)
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	i, n := a.heap[best], len(a.heap)-1
+	a.heap[best], a.heap = a.heap[n], a.heap[:n]
+	return i
+}
+
+// heapify makes the kept cards a heap, where they are not one yet.
+func (a *alike) heapify(p *packer) {
+	if a.heaped {
+		return
+	}
+	for k := len(a.heap)/2 - 1; k >= 0; k-- {
+		a.down(p, k)
+	}
+	a.heaped = true
 }
 
 // candidate reports whether r may start on card i.
