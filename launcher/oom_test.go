@@ -16,9 +16,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// TestClassifyGolden classifies real message texts, from PyTorch 1.4 to 2.5, other
-// frameworks and libraries, cut off and ANSI-coloured, each as the last output of a
-// process that exited 1. Each .golden holds the outcome and the facts parsed.
+// TestClassifyGolden classifies real message texts, from PyTorch 1.4 to 2.11 (that one
+// from an H200 under make gpu-check), other frameworks and libraries, cut off and
+// ANSI-coloured, each as the last output of a process that exited 1. Each .golden holds
+// the outcome and the facts parsed.
 func TestClassifyGolden(t *testing.T) {
 	files, _ := filepath.Glob("testdata/oom/*.txt")
 	if len(files) < 19 {

@@ -6,14 +6,19 @@ beside what gpuq's sharing model predicts (README, "Simulated trainers"):
     alone, u being the share of the card each keeps busy alone (GPU-Util)
 
 so that the first run on a real card calibrates the model: u as NVML measures it, c as
-the speeds show it. Standard library only; nvidia-smi and PyTorch are only needed by
-run()."""
+the speeds show it. Rates and utilizations are taken over the time every trainer of a
+run was stepping, told by their progress lines: not over their start (importing
+PyTorch, building the model: seconds of an idle card), nor, together, over the time one
+ran on alone after the other ended. Standard library only; nvidia-smi and PyTorch are
+only needed by measure()."""
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_TORCH = os.path.join(HERE, "..", "trainers", "train_torch.py")
@@ -69,24 +74,74 @@ class Poller:
 
 class UtilSampler(Poller):
     """Samples a card's utilization, and each process's SM utilization, in the
-    background, and keeps their means."""
+    background, each sample with its time, and gives their means over a window."""
 
-    def __init__(self, card, query_card, query_procs, every=0.5):
+    def __init__(self, card, query_card, query_procs, every=0.5, clock=time.monotonic):
         super().__init__(lambda: self.add(query_card(card), query_procs(card)), every)
+        self.clock = clock
         self.card_samples, self.proc_samples = [], {}
 
     def add(self, card_util, procs):
+        t = self.clock()
         if card_util is not None:
-            self.card_samples.append(card_util)
+            self.card_samples.append((t, card_util))
         for pid, sm in procs.items():
-            self.proc_samples.setdefault(pid, []).append(sm)
+            self.proc_samples.setdefault(pid, []).append((t, sm))
 
-    def card_mean(self):
-        return sum(self.card_samples) / len(self.card_samples) if self.card_samples else None
+    def card_mean(self, since=float("-inf"), until=float("inf")):
+        return mean_between(self.card_samples, since, until)
 
-    def proc_mean(self, pid):
-        s = self.proc_samples.get(pid)
-        return sum(s) / len(s) if s else None
+    def proc_mean(self, pid, since=float("-inf"), until=float("inf")):
+        return mean_between(self.proc_samples.get(pid, []), since, until)
+
+
+def mean_between(samples, since, until):
+    """The mean of the (time, value) samples taken from since to until, or None."""
+    inside = [v for t, v in samples if since <= t <= until]
+    return sum(inside) / len(inside) if inside else None
+
+
+# train_torch.py's progress line: "train:  40%|████      | 40/100 [00:05<00:07, ...".
+PROGRESS = re.compile(r"\| (\d+)/\d+ \[")
+
+
+class Progress:
+    """Reads a trainer's output in the background and keeps, for each progress line,
+    the time it came and the step it told: [(time, step)]."""
+
+    def __init__(self, stream, clock=time.monotonic):
+        self.points = []
+        self._thread = threading.Thread(target=self._read, args=(stream, clock), daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def join(self):
+        self._thread.join()
+
+    def _read(self, stream, clock):
+        for line in stream:
+            m = PROGRESS.search(line)
+            if m:
+                self.points.append((clock(), int(m.group(1))))
+
+
+def stepping(progresses):
+    """The window in which every trainer was stepping: from the last one's first
+    progress line to the first one's last; None where a trainer told none."""
+    if not all(p.points for p in progresses):
+        return None
+    return max(p.points[0][0] for p in progresses), min(p.points[-1][0] for p in progresses)
+
+
+def rate_between(points, since, until):
+    """Steps a second from the first to the last progress line in [since, until], or
+    None where fewer than two lines fall in it."""
+    inside = [(t, s) for t, s in points if since <= t <= until]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    (t0, s0), (t1, s1) = inside[0], inside[-1]
+    return (s1 - s0) / (t1 - t0)
 
 
 def nvidia_smi_card(card):
@@ -103,30 +158,39 @@ def nvidia_smi_pmon(card):
 def run_together(python, card, work, configs, sampler=None):
     """Runs a train_torch.py of each config on one card at once; returns, for each, its
     steps a second and NVML's mean utilization of its process (None where pmon gave
-    none), and the card's mean utilization."""
+    none) while all were stepping, and the card's mean utilization then."""
     sampler = sampler or UtilSampler(card, nvidia_smi_card, nvidia_smi_pmon)
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(card), CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(card), CUDA_DEVICE_ORDER="PCI_BUS_ID", PYTHONUNBUFFERED="1")
     procs = []
     for cfg in configs:
         d = tempfile.mkdtemp(dir=work)
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg, f)
-        procs.append((d, subprocess.Popen([python, TRAIN_TORCH, "--config", os.path.join(d, "config.json")], env=env,
-                                          stdout=subprocess.DEVNULL)))
+        p = subprocess.Popen([python, TRAIN_TORCH, "--config", os.path.join(d, "config.json")], env=env,
+                             stdout=subprocess.PIPE, text=True, errors="replace")
+        progress = Progress(p.stdout, sampler.clock)
+        progress.start()
+        procs.append((d, p, progress))
     sampler.start()
     try:
-        for _, p in procs:
+        for _, p, progress in procs:
             p.wait()
+            progress.join()
     finally:
         sampler.stop()
-    out = []
-    for d, p in procs:
+    for d, p, _ in procs:
         if p.returncode != 0:
             raise RuntimeError(f"train_torch.py exited with status {p.returncode} ({d})")
-        with open(os.path.join(d, "metrics.json")) as f:
-            m = json.load(f)
-        out.append({"rate": m["steps"] / m["seconds"], "util": sampler.proc_mean(p.pid)})
-    return out, sampler.card_mean()
+    window = stepping([progress for _, _, progress in procs])
+    if window is None:
+        raise RuntimeError(f"a trainer printed no progress line ({', '.join(d for d, _, _ in procs)})")
+    out = []
+    for d, p, progress in procs:
+        rate = rate_between(progress.points, *window)
+        if rate is None:
+            raise RuntimeError(f"too few progress lines while every trainer was stepping ({d}): give them more steps")
+        out.append({"rate": rate, "util": sampler.proc_mean(p.pid, *window)})
+    return out, sampler.card_mean(*window)
 
 
 def measure(python, card, work, configs):

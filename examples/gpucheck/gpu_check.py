@@ -122,6 +122,13 @@ class Sampler(colocation.Poller):
         self.proc = proc
         self.peaks, self.hidden, self.unknown = {}, set(), set()
 
+    def pids_hidden(self):
+        """The PIDs NVML listed that this PID namespace does not have, when it is a
+        namespace of its own: none of NVML's PIDs was ever found to be an attempt's.
+        Where some were, a missing one is a process that ended between NVML's listing and
+        the look in /proc (an attempt that ran out of memory, say), not a hidden one."""
+        return set() if self.peaks or self.unknown else set(self.hidden)
+
     def add(self, apps):
         sums = {}
         for uuid, pid, used in apps:
@@ -377,7 +384,7 @@ def main(argv=None):
             runs[sweep["name"]] = run_sweep(gpuq, sweep, work, env)
     finally:
         sampler.stop()
-    checks = judge(gpus, runs, sampler.peaks, sampler.hidden, len(cards))
+    checks = judge(gpus, runs, sampler.peaks, sampler.pids_hidden(), len(cards))
     print(report(runs, sampler.peaks, read_logs(runs), checks))
     checks.append(colocation_check(python, smallest[0], work, batch, per_step))
     ok, what, detail = checks[-1][1:]

@@ -5,6 +5,7 @@ colocation.json: no card ran it). Standard library only; no GPU needed."""
 import json
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,15 +37,89 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(co.parse_pmon(data("pmon.txt")), {4101: 47, 4102: 38})
 
 
+class Clock:
+    """A clock that tells the times it is set to."""
+
+    def __init__(self, t=0.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
 class SamplerTest(unittest.TestCase):
     def test_means(self):
-        s = co.UtilSampler(0, None, None)
+        s = co.UtilSampler(0, None, None, clock=Clock())
         s.add(90, {7: 40})
         s.add(None, {7: 60, 8: 30})
         s.add(70, {})
         self.assertEqual(s.card_mean(), 80)
         self.assertEqual(s.proc_mean(7), 50)
         self.assertIsNone(s.proc_mean(9))
+
+    def test_means_over_a_window(self):
+        # The trainer starts (an idle card), steps from t=10 to t=20, then ends.
+        clock = Clock()
+        s = co.UtilSampler(0, None, None, clock=clock)
+        for t, card, sm in ((0, 0, 0), (5, 0, 0), (10, 80, 70), (15, 90, 80), (20, 70, 60), (25, 0, 0)):
+            clock.t = t
+            s.add(card, {7: sm})
+        self.assertEqual(s.card_mean(10, 20), 80)
+        self.assertEqual(s.proc_mean(7, 10, 20), 70)
+        self.assertEqual(s.card_mean(), 40)  # what the whole run's mean would have said
+        self.assertIsNone(s.proc_mean(7, 30, 40))
+
+
+class ProgressTest(unittest.TestCase):
+    LINES = ["train_torch: NVIDIA H200; 4 layers\n",
+             "train:   5%|          | 10/200 [00:01<00:19, 9.50it/s, loss=10.2]\n",
+             "a warning\n",
+             "train:  10%|█         | 20/200 [00:02<00:18, 9.80it/s, loss=9.9]\n",
+             "train: 100%|██████████| 200/200 [00:20<00:00, 10.00it/s, loss=3.1]\n"]
+
+    def read(self, lines, times):
+        clock = Clock()
+        times = iter(times)
+
+        def stream():
+            for line in lines:
+                clock.t = next(times)
+                yield line
+        p = co.Progress(stream(), clock)
+        p.start()
+        p.join()
+        return p
+
+    def test_progress_lines_are_timed_steps(self):
+        p = self.read(self.LINES, [1, 5, 6, 7, 25])
+        self.assertEqual(p.points, [(5, 10), (7, 20), (25, 200)])
+
+    def test_the_window_is_while_every_trainer_steps(self):
+        a = self.read(self.LINES, [1, 5, 6, 7, 25])
+        b = self.read(self.LINES, [1, 8, 9, 10, 40])
+        self.assertEqual(co.stepping([a, b]), (8, 25))
+        self.assertIsNone(co.stepping([a, self.read(self.LINES[:1], [1])]))
+
+    def test_rate_between_takes_the_lines_inside(self):
+        points = [(5, 10), (7, 20), (15, 100), (25, 200)]
+        self.assertEqual(co.rate_between(points, 6, 25), (200 - 20) / (25 - 7))
+        self.assertEqual(co.rate_between(points, 0, 100), (200 - 10) / (25 - 5))
+        self.assertIsNone(co.rate_between(points, 8, 20))  # one line inside
+
+    def test_run_together_times_a_trainer_by_its_progress(self):
+        # An interpreter that stands in for python3 and train_torch.py: three progress lines.
+        work = tempfile.mkdtemp()
+        fake = os.path.join(work, "python")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\nfor s in 10 20 30; do echo \"train: x%| | $s/30 [00:01<00:01]\"; done\n")
+        os.chmod(fake, 0o755)
+        ticks = iter(range(100))
+        sampler = co.UtilSampler(0, None, None, clock=lambda: next(ticks))
+        sampler.start = sampler.stop = lambda: None  # no nvidia-smi here
+        (r,), card = co.run_together(fake, 0, work, [{}], sampler=sampler)
+        self.assertEqual(r["rate"], 10.0)  # 20 steps over two ticks
+        self.assertIsNone(r["util"])
+        self.assertIsNone(card)
 
 
 class ReportTest(unittest.TestCase):

@@ -83,6 +83,17 @@ class SamplerTest(unittest.TestCase):
         self.assertEqual(s.peaks, {"j.1/2": (10240 + 9850) * gc.MiB})
         self.assertEqual(s.unknown, {"j.2/1"})
         self.assertEqual(s.hidden, {99999})
+        # Attempts' PIDs were found here: 99999 ended before it was looked up.
+        self.assertEqual(s.pids_hidden(), set())
+
+    def test_pids_hidden_when_no_attempt_was_ever_found(self):
+        proc = tempfile.mkdtemp()
+        os.makedirs(os.path.join(proc, "4300"))
+        with open(os.path.join(proc, "4300", "environ"), "w") as f:
+            f.write("HOME=/\0")  # a process of this namespace, not an attempt
+        s = gc.Sampler(query=None, proc=proc)
+        s.add([("GPU-a", 4300, GiB), ("GPU-a", 99999, GiB)])
+        self.assertEqual(s.pids_hidden(), {99999})
 
 
 class JudgeTest(unittest.TestCase):

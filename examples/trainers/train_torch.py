@@ -240,7 +240,10 @@ def train(cfg, out_dir):
 
     model = build_model(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
-    scaler = torch.cuda.amp.GradScaler(enabled=cuda and dtype == torch.float16)
+    # torch.amp.GradScaler from PyTorch 2.3; torch.cuda.amp's warns from then on.
+    scaler_of = getattr(torch.amp, "GradScaler", None)
+    fp16 = cuda and dtype == torch.float16
+    scaler = scaler_of("cuda", enabled=fp16) if scaler_of else torch.cuda.amp.GradScaler(enabled=fp16)
     workers = cfg["num_data_workers"]
     gen = torch.Generator().manual_seed(cfg["seed"])
     data = DataLoader(Progressions(cfg["seed"], cfg["dataset_size"], cfg["max_length"], cfg["vocab_size"]),
