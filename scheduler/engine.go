@@ -187,8 +187,10 @@ type Engine struct {
 	later        []Event
 	ghosts       []ghost
 	cards        []gpu.Card
-	// cardPos maps a card to its position in cards.
-	cardPos map[plans.CardID]int
+	// cardPos maps a card to its position in cards, workerAt a machine to the position
+	// of its first card there (see cardAt).
+	cardPos  map[plans.CardID]int
+	workerAt map[string]int
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership
@@ -274,7 +276,7 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		tell: events, owners: &ownership{}, ownersWere: &ownership{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{},
+		tell: events, owners: &ownership{}, ownersWere: &ownership{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{}, workerAt: map[string]int{},
 		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), reads: make(chan func()), stopped: make(chan struct{}),
 		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}}
 	e.events = func(ev Event) {

@@ -117,13 +117,24 @@ func lists(procs []owned, listed []gpu.Process) bool {
 }
 
 // cardAt is the position in cards of a machine's card idx: found without a lookup where
-// the cards are listed in index order, as a machine's own are.
+// the cards are listed in index order, as a machine's own are, and by its machine's
+// alone where that machine's cards are, as a fleet's workers' are: a round looks up
+// the cards of each of a fleet's tens of thousands of attempts, and a card's key costs
+// several times its machine's name to find.
 func (e *Engine) cardAt(worker string, idx int) (int, bool) {
-	if idx >= 0 && idx < len(e.cards) && e.cards[idx].Index == idx && e.cards[idx].Worker == worker {
+	if cardIs(e.cards, idx, worker, idx) {
 		return idx, true
+	}
+	if first, ok := e.workerAt[worker]; ok && cardIs(e.cards, first+idx, worker, idx) {
+		return first + idx, true
 	}
 	i, ok := e.cardPos[plans.CardID{Worker: worker, Index: idx}]
 	return i, ok
+}
+
+// cardIs says whether the card at position i of cards is a machine's card idx.
+func cardIs(cards []gpu.Card, i int, worker string, idx int) bool {
+	return i >= 0 && i < len(cards) && cards[i].Index == idx && cards[i].Worker == worker
 }
 
 // ownSet tells the processes of the attempts a round holds, and of the ended ones whose

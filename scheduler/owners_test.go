@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -120,6 +121,50 @@ func TestOursTellsTheRoundsAttemptsOnAnyCard(t *testing.T) {
 			i := int(k[0][0] - '0')
 			if got := ours.is(i, k[1]); got != want {
 				t.Errorf("%s: a process of %q on card %d is ours: %v, want %v", round.name, k[1], i, got, want)
+			}
+		}
+	}
+}
+
+// TestCardAtAcrossLayouts: a machine's card is found where it is among the round's
+// cards however they are listed (one machine's in index order, a fleet's machine by
+// machine, out of order, a machine's cards apart), and found again where it moved when
+// the cards read differ from the round before's, not where it was; a card not listed
+// is not found. The layouts are read one after another by one engine.
+func TestCardAtAcrossLayouts(t *testing.T) {
+	type id = plans.CardID
+	c := func(worker string, idx int) id { return id{Worker: worker, Index: idx} }
+	var cards []gpu.Card
+	st, err := state.NewStore()
+	must(t, err)
+	e := NewEngine(st, cardsInventory{&cards}, &fakeRunner{}, &fakeClock{now: time.Unix(0, 0)}, Config{}, nil)
+	for _, tc := range []struct {
+		name  string
+		cards []id
+	}{
+		{"one machine", []id{c("", 0), c("", 1), c("", 2)}},
+		{"fleet", []id{c("w0", 0), c("w0", 1), c("w1", 0), c("w1", 1), c("w2", 0), c("w2", 1)}},
+		{"same fleet again", []id{c("w0", 0), c("w0", 1), c("w1", 0), c("w1", 1), c("w2", 0), c("w2", 1)}},
+		{"a machine gone", []id{c("w0", 0), c("w0", 1), c("w2", 0), c("w2", 1)}},
+		{"out of order", []id{c("w2", 1), c("w2", 0), c("w0", 1), c("w0", 0)}},
+		{"a machine's cards apart", []id{c("w0", 0), c("w2", 0), c("w0", 1), c("w2", 1)}},
+		{"a card of a machine missing", []id{c("w0", 1), c("w2", 0), c("w2", 1)}},
+		{"local cards after a fleet", []id{c("", 0), c("", 1)}},
+	} {
+		cards = nil
+		for _, k := range tc.cards {
+			cards = append(cards, gpu.Card{Worker: k.Worker, Index: k.Index, Total: 24 * gib})
+		}
+		must(t, e.readCards())
+		for _, w := range []string{"", "w0", "w1", "w2", "w3"} {
+			for idx := -1; idx <= 2; idx++ {
+				want, wantOK := slices.Index(tc.cards, c(w, idx)), true
+				if want < 0 {
+					want, wantOK = 0, false
+				}
+				if got, ok := e.cardAt(w, idx); got != want && ok || ok != wantOK {
+					t.Errorf("%s: card %s at %d (found %v), want %d (found %v)", tc.name, c(w, idx), got, ok, want, wantOK)
+				}
 			}
 		}
 	}

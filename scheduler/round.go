@@ -125,12 +125,28 @@ func (e *Engine) readCards() error {
 	if err != nil {
 		return err
 	}
+	same := len(cards) == len(e.cards)
+	for i := 0; same && i < len(cards); i++ {
+		same = cards[i].ID() == e.cards[i].ID()
+	}
 	e.cards = cards
-	clear(e.cardPos)
-	for i, c := range cards {
-		e.cardPos[c.ID()] = i
+	if !same {
+		e.placeCards()
 	}
 	return nil
+}
+
+// placeCards finds where each card is among the round's: again only when the list of
+// cards changed, as a fleet's thousands do not each round.
+func (e *Engine) placeCards() {
+	clear(e.cardPos)
+	clear(e.workerAt)
+	for i, c := range e.cards {
+		e.cardPos[c.ID()] = i
+		if _, ok := e.workerAt[c.Worker]; !ok {
+			e.workerAt[c.Worker] = i
+		}
+	}
 }
 
 // slots is the plan's limit on each card of the round, in order: the cluster's, or the
