@@ -330,4 +330,9 @@ func TestAPlaceReadsNothingOfTheRoundBefore(t *testing.T) {
 	if got := place(); !slices.Equal(got, want) {
 		t.Errorf("placed %v after a round's notes, want %v", got, want)
 	}
+	ps := &r.e.roundPasses
+	ps.placed["c.1"], ps.measuring["x"], ps.held["x"] = true, true, true
+	if ps.reset(); len(ps.placed)+len(ps.measuring)+len(ps.held) > 0 {
+		t.Errorf("a round's notes left for the next: %+v", *ps)
+	}
 }
