@@ -298,3 +298,41 @@ func TestAShapeCountsAsItsSweepsBusiest(t *testing.T) {
 		t.Errorf("once a is measured at 30%%: %s, want b's job beside the two a jobs", got)
 	}
 }
+
+// TestAPlaceReadsNothingOfTheRoundBefore: a round's passes note which jobs they placed,
+// which shapes they measure and which wait for it, in maps kept from round to round;
+// what the round before noted there changes nothing the next places.
+func TestAPlaceReadsNothingOfTheRoundBefore(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {task: [a, b], seed: [1, 2, 3], "+
+		"include: [{task: b, memory: 9GiB}]}\nmemory: 10GiB\n", 3, Config{})
+	must(t, r.e.readCards())
+	view := r.st.Latest()
+	smallest, _, _ := r.st.Queue().Extremes()
+	place := func() []string {
+		v, err := r.e.packView(view, r.e.runningNow(), nil)
+		must(t, err)
+		var out []string
+		for _, p := range r.e.place(v, smallest).Placements {
+			out = append(out, fmt.Sprintf("%s:%d", p.Job, p.Cards[0]))
+		}
+		return out
+	}
+	want := place()
+	if len(want) == 0 {
+		t.Fatal("nothing placed on idle cards")
+	}
+	// As a round before might have left them: every job placed, every shape measuring
+	// and waiting.
+	for _, j := range r.st.Queued() {
+		ps := &r.e.roundPasses
+		ps.placed[j.ID], ps.measuring[j.Shape], ps.held[j.Shape] = true, true, true
+	}
+	if got := place(); !slices.Equal(got, want) {
+		t.Errorf("placed %v after a round's notes, want %v", got, want)
+	}
+	ps := &r.e.roundPasses
+	ps.placed["c.1"], ps.measuring["x"], ps.held["x"] = true, true, true
+	if ps.reset(); len(ps.placed)+len(ps.measuring)+len(ps.held) > 0 {
+		t.Errorf("a round's notes left for the next: %+v", *ps)
+	}
+}

@@ -200,6 +200,10 @@ type Engine struct {
 	// roundBufs its cards and their ends (see packView).
 	roundRunning []*state.Attempt
 	roundBufs    packViewBufs
+	// roundPasses is a round's notes of its passes (see place), emptied and filled
+	// again each round: made anew, their maps grew to a fleet's thousands of shapes
+	// from nothing every round.
+	roundPasses passes
 	// unsaved is what was measured of running attempts and not yet written; savedAt
 	// is when it was last written.
 	unsaved measures

@@ -31,12 +31,11 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 		memory, moved := a.Memory.Add(now.Sub(a.Started), peak)
 		util, samples, teach := e.measureUtil(a, now)
 		if grew || moved || unknown && !a.PeakUnknown || samples != a.UtilSamples {
-			c := *a
+			c := e.unsaved.measuredAgain(view, a)
 			c.Util, c.UtilSamples = util, samples
 			c.Peak, c.HostPeak, c.PeakUnknown = max(peak, a.Peak), max(host, a.HostPeak), a.PeakUnknown || unknown
 			c.Memory = memory
-			e.unsaved.measuredAgain(view, a, &c)
-			a = &c
+			a = c
 			running[i] = a
 		}
 		if teach {
@@ -89,6 +88,11 @@ func byShape(attempts []*state.Attempt) func(yield func(string, []*state.Attempt
 
 // unsaved is a running attempt as measured (now) and the stored version it stands for
 // (stored); memory says its memory was measured anew, not only its metrics read.
+//
+// now is the engine's own copy, which learnPeaks changes in place round after round
+// rather than copy a whole attempt for each reading (hundreds a round): it is never
+// put in the store while it is kept here (save forgets it as it writes it), and what
+// leaves the engine's goroutine is a copy of it (runningCopies).
 type unsaved struct {
 	stored, now *state.Attempt
 	memory      bool
@@ -114,20 +118,24 @@ func (m measures) put(u *unsaved) {
 	m.byStored[u.stored] = u
 }
 
-// measuredAgain keeps c, what was measured of the running attempt a this round, as
-// put would. a is as measured reads it (see appendRunning), so the stored version it
-// stands for is the one kept with it, or a itself: found without a lookup in view,
-// which the engine does for hundreds of attempts every round.
-func (m measures) measuredAgain(view state.View, a, c *state.Attempt) {
+// measuredAgain returns the running attempt a, as measured reads it (see
+// appendRunning), for this round's measures to be written in: the engine's own copy
+// of it, kept as put would, changed in place where a is that copy already. The stored
+// version it stands for is the one kept with it, or a itself: found without a lookup
+// in view, which the engine does for hundreds of attempts every round.
+func (m measures) measuredAgain(view state.View, a *state.Attempt) *state.Attempt {
 	u, ok := m.byID[a.ID]
-	switch {
-	case ok && u.now == a:
-		u.now, u.memory = c, true
-	case ok:
-		m.put(&unsaved{stored: view.Attempt(a.ID), now: c, memory: true})
-	default:
-		m.put(&unsaved{stored: a, now: c, memory: true})
+	if ok && u.now == a {
+		u.memory = true
+		return a
 	}
+	c := *a
+	stored := a
+	if ok {
+		stored = view.Attempt(a.ID)
+	}
+	m.put(&unsaved{stored: stored, now: &c, memory: true})
+	return &c
 }
 
 // forget drops what was kept of an attempt.
@@ -193,6 +201,17 @@ func (e *Engine) measured(a *state.Attempt) *state.Attempt {
 // runningNow is the attempts that hold cards now (as the store's latest view holds
 // them), as measured.
 func (e *Engine) runningNow() []*state.Attempt { return e.appendRunning(nil) }
+
+// runningCopies is runningNow for outside the engine's goroutine: copies, since the
+// engine changes its own measured copies in place (see unsaved).
+func (e *Engine) runningCopies() []*state.Attempt {
+	running := e.runningNow()
+	for i, a := range running {
+		c := *a
+		running[i] = &c
+	}
+	return running
+}
 
 // roundRunningNow is runningNow for a round, in the slice of the round before: a round
 // reads them once or twice, every round, and nothing keeps them past it. Only a round

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -178,5 +179,61 @@ func TestEngineRecordsMemoryOverTime(t *testing.T) {
 	want := state.Samples{{At: time.Minute, Bytes: 2 * gib}, {At: 2 * time.Minute, Bytes: 9 * gib}, {At: 4 * time.Minute, Bytes: 6 * gib}, {At: 5 * time.Minute, Bytes: 0}}
 	if !slices.Equal(got, want) {
 		t.Errorf("memory over time %v, want %v", got, want)
+	}
+}
+
+// TestMeasuresChangeNothingHandedOut: the engine changes its own copy of a running
+// attempt in place as a round measures it again, never one it handed out (RunningNow,
+// CardViews) nor one the store holds (written by save).
+func TestMeasuresChangeNothingHandedOut(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 10GiB\n", 1,
+		Config{LearnAfter: 10 * time.Minute, SaveMeasures: 3 * time.Minute})
+	r.keepBusy(40, "c.1")
+	ctx := inTurn(r.e)
+	samples := func(as []*state.Attempt) int {
+		r.t.Helper()
+		if len(as) != 1 {
+			r.t.Fatalf("%d attempts, want 1", len(as))
+		}
+		return as[0].UtilSamples
+	}
+	r.round(0)
+	r.round(time.Minute) // the first reading, written (none was for 3 minutes)
+	r.round(time.Minute) // the second, kept unsaved in the engine's copy
+	running, err := r.e.RunningNow(ctx)
+	must(t, err)
+	views, err := r.e.CardViews(ctx)
+	must(t, err)
+	stored := r.st.View().Attempt("c.1/1")
+	if got := samples(running); got != 2 {
+		t.Fatalf("running shows %d readings, want 2", got)
+	}
+	if got := stored.UtilSamples; got != 1 {
+		t.Fatalf("store holds %d readings, want the 1 written", got)
+	}
+	r.keepBusy(80, "c.1")
+	r.round(time.Minute) // the third, in the engine's copy
+	if got, want := samples(running), 2; got != want {
+		t.Errorf("RunningNow's copy changed by a later round: %d readings, want %d", got, want)
+	}
+	if got := views[0].Attempts[0].Attempt.UtilSamples; got != 2 {
+		t.Errorf("CardViews' copy changed by a later round: %d readings, want 2", got)
+	}
+	now, err := r.e.RunningNow(ctx)
+	must(t, err)
+	if got := samples(now); got != 3 || math.Abs(now[0].Util-(0.4+0.4+0.8)/3) > 1e-9 {
+		t.Errorf("running now: %d readings at %.3f, want 3 at %.3f", got, now[0].Util, (0.4+0.4+0.8)/3)
+	}
+	r.round(time.Minute) // the fourth: 3 minutes since the last write, written
+	written := r.st.View().Attempt("c.1/1")
+	if written.UtilSamples != 4 {
+		t.Fatalf("store holds %d readings after the write, want 4", written.UtilSamples)
+	}
+	r.round(time.Minute) // the fifth, in a copy of the one written
+	if stored.UtilSamples != 1 || written.UtilSamples != 4 {
+		t.Errorf("stored versions changed in place: %d and %d readings, want 1 and 4", stored.UtilSamples, written.UtilSamples)
+	}
+	if got := samples(r.e.runningNow()); got != 5 {
+		t.Errorf("running shows %d readings, want 5", got)
 	}
 }

@@ -40,7 +40,7 @@ type Holding struct {
 // it belongs to where the round could tell.
 func (e *Engine) cardViews() []CardView {
 	view := e.store.Latest()
-	running := e.runningNow()
+	running := e.runningCopies()
 	slots := e.slots()
 	states := e.cardStates(nil, slots, running)
 	slices.SortFunc(running, func(a, b *state.Attempt) int { return a.Started.Compare(b.Started) })

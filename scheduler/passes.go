@@ -37,22 +37,33 @@ type passes struct {
 	measuring, held, placed map[string]bool
 }
 
+// reset empties ps for a round, and returns it.
+func (ps *passes) reset() *passes {
+	if ps.placed == nil {
+		*ps = passes{measuring: map[string]bool{}, held: map[string]bool{}, placed: map[string]bool{}}
+	}
+	clear(ps.measuring)
+	clear(ps.held)
+	clear(ps.placed)
+	return ps
+}
+
 // place runs a round's passes and returns their placements, and main's reservation.
 func (e *Engine) place(v packView, smallest int64) pack.Decision {
-	ps := passes{measuring: map[string]bool{}, held: map[string]bool{}, placed: map[string]bool{}}
+	ps := e.roundPasses.reset()
 	var d pack.Decision
 	if e.target() > 0 && slices.ContainsFunc(v.cards, func(c pack.CardState) bool { return c.Running == 0 && c.Slots > 0 }) {
-		d.Placements = e.placed(&ps, pack.Place(e.offers(v, &ps, measure), v.cards, v.hosts, smallest))
+		d.Placements = e.placed(ps, pack.Place(e.offers(v, ps, measure), v.cards, v.hosts, smallest))
 		for _, p := range d.Placements {
 			ps.measuring[v.view.Job(p.Job).Shape] = true
 		}
 	}
-	m := pack.Place(e.offers(v, &ps, main), v.cards, v.hosts, smallest)
-	d.Placements = append(d.Placements, e.placed(&ps, m)...)
+	m := pack.Place(e.offers(v, ps, main), v.cards, v.hosts, smallest)
+	d.Placements = append(d.Placements, e.placed(ps, m)...)
 	d.Reservation = m.Reservation
 	if len(ps.held) > 0 {
 		e.outside(v.cards, m.Reservation)
-		d.Placements = append(d.Placements, e.placed(&ps, pack.Place(e.offers(v, &ps, rest), v.cards, v.hosts, smallest))...)
+		d.Placements = append(d.Placements, e.placed(ps, pack.Place(e.offers(v, ps, rest), v.cards, v.hosts, smallest))...)
 	}
 	return d
 }

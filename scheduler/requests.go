@@ -169,7 +169,7 @@ func (e *Engine) CardViews(ctx context.Context) ([]CardView, error) {
 // RunningNow returns the running attempts with what was measured and read of them
 // since they were last written: their latest metrics, for gpuq top and Prometheus.
 func (e *Engine) RunningNow(ctx context.Context) ([]*state.Attempt, error) {
-	return ask(ctx, e, func() ([]*state.Attempt, error) { return e.runningNow(), nil })
+	return ask(ctx, e, func() ([]*state.Attempt, error) { return e.runningCopies(), nil })
 }
 
 // Waits says why each queued job that is not held waits, by job.

@@ -116,6 +116,10 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Nobody else reads it while it runs: its rounds are committed holdRounds at a time.
+	if err := store.HoldCommits(holdRounds); err != nil {
+		return nil, err
+	}
 	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}, curves: map[string]*curveRun{}}
 	// Nobody reads a simulation's store while it runs: an attempt's measures are
 	// written when it ends, not at every step of its memory.
@@ -159,6 +163,11 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 	r.BestFinished = bestFinished(t, store.View())
 	return store, nil
 }
+
+// holdRounds is how many of a simulation's rounds one transaction of its store holds
+// (see state.Store.HoldCommits). shapes-1000 allocated 1.87 GB a run committing each,
+// 1.49 GB holding 8, 1.37 GB 32, 1.30 GB 128.
+const holdRounds = 32
 
 // engineRunner starts the engine's attempts as simulated trainers.
 type engineRunner struct {

@@ -41,8 +41,12 @@ type Store struct {
 	running   runningSet
 	published []*Attempt
 	views     sync.RWMutex
-	open      *memdb.Txn  // the transaction of the batch in progress; nil outside one
-	reads     *batchReads // how the batch in progress looks objects up; nil outside one
+	open      *memdb.Txn  // the transaction of the batch in progress, or held; else nil
+	reads     *batchReads // how open's writes are looked up; nil without one
+	inBatch   bool        // a batch is in progress
+	// hold is how many batches one transaction may take before it is committed (see
+	// HoldCommits); held is how many the open one has.
+	hold, held int
 	// batchReads is the one reads points to, kept from batch to batch.
 	batchReads batchReads
 	// given, while a snapshot is applied, holds the statuses it gives the jobs of its
@@ -54,26 +58,60 @@ type Store struct {
 // a read there copies the index's transaction and so makes memdb copy again, at its
 // next write, every node it had copied for the batch (go-immutable-radix's
 // Txn.Clone), which a round that reads and writes job after job paid at each. What
-// the batch wrote of jobs, attempts and shapes is read from written, the rest from
-// before.
+// the transaction wrote of jobs, attempts and shapes is read from written, the rest
+// from before.
 type batchReads struct {
-	before  *memdb.Txn // a read of the state the batch began from
-	written map[batchKey]any
+	before  *memdb.Txn // a read of the state the transaction began from
+	written map[batchKey]writ
+	// batch numbers the batches of the transaction (see HoldCommits).
+	batch int
 }
 
 type batchKey struct{ table, id string }
 
-// wrote notes an object a batch wrote to a table, for its lookups.
+// writ is an object the open transaction wrote (now), by the batch numbered batch;
+// was is what an earlier batch of it had written there before, if one had (nil: read
+// before), which is what a view of the batch's beginning reads (see Store.View).
+type writ struct {
+	now, was any
+	batch    int
+}
+
+// wrote notes an object the transaction wrote to a table, for its lookups.
 func (r *batchReads) wrote(table string, o any) {
+	var id string
 	switch o := o.(type) {
 	case *Job:
-		r.written[batchKey{table, o.ID}] = o
+		id = o.ID
 	case *Attempt:
-		r.written[batchKey{table, o.ID}] = o
+		id = o.ID
 	case *Shape:
-		r.written[batchKey{table, o.Name}] = o
+		id = o.Name
 	case *Tally:
-		r.written[batchKey{table, tallyID(o.Outcome, o.Tier)}] = o
+		id = tallyID(o.Outcome, o.Tier)
+	default:
+		return
+	}
+	k := batchKey{table, id}
+	w, ok := r.written[k]
+	if ok && w.batch != r.batch {
+		w.was = w.now
+	}
+	w.now, w.batch = o, r.batch
+	r.written[k] = w
+}
+
+// read is the object of a table with the id as the transaction holds it, or as the
+// batch in progress began; ok is false where the transaction did not write it.
+func (r *batchReads) read(table, id string, begun bool) (o any, ok bool) {
+	w, ok := r.written[batchKey{table, id}]
+	switch {
+	case !ok:
+		return nil, false
+	case !begun || w.batch != r.batch:
+		return w.now, true
+	default:
+		return w.was, w.was != nil
 	}
 }
 
@@ -85,7 +123,7 @@ func NewStore() (*Store, error) {
 	}
 	// A copy of the database does not track which nodes of its trees each write
 	// changes, for watches: nobody watches, and every write paid for it.
-	return &Store{db: db.Snapshot(), queue: newQueue(), batchReads: batchReads{written: map[batchKey]any{}}}, nil
+	return &Store{db: db.Snapshot(), queue: newQueue(), batchReads: batchReads{written: map[batchKey]writ{}}}, nil
 }
 
 // Change is what one write puts in the store, each kind of object in its table's
@@ -171,22 +209,58 @@ func (s *Store) Check() error {
 // (Latest) see them, not a View: the engine's goroutine is the one that writes, and
 // a batch is one of its rounds.
 func (s *Store) Batch(fn func()) error {
-	if s.open != nil { // a batch in a batch is the outer one's
+	if s.inBatch { // a batch in a batch is the outer one's
 		fn()
 		return nil
 	}
-	s.open = s.db.Txn(true)
-	s.reads = &s.batchReads
-	clear(s.reads.written)
-	s.reads.before = s.db.Txn(false)
+	if s.open == nil {
+		s.open = s.db.Txn(true)
+		s.reads = &s.batchReads
+		clear(s.reads.written)
+		s.reads.before = s.db.Txn(false)
+	}
+	s.reads.batch++
+	s.inBatch = true
 	func() {
 		defer func() {
-			s.publish(s.open.Commit)
-			s.open, s.reads = nil, nil
+			s.inBatch = false
+			if s.held++; s.held >= s.hold {
+				s.commitHeld()
+				return
+			}
+			s.views.Lock()
+			s.published = s.running.give()
+			s.views.Unlock()
 		}()
 		fn()
 	}()
 	return s.compactIfDue()
+}
+
+// HoldCommits lets one transaction take up to n batches before it is committed, for a
+// store that nobody but its engine reads while it runs, and that journals nothing (a
+// simulation): memdb copies every node of its trees that a transaction writes once in
+// it, and a round's transaction copied again most of what the round before it had
+// (a quarter of what a simulation allocated). Latest reads the held writes as it reads
+// a batch's; View commits them first, but in a batch, where it reads, by id, what the
+// store held when the batch began, as it would if each batch were committed, and its
+// scans (Jobs, JobsOf, ...) what it held when the transaction began. A journaled store
+// commits every batch: a compaction writes what is committed.
+func (s *Store) HoldCommits(n int) error {
+	if s.journal != nil {
+		return fmt.Errorf("state store: a journaled store commits every batch (its compactions write what is committed): hold commits only on a store that journals nothing")
+	}
+	s.hold = n
+	return nil
+}
+
+// commitHeld commits the transaction held open, if any, between batches.
+func (s *Store) commitHeld() {
+	if s.open == nil || s.inBatch {
+		return
+	}
+	s.publish(s.open.Commit)
+	s.open, s.reads, s.held = nil, nil, 0
 }
 
 // Grouped runs fn, whose writes are journaled as they are made but synced to disk
@@ -224,6 +298,9 @@ func (s *Store) Journaled() bool { return s.journal != nil }
 
 // Close closes the journal.
 func (s *Store) Close() error {
+	if s.hold > 1 {
+		s.commitHeld()
+	}
 	if s.journal == nil {
 		return nil
 	}
@@ -260,8 +337,8 @@ func (s *Store) commit(c Change) error {
 // keyOf is the queue's group of a waiting job, by what the store knows of its shape now.
 func (s *Store) keyOf(j *Job) GroupKey { return keyOf(j, s.KnownShape(j.Shape)) }
 
-// write runs fn in a write transaction and commits it unless fn fails; in a batch,
-// in the batch's.
+// write runs fn in a write transaction and commits it unless fn fails; in a batch, or
+// where one is held (see HoldCommits), in that.
 func (s *Store) write(fn func(*memdb.Txn) error) error {
 	if s.open != nil {
 		return fn(s.open)
@@ -316,7 +393,7 @@ func (s *Store) KnownShape(name string) *Shape { return s.queue.known[name] }
 // lookup returns the object of a table with the id, or nil.
 func lookup[T any](sn View, table, id string) T {
 	if b := sn.batch; b != nil {
-		if o, ok := b.written[batchKey{table, id}]; ok {
+		if o, ok := b.read(table, id, sn.begun); ok {
 			return o.(T)
 		}
 		return first[T](b.before, table, id)
@@ -335,7 +412,7 @@ func first[T any](txn *memdb.Txn, table, id string) T {
 }
 
 // InBatch reports whether a batch is in progress: its writes are not committed yet.
-func (s *Store) InBatch() bool { return s.open != nil }
+func (s *Store) InBatch() bool { return s.inBatch }
 
 // Queue is the index of the jobs that wait to start. Only the engine's
 // goroutine may use it, as it writes the store.
@@ -345,6 +422,8 @@ func (s *Store) Queue() *Queue { return s.queue }
 type View struct {
 	txn   *memdb.Txn
 	batch *batchReads // in a batch, how its lookups by id read
+	// begun: lookups read the store as the batch in progress began (see HoldCommits).
+	begun bool
 	// running is the attempts that held cards when txn began; in a batch, live is the
 	// store's set, with the batch's writes, instead.
 	running []*Attempt
@@ -353,6 +432,12 @@ type View struct {
 
 // View opens a read of the store as it is now; later writes do not show in it.
 func (s *Store) View() View {
+	if s.hold > 1 { // only the engine reads the store (see HoldCommits)
+		if s.inBatch && s.held > 0 {
+			return View{txn: s.reads.before, batch: s.reads, begun: true, running: s.published}
+		}
+		s.commitHeld()
+	}
 	s.views.RLock()
 	defer s.views.RUnlock()
 	return View{txn: s.db.Txn(false), running: s.published}

@@ -1,8 +1,10 @@
 package state
 
 import (
+	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -270,4 +272,93 @@ func TestEndsJournal(t *testing.T) {
 		}
 	}
 	comesBack(t, s, dir, check)
+}
+
+// TestHeldCommitsReadAsEachBatchCommitted: a store that holds its batches' writes in
+// one transaction (HoldCommits) reads as one that commits each batch: the engine's
+// latest view with every write, a view taken in a batch by id and running as the
+// batch began, a view between batches with every write (committing them). It
+// commits by itself once it holds n batches, and a journaled store refuses to hold.
+func TestHeldCommitsReadAsEachBatchCommitted(t *testing.T) {
+	sw, err := plans.DecodeSweep("h.yaml", []byte("name: h\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\n"), plans.Overrides{})
+	must(t, err)
+	transcript := func(hold int) []string {
+		st, _ := NewStore()
+		must(t, st.HoldCommits(hold))
+		must(t, st.Submit(&Submission{Sweep: sw}))
+		var out []string
+		read := func(when string, v View) {
+			var running []string
+			for a := range v.EachRunning() {
+				running = append(running, a.ID)
+			}
+			l := v.Shape("x")
+			peak := int64(-1)
+			if l != nil {
+				peak = l.Peak
+			}
+			out = append(out, fmt.Sprintf("%s: h.1 held %v, h.2/1 %v, shape %d, running %v",
+				when, v.Job("h.1").Held, v.Attempt("h.2/1") != nil, peak, running))
+		}
+		hold1 := func(held bool) *Job {
+			j := *st.Latest().Job("h.1")
+			j.Held = held
+			return &j
+		}
+		for n, write := range []Change{
+			{Jobs: []*Job{hold1(true)}},
+			{Attempts: []*Attempt{{ID: "h.2/1", Job: "h.2", N: 1}}, Shapes: []*Shape{{Name: "x", Peak: gib}}},
+			{Jobs: []*Job{hold1(false)}, Shapes: []*Shape{{Name: "x", Peak: 2 * gib}}},
+			{Attempts: []*Attempt{{ID: "h.2/1", Job: "h.2", N: 1, Outcome: plans.Success}}},
+			{Jobs: []*Job{hold1(true)}, Shapes: []*Shape{{Name: "x", Peak: 3 * gib}}},
+		} {
+			must(t, st.Batch(func() {
+				read(fmt.Sprintf("batch %d begins, view", n), st.View())
+				must(t, st.Put(write))
+				read(fmt.Sprintf("batch %d wrote, view", n), st.View())
+				read(fmt.Sprintf("batch %d wrote, latest", n), st.Latest())
+			}))
+			if n == 2 {
+				read("between batches, view", st.View())
+			}
+		}
+		read("at the end, view", st.View())
+		return out
+	}
+	want := transcript(1)
+	if got := transcript(3); !slices.Equal(got, want) {
+		t.Errorf("holding 3 batches reads\n%s\nwant, as committing each,\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, line := range []string{
+		"batch 1 wrote, view: h.1 held true, h.2/1 false, shape -1, running []",
+		"batch 1 wrote, latest: h.1 held true, h.2/1 true, shape 1073741824, running [h.2/1]",
+		"batch 2 wrote, view: h.1 held true, h.2/1 true, shape 1073741824, running [h.2/1]",
+		"batch 4 begins, view: h.1 held false, h.2/1 true, shape 2147483648, running []",
+	} {
+		if !slices.Contains(want, line) {
+			t.Errorf("no %q in\n%s", line, strings.Join(want, "\n"))
+		}
+	}
+
+	st, _ := NewStore()
+	must(t, st.HoldCommits(2))
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	for n := range 4 {
+		must(t, st.Batch(func() {
+			j := *st.Latest().Job("h.3")
+			j.Since++
+			must(t, st.Put(Change{Jobs: []*Job{&j}}))
+		}))
+		if held := st.open != nil; held != (n%2 == 0) {
+			t.Errorf("after batch %d, a transaction held: %v", n+1, held)
+		}
+	}
+	if st.open != nil || st.View().Job("h.3").Since != 4 {
+		t.Errorf("4 batches held 2 at a time: not committed")
+	}
+
+	journaled, _, _ := openState(t, t.TempDir())
+	if err := journaled.HoldCommits(2); err == nil {
+		t.Error("a journaled store holds its commits")
+	}
 }
