@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -51,11 +52,16 @@ func (c *Client) where() string {
 }
 
 // unreached is a request that did not reach the daemon: a gpuq run that no longer
-// answers on its socket has ended.
+// answers on its socket, or whose socket is gone, has ended. A run that ends closes
+// the connection a client kept from its last request, and the next request on it
+// fails before any dial: without its socket there, that is the run's end too.
 func (c *Client) unreached(err error) error {
-	var op *net.OpError
-	if c.run != nil && errors.As(err, &op) && op.Op == "dial" {
-		return RunEndedError{*c.run}
+	if c.run != nil {
+		var op *net.OpError
+		_, statErr := os.Stat(c.run.Socket)
+		if errors.As(err, &op) && op.Op == "dial" || errors.Is(statErr, fs.ErrNotExist) {
+			return RunEndedError{*c.run}
+		}
 	}
 	return fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
 }

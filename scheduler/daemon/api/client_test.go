@@ -64,6 +64,49 @@ func TestARunThatEndedSaysSo(t *testing.T) {
 	}
 }
 
+// TestARunThatEndsUnderAKeptConnectionSaysSo: a run that ends while a client keeps
+// the connection of its last request (the run gone, its socket removed) fails the next
+// request on that connection, before any dial: that is the run's end too.
+func TestARunThatEndsUnderAKeptConnectionSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	r := Run{Sweep: "w1", PID: 4242, Socket: filepath.Join(dir, "w1.4242.sock")}
+	ln, err := launcher.ListenUnix(r.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if requests.Add(1) == 1 {
+			w.Write([]byte(`{"jobs":[]}`))
+			return
+		}
+		// The second request, on the connection kept from the first: the run ends
+		// under it.
+		os.Remove(r.Socket)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := DialRun(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.States(StatesRequest{IDs: []string{"w1.1"}}); err != nil {
+		t.Fatalf("while the run serves: %v", err)
+	}
+	_, err = c.States(StatesRequest{IDs: []string{"w1.1"}})
+	var ended RunEndedError
+	if !errors.As(err, &ended) || ended.Run.Sweep != "w1" {
+		t.Errorf("once the run has ended under the kept connection: %v", err)
+	}
+	if n := requests.Load(); n != 2 {
+		t.Errorf("the run saw %d requests, want 2 (the second on the kept connection)", n)
+	}
+}
+
 // TestStartingIsTheDaemonThatHoldsTheLock: a daemon is starting where the pid its lock
 // file names holds that file open, and not where the file names a pid that does not
 // (one that ended, or another process since); telling so takes no lock.
