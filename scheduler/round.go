@@ -623,6 +623,9 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	for _, x := range lost {
 		e.apply(x)
 	}
+	if !e.heard {
+		return // nobody to tell: wording a fleet's thousands of starts costs its round milliseconds
+	}
 	for _, l := range started {
 		a := l.Attempt
 		e.events(Event{Time: a.Started, Job: a.Job, Attempt: a.N, Kind: "started",
