@@ -195,6 +195,9 @@ type packViewBufs struct {
 	cards []pack.CardState
 	ends  []pack.Release
 	held  holdingBufs
+	// hosts is the machines' RAM, emptied and filled again: a fleet's thousand
+	// machines made a map each round.
+	hosts pack.Hosts
 }
 
 // packView builds what the packer sees from a view of the store. buf, if not nil,
@@ -204,7 +207,10 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 	if buf == nil {
 		buf = &packViewBufs{}
 	}
-	hosts, err := e.hosts(running)
+	if buf.hosts == nil {
+		buf.hosts = pack.Hosts{}
+	}
+	hosts, err := e.hosts(buf.hosts, running)
 	if err != nil {
 		return packView{}, err
 	}
@@ -418,10 +424,10 @@ func probeOf(view state.View, shape string) string {
 	return l.Probe
 }
 
-// hosts reads the RAM of each machine of the round's cards for the packer: the
-// cluster's machines, or this one.
-func (e *Engine) hosts(running []*state.Attempt) (pack.Hosts, error) {
-	hosts := pack.Hosts{}
+// hosts reads the RAM of each machine of the round's cards for the packer, into hosts
+// emptied: the cluster's machines, or this one.
+func (e *Engine) hosts(hosts pack.Hosts, running []*state.Attempt) (pack.Hosts, error) {
+	clear(hosts)
 	add := func(worker string, total, avail int64, err error) error {
 		if err != nil {
 			if worker != "" {
