@@ -167,3 +167,38 @@ func TestRunningNowFollowsManyWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestRunningSetRewritesInPlace: rewrites of many running attempts, more than are put
+// in one by one otherwise, go in their places without a copy of the set while no view
+// was given it, and into a copy once one was: the view reads the set as it was.
+func TestRunningSetRewritesInPlace(t *testing.T) {
+	const n = 100
+	var r runningSet
+	for k := range n {
+		r.put(&Attempt{ID: AttemptID(fmt.Sprintf("r.%d", k), 1), GPUs: []int{0}})
+	}
+	view := r.give()
+	before := slices.Clone(view)
+	// rewrite writes each running attempt again, in one array, and returns them.
+	rewrite := func() []*Attempt {
+		copies, want := make([]Attempt, n), make([]*Attempt, n)
+		for k, a := range r.now() {
+			copies[k] = *a
+			copies[k].Leader++
+			want[k] = &copies[k]
+			r.put(want[k])
+		}
+		return want
+	}
+	want := rewrite()
+	if got := r.now(); !slices.Equal(got, want) || !slices.Equal(view, before) {
+		t.Fatalf("after rewrites the set is %v, a view's %v; want %v and the view's as it was", got, view, want)
+	}
+	// The two arrays rewrite makes, and nothing to read the set.
+	if allocs := testing.AllocsPerRun(10, func() { want = rewrite(); r.now() }); allocs > 2 {
+		t.Errorf("rewriting %d attempts and reading the set allocated %.0f times, want 2", n, allocs)
+	}
+	if got := r.now(); !slices.Equal(got, want) {
+		t.Errorf("after more rewrites the set holds other attempts than the last written")
+	}
+}
