@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,15 +82,9 @@ func (e *Engine) schedule() error {
 	if !ok || !writes {
 		return nil
 	}
-	if len(rewritten) > 0 {
-		at := make(map[string]int, len(running))
-		for i, a := range running {
-			at[a.ID] = i
-		}
-		for _, id := range rewritten {
-			if i, ok := at[id]; ok {
-				running[i] = e.measured(view.Attempt(id))
-			}
+	for _, id := range rewritten {
+		if i := runningAt(running, id); i >= 0 {
+			running[i] = e.measured(view.Attempt(id))
 		}
 	}
 	v, err := e.packView(view, running, &e.roundBufs)
@@ -101,6 +96,18 @@ func (e *Engine) schedule() error {
 	e.headed(view, d)
 	e.startAll(view, d.Placements, running)
 	return nil
+}
+
+// runningAt is where attempt id is in running, which is in the order of their ids as
+// the store yields them (-1: not there): found without a map of all of a fleet's
+// thousands, made for each round that rewrote a few.
+func runningAt(running []*state.Attempt, id string) int {
+	i, found := slices.BinarySearchFunc(running, id, func(a *state.Attempt, id string) int { return strings.Compare(a.ID, id) })
+	if !found {
+		// Not in order after all: a look through them all.
+		return slices.IndexFunc(running, func(a *state.Attempt) bool { return a.ID == id })
+	}
+	return i
 }
 
 // Preview is the decision a round would take now, with every waiting job's reason, and
