@@ -2,7 +2,6 @@ package state
 
 import (
 	"iter"
-	"maps"
 	"slices"
 	"strings"
 )
@@ -93,11 +92,15 @@ func (r *runningSet) putOne(a *Attempt) {
 // merge puts the pending writes in, each attempt's last counting, in one pass, into a
 // set of its own.
 func (r *runningSet) merge() {
-	last := make(map[string]*Attempt, len(r.pending))
-	for _, a := range r.pending {
-		last[a.ID] = a
+	// In order of id, an attempt's writes in the order they came, the last kept: in
+	// the array they came in, where a map of them cost a fleet 9 MB.
+	slices.SortStableFunc(r.pending, func(a, b *Attempt) int { return strings.Compare(a.ID, b.ID) })
+	news := r.pending[:0]
+	for k, a := range r.pending {
+		if k+1 == len(r.pending) || r.pending[k+1].ID != a.ID {
+			news = append(news, a)
+		}
 	}
-	news := slices.SortedFunc(maps.Values(last), func(a, b *Attempt) int { return strings.Compare(a.ID, b.ID) })
 	merged := make([]*Attempt, 0, len(r.sorted)+len(news))
 	old := r.sorted
 	for len(old) > 0 || len(news) > 0 {

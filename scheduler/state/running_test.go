@@ -202,3 +202,35 @@ func TestRunningSetRewritesInPlace(t *testing.T) {
 		t.Errorf("after more rewrites the set holds other attempts than the last written")
 	}
 }
+
+// TestRunningSetMergesIntoOneArray: many writes at once, starts among them, go in with
+// one new array for the set and nothing else: a fleet's round starts thousands.
+func TestRunningSetMergesIntoOneArray(t *testing.T) {
+	attempt := func(k int) *Attempt { return &Attempt{ID: AttemptID(fmt.Sprintf("r.%d", k), 1), GPUs: []int{0}} }
+	var running []*Attempt
+	for k := range 100 {
+		running = append(running, attempt(2*k))
+	}
+	slices.SortFunc(running, func(a, b *Attempt) int { return cmp.Compare(a.ID, b.ID) })
+	// Started, one of them twice.
+	starts := make([]*Attempt, 3*mergeAbove)
+	for k := range starts {
+		starts[k] = attempt(2*k + 1)
+	}
+	starts[len(starts)-1] = attempt(1)
+	pending := make([]*Attempt, 0, len(starts))
+	var got []*Attempt
+	allocs := testing.AllocsPerRun(10, func() {
+		r := runningSet{sorted: running, pending: pending}
+		for _, a := range starts {
+			r.put(a)
+		}
+		got = r.now()
+	})
+	if allocs > 1 {
+		t.Errorf("merging %d starts into the set allocated %.0f times, want once", len(starts), allocs)
+	}
+	if want := len(running) + len(starts) - 1; len(got) != want || !slices.Contains(got, starts[len(starts)-1]) || slices.Contains(got, starts[0]) {
+		t.Errorf("%d attempts in the set, want %d, r.1/1 as written last", len(got), want)
+	}
+}
