@@ -578,14 +578,11 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	}
 	journaled := e.store.Journaled()
 	launches := make([]Launch, len(placed))
-	var recorded state.Change
 	for i, p := range placed {
 		launches[i] = e.launch(view, view.Job(p.Job), p, sharing[p.Worker])
-		recorded.Jobs = append(recorded.Jobs, launches[i].Job)
-		recorded.Attempts = append(recorded.Attempts, launches[i].Attempt)
 	}
 	// Synced, with what the round journaled before them, before any starts.
-	if journaled && e.put(recorded) != nil {
+	if journaled && e.put(launched(launches)) != nil {
 		return
 	}
 	if err := e.failed(e.store.Sync()); err != nil {
@@ -596,9 +593,15 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		}
 		return
 	}
-	var ran state.Change
+	// What is written of them once they have started, in arrays as long as they end up.
+	ran := state.Change{Attempts: make([]*state.Attempt, 0, len(launches))}
+	if !journaled {
+		ran.Jobs = make([]*state.Job, 0, len(launches))
+	}
 	var lost []Exit
-	var started []Launch
+	// The started, to tell of where someone listens: wording a fleet's thousands of
+	// starts, which nobody hears, cost its rounds milliseconds.
+	var started []*state.Attempt
 	tried := e.startEach(launches, journaled)
 	for i, l := range launches {
 		if !journaled {
@@ -626,8 +629,9 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 			a.Started = st.At // the trainer's start, as its runner saw it
 		}
 		ran.Attempts = append(ran.Attempts, &a)
-		l.Attempt = &a
-		started = append(started, l)
+		if e.heard {
+			started = append(started, &a)
+		}
 		e.crowdJoin(&a, a.Started, true)
 	}
 	if e.put(ran) != nil {
@@ -636,14 +640,19 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	for _, x := range lost {
 		e.apply(x)
 	}
-	if !e.heard {
-		return // nobody to tell: wording a fleet's thousands of starts costs its round milliseconds
-	}
-	for _, l := range started {
-		a := l.Attempt
+	for _, a := range started {
 		e.events(Event{Time: a.Started, Job: a.Job, Attempt: a.N, Kind: "started",
 			Message: fmt.Sprintf("on %s, tier %d, %s", a.Where(), a.Tier, estimateWords(a.Estimate))})
 	}
+}
+
+// launched is the change that records launches before they start.
+func launched(launches []Launch) state.Change {
+	c := state.Change{Jobs: make([]*state.Job, len(launches)), Attempts: make([]*state.Attempt, len(launches))}
+	for i, l := range launches {
+		c.Jobs[i], c.Attempts[i] = l.Job, l.Attempt
+	}
+	return c
 }
 
 // tried is what starting one launch came to.
