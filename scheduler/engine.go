@@ -203,6 +203,8 @@ type Engine struct {
 	// roundBufs its cards and their ends (see packView).
 	roundRunning []*state.Attempt
 	roundBufs    packViewBufs
+	// slotsNow is the cluster's limit on each card, as slots last read it.
+	slotsNow []int
 	// unsaved is what was measured of running attempts and not yet written; savedAt
 	// is when it was last written.
 	unsaved measures

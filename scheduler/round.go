@@ -157,17 +157,18 @@ func (e *Engine) placeCards() {
 }
 
 // slots is the plan's limit on each card of the round, in order: the cluster's, or the
-// machine's plan.
+// machine's plan. A cluster's are in an array of the engine's, filled again at each
+// call (a fleet's 8,000 cards each round): read them before the next.
 func (e *Engine) slots() []int {
 	cl, ok := e.inv.(Cluster)
 	if !ok {
 		return e.cfg.Slots
 	}
-	out := make([]int, len(e.cards))
+	e.slotsNow = slices.Grow(e.slotsNow[:0], len(e.cards))[:len(e.cards)]
 	for i, c := range e.cards {
-		out[i] = cl.Slots(c)
+		e.slotsNow[i] = cl.Slots(c)
 	}
-	return out
+	return e.slotsNow
 }
 
 // timeLeft gives each card the time its machine has left, where it ends.
@@ -280,7 +281,8 @@ func (e *Engine) addEnds(states []pack.CardState, held []holding, buf *[]pack.Re
 		n += c.Running
 	}
 	if cap(*buf) < n {
-		*buf = make([]pack.Release, 0, n)
+		// With room to spare: the attempts running grow by a few most rounds.
+		*buf = make([]pack.Release, 0, n+n/4)
 	}
 	ends := (*buf)[:0]
 	for i := range states {
