@@ -580,8 +580,9 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	}
 	journaled := e.store.Journaled()
 	launches := make([]Launch, len(placed))
+	sweeps := launchSweeps{view: view, of: map[string]*state.Submission{}}
 	for i, p := range placed {
-		launches[i] = e.launch(view, view.Job(p.Job), p, sharing[p.Worker])
+		launches[i] = e.launch(&sweeps, view.Job(p.Job), p, sharing[p.Worker])
 	}
 	// Synced, with what the round journaled before them, before any starts.
 	if journaled && e.put(launched(launches)) != nil {
@@ -729,11 +730,19 @@ func (e *Engine) pausedErr() error {
 	return e.paused
 }
 
-// launch is what starting job j where p places it takes: the job as it runs and its
-// attempt.
-func (e *Engine) launch(view state.View, j *state.Job, p pack.Placement, sharing int) Launch {
-	cardIdx := p.Cards
-	sub := view.Submission(j.Sweep)
+// launchSweeps is a round's view, and the sweeps its launches start jobs of as they
+// start them, each read once: a fleet's round starts thousands of one sweep's.
+type launchSweeps struct {
+	view state.View
+	of   map[string]*state.Submission
+}
+
+// submission is a sweep as its jobs start.
+func (s *launchSweeps) submission(name string) *state.Submission {
+	if sub, ok := s.of[name]; ok {
+		return sub
+	}
+	sub := s.view.Submission(name)
 	if !sub.AllocConfRefused.IsZero() {
 		// An empty value turns PyTorch's allocator options off (see withoutAllocConf).
 		plain, sw := *sub, *sub.Sweep
@@ -741,6 +750,15 @@ func (e *Engine) launch(view state.View, j *state.Job, p pack.Placement, sharing
 		plain.Sweep = &sw
 		sub = &plain
 	}
+	s.of[name] = sub
+	return sub
+}
+
+// launch is what starting job j where p places it takes: the job as it runs and its
+// attempt.
+func (e *Engine) launch(sweeps *launchSweeps, j *state.Job, p pack.Placement, sharing int) Launch {
+	cardIdx := p.Cards
+	view, sub := sweeps.view, sweeps.submission(j.Sweep)
 	job := *j
 	job.Estimate, job.HostEstimate = view.Estimate(j) // what it starts with
 	job.Attempts++
