@@ -199,3 +199,29 @@ func TestBacklogByLearnedDurations(t *testing.T) {
 		t.Errorf("why: %s", detail)
 	}
 }
+
+// TestRoundPackViewIsThisRounds: the machines' RAM and the cards' slots a round packs
+// with, in arrays and a map a round fills again each time, are this round's alone: a
+// machine gone since the round before is not in them, and one whose RAM or plan
+// changed says what it has now, as a view of its own (Preview's) says.
+func TestRoundPackViewIsThisRounds(t *testing.T) {
+	cards := []gpu.Card{{Worker: "n1", Index: 0, Total: 24 * gib}, {Worker: "n2", Index: 0, Total: 24 * gib}}
+	cl := &fakeCluster{cards: &cards, ram: map[string]int64{"n1": 60 * gib}, slots: map[plans.CardID]int{}}
+	e, st, _ := clusterEngine(t, "name: w\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 10GiB\n", cl, nil)
+	round(t, e)
+	cards = cards[:1]
+	cl.ram["n1"] = 20 * gib
+	cl.slots[cards[0].ID()] = 3
+	must(t, e.readCards())
+	running := e.runningNow()
+	got, err := e.packView(st.Latest(), running, &e.roundBufs)
+	must(t, err)
+	want, err := e.packView(st.Latest(), running, nil)
+	must(t, err)
+	if !reflect.DeepEqual(got.hosts, want.hosts) || len(got.hosts) != 1 || got.hosts["n1"].Used != 44*gib {
+		t.Errorf("round's hosts %+v, want %+v: n1 alone, 44 GiB used", got.hosts, want.hosts)
+	}
+	if !reflect.DeepEqual(got.cards, want.cards) || len(got.cards) != 1 || got.cards[0].Slots != 3 {
+		t.Errorf("round's cards %+v, want %+v: n1's alone, of 3 slots", got.cards, want.cards)
+	}
+}

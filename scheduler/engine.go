@@ -185,8 +185,11 @@ type Engine struct {
 	// once what they report is in the store.
 	events, tell func(Event)
 	later        []Event
-	ghosts       []ghost
-	cards        []gpu.Card
+	// heard is whether anyone listens to the events: a round that starts thousands
+	// (a fleet's simulation, which listens to none) need not word them.
+	heard  bool
+	ghosts []ghost
+	cards  []gpu.Card
 	// cardPos maps a card to its position in cards, workerAt a machine to the position
 	// of its first card there (see cardAt).
 	cardPos  map[plans.CardID]int
@@ -204,6 +207,8 @@ type Engine struct {
 	// again each round: made anew, their maps grew to a fleet's thousands of shapes
 	// from nothing every round.
 	roundPasses passes
+	// slotsNow is the cluster's limit on each card, as slots last read it.
+	slotsNow []int
 	// unsaved is what was measured of running attempts and not yet written; savedAt
 	// is when it was last written.
 	unsaved measures
@@ -282,7 +287,7 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
 		tell: events, owners: &ownership{}, ownersWere: &ownership{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{}, workerAt: map[string]int{},
 		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), reads: make(chan func()), stopped: make(chan struct{}),
-		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}}
+		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}, heard: heard}
 	e.events = func(ev Event) {
 		if !heard { // nobody listens (a simulation): nothing to keep for the batch's end
 			return

@@ -381,8 +381,15 @@ func (e *Engine) reserve(shape string) (rewritten []string) {
 			rewritten = append(rewritten, c.ID)
 		}
 	}
-	if len(changed) > 0 {
-		e.put(state.Change{Attempts: changed})
+	if len(changed) > 0 && e.put(state.Change{Attempts: changed}) == nil {
+		// Each copy has what was measured of its attempt and not yet written: it stands
+		// for itself, and the round's read of it after (see schedule) takes it as it is
+		// rather than copy it again, thousands a round where a fleet's shapes learn.
+		for _, c := range changed {
+			if u, ok := e.unsaved.byID[c.ID]; ok {
+				e.unsaved.put(&unsaved{stored: c, now: c, memory: u.memory})
+			}
+		}
 	}
 	return rewritten
 }

@@ -127,6 +127,34 @@ func TestRoundPacksByWhatItLearned(t *testing.T) {
 	}
 }
 
+// TestRewrittenReservationsKeepTheirMeasures: a round whose learning rewrites the
+// reservations of a shape's running attempts, their measures not yet written, packs
+// by the new reservations with the measures, and reads each rewritten attempt as the
+// store holds it, measures and all, without another copy.
+func TestRewrittenReservationsKeepTheirMeasures(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
+	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nshape_ignores: [seed]\nmemory: 10GiB\n", &cards,
+		map[int]string{101: "t.1/1", 102: "t.2/1"}, Config{Slots: []int{3}, LearnAfter: time.Minute, SaveMeasures: time.Hour, UtilTarget: memoryAlone})
+	clock := e.clock.(*fakeClock)
+	must(t, e.round(nil))
+	clock.now = clock.now.Add(30 * time.Second)
+	cards[0].Processes = []gpu.Process{{PID: 101, Used: 3 * gib}, {PID: 102, Used: 3 * gib}}
+	must(t, e.round(nil)) // measured, not written, and too young to teach
+	clock.now = clock.now.Add(time.Minute)
+	cards[0].Processes = []gpu.Process{{PID: 101, Used: 4 * gib}, {PID: 102, Used: 4 * gib}}
+	must(t, e.round(nil)) // learns 4 GiB: 4 + 4 reserved, and t.3's 4 fits
+	if got := st.View().Job("t.3").State; got != state.JobRunning {
+		t.Errorf("t.3 %s after the round that learned the shape's 4 GiB peak, want running", got)
+	}
+	for _, id := range []string{"t.1/1", "t.2/1"} {
+		stored := st.View().Attempt(id)
+		if got := e.measured(stored); got != stored || got.Reserve != 4*gib || got.Peak != 4*gib || len(got.Memory) == 0 {
+			t.Errorf("%s read as %p (reserve %s, peak %s, %d samples), stored %p: want the stored copy, 4 GiB reserved and measured",
+				id, got, plans.FormatSize(got.Reserve), plans.FormatSize(got.Peak), len(got.Memory), stored)
+		}
+	}
+}
+
 // TestReservationHoldsWhatARoundMeasured: a peak one attempt teaches its shape in a
 // round lowers the reservations of the shape's others in that round, but never below
 // what each was measured at in it.

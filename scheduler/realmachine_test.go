@@ -110,6 +110,31 @@ func TestAllocConfRefusedFallsBackForTheSweep(t *testing.T) {
 	}
 }
 
+// TestAllocConfRefusedForEveryStartOfARound: every job of a sweep whose PyTorch refused
+// the option that a round starts starts without it, and the sweep as stored keeps its
+// own env.
+func TestAllocConfRefusedForEveryStartOfARound(t *testing.T) {
+	sw, err := plans.DecodeSweep("a.yaml", []byte("name: a\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nmemory: 1GiB\n"), plans.Overrides{})
+	must(t, err)
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
+	st, _ := state.NewStore()
+	e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{3}, Headroom: plans.Headroom{Bytes: gib}, UtilTarget: memoryAlone}, nil)
+	must(t, st.Submit(&state.Submission{Sweep: sw, SweepStatus: state.SweepStatus{AllocConfRefused: e.clock.Now()}}))
+	round(t, e)
+	if len(fr.starts) != 3 {
+		t.Fatalf("%d started, want 3", len(fr.starts))
+	}
+	for _, l := range fr.starts {
+		if v, set := allocConf(l); !set || v != "" {
+			t.Errorf("%s: PYTORCH_CUDA_ALLOC_CONF=%q (set %v), want it empty", l.Job.ID, v, set)
+		}
+	}
+	if env := st.View().Sweep("a").Env; len(env) != 0 {
+		t.Errorf("the stored sweep's env %v, want it as submitted", env)
+	}
+}
+
 // TestAllocConfTheSweepSetsIsNotOverridden: a sweep that sets the option itself is told.
 func TestAllocConfTheSweepSetsIsNotOverridden(t *testing.T) {
 	st, fr, _ := runEngine(t, "name: b\ncommand: [train]\nenv: {PYTORCH_CUDA_ALLOC_CONF: \"expandable_segments:True\"}\njobs: [{}]\nmemory: 1GiB\n",

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,15 +82,9 @@ func (e *Engine) schedule() error {
 	if !ok || !writes {
 		return nil
 	}
-	if len(rewritten) > 0 {
-		at := make(map[string]int, len(running))
-		for i, a := range running {
-			at[a.ID] = i
-		}
-		for _, id := range rewritten {
-			if i, ok := at[id]; ok {
-				running[i] = e.measured(view.Attempt(id))
-			}
+	for _, id := range rewritten {
+		if i := runningAt(running, id); i >= 0 {
+			running[i] = e.measured(view.Attempt(id))
 		}
 	}
 	v, err := e.packView(view, running, &e.roundBufs)
@@ -101,6 +96,18 @@ func (e *Engine) schedule() error {
 	e.headed(view, d)
 	e.startAll(view, d.Placements, running)
 	return nil
+}
+
+// runningAt is where attempt id is in running, which is in the order of their ids as
+// the store yields them (-1: not there): found without a map of all of a fleet's
+// thousands, made for each round that rewrote a few.
+func runningAt(running []*state.Attempt, id string) int {
+	i, found := slices.BinarySearchFunc(running, id, func(a *state.Attempt, id string) int { return strings.Compare(a.ID, id) })
+	if !found {
+		// Not in order after all: a look through them all.
+		return slices.IndexFunc(running, func(a *state.Attempt) bool { return a.ID == id })
+	}
+	return i
 }
 
 // Preview is the decision a round would take now, with every waiting job's reason, and
@@ -150,17 +157,18 @@ func (e *Engine) placeCards() {
 }
 
 // slots is the plan's limit on each card of the round, in order: the cluster's, or the
-// machine's plan.
+// machine's plan. A cluster's are in an array of the engine's, filled again at each
+// call (a fleet's 8,000 cards each round): read them before the next.
 func (e *Engine) slots() []int {
 	cl, ok := e.inv.(Cluster)
 	if !ok {
 		return e.cfg.Slots
 	}
-	out := make([]int, len(e.cards))
+	e.slotsNow = slices.Grow(e.slotsNow[:0], len(e.cards))[:len(e.cards)]
 	for i, c := range e.cards {
-		out[i] = cl.Slots(c)
+		e.slotsNow[i] = cl.Slots(c)
 	}
-	return out
+	return e.slotsNow
 }
 
 // timeLeft gives each card the time its machine has left, where it ends.
@@ -195,6 +203,9 @@ type packViewBufs struct {
 	cards []pack.CardState
 	ends  []pack.Release
 	held  holdingBufs
+	// hosts is the machines' RAM, emptied and filled again: a fleet's thousand
+	// machines made a map each round.
+	hosts pack.Hosts
 }
 
 // packView builds what the packer sees from a view of the store. buf, if not nil,
@@ -204,7 +215,10 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 	if buf == nil {
 		buf = &packViewBufs{}
 	}
-	hosts, err := e.hosts(running)
+	if buf.hosts == nil {
+		buf.hosts = pack.Hosts{}
+	}
+	hosts, err := e.hosts(buf.hosts, running)
 	if err != nil {
 		return packView{}, err
 	}
@@ -267,7 +281,8 @@ func (e *Engine) addEnds(states []pack.CardState, held []holding, buf *[]pack.Re
 		n += c.Running
 	}
 	if cap(*buf) < n {
-		*buf = make([]pack.Release, 0, n)
+		// With room to spare: the attempts running grow by a few most rounds.
+		*buf = make([]pack.Release, 0, n+n/4)
 	}
 	ends := (*buf)[:0]
 	for i := range states {
@@ -418,10 +433,10 @@ func probeOf(view state.View, shape string) string {
 	return l.Probe
 }
 
-// hosts reads the RAM of each machine of the round's cards for the packer: the
-// cluster's machines, or this one.
-func (e *Engine) hosts(running []*state.Attempt) (pack.Hosts, error) {
-	hosts := pack.Hosts{}
+// hosts reads the RAM of each machine of the round's cards for the packer, into hosts
+// emptied: the cluster's machines, or this one.
+func (e *Engine) hosts(hosts pack.Hosts, running []*state.Attempt) (pack.Hosts, error) {
+	clear(hosts)
 	add := func(worker string, total, avail int64, err error) error {
 		if err != nil {
 			if worker != "" {
@@ -565,14 +580,12 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	}
 	journaled := e.store.Journaled()
 	launches := make([]Launch, len(placed))
-	var recorded state.Change
+	sweeps := launchSweeps{view: view, of: map[string]*state.Submission{}}
 	for i, p := range placed {
-		launches[i] = e.launch(view, view.Job(p.Job), p, sharing[p.Worker])
-		recorded.Jobs = append(recorded.Jobs, launches[i].Job)
-		recorded.Attempts = append(recorded.Attempts, launches[i].Attempt)
+		launches[i] = e.launch(&sweeps, view.Job(p.Job), p, sharing[p.Worker])
 	}
 	// Synced, with what the round journaled before them, before any starts.
-	if journaled && e.put(recorded) != nil {
+	if journaled && e.put(launched(launches)) != nil {
 		return
 	}
 	if err := e.failed(e.store.Sync()); err != nil {
@@ -583,9 +596,15 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		}
 		return
 	}
-	var ran state.Change
+	// What is written of them once they have started, in arrays as long as they end up.
+	ran := state.Change{Attempts: make([]*state.Attempt, 0, len(launches))}
+	if !journaled {
+		ran.Jobs = make([]*state.Job, 0, len(launches))
+	}
 	var lost []Exit
-	var started []Launch
+	// The started, to tell of where someone listens: wording a fleet's thousands of
+	// starts, which nobody hears, cost its rounds milliseconds.
+	var started []*state.Attempt
 	tried := e.startEach(launches, journaled)
 	for i, l := range launches {
 		if !journaled {
@@ -613,8 +632,9 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 			a.Started = st.At // the trainer's start, as its runner saw it
 		}
 		ran.Attempts = append(ran.Attempts, &a)
-		l.Attempt = &a
-		started = append(started, l)
+		if e.heard {
+			started = append(started, &a)
+		}
 		e.crowdJoin(&a, a.Started, true)
 	}
 	if e.put(ran) != nil {
@@ -623,11 +643,19 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	for _, x := range lost {
 		e.apply(x)
 	}
-	for _, l := range started {
-		a := l.Attempt
+	for _, a := range started {
 		e.events(Event{Time: a.Started, Job: a.Job, Attempt: a.N, Kind: "started",
 			Message: fmt.Sprintf("on %s, tier %d, %s", a.Where(), a.Tier, estimateWords(a.Estimate))})
 	}
+}
+
+// launched is the change that records launches before they start.
+func launched(launches []Launch) state.Change {
+	c := state.Change{Jobs: make([]*state.Job, len(launches)), Attempts: make([]*state.Attempt, len(launches))}
+	for i, l := range launches {
+		c.Jobs[i], c.Attempts[i] = l.Job, l.Attempt
+	}
+	return c
 }
 
 // tried is what starting one launch came to.
@@ -702,11 +730,19 @@ func (e *Engine) pausedErr() error {
 	return e.paused
 }
 
-// launch is what starting job j where p places it takes: the job as it runs and its
-// attempt.
-func (e *Engine) launch(view state.View, j *state.Job, p pack.Placement, sharing int) Launch {
-	cardIdx := p.Cards
-	sub := view.Submission(j.Sweep)
+// launchSweeps is a round's view, and the sweeps its launches start jobs of as they
+// start them, each read once: a fleet's round starts thousands of one sweep's.
+type launchSweeps struct {
+	view state.View
+	of   map[string]*state.Submission
+}
+
+// submission is a sweep as its jobs start.
+func (s *launchSweeps) submission(name string) *state.Submission {
+	if sub, ok := s.of[name]; ok {
+		return sub
+	}
+	sub := s.view.Submission(name)
 	if !sub.AllocConfRefused.IsZero() {
 		// An empty value turns PyTorch's allocator options off (see withoutAllocConf).
 		plain, sw := *sub, *sub.Sweep
@@ -714,6 +750,15 @@ func (e *Engine) launch(view state.View, j *state.Job, p pack.Placement, sharing
 		plain.Sweep = &sw
 		sub = &plain
 	}
+	s.of[name] = sub
+	return sub
+}
+
+// launch is what starting job j where p places it takes: the job as it runs and its
+// attempt.
+func (e *Engine) launch(sweeps *launchSweeps, j *state.Job, p pack.Placement, sharing int) Launch {
+	cardIdx := p.Cards
+	view, sub := sweeps.view, sweeps.submission(j.Sweep)
 	job := *j
 	job.Estimate, job.HostEstimate = view.Estimate(j) // what it starts with
 	job.Attempts++

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -158,4 +159,24 @@ func (r trainerTimed) Start(l Launch) (Started, error) {
 	s, err := r.fakeRunner.Start(l)
 	s.At = r.at
 	return s, err
+}
+
+// TestStartedEventsTellTheStartsThatWere: a round tells each attempt that started, with
+// where, its tier and estimate, and none of those whose start failed: they go back to
+// the queue.
+func TestStartedEventsTellTheStartsThatWere(t *testing.T) {
+	r := &pairedRunner{atOnce: 1, unpaired: true, refuse: map[string]error{"c.4": errors.New("no such trainer")}}
+	e, _, events := pairedEngine(t, r)
+	round(t, e)
+	var told []string
+	for _, ev := range *events {
+		if ev.Kind == "started" {
+			told = append(told, fmt.Sprintf("%s/%d %s", ev.Job, ev.Attempt, ev.Message))
+		}
+	}
+	want := []string{"c.1/1 on GPU [0], tier 0, estimate 1.00 GiB", "c.2/1 on GPU [0], tier 0, estimate 1.00 GiB",
+		"c.3/1 on GPU [0], tier 0, estimate 1.00 GiB", "c.5/1 on GPU [0], tier 0, estimate 1.00 GiB", "c.6/1 on GPU [0], tier 0, estimate 1.00 GiB"}
+	if !slices.Equal(told, want) {
+		t.Errorf("started events %q, want %q", told, want)
+	}
 }

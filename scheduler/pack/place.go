@@ -133,10 +133,12 @@ func (p *packer) place(r Request, picked []int) Placement {
 		// The caller's slice is not ours to append to.
 		at, _ := slices.BinarySearchFunc(c.Ends, end.In, func(e Release, in time.Duration) int { return cmp.Compare(e.In, in) })
 		c.Ends = slices.Insert(slices.Clip(c.Ends), at, end)
-		if res := p.res; res != nil && res.on[i] && !p.endsBefore(&r) {
-			res.room[i] -= r.Memory
-			res.slots[i]--
-			res.util[i] -= r.util()
+		if res := p.res; res != nil && !p.endsBefore(&r) {
+			if on := res.of(i); on != nil {
+				on.room -= r.Memory
+				on.slots--
+				on.util -= r.util()
+			}
 		}
 		pl.Cards = append(pl.Cards, c.Index)
 	}

@@ -70,5 +70,9 @@ func BenchmarkFleet(b *testing.B) {
 		b.ReportMetric(float64(r.Submit.Milliseconds()), "submit-ms")
 		b.ReportMetric(float64(r.Idle), "idle-rounds")
 		b.ReportMetric(float64(r.HeapMiB), "heap-MiB")
+		b.ReportMetric(float64(r.Allocated>>20), "rounds-alloc-MiB")
+		// What the rounds decided, to tell a faster build from one that decides less.
+		b.ReportMetric(float64(r.Started), "started")
+		b.ReportMetric(float64(r.Filled), "filled")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"syscall"
@@ -55,6 +56,9 @@ type FleetResult struct {
 	Idle int
 	// HeapMiB is the live heap after the last round: the engine's state and the trace.
 	HeapMiB uint64
+	// Allocated is the bytes the rounds after the first allocated: unlike their times,
+	// the same from run to run on a busy machine, and the collector's work to come.
+	Allocated uint64
 }
 
 // Quantile is the time below which a share q of sorted times are.
@@ -72,6 +76,13 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// allocated is the bytes the process has allocated on the heap so far.
+func allocated() uint64 {
+	m := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
 }
 
 // trace draws the fleet's jobs: each shape's peak 2 to 40 GiB and duration 10 minutes
@@ -115,14 +126,18 @@ func RunFleet(f Fleet) (FleetResult, error) {
 	e, m, rn, store := fl.engine, fl.m, fl.rn, fl.store
 	r.Submit = fl.submit
 	round := func() (wall, cpu time.Duration, err error) {
+		allocBegan := allocated()
 		began, cpuBegan := time.Now(), cpuTime()
 		err = e.Round(rn.ended)
 		rn.ended = rn.ended[:0]
-		return time.Since(began), cpuTime() - cpuBegan, err
+		wall, cpu = time.Since(began), cpuTime()-cpuBegan
+		r.Allocated += allocated() - allocBegan
+		return wall, cpu, err
 	}
 	if r.First, _, err = round(); err != nil {
 		return r, err
 	}
+	r.Allocated = 0 // the rounds after the first's
 	for _, c := range m.cards {
 		if len(c.running) > 0 {
 			r.Filled++

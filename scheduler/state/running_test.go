@@ -167,3 +167,70 @@ func TestRunningNowFollowsManyWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestRunningSetRewritesInPlace: rewrites of many running attempts, more than are put
+// in one by one otherwise, go in their places without a copy of the set while no view
+// was given it, and into a copy once one was: the view reads the set as it was.
+func TestRunningSetRewritesInPlace(t *testing.T) {
+	const n = 100
+	var r runningSet
+	for k := range n {
+		r.put(&Attempt{ID: AttemptID(fmt.Sprintf("r.%d", k), 1), GPUs: []int{0}})
+	}
+	view := r.give()
+	before := slices.Clone(view)
+	// rewrite writes each running attempt again, in one array, and returns them.
+	rewrite := func() []*Attempt {
+		copies, want := make([]Attempt, n), make([]*Attempt, n)
+		for k, a := range r.now() {
+			copies[k] = *a
+			copies[k].Leader++
+			want[k] = &copies[k]
+			r.put(want[k])
+		}
+		return want
+	}
+	want := rewrite()
+	if got := r.now(); !slices.Equal(got, want) || !slices.Equal(view, before) {
+		t.Fatalf("after rewrites the set is %v, a view's %v; want %v and the view's as it was", got, view, want)
+	}
+	// The two arrays rewrite makes, and nothing to read the set.
+	if allocs := testing.AllocsPerRun(10, func() { want = rewrite(); r.now() }); allocs > 2 {
+		t.Errorf("rewriting %d attempts and reading the set allocated %.0f times, want 2", n, allocs)
+	}
+	if got := r.now(); !slices.Equal(got, want) {
+		t.Errorf("after more rewrites the set holds other attempts than the last written")
+	}
+}
+
+// TestRunningSetMergesIntoOneArray: many writes at once, starts among them, go in with
+// one new array for the set and nothing else: a fleet's round starts thousands.
+func TestRunningSetMergesIntoOneArray(t *testing.T) {
+	attempt := func(k int) *Attempt { return &Attempt{ID: AttemptID(fmt.Sprintf("r.%d", k), 1), GPUs: []int{0}} }
+	var running []*Attempt
+	for k := range 100 {
+		running = append(running, attempt(2*k))
+	}
+	slices.SortFunc(running, func(a, b *Attempt) int { return cmp.Compare(a.ID, b.ID) })
+	// Started, one of them twice.
+	starts := make([]*Attempt, 3*mergeAbove)
+	for k := range starts {
+		starts[k] = attempt(2*k + 1)
+	}
+	starts[len(starts)-1] = attempt(1)
+	pending := make([]*Attempt, 0, len(starts))
+	var got []*Attempt
+	allocs := testing.AllocsPerRun(10, func() {
+		r := runningSet{sorted: running, pending: pending}
+		for _, a := range starts {
+			r.put(a)
+		}
+		got = r.now()
+	})
+	if allocs > 1 {
+		t.Errorf("merging %d starts into the set allocated %.0f times, want once", len(starts), allocs)
+	}
+	if want := len(running) + len(starts) - 1; len(got) != want || !slices.Contains(got, starts[len(starts)-1]) || slices.Contains(got, starts[0]) {
+		t.Errorf("%d attempts in the set, want %d, r.1/1 as written last", len(got), want)
+	}
+}
