@@ -382,13 +382,14 @@ func (e *Engine) reserve(shape string) (rewritten []string) {
 		}
 	}
 	if len(changed) > 0 && e.put(state.Change{Attempts: changed}) == nil {
-		// Each copy has what was measured of its attempt and not yet written: it stands
-		// for itself, and the round's read of it after (see schedule) takes it as it is
-		// rather than copy it again, thousands a round where a fleet's shapes learn.
+		// Each copy has what was measured of its attempt (runningOf reads them as
+		// measured), now written: nothing of it is unsaved, and the round's read of it
+		// after (see schedule) takes the store's as it is rather than copy it again,
+		// thousands a round where a fleet's shapes learn. Kept as its own unsaved
+		// version instead, the store's copy would be changed in place by the next
+		// round's measures (see measuredAgain), under the views that hand it out.
 		for _, c := range changed {
-			if u, ok := e.unsaved.byID[c.ID]; ok {
-				e.unsaved.put(&unsaved{stored: c, now: c, memory: u.memory})
-			}
+			e.unsaved.forget(c.ID)
 		}
 	}
 	return rewritten

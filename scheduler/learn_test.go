@@ -153,6 +153,19 @@ func TestRewrittenReservationsKeepTheirMeasures(t *testing.T) {
 				id, got, plans.FormatSize(got.Reserve), plans.FormatSize(got.Peak), len(got.Memory), stored)
 		}
 	}
+	// The next round's measures go in a copy of its own: the store's version, which
+	// views hand to other goroutines, never changes in place.
+	stored := st.View().Attempt("t.1/1")
+	samples := len(stored.Memory)
+	clock.now = clock.now.Add(time.Minute)
+	cards[0].Processes = []gpu.Process{{PID: 101, Used: 5 * gib}, {PID: 102, Used: 3 * gib}}
+	must(t, e.round(nil))
+	if stored.Peak != 4*gib || len(stored.Memory) != samples {
+		t.Errorf("the stored t.1/1 changed in place: peak %s, %d samples; want 4 GiB and %d", plans.FormatSize(stored.Peak), len(stored.Memory), samples)
+	}
+	if got := e.measured(st.View().Attempt("t.1/1")); got.Peak != 5*gib {
+		t.Errorf("t.1/1 read as peak %s after it reached 5 GiB", plans.FormatSize(got.Peak))
+	}
 }
 
 // TestReservationHoldsWhatARoundMeasured: a peak one attempt teaches its shape in a
