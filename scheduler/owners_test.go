@@ -169,3 +169,23 @@ func TestCardAtAcrossLayouts(t *testing.T) {
 		}
 	}
 }
+
+// TestCardAtWhenTheInventoryRefillsItsArray: an inventory may hand the engine the same
+// array every reading, filled again (the simulator's machine does: the engine keeps a
+// reading only until its next). Cards listed in another order there, as many and the
+// same ones, are found where they are now, not where the last reading had them: the
+// round's check that the list is unchanged cannot compare the array with itself.
+func TestCardAtWhenTheInventoryRefillsItsArray(t *testing.T) {
+	cards := []gpu.Card{{Index: 2, Total: 24 * gib}, {Index: 5, Total: 24 * gib}}
+	st, err := state.NewStore()
+	must(t, err)
+	e := NewEngine(st, cardsInventory{&cards}, &fakeRunner{}, &fakeClock{now: time.Unix(0, 0)}, Config{}, nil)
+	must(t, e.readCards())
+	cards[0], cards[1] = cards[1], cards[0] // in the same array
+	must(t, e.readCards())
+	for want, idx := range []int{5, 2} {
+		if got, ok := e.cardAt("", idx); !ok || got != want {
+			t.Errorf("card %d at %d (found %v), want %d: where the last reading had it", idx, got, ok, want)
+		}
+	}
+}

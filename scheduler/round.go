@@ -132,9 +132,12 @@ func (e *Engine) readCards() error {
 	if err != nil {
 		return err
 	}
-	same := len(cards) == len(e.cards)
+	// Compared with the engine's own list of the last reading's cards, not with that
+	// reading: an inventory may fill the same array again (the simulator's machine
+	// does), which would then be compared with itself.
+	same := len(cards) == len(e.cardIDs)
 	for i := 0; same && i < len(cards); i++ {
-		same = cards[i].ID() == e.cards[i].ID()
+		same = cards[i].ID() == e.cardIDs[i]
 	}
 	e.cards = cards
 	if !same {
@@ -148,7 +151,9 @@ func (e *Engine) readCards() error {
 func (e *Engine) placeCards() {
 	clear(e.cardPos)
 	clear(e.workerAt)
+	e.cardIDs = e.cardIDs[:0]
 	for i, c := range e.cards {
+		e.cardIDs = append(e.cardIDs, c.ID())
 		e.cardPos[c.ID()] = i
 		if _, ok := e.workerAt[c.Worker]; !ok {
 			e.workerAt[c.Worker] = i

@@ -362,3 +362,30 @@ func TestHeldCommitsReadAsEachBatchCommitted(t *testing.T) {
 		t.Error("a journaled store holds its commits")
 	}
 }
+
+// TestForgetWhileCommitsAreHeld: a store that holds its batches' writes in one
+// transaction (HoldCommits) forgets a sweep between two batches: Forget's transaction
+// waited for the held one's, which only a read of the store commits, for ever.
+func TestForgetWhileCommitsAreHeld(t *testing.T) {
+	sw, err := plans.DecodeSweep("f.yaml", []byte("name: f\ncommand: [train]\nmatrix: {seed: [1, 2]}\n"), plans.Overrides{})
+	must(t, err)
+	st, _ := NewStore()
+	must(t, st.HoldCommits(4))
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	must(t, st.Batch(func() {
+		j := *st.Latest().Job("f.1")
+		j.Held = true
+		must(t, st.Put(Change{Jobs: []*Job{&j}}))
+	}))
+	forgot := make(chan error, 1)
+	go func() { forgot <- st.Forget([]string{"f"}) }()
+	select {
+	case err := <-forgot:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Forget between held batches did not return in 10 s: it waits for the held transaction")
+	}
+	if st.View().Submission("f") != nil || st.View().Job("f.1") != nil {
+		t.Error("the sweep is still there once forgotten")
+	}
+}

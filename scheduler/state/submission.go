@@ -223,6 +223,9 @@ func submittedStatus(pj *plans.Job, shape string, submitted time.Time) Status {
 // state whole (Compact): a journal cannot say that something is gone. Nothing is
 // forgotten, in the store or after a crash, before the snapshot is in place.
 func (s *Store) Forget(names []string) error {
+	// A transaction held between batches (see HoldCommits) has memdb's one writer:
+	// committed first, or the next would wait for it for ever.
+	s.commitHeld()
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	view := s.View()
