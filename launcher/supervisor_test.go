@@ -179,10 +179,15 @@ func TestAnUnansweringSupervisorIsStoppedAnyway(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		hung bool
-		want plans.Outcome
+		want []plans.Outcome
 	}{
-		{"stopped", false, plans.Cancelled},
-		{"hung", true, plans.Lost},
+		{"stopped", false, []plans.Outcome{plans.Cancelled}},
+		// Killed, its attempt is lost. But SIGSTOP from another process cannot keep a
+		// continued supervisor from running at all: on a busy machine it may get the
+		// moment it needs to stop its trainer as asked before it is stopped again, and
+		// then the attempt ends cancelled, as one that answers does. Either way it
+		// ends within the margins, with nothing of it left running.
+		{"hung", true, []plans.Outcome{plans.Lost, plans.Cancelled}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
@@ -226,7 +231,7 @@ func TestAnUnansweringSupervisorIsStoppedAnyway(t *testing.T) {
 			go func() { ended <- Wait(dir) }()
 			select {
 			case e := <-ended:
-				if e.Outcome != tc.want {
+				if !slices.Contains(tc.want, e.Outcome) {
 					t.Errorf("ended %+v after %s; want %s", e, time.Since(began).Round(time.Millisecond), tc.want)
 				}
 			case <-time.After(30 * time.Second):
