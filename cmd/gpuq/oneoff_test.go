@@ -167,17 +167,25 @@ func TestAOneOffsReaderGone(t *testing.T) {
 		}
 	}
 	stdout.Close() // as head does once it has its lines
-	err := cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt || !strings.Contains(errb.String(), "what reads the trainer's output has ended; stopping the run") {
-		t.Errorf("exit %d (%v), want %d:\n%s", code, err, exitInterrupt, errb)
-	}
+	wantStoppedForReader(t, cmd, errb, "the trainer's output", dir, logs)
 	if !strings.Contains(errb.String(), "cancelled") {
 		t.Errorf("the job was not cancelled:\n%s", errb)
+	}
+}
+
+// wantStoppedForReader checks how a gpuq run started by startPiped ended once what
+// read its output (what) had gone: interrupted, saying why, its socket removed and
+// nothing of its attempts left.
+func wantStoppedForReader(t *testing.T, cmd *exec.Cmd, errb *schedtest.Buffer, what, dir, logs string) {
+	t.Helper()
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt || !strings.Contains(errb.String(), "what reads "+what+" has ended; stopping the run") {
+		t.Errorf("exit %d (%v), want %d:\n%s", code, err, exitInterrupt, errb)
 	}
 	if socks, _ := filepath.Glob(filepath.Join(dir, "state", "runs", "*.sock")); len(socks) > 0 {
 		t.Errorf("the run left its socket: %v", socks)
 	}
-	schedtest.WaitFor(t, "nothing of the attempt left", func() bool { return len(attemptProcs(logs)) == 0 })
+	schedtest.WaitFor(t, "nothing of the attempts left", func() bool { return len(attemptProcs(logs)) == 0 })
 }
 
 // startPiped starts gpuq with args on simulated cards, its state and config in dir and
@@ -241,17 +249,10 @@ memory: 2GiB
 	}
 	fifo.WriteString("go\n")
 	fifo.Close()
-	err = cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt || !strings.Contains(errb.String(), "what reads gpuq's output has ended; stopping the run") {
-		t.Errorf("exit %d (%v), want %d:\n%s", code, err, exitInterrupt, errb)
-	}
+	wantStoppedForReader(t, cmd, errb, "gpuq's output", dir, logs)
 	if !strings.Contains(errb.String(), "Not finished: piped.1 piped.2") {
 		t.Errorf("does not say which jobs did not finish:\n%s", errb)
 	}
-	if socks, _ := filepath.Glob(filepath.Join(dir, "state", "runs", "*.sock")); len(socks) > 0 {
-		t.Errorf("the run left its socket: %v", socks)
-	}
-	schedtest.WaitFor(t, "nothing of the attempts left", func() bool { return len(attemptProcs(logs)) == 0 })
 }
 
 // TestOneOffsStartedTogetherTakeTwoNames: two gpuq runs of one-offs that start at once,
