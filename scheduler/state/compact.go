@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -270,7 +271,7 @@ func (sn View) all() Change {
 			c.Jobs = append(c.Jobs, j)
 		}
 	}
-	c.Attempts = collect[*Attempt](sn.txn, tableAttempts, indexID)
+	c.Attempts = slices.Collect(sn.own.attempts.all())
 	c.Shapes = collect[*Shape](sn.txn, tableShapes, indexID)
 	c.Drains = collect[*Drain](sn.txn, tableDrains, indexID)
 	c.AllocQueues = collect[*AllocQueue](sn.txn, tableAllocQueues, indexID)

@@ -134,6 +134,7 @@ func (s *Store) publish(commit func()) {
 	defer s.views.Unlock()
 	commit()
 	s.published = s.running.give()
+	s.committed = s.own.frozen()
 }
 
 // RunningLen is how many attempts RunningNow yields, under the same terms.

@@ -206,7 +206,7 @@ func (s *Store) takeFound(found []Found, out *Salvaged) error {
 		last[f.Job] = max(last[f.Job], f.N)
 		byAttempt[AttemptID(f.Job, f.N)] = f
 	}
-	for a := range each[*Attempt](snap.txn.Get, tableAttempts, indexID) {
+	for a := range snap.own.attempts.all() {
 		last[a.Job] = max(last[a.Job], a.N)
 	}
 	for _, j := range snap.Jobs() {

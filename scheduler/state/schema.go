@@ -10,8 +10,8 @@ import (
 // Tables and indexes of the state store.
 const (
 	tableSweeps   = "sweeps"
-	tableJobs     = "jobs"
-	tableAttempts = "attempts"
+	tableJobs     = "jobs"     // not memdb's: see Store.own
+	tableAttempts = "attempts" // the same
 	tableShapes   = "shapes"
 	tableDrains   = "drains"
 
@@ -24,8 +24,11 @@ func schema() *memdb.DBSchema {
 		tableSweeps: {Name: tableSweeps, Indexes: map[string]*memdb.IndexSchema{
 			indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Submission](func(s *Submission) string { return s.Sweep.Name })},
 		}},
-		tableJobs:     jobsTable(),
-		tableAttempts: attemptsTable(),
+		// Jobs and attempts are not here: the store keeps them in tables of its own
+		// (see rows), by id, jobs "<sweep>.<n>" (a sweep's jobs are those whose ids
+		// begin with "<sweep>."), attempts "<job>/<n>". It keeps no index of the jobs
+		// that wait (its queue groups them as the packer reads them, see Queue), nor of
+		// the attempts that hold cards (a set of its own, see runningSet).
 		tableShapes: {Name: tableShapes, Indexes: map[string]*memdb.IndexSchema{
 			indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Shape](func(l *Shape) string { return l.Name })},
 		}},
@@ -36,28 +39,6 @@ func schema() *memdb.DBSchema {
 	maps.Copy(s.Tables, allocTables())
 	maps.Copy(s.Tables, tallyTables())
 	return s
-}
-
-func jobsTable() *memdb.TableSchema {
-	return &memdb.TableSchema{Name: tableJobs, Indexes: map[string]*memdb.IndexSchema{
-		// Look up one job: status, cancel, logs.
-		indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Job](func(j *Job) string { return j.ID })},
-		// No index by sweep: every index is paid for on every write, and ids are
-		// "<sweep>.<n>", so a prefix scan of this one finds a sweep's jobs (checking
-		// Sweep, since a sweep "a" would also match the jobs of a sweep "a.b"). Nor of
-		// the jobs that wait: the store's queue keeps those, grouped as the packer reads
-		// them (see Queue).
-	}}
-}
-
-func attemptsTable() *memdb.TableSchema {
-	return &memdb.TableSchema{Name: tableAttempts, Indexes: map[string]*memdb.IndexSchema{
-		// Look up one attempt by "<job>/<n>".
-		indexID: {Name: indexID, Unique: true, Indexer: stringIndexer[*Attempt](func(a *Attempt) string { return a.ID })},
-		// No index by job: a job's attempts are "<job>/1" to "<job>/<Attempts>".
-		// Nor of those holding cards now: the store keeps them in a set of its own,
-		// which every view reads as of its transaction (see runningSet).
-	}}
 }
 
 // stringIndexer keys objects by a string field, as memdb.StringFieldIndex does (the

@@ -1,8 +1,9 @@
 // Package state is what gpuq knows of its sweeps: the model (submissions, jobs,
-// attempts, shapes, drained cards, allocation queues), the store that holds it in
-// go-memdb with typed writes, the journal every write goes through first, its replay,
-// compaction and salvage, and the queue index of the jobs that wait. It imports plans
-// alone, and builds without cgo.
+// attempts, shapes, drained cards, allocation queues), the store that holds it with
+// typed writes (jobs and attempts in copy-on-write B-trees of its own, the rest in
+// go-memdb), the journal every write goes through first, its replay, compaction and
+// salvage, and the queue index of the jobs that wait. Of gpuq's packages it imports
+// plans alone, and it builds without cgo.
 //
 // An engine that runs on a store is its one writer: while it runs, every write goes
 // through it (scheduler.Engine), on its goroutine.
@@ -20,10 +21,14 @@ import (
 	"github.com/gpuq/gpuq/plans"
 )
 
-// Store is the in-memory state: submissions, jobs and attempts in go-memdb. Opened on a
-// state directory (OpenState), it journals every change before committing it.
+// Store is the in-memory state: jobs and attempts in tables of its own (tables), the
+// rest in go-memdb. Opened on a state directory (OpenState), it journals every change
+// before committing it.
 type Store struct {
 	db *memdb.MemDB
+	// own is the store's own tables as the writer writes them; committed is them as
+	// the last write transaction committed it, which views read (see publish).
+	own, committed tables
 	// seq and submitted number the jobs and the submissions in the order they came;
 	// jobs counts those the store holds.
 	seq, submitted uint64
@@ -61,8 +66,10 @@ type Store struct {
 // the transaction wrote of jobs, attempts and shapes is read from written, the rest
 // from before.
 type batchReads struct {
-	before  *memdb.Txn // a read of the state the transaction began from
-	written map[batchKey]writ
+	before *memdb.Txn // a read of the state the transaction began from
+	// beforeOwn is the store's own tables as the transaction began.
+	beforeOwn tables
+	written   map[batchKey]writ
 	// batch numbers the batches of the transaction (see HoldCommits).
 	batch int
 }
@@ -218,6 +225,7 @@ func (s *Store) Batch(fn func()) error {
 		s.reads = &s.batchReads
 		clear(s.reads.written)
 		s.reads.before = s.db.Txn(false)
+		s.reads.beforeOwn = s.committed
 	}
 	s.reads.batch++
 	s.inBatch = true
@@ -346,6 +354,7 @@ func (s *Store) write(fn func(*memdb.Txn) error) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	if err := fn(txn); err != nil {
+		s.own = s.committed.frozen() // as memdb's tables, none of its writes
 		return err
 	}
 	s.publish(txn.Commit)
@@ -377,8 +386,21 @@ func (s *Store) insert(txn *memdb.Txn, table string, o any) error {
 
 // put puts an object in a table, for the batch's lookups too, without the queue.
 func (s *Store) put(txn *memdb.Txn, table string, o any) error {
-	if err := txn.Insert(table, o); err != nil {
-		return fmt.Errorf("state store: %w", err)
+	switch o := o.(type) {
+	case *Job:
+		if o.ID == "" {
+			return fmt.Errorf("state store: a job of sweep %q without an id", o.Sweep)
+		}
+		s.own.jobs.put(o.ID, o)
+	case *Attempt:
+		if o.ID == "" {
+			return fmt.Errorf("state store: an attempt of job %q without an id", o.Job)
+		}
+		s.own.attempts.put(o.ID, o)
+	default:
+		if err := txn.Insert(table, o); err != nil {
+			return fmt.Errorf("state store: %w", err)
+		}
 	}
 	if s.reads != nil && txn == s.open {
 		s.reads.wrote(table, o)
@@ -428,25 +450,28 @@ type View struct {
 	// store's set, with the batch's writes, instead.
 	running []*Attempt
 	live    *runningSet
+	// own is the store's own tables as txn reads the rest (in a batch, where its
+	// writes do not answer a lookup by id).
+	own tables
 }
 
 // View opens a read of the store as it is now; later writes do not show in it.
 func (s *Store) View() View {
 	if s.hold > 1 { // only the engine reads the store (see HoldCommits)
 		if s.inBatch && s.held > 0 {
-			return View{txn: s.reads.before, batch: s.reads, begun: true, running: s.published}
+			return View{txn: s.reads.before, batch: s.reads, begun: true, running: s.published, own: s.reads.beforeOwn}
 		}
 		s.commitHeld()
 	}
 	s.views.RLock()
 	defer s.views.RUnlock()
-	return View{txn: s.db.Txn(false), running: s.published}
+	return View{txn: s.db.Txn(false), running: s.published, own: s.committed}
 }
 
 // Latest is the store as the engine reads it: with the writes of the batch it is in.
 func (s *Store) Latest() View {
 	if s.open != nil {
-		return View{txn: s.open, batch: s.reads, live: &s.running}
+		return View{txn: s.open, batch: s.reads, live: &s.running, own: s.own}
 	}
 	return s.View()
 }
@@ -470,13 +495,24 @@ func (s *Store) Queued() []*Job {
 
 // Jobs returns every job in submission order.
 func (sn View) Jobs() []*Job {
-	jobs := collect[*Job](sn.txn, tableJobs, indexID)
+	jobs := slices.Collect(sn.own.jobs.all())
 	slices.SortFunc(jobs, func(a, b *Job) int { return cmp.Compare(a.Seq, b.Seq) })
 	return jobs
 }
 
 // Job returns one job, or nil.
-func (sn View) Job(id string) *Job { return lookup[*Job](sn, tableJobs, id) }
+func (sn View) Job(id string) *Job { return ownLookup(sn, tableJobs, &sn.own.jobs, id) }
+
+// ownLookup returns the object of one of the store's own tables with the id, or nil.
+func ownLookup[T any](sn View, table string, rows *rows[T], id string) T {
+	if b := sn.batch; b != nil {
+		if o, ok := b.read(table, id, sn.begun); ok {
+			return o.(T)
+		}
+	}
+	o, _ := rows.get(id)
+	return o
+}
 
 // Shape returns what is known of a shape, or nil.
 func (sn View) Shape(name string) *Shape { return lookup[*Shape](sn, tableShapes, name) }
@@ -517,7 +553,7 @@ func (sn View) Drained() map[plans.CardID]bool {
 }
 
 // Attempt returns one attempt, or nil.
-func (sn View) Attempt(id string) *Attempt { return lookup[*Attempt](sn, tableAttempts, id) }
+func (sn View) Attempt(id string) *Attempt { return ownLookup(sn, tableAttempts, &sn.own.attempts, id) }
 
 // Attempts returns a job's attempts in order.
 func (sn View) Attempts(job string) []*Attempt {
@@ -577,7 +613,7 @@ func (sn View) JobIDs() []string {
 // JobsOf yields a sweep's jobs.
 func (sn View) JobsOf(sweep string) iter.Seq[*Job] {
 	return func(yield func(*Job) bool) {
-		for j := range each[*Job](sn.txn.Get, tableJobs, indexID+"_prefix", sweep+".") {
+		for j := range sn.own.jobs.prefixed(sweep + ".") {
 			if j.Sweep == sweep && !yield(j) {
 				return
 			}

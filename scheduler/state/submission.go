@@ -235,6 +235,7 @@ func (s *Store) Forget(names []string) error {
 			_, err = txn.DeleteAll(table, indexID, id)
 		}
 	}
+	var jobs []string
 	for _, name := range names {
 		sub := view.Submission(name)
 		if sub == nil {
@@ -242,10 +243,7 @@ func (s *Store) Forget(names []string) error {
 		}
 		del(tableSweeps, name)
 		for _, pj := range sub.Sweep.Jobs {
-			del(tableJobs, pj.ID)
-			for n := 1; n <= view.Job(pj.ID).Attempts; n++ {
-				del(tableAttempts, AttemptID(pj.ID, n))
-			}
+			jobs = append(jobs, pj.ID)
 		}
 		if err == nil {
 			// A shape's name begins with its sweep's and a NUL (plans.Sweep.ShapeOf).
@@ -255,6 +253,35 @@ func (s *Store) Forget(names []string) error {
 	if err != nil {
 		return fmt.Errorf("state store: %w", err)
 	}
+	// The store's own tables are written last, once nothing can fail but the
+	// compaction, which puts them back as they were if it does.
+	for _, id := range jobs {
+		for n := 1; n <= view.Job(id).Attempts; n++ {
+			s.own.attempts.del(AttemptID(id, n))
+		}
+		s.own.jobs.del(id)
+	}
+	if err := s.forgetSweeps(names, txn); err != nil {
+		s.own = s.committed.frozen()
+		return err
+	}
+	// An attempt forgotten had ended (the sweep was over), but the set follows the
+	// table whatever it held.
+	s.running.drop(func(a *Attempt) bool {
+		_, held := s.own.attempts.get(a.ID)
+		return !held
+	})
+	s.publish(txn.Commit)
+	for _, name := range names {
+		s.queue.forget(name)
+		s.jobs -= len(view.Sweep(name).Jobs)
+	}
+	return nil
+}
+
+// forgetSweeps writes to the state directory that the sweeps are forgotten, as txn
+// forgets them: their copies gone, then the state compacted.
+func (s *Store) forgetSweeps(names []string, txn *memdb.Txn) error {
 	if s.journal != nil {
 		// The copies go first: one of a sweep the state no longer holds says that
 		// records were lost (see keepSweep).
@@ -263,20 +290,9 @@ func (s *Store) Forget(names []string) error {
 				return fmt.Errorf("sweep %s: %w", name, err)
 			}
 		}
-		if err := s.compact(View{txn: txn}); err != nil {
+		if err := s.compact(View{txn: txn, own: s.own}); err != nil {
 			return err
 		}
-	}
-	// An attempt forgotten had ended (the sweep was over), but the set follows the
-	// table whatever it held.
-	s.running.drop(func(a *Attempt) bool {
-		obj, err := txn.First(tableAttempts, indexID, a.ID)
-		return err == nil && obj == nil
-	})
-	s.publish(txn.Commit)
-	for _, name := range names {
-		s.queue.forget(name)
-		s.jobs -= len(view.Sweep(name).Jobs)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func (sn View) Recount() []*Tally {
 // may be lost (see Salvage). Nil when none is.
 func (sn View) shortOfHistory() []*Tally {
 	by := map[string]*Tally{}
-	for a := range each[*Attempt](sn.txn.Get, tableAttempts, indexID) {
+	for a := range sn.own.attempts.all() {
 		if a.Running() {
 			continue
 		}

@@ -1,0 +1,165 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gpuq/gpuq/plans"
+)
+
+func idsOf(seq func(func(*Job) bool)) string {
+	var ids []string
+	for j := range seq {
+		ids = append(ids, j.ID)
+	}
+	return strings.Join(ids, " ")
+}
+
+// TestRowsOrderAndPrefixes: a table yields its objects in the order of their ids, as
+// memdb's id index did (a job before the jobs whose ids it begins: "a.1" before
+// "a.10"), and a prefix finds exactly the ids that begin with it.
+func TestRowsOrderAndPrefixes(t *testing.T) {
+	var r rows[*Job]
+	if _, ok := r.get("x"); ok || idsOf(r.all()) != "" || idsOf(r.prefixed("x")) != "" {
+		t.Fatal("an empty table is not empty")
+	}
+	for _, id := range []string{"a.2", "a.10", "a.b.1", "a.1", "b.1", "a.1-x", "ab.1"} {
+		r.put(id, &Job{Job: &plans.Job{ID: id}})
+	}
+	r.put("a.2", &Job{Job: &plans.Job{ID: "a.2"}, Seq: 7}) // in place of the first
+	r.del("b.1")
+	r.del("none")
+	for _, c := range []struct{ prefix, want string }{
+		{"", "a.1 a.1-x a.10 a.2 a.b.1 ab.1"},
+		{"a.", "a.1 a.1-x a.10 a.2 a.b.1"},
+		{"a.1", "a.1 a.1-x a.10"},
+		{"a.b.", "a.b.1"},
+		{"b.", ""},
+		{"c", ""},
+	} {
+		if got := idsOf(r.prefixed(c.prefix)); got != c.want {
+			t.Errorf("prefixed(%q) = %q, want %q", c.prefix, got, c.want)
+		}
+	}
+	if got := idsOf(r.all()); got != "a.1 a.1-x a.10 a.2 a.b.1 ab.1" {
+		t.Errorf("all = %q", got)
+	}
+	if j, ok := r.get("a.2"); !ok || j.Seq != 7 {
+		t.Errorf("get(a.2) = %+v, %v: not the object put last", j, ok)
+	}
+	if _, ok := r.get("b.1"); ok {
+		t.Error("a deleted id is still found")
+	}
+}
+
+// TestRowsFrozen: a frozen table is the table as it was, whatever is written after,
+// to the table or to a table made from the frozen one.
+func TestRowsFrozen(t *testing.T) {
+	var r rows[*Job]
+	put := func(r *rows[*Job], ids ...string) {
+		for _, id := range ids {
+			r.put(id, &Job{Job: &plans.Job{ID: id}})
+		}
+	}
+	for i := range 200 { // enough for a tree of a few levels
+		put(&r, fmt.Sprintf("s.%03d", i))
+	}
+	frozen := r.frozen()
+	was := idsOf(frozen.all())
+	put(&r, "s.050x", "t.1")
+	r.del("s.100")
+	again := frozen.frozen()
+	put(&again, "s.999")
+	again.del("s.000")
+	if got := idsOf(frozen.all()); got != was {
+		t.Error("writes after frozen changed the frozen table")
+	}
+	if _, ok := r.get("s.999"); ok {
+		t.Error("a write to a copy of a frozen table shows in the table it was frozen from")
+	}
+	if _, ok := r.get("s.100"); ok || !strings.Contains(idsOf(r.all()), "s.050x") {
+		t.Error("the table lost its own writes")
+	}
+}
+
+// TestViewsReadWhatWasCommitted: while the store's writer writes jobs and attempts,
+// views opened on other goroutines each read the store as one commit left it (run
+// with -race: the writer never changes what a view reads).
+func TestViewsReadWhatWasCommitted(t *testing.T) {
+	sw, err := plans.DecodeSweep("v.yaml", []byte("name: v\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\n"), plans.Overrides{})
+	must(t, err)
+	st, _ := NewStore()
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	const rounds = 200
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				v := st.View()
+				// Each round writes every job's attempt count and its attempt at once.
+				n := v.Job("v.1").Attempts
+				for _, j := range slices.Collect(v.JobsOf("v")) {
+					if j.Attempts != n {
+						t.Errorf("one view read jobs of two commits: %d and %d attempts", n, j.Attempts)
+						return
+					}
+					if n > 0 && v.Attempt(AttemptID(j.ID, n)) == nil {
+						t.Errorf("a view read job %s at %d attempts without its attempt", j.ID, n)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for n := 1; n <= rounds; n++ {
+		var c Change
+		for _, j := range st.View().Jobs() {
+			next := *j
+			next.Attempts = n
+			c.Jobs = append(c.Jobs, &next)
+			c.Attempts = append(c.Attempts, &Attempt{ID: AttemptID(j.ID, n), Job: j.ID, N: n})
+		}
+		must(t, st.Put(c))
+	}
+	close(done)
+	wg.Wait()
+	v := st.View()
+	if got := len(slices.Collect(v.own.attempts.all())); got != 4*rounds {
+		t.Errorf("%d attempts in the store, want %d", got, 4*rounds)
+	}
+}
+
+// TestFailedWriteLeavesTables: a change that fails part way leaves none of its writes
+// in the store's own tables, as memdb's transaction leaves none in its.
+func TestFailedWriteLeavesTables(t *testing.T) {
+	sw, err := plans.DecodeSweep("f.yaml", []byte("name: f\ncommand: [train]\nmatrix: {seed: [1, 2]}\n"), plans.Overrides{})
+	must(t, err)
+	st, _ := NewStore()
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	held := *st.View().Job("f.1")
+	held.Held = true
+	err = st.Put(Change{Jobs: []*Job{&held}, Attempts: []*Attempt{{ID: "f.1/1", Job: "f.1", N: 1}, {Job: "f.2"}}})
+	if err == nil || !strings.Contains(err.Error(), "without an id") {
+		t.Fatalf("a change with an attempt without an id: %v", err)
+	}
+	for what, v := range map[string]View{"view": st.View(), "latest": st.Latest()} {
+		if v.Job("f.1").Held || v.Attempt("f.1/1") != nil {
+			t.Errorf("%s: the failed change's writes are in the store", what)
+		}
+	}
+	must(t, st.Put(Change{Jobs: []*Job{&held}}))
+	if v := st.View(); !v.Job("f.1").Held || v.Attempt("f.1/1") != nil {
+		t.Error("the change after the failed one did not take, or committed the failed one's attempt with it")
+	}
+}
