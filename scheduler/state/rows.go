@@ -94,5 +94,14 @@ type tables struct {
 	attempts rows[*Attempt]
 }
 
+// newTables returns empty tables whose trees exist: a view of the writer's tables
+// (Store.Latest) shares them, and so reads what the batch writes after it was taken, as
+// a read of memdb's write transaction does. (A zero table would get its tree at its
+// first write, which such a view would not see.) frozen copies of them, and copies
+// of those, have trees too.
+func newTables() tables {
+	return tables{rows[*Job]{btree.NewG(rowsDegree, byRowID[*Job])}, rows[*Attempt]{btree.NewG(rowsDegree, byRowID[*Attempt])}}
+}
+
 // frozen returns the tables as they are now, never changed after (see rows.frozen).
 func (t *tables) frozen() tables { return tables{t.jobs.frozen(), t.attempts.frozen()} }

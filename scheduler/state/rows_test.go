@@ -163,3 +163,45 @@ func TestFailedWriteLeavesTables(t *testing.T) {
 		t.Error("the change after the failed one did not take, or committed the failed one's attempt with it")
 	}
 }
+
+// TestLatestReadsTheBatchsLaterWrites: a view of the store as the engine reads it
+// (Latest), taken in a batch, scans what the batch writes after it was taken, as a
+// read of memdb's write transaction did, whether or not the store held a job or an
+// attempt when it was taken (an empty table's tree is the one later writes go to).
+func TestLatestReadsTheBatchsLaterWrites(t *testing.T) {
+	sweep := func(name string) *plans.Sweep {
+		sw, err := plans.DecodeSweep(name+".yaml", []byte("name: "+name+"\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\n"), plans.Overrides{})
+		must(t, err)
+		return sw
+	}
+	for _, c := range []struct {
+		name                 string
+		jobs, failedAttempts bool // what the store holds before the batch
+	}{
+		{name: "an empty store"},
+		{name: "jobs, no attempt", jobs: true},
+		{name: "jobs, an attempt that failed to put", jobs: true, failedAttempts: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, _ := NewStore()
+			if c.jobs {
+				must(t, st.Submit(&Submission{Sweep: sweep("a")}))
+			}
+			if c.failedAttempts { // a failed write puts the tables back as they were
+				if st.Put(Change{Attempts: []*Attempt{{ID: "a.1/1", Job: "a.1", N: 1}, {Job: "a.2"}}}) == nil {
+					t.Fatal("a change with an attempt without an id took")
+				}
+			}
+			var jobs, attempts int
+			must(t, st.Batch(func() {
+				v := st.Latest()
+				must(t, st.Submit(&Submission{Sweep: sweep("b")}))
+				must(t, st.Put(Change{Attempts: []*Attempt{{ID: "b.1/1", Job: "b.1", N: 1}}}))
+				jobs, attempts = len(slices.Collect(v.JobsOf("b"))), len(v.all().Attempts)
+			}))
+			if jobs != 3 || attempts != 1 {
+				t.Errorf("a view taken before the batch's writes scans %d of its 3 jobs and %d of its 1 attempt", jobs, attempts)
+			}
+		})
+	}
+}

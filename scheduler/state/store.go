@@ -130,7 +130,9 @@ func NewStore() (*Store, error) {
 	}
 	// A copy of the database does not track which nodes of its trees each write
 	// changes, for watches: nobody watches, and every write paid for it.
-	return &Store{db: db.Snapshot(), queue: newQueue(), batchReads: batchReads{written: map[batchKey]writ{}}}, nil
+	s := &Store{db: db.Snapshot(), own: newTables(), queue: newQueue(), batchReads: batchReads{written: map[batchKey]writ{}}}
+	s.committed = s.own.frozen()
+	return s, nil
 }
 
 // Change is what one write puts in the store, each kind of object in its table's
