@@ -2,6 +2,8 @@ package state
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -203,5 +205,41 @@ func TestLatestReadsTheBatchsLaterWrites(t *testing.T) {
 				t.Errorf("a view taken before the batch's writes scans %d of its 3 jobs and %d of its 1 attempt", jobs, attempts)
 			}
 		})
+	}
+}
+
+// TestFailedForgetLeavesTables: a Forget whose compaction fails leaves the sweep's jobs
+// and attempts in the store's own tables, as its memdb transaction leaves the sweep: the
+// next commit publishes them whole, and a later Forget takes them.
+func TestFailedForgetLeavesTables(t *testing.T) {
+	dir := t.TempDir()
+	st, _, _ := openState(t, dir)
+	for _, name := range []string{"a", "b"} {
+		sw, err := plans.DecodeSweep(name+".yaml", []byte("name: "+name+"\ncommand: [train]\nmatrix: {seed: [1, 2]}\n"), plans.Overrides{})
+		must(t, err)
+		must(t, st.Submit(&Submission{Sweep: sw}))
+	}
+	j := *st.View().Job("a.1")
+	j.Attempts = 1
+	must(t, st.Put(Change{Jobs: []*Job{&j}, Attempts: []*Attempt{{ID: "a.1/1", Job: "a.1", N: 1, Outcome: plans.Failed}}}))
+	// The snapshot's temporary file cannot be made: a directory that is not empty
+	// cannot be removed to make it.
+	blocked := filepath.Join(dir, snapshotFile+".new")
+	must(t, os.MkdirAll(filepath.Join(blocked, "in"), 0o700))
+	if err := st.Forget([]string{"a"}); err == nil {
+		t.Fatal("Forget took with a snapshot that cannot be written")
+	}
+	held := *st.View().Job("b.1")
+	held.Held = true
+	must(t, st.Put(Change{Jobs: []*Job{&held}})) // publishes the store's own tables
+	for what, v := range map[string]View{"view": st.View(), "latest": st.Latest()} {
+		if v.Submission("a") == nil || v.Job("a.2") == nil || v.Attempt("a.1/1") == nil || len(v.Jobs()) != 4 {
+			t.Errorf("%s after a failed Forget: %s", what, idsOf(slices.Values(v.Jobs())))
+		}
+	}
+	must(t, os.RemoveAll(blocked))
+	must(t, st.Forget([]string{"a"}))
+	if v := st.View(); v.Attempt("a.1/1") != nil || idsOf(slices.Values(v.Jobs())) != "b.1 b.2" || !v.Job("b.1").Held {
+		t.Errorf("after Forget: jobs %s", idsOf(slices.Values(v.Jobs())))
 	}
 }
