@@ -1,11 +1,16 @@
 package launcher
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestServedAttemptTellsHowItEnded: a gpuq run's attempt, served on its socket, tells
@@ -39,5 +44,35 @@ func TestServedAttemptTellsHowItEnded(t *testing.T) {
 	<-p.Done()
 	if e.Outcome == "" || e.Exit == nil || e.Exit.Code != 3 || e.Exit.Error != "ValueError: loss is NaN" || !slices.Equal(e.Command, c.Argv) {
 		t.Errorf("ended %+v (exit %+v), want exit 3, its error line and its command", e, e.Exit)
+	}
+}
+
+// goneConn is an attach client that went away: every write to it fails.
+type goneConn struct{ net.Conn }
+
+func (goneConn) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// lateKeys reads keys a client sent, late, as a busy machine would, then its end.
+type lateKeys struct{ keys []byte }
+
+func (k *lateKeys) Read(p []byte) (int, error) {
+	if k.keys == nil {
+		return 0, io.EOF
+	}
+	time.Sleep(50 * time.Millisecond)
+	n := copy(p, k.keys)
+	k.keys = nil
+	return n, nil
+}
+
+// TestAttachKeepsKeysTypedBeforeTheClientWent: keys an attach client sent just before
+// it went reach the trainer, though the output on its way to the client failed first.
+func TestAttachKeepsKeysTypedBeforeTheClientWent(t *testing.T) {
+	out := make(chan []byte, 1)
+	out <- []byte("step 1\r\n")
+	var keys bytes.Buffer
+	attach(goneConn{}, &lateKeys{keys: []byte("go\n")}, &keys, []byte("scrollback"), out)
+	if keys.String() != "go\n" {
+		t.Errorf("the trainer got %q of the keys %q typed before the client went", keys.String(), "go\n")
 	}
 }

@@ -401,18 +401,42 @@ func serveClient(c net.Conn, p *Process, h *hub, end *ending) {
 	case "attach", "attach-ro":
 		scrollback, ch := h.subscribe()
 		defer h.unsubscribe(ch)
+		var keys io.Writer // what the client types goes to the trainer's terminal
 		if strings.TrimSpace(req) == "attach" {
-			// What the client types goes to the trainer's terminal, as keystrokes.
-			go io.Copy(p.Input(), r)
+			keys = p.Input()
 		}
-		if _, err := c.Write(scrollback); err != nil {
+		attach(c, r, keys, scrollback, ch)
+	}
+}
+
+// KeysGrace is how long an attach whose client has gone still reads what the client
+// sent before it went, for the trainer: keys typed just before a detach, which the
+// client's going must not drop.
+const KeysGrace = time.Second
+
+// attach sends an attach client the scrollback, then the live output until out closes
+// or the client goes, and sends what the client sends (from r, c's reader) to keys,
+// where keys is not nil. A client gone while output was on its way to it may have
+// sent keys just before: they are read until r ends, for up to KeysGrace, before c
+// closes.
+func attach(c net.Conn, r io.Reader, keys io.Writer, scrollback []byte, out <-chan []byte) {
+	typed := make(chan struct{})
+	if keys != nil {
+		go func() { io.Copy(keys, r); close(typed) }()
+	} else {
+		close(typed)
+	}
+	_, err := c.Write(scrollback)
+	for err == nil {
+		b, more := <-out
+		if !more {
 			return
 		}
-		for b := range ch {
-			if _, err := c.Write(b); err != nil {
-				return
-			}
-		}
+		_, err = c.Write(b)
+	}
+	select {
+	case <-typed:
+	case <-time.After(KeysGrace):
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 )
@@ -48,13 +49,27 @@ func ServeAttempt(ctx context.Context, s io.ReadWriteCloser, dir string, req Str
 	launcher.FollowLog(ctx, f, dir, s)
 }
 
-// Pipe copies each way between a and b until one side ends, then closes both.
+// Pipe copies each way between a, the client's end, and b until one side ends, then
+// closes both. What the client sent before it went (keys typed, then a detach) still
+// reaches b: where the copy to it fails first, a is read on, for up to
+// launcher.KeysGrace, until what it holds has gone to b.
 func Pipe(a, b io.ReadWriteCloser) {
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(a, b); done <- struct{}{} }()
-	go func() { io.Copy(b, a); done <- struct{}{} }()
-	<-done
+	in, out := make(chan struct{}), make(chan struct{})
+	var outErr error
+	go func() { io.Copy(b, a); close(in) }()
+	go func() { _, outErr = io.Copy(a, b); close(out) }()
+	select {
+	case <-in:
+	case <-out:
+		if outErr != nil {
+			select {
+			case <-in:
+			case <-time.After(launcher.KeysGrace):
+			}
+		}
+	}
 	a.Close()
 	b.Close()
-	<-done
+	<-in
+	<-out
 }

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// goneClient is a client's end of a stream that went away just after it sent keys:
+// writes to it fail, and what it sent reads late (as a goroutine the machine was slow
+// to run would read it), unless it was closed first.
+type goneClient struct {
+	sent   []byte
+	after  time.Duration
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *goneClient) Read(p []byte) (int, error) {
+	if c.sent == nil {
+		return 0, io.EOF
+	}
+	select {
+	case <-time.After(c.after):
+	case <-c.closed:
+		return 0, net.ErrClosed
+	}
+	n := copy(p, c.sent)
+	c.sent = nil
+	return n, nil
+}
+
+func (c *goneClient) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+func (c *goneClient) Close() error              { c.once.Do(func() { close(c.closed) }); return nil }
+
+// talkingTrainer is a trainer's end that has output to send and keeps what it is sent.
+type talkingTrainer struct {
+	mu     sync.Mutex
+	got    []byte
+	said   bool
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (t *talkingTrainer) Read(p []byte) (int, error) {
+	t.mu.Lock()
+	said := t.said
+	t.said = true
+	t.mu.Unlock()
+	if !said {
+		return copy(p, "step 1\r\n"), nil
+	}
+	<-t.closed
+	return 0, io.EOF
+}
+
+func (t *talkingTrainer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.got = append(t.got, p...)
+	return len(p), nil
+}
+
+func (t *talkingTrainer) Close() error { t.once.Do(func() { close(t.closed) }); return nil }
+
+// TestPipeKeepsKeysSentBeforeTheClientWent: a client that types and detaches at once,
+// while output is on its way to it, has its keys reach the trainer: the copy to the
+// gone client fails first, and the stream does not close on what it has not read yet.
+func TestPipeKeepsKeysSentBeforeTheClientWent(t *testing.T) {
+	client := &goneClient{sent: []byte("go\n"), after: 50 * time.Millisecond, closed: make(chan struct{})}
+	trainer := &talkingTrainer{closed: make(chan struct{})}
+	Pipe(client, trainer)
+	trainer.mu.Lock()
+	defer trainer.mu.Unlock()
+	if string(trainer.got) != "go\n" {
+		t.Errorf("the trainer got %q of the keys %q sent before the client went", trainer.got, "go\n")
+	}
+}
