@@ -214,11 +214,19 @@ def util_alone(m, i):
     return (u or 0) / 100
 
 
+def percent(u):
+    """A utilization NVML told (0 to 100) as a percentage; "-" where it told none."""
+    return "-" if u is None else f"{u:.0f}%"
+
+
 def report(m, names=("a", "b")):
-    """The step rates and utilizations beside the model's speeds, and the model's error."""
+    """The step rates and utilizations beside the model's speeds, and the model's error:
+    UTIL is what the model reads of each trainer alone (its process's, else the card's),
+    CARD the card's while it ran alone, beside it to tell a process's reading that is
+    off (pmon samples a process's share of the card)."""
     utils = [util_alone(m, i) for i in range(len(names))]
     lines = ["", "co-location: two train_torch.py trainers on one card, each alone, then together",
-             f"{'TRAINER':8} {'ALONE it/s':>10} {'UTIL':>5} {'TOGETHER it/s':>13} {'SPEED':>6} "
+             f"{'TRAINER':8} {'ALONE it/s':>10} {'UTIL':>5} {'CARD':>5} {'TOGETHER it/s':>13} {'SPEED':>6} "
              + " ".join(f"{'MODEL c=' + format(c, '.2f'):>12}" for c in COSTS)]
     errors = {c: [] for c in COSTS}
     for i, name in enumerate(names):
@@ -227,10 +235,9 @@ def report(m, names=("a", "b")):
         preds = [predicted_speed(utils, c) for c in COSTS]
         for c, p in zip(COSTS, preds):
             errors[c].append(abs(p - speed))
-        lines.append(f"{name:8} {alone:>10.2f} {100 * utils[i]:>4.0f}% {together:>13.2f} {speed:>6.2f} "
+        lines.append(f"{name:8} {alone:>10.2f} {100 * utils[i]:>4.0f}% {percent(m['card_alone'][i]):>5} {together:>13.2f} {speed:>6.2f} "
                      + " ".join(f"{p:>12.2f}" for p in preds))
-    card = m["card_together"]
-    lines.append(f"card utilization together: {'-' if card is None else format(card, '.0f') + '%'}; "
+    lines.append(f"card utilization together: {percent(m['card_together'])}; "
                  + "; ".join(f"model error (c={c:.2f}): {sum(e) / len(e):.3f}" for c, e in errors.items()))
     return "\n".join(lines)
 

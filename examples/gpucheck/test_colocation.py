@@ -135,8 +135,12 @@ class ReportTest(unittest.TestCase):
         out = co.report(self.measurement())
         # Together they ask 115% of the card: the model says 1/1.15 = 0.87, and with a
         # cost of 5% 0.83; a ran at 0.83, b at 0.80.
-        self.assertIn("a             10.00   45%          8.30   0.83         0.87         0.83", out)
-        self.assertIn("b              6.00   70%          4.80   0.80         0.87         0.83", out)
+        self.assertIn("a             10.00   45%   46%          8.30   0.83         0.87         0.83", out)
+        self.assertIn("b              6.00   70%   70%          4.80   0.80         0.87         0.83", out)
+        m = self.measurement()
+        m["card_alone"][0], m["card_together"] = None, None
+        self.assertIn("a             10.00   45%     -", co.report(m))
+        self.assertIn("card utilization together: -;", co.report(m))
         self.assertIn("card utilization together: 99%; model error (c=0.00): 0.055; model error (c=0.05): 0.015", out)
 
     def test_judge(self):
