@@ -8,15 +8,15 @@ import (
 )
 
 // rows is a table the store keeps beside go-memdb: its objects by id, in the order of
-// their ids (as memdb's id index orders them), in a copy-on-write B-tree. A table of
-// one object a job (attempts) costs memdb's radix tree about 330 bytes an object (a
-// node and a leaf, a new channel for each, and its key), a fifth of a simulation's
-// heap at 100,000 jobs and the most of its writes' cost; here it is an entry of 24
-// bytes in a node of 31.
+// their ids (as memdb's id index orders them), in a copy-on-write B-tree. In memdb's
+// radix tree an object of a table with one a job (jobs, attempts) cost about 330 bytes
+// (a node and a leaf, a new channel for each, and its key), and each write of it a new
+// leaf and channel: the two were a third of a simulation's live heap at 100,000 jobs.
+// Here an object is an entry of 24 bytes in a node of up to 31.
 //
-// Its zero value is an empty table. Only the store's writer writes it; a reader reads
-// a frozen copy (frozen), which later writes do not change and which any number of
-// goroutines may read at once.
+// Its zero value is an empty table (but see newTables). Only the store's writer writes
+// it; a reader reads a frozen copy (frozen), which later writes do not change and which
+// any number of goroutines may read at once.
 type rows[T any] struct {
 	t *btree.BTreeG[row[T]]
 }

@@ -452,8 +452,8 @@ type View struct {
 	// store's set, with the batch's writes, instead.
 	running []*Attempt
 	live    *runningSet
-	// own is the store's own tables as txn reads the rest (in a batch, where its
-	// writes do not answer a lookup by id).
+	// own is the store's own tables as of txn; in a batch, a lookup by id reads what
+	// the batch wrote (batch) before them.
 	own tables
 }
 
