@@ -471,6 +471,9 @@ func (s *Store) View() View {
 }
 
 // Latest is the store as the engine reads it: with the writes of the batch it is in.
+// In a batch its scans (Jobs, JobsOf, ...) walk the writer's own tables as they are
+// then, as a read of memdb's write transaction walks its trees: nothing may be written
+// to the store while one is ranged over.
 func (s *Store) Latest() View {
 	if s.open != nil {
 		return View{txn: s.open, batch: s.reads, live: &s.running, own: s.own}
