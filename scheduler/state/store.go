@@ -414,15 +414,36 @@ func (s *Store) put(txn *memdb.Txn, table string, o any) error {
 // goroutine reads it: without a lookup in a transaction, which copies an index's.
 func (s *Store) KnownShape(name string) *Shape { return s.queue.known[name] }
 
-// lookup returns the object of a table with the id, or nil.
+// lookup returns the object of one of memdb's tables with the id, or nil.
 func lookup[T any](sn View, table, id string) T {
-	if b := sn.batch; b != nil {
-		if o, ok := b.read(table, id, sn.begun); ok {
-			return o.(T)
-		}
-		return first[T](b.before, table, id)
+	if o, ok := batchRead[T](sn, table, id); ok {
+		return o
+	}
+	if sn.batch != nil {
+		return first[T](sn.batch.before, table, id)
 	}
 	return first[T](sn.txn, table, id)
+}
+
+// ownLookup returns the object of one of the store's own tables with the id, or nil.
+func ownLookup[T any](sn View, table string, rows *rows[T], id string) T {
+	if o, ok := batchRead[T](sn, table, id); ok {
+		return o
+	}
+	o, _ := rows.get(id)
+	return o
+}
+
+// batchRead is what the batch sn reads in wrote of a table with the id, if it wrote
+// it (see batchReads).
+func batchRead[T any](sn View, table, id string) (T, bool) {
+	if b := sn.batch; b != nil {
+		if o, ok := b.read(table, id, sn.begun); ok {
+			return o.(T), true
+		}
+	}
+	var none T
+	return none, false
 }
 
 // first returns the object of a table with the id, or nil.
@@ -507,17 +528,6 @@ func (sn View) Jobs() []*Job {
 
 // Job returns one job, or nil.
 func (sn View) Job(id string) *Job { return ownLookup(sn, tableJobs, &sn.own.jobs, id) }
-
-// ownLookup returns the object of one of the store's own tables with the id, or nil.
-func ownLookup[T any](sn View, table string, rows *rows[T], id string) T {
-	if b := sn.batch; b != nil {
-		if o, ok := b.read(table, id, sn.begun); ok {
-			return o.(T)
-		}
-	}
-	o, _ := rows.get(id)
-	return o
-}
 
 // Shape returns what is known of a shape, or nil.
 func (sn View) Shape(name string) *Shape { return lookup[*Shape](sn, tableShapes, name) }
