@@ -165,8 +165,9 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 }
 
 // holdRounds is how many of a simulation's rounds one transaction of its store holds
-// (see state.Store.HoldCommits). shapes-1000 allocated 1.87 GB a run committing each,
-// 1.49 GB holding 8, 1.37 GB 32, 1.30 GB 128.
+// (see state.Store.HoldCommits). shapes-1000 allocated 1.62 GB a run committing each,
+// 0.95 GB holding 32 (with jobs and attempts in memdb: 1.87, 1.49 holding 8, 1.37 32,
+// 1.30 128).
 const holdRounds = 32
 
 // engineRunner starts the engine's attempts as simulated trainers.

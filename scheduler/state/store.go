@@ -250,8 +250,9 @@ func (s *Store) Batch(fn func()) error {
 // HoldCommits lets one transaction take up to n batches before it is committed, for a
 // store that nobody but its engine reads while it runs, and that journals nothing (a
 // simulation): memdb copies every node of its trees that a transaction writes once in
-// it, and a round's transaction copied again most of what the round before it had
-// (a quarter of what a simulation allocated). Latest reads the held writes as it reads
+// it, as the store's own tables do every node a write reaches after a commit's copy
+// (frozen), and a round's transaction copied again most of what the round before it
+// had (two fifths of what a simulation allocated). Latest reads the held writes as it reads
 // a batch's; View commits them first, but in a batch, where it reads, by id, what the
 // store held when the batch began, as it would if each batch were committed, and its
 // scans (Jobs, JobsOf, ...) what it held when the transaction began. A journaled store
