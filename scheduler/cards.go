@@ -42,15 +42,20 @@ func (e *Engine) holdings(attempts []*state.Attempt, buf *holdingBufs) []holding
 		buf = &holdingBufs{}
 	}
 	held, at := buf.held[:0], buf.at[:0]
-	for _, a := range attempts {
+	for k, c := range e.followed(attempts) {
+		a := attempts[k]
 		h := holding{a: a, known: true} // a ghost (see settling) holds memory, and computes nothing
 		if a.Running() {
-			h.util, h.known = e.attemptUtil(a)
+			h.util, h.known = e.attemptUtil(a, c)
 		}
 		from := len(at)
-		for _, idx := range a.GPUs {
-			if i, ok := e.cardAt(a.Worker, idx); ok {
-				at = append(at, i)
+		if c != nil {
+			at = append(at, e.positions(c)...)
+		} else {
+			for _, idx := range a.GPUs {
+				if i, ok := e.cardAt(a.Worker, idx); ok {
+					at = append(at, i)
+				}
 			}
 		}
 		h.at = at[from:] // for its length: at may move as it grows

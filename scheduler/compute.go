@@ -123,9 +123,10 @@ func (e *Engine) teachBusiest(shape string, u float64) {
 }
 
 // attemptUtil is what the packer counts a running attempt at on its cards, and whether
-// that is measured: as followed (see crowd), else as its shape's jobs count.
-func (e *Engine) attemptUtil(a *state.Attempt) (float64, bool) {
-	if c, ok := e.crowds.of[a.ID]; ok {
+// that is measured: as followed, as c (its crowd, nil where it is not followed), else
+// as its shape's jobs count.
+func (e *Engine) attemptUtil(a *state.Attempt, c *crowd) (float64, bool) {
+	if c != nil {
 		return c.util, c.known
 	}
 	return e.utilOf(a.Shape)

@@ -25,6 +25,16 @@ type crowds struct {
 	// fleet's round cannot afford to look through every running attempt for each shape
 	// that learned something.
 	shapes map[string][]string
+	// last is the attempts the last call of followed was given, and their crowds:
+	// what the next call, of the same attempts in the same order but for a round's
+	// starts and ends, finds most of its crowds in (see followed).
+	last, next followedList
+}
+
+// followedList is attempts by id, in order, and the crowd of each (nil: not followed).
+type followedList struct {
+	ids    []string
+	crowds []*crowd
 }
 
 func newCrowds() crowds {
@@ -58,6 +68,13 @@ type crowd struct {
 	k, pace       float64
 	kSum, paceSum float64
 	whole         bool
+	// gone: it was followed, and its attempt has ended (see crowdLeave); a list of
+	// followed made before then still names it.
+	gone bool
+	// at is where cards are among the round's cards, as of the reading atRead (see
+	// positions).
+	at     []int
+	atRead uint64
 }
 
 // crowdJoin follows an attempt that starts now on its cards (whole), or one found
@@ -88,6 +105,7 @@ func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
 	// Its own stretch closes now; its neighbours', closed by the refresh below, run
 	// at their new pace from now.
 	e.crowdStretch(c, now)
+	c.gone = true
 	delete(e.crowds.of, id)
 	if ids := without(e.crowds.shapes[c.shape], id); len(ids) == 0 {
 		delete(e.crowds.shapes, c.shape)
@@ -110,6 +128,51 @@ func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
 		return c.kSum / ran, c.paceSum / ran
 	}
 	return c.k, c.pace
+}
+
+// followed is the crowd of each of attempts, in their order (nil: not followed), in
+// an array of the engine's that the next call fills again. A round needs the crowd of
+// every running attempt, twice, and a map's look-up of each of a fleet's tens of
+// thousands read their ids' strings from all over memory: most are found, rather,
+// beside the last call's, which named the same attempts in the same order (the
+// store's) but for what the round started and ended since.
+func (e *Engine) followed(attempts []*state.Attempt) []*crowd {
+	cs := &e.crowds
+	last, next := cs.last, cs.next
+	next.ids, next.crowds = next.ids[:0], next.crowds[:0]
+	j := 0
+	for _, a := range attempts {
+		// Where attempts are out of order (ghosts after the running), j has gone past
+		// an attempt that comes later: it is looked up.
+		for j < len(last.ids) && last.ids[j] < a.ID {
+			j++
+		}
+		var c *crowd
+		if j < len(last.ids) && last.ids[j] == a.ID && last.crowds[j] != nil && !last.crowds[j].gone {
+			c = last.crowds[j]
+		} else {
+			c = cs.of[a.ID]
+		}
+		next.ids, next.crowds = append(next.ids, a.ID), append(next.crowds, c)
+	}
+	cs.last, cs.next = next, last
+	return next.crowds
+}
+
+// positions is where c's cards are among the round's cards (see cardAt), found again
+// only when the cards read are not those it was found for. Before any cards were
+// read (cardsRead 0) there are none to find.
+func (e *Engine) positions(c *crowd) []int {
+	if c.atRead == e.cardsRead {
+		return c.at
+	}
+	c.at, c.atRead = c.at[:0], e.cardsRead
+	for _, id := range c.cards {
+		if i, ok := e.cardAt(id.Worker, id.Index); ok {
+			c.at = append(c.at, i)
+		}
+	}
+	return c.at
 }
 
 // crowdTrack follows the running attempts not followed yet: those a daemon took up.

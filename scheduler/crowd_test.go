@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -127,5 +129,68 @@ func TestSharingCountsTheMachinesTrainers(t *testing.T) {
 	round(t, e)
 	if len(fr.starts) != 5 || fr.starts[4].Sharing != 4 {
 		t.Fatalf("%d started, the last sharing %d; want a fifth beside the 3 running (%s)", len(fr.starts), fr.starts[len(fr.starts)-1].Sharing, states(st))
+	}
+}
+
+// TestFollowedIsTheCrowdOfEach: followed finds each attempt's crowd as a look-up of it
+// would, through attempts that start and end between two calls, one that ends and is
+// followed again (a new crowd, the old one gone), and a list out of order (the
+// running, then the ghosts).
+func TestFollowedIsTheCrowdOfEach(t *testing.T) {
+	e := &Engine{crowds: newCrowds()}
+	r := rand.New(rand.NewPCG(29, 7))
+	id := func(n int) string { return state.AttemptID(fmt.Sprintf("f.%02d", n), 1) }
+	now := time.Unix(0, 0)
+	for step := range 300 {
+		for range r.IntN(6) {
+			n := id(r.IntN(40))
+			if _, ok := e.crowds.of[n]; ok {
+				e.crowdLeave(n, now)
+			} else {
+				e.crowds.of[n] = &crowd{since: now}
+			}
+		}
+		var attempts []*state.Attempt
+		for n := range 40 {
+			if r.IntN(3) > 0 {
+				attempts = append(attempts, &state.Attempt{ID: id(n)})
+			}
+		}
+		if step%5 == 0 { // some out of order after the rest, as ghosts come after the running
+			for range r.IntN(4) {
+				attempts = append(attempts, &state.Attempt{ID: id(r.IntN(40))})
+			}
+		}
+		got := e.followed(attempts)
+		want := make([]*crowd, len(attempts))
+		for k, a := range attempts {
+			want[k] = e.crowds.of[a.ID]
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: followed found other crowds than a look-up of each", step)
+		}
+	}
+}
+
+// TestPositionsFollowTheCards: a crowd's cards are found among the round's again once
+// the cards read are others, or in another order.
+func TestPositionsFollowTheCards(t *testing.T) {
+	e := &Engine{crowds: newCrowds(), cardPos: map[plans.CardID]int{}, workerAt: map[string]int{}}
+	read := func(cards ...gpu.Card) {
+		e.cards = cards
+		e.placeCards()
+	}
+	read(gpu.Card{Worker: "a", Index: 0}, gpu.Card{Worker: "b", Index: 0}, gpu.Card{Worker: "b", Index: 1})
+	c := &crowd{cards: []plans.CardID{{Worker: "b", Index: 1}}}
+	if at := e.positions(c); !slices.Equal(at, []int{2}) {
+		t.Fatalf("positions %v, want [2]", at)
+	}
+	read(gpu.Card{Worker: "b", Index: 1}, gpu.Card{Worker: "a", Index: 0})
+	if at := e.positions(c); !slices.Equal(at, []int{0}) {
+		t.Errorf("positions after the cards moved %v, want [0]", at)
+	}
+	read(gpu.Card{Worker: "a", Index: 0})
+	if at := e.positions(c); len(at) != 0 {
+		t.Errorf("positions after its card went %v, want none", at)
 	}
 }

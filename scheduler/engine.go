@@ -194,8 +194,10 @@ type Engine struct {
 	// of its first card there (see cardAt).
 	cardPos  map[plans.CardID]int
 	workerAt map[string]int
-	// cardIDs is the cards of the reading cardPos was made from, in its order.
-	cardIDs []plans.CardID
+	// cardIDs is the cards of the reading cardPos was made from, in its order, and
+	// cardsRead counts the readings that changed them (see positions).
+	cardIDs   []plans.CardID
+	cardsRead uint64
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership

@@ -24,8 +24,9 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
 	view := e.store.Latest()
+	crowds := e.followed(running)
 	for i, a := range running {
-		peak, unknown := e.measure(a)
+		peak, unknown := e.measureFollowed(a, crowds[i])
 		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
 		memory, moved := a.Memory.Add(now.Sub(a.Started), peak)
@@ -255,12 +256,26 @@ func (e *Engine) runningOf(view state.View, shape string) []*state.Attempt {
 // a reading is a floor, not a peak.
 func (e *Engine) measure(a *state.Attempt) (most int64, unknown bool) {
 	for _, idx := range a.GPUs {
-		i, ok := e.cardAt(a.Worker, idx)
-		if !ok {
-			continue
+		if i, ok := e.cardAt(a.Worker, idx); ok {
+			most, unknown = e.measureOn(a, i, most, unknown)
 		}
-		u := e.useOn(a.ID, i)
-		most, unknown = max(most, u.bytes), unknown || u.unknown
+	}
+	return most, unknown
+}
+
+// measureOn is measure's reading of the card at position i, after the cards before.
+func (e *Engine) measureOn(a *state.Attempt, i int, most int64, unknown bool) (int64, bool) {
+	u := e.useOn(a.ID, i)
+	return max(most, u.bytes), unknown || u.unknown
+}
+
+// measureFollowed is measure of an attempt whose crowd c is (nil: not followed).
+func (e *Engine) measureFollowed(a *state.Attempt, c *crowd) (most int64, unknown bool) {
+	if c == nil {
+		return e.measure(a)
+	}
+	for _, i := range e.positions(c) {
+		most, unknown = e.measureOn(a, i, most, unknown)
 	}
 	return most, unknown
 }

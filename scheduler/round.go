@@ -152,6 +152,7 @@ func (e *Engine) placeCards() {
 	clear(e.cardPos)
 	clear(e.workerAt)
 	e.cardIDs = e.cardIDs[:0]
+	e.cardsRead++
 	for i, c := range e.cards {
 		e.cardIDs = append(e.cardIDs, c.ID())
 		e.cardPos[c.ID()] = i

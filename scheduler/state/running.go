@@ -90,7 +90,9 @@ func (r *runningSet) putOne(a *Attempt) {
 }
 
 // merge puts the pending writes in, each attempt's last counting, in one pass, into a
-// set of its own.
+// set of its own: the stretches of the set between two writes are copied whole, each
+// write's place found by a binary search. Comparing each of a fleet's tens of
+// thousands of running attempts with the next write took 2.4 ms of its every round.
 func (r *runningSet) merge() {
 	// In order of id, an attempt's writes in the order they came, the last kept: in
 	// the array they came in, where a map of them cost a fleet 9 MB.
@@ -103,27 +105,18 @@ func (r *runningSet) merge() {
 	}
 	merged := make([]*Attempt, 0, len(r.sorted)+len(news))
 	old := r.sorted
-	for len(old) > 0 || len(news) > 0 {
-		c := -1
-		switch {
-		case len(old) == 0:
-			c = 1
-		case len(news) > 0:
-			c = strings.Compare(old[0].ID, news[0].ID)
+	for _, a := range news {
+		i, found := slices.BinarySearchFunc(old, a.ID, byID)
+		merged = append(merged, old[:i]...)
+		if found {
+			i++ // this write replaces it
 		}
-		if c < 0 {
-			merged, old = append(merged, old[0]), old[1:]
-			continue
+		old = old[i:]
+		if a.Running() {
+			merged = append(merged, a)
 		}
-		if c == 0 {
-			old = old[1:]
-		}
-		if news[0].Running() {
-			merged = append(merged, news[0])
-		}
-		news = news[1:]
 	}
-	r.sorted, r.given = merged, false
+	r.sorted, r.given = append(merged, old...), false
 }
 
 // publish commits a write transaction, and gives the views that begin after it the
