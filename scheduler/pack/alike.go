@@ -58,8 +58,8 @@ func (p *packer) pickOne(r *Request) int {
 func (a *alike) first(p *packer, r *Request) int {
 	a.r, a.made, a.heaped, a.heap = *r, true, false, a.heap[:0]
 	best := -1
-	for i, free := range p.free {
-		if free >= r.Memory && p.candidate(i, r) {
+	for _, i := range p.roomyFor(r) {
+		if p.free[i] >= r.Memory && p.candidate(i, r) {
 			if best < 0 || p.better(i, a.heap[best], r) {
 				best = len(a.heap)
 			}

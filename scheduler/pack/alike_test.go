@@ -181,3 +181,12 @@ func BenchmarkPlaceAlike(b *testing.B) {
 		})
 	}
 }
+
+// TestARequestBelowTheFloorLowersIt: a request smaller than the packer was told to
+// expect still finds the cards it fits, those under the floor among them.
+func TestARequestBelowTheFloorLowersIt(t *testing.T) {
+	p := newPacker([]CardState{card(0, 80*gib, 2), card(1, 24*gib, 2)}, nil, false, 40*gib)
+	if picked := p.pick(&Request{Job: "a", Memory: 20 * gib}); !slices.Equal(picked, []int{1}) {
+		t.Errorf("a 20 GiB job picked %v, want card 1, the tighter fit", picked)
+	}
+}

@@ -38,7 +38,9 @@ func Pack(queue []Request, cards []CardState, hosts Hosts) Decision {
 
 // packWith is Pack, looking at every card for each job where noAlike is set.
 func packWith(queue []Request, cards []CardState, hosts Hosts, noAlike bool) Decision {
-	p := newPacker(slices.Clone(cards), maps.Clone(hosts), true)
+	// Every card with a slot is looked at: a look for the smallest job first would
+	// read the whole queue, most of which waits as a job before it did.
+	p := newPacker(slices.Clone(cards), maps.Clone(hosts), true, math.MinInt64)
 	p.noAlike = noAlike
 	d := Decision{Waiting: Waits{queue: queue, why: whyOf{narrow: make([]uint8, len(queue))}}}
 	for i := range queue {
@@ -76,7 +78,7 @@ func Place(q Queue, cards []CardState, hosts Hosts, smallest int64) Decision {
 
 // placeWith is Place, looking at every card for each job where noAlike is set.
 func placeWith(q Queue, cards []CardState, hosts Hosts, smallest int64, noAlike bool) Decision {
-	p := newPacker(cards, hosts, false)
+	p := newPacker(cards, hosts, false, smallest)
 	p.noAlike = noAlike
 	var d Decision
 	// Past the point where nothing more can start, it reads on until a job is given the
@@ -107,8 +109,9 @@ func placeWith(q Queue, cards []CardState, hosts Hosts, smallest int64, noAlike 
 	return d
 }
 
-// newPacker packs on cards and hosts, which it changes as it places jobs.
-func newPacker(cards []CardState, hosts Hosts, explain bool) *packer {
+// newPacker packs on cards and hosts, which it changes as it places jobs, requests of
+// at least smallest bytes a card (see roomy).
+func newPacker(cards []CardState, hosts Hosts, explain bool, smallest int64) *packer {
 	p := &packer{cards: cards, failed: map[int64]int32{}, hosts: hosts, explain: explain,
 		whys: []Wait{placed: {}, noSlot: {Reason: NoSlot, Detail: "every card's slots are taken"}}}
 	p.free = make([]int64, len(cards))
@@ -116,8 +119,30 @@ func newPacker(cards []CardState, hosts Hosts, explain bool) *packer {
 		p.machines = p.machines || p.cards[i].Worker != p.cards[0].Worker
 		p.freeOn(i)
 	}
+	p.keepRoomy(smallest)
 	p.measure()
 	return p
+}
+
+// keepRoomy makes roomy the cards with a free slot and at least floor free.
+func (p *packer) keepRoomy(floor int64) {
+	p.floor, p.roomy = floor, p.roomy[:0]
+	for i, f := range p.free {
+		if f != math.MinInt64 && f >= floor {
+			p.roomy = append(p.roomy, i)
+		}
+	}
+}
+
+// roomyFor is the cards r may start on, as roomy keeps them: those that have filled
+// below the floor since are let go (no request of the round fits them again), and a
+// request below the floor (no caller passes one) lowers it first.
+func (p *packer) roomyFor(r *Request) []int {
+	if r.Memory < p.floor {
+		p.keepRoomy(r.Memory)
+	}
+	p.roomy = slices.DeleteFunc(p.roomy, func(i int) bool { return p.free[i] < p.floor })
+	return p.roomy
 }
 
 // freeOn notes what cards[i] has free now (see packer.free).
@@ -194,7 +219,14 @@ type packer struct {
 	// free is each card's Free while it has a slot, and MinInt64 once it has none:
 	// what pick asks of every card for each job first, read from a slice of its own
 	// rather than from cards, whose states are large (a fleet's thousands of cards).
-	free     []int64
+	free []int64
+	// roomy are the cards with a free slot and at least floor bytes free, in order:
+	// floor is the smallest request's memory, so no request starts on another card,
+	// and a look for the best card for a job reads these alone. A fleet's round
+	// looked at each of its thousands of full cards for every fit that waited, 800
+	// fits a round.
+	roomy    []int
+	floor    int64
 	res      *reservation
 	scratch  []int
 	roomiest int64 // the most free on a card with a free slot; MinInt64: no slot
