@@ -49,15 +49,7 @@ func (e *Engine) holdings(attempts []*state.Attempt, buf *holdingBufs) []holding
 			h.util, h.known = e.attemptUtil(a, c)
 		}
 		from := len(at)
-		if c != nil {
-			at = append(at, e.positions(c)...)
-		} else {
-			for _, idx := range a.GPUs {
-				if i, ok := e.cardAt(a.Worker, idx); ok {
-					at = append(at, i)
-				}
-			}
-		}
+		at = e.appendCards(at, a, c)
 		h.at = at[from:] // for its length: at may move as it grows
 		held = append(held, h)
 	}

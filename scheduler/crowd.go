@@ -175,6 +175,20 @@ func (e *Engine) positions(c *crowd) []int {
 	return c.at
 }
 
+// appendCards appends to dst where a's cards are among the round's: as its crowd c
+// keeps them (see positions), or found (c nil: a is not followed).
+func (e *Engine) appendCards(dst []int, a *state.Attempt, c *crowd) []int {
+	if c != nil {
+		return append(dst, e.positions(c)...)
+	}
+	for _, idx := range a.GPUs {
+		if i, ok := e.cardAt(a.Worker, idx); ok {
+			dst = append(dst, i)
+		}
+	}
+	return dst
+}
+
 // crowdTrack follows the running attempts not followed yet: those a daemon took up.
 func (e *Engine) crowdTrack(running []*state.Attempt, now time.Time) {
 	if len(running) == len(e.crowds.of) {

@@ -25,8 +25,10 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	e.lastRound = now
 	view := e.store.Latest()
 	crowds := e.followed(running)
+	var at []int
 	for i, a := range running {
-		peak, unknown := e.measureFollowed(a, crowds[i])
+		at = e.appendCards(at[:0], a, crowds[i])
+		peak, unknown := e.measureAt(a, at)
 		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
 		memory, moved := a.Memory.Add(now.Sub(a.Started), peak)
@@ -255,27 +257,15 @@ func (e *Engine) runningOf(view state.View, shape string) []*state.Attempt {
 // NVML could not tell some of them (or whose they are, or could not read the card): such
 // a reading is a floor, not a peak.
 func (e *Engine) measure(a *state.Attempt) (most int64, unknown bool) {
-	for _, idx := range a.GPUs {
-		if i, ok := e.cardAt(a.Worker, idx); ok {
-			most, unknown = e.measureOn(a, i, most, unknown)
-		}
-	}
-	return most, unknown
+	var at [4]int
+	return e.measureAt(a, e.appendCards(at[:0], a, nil))
 }
 
-// measureOn is measure's reading of the card at position i, after the cards before.
-func (e *Engine) measureOn(a *state.Attempt, i int, most int64, unknown bool) (int64, bool) {
-	u := e.useOn(a.ID, i)
-	return max(most, u.bytes), unknown || u.unknown
-}
-
-// measureFollowed is measure of an attempt whose crowd c is (nil: not followed).
-func (e *Engine) measureFollowed(a *state.Attempt, c *crowd) (most int64, unknown bool) {
-	if c == nil {
-		return e.measure(a)
-	}
-	for _, i := range e.positions(c) {
-		most, unknown = e.measureOn(a, i, most, unknown)
+// measureAt is measure of the cards at positions at, the attempt's.
+func (e *Engine) measureAt(a *state.Attempt, at []int) (most int64, unknown bool) {
+	for _, i := range at {
+		u := e.useOn(a.ID, i)
+		most, unknown = max(most, u.bytes), unknown || u.unknown
 	}
 	return most, unknown
 }
