@@ -19,15 +19,17 @@ func (e *Engine) cardStates(dst []pack.CardState, slots []int, attempts []*state
 	return e.cardStatesOf(dst, slots, e.holdings(attempts, nil))
 }
 
-// holding is an attempt as a round counts it on its cards: what it asks of their
-// compute, and whether that is measured; and where its cards are among the round's.
-// The cards' states and their ends both read it, found once for each of a fleet's tens
-// of thousands of attempts.
+// holding is an attempt as a round counts it on its cards: whether it runs, and its
+// end as the packer expects it (what it holds and asks of their compute, whether that
+// is measured, and when it frees them); and where its cards are among the round's.
+// The cards' states, their ends and whose their processes are all read it, found once
+// for each of a fleet's tens of thousands of attempts: read from the attempts, all
+// over memory, pass after pass, it was most of a round.
 type holding struct {
-	a     *state.Attempt
-	util  float64
-	known bool
-	at    []int // positions in the round's cards
+	id      string
+	running bool
+	end     pack.Release
+	at      []int // positions in the round's cards
 }
 
 // holdingBufs are arrays a round's holdings may be kept in (see packViewBufs).
@@ -42,11 +44,16 @@ func (e *Engine) holdings(attempts []*state.Attempt, buf *holdingBufs) []holding
 		buf = &holdingBufs{}
 	}
 	held, at := buf.held[:0], buf.at[:0]
+	now := e.clock.Now()
 	for k, c := range e.followed(attempts) {
 		a := attempts[k]
-		h := holding{a: a, known: true} // a ghost (see settling) holds memory, and computes nothing
-		if a.Running() {
-			h.util, h.known = e.attemptUtil(a, c)
+		// A ghost (see settling) holds memory, computes nothing and is about to free it.
+		h := holding{id: a.ID, running: a.Running(), end: pack.Release{Memory: a.Holds(), Exclusive: a.Alone}}
+		if h.running {
+			var known bool
+			h.end.Util, known = e.attemptUtil(a, c)
+			h.end.Blind = !known
+			h.end.In = e.left(a, now)
 		}
 		from := len(at)
 		at = e.appendCards(at, a, c)
@@ -73,15 +80,14 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 		}
 	}
 	for _, h := range held {
-		a := h.a
 		for _, i := range h.at {
-			out[i].Reserved += a.Holds()
+			out[i].Reserved += h.end.Memory
 			out[i].Running++
-			out[i].Exclusive = out[i].Exclusive || a.Alone && a.Running()
-			out[i].Util += h.util
-			if !h.known {
+			out[i].Exclusive = out[i].Exclusive || h.end.Exclusive && h.running
+			out[i].Util += h.end.Util
+			if h.end.Blind {
 				out[i].Blind++
-				out[i].BlindUtil += h.util
+				out[i].BlindUtil += h.end.Util
 			}
 		}
 	}

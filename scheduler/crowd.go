@@ -25,20 +25,30 @@ type crowds struct {
 	// fleet's round cannot afford to look through every running attempt for each shape
 	// that learned something.
 	shapes map[string][]string
+	// workers counts the running attempts on each machine: how many trainers share it
+	// (see startAll), which a fleet's round cannot count through every running attempt.
+	workers map[string]int
 	// last is the attempts the last call of followed was given, and their crowds:
 	// what the next call, of the same attempts in the same order but for a round's
 	// starts and ends, finds most of its crowds in (see followed).
 	last, next followedList
 }
 
-// followedList is attempts by id, in order, and the crowd of each (nil: not followed).
+// followedList is attempts by id, in order, each as it was given and its crowd (nil:
+// not followed).
 type followedList struct {
-	ids    []string
-	crowds []*crowd
+	ids      []string
+	attempts []*state.Attempt
+	crowds   []*crowd
+}
+
+// add appends an attempt and its crowd.
+func (l *followedList) add(id string, a *state.Attempt, c *crowd) {
+	l.ids, l.attempts, l.crowds = append(l.ids, id), append(l.attempts, a), append(l.crowds, c)
 }
 
 func newCrowds() crowds {
-	return crowds{on: map[plans.CardID][]string{}, of: map[string]*crowd{}, shapes: map[string][]string{}}
+	return crowds{on: map[plans.CardID][]string{}, of: map[string]*crowd{}, shapes: map[string][]string{}, workers: map[string]int{}}
 }
 
 // running reports whether an attempt of a shape runs.
@@ -57,8 +67,9 @@ func without(ids []string, id string) []string {
 // those were over its run before then, integrated (in seconds); and whether it has
 // been followed from its start.
 type crowd struct {
-	cards []plans.CardID
-	shape string
+	cards  []plans.CardID
+	worker string
+	shape  string
 	// util is what it counts at on its cards, and known whether measured (utilOf's,
 	// kept up by crowdRefreshUtil): a round reads it for every running attempt.
 	util          float64
@@ -83,7 +94,7 @@ func (e *Engine) crowdJoin(a *state.Attempt, now time.Time, whole bool) {
 	if _, ok := e.crowds.of[a.ID]; ok {
 		return
 	}
-	c := &crowd{shape: a.Shape, started: a.Started, since: now, whole: whole}
+	c := &crowd{worker: a.Worker, shape: a.Shape, started: a.Started, since: now, whole: whole}
 	c.util, c.known = e.utilOf(a.Shape)
 	for _, g := range a.GPUs {
 		id := plans.CardID{Worker: a.Worker, Index: g}
@@ -92,6 +103,7 @@ func (e *Engine) crowdJoin(a *state.Attempt, now time.Time, whole bool) {
 	}
 	e.crowds.of[a.ID] = c
 	e.crowds.shapes[a.Shape] = append(e.crowds.shapes[a.Shape], a.ID)
+	e.crowds.workers[a.Worker]++
 	e.crowdRefresh(c.cards, now)
 }
 
@@ -111,6 +123,11 @@ func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
 		delete(e.crowds.shapes, c.shape)
 	} else {
 		e.crowds.shapes[c.shape] = ids
+	}
+	if n := e.crowds.workers[c.worker] - 1; n > 0 {
+		e.crowds.workers[c.worker] = n
+	} else {
+		delete(e.crowds.workers, c.worker)
 	}
 	for _, card := range c.cards {
 		ids := without(e.crowds.on[card], id)
@@ -135,13 +152,22 @@ func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
 // every running attempt, twice, and a map's look-up of each of a fleet's tens of
 // thousands read their ids' strings from all over memory: most are found, rather,
 // beside the last call's, which named the same attempts in the same order (the
-// store's) but for what the round started and ended since.
+// store's) but for what the round started and ended since. Most are the very copies
+// the last call was given (the engine's measured ones, see unsaved), known as such
+// without reading their ids; the others by id.
 func (e *Engine) followed(attempts []*state.Attempt) []*crowd {
 	cs := &e.crowds
 	last, next := cs.last, cs.next
-	next.ids, next.crowds = next.ids[:0], next.crowds[:0]
+	next.ids, next.attempts, next.crowds = next.ids[:0], next.attempts[:0], next.crowds[:0]
 	j := 0
 	for _, a := range attempts {
+		if j < len(last.attempts) && last.attempts[j] == a {
+			if c := last.crowds[j]; c != nil && !c.gone {
+				next.add(last.ids[j], a, c)
+				j++
+				continue
+			}
+		}
 		// Where attempts are out of order (ghosts after the running), j has gone past
 		// an attempt that comes later: it is looked up.
 		for j < len(last.ids) && last.ids[j] < a.ID {
@@ -150,10 +176,11 @@ func (e *Engine) followed(attempts []*state.Attempt) []*crowd {
 		var c *crowd
 		if j < len(last.ids) && last.ids[j] == a.ID && last.crowds[j] != nil && !last.crowds[j].gone {
 			c = last.crowds[j]
+			j++ // the next attempt, if in order, is beside the next of the last call's
 		} else {
 			c = cs.of[a.ID]
 		}
-		next.ids, next.crowds = append(next.ids, a.ID), append(next.crowds, c)
+		next.add(a.ID, a, c)
 	}
 	cs.last, cs.next = next, last
 	return next.crowds

@@ -132,6 +132,41 @@ func TestSharingCountsTheMachinesTrainers(t *testing.T) {
 	}
 }
 
+// TestSharingCountsEachMachinesOwn: across machines, a launch counts the trainers of
+// its own machine, running and starting, and no other's: as they start and end.
+func TestSharingCountsEachMachinesOwn(t *testing.T) {
+	cards := []gpu.Card{{Worker: "n1", Index: 0, Total: 24 * gib}, {Worker: "n1", Index: 1, Total: 24 * gib}, {Worker: "n2", Index: 0, Total: 24 * gib}}
+	e, st, fr := clusterEngine(t, "name: w\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4, 5, 6]}\nmemory: 4GiB\n", &fakeCluster{cards: &cards}, nil)
+	round(t, e)
+	want := map[string]int{"n1": 2, "n2": 1}
+	if len(fr.starts) != 3 {
+		t.Fatalf("%d started, want one a card", len(fr.starts))
+	}
+	for _, l := range fr.starts {
+		if l.Sharing != want[l.Attempt.Worker] {
+			t.Errorf("%s on %s: sharing %d, want %d", l.Attempt.ID, l.Attempt.Worker, l.Sharing, want[l.Attempt.Worker])
+		}
+	}
+	// One ends on each machine: each starts one beside the other still running there
+	// (n1) or alone (n2).
+	for _, w := range []string{"n1", "n2"} {
+		i := slices.IndexFunc(fr.starts, func(l Launch) bool { return l.Attempt.Worker == w })
+		e.apply(Exit{Attempt: fr.starts[i].Attempt.ID, Outcome: plans.Success})
+	}
+	round(t, e)
+	if len(fr.starts) != 5 {
+		t.Fatalf("%d started, want 5 (%s)", len(fr.starts), states(st))
+	}
+	for _, l := range fr.starts[3:] {
+		if l.Sharing != want[l.Attempt.Worker] {
+			t.Errorf("%s on %s after the ends: sharing %d, want %d", l.Attempt.ID, l.Attempt.Worker, l.Sharing, want[l.Attempt.Worker])
+		}
+	}
+	if n := e.crowds.workers["n1"] + e.crowds.workers["n2"]; n != 3 || len(e.crowds.workers) != 2 {
+		t.Errorf("trainers followed by machine %v, want 3 on n1 and n2", e.crowds.workers)
+	}
+}
+
 // TestFollowedIsTheCrowdOfEach: followed finds each attempt's crowd as a look-up of it
 // would, through attempts that start and end between two calls, one that ends and is
 // followed again (a new crowd, the old one gone), and a list out of order (the
@@ -141,6 +176,7 @@ func TestFollowedIsTheCrowdOfEach(t *testing.T) {
 	r := rand.New(rand.NewPCG(29, 7))
 	id := func(n int) string { return state.AttemptID(fmt.Sprintf("f.%02d", n), 1) }
 	now := time.Unix(0, 0)
+	copies := map[int]*state.Attempt{}
 	for step := range 300 {
 		for range r.IntN(6) {
 			n := id(r.IntN(40))
@@ -150,24 +186,35 @@ func TestFollowedIsTheCrowdOfEach(t *testing.T) {
 				e.crowds.of[n] = &crowd{since: now}
 			}
 		}
+		// Most attempts are the copies given before (the engine's measured ones), some
+		// new copies of the same attempts.
 		var attempts []*state.Attempt
 		for n := range 40 {
 			if r.IntN(3) > 0 {
-				attempts = append(attempts, &state.Attempt{ID: id(n)})
+				if copies[n] == nil || r.IntN(5) == 0 {
+					copies[n] = &state.Attempt{ID: id(n)}
+				}
+				attempts = append(attempts, copies[n])
 			}
 		}
 		if step%5 == 0 { // some out of order after the rest, as ghosts come after the running
 			for range r.IntN(4) {
-				attempts = append(attempts, &state.Attempt{ID: id(r.IntN(40))})
+				n := r.IntN(40)
+				if copies[n] == nil || r.IntN(2) == 0 {
+					copies[n] = &state.Attempt{ID: id(n)}
+				}
+				attempts = append(attempts, copies[n])
 			}
 		}
-		got := e.followed(attempts)
-		want := make([]*crowd, len(attempts))
-		for k, a := range attempts {
-			want[k] = e.crowds.of[a.ID]
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("step %d: followed found other crowds than a look-up of each", step)
+		for again := range 1 + r.IntN(2) { // a round follows the same attempts twice
+			got := e.followed(attempts)
+			want := make([]*crowd, len(attempts))
+			for k, a := range attempts {
+				want[k] = e.crowds.of[a.ID]
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d, call %d: followed found other crowds than a look-up of each", step, again+1)
+			}
 		}
 	}
 }

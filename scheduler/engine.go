@@ -203,9 +203,10 @@ type Engine struct {
 	owners, ownersWere *ownership
 	// own is a round's attempts of its own (see ours).
 	own ownSet
-	// roundRunning holds a round's running attempts (see roundRunningNow), and
-	// roundBufs its cards and their ends (see packView).
+	// roundRunning holds a round's running attempts (see roundRunningNow), roundKept
+	// them as stored, and roundBufs their cards and their ends (see packView).
 	roundRunning []*state.Attempt
+	roundKept    roundKept
 	roundBufs    packViewBufs
 	// roundPasses is a round's notes of its passes (see place), emptied and filled
 	// again each round: made anew, their maps grew to a fleet's thousands of shapes

@@ -4,6 +4,7 @@ package scheduler
 // estimates of the shape's jobs that follow from them.
 
 import (
+	"iter"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -99,6 +100,8 @@ func byShape(attempts []*state.Attempt) func(yield func(string, []*state.Attempt
 type unsaved struct {
 	stored, now *state.Attempt
 	memory      bool
+	// forgotten: no longer kept (see forget), for a list made before to tell.
+	forgotten bool
 }
 
 // measures is what was measured of running attempts and not yet written (see
@@ -108,6 +111,9 @@ type unsaved struct {
 type measures struct {
 	byID     map[string]*unsaved
 	byStored map[*state.Attempt]*unsaved
+	// puts counts what was kept: a stored version found with none kept may have some
+	// since, once it changed (see roundRunningNow).
+	puts uint64
 }
 
 func newMeasures() measures {
@@ -115,10 +121,11 @@ func newMeasures() measures {
 }
 
 // put keeps u, over what was kept of its attempt.
-func (m measures) put(u *unsaved) {
+func (m *measures) put(u *unsaved) {
 	m.forget(u.now.ID)
 	m.byID[u.now.ID] = u
 	m.byStored[u.stored] = u
+	m.puts++
 }
 
 // measuredAgain returns the running attempt a, as measured reads it (see
@@ -126,7 +133,7 @@ func (m measures) put(u *unsaved) {
 // of it, kept as put would, changed in place where a is that copy already. The stored
 // version it stands for is the one kept with it, or a itself: found without a lookup
 // in view, which the engine does for hundreds of attempts every round.
-func (m measures) measuredAgain(view state.View, a *state.Attempt) *state.Attempt {
+func (m *measures) measuredAgain(view state.View, a *state.Attempt) *state.Attempt {
 	u, ok := m.byID[a.ID]
 	if ok && u.now == a {
 		u.memory = true
@@ -142,8 +149,9 @@ func (m measures) measuredAgain(view state.View, a *state.Attempt) *state.Attemp
 }
 
 // forget drops what was kept of an attempt.
-func (m measures) forget(id string) {
+func (m *measures) forget(id string) {
 	if u, ok := m.byID[id]; ok {
+		u.forgotten = true
 		delete(m.byStored, u.stored)
 		delete(m.byID, id)
 	}
@@ -184,12 +192,18 @@ func (e *Engine) save(running []*state.Attempt, now time.Time) {
 // since it was written: every read of the running attempts by the engine goes through
 // it, so that its decisions do not depend on when measures are written.
 func (e *Engine) measured(a *state.Attempt) *state.Attempt {
+	m, _ := e.measuredKept(a)
+	return m
+}
+
+// measuredKept is measured, and what is kept of a's measures (nil: nothing).
+func (e *Engine) measuredKept(a *state.Attempt) (*state.Attempt, *unsaved) {
 	if u, ok := e.unsaved.byStored[a]; ok {
-		return u.now
+		return u.now, u
 	}
 	u, ok := e.unsaved.byID[a.ID]
 	if !ok {
-		return a
+		return a, nil
 	}
 	// The store's copy changed since (its reservation, its timeout): take the measures
 	// over to it.
@@ -197,8 +211,9 @@ func (e *Engine) measured(a *state.Attempt) *state.Attempt {
 	c.Peak, c.HostPeak, c.PeakUnknown = max(a.Peak, u.now.Peak), max(a.HostPeak, u.now.HostPeak), a.PeakUnknown || u.now.PeakUnknown
 	c.Memory, c.Metrics = u.now.Memory, u.now.Metrics
 	c.Util, c.UtilSamples = u.now.Util, u.now.UtilSamples
-	e.unsaved.put(&unsaved{stored: a, now: &c, memory: u.memory})
-	return &c
+	kept := &unsaved{stored: a, now: &c, memory: u.memory}
+	e.unsaved.put(kept)
+	return &c, kept
 }
 
 // runningNow is the attempts that hold cards now (as the store's latest view holds
@@ -219,9 +234,59 @@ func (e *Engine) runningCopies() []*state.Attempt {
 // roundRunningNow is runningNow for a round, in the slice of the round before: a round
 // reads them once or twice, every round, and nothing keeps them past it. Only a round
 // may call it, and its last call's slice is the one to use.
+//
+// A fleet's tens of thousands of running attempts, each looked up among the measures
+// kept, cost its round a millisecond and more: most are found, rather, beside the last
+// call's, as the same stored versions, in the same order (the store's, by id), with
+// the same measures kept, or none while none was kept since.
 func (e *Engine) roundRunningNow() []*state.Attempt {
-	e.roundRunning = e.appendRunning(e.roundRunning[:0])
+	e.roundRunning = e.measuredBeside(e.roundRunning[:0], e.store.RunningNow())
 	return e.roundRunning
+}
+
+// measuredBeside appends each of running, as measured, to dst, found beside the last
+// call's where it can be (see roundRunningNow).
+func (e *Engine) measuredBeside(dst []*state.Attempt, running iter.Seq[*state.Attempt]) []*state.Attempt {
+	last := &e.roundKept
+	next := roundKept{stored: last.spare[:0], kept: last.spareKept[:0], puts: e.unsaved.puts}
+	j := 0
+	for a := range running {
+		if j < len(last.stored) && last.stored[j] == a {
+			if u := last.kept[j]; u != nil && !u.forgotten || u == nil && last.puts == e.unsaved.puts {
+				m := a
+				if u != nil {
+					m = u.now
+				}
+				dst, next.stored, next.kept = append(dst, m), append(next.stored, a), append(next.kept, u)
+				j++
+				continue
+			}
+		}
+		// Where a is not the stored version the last call found, past the attempts
+		// that have ended since.
+		for j < len(last.stored) && last.stored[j].ID < a.ID {
+			j++
+		}
+		if j < len(last.stored) && last.stored[j].ID == a.ID {
+			j++
+		}
+		m, u := e.measuredKept(a)
+		dst, next.stored, next.kept = append(dst, m), append(next.stored, a), append(next.kept, u)
+	}
+	next.spare, next.spareKept = last.stored, last.kept
+	e.roundKept = next
+	return dst
+}
+
+// roundKept is the running attempts of the last call of measuredBeside, as stored,
+// and what was kept of each one's measures then (nil: nothing), as of when puts
+// measures had been kept; and the arrays of the call before, to fill again.
+type roundKept struct {
+	stored    []*state.Attempt
+	kept      []*unsaved
+	puts      uint64
+	spare     []*state.Attempt
+	spareKept []*unsaved
 }
 
 // appendRunning appends the attempts that hold cards, as measured, to dst.

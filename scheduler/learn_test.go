@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -276,5 +278,51 @@ func TestMeasuresChangeNothingHandedOut(t *testing.T) {
 	}
 	if got := samples(r.e.runningNow()); got != 5 {
 		t.Errorf("running shows %d readings, want 5", got)
+	}
+}
+
+// TestMeasuredBesideIsMeasuredOfEach: the running attempts found beside the last call's
+// are each as measured would read it, through attempts that start and end, stored
+// versions that change, and measures kept, kept anew and forgotten between two calls.
+func TestMeasuredBesideIsMeasuredOfEach(t *testing.T) {
+	e := &Engine{unsaved: newMeasures()}
+	r := rand.New(rand.NewPCG(29, 11))
+	id := func(n int) string { return state.AttemptID(fmt.Sprintf("m.%02d", n), 1) }
+	stored := map[int]*state.Attempt{} // the store's version of each running attempt
+	for step := range 400 {
+		for range r.IntN(8) {
+			n := r.IntN(40)
+			a := stored[n]
+			switch k := r.IntN(5); {
+			case a == nil:
+				stored[n] = &state.Attempt{ID: id(n)} // starts
+			case k == 0:
+				delete(stored, n) // ends
+				e.unsaved.forget(a.ID)
+			case k == 1:
+				c := *a
+				stored[n] = &c // written again
+			case k == 2:
+				e.unsaved.forget(a.ID)
+			default:
+				c := *a
+				c.Peak = int64(step)
+				e.unsaved.put(&unsaved{stored: a, now: &c})
+			}
+		}
+		var running []*state.Attempt
+		for n := range 40 {
+			if a := stored[n]; a != nil {
+				running = append(running, a)
+			}
+		}
+		for again := range 1 + r.IntN(2) {
+			got := e.measuredBeside(nil, slices.Values(running))
+			for i, a := range running {
+				if want := e.measured(a); got[i] != want {
+					t.Fatalf("step %d, call %d: %s found as another than measured reads", step, again+1, a.ID)
+				}
+			}
+		}
 	}
 }

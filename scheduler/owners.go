@@ -173,7 +173,7 @@ func (e *Engine) ours(held []holding) *ownSet {
 	s.ids = slices.Grow(s.ids[:0], s.from[n])[:s.from[n]]
 	for _, h := range held {
 		for _, i := range h.at {
-			s.ids[s.next[i]] = h.a.ID
+			s.ids[s.next[i]] = h.id
 			s.next[i]++
 		}
 	}
@@ -195,7 +195,7 @@ func (s *ownSet) is(i int, attempt string) bool {
 		}
 		clear(s.all)
 		for _, h := range s.held {
-			s.all[h.a.ID] = true
+			s.all[h.id] = true
 		}
 		for _, g := range s.ghosts {
 			s.all[g.attempt.ID] = true

@@ -296,12 +296,9 @@ func (e *Engine) addEnds(states []pack.CardState, held []holding, buf *[]pack.Re
 		states[i].Ends = ends[:0:states[i].Running]
 		ends = ends[:states[i].Running]
 	}
-	now := e.clock.Now()
 	for _, h := range held {
-		a := h.a
-		end := pack.Release{In: e.left(a, now), Memory: a.Holds(), Exclusive: a.Alone, Util: h.util, Blind: !h.known}
 		for _, i := range h.at {
-			states[i].Ends = insertEnd(states[i].Ends, end)
+			states[i].Ends = insertEnd(states[i].Ends, h.end)
 		}
 	}
 }
@@ -332,8 +329,9 @@ func (e *Engine) left(a *state.Attempt, now time.Time) time.Duration {
 	if took == 0 {
 		took = e.store.Queue().Took(a.Shape) // learned since it started
 	}
+	ran := now.Sub(a.Started)
 	for _, d := range []time.Duration{took, a.Timeout} {
-		if left := a.Started.Add(d).Sub(now); d > 0 && left > 0 {
+		if left := d - ran; d > 0 && left > 0 {
 			return left
 		}
 	}
@@ -573,17 +571,7 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 	if len(placed) == 0 {
 		return
 	}
-	// How many trainers share each machine the round starts on once they have started:
-	// its placements, and the attempts running there (of a fleet's, a few).
-	sharing := map[string]int{}
-	for _, p := range placed {
-		sharing[p.Worker]++
-	}
-	for _, a := range running {
-		if n, ok := sharing[a.Worker]; ok {
-			sharing[a.Worker] = n + 1
-		}
-	}
+	sharing := e.sharing(placed, running)
 	journaled := e.store.Journaled()
 	launches := make([]Launch, len(placed))
 	sweeps := launchSweeps{view: view, of: map[string]*state.Submission{}}
@@ -669,6 +657,29 @@ type tried struct {
 	st  Started
 	at  time.Time // when its start returned
 	err error
+}
+
+// sharing is how many trainers share each machine the round starts on once they have
+// started: its placements, and the attempts running there, as followed (see crowds)
+// where every running attempt is, else counted through them (a fleet's tens of
+// thousands, which cost its round a millisecond).
+func (e *Engine) sharing(placed []pack.Placement, running []*state.Attempt) map[string]int {
+	out := map[string]int{}
+	for _, p := range placed {
+		out[p.Worker]++
+	}
+	if len(running) == len(e.crowds.of) {
+		for w, n := range out {
+			out[w] = n + e.crowds.workers[w]
+		}
+		return out
+	}
+	for _, a := range running {
+		if n, ok := out[a.Worker]; ok {
+			out[a.Worker] = n + 1
+		}
+	}
+	return out
 }
 
 // startEach starts each launch once, as many at a time as the runner takes (see
