@@ -193,7 +193,7 @@ func newFleetRun(f Fleet) (*fleetRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}, curves: map[string]*curveRun{}}
+	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, curves: map[string]*curveRun{}}
 	inv := newFleetCards(m, rn, f, t.Slots())
 	rn.where = inv.positions
 	began := time.Now()
@@ -243,7 +243,7 @@ func (c *fleetCards) Read() ([]gpu.Card, error) {
 	for i := range cards {
 		cards[i].Worker, cards[i].Index = c.workers[i/c.per], i%c.per
 		for k, p := range cards[i].Processes {
-			cards[i].Processes[k].Attempt = c.rn.attempts[p.PID]
+			cards[i].Processes[k].Attempt = c.rn.attempt(p.PID)
 		}
 	}
 	return cards, err

@@ -120,7 +120,7 @@ func runEngine(t *Trace, m *machine, r *Result) (*state.Store, error) {
 	if err := store.HoldCommits(holdRounds); err != nil {
 		return nil, err
 	}
-	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, attempts: map[int]string{}, curves: map[string]*curveRun{}}
+	rn := &engineRunner{m: m, trace: t, store: store, pids: map[string]int{}, curves: map[string]*curveRun{}}
 	// Nobody reads a simulation's store while it runs: an attempt's measures are
 	// written when it ends, not at every step of its memory.
 	cfg := scheduler.Config{Slots: t.Slots(), Headroom: t.Sweep.Headroom, SaveMeasures: math.MaxInt64, UtilTarget: t.Sweep.UtilTarget}
@@ -177,7 +177,7 @@ type engineRunner struct {
 	engine   *scheduler.Engine
 	store    *state.Store
 	pids     map[string]int   // running attempts' trainers
-	attempts map[int]string   // and the other way
+	attempts []string         // and the other way, by pid (the machine's count up from 1); "": none
 	ended    []scheduler.Exit // at the moment the machine is at, not applied yet
 	// teaching counts the running trainers whose shape had no measured peak or
 	// utilization when they started.
@@ -208,10 +208,13 @@ func (rn *engineRunner) Start(l scheduler.Launch) (scheduler.Started, error) {
 			rn.teaching--
 		}
 		delete(rn.pids, id)
-		delete(rn.attempts, pid)
+		rn.attempts[pid] = ""
 		rn.ended = append(rn.ended, scheduler.Exit{Attempt: id, Outcome: o, OOM: loading(f, truth.Base)})
 	})
 	rn.pids[id] = pid
+	for len(rn.attempts) <= pid {
+		rn.attempts = append(rn.attempts, "")
+	}
 	rn.attempts[pid] = id
 	rn.startCurve(l, d)
 	return scheduler.Started{Leader: pid}, nil
@@ -229,8 +232,16 @@ func (rn *engineRunner) Exits() <-chan scheduler.Exit { return nil }
 // Owner: every process on a simulated card is a trainer of the simulation, one per
 // attempt.
 func (rn *engineRunner) Owner(pid int) (string, bool) {
-	a, ok := rn.attempts[pid]
-	return a, ok
+	a := rn.attempt(pid)
+	return a, a != ""
+}
+
+// attempt is the attempt whose trainer pid is; "": none runs as pid.
+func (rn *engineRunner) attempt(pid int) string {
+	if pid < 0 || pid >= len(rn.attempts) {
+		return ""
+	}
+	return rn.attempts[pid]
 }
 
 // loading is the out-of-memory end of a trainer whose base (weights, optimizer state,
