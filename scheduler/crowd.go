@@ -28,23 +28,8 @@ type crowds struct {
 	// workers counts the running attempts on each machine: how many trainers share it
 	// (see startAll), which a fleet's round cannot count through every running attempt.
 	workers map[string]int
-	// last is the attempts the last call of followed was given, and their crowds:
-	// what the next call, of the same attempts in the same order but for a round's
-	// starts and ends, finds most of its crowds in (see followed).
-	last, next followedList
-}
-
-// followedList is attempts by id, in order, each as it was given and its crowd (nil:
-// not followed).
-type followedList struct {
-	ids      []string
-	attempts []*state.Attempt
-	crowds   []*crowd
-}
-
-// add appends an attempt and its crowd.
-func (l *followedList) add(id string, a *state.Attempt, c *crowd) {
-	l.ids, l.attempts, l.crowds = append(l.ids, id), append(l.attempts, a), append(l.crowds, c)
+	// followed is the crowds the last call of followed found (see besides).
+	followed besides[*crowd]
 }
 
 func newCrowds() crowds {
@@ -148,42 +133,20 @@ func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
 }
 
 // followed is the crowd of each of attempts, in their order (nil: not followed), in
-// an array of the engine's that the next call fills again. A round needs the crowd of
-// every running attempt, twice, and a map's look-up of each of a fleet's tens of
-// thousands read their ids' strings from all over memory: most are found, rather,
-// beside the last call's, which named the same attempts in the same order (the
-// store's) but for what the round started and ended since. Most are the very copies
-// the last call was given (the engine's measured ones, see unsaved), known as such
-// without reading their ids; the others by id.
+// an array of the engine's that the call after next fills again. A round needs the
+// crowd of every running attempt, twice: most are found beside the last call's (see
+// besides), the others looked up.
 func (e *Engine) followed(attempts []*state.Attempt) []*crowd {
 	cs := &e.crowds
-	last, next := cs.last, cs.next
-	next.ids, next.attempts, next.crowds = next.ids[:0], next.attempts[:0], next.crowds[:0]
-	j := 0
+	cs.followed.begin()
 	for _, a := range attempts {
-		if j < len(last.attempts) && last.attempts[j] == a {
-			if c := last.crowds[j]; c != nil && !c.gone {
-				next.add(last.ids[j], a, c)
-				j++
-				continue
-			}
-		}
-		// Where attempts are out of order (ghosts after the running), j has gone past
-		// an attempt that comes later: it is looked up.
-		for j < len(last.ids) && last.ids[j] < a.ID {
-			j++
-		}
-		var c *crowd
-		if j < len(last.ids) && last.ids[j] == a.ID && last.crowds[j] != nil && !last.crowds[j].gone {
-			c = last.crowds[j]
-			j++ // the next attempt, if in order, is beside the next of the last call's
-		} else {
+		c, _, ok := cs.followed.seek(a)
+		if !ok || c == nil || c.gone {
 			c = cs.of[a.ID]
 		}
-		next.add(a.ID, a, c)
+		cs.followed.add(a, c)
 	}
-	cs.last, cs.next = next, last
-	return next.crowds
+	return cs.followed.end()
 }
 
 // positions is where c's cards are among the round's cards (see cardAt), found again

@@ -244,49 +244,37 @@ func (e *Engine) roundRunningNow() []*state.Attempt {
 	return e.roundRunning
 }
 
-// measuredBeside appends each of running, as measured, to dst, found beside the last
-// call's where it can be (see roundRunningNow).
+// measuredBeside appends each of running, as measured, to dst: the measured copy kept
+// of the same stored version the last call found, where that is still kept, or the
+// stored version itself where none was kept then or since; else measuredKept's.
 func (e *Engine) measuredBeside(dst []*state.Attempt, running iter.Seq[*state.Attempt]) []*state.Attempt {
-	last := &e.roundKept
-	next := roundKept{stored: last.spare[:0], kept: last.spareKept[:0], puts: e.unsaved.puts}
-	j := 0
+	r := &e.roundKept
+	r.begin()
+	unchanged := r.puts == e.unsaved.puts
+	r.puts = e.unsaved.puts
 	for a := range running {
-		if j < len(last.stored) && last.stored[j] == a {
-			if u := last.kept[j]; u != nil && !u.forgotten || u == nil && last.puts == e.unsaved.puts {
-				m := a
-				if u != nil {
-					m = u.now
-				}
-				dst, next.stored, next.kept = append(dst, m), append(next.stored, a), append(next.kept, u)
-				j++
-				continue
-			}
+		u, same, _ := r.seek(a)
+		m := a
+		switch {
+		case same && u != nil && !u.forgotten:
+			m = u.now
+		case same && u == nil && unchanged:
+		default:
+			m, u = e.measuredKept(a)
 		}
-		// Where a is not the stored version the last call found, past the attempts
-		// that have ended since.
-		for j < len(last.stored) && last.stored[j].ID < a.ID {
-			j++
-		}
-		if j < len(last.stored) && last.stored[j].ID == a.ID {
-			j++
-		}
-		m, u := e.measuredKept(a)
-		dst, next.stored, next.kept = append(dst, m), append(next.stored, a), append(next.kept, u)
+		dst = append(dst, m)
+		r.add(a, u)
 	}
-	next.spare, next.spareKept = last.stored, last.kept
-	e.roundKept = next
+	r.end()
 	return dst
 }
 
-// roundKept is the running attempts of the last call of measuredBeside, as stored,
-// and what was kept of each one's measures then (nil: nothing), as of when puts
-// measures had been kept; and the arrays of the call before, to fill again.
+// roundKept is what was kept of the measures of each running attempt, as stored, that
+// the last call of measuredBeside found (nil: nothing), as of when puts measures had
+// been kept.
 type roundKept struct {
-	stored    []*state.Attempt
-	kept      []*unsaved
-	puts      uint64
-	spare     []*state.Attempt
-	spareKept []*unsaved
+	besides[*unsaved]
+	puts uint64
 }
 
 // appendRunning appends the attempts that hold cards, as measured, to dst.
