@@ -129,6 +129,7 @@ func TestALeaseFencesItsTrainer(t *testing.T) {
 		// The node freezes before the term and thaws after the kill time.
 		syscall.Kill(sup, syscall.SIGSTOP)
 		syscall.Kill(-leader, syscall.SIGSTOP)
+		frozen(t, sup)
 		for Uptime() < now+4*time.Second {
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -150,8 +151,13 @@ func TestALeaseFencesItsTrainer(t *testing.T) {
 		leader := s.running(t)
 		sup := supervisorPID(t, s.dir)
 		syscall.Kill(sup, syscall.SIGSTOP)
+		frozen(t, sup) // else, on a busy machine, it may reap its trainer before it stops
 		os.WriteFile(gate, nil, 0o600)
+		deadline := time.Now().Add(30 * time.Second)
 		for Uptime() < now+4*time.Second || !zombie(leader) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the trainer (%d) is not a zombie under its frozen supervisor 30s after its gate opened", leader)
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		syscall.Kill(sup, syscall.SIGCONT)
@@ -191,9 +197,39 @@ func TestALeaseFencesItsTrainer(t *testing.T) {
 
 // zombie reports whether process pid has exited and waits to be reaped.
 func zombie(pid int) bool {
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	return procState(filepath.Join("/proc", strconv.Itoa(pid), "stat")) == 'Z'
+}
+
+// procState is the state (R, S, T, Z...) in a /proc stat file; 0 where it cannot be read.
+func procState(stat string) byte {
+	data, err := os.ReadFile(stat)
 	i := strings.LastIndexByte(string(data), ')')
-	return err == nil && i > 0 && i+2 < len(data) && data[i+2] == 'Z'
+	if err != nil || i < 0 || i+2 >= len(data) {
+		return 0
+	}
+	return data[i+2]
+}
+
+// frozen waits until every thread of process pid has stopped. A SIGSTOP reaches each
+// thread when it next runs, and on a busy machine that can take longer than a trainer
+// takes to end: its supervisor, not stopped yet, reaps it.
+func frozen(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "stat"))
+		stopped := len(tasks) > 0
+		for _, task := range tasks {
+			if s := procState(task); s != 'T' && s != 't' {
+				stopped = false
+			}
+		}
+		if stopped {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("process %d has not stopped 30s after SIGSTOP", pid)
 }
 
 func supervisorPID(t *testing.T, dir string) int {
