@@ -57,7 +57,8 @@ fmt-check:
 # (median of 100); the daemon with 100,000 jobs queued (its verbs' times, its RSS idle,
 # busy and after clean); dispatch: true trainers started and reaped a second, on a quiet
 # and a crowded machine and through 50 workers (cmd/gpuq-bench -dispatch-only measures it
-# alone); then the targets.
+# alone); a fleet of 1,000 simulated workers with 1,000,000 jobs queued, its rounds timed
+# until no job waits (-fleet-only: it alone); then the targets.
 bench: build
 	$(GO) test -run '^$$' -bench 'Pack|Place' -benchtime 200x -count 5 ./scheduler/pack/ > bin/packer-bench.txt
 	$(GO) run ./cmd/gpuq-bench -packer bin/packer-bench.txt -gpuq bin/gpuq

@@ -20,4 +20,17 @@ func TestBenchFleet(t *testing.T) {
 	if !strings.Contains(checks.String(), "(target 50ms)") || !strings.Contains(checks.String(), "MET     fleet: no worker idle") {
 		t.Errorf("targets:\n%s", checks.String())
 	}
+	out.Reset()
+	checks.Reset()
+	if err := benchFleet(&out, "3,2,60,0", checker(&checks)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"until no job waits (up to ", "attempts running"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("section of the rounds until no job waits lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(checks.String(), "until no job waits (target 50ms)") {
+		t.Errorf("targets:\n%s", checks.String())
+	}
 }

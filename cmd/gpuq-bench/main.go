@@ -47,7 +47,7 @@ func main() {
 	flag.IntVar(&sc.runs, "scale-runs", 1, "runs of the daemon at scale; each figure is their median")
 	flag.StringVar(&sc.against, "against", "", "another gpuq binary whose daemon at scale runs alternated with -gpuq's, for ratios")
 	flag.BoolVar(&sc.only, "scale-only", false, "measure the daemon at scale alone")
-	fleet := flag.String("fleet", "1000,8,1000000,200", "workers,cards per worker,queued jobs,rounds timed of the fleet beyond one box; \"\": skip it")
+	fleet := flag.String("fleet", "1000,8,1000000,0", "workers,cards per worker,queued jobs,rounds timed of the fleet beyond one box (rounds 0: every round until no job waits); \"\": skip it")
 	fleetOnly := flag.Bool("fleet-only", false, "simulate the fleet alone, with its targets")
 	do := dispatchOptions{crowd: 2000, workers: 50, idleSecs: 5}
 	flag.IntVar(&do.jobs, "dispatch", 400, "true trainers each dispatch run starts (0: dispatch not measured)")

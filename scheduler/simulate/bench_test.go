@@ -40,12 +40,13 @@ func BenchmarkRun(b *testing.B) {
 }
 
 // BenchmarkFleet is the cluster beyond one box: 1,000 workers of 8 cards and
-// 1,000,000 queued jobs, its rounds timed (see RunFleet). FLEET=workers,cards,jobs,rounds
-// runs another size.
+// 1,000,000 queued jobs, its rounds timed until no job waits (see RunFleet), the first
+// EarlyRounds of them apart too (early-). FLEET=workers,cards,jobs,rounds runs another
+// size, or so many rounds.
 //
 //	go test -run '^$' -bench Fleet -benchtime 1x ./scheduler/simulate/
 func BenchmarkFleet(b *testing.B) {
-	f, err := ParseFleet(cmp.Or(os.Getenv("FLEET"), "1000,8,1000000,200"))
+	f, err := ParseFleet(cmp.Or(os.Getenv("FLEET"), "1000,8,1000000,0"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,6 +60,10 @@ func BenchmarkFleet(b *testing.B) {
 		b.ReportMetric(ms(Quantile(r.CPU, 0.99)), "p99-cpu-ms")
 		b.ReportMetric(ms(Quantile(r.Times, 0.5)), "p50-ms")
 		b.ReportMetric(ms(Quantile(r.Times, 1)), "max-ms")
+		b.ReportMetric(ms(Quantile(r.Early, 0.99)), "early-p99-ms")
+		b.ReportMetric(ms(Quantile(r.Early, 0.5)), "early-p50-ms")
+		b.ReportMetric(float64(len(r.Times)), "rounds")
+		b.ReportMetric(float64(r.Running), "most-running")
 		// The rounds' processor time together: on a machine others share, steadier
 		// than any one round's, to compare two builds by.
 		var cpu time.Duration

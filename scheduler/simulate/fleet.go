@@ -23,20 +23,28 @@ import (
 // its rounds, as a daemon with linked workers does.
 type Fleet struct {
 	Workers, CardsPerWorker, Jobs, Shapes int
-	// Rounds is how many rounds to time after the first, which fills the cards.
+	// Rounds is how many rounds to time after the first, which fills the cards; 0:
+	// every round until no job waits, the queue drained.
 	Rounds int
 }
 
 // ParseFleet reads "workers,cards per worker,jobs,rounds": a fleet of 1,000 shapes (or
-// one a job, for fewer jobs).
+// one a job, for fewer jobs); rounds 0 times every round until no job waits.
 func ParseFleet(spec string) (Fleet, error) {
 	f := Fleet{Shapes: 1000}
 	if _, err := fmt.Sscanf(spec, "%d,%d,%d,%d", &f.Workers, &f.CardsPerWorker, &f.Jobs, &f.Rounds); err != nil {
-		return f, fmt.Errorf("fleet %q: want workers,cards per worker,jobs,rounds (e.g. 1000,8,1000000,200): %v", spec, err)
+		return f, fmt.Errorf("fleet %q: want workers,cards per worker,jobs,rounds (e.g. 1000,8,1000000,0; rounds 0: until no job waits): %v", spec, err)
+	}
+	if f.Rounds < 0 {
+		return f, fmt.Errorf("fleet %q: rounds %d: want a count of rounds, or 0 for every round until no job waits", spec, f.Rounds)
 	}
 	f.Shapes = min(f.Shapes, f.Jobs)
 	return f, nil
 }
+
+// EarlyRounds is how many of the rounds after the first FleetResult.Early keeps apart:
+// those before the cards crowd.
+const EarlyRounds = 200
 
 // FleetResult is what a fleet's simulation measured: wall and processor times.
 type FleetResult struct {
@@ -46,9 +54,13 @@ type FleetResult struct {
 	Submit, First time.Duration
 	// Times are the rounds after the first, sorted, and CPU the processor time each
 	// took (every thread's, the collector's included), sorted: on a machine others
-	// share, a round's wall time counts the time it waited for a core.
-	Times, CPU []time.Duration
-	Started    int // attempts started, in the first round and after
+	// share, a round's wall time counts the time it waited for a core. Early are the
+	// times of the first EarlyRounds of them, sorted: as the queue drains, smaller jobs
+	// crowd the cards, and every round has more attempts to reach.
+	Times, CPU, Early []time.Duration
+	// Running is the most attempts running after a round.
+	Running int
+	Started int // attempts started, in the first round and after
 	// Filled is the cards with a trainer after the first round.
 	Filled int
 	// Idle counts the rounds after which a card had no trainer while the packer, asked
@@ -143,7 +155,7 @@ func RunFleet(f Fleet) (FleetResult, error) {
 			r.Filled++
 		}
 	}
-	for len(r.Times) < f.Rounds {
+	for f.Rounds == 0 || len(r.Times) < f.Rounds {
 		ended, more := m.step()
 		if !more {
 			break
@@ -161,7 +173,13 @@ func RunFleet(f Fleet) (FleetResult, error) {
 		} else if idle {
 			r.Idle++
 		}
+		r.Running = max(r.Running, len(rn.pids))
+		if f.Rounds == 0 && store.Queue().Len() == 0 {
+			break
+		}
 	}
+	r.Early = slices.Clone(r.Times[:min(EarlyRounds, len(r.Times))])
+	slices.Sort(r.Early)
 	slices.Sort(r.Times)
 	slices.Sort(r.CPU)
 	r.Started = m.pid

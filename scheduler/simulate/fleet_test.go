@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -21,6 +22,35 @@ func TestFleetFillsEveryWorker(t *testing.T) {
 	}
 	if r.Idle != 0 {
 		t.Errorf("%d rounds left a card idle while a job could start on it", r.Idle)
+	}
+}
+
+// TestFleetRoundsUntilNoJobWaits: with rounds 0, a fleet's rounds are timed until every
+// job has started, and no longer: a run that times every round to the last end has
+// more. The first EarlyRounds are kept apart, and the most attempts running counted.
+func TestFleetRoundsUntilNoJobWaits(t *testing.T) {
+	f := Fleet{Workers: 4, CardsPerWorker: 2, Jobs: 300, Shapes: 10}
+	r, err := RunFleet(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Started < f.Jobs {
+		t.Errorf("%d attempts started, want every one of %d jobs", r.Started, f.Jobs)
+	}
+	if want := min(EarlyRounds, len(r.Times)); len(r.Early) != want || !slices.IsSorted(r.Early) {
+		t.Errorf("early rounds %v, want the first %d sorted", r.Early, want)
+	}
+	if r.Running < f.Workers*f.CardsPerWorker {
+		t.Errorf("at most %d attempts running on %d cards", r.Running, f.Workers*f.CardsPerWorker)
+	}
+	f.Rounds = 1_000_000 // every round, to the last end
+	all, err := RunFleet(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Times) <= len(r.Times) || all.Started != r.Started {
+		t.Errorf("until no job waits: %d rounds, %d started; to the last end: %d rounds, %d started",
+			len(r.Times), r.Started, len(all.Times), all.Started)
 	}
 }
 
@@ -50,7 +80,9 @@ func TestParseFleet(t *testing.T) {
 	}{
 		{spec: "1000,8,1000000,200", want: Fleet{Workers: 1000, CardsPerWorker: 8, Jobs: 1_000_000, Shapes: 1000, Rounds: 200}},
 		{spec: "2,4,10,5", want: Fleet{Workers: 2, CardsPerWorker: 4, Jobs: 10, Shapes: 10, Rounds: 5}},
+		{spec: "1000,8,1000000,0", want: Fleet{Workers: 1000, CardsPerWorker: 8, Jobs: 1_000_000, Shapes: 1000}},
 		{spec: "1000x8", bad: true},
+		{spec: "2,4,10,-1", bad: true},
 	} {
 		f, err := ParseFleet(c.spec)
 		if c.bad != (err != nil) || !c.bad && f != c.want {
