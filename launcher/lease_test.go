@@ -127,9 +127,8 @@ func TestALeaseFencesItsTrainer(t *testing.T) {
 		leader := s.running(t)
 		sup := supervisorPID(t, s.dir)
 		// The node freezes before the term and thaws after the kill time.
-		syscall.Kill(sup, syscall.SIGSTOP)
+		freeze(t, sup)
 		syscall.Kill(-leader, syscall.SIGSTOP)
-		frozen(t, sup)
 		for Uptime() < now+4*time.Second {
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -150,8 +149,7 @@ func TestALeaseFencesItsTrainer(t *testing.T) {
 		s := startLeased(t, "echo started; while [ ! -e "+gate+" ]; do sleep 0.05; done; exit 0", NewLease(now+2*time.Second, now+3*time.Second))
 		leader := s.running(t)
 		sup := supervisorPID(t, s.dir)
-		syscall.Kill(sup, syscall.SIGSTOP)
-		frozen(t, sup) // else, on a busy machine, it may reap its trainer before it stops
+		freeze(t, sup) // surely stopped, else it may reap its trainer before it stops
 		os.WriteFile(gate, nil, 0o600)
 		deadline := time.Now().Add(30 * time.Second)
 		for Uptime() < now+4*time.Second || !zombie(leader) {
@@ -210,11 +208,14 @@ func procState(stat string) byte {
 	return data[i+2]
 }
 
-// frozen waits until every thread of process pid has stopped. A SIGSTOP reaches each
-// thread when it next runs, and on a busy machine that can take longer than a trainer
-// takes to end: its supervisor, not stopped yet, reaps it.
-func frozen(t *testing.T, pid int) {
+// freeze stops process pid (SIGSTOP) and waits until every thread of it has stopped: a
+// SIGSTOP reaches each thread when it next runs, and on a busy machine that can take
+// longer than a trainer takes to end, which its supervisor, not stopped yet, then reaps.
+// The process is continued when the test ends, however it ends.
+func freeze(t *testing.T, pid int) {
 	t.Helper()
+	syscall.Kill(pid, syscall.SIGSTOP)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "stat"))

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,7 +33,18 @@ type Fleet struct {
 // one a job, for fewer jobs); rounds 0 times every round until no job waits.
 func ParseFleet(spec string) (Fleet, error) {
 	f := Fleet{Shapes: 1000}
-	if _, err := fmt.Sscanf(spec, "%d,%d,%d,%d", &f.Workers, &f.CardsPerWorker, &f.Jobs, &f.Rounds); err != nil {
+	fields := strings.Split(spec, ",")
+	var err error
+	for i, to := range []*int{&f.Workers, &f.CardsPerWorker, &f.Jobs, &f.Rounds} {
+		if len(fields) != 4 {
+			err = fmt.Errorf("%d numbers, not 4", len(fields))
+			break
+		}
+		if *to, err = strconv.Atoi(strings.TrimSpace(fields[i])); err != nil {
+			break
+		}
+	}
+	if err != nil {
 		return f, fmt.Errorf("fleet %q: want workers,cards per worker,jobs,rounds (e.g. 1000,8,1000000,0; rounds 0: until no job waits): %v", spec, err)
 	}
 	if f.Rounds < 0 {
@@ -126,9 +138,11 @@ func (f Fleet) trace() (*Trace, error) {
 // cardBytes is the memory of each of a fleet's cards.
 const cardBytes = 80 << 30
 
-// RunFleet simulates a fleet under gpuq's engine and times its first Rounds+1 rounds
-// (a round after every moment a trainer ends, as Run's), checking after each whether
-// a card was left idle that a waiting job could have had.
+// RunFleet simulates a fleet under gpuq's engine and times its first round and the
+// Rounds after it, or, Rounds 0, every round after it until no job waits (a round after
+// every moment a trainer ends, as Run's), checking after each whether a card was left
+// idle that a waiting job could have had. A job that a running attempt's OOM puts back
+// in the queue after it emptied is not waited for: the fleet's estimates hold.
 func RunFleet(f Fleet) (FleetResult, error) {
 	r := FleetResult{Fleet: f}
 	fl, err := newFleetRun(f)
@@ -150,12 +164,14 @@ func RunFleet(f Fleet) (FleetResult, error) {
 		return r, err
 	}
 	r.Allocated = 0 // the rounds after the first's
+	r.Running = len(rn.pids)
 	for _, c := range m.cards {
 		if len(c.running) > 0 {
 			r.Filled++
 		}
 	}
-	for f.Rounds == 0 || len(r.Times) < f.Rounds {
+	drained := func() bool { return f.Rounds == 0 && store.Queue().Len() == 0 }
+	for !drained() && (f.Rounds == 0 || len(r.Times) < f.Rounds) {
 		ended, more := m.step()
 		if !more {
 			break
@@ -174,12 +190,8 @@ func RunFleet(f Fleet) (FleetResult, error) {
 			r.Idle++
 		}
 		r.Running = max(r.Running, len(rn.pids))
-		if f.Rounds == 0 && store.Queue().Len() == 0 {
-			break
-		}
 	}
-	r.Early = slices.Clone(r.Times[:min(EarlyRounds, len(r.Times))])
-	slices.Sort(r.Early)
+	r.Early = firstSorted(r.Times, EarlyRounds) // before Times is sorted
 	slices.Sort(r.Times)
 	slices.Sort(r.CPU)
 	r.Started = m.pid
@@ -189,6 +201,13 @@ func RunFleet(f Fleet) (FleetResult, error) {
 	r.HeapMiB = ms.HeapAlloc >> 20
 	runtime.KeepAlive(store)
 	return r, nil
+}
+
+// firstSorted is the first n of times (all, if fewer), sorted, in an array of its own.
+func firstSorted(times []time.Duration, n int) []time.Duration {
+	first := slices.Clone(times[:min(n, len(times))])
+	slices.Sort(first)
+	return first
 }
 
 // fleetRun is a fleet's engine on its simulated cards, its jobs submitted, before its

@@ -3,6 +3,7 @@ package simulate
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestFleetFillsEveryWorker: a small fleet's engine starts a job on every card of every
@@ -54,6 +55,33 @@ func TestFleetRoundsUntilNoJobWaits(t *testing.T) {
 	}
 }
 
+// TestFirstSortedIsTheFirstRounds: the early rounds are the first ones timed, sorted,
+// not the fastest.
+func TestFirstSortedIsTheFirstRounds(t *testing.T) {
+	times := []time.Duration{5, 9, 1, 7, 3, 2}
+	if got, want := firstSorted(times, 4), []time.Duration{1, 5, 7, 9}; !slices.Equal(got, want) {
+		t.Errorf("first 4 of %v sorted: %v, want %v", times, got, want)
+	}
+	if got := firstSorted(times, 10); len(got) != len(times) {
+		t.Errorf("first 10 of %d: %v", len(times), got)
+	}
+	if times[0] != 5 {
+		t.Errorf("the times given were sorted in place: %v", times)
+	}
+}
+
+// TestFleetDrainedAtTheFirstRound: a fleet whose first round starts every job times no
+// round after it, and counts the attempts that round started as running.
+func TestFleetDrainedAtTheFirstRound(t *testing.T) {
+	r, err := RunFleet(Fleet{Workers: 2, CardsPerWorker: 2, Jobs: 4, Shapes: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Times) != 0 || r.Running != 4 || r.Started != 4 {
+		t.Errorf("%d rounds timed, %d running, %d started; want none timed, the 4 jobs running", len(r.Times), r.Running, r.Started)
+	}
+}
+
 // TestIdleWhileWaitingSeesAnIdleCard: before its first round every card of a fleet is
 // idle while jobs wait, which the check after each round reports; after it, none is.
 func TestIdleWhileWaitingSeesAnIdleCard(t *testing.T) {
@@ -83,6 +111,9 @@ func TestParseFleet(t *testing.T) {
 		{spec: "1000,8,1000000,0", want: Fleet{Workers: 1000, CardsPerWorker: 8, Jobs: 1_000_000, Shapes: 1000}},
 		{spec: "1000x8", bad: true},
 		{spec: "2,4,10,-1", bad: true},
+		{spec: "1000,8,1000000,0,5", bad: true},
+		{spec: "1000,8,1000000,0junk", bad: true},
+		{spec: "1000,8,1000000", bad: true},
 	} {
 		f, err := ParseFleet(c.spec)
 		if c.bad != (err != nil) || !c.bad && f != c.want {
