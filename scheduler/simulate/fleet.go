@@ -141,8 +141,8 @@ const cardBytes = 80 << 30
 // RunFleet simulates a fleet under gpuq's engine and times its first round and the
 // Rounds after it, or, Rounds 0, every round after it until no job waits (a round after
 // every moment a trainer ends, as Run's), checking after each whether a card was left
-// idle that a waiting job could have had. A job that a running attempt's OOM puts back
-// in the queue after it emptied is not waited for: the fleet's estimates hold.
+// idle that a waiting job could have had. A job put back in the queue after it emptied
+// (a running attempt's OOM: a few in a fleet's 1,000,000) is not waited for.
 func RunFleet(f Fleet) (FleetResult, error) {
 	r := FleetResult{Fleet: f}
 	fl, err := newFleetRun(f)
