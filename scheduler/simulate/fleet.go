@@ -33,15 +33,14 @@ type Fleet struct {
 // one a job, for fewer jobs); rounds 0 times every round until no job waits.
 func ParseFleet(spec string) (Fleet, error) {
 	f := Fleet{Shapes: 1000}
-	fields := strings.Split(spec, ",")
 	var err error
-	for i, to := range []*int{&f.Workers, &f.CardsPerWorker, &f.Jobs, &f.Rounds} {
-		if len(fields) != 4 {
-			err = fmt.Errorf("%d numbers, not 4", len(fields))
-			break
-		}
-		if *to, err = strconv.Atoi(strings.TrimSpace(fields[i])); err != nil {
-			break
+	if fields := strings.Split(spec, ","); len(fields) != 4 {
+		err = fmt.Errorf("%d numbers, not 4", len(fields))
+	} else {
+		for i, to := range []*int{&f.Workers, &f.CardsPerWorker, &f.Jobs, &f.Rounds} {
+			if *to, err = strconv.Atoi(strings.TrimSpace(fields[i])); err != nil {
+				break
+			}
 		}
 	}
 	if err != nil {
