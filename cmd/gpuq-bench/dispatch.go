@@ -32,6 +32,9 @@ type dispatchOptions struct {
 	crowd    int    // unrelated processes on the machine in the crowded case
 	workers  int    // workers linked in the workers' case
 	idleSecs int    // how long the idle workers are watched
+	// gpus are the daemon's own cards (its --gpus): simulated, or "all", a machine's
+	// real ones, to weigh what reading NVML each round costs. Workers' are simulated.
+	gpus string
 }
 
 // The targets of the issue this was built for, on a 2-core machine.
@@ -59,6 +62,14 @@ type dispatchFigures struct {
 	daemonMs, restMs float64
 	// idleWorkers is the CPU the idle workers took together, in cores (workers' case).
 	idleWorkers float64
+}
+
+// cardsWords says which cards the daemon's own are.
+func (o dispatchOptions) cardsWords() string {
+	if strings.HasPrefix(o.gpus, "sim:") {
+		return "simulated cards"
+	}
+	return fmt.Sprintf("the machine's cards (--gpus %s; workers' simulated)", o.gpus)
 }
 
 func (o dispatchOptions) cases() []dispatchCase {
@@ -106,7 +117,7 @@ func runDispatch(w io.Writer, gpuq string, o dispatchOptions) error {
 }
 
 func printDispatch(w io.Writer, o dispatchOptions, cases []dispatchCase, figs [][][]dispatchFigures) {
-	fmt.Fprintf(w, "\nDispatch: %d true trainers on simulated cards, started and reaped (the gpuq binary; medians of %d runs", o.jobs, o.runs)
+	fmt.Fprintf(w, "\nDispatch: %d true trainers on %s, started and reaped (the gpuq binary; medians of %d runs", o.jobs, o.cardsWords(), o.runs)
 	if o.against != "" {
 		fmt.Fprintf(w, ",\nalternated with %s's; ratio: this binary's over it", o.against)
 	}
@@ -201,7 +212,7 @@ func benchDispatch(bin string, c dispatchCase, o dispatchOptions, dirs runDirs) 
 		defer stop()
 	}
 	d := dispatchDaemon{bin: bin, state: filepath.Join(tmp, "state")}
-	args := []string{"daemon", "--gpus", "sim:8x24GiB", "--gpu-plan", "16"}
+	args := []string{"daemon", "--gpus", o.gpus, "--gpu-plan", "16"}
 	if c.workers > 0 {
 		args = []string{"daemon", "--gpus", "none", "--listen", "127.0.0.1:0"}
 	}

@@ -14,7 +14,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // binary's and their ratio, and each figure with a target says whether it is met (the
 // crowded machine's target is 80% of the quiet one's).
 func TestPrintDispatch(t *testing.T) {
-	o := dispatchOptions{jobs: 400, runs: 3, against: "main/gpuq", crowd: 2000, workers: 50}
+	o := dispatchOptions{jobs: 400, runs: 3, against: "main/gpuq", crowd: 2000, workers: 50, gpus: "sim:8x24GiB"}
 	quiet := []dispatchFigures{{rate: 160, daemonMs: 1, restMs: 9}, {rate: 100, daemonMs: 2, restMs: 10}, {rate: 170, daemonMs: 1.5, restMs: 8}}
 	crowded := []dispatchFigures{{rate: 110, daemonMs: 2, restMs: 10}, {rate: 130, daemonMs: 2, restMs: 10}, {rate: 115, daemonMs: 2, restMs: 10}}
 	workers := []dispatchFigures{{rate: 150, daemonMs: 0.4, restMs: 6, idleWorkers: 0.02}, {rate: 140, daemonMs: 0.6, restMs: 6, idleWorkers: 0.1}, {rate: 155, daemonMs: 0.5, restMs: 6, idleWorkers: 0.04}}
@@ -62,5 +62,19 @@ func TestRunDirsKept(t *testing.T) {
 	dirs.removeAll()
 	if _, err := os.Stat(dirs.root); !os.IsNotExist(err) {
 		t.Errorf("the runs' directories are left: %v", err)
+	}
+}
+
+// TestDispatchCardsWords: the heading names the daemon's cards, real ones by their
+// --gpus, so that a table measured on a machine's cards is not read as a simulation's.
+func TestDispatchCardsWords(t *testing.T) {
+	for gpus, want := range map[string]string{
+		"sim:8x24GiB": "simulated cards",
+		"all":         "the machine's cards (--gpus all; workers' simulated)",
+		"0,1":         "the machine's cards (--gpus 0,1; workers' simulated)",
+	} {
+		if got := (dispatchOptions{gpus: gpus}).cardsWords(); got != want {
+			t.Errorf("gpus %q: %q, want %q", gpus, got, want)
+		}
 	}
 }

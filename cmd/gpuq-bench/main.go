@@ -54,6 +54,7 @@ func main() {
 	flag.IntVar(&do.runs, "dispatch-runs", 3, "runs of each dispatch case; each figure is their median")
 	flag.StringVar(&do.against, "dispatch-against", "", "another gpuq binary whose dispatch runs alternate with -gpuq's, for ratios")
 	flag.BoolVar(&do.only, "dispatch-only", false, "measure dispatch alone")
+	flag.StringVar(&do.gpus, "dispatch-gpus", "sim:8x24GiB", "the dispatch daemon's own cards: simulated, or all, the machine's real ones (an NVIDIA driver's)")
 	flag.Parse()
 	var err error
 	switch {
