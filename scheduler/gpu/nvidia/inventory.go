@@ -50,6 +50,11 @@ type Inventory struct {
 	// last is each card's last good reading, for its identity while it is out of
 	// service.
 	last map[int]gpu.Card
+	// utils is each card's last reading of its processes' utilization, read again
+	// once utilEvery has passed (0: at every Read); clock tells when.
+	utils     map[int]utilReading
+	utilEvery time.Duration
+	clock     func() time.Time
 }
 
 // ErrUnknownCard is returned when a sweep names a card the machine does not have.
@@ -59,7 +64,7 @@ var ErrUnknownCard = errors.New("unknown card")
 // NVIDIA driver can be loaded, the real NVML otherwise. Only the cards of spec (every
 // card, if it names none) that gpuq's own CUDA_VISIBLE_DEVICES allows are used.
 func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
-	inv := &Inventory{root: opt.Root, last: map[int]gpu.Card{}}
+	inv := &Inventory{root: opt.Root, last: map[int]gpu.Card{}, utils: map[int]utilReading{}, clock: time.Now}
 	if inv.root == "" {
 		inv.root = "/"
 	}
@@ -72,6 +77,7 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 		switch ret := lib.Init(); ret {
 		case nvml.SUCCESS:
 			inv.lib = lib
+			inv.utilEvery = utilEvery
 		case nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_DRIVER_NOT_LOADED:
 			if driver := inv.driver(); driver != "" {
 				return nil, fmt.Errorf("this machine has an NVIDIA driver (%s), but NVML cannot be loaded (%v): "+
@@ -338,7 +344,7 @@ func (inv *Inventory) readCard(i int) (gpu.Card, *readError) {
 			}
 		}
 	}
-	processUtil(d, c.Processes, time.Now())
+	inv.processUtil(i, d, c.Processes)
 	return c, nil
 }
 
@@ -347,16 +353,52 @@ func (inv *Inventory) readCard(i int) (gpu.Card, *readError) {
 // trainer than one instant (a data loader's stall, an evaluation).
 const utilWindow = 30 * time.Second
 
-// processUtil gives each process its utilization (Process.Util): the mean of NVML's
-// samples of its SM utilization over the last utilWindow (nvmlDeviceGetProcessUtilization,
-// where the driver keeps them); NoReading where there are none.
-func processUtil(d nvml.Device, procs []gpu.Process, now time.Time) {
-	for i := range procs {
-		procs[i].Util = gpu.NoReading
+// utilEvery is how often the real NVML is asked again for a card's processes'
+// utilization. nvmlDeviceGetProcessUtilization is its one slow call, about 2.5 ms a
+// card on an H200 where each other reading of a card takes microseconds, and a daemon
+// reads the cards in every round: at dispatch, rounds follow each other, and those
+// readings held a card's starts to half the rate of simulated cards. What it reads, a
+// mean over utilWindow, moves little in a few seconds, and the engine samples it only a
+// minute into an attempt (scheduler.UtilAfter). The simulated NVML costs nothing and
+// is read every time.
+const utilEvery = 5 * time.Second
+
+// utilReading is a card's processes' utilization as last read, by PID, in percent.
+type utilReading struct {
+	at time.Time
+	of map[uint32]int
+}
+
+// processUtil gives each process of card i its utilization (Process.Util): the mean of
+// NVML's samples of its SM utilization over the last utilWindow
+// (nvmlDeviceGetProcessUtilization, where the driver keeps them), as last read (see
+// utilEvery); NoReading where there are none. A card without a process is not asked.
+func (inv *Inventory) processUtil(i int, d nvml.Device, procs []gpu.Process) {
+	for k := range procs {
+		procs[k].Util = gpu.NoReading
 	}
+	if len(procs) == 0 {
+		return
+	}
+	now := inv.clock()
+	r, ok := inv.utils[i]
+	if !ok || now.Sub(r.at) >= inv.utilEvery {
+		r = utilReading{at: now, of: readProcessUtil(d, now)}
+		inv.utils[i] = r
+	}
+	for k := range procs {
+		if u, ok := r.of[uint32(procs[k].PID)]; ok {
+			procs[k].Util = u
+		}
+	}
+}
+
+// readProcessUtil asks NVML for the mean SM utilization of each process of a card with
+// samples over the last utilWindow, by PID: none where the driver keeps no samples.
+func readProcessUtil(d nvml.Device, now time.Time) map[uint32]int {
 	samples, ret := d.GetProcessUtilization(uint64(now.Add(-utilWindow).UnixMicro()))
 	if ret != nvml.SUCCESS {
-		return
+		return nil
 	}
 	sum, n := map[uint32]uint64{}, map[uint32]uint64{}
 	for _, s := range samples {
@@ -365,11 +407,11 @@ func processUtil(d nvml.Device, procs []gpu.Process, now time.Time) {
 			n[s.Pid]++
 		}
 	}
-	for i := range procs {
-		if k := n[uint32(procs[i].PID)]; k > 0 {
-			procs[i].Util = int((sum[uint32(procs[i].PID)] + k/2) / k)
-		}
+	out := make(map[uint32]int, len(n))
+	for pid, k := range n {
+		out[pid] = int((sum[pid] + k/2) / k)
 	}
+	return out
 }
 
 // process is what NVML says of one process. Its memory is unknown where NVML says "not

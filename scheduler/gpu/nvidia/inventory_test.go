@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -172,6 +173,7 @@ type card struct {
 	memErr      func() nvml.Return
 	handleErr   nvml.Return
 	memoryCalls int
+	utilCalls   int // GetProcessUtilization's
 }
 
 func (c *card) device() *mock.Device {
@@ -194,6 +196,7 @@ func (c *card) device() *mock.Device {
 		},
 		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return c.procs, nvml.SUCCESS },
 		GetProcessUtilizationFunc: func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			c.utilCalls++
 			if c.util == nil {
 				return nil, nvml.ERROR_NOT_SUPPORTED
 			}
@@ -260,8 +263,10 @@ func TestProcessReadings(t *testing.T) {
 		t.Errorf("processes %+v\nwant      %+v", cards[0].Processes, want)
 	}
 	// Where the driver keeps samples of each process's SM utilization, its mean over
-	// them; none for a process without.
+	// them; none for a process without (read again once utilEvery has passed).
 	c.util = []nvml.ProcessUtilizationSample{{Pid: 44, SmUtil: 50}, {Pid: 44, SmUtil: 71}, {Pid: 42, SmUtil: 100}}
+	now := time.Now().Add(utilEvery)
+	inv.clock = func() time.Time { return now }
 	cards, _ = inv.Read()
 	want[0].Util, want[2].Util = 100, 61
 	if !slices.Equal(cards[0].Processes, want) {
@@ -368,5 +373,54 @@ func TestOneCardsErrorTakesItOutOfService(t *testing.T) {
 	lost = false
 	if got = snap(); got[0].Fault != "" {
 		t.Errorf("card 0 answers again: %+v", got[0])
+	}
+}
+
+// TestProcessUtilReadEvery: NVML's slow call for the processes' utilization is made for
+// a card with processes, at most once every utilEvery, each process keeping its
+// figure in between; never for a card without. The simulated NVML is read every time.
+func TestProcessUtilReadEvery(t *testing.T) {
+	busy := &card{uuid: "GPU-a", total: 40 << 30, procs: []nvml.ProcessInfo{{Pid: 44, UsedGpuMemory: 5 << 30}},
+		util: []nvml.ProcessUtilizationSample{{Pid: 44, SmUtil: 40}}}
+	idle := &card{uuid: "GPU-b", total: 40 << 30, util: []nvml.ProcessUtilizationSample{}}
+	inv, err := Open(plans.GPUSpec{}, Options{library: machine(busy, idle), Root: procRoot(t, 44)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inv.Close()
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	inv.clock = func() time.Time { return now }
+	read := func(when string, wantUtil, wantCalls int) {
+		t.Helper()
+		cards, err := inv.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cards[0].Processes[0].Util; got != wantUtil || busy.utilCalls != wantCalls {
+			t.Errorf("%s: utilization %d after %d calls, want %d after %d", when, got, busy.utilCalls, wantUtil, wantCalls)
+		}
+		if idle.utilCalls != 0 {
+			t.Errorf("%s: a card without a process was asked for its processes' utilization %d times", when, idle.utilCalls)
+		}
+	}
+	read("first", 40, 1)
+	busy.util = []nvml.ProcessUtilizationSample{{Pid: 44, SmUtil: 90}}
+	now = now.Add(utilEvery - time.Millisecond)
+	read("before utilEvery", 40, 1)
+	now = now.Add(time.Millisecond)
+	read("at utilEvery", 90, 2)
+	busy.util = nil // the driver stops keeping samples
+	now = now.Add(utilEvery)
+	read("without samples", gpu.NoReading, 3)
+	now = now.Add(time.Second)
+	read("without samples, asked again", gpu.NoReading, 3)
+
+	sim, err := Open(plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: 1, Bytes: 24 << 30}}}, Options{Ledger: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	if sim.utilEvery != 0 {
+		t.Errorf("the simulated NVML is read again only every %s", sim.utilEvery)
 	}
 }
