@@ -19,8 +19,9 @@ const (
 	// than it will. Its first sample after that speaks for its shape, where nothing
 	// does yet, so that the shape's other jobs may share cards a minute after its
 	// first started (NVML averages a process's utilization over the samples it took
-	// since the last reading, and the inventory asks for the last half minute's: see
-	// nvidia.utilWindow); what later attempts measure refines it.
+	// since the last reading, and the inventory asks for the last half minute's, at
+	// most every few seconds: see nvidia.utilWindow and utilEvery); what later
+	// attempts measure refines it.
 	UtilAfter = time.Minute
 	// saturated is a card's utilization (percent) past which a process's own figure says
 	// less than it would keep busy alone: it gets a share of a card oversubscribed.

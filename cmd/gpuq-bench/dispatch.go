@@ -64,6 +64,18 @@ type dispatchFigures struct {
 	idleWorkers float64
 }
 
+// simulatedNotice is the line of a daemon's log that says its cards are simulated (as
+// it does when --gpus all finds no NVIDIA driver), or "".
+func simulatedNotice(log string) string {
+	b, _ := os.ReadFile(log)
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, "SIMULATED") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
 // cardsWords says which cards the daemon's own are.
 func (o dispatchOptions) cardsWords() string {
 	if strings.HasPrefix(o.gpus, "sim:") {
@@ -85,6 +97,9 @@ func (o dispatchOptions) cases() []dispatchCase {
 func runDispatch(w io.Writer, gpuq string, o dispatchOptions) error {
 	if o.jobs <= 0 {
 		return nil
+	}
+	if strings.EqualFold(o.gpus, "none") {
+		return errors.New("-dispatch-gpus none: the dispatch daemon needs cards of its own (the workers' case has a daemon without)")
 	}
 	bins := []string{gpuq}
 	if o.against != "" {
@@ -220,6 +235,11 @@ func benchDispatch(bin string, c dispatchCase, o dispatchOptions, dirs runDirs) 
 		return f, err
 	}
 	defer d.stop()
+	if c.workers == 0 && !strings.HasPrefix(o.gpus, "sim:") {
+		if notice := simulatedNotice(d.log); notice != "" {
+			return f, fmt.Errorf("-dispatch-gpus %s: the daemon simulates its cards, measured they would not be the machine's: %s", o.gpus, notice)
+		}
+	}
 	var workers []*exec.Cmd
 	if c.workers > 0 {
 		if workers, err = d.startWorkers(c.workers); err != nil {

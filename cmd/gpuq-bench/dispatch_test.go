@@ -78,3 +78,26 @@ func TestDispatchCardsWords(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulatedNotice: a daemon asked for the machine's cards that found no driver says
+// so in its log, and the dispatch bench finds that line rather than time simulated
+// cards as real ones.
+func TestSimulatedNotice(t *testing.T) {
+	dir := t.TempDir()
+	notice := "gpuq: no NVIDIA driver found (ERROR_LIBRARY_NOT_FOUND); using SIMULATED GPUs sim:4x24GiB. Choose another machine with --gpus sim:COUNTxSIZE."
+	for name, want := range map[string]string{
+		"gpuq: daemon listening\n" + notice + "\ngpuq: ready\n": notice,
+		"gpuq: daemon listening\ngpuq: ready\n":                 "",
+	} {
+		log := filepath.Join(dir, "log")
+		if err := os.WriteFile(log, []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := simulatedNotice(log); got != want {
+			t.Errorf("log %q: %q, want %q", name, got, want)
+		}
+	}
+	if got := simulatedNotice(filepath.Join(dir, "missing")); got != "" {
+		t.Errorf("no log: %q", got)
+	}
+}

@@ -356,11 +356,11 @@ const utilWindow = 30 * time.Second
 // utilEvery is how often the real NVML is asked again for a card's processes'
 // utilization. nvmlDeviceGetProcessUtilization is its one slow call, about 2.5 ms a
 // card on an H200 where each other reading of a card takes microseconds, and a daemon
-// reads the cards in every round: at dispatch, rounds follow each other, and those
-// readings held a card's starts to half the rate of simulated cards. What it reads, a
-// mean over utilWindow, moves little in a few seconds, and the engine samples it only a
-// minute into an attempt (scheduler.UtilAfter). The simulated NVML costs nothing and
-// is read every time.
+// reads its cards in every round: 2.5 ms a card and round while trainers run. What it
+// reads, a mean over utilWindow, moves little in a few seconds, and the engine samples
+// it from a minute into an attempt (scheduler.UtilAfter). Between readings a process
+// keeps its figure, and one that started since has none (as it would have had few
+// samples). The simulated NVML costs nothing and is read every time.
 const utilEvery = 5 * time.Second
 
 // utilReading is a card's processes' utilization as last read, by PID, in percent.
@@ -372,12 +372,15 @@ type utilReading struct {
 // processUtil gives each process of card i its utilization (Process.Util): the mean of
 // NVML's samples of its SM utilization over the last utilWindow
 // (nvmlDeviceGetProcessUtilization, where the driver keeps them), as last read (see
-// utilEvery); NoReading where there are none. A card without a process is not asked.
+// utilEvery); NoReading where there are none. A card without a process is not asked
+// (at dispatch, short trainers leave cards without: asked, they held a daemon to two
+// thirds of its starts), and forgets its last reading, whose PIDs may come again.
 func (inv *Inventory) processUtil(i int, d nvml.Device, procs []gpu.Process) {
 	for k := range procs {
 		procs[k].Util = gpu.NoReading
 	}
 	if len(procs) == 0 {
+		delete(inv.utils, i)
 		return
 	}
 	now := inv.clock()

@@ -414,6 +414,16 @@ func TestProcessUtilReadEvery(t *testing.T) {
 	read("without samples", gpu.NoReading, 3)
 	now = now.Add(time.Second)
 	read("without samples, asked again", gpu.NoReading, 3)
+	// A card left without processes forgets its reading: the next one there is asked
+	// for at once, its PID perhaps one the last reading had.
+	procs := busy.procs
+	busy.procs, busy.util = nil, []nvml.ProcessUtilizationSample{{Pid: 44, SmUtil: 70}}
+	if _, err := inv.Read(); err != nil || busy.utilCalls != 3 {
+		t.Fatalf("a card without processes: %v, %d calls, want none more than 3", err, busy.utilCalls)
+	}
+	busy.procs = procs
+	now = now.Add(time.Second)
+	read("a process again on a card that had none", 70, 4)
 
 	sim, err := Open(plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: 1, Bytes: 24 << 30}}}, Options{Ledger: t.TempDir()})
 	if err != nil {
