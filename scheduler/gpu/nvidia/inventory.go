@@ -373,8 +373,9 @@ type utilReading struct {
 // NVML's samples of its SM utilization over the last utilWindow
 // (nvmlDeviceGetProcessUtilization, where the driver keeps them), as last read (see
 // utilEvery); NoReading where there are none. A card without a process is not asked
-// (at dispatch, short trainers leave cards without: asked, they held a daemon to two
-// thirds of its starts), and forgets its last reading, whose PIDs may come again.
+// (asked of the cards short trainers leave empty, the call held a daemon to two thirds
+// of the trainers it starts a second), and forgets its last reading, whose PIDs may
+// come again.
 func (inv *Inventory) processUtil(i int, d nvml.Device, procs []gpu.Process) {
 	for k := range procs {
 		procs[k].Util = gpu.NoReading
