@@ -214,6 +214,14 @@ def util_alone(m, i):
     return (u or 0) / 100
 
 
+def card_alone(m, i):
+    """Trainer i's utilization alone (0 to 1) as the card told it while it ran alone,
+    else its process's: the card's figure counts every moment a kernel ran, which a
+    process's reading (pmon) has been seen to miss."""
+    u = m["card_alone"][i]
+    return util_alone(m, i) if u is None else u / 100
+
+
 def percent(u):
     """A utilization NVML told (0 to 100) as a percentage; "-" where it told none."""
     return "-" if u is None else f"{u:.0f}%"
@@ -223,22 +231,28 @@ def report(m, names=("a", "b")):
     """The step rates and utilizations beside the model's speeds, and the model's error:
     UTIL is what the model reads of each trainer alone (its process's, else the card's),
     CARD the card's while it ran alone, beside it to tell a process's reading that is
-    off (pmon samples a process's share of the card)."""
+    off (pmon samples a process's share of the card). BY CARD is the model's speed,
+    with the larger cost, from the cards' figures instead (card_alone)."""
     utils = [util_alone(m, i) for i in range(len(names))]
+    cards = [card_alone(m, i) for i in range(len(names))]
     lines = ["", "co-location: two train_torch.py trainers on one card, each alone, then together",
              f"{'TRAINER':8} {'ALONE it/s':>10} {'UTIL':>5} {'CARD':>5} {'TOGETHER it/s':>13} {'SPEED':>6} "
-             + " ".join(f"{'MODEL c=' + format(c, '.2f'):>12}" for c in COSTS)]
+             + " ".join(f"{'MODEL c=' + format(c, '.2f'):>12}" for c in COSTS) + f" {'BY CARD':>8}"]
     errors = {c: [] for c in COSTS}
+    by_card = []
     for i, name in enumerate(names):
         alone, together = m["alone"][i]["rate"], m["together"][i]["rate"]
         speed = together / alone if alone > 0 else 0
         preds = [predicted_speed(utils, c) for c in COSTS]
         for c, p in zip(COSTS, preds):
             errors[c].append(abs(p - speed))
+        card_pred = predicted_speed(cards, COSTS[-1])
+        by_card.append(abs(card_pred - speed))
         lines.append(f"{name:8} {alone:>10.2f} {100 * utils[i]:>4.0f}% {percent(m['card_alone'][i]):>5} {together:>13.2f} {speed:>6.2f} "
-                     + " ".join(f"{p:>12.2f}" for p in preds))
+                     + " ".join(f"{p:>12.2f}" for p in preds) + f" {card_pred:>8.2f}")
     lines.append(f"card utilization together: {percent(m['card_together'])}; "
-                 + "; ".join(f"model error (c={c:.2f}): {sum(e) / len(e):.3f}" for c, e in errors.items()))
+                 + "; ".join(f"model error (c={c:.2f}): {sum(e) / len(e):.3f}" for c, e in errors.items())
+                 + f"; by the cards' figures (c={COSTS[-1]:.2f}): {sum(by_card) / len(by_card):.3f}")
     return "\n".join(lines)
 
 

@@ -143,6 +143,18 @@ class ReportTest(unittest.TestCase):
         self.assertIn("card utilization together: -;", co.report(m))
         self.assertIn("card utilization together: 99%; model error (c=0.00): 0.055; model error (c=0.05): 0.015", out)
 
+    def test_by_card_is_the_model_from_the_cards_figures(self):
+        # As an H200 showed the check's pair: pmon gave 18% and 26% alone, the card 73%
+        # and 76%; together they ran at 0.55 and 0.59. From the cards' figures the model
+        # says 0.95 / 1.49 = 0.64, from pmon's 0.95.
+        m = {"alone": [{"rate": 23.56, "util": 18}, {"rate": 12.71, "util": 26}],
+             "together": [{"rate": 12.88, "util": None}, {"rate": 7.47, "util": None}],
+             "card_alone": [73, 76], "card_together": 88}
+        out = co.report(m)
+        self.assertIn("a             23.56   18%   73%         12.88   0.55         1.00         0.95     0.64", out)
+        self.assertIn("b             12.71   26%   76%          7.47   0.59         1.00         0.95     0.64", out)
+        self.assertIn("model error (c=0.05): 0.383; by the cards' figures (c=0.05): 0.070", out)
+
     def test_judge(self):
         m = self.measurement()
         self.assertTrue(co.judge(m)[1])
