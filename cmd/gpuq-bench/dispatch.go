@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gpuq/gpuq/plans"
 )
 
 // Dispatch: how many trainers the daemon starts and reaps in a second, measured on the
@@ -76,9 +78,26 @@ func simulatedNotice(log string) string {
 	return ""
 }
 
+// checkCards says what is wrong with -dispatch-gpus, if anything.
+func (o dispatchOptions) checkCards() error {
+	if strings.EqualFold(strings.TrimSpace(o.gpus), "none") {
+		return errors.New("-dispatch-gpus none: the dispatch daemon needs cards of its own (the workers' case has a daemon without)")
+	}
+	if _, err := plans.ParseGPUs(o.gpus); err != nil {
+		return fmt.Errorf("-dispatch-gpus %s: %w", o.gpus, err)
+	}
+	return nil
+}
+
+// simulated says whether the daemon's own cards are simulated ones (see checkCards).
+func (o dispatchOptions) simulated() bool {
+	spec, err := plans.ParseGPUs(o.gpus)
+	return err == nil && spec.IsSimulated()
+}
+
 // cardsWords says which cards the daemon's own are.
 func (o dispatchOptions) cardsWords() string {
-	if strings.HasPrefix(o.gpus, "sim:") {
+	if o.simulated() {
 		return "simulated cards"
 	}
 	return fmt.Sprintf("the machine's cards (--gpus %s; workers' simulated)", o.gpus)
@@ -98,8 +117,8 @@ func runDispatch(w io.Writer, gpuq string, o dispatchOptions) error {
 	if o.jobs <= 0 {
 		return nil
 	}
-	if strings.EqualFold(o.gpus, "none") {
-		return errors.New("-dispatch-gpus none: the dispatch daemon needs cards of its own (the workers' case has a daemon without)")
+	if err := o.checkCards(); err != nil {
+		return err
 	}
 	bins := []string{gpuq}
 	if o.against != "" {
@@ -235,7 +254,7 @@ func benchDispatch(bin string, c dispatchCase, o dispatchOptions, dirs runDirs) 
 		return f, err
 	}
 	defer d.stop()
-	if c.workers == 0 && !strings.HasPrefix(o.gpus, "sim:") {
+	if c.workers == 0 && !o.simulated() {
 		if notice := simulatedNotice(d.log); notice != "" {
 			return f, fmt.Errorf("-dispatch-gpus %s: the daemon simulates its cards, measured they would not be the machine's: %s", o.gpus, notice)
 		}

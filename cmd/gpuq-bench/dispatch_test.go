@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -70,6 +71,7 @@ func TestRunDirsKept(t *testing.T) {
 func TestDispatchCardsWords(t *testing.T) {
 	for gpus, want := range map[string]string{
 		"sim:8x24GiB": "simulated cards",
+		"sim":         "simulated cards",
 		"all":         "the machine's cards (--gpus all; workers' simulated)",
 		"0,1":         "the machine's cards (--gpus 0,1; workers' simulated)",
 	} {
@@ -99,5 +101,23 @@ func TestSimulatedNotice(t *testing.T) {
 	}
 	if got := simulatedNotice(filepath.Join(dir, "missing")); got != "" {
 		t.Errorf("no log: %q", got)
+	}
+}
+
+// TestCheckCards: -dispatch-gpus takes what --gpus does, but none; a bad one is refused
+// before any daemon starts.
+func TestCheckCards(t *testing.T) {
+	for gpus, want := range map[string]string{
+		"sim:8x24GiB": "",
+		"all":         "",
+		"0,1":         "",
+		"none":        "-dispatch-gpus none: the dispatch daemon needs cards of its own",
+		"sim:8x":      "-dispatch-gpus sim:8x: simulated machine",
+		"zero":        `-dispatch-gpus zero: "zero" is not a card index`,
+	} {
+		err := (dispatchOptions{gpus: gpus}).checkCards()
+		if want == "" && err != nil || want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)) {
+			t.Errorf("gpus %q: %v, want %q", gpus, err, want)
+		}
 	}
 }
