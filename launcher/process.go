@@ -237,9 +237,11 @@ func (r remains) stop(seen map[int]bool, grace time.Duration) bool {
 
 // signal sends sig to the attempt's processes outside its group, which outside learns
 // first, and then to the group: once the leader has ended, one of them that ended too
-// is known by its pid alone.
+// is known by its pid alone. Each process gets it once: a trainer that traps SIGTERM to
+// save a checkpoint and is sent it again while it saves runs its handler again, and
+// the second signal to the group kills what the first handler started (its save).
 func (r remains) signal(sig syscall.Signal) {
-	for _, pid := range r.fs.members(r.mark, r.top) {
+	for _, pid := range r.outsiders() {
 		if r.outside != nil {
 			r.outside.Store(pid, true)
 		}
@@ -248,6 +250,24 @@ func (r remains) signal(sig syscall.Signal) {
 	if r.pgid > 0 {
 		syscall.Kill(-r.pgid, sig)
 	}
+}
+
+// outsiders are the processes with the attempt's mark that a signal to its group does
+// not reach: those that left it (torchrun's workers in sessions of their own, a shell's
+// jobs in groups of their own), or all of them where the group is not known.
+func (r remains) outsiders() []int {
+	pids := r.fs.members(r.mark, r.top)
+	if r.pgid <= 0 {
+		return pids
+	}
+	out := pids[:0]
+	for _, pid := range pids {
+		if st, ok := r.fs.stat(pid); ok && st.pgrp == r.pgid {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
 }
 
 // left reaps what has ended of the remains and reports whether anything is left: a
@@ -288,10 +308,14 @@ func (r remains) left(seen map[int]bool) bool {
 }
 
 // Stop ends the attempt: SIGTERM to its whole group and its processes outside it,
-// SIGKILL after grace. It returns at once; Done closes when they are gone.
+// SIGKILL after grace. It returns at once; Done closes when they are gone. SIGTERM is
+// sent once: a second Stop (the lease lapsed, then a person cancelled) only sets its
+// own time to SIGKILL, for a trainer that saves on the first would be cut short by
+// another (see signal).
 func (p *Process) Stop(grace time.Duration) {
-	p.cancelled.Store(true)
-	p.remains().signal(syscall.SIGTERM)
+	if !p.cancelled.Swap(true) {
+		p.remains().signal(syscall.SIGTERM)
+	}
 	go func() {
 		select {
 		case <-p.done:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +54,10 @@ func TestMain(m *testing.M) {
 			os.Exit(0) // the leader exits and leaves its children running
 		}
 		time.Sleep(time.Minute)
+	case "saver": // a trainer that saves for 2 s when asked to stop, and says so each time
+		script := "trap 'echo saving; sleep 2; echo saved; exit 0' TERM; echo ready; while :; do sleep 0.05; done"
+		fmt.Println(syscall.Exec("/bin/sh", []string{"sh", "-c", script}, os.Environ()))
+		os.Exit(1)
 	case "stubborn":
 		signalIgnore()
 		time.Sleep(time.Minute)
@@ -185,6 +190,24 @@ func TestCancelLeavesNoSurvivor(t *testing.T) {
 	assertGone(t, append(children, p.PID()))
 }
 
+// TestAStopAskedTwiceSignalsOnce: a trainer asked to stop gets SIGTERM once, though it
+// is both in its group and marked as the attempt's, and however often it is asked (its
+// lease lapsed, then a person cancelled): a second would run its handler again and
+// kill what the first started in the group, its save (the sleep here), which a
+// worker's test once saw as a trainer that never saved.
+func TestAStopAskedTwiceSignalsOnce(t *testing.T) {
+	p, _ := startHelper(t, "saver")
+	waitOutput(t, p, "ready")
+	p.Stop(time.Minute)
+	waitOutput(t, p, "saving")
+	p.Stop(time.Minute)
+	waitDone(t, p)
+	out := string(p.Output())
+	if n := strings.Count(out, "saving"); n != 1 || !strings.Contains(out, "saved") || p.Exit().Code != 0 || !p.Exit().Cancelled {
+		t.Errorf("asked to save %d times, exited %v (cancelled: %v); want once, saved, status 0 and cancelled:\n%s", n, p.Exit(), p.Exit().Cancelled, out)
+	}
+}
+
 func TestLeaderExitStopsWhatItLeft(t *testing.T) {
 	old := GroupGrace
 	GroupGrace = 300 * time.Millisecond
@@ -226,6 +249,44 @@ func TestAProcessIsLeftUntilItIsGone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestASignalReachesEachProcessOnce: the processes signalled one by one are those of the
+// attempt that a signal to its group misses; one in the group, signalled both ways,
+// would run its SIGTERM handler twice.
+func TestASignalReachesEachProcessOnce(t *testing.T) {
+	const dir = "/state/attempts/t.1/attempt-1"
+	marked := env(attemptDirVar + "=" + dir)
+	fs := writeProcs(t, []fakeProc{
+		{pid: 90, ppid: 1, sid: 90, state: "S", environ: env("HOME=/root")},
+		{pid: 100, ppid: 90, sid: 100, state: "S", environ: marked},             // the leader
+		{pid: 101, ppid: 100, sid: 100, state: "S", environ: marked},            // a DataLoader worker
+		{pid: 102, ppid: 100, sid: 102, state: "S", environ: marked},            // torchrun's worker, in a session of its own
+		{pid: 103, ppid: 100, sid: 100, pgrp: 103, state: "S", environ: marked}, // a shell's job
+		{pid: 104, ppid: 90, sid: 104, state: "S", environ: env(attemptDirVar + "=/state/attempts/t.2/attempt-1")},
+	})
+	for _, tt := range []struct {
+		pgid int
+		want []int
+	}{{100, []int{102, 103}}, {0, []int{100, 101, 102, 103}}} {
+		r := remains{pgid: tt.pgid, mark: attemptMark(dir), fs: fs}
+		got := r.outsiders()
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("group %d: signalled one by one %v, want %v", tt.pgid, got, tt.want)
+		}
+	}
+}
+
+// waitOutput waits until the attempt has said what.
+func waitOutput(t *testing.T, p *Process, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(string(p.Output()), what) {
+			return
+		}
+	}
+	t.Fatalf("the attempt never said %q: %q", what, p.Output())
 }
 
 func waitChildren(t *testing.T, p *Process) []int {

@@ -51,7 +51,7 @@ func (fs procFS) path(pid int, name string) string {
 	return filepath.Join(string(fs), strconv.Itoa(pid), name)
 }
 
-// stat reads a process's state, parent, session and resident pages from
+// stat reads a process's state, parent, group, session and resident pages from
 // /proc/<pid>/stat.
 func (fs procFS) stat(pid int) (st procStat, ok bool) {
 	data, err := os.ReadFile(fs.path(pid, "stat"))
@@ -70,18 +70,19 @@ func (fs procFS) stat(pid int) (st procStat, ok bool) {
 	// Fields of stat(5) from the third: state ppid pgrp session ... starttime (the
 	// 22nd) vsize rss.
 	ppid, err1 := strconv.Atoi(f[1])
-	sid, err2 := strconv.Atoi(f[3])
-	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	rss, err4 := strconv.ParseInt(f[21], 10, 64)
-	st.zombie, st.ppid, st.sid, st.start, st.rssPages = f[0] == "Z", ppid, sid, start, rss
-	return st, err1 == nil && err2 == nil && err3 == nil && err4 == nil
+	pgrp, err2 := strconv.Atoi(f[2])
+	sid, err3 := strconv.Atoi(f[3])
+	start, err4 := strconv.ParseUint(f[19], 10, 64)
+	rss, err5 := strconv.ParseInt(f[21], 10, 64)
+	st.zombie, st.ppid, st.pgrp, st.sid, st.start, st.rssPages = f[0] == "Z", ppid, pgrp, sid, start, rss
+	return st, err1 == nil && err2 == nil && err3 == nil && err4 == nil && err5 == nil
 }
 
 type procStat struct {
 	// zombie: it has exited, its memory and files are released, and it waits for its
 	// parent to reap it.
-	zombie    bool
-	ppid, sid int
+	zombie          bool
+	ppid, pgrp, sid int
 	// start is when it started, in clock ticks after boot: with the pid, it names one
 	// process.
 	start    uint64

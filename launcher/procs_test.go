@@ -19,6 +19,7 @@ import (
 // fakeProc is one process of a fake /proc tree.
 type fakeProc struct {
 	pid, ppid, sid int
+	pgrp           int // 0: sid, the session leader's group
 	state          string
 	environ        *string // nil: unreadable
 	pssKiB         int     // 0: no smaps_rollup
@@ -54,8 +55,12 @@ func writeProcs(t *testing.T, procs []fakeProc, children ...bool) procFS {
 		}
 		must(os.MkdirAll(dir, 0o755))
 		// A command name with spaces and parentheses, as stat(5) allows.
+		pgrp := p.pgrp
+		if pgrp == 0 {
+			pgrp = p.sid
+		}
 		stat := fmt.Sprintf("%d (py (worker) 1) %s %d %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 1000 %d 18446744073709551615\n",
-			p.pid, p.state, p.ppid, p.sid, p.sid, p.rssPages)
+			p.pid, p.state, p.ppid, pgrp, p.sid, p.rssPages)
 		must(os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644))
 		if p.environ != nil {
 			must(os.WriteFile(filepath.Join(dir, "environ"), []byte(*p.environ), 0o644))
