@@ -160,14 +160,18 @@ func (p *Process) wait(copied <-chan struct{}) {
 	close(p.done)
 }
 
-// stopRest ends what is left of the attempt once its leader has exited.
+// stopRest ends what is left of the attempt once its leader has exited. After a Stop,
+// what is left had its SIGTERM from it, and is not sent another (see signal): a worker
+// in a session of its own that saves as its leader exits would start its save again.
 func (p *Process) stopRest(grace time.Duration) {
 	seen := map[int]bool{}
 	p.outside.Range(func(pid, _ any) bool {
 		seen[pid.(int)] = true
 		return true
 	})
-	p.remains().stop(seen, grace)
+	r := p.remains()
+	r.termed = p.cancelled.Load()
+	r.stop(seen, grace)
 }
 
 // remains are the processes of an attempt, or of a notify hook: its process group
@@ -183,6 +187,8 @@ type remains struct {
 	top int
 	// outside, if not nil, learns the processes outside the group that signal reaches.
 	outside *sync.Map
+	// termed: they were sent SIGTERM already; stop sends them SIGKILL alone.
+	termed bool
 }
 
 func (p *Process) remains() remains {
@@ -211,16 +217,18 @@ func stopRemains(dir string, grace time.Duration) bool {
 	return r.stop(map[int]bool{}, grace)
 }
 
-// stop ends the remains: SIGTERM, then SIGKILL after grace (to what it has seen of them
-// too, whose environment may no longer say so), until none is left; gpuq's own children
-// among them (orphans re-parented to it as a subreaper) are reaped, so none is left a
-// zombie. seen holds processes of the remains already known. It reports whether
-// anything was left.
+// stop ends the remains: SIGTERM (unless termed), then SIGKILL after grace (to what it
+// has seen of them too, whose environment may no longer say so), until none is left;
+// gpuq's own children among them (orphans re-parented to it as a subreaper) are
+// reaped, so none is left a zombie. seen holds processes of the remains already known.
+// It reports whether anything was left.
 func (r remains) stop(seen map[int]bool, grace time.Duration) bool {
 	if !r.left(seen) {
 		return false
 	}
-	r.signal(syscall.SIGTERM)
+	if !r.termed {
+		r.signal(syscall.SIGTERM)
+	}
 	deadline := time.Now().Add(grace)
 	for r.left(seen) {
 		if time.Now().After(deadline) {
@@ -237,9 +245,9 @@ func (r remains) stop(seen map[int]bool, grace time.Duration) bool {
 
 // signal sends sig to the attempt's processes outside its group, which outside learns
 // first, and then to the group: once the leader has ended, one of them that ended too
-// is known by its pid alone. Each process gets it once: a trainer that traps SIGTERM to
-// save a checkpoint and is sent it again while it saves runs its handler again, and
-// the second signal to the group kills what the first handler started (its save).
+// is known by its pid alone. A call reaches each process once: a trainer that traps
+// SIGTERM to save a checkpoint and is sent it again while it saves runs its handler
+// again, and the second signal to the group kills what the first handler started.
 func (r remains) signal(sig syscall.Signal) {
 	for _, pid := range r.outsiders() {
 		if r.outside != nil {
@@ -401,7 +409,7 @@ func ShellQuote(s string) string {
 var subreaper sync.Once
 
 // BecomeSubreaper makes orphaned trainer processes gpuq's children rather than init's,
-// so that stopGroup can reap them and none is left a zombie. Call once at start.
+// so that stopRest can reap them and none is left a zombie. Call once at start.
 func BecomeSubreaper() {
 	subreaper.Do(func() {
 		const prSetChildSubreaper = 36

@@ -58,6 +58,11 @@ func TestMain(m *testing.M) {
 		script := "trap 'echo saving; sleep 2; echo saved; exit 0' TERM; echo ready; while :; do sleep 0.05; done"
 		fmt.Println(syscall.Exec("/bin/sh", []string{"sh", "-c", script}, os.Environ()))
 		os.Exit(1)
+	case "outsider": // a leader that ends when asked to stop, and a worker in a session of its own that saves for 1 s
+		worker := `trap 'echo term >> "$GPUQ_ATTEMPT_DIR/worker-terms"; sleep 1; exit 0' TERM; echo ready; while :; do sleep 0.05; done`
+		script := "trap 'exit 0' TERM; setsid sh -c '" + strings.ReplaceAll(worker, "'", `'\''`) + "' & wait"
+		fmt.Println(syscall.Exec("/bin/sh", []string{"sh", "-c", script}, os.Environ()))
+		os.Exit(1)
 	case "stubborn":
 		signalIgnore()
 		time.Sleep(time.Minute)
@@ -208,6 +213,20 @@ func TestAStopAskedTwiceSignalsOnce(t *testing.T) {
 	}
 }
 
+// TestAWorkerOutsideTheGroupIsAskedToStopOnce: a process of the attempt in a session of
+// its own (torchrun's worker) is sent SIGTERM by the Stop, and not again when its
+// leader, stopped too, exits before it: it saves once, to the end.
+func TestAWorkerOutsideTheGroupIsAskedToStopOnce(t *testing.T) {
+	p, log := startHelper(t, "outsider")
+	waitOutput(t, p, "ready")
+	p.Stop(time.Minute)
+	waitDone(t, p)
+	terms, err := os.ReadFile(filepath.Join(filepath.Dir(log), "worker-terms"))
+	if string(terms) != "term\n" {
+		t.Errorf("the worker was asked to stop %d times (%v), want once", strings.Count(string(terms), "term"), err)
+	}
+}
+
 func TestLeaderExitStopsWhatItLeft(t *testing.T) {
 	old := GroupGrace
 	GroupGrace = 300 * time.Millisecond
@@ -252,8 +271,8 @@ func TestAProcessIsLeftUntilItIsGone(t *testing.T) {
 }
 
 // TestASignalReachesEachProcessOnce: the processes signalled one by one are those of the
-// attempt that a signal to its group misses; one in the group, signalled both ways,
-// would run its SIGTERM handler twice.
+// attempt that a signal to its group misses, or may (its group unread); one in the
+// group, signalled both ways, would run its SIGTERM handler twice.
 func TestASignalReachesEachProcessOnce(t *testing.T) {
 	const dir = "/state/attempts/t.1/attempt-1"
 	marked := env(attemptDirVar + "=" + dir)
@@ -264,11 +283,15 @@ func TestASignalReachesEachProcessOnce(t *testing.T) {
 		{pid: 102, ppid: 100, sid: 102, state: "S", environ: marked},            // torchrun's worker, in a session of its own
 		{pid: 103, ppid: 100, sid: 100, pgrp: 103, state: "S", environ: marked}, // a shell's job
 		{pid: 104, ppid: 90, sid: 104, state: "S", environ: env(attemptDirVar + "=/state/attempts/t.2/attempt-1")},
+		{pid: 105, ppid: 100, sid: 100, state: "S", environ: marked}, // its stat unreadable below
 	})
+	if err := os.Remove(filepath.Join(string(fs), "105", "stat")); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		pgid int
 		want []int
-	}{{100, []int{102, 103}}, {0, []int{100, 101, 102, 103}}} {
+	}{{100, []int{102, 103, 105}}, {0, []int{100, 101, 102, 103, 105}}} {
 		r := remains{pgid: tt.pgid, mark: attemptMark(dir), fs: fs}
 		got := r.outsiders()
 		slices.Sort(got)
