@@ -6,6 +6,7 @@
 package scheduler
 
 import (
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -138,6 +139,20 @@ type Event struct {
 	Attempt int
 	Kind    string // "started", "gpu-oom", "requeued", "succeeded", "failed", "cancelled", "out-of-service", ...
 	Message string
+}
+
+// Text is the event in a line, without its time: "gla.3 #2 gpu-oom: ...", the
+// attempt's number where it is one's, the message where there is one (a hold has none).
+func (ev Event) Text() string {
+	line := ev.Job
+	if ev.Attempt > 0 {
+		line += " #" + strconv.Itoa(ev.Attempt)
+	}
+	line += " " + ev.Kind
+	if ev.Message != "" {
+		line += ": " + ev.Message
+	}
+	return line
 }
 
 // Config is the machine side of an engine.

@@ -339,18 +339,9 @@ type runUI struct {
 	wg    sync.WaitGroup
 }
 
-// eventLine is an event as the run shows it: "10:04:05 gla.3 #2 gpu-oom: ...", the
-// attempt's number where it is one's, the message where there is one (a hold has none).
+// eventLine is an event as the run shows it: "10:04:05 gla.3 #2 gpu-oom: ...".
 func eventLine(ev scheduler.Event) string {
-	line := ev.Time.Format("15:04:05") + " " + ev.Job
-	if ev.Attempt > 0 {
-		line += " #" + strconv.Itoa(ev.Attempt)
-	}
-	line += " " + ev.Kind
-	if ev.Message != "" {
-		line += ": " + ev.Message
-	}
-	return line
+	return ev.Time.Format("15:04:05") + " " + ev.Text()
 }
 
 // newRunUI returns the progress of a sweep's run; its store is set before it starts.

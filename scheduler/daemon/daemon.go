@@ -485,11 +485,7 @@ func stateLost(dir string) error {
 
 // logEvent logs one of the engine's events.
 func logEvent(l *runner.EventLog, ev scheduler.Event) {
-	if ev.Attempt > 0 {
-		l.Printf("%s #%d %s: %s", ev.Job, ev.Attempt, ev.Kind, ev.Message)
-	} else {
-		l.Printf("%s %s: %s", ev.Job, ev.Kind, ev.Message)
-	}
+	l.Printf("%s", ev.Text())
 }
 
 // event is the engine's news: logged, kept for gpuq top, told to the sweep's hooks.

@@ -22,6 +22,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/pack"
+	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -634,4 +635,18 @@ func TestADaemonLeavesNoGoroutine(t *testing.T) {
 		}
 		return left == ""
 	})
+}
+
+// TestTheLogNamesAnEventAsTheRunDoes: the daemon's log says an event without a message
+// (a hold) by its kind, with no colon after it, and an attempt's with its number.
+func TestTheLogNamesAnEventAsTheRunDoes(t *testing.T) {
+	var out strings.Builder
+	l := runner.NewEventLog(&out)
+	at := time.Date(2026, 1, 2, 10, 4, 5, 0, time.UTC)
+	logEvent(l, scheduler.Event{Time: at, Job: "gla.4", Kind: "held"})
+	logEvent(l, scheduler.Event{Time: at, Job: "gla.3", Attempt: 2, Kind: "gpu-oom", Message: "tried to allocate 2.00 GiB"})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], " gla.4 held") || !strings.HasSuffix(lines[1], " gla.3 #2 gpu-oom: tried to allocate 2.00 GiB") {
+		t.Errorf("the log reads %q", lines)
+	}
 }
