@@ -38,7 +38,8 @@ log dicts and progress bars of their output: see the README's "What the sweep fo
 one row per point, its seeds (its jobs that differ only in the parameters the sweep's
 seeds key names, by default its shape_ignores) aggregated as mean ± standard deviation
 over n, by their final value and their best. Points are ranked by the final mean, better first; points stopped early after
-those that were not, as their last readings are from earlier steps.
+those that were not, as their last readings are from earlier steps; points whose seeds
+all failed or were cancelled last of those, whatever they reported before they ended.
 
 --metric defaults to the sweep's early_stop metric, else the one the most jobs
 reported; --min or --max says which way is better (default: early_stop's mode, else
@@ -47,7 +48,8 @@ each task's points apart. The sweep is the daemon's or that of a gpuq run runnin
 (by name), or the summary gpuq run --json wrote (a file, or - for standard input).
 
 --json prints {"sweep","metric","mode","by","points":[...]}; --csv one row per point,
-with its parameters as columns, for a notebook.
+with how many of its seeds were stopped early and how many failed or were cancelled,
+and its parameters as columns, for a notebook.
 
 Exit status: 0 ranked, 1 the daemon did not answer, 2 bad input (no job reported the
 metric).`,
@@ -248,14 +250,15 @@ func printResultsTable(w io.Writer, res Results) {
 }
 
 // writeResultsCSV writes a row a point: its group, rank and point, its seeds' final
-// and best values, and the parameters that differ between points, a column each.
+// and best values, how many were stopped early and how many failed or were
+// cancelled, and the parameters that differ between points, a column each.
 func writeResultsCSV(w io.Writer, res Results) error {
 	swept := sweptParams(res.Points)
 	cw := csv.NewWriter(w)
-	cw.Write(append([]string{"group", "rank", "point", "seeds", "n", "final_mean", "final_std", "best_mean", "best_std", "step", "stopped_early"}, swept...))
+	cw.Write(append([]string{"group", "rank", "point", "seeds", "n", "final_mean", "final_std", "best_mean", "best_std", "step", "stopped_early", "failed"}, swept...))
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	for _, r := range res.Points {
-		rec := []string{r.Group, strconv.Itoa(r.Rank), r.Point, strconv.Itoa(len(r.Jobs)), "0", "", "", "", "", "", strconv.Itoa(r.Stopped)}
+		rec := []string{r.Group, strconv.Itoa(r.Rank), r.Point, strconv.Itoa(len(r.Jobs)), "0", "", "", "", "", "", strconv.Itoa(r.Stopped), strconv.Itoa(r.Broken())}
 		if r.Final != nil {
 			rec[4], rec[5], rec[7], rec[9] = strconv.Itoa(r.Final.N), num(r.Final.Mean), num(r.Best.Mean), strconv.FormatInt(r.Step, 10)
 			if r.Final.Std != nil {

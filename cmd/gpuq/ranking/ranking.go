@@ -42,6 +42,11 @@ type Job struct {
 // Stopped is the state of a job stopped early.
 const Stopped = "stopped"
 
+// broke says whether a job in state ended without finishing its run: it failed (a
+// crash, a loss gone NaN, out of memory at every rung) or was cancelled. What it
+// reported before then says little of its point.
+func broke(state string) bool { return state == "failed" || state == "cancelled" }
+
 // Text writes a value over seeds for people: "0.912 ± 0.0041", the mean to four
 // significant figures and its deviation to two, or the value alone for one seed; "-"
 // for none.
@@ -92,22 +97,26 @@ type Row struct {
 	Jobs  []string `json:"jobs"`
 	Names []string `json:"names"`
 	// Final is the seeds' last reading, Best their best; Step the furthest step a seed
-	// reported at. They are of the seeds that were not stopped early, where any of
-	// those reported the metric, else of those that were: Cut says so, and that the
-	// values are from an earlier step than the others'. A point none of whose seeds
-	// reported the metric has none of them.
+	// reported at. They are of the seeds that ran on (neither stopped early, nor
+	// failed or cancelled), where any of those reported the metric; else of those
+	// stopped early: Cut says so, and that the values are from an earlier step than
+	// the others'; else of those that failed or were cancelled: Broke says so. A
+	// point none of whose seeds reported the metric has none of them.
 	Final *Stat `json:"final"`
 	Best  *Stat `json:"best"`
 	Step  int64 `json:"step"`
 	Cut   bool  `json:"cut,omitempty"`
+	Broke bool  `json:"failed,omitempty"`
 	// Stopped counts the seeds stopped early; States the seeds by state.
 	Stopped int            `json:"stopped_early"`
 	States  map[string]int `json:"states"`
 }
 
-// Rank ranks the points of each group by a metric: those whose seeds ran on first
-// (Cut, a stopped point's readings are from an earlier step), each by its seeds' mean
-// final value, better first; a point without the metric last.
+// Rank ranks the points of each group by a metric: those whose seeds ran on first,
+// then those stopped early (Cut, a stopped point's readings are from an earlier
+// step), then those whose seeds all failed or were cancelled (Broke: a run that
+// crashed may have reported a fine loss before it did), each by its seeds' mean final
+// value, better first; a point without the metric last.
 // Groups come in the order their first job does.
 func Rank(jobs []Job, metric string, mode plans.Mode) []Row {
 	var order []string
@@ -148,11 +157,34 @@ func ahead(a, b Row, mode plans.Mode) int {
 		return boolOrder(a.Final != nil)
 	case a.Final == nil:
 		return 0
-	case a.Cut != b.Cut:
-		return boolOrder(!a.Cut)
+	case a.evidence() != b.evidence():
+		return cmp.Compare(a.evidence(), b.evidence())
 	case mode.Better(a.Final.Mean, b.Final.Mean):
 		return -1
 	case mode.Better(b.Final.Mean, a.Final.Mean):
+		return 1
+	}
+	return 0
+}
+
+// Broken counts the seeds that failed or were cancelled.
+func (r Row) Broken() int {
+	n := 0
+	for state, k := range r.States {
+		if broke(state) {
+			n += k
+		}
+	}
+	return n
+}
+
+// evidence is how far a row's values are from its seeds' ends: 0 of seeds that ran
+// on, 1 of seeds stopped early, 2 of seeds that failed or were cancelled.
+func (r Row) evidence() int {
+	switch {
+	case r.Broke:
+		return 2
+	case r.Cut:
 		return 1
 	}
 	return 0
@@ -168,22 +200,32 @@ func boolOrder(first bool) int {
 // rowOf aggregates one point's seeds.
 func rowOf(seeds []Job, metric string, mode plans.Mode) Row {
 	r := Row{Group: seeds[0].Group, Point: seeds[0].Point, Params: common(seeds), States: map[string]int{}}
-	var ran, cut []Curve // of the seeds that ran on, and that were stopped early
+	// Of the seeds that ran on, that were stopped early, and that failed or were
+	// cancelled.
+	var ran, cut, broken []Curve
 	for _, j := range seeds {
 		r.Jobs, r.Names = append(r.Jobs, j.ID), append(r.Names, j.Name)
 		r.States[j.State]++
-		c, ok := j.Metrics[metric]
 		if j.State == Stopped {
 			r.Stopped++
-			if ok {
-				cut = append(cut, c)
-			}
-		} else if ok {
+		}
+		c, ok := j.Metrics[metric]
+		switch {
+		case !ok:
+		case j.State == Stopped:
+			cut = append(cut, c)
+		case broke(j.State):
+			broken = append(broken, c)
+		default:
 			ran = append(ran, c)
 		}
 	}
-	if len(ran) == 0 {
-		ran, r.Cut = cut, len(cut) > 0
+	switch {
+	case len(ran) > 0:
+	case len(cut) > 0:
+		ran, r.Cut = cut, true
+	default:
+		ran, r.Broke = broken, len(broken) > 0
 	}
 	var finals, bests []float64
 	for _, c := range ran {

@@ -39,6 +39,9 @@ func rowsText(rows []Row) string {
 		if r.Cut {
 			b.WriteString(" cut")
 		}
+		if r.Broke {
+			b.WriteString(" broke")
+		}
 		b.WriteString("\n")
 	}
 	return b.String()
@@ -73,6 +76,30 @@ func TestRank(t *testing.T) {
 	// Higher is better: the order of the points that ran turns over.
 	if got := rowsText(Rank(jobs, "eval_loss", plans.Max)); !strings.HasPrefix(got, "#1 lr=0.1 n=2 final 1.300") {
 		t.Errorf("max:\n%s", got)
+	}
+}
+
+// TestAFailedSeedDoesNotWin: a seed that failed or was cancelled speaks for its point
+// only where none of its seeds finished or was stopped early, and such a point ranks
+// after those that did, however low the loss it reported before it crashed.
+func TestAFailedSeedDoesNotWin(t *testing.T) {
+	jobs := []Job{
+		job("s.1", "", "-0.3", "failed", 1, 0.37, 0.37, 300), // diverged: a low loss, then a crash
+		job("s.2", "", "0.5", "succeeded", 1, 0.9, 0.9, 500),
+		job("s.3", "", "1", Stopped, 1, 1.5, 1.5, 100),
+		job("s.4", "", "0.1", "cancelled", 1, 0.2, 0.2, 50),
+		// One seed finished: its values, not the failed one's.
+		job("s.5", "", "0.2", "succeeded", 1, 1.2, 1.1, 500),
+		job("s.6", "", "0.2", "failed", 2, 0.1, 0.1, 200),
+	}
+	want := `#1 lr=0.5 n=1 final 0.900/1 best 0.900 step 500
+#2 lr=0.2 n=2 final 1.200/1 best 1.100 step 500
+#3 lr=1 n=1 final 1.500/1 best 1.500 step 100 stopped 1 cut
+#4 lr=0.1 n=1 final 0.200/1 best 0.200 step 50 broke
+#5 lr=-0.3 n=1 final 0.370/1 best 0.370 step 300 broke
+`
+	if got := rowsText(Rank(jobs, "eval_loss", plans.Min)); got != want {
+		t.Errorf("got\n%swant\n%s", got, want)
 	}
 }
 

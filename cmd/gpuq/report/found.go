@@ -45,7 +45,8 @@ type curveChart struct {
 	Lines          []curveLine
 }
 
-// curveLine is one point: the mean of its seeds, their band, and where it was stopped.
+// curveLine is one point: the mean of its seeds, their band, and where it was stopped
+// (early, or by its seeds' failures).
 type curveLine struct {
 	Point, Title string
 	Colour       int
@@ -175,7 +176,7 @@ func (f *Found) chart(rows []ranking.Row) curveChart {
 			continue
 		}
 		r := rows[i]
-		l := curveLine{Point: r.Point, Colour: colourOf(r), Stopped: r.Cut, Title: lineTitle(f, r)}
+		l := curveLine{Point: r.Point, Colour: colourOf(r), Stopped: r.Cut || r.Broke, Title: lineTitle(f, r)}
 		var mean, top, low []string
 		for k, s := range pc.steps {
 			mean = append(mean, point(x(s), y(pc.mean[k])))
@@ -203,6 +204,9 @@ func lineTitle(f *Found, r ranking.Row) string {
 	}
 	if r.Stopped > 0 {
 		fmt.Fprintf(&b, "\n%d of its %d seeds stopped early", r.Stopped, len(r.Jobs))
+	}
+	if n := r.Broken(); n > 0 {
+		fmt.Fprintf(&b, "\n%d of its %d seeds failed or were cancelled", n, len(r.Jobs))
 	}
 	return b.String()
 }
