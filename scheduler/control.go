@@ -212,6 +212,20 @@ func (e *Engine) drain(card plans.CardID, on bool) error {
 	return e.put(state.Change{Drains: []*state.Drain{{Worker: card.Worker, GPU: card.Index, On: on}}})
 }
 
+// endedDetail says how a job ended, and why: "it failed: out of memory on each of 4
+// attempts", "it was cancelled while queued" (a reason that begins as the state is
+// told goes on from it).
+func endedDetail(st state.JobState, reason string) string {
+	told := st.Told()
+	switch rest, ok := strings.CutPrefix(reason, strings.TrimPrefix(told, "was ")); {
+	case reason == "":
+		return "it " + told
+	case ok:
+		return "it " + told + rest
+	}
+	return "it " + told + ": " + reason
+}
+
 // why says why a job waits, or what it is doing if it does not.
 func (e *Engine) why(id string) (pack.Reason, string, error) {
 	view := e.store.Latest()
@@ -224,11 +238,7 @@ func (e *Engine) why(id string) (pack.Reason, string, error) {
 		a := view.Attempt(state.AttemptID(id, j.Attempts))
 		return "", fmt.Sprintf("it is running: attempt %d on %s since %s", a.N, a.Where(), a.Started.Format("15:04:05")), nil
 	case ended(j):
-		msg := "it has " + string(j.State)
-		if j.Reason != "" {
-			msg += ": " + j.Reason
-		}
-		return "", msg, nil
+		return "", endedDetail(j.State, j.Reason), nil
 	case j.Held:
 		return "", fmt.Sprintf("it is held; gpuq release %s lets it start", id), nil
 	case j.Awaiting:

@@ -263,3 +263,23 @@ func TestAVerbOfASweepStampsItsJobsAlike(t *testing.T) {
 	}
 	alike("retry", func(j *state.Job) time.Time { return j.Queued })
 }
+
+// TestWhyOfAJobThatEnded: why tells how a job ended in words, and a reason that begins
+// as the state is told goes on from it rather than say it twice.
+func TestWhyOfAJobThatEnded(t *testing.T) {
+	for _, tc := range []struct {
+		state  state.JobState
+		reason string
+		want   string
+	}{
+		{state.JobSucceeded, "", "it succeeded"},
+		{state.JobFailed, "out of memory on each of 4 attempts", "it failed: out of memory on each of 4 attempts"},
+		{state.JobCancelled, "cancelled while running", "it was cancelled while running"},
+		{state.JobCancelled, "", "it was cancelled"},
+		{state.JobStopped, "stopped early at step 2000: eval_loss 0.91", "it was stopped early at step 2000: eval_loss 0.91"},
+	} {
+		if got := endedDetail(tc.state, tc.reason); got != tc.want {
+			t.Errorf("%s, %q: %q, want %q", tc.state, tc.reason, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -24,4 +27,31 @@ func TestHelpFits80Columns(t *testing.T) {
 		fitsWidth(t, out, 80)
 	}
 	walk(newRootCmd(ioStreams{}))
+}
+
+// TestWhyNamesEveryReason: gpuq why --help and the README name every reason the packer
+// gives a waiting job (each Reason constant of scheduler/pack), so that a reason added
+// there is told here too.
+func TestWhyNamesEveryReason(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "scheduler", "pack", "explain.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := regexp.MustCompile(`(?m)^\s*\w+ Reason = "([a-z-]+)"`).FindAllStringSubmatch(string(src), -1)
+	if len(reasons) < 8 {
+		t.Fatalf("found %d reasons in explain.go, want the 8 or more it declares", len(reasons))
+	}
+	help, _, _ := gpuq(t, "why", "--help")
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reasons {
+		if !strings.Contains(help, r[1]) {
+			t.Errorf("gpuq why --help does not name %s", r[1])
+		}
+		if !strings.Contains(string(readme), "`"+r[1]+"`") {
+			t.Errorf("the README does not name %s", r[1])
+		}
+	}
 }

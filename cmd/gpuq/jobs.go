@@ -689,10 +689,16 @@ func newWhyCmd(io ioStreams, st *settings) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "why ID",
 		Short: "Say why a queued job waits",
-		Long: `Say why a queued job has not started: no free slot, not enough free memory on any
-card with a slot, cards reserved for a larger job ahead of it, waiting for an idle card or
-for host RAM, held by you, or waiting for its shape's probe. For a job that is not
-queued, say what it is doing (exit 0, as for one that waits); an unknown job is exit 2.`,
+		Long: `Say why a queued job has not started, by its reason: no-slot (no free slot),
+no-memory (not enough free memory on any card with a slot), would-slow (the cards with
+room are busy enough that it would slow their jobs past the sharing target), unmeasured
+(its shape's use of a card's compute is not measured yet, and no card is free enough to
+run it as if it used all of it), reserved (cards kept for a larger job ahead of it),
+needs-idle (it runs alone and no card is idle), no-host-memory (not enough host RAM),
+too-large (no card could hold it); or that you hold it, that it is blocked until the
+jobs it runs after succeed, or that it waits for its shape's probe. For a job that is
+not queued, say what it is doing or how it ended (exit 0, as for one that waits); an
+unknown job is exit 2.`,
 		Example:           "  gpuq why gla-e1.12",
 		Args:              exactArgs(1),
 		ValidArgsFunction: completeJobs(st),
