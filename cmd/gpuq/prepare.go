@@ -98,9 +98,15 @@ func (s *settings) whyNoCards(sw *plans.Sweep, machine *nvidia.Inventory, mo pla
 	}) {
 		return nil
 	}
-	if spec, _ := plans.ParseGPUs(mo.GPUs.Value); spec.Indices != nil {
+	spec, _ := plans.ParseGPUs(mo.GPUs.Value)
+	switch {
+	case spec.Indices != nil:
 		return plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("names GPUs %s; the machine's are %s (%s): name some of those",
 			sw.GPUs, spec, mo.GPUs.Source)}}
+	case spec.IsSimulated():
+		// The machine named, not the one opening the sweep's cards would simulate.
+		return plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("names GPUs %s; the machine is %s (%s), cards 0-%d: name some of those, or simulate one with more cards there (e.g. sim:%dx24GiB)",
+			sw.GPUs, spec, mo.GPUs.Source, len(cards)-1, slices.Max(sw.GPUs.Indices)+1)}}
 	}
 	opt := s.inventoryOptions(io)
 	opt.Source, opt.Notice = gpusWhere(sw), nil // the machine's notices are said already

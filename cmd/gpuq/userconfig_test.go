@@ -67,4 +67,12 @@ func TestUnknownCardNamesItsSource(t *testing.T) {
 	if _, errOut, _ := gpuq(t, "plan", sweep); !strings.Contains(errOut, sweep+": gpus lists card 7") {
 		t.Errorf("a sweep's gpus: %s", errOut)
 	}
+	// On a simulated machine named in GPUQ_GPUS, that machine, not the one a sweep's
+	// cards alone would simulate.
+	t.Setenv("GPUQ_GPUS", "sim:5x24GiB")
+	sweep = writeSweep(t, "name: s\ncommand: [echo]\njobs: [{}]\ngpus: \"0,1,2,3,4,5\"\n")
+	_, errOut, code = gpuq(t, "plan", sweep)
+	if want := "names GPUs 0,1,2,3,4,5; the machine is sim:5x24GiB (GPUQ_GPUS), cards 0-4"; code != exitBadInput || !strings.Contains(errOut, want) || strings.Contains(errOut, "4 cards") {
+		t.Errorf("exit %d, stderr:\n%s\nwant %q", code, errOut, want)
+	}
 }

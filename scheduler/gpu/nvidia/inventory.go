@@ -140,7 +140,7 @@ func (inv *Inventory) choose(spec plans.GPUSpec, opt Options) error {
 	what := cmp.Or(opt.Source, "gpus")
 	for _, i := range spec.Indices {
 		if i >= n {
-			return fmt.Errorf("%w: %s lists card %d, but this machine has %s (0-%d)%s", ErrUnknownCard, what, i, plans.Count(n, "card"), n-1, inv.simulatedNote(i))
+			return fmt.Errorf("%w: %s lists card %d, but this machine has %s (0-%d)%s", ErrUnknownCard, what, i, plans.Count(n, "card"), n-1, inv.simulatedNote(slices.Max(spec.Indices)))
 		}
 		if !slices.Contains(allowed, i) {
 			return fmt.Errorf("%w: %s lists card %d, but gpuq runs with CUDA_VISIBLE_DEVICES=%s, which hides it", ErrUnknownCard, what, i, *opt.Visible)
@@ -192,7 +192,8 @@ func (inv *Inventory) mig(i int) bool {
 	return ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE
 }
 
-// simulatedNote says, on a simulated machine, how to simulate one with card i.
+// simulatedNote says, on a simulated machine, how to simulate one with card i (the
+// highest a sweep names).
 func (inv *Inventory) simulatedNote(i int) string {
 	if inv.simulated != "" {
 		return fmt.Sprintf(" (simulated: %s; pass --gpus sim:%dx24GiB for a larger one)", inv.simulated, i+1)

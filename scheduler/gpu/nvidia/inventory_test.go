@@ -114,6 +114,11 @@ func TestFallsBackToSimulatedWithoutDriver(t *testing.T) {
 	if !errors.Is(err, ErrUnknownCard) || !strings.Contains(err.Error(), "gpus lists card 5, but this machine has 4 cards (0-3)") {
 		t.Errorf("unknown index: %v", err)
 	}
+	// The machine it says to simulate has every card named, not the first missing one.
+	_, err = Open(mustSpec(t, "0,4,6,5"), Options{Ledger: t.TempDir(), library: noDriver, Root: t.TempDir()})
+	if !errors.Is(err, ErrUnknownCard) || !strings.Contains(err.Error(), "lists card 4") || !strings.Contains(err.Error(), "--gpus sim:7x24GiB") {
+		t.Errorf("unknown indices: %v", err)
+	}
 }
 
 func TestVisibleDevicesRestrictCards(t *testing.T) {
