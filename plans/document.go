@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -234,12 +236,28 @@ func (d *decoder) decodeYAML(data []byte) (any, error) {
 	d.scalars = map[*yaml.Node]any{}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("not valid YAML: %w", err)
+		return nil, fmt.Errorf("not valid YAML: %w", yamlLine(err))
 	}
 	if root.Kind == 0 {
 		return nil, nil
 	}
 	return d.fromNode(&root, 1)
+}
+
+// parserLine is a syntax error of YAML's parser (not of its scanner), whose line
+// go-yaml counts from 0: "yaml: line 4: did not find expected key" of a key on the
+// fifth line.
+var parserLine = regexp.MustCompile(`^yaml: line (\d+): (did not find expected (key|node content|'-' indicator|',' or '\]'|',' or '\}'|<document start>))$`)
+
+// yamlLine is a YAML syntax error with its line counted from 1, as editors count, and
+// as go-yaml counts the lines of its scanner's errors.
+func yamlLine(err error) error {
+	m := parserLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	n, _ := strconv.Atoi(m[1])
+	return fmt.Errorf("yaml: line %d: %s", n+1, m[2])
 }
 
 func (d *decoder) fromNode(n *yaml.Node, depth int) (any, error) {

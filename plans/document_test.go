@@ -98,3 +98,24 @@ func BenchmarkDecodeAliasBomb(b *testing.B) {
 		}
 	}
 }
+
+// TestSyntaxErrorLines: a YAML syntax error names the line an editor shows it on, the
+// parser's as the scanner's (go-yaml counts the parser's from 0).
+func TestSyntaxErrorLines(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"a list not closed", "name: x\n# c\n# c\n# c\ncommand: [python3, train.py\nmemory: 1GiB\n", "line 5: did not find expected ',' or ']'"},
+		{"a key indented", "name: x\ncommand: [true]\nmemory: 1GiB\njobs: [{}]\n  bad: 1\n", "line 5: did not find expected key"},
+		{"a mapping not closed", "name: x\ncommand: {a: 1\nmemory: 1GiB\n", "line 2: did not find expected ',' or '}'"},
+		{"a list then a key", "- a\nb: 1\n", "line 2: did not find expected '-' indicator"},
+		// The scanner's, counted from 1 already.
+		{"no colon", "name: x\njobs: [{}]\nfoo bar\nbaz: 1\n", "line 3: could not find expected ':'"},
+		{"a tab", "name: x\n\tcommand: [true]\n", "line 2: found a tab character"},
+	} {
+		_, err := Decode([]byte(tc.doc), YAML)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
