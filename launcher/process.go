@@ -20,15 +20,17 @@ import (
 // Process is one running attempt: the leader of its own session and process group, on
 // the slave side of a pty whose output goes to the log file and a ring buffer.
 type Process struct {
-	cmd       *exec.Cmd
-	ptmx      *os.File
-	log       *os.File
-	ring      *Ring
-	done      chan struct{}
-	cancelled atomic.Bool
-	oomBefore oomKills
-	exit      Exit
-	started   time.Time
+	cmd  *exec.Cmd
+	ptmx *os.File
+	log  *os.File
+	ring *Ring
+	done chan struct{}
+	// cancelled: a Stop was asked; termed: the attempt's processes were sent SIGTERM,
+	// by a Stop or, once the leader exited, by stopRest. Each is sent it once.
+	cancelled, termed atomic.Bool
+	oomBefore         oomKills
+	exit              Exit
+	started           time.Time
 	// dir is the attempt's GPUQ_ATTEMPT_DIR, which tells its processes that left the
 	// group (see procs.go).
 	dir string
@@ -142,13 +144,16 @@ func (p *Process) wait(copied <-chan struct{}) {
 	default:
 		p.exit.Code = -1
 	}
+	// Cancelled if asked to stop before the leader ended: a Stop that comes as what it
+	// left is being stopped does not make a trainer that finished a cancelled one.
+	cancelled := p.cancelled.Load()
 	p.stopRest(GroupGrace)
 	select {
 	case <-copied:
 	case <-time.After(2 * time.Second): // a process outside the group still holds the pty
 	}
 	p.ptmx.Close()
-	p.exit.Cancelled = p.cancelled.Load()
+	p.exit.Cancelled = cancelled
 	// The kernel's counts tell only how a failure ended (see Classify): a success's,
 	// or a cancelled attempt's, are not read again, which was a tenth of a supervisor's
 	// CPU where trainers are short.
@@ -162,7 +167,8 @@ func (p *Process) wait(copied <-chan struct{}) {
 
 // stopRest ends what is left of the attempt once its leader has exited. After a Stop,
 // what is left had its SIGTERM from it, and is not sent another (see signal): a worker
-// in a session of its own that saves as its leader exits would start its save again.
+// in a session of its own that saves as its leader exits would start its save again;
+// nor is it by a Stop that comes meanwhile.
 func (p *Process) stopRest(grace time.Duration) {
 	seen := map[int]bool{}
 	p.outside.Range(func(pid, _ any) bool {
@@ -170,7 +176,7 @@ func (p *Process) stopRest(grace time.Duration) {
 		return true
 	})
 	r := p.remains()
-	r.termed = p.cancelled.Load()
+	r.termed = p.termed.Swap(true)
 	r.stop(seen, grace)
 }
 
@@ -317,11 +323,12 @@ func (r remains) left(seen map[int]bool) bool {
 
 // Stop ends the attempt: SIGTERM to its whole group and its processes outside it,
 // SIGKILL after grace. It returns at once; Done closes when they are gone. SIGTERM is
-// sent once: a second Stop (the lease lapsed, then a person cancelled) only sets its
-// own time to SIGKILL, for a trainer that saves on the first would be cut short by
+// sent once: a second Stop (the lease lapsed, then a person cancelled), or one that
+// comes once the leader has ended and stopRest has sent it to what it left, only sets
+// its own time to SIGKILL, for a trainer that saves on the first would be cut short by
 // another (see signal).
 func (p *Process) Stop(grace time.Duration) {
-	if !p.cancelled.Swap(true) {
+	if p.cancelled.Store(true); !p.termed.Swap(true) {
 		p.remains().signal(syscall.SIGTERM)
 	}
 	go func() {

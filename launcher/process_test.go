@@ -63,6 +63,12 @@ func TestMain(m *testing.M) {
 		script := "trap 'exit 0' TERM; setsid sh -c '" + strings.ReplaceAll(worker, "'", `'\''`) + "' & wait"
 		fmt.Println(syscall.Exec("/bin/sh", []string{"sh", "-c", script}, os.Environ()))
 		os.Exit(1)
+	case "leaver": // a leader that exits 0 once its worker, in a session of its own, is ready; the worker saves for 2 s
+		worker := `trap 'echo term >> "$GPUQ_ATTEMPT_DIR/worker-terms"; sleep 2; echo saved >> "$GPUQ_ATTEMPT_DIR/worker-terms"; exit 0' TERM; ` +
+			`touch "$GPUQ_ATTEMPT_DIR/worker-ready"; while :; do sleep 0.05; done`
+		script := "setsid sh -c '" + strings.ReplaceAll(worker, "'", `'\''`) + `' & until [ -e "$GPUQ_ATTEMPT_DIR/worker-ready" ]; do sleep 0.05; done; exit 0`
+		fmt.Println(syscall.Exec("/bin/sh", []string{"sh", "-c", script}, os.Environ()))
+		os.Exit(1)
 	case "stubborn":
 		signalIgnore()
 		time.Sleep(time.Minute)
@@ -224,6 +230,31 @@ func TestAWorkerOutsideTheGroupIsAskedToStopOnce(t *testing.T) {
 	terms, err := os.ReadFile(filepath.Join(filepath.Dir(log), "worker-terms"))
 	if string(terms) != "term\n" {
 		t.Errorf("the worker was asked to stop %d times (%v), want once", strings.Count(string(terms), "term"), err)
+	}
+}
+
+// TestAStopWhileTheRestStopsSendsNoSecondTerm: a trainer that exited 0 leaves a
+// worker that gpuq stops; a Stop that comes while the worker saves (a cancel heard
+// just then) sends it no second SIGTERM, and the attempt, which finished, is not a
+// cancelled one.
+func TestAStopWhileTheRestStopsSendsNoSecondTerm(t *testing.T) {
+	p, log := startHelper(t, "leaver")
+	terms := filepath.Join(filepath.Dir(log), "worker-terms")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(terms); strings.Contains(string(b), "term") {
+			break // stopRest's SIGTERM: the worker saves
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker was never asked to stop after its leader exited")
+		}
+	}
+	p.Stop(time.Minute)
+	waitDone(t, p)
+	if b, err := os.ReadFile(terms); string(b) != "term\nsaved\n" {
+		t.Errorf("the worker's stops: %q (%v), want one term and its save", b, err)
+	}
+	if e := p.Exit(); e.Code != 0 || e.Cancelled {
+		t.Errorf("exit %+v, want a success, not cancelled", e)
 	}
 }
 
