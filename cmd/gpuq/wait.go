@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -22,10 +23,17 @@ type waitOptions struct {
 	sweep  string
 	json   bool
 	poll   time.Duration
+	// gone is how long a daemon that stops answering is waited for (see pollAgain).
+	gone time.Duration
 }
 
+// daemonGone is how long gpuq wait waits for a daemon that stopped answering to answer
+// again: one restarting (systemd's restart, an upgrade, a kill -9 and a new start)
+// takes seconds, and loses nothing.
+const daemonGone = 2 * time.Minute
+
 func newWaitCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &waitOptions{io: io, client: st.client, poll: 500 * time.Millisecond}
+	opts := &waitOptions{io: io, client: st.client, poll: 500 * time.Millisecond, gone: daemonGone}
 	cmd := &cobra.Command{
 		Use:   "wait [ID...|--sweep SWEEP]",
 		Short: "Wait until jobs have ended; exit 0 if every one succeeded",
@@ -34,8 +42,11 @@ has now, have ended: succeeded, failed, been cancelled or stopped early. For scr
 
   gpuq submit sweep.yaml && gpuq wait --sweep gla-e1 && python3 collect.py
 
+A daemon that stops answering meanwhile (restarting) is waited for, up to two minutes.
+
 Exit status: 0 every job succeeded (or was stopped early, its point losing), 1 some
-failed or were cancelled (they are named), 2 an unknown job or sweep.`,
+failed or were cancelled (they are named), or no daemon answered for two minutes, 2 an
+unknown job or sweep.`,
 		Example: `  gpuq wait --sweep gla-e1
   gpuq wait gla-e1.3 gla-e1.4`,
 		ValidArgsFunction: completeJobs(st),
@@ -83,10 +94,48 @@ func runWait(opts *waitOptions, ids []string) error {
 			return waitEnded(opts, c, ids, waited)
 		}
 		time.Sleep(opts.poll)
-		if left, err = c.States(api.StatesRequest{IDs: next}); err != nil {
+		if c, left, err = pollAgain(opts, c, next); err != nil {
 			return fmt.Errorf("while waiting: %w", err)
 		}
 	}
+}
+
+// pollAgain asks for the states of the jobs not ended yet (next). A daemon that does not
+// answer (it restarts) is asked again, anew, every poll, for up to opts.gone: a
+// wait in a script (gpuq wait && next-step) must not take a restart for a failure. It
+// returns the client that answered.
+func pollAgain(opts *waitOptions, c daemonClient, next []string) (daemonClient, []api.JobState, error) {
+	left, err := c.States(api.StatesRequest{IDs: next})
+	if err == nil || !unanswered(err) {
+		return c, left, err
+	}
+	fmt.Fprintf(opts.io.Err, "gpuq: the daemon does not answer (%v); waiting up to %s for it to come back\n", err, opts.gone)
+	for lost := time.Now(); time.Since(lost) < opts.gone; {
+		time.Sleep(opts.poll)
+		var again daemonClient
+		if again, err = opts.client(); err == nil {
+			c = again
+			left, err = c.States(api.StatesRequest{IDs: next})
+		}
+		if err == nil || !unanswered(err) {
+			if err == nil {
+				fmt.Fprintln(opts.io.Err, "gpuq: the daemon answers again")
+			}
+			return c, left, err
+		}
+	}
+	return c, nil, fmt.Errorf("no daemon answered for %s: %w", opts.gone, err)
+}
+
+// unanswered says whether a request failed for want of a daemon to answer it, which
+// may come back: none on the socket, or the connection lost. A gpuq run that has
+// ended does not come back.
+func unanswered(err error) bool {
+	var ended api.RunEndedError
+	var none api.NoDaemonError
+	var op *net.OpError
+	return !errors.As(err, &ended) &&
+		(errors.As(err, &none) || errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
 }
 
 // sayHeld says once of jobs waited for that they are held, and how they go on.

@@ -3,9 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
@@ -131,5 +135,55 @@ func TestWaitSaysOnceThatManyAreHeld(t *testing.T) {
 	want := "gpuq: 25 jobs are held (many.1, many.2, many.3, many.4, many.5, many.6, many.7, many.8, many.9, many.10, ... and 15 more): they wait until gpuq release --sweep many\n"
 	if errb.String() != want {
 		t.Errorf("said %q, want %q", errb, want)
+	}
+}
+
+// restarting is a daemon that does not answer its first down polls of States (a
+// restart: nobody on the socket), and then answers as d does.
+type restarting struct {
+	*fakeDaemon
+	down int
+}
+
+func (r *restarting) States(req api.StatesRequest) ([]api.JobState, error) {
+	if r.down > 0 && len(req.IDs) > 0 { // the first call, which names the sweep, answers
+		r.down--
+		return nil, fmt.Errorf("gpuq daemon on /state: %w", &net.OpError{Op: "dial", Net: "unix", Err: syscall.ENOENT})
+	}
+	return r.fakeDaemon.States(req)
+}
+
+// TestWaitRidesThroughARestart: a daemon that stops answering while gpuq wait polls
+// (it restarts) is asked again until it answers, and the wait ends as the jobs did;
+// one that never answers again is given up after opts.gone, and a refusal at once.
+func TestWaitRidesThroughARestart(t *testing.T) {
+	running := []api.Job{job("r.1", "running")}
+	ended := []api.Job{job("r.1", "succeeded")}
+	for _, tc := range []struct {
+		name      string
+		down      int
+		gone      time.Duration
+		code      int
+		want, err string
+	}{
+		{"a restart", 3, time.Minute, exitOK, "1 job succeeded\n", "the daemon answers again"},
+		{"gone for good", 1 << 30, 50 * time.Millisecond, exitFailed, "no daemon answered for 50ms", "waiting up to 50ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &restarting{fakeDaemon: &fakeDaemon{listings: [][]api.Job{running, running, ended}}, down: tc.down}
+			ios, out, errb := buffers()
+			client := func() (daemonClient, error) { return r, nil }
+			code, msg := exitOf(runWait(&waitOptions{io: ios, client: client, sweep: "r", poll: time.Millisecond, gone: tc.gone}, nil))
+			if code != tc.code || !strings.Contains(out.String()+msg, tc.want) || !strings.Contains(errb.String(), tc.err) {
+				t.Errorf("exit %d, %q %q, stderr %q; want %d, %q and %q", code, out, msg, errb, tc.code, tc.want, tc.err)
+			}
+		})
+	}
+	// A refusal is no restart: said at once.
+	d := &fakeDaemon{listings: [][]api.Job{running}, refuse: scheduler.Refused("no such job")}
+	ios, _, errb := buffers()
+	opts := &waitOptions{io: ios, client: d.client, sweep: "r", poll: time.Millisecond, gone: time.Minute}
+	if _, _, err := pollAgain(opts, d, []string{"r.1"}); err == nil || errb.String() != "" {
+		t.Errorf("a refusal: %v, stderr %q; want it at once", err, errb)
 	}
 }
