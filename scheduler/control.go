@@ -33,7 +33,12 @@ func (e *Engine) jobs(sel Selection, ok func(*state.Job) string) ([]*state.Job, 
 		return selected(view, sel, ok)
 	}
 	out := make([]*state.Job, 0, len(sel.IDs))
+	named := make(map[string]bool, len(sel.IDs))
 	for _, id := range sel.IDs {
+		if named[id] {
+			continue // named twice: changed, and told, once
+		}
+		named[id] = true
 		j := view.Job(id)
 		if j == nil {
 			return nil, NoJob(id, view.JobIDs())
@@ -164,7 +169,10 @@ func (e *Engine) hold(sel Selection) ([]string, error) {
 // release lets held jobs start again.
 func (e *Engine) release(sel Selection) ([]string, error) {
 	jobs, err := e.jobs(sel, func(j *state.Job) string {
-		if !j.Held {
+		switch {
+		case ended(j):
+			return "it has ended already" // a hold it had has nothing left to hold
+		case !j.Held:
 			return "it is not held"
 		}
 		return ""

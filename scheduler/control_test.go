@@ -283,3 +283,23 @@ func TestWhyOfAJobThatEnded(t *testing.T) {
 		}
 	}
 }
+
+// TestAVerbTellsEachJobOnce: a job named twice is changed and told once; a release of
+// a sweep leaves out its jobs that ended held (cancelled while held), and a release
+// of one of them by name is refused.
+func TestAVerbTellsEachJobOnce(t *testing.T) {
+	e, _ := stepEngine(t, threeJobs, 1)
+	if ids, err := e.hold(Selection{IDs: []string{"c.2", "c.3", "c.2"}}); err != nil || strings.Join(ids, " ") != "c.2 c.3" {
+		t.Fatalf("hold c.2 c.3 c.2: %v, %v", ids, err)
+	}
+	if _, err := e.cancel(Selection{IDs: []string{"c.3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := e.release(Selection{Sweep: "c"}); err != nil || strings.Join(ids, " ") != "c.2" {
+		t.Errorf("release of the sweep: %v, %v; want c.2 alone, not the cancelled c.3", ids, err)
+	}
+	var r Refused
+	if _, err := e.release(Selection{IDs: []string{"c.3"}}); !errors.As(err, &r) || !strings.Contains(err.Error(), "ended") {
+		t.Errorf("release of the cancelled c.3: %v, want a refusal", err)
+	}
+}
