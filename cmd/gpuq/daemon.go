@@ -205,7 +205,7 @@ func detachDaemon(opts *daemonOptions, flags *pflag.FlagSet) error {
 		}
 		return fmt.Errorf("a gpuq daemon (pid %d), started at the same moment, runs on %s; gpuq daemon --stop stops it", info.PID, info.StateDir)
 	}
-	fmt.Fprintf(opts.io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", pid, c.Dir(), api.LogPath(c.Dir()))
+	sayStarted(opts.io.Err, c, pid)
 	return nil
 }
 

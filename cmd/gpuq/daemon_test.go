@@ -167,7 +167,8 @@ gpu_plan: "1"
 
 // TestSubmitStartsADaemon: with no daemon, gpuq submit starts one in the background, on
 // the simulated machine the sweep names where GPUQ_GPUS and the config file name none,
-// so its plan of 3 fits, and with the sweep's sharing target, as with its headroom.
+// so its plan of 3 fits (and says that it simulates them), and with the sweep's
+// sharing target, as with its headroom.
 func TestSubmitStartsADaemon(t *testing.T) {
 	dir := daemonEnv(t)
 	t.Setenv("GPUQ_GPUS", "")
@@ -180,7 +181,8 @@ gpu_plan: "2,1,1"
 util_target: 0.5
 `)
 	_, errOut, code := cli(t, "submit", sweep)
-	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, api.LogPath(dir)) {
+	if code != exitOK || !strings.Contains(errOut, "started a daemon") || !strings.Contains(errOut, "on SIMULATED GPUs sim:3x24GiB") ||
+		!strings.Contains(errOut, api.LogPath(dir)) {
 		t.Fatalf("submit: exit %d: %s", code, errOut)
 	}
 	schedtest.WaitFor(t, "every job to succeed", func() bool { return countState(listed(t), "succeeded") == 3 })

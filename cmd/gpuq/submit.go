@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,6 +319,17 @@ func ensureDaemon(st *settings, io ioStreams, machine []string) (c *api.Client, 
 	if pid == 0 { // another gpuq started one at the same moment
 		return c, false, nil
 	}
-	fmt.Fprintf(io.Err, "gpuq: started a daemon (pid %d) on %s; its log is %s\n", pid, none.Dir, api.LogPath(none.Dir))
+	sayStarted(io.Err, c, pid)
 	return c, true, nil
+}
+
+// sayStarted says that a daemon started in the background, where its log is, and on
+// which simulated cards where they are simulated: the notice its start printed went
+// to that log.
+func sayStarted(w io.Writer, c *api.Client, pid int) {
+	on := ""
+	if m, err := c.Machine(); err == nil && m.Simulated != "" {
+		on = ", on SIMULATED GPUs " + m.Simulated
+	}
+	fmt.Fprintf(w, "gpuq: started a daemon (pid %d) on %s%s; its log is %s\n", pid, c.Dir(), on, api.LogPath(c.Dir()))
 }
