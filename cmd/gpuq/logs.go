@@ -86,7 +86,7 @@ func runLogs(opts *logsOptions, id string) error {
 		return err
 	}
 	if opts.follow && opts.attempt == 0 && !offline(c, j.Sweep) {
-		return followJob(opts, j)
+		return followJob(opts, j, servingRun(c, j.Sweep))
 	}
 	if len(j.Attempts) == 0 {
 		return notStarted(j)
@@ -144,8 +144,9 @@ func logsJob(opts *logsOptions, args []string) (string, error) {
 }
 
 // followJob follows a job's attempts, each to its end, until the job ends: the latest,
-// or, when the job waits to run again, the next.
-func followJob(opts *logsOptions, j api.Job) error {
+// or, when the job waits to run again, the next. run is the gpuq run whose job it is
+// (nil: the daemon's), which once ended says how it left the job (see waitForAttempt).
+func followJob(opts *logsOptions, j api.Job, run *api.Run) error {
 	n := len(j.Attempts)
 	if over := n > 0 && j.Attempts[n-1].Outcome != ""; n == 0 || over && !ended(j.State) {
 		if over {
@@ -156,7 +157,7 @@ func followJob(opts *logsOptions, j api.Job) error {
 	}
 	for {
 		var err error
-		if j, err = waitForAttempt(opts, j.ID, n); err != nil {
+		if j, err = waitForAttempt(opts, j.ID, n, run); err != nil {
 			return err
 		}
 		if len(j.Attempts) < n {
@@ -165,7 +166,7 @@ func followJob(opts *logsOptions, j api.Job) error {
 		if err := printLog(opts, j, n); err != nil {
 			return err
 		}
-		if j, err = waitForAttempt(opts, j.ID, n+1); err != nil || len(j.Attempts) <= n {
+		if j, err = waitForAttempt(opts, j.ID, n+1, run); err != nil || len(j.Attempts) <= n {
 			return err // the job has ended
 		}
 		fmt.Fprintf(opts.io.Err, "gpuq: attempt %d of %s ended %s; following attempt %d\n", n, j.ID, j.Attempts[n-1].Outcome, n+1)
@@ -218,6 +219,30 @@ func streamLog(opts *logsOptions, req api.StreamRequest) error {
 	return err
 }
 
+// servingRun is the gpuq run that c reaches for a sweep; nil where the daemon runs it.
+func servingRun(c daemonClient, sweep string) *api.Run {
+	switch c := c.(type) {
+	case *routed:
+		for _, rs := range c.runs {
+			if rs.run.Sweep == sweep {
+				return &rs.run
+			}
+		}
+	case *api.Client:
+		return c.Run()
+	}
+	return nil
+}
+
+// endedRun is the jobs a gpuq run left as it ended; false while it runs, or where
+// there is no run (nil) or it left none.
+func endedRun(run *api.Run) ([]api.Job, bool) {
+	if run == nil {
+		return nil, false
+	}
+	return run.Ended()
+}
+
 // notStarted refuses the log or terminal of a job with no attempt; a waiting one says
 // how to wait for it.
 func notStarted(j api.Job) error {
@@ -229,10 +254,14 @@ func notStarted(j api.Job) error {
 }
 
 // waitForAttempt polls the daemon until a job's attempt n has started, or the job has
-// ended (with fewer attempts, when n never started).
-func waitForAttempt(opts *logsOptions, id string, n int) (api.Job, error) {
+// ended (with fewer attempts, when n never started). A job of a gpuq run (run) that
+// has ended since is as the run left it.
+func waitForAttempt(opts *logsOptions, id string, n int, run *api.Run) (api.Job, error) {
 	for {
 		j, err := fetchJob(opts.client, id)
+		if jobs, ended := endedRun(run); err != nil && ended {
+			j, err = api.EndedJob(jobs, id)
+		}
 		switch {
 		case err != nil:
 			return j, err

@@ -167,3 +167,64 @@ memory: 1GiB
 		t.Fatal("gpuq run fg did not end")
 	}
 }
+
+// TestWaitAndLogsFollowARunToItsEnd: gpuq wait and logs -f that follow a gpuq run's jobs
+// end as the jobs did once the run has ended (it no longer answers): wait exits 1
+// naming the job that failed, logs -f of its last job 0 with the whole log; they read
+// how the run left its jobs from its record.
+func TestWaitAndLogsFollowARunToItsEnd(t *testing.T) {
+	daemonEnv(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	sweep := writeSweep(t, fmt.Sprintf(`name: fg
+command: [sh, -c, "while [ ! -e %s ]; do sleep 0.05; done; echo done {seed}; exit {code}"]
+jobs: [{seed: 1, code: 0}, {seed: 2, code: 3}]
+memory: 1GiB
+gpus: "0"
+gpu_plan: "1"
+`, gate))
+	ran := make(chan int, 1)
+	go func() {
+		_, _, code := cli(t, "run", sweep, "--log-dir", filepath.Join(t.TempDir(), "logs"))
+		ran <- code
+	}()
+	schedtest.WaitFor(t, "fg.1 to run", func() bool {
+		out, _, code := cli(t, "status", "--json")
+		return code == exitOK && countState(listedIn(out), "running") == 1
+	})
+	if _, errOut, code := cli(t, "hold", "fg.2"); code != exitOK {
+		t.Fatalf("hold fg.2: %s", errOut)
+	}
+	verb := func(args ...string) (*schedtest.Buffer, *schedtest.Buffer, chan int) {
+		var out, errb schedtest.Buffer
+		done := make(chan int, 1)
+		go func() { done <- run(args, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb}) }()
+		return &out, &errb, done
+	}
+	// Each has asked the run once it says so: wait that fg.2 is held, logs -f that it
+	// waits for fg.2 to start.
+	_, waitErr, waited := verb("wait", "fg.1", "fg.2")
+	logsOut, logsErr, followed := verb("logs", "-f", "fg.2")
+	schedtest.WaitFor(t, "wait and logs -f to reach the run", func() bool {
+		return strings.Contains(waitErr.String(), "fg.2 is held") && strings.Contains(logsErr.String(), "waiting for attempt 1 to start")
+	})
+	if _, errOut, code := cli(t, "release", "fg.2"); code != exitOK {
+		t.Fatalf("release fg.2: %s", errOut)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]chan int{"gpuq run": ran, "gpuq wait": waited, "gpuq logs -f": followed} {
+		select {
+		case code := <-c:
+			c <- code
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s did not end", name)
+		}
+	}
+	if code := <-waited; code != exitFailed || !strings.Contains(waitErr.String(), "not every job succeeded: fg.2 failed") {
+		t.Errorf("wait: exit %d, %s; want 1, fg.2 failed", code, waitErr)
+	}
+	if code := <-followed; code != exitOK || !strings.Contains(logsOut.String(), "done 2") {
+		t.Errorf("logs -f: exit %d:\n%s%s", code, logsOut, logsErr)
+	}
+}

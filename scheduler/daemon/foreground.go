@@ -76,11 +76,20 @@ func (f *Foreground) Socket() string { return f.d.run.Socket }
 // Event keeps one of the engine's events for gpuq top.
 func (f *Foreground) Event(ev scheduler.Event) { f.d.recent.add(ev) }
 
-// Close stops serving, and removes the socket: the run is over.
+// Close stops serving, and removes the socket: the run is over. Its jobs, as they
+// ended, are left in its record (see api.Run.Record) first, for the gpuq wait and
+// logs -f that follow them to read once it no longer answers.
 func (f *Foreground) Close() error {
+	d := f.d
+	err := d.run.WriteRecord(func(w io.Writer) error {
+		view := d.store.View()
+		return api.WriteJobs(w, view, api.SweepJobs(view, d.run.Sweep))
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := f.srv.Shutdown(ctx)
+	if serr := f.srv.Shutdown(ctx); err == nil {
+		err = serr
+	}
 	if serr := <-f.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}

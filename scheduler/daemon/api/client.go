@@ -194,13 +194,32 @@ func (c *Client) Submit(req SubmitRequest) (SubmitResponse, error) {
 // state), in submission order.
 func (c *Client) Jobs(sweep string, states []string) ([]Job, error) {
 	var out JobsResponse
-	return out.Jobs, c.call(http.MethodGet, "/v1/jobs?"+jobsQuery(sweep, states), nil, &out)
+	err := c.call(http.MethodGet, "/v1/jobs?"+jobsQuery(sweep, states), nil, &out)
+	if jobs, ok := c.endedInstead(err); ok {
+		return listed(jobs, sweep, states), nil
+	}
+	return out.Jobs, err
 }
 
 // States returns the states of the jobs named, of a sweep's, or of every job's.
 func (c *Client) States(req StatesRequest) ([]JobState, error) {
 	var out StatesResponse
-	return out.Jobs, c.call(http.MethodPost, "/v1/states", req, &out)
+	err := c.call(http.MethodPost, "/v1/states", req, &out)
+	if jobs, ok := c.endedInstead(err); ok {
+		return statesOf(jobs, req)
+	}
+	return out.Jobs, err
+}
+
+// endedInstead is, where a request failed because the gpuq run the client talks to
+// has ended, the jobs that run left as they ended (see Run.Record), which answer
+// what it read: a gpuq wait that polled a run learns how its jobs ended.
+func (c *Client) endedInstead(err error) ([]Job, bool) {
+	var ended RunEndedError
+	if err == nil || !errors.As(err, &ended) {
+		return nil, false
+	}
+	return ended.Run.Ended()
 }
 
 // JobsJSON is Jobs' listing as the daemon sends it, {"jobs":[...]}, to be read as it
@@ -232,7 +251,11 @@ func jobsQuery(sweep string, states []string) string {
 // Job returns one job with its attempts.
 func (c *Client) Job(id string) (Job, error) {
 	var out Job
-	return out, c.call(http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &out)
+	err := c.call(http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &out)
+	if jobs, ok := c.endedInstead(err); ok {
+		return EndedJob(jobs, id)
+	}
+	return out, err
 }
 
 // Overview is the machine and its jobs now, for gpuq top.

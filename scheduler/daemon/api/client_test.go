@@ -3,14 +3,17 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler"
 )
 
 // TestAClientSendsNothingToAnotherUsersSocket: gpuq's verbs check that the socket's
@@ -61,6 +64,63 @@ func TestARunThatEndedSaysSo(t *testing.T) {
 	var ended RunEndedError
 	if !errors.As(err, &ended) || ended.Run.Sweep != "w1" || !strings.Contains(err.Error(), "the gpuq run of sweep w1 (pid 4242) has ended") {
 		t.Errorf("once the run has ended: %v", err)
+	}
+}
+
+// TestARunThatEndedAnswersFromItsRecord: once a gpuq run that left its record (its jobs
+// as they ended) has ended, a client that talked to it reads its jobs there, as a gpuq
+// wait or logs -f that followed them must; a run that left none (killed) has ended,
+// as before. A record older than a day is removed with the dead runs' sockets.
+func TestARunThatEndedAnswersFromItsRecord(t *testing.T) {
+	dir := t.TempDir()
+	r := Run{Sweep: "w1", PID: 4242, Socket: filepath.Join(RunsDir(dir), "w1.4242.sock")}
+	if err := os.MkdirAll(RunsDir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := launcher.ListenUnix(r.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"jobs":[]}`)) })}
+	go srv.Serve(ln)
+	c, err := DialRun(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.States(StatesRequest{IDs: []string{"w1.1"}}); err != nil {
+		t.Fatalf("while the run serves: %v", err)
+	}
+	err = r.WriteRecord(func(w io.Writer) error {
+		_, err := w.Write([]byte(`{"jobs":[{"sweep":"w1","id":"w1.1","state":"succeeded"},{"sweep":"w1","id":"w1.2","state":"failed"}]}`))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	os.Remove(r.Socket)
+	states, err := c.States(StatesRequest{IDs: []string{"w1.2", "w1.1"}})
+	if err != nil || len(states) != 2 || states[0] != (JobState{ID: "w1.2", State: "failed"}) || states[1].State != "succeeded" {
+		t.Errorf("states once the run has ended: %+v, %v", states, err)
+	}
+	if j, err := c.Job("w1.1"); err != nil || j.State != "succeeded" {
+		t.Errorf("job once the run has ended: %+v, %v", j, err)
+	}
+	if jobs, err := c.Jobs("w1", []string{"failed"}); err != nil || len(jobs) != 1 || jobs[0].ID != "w1.2" {
+		t.Errorf("the failed jobs once the run has ended: %+v, %v", jobs, err)
+	}
+	var refused scheduler.Refused
+	if _, err := c.Job("w1.9"); !errors.As(err, &refused) {
+		t.Errorf("a job the run did not have: %v, want a refusal", err)
+	}
+	old := time.Now().Add(-25 * time.Hour)
+	if err := os.Chtimes(r.Record(), old, old); err != nil {
+		t.Fatal(err)
+	}
+	Runs(dir)
+	var ended RunEndedError
+	if _, err := c.Job("w1.1"); !errors.As(err, &ended) {
+		t.Errorf("once its record is a day old: %v, want the run's end", err)
 	}
 }
 

@@ -1,16 +1,21 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuq/gpuq/scheduler"
 )
 
 // A gpuq run in the foreground serves the daemon's API for its one sweep, read and act
@@ -55,8 +60,97 @@ type Run struct {
 	Socket string `json:"-"`
 }
 
+// Record is where a gpuq run that has ended left its jobs as they ended, beside its
+// socket: a gpuq wait or logs -f that followed them learns there how they ended.
+func (r Run) Record() string { return strings.TrimSuffix(r.Socket, ".sock") + recordSuffix }
+
+const recordSuffix = ".ended.json"
+
+// recordKept is how long a gpuq run's record is kept: for the wait and logs -f that
+// followed its jobs as it ended.
+const recordKept = 24 * time.Hour
+
+// Ended reads the jobs a gpuq run left as they ended; false where it left none (it was
+// killed) or it cannot be read.
+func (r Run) Ended() ([]Job, bool) {
+	data, err := os.ReadFile(r.Record())
+	if err != nil {
+		return nil, false
+	}
+	var jobs JobsResponse
+	if json.Unmarshal(data, &jobs) != nil {
+		return nil, false
+	}
+	return jobs.Jobs, true
+}
+
+// EndedJob is job id among the jobs a gpuq run left as they ended (see Run.Ended).
+func EndedJob(jobs []Job, id string) (Job, error) {
+	for _, j := range jobs {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return Job{}, scheduler.NoJob(id, ids)
+}
+
+// listed are the jobs of a sweep ("" for every sweep) in the given states (none: every
+// state), as a daemon lists them.
+func listed(jobs []Job, sweep string, states []string) []Job {
+	out := []Job{}
+	for _, j := range jobs {
+		if (sweep == "" || j.Sweep == sweep) && (len(states) == 0 || slices.Contains(states, j.State)) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// statesOf answers a StatesRequest from jobs, as a daemon does.
+func statesOf(jobs []Job, req StatesRequest) ([]JobState, error) {
+	var out []JobState
+	if len(req.IDs) == 0 {
+		for _, j := range listed(jobs, req.Sweep, nil) {
+			out = append(out, JobState{ID: j.ID, State: j.State})
+		}
+		return out, nil
+	}
+	for _, id := range req.IDs {
+		j, err := EndedJob(jobs, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, JobState{ID: id, State: j.State})
+	}
+	return out, nil
+}
+
+// WriteRecord writes what a gpuq run leaves as it ends (see Record): the jobs write
+// writes, {"jobs":[...]}, in a file this user alone reads (they hold the trainers'
+// commands), whole or not at all.
+func (r Run) WriteRecord(write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(r.Socket), ".record-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), r.Record())
+}
+
 // Runs lists the gpuq runs of a state directory, by sweep. The socket of a run that no
-// longer runs (killed with SIGKILL, it could not remove it) is removed.
+// longer runs (killed with SIGKILL, it could not remove it) is removed, and so is the
+// record of one that ended more than recordKept ago.
 func Runs(dir string) []Run {
 	entries, err := os.ReadDir(RunsDir(dir))
 	if err != nil {
@@ -64,6 +158,12 @@ func Runs(dir string) []Run {
 	}
 	var out []Run
 	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), recordSuffix) {
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > recordKept {
+				os.Remove(filepath.Join(RunsDir(dir), e.Name()))
+			}
+			continue
+		}
 		base, ok := strings.CutSuffix(e.Name(), ".sock")
 		dot := strings.LastIndexByte(base, '.')
 		if !ok || dot < 0 || e.Type()&os.ModeSocket == 0 {
