@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"go.yaml.in/yaml/v3"
@@ -247,12 +248,15 @@ func (d *decoder) decodeYAML(data []byte) (any, error) {
 // parserLine is a syntax error of YAML's parser (not of its scanner), whose line
 // go-yaml counts from 0: "yaml: line 4: did not find expected key" of a key on the
 // fifth line.
-var parserLine = regexp.MustCompile(`^yaml: line (\d+): (did not find expected (key|node content|'-' indicator|',' or '\]'|',' or '\}'|<document start>))$`)
+// Compiled when first asked: a package's initialisation is every supervisor's start.
+var parserLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^yaml: line (\d+): (did not find expected (key|node content|'-' indicator|',' or '\]'|',' or '\}'|<document start>))$`)
+})
 
 // yamlLine is a YAML syntax error with its line counted from 1, as editors count, and
 // as go-yaml counts the lines of its scanner's errors.
 func yamlLine(err error) error {
-	m := parserLine.FindStringSubmatch(err.Error())
+	m := parserLine().FindStringSubmatch(err.Error())
 	if m == nil {
 		return err
 	}
