@@ -150,6 +150,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"gpus", "--headroom", "1GiB", "--gpu-plan", "0"}, "--gpu-plan:"},
 		{[]string{"plan"}, "accepts 1 arg"},
 		{[]string{"plan", "x", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"status", "--sweeps", "x"}, `unknown flag: --sweeps (did you mean "sweep"?)`},
+		{[]string{"status", "--state-dri", "x"}, `unknown flag: --state-dri (did you mean "state-dir"?)`},
 		{[]string{"daemon", "stop"}, "accepts 0 arg(s), received 1 (did you mean --stop?)"},
 		{[]string{"stauts"}, `unknown command "stauts" (did you mean "status"?)`},
 		{[]string{"--gpus", "sim:1x8GiB", "frobnicate"}, `unknown command "frobnicate"`},

@@ -87,7 +87,7 @@ no failed job), daemon --stop when no daemon runs.`,
 	root.SetErr(io.Err)
 	root.SetHelpTemplate(helpTemplate)
 	root.SetUsageTemplate(usageTemplate)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return inputError{err} })
+	root.SetFlagErrorFunc(flagError)
 	f := root.PersistentFlags()
 	f.String("gpus", "", `cards to use: indices as nvidia-smi numbers them ("0,1,2"), "all", or a simulated machine ("sim:7x23.52GiB")`)
 	f.String("gpu-plan", "", `most jobs per card, in the order of --gpus ("2,2,2,2,1,1,1"), or one count for every card`)
@@ -269,4 +269,19 @@ func xdgDir(env, fallback string) string {
 	}
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, fallback)
+}
+
+// flagError is a flag the command line gets wrong: bad input, and for a flag the
+// command does not have, the one it has that was probably meant.
+func flagError(c *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return inputError{err}
+	}
+	var known []string
+	c.Flags().VisitAll(func(f *pflag.Flag) { known = append(known, f.Name) })
+	if hint := plans.Suggest(name, known); hint != "" {
+		return inputError{fmt.Errorf("%w%s", err, hint)}
+	}
+	return inputError{err}
 }
