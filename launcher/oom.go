@@ -200,8 +200,27 @@ func decisive(text []byte) []byte {
 			}
 			i = j
 		}
-		return join(text[preamble(text, lineStart(text, i)):end], reports)
+		from := lineStart(text, i)
+		if !plainError(text[i:end]) {
+			from = preamble(text, from)
+		}
+		return join(text[from:end], reports)
 	}
+}
+
+// plainErrorRe is a traceback's exception that a program's own mistake raises (a
+// missing key, a bad value, a failed assertion), never a failing allocation or device:
+// it says how the process ended by itself.
+var plainErrorRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:\[rank\d+\]:\s*)?(?:\w+\.)*(?:KeyError|ValueError|TypeError|IndexError|AttributeError|NameError|` +
+		`AssertionError|ZeroDivisionError|FileNotFoundError|ImportError|ModuleNotFoundError|NotImplementedError|` +
+		`UnboundLocalError|SyntaxError|IndentationError|JSONDecodeError|PermissionError|IsADirectoryError|NotADirectoryError)(?::|$)`)
+})
+
+// plainError says whether a traceback ends in such an exception: then the lines above
+// it (a caught OOM it had logged and gone on from) do not say how the process ended.
+func plainError(tb []byte) bool {
+	return plainErrorRe().Match(bytes.TrimSpace(tail(tb, 1)))
 }
 
 // withoutOtherFailures drops from torchrun's last report the workers that failed after
