@@ -338,6 +338,25 @@ func TestHostOOMWaitsForHostRAMNotTheGPULadder(t *testing.T) {
 	}
 }
 
+// TestHostOOMNeedingMoreThanTheMachineFails: a host OOM whose retry would need more
+// RAM than the machine has, with nothing else running, fails the job at once rather
+// than leave it waiting for ever.
+func TestHostOOMNeedingMoreThanTheMachineFails(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib}}
+	doc := "name: h\ncommand: [train]\nparams: {batch_size: 8}\nmemory: 10GiB\njobs: [{}]\n"
+	e, st, fr, _ := cardsEngine(t, doc, &cards, map[int]string{},
+		Config{Host: func() (int64, int64, error) { return 24 * gib, 20 * gib, nil }})
+	e.cfg.Settle = time.Nanosecond
+	e.runner = hostMeter{fr, map[string]int64{"h.1/1": 21 * gib}}
+	round(t, e)
+	round(t, e) // measures the attempt's 21 GiB: a retry would need a fifth more, 25.2
+	e.apply(Exit{Attempt: "h.1/1", Outcome: plans.HostOOM, OOM: &plans.OOMFacts{Signature: "sigkill", Device: -1}})
+	round(t, e)
+	if j := st.View().Job("h.1"); j.State != state.JobFailed || !strings.Contains(j.Reason, "more than any machine has") {
+		t.Errorf("job %s: %q; want it failed, needing more RAM than there is", j.State, j.Reason)
+	}
+}
+
 func TestFailsWithHistoryAtTheEndOfTheLadder(t *testing.T) {
 	st, _, events := runEngine(t, ladderSweep, 1, 1, func(l Launch) Exit { return oom(4*gib, 30*gib) })
 	j := st.View().Job("e.1")

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/pack"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -207,8 +208,31 @@ func (e *Engine) awaitHostRAM(job *state.Job, a *state.Attempt) string {
 		return fmt.Sprintf("host out of memory, no data workers left to drop: retrying at tier %d", job.Pos.Tier)
 	}
 	e.changeShape(job.Shape, func(l *state.Shape) { l.Host = max(l.Host, need) }, nil)
+	if most, ok := e.mostHostRoom(); ok && need > most {
+		why := fmt.Sprintf("host out of memory, no data workers left to drop: it would need %s of host RAM, more than any machine has (%s after the reserve)",
+			plans.FormatSize(need), plans.FormatSize(most))
+		if _, cluster := e.inv.(Cluster); cluster {
+			return why + "; it waits for a worker with more"
+		}
+		job.State, job.Reason = state.JobFailed, why+": lower its host memory (smaller data buffers, no in-memory dataset) or run it on a larger machine"
+		return job.Reason
+	}
 	return fmt.Sprintf("host out of memory, no data workers left to drop: retrying at tier %d once %s of host RAM is free",
 		job.Pos.Tier, plans.FormatSize(need))
+}
+
+// mostHostRoom is the most host RAM a job could have on any machine, with nothing
+// else running: its total less the reserve; false where the RAM is not known.
+func (e *Engine) mostHostRoom() (int64, bool) {
+	hosts, err := e.hosts(pack.Hosts{}, nil)
+	if err != nil || len(hosts) == 0 {
+		return 0, false
+	}
+	var most int64
+	for _, h := range hosts {
+		most = max(most, h.Total-h.Headroom)
+	}
+	return most, true
 }
 
 // stepDown requeues a job at the next rung of its ladder, or reports that it has none.
