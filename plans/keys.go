@@ -173,6 +173,9 @@ type fitted struct {
 	fromBase  []string  // keys the jobs take from config.base
 	missing   []rungKey // keys a written ladder names that the jobs lack
 	ambiguous []string
+	// unscaled are the keys the default ladder would scale whose values are no
+	// numbers (batch_size: "8"): their rung is left out, and a warning says why.
+	unscaled []string
 }
 
 // rungKey is a key one rung of a ladder names.
@@ -213,6 +216,16 @@ func (rc *reach) fit(params *Map) *fitted {
 				f.missing = append(f.missing, rungKey{r, k})
 			}
 		}
+		for _, fac := range rung.Scale {
+			v, has := params.Get(fac.Key)
+			if !has {
+				v, has = s.baseValue(fac.Key)
+			}
+			if _, num := Number(v); has && !num && !written {
+				ok = false
+				f.unscaled = append(f.unscaled, fac.Key)
+			}
+		}
 		if ok || written {
 			f.ladder = append(f.ladder, rung)
 		}
@@ -228,6 +241,14 @@ func (c *checker) fitLadder(rc *reach, j *Job, note func(field, job, msg string)
 	f := rc.fit(j.Params)
 	for _, a := range f.ambiguous {
 		c.warn(fmt.Sprintf("%s: the ladder cannot tell which key to change: %s; name it with oom: {keys: {...}}", rc.s.File, a))
+	}
+	for _, k := range f.unscaled {
+		v, ok := j.Params.Get(k)
+		if !ok {
+			v, _ = rc.s.baseValue(k)
+		}
+		c.warn(fmt.Sprintf("%s: %s is %q, not a number: an OOM will not halve the batch (nor double the accumulation); write it without quotes",
+			rc.s.File, k, FormatValue(v)))
 	}
 	j.Ladder, j.Batch = f.ladder, f.batch
 	for _, k := range f.fromBase {
@@ -300,15 +321,20 @@ func (s *Sweep) noRungWarning() []string {
 	}
 	var bare []string
 	batch, batchOnly := "", true // every bare job has a batch size and no accumulation
+	quoted := false              // a bare job's batch size is no number (see fit's warning)
 	for _, j := range s.Jobs {
 		if len(j.Ladder) == 0 {
 			bare = append(bare, j.ID)
 			b, hasBatch := paramOf(j.Params, KeyBatch)
 			_, hasAcc := paramOf(j.Params, KeyAccumulation)
 			batch, batchOnly = cmp.Or(batch, b), batchOnly && hasBatch && !hasAcc
+			if v, ok := j.Params.Get(b); hasBatch && ok {
+				_, num := Number(v)
+				quoted = quoted || !num
+			}
 		}
 	}
-	if len(bare) == 0 {
+	if len(bare) == 0 || quoted {
 		return nil
 	}
 	if batchOnly {

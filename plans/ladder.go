@@ -80,13 +80,22 @@ func (r Rung) Apply(p *Map) (*Map, []string) {
 	return out, changed
 }
 
+// scale scales a number by a factor. A count stays a whole number (floor, at least 1),
+// written as an integer (8) or as a float (8.0): a batch of 3.5 is no batch.
 func scale(v any, by float64) any {
+	whole := func(f float64) float64 { return max(1, math.Floor(f*by)) }
 	switch t := v.(type) {
 	case int64:
 		return max(1, int64(math.Floor(float64(t)*by)))
 	case float64:
+		if t == math.Trunc(t) {
+			return whole(t)
+		}
 		return t * by
 	case Float:
+		if t.Value == math.Trunc(t.Value) {
+			return whole(t.Value)
+		}
 		return t.Value * by
 	}
 	return v

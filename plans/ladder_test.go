@@ -87,6 +87,40 @@ func TestScaleKeepsIntegers(t *testing.T) {
 	}
 }
 
+// TestScaleKeepsWholeFloatsWhole: a count written as a float (batch_size: 7.0) stays a
+// whole number, as an integer's does; a fraction (a rate) scales as it is.
+func TestScaleKeepsWholeFloatsWhole(t *testing.T) {
+	r := Rung{Scale: []Factor{{KeyBatch, 0.5}, {KeyAccumulation, 2}, {"lr", 0.5}}}
+	out, _ := r.Apply(params(KeyBatch, 7.0, KeyAccumulation, Float{Value: 2, Text: "2.0"}, "lr", 0.001))
+	b, _ := out.Get(KeyBatch)
+	acc, _ := out.Get(KeyAccumulation)
+	lr, _ := out.Get("lr")
+	if b != 3.0 || acc != 4.0 || lr != 0.0005 {
+		t.Errorf("got bs=%v acc=%v lr=%v; want 3, 4 and 0.0005", b, acc, lr)
+	}
+	out, _ = r.Apply(params(KeyBatch, 1.0))
+	if b, _ := out.Get(KeyBatch); b != 1.0 {
+		t.Errorf("a batch of 1.0 halved: %v, want it kept", b)
+	}
+}
+
+// TestAQuotedBatchSizeIsSaid: a batch size written as a string takes no halving rung,
+// and the warning says why, not that the job has no ladder key.
+func TestAQuotedBatchSizeIsSaid(t *testing.T) {
+	doc := "name: q\ncommand: [echo, \"{batch_size}\", \"{gradient_accumulation_steps}\"]\nparams: {batch_size: \"8\", gradient_accumulation_steps: 2}\njobs: [{}]\n"
+	s, err := DecodeSweep("q.yaml", []byte(doc), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Jobs[0].Ladder) != 0 {
+		t.Errorf("ladder %v; want no rung that would change nothing", s.Jobs[0].Ladder)
+	}
+	w := strings.Join(s.Warnings(), "\n")
+	if !strings.Contains(w, `batch_size is "8", not a number`) || strings.Contains(w, "no ladder key found") {
+		t.Errorf("warnings:\n%s", w)
+	}
+}
+
 func TestWarningsReportEffectiveBatchChange(t *testing.T) {
 	doc := "name: w\ncommand: [echo, \"{config}\"]\nparams: {batch_size: 6, gradient_accumulation_steps: 2}\njobs: [{}]\n"
 	s, err := DecodeSweep("w.yaml", []byte(doc), Overrides{})
