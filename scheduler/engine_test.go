@@ -275,6 +275,22 @@ func TestStepDownToTheSameShapeStartsFromTheFloor(t *testing.T) {
 	}
 }
 
+// TestAnOldTorchOOMSaysWhatItHeld: PyTorch 1.x's message names what PyTorch had
+// allocated and reserved, not the process's use: that is a floor on what the job held,
+// where NVML saw nothing of it (an OOM before the first sample).
+func TestAnOldTorchOOMSaysWhatItHeld(t *testing.T) {
+	doc := "name: e\ncommand: [train]\nmemory: 10GiB\njobs: [{}]\noom: {max_attempts: 8, ladder: [{exclusive: true}]}\n"
+	st, _, _ := runEngine(t, doc, 1, 1, func(l Launch) Exit {
+		if l.Attempt.N == 1 { // 12 GiB allocated, 12.5 reserved in all, and 512 MiB more asked for
+			return Exit{Outcome: plans.GPUOOM, OOM: &plans.OOMFacts{AllocatedBytes: 12 * gib, ReservedUnusedB: gib / 2, TriedBytes: gib / 2, TotalBytes: 24 * gib}}
+		}
+		return Exit{Outcome: plans.Success}
+	})
+	if got, want := history(st, "e.1"), "succeeded 1:t0:10.00 GiB:gpu-oom:eb0 2:t1:13.00 GiB:success:eb0"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
 func TestHostOOMLowersDataWorkersFirst(t *testing.T) {
 	st, _, _ := runEngine(t, ladderSweep, 1, 1, func(l Launch) Exit {
 		if l.Attempt.N == 1 {

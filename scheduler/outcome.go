@@ -125,8 +125,15 @@ func (e *Engine) degrade(job *state.Job, a *state.Attempt, sw *plans.Sweep) stri
 		// What the attempt held plus what it asked for is a lower bound on its need at
 		// this tier; and never trust an estimate that was just proven short.
 		used := a.Peak
-		if a.OOM != nil && a.OOM.ProcessBytes > 0 {
+		switch {
+		case a.OOM == nil:
+		case a.OOM.ProcessBytes > 0:
 			used = a.OOM.ProcessBytes
+		default:
+			// PyTorch 1.x says only what it held itself (allocated, and reserved in
+			// all): no less than the process held, where NVML saw less or nothing
+			// (an OOM before the first sample).
+			used = max(used, a.OOM.AllocatedBytes+a.OOM.ReservedUnusedB)
 		}
 		need := used
 		if a.OOM != nil {
