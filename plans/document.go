@@ -247,8 +247,8 @@ func (d *decoder) decodeYAML(data []byte) (any, error) {
 
 // parserLine is a syntax error of YAML's parser (not of its scanner), whose line
 // go-yaml counts from 0: "yaml: line 4: did not find expected key" of a key on the
-// fifth line.
-// Compiled when first asked: a package's initialisation is every supervisor's start.
+// fifth line. It is compiled when first asked: a package's initialisation is every
+// supervisor's start.
 var parserLine = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^yaml: line (\d+): (did not find expected (key|node content|'-' indicator|',' or '\]'|',' or '\}'|<document start>))$`)
 })
