@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -264,8 +265,12 @@ func (m model) browseKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.mode = reading
 		return m, m.readLog(job, "")
 	case key.Matches(k, keys.attach):
-		if m.opts.Attach == nil {
+		switch {
+		case m.opts.Attach == nil:
 			return m.say("attach is not available here")
+		case !m.runs(job):
+			// gpuq attach would refuse it, on a screen top hides while it runs.
+			return m.say(fmt.Sprintf("%s is not running: only a running trainer's terminal can be attached (l shows a log)", job))
 		}
 		return m, tea.ExecProcess(m.opts.Attach(job), func(err error) tea.Msg {
 			return actedMsg{text: "detached from " + job, err: err}
@@ -370,6 +375,11 @@ func (m model) cardOf(id plans.CardID) *api.GPUView {
 		}
 	}
 	return nil
+}
+
+// runs reports whether job is one of the running ones.
+func (m model) runs(job string) bool {
+	return slices.ContainsFunc(m.ov.Running, func(r api.RunningJob) bool { return r.Job == job })
 }
 
 func (m model) waiting(job string) *api.WaitingJob {

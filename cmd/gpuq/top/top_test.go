@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -351,4 +352,88 @@ func TestHostileTextReachesNoTerminal(t *testing.T) {
 	check("on screen", m.View())
 	m = drive(t, m, keysOf("l")...)
 	check("its log", m.View())
+}
+
+// TestTheSelectedRowIsAlwaysDrawn: a list longer than its lines is drawn around the
+// selection, whichever row it is: the selected row among those drawn, a line for the
+// rows left out above and one for those below where there is room, and never more
+// lines than given. (The selection could sit behind "… N more" and a key act on a job
+// nobody saw.)
+func TestTheSelectedRowIsAlwaysDrawn(t *testing.T) {
+	for n := 1; n <= 8; n++ {
+		for rows := n + 1; rows <= 14; rows++ {
+			for sel := range rows {
+				start, end := window(rows, n, sel)
+				lines := end - start
+				if n >= 3 {
+					if start > 0 {
+						lines++
+					}
+					if end < rows {
+						lines++
+					}
+				}
+				if sel < start || sel >= end || start < 0 || end > rows || lines > n || lines < min(n, 3) {
+					t.Fatalf("%d rows in %d lines, row %d selected: rows %d to %d (%d lines)", rows, n, sel, start, end, lines)
+				}
+			}
+		}
+	}
+	// On screen: the seventh of eight running jobs in five lines.
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := drive(t, asciiModel(src), m0(src)...)
+	var jobs []string
+	for i := range 8 {
+		jobs = append(jobs, fmt.Sprintf("r.%d", i+1))
+	}
+	rows := make([]row, len(jobs))
+	for i, id := range jobs {
+		rows[i] = row{key: id, job: id, text: id}
+	}
+	m.sel = "r.7"
+	got := strings.Join(m.window(rows, 5), "\n")
+	if !strings.Contains(got, ">r.7") || !strings.Contains(got, "above") || !strings.Contains(got, "… 1 more") {
+		t.Errorf("r.7 selected of 8 in 5 lines:\n%s", got)
+	}
+}
+
+// TestALongJobIDLosesItsStart: an id longer than the job column loses its start, as
+// the README says ("…long-name.12"), so that every column stays under its header.
+func TestALongJobIDLosesItsStart(t *testing.T) {
+	ov := sampleOverview(t)
+	ov.Running[1].Job = "ux2-with-a-rather-long-sweep-name.3"
+	src := &fakeSource{ov: ov}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 200, Height: 50})
+	var header, line string
+	for _, l := range strings.Split(m.View(), "\n") {
+		switch {
+		case strings.Contains(l, "RUNNING"):
+			header = l
+		case strings.Contains(l, "sweep-name.3"):
+			line = l
+		}
+	}
+	if !strings.Contains(line, " …r-long-sweep-name.3 ") || strings.Contains(line, "ux2-with") {
+		t.Errorf("the long id's line: %q", line)
+	}
+	cell := func(s, sub string) int { return ansi.StringWidth(s[:max(0, strings.Index(s, sub))]) }
+	if h, l := cell(header, "NAME"), cell(line, "sst2,seed=87"); h == 0 || h != l {
+		t.Errorf("NAME at cell %d, the name at %d:\n%s\n%s", h, l, header, line)
+	}
+}
+
+// TestAttachIsOfARunningJob: a on a queued job says that only a running trainer's
+// terminal can be attached, on top's own screen, and runs no gpuq attach (whose
+// refusal went to the screen top hid, leaving "exit status 2").
+func TestAttachIsOfARunningJob(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := asciiModel(src)
+	var attached []string
+	m.opts.Attach = func(job string) *exec.Cmd { attached = append(attached, job); return exec.Command("true") }
+	m = drive(t, m, m0(src)...)
+	m = drive(t, m, keysOf("j", "j", "j", "a")...) // gla.4, queued
+	if len(attached) != 0 || !strings.Contains(m.View(), "gla.4 is not running") {
+		t.Errorf("attached %v; the screen:\n%s", attached, m.View())
+	}
 }

@@ -78,7 +78,7 @@ func (m model) sections() []section {
 			continue
 		}
 		st := m.st.jobStyle(r.Job)
-		text := fmt.Sprintf(runFormat, w, r.Job, nw, CutMiddle(r.Name, nw), intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
+		text := fmt.Sprintf(runFormat, w, CutStart(r.Job, w), nw, CutMiddle(r.Name, nw), intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
 			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), withLatest(r, m.output[r.Job]))
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
@@ -92,7 +92,7 @@ func (m model) sections() []section {
 			state = "held"
 		}
 		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
-			text: fmt.Sprintf(queueFormat, w, q.Job, nw, CutMiddle(q.Name, nw), state, Gig(q.EstimateBytes), q.Reason)})
+			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, CutMiddle(q.Name, nw), state, Gig(q.EstimateBytes), q.Reason)})
 	}
 	events := section{title: "EVENTS"}
 	for i := len(m.ov.Events) - 1; i >= 0; i-- { // newest first
@@ -146,6 +146,16 @@ func (m model) nameWidth(w int) int {
 	return max(min(n, 24, (m.width-w-runFixed)/2), 4)
 }
 
+// CutStart shortens a job's id to width cells by its start, marked with "…": its
+// number, at its end, tells it apart ("…long-name.12").
+func CutStart(id string, width int) string {
+	n := ansi.StringWidth(id)
+	if n <= width || width < 2 {
+		return ansi.Truncate(id, width, "…")
+	}
+	return "…" + ansi.Cut(id, n-(width-1), n)
+}
+
 // CutMiddle shortens s to width cells by its middle, marked with "…": a job's name,
 // told apart by its start (a task) and its end (a seed) alike.
 func CutMiddle(s string, width int) string {
@@ -182,7 +192,8 @@ func eventText(e api.Event) string {
 	return text
 }
 
-// jobWidth is the width of the job column: the longest id shown, within limits.
+// jobWidth is the width of the job column: the longest id shown, within limits (a
+// longer one loses its start, see CutStart).
 func jobWidth(ov api.Overview) int {
 	w := 8
 	for _, r := range ov.Running {
@@ -318,32 +329,67 @@ func (m model) lists(budget int) []string {
 	return out
 }
 
-// window draws n of a list's rows: from the top, or around the selection.
+// window draws a list's rows in n lines: all of them, or those around the selection,
+// with a line for the rows left out above and one for those below. The selected row
+// is always among those drawn: a key acts on the job it shows.
 func (m model) window(rows []row, n int) []string {
 	if n <= 0 {
 		return nil
 	}
-	start := 0
-	if i := slices.IndexFunc(rows, func(r row) bool { return r.key != "" && r.key == m.sel }); i >= n {
-		start = i - n + 1
+	start, end := 0, min(n, len(rows))
+	if len(rows) > n {
+		sel := max(0, slices.IndexFunc(rows, func(r row) bool { return r.key != "" && r.key == m.sel }))
+		start, end = window(len(rows), n, sel)
 	}
 	var out []string
-	for i, r := range rows[start:min(start+n, len(rows))] {
-		text := r.text
-		if i == n-1 && start+n < len(rows) {
-			text = fmt.Sprintf("… %d more", len(rows)-start-n+1)
-			r.style, r.key = &m.st.dim, ""
-		}
-		line := " " + text
+	dim := func(text string) string { return m.st.dim.Render(" " + text) }
+	if start > 0 {
+		out = append(out, dim(fmt.Sprintf("… %d above", start)))
+	}
+	for _, r := range rows[start:end] {
+		line := " " + r.text
 		switch {
 		case r.key != "" && r.key == m.sel:
-			line = m.st.selected.Render(fit(">"+text, m.width))
+			line = m.st.selected.Render(fit(">"+r.text, m.width))
 		case r.style != nil:
 			line = r.style.Render(line)
 		}
 		out = append(out, line)
 	}
+	if end < len(rows) {
+		out = append(out, dim(fmt.Sprintf("… %d more", len(rows)-end)))
+	}
 	return out
+}
+
+// window is which of rows (more than n) to draw in n lines, from start to end, so that
+// row sel is among them: a line goes to those left out above (start > 0) and one to
+// those below (end < rows), where n leaves room for them beside the selected row.
+func window(rows, n, sel int) (start, end int) {
+	if n < 3 {
+		start = max(0, sel-n+1)
+		return start, start + n
+	}
+	lines := func(s, e int) int {
+		l := e - s
+		if s > 0 {
+			l++
+		}
+		if e < rows {
+			l++
+		}
+		return l
+	}
+	for end < rows && lines(0, end+1) <= n {
+		end++
+	}
+	for sel >= end {
+		end++
+		for lines(start, end) > n {
+			start++
+		}
+	}
+	return start, end
 }
 
 func (m model) footer() string {
