@@ -232,19 +232,11 @@ func printResultsTable(w io.Writer, res Results) {
 		if len(res.By) > 0 {
 			g = r.Group + "\t"
 		}
-		n := 0
-		if r.Final != nil {
-			n = r.Final.N
-		}
-		seeds := strconv.Itoa(len(r.Jobs))
-		if n < len(r.Jobs) {
-			seeds = fmt.Sprintf("%d of %d", n, len(r.Jobs))
-		}
 		step := "-"
 		if r.Final != nil {
 			step = strconv.FormatInt(r.Step, 10)
 		}
-		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g, r.Rank, r.Point, seeds, r.Final.Text(), r.Best.Text(), step, r.StatesText())
+		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g, r.Rank, r.Point, r.SeedsText(), r.Final.Text(), r.Best.Text(), step, r.StatesText())
 	}
 	tw.Flush()
 }

@@ -5,6 +5,7 @@ package ranking
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -165,6 +166,19 @@ func ahead(a, b Row, mode plans.Mode) int {
 		return 1
 	}
 	return 0
+}
+
+// SeedsText counts a point's seeds for people: "3", or "2 of 3" where some reported
+// nothing its values are of.
+func (r Row) SeedsText() string {
+	n := 0
+	if r.Final != nil {
+		n = r.Final.N
+	}
+	if n < len(r.Jobs) {
+		return fmt.Sprintf("%d of %d", n, len(r.Jobs))
+	}
+	return strconv.Itoa(len(r.Jobs))
 }
 
 // Broken counts the seeds that failed or were cancelled.

@@ -159,3 +159,21 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedsText: a point's seeds, as results and the report both count them: those its
+// values are of, out of all, where some reported nothing.
+func TestSeedsText(t *testing.T) {
+	rows := Rank([]Job{
+		job("s.1", "", "0.1", "succeeded", 1, 1.2, 1.1, 100),
+		job("s.2", "", "0.1", "running", 2, 0, 0, 0), // nothing reported yet
+		job("s.3", "", "1", "succeeded", 1, 1.4, 1.3, 100),
+		job("s.4", "", "10", "failed", 1, 0, 0, 0),
+	}, "eval_loss", plans.Min)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Point+":"+r.SeedsText())
+	}
+	if s := strings.Join(got, " "); s != "lr=0.1:1 of 2 lr=1:1 lr=10:0 of 1" {
+		t.Errorf("seeds: %s", s)
+	}
+}
