@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -106,7 +105,7 @@ func runWait(opts *waitOptions, ids []string) error {
 // returns the client that answered.
 func pollAgain(opts *waitOptions, c daemonClient, next []string) (daemonClient, []api.JobState, error) {
 	left, err := c.States(api.StatesRequest{IDs: next})
-	if err == nil || !unanswered(err) {
+	if err == nil || !api.Unanswered(err) {
 		return c, left, err
 	}
 	fmt.Fprintf(opts.io.Err, "gpuq: the daemon does not answer (%v); waiting up to %s for it to come back\n", err, opts.gone)
@@ -117,7 +116,7 @@ func pollAgain(opts *waitOptions, c daemonClient, next []string) (daemonClient, 
 			c = again
 			left, err = c.States(api.StatesRequest{IDs: next})
 		}
-		if err == nil || !unanswered(err) {
+		if err == nil || !api.Unanswered(err) {
 			if err == nil {
 				fmt.Fprintln(opts.io.Err, "gpuq: the daemon answers again")
 			}
@@ -125,17 +124,6 @@ func pollAgain(opts *waitOptions, c daemonClient, next []string) (daemonClient, 
 		}
 	}
 	return c, nil, fmt.Errorf("no daemon answered for %s: %w", opts.gone, err)
-}
-
-// unanswered says whether a request failed for want of a daemon to answer it, which
-// may come back: none on the socket, or the connection lost. A gpuq run that has
-// ended does not come back.
-func unanswered(err error) bool {
-	var ended api.RunEndedError
-	var none api.NoDaemonError
-	var op *net.OpError
-	return !errors.As(err, &ended) &&
-		(errors.As(err, &none) || errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
 }
 
 // sayHeld says once of jobs waited for that they are held, and how they go on.

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode"
@@ -29,6 +31,7 @@ const gib = 1 << 30
 type fakeSource struct {
 	mu   sync.Mutex
 	ov   api.Overview
+	err  error // Overview's, when set
 	acts []string
 	logs map[string]string // each job's log
 }
@@ -36,7 +39,7 @@ type fakeSource struct {
 func (f *fakeSource) Overview() (api.Overview, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.ov, nil
+	return f.ov, f.err
 }
 
 func (f *fakeSource) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
@@ -435,5 +438,18 @@ func TestAttachIsOfARunningJob(t *testing.T) {
 	m = drive(t, m, keysOf("j", "j", "j", "a")...) // gla.4, queued
 	if len(attached) != 0 || !strings.Contains(m.View(), "gla.4 is not running") {
 		t.Errorf("attached %v; the screen:\n%s", attached, m.View())
+	}
+}
+
+// TestADaemonThatStopsIsSaidInAFewWords: when the daemon stops answering, top says so
+// in the line it has, not a socket's path and a URL cut off before the reason.
+func TestADaemonThatStopsIsSaidInAFewWords(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	src.err = fmt.Errorf("gpuq daemon on /tmp/ux-state: %w", &net.OpError{Op: "dial", Net: "unix", Err: syscall.ENOENT})
+	m = drive(t, m, overviewMsgOf(src))
+	if v := m.View(); !strings.Contains(v, "the daemon does not answer (stopped, or restarting)") || strings.Contains(v, "/tmp/ux-state") {
+		t.Errorf("the screen:\n%s", v)
 	}
 }

@@ -254,7 +254,15 @@ func (m model) View() string {
 		return fit(head, m.width) + "\n" + m.logs.View() + "\n" + fit(m.st.dim.Render("↑↓ pgup pgdn scroll · esc back"), m.width)
 	}
 	lines := []string{m.header()}
-	if m.err != nil {
+	switch {
+	case m.err != nil && api.Unanswered(m.err):
+		// Said in the width there is: the reason, not the socket's path and the URL.
+		said := "the daemon does not answer (stopped, or restarting); top asks again until it does"
+		if m.width > 0 {
+			said = fit(said, m.width)
+		}
+		lines = append(lines, m.st.bad.Render(said))
+	case m.err != nil:
 		lines = append(lines, m.st.bad.Render("cannot read the daemon: "+m.err.Error()))
 	}
 	cols := m.cardColumns()

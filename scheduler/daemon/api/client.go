@@ -66,6 +66,17 @@ func (c *Client) unreached(err error) error {
 	return fmt.Errorf("gpuq daemon %s: %w", c.where(), err)
 }
 
+// Unanswered says whether a request failed for want of a daemon to answer it, which
+// may come back (one restarting): none on the socket, or the connection lost. A gpuq
+// run that has ended does not come back.
+func Unanswered(err error) bool {
+	var ended RunEndedError
+	var none NoDaemonError
+	var op *net.OpError
+	return !errors.As(err, &ended) &&
+		(errors.As(err, &none) || errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
+}
+
 // RunEndedError says that a gpuq run found serving a sweep has ended since.
 type RunEndedError struct{ Run Run }
 
