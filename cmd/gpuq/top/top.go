@@ -151,8 +151,14 @@ func (m model) tick() tea.Cmd {
 func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
+		// A log followed at its end stays followed: a shorter view would leave it
+		// above its end, where the next reading no longer follows it.
+		atEnd := m.logs.AtBottom()
 		m.width, m.height = msg.Width, msg.Height
 		m.logs.Width, m.logs.Height = msg.Width, max(msg.Height-2, 1)
+		if atEnd {
+			m.logs.GotoBottom()
+		}
 		return m, nil
 	case tickMsg:
 		cmds := []tea.Cmd{m.fetch()}

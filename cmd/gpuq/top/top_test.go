@@ -453,3 +453,27 @@ func TestADaemonThatStopsIsSaidInAFewWords(t *testing.T) {
 		t.Errorf("the screen:\n%s", v)
 	}
 }
+
+// TestALogFollowedStaysFollowedAsTheTerminalShrinks: a log read at its end is still at
+// its end once the terminal is smaller, so that the next reading follows it.
+func TestALogFollowedStaysFollowedAsTheTerminalShrinks(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	var long strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&long, "line %d\n", i)
+	}
+	long.WriteString("the last line")
+	logPath := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(logPath, []byte(long.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src.ov.Running[0].Log = logPath
+	src.logs = map[string]string{"gla.1": logPath}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	m = drive(t, m, keysOf("l")...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 60, Height: 10})
+	if !m.logs.AtBottom() || !strings.Contains(m.View(), "the last line") {
+		t.Errorf("after the terminal shrank, the log view:\n%s", m.View())
+	}
+}
