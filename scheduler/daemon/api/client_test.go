@@ -40,17 +40,21 @@ func TestAClientSendsNothingToAnotherUsersSocket(t *testing.T) {
 	}
 }
 
-// TestARunThatEndedSaysSo: a gpuq run found serving its sweep that has ended since (its
-// socket gone) is told as a run that ended, not as a socket that cannot be reached.
-func TestARunThatEndedSaysSo(t *testing.T) {
-	dir := t.TempDir()
-	r := Run{Sweep: "w1", PID: 4242, Socket: filepath.Join(dir, "w1.4242.sock")}
+// servedRun is a gpuq run of sweep w1 serving on its socket in dir's runs, which
+// answers every request with no job, and a client that has asked it once.
+func servedRun(t *testing.T, dir string) (Run, *http.Server, *Client) {
+	t.Helper()
+	r := Run{Sweep: "w1", PID: 4242, Socket: filepath.Join(RunsDir(dir), "w1.4242.sock")}
+	if err := os.MkdirAll(RunsDir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	ln, err := launcher.ListenUnix(r.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"jobs":[]}`)) })}
 	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
 	c, err := DialRun(dir, r)
 	if err != nil {
 		t.Fatal(err)
@@ -58,9 +62,16 @@ func TestARunThatEndedSaysSo(t *testing.T) {
 	if _, err := c.States(StatesRequest{IDs: []string{"w1.1"}}); err != nil {
 		t.Fatalf("while the run serves: %v", err)
 	}
+	return r, srv, c
+}
+
+// TestARunThatEndedSaysSo: a gpuq run found serving its sweep that has ended since (its
+// socket gone) is told as a run that ended, not as a socket that cannot be reached.
+func TestARunThatEndedSaysSo(t *testing.T) {
+	r, srv, c := servedRun(t, t.TempDir())
 	srv.Close()
 	os.Remove(r.Socket)
-	_, err = c.States(StatesRequest{IDs: []string{"w1.1"}})
+	_, err := c.States(StatesRequest{IDs: []string{"w1.1"}})
 	var ended RunEndedError
 	if !errors.As(err, &ended) || ended.Run.Sweep != "w1" || !strings.Contains(err.Error(), "the gpuq run of sweep w1 (pid 4242) has ended") {
 		t.Errorf("once the run has ended: %v", err)
@@ -73,24 +84,8 @@ func TestARunThatEndedSaysSo(t *testing.T) {
 // as before. A record older than a day is removed with the dead runs' sockets.
 func TestARunThatEndedAnswersFromItsRecord(t *testing.T) {
 	dir := t.TempDir()
-	r := Run{Sweep: "w1", PID: 4242, Socket: filepath.Join(RunsDir(dir), "w1.4242.sock")}
-	if err := os.MkdirAll(RunsDir(dir), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := launcher.ListenUnix(r.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"jobs":[]}`)) })}
-	go srv.Serve(ln)
-	c, err := DialRun(dir, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.States(StatesRequest{IDs: []string{"w1.1"}}); err != nil {
-		t.Fatalf("while the run serves: %v", err)
-	}
-	err = r.WriteRecord(func(w io.Writer) error {
+	r, srv, c := servedRun(t, dir)
+	err := r.WriteRecord(func(w io.Writer) error {
 		_, err := w.Write([]byte(`{"jobs":[{"sweep":"w1","id":"w1.1","state":"succeeded"},{"sweep":"w1","id":"w1.2","state":"failed"}]}`))
 		return err
 	})
