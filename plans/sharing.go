@@ -51,7 +51,7 @@ func ParseUtilTarget(s string) (float64, error) {
 	}
 	if err != nil || math.IsNaN(x) || x <= 0 || x > 4 {
 		return 0, fmt.Errorf("%q is not a sharing target: write how much of a card's compute jobs sharing it may ask for together, "+
-			"e.g. 1 (the default: the whole card), 0.8 or 120%%; or off (memory and slots alone decide)", s)
+			"above 0 and at most 4 (400%%), e.g. 1 (the default: the whole card), 0.8 or 120%%; or off (memory and slots alone decide)", s)
 	}
 	return x, nil
 }

@@ -18,7 +18,7 @@ func TestUtilTargetAndSharing(t *testing.T) {
 		{"util_target: off\n", UtilTargetOff, TimeSlicing, ""},
 		{"sharing: mps\n", 0, MPS, ""},
 		{"util_target: 0\n", 0, "", `util_target: "0" is not a sharing target`},
-		{"util_target: 9\n", 0, "", `util_target: "9" is not a sharing target`},
+		{"util_target: 9\n", 0, "", `util_target: "9" is not a sharing target: write how much of a card's compute jobs sharing it may ask for together, above 0 and at most 4 (400%)`},
 		{"sharing: mig\n", 0, "", `sharing: "mig" is not a way to share a card: write mps`},
 	} {
 		sw, err := DecodeSweep("s.yaml", []byte("name: s\ncommand: [echo]\njobs: [{}]\n"+c.doc), Overrides{})
