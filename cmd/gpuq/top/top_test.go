@@ -477,3 +477,21 @@ func TestALogFollowedStaysFollowedAsTheTerminalShrinks(t *testing.T) {
 		t.Errorf("after the terminal shrank, the log view:\n%s", m.View())
 	}
 }
+
+// TestNamesBeforeMemoryOnANarrowScreen: where the declared and learned memory would
+// cut the jobs' names (80 columns), they give way and the names are whole; a wide
+// screen shows both.
+func TestNamesBeforeMemoryOnANarrowScreen(t *testing.T) {
+	for _, tc := range []struct {
+		width  int
+		memory bool
+	}{{80, false}, {120, true}} {
+		src := &fakeSource{ov: sampleOverview(t)}
+		m := drive(t, asciiModel(src), m0(src)...)
+		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: 24})
+		v := m.View()
+		if !strings.Contains(v, "qnli,seed=87") || strings.Contains(v, "DECLARED") != tc.memory || strings.Contains(v, "LEARNED") != tc.memory {
+			t.Errorf("%d columns: names whole, and the declared and learned memory %v:\n%s", tc.width, tc.memory, v)
+		}
+	}
+}

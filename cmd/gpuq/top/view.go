@@ -70,15 +70,23 @@ func (m model) sections() []section {
 		return slices.ContainsFunc(parts, func(p string) bool { return strings.Contains(strings.ToLower(p), f) })
 	}
 	w := jobWidth(m.ov)
-	nw := m.nameWidth(w)
-	run := section{title: fmt.Sprintf(runFormat, w+1, fmt.Sprintf("RUNNING %d", len(m.ov.Running)), nw, "NAME",
+	nw, narrow := m.nameWidth(w)
+	// A narrow screen leaves out the declared and learned memory, for the names.
+	runLine := func(cells ...any) string {
+		if narrow {
+			cells = slices.Delete(cells, 7, 9)
+			return fmt.Sprintf(runNarrow, cells...)
+		}
+		return fmt.Sprintf(runFormat, cells...)
+	}
+	run := section{title: runLine(w+1, fmt.Sprintf("RUNNING %d", len(m.ov.Running)), nw, "NAME",
 		"GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")}
 	for _, r := range m.ov.Running {
 		if !match(r.Job, r.Name, m.output[r.Job]) {
 			continue
 		}
 		st := m.st.jobStyle(r.Job)
-		text := fmt.Sprintf(runFormat, w, CutStart(r.Job, w), nw, CutMiddle(r.Name, nw), intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
+		text := runLine(w, CutStart(r.Job, w), nw, CutMiddle(r.Name, nw), intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
 			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), withLatest(r, m.output[r.Job]))
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
@@ -111,14 +119,20 @@ func (m model) sections() []section {
 
 // runFormat lays out a running job: job, name, cards, tier, elapsed, declared, learned
 // and current memory, its shape's learned utilization, its output's last line;
-// queueFormat a queued one: job, name, state, estimate and why it waits.
+// runNarrow the same less the declared and learned memory; queueFormat a queued one:
+// job, name, state, estimate and why it waits.
 const (
 	runFormat   = "%-*s %-*s %-4s %-4s %7s %8s %7s %6s %4s  %s"
+	runNarrow   = "%-*s %-*s %-4s %-4s %7s %6s %4s  %s"
 	queueFormat = "%-*s %-*s %-6s %8s  %s"
 )
 
-// runFixed is the cells a running job's line takes but for its id, name and output.
-const runFixed = 1 + 1 + 4 + 1 + 4 + 1 + 7 + 1 + 8 + 1 + 7 + 1 + 6 + 1 + 4 + 2
+// runFixed is the cells a running job's line takes but for its id, name and output;
+// runNarrowFixed the same in runNarrow.
+const (
+	runFixed       = 1 + 1 + 4 + 1 + 4 + 1 + 7 + 1 + 8 + 1 + 7 + 1 + 6 + 1 + 4 + 2
+	runNarrowFixed = runFixed - (8 + 1) - (7 + 1)
+)
 
 // utilText is a learned utilization as a percentage, or "-".
 func utilText(u *float64) string {
@@ -131,8 +145,10 @@ func utilText(u *float64) string {
 // nameWidth is the width of the name column beside ids of width w: the longest name
 // shown, but on a screen at most half of what a running job's line leaves past its
 // other columns (its output needs the rest) and at most 24 cells; names longer lose
-// their middle.
-func (m model) nameWidth(w int) int {
+// their middle. Where the declared and learned memory would cut the names (ssh's 80
+// columns), they give way (narrow): names tell the points apart, and gpuq status ID
+// shows each attempt's estimate and peak.
+func (m model) nameWidth(w int) (width int, narrow bool) {
 	n := 4
 	for _, r := range m.ov.Running {
 		n = max(n, ansi.StringWidth(r.Name))
@@ -141,9 +157,13 @@ func (m model) nameWidth(w int) int {
 		n = max(n, ansi.StringWidth(q.Name))
 	}
 	if m.width <= 0 {
-		return n
+		return n, false
 	}
-	return max(min(n, 24, (m.width-w-runFixed)/2), 4)
+	fits := func(fixed int) int { return max(min(n, 24, (m.width-w-fixed)/2), 4) }
+	if wide := fits(runFixed); wide < min(n, 24) {
+		return fits(runNarrowFixed), true
+	}
+	return fits(runFixed), false
 }
 
 // CutStart shortens a job's id to width cells by its start, marked with "…": its
