@@ -74,7 +74,8 @@ demo: build
 
 # gpuq on this machine's real cards (see examples/gpucheck/gpu_check.py): real CUDA OOMs,
 # a torchrun job, a caught OOM, two trainers alone and together on one card beside the
-# sharing model's prediction; PASS or FAIL for each. Needs an NVIDIA GPU and a python3
+# sharing model's prediction, and what gpuq measures of a trainer alone beside what
+# nvidia-smi does; PASS or FAIL for each. Needs an NVIDIA GPU and a python3
 # with PyTorch (PYTHON=... to choose another); without them it says "no GPU here" and
 # exits 0. About ten minutes.
 PYTHON ?= python3

@@ -26,6 +26,10 @@ const (
 	// saturated is a card's utilization (percent) past which a process's own figure says
 	// less than it would keep busy alone: it gets a share of a card oversubscribed.
 	saturated = 95
+	// busyOver is the least time a card's own figure (gpu.Card.Busy) must average over
+	// to speak for the attempt that holds it alone: sixty of NVML's samples, so that
+	// no moment's stall or burst does.
+	busyOver = 10 * time.Second
 )
 
 // sampleUtil is what an attempt keeps busy of its cards' compute now (0 to 1), as NVML
@@ -42,9 +46,14 @@ func (e *Engine) sampleUtil(a *state.Attempt) (float64, bool) {
 	return best, ok
 }
 
-// utilOn is what attempt's processes keep busy of the card at position i: their own
+// utilOn is what attempt's processes keep busy of the card at position i. While they
+// hold it alone, the card's own mean since they have (gpu.Card.Busy), where it spans
+// busyOver: the share of the time a kernel ran, the very figure the sharing model counts
+// (pack.Speed), where a process's SM figure has read a trainer alone from the card's
+// to well below it on a real card (README, "On a real machine"). Else their own
 // utilization where NVML gives it per process (nvmlDeviceGetProcessUtilization), unless
-// others oversubscribe the card; else the card's utilization while they hold it alone.
+// others oversubscribe the card; else the card's utilization of the moment while they
+// hold it alone.
 func (e *Engine) utilOn(attempt string, i int) (float64, bool) {
 	c := &e.cards[i]
 	if c.Fault != "" {
@@ -70,6 +79,8 @@ func (e *Engine) utilOn(attempt string, i int) (float64, bool) {
 	switch {
 	case n == 0:
 		return 0, false
+	case alone && c.BusyOver >= busyOver:
+		return min(max(float64(c.Busy)/100, 0), 1), true
 	case perProcess && (c.Utilization < saturated || othersKnown && others < 100-saturated):
 		return min(float64(mine)/100, 1), true
 	case alone && c.Utilization != gpu.NoReading:

@@ -189,9 +189,10 @@ func TestMemoryAloneWithoutTarget(t *testing.T) {
 	}
 }
 
-// TestUtilizationFromTheCardAlone: where NVML gives no process its own utilization,
-// the card's while the attempt holds it alone is the attempt's; a card it shares says
-// nothing of it.
+// TestUtilizationFromTheCardAlone: the card's mean while the attempt has held it alone,
+// where that spans busyOver, is the attempt's, not its process's SM figure; where NVML
+// gives no process its own utilization, the card's of the moment while the attempt
+// holds it alone; a card it shares says nothing of it.
 func TestUtilizationFromTheCardAlone(t *testing.T) {
 	cards := []gpu.Card{
 		{Index: 0, Total: 80 * gib, Utilization: 60, Processes: []gpu.Process{{PID: 1, Used: gib, Util: gpu.NoReading}}},
@@ -199,8 +200,13 @@ func TestUtilizationFromTheCardAlone(t *testing.T) {
 		{Index: 2, Total: 80 * gib, Utilization: 100, Processes: []gpu.Process{{PID: 4, Used: gib, Util: 70}, {PID: 5, Used: gib, Util: 30}}},
 		{Index: 3, Total: 80 * gib, Utilization: 100, Processes: []gpu.Process{{PID: 6, Used: gib, Util: 99}, {PID: 7, Used: gib, Util: 1}}},
 		{Index: 4, Total: 80 * gib, Utilization: 80, Processes: []gpu.Process{{PID: 8, Used: gib, Util: 50}, {PID: 9, Used: gib, Util: 30}}},
+		{Index: 5, Total: 80 * gib, Utilization: 70, Busy: 74, BusyOver: 30 * time.Second, Processes: []gpu.Process{{PID: 10, Used: gib, Util: 22}}},
+		{Index: 6, Total: 80 * gib, Utilization: 70, Busy: 74, BusyOver: busyOver - time.Second, Processes: []gpu.Process{{PID: 11, Used: gib, Util: 22}}},
+		{Index: 7, Total: 80 * gib, Utilization: 90, Busy: 90, BusyOver: 30 * time.Second, Processes: []gpu.Process{{PID: 12, Used: gib, Util: 30}, {PID: 13, Used: gib, Util: 40}}},
+		{Index: 8, Total: 80 * gib, Utilization: 0, Busy: 0, BusyOver: busyOver, Processes: []gpu.Process{{PID: 14, Used: gib, Util: gpu.NoReading}}},
 	}
-	owners := map[int]string{1: "a.1/1", 2: "b.1/1", 3: "x.1/1", 4: "c.1/1", 5: "y.1/1", 6: "d.1/1", 7: "z.1/1", 8: "e.1/1", 9: "w.1/1"}
+	owners := map[int]string{1: "a.1/1", 2: "b.1/1", 3: "x.1/1", 4: "c.1/1", 5: "y.1/1", 6: "d.1/1", 7: "z.1/1", 8: "e.1/1", 9: "w.1/1",
+		10: "f.1/1", 11: "g.1/1", 12: "h.1/1", 13: "v.1/1", 14: "i.1/1"}
 	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, &fakeRunner{owners: owners}, newFakeClock(), Config{}, nil)
 	must(t, e.readCards())
@@ -215,6 +221,10 @@ func TestUtilizationFromTheCardAlone(t *testing.T) {
 		{&state.Attempt{ID: "c.1/1", GPUs: []int{2}}, 0, false},   // its 70% is a share of a card others saturate
 		{&state.Attempt{ID: "d.1/1", GPUs: []int{3}}, 0.99, true}, // the card is all but its own
 		{&state.Attempt{ID: "e.1/1", GPUs: []int{4}}, 0.5, true},  // room to spare: its own figure
+		{&state.Attempt{ID: "f.1/1", GPUs: []int{5}}, 0.74, true}, // alone long enough: the card's mean
+		{&state.Attempt{ID: "g.1/1", GPUs: []int{6}}, 0.22, true}, // alone for too short a mean: its own
+		{&state.Attempt{ID: "h.1/1", GPUs: []int{7}}, 0.3, true},  // a shared card's mean is not its
+		{&state.Attempt{ID: "i.1/1", GPUs: []int{8}}, 0, true},    // alone and idle: none of the card
 	} {
 		if u, ok := e.sampleUtil(c.a); ok != c.ok || math.Abs(u-c.util) > 1e-9 {
 			t.Errorf("%s: %v (%v), want %v (%v)", c.a.ID, u, ok, c.util, c.ok)

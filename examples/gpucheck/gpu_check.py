@@ -16,7 +16,10 @@ checks, on the machine's own cards, what simulated ones cannot show:
      OOM;
   5. two train_torch.py trainers on one card, each alone, then together: their step
      rates and NVML's utilizations beside what gpuq's sharing model predicts, so that
-     the first run on a real card calibrates the model (colocation.py).
+     the first run on a real card calibrates the model (colocation.py);
+  6. one trainer alone on a card under gpuq for a minute and a half: the utilization gpuq
+     measured of it must be the card's (nvidia-smi's GPU-Util, what the sharing model
+     counts), within 0.15.
 
 It samples NVML itself (nvidia-smi, four times a second) and prints, for each attempt,
 NVML's peak beside gpuq's peak_bytes, the OOM texts, the attempts of each job, and PASS
@@ -167,17 +170,32 @@ def plan_batch(total, small, large):
 
 def measure(python, card, batch, work):
     """Runs train_torch.py for a few steps on one card: (peak allocated bytes, seconds a
-    step)."""
+    step). A step's time is taken from its progress lines after the first step (which
+    warms up), not from the run's whole time, which counts the warm-up and the
+    evaluation after the steps and read ten times a step's time on an H200."""
     d = tempfile.mkdtemp(dir=work)
     cfg = dict(MODEL, batch_size=batch, steps=8)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f)
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(card), CUDA_DEVICE_ORDER="PCI_BUS_ID")
-    subprocess.run([python, TRAIN_TORCH, "--config", os.path.join(d, "config.json")], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(card), CUDA_DEVICE_ORDER="PCI_BUS_ID", PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([python, TRAIN_TORCH, "--config", os.path.join(d, "config.json")], env=env,
+                         stdout=subprocess.PIPE, text=True, errors="replace")
+    progress = colocation.Progress(p.stdout)
+    progress.start()
+    p.wait()
+    progress.join()
+    if p.returncode != 0:
+        raise subprocess.CalledProcessError(p.returncode, p.args)
     with open(os.path.join(d, "metrics.json")) as f:
         m = json.load(f)
-    return m["peak_gpu_memory_bytes"], m["seconds"] / m["steps"]
+    return m["peak_gpu_memory_bytes"], step_seconds(progress.points, m["seconds"] / m["steps"])
+
+
+def step_seconds(points, otherwise):
+    """Seconds a step from progress points [(time, step)] after the first step's line;
+    otherwise where they tell too little."""
+    rate = colocation.rate_between(points[1:], float("-inf"), float("inf"))
+    return 1 / rate if rate else otherwise
 
 
 # --- the sweeps ---------------------------------------------------------------------
@@ -330,11 +348,18 @@ def read_logs(runs):
     return logs
 
 
-def colocation_check(python, card, work, batch, per_step):
+def steps_for(seconds, python, card, batch, work):
+    """Steps of train_torch.py at batch that take about seconds on card, as a short run
+    there measures them."""
+    _, per_step = measure(python, card, batch, work)
+    return max(20, min(200000, int(seconds / max(per_step, 1e-4))))
+
+
+def colocation_check(python, card, work, batch):
     """Two trainers (a quarter and half the OOM sweep's batch) on one card, alone then
     together, each alone for about 15 seconds; prints the step rates and utilizations
     beside the model's speeds, and returns the verdict."""
-    configs = [dict(MODEL, batch_size=b, steps=max(20, min(2000, int(15 / max(per_step * b / 4, 1e-3)))), seed=i + 1)
+    configs = [dict(MODEL, batch_size=b, steps=steps_for(15, python, card, b, work), seed=i + 1)
                for i, b in enumerate((max(1, batch // 4), max(1, batch // 2)))]
     print(f"gpu-check: co-location on card {card}: batch {configs[0]['batch_size']} and {configs[1]['batch_size']}", flush=True)
     try:
@@ -343,6 +368,52 @@ def colocation_check(python, card, work, batch, per_step):
         return ("colocation", False, "co-location: two trainers ran alone and together", str(e))
     print(colocation.report(m))
     return colocation.judge(m)
+
+
+# How long the trainer of the learned-utilization check runs: past the minute gpuq
+# waits before it samples an attempt's utilization (scheduler.UtilAfter), and half a
+# minute more for its samples.
+UTIL_SECONDS = 95
+# How far gpuq's measured utilization may be from the card's, as nvidia-smi sampled it.
+UTIL_TOLERANCE = 0.15
+
+
+def util_sweep(python, card, batch, steps):
+    params = dict(MODEL, batch_size=batch, steps=steps)
+    return {"name": "gpucheck-util", "command": [python, TRAIN_TORCH, "--config", "{config}"],
+            "config": {"format": "json"}, "params": params, "jobs": [{}], "memory": "1GiB", "gpus": str(card)}
+
+
+def judge_util(summary, card_util, proc_util):
+    """(name, ok, what, detail): gpuq measured the trainer's utilization near what the
+    card was busy (nvidia-smi's GPU-Util, the sharing model's figure) while it ran alone;
+    card_util and proc_util (pmon's SM figure) are percent, None where not sampled."""
+    what = "learned utilization: gpuq's figure of a trainer alone is the card's"
+    utils = [a.get("util") for _, a in attempts(summary)]
+    if len(utils) != 1 or utils[0] is None or card_util is None:
+        return ("util", False, what, f"gpuq measured {utils}, the card {card_util}")
+    got, card = utils[0], card_util / 100
+    detail = (f"gpuq {got:.2f}, the card {card:.2f}, the process (pmon) "
+              + ("-" if proc_util is None else f"{proc_util / 100:.2f}") + f"; within {UTIL_TOLERANCE}")
+    return ("util", abs(got - card) <= UTIL_TOLERANCE, what, detail)
+
+
+def learned_util_check(gpuq, python, card, work, env, batch):
+    """One train_torch.py trainer under gpuq, alone on a card for UTIL_SECONDS: what
+    gpuq measured of its utilization beside what nvidia-smi sampled of the card and of
+    the process after its first UTIL_SECONDS/2 (its start-up left out)."""
+    sweep = util_sweep(python, card, batch, steps_for(UTIL_SECONDS, python, card, batch, work))
+    print(f"gpu-check: gpuq run {sweep['name']} (batch {batch}, {sweep['params']['steps']} steps, about {UTIL_SECONDS} s)", flush=True)
+    sampler = colocation.UtilSampler(card, colocation.nvidia_smi_card, colocation.nvidia_smi_pmon)
+    began = sampler.clock()
+    sampler.start()
+    try:
+        _, summary = run_sweep(gpuq, sweep, work, env)
+    finally:
+        sampler.stop()
+    since = began + UTIL_SECONDS / 2
+    procs = [m for m in (sampler.proc_mean(pid, since) for pid in sampler.proc_samples) if m is not None]
+    return judge_util(summary, sampler.card_mean(since), max(procs) if procs else None)
 
 
 def main(argv=None):
@@ -386,9 +457,10 @@ def main(argv=None):
         sampler.stop()
     checks = judge(gpus, runs, sampler.peaks, sampler.pids_hidden(), len(cards))
     print(report(runs, sampler.peaks, read_logs(runs), checks))
-    checks.append(colocation_check(python, smallest[0], work, batch, per_step))
-    ok, what, detail = checks[-1][1:]
-    print(f"{'PASS' if ok else 'FAIL'}  {what} ({detail})")
+    checks.append(colocation_check(python, smallest[0], work, batch))
+    checks.append(learned_util_check(gpuq, python, smallest[0], work, env, max(1, batch // 4)))
+    for _, ok, what, detail in checks[-2:]:
+        print(f"{'PASS' if ok else 'FAIL'}  {what} ({detail})")
     print(f"\ngpu-check: logs and state in {work}")
     return 0 if all(ok for _, ok, _, _ in checks) else 1
 

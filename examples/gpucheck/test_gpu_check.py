@@ -175,6 +175,36 @@ class JudgeTest(unittest.TestCase):
         self.assertEqual(out.count("PASS"), 7)
 
 
+class UtilTest(unittest.TestCase):
+    def summary(self, util):
+        return {"jobs": [{"id": "gpucheck-util.1", "state": "succeeded", "attempts": [{"n": 1, "util": util}]}]}
+
+    def test_the_cards_figure_passes(self):
+        name, ok, _, detail = gc.judge_util(self.summary(0.74), 73, 22)
+        self.assertEqual(name, "util")
+        self.assertTrue(ok, detail)
+        self.assertIn("gpuq 0.74, the card 0.73, the process (pmon) 0.22", detail)
+
+    def test_the_processs_figure_fails(self):
+        self.assertFalse(gc.judge_util(self.summary(0.22), 73, 22)[1])
+
+    def test_nothing_measured_fails(self):
+        self.assertFalse(gc.judge_util(self.summary(None), 73, None)[1])
+        self.assertFalse(gc.judge_util({"jobs": []}, 73, None)[1])
+        self.assertFalse(gc.judge_util(self.summary(0.7), None, None)[1])
+
+    def test_the_sweep_runs_on_the_card(self):
+        sweep = gc.util_sweep("python3", 2, 8, 9500)
+        self.assertEqual(sweep["gpus"], "2")
+        self.assertEqual((sweep["params"]["steps"], sweep["params"]["batch_size"]), (9500, 8))
+
+    def test_a_step_is_timed_after_the_first(self):
+        # The first step warms up for seconds; the run's whole time says nothing of a step.
+        self.assertAlmostEqual(gc.step_seconds([(10.0, 1), (10.5, 2), (11.0, 3), (11.5, 4)], 3.0), 0.5)
+        self.assertEqual(gc.step_seconds([(10.0, 1), (10.5, 2)], 3.0), 3.0)
+        self.assertEqual(gc.step_seconds([], 3.0), 3.0)
+
+
 class NoGPUTest(unittest.TestCase):
     def test_exits_zero_saying_no_gpu_here(self):
         path = os.environ.get("PATH", "")

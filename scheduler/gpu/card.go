@@ -7,6 +7,7 @@ package gpu
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -30,6 +31,12 @@ type Card struct {
 	// Utilization is the share of the last sample period a kernel ran (percent), and
 	// Temperature the core's (°C); NoReading where NVML gives none.
 	Utilization, Temperature int
+	// Busy is the card's utilization (percent) averaged over BusyOver, the time up to
+	// the reading in which NVML sampled it while the card listed the processes it lists
+	// now (at most half a minute: nvmlDeviceGetSamples). BusyOver is 0 where there are
+	// no such samples, and from a worker of an older build, which sends neither.
+	Busy     int           `json:",omitempty"`
+	BusyOver time.Duration `json:",omitempty"`
 }
 
 // NoReading is a figure NVML did not give.

@@ -43,6 +43,9 @@ type simCard struct {
 	// sum of their utilizations.
 	running []*trainer
 	util    float64
+	// listed is when trainers last changed: since then the card has been as busy as
+	// they keep it (see Read).
+	listed time.Duration
 }
 
 // trainer is one simulated attempt.
@@ -208,6 +211,7 @@ func (m *machine) allocate(t *trainer) bool {
 		c := &m.cards[i]
 		c.held += t.peak
 		c.trainers = append(c.trainers, t)
+		c.listed = m.now
 		m.mostPerCard = max(m.mostPerCard, len(c.trainers))
 		m.held += t.peak
 	}
@@ -240,6 +244,7 @@ func (m *machine) end(t *trainer, o plans.Outcome, f *plans.OOMFacts) {
 			for k, x := range c.trainers {
 				if x == t {
 					c.trainers = append(c.trainers[:k], c.trainers[k+1:]...)
+					c.listed = m.now
 					break
 				}
 			}
@@ -259,7 +264,10 @@ func (m *machine) utilization() float64 {
 
 // Read reads the cards as NVML would: memory in use and the processes holding it, the
 // card's utilization (the busy share of its compute, min(1, Σu)) and each process's (its
-// utilization, scaled down by its share where the card is oversubscribed).
+// utilization, scaled down by its share where the card is oversubscribed). The card's
+// mean since its processes last changed (Busy) is what they keep busy together: a
+// trainer that has not allocated yet shows no process, and its share is not the card's
+// to tell.
 // It fills the same slices each time: the engine keeps a reading only until its next.
 func (m *machine) Read() ([]gpu.Card, error) {
 	if m.read == nil {
@@ -267,11 +275,16 @@ func (m *machine) Read() ([]gpu.Card, error) {
 	}
 	for i, c := range m.cards {
 		procs := m.read[i].Processes[:0]
+		busy := 0.0
 		for _, t := range c.trainers {
 			procs = append(procs, gpu.Process{PID: t.pid, Used: t.peak, Util: percent(t.util * c.share())})
+			busy += t.util * c.share()
 		}
 		m.read[i] = gpu.Card{Index: i, Total: c.total, Used: c.held, Processes: procs,
 			Utilization: percent(min(1, c.util)), Temperature: gpu.NoReading}
+		if len(procs) > 0 {
+			m.read[i].Busy, m.read[i].BusyOver = percent(min(1, busy)), m.now-c.listed
+		}
 	}
 	return m.read, nil
 }

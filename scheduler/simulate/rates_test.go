@@ -106,7 +106,7 @@ func TestSlowestCard(t *testing.T) {
 
 // TestReadUtilization: the simulated NVML reports a card's utilization as min(1, Σu) and
 // each process's as its utilization, scaled down by its share where the card is
-// oversubscribed.
+// oversubscribed; the card's mean since its trainers last changed as their sum.
 func TestReadUtilization(t *testing.T) {
 	m := newMachine(plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: 2, Bytes: 80 * gib}}})
 	noop := func(plans.Outcome, *plans.OOMFacts) {}
@@ -121,5 +121,12 @@ func TestReadUtilization(t *testing.T) {
 	}
 	if cards[1].Utilization != 100 || cards[1].Processes[0].Util != 60 || cards[1].Processes[1].Util != 40 {
 		t.Errorf("card 1: %d%%, processes %+v", cards[1].Utilization, cards[1].Processes)
+	}
+	// The card's mean since its processes last changed: what they keep busy together.
+	at := m.now
+	m.now += 20 * time.Second
+	cards, _ = m.Read()
+	if cards[0].Busy != 80 || cards[0].BusyOver != m.now-at || cards[1].Busy != 100 || cards[1].BusyOver != m.now-at {
+		t.Errorf("busy %d%% over %s and %d%% over %s, want 80%% and 100%% over %s", cards[0].Busy, cards[0].BusyOver, cards[1].Busy, cards[1].BusyOver, m.now-at)
 	}
 }

@@ -6,6 +6,7 @@ package nvidia
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -50,11 +51,13 @@ type Inventory struct {
 	// last is each card's last good reading, for its identity while it is out of
 	// service.
 	last map[int]gpu.Card
-	// utils is each card's last reading of its processes' utilization, read again
-	// once utilEvery has passed (0: at every Read); clock tells when.
+	// utils is each card's last reading of its processes' utilization and its own,
+	// read again once utilEvery has passed (0: at every Read); clock tells when.
 	utils     map[int]utilReading
 	utilEvery time.Duration
 	clock     func() time.Time
+	// listed is the processes each card listed at its last reading, and since when.
+	listed map[int]listing
 }
 
 // ErrUnknownCard is returned when a sweep names a card the machine does not have.
@@ -64,7 +67,7 @@ var ErrUnknownCard = errors.New("unknown card")
 // NVIDIA driver can be loaded, the real NVML otherwise. Only the cards of spec (every
 // card, if it names none) that gpuq's own CUDA_VISIBLE_DEVICES allows are used.
 func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
-	inv := &Inventory{root: opt.Root, last: map[int]gpu.Card{}, utils: map[int]utilReading{}, clock: time.Now}
+	inv := &Inventory{root: opt.Root, last: map[int]gpu.Card{}, utils: map[int]utilReading{}, listed: map[int]listing{}, clock: time.Now}
 	if inv.root == "" {
 		inv.root = "/"
 	}
@@ -261,7 +264,7 @@ func (inv *Inventory) Read() ([]gpu.Card, error) {
 		if err != nil {
 			c = inv.last[i]
 			c.Index, c.Used, c.Processes, c.Fault = i, 0, nil, err.Error()
-			c.Utilization, c.Temperature = gpu.NoReading, gpu.NoReading
+			c.Utilization, c.Temperature, c.Busy, c.BusyOver = gpu.NoReading, gpu.NoReading, 0, 0
 		} else {
 			inv.last[i] = c
 		}
@@ -345,7 +348,7 @@ func (inv *Inventory) readCard(i int) (gpu.Card, *readError) {
 			}
 		}
 	}
-	inv.processUtil(i, d, c.Processes)
+	inv.readUtil(i, d, &c)
 	return c, nil
 }
 
@@ -355,40 +358,80 @@ func (inv *Inventory) readCard(i int) (gpu.Card, *readError) {
 const utilWindow = 30 * time.Second
 
 // utilEvery is how often the real NVML is asked again for a card's processes'
-// utilization. nvmlDeviceGetProcessUtilization is its one slow call, about 2.5 ms a
-// card on an H200 where each other reading of a card takes microseconds, and a daemon
-// reads its cards in every round: 2.5 ms a card and round while trainers run. What it
-// reads, a mean over utilWindow, moves little in a few seconds, and the engine samples
+// utilization and its own samples. nvmlDeviceGetProcessUtilization and
+// nvmlDeviceGetSamples are its slow calls, about 2.5 ms each a card on an H200 where
+// each other reading of a card takes microseconds, and a daemon reads its cards in every
+// round: 5 ms a card and round while trainers run. What they read, a mean over
+// utilWindow, moves little in a few seconds, and the engine samples
 // it from a minute into an attempt (scheduler.UtilAfter). Between readings a process
 // keeps its figure, and one that started since has none (as it would have had few
 // samples). The simulated NVML costs nothing and is read every time.
 const utilEvery = 5 * time.Second
 
-// utilReading is a card's processes' utilization as last read, by PID, in percent.
+// utilReading is a card's utilization as last read: its processes', by PID, in
+// percent, and its own mean (busy, over the time over; 0: no samples) since the card
+// came to list the processes it listed then (since).
 type utilReading struct {
-	at time.Time
-	of map[uint32]int
+	at    time.Time
+	of    map[uint32]int
+	busy  int
+	over  time.Duration
+	since time.Time
 }
 
-// processUtil gives each process of card i its utilization (Process.Util): the mean of
-// NVML's samples of its SM utilization over the last utilWindow
-// (nvmlDeviceGetProcessUtilization, where the driver keeps them), as last read (see
-// utilEvery); NoReading where there are none. A card without a process is not asked
-// (asked of the cards short trainers leave empty, the call held a daemon to two thirds
-// of the trainers it starts a second), and forgets its last reading, whose PIDs may
-// come again.
-func (inv *Inventory) processUtil(i int, d nvml.Device, procs []gpu.Process) {
+// listing is the processes a card listed (their PIDs, in order), and since when.
+type listing struct {
+	pids  []int
+	since time.Time
+}
+
+// listedSince is since when card i has listed procs, as its readings have seen it.
+func (inv *Inventory) listedSince(i int, procs []gpu.Process, now time.Time) time.Time {
+	l, ok := inv.listed[i]
+	same := ok && len(l.pids) == len(procs)
+	for k := 0; same && k < len(procs); k++ {
+		same = slices.Contains(l.pids, procs[k].PID)
+	}
+	if !same {
+		l = listing{since: now}
+		for _, p := range procs {
+			l.pids = append(l.pids, p.PID)
+		}
+		inv.listed[i] = l
+	}
+	return l.since
+}
+
+// readUtil gives each process of card c (at NVML index i) its utilization
+// (Process.Util): the mean of NVML's samples of its SM utilization over the last
+// utilWindow (nvmlDeviceGetProcessUtilization, where the driver keeps them); NoReading
+// where there are none. And it gives the card its own mean (Card.Busy) over the samples
+// since it came to list the processes it lists (nvmlDeviceGetSamples), at most
+// utilWindow back: a trainer alone on a card keeps it as busy as that, which its
+// process's SM figure has read from the same to well below (README, "On a real
+// machine"). Both are as last read (see utilEvery). A card without a process is not
+// asked (asked of the cards short trainers leave empty, the call held a daemon to two
+// thirds of the trainers it starts a second), and forgets its last reading, whose PIDs
+// may come again.
+func (inv *Inventory) readUtil(i int, d nvml.Device, c *gpu.Card) {
+	procs := c.Processes
 	for k := range procs {
 		procs[k].Util = gpu.NoReading
 	}
+	now := inv.clock()
+	since := inv.listedSince(i, procs, now)
 	if len(procs) == 0 {
 		delete(inv.utils, i)
 		return
 	}
-	now := inv.clock()
 	r, ok := inv.utils[i]
 	if !ok || now.Sub(r.at) >= inv.utilEvery {
-		r = utilReading{at: now, of: readProcessUtil(d, now)}
+		r = utilReading{at: now, of: readProcessUtil(d, now), since: since}
+		from := now.Add(-utilWindow)
+		if since.After(from) {
+			from = since
+		}
+		r.busy, r.over = readBusy(d, from, now)
 		inv.utils[i] = r
 	}
 	for k := range procs {
@@ -396,6 +439,51 @@ func (inv *Inventory) processUtil(i int, d nvml.Device, procs []gpu.Process) {
 			procs[k].Util = u
 		}
 	}
+	if r.since.Equal(since) && r.over > 0 {
+		c.Busy, c.BusyOver = r.busy, r.over
+	}
+}
+
+// readBusy is the mean of NVML's samples of a card's utilization taken after from, in
+// percent, and the time from the first of them to now; 0 and 0 where there are none.
+func readBusy(d nvml.Device, from, now time.Time) (busy int, over time.Duration) {
+	after := uint64(from.UnixMicro())
+	typ, samples, ret := d.GetSamples(nvml.GPU_UTILIZATION_SAMPLES, after)
+	if ret != nvml.SUCCESS {
+		return 0, 0
+	}
+	var sum float64
+	n, first := 0, uint64(math.MaxUint64)
+	for _, s := range samples {
+		v, ok := sampleValue(typ, s.SampleValue)
+		if !ok || s.TimeStamp <= after || v < 0 || v > 100 {
+			continue
+		}
+		sum, n, first = sum+v, n+1, min(first, s.TimeStamp)
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return int(math.Round(sum / float64(n))), max(now.Sub(time.UnixMicro(int64(first))), 0)
+}
+
+// sampleValue is a sample's value as NVML's union holds it, by its type.
+func sampleValue(typ nvml.ValueType, v [8]byte) (float64, bool) {
+	switch typ {
+	case nvml.VALUE_TYPE_DOUBLE:
+		return math.Float64frombits(binary.NativeEndian.Uint64(v[:])), true
+	case nvml.VALUE_TYPE_UNSIGNED_INT:
+		return float64(binary.NativeEndian.Uint32(v[:4])), true
+	case nvml.VALUE_TYPE_SIGNED_INT:
+		return float64(int32(binary.NativeEndian.Uint32(v[:4]))), true
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG:
+		return float64(binary.NativeEndian.Uint64(v[:])), true
+	case nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		return float64(int64(binary.NativeEndian.Uint64(v[:]))), true
+	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return float64(binary.NativeEndian.Uint16(v[:2])), true
+	}
+	return 0, false
 }
 
 // readProcessUtil asks NVML for the mean SM utilization of each process of a card with

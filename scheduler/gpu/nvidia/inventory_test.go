@@ -2,7 +2,9 @@ package nvidia
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,6 +176,8 @@ type card struct {
 	total       uint64
 	procs, mps  []nvml.ProcessInfo
 	util        []nvml.ProcessUtilizationSample // nil: the driver keeps none
+	busy        []nvml.Sample                   // the card's utilization; nil: the driver keeps none
+	now         func() time.Time                // the samples taken by then are given; nil: all
 	mig         bool
 	memErr      func() nvml.Return
 	handleErr   nvml.Return
@@ -206,6 +210,18 @@ func (c *card) device() *mock.Device {
 				return nil, nvml.ERROR_NOT_SUPPORTED
 			}
 			return c.util, nvml.SUCCESS
+		},
+		GetSamplesFunc: func(typ nvml.SamplingType, lastSeen uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
+			if c.busy == nil || typ != nvml.GPU_UTILIZATION_SAMPLES {
+				return 0, nil, nvml.ERROR_NOT_SUPPORTED
+			}
+			var out []nvml.Sample
+			for _, s := range c.busy {
+				if s.TimeStamp > lastSeen && (c.now == nil || s.TimeStamp <= uint64(c.now().UnixMicro())) {
+					out = append(out, s)
+				}
+			}
+			return nvml.VALUE_TYPE_UNSIGNED_INT, out, nvml.SUCCESS
 		},
 		GetMPSComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return c.mps, nvml.SUCCESS },
 		GetMigModeFunc: func() (int, int, nvml.Return) {
@@ -437,5 +453,94 @@ func TestProcessUtilReadEvery(t *testing.T) {
 	defer sim.Close()
 	if sim.utilEvery != 0 {
 		t.Errorf("the simulated NVML is read again only every %s", sim.utilEvery)
+	}
+}
+
+// TestCardBusySinceItsProcesses: a card's own utilization is the mean of NVML's samples
+// of it since it came to list the processes it lists, at most utilWindow back, as last
+// read; none while the list has changed since that reading.
+func TestCardBusySinceItsProcesses(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	c := &card{uuid: "GPU-a", total: 40 << 30, procs: []nvml.ProcessInfo{{Pid: 44, UsedGpuMemory: 5 << 30}},
+		util: []nvml.ProcessUtilizationSample{{Pid: 44, SmUtil: 20}}}
+	// A sample a second: 100% before its process came (another's), then 40%, then 60%.
+	for s := -60; s <= 120; s++ {
+		v := uint32(100)
+		switch {
+		case s >= 20:
+			v = 60
+		case s > 0:
+			v = 40
+		}
+		sample := nvml.Sample{TimeStamp: uint64(t0.Add(time.Duration(s) * time.Second).UnixMicro())}
+		binary.NativeEndian.PutUint32(sample.SampleValue[:4], v)
+		c.busy = append(c.busy, sample)
+	}
+	inv, err := Open(plans.GPUSpec{}, Options{library: machine(c), Root: procRoot(t, 44, 45)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inv.Close()
+	now := t0
+	inv.clock = func() time.Time { return now }
+	c.now = inv.clock
+	read := func(at time.Duration, wantBusy int, wantOver time.Duration) {
+		t.Helper()
+		now = t0.Add(at)
+		cards, err := inv.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cards[0]; got.Busy != wantBusy || got.BusyOver != wantOver {
+			t.Errorf("at %s: busy %d%% over %s, want %d%% over %s", at, got.Busy, got.BusyOver, wantBusy, wantOver)
+		}
+	}
+	read(0, 0, 0)                            // its processes were first seen now: nothing since
+	read(utilEvery, 40, 4*time.Second)       // the samples since, not before
+	read(30*time.Second, 47, 29*time.Second) // 19 of 40% and 11 of 60%
+	read(50*time.Second, 60, 29*time.Second) // half a minute back at most
+	read(52*time.Second, 60, 29*time.Second) // as last read, until utilEvery has passed
+	c.procs = append(c.procs, nvml.ProcessInfo{Pid: 45, UsedGpuMemory: 1 << 30})
+	read(53*time.Second, 0, 0)            // another process since: that reading no longer says
+	read(55*time.Second, 60, time.Second) // read again: since the list changed
+	c.procs = []nvml.ProcessInfo{{Pid: 45, UsedGpuMemory: 1 << 30}, {Pid: 44, UsedGpuMemory: 5 << 30}}
+	read(60*time.Second, 60, 6*time.Second) // the same processes, listed in another order
+	c.busy = nil
+	read(70*time.Second, 0, 0) // the driver keeps no samples
+}
+
+// TestSampleValue: NVML's samples are a union read by their type.
+func TestSampleValue(t *testing.T) {
+	var v [8]byte
+	binary.NativeEndian.PutUint64(v[:], math.Float64bits(42.5))
+	if got, ok := sampleValue(nvml.VALUE_TYPE_DOUBLE, v); !ok || got != 42.5 {
+		t.Errorf("double: %v %v", got, ok)
+	}
+	binary.NativeEndian.PutUint64(v[:], 0)
+	binary.NativeEndian.PutUint32(v[:4], 73)
+	for _, typ := range []nvml.ValueType{nvml.VALUE_TYPE_UNSIGNED_INT, nvml.VALUE_TYPE_SIGNED_INT, nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, nvml.VALUE_TYPE_SIGNED_LONG_LONG, nvml.VALUE_TYPE_UNSIGNED_SHORT} {
+		if got, ok := sampleValue(typ, v); !ok || got != 73 {
+			t.Errorf("type %d: %v %v", typ, got, ok)
+		}
+	}
+	if _, ok := sampleValue(nvml.VALUE_TYPE_COUNT, v); ok {
+		t.Error("a type NVML does not define was read")
+	}
+}
+
+// TestSimulatedCardBusy: the simulated card is as busy as its trainers all along.
+func TestSimulatedCardBusy(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	samples := everySecond(uint64(now.Add(-10*time.Second).UnixMicro()), now, 55)
+	if len(samples) != 10 || samples[9].TimeStamp != uint64(now.UnixMicro()) || samples[0].TimeStamp != uint64(now.Add(-9*time.Second).UnixMicro()) {
+		t.Fatalf("samples %+v: want ten, a second apart, the last now", samples)
+	}
+	if got := everySecond(0, now, 55); len(got) != int(utilWindow/time.Second) {
+		t.Errorf("since ever: %d samples, want utilWindow's", len(got))
+	}
+	if busy, over := readBusy(&mock.Device{GetSamplesFunc: func(nvml.SamplingType, uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
+		return nvml.VALUE_TYPE_UNSIGNED_INT, samples, nvml.SUCCESS
+	}}, now.Add(-time.Minute), now); busy != 55 || over != 9*time.Second {
+		t.Errorf("busy %d over %s, want 55 over 9s", busy, over)
 	}
 }

@@ -1,9 +1,12 @@
 package nvidia
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -100,6 +103,15 @@ func simulatedDevice(index int, total int64, ledger string) nvml.Device {
 			}
 			return out, nvml.SUCCESS
 		},
+		// The card's utilization as it is now, a sample a second since lastSeen (at most
+		// half a minute back): a simulated trainer keeps its card as busy all along.
+		GetSamplesFunc: func(typ nvml.SamplingType, lastSeen uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
+			es, ret := held()
+			if ret != nvml.SUCCESS || typ != nvml.GPU_UTILIZATION_SAMPLES {
+				return nvml.VALUE_TYPE_UNSIGNED_INT, nil, cmpRet(ret, nvml.ERROR_NOT_SUPPORTED)
+			}
+			return nvml.VALUE_TYPE_UNSIGNED_INT, everySecond(lastSeen, time.Now(), uint32(percent(min(1, sumUtil(es))))), nvml.SUCCESS
+		},
 		GetTemperatureFunc: func(nvml.TemperatureSensors) (uint32, nvml.Return) {
 			es, ret := held()
 			return uint32(34 + 8*min(len(es), 5)), ret
@@ -116,6 +128,19 @@ func simulatedDevice(index int, total int64, ledger string) nvml.Device {
 			return out, ret
 		},
 	}
+}
+
+// everySecond is a sample of value a second, the last at now, back to (not at) lastSeen
+// (µs since the epoch, as NVML's), at most utilWindow back.
+func everySecond(lastSeen uint64, now time.Time, value uint32) []nvml.Sample {
+	var out []nvml.Sample
+	for t := now; now.Sub(t) < utilWindow && t.UnixMicro() > int64(lastSeen); t = t.Add(-time.Second) {
+		s := nvml.Sample{TimeStamp: uint64(t.UnixMicro())}
+		binary.NativeEndian.PutUint32(s.SampleValue[:4], value)
+		out = append(out, s)
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // sumUtil is what a card's processes ask of its compute together.
