@@ -27,8 +27,8 @@ const (
 	// less than it would keep busy alone: it gets a share of a card oversubscribed.
 	saturated = 95
 	// busyOver is the least time a card's own figure (gpu.Card.Busy) must average over
-	// to speak for the attempt that holds it alone: sixty of NVML's samples, so that
-	// no moment's stall or burst does.
+	// to speak for the attempt that holds it alone: NVML samples a card several times a
+	// second, and no moment's stall or burst should speak for a job.
 	busyOver = 10 * time.Second
 )
 

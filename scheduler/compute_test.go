@@ -203,10 +203,11 @@ func TestUtilizationFromTheCardAlone(t *testing.T) {
 		{Index: 5, Total: 80 * gib, Utilization: 70, Busy: 74, BusyOver: 30 * time.Second, Processes: []gpu.Process{{PID: 10, Used: gib, Util: 22}}},
 		{Index: 6, Total: 80 * gib, Utilization: 70, Busy: 74, BusyOver: busyOver - time.Second, Processes: []gpu.Process{{PID: 11, Used: gib, Util: 22}}},
 		{Index: 7, Total: 80 * gib, Utilization: 90, Busy: 90, BusyOver: 30 * time.Second, Processes: []gpu.Process{{PID: 12, Used: gib, Util: 30}, {PID: 13, Used: gib, Util: 40}}},
-		{Index: 8, Total: 80 * gib, Utilization: 0, Busy: 0, BusyOver: busyOver, Processes: []gpu.Process{{PID: 14, Used: gib, Util: gpu.NoReading}}},
+		{Index: 8, Total: 80 * gib, Utilization: 50, Busy: 20, BusyOver: busyOver, Processes: []gpu.Process{{PID: 14, Used: gib, Util: gpu.NoReading}}},
+		{Index: 9, Total: 80 * gib, Utilization: 100, Busy: 150, BusyOver: time.Minute, Processes: []gpu.Process{{PID: 15, Used: gib, Util: 90}}},
 	}
 	owners := map[int]string{1: "a.1/1", 2: "b.1/1", 3: "x.1/1", 4: "c.1/1", 5: "y.1/1", 6: "d.1/1", 7: "z.1/1", 8: "e.1/1", 9: "w.1/1",
-		10: "f.1/1", 11: "g.1/1", 12: "h.1/1", 13: "v.1/1", 14: "i.1/1"}
+		10: "f.1/1", 11: "g.1/1", 12: "h.1/1", 13: "v.1/1", 14: "i.1/1", 15: "j.1/1"}
 	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, &fakeRunner{owners: owners}, newFakeClock(), Config{}, nil)
 	must(t, e.readCards())
@@ -224,7 +225,8 @@ func TestUtilizationFromTheCardAlone(t *testing.T) {
 		{&state.Attempt{ID: "f.1/1", GPUs: []int{5}}, 0.74, true}, // alone long enough: the card's mean
 		{&state.Attempt{ID: "g.1/1", GPUs: []int{6}}, 0.22, true}, // alone for too short a mean: its own
 		{&state.Attempt{ID: "h.1/1", GPUs: []int{7}}, 0.3, true},  // a shared card's mean is not its
-		{&state.Attempt{ID: "i.1/1", GPUs: []int{8}}, 0, true},    // alone and idle: none of the card
+		{&state.Attempt{ID: "i.1/1", GPUs: []int{8}}, 0.2, true},  // just long enough: the mean, not the moment
+		{&state.Attempt{ID: "j.1/1", GPUs: []int{9}}, 1, true},    // more than all of it is all of it
 	} {
 		if u, ok := e.sampleUtil(c.a); ok != c.ok || math.Abs(u-c.util) > 1e-9 {
 			t.Errorf("%s: %v (%v), want %v (%v)", c.a.ID, u, ok, c.util, c.ok)

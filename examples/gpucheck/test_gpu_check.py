@@ -176,8 +176,8 @@ class JudgeTest(unittest.TestCase):
 
 
 class UtilTest(unittest.TestCase):
-    def summary(self, util):
-        return {"jobs": [{"id": "gpucheck-util.1", "state": "succeeded", "attempts": [{"n": 1, "util": util}]}]}
+    def summary(self, util, state="succeeded", outcome="success"):
+        return {"jobs": [{"id": "gpucheck-util.1", "state": state, "attempts": [{"n": 1, "util": util, "outcome": outcome}]}]}
 
     def test_the_cards_figure_passes(self):
         name, ok, _, detail = gc.judge_util(self.summary(0.74), 73, 22)
@@ -187,6 +187,18 @@ class UtilTest(unittest.TestCase):
 
     def test_the_processs_figure_fails(self):
         self.assertFalse(gc.judge_util(self.summary(0.22), 73, 22)[1])
+        # Within the tolerance of the card's, but nearer the process's.
+        self.assertFalse(gc.judge_util(self.summary(0.62), 73, 60)[1])
+
+    def test_figures_too_close_to_tell_pass_and_say_so(self):
+        _, ok, _, detail = gc.judge_util(self.summary(0.68), 68, 67)
+        self.assertTrue(ok, detail)
+        self.assertIn("too close to tell", detail)
+
+    def test_a_failed_trainer_fails(self):
+        _, ok, _, detail = gc.judge_util(self.summary(0.57, "failed", "gpu-oom"), 70, 57)
+        self.assertFalse(ok)
+        self.assertIn("the job failed", detail)
 
     def test_nothing_measured_fails(self):
         self.assertFalse(gc.judge_util(self.summary(None), 73, None)[1])
@@ -200,7 +212,7 @@ class UtilTest(unittest.TestCase):
 
     def test_a_step_is_timed_after_the_first(self):
         # The first step warms up for seconds; the run's whole time says nothing of a step.
-        self.assertAlmostEqual(gc.step_seconds([(10.0, 1), (10.5, 2), (11.0, 3), (11.5, 4)], 3.0), 0.5)
+        self.assertAlmostEqual(gc.step_seconds([(10.0, 1), (12.0, 2), (12.4, 3), (13.0, 4)], 3.0), 0.5)
         self.assertEqual(gc.step_seconds([(10.0, 1), (10.5, 2)], 3.0), 3.0)
         self.assertEqual(gc.step_seconds([], 3.0), 3.0)
 

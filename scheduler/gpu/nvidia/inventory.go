@@ -432,6 +432,9 @@ func (inv *Inventory) readUtil(i int, d nvml.Device, c *gpu.Card) {
 			from = since
 		}
 		r.busy, r.over = readBusy(d, from, now)
+		// NVML stamps its samples by the wall clock; since is read by the monotonic one
+		// too, which a step of the wall clock does not move.
+		r.over = min(r.over, now.Sub(since))
 		inv.utils[i] = r
 	}
 	for k := range procs {

@@ -172,12 +172,15 @@ func TestVisibleDevicesRestrictCards(t *testing.T) {
 // card is a real card as go-nvml's mock plays it: procs are its compute processes, mps
 // its MPS clients; memErr, if set, answers GetMemoryInfo.
 type card struct {
-	uuid        string
-	total       uint64
-	procs, mps  []nvml.ProcessInfo
-	util        []nvml.ProcessUtilizationSample // nil: the driver keeps none
-	busy        []nvml.Sample                   // the card's utilization; nil: the driver keeps none
-	now         func() time.Time                // the samples taken by then are given; nil: all
+	uuid       string
+	total      uint64
+	procs, mps []nvml.ProcessInfo
+	util       []nvml.ProcessUtilizationSample // nil: the driver keeps none
+	busy       []nvml.Sample                   // the card's utilization; nil: the driver keeps none
+	now        func() time.Time                // the samples taken by then are given; nil: all
+	// junk: GetSamples also gives what go-nvml leaves past the samples NVML wrote
+	// (zeroes) and a sample out of range, stamped now.
+	junk        bool
 	mig         bool
 	memErr      func() nvml.Return
 	handleErr   nvml.Return
@@ -220,6 +223,11 @@ func (c *card) device() *mock.Device {
 				if s.TimeStamp > lastSeen && (c.now == nil || s.TimeStamp <= uint64(c.now().UnixMicro())) {
 					out = append(out, s)
 				}
+			}
+			if c.junk && c.now != nil {
+				bad := nvml.Sample{TimeStamp: uint64(c.now().UnixMicro())}
+				binary.NativeEndian.PutUint32(bad.SampleValue[:4], 250)
+				out = append(out, bad, nvml.Sample{}, nvml.Sample{})
 			}
 			return nvml.VALUE_TYPE_UNSIGNED_INT, out, nvml.SUCCESS
 		},
@@ -461,8 +469,15 @@ func TestProcessUtilReadEvery(t *testing.T) {
 // read; none while the list has changed since that reading.
 func TestCardBusySinceItsProcesses(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	failing := false
 	c := &card{uuid: "GPU-a", total: 40 << 30, procs: []nvml.ProcessInfo{{Pid: 44, UsedGpuMemory: 5 << 30}},
-		util: []nvml.ProcessUtilizationSample{{Pid: 44, SmUtil: 20}}}
+		util: []nvml.ProcessUtilizationSample{{Pid: 44, SmUtil: 20}}, junk: true,
+		memErr: func() nvml.Return {
+			if failing {
+				return nvml.ERROR_GPU_IS_LOST
+			}
+			return nvml.SUCCESS
+		}}
 	// A sample a second: 100% before its process came (another's), then 40%, then 60%.
 	for s := -60; s <= 120; s++ {
 		v := uint32(100)
@@ -500,6 +515,10 @@ func TestCardBusySinceItsProcesses(t *testing.T) {
 	read(30*time.Second, 47, 29*time.Second) // 19 of 40% and 11 of 60%
 	read(50*time.Second, 60, 29*time.Second) // half a minute back at most
 	read(52*time.Second, 60, 29*time.Second) // as last read, until utilEvery has passed
+	failing = true
+	read(52*time.Second, 0, 0) // out of service: no figure of its own
+	failing = false
+	read(52*time.Second, 60, 29*time.Second)
 	c.procs = append(c.procs, nvml.ProcessInfo{Pid: 45, UsedGpuMemory: 1 << 30})
 	read(53*time.Second, 0, 0)            // another process since: that reading no longer says
 	read(55*time.Second, 60, time.Second) // read again: since the list changed
