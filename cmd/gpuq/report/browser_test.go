@@ -35,6 +35,12 @@ func TestInChromium(t *testing.T) {
 				t.Errorf("%s: %d drawn, want %d", sel, n, want)
 			}
 		}
+		// The jobs table fits the page: no column, an attempt's exit status the last,
+		// is scrolled out of sight.
+		var fits bool
+		if err := p.Eval(ctx, `(() => { const t = document.getElementById("jobs"); return t.scrollWidth <= t.parentElement.clientWidth; })()`, &fits); err != nil || !fits {
+			t.Errorf("the jobs table is wider than the page at 1200 pixels (%v)", err)
+		}
 		// Pointing at a bar lights up its job's row.
 		var lit bool
 		err := p.Eval(ctx, `(() => {
