@@ -91,6 +91,7 @@ func (e *Engine) schedule() error {
 	if err != nil {
 		return err
 	}
+	e.store.Queue().SetCards(largest(e.cards), e.target())
 	e.store.Queue().RanFor(running, e.clock.Now())
 	d := e.place(v, smallest)
 	e.headed(view, d)
@@ -821,4 +822,13 @@ func estimateWords(b int64) string {
 		return "no estimate"
 	}
 	return "estimate " + plans.FormatSize(b)
+}
+
+// largest is the memory of the largest of cards.
+func largest(cards []gpu.Card) int64 {
+	var most int64
+	for _, c := range cards {
+		most = max(most, c.Total)
+	}
+	return most
 }

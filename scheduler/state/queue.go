@@ -23,7 +23,9 @@ import (
 // Queue is the waiting jobs in groups, and the order they are offered in: priority
 // first (highest first); then, within a priority, the jobs of sweeps in fifo order in
 // submission order, and the others largest first: by memory (per card, times cards)
-// times learned duration; ties in submission order. A shape whose duration is not
+// times learned duration, a job measured to keep a card's compute as busy as the
+// sharing target counting as the whole card (the largest, as SetCards tells it); ties
+// in submission order. A shape whose duration is not
 // learned yet counts the mean of those that are, or as long as its longest running
 // job has run, if that is longer (memory alone decides until a duration is learned):
 // so the copies of a long shape are not left for the end of the sweep, where a long
@@ -65,6 +67,10 @@ type Queue struct {
 	// they were last counted (see sweepLikes).
 	likes map[likeness]*Job
 	liked int
+	// card is the largest card's memory and target the sharing target (0: none), which
+	// weigh reads a job's share of a card by (see SetCards); card 0: not told.
+	card   int64
+	target float64
 }
 
 // GroupKey is what the packer reads of a waiting job, but its id and its place in
@@ -528,9 +534,23 @@ func (q *Queue) forget(sweep string) {
 	}
 }
 
+// SetCards tells the queue the largest card's memory and the sharing target (0: none),
+// by which it weighs a job's share of a card.
+func (q *Queue) SetCards(card int64, target float64) {
+	if card != q.card || target != q.target {
+		q.card, q.target, q.resort = card, target, true
+	}
+}
+
 // learned takes what the store holds of a shape now.
 func (q *Queue) learned(l *Shape) {
+	was, _ := q.known[l.Name].PackUtil()
 	q.known[l.Name] = l
+	if now, _ := l.PackUtil(); now != was {
+		for _, g := range q.shapes[l.Name] {
+			q.move(g)
+		}
+	}
 	if l.Duration == q.took[l.Name] {
 		return
 	}
@@ -674,7 +694,18 @@ func (q *Queue) weigh(g *Group) float64 {
 	took = max(took, 1)
 	// A job of unknown memory counts as one byte: after every job of known memory,
 	// and by duration among its likes.
-	return float64(max(g.Key.Estimate, 1)*int64(g.Key.GPUs)) * took.Seconds()
+	share := float64(max(g.Key.Estimate, 1))
+	if q.card > 0 {
+		// What it takes of a card: its memory, or all of it where its compute leaves
+		// no room for another job's. Counting its compute share always (the larger of
+		// the two) ended compute-light 14% later: it reordered sweeps of light jobs
+		// that share by compute, where memory's order packs them better.
+		share /= float64(q.card)
+		if u, ok := q.known[g.Key.Shape].PackUtil(); ok && q.target > 0 && u >= q.target {
+			share = max(share, 1)
+		}
+	}
+	return share * float64(g.Key.GPUs) * took.Seconds()
 }
 
 // rank orders two groups of ranked by the weight and head sort placed them by.

@@ -14,7 +14,8 @@ import (
 )
 
 // TestQueueOrder: within a priority, the largest jobs first, by memory times learned
-// duration, or by memory until durations are learned; a fifo sweep's jobs in
+// duration, or by memory until durations are learned, a job that keeps a card's compute
+// as busy as the sharing target counting as the whole card; a fifo sweep's jobs in
 // submission order.
 func TestQueueOrder(t *testing.T) {
 	const sweep = "name: q\ncommand: [echo]\n"
@@ -22,6 +23,8 @@ func TestQueueOrder(t *testing.T) {
 		name   string
 		sweeps []string
 		took   map[string]time.Duration // learned, by task
+		util   map[string]float64       // learned, by task
+		card   int64                    // the largest card's memory, told the queue
 		want   string
 	}{
 		{
@@ -42,6 +45,31 @@ func TestQueueOrder(t *testing.T) {
 			sweeps: []string{sweep + "jobs:\n- {task: a, memory: 10GiB}\n- {task: b, memory: 16GiB}\n- {task: c, memory: 12GiB}\n"},
 			took:   map[string]time.Duration{"a": time.Hour, "b": 3 * time.Hour},
 			want:   "q.2 q.3 q.1",
+		},
+		{
+			// a: 2 GiB x 3h = 6 GiB.h; b: 8 GiB x 1h = 8 GiB.h.
+			name:   "without the cards told, memory counts, whatever the compute",
+			sweeps: []string{sweep + "jobs:\n- {task: a, memory: 2GiB}\n- {task: b, memory: 8GiB}\n"},
+			took:   map[string]time.Duration{"a": 3 * time.Hour, "b": time.Hour},
+			util:   map[string]float64{"a": 1, "b": 1},
+			want:   "q.2 q.1",
+		},
+		{
+			// Each runs alone, by compute: a takes a card 3h, b 1h.
+			name:   "a job that fills a card's compute takes the whole card",
+			sweeps: []string{sweep + "jobs:\n- {task: a, memory: 2GiB}\n- {task: b, memory: 8GiB}\n"},
+			took:   map[string]time.Duration{"a": 3 * time.Hour, "b": time.Hour},
+			util:   map[string]float64{"a": 1, "b": 1},
+			card:   24 << 30,
+			want:   "q.1 q.2",
+		},
+		{
+			name:   "a job that shares a card's compute counts its memory",
+			sweeps: []string{sweep + "jobs:\n- {task: a, memory: 2GiB}\n- {task: b, memory: 8GiB}\n"},
+			took:   map[string]time.Duration{"a": 3 * time.Hour, "b": time.Hour},
+			util:   map[string]float64{"a": 0.6, "b": 0.6},
+			card:   24 << 30,
+			want:   "q.2 q.1",
 		},
 		{
 			name:   "a job of two cards counts both",
@@ -74,10 +102,17 @@ func TestQueueOrder(t *testing.T) {
 				must(t, err)
 				must(t, st.Submit(&Submission{Sweep: sw}))
 			}
+			if tt.card > 0 {
+				st.Queue().SetCards(tt.card, 1)
+			}
 			for _, j := range st.View().Jobs() {
 				task, _ := j.Params.Get("task")
 				if d := tt.took[fmt.Sprint(task)]; d > 0 {
-					must(t, st.Put(Change{Shapes: []*Shape{{Name: j.Shape, Duration: d, Runs: 1}}}))
+					l := &Shape{Name: j.Shape, Duration: d, Runs: 1}
+					if u, ok := tt.util[fmt.Sprint(task)]; ok {
+						l.Util, l.UtilRuns = u, 1
+					}
+					must(t, st.Put(Change{Shapes: []*Shape{l}}))
 				}
 			}
 			if got := strings.Join(ids(st.Queued()), " "); got != tt.want {
@@ -359,4 +394,35 @@ func TestQueueFollowsManyJobsInOnePass(t *testing.T) {
 	if scattered > 4*inOrder+100*time.Millisecond {
 		t.Errorf("holding %d jobs in the order of their ids took %v, in submission order %v", n, scattered, inOrder)
 	}
+}
+
+// TestQueueReordersWhenComputeIsLearned: a shape learned to fill a card's compute moves
+// up the queue as soon as it is learned, as does every change of the cards told.
+func TestQueueReordersWhenComputeIsLearned(t *testing.T) {
+	st, err := NewStore()
+	must(t, err)
+	sw, err := plans.DecodeSweep("q.yaml", []byte("name: q\ncommand: [echo]\njobs:\n- {task: a, memory: 2GiB}\n- {task: b, memory: 8GiB}\n"), plans.Overrides{})
+	must(t, err)
+	must(t, st.Submit(&Submission{Sweep: sw}))
+	st.Queue().SetCards(24<<30, 1)
+	shapes := map[string]*Shape{}
+	for _, j := range st.View().Jobs() {
+		task, _ := j.Params.Get("task")
+		d := map[string]time.Duration{"a": 3 * time.Hour, "b": time.Hour}[fmt.Sprint(task)]
+		shapes[fmt.Sprint(task)] = &Shape{Name: j.Shape, Duration: d, Runs: 1}
+		must(t, st.Put(Change{Shapes: []*Shape{shapes[fmt.Sprint(task)]}}))
+	}
+	order := func(when, want string) {
+		t.Helper()
+		if got := strings.Join(ids(st.Queued()), " "); got != want {
+			t.Errorf("%s: queue %s, want %s", when, got, want)
+		}
+	}
+	order("compute not measured: memory counts", "q.2 q.1")
+	a := *shapes["a"]
+	a.Util, a.UtilRuns = 1, 1
+	must(t, st.Put(Change{Shapes: []*Shape{&a}}))
+	order("a fills a card's compute", "q.1 q.2")
+	st.Queue().SetCards(24<<30, 0)
+	order("no sharing target: memory counts", "q.2 q.1")
 }
