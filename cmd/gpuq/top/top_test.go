@@ -495,3 +495,19 @@ func TestNamesBeforeMemoryOnANarrowScreen(t *testing.T) {
 		}
 	}
 }
+
+// TestAFilterCountsWhatItShows: while a filter hides some jobs, a list's title says how
+// many it shows of how many; without one, how many there are.
+func TestAFilterCountsWhatItShows(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 40})
+	running, queued := len(src.ov.Running), len(src.ov.Queue)
+	if v := m.View(); !strings.Contains(v, fmt.Sprintf("RUNNING %d ", running)) || !strings.Contains(v, fmt.Sprintf("QUEUE %d ", queued)) {
+		t.Errorf("without a filter, the titles do not count %d running and %d queued:\n%s", running, queued, v)
+	}
+	m = drive(t, m, keysOf("/sst", "enter")...)
+	if v := m.View(); !strings.Contains(v, fmt.Sprintf("RUNNING 1 of %d ", running)) || !strings.Contains(v, fmt.Sprintf("QUEUE 0 of %d ", queued)) {
+		t.Errorf("filtered by sst, the titles do not say 1 of %d running and 0 of %d queued:\n%s", running, queued, v)
+	}
+}

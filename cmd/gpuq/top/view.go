@@ -79,8 +79,14 @@ func (m model) sections() []section {
 		}
 		return fmt.Sprintf(runFormat, cells...)
 	}
-	run := section{title: runLine(w+1, fmt.Sprintf("RUNNING %d", len(m.ov.Running)), nw, "NAME",
-		"GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")}
+	// A list's title counts what it shows: "RUNNING 2 of 7" while a filter hides some.
+	count := func(title string, shown, all int) string {
+		if f == "" {
+			return fmt.Sprintf("%s %d", title, all)
+		}
+		return fmt.Sprintf("%s %d of %d", title, shown, all)
+	}
+	var run section
 	for _, r := range m.ov.Running {
 		if !match(r.Job, r.Name, m.output[r.Job]) {
 			continue
@@ -90,7 +96,9 @@ func (m model) sections() []section {
 			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), withLatest(r, m.output[r.Job]))
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
-	queue := section{title: fmt.Sprintf(queueFormat, w+1, fmt.Sprintf("QUEUE %d", len(m.ov.Queue)), nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")}
+	run.title = runLine(w+1, count("RUNNING", len(run.rows), len(m.ov.Running)), nw, "NAME",
+		"GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")
+	var queue section
 	for _, q := range m.ov.Queue {
 		if !match(q.Job, q.Name, q.Reason) {
 			continue
@@ -102,6 +110,7 @@ func (m model) sections() []section {
 		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
 			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, CutMiddle(q.Name, nw), state, Gig(q.EstimateBytes), q.Reason)})
 	}
+	queue.title = fmt.Sprintf(queueFormat, w+1, count("QUEUE", len(queue.rows), len(m.ov.Queue)), nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")
 	events := section{title: "EVENTS"}
 	for i := len(m.ov.Events) - 1; i >= 0; i-- { // newest first
 		e := m.ov.Events[i]
