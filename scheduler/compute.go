@@ -4,6 +4,7 @@ package scheduler
 // NVML, which teaches its shape's; and what the packer counts of it on each card.
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -81,12 +82,46 @@ func (e *Engine) utilOn(attempt string, i int) (float64, bool) {
 		return 0, false
 	case alone && c.BusyOver >= busyOver:
 		return min(max(float64(c.Busy)/100, 0), 1), true
-	case perProcess && (c.Utilization < saturated || othersKnown && others < 100-saturated):
+	case perProcess && (c.Utilization < saturated || othersKnown && (others < 100-saturated || e.unsqueezed(i, attempt))):
 		return min(float64(mine)/100, 1), true
 	case alone && c.Utilization != gpu.NoReading:
 		return float64(c.Utilization) / 100, true
 	}
 	return 0, false
+}
+
+// squeezed is how much below its measured utilization an attempt's reading on a busy
+// card may be and still say it has what it asks of the card: a share, and a point of
+// NVML's rounding.
+const squeezed = 0.15
+
+// unsqueezed reports whether every other attempt on the card at position i than
+// attempt is gpuq's, measured, and read (its processes' figures together) at what it
+// was measured to keep busy alone (see squeezed): on a card that busy, nobody is being
+// squeezed, so it is not oversubscribed, and a process's own figure there is what it
+// would keep busy alone. A job measured nowhere else (its shape's first, placed beside
+// a measured one for want of an idle card) is read so. A card has a few attempts: they
+// are walked, not mapped.
+func (e *Engine) unsqueezed(i int, attempt string) bool {
+	c, owners := &e.cards[i], e.ownersOf(i)
+	some := false
+	for j, o := range owners {
+		if o.attempt == attempt || slices.ContainsFunc(owners[:j], func(p owned) bool { return p.attempt == o.attempt }) {
+			continue // its own, or an attempt read already
+		}
+		read := 0
+		for k := j; k < len(owners); k++ {
+			if owners[k].attempt == o.attempt {
+				read += c.Processes[k].Util
+			}
+		}
+		f := e.crowds.of[o.attempt]
+		if o.attempt == "" || f == nil || !f.known || float64(read) < 100*f.util*(1-squeezed)-1 {
+			return false
+		}
+		some = true
+	}
+	return some
 }
 
 // measureUtil samples a running attempt's utilization, from UtilAfter to LearnAfter of

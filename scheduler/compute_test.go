@@ -234,6 +234,52 @@ func TestUtilizationFromTheCardAlone(t *testing.T) {
 	}
 }
 
+// TestAProcesssFigureOnABusyCardWhereNobodyIsSqueezed: on a card over 95% busy, a
+// process's own figure is what it would keep busy alone where every other attempt there
+// is gpuq's, measured, and read at what it was measured at: nobody is squeezed, so the
+// card is not oversubscribed. Otherwise it is a share of an oversubscribed card, and
+// says nothing.
+func TestAProcesssFigureOnABusyCardWhereNobodyIsSqueezed(t *testing.T) {
+	busy := func(i int, procs ...gpu.Process) gpu.Card {
+		return gpu.Card{Index: i, Total: 80 * gib, Utilization: 100, Processes: procs}
+	}
+	p := func(pid, util int) gpu.Process { return gpu.Process{PID: pid, Used: gib, Util: util} }
+	cards := []gpu.Card{
+		busy(0, p(1, 90), p(2, 10)),
+		busy(1, p(3, 93), p(4, 7)),
+		busy(2, p(5, 50), p(6, 50)),
+		busy(3, p(7, 90), p(8, 10)),
+		busy(4, p(9, 60), p(10, 40)),
+		busy(5, p(11, 60), p(12, 20), p(13, 20)),
+	}
+	owners := map[int]string{1: "a.1/1", 2: "m.1/1", 3: "b.1/1", 4: "m.2/1", 5: "c.1/1", 6: "x.1/1", 7: "d.1/1",
+		9: "e.1/1", 10: "n.1/1", 11: "f.1/1", 12: "m.3/1", 13: "m.3/1"}
+	st, _ := state.NewStore()
+	e := NewEngine(st, cardsInventory{&cards}, &fakeRunner{owners: owners}, newFakeClock(), Config{}, nil)
+	must(t, e.readCards())
+	e.resolveOwners()
+	for id, u := range map[string]float64{"m.1/1": 0.1, "m.2/1": 0.1, "m.3/1": 0.4} {
+		e.crowds.of[id] = &crowd{util: u, known: true}
+	}
+	e.crowds.of["n.1/1"] = &crowd{util: 0.4} // counted at a guess
+	for _, c := range []struct {
+		a    *state.Attempt
+		util float64
+		ok   bool
+	}{
+		{&state.Attempt{ID: "a.1/1", GPUs: []int{0}}, 0.9, true}, // its neighbour has its 10%: the card is not oversubscribed
+		{&state.Attempt{ID: "b.1/1", GPUs: []int{1}}, 0, false},  // its neighbour has 7% of its 10%
+		{&state.Attempt{ID: "c.1/1", GPUs: []int{2}}, 0, false},  // a neighbour not followed
+		{&state.Attempt{ID: "d.1/1", GPUs: []int{3}}, 0, false},  // a process of nobody's
+		{&state.Attempt{ID: "e.1/1", GPUs: []int{4}}, 0, false},  // a neighbour not measured
+		{&state.Attempt{ID: "f.1/1", GPUs: []int{5}}, 0.6, true}, // a neighbour of two processes, 40% together
+	} {
+		if u, ok := e.sampleUtil(c.a); ok != c.ok || math.Abs(u-c.util) > 1e-9 {
+			t.Errorf("%s: %v (%v), want %v (%v)", c.a.ID, u, ok, c.util, c.ok)
+		}
+	}
+}
+
 // TestAShapeNVMLCannotMeasureCountsAsComputeBound: an attempt that succeeds without a
 // reading of its utilization leaves its shape compute-bound, rather than the shape's
 // jobs waiting each for the next to measure it.

@@ -693,7 +693,8 @@ func newWhyCmd(io ioStreams, st *settings) *cobra.Command {
 no-memory (not enough free memory on any card with a slot), would-slow (the cards with
 room are busy enough that it would slow their jobs past the sharing target), unmeasured
 (its shape's use of a card's compute is not measured yet, and no card is free enough to
-run it as if it used all of it), reserved (cards kept for a larger job ahead of it),
+run it at the guess it counts at, or each such card already runs a job not measured yet),
+reserved (cards kept for a larger job ahead of it),
 needs-idle (it runs alone and no card is idle), no-host-memory (not enough host RAM),
 too-large (no card could hold it); or that you hold it, that it is blocked until the
 jobs it runs after succeed, or that it waits for its shape's probe. For a job that is

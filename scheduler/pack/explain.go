@@ -40,8 +40,9 @@ const (
 	// would run slower than alone (see Speed).
 	WouldSlow Reason = "would-slow"
 	// Unmeasured: the job's shape has not been measured yet, so it counts as
-	// compute-bound and runs alone, or beside jobs that use no compute; no card offers
-	// that now.
+	// compute-bound, or as its sweep's busiest measured shape, and no card offers room
+	// for that now, or each that does already runs a job not measured yet (a card takes
+	// one guess at a time).
 	Unmeasured Reason = "unmeasured"
 )
 
@@ -367,6 +368,10 @@ func (p *packer) busyWhy(r Request, i int) string {
 		counts := "compute-bound"
 		if u := r.util(); u < 1 {
 			counts = fmt.Sprintf("%.0f%% of a card", 100*u)
+		}
+		if c.load(&r) <= c.Target+slack && c.secondGuess(&r) {
+			return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
+				"and GPU %s, the least busy with room for it, already runs a job not measured yet: a card takes one such guess at a time", counts, card)
 		}
 		return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
 			"and it would slow the jobs on GPU %s, the least busy with room for it, to %.0f%% of their speed: %s", counts, card, 100*c.slowdown(&r), load)

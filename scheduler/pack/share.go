@@ -54,10 +54,18 @@ func (r *Request) util() float64 {
 
 // shares reports whether r may join the jobs on the card as far as its compute goes:
 // the card runs none of gpuq's jobs, or has no target, or what its jobs ask for with r
-// stays within the target.
+// stays within the target, and r is not a second guess there. A job not measured yet
+// counts at a guess (its sweep's busiest measured shape), which a heavier shape of the
+// sweep can be far above: a card takes one guess at a time, so that a wrong one slows
+// one job, not a card of them, and the job is measured beside measured ones (whose
+// readings say whether the card is oversubscribed: see scheduler's utilOn).
 func (c *CardState) shares(r *Request) bool {
-	return c.Target == 0 || c.Running == 0 || c.Util+r.util() <= c.Target+slack
+	return c.Target == 0 || c.Running == 0 || c.Util+r.util() <= c.Target+slack && !c.secondGuess(r)
 }
+
+// secondGuess reports whether r, not measured yet, would join another job not measured
+// yet on the card.
+func (c *CardState) secondGuess(r *Request) bool { return r.UtilUnknown && c.Blind > 0 }
 
 // better reports whether card a suits r better than card b: spread before stack (a card
 // of none of gpuq's jobs before one that would make r share: sharing costs each job

@@ -87,6 +87,20 @@ func TestSharing(t *testing.T) {
 			want: "new -> [1]\nnew2 waits: unmeasured\nreserved for new2: GPU [1] in 0s, due",
 		},
 		{
+			// Counted at their sweep's busiest measured shape, 10%, both would fit beside
+			// the light job; a heavy shape's guess that far off would slow the card.
+			name:  "a card takes one guess at a time",
+			queue: []Request{{Job: "g1", Memory: 10 * gib, Util: 0.1, UtilUnknown: true}, {Job: "g2", Memory: 10 * gib, Util: 0.1, UtilUnknown: true}},
+			cards: []CardState{sharing(0, 1, 0.1, 0)},
+			want:  "g1 -> [0]\ng2 waits: unmeasured\nreserved for g2: GPU [0] in 0s, due",
+		},
+		{
+			name:  "a measured job may join a guess that leaves room",
+			queue: []Request{{Job: "g1", Memory: 10 * gib, Util: 0.1, UtilUnknown: true}, {Job: "m", Memory: 10 * gib, Util: 0.3}},
+			cards: []CardState{sharing(0, 1, 0.1, 0)},
+			want:  "g1 -> [0]\nm -> [0]",
+		},
+		{
 			name:  "nor does a measured job join one that is not",
 			queue: []Request{{Job: "a", Memory: 10 * gib, Util: 0.2}, {Job: "zero", Memory: 10 * gib}},
 			cards: []CardState{sharing(0, 1, 1, 1)},
@@ -139,6 +153,17 @@ func TestWouldSlowSays(t *testing.T) {
 	}
 	if strings.Join(details, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(details, "\n"), strings.Join(want, "\n"))
+	}
+	// A second guess is told as such, not as a slowdown the guesses do not add up to.
+	d = Pack([]Request{{Job: "g2", Memory: 10 * gib, Util: 0.1, UtilUnknown: true}}, []CardState{sharing(3, 2, 0.2, 1)}, nil)
+	if d.Waiting.Len() != 1 {
+		t.Fatalf("a second guess did not wait: %s", describe(d))
+	}
+	for w := range d.Waiting.All() {
+		if got := string(w.Reason) + ": " + w.Detail; got != "unmeasured: its shape's utilization is not measured yet, so it counts as 10% of a card until it is; "+
+			"no card it fits is idle, and GPU 3, the least busy with room for it, already runs a job not measured yet: a card takes one such guess at a time" {
+			t.Errorf("a second guess: %s", got)
+		}
 	}
 }
 
