@@ -90,14 +90,22 @@ func (e *Engine) utilOn(attempt string, i int) (float64, bool) {
 	return 0, false
 }
 
-// squeezed is how much below its measured utilization an attempt's reading on a busy
-// card may be and still say it has what it asks of the card: a share, and a point of
-// NVML's rounding.
-const squeezed = 0.15
+const (
+	// squeezed is how much below its measured utilization an attempt's reading on a
+	// busy card may be and still say it has what it asks of the card: a share, and a
+	// point of NVML's rounding.
+	squeezed = 0.15
+	// vouches is the least an attempt must be measured to keep busy of a card for its
+	// reading there to say whether the card is oversubscribed: one that keeps it all but
+	// idle reads about nothing either way, and a planned shape not measured yet counts
+	// as nothing (see utilOf). A tenth ended compute-light 10% later: its shapes of 7%
+	// and 8% could not vouch.
+	vouches = 0.05
+)
 
 // unsqueezed reports whether every other attempt on the card at position i than
-// attempt is gpuq's, measured, and read (its processes' figures together) at what it
-// was measured to keep busy alone (see squeezed): on a card that busy, nobody is being
+// attempt is gpuq's, measured to keep at least vouches of a card busy, and read (its
+// processes' figures together) at what it was measured at (see squeezed): on a card that busy, nobody is being
 // squeezed, so it is not oversubscribed, and a process's own figure there is what it
 // would keep busy alone. A job measured nowhere else (its shape's first, placed beside
 // a measured one for want of an idle card) is read so. A card has a few attempts: they
@@ -116,7 +124,7 @@ func (e *Engine) unsqueezed(i int, attempt string) bool {
 			}
 		}
 		f := e.crowds.of[o.attempt]
-		if o.attempt == "" || f == nil || !f.known || float64(read) < 100*f.util*(1-squeezed)-1 {
+		if o.attempt == "" || f == nil || !f.known || f.util < vouches || float64(read) < 100*f.util*(1-squeezed)-1 {
 			return false
 		}
 		some = true

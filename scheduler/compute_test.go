@@ -251,9 +251,12 @@ func TestAProcesssFigureOnABusyCardWhereNobodyIsSqueezed(t *testing.T) {
 		busy(3, p(7, 90), p(8, 10)),
 		busy(4, p(9, 60), p(10, 40)),
 		busy(5, p(11, 60), p(12, 20), p(13, 20)),
+		busy(6, p(14, 20), p(15, 27), p(16, 27), p(17, 26)),
+		busy(7, p(18, 95), p(19, 5)),
 	}
 	owners := map[int]string{1: "a.1/1", 2: "m.1/1", 3: "b.1/1", 4: "m.2/1", 5: "c.1/1", 6: "x.1/1", 7: "d.1/1",
-		9: "e.1/1", 10: "n.1/1", 11: "f.1/1", 12: "m.3/1", 13: "m.3/1"}
+		9: "e.1/1", 10: "n.1/1", 11: "f.1/1", 12: "m.3/1", 13: "m.3/1", 14: "g.1/1", 15: "p.1/1", 16: "p.2/1", 17: "p.3/1",
+		18: "h.1/1", 19: "z.1/1"}
 	st, _ := state.NewStore()
 	e := NewEngine(st, cardsInventory{&cards}, &fakeRunner{owners: owners}, newFakeClock(), Config{}, nil)
 	must(t, e.readCards())
@@ -262,6 +265,10 @@ func TestAProcesssFigureOnABusyCardWhereNobodyIsSqueezed(t *testing.T) {
 		e.crowds.of[id] = &crowd{util: u, known: true}
 	}
 	e.crowds.of["n.1/1"] = &crowd{util: 0.4} // counted at a guess
+	for _, id := range []string{"p.1/1", "p.2/1", "p.3/1"} {
+		e.crowds.of[id] = &crowd{util: 0, known: true} // a planned shape not measured yet: nothing
+	}
+	e.crowds.of["z.1/1"] = &crowd{util: 0.03, known: true}
 	for _, c := range []struct {
 		a    *state.Attempt
 		util float64
@@ -273,6 +280,8 @@ func TestAProcesssFigureOnABusyCardWhereNobodyIsSqueezed(t *testing.T) {
 		{&state.Attempt{ID: "d.1/1", GPUs: []int{3}}, 0, false},  // a process of nobody's
 		{&state.Attempt{ID: "e.1/1", GPUs: []int{4}}, 0, false},  // a neighbour not measured
 		{&state.Attempt{ID: "f.1/1", GPUs: []int{5}}, 0.6, true}, // a neighbour of two processes, 40% together
+		{&state.Attempt{ID: "g.1/1", GPUs: []int{6}}, 0, false},  // neighbours that count as nothing say nothing
+		{&state.Attempt{ID: "h.1/1", GPUs: []int{7}}, 0, false},  // nor does one that keeps the card all but idle
 	} {
 		if u, ok := e.sampleUtil(c.a); ok != c.ok || math.Abs(u-c.util) > 1e-9 {
 			t.Errorf("%s: %v (%v), want %v (%v)", c.a.ID, u, ok, c.util, c.ok)

@@ -181,6 +181,7 @@ type fit struct {
 	util         float64 // as counted (Request.util)
 	gpus         int32
 	exclusive    int32 // 1: exclusive
+	blind        int32 // 1: not measured yet (a card takes one such: see secondGuess)
 }
 
 // of reports whether r is of fit f, as *f == fitOf(r) but without building r's fit, and
@@ -188,13 +189,17 @@ type fit struct {
 // a long queue.
 func (f *fit) of(r *Request) bool {
 	return f.memory == r.Memory && f.host == r.Host && f.duration == r.Duration && f.quota == r.Quota &&
-		f.util == r.util() && f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive
+		f.util == r.util() && f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive &&
+		(f.blind == 1) == r.UtilUnknown
 }
 
 func fitOf(r *Request) fit {
-	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.util(), int32(max(r.GPUsPerJob, 1)), 0}
+	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.util(), int32(max(r.GPUsPerJob, 1)), 0, 0}
 	if r.Exclusive {
 		f.exclusive = 1
+	}
+	if r.UtilUnknown {
+		f.blind = 1
 	}
 	return f
 }

@@ -186,3 +186,19 @@ func TestSpeed(t *testing.T) {
 		}
 	}
 }
+
+// TestAGuessThatWaitsStopsNoMeasuredJobAlikeInAllElse: a job not measured yet that
+// waits (its card already runs one) says nothing of a measured job of the same memory
+// and utilization behind it, which Pack and Place both start.
+func TestAGuessThatWaitsStopsNoMeasuredJobAlikeInAllElse(t *testing.T) {
+	cards := []CardState{{Index: 0, Total: 80 * gib, Reserved: 10 * gib, Running: 1, Slots: NoLimit, Target: DefaultTarget,
+		Util: 0.3, Blind: 1, BlindUtil: 0.3, Ends: []Release{{In: UnknownEnd, Memory: 10 * gib, Util: 0.3, Blind: true}}}}
+	queue := []Request{{Job: "u", Memory: 10 * gib, Util: 0.3, UtilUnknown: true}, {Job: "m", Memory: 10 * gib, Util: 0.3}}
+	want := "m -> [0]\nu waits: unmeasured\nreserved for u: GPU [0] in 0s, due"
+	if got := describe(Pack(queue, cards, nil)); got != want {
+		t.Errorf("Pack:\n%s\nwant\n%s", got, want)
+	}
+	if got := Place(&grouped{q: queue}, cards, nil, 10*gib); len(got.Placements) != 1 || got.Placements[0].Job != "m" {
+		t.Errorf("Place: %+v, want m on GPU 0", got.Placements)
+	}
+}
