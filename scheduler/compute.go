@@ -105,11 +105,11 @@ const (
 
 // unsqueezed reports whether every other attempt on the card at position i than
 // attempt is gpuq's, measured to keep at least vouches of a card busy, and read (its
-// processes' figures together) at what it was measured at (see squeezed): on a card that busy, nobody is being
-// squeezed, so it is not oversubscribed, and a process's own figure there is what it
-// would keep busy alone. A job measured nowhere else (its shape's first, placed beside
-// a measured one for want of an idle card) is read so. A card has a few attempts: they
-// are walked, not mapped.
+// processes' figures together) at what it was measured at (see squeezed): on a card
+// that busy, nobody is being squeezed, so it is not oversubscribed, and a process's
+// own figure there is what it would keep busy alone. A job measured nowhere else (its
+// shape's first, placed beside a measured one for want of an idle card) is read so. A
+// card has a few attempts: they are walked, not mapped.
 func (e *Engine) unsqueezed(i int, attempt string) bool {
 	c, owners := &e.cards[i], e.ownersOf(i)
 	some := false

@@ -25,11 +25,11 @@ import (
 // submission order, and the others largest first: by memory (per card, times cards)
 // times learned duration, a job measured to keep a card's compute as busy as the
 // sharing target counting as the whole card (the largest, as SetCards tells it); ties
-// in submission order. A shape whose duration is not
-// learned yet counts the mean of those that are, or as long as its longest running
-// job has run, if that is longer (memory alone decides until a duration is learned):
-// so the copies of a long shape are not left for the end of the sweep, where a long
-// job runs on alone, while the first of them runs. Counting such a shape as long as
+// in submission order. A shape whose duration is not learned yet counts the mean of
+// those that are, or as long as its longest running job has run, if that is longer
+// (memory alone decides until a duration is learned): so the copies of a long shape
+// are not left for the end of the sweep, where a long job runs on alone, while the
+// first of them runs. Counting such a shape as long as
 // the longest learned instead ended the generated traces a little sooner, but the
 // seed sweep (gla) 15% later: its many copies of short, unknown shapes went before the
 // known long ones.
