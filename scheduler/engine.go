@@ -213,6 +213,9 @@ type Engine struct {
 	// cardsRead counts the readings that changed them (see positions).
 	cardIDs   []plans.CardID
 	cardsRead uint64
+	// largest is the memory of the largest of those cards, which the queue weighs a
+	// job's share of a card by (see state.Queue.SetCards).
+	largest int64
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership

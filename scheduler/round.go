@@ -91,7 +91,7 @@ func (e *Engine) schedule() error {
 	if err != nil {
 		return err
 	}
-	e.store.Queue().SetCards(largest(e.cards), e.target())
+	e.store.Queue().SetCards(e.largest, e.target())
 	e.store.Queue().RanFor(running, e.clock.Now())
 	d := e.place(v, smallest)
 	e.headed(view, d)
@@ -147,14 +147,18 @@ func (e *Engine) readCards() error {
 	return nil
 }
 
-// placeCards finds where each card is among the round's: again only when the list of
-// cards changed, as a fleet's thousands do not each round.
+// placeCards finds where each card is among the round's, and the largest's memory:
+// again only when the list of cards changed, as a fleet's thousands do not each round.
+// (A card NVML could not read at its first reading has no memory yet; until the list
+// changes, the queue then weighs by what the others have, or by memory alone.)
 func (e *Engine) placeCards() {
 	clear(e.cardPos)
 	clear(e.workerAt)
 	e.cardIDs = e.cardIDs[:0]
 	e.cardsRead++
+	e.largest = 0
 	for i, c := range e.cards {
+		e.largest = max(e.largest, c.Total)
 		e.cardIDs = append(e.cardIDs, c.ID())
 		e.cardPos[c.ID()] = i
 		if _, ok := e.workerAt[c.Worker]; !ok {
@@ -822,13 +826,4 @@ func estimateWords(b int64) string {
 		return "no estimate"
 	}
 	return "estimate " + plans.FormatSize(b)
-}
-
-// largest is the memory of the largest of cards.
-func largest(cards []gpu.Card) int64 {
-	var most int64
-	for _, c := range cards {
-		most = max(most, c.Total)
-	}
-	return most
 }
