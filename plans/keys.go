@@ -188,7 +188,17 @@ type rungKey struct {
 // found where the jobs have them (see findRoles). A rung of the default ladder whose
 // keys the jobs lack is left out; a written rung is kept, and its missing keys listed.
 func (rc *reach) fit(params *Map) *fitted {
-	sig := strings.Join(params.Keys, "\x00")
+	// Jobs alike in their parameters' names, and in which are numbers (a batch size
+	// written as a string takes no halving rung), fit alike.
+	var b strings.Builder
+	for _, k := range params.Keys {
+		b.WriteString(k)
+		if _, num := Number(params.Vals[k]); num {
+			b.WriteByte('#')
+		}
+		b.WriteByte(0)
+	}
+	sig := b.String()
 	if f, ok := rc.fits[sig]; ok {
 		return f
 	}

@@ -119,6 +119,18 @@ func TestAQuotedBatchSizeIsSaid(t *testing.T) {
 	if !strings.Contains(w, `batch_size is "8", not a number`) || strings.Contains(w, "no ladder key found") {
 		t.Errorf("warnings:\n%s", w)
 	}
+	// A job of the same keys with a number keeps its rungs: what is fitted of one job
+	// is not another's whose values differ in kind.
+	doc = "name: q\ncommand: [echo, \"{batch_size}\"]\nparams: {gradient_accumulation_steps: 2}\njobs: [{batch_size: \"8\"}, {batch_size: 16}]\n"
+	if s, err = DecodeSweep("q.yaml", []byte(doc), Overrides{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Jobs[0].Ladder) != 0 || len(s.Jobs[1].Ladder) == 0 {
+		t.Errorf("ladders %v and %v: want none for the quoted batch size, rungs for the number", s.Jobs[0].Ladder, s.Jobs[1].Ladder)
+	}
+	if w := strings.Join(s.Warnings(), "\n"); strings.Contains(w, `"16"`) {
+		t.Errorf("the number is warned of as a string:\n%s", w)
+	}
 }
 
 func TestWarningsReportEffectiveBatchChange(t *testing.T) {
