@@ -259,8 +259,10 @@ func notStarted(j api.Job) error {
 func waitForAttempt(opts *logsOptions, id string, n int, run *api.Run) (api.Job, error) {
 	for {
 		j, err := fetchJob(opts.client, id)
-		if jobs, ended := endedRun(run); err != nil && ended {
-			j, err = api.EndedJob(jobs, id)
+		if err != nil { // the run's record is read only once it no longer answers
+			if jobs, ended := endedRun(run); ended {
+				j, err = api.EndedJob(jobs, id)
+			}
 		}
 		switch {
 		case err != nil:

@@ -278,9 +278,13 @@ func flagError(c *cobra.Command, err error) error {
 	if !ok {
 		return inputError{err}
 	}
-	var known []string
-	c.Flags().VisitAll(func(f *pflag.Flag) { known = append(known, f.Name) })
-	if hint := plans.Suggest(name, known); hint != "" {
+	var known []string // as typed, and not the hidden ones
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			known = append(known, "--"+f.Name)
+		}
+	})
+	if hint := plans.Suggest("--"+name, known); hint != "" {
 		return inputError{fmt.Errorf("%w%s", err, hint)}
 	}
 	return inputError{err}

@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
@@ -209,16 +210,9 @@ func (m model) kindStyle(kind string) *lipgloss.Style {
 	return nil
 }
 
+// eventText is an event's line, after its time, as the daemon's log writes it.
 func eventText(e api.Event) string {
-	who := e.Job
-	if e.Attempt > 0 {
-		who += " #" + strconv.Itoa(e.Attempt)
-	}
-	text := fmt.Sprintf("%s %s %s", e.Time.Format("15:04:05"), who, e.Kind)
-	if e.Message != "" {
-		text += ": " + e.Message
-	}
-	return text
+	return e.Time.Format("15:04:05") + " " + scheduler.Event(e).Text()
 }
 
 // jobWidth is the width of the job column: the longest id shown, within limits (a
