@@ -82,6 +82,34 @@ type FleetResult struct {
 	// Allocated is the bytes the rounds after the first allocated: unlike their times,
 	// the same from run to run on a busy machine, and the collector's work to come.
 	Allocated uint64
+	// Handled is, for the rounds after the first in their order, how many attempts
+	// each reaped and started, beside its wall time: what a round's time grows with.
+	Handled []Handled
+}
+
+// Handled is one round's work: the attempts it reaped (their trainers ended) and
+// started, and its wall time.
+type Handled struct {
+	Ended, Started int
+	Took           time.Duration
+}
+
+// Cost splits the rounds' wall times, by least squares, into a part every round pays
+// (each running attempt looked at) and a part for each attempt it reaped or started;
+// ok is false where the rounds do not tell them apart (fewer than two, or all alike).
+func Cost(rounds []Handled) (each, rest time.Duration, ok bool) {
+	n := float64(len(rounds))
+	var sx, sy, sxx, sxy float64
+	for _, r := range rounds {
+		x, y := float64(r.Ended+r.Started), float64(r.Took)
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	d := n*sxx - sx*sx
+	if n < 2 || d <= 0 {
+		return 0, 0, false
+	}
+	slope := (n*sxy - sx*sy) / d
+	return time.Duration(slope), time.Duration((sy - slope*sx) / n), true
 }
 
 // Quantile is the time below which a share q of sorted times are.
@@ -178,11 +206,13 @@ func RunFleet(f Fleet) (FleetResult, error) {
 		if !ended && rn.teaching == 0 {
 			continue
 		}
+		h := Handled{Ended: len(rn.ended), Started: m.pid}
 		took, cpu, err := round()
 		if err != nil {
 			return r, err
 		}
-		r.Times, r.CPU = append(r.Times, took), append(r.CPU, cpu)
+		h.Started, h.Took = m.pid-h.Started, took
+		r.Times, r.CPU, r.Handled = append(r.Times, took), append(r.CPU, cpu), append(r.Handled, h)
 		if idle, err := idleWhileWaiting(e, m); err != nil {
 			return r, err
 		} else if idle {

@@ -41,6 +41,16 @@ func TestFleetRoundsUntilNoJobWaits(t *testing.T) {
 	if want := min(EarlyRounds, len(r.Times)); len(r.Early) != want || !slices.IsSorted(r.Early) {
 		t.Errorf("early rounds %v, want the first %d sorted", r.Early, want)
 	}
+	if len(r.Handled) != len(r.Times) {
+		t.Errorf("%d rounds' work for %d rounds timed", len(r.Handled), len(r.Times))
+	}
+	ended, started := 0, 0
+	for _, h := range r.Handled {
+		ended, started = ended+h.Ended, started+h.Started
+	}
+	if ended == 0 || started == 0 || started >= r.Started {
+		t.Errorf("rounds after the first reaped %d and started %d of %d", ended, started, r.Started)
+	}
 	if r.Running < f.Workers*f.CardsPerWorker {
 		t.Errorf("at most %d attempts running on %d cards", r.Running, f.Workers*f.CardsPerWorker)
 	}
@@ -118,6 +128,24 @@ func TestParseFleet(t *testing.T) {
 		f, err := ParseFleet(c.spec)
 		if c.bad != (err != nil) || !c.bad && f != c.want {
 			t.Errorf("ParseFleet(%q) = %+v, %v; want %+v (error: %v)", c.spec, f, err, c.want, c.bad)
+		}
+	}
+}
+
+// TestCostSplitsARoundsTime: rounds that take 3ms and 20µs for each attempt they reap
+// or start are split so; rounds all alike, or one, tell nothing.
+func TestCostSplitsARoundsTime(t *testing.T) {
+	var rounds []Handled
+	for _, n := range []int{0, 10, 250, 40, 1000} {
+		rounds = append(rounds, Handled{Ended: n / 2, Started: n - n/2, Took: 3*time.Millisecond + time.Duration(n)*20*time.Microsecond})
+	}
+	each, rest, ok := Cost(rounds)
+	if !ok || (each-20*time.Microsecond).Abs() > time.Nanosecond || (rest-3*time.Millisecond).Abs() > time.Microsecond {
+		t.Errorf("Cost = %s each, %s besides (%v); want 20µs and 3ms", each, rest, ok)
+	}
+	for _, none := range [][]Handled{nil, rounds[:1], {rounds[1], rounds[1]}} {
+		if _, _, ok := Cost(none); ok {
+			t.Errorf("Cost of %v: split, want ok false", none)
 		}
 	}
 }
