@@ -331,20 +331,21 @@ func (s *Sweep) noRungWarning() []string {
 	}
 	var bare []string
 	batch, batchOnly := "", true // every bare job has a batch size and no accumulation
-	quoted := false              // a bare job's batch size is no number (see fit's warning)
 	for _, j := range s.Jobs {
-		if len(j.Ladder) == 0 {
-			bare = append(bare, j.ID)
-			b, hasBatch := paramOf(j.Params, KeyBatch)
-			_, hasAcc := paramOf(j.Params, KeyAccumulation)
-			batch, batchOnly = cmp.Or(batch, b), batchOnly && hasBatch && !hasAcc
-			if v, ok := j.Params.Get(b); hasBatch && ok {
-				_, num := Number(v)
-				quoted = quoted || !num
-			}
+		if len(j.Ladder) > 0 {
+			continue
 		}
+		// Its batch keys as its ladder was fitted to find them (a dotted path, a name
+		// oom.keys gives): one that is no number has fit's warning instead.
+		b, hasBatch := j.Params.Get(j.Batch.Micro)
+		acc, hasAcc := j.Params.Get(j.Batch.Accumulation)
+		if quoted := func(v any) bool { _, num := Number(v); return !num }; hasBatch && quoted(b) || hasAcc && quoted(acc) {
+			continue
+		}
+		bare = append(bare, j.ID)
+		batch, batchOnly = cmp.Or(batch, j.Batch.Micro), batchOnly && hasBatch && !hasAcc
 	}
-	if len(bare) == 0 || quoted {
+	if len(bare) == 0 {
 		return nil
 	}
 	if batchOnly {
@@ -362,16 +363,6 @@ func (s *Sweep) noRungWarning() []string {
 	}
 	return []string{fmt.Sprintf("%s: an OOM will fail %s: no ladder key found %s (%s, or the names Hugging Face and Lightning use); name yours with oom: {keys: {batch_size: train.micro_bs}}, or write oom.ladder",
 		s.File, jobList(bare, len(s.Jobs)), where, strings.Join(names, ", "))}
-}
-
-// paramOf is the name under which params has the role's parameter, if it has it.
-func paramOf(params *Map, role string) (string, bool) {
-	for _, k := range roleNamesOf(role) {
-		if _, ok := params.Get(k); ok {
-			return k, true
-		}
-	}
-	return "", false
 }
 
 // jobList names some jobs of a sweep of total jobs: "every job", or the first few.

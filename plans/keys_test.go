@@ -223,3 +223,33 @@ func oomWarnings(s *Sweep) []string {
 	}
 	return got
 }
+
+// TestQuotedBatchKeysAreWarnedOnce: a batch key that is no number is said once, by its
+// own warning, wherever the ladder found it (oom.keys, a nested config.base); a job whose
+// ladder is empty for want of a key is still named, even beside a quoted key its
+// ladder does not use.
+func TestQuotedBatchKeysAreWarnedOnce(t *testing.T) {
+	cmd := "name: k\ncommand: [train, --config, \"{config}\"]\nconfig: {base: base.yaml}\n"
+	for _, tt := range []struct {
+		name, base, sweep string
+		want, not         string
+	}{
+		{"named by oom.keys", "lr: 1\n", "params: {micro: \"8\", gradient_accumulation_steps: 2}\noom: {keys: {batch_size: micro}}\njobs: [{}]\n",
+			`micro is "8", not a number`, "no ladder key found"},
+		{"nested in config.base", "train: {batch_size: \"8\", gradient_accumulation_steps: 2}\n", "jobs: [{}]\n",
+			`train.batch_size is "8", not a number`, "no ladder key found"},
+		{"a quoted key the ladder does not use", "lr: 1\n", "params: {micro: 8, batch_size: \"x\"}\noom: {keys: {batch_size: micro}}\njobs: [{}]\n",
+			"an OOM will fail", "not a number"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := sweepWithBase(t, tt.base, cmd+tt.sweep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := strings.Join(s.Warnings(), "\n")
+			if !strings.Contains(w, tt.want) || strings.Contains(w, tt.not) {
+				t.Errorf("warnings, want %q and not %q:\n%s", tt.want, tt.not, w)
+			}
+		})
+	}
+}

@@ -131,6 +131,16 @@ func TestAQuotedBatchSizeIsSaid(t *testing.T) {
 	if w := strings.Join(s.Warnings(), "\n"); strings.Contains(w, `"16"`) {
 		t.Errorf("the number is warned of as a string:\n%s", w)
 	}
+	// A quoted batch size in one job hides no other job's missing ladder: the job
+	// with no ladder key is still named.
+	doc = "name: q\ncommand: [echo, \"{lr}\"]\nparams: {lr: 0.1}\njobs: [{batch_size: \"8\", gradient_accumulation_steps: 2}, {}]\n"
+	if s, err = DecodeSweep("q.yaml", []byte(doc), Overrides{}); err != nil {
+		t.Fatal(err)
+	}
+	w = strings.Join(s.Warnings(), "\n")
+	if !strings.Contains(w, `batch_size is "8", not a number`) || !strings.Contains(w, "an OOM will fail job "+s.Jobs[1].ID+": no ladder key found") {
+		t.Errorf("warnings:\n%s", w)
+	}
 }
 
 func TestWarningsReportEffectiveBatchChange(t *testing.T) {
