@@ -25,17 +25,18 @@ type logsOptions struct {
 	// remote reports whether the daemon's files are elsewhere (--server), its attempts'
 	// logs among them.
 	remote func() bool
-	// poll is how often -f asks the daemon whether the next attempt has started.
-	poll    time.Duration
-	follow  bool
-	attempt int
-	tail    int
+	// poll is how often -f asks the daemon whether the next attempt has started;
+	// gone how long it waits for a daemon that stops answering (see throughRestart).
+	poll, gone time.Duration
+	follow     bool
+	attempt    int
+	tail       int
 	// sweep and where find the job by its point instead of its id.
 	sweep, where string
 }
 
 func newLogsCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &logsOptions{io: io, client: st.readClient, remote: st.remote, poll: 200 * time.Millisecond}
+	opts := &logsOptions{io: io, client: st.readClient, remote: st.remote, poll: 200 * time.Millisecond, gone: daemonGone}
 	cmd := &cobra.Command{
 		Use:   "logs ID|--where KEY=VALUE,...",
 		Short: "Print a job's log: its latest attempt, or another with --attempt",
@@ -45,9 +46,11 @@ directory; gpuq status ID names them.
 
 -f follows the job until it ends: its running attempt, then each attempt that starts
 after it (the next rung after an OOM, a retry), waiting for one that has not started
-yet; what happens between attempts is said on stderr. With --attempt N, -f follows
-that attempt alone. Where no daemon runs, the logs are read all the same (-f follows
-the latest attempt to its end: no next one starts without a daemon).
+yet; what happens between attempts is said on stderr, and a daemon that restarts
+meanwhile is waited for (one reached with --server, up to two minutes). With
+--attempt N, -f follows that attempt alone. Where no daemon runs, the logs are read
+all the same (-f follows the latest attempt to its end: no next one starts without a
+daemon).
 
 --where finds the job by its parameters instead of its id (of one sweep, with
 --sweep): it must select one job.`,
@@ -255,14 +258,24 @@ func notStarted(j api.Job) error {
 
 // waitForAttempt polls the daemon until a job's attempt n has started, or the job has
 // ended (with fewer attempts, when n never started). A job of a gpuq run (run) that
-// has ended since is as the run left it.
+// has ended since is as the run left it; a daemon that restarts is waited for (a run
+// that ended comes back as no daemon does).
 func waitForAttempt(opts *logsOptions, id string, n int, run *api.Run) (api.Job, error) {
 	for {
-		j, err := fetchJob(opts.client, id)
-		if err != nil { // the run's record is read only once it no longer answers
-			if jobs, ended := endedRun(run); ended {
-				j, err = api.EndedJob(jobs, id)
+		var j api.Job
+		ask := func(bool) (err error) {
+			if j, err = fetchJob(opts.client, id); err != nil { // the run's record is read only once it no longer answers
+				if jobs, ended := endedRun(run); ended {
+					j, err = api.EndedJob(jobs, id)
+				}
 			}
+			return err
+		}
+		var err error
+		if run != nil {
+			err = ask(false)
+		} else {
+			err = throughRestart(opts.io.Err, opts.poll, opts.gone, ask)
 		}
 		switch {
 		case err != nil:

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
@@ -95,5 +99,57 @@ func TestLogsFollowsEachAttempt(t *testing.T) {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("stderr %q does not say %q", errb, want)
 		}
+	}
+}
+
+// TestLogsFollowRidesThroughARestart: a daemon that stops answering while gpuq logs -f
+// waits for the next attempt (it restarts) is asked again until it answers, and the
+// next attempt is followed; one that never answers again is given up after gone.
+func TestLogsFollowRidesThroughARestart(t *testing.T) {
+	dir := t.TempDir()
+	a1 := attemptLog(t, dir, 1, "gpu-oom", "attempt 1\n")
+	a2 := attemptLog(t, dir, 2, "succeeded", "attempt 2\n")
+	for _, tc := range []struct {
+		name      string
+		down      int
+		gone      time.Duration
+		out, err  string
+		succeeded bool
+	}{
+		{"a restart", 3, time.Minute, "attempt 1\nattempt 2\n", "the daemon answers again", true},
+		{"gone for good", 1 << 30, 50 * time.Millisecond, "", "waiting up to 50ms", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDaemon{turns: map[string][]api.Job{"flip.1": {
+				job("flip.1", "queued"), job("flip.1", "queued", a1), job("flip.1", "succeeded", a1, a2),
+			}}}
+			down := tc.down
+			client := func() (daemonClient, error) {
+				if down > 0 && len(d.turns["flip.1"]) < 3 { // the first call, which finds the job, answers
+					down--
+					return nil, fmt.Errorf("gpuq daemon on /state: %w", &net.OpError{Op: "dial", Net: "unix", Err: syscall.ENOENT})
+				}
+				return d.client()
+			}
+			ios, out, errb := buffers()
+			err := runLogs(&logsOptions{io: ios, client: client, remote: func() bool { return false }, follow: true, poll: time.Millisecond, gone: tc.gone}, "flip.1")
+			if (err == nil) != tc.succeeded || out.String() != tc.out || !strings.Contains(errb.String(), tc.err) {
+				t.Errorf("err %v, printed %q, stderr %q; want printed %q and stderr saying %q", err, out, errb, tc.out, tc.err)
+			}
+			if !tc.succeeded && (err == nil || !strings.Contains(err.Error(), "no daemon answered for 50ms")) {
+				t.Errorf("gone for good: %v", err)
+			}
+		})
+	}
+	// A gpuq run that stopped answering without leaving its record (killed) comes back
+	// as no daemon does: said at once, not waited for.
+	gone := func() (daemonClient, error) {
+		return nil, fmt.Errorf("gpuq run: %w", &net.OpError{Op: "dial", Net: "unix", Err: syscall.ECONNREFUSED})
+	}
+	ios, _, errb := buffers()
+	run := &api.Run{Sweep: "flip", PID: 1, Socket: filepath.Join(dir, "flip.1.sock")}
+	opts := &logsOptions{io: ios, client: gone, poll: time.Millisecond, gone: time.Minute}
+	if _, err := waitForAttempt(opts, "flip.1", 1, run); err == nil || errb.String() != "" {
+		t.Errorf("a killed run: %v, stderr %q; want its error at once", err, errb)
 	}
 }

@@ -99,31 +99,44 @@ func runWait(opts *waitOptions, ids []string) error {
 	}
 }
 
-// pollAgain asks for the states of the jobs not ended yet (next). A daemon that does not
-// answer (it restarts) is asked again, anew, every poll, for up to opts.gone: a
-// wait in a script (gpuq wait && next-step) must not take a restart for a failure. It
-// returns the client that answered.
+// pollAgain asks for the states of the jobs not ended yet (next), riding through a
+// daemon's restart (see throughRestart). It returns the client that answered.
 func pollAgain(opts *waitOptions, c daemonClient, next []string) (daemonClient, []api.JobState, error) {
-	left, err := c.States(api.StatesRequest{IDs: next})
-	if err == nil || !api.Unanswered(err) {
-		return c, left, err
-	}
-	fmt.Fprintf(opts.io.Err, "gpuq: the daemon does not answer (%v); waiting up to %s for it to come back\n", err, opts.gone)
-	for lost := time.Now(); time.Since(lost) < opts.gone; {
-		time.Sleep(opts.poll)
-		var again daemonClient
-		if again, err = opts.client(); err == nil {
-			c = again
-			left, err = c.States(api.StatesRequest{IDs: next})
-		}
-		if err == nil || !api.Unanswered(err) {
-			if err == nil {
-				fmt.Fprintln(opts.io.Err, "gpuq: the daemon answers again")
+	var left []api.JobState
+	err := throughRestart(opts.io.Err, opts.poll, opts.gone, func(anew bool) (err error) {
+		if anew {
+			again, err := opts.client()
+			if err != nil {
+				return err
 			}
-			return c, left, err
+			c = again
+		}
+		left, err = c.States(api.StatesRequest{IDs: next})
+		return err
+	})
+	return c, left, err
+}
+
+// throughRestart asks the daemon (ask) and, where it does not answer (it restarts),
+// asks it again, anew, every poll, for up to gone, saying so on w: a wait in a script
+// (gpuq wait && next-step) or a gpuq logs -f must not take a restart for a failure.
+// What is not an unanswered call (a refusal) is returned at once.
+func throughRestart(w io.Writer, poll, gone time.Duration, ask func(anew bool) error) error {
+	err := ask(false)
+	if err == nil || !api.Unanswered(err) {
+		return err
+	}
+	fmt.Fprintf(w, "gpuq: the daemon does not answer (%v); waiting up to %s for it to come back\n", err, gone)
+	for lost := time.Now(); time.Since(lost) < gone; {
+		time.Sleep(poll)
+		if err = ask(true); err == nil || !api.Unanswered(err) {
+			if err == nil {
+				fmt.Fprintln(w, "gpuq: the daemon answers again")
+			}
+			return err
 		}
 	}
-	return c, nil, fmt.Errorf("no daemon answered for %s: %w", opts.gone, err)
+	return fmt.Errorf("no daemon answered for %s: %w", gone, err)
 }
 
 // sayHeld says once of jobs waited for that they are held, and how they go on.
