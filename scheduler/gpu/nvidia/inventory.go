@@ -46,8 +46,11 @@ type Options struct {
 type Inventory struct {
 	lib       nvml.Interface
 	simulated string // the simulated machine's spec, "" for real NVML
-	cards     []int  // NVML indices gpuq may use, in order
-	root      string
+	// fallback is the simulated machine taken where no driver is, whose cards a
+	// --gpus of indices names.
+	fallback plans.GPUSpec
+	cards    []int // NVML indices gpuq may use, in order
+	root     string
 	// last is each card's last good reading, for its identity while it is out of
 	// service.
 	last map[int]gpu.Card
@@ -88,9 +91,9 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 					"with the NVIDIA Container Toolkit, e.g. docker run --gpus all, with NVIDIA_DRIVER_CAPABILITIES "+
 					"including utility), or pass --gpus sim:4x24GiB to simulate cards", driver, ret)
 			}
-			fallback, _ := plans.ParseGPUs(plans.DefaultSimulated)
+			inv.fallback, _ = plans.ParseGPUs(plans.DefaultSimulated)
 			inv.simulated = plans.DefaultSimulated
-			inv.lib = newSimulated(fallback, opt.Ledger)
+			inv.lib = newSimulated(inv.fallback, opt.Ledger)
 			if opt.Notice != nil {
 				fmt.Fprintf(opt.Notice, "gpuq: no NVIDIA driver found (%v); using SIMULATED GPUs %s. Choose another machine with --gpus sim:COUNTxSIZE.\n", ret, plans.DefaultSimulated)
 			}
@@ -195,11 +198,12 @@ func (inv *Inventory) mig(i int) bool {
 	return ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE
 }
 
-// simulatedNote says, on a simulated machine, how to simulate one with card i (the
-// highest a sweep names).
+// simulatedNote says, on the simulated machine taken where no driver is, how to
+// simulate one with card i (the highest a sweep names), of the same cards.
 func (inv *Inventory) simulatedNote(i int) string {
-	if inv.simulated != "" {
-		return fmt.Sprintf(" (simulated: %s; pass --gpus sim:%dx24GiB for a larger one)", inv.simulated, i+1)
+	if sim := inv.fallback.Simulated; len(sim) > 0 {
+		larger := plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: i + 1, Bytes: sim[len(sim)-1].Bytes}}}
+		return fmt.Sprintf(" (simulated: %s; pass --gpus %s for a larger one)", inv.simulated, larger)
 	}
 	return ""
 }
