@@ -348,11 +348,17 @@ def read_logs(runs):
     return logs
 
 
-def steps_for(seconds, python, card, batch, work):
+# A step's seconds by (card, batch), as measured: the co-location check and the learned
+# utilization check run the same batch, and each measuring run costs seconds of the card.
+_step_seconds = {}
+
+
+def steps_for(seconds, python, card, batch, work, measure=measure):
     """Steps of train_torch.py at batch that take about seconds on card, as a short run
-    there measures them."""
-    _, per_step = measure(python, card, batch, work)
-    return max(20, min(200000, int(seconds / max(per_step, 1e-4))))
+    there measures them (once for a card and batch)."""
+    if (card, batch) not in _step_seconds:
+        _, _step_seconds[card, batch] = measure(python, card, batch, work)
+    return max(20, min(200000, int(seconds / max(_step_seconds[card, batch], 1e-4))))
 
 
 def colocation_check(python, card, work, batch):

@@ -217,6 +217,22 @@ class UtilTest(unittest.TestCase):
         self.assertEqual(gc.step_seconds([], 3.0), 3.0)
 
 
+    def test_a_batch_is_timed_once_a_card(self):
+        runs = []
+
+        def measure(python, card, batch, work):
+            runs.append((card, batch))
+            return 0, 0.01 * batch
+
+        gc._step_seconds.clear()
+        self.assertEqual(gc.steps_for(15, "python3", 0, 2, "w", measure), 750)
+        self.assertEqual(gc.steps_for(30, "python3", 0, 2, "w", measure), 1500)
+        self.assertEqual(gc.steps_for(15, "python3", 0, 4, "w", measure), 375)
+        self.assertEqual(gc.steps_for(15, "python3", 1, 2, "w", measure), 750)
+        self.assertEqual(runs, [(0, 2), (0, 4), (1, 2)])
+        gc._step_seconds.clear()
+
+
 class NoGPUTest(unittest.TestCase):
     def test_exits_zero_saying_no_gpu_here(self):
         path = os.environ.get("PATH", "")
