@@ -232,11 +232,7 @@ func printResultsTable(w io.Writer, res Results) {
 		if len(res.By) > 0 {
 			g = r.Group + "\t"
 		}
-		step := "-"
-		if r.Final != nil {
-			step = strconv.FormatInt(r.Step, 10)
-		}
-		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g, r.Rank, r.Point, r.SeedsText(), r.Final.Text(), r.Best.Text(), step, r.StatesText())
+		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g, r.Rank, r.Point, r.SeedsText(), r.Final.Text(), r.Best.Text(), r.StepText(), r.StatesText())
 	}
 	tw.Flush()
 }
@@ -247,12 +243,13 @@ func printResultsTable(w io.Writer, res Results) {
 func writeResultsCSV(w io.Writer, res Results) error {
 	swept := sweptParams(res.Points)
 	cw := csv.NewWriter(w)
-	cw.Write(append([]string{"group", "rank", "point", "seeds", "n", "final_mean", "final_std", "best_mean", "best_std", "step", "stopped_early", "failed"}, swept...))
+	cw.Write(append([]string{"group", "rank", "point", "seeds", "n", "final_mean", "final_std", "best_mean", "best_std", "step", "from_step", "stopped_early", "failed"}, swept...))
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	for _, r := range res.Points {
-		rec := []string{r.Group, strconv.Itoa(r.Rank), r.Point, strconv.Itoa(len(r.Jobs)), "0", "", "", "", "", "", strconv.Itoa(r.Stopped), strconv.Itoa(r.Broken())}
+		rec := []string{r.Group, strconv.Itoa(r.Rank), r.Point, strconv.Itoa(len(r.Jobs)), "0", "", "", "", "", "", "", strconv.Itoa(r.Stopped), strconv.Itoa(r.Broken())}
 		if r.Final != nil {
-			rec[4], rec[5], rec[7], rec[9] = strconv.Itoa(r.Final.N), num(r.Final.Mean), num(r.Best.Mean), strconv.FormatInt(r.Step, 10)
+			rec[4], rec[5], rec[7] = strconv.Itoa(r.Final.N), num(r.Final.Mean), num(r.Best.Mean)
+			rec[9], rec[10] = strconv.FormatInt(r.Step, 10), strconv.FormatInt(*cmp.Or(r.FromStep, &r.Step), 10)
 			if r.Final.Std != nil {
 				rec[6], rec[8] = num(*r.Final.Std), num(*r.Best.Std)
 			}

@@ -94,10 +94,10 @@ func TestResults(t *testing.T) {
 	if code != exitOK || err != nil || len(recs) != 5 {
 		t.Fatalf("--csv: exit %d, %v:\n%s", code, err, out)
 	}
-	if got := strings.Join(recs[0], ","); got != "group,rank,point,seeds,n,final_mean,final_std,best_mean,best_std,step,stopped_early,failed,task,lr" {
+	if got := strings.Join(recs[0], ","); got != "group,rank,point,seeds,n,final_mean,final_std,best_mean,best_std,step,from_step,stopped_early,failed,task,lr" {
 		t.Errorf("header %s", got)
 	}
-	if got := strings.Join(recs[1], ","); got != ",1,task=qnli,lr=0.001,1,1,0.8,,0.8,,300,0,0,qnli,0.001" {
+	if got := strings.Join(recs[1], ","); got != ",1,task=qnli,lr=0.001,1,1,0.8,,0.8,,300,300,0,0,qnli,0.001" {
 		t.Errorf("first row %s", got)
 	}
 }

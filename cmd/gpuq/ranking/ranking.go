@@ -106,8 +106,12 @@ type Row struct {
 	Final *Stat `json:"final"`
 	Best  *Stat `json:"best"`
 	Step  int64 `json:"step"`
-	Cut   bool  `json:"cut,omitempty"`
-	Broke bool  `json:"failed,omitempty"`
+	// FromStep is the earliest step a seed's final reading is from, where the seeds'
+	// are from different steps (a sweep still running, a seed run again after an
+	// OOM) and their final mean mixes them; nil where they are from one step.
+	FromStep *int64 `json:"from_step,omitempty"`
+	Cut      bool   `json:"cut,omitempty"`
+	Broke    bool   `json:"failed,omitempty"`
 	// Stopped counts the seeds stopped early; States the seeds by state.
 	Stopped int            `json:"stopped_early"`
 	States  map[string]int `json:"states"`
@@ -242,13 +246,29 @@ func rowOf(seeds []Job, metric string, mode plans.Mode) Row {
 		ran, r.Broke = broken, len(broken) > 0
 	}
 	var finals, bests []float64
+	from := int64(math.MaxInt64)
 	for _, c := range ran {
 		finals = append(finals, c.Last.Value)
 		bests = append(bests, best(c, mode))
-		r.Step = max(r.Step, c.Last.Step)
+		r.Step, from = max(r.Step, c.Last.Step), min(from, c.Last.Step)
+	}
+	if len(ran) > 0 && from < r.Step {
+		r.FromStep = &from
 	}
 	r.Final, r.Best = stat(finals), stat(bests)
 	return r
+}
+
+// StepText is the step of the seeds' final readings: "200-1000" where they are from
+// different steps; "-" where none was reported.
+func (r Row) StepText() string {
+	switch {
+	case r.Final == nil:
+		return "-"
+	case r.FromStep != nil:
+		return fmt.Sprintf("%d-%d", *r.FromStep, r.Step)
+	}
+	return strconv.FormatInt(r.Step, 10)
 }
 
 func best(c Curve, mode plans.Mode) float64 {

@@ -177,3 +177,24 @@ func TestSeedsText(t *testing.T) {
 		t.Errorf("seeds: %s", s)
 	}
 }
+
+// TestStepText: a point's step is its seeds' furthest, with the earliest beside it
+// where their final readings are from different steps (a seed behind, run again); a
+// seed that reported nothing yet counts at no step.
+func TestStepText(t *testing.T) {
+	rows := Rank([]Job{
+		job("s.1", "", "0.1", "running", 1, 1.2, 1.1, 1000),
+		job("s.2", "", "0.1", "running", 2, 1.9, 1.9, 200),
+		job("s.3", "", "0.1", "running", 3, 0, 0, 0), // nothing reported yet
+		job("s.4", "", "1", "succeeded", 1, 1.4, 1.3, 1000),
+		job("s.5", "", "1", "succeeded", 2, 1.5, 1.3, 1000),
+		job("s.6", "", "10", "queued", 1, 0, 0, 0),
+	}, "eval_loss", plans.Min)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Point+":"+r.StepText())
+	}
+	if s := strings.Join(got, " "); s != "lr=1:1000 lr=0.1:200-1000 lr=10:-" {
+		t.Errorf("steps: %s", s)
+	}
+}

@@ -200,7 +200,7 @@ func lineTitle(f *Found, r ranking.Row) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d %s: %s", r.Rank, r.Point, f.Metric)
 	if r.Final != nil {
-		fmt.Fprintf(&b, " %s at step %d", r.Final.Text(), r.Step)
+		fmt.Fprintf(&b, " %s at step %s", r.Final.Text(), r.StepText())
 	}
 	if r.Stopped > 0 {
 		fmt.Fprintf(&b, "\n%d of its %d seeds stopped early", r.Stopped, len(r.Jobs))
