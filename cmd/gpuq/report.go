@@ -108,8 +108,9 @@ func reportFromDaemon(opts *reportOptions) error {
 }
 
 // reportFromState draws a sweep from the state of a directory no daemon runs on, read
-// without writing to it (see stateReader). The cards' sizes are the daemon's to tell:
-// each card's chart is sized by what was reserved on it.
+// without writing to it (see stateReader), on the cards its last daemon read as it
+// started (where it recorded none, each card's chart is sized by what was reserved
+// on it).
 func reportFromState(opts *reportOptions, none api.NoDaemonError) error {
 	store, ok, err := state.ReadOnly(none.Dir)
 	switch {
@@ -123,7 +124,7 @@ func reportFromState(opts *reportOptions, none api.NoDaemonError) error {
 	if view.Submission(opts.source) == nil {
 		return scheduler.NoSweep(opts.source, view.JobIDs())
 	}
-	sum := api.SummarizeSweep(view, opts.source, nil)
+	sum := api.SummarizeSweep(view, opts.source, api.LastCards(none.Dir))
 	return writeReport(opts.io, opts.output, reportData(sum, "the state on "+tildeHome(none.Dir)+" (no daemon runs)", lastMoment(sum)))
 }
 

@@ -207,7 +207,7 @@ func runRun(opts *runOptions) error {
 	if trainer != nil {
 		trainer.store = store
 	}
-	hooks = runner.NewHooks(store, gpuInfos(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
+	hooks = runner.NewHooks(store, api.GPUsOf(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
 	// Served until the run ends: gpuq status, logs, attach and top reach it.
 	if fg := serveRun(opts, p, eng, store); fg != nil {
 		defer fg.Close()

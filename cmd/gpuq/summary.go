@@ -14,16 +14,7 @@ import (
 
 // summarize is a run's sweep with every job's history, on the cards it ran on.
 func summarize(store *state.Store, sw *plans.Sweep, cards []gpu.Card) api.SweepSummary {
-	return api.SummarizeSweep(store.View(), sw.Name, gpuInfos(cards))
-}
-
-// gpuInfos are cards as a summary names them.
-func gpuInfos(cards []gpu.Card) []api.GPUInfo {
-	out := make([]api.GPUInfo, len(cards))
-	for i, c := range cards {
-		out[i] = api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total}
-	}
-	return out
+	return api.SummarizeSweep(store.View(), sw.Name, api.GPUsOf(cards))
 }
 
 // peakOf is the most an attempt is known to have held on a card: NVML's peak, or, for

@@ -217,11 +217,7 @@ func open(cfg Config) (*daemon, error) {
 	if d.machine.simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger
 	}
-	var cards []api.GPUInfo
-	for _, c := range d.machine.cards {
-		cards = append(cards, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total})
-	}
-	d.hooks = runner.NewHooks(store, cards, func(line string) { d.log.Printf("warning: %s", line) })
+	d.hooks = runner.NewHooks(store, api.GPUsOf(d.machine.cards), func(line string) { d.log.Printf("warning: %s", line) })
 	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, UtilTarget: d.machine.utilTarget, Poll: cfg.Poll,
 		Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}
 	if cfg.Metrics != "" {

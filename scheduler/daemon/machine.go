@@ -13,6 +13,7 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -63,7 +64,7 @@ func openMachine(cfg Config) (*machine, error) {
 		if cfg.Listen == "" {
 			return nil, badSetting(ov.GPUs, errors.New("a daemon with no cards of its own runs jobs on its workers: give it --listen ADDR for them"))
 		}
-		return m, remember(cfg.StateDir, ov)
+		return m, remember(cfg.StateDir, ov, nil)
 	}
 	if m.spec, err = plans.ParseGPUs(ov.GPUs.Value); err != nil {
 		return nil, badSetting(ov.GPUs, err)
@@ -87,7 +88,7 @@ func openMachine(cfg Config) (*machine, error) {
 		m.inv.Close()
 		return nil, badSetting(ov.Plan, err)
 	}
-	if err := remember(cfg.StateDir, ov); err != nil {
+	if err := remember(cfg.StateDir, ov, m.cards); err != nil {
 		m.inv.Close()
 		return nil, err
 	}
@@ -100,8 +101,8 @@ func badSetting(o plans.Override, err error) error {
 }
 
 // machineFile, in the state directory, holds the machine settings the last daemon was
-// given (none of them: it took the defaults).
-const machineFile = "machine.json"
+// given (none of them: it took the defaults), and the cards it read.
+const machineFile = api.MachineFile
 
 type machineRecord struct {
 	GPUs     string `json:"gpus,omitempty"`
@@ -109,6 +110,9 @@ type machineRecord struct {
 	Headroom string `json:"headroom,omitempty"`
 	// UtilTarget is absent from the records of daemons before the sharing target.
 	UtilTarget string `json:"util_target,omitempty"`
+	// Cards are the cards it read as it started: what a report drawn while no daemon
+	// runs sizes each card by (see api.LastCards). Not recalled.
+	Cards []api.GPUInfo `json:"cards,omitempty"`
 }
 
 // recall fills the settings not given with those of the last daemon, and names them.
@@ -139,9 +143,11 @@ func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
 	return ov, recalled, nil
 }
 
-// remember records the machine settings a daemon runs with, for the next (recall).
-func remember(dir string, ov plans.Overrides) error {
-	rec := machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value, UtilTarget: ov.UtilTarget.Value}
+// remember records the machine settings a daemon runs with, for the next (recall),
+// and the cards it read.
+func remember(dir string, ov plans.Overrides, cards []gpu.Card) error {
+	rec := machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value, UtilTarget: ov.UtilTarget.Value,
+		Cards: api.GPUsOf(cards)}
 	if err := launcher.WriteJSON(filepath.Join(dir, machineFile), rec); err != nil {
 		return fmt.Errorf("record the machine: %w", err)
 	}

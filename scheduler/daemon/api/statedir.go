@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -98,6 +99,24 @@ func Gone(dir string) bool {
 
 // ListenFile holds the address the daemon listens on, while it does.
 const ListenFile = "listen"
+
+// MachineFile holds the machine settings the last daemon was given, and the cards it
+// read as it started.
+const MachineFile = "machine.json"
+
+// LastCards are the cards the last daemon on the state directory dir read as it
+// started (none where it had none of its own, or before daemons recorded them): what
+// a report drawn while no daemon runs sizes each card by.
+func LastCards(dir string) []GPUInfo {
+	var rec struct {
+		Cards []GPUInfo `json:"cards"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, MachineFile))
+	if err != nil || json.Unmarshal(data, &rec) != nil {
+		return nil
+	}
+	return rec.Cards
+}
 
 // SocketPath is the API's socket in a state directory.
 func SocketPath(dir string) string { return filepath.Join(dir, "gpuq.sock") }

@@ -342,6 +342,15 @@ type GPUInfo struct {
 	Drained    bool   `json:"drained"`
 }
 
+// GPUsOf are cards as the API names them.
+func GPUsOf(cards []gpu.Card) []GPUInfo {
+	out := make([]GPUInfo, len(cards))
+	for i, c := range cards {
+		out[i] = GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total}
+	}
+	return out
+}
+
 // Machine is the daemon's own cards as it last read them, with its plan and headroom:
 // what gpuq gpus shows while a daemon runs, rather than the cards gpuq would open by
 // itself. Workers' cards are not among them.
