@@ -293,7 +293,7 @@ func (e *Engine) clean(sweep string, olderThan time.Duration) ([]*state.Submissi
 	var names []string
 	for _, sub := range subs {
 		name := sub.Sweep.Name
-		if unended(view, name) == "" && (olderThan == 0 || lastEnded(view, name).Before(before)) {
+		if unended(view, name) == "" && (olderThan == 0 || lastEnded(view, sub).Before(before)) {
 			gone = append(gone, sub)
 			names = append(names, name)
 		}
@@ -324,10 +324,16 @@ func unended(view state.View, sweep string) string {
 	return strings.Join(parts, ", ")
 }
 
-// lastEnded is when the last of a sweep's attempts ended; zero when none ran.
-func lastEnded(view state.View, sweep string) time.Time {
-	var last time.Time
-	for j := range view.JobsOf(sweep) {
+// lastEnded is when the last of a sweep's jobs and attempts ended: a job that never
+// ran (cancelled while queued, failed on what it waited for) ended when it was told
+// so. Never before the sweep was submitted; zero only in a state written before any
+// of these times were kept.
+func lastEnded(view state.View, sub *state.Submission) time.Time {
+	last := sub.Submitted
+	for j := range view.JobsOf(sub.Sweep.Name) {
+		if j.Ended.After(last) {
+			last = j.Ended
+		}
 		for _, a := range view.Attempts(j.ID) {
 			if a.Ended.After(last) {
 				last = a.Ended

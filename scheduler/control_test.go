@@ -142,13 +142,19 @@ func TestCleanForgetsEndedSweeps(t *testing.T) {
 	if _, err := e.clean("nope", 0); !errors.As(err, &refused) {
 		t.Errorf("clean of no sweep: %v", err)
 	}
+	// A sweep whose jobs never ran (cancelled while queued: the card is c's) ended
+	// when it was cancelled, not long ago.
+	q, _ := plans.DecodeSweep("q.yaml", []byte(strings.Replace(threeJobs, "name: c", "name: q", 1)), plans.Overrides{})
+	must(t, e.store.Submit(&state.Submission{Sweep: q, Submitted: e.clock.Now()}))
+	round(t, e)
+	e.cancel(Selection{Sweep: "q"})
 	e.cancel(Selection{Sweep: "c"})
 	applyStop(e)
 	if gone, err := e.clean("", time.Hour); err != nil || len(gone) != 0 {
-		t.Errorf("clean of sweeps ended an hour ago forgot %d (%v); c has just ended", len(gone), err)
+		t.Errorf("clean of sweeps ended an hour ago forgot %d (%v); c and q have just ended", len(gone), err)
 	}
 	gone, err := e.clean("", 0)
-	if err != nil || len(gone) != 1 || gone[0].Sweep.Name != "c" || len(st.View().Jobs()) != 0 {
+	if err != nil || len(gone) != 2 || gone[0].Sweep.Name != "c" || len(st.View().Jobs()) != 0 {
 		t.Fatalf("clean: %v, %v; %d jobs left", gone, err, len(st.View().Jobs()))
 	}
 	sw, _ := plans.DecodeSweep("c.yaml", []byte(threeJobs), plans.Overrides{})

@@ -27,9 +27,9 @@ func newCleanCmd(io ioStreams, st *settings) *cobra.Command {
 		Use:   "clean [--sweep SWEEP] [--older-than AGE]",
 		Short: "Forget sweeps whose jobs have all ended, so their names can be used again",
 		Long: `Forget the daemon's sweeps whose jobs have all ended (succeeded, failed, cancelled
-or stopped early): every one, the one --sweep names, or those whose last attempt ended
-longer ago than --older-than (such as 7d or 12h). A forgotten sweep's name can be submitted
-again, and gpuq status no longer lists its jobs.
+or stopped early): every one, the one --sweep names, or those whose last job ended
+longer ago than --older-than (such as 7d or 12h). A forgotten sweep's name can be
+submitted again, and gpuq status no longer lists its jobs.
 
 Their logs are kept, moved to cleaned/<time>/ in the state directory, unless --logs
 is given: then they are removed.`,
@@ -40,7 +40,7 @@ is given: then they are removed.`,
 		RunE: func(*cobra.Command, []string) error { return runClean(opts) },
 	}
 	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "only this sweep (it must have ended)")
-	cmd.Flags().StringVar(&opts.olderThan, "older-than", "", "only sweeps whose last attempt ended longer ago: 7d, 12h, 30m")
+	cmd.Flags().StringVar(&opts.olderThan, "older-than", "", "only sweeps whose last job ended longer ago: 7d, 12h, 30m")
 	cmd.Flags().BoolVar(&opts.logs, "logs", false, "remove their logs too")
 	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"sweeps","jobs","logs"}`)
 	return cmd
