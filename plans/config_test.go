@@ -102,7 +102,9 @@ func TestMisspeltAxisWarnings(t *testing.T) {
 	}{
 		{"{task: [a], sede: [1, 2]}", `parameter sede (did you mean "seed"?) reaches the trainer nowhere: name it in the command or env ("{sede}"), or list it under config.add to write it into the config although config.base lacks it`},
 		{"{tsak: [a], sede: [1]}", `parameters tsak (did you mean "task"?), sede (did you mean "seed"?) reach the trainer nowhere: name them in the command or env ("{tsak}"), or list them under config.add`},
-		{"{task: [a, b], seed: [1], include: [{tsak: b, lr: 0.1}]}", `matrix.include[0].tsak: "tsak" is not an axis of the matrix, so it is taken as a parameter (did you mean "task"?)`},
+		{"{task: [a, b], seed: [1], include: [{tsak: b, lr: 0.1}]}", `matrix.include[0].tsak: "tsak" is not an axis of the matrix nor a job's setting, so it is taken as a parameter (did you mean "task"?)`},
+		// A job's setting written in an include entry, misspelt, is asked about too.
+		{"{task: [a, b], seed: [1], include: [{task: b, memroy: 20GiB}]}", `matrix.include[0].memroy: "memroy" is not an axis of the matrix nor a job's setting, so it is taken as a parameter (did you mean "memory"?)`},
 	}
 	for _, tt := range tests {
 		s, err := sweepWithBase(t, "task: x\nseed: 0\nlr: 0.01\n", "name: p\ncommand: [train, --config, \"{config}\"]\nconfig: {base: base.yaml}\nmatrix: "+tt.matrix+"\n")
@@ -111,6 +113,23 @@ func TestMisspeltAxisWarnings(t *testing.T) {
 		}
 		if got := strings.Join(s.Warnings(), "\n"); !strings.Contains(got, tt.want) {
 			t.Errorf("matrix %s: warnings\n%s\nlack\n%s", tt.matrix, got, tt.want)
+		}
+	}
+}
+
+// TestMisspeltExcludeIsRefused: a list of mappings under a name a letter or two from
+// exclude or include is refused, not taken as an axis whose values are mappings; an axis
+// of mappings under another name, or of values near those names, is an axis.
+func TestMisspeltExcludeIsRefused(t *testing.T) {
+	for _, tt := range []struct{ matrix, err string }{
+		{"{lr: [0.1, 0.2], seed: [1, 2], exlude: [{lr: 0.2, seed: 2}]}", `matrix.exlude: did you mean exclude?`},
+		{"{lr: [0.1, 0.2], Includes: [{lr: 0.3}]}", `matrix.Includes: did you mean include?`},
+		{"{lr: [0.1], model: [{name: a, layers: 2}, {name: b, layers: 4}]}", ""},
+		{"{lr: [0.1], exclude_ratio: [0.1, 0.2]}", ""},
+	} {
+		_, err := DecodeSweep("m.yaml", []byte("name: m\ncommand: [train, \"{lr}\"]\nmatrix: "+tt.matrix+"\n"), Overrides{})
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("matrix %s: %v; want %q", tt.matrix, err, tt.err)
 		}
 	}
 }

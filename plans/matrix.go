@@ -43,6 +43,9 @@ func expandMatrix(m *Map, c *checker) []point {
 			c.fail("matrix."+k, "an axis is a list of values, e.g. %s: [1, 2, 3]; a single value belongs under params", k)
 		case len(vals) == 0:
 			c.fail("matrix."+k, "the axis is empty, so the matrix has no job: give it at least one value or remove it")
+		case misspeltEntries(k, vals) != "":
+			c.fail("matrix."+k, "did you mean %s? As written, it is an axis whose values are mappings, each job's parameter %s one of them: rename it if that is what you meant",
+				misspeltEntries(k, vals), k)
 		default:
 			axes = append(axes, k)
 		}
@@ -122,16 +125,33 @@ func expandMatrix(m *Map, c *checker) []point {
 	return points
 }
 
-// nearAxes warns of a key of include entry i that is no axis but is probably a
-// misspelt one the entry lacks ({tsak: mrpc}): it would be taken as a parameter.
+// misspeltEntries is include or exclude where an axis named k, of mappings alone, is
+// one of them misspelt (exlude: [{lr: 0.1}]); "" otherwise.
+func misspeltEntries(k string, vals []any) string {
+	for _, v := range vals {
+		if _, isMap := v.(*Map); !isMap {
+			return ""
+		}
+	}
+	for _, entries := range []string{"include", "exclude"} {
+		if d := distance(strings.ToLower(k), entries); d > 0 && d <= 2 {
+			return entries
+		}
+	}
+	return ""
+}
+
+// nearAxes warns of a key of include entry i that is no axis nor a job's setting but is
+// probably a misspelt one the entry lacks ({tsak: mrpc}, {memroy: 20GiB}): it would be
+// taken as a parameter.
 func (c *checker) nearAxes(i int, in *Map, axes []string) {
-	lacks := slices.DeleteFunc(slices.Clone(axes), func(a string) bool { _, has := in.Get(a); return has })
+	lacks := slices.DeleteFunc(slices.Concat(axes, jobKeys), func(a string) bool { _, has := in.Get(a); return has })
 	for _, k := range in.Keys {
 		if slices.Contains(axes, k) || slices.Contains(jobKeys, k) {
 			continue
 		}
 		if hint := Suggest(k, lacks); hint != "" {
-			c.warn(fmt.Sprintf("%s: matrix.include[%d].%s: %q is not an axis of the matrix, so it is taken as a parameter%s", c.file, i, k, k, hint))
+			c.warn(fmt.Sprintf("%s: matrix.include[%d].%s: %q is not an axis of the matrix nor a job's setting, so it is taken as a parameter%s", c.file, i, k, k, hint))
 		}
 	}
 }
