@@ -92,6 +92,9 @@ func runResults(opts *resultsOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := byKnown(sum, opts.by); err != nil {
+		return err
+	}
 	jobs := rankingJobs(sum, opts.by)
 	metric := cmp.Or(opts.metric, ranking.DefaultMetric(jobs, earlyMetric(sum)))
 	if err := reported(sum.Sweep, jobs, metric); err != nil {
@@ -159,6 +162,27 @@ func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
 }
 
 // groupOf names a job's group by the values of the parameters by: "task=sst2".
+// byKnown refuses a --by parameter no job of the sweep has: every point would be
+// grouped under it alike, as if it had no value.
+func byKnown(sum api.SweepSummary, by []string) error {
+	var keys []string
+	for _, j := range sum.Jobs {
+		if j.Params != nil {
+			for _, k := range j.Params.Keys {
+				if !slices.Contains(keys, k) {
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	for _, k := range by {
+		if !slices.Contains(keys, k) {
+			return badInput("--by: no job of %s has a parameter %q%s", sum.Sweep, k, plans.Suggest(k, keys))
+		}
+	}
+	return nil
+}
+
 func groupOf(params *plans.Map, by []string) string {
 	parts := make([]string, 0, len(by))
 	for _, k := range by {

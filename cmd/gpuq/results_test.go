@@ -75,6 +75,10 @@ func TestResults(t *testing.T) {
 	schedtest.Golden(t, "results.txt", out)
 	out, _, _ = gpuq(t, "results", file, "--by", "task")
 	schedtest.Golden(t, "results_by_task.txt", out)
+	// A parameter no job has would group every point alike: refused, with the one meant.
+	if _, errOut, code := gpuq(t, "results", file, "--by", "tsak"); code != exitBadInput || !strings.Contains(errOut, `--by: no job of `) || !strings.Contains(errOut, `parameter "tsak" (did you mean "task"?)`) {
+		t.Errorf("--by tsak: exit %d, %s", code, errOut)
+	}
 
 	out, errOut, code = gpuq(t, "results", file, "--json", "--by", "task", "--max")
 	if code != exitOK {
