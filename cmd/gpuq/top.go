@@ -40,7 +40,8 @@ output is not a terminal (a pipe, a file, a cron job), it prints the view once a
 text and exits.
 
 A gpuq run in the foreground is watched the same way: with no daemon, the one gpuq run
-of the state directory; --sweep S, the gpuq run of sweep S.`,
+of the state directory; --sweep S, the gpuq run of sweep S, or where none runs, the
+daemon's jobs of sweep S (filtered as / does).`,
 		Example: `  gpuq top
   gpuq top --every 5s
   gpuq top --sweep quickstart
@@ -49,7 +50,7 @@ of the state directory; --sweep S, the gpuq run of sweep S.`,
 		RunE: func(*cobra.Command, []string) error { return runTop(io, st, every, sweep) },
 	}
 	cmd.Flags().DurationVar(&every, "every", time.Second, "how often the view is read again")
-	cmd.Flags().StringVar(&sweep, "sweep", "", "watch the gpuq run of this sweep (in the foreground), not the daemon")
+	cmd.Flags().StringVar(&sweep, "sweep", "", "watch the gpuq run of this sweep (in the foreground), or else the daemon's jobs of it")
 	return cmd
 }
 
@@ -61,16 +62,19 @@ func runTop(ios ioStreams, st *settings, every time.Duration, sweep string) erro
 	if err != nil {
 		return err
 	}
-	title := "the daemon on " + tildeHome(c.Dir())
+	opts := top.Options{Source: c, Title: "the daemon on " + tildeHome(c.Dir()), Every: every}
 	if r := c.Run(); r != nil {
-		title = fmt.Sprintf("gpuq run of %s (pid %d)", r.Sweep, r.PID)
+		opts.Title = fmt.Sprintf("gpuq run of %s (pid %d)", r.Sweep, r.PID)
+	} else if sweep != "" {
+		// The daemon runs the sweep: its jobs are shown, as if filtered by hand.
+		opts.Filter = sweep + "."
 	}
 	if !isTerminal(ios.Out) {
 		ov, err := c.Overview()
 		if err != nil {
 			return err
 		}
-		return top.Print(ios.Out, ov, title, plainWidth)
+		return top.Print(ios.Out, ov, opts, plainWidth)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -79,7 +83,8 @@ func runTop(ios ioStreams, st *settings, every time.Duration, sweep string) erro
 	attach := func(job string) *exec.Cmd { return exec.Command(self, "--state-dir", c.Dir(), "attach", job) }
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	return top.Run(ctx, top.Options{Source: c, Title: title, Every: every, Attach: attach}, ios.In, ios.Out)
+	opts.Attach = attach
+	return top.Run(ctx, opts, ios.In, ios.Out)
 }
 
 // tildeHome writes a path under the home directory as ~/..., as shells show it.
@@ -99,7 +104,8 @@ func tildeHome(path string) string {
 const plainWidth = 80
 
 // topSource is what gpuq top watches: the gpuq run of sweep, if given and one runs it;
-// else the daemon; with none, the one gpuq run of the state directory.
+// else the daemon (which must have the sweep given); with none, the one gpuq run of
+// the state directory.
 func topSource(st *settings, sweep string) (*api.Client, error) {
 	dir, err := st.stateDir()
 	if err != nil {
@@ -119,6 +125,11 @@ func topSource(st *settings, sweep string) (*api.Client, error) {
 	c, err := st.dial()
 	var none api.NoDaemonError
 	switch {
+	case err == nil && sweep != "":
+		if _, err := c.States(api.StatesRequest{Sweep: sweep}); err != nil {
+			return nil, fmt.Errorf("no gpuq run runs sweep %s on %s, and the daemon: %w", sweep, dir, err)
+		}
+		return c, nil
 	case err == nil, !errors.As(err, &none):
 		return c, err
 	case sweep != "":

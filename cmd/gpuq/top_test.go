@@ -126,4 +126,12 @@ func TestTopPlain(t *testing.T) {
 	if _, errOut, code := cli(t, "top", "--every", "0s"); code != exitBadInput {
 		t.Errorf("--every 0s: exit %d: %s", code, errOut)
 	}
+	// --sweep of the daemon's sweep (no gpuq run runs it) shows its jobs; of a sweep
+	// the daemon has not, it says so, rather than show the daemon's every job.
+	if out, errOut, code := cli(t, "top", "--sweep", "p"); code != exitOK || !strings.Contains(out, "p.1 ") {
+		t.Errorf("--sweep p: exit %d: %s%s", code, out, errOut)
+	}
+	if out, errOut, code := cli(t, "top", "--sweep", "q"); code != exitBadInput || !strings.Contains(errOut, "no gpuq run runs sweep q") || strings.Contains(out, "GPU 0") {
+		t.Errorf("--sweep q: exit %d: %s%s", code, out, errOut)
+	}
 }

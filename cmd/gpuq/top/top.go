@@ -41,6 +41,8 @@ type Options struct {
 	Every time.Duration
 	// Attach is the command that attaches the terminal to a job's trainer.
 	Attach func(job string) *exec.Cmd
+	// Filter is what the lists are filtered by at first, as if typed after /.
+	Filter string
 }
 
 // Run shows top full-screen on a terminal until the user quits.
@@ -99,6 +101,7 @@ func newModel(opts Options, r *lipgloss.Renderer) model {
 	f := textinput.New()
 	f.Prompt = "/"
 	f.Cursor.SetMode(cursor.CursorStatic)
+	f.SetValue(opts.Filter)
 	c := textinput.New()
 	c.Prompt = "drain or undrain GPU: "
 	c.CharLimit = 140 // a worker's name (128 at most), a colon, an index

@@ -278,7 +278,7 @@ func TestQuit(t *testing.T) {
 // its title line and bars fit 80 columns.
 func TestPrint(t *testing.T) {
 	var buf bytes.Buffer
-	if err := Print(&buf, sampleOverview(t), "the daemon on /state", 80); err != nil {
+	if err := Print(&buf, sampleOverview(t), Options{Title: "the daemon on /state"}, 80); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(buf.String(), "\x1b[") {
@@ -293,7 +293,7 @@ func TestTitleGivesWayToTheClock(t *testing.T) {
 	for _, width := range []int{80, 60} {
 		var buf bytes.Buffer
 		title := "the daemon on /scratch/a-rather-long-directory-name/of/this/user/gpuq-state"
-		if err := Print(&buf, sampleOverview(t), title, width); err != nil {
+		if err := Print(&buf, sampleOverview(t), Options{Title: title}, width); err != nil {
 			t.Fatal(err)
 		}
 		head, _, _ := strings.Cut(buf.String(), "\n")
@@ -345,7 +345,7 @@ func TestHostileTextReachesNoTerminal(t *testing.T) {
 		}
 	}
 	var buf bytes.Buffer
-	if err := Print(&buf, ov, "the daemon on /state", 100); err != nil {
+	if err := Print(&buf, ov, Options{Title: "the daemon on /state"}, 100); err != nil {
 		t.Fatal(err)
 	}
 	check("printed", buf.String())

@@ -15,7 +15,7 @@ func TestRunningJobsLatestMetrics(t *testing.T) {
 	ov.Running[0].Step = 2000
 	ov.Running[0].Metrics = []api.LatestValue{{Name: "eval_loss", Value: 0.91234}, {Name: "loss", Value: 1.2}, {Name: "lr", Value: 4e-5}, {Name: "epoch", Value: 1}}
 	var buf bytes.Buffer
-	if err := Print(&buf, ov, "the daemon on /state", 200); err != nil {
+	if err := Print(&buf, ov, Options{Title: "the daemon on /state"}, 200); err != nil {
 		t.Fatal(err)
 	}
 	row := ""
