@@ -33,14 +33,16 @@ func (e *Engine) put(c state.Change) error {
 	// alike, and are journaled as one set (see state.Change).
 	now := e.clock.Now()
 	e.stampQueued(&c, now)
-	c.Jobs = e.stampEnds(c.Jobs, now)
+	c.Jobs = e.stampEnds(c.Jobs, c.Attempts, now)
 	return e.failed(e.store.Put(c))
 }
 
-// stampEnds gives each job that has just ended now, the time it did, and takes it from
-// one that runs or waits again (gpuq retry): every change of a job's state passes here.
-// Jobs it changes are copies, in a list of its own.
-func (e *Engine) stampEnds(jobs []*state.Job, now time.Time) []*state.Job {
+// stampEnds gives each job that has just ended the time it did, and takes it from one
+// that runs or waits again (gpuq retry): every change of a job's state passes here.
+// A job ends when its last attempt in the same change did (its trainer may have
+// ended while no daemon ran, and been reaped at the next's start), else now. Jobs it changes
+// are copies, in a list of its own.
+func (e *Engine) stampEnds(jobs []*state.Job, attempts []*state.Attempt, now time.Time) []*state.Job {
 	out, copied := jobs, false
 	for i, j := range jobs {
 		over := ended(j)
@@ -54,6 +56,15 @@ func (e *Engine) stampEnds(jobs []*state.Job, now time.Time) []*state.Job {
 		c.Ended = time.Time{}
 		if over {
 			c.Ended = now
+			var last time.Time // of its attempts in the change, the last to end
+			for _, a := range attempts {
+				if a.Job == j.ID && a.Ended.After(last) {
+					last = a.Ended
+				}
+			}
+			if !last.IsZero() && last.Before(now) {
+				c.Ended = last
+			}
 		}
 		out[i] = &c
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
@@ -284,5 +285,30 @@ func TestPutPausesOnAFullDisk(t *testing.T) {
 	must(t, e.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{{ID: 1, GPUsPerNode: 1}}}))
 	if st.View().AllocQueue(1) == nil {
 		t.Error("the queue put once there is room is not in the store")
+	}
+}
+
+// TestAJobEndsWhenItsAttemptDid: a job whose trainer ended before the engine heard of
+// it (while no daemon ran: reaped at the next one's start) ended when its attempt did,
+// not when it was reaped; its elapsed time is not the daemon's downtime.
+func TestAJobEndsWhenItsAttemptDid(t *testing.T) {
+	e, st := stepEngine(t, threeJobs, 1)
+	round(t, e)
+	clock := e.clock.(*fakeClock)
+	began := clock.Now()
+	running := st.View().Running()
+	if len(running) != 1 {
+		t.Fatalf("%d attempts running", len(running))
+	}
+	clock.mu.Lock()
+	clock.now = began.Add(10 * time.Minute) // the daemon comes back
+	clock.mu.Unlock()
+	e.apply(Exit{Attempt: running[0].ID, Outcome: plans.Success, At: began.Add(2 * time.Minute)})
+	j := st.View().Job(running[0].Job)
+	if j.State != state.JobSucceeded || !j.Ended.Equal(began.Add(2*time.Minute)) {
+		t.Errorf("%s %s, ended %s after it started; want succeeded 2m after", j.ID, j.State, j.Ended.Sub(began))
+	}
+	if a := st.View().Attempt(running[0].ID); !a.Ended.Equal(j.Ended) {
+		t.Errorf("its attempt ended %s, the job %s", a.Ended, j.Ended)
 	}
 }
