@@ -404,6 +404,11 @@ gpu_plan: "2,1,1"
 	if got := firsts(jobs); !reflect.DeepEqual(got, planned) {
 		t.Errorf("the daemon placed %v; plan %v", got, planned)
 	}
+	// The same sweep run in the foreground beside the daemon that has it: warned of,
+	// as its jobs' ids are the daemon's.
+	if _, errOut, code := cli(t, "run", sweep, "--log-dir", t.TempDir(), "--poll", "100ms"); code != exitOK || !strings.Contains(errOut, "has a sweep same too") {
+		t.Errorf("run beside the daemon's sweep: exit %d: %s", code, errOut)
+	}
 }
 
 // TestSubmitNameAndClean: a sweep's name is used once until gpuq clean forgets it,

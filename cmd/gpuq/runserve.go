@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -18,9 +19,24 @@ func serveRun(opts *runOptions, p *prepared, eng *scheduler.Engine, store *state
 		srv, err = daemon.ServeRun(daemon.RunConfig{StateDir: dir, Sweep: p.sweep.Name, Store: store, Engine: eng,
 			Inventory: p.inv.Inventory, Cards: p.cards, Slots: p.slots(), Headroom: p.sweep.Headroom, Attempts: opts.logDir, Version: version})
 		if err == nil {
+			sameNameWarning(opts, p.sweep.Name)
 			return srv
 		}
 	}
 	fmt.Fprintf(opts.io.Err, "gpuq: warning: gpuq status, logs, attach and top will not reach this run: %v\n", err)
 	return nil
+}
+
+// sameNameWarning says where the daemon has a sweep of the run's name too: while the run
+// runs, the verbs that name the sweep or its jobs reach the run's, and gpuq report the
+// daemon's; the two lists of jobs are not told apart by their ids.
+func sameNameWarning(opts *runOptions, sweep string) {
+	c, err := opts.settings.dial()
+	if err != nil {
+		return // no daemon, or none to reach: no sweep to mistake for the run's
+	}
+	if _, err := c.States(api.StatesRequest{Sweep: sweep}); err == nil {
+		fmt.Fprintf(opts.io.Err, "gpuq: warning: the daemon on %s has a sweep %s too: while this run runs, gpuq status, logs, cancel and results of %s reach this run's jobs, and gpuq report %s the daemon's; write another name: in the sweep file to tell them apart\n",
+			tildeHome(c.Dir()), sweep, sweep, sweep)
+	}
 }
