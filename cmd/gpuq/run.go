@@ -84,7 +84,7 @@ starts, its reaper, then stops every process of its attempts, those in sessions 
 own (setsid, nohup) too.
 
 Exit status: 0 every job succeeded (or was stopped early by the sweep's early_stop), 1
-some job failed, 2 bad input, 130 interrupted.`,
+some job failed or was cancelled, 2 bad input, 130 interrupted.`,
 		Example: `  gpuq run examples/sweeps/quickstart.yaml
   gpuq run sweep.yaml --gpus 0,1,2,3 --gpu-plan 2,2,1,1 --json > summary.json
   gpuq run --memory 10GiB --gpus 1 -- python3 train.py --lr 1e-4`,
@@ -118,8 +118,8 @@ some job failed, 2 bad input, 130 interrupted.`,
 // errInterrupted is returned when Ctrl-C stopped the run.
 var errInterrupted = errors.New("interrupted")
 
-// errJobsFailed is returned when the run ended with some job failed.
-var errJobsFailed = errors.New("some jobs failed")
+// errJobsFailed is returned when the run ended with some job failed or cancelled.
+var errJobsFailed = errors.New("some jobs failed or were cancelled")
 
 func runRun(opts *runOptions) error {
 	p, err := opts.prepare()
@@ -248,7 +248,9 @@ func runRun(opts *runOptions) error {
 		return fmt.Errorf("%w; every trainer was stopped. Not finished: %s", errInterrupted, firstOf(left, " "))
 	case runErr != nil:
 		return runErr
-	case sum.Counts[string(state.JobFailed)] > 0:
+	case sum.Counts[string(state.JobFailed)] > 0 || sum.Counts[string(state.JobCancelled)] > 0:
+		// A cancelled job did not succeed either: gpuq run s.yaml && collect.py must
+		// not go on without it (gpuq wait says the same).
 		return errJobsFailed
 	}
 	return nil
