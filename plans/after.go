@@ -61,6 +61,33 @@ func (c *checker) after(doc *Map, ov Override) []string {
 	return out
 }
 
+// renameOwnAfter makes the jobs of a sweep named anew (gpuq submit --name) wait for
+// its own jobs under its new name where they named them under the name its file
+// writes (after: [dep.1] in dep.yaml submitted as dep3 waits for dep3.1): a pipeline
+// run again under another name runs its stages in order, not after the first run's.
+func renameOwnAfter(s *Sweep, written string) {
+	if written == "" || !s.Waits() {
+		return
+	}
+	own := map[string]bool{}
+	for _, j := range s.Jobs {
+		own[j.ID] = true
+	}
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		cloned := false
+		for k, name := range j.After {
+			rest, ok := strings.CutPrefix(name, written+".")
+			if renamed := s.Name + "." + rest; ok && own[renamed] {
+				if !cloned { // the list may be shared with the sweep's other jobs
+					j.After, cloned = slices.Clone(j.After), true
+				}
+				j.After[k] = renamed
+			}
+		}
+	}
+}
+
 // checkAfter refuses a sweep that would wait for itself: a name that is the sweep's,
 // or a cycle among its own jobs.
 func (c *checker) checkAfter(s *Sweep) {

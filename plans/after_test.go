@@ -31,3 +31,25 @@ func TestAfterAndMaxRunning(t *testing.T) {
 		t.Errorf("after: %s", got)
 	}
 }
+
+// TestARenamedSweepWaitsForItsOwnJobs: a sweep submitted under another name (--name)
+// waits for its own jobs under the new name where its file names them under its own;
+// what it names of other sweeps stays.
+func TestARenamedSweepWaitsForItsOwnJobs(t *testing.T) {
+	doc := "name: dep\ncommand: [train]\nafter: [prep]\njobs: [{lr: 0.001}, {lr: 0.01, after: [dep.1]}, {lr: 0.1, after: [dep.2, other.3]}]\n"
+	s, err := DecodeSweep("dep.yaml", []byte(doc), Overrides{Name: Override{Value: "dep3", Source: "--name"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range s.Jobs {
+		got = append(got, j.ID+":"+strings.Join(j.After, ","))
+	}
+	if want := "dep3.1:prep dep3.2:prep,dep3.1 dep3.3:prep,dep3.2,other.3"; strings.Join(got, " ") != want {
+		t.Errorf("after: %s, want %s", strings.Join(got, " "), want)
+	}
+	// As written, it names its own jobs.
+	if s, err = DecodeSweep("dep.yaml", []byte(doc), Overrides{}); err != nil || strings.Join(s.Jobs[2].After, ",") != "prep,dep.2,other.3" {
+		t.Errorf("unrenamed: %v, %v", s.Jobs[2].After, err)
+	}
+}

@@ -344,6 +344,9 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	if len(c.errs) == 0 {
 		c.checkJobs(s)
 		c.checkAdd(s)
+		if written := c.str(doc, "name", ""); written != s.Name {
+			renameOwnAfter(s, written)
+		}
 		c.checkAfter(s)
 		c.checkJudged(s, doc)
 	}
