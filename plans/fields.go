@@ -133,6 +133,21 @@ func (c *checker) argv(field string, v any, example string) []string {
 // started with it.
 const nulProblem = "holds a NUL byte (\\0), which no program's argument, environment or directory can carry: remove it"
 
+// placedVar is why a sweep's env may not set variable k to value: gpuq sets it for each
+// job apart (its cards, its port, who it is), and one value for every job would put
+// them all on one card, or one port; "" where it may.
+func placedVar(k, value string) string {
+	switch {
+	case k == "CUDA_VISIBLE_DEVICES" || k == "CUDA_DEVICE_ORDER":
+		return "gpuq sets CUDA_VISIBLE_DEVICES to the cards it places each job on (as NVML numbers them, with CUDA_DEVICE_ORDER=PCI_BUS_ID); remove it, and choose the cards with gpus: (e.g. gpus: 0,1)"
+	case (k == "MASTER_PORT" || k == "PET_MASTER_PORT") && !strings.Contains(value, "{"):
+		return "gpuq gives each job a free port of its own in MASTER_PORT and PET_MASTER_PORT ({master_port}); one port for every job makes jobs on one machine collide: remove it"
+	case strings.HasPrefix(k, "GPUQ_"):
+		return "gpuq sets its GPUQ_ variables for each job (who it is, where its attempt's files are): remove it, or give it a name of your own"
+	}
+	return ""
+}
+
 func (c *checker) env(doc *Map) []EnvVar {
 	v, ok := doc.Get("env")
 	if !ok || v == nil {
@@ -151,6 +166,8 @@ func (c *checker) env(doc *Map) []EnvVar {
 			c.fail("env."+k, "%q is not a variable name: use letters, digits and _", k)
 		case !isScalar(val) && val != nil:
 			c.fail("env."+k, "a value is a string or number, not a %s", kindOf(val))
+		case placedVar(k, FormatValue(val)) != "":
+			c.fail("env."+k, "%s", placedVar(k, FormatValue(val)))
 		default:
 			s := FormatValue(val)
 			if _, err := Placeholders(s); err != nil {

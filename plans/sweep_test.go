@@ -457,3 +457,21 @@ func TestJobSettingErrorsNameWhereWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvRefusesWhatGpuqPlaces: a sweep's env may not set the variables gpuq sets for
+// each job apart (one value for all would put every job on one card or one port); a
+// port from {master_port} is each job's own.
+func TestEnvRefusesWhatGpuqPlaces(t *testing.T) {
+	for _, tt := range []struct{ env, err string }{
+		{`{CUDA_VISIBLE_DEVICES: "1"}`, "env.CUDA_VISIBLE_DEVICES: gpuq sets CUDA_VISIBLE_DEVICES to the cards it places each job on"},
+		{`{CUDA_DEVICE_ORDER: FASTEST_FIRST}`, "env.CUDA_DEVICE_ORDER: gpuq sets CUDA_VISIBLE_DEVICES"},
+		{`{MASTER_PORT: "29500"}`, "env.MASTER_PORT: gpuq gives each job a free port of its own"},
+		{`{GPUQ_JOB_ID: fake}`, "env.GPUQ_JOB_ID: gpuq sets its GPUQ_ variables"},
+		{`{MASTER_PORT: "{master_port}", OMP_NUM_THREADS: 4, HF_HOME: /data/hf}`, ""},
+	} {
+		_, err := DecodeSweep("e.yaml", []byte("name: e\ncommand: [train]\njobs: [{}]\nenv: "+tt.env+"\n"), Overrides{})
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("env %s: %v; want %q", tt.env, err, tt.err)
+		}
+	}
+}
