@@ -233,6 +233,18 @@ func (s *settings) overrides() plans.Overrides {
 	}
 }
 
+// flagOverrides are the overrides given as flags alone: what overrides a trace, whose
+// machine is its own (the user's config file and GPUQ_ variables speak of the real one).
+func (s *settings) flagOverrides() plans.Overrides {
+	ov := s.overrides()
+	for _, o := range []*plans.Override{&ov.GPUs, &ov.Plan, &ov.Headroom, &ov.Order, &ov.UtilTarget} {
+		if !strings.HasPrefix(o.Source, "--") {
+			*o = plans.Override{}
+		}
+	}
+	return ov
+}
+
 // ledger is where simulated trainers record their memory; every gpuq process of a user
 // shares it, as real processes share real cards.
 func (s *settings) ledger() string {

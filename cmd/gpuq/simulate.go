@@ -47,6 +47,8 @@ memory if its card cannot hold it then. Checkpointing leaves 0.35 of the activat
 and costs 1.08x the time, each halving of the batch halves them and costs 1.15x, no
 data workers costs 1.2x. Jobs have batch_size 32, gradient_accumulation_steps 1,
 gradient_checkpointing false and num_data_workers 4 unless params say otherwise.
+--gpus, --gpu-plan and --headroom override the trace's; the config file and the
+GPUQ_ variables, which speak of the real machine, do not.
 
 Policies: gpuq (the engine); static, the tmux way (jobs dealt round-robin onto the
 plan's slots, an OOM loses the job); one-per-gpu (one job per card, no retry); oracle,
@@ -95,7 +97,7 @@ func runSimulate(opts *simulateOptions) error {
 		return badInput("--report draws gpuq's run of the trace: add --policy gpuq")
 	}
 	began := time.Now()
-	t, err := simulate.Load(opts.trace, opts.settings.overrides())
+	t, err := simulate.Load(opts.trace, opts.settings.flagOverrides())
 	if err != nil {
 		return err
 	}

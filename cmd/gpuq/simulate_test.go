@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -109,5 +111,27 @@ func TestSimulateEarlyStopping(t *testing.T) {
 	}
 	if with.Makespan > 0.6*without.Makespan || without.Stopped != 0 || without.Completed != 27 || with.BestFinished == nil || !*with.BestFinished {
 		t.Errorf("with early stopping %+v\nwithout %+v", with, without)
+	}
+}
+
+// TestSimulateIgnoresTheRealMachinesSettings: the user's config file and GPUQ_
+// variables speak of the real machine; a trace says its own, which flags alone
+// override.
+func TestSimulateIgnoresTheRealMachinesSettings(t *testing.T) {
+	cfg := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cfg, "gpuq"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "gpuq", "config.yaml"), []byte("gpus: 0,1\nheadroom: 20%\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("GPUQ_GPU_PLAN", "1")
+	out, errOut, code := gpuq(t, "simulate", "../../examples/traces/gla.yaml")
+	if code != exitOK || !strings.Contains(out, "plan 2,2,2,2,1,1,1, headroom 1.00 GiB") {
+		t.Errorf("exit %d: %s%s", code, out, errOut)
+	}
+	if out, errOut, code := gpuq(t, "simulate", "../../examples/traces/gla.yaml", "--gpu-plan", "1"); code != exitOK || !strings.Contains(out, "plan 1,1,1,1,1,1,1") {
+		t.Errorf("--gpu-plan 1: exit %d: %s%s", code, out, errOut)
 	}
 }
