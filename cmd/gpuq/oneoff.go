@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -108,15 +109,24 @@ func (o *oneOff) document(name string, argv []string) ([]byte, error) {
 			doc.Set(kv.key, kv.v)
 		}
 	}
-	if len(o.env) > 0 {
-		env := plans.NewMap()
-		for _, e := range o.env {
-			k, v, ok := strings.Cut(e, "=")
-			if !ok {
-				return nil, badInput("--env %q: write KEY=VALUE", e)
-			}
-			env.Set(k, literal(v))
+	env := plans.NewMap()
+	for _, e := range o.env {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok {
+			return nil, badInput("--env %q: write KEY=VALUE", e)
 		}
+		env.Set(k, literal(v))
+	}
+	// It runs with the environment it was given in: where that sets what gpuq would
+	// set for a sweep's trainer (OMP_NUM_THREADS=1 and friends), its value stands.
+	for _, k := range defaultedVars {
+		if v, ok := os.LookupEnv(k); ok {
+			if _, given := env.Get(k); !given {
+				env.Set(k, literal(v))
+			}
+		}
+	}
+	if env.Len() > 0 {
 		doc.Set("env", env)
 	}
 	// A command has no parameters for a ladder to lower: an OOM fails it, as written.
@@ -126,6 +136,10 @@ func (o *oneOff) document(name string, argv []string) ([]byte, error) {
 	doc.Set("jobs", []any{plans.NewMap()})
 	return json.Marshal(doc)
 }
+
+// defaultedVars are the variables gpuq sets for every trainer by default (see the
+// README's "What a trainer gets"), which a one-off takes from its environment instead.
+var defaultedVars = []string{"OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}
 
 // literal is a one-off's argument as a template that gives it back as written.
 func literal(s string) string {

@@ -276,3 +276,15 @@ func TestOneOffsStartedTogetherTakeTwoNames(t *testing.T) {
 	}
 	third.reserved.Close()
 }
+
+// TestOneOffKeepsItsEnvironment: a one-off runs with the environment it was given in,
+// where that sets what gpuq sets for a sweep's trainer by default; the rest are gpuq's.
+func TestOneOffKeepsItsEnvironment(t *testing.T) {
+	t.Setenv("OMP_NUM_THREADS", "8")
+	t.Setenv("MKL_NUM_THREADS", "")
+	os.Unsetenv("MKL_NUM_THREADS")
+	out, errOut, code := gpuq(t, "run", "--log-dir", t.TempDir(), "--gpus", "sim:1x24GiB", "--", "sh", "-c", "echo OMP=$OMP_NUM_THREADS MKL=$MKL_NUM_THREADS")
+	if code != exitOK || out != "OMP=8 MKL=1\n" {
+		t.Errorf("exit %d: %q, want OMP=8 MKL=1\n%s", code, out, errOut)
+	}
+}
