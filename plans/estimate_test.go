@@ -1,6 +1,7 @@
 package plans
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -133,6 +134,22 @@ func TestEstimateMonotone(t *testing.T) {
 		}
 		if got := m.Estimate().Total(); got >= full.Total() {
 			t.Errorf("%s: %s, not less than %s", tt.name, FormatSize(got), FormatSize(full.Total()))
+		}
+	}
+}
+
+// TestZeROStagesHoldLessInTurn: on several cards each ZeRO stage holds no more than the
+// one before it; stage 1 keeps the fp32 gradient partitions stage 2 does (one optimizer
+// in DeepSpeed), with its gradients whole: 4P + 16P/N against 2P + 18P/N.
+func TestZeROStagesHoldLessInTurn(t *testing.T) {
+	base := append(append([]any{}, mistral7B...), "seq_len", 512, "micro_batch", 1, "gpus", 2)
+	var totals []int64
+	for stage := range 4 {
+		totals = append(totals, model(t, append(slices.Clone(base), "zero_stage", stage)...).Estimate().Total())
+	}
+	for stage := 1; stage < 4; stage++ {
+		if totals[stage] > totals[stage-1] {
+			t.Errorf("stage %d: %s, more than stage %d's %s", stage, FormatSize(totals[stage]), stage-1, FormatSize(totals[stage-1]))
 		}
 	}
 }

@@ -180,9 +180,11 @@ func (m Model) master(tb float64) bool {
 
 // shard divides the state among the job's cards as DeepSpeed ZeRO does (Rajbhandari et
 // al. 2020, "ZeRO", §5; REFERENCE §4): stage 1 the optimizer state, stage 2 the
-// gradients too (in fp32 partitions beside a master copy: 2P + 18P/N for AdamW), stage
-// 3 the weights and the copies too, leaving two of the largest layer gathered at a time
-// (the one computing and the one prefetched). FSDP's FULL_SHARD is stage 3. Frozen
+// gradients too (2P + 18P/N for AdamW), stage 3 the weights and the copies too,
+// leaving two of the largest layer gathered at a time (the one computing and the one
+// prefetched). Stages 1 and 2 are one optimizer in DeepSpeed (stage_1_and_2.py), which
+// keeps each card's partition of the gradients in fp32 beside the master copy at both:
+// stage 1 is 4P + 16P/N, never less than stage 2. FSDP's FULL_SHARD is stage 3. Frozen
 // weights (LoRA's base) shard at stage 3 like the rest.
 func (m Model) shard(e *parts, trained, tb float64) {
 	n := float64(max(m.GPUs, 1))
@@ -190,11 +192,11 @@ func (m Model) shard(e *parts, trained, tb float64) {
 		return
 	}
 	e.optimizer /= n
+	if m.master(tb) { // fp32 gradient partitions beside the master copy
+		e.optimizer += trained * 4 / n
+	}
 	if m.ZeROStage >= 2 {
 		e.gradients /= n
-		if m.master(tb) { // fp32 gradient partitions beside the master copy
-			e.optimizer += trained * 4 / n
-		}
 	}
 	if m.ZeROStage == 3 {
 		e.weights = e.weights/n + m.gathered()
