@@ -54,6 +54,21 @@ func TestPlanSeedSweep(t *testing.T) {
 	schedtest.Golden(t, "plan_gla.txt", out)
 }
 
+// TestPlanSaysWhosePlanItIs: a plan the machine's settings give (GPUQ_GPU_PLAN) is
+// said to be theirs, not the default; the default is said where nothing gives one.
+func TestPlanSaysWhosePlanItIs(t *testing.T) {
+	sweep := writeSweep(t, "name: p\ncommand: [echo, \"{seed}\"]\nmatrix: {seed: [1, 2]}\nmemory: 2GiB\n")
+	out, errOut, code := gpuq(t, "plan", sweep, "--gpus", "sim:2x24GiB")
+	if code != exitOK || !strings.Contains(out, "plan -,- (default: every job has an estimate") {
+		t.Errorf("no plan given: exit %d: %s%s", code, out, errOut)
+	}
+	t.Setenv("GPUQ_GPU_PLAN", "1")
+	out, errOut, code = gpuq(t, "plan", sweep, "--gpus", "sim:2x24GiB")
+	if code != exitOK || !strings.Contains(out, "plan 1,1 (the machine's: GPUQ_GPU_PLAN or the config file's gpu_plan)") {
+		t.Errorf("GPUQ_GPU_PLAN=1: exit %d: %s%s", code, out, errOut)
+	}
+}
+
 func TestPlanJSON(t *testing.T) {
 	out, errOut, code := gpuq(t, "plan", "../../examples/sweeps/gla.yaml", "--gpus", "sim:7x23.52GiB", "--json")
 	if code != exitOK {

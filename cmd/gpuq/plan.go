@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -97,7 +98,9 @@ func printPlan(io ioStreams, p *prepared, states []pack.CardState, d pack.Decisi
 	}
 	slots := p.slots()
 	planText := plans.GPUPlan(slots).String()
-	if sw.Plan == nil {
+	if sw.Plan == nil && slices.ContainsFunc(p.machine, func(n int) bool { return n != plans.NoSlotLimit }) {
+		planText += " (the machine's: GPUQ_GPU_PLAN or the config file's gpu_plan)"
+	} else if sw.Plan == nil {
 		planText += " (default: " + defaultPlanNote(sw) + ")"
 	}
 	width := io.width()
