@@ -39,7 +39,9 @@ func (c *ConfigSpec) Merges(key string) bool {
 }
 
 // Render is the config of an attempt with these parameters: the base with the
-// parameters it merges set at their dotted paths.
+// parameters it merges set at their dotted paths, a mapping merged into the base's
+// mapping there key by key (lora: {r: 32} keeps the base's lora.alpha), as OmegaConf
+// and Hydra merge, rather than put in its place.
 func (c *ConfigSpec) Render(params *Map) *Map {
 	doc := NewMap()
 	if c != nil && c.Doc != nil {
@@ -47,10 +49,26 @@ func (c *ConfigSpec) Render(params *Map) *Map {
 	}
 	for _, k := range params.Keys {
 		if c.Merges(k) {
-			doc.SetPath(k, params.Vals[k])
+			doc.mergePath(k, params.Vals[k])
 		}
 	}
 	return doc
+}
+
+// mergePath puts v at a dotted path as SetPath does, but where both v and what is
+// there are mappings, merges v's keys into it, each in the same way.
+func (m *Map) mergePath(path string, v any) {
+	if add, ok := v.(*Map); ok {
+		if there, ok := m.Path(path); ok {
+			if into, ok := there.(*Map); ok {
+				for _, k := range add.Keys {
+					into.mergePath(k, add.Vals[k])
+				}
+				return
+			}
+		}
+	}
+	m.SetPath(path, v)
 }
 
 // Path returns the value at a dotted path ("training.batch_size").

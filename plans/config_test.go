@@ -160,3 +160,18 @@ func TestSweepKeepsItsFiles(t *testing.T) {
 		t.Errorf("rendered from the file as it is now: batch_size %v", v)
 	}
 }
+
+// TestAMappingParameterMergesIntoTheBase: a parameter whose value is a mapping sets the
+// keys it has in the base's mapping there, and keeps the others (lora: {r: 32} keeps
+// lora.alpha), at any depth; a scalar still takes the place of what is there.
+func TestAMappingParameterMergesIntoTheBase(t *testing.T) {
+	s, err := sweepWithBase(t, "lora: {r: 4, alpha: 16}\nmodel: {name: small, head: {dropout: 0.1, bias: true}}\nlr: 0.1\n",
+		"name: m\ncommand: [train, --config, \"{config}\"]\nconfig: {base: base.yaml}\nparams: {lora: {r: 32}, model: {head: {dropout: 0.2}}, lr: 0.01}\njobs: [{}]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(s.Config.Render(s.Jobs[0].Params))
+	if want := `{"lora":{"r":32,"alpha":16},"model":{"name":"small","head":{"dropout":0.2,"bias":true}},"lr":0.01}`; string(got) != want {
+		t.Errorf("rendered %s, want %s", got, want)
+	}
+}
