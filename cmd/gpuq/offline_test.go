@@ -11,7 +11,7 @@ import (
 )
 
 // TestReadWithoutADaemon: with no daemon running, status (--json too), status ID, logs (by id or
-// --where) and report read the state its last daemon left, say so once on stderr, and
+// --where), report and wait (of jobs that had ended) read the state its last daemon left, say so once on stderr, and
 // change nothing of it; what would change a job says that no daemon runs; a daemon
 // started afterwards takes the state up as ever.
 func TestReadWithoutADaemon(t *testing.T) {
@@ -44,6 +44,7 @@ func TestReadWithoutADaemon(t *testing.T) {
 		{[]string{"logs", "ok.2"}, exitOK, "\nout 2\n"},
 		{[]string{"logs", "-f", "--where", "seed=1"}, exitOK, "\nout 1\n"},
 		{[]string{"report", "ok", "-o", report}, exitOK, ""},
+		{[]string{"wait", "--sweep", "ok"}, exitOK, "2 jobs succeeded"},
 		{[]string{"cancel", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
 		{[]string{"why", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
 	} {

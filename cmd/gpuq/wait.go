@@ -19,9 +19,12 @@ import (
 type waitOptions struct {
 	io     ioStreams
 	client func() (daemonClient, error)
-	sweep  string
-	json   bool
-	poll   time.Duration
+	// read reads the jobs where no daemon runs, from the state its last one left (see
+	// readClient): jobs that had all ended then need none to wait for.
+	read  func() (daemonClient, error)
+	sweep string
+	json  bool
+	poll  time.Duration
 	// gone is how long a daemon that stops answering is waited for (see pollAgain).
 	gone time.Duration
 }
@@ -32,7 +35,7 @@ type waitOptions struct {
 const daemonGone = 2 * time.Minute
 
 func newWaitCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &waitOptions{io: io, client: st.client, poll: 500 * time.Millisecond, gone: daemonGone}
+	opts := &waitOptions{io: io, client: st.client, read: st.readClient, poll: 500 * time.Millisecond, gone: daemonGone}
 	cmd := &cobra.Command{
 		Use:   "wait [ID...|--sweep SWEEP]",
 		Short: "Wait until jobs have ended; exit 0 if every one succeeded",
@@ -42,10 +45,12 @@ has now, have ended: succeeded, failed, been cancelled or stopped early. For scr
   gpuq submit sweep.yaml && gpuq wait --sweep gla-e1 && python3 collect.py
 
 A daemon that stops answering meanwhile (restarting) is waited for, up to two minutes.
+Where no daemon runs, jobs that had all ended in the state its last one left are as
+they ended there.
 
 Exit status: 0 every job succeeded (or was stopped early, its point losing), 1 some
-failed or were cancelled (they are named), or no daemon answered for two minutes, 2 an
-unknown job or sweep.`,
+failed or were cancelled (they are named), or no daemon runs for jobs that had not
+ended, or none answered for two minutes, 2 an unknown job or sweep.`,
 		Example: `  gpuq wait --sweep gla-e1
   gpuq wait gla-e1.3 gla-e1.4`,
 		ValidArgsFunction: completeJobs(st),
@@ -60,15 +65,22 @@ func runWait(opts *waitOptions, ids []string) error {
 	if len(ids) > 0 && opts.sweep != "" {
 		return badInput("name jobs or give --sweep, not both; see gpuq wait --help")
 	}
-	c, err := opts.client()
-	if err != nil {
-		return err
-	}
 	ids = once(ids)
+	req := api.StatesRequest{IDs: ids, Sweep: opts.sweep}
+	c, err := opts.client()
 	// The jobs waited for, as they are now; then, every poll, those not ended yet
 	// alone: the daemon is asked for the jobs waited for, never for all it has.
-	waited, err := c.States(api.StatesRequest{IDs: ids, Sweep: opts.sweep})
+	var waited []api.JobState
+	if err == nil {
+		waited, err = c.States(req)
+	}
 	if err != nil {
+		var none api.NoDaemonError
+		if errors.As(err, &none) && opts.read != nil {
+			if r, w, ok := endedInState(opts.read, req); ok {
+				return waitEnded(opts, r, ids, w)
+			}
+		}
 		return err
 	}
 	at := make(map[string]int, len(waited))
@@ -97,6 +109,20 @@ func runWait(opts *waitOptions, ids []string) error {
 			return fmt.Errorf("while waiting: %w", err)
 		}
 	}
+}
+
+// endedInState reads the jobs waited for where no daemon runs, from the state its last
+// one left; ok where there is one and every job waited for had ended in it.
+func endedInState(read func() (daemonClient, error), req api.StatesRequest) (daemonClient, []api.JobState, bool) {
+	r, err := read()
+	if err != nil {
+		return nil, nil, false
+	}
+	w, err := r.States(req)
+	if err != nil || len(w) == 0 || slices.ContainsFunc(w, func(j api.JobState) bool { return !ended(j.State) }) {
+		return nil, nil, false
+	}
+	return r, w, true
 }
 
 // pollAgain asks for the states of the jobs not ended yet (next), riding through a
