@@ -68,7 +68,7 @@ func runReport(opts *reportOptions) error {
 		return err
 	}
 	d := reportData(sum, "gpuq run", lastMoment(sum))
-	return writeReport(opts.io, opts.output, d)
+	return writeReport(opts.io, opts.output, "-o", d)
 }
 
 // isSummary tells a summary file from a sweep's name: a sweep is named with lowercase
@@ -104,7 +104,7 @@ func reportFromDaemon(opts *reportOptions) error {
 	for _, j := range jobs {
 		sum.Jobs = append(sum.Jobs, j.JobSummary)
 	}
-	return writeReport(opts.io, opts.output, reportData(sum, "the daemon on "+tildeHome(c.Dir()), time.Now()))
+	return writeReport(opts.io, opts.output, "-o", reportData(sum, "the daemon on "+tildeHome(c.Dir()), time.Now()))
 }
 
 // reportFromState draws a sweep from the state of a directory no daemon runs on, read
@@ -125,7 +125,7 @@ func reportFromState(opts *reportOptions, none api.NoDaemonError) error {
 		return scheduler.NoSweep(opts.source, view.JobIDs())
 	}
 	sum := api.SummarizeSweep(view, opts.source, api.LastCards(none.Dir))
-	return writeReport(opts.io, opts.output, reportData(sum, "the state on "+tildeHome(none.Dir)+" (no daemon runs)", lastMoment(sum)))
+	return writeReport(opts.io, opts.output, "-o", reportData(sum, "the state on "+tildeHome(none.Dir)+" (no daemon runs)", lastMoment(sum)))
 }
 
 // readSummary reads a gpuq run --json summary from a file, or from in for "-".
@@ -198,14 +198,14 @@ func reportData(sum api.SweepSummary, source string, now time.Time) report.Data 
 }
 
 // writeReport writes the page to path (default <sweep>-report.html), whole or not at
-// all, and says where it is.
-func writeReport(streams ioStreams, path string, d report.Data) error {
+// all, and says where it is; flag is what gave path, for an error.
+func writeReport(streams ioStreams, path, flag string, d report.Data) error {
 	if path == "" {
 		path = d.Sweep + "-report.html"
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".gpuq-report-*")
 	if err != nil {
-		return badInput("cannot write the report to %s (%v): give -o a file in a directory you may write", path, err)
+		return badInput("cannot write the report to %s (%v): give %s a file in a directory you may write", path, err, flag)
 	}
 	defer os.Remove(tmp.Name())
 	err = report.Write(tmp, d)

@@ -144,7 +144,7 @@ func simulateOne(opts *simulateOptions, t *simulate.Trace, p simulate.Policy) (s
 	d := reportData(summarize(store, t.Sweep, cards), fmt.Sprintf("gpuq simulate %s: %s, plan %s, headroom %s",
 		opts.trace, t.Sweep.GPUs, planText(t.Slots()), t.Sweep.Headroom), simulate.Epoch.Add(time.Duration(r.Makespan*float64(time.Second))))
 	d.Virtual = true
-	return r, writeReport(opts.io, opts.report, d)
+	return r, writeReport(opts.io, opts.report, "--report", d)
 }
 
 func parsePolicies(names []string) ([]simulate.Policy, error) {

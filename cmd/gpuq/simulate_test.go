@@ -62,6 +62,10 @@ func TestSimulateBadInputExitsTwo(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
+	// A report that cannot be written names the flag that gave its file.
+	if _, errOut, code := gpuq(t, "simulate", "../../examples/traces/gla.yaml", "--report", filepath.Join(t.TempDir(), "no", "r.html")); code != exitBadInput || !strings.Contains(errOut, "give --report a file") {
+		t.Errorf("--report in no directory: exit %d, stderr %q", code, errOut)
+	}
 }
 
 // TestSimulateFailedRunsHaveNoRatio: a run that failed jobs ended sooner by not running
