@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -108,6 +109,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		ov.Name = plans.Override{Value: opts.name, Source: "--name"}
 	}
 	var reqs []api.SubmitRequest
+	var sweeps []*plans.Sweep
 	var machine []string
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)
@@ -129,6 +131,7 @@ func runSubmit(opts *submitOptions, paths []string) error {
 			fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 		}
 		reqs = append(reqs, api.SubmitRequest{File: abs, Source: string(sw.Source), Overrides: ov, Environ: os.Environ(), Files: sw.Files})
+		sweeps = append(sweeps, sw)
 		if machine == nil {
 			machine = machineOf(sw, opts.settings)
 		}
@@ -140,8 +143,8 @@ func runSubmit(opts *submitOptions, paths []string) error {
 	var out struct {
 		Sweeps []api.SubmitResponse `json:"sweeps"`
 	}
-	for _, req := range reqs {
-		resp, err := c.Submit(req)
+	for _, i := range submitOrder(sweeps) {
+		resp, err := c.Submit(reqs[i])
 		if err != nil {
 			if started && len(out.Sweeps) == 0 {
 				stopStarted(c, opts.io)
@@ -160,6 +163,40 @@ func runSubmit(opts *submitOptions, paths []string) error {
 		return writeJSON(opts.io.Out, out)
 	}
 	return nil
+}
+
+// submitOrder is the order to submit sweeps given together in: each after the others
+// of them its jobs wait for (after: [pre] in post.yaml, given as post.yaml pre.yaml),
+// as the daemon knows only what it holds; else as given, a cycle too (the daemon
+// refuses it).
+func submitOrder(sweeps []*plans.Sweep) []int {
+	waitsFor := func(s, other *plans.Sweep) bool {
+		return s != other && slices.ContainsFunc(s.Jobs, func(j plans.Job) bool {
+			return slices.ContainsFunc(j.After, func(n string) bool { return n == other.Name || strings.HasPrefix(n, other.Name+".") })
+		})
+	}
+	placed := make([]bool, len(sweeps))
+	ready := func(i int) bool {
+		for k, o := range sweeps {
+			if !placed[k] && waitsFor(sweeps[i], o) {
+				return false
+			}
+		}
+		return true
+	}
+	var order []int
+	for len(order) < len(sweeps) {
+		next := slices.Index(placed, false) // a cycle: the rest as given
+		for i := range sweeps {
+			if !placed[i] && ready(i) {
+				next = i
+				break
+			}
+		}
+		placed[next] = true
+		order = append(order, next)
+	}
+	return order
 }
 
 // stopStarted stops the daemon gpuq submit started when nothing could be submitted to
