@@ -18,15 +18,26 @@ import (
 type stateReader struct {
 	view state.View
 	none api.NoDaemonError
+	// read says, once, that what follows is read from the state: where it answers, not
+	// where a gpuq run beside it answers alone.
+	read func()
+}
+
+func (r *stateReader) said() {
+	if r.read != nil {
+		r.read()
+	}
 }
 
 func (r *stateReader) Jobs(sweep string, states []string) ([]api.Job, error) {
+	r.said()
 	return api.ListJobs(r.view, sweep, states)
 }
 
 // JobsJSON writes Jobs' listing as the daemon does, a job at a time, into a pipe read
 // as it comes.
 func (r *stateReader) JobsJSON(sweep string, states []string) (io.ReadCloser, error) {
+	r.said()
 	jobs, err := api.Listed(r.view, sweep, states)
 	if err != nil {
 		return nil, err
@@ -37,10 +48,14 @@ func (r *stateReader) JobsJSON(sweep string, states []string) (io.ReadCloser, er
 }
 
 func (r *stateReader) States(req api.StatesRequest) ([]api.JobState, error) {
+	r.said()
 	return api.States(r.view, req)
 }
 
-func (r *stateReader) Job(id string) (api.Job, error) { return api.JobOf(r.view, id) }
+func (r *stateReader) Job(id string) (api.Job, error) {
+	r.said()
+	return api.JobOf(r.view, id)
+}
 
 func (r *stateReader) Why(string) (api.WhyResponse, error)               { return api.WhyResponse{}, r.none }
 func (r *stateReader) Act(api.Verb, api.SelectRequest) ([]string, error) { return nil, r.none }
@@ -94,7 +109,7 @@ func (s *settings) readClient() (daemonClient, error) {
 }
 
 // readState is the state the last daemon left on a directory none runs on, said once
-// on stderr; nil where there is none.
+// on stderr as it is first read; nil where there is none.
 func (s *settings) readState(dir string) (*stateReader, error) {
 	none := api.NoDaemonError{Dir: dir}
 	store, ok, err := state.ReadOnly(dir)
@@ -104,8 +119,8 @@ func (s *settings) readState(dir string) (*stateReader, error) {
 	case !ok:
 		return nil, nil
 	}
-	s.offlineNote.Do(func() { noDaemonNote(s.notices, dir) })
-	return &stateReader{view: store.View(), none: none}, nil
+	note := func() { s.offlineNote.Do(func() { noDaemonNote(s.notices, dir) }) }
+	return &stateReader{view: store.View(), none: none, read: note}, nil
 }
 
 // noDaemonNote says that what follows is read from a state no daemon runs on.

@@ -144,6 +144,10 @@ memory: 1GiB
 		strings.Count(errOut, "no daemon runs on "+dir) != 1 {
 		t.Errorf("status --where seed=1: exit %d; want d.1 and fg.1, and the note once:\n%s%s", code, out, errOut)
 	}
+	// The run's own sweep is the run's to tell: nothing is read from the state.
+	if out, errOut, code := cli(t, "status", "--sweep", "fg"); code != exitOK || !strings.Contains(out, "fg.1") || strings.Contains(errOut, "no daemon runs") {
+		t.Errorf("status --sweep fg, the run's: exit %d; want its jobs and no note of the state:\n%s%s", code, out, errOut)
+	}
 	if out, errOut, code := cli(t, "logs", "-f", "d.2"); code != exitOK || !strings.Contains(out, "out 2") {
 		t.Errorf("logs -f d.2 from the state: exit %d:\n%s%s", code, out, errOut)
 	}
