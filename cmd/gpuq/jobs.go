@@ -739,6 +739,15 @@ type selectOptions struct {
 	json   bool
 }
 
+// appliesTo says which jobs a verb acts on, where those selected had none of them:
+// jobs held already are there, but not to hold.
+var appliesTo = map[api.Verb]string{
+	api.Hold:    " (it holds queued jobs not held already; gpuq status shows their states)",
+	api.Release: " (it releases held jobs; gpuq status shows their states)",
+	api.Cancel:  " (it cancels jobs that have not ended; gpuq status shows their states)",
+	api.Retry:   " (it retries failed, cancelled or stopped jobs; gpuq status shows their states)",
+}
+
 // newSelectCmd is a verb that acts on jobs named by id or on a whole sweep.
 func newSelectCmd(io ioStreams, st *settings, verb api.Verb, short, done string) *cobra.Command {
 	opts := &selectOptions{io: io, client: st.client, verb: verb, done: done}
@@ -785,7 +794,7 @@ func runSelect(opts *selectOptions, ids []string) error {
 		return writeJSON(opts.io.Out, api.SelectResponse{Jobs: changed})
 	}
 	if len(changed) == 0 {
-		fmt.Fprintf(opts.io.Out, "no job %s to %s\n", selectionText(opts.sweep, opts.where), verb)
+		fmt.Fprintf(opts.io.Out, "no job %s to %s%s\n", selectionText(opts.sweep, opts.where), verb, appliesTo[verb])
 		return nil
 	}
 	slices.SortFunc(changed, byNumber)

@@ -181,7 +181,7 @@ func TestSelectVerbs(t *testing.T) {
 		{"retry a sweep", api.Retry, nil, "s", false, []string{"s.3"}, exitOK, "requeued: s.3\n"},
 		{"hold many", api.Hold, nil, "s", false, []string{"s.10", "s.2", "s.1", "s.12", "s.3", "s.4", "s.5", "s.6", "s.7", "s.8", "s.9", "s.11"}, exitOK,
 			"held (12 jobs): s.1 s.2 s.3 s.4 s.5 s.6 s.7 s.8 s.9 s.10 ... and 2 more\n"},
-		{"nothing of the sweep", api.Retry, nil, "s", false, nil, exitOK, "no job of s to retry\n"},
+		{"nothing of the sweep", api.Retry, nil, "s", false, nil, exitOK, "no job of s to retry (it retries failed, cancelled or stopped jobs; gpuq status shows their states)\n"},
 		{"json", api.Hold, []string{"s.1"}, "", true, []string{"s.1"}, exitOK, "{\n  \"jobs\": [\n    \"s.1\"\n  ]\n}\n"},
 		{"both", api.Release, []string{"s.1"}, "s", false, nil, exitBadInput, ""},
 		{"neither", api.Cancel, nil, "", false, nil, exitBadInput, ""},
