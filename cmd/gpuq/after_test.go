@@ -98,11 +98,12 @@ func TestUpdateVerb(t *testing.T) {
 		{"s", ptr(0), 1, exitOK, "updated s: no limit on how many of its jobs run at once; 1 running now\nmore start"},
 		{"s", ptr(2), 5, exitOK, "updated s: at most 2 jobs at once; 5 running now\nthose running run on to their end; no more start until fewer than 2 run\n"},
 		{"s", ptr(5), 5, exitOK, "updated s: at most 5 jobs at once; 5 running now\nno more start until one of them ends\n"},
+		{"s", ptr(2), -1, exitOK, "updated s: at most 2 jobs at once; 0 running now\nno job of it waits to start"},
 		{"s", nil, 1, exitBadInput, "say what to change: --max-running N"},
 		{"s", ptr(-1), 1, exitBadInput, "--max-running -1: give 0 (no limit) or more"},
 		{"nope", ptr(1), 1, exitBadInput, `no sweep "nope"`},
 	} {
-		f.running = tt.running
+		f.running, f.ended = max(tt.running, 0), tt.running < 0 // -1: every job has ended
 		var out strings.Builder
 		opts := &updateOptions{io: ioStreams{Out: &out}, client: f.client, set: func(string) bool { return tt.flag != nil }}
 		if tt.flag != nil {
@@ -113,7 +114,7 @@ func TestUpdateVerb(t *testing.T) {
 			t.Errorf("update %s %v: exit %d, %q %v; want %d and %q", tt.sweep, tt.flag, got, out.String(), err, tt.code, tt.want)
 		}
 	}
-	if len(f.updated) != 4 || f.updated[0] != (api.UpdateRequest{Sweep: "s", MaxRunning: 3}) {
+	if len(f.updated) != 5 || f.updated[0] != (api.UpdateRequest{Sweep: "s", MaxRunning: 3}) {
 		t.Errorf("asked the daemon %+v", f.updated)
 	}
 }
@@ -127,5 +128,8 @@ func (f *fakeDaemon) Update(req api.UpdateRequest) (api.UpdateResponse, error) {
 		return api.UpdateResponse{}, scheduler.NoSweep(req.Sweep, nil)
 	}
 	f.updated = append(f.updated, req)
-	return api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning, Running: max(f.running, 1)}, nil
+	if f.ended {
+		return api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning}, nil
+	}
+	return api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning, Running: max(f.running, 1), Waiting: 4}, nil
 }

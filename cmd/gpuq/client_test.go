@@ -31,7 +31,8 @@ type fakeDaemon struct {
 	drained  []api.DrainRequest
 	streamed []api.StreamRequest
 	updated  []api.UpdateRequest
-	running  int // jobs of the sweep running, as Update answers; 0: one
+	running  int  // jobs of the sweep running, as Update answers; 0: one
+	ended    bool // Update answers that none of the sweep's jobs waits
 	// changed is what Act answers; streams what Attempt's stream reads, by job.
 	changed []string
 	streams map[string]string

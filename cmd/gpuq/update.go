@@ -61,6 +61,8 @@ func runUpdate(opts *updateOptions, sweep string) error {
 	}
 	fmt.Fprintf(opts.io.Out, "updated %s: %s; %d running now\n", got.Sweep, limit, got.Running)
 	switch {
+	case got.Waiting == 0:
+		fmt.Fprintln(opts.io.Out, "no job of it waits to start: the limit applies to its jobs put back in the queue (gpuq retry)")
 	case got.MaxRunning == 0 || got.Running < got.MaxRunning:
 		// A limit raised does not start jobs by itself: the cards still decide.
 		fmt.Fprintf(opts.io.Out, "more start as the cards' memory, slots and sharing target let them; gpuq why %s.N says what holds a job\n", got.Sweep)

@@ -24,8 +24,11 @@ func (d *daemon) update(w http.ResponseWriter, r *http.Request) {
 	out := api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning}
 	view := d.store.View()
 	for j := range view.JobsOf(req.Sweep) {
-		if j.State == state.JobRunning {
+		switch j.State {
+		case state.JobRunning:
 			out.Running++
+		case state.JobQueued:
+			out.Waiting++
 		}
 	}
 	d.log.Printf("updated %s: max_running %d", req.Sweep, req.MaxRunning)

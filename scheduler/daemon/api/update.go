@@ -14,6 +14,9 @@ type UpdateResponse struct {
 	Sweep      string `json:"sweep"`
 	MaxRunning int    `json:"max_running"`
 	Running    int    `json:"running"`
+	// Waiting counts its jobs queued (held or not): none left to start, the limit
+	// changes nothing now.
+	Waiting int `json:"waiting"`
 }
 
 // Update changes a submitted sweep.
