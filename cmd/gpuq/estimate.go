@@ -186,6 +186,9 @@ type fitJSON struct {
 }
 
 func runEstimateFlags(opts *estimateOptions) error {
+	if opts.flags.Changed("model") && opts.flags.Changed("model-config") {
+		return badInput("--model and --model-config: give one, a built-in architecture or a config.json")
+	}
 	desc := plans.NewMap()
 	for _, k := range plans.ModelKeys() {
 		fl := opts.flags.Lookup(modelFlag(k))

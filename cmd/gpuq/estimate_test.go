@@ -142,6 +142,7 @@ func TestEstimateBadInput(t *testing.T) {
 		{[]string{"estimate", "a.yaml", "b.yaml"}, "accepts at most 1 arg"},
 		{[]string{"estimate", "--model", "qwen3-4"}, `--model: "qwen3-4" is not an architecture gpuq knows (did you mean "qwen3-4b"?)`},
 		{[]string{"estimate", "--model-config", "nowhere/config.json"}, "--model-config: open nowhere/config.json"},
+		{[]string{"estimate", "--model", "qwen3-4b", "--model-config", "../../plans/testdata/hf/qwen3-4b.json"}, "--model and --model-config: give one"},
 		{[]string{"estimate", "--model-config", "../../plans/testdata/hf/qwen3-30b-a3b.json"}, "a mixture-of-experts model"},
 	} {
 		_, errOut, code := gpuq(t, tt.args...)
