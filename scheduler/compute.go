@@ -148,14 +148,8 @@ func (e *Engine) measureUtil(a *state.Attempt, now time.Time) (util float64, sam
 	return a.Util + (u-a.Util)/float64(samples), samples, samples == 1
 }
 
-// teachUtil takes an attempt's utilization into its shape's, and its sweep's busiest.
-func (e *Engine) teachUtil(a *state.Attempt, u float64) {
-	e.changeShape(a.Shape, func(l *state.Shape) { l.LearnUtil(u) }, nil)
-	e.teachBusiest(a.Shape, u)
-}
-
 // teachUtils takes each attempt's measured utilization (Attempt.Util) into its
-// shape's, as teachUtil does, each shape changed once for all of its attempts.
+// shape's, and its sweep's busiest, each shape changed once for all of its attempts.
 func (e *Engine) teachUtils(attempts []*state.Attempt) {
 	for shape, as := range byShape(attempts) {
 		e.changeShape(shape, func(l *state.Shape) {
@@ -195,7 +189,8 @@ func (e *Engine) unmeasurable(a *state.Attempt) {
 	if _, known := e.utilOf(a.Shape); known || a.UtilSamples > 0 || a.Outcome != plans.Success || e.target() == 0 {
 		return
 	}
-	e.teachUtil(a, 1)
+	e.changeShape(a.Shape, func(l *state.Shape) { l.AssumeUtil() }, nil)
+	e.teachBusiest(a.Shape, 1)
 }
 
 // utilOf is what the packer counts a job of a shape at on a card's compute, and whether

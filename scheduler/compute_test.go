@@ -137,8 +137,8 @@ func TestAShapeIsMeasuredBeforeItShares(t *testing.T) {
 		t.Fatalf("at 30 s: %s", got)
 	}
 	r.round(30 * time.Second)
-	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l == nil || l.UtilRuns != 2 || math.Abs(l.Util-0.45) > 1e-9 {
-		t.Fatalf("shape after a minute: %+v, want c.1's and c.2's 45%%", l)
+	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l == nil || l.UtilRuns != 2 || math.Abs(l.Util-0.45) > 1e-9 || l.Unmeasured {
+		t.Fatalf("shape after a minute: %+v, want c.1's and c.2's 45%%, measured", l)
 	}
 	if got := r.where(); got != "c.1:0 c.2:1 c.3:0 c.4:1" {
 		t.Errorf("once measured: %s, want two a card", got)
@@ -296,8 +296,8 @@ func TestAShapeNVMLCannotMeasureCountsAsComputeBound(t *testing.T) {
 	r := newComputeRig(t, fourJobs, 2, Config{})
 	r.round(0)
 	r.end("c.1", 10*time.Minute)
-	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l == nil || l.UtilRuns != 1 || l.Util != 1 {
-		t.Fatalf("shape: %+v, want utilization 1", l)
+	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l == nil || l.UtilRuns != 1 || l.Util != 1 || !l.Unmeasured {
+		t.Fatalf("shape: %+v, want utilization 1, not measured", l)
 	}
 	r.round(time.Second)
 	if got := r.where(); got != "c.2:1 c.3:0" {

@@ -543,8 +543,11 @@ func learnedDuration(j api.JobSummary) string {
 // learnedUtil is how much of a card's compute the job's shape keeps busy, as learned
 // ("45%"), or "-".
 func learnedUtil(j api.JobSummary) string {
-	if j.LearnedUtil == nil {
+	switch {
+	case j.LearnedUtil == nil:
 		return "-"
+	case j.UtilUnmeasured:
+		return "all?" // counted as the whole card, not measured
 	}
 	return fmt.Sprintf("%.0f%%", 100**j.LearnedUtil)
 }
@@ -610,7 +613,9 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 	} else {
 		line("duration: not learned yet (no attempt of its shape has succeeded)")
 	}
-	if j.LearnedUtil != nil {
+	if j.UtilUnmeasured {
+		line("utilization: counted as all of a card, not measured: its shape's attempts ended before a minute in, or NVML told none of theirs, and gpuq shares no card it cannot measure")
+	} else if j.LearnedUtil != nil {
 		line("utilization: learned %s of a card (its shape's attempts, %d of them); it shares a card while the jobs there keep no more busy than the sharing target",
 			learnedUtil(j.JobSummary), j.LearnedUtilRuns)
 	} else {

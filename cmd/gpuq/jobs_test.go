@@ -269,7 +269,10 @@ func TestStatusOfAJob(t *testing.T) {
 		api.AttemptSummary{N: 2, Worker: "node7", GPUs: []int{1, 2}, Tier: 1, Params: degraded, EffectiveBatch: &eb,
 			EstimateBytes: 9 << 30, Log: "/w/attempts/s.2/attempt-2/log", Started: at.Add(2 * time.Minute)})
 	j.Params, j.Tier, j.LearnedBytes = base, 1, &learned
-	d := &fakeDaemon{listings: [][]api.Job{{j, job("s.3", "queued")}}}
+	// s.3's shape counts as the whole card, not measured: said so, not as learned.
+	queued, all := job("s.3", "queued"), 1.0
+	queued.LearnedUtil, queued.LearnedUtilRuns, queued.UtilUnmeasured = &all, 1, true
+	d := &fakeDaemon{listings: [][]api.Job{{j, queued}}}
 	now := func() time.Time { return at.Add(5 * time.Minute) }
 	var shown strings.Builder
 	for _, id := range []string{"s.2", "s.3"} {

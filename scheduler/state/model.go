@@ -214,6 +214,10 @@ type Shape struct {
 	// UtilRuns 0: not measured yet.
 	Util     float64 `json:",omitempty"`
 	UtilRuns int     `json:",omitempty"`
+	// Unmeasured: no attempt of the shape has been measured; its Util is the whole card,
+	// taken for one that succeeded before a sample could be had (see scheduler's
+	// unmeasurable), not something NVML told.
+	Unmeasured bool `json:",omitempty"`
 	// Alone is how long its attempts that succeeded alone on their cards ran (averaged
 	// as Duration), over AloneRuns of them; Shared is how fast its attempts that
 	// succeeded beside others ran, over how fast the sharing model expected them to
@@ -254,7 +258,17 @@ func average(mean *float64, runs *int, x float64) {
 }
 
 // LearnUtil takes in an attempt's measured utilization.
-func (l *Shape) LearnUtil(u float64) { average(&l.Util, &l.UtilRuns, u) }
+func (l *Shape) LearnUtil(u float64) {
+	average(&l.Util, &l.UtilRuns, u)
+	l.Unmeasured = false
+}
+
+// AssumeUtil takes the shape to keep the whole card busy, where none of its attempts
+// could be measured: gpuq shares no card it cannot measure.
+func (l *Shape) AssumeUtil() {
+	average(&l.Util, &l.UtilRuns, 1)
+	l.Unmeasured = true
+}
 
 // LearnAlone takes in how long an attempt that ran alone took.
 func (l *Shape) LearnAlone(d time.Duration) {
@@ -320,7 +334,7 @@ func (l *Shape) merge(o *Shape) {
 	l.Rev = max(l.Rev, o.Rev)
 	// What is measured of compute is a mean: the record that has it holds.
 	if l.UtilRuns == 0 {
-		l.Util, l.UtilRuns = o.Util, o.UtilRuns
+		l.Util, l.UtilRuns, l.Unmeasured = o.Util, o.UtilRuns, o.Unmeasured
 	}
 	if l.AloneRuns == 0 {
 		l.Alone, l.AloneRuns = o.Alone, o.AloneRuns

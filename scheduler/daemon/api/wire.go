@@ -77,6 +77,9 @@ type JobSummary struct {
 	// its attempts; null: not measured yet.
 	LearnedUtil     *float64 `json:"learned_util"`
 	LearnedUtilRuns int      `json:"learned_util_runs,omitempty"`
+	// UtilUnmeasured: LearnedUtil is the whole card, taken where none of the shape's
+	// attempts could be measured, not measured.
+	UtilUnmeasured bool `json:"util_unmeasured,omitempty"`
 	// After are the sweeps and jobs that must have succeeded before it starts.
 	After []string `json:"after,omitempty"`
 	// SeedOf is the point of the sweep the job is a seed of: its point less the sweep's
@@ -188,7 +191,7 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 		js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
 	}
 	if u, ok := view.Shape(j.Shape).PackUtil(); ok {
-		js.LearnedUtil, js.LearnedUtilRuns = &u, view.Shape(j.Shape).UtilRuns
+		js.LearnedUtil, js.LearnedUtilRuns, js.UtilUnmeasured = &u, view.Shape(j.Shape).UtilRuns, view.Shape(j.Shape).Unmeasured
 	}
 	for _, a := range view.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
