@@ -66,8 +66,9 @@ func TestAfterWaitsForSuccess(t *testing.T) {
 }
 
 // TestAfterFailsWithWhatItWaitsFor: a job after a sweep one of whose jobs failed fails
-// at once (afterok: it would wait for ever), saying why; retried, it waits again, and
-// runs once that job, retried, has succeeded.
+// at once (afterok: it would wait for ever), saying why; retried alone it is refused,
+// as it would fail again; retried with that job, it waits again, and runs once that
+// job has succeeded.
 func TestAfterFailsWithWhatItWaitsFor(t *testing.T) {
 	e, st := stepEngine(t, twoJobs, 1, 1)
 	must(t, submitAlso(t, e, "name: b\ncommand: [train]\nafter: [a]\nmemory: 10GiB\njobs: [{}]\n"))
@@ -85,10 +86,13 @@ func TestAfterFailsWithWhatItWaitsFor(t *testing.T) {
 	if r := st.View().Job("b.1").Reason; !strings.Contains(r, "it runs after a, and sweep a has ended without succeeding: a.1 failed") {
 		t.Errorf("b.1's reason: %s", r)
 	}
-	for _, id := range []string{"b.1", "a.1"} {
-		if _, err := e.retry(Selection{IDs: []string{id}}); err != nil {
-			t.Fatal(err)
-		}
+	// Retried alone while a.1 has failed, it would fail again at once: refused.
+	var refused Refused
+	if _, err := e.retry(Selection{IDs: []string{"b.1"}}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "retry that first, or name it too") {
+		t.Errorf("b.1 retried alone: %v", err)
+	}
+	if _, err := e.retry(Selection{IDs: []string{"b.1", "a.1"}}); err != nil {
+		t.Fatal(err)
 	}
 	round(t, e)
 	if got := states(st); got != "a.1:running a.2:succeeded b.1:blocked" {

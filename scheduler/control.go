@@ -138,6 +138,9 @@ func (e *Engine) retry(sel Selection) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.failsAgain(jobs, sel.IDs); err != nil {
+		return nil, err
+	}
 	view := e.store.Latest()
 	// A job that runs after others waits for them again (see after.go).
 	e.after = nil
@@ -146,6 +149,30 @@ func (e *Engine) retry(sel Selection) ([]string, error) {
 		c.Awaiting = len(c.After) > 0
 		view.Reestimate(c)
 	})
+}
+
+// failsAgain refuses a job named to retry that runs after a sweep or job that has
+// ended without succeeding, unless that is named with it: it would fail again at the
+// next round, for the same reason. (Of a --sweep or --where, such a job is requeued,
+// and its reason says so again.)
+func (e *Engine) failsAgain(jobs []*state.Job, named []string) error {
+	var check *afterCheck
+	for _, j := range jobs {
+		if len(j.After) == 0 || len(named) == 0 {
+			continue
+		}
+		if check == nil {
+			check = e.afterCheck(e.store.Latest())
+		}
+		o, why := check.job(j)
+		with := slices.ContainsFunc(j.After, func(n string) bool {
+			return slices.ContainsFunc(named, func(id string) bool { return id == n || strings.HasPrefix(id, n+".") })
+		})
+		if o == afterFailed && !with {
+			return Refused(fmt.Sprintf("%s runs after %s, and %s: retried alone it would fail again at once; retry that first, or name it too", j.ID, j.AfterText(), why))
+		}
+	}
+	return nil
 }
 
 // hold keeps jobs from starting: a queued one waits until released, a running one
