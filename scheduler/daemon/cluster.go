@@ -193,7 +193,14 @@ func (c *cluster) Start(l scheduler.Launch) (scheduler.Started, error) {
 			Detail: fmt.Sprintf("worker %s went away before it started", a.Worker)})
 		return scheduler.Started{}, nil
 	}
-	w.attempts[a.ID] = a
+	// Kept with its log, where the worker's directory puts it: an attempt given up
+	// past the grace ends as its exit.json there says, where the daemon can read it
+	// (see giveUp), and a trainer that succeeded meanwhile does not run again.
+	kept := *a
+	if dir, err := launcher.AttemptDir(w.hello.Dir, a.Job, a.N); err == nil {
+		kept.Log = launcher.LogPath(dir)
+	}
+	w.attempts[a.ID] = &kept
 	sub := l.Submission
 	key := fmt.Sprintf("%s#%d", sub.Sweep.Name, sub.Seq)
 	// The sweep's env goes with every start: the engine may have changed it (PyTorch's
@@ -205,11 +212,7 @@ func (c *cluster) Start(l scheduler.Launch) (scheduler.Started, error) {
 		w.sweeps[key] = true
 	}
 	w.link.send(api.DaemonMessage{Start: req})
-	dir, err := launcher.AttemptDir(w.hello.Dir, a.Job, a.N)
-	if err != nil {
-		return scheduler.Started{}, nil
-	}
-	return scheduler.Started{Log: launcher.LogPath(dir)}, nil
+	return scheduler.Started{Log: kept.Log}, nil
 }
 
 // StartsAtOnce is how many attempts the engine may start together: as many as this

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -307,5 +308,48 @@ func TestAGoneWorkersAttemptEndsAsItsDirectorySays(t *testing.T) {
 				t.Errorf("the worker is to be asked about it: %v, want %v", asked, tt.asked)
 			}
 		})
+	}
+}
+
+// TestAWorkerStartedAttemptEndsAsItsDirectorySays: an attempt the daemon started on a
+// worker is kept with its log in the worker's directory, so that, given up past the
+// grace, it ends as its exit.json there says: a trainer that succeeded while its
+// worker was gone does not run again. (It was kept without: its job ran twice.)
+func TestAWorkerStartedAttemptEndsAsItsDirectorySays(t *testing.T) {
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, clock := testCluster(t, f)
+	home := t.TempDir()
+	daemonEnd, workerEnd := net.Pipe()
+	go io.Copy(io.Discard, workerEnd) // the worker reads what it is sent
+	l, err := c.connect(api.Hello{Name: "w1", Instance: "i1", Dir: home}, daemonEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { workerEnd.Close() })
+	a := &state.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1", GPUs: []int{0}}
+	st, err := c.Start(scheduler.Launch{Attempt: a, Submission: &state.Submission{Sweep: &plans.Sweep{Name: "s"}}})
+	if err != nil || st.Log == "" {
+		t.Fatalf("started: %+v, %v", st, err)
+	}
+	// The worker made its directory and its trainer succeeded there.
+	if err := os.MkdirAll(filepath.Dir(st.Log), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := launcher.WriteJSON(filepath.Join(filepath.Dir(st.Log), "exit.json"), &launcher.Ended{Outcome: plans.Success}); err != nil {
+		t.Fatal(err)
+	}
+	c.away("w1", l, io.EOF) // the worker goes away, and is not heard from past its grace
+	clock.add(f.grace + time.Second)
+	c.tick()
+	select {
+	case x := <-c.exits:
+		if x.Outcome != plans.Success || x.Requeue {
+			t.Errorf("the engine hears %+v, want success as exit.json says", x)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attempt was not given up")
 	}
 }
