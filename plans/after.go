@@ -65,9 +65,14 @@ func (c *checker) after(doc *Map, ov Override) []string {
 // its own jobs under its new name where they named them under the name its file
 // writes (after: [dep.1] in dep.yaml submitted as dep3 waits for dep3.1): a pipeline
 // run again under another name runs its stages in order, not after the first run's.
-func renameOwnAfter(s *Sweep, written string) {
+// What the override names (gpuq submit --after dep.2) is as written there.
+func renameOwnAfter(s *Sweep, written string, flag Override) {
 	if written == "" || !s.Waits() {
 		return
+	}
+	var given []string
+	for _, f := range strings.Split(flag.Value, ",") {
+		given = append(given, strings.TrimSpace(f))
 	}
 	own := map[string]bool{}
 	for _, j := range s.Jobs {
@@ -78,7 +83,7 @@ func renameOwnAfter(s *Sweep, written string) {
 		cloned := false
 		for k, name := range j.After {
 			rest, ok := strings.CutPrefix(name, written+".")
-			if renamed := s.Name + "." + rest; ok && own[renamed] {
+			if renamed := s.Name + "." + rest; ok && own[renamed] && !slices.Contains(given, name) {
 				if !cloned { // the list may be shared with the sweep's other jobs
 					j.After, cloned = slices.Clone(j.After), true
 				}

@@ -48,6 +48,11 @@ func TestARenamedSweepWaitsForItsOwnJobs(t *testing.T) {
 	if want := "dep3.1:prep dep3.2:prep,dep3.1 dep3.3:prep,dep3.2,other.3"; strings.Join(got, " ") != want {
 		t.Errorf("after: %s, want %s", strings.Join(got, " "), want)
 	}
+	// What --after names is as written: the first run's job.
+	s, err = DecodeSweep("dep.yaml", []byte(doc), Overrides{Name: Override{Value: "dep3", Source: "--name"}, After: Override{Value: "dep.2", Source: "--after"}})
+	if err != nil || strings.Join(s.Jobs[0].After, ",") != "prep,dep.2" || strings.Join(s.Jobs[1].After, ",") != "prep,dep.2,dep3.1" {
+		t.Errorf("--after dep.2: %v; %v, %v", err, s.Jobs[0].After, s.Jobs[1].After)
+	}
 	// As written, it names its own jobs.
 	if s, err = DecodeSweep("dep.yaml", []byte(doc), Overrides{}); err != nil || strings.Join(s.Jobs[2].After, ",") != "prep,dep.2,other.3" {
 		t.Errorf("unrenamed: %v, %v", s.Jobs[2].After, err)

@@ -68,7 +68,7 @@ func (m *Map) mergePath(path string, v any) {
 			}
 		}
 	}
-	m.SetPath(path, v)
+	m.SetPath(path, cloneValue(v)) // the job's own mapping stays as it is
 }
 
 // Path returns the value at a dotted path ("training.batch_size").

@@ -174,4 +174,17 @@ func TestAMappingParameterMergesIntoTheBase(t *testing.T) {
 	if want := `{"lora":{"r":32,"alpha":16},"model":{"name":"small","head":{"dropout":0.2,"bias":true}},"lr":0.01}`; string(got) != want {
 		t.Errorf("rendered %s, want %s", got, want)
 	}
+	// Rendering leaves the job's parameters as they are: a mapping put in the config
+	// is a copy, which a dotted key after it fills.
+	s, err = DecodeSweep("m.yaml", []byte("name: m\ncommand: [train, --config, \"{config}\"]\nparams: {lora: {r: 32}, lora.alpha: 16}\njobs: [{}]\n"), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = json.Marshal(s.Config.Render(s.Jobs[0].Params))
+	if want := `{"lora":{"r":32,"alpha":16}}`; string(got) != want {
+		t.Errorf("rendered %s, want %s", got, want)
+	}
+	if lora, _ := s.Jobs[0].Params.Get("lora"); lora.(*Map).Len() != 1 {
+		t.Errorf("the job's lora is now %v", lora)
+	}
 }

@@ -138,8 +138,10 @@ const nulProblem = "holds a NUL byte (\\0), which no program's argument, environ
 // them all on one card, or one port; "" where it may.
 func placedVar(k, value string) string {
 	switch {
-	case k == "CUDA_VISIBLE_DEVICES" || k == "CUDA_DEVICE_ORDER":
-		return "gpuq sets CUDA_VISIBLE_DEVICES to the cards it places each job on (as NVML numbers them, with CUDA_DEVICE_ORDER=PCI_BUS_ID); remove it, and choose the cards with gpus: (e.g. gpus: 0,1)"
+	case k == "CUDA_VISIBLE_DEVICES":
+		return "gpuq sets CUDA_VISIBLE_DEVICES to the cards it places each job on; remove it, and choose the cards with gpus: (e.g. gpus: 0,1)"
+	case k == "CUDA_DEVICE_ORDER" && value != "PCI_BUS_ID":
+		return "gpuq numbers cards as NVML and nvidia-smi do, and sets CUDA_DEVICE_ORDER=PCI_BUS_ID so that CUDA agrees; another order puts jobs on other cards than gpuq placed them on: remove it"
 	case (k == "MASTER_PORT" || k == "PET_MASTER_PORT") && !strings.Contains(value, "{"):
 		return "gpuq gives each job a free port of its own in MASTER_PORT and PET_MASTER_PORT ({master_port}); one port for every job makes jobs on one machine collide: remove it"
 	case strings.HasPrefix(k, "GPUQ_"):
@@ -166,7 +168,7 @@ func (c *checker) env(doc *Map) []EnvVar {
 			c.fail("env."+k, "%q is not a variable name: use letters, digits and _", k)
 		case !isScalar(val) && val != nil:
 			c.fail("env."+k, "a value is a string or number, not a %s", kindOf(val))
-		case placedVar(k, FormatValue(val)) != "":
+		case !c.submitted && placedVar(k, FormatValue(val)) != "": // a sweep a daemon took before keeps its env
 			c.fail("env."+k, "%s", placedVar(k, FormatValue(val)))
 		default:
 			s := FormatValue(val)

@@ -43,7 +43,7 @@ func expandMatrix(m *Map, c *checker) []point {
 			c.fail("matrix."+k, "an axis is a list of values, e.g. %s: [1, 2, 3]; a single value belongs under params", k)
 		case len(vals) == 0:
 			c.fail("matrix."+k, "the axis is empty, so the matrix has no job: give it at least one value or remove it")
-		case misspeltEntries(k, vals) != "":
+		case !c.submitted && misspeltEntries(k, vals) != "": // a sweep a daemon took before expands as it did
 			c.fail("matrix."+k, "did you mean %s? As written, it is an axis whose values are mappings, each job's parameter %s one of them: rename it if that is what you meant",
 				misspeltEntries(k, vals), k)
 		default:

@@ -52,6 +52,9 @@ func TestResubmitSweepLeavesOutTheJobChecks(t *testing.T) {
 		{"name: t\ncommand: [echo, \"{seed}\"]\nmatrix: {seed: [1, 2]}\njobs: [{seed: 1}]\n", "the same job as t.1"},
 		{"name: t\ncommand: [python3, train.py, --lr, \"{lr}\"]\nmatrix: {seed: [1, 2]}\n", "no parameter fills {lr}"},
 		{"name: t\ncommand: [echo]\nenv: {X: \"{lr}\"}\nmatrix: {seed: [1, 2]}\n", "no parameter fills {lr}"},
+		// Refused since a daemon may have taken such a sweep: it starts again with it.
+		{"name: t\ncommand: [echo]\nenv: {CUDA_VISIBLE_DEVICES: \"1\"}\nmatrix: {seed: [1, 2]}\n", "env.CUDA_VISIBLE_DEVICES"},
+		{"name: t\ncommand: [echo, \"{seed}\"]\nmatrix: {seed: [1, 2], exlude: [{seed: 2}]}\n", "did you mean exclude?"},
 	} {
 		if _, err := DecodeSweep("t.yaml", []byte(tc.doc), Overrides{}); err == nil || !strings.Contains(err.Error(), tc.refused) {
 			t.Fatalf("%q: submitted: %v, want it refused (%s)", tc.doc, err, tc.refused)

@@ -345,7 +345,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 		c.checkJobs(s)
 		c.checkAdd(s)
 		if written := c.str(doc, "name", ""); written != s.Name {
-			renameOwnAfter(s, written)
+			renameOwnAfter(s, written, ov.After)
 		}
 		c.checkAfter(s)
 		c.checkJudged(s, doc)

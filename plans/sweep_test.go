@@ -464,7 +464,8 @@ func TestJobSettingErrorsNameWhereWritten(t *testing.T) {
 func TestEnvRefusesWhatGpuqPlaces(t *testing.T) {
 	for _, tt := range []struct{ env, err string }{
 		{`{CUDA_VISIBLE_DEVICES: "1"}`, "env.CUDA_VISIBLE_DEVICES: gpuq sets CUDA_VISIBLE_DEVICES to the cards it places each job on"},
-		{`{CUDA_DEVICE_ORDER: FASTEST_FIRST}`, "env.CUDA_DEVICE_ORDER: gpuq sets CUDA_VISIBLE_DEVICES"},
+		{`{CUDA_DEVICE_ORDER: FASTEST_FIRST}`, "env.CUDA_DEVICE_ORDER: gpuq numbers cards as NVML"},
+		{`{CUDA_DEVICE_ORDER: PCI_BUS_ID}`, ""}, // what gpuq sets anyway
 		{`{MASTER_PORT: "29500"}`, "env.MASTER_PORT: gpuq gives each job a free port of its own"},
 		{`{GPUQ_JOB_ID: fake}`, "env.GPUQ_JOB_ID: gpuq sets its GPUQ_ variables"},
 		{`{MASTER_PORT: "{master_port}", OMP_NUM_THREADS: 4, HF_HOME: /data/hf}`, ""},
