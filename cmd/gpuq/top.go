@@ -41,7 +41,7 @@ text and exits.
 
 A gpuq run in the foreground is watched the same way: with no daemon, the one gpuq run
 of the state directory; --sweep S, the gpuq run of sweep S, or where none runs, the
-daemon's jobs of sweep S (filtered as / does).`,
+daemon's jobs of sweep S alone.`,
 		Example: `  gpuq top
   gpuq top --every 5s
   gpuq top --sweep quickstart
@@ -66,8 +66,9 @@ func runTop(ios ioStreams, st *settings, every time.Duration, sweep string) erro
 	if r := c.Run(); r != nil {
 		opts.Title = fmt.Sprintf("gpuq run of %s (pid %d)", r.Sweep, r.PID)
 	} else if sweep != "" {
-		// The daemon runs the sweep: its jobs are shown, as if filtered by hand.
-		opts.Filter = sweep + "."
+		// The daemon runs the sweep: its jobs alone are listed.
+		opts.Sweep = sweep
+		opts.Title += " (sweep " + sweep + ")"
 	}
 	if !isTerminal(ios.Out) {
 		ov, err := c.Overview()

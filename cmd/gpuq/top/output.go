@@ -76,6 +76,19 @@ func readable(ov api.Overview) api.Overview {
 	return ov
 }
 
+// ofSweep is the overview's lists of a sweep's jobs alone, by their ids (sweep.N); all
+// of them for "".
+func ofSweep(ov api.Overview, sweep string) api.Overview {
+	if sweep == "" {
+		return ov
+	}
+	of := func(job string) bool { return strings.HasPrefix(job, sweep+".") }
+	ov.Running = slices.DeleteFunc(slices.Clone(ov.Running), func(r api.RunningJob) bool { return !of(r.Job) })
+	ov.Queue = slices.DeleteFunc(slices.Clone(ov.Queue), func(q api.WaitingJob) bool { return !of(q.Job) })
+	ov.Events = slices.DeleteFunc(slices.Clone(ov.Events), func(e api.Event) bool { return !of(e.Job) })
+	return ov
+}
+
 // each is a copy of s with f applied to every element: the overview's slices may be
 // its source's own.
 func each[T any](s []T, f func(*T)) []T {

@@ -41,8 +41,9 @@ type Options struct {
 	Every time.Duration
 	// Attach is the command that attaches the terminal to a job's trainer.
 	Attach func(job string) *exec.Cmd
-	// Filter is what the lists are filtered by at first, as if typed after /.
-	Filter string
+	// Sweep, where given, is the sweep whose jobs alone the lists show (the cards are
+	// the machine's, and show every job on them).
+	Sweep string
 }
 
 // Run shows top full-screen on a terminal until the user quits.
@@ -101,7 +102,6 @@ func newModel(opts Options, r *lipgloss.Renderer) model {
 	f := textinput.New()
 	f.Prompt = "/"
 	f.Cursor.SetMode(cursor.CursorStatic)
-	f.SetValue(opts.Filter)
 	c := textinput.New()
 	c.Prompt = "drain or undrain GPU: "
 	c.CharLimit = 140 // a worker's name (128 at most), a colon, an index
@@ -138,7 +138,7 @@ func (m model) fetch() tea.Cmd {
 	src := m.opts.Source
 	return func() tea.Msg {
 		ov, err := src.Overview()
-		ov = readable(ov)
+		ov = ofSweep(readable(ov), m.opts.Sweep)
 		out := map[string]string{}
 		for _, r := range ov.Running {
 			out[r.Job] = lastLine(r.Log)

@@ -511,3 +511,23 @@ func TestAFilterCountsWhatItShows(t *testing.T) {
 		t.Errorf("filtered by sst, the titles do not say 1 of %d running and 0 of %d queued:\n%s", running, queued, v)
 	}
 }
+
+// TestOfSweepListsItsJobsAlone: --sweep e1 lists e1's jobs by their ids, not those of
+// gla-e1 nor a job whose reason names e1.1.
+func TestOfSweepListsItsJobsAlone(t *testing.T) {
+	ov := api.Overview{
+		Running: []api.RunningJob{{Job: "e1.1"}, {Job: "gla-e1.3"}},
+		Queue:   []api.WaitingJob{{Job: "e1.2"}, {Job: "x.1", Reason: "it runs after e1.1"}},
+		Events:  []api.Event{{Job: "e1.1", Kind: "started"}, {Job: "gla-e1.3", Kind: "started"}, {Job: "GPU 0", Kind: "drained"}},
+	}
+	got := ofSweep(ov, "e1")
+	if len(got.Running) != 1 || got.Running[0].Job != "e1.1" || len(got.Queue) != 1 || got.Queue[0].Job != "e1.2" || len(got.Events) != 1 {
+		t.Errorf("of e1: %+v", got)
+	}
+	if all := ofSweep(ov, ""); len(all.Running) != 2 || len(all.Events) != 3 {
+		t.Errorf("of no sweep: %+v", all)
+	}
+	if len(ov.Running) != 2 {
+		t.Error("the overview given was changed")
+	}
+}

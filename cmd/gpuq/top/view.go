@@ -517,12 +517,12 @@ func (m model) bar(c api.GPUView, w int) string {
 }
 
 // Print writes the overview once as plain text, for a pipe or a file: every card with
-// its jobs, every running and queued job, and the last events (those opts.Filter
-// keeps), each line whole; width sizes the bars.
+// its jobs, every running and queued job, and the last events (of opts.Sweep's jobs,
+// where given), each line whole; width sizes the bars.
 func Print(w io.Writer, ov api.Overview, opts Options, width int) error {
 	r := lipgloss.NewRenderer(w)
 	m := newModel(opts, r)
-	m.ov, m.read, m.width = readable(ov), true, width
+	m.ov, m.read, m.width = ofSweep(readable(ov), opts.Sweep), true, width
 	for _, run := range ov.Running {
 		m.output[run.Job] = lastLine(run.Log)
 	}
