@@ -67,6 +67,13 @@ func TestPlanSaysWhosePlanItIs(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "plan 1,1 (the machine's: GPUQ_GPU_PLAN or the config file's gpu_plan)") {
 		t.Errorf("GPUQ_GPU_PLAN=1: exit %d: %s%s", code, out, errOut)
 	}
+	// Where the sweep's default (one a card: a job without an estimate) is below the
+	// machine's plan, the default is what limits the cards.
+	t.Setenv("GPUQ_GPU_PLAN", "4")
+	bare := writeSweep(t, "name: p\ncommand: [echo, \"{seed}\"]\nmatrix: {seed: [1, 2]}\n")
+	if out, errOut, code := gpuq(t, "plan", bare, "--gpus", "sim:2x24GiB"); code != exitOK || !strings.Contains(out, "plan 1,1 (default: one job per card") {
+		t.Errorf("GPUQ_GPU_PLAN=4, no estimate: exit %d: %s%s", code, out, errOut)
+	}
 }
 
 func TestPlanJSON(t *testing.T) {

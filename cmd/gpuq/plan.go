@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -98,9 +97,16 @@ func printPlan(io ioStreams, p *prepared, states []pack.CardState, d pack.Decisi
 	}
 	slots := p.slots()
 	planText := plans.GPUPlan(slots).String()
-	if sw.Plan == nil && slices.ContainsFunc(p.machine, func(n int) bool { return n != plans.NoSlotLimit }) {
+	// The machine's plan (GPUQ_GPU_PLAN, the config file's gpu_plan) is said where it
+	// is what limits a card, below the sweep's default.
+	machineLimits := false
+	for i, c := range p.cards {
+		machineLimits = machineLimits || p.machine[i] < p.limit[c.Index]
+	}
+	switch {
+	case sw.Plan == nil && machineLimits:
 		planText += " (the machine's: GPUQ_GPU_PLAN or the config file's gpu_plan)"
-	} else if sw.Plan == nil {
+	case sw.Plan == nil:
 		planText += " (default: " + defaultPlanNote(sw) + ")"
 	}
 	width := io.width()
