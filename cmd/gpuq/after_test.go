@@ -128,8 +128,9 @@ func (f *fakeDaemon) Update(req api.UpdateRequest) (api.UpdateResponse, error) {
 		return api.UpdateResponse{}, scheduler.NoSweep(req.Sweep, nil)
 	}
 	f.updated = append(f.updated, req)
+	none, some := 0, 4
 	if f.ended {
-		return api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning}, nil
+		return api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning, Waiting: &none}, nil
 	}
-	return api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning, Running: max(f.running, 1), Waiting: 4}, nil
+	return api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning, Running: max(f.running, 1), Waiting: &some}, nil
 }

@@ -61,13 +61,13 @@ func runUpdate(opts *updateOptions, sweep string) error {
 	}
 	fmt.Fprintf(opts.io.Out, "updated %s: %s; %d running now\n", got.Sweep, limit, got.Running)
 	switch {
-	case got.Waiting == 0:
-		fmt.Fprintln(opts.io.Out, "no job of it waits to start: the limit applies to its jobs put back in the queue (gpuq retry)")
+	case got.MaxRunning > 0 && got.Running > got.MaxRunning:
+		fmt.Fprintf(opts.io.Out, "those running run on to their end; no more start until fewer than %d run\n", got.MaxRunning)
+	case got.Waiting != nil && *got.Waiting == 0:
+		fmt.Fprintln(opts.io.Out, "no job of it waits to start: the limit applies to those that go back to the queue (a retry, an OOM's next rung)")
 	case got.MaxRunning == 0 || got.Running < got.MaxRunning:
 		// A limit raised does not start jobs by itself: the cards still decide.
 		fmt.Fprintf(opts.io.Out, "more start as the cards' memory, slots and sharing target let them; gpuq why %s.N says what holds a job\n", got.Sweep)
-	case got.Running > got.MaxRunning:
-		fmt.Fprintf(opts.io.Out, "those running run on to their end; no more start until fewer than %d run\n", got.MaxRunning)
 	default:
 		fmt.Fprintln(opts.io.Out, "no more start until one of them ends")
 	}

@@ -23,14 +23,16 @@ func (d *daemon) update(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.UpdateResponse{Sweep: req.Sweep, MaxRunning: req.MaxRunning}
 	view := d.store.View()
+	waiting := 0
 	for j := range view.JobsOf(req.Sweep) {
 		switch j.State {
 		case state.JobRunning:
 			out.Running++
 		case state.JobQueued:
-			out.Waiting++
+			waiting++
 		}
 	}
+	out.Waiting = &waiting
 	d.log.Printf("updated %s: max_running %d", req.Sweep, req.MaxRunning)
 	reply(w, out)
 }

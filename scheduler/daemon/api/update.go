@@ -15,8 +15,8 @@ type UpdateResponse struct {
 	MaxRunning int    `json:"max_running"`
 	Running    int    `json:"running"`
 	// Waiting counts its jobs queued (held or not): none left to start, the limit
-	// changes nothing now.
-	Waiting int `json:"waiting"`
+	// changes nothing now. nil from a daemon before it was told.
+	Waiting *int `json:"waiting,omitempty"`
 }
 
 // Update changes a submitted sweep.
