@@ -228,3 +228,22 @@ func TestRunWaitsForAHeldJob(t *testing.T) {
 		t.Errorf("states %s, finished %v; want the run over once the released job has run", got, e.finished())
 	}
 }
+
+// TestRetryNamesEveryTargetThatFailed: a job retried with one of the jobs it runs after
+// is refused while another of them has failed and is not named; named with each that
+// failed, it goes back to the queue.
+func TestRetryNamesEveryTargetThatFailed(t *testing.T) {
+	e, _ := stepEngine(t, twoJobs, 1, 1)
+	must(t, submitAlso(t, e, "name: b\ncommand: [train]\nmemory: 10GiB\njobs: [{after: [a.1, a.2]}]\n"))
+	round(t, e)
+	end(e, "a.1/1", plans.Failed)
+	end(e, "a.2/1", plans.Failed)
+	round(t, e)
+	var refused Refused
+	if _, err := e.retry(Selection{IDs: []string{"b.1", "a.2"}}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "a.1 failed") {
+		t.Errorf("b.1 retried with a.2 while a.1 has failed: %v", err)
+	}
+	if _, err := e.retry(Selection{IDs: []string{"b.1", "a.1", "a.2"}}); err != nil {
+		t.Errorf("b.1 retried with both: %v", err)
+	}
+}

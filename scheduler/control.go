@@ -164,12 +164,11 @@ func (e *Engine) failsAgain(jobs []*state.Job, named []string) error {
 		if check == nil {
 			check = e.afterCheck(e.store.Latest())
 		}
-		o, why := check.job(j)
-		with := slices.ContainsFunc(j.After, func(n string) bool {
-			return slices.ContainsFunc(named, func(id string) bool { return id == n || strings.HasPrefix(id, n+".") })
-		})
-		if o == afterFailed && !with {
-			return Refused(fmt.Sprintf("%s runs after %s, and %s: retried alone it would fail again at once; retry that first, or name it too", j.ID, j.AfterText(), why))
+		for _, n := range j.After {
+			with := slices.ContainsFunc(named, func(id string) bool { return id == n || strings.HasPrefix(id, n+".") })
+			if o, why := check.name(n); o == afterFailed && !with {
+				return Refused(fmt.Sprintf("%s runs after %s, and %s: retried without it, it would fail again at once; retry that first, or name it too", j.ID, j.AfterText(), why))
+			}
 		}
 	}
 	return nil

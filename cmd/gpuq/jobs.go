@@ -747,7 +747,7 @@ type selectOptions struct {
 // appliesTo says which jobs a verb acts on, where those selected had none of them:
 // jobs held already are there, but not to hold.
 var appliesTo = map[api.Verb]string{
-	api.Hold:    " (it holds queued jobs not held already; gpuq status shows their states)",
+	api.Hold:    " (it holds jobs that have not ended and are not held already; gpuq status shows their states)",
 	api.Release: " (it releases held jobs; gpuq status shows their states)",
 	api.Cancel:  " (it cancels jobs that have not ended; gpuq status shows their states)",
 	api.Retry:   " (it retries failed, cancelled or stopped jobs; gpuq status shows their states)",

@@ -82,7 +82,7 @@ func TestWhereSelectsByPoint(t *testing.T) {
 	if err := runSelect(&selectOptions{io: ios, client: d.client, verb: api.Hold, done: "held", sweep: "s", where: "seed=88"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.acted) != 1 || d.acted[0].Sweep != "s" || d.acted[0].Where != "seed=88" || out.String() != "no job of s where seed=88 to hold (it holds queued jobs not held already; gpuq status shows their states)\n" {
+	if len(d.acted) != 1 || d.acted[0].Sweep != "s" || d.acted[0].Where != "seed=88" || out.String() != "no job of s where seed=88 to hold (it holds jobs that have not ended and are not held already; gpuq status shows their states)\n" {
 		t.Errorf("hold --sweep s --where seed=88 asked %+v and said %q", d.acted, out)
 	}
 	if err := runSelect(&selectOptions{io: ios, client: d.client, verb: api.Hold, where: "seed=88"}, []string{"s.1"}); exitCode(err) != exitBadInput {

@@ -257,10 +257,13 @@ func average(mean *float64, runs *int, x float64) {
 	*mean += (x - *mean) / float64(*runs)
 }
 
-// LearnUtil takes in an attempt's measured utilization.
+// LearnUtil takes in an attempt's measured utilization: the first measured replaces
+// the whole card taken for want of one (AssumeUtil).
 func (l *Shape) LearnUtil(u float64) {
+	if l.Unmeasured {
+		l.Util, l.UtilRuns, l.Unmeasured = 0, 0, false
+	}
 	average(&l.Util, &l.UtilRuns, u)
-	l.Unmeasured = false
 }
 
 // AssumeUtil takes the shape to keep the whole card busy, where none of its attempts

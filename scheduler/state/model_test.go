@@ -46,3 +46,21 @@ func TestPackUtil(t *testing.T) {
 		t.Errorf("a run 5%% slower than expected raises nothing: %v", u)
 	}
 }
+
+// TestAMeasureReplacesTheWholeCardAssumed: a shape taken as the whole card for want of a
+// measure is not measured; the first measure replaces that guess, not averages with it.
+func TestAMeasureReplacesTheWholeCardAssumed(t *testing.T) {
+	var l Shape
+	l.AssumeUtil()
+	if u, ok := l.PackUtil(); !ok || u != 1 || !l.Unmeasured {
+		t.Fatalf("assumed: %v %v %+v", u, ok, l)
+	}
+	l.LearnUtil(0.3)
+	if l.Util != 0.3 || l.UtilRuns != 1 || l.Unmeasured {
+		t.Errorf("measured after: %+v, want 30%% over 1, measured", l)
+	}
+	l.LearnUtil(0.5)
+	if l.Util != 0.4 || l.UtilRuns != 2 {
+		t.Errorf("measured twice: %+v", l)
+	}
+}
