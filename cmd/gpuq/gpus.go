@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/top"
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 )
 
@@ -117,6 +119,9 @@ type machineView struct {
 	// jobs says which gpuq job a process of a card belongs to, and its name; "" for
 	// none.
 	jobs func(c gpu.Card, p gpu.Process) (job, name string)
+	// workers are the daemon's workers (gpuq worker), linked or away, with their cards.
+	workers []api.WorkerInfo
+	now     time.Time
 }
 
 // localJobs tells a process's job by what it inherited (GPUQ_JOB_ID, GPUQ_JOB_NAME):
@@ -139,6 +144,9 @@ func writeGPUs(io ioStreams, m machineView, asJSON bool) error {
 	}
 	if asJSON {
 		return writeJSON(io.Out, m.json())
+	}
+	if len(m.cards) == 0 && len(m.workers) > 0 { // a daemon whose cards are its workers'
+		return m.writeWorkers(io)
 	}
 	// On a terminal, the UUID goes first, then names are shortened; why a card is out
 	// of service follows the table.
@@ -168,7 +176,43 @@ func writeGPUs(io ioStreams, m machineView, asJSON bool) error {
 			fmt.Fprintln(io.Out, "  "+wrap(fmt.Sprintf("GPU %d is out of service: %s", c.Index, c.Fault), io.width()-4, "    "))
 		}
 	}
+	if err := m.writeWorkers(io); err != nil {
+		return err
+	}
 	return m.writeProcesses(io)
+}
+
+// writeWorkers prints the daemon's workers: linked or away (and since when it was last
+// heard), draining, the attempts held running there, and their cards, which drain and
+// undrain name as WORKER:INDEX.
+func (m machineView) writeWorkers(io ioStreams) error {
+	if len(m.workers) == 0 {
+		return nil
+	}
+	if len(m.cards) > 0 {
+		fmt.Fprintln(io.Out)
+	}
+	tw := newTable(io.Out)
+	fmt.Fprintln(tw, "WORKER	STATE	HEARD	RUNNING	CARDS")
+	for _, w := range m.workers {
+		state := "linked"
+		switch {
+		case !w.Connected:
+			state = "away"
+		case w.Draining:
+			state = "draining"
+		}
+		var cards []string
+		for _, g := range w.GPUs {
+			card := fmt.Sprintf("%s:%d %s GiB", w.Name, g.Index, gib(g.TotalBytes))
+			if g.Drained {
+				card += " drained"
+			}
+			cards = append(cards, card)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%d\t%s\n", w.Name, state, max(m.now.Sub(w.Heard), 0).Round(time.Second), w.Running, cmp.Or(strings.Join(cards, ", "), "-"))
+	}
+	return tw.Flush()
 }
 
 // writeProcesses prints every process on the cards: its card, pid, memory, and the gpuq
@@ -200,9 +244,10 @@ func (m machineView) writeProcesses(io ioStreams) error {
 // json is the machine as gpuq gpus --json prints it.
 func (m machineView) json() any {
 	out := struct {
-		Simulated string         `json:"simulated,omitempty"`
-		GPUs      []gpusCardJSON `json:"gpus"`
-	}{Simulated: m.simulated, GPUs: []gpusCardJSON{}}
+		Simulated string           `json:"simulated,omitempty"`
+		GPUs      []gpusCardJSON   `json:"gpus"`
+		Workers   []api.WorkerInfo `json:"workers,omitempty"`
+	}{Simulated: m.simulated, GPUs: []gpusCardJSON{}, Workers: m.workers}
 	reading := func(v int) *int {
 		if v == gpu.NoReading {
 			return nil

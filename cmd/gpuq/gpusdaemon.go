@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
@@ -63,5 +64,10 @@ func daemonGPUs(opts *gpusOptions) (bool, error) {
 		}
 		return localJobs(c, p) // another gpuq's (a gpuq run), or the daemon could not tell yet
 	}
-	return true, writeGPUs(opts.io, machineView{cards: m.Cards, slots: slots, drained: m.Drained, simulated: m.Simulated, jobs: jobs}, opts.json)
+	workers, err := c.Workers()
+	if err != nil {
+		return true, err
+	}
+	return true, writeGPUs(opts.io, machineView{cards: m.Cards, slots: slots, drained: m.Drained, simulated: m.Simulated, jobs: jobs,
+		workers: workers, now: time.Now()}, opts.json)
 }

@@ -64,6 +64,15 @@ func TestDaemonWithAWorker(t *testing.T) {
 	if out, errOut, code := cli(t, "--server", addr, "status"); code != exitOK || !strings.Contains(out, "2 succeeded") {
 		t.Errorf("gpuq --server status: exit %d:\n%s%s", code, out, errOut)
 	}
+	// gpuq gpus lists the daemon's workers and their cards, as drain names them (the
+	// daemon's cards, not those GPUQ_GPUS names).
+	t.Setenv("GPUQ_GPUS", "")
+	if out, errOut, code := cli(t, "gpus"); code != exitOK || !strings.Contains(out, "WORKER") || !strings.Contains(out, "node7") || !strings.Contains(out, "node7:0 24.00") {
+		t.Errorf("gpuq gpus: exit %d:\n%s%s", code, out, errOut)
+	}
+	if out, _, code := cli(t, "gpus", "--json"); code != exitOK || !strings.Contains(out, `"workers"`) || !strings.Contains(out, `"name": "node7"`) {
+		t.Errorf("gpuq gpus --json: exit %d:\n%s", code, out)
+	}
 }
 
 func TestWorkerBadInput(t *testing.T) {

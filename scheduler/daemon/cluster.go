@@ -427,7 +427,7 @@ func (c *cluster) Drain(name string) error {
 	defer c.mu.Unlock()
 	w := c.workers[name]
 	if w == nil || w.link == nil {
-		return scheduler.Refused(fmt.Sprintf("no worker %q is connected; gpuq workers lists them", name))
+		return scheduler.Refused(fmt.Sprintf("no worker %q is connected; gpuq gpus lists the workers", name))
 	}
 	w.draining = true
 	w.link.send(api.DaemonMessage{Drain: true})

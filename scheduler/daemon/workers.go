@@ -134,7 +134,7 @@ func (c *cluster) relay(w http.ResponseWriter, r *http.Request, worker string, r
 	}
 	c.mu.Unlock()
 	if !linked {
-		fail(w, http.StatusServiceUnavailable, fmt.Sprintf("worker %s, where the attempt runs, is away; try again once it is back (gpuq workers)", worker))
+		fail(w, http.StatusServiceUnavailable, fmt.Sprintf("worker %s, where the attempt runs, is away; try again once it is back (gpuq gpus lists the workers)", worker))
 		return
 	}
 	var from io.ReadWriteCloser
