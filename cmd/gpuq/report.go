@@ -168,7 +168,7 @@ func lastMoment(sum api.SweepSummary) time.Time {
 func reportData(sum api.SweepSummary, source string, now time.Time) report.Data {
 	d := report.Data{Sweep: sum.Sweep, Source: source, Now: now, Found: foundOf(sum)}
 	for _, c := range sum.GPUs {
-		d.Cards = append(d.Cards, plans.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes})
+		d.Cards = append(d.Cards, report.Card{Worker: c.Worker, Card: plans.Card{Index: c.Index, Name: c.Name, Total: c.TotalBytes}})
 	}
 	for _, j := range sum.Jobs {
 		rj := report.Job{ID: j.ID, Name: j.Name, State: j.State, Reason: j.Reason, Declared: j.DeclaredBytes}
@@ -176,7 +176,7 @@ func reportData(sum api.SweepSummary, source string, now time.Time) report.Data 
 			rj.Learned = *j.LearnedBytes
 		}
 		for _, a := range j.Attempts {
-			ra := report.Attempt{N: a.N, GPUs: a.GPUs, Tier: a.Tier, Estimate: a.EstimateBytes, Peak: peakOf(a),
+			ra := report.Attempt{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Estimate: a.EstimateBytes, Peak: peakOf(a),
 				Outcome: plans.Outcome(a.Outcome), OOM: a.OOM, Started: a.Started, Ended: a.Ended, Error: a.Error, Util: a.Util}
 			if e := exitText(a.ExitStatus); e != "-" {
 				ra.Exit = e

@@ -100,24 +100,24 @@ type rect struct{ X, Y, W, H float64 }
 type placed struct {
 	job  *Job
 	a    *Attempt
-	lane map[int]int // by card index
+	lane map[plans.CardID]int // by card
 }
 
-func newGantt(d Data, tl timeline, cs []plans.Card) gantt {
+func newGantt(d Data, tl timeline, cs []Card) gantt {
 	var attempts []*placed
 	for i := range d.Jobs {
 		j := &d.Jobs[i]
 		for k := range j.Attempts {
-			attempts = append(attempts, &placed{job: j, a: &j.Attempts[k], lane: map[int]int{}})
+			attempts = append(attempts, &placed{job: j, a: &j.Attempts[k], lane: map[plans.CardID]int{}})
 		}
 	}
 	slices.SortStableFunc(attempts, func(p, q *placed) int { return p.a.Started.Compare(q.a.Started) })
-	lanes := map[int]int{}
+	lanes := map[plans.CardID]int{}
 	for _, c := range cs {
 		// Lanes are given first come, first served: the first lane free at its start.
 		var ends []time.Time
 		for _, p := range attempts {
-			if !slices.Contains(p.a.GPUs, c.Index) {
+			if !p.a.on(c.id()) {
 				continue
 			}
 			l := slices.IndexFunc(ends, func(e time.Time) bool { return !e.After(p.a.Started) })
@@ -126,17 +126,17 @@ func newGantt(d Data, tl timeline, cs []plans.Card) gantt {
 				ends = append(ends, time.Time{})
 			}
 			ends[l] = p.a.end(d.Now)
-			p.lane[c.Index] = l
+			p.lane[c.id()] = l
 		}
-		lanes[c.Index] = max(1, len(ends))
+		lanes[c.id()] = max(1, len(ends))
 	}
 	g := gantt{}
-	top := map[int]float64{}
+	top := map[plans.CardID]float64{}
 	y := 4.0
 	for _, c := range cs {
-		h := float64(lanes[c.Index])*(laneHeight+laneGap) - laneGap
-		g.Rows = append(g.Rows, row{Label: "GPU " + strconv.Itoa(c.Index), Y: y, H: h})
-		top[c.Index] = y
+		h := float64(lanes[c.id()])*(laneHeight+laneGap) - laneGap
+		g.Rows = append(g.Rows, row{Label: "GPU " + c.id().String(), Y: y, H: h})
+		top[c.id()] = y
 		y += h + cardGap
 	}
 	g.AxisY = y
@@ -148,15 +148,15 @@ func newGantt(d Data, tl timeline, cs []plans.Card) gantt {
 	return g
 }
 
-func newBar(d Data, tl timeline, p *placed, top map[int]float64) bar {
+func newBar(d Data, tl timeline, p *placed, top map[plans.CardID]float64) bar {
 	a := p.a
 	x0, x1 := tl.x(a.Started), tl.x(a.end(d.Now))
 	w := max(x1-x0, 1.5)
 	b := bar{Job: p.job.ID, Attempt: attemptID(p.job.ID, a.N), Class: outcomeClass(a.Outcome), OOM: a.oom(),
 		Title: attemptTitle(d, p.job, a)}
-	for _, g := range a.GPUs {
-		if t, ok := top[g]; ok {
-			b.Rects = append(b.Rects, rect{X: x0, Y: t + float64(p.lane[g])*(laneHeight+laneGap), W: w, H: laneHeight})
+	for _, id := range a.cards() {
+		if t, ok := top[id]; ok {
+			b.Rects = append(b.Rects, rect{X: x0, Y: t + float64(p.lane[id])*(laneHeight+laneGap), W: w, H: laneHeight})
 		}
 	}
 	if len(b.Rects) > 0 {
@@ -183,7 +183,7 @@ func outcomeClass(o plans.Outcome) string {
 
 func attemptTitle(d Data, j *Job, a *Attempt) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s), attempt %d on GPU %s, tier %d", j.ID, j.Name, a.N, cardsText(a.GPUs), a.Tier)
+	fmt.Fprintf(&b, "%s (%s), attempt %d on GPU %s, tier %d", j.ID, j.Name, a.N, cardsText(a), a.Tier)
 	if a.Changed != "" {
 		fmt.Fprintf(&b, " (%s)", a.Changed)
 	}
@@ -195,10 +195,14 @@ func attemptTitle(d Data, j *Job, a *Attempt) string {
 	return b.String()
 }
 
-func cardsText(gpus []int) string {
-	s := make([]string, len(gpus))
-	for i, g := range gpus {
+// cardsText names an attempt's cards: "0,1", or on a worker "node7:0,1".
+func cardsText(a *Attempt) string {
+	s := make([]string, len(a.GPUs))
+	for i, g := range a.GPUs {
 		s[i] = strconv.Itoa(g)
+	}
+	if a.Worker != "" {
+		return a.Worker + ":" + strings.Join(s, ",")
 	}
 	return strings.Join(s, ",")
 }
@@ -237,7 +241,7 @@ type step struct {
 	Value int64
 }
 
-func newMemPanels(d Data, tl timeline, cs []plans.Card) ([]memPanel, float64) {
+func newMemPanels(d Data, tl timeline, cs []Card) ([]memPanel, float64) {
 	colour := map[string]int{}
 	for i, j := range d.Jobs {
 		colour[j.ID] = i % palette
@@ -251,7 +255,7 @@ func newMemPanels(d Data, tl timeline, cs []plans.Card) ([]memPanel, float64) {
 	return out, y + axisHeight
 }
 
-func newMemPanel(d Data, tl timeline, c plans.Card, colour map[string]int, y float64) memPanel {
+func newMemPanel(d Data, tl timeline, c Card, colour map[string]int, y float64) memPanel {
 	type run struct {
 		job   *Job
 		a     *Attempt
@@ -263,7 +267,7 @@ func newMemPanel(d Data, tl timeline, c plans.Card, colour map[string]int, y flo
 		j := &d.Jobs[i]
 		for k := range j.Attempts {
 			a := &j.Attempts[k]
-			if !slices.Contains(a.GPUs, c.Index) {
+			if !a.on(c.id()) {
 				continue
 			}
 			runs = append(runs, run{job: j, a: a, steps: samples(a, d.Now)})
@@ -283,7 +287,7 @@ func newMemPanel(d Data, tl timeline, c plans.Card, colour map[string]int, y flo
 	for _, s := range append(reserved, stacks[len(runs)]...) {
 		most = max(most, s.Value)
 	}
-	p := memPanel{Label: "GPU " + strconv.Itoa(c.Index), Title: strings.TrimSpace(fmt.Sprintf("GPU %d: %s %s", c.Index, c.Name, sizeOrDash(c.Total))),
+	p := memPanel{Label: "GPU " + c.id().String(), Title: strings.TrimSpace(fmt.Sprintf("GPU %s: %s %s", c.id(), c.Name, sizeOrDash(c.Total))),
 		Y: y, H: memHeight, Scale: plans.FormatSize(most),
 		HasTotal: c.Total > 0, TotalY: yOf(y, most, c.Total), Reserved: stepLine(tl, y, most, reserved)}
 	for i, r := range runs {

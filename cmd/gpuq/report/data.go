@@ -24,13 +24,23 @@ type Data struct {
 	Now time.Time
 	// Virtual: the times are a simulation's, counted from its start, not the clock's.
 	Virtual bool
-	// Cards are the machine's cards. Those the sweep ran on are drawn, and one that
-	// ran an attempt is even when missing here, at the size of what was reserved on it.
-	Cards []plans.Card
+	// Cards are the machine's cards, and its workers'. Those the sweep ran on are drawn,
+	// and one that ran an attempt is even when missing here, at the size of what was
+	// reserved on it.
+	Cards []Card
 	Jobs  []Job
 	// Found is what its trainers reported, ranked; nil when they reported nothing.
 	Found *Found
 }
+
+// Card is one of the machine's cards (Worker ""), or a worker's.
+type Card struct {
+	Worker string
+	plans.Card
+}
+
+// id is the card as gpuq names it: 3, or node7:3.
+func (c Card) id() plans.CardID { return plans.CardID{Worker: c.Worker, Index: c.Index} }
 
 // Job is a job and its attempts, in order.
 type Job struct {
@@ -44,9 +54,11 @@ type Job struct {
 
 // Attempt is one launch of a job.
 type Attempt struct {
-	N    int
-	GPUs []int
-	Tier int
+	N int
+	// Worker is the machine it ran on ("": the daemon's own), GPUs its cards there.
+	Worker string
+	GPUs   []int
+	Tier   int
 	// Changed names the parameters the tier changed (batch_size=4), "" for none.
 	Changed        string
 	EffectiveBatch int64 // 0: unknown
@@ -110,7 +122,7 @@ func figures(d Data) Figures {
 	f.Jobs = len(d.Jobs)
 	states := map[string]int{}
 	perJob := map[int]int{}
-	busy := map[int][]interval{}
+	busy := map[plans.CardID][]interval{}
 	first := true
 	for _, j := range d.Jobs {
 		states[j.State]++
@@ -133,8 +145,8 @@ func figures(d Data) Figures {
 			if a.Outcome != plans.Success && a.Outcome != "" {
 				f.AttemptTimeLost += took
 			}
-			for _, g := range a.GPUs {
-				busy[g] = append(busy[g], interval{a.Started, end})
+			for _, id := range a.cards() {
+				busy[id] = append(busy[id], interval{a.Started, end})
 			}
 			f.ReservedGiBHours += took.Hours() * float64(a.Estimate) / (1 << 30)
 			f.UsedGiBHours += held(a, end) * float64(len(a.GPUs))
@@ -208,31 +220,46 @@ func held(a Attempt, end time.Time) float64 {
 	return sum
 }
 
-// cards are the cards to draw, by index: those an attempt ran on, named and sized as
-// the machine's are, or where none did, the machine's. A card the sweep did not use
-// (another sweep's, on the daemon) would only be an empty row.
-func cards(d Data) []plans.Card {
-	used := map[int]bool{}
+// cards are the cards to draw, the machine's first and then each worker's, by index:
+// those an attempt ran on, named and sized as the machine's are, or where none did, the
+// machine's. A card the sweep did not use (another sweep's, on the daemon) would only
+// be an empty row.
+func cards(d Data) []Card {
+	used := map[plans.CardID]bool{}
 	for _, j := range d.Jobs {
 		for _, a := range j.Attempts {
-			for _, g := range a.GPUs {
-				used[g] = true
+			for _, id := range a.cards() {
+				used[id] = true
 			}
 		}
 	}
 	if len(used) == 0 {
 		return slices.Clone(d.Cards)
 	}
-	var out []plans.Card
+	var out []Card
 	for _, c := range d.Cards {
-		if used[c.Index] {
+		if used[c.id()] {
 			out = append(out, c)
-			delete(used, c.Index)
+			delete(used, c.id())
 		}
 	}
-	for g := range used { // not among the machine's cards: sized by what was reserved
-		out = append(out, plans.Card{Index: g})
+	for id := range used { // not among the machine's cards: sized by what was reserved
+		out = append(out, Card{Worker: id.Worker, Card: plans.Card{Index: id.Index}})
 	}
-	slices.SortFunc(out, func(a, b plans.Card) int { return cmp.Compare(a.Index, b.Index) })
+	slices.SortFunc(out, func(a, b Card) int { return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Index, b.Index)) })
 	return out
+}
+
+// cards are the cards an attempt ran on, as gpuq names them.
+func (a *Attempt) cards() []plans.CardID {
+	out := make([]plans.CardID, len(a.GPUs))
+	for i, g := range a.GPUs {
+		out[i] = plans.CardID{Worker: a.Worker, Index: g}
+	}
+	return out
+}
+
+// on reports whether the attempt ran on card id.
+func (a *Attempt) on(id plans.CardID) bool {
+	return a.Worker == id.Worker && slices.Contains(a.GPUs, id.Index)
 }

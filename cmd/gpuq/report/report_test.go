@@ -32,8 +32,8 @@ func sample() Data {
 		return state.Samples{{At: 0, Bytes: 1 * gib}, {At: time.Minute, Bytes: b}}
 	}
 	return Data{Sweep: "gla-e1", Source: "gpuq run", Now: at(90),
-		Cards: []plans.Card{{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}, {Index: 1, Name: "NVIDIA A10", Total: 24 * gib},
-			{Index: 2, Name: "NVIDIA A10", Total: 24 * gib}},
+		Cards: []Card{{Card: plans.Card{Index: 0, Name: "NVIDIA A10", Total: 24 * gib}}, {Card: plans.Card{Index: 1, Name: "NVIDIA A10", Total: 24 * gib}},
+			{Card: plans.Card{Index: 2, Name: "NVIDIA A10", Total: 24 * gib}}},
 		Jobs: []Job{
 			{ID: "gla-e1.1", Name: "task=qnli,seed=87", State: "succeeded", Declared: 11 * gib, Learned: 14 * gib, Attempts: []Attempt{
 				{N: 1, GPUs: []int{0}, Estimate: 11 * gib, Peak: 12 * gib, Outcome: plans.GPUOOM, Started: at(0), Ended: at(6),
@@ -167,5 +167,31 @@ func TestGolden(t *testing.T) {
 	}
 	if page != string(want) {
 		t.Errorf("the page differs from %s (go test -update rewrites it)", golden)
+	}
+}
+
+// TestWorkersCardsAreTheirOwn: card 0 of one worker and card 0 of another are two rows,
+// each sized as its worker's, and two cards' busy time; an attempt names its worker.
+func TestWorkersCardsAreTheirOwn(t *testing.T) {
+	d := Data{Sweep: "w", Now: at(10),
+		Cards: []Card{{Worker: "wa", Card: plans.Card{Index: 0, Total: 24 * gib}}, {Worker: "wb", Card: plans.Card{Index: 0, Total: 80 * gib}}},
+		Jobs: []Job{
+			{ID: "w.1", State: "succeeded", Attempts: []Attempt{{N: 1, Worker: "wa", GPUs: []int{0}, Started: at(0), Ended: at(10), Outcome: plans.Success}}},
+			{ID: "w.2", State: "succeeded", Attempts: []Attempt{{N: 1, Worker: "wb", GPUs: []int{0}, Started: at(0), Ended: at(10), Outcome: plans.Success}}},
+		}}
+	cs := cards(d)
+	if len(cs) != 2 || cs[0].id().String() != "wa:0" || cs[1].id().String() != "wb:0" || cs[1].Total != 80*gib {
+		t.Fatalf("cards %+v, want wa:0 and wb:0 apart", cs)
+	}
+	f := figures(d)
+	g := newGantt(d, timeline{start: f.Start, span: f.Makespan}, cs)
+	if len(g.Rows) != 2 || g.Rows[0].Label != "GPU wa:0" || g.Rows[1].Label != "GPU wb:0" {
+		t.Errorf("rows %+v", g.Rows)
+	}
+	if f.GPUBusy != 20*time.Minute {
+		t.Errorf("busy %s, want the two cards' 10 minutes each", f.GPUBusy)
+	}
+	if got := cardsText(&d.Jobs[1].Attempts[0]); got != "wb:0" {
+		t.Errorf("attempt's cards %q", got)
 	}
 }
