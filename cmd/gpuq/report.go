@@ -77,8 +77,8 @@ func isSummary(arg string) bool {
 	if arg == "-" || strings.ContainsRune(arg, '/') || strings.HasSuffix(arg, ".json") {
 		return true
 	}
-	_, err := os.Stat(arg)
-	return err == nil
+	fi, err := os.Stat(arg)
+	return err == nil && !fi.IsDir() // a directory of the sweep's name (its files) is no summary
 }
 
 // reportFromDaemon draws a sweep the daemon runs or ran, as it stands now; where no

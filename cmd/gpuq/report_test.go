@@ -104,3 +104,21 @@ func TestSimulateReport(t *testing.T) {
 		t.Errorf("--report with the static policy: exit %d: %s", code, errOut)
 	}
 }
+
+// TestADirectoryIsNoSummary: a directory named as a sweep (where its files are kept) is
+// no summary file: the name is the sweep's.
+func TestADirectoryIsNoSummary(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.Mkdir("qs", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("s.json", []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for arg, want := range map[string]bool{"qs": false, "s.json": true, "-": true, "gla-e1": false} {
+		if got := isSummary(arg); got != want {
+			t.Errorf("isSummary(%q) = %v, want %v", arg, got, want)
+		}
+	}
+}

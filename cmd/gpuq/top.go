@@ -63,6 +63,9 @@ func runTop(ios ioStreams, st *settings, every time.Duration, sweep string) erro
 		return err
 	}
 	opts := top.Options{Source: c, Title: "the daemon on " + tildeHome(c.Dir()), Every: every}
+	if st.remote() {
+		opts.Title = "the daemon at " + st.v.GetString(keyServer)
+	}
 	if r := c.Run(); r != nil {
 		opts.Title = fmt.Sprintf("gpuq run of %s (pid %d)", r.Sweep, r.PID)
 	} else if sweep != "" {

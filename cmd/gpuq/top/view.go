@@ -93,7 +93,11 @@ func (m model) sections() []section {
 			continue
 		}
 		st := m.st.jobStyle(r.Job)
-		text := runLine(w, CutStart(r.Job, w), nw, CutMiddle(r.Name, nw), intsText(r.GPUs), "t"+strconv.Itoa(r.Tier),
+		gpus := intsText(r.GPUs)
+		if r.Worker != "" {
+			gpus = r.Worker + ":" + gpus // as the cards' rows name them
+		}
+		text := runLine(w, CutStart(r.Job, w), nw, CutMiddle(r.Name, nw), gpus, "t"+strconv.Itoa(r.Tier),
 			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), withLatest(r, m.output[r.Job]))
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
