@@ -147,7 +147,7 @@ type AttemptSummary struct {
 	OOM         *plans.OOMFacts `json:"oom,omitempty"`
 	Log         string          `json:"log"`
 	Started     time.Time       `json:"started"`
-	Ended       time.Time       `json:"ended"`
+	Ended       time.Time       `json:"ended,omitzero"` // absent while it runs
 	// Memory is what its processes held over time on its fullest card, a point where
 	// it moved (at most 64; see scheduler.Samples), for gpuq report.
 	Memory []MemorySample `json:"memory,omitempty"`
