@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -83,6 +84,10 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 	}()
 	select {
 	case <-copied:
+		if !attemptEnded(st.client, id, a.N, 10*time.Second) {
+			fmt.Fprintf(ios.Err, "\r\n[gpuq: the terminal of attempt %d of %s was cut off, but it has not ended]\r\n", a.N, id)
+			return fmt.Errorf("%s: attempt %d runs on where its terminal could not be reached (its worker away, or its supervisor not answering): gpuq attach %s again once it is back", id, a.N, id)
+		}
 		fmt.Fprintf(ios.Err, "\r\n[gpuq: attempt %d of %s has ended; gpuq status %s says how]\r\n", a.N, id, id)
 	case <-detached:
 		conn.Close()
@@ -90,6 +95,22 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 		fmt.Fprintf(ios.Err, "\r\n[gpuq: detached from %s; it runs on]\r\n", id)
 	}
 	return nil
+}
+
+// attemptEnded reports whether attempt n of a job has ended, as the daemon says once
+// its terminal closed: its end is recorded within a moment of its trainer's, and a
+// terminal that closed while the attempt runs on was cut off (a worker away). One
+// that cannot be asked is taken to have ended, as before. It asks for up to wait.
+func attemptEnded(client func() (daemonClient, error), id string, n int, wait time.Duration) bool {
+	for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
+		j, err := fetchJob(client, id)
+		if err != nil || len(j.Attempts) < n || j.Attempts[n-1].Outcome != "" {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }
 
 // dialTerminal connects to an attempt's terminal: through its supervisor's socket on
