@@ -294,6 +294,11 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 				plans.FormatDuration(r.Duration), cards)
 			break
 		}
+		if len(p.cards) == 0 {
+			// A daemon of no cards of its own (--gpus none) with no worker linked.
+			w.Detail = "no card is connected: the daemon has no cards of its own, and no worker is linked (gpuq gpus lists them)"
+			break
+		}
 		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
 	case Reserved:
 		w.Detail = p.reservedWhy(r)
