@@ -22,8 +22,9 @@ func StartServed(c Command, dir, header string) (*Process, error) {
 		<-p.Done()
 		h.close()
 		end.ended = endedOf(p, c.Argv)
-		ln.Close()
 		close(end.done)
+		drainBacklog(dir)
+		ln.Close()
 		waiting.Wait()
 	}()
 	return p, nil

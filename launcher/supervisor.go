@@ -210,8 +210,9 @@ func Supervise(dir string) error {
 	// supervisor lives (its lock) and writes it, trying again where there is no room.
 	exit := filepath.Join(dir, exitFile)
 	sync, err := placeJSON(exit, end.ended)
-	ln.Close()
 	close(end.done)
+	drainBacklog(dir)
+	ln.Close()
 	if err == nil {
 		err = sync()
 	}
@@ -220,6 +221,21 @@ func Supervise(dir string) error {
 	}
 	waiting.Wait()
 	return err
+}
+
+// drainBacklog lets the clients that connected as the attempt ended, still in the
+// listener's backlog, hear how it ended (end.done is closed) rather than find their
+// connection reset as the listener closes: accepted in order, they are served before
+// one more, dialed here, is. A listener that no longer accepts answers nothing: it is
+// given up after a while.
+func drainBacklog(dir string) {
+	c, err := Dial(dir, "wait")
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.Copy(io.Discard, c)
 }
 
 // unstartedLine begins what a supervisor tells its daemon instead of the trainer's pid
