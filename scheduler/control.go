@@ -156,9 +156,12 @@ func (e *Engine) retry(sel Selection) ([]string, error) {
 // next round, for the same reason. (Of a --sweep or --where, such a job is requeued,
 // and its reason says so again.)
 func (e *Engine) failsAgain(jobs []*state.Job, named []string) error {
+	if len(named) == 0 {
+		return nil
+	}
 	var check *afterCheck
 	for _, j := range jobs {
-		if len(j.After) == 0 || len(named) == 0 {
+		if len(j.After) == 0 {
 			continue
 		}
 		if check == nil {

@@ -40,8 +40,8 @@ func (e *Engine) put(c state.Change) error {
 // stampEnds gives each job that has just ended the time it did, and takes it from one
 // that runs or waits again (gpuq retry): every change of a job's state passes here.
 // A job ends when its last attempt in the same change did (its trainer may have
-// ended while no daemon ran, and been reaped at the next's start), else now. Jobs it changes
-// are copies, in a list of its own.
+// ended while no daemon ran, and been reaped at the next's start), else now. Jobs it
+// changes are copies, in a list of its own.
 func (e *Engine) stampEnds(jobs []*state.Job, attempts []*state.Attempt, now time.Time) []*state.Job {
 	out, copied := jobs, false
 	for i, j := range jobs {
