@@ -450,6 +450,10 @@ func FormatValue(v any) string {
 		return formatFloat(t)
 	case Float:
 		return t.Text
+	case int64:
+		return strconv.FormatInt(t, 10)
+	case bool:
+		return strconv.FormatBool(t)
 	}
 	return fmt.Sprint(v)
 }

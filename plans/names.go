@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // nameBuiltins are the placeholders a job's name may use beside its parameters: the
@@ -40,7 +39,7 @@ func (c *checker) name(s *Sweep, doc *Map) {
 			if k == "sweep" {
 				return s.Name, true
 			}
-			v, ok := j.Params.Get(k)
+			v, ok := j.Params.Param(k)
 			return shown(FormatValue(v)), ok
 		})
 		if mp, ok := err.(*missingPlaceholder); ok {
@@ -82,11 +81,19 @@ func defaultNames(s *Sweep) {
 		}
 	}
 	names := make([]string, len(s.Jobs))
+	seen := make(map[string]struct{}, len(s.Jobs))
+	var buf []byte
 	for _, withKeys := range []bool{false, true} {
+		clear(seen)
 		for i := range s.Jobs {
-			names[i] = pointOf(&s.Jobs[i], kept, p.every, withKeys)
+			buf = appendPoint(buf[:0], &s.Jobs[i], kept, p.every, withKeys)
+			if _, dup := seen[string(buf)]; dup {
+				break
+			}
+			names[i] = string(buf)
+			seen[names[i]] = struct{}{}
 		}
-		if len(names) == len(slices.Compact(slices.Sorted(slices.Values(names)))) {
+		if len(seen) == len(s.Jobs) {
 			for i := range s.Jobs {
 				s.Jobs[i].Name = cmp.Or(names[i], s.Name)
 			}
@@ -99,22 +106,26 @@ func defaultNames(s *Sweep) {
 	}
 }
 
-// pointOf writes the values of j's point under the keys kept, text alone where every
-// job has its key unless withKeys.
-func pointOf(j *Job, kept, every map[string]bool, withKeys bool) string {
-	var parts []string
+// appendPoint appends the values of j's point under the keys kept, comma-separated,
+// text alone where every job has its key unless withKeys.
+func appendPoint(b []byte, j *Job, kept, every map[string]bool, withKeys bool) []byte {
+	first := true
 	for _, k := range j.pointKeys {
 		if !kept[k] {
 			continue
 		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
 		v := j.Params.Vals[k]
 		if t, text := v.(string); text && t != "" && every[k] && !withKeys {
-			parts = append(parts, shown(t))
+			b = append(b, shown(t)...)
 		} else {
-			parts = append(parts, shown(k)+"="+shown(FormatValue(v)))
+			b = append(append(append(b, shown(k)...), '='), shown(FormatValue(v))...)
 		}
 	}
-	return strings.Join(parts, ",")
+	return b
 }
 
 // points are the jobs' points as numbers, for telling which keys tell jobs apart
@@ -134,6 +145,7 @@ func pointsOf(jobs []Job) points {
 	index := map[string]int{}
 	var byValue []map[string]uint32
 	var ids [][]uint32
+	var key []byte
 	for j, job := range jobs {
 		for _, k := range job.pointKeys {
 			i, ok := index[k]
@@ -142,11 +154,11 @@ func pointsOf(jobs []Job) points {
 				index[k], all = i, append(all, k)
 				byValue, ids = append(byValue, map[string]uint32{}), append(ids, make([]uint32, len(jobs)))
 			}
-			v := scalarKey(job.Params.Vals[k])
-			id, ok := byValue[i][v]
+			key = appendScalarKey(key[:0], job.Params.Vals[k])
+			id, ok := byValue[i][string(key)]
 			if !ok {
 				id = uint32(len(byValue[i]) + 1)
-				byValue[i][v] = id
+				byValue[i][string(key)] = id
 			}
 			ids[i][j] = id
 		}
@@ -184,20 +196,20 @@ func (p points) unique(kept map[string]bool) bool {
 	return true
 }
 
-// scalarKey tells values apart as valueKey does (87 and "87" differ, 1e-4 is 0.0001),
-// cheaply for the scalars that points mostly hold.
-func scalarKey(v any) string {
+// appendScalarKey appends what tells values apart as valueKey does (87 and "87"
+// differ, 1e-4 is 0.0001), cheaply for the scalars that points mostly hold.
+func appendScalarKey(b []byte, v any) []byte {
 	switch t := v.(type) {
 	case string:
-		return "s" + t
+		return append(append(b, 's'), t...)
 	case int64:
-		return "i" + strconv.FormatInt(t, 10)
+		return strconv.AppendInt(append(b, 'i'), t, 10)
 	case float64:
-		return "f" + formatFloat(t)
+		return append(append(b, 'f'), formatFloat(t)...)
 	case Float:
-		return "f" + formatFloat(t.Value)
+		return append(append(b, 'f'), formatFloat(t.Value)...)
 	case bool:
-		return "b" + strconv.FormatBool(t)
+		return strconv.AppendBool(append(b, 'b'), t)
 	}
-	return "v" + valueKey(v)
+	return append(append(b, 'v'), valueKey(v)...)
 }
