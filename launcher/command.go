@@ -70,7 +70,7 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 		if v, ok := builtin[name]; ok {
 			return v, true
 		}
-		v, ok := a.Params.Get(name)
+		v, ok := a.Params.Param(name)
 		return plans.FormatValue(v), ok
 	}
 	c := Command{Dir: a.Sweep.Workdir, Config: cfg}

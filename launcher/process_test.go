@@ -465,3 +465,34 @@ func TestHasChildren(t *testing.T) {
 		t.Errorf("got\n%swant\n%s", out, want)
 	}
 }
+
+// TestAPlaceholderReachesIntoAMappingParameter: {training.batch_size} in the command is
+// the batch of params {training: {batch_size: ...}}, at the tier the attempt runs.
+func TestAPlaceholderReachesIntoAMappingParameter(t *testing.T) {
+	s, err := plans.DecodeSweep("m.yaml", []byte("name: m\ncommand: [train, --batch, \"{training.batch_size}\"]\n"+
+		"params: {training: {batch_size: 32, gradient_accumulation_steps: 1}}\njobs: [{}]\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := s.Jobs[0]
+	tiers := plans.Tiers(j.Params, j.Ladder)
+	want := map[int]string{0: "32"}
+	for _, tier := range tiers {
+		if slices.Contains(tier.Changed, "training.batch_size") {
+			want[tier.N] = "16"
+			break
+		}
+	}
+	if len(want) != 2 {
+		t.Fatalf("no tier halves training.batch_size: %d tiers", len(tiers))
+	}
+	for n, batch := range want {
+		c, err := Prepare(Attempt{Sweep: s, JobID: "m.1", N: 1, Tier: n, Params: tiers[n].Params, Dir: t.TempDir(), Cards: []plans.Card{{Index: 0}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(c.Argv, " "); got != "train --batch "+batch {
+			t.Errorf("tier %d: argv %q, want batch %s", n, got, batch)
+		}
+	}
+}

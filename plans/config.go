@@ -86,6 +86,83 @@ func (m *Map) Path(path string) (any, bool) {
 	return v, true
 }
 
+// Param is a job's parameter as its trainer gets it: the parameter of that name, or
+// else, for a dotted key, the value at the rest of the path in a parameter that is a
+// mapping: training.batch_size in params {training: {batch_size: 32}}, which Render
+// merges into the base's training section.
+func (m *Map) Param(key string) (any, bool) {
+	if v, ok := m.Get(key); ok {
+		return v, true
+	}
+	if sub, rest, ok := m.holding(key); ok {
+		return sub.Param(rest)
+	}
+	return nil, false
+}
+
+// setParam sets a parameter where Param finds it: in the mapping parameter that holds
+// it (changed in place: the caller's own copy), or else under key.
+func (m *Map) setParam(key string, v any) {
+	if _, ok := m.Vals[key]; !ok {
+		if sub, rest, ok := m.holding(key); ok {
+			sub.setParam(rest, v)
+			return
+		}
+	}
+	m.Set(key, v)
+}
+
+// holding finds the mapping parameter that holds a dotted key, and the key's path in
+// it; ok is false where none does.
+func (m *Map) holding(key string) (sub *Map, rest string, ok bool) {
+	for i := strings.IndexByte(key, '.'); i >= 0; i = nextDot(key, i) {
+		if sub, ok := m.Vals[key[:i]].(*Map); ok {
+			if _, found := sub.Param(key[i+1:]); found {
+				return sub, key[i+1:], true
+			}
+		}
+	}
+	return nil, "", false
+}
+
+// nextDot is the index of the dot in key after the one at i, or -1.
+func nextDot(key string, i int) int {
+	if j := strings.IndexByte(key[i+1:], '.'); j >= 0 {
+		return i + 1 + j
+	}
+	return -1
+}
+
+// paramPaths yields a job's parameters by the keys a ladder or a placeholder may name
+// them by: each parameter under its own key, then each leaf of one that is a mapping
+// under its dotted path (training.batch_size), with the parameter it is in (top).
+func paramPaths(params *Map) func(yield func(string, paramAt) bool) {
+	return func(yield func(string, paramAt) bool) {
+		for _, k := range params.Keys {
+			v := params.Vals[k]
+			if !yield(k, paramAt{top: k, v: v}) {
+				return
+			}
+			sub, ok := v.(*Map)
+			if !ok {
+				continue
+			}
+			for _, l := range sub.Leaves() {
+				lv, _ := sub.Path(l)
+				if !yield(k+"."+l, paramAt{top: k, v: lv}) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// paramAt is a value paramPaths yields, and the parameter it is in.
+type paramAt struct {
+	top string
+	v   any
+}
+
 // SetPath puts v at a dotted path, making the mappings on the way.
 func (m *Map) SetPath(path string, v any) {
 	parts := strings.Split(path, ".")
@@ -246,7 +323,7 @@ func (s *Sweep) paramWarnings() []string {
 				}
 			}
 			lost = append(lost, k)
-			lacks := slices.DeleteFunc(slices.Clone(rc.leaves), func(l string) bool { _, has := j.Params.Get(l); return has })
+			lacks := slices.DeleteFunc(slices.Clone(rc.leaves), func(l string) bool { _, has := j.Params.Param(l); return has })
 			named = append(named, k+Suggest(k, lacks))
 		}
 	}

@@ -368,7 +368,7 @@ func fill(v any, params *Map) (string, error) {
 		if params == nil {
 			return "", false
 		}
-		p, ok := params.Get(name)
+		p, ok := params.Param(name)
 		return FormatValue(p), ok
 	})
 	if mp, ok := err.(*missingPlaceholder); ok {

@@ -195,7 +195,7 @@ func (c *checker) checkJob(s *Sweep, j *Job, jc *jobChecks) {
 		if isBuiltin(name) {
 			return "", true
 		}
-		v, ok := j.Params.Get(name)
+		v, ok := j.Params.Param(name)
 		return FormatValue(v), ok
 	}
 	check := func(field, tmpl string) {

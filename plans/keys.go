@@ -50,13 +50,13 @@ type BatchKeys struct{ Micro, Accumulation string }
 // Effective is micro-batch × accumulation, the batch an optimizer step sees; ok is
 // false when p has no integer micro-batch.
 func (k BatchKeys) Effective(p *Map) (int64, bool) {
-	b, ok := p.Get(k.Micro)
+	b, ok := p.Param(k.Micro)
 	bi, isInt := b.(int64)
 	if !ok || !isInt {
 		return 0, false
 	}
 	acc := int64(1)
-	if a, ok := p.Get(k.Accumulation); ok {
+	if a, ok := p.Param(k.Accumulation); ok {
 		if ai, isInt := a.(int64); isInt {
 			acc = ai
 		}
@@ -113,9 +113,11 @@ func (rc *reach) findRoles(params *Map, named map[string]string) (found map[stri
 		}
 		// A parameter the trainer gets first, then a key of the base, then a
 		// parameter that goes nowhere (the warnings say so).
+		// A leaf of a mapping parameter (training.batch_size of training: {...})
+		// reaches the trainer as that parameter does.
 		var reached, base, lost []string
-		for _, k := range params.Keys {
-			if namedFor(k, r.Names) && rc.reaches(k) {
+		for k, at := range paramPaths(params) {
+			if namedFor(k, r.Names) && (rc.reaches(k) || rc.reaches(at.top)) {
 				reached = append(reached, k)
 			} else if namedFor(k, r.Names) {
 				lost = append(lost, k)
@@ -191,9 +193,9 @@ func (rc *reach) fit(params *Map) *fitted {
 	// Jobs alike in their parameters' names, and in which are numbers (a batch size
 	// written as a string takes no halving rung), fit alike.
 	var b strings.Builder
-	for _, k := range params.Keys {
+	for k, at := range paramPaths(params) {
 		b.WriteString(k)
-		if _, num := Number(params.Vals[k]); num {
+		if _, num := Number(at.v); num {
 			b.WriteByte('#')
 		}
 		b.WriteByte(0)
@@ -214,7 +216,7 @@ func (rc *reach) fit(params *Map) *fitted {
 		rung = rung.renamed(roles)
 		ok := true
 		for _, k := range rung.Keys() {
-			if _, has := params.Get(k); has || slices.Contains(f.fromBase, k) {
+			if _, has := params.Param(k); has || slices.Contains(f.fromBase, k) {
 				continue
 			}
 			if v, inBase := s.baseValue(k); inBase && isScalar(v) {
@@ -227,7 +229,7 @@ func (rc *reach) fit(params *Map) *fitted {
 			}
 		}
 		for _, fac := range rung.Scale {
-			v, has := params.Get(fac.Key)
+			v, has := params.Param(fac.Key)
 			if !has {
 				v, has = s.baseValue(fac.Key)
 			}
@@ -253,7 +255,7 @@ func (c *checker) fitLadder(rc *reach, j *Job, note func(field, job, msg string)
 		c.warn(fmt.Sprintf("%s: the ladder cannot tell which key to change: %s; name it with oom: {keys: {...}}", rc.s.File, a))
 	}
 	for _, k := range f.unscaled {
-		v, ok := j.Params.Get(k)
+		v, ok := j.Params.Param(k)
 		if !ok {
 			v, _ = rc.s.baseValue(k)
 		}
@@ -275,7 +277,7 @@ func (c *checker) fitLadder(rc *reach, j *Job, note func(field, job, msg string)
 	}
 	for r, rung := range j.Ladder {
 		for _, fac := range rung.Scale {
-			if v, ok := j.Params.Get(fac.Key); ok {
+			if v, ok := j.Params.Param(fac.Key); ok {
 				if _, num := Number(v); !num {
 					note(fmt.Sprintf("oom.ladder[%d].scale.%s", r, fac.Key), j.ID, fmt.Sprintf("scales %q, whose value %q is not a number", fac.Key, FormatValue(v)))
 				}
@@ -337,8 +339,8 @@ func (s *Sweep) noRungWarning() []string {
 		}
 		// Its batch keys as its ladder was fitted to find them (a dotted path, a name
 		// oom.keys gives): one that is no number has fit's warning instead.
-		b, hasBatch := j.Params.Get(j.Batch.Micro)
-		acc, hasAcc := j.Params.Get(j.Batch.Accumulation)
+		b, hasBatch := j.Params.Param(j.Batch.Micro)
+		acc, hasAcc := j.Params.Param(j.Batch.Accumulation)
 		if quoted := func(v any) bool { _, num := Number(v); return !num }; hasBatch && quoted(b) || hasAcc && quoted(acc) {
 			continue
 		}

@@ -1,8 +1,10 @@
 package plans
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -251,5 +253,50 @@ func TestQuotedBatchKeysAreWarnedOnce(t *testing.T) {
 				t.Errorf("warnings, want %q and not %q:\n%s", tt.want, tt.not, w)
 			}
 		})
+	}
+}
+
+// TestAMappingParameterIsLadderedAtItsOwnValue: a parameter that is a mapping over a
+// section of config.base (training: {batch_size: 32} over the base's 8) is the batch
+// the ladder halves, the effective batch and the estimate read, not the base's value.
+func TestAMappingParameterIsLadderedAtItsOwnValue(t *testing.T) {
+	s, err := sweepWithBase(t, "training: {batch_size: 8, gradient_accumulation_steps: 1, lr: 0.1}\n",
+		"name: m\ncommand: [train, --config, \"{config}\"]\nconfig: {base: base.yaml}\n"+
+			"memory: {model: {params: 125M, layers: 12, hidden: 768, heads: 12, seq_len: 512, micro_batch: \"{training.batch_size}\"}}\n"+
+			"params: {training: {batch_size: 32}}\njobs: [{}]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := s.Jobs[0]
+	if eb, ok := j.Batch.Effective(j.Params); !ok || eb != 32 {
+		t.Errorf("effective batch %d (%v) by %s, want 32", eb, ok, j.Batch)
+	}
+	if _, dotted := j.Params.Get("training.batch_size"); dotted {
+		t.Errorf("the base's batch was copied into the parameters beside the job's own: %v", j.Params.Keys)
+	}
+	m, err := ModelOf(j.Model, j.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.MicroBatch != 32 {
+		t.Errorf("estimated at batch %d, want 32", m.MicroBatch)
+	}
+	var halved *Tier
+	for _, tier := range Tiers(j.Params, j.Ladder) {
+		if slices.Contains(tier.Changed, "training.batch_size") {
+			halved = &tier
+			break
+		}
+	}
+	if halved == nil {
+		t.Fatalf("no tier halves training.batch_size: ladder %s", rungsText(j))
+	}
+	got, _ := json.Marshal(s.Config.Render(halved.Params))
+	if want := `{"training":{"batch_size":16,"gradient_accumulation_steps":2,"lr":0.1}}`; string(got) != want {
+		t.Errorf("tier %d rendered %s, want %s", halved.N, got, want)
+	}
+	// The job's own parameters stay as they were: a tier's are a copy.
+	if got, _ := json.Marshal(s.Config.Render(j.Params)); string(got) != `{"training":{"batch_size":32,"gradient_accumulation_steps":1,"lr":0.1}}` {
+		t.Errorf("tier 0 now renders %s", got)
 	}
 }

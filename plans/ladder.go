@@ -63,19 +63,19 @@ func (r Rung) Apply(p *Map) (*Map, []string) {
 	if r.Set != nil {
 		for _, k := range r.Set.Keys {
 			v := r.Set.Vals[k]
-			if old, ok := out.Get(k); !ok || valueKey(old) != valueKey(v) {
+			if old, ok := out.Param(k); !ok || valueKey(old) != valueKey(v) {
 				changed = append(changed, k)
 			}
-			out.Set(k, v)
+			out.setParam(k, v)
 		}
 	}
 	for _, f := range r.Scale {
-		old, _ := out.Get(f.Key)
+		old, _ := out.Param(f.Key)
 		nv := scale(old, f.By)
 		if valueKey(nv) != valueKey(old) {
 			changed = append(changed, f.Key)
 		}
-		out.Set(f.Key, nv)
+		out.setParam(f.Key, nv)
 	}
 	return out, changed
 }
