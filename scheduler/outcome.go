@@ -261,7 +261,7 @@ func (e *Engine) stepDown(job *state.Job, sw *plans.Sweep, before int64, hostOOM
 	e.store.Latest().Reestimate(job)
 	var parts []string
 	for _, k := range changed {
-		v, _ := next.Get(k)
+		v, _ := next.Param(k)
 		parts = append(parts, fmt.Sprintf("%s=%s", k, plans.FormatValue(v)))
 	}
 	msg := fmt.Sprintf("requeued at tier %d: %v", pos.Tier, parts)

@@ -392,7 +392,7 @@ func rungSteps(j *plans.Job) []suggestionJSON {
 	for _, t := range tiers[1:min(len(tiers), 4)] {
 		var changed []string
 		for _, k := range t.Changed {
-			v, _ := t.Params.Get(k)
+			v, _ := t.Params.Param(k)
 			changed = append(changed, k+"="+plans.FormatValue(v))
 		}
 		out = append(out, suggestionJSON{Tier: t.N, Change: strings.Join(changed, ", "), TotalBytes: j.MemoryAt(t.Params)})

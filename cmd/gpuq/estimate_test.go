@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -227,6 +228,36 @@ func TestEstimateSetupFlags(t *testing.T) {
 	for _, k := range plans.ModelKeys() {
 		if !strings.Contains(help, "--"+modelFlag(k)+" ") {
 			t.Errorf("estimate --help does not name --%s", modelFlag(k))
+		}
+	}
+}
+
+// TestRungsOfAMappingParameterSayItsLeaves: a tier that halves training.batch_size in
+// params {training: {batch_size: 32}} is said as training.batch_size=16, by estimate's
+// suggestions and by the summary's changed parameters, not as a mapping's address.
+func TestRungsOfAMappingParameterSayItsLeaves(t *testing.T) {
+	s, err := plans.DecodeSweep("m.yaml", []byte("name: m\ncommand: [train, --config, \"{config}\"]\nconfig: {format: json}\n"+
+		"params: {training: {batch_size: 32, gradient_accumulation_steps: 1}}\njobs: [{}]\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &s.Jobs[0]
+	var halving string
+	for _, step := range rungSteps(j) {
+		if strings.Contains(step.Change, "batch_size") {
+			halving = step.Change
+			break
+		}
+	}
+	if halving != "training.batch_size=16, training.gradient_accumulation_steps=2" {
+		t.Errorf("the halving rung is said %q", halving)
+	}
+	for _, tier := range plans.Tiers(j.Params, j.Ladder) {
+		if slices.Contains(tier.Changed, "training.batch_size") {
+			if got := changedText(j.Params, tier.Params); got != "training.batch_size=16,training.gradient_accumulation_steps=2" {
+				t.Errorf("tier %d's changes are said %q", tier.N, got)
+			}
+			break
 		}
 	}
 }

@@ -83,11 +83,22 @@ func printSummary(w io.Writer, sum api.SweepSummary, width int) {
 // changedText lists the parameters an attempt ran with that differ from the job as written.
 func changedText(orig, p *plans.Map) string {
 	var parts []string
-	for _, k := range p.Keys {
-		o, _ := orig.Get(k)
-		if v := p.Vals[k]; plans.FormatValue(o) != plans.FormatValue(v) {
+	differs := func(k string, v any) {
+		if o, _ := orig.Param(k); plans.FormatValue(o) != plans.FormatValue(v) {
 			parts = append(parts, k+"="+plans.FormatValue(v))
 		}
+	}
+	for _, k := range p.Keys {
+		// A mapping parameter (training: {batch_size: 16}) by its leaves, as the
+		// ladder changes them.
+		if m, ok := p.Vals[k].(*plans.Map); ok {
+			for _, l := range m.Leaves() {
+				v, _ := m.Path(l)
+				differs(k+"."+l, v)
+			}
+			continue
+		}
+		differs(k, p.Vals[k])
 	}
 	if len(parts) == 0 {
 		return "-"
