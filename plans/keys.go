@@ -112,9 +112,9 @@ func (rc *reach) findRoles(params *Map, named map[string]string) (found map[stri
 			continue
 		}
 		// A parameter the trainer gets first, then a key of the base, then a
-		// parameter that goes nowhere (the warnings say so).
-		// A leaf of a mapping parameter (training.batch_size of training: {...})
-		// reaches the trainer as that parameter does.
+		// parameter that goes nowhere (the warnings say so). A leaf of a mapping
+		// parameter (training.batch_size of training: {...}) reaches the trainer as
+		// that parameter does.
 		var reached, base, lost []string
 		for k, at := range paramPaths(params) {
 			if namedFor(k, r.Names) && (rc.reaches(k) || rc.reaches(at.top)) {
