@@ -439,7 +439,9 @@ func isScalar(v any) bool {
 	return false
 }
 
-// FormatValue prints a parameter value as it is substituted into argv, env and names.
+// FormatValue prints a parameter value as it is substituted into argv, env and names:
+// a mapping or a list as JSON, keys in the order written ({"batch_size":16}), which a
+// trainer can parse, rather than Go's print of its insides.
 func FormatValue(v any) string {
 	switch t := v.(type) {
 	case nil:
@@ -454,6 +456,10 @@ func FormatValue(v any) string {
 		return strconv.FormatInt(t, 10)
 	case bool:
 		return strconv.FormatBool(t)
+	case *Map, []any:
+		if b, err := json.Marshal(t); err == nil {
+			return string(b)
+		}
 	}
 	return fmt.Sprint(v)
 }

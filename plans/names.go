@@ -121,6 +121,15 @@ func appendPoint(b []byte, j *Job, kept, every map[string]bool, withKeys bool) [
 		v := j.Params.Vals[k]
 		if t, text := v.(string); text && t != "" && every[k] && !withKeys {
 			b = append(b, shown(t)...)
+		} else if m, ok := v.(*Map); ok && m.Len() > 0 {
+			// A mapping by its leaves, as the ladder names them: training.batch_size=16.
+			for i, l := range m.Leaves() {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				lv, _ := m.Path(l)
+				b = append(append(append(b, shown(k+"."+l)...), '='), shown(FormatValue(lv))...)
+			}
 		} else {
 			b = append(append(append(b, shown(k)...), '='), shown(FormatValue(v))...)
 		}
