@@ -86,43 +86,54 @@ func (m *Map) Path(path string) (any, bool) {
 	return v, true
 }
 
-// Param is a job's parameter as its trainer gets it: the parameter of that name, or
-// else, for a dotted key, the value at the rest of the path in a parameter that is a
+// Param is a job's parameter as its trainer gets it: the parameter of that name, or,
+// for a dotted key, the value at the rest of the path in a parameter that is a
 // mapping: training.batch_size in params {training: {batch_size: 32}}, which Render
-// merges into the base's training section.
+// merges into the base's training section. Where both are written, the later one is
+// what Render leaves in the config, and what Param reads.
 func (m *Map) Param(key string) (any, bool) {
-	if v, ok := m.Get(key); ok {
-		return v, true
+	in, k := m.locate(key)
+	if in == nil {
+		return nil, false
 	}
-	if sub, rest, ok := m.holding(key); ok {
-		return sub.Param(rest)
-	}
-	return nil, false
+	return in.Vals[k], true
 }
 
-// setParam sets a parameter where Param finds it: in the mapping parameter that holds
-// it (changed in place: the caller's own copy), or else under key.
+// setParam sets a parameter where Param reads it (in place: the caller's own copy),
+// or else under key.
 func (m *Map) setParam(key string, v any) {
-	if _, ok := m.Vals[key]; !ok {
-		if sub, rest, ok := m.holding(key); ok {
-			sub.setParam(rest, v)
-			return
-		}
+	if in, k := m.locate(key); in != nil {
+		in.Set(k, v)
+		return
 	}
 	m.Set(key, v)
 }
 
-// holding finds the mapping parameter that holds a dotted key, and the key's path in
-// it; ok is false where none does.
-func (m *Map) holding(key string) (sub *Map, rest string, ok bool) {
-	for i := strings.IndexByte(key, '.'); i >= 0; i = nextDot(key, i) {
-		if sub, ok := m.Vals[key[:i]].(*Map); ok {
-			if _, found := sub.Param(key[i+1:]); found {
-				return sub, key[i+1:], true
-			}
-		}
+// locate is the mapping, m or one nested in a parameter of it, and the key there, that
+// Param reads key from; nil where none holds it.
+func (m *Map) locate(key string) (*Map, string) {
+	if m == nil {
+		return nil, ""
 	}
-	return nil, "", false
+	_, literal := m.Vals[key]
+	for i := strings.IndexByte(key, '.'); i >= 0; i = nextDot(key, i) {
+		sub, ok := m.Vals[key[:i]].(*Map)
+		if !ok {
+			continue
+		}
+		in, k := sub.locate(key[i+1:])
+		if in == nil {
+			continue
+		}
+		if literal && slices.Index(m.Keys, key) > slices.Index(m.Keys, key[:i]) {
+			break // the dotted key, written after the mapping, is merged last
+		}
+		return in, k
+	}
+	if literal {
+		return m, key
+	}
+	return nil, ""
 }
 
 // nextDot is the index of the dot in key after the one at i, or -1.

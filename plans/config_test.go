@@ -188,3 +188,39 @@ func TestAMappingParameterMergesIntoTheBase(t *testing.T) {
 		t.Errorf("the job's lora is now %v", lora)
 	}
 }
+
+// TestAParameterIsReadWhereRenderLeavesIt: a dotted key reads inside a mapping
+// parameter; where the key is also written dotted, the one written later is what the
+// rendered config holds, and what Param reads and a rung sets.
+func TestAParameterIsReadWhereRenderLeavesIt(t *testing.T) {
+	for _, tc := range []struct {
+		params string
+		want   int64
+	}{
+		{"{training: {batch_size: 32}}", 32},
+		{"{training: {batch_size: 32}, training.batch_size: 16}", 16},
+		{"{training.batch_size: 16, training: {batch_size: 32}}", 32},
+		{"{a: {b: {c: 4}}}", 4},
+	} {
+		s, err := DecodeSweep("m.yaml", []byte("name: m\ncommand: [train, --config, \"{config}\"]\nconfig: {format: json}\nparams: "+tc.params+"\njobs: [{}]\n"), Overrides{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := s.Jobs[0].Params
+		key := "training.batch_size"
+		if strings.HasPrefix(tc.params, "{a:") {
+			key = "a.b.c"
+		}
+		if v, ok := p.Param(key); !ok || v != tc.want {
+			t.Errorf("%s: Param(%s) = %v, %v; want %d", tc.params, key, v, ok, tc.want)
+		}
+		if got, _ := s.Config.Render(p).Path(key); got != tc.want {
+			t.Errorf("%s: rendered %s = %v, want %d", tc.params, key, got, tc.want)
+		}
+		c := p.Clone()
+		c.setParam(key, int64(7))
+		if got, _ := s.Config.Render(c).Path(key); got != int64(7) {
+			t.Errorf("%s: set to 7, rendered %v", tc.params, got)
+		}
+	}
+}
