@@ -440,6 +440,7 @@ func (c *cluster) Drain(name string) error {
 func (c *cluster) tick() {
 	now := c.clock.Now()
 	var gone []*state.Attempt
+	heard := map[string]time.Time{} // by worker, of those given up
 	c.mu.Lock()
 	for name, w := range c.workers {
 		silent := now.Sub(w.acked)
@@ -452,6 +453,7 @@ func (c *cluster) tick() {
 			for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
 				gone = append(gone, w.attempts[id])
 			}
+			heard[name] = w.heard
 			clear(w.attempts)
 		case silent > c.fence.grace && w.link == nil:
 			delete(c.workers, name)
@@ -459,7 +461,7 @@ func (c *cluster) tick() {
 	}
 	c.mu.Unlock()
 	for _, a := range gone {
-		c.exits <- c.giveUp(a)
+		c.exits <- c.giveUp(a, heard[a.Worker])
 	}
 }
 
@@ -467,8 +469,10 @@ func (c *cluster) tick() {
 // its exit.json says where the daemon can read it (the worker's directory on a shared
 // home, as on a Slurm cluster), so that a trainer that ended while its worker was gone
 // counts as it ended; lost otherwise, its job queued again at its tier, and the worker
-// asked about it when it is back.
-func (c *cluster) giveUp(a *state.Attempt) scheduler.Exit {
+// asked about it when it is back. A lost attempt ends when its worker was last heard
+// from (heard), not now: the grace waited for is no part of its run, and counted in, a
+// short trainer's time in gpuq status was mostly that wait.
+func (c *cluster) giveUp(a *state.Attempt, heard time.Time) scheduler.Exit {
 	if a.Log != "" {
 		if e, err := launcher.ReadEnded(filepath.Dir(a.Log)); err == nil && e != nil {
 			c.log.Printf("attempt %s ended %s while worker %s was gone, as its directory shows", a.ID, e.Outcome, a.Worker)
@@ -481,7 +485,7 @@ func (c *cluster) giveUp(a *state.Attempt) scheduler.Exit {
 	c.mu.Lock()
 	c.lose(a)
 	c.mu.Unlock()
-	return scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Requeue: true, Detail: fmt.Sprintf(
+	return scheduler.Exit{Attempt: a.ID, Outcome: plans.Lost, Requeue: true, At: heard, Detail: fmt.Sprintf(
 		"worker %s was not heard from for its grace of %s (its node failed or froze, its allocation ended, or it was killed): "+
 			"its job runs again at tier %d", a.Worker, c.fence.grace, a.Tier)}
 }

@@ -353,3 +353,33 @@ func TestAWorkerStartedAttemptEndsAsItsDirectorySays(t *testing.T) {
 		t.Fatal("the attempt was not given up")
 	}
 }
+
+// TestALostAttemptEndsWhenItsWorkerWasLastHeard: an attempt given up for lost with its
+// worker ends when the worker was last heard from, not when its grace ran out: the wait
+// is no part of its run (a 14 s trainer showed 26 s in gpuq status).
+func TestALostAttemptEndsWhenItsWorkerWasLastHeard(t *testing.T) {
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, clock := testCluster(t, f)
+	c.Adopt(&state.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1"})
+	tl := linkWorker(t, c, "w1")
+	tl.next(t)
+	clock.add(3 * time.Second)
+	c.heard("w1", tl.l, api.WorkerMessage{Beat: 1})
+	clock.add(2 * time.Second)
+	c.heard("w1", tl.l, api.WorkerMessage{State: &api.WorkerState{}})
+	last := clock.Now()
+	c.away("w1", tl.l, io.EOF)
+	clock.add(f.grace)
+	c.tick()
+	select {
+	case x := <-c.exits:
+		if x.Outcome != plans.Lost || !x.At.Equal(last) {
+			t.Errorf("the engine hears %+v, want lost, ended at %s, when the worker was last heard from", x, last)
+		}
+	default:
+		t.Fatal("the attempt was not given up")
+	}
+}
