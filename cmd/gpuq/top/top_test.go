@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -529,5 +530,31 @@ func TestOfSweepListsItsJobsAlone(t *testing.T) {
 	}
 	if len(ov.Running) != 2 {
 		t.Error("the overview given was changed")
+	}
+}
+
+// TestLongCardNamesKeepTheColumnsInLine: a worker's cards, named by its host name
+// (gpu-node-12:3), widen the GPU column rather than push the columns after it out of
+// line.
+func TestLongCardNamesKeepTheColumnsInLine(t *testing.T) {
+	ov := sampleOverview(t)
+	ov.Running[1].Worker, ov.Running[1].GPUs = "gpu-node-12", []int{3}
+	var buf bytes.Buffer
+	if err := Print(&buf, ov, Options{}, 120); err != nil {
+		t.Fatal(err)
+	}
+	var tiers []int
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if strings.HasPrefix(line, "RUNNING") {
+			tiers = append(tiers, strings.Index(line, "TIER"))
+		}
+		for _, tier := range []string{" t0 ", " t1 "} {
+			if i := strings.Index(line, tier); i >= 0 && strings.HasPrefix(line, " gla.") {
+				tiers = append(tiers, ansi.StringWidth(line[:i+1]))
+			}
+		}
+	}
+	if len(tiers) != 4 || slices.Min(tiers) != slices.Max(tiers) {
+		t.Errorf("the TIER column starts at %v, not in one place:\n%s", tiers, buf.String())
 	}
 }

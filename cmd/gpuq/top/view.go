@@ -70,12 +70,12 @@ func (m model) sections() []section {
 		}
 		return slices.ContainsFunc(parts, func(p string) bool { return strings.Contains(strings.ToLower(p), f) })
 	}
-	w := jobWidth(m.ov)
-	nw, narrow := m.nameWidth(w)
+	w, gw := jobWidth(m.ov), gpusWidth(m.ov)
+	nw, narrow := m.nameWidth(w, gw)
 	// A narrow screen leaves out the declared and learned memory, for the names.
 	runLine := func(cells ...any) string {
 		if narrow {
-			cells = slices.Delete(cells, 7, 9)
+			cells = slices.Delete(cells, 8, 10)
 			return fmt.Sprintf(runNarrow, cells...)
 		}
 		return fmt.Sprintf(runFormat, cells...)
@@ -93,16 +93,12 @@ func (m model) sections() []section {
 			continue
 		}
 		st := m.st.jobStyle(r.Job)
-		gpus := intsText(r.GPUs)
-		if r.Worker != "" {
-			gpus = r.Worker + ":" + gpus // as the cards' rows name them
-		}
-		text := runLine(w, CutStart(r.Job, w), nw, CutMiddle(r.Name, nw), gpus, "t"+strconv.Itoa(r.Tier),
+		text := runLine(w, CutStart(r.Job, w), nw, CutMiddle(r.Name, nw), gw, gpusOf(r), "t"+strconv.Itoa(r.Tier),
 			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), withLatest(r, m.output[r.Job]))
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
 	run.title = runLine(w+1, count("RUNNING", len(run.rows), len(m.ov.Running)), nw, "NAME",
-		"GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")
+		gw, "GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")
 	var queue section
 	for _, q := range m.ov.Queue {
 		if !match(q.Job, q.Name, q.Reason) {
@@ -136,17 +132,37 @@ func (m model) sections() []section {
 // runNarrow the same less the declared and learned memory; queueFormat a queued one:
 // job, name, state, estimate and why it waits.
 const (
-	runFormat   = "%-*s %-*s %-4s %-4s %7s %8s %7s %6s %4s  %s"
-	runNarrow   = "%-*s %-*s %-4s %-4s %7s %6s %4s  %s"
+	runFormat   = "%-*s %-*s %-*s %-4s %7s %8s %7s %6s %4s  %s"
+	runNarrow   = "%-*s %-*s %-*s %-4s %7s %6s %4s  %s"
 	queueFormat = "%-*s %-*s %-6s %8s  %s"
 )
 
-// runFixed is the cells a running job's line takes but for its id, name and output;
-// runNarrowFixed the same in runNarrow.
+// runFixed is the cells a running job's line takes but for its id, name, cards and
+// output; runNarrowFixed the same in runNarrow.
 const (
-	runFixed       = 1 + 1 + 4 + 1 + 4 + 1 + 7 + 1 + 8 + 1 + 7 + 1 + 6 + 1 + 4 + 2
+	runFixed       = 1 + 1 + 1 + 4 + 1 + 7 + 1 + 8 + 1 + 7 + 1 + 6 + 1 + 4 + 2
 	runNarrowFixed = runFixed - (8 + 1) - (7 + 1)
 )
+
+// gpusOf names a running job's cards as the cards' rows do: "0,1", or "node7:0,1" on a
+// worker.
+func gpusOf(r api.RunningJob) string {
+	if r.Worker != "" {
+		return r.Worker + ":" + intsText(r.GPUs)
+	}
+	return intsText(r.GPUs)
+}
+
+// gpusWidth is the width of the cards column: the longest cards shown, at least 4. A
+// worker's cards are named by its host name (gpu-node-12:3), which a fixed width would
+// let push the columns after it out of line.
+func gpusWidth(ov api.Overview) int {
+	w := 4
+	for _, r := range ov.Running {
+		w = max(w, ansi.StringWidth(gpusOf(r)))
+	}
+	return w
+}
 
 // utilText is a learned utilization as a percentage, or "-".
 func utilText(u *float64) string {
@@ -156,13 +172,13 @@ func utilText(u *float64) string {
 	return fmt.Sprintf("%.0f%%", 100**u)
 }
 
-// nameWidth is the width of the name column beside ids of width w: the longest name
-// shown, but on a screen at most half of what a running job's line leaves past its
-// other columns (its output needs the rest) and at most 24 cells; names longer lose
-// their middle. Where the declared and learned memory would cut the names (ssh's 80
+// nameWidth is the width of the name column beside ids of width w and cards of width
+// gw: the longest name shown, but on a screen at most half of what a running job's line
+// leaves past its other columns (its output needs the rest) and at most 24 cells; names
+// longer lose their middle. Where the declared and learned memory would cut the names (ssh's 80
 // columns), they give way (narrow): names tell the points apart, and gpuq status ID
 // shows each attempt's estimate and peak.
-func (m model) nameWidth(w int) (width int, narrow bool) {
+func (m model) nameWidth(w, gw int) (width int, narrow bool) {
 	n := 4
 	for _, r := range m.ov.Running {
 		n = max(n, ansi.StringWidth(r.Name))
@@ -173,7 +189,7 @@ func (m model) nameWidth(w int) (width int, narrow bool) {
 	if m.width <= 0 {
 		return n, false
 	}
-	fits := func(fixed int) int { return max(min(n, 24, (m.width-w-fixed)/2), 4) }
+	fits := func(fixed int) int { return max(min(n, 24, (m.width-w-gw-fixed)/2), 4) }
 	if wide := fits(runFixed); wide < min(n, 24) {
 		return fits(runNarrowFixed), true
 	}
