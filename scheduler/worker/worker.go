@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -89,11 +90,13 @@ func Run(ctx context.Context, cfg Config) error {
 	wait, said := time.Duration(0), ""
 	for {
 		if err := w.fence(ctx); err != nil {
+			w.stopping()
 			return nil
 		}
 		err := w.session(ctx)
 		switch {
 		case ctx.Err() != nil:
+			w.stopping()
 			return nil
 		case errors.Is(err, errLeft):
 			w.log.Printf("left: idle, and the daemon starts nothing more here")
@@ -113,9 +116,29 @@ func Run(ctx context.Context, cfg Config) error {
 		wait = min(wait+time.Second, retryAfter)
 		select {
 		case <-ctx.Done():
+			w.stopping()
 			return nil
 		case <-time.After(wait):
 		}
+	}
+}
+
+// stopping says, as the worker stops at a signal (SIGTERM from a person, Slurm or
+// systemd), what becomes of its trainers: they are not its children to stop, and
+// whoever stopped it must know that they run on, for how long, and how they come back.
+func (w *worker) stopping() {
+	ids := slices.Sorted(maps.Keys(w.running))
+	switch {
+	case len(ids) == 0:
+		w.log.Printf("stopping, as signalled: no trainer runs here")
+	case w.lease.valid():
+		left := w.lease.held.Term - w.lease.now()
+		w.log.Printf("stopping, as signalled, leaving %s (%s) to run on under the lease until %s (%s), then to stop; "+
+			"a worker of this name started again by then takes up what runs, else the daemon runs those jobs again elsewhere",
+			plans.Count(len(ids), "trainer"), strings.Join(ids, ", "), time.Now().Add(left).Format("15:04:05"), left.Round(time.Second))
+	default:
+		w.log.Printf("stopping, as signalled, leaving %s (%s) to stop: the lease has lapsed; the daemon runs those jobs again elsewhere",
+			plans.Count(len(ids), "trainer"), strings.Join(ids, ", "))
 	}
 }
 

@@ -871,3 +871,26 @@ func TestAnEndToldLateSaysHowLongAgo(t *testing.T) {
 		t.Errorf("an end of no known time: %s ago", m.ExitAgo)
 	}
 }
+
+// TestAWorkerStoppedSaysWhatBecomesOfItsTrainers: a worker stopped by SIGTERM says so,
+// and that its trainers, which are not its children to stop, run on under its lease,
+// until when, and how they are taken up or run again. (It said nothing.)
+func TestAWorkerStoppedSaysWhatBecomesOfItsTrainers(t *testing.T) {
+	c := startCluster(t)
+	w := c.startWorker("w1", "sim:1x24GiB")
+	gate := filepath.Join(t.TempDir(), "gate")
+	c.submit(fmt.Sprintf("name: held\ncommand: [sh, -c, \"while [ ! -e %s ]; do sleep 0.05; done\"]\njobs: [{}]\nmemory: 1GiB\n", gate))
+	// Its trainer ends once the test has, whatever the test found.
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o644) })
+	schedtest.WaitFor(t, "the job to run on the worker", func() bool { return len(running(c.jobs())["w1"]) == 1 })
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker did not stop at SIGTERM")
+	}
+	if log := w.log.String(); !strings.Contains(log, "stopping, as signalled, leaving 1 trainer (held.1/1) to run on under the lease until ") ||
+		!strings.Contains(log, "a worker of this name started again by then takes up what runs") {
+		t.Errorf("the worker's log does not say what becomes of its trainer:\n%s", log)
+	}
+}
