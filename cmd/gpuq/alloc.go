@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,8 +159,9 @@ func newAllocListCmd(io ioStreams, st *settings) *cobra.Command {
 		Short:   "List the allocation queues and their allocations",
 		Long: `List the allocation queues, each with what it asks Slurm for, its last sbatch failure if
 it has one (in Slurm's words), and its allocations queued or running: Slurm's job id
-and state, the nodes, how many workers connected, and where their output goes. Of the
-allocations that ended, the last few are shown; --json lists every one.`,
+and state, the nodes, how many workers are connected now (and how many have left), and
+where their output goes. Of the allocations that ended, the last few are shown; --json
+lists every one.`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			c, err := opts.settings.dial()
@@ -224,7 +226,7 @@ func printQueues(w io.Writer, qs []api.AllocQueue) {
 		tw := newTable(w)
 		fmt.Fprintln(tw, "  ALLOCATION\tSTATE\tSLURM\tNODES\tWORKERS\tSINCE\tLOG")
 		for _, a := range shown {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\n", a.ID, a.State, slurmText(a), orDash(a.Nodes), a.Workers,
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, slurmText(a), orDash(a.Nodes), workersText(a),
 				since(a).Format(time.DateTime), a.Log)
 		}
 		tw.Flush()
@@ -232,6 +234,15 @@ func printQueues(w io.Writer, qs []api.AllocQueue) {
 			fmt.Fprintf(w, "  (%d earlier allocations ended; --json lists every one)\n", ended-shownEnded)
 		}
 	}
+}
+
+// workersText is how many of an allocation's workers are linked now, and, where more
+// were, how many have left: "1", "0 (2 left)".
+func workersText(a api.Allocation) string {
+	if left := a.Workers - a.Connected; left > 0 {
+		return fmt.Sprintf("%d (%d left)", a.Connected, left)
+	}
+	return strconv.Itoa(a.Connected)
 }
 
 func slurmText(a api.Allocation) string {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
@@ -134,5 +136,26 @@ func TestAllocNeedsAListener(t *testing.T) {
 	_, errOut, code := cli(t, "alloc", "slurm", "--gpus-per-node", "2", "--time", "1h")
 	if code != exitBadInput || !strings.Contains(errOut, "does not listen for workers") || !strings.Contains(errOut, "--listen :7070 --gpus none") {
 		t.Errorf("exit %d, %q", code, errOut)
+	}
+}
+
+// TestAllocListCountsTheWorkersConnectedNow: gpuq alloc list's WORKERS are those
+// connected now, and those that have left, rather than the most ever connected.
+func TestAllocListCountsTheWorkersConnectedNow(t *testing.T) {
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	q := api.AllocQueue{ID: 1, GPUsPerNode: 2, Time: "1h", MaxAllocs: 2, IdleTimeout: "10m", Allocations: []api.Allocation{
+		{ID: "101", State: "running", Workers: 1, Connected: 1, Submitted: at, Started: &at, Log: "slurm-101.log"},
+		{ID: "102", State: "running", Workers: 2, Connected: 0, Submitted: at, Started: &at, Log: "slurm-102.log"},
+	}}
+	var buf bytes.Buffer
+	printQueues(&buf, []api.AllocQueue{q})
+	rows := map[string]string{}
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[0] == "101" || f[0] == "102") {
+			rows[f[0]] = strings.Join(f[4:len(f)-3], " ")
+		}
+	}
+	if rows["101"] != "1" || rows["102"] != "0 (2 left)" {
+		t.Errorf("WORKERS: %q, want 101's 1 and 102's 0 (2 left):\n%s", rows, buf.String())
 	}
 }

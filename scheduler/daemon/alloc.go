@@ -98,14 +98,20 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// allocQueue is a queue on the wire.
+// allocQueue is a queue on the wire, each allocation with its workers linked now: the
+// most it ever had, which the store keeps (a queue whose allocations had none stalls),
+// counts those that have left.
 func (d *daemon) allocQueue(q *state.AllocQueue, allocs []*state.Allocation) api.AllocQueue {
+	var connected map[string]int
+	if d.cluster != nil {
+		connected = d.cluster.allocations()
+	}
 	out := api.AllocQueue{ID: q.ID, GPUsPerNode: q.GPUsPerNode, Time: plans.FormatDuration(q.Time), MaxAllocs: q.MaxAllocs,
 		IdleTimeout: plans.FormatDuration(q.IdleTimeout), Args: nonNil(q.Args), GPUs: q.GPUs, Plan: q.Plan, Created: q.Created, Removed: q.Removed,
 		Error: q.Error, ErrorAt: timeOrNil(q.ErrorAt), Stalled: alloc.Stalled(allocs), Allocations: []api.Allocation{}}
 	for _, a := range allocs {
 		out.Allocations = append(out.Allocations, api.Allocation{ID: a.ID, State: string(a.State), Slurm: a.Slurm, Reason: a.Reason,
-			Nodes: a.Nodes, Workers: a.Workers, Submitted: a.Submitted, Started: timeOrNil(a.Started), Ended: timeOrNil(a.Ended),
+			Nodes: a.Nodes, Workers: a.Workers, Connected: connected[a.ID], Submitted: a.Submitted, Started: timeOrNil(a.Started), Ended: timeOrNil(a.Ended),
 			Log: d.alloc.LogOf(a.ID)})
 	}
 	return out

@@ -1,11 +1,16 @@
 package daemon
 
 import (
+	"io"
+	"net"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/alloc"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -33,5 +38,45 @@ func TestWorkerCommandRunsGpuq(t *testing.T) {
 				t.Errorf("the worker is not told the daemon's address: %q", argv)
 			}
 		})
+	}
+}
+
+// TestAllocListCountsTheWorkersConnectedNow: gpuq alloc list counts an allocation's
+// workers that are connected now, beside the most it had: one that has left (away,
+// then forgotten past its grace) is not counted. (It was: the list kept the most.)
+func TestAllocListCountsTheWorkersConnectedNow(t *testing.T) {
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, clock := testCluster(t, f)
+	d := &daemon{cluster: c, alloc: alloc.New(alloc.Config{Clock: scheduler.RealClock{}})}
+	daemonEnd, workerEnd := net.Pipe()
+	go io.Copy(io.Discard, workerEnd) // the worker reads what it is sent
+	t.Cleanup(func() { workerEnd.Close() })
+	l, err := c.connect(api.Hello{Name: "node7-101", Instance: "i1", Allocation: "101"}, daemonEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &state.AllocQueue{ID: 1}
+	allocs := []*state.Allocation{{ID: "101", Queue: 1, State: state.AllocRunning, Workers: 1}}
+	connected := func() (int, int) {
+		a := d.allocQueue(q, allocs).Allocations[0]
+		return a.Connected, a.Workers
+	}
+	if now, most := connected(); now != 1 || most != 1 {
+		t.Errorf("a worker linked: %d connected of the most %d, want 1 of 1", now, most)
+	}
+	c.away("node7-101", l, io.EOF)
+	if now, most := connected(); now != 0 || most != 1 {
+		t.Errorf("its worker away: %d connected of the most %d, want 0 of 1", now, most)
+	}
+	clock.add(f.grace + time.Second)
+	c.tick()
+	if _, kept := c.workers["node7-101"]; kept {
+		t.Fatal("the worker is not forgotten past its grace")
+	}
+	if now, most := connected(); now != 0 || most != 1 {
+		t.Errorf("its worker forgotten: %d connected of the most %d, want 0 of 1", now, most)
 	}
 }

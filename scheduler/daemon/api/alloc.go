@@ -56,7 +56,8 @@ type Allocation struct {
 	Slurm     string     `json:"slurm_state,omitempty"`
 	Reason    string     `json:"reason,omitempty"`
 	Nodes     string     `json:"nodes,omitempty"`
-	Workers   int        `json:"workers"` // the most connected at once
+	Workers   int        `json:"workers"`   // the most connected at once
+	Connected int        `json:"connected"` // connected now: not those that have left
 	Submitted time.Time  `json:"submitted"`
 	Started   *time.Time `json:"started,omitempty"`
 	Ended     *time.Time `json:"ended,omitempty"`
