@@ -70,9 +70,10 @@ cancelled or was stopped early ended (its error line: the exception line of its
 trainer's last traceback, else its last line; for one stopped early, the reading it
 lost by), or what a blocked one runs after. A job that waits again after an attempt
 shows the tier it will run at, and no card; a running job that is held shows
-running,held (it is not started again until released). On a narrow terminal UTIL, then
-TAKES, then ATTEMPT are left out, names lose their middle, and REASON is left out too,
-each reason then following the table.
+running,held (it is not started again until released), and one whose worker is away
+running,away, with since when and how long the worker has to come back as its reason.
+On a narrow terminal UTIL, then TAKES, then ATTEMPT are left out, names lose their
+middle, and REASON is left out too, each reason then following the table.
 
 --where lists the jobs whose parameters have the values it gives: key=value pairs,
 all of which a job must have, a value's alternatives separated by | (quote it for the
@@ -327,7 +328,7 @@ func (l jobList) print(w io.Writer) {
 	reason := slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == "reason" })
 	if reason >= 0 && tw.hid(reason, len(l.cols)-1) {
 		for _, j := range shown {
-			if r := reasonOf(j); r != "-" {
+			if r := reasonOf(j, l.now); r != "-" {
 				fmt.Fprintln(w, "  "+wrap(fmt.Sprintf("%s %s: %s", j.ID, j.State, r), l.width-2, "    "))
 			}
 		}
@@ -396,7 +397,7 @@ var statusColumns = []statusColumn{
 	{name: "end", header: "END", value: func(j api.Job, _ time.Time) string { return stamp(j.Ended) }},
 	{name: "elapsed", header: "ELAPSED", value: elapsedOf},
 	{name: "exit", aliases: []string{"exitcode"}, header: "EXIT", value: func(j api.Job, _ time.Time) string { return exitText(j.ExitStatus) }},
-	{name: "reason", header: "REASON", cut: true, cutOrder: 2, value: func(j api.Job, _ time.Time) string { return reasonOf(j) }},
+	{name: "reason", header: "REASON", cut: true, cutOrder: 2, value: reasonOf},
 	{name: "error", header: "ERROR", cut: true, cutOrder: 2, value: func(j api.Job, _ time.Time) string { return cmp.Or(j.Error, "-") }},
 	{name: "command", header: "COMMAND", cut: true, cutOrder: 2, value: func(j api.Job, _ time.Time) string {
 		return cmp.Or(strings.Join(j.Command, " "), "-")
@@ -438,12 +439,25 @@ func parseFormat(format string) ([]shownColumn, error) {
 	return cols, nil
 }
 
-// stateText is a job's state in a listing: a running job that is held says so.
+// stateText is a job's state in a listing: a running job that is held says so, and
+// one whose worker is away.
 func stateText(j api.Job) string {
+	s := j.State
 	if j.Held && j.State == string(state.JobRunning) {
-		return "running,held"
+		s += ",held"
 	}
-	return j.State
+	if awayOf(j) != nil {
+		s += ",away"
+	}
+	return s
+}
+
+// awayOf is the running attempt's worker's absence, where it is away; nil otherwise.
+func awayOf(j api.Job) *api.WorkerAway {
+	if n := len(j.Attempts); n > 0 && j.State == string(state.JobRunning) {
+		return j.Attempts[n-1].WorkerAway
+	}
+	return nil
 }
 
 // latestOf is a column of the job's latest attempt while it runs or once it has ended,
@@ -505,8 +519,12 @@ func exitText(e api.ExitStatus) string {
 // reasonOf says briefly why a job that failed, was cancelled or was stopped early
 // ended: its trainer's error line where that trainer failed on its own, else gpuq's
 // reason (early_stop's verdict, for one stopped); for a blocked one, what it runs
-// after (api.AfterReason); "-" for others.
-func reasonOf(j api.Job) string {
+// after (api.AfterReason); for a running one whose worker is away, that and what
+// becomes of it at now; "-" for others.
+func reasonOf(j api.Job, now time.Time) string {
+	if away := awayOf(j); away != nil {
+		return away.Text(j.Attempts[len(j.Attempts)-1].Worker, now)
+	}
 	switch state.JobState(j.State) {
 	case state.JobFailed, state.JobCancelled, state.JobStopped, state.JobBlocked:
 	default:
@@ -596,6 +614,9 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 	}
 	if j.Held && j.State == string(state.JobRunning) {
 		line("held: it runs on, and is not started again until released (gpuq release %s)", j.ID)
+	}
+	if away := awayOf(j); away != nil {
+		line("%s", away.Text(j.Attempts[len(j.Attempts)-1].Worker, now))
 	}
 	if j.Point != "" {
 		line("point: %s", j.Point)

@@ -392,3 +392,29 @@ func TestStatusOfAJobThatNeverStarted(t *testing.T) {
 		}
 	}
 }
+
+// TestAJobOnAWorkerAwaySaysSo: a running job whose worker is away is not said to run
+// plainly: gpuq status shows running,away, and, as its reason, since when the worker
+// was not heard from and how long it has to come back; gpuq status ID says the same.
+func TestAJobOnAWorkerAwaySaysSo(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	j := statusJobs(at)[8] // running on node7
+	j.Params = plans.NewMap()
+	j.Attempts[0].Params = j.Params
+	j.Attempts[0].WorkerAway = &api.WorkerAway{Since: at.Add(-10 * time.Second), Until: at.Add(110 * time.Second)}
+	want := "worker node7 is away, not heard from since 09:59:50; unless it is back within 1m50s, its attempt is given up for lost and the job runs again"
+	cols, err := parseFormat("id,state,gpu,reason")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	jobList{jobs: []api.Job{j}, now: at, cols: cols}.print(&b)
+	if row := strings.Fields(strings.Split(b.String(), "\n")[1]); len(row) < 4 || row[1] != "running,away" || strings.Join(row[3:], " ") != want {
+		t.Errorf("gpuq status:\n%s\nwant s.12 running,away, and why: %s", b.String(), want)
+	}
+	b.Reset()
+	printJob(&b, j, at, 0)
+	if !strings.Contains(b.String(), "of sweep s: running,away\n  "+want+"\n") {
+		t.Errorf("gpuq status s.12:\n%s\nwant it running,away, and why: %s", b.String(), want)
+	}
+}

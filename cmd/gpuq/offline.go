@@ -43,7 +43,7 @@ func (r *stateReader) JobsJSON(sweep string, states []string) (io.ReadCloser, er
 		return nil, err
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(api.WriteJobs(pw, r.view, jobs)) }()
+	go func() { pw.CloseWithError(api.WriteJobs(pw, r.view, jobs, nil)) }()
 	return pr, nil
 }
 
@@ -54,7 +54,7 @@ func (r *stateReader) States(req api.StatesRequest) ([]api.JobState, error) {
 
 func (r *stateReader) Job(id string) (api.Job, error) {
 	r.said()
-	return api.JobOf(r.view, id)
+	return api.JobOf(r.view, id, nil)
 }
 
 func (r *stateReader) Why(string) (api.WhyResponse, error)               { return api.WhyResponse{}, r.none }

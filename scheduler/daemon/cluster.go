@@ -526,6 +526,63 @@ func (c *cluster) allocations() map[string]int {
 	return out
 }
 
+// isAway reports whether a worker is away: its link is lost, and it had not left (a
+// worker drained or idle that leaves with nothing running is gone, not away). c.mu is
+// held.
+func (w *remote) isAway() bool { return w.link == nil && (len(w.attempts) > 0 || !w.draining) }
+
+// awayOf is when an away worker was last heard from, and when its attempts are given
+// up (see tick). c.mu is held.
+func (c *cluster) awayOf(w *remote) api.WorkerAway {
+	return api.WorkerAway{Since: w.heard, Until: w.acked.Add(c.fence.grace)}
+}
+
+// workersAway are the workers that are away, by name: the engine holds their attempts
+// running, and people are to read that they may not be.
+func (c *cluster) workersAway() map[string]api.WorkerAway {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]api.WorkerAway{}
+	for name, w := range c.workers {
+		if w.isAway() {
+			out[name] = c.awayOf(w)
+		}
+	}
+	return out
+}
+
+// awayCards are the cards of the workers that are away, as each last reported them,
+// with the attempts held running there: the engine, which offers them no job, reads
+// them no more, and gpuq top would lose them (and its jobs' cards) while they may
+// come back.
+func (c *cluster) awayCards() []api.GPUView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []api.GPUView
+	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
+		w := c.workers[name]
+		if !w.isAway() {
+			continue
+		}
+		away := c.awayOf(w)
+		for _, card := range w.state.Cards {
+			g := api.GPUView{Worker: name, Index: card.Index, Name: card.Name, TotalBytes: card.Total, UsedBytes: card.Used,
+				Slots: -1, Utilization: -1, Temperature: -1, Jobs: []api.Holding{}, WorkerAway: &away}
+			if n, ok := w.hello.Plan[card.Index]; ok && n != plans.NoSlotLimit {
+				g.Slots = n
+			}
+			for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
+				if a := w.attempts[id]; slices.Contains(a.GPUs, card.Index) {
+					g.Busy++
+					g.Jobs = append(g.Jobs, api.Holding{Job: a.Job, ReservedBytes: a.Estimate})
+				}
+			}
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // info lists the workers for the API.
 func (c *cluster) info(drained map[plans.CardID]bool) []api.WorkerInfo {
 	c.mu.Lock()

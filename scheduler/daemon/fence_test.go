@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -17,6 +19,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -381,5 +384,68 @@ func TestALostAttemptEndsWhenItsWorkerWasLastHeard(t *testing.T) {
 		}
 	default:
 		t.Fatal("the attempt was not given up")
+	}
+}
+
+// TestAWorkerAwayIsSaid: while a worker is away within its grace, its job is not said
+// to run plainly: gpuq status (the job, and the listing) and gpuq why say that its
+// worker is away, since when and until when, and gpuq top keeps its cards, marked away,
+// with the jobs held there. (Top lost them, and the rest said "running".)
+func TestAWorkerAwayIsSaid(t *testing.T) {
+	d, _, _ := testDaemon(t)
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, clock := testCluster(t, f)
+	d.cluster = c
+	client := clientOf(t, d)
+	if _, err := client.Submit(api.SubmitRequest{File: "/s/a.yaml", Source: "name: a\ncommand: [train]\njobs: [{}]\nmemory: 1GiB\n"}); err != nil {
+		t.Fatal(err)
+	}
+	schedtest.WaitFor(t, "the job to run", func() bool { return len(d.store.View().Running()) == 1 })
+	// The attempt is moved to worker w1, as if the engine had placed it there.
+	a := *d.store.View().Attempt("a.1/1")
+	a.Worker = "w1"
+	if err := d.eng.Put(context.Background(), state.Change{Attempts: []*state.Attempt{&a}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Adopt(&a)
+	tl := linkWorker(t, c, "w1")
+	tl.next(t)
+	c.heard("w1", tl.l, api.WorkerMessage{Beat: 1, State: &api.WorkerState{Cards: []gpu.Card{{Index: 0, Total: 24 << 30}, {Index: 1, Total: 24 << 30}}}})
+	heard := clock.Now()
+	if j, err := client.Job("a.1"); err != nil || j.Attempts[0].WorkerAway != nil {
+		t.Fatalf("linked, the job's attempt is said to be away: %+v %v", j.Attempts, err)
+	}
+	c.away("w1", tl.l, io.EOF)
+	clock.add(5 * time.Second)
+	want := api.WorkerAway{Since: heard, Until: heard.Add(f.grace)}
+
+	j, err := client.Job("a.1")
+	if err != nil || j.State != "running" || j.Attempts[0].WorkerAway == nil || *j.Attempts[0].WorkerAway != want {
+		t.Errorf("gpuq status a.1: %+v %v, want running, its worker away %+v", j.Attempts, err, want)
+	}
+	jobs, err := client.Jobs("", nil)
+	if err != nil || len(jobs) != 1 || jobs[0].Attempts[0].WorkerAway == nil {
+		t.Errorf("gpuq status: %+v %v, want its worker away", jobs, err)
+	}
+	why, err := client.Why("a.1")
+	if err != nil || !strings.Contains(why.Detail, "it is running: attempt 1 on w1 GPU [0]") ||
+		!strings.Contains(why.Detail, "but worker w1 is away, not heard from since 09:00:00; unless it is back within 15s") {
+		t.Errorf("gpuq why a.1: %+v %v, want it running, its worker away", why, err)
+	}
+	ov, err := client.Overview()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var away []string
+	for _, g := range ov.GPUs {
+		if g.WorkerAway != nil {
+			away = append(away, fmt.Sprintf("%s:%d %d %v", g.Worker, g.Index, g.Busy, g.Jobs))
+		}
+	}
+	if strings.Join(away, "; ") != "w1:0 1 [{a.1 0 1073741824}]; w1:1 0 []" || ov.GPUs[0].Worker != "" {
+		t.Errorf("gpuq top's cards away: %q (of %+v), want w1's two after this machine's, a.1 on w1:0", away, ov.GPUs)
 	}
 }

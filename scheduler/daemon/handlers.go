@@ -111,11 +111,11 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	// An error is the client's going away, or a job that fails to encode, which none
 	// does; the listing is cut short, which the client's decoder tells.
-	api.WriteJobs(w, view, jobs)
+	api.WriteJobs(w, view, jobs, d.workersAway())
 }
 
 func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
-	j, err := api.JobOf(d.store.View(), r.PathValue("id"))
+	j, err := api.JobOf(d.store.View(), r.PathValue("id"), d.workersAway())
 	if err != nil {
 		fail(w, http.StatusNotFound, err.Error())
 		return
@@ -149,7 +149,25 @@ func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
 		failWith(w, err)
 		return
 	}
+	// The engine holds the attempt of a worker that is away running, as it is until
+	// the worker's grace runs out; people are to know that it may not be.
+	view := d.store.View()
+	if j := view.Job(id); reason == "" && j != nil && j.State == state.JobRunning {
+		if a := view.Attempt(state.AttemptID(id, j.Attempts)); a != nil && a.Worker != "" {
+			if away, ok := d.workersAway()[a.Worker]; ok {
+				detail += "; but " + away.Text(a.Worker, d.cluster.clock.Now())
+			}
+		}
+	}
 	reply(w, api.WhyResponse{Job: id, Reason: string(reason), Detail: detail})
+}
+
+// workersAway are the workers that are away, by name; none without workers.
+func (d *daemon) workersAway() map[string]api.WorkerAway {
+	if d.cluster == nil {
+		return nil
+	}
+	return d.cluster.workersAway()
 }
 
 func (d *daemon) selection(w http.ResponseWriter, r *http.Request, do func(context.Context, scheduler.Selection) ([]string, error)) {

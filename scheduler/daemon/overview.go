@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,6 +70,9 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 			held[h.Attempt.ID] = max(held[h.Attempt.ID], h.Held)
 		}
 	}
+	if d.cluster != nil {
+		out.GPUs = withAway(out.GPUs, d.cluster.awayCards())
+	}
 	for _, a := range running {
 		j := view.Job(a.Job)
 		rj := api.RunningJob{Job: j.ID, Name: j.Name, Worker: a.Worker, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
@@ -101,6 +105,23 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		out.Queue = append(out.Queue, wj)
 	}
 	reply(w, out)
+}
+
+// withAway adds the cards of workers that are away to those the engine read, each
+// worker's beside its others: those the last round read still (it went away since) are
+// marked as away.
+func withAway(gpus, away []api.GPUView) []api.GPUView {
+	for _, a := range away {
+		i := slices.IndexFunc(gpus, func(g api.GPUView) bool { return g.Worker == a.Worker && g.Index == a.Index })
+		if i >= 0 {
+			gpus[i].WorkerAway = a.WorkerAway
+			continue
+		}
+		gpus = append(gpus, a)
+	}
+	// Stable, so that this machine's cards stay first and in their order.
+	slices.SortStableFunc(gpus, func(p, q api.GPUView) int { return strings.Compare(p.Worker, q.Worker) })
+	return gpus
 }
 
 // gpuView is a card as the overview shows it.

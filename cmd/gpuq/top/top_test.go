@@ -558,3 +558,20 @@ func TestLongCardNamesKeepTheColumnsInLine(t *testing.T) {
 		t.Errorf("the TIER column starts at %v, not in one place:\n%s", tiers, buf.String())
 	}
 }
+
+// TestAWorkersCardsAwayAreKept: the cards of a worker that is away are drawn, marked
+// away, with since when and what becomes of their jobs, rather than left out.
+func TestAWorkersCardsAwayAreKept(t *testing.T) {
+	ov := sampleOverview(t)
+	away := &api.WorkerAway{Since: ov.Time.Add(-10 * time.Second), Until: ov.Time.Add(110 * time.Second)}
+	ov.GPUs = append(ov.GPUs, api.GPUView{Worker: "node7", Index: 0, TotalBytes: 80 * gib, Slots: -1, Busy: 1, Utilization: -1, Temperature: -1,
+		Jobs: []api.Holding{{Job: "gla.9", ReservedBytes: 10 * gib}}, WorkerAway: away})
+	var buf bytes.Buffer
+	if err := Print(&buf, ov, Options{}, 120); err != nil {
+		t.Fatal(err)
+	}
+	want := "GPU node7:0 AWAY: not heard from since 15:03:55; gla.9 run again elsewhere unless it is back within 1m50s\n"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("top:\n%s\nwant the away card: %s", buf.String(), want)
+	}
+}

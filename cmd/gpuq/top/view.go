@@ -467,12 +467,32 @@ func (m model) footer() string {
 // bars line up.
 func (m model) cardLine(c api.GPUView, width int, cols cardColumns) string {
 	label := fmt.Sprintf("GPU %-*s ", cols.name, cardID(c))
-	if c.Fault != "" {
+	switch {
+	case c.Fault != "":
 		return label + m.st.bad.Render("OUT OF SERVICE: "+c.Fault)
+	case c.WorkerAway != nil:
+		return label + m.st.warn.Render(awayText(c, m.ov.Time))
 	}
 	stats := m.stats(c)
 	w := max(width-lipgloss.Width(label)-cols.stats, 10)
 	return label + m.bar(c, w) + stats
+}
+
+// awayText says that a card's worker is away, since when, and what becomes of its jobs
+// (there is no reading of its memory to draw).
+func awayText(c api.GPUView, now time.Time) string {
+	s := fmt.Sprintf("AWAY: not heard from since %s", c.WorkerAway.Since.Format("15:04:05"))
+	if len(c.Jobs) == 0 {
+		return s
+	}
+	jobs := make([]string, len(c.Jobs))
+	for i, h := range c.Jobs {
+		jobs[i] = h.Job
+	}
+	if left := c.WorkerAway.Until.Sub(now); left > 0 {
+		return s + fmt.Sprintf("; %s run again elsewhere unless it is back within %s", strings.Join(jobs, ", "), elapsed(left))
+	}
+	return s + "; " + strings.Join(jobs, ", ") + " run again elsewhere"
 }
 
 // stats is what follows a card's bar.
@@ -550,7 +570,7 @@ func Print(w io.Writer, ov api.Overview, opts Options, width int) error {
 	cols := m.cardColumns()
 	for _, c := range m.ov.GPUs {
 		lines = append(lines, m.cardLine(c, width, cols))
-		if c.Fault != "" {
+		if c.Fault != "" || c.WorkerAway != nil {
 			continue
 		}
 		var parts []string

@@ -34,6 +34,9 @@ type GPUView struct {
 	Drained     bool `json:"drained,omitempty"`
 	// Fault says why the card is out of service; "" when it is in service.
 	Fault string `json:"fault,omitempty"`
+	// WorkerAway: its worker is away (see WorkerAway); the card is as the worker last
+	// reported it, and takes no job.
+	WorkerAway *WorkerAway `json:"worker_away,omitempty"`
 	// Jobs are gpuq's attempts on the card; OtherBytes what other processes hold.
 	Jobs       []Holding `json:"jobs"`
 	OtherBytes int64     `json:"other_bytes"`

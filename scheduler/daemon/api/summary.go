@@ -81,8 +81,8 @@ func Listed(view state.View, sweep string, states []string) ([]*state.Job, error
 // WriteJobs writes a listing of jobs ({"jobs":[...]}) a job at a time, as each is
 // summarized: 100,000 jobs are 30 MB of JSON, which a daemon held whole, with every
 // summary, before it sent a byte. An error cuts the listing short, which a reader's
-// decoder tells.
-func WriteJobs(w io.Writer, view state.View, jobs []*state.Job) error {
+// decoder tells. away are the workers away, by name (see markAway).
+func WriteJobs(w io.Writer, view state.View, jobs []*state.Job, away map[string]WorkerAway) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.WriteString(`{"jobs":[`)
 	// Encoded into the buffer, not marshalled into a slice of its own each: those
@@ -94,6 +94,7 @@ func WriteJobs(w io.Writer, view state.View, jobs []*state.Job) error {
 			bw.WriteByte(',')
 		}
 		out = Job{Sweep: j.Sweep, JobSummary: Summarize(view, j)}
+		markAway(&out.JobSummary, away)
 		if err := enc.Encode(&out); err != nil {
 			return err
 		}
@@ -130,13 +131,28 @@ func States(view state.View, req StatesRequest) ([]JobState, error) {
 	return out, nil
 }
 
-// JobOf is the job id of a view, with its whole history (GET /v1/jobs/{id}).
-func JobOf(view state.View, id string) (Job, error) {
+// JobOf is the job id of a view, with its whole history (GET /v1/jobs/{id}); away are
+// the workers away, by name (see markAway).
+func JobOf(view state.View, id string, away map[string]WorkerAway) (Job, error) {
 	j := view.Job(id)
 	if j == nil {
 		return Job{}, scheduler.NoJob(id, view.JobIDs())
 	}
-	return Job{Sweep: j.Sweep, JobSummary: Summarize(view, j)}, nil
+	out := Job{Sweep: j.Sweep, JobSummary: Summarize(view, j)}
+	markAway(&out.JobSummary, away)
+	return out, nil
+}
+
+// markAway notes on a job's running attempt that its worker is away (away, by worker),
+// which the store does not know: the daemon holds it running all the same until the
+// worker's grace runs out.
+func markAway(js *JobSummary, away map[string]WorkerAway) {
+	if n := len(js.Attempts); n > 0 {
+		a := &js.Attempts[n-1]
+		if wa, ok := away[a.Worker]; ok && a.Worker != "" && a.Ended.IsZero() {
+			a.WorkerAway = &wa
+		}
+	}
 }
 
 // SweepJobs are a sweep's jobs, in submission order.

@@ -27,7 +27,7 @@ func BenchmarkWriteJobs(b *testing.B) {
 	jobs := view.Jobs()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := WriteJobs(io.Discard, view, jobs); err != nil {
+		if err := WriteJobs(io.Discard, view, jobs, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -148,6 +148,8 @@ type AttemptSummary struct {
 	Log         string          `json:"log"`
 	Started     time.Time       `json:"started"`
 	Ended       time.Time       `json:"ended,omitzero"` // absent while it runs
+	// WorkerAway: its worker is away as it runs (see WorkerAway); absent otherwise.
+	WorkerAway *WorkerAway `json:"worker_away,omitempty"`
 	// Memory is what its processes held over time on its fullest card, a point where
 	// it moved (at most 64; see scheduler.Samples), for gpuq report.
 	Memory []MemorySample `json:"memory,omitempty"`

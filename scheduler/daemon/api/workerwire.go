@@ -169,6 +169,24 @@ type WorkerInfo struct {
 	Ends      time.Time `json:"ends,omitzero"`
 }
 
+// WorkerAway is a worker whose link is lost, within its grace: its attempts are held
+// running until Until, then given up for lost and their jobs queued again, unless it is
+// back by then. Since is when it was last heard from (or, for a worker not back since
+// the daemon started, when the daemon began to wait for it).
+type WorkerAway struct {
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+}
+
+// Text says what becomes of an attempt on worker, away, at now.
+func (a WorkerAway) Text(worker string, now time.Time) string {
+	s := fmt.Sprintf("worker %s is away, not heard from since %s", worker, a.Since.Format("15:04:05"))
+	if left := a.Until.Sub(now); left > 0 {
+		return s + fmt.Sprintf("; unless it is back within %s, its attempt is given up for lost and the job runs again", left.Round(time.Second))
+	}
+	return s + "; its attempt is being given up for lost, and the job runs again"
+}
+
 // BacklogResponse is the queued work that no connected card can start now (see
 // scheduler.Engine.Backlog).
 type BacklogResponse struct {
