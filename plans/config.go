@@ -5,6 +5,7 @@ package plans
 
 import (
 	"fmt"
+	"iter"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -100,40 +101,58 @@ func (m *Map) Param(key string) (any, bool) {
 }
 
 // setParam sets a parameter where Param reads it (in place: the caller's own copy),
-// or else under key.
+// or else under key, to a copy of v: a mapping merged key by key into a mapping there,
+// as Render merges one into the base (set: {training: {gradient_checkpointing: true}}
+// keeps training's batch_size).
 func (m *Map) setParam(key string, v any) {
-	if in, k := m.locate(key); in != nil {
-		in.Set(k, v)
+	in, k := m.locate(key)
+	if in == nil {
+		in, k = m, key
+	}
+	in.mergeParam(k, v)
+}
+
+// mergeParam puts a copy of v under k: merged key by key into the mapping there where
+// both are mappings, else in place of what is there.
+func (m *Map) mergeParam(k string, v any) {
+	add, ok := v.(*Map)
+	into, there := m.Vals[k].(*Map)
+	if !ok || !there {
+		m.Set(k, cloneValue(v))
 		return
 	}
-	m.Set(key, v)
+	for _, kk := range add.Keys {
+		into.mergePath(kk, add.Vals[kk])
+	}
 }
 
 // locate is the mapping, m or one nested in a parameter of it, and the key there, that
-// Param reads key from; nil where none holds it.
+// Param reads key from; nil where none holds it. Of the parameters that could hold it
+// (the key itself, training.opt: {...}, training: {...}), Render leaves in the config
+// the one written last.
 func (m *Map) locate(key string) (*Map, string) {
 	if m == nil {
 		return nil, ""
 	}
-	_, literal := m.Vals[key]
+	var in *Map
+	var at, holder string
+	take := func(h string, sub *Map, k string) {
+		// Two hold it (rare): the one written later.
+		if in == nil || slices.Index(m.Keys, h) > slices.Index(m.Keys, holder) {
+			in, at, holder = sub, k, h
+		}
+	}
+	if _, ok := m.Vals[key]; ok {
+		take(key, m, key)
+	}
 	for i := strings.IndexByte(key, '.'); i >= 0; i = nextDot(key, i) {
-		sub, ok := m.Vals[key[:i]].(*Map)
-		if !ok {
-			continue
+		if sub, ok := m.Vals[key[:i]].(*Map); ok {
+			if nested, k := sub.locate(key[i+1:]); nested != nil {
+				take(key[:i], nested, k)
+			}
 		}
-		in, k := sub.locate(key[i+1:])
-		if in == nil {
-			continue
-		}
-		if literal && slices.Index(m.Keys, key) > slices.Index(m.Keys, key[:i]) {
-			break // the dotted key, written after the mapping, is merged last
-		}
-		return in, k
 	}
-	if literal {
-		return m, key
-	}
-	return nil, ""
+	return in, at
 }
 
 // nextDot is the index of the dot in key after the one at i, or -1.
@@ -146,7 +165,8 @@ func nextDot(key string, i int) int {
 
 // paramPaths yields a job's parameters by the keys a ladder or a placeholder may name
 // them by: each parameter under its own key, then each leaf of one that is a mapping
-// under its dotted path (training.batch_size), with the parameter it is in (top).
+// under its dotted path (training.batch_size), with the parameter it is in (top). A
+// path may come twice (training.batch_size written dotted too).
 func paramPaths(params *Map) func(yield func(string, paramAt) bool) {
 	return func(yield func(string, paramAt) bool) {
 		for _, k := range params.Keys {
@@ -158,8 +178,7 @@ func paramPaths(params *Map) func(yield func(string, paramAt) bool) {
 			if !ok {
 				continue
 			}
-			for _, l := range sub.Leaves() {
-				lv, _ := sub.Path(l)
+			for l, lv := range sub.LeafValues() {
 				if !yield(k+"."+l, paramAt{top: k, v: lv}) {
 					return
 				}
@@ -186,6 +205,29 @@ func (m *Map) SetPath(path string, v any) {
 		m = child
 	}
 	m.Set(parts[len(parts)-1], v)
+}
+
+// LeafValues yields the dotted path and the value of every value that is not a
+// mapping, in the document's order, as Leaves lists them: found by walking the
+// mappings, not by splitting the path again, which a key with a dot in it (a.b: 1)
+// would lose.
+func (m *Map) LeafValues() iter.Seq2[string, any] {
+	return func(yield func(string, any) bool) { m.eachLeaf("", yield) }
+}
+
+func (m *Map) eachLeaf(prefix string, yield func(string, any) bool) bool {
+	for _, k := range m.Keys {
+		if child, ok := m.Vals[k].(*Map); ok && child.Len() > 0 {
+			if !child.eachLeaf(prefix+k+".", yield) {
+				return false
+			}
+			continue
+		}
+		if !yield(prefix+k, m.Vals[k]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Leaves lists the dotted paths of every value that is not a mapping, in the

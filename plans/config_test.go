@@ -194,33 +194,43 @@ func TestAMappingParameterMergesIntoTheBase(t *testing.T) {
 // rendered config holds, and what Param reads and a rung sets.
 func TestAParameterIsReadWhereRenderLeavesIt(t *testing.T) {
 	for _, tc := range []struct {
-		params string
-		want   int64
+		params, key string
+		want        int64
 	}{
-		{"{training: {batch_size: 32}}", 32},
-		{"{training: {batch_size: 32}, training.batch_size: 16}", 16},
-		{"{training.batch_size: 16, training: {batch_size: 32}}", 32},
-		{"{a: {b: {c: 4}}}", 4},
+		{"{training: {batch_size: 32}}", "training.batch_size", 32},
+		{"{training: {batch_size: 32}, training.batch_size: 16}", "training.batch_size", 16},
+		{"{training.batch_size: 16, training: {batch_size: 32}}", "training.batch_size", 32},
+		{"{a: {b: {c: 4}}}", "a.b.c", 4},
+		{"{training: {opt: {batch_size: 32}}, training.opt: {batch_size: 16}}", "training.opt.batch_size", 16},
+		{"{training.opt: {batch_size: 16}, training: {opt: {batch_size: 32}}}", "training.opt.batch_size", 32},
 	} {
 		s, err := DecodeSweep("m.yaml", []byte("name: m\ncommand: [train, --config, \"{config}\"]\nconfig: {format: json}\nparams: "+tc.params+"\njobs: [{}]\n"), Overrides{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := s.Jobs[0].Params
-		key := "training.batch_size"
-		if strings.HasPrefix(tc.params, "{a:") {
-			key = "a.b.c"
+		if v, ok := p.Param(tc.key); !ok || v != tc.want {
+			t.Errorf("%s: Param(%s) = %v, %v; want %d", tc.params, tc.key, v, ok, tc.want)
 		}
-		if v, ok := p.Param(key); !ok || v != tc.want {
-			t.Errorf("%s: Param(%s) = %v, %v; want %d", tc.params, key, v, ok, tc.want)
-		}
-		if got, _ := s.Config.Render(p).Path(key); got != tc.want {
-			t.Errorf("%s: rendered %s = %v, want %d", tc.params, key, got, tc.want)
+		if got, _ := s.Config.Render(p).Path(tc.key); got != tc.want {
+			t.Errorf("%s: rendered %s = %v, want %d", tc.params, tc.key, got, tc.want)
 		}
 		c := p.Clone()
-		c.setParam(key, int64(7))
-		if got, _ := s.Config.Render(c).Path(key); got != int64(7) {
+		c.setParam(tc.key, int64(7))
+		if got, _ := s.Config.Render(c).Path(tc.key); got != int64(7) {
 			t.Errorf("%s: set to 7, rendered %v", tc.params, got)
 		}
+	}
+}
+
+// TestLeafValuesKeepADottedKey: a key of a mapping with a dot in it (a.b: 1) is a leaf
+// of its own, not a path to split.
+func TestLeafValuesKeepADottedKey(t *testing.T) {
+	s, err := DecodeSweep("m.yaml", []byte("name: m\ncommand: [train]\nmatrix: {t: [{a.b: 1}, {a: {b: 2}}]}\n"), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Jobs[0].Name + " " + s.Jobs[1].Name; got != "t.a.b=1 t.a.b=2" {
+		t.Errorf("named %s", got)
 	}
 }

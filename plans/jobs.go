@@ -76,7 +76,16 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 					}
 				}
 			default:
-				j.Params.Set(k, v)
+				// A mapping merges into the params' mapping of that key, key by key,
+				// as into the config base's (see Render); j.Params is the job's own.
+				// Anything else is shared by the jobs of the point's value, as
+				// written: a tier's parameters are a copy (see Rung.Apply).
+				_, into := j.Params.Vals[k].(*Map)
+				if _, add := v.(*Map); into && add {
+					j.Params.mergeParam(k, v)
+				} else {
+					j.Params.Set(k, v)
+				}
 				keys = append(keys, k)
 			}
 		}

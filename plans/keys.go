@@ -75,14 +75,22 @@ var evalParts = []string{"eval", "evaluation", "val", "valid", "validation", "te
 // share one, and a trace has a hundred thousand jobs.
 type reach struct {
 	s      *Sweep
-	used   map[string]bool // named by a placeholder
+	used   map[string]bool // named by a placeholder, or read inside by one
 	config bool            // the trainer is told where its config is
 	leaves []string        // config.base's keys
 	fits   map[string]*fitted
 }
 
 func (s *Sweep) reach() *reach {
-	return &reach{s: s, used: s.placeholders(), config: s.configReaches(), leaves: s.baseLeaves(), fits: map[string]*fitted{}}
+	used := s.placeholders()
+	// A placeholder that reads inside a mapping parameter ({training.batch_size})
+	// names that parameter too.
+	for name := range used {
+		for i := strings.IndexByte(name, '.'); i >= 0; i = nextDot(name, i) {
+			used[name[:i]] = true
+		}
+	}
+	return &reach{s: s, used: used, config: s.configReaches(), leaves: s.baseLeaves(), fits: map[string]*fitted{}}
 }
 
 // reaches reports whether a parameter gets to the trainer: by a placeholder, or in the
@@ -117,9 +125,12 @@ func (rc *reach) findRoles(params *Map, named map[string]string) (found map[stri
 		// that parameter does.
 		var reached, base, lost []string
 		for k, at := range paramPaths(params) {
-			if namedFor(k, r.Names) && (rc.reaches(k) || rc.reaches(at.top)) {
+			switch {
+			case !namedFor(k, r.Names) || slices.Contains(reached, k) || slices.Contains(lost, k):
+				// A path written twice (dotted, and in a mapping) is one key.
+			case rc.reaches(k) || rc.reaches(at.top):
 				reached = append(reached, k)
-			} else if namedFor(k, r.Names) {
+			default:
 				lost = append(lost, k)
 			}
 		}

@@ -300,3 +300,87 @@ func TestAMappingParameterIsLadderedAtItsOwnValue(t *testing.T) {
 		t.Errorf("tier 0 now renders %s", got)
 	}
 }
+
+// TestMappingParametersAndTheLadder: how a mapping parameter meets the rest of a sweep.
+func TestMappingParametersAndTheLadder(t *testing.T) {
+	const head = "name: m\ncommand: [train, --config, \"{config}\"]\nconfig: {format: json}\n"
+	decode := func(t *testing.T, doc string) *Sweep {
+		t.Helper()
+		s, err := DecodeSweep("m.yaml", []byte(head+doc), Overrides{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	halves := func(j Job, key string) bool {
+		for _, r := range j.Ladder {
+			if slices.ContainsFunc(r.Scale, func(f Factor) bool { return f.Key == key && f.By < 1 }) {
+				return true
+			}
+		}
+		return false
+	}
+	t.Run("the same leaf written dotted too is one key", func(t *testing.T) {
+		s := decode(t, "params: {training: {batch_size: 32, gradient_accumulation_steps: 1}}\n"+
+			"matrix: {seed: [1, 2], include: [{seed: 2, training.batch_size: 4}]}\n")
+		j := s.Jobs[1]
+		if eb, ok := j.Batch.Effective(j.Params); !ok || eb != 4 || !halves(j, "training.batch_size") {
+			t.Errorf("effective batch %d (%v), ladder %s; want 4, halving training.batch_size", eb, ok, rungsText(j))
+		}
+		for _, w := range s.Warnings() {
+			if strings.Contains(w, "could be") || strings.Contains(w, "no ladder key") {
+				t.Errorf("warned: %s", w)
+			}
+		}
+	})
+	t.Run("a point's mapping merges into the params'", func(t *testing.T) {
+		s := decode(t, "params: {training: {batch_size: 32}}\nmatrix: {seed: [1, 2], include: [{seed: 2, training: {lr: 0.2}}]}\n")
+		got, _ := json.Marshal(s.Config.Render(s.Jobs[1].Params))
+		if want := `{"training":{"batch_size":32,"lr":0.2},"seed":2}`; string(got) != want {
+			t.Errorf("job 2 renders %s, want %s", got, want)
+		}
+		if got, _ := json.Marshal(s.Config.Render(s.Jobs[0].Params)); string(got) != `{"training":{"batch_size":32},"seed":1}` {
+			t.Errorf("job 1 renders %s", got)
+		}
+	})
+	t.Run("a rung's mapping merges into the job's", func(t *testing.T) {
+		s := decode(t, "params: {training: {batch_size: 32, gradient_checkpointing: false}}\njobs: [{}]\n"+
+			"oom: {ladder: [{set: {training: {gradient_checkpointing: true}}}, {scale: {training.batch_size: 0.5}}]}\n")
+		tiers := Tiers(s.Jobs[0].Params, s.Jobs[0].Ladder)
+		if len(tiers) < 3 {
+			t.Fatalf("%d tiers", len(tiers))
+		}
+		for n, want := range []string{`{"batch_size":32,"gradient_checkpointing":true}`, `{"batch_size":16,"gradient_checkpointing":true}`} {
+			if got, _ := json.Marshal(tiers[n+1].Params.Vals["training"]); string(got) != want {
+				t.Errorf("tier %d: training %s, want %s", n+1, got, want)
+			}
+		}
+	})
+	t.Run("a rung changes no other job's, nor itself", func(t *testing.T) {
+		s := decode(t, "params: {training: {batch_size: 32}}\nmatrix: {seed: [1, 2]}\n"+
+			"oom: {ladder: [{set: {training: {batch_size: 16}}, scale: {training.batch_size: 0.5}}]}\n")
+		rung := s.Jobs[1].Ladder[0].String()
+		first := Tiers(s.Jobs[0].Params, s.Jobs[0].Ladder)
+		was, _ := json.Marshal(first[1].Params)
+		second := Tiers(s.Jobs[1].Params, s.Jobs[1].Ladder)
+		now, _ := json.Marshal(first[1].Params)
+		if s.Jobs[1].Ladder[0].String() != rung || string(now) != string(was) {
+			t.Errorf("rung %s became %s; job 1's tier 1 %s became %s", rung, s.Jobs[1].Ladder[0], was, now)
+		}
+		if b, _ := second[1].Params.Param("training.batch_size"); b != int64(8) {
+			t.Errorf("job 2's tier 1 has batch %v, want 16 halved: 8", b)
+		}
+	})
+	t.Run("a placeholder that reads inside a mapping reaches the trainer", func(t *testing.T) {
+		s, err := DecodeSweep("m.yaml", []byte("name: m\ncommand: [train, --bs, \"{training.batch_size}\"]\n"+
+			"params: {training: {batch_size: 32}}\njobs: [{}]\n"), Overrides{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range s.Warnings() {
+			if strings.Contains(w, "reaches the trainer nowhere") {
+				t.Errorf("warned: %s", w)
+			}
+		}
+	})
+}

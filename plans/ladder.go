@@ -62,11 +62,12 @@ func (r Rung) Apply(p *Map) (*Map, []string) {
 	var changed []string
 	if r.Set != nil {
 		for _, k := range r.Set.Keys {
-			v := r.Set.Vals[k]
-			if old, ok := out.Param(k); !ok || valueKey(old) != valueKey(v) {
+			old, had := out.Param(k)
+			was := valueKey(old)
+			out.setParam(k, r.Set.Vals[k])
+			if now, _ := out.Param(k); !had || valueKey(now) != was {
 				changed = append(changed, k)
 			}
-			out.setParam(k, v)
 		}
 	}
 	for _, f := range r.Scale {

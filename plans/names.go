@@ -123,11 +123,12 @@ func appendPoint(b []byte, j *Job, kept, every map[string]bool, withKeys bool) [
 			b = append(b, shown(t)...)
 		} else if m, ok := v.(*Map); ok && m.Len() > 0 {
 			// A mapping by its leaves, as the ladder names them: training.batch_size=16.
-			for i, l := range m.Leaves() {
-				if i > 0 {
+			leaf := false
+			for l, lv := range m.LeafValues() {
+				if leaf {
 					b = append(b, ',')
 				}
-				lv, _ := m.Path(l)
+				leaf = true
 				b = append(append(append(b, shown(k+"."+l)...), '='), shown(FormatValue(lv))...)
 			}
 		} else {

@@ -261,3 +261,22 @@ func TestRungsOfAMappingParameterSayItsLeaves(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedTextReadsWhatTheConfigHolds: a key written in a mapping and dotted after
+// it is what the dotted one says, once; tier 0 changed nothing.
+func TestChangedTextReadsWhatTheConfigHolds(t *testing.T) {
+	s, err := plans.DecodeSweep("m.yaml", []byte("name: m\ncommand: [train, --config, \"{config}\"]\nconfig: {format: json}\n"+
+		"params: {training: {batch_size: 32, gradient_accumulation_steps: 1, lr: 0.1}}\nmatrix: {training.batch_size: [16, 64]}\n"+
+		"oom: {keys: {batch_size: training.batch_size, gradient_accumulation_steps: training.gradient_accumulation_steps}}\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &s.Jobs[0]
+	tiers := plans.Tiers(j.Params, j.Ladder)
+	if got := changedText(j.Params, tiers[0].Params); got != "-" {
+		t.Errorf("tier 0 changed %q", got)
+	}
+	if got := changedText(j.Params, tiers[1].Params); got != "training.batch_size=8,training.gradient_accumulation_steps=2" {
+		t.Errorf("tier 1 changed %q", got)
+	}
+}

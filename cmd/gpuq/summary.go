@@ -80,25 +80,30 @@ func printSummary(w io.Writer, sum api.SweepSummary, width int) {
 	}
 }
 
-// changedText lists the parameters an attempt ran with that differ from the job as written.
+// changedText lists the parameters an attempt ran with that differ from the job as written,
+// a mapping parameter by its leaves (training.batch_size=16), as the ladder changes them,
+// each path once, read where the config takes it from (see plans.Map.Param).
 func changedText(orig, p *plans.Map) string {
 	var parts []string
-	differs := func(k string, v any) {
-		if o, _ := orig.Param(k); plans.FormatValue(o) != plans.FormatValue(v) {
+	seen := map[string]bool{}
+	differs := func(k string) {
+		if seen[k] {
+			return
+		}
+		seen[k] = true
+		o, _ := orig.Param(k)
+		if v, _ := p.Param(k); plans.FormatValue(o) != plans.FormatValue(v) {
 			parts = append(parts, k+"="+plans.FormatValue(v))
 		}
 	}
 	for _, k := range p.Keys {
-		// A mapping parameter (training: {batch_size: 16}) by its leaves, as the
-		// ladder changes them.
-		if m, ok := p.Vals[k].(*plans.Map); ok {
-			for _, l := range m.Leaves() {
-				v, _ := m.Path(l)
-				differs(k+"."+l, v)
+		if m, ok := p.Vals[k].(*plans.Map); ok && m.Len() > 0 {
+			for l := range m.LeafValues() {
+				differs(k + "." + l)
 			}
 			continue
 		}
-		differs(k, p.Vals[k])
+		differs(k)
 	}
 	if len(parts) == 0 {
 		return "-"
