@@ -101,7 +101,7 @@ no failed job), daemon --stop when no daemon runs.`,
 	root.AddGroup(&cobra.Group{ID: groupSweep, Title: "Sweeps in the foreground:"},
 		&cobra.Group{ID: groupDaemon, Title: "The daemon and its jobs:"})
 	root.SetHelpCommand(newHelpCmd(root))
-	root.AddCommand(newCompletionCmd(io))
+	root.AddCommand(newCompletionCmd(io), newVersionCmd(io))
 	for _, c := range []*cobra.Command{newRunCmd(io, st), newPlanCmd(io, st), newGPUsCmd(io, st), newSimulateCmd(io, st), newEstimateCmd(io, st), newReportCmd(io, st), newResultsCmd(io, st)} {
 		c.GroupID = groupSweep
 		root.AddCommand(c)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; otherwise gpuq
@@ -19,6 +21,23 @@ var build string
 func versionText() string {
 	info, _ := debug.ReadBuildInfo()
 	return versionOf(version, info)
+}
+
+// newVersionCmd is gpuq version, for those who type the verb rather than --version: it
+// prints what --version prints (cobra's default version template).
+func newVersionCmd(io ioStreams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print gpuq's version, as --version does",
+		Args:  noArgs,
+		// As --version, it reads no settings: a bad config file must not hide the version.
+		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			root := cmd.Root()
+			_, err := fmt.Fprintf(io.Out, "%s version %s\n", root.Name(), root.Version)
+			return err
+		},
+	}
 }
 
 // versionOf is the version set at build time, or else the main module's (a tag, or a

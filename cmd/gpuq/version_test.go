@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"testing"
 )
@@ -28,5 +31,30 @@ func TestVersion(t *testing.T) {
 	}
 	if out, _, code := gpuq(t, "--version"); code != exitOK || out == "gpuq version dev\n" {
 		t.Errorf("--version: %d %q", code, out)
+	}
+}
+
+// TestVersionVerb: gpuq version prints what gpuq --version does, is listed in the help
+// as the other verbs are, and, as --version, reads no config file (a broken one must not
+// hide the version).
+func TestVersionVerb(t *testing.T) {
+	want, _, code := gpuq(t, "--version")
+	if code != exitOK {
+		t.Fatalf("--version: exit %d", code)
+	}
+	broken := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(broken, []byte("gpus: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"version"}, {"version", "--config", broken}} {
+		if out, errOut, code := gpuq(t, args...); code != exitOK || out != want {
+			t.Errorf("%v: exit %d, %q%s; want %q as --version prints", args, code, out, errOut, want)
+		}
+	}
+	if help, _, _ := gpuq(t, "--help"); !regexp.MustCompile(`(?m)^  version +Print gpuq's version`).MatchString(help) {
+		t.Errorf("gpuq --help does not list version:\n%s", help)
+	}
+	if _, errOut, code := gpuq(t, "version", "extra"); code != exitBadInput {
+		t.Errorf("version extra: exit %d, %s; want bad input", code, errOut)
 	}
 }
