@@ -29,7 +29,6 @@ import (
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/alloc"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
-	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -165,8 +164,8 @@ func Run(ctx context.Context, cfg Config) error {
 		d.log.Printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
 	}
 	known := len(d.store.View().Jobs())
-	d.log.Printf("gpuq daemon %s (pid %d) on %s: %s; %s, %s known, %s taken up; state in %s",
-		cfg.Version, os.Getpid(), d.machine.name(), gpu.CardsText(d.machine.cards, d.machine.slots), plans.Count(d.sweeps, "sweep"),
+	d.log.Printf("gpuq daemon %s (pid %d) on %s; %s, %s known, %s taken up; state in %s",
+		cfg.Version, os.Getpid(), d.machine.cardsText(), plans.Count(d.sweeps, "sweep"),
 		plans.Count(known, "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
 	if r := d.machine.recalled; len(r) > 0 {
 		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan, --headroom or --util-target for another machine)",

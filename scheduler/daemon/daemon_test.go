@@ -637,6 +637,36 @@ func TestADaemonLeavesNoGoroutine(t *testing.T) {
 	})
 }
 
+// TestTheStartLineWithNoCards: a daemon with no cards of its own (--gpus none, serving
+// workers alone) says so in its start line, with no empty list of cards after it; one
+// with cards lists them.
+func TestTheStartLineWithNoCards(t *testing.T) {
+	for _, tc := range []struct {
+		gpus, want string
+	}{
+		{NoCards, " on no cards of its own; 0 sweeps, "},
+		{"sim:2x24GiB", " on sim:2x24GiB: GPU 0 24.00 GiB (no slot limit), GPU 1 24.00 GiB (no slot limit); 0 sweeps, "},
+	} {
+		cfg := testConfig(filepath.Join(t.TempDir(), "state"), t.TempDir(), nil)
+		cfg.Machine.GPUs.Value = tc.gpus
+		cfg.Listen = "127.0.0.1:0"
+		r := startDaemonWith(t, cfg)
+		var line string
+		schedtest.WaitFor(t, "the daemon's start line", func() bool {
+			for _, l := range strings.Split(r.log.String(), "\n") {
+				if strings.Contains(l, "gpuq daemon test (pid ") {
+					line = l
+					return true
+				}
+			}
+			return false
+		})
+		if !strings.Contains(line, tc.want) {
+			t.Errorf("--gpus %s: the start line reads %q, want it to say %q", tc.gpus, line, tc.want)
+		}
+	}
+}
+
 // TestTheLogNamesAnEventAsTheRunDoes: the daemon's log says an event without a message
 // (a hold) by its kind, with no colon after it, and an attempt's with its number.
 func TestTheLogNamesAnEventAsTheRunDoes(t *testing.T) {

@@ -173,6 +173,16 @@ func (m *machine) name() string {
 	return specName(m.spec)
 }
 
+// cardsText names the machine and its cards with their slots, as the daemon's start
+// line says them; a daemon with no cards of its own (NoCards) has none to list after
+// its name.
+func (m *machine) cardsText() string {
+	if len(m.cards) == 0 {
+		return m.name()
+	}
+	return m.name() + ": " + gpu.CardsText(m.cards, m.slots)
+}
+
 // specName names the cards a --gpus names.
 func specName(spec plans.GPUSpec) string {
 	switch {
