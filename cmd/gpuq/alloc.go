@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/alloc"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
@@ -131,8 +132,8 @@ func runAllocSlurm(opts *allocSlurmOptions, args []string) error {
 
 // queueText says what a queue asks Slurm for.
 func queueText(q *api.AllocQueue) string {
-	s := fmt.Sprintf("%d GPUs a node for %s, at most %d at once, while jobs wait; idle workers exit after %s",
-		q.GPUsPerNode, q.Time, q.MaxAllocs, q.IdleTimeout)
+	s := fmt.Sprintf("%s a node for %s, at most %d at once, while jobs wait; idle workers exit after %s",
+		plans.Count(q.GPUsPerNode, "GPU"), q.Time, q.MaxAllocs, q.IdleTimeout)
 	if q.GPUs != "" {
 		s += "; workers on " + q.GPUs
 	}

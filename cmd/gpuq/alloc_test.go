@@ -118,6 +118,15 @@ func TestAllocSlurm(t *testing.T) {
 	}
 }
 
+// TestQueueTextCountsGPUs: a queue of one card a node reads "1 GPU a node".
+func TestQueueTextCountsGPUs(t *testing.T) {
+	for n, want := range map[int]string{1: "1 GPU a node for 8h", 4: "4 GPUs a node for 8h"} {
+		if got := queueText(&api.AllocQueue{GPUsPerNode: n, Time: "8h", MaxAllocs: 1, IdleTimeout: "10m"}); !strings.HasPrefix(got, want) {
+			t.Errorf("GPUsPerNode %d reads %q, want it to start %q", n, got, want)
+		}
+	}
+}
+
 func glob(t *testing.T, dir, pattern string) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(dir, pattern))

@@ -282,7 +282,7 @@ func (a *Allocator) submit(ctx context.Context, q *state.AllocQueue) error {
 		}
 		return fmt.Errorf("allocation queue %d: sbatch: %w", q.ID, err)
 	}
-	a.cfg.Log("allocation queue %d: submitted allocation %s (%d GPUs a node, %s)", q.ID, id, q.GPUsPerNode, plans.FormatDuration(q.Time))
+	a.cfg.Log("allocation queue %d: submitted allocation %s (%s a node, %s)", q.ID, id, plans.Count(q.GPUsPerNode, "GPU"), plans.FormatDuration(q.Time))
 	al := &state.Allocation{ID: id, Queue: q.ID, State: state.AllocQueued, Slurm: "PENDING", Submitted: now}
 	put := state.Change{Allocations: []*state.Allocation{al}}
 	if q.Error != "" {
@@ -334,8 +334,8 @@ func (a *Allocator) Add(ctx context.Context, q state.AllocQueue) (*state.AllocQu
 	if err := a.cfg.Put(ctx, state.Change{AllocQueues: []*state.AllocQueue{&q}}); err != nil {
 		return nil, "", err
 	}
-	a.cfg.Log("allocation queue %d: %d GPUs a node, %s each, at most %d at once, workers idle %s exit; sbatch %s",
-		q.ID, q.GPUsPerNode, plans.FormatDuration(q.Time), q.MaxAllocs, plans.FormatDuration(q.IdleTimeout), strings.Join(q.Args, " "))
+	a.cfg.Log("allocation queue %d: %s a node, %s each, at most %d at once, workers idle %s exit; sbatch %s",
+		q.ID, plans.Count(q.GPUsPerNode, "GPU"), plans.FormatDuration(q.Time), q.MaxAllocs, plans.FormatDuration(q.IdleTimeout), strings.Join(q.Args, " "))
 	return &q, script, nil
 }
 

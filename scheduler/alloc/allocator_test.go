@@ -127,6 +127,24 @@ func slurmQueue() state.AllocQueue {
 	return state.AllocQueue{GPUsPerNode: 2, Time: time.Hour, MaxAllocs: 2, IdleTimeout: 10 * time.Minute, Args: []string{"--partition", "gpu"}}
 }
 
+// TestTheLogCountsGPUsANode: a queue of one card a node is logged as "1 GPU a node",
+// when it is added and for each allocation it submits; of two, "2 GPUs".
+func TestTheLogCountsGPUsANode(t *testing.T) {
+	for n, want := range map[int]string{1: "1 GPU a node", 2: "2 GPUs a node"} {
+		h := newHarness(t, t.TempDir())
+		q := slurmQueue()
+		q.GPUsPerNode = n
+		addQueue(t, h, q)
+		h.submit(t, "s", 1, 1)
+		h.round(t)
+		for _, l := range []string{"allocation queue 1: " + want + ", 1h each", "submitted allocation 101 (" + want + ", 1h)"} {
+			if !slices.ContainsFunc(h.log, func(got string) bool { return strings.Contains(got, l) }) {
+				t.Errorf("GPUsPerNode %d: the log does not say %q:\n%s", n, l, strings.Join(h.log, "\n"))
+			}
+		}
+	}
+}
+
 func TestAllocationsFollowTheQueue(t *testing.T) {
 	h := newHarness(t, t.TempDir())
 	q := addQueue(t, h, slurmQueue())
