@@ -5,7 +5,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestBashCompletionWithoutBashCompletion sources `gpuq completion bash` in a bash that
@@ -66,5 +70,43 @@ func TestCompletesFlagValues(t *testing.T) {
 		if out, _, code := gpuq(t, tc.args...); code != exitOK || out != tc.want {
 			t.Errorf("gpuq %s: exit %d, %q; want %q", strings.Join(tc.args, " "), code, out, tc.want)
 		}
+	}
+}
+
+// TestCompletesDrainCards: drain and undrain complete the cards the daemon names: its
+// own by index and its workers' as WORKER:INDEX, each with its memory, and a drained
+// one says so; with no daemon, none.
+func TestCompletesDrainCards(t *testing.T) {
+	dir := daemonEnv(t)
+	if out, _, code := cli(t, "__complete", "drain", ""); code != exitOK || out != ":4\n" {
+		t.Errorf("no daemon: exit %d, %q; want no card", code, out)
+	}
+	startDaemon(t, "--listen", "127.0.0.1:0")
+	addr, err := os.ReadFile(filepath.Join(dir, api.ListenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := exec.Command(os.Args[0], "worker", "--server", strings.TrimSpace(string(addr)), "--name", "node7", "--gpus", "sim:1x24GiB", "--poll", "100ms")
+	worker.Stderr = &schedtest.Buffer{}
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		worker.Process.Signal(syscall.SIGTERM)
+		worker.Wait()
+	})
+	if _, errOut, code := cli(t, "drain", "1"); code != exitOK {
+		t.Fatalf("drain 1: exit %d: %s", code, errOut)
+	}
+	var out string
+	schedtest.WaitFor(t, "the worker's card to be offered", func() bool {
+		out, _, _ = cli(t, "__complete", "drain", "")
+		return strings.Contains(out, "node7:0")
+	})
+	if want := "0\t24.00 GiB\n1\t24.00 GiB, drained\nnode7:0\t24.00 GiB\n:4\n"; out != want {
+		t.Errorf("gpuq __complete drain \"\": %q; want %q", out, want)
+	}
+	if out, _, _ := cli(t, "__complete", "undrain", "node"); !strings.HasPrefix(out, "node7:0\t") || strings.Count(out, "\n") != 2 {
+		t.Errorf("gpuq __complete undrain node: %q; want node7:0 alone", out)
 	}
 }

@@ -863,9 +863,10 @@ func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
 		Short: short,
 		Long: short + `. GPU is its index, as nvidia-smi numbers it; a worker's card is
 WORKER:INDEX (node7:3). The daemon remembers it across restarts.`,
-		Example: "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
-		Args:    exactArgs(1),
-		RunE:    func(_ *cobra.Command, args []string) error { return runDrain(opts, args[0]) },
+		Example:           "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeCards(st),
+		RunE:              func(_ *cobra.Command, args []string) error { return runDrain(opts, args[0]) },
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"gpu","on"}, and "worker" for a worker's card`)
 	return cmd
@@ -951,6 +952,43 @@ func daemonStates(cmd *cobra.Command, st *settings) []api.JobState {
 	}
 	jobs, _ := c.States(api.StatesRequest{})
 	return jobs
+}
+
+// completeCards completes the cards drain and undrain name, from the running daemon if
+// one answers: its own, by index, and its workers' as WORKER:INDEX, each described by
+// its memory and whether it is drained.
+func completeCards(st *settings) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 || st.load(cmd.Root().PersistentFlags()) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		c, err := st.dial()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		info, _ := c.Info()
+		cards := info.GPUs
+		workers, _ := c.Workers() // none where it does not listen for workers
+		for _, w := range workers {
+			for _, g := range w.GPUs {
+				g.Worker = w.Name
+				cards = append(cards, g)
+			}
+		}
+		var out []cobra.Completion
+		for _, g := range cards {
+			id := plans.CardID{Worker: g.Worker, Index: g.Index}.String()
+			if !strings.HasPrefix(id, prefix) {
+				continue
+			}
+			desc := gib(g.TotalBytes) + " GiB" // as gpuq gpus lists a worker's cards
+			if g.Drained {
+				desc += ", drained"
+			}
+			out = append(out, cobra.CompletionWithDesc(id, desc))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 // completeJobs completes job ids from the running daemon and gpuq runs, if one answers.
