@@ -91,6 +91,38 @@ func TestRunOneOff(t *testing.T) {
 	}
 }
 
+// TestOneOffRefusalsNameTheFlags: a one-off that this machine's cards (gpuq run) or
+// the daemon's (gpuq submit) refuse is told by the flag that gave the setting at fault,
+// not by the sweep key gpuq wrote for it; a sweep file the daemon refuses is still told
+// by its file, field and job.
+func TestOneOffRefusalsNameTheFlags(t *testing.T) {
+	daemonEnv(t)
+	refusals := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--memory", "100GiB", "--", "sh", "-c", "true"}, "gpuq: --memory: the estimate 100.00 GiB is larger than every card"},
+		{[]string{"--gpus-per-job", "3", "--", "sh", "-c", "true"}, "gpuq: --gpus-per-job: needs 3 cards at once but the sweep has 2"},
+	}
+	for _, tc := range refusals {
+		args := append([]string{"run", "--log-dir", t.TempDir()}, tc.args...)
+		if _, errOut, code := cli(t, args...); code != exitBadInput || !strings.Contains(errOut, tc.want) {
+			t.Errorf("gpuq %s: exit %d, %q; want %d and %q", strings.Join(args, " "), code, errOut, exitBadInput, tc.want)
+		}
+	}
+	startDaemon(t)
+	for _, tc := range refusals {
+		args := append([]string{"submit"}, tc.args...)
+		if _, errOut, code := cli(t, args...); code != exitBadInput || !strings.Contains(errOut, tc.want) {
+			t.Errorf("gpuq %s: exit %d, %q; want %d and %q", strings.Join(args, " "), code, errOut, exitBadInput, tc.want)
+		}
+	}
+	sweep := writeSweep(t, "name: big\ncommand: [sh, -c, 'true']\njobs: [{}]\nmemory: 100GiB\n")
+	if _, errOut, code := cli(t, "submit", sweep); code != exitBadInput || !strings.Contains(errOut, sweep+": memory (job big.1): the estimate 100.00 GiB") {
+		t.Errorf("gpuq submit %s: exit %d, %q; want it told by file, field and job", sweep, code, errOut)
+	}
+}
+
 // TestSubmitOneOff: gpuq submit -- CMD sends a one-off to the daemon, named after its
 // script (train.py here) and made unique by itself, so that the same command submitted again needs no
 // --name and no clean; --name names it, made unique too.

@@ -265,11 +265,16 @@ func (opts *runOptions) prepare() (*prepared, error) {
 	}
 	taken, _ := sweepNames(opts.settings) // where none answers, the run goes on all the same
 	name := opts.reserve(cmp.Or(opts.name, oneOffName(opts.command)), taken)
-	sw, _, err := opts.oneOff.sweep(oneOffLabel("run", opts.command), name, opts.command, opts.settings.runOverrides())
+	label := oneOffLabel("run", opts.command)
+	sw, _, err := opts.oneOff.sweep(label, name, opts.command, opts.settings.runOverrides())
 	if err != nil {
 		return nil, err
 	}
-	return prepareSweep(sw, opts.settings, opts.io)
+	p, err := prepareSweep(sw, opts.settings, opts.io)
+	if err != nil {
+		return nil, flagProblems(err, label) // refused on this machine's cards, as the flags gave it
+	}
+	return p, nil
 }
 
 // reserve is the first name from base on (base, base-2, ...) that is not taken and that

@@ -281,7 +281,7 @@ func submitUnique(c *api.Client, opts *submitOptions, label, base string, argv [
 			return resp, nil
 		}
 		if now, lerr := sweepNames(opts.settings); tries == 2 || lerr != nil || !now[name] {
-			return resp, err
+			return resp, flagProblems(err, label) // the daemon's admission, as the flags gave it
 		}
 	}
 }

@@ -637,6 +637,23 @@ func TestADaemonLeavesNoGoroutine(t *testing.T) {
 	})
 }
 
+// TestARefusedSweepComesWithItsProblems: a sweep the daemon does not admit is refused
+// as any request is, and with its problems one by one, each with its file, field and
+// job, for the client to tell them by where their values came from.
+func TestARefusedSweepComesWithItsProblems(t *testing.T) {
+	d := startDaemon(t)
+	sweep := writeSweep(t, "name: big\ncommand: [sh, -c, 'true']\njobs: [{}]\nmemory: 100GiB\n")
+	_, err := submit(t, d.client, sweep)
+	var refused scheduler.Refused
+	var probs plans.Problems
+	if !errors.As(err, &refused) || !errors.As(err, &probs) {
+		t.Fatalf("%v, want a refusal with its problems", err)
+	}
+	if len(probs) != 1 || probs[0].File != sweep || probs[0].Field != "memory" || probs[0].Job != "big.1" || err.Error() != probs.Error() {
+		t.Errorf("problems %q, want memory of big.1 in %s, told as the refusal is: %q", probs, sweep, err)
+	}
+}
+
 // TestTheStartLineWithNoCards: a daemon with no cards of its own (--gpus none, serving
 // workers alone) says so in its start line, with no empty list of cards after it; one
 // with cards lists them.

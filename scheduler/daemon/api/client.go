@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 )
 
@@ -195,7 +196,8 @@ func (c *Client) Machine() (Machine, error) {
 	return out, c.call(http.MethodGet, "/v1/gpus", nil, &out)
 }
 
-// Submit sends a sweep.
+// Submit sends a sweep; one the daemon refuses for its problems is answered with them
+// (plans.Problems).
 func (c *Client) Submit(req SubmitRequest) (SubmitResponse, error) {
 	var out SubmitResponse
 	return out, c.call(http.MethodPost, "/v1/submit", req, &out)
@@ -404,18 +406,30 @@ func (c *Client) call(method, path string, in, out any) error {
 
 // answerError is the error a daemon answered with.
 func (c *Client) answerError(resp *http.Response, data []byte) error {
-	var e struct{ Error string }
+	var e ErrorAnswer
 	if json.Unmarshal(data, &e) != nil || e.Error == "" {
 		e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
 	}
-	switch resp.StatusCode {
-	case http.StatusBadRequest, http.StatusNotFound:
+	switch {
+	case resp.StatusCode == http.StatusBadRequest && len(e.Problems) > 0:
+		return refusedSweep{scheduler.Refused(e.Error), e.Problems}
+	case resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusNotFound:
 		return scheduler.Refused(e.Error)
-	case http.StatusUnauthorized:
+	case resp.StatusCode == http.StatusUnauthorized:
 		return fmt.Errorf("gpuq daemon %s: %w: %s; use the secret and certificate of its state directory", c.where(), ErrUnauthorized, e.Error)
 	}
 	return errors.New(e.Error)
 }
+
+// refusedSweep is a sweep the daemon refuses for its problems: a refusal as any other
+// (scheduler.Refused), and its problems one by one (plans.Problems), for the client to
+// tell each by where its value came from.
+type refusedSweep struct {
+	scheduler.Refused
+	problems plans.Problems
+}
+
+func (r refusedSweep) Unwrap() []error { return []error{r.Refused, r.problems} }
 
 // LogPath is where a daemon started in the background (Start) writes its log.
 func LogPath(dir string) string { return filepath.Join(dir, "daemon.log") }

@@ -28,6 +28,13 @@ type SubmitRequest struct {
 	Files map[string]string `json:"files,omitempty"`
 }
 
+// ErrorAnswer is the daemon's answer to a request it does not serve: why, and for a
+// sweep it refuses, its problems one by one (see Client.Submit).
+type ErrorAnswer struct {
+	Error    string         `json:"error"`
+	Problems plans.Problems `json:"problems,omitempty"`
+}
+
 // SubmitResponse is a submitted sweep, and what of it does not apply.
 type SubmitResponse struct {
 	Sweep    string   `json:"sweep"`
