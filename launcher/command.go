@@ -42,6 +42,12 @@ type Command struct {
 	Config string   // the rendered config file
 }
 
+// DefaultedVars are the variables Prepare sets for every trainer by default, in the
+// order it sets them (PyTorch's allocator where the platform has expandable segments,
+// tokenizers, threads: the README's "What a trainer gets"), each of which a sweep's env
+// may set instead. A one-off takes them from the environment it is given in.
+var DefaultedVars = []string{"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS", "MKL_NUM_THREADS"}
+
 // Prepare renders the attempt's config and resolves its argv and environment.
 // Placeholders are filled from the tier's parameters and gpuq's own values; nothing
 // passes through a shell.
@@ -106,13 +112,16 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	if !ok {
 		conf, ok = defaultAllocConf.get()
 	}
+	threads := strconv.Itoa(max(a.Threads, 1))
+	defaults := map[string]string{"TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 	if ok {
-		add("PYTORCH_CUDA_ALLOC_CONF", conf)
-		add("PYTORCH_ALLOC_CONF", conf)
+		defaults["PYTORCH_CUDA_ALLOC_CONF"], defaults["PYTORCH_ALLOC_CONF"] = conf, conf
 	}
-	add("TOKENIZERS_PARALLELISM", "false")
-	add("OMP_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
-	add("MKL_NUM_THREADS", strconv.Itoa(max(a.Threads, 1)))
+	for _, k := range DefaultedVars {
+		if v, ok := defaults[k]; ok {
+			add(k, v)
+		}
+	}
 	// torchrun reads PET_*, init_process_group("env://") MASTER_*: with a port of its
 	// own, no two jobs meet on torchrun's default 29500, which it binds even for one
 	// worker.

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 )
 
@@ -119,7 +120,7 @@ func (o *oneOff) document(name string, argv []string) ([]byte, error) {
 	}
 	// It runs with the environment it was given in: where that sets what gpuq would
 	// set for a sweep's trainer (OMP_NUM_THREADS=1 and friends), its value stands.
-	for _, k := range defaultedVars {
+	for _, k := range launcher.DefaultedVars {
 		if v, ok := os.LookupEnv(k); ok {
 			if _, given := env.Get(k); !given {
 				env.Set(k, literal(v))
@@ -136,10 +137,6 @@ func (o *oneOff) document(name string, argv []string) ([]byte, error) {
 	doc.Set("jobs", []any{plans.NewMap()})
 	return json.Marshal(doc)
 }
-
-// defaultedVars are the variables gpuq sets for every trainer by default (see the
-// README's "What a trainer gets"), which a one-off takes from its environment instead.
-var defaultedVars = []string{"OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}
 
 // literal is a one-off's argument as a template that gives it back as written.
 func literal(s string) string {
