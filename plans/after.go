@@ -37,9 +37,8 @@ func (c *checker) afterNames(field, job string, v any) []string {
 }
 
 // after is what every job of the sweep waits for: its after key, and the override's
-// (gpuq submit --after a,b).
-func (c *checker) after(doc *Map, ov Override) []string {
-	var out []string
+// (gpuq submit --after a,b); given is the override's names alone, as read here.
+func (c *checker) after(doc *Map, ov Override) (out, given []string) {
 	if v, ok := doc.Get("after"); ok && v != nil {
 		out = c.afterNames("after", "", v)
 	}
@@ -49,7 +48,8 @@ func (c *checker) after(doc *Map, ov Override) []string {
 			list = append(list, strings.TrimSpace(f))
 		}
 		before := len(c.errs)
-		for _, name := range c.afterNames("after", "", list) {
+		given = c.afterNames("after", "", list)
+		for _, name := range given {
 			if !slices.Contains(out, name) {
 				out = append(out, name)
 			}
@@ -58,21 +58,17 @@ func (c *checker) after(doc *Map, ov Override) []string {
 			fe.File, fe.Field = ov.Source, ""
 		}
 	}
-	return out
+	return out, given
 }
 
 // renameOwnAfter makes the jobs of a sweep named anew (gpuq submit --name) wait for
 // its own jobs under its new name where they named them under the name its file
 // writes (after: [dep.1] in dep.yaml submitted as dep3 waits for dep3.1): a pipeline
 // run again under another name runs its stages in order, not after the first run's.
-// What the override names (gpuq submit --after dep.2) is as written there.
-func renameOwnAfter(s *Sweep, written string, flag Override) {
+// What the override names (given: gpuq submit --after dep.2) is as written there.
+func renameOwnAfter(s *Sweep, written string, given []string) {
 	if written == "" || !s.Waits() {
 		return
-	}
-	var given []string
-	for _, f := range strings.Split(flag.Value, ",") {
-		given = append(given, strings.TrimSpace(f))
 	}
 	own := map[string]bool{}
 	for _, j := range s.Jobs {

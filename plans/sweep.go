@@ -336,7 +336,8 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	if v, ok := doc.Get("timeout"); ok {
 		defaults.Timeout = c.timeout("timeout", "", v)
 	}
-	defaults.After = c.after(doc, ov.After)
+	var givenAfter []string // the override's names alone (see renameOwnAfter)
+	defaults.After, givenAfter = c.after(doc, ov.After)
 	s.MaxRunning = c.integer(doc, "max_running", 0, 0)
 
 	s.Jobs = c.jobs(s, doc, defaults)
@@ -345,7 +346,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 		c.checkJobs(s)
 		c.checkAdd(s)
 		if written := c.str(doc, "name", ""); written != s.Name {
-			renameOwnAfter(s, written, ov.After)
+			renameOwnAfter(s, written, givenAfter)
 		}
 		c.checkAfter(s)
 		c.checkJudged(s, doc)
