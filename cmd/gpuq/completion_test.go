@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
@@ -86,15 +85,7 @@ func TestCompletesDrainCards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker := exec.Command(os.Args[0], "worker", "--server", strings.TrimSpace(string(addr)), "--name", "node7", "--gpus", "sim:1x24GiB", "--poll", "100ms")
-	worker.Stderr = &schedtest.Buffer{}
-	if err := worker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		worker.Process.Signal(syscall.SIGTERM)
-		worker.Wait()
-	})
+	startWorker(t, strings.TrimSpace(string(addr)), "node7", func() {})
 	if _, errOut, code := cli(t, "drain", "1"); code != exitOK {
 		t.Fatalf("drain 1: exit %d: %s", code, errOut)
 	}

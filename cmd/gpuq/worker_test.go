@@ -27,18 +27,7 @@ func TestDaemonWithAWorker(t *testing.T) {
 		addr = strings.TrimSpace(string(data))
 		return err == nil && addr != ""
 	})
-	worker := exec.Command(os.Args[0], "worker", "--server", addr, "--name", "node7", "--gpus", "sim:1x24GiB", "--poll", "100ms")
-	worker.Stderr = &schedtest.Buffer{}
-	if err := worker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		worker.Process.Signal(syscall.SIGTERM)
-		worker.Wait()
-		if t.Failed() {
-			t.Logf("daemon:\n%s\nworker:\n%s", log, worker.Stderr)
-		}
-	})
+	startWorker(t, addr, "node7", func() { t.Logf("daemon:\n%s", log) })
 	sweep := filepath.Join(t.TempDir(), "w.yaml")
 	os.WriteFile(sweep, []byte("name: w\ncommand: [sh, -c, \"echo on the worker {seed}\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n"), 0o644)
 	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
@@ -92,4 +81,24 @@ func TestWorkerBadInput(t *testing.T) {
 			t.Errorf("%v: exit %d, %s; want 2 and %q", tt.args, code, errOut, tt.want)
 		}
 	}
+}
+
+// startWorker starts gpuq worker name on one simulated card, linked to the daemon
+// listening at addr, and stops it (SIGTERM) when the test ends; where the test failed,
+// its log is shown, after what failed tells.
+func startWorker(t *testing.T, addr, name string, failed func()) {
+	t.Helper()
+	worker := exec.Command(os.Args[0], "worker", "--server", addr, "--name", name, "--gpus", "sim:1x24GiB", "--poll", "100ms")
+	worker.Stderr = &schedtest.Buffer{}
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		worker.Process.Signal(syscall.SIGTERM)
+		worker.Wait()
+		if t.Failed() {
+			failed()
+			t.Logf("worker %s:\n%s", name, worker.Stderr)
+		}
+	})
 }
