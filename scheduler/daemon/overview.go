@@ -76,7 +76,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 	for _, a := range running {
 		j := view.Job(a.Job)
 		rj := api.RunningJob{Job: j.ID, Name: j.Name, Worker: a.Worker, GPUs: a.GPUs, Attempt: a.N, Tier: a.Tier,
-			Started: a.Started, DeclaredBytes: j.Declared, LearnedBytes: view.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log}
+			Started: a.Started, Held: j.Held, DeclaredBytes: j.Declared, LearnedBytes: view.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log}
 		rj.Step, rj.Metrics = latest(view.Sweep(j.Sweep), a.Metrics)
 		if u, ok := view.Shape(j.Shape).PackUtil(); ok {
 			rj.Util = &u

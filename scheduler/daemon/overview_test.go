@@ -8,15 +8,15 @@ import (
 )
 
 // TestOverview: what gpuq top reads: the simulated cards with their plan, each running
-// attempt on its card, the queue with each job's reason (a held one says how to release
-// it), and the events so far.
+// attempt on its card (a held one says so), the queue with each job's reason (a held
+// one says how to release it), and the events so far.
 func TestOverview(t *testing.T) {
 	d, _ := testAPI(t)
 	c := clientOf(t, d)
 	if _, err := c.Submit(api.SubmitRequest{File: "/s/o.yaml", Source: "name: o\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\ngpu_plan: \"1\"\n"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Act(api.Hold, api.SelectRequest{IDs: []string{"o.4"}}); err != nil {
+	if _, err := c.Act(api.Hold, api.SelectRequest{IDs: []string{"o.2", "o.4"}}); err != nil {
 		t.Fatal(err)
 	}
 	ov, err := c.Overview()
@@ -31,14 +31,15 @@ func TestOverview(t *testing.T) {
 			t.Errorf("GPU %d: %+v", i, g)
 		}
 	}
-	if len(ov.Running) != 2 || ov.Running[0].Job != "o.1" || ov.Running[0].DeclaredBytes != 10<<30 || ov.Running[0].Attempt != 1 {
+	if len(ov.Running) != 2 || ov.Running[0].Job != "o.1" || ov.Running[0].DeclaredBytes != 10<<30 || ov.Running[0].Attempt != 1 ||
+		ov.Running[0].Held || !ov.Running[1].Held {
 		t.Errorf("running: %+v", ov.Running)
 	}
 	if len(ov.Queue) != 2 || !strings.HasPrefix(ov.Queue[0].Reason, "no-slot: ") || !ov.Queue[1].Held ||
 		ov.Queue[1].Reason != "held: gpuq release o.4 lets it start" {
 		t.Errorf("queue: %+v", ov.Queue)
 	}
-	if len(ov.Events) != 3 || ov.Events[0].Job != "o.1" || ov.Events[0].Kind != "started" || ov.Events[2].Kind != "held" {
+	if len(ov.Events) != 4 || ov.Events[0].Job != "o.1" || ov.Events[0].Kind != "started" || ov.Events[3].Kind != "held" {
 		t.Errorf("events: %+v", ov.Events)
 	}
 }

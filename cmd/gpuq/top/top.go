@@ -287,7 +287,7 @@ func (m model) browseKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(k, keys.cancel):
 		m.mode, m.doomed = confirming, job
 	case key.Matches(k, keys.hold):
-		if w := m.waiting(job); w != nil && w.Held {
+		if m.held(job) {
 			return m, m.act(api.Release, job)
 		}
 		return m, m.act(api.Hold, job)
@@ -391,13 +391,10 @@ func (m model) runs(job string) bool {
 	return slices.ContainsFunc(m.ov.Running, func(r api.RunningJob) bool { return r.Job == job })
 }
 
-func (m model) waiting(job string) *api.WaitingJob {
-	for i := range m.ov.Queue {
-		if m.ov.Queue[i].Job == job {
-			return &m.ov.Queue[i]
-		}
-	}
-	return nil
+// held reports whether job is held, queued or running: h releases it then.
+func (m model) held(job string) bool {
+	return slices.ContainsFunc(m.ov.Queue, func(q api.WaitingJob) bool { return q.Job == job && q.Held }) ||
+		slices.ContainsFunc(m.ov.Running, func(r api.RunningJob) bool { return r.Job == job && r.Held })
 }
 
 // Keys.

@@ -575,3 +575,27 @@ func TestAWorkersCardsAwayAreKept(t *testing.T) {
 		t.Errorf("top:\n%s\nwant the away card: %s", buf.String(), want)
 	}
 }
+
+// TestARunningHeldJobIsShownAndReleased: a running job that is held says so in its
+// row, and h releases it, as it does a queued one (it held it again, each time saying
+// it was held already, with nothing on screen to tell).
+func TestARunningHeldJobIsShownAndReleased(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	src.ov.Running[1].Held = true // gla.2
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24})
+	var row string
+	for _, l := range strings.Split(m.View(), "\n") {
+		if strings.Contains(l, "gla.2 ") {
+			row = l
+			break
+		}
+	}
+	if !strings.Contains(row, "held") {
+		t.Errorf("gla.2's row does not say it is held: %q", row)
+	}
+	drive(t, m, keysOf("j", "h", "j", "h")...)
+	if got := strings.Join(src.acts, "; "); got != "release gla.2; hold gla.3" {
+		t.Errorf("requests %q, want release gla.2; hold gla.3", got)
+	}
+}

@@ -93,8 +93,13 @@ func (m model) sections() []section {
 			continue
 		}
 		st := m.st.jobStyle(r.Job)
+		out := withLatest(r, m.output[r.Job])
+		if r.Held {
+			// It runs on, but is not started again until released (h).
+			out = "held · " + out
+		}
 		text := runLine(w, CutStart(r.Job, w), nw, CutMiddle(r.Name, nw), gw, gpusOf(r), "t"+strconv.Itoa(r.Tier),
-			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), withLatest(r, m.output[r.Job]))
+			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), out)
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
 	run.title = runLine(w+1, count("RUNNING", len(run.rows), len(m.ov.Running)), nw, "NAME",

@@ -60,6 +60,9 @@ type RunningJob struct {
 	Attempt int       `json:"attempt"`
 	Tier    int       `json:"tier"`
 	Started time.Time `json:"started"`
+	// Held: a person holds the job (gpuq hold); it runs on, and will not be started
+	// again after it ends until released.
+	Held bool `json:"held,omitempty"`
 	// DeclaredBytes is its estimate as written for its tier, LearnedBytes what its
 	// shape's measured peak says (0: nothing yet), CurrentBytes what it holds now on
 	// its fullest card.
