@@ -599,3 +599,43 @@ func TestARunningHeldJobIsShownAndReleased(t *testing.T) {
 		t.Errorf("requests %q, want release gla.2; hold gla.3", got)
 	}
 }
+
+// TestLongTitlesKeepTheColumnsInLine: a list's title heads its job column, and one
+// longer than the ids ("RUNNING 12", or "QUEUE 1 of 2" while a filter hides some)
+// widens the column rather than push its headers right of their values.
+func TestLongTitlesKeepTheColumnsInLine(t *testing.T) {
+	ov := sampleOverview(t)
+	for i := 4; len(ov.Running) < 12; i++ { // ids no wider than the column's 8 cells
+		r := ov.Running[2]
+		r.Job, r.Name = fmt.Sprintf("g.%d", i), fmt.Sprintf("cola,seed=%d", i)
+		ov.Running = append(ov.Running, r)
+	}
+	src := &fakeSource{ov: ov}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 160, Height: 50})
+	cell := func(s, sub string) int { return ansi.StringWidth(s[:max(0, strings.Index(s, sub))]) }
+	for _, filter := range []string{"", "/rte"} {
+		if filter != "" {
+			m = drive(t, m, keysOf(filter, "enter")...)
+		}
+		lines := strings.Split(m.View(), "\n")
+		find := func(sub string) string {
+			for _, l := range lines {
+				if strings.Contains(l, sub) {
+					return l
+				}
+			}
+			return ""
+		}
+		if filter == "" {
+			head, row := find("RUNNING 12 "), find("gla.1 ")
+			if h, r := cell(head, "NAME"), cell(row, "qnli,seed=87"); h == 0 || h != r {
+				t.Errorf("NAME at cell %d, the name at %d:\n%s\n%s", h, r, head, row)
+			}
+		}
+		head, row := find("QUEUE "), find("gla.4 ")
+		if h, r := cell(head, "STATE"), cell(row, "queued"); h == 0 || h != r {
+			t.Errorf("filter %q: STATE at cell %d, the state at %d:\n%s\n%s", filter, h, r, head, row)
+		}
+	}
+}

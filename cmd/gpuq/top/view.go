@@ -70,7 +70,21 @@ func (m model) sections() []section {
 		}
 		return slices.ContainsFunc(parts, func(p string) bool { return strings.Contains(strings.ToLower(p), f) })
 	}
-	w, gw := jobWidth(m.ov), gpusWidth(m.ov)
+	// A list's title counts what it shows: "RUNNING 2 of 7" while a filter hides some.
+	count := func(title string, shown, all int) string {
+		if f == "" {
+			return fmt.Sprintf("%s %d", title, all)
+		}
+		return fmt.Sprintf("%s %d of %d", title, shown, all)
+	}
+	runs := slices.DeleteFunc(slices.Clone(m.ov.Running), func(r api.RunningJob) bool { return !match(r.Job, r.Name, m.output[r.Job]) })
+	waits := slices.DeleteFunc(slices.Clone(m.ov.Queue), func(q api.WaitingJob) bool { return !match(q.Job, q.Name, q.Reason) })
+	runTitle := count("RUNNING", len(runs), len(m.ov.Running))
+	queueTitle := count("QUEUE", len(waits), len(m.ov.Queue))
+	// The titles head the job column, one cell wider than its rows' ids (a row begins
+	// with the selection's mark): a longer title ("RUNNING 12", "QUEUE 3 of 140")
+	// widens the column, or the columns after it would stand right of their values.
+	w, gw := max(jobWidth(m.ov), len(runTitle)-1, len(queueTitle)-1), gpusWidth(m.ov)
 	nw, narrow := m.nameWidth(w, gw)
 	// A narrow screen leaves out the declared and learned memory, for the names.
 	runLine := func(cells ...any) string {
@@ -80,18 +94,8 @@ func (m model) sections() []section {
 		}
 		return fmt.Sprintf(runFormat, cells...)
 	}
-	// A list's title counts what it shows: "RUNNING 2 of 7" while a filter hides some.
-	count := func(title string, shown, all int) string {
-		if f == "" {
-			return fmt.Sprintf("%s %d", title, all)
-		}
-		return fmt.Sprintf("%s %d of %d", title, shown, all)
-	}
 	var run section
-	for _, r := range m.ov.Running {
-		if !match(r.Job, r.Name, m.output[r.Job]) {
-			continue
-		}
+	for _, r := range runs {
 		st := m.st.jobStyle(r.Job)
 		out := withLatest(r, m.output[r.Job])
 		if r.Held {
@@ -102,13 +106,10 @@ func (m model) sections() []section {
 			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), out)
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
-	run.title = runLine(w+1, count("RUNNING", len(run.rows), len(m.ov.Running)), nw, "NAME",
+	run.title = runLine(w+1, runTitle, nw, "NAME",
 		gw, "GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")
 	var queue section
-	for _, q := range m.ov.Queue {
-		if !match(q.Job, q.Name, q.Reason) {
-			continue
-		}
+	for _, q := range waits {
 		state := "queued"
 		if q.Held {
 			state = "held"
@@ -116,7 +117,7 @@ func (m model) sections() []section {
 		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
 			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, CutMiddle(q.Name, nw), state, Gig(q.EstimateBytes), q.Reason)})
 	}
-	queue.title = fmt.Sprintf(queueFormat, w+1, count("QUEUE", len(queue.rows), len(m.ov.Queue)), nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")
+	queue.title = fmt.Sprintf(queueFormat, w+1, queueTitle, nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")
 	events := section{title: "EVENTS"}
 	for i := len(m.ov.Events) - 1; i >= 0; i-- { // newest first
 		e := m.ov.Events[i]
