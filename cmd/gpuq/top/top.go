@@ -189,7 +189,7 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.mode, m.status = browsing, msg.err.Error()
 			return m, nil
 		}
-		atEnd := m.logs.AtBottom() || m.logJob != msg.job
+		atEnd := m.logs.AtBottom() || m.logJob != msg.job || m.logPath != msg.path
 		m.logJob, m.logPath = msg.job, msg.path
 		m.logs.SetContent(msg.text)
 		if atEnd {
@@ -357,19 +357,23 @@ func (m model) act(v api.Verb, job string) tea.Cmd {
 
 var done = map[api.Verb]string{api.Cancel: "cancelled", api.Hold: "held", api.Release: "released", api.Retry: "queued again"}
 
-// readLog reads the end of a job's log (path, or its latest attempt's when "").
-func (m model) readLog(job, path string) tea.Cmd {
+// readLog reads the end of the log of a job's latest attempt, asked anew each time: a
+// job that ran out of memory and started again is followed to its next attempt, as
+// gpuq logs -f does. Where the daemon does not say (it restarts), the log shown so far
+// (shown; "" for none) is read again.
+func (m model) readLog(job, shown string) tea.Cmd {
 	src := m.opts.Source
 	return func() tea.Msg {
-		if path == "" {
-			j, err := src.Job(job)
-			if err != nil {
-				return logMsg{err: err}
-			}
-			if len(j.Attempts) == 0 {
-				return logMsg{err: fmt.Errorf("%s has not run yet: it has no log", job)}
-			}
+		path := shown
+		j, err := src.Job(job)
+		switch {
+		case err == nil && len(j.Attempts) > 0:
 			path = j.Attempts[len(j.Attempts)-1].Log
+		case shown != "":
+		case err != nil:
+			return logMsg{err: err}
+		default:
+			return logMsg{err: fmt.Errorf("%s has not run yet: it has no log", job)}
 		}
 		text, err := tailFile(path, logBytes)
 		return logMsg{job: job, path: path, text: text, err: err}

@@ -639,3 +639,35 @@ func TestLongTitlesKeepTheColumnsInLine(t *testing.T) {
 		}
 	}
 }
+
+// TestTheLogFollowsTheJobToItsNextAttempt: a log shown with l is of the job, read anew
+// each refresh: once it has run out of memory and started again, the view shows the new
+// attempt's log (it stayed on the ended one's), and while the daemon does not say (it
+// restarts), the one shown so far.
+func TestTheLogFollowsTheJobToItsNextAttempt(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "attempt-1.log"), filepath.Join(dir, "attempt-2.log")
+	for p, text := range map[string]string{first: "torch.OutOfMemoryError: CUDA out of memory", second: "simtrain: gradient_checkpointing True"} {
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.logs = map[string]string{"gla.1": first}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	m = drive(t, m, keysOf("l")...)
+	if !strings.Contains(m.View(), "OutOfMemoryError") {
+		t.Fatalf("the log view:\n%s", m.View())
+	}
+	src.logs["gla.1"] = second // the job's next attempt
+	m = drive(t, m, tickMsg{})
+	if v := m.View(); m.mode != reading || !strings.Contains(v, "gradient_checkpointing True") || m.logPath != second {
+		t.Errorf("after the job started again, the log view:\n%s", v)
+	}
+	delete(src.logs, "gla.1") // the daemon does not answer
+	m = drive(t, m, tickMsg{})
+	if v := m.View(); m.mode != reading || !strings.Contains(v, "gradient_checkpointing True") {
+		t.Errorf("while the daemon did not say, the log view:\n%s", v)
+	}
+}
