@@ -128,6 +128,11 @@ type (
 		job, path, text string
 		err             error
 	}
+	// attachedMsg: gpuq attach of a job's attempt has returned, detached or ended.
+	attachedMsg struct {
+		job     string
+		attempt int
+	}
 )
 
 func (m model) Init() tea.Cmd { return m.fetch() }
@@ -184,6 +189,8 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.status = text
 		return m, m.fetch()
+	case attachedMsg:
+		return m, m.afterAttach(msg.job, msg.attempt)
 	case logMsg:
 		if msg.err != nil {
 			m.mode, m.status = browsing, msg.err.Error()
@@ -281,8 +288,12 @@ func (m model) browseKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 			// gpuq attach would refuse it, on a screen top hides while it runs.
 			return m.say(fmt.Sprintf("%s is not running: only a running trainer's terminal can be attached (l shows a log)", job))
 		}
+		n := m.attemptOf(job)
 		return m, tea.ExecProcess(m.opts.Attach(job), func(err error) tea.Msg {
-			return actedMsg{text: "detached from " + job, err: err}
+			if err != nil {
+				return actedMsg{err: err}
+			}
+			return attachedMsg{job: job, attempt: n}
 		})
 	case key.Matches(k, keys.cancel):
 		m.mode, m.doomed = confirming, job
@@ -388,6 +399,30 @@ func (m model) cardOf(id plans.CardID) *api.GPUView {
 		}
 	}
 	return nil
+}
+
+// afterAttach says how an attach of a job's attempt ended: detached, the trainer
+// running on, or the attempt ended meanwhile, which gpuq attach said on the screen
+// top has already put back.
+func (m model) afterAttach(job string, n int) tea.Cmd {
+	src := m.opts.Source
+	return func() tea.Msg {
+		j, err := src.Job(job)
+		if err == nil && n > 0 && len(j.Attempts) >= n && j.Attempts[n-1].Outcome != "" {
+			return actedMsg{text: fmt.Sprintf("attempt %d of %s ended while attached: %s (l shows its log)", n, job, j.Attempts[n-1].Outcome)}
+		}
+		return actedMsg{text: "detached from " + job + "; it runs on"}
+	}
+}
+
+// attemptOf is the attempt a running job runs, 0 for none.
+func (m model) attemptOf(job string) int {
+	for _, r := range m.ov.Running {
+		if r.Job == job {
+			return r.Attempt
+		}
+	}
+	return 0
 }
 
 // runs reports whether job is one of the running ones.

@@ -35,6 +35,8 @@ type fakeSource struct {
 	err  error // Overview's, when set
 	acts []string
 	logs map[string]string // each job's log
+	// ended is how each job's attempt ended, where it has
+	ended map[string]string
 }
 
 func (f *fakeSource) Overview() (api.Overview, error) {
@@ -62,7 +64,7 @@ func (f *fakeSource) Job(id string) (api.Job, error) {
 	if !ok {
 		return api.Job{}, errors.New("no attempt")
 	}
-	return api.Job{JobSummary: api.JobSummary{ID: id, Attempts: []api.AttemptSummary{{N: 1, Log: p}}}}, nil
+	return api.Job{JobSummary: api.JobSummary{ID: id, Attempts: []api.AttemptSummary{{N: 1, Log: p, Outcome: f.ended[id]}}}}, nil
 }
 
 // sampleOverview is a 4-card machine with three running jobs (one logging a tqdm bar),
@@ -669,5 +671,30 @@ func TestTheLogFollowsTheJobToItsNextAttempt(t *testing.T) {
 	m = drive(t, m, tickMsg{})
 	if v := m.View(); m.mode != reading || !strings.Contains(v, "gradient_checkpointing True") {
 		t.Errorf("while the daemon did not say, the log view:\n%s", v)
+	}
+}
+
+// TestAnAttemptThatEndsWhileAttachedIsToldSo: once gpuq attach returns, top says
+// whether the trainer runs on or its attempt ended meanwhile (it said "detached" of
+// both, and gpuq attach's own word was on the screen top had put back).
+func TestAnAttemptThatEndsWhileAttachedIsToldSo(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	src.logs = map[string]string{"gla.2": src.ov.Running[0].Log}
+	m := asciiModel(src)
+	m.opts.Attach = func(string) *exec.Cmd { return exec.Command("true") }
+	m = drive(t, m, m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24})
+	m = drive(t, m, keysOf("j")...) // gla.2, attempt 1
+	if _, cmd := m.Update(keysOf("a")[0]); cmd == nil {
+		t.Fatal("a started no gpuq attach")
+	}
+	m = drive(t, m, attachedMsg{job: "gla.2", attempt: 1})
+	if v := m.View(); !strings.Contains(v, "detached from gla.2; it runs on") {
+		t.Errorf("after a detach, the screen:\n%s", v)
+	}
+	src.ended = map[string]string{"gla.2": "gpu-oom"}
+	m = drive(t, m, attachedMsg{job: "gla.2", attempt: 1})
+	if v := m.View(); !strings.Contains(v, "attempt 1 of gla.2 ended while attached: gpu-oom") || strings.Contains(v, "detached") {
+		t.Errorf("after the attempt ended, the screen:\n%s", v)
 	}
 }
