@@ -70,7 +70,7 @@ daemon).
 	}
 	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "with --where, a job of this sweep")
 	cmd.Flags().StringVar(&opts.where, "where", "", "the job whose parameters have these values: "+whereSyntax)
-	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing what the attempt writes until it ends")
+	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "follow the job until it ends: its running attempt, then each one after it (with --attempt, that one alone)")
 	cmd.Flags().IntVar(&opts.attempt, "attempt", 0, "which attempt (1 is the first; default the latest)")
 	cmd.Flags().IntVar(&opts.tail, "tail", 0, "print only the last N lines (0: all)")
 	return cmd
