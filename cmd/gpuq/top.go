@@ -32,8 +32,9 @@ and the last events.
 
 Keys: ↑/↓ (or k/j) select a job; l shows its log (esc goes back); a attaches to its
 terminal (Ctrl-] comes back); c cancels it (after y); h holds a queued job or releases a
-held one; r retries a failed or cancelled job (select it among the events); d drains a
-card, or takes a drained one back (type its index); / filters the lists; q quits.
+held one; r retries a failed, cancelled or stopped job (select it among the events); d
+drains a card, or takes a drained one back (type its index); / filters the lists; q
+quits.
 
 It fits an 80×24 terminal (ssh's default) and follows the terminal's size. When its
 output is not a terminal (a pipe, a file, a cron job), it prints the view once as plain
