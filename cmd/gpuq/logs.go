@@ -164,7 +164,7 @@ func followJob(opts *logsOptions, j api.Job, run *api.Run) error {
 			return err
 		}
 		if len(j.Attempts) < n {
-			return fmt.Errorf("%s has %s without starting attempt %d", j.ID, j.State, n)
+			return fmt.Errorf("%s %s without starting attempt %d", j.ID, state.JobState(j.State).Told(), n)
 		}
 		if err := printLog(opts, j, n); err != nil {
 			return err

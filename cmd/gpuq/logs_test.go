@@ -102,6 +102,24 @@ func TestLogsFollowsEachAttempt(t *testing.T) {
 	}
 }
 
+// TestLogsFollowOfAJobThatEndsWaiting: gpuq logs -f of a queued job that ends before
+// its attempt starts says how it ended, in words ("was cancelled", not "has
+// cancelled"), and exits 1.
+func TestLogsFollowOfAJobThatEndsWaiting(t *testing.T) {
+	for state, want := range map[string]string{
+		"cancelled": "q.1 was cancelled without starting attempt 1",
+		"failed":    "q.1 failed without starting attempt 1",
+		"stopped":   "q.1 was stopped early without starting attempt 1",
+	} {
+		d := &fakeDaemon{turns: map[string][]api.Job{"q.1": {job("q.1", "queued"), job("q.1", "queued"), job("q.1", state)}}}
+		ios, _, _ := buffers()
+		code, msg := exitOf(runLogs(&logsOptions{io: ios, client: d.client, remote: func() bool { return false }, follow: true, poll: time.Millisecond}, "q.1"))
+		if code != exitFailed || !strings.Contains(msg, want) {
+			t.Errorf("%s: exit %d, %q; want %d and %q", state, code, msg, exitFailed, want)
+		}
+	}
+}
+
 // TestLogsFollowRidesThroughARestart: a daemon that stops answering while gpuq logs -f
 // waits for the next attempt (it restarts) is asked again until it answers, and the
 // next attempt is followed; one that never answers again is given up after gone.
