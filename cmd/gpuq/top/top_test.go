@@ -698,3 +698,31 @@ func TestAnAttemptThatEndsWhileAttachedIsToldSo(t *testing.T) {
 		t.Errorf("after the attempt ended, the screen:\n%s", v)
 	}
 }
+
+// TestTheSelectionStaysWithItsJob: a selected queued job that starts stays selected in
+// the running list, and a running one that ends among the events, so that the next
+// key acts on it (the selection went to the first row, and h held another job).
+func TestTheSelectionStaysWithItsJob(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, keysOf("j", "j", "j")...) // gla.4, queued
+	if got := m.selectedJob(); got != "gla.4" {
+		t.Fatalf("selected %q, want gla.4", got)
+	}
+	ov := sampleOverview(t)
+	ov.Running = append(ov.Running, api.RunningJob{Job: "gla.4", Name: "rte,seed=87", GPUs: []int{1}, Attempt: 1, Started: ov.Time})
+	ov.Queue = ov.Queue[1:]
+	src.ov = ov
+	m = drive(t, m, overviewMsgOf(src))
+	if got := m.selectedJob(); got != "gla.4" || !strings.HasPrefix(m.sel, "r/") {
+		t.Errorf("once gla.4 started, selected %q (%s), want gla.4 among the running", got, m.sel)
+	}
+	ov.Running = ov.Running[:3]
+	ov.Events = append(ov.Events, api.Event{Time: ov.Time, Job: "gla.4", Attempt: 1, Kind: "failed", Message: "attempt 1 failed: exited with status 1"})
+	src.ov = ov
+	m = drive(t, m, overviewMsgOf(src))
+	drive(t, m, keysOf("r")...)
+	if got := strings.Join(src.acts, "; "); got != "retry gla.4" {
+		t.Errorf("once gla.4 failed, r sent %q, want retry gla.4", got)
+	}
+}

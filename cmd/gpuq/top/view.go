@@ -276,15 +276,24 @@ func (m *model) move(by int) {
 	m.sel = rows[min(max(i+by, 0), len(rows)-1)].key
 }
 
-// keepSelection keeps the selected row where it still is, and selects the first row
-// otherwise.
+// keepSelection keeps the selected row where it still is; where it is gone, the
+// selection stays with its job in the list it has moved to (a queued job that started,
+// a running one that ended, among the events), so that the next key acts on the job the
+// user chose; otherwise it goes to the first row.
 func (m *model) keepSelection() {
 	rows := m.selectable()
-	if !slices.ContainsFunc(rows, func(r row) bool { return r.key == m.sel }) {
-		m.sel = ""
-		if len(rows) > 0 {
-			m.sel = rows[0].key
-		}
+	if slices.ContainsFunc(rows, func(r row) bool { return r.key == m.sel }) {
+		return
+	}
+	job := ""
+	if parts := strings.SplitN(m.sel, "/", 3); len(parts) > 1 {
+		job = parts[1]
+	}
+	m.sel = ""
+	if i := slices.IndexFunc(rows, func(r row) bool { return job != "" && r.job == job }); i >= 0 {
+		m.sel = rows[i].key
+	} else if len(rows) > 0 {
+		m.sel = rows[0].key
 	}
 }
 
