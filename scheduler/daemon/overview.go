@@ -89,7 +89,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		est, _ := view.Estimate(j)
-		wj := api.WaitingJob{Job: j.ID, Name: j.Name, Held: j.Held, EstimateBytes: est}
+		wj := api.WaitingJob{Job: j.ID, Name: j.Name, Held: j.Held, State: string(j.ShownState()), EstimateBytes: est}
 		switch wait, ok := waits[j.ID]; {
 		case j.Held:
 			wj.Reason = "held: gpuq release " + j.ID + " lets it start"

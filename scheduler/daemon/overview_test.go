@@ -36,10 +36,27 @@ func TestOverview(t *testing.T) {
 		t.Errorf("running: %+v", ov.Running)
 	}
 	if len(ov.Queue) != 2 || !strings.HasPrefix(ov.Queue[0].Reason, "no-slot: ") || !ov.Queue[1].Held ||
-		ov.Queue[1].Reason != "held: gpuq release o.4 lets it start" {
+		ov.Queue[1].Reason != "held: gpuq release o.4 lets it start" || ov.Queue[0].State != "queued" || ov.Queue[1].State != "held" {
 		t.Errorf("queue: %+v", ov.Queue)
 	}
 	if len(ov.Events) != 4 || ov.Events[0].Job != "o.1" || ov.Events[0].Kind != "started" || ov.Events[3].Kind != "held" {
 		t.Errorf("events: %+v", ov.Events)
+	}
+}
+
+// TestOverviewTellsABlockedJob: a job that waits for what it runs after is blocked in
+// the queue top reads, as gpuq status says, not queued.
+func TestOverviewTellsABlockedJob(t *testing.T) {
+	d, _ := testAPI(t)
+	c := clientOf(t, d)
+	if _, err := c.Submit(api.SubmitRequest{File: "/s/b.yaml", Source: "name: b\ncommand: [train]\nmatrix: {seed: [1]}\njobs: [{seed: 2, after: [b.1]}]\nmemory: 10GiB\n"}); err != nil {
+		t.Fatal(err)
+	}
+	ov, err := c.Overview()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ov.Queue) != 1 || ov.Queue[0].Job != "b.2" || ov.Queue[0].State != "blocked" {
+		t.Errorf("queue: %+v", ov.Queue)
 	}
 }

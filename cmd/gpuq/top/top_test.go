@@ -726,3 +726,33 @@ func TestTheSelectionStaysWithItsJob(t *testing.T) {
 		t.Errorf("once gla.4 failed, r sent %q, want retry gla.4", got)
 	}
 }
+
+// TestABlockedJobIsToldBlocked: a job waiting for what it runs after is "blocked" in
+// the queue, as gpuq status says (top said "queued"), its columns in line with the
+// others'.
+func TestABlockedJobIsToldBlocked(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	src.ov.Queue[0].State = "queued"
+	src.ov.Queue = append(src.ov.Queue, api.WaitingJob{Job: "gla.6", Name: "mnli,seed=87", State: "blocked", EstimateBytes: 14 * gib,
+		Reason: "runs after pretrain, which must succeed first; gpuq why gla.6 says how that stands"})
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 160, Height: 40})
+	lines := map[string]string{}
+	for _, l := range strings.Split(m.View(), "\n") {
+		for _, k := range []string{"QUEUE ", "gla.4 ", "gla.5 ", "gla.6 "} {
+			if strings.Contains(l, k) {
+				lines[k] = l
+			}
+		}
+	}
+	end := func(s, sub string) int { return ansi.StringWidth(s[:max(0, strings.Index(s, sub))]) + len(sub) }
+	for k, state := range map[string]string{"gla.4 ": "queued", "gla.5 ": "held", "gla.6 ": "blocked"} {
+		row := lines[k]
+		if !strings.Contains(row, " "+state+" ") {
+			t.Errorf("%sis not told %s: %q", k, state, row)
+		}
+		if h, r := end(lines["QUEUE "], "ESTIMATE"), end(row, "14.0G"); h != r {
+			t.Errorf("ESTIMATE ends at cell %d, %sestimate at %d:\n%s\n%s", h, k, r, lines["QUEUE "], row)
+		}
+	}
+}

@@ -110,9 +110,13 @@ func (m model) sections() []section {
 		gw, "GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")
 	var queue section
 	for _, q := range waits {
-		state := "queued"
-		if q.Held {
+		state := q.State
+		switch {
+		case state != "":
+		case q.Held:
 			state = "held"
+		default:
+			state = "queued"
 		}
 		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
 			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, CutMiddle(q.Name, nw), state, Gig(q.EstimateBytes), q.Reason)})
@@ -140,7 +144,7 @@ func (m model) sections() []section {
 const (
 	runFormat   = "%-*s %-*s %-*s %-4s %7s %8s %7s %6s %4s  %s"
 	runNarrow   = "%-*s %-*s %-*s %-4s %7s %6s %4s  %s"
-	queueFormat = "%-*s %-*s %-6s %8s  %s"
+	queueFormat = "%-*s %-*s %-7s %8s  %s"
 )
 
 // runFixed is the cells a running job's line takes but for its id, name, cards and

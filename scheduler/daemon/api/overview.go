@@ -82,9 +82,12 @@ type RunningJob struct {
 
 // WaitingJob is a queued job and why it waits.
 type WaitingJob struct {
-	Job           string `json:"job"`
-	Name          string `json:"name"`
-	Held          bool   `json:"held,omitempty"`
+	Job  string `json:"job"`
+	Name string `json:"name"`
+	Held bool   `json:"held,omitempty"`
+	// State is as gpuq status shows it: queued, held, or blocked (waiting for what it
+	// runs after); absent from a daemon before it, which told held jobs alone.
+	State         string `json:"state,omitempty"`
 	EstimateBytes int64  `json:"estimate_bytes"`
 	Reason        string `json:"reason"`
 }
