@@ -152,7 +152,10 @@ func throughRestart(w io.Writer, poll, gone time.Duration, ask func(anew bool) e
 	if err == nil || !api.Unanswered(err) {
 		return err
 	}
-	fmt.Fprintf(w, "gpuq: the daemon does not answer (%v); waiting up to %s for it to come back\n", err, gone)
+	// Said in words, as top says it: the error names the socket by the descriptor it
+	// was dialled through and an HTTP URL, which say nothing to the user; it is given
+	// whole if the daemon does not come back.
+	fmt.Fprintf(w, "gpuq: the daemon does not answer (stopped, or restarting); waiting up to %s for it to come back\n", gone)
 	for lost := time.Now(); time.Since(lost) < gone; {
 		time.Sleep(poll)
 		if err = ask(true); err == nil || !api.Unanswered(err) {

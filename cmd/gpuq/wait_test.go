@@ -156,6 +156,7 @@ func (r *restarting) States(req api.StatesRequest) ([]api.JobState, error) {
 // TestWaitRidesThroughARestart: a daemon that stops answering while gpuq wait polls
 // (it restarts) is asked again until it answers, and the wait ends as the jobs did;
 // one that never answers again is given up after opts.gone, and a refusal at once.
+// While it waits it says so in words, not with the socket's path and a URL.
 func TestWaitRidesThroughARestart(t *testing.T) {
 	running := []api.Job{job("r.1", "running")}
 	ended := []api.Job{job("r.1", "succeeded")}
@@ -174,7 +175,8 @@ func TestWaitRidesThroughARestart(t *testing.T) {
 			ios, out, errb := buffers()
 			client := func() (daemonClient, error) { return r, nil }
 			code, msg := exitOf(runWait(&waitOptions{io: ios, client: client, sweep: "r", poll: time.Millisecond, gone: tc.gone}, nil))
-			if code != tc.code || !strings.Contains(out.String()+msg, tc.want) || !strings.Contains(errb.String(), tc.err) {
+			if code != tc.code || !strings.Contains(out.String()+msg, tc.want) || !strings.Contains(errb.String(), tc.err) ||
+				!strings.Contains(errb.String(), "gpuq: the daemon does not answer (stopped, or restarting); waiting") || strings.Contains(errb.String(), "/state") {
 				t.Errorf("exit %d, %q %q, stderr %q; want %d, %q and %q", code, out, msg, errb, tc.code, tc.want, tc.err)
 			}
 		})
