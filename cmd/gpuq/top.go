@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -85,11 +86,30 @@ func runTop(ios ioStreams, st *settings, every time.Duration, sweep string) erro
 	if err != nil {
 		return err
 	}
-	attach := func(job string) *exec.Cmd { return exec.Command(self, "--state-dir", c.Dir(), "attach", job) }
+	args, err := attachArgs(st)
+	if err != nil {
+		return err
+	}
+	attach := func(job string) *exec.Cmd { return exec.Command(self, append(args, "attach", job)...) }
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	opts.Attach = attach
 	return top.Run(ctx, opts, ios.In, ios.Out)
+}
+
+// attachArgs are the global flags of the gpuq attach that top runs for a job: the
+// state directory top watches, and the daemon's address where top reaches it over the
+// network (--server), which a flag gave top alone.
+func attachArgs(st *settings) ([]string, error) {
+	dir, err := st.stateDir()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--state-dir", dir}
+	if st.remote() {
+		args = append(args, "--server", st.v.GetString(keyServer))
+	}
+	return slices.Clip(args), nil
 }
 
 // tildeHome writes a path under the home directory as ~/..., as shells show it.

@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spf13/viper"
+
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/browser"
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
@@ -133,5 +135,22 @@ func TestTopPlain(t *testing.T) {
 	}
 	if out, errOut, code := cli(t, "top", "--sweep", "q"); code != exitBadInput || !strings.Contains(errOut, "no gpuq run runs sweep q") || strings.Contains(out, "GPU 0") {
 		t.Errorf("--sweep q: exit %d: %s%s", code, out, errOut)
+	}
+}
+
+// TestTopAttachesWhereItWatches: the gpuq attach that top's a runs reaches the daemon
+// top watches: on its state directory, and over the network where top was given
+// --server (it was given the state directory alone, and looked for a daemon there).
+func TestTopAttachesWhereItWatches(t *testing.T) {
+	st := &settings{v: viper.New()}
+	st.v.Set(keyStateDir, "/home/u/state")
+	args, err := attachArgs(st)
+	if err != nil || strings.Join(args, " ") != "--state-dir /home/u/state" {
+		t.Errorf("on the machine: %q, %v", args, err)
+	}
+	st.v.Set(keyServer, "head-node:7070")
+	args, err = attachArgs(st)
+	if err != nil || strings.Join(args, " ") != "--state-dir /home/u/state --server head-node:7070" {
+		t.Errorf("with --server: %q, %v", args, err)
 	}
 }
