@@ -119,3 +119,55 @@ func TestHostilePageRunsNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestNamesBreakOnlyAfterCommas: a job's name is a list of values; where a narrow
+// column wraps one, it wraps after a comma, never inside a value ("learning_rate=1e-" over "5,seed=1" reads as another learning rate).
+func TestNamesBreakOnlyAfterCommas(t *testing.T) {
+	d := sample()
+	for i := range d.Jobs {
+		j := &d.Jobs[i]
+		j.Name = "task=glue-tvt_qnli,learning_rate=1e-5,warmup_ratio=0.06,seed=8" + j.ID[len(j.ID)-1:]
+	}
+	page := filepath.Join(t.TempDir(), "report.html")
+	var buf bytes.Buffer
+	if err := Write(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(page, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	browser.Render(t, page, 1200, 900, func(ctx context.Context, p *browser.Page) {
+		// Each break between two lines of a cell: the text of the cell up to it.
+		var breaks []string
+		err := p.Eval(ctx, `(() => {
+			const out = [];
+			for (const td of document.querySelectorAll("#jobs td.name")) {
+				const text = td.textContent, r = document.createRange();
+				const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+				let top = null, seen = 0;
+				for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+					for (let i = 0; i < n.length; i++, seen++) {
+						r.setStart(n, i); r.setEnd(n, i + 1);
+						const y = r.getBoundingClientRect().top;
+						if (top !== null && y > top + 1) out.push(text.slice(0, seen));
+						top = y;
+					}
+				}
+			}
+			return out;
+		})()`, &breaks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrapped := false
+		for _, b := range breaks {
+			wrapped = true
+			if !strings.HasSuffix(b, ",") {
+				t.Errorf("a cell breaks inside a value, after %q", b)
+			}
+		}
+		if !wrapped {
+			t.Error("no name wrapped at 1200 pixels: the test shows nothing")
+		}
+	})
+}

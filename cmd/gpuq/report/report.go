@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ var pageTemplate = sync.OnceValue(func() *template.Template {
 		"id":     attemptID,
 		"add":    func(a, b float64) float64 { return a + b },
 		"colour": colourOf,
+		"parts":  parts,
 		"util": func(u *float64) string {
 			if u == nil {
 				return "-"
@@ -47,6 +49,19 @@ var pageTemplate = sync.OnceValue(func() *template.Template {
 		},
 	}).Parse(pageText))
 })
+
+// parts writes a list of values (a job's name, a point: "learning_rate=1e-5,seed=1") so that a narrow column breaks it only after its
+// commas: broken anywhere, "learning_rate=1e-" over "5,seed=1" reads as another value.
+func parts(s string) template.HTML {
+	var b strings.Builder
+	for i, p := range strings.SplitAfter(s, ",") {
+		if p == "" && i > 0 {
+			continue
+		}
+		b.WriteString(`<span class="part">` + template.HTMLEscapeString(p) + `</span>`)
+	}
+	return template.HTML(b.String())
+}
 
 // threeFigures prints a positive number with about three significant figures.
 func threeFigures(v float64) string {
