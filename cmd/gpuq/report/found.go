@@ -244,6 +244,24 @@ func stepLabel(s float64) string {
 	return strconv.FormatFloat(s, 'f', 0, 64)
 }
 
+// Ended labels the dashed curves in the legend: the points whose seeds were stopped
+// early, or all failed or were cancelled, as the ranking has them; "" where none were.
+func (f *Found) Ended() string {
+	var cut, broke bool
+	for _, r := range f.Rows {
+		cut, broke = cut || r.Cut, broke || r.Broke
+	}
+	switch {
+	case cut && broke:
+		return "stopped early, or failed or cancelled (✕ where it ended)"
+	case cut:
+		return "stopped early (✕ where it stopped)"
+	case broke:
+		return "failed or cancelled (✕ where it ended)"
+	}
+	return ""
+}
+
 // better says which way the metric gets better, for people.
 func (f *Found) Better() string {
 	if f.Mode == plans.Max {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -74,5 +75,34 @@ func TestTicks(t *testing.T) {
 	}
 	if got := strings.Join([]string{stepLabel(500), stepLabel(10000), stepLabel(2.5e6)}, " "); got != "500 10k 2.5M" {
 		t.Errorf("labels %s", got)
+	}
+}
+
+// TestEndedLegend: the legend names what the dashed curves are: points stopped early,
+// points whose seeds all failed (a sweep without early_stop has no stopped points),
+// or both; none where every point ran on.
+func TestEndedLegend(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		rows []ranking.Row
+		want string
+	}{
+		{"all ran on", []ranking.Row{{Point: "lr=1"}}, ""},
+		{"one stopped", []ranking.Row{{Point: "lr=1"}, {Point: "lr=2", Cut: true}}, "stopped early (✕ where it stopped)"},
+		{"one failed", []ranking.Row{{Point: "lr=1"}, {Point: "lr=2", Broke: true}}, "failed or cancelled (✕ where it ended)"},
+		{"both", []ranking.Row{{Point: "lr=2", Cut: true}, {Point: "lr=3", Broke: true}}, "stopped early, or failed or cancelled (✕ where it ended)"},
+	} {
+		var buf strings.Builder
+		d := Data{Sweep: "s", Now: t0, Found: &Found{Metric: "eval_loss", Rows: tt.rows}}
+		if err := Write(&buf, d); err != nil {
+			t.Fatal(err)
+		}
+		legend := regexp.MustCompile(`<span class="stop">([^<]*)</span>`).FindStringSubmatch(buf.String())
+		switch {
+		case tt.want == "" && legend != nil:
+			t.Errorf("%s: the legend names %q, and no curve is dashed", tt.name, legend[1])
+		case tt.want != "" && (legend == nil || legend[1] != tt.want):
+			t.Errorf("%s: the legend names %q, want %q", tt.name, legend, tt.want)
+		}
 	}
 }
