@@ -46,7 +46,7 @@ early_stop: {metric: eval_loss, mode: min, at: [100]}
 		}
 	}
 	out, errOut, code = cli(t, "results", "es")
-	if code != exitOK || !strings.Contains(out, "1     lr=good,loss=1.5,delay=0,rest=4  1      1.5") || !strings.Contains(out, "1 stopped early") {
+	if code != exitOK || !strings.Contains(out, "1     lr=good,loss=1.5,delay=0,rest=4  1      1.500") || !strings.Contains(out, "1 stopped early") {
 		t.Errorf("results: exit %d: %s%s", code, out, errOut)
 	}
 }

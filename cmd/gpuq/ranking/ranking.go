@@ -50,16 +50,23 @@ func broke(state string) bool { return state == "failed" || state == "cancelled"
 
 // Text writes a value over seeds for people: "0.912 ± 0.0041", the mean to four
 // significant figures and its deviation to two, or the value alone for one seed; "-"
-// for none.
+// for none. Trailing zeros are kept: 1.100 beside 1.101 in a column, not 1.1, which
+// reads as a value known to a tenth.
 func (s *Stat) Text() string {
 	if s == nil {
 		return "-"
 	}
-	text := strconv.FormatFloat(s.Mean, 'g', 4, 64)
+	text := figures(s.Mean, 4)
 	if s.Std != nil {
-		text += " ± " + strconv.FormatFloat(*s.Std, 'g', 2, 64)
+		text += " ± " + figures(*s.Std, 2)
 	}
 	return text
+}
+
+// figures writes v to n significant figures, its trailing zeros kept (a whole number
+// without the point %#g leaves after it).
+func figures(v float64, n int) string {
+	return strings.TrimSuffix(fmt.Sprintf("%#.*g", n, v), ".")
 }
 
 // StatesText counts a point's seeds by state: "2 succeeded, 1 stopped early".

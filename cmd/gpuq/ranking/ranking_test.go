@@ -198,3 +198,26 @@ func TestStepText(t *testing.T) {
 		t.Errorf("steps: %s", s)
 	}
 }
+
+// TestStatText: a mean to four significant figures and its deviation to two, trailing
+// zeros kept, so that a column of means reads alike (1.100, not 1.1 beside 3.806).
+func TestStatText(t *testing.T) {
+	sd := func(v float64) *float64 { return &v }
+	for _, tt := range []struct {
+		s    *Stat
+		want string
+	}{
+		{nil, "-"},
+		{&Stat{Mean: 1.10045, Std: sd(0.022980970388562776), N: 2}, "1.100 ± 0.023"},
+		{&Stat{Mean: 3.80645, Std: sd(0.02015254326381674), N: 2}, "3.806 ± 0.020"},
+		{&Stat{Mean: 0.5, Std: sd(0), N: 3}, "0.5000 ± 0.0"},
+		{&Stat{Mean: 0.912, Std: sd(0.0041), N: 3}, "0.9120 ± 0.0041"},
+		{&Stat{Mean: 1234.5, N: 1}, "1234"},
+		{&Stat{Mean: 12345, Std: sd(150), N: 2}, "1.234e+04 ± 1.5e+02"},
+		{&Stat{Mean: math.NaN(), N: 1}, "NaN"},
+	} {
+		if got := tt.s.Text(); got != tt.want {
+			t.Errorf("%q, want %q", got, tt.want)
+		}
+	}
+}

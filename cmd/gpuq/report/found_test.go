@@ -55,7 +55,7 @@ func TestFoundCharts(t *testing.T) {
 	if r := charts[0].Rungs; len(r) != 1 || r[0].Label != "judged at 150" {
 		t.Errorf("rungs %+v", r)
 	}
-	if !strings.HasPrefix(best.Title, "#1 lr=1: eval_loss 1 at step 300") || !strings.Contains(worst.Title, "1 of its 1 seeds stopped early") {
+	if !strings.HasPrefix(best.Title, "#1 lr=1: eval_loss 1.000 at step 300") || !strings.Contains(worst.Title, "1 of its 1 seeds stopped early") {
 		t.Errorf("titles %q, %q", best.Title, worst.Title)
 	}
 }
