@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -359,17 +360,51 @@ func isEval(name string) bool {
 	return strings.HasPrefix(n, "eval") || strings.HasPrefix(n, "val") || strings.HasPrefix(n, "test")
 }
 
-// lowerIsBetter are words in a metric's name that say lower is better.
-var lowerIsBetter = []string{"loss", "err", "perplexity", "ppl", "wer", "cer", "mse", "mae", "rmse", "nll", "bpb", "bpc", "runtime", "time"}
+// lowerIsBetter are the words of a metric's name that say lower is better: a word of
+// the name is one of them, or holds one of the long ones (valloss, testError).
+var (
+	lowerIsBetter = []string{"wer", "cer", "mse", "mae", "rmse", "nll", "bpb", "bpc", "ppl", "err", "runtime", "time"}
+	lowerInWords  = []string{"loss", "error", "perplexity"}
+)
 
 // GuessMode is which way a metric gets better, from its name: a loss, an error or a
-// perplexity lower; anything else (an accuracy, a score) higher.
+// perplexity lower; anything else (an accuracy, a score) higher. It reads the name's
+// words (split at anything but a letter or a digit, and where a capital follows a
+// small letter), so that a short word inside another is not taken for it: the wer of
+// eval_answer_f1, the cer of cancer_auroc.
 func GuessMode(name string) plans.Mode {
-	n := strings.ToLower(name)
-	for _, w := range lowerIsBetter {
-		if strings.Contains(n, w) {
+	for _, w := range words(name) {
+		if slices.Contains(lowerIsBetter, w) || slices.ContainsFunc(lowerInWords, func(l string) bool { return strings.Contains(w, l) }) {
 			return plans.Min
 		}
 	}
 	return plans.Max
+}
+
+// words splits a metric's name into its words, in lower case: eval/valWER is eval,
+// val and wer.
+func words(name string) []string {
+	var out []string
+	var w []rune
+	prev := rune(0)
+	for _, r := range name {
+		switch {
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			if len(w) > 0 {
+				out, w = append(out, string(w)), nil
+			}
+		case unicode.IsUpper(r) && unicode.IsLower(prev):
+			if len(w) > 0 {
+				out, w = append(out, string(w)), nil
+			}
+			w = append(w, unicode.ToLower(r))
+		default:
+			w = append(w, unicode.ToLower(r))
+		}
+		prev = r
+	}
+	if len(w) > 0 {
+		out = append(out, string(w))
+	}
+	return out
 }

@@ -153,7 +153,12 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]plans.Mode{"eval_loss": plans.Min, "val/perplexity": plans.Min, "wer": plans.Min,
-		"eval_accuracy": plans.Max, "f1": plans.Max, "bleu": plans.Max} {
+		"eval_accuracy": plans.Max, "f1": plans.Max, "bleu": plans.Max,
+		// A word of the name, not a word inside another: answer holds wer, cancer cer,
+		// power wer, eval_samples_per_second nothing.
+		"valloss": plans.Min, "testError": plans.Min, "valWER": plans.Min, "top1_err": plans.Min, "eval_runtime": plans.Min,
+		"mean_squared_error": plans.Min, "eval_answer_f1": plans.Max, "cancer_auroc": plans.Max, "eval_power_score": plans.Max,
+		"eval_samples_per_second": plans.Max} {
 		if got := GuessMode(name); got != want {
 			t.Errorf("GuessMode(%q) = %s, want %s", name, got, want)
 		}
