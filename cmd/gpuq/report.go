@@ -94,7 +94,7 @@ func reportFromDaemon(opts *reportOptions) error {
 	}
 	jobs, err := c.Jobs(opts.source, nil)
 	if err != nil {
-		return err
+		return sweepNowhere("report", opts.source, err)
 	}
 	info, err := c.Info()
 	if err != nil {
@@ -117,12 +117,12 @@ func reportFromState(opts *reportOptions, none api.NoDaemonError) error {
 	case err != nil:
 		return fmt.Errorf("%w; its state cannot be read: %v", none, err)
 	case !ok:
-		return fmt.Errorf("%s is no file here, and %w", opts.source, none)
+		return sweepNowhere("report", opts.source, none)
 	}
 	noDaemonNote(opts.io.Err, none.Dir)
 	view := store.View()
 	if view.Submission(opts.source) == nil {
-		return scheduler.NoSweep(opts.source, view.JobIDs())
+		return sweepNowhere("report", opts.source, scheduler.NoSweep(opts.source, view.JobIDs()))
 	}
 	sum := api.SummarizeSweep(view, opts.source, api.LastCards(none.Dir))
 	return writeReport(opts.io, opts.output, "-o", reportData(sum, "the state on "+tildeHome(none.Dir)+" (no daemon runs)", lastMoment(sum)))

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/gpuq/gpuq/cmd/gpuq/ranking"
 	"github.com/gpuq/gpuq/cmd/gpuq/report"
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
@@ -126,17 +128,40 @@ func resultsSummary(opts *resultsOptions) (api.SweepSummary, error) {
 	}
 	c, err := opts.settings.readClient()
 	if err != nil {
-		return api.SweepSummary{}, fmt.Errorf("%s is no file here, and %w", opts.source, err)
+		return api.SweepSummary{}, sweepNowhere("results", opts.source, err)
 	}
 	jobs, err := c.Jobs(opts.source, nil)
 	if err != nil {
-		return api.SweepSummary{}, err
+		return api.SweepSummary{}, sweepNowhere("results", opts.source, err)
 	}
 	sum := api.SweepSummary{Sweep: opts.source}
 	for _, j := range jobs {
 		sum.Jobs = append(sum.Jobs, j.JobSummary)
 	}
 	return sum, nil
+}
+
+// sweepNowhere is the error of gpuq results or report (verb) of a sweep by name that
+// nothing they read has (err says what they read), which says where a gpuq run's
+// sweep is: the researcher who ran one and asks for what it found wants that, not a
+// daemon started (it would run the sweep again). Results reads a gpuq run's sweep
+// while it runs; report a daemon's alone.
+func sweepNowhere(verb, source string, err error) error {
+	const listed = "; gpuq status lists them" // the daemon's sweeps: not the one asked for
+	nothing, after := "neither a gpuq run of it nor a gpuq daemon runs", "a gpuq run's sweep is read from it while it runs, and once it has ended"
+	if verb == "report" {
+		nothing, after = "no gpuq daemon runs", "gpuq report draws a daemon's sweep by name, and a gpuq run's"
+	}
+	after += fmt.Sprintf(" from the summary its --json printed (gpuq run SWEEP.yaml --json > s.json; gpuq %s s.json)", verb)
+	var none api.NoDaemonError
+	var refused scheduler.Refused
+	switch {
+	case errors.As(err, &none):
+		return fmt.Errorf("%s is no file here, and %s on %s: %s", source, nothing, none.Dir, after)
+	case errors.As(err, &refused) && strings.HasPrefix(string(refused), "no sweep ") && strings.HasSuffix(string(refused), listed):
+		return scheduler.Refused(fmt.Sprintf("%s is no file here, and %s: %s", source, strings.TrimSuffix(string(refused), listed), after))
+	}
+	return err
 }
 
 // rankingJobs are a summary's jobs as ranking takes them: each metric from its latest
