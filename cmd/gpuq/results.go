@@ -46,7 +46,8 @@ all failed or were cancelled last of those, whatever they reported before they e
 --metric defaults to the sweep's early_stop metric, else the one the most jobs
 reported; --min or --max says which way is better (default: early_stop's mode, else
 lower for a loss, an error or a perplexity, higher for anything else). --by task ranks
-each task's points apart. The sweep is the daemon's or that of a gpuq run running it
+each task's points apart (default: early_stop's within, the groups it judged apart, as
+the report ranks them). The sweep is the daemon's or that of a gpuq run running it
 (by name), or the summary gpuq run --json wrote (a file, or - for standard input).
 
 --json prints {"sweep","metric","mode","by","points":[...]}; --csv one row per point,
@@ -68,7 +69,7 @@ metric).`,
 	f.StringVar(&opts.metric, "metric", "", "the metric to rank by (default: early_stop's, else the one most jobs reported)")
 	f.BoolVar(&opts.max, "max", false, "higher is better")
 	f.BoolVar(&opts.min, "min", false, "lower is better")
-	f.StringSliceVar(&opts.by, "by", nil, "rank the points of each value of these parameters apart, e.g. --by task")
+	f.StringSliceVar(&opts.by, "by", nil, "rank the points of each value of these parameters apart, e.g. --by task (default: early_stop's within)")
 	f.BoolVar(&opts.json, "json", false, "print JSON")
 	f.BoolVar(&opts.csv, "csv", false, "print CSV, a row per point")
 	return cmd
@@ -97,7 +98,11 @@ func runResults(opts *resultsOptions) error {
 	if err := byKnown(sum, opts.by); err != nil {
 		return err
 	}
-	jobs := rankingJobs(sum, opts.by)
+	by := opts.by
+	if len(by) == 0 {
+		by = withinOf(sum)
+	}
+	jobs := rankingJobs(sum, by)
 	metric := cmp.Or(opts.metric, ranking.DefaultMetric(jobs, earlyMetric(sum)))
 	if err := reported(sum.Sweep, jobs, metric); err != nil {
 		return err
@@ -109,7 +114,7 @@ func runResults(opts *resultsOptions) error {
 	case opts.min:
 		mode = plans.Min
 	}
-	res := Results{Sweep: sum.Sweep, Metric: metric, Mode: mode, By: append([]string{}, opts.by...), Points: ranking.Rank(jobs, metric, mode)}
+	res := Results{Sweep: sum.Sweep, Metric: metric, Mode: mode, By: append([]string{}, by...), Points: ranking.Rank(jobs, metric, mode)}
 	switch {
 	case opts.json:
 		return writeJSON(opts.io.Out, res)
@@ -215,6 +220,32 @@ func groupOf(params *plans.Map, by []string) string {
 		parts = append(parts, k+"="+plans.FormatValue(v))
 	}
 	return strings.Join(parts, ",")
+}
+
+// withinOf is the sweep's early_stop.within, as its jobs' groups tell it: the points
+// early stopping judged apart (each task's learning rates) are ranked apart, as the
+// report ranks them, not one task's loss against another's. None where the sweep has
+// no within, or its groups cannot be read back as the values of its parameters.
+func withinOf(sum api.SweepSummary) []string {
+	var keys []string
+	for _, j := range sum.Jobs {
+		if j.EarlyStop == nil {
+			continue
+		}
+		if keys == nil {
+			if j.EarlyStop.Group == "" {
+				return nil
+			}
+			for _, part := range strings.Split(j.EarlyStop.Group, ",") {
+				k, _, _ := strings.Cut(part, "=")
+				keys = append(keys, k)
+			}
+		}
+		if j.Params == nil || groupOf(j.Params, keys) != j.EarlyStop.Group {
+			return nil
+		}
+	}
+	return keys
 }
 
 // earlyMetric is the sweep's early_stop metric, as its jobs tell it; "" for none.

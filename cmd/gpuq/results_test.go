@@ -142,3 +142,39 @@ func TestResultsOfARunThatEnded(t *testing.T) {
 		}
 	}
 }
+
+// TestResultsRankWithinGroupsApart: the points of a sweep whose early_stop judged each
+// task's apart (within: [task]) are ranked each task's apart, as --by task and the
+// report rank them: one task's loss is not another's.
+func TestResultsRankWithinGroupsApart(t *testing.T) {
+	file := resultsSummaryFile(t)
+	want, _, _ := gpuq(t, "results", file, "--by", "task")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum api.SweepSummary
+	if err := json.Unmarshal(data, &sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range sum.Jobs {
+		task, _ := j.Params.Get("task")
+		j.EarlyStop.Group = "task=" + plans.FormatValue(task)
+	}
+	if data, err = json.Marshal(sum); err != nil {
+		t.Fatal(err)
+	}
+	within := filepath.Join(t.TempDir(), "within.json")
+	if err := os.WriteFile(within, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := gpuq(t, "results", within)
+	if code != exitOK || out != want {
+		t.Errorf("exit %d: %s%s\nwant, as --by task:\n%s", code, out, errOut, want)
+	}
+	out, _, _ = gpuq(t, "results", within, "--json")
+	var res Results
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.By) != 1 || res.By[0] != "task" || res.Points[0].Group != "task=sst2" {
+		t.Errorf("--json: %v: %s", err, out)
+	}
+}
