@@ -32,14 +32,16 @@ func newReportCmd(io ioStreams, st *settings) *cobra.Command {
 		Use:   "report SWEEP|SUMMARY.json|-",
 		Short: "Draw a sweep as one HTML page: attempts on cards, memory over time, every job's history",
 		Long: `Write a self-contained HTML report of a sweep (it needs no network to be viewed):
-a Gantt chart of the attempts on the cards over time (coloured by outcome, out-of-memory
+where its trainers reported metrics, first what the sweep found (its points ranked as
+gpuq results ranks them, each point's curve over the steps, the points stopped early or
+failed marked where they ended); then a Gantt chart of the attempts on the cards over time (coloured by outcome, out-of-memory
 ends marked, ladder tiers labelled), each card's memory over time (what each attempt
 held, sampled, against what gpuq reserved for it), every job's attempts, and the
 sweep's figures: makespan, GPU-hours busy, attempt-hours lost, OOMs, attempts per job,
 memory used against reserved.
 
 The report is drawn from the daemon's state (a sweep it runs or ran, by name; where no
-daemon runs, from the state its last one left), or from
+daemon runs, from the state its last one left; not a gpuq run's), or from
 the summary gpuq run --json prints (a file, or - for standard input). gpuq simulate
 --report draws one of a simulation, to see a plan before running it ("what if two per
 card?").
