@@ -121,7 +121,7 @@ func runResults(opts *resultsOptions) error {
 	case opts.csv:
 		return writeResultsCSV(opts.io.Out, res)
 	}
-	printResultsTable(opts.io.Out, res)
+	printResultsTable(opts.io.Out, res, opts.io.width())
 	return nil
 }
 
@@ -294,27 +294,51 @@ func reported(sweep string, jobs []ranking.Job, metric string) error {
 	return badInput("no job of %s reported %q%s; they reported %s: give one with --metric", sweep, metric, plans.Suggest(metric, known), strings.Join(known, ", "))
 }
 
-// printResultsTable prints one row a point, a group's points together.
-func printResultsTable(w io.Writer, res Results) {
+// printResultsTable prints one row a point, a group's points together. On a terminal
+// (width) it fits: a point grouped shows the values its group does not (its GROUP says
+// task=sst2), the points lose their keys' ends before their values, the best values
+// give way (--json and --csv have them), then the groups lose their ends.
+func printResultsTable(w io.Writer, res Results, width int) {
 	better := betterText(res.Mode) + " (--max for higher)"
 	if res.Mode == plans.Max {
 		better = betterText(res.Mode) + " (--min for lower)"
 	}
-	fmt.Fprintf(w, "%s ranked by %s, %s; each point's seeds as mean ± std\n\n", res.Sweep, res.Metric, better)
-	tw := newTable(w)
+	fmt.Fprintln(w, wrap(fmt.Sprintf("%s ranked by %s, %s; each point's seeds as mean ± std", res.Sweep, res.Metric, better), width, ""))
+	fmt.Fprintln(w)
+	tw := newFitTable(w, width, 1).cutKeys(1).dropping(4)
 	group := ""
 	if len(res.By) > 0 {
+		tw = newFitTable(w, width, 2, 0).cutKeys(2, 0).dropping(5)
 		group = "GROUP\t"
 	}
 	fmt.Fprintf(tw, "%sRANK\tPOINT\tSEEDS\tFINAL\tBEST\tSTEP\tJOBS\n", group)
 	for _, r := range res.Points {
-		g := ""
+		g, point := "", r.Point
 		if len(res.By) > 0 {
 			g = r.Group + "\t"
+			if width > 0 {
+				point = outside(r.Point, r.Group)
+			}
 		}
-		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g, r.Rank, r.Point, r.SeedsText(), r.Final.Text(), r.Best.Text(), r.StepText(), r.StatesText())
+		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g, r.Rank, point, r.SeedsText(), r.Final.Text(), r.Best.Text(), r.StepText(), r.StatesText())
 	}
 	tw.Flush()
+}
+
+// outside is a point less the values its group names (task=sst2,lr=0.1 in group
+// task=sst2: lr=0.1); the point whole where the group names them all.
+func outside(point, group string) string {
+	in := strings.Split(group, ",")
+	var parts []string
+	for _, p := range strings.Split(point, ",") {
+		if !slices.Contains(in, p) {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return point
+	}
+	return strings.Join(parts, ",")
 }
 
 // writeResultsCSV writes a row a point: its group, rank and point, its seeds' final

@@ -178,3 +178,49 @@ func TestResultsRankWithinGroupsApart(t *testing.T) {
 		t.Errorf("--json: %v: %s", err, out)
 	}
 }
+
+// TestResultsFitTheTerminal: on a terminal, gpuq results' lines fit its width, as
+// status's do: a grouped point shows the values its group does not, the best values
+// give way; piped, every value stays whole.
+func TestResultsFitTheTerminal(t *testing.T) {
+	file := resultsSummaryFile(t)
+	for _, args := range [][]string{{"results", file}, {"results", file, "--by", "task"}} {
+		out, errOut, code := gpuqIn(t, 80, args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		fitsWidth(t, out, 80)
+		for _, want := range []string{"lr=0.001", "lr=0.1", "1.000 ± 0.14"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: %q is not shown:\n%s", args, want, out)
+			}
+		}
+	}
+	out, _, _ := gpuqIn(t, 80, "results", file, "--by", "task")
+	if !strings.Contains(out, "task=sst2  1     lr=0.001 ") {
+		t.Errorf("a grouped point repeats its group's values:\n%s", out)
+	}
+}
+
+// TestCutKeys: a point too long for its column loses the keys of its text values, as
+// a job's name does, then its other keys' ends, the longest first, before any value;
+// then its middle.
+func TestCutKeys(t *testing.T) {
+	for _, tt := range []struct {
+		point string
+		width int
+		want  string
+	}{
+		{"task=sst2,learning_rate=1e-3", 40, "task=sst2,learning_rate=1e-3"},
+		{"task=sst2,learning_rate=1e-3", 22, "sst2,learning_ra…=1e-3"},
+		{"task=sst2,learning_rate=1e-3", 12, "sst2,l…=1e-3"},
+		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", 34, "task=rte,learning_rate=1e-3,26GiB"},
+		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", 22, "rte,learni…=1e-3,26GiB"},
+		{"learning_rate=1e-3,seed", 12, "l…=1e-3,seed"},
+		{"task=glue-tvt_qnli,lr=3e-4", 14, "glue-tv…r=3e-4"},
+	} {
+		if got := cutKeys(tt.point, tt.width); got != tt.want {
+			t.Errorf("cutKeys(%q, %d) = %q, want %q", tt.point, tt.width, got, tt.want)
+		}
+	}
+}
