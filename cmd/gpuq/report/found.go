@@ -53,6 +53,9 @@ type curveLine struct {
 	Mean, Band   string // polyline and polygon points
 	Stopped      bool
 	EndX, EndY   float64
+	// Alone: one reading so far (a point whose seeds have just begun), a dot, where a
+	// line of one point draws nothing.
+	Alone bool
 }
 
 // colourOf gives each point of a group the palette's colours by rank, and those past
@@ -189,7 +192,7 @@ func (f *Found) chart(rows []ranking.Row) curveChart {
 			l.Band = strings.Join(append(top, low...), " ")
 		}
 		n := len(pc.steps) - 1
-		l.EndX, l.EndY = x(pc.steps[n]), y(pc.mean[n])
+		l.EndX, l.EndY, l.Alone = x(pc.steps[n]), y(pc.mean[n]), n == 0
 		ch.Lines = append(ch.Lines, l)
 	}
 	return ch

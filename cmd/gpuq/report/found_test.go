@@ -106,3 +106,28 @@ func TestEndedLegend(t *testing.T) {
 		}
 	}
 }
+
+// TestOneReadingIsDrawn: a point whose seeds have reported once so far (a sweep
+// drawn as it runs) is a dot on its chart, where a line of one point draws nothing; a
+// stopped one keeps its ✕.
+func TestOneReadingIsDrawn(t *testing.T) {
+	stat := func(v float64) *ranking.Stat { return &ranking.Stat{Mean: v, N: 1} }
+	d := Data{Sweep: "s", Now: t0, Found: &Found{Metric: "eval_loss", Mode: plans.Min, Curves: map[string][]ranking.Point{
+		"a": pts([]int64{100, 200}, 3, 2), "b": pts([]int64{100}, 3.5), "c": pts([]int64{100}, 4)},
+		Rows: []ranking.Row{
+			{Rank: 1, Point: "lr=1", Jobs: []string{"a"}, Final: stat(2), Step: 200},
+			{Rank: 2, Point: "lr=2", Jobs: []string{"b"}, Final: stat(3.5), Step: 100},
+			{Rank: 3, Point: "lr=3", Jobs: []string{"c"}, Final: stat(4), Step: 100, Cut: true, Stopped: 1},
+		}}}
+	var buf strings.Builder
+	if err := Write(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	if n := strings.Count(page, `<circle class="dot"`); n != 1 {
+		t.Errorf("%d dots, want one, of lr=2's one reading", n)
+	}
+	if n := strings.Count(page, `<path class="end"`); n != 1 {
+		t.Errorf("%d ✕, want one, of lr=3 stopped", n)
+	}
+}
