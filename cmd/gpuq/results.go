@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,6 +181,9 @@ func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
 		for _, a := range j.Attempts {
 			for _, m := range a.Metrics {
 				c := ranking.Curve{Last: ranking.Point{Step: m.Step, Value: m.Last}, Min: m.Min, Max: m.Max}
+				if m.DivergedAt > 0 { // its final reading is no number: the worst, not its last finite one
+					c.Last = ranking.Point{Step: m.DivergedAt, Value: math.NaN()}
+				}
 				for _, p := range m.Curve {
 					c.Points = append(c.Points, ranking.Point{Step: p.Step, Value: p.Value})
 				}

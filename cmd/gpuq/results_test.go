@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -222,5 +223,42 @@ func TestCutKeys(t *testing.T) {
 		if got := cutKeys(tt.point, tt.width); got != tt.want {
 			t.Errorf("cutKeys(%q, %d) = %q, want %q", tt.point, tt.width, got, tt.want)
 		}
+	}
+}
+
+// TestResultsOfADivergedRun: a seed whose loss went NaN after its last number ends at
+// NaN, the worst, not at that number: its point ranks after the others, though its
+// last finite loss was the lowest; --json writes the NaN as null.
+func TestResultsOfADivergedRun(t *testing.T) {
+	sum := api.SweepSummary{Sweep: "d"}
+	for i, lr := range []string{"0.1", "0.001"} {
+		p := plans.NewMap()
+		p.Set("lr", lr)
+		m := api.MetricSummary{Name: "eval_loss", Step: 300, Last: 1.3, Min: 1.1, Max: 1.3,
+			Curve: []api.MetricPoint{{Step: 100, Value: 1.1}, {Step: 300, Value: 1.3}}}
+		if lr == "0.1" {
+			m = api.MetricSummary{Name: "eval_loss", Step: 100, Last: 0.11, Min: 0.11, Max: 0.11, Curve: []api.MetricPoint{{Step: 100, Value: 0.11}}, DivergedAt: 200}
+		}
+		sum.Jobs = append(sum.Jobs, api.JobSummary{ID: fmt.Sprintf("d.%d", i+1), Name: "lr=" + lr, Params: p, State: "succeeded",
+			Attempts: []api.AttemptSummary{{N: 1, Metrics: []api.MetricSummary{m}}}})
+	}
+	data, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "d.json")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := gpuq(t, "results", file, "--json")
+	var res Results
+	if err := json.Unmarshal([]byte(out), &res); code != exitOK || err != nil || len(res.Points) != 2 {
+		t.Fatalf("exit %d, %v: %s%s", code, err, out, errOut)
+	}
+	if first, last := res.Points[0], res.Points[1]; first.Point != "lr=0.001" || last.Point != "lr=0.1" || last.Step != 200 || !strings.Contains(out, `"mean": null`) {
+		t.Errorf("the diverged point is not last, at NaN:\n%s", out)
+	}
+	if out, _, _ := gpuq(t, "results", file); !regexp.MustCompile(`2 +lr=0\.1 +1 +NaN +0\.1100 +200 `).MatchString(out) {
+		t.Errorf("table:\n%s", out)
 	}
 }

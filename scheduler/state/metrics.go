@@ -24,6 +24,10 @@ type Metric struct {
 	// Series is the curve, at most maxPoints readings: when full it drops every other
 	// one, keeping the first and the latest, so that it spans the whole run evenly.
 	Series []Point
+	// Diverged is the step of a reading past Last that was not a finite number (a loss
+	// gone NaN), which no curve draws; 0 where none came after Last. Without it a run
+	// that diverged would end at its last finite reading, and rank by it.
+	Diverged int64 `json:",omitempty"`
 }
 
 // Metrics are an attempt's metrics, in the order first reported. The journal keeps
@@ -59,18 +63,26 @@ func (ms Metrics) Get(name string) *Metric {
 // changed in place. A reading at an earlier step than its metric's latest is a
 // reading read twice (a daemon started again reads the trainer's file anew), or out of
 // order, and is left out; one at the same step replaces the latest. Readings that are
-// not finite numbers are not drawn or kept; nor are more names than maxMetrics.
+// not finite numbers are not drawn or kept, but the step of one past a metric's latest
+// is (Diverged), until a finite reading comes after it; nor are more names than
+// maxMetrics kept.
 func (ms Metrics) Add(rs []plans.Reading) (Metrics, bool) {
 	out, changed := ms, false
 	for _, r := range rs {
+		i := slices.IndexFunc(out, func(m Metric) bool { return m.Name == r.Name })
 		if !plans.Finite(r.Value) {
+			if i >= 0 && r.Step > out[i].Last.Step && r.Step > out[i].Diverged {
+				if !changed {
+					out, changed = slices.Clone(ms), true
+				}
+				out[i].Diverged = r.Step
+			}
 			continue
 		}
-		i := slices.IndexFunc(out, func(m Metric) bool { return m.Name == r.Name })
 		if i < 0 && len(out) >= maxMetrics {
 			continue
 		}
-		if i >= 0 && (r.Step < out[i].Last.Step || out[i].Last == Point{r.Step, r.Value}) {
+		if i >= 0 && (r.Step < out[i].Last.Step || r.Step <= out[i].Diverged || out[i].Last == Point{r.Step, r.Value}) {
 			continue
 		}
 		if !changed {
@@ -96,7 +108,7 @@ func (m Metric) with(p Point) Metric {
 	if len(series) > maxPoints {
 		series = thin(series)
 	}
-	m.Series, m.Last = series, p
+	m.Series, m.Last, m.Diverged = series, p, 0
 	m.Min, m.Max = math.Min(m.Min, p.Value), math.Max(m.Max, p.Value)
 	return m
 }

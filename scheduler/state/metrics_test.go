@@ -26,12 +26,24 @@ func TestMetricsAdd(t *testing.T) {
 	if loss.Best(plans.Min) != 1.5 || loss.Best(plans.Max) != 2.5 {
 		t.Errorf("best %v %v", loss.Best(plans.Min), loss.Best(plans.Max))
 	}
-	// A file read again from its start (a daemon started again) changes nothing; nor
-	// does a value that is not a number, which is no point of a curve.
+	// A file read again from its start (a daemon started again) changes nothing.
 	before := fmt.Sprint(ms)
-	again, changed := ms.Add([]plans.Reading{r(100, "loss", 2.5), r(200, "loss", 1.5), r(300, "loss", math.NaN()), r(300, "loss", math.Inf(1))})
+	again, changed := ms.Add([]plans.Reading{r(100, "loss", 2.5), r(200, "loss", 1.5)})
 	if changed || fmt.Sprint(again) != before {
 		t.Errorf("read again: changed %v: %+v", changed, again)
+	}
+	// A value that is not a number is no point of a curve, but the metric keeps the
+	// step it diverged at, past its latest reading (its final value is not 1.5), until
+	// a number comes after it; read again, it changes nothing.
+	nan, changed := ms.Add([]plans.Reading{r(300, "loss", math.NaN()), r(400, "loss", math.Inf(1))})
+	if l := nan.Get("loss"); !changed || l.Diverged != 400 || l.Last != (Point{200, 1.5}) || len(l.Series) != 2 || ms.Get("loss").Diverged != 0 {
+		t.Errorf("diverged: changed %v: %+v", changed, l)
+	}
+	if again, changed := nan.Add([]plans.Reading{r(200, "loss", 1.5), r(300, "loss", math.NaN()), r(400, "loss", 7)}); changed || again.Get("loss").Diverged != 400 {
+		t.Errorf("diverged, read again: changed %v: %+v", changed, again.Get("loss"))
+	}
+	if back, _ := nan.Add([]plans.Reading{r(500, "loss", 1.2)}); back.Get("loss").Diverged != 0 || back.Get("loss").Last != (Point{500, 1.2}) {
+		t.Errorf("a number after it: %+v", back.Get("loss"))
 	}
 	// The same step again replaces its reading (a trainer that logs twice a step).
 	replaced, _ := ms.Add([]plans.Reading{r(200, "loss", 1.4)})

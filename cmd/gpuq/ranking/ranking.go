@@ -5,6 +5,7 @@ package ranking
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -58,7 +59,7 @@ func (s *Stat) Text() string {
 		return "-"
 	}
 	text := figures(s.Mean, 4)
-	if s.Std != nil {
+	if s.Std != nil && !math.IsNaN(s.Mean) {
 		text += " ± " + figures(*s.Std, 2)
 	}
 	return text
@@ -93,6 +94,26 @@ type Stat struct {
 	Mean float64  `json:"mean"`
 	Std  *float64 `json:"std"` // the sample standard deviation; null for one seed
 	N    int      `json:"n"`
+}
+
+// MarshalJSON writes a mean or deviation that is no number (a seed's loss gone NaN)
+// as null, which JSON has, where encoding/json would fail.
+func (s Stat) MarshalJSON() ([]byte, error) {
+	finite := func(v float64) *float64 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	out := struct {
+		Mean *float64 `json:"mean"`
+		Std  *float64 `json:"std"`
+		N    int      `json:"n"`
+	}{finite(s.Mean), nil, s.N}
+	if s.Std != nil {
+		out.Std = finite(*s.Std)
+	}
+	return json.Marshal(out)
 }
 
 // Row is one point ranked.

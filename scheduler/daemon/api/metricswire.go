@@ -18,6 +18,9 @@ type MetricSummary struct {
 	Min   float64       `json:"min"`
 	Max   float64       `json:"max"`
 	Curve []MetricPoint `json:"curve"`
+	// DivergedAt is the step of a reading past Step that was not a number (a loss gone
+	// NaN), which the curve leaves out; absent where none came after Step.
+	DivergedAt int64 `json:"diverged_at,omitempty"`
 }
 
 // MetricPoint is a metric's value at a step.
@@ -42,7 +45,7 @@ type Judged struct {
 func metricSummaries(ms state.Metrics) []MetricSummary {
 	var out []MetricSummary
 	for _, m := range ms {
-		s := MetricSummary{Name: m.Name, Step: m.Last.Step, Last: m.Last.Value, Min: m.Min, Max: m.Max, Curve: points(m.Series)}
+		s := MetricSummary{Name: m.Name, Step: m.Last.Step, Last: m.Last.Value, Min: m.Min, Max: m.Max, Curve: points(m.Series), DivergedAt: m.Diverged}
 		out = append(out, s)
 	}
 	return out
