@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
@@ -24,7 +25,11 @@ func printTraining(w io.Writer, j api.JobSummary) {
 		fmt.Fprintln(tw, "  ATTEMPT\tMETRIC\tSTEP\tLATEST\tLOWEST\tHIGHEST")
 		for _, a := range j.Attempts {
 			for _, m := range a.Metrics {
-				fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\n", a.N, m.Name, m.Step, metricValue(m.Last), metricValue(m.Min), metricValue(m.Max))
+				step, last := m.Step, m.Last
+				if m.DivergedAt > 0 { // its latest reading was no number
+					step, last = m.DivergedAt, math.NaN()
+				}
+				fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\n", a.N, m.Name, step, metricValue(last), metricValue(m.Min), metricValue(m.Max))
 			}
 		}
 		tw.Flush()

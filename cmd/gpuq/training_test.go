@@ -89,3 +89,14 @@ func TestEarlyStopSweep(t *testing.T) {
 		t.Errorf("the report draws %d curves", n)
 	}
 }
+
+// TestStatusOfADivergedRun: gpuq status ID says a metric's latest reading was no
+// number, at the step it came, not the last number before it.
+func TestStatusOfADivergedRun(t *testing.T) {
+	var b strings.Builder
+	printTraining(&b, api.JobSummary{Attempts: []api.AttemptSummary{{N: 1, Metrics: []api.MetricSummary{
+		{Name: "eval_loss", Step: 100, Last: 0.11, Min: 0.11, Max: 0.11, DivergedAt: 200}}}}})
+	if !strings.Contains(b.String(), "  1        eval_loss  200   NaN     0.11    0.11") {
+		t.Errorf("status:\n%s", b.String())
+	}
+}
