@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -324,5 +325,105 @@ func TestMeasuredBesideIsMeasuredOfEach(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAShapeThatRanAboveEveryRoomRunsOn: a shape measured at 23.2 GiB on a card of 24
+// (room 23 after its headroom; NVML counts 0.6 GiB used on it idle, as a real card
+// does) is no reason to fail its other jobs as larger than every card: they wait, and
+// each runs alone on a card once one is idle, however the cards' idle readings differ,
+// whichever card a sweep may use, and while another job holds the reservation.
+func TestAShapeThatRanAboveEveryRoomRunsOn(t *testing.T) {
+	const idle = 600 << 20
+	peak := 23*gib + gib/5
+	learn := func(t *testing.T, doc string, cards *[]gpu.Card, slots []int, limit state.Limit, on []int, waits string) (*Engine, *state.Store) {
+		t.Helper()
+		sw, err := plans.DecodeSweep("m.yaml", []byte(doc), plans.Overrides{})
+		must(t, err)
+		fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{101: "t.1/1", 102: "t.2/1"}}
+		st, _ := state.NewStore()
+		e := NewEngine(st, cardsInventory{cards}, fr, newFakeClock(), Config{Slots: slots, Headroom: plans.Headroom{Bytes: gib}, LearnAfter: time.Minute, UtilTarget: memoryAlone}, nil)
+		must(t, e.store.Submit(&state.Submission{Sweep: sw, Limit: limit}))
+		must(t, e.round(nil))
+		e.clock.(*fakeClock).now = e.clock.Now().Add(2 * time.Minute)
+		for _, i := range on {
+			(*cards)[i].Processes, (*cards)[i].Used = []gpu.Process{{PID: 101, Used: peak}}, peak+(*cards)[i].Used
+		}
+		must(t, e.round(nil)) // learns 23.2 GiB, above every card's room of 23
+		if got := st.View().Job(waits).State; got != state.JobQueued {
+			t.Fatalf("after the shape's peak was learned, %s is %s, want queued (%s)", waits, got, st.View().Job(waits).Reason)
+		}
+		return e, st
+	}
+	end := func(t *testing.T, e *Engine, cards []gpu.Card, idle []int64, hours int) {
+		t.Helper()
+		for i := range cards {
+			cards[i].Processes, cards[i].Used = nil, idle[i]
+		}
+		e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+		must(t, e.round([]Exit{{Attempt: "t.1/1", Outcome: plans.Success}}))
+		for range hours {
+			e.clock.(*fakeClock).now = e.clock.Now().Add(time.Hour)
+			must(t, e.round(nil))
+		}
+	}
+	const sweep = "name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3]}\nshape_ignores: [seed]\nmemory: 10GiB\n"
+	t.Run("one card", func(t *testing.T) {
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}}
+		e, st := learn(t, sweep, &cards, []int{1}, nil, []int{0}, "t.2")
+		end(t, e, cards, []int64{idle}, 0)
+		if got := st.View().Job("t.2").State; got != state.JobRunning {
+			t.Errorf("t.2 %s once the card is idle, want running", got)
+		}
+	})
+	t.Run("two cards a job, idle alike but not quite", func(t *testing.T) {
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}, {Index: 1, Total: 24 * gib, Used: idle + 100<<20}}
+		e, st := learn(t, sweep+"gpus_per_job: 2\n", &cards, []int{1, 1}, nil, []int{0, 1}, "t.2")
+		end(t, e, cards, []int64{idle, idle + 100<<20}, 1)
+		if got := st.View().Job("t.2").State; got != state.JobRunning {
+			t.Errorf("t.2 %s with both cards idle, want running", got)
+		}
+	})
+	t.Run("a sweep limited to the card idle less", func(t *testing.T) {
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}, {Index: 1, Total: 24 * gib, Used: idle + 100<<20}}
+		e, st := learn(t, sweep, &cards, []int{1, 1}, state.Limit{1: 1}, []int{1}, "t.2")
+		end(t, e, cards, []int64{idle, idle + 100<<20}, 1)
+		if got := st.View().Job("t.2").State; got != state.JobRunning {
+			t.Errorf("t.2 %s with its card idle, want running", got)
+		}
+	})
+	t.Run("beside a reservation for another", func(t *testing.T) {
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}, {Index: 1, Total: 24 * gib, Used: idle}}
+		e, st := learn(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nshape_ignores: [seed]\nmemory: 20GiB\n",
+			&cards, []int{2, 2}, nil, []int{0}, "t.3")
+		cards[1].Processes, cards[1].Used = []gpu.Process{{PID: 102, Used: peak}}, peak+idle
+		sw, err := plans.DecodeSweep("x.yaml", []byte("name: x\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\npriority: 5\n"), plans.Overrides{})
+		must(t, err)
+		must(t, e.store.Submit(&state.Submission{Sweep: sw, Limit: state.Limit{1: 2}}))
+		must(t, e.round(nil))
+		cards[0].Processes, cards[0].Used = nil, idle
+		e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+		must(t, e.round([]Exit{{Attempt: "t.1/1", Outcome: plans.Success}}))
+		if got := st.View().Job("t.3").State; got != state.JobRunning {
+			r, d, _ := e.why("t.3")
+			t.Errorf("t.3 %s with card 0 idle, want running (why: %s: %s)", got, r, d)
+		}
+	})
+}
+
+// TestWhyOfAShapeThatRanAboveEveryRoom: while its card is busy, such a job waits for an
+// idle one, and says so.
+func TestWhyOfAShapeThatRanAboveEveryRoom(t *testing.T) {
+	const idle = 600 << 20
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}}
+	e, st, _, _ := cardsEngine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\nmemory: 10GiB\n", &cards,
+		map[int]string{101: "t.1/1"}, Config{Slots: []int{1}, LearnAfter: time.Minute, UtilTarget: memoryAlone})
+	must(t, e.round(nil))
+	e.clock.(*fakeClock).now = e.clock.Now().Add(2 * time.Minute)
+	cards[0].Processes, cards[0].Used = []gpu.Process{{PID: 101, Used: 23*gib + gib/5}}, 23*gib+gib/5+idle
+	must(t, e.round(nil))
+	r, d, err := e.why("t.2")
+	if err != nil || st.View().Job("t.2").State != state.JobQueued || !strings.Contains(d, "runs alone") {
+		t.Errorf("why t.2: %s: %s (%v); %s", r, d, err, st.View().Job("t.2").State)
 	}
 }

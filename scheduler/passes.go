@@ -134,7 +134,7 @@ func (e *Engine) offers(v packView, ps *passes, p pass) offers {
 		}
 		return math.MaxInt
 	}
-	return offers{c: e.store.Queue().Cursor(admit), request: v.request, placed: ps.placed}
+	return offers{c: e.store.Queue().Cursor(admit).Asking(v.asks), request: v.request, placed: ps.placed}
 }
 
 // unmeasured reports whether jobs of a shape wait for it to be measured (its

@@ -206,6 +206,8 @@ type packView struct {
 	cards   []pack.CardState
 	hosts   pack.Hosts
 	request func(*state.Group, state.Member) pack.Request
+	// asks is what each of a group's jobs asks of a card, as its requests say.
+	asks func(*state.Group) int64
 }
 
 // packViewBufs are arrays a packView's cards and their ends, and the attempts' holdings
@@ -245,16 +247,18 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 			}
 		}
 	}
-	return packView{view: view, cards: cards, hosts: hosts, request: e.requester(e.quotas(view, cards, running))}, nil
+	fit := e.fitsOf(view)
+	return packView{view: view, cards: cards, hosts: hosts, request: e.requester(fit, e.quotas(view, cards, running)), asks: fit.asks}, nil
 }
 
 // requester turns the queue's jobs into the packer's requests: each with its sweep's
 // quota, how long it is expected to run, and how long it has headed the queue.
-func (e *Engine) requester(quota func(sweep string) *pack.Quota) func(*state.Group, state.Member) pack.Request {
+func (e *Engine) requester(fit fits, quota func(sweep string) *pack.Quota) func(*state.Group, state.Member) pack.Request {
 	now := e.clock.Now()
 	return func(g *state.Group, m state.Member) pack.Request {
-		r := pack.Request{Job: m.ID, Memory: g.Key.Estimate, GPUsPerJob: g.Key.GPUs, Host: g.Key.Host,
-			Exclusive: g.Key.Exclusive || g.Key.Probe, Quota: quota(g.Sweep), Duration: cmp.Or(g.Took(), g.Key.Timeout)}
+		memory, alone := fit.ask(g.Key.Estimate, g.Key.Shape)
+		r := pack.Request{Job: m.ID, Memory: memory, GPUsPerJob: g.Key.GPUs, Host: g.Key.Host,
+			Exclusive: g.Key.Exclusive || g.Key.Probe || alone, Quota: quota(g.Sweep), Duration: cmp.Or(g.Took(), g.Key.Timeout)}
 		util, known := e.utilOf(g.Key.Shape)
 		r.Util, r.UtilUnknown = util, !known
 		if m.Seq == e.head.seq {
@@ -262,6 +266,46 @@ func (e *Engine) requester(quota func(sweep string) *pack.Quota) func(*state.Gro
 		}
 		return r
 	}
+}
+
+// fits is what a round's queued jobs ask of a card: their estimates, but for a job whose
+// shape ran at an estimate above every card's room (see ranAt), which runs alone on an
+// idle card that has its estimate free, as that job did. Such a job asks for its
+// estimate less the largest card's headroom, exclusively: on an idle card of that size,
+// the packer's free (what is not used there, less headroom) is then at least what it
+// asks exactly where the card has the estimate free, whatever NVML counts as used on it
+// idle (0.6 GiB of an idle H200), card by card.
+type fits struct {
+	view           state.View
+	room, headroom int64 // the most any card offers, and what the largest keeps back
+	total          int64 // the largest card's memory
+}
+
+func (e *Engine) fitsOf(view state.View) fits {
+	room := e.largestRoom()
+	return fits{view: view, room: room, headroom: max(e.largest-room, 0), total: e.largest}
+}
+
+// ask is what a queued job of shape with estimate est asks of a card, and whether it
+// must have the card alone.
+func (f fits) ask(est int64, shape string) (int64, bool) {
+	if est <= f.room || !ranAt(f.view.Shape(shape), est, f.room, f.total) {
+		return est, false
+	}
+	return est - f.headroom, true
+}
+
+// asks is what each of a group's jobs asks of a card (see ask).
+func (f fits) asks(g *state.Group) int64 {
+	memory, _ := f.ask(g.Key.Estimate, g.Key.Shape)
+	return memory
+}
+
+// ranAt reports whether est, above room, is the measured peak of shape l (a job of it
+// ran at that much on a card, up to total, the largest card's memory) and no OOM of it
+// proved it needs more than room: such a job fits a card alone, and is not too large.
+func ranAt(l *state.Shape, est, room, total int64) bool {
+	return l != nil && l.Peak >= est && l.Peak <= total && l.Floor <= room
 }
 
 // head is the job at the head of the queue that waits, cards reserved for it, and
@@ -507,6 +551,9 @@ func (e *Engine) failTooLarge() {
 	view := e.store.Latest()
 	for _, id := range e.store.Queue().Larger(room) {
 		j := view.Job(id)
+		if est, _ := view.Estimate(j); ranAt(view.Shape(j.Shape), est, room, e.largest) {
+			continue // a job of its shape ran at that: it waits for a card of its own (see fits)
+		}
 		c := *j
 		l := view.Shape(j.Shape)
 		if l != nil && l.Base > room && plans.BatchOnly(j.Ladder, view.Sweep(j.Sweep).OOM.Keys) {

@@ -27,7 +27,8 @@ const (
 	// before they are due, nor to leave the head its room. (A person's hold on a job is
 	// another thing: that job is "held".)
 	Reserved Reason = "reserved"
-	// NeedsIdle: the job runs alone (an exclusive rung) and no card is idle.
+	// NeedsIdle: the job runs alone (an exclusive rung, a probe, a shape that ran at more
+	// than any card's room) and no card is idle.
 	NeedsIdle Reason = "needs-idle"
 	// NoHostMemory: the machine's RAM, less its reserve, has no room for the job's
 	// host_memory now.
@@ -303,7 +304,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	case Reserved:
 		w.Detail = p.reservedWhy(r)
 	case NeedsIdle:
-		w.Detail = fmt.Sprintf("runs alone after an OOM and needs %s with no other job", cards)
+		w.Detail = fmt.Sprintf("runs alone and needs %s with no other job", cards)
 	case Unmeasured, WouldSlow:
 		w.Detail = p.busyWhy(r, leastBusy)
 	case NoMemory:

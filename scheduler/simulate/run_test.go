@@ -191,3 +191,42 @@ jobs:
 		}
 	}
 }
+
+// TestAShapeThatRanNearlyFillingItsCardIsNotTooLarge: a shape measured at 23.5 GiB on a
+// card of 24, above its room (22.8 after 5% headroom), succeeded there: the others of
+// the shape run there too, one at a time, rather than fail without an attempt as
+// larger than every card; and smaller jobs arriving behind them do not keep them off
+// it for ever, as the head's reservation keeps any job's.
+func TestAShapeThatRanNearlyFillingItsCardIsNotTooLarge(t *testing.T) {
+	for _, small := range []string{"", `
+  - {name: sa, estimate: 2GiB, base: 1GiB, activations: 0.5GiB, duration: 7m, count: 60}
+  - {name: sb, estimate: 2GiB, base: 1GiB, activations: 0.5GiB, duration: 11m, count: 60}
+  - {name: sc, estimate: 2GiB, base: 1GiB, activations: 0.5GiB, duration: 13m, count: 60}`} {
+		tr := mustDecode(t, `
+gpus: "sim:1x24GiB"
+headroom: 5%
+jobs:
+  - {name: big, estimate: 20GiB, base: 3GiB, activations: 20.5GiB, duration: 10m, count: 3}`+small+"\n")
+		r, store, err := History(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Failed != 0 || r.OOMEvents != 0 || r.Completed != r.Jobs {
+			t.Errorf("completed %d of %d, failed %d, OOMs %d; want all, 0, 0", r.Completed, r.Jobs, r.Failed, r.OOMEvents)
+		}
+		var first, last time.Time
+		for _, j := range store.View().Jobs() {
+			for _, a := range store.View().Attempts(j.ID) {
+				if first.IsZero() || a.Started.Before(first) {
+					first = a.Started
+				}
+				if strings.HasPrefix(j.Name, "big") && a.Started.After(last) {
+					last = a.Started
+				}
+			}
+		}
+		if started := last.Sub(first); started > time.Hour {
+			t.Errorf("the last big job started %s in, behind the small ones; want within the hour", started)
+		}
+	}
+}

@@ -773,6 +773,24 @@ type Cursor struct {
 	last entry
 	// admit says how many of a group's jobs may be read this round (math.MaxInt: all).
 	admit func(*Group) int
+	// asks is what each of a group's jobs asks of a card, which NextUpTo compares with
+	// its room; nil: its estimate (see Asking).
+	asks func(*Group) int64
+}
+
+// Asking has NextUpTo compare what asks says a group's jobs ask of a card, rather than
+// their estimate, and returns c.
+func (c *Cursor) Asking(asks func(*Group) int64) *Cursor {
+	c.asks = asks
+	return c
+}
+
+// ask is what each of g's jobs asks of a card.
+func (c *Cursor) ask(g *Group) int64 {
+	if c.asks == nil {
+		return g.Key.Estimate
+	}
+	return c.asks(g)
 }
 
 // entry is a group being read: the position in jobs of its next job, and how many
@@ -815,7 +833,7 @@ func (c *Cursor) NextUpTo(room int64) (*Group, Member, bool) {
 		back := c.back.entries
 		if len(back) > 0 && (g == nil || c.q.compare(back[0].g, back[0].seq(), g, g.head().Seq) < 0) {
 			e := heap.Pop(&c.back).(entry)
-			if e.g.Key.Estimate <= room {
+			if c.ask(e.g) <= room {
 				c.last = e
 				return e.g, e.g.jobs[e.at], true
 			}
@@ -825,7 +843,7 @@ func (c *Cursor) NextUpTo(room int64) (*Group, Member, bool) {
 			return nil, Member{}, false
 		}
 		c.next++
-		if g.Key.Estimate > room || g.len() == 0 {
+		if g.len() == 0 || c.ask(g) > room {
 			continue
 		}
 		n := math.MaxInt
