@@ -392,6 +392,35 @@ func TestAShapeThatRanAboveEveryRoomRunsOn(t *testing.T) {
 			t.Errorf("t.2 %s with its card idle, want running", got)
 		}
 	})
+	t.Run("its reservation on the card that could hold it", func(t *testing.T) {
+		// Card 0 runs another sweep's job of no known end; t.1 ran on card 1, where a
+		// viewer's 256 MiB then leaves 23.15 GiB: never enough for t.2. Its reservation
+		// must be card 0's, not card 1's, which a job that fits may have.
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}, {Index: 1, Total: 24 * gib, Used: idle}}
+		fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{101: "x.1/1", 102: "t.1/1"}}
+		st, _ := state.NewStore()
+		e := NewEngine(st, cardsInventory{&cards}, fr, newFakeClock(), Config{Slots: []int{1, 1}, Headroom: plans.Headroom{Bytes: gib}, LearnAfter: time.Minute, UtilTarget: memoryAlone}, nil)
+		for _, doc := range []string{"name: x\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 10GiB\n", sweep} {
+			sw, err := plans.DecodeSweep("s.yaml", []byte(doc), plans.Overrides{})
+			must(t, err)
+			must(t, e.store.Submit(&state.Submission{Sweep: sw}))
+			must(t, e.round(nil))
+		}
+		if a := st.View().Attempt("t.1/1"); a == nil || !slices.Equal(a.GPUs, []int{1}) {
+			t.Fatalf("t.1 is not on card 1: %+v", a)
+		}
+		e.clock.(*fakeClock).now = e.clock.Now().Add(2 * time.Minute)
+		cards[0].Processes, cards[0].Used = []gpu.Process{{PID: 101, Used: 10 * gib}}, idle+10*gib
+		cards[1].Processes, cards[1].Used = []gpu.Process{{PID: 102, Used: peak}}, idle+peak
+		must(t, e.round(nil))
+		cards[1].Processes, cards[1].Used = []gpu.Process{{PID: 900, Used: 256 << 20}}, idle+256<<20
+		e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+		must(t, e.round([]Exit{{Attempt: "t.1/1", Outcome: plans.Success}}))
+		d, _, err := e.Preview()
+		if err != nil || d.Reservation == nil || d.Reservation.Job != "t.2" || !slices.Equal(d.Reservation.Cards, []int{0}) {
+			t.Errorf("reserved %+v (%v), want card 0 for t.2", d.Reservation, err)
+		}
+	})
 	t.Run("beside a reservation for another", func(t *testing.T) {
 		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}, {Index: 1, Total: 24 * gib, Used: idle}}
 		e, st := learn(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nshape_ignores: [seed]\nmemory: 20GiB\n",

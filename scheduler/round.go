@@ -253,7 +253,7 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 
 // requester turns the queue's jobs into the packer's requests: each with its sweep's
 // quota, how long it is expected to run, and how long it has headed the queue.
-func (e *Engine) requester(fit fits, quota func(sweep string) *pack.Quota) func(*state.Group, state.Member) pack.Request {
+func (e *Engine) requester(fit *fits, quota func(sweep string) *pack.Quota) func(*state.Group, state.Member) pack.Request {
 	now := e.clock.Now()
 	return func(g *state.Group, m state.Member) pack.Request {
 		memory, alone := fit.ask(g.Key.Estimate, g.Key.Shape)
@@ -271,32 +271,47 @@ func (e *Engine) requester(fit fits, quota func(sweep string) *pack.Quota) func(
 // fits is what a round's queued jobs ask of a card: their estimates, but for a job whose
 // shape ran at an estimate above every card's room (see ranAt), which runs alone on an
 // idle card that has its estimate free, as that job did. Such a job asks for its
-// estimate less the largest card's headroom, exclusively: on an idle card of that size,
-// the packer's free (what is not used there, less headroom) is then at least what it
-// asks exactly where the card has the estimate free, whatever NVML counts as used on it
-// idle (0.6 GiB of an idle H200), card by card.
+// estimate less the headroom of the smallest card that holds that much, exclusively: on
+// an idle card of that size, the packer's free (what is not used there, less headroom)
+// is then at least what it asks exactly where the card has the estimate free, whatever
+// NVML counts as used on it idle (0.6 GiB of an idle H200), card by card; a larger card
+// keeps back more, and so must have more than the estimate free.
 type fits struct {
-	view           state.View
-	room, headroom int64 // the most any card offers, and what the largest keeps back
-	total          int64 // the largest card's memory
+	view        state.View
+	room, total int64 // the most any card offers, and the largest card's memory
+	cards       []gpu.Card
+	headroom    plans.Headroom
+	// kept is what each size of card keeps back, by its memory, once asked.
+	kept map[int64]int64
 }
 
-func (e *Engine) fitsOf(view state.View) fits {
-	room := e.largestRoom()
-	return fits{view: view, room: room, headroom: max(e.largest-room, 0), total: e.largest}
+func (e *Engine) fitsOf(view state.View) *fits {
+	return &fits{view: view, room: e.largestRoom(), total: e.largest, cards: e.cards, headroom: e.cfg.Headroom}
 }
 
 // ask is what a queued job of shape with estimate est asks of a card, and whether it
 // must have the card alone.
-func (f fits) ask(est int64, shape string) (int64, bool) {
+func (f *fits) ask(est int64, shape string) (int64, bool) {
 	if est <= f.room || !ranAt(f.view.Shape(shape), est, f.room, f.total) {
 		return est, false
 	}
-	return est - f.headroom, true
+	if f.kept == nil {
+		f.kept = map[int64]int64{}
+		for _, c := range f.cards {
+			f.kept[c.Total] = c.Total - f.headroom.Room(c.Total)
+		}
+	}
+	smallest, kept := int64(math.MaxInt64), int64(0)
+	for total, h := range f.kept {
+		if total >= est && total < smallest {
+			smallest, kept = total, h
+		}
+	}
+	return est - kept, true
 }
 
 // asks is what each of a group's jobs asks of a card (see ask).
-func (f fits) asks(g *state.Group) int64 {
+func (f *fits) asks(g *state.Group) int64 {
 	memory, _ := f.ask(g.Key.Estimate, g.Key.Shape)
 	return memory
 }
