@@ -106,11 +106,36 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 	return out
 }
 
-// requestOf is a queued job as the packer sees it. A job of memory: probe whose shape
-// is not measured yet runs alone.
-func requestOf(j *state.Job) pack.Request {
-	return pack.Request{Job: j.ID, Memory: j.Estimate, GPUsPerJob: j.GPUsPerJob, Host: j.HostEstimate,
-		Exclusive: j.Pos.Exclusive || j.Probe && j.Estimate == 0}
+// noteIdle keeps what NVML counts as used on each card the round finds idle (no
+// attempt of gpuq's on it, running or settling, and no process listed): a real card
+// has some in use with nothing on it (0.6 GiB of an idle H200), which no job can have.
+func (e *Engine) noteIdle(cards []pack.CardState) {
+	for i := range cards {
+		c := &e.cards[i]
+		if cards[i].Running > 0 || len(c.Processes) > 0 || c.Fault != "" || c.Used < 0 {
+			continue
+		}
+		if id := c.ID(); e.idle[id] != c.Used {
+			e.idle[id] = c.Used
+			e.idleFitOf = 0
+		}
+	}
+}
+
+// idleRoom is the most any card offers a job once idle: its room, less what NVML
+// counted as used on it when it was last found idle (see noteIdle). It is figured
+// again only where that, the cards or the largest room changed: a fleet's round does
+// not look up each of its thousands of cards.
+func (e *Engine) idleRoom(room int64) int64 {
+	if e.idleFitOf == e.cardsRead && e.idleFitRoom == room {
+		return e.idleFit
+	}
+	most := int64(0)
+	for _, c := range e.cards {
+		most = max(most, e.cfg.Headroom.Room(c.Total)-e.idle[c.ID()])
+	}
+	e.idleFit, e.idleFitOf, e.idleFitRoom = min(most, room), e.cardsRead, room
+	return e.idleFit
 }
 
 // watchCards tells people what changed in how the cards can be read: a card going out of

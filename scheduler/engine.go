@@ -216,6 +216,13 @@ type Engine struct {
 	// largest is the memory of the largest of those cards, which the queue weighs a
 	// job's share of a card by (see state.Queue.SetCards).
 	largest int64
+	// idle is what NVML counted as used on each card when a round last found it idle
+	// (see noteIdle); idleFit what that leaves the job with the most (see idleRoom),
+	// figured for the cards' reading idleFitOf (0: to figure again) and the largest
+	// room idleFitRoom.
+	idle                 map[plans.CardID]int64
+	idleFit, idleFitRoom int64
+	idleFitOf            uint64
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership
@@ -308,7 +315,7 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		tell: events, owners: &ownership{}, ownersWere: &ownership{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{}, workerAt: map[string]int{},
+		tell: events, owners: &ownership{}, ownersWere: &ownership{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{}, workerAt: map[string]int{}, idle: map[plans.CardID]int64{},
 		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), reads: make(chan func()), stopped: make(chan struct{}),
 		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}, heard: heard}
 	e.events = func(ev Event) {

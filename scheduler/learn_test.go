@@ -456,3 +456,63 @@ func TestWhyOfAShapeThatRanAboveEveryRoom(t *testing.T) {
 		t.Errorf("why t.2: %s: %s (%v); %s", r, d, err, st.View().Job("t.2").State)
 	}
 }
+
+// TestAJobBetweenIdleFreeAndRoomRuns: a job whose estimate is within a card's room
+// but above what the card has free when idle (NVML counts some memory used on an idle
+// card) runs alone on it, as a job of its size did, rather than fit no card and wait
+// for ever; where another card holds it beside what that one has in use idle, it asks
+// as any job does.
+func TestAJobBetweenIdleFreeAndRoomRuns(t *testing.T) {
+	const idle = 600 << 20
+	peak := 22*gib + 7*gib/10 // room 23 GiB, 22.4 free on an idle card
+	const sweep = "name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\n"
+	running := func(t *testing.T, st *state.Store, job string, alone bool, gpus []int) {
+		t.Helper()
+		j := st.View().Job(job)
+		if j.State != state.JobRunning {
+			t.Fatalf("%s is %s (%s), want running", job, j.State, j.Reason)
+		}
+		if a := st.View().Attempt(job + "/1"); a.Alone != alone || !slices.Equal(a.GPUs, gpus) {
+			t.Errorf("%s runs alone %v on %v, want alone %v on %v", job, a.Alone, a.GPUs, alone, gpus)
+		}
+	}
+	t.Run("its estimate declared", func(t *testing.T) {
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}}
+		e, st, _, _ := cardsEngine(t, sweep+"memory: 22.7GiB\n", &cards, nil, Config{Slots: []int{2}, UtilTarget: memoryAlone})
+		must(t, e.round(nil))
+		running(t, st, "t.1", true, []int{0})
+		// It keeps the card to itself: a job small enough for the 0.3 GiB its
+		// reservation leaves would have it run out of memory as it grows.
+		sw, err := plans.DecodeSweep("x.yaml", []byte("name: x\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 100MiB\n"), plans.Overrides{})
+		must(t, err)
+		must(t, e.store.Submit(&state.Submission{Sweep: sw}))
+		e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+		must(t, e.round(nil))
+		if j := st.View().Job("x.1"); j.State != state.JobQueued {
+			t.Errorf("x.1 is %s beside t.1, want queued", j.State)
+		}
+	})
+	t.Run("learned of a job of its shape", func(t *testing.T) {
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}}
+		e, st, _, _ := cardsEngine(t, sweep+"memory: 10GiB\n", &cards, map[int]string{101: "t.1/1"},
+			Config{LearnAfter: time.Minute, UtilTarget: memoryAlone})
+		must(t, e.round(nil))
+		e.clock.(*fakeClock).now = e.clock.Now().Add(2 * time.Minute)
+		cards[0].Processes, cards[0].Used = []gpu.Process{{PID: 101, Used: peak}}, peak+idle
+		must(t, e.round(nil))
+		cards[0].Processes, cards[0].Used = nil, idle
+		e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+		must(t, e.round([]Exit{{Attempt: "t.1/1", Outcome: plans.Success}}))
+		for range 3 {
+			e.clock.(*fakeClock).now = e.clock.Now().Add(time.Hour)
+			must(t, e.round(nil))
+		}
+		running(t, st, "t.2", true, []int{0})
+	})
+	t.Run("another card holds it", func(t *testing.T) {
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}, {Index: 1, Total: 24 * gib, Used: 100 << 20}}
+		e, st, _, _ := cardsEngine(t, sweep+"memory: 22.7GiB\n", &cards, nil, Config{UtilTarget: memoryAlone})
+		must(t, e.round(nil))
+		running(t, st, "t.1", false, []int{1})
+	})
+}

@@ -240,6 +240,7 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 	buf.cards = cards
 	e.timeLeft(cards)
 	e.addEnds(cards, held, &buf.ends)
+	e.noteIdle(cards)
 	if drained := view.Drained(); len(drained) > 0 {
 		for i := range cards {
 			if drained[plans.CardID{Worker: cards[i].Worker, Index: cards[i].Index}] {
@@ -279,20 +280,27 @@ func (e *Engine) requester(fit *fits, quota func(sweep string) *pack.Quota) func
 type fits struct {
 	view        state.View
 	room, total int64 // the most any card offers, and the largest card's memory
-	cards       []gpu.Card
-	headroom    plans.Headroom
+	// fit is the most any card offers with what NVML counted as used on it when it
+	// was last idle kept back (see idleRoom): no more than room.
+	fit      int64
+	cards    []gpu.Card
+	headroom plans.Headroom
 	// kept is what each size of card keeps back, by its memory, once asked.
 	kept map[int64]int64
 }
 
 func (e *Engine) fitsOf(view state.View) *fits {
-	return &fits{view: view, room: e.largestRoom(), total: e.largest, cards: e.cards, headroom: e.cfg.Headroom}
+	room := e.largestRoom()
+	return &fits{view: view, room: room, fit: e.idleRoom(room), total: e.largest, cards: e.cards, headroom: e.cfg.Headroom}
 }
 
 // ask is what a queued job of shape with estimate est asks of a card, and whether it
-// must have the card alone.
+// must have the card alone. A job no card could hold beside what NVML counts as used on
+// it idle (est above fit), though within a card's room, asks the same way as one whose
+// shape ran above every card's room: otherwise it would fit no card, idle or not, and
+// wait for ever.
 func (f *fits) ask(est int64, shape string) (int64, bool) {
-	if est <= f.room || !ranAt(f.view.Shape(shape), est, f.room, f.total) {
+	if est <= f.fit || est > f.room && !ranAt(f.view.Shape(shape), est, f.room, f.total) {
 		return est, false
 	}
 	if f.kept == nil {
@@ -849,7 +857,7 @@ func (e *Engine) launch(sweeps *launchSweeps, j *state.Job, p pack.Placement, sh
 	job.State = state.JobRunning
 	a := &state.Attempt{ID: state.AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, Worker: p.Worker, GPUs: cardIdx,
 		Tier: j.Pos.Tier, Params: j.Current, Estimate: job.Estimate, Reserve: job.Estimate, HostReserve: job.HostEstimate,
-		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: requestOf(&job).Exclusive, Expected: e.store.Queue().Took(j.Shape)}
+		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: p.Alone, Expected: e.store.Queue().Took(j.Shape)}
 	if j.Probe && job.Estimate == 0 {
 		e.changeShape(j.Shape, func(l *state.Shape) { l.Probe = j.ID }, nil)
 	}

@@ -141,6 +141,9 @@ type Placement struct {
 	Job    string
 	Worker string // the machine of its cards
 	Cards  []int  // card indices on it
+	// Alone: it has its cards to itself (its request was exclusive), as long as it
+	// runs.
+	Alone bool
 }
 
 // Decision is the packer's answer for one round.
