@@ -79,6 +79,9 @@ type reach struct {
 	config bool            // the trainer is told where its config is
 	leaves []string        // config.base's keys
 	fits   map[string]*fitted
+	// nested: the ladder's keys are found inside mapping parameters too; in a sweep
+	// expanded Flat, only as parameters of their own.
+	nested bool
 }
 
 func (s *Sweep) reach() *reach {
@@ -90,7 +93,16 @@ func (s *Sweep) reach() *reach {
 			used[name[:i]] = true
 		}
 	}
-	return &reach{s: s, used: used, config: s.configReaches(), leaves: s.baseLeaves(), fits: map[string]*fitted{}}
+	return &reach{s: s, used: used, config: s.configReaches(), leaves: s.baseLeaves(), fits: map[string]*fitted{},
+		nested: s.Expansion == Nested}
+}
+
+// param is a job's parameter as the ladder finds it (see nested).
+func (rc *reach) param(params *Map, k string) (any, bool) {
+	if rc.nested {
+		return params.Param(k)
+	}
+	return params.Get(k)
 }
 
 // reaches reports whether a parameter gets to the trainer: by a placeholder, or in the
@@ -124,7 +136,7 @@ func (rc *reach) findRoles(params *Map, named map[string]string) (found map[stri
 		// parameter (training.batch_size of training: {...}) reaches the trainer as
 		// that parameter does.
 		var reached, base, lost []string
-		for k, at := range paramPaths(params) {
+		for k, at := range paramPaths(params, rc.nested) {
 			switch {
 			case !namedFor(k, r.Names) || slices.Contains(reached, k) || slices.Contains(lost, k):
 				// A path written twice (dotted, and in a mapping) is one key.
@@ -204,7 +216,7 @@ func (rc *reach) fit(params *Map) *fitted {
 	// Jobs alike in their parameters' names, and in which are numbers (a batch size
 	// written as a string takes no halving rung), fit alike.
 	var b strings.Builder
-	for k, at := range paramPaths(params) {
+	for k, at := range paramPaths(params, rc.nested) {
 		b.WriteString(k)
 		if _, num := Number(at.v); num {
 			b.WriteByte('#')
@@ -227,7 +239,7 @@ func (rc *reach) fit(params *Map) *fitted {
 		rung = rung.renamed(roles)
 		ok := true
 		for _, k := range rung.Keys() {
-			if _, has := params.Param(k); has || slices.Contains(f.fromBase, k) {
+			if _, has := rc.param(params, k); has || slices.Contains(f.fromBase, k) {
 				continue
 			}
 			if v, inBase := s.baseValue(k); inBase && isScalar(v) {
@@ -240,7 +252,7 @@ func (rc *reach) fit(params *Map) *fitted {
 			}
 		}
 		for _, fac := range rung.Scale {
-			v, has := params.Param(fac.Key)
+			v, has := rc.param(params, fac.Key)
 			if !has {
 				v, has = s.baseValue(fac.Key)
 			}
