@@ -59,7 +59,7 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	if err := makeAttemptDir(hostTrust(), dir); err != nil {
 		return Command{}, err
 	}
-	cfg, err := renderConfig(a)
+	cfg, doc, err := renderConfig(a)
 	if err != nil {
 		return Command{}, fmt.Errorf("job %s: config: %w", a.JobID, err)
 	}
@@ -76,7 +76,7 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 		if v, ok := builtin[name]; ok {
 			return v, true
 		}
-		v, ok := a.Params.Param(name)
+		v, ok := plans.Placeholder(a.Params, doc, name)
 		return plans.FormatValue(v), ok
 	}
 	c := Command{Dir: a.Sweep.Workdir, Config: cfg}
@@ -218,8 +218,9 @@ func mergeEnv(parent, set []string) []string {
 }
 
 // renderConfig writes the attempt's config (config.base as read with the sweep, the
-// parameters it takes merged in; see plans.ConfigSpec.Merges) and returns its path.
-func renderConfig(a Attempt) (string, error) {
+// parameters it takes merged in; see plans.ConfigSpec.Merges) and returns its path and
+// what it holds.
+func renderConfig(a Attempt) (string, *plans.Map, error) {
 	spec := a.Sweep.Config
 	format := plans.YAML
 	if spec != nil {
@@ -239,8 +240,8 @@ func renderConfig(a Attempt) (string, error) {
 		out, err = yaml.Marshal(doc)
 	}
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	path := filepath.Join(a.Dir, "config."+string(format))
-	return path, writePrivate(path, out)
+	return path, doc, writePrivate(path, out)
 }

@@ -496,3 +496,30 @@ func TestAPlaceholderReachesIntoAMappingParameter(t *testing.T) {
 		}
 	}
 }
+
+// TestAMappingPlaceholderIsWhatTheConfigHolds: {training}, a mapping parameter used
+// whole, is the training section the trainer's config has: the base's keys (lr) and
+// the parameters the ladder sets under it (training.gradient_accumulation_steps,
+// taken from the base) merged in.
+func TestAMappingPlaceholderIsWhatTheConfigHolds(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "base.yaml"), []byte("training: {batch_size: 8, gradient_accumulation_steps: 1, lr: 0.1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := plans.DecodeSweep(filepath.Join(dir, "m.yaml"), []byte("name: m\ncommand: [train, --config, \"{config}\", --training, \"{training}\"]\n"+
+		"config: {base: base.yaml}\nparams: {training: {batch_size: 32}}\njobs: [{}]\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := s.Jobs[0]
+	tiers := plans.Tiers(j.Params, j.Ladder)
+	for n, want := range map[int]string{0: `{"batch_size":32,"gradient_accumulation_steps":1,"lr":0.1}`, 1: `{"batch_size":16,"gradient_accumulation_steps":2,"lr":0.1}`} {
+		c, err := Prepare(Attempt{Sweep: s, JobID: "m.1", N: 1, Tier: n, Params: tiers[n].Params, Dir: t.TempDir(), Cards: []plans.Card{{Index: 0}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Argv[len(c.Argv)-1]; got != want {
+			t.Errorf("tier %d: {training} is %s, the config's %s", n, got, want)
+		}
+	}
+}

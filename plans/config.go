@@ -56,6 +56,21 @@ func (c *ConfigSpec) Render(params *Map) *Map {
 	return doc
 }
 
+// Placeholder is the value of a placeholder {name} in an attempt with these
+// parameters, whose config Render made rendered: the parameter (see Map.Param), but
+// one that is a mapping as the config holds it, what the trainer reads there: the
+// base's keys and the dotted parameters under it (training.gradient_accumulation_steps,
+// which the ladder sets) merged in.
+func Placeholder(params, rendered *Map, name string) (any, bool) {
+	v, ok := params.Param(name)
+	if _, mapping := v.(*Map); mapping {
+		if merged, in := rendered.Path(name); in {
+			return merged, true
+		}
+	}
+	return v, ok
+}
+
 // mergePath puts v at a dotted path as SetPath does, but where both v and what is
 // there are mappings, merges v's keys into it, each in the same way.
 func (m *Map) mergePath(path string, v any) {

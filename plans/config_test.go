@@ -234,3 +234,25 @@ func TestLeafValuesKeepADottedKey(t *testing.T) {
 		t.Errorf("named %s", got)
 	}
 }
+
+// TestAMappingPlaceholderIsTheRenderedSection: a placeholder of a mapping parameter is
+// the section the rendered config holds, the base's keys and the dotted parameters
+// under it merged in; a mapping the config does not take is the parameter as written.
+func TestAMappingPlaceholderIsTheRenderedSection(t *testing.T) {
+	s, err := sweepWithBase(t, "training: {batch_size: 8, gradient_accumulation_steps: 1, lr: 0.1}\n",
+		"name: m\ncommand: [train, \"{config}\", \"{training}\", \"{opt}\"]\nconfig: {base: base.yaml}\n"+
+			"params: {training: {batch_size: 32}, training.lr: 0.2, opt: {name: adam}}\njobs: [{}]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := s.Jobs[0].Params
+	for name, want := range map[string]string{
+		"training":    `{"batch_size":32,"gradient_accumulation_steps":1,"lr":0.2}`,
+		"training.lr": "0.2",
+		"opt":         `{"name":"adam"}`,
+	} {
+		if v, ok := Placeholder(params, s.Config.Render(params), name); !ok || FormatValue(v) != want {
+			t.Errorf("{%s} is %s (%v), want %s", name, FormatValue(v), ok, want)
+		}
+	}
+}
