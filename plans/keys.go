@@ -79,6 +79,7 @@ type reach struct {
 	config bool            // the trainer is told where its config is
 	leaves []string        // config.base's keys
 	fits   map[string]*fitted
+	sig    []byte // fit's buffer
 	// nested: the ladder's keys are found inside mapping parameters too; in a sweep
 	// expanded Flat, only as parameters of their own.
 	nested bool
@@ -214,17 +215,18 @@ type rungKey struct {
 // keys the jobs lack is left out; a written rung is kept, and its missing keys listed.
 func (rc *reach) fit(params *Map) *fitted {
 	// Jobs alike in their parameters' names, and in which are numbers (a batch size
-	// written as a string takes no halving rung), fit alike.
-	var b strings.Builder
+	// written as a string takes no halving rung), fit alike. The signature is written
+	// into one buffer for all the jobs, and a string made of it only for a new fit.
+	sig := rc.sig[:0]
 	for k, at := range paramPaths(params, rc.nested) {
-		b.WriteString(k)
+		sig = append(sig, k...)
 		if _, num := Number(at.v); num {
-			b.WriteByte('#')
+			sig = append(sig, '#')
 		}
-		b.WriteByte(0)
+		sig = append(sig, 0)
 	}
-	sig := b.String()
-	if f, ok := rc.fits[sig]; ok {
+	rc.sig = sig
+	if f, ok := rc.fits[string(sig)]; ok {
 		return f
 	}
 	s := rc.s
@@ -265,7 +267,7 @@ func (rc *reach) fit(params *Map) *fitted {
 			f.ladder = append(f.ladder, rung)
 		}
 	}
-	rc.fits[sig] = f
+	rc.fits[string(sig)] = f
 	return f
 }
 
