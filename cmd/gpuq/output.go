@@ -284,9 +284,16 @@ func (t *fitTable) widths(rows [][]string) []int {
 	if t.width <= 0 {
 		return widths
 	}
+	// A line ending at column i needs the columns before it, their gaps and its last
+	// cell; a last cell that may be cut needs no room of its own (it takes what is left,
+	// or goes), so neither does the gap before it.
 	over := -t.width
 	for i := range widths {
-		over = max(over, sum(widths[:i])+2*i+lasts[i]-t.width)
+		gaps := 2 * i
+		if slices.Contains(t.cut, i) {
+			gaps = max(gaps-2, 0)
+		}
+		over = max(over, sum(widths[:i])+gaps+lasts[i]-t.width)
 	}
 	for _, c := range t.cut {
 		if over <= 0 || c >= len(widths) {

@@ -43,3 +43,34 @@ func TestFirstOf(t *testing.T) {
 		}
 	}
 }
+
+// TestFitTableCutsNoMoreThanItMust: a table fitted to a terminal cuts its columns by no
+// more than the line is too long. A last column that may be cut takes the room left, so
+// where none is left it goes, and the two cells that would have parted it from the
+// column before it are not taken from that column: a name that fits whole beside the
+// others stays whole.
+func TestFitTableCutsNoMoreThanItMust(t *testing.T) {
+	table := "JOB\tNAME\tREASON\n" +
+		"sweep-a.12\tglue-sst2,seed=87\tattempt 1 failed: exited with status 1\n"
+	for _, tc := range []struct {
+		width int
+		want  string
+	}{
+		// The name (17 cells) fits whole beside the id (10) in 29 cells; the reason
+		// has no room.
+		{29, "JOB         NAME\nsweep-a.12  glue-sst2,seed=87\n"},
+		{30, "JOB         NAME\nsweep-a.12  glue-sst2,seed=87\n"},
+		// One cell too few: the name loses one, not three.
+		{28, "JOB         NAME\nsweep-a.12  glue-sst…seed=87\n"},
+		// Room for the reason beside them: it is shortened to what is left.
+		{43, "JOB         NAME               REASON\nsweep-a.12  glue-sst2,seed=87  attempt 1 f…\n"},
+	} {
+		var b strings.Builder
+		tw := newFitTable(&b, tc.width, 1, 2).cutMiddles(1)
+		fmt.Fprint(tw, table)
+		tw.Flush()
+		if b.String() != tc.want {
+			t.Errorf("at %d cells:\n%s\nwant\n%s", tc.width, b.String(), tc.want)
+		}
+	}
+}
