@@ -549,8 +549,9 @@ func attemptProcs(root string) []int {
 }
 
 // TestSummaryFitsTheTerminal: gpuq run's summary names each job beside its id, and on
-// an 80-column terminal fits it (names lose their middle, the effective batch and the
-// estimate give way) and wraps why a job failed; piped, every value is whole.
+// an 80-column terminal fits it (the effective batch, the estimate, the exit status and
+// the tier give way, the names stay whole) and wraps why a job failed; piped, every
+// value is whole.
 func TestSummaryFitsTheTerminal(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	one, eb := 1, int64(32)
@@ -582,6 +583,44 @@ func TestSummaryFitsTheTerminal(t *testing.T) {
 		schedtest.Golden(t, tc.file, b.String())
 		if tc.width > 0 {
 			fitsWidth(t, b.String(), tc.width)
+		}
+	}
+}
+
+// TestSummaryKeepsNamesWhole: a name is what tells a researcher which point a row is,
+// so on an 80-column terminal the other columns give way before it (the exit status,
+// which OUTCOME and the lines after the table tell too, and the tier, which CHANGED
+// spells out, among them) and each name stays whole. Where even that is too wide, a
+// name loses its keys' ends before its values, and the jobs stay told apart.
+func TestSummaryKeepsNamesWhole(t *testing.T) {
+	names := []string{"glue-qnli,lr=3e-4,seed=87", "glue-qnli,lr=3e-4,seed=88", "glue-sst2,lr=1e-4,seed=87"}
+	written := plans.NewMap()
+	written.Set("batch_size", int64(16))
+	degraded := plans.NewMap()
+	degraded.Set("batch_size", int64(8))
+	degraded.Set("gradient_checkpointing", true)
+	sum := api.SweepSummary{Sweep: "glue-sweep-2026", Counts: map[string]int{"succeeded": len(names)}}
+	for i, name := range names {
+		one := 0
+		sum.Jobs = append(sum.Jobs, api.JobSummary{ID: fmt.Sprintf("glue-sweep-2026.%d", i+1), Name: name, State: "succeeded", Params: written,
+			Attempts: []api.AttemptSummary{
+				{N: 1, GPUs: []int{i}, Params: written, EstimateBytes: 9 << 30, PeakBytes: 12 << 30, Outcome: "gpu-oom", ExitStatus: api.ExitStatus{ExitCode: &one}},
+				{N: 2, GPUs: []int{i}, Tier: 2, Params: degraded, EstimateBytes: 14 << 30, PeakBytes: 13 << 30, Outcome: "success", ExitStatus: api.ExitStatus{ExitCode: &one}}}})
+	}
+	for _, tc := range []struct {
+		width int
+		want  []string
+	}{
+		{80, names},
+		{78, []string{"glue-qnli,lr=3e-4,s…=87", "glue-qnli,lr=3e-4,s…=88", "glue-sst2,lr=1e-4,s…=87"}},
+	} {
+		var b strings.Builder
+		printSummary(&b, sum, tc.width)
+		fitsWidth(t, b.String(), tc.width)
+		for _, name := range tc.want {
+			if !strings.Contains(b.String(), "  "+name+"  ") {
+				t.Errorf("at %d columns, no %s:\n%s", tc.width, name, b.String())
+			}
 		}
 	}
 }

@@ -36,12 +36,15 @@ func sizeOrDash(b int64) string {
 
 // printSummary prints one row per attempt, so that a degraded job's history (and that
 // its effective batch was kept) can be read at a glance, to fit a terminal of width
-// cells (0: every value whole): the effective batch, the estimate, the attempt's
-// number and its card give way, then ids lose their start, what a tier changed its
-// end, and names their middle.
+// cells (0: every value whole). A name is what tells a researcher which point a row is,
+// so the rest gives way before it: the effective batch, the estimate, the attempt's
+// number and its card, then the exit status (OUTCOME, and the lines after the table for
+// a failed job, say how it ended) and the tier (CHANGED spells it out); then ids lose
+// their start and what a tier changed its end; names last, their keys before their
+// values (see cutKeys).
 func printSummary(w io.Writer, sum api.SweepSummary, width int) {
 	fmt.Fprintln(w)
-	tw := newFitTable(w, width, 0, 6, 1).cutStarts(0).cutMiddles(1).dropping(7, 8, 3, 4)
+	tw := newFitTable(w, width, 0, 6, 1).cutStarts(0).cutKeys(1).dropping(7, 8, 3, 4, 11, 5)
 	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tEXIT")
 	for _, j := range sum.Jobs {
 		for i, a := range j.Attempts {
