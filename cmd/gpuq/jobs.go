@@ -559,15 +559,9 @@ func learnedDuration(j api.JobSummary) string {
 }
 
 // learnedUtil is how much of a card's compute the job's shape keeps busy, as learned
-// ("45%"), or "-".
+// (see top.UtilText).
 func learnedUtil(j api.JobSummary) string {
-	switch {
-	case j.LearnedUtil == nil:
-		return "-"
-	case j.UtilUnmeasured:
-		return "all?" // counted as the whole card, not measured
-	}
-	return fmt.Sprintf("%.0f%%", 100**j.LearnedUtil)
+	return top.UtilText(j.LearnedUtil, j.UtilUnmeasured)
 }
 
 // cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".

@@ -79,7 +79,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 			Started: a.Started, Held: j.Held, DeclaredBytes: j.Declared, LearnedBytes: view.Learned(j.Shape), CurrentBytes: held[a.ID], Log: a.Log}
 		rj.Step, rj.Metrics = latest(view.Sweep(j.Sweep), a.Metrics)
 		if u, ok := view.Shape(j.Shape).PackUtil(); ok {
-			rj.Util = &u
+			rj.Util, rj.UtilUnmeasured = &u, view.Shape(j.Shape).Unmeasured
 		}
 		out.Running = append(out.Running, rj)
 	}

@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // TestOverview: what gpuq top reads: the simulated cards with their plan, each running
@@ -58,5 +60,27 @@ func TestOverviewTellsABlockedJob(t *testing.T) {
 	}
 	if len(ov.Queue) != 1 || ov.Queue[0].Job != "b.2" || ov.Queue[0].State != "blocked" {
 		t.Errorf("queue: %+v", ov.Queue)
+	}
+}
+
+// TestOverviewTellsAnUnmeasuredShape: a running job whose shape counts as the whole
+// card for want of a measurement says so to top, as gpuq status is told (all?), not as
+// a measured 100%.
+func TestOverviewTellsAnUnmeasuredShape(t *testing.T) {
+	d, _ := testAPI(t)
+	c := clientOf(t, d)
+	if _, err := c.Submit(api.SubmitRequest{File: "/s/u.yaml", Source: "name: u\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 10GiB\n"}); err != nil {
+		t.Fatal(err)
+	}
+	shape := d.store.View().Job("u.1").Shape
+	if err := d.eng.Put(context.Background(), state.Change{Shapes: []*state.Shape{{Name: shape, Util: 1, UtilRuns: 1, Unmeasured: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	ov, err := c.Overview()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ov.Running) != 1 || ov.Running[0].Util == nil || *ov.Running[0].Util != 1 || !ov.Running[0].UtilUnmeasured {
+		t.Errorf("running: %+v", ov.Running)
 	}
 }

@@ -756,3 +756,23 @@ func TestABlockedJobIsToldBlocked(t *testing.T) {
 		}
 	}
 }
+
+// TestUtilSaysWhatStatusSays: a running job whose shape counts as the whole card for
+// want of a measurement shows all? under UTIL, as gpuq status does, not 100%, which a
+// shape measured busy shows; one not yet counted at all shows "-".
+func TestUtilSaysWhatStatusSays(t *testing.T) {
+	ov := sampleOverview(t)
+	whole := 1.0
+	ov.Running[1].Util, ov.Running[1].UtilUnmeasured = &whole, true
+	ov.Running[2].Util = &whole
+	src := &fakeSource{ov: ov}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24})
+	for _, want := range []struct{ name, util string }{{"qnli,seed=87", "45%"}, {"sst2,seed=87", "all?"}, {"cola,seed=87", "100%"}} {
+		i := strings.Index(m.View(), want.name)
+		line, _, _ := strings.Cut(m.View()[max(i, 0):], "\n")
+		if i < 0 || !slices.Contains(strings.Fields(line), want.util) {
+			t.Errorf("%s: UTIL is not %s: %q", want.name, want.util, line)
+		}
+	}
+}

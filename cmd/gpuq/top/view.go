@@ -103,7 +103,7 @@ func (m model) sections() []section {
 			out = "held · " + out
 		}
 		text := runLine(w, CutStart(r.Job, w), nw, CutMiddle(r.Name, nw), gw, gpusOf(r), "t"+strconv.Itoa(r.Tier),
-			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), utilText(r.Util), out)
+			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), UtilText(r.Util, r.UtilUnmeasured), out)
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
 	run.title = runLine(w+1, runTitle, nw, "NAME",
@@ -174,10 +174,15 @@ func gpusWidth(ov api.Overview) int {
 	return w
 }
 
-// utilText is a learned utilization as a percentage, or "-".
-func utilText(u *float64) string {
-	if u == nil {
+// UtilText is how much of a card's compute a shape keeps busy, as learned: "45%"; "all?"
+// where it is counted as the whole card for want of a measurement (unmeasured), which a
+// measured 100% is not; "-" for none yet. gpuq status and top say it alike.
+func UtilText(u *float64, unmeasured bool) string {
+	switch {
+	case u == nil:
 		return "-"
+	case unmeasured:
+		return "all?"
 	}
 	return fmt.Sprintf("%.0f%%", 100**u)
 }

@@ -72,8 +72,10 @@ type RunningJob struct {
 	// Log is the attempt's log file: its last line is the trainer's progress.
 	Log string `json:"log"`
 	// Util is how much of a card's compute its shape keeps busy, as learned (0 to 1);
-	// null: not measured yet.
-	Util *float64 `json:"util"`
+	// null: not measured yet. UtilUnmeasured: Util is the whole card, taken where none
+	// of the shape's attempts could be measured (as JobSummary.UtilUnmeasured).
+	Util           *float64 `json:"util"`
+	UtilUnmeasured bool     `json:"util_unmeasured,omitempty"`
 	// Step and Metrics are its trainer's latest reported step and metrics, its
 	// sweep's early_stop metric first.
 	Step    int64         `json:"step,omitempty"`
