@@ -776,3 +776,30 @@ func TestUtilSaysWhatStatusSays(t *testing.T) {
 		}
 	}
 }
+
+// TestATinyScreenKeepsItsTitle: a screen with too few rows for the cards, a line of the
+// lists and the keys keeps its title on its first line and says it is too small, in
+// no more lines than it has; with enough rows, the title heads the cards.
+func TestATinyScreenKeepsItsTitle(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)} // 4 cards: 1 + 4 + 2 + 1 rows
+	m := drive(t, asciiModel(src), m0(src)...)
+	for _, tc := range []struct {
+		height int
+		small  bool
+	}{{1, true}, {3, true}, {7, true}, {8, false}, {9, false}} {
+		m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: tc.height})
+		lines := strings.Split(m.View(), "\n")
+		if len(lines) != tc.height || !strings.HasPrefix(lines[0], "gpuq top · ") {
+			t.Errorf("80x%d: %d lines, the first %q", tc.height, len(lines), lines[0])
+			continue
+		}
+		for i, l := range lines {
+			if w := ansi.StringWidth(l); w > 80 {
+				t.Errorf("80x%d: line %d is %d wide: %q", tc.height, i+1, w, l)
+			}
+		}
+		if small := strings.Contains(m.View(), "too small"); tc.height > 1 && (small != tc.small || small && !strings.Contains(lines[1], "needs 8 rows")) {
+			t.Errorf("80x%d: said too small %v, want %v:\n%s", tc.height, small, tc.small, m.View())
+		}
+	}
+}

@@ -332,6 +332,11 @@ func (m model) View() string {
 	case m.err != nil:
 		lines = append(lines, m.st.bad.Render("cannot read the daemon: "+m.err.Error()))
 	}
+	// The title, the cards, a list's title and its row, and the keys: on a screen with
+	// fewer rows, the lines past its bottom would push the title off its top.
+	if need := len(lines) + len(m.ov.GPUs) + 3; m.height > 0 && m.height < need {
+		return m.tooSmall(need)
+	}
 	cols := m.cardColumns()
 	for _, c := range m.ov.GPUs {
 		lines = append(lines, m.cardLine(c, m.width, cols))
@@ -343,6 +348,21 @@ func (m model) View() string {
 		lines = append(lines, "")
 	}
 	lines = append(lines, footer)
+	for i, l := range lines {
+		lines[i] = fit(l, m.width)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// tooSmall is the screen where it has fewer rows than the need of a view: the title,
+// and that it is too small, in as many of its rows as there are.
+func (m model) tooSmall(need int) string {
+	said := fmt.Sprintf("too small: top needs %d rows here, the terminal has %d", need, m.height)
+	lines := []string{m.header(), m.st.warn.Render(said)}
+	for len(lines) < m.height {
+		lines = append(lines, "")
+	}
+	lines = lines[:m.height]
 	for i, l := range lines {
 		lines[i] = fit(l, m.width)
 	}
@@ -399,7 +419,7 @@ func (m model) lists(budget int) []string {
 			break
 		}
 		out = append(out, m.st.section.Render(s.title))
-		out = append(out, m.window(s.rows, give[i])...)
+		out = append(out, m.window(s.rows, min(give[i], budget-len(out)))...)
 	}
 	return out
 }
@@ -418,7 +438,9 @@ func (m model) window(rows []row, n int) []string {
 	}
 	var out []string
 	dim := func(text string) string { return m.st.dim.Render(" " + text) }
-	if start > 0 {
+	// Fewer than 3 lines hold the selected row and no line for those left out.
+	marks := n >= 3
+	if start > 0 && marks {
 		out = append(out, dim(fmt.Sprintf("… %d above", start)))
 	}
 	for _, r := range rows[start:end] {
@@ -431,7 +453,7 @@ func (m model) window(rows []row, n int) []string {
 		}
 		out = append(out, line)
 	}
-	if end < len(rows) {
+	if end < len(rows) && marks {
 		out = append(out, dim(fmt.Sprintf("… %d more", len(rows)-end)))
 	}
 	return out
