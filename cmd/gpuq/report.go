@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/report"
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -40,9 +38,10 @@ held, sampled, against what gpuq reserved for it), every job's attempts, and the
 sweep's figures: makespan, GPU-hours busy, attempt-hours lost, OOMs, attempts per job,
 memory used against reserved.
 
-The report is drawn from the daemon's state (a sweep it runs or ran, by name; where no
-daemon runs, from the state its last one left; not a gpuq run's), or from
-the summary gpuq run --json prints (a file, or - for standard input). gpuq simulate
+The report is drawn from a sweep by name: from the gpuq run that runs it, as it runs, or
+the daemon's (where no daemon runs, from the state its last one left), else from what
+the gpuq run of it that ended last left as it ended; or from the summary gpuq run
+--json prints (a file, or - for standard input). gpuq simulate
 --report draws one of a simulation, to see a plan before running it ("what if two per
 card?").
 
@@ -83,51 +82,19 @@ func isSummary(arg string) bool {
 	return err == nil && !fi.IsDir() // a directory of the sweep's name (its files) is no summary
 }
 
-// reportFromDaemon draws a sweep the daemon runs or ran, as it stands now; where no
-// daemon runs, as its last one left it.
+// reportFromDaemon draws a sweep by name (see readSweep) as it stands now: a
+// running attempt's bar ends now; one read from what no longer runs ends where its
+// last attempt did.
 func reportFromDaemon(opts *reportOptions) error {
-	c, err := opts.settings.dial()
-	var none api.NoDaemonError
-	if errors.As(err, &none) {
-		return reportFromState(opts, none)
-	}
-	if err != nil {
-		return fmt.Errorf("%s is no file here, and %w", opts.source, err)
-	}
-	jobs, err := c.Jobs(opts.source, nil)
-	if err != nil {
-		return sweepNowhere("report", opts.source, err)
-	}
-	info, err := c.Info()
+	read, err := opts.settings.readSweep("report", opts.source)
 	if err != nil {
 		return err
 	}
-	sum := api.SweepSummary{Sweep: opts.source, GPUs: info.GPUs}
-	for _, j := range jobs {
-		sum.Jobs = append(sum.Jobs, j.JobSummary)
+	now := time.Now()
+	if !read.live {
+		now = lastMoment(read.sum)
 	}
-	return writeReport(opts.io, opts.output, "-o", reportData(sum, "the daemon on "+tildeHome(c.Dir()), time.Now()))
-}
-
-// reportFromState draws a sweep from the state of a directory no daemon runs on, read
-// without writing to it (see stateReader), on the cards its last daemon read as it
-// started (where it recorded none, each card's chart is sized by what was reserved
-// on it).
-func reportFromState(opts *reportOptions, none api.NoDaemonError) error {
-	store, ok, err := state.ReadOnly(none.Dir)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w; its state cannot be read: %v", none, err)
-	case !ok:
-		return sweepNowhere("report", opts.source, none)
-	}
-	noDaemonNote(opts.io.Err, none.Dir)
-	view := store.View()
-	if view.Submission(opts.source) == nil {
-		return sweepNowhere("report", opts.source, scheduler.NoSweep(opts.source, view.JobIDs()))
-	}
-	sum := api.SummarizeSweep(view, opts.source, api.LastCards(none.Dir))
-	return writeReport(opts.io, opts.output, "-o", reportData(sum, "the state on "+tildeHome(none.Dir)+" (no daemon runs)", lastMoment(sum)))
+	return writeReport(opts.io, opts.output, "-o", reportData(read.sum, read.from, now))
 }
 
 // readSummary reads a gpuq run --json summary from a file, or from in for "-".

@@ -48,8 +48,9 @@ all failed or were cancelled last of those, whatever they reported before they e
 reported; --min or --max says which way is better (default: early_stop's mode, else
 lower for a loss, an error or a perplexity, higher for anything else). --by task ranks
 each task's points apart (default: early_stop's within, the groups it judged apart, as
-the report ranks them). The sweep is the daemon's or that of a gpuq run running it
-(by name), or the summary gpuq run --json wrote (a file, or - for standard input).
+the report ranks them). The sweep is that of a gpuq run running it or the daemon's (by
+name), else what the gpuq run of it that ended last left as it ended, or the summary
+gpuq run --json wrote (a file, or - for standard input).
 
 --json prints {"sweep","metric","mode","by","points":[...]}; --csv one row per point,
 with how many of its seeds were stopped early and how many failed or were cancelled,
@@ -126,46 +127,32 @@ func runResults(opts *resultsOptions) error {
 	return nil
 }
 
-// resultsSummary reads the sweep: by name, from the gpuq run or the daemon that runs
-// it (where neither does, the state the last daemon left), or a summary file.
+// resultsSummary reads the sweep: by name (see readSweep), or a summary file.
 func resultsSummary(opts *resultsOptions) (api.SweepSummary, error) {
 	if isSummary(opts.source) {
 		return readSummary(opts.source, opts.io.In)
 	}
-	c, err := opts.settings.readClient()
-	if err != nil {
-		return api.SweepSummary{}, sweepNowhere("results", opts.source, err)
-	}
-	jobs, err := c.Jobs(opts.source, nil)
-	if err != nil {
-		return api.SweepSummary{}, sweepNowhere("results", opts.source, err)
-	}
-	sum := api.SweepSummary{Sweep: opts.source}
-	for _, j := range jobs {
-		sum.Jobs = append(sum.Jobs, j.JobSummary)
-	}
-	return sum, nil
+	read, err := opts.settings.readSweep("results", opts.source)
+	return read.sum, err
 }
 
 // sweepNowhere is the error of gpuq results or report (verb) of a sweep by name that
 // nothing they read has (err says what they read), which says where a gpuq run's
 // sweep is: the researcher who ran one and asks for what it found wants that, not a
-// daemon started (it would run the sweep again). Results reads a gpuq run's sweep
-// while it runs; report a daemon's alone.
+// daemon started (it would run the sweep again). Both read a gpuq run's sweep while it
+// runs, and what it left as it ended.
 func sweepNowhere(verb, source string, err error) error {
 	const listed = "; gpuq status lists them" // the daemon's sweeps: not the one asked for
-	nothing, after := "neither a gpuq run of it nor a gpuq daemon runs", "a gpuq run's sweep is read from it while it runs, and once it has ended"
-	if verb == "report" {
-		nothing, after = "no gpuq daemon runs", "gpuq report draws a daemon's sweep by name, and a gpuq run's"
-	}
-	after += fmt.Sprintf(" from the summary its --json printed (gpuq run SWEEP.yaml --json > s.json; gpuq %s s.json)", verb)
+	nothing := "neither a gpuq run of it nor a gpuq daemon runs"
+	after := fmt.Sprintf("nor did a gpuq run of it leave its jobs there as it ended (one killed leaves none): a gpuq run's sweep is read from it while it runs, "+
+		"and once it has ended from what it left, or from the summary its --json printed (gpuq run SWEEP.yaml --json > s.json; gpuq %s s.json)", verb)
 	var none api.NoDaemonError
 	var refused scheduler.Refused
 	switch {
 	case errors.As(err, &none):
-		return fmt.Errorf("%s is no file here, and %s on %s: %s", source, nothing, none.Dir, after)
+		return fmt.Errorf("%s is no file here, and %s on %s, %s", source, nothing, none.Dir, after)
 	case errors.As(err, &refused) && strings.HasPrefix(string(refused), "no sweep ") && strings.HasSuffix(string(refused), listed):
-		return scheduler.Refused(fmt.Sprintf("%s is no file here, and %s: %s", source, strings.TrimSuffix(string(refused), listed), after))
+		return scheduler.Refused(fmt.Sprintf("%s is no file here, and %s, %s", source, strings.TrimSuffix(string(refused), listed), after))
 	}
 	return err
 }

@@ -81,7 +81,9 @@ func TestARunThatEndedSaysSo(t *testing.T) {
 // TestARunThatEndedAnswersFromItsRecord: once a gpuq run that left its record (its jobs
 // as they ended) has ended, a client that talked to it reads its jobs there, as a gpuq
 // wait or logs -f that followed them must; a run that left none (killed) has ended,
-// as before. A record older than a day is removed with the dead runs' sockets.
+// as before. A record older than a day is removed with the dead runs' sockets where a
+// later run of its sweep left one; a sweep's latest is kept, for gpuq results and
+// report (LastEnded finds it).
 func TestARunThatEndedAnswersFromItsRecord(t *testing.T) {
 	dir := t.TempDir()
 	r, srv, c := servedRun(t, dir)
@@ -113,9 +115,26 @@ func TestARunThatEndedAnswersFromItsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	Runs(dir)
+	if j, err := c.Job("w1.1"); err != nil || j.State != "succeeded" {
+		t.Errorf("once its record, w1's latest, is a day old: %+v, %v", j, err)
+	}
+	if last, at, ok := LastEnded(dir, "w1"); !ok || last.PID != 4242 || at.After(old.Add(time.Minute)) {
+		t.Errorf("w1's last run: %+v at %v, %v", last, at, ok)
+	}
+	later := Run{Sweep: "w1", PID: 4343, Socket: RunSocket(dir, "w1", 4343)}
+	if err := later.WriteRecord(func(w io.Writer) error { _, err := w.Write([]byte(`{"jobs":[]}`)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	Runs(dir)
 	var ended RunEndedError
 	if _, err := c.Job("w1.1"); !errors.As(err, &ended) {
-		t.Errorf("once its record is a day old: %v, want the run's end", err)
+		t.Errorf("once its record is a day old and a later run of w1 left one: %v, want the run's end", err)
+	}
+	if last, _, ok := LastEnded(dir, "w1"); !ok || last.PID != 4343 {
+		t.Errorf("w1's last run: %+v, %v, want pid 4343's", last, ok)
+	}
+	if _, _, ok := LastEnded(dir, "w2"); ok {
+		t.Error("a run of w2, which none left")
 	}
 }
 

@@ -66,8 +66,10 @@ func (r Run) Record() string { return strings.TrimSuffix(r.Socket, ".sock") + re
 
 const recordSuffix = ".ended.json"
 
-// recordKept is how long a gpuq run's record is kept: for the wait and logs -f that
-// followed its jobs as it ended.
+// recordKept is how long a gpuq run's record is kept where a later run of its sweep
+// left one too: for the wait and logs -f that followed its jobs as it ended. The
+// latest record of each sweep is kept until another replaces it: gpuq results and
+// report read a sweep's from it, days later too (see LastEnded).
 const recordKept = 24 * time.Hour
 
 // Ended reads the jobs a gpuq run left as they ended; false where it left none (it was
@@ -82,6 +84,51 @@ func (r Run) Ended() ([]Job, bool) {
 		return nil, false
 	}
 	return jobs.Jobs, true
+}
+
+// LastEnded is the gpuq run of a sweep that ended last, of those that left their
+// record (see Record) in a state directory, and the time it ended; false where none
+// did.
+func LastEnded(dir, sweep string) (Run, time.Time, bool) {
+	var last Run
+	var at time.Time
+	for _, rec := range records(dir) {
+		if rec.run.Sweep == sweep && rec.ended.After(at) {
+			last, at = rec.run, rec.ended
+		}
+	}
+	return last, at, !at.IsZero()
+}
+
+// record is a gpuq run's record, found in a state directory: the run it is of, and
+// when it was written.
+type record struct {
+	run   Run
+	ended time.Time
+}
+
+// records lists the records of the gpuq runs of a state directory.
+func records(dir string) []record {
+	entries, err := os.ReadDir(RunsDir(dir))
+	if err != nil {
+		return nil
+	}
+	var out []record
+	for _, e := range entries {
+		base, ok := strings.CutSuffix(e.Name(), recordSuffix)
+		dot := strings.LastIndexByte(base, '.')
+		if !ok || dot < 0 || !e.Type().IsRegular() {
+			continue
+		}
+		pid, err := strconv.Atoi(base[dot+1:])
+		info, ierr := e.Info()
+		if err != nil || ierr != nil {
+			continue
+		}
+		sock := filepath.Join(RunsDir(dir), base+".sock")
+		out = append(out, record{Run{Sweep: base[:dot], PID: pid, Socket: sock}, info.ModTime()})
+	}
+	return out
 }
 
 // EndedJob is job id among the jobs a gpuq run left as they ended (see Run.Ended).
@@ -150,20 +197,16 @@ func (r Run) WriteRecord(write func(io.Writer) error) error {
 
 // Runs lists the gpuq runs of a state directory, by sweep. The socket of a run that no
 // longer runs (killed with SIGKILL, it could not remove it) is removed, and so is the
-// record of one that ended more than recordKept ago.
+// record of one that ended more than recordKept ago where a later run of its sweep
+// left one.
 func Runs(dir string) []Run {
 	entries, err := os.ReadDir(RunsDir(dir))
 	if err != nil {
 		return nil
 	}
+	pruneRecords(dir)
 	var out []Run
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), recordSuffix) {
-			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > recordKept {
-				os.Remove(filepath.Join(RunsDir(dir), e.Name()))
-			}
-			continue
-		}
 		base, ok := strings.CutSuffix(e.Name(), ".sock")
 		dot := strings.LastIndexByte(base, '.')
 		if !ok || dot < 0 || e.Type()&os.ModeSocket == 0 {
@@ -182,6 +225,23 @@ func Runs(dir string) []Run {
 	}
 	slices.SortFunc(out, func(a, b Run) int { return strings.Compare(a.Sweep, b.Sweep) })
 	return out
+}
+
+// pruneRecords removes the records of a state directory that ended more than
+// recordKept ago, but the latest of each sweep.
+func pruneRecords(dir string) {
+	recs := records(dir)
+	latest := map[string]time.Time{}
+	for _, rec := range recs {
+		if rec.ended.After(latest[rec.run.Sweep]) {
+			latest[rec.run.Sweep] = rec.ended
+		}
+	}
+	for _, rec := range recs {
+		if rec.ended.Before(latest[rec.run.Sweep]) && time.Since(rec.ended) > recordKept {
+			os.Remove(rec.run.Record())
+		}
+	}
 }
 
 // DialRun connects to a gpuq run's API.
