@@ -35,8 +35,9 @@ gpuq results ranks them, each point's curve over the steps, the points stopped e
 failed marked where they ended); then a Gantt chart of the attempts on the cards over time (coloured by outcome, out-of-memory
 ends marked, ladder tiers labelled), each card's memory over time (what each attempt
 held, sampled, against what gpuq reserved for it), every job's attempts, and the
-sweep's figures: makespan, GPU-hours busy, attempt-hours lost, OOMs, attempts per job,
-memory used against reserved.
+sweep's figures: makespan, GPU-hours busy, attempt-hours lost (and apart from them,
+those of attempts stopped early: their points were losing, as early_stop meant), OOMs,
+attempts per job, memory used against reserved.
 
 The report is drawn from a sweep by name: from the gpuq run that runs it, as it runs, or
 the daemon's (where no daemon runs, from the state its last one left), else from what

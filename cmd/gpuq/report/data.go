@@ -103,8 +103,11 @@ type Figures struct {
 	// GPUAvailable the time over the makespan of the cards it ran on.
 	GPUBusy, GPUAvailable time.Duration
 	// AttemptTime is the attempts' time on cards (two on one card count twice);
-	// AttemptTimeLost that of attempts that did not succeed.
-	AttemptTime, AttemptTimeLost time.Duration
+	// AttemptTimeLost that of attempts that failed, ran out of memory, were cancelled
+	// or lost; AttemptTimeStopped that of attempts early stopping stopped, apart: it
+	// was spent as the sweep's early_stop meant it (their points were judged, and
+	// lost), not wasted.
+	AttemptTime, AttemptTimeLost, AttemptTimeStopped time.Duration
 	// Reserved and Used are card memory over time, in GiB-hours: what the packer reserved
 	// for attempts (their estimates) and what their processes held (their samples).
 	ReservedGiBHours, UsedGiBHours float64
@@ -142,7 +145,11 @@ func figures(d Data) Figures {
 			}
 			took := end.Sub(a.Started) * time.Duration(len(a.GPUs))
 			f.AttemptTime += took
-			if a.Outcome != plans.Success && a.Outcome != "" {
+			switch a.Outcome {
+			case plans.Success, "": // "": still running
+			case plans.StoppedEarly:
+				f.AttemptTimeStopped += took
+			default:
 				f.AttemptTimeLost += took
 			}
 			for _, id := range a.cards() {

@@ -92,6 +92,30 @@ func TestFigures(t *testing.T) {
 	}
 }
 
+// TestStoppedEarlyTimeIsNotLost: the time of an attempt early stopping stopped (its
+// point was losing) is counted apart from the time lost to attempts that failed, ran
+// out of memory or were cancelled, and the page says both: the sweep meant it.
+func TestStoppedEarlyTimeIsNotLost(t *testing.T) {
+	d := Data{Sweep: "s", Now: at(30), Jobs: []Job{
+		{ID: "s.1", State: "succeeded", Attempts: []Attempt{{N: 1, GPUs: []int{0}, Outcome: plans.Success, Started: at(0), Ended: at(20)}}},
+		{ID: "s.2", State: "stopped", Attempts: []Attempt{{N: 1, GPUs: []int{1}, Outcome: plans.StoppedEarly, Started: at(0), Ended: at(7)}}},
+		{ID: "s.3", State: "failed", Attempts: []Attempt{
+			{N: 1, GPUs: []int{1}, Outcome: plans.GPUOOM, Started: at(7), Ended: at(9)},
+			{N: 2, GPUs: []int{1}, Outcome: plans.Cancelled, Started: at(10), Ended: at(13)}}},
+	}}
+	f := figures(d)
+	if f.AttemptTimeLost != 5*time.Minute || f.AttemptTimeStopped != 7*time.Minute || f.AttemptTime != 32*time.Minute {
+		t.Errorf("lost %v, stopped %v of %v; want 5m0s and 7m0s of 32m0s", f.AttemptTimeLost, f.AttemptTimeStopped, f.AttemptTime)
+	}
+	var b bytes.Buffer
+	if err := Write(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	if want := "5m of it lost in attempts that failed, ran out of memory or were cancelled, and 7m in attempts stopped early as their points were losing"; !strings.Contains(b.String(), want) {
+		t.Errorf("the page does not say %q", want)
+	}
+}
+
 // TestFiguresCountEveryState: a sweep drawn as it runs counts its jobs in every state,
 // those that wait for what they run after and those stopped early among them.
 func TestFiguresCountEveryState(t *testing.T) {
