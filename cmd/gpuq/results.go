@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,10 +166,9 @@ func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
 			Params: j.Params, Metrics: map[string]ranking.Curve{}}
 		for _, a := range j.Attempts {
 			for _, m := range a.Metrics {
-				c := ranking.Curve{Last: ranking.Point{Step: m.Step, Value: m.Last}, Min: m.Min, Max: m.Max}
-				if m.DivergedAt > 0 { // its final reading is no number: the worst, not its last finite one
-					c.Last = ranking.Point{Step: m.DivergedAt, Value: math.NaN()}
-				}
+				// A final reading that was no number is NaN, the worst, not its last finite one.
+				last := m.Latest()
+				c := ranking.Curve{Last: ranking.Point{Step: last.Step, Value: last.Value}, Min: m.Min, Max: m.Max}
 				for _, p := range m.Curve {
 					c.Points = append(c.Points, ranking.Point{Step: p.Step, Value: p.Value})
 				}

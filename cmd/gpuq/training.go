@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 
@@ -25,11 +24,8 @@ func printTraining(w io.Writer, j api.JobSummary) {
 		fmt.Fprintln(tw, "  ATTEMPT\tMETRIC\tSTEP\tLATEST\tLOWEST\tHIGHEST")
 		for _, a := range j.Attempts {
 			for _, m := range a.Metrics {
-				step, last := m.Step, m.Last
-				if m.DivergedAt > 0 { // its latest reading was no number
-					step, last = m.DivergedAt, math.NaN()
-				}
-				fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\n", a.N, m.Name, step, metricValue(last), metricValue(m.Min), metricValue(m.Max))
+				last := m.Latest()
+				fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\n", a.N, m.Name, last.Step, metricValue(last.Value), metricValue(m.Min), metricValue(m.Max))
 			}
 		}
 		tw.Flush()

@@ -50,19 +50,21 @@ func (m *metrics) collectTraining(ch chan<- prometheus.Metric, view state.View) 
 	}
 }
 
-// latest is an attempt's latest step and metrics, the sweep's early_stop metric first.
+// latest is an attempt's latest step and metrics, the sweep's early_stop metric first;
+// a metric that diverged is NaN at the step it did, as gpuq status shows it.
 func latest(sw *plans.Sweep, ms state.Metrics) (step int64, out []api.LatestValue) {
 	first := ""
 	if sw != nil && sw.EarlyStop != nil {
 		first = sw.EarlyStop.Metric
 	}
 	if m := ms.Get(first); m != nil {
-		out = append(out, api.LatestValue{Name: m.Name, Value: m.Last.Value})
+		out = append(out, api.LatestValue{Name: m.Name, Value: m.Latest().Value})
 	}
-	for _, m := range ms {
-		step = max(step, m.Last.Step)
-		if m.Name != first {
-			out = append(out, api.LatestValue{Name: m.Name, Value: m.Last.Value})
+	for i := range ms {
+		p := ms[i].Latest()
+		step = max(step, p.Step)
+		if ms[i].Name != first {
+			out = append(out, api.LatestValue{Name: ms[i].Name, Value: p.Value})
 		}
 	}
 	return step, out

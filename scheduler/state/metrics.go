@@ -48,6 +48,15 @@ func (m *Metric) Best(mode plans.Mode) float64 {
 	return m.Min
 }
 
+// Latest is the metric's latest reading: NaN at the step it diverged, where a reading
+// that was no number came after its last one, not that last number.
+func (m *Metric) Latest() Point {
+	if m.Diverged > 0 {
+		return Point{m.Diverged, math.NaN()}
+	}
+	return m.Last
+}
+
 // Get returns the metric of a name, or nil.
 func (ms Metrics) Get(name string) *Metric {
 	for i := range ms {

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"encoding/json"
+	"math"
+
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -75,8 +78,44 @@ func pointOf(sw *plans.Sweep, j *state.Job) string {
 	return sw.PointOf(j.Job)
 }
 
-// LatestValue is a metric's latest reading.
+// LatestValue is a metric's latest reading: NaN where it was no number (a run that
+// diverged), which JSON has no number for: it travels as null.
 type LatestValue struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
+}
+
+// latestWire is a LatestValue as JSON carries it.
+type latestWire struct {
+	Name  string   `json:"name"`
+	Value *float64 `json:"value"`
+}
+
+func (v LatestValue) MarshalJSON() ([]byte, error) {
+	w := latestWire{Name: v.Name}
+	if plans.Finite(v.Value) {
+		w.Value = &v.Value
+	}
+	return json.Marshal(w)
+}
+
+func (v *LatestValue) UnmarshalJSON(data []byte) error {
+	var w latestWire
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	v.Name, v.Value = w.Name, math.NaN()
+	if w.Value != nil {
+		v.Value = *w.Value
+	}
+	return nil
+}
+
+// Latest is the metric's latest reading: NaN at the step it diverged, where a reading
+// that was no number came after Step, not its last number.
+func (m MetricSummary) Latest() MetricPoint {
+	if m.DivergedAt > 0 {
+		return MetricPoint{m.DivergedAt, math.NaN()}
+	}
+	return MetricPoint{m.Step, m.Last}
 }
