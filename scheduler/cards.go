@@ -91,6 +91,7 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 			}
 		}
 	}
+	e.idleUse(out)
 	ours := e.ours(held)
 	for i, c := range e.cards {
 		for j, o := range e.ownersOf(i) {
@@ -106,36 +107,29 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 	return out
 }
 
-// noteIdle keeps what NVML counts as used on each card the round finds idle (no
-// attempt of gpuq's on it, running or settling, and no process listed): a real card
-// has some in use with nothing on it (0.6 GiB of an idle H200), which no job can have.
-func (e *Engine) noteIdle(cards []pack.CardState) {
-	for i := range cards {
+// idleUse learns what NVML counts as used on each card with nothing on it (no attempt
+// of gpuq's running or settling there, no process listed; 0.6 GiB of an idle H200,
+// the driver's own): the least it has read there, as memory freed late reads more for
+// a moment. The headroom is kept for that, so the packer counts it within the
+// headroom, up to half of it (pack.CardState.Idle): else a job whose estimate is within
+// a card's room but above what the card has free idle (22.7 GiB on a 24 GiB card with
+// 1 GiB of headroom and 0.6 GiB in use idle) would fit no card, and wait for ever.
+func (e *Engine) idleUse(out []pack.CardState) {
+	for i := range out {
 		c := &e.cards[i]
-		if cards[i].Running > 0 || len(c.Processes) > 0 || c.Fault != "" || c.Used < 0 {
-			continue
+		if out[i].Running == 0 && len(c.Processes) == 0 && c.Fault == "" && c.Used >= 0 && (e.idleAt[i] < 0 || c.Used < e.idleAt[i]) {
+			e.idleAt[i] = c.Used
+			e.idle[c.ID()] = c.Used
 		}
-		if id := c.ID(); e.idle[id] != c.Used {
-			e.idle[id] = c.Used
-			e.idleFitOf = 0
-		}
+		out[i].Idle = min(max(e.idleAt[i], 0), out[i].Headroom/2)
 	}
 }
 
-// idleRoom is the most any card offers a job once idle: its room, less what NVML
-// counted as used on it when it was last found idle (see noteIdle). It is figured
-// again only where that, the cards or the largest room changed: a fleet's round does
-// not look up each of its thousands of cards.
-func (e *Engine) idleRoom(room int64) int64 {
-	if e.idleFitOf == e.cardsRead && e.idleFitRoom == room {
-		return e.idleFit
-	}
-	most := int64(0)
-	for _, c := range e.cards {
-		most = max(most, e.cfg.Headroom.Room(c.Total)-e.idle[c.ID()])
-	}
-	e.idleFit, e.idleFitOf, e.idleFitRoom = min(most, room), e.cardsRead, room
-	return e.idleFit
+// requestOf is a queued job as the packer sees it. A job of memory: probe whose shape
+// is not measured yet runs alone.
+func requestOf(j *state.Job) pack.Request {
+	return pack.Request{Job: j.ID, Memory: j.Estimate, GPUsPerJob: j.GPUsPerJob, Host: j.HostEstimate,
+		Exclusive: j.Pos.Exclusive || j.Probe && j.Estimate == 0}
 }
 
 // watchCards tells people what changed in how the cards can be read: a card going out of

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,4 +107,137 @@ func TestUnattributedMemoryIsUnknown(t *testing.T) {
 	if got := kinds(*events); got != "GPU 0 unattributed" {
 		t.Errorf("events %q, want one unattributed", got)
 	}
+}
+
+// TestIdleUseIsWithinTheHeadroom: what NVML counts as used on a card with nothing on it
+// (the driver's own) is within the card's headroom, up to half of it, not on top of
+// it: a job whose estimate is within a card's room fits the card idle, rather than fit
+// no card and wait for ever; and at least half the headroom is kept free whatever the
+// card reads.
+func TestIdleUseIsWithinTheHeadroom(t *testing.T) {
+	const idle = 600 << 20
+	const big = "name: t\ncommand: [train]\nmatrix: {seed: [1, 2]}\nshape_ignores: [seed]\nmemory: 22.7GiB\n" // room 23 GiB
+	submit := func(t *testing.T, e *Engine, doc string, limit state.Limit) {
+		t.Helper()
+		sw, err := plans.DecodeSweep("m.yaml", []byte(doc), plans.Overrides{})
+		must(t, err)
+		must(t, e.store.Submit(&state.Submission{Sweep: sw, Limit: limit}))
+	}
+	engine := func(t *testing.T, doc string, cards *[]gpu.Card, limit state.Limit, cfg Config) (*Engine, *state.Store) {
+		t.Helper()
+		if cfg.Slots == nil {
+			cfg.Slots = slices.Repeat([]int{1}, len(*cards))
+		}
+		if cfg.Headroom == (plans.Headroom{}) {
+			cfg.Headroom = plans.Headroom{Bytes: gib}
+		}
+		cfg.UtilTarget = memoryAlone
+		st, _ := state.NewStore()
+		e := NewEngine(st, cardsInventory{cards}, &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{101: "t.1/1"}},
+			newFakeClock(), cfg, nil)
+		submit(t, e, doc, limit)
+		return e, st
+	}
+	rounds := func(t *testing.T, e *Engine, n int) {
+		t.Helper()
+		for range n {
+			e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+			must(t, e.round(nil))
+		}
+	}
+	runsOn := func(t *testing.T, e *Engine, st *state.Store, job string, gpus []int) {
+		t.Helper()
+		if j := st.View().Job(job); j.State != state.JobRunning {
+			r, d, _ := e.why(job)
+			t.Fatalf("%s is %s, want running on %v (why: %s: %s)", job, j.State, gpus, r, d)
+		}
+		if a := st.View().Attempt(job + "/1"); !slices.Equal(a.GPUs, gpus) {
+			t.Errorf("%s runs on %v, want %v", job, a.GPUs, gpus)
+		}
+	}
+	waits := func(t *testing.T, st *state.Store, job, why string) {
+		t.Helper()
+		if j := st.View().Job(job); j.State != state.JobQueued {
+			t.Errorf("%s is %s, want queued: %s", job, j.State, why)
+		}
+	}
+	t.Run("its estimate declared", func(t *testing.T) {
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}}
+		e, st := engine(t, big, &cards, nil, Config{})
+		rounds(t, e, 1)
+		runsOn(t, e, st, "t.1", []int{0})
+	})
+	t.Run("learned of a job of its shape", func(t *testing.T) {
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}}
+		doc := strings.Replace(big, "memory: 22.7GiB", "memory: 10GiB", 1)
+		e, st := engine(t, doc, &cards, nil, Config{LearnAfter: time.Minute})
+		rounds(t, e, 1)
+		peak := 22*gib + 7*gib/10
+		cards[0].Processes, cards[0].Used = []gpu.Process{{PID: 101, Used: peak}}, peak+idle
+		rounds(t, e, 2)
+		cards[0].Processes, cards[0].Used = nil, idle
+		e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+		must(t, e.round([]Exit{{Attempt: "t.1/1", Outcome: plans.Success}}))
+		rounds(t, e, 2)
+		runsOn(t, e, st, "t.2", []int{0})
+	})
+	t.Run("beside a card never read idle", func(t *testing.T) {
+		for _, other := range []gpu.Card{
+			{Index: 1, Total: 24 * gib, Used: idle + 300<<20, Processes: []gpu.Process{{PID: 900, Used: 300 << 20}}},
+			{Index: 1, Total: 24 * gib, Fault: "NVML: card 1: memory: ERROR_GPU_IS_LOST"},
+			{Index: 1, Total: 48 * gib, Used: idle, Processes: []gpu.Process{{PID: 900, Used: 30 * gib}}},
+		} {
+			cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}, other}
+			e, st := engine(t, big, &cards, nil, Config{})
+			rounds(t, e, 1)
+			runsOn(t, e, st, "t.1", []int{0})
+		}
+	})
+	t.Run("limited to the smaller of two", func(t *testing.T) {
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}, {Index: 1, Total: 48 * gib, Used: idle}}
+		e, st := engine(t, big, &cards, state.Limit{0: 1}, Config{})
+		rounds(t, e, 1)
+		runsOn(t, e, st, "t.1", []int{0})
+	})
+	t.Run("not on a card whose room is smaller", func(t *testing.T) {
+		// Rooms of 21.6 and 20.7 GiB at 10%: 21.3 GiB fits card 0 alone.
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}, {Index: 1, Total: 23 * gib, Used: idle}}
+		doc := strings.Replace(big, "memory: 22.7GiB", "memory: 21.3GiB", 1)
+		e, st := engine(t, doc, &cards, nil, Config{Headroom: plans.Headroom{Percent: 10}})
+		rounds(t, e, 1)
+		runsOn(t, e, st, "t.1", []int{0})
+		waits(t, st, "t.2", "card 1's room is less than its estimate")
+	})
+	t.Run("half the headroom kept", func(t *testing.T) {
+		// A foreign process come since the card was read idle: 1.2 GiB in use.
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}}
+		e, st := engine(t, "name: w\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 1GiB\n", &cards, state.Limit{5: 1}, Config{})
+		rounds(t, e, 1)
+		cards[0].Processes, cards[0].Used = []gpu.Process{{PID: 900, Used: idle}}, 2*idle
+		submit(t, e, big, nil)
+		rounds(t, e, 2)
+		waits(t, st, "t.1", "a foreign process leaves 0.1 GiB of the 1 GiB headroom")
+		// 5 GiB in use that no process is listed for (another container's): an 18.6 GiB
+		// job would leave 0.4 GiB of the 1 GiB headroom.
+		cards = []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle + 5*gib}}
+		e, st = engine(t, strings.Replace(big, "memory: 22.7GiB", "memory: 18.6GiB", 1), &cards, nil, Config{})
+		rounds(t, e, 2)
+		waits(t, st, "t.1", "it would leave 0.4 GiB of the 1 GiB headroom")
+	})
+	t.Run("memory freed late", func(t *testing.T) {
+		// Read idle at 0.6 GiB, then for a round 12.6 GiB with no process listed as two
+		// trainers end: the card's idle use stays the least it read, and the two jobs
+		// that share it start together once it reads 0.6 again.
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}}
+		e, st := engine(t, "name: t\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 11GiB\n", &cards, nil, Config{Slots: []int{2}, Settle: time.Nanosecond})
+		rounds(t, e, 1)
+		cards[0].Used = idle + 12*gib
+		e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+		must(t, e.round([]Exit{{Attempt: "t.1/1", Outcome: plans.Success}, {Attempt: "t.2/1", Outcome: plans.Success}}))
+		waits(t, st, "t.3", "the card reads 12.6 GiB in use")
+		cards[0].Used = idle
+		rounds(t, e, 1)
+		runsOn(t, e, st, "t.3", []int{0})
+		runsOn(t, e, st, "t.4", []int{0})
+	})
 }

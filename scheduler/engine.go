@@ -216,13 +216,11 @@ type Engine struct {
 	// largest is the memory of the largest of those cards, which the queue weighs a
 	// job's share of a card by (see state.Queue.SetCards).
 	largest int64
-	// idle is what NVML counted as used on each card when a round last found it idle
-	// (see noteIdle); idleFit what that leaves the job with the most (see idleRoom),
-	// figured for the cards' reading idleFitOf (0: to figure again) and the largest
-	// room idleFitRoom.
-	idle                 map[plans.CardID]int64
-	idleFit, idleFitRoom int64
-	idleFitOf            uint64
+	// idle is the least NVML counted as used on each card of the reading with nothing
+	// on it (see idleUse), and idleAt the same by the card's position (-1: not read
+	// idle yet).
+	idle   map[plans.CardID]int64
+	idleAt []int64
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership

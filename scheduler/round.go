@@ -157,14 +157,25 @@ func (e *Engine) placeCards() {
 	e.cardIDs = e.cardIDs[:0]
 	e.cardsRead++
 	e.largest = 0
+	e.idleAt = slices.Grow(e.idleAt[:0], len(e.cards))
+	idle := make(map[plans.CardID]int64, len(e.cards))
 	for i, c := range e.cards {
 		e.largest = max(e.largest, c.Total)
 		e.cardIDs = append(e.cardIDs, c.ID())
 		e.cardPos[c.ID()] = i
+		// What a card that went (a worker gone) read idle is forgotten.
+		at, ok := e.idle[c.ID()]
+		if ok {
+			idle[c.ID()] = at
+		} else {
+			at = -1
+		}
+		e.idleAt = append(e.idleAt, at)
 		if _, ok := e.workerAt[c.Worker]; !ok {
 			e.workerAt[c.Worker] = i
 		}
 	}
+	e.idle = idle
 }
 
 // slots is the plan's limit on each card of the round, in order: the cluster's, or the
@@ -240,7 +251,6 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 	buf.cards = cards
 	e.timeLeft(cards)
 	e.addEnds(cards, held, &buf.ends)
-	e.noteIdle(cards)
 	if drained := view.Drained(); len(drained) > 0 {
 		for i := range cards {
 			if drained[plans.CardID{Worker: cards[i].Worker, Index: cards[i].Index}] {
@@ -248,7 +258,7 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 			}
 		}
 	}
-	fit := e.fitsOf(view)
+	fit := e.fitsOf(view, cards)
 	return packView{view: view, cards: cards, hosts: hosts, request: e.requester(fit, e.quotas(view, cards, running)), asks: fit.asks}, nil
 }
 
@@ -272,41 +282,36 @@ func (e *Engine) requester(fit *fits, quota func(sweep string) *pack.Quota) func
 // fits is what a round's queued jobs ask of a card: their estimates, but for a job whose
 // shape ran at an estimate above every card's room (see ranAt), which runs alone on an
 // idle card that has its estimate free, as that job did. Such a job asks for its
-// estimate less the headroom of the smallest card that holds that much, exclusively: on
-// an idle card of that size, the packer's free (what is not used there, less headroom)
-// is then at least what it asks exactly where the card has the estimate free, whatever
-// NVML counts as used on it idle (0.6 GiB of an idle H200), card by card; a larger card
-// keeps back more, and so must have more than the estimate free.
+// estimate less what the smallest card that holds that much keeps back, exclusively: on
+// an idle card of that size, the packer's free (what is not used there, less the
+// headroom beyond the card's idle use) is then at least what it asks exactly where the
+// card has the estimate free, card by card; a larger card keeps back more, and so must
+// have more than the estimate free.
 type fits struct {
 	view        state.View
 	room, total int64 // the most any card offers, and the largest card's memory
-	// fit is the most any card offers with what NVML counted as used on it when it
-	// was last idle kept back (see idleRoom): no more than room.
-	fit      int64
-	cards    []gpu.Card
-	headroom plans.Headroom
-	// kept is what each size of card keeps back, by its memory, once asked.
+	cards       []pack.CardState
+	// kept is what each size of card keeps back, by its memory, once asked: the least
+	// of its cards' (see pack.CardState.Free).
 	kept map[int64]int64
 }
 
-func (e *Engine) fitsOf(view state.View) *fits {
-	room := e.largestRoom()
-	return &fits{view: view, room: room, fit: e.idleRoom(room), total: e.largest, cards: e.cards, headroom: e.cfg.Headroom}
+func (e *Engine) fitsOf(view state.View, cards []pack.CardState) *fits {
+	return &fits{view: view, room: e.largestRoom(), total: e.largest, cards: cards}
 }
 
 // ask is what a queued job of shape with estimate est asks of a card, and whether it
-// must have the card alone. A job no card could hold beside what NVML counts as used on
-// it idle (est above fit), though within a card's room, asks the same way as one whose
-// shape ran above every card's room: otherwise it would fit no card, idle or not, and
-// wait for ever.
+// must have the card alone.
 func (f *fits) ask(est int64, shape string) (int64, bool) {
-	if est <= f.fit || est > f.room && !ranAt(f.view.Shape(shape), est, f.room, f.total) {
+	if est <= f.room || !ranAt(f.view.Shape(shape), est, f.room, f.total) {
 		return est, false
 	}
 	if f.kept == nil {
 		f.kept = map[int64]int64{}
 		for _, c := range f.cards {
-			f.kept[c.Total] = c.Total - f.headroom.Room(c.Total)
+			if k, ok := f.kept[c.Total]; !ok || c.Headroom-c.Idle < k {
+				f.kept[c.Total] = c.Headroom - c.Idle
+			}
 		}
 	}
 	smallest, kept := int64(math.MaxInt64), int64(0)
@@ -857,7 +862,7 @@ func (e *Engine) launch(sweeps *launchSweeps, j *state.Job, p pack.Placement, sh
 	job.State = state.JobRunning
 	a := &state.Attempt{ID: state.AttemptID(j.ID, job.Attempts), Job: j.ID, Shape: j.Shape, N: job.Attempts, Worker: p.Worker, GPUs: cardIdx,
 		Tier: j.Pos.Tier, Params: j.Current, Estimate: job.Estimate, Reserve: job.Estimate, HostReserve: job.HostEstimate,
-		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: p.Alone, Expected: e.store.Queue().Took(j.Shape)}
+		Started: e.clock.Now(), Timeout: j.Timeout.After, Alone: requestOf(&job).Exclusive, Expected: e.store.Queue().Took(j.Shape)}
 	if j.Probe && job.Estimate == 0 {
 		e.changeShape(j.Shape, func(l *state.Shape) { l.Probe = j.ID }, nil)
 	}

@@ -104,6 +104,9 @@ type CardState struct {
 	Util      float64
 	Blind     int
 	BlindUtil float64
+	// Idle is the part of Used the headroom is kept for: what NVML counts as used on
+	// the card with nothing on it (the driver's own), up to half the headroom.
+	Idle int64
 }
 
 // Release is a running attempt on a card as the packer sees it: when it is expected to
@@ -123,8 +126,11 @@ const UnknownEnd = time.Duration(math.MaxInt64)
 // Free is the memory a new job may count on: what neither NVML nor gpuq's own
 // reservations claim, less headroom. Taking the larger of the two guards against both
 // races: a trainer that has not allocated yet, and memory NVML still shows after exit.
+// What the card has in use with nothing on it (Idle) is within the headroom, not on
+// top of it: a job whose estimate is within the card's room fits it idle where that
+// is no more than half the headroom, and keeps at least half of it free in any case.
 func (c CardState) Free() int64 {
-	return c.Total - max(c.Used, c.Reserved+c.Foreign) - c.Headroom
+	return c.Total - max(c.Used-c.Idle, c.Reserved+c.Foreign) - c.Headroom
 }
 
 // room is what the card offers jobs: its capacity less headroom.
@@ -141,9 +147,6 @@ type Placement struct {
 	Job    string
 	Worker string // the machine of its cards
 	Cards  []int  // card indices on it
-	// Alone: it has its cards to itself (its request was exclusive), as long as it
-	// runs.
-	Alone bool
 }
 
 // Decision is the packer's answer for one round.

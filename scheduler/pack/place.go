@@ -98,7 +98,7 @@ func (p *packer) pick(r *Request) []int {
 
 func (p *packer) place(r Request, picked []int) Placement {
 	p.gen++
-	pl := Placement{Job: r.Job, Worker: p.cards[picked[0]].Worker, Alone: r.Exclusive}
+	pl := Placement{Job: r.Job, Worker: p.cards[picked[0]].Worker}
 	if h, ok := p.hosts[pl.Worker]; ok {
 		h.Reserved += r.Host
 		h.Used += r.Host

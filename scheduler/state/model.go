@@ -153,8 +153,7 @@ type Attempt struct {
 	Timeout time.Duration `json:",omitempty"`
 	// TimedOut: the engine stopped it for running past its timeout.
 	TimedOut bool `json:",omitempty"`
-	// Alone: it runs alone on its cards (an exclusive rung, a probe, or a job no card
-	// holds beside another; see the scheduler's fits).
+	// Alone: it runs alone on its cards (an exclusive rung, or a probe).
 	Alone bool `json:",omitempty"`
 	// Expected is how long it was expected to run when it started: its shape's learned
 	// duration then; 0 = none was.
