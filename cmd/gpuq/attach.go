@@ -29,7 +29,8 @@ func newAttachCmd(io ioStreams, st *settings) *cobra.Command {
 		Long: `Show the running attempt's terminal: the last 64 KiB of its output, then what it
 writes as it writes it. What you type goes to the trainer, so a pdb prompt or a
 "continue? [y/n]" works. Ctrl-] detaches and leaves the trainer running; so does
-closing the terminal. --read-only only watches.`,
+closing the terminal. --read-only only watches: what you type is neither sent nor
+shown, and Ctrl-C or Ctrl-] stops watching.`,
 		Example: `  gpuq attach gla-e1.3
   gpuq attach gla-e1.3 --read-only`,
 		Args:              exactArgs(1),
@@ -63,20 +64,13 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 		return fmt.Errorf("%s: attempt %d has just ended, or its supervisor does not answer: %w", id, a.N, err)
 	}
 	defer conn.Close()
-	if f, ok := ios.In.(*os.File); ok && !readOnly {
-		if restore, err := rawTerminal(f); err == nil {
-			defer restore()
-		}
-	}
-	note := "Ctrl-] detaches"
+	note, left := "Ctrl-] detaches", "detached from"
 	if readOnly {
-		note = "read-only; Ctrl-C stops watching"
+		note, left = "read-only; Ctrl-C or Ctrl-] stops watching", "stopped watching"
 	}
 	fmt.Fprintf(ios.Err, "[gpuq: attached to %s, attempt %d; %s]\r\n", id, a.N, note)
 	detached := make(chan struct{})
-	if !readOnly {
-		go forwardKeys(ios.In, conn, detached)
-	}
+	defer takeKeys(ios.In, conn, readOnly, detached)()
 	copied := make(chan struct{})
 	go func() {
 		io.Copy(ios.Out, conn)
@@ -92,7 +86,7 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 	case <-detached:
 		conn.Close()
 		<-copied
-		fmt.Fprintf(ios.Err, "\r\n[gpuq: detached from %s; it runs on]\r\n", id)
+		fmt.Fprintf(ios.Err, "\r\n[gpuq: %s %s; it runs on]\r\n", left, id)
 	}
 	return nil
 }
@@ -126,13 +120,38 @@ func dialTerminal(st *settings, id string, a api.AttemptSummary, request string)
 	return c.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: id, N: a.N}, Kind: request})
 }
 
-// forwardKeys sends what is typed to the trainer until the detach key; an end of
+// takeKeys takes what is typed at in while attached, until detached is closed: a
+// terminal is put in raw mode, so that no key is echoed among the trainer's output and
+// keystrokes (Ctrl-C included) go to the trainer's own terminal; read-only, they go
+// nowhere, and Ctrl-C, which would otherwise end gpuq with the terminal still raw, stops
+// watching as the detach key does. Read-only, input that is no terminal is not read:
+// Ctrl-C is a signal there. It returns what gives the terminal back as it was.
+func takeKeys(in io.Reader, conn io.Writer, readOnly bool, detached chan<- struct{}) (restore func()) {
+	restore, raw := func() {}, false
+	if f, ok := in.(*os.File); ok {
+		if r, err := rawTerminal(f); err == nil {
+			restore, raw = r, true
+		}
+	}
+	switch {
+	case !readOnly:
+		go forwardKeys(in, conn, string([]byte{detachKey}), detached)
+	case raw:
+		go forwardKeys(in, io.Discard, string([]byte{detachKey, ctrlC}), detached)
+	}
+	return restore
+}
+
+// ctrlC is what a raw terminal reads of Ctrl-C.
+const ctrlC = 0x03
+
+// forwardKeys sends what is typed to conn until one of the keys in stop; an end of
 // input stops sending, not watching.
-func forwardKeys(in io.Reader, conn io.Writer, detached chan<- struct{}) {
+func forwardKeys(in io.Reader, conn io.Writer, stop string, detached chan<- struct{}) {
 	buf := make([]byte, 4096)
 	for {
 		n, err := in.Read(buf)
-		if i := bytes.IndexByte(buf[:n], detachKey); i >= 0 {
+		if i := bytes.IndexAny(buf[:n], stop); i >= 0 {
 			conn.Write(buf[:i])
 			close(detached)
 			return
