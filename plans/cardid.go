@@ -36,10 +36,24 @@ func ParseCardID(name string) (CardID, error) {
 	return c, nil
 }
 
-// CardsOn names cards of one machine for people: "GPU [0 1]", or "node7 GPU [0]".
-func CardsOn(worker string, indices []int) string {
-	if worker == "" {
-		return fmt.Sprintf("GPU %v", indices)
+// Cards names cards of one machine as gpuq status and top show them: "0,1", or on a
+// worker "node7:0,1".
+func Cards(worker string, indices []int) string {
+	s := make([]string, len(indices))
+	for i, n := range indices {
+		s[i] = strconv.Itoa(n)
 	}
-	return fmt.Sprintf("%s GPU %v", worker, indices)
+	if worker == "" {
+		return strings.Join(s, ",")
+	}
+	return worker + ":" + strings.Join(s, ",")
+}
+
+// CardsOn names cards of one machine in a sentence: "GPU 0", "GPUs 0,1", or on a
+// worker "GPU node7:0", as Cards names them.
+func CardsOn(worker string, indices []int) string {
+	if len(indices) == 1 {
+		return "GPU " + Cards(worker, indices)
+	}
+	return "GPUs " + Cards(worker, indices)
 }

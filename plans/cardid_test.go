@@ -16,15 +16,18 @@ func TestParseCardID(t *testing.T) {
 	}
 }
 
-// TestCardsOn: cards of this machine by index, a worker's with its name.
+// TestCardsOn: cards of this machine by index, a worker's with its name, as gpuq
+// status and top name them (node7:3), not as Go prints a slice.
 func TestCardsOn(t *testing.T) {
 	for _, tt := range []struct {
 		worker string
 		cards  []int
 		want   string
 	}{
-		{"", []int{0, 1}, "GPU [0 1]"},
-		{"node7", []int{3}, "node7 GPU [3]"},
+		{"", []int{0}, "GPU 0"},
+		{"", []int{0, 1}, "GPUs 0,1"},
+		{"node7", []int{3}, "GPU node7:3"},
+		{"node7", []int{0, 1}, "GPUs node7:0,1"},
 	} {
 		if got := CardsOn(tt.worker, tt.cards); got != tt.want {
 			t.Errorf("CardsOn(%q, %v) = %q, want %q", tt.worker, tt.cards, got, tt.want)

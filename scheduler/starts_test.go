@@ -174,8 +174,8 @@ func TestStartedEventsTellTheStartsThatWere(t *testing.T) {
 			told = append(told, fmt.Sprintf("%s/%d %s", ev.Job, ev.Attempt, ev.Message))
 		}
 	}
-	want := []string{"c.1/1 on GPU [0], tier 0, estimate 1.00 GiB", "c.2/1 on GPU [0], tier 0, estimate 1.00 GiB",
-		"c.3/1 on GPU [0], tier 0, estimate 1.00 GiB", "c.5/1 on GPU [0], tier 0, estimate 1.00 GiB", "c.6/1 on GPU [0], tier 0, estimate 1.00 GiB"}
+	want := []string{"c.1/1 on GPU 0, tier 0, estimate 1.00 GiB", "c.2/1 on GPU 0, tier 0, estimate 1.00 GiB",
+		"c.3/1 on GPU 0, tier 0, estimate 1.00 GiB", "c.5/1 on GPU 0, tier 0, estimate 1.00 GiB", "c.6/1 on GPU 0, tier 0, estimate 1.00 GiB"}
 	if !slices.Equal(told, want) {
 		t.Errorf("started events %q, want %q", told, want)
 	}

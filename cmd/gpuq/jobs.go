@@ -565,12 +565,7 @@ func learnedUtil(j api.JobSummary) string {
 }
 
 // cardsOf names an attempt's cards: "0,1", or on a worker "node7:0,1".
-func cardsOf(a api.AttemptSummary) string {
-	if a.Worker != "" {
-		return a.Worker + ":" + intsText(a.GPUs)
-	}
-	return intsText(a.GPUs)
-}
+func cardsOf(a api.AttemptSummary) string { return plans.Cards(a.Worker, a.GPUs) }
 
 // durationOf is how long an attempt ran, or has run so far.
 func durationOf(a api.AttemptSummary, now time.Time) string {

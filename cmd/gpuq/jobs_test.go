@@ -234,11 +234,11 @@ func TestDrainVerbs(t *testing.T) {
 func TestWhy(t *testing.T) {
 	d := &fakeDaemon{whys: map[string]api.WhyResponse{
 		"s.3": {Job: "s.3", Reason: "no-slot", Detail: "every card's slots are taken"},
-		"s.1": {Job: "s.1", Detail: "it is running: attempt 1 on GPU [0] since 10:00:00"},
+		"s.1": {Job: "s.1", Detail: "it is running: attempt 1 on GPU 0 since 10:00:00"},
 	}}
 	for id, want := range map[string]string{
 		"s.3": "s.3 waits (no-slot): every card's slots are taken\n",
-		"s.1": "s.1: it is running: attempt 1 on GPU [0] since 10:00:00\n",
+		"s.1": "s.1: it is running: attempt 1 on GPU 0 since 10:00:00\n",
 	} {
 		ios, out, _ := buffers()
 		if err := runWhy(&whyOptions{io: ios, client: d.client}, id); err != nil || out.String() != want {

@@ -158,7 +158,7 @@ func printPlan(io ioStreams, p *prepared, states []pack.CardState, d pack.Decisi
 		j := byID[w.Job]
 		why := string(w.Reason) + ": " + w.Detail
 		if r := d.Reservation; r != nil && w.Job == r.Job {
-			why += fmt.Sprintf("; GPU %v reserved for it", r.Cards)
+			why += fmt.Sprintf("; %s reserved for it", plans.CardsOn(r.Worker, r.Cards))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.ID, j.Name, estimateText(j), why)
 	}

@@ -431,7 +431,7 @@ func TestAWorkerAwayIsSaid(t *testing.T) {
 		t.Errorf("gpuq status: %+v %v, want its worker away", jobs, err)
 	}
 	why, err := client.Why("a.1")
-	if err != nil || !strings.Contains(why.Detail, "it is running: attempt 1 on w1 GPU [0]") ||
+	if err != nil || !strings.Contains(why.Detail, "it is running: attempt 1 on GPU w1:0") ||
 		!strings.Contains(why.Detail, "but worker w1 is away, not heard from since 09:00:00; unless it is back within 15s") {
 		t.Errorf("gpuq why a.1: %+v %v, want it running, its worker away", why, err)
 	}

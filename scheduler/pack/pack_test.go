@@ -54,7 +54,7 @@ func TestPack(t *testing.T) {
 			name:  "plan slots honoured",
 			queue: []Request{{Job: "a", Memory: gib}, {Job: "b", Memory: gib}, {Job: "c", Memory: gib}, {Job: "d", Memory: gib}},
 			cards: []CardState{card(0, 24*gib, 2), card(1, 24*gib, 1)},
-			want:  "a -> [1]\nb -> [0]\nc -> [0]\nd waits: no-slot\nreserved for d: GPU [0] in unknown",
+			want:  "a -> [1]\nb -> [0]\nc -> [0]\nd waits: no-slot\nreserved for d: GPU 0 in unknown",
 		},
 		{
 			// The seed sweep: 14 GiB jobs on the two-slot cards would strand their
@@ -78,7 +78,7 @@ func TestPack(t *testing.T) {
 				{Index: 1, Total: 24 * gib, Reserved: 8 * gib, Foreign: 7 * gib, Slots: 4}, // ours + someone else's
 				{Index: 2, Total: 24 * gib, Headroom: 14*gib + 1, Slots: 4},
 			},
-			want: "a waits: no-memory\nreserved for a: GPU [1] in unknown",
+			want: "a waits: no-memory\nreserved for a: GPU 1 in unknown",
 		},
 		{
 			name:  "multi-card job takes distinct cards at once or none",
@@ -92,7 +92,7 @@ func TestPack(t *testing.T) {
 			queue: []Request{{Job: "ddp", Memory: 20 * gib, GPUsPerJob: 2, Waited: DueAfter},
 				{Job: "one", Memory: 6 * gib}, {Job: "two", Memory: 2 * gib}},
 			cards: []CardState{{Index: 0, Total: 24 * gib, Reserved: 10 * gib, Running: 1, Slots: 2}, card(1, 24*gib, 2)},
-			want:  "ddp waits: no-memory\none waits: reserved\ntwo -> [1]\nreserved for ddp: GPU [0 1] in unknown, due",
+			want:  "ddp waits: no-memory\none waits: reserved\ntwo -> [1]\nreserved for ddp: GPUs 0,1 in unknown, due",
 		},
 		{
 			name:  "backfill past a blocked job onto cards it does not hold",
@@ -101,7 +101,7 @@ func TestPack(t *testing.T) {
 				{Index: 0, Total: 24 * gib, Reserved: 10 * gib, Running: 1, Slots: 2},
 				{Index: 1, Total: 12 * gib, Reserved: 2 * gib, Running: 1, Slots: 2},
 			},
-			want: "big waits: no-memory\nsmall -> [1]\nreserved for big: GPU [0] in unknown, due",
+			want: "big waits: no-memory\nsmall -> [1]\nreserved for big: GPU 0 in unknown, due",
 		},
 		{
 			name:  "exclusive job needs an idle card and keeps it",
@@ -119,7 +119,7 @@ func TestPack(t *testing.T) {
 			name:  "a zero slot keeps a card free",
 			queue: []Request{{Job: "a", Memory: gib}, {Job: "b", Memory: gib}},
 			cards: []CardState{card(0, 24*gib, 0), card(1, 24*gib, 1)},
-			want:  "a -> [1]\nb waits: no-slot\nreserved for b: GPU [1] in unknown",
+			want:  "a -> [1]\nb waits: no-slot\nreserved for b: GPU 1 in unknown",
 		},
 	}
 	for _, tt := range tests {
@@ -155,19 +155,19 @@ func TestPackBackfill(t *testing.T) {
 			name:  "a job that ends before the reservation is due starts on its card",
 			queue: []Request{head, {Job: "x", Memory: 6 * gib, Duration: 30 * time.Minute}},
 			cards: []CardState{busy(0, time.Hour, 16*gib)},
-			want:  "x -> [0]\nhead waits: no-memory\nreserved for head: GPU [0] in 1h0m0s, due",
+			want:  "x -> [0]\nhead waits: no-memory\nreserved for head: GPU 0 in 1h0m0s, due",
 		},
 		{
 			name:  "a job that would run past it waits",
 			queue: []Request{head, {Job: "x", Memory: 6 * gib, Duration: 90 * time.Minute}},
 			cards: []CardState{busy(0, time.Hour, 16*gib)},
-			want:  "head waits: no-memory\nx waits: reserved\nreserved for head: GPU [0] in 1h0m0s, due",
+			want:  "head waits: no-memory\nx waits: reserved\nreserved for head: GPU 0 in 1h0m0s, due",
 		},
 		{
 			name:  "so does one whose duration is not known",
 			queue: []Request{head, {Job: "x", Memory: 6 * gib}},
 			cards: []CardState{busy(0, time.Hour, 16*gib)},
-			want:  "head waits: no-memory\nx waits: reserved\nreserved for head: GPU [0] in 1h0m0s, due",
+			want:  "head waits: no-memory\nx waits: reserved\nreserved for head: GPU 0 in 1h0m0s, due",
 		},
 		{
 			// Three slots: after x, y still fits now, but not beside the head in an hour.
@@ -175,14 +175,14 @@ func TestPackBackfill(t *testing.T) {
 			queue: []Request{head, {Job: "x", Memory: 4 * gib}, {Job: "y", Memory: 2 * gib}},
 			cards: []CardState{{Index: 0, Total: 24 * gib, Slots: 3, Running: 1, Reserved: 16 * gib, Used: 16 * gib,
 				Ends: []Release{{In: time.Hour, Memory: 16 * gib}}}},
-			want: "x -> [0]\nhead waits: no-memory\ny waits: reserved\nreserved for head: GPU [0] in 1h0m0s, due",
+			want: "x -> [0]\nhead waits: no-memory\ny waits: reserved\nreserved for head: GPU 0 in 1h0m0s, due",
 		},
 		{
 			// Card 1 would fit x more tightly, but its job ends in 10 minutes.
 			name:  "the reservation is on the card that frees first",
 			queue: []Request{head, {Job: "x", Memory: 6 * gib, Duration: 30 * time.Minute}},
 			cards: []CardState{busy(0, time.Hour, 16*gib), busy(1, 10*time.Minute, 17*gib)},
-			want:  "x -> [0]\nhead waits: no-memory\nreserved for head: GPU [1] in 10m0s, due",
+			want:  "x -> [0]\nhead waits: no-memory\nreserved for head: GPU 1 in 10m0s, due",
 		},
 		{
 			// p takes the idle card for 20 minutes, so the head is due there then; x,
@@ -191,19 +191,19 @@ func TestPackBackfill(t *testing.T) {
 			queue: []Request{{Job: "p", Memory: 16 * gib, Duration: 20 * time.Minute}, head,
 				{Job: "x", Memory: 6 * gib, Duration: 30 * time.Minute}},
 			cards: []CardState{card(0, 24*gib, 2), busy(1, time.Hour, 16*gib)},
-			want:  "p -> [0]\nx -> [1]\nhead waits: no-memory\nreserved for head: GPU [0] in 20m0s, due",
+			want:  "p -> [0]\nx -> [1]\nhead waits: no-memory\nreserved for head: GPU 0 in 20m0s, due",
 		},
 		{
 			name:  "where no end is known, jobs start on the head's cards until it has waited DueAfter",
 			queue: []Request{{Job: "head", Memory: 20 * gib, Waited: DueAfter - time.Second}, {Job: "x", Memory: 6 * gib}},
 			cards: []CardState{busy(0, UnknownEnd, 16*gib)},
-			want:  "x -> [0]\nhead waits: no-memory\nreserved for head: GPU [0] in unknown",
+			want:  "x -> [0]\nhead waits: no-memory\nreserved for head: GPU 0 in unknown",
 		},
 		{
 			name:  "then the reservation is due",
 			queue: []Request{{Job: "head", Memory: 20 * gib, Waited: DueAfter}, {Job: "x", Memory: 6 * gib, Duration: time.Minute}},
 			cards: []CardState{busy(0, UnknownEnd, 16*gib)},
-			want:  "head waits: no-memory\nx waits: reserved\nreserved for head: GPU [0] in unknown, due",
+			want:  "head waits: no-memory\nx waits: reserved\nreserved for head: GPU 0 in unknown, due",
 		},
 		{
 			// Which of the jobs there ends first cannot be told, so neither can what
@@ -212,7 +212,7 @@ func TestPackBackfill(t *testing.T) {
 			queue: []Request{{Job: "head", Memory: 20 * gib, Waited: DueAfter}, {Job: "x", Memory: 2 * gib}},
 			cards: []CardState{{Index: 0, Total: 24 * gib, Slots: 3, Running: 2, Reserved: 20 * gib,
 				Ends: []Release{{In: UnknownEnd, Memory: 4 * gib}, {In: UnknownEnd, Memory: 16 * gib}}}},
-			want: "head waits: no-memory\nx waits: reserved\nreserved for head: GPU [0] in unknown, due",
+			want: "head waits: no-memory\nx waits: reserved\nreserved for head: GPU 0 in unknown, due",
 		},
 	}
 	for _, tt := range tests {
@@ -273,7 +273,7 @@ func TestPackAlikeOnlyInMemory(t *testing.T) {
 			name:  "exclusive",
 			cards: []CardState{{Index: 0, Total: 24 * gib, Reserved: 2 * gib, Running: 1, Slots: 4}},
 			queue: []Request{{Job: "a", Memory: 4 * gib, Exclusive: true}, {Job: "a2", Memory: 4 * gib, Exclusive: true}, {Job: "b", Memory: 4 * gib}},
-			want:  "b -> [0]\na waits: needs-idle\na2 waits: needs-idle\nreserved for a: GPU [0] in unknown",
+			want:  "b -> [0]\na waits: needs-idle\na2 waits: needs-idle\nreserved for a: GPU 0 in unknown",
 		},
 		{
 			name:  "duration",
@@ -292,7 +292,7 @@ func TestPackAlikeOnlyInMemory(t *testing.T) {
 			cards: []CardState{{Worker: "w1", Index: 0, Total: 24 * gib, Running: 1, Slots: 1}, {Worker: "w2", Index: 0, Total: 24 * gib, Slots: 4}},
 			hosts: Hosts{"w1": {Total: 64 * gib}, "w2": {Total: 8 * gib}},
 			queue: []Request{{Job: "a", Memory: 4 * gib, Host: 16 * gib}, {Job: "a2", Memory: 4 * gib, Host: 16 * gib}, {Job: "b", Memory: 4 * gib, Host: 4 * gib}},
-			want:  "b -> w2 [0]\na waits: no-memory\na2 waits: no-memory\nreserved for a: w2 GPU [0] in 0s, due",
+			want:  "b -> w2 [0]\na waits: no-memory\na2 waits: no-memory\nreserved for a: GPU w2:0 in 0s, due",
 		},
 	}
 	for _, tt := range tests {
@@ -403,7 +403,7 @@ func TestPackAcrossWorkers(t *testing.T) {
 			name:  "the same index on two machines is two cards",
 			queue: []Request{{Job: "a", Memory: 20 * gib}, {Job: "b", Memory: 20 * gib}, {Job: "c", Memory: 20 * gib}},
 			cards: []CardState{on("n1", 0, 1), on("n2", 0, 1)},
-			want:  "a -> n1 [0]\nb -> n2 [0]\nc waits: no-slot\nreserved for c: n1 GPU [0] in unknown",
+			want:  "a -> n1 [0]\nb -> n2 [0]\nc waits: no-slot\nreserved for c: GPU n1:0 in unknown",
 		},
 		{
 			name:  "two cards of one machine, never one of each",
@@ -417,7 +417,7 @@ func TestPackAcrossWorkers(t *testing.T) {
 			name:  "no machine has two cards free: it waits for one that will",
 			queue: []Request{{Job: "ddp", Memory: 10 * gib, GPUsPerJob: 2}, {Job: "small", Memory: gib}},
 			cards: []CardState{on("n1", 0, 1), busy(on("n1", 1, 1)), busy(on("n2", 0, 1)), on("n2", 1, 1)},
-			want:  "small -> n2 [1]\nddp waits: no-slot\nreserved for ddp: n1 GPU [0 1] in 1h0m0s, due",
+			want:  "small -> n2 [1]\nddp waits: no-slot\nreserved for ddp: GPUs n1:0,1 in 1h0m0s, due",
 		},
 		{
 			name:  "no machine has two cards at all",
@@ -437,7 +437,7 @@ func TestPackAcrossWorkers(t *testing.T) {
 			queue: []Request{{Job: "long", Memory: gib, Duration: 2 * time.Hour}, {Job: "short", Memory: gib, Duration: 30 * time.Minute},
 				{Job: "unknown", Memory: gib}, {Job: "longer", Memory: gib, Duration: 3 * time.Hour}},
 			cards: []CardState{ending(on("n1", 0, 2), time.Hour), on("n2", 0, 1)},
-			want:  "long -> n2 [0]\nshort -> n1 [0]\nunknown -> n1 [0]\nlonger waits: no-slot\nreserved for longer: n2 GPU [0] in 2h0m0s, due",
+			want:  "long -> n2 [0]\nshort -> n1 [0]\nunknown -> n1 [0]\nlonger waits: no-slot\nreserved for longer: GPU n2:0 in 2h0m0s, due",
 		},
 	}
 	for _, tt := range tests {

@@ -57,13 +57,13 @@ func TestSharing(t *testing.T) {
 			name:  "then low-utilization jobs share while their sum stays within the target",
 			queue: seven(0.3),
 			cards: idle(2),
-			want:  "a -> [0]\nb -> [1]\nc -> [0]\nd -> [1]\ne -> [0]\nf -> [1]\ng waits: would-slow\nreserved for g: GPU [0] in unknown",
+			want:  "a -> [0]\nb -> [1]\nc -> [0]\nd -> [1]\ne -> [0]\nf -> [1]\ng waits: would-slow\nreserved for g: GPU 0 in unknown",
 		},
 		{
 			name:  "compute-bound jobs never share",
 			queue: seven(1)[:3],
 			cards: idle(2),
-			want:  "a -> [0]\nb -> [1]\nc waits: would-slow\nreserved for c: GPU [0] in unknown",
+			want:  "a -> [0]\nb -> [1]\nc waits: would-slow\nreserved for c: GPU 0 in unknown",
 		},
 		{
 			// Card 0 fits more tightly, but card 1 would be the less busy.
@@ -84,7 +84,7 @@ func TestSharing(t *testing.T) {
 			queue: []Request{{Job: "new", Memory: 10 * gib, UtilUnknown: true}, {Job: "new2", Memory: 10 * gib, UtilUnknown: true}},
 			cards: []CardState{sharing(0, 1, 0.4, 0), sharing(1, 1, 0, 0)},
 			// It waits for the job just placed to be measured (soon), not for it to end.
-			want: "new -> [1]\nnew2 waits: unmeasured\nreserved for new2: GPU [1] in 0s, due",
+			want: "new -> [1]\nnew2 waits: unmeasured\nreserved for new2: GPU 1 in 0s, due",
 		},
 		{
 			// Counted at their sweep's busiest measured shape, 10%, both would fit beside
@@ -92,7 +92,7 @@ func TestSharing(t *testing.T) {
 			name:  "a card takes one guess at a time",
 			queue: []Request{{Job: "g1", Memory: 10 * gib, Util: 0.1, UtilUnknown: true}, {Job: "g2", Memory: 10 * gib, Util: 0.1, UtilUnknown: true}},
 			cards: []CardState{sharing(0, 1, 0.1, 0)},
-			want:  "g1 -> [0]\ng2 waits: unmeasured\nreserved for g2: GPU [0] in 0s, due",
+			want:  "g1 -> [0]\ng2 waits: unmeasured\nreserved for g2: GPU 0 in 0s, due",
 		},
 		{
 			name:  "a measured job may join a guess that leaves room",
@@ -104,19 +104,19 @@ func TestSharing(t *testing.T) {
 			name:  "nor does a measured job join one that is not",
 			queue: []Request{{Job: "a", Memory: 10 * gib, Util: 0.2}, {Job: "zero", Memory: 10 * gib}},
 			cards: []CardState{sharing(0, 1, 1, 1)},
-			want:  "zero -> [0]\na waits: would-slow\nreserved for a: GPU [0] in 0s, due",
+			want:  "zero -> [0]\na waits: would-slow\nreserved for a: GPU 0 in 0s, due",
 		},
 		{
 			name:  "a higher target lets more share",
 			queue: seven(1)[:3],
 			cards: []CardState{{Index: 0, Total: 80 * gib, Slots: NoLimit, Target: 2}},
-			want:  "a -> [0]\nb -> [0]\nc waits: would-slow\nreserved for c: GPU [0] in unknown",
+			want:  "a -> [0]\nb -> [0]\nc waits: would-slow\nreserved for c: GPU 0 in unknown",
 		},
 		{
 			name:  "the plan stays a hard cap",
 			queue: seven(0.1)[:3],
 			cards: []CardState{{Index: 0, Total: 80 * gib, Slots: 2, Target: DefaultTarget}},
-			want:  "a -> [0]\nb -> [0]\nc waits: no-slot\nreserved for c: GPU [0] in unknown",
+			want:  "a -> [0]\nb -> [0]\nc waits: no-slot\nreserved for c: GPU 0 in unknown",
 		},
 		{
 			// The head, not measured yet, waits for card 0 to be idle in 10 min: a job
@@ -127,7 +127,7 @@ func TestSharing(t *testing.T) {
 				{Job: "short", Memory: 10 * gib, Util: 0.2, Duration: 5 * time.Minute}},
 			cards: []CardState{{Index: 0, Total: 80 * gib, Reserved: 10 * gib, Running: 1, Slots: NoLimit, Target: DefaultTarget, Util: 0.5,
 				Ends: []Release{{In: 10 * time.Minute, Memory: 10 * gib, Util: 0.5}}}},
-			want: "short -> [0]\nhead waits: unmeasured\nlong waits: reserved\nreserved for head: GPU [0] in 10m0s, due",
+			want: "short -> [0]\nhead waits: unmeasured\nlong waits: reserved\nreserved for head: GPU 0 in 10m0s, due",
 		},
 	}
 	for _, c := range tests {
@@ -194,7 +194,7 @@ func TestAGuessThatWaitsStopsNoMeasuredJobAlikeInAllElse(t *testing.T) {
 	cards := []CardState{{Index: 0, Total: 80 * gib, Reserved: 10 * gib, Running: 1, Slots: NoLimit, Target: DefaultTarget,
 		Util: 0.3, Blind: 1, BlindUtil: 0.3, Ends: []Release{{In: UnknownEnd, Memory: 10 * gib, Util: 0.3, Blind: true}}}}
 	queue := []Request{{Job: "u", Memory: 10 * gib, Util: 0.3, UtilUnknown: true}, {Job: "m", Memory: 10 * gib, Util: 0.3}}
-	want := "m -> [0]\nu waits: unmeasured\nreserved for u: GPU [0] in 0s, due"
+	want := "m -> [0]\nu waits: unmeasured\nreserved for u: GPU 0 in 0s, due"
 	if got := describe(Pack(queue, cards, nil)); got != want {
 		t.Errorf("Pack:\n%s\nwant\n%s", got, want)
 	}

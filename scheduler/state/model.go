@@ -347,7 +347,7 @@ func (l *Shape) merge(o *Shape) {
 	}
 }
 
-// Where says where it runs, for people: "GPU [0 1]", or on a worker "node7 GPU [0]".
+// Where says where it runs, for people: "GPUs 0,1", or on a worker "GPU node7:0".
 func (a *Attempt) Where() string { return plans.CardsOn(a.Worker, a.GPUs) }
 
 // On reports whether the attempt runs on a card.

@@ -196,16 +196,7 @@ func attemptTitle(d Data, j *Job, a *Attempt) string {
 }
 
 // cardsText names an attempt's cards: "0,1", or on a worker "node7:0,1".
-func cardsText(a *Attempt) string {
-	s := make([]string, len(a.GPUs))
-	for i, g := range a.GPUs {
-		s[i] = strconv.Itoa(g)
-	}
-	if a.Worker != "" {
-		return a.Worker + ":" + strings.Join(s, ",")
-	}
-	return strings.Join(s, ",")
-}
+func cardsText(a *Attempt) string { return plans.Cards(a.Worker, a.GPUs) }
 
 func sizeOrDash(b int64) string {
 	if b <= 0 {

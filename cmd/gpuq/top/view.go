@@ -156,12 +156,7 @@ const (
 
 // gpusOf names a running job's cards as the cards' rows do: "0,1", or "node7:0,1" on a
 // worker.
-func gpusOf(r api.RunningJob) string {
-	if r.Worker != "" {
-		return r.Worker + ":" + intsText(r.GPUs)
-	}
-	return intsText(r.GPUs)
-}
+func gpusOf(r api.RunningJob) string { return plans.Cards(r.Worker, r.GPUs) }
 
 // gpusWidth is the width of the cards column: the longest cards shown, at least 4. A
 // worker's cards are named by its host name (gpu-node-12:3), which a fixed width would
