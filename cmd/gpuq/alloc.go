@@ -160,7 +160,8 @@ func newAllocListCmd(io ioStreams, st *settings) *cobra.Command {
 		Short:   "List the allocation queues and their allocations",
 		Long: `List the allocation queues, each with what it asks Slurm for, its last sbatch failure if
 it has one (in Slurm's words), and its allocations queued or running: Slurm's job id
-and state, the nodes, how many workers are connected now (and how many have left), and
+and state, the nodes, how many workers are connected now (and the most it had at once,
+where that was more: "0 (was 2)"), and
 where their output goes. Of the allocations that ended, the last few are shown; --json
 lists every one.`,
 		Args: noArgs,
@@ -237,11 +238,13 @@ func printQueues(w io.Writer, qs []api.AllocQueue) {
 	}
 }
 
-// workersText is how many of an allocation's workers are linked now, and, where more
-// were, how many have left: "1", "0 (2 left)".
+// workersText is how many of an allocation's workers are linked now, and, where it had
+// more at once, the most it had: "1", "0 (was 2)". Not "(2 left)": beside Slurm's
+// allocations that reads as two still to come, or time left, where it counted those
+// gone; and the most at once less those now is not quite how many went.
 func workersText(a api.Allocation) string {
-	if left := a.Workers - a.Connected; left > 0 {
-		return fmt.Sprintf("%d (%d left)", a.Connected, left)
+	if a.Workers > a.Connected {
+		return fmt.Sprintf("%d (was %d)", a.Connected, a.Workers)
 	}
 	return strconv.Itoa(a.Connected)
 }

@@ -149,7 +149,8 @@ func TestAllocNeedsAListener(t *testing.T) {
 }
 
 // TestAllocListCountsTheWorkersConnectedNow: gpuq alloc list's WORKERS are those
-// connected now, and those that have left, rather than the most ever connected.
+// connected now, rather than the most ever connected, and that most beside them in
+// words that cannot be read as workers or time still to come ("2 left" was).
 func TestAllocListCountsTheWorkersConnectedNow(t *testing.T) {
 	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	q := api.AllocQueue{ID: 1, GPUsPerNode: 2, Time: "1h", MaxAllocs: 2, IdleTimeout: "10m", Allocations: []api.Allocation{
@@ -164,7 +165,7 @@ func TestAllocListCountsTheWorkersConnectedNow(t *testing.T) {
 			rows[f[0]] = strings.Join(f[4:len(f)-3], " ")
 		}
 	}
-	if rows["101"] != "1" || rows["102"] != "0 (2 left)" {
-		t.Errorf("WORKERS: %q, want 101's 1 and 102's 0 (2 left):\n%s", rows, buf.String())
+	if rows["101"] != "1" || rows["102"] != "0 (was 2)" {
+		t.Errorf("WORKERS: %q, want 101's 1 and 102's 0 (was 2):\n%s", rows, buf.String())
 	}
 }
