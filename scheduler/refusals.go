@@ -43,14 +43,32 @@ func jobRange(sweep string, n int) string {
 	return fmt.Sprintf("%s.1 to %s.%d", sweep, sweep, n)
 }
 
-// NoSweep refuses name, given the ids of every job there is.
-func NoSweep(name string, ids []string) Refused {
+// NoSweep refuses name, given the ids of every job there is: a job's id is refused as
+// such, any other name as an UnknownSweep.
+func NoSweep(name string, ids []string) error {
 	if slices.Contains(ids, name) {
 		sweep, _ := splitID(name)
 		return Refused(fmt.Sprintf("no sweep %q: %s is a job, of sweep %s", name, name, sweep))
 	}
-	return Refused(fmt.Sprintf("no sweep %q%s; gpuq status lists them", name, plans.Suggest(name, names(sweepsOf(ids)))))
+	return UnknownSweep{Name: name, Hint: plans.Suggest(name, names(sweepsOf(ids)))}
 }
+
+// UnknownSweep refuses a sweep by a name that none has, as a Refused would (it unwraps
+// to one), in a type of its own, which the daemon's error answer carries too
+// (api.ErrorAnswer): a client may look for such a sweep elsewhere (gpuq results and
+// report name a gpuq run's) without reading the words of the refusal.
+type UnknownSweep struct {
+	Name string `json:"name"`
+	// Hint is the sweep it may mean, " (did you mean "gla-e1"?)", or "".
+	Hint string `json:"hint,omitempty"`
+}
+
+func (u UnknownSweep) Error() string { return u.Short() + "; gpuq status lists them" }
+
+// Short is the refusal without its pointer to gpuq status.
+func (u UnknownSweep) Short() string { return fmt.Sprintf("no sweep %q%s", u.Name, u.Hint) }
+
+func (u UnknownSweep) Unwrap() error { return Refused(u.Error()) }
 
 // sweepsOf counts the jobs of each sweep.
 func sweepsOf(ids []string) map[string]int {

@@ -9,7 +9,7 @@ import (
 func TestUnknownNames(t *testing.T) {
 	ids := []string{"gla-e1.1", "gla-e1.2", "gla-e1.3", "v1.5.1"}
 	tests := []struct {
-		got  Refused
+		got  error
 		want string
 	}{
 		{NoJob("gla-e1", ids), `no job "gla-e1": that is a sweep, of jobs gla-e1.1 to gla-e1.3 (gpuq status --sweep gla-e1 lists them)`},
@@ -22,7 +22,7 @@ func TestUnknownNames(t *testing.T) {
 		{NoSweep("x", nil), `no sweep "x"; gpuq status lists them`},
 	}
 	for _, tt := range tests {
-		if string(tt.got) != tt.want {
+		if tt.got.Error() != tt.want {
 			t.Errorf("got  %s\nwant %s", tt.got, tt.want)
 		}
 	}

@@ -141,17 +141,16 @@ func resultsSummary(opts *resultsOptions) (api.SweepSummary, error) {
 // daemon started (it would run the sweep again). Both read a gpuq run's sweep while it
 // runs, and what it left as it ended.
 func sweepNowhere(verb, source string, err error) error {
-	const listed = "; gpuq status lists them" // the daemon's sweeps: not the one asked for
 	nothing := "neither a gpuq run of it nor a gpuq daemon runs"
 	after := fmt.Sprintf("nor did a gpuq run of it leave its jobs there as it ended (one killed leaves none): a gpuq run's sweep is read from it while it runs, "+
 		"and once it has ended from what it left, or from the summary its --json printed (gpuq run SWEEP.yaml --json > s.json; gpuq %s s.json)", verb)
 	var none api.NoDaemonError
-	var refused scheduler.Refused
+	var unknown scheduler.UnknownSweep
 	switch {
 	case errors.As(err, &none):
 		return fmt.Errorf("%s is no file here, and %s on %s, %s", source, nothing, none.Dir, after)
-	case errors.As(err, &refused) && strings.HasPrefix(string(refused), "no sweep ") && strings.HasSuffix(string(refused), listed):
-		return scheduler.Refused(fmt.Sprintf("%s is no file here, and %s, %s", source, strings.TrimSuffix(string(refused), listed), after))
+	case errors.As(err, &unknown): // gpuq status lists the daemon's sweeps: not the one asked for
+		return scheduler.Refused(fmt.Sprintf("%s is no file here, and %s, %s", source, unknown.Short(), after))
 	}
 	return err
 }

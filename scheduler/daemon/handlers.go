@@ -105,7 +105,7 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 	view := d.store.View()
 	jobs, err := api.Listed(view, sweep, states)
 	if err != nil {
-		fail(w, http.StatusNotFound, err.Error())
+		failErr(w, http.StatusNotFound, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -117,7 +117,7 @@ func (d *daemon) list(w http.ResponseWriter, r *http.Request) {
 func (d *daemon) job(w http.ResponseWriter, r *http.Request) {
 	j, err := api.JobOf(d.store.View(), r.PathValue("id"), d.workersAway())
 	if err != nil {
-		fail(w, http.StatusNotFound, err.Error())
+		failErr(w, http.StatusNotFound, err)
 		return
 	}
 	reply(w, j)
@@ -136,7 +136,7 @@ func (d *daemon) states(w http.ResponseWriter, r *http.Request) {
 	}
 	jobs, err := api.States(d.store.View(), req)
 	if err != nil {
-		fail(w, http.StatusNotFound, err.Error())
+		failErr(w, http.StatusNotFound, err)
 		return
 	}
 	reply(w, api.StatesResponse{Jobs: jobs})
@@ -294,16 +294,23 @@ func reply(w http.ResponseWriter, v any) {
 func failWith(w http.ResponseWriter, err error) {
 	var refused scheduler.Refused
 	if errors.As(err, &refused) {
-		fail(w, http.StatusBadRequest, err.Error())
+		failErr(w, http.StatusBadRequest, err)
 		return
 	}
-	fail(w, http.StatusInternalServerError, err.Error())
+	failErr(w, http.StatusInternalServerError, err)
 }
 
 func fail(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write([]byte(errorBody(msg)))
+}
+
+// failErr answers err with its text and what it is (see api.AnswerOf).
+func failErr(w http.ResponseWriter, status int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(api.AnswerOf(err))
 }
 
 // failSweep refuses a sweep (400) with its problems whole beside their text, so that

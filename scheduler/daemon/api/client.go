@@ -413,13 +413,41 @@ func (c *Client) answerError(resp *http.Response, data []byte) error {
 	switch {
 	case resp.StatusCode == http.StatusBadRequest && len(e.Problems) > 0:
 		return refusedSweep{scheduler.Refused(e.Error), e.Problems}
+	case e.NoSweep != nil:
+		return refusedUnknown{scheduler.Refused(e.Error), *e.NoSweep}
 	case resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusNotFound:
+		if unknown, ok := unknownSweepText(e.Error); ok {
+			return refusedUnknown{scheduler.Refused(e.Error), unknown}
+		}
 		return scheduler.Refused(e.Error)
 	case resp.StatusCode == http.StatusUnauthorized:
 		return fmt.Errorf("gpuq daemon %s: %w: %s; use the secret and certificate of its state directory", c.where(), ErrUnauthorized, e.Error)
 	}
 	return errors.New(e.Error)
 }
+
+// unknownSweepText reads an UnknownSweep from its words, as a daemon whose answers do
+// not carry it says it.
+func unknownSweepText(text string) (scheduler.UnknownSweep, bool) {
+	rest, ok := strings.CutPrefix(text, "no sweep ")
+	quoted, err := strconv.QuotedPrefix(rest)
+	if !ok || err != nil {
+		return scheduler.UnknownSweep{}, false
+	}
+	var u scheduler.UnknownSweep
+	u.Name, _ = strconv.Unquote(quoted)
+	u.Hint, _, _ = strings.Cut(rest[len(quoted):], ";")
+	return u, u.Error() == text // not a job's id refused as a sweep, nor another text
+}
+
+// refusedUnknown is a sweep the daemon has not, in the daemon's words (a refusal as
+// any other) and as what it is, for the client to look elsewhere.
+type refusedUnknown struct {
+	scheduler.Refused
+	unknown scheduler.UnknownSweep
+}
+
+func (r refusedUnknown) Unwrap() []error { return []error{r.Refused, r.unknown} }
 
 // refusedSweep is a sweep the daemon refuses for its problems: a refusal as any other
 // (scheduler.Refused), and its problems one by one (plans.Problems), for the client to

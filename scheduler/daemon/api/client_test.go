@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -208,4 +209,52 @@ func TestStartingIsTheDaemonThatHoldsTheLock(t *testing.T) {
 	if _, ok := Starting(dir); ok {
 		t.Error("a lock file naming a process that does not hold it has a daemon starting")
 	}
+}
+
+// TestAnUnknownSweepIsTypedOnTheWire: a daemon's refusal of a sweep no sweep is named
+// reaches the client as a scheduler.UnknownSweep, which it tells by its type, not its
+// words (gpuq results and report then say where a gpuq run's sweep is): from the
+// answer's no_sweep whatever its text says, and from an older daemon's text alone. A
+// job's id refused as a sweep, or any other refusal, stays a plain Refused.
+func TestAnUnknownSweepIsTypedOnTheWire(t *testing.T) {
+	answer := func(v any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	sent := scheduler.NoSweep("gla-1e", []string{"gla-e1.1"})
+	typed := AnswerOf(fmt.Errorf("list: %w", sent))
+	reworded := ErrorAnswer{Error: "sweep gla-1e: not known here", NoSweep: typed.NoSweep}
+	for _, tt := range []struct {
+		name string
+		body []byte
+		want *scheduler.UnknownSweep
+	}{
+		{"typed", answer(typed), &scheduler.UnknownSweep{Name: "gla-1e", Hint: ` (did you mean "gla-e1"?)`}},
+		{"typed, in other words", answer(reworded), &scheduler.UnknownSweep{Name: "gla-1e", Hint: ` (did you mean "gla-e1"?)`}},
+		{"an older daemon's text", answer(map[string]string{"error": sent.Error()}), &scheduler.UnknownSweep{Name: "gla-1e", Hint: ` (did you mean "gla-e1"?)`}},
+		{"a job's id", answer(AnswerOf(scheduler.NoSweep("gla-e1.1", []string{"gla-e1.1"}))), nil},
+		{"another refusal", answer(map[string]string{"error": `no sweep "x"; but more`}), nil},
+	} {
+		err := (&Client{}).answerError(&http.Response{StatusCode: http.StatusNotFound, Status: "404 Not Found"}, tt.body)
+		var unknown scheduler.UnknownSweep
+		var refused scheduler.Refused
+		switch {
+		case !errors.As(err, &refused) || err.Error() != answerIn(t, tt.body).Error:
+			t.Errorf("%s: %v (%T) is no refusal in the daemon's words", tt.name, err, err)
+		case tt.want == nil && errors.As(err, &unknown):
+			t.Errorf("%s: %v taken for an unknown sweep", tt.name, err)
+		case tt.want != nil && (!errors.As(err, &unknown) || unknown != *tt.want):
+			t.Errorf("%s: %v (%T), want %+v", tt.name, err, err, *tt.want)
+		}
+	}
+}
+
+func answerIn(t *testing.T, data []byte) (e ErrorAnswer) {
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

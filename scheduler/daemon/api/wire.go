@@ -7,9 +7,11 @@
 package api
 
 import (
+	"errors"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -28,11 +30,23 @@ type SubmitRequest struct {
 	Files map[string]string `json:"files,omitempty"`
 }
 
-// ErrorAnswer is the daemon's answer to a request it does not serve: why, and for a
-// sweep it refuses, its problems one by one (see Client.Submit).
+// ErrorAnswer is the daemon's answer to a request it does not serve: why, for a sweep
+// it refuses, its problems one by one (see Client.Submit), and for a sweep it has not,
+// its name (see Client's answerError).
 type ErrorAnswer struct {
-	Error    string         `json:"error"`
-	Problems plans.Problems `json:"problems,omitempty"`
+	Error    string                  `json:"error"`
+	Problems plans.Problems          `json:"problems,omitempty"`
+	NoSweep  *scheduler.UnknownSweep `json:"no_sweep,omitempty"`
+}
+
+// AnswerOf is the error answer that tells err: its text, and what it is.
+func AnswerOf(err error) ErrorAnswer {
+	a := ErrorAnswer{Error: err.Error()}
+	var unknown scheduler.UnknownSweep
+	if errors.As(err, &unknown) {
+		a.NoSweep = &unknown
+	}
+	return a
 }
 
 // SubmitResponse is a submitted sweep, and what of it does not apply.
