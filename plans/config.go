@@ -179,10 +179,10 @@ func nextDot(key string, i int) int {
 }
 
 // paramPaths yields a job's parameters by the keys a ladder or a placeholder may name
-// them by: each parameter under its own key, then, with leaves, each leaf of one that
-// is a mapping under its dotted path (training.batch_size), with the parameter it is
-// in (top). A path may come twice (training.batch_size written dotted too).
-func paramPaths(params *Map, leaves bool) func(yield func(string, paramAt) bool) {
+// them by: each parameter under its own key, then each leaf of one that is a mapping
+// under its dotted path (training.batch_size), with the parameter it is in (top). A
+// path may come twice (training.batch_size written dotted too).
+func paramPaths(params *Map) func(yield func(string, paramAt) bool) {
 	return func(yield func(string, paramAt) bool) {
 		for _, k := range params.Keys {
 			v := params.Vals[k]
@@ -190,7 +190,7 @@ func paramPaths(params *Map, leaves bool) func(yield func(string, paramAt) bool)
 				return
 			}
 			sub, ok := v.(*Map)
-			if !ok || !leaves {
+			if !ok {
 				continue
 			}
 			for l, lv := range sub.LeafValues() {

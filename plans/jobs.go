@@ -79,10 +79,9 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 				// A mapping merges into the params' mapping of that key, key by key,
 				// as into the config base's (see Render); j.Params is the job's own.
 				// Anything else is shared by the jobs of the point's value, as
-				// written: a tier's parameters are a copy (see Rung.Apply). A sweep
-				// expanded Flat has the point's mapping in place of the params'.
+				// written: a tier's parameters are a copy (see Rung.Apply).
 				_, into := j.Params.Vals[k].(*Map)
-				if _, add := v.(*Map); into && add && !c.flat {
+				if _, add := v.(*Map); into && add {
 					j.Params.mergeParam(k, v)
 				} else {
 					j.Params.Set(k, v)

@@ -80,9 +80,6 @@ type reach struct {
 	leaves []string        // config.base's keys
 	fits   map[string]*fitted
 	sig    []byte // fit's buffer
-	// nested: the ladder's keys are found inside mapping parameters too; in a sweep
-	// expanded Flat, only as parameters of their own.
-	nested bool
 }
 
 func (s *Sweep) reach() *reach {
@@ -94,16 +91,7 @@ func (s *Sweep) reach() *reach {
 			used[name[:i]] = true
 		}
 	}
-	return &reach{s: s, used: used, config: s.configReaches(), leaves: s.baseLeaves(), fits: map[string]*fitted{},
-		nested: s.Expansion == Nested}
-}
-
-// param is a job's parameter as the ladder finds it (see nested).
-func (rc *reach) param(params *Map, k string) (any, bool) {
-	if rc.nested {
-		return params.Param(k)
-	}
-	return params.Get(k)
+	return &reach{s: s, used: used, config: s.configReaches(), leaves: s.baseLeaves(), fits: map[string]*fitted{}}
 }
 
 // reaches reports whether a parameter gets to the trainer: by a placeholder, or in the
@@ -137,7 +125,7 @@ func (rc *reach) findRoles(params *Map, named map[string]string) (found map[stri
 		// parameter (training.batch_size of training: {...}) reaches the trainer as
 		// that parameter does.
 		var reached, base, lost []string
-		for k, at := range paramPaths(params, rc.nested) {
+		for k, at := range paramPaths(params) {
 			switch {
 			case !namedFor(k, r.Names) || slices.Contains(reached, k) || slices.Contains(lost, k):
 				// A path written twice (dotted, and in a mapping) is one key.
@@ -218,7 +206,7 @@ func (rc *reach) fit(params *Map) *fitted {
 	// written as a string takes no halving rung), fit alike. The signature is written
 	// into one buffer for all the jobs, and a string made of it only for a new fit.
 	sig := rc.sig[:0]
-	for k, at := range paramPaths(params, rc.nested) {
+	for k, at := range paramPaths(params) {
 		sig = append(sig, k...)
 		if _, num := Number(at.v); num {
 			sig = append(sig, '#')
@@ -241,7 +229,7 @@ func (rc *reach) fit(params *Map) *fitted {
 		rung = rung.renamed(roles)
 		ok := true
 		for _, k := range rung.Keys() {
-			if _, has := rc.param(params, k); has || slices.Contains(f.fromBase, k) {
+			if _, has := params.Param(k); has || slices.Contains(f.fromBase, k) {
 				continue
 			}
 			if v, inBase := s.baseValue(k); inBase && isScalar(v) {
@@ -254,7 +242,7 @@ func (rc *reach) fit(params *Map) *fitted {
 			}
 		}
 		for _, fac := range rung.Scale {
-			v, has := rc.param(params, fac.Key)
+			v, has := params.Param(fac.Key)
 			if !has {
 				v, has = s.baseValue(fac.Key)
 			}

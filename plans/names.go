@@ -29,7 +29,7 @@ func (j *Job) PointText() string {
 func (c *checker) name(s *Sweep, doc *Map) {
 	tmpl := c.str(doc, "job_name", "")
 	if tmpl == "" {
-		defaultNames(s, c.flat)
+		defaultNames(s)
 		return
 	}
 	seen := make(map[string]*Job, len(s.Jobs))
@@ -40,7 +40,7 @@ func (c *checker) name(s *Sweep, doc *Map) {
 				return s.Name, true
 			}
 			v, ok := j.Params.Param(k)
-			return shown(nameText(v, c.flat)), ok
+			return shown(FormatValue(v)), ok
 		})
 		if mp, ok := err.(*missingPlaceholder); ok {
 			c.fail("job_name", "no parameter fills {%s}%s: a job's name takes its parameters and {sweep}",
@@ -67,8 +67,8 @@ func (c *checker) name(s *Sweep, doc *Map) {
 // that would name two jobs alike (text alone), every value is written key=value; where
 // even that would (they differ in their memory or priority alone), the name ends with
 // the job's number. A sweep of one job, or of jobs without a point, names them after
-// itself. flat names them as a sweep expanded Flat was (see nameText).
-func defaultNames(s *Sweep, flat bool) {
+// itself.
+func defaultNames(s *Sweep) {
 	p := pointsOf(s.Jobs)
 	kept := make(map[string]bool, len(p.keys))
 	for _, k := range p.keys {
@@ -86,7 +86,7 @@ func defaultNames(s *Sweep, flat bool) {
 	for _, withKeys := range []bool{false, true} {
 		clear(seen)
 		for i := range s.Jobs {
-			buf = appendPoint(buf[:0], &s.Jobs[i], kept, p.every, withKeys, flat)
+			buf = appendPoint(buf[:0], &s.Jobs[i], kept, p.every, withKeys)
 			if _, dup := seen[string(buf)]; dup {
 				break
 			}
@@ -107,8 +107,8 @@ func defaultNames(s *Sweep, flat bool) {
 }
 
 // appendPoint appends the values of j's point under the keys kept, comma-separated,
-// text alone where every job has its key unless withKeys; flat as defaultNames.
-func appendPoint(b []byte, j *Job, kept, every map[string]bool, withKeys, flat bool) []byte {
+// text alone where every job has its key unless withKeys.
+func appendPoint(b []byte, j *Job, kept, every map[string]bool, withKeys bool) []byte {
 	first := true
 	for _, k := range j.pointKeys {
 		if !kept[k] {
@@ -121,7 +121,7 @@ func appendPoint(b []byte, j *Job, kept, every map[string]bool, withKeys, flat b
 		v := j.Params.Vals[k]
 		if t, text := v.(string); text && t != "" && every[k] && !withKeys {
 			b = append(b, shown(t)...)
-		} else if m, ok := v.(*Map); ok && m.Len() > 0 && !flat {
+		} else if m, ok := v.(*Map); ok && m.Len() > 0 {
 			// A mapping by its leaves, as the ladder names them: training.batch_size=16.
 			leaf := false
 			for l, lv := range m.LeafValues() {
@@ -132,23 +132,10 @@ func appendPoint(b []byte, j *Job, kept, every map[string]bool, withKeys, flat b
 				b = append(append(append(b, shown(k+"."+l)...), '='), shown(FormatValue(lv))...)
 			}
 		} else {
-			b = append(append(append(b, shown(k)...), '='), shown(nameText(v, flat))...)
+			b = append(append(append(b, shown(k)...), '='), shown(FormatValue(v))...)
 		}
 	}
 	return b
-}
-
-// nameText is a value as a job's name gives it: as FormatValue writes it, or, in a
-// sweep expanded Flat, a mapping or a list as Go prints it (&{[lr] map[lr:0.1]},
-// [1 2]), as that gpuq named its jobs: a job keeps its name.
-func nameText(v any, flat bool) string {
-	switch v.(type) {
-	case *Map, []any:
-		if flat {
-			return fmt.Sprint(v)
-		}
-	}
-	return FormatValue(v)
 }
 
 // points are the jobs' points as numbers, for telling which keys tell jobs apart

@@ -12,7 +12,7 @@ func BenchmarkDefaultNames(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		defaultNames(s, false)
+		defaultNames(s)
 	}
 }
 

@@ -60,9 +60,6 @@ type checker struct {
 	// submitted: the sweep is expanded again, as it was when it was submitted (see
 	// ResubmitSweep), and what checks its jobs and sets nothing of them is left out.
 	submitted bool
-	// flat: the sweep is expanded again as a submission to an older gpuq expanded it
-	// (see Flat).
-	flat bool
 }
 
 func (c *checker) warn(msg string) {

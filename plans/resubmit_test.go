@@ -1,7 +1,6 @@
 package plans
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -35,7 +34,7 @@ func TestResubmitSweepIsTheSubmitted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := ResubmitSweep(file, []byte(doc), submitted.Files, submitted.Overrides, submitted.Expansion)
+			again, err := ResubmitSweep(file, []byte(doc), submitted.Files, submitted.Overrides)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +59,7 @@ func TestResubmitSweepLeavesOutTheJobChecks(t *testing.T) {
 		if _, err := DecodeSweep("t.yaml", []byte(tc.doc), Overrides{}); err == nil || !strings.Contains(err.Error(), tc.refused) {
 			t.Fatalf("%q: submitted: %v, want it refused (%s)", tc.doc, err, tc.refused)
 		}
-		if sw, err := ResubmitSweep("t.yaml", []byte(tc.doc), nil, Overrides{}, Nested); err != nil || len(sw.Jobs) < 2 {
+		if sw, err := ResubmitSweep("t.yaml", []byte(tc.doc), nil, Overrides{}); err != nil || len(sw.Jobs) < 2 {
 			t.Errorf("%q: expanded again: %v", tc.doc, err)
 		}
 	}
@@ -69,47 +68,8 @@ func TestResubmitSweepLeavesOutTheJobChecks(t *testing.T) {
 		"name: t\ncommand: [echo]\nmatrix: {seed: [1]}\ngpu_plna: \"2\"\n",
 		"name: t\ncommand: [echo]\nmatrix: {seed: [1, 2]}\noom: {ladder: [{scale: {batch_sise: 0.5}}]}\nparams: {batch_size: 4}\n",
 	} {
-		if _, err := ResubmitSweep("t.yaml", []byte(doc), nil, Overrides{}, Nested); err == nil {
+		if _, err := ResubmitSweep("t.yaml", []byte(doc), nil, Overrides{}); err == nil {
 			t.Errorf("%q: expanded again without an error", doc)
 		}
-	}
-}
-
-// TestResubmitSweepFlatIsAsBefore: a sweep of mapping parameters submitted to a gpuq
-// that read no key inside them is expanded again as that gpuq expanded it (names,
-// tier-0 parameters, ladder: what its jobs and attempts are recorded with), and one
-// submitted now as gpuq expands it now.
-func TestResubmitSweepFlatIsAsBefore(t *testing.T) {
-	const doc = "name: m\ncommand: [train, --config, \"{config}\", --layers, \"{layers}\"]\nconfig: {base: base.yaml}\n" +
-		"params: {training: {lr: 0.3, warmup: 10}}\nmatrix: {training: [{batch_size: 32}], layers: [[1, 2], [3]]}\n"
-	files := map[string]string{"/sweeps/base.yaml": "training: {batch_size: 8, gradient_accumulation_steps: 1, lr: 0.1}\n"}
-	for _, tc := range []struct {
-		e            Expansion
-		name, params string
-		tiers        int
-	}{
-		// As the older gpuq expanded it: the point's mapping in place of the params',
-		// the base's batch beside it, and Go's print of a list.
-		{Flat, "layers=[1 2]", `{"training":{"batch_size":32},"layers":[1,2],"training.batch_size":8,"training.gradient_accumulation_steps":1}`, 4},
-		{Nested, "layers=[1,2]", `{"training":{"lr":0.3,"warmup":10,"batch_size":32},"layers":[1,2],"training.gradient_accumulation_steps":1}`, 6},
-	} {
-		s, err := ResubmitSweep("/sweeps/m.yaml", []byte(doc), files, Overrides{}, tc.e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j := s.Jobs[0]
-		params, _ := json.Marshal(j.Params)
-		if j.Name != tc.name || string(params) != tc.params || len(Tiers(j.Params, j.Ladder)) != tc.tiers || s.Expansion != tc.e {
-			t.Errorf("expanded %v: %v %q, %s, %d tiers; want %q, %s, %d tiers",
-				tc.e, s.Expansion, j.Name, params, len(Tiers(j.Params, j.Ladder)), tc.name, tc.params, tc.tiers)
-		}
-	}
-	const named = "name: m\ncommand: [train]\nmatrix: {training: [{batch_size: 32}, {batch_size: 16}], seed: [1]}\n"
-	s, err := ResubmitSweep("/sweeps/m.yaml", []byte(named), nil, Overrides{}, Flat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "training=&{[batch_size] map[batch_size:32]}"; s.Jobs[0].Name != want {
-		t.Errorf("named %q, was %q", s.Jobs[0].Name, want)
 	}
 }

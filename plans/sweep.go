@@ -63,9 +63,6 @@ type Sweep struct {
 	Jobs      []Job
 	// Notify is whom the sweep tells when it ends or a job fails.
 	Notify Notify
-	// Expansion is how its parameters were expanded into its jobs: Nested, or for a
-	// sweep expanded again, as its submission expanded them (see ResubmitSweep).
-	Expansion Expansion
 	// MaxRunning is the most of its jobs that run at once, on all cards together, as
 	// Slurm's array throttle (%N) and pueue's parallel; 0: no such limit. gpuq update
 	// changes a submitted sweep's (state.SweepStatus).
@@ -228,31 +225,14 @@ func DecodeSweepFiles(file string, data []byte, files map[string]string, ov Over
 }
 
 // ResubmitSweep is DecodeSweepFiles of a sweep that was submitted, expanded again (a
-// daemon's restart) as its submission expanded it (e, its Sweep.Expansion): it gives
-// the same sweep, but leaves out the checks of its jobs that set nothing of them (two
-// jobs alike, a placeholder no parameter fills), which passed when it was submitted:
-// they were half of what a daemon's restart on 100,000 queued jobs spent expanding
-// their sweep. A sweep that would fail them is not refused.
-func ResubmitSweep(file string, data []byte, files map[string]string, ov Overrides, e Expansion) (*Sweep, error) {
-	return decodeSweep(&checker{file: file, files: files, submitted: true, flat: e == Flat}, data, ov)
+// daemon's restart): it gives the same sweep, but leaves out the checks of its jobs
+// that set nothing of them (two jobs alike, a placeholder no parameter fills), which
+// passed when it was submitted: they were half of what a daemon's restart on 100,000
+// queued jobs spent expanding their sweep. A sweep that would fail them is not
+// refused.
+func ResubmitSweep(file string, data []byte, files map[string]string, ov Overrides) (*Sweep, error) {
+	return decodeSweep(&checker{file: file, files: files, submitted: true}, data, ov)
 }
-
-// Expansion is how a sweep's parameters are expanded into its jobs, where gpuq has
-// changed that: a sweep submitted before a change is expanded again as it was, so that
-// its jobs keep their names, and their attempts and shapes the parameters they ran
-// with. Attempts are rendered as gpuq renders them now.
-type Expansion int
-
-const (
-	// Flat is how gpuq expanded a sweep before it read keys inside a mapping
-	// parameter: a dotted key named only the parameter of that name, so a ladder
-	// took training.batch_size from config.base beside a training: {batch_size: 32}
-	// parameter, and trained at the base's; a point's mapping replaced the params'
-	// one; and a job's name gave a mapping or a list as Go prints it (&{...}, [1 2]).
-	Flat Expansion = iota
-	// Nested: a dotted key names a key inside a mapping parameter too (Map.Param).
-	Nested
-)
 
 func decodeSweep(c *checker, data []byte, ov Overrides) (*Sweep, error) {
 	file := c.file
@@ -288,10 +268,7 @@ func sweepOf(c *checker, doc *Map, ov Overrides) (*Sweep, error) {
 	dir, _ := filepath.Abs(filepath.Dir(file))
 	c.dir = dir
 	s := &Sweep{File: file, Params: NewMap(), Headroom: DefaultHeadroom, Threads: 1, Order: BigFirst,
-		OOM: OOMPolicy{MaxAttempts: defaultMaxAttempt}, Expansion: Nested}
-	if c.flat {
-		s.Expansion = Flat
-	}
+		OOM: OOMPolicy{MaxAttempts: defaultMaxAttempt}}
 
 	s.Name = c.str(doc, "name", "")
 	if ov.Name.Value != "" {

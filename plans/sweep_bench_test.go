@@ -17,8 +17,9 @@ func BenchmarkExpandMappingAxis(b *testing.B) {
 		"memory: 10GiB\nmatrix:\n  training: [{batch_size: 32}, {batch_size: 16, warmup: 100}, {batch_size: 8, lr_decay: cosine}, {batch_size: 64}]\n" +
 		"  lr: [" + strings.Join(lrs, ", ") + "]\n  seed: [1, 2, 3, 4, 5]\n")
 	files := map[string]string{"/sweeps/base.yaml": "training: {batch_size: 8, gradient_accumulation_steps: 1, lr: 0.1, warmup: 10}\nlr: 0.1\nseed: 0\n"}
+	b.ReportAllocs()
 	for b.Loop() {
-		s, err := ResubmitSweep("/sweeps/m.yaml", doc, files, Overrides{}, Nested)
+		s, err := ResubmitSweep("/sweeps/m.yaml", doc, files, Overrides{})
 		if err != nil || len(s.Jobs) != 10000 {
 			b.Fatal(err)
 		}

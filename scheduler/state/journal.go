@@ -121,15 +121,12 @@ type sweepRecord struct {
 	Limit Limit             `json:"limit,omitempty"`
 	// Submitted came later; older records read as a submission at no known time.
 	Submitted time.Time `json:"submitted,omitzero"`
-	// Expansion is how the sweep's jobs were expanded when it was submitted, for it to
-	// be expanded again alike (see plans.Expansion); older records lack it: Flat.
-	Expansion plans.Expansion `json:"expansion,omitempty"`
 }
 
 func recordOfSweep(sub *Submission) *sweepRecord {
 	sw := sub.Sweep
 	return &sweepRecord{Name: sw.Name, Seq: sub.Seq, File: sw.File, Source: string(sw.Source), Overrides: sw.Overrides, Environ: sub.Environ,
-		Files: sw.Files, Limit: sub.Limit, Submitted: sub.Submitted, Expansion: sw.Expansion}
+		Files: sw.Files, Limit: sub.Limit, Submitted: sub.Submitted}
 }
 
 // jobRecord is a job's status; the rest of the job comes from its sweep.

@@ -438,47 +438,6 @@ func checkFixture(t *testing.T, fixture string, v int) {
 	}
 }
 
-// TestASweepOfMappingsKeepsItsJobsAsSubmitted reads a state written by a gpuq that read
-// no key inside a mapping parameter (testdata/mappings-v3): it named a job of
-// training: {batch_size: 32} by Go's print of the mapping, and, finding the batch only
-// in config.base, ran it at the base's training.batch_size: 8, a key it put beside the
-// mapping. The snapshot leaves a tier-0 attempt's parameters and a job's shape to the
-// sweep. Its jobs keep their names, their tier-0 attempts the parameters they ran with,
-// and their shapes what was learned of them.
-func TestASweepOfMappingsKeepsItsJobsAsSubmitted(t *testing.T) {
-	s, _, _ := openState(t, copyState(t, filepath.Join("testdata", "mappings-v3")))
-	snap := s.View()
-	for id, want := range map[string]string{
-		"m.1": "training=&{[batch_size] map[batch_size:32]},layers=[1 2]",
-		"m.4": "training=&{[batch_size] map[batch_size:16]},layers=[3]",
-	} {
-		if j := snap.Job(id); j.Name != want {
-			t.Errorf("%s is named %q, was %q", id, j.Name, want)
-		}
-	}
-	for _, id := range []string{"m.1/1", "m.2/1"} {
-		a := snap.Attempt(id)
-		if b, _ := a.Params.Param("training.batch_size"); b != int64(8) {
-			t.Errorf("%s ran at batch 8, says %v: %s", id, b, plans.FormatValue(a.Params))
-		}
-	}
-	if j := snap.Job("m.2"); learnedPeak(snap, j.Shape) != 12*gib {
-		t.Errorf("m.2's shape %q lost what it learned", j.Shape)
-	}
-	// The same sweep submitted now is expanded again as it is now.
-	sub := snap.Submission("m")
-	sw, err := plans.DecodeSweepFiles(sub.Sweep.File, sub.Sweep.Source, sub.Sweep.Files, plans.Overrides{Name: plans.Override{Value: "n"}})
-	must(t, err)
-	dir := t.TempDir()
-	s, _, _ = openState(t, dir)
-	must(t, s.Submit(&Submission{Sweep: sw}))
-	s.Close()
-	s, _, _ = openState(t, dir)
-	if j := s.View().Job("n.1"); j.Name != "training.batch_size=32,layers=[1,2]" {
-		t.Errorf("n.1, submitted now, is named %q after a restart", j.Name)
-	}
-}
-
 // TestOldShapeNamesAreMigrated reads a state written by a gpuq whose shape names
 // followed the order of the keys in the file: two jobs of one shape, from the matrix
 // and from jobs:, had two names and learned apart. Read now, both jobs and their

@@ -348,7 +348,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 		return nil
 	}
 	if r.Sweep != nil && (r.Sweep.Name == "" || s.Latest().Submission(r.Sweep.Name) == nil) {
-		sw, err := plans.ResubmitSweep(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides, r.Sweep.Expansion)
+		sw, err := plans.ResubmitSweep(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides)
 		if err != nil {
 			if err := fail("sweep %s: %v", r.Sweep.File, err); err != nil {
 				return err
