@@ -111,9 +111,10 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 // of gpuq's running or settling there, no process listed; 0.6 GiB of an idle H200,
 // the driver's own): the least it has read there, as memory freed late reads more for
 // a moment. The headroom is kept for that, so the packer counts it within the
-// headroom, up to half of it (pack.CardState.Idle): else a job whose estimate is within
-// a card's room but above what the card has free idle (22.7 GiB on a 24 GiB card with
-// 1 GiB of headroom and 0.6 GiB in use idle) would fit no card, and wait for ever.
+// headroom, up to half of it (pack.CardState.IdleUse): else a job whose estimate is
+// within a card's room but above what the card has free idle (22.7 GiB on a 24 GiB
+// card with 1 GiB of headroom and 0.6 GiB in use idle) would fit no card, and wait for
+// ever while cards were kept for it.
 func (e *Engine) idleUse(out []pack.CardState) {
 	for i := range out {
 		c := &e.cards[i]
@@ -121,7 +122,7 @@ func (e *Engine) idleUse(out []pack.CardState) {
 			e.idleAt[i] = c.Used
 			e.idle[c.ID()] = c.Used
 		}
-		out[i].Idle = min(max(e.idleAt[i], 0), out[i].Headroom/2)
+		out[i].IdleUse = max(e.idleAt[i], 0)
 	}
 }
 

@@ -133,7 +133,7 @@ func TestIdleUseIsWithinTheHeadroom(t *testing.T) {
 		}
 		cfg.UtilTarget = memoryAlone
 		st, _ := state.NewStore()
-		e := NewEngine(st, cardsInventory{cards}, &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{101: "t.1/1"}},
+		e := NewEngine(st, cardsInventory{cards}, &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{101: "t.1/1", 102: "x.1/1", 103: "x.2/1"}},
 			newFakeClock(), cfg, nil)
 		submit(t, e, doc, limit)
 		return e, st
@@ -223,6 +223,51 @@ func TestIdleUseIsWithinTheHeadroom(t *testing.T) {
 		e, st = engine(t, strings.Replace(big, "memory: 22.7GiB", "memory: 18.6GiB", 1), &cards, nil, Config{})
 		rounds(t, e, 2)
 		waits(t, st, "t.1", "it would leave 0.4 GiB of the 1 GiB headroom")
+	})
+	t.Run("more in use idle than half the headroom", func(t *testing.T) {
+		// 23 GiB of room, 22.5 GiB free idle: a 22.95 GiB job fits neither the card
+		// busy nor idle. It waits, too large, and the card is not kept for it while
+		// x's jobs run there, to empty for nothing.
+		cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: idle}}
+		e, st := engine(t, "name: x\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4, 5, 6]}\nmemory: 10GiB\n", &cards, nil, Config{Slots: []int{2}})
+		rounds(t, e, 1)
+		submit(t, e, "name: t\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 22.95GiB\npriority: 5\n", nil)
+		cards[0].Processes, cards[0].Used = []gpu.Process{{PID: 102, Used: 10 * gib}, {PID: 103, Used: 10 * gib}}, idle+20*gib
+		rounds(t, e, 1)
+		if d, _, err := e.Preview(); err != nil || d.Reservation != nil && d.Reservation.Job == "t.1" {
+			t.Errorf("the card is kept for %+v (%v), want not for t.1", d.Reservation, err)
+		}
+		if r, d, _ := e.why("t.1"); r != "too-large" || !strings.Contains(d, "in use idle") {
+			t.Errorf("why t.1: %s: %s, want too large, saying what the card has in use idle", r, d)
+		}
+		cards[0].Processes, cards[0].Used = nil, idle
+		e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+		must(t, e.round([]Exit{{Attempt: "x.1/1", Outcome: plans.Success}, {Attempt: "x.2/1", Outcome: plans.Success}}))
+		waits(t, st, "t.1", "it fits no card")
+		runsOn(t, e, st, "x.3", []int{0})
+	})
+	t.Run("a shape above every room on a card that keeps less", func(t *testing.T) {
+		// Card 1, 24.5 GiB, read idle at 0.6 GiB; card 0, never read idle. t.1 ran at
+		// 23.8 GiB on card 1, above every room; with a foreign 0.5 GiB come, card 1 has
+		// 23.4 GiB free: not enough for t.2.
+		cards := []gpu.Card{
+			{Index: 0, Total: 24 * gib, Used: idle + 50<<20, Processes: []gpu.Process{{PID: 900, Used: 50 << 20}}},
+			{Index: 1, Total: 24*gib + gib/2, Used: idle},
+		}
+		doc := strings.Replace(big, "memory: 22.7GiB", "memory: 10GiB", 1)
+		e, st := engine(t, doc, &cards, state.Limit{1: 1}, Config{LearnAfter: time.Minute})
+		rounds(t, e, 1)
+		peak := 23*gib + 8*gib/10
+		cards[1].Processes, cards[1].Used = []gpu.Process{{PID: 101, Used: peak}}, peak+idle
+		rounds(t, e, 2)
+		cards[1].Processes, cards[1].Used = []gpu.Process{{PID: 901, Used: gib / 2}}, idle+gib/2
+		e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+		must(t, e.round([]Exit{{Attempt: "t.1/1", Outcome: plans.Success}}))
+		rounds(t, e, 1)
+		waits(t, st, "t.2", "card 1 has 23.4 GiB free, less than its 23.8")
+		cards[1].Processes, cards[1].Used = nil, idle
+		rounds(t, e, 1)
+		runsOn(t, e, st, "t.2", []int{1})
 	})
 	t.Run("memory freed late", func(t *testing.T) {
 		// Read idle at 0.6 GiB, then for a round 12.6 GiB with no process listed as two

@@ -282,18 +282,16 @@ func (e *Engine) requester(fit *fits, quota func(sweep string) *pack.Quota) func
 // fits is what a round's queued jobs ask of a card: their estimates, but for a job whose
 // shape ran at an estimate above every card's room (see ranAt), which runs alone on an
 // idle card that has its estimate free, as that job did. Such a job asks for its
-// estimate less what the smallest card that holds that much keeps back, exclusively: on
-// an idle card of that size, the packer's free (what is not used there, less the
-// headroom beyond the card's idle use) is then at least what it asks exactly where the
-// card has the estimate free, card by card; a larger card keeps back more, and so must
-// have more than the estimate free.
+// estimate less the least margin (see pack.CardState.Margin) of the cards that could
+// hold that much, exclusively: on each of them, the packer's free is then at least what
+// it asks only where the card has the estimate free, by NVML's reading; one that keeps
+// a larger margin must have more than the estimate free.
 type fits struct {
 	view        state.View
 	room, total int64 // the most any card offers, and the largest card's memory
 	cards       []pack.CardState
-	// kept is what each size of card keeps back, by its memory, once asked: the least
-	// of its cards' (see pack.CardState.Free).
-	kept map[int64]int64
+	// margin is the least margin of each size of card, by its memory, once asked.
+	margin map[int64]int64
 }
 
 func (e *Engine) fitsOf(view state.View, cards []pack.CardState) *fits {
@@ -306,18 +304,18 @@ func (f *fits) ask(est int64, shape string) (int64, bool) {
 	if est <= f.room || !ranAt(f.view.Shape(shape), est, f.room, f.total) {
 		return est, false
 	}
-	if f.kept == nil {
-		f.kept = map[int64]int64{}
+	if f.margin == nil {
+		f.margin = map[int64]int64{}
 		for _, c := range f.cards {
-			if k, ok := f.kept[c.Total]; !ok || c.Headroom-c.Idle < k {
-				f.kept[c.Total] = c.Headroom - c.Idle
+			if m, ok := f.margin[c.Total]; !ok || c.Margin() < m {
+				f.margin[c.Total] = c.Margin()
 			}
 		}
 	}
-	smallest, kept := int64(math.MaxInt64), int64(0)
-	for total, h := range f.kept {
-		if total >= est && total < smallest {
-			smallest, kept = total, h
+	kept := int64(0)
+	for total, m := range f.margin {
+		if total >= est && (kept == 0 || m < kept) {
+			kept = m
 		}
 	}
 	return est - kept, true

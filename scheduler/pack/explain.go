@@ -300,7 +300,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 			w.Detail = "no card is connected: the daemon has no cards of its own, and no worker is linked (gpuq gpus lists them)"
 			break
 		}
-		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
+		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, what each card has in use idle, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
 	case Reserved:
 		w.Detail = p.reservedWhy(r)
 	case NeedsIdle:

@@ -104,9 +104,10 @@ type CardState struct {
 	Util      float64
 	Blind     int
 	BlindUtil float64
-	// Idle is the part of Used the headroom is kept for: what NVML counts as used on
-	// the card with nothing on it (the driver's own), up to half the headroom.
-	Idle int64
+	// IdleUse is the least NVML read as used on the card with nothing on it (the
+	// driver's own: 0.6 GiB of an idle H200); 0: not read. The headroom is kept for
+	// it, up to half of itself (see Free).
+	IdleUse int64
 }
 
 // Release is a running attempt on a card as the packer sees it: when it is expected to
@@ -126,18 +127,29 @@ const UnknownEnd = time.Duration(math.MaxInt64)
 // Free is the memory a new job may count on: what neither NVML nor gpuq's own
 // reservations claim, less headroom. Taking the larger of the two guards against both
 // races: a trainer that has not allocated yet, and memory NVML still shows after exit.
-// What the card has in use with nothing on it (Idle) is within the headroom, not on
-// top of it: a job whose estimate is within the card's room fits it idle where that
-// is no more than half the headroom, and keeps at least half of it free in any case.
+// What the card has in use with nothing on it (IdleUse) is within the headroom, up to
+// half of it, not on top of it: a job whose estimate is within the card's room fits it
+// idle where that use is no more than half the headroom, and at least half the
+// headroom stays free beside NVML's reading in any case.
 func (c CardState) Free() int64 {
-	return c.Total - max(c.Used-c.Idle, c.Reserved+c.Foreign) - c.Headroom
+	return c.Total - max(c.Used-c.idleCredit(), c.Reserved+c.Foreign) - c.Headroom
 }
+
+// idleCredit is the part of the card's idle use within its headroom.
+func (c CardState) idleCredit() int64 { return min(max(c.IdleUse, 0), c.Headroom/2) }
+
+// Margin is what a job that fits the card has free beside its estimate at least, by
+// NVML's reading: the headroom, less the card's idle use within it.
+func (c CardState) Margin() int64 { return c.Headroom - c.idleCredit() }
 
 // room is what the card offers jobs: its capacity less headroom.
 func (c CardState) room() int64 { return c.Total - c.Headroom }
 
-// idleRoom is what the card would offer with none of gpuq's jobs on it.
-func (c CardState) idleRoom() int64 { return c.room() - c.Foreign }
+// idleRoom is what the card would offer with none of gpuq's jobs on it: as Free of the
+// card idle, its idle use beyond the headroom's share of it counted.
+func (c CardState) idleRoom() int64 {
+	return c.room() - c.Foreign - (max(c.IdleUse, 0) - c.idleCredit())
+}
 
 // open reports whether the card has a slot for another job.
 func (c CardState) open() bool { return c.Running < c.Slots && !c.Exclusive }
