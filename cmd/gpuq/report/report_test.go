@@ -116,6 +116,33 @@ func TestStoppedEarlyTimeIsNotLost(t *testing.T) {
 	}
 }
 
+// TestAttemptTimeSaysOnlyWhatHappened: the attempts' time names time lost, and time
+// stopped early, only where there was some: "0s of it lost" reads as a loss.
+func TestAttemptTimeSaysOnlyWhatHappened(t *testing.T) {
+	ran := func(id, state string, o plans.Outcome) Job {
+		return Job{ID: id, State: state, Attempts: []Attempt{{N: 1, GPUs: []int{0}, Outcome: o, Started: at(0), Ended: at(4)}}}
+	}
+	ok, cut, oom := ran("s.1", "succeeded", plans.Success), ran("s.2", "stopped", plans.StoppedEarly), ran("s.3", "failed", plans.GPUOOM)
+	sentence := regexp.MustCompile(`attempts ran [^<]*`)
+	for _, c := range []struct {
+		jobs []Job
+		want string
+	}{
+		{[]Job{ok}, "attempts ran 4m"},
+		{[]Job{ok, oom}, "attempts ran 8m, 4m of it lost in attempts that failed, ran out of memory or were cancelled"},
+		{[]Job{ok, cut}, "attempts ran 8m, 4m of it in attempts stopped early as their points were losing"},
+		{[]Job{ok, oom, cut}, "attempts ran 12m, 4m of it lost in attempts that failed, ran out of memory or were cancelled, and 4m in attempts stopped early as their points were losing"},
+	} {
+		var b bytes.Buffer
+		if err := Write(&b, Data{Sweep: "s", Now: at(30), Jobs: c.jobs}); err != nil {
+			t.Fatal(err)
+		}
+		if got := sentence.FindString(b.String()); got != c.want {
+			t.Errorf("%d jobs: the page says %q; want %q", len(c.jobs), got, c.want)
+		}
+	}
+}
+
 // TestFiguresCountEveryState: a sweep drawn as it runs counts its jobs in every state,
 // those that wait for what they run after and those stopped early among them.
 func TestFiguresCountEveryState(t *testing.T) {
