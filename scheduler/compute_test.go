@@ -303,6 +303,10 @@ func TestAShapeNVMLCannotMeasureCountsAsComputeBound(t *testing.T) {
 	if got := r.where(); got != "c.2:1 c.3:0" {
 		t.Errorf("%s, want one job a card", got)
 	}
+	// Its reason says so, as gpuq status's all? does: not a measured 100%.
+	if got, want := r.why("c.4"), "not measured yet (none of its attempts could be), so it counts as the whole card"; !strings.Contains(got, want) {
+		t.Errorf("c.4 waits because %q, which does not say %q", got, want)
+	}
 }
 
 // TestSlowdownSeenRaisesUtilization: a shape whose job ran 30 min alone, but 60 beside

@@ -272,6 +272,9 @@ func (e *Engine) requester(fit *fits, quota func(sweep string) *pack.Quota) func
 			Exclusive: g.Key.Exclusive || g.Key.Probe || alone, Quota: quota(g.Sweep), Duration: cmp.Or(g.Took(), g.Key.Timeout)}
 		util, known := e.utilOf(g.Key.Shape)
 		r.Util, r.UtilUnknown = util, !known
+		if l := e.store.KnownShape(g.Key.Shape); known && l != nil {
+			r.UtilAssumed = l.Unmeasured
+		}
 		if m.Seq == e.head.seq {
 			r.Waited = now.Sub(e.head.since)
 		}

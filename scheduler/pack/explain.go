@@ -183,6 +183,7 @@ type fit struct {
 	gpus         int32
 	exclusive    int32 // 1: exclusive
 	blind        int32 // 1: not measured yet (a card takes one such: see secondGuess)
+	assumed      int32 // 1: the whole card, for want of a measurement (its reason says so)
 }
 
 // of reports whether r is of fit f, as *f == fitOf(r) but without building r's fit, and
@@ -191,16 +192,19 @@ type fit struct {
 func (f *fit) of(r *Request) bool {
 	return f.memory == r.Memory && f.host == r.Host && f.duration == r.Duration && f.quota == r.Quota &&
 		f.util == r.util() && f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive &&
-		(f.blind == 1) == r.UtilUnknown
+		(f.blind == 1) == r.UtilUnknown && (f.assumed == 1) == r.UtilAssumed
 }
 
 func fitOf(r *Request) fit {
-	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.util(), int32(max(r.GPUsPerJob, 1)), 0, 0}
+	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.util(), int32(max(r.GPUsPerJob, 1)), 0, 0, 0}
 	if r.Exclusive {
 		f.exclusive = 1
 	}
 	if r.UtilUnknown {
 		f.blind = 1
+	}
+	if r.UtilAssumed {
+		f.assumed = 1
 	}
 	return f
 }
@@ -387,6 +391,9 @@ func (p *packer) busyWhy(r Request, i int) string {
 		return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
 			"and it would slow the jobs on GPU %s, the least busy with room for it, to %.0f%% of their speed: %s", counts, card, 100*c.slowdown(&r), load)
 	}
-	return fmt.Sprintf("would slow the jobs on GPU %s to %.0f%% of their speed: it keeps %.0f%% of a card busy, and %s",
-		card, 100*c.slowdown(&r), 100*r.Util, load)
+	keeps := fmt.Sprintf("it keeps %.0f%% of a card busy", 100*r.Util)
+	if r.UtilAssumed {
+		keeps = "its shape's utilization is not measured yet (none of its attempts could be), so it counts as the whole card"
+	}
+	return fmt.Sprintf("would slow the jobs on GPU %s to %.0f%% of their speed: %s, and %s", card, 100*c.slowdown(&r), keeps, load)
 }

@@ -32,6 +32,10 @@ type Request struct {
 	// shares a card with nothing it could slow.
 	Util        float64
 	UtilUnknown bool
+	// UtilAssumed: Util is the whole card, taken where none of its shape's attempts
+	// could be measured (state.Shape.Unmeasured). It packs as measured; the reason it
+	// waits says it is not, as gpuq status's all? does.
+	UtilAssumed bool
 }
 
 // Quota is what a sweep's own gpus and gpu_plan leave its jobs when several sweeps

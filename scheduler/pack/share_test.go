@@ -154,6 +154,18 @@ func TestWouldSlowSays(t *testing.T) {
 	if strings.Join(details, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(details, "\n"), strings.Join(want, "\n"))
 	}
+	// A shape none of whose attempts could be measured counts as the whole card, which
+	// its reason says as gpuq status's all? does, not as a measured 100%.
+	d = Pack([]Request{{Job: "a", Memory: 10 * gib, Util: 1, UtilAssumed: true}}, []CardState{sharing(3, 1, 0.5, 0)}, nil)
+	for w := range d.Waiting.All() {
+		if got, want := w.Detail, "would slow the jobs on GPU 3 to 67% of their speed: its shape's utilization is not measured yet (none of its attempts could be), "+
+			"so it counts as the whole card, and with it the jobs there would ask 150% of the card, past the sharing target of 100%"; got != want {
+			t.Errorf("a shape taken as the whole card:\n%s\nwant\n%s", got, want)
+		}
+	}
+	if d.Waiting.Len() != 1 {
+		t.Errorf("a shape taken as the whole card did not wait: %s", describe(d))
+	}
 	// A second guess is told as such, not as a slowdown the guesses do not add up to.
 	d = Pack([]Request{{Job: "g2", Memory: 10 * gib, Util: 0.1, UtilUnknown: true}}, []CardState{sharing(3, 2, 0.2, 1)}, nil)
 	if d.Waiting.Len() != 1 {
