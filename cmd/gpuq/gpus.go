@@ -218,7 +218,7 @@ func (m machineView) writeWorkers(io ioStreams) error {
 // writeProcesses prints every process on the cards: its card, pid, memory, and the gpuq
 // job it is of (id and name), "-" for another's.
 func (m machineView) writeProcesses(io ioStreams) error {
-	tw := newFitTable(io.Out, io.width(), 4, 3).cutMiddles(4).cutStarts(3)
+	tw := newFitTable(io.Out, io.width(), 4, 3).cutNames(4).cutStarts(3)
 	listed := false
 	for _, c := range m.cards {
 		for _, p := range c.Processes {

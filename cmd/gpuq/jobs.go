@@ -284,7 +284,7 @@ func (l jobList) print(w io.Writer) {
 	if l.shown != nil {
 		shown = l.shown
 	}
-	var cut, starts, middles, drop []int
+	var cut, starts, names, drop []int
 	for i, c := range l.cols {
 		if c.cut {
 			cut = append(cut, i)
@@ -292,8 +292,8 @@ func (l jobList) print(w io.Writer) {
 		if c.cutStart {
 			starts = append(starts, i)
 		}
-		if c.cutMiddle {
-			middles = append(middles, i)
+		if c.cutName {
+			names = append(names, i)
 		}
 	}
 	if l.fitDefault {
@@ -305,7 +305,7 @@ func (l jobList) print(w io.Writer) {
 	}
 	// Ids and names are cut first, the rest as they come.
 	slices.SortStableFunc(cut, func(a, b int) int { return l.cols[a].cutOrder - l.cols[b].cutOrder })
-	tw := newFitTable(w, l.width, cut...).cutStarts(starts...).cutMiddles(middles...).dropping(drop...)
+	tw := newFitTable(w, l.width, cut...).cutStarts(starts...).cutNames(names...).dropping(drop...)
 	headers := make([]string, len(l.cols))
 	for i, c := range l.cols {
 		headers[i] = c.header
@@ -343,10 +343,10 @@ type statusColumn struct {
 	header  string
 	value   func(j api.Job, now time.Time) string
 	// cut: a narrow terminal shortens its values (cutStart: at their start, as job
-	// ids, whose number tells them apart; cutMiddle: in their middle, as names), in
-	// cutOrder.
-	cut, cutStart, cutMiddle bool
-	cutOrder                 int
+	// ids, whose number tells them apart; cutName: their keys first, as names and
+	// points, see top.CutName), in cutOrder.
+	cut, cutStart, cutName bool
+	cutOrder               int
 }
 
 // A shownColumn is a column as --format asks for it: at most width cells (0: any).
@@ -361,8 +361,8 @@ func (c shownColumn) cell(j api.Job, now time.Time) string {
 	switch {
 	case c.width <= 0 || ansi.StringWidth(v) <= c.width:
 		return v
-	case c.cutMiddle:
-		return top.CutMiddle(v, c.width)
+	case c.cutName:
+		return top.CutName(v, c.width)
 	}
 	return ansi.Truncate(v, c.width, "…")
 }
@@ -375,9 +375,9 @@ var statusColumns = []statusColumn{
 	{name: "id", aliases: []string{"jobid"}, header: "JOB", cut: true, cutStart: true, cutOrder: 1,
 		value: func(j api.Job, _ time.Time) string { return j.ID }},
 	{name: "sweep", header: "SWEEP", cut: true, cutOrder: 1, value: func(j api.Job, _ time.Time) string { return j.Sweep }},
-	{name: "name", aliases: []string{"jobname"}, header: "NAME", cut: true, cutMiddle: true,
+	{name: "name", aliases: []string{"jobname"}, header: "NAME", cut: true, cutName: true,
 		value: func(j api.Job, _ time.Time) string { return j.Name }},
-	{name: "point", header: "POINT", cut: true, cutMiddle: true, cutOrder: 1,
+	{name: "point", header: "POINT", cut: true, cutName: true, cutOrder: 1,
 		value: func(j api.Job, _ time.Time) string { return cmp.Or(j.Point, "-") }},
 	{name: "state", header: "STATE", value: func(j api.Job, _ time.Time) string { return stateText(j) }},
 	{name: "gpu", aliases: []string{"nodelist"}, header: "GPU", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return cardsOf(a) })},

@@ -127,14 +127,11 @@ type fitTable struct {
 	width  int
 	cut    []int
 	starts []int // the columns of cut that lose their start, not their end: job ids
-	// middles are the columns of cut that lose their middle: names, told apart by
-	// their start and their end alike (glue-t…seed=87).
-	middles []int
-	// keys are the columns of cut whose values are points, key=value,...: their keys
-	// give way before their values (see cutKeys).
-	keys []int
-	drop []int // columns left out whole, in this order, where the table does not fit
-	buf  bytes.Buffer
+	// names are the columns of cut of job names and points, key=value,...: their keys
+	// give way before their values (see top.CutName).
+	names []int
+	drop  []int // columns left out whole, in this order, where the table does not fit
+	buf   bytes.Buffer
 	// What Flush left out: the columns dropped, and whether the last column had no
 	// room (see leaveOut).
 	dropped  []int
@@ -152,17 +149,10 @@ func (t *fitTable) cutStarts(cols ...int) *fitTable {
 	return t
 }
 
-// cutMiddles makes the columns cut lose their middle, as names, which a seed at
-// their end tells apart as much as a task at their start: "glue-t…seed=87".
-func (t *fitTable) cutMiddles(cols ...int) *fitTable {
-	t.middles = cols
-	return t
-}
-
-// cutKeys makes the columns cut lose their keys' ends, then their middles: points,
-// told apart by their values (see cutKeys).
-func (t *fitTable) cutKeys(cols ...int) *fitTable {
-	t.keys = cols
+// cutNames makes the columns cut lose their keys' ends, then their middles: job names
+// and points, told apart by their values (see top.CutName).
+func (t *fitTable) cutNames(cols ...int) *fitTable {
+	t.names = cols
 	return t
 }
 
@@ -260,7 +250,7 @@ func (t *fitTable) without(rows [][]string, col int) [][]string {
 		}
 		return out
 	}
-	t.cut, t.starts, t.middles, t.keys = renumber(t.cut), renumber(t.starts), renumber(t.middles), renumber(t.keys)
+	t.cut, t.starts, t.names = renumber(t.cut), renumber(t.starts), renumber(t.names)
 	return rows
 }
 
@@ -343,70 +333,11 @@ func (t *fitTable) shorten(col int, c string, width int) string {
 		return c
 	case slices.Contains(t.starts, col):
 		return ansi.TruncateLeft(c, n-width+1, "…")
-	case slices.Contains(t.middles, col):
-		return top.CutMiddle(c, width)
-	case slices.Contains(t.keys, col):
-		return cutKeys(c, width)
+	case slices.Contains(t.names, col):
+		return top.CutName(c, width)
 	}
 	return ansi.Truncate(c, width, "…")
 }
-
-// cutKeys shortens a point, key=value,... (task=sst2,learning_rate=1e-4), to width
-// cells: its values are what tell one point from another, and its middle, which
-// CutMiddle would take, is where a swept value stands. So first the keys of its text
-// values go, as a job's name leaves them out (sst2,learning_rate=1e-4), the longest
-// first; then the other keys lose their ends, the longest first, down to a letter and
-// "…" (sst2,lea…=1e-4); what is still too long then loses its middle.
-func cutKeys(s string, width int) string {
-	parts := strings.Split(s, ",")
-	keys := make([]string, len(parts))
-	shown := make([]int, len(parts)) // each key's width as shown; 0 for a part without one
-	over := ansi.StringWidth(s) - width
-	for i, p := range parts {
-		if k, v, ok := strings.Cut(p, "="); ok {
-			keys[i], shown[i] = k, ansi.StringWidth(k)
-			if _, err := strconv.ParseFloat(v, 64); err != nil {
-				shown[i] = -shown[i] // a text value's key: may go whole
-			}
-		}
-	}
-	longest := func(ok func(int) bool) int {
-		at := -1
-		for i, w := range shown {
-			if ok(w) && (at < 0 || abs(w) > abs(shown[at])) {
-				at = i
-			}
-		}
-		return at
-	}
-	for over > 0 {
-		i := longest(func(w int) bool { return w < 0 })
-		if i < 0 {
-			break
-		}
-		over -= -shown[i] + 1 // the key and its "="
-		parts[i], keys[i], shown[i] = strings.TrimPrefix(parts[i], keys[i]+"="), "", 0
-	}
-	for i, w := range shown {
-		shown[i] = abs(w)
-	}
-	for over > 0 {
-		i := longest(func(w int) bool { return w > 2 }) // a letter and "…": no shorter
-		if i < 0 {
-			break
-		}
-		shown[i]--
-		over--
-	}
-	for i, k := range keys {
-		if w := ansi.StringWidth(k); k != "" && shown[i] < w {
-			parts[i] = ansi.Truncate(k, shown[i], "…") + strings.TrimPrefix(parts[i], k)
-		}
-	}
-	return top.CutMiddle(strings.Join(parts, ","), width)
-}
-
-func abs(n int) int { return max(n, -n) }
 
 // wrap breaks text into lines of width cells (0 or less: any) at spaces, and begins
 // each line after the first with indent.

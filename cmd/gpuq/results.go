@@ -293,10 +293,10 @@ func printResultsTable(w io.Writer, res Results, width int) {
 	}
 	fmt.Fprintln(w, wrap(fmt.Sprintf("%s ranked by %s, %s; each point's seeds as mean ± std", res.Sweep, res.Metric, better), width, ""))
 	fmt.Fprintln(w)
-	tw := newFitTable(w, width, 1).cutKeys(1).dropping(4)
+	tw := newFitTable(w, width, 1).cutNames(1).dropping(4)
 	group := ""
 	if len(res.By) > 0 {
-		tw = newFitTable(w, width, 2, 0).cutKeys(2, 0).dropping(5)
+		tw = newFitTable(w, width, 2, 0).cutNames(2, 0).dropping(5)
 		group = "GROUP\t"
 	}
 	fmt.Fprintf(tw, "%sRANK\tPOINT\tSEEDS\tFINAL\tBEST\tSTEP\tJOBS\n", group)

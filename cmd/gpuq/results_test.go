@@ -204,29 +204,6 @@ func TestResultsFitTheTerminal(t *testing.T) {
 	}
 }
 
-// TestCutKeys: a point too long for its column loses the keys of its text values, as
-// a job's name does, then its other keys' ends, the longest first, before any value;
-// then its middle.
-func TestCutKeys(t *testing.T) {
-	for _, tt := range []struct {
-		point string
-		width int
-		want  string
-	}{
-		{"task=sst2,learning_rate=1e-3", 40, "task=sst2,learning_rate=1e-3"},
-		{"task=sst2,learning_rate=1e-3", 22, "sst2,learning_ra…=1e-3"},
-		{"task=sst2,learning_rate=1e-3", 12, "sst2,l…=1e-3"},
-		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", 34, "task=rte,learning_rate=1e-3,26GiB"},
-		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", 22, "rte,learni…=1e-3,26GiB"},
-		{"learning_rate=1e-3,seed", 12, "l…=1e-3,seed"},
-		{"task=glue-tvt_qnli,lr=3e-4", 14, "glue-tv…r=3e-4"},
-	} {
-		if got := cutKeys(tt.point, tt.width); got != tt.want {
-			t.Errorf("cutKeys(%q, %d) = %q, want %q", tt.point, tt.width, got, tt.want)
-		}
-	}
-}
-
 // TestResultsOfADivergedRun: a seed whose loss went NaN after its last number ends at
 // NaN, the worst, not at that number: its point ranks after the others, though its
 // last finite loss was the lowest; --json writes the NaN as null.

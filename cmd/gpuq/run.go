@@ -419,8 +419,8 @@ func (u *runUI) frame(now time.Time, width, height int) []string {
 	counts := map[string]int{}
 	var b strings.Builder
 	// Where narrow, the attempt's number and the memory it reserves give way before
-	// ids lose their start and names their middle.
-	tw := newFitTable(&b, width, 0, 1).cutStarts(0).cutMiddles(1).dropping(3, 7)
+	// ids lose their start and names their keys (see top.CutName).
+	tw := newFitTable(&b, width, 0, 1).cutStarts(0).cutNames(1).dropping(3, 7)
 	fmt.Fprintln(tw, "JOB\tNAME\tGPU\tATTEMPT\tTIER\tDECLARED\tLEARNED\tRESERVED\tPEAK\tELAPSED")
 	for _, j := range view.Jobs() {
 		counts[string(j.State)]++

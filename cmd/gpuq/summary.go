@@ -41,10 +41,10 @@ func sizeOrDash(b int64) string {
 // number and its card, then the exit status (OUTCOME, and the lines after the table for
 // a failed job, say how it ended) and the tier (CHANGED spells it out); then ids lose
 // their start and what a tier changed its end; names last, their keys before their
-// values (see cutKeys).
+// values (see top.CutName).
 func printSummary(w io.Writer, sum api.SweepSummary, width int) {
 	fmt.Fprintln(w)
-	tw := newFitTable(w, width, 0, 6, 1).cutStarts(0).cutKeys(1).dropping(7, 8, 3, 4, 11, 5)
+	tw := newFitTable(w, width, 0, 6, 1).cutStarts(0).cutNames(1).dropping(7, 8, 3, 4, 11, 5)
 	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tEXIT")
 	for _, j := range sum.Jobs {
 		for i, a := range j.Attempts {

@@ -429,6 +429,23 @@ func TestALongJobIDLosesItsStart(t *testing.T) {
 	}
 }
 
+// TestALongNameLosesItsKeysFirst: a name longer than its column is cut as gpuq run's
+// summary and gpuq results cut one (CutName): its keys give way before its values, so
+// that the learning rate that tells two jobs apart stays, in the running list and the
+// queue alike.
+func TestALongNameLosesItsKeysFirst(t *testing.T) {
+	const name = "glue-tvt_qnli,learning_rate=3e-4,seed=87"
+	ov := sampleOverview(t)
+	ov.Running[1].Name, ov.Queue[0].Name = name, name
+	src := &fakeSource{ov: ov}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 200, Height: 50})
+	v := m.View()
+	if n := strings.Count(v, "glue-tvt_qnl…=3e-4,s…=87 "); n != 2 {
+		t.Errorf("the long name is cut by its keys on %d lines, want 2:\n%s", n, v)
+	}
+}
+
 // TestAttachIsOfARunningJob: a on a queued job says that only a running trainer's
 // terminal can be attached, on top's own screen, and runs no gpuq attach (whose
 // refusal went to the screen top hid, leaving "exit status 2").
@@ -800,6 +817,29 @@ func TestATinyScreenKeepsItsTitle(t *testing.T) {
 		}
 		if small := strings.Contains(m.View(), "too small"); tc.height > 1 && (small != tc.small || small && !strings.Contains(lines[1], "needs 8 rows")) {
 			t.Errorf("80x%d: said too small %v, want %v:\n%s", tc.height, small, tc.small, m.View())
+		}
+	}
+}
+
+// TestCutName: a point (or a job's name) too long for its column loses the keys of its text values, as
+// a job's name does, then its other keys' ends, the longest first, before any value;
+// then its middle.
+func TestCutName(t *testing.T) {
+	for _, tt := range []struct {
+		point string
+		width int
+		want  string
+	}{
+		{"task=sst2,learning_rate=1e-3", 40, "task=sst2,learning_rate=1e-3"},
+		{"task=sst2,learning_rate=1e-3", 22, "sst2,learning_ra…=1e-3"},
+		{"task=sst2,learning_rate=1e-3", 12, "sst2,l…=1e-3"},
+		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", 34, "task=rte,learning_rate=1e-3,26GiB"},
+		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", 22, "rte,learni…=1e-3,26GiB"},
+		{"learning_rate=1e-3,seed", 12, "l…=1e-3,seed"},
+		{"task=glue-tvt_qnli,lr=3e-4", 14, "glue-tv…r=3e-4"},
+	} {
+		if got := CutName(tt.point, tt.width); got != tt.want {
+			t.Errorf("CutName(%q, %d) = %q, want %q", tt.point, tt.width, got, tt.want)
 		}
 	}
 }

@@ -102,7 +102,7 @@ func (m model) sections() []section {
 			// It runs on, but is not started again until released (h).
 			out = "held · " + out
 		}
-		text := runLine(w, CutStart(r.Job, w), nw, CutMiddle(r.Name, nw), gw, gpusOf(r), "t"+strconv.Itoa(r.Tier),
+		text := runLine(w, CutStart(r.Job, w), nw, CutName(r.Name, nw), gw, gpusOf(r), "t"+strconv.Itoa(r.Tier),
 			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), UtilText(r.Util, r.UtilUnmeasured), out)
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
@@ -119,7 +119,7 @@ func (m model) sections() []section {
 			state = "queued"
 		}
 		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
-			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, CutMiddle(q.Name, nw), state, Gig(q.EstimateBytes), q.Reason)})
+			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, CutName(q.Name, nw), state, Gig(q.EstimateBytes), q.Reason)})
 	}
 	queue.title = fmt.Sprintf(queueFormat, w+1, queueTitle, nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")
 	events := section{title: "EVENTS"}
@@ -185,7 +185,7 @@ func UtilText(u *float64, unmeasured bool) string {
 // nameWidth is the width of the name column beside ids of width w and cards of width
 // gw: the longest name shown, but on a screen at most half of what a running job's line
 // leaves past its other columns (its output needs the rest) and at most 24 cells; names
-// longer lose their middle. Where the declared and learned memory would cut the names (ssh's 80
+// longer lose their keys before their values (CutName). Where the declared and learned memory would cut the names (ssh's 80
 // columns), they give way (narrow): names tell the points apart, and gpuq status ID
 // shows each attempt's estimate and peak.
 func (m model) nameWidth(w, gw int) (width int, narrow bool) {
@@ -216,9 +216,65 @@ func CutStart(id string, width int) string {
 	return "…" + ansi.Cut(id, n-(width-1), n)
 }
 
-// CutMiddle shortens s to width cells by its middle, marked with "…": a job's name,
-// told apart by its start (a task) and its end (a seed) alike.
-func CutMiddle(s string, width int) string {
+// CutName shortens a job's name or point, key=value,... (task=sst2,learning_rate=1e-4),
+// to width cells, marked with "…": its values are what tell one point from another,
+// and its middle, where a swept value stands, is the last place to cut. So first the keys of its text
+// values go, as a job's name leaves them out (sst2,learning_rate=1e-4), the longest
+// first; then the other keys lose their ends, the longest first, down to a letter and
+// "…" (sst2,lea…=1e-4); what is still too long then loses its middle.
+func CutName(s string, width int) string {
+	parts := strings.Split(s, ",")
+	keys := make([]string, len(parts))
+	shown := make([]int, len(parts)) // each key's width as shown; 0 for a part without one
+	over := ansi.StringWidth(s) - width
+	for i, p := range parts {
+		if k, v, ok := strings.Cut(p, "="); ok {
+			keys[i], shown[i] = k, ansi.StringWidth(k)
+			if _, err := strconv.ParseFloat(v, 64); err != nil {
+				shown[i] = -shown[i] // a text value's key: may go whole
+			}
+		}
+	}
+	longest := func(ok func(int) bool) int {
+		at := -1
+		for i, w := range shown {
+			if ok(w) && (at < 0 || abs(w) > abs(shown[at])) {
+				at = i
+			}
+		}
+		return at
+	}
+	for over > 0 {
+		i := longest(func(w int) bool { return w < 0 })
+		if i < 0 {
+			break
+		}
+		over -= -shown[i] + 1 // the key and its "="
+		parts[i], keys[i], shown[i] = strings.TrimPrefix(parts[i], keys[i]+"="), "", 0
+	}
+	for i, w := range shown {
+		shown[i] = abs(w)
+	}
+	for over > 0 {
+		i := longest(func(w int) bool { return w > 2 }) // a letter and "…": no shorter
+		if i < 0 {
+			break
+		}
+		shown[i]--
+		over--
+	}
+	for i, k := range keys {
+		if w := ansi.StringWidth(k); k != "" && shown[i] < w {
+			parts[i] = ansi.Truncate(k, shown[i], "…") + strings.TrimPrefix(parts[i], k)
+		}
+	}
+	return cutMiddle(strings.Join(parts, ","), width)
+}
+
+func abs(n int) int { return max(n, -n) }
+
+// cutMiddle shortens s to width cells by its middle, marked with "…".
+func cutMiddle(s string, width int) string {
 	n := ansi.StringWidth(s)
 	if n <= width || width < 2 {
 		return ansi.Truncate(s, width, "…")
