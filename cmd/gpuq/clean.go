@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
@@ -32,7 +34,12 @@ longer ago than --older-than (such as 7d or 12h). A forgotten sweep's name can b
 submitted again, and gpuq status no longer lists its jobs.
 
 Their logs are kept, moved to cleaned/<time>/ in the state directory, unless --logs
-is given: then they are removed.`,
+is given: then they are removed.
+
+What each gpuq run that has ended left of its sweep (the jobs as they ended, which
+gpuq results and report read by the sweep's name) is forgotten alike: the sweep
+--sweep names, every sweep, or those whose run ended longer ago than --older-than.
+This needs no daemon. A run's logs stay where it kept them (its --log-dir).`,
 		Example: `  gpuq clean
   gpuq clean --sweep gla-e1
   gpuq clean --older-than 7d --logs`,
@@ -42,7 +49,7 @@ is given: then they are removed.`,
 	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "only this sweep (it must have ended)")
 	cmd.Flags().StringVar(&opts.olderThan, "older-than", "", "only sweeps whose last job ended longer ago: 7d, 12h, 30m")
 	cmd.Flags().BoolVar(&opts.logs, "logs", false, "remove their logs too")
-	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"sweeps","jobs","logs"}`)
+	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"sweeps","jobs","logs","runs"}`)
 	return cmd
 }
 
@@ -55,13 +62,26 @@ func runClean(opts *cleanOptions) error {
 		}
 		req.OlderThan = age
 	}
+	var out cleaned
 	c, err := opts.settings.dial()
-	if err != nil {
+	var none api.NoDaemonError
+	var unknown scheduler.UnknownSweep
+	if err == nil {
+		out.CleanResponse, err = c.Clean(req)
+	}
+	// Where no daemon runs, or it has no such sweep, a gpuq run's record may be all
+	// there is of it: that error stands only where no record is forgotten either.
+	daemonErr := err
+	if err != nil && !errors.As(err, &none) && !(req.Sweep != "" && errors.As(err, &unknown)) {
 		return err
 	}
-	out, err := c.Clean(req)
-	if err != nil {
-		return err
+	if !opts.settings.remote() {
+		if out.Runs, err = opts.settings.forgetRuns(req); err != nil {
+			return err
+		}
+	}
+	if daemonErr != nil && len(out.Runs) == 0 {
+		return daemonErr
 	}
 	for _, w := range out.Warnings {
 		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
@@ -70,14 +90,43 @@ func runClean(opts *cleanOptions) error {
 		return writeJSON(opts.io.Out, out)
 	}
 	switch {
-	case len(out.Sweeps) == 0:
+	case len(out.Sweeps) == 0 && len(out.Runs) == 0:
 		fmt.Fprintln(opts.io.Out, "no sweep to forget: none has ended (gpuq status lists them)")
+	case len(out.Sweeps) == 0: // gpuq runs' alone, said below
 	case out.Logs != "":
 		fmt.Fprintf(opts.io.Out, "forgot %s (%s); their logs are in %s\n", strings.Join(out.Sweeps, " "), plans.Count(out.Jobs, "job"), out.Logs)
 	default:
 		fmt.Fprintf(opts.io.Out, "forgot %s (%s)\n", strings.Join(out.Sweeps, " "), plans.Count(out.Jobs, "job"))
 	}
+	if len(out.Runs) > 0 {
+		fmt.Fprintf(opts.io.Out, "forgot the jobs of the gpuq runs that had ended, as they left them: %s\n", api.RunsText(out.Runs))
+	}
 	return nil
+}
+
+// cleaned is what gpuq clean forgot: the daemon's sweeps, and the records of the gpuq
+// runs that had ended (see api.Run.Record).
+type cleaned struct {
+	api.CleanResponse
+	Runs []api.Run `json:"runs,omitempty"`
+}
+
+// forgetRuns forgets the records of the gpuq runs that had ended that req names, in
+// this machine's state directory.
+func (s *settings) forgetRuns(req api.CleanRequest) ([]api.Run, error) {
+	dir, err := s.stateDir()
+	if err != nil {
+		return nil, err
+	}
+	var before time.Time
+	if req.OlderThan > 0 {
+		before = time.Now().Add(-req.OlderThan)
+	}
+	runs, err := api.ForgetEnded(dir, req.Sweep, before)
+	if err != nil {
+		return runs, fmt.Errorf("forgetting the gpuq runs that had ended: %w", err)
+	}
+	return runs, nil
 }
 
 // parseAge reads an age as Go writes durations (12h, 30m), or in days (7d).

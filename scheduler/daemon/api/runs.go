@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,6 +243,27 @@ func pruneRecords(dir string) {
 			os.Remove(rec.run.Record())
 		}
 	}
+}
+
+// ForgetEnded removes the records (see Record) of the gpuq runs of a sweep ("" every
+// sweep) in a state directory that ended before before (zero: whenever), as gpuq clean
+// forgets the daemon's ended sweeps: gpuq results and report no longer read them. It
+// returns the runs whose records it removed, by sweep.
+func ForgetEnded(dir, sweep string, before time.Time) ([]Run, error) {
+	var gone []Run
+	var errs []error
+	for _, rec := range records(dir) {
+		if sweep != "" && rec.run.Sweep != sweep || !before.IsZero() && !rec.ended.Before(before) {
+			continue
+		}
+		if err := os.Remove(rec.run.Record()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		gone = append(gone, rec.run)
+	}
+	slices.SortFunc(gone, func(a, b Run) int { return cmp.Or(strings.Compare(a.Sweep, b.Sweep), a.PID-b.PID) })
+	return gone, errors.Join(errs...)
 }
 
 // DialRun connects to a gpuq run's API.

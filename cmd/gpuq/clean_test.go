@@ -1,0 +1,64 @@
+package main
+
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
+)
+
+// TestCleanForgetsWhatARunLeft: gpuq clean forgets what a gpuq run of a sweep left as it
+// ended (which gpuq results reads by the sweep's name) as it forgets the daemon's
+// ended sweeps, with no daemon running: --sweep that sweep's alone, --older-than
+// those that ended longer ago, and with neither every one.
+func TestCleanForgetsWhatARunLeft(t *testing.T) {
+	dir := daemonEnv(t)
+	if err := os.MkdirAll(api.RunsDir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	left := func(sweep string, pid int, ended time.Time) api.Run {
+		r := api.Run{Sweep: sweep, PID: pid, Socket: api.RunSocket(dir, sweep, pid)}
+		err := r.WriteRecord(func(w io.Writer) error {
+			_, err := io.WriteString(w, `{"jobs":[{"sweep":"`+sweep+`","id":"`+sweep+`.1","state":"succeeded","attempts":[]}]}`)
+			return err
+		})
+		if err == nil {
+			err = os.Chtimes(r.Record(), ended, ended)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	now := time.Now()
+	fg, fg2, old, other := left("fg", 4242, now.Add(-time.Hour)), left("fg", 4343, now), left("old", 4444, now.Add(-10*24*time.Hour)), left("other", 4545, now)
+	kept := func(r api.Run) bool { _, err := os.Stat(r.Record()); return err == nil }
+
+	readsRun := func() bool {
+		_, errOut, _ := cli(t, "results", "fg")
+		return strings.Contains(errOut, "fg is read from what the gpuq run of fg")
+	}
+	if !readsRun() {
+		t.Fatal("results of fg before clean do not read what its run left")
+	}
+	out, errOut, code := cli(t, "clean", "--sweep", "fg")
+	if code != exitOK || !strings.Contains(out, "fg (pid 4242), fg (pid 4343)") {
+		t.Errorf("clean --sweep fg: exit %d: %s%s", code, out, errOut)
+	}
+	if kept(fg) || kept(fg2) || !kept(old) || !kept(other) {
+		t.Errorf("after clean --sweep fg, fg's records kept: %v %v, old's: %v, other's: %v; want fg's alone gone", kept(fg), kept(fg2), kept(old), kept(other))
+	}
+	if readsRun() {
+		t.Error("results of fg once clean forgot it still read what its run left")
+	}
+
+	if out, errOut, code := cli(t, "clean", "--older-than", "7d"); code != exitOK || kept(old) || !kept(other) {
+		t.Errorf("clean --older-than 7d: exit %d: %s%s; old's record kept: %v, other's: %v", code, out, errOut, kept(old), kept(other))
+	}
+	if out, errOut, code := cli(t, "clean"); code != exitOK || kept(other) {
+		t.Errorf("clean: exit %d: %s%s; other's record kept: %v", code, out, errOut, kept(other))
+	}
+}
