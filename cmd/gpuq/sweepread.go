@@ -33,10 +33,12 @@ func (s *settings) readSweep(verb, sweep string) (sweepRead, error) {
 	if !s.remote() {
 		if dir, derr := s.stateDir(); derr == nil {
 			if run, ended, ok := api.LastEnded(dir, sweep); ok {
-				if jobs, ok := run.Ended(); ok {
+				if rec, ok := run.ReadRecord(); ok {
 					from := fmt.Sprintf("the gpuq run of %s (pid %d) that ended %s", sweep, run.PID, ended.Format(time.DateTime))
 					fmt.Fprintf(s.notices, "gpuq: %s is read from what %s left in %s\n", sweep, from, tildeHome(api.RunsDir(dir)))
-					return sweepRead{sum: summaryOf(sweep, jobs), from: from}, nil
+					sum := summaryOf(sweep, rec.Jobs)
+					sum.GPUs = rec.GPUs // none in an older gpuq's record: each card is sized by what was reserved on it
+					return sweepRead{sum: sum, from: from}, nil
 				}
 			}
 		}

@@ -13,8 +13,8 @@ import (
 
 // TestResultsAndReportOfARunAsItRunsAndAfter: a researcher who runs gpuq run in one
 // terminal asks gpuq results and gpuq report of its sweep, by name, in another: as it
-// runs (read from the run) and once it has ended (read from what it left as it ended),
-// with no daemon anywhere.
+// runs (read from the run) and once it has ended (read from what it left as it ended:
+// its jobs and its cards), with no daemon anywhere.
 func TestResultsAndReportOfARunAsItRunsAndAfter(t *testing.T) {
 	daemonEnv(t)
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -59,7 +59,10 @@ gpus: sim:2x24GiB
 		!strings.Contains(errOut, "fg is read from what the gpuq run of fg (pid") {
 		t.Errorf("results of fg once it has ended: exit %d:\n%s%s", code, out, errOut)
 	}
-	if html, errOut, code := report(); code != exitOK || !strings.Contains(html, "the gpuq run of fg (pid") || !strings.Contains(html, " that ended ") {
-		t.Errorf("report of fg once it has ended: exit %d: %s", code, errOut)
+	// Each card's memory chart is drawn to the card's size, which the run left beside
+	// its jobs, as it was while it ran: not to what was reserved on it.
+	if html, errOut, code := report(); code != exitOK || !strings.Contains(html, "the gpuq run of fg (pid") || !strings.Contains(html, " that ended ") ||
+		strings.Count(html, `class="capacity"`) != 2 {
+		t.Errorf("report of fg once it has ended: exit %d: %s; cards drawn to their size: %d, want 2", code, errOut, strings.Count(html, `class="capacity"`))
 	}
 }

@@ -83,7 +83,7 @@ func (f *Foreground) Close() error {
 	d := f.d
 	err := d.run.WriteRecord(func(w io.Writer) error {
 		view := d.store.View()
-		return api.WriteJobs(w, view, api.SweepJobs(view, d.run.Sweep), nil)
+		return api.WriteRunRecord(w, view, api.SweepJobs(view, d.run.Sweep), d.ownGPUs())
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -57,12 +57,20 @@ func (d *daemon) jobRoutes(mux *http.ServeMux) {
 }
 
 func (d *daemon) info(w http.ResponseWriter, _ *http.Request) {
-	drained := d.store.View().Drained()
-	info := api.Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen, Run: d.run}
-	for _, c := range d.machine.cards {
-		info.GPUs = append(info.GPUs, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
-	}
+	info := api.Info{PID: os.Getpid(), Version: d.cfg.Version, StateDir: d.cfg.StateDir, Started: d.started, Listen: d.listen, Run: d.run,
+		GPUs: d.ownGPUs()}
 	reply(w, info)
+}
+
+// ownGPUs are the daemon's own cards (a gpuq run's: those it runs its sweep on), as Info
+// names them.
+func (d *daemon) ownGPUs() []api.GPUInfo {
+	drained := d.store.View().Drained()
+	var out []api.GPUInfo
+	for _, c := range d.machine.cards {
+		out = append(out, api.GPUInfo{Index: c.Index, Name: c.Name, TotalBytes: c.Total, Drained: drained[plans.CardID{Index: c.Index}]})
+	}
+	return out
 }
 
 func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {

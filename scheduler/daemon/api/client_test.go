@@ -95,6 +95,10 @@ func TestARunThatEndedAnswersFromItsRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A record as gpuqs before cards were kept wrote it reads, without cards.
+	if rec, ok := r.ReadRecord(); !ok || len(rec.Jobs) != 2 || rec.GPUs != nil {
+		t.Errorf("a record without cards: %+v, %v", rec, ok)
+	}
 	srv.Close()
 	os.Remove(r.Socket)
 	states, err := c.States(StatesRequest{IDs: []string{"w1.2", "w1.1"}})

@@ -73,18 +73,29 @@ const recordSuffix = ".ended.json"
 // report read a sweep's from it, days later too (see LastEnded).
 const recordKept = 24 * time.Hour
 
-// Ended reads the jobs a gpuq run left as they ended; false where it left none (it was
-// killed) or it cannot be read.
-func (r Run) Ended() ([]Job, bool) {
+// RunRecord is what a gpuq run leaves as it ends (see Record).
+type RunRecord struct {
+	Jobs []Job `json:"jobs"`
+	// GPUs are the cards it ran on, which gpuq report sizes each card's chart by; none
+	// in a record left by a gpuq from before they were kept.
+	GPUs []GPUInfo `json:"gpus,omitempty"`
+}
+
+// ReadRecord reads what a gpuq run left as it ended; false where it left nothing (it
+// was killed) or it cannot be read.
+func (r Run) ReadRecord() (RunRecord, bool) {
+	var rec RunRecord
 	data, err := os.ReadFile(r.Record())
-	if err != nil {
-		return nil, false
+	if err != nil || json.Unmarshal(data, &rec) != nil {
+		return RunRecord{}, false
 	}
-	var jobs JobsResponse
-	if json.Unmarshal(data, &jobs) != nil {
-		return nil, false
-	}
-	return jobs.Jobs, true
+	return rec, true
+}
+
+// Ended reads the jobs a gpuq run left as they ended (see ReadRecord).
+func (r Run) Ended() ([]Job, bool) {
+	rec, ok := r.ReadRecord()
+	return rec.Jobs, ok
 }
 
 // LastEnded is the gpuq run of a sweep that ended last, of those that left their
@@ -177,8 +188,8 @@ func statesOf(jobs []Job, req StatesRequest) ([]JobState, error) {
 	return out, nil
 }
 
-// WriteRecord writes what a gpuq run leaves as it ends (see Record): the jobs write
-// writes, {"jobs":[...]}, in a file this user alone reads (they hold the trainers'
+// WriteRecord writes what a gpuq run leaves as it ends (see Record): the RunRecord write
+// writes (WriteRunRecord), in a file this user alone reads (they hold the trainers'
 // commands), whole or not at all.
 func (r Run) WriteRecord(write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(r.Socket), ".record-*")

@@ -83,8 +83,29 @@ func Listed(view state.View, sweep string, states []string) ([]*state.Job, error
 // summary, before it sent a byte. An error cuts the listing short, which a reader's
 // decoder tells. away are the workers away, by name (see markAway).
 func WriteJobs(w io.Writer, view state.View, jobs []*state.Job, away map[string]WorkerAway) error {
+	return writeJobs(w, view, jobs, away, nil)
+}
+
+// WriteRunRecord writes a gpuq run's jobs as they ended and the cards it ran on, as a
+// RunRecord.
+func WriteRunRecord(w io.Writer, view state.View, jobs []*state.Job, gpus []GPUInfo) error {
+	return writeJobs(w, view, jobs, nil, gpus)
+}
+
+// writeJobs writes jobs as a JobsResponse, or with gpus as a RunRecord.
+func writeJobs(w io.Writer, view state.View, jobs []*state.Job, away map[string]WorkerAway, gpus []GPUInfo) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.WriteString(`{"jobs":[`)
+	bw.WriteByte('{')
+	if gpus != nil {
+		cards, err := json.Marshal(gpus)
+		if err != nil {
+			return err
+		}
+		bw.WriteString(`"gpus":`)
+		bw.Write(cards)
+		bw.WriteByte(',')
+	}
+	bw.WriteString(`"jobs":[`)
 	// Encoded into the buffer, not marshalled into a slice of its own each: those
 	// were as many bytes of garbage as the listing, made while the daemon ran its rounds.
 	enc := json.NewEncoder(bw)
