@@ -130,7 +130,7 @@ func (e *Engine) reachRungs(a *state.Attempt, rs []plans.Reading) (stopped bool)
 	for k := len(j.Rungs); k < len(reached); k++ {
 		b.record(j.ID, k, reached[k].Value)
 		if v, ok := b.judge(j.ID, k); ok && v.Stop {
-			e.stopPoint(b, b.point[j.ID], stopReason(es, k, v, b.group[j.ID]))
+			e.stopPoint(b, b.point[j.ID], es.At[k], stopReason(es, k, v, b.group[j.ID]))
 			return true
 		}
 	}
@@ -171,10 +171,10 @@ func metricText(v float64) string {
 	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
-// stopPoint stops a point's jobs: the running ones are stopped (they end stopped, see
-// Apply), the queued ones end stopped without starting; those that have ended stay as
-// they ended.
-func (e *Engine) stopPoint(b *board, point, reason string) {
+// stopPoint stops a point's jobs, judged at the rung of step at: the running ones are
+// stopped (they end stopped, see Apply), the queued ones end stopped without starting;
+// those that have ended stay as they ended. Each keeps the step (Job.StoppedAt).
+func (e *Engine) stopPoint(b *board, point string, at int64, reason string) {
 	view := e.store.Latest()
 	now := e.clock.Now()
 	for _, id := range b.jobs[point] {
@@ -188,14 +188,16 @@ func (e *Engine) stopPoint(b *board, point, reason string) {
 			}
 			c := *e.measured(a)
 			c.StopReason = reason
-			if e.put(state.Change{Attempts: []*state.Attempt{&c}}) != nil {
+			cj := *j
+			cj.StoppedAt = at
+			if e.put(state.Change{Jobs: []*state.Job{&cj}, Attempts: []*state.Attempt{&c}}) != nil {
 				return
 			}
 			e.events(Event{Time: now, Job: id, Attempt: a.N, Kind: "stopping-early", Message: reason})
 			e.runner.Stop(a)
 		case j.State == state.JobQueued:
 			c := *j
-			c.State, c.Reason = state.JobStopped, "not started: "+reason
+			c.State, c.Reason, c.StoppedAt = state.JobStopped, "not started: "+reason, at
 			if e.put(state.Change{Jobs: []*state.Job{&c}}) != nil {
 				return
 			}

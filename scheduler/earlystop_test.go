@@ -139,6 +139,13 @@ func TestEarlyStopStopsLosingPoints(t *testing.T) {
 	if a := view.Attempt("es.4/1"); j.Ended.IsZero() || !j.Ended.Equal(a.Ended) || !view.Job("es.1").Ended.IsZero() {
 		t.Errorf("es.4 ended %v, its attempt %v; es.1, running, %v: a job stopped has ended, when its attempt did", j.Ended, a.Ended, view.Job("es.1").Ended)
 	}
+	// Each of the point's jobs keeps the step of the rung it was judged at, where what
+	// the sweep found of it ends; a job not stopped has none.
+	for id, want := range map[string]int64{"es.3": 500, "es.4": 500, "es.1": 0, "es.5": 0} {
+		if got := view.Job(id).StoppedAt; got != want {
+			t.Errorf("%s stopped at step %d, want %d", id, got, want)
+		}
+	}
 	if r := view.Job("es.3").Rungs; len(r) != 1 || r[0] != (state.Point{Step: 520, Value: 2}) {
 		t.Errorf("es.3 rungs %+v: the first reading at or past 500", r)
 	}
@@ -179,8 +186,8 @@ func TestEarlyStopJudgesSeedsTogether(t *testing.T) {
 		t.Fatalf("states %s\nwant   %s", got, want)
 	}
 	j := e.store.View().Job("es.6")
-	if want := "not started: stopped early at step 100: acc 0.62 (mean of 2 seeds), worse than 1 of the 2 points that reached it"; j.Reason != want || j.Attempts != 0 {
-		t.Errorf("es.6: %q, %d attempts\nwant %q", j.Reason, j.Attempts, want)
+	if want := "not started: stopped early at step 100: acc 0.62 (mean of 2 seeds), worse than 1 of the 2 points that reached it"; j.Reason != want || j.Attempts != 0 || j.StoppedAt != 100 {
+		t.Errorf("es.6: %q, %d attempts, stopped at step %d\nwant %q at step 100", j.Reason, j.Attempts, j.StoppedAt, want)
 	}
 	if j.Ended.IsZero() {
 		t.Errorf("es.6, stopped before it started, has no end")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,7 +41,8 @@ log dicts and progress bars of their output: see the README's "What the sweep fo
 one row per point, its seeds (its jobs that differ only in the parameters the sweep's
 seeds key names, by default its shape_ignores) aggregated as mean ± standard deviation
 over n, by their final value and their best. Points are ranked by the final mean, better first; points stopped early after
-those that were not, as their last readings are from earlier steps; points whose seeds
+those that were not, as their readings are from earlier steps (each seed's at the rung
+early stopping judged its point at); points whose seeds
 all failed or were cancelled last of those, whatever they reported before they ended.
 
 --metric defaults to the sweep's early_stop metric, else the one the most jobs
@@ -157,7 +159,8 @@ func sweepNowhere(verb, source string, err error) error {
 
 // rankingJobs are a summary's jobs as ranking takes them: each metric from its latest
 // attempt that reported it (a trainer run again starts its curve again), grouped by
-// the values of by.
+// the values of by. A job stopped early ends at the reading early stopping judged it
+// by (see judgedEnd).
 func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
 	out := make([]ranking.Job, 0, len(sum.Jobs))
 	for _, j := range sum.Jobs {
@@ -174,9 +177,59 @@ func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
 				rj.Metrics[m.Name] = c
 			}
 		}
+		if es := j.EarlyStop; es != nil && es.StoppedAt > 0 {
+			if c, ok := rj.Metrics[es.Metric]; ok {
+				rj.Metrics[es.Metric] = judgedEnd(c, es)
+			}
+		}
 		out = append(out, rj)
 	}
 	return out
+}
+
+// judgedEnd is the curve of a job stopped early as what the sweep found of it: up to
+// its first reading at or past the rung its point was stopped at, which is its final
+// value, and its best among those readings (the curve's: the API keeps up to 32 of
+// them). The readings its trainer made after, as it was being stopped, are no part of
+// what early stopping judged, and would draw its end (and compare its final value) at
+// a step the points that ran on were not judged at. That first reading is its rung's
+// (es.Rungs) where the curve left it out, or where the job reached the rung itself;
+// a seed stopped with its point before it did has its rung reading from the last
+// readings it left, later, and its curve has the first. A job that had not reached
+// the rung keeps its curve whole.
+func judgedEnd(c ranking.Curve, es *api.Judged) ranking.Curve {
+	var at *ranking.Point
+	if i := slices.IndexFunc(c.Points, func(p ranking.Point) bool { return p.Step >= es.StoppedAt }); i >= 0 {
+		at = &c.Points[i]
+	}
+	if r, ok := es.StoppedReading(); ok && (at == nil || r.Step < at.Step) {
+		at = &ranking.Point{Step: r.Step, Value: r.Value}
+	}
+	if at == nil {
+		return c
+	}
+	return endAt(c, *at)
+}
+
+// endAt is curve c ending at its reading at.
+func endAt(c ranking.Curve, at ranking.Point) ranking.Curve {
+	n := 0
+	for n < len(c.Points) && c.Points[n].Step < at.Step {
+		n++
+	}
+	c.Points = append(c.Points[:n:n], at)
+	c.Last = at
+	c.Min, c.Max = math.NaN(), math.NaN()
+	for _, p := range c.Points {
+		switch {
+		case !plans.Finite(p.Value):
+		case math.IsNaN(c.Min):
+			c.Min, c.Max = p.Value, p.Value
+		default:
+			c.Min, c.Max = min(c.Min, p.Value), max(c.Max, p.Value)
+		}
+	}
+	return c
 }
 
 // groupOf names a job's group by the values of the parameters by: "task=sst2".

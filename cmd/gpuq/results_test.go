@@ -4,12 +4,14 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/gpuq/gpuq/cmd/gpuq/ranking"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
@@ -201,6 +203,66 @@ func TestResultsFitTheTerminal(t *testing.T) {
 	out, _, _ := gpuqIn(t, 80, "results", file, "--by", "task")
 	if !strings.Contains(out, "task=sst2  1     lr=0.001 ") {
 		t.Errorf("a grouped point repeats its group's values:\n%s", out)
+	}
+}
+
+// TestAStoppedPointEndsWhereItWasJudged: a point stopped early ends, in gpuq results
+// and in the report's curves (its ✕), at the readings early stopping judged it by, at
+// the rung it was stopped at: not at the readings its trainers made as they were
+// being stopped. A seed stopped with its point has its rung reading from what it left
+// as it ended (later): its curve has the first reading at the rung. A sweep from a
+// gpuq that did not keep the rung ends where its readings do.
+func TestAStoppedPointEndsWhereItWasJudged(t *testing.T) {
+	at := []int64{200, 500}
+	// curve is readings written step, value, step, value...
+	curve := func(sv ...float64) []api.MetricPoint {
+		var out []api.MetricPoint
+		for i := 0; i < len(sv); i += 2 {
+			out = append(out, api.MetricPoint{Step: int64(sv[i]), Value: sv[i+1]})
+		}
+		return out
+	}
+	job := func(id, point, state string, readings []api.MetricPoint, es api.Judged) api.JobSummary {
+		p := plans.NewMap()
+		p.Set("lr", point)
+		last := readings[len(readings)-1]
+		es.Metric, es.Mode, es.At = "eval_loss", plans.Min, at
+		m := api.MetricSummary{Name: "eval_loss", Step: last.Step, Last: last.Value, Min: last.Value, Max: readings[0].Value, Curve: readings}
+		return api.JobSummary{ID: id, Name: "lr=" + point, SeedOf: "lr=" + point, Params: p, State: state, EarlyStop: &es,
+			Attempts: []api.AttemptSummary{{N: 1, Metrics: []api.MetricSummary{m}}}}
+	}
+	sum := api.SweepSummary{Sweep: "s", Jobs: []api.JobSummary{
+		job("s.1", "0.001", "succeeded", curve(100, 3, 200, 2, 500, 1.5, 1000, 1),
+			api.Judged{Rungs: curve(200, 2, 500, 1.5)}),
+		job("s.2", "0.1", "stopped", curve(100, 4, 200, 3, 300, 2.8),
+			api.Judged{Rungs: curve(200, 3), StoppedAt: 200}),
+		job("s.3", "0.1", "stopped", curve(100, 4.2, 200, 3.2, 300, 2.9),
+			api.Judged{Rungs: curve(300, 2.9), StoppedAt: 200}),
+	}}
+	f := foundOf(sum)
+	var row ranking.Row
+	for _, r := range f.Rows {
+		if r.Point == "lr=0.1" {
+			row = r
+		}
+	}
+	if row.Final == nil || math.Abs(row.Final.Mean-3.1) > 1e-9 || row.Step != 200 || row.FromStep != nil || math.Abs(row.Best.Mean-3.1) > 1e-9 {
+		t.Errorf("the stopped point: %+v, final %+v, best %+v; want final and best 3.1 at step 200", row, row.Final, row.Best)
+	}
+	for _, id := range []string{"s.2", "s.3"} {
+		if c := f.Curves[id]; len(c) != 2 || c[1].Step != 200 {
+			t.Errorf("%s's curve %v, want it to end at step 200", id, c)
+		}
+	}
+	if c := f.Curves["s.1"]; len(c) != 4 {
+		t.Errorf("s.1, not stopped, curve %v", c)
+	}
+	// Without the rung, as an older gpuq left it: its last readings.
+	for _, j := range sum.Jobs {
+		j.EarlyStop.StoppedAt = 0
+	}
+	if r := foundOf(sum).Rows[1]; r.Step != 300 {
+		t.Errorf("without the rung kept: %+v, want its last readings", r)
 	}
 }
 

@@ -176,7 +176,7 @@ func sameStatus(a, b *Status) bool {
 		a.Declared == b.Declared && a.HostEstimate == b.HostEstimate && a.EstimatedAt == b.EstimatedAt &&
 		samePosition(&a.Pos, &b.Pos) && a.Retried == b.Retried && a.Attempts == b.Attempts && a.Since == b.Since &&
 		a.Held == b.Held && a.Reason == b.Reason && a.Awaiting == b.Awaiting && a.Timeouts == b.Timeouts &&
-		a.Queued == b.Queued && sameSlice(a.Rungs, b.Rungs) && a.Ended == b.Ended
+		a.Queued == b.Queued && sameSlice(a.Rungs, b.Rungs) && a.StoppedAt == b.StoppedAt && a.Ended == b.Ended
 }
 
 func samePosition(a, b *plans.Position) bool {

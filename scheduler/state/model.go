@@ -92,6 +92,10 @@ type Status struct {
 	// reached, in order (see Reached): what its point is judged by. They outlive its
 	// attempts: a job requeued after an OOM is not judged again at a rung it passed.
 	Rungs []Point `json:",omitempty"`
+	// StoppedAt is the step of the rung its point was judged at and stopped early
+	// (see scheduler's stopPoint): where what the sweep found of it ends, not at a
+	// reading its trainer made as it was being stopped. 0 where it was not stopped.
+	StoppedAt int64 `json:",omitempty"`
 	// Ended is when it ended (succeeded, failed, was cancelled or stopped early); zero
 	// while it has not.
 	Ended time.Time `json:",omitzero"`

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"math"
+	"slices"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -42,6 +43,30 @@ type Judged struct {
 	At    []int64       `json:"at"`
 	Group string        `json:"group,omitempty"`
 	Rungs []MetricPoint `json:"rungs"`
+	// StoppedAt is, for a job stopped early, the step of the rung its point was judged
+	// at and stopped; absent otherwise, and from a gpuq before it was kept.
+	StoppedAt int64 `json:"stopped_at,omitempty"`
+}
+
+// StoppedReading is, for a job stopped early, its reading at the rung its point was
+// stopped at: what early stopping judged it by, which a reading its trainer made as
+// it was being stopped does not replace. A reading there that was no number (kept at
+// the rung as the worst value, see scheduler's rungsReached) is NaN. False where the
+// job was not stopped, or was before it reached the rung (its point was judged on
+// its other seeds), or the rung is not known.
+func (j *Judged) StoppedReading() (MetricPoint, bool) {
+	if j == nil || j.StoppedAt == 0 {
+		return MetricPoint{}, false
+	}
+	k := slices.Index(j.At, j.StoppedAt)
+	if k < 0 || k >= len(j.Rungs) {
+		return MetricPoint{}, false
+	}
+	r := j.Rungs[k]
+	if math.Abs(r.Value) == math.MaxFloat64 {
+		r.Value = math.NaN()
+	}
+	return r, true
 }
 
 // metricSummaries are an attempt's metrics as the API shows them.
@@ -67,7 +92,11 @@ func judged(sw *plans.Sweep, j *state.Job) *Judged {
 	if sw == nil || sw.EarlyStop == nil {
 		return nil
 	}
-	return &Judged{Metric: sw.EarlyStop.Metric, Mode: sw.EarlyStop.Mode, At: sw.EarlyStop.At, Group: sw.GroupOf(j.Job), Rungs: points(j.Rungs)}
+	out := &Judged{Metric: sw.EarlyStop.Metric, Mode: sw.EarlyStop.Mode, At: sw.EarlyStop.At, Group: sw.GroupOf(j.Job), Rungs: points(j.Rungs)}
+	if j.State == state.JobStopped {
+		out.StoppedAt = j.StoppedAt
+	}
+	return out
 }
 
 // pointOf is the point of its sweep a job repeats; "" where the sweep is gone.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -151,5 +152,29 @@ func TestSummarizeStoppedJob(t *testing.T) {
 	}
 	if none := SummarizeSweep(st.View(), "none", nil); none.Counts["stopped"] != 0 || len(none.Counts) != 6 {
 		t.Errorf("an empty sweep's counts %v: every state, stopped too, at 0", none.Counts)
+	}
+}
+
+// TestStoppedReading: a job stopped early is judged by its reading at the rung its
+// point was stopped at; one that diverged there (kept as the worst value) reads NaN;
+// a job that had not reached the rung, or was not stopped, has none.
+func TestStoppedReading(t *testing.T) {
+	rungs := []MetricPoint{{Step: 210, Value: 3}, {Step: 500, Value: math.MaxFloat64}}
+	for _, c := range []struct {
+		stopped int64
+		rungs   []MetricPoint
+		want    MetricPoint
+		ok      bool
+	}{
+		{200, rungs, MetricPoint{Step: 210, Value: 3}, true},
+		{500, rungs, MetricPoint{Step: 500, Value: math.NaN()}, true},
+		{500, rungs[:1], MetricPoint{}, false},
+		{0, rungs, MetricPoint{}, false},
+	} {
+		j := &Judged{At: []int64{200, 500}, Rungs: c.rungs, StoppedAt: c.stopped}
+		got, ok := j.StoppedReading()
+		if ok != c.ok || got.Step != c.want.Step || !(got.Value == c.want.Value || math.IsNaN(got.Value) && math.IsNaN(c.want.Value)) {
+			t.Errorf("stopped at %d, rungs %v: %v, %v; want %v, %v", c.stopped, c.rungs, got, ok, c.want, c.ok)
+		}
 	}
 }
