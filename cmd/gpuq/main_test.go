@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,10 +22,15 @@ func gpuq(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 // gpuqIn runs the CLI as gpuq does, its output on a terminal cols wide (0: piped).
+// What it keeps by default (a gpuq run's logs and the record it leaves as it ends) is
+// in a state directory of the test's own, the same for each of its calls.
 func gpuqIn(t *testing.T, cols int, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("GPUQ_SIM_LEDGER", t.TempDir())
+	if os.Getenv("XDG_STATE_HOME") == testsState {
+		t.Setenv("XDG_STATE_HOME", t.TempDir())
+	}
 	var out, errb bytes.Buffer
 	code = run(args, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Cols: cols})
 	return out.String(), errb.String(), code
@@ -36,12 +42,25 @@ func TestMain(m *testing.M) {
 		// of a gpuq run in-process.
 		os.Exit(run(os.Args[1:], ioStreams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 	}
-	// The machine's own settings must not leak into the tests.
-	for _, k := range []string{"GPUQ_GPUS", "GPUQ_GPU_PLAN", "GPUQ_HEADROOM", "GPUQ_CONFIG", "CUDA_VISIBLE_DEVICES"} {
+	// The machine's own settings must not leak into the tests, nor the tests' runs and
+	// daemons into the state of the person who runs them ($XDG_STATE_HOME/gpuq).
+	for _, k := range []string{"GPUQ_GPUS", "GPUQ_GPU_PLAN", "GPUQ_HEADROOM", "GPUQ_CONFIG", "GPUQ_STATE_DIR", "CUDA_VISIBLE_DEVICES"} {
 		os.Unsetenv(k)
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "gpuq-tests-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testsState = dir
+	os.Setenv("XDG_STATE_HOME", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
+
+// testsState is the state directory of the tests that set none of their own.
+var testsState string
 
 func TestPlanSeedSweep(t *testing.T) {
 	out, errOut, code := gpuq(t, "plan", "../../examples/sweeps/gla.yaml", "--gpus", "sim:7x23.52GiB")
