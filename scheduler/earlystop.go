@@ -80,8 +80,7 @@ func (b *board) record(job string, k int, v float64) {
 		s = &standing{}
 		g[b.point[job]] = s
 	}
-	s.sum += v
-	s.seeds++
+	s.add(v)
 }
 
 // rungsReached returns a job's rung readings with those that readings rs reach added:
@@ -96,7 +95,7 @@ func rungsReached(have []state.Point, es *plans.EarlyStop, rs []plans.Reading) [
 		for len(out) < len(es.At) && r.Step >= es.At[len(out)] {
 			v := r.Value
 			if !plans.Finite(v) {
-				v = worst(es.Mode)
+				v = state.Worst(es.Mode)
 			}
 			if len(out) == len(have) {
 				out = append([]state.Point(nil), have...)
@@ -151,24 +150,22 @@ func (b *board) judge(job string, k int) (v verdict, ok bool) {
 // stopReason says why a point is stopped, as its jobs tell it: "stopped early at step
 // 2000: eval_loss 0.91, worse than 2 of the 3 points that reached it".
 func stopReason(es *plans.EarlyStop, k int, v verdict, group string) string {
-	s := fmt.Sprintf("stopped early at step %d: %s %s", es.At[k], es.Metric, metricText(v.Value))
-	if v.Seeds > 1 {
-		s += fmt.Sprintf(" (mean of %d seeds)", v.Seeds)
+	s := fmt.Sprintf("stopped early at step %d: %s ", es.At[k], es.Metric)
+	switch {
+	case v.Diverged > 0 && v.Seeds > 1:
+		s += fmt.Sprintf("NaN (%d of its %d seeds diverged)", v.Diverged, v.Seeds)
+	case state.Diverged(v.Value):
+		s += "NaN (diverged)"
+	case v.Seeds > 1:
+		s += fmt.Sprintf("%s (mean of %d seeds)", strconv.FormatFloat(v.Value, 'g', 4, 64), v.Seeds)
+	default:
+		s += strconv.FormatFloat(v.Value, 'g', 4, 64)
 	}
 	s += fmt.Sprintf(", worse than %d of the %d points that reached it", v.Better, v.Points)
 	if group != "" {
 		s += " in " + group
 	}
 	return s
-}
-
-// metricText writes a metric's value for people: four significant digits, and a
-// diverged one (see worst) as such.
-func metricText(v float64) string {
-	if v == worst(plans.Min) || v == worst(plans.Max) {
-		return "NaN (diverged)"
-	}
-	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
 // stopPoint stops a point's jobs, judged at the rung of step at: the running ones are

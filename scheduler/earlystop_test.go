@@ -194,6 +194,41 @@ func TestEarlyStopJudgesSeedsTogether(t *testing.T) {
 	}
 }
 
+// TestEarlyStopSaysDivergedSeeds: a point one of whose seeds diverged at a rung (its
+// reading no number) is judged the worst, and its reason says NaN and how many of its
+// seeds diverged, never the stand-in the rung keeps (state.Worst) nor a mean with it.
+func TestEarlyStopSaysDivergedSeeds(t *testing.T) {
+	doc := "name: es\ncommand: [train]\nmemory: 1GiB\norder: fifo\nmatrix: {lr: [a, b, c], seed: [1, 2]}\n" +
+		"early_stop: {metric: eval_loss, mode: min, at: [100], min_seeds: 2, keep: 0.5}\n"
+	e, mr, _, _ := earlyEngine(t, doc, 6)
+	e.roundAndEnds(t, 0)
+	mr.report("es.1/1", 100, "eval_loss", 1.0)
+	mr.report("es.2/1", 100, "eval_loss", 1.2) // a: 1.1
+	e.roundAndEnds(t, 0)
+	mr.report("es.3/1", 100, "eval_loss", math.NaN())
+	mr.report("es.4/1", 100, "eval_loss", 0.5) // b: better than a on its finite seed, but one diverged
+	e.roundAndEnds(t, 2)
+	mr.report("es.5/1", 100, "eval_loss", math.Inf(1))
+	mr.report("es.6/1", 100, "eval_loss", math.NaN()) // c: both diverged
+	e.roundAndEnds(t, 2)
+	view := e.store.View()
+	for id, want := range map[string]string{
+		"es.3": "stopped early at step 100: eval_loss NaN (1 of its 2 seeds diverged), worse than 1 of the 2 points that reached it",
+		"es.6": "stopped early at step 100: eval_loss NaN (2 of its 2 seeds diverged), worse than 1 of the 3 points that reached it",
+	} {
+		if got := view.Job(id).Reason; got != want {
+			t.Errorf("%s: %q\nwant  %q", id, got, want)
+		}
+	}
+	if r := view.Job("es.3").Rungs; len(r) != 1 || !state.Diverged(r[0].Value) {
+		t.Errorf("es.3 rungs %v: a diverged reading is kept as the stand-in", r)
+	}
+	one := stopReason(&plans.EarlyStop{Metric: "eval_loss", At: []int64{100}}, 0, verdict{Value: state.Worst(plans.Min), Seeds: 1, Diverged: 1, Better: 1, Points: 2}, "")
+	if want := "stopped early at step 100: eval_loss NaN (diverged), worse than 1 of the 2 points that reached it"; one != want {
+		t.Errorf("one seed: %q\nwant  %q", one, want)
+	}
+}
+
 // TestEarlyStopAcrossRetries: an OOM's next rung starts the curve again, as its trainer
 // does: the new attempt's readings are its own, the first's are kept with it, and the
 // job is not judged again at a rung it has passed.

@@ -12,37 +12,43 @@ import (
 	"math"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // standing is a point at one rung: the readings there of its jobs (its seeds) that
-// have reached it.
+// have reached it; diverged counts those that were no number (state.Worst).
 type standing struct {
-	sum   float64
-	seeds int
+	sum             float64
+	seeds, diverged int
 }
 
-// mean is the point's value at the rung: its seeds' mean.
+// add counts a seed's reading v at the rung.
+func (s *standing) add(v float64) {
+	s.seeds++
+	if state.Diverged(v) || !plans.Finite(v) {
+		s.diverged++
+		return
+	}
+	s.sum += v
+}
+
+// mean is the point's value at the rung: its seeds' mean, and the worst (state.Worst)
+// where one of them diverged. A point that diverges on some seeds is one no researcher
+// would pick, and its mean with the stand-in would be a number no reading made.
 func (s *standing) mean(mode plans.Mode) float64 {
 	m := s.sum / float64(s.seeds)
-	if !plans.Finite(m) {
-		return worst(mode)
+	if s.diverged > 0 || !plans.Finite(m) {
+		return state.Worst(mode)
 	}
 	return m
 }
 
-// worst is the value a reading that is no finite number (a diverged loss) counts as:
-// worse than any other, and still a number the journal can hold.
-func worst(mode plans.Mode) float64 {
-	if mode == plans.Max {
-		return -math.MaxFloat64
-	}
-	return math.MaxFloat64
-}
-
 // verdict is how a point stands at a rung.
 type verdict struct {
-	Value float64 // its seeds' mean there
+	Value float64 // its seeds' mean there; state.Worst where one diverged
 	Seeds int     // how many of its seeds it is the mean of
+	// Diverged counts those seeds whose reading there was no number.
+	Diverged int
 	// Better counts the other points of its group at the rung that did better; Points
 	// those points, itself included.
 	Better, Points int
@@ -61,7 +67,7 @@ func goOn(n int, keep float64) int {
 // goOn lets go on. Ties go on.
 func judge(p string, rung map[string]*standing, keep float64, mode plans.Mode) verdict {
 	mine := rung[p].mean(mode)
-	v := verdict{Value: mine, Seeds: rung[p].seeds, Points: len(rung)}
+	v := verdict{Value: mine, Seeds: rung[p].seeds, Diverged: rung[p].diverged, Points: len(rung)}
 	for q, s := range rung {
 		if q != p && mode.Better(s.mean(mode), mine) {
 			v.Better++

@@ -13,6 +13,19 @@ type Point struct {
 	Value float64
 }
 
+// Worst is what a rung reading that was no finite number (a diverged loss) is kept as
+// (Job.Rungs): worse than any other reading of a metric mode ranks, and still a number
+// the journal's JSON can hold. No person should read it: see Diverged.
+func Worst(mode plans.Mode) float64 {
+	if mode == plans.Max {
+		return -math.MaxFloat64
+	}
+	return math.MaxFloat64
+}
+
+// Diverged reports whether v is Worst's stand-in for a reading that was no number.
+func Diverged(v float64) bool { return math.Abs(v) == math.MaxFloat64 }
+
 // Metric is one training metric of an attempt as its trainer reported it: its latest
 // reading, its lowest and highest, and a curve for reports.
 type Metric struct {

@@ -40,18 +40,61 @@ type Judged struct {
 	Metric string     `json:"metric"`
 	Mode   plans.Mode `json:"mode"`
 	// At are the steps of the rungs.
-	At    []int64       `json:"at"`
-	Group string        `json:"group,omitempty"`
-	Rungs []MetricPoint `json:"rungs"`
+	At    []int64 `json:"at"`
+	Group string  `json:"group,omitempty"`
+	// Rungs are its readings at the rungs: NaN where one was no number.
+	Rungs Readings `json:"rungs"`
 	// StoppedAt is, for a job stopped early, the step of the rung its point was judged
 	// at and stopped; absent otherwise, and from a gpuq before it was kept.
 	StoppedAt int64 `json:"stopped_at,omitempty"`
 }
 
+// Readings are a metric's values at steps, where one may be NaN (a loss gone NaN),
+// which JSON has no number for: it travels as null.
+type Readings []MetricPoint
+
+type readingWire struct {
+	Step  int64    `json:"step"`
+	Value *float64 `json:"value"`
+}
+
+func (rs Readings) MarshalJSON() ([]byte, error) {
+	if rs == nil {
+		return []byte("null"), nil
+	}
+	w := make([]readingWire, len(rs))
+	for i, r := range rs {
+		w[i].Step = r.Step
+		if plans.Finite(r.Value) {
+			w[i].Value = &rs[i].Value
+		}
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads null as NaN, and so the stand-in for it (state.Worst) that a
+// gpuq before null sent, or left in a summary.
+func (rs *Readings) UnmarshalJSON(data []byte) error {
+	var w []readingWire
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*rs = nil
+	if w != nil {
+		*rs = make(Readings, len(w))
+	}
+	for i, r := range w {
+		(*rs)[i] = MetricPoint{Step: r.Step, Value: math.NaN()}
+		if r.Value != nil && !state.Diverged(*r.Value) {
+			(*rs)[i].Value = *r.Value
+		}
+	}
+	return nil
+}
+
 // StoppedReading is, for a job stopped early, its reading at the rung its point was
 // stopped at: what early stopping judged it by, which a reading its trainer made as
-// it was being stopped does not replace. A reading there that was no number (kept at
-// the rung as the worst value, see scheduler's rungsReached) is NaN. False where the
+// it was being stopped does not replace; NaN where it was no number. False where the
 // job was not stopped, or was before it reached the rung (its point was judged on
 // its other seeds), or the rung is not known.
 func (j *Judged) StoppedReading() (MetricPoint, bool) {
@@ -62,11 +105,7 @@ func (j *Judged) StoppedReading() (MetricPoint, bool) {
 	if k < 0 || k >= len(j.Rungs) {
 		return MetricPoint{}, false
 	}
-	r := j.Rungs[k]
-	if math.Abs(r.Value) == math.MaxFloat64 {
-		r.Value = math.NaN()
-	}
-	return r, true
+	return j.Rungs[k], true
 }
 
 // metricSummaries are an attempt's metrics as the API shows them.
@@ -93,6 +132,11 @@ func judged(sw *plans.Sweep, j *state.Job) *Judged {
 		return nil
 	}
 	out := &Judged{Metric: sw.EarlyStop.Metric, Mode: sw.EarlyStop.Mode, At: sw.EarlyStop.At, Group: sw.GroupOf(j.Job), Rungs: points(j.Rungs)}
+	for i, r := range out.Rungs {
+		if state.Diverged(r.Value) {
+			out.Rungs[i].Value = math.NaN()
+		}
+	}
 	if j.State == state.JobStopped {
 		out.StoppedAt = j.StoppedAt
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,10 +157,10 @@ func TestSummarizeStoppedJob(t *testing.T) {
 }
 
 // TestStoppedReading: a job stopped early is judged by its reading at the rung its
-// point was stopped at; one that diverged there (kept as the worst value) reads NaN;
-// a job that had not reached the rung, or was not stopped, has none.
+// point was stopped at (NaN where it diverged there); a job that had not reached the
+// rung, or was not stopped, has none.
 func TestStoppedReading(t *testing.T) {
-	rungs := []MetricPoint{{Step: 210, Value: 3}, {Step: 500, Value: math.MaxFloat64}}
+	rungs := []MetricPoint{{Step: 210, Value: 3}, {Step: 500, Value: math.NaN()}}
 	for _, c := range []struct {
 		stopped int64
 		rungs   []MetricPoint
@@ -173,8 +174,51 @@ func TestStoppedReading(t *testing.T) {
 	} {
 		j := &Judged{At: []int64{200, 500}, Rungs: c.rungs, StoppedAt: c.stopped}
 		got, ok := j.StoppedReading()
-		if ok != c.ok || got.Step != c.want.Step || !(got.Value == c.want.Value || math.IsNaN(got.Value) && math.IsNaN(c.want.Value)) {
+		if ok != c.ok || got.Step != c.want.Step || !sameValue(got.Value, c.want.Value) {
 			t.Errorf("stopped at %d, rungs %v: %v, %v; want %v, %v", c.stopped, c.rungs, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+func sameValue(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+
+// TestDivergedRungIsNaN: a rung reading that was no number, which the job keeps as the
+// stand-in state.Worst, is NaN in a job's summary and null in its JSON, never the
+// stand-in; null, and the stand-in a gpuq before it sent, read back as NaN.
+func TestDivergedRungIsNaN(t *testing.T) {
+	sw, err := plans.DecodeSweep("w.yaml", []byte("name: w\ncommand: [train]\nmemory: 1GiB\nmatrix: {lr: [a, b]}\n"+
+		"early_stop: {metric: eval_loss, mode: max, at: [100, 200]}\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := state.NewStore()
+	if err := st.Submit(&state.Submission{Sweep: sw}); err != nil {
+		t.Fatal(err)
+	}
+	j := *st.View().Job("w.1")
+	j.Rungs = []state.Point{{Step: 100, Value: 0.5}, {Step: 200, Value: state.Worst(plans.Max)}}
+	if err := st.Put(state.Change{Jobs: []*state.Job{&j}}); err != nil {
+		t.Fatal(err)
+	}
+	rungs := SummarizeSweep(st.View(), "w", nil).Jobs[0].EarlyStop.Rungs
+	if len(rungs) != 2 || rungs[0] != (MetricPoint{100, 0.5}) || rungs[1].Step != 200 || !math.IsNaN(rungs[1].Value) {
+		t.Fatalf("rungs %v, want 0.5 at step 100 and NaN at step 200", rungs)
+	}
+	b, err := json.Marshal(Judged{Rungs: rungs})
+	if want := `"rungs":[{"step":100,"value":0.5},{"step":200,"value":null}]`; err != nil || !strings.Contains(string(b), want) {
+		t.Fatalf("JSON %s, %v; want %s", b, err, want)
+	}
+	for _, wire := range []string{`null`, `-1.7976931348623157e+308`, `1.7976931348623157e+308`} {
+		var back Judged
+		if err := json.Unmarshal([]byte(`{"rungs":[{"step":100,"value":0.5},{"step":200,"value":`+wire+`}]}`), &back); err != nil {
+			t.Fatal(err)
+		}
+		if len(back.Rungs) != 2 || back.Rungs[0] != (MetricPoint{100, 0.5}) || !math.IsNaN(back.Rungs[1].Value) {
+			t.Errorf("%s read back as %v, want NaN", wire, back.Rungs)
+		}
+	}
+	var none Judged
+	if err := json.Unmarshal([]byte(`{"rungs":[]}`), &none); err != nil || none.Rungs == nil {
+		t.Errorf("no rungs read back as %#v, %v", none.Rungs, err)
 	}
 }
