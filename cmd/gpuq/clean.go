@@ -39,7 +39,9 @@ is given: then they are removed.
 What each gpuq run that has ended left of its sweep (the jobs as they ended, which
 gpuq results and report read by the sweep's name) is forgotten alike: the sweep
 --sweep names, every sweep, or those whose run ended longer ago than --older-than.
-This needs no daemon. A run's logs stay where it kept them (its --log-dir).`,
+This needs no daemon. A run's logs stay where it kept them (its --log-dir). With no
+daemon, --sweep names a sweep to clean only where a gpuq run of it left its jobs, or
+the state the last daemon left holds it (a daemon must run to forget that).`,
 		Example: `  gpuq clean
   gpuq clean --sweep gla-e1
   gpuq clean --older-than 7d --logs`,
@@ -81,6 +83,9 @@ func runClean(opts *cleanOptions) error {
 		}
 	}
 	if daemonErr != nil && len(out.Runs) == 0 {
+		if errors.As(daemonErr, &none) && req.Sweep != "" && !opts.settings.remote() {
+			return opts.settings.noSweepToClean(req.Sweep, none)
+		}
 		return daemonErr
 	}
 	for _, w := range out.Warnings {
@@ -127,6 +132,36 @@ func (s *settings) forgetRuns(req api.CleanRequest) ([]api.Run, error) {
 		return runs, fmt.Errorf("forgetting the gpuq runs that had ended: %w", err)
 	}
 	return runs, nil
+}
+
+// noSweepToClean is clean --sweep's error where no daemon runs on the state directory
+// and no gpuq run that ended left the sweep there: that none runs stands only where the
+// state the last daemon left holds the sweep, which only a daemon forgets. Otherwise
+// there is no such sweep to clean, as a daemon would refuse it, and it says where it
+// looked; a gpuq run that still runs the sweep says so.
+func (s *settings) noSweepToClean(sweep string, none api.NoDaemonError) error {
+	for _, r := range api.Runs(none.Dir) {
+		if r.Sweep == sweep {
+			return scheduler.Refused(fmt.Sprintf("sweep %s is run by gpuq run (pid %d), which has not ended: gpuq clean forgets it once that run has", sweep, r.PID))
+		}
+	}
+	sr, err := s.readState(none.Dir)
+	if err != nil {
+		return err
+	}
+	known := api.EndedSweeps(none.Dir)
+	left := "nor left its state there"
+	if sr != nil {
+		if sr.view.Submission(sweep) != nil {
+			return none
+		}
+		for _, sub := range sr.view.Submissions() {
+			known = append(known, sub.Sweep.Name)
+		}
+		left = "the state the last one left there has no sweep so named"
+	}
+	return scheduler.Refused(fmt.Sprintf("no sweep %q to clean%s: no gpuq daemon runs on %s, %s, and no gpuq run of it left its jobs there as it ended",
+		sweep, plans.Suggest(sweep, known), none.Dir, left))
 }
 
 // parseAge reads an age as Go writes durations (12h, 30m), or in days (7d).

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -13,7 +15,8 @@ import (
 // TestCleanForgetsWhatARunLeft: gpuq clean forgets what a gpuq run of a sweep left as it
 // ended (which gpuq results reads by the sweep's name) as it forgets the daemon's
 // ended sweeps, with no daemon running: --sweep that sweep's alone, --older-than
-// those that ended longer ago, and with neither every one.
+// those that ended longer ago, and with neither every one. A sweep none left is no
+// sweep to clean, as a daemon would say, not that no daemon runs.
 func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	dir := daemonEnv(t)
 	if err := os.MkdirAll(api.RunsDir(dir), 0o700); err != nil {
@@ -44,6 +47,22 @@ func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	if !readsRun() {
 		t.Fatal("results of fg before clean do not read what its run left")
 	}
+	none := func(sweep, hint string) {
+		t.Helper()
+		want := `no sweep "` + sweep + `" to clean` + hint + ": no gpuq daemon runs on " + dir + ", nor left its state there, and no gpuq run of it left its jobs there as it ended"
+		if out, errOut, code := cli(t, "clean", "--sweep", sweep); code != exitBadInput || !strings.Contains(errOut, want) {
+			t.Errorf("clean --sweep %s: exit %d: %s%s\nwant exit %d and %q", sweep, code, out, errOut, exitBadInput, want)
+		}
+	}
+	none("othr", ` (did you mean "other"?)`)
+	live, err := net.Listen("unix", api.RunSocket(dir, "live", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if out, errOut, code := cli(t, "clean", "--sweep", "live"); code != exitBadInput || !strings.Contains(errOut, fmt.Sprintf("sweep live is run by gpuq run (pid %d), which has not ended", os.Getpid())) {
+		t.Errorf("clean --sweep live, which a gpuq run runs: exit %d: %s%s", code, out, errOut)
+	}
 	out, errOut, code := cli(t, "clean", "--sweep", "fg")
 	if code != exitOK || !strings.Contains(out, "fg (pid 4242), fg (pid 4343)") {
 		t.Errorf("clean --sweep fg: exit %d: %s%s", code, out, errOut)
@@ -54,6 +73,7 @@ func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	if readsRun() {
 		t.Error("results of fg once clean forgot it still read what its run left")
 	}
+	none("fg", "")
 
 	if out, errOut, code := cli(t, "clean", "--older-than", "7d"); code != exitOK || kept(old) || !kept(other) {
 		t.Errorf("clean --older-than 7d: exit %d: %s%s; old's record kept: %v, other's: %v", code, out, errOut, kept(old), kept(other))

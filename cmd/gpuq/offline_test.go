@@ -47,6 +47,8 @@ func TestReadWithoutADaemon(t *testing.T) {
 		{[]string{"wait", "--sweep", "ok"}, exitOK, "2 jobs succeeded"},
 		{[]string{"cancel", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
 		{[]string{"why", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
+		{[]string{"clean", "--sweep", "ok"}, exitFailed, "no gpuq daemon runs on " + dir},
+		{[]string{"clean", "--sweep", "okk"}, exitBadInput, `no sweep "okk" to clean (did you mean "ok"?): no gpuq daemon runs on ` + dir + ", the state the last one left there has no sweep so named"},
 	} {
 		out, errOut, code := cli(t, tc.args...)
 		if code != tc.code || !strings.Contains(out+errOut, tc.out) {

@@ -112,6 +112,18 @@ func LastEnded(dir, sweep string) (Run, time.Time, bool) {
 	return last, at, !at.IsZero()
 }
 
+// EndedSweeps are the sweeps of the gpuq runs that left their record (see Record) in a
+// state directory as they ended, each once.
+func EndedSweeps(dir string) []string {
+	var out []string
+	for _, rec := range records(dir) {
+		if !slices.Contains(out, rec.run.Sweep) {
+			out = append(out, rec.run.Sweep)
+		}
+	}
+	return out
+}
+
 // record is a gpuq run's record, found in a state directory: the run it is of, and
 // when it was written.
 type record struct {
