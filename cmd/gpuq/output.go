@@ -149,8 +149,9 @@ func (t *fitTable) cutStarts(cols ...int) *fitTable {
 	return t
 }
 
-// cutNames makes the columns cut lose their keys' ends, then their middles: job names
-// and points, told apart by their values (see top.CutName).
+// cutNames makes the columns cut lose their keys' ends, then their text values' starts,
+// then their keys, then their middles: job names and points, told apart by their
+// values (see top.CutName).
 func (t *fitTable) cutNames(cols ...int) *fitTable {
 	t.names = cols
 	return t

@@ -337,7 +337,7 @@ func reported(sweep string, jobs []ranking.Job, metric string) error {
 
 // printResultsTable prints one row a point, a group's points together. On a terminal
 // (width) it fits: a point grouped shows the values its group does not (its GROUP says
-// task=sst2), the points lose their keys' ends before their values, the best values
+// task=sst2), the points lose their keys' ends before their values (see top.CutName), the best values
 // give way (--json and --csv have them), then the groups lose their ends.
 func printResultsTable(w io.Writer, res Results, width int) {
 	better := betterText(res.Mode) + " (--max for higher)"

@@ -430,9 +430,9 @@ func TestALongJobIDLosesItsStart(t *testing.T) {
 }
 
 // TestALongNameLosesItsKeysFirst: a name longer than its column is cut as gpuq run's
-// summary and gpuq results cut one (CutName): its keys give way before its values, so
-// that the learning rate that tells two jobs apart stays, in the running list and the
-// queue alike.
+// summary and gpuq results cut one (CutName): its keys give way before its values, and
+// the start of its task (the sweep's prefix) before its numbers, so that the learning
+// rate that tells two jobs apart stays, in the running list and the queue alike.
 func TestALongNameLosesItsKeysFirst(t *testing.T) {
 	const name = "glue-tvt_qnli,learning_rate=3e-4,seed=87"
 	ov := sampleOverview(t)
@@ -441,7 +441,7 @@ func TestALongNameLosesItsKeysFirst(t *testing.T) {
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 200, Height: 50})
 	v := m.View()
-	if n := strings.Count(v, "glue-tvt_qnl…=3e-4,s…=87 "); n != 2 {
+	if n := strings.Count(v, " …-tvt_qnli,l…=3e-4,s…=87 "); n != 2 {
 		t.Errorf("the long name is cut by its keys on %d lines, want 2:\n%s", n, v)
 	}
 }
@@ -823,7 +823,8 @@ func TestATinyScreenKeepsItsTitle(t *testing.T) {
 
 // TestCutName: a point (or a job's name) too long for its column loses the keys of its text values, as
 // a job's name does, then its other keys' ends, the longest first, before any value;
-// then its middle.
+// then its text values' starts (not a size's), then its keys; then its middle. The
+// jobs of a sweep keep names told apart down to where only its middle is left to cut.
 func TestCutName(t *testing.T) {
 	for _, tt := range []struct {
 		point string
@@ -836,10 +837,35 @@ func TestCutName(t *testing.T) {
 		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", 34, "task=rte,learning_rate=1e-3,26GiB"},
 		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", 22, "rte,learni…=1e-3,26GiB"},
 		{"learning_rate=1e-3,seed", 12, "l…=1e-3,seed"},
-		{"task=glue-tvt_qnli,lr=3e-4", 14, "glue-tv…r=3e-4"},
+		{"task=glue-tvt_qnli,lr=3e-4", 14, "…_qnli,lr=3e-4"},
+		{"glue-tvt_qnli,lr=3e-4,seed=87", 19, "…qnli,lr=3e-4,s…=87"},
+		{"glue-tvt_qnli,lr=1e-4,seed=87", 19, "…qnli,lr=1e-4,s…=87"},
+		{"glue-tvt_qnli,lr=3e-4,seed=87", 26, "…ue-tvt_qnli,lr=3e-4,s…=87"},
+		{"glue-tvt_qnli,lr=3e-4,seed=87", 15, "…nli,lr=3e-4,87"},
+		{"glue-tvt_qnli,lr=3e-4,seed=87", 12, "…nli,3e-4,87"},
+		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", 16, "rte,1e-3,26GiB"},
+		{"glue-tvt_qnli,lr=3e-4,seed=87", 10, "…nli,…4,87"},
 	} {
 		if got := CutName(tt.point, tt.width); got != tt.want {
 			t.Errorf("CutName(%q, %d) = %q, want %q", tt.point, tt.width, got, tt.want)
+		}
+	}
+	var names []string
+	for _, task := range []string{"glue-tvt_qnli", "glue-tvt_sst2"} {
+		for _, lr := range []string{"1e-4", "3e-4"} {
+			for _, seed := range []string{"87", "88"} {
+				names = append(names, task+",lr="+lr+",seed="+seed)
+			}
+		}
+	}
+	for width := 12; width <= 29; width++ {
+		seen := map[string]string{}
+		for _, n := range names {
+			c := CutName(n, width)
+			if prev, dup := seen[c]; dup || ansi.StringWidth(c) > width {
+				t.Errorf("at %d cells %s is %q, as %s is", width, n, c, prev)
+			}
+			seen[c] = n
 		}
 	}
 }

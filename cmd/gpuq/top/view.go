@@ -217,61 +217,83 @@ func CutStart(id string, width int) string {
 }
 
 // CutName shortens a job's name or point, key=value,... (task=sst2,learning_rate=1e-4),
-// to width cells, marked with "…": its values are what tell one point from another,
-// and its middle, where a swept value stands, is the last place to cut. So first the keys of its text
-// values go, as a job's name leaves them out (sst2,learning_rate=1e-4), the longest
-// first; then the other keys lose their ends, the longest first, down to a letter and
-// "…" (sst2,lea…=1e-4); what is still too long then loses its middle.
+// to width cells, marked with "…", so that what tells one job from another is the last
+// to go: its values, and of a text value its end (glue-sst2 and glue-qnli of one sweep
+// share their start, often the sweep's name; their numbers are all they differ by).
+// So first the keys of its text values go, as a job's name leaves them out
+// (sst2,learning_rate=1e-4), the longest first; then the other keys lose their ends,
+// the longest first, down to a letter and "…" (sst2,lea…=1e-4); then its text values
+// (not numbers, nor sizes such as 26GiB) lose their starts, the longest first, down to
+// "…" and three cells (…qnli,l…=1e-4); then the keys left go, the last first
+// (…qnli,1e-4); what is still too long loses its middle.
 func CutName(s string, width int) string {
-	parts := strings.Split(s, ",")
-	keys := make([]string, len(parts))
-	shown := make([]int, len(parts)) // each key's width as shown; 0 for a part without one
-	over := ansi.StringWidth(s) - width
-	for i, p := range parts {
-		if k, v, ok := strings.Cut(p, "="); ok {
-			keys[i], shown[i] = k, ansi.StringWidth(k)
-			if _, err := strconv.ParseFloat(v, 64); err != nil {
-				shown[i] = -shown[i] // a text value's key: may go whole
-			}
-		}
+	type part struct {
+		key, val   string
+		keyW, valW int  // as shown; keyW 0 for a part without a key, or whose key went
+		text       bool // a value that is no number, whose key may go whole
+		cutStart   bool // a text value that may lose its start
 	}
-	longest := func(ok func(int) bool) int {
+	over := ansi.StringWidth(s) - width
+	if over <= 0 {
+		return s
+	}
+	var ps []part
+	for _, p := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			k, v = "", p
+		}
+		_, err := strconv.ParseFloat(v, 64)
+		ps = append(ps, part{key: k, val: v, keyW: ansi.StringWidth(k), valW: ansi.StringWidth(v),
+			text: err != nil, cutStart: err != nil && !strings.ContainsAny(v[:min(1, len(v))], "0123456789.+-")})
+	}
+	// widest is the part whose width w is the widest over floor of those ok takes; -1
+	// where none is.
+	widest := func(w func(*part) int, floor int, ok func(*part) bool) int {
 		at := -1
-		for i, w := range shown {
-			if ok(w) && (at < 0 || abs(w) > abs(shown[at])) {
+		for i := range ps {
+			if ok(&ps[i]) && w(&ps[i]) > floor && (at < 0 || w(&ps[i]) > w(&ps[at])) {
 				at = i
 			}
 		}
 		return at
 	}
-	for over > 0 {
-		i := longest(func(w int) bool { return w < 0 })
-		if i < 0 {
-			break
-		}
-		over -= -shown[i] + 1 // the key and its "="
-		parts[i], keys[i], shown[i] = strings.TrimPrefix(parts[i], keys[i]+"="), "", 0
+	keyW := func(p *part) int { return p.keyW }
+	valW := func(p *part) int { return p.valW }
+	textKey := func(p *part) bool { return p.text }
+	every := func(*part) bool { return true }
+	startCut := func(p *part) bool { return p.cutStart }
+	for i := widest(keyW, 0, textKey); over > 0 && i >= 0; i = widest(keyW, 0, textKey) {
+		over -= ps[i].keyW + 1 // the key and its "="
+		ps[i].keyW = 0
 	}
-	for i, w := range shown {
-		shown[i] = abs(w)
-	}
-	for over > 0 {
-		i := longest(func(w int) bool { return w > 2 }) // a letter and "…": no shorter
-		if i < 0 {
-			break
-		}
-		shown[i]--
+	for i := widest(keyW, 2, every); over > 0 && i >= 0; i = widest(keyW, 2, every) { // a letter and "…": no shorter
+		ps[i].keyW--
 		over--
 	}
-	for i, k := range keys {
-		if w := ansi.StringWidth(k); k != "" && shown[i] < w {
-			parts[i] = ansi.Truncate(k, shown[i], "…") + strings.TrimPrefix(parts[i], k)
+	for i := widest(valW, 4, startCut); over > 0 && i >= 0; i = widest(valW, 4, startCut) { // "…" and three cells
+		ps[i].valW--
+		over--
+	}
+	for i := len(ps) - 1; over > 0 && i >= 0; i-- {
+		if ps[i].keyW > 0 {
+			over -= ps[i].keyW + 1
+			ps[i].keyW = 0
 		}
 	}
-	return cutMiddle(strings.Join(parts, ","), width)
+	shown := make([]string, len(ps))
+	for i, p := range ps {
+		if p.keyW > 0 {
+			shown[i] = ansi.Truncate(p.key, p.keyW, "…") + "="
+		}
+		if n := ansi.StringWidth(p.val); p.valW < n {
+			shown[i] += "…" + ansi.Cut(p.val, n-(p.valW-1), n)
+		} else {
+			shown[i] += p.val
+		}
+	}
+	return cutMiddle(strings.Join(shown, ","), width)
 }
-
-func abs(n int) int { return max(n, -n) }
 
 // cutMiddle shortens s to width cells by its middle, marked with "…".
 func cutMiddle(s string, width int) string {
