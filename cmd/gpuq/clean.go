@@ -83,10 +83,22 @@ func runClean(opts *cleanOptions) error {
 		}
 	}
 	if daemonErr != nil && len(out.Runs) == 0 {
-		if errors.As(daemonErr, &none) && req.Sweep != "" && !opts.settings.remote() {
+		switch {
+		case !errors.As(daemonErr, &none) || opts.settings.remote():
+			return daemonErr
+		case req.Sweep != "":
 			return opts.settings.noSweepToClean(req.Sweep, none)
 		}
-		return daemonErr
+		// No daemon runs, and no gpuq run's record was old enough: where the last
+		// daemon left no sweep either, there is nothing to forget (a nightly clean of
+		// someone who only uses gpuq run), not a daemon to start.
+		sr, err := opts.settings.readState(none.Dir)
+		if err != nil {
+			return err
+		}
+		if sr != nil && len(sr.view.Submissions()) > 0 {
+			return daemonErr
+		}
 	}
 	for _, w := range out.Warnings {
 		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
@@ -95,6 +107,8 @@ func runClean(opts *cleanOptions) error {
 		return writeJSON(opts.io.Out, out)
 	}
 	switch {
+	case len(out.Sweeps) == 0 && len(out.Runs) == 0 && req.OlderThan > 0:
+		fmt.Fprintf(opts.io.Out, "no sweep to forget: none ended more than %s ago (gpuq status lists them)\n", opts.olderThan)
 	case len(out.Sweeps) == 0 && len(out.Runs) == 0:
 		fmt.Fprintln(opts.io.Out, "no sweep to forget: none has ended (gpuq status lists them)")
 	case len(out.Sweeps) == 0: // gpuq runs' alone, said below

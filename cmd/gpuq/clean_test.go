@@ -78,7 +78,15 @@ func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	if out, errOut, code := cli(t, "clean", "--older-than", "7d"); code != exitOK || kept(old) || !kept(other) {
 		t.Errorf("clean --older-than 7d: exit %d: %s%s; old's record kept: %v, other's: %v", code, out, errOut, kept(old), kept(other))
 	}
+	// Nothing old enough, no daemon, and none ever ran here: nothing to forget, not
+	// a failure (a nightly clean of someone who only uses gpuq run).
+	if out, errOut, code := cli(t, "clean", "--older-than", "7d"); code != exitOK || !strings.Contains(out, "no sweep to forget: none ended more than 7d ago") || !kept(other) {
+		t.Errorf("clean --older-than 7d, nothing that old: exit %d: %s%s; other's record kept: %v", code, out, errOut, kept(other))
+	}
 	if out, errOut, code := cli(t, "clean"); code != exitOK || kept(other) {
 		t.Errorf("clean: exit %d: %s%s; other's record kept: %v", code, out, errOut, kept(other))
+	}
+	if out, errOut, code := cli(t, "clean"); code != exitOK || !strings.Contains(out, "no sweep to forget") {
+		t.Errorf("clean of nothing left: exit %d: %s%s", code, out, errOut)
 	}
 }
