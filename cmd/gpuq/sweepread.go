@@ -32,14 +32,15 @@ func (s *settings) readSweep(verb, sweep string) (sweepRead, error) {
 	}
 	if !s.remote() {
 		if dir, derr := s.stateDir(); derr == nil {
-			if run, ended, ok := api.LastEnded(dir, sweep); ok {
-				if rec, ok := run.ReadRecord(); ok {
-					from := fmt.Sprintf("the gpuq run of %s (pid %d) that ended %s", sweep, run.PID, ended.Format(time.DateTime))
-					fmt.Fprintf(s.notices, "gpuq: %s is read from what %s left in %s\n", sweep, from, tildeHome(api.RunsDir(dir)))
-					sum := summaryOf(sweep, rec.Jobs)
-					sum.GPUs = rec.GPUs // none in an older gpuq's record: each card is sized by what was reserved on it
-					return sweepRead{sum: sum, from: from}, nil
-				}
+			damaged := func(path string, err error) {
+				fmt.Fprintf(s.notices, "gpuq: warning: %s cannot be read (%v): passed over for an earlier run's, if any\n", tildeHome(path), err)
+			}
+			if run, rec, ended, ok := api.LastEnded(dir, sweep, damaged); ok {
+				from := fmt.Sprintf("the gpuq run of %s (pid %d) that ended %s", sweep, run.PID, ended.Format(time.DateTime))
+				fmt.Fprintf(s.notices, "gpuq: %s is read from what %s left in %s\n", sweep, from, tildeHome(api.RunsDir(dir)))
+				sum := summaryOf(sweep, rec.Jobs)
+				sum.GPUs = rec.GPUs // none in an older gpuq's record: each card is sized by what was reserved on it
+				return sweepRead{sum: sum, from: from}, nil
 			}
 		}
 	}

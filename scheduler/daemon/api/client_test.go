@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -96,8 +97,8 @@ func TestARunThatEndedAnswersFromItsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A record as gpuqs before cards were kept wrote it reads, without cards.
-	if rec, ok := r.ReadRecord(); !ok || len(rec.Jobs) != 2 || rec.GPUs != nil {
-		t.Errorf("a record without cards: %+v, %v", rec, ok)
+	if rec, err := r.ReadRecord(); err != nil || len(rec.Jobs) != 2 || rec.GPUs != nil {
+		t.Errorf("a record without cards: %+v, %v", rec, err)
 	}
 	srv.Close()
 	os.Remove(r.Socket)
@@ -123,7 +124,8 @@ func TestARunThatEndedAnswersFromItsRecord(t *testing.T) {
 	if j, err := c.Job("w1.1"); err != nil || j.State != "succeeded" {
 		t.Errorf("once its record, w1's latest, is a day old: %+v, %v", j, err)
 	}
-	if last, at, ok := LastEnded(dir, "w1"); !ok || last.PID != 4242 || at.After(old.Add(time.Minute)) {
+	noDamage := func(path string, err error) { t.Errorf("%s said damaged: %v", path, err) }
+	if last, _, at, ok := LastEnded(dir, "w1", noDamage); !ok || last.PID != 4242 || at.After(old.Add(time.Minute)) {
 		t.Errorf("w1's last run: %+v at %v, %v", last, at, ok)
 	}
 	later := Run{Sweep: "w1", PID: 4343, Socket: RunSocket(dir, "w1", 4343)}
@@ -135,11 +137,24 @@ func TestARunThatEndedAnswersFromItsRecord(t *testing.T) {
 	if _, err := c.Job("w1.1"); !errors.As(err, &ended) {
 		t.Errorf("once its record is a day old and a later run of w1 left one: %v, want the run's end", err)
 	}
-	if last, _, ok := LastEnded(dir, "w1"); !ok || last.PID != 4343 {
+	if last, _, _, ok := LastEnded(dir, "w1", noDamage); !ok || last.PID != 4343 {
 		t.Errorf("w1's last run: %+v, %v, want pid 4343's", last, ok)
 	}
-	if _, _, ok := LastEnded(dir, "w2"); ok {
+	if _, _, _, ok := LastEnded(dir, "w2", noDamage); ok {
 		t.Error("a run of w2, which none left")
+	}
+	// A later record that cannot be read (empty, cut short) is said and passed over
+	// for the one before.
+	for _, bad := range []string{"", `{"jobs":[{"sweep":"w1"`} {
+		broken := Run{Sweep: "w1", PID: 4444, Socket: RunSocket(dir, "w1", 4444)}
+		if err := os.WriteFile(broken.Record(), []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var said []string
+		last, _, _, ok := LastEnded(dir, "w1", func(path string, err error) { said = append(said, path) })
+		if !ok || last.PID != 4343 || !slices.Equal(said, []string{broken.Record()}) {
+			t.Errorf("with a later record %q: w1's last run %+v, %v; said damaged %v, want pid 4343's, %s said", bad, last, ok, said, broken.Record())
+		}
 	}
 }
 

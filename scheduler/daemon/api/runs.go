@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,35 +82,46 @@ type RunRecord struct {
 	GPUs []GPUInfo `json:"gpus,omitempty"`
 }
 
-// ReadRecord reads what a gpuq run left as it ended; false where it left nothing (it
-// was killed) or it cannot be read.
-func (r Run) ReadRecord() (RunRecord, bool) {
+// ReadRecord reads what a gpuq run left as it ended; an error where it left nothing
+// (it was killed: fs.ErrNotExist) or what it left cannot be read.
+func (r Run) ReadRecord() (RunRecord, error) {
 	var rec RunRecord
 	data, err := os.ReadFile(r.Record())
-	if err != nil || json.Unmarshal(data, &rec) != nil {
-		return RunRecord{}, false
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
 	}
-	return rec, true
+	if err != nil {
+		return RunRecord{}, err
+	}
+	return rec, nil
 }
 
 // Ended reads the jobs a gpuq run left as they ended (see ReadRecord).
 func (r Run) Ended() ([]Job, bool) {
-	rec, ok := r.ReadRecord()
-	return rec.Jobs, ok
+	rec, err := r.ReadRecord()
+	return rec.Jobs, err == nil
 }
 
-// LastEnded is the gpuq run of a sweep that ended last, of those that left their
-// record (see Record) in a state directory, and the time it ended; false where none
-// did.
-func LastEnded(dir, sweep string) (Run, time.Time, bool) {
-	var last Run
-	var at time.Time
-	for _, rec := range records(dir) {
-		if rec.run.Sweep == sweep && rec.ended.After(at) {
-			last, at = rec.run, rec.ended
+// LastEnded is what the gpuq run of a sweep that ended last left in a state directory
+// (see Record), of the runs whose record can be read, with the run and the time it
+// ended; false where none can. damaged is told of each later record that cannot be
+// read (empty, cut short), which it passes over.
+func LastEnded(dir, sweep string, damaged func(path string, err error)) (Run, RunRecord, time.Time, bool) {
+	recs := records(dir)
+	slices.SortFunc(recs, func(a, b record) int { return b.ended.Compare(a.ended) })
+	for _, rec := range recs {
+		if rec.run.Sweep != sweep {
+			continue
+		}
+		got, err := rec.run.ReadRecord()
+		switch {
+		case err == nil:
+			return rec.run, got, rec.ended, true
+		case !errors.Is(err, fs.ErrNotExist): // not removed meanwhile
+			damaged(rec.run.Record(), err)
 		}
 	}
-	return last, at, !at.IsZero()
+	return Run{}, RunRecord{}, time.Time{}, false
 }
 
 // EndedSweeps are the sweeps of the gpuq runs that left their record (see Record) in a
