@@ -237,7 +237,7 @@ func TestIdleUseIsWithinTheHeadroom(t *testing.T) {
 		if d, _, err := e.Preview(); err != nil || d.Reservation != nil && d.Reservation.Job == "t.1" {
 			t.Errorf("the card is kept for %+v (%v), want not for t.1", d.Reservation, err)
 		}
-		if r, d, _ := e.why("t.1"); r != "too-large" || !strings.Contains(d, "in use idle") {
+		if r, d, _ := e.why("t.1"); r != "too-large" || !strings.Contains(d, "no card could ever offer that") || !strings.Contains(d, "in use idle") {
 			t.Errorf("why t.1: %s: %s, want too large, saying what the card has in use idle", r, d)
 		}
 		cards[0].Processes, cards[0].Used = nil, idle

@@ -304,7 +304,12 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 			w.Detail = "no card is connected: the daemon has no cards of its own, and no worker is linked (gpuq gpus lists them)"
 			break
 		}
-		w.Detail = fmt.Sprintf("needs %s with %s free, but only %d could ever offer that, given other processes, what each card has in use idle, headroom and the plan", cards, plans.FormatSize(r.Memory), idleFits)
+		could := "no card"
+		if idleFits > 0 {
+			could = fmt.Sprintf("only %d", idleFits) // of the cards one machine has: a job's are on one
+		}
+		w.Detail = fmt.Sprintf("needs %s with %s free, but %s could ever offer that, given other processes, what each card has in use idle, headroom and the plan",
+			cards, plans.FormatSize(r.Memory), could)
 	case Reserved:
 		w.Detail = p.reservedWhy(r)
 	case NeedsIdle:
