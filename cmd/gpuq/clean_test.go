@@ -3,12 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
@@ -55,7 +55,7 @@ func TestCleanForgetsWhatARunLeft(t *testing.T) {
 		}
 	}
 	none("othr", ` (did you mean "other"?)`)
-	live, err := net.Listen("unix", api.RunSocket(dir, "live", os.Getpid()))
+	live, err := launcher.ListenUnix(api.RunSocket(dir, "live", os.Getpid())) // however long the path
 	if err != nil {
 		t.Fatal(err)
 	}
