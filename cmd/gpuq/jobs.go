@@ -303,7 +303,8 @@ func (l jobList) print(w io.Writer) {
 			}
 		}
 	}
-	// Ids and names are cut first, the rest as they come.
+	// Ids are cut first, a sweep's jobs sharing their start, then names (what tells
+	// the jobs apart), the rest as they come.
 	slices.SortStableFunc(cut, func(a, b int) int { return l.cols[a].cutOrder - l.cols[b].cutOrder })
 	tw := newFitTable(w, l.width, cut...).cutStarts(starts...).cutNames(names...).dropping(drop...)
 	headers := make([]string, len(l.cols))
@@ -372,10 +373,10 @@ const defaultFormat = "id,name,state,gpu,attempt,tier,estimate,peak,time,util,ta
 
 // statusColumns are the columns gpuq status can show, in the order --help lists them.
 var statusColumns = []statusColumn{
-	{name: "id", aliases: []string{"jobid"}, header: "JOB", cut: true, cutStart: true, cutOrder: 1,
+	{name: "id", aliases: []string{"jobid"}, header: "JOB", cut: true, cutStart: true,
 		value: func(j api.Job, _ time.Time) string { return j.ID }},
 	{name: "sweep", header: "SWEEP", cut: true, cutOrder: 1, value: func(j api.Job, _ time.Time) string { return j.Sweep }},
-	{name: "name", aliases: []string{"jobname"}, header: "NAME", cut: true, cutName: true,
+	{name: "name", aliases: []string{"jobname"}, header: "NAME", cut: true, cutName: true, cutOrder: 1,
 		value: func(j api.Job, _ time.Time) string { return j.Name }},
 	{name: "point", header: "POINT", cut: true, cutName: true, cutOrder: 1,
 		value: func(j api.Job, _ time.Time) string { return cmp.Or(j.Point, "-") }},

@@ -82,6 +82,28 @@ func TestPrintJobs(t *testing.T) {
 	}
 }
 
+// TestStatusIDsGiveWayBeforeNames: on 80 columns a sweep's long ids (its name on every
+// row) lose their start, down to a few cells, before its names lose more than their
+// keys, as gpuq run's table and top cut them (top.GiveWay).
+func TestStatusIDsGiveWayBeforeNames(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	cols, err := parseFormat(defaultFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := statusJobs(at)[:2]
+	for i := range jobs {
+		jobs[i].ID = fmt.Sprintf("glue-run-with-long-names.%d", 11+i)
+		jobs[i].Name = fmt.Sprintf("glue-sst2,learning_rate=%de-4", 1+i)
+	}
+	var b strings.Builder
+	jobList{jobs: jobs, now: at.Add(2 * time.Minute), width: 80, cols: cols, fitDefault: true}.print(&b)
+	if !strings.Contains(b.String(), "\n…ng-names.11  glue-sst2,") || !strings.Contains(b.String(), "=1e-4  ") {
+		t.Errorf("at 80 columns, want the ids cut to %d cells and the names' values whole:\n%s", minCut, b.String())
+	}
+	fitsWidth(t, b.String(), 80)
+}
+
 // TestStatusFormat: --format takes sacct's columns and names, in any case, with a
 // width; START and END as sacct writes them, ELAPSED as [DAYS-]HH:MM:SS up to now for a
 // running job, EXIT the status or signal. A name it does not know is refused with the

@@ -286,15 +286,7 @@ func (t *fitTable) widths(rows [][]string) []int {
 		}
 		over = max(over, sum(widths[:i])+gaps+lasts[i]-t.width)
 	}
-	for _, c := range t.cut {
-		if over <= 0 || c >= len(widths) {
-			break
-		}
-		least := max(ansi.StringWidth(rows[0][min(c, len(rows[0])-1)]), minCut)
-		by := min(over, max(widths[c]-least, 0))
-		widths[c] -= by
-		over -= by
-	}
+	top.GiveWay(widths, t.cut, func(c int) int { return max(ansi.StringWidth(rows[0][min(c, len(rows[0])-1)]), minCut) }, over)
 	return widths
 }
 
@@ -410,8 +402,8 @@ func maxWidth(text string) int {
 	return n
 }
 
-// minCut is the fewest cells a shortened column keeps: enough to tell its values apart.
-const minCut = 12
+// minCut is the fewest cells a shortened column keeps (see top.GiveWay).
+const minCut = top.MinCut
 
 func sum(xs []int) int {
 	n := 0

@@ -869,3 +869,18 @@ func TestCutName(t *testing.T) {
 		}
 	}
 }
+
+// TestIDsGiveWayBeforeNames: at 80 columns a sweep's long ids lose their start, down
+// to MinCut cells, before its names lose more than their keys, as gpuq status's and
+// run's tables cut them: the ids share the sweep's name, the names tell the jobs apart.
+func TestIDsGiveWayBeforeNames(t *testing.T) {
+	ov := sampleOverview(t)
+	ov.Running[1].Job, ov.Running[1].Name = "glue-run-with-long-names.12", "glue-sst2,learning_rate=1e-4"
+	src := &fakeSource{ov: ov}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	v := m.View()
+	if !strings.Contains(v, " …ng-names.12 glue-sst2,l…=1e-4 ") {
+		t.Errorf("at 80 columns, want the id cut to %d cells and the name's values whole:\n%s", MinCut, v)
+	}
+}

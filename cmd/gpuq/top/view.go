@@ -84,8 +84,9 @@ func (m model) sections() []section {
 	// The titles head the job column, one cell wider than its rows' ids (a row begins
 	// with the selection's mark): a longer title ("RUNNING 12", "QUEUE 3 of 140")
 	// widens the column, or the columns after it would stand right of their values.
-	w, gw := max(jobWidth(m.ov), len(runTitle)-1, len(queueTitle)-1), gpusWidth(m.ov)
-	nw, narrow := m.nameWidth(w, gw)
+	title := max(len(runTitle), len(queueTitle)) - 1
+	w, gw := max(jobWidth(m.ov), title), gpusWidth(m.ov)
+	w, nw, narrow := m.idNameWidths(w, max(title, MinCut), gw)
 	// A narrow screen leaves out the declared and learned memory, for the names.
 	runLine := func(cells ...any) string {
 		if narrow {
@@ -182,13 +183,16 @@ func UtilText(u *float64, unmeasured bool) string {
 	return fmt.Sprintf("%.0f%%", 100**u)
 }
 
-// nameWidth is the width of the name column beside ids of width w and cards of width
-// gw: the longest name shown, but on a screen at most half of what a running job's line
-// leaves past its other columns (its output needs the rest) and at most 24 cells; names
-// longer lose their keys before their values (CutName). Where the declared and learned memory would cut the names (ssh's 80
-// columns), they give way (narrow): names tell the points apart, and gpuq status ID
-// shows each attempt's estimate and peak.
-func (m model) nameWidth(w, gw int) (width int, narrow bool) {
+// idNameWidths are the widths of the id column, of width w and no narrower than least,
+// and of the name column beside cards of width gw: the longest name shown, but on a
+// screen at most half of what a running job's line leaves past its other columns (its
+// output needs the rest) and at most 24 cells; names longer lose their keys before
+// their values (CutName). Where the declared and learned memory would cut the names
+// (ssh's 80 columns), they give way (narrow): names tell the points apart, and gpuq
+// status ID shows each attempt's estimate and peak. Then ids give way, losing their
+// start (GiveWay, as gpuq status's and run's tables do): a sweep's jobs share it, and
+// the names are what tell them apart.
+func (m model) idNameWidths(w, least, gw int) (idWidth, nameWidth int, narrow bool) {
 	n := 4
 	for _, r := range m.ov.Running {
 		n = max(n, ansi.StringWidth(r.Name))
@@ -197,13 +201,37 @@ func (m model) nameWidth(w, gw int) (width int, narrow bool) {
 		n = max(n, ansi.StringWidth(q.Name))
 	}
 	if m.width <= 0 {
-		return n, false
+		return w, n, false
 	}
-	fits := func(fixed int) int { return max(min(n, 24, (m.width-w-gw-fixed)/2), 4) }
-	if wide := fits(runFixed); wide < min(n, 24) {
-		return fits(runNarrowFixed), true
+	want := min(n, 24)
+	fits := func(w, fixed int) int { return max(min(want, (m.width-w-gw-fixed)/2), 4) }
+	fixed := runFixed
+	if fits(w, runFixed) < want {
+		fixed, narrow = runNarrowFixed, true
 	}
-	return fits(runFixed), false
+	// The name is whole where w + gw + fixed + 2*want fit the screen.
+	widths := []int{w}
+	GiveWay(widths, []int{0}, func(int) int { return least }, w+gw+fixed+2*want-m.width)
+	return widths[0], fits(widths[0], fixed), narrow
+}
+
+// MinCut is the fewest cells a shortened column keeps: enough to tell its values apart.
+const MinCut = 12
+
+// GiveWay narrows the columns of widths named in order, one after the other, each to
+// no less than least(column), until they are over cells narrower in all; it returns
+// how many cells are still over. gpuq status's and run's tables and top's lists give
+// way by it, job ids before names.
+func GiveWay(widths, order []int, least func(col int) int, over int) int {
+	for _, c := range order {
+		if over <= 0 || c >= len(widths) {
+			break
+		}
+		by := min(over, max(widths[c]-least(c), 0))
+		widths[c] -= by
+		over -= by
+	}
+	return over
 }
 
 // CutStart shortens a job's id to width cells by its start, marked with "…": its
