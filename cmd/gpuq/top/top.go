@@ -82,16 +82,20 @@ type model struct {
 	width  int
 	height int
 
-	mode    mode
-	sel     string // the selected row's key, kept across refreshes
-	doomed  string // the job a cancel asks about
-	filter  textinput.Model
-	card    textinput.Model
-	logs    viewport.Model
-	logJob  string
-	logPath string
-	status  string // the last action's result, shown until the next key
-	help    help.Model
+	mode mode
+	sel  string // the selected row's key, kept across refreshes
+	// trailing: top put the selection where it is (its job moved to another list,
+	// or the first row), not a key: in EVENTS it lets go of a row the newest events
+	// push out of the list's lines, which then keeps following them.
+	trailing bool
+	doomed   string // the job a cancel asks about
+	filter   textinput.Model
+	card     textinput.Model
+	logs     viewport.Model
+	logJob   string
+	logPath  string
+	status   string // the last action's result, shown until the next key
+	help     help.Model
 }
 
 func newModel(opts Options, r *lipgloss.Renderer) model {

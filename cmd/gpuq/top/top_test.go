@@ -884,3 +884,39 @@ func TestIDsGiveWayBeforeNames(t *testing.T) {
 		t.Errorf("at 80 columns, want the id cut to %d cells and the name's values whole:\n%s", MinCut, v)
 	}
 }
+
+// TestEventsFollowTheNewestOnceTheSelectedJobEnds: a running job selected that ends
+// takes the selection to its event; as newer events come, the list keeps showing the
+// newest, not "… N above" and the old event; selected by a key, an event stays.
+func TestEventsFollowTheNewestOnceTheSelectedJobEnds(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, keysOf("j")...) // gla.2, running
+	ov := sampleOverview(t)
+	ov.Running = slices.Delete(ov.Running, 1, 2)
+	ov.Events = append(ov.Events, api.Event{Time: ov.Time, Job: "gla.2", Attempt: 1, Kind: "cancelled", Message: "exited with status 143"})
+	src.ov = ov
+	m = drive(t, m, overviewMsgOf(src))
+	if !strings.HasPrefix(m.sel, "e/gla.2/") {
+		t.Fatalf("once gla.2 ended, selected %s, want its event", m.sel)
+	}
+	for i := range 12 {
+		ov.Events = append(ov.Events, api.Event{Time: ov.Time.Add(time.Duration(i+1) * time.Second), Job: fmt.Sprintf("new.%d", i),
+			Attempt: 1, Kind: "succeeded", Message: "exited with status 0"})
+	}
+	src.ov = ov
+	m = drive(t, m, overviewMsgOf(src))
+	v := m.View()
+	if strings.Contains(v, "above") || !strings.Contains(v, "new.11 #1 succeeded") || strings.Contains(v, ">") && strings.Contains(v, "gla.2 #1 cancelled") {
+		t.Errorf("newer events came: want the newest shown, not gla.2's event:\n%s", v)
+	}
+	// An event the person selects stays selected, however many come after it.
+	m = drive(t, m, keysOf("j", "j", "j", "j", "j", "j")...)
+	sel := m.sel
+	ov.Events = append(ov.Events, api.Event{Time: ov.Time.Add(time.Minute), Job: "new.12", Attempt: 1, Kind: "succeeded"},
+		api.Event{Time: ov.Time.Add(time.Minute), Job: "new.13", Attempt: 1, Kind: "succeeded"})
+	src.ov = ov
+	if m = drive(t, m, overviewMsgOf(src)); m.sel != sel || !strings.HasPrefix(sel, "e/") {
+		t.Errorf("an event selected by a key: %s, then %s", sel, m.sel)
+	}
+}

@@ -384,17 +384,24 @@ func (m *model) move(by int) {
 	}
 	i := slices.IndexFunc(rows, func(r row) bool { return r.key == m.sel })
 	m.sel = rows[min(max(i+by, 0), len(rows)-1)].key
+	m.trailing = false
 }
 
 // keepSelection keeps the selected row where it still is; where it is gone, the
 // selection stays with its job in the list it has moved to (a queued job that started,
 // a running one that ended, among the events), so that the next key acts on the job the
-// user chose; otherwise it goes to the first row.
+// user chose; otherwise it goes to the first row. A selection put in EVENTS so, not by
+// a key, goes to the first row once newer events push it out of the list's lines: the
+// list keeps showing the newest events, not "… 11 above" and an event long past.
 func (m *model) keepSelection() {
 	rows := m.selectable()
 	if slices.ContainsFunc(rows, func(r row) bool { return r.key == m.sel }) {
+		if m.trailing && m.pushedOut() {
+			m.sel = rows[0].key
+		}
 		return
 	}
+	m.trailing = true
 	job := ""
 	if parts := strings.SplitN(m.sel, "/", 3); len(parts) > 1 {
 		job = parts[1]
@@ -405,6 +412,23 @@ func (m *model) keepSelection() {
 	} else if len(rows) > 0 {
 		m.sel = rows[0].key
 	}
+}
+
+// pushedOut reports whether the selection is a row of EVENTS that the list's lines,
+// showing its newest rows, leave out.
+func (m model) pushedOut() bool {
+	secs := m.sections()
+	events := secs[len(secs)-1]
+	i := slices.IndexFunc(events.rows, func(r row) bool { return r.key == m.sel })
+	if i < 0 {
+		return false
+	}
+	n := shares(secs, m.listLines())[len(secs)-1]
+	end := min(n, len(events.rows))
+	if len(events.rows) > n && n > 0 {
+		_, end = window(len(events.rows), n, 0)
+	}
+	return i >= end
 }
 
 func (m model) selectedJob() string {
@@ -443,8 +467,7 @@ func (m model) View() string {
 		lines = append(lines, m.cardLine(c, m.width, cols))
 	}
 	footer := m.footer()
-	budget := m.height - len(lines) - 1
-	lines = append(lines, m.lists(budget)...)
+	lines = append(lines, m.lists(m.listLines())...)
 	for len(lines) < m.height-1 {
 		lines = append(lines, "")
 	}
@@ -453,6 +476,16 @@ func (m model) View() string {
 		lines[i] = fit(l, m.width)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// listLines is how many lines the lists have on the screen: what the title, the
+// error, the cards and the keys leave.
+func (m model) listLines() int {
+	n := 1 + len(m.ov.GPUs) + 1
+	if m.err != nil {
+		n++
+	}
+	return m.height - n
 }
 
 // tooSmall is the screen where it has fewer rows than the need of a view: the title,
@@ -493,6 +526,21 @@ func (m model) header() string {
 // than its lines scrolls to keep the selection in view.
 func (m model) lists(budget int) []string {
 	secs := m.sections()
+	give := shares(secs, budget)
+	var out []string
+	for i, s := range secs {
+		if budget-len(out) <= 0 {
+			break
+		}
+		out = append(out, m.st.section.Render(s.title))
+		out = append(out, m.window(s.rows, min(give[i], budget-len(out)))...)
+	}
+	return out
+}
+
+// shares is how many lines of budget each list's rows get: at least one where it has
+// one, each list's title taking a line, then the lines left go where the rows are.
+func shares(secs []section, budget int) []int {
 	want := make([]int, len(secs))
 	give := make([]int, len(secs))
 	left := budget
@@ -514,15 +562,7 @@ func (m model) lists(budget int) []string {
 			break
 		}
 	}
-	var out []string
-	for i, s := range secs {
-		if budget-len(out) <= 0 {
-			break
-		}
-		out = append(out, m.st.section.Render(s.title))
-		out = append(out, m.window(s.rows, min(give[i], budget-len(out)))...)
-	}
-	return out
+	return give
 }
 
 // window draws a list's rows in n lines: all of them, or those around the selection,
