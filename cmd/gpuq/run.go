@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -429,7 +428,7 @@ func (u *runUI) frame(now time.Time, width, height int) []string {
 		}
 		as := view.Attempts(j.ID)
 		a := as[len(as)-1]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, intsText(a.GPUs), a.N, a.Tier,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, plans.Cards(a.Worker, a.GPUs), a.N, a.Tier,
 			top.Gig(j.Declared), top.Gig(view.Learned(j.Shape)), top.Gig(a.Reserve), top.Gig(a.Peak),
 			now.Sub(a.Started).Round(time.Second))
 	}
@@ -462,15 +461,6 @@ func (u *runUI) frame(now time.Time, width, height int) []string {
 
 // eventIndent puts an event's wrapped lines under its message, past its time.
 const eventIndent = "         "
-
-// intsText is card indices as people write them: "0,1".
-func intsText(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
-}
 
 // newRunDir makes the directory where one run keeps its attempts' configs and logs,
 // under logDir: <sweep>-<time>, or <sweep>-<time>-2 (and on) where a run of the sweep

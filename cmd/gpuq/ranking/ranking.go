@@ -100,7 +100,7 @@ type Stat struct {
 // as null, which JSON has, where encoding/json would fail.
 func (s Stat) MarshalJSON() ([]byte, error) {
 	finite := func(v float64) *float64 {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !plans.Finite(v) {
 			return nil
 		}
 		return &v

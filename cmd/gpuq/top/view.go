@@ -809,14 +809,6 @@ func Celsius(v int) string {
 	return strconv.Itoa(v) + "°C"
 }
 
-func intsText(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}
-
 // elapsed prints a duration the way top's columns have room for: 59s, 12m05s, 3h02m.
 func elapsed(d time.Duration) string {
 	d = max(d, 0).Round(time.Second)
