@@ -249,14 +249,8 @@ func (m *Map) eachLeaf(prefix string, yield func(string, any) bool) bool {
 // document's order.
 func (m *Map) Leaves() []string {
 	var out []string
-	for _, k := range m.Keys {
-		if child, ok := m.Vals[k].(*Map); ok && child.Len() > 0 {
-			for _, l := range child.Leaves() {
-				out = append(out, k+"."+l)
-			}
-			continue
-		}
-		out = append(out, k)
+	for l := range m.LeafValues() {
+		out = append(out, l)
 	}
 	return out
 }
