@@ -80,12 +80,12 @@ func (d *daemon) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	sw, err := plans.DecodeSweepFiles(req.File, []byte(req.Source), req.Files, req.Overrides)
 	if err != nil {
-		failSweep(w, err)
+		failErr(w, http.StatusBadRequest, err)
 		return
 	}
 	limit, warnings, err := d.admit(sw)
 	if err != nil {
-		failSweep(w, err)
+		failErr(w, http.StatusBadRequest, err)
 		return
 	}
 	resp := api.SubmitResponse{Sweep: sw.Name, Jobs: len(sw.Jobs), Warnings: warnings}
@@ -319,16 +319,6 @@ func failErr(w http.ResponseWriter, status int, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(api.AnswerOf(err))
-}
-
-// failSweep refuses a sweep (400) with its problems whole beside their text, so that
-// the client can name each by where its value came from: a one-off's flag, not the
-// sweep file gpuq wrote for it.
-func failSweep(w http.ResponseWriter, err error) {
-	probs, _ := err.(plans.Problems) // not unwrapped: the text is err's own
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	json.NewEncoder(w).Encode(api.ErrorAnswer{Error: err.Error(), Problems: probs})
 }
 
 func errorBody(msg string) string {

@@ -39,9 +39,12 @@ type ErrorAnswer struct {
 	NoSweep  *scheduler.UnknownSweep `json:"no_sweep,omitempty"`
 }
 
-// AnswerOf is the error answer that tells err: its text, and what it is.
+// AnswerOf is the error answer that tells err: its text, and what it is: a refused
+// sweep's problems whole beside their text (not unwrapped: the text is err's own), so
+// that the client names each by where its value came from; a sweep the daemon has not.
 func AnswerOf(err error) ErrorAnswer {
 	a := ErrorAnswer{Error: err.Error()}
+	a.Problems, _ = err.(plans.Problems)
 	var unknown scheduler.UnknownSweep
 	if errors.As(err, &unknown) {
 		a.NoSweep = &unknown
