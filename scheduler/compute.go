@@ -201,7 +201,12 @@ func (e *Engine) unmeasurable(a *state.Attempt) {
 // share a card, which stands until gpuq has measured them, so they fill its slots as
 // before gpuq measured compute, and count as nothing until measured.
 func (e *Engine) utilOf(shape string) (float64, bool) {
-	if u, ok := e.store.KnownShape(shape).PackUtil(); ok {
+	return e.utilOfShape(shape, e.store.KnownShape(shape))
+}
+
+// utilOfShape is utilOf of a shape known as l (nil: nothing learned yet).
+func (e *Engine) utilOfShape(shape string, l *state.Shape) (float64, bool) {
+	if u, ok := l.PackUtil(); ok {
 		return u, true
 	}
 	if e.planned(shape) {

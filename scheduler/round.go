@@ -270,11 +270,10 @@ func (e *Engine) requester(fit *fits, quota func(sweep string) *pack.Quota) func
 		memory, alone := fit.ask(g.Key.Estimate, g.Key.Shape)
 		r := pack.Request{Job: m.ID, Memory: memory, GPUsPerJob: g.Key.GPUs, Host: g.Key.Host,
 			Exclusive: g.Key.Exclusive || g.Key.Probe || alone, Quota: quota(g.Sweep), Duration: cmp.Or(g.Took(), g.Key.Timeout)}
-		util, known := e.utilOf(g.Key.Shape)
+		l := e.store.KnownShape(g.Key.Shape)
+		util, known := e.utilOfShape(g.Key.Shape, l)
 		r.Util, r.UtilUnknown = util, !known
-		if l := e.store.KnownShape(g.Key.Shape); known && l != nil {
-			r.UtilAssumed = l.Unmeasured
-		}
+		r.UtilAssumed = known && l != nil && l.Unmeasured
 		if m.Seq == e.head.seq {
 			r.Waited = now.Sub(e.head.since)
 		}
@@ -315,10 +314,10 @@ func (f *fits) ask(est int64, shape string) (int64, bool) {
 			}
 		}
 	}
-	kept := int64(0)
+	kept := int64(math.MaxInt64) // the largest card holds est (see ranAt): one is found
 	for total, m := range f.margin {
-		if total >= est && (kept == 0 || m < kept) {
-			kept = m
+		if total >= est {
+			kept = min(kept, m)
 		}
 	}
 	return est - kept, true
