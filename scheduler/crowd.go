@@ -18,13 +18,16 @@ import (
 
 // crowds is who runs on each card, and what is followed of each running attempt.
 type crowds struct {
-	on map[plans.CardID][]string
+	// on is who runs on each card; of what is followed of each attempt, by id. A card's
+	// list holds what is followed of each, not its id: a fleet's starts and ends each
+	// walked their cards' lists looking every id up.
+	on map[plans.CardID][]*crowd
 	of map[string]*crowd
 	// shapes are the running attempts of each shape, in the order they were followed:
 	// what is learned of a shape changes what its attempts reserve and count at, and a
 	// fleet's round cannot afford to look through every running attempt for each shape
 	// that learned something.
-	shapes map[string][]string
+	shapes map[string][]*crowd
 	// workers counts the running attempts on each machine: how many trainers share it
 	// (see startAll), which a fleet's round cannot count through every running attempt.
 	workers map[string]int
@@ -33,18 +36,18 @@ type crowds struct {
 }
 
 func newCrowds() crowds {
-	return crowds{on: map[plans.CardID][]string{}, of: map[string]*crowd{}, shapes: map[string][]string{}, workers: map[string]int{}}
+	return crowds{on: map[plans.CardID][]*crowd{}, of: map[string]*crowd{}, shapes: map[string][]*crowd{}, workers: map[string]int{}}
 }
 
 // running reports whether an attempt of a shape runs.
 func (cs crowds) running(shape string) bool { return len(cs.shapes[shape]) > 0 }
 
-// without returns ids less id, in the same array: nothing keeps a list past a change.
-func without(ids []string, id string) []string {
-	if i := slices.Index(ids, id); i >= 0 {
-		return slices.Delete(ids, i, i+1)
+// without returns cs less c, in the same array: nothing keeps a list past a change.
+func without(cs []*crowd, c *crowd) []*crowd {
+	if i := slices.Index(cs, c); i >= 0 {
+		return slices.Delete(cs, i, i+1)
 	}
-	return ids
+	return cs
 }
 
 // crowd is a running attempt as followed: its cards and shape; since when it has had k
@@ -52,6 +55,7 @@ func without(ids []string, id string) []string {
 // those were over its run before then, integrated (in seconds); and whether it has
 // been followed from its start.
 type crowd struct {
+	id     string // its attempt's
 	cards  []plans.CardID
 	worker string
 	shape  string
@@ -71,6 +75,12 @@ type crowd struct {
 	// positions).
 	at     []int
 	atRead uint64
+	// peak and unknown are what its processes held on its cards (see measureAt) at
+	// the resolution of owners numbered measured (0: never measured): what a round
+	// finds again, without reading its cards, while none of them reads otherwise.
+	peak     int64
+	unknown  bool
+	measured uint64
 }
 
 // crowdJoin follows an attempt that starts now on its cards (whole), or one found
@@ -79,15 +89,15 @@ func (e *Engine) crowdJoin(a *state.Attempt, now time.Time, whole bool) {
 	if _, ok := e.crowds.of[a.ID]; ok {
 		return
 	}
-	c := &crowd{worker: a.Worker, shape: a.Shape, started: a.Started, since: now, whole: whole}
+	c := &crowd{id: a.ID, worker: a.Worker, shape: a.Shape, started: a.Started, since: now, whole: whole}
 	c.util, c.known = e.utilOf(a.Shape)
 	for _, g := range a.GPUs {
 		id := plans.CardID{Worker: a.Worker, Index: g}
 		c.cards = append(c.cards, id)
-		e.crowds.on[id] = append(e.crowds.on[id], a.ID)
+		e.crowds.on[id] = append(e.crowds.on[id], c)
 	}
 	e.crowds.of[a.ID] = c
-	e.crowds.shapes[a.Shape] = append(e.crowds.shapes[a.Shape], a.ID)
+	e.crowds.shapes[a.Shape] = append(e.crowds.shapes[a.Shape], c)
 	e.crowds.workers[a.Worker]++
 	e.crowdRefresh(c.cards, now)
 }
@@ -104,10 +114,10 @@ func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
 	e.crowdStretch(c, now)
 	c.gone = true
 	delete(e.crowds.of, id)
-	if ids := without(e.crowds.shapes[c.shape], id); len(ids) == 0 {
+	if cs := without(e.crowds.shapes[c.shape], c); len(cs) == 0 {
 		delete(e.crowds.shapes, c.shape)
 	} else {
-		e.crowds.shapes[c.shape] = ids
+		e.crowds.shapes[c.shape] = cs
 	}
 	if n := e.crowds.workers[c.worker] - 1; n > 0 {
 		e.crowds.workers[c.worker] = n
@@ -115,11 +125,10 @@ func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
 		delete(e.crowds.workers, c.worker)
 	}
 	for _, card := range c.cards {
-		ids := without(e.crowds.on[card], id)
-		if len(ids) == 0 {
+		if cs := without(e.crowds.on[card], c); len(cs) == 0 {
 			delete(e.crowds.on, card)
 		} else {
-			e.crowds.on[card] = ids
+			e.crowds.on[card] = cs
 		}
 	}
 	e.crowdRefresh(c.cards, now)
@@ -196,8 +205,8 @@ func (e *Engine) crowdTrack(running []*state.Attempt, now time.Time) {
 func (e *Engine) crowdRefresh(cards []plans.CardID, now time.Time) {
 	for _, card := range cards {
 		k, pace := crowdOn(e.cardLoad(card))
-		for _, id := range e.crowds.on[card] {
-			if c := e.crowds.of[id]; len(c.cards) == 1 {
+		for _, c := range e.crowds.on[card] {
+			if len(c.cards) == 1 {
 				c.stretch(now, k, pace)
 			} else {
 				e.crowdStretch(c, now)
@@ -243,8 +252,7 @@ func (e *Engine) crowdRefreshUtil(shapes func(yield func(string) bool)) {
 	seen := map[plans.CardID]bool{}
 	for shape := range shapes {
 		util, known := e.utilOf(shape)
-		for _, id := range e.crowds.shapes[shape] {
-			c := e.crowds.of[id]
+		for _, c := range e.crowds.shapes[shape] {
 			if c.util == util && c.known == known {
 				continue
 			}
@@ -279,9 +287,9 @@ func (e *Engine) crowdSweep(sweep string) func(yield func(string) bool) {
 // cardLoad is how many followed attempts run on a card and what they ask of its
 // compute together, by their shapes' utilizations.
 func (e *Engine) cardLoad(card plans.CardID) (n int, util float64) {
-	ids := e.crowds.on[card]
-	for _, id := range ids {
-		util += e.crowds.of[id].util
+	cs := e.crowds.on[card]
+	for _, c := range cs {
+		util += c.util
 	}
-	return len(ids), util
+	return len(cs), util
 }

@@ -224,6 +224,10 @@ type Engine struct {
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership
+	// resolved counts the resolutions of owners, and changedAt is, for the card at
+	// each position, the one at which it last read otherwise (see resolveOwners).
+	resolved  uint64
+	changedAt []uint64
 	// own is a round's attempts of its own (see ours).
 	own ownSet
 	// roundRunning holds a round's running attempts (see roundRunningNow), roundKept

@@ -29,7 +29,7 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	var at []int
 	for i, a := range running {
 		at = e.appendCards(at[:0], a, crowds[i])
-		peak, unknown := e.measureAt(a, at)
+		peak, unknown := e.measureFollowed(a, at, crowds[i])
 		host := e.hostNow[a.ID]
 		grew := peak > a.Peak || host > a.HostPeak
 		memory, moved := a.Memory.Add(now.Sub(a.Started), peak)
@@ -298,8 +298,8 @@ func (e *Engine) runningOf(view state.View, shape string) []*state.Attempt {
 		}
 		return out
 	}
-	for _, id := range e.crowds.shapes[shape] {
-		if a := view.Attempt(id); a != nil && a.Running() {
+	for _, c := range e.crowds.shapes[shape] {
+		if a := view.Attempt(c.id); a != nil && a.Running() {
 			out = append(out, e.measured(a))
 		}
 	}
@@ -312,6 +312,23 @@ func (e *Engine) runningOf(view state.View, shape string) []*state.Attempt {
 func (e *Engine) measure(a *state.Attempt) (most int64, unknown bool) {
 	var at [4]int
 	return e.measureAt(a, e.appendCards(at[:0], a, nil))
+}
+
+// measureFollowed is measureAt of a round, for an attempt followed as c (nil: not
+// followed): what was measured of it before, while none of its cards has read
+// otherwise since. A fleet's round found each of its tens of thousands of attempts
+// on its cards, most of which read as they did. Only a round may call it: the cards
+// are those its owners were resolved for.
+func (e *Engine) measureFollowed(a *state.Attempt, at []int, c *crowd) (most int64, unknown bool) {
+	if c == nil {
+		return e.measureAt(a, at)
+	}
+	if !e.changedSince(at, c.measured) {
+		return c.peak, c.unknown
+	}
+	c.peak, c.unknown = e.measureAt(a, at)
+	c.measured = e.resolved
+	return c.peak, c.unknown
 }
 
 // measureAt is measure of the cards at positions at, the attempt's.

@@ -19,20 +19,28 @@ type ownership struct {
 	workers []string
 	from    []int
 	procs   []owned
+	// faults says which cards NVML could not read, and read is the reading of the
+	// cards' list (Engine.cardsRead) they were resolved at: what the next round
+	// compares its cards with (see resolveOwners).
+	faults []bool
+	read   uint64
 	// byProc is whose each process is, made when first asked (see find).
 	byProc  map[proc]string
 	indexed bool
 }
 
-// owned is a process on a card, and its attempt: "" where nobody can tell.
+// owned is a process on a card, and its attempt: "" where nobody can tell; and what
+// NVML read of its memory.
 type owned struct {
 	pid     int
 	attempt string
+	used    int64
+	hidden  bool
 }
 
 // reset empties o, keeping its arrays.
 func (o *ownership) reset() {
-	o.workers, o.from, o.procs, o.indexed = o.workers[:0], o.from[:0], o.procs[:0], false
+	o.workers, o.from, o.procs, o.faults, o.indexed = o.workers[:0], o.from[:0], o.procs[:0], o.faults[:0], false
 }
 
 // card is the processes of the card at position i, with their owners.
@@ -61,13 +69,21 @@ func (o *ownership) find(k proc) string {
 // cards is, unless the machine that read the card has said (a worker). A pid no longer
 // known keeps last round's owner, since NVML can show a dead process's memory for a
 // moment after /proc has forgotten it; a pid on no card is forgotten, so that what is
-// kept stays as small as the cards' process lists.
+// kept stays as small as the cards' process lists. It also notes which cards read
+// otherwise than at the last resolution (see changedSince).
 func (e *Engine) resolveOwners() {
 	was, next := e.owners, e.ownersWere
 	next.reset()
-	for _, c := range e.cards {
+	e.resolved++
+	n := len(e.cards)
+	e.changedAt = slices.Grow(e.changedAt[:0], n)[:n]
+	// The same list of cards (cardsRead counts the lists) is compared card by card;
+	// another changes them all.
+	same := was.read == e.cardsRead && len(was.faults) == n
+	for i, c := range e.cards {
 		next.workers = append(next.workers, c.Worker)
 		next.from = append(next.from, len(next.procs))
+		next.faults = append(next.faults, c.Fault != "")
 		for _, p := range c.Processes {
 			a := p.Attempt
 			if a == "" && c.Worker == "" {
@@ -78,11 +94,30 @@ func (e *Engine) resolveOwners() {
 			if a == "" {
 				a = was.find(proc{c.Worker, p.PID})
 			}
-			next.procs = append(next.procs, owned{p.PID, a})
+			next.procs = append(next.procs, owned{p.PID, a, p.Used, p.Hidden})
+		}
+		if !same || was.faults[i] != next.faults[i] || !slices.Equal(was.card(i), next.procs[next.from[i]:]) {
+			e.changedAt[i] = e.resolved
 		}
 	}
 	next.from = append(next.from, len(next.procs))
+	next.read = e.cardsRead
 	e.owners, e.ownersWere = next, was
+}
+
+// changedSince reports whether any card at positions at has read otherwise (its
+// processes, whose they are, their memory, its fault) since the resolution of owners
+// numbered gen (see Engine.resolved); gen 0, before any: yes.
+func (e *Engine) changedSince(at []int, gen uint64) bool {
+	if gen == 0 {
+		return true
+	}
+	for _, i := range at {
+		if i >= len(e.changedAt) || e.changedAt[i] > gen {
+			return true
+		}
+	}
+	return false
 }
 
 // ownersOf is whose each of the processes of the card at position i is, in the order
@@ -98,7 +133,7 @@ func (e *Engine) ownersOf(i int) []owned {
 	// the round's owners, by pid.
 	out := make([]owned, len(c.Processes))
 	for j, p := range c.Processes {
-		out[j] = owned{p.PID, o.find(proc{c.Worker, p.PID})}
+		out[j] = owned{p.PID, o.find(proc{c.Worker, p.PID}), p.Used, p.Hidden}
 	}
 	return out
 }

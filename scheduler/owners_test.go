@@ -189,3 +189,54 @@ func TestCardAtWhenTheInventoryRefillsItsArray(t *testing.T) {
 		}
 	}
 }
+
+// TestCardsReadOtherwise: a round notes which cards read otherwise than at the round
+// before (their processes, whose they are, their memory, a fault), and every card
+// when the list of cards changed; what a round measures of a followed attempt is
+// measured again exactly when one of its cards did, and found as it was otherwise.
+func TestCardsReadOtherwise(t *testing.T) {
+	fr := &fakeRunner{owners: map[int]string{5: "a.1/1", 6: "b.1/1"}}
+	card := func(i int, ps ...gpu.Process) gpu.Card { return gpu.Card{Index: i, Total: 24 * gib, Processes: ps} }
+	cards := []gpu.Card{card(0, gpu.Process{PID: 5, Used: gib}), card(1, gpu.Process{PID: 6, Used: gib})}
+	st, _ := state.NewStore()
+	e := NewEngine(st, cardsInventory{&cards}, fr, &fakeClock{now: time.Unix(0, 0)}, Config{Slots: []int{1, 1}}, nil)
+	a := &state.Attempt{ID: "a.1/1", GPUs: []int{0}}
+	c := &crowd{id: a.ID, cards: []plans.CardID{{Index: 0}}}
+	for _, tc := range []struct {
+		name    string
+		change  func()
+		changed []bool // of cards 0 and 1
+		held    int64  // what a measures on card 0
+		unknown bool
+	}{
+		{name: "first reading", changed: []bool{true, true}, held: gib},
+		{name: "the same", changed: []bool{false, false}, held: gib},
+		{name: "b's memory grows", change: func() { cards[1].Processes[0].Used = 2 * gib }, changed: []bool{false, true}, held: gib},
+		{name: "a's memory grows", change: func() { cards[0].Processes[0].Used = 3 * gib }, changed: []bool{true, false}, held: 3 * gib},
+		{name: "another's process", change: func() {
+			cards[0].Processes = append(cards[0].Processes, gpu.Process{PID: 7, Used: gib})
+		}, changed: []bool{true, false}, held: 3 * gib},
+		{name: "whose it is cannot be told", change: func() { cards[0].Processes[1].Hidden = true }, changed: []bool{true, false}, held: 3 * gib, unknown: true},
+		{name: "it is told", change: func() { fr.owners[7] = "a.1/1"; cards[0].Processes[1].Hidden = false }, changed: []bool{true, false}, held: 4 * gib},
+		{name: "the card faults", change: func() { cards[0].Fault = "NVML: unknown error" }, changed: []bool{true, false}, held: 4 * gib, unknown: true},
+		{name: "it reads again", change: func() { cards[0].Fault = "" }, changed: []bool{true, false}, held: 4 * gib},
+		{name: "a card more", change: func() { cards = append(cards, card(2)) }, changed: []bool{true, true, true}, held: 4 * gib},
+		{name: "the same again", changed: []bool{false, false, false}, held: 4 * gib},
+	} {
+		if tc.change != nil {
+			tc.change()
+		}
+		was := e.resolved
+		must(t, e.readCards())
+		e.resolveOwners()
+		for i, want := range tc.changed {
+			if got := e.changedSince([]int{i}, was); got != want {
+				t.Errorf("%s: card %d read otherwise %v, want %v", tc.name, i, got, want)
+			}
+		}
+		at := e.appendCards(nil, a, c)
+		if held, unknown := e.measureFollowed(a, at, c); held != tc.held || unknown != tc.unknown {
+			t.Errorf("%s: a holds %s (unknown %v), want %s (unknown %v)", tc.name, plans.FormatSize(held), unknown, plans.FormatSize(tc.held), tc.unknown)
+		}
+	}
+}
