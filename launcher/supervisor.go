@@ -95,7 +95,8 @@ type Ended struct {
 	Command []string           `json:"command,omitempty"`
 	// At is when the trainer ended, by the clock of the machine it ran on: a daemon
 	// that hears of the end later (it was stopped meanwhile) dates it so. Zero where
-	// no trainer ran, and in an exit.json written before it was kept.
+	// no trainer ran, and in an exit.json written before it was kept. An attempt lost
+	// while no one watched it is dated by its files (see Wait).
 	At time.Time `json:"at,omitzero"`
 }
 
@@ -664,11 +665,17 @@ func readInfo(dir string) supervisorInfo {
 // Wait blocks until the attempt in dir has ended and returns how: as its supervisor
 // tells it, or exit.json says (an older supervisor tells nothing). An attempt whose
 // supervisor is gone without saying (killed, or the machine rebooted) ended Lost, once
-// whatever of it still runs has been stopped, so that nothing of it holds its card.
+// whatever of it still runs has been stopped, so that nothing of it holds its card. One
+// whose supervisor was gone already at the first look, and of which nothing ran on,
+// ended while no one watched it: it is dated by when its files were last written (see
+// lastWritten), not by when it was found so, which may be long after (a daemon that
+// was stopped meanwhile).
 func Wait(dir string) Ended {
+	seen := false // a supervisor was seen holding the attempt
 	for {
 		c, err := Dial(dir, "wait")
 		if err == nil {
+			seen = true
 			var e Ended
 			err := json.NewDecoder(c).Decode(&e)
 			c.Close()
@@ -685,6 +692,7 @@ func Wait(dir string) Ended {
 		if !Alive(dir) {
 			break
 		}
+		seen = true
 		time.Sleep(50 * time.Millisecond) // a supervisor about to listen, or recording
 	}
 	e, err := ReadEnded(dir)
@@ -694,11 +702,39 @@ func Wait(dir string) Ended {
 	case e != nil:
 		return *e
 	}
-	detail := "its supervisor ended without recording how the attempt ended"
-	if stopRemains(dir, GroupGrace) {
-		detail += "; what it left running of the attempt was stopped"
+	lost := Ended{Outcome: plans.Lost, Detail: "its supervisor ended without recording how the attempt ended"}
+	switch {
+	case stopRemains(dir, GroupGrace):
+		// What ran on held its card until now: the attempt ends now.
+		lost.Detail += "; what it left running of the attempt was stopped"
+	case !seen:
+		lost.At = lastWritten(dir, time.Now())
 	}
-	return Ended{Outcome: plans.Lost, Detail: detail}
+	return lost
+}
+
+// lastWritten is when the files of the attempt in dir were last written (its log, its
+// metrics, supervisor.json, ...), no later than now: the last the attempt is known to
+// have run, by the clock of the machine it ran on. Zero where dir shows none.
+func lastWritten(dir string, now time.Time) time.Time {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return time.Time{}
+	}
+	var last time.Time
+	for _, entry := range entries {
+		info, err := entry.Info()
+		if err != nil || info.IsDir() {
+			continue
+		}
+		if t := info.ModTime(); t.After(last) {
+			last = t
+		}
+	}
+	if last.After(now) {
+		return now
+	}
+	return last
 }
 
 // Dial connects to the supervisor of the attempt in dir with a request.

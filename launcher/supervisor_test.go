@@ -388,3 +388,36 @@ func TestTheEndIsToldBeforeItIsSynced(t *testing.T) {
 	os.WriteFile(gate, nil, 0o600)
 	waitGone(t, dir)
 }
+
+// TestAnAttemptLostUnwatchedIsDatedByItsFiles: an attempt whose supervisor was gone
+// without saying before anyone looked (killed while no daemon ran) ended when its files
+// were last written, not when it was found so; no later than now, where a file is dated
+// ahead of the clock; and when it was found, where its directory shows no file.
+func TestAnAttemptLostUnwatchedIsDatedByItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	started := time.Now().Add(-3 * time.Hour).Truncate(time.Second)
+	last := started.Add(time.Hour)
+	for name, at := range map[string]time.Time{specFile: started, supervisorFile: started, "log": last, metricsFile: started.Add(time.Minute)} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e := Wait(dir); e.Outcome != plans.Lost || !e.At.Equal(last) {
+		t.Errorf("lost unwatched: %+v; want lost at %s, when its log was last written", e, last)
+	}
+	ahead := time.Now().Add(time.Hour)
+	if err := os.Chtimes(LogPath(dir), ahead, ahead); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if e := Wait(dir); e.At.Before(before) || e.At.After(time.Now()) {
+		t.Errorf("lost with a file dated ahead of the clock: %+v; want it dated when it was found (%s)", e, before)
+	}
+	if e := Wait(t.TempDir()); e.Outcome != plans.Lost || !e.At.IsZero() {
+		t.Errorf("lost with no files: %+v; want lost, undated", e)
+	}
+}

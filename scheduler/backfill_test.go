@@ -167,3 +167,17 @@ func TestAloneKeepsItsCard(t *testing.T) {
 		t.Errorf("started %s, want the probe b.1 alone", got)
 	}
 }
+
+// TestAnEndDatedAtItsStartRanForNoTime: an end the runner dates at the attempt's start
+// (one that wrote nothing after it started, dated by its files) is taken as it is, not
+// replaced by when it was applied.
+func TestAnEndDatedAtItsStartRanForNoTime(t *testing.T) {
+	e, clock, _ := clockEngine(t, "name: b\ncommand: [train]\nmemory: 4GiB\ngpu_plan: \"1\"\njobs: [{}]\n", 1)
+	round(t, e)
+	clock.now = clock.now.Add(time.Hour)
+	a := e.store.View().Running()[0]
+	e.apply(Exit{Attempt: a.ID, Outcome: plans.Lost, At: a.Started})
+	if ended := e.store.View().Attempt(a.ID); !ended.Ended.Equal(a.Started) {
+		t.Errorf("ended %s after its start, want as it started", ended.Ended.Sub(a.Started))
+	}
+}

@@ -31,7 +31,10 @@ func (e *Engine) apply(x Exit) {
 	}
 	ended := *a
 	ended.Outcome, ended.OOM, ended.Ended, ended.Exit = x.Outcome, x.OOM, e.clock.Now(), x.Process
-	if x.At.After(a.Started) && x.At.Before(ended.Ended) {
+	// The end as the runner dates it, where that lies between the attempt's start and
+	// now: one dated at its start ran for no time, one dated outside (another machine's
+	// clock) is taken as now.
+	if !x.At.IsZero() && !x.At.Before(a.Started) && x.At.Before(ended.Ended) {
 		ended.Ended = x.At
 	}
 	if ended.Command == nil {

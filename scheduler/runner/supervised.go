@@ -65,7 +65,7 @@ func (r *Supervised) Start(l scheduler.Launch) (scheduler.Started, error) {
 		return scheduler.Started{}, r.unwritable(err)
 	}
 	r.track(l.Attempt.ID, s.Proc)
-	go r.watch(l.Attempt.ID, p.dir)
+	go r.watch(l.Attempt.ID, p.dir, s.Started)
 	return scheduler.Started{Leader: s.Leader, Log: launcher.LogPath(p.dir), Command: p.cmd.Argv, At: s.Started}, nil
 }
 
@@ -116,7 +116,7 @@ func (r *Supervised) Adopt(a *state.Attempt) scheduler.Started {
 	if info, ok := launcher.SupervisorOf(dir); ok {
 		r.track(a.ID, info)
 	}
-	go r.watch(a.ID, dir)
+	go r.watch(a.ID, dir, a.Started)
 	if leader == 0 {
 		return scheduler.Started{}
 	}
@@ -126,11 +126,18 @@ func (r *Supervised) Adopt(a *state.Attempt) scheduler.Started {
 // report sends an exit without blocking the caller, who may be the engine's loop.
 func (r *Supervised) report(x scheduler.Exit) { go func() { r.exits <- x }() }
 
-func (r *Supervised) watch(attempt, dir string) {
+// watch reports how the attempt in dir, which started at started (zero: not known),
+// ended, once it has.
+func (r *Supervised) watch(attempt, dir string, started time.Time) {
 	e := launcher.Wait(dir)
 	at := time.Now()
 	if !e.At.IsZero() && e.At.Before(at) {
 		at = e.At // it ended while no daemon watched it: then, not when it was heard of
+		// Dated by its files (see launcher.Wait), a trainer that wrote nothing after it
+		// started may seem to have ended a moment before it started.
+		if at.Before(started) {
+			at = started
+		}
 	}
 	r.mu.Lock()
 	delete(r.supervisors, attempt)

@@ -150,6 +150,57 @@ func TestAnEndHeardLateIsDatedWhenItCame(t *testing.T) {
 	}
 }
 
+// TestAnAttemptLostWhileNoDaemonRanIsDatedByItsFiles: a daemon that takes up an attempt
+// whose supervisor died while no daemon ran, saying nothing, dates its end by when the
+// attempt's files were last written, not by when it took it up: the job's time is not
+// the daemon's downtime. Files written last before the attempt started (a trainer that
+// wrote nothing) date it at its start.
+func TestAnAttemptLostWhileNoDaemonRanIsDatedByItsFiles(t *testing.T) {
+	r := supervised(t)
+	l, dir, st := startSupervised(t, r, "exec sleep 600")
+	var info struct{ PID int }
+	data, _ := os.ReadFile(filepath.Join(dir, "supervisor.json"))
+	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
+		t.Fatalf("supervisor.json: %s", data)
+	}
+	syscall.Kill(info.PID, syscall.SIGKILL)
+	if x := nextExit(t, r.Exits()); x.Outcome != plans.Lost {
+		t.Fatalf("exit %+v; want lost", x)
+	}
+	// The daemon that started it has stopped: one started again takes it up from the
+	// state, which says when it started.
+	started := time.Now().Add(-3 * time.Hour).Truncate(time.Second)
+	l.Attempt.Started = started
+	date := func(at time.Time) {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, entry := range entries {
+			if err := os.Chtimes(filepath.Join(dir, entry.Name()), at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	takeUp := func() scheduler.Exit {
+		restarted := NewSupervised(Options{Dir: r.dir}, []string{os.Args[0]})
+		restarted.Adopt(l.Attempt)
+		return nextExit(t, restarted.Exits())
+	}
+	date(started.Add(-time.Minute))
+	last := started.Add(time.Hour)
+	if err := os.Chtimes(st.Log, last, last); err != nil {
+		t.Fatal(err)
+	}
+	if x := takeUp(); x.Outcome != plans.Lost || !x.At.Equal(last) {
+		t.Errorf("taken up: %+v; want lost at %s, when its log was last written", x, last)
+	}
+	date(started.Add(-time.Minute))
+	if x := takeUp(); x.Outcome != plans.Lost || !x.At.Equal(started) {
+		t.Errorf("taken up, its files older than it: %+v; want lost at its start, %s", x, started)
+	}
+}
+
 // TestAnEndWithoutRoomIsNotLost: a supervisor that cannot write exit.json (here a
 // directory is in its way, which stands for a full disk even to root) still tells how
 // the attempt ended, and writes it once it can.
