@@ -154,7 +154,31 @@ func Prepare(a Attempt, parentEnv []string) (Command, error) {
 	// with the value the trainer got.
 	c.Set = mergeEnv(nil, set)
 	c.Env = mergeEnv(parentEnv, set)
+	if err := fitsExec(c); err != nil {
+		return Command{}, fmt.Errorf("job %s: %w", a.JobID, err)
+	}
 	return c, nil
+}
+
+// fitsExec refuses a command with an argument or environment variable longer than
+// Linux passes a program (plans.MaxArgLen), which execve would refuse with nothing
+// clearer than "argument list too long". The plan refuses a job whose parameters make
+// one so; this is for what only the attempt knows (gpuq's own values, the environment
+// it is started in). The whole of them is left to execve (see Start): its limit
+// follows the stack size limit of whatever starts the trainer.
+func fitsExec(c Command) error {
+	for i, arg := range c.Argv {
+		if len(arg) > plans.MaxArgLen {
+			return fmt.Errorf("command[%d] is %s with its placeholders filled in, %s", i, plans.FormatSize(int64(len(arg))), plans.ArgTooLong("argument"))
+		}
+	}
+	for _, kv := range c.Env {
+		if len(kv) > plans.MaxArgLen {
+			name, _, _ := strings.Cut(kv, "=")
+			return fmt.Errorf("environment variable %s is %s, %s", name, plans.FormatSize(int64(len(kv))), plans.ArgTooLong("environment variable"))
+		}
+	}
+	return nil
 }
 
 // makeAttemptDir makes an attempt's directory and its job's (see AttemptDir) under

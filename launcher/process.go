@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,6 +76,9 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 	// pty.Start makes the child a session leader with the pty as its controlling
 	// terminal, so -pid is its whole process group.
 	p.ptmx, err = pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 160})
+	if errors.Is(err, syscall.E2BIG) {
+		err = fmt.Errorf("%w: %w", err, tooBig(c))
+	}
 	if err != nil {
 		fmt.Fprintf(lf, "gpuq: could not start %s: %v\n", c.Argv[0], err)
 		lf.Close()
@@ -83,6 +88,21 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 	go p.copyOutput(live, copied)
 	go p.wait(copied)
 	return p, nil
+}
+
+// tooBig says why execve refused c as too big (E2BIG, "argument list too long"): one
+// argument or environment variable too long (see fitsExec), or, where none is, all of
+// them together, whose limit (ARG_MAX) follows the stack size limit.
+func tooBig(c Command) error {
+	if err := fitsExec(c); err != nil {
+		return err
+	}
+	n := 0
+	for _, s := range slices.Concat(c.Argv, c.Env) {
+		n += len(s) + 1 + strconv.IntSize/8 // with its NUL, and the pointer to it
+	}
+	return fmt.Errorf("its arguments and environment, %s in all, are more than Linux passes a program (ARG_MAX: a quarter of the stack size limit, ulimit -s): "+
+		"pass large values in a file the trainer reads, such as its rendered config (--config \"{config}\")", plans.FormatSize(int64(n)))
 }
 
 // copyOutput tees the pty to the log and the ring until the last holder of the slave

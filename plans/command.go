@@ -11,6 +11,20 @@ import (
 	"strings"
 )
 
+// MaxArgLen is the most bytes of one argument, or one NAME=value of the environment,
+// that Linux passes a program: MAX_ARG_STRLEN, 32 pages of 4 KiB, less the NUL that
+// ends it. execve refuses a longer one ("argument list too long") however short the
+// rest is; a placeholder's value can make one that long (a long string, or a mapping
+// such as {training}, which is the section the rendered config holds).
+const MaxArgLen = 32*4096 - 1
+
+// ArgTooLong says why an argument or environment variable (what) longer than MaxArgLen
+// cannot reach a trainer, and what to do instead.
+func ArgTooLong(what string) string {
+	return fmt.Sprintf("longer than the %d KiB Linux passes a program in one %s (MAX_ARG_STRLEN), so the job could not start: "+
+		"pass a value that large in a file the trainer reads, such as its rendered config (--config \"{config}\")", (MaxArgLen+1)>>10, what)
+}
+
 // readExts are the kinds of file an argument names for the trainer to read: code and
 // configs. Data files and the like are left alone, since an argument may name an output
 // that does not exist yet.

@@ -200,14 +200,26 @@ func (c *checker) checkJob(s *Sweep, j *Job, jc *jobChecks) {
 	}
 	jc.seen[key] = j
 
+	// A mapping is filled in as the launcher fills it (see Placeholder): the section
+	// the rendered config holds, the base's keys merged in, rendered only for a job
+	// whose command or environment names one.
+	var rendered *Map
 	lookup := func(name string) (string, bool) {
 		if isBuiltin(name) {
 			return "", true
 		}
 		v, ok := j.Params.Param(name)
+		if _, mapping := v.(*Map); mapping {
+			if rendered == nil {
+				rendered = s.Config.Render(j.Params)
+			}
+			v, ok = Placeholder(j.Params, rendered, name)
+		}
 		return FormatValue(v), ok
 	}
-	check := func(field, tmpl string) {
+	// what is where an expansion goes, and prefix what comes before it there ("NAME="
+	// of an environment variable).
+	check := func(field, tmpl, what, prefix string) {
 		out, err := Expand(tmpl, lookup)
 		if mp, ok := err.(*missingPlaceholder); ok {
 			jc.note(field, j.ID, fmt.Sprintf("no parameter fills {%s}%s: add %s to params or the matrix, or write {{%s}} for literal braces",
@@ -217,11 +229,20 @@ func (c *checker) checkJob(s *Sweep, j *Job, jc *jobChecks) {
 		if err == nil && strings.ContainsRune(out, 0) && !strings.ContainsRune(tmpl, 0) {
 			jc.note(field, j.ID, "a parameter's value put in it "+nulProblem)
 		}
+		// gpuq's own values ({config}'s path) are not known here, and count as
+		// nothing: the launcher checks again with them filled in.
+		if err == nil && len(prefix)+len(out) > MaxArgLen {
+			filled := "with its placeholders filled in "
+			if len(prefix)+len(tmpl) > MaxArgLen {
+				filled = ""
+			}
+			jc.note(field, j.ID, filled+"it is "+ArgTooLong(what))
+		}
 	}
 	for a, arg := range s.Command {
-		check(jc.argFields[a], arg)
+		check(jc.argFields[a], arg, "argument", "")
 	}
 	for _, e := range s.Env {
-		check("env."+e.Name, e.Value)
+		check("env."+e.Name, e.Value, "environment variable", e.Name+"=")
 	}
 }

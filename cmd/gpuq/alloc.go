@@ -161,8 +161,8 @@ func newAllocListCmd(io ioStreams, st *settings) *cobra.Command {
 		Long: `List the allocation queues, each with what it asks Slurm for, its last sbatch failure if
 it has one (in Slurm's words), and its allocations queued or running: Slurm's job id
 and state, the nodes, how many workers are connected now (and the most it had at once,
-where that was more: "0 (was 2)"), and
-where their output goes. Of the allocations that ended, the last few are shown; --json
+where that was more: "0 (was 2)"), the time left before Slurm ends it and its workers
+with it (LEFT: "1h12m"; "-" while it waits), and where their output goes. Of the allocations that ended, the last few are shown; --json
 lists every one.`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
@@ -177,7 +177,7 @@ lists every one.`,
 			if opts.json {
 				return writeJSON(opts.io.Out, api.AllocListResponse{Queues: qs})
 			}
-			printQueues(opts.io.Out, qs)
+			printQueues(opts.io.Out, qs, time.Now())
 			return nil
 		},
 	}
@@ -188,7 +188,8 @@ lists every one.`,
 // shownEnded is how many ended allocations of a queue gpuq alloc list shows.
 const shownEnded = 3
 
-func printQueues(w io.Writer, qs []api.AllocQueue) {
+// printQueues writes the queues and their allocations, the time each has left as of now.
+func printQueues(w io.Writer, qs []api.AllocQueue, now time.Time) {
 	if len(qs) == 0 {
 		fmt.Fprintln(w, "no allocation queue: gpuq alloc slurm adds one")
 		return
@@ -226,10 +227,10 @@ func printQueues(w io.Writer, qs []api.AllocQueue) {
 			continue
 		}
 		tw := newTable(w)
-		fmt.Fprintln(tw, "  ALLOCATION\tSTATE\tSLURM\tNODES\tWORKERS\tSINCE\tLOG")
+		fmt.Fprintln(tw, "  ALLOCATION\tSTATE\tSLURM\tNODES\tWORKERS\tSINCE\tLEFT\tLOG")
 		for _, a := range shown {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, slurmText(a), orDash(a.Nodes), workersText(a),
-				since(a).Format(time.DateTime), a.Log)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, slurmText(a), orDash(a.Nodes), workersText(a),
+				since(a).Format(time.DateTime), leftText(a, now), a.Log)
 		}
 		tw.Flush()
 		if ended > shownEnded {
@@ -255,6 +256,23 @@ func slurmText(a api.Allocation) string {
 		s += " (" + a.Reason + ")"
 	}
 	return s
+}
+
+// leftText is the time an allocation has before Slurm ends it (its --time), when its
+// workers end too: "1h12m", to the minute below what is left, or "42s" in its last
+// minute; "ended" once it has; "-" while it waits, or where Slurm said no end.
+func leftText(a api.Allocation, now time.Time) string {
+	switch {
+	case a.Ended != nil:
+		return "ended"
+	case a.Ends == nil:
+		return "-"
+	}
+	left := max(a.Ends.Sub(now), 0)
+	if left >= time.Minute {
+		return plans.FormatDuration(left.Truncate(time.Minute))
+	}
+	return plans.FormatDuration(left.Truncate(time.Second))
 }
 
 // since is when an allocation came to its state.

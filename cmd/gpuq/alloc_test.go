@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -158,14 +160,47 @@ func TestAllocListCountsTheWorkersConnectedNow(t *testing.T) {
 		{ID: "102", State: "running", Workers: 2, Connected: 0, Submitted: at, Started: &at, Log: "slurm-102.log"},
 	}}
 	var buf bytes.Buffer
-	printQueues(&buf, []api.AllocQueue{q})
+	printQueues(&buf, []api.AllocQueue{q}, at)
 	rows := map[string]string{}
 	for _, line := range strings.Split(buf.String(), "\n") {
 		if f := strings.Fields(line); len(f) > 4 && (f[0] == "101" || f[0] == "102") {
-			rows[f[0]] = strings.Join(f[4:len(f)-3], " ")
+			rows[f[0]] = strings.Join(f[4:len(f)-4], " ")
 		}
 	}
 	if rows["101"] != "1" || rows["102"] != "0 (was 2)" {
 		t.Errorf("WORKERS: %q, want 101's 1 and 102's 0 (was 2):\n%s", rows, buf.String())
+	}
+}
+
+// TestAllocListSaysTheTimeLeft: gpuq alloc list has a LEFT column, the time before
+// Slurm ends each allocation and its workers with it: to the minute below what is left,
+// in seconds in the last minute, none past the end, "ended" once it has, and "-" while
+// it waits or where Slurm said no end. (It had none: a worker's end was nowhere to see.)
+func TestAllocListSaysTheTimeLeft(t *testing.T) {
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { e := now.Add(d); return &e }
+	q := api.AllocQueue{ID: 1, GPUsPerNode: 2, Time: "8h", MaxAllocs: 8, IdleTimeout: "10m", Allocations: []api.Allocation{
+		{ID: "101", State: "running", Slurm: "RUNNING", Submitted: now, Started: at(-time.Hour), Ends: at(72*time.Minute + 59*time.Second), Log: "l"},
+		{ID: "102", State: "running", Slurm: "RUNNING", Submitted: now, Started: at(-time.Hour), Ends: at(3 * time.Hour), Log: "l"},
+		{ID: "103", State: "running", Slurm: "RUNNING", Submitted: now, Started: at(-time.Hour), Ends: at(42*time.Second + 500*time.Millisecond), Log: "l"},
+		{ID: "104", State: "running", Slurm: "COMPLETING", Submitted: now, Started: at(-time.Hour), Ends: at(-time.Second), Log: "l"},
+		{ID: "105", State: "running", Slurm: "RUNNING", Submitted: now, Started: at(-time.Hour), Log: "l"},
+		{ID: "106", State: "queued", Slurm: "PENDING", Submitted: now, Log: "l"},
+		{ID: "107", State: "ended", Slurm: "TIMEOUT", Submitted: now, Started: at(-2 * time.Hour), Ends: at(-time.Minute), Ended: at(-time.Minute), Log: "l"},
+	}}
+	var buf bytes.Buffer
+	printQueues(&buf, []api.AllocQueue{q}, now)
+	if !strings.Contains(buf.String(), "  ALLOCATION  STATE ") || !regexp.MustCompile(`SINCE +LEFT +LOG\n`).MatchString(buf.String()) {
+		t.Errorf("no LEFT column between SINCE and LOG:\n%s", buf.String())
+	}
+	left := map[string]string{}
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && strings.HasPrefix(f[0], "10") {
+			left[f[0]] = f[len(f)-2]
+		}
+	}
+	want := map[string]string{"101": "1h12m", "102": "3h", "103": "42s", "104": "0s", "105": "-", "106": "-", "107": "ended"}
+	if !maps.Equal(left, want) {
+		t.Errorf("LEFT: %v, want %v:\n%s", left, want, buf.String())
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,5 +59,31 @@ gpu_plan: "1"
 	}
 	if _, errOut, _ := cli(t, "hold", "long.1"); !strings.Contains(errOut, "long.1 was cancelled: it has ended already") {
 		t.Errorf("hold of an ended job: %q", errOut)
+	}
+}
+
+// TestATrainerLinuxCannotStartIsRefused: a sweep whose {training}, the section of the
+// rendered config, makes an argument longer than Linux passes a program (128 KiB) is
+// refused by gpuq plan and gpuq run (exit 2), naming the job and the limit, before
+// anything runs. (It was planned, and its attempt lost as it started: "fork/exec ...:
+// argument list too long".)
+func TestATrainerLinuxCannotStartIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	base := "training: {batch_size: 8, notes: " + strings.Repeat("n", 200<<10) + "}\n"
+	if err := os.WriteFile(filepath.Join(dir, "base.yaml"), []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sweep := filepath.Join(dir, "big.yaml")
+	doc := "name: big\ncommand: [sh, -c, 'echo TRAINER-RAN', trainer, \"{training}\"]\nconfig: {base: base.yaml}\n" +
+		"params: {training: {batch_size: 32}}\njobs: [{}]\nmemory: 1GiB\n"
+	if err := os.WriteFile(sweep, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "big.yaml: command[4] (job big.1): with its placeholders filled in it is longer than the 128 KiB Linux passes a program in one argument (MAX_ARG_STRLEN)"
+	for _, verb := range []string{"plan", "run"} {
+		out, errOut, code := gpuq(t, verb, sweep, "--gpus", "sim:1x24GiB")
+		if code != exitBadInput || !strings.Contains(errOut, want) || strings.Contains(out+errOut, "TRAINER-RAN") {
+			t.Errorf("gpuq %s: exit %d, want 2 and %q:\n%s%s", verb, code, want, out, errOut)
+		}
 	}
 }

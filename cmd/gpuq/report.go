@@ -46,7 +46,8 @@ the gpuq run of it that ended last left as it ended; or from the summary gpuq ru
 --report draws one of a simulation, to see a plan before running it ("what if two per
 card?").
 
-Exit status: 0 written, 1 it could not be written, 2 bad input.`,
+Exit status: 0 written, 1 it could not be written or the daemon did not answer, 2 bad
+input (a sweep that nothing here has, with or without a daemon or its state).`,
 		Example: `  gpuq report gla-e1 -o gla-e1.html
   gpuq run sweep.yaml --json > summary.json && gpuq report summary.json
   gpuq run sweep.yaml --json | gpuq report - -o sweep.html

@@ -57,8 +57,8 @@ gpuq run --json wrote (a file, or - for standard input).
 with how many of its seeds were stopped early and how many failed or were cancelled,
 and its parameters as columns, for a notebook.
 
-Exit status: 0 ranked, 1 the daemon did not answer, 2 bad input (no job reported the
-metric).`,
+Exit status: 0 ranked, 1 the daemon did not answer, 2 bad input (a sweep that nothing
+here has, with or without a daemon or its state; no job reported the metric).`,
 		Example: `  gpuq results gla-e1
   gpuq results gla-e1 --metric eval_accuracy --max --by task
   gpuq run sweep.yaml --json > s.json && gpuq results s.json --csv > results.csv`,
@@ -142,17 +142,31 @@ func resultsSummary(opts *resultsOptions) (api.SweepSummary, error) {
 // sweep is: the researcher who ran one and asks for what it found wants that, not a
 // daemon started (it would run the sweep again). Both read a gpuq run's sweep while it
 // runs, and what it left as it ended.
+//
+// A sweep nobody has is a request that does not apply, exit 2 as gpuq status's of an
+// unknown sweep is, and reads alike whatever the state directory holds: a daemon's
+// state, gpuq runs of other sweeps, what ended runs left, or nothing at all (no daemon
+// is needed to read a gpuq run's). A state that cannot be read is no answer, and is
+// left to fail as it does (exit 1).
 func sweepNowhere(verb, source string, err error) error {
-	nothing := "neither a gpuq run of it nor a gpuq daemon runs"
-	after := fmt.Sprintf("nor did a gpuq run of it leave its jobs there as it ended (one killed leaves none): a gpuq run's sweep is read from it while it runs, "+
-		"and once it has ended from what it left, or from the summary its --json printed (gpuq run SWEEP.yaml --json > s.json; gpuq %s s.json)", verb)
-	var none api.NoDaemonError
-	var unknown scheduler.UnknownSweep
+	unknown := func(hint, why string) error {
+		return scheduler.Refused(fmt.Sprintf("%s is no file here, and no sweep %q%s%s, nor did a gpuq run of it leave its jobs there as it ended (one killed leaves none): "+
+			"a gpuq run's sweep is read from it while it runs, and once it has ended from what it left, "+
+			"or from the summary its --json printed (gpuq run SWEEP.yaml --json > s.json; gpuq %s s.json)", source, source, hint, why, verb))
+	}
+	nothing := func(dir string) string { return ": neither a gpuq run of it nor a gpuq daemon runs on " + dir }
+	var notRun noRunOf
+	var known scheduler.UnknownSweep
+	// A NoDaemonError alone: no daemon answers, and there is no state to read. One
+	// wrapped says more (its state cannot be read), and is no answer.
+	none, alone := err.(api.NoDaemonError)
 	switch {
-	case errors.As(err, &none):
-		return fmt.Errorf("%s is no file here, and %s on %s, %s", source, nothing, none.Dir, after)
-	case errors.As(err, &unknown): // gpuq status lists the daemon's sweeps: not the one asked for
-		return scheduler.Refused(fmt.Sprintf("%s is no file here, and %s, %s", source, unknown.Short(), after))
+	case errors.As(err, &known): // gpuq status lists the daemon's sweeps: not the one asked for
+		return unknown(known.Hint, "")
+	case errors.As(err, &notRun):
+		return unknown("", nothing(notRun.dir)+" (the gpuq runs there: "+api.RunsText(notRun.runs)+")")
+	case alone:
+		return unknown("", nothing(none.Dir))
 	}
 	return err
 }

@@ -134,12 +134,12 @@ func TestResultsRefusals(t *testing.T) {
 // TestResultsOfARunThatEnded: results and report of a sweep by name that nothing they
 // read has (a gpuq run of it that was killed, and left nothing) say where a gpuq run's
 // sweep is, its --json summary, not that gpuq submit starts a daemon: that would run
-// the sweep again.
+// the sweep again. A sweep nobody has is bad input (exit 2), no daemon or none.
 func TestResultsOfARunThatEnded(t *testing.T) {
 	t.Setenv("GPUQ_STATE_DIR", t.TempDir())
 	for _, verb := range []string{"results", "report"} {
 		_, errOut, code := gpuq(t, verb, "early-stop")
-		if code != exitFailed || !strings.Contains(errOut, "early-stop is no file here, and neither a gpuq run of it nor a gpuq daemon runs on") ||
+		if code != exitBadInput || !strings.Contains(errOut, `early-stop is no file here, and no sweep "early-stop": neither a gpuq run of it nor a gpuq daemon runs on`) ||
 			!strings.Contains(errOut, "nor did a gpuq run of it leave its jobs there as it ended") ||
 			!strings.Contains(errOut, "from the summary its --json printed (gpuq run SWEEP.yaml --json > s.json; gpuq "+verb+" s.json)") || strings.Contains(errOut, "submit") {
 			t.Errorf("%s: exit %d: %s", verb, code, errOut)

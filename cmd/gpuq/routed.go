@@ -100,8 +100,20 @@ func (r *routed) to(sweep string) (daemonClient, error) {
 	case r.daemon != nil:
 		return r.daemon, nil
 	}
-	return nil, fmt.Errorf("no gpuq daemon runs on %s, and no gpuq run runs sweep %s there; the gpuq runs there: %s",
-		r.dir, sweep, api.RunsText(r.allRuns()))
+	return nil, noRunOf{dir: r.dir, sweep: sweep, runs: r.allRuns()}
+}
+
+// noRunOf is a sweep that neither a daemon nor any gpuq run of a state directory runs,
+// where gpuq runs of other sweeps do: gpuq results and report tell it from a daemon
+// that does not answer (see sweepNowhere).
+type noRunOf struct {
+	dir, sweep string
+	runs       []api.Run
+}
+
+func (e noRunOf) Error() string {
+	return fmt.Sprintf("no gpuq daemon runs on %s, and no gpuq run runs sweep %s there; the gpuq runs there: %s",
+		e.dir, e.sweep, api.RunsText(e.runs))
 }
 
 // only is the one that acts on a whole machine (a drain): the daemon, or the one run.

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // TestResultsAndReportOfARunAsItRunsAndAfter: a researcher who runs gpuq run in one
@@ -43,6 +45,16 @@ gpus: sim:2x24GiB
 		t.Errorf("report of fg as it runs: exit %d: %s", code, errOut)
 	}
 
+	// A sweep that neither the daemon (none runs) nor a gpuq run has is unknown, as it
+	// is with no gpuq run at all: exit 2, not a daemon that did not answer.
+	for _, verb := range []string{"results", "report"} {
+		_, errOut, code := cli(t, verb, "other")
+		if code != exitBadInput || !strings.Contains(errOut, `other is no file here, and no sweep "other": neither a gpuq run of it nor a gpuq daemon runs on`) ||
+			!strings.Contains(errOut, "(the gpuq runs there: ") {
+			t.Errorf("%s of a sweep nothing has, as fg runs: exit %d: %s", verb, code, errOut)
+		}
+	}
+
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -64,5 +76,64 @@ gpus: sim:2x24GiB
 	if html, errOut, code := report(); code != exitOK || !strings.Contains(html, "the gpuq run of fg (pid") || !strings.Contains(html, " that ended ") ||
 		strings.Count(html, `class="capacity"`) != 2 {
 		t.Errorf("report of fg once it has ended: exit %d: %s; cards drawn to their size: %d, want 2", code, errOut, strings.Count(html, `class="capacity"`))
+	}
+}
+
+// TestAnUnknownSweepIsBadInputWhateverTheStateHolds: gpuq results and report of a sweep
+// that nothing has exit 2, the code of an unknown sweep, saying no sweep so named and
+// where a gpuq run's sweep is, whatever the state directory holds: nothing (no such
+// directory, or an empty one), what an ended gpuq run of another sweep left, or the
+// state a daemon left. (With no state there they said no daemon runs, exit 1; with one,
+// exit 2.) A state that cannot be read is no answer, and fails.
+func TestAnUnknownSweepIsBadInputWhateverTheStateHolds(t *testing.T) {
+	ran := daemonEnv(t)
+	sweep := writeSweep(t, "name: done\ncommand: [sh, -c, 'true']\nmatrix: {seed: [1]}\nmemory: 1GiB\n")
+	if _, errOut, code := cli(t, "run", sweep, "--log-dir", filepath.Join(t.TempDir(), "logs")); code != exitOK {
+		t.Fatalf("gpuq run: exit %d: %s", code, errOut)
+	}
+	left := filepath.Join(t.TempDir(), "state")
+	store, err := state.OpenState(left, func(w string) { t.Log(w) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := plans.DecodeSweep("/sweeps/nonesuch.yaml", []byte("name: nonesuch\ncommand: [sh, -c, 'true']\nmatrix: {seed: [1]}\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Submit(&state.Submission{Sweep: sw}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, dir, hint string }{
+		{"no state directory", filepath.Join(t.TempDir(), "absent"), ""},
+		{"an empty state directory", t.TempDir(), ""},
+		{"what a gpuq run of another sweep left", ran, ""},
+		{"the state a daemon left", left, ` (did you mean "nonesuch"?)`},
+	} {
+		t.Setenv("GPUQ_STATE_DIR", c.dir)
+		for _, verb := range []string{"results", "report"} {
+			// Reading a daemon's state says so first, on a line of its own.
+			_, errOut, code := cli(t, verb, "nosuch")
+			lines := strings.Split(strings.TrimSpace(errOut), "\n")
+			if code != exitBadInput || !strings.HasPrefix(lines[len(lines)-1], `gpuq: nosuch is no file here, and no sweep "nosuch"`+c.hint) ||
+				!strings.Contains(errOut, "(gpuq run SWEEP.yaml --json > s.json; gpuq "+verb+" s.json)") {
+				t.Errorf("%s of an unknown sweep, %s: exit %d, want 2:\n%s", verb, c.name, code, errOut)
+			}
+		}
+	}
+
+	// A state that cannot be read does not say whether it has the sweep: that fails
+	// (exit 1), and says why.
+	unreadable := t.TempDir()
+	if err := os.Mkdir(filepath.Join(unreadable, "journal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GPUQ_STATE_DIR", unreadable)
+	for _, verb := range []string{"results", "report"} {
+		if _, errOut, code := cli(t, verb, "nosuch"); code != exitFailed || !strings.Contains(errOut, "its state cannot be read") {
+			t.Errorf("%s with a state that cannot be read: exit %d, want 1 and why:\n%s", verb, code, errOut)
+		}
 	}
 }

@@ -228,6 +228,11 @@ func observe(al *state.Allocation, jobs map[string]Job, workers int, now time.Ti
 		if c.Started.IsZero() {
 			c.Started = cmpTime(j.Start, now)
 		}
+		// Slurm's end moves where its time limit is changed (scontrol update); Equal,
+		// not ==, so that the same end read again is no change to record.
+		if !j.End.IsZero() && !j.End.Equal(c.Ends) {
+			c.Ends = j.End
+		}
 	}
 	return &c
 }

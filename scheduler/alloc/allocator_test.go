@@ -210,6 +210,35 @@ func TestAllocationsFollowTheQueue(t *testing.T) {
 	}
 }
 
+// TestRunningAllocationsKeepTheirEnd: a running allocation keeps when squeue says Slurm
+// ends it, for gpuq alloc list's time left, and follows it when the limit is changed;
+// one that waits has none, and the same end read again is no change to record.
+func TestRunningAllocationsKeepTheirEnd(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	q := addQueue(t, h, slurmQueue())
+	h.submit(t, "s", 1, 1)
+	h.round(t)
+	if a := h.allocations(q.ID)["101"]; a == nil || !a.Ends.IsZero() {
+		t.Fatalf("a waiting allocation: %+v, want one with no end", a)
+	}
+	start := h.clock.Now()
+	h.slurm.set("101", "RUNNING", "gpu07", start, start.Add(time.Hour))
+	h.round(t)
+	if a := h.allocations(q.ID)["101"]; !a.Ends.Equal(start.Add(time.Hour)) {
+		t.Fatalf("a running allocation ends %v, want %v as squeue says", a.Ends, start.Add(time.Hour))
+	}
+	kept := h.allocations(q.ID)["101"]
+	h.round(t)
+	if a := h.allocations(q.ID)["101"]; a != kept {
+		t.Errorf("the same end read again was recorded as a change: %+v", a)
+	}
+	h.slurm.set("101", "RUNNING", "gpu07", start, start.Add(3*time.Hour))
+	h.round(t)
+	if a := h.allocations(q.ID)["101"]; !a.Ends.Equal(start.Add(3 * time.Hour)) {
+		t.Errorf("after its limit was raised it ends %v, want %v", a.Ends, start.Add(3*time.Hour))
+	}
+}
+
 func TestLargeJobsAndHeldJobs(t *testing.T) {
 	h := newHarness(t, t.TempDir())
 	q := addQueue(t, h, slurmQueue())

@@ -111,8 +111,8 @@ func (d *daemon) allocQueue(q *state.AllocQueue, allocs []*state.Allocation) api
 		Error: q.Error, ErrorAt: timeOrNil(q.ErrorAt), Stalled: alloc.Stalled(allocs), Allocations: []api.Allocation{}}
 	for _, a := range allocs {
 		out.Allocations = append(out.Allocations, api.Allocation{ID: a.ID, State: string(a.State), Slurm: a.Slurm, Reason: a.Reason,
-			Nodes: a.Nodes, Workers: a.Workers, Connected: connected[a.ID], Submitted: a.Submitted, Started: timeOrNil(a.Started), Ended: timeOrNil(a.Ended),
-			Log: d.alloc.LogOf(a.ID)})
+			Nodes: a.Nodes, Workers: a.Workers, Connected: connected[a.ID], Submitted: a.Submitted, Started: timeOrNil(a.Started),
+			Ends: timeOrNil(a.Ends), Ended: timeOrNil(a.Ended), Log: d.alloc.LogOf(a.ID)})
 	}
 	return out
 }

@@ -80,3 +80,16 @@ func TestAllocListCountsTheWorkersConnectedNow(t *testing.T) {
 		t.Errorf("its worker forgotten: %d connected of the most %d, want 0 of 1", now, most)
 	}
 }
+
+// TestAllocListSaysWhenAnAllocationEnds: the list on the wire carries when Slurm ends
+// each running allocation, from which gpuq alloc list says the time it has left, and
+// none for one that waits.
+func TestAllocListSaysWhenAnAllocationEnds(t *testing.T) {
+	d := &daemon{alloc: alloc.New(alloc.Config{Clock: scheduler.RealClock{}})}
+	end := time.Date(2026, 3, 1, 17, 0, 0, 0, time.UTC)
+	allocs := []*state.Allocation{{ID: "101", Queue: 1, State: state.AllocRunning, Ends: end}, {ID: "102", Queue: 1, State: state.AllocQueued}}
+	got := d.allocQueue(&state.AllocQueue{ID: 1}, allocs).Allocations
+	if got[0].Ends == nil || !got[0].Ends.Equal(end) || got[1].Ends != nil {
+		t.Errorf("ends: running %v, waiting %v; want %v and none", got[0].Ends, got[1].Ends, end)
+	}
+}

@@ -57,7 +57,10 @@ type Allocation struct {
 	Workers   int `json:",omitempty"`
 	Submitted time.Time
 	Started   time.Time `json:",omitempty"`
-	Ended     time.Time `json:",omitempty"`
+	// Ends is when Slurm ends it while it runs (its time limit, as squeue last said),
+	// and its workers with it; zero while it waits, or where Slurm said no end.
+	Ends  time.Time `json:",omitzero"`
+	Ended time.Time `json:",omitempty"`
 }
 
 // Active reports whether the allocation is queued or running.

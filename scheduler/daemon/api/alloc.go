@@ -60,8 +60,11 @@ type Allocation struct {
 	Connected int        `json:"connected"` // connected now: not those that have left
 	Submitted time.Time  `json:"submitted"`
 	Started   *time.Time `json:"started,omitempty"`
-	Ended     *time.Time `json:"ended,omitempty"`
-	Log       string     `json:"log"` // its workers' output
+	// Ends is when Slurm ends it (its time limit) while it runs, and its workers with
+	// it; absent while it waits, or where Slurm said no end.
+	Ends  *time.Time `json:"ends,omitempty"`
+	Ended *time.Time `json:"ended,omitempty"`
+	Log   string     `json:"log"` // its workers' output
 }
 
 // AllocListResponse is every allocation queue that is not removed, or still has

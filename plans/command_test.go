@@ -1,0 +1,58 @@
+package plans
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestAnArgumentLongerThanLinuxPassesIsRefused: a job whose command or environment,
+// its placeholders filled in, holds an argument or variable longer than Linux passes a
+// program (MAX_ARG_STRLEN, 128 KiB with its NUL) is refused with the sweep, naming the
+// job, the field and the limit: its attempt could only fail to start, with execve's
+// "argument list too long". A mapping placeholder such as {training} counts as the
+// section the rendered config holds, the base's keys merged in, however short the
+// parameter itself. (Such a sweep was taken, and each attempt lost as it started.)
+func TestAnArgumentLongerThanLinuxPassesIsRefused(t *testing.T) {
+	limit := fmt.Sprintf("longer than the %d KiB Linux passes a program in one ", (MaxArgLen+1)>>10)
+	problems := func(err error) map[string]string {
+		var probs Problems
+		if !errors.As(err, &probs) {
+			t.Fatalf("%v: want the sweep's problems", err)
+		}
+		out := map[string]string{}
+		for _, p := range probs {
+			out[p.Field+" "+p.Job] = p.Msg
+		}
+		return out
+	}
+
+	// A string parameter: one byte under the limit runs, one byte more does not.
+	doc := fmt.Sprintf("name: s\ncommand: [echo, \"{blob}\"]\njobs: [{blob: %s}, {blob: %s}]\n",
+		strings.Repeat("a", MaxArgLen), strings.Repeat("b", MaxArgLen+1))
+	_, err := DecodeSweep("/sweeps/s.yaml", []byte(doc), Overrides{})
+	got := problems(err)
+	if len(got) != 1 || !strings.HasPrefix(got["command[1] s.2"], "with its placeholders filled in it is "+limit+"argument (MAX_ARG_STRLEN)") ||
+		!strings.Contains(got["command[1] s.2"], `--config "{config}"`) {
+		t.Errorf("an argument of %d bytes and one of %d: %q; want s.2's refused", MaxArgLen, MaxArgLen+1, got)
+	}
+
+	// An environment variable counts its NAME=.
+	doc = fmt.Sprintf("name: e\ncommand: [echo]\nenv: {NOTES: \"{blob}\"}\njobs: [{blob: %s}]\n", strings.Repeat("c", MaxArgLen-len("NOTES=")+1))
+	_, err = DecodeSweep("/sweeps/e.yaml", []byte(doc), Overrides{})
+	if got := problems(err); !strings.Contains(got["env.NOTES e.1"], limit+"environment variable") {
+		t.Errorf("NOTES=value of %d bytes: %q", MaxArgLen+1, got)
+	}
+
+	// {training} is the rendered section: the base's long notes make it too long.
+	base := fmt.Sprintf("training: {batch_size: 8, notes: %s}\n", strings.Repeat("n", MaxArgLen))
+	_, err = sweepWithBase(t, base, "name: m\ncommand: [echo, \"{training}\"]\nconfig: {base: base.yaml}\nparams: {training: {batch_size: 32}}\njobs: [{}]\n")
+	if got := problems(err); !strings.Contains(got["command[1] m.1"], limit+"argument") {
+		t.Errorf("{training} with the base's notes: %q", got)
+	}
+	if _, err := sweepWithBase(t, "training: {batch_size: 8, notes: short}\n",
+		"name: m\ncommand: [echo, \"{training}\"]\nconfig: {base: base.yaml}\nparams: {training: {batch_size: 32}}\njobs: [{}]\n"); err != nil {
+		t.Errorf("{training} of a few bytes: %v", err)
+	}
+}
