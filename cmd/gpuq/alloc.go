@@ -162,8 +162,8 @@ func newAllocListCmd(io ioStreams, st *settings) *cobra.Command {
 it has one (in Slurm's words), and its allocations queued or running: Slurm's job id
 and state, the nodes, how many workers are connected now (and the most it had at once,
 where that was more: "0 (was 2)"), the time left before Slurm ends it and its workers
-with it (LEFT: "1h12m"; "-" while it waits), and where their output goes. Of the allocations that ended, the last few are shown; --json
-lists every one.`,
+with it (LEFT: "1h12m"; "-" while it waits), and where their output goes. Of the
+allocations that ended, the last few are shown; --json lists every one.`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			c, err := opts.settings.dial()
