@@ -312,9 +312,25 @@ func (l jobList) print(w io.Writer) {
 		headers[i] = c.header
 	}
 	fmt.Fprintln(tw, strings.Join(headers, "\t"))
-	for _, j := range shown {
+	// A column of names given a width (--format name%20) is cut as one, so that two
+	// names that differ only where a cut would fall stay told apart (top.CutNames).
+	named := map[int][]string{}
+	for i, c := range l.cols {
+		if c.cutName && c.width > 0 {
+			vals := make([]string, len(shown))
+			for k, j := range shown {
+				vals[k] = c.value(j, l.now)
+			}
+			named[i] = top.CutNames(vals, c.width)
+		}
+	}
+	for k, j := range shown {
 		cells := make([]string, len(l.cols))
 		for i, c := range l.cols {
+			if n, ok := named[i]; ok {
+				cells[i] = n[k]
+				continue
+			}
 			cells[i] = c.cell(j, l.now)
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
@@ -356,14 +372,12 @@ type shownColumn struct {
 	width int
 }
 
-// cell is the column's value of j, cut to its width.
+// cell is the column's value of j, cut to its width; a column of names is cut as one
+// (see jobList.print).
 func (c shownColumn) cell(j api.Job, now time.Time) string {
 	v := c.value(j, now)
-	switch {
-	case c.width <= 0 || ansi.StringWidth(v) <= c.width:
+	if c.width <= 0 || ansi.StringWidth(v) <= c.width {
 		return v
-	case c.cutName:
-		return top.CutName(v, c.width)
 	}
 	return ansi.Truncate(v, c.width, "…")
 }

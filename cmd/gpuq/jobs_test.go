@@ -104,6 +104,24 @@ func TestStatusIDsGiveWayBeforeNames(t *testing.T) {
 	fitsWidth(t, b.String(), 80)
 }
 
+// TestStatusFormatTellsNamesApart: names cut to a width --format gives (name%12) are
+// cut as one column: glue-tvt_qnli and glue-tvt_wnli do not both read …nli.
+func TestStatusFormatTellsNamesApart(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	cols, err := parseFormat("id,name%12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := statusJobs(at)[:2]
+	jobs[0].Name, jobs[1].Name = "glue-tvt_qnli,lr=3e-4,seed=87", "glue-tvt_wnli,lr=3e-4,seed=87"
+	var b strings.Builder
+	jobList{jobs: jobs, now: at, cols: cols}.print(&b)
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 3 || strings.Fields(lines[1])[1] == strings.Fields(lines[2])[1] || !strings.Contains(b.String(), "qnli") {
+		t.Errorf("the two names read alike:\n%s", b.String())
+	}
+}
+
 // TestStatusFormat: --format takes sacct's columns and names, in any case, with a
 // width; START and END as sacct writes them, ELAPSED as [DAYS-]HH:MM:SS up to now for a
 // running job, EXIT the status or signal. A name it does not know is refused with the

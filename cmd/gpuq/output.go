@@ -190,11 +190,16 @@ func (t *fitTable) Flush() error {
 	}
 	widths := t.widths(rows)
 	t.leaveOut(rows, widths)
+	names := t.cutNamesOf(rows, widths)
 	var b strings.Builder
 	for _, r := range rows {
 		var line strings.Builder
 		for i, c := range r[:len(r)-1] {
-			c = t.shorten(i, c, widths[i])
+			if n, ok := names[i][c]; ok {
+				c = n
+			} else {
+				c = t.shorten(i, c, widths[i])
+			}
 			line.WriteString(c + strings.Repeat(" ", widths[i]-ansi.StringWidth(c)+2))
 		}
 		col := ansi.StringWidth(line.String())
@@ -316,6 +321,26 @@ func (t *fitTable) last(r []string, col int) string {
 		return t.shorten(len(r)-1, c, max(room, 1))
 	}
 	return wrap(c, room, strings.Repeat(" ", col))
+}
+
+// cutNamesOf is each aligned column of names' cells cut to its width, as one column
+// (top.CutNames): two names that differ only where a cut would fall stay told apart.
+func (t *fitTable) cutNamesOf(rows [][]string, widths []int) map[int]map[string]string {
+	out := map[int]map[string]string{}
+	for _, col := range t.names {
+		var cells []string
+		for _, r := range rows {
+			if col < len(r)-1 && r[col] != "" {
+				cells = append(cells, r[col])
+			}
+		}
+		cut := top.CutNames(cells, widths[col])
+		out[col] = map[string]string{}
+		for i, c := range cells {
+			out[col][c] = cut[i]
+		}
+	}
+	return out
 }
 
 // shorten cuts cell c of column col to width cells, marking the cut with "…".

@@ -74,3 +74,28 @@ func TestFitTableCutsNoMoreThanItMust(t *testing.T) {
 		}
 	}
 }
+
+// TestFitTableTellsNamesApart: names that a cut would make read alike (glue-tvt_qnli
+// and glue-tvt_wnli both …nli) are cut as one column, each reading as itself.
+func TestFitTableTellsNamesApart(t *testing.T) {
+	table := "JOB\tNAME\tSTATE\n"
+	for i, task := range []string{"qnli", "wnli", "qnli", "wnli"} {
+		table += fmt.Sprintf("glue.%d\tglue-tvt_%s,lr=%de-4,seed=87\tsucceeded\n", i+1, task, 1+i/2*2)
+	}
+	for _, width := range []int{30, 40} {
+		var b strings.Builder
+		tw := newFitTable(&b, width, 1).cutNames(1)
+		fmt.Fprint(tw, table)
+		tw.Flush()
+		fitsWidth(t, b.String(), width)
+		seen := map[string]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n")[1:] {
+			if f := strings.Fields(l); len(f) != 3 || seen[f[1]] {
+				t.Errorf("at %d cells, a name is cut as another's:\n%s", width, b.String())
+				break
+			} else {
+				seen[f[1]] = true
+			}
+		}
+	}
+}

@@ -920,3 +920,93 @@ func TestEventsFollowTheNewestOnceTheSelectedJobEnds(t *testing.T) {
 		t.Errorf("an event selected by a key: %s, then %s", sel, m.sel)
 	}
 }
+
+// TestCutNamesTellApart: names of one column that CutName cuts alike (glue-tvt_qnli and
+// glue-tvt_wnli both …nli) are cut so that each reads as itself, at every width down
+// to where they cannot be, and there as CutName cuts them; names it tells apart
+// already are cut as it cuts them, and identical names stay identical.
+func TestCutNamesTellApart(t *testing.T) {
+	var names []string
+	for _, task := range []string{"glue-tvt_qnli", "glue-tvt_wnli", "glue-tvt_sst2"} {
+		for _, seed := range []string{"87", "88"} {
+			names = append(names, task+",lr=3e-4,seed="+seed)
+		}
+	}
+	names = append(names, names[0]) // the same point twice
+	for width := 4; width <= 30; width++ {
+		got := CutNames(names, width)
+		seen := map[string]string{}
+		for i, n := range names {
+			c := got[i]
+			if w := ansi.StringWidth(c); w > width {
+				t.Errorf("at %d cells %s is %q, %d wide", width, n, c, w)
+			}
+			if prev, dup := seen[c]; dup && prev != n {
+				t.Errorf("at %d cells %s and %s are both %q", width, prev, n, c)
+			}
+			seen[c] = n
+			if strings.Contains(n, "sst2") && c != CutName(n, width) {
+				t.Errorf("at %d cells %s, told apart already, is %q, not %q", width, n, c, CutName(n, width))
+			}
+		}
+		if got[len(names)-1] != got[0] {
+			t.Errorf("at %d cells the same name is cut as %q and %q", width, got[0], got[len(names)-1])
+		}
+	}
+	for _, tt := range []struct {
+		names []string
+		width int
+		want  []string
+	}{
+		// The task keeps its fourth cell from its end, the point its values.
+		{[]string{"glue-tvt_qnli,lr=3e-4,seed=87", "glue-tvt_wnli,lr=3e-4,seed=87"}, 15, []string{"…qnli,3e-4,87", "…wnli,3e-4,87"}},
+		// They differ in a middle that a cut takes: each around where they differ.
+		{[]string{"run-a-very-long-prefix-1-then-a-common-end", "run-a-very-long-prefix-2-then-a-common-end"}, 12, []string{"…fix-1-then…", "…fix-2-then…"}},
+		// Too narrow for the task's end and the seed: the start of either.
+		{[]string{"glue-tvt_qnli,lr=3e-4,seed=87", "glue-tvt_qnli,lr=3e-4,seed=88", "glue-tvt_wnli,lr=3e-4,seed=87", "glue-tvt_wnli,lr=3e-4,seed=88"},
+			4, []string{"…q…7", "…q…8", "…w…7", "…w…8"}},
+	} {
+		if got := CutNames(tt.names, tt.width); !slices.Equal(got, tt.want) {
+			t.Errorf("CutNames(%q, %d) = %q, want %q", tt.names, tt.width, got, tt.want)
+		}
+	}
+	// Too narrow for the task's end, the rate and the seed at once: cut as CutName cuts
+	// them, not into text that tells no more.
+	var three []string
+	for _, task := range []string{"glue-tvt_qnli", "glue-tvt_wnli"} {
+		for _, lr := range []string{"1e-4", "3e-4"} {
+			for _, seed := range []string{"87", "88"} {
+				three = append(three, task+",lr="+lr+",seed="+seed)
+			}
+		}
+	}
+	for i, c := range CutNames(three, 12) {
+		if c != CutName(three[i], 12) {
+			t.Errorf("at 12 cells %s is %q, not %q", three[i], c, CutName(three[i], 12))
+		}
+	}
+}
+
+// TestNamesCutAlikeAreToldApart: two jobs whose names differ only in their tasks'
+// starts (glue-tvt_qnli, glue-tvt_wnli) read differently in the running list and the
+// queue, where a cut to …nli showed them as one.
+func TestNamesCutAlikeAreToldApart(t *testing.T) {
+	ov := sampleOverview(t)
+	ov.Running[0].Name, ov.Running[1].Name = "glue-tvt_qnli,lr=3e-4,seed=87", "glue-tvt_wnli,lr=3e-4,seed=87"
+	ov.Queue[0].Name, ov.Queue[1].Name = "glue-tvt_qnli,lr=1e-4,seed=87", "glue-tvt_wnli,lr=1e-4,seed=87"
+	src := &fakeSource{ov: ov}
+	m := drive(t, asciiModel(src), m0(src)...)
+	for _, width := range []int{60, 80} {
+		m = drive(t, m, tea.WindowSizeMsg{Width: width, Height: 24})
+		v := m.View()
+		names := map[string]string{}
+		for _, l := range strings.Split(v, "\n") {
+			if f := strings.Fields(strings.TrimPrefix(l, ">")); len(f) > 1 && strings.HasPrefix(f[0], "gla.") {
+				names[f[0]] = f[1]
+			}
+		}
+		if len(names) != 5 || names["gla.1"] == names["gla.2"] || names["gla.4"] == names["gla.5"] {
+			t.Errorf("at %d columns the jobs' names %q:\n%s", width, names, v)
+		}
+	}
+}

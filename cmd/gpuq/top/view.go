@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,22 +96,32 @@ func (m model) sections() []section {
 		}
 		return fmt.Sprintf(runFormat, cells...)
 	}
-	var run section
+	// The names are cut as one column, the running jobs' and the queued ones' alike, so
+	// that two that differ only where a cut would fall stay told apart (CutNames).
+	var names []string
 	for _, r := range runs {
+		names = append(names, r.Name)
+	}
+	for _, q := range waits {
+		names = append(names, q.Name)
+	}
+	cut := CutNames(names, nw)
+	var run section
+	for i, r := range runs {
 		st := m.st.jobStyle(r.Job)
 		out := withLatest(r, m.output[r.Job])
 		if r.Held {
 			// It runs on, but is not started again until released (h).
 			out = "held · " + out
 		}
-		text := runLine(w, CutStart(r.Job, w), nw, CutName(r.Name, nw), gw, gpusOf(r), "t"+strconv.Itoa(r.Tier),
+		text := runLine(w, CutStart(r.Job, w), nw, cut[i], gw, gpusOf(r), "t"+strconv.Itoa(r.Tier),
 			elapsed(m.ov.Time.Sub(r.Started)), Gig(r.DeclaredBytes), Gig(r.LearnedBytes), Gig(r.CurrentBytes), UtilText(r.Util, r.UtilUnmeasured), out)
 		run.rows = append(run.rows, row{key: "r/" + r.Job, job: r.Job, text: strings.TrimRight(text, " "), style: &st})
 	}
 	run.title = runLine(w+1, runTitle, nw, "NAME",
 		gw, "GPU", "TIER", "ELAPSED", "DECLARED", "LEARNED", "NOW", "UTIL", "OUTPUT")
 	var queue section
-	for _, q := range waits {
+	for i, q := range waits {
 		state := q.State
 		switch {
 		case state != "":
@@ -120,7 +131,7 @@ func (m model) sections() []section {
 			state = "queued"
 		}
 		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
-			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, CutName(q.Name, nw), state, Gig(q.EstimateBytes), q.Reason)})
+			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, cut[len(runs)+i], state, Gig(q.EstimateBytes), q.Reason)})
 	}
 	queue.title = fmt.Sprintf(queueFormat, w+1, queueTitle, nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")
 	events := section{title: "EVENTS"}
@@ -253,8 +264,13 @@ func CutStart(id string, width int) string {
 // the longest first, down to a letter and "…" (sst2,lea…=1e-4); then its text values
 // (not numbers, nor sizes such as 26GiB) lose their starts, the longest first, down to
 // "…" and three cells (…qnli,l…=1e-4); then the keys left go, the last first
-// (…qnli,1e-4); what is still too long loses its middle.
-func CutName(s string, width int) string {
+// (…qnli,1e-4); what is still too long loses its middle. Names of one column that
+// this cuts alike (glue-qnli and glue-wnli both …nli) are told apart by CutNames.
+func CutName(s string, width int) string { return cutName(s, width, 3) }
+
+// cutName is CutName with the cells of a text value's end that it keeps past "…"
+// (CutName's three) given: more tell apart values that differ before their last three.
+func cutName(s string, width, keep int) string {
 	type part struct {
 		key, val   string
 		keyW, valW int  // as shown; keyW 0 for a part without a key, or whose key went
@@ -299,7 +315,7 @@ func CutName(s string, width int) string {
 		ps[i].keyW--
 		over--
 	}
-	for i := widest(valW, 4, startCut); over > 0 && i >= 0; i = widest(valW, 4, startCut) { // "…" and three cells
+	for i := widest(valW, keep+1, startCut); over > 0 && i >= 0; i = widest(valW, keep+1, startCut) { // "…" and keep cells
 		ps[i].valW--
 		over--
 	}
@@ -321,6 +337,188 @@ func CutName(s string, width int) string {
 		}
 	}
 	return cutMiddle(strings.Join(shown, ","), width)
+}
+
+// CutNames shortens the names of one column to width cells each, as CutName does, but
+// keeps names that it would cut alike told apart: a sweep's glue-qnli and glue-wnli
+// both lose their starts to …nli, and the column would show two jobs as one. Names cut
+// alike keep more of their text values' ends (…qnli, …wnli), as many cells as it
+// takes; where that is not enough (they differ in what is left out whole, or in a
+// middle cut away), each shows where they differ (see around). Where width cells
+// cannot tell them apart, they are cut as CutName cuts them, as identical names are.
+func CutNames(names []string, width int) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = CutName(n, width)
+	}
+	// The names cut alike are cut again together; one of them may then read as a name
+	// CutName cut does, which joins them, until none does or the width cannot.
+	var alike []string
+	for {
+		more := false
+		for _, g := range readAlike(names, out) {
+			for _, n := range g {
+				if !slices.Contains(alike, n) {
+					alike, more = append(alike, n), true
+				}
+			}
+		}
+		if !more {
+			return out
+		}
+		cut, ok := apart(alike, width)
+		if !ok {
+			return out
+		}
+		for i, n := range names {
+			if c, ok := cut[n]; ok {
+				out[i] = c
+			}
+		}
+	}
+}
+
+// readAlike groups the distinct names whose cuts (out, index for index) read the same,
+// in the order they come.
+func readAlike(names, out []string) [][]string {
+	by := map[string][]string{}
+	var order []string
+	for i, n := range names {
+		c := out[i]
+		if !slices.Contains(by[c], n) {
+			if len(by[c]) == 0 {
+				order = append(order, c)
+			}
+			by[c] = append(by[c], n)
+		}
+	}
+	var groups [][]string
+	for _, c := range order {
+		if len(by[c]) > 1 {
+			groups = append(groups, by[c])
+		}
+	}
+	return groups
+}
+
+// apart cuts distinct names to width cells so that they read differently: each as
+// CutName does but keeping more of its text values' ends, or, where no number of
+// cells does, around where they differ; false where neither tells them all apart.
+func apart(names []string, width int) (map[string]string, bool) {
+	longest := 0
+	for _, n := range names {
+		longest = max(longest, ansi.StringWidth(n))
+	}
+	for keep := 4; keep < min(width, longest); keep++ {
+		cut := map[string]string{}
+		for _, n := range names {
+			cut[n] = cutName(n, width, keep)
+		}
+		if distinct(cut) {
+			return cut, true
+		}
+	}
+	cut := around(names, width)
+	return cut, distinct(cut)
+}
+
+// distinct reports whether no two names are cut alike.
+func distinct(cut map[string]string) bool {
+	seen := map[string]bool{}
+	for _, c := range cut {
+		if seen[c] {
+			return false
+		}
+		seen[c] = true
+	}
+	return true
+}
+
+// around cuts distinct names to width cells around where they differ: what lies
+// between the start they all share and the end they all share, with as much of either
+// as fits, "…" for the rest; where that is too long, it loses its middle. Those that
+// still read the same share more of their start or end, and are cut again around
+// where they differ in turn (which may make them read as others do: see apart).
+func around(names []string, width int) map[string]string {
+	pre, suf := common(names)
+	cut := map[string]string{}
+	by := map[string][]string{}
+	for _, n := range names {
+		r := []rune(n)
+		c := span(r, pre, len(r)-suf, width)
+		cut[n] = c
+		by[c] = append(by[c], n)
+	}
+	for _, same := range by {
+		if p, s := common(same); len(same) > 1 && (p > pre || s > suf) {
+			maps.Copy(cut, around(same, width))
+		}
+	}
+	return cut
+}
+
+// span is r[a:b] in width cells, widened by what is around it while it fits, or
+// losing its middle where it does not; "…" marks what is left out before and after.
+func span(r []rune, a, b, width int) string {
+	cells := func(a, b int) int {
+		n := ansi.StringWidth(string(r[a:b]))
+		if a > 0 {
+			n++
+		}
+		if b < len(r) {
+			n++
+		}
+		return n
+	}
+	show := func(a, b int, mid string) string {
+		if a > 0 {
+			mid = "…" + mid
+		}
+		if b < len(r) {
+			mid += "…"
+		}
+		return mid
+	}
+	if cells(a, b) > width {
+		room := width - (cells(a, b) - ansi.StringWidth(string(r[a:b])))
+		if room < 1 {
+			return ansi.Truncate(string(r), width, "…")
+		}
+		return show(a, b, cutMiddle(string(r[a:b]), room))
+	}
+	for grew := true; grew; {
+		grew = false
+		if b < len(r) && cells(a, b+1) <= width {
+			b, grew = b+1, true
+		}
+		if a > 0 && cells(a-1, b) <= width {
+			a, grew = a-1, true
+		}
+	}
+	return show(a, b, string(r[a:b]))
+}
+
+// common is how many runes all of names begin with, and how many of the rest they all
+// end with.
+func common(names []string) (pre, suf int) {
+	rs := make([][]rune, len(names))
+	short := -1
+	for i, n := range names {
+		rs[i] = []rune(n)
+		if short < 0 || len(rs[i]) < short {
+			short = len(rs[i])
+		}
+	}
+	same := func(at func(r []rune) rune) bool {
+		return !slices.ContainsFunc(rs, func(r []rune) bool { return at(r) != at(rs[0]) })
+	}
+	for pre < short && same(func(r []rune) rune { return r[pre] }) {
+		pre++
+	}
+	for suf < short-pre && same(func(r []rune) rune { return r[len(r)-1-suf] }) {
+		suf++
+	}
+	return pre, suf
 }
 
 // cutMiddle shortens s to width cells by its middle, marked with "…".
