@@ -107,13 +107,37 @@ func newModel(opts Options, r *lipgloss.Renderer) model {
 	f.Prompt = "/"
 	f.Cursor.SetMode(cursor.CursorStatic)
 	c := textinput.New()
-	c.Prompt = "drain or undrain GPU: "
+	c.Prompt = drainPrompts[0]
 	c.CharLimit = 140 // a worker's name (128 at most), a colon, an index
 	c.Cursor.SetMode(cursor.CursorStatic)
 	h := help.New()
 	h.ShortSeparator = "  "
-	return model{opts: opts, st: newStyles(r), filter: f, card: c, help: h, output: map[string]string{},
+	m := model{opts: opts, st: newStyles(r), filter: f, card: c, help: h, output: map[string]string{},
 		width: 80, height: 24}
+	m.fitPrompts()
+	return m
+}
+
+// drainPrompts ask for the card to drain, the shortest last: a narrow screen takes the
+// first that leaves room to type a card's name.
+var drainPrompts = []string{"drain or undrain GPU: ", "(un)drain GPU: ", "GPU: "}
+
+// fitPrompts fits the prompts to the screen's width: what is typed scrolls within the
+// line, so that its end and the cursor stay in view (a line cut at the screen's edge
+// hid what was typed past it).
+func (m *model) fitPrompts() {
+	m.card.Prompt = drainPrompts[len(drainPrompts)-1]
+	for _, p := range drainPrompts {
+		if m.width-len(p) > 12 {
+			m.card.Prompt = p
+			break
+		}
+	}
+	for _, in := range []*textinput.Model{&m.filter, &m.card} {
+		// The cursor takes a cell past the text.
+		in.Width = max(m.width-lipgloss.Width(in.Prompt)-1, 1)
+		in.SetCursor(in.Position())
+	}
 }
 
 // Messages.
@@ -171,6 +195,7 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if atEnd {
 			m.logs.GotoBottom()
 		}
+		m.fitPrompts()
 		return m, nil
 	case tickMsg:
 		cmds := []tea.Cmd{m.fetch()}

@@ -1010,3 +1010,44 @@ func TestNamesCutAlikeAreToldApart(t *testing.T) {
 		}
 	}
 }
+
+// TestAPromptStaysInView: a prompt open on a terminal too small for top's view (too few
+// rows for the cards, or too narrow for the line) keeps the last line, with what is
+// typed and the keys it takes in view: a cancel's y, a card's name, a filter's end;
+// and so does what came of it. Top's view hid them, and keys went where nobody saw.
+func TestAPromptStaysInView(t *testing.T) {
+	last := func(m model) string {
+		lines := strings.Split(m.View(), "\n")
+		if len(lines) != m.height {
+			t.Errorf("%dx%d: %d lines", m.width, m.height, len(lines))
+		}
+		for i, l := range lines {
+			if w := ansi.StringWidth(l); w > m.width {
+				t.Errorf("%dx%d: line %d is %d wide: %q", m.width, m.height, i+1, w, l)
+			}
+		}
+		return strings.TrimRight(lines[len(lines)-1], " ")
+	}
+	for _, tc := range []struct {
+		width, height int
+		keys          []string
+		want          string // the last line's end
+	}{
+		{80, 5, []string{"c"}, "cancel gla.1? a running trainer is stopped (y/n)"},
+		{80, 1, []string{"c"}, "cancel gla.1? a running trainer is stopped (y/n)"},
+		{30, 24, []string{"c"}, "cancel gla.1? (y/n)"},
+		{16, 3, []string{"c"}, "cancel …1? (y/n)"},
+		{80, 5, []string{"c", "y"}, "gla.1: cancelled"},
+		{80, 5, []string{"d", "gpu-node-12:3"}, "drain or undrain GPU: gpu-node-12:3"},
+		{30, 5, []string{"d", "gpu-node-12:3"}, "(un)drain GPU: gpu-node-12:3"},
+		{20, 2, []string{"/", "glue-tvt_qnli,learning_rate"}, "qnli,learning_rate"},
+	} {
+		src := &fakeSource{ov: sampleOverview(t)}
+		m := drive(t, asciiModel(src), m0(src)...)
+		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: tc.height})
+		m = drive(t, m, keysOf(tc.keys...)...)
+		if got := last(m); !strings.HasSuffix(got, tc.want) {
+			t.Errorf("%dx%d after %q: the last line is %q, want it to end %q:\n%s", tc.width, tc.height, tc.keys, got, tc.want, m.View())
+		}
+	}
+}

@@ -687,7 +687,9 @@ func (m model) listLines() int {
 }
 
 // tooSmall is the screen where it has fewer rows than the need of a view: the title,
-// and that it is too small, in as many of its rows as there are.
+// and that it is too small, in as many of its rows as there are. An open prompt, or
+// the answer to one, keeps the last row whatever else goes: what the user types, and
+// what came of it, must be seen (a cancel asked for its y out of sight).
 func (m model) tooSmall(need int) string {
 	said := fmt.Sprintf("too small: top needs %d rows here, the terminal has %d", need, m.height)
 	lines := []string{m.header(), m.st.warn.Render(said)}
@@ -695,6 +697,9 @@ func (m model) tooSmall(need int) string {
 		lines = append(lines, "")
 	}
 	lines = lines[:m.height]
+	if m.asking() || m.status != "" {
+		lines[len(lines)-1] = m.footer()
+	}
 	for i, l := range lines {
 		lines[i] = fit(l, m.width)
 	}
@@ -835,7 +840,7 @@ func (m model) footer() string {
 	case draining:
 		return m.card.View()
 	case confirming:
-		return m.st.warn.Render(fmt.Sprintf("cancel %s? a running trainer is stopped (y/n)", m.doomed))
+		return m.st.warn.Render(m.confirmText())
 	}
 	if m.status != "" {
 		return m.status
@@ -845,6 +850,27 @@ func (m model) footer() string {
 	}
 	m.help.Width = m.width
 	return m.help.ShortHelpView(keys.ShortHelp())
+}
+
+// asking reports whether a prompt is open: the filter, the card to drain, a cancel's
+// confirmation.
+func (m model) asking() bool {
+	return m.mode == filtering || m.mode == draining || m.mode == confirming
+}
+
+// confirmText asks whether to cancel the job, in the width there is: the question and
+// its keys before why it is asked, and the job's id losing its start before the keys
+// go (a line cut at its end hid the "(y/n)").
+func (m model) confirmText() string {
+	whole := fmt.Sprintf("cancel %s? a running trainer is stopped (y/n)", m.doomed)
+	short := fmt.Sprintf("cancel %s? (y/n)", m.doomed)
+	switch {
+	case m.width <= 0 || ansi.StringWidth(whole) <= m.width:
+		return whole
+	case ansi.StringWidth(short) <= m.width:
+		return short
+	}
+	return fmt.Sprintf("cancel %s? (y/n)", CutStart(m.doomed, max(m.width-len("cancel ? (y/n)"), 2)))
 }
 
 // cardLine is a card on one line: its memory as a bar split by holder, then used and
