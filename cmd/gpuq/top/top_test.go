@@ -403,29 +403,42 @@ func TestTheSelectedRowIsAlwaysDrawn(t *testing.T) {
 	}
 }
 
-// TestALongJobIDLosesItsStart: an id longer than the job column loses its start, as
-// the README says ("…long-name.12"), so that every column stays under its header.
+// TestALongJobIDLosesItsStart: an id longer than the screen has room for loses its
+// start, as the README says ("…long-name.12"), so that every column stays under its
+// header; a screen with room shows it whole (the column stopped at 20 cells however
+// wide the screen), and the declared and learned memory do not give way to its start.
 func TestALongJobIDLosesItsStart(t *testing.T) {
+	const id = "ux2-with-a-rather-long-sweep-name.3"
 	ov := sampleOverview(t)
-	ov.Running[1].Job = "ux2-with-a-rather-long-sweep-name.3"
+	ov.Running[1].Job = id
 	src := &fakeSource{ov: ov}
 	m := drive(t, asciiModel(src), m0(src)...)
-	m = drive(t, m, tea.WindowSizeMsg{Width: 200, Height: 50})
-	var header, line string
-	for _, l := range strings.Split(m.View(), "\n") {
-		switch {
-		case strings.Contains(l, "RUNNING"):
-			header = l
-		case strings.Contains(l, "sweep-name.3"):
-			line = l
+	for _, tc := range []struct {
+		width  int
+		shown  string // the id as shown
+		memory bool   // DECLARED and LEARNED shown
+	}{
+		{200, id, true},
+		{100, "…-rather-long-sweep-name.3", true},
+		{80, "…ther-long-sweep-name.3", false},
+	} {
+		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: 50})
+		var header, line string
+		for _, l := range strings.Split(m.View(), "\n") {
+			switch {
+			case strings.Contains(l, "RUNNING"):
+				header = l
+			case strings.Contains(l, "sweep-name.3"):
+				line = l
+			}
 		}
-	}
-	if !strings.Contains(line, " …r-long-sweep-name.3 ") || strings.Contains(line, "ux2-with") {
-		t.Errorf("the long id's line: %q", line)
-	}
-	cell := func(s, sub string) int { return ansi.StringWidth(s[:max(0, strings.Index(s, sub))]) }
-	if h, l := cell(header, "NAME"), cell(line, "sst2,seed=87"); h == 0 || h != l {
-		t.Errorf("NAME at cell %d, the name at %d:\n%s\n%s", h, l, header, line)
+		if !strings.Contains(line, " "+tc.shown+" ") || strings.Contains(header, "DECLARED") != tc.memory {
+			t.Errorf("at %d columns, want the id as %q and the memory %v:\n%s\n%s", tc.width, tc.shown, tc.memory, header, line)
+		}
+		cell := func(s, sub string) int { return ansi.StringWidth(s[:max(0, strings.Index(s, sub))]) }
+		if h, l := cell(header, "NAME"), cell(line, "sst2,seed=87"); h == 0 || h != l {
+			t.Errorf("at %d columns, NAME at cell %d, the name at %d:\n%s\n%s", tc.width, h, l, header, line)
+		}
 	}
 }
 

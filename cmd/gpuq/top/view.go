@@ -199,10 +199,11 @@ func UtilText(u *float64, unmeasured bool) string {
 // screen at most half of what a running job's line leaves past its other columns (its
 // output needs the rest) and at most 24 cells; names longer lose their keys before
 // their values (CutName). Where the declared and learned memory would cut the names
-// (ssh's 80 columns), they give way (narrow): names tell the points apart, and gpuq
-// status ID shows each attempt's estimate and peak. Then ids give way, losing their
-// start (GiveWay, as gpuq status's and run's tables do): a sweep's jobs share it, and
-// the names are what tell them apart.
+// beside ids cut to least (ssh's 80 columns), they give way (narrow): names tell the
+// points apart, and gpuq status ID shows each attempt's estimate and peak. Then ids
+// give way, losing their start (GiveWay, as gpuq status's and run's tables do): a
+// sweep's jobs share it, and the names are what tell them apart; an id takes what the
+// screen has left, whole where it fits.
 func (m model) idNameWidths(w, least, gw int) (idWidth, nameWidth int, narrow bool) {
 	n := 4
 	for _, r := range m.ov.Running {
@@ -217,7 +218,7 @@ func (m model) idNameWidths(w, least, gw int) (idWidth, nameWidth int, narrow bo
 	want := min(n, 24)
 	fits := func(w, fixed int) int { return max(min(want, (m.width-w-gw-fixed)/2), 4) }
 	fixed := runFixed
-	if fits(w, runFixed) < want {
+	if fits(min(w, least), runFixed) < want {
 		fixed, narrow = runNarrowFixed, true
 	}
 	// The name is whole where w + gw + fixed + 2*want fit the screen.
@@ -549,8 +550,9 @@ func eventText(e api.Event) string {
 	return e.Time.Format("15:04:05") + " " + scheduler.Event(e).Text()
 }
 
-// jobWidth is the width of the job column: the longest id shown, within limits (a
-// longer one loses its start, see CutStart).
+// jobWidth is the width of the job column: the longest id shown, at least 8 cells. A
+// screen without room for it narrows the column (idNameWidths), and the longer ids
+// lose their start (CutStart); one with room shows them whole.
 func jobWidth(ov api.Overview) int {
 	w := 8
 	for _, r := range ov.Running {
@@ -559,7 +561,7 @@ func jobWidth(ov api.Overview) int {
 	for _, q := range ov.Queue {
 		w = max(w, len(q.Job))
 	}
-	return min(w, 20)
+	return w
 }
 
 // selectable lists the keys of the rows that can be selected, in order.
