@@ -131,7 +131,12 @@ type fitTable struct {
 	// give way before their values (see top.CutName).
 	names []int
 	drop  []int // columns left out whole, in this order, where the table does not fit
-	buf   bytes.Buffer
+	// squeeze are columns left out whole, in this order, after drop, where the table
+	// does not fit even with the columns of cut at their least, names with their
+	// values whole (valuesWhole, as fits asks).
+	squeeze     []int
+	valuesWhole bool
+	buf         bytes.Buffer
 	// What Flush left out: the columns dropped, and whether the last column had no
 	// room (see leaveOut).
 	dropped  []int
@@ -166,6 +171,16 @@ func (t *fitTable) dropping(cols ...int) *fitTable {
 	return t
 }
 
+// squeezing makes the columns cols left out whole, one by one in this order, after
+// those of dropping, while the table does not fit even with the columns of cut at their
+// least, its names cut no further than their keys: what a narrow terminal (60 columns,
+// 40) has no room for beside the values that tell the rows apart. Column numbers stay
+// those of the table as written.
+func (t *fitTable) squeezing(cols ...int) *fitTable {
+	t.squeeze = cols
+	return t
+}
+
 // hid reports whether the last Flush left out column col (as written): dropped, or, as
 // the last column, without room for its values.
 func (t *fitTable) hid(col, last int) bool {
@@ -183,7 +198,13 @@ func (t *fitTable) Flush() error {
 	t.buf.Reset()
 	t.dropped, t.leftLast = nil, false
 	for _, c := range t.drop {
-		if t.width <= 0 || t.fits(rows) {
+		if t.width <= 0 || t.fits(rows, false) {
+			break
+		}
+		rows = t.without(rows, c)
+	}
+	for _, c := range t.squeeze {
+		if t.width <= 0 || t.fits(rows, true) {
 			break
 		}
 		rows = t.without(rows, c)
@@ -209,12 +230,17 @@ func (t *fitTable) Flush() error {
 	return err
 }
 
-// fits reports whether rows fit the width with every value whole: a column of short
-// values gives way before long ones are cut. A last cell may be left out where it may
-// be cut, or wrap where not.
-func (t *fitTable) fits(rows [][]string) bool {
+// fits reports whether rows fit the width with every value whole, or, cut, with the
+// columns of cut shortened to their least, names no further than their keys (their
+// values whole, see top.ValuesWidth): a column of short values gives way before long
+// ones are cut, and before names lose their values. A last cell may be left out where
+// it may be cut, or wrap where not.
+func (t *fitTable) fits(rows [][]string, cut bool) bool {
 	whole := *t
-	whole.width = 0
+	whole.valuesWhole = cut
+	if !cut {
+		whole.width = 0
+	}
 	widths := whole.widths(rows)
 	for _, r := range rows {
 		n := len(r) - 1
@@ -291,7 +317,18 @@ func (t *fitTable) widths(rows [][]string) []int {
 		}
 		over = max(over, sum(widths[:i])+gaps+lasts[i]-t.width)
 	}
-	top.GiveWay(widths, t.cut, func(c int) int { return max(ansi.StringWidth(rows[0][min(c, len(rows[0])-1)]), minCut) }, over)
+	least := func(c int) int {
+		l := max(ansi.StringWidth(rows[0][min(c, len(rows[0])-1)]), minCut)
+		if t.valuesWhole && slices.Contains(t.names, c) {
+			for _, r := range rows[1:] {
+				if c < len(r) {
+					l = max(l, top.ValuesWidth(r[c]))
+				}
+			}
+		}
+		return l
+	}
+	top.GiveWay(widths, t.cut, least, over)
 	return widths
 }
 

@@ -551,7 +551,9 @@ func attemptProcs(root string) []int {
 // TestSummaryFitsTheTerminal: gpuq run's summary names each job beside its id, and on
 // an 80-column terminal fits it (the effective batch, the estimate, the exit status and
 // the tier give way, the names stay whole) and wraps why a job failed; piped, every
-// value is whole.
+// value is whole. At 60 and 40 columns it fits too (it overflowed below about 70): the
+// peak, what a tier changed and the job's state give way to the ids, the names and
+// each attempt's outcome, and the counts break between counts.
 func TestSummaryFitsTheTerminal(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	one, eb := 1, int64(32)
@@ -577,7 +579,7 @@ func TestSummaryFitsTheTerminal(t *testing.T) {
 	for _, tc := range []struct {
 		file  string
 		width int
-	}{{"summary.txt", 0}, {"summary_80.txt", 80}} {
+	}{{"summary.txt", 0}, {"summary_80.txt", 80}, {"summary_60.txt", 60}, {"summary_40.txt", 40}} {
 		var b strings.Builder
 		printSummary(&b, sum, tc.width)
 		schedtest.Golden(t, tc.file, b.String())

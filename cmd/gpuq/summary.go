@@ -41,10 +41,13 @@ func sizeOrDash(b int64) string {
 // number and its card, then the exit status (OUTCOME, and the lines after the table for
 // a failed job, say how it ended) and the tier (CHANGED spells it out); then ids lose
 // their start and what a tier changed its end; names last, their keys before their
-// values (see top.CutName).
+// values (see top.CutName). Narrower still (60 columns, 40), the peak, then what a tier
+// changed, then the job's state go (each attempt's OUTCOME tells how it ended, the
+// counts and the lines after the table how the jobs did), leaving the id, the name
+// and each attempt's outcome.
 func printSummary(w io.Writer, sum api.SweepSummary, width int) {
 	fmt.Fprintln(w)
-	tw := newFitTable(w, width, 0, 6, 1).cutStarts(0).cutNames(1).dropping(7, 8, 3, 4, 11, 5)
+	tw := newFitTable(w, width, 0, 6, 1).cutStarts(0).cutNames(1).dropping(7, 8, 3, 4, 11, 5).squeezing(9, 6, 2)
 	fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tATTEMPT\tGPU\tTIER\tCHANGED\tEFF. BATCH\tESTIMATE\tPEAK\tOUTCOME\tEXIT")
 	for _, j := range sum.Jobs {
 		for i, a := range j.Attempts {
@@ -64,12 +67,13 @@ func printSummary(w io.Writer, sum api.SweepSummary, width int) {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%s: %d succeeded, %d failed, %d cancelled", sum.Sweep,
+	counts := fmt.Sprintf("%s: %d succeeded, %d failed, %d cancelled", sum.Sweep,
 		sum.Counts[string(state.JobSucceeded)], sum.Counts[string(state.JobFailed)], sum.Counts[string(state.JobCancelled)])
 	if n := sum.Counts[string(state.JobStopped)]; n > 0 {
-		fmt.Fprintf(w, ", %d stopped early (their points were losing)", n)
+		counts += fmt.Sprintf(", %d stopped early (their points were losing)", n)
 	}
-	fmt.Fprintln(w)
+	// Broken between counts, not inside one, where the terminal is narrow.
+	fmt.Fprintln(w, "\n"+wrapItems(counts, width))
 	line := func(indent, text string) {
 		fmt.Fprintln(w, indent+wrap(text, width-len(indent)-2, indent+"  "))
 	}

@@ -1064,3 +1064,25 @@ func TestAPromptStaysInView(t *testing.T) {
 		}
 	}
 }
+
+// TestValuesWidth: ValuesWidth is the width at which CutName has cut a name's keys and
+// no value yet.
+func TestValuesWidth(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		want string // CutName's cut at ValuesWidth
+	}{
+		{"glue-tvt_qnli,seed=87", "glue-tvt_qnli,s…=87"},
+		{"task=sst2,learning_rate=1e-4", "sst2,l…=1e-4"},
+		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", "rte,l…=1e-3,26GiB"},
+		{"learning_rate=1e-3,seed", "l…=1e-3,seed"},
+		{"sst2,seed=1", "sst2,s…=1"},
+		{"task=rte,lr=1e-3", "rte,lr=1e-3"},
+		{"sst2", "sst2"},
+	} {
+		w := ValuesWidth(tt.name)
+		if got := CutName(tt.name, w); got != tt.want || ansi.StringWidth(got) != w {
+			t.Errorf("ValuesWidth(%q) = %d, where CutName cuts it to %q; want %q", tt.name, w, got, tt.want)
+		}
+	}
+}

@@ -269,6 +269,27 @@ func CutStart(id string, width int) string {
 // this cuts alike (glue-qnli and glue-wnli both …nli) are told apart by CutNames.
 func CutName(s string, width int) string { return cutName(s, width, 3) }
 
+// ValuesWidth is the fewest cells CutName cuts a name or point to with every value of
+// it whole: the keys of its text values gone, the others down to a letter and "…"
+// (glue-sst2,l…=1e-4); its width where that is less. A table gives way elsewhere
+// before its names lose their values.
+func ValuesWidth(s string) int {
+	w := ansi.StringWidth(s)
+	n := strings.Count(s, ",")
+	for _, p := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			n += ansi.StringWidth(p)
+			continue
+		}
+		n += ansi.StringWidth(v)
+		if _, err := strconv.ParseFloat(v, 64); err == nil {
+			n += min(ansi.StringWidth(k), 2) + 1 // the key, to a letter and "…", and "="
+		}
+	}
+	return min(w, n)
+}
+
 // cutName is CutName with the cells of a text value's end that it keeps past "…"
 // (CutName's three) given: more tell apart values that differ before their last three.
 func cutName(s string, width, keep int) string {
