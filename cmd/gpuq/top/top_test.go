@@ -1086,3 +1086,16 @@ func TestValuesWidth(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCutNamesAlike cuts a column of 10,000 names that a cut reads alike (they
+// differ only at their start): top cuts every queued job's name each time it draws,
+// and a daemon may hold 100,000. Its time grows with the names, not their square.
+func BenchmarkCutNamesAlike(b *testing.B) {
+	names := make([]string, 10000)
+	for i := range names {
+		names[i] = fmt.Sprintf("x%05dabc_glue_task_name", i)
+	}
+	for b.Loop() {
+		CutNames(names, 12)
+	}
+}

@@ -376,11 +376,13 @@ func CutNames(names []string, width int) []string {
 	// The names cut alike are cut again together; one of them may then read as a name
 	// CutName cut does, which joins them, until none does or the width cannot.
 	var alike []string
+	in := map[string]bool{} // the names in alike: a sweep's thousands may read alike
 	for {
 		more := false
 		for _, g := range readAlike(names, out) {
 			for _, n := range g {
-				if !slices.Contains(alike, n) {
+				if !in[n] {
+					in[n] = true
 					alike, more = append(alike, n), true
 				}
 			}
@@ -404,15 +406,18 @@ func CutNames(names []string, width int) []string {
 // in the order they come.
 func readAlike(names, out []string) [][]string {
 	by := map[string][]string{}
+	seen := map[string]bool{} // a name comes once in a group, however often it is listed
 	var order []string
 	for i, n := range names {
-		c := out[i]
-		if !slices.Contains(by[c], n) {
-			if len(by[c]) == 0 {
-				order = append(order, c)
-			}
-			by[c] = append(by[c], n)
+		if seen[n] {
+			continue
 		}
+		seen[n] = true
+		c := out[i]
+		if len(by[c]) == 0 {
+			order = append(order, c)
+		}
+		by[c] = append(by[c], n)
 	}
 	var groups [][]string
 	for _, c := range order {
