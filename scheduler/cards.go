@@ -114,15 +114,40 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 // headroom, up to half of it (pack.CardState.IdleUse): else a job whose estimate is
 // within a card's room but above what the card has free idle (22.7 GiB on a 24 GiB
 // card with 1 GiB of headroom and 0.6 GiB in use idle) would fit no card, and wait for
-// ever while cards were kept for it.
+// ever while cards were kept for it. What it learns the store keeps (see saveIdle).
 func (e *Engine) idleUse(out []pack.CardState) {
 	for i := range out {
 		c := &e.cards[i]
 		if out[i].Running == 0 && len(c.Processes) == 0 && c.Fault == "" && c.Used >= 0 && (e.idleAt[i] < 0 || c.Used < e.idleAt[i]) {
 			e.idleAt[i] = c.Used
-			e.idle[c.ID()] = c.Used
+			e.idle[c.ID()] = state.IdleUse{Worker: c.Worker, GPU: c.Index, UUID: c.UUID, Total: c.Total, Used: c.Used}
+			e.idleLearned++
 		}
 		out[i].IdleUse = max(e.idleAt[i], 0)
+	}
+}
+
+// saveIdle writes what idleUse learned of the cards that the store does not hold yet,
+// so that a daemon started again counts each card's idle use at once: with every card
+// busy, a job that fits a card only once its idle use is counted would wait until one
+// happened to go idle. It writes only when a card's least changed, which is seldom (a
+// card's first idle reading, and a lower one), not each round.
+func (e *Engine) saveIdle() {
+	if e.idleLearned == 0 {
+		return
+	}
+	stored := e.store.Latest().IdleUses()
+	var learned []*state.IdleUse
+	for i, c := range e.cards {
+		if e.idleAt[i] < 0 {
+			continue
+		}
+		if u := e.idle[c.ID()]; stored[c.ID()] == nil || *stored[c.ID()] != u {
+			learned = append(learned, &u)
+		}
+	}
+	if len(learned) == 0 || e.put(state.Change{IdleUses: learned}) == nil {
+		e.idleLearned = 0 // else tried again at the next round
 	}
 }
 

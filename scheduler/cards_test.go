@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -285,4 +286,117 @@ func TestIdleUseIsWithinTheHeadroom(t *testing.T) {
 		runsOn(t, e, st, "t.3", []int{0})
 		runsOn(t, e, st, "t.4", []int{0})
 	})
+}
+
+// idleUsesWritten is a journal's file that counts the records that put what was
+// learned of cards' idle use.
+type idleUsesWritten struct {
+	state.JournalFile
+	n *int
+}
+
+func (f idleUsesWritten) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), `"idle_uses":`) {
+		*f.n++
+	}
+	return f.JournalFile.Write(b)
+}
+
+// TestIdleUseIsKeptAcrossARestart: what a card uses idle, learned before a restart,
+// counts after it at once, though every card is busy then and none has been read idle
+// since: a 12.7 GiB job starts beside a 10 GiB one on a 24 GiB card with 1 GiB of
+// headroom, which it fits only with the card's 0.6 GiB idle use counted within the
+// headroom (12.9 GiB free, not 12.4). It is written when first learned and when it is
+// less, not at each round. Another card in its place (another UUID, or the same with
+// other memory) is not counted so until it is read idle itself.
+func TestIdleUseIsKeptAcrossARestart(t *testing.T) {
+	const idle = 600 << 20
+	card := gpu.Card{Index: 0, UUID: "GPU-5a3e", Total: 24 * gib, Used: idle}
+	busy := func(c gpu.Card) gpu.Card {
+		c.Processes, c.Used = []gpu.Process{{PID: 101, Used: 10 * gib}}, idle+10*gib
+		return c
+	}
+	engine := func(st *state.Store, cards *[]gpu.Card) *Engine {
+		return NewEngine(st, cardsInventory{cards}, &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{101: "x.1/1"}},
+			newFakeClock(), Config{Slots: []int{2}, Headroom: plans.Headroom{Bytes: gib}, UtilTarget: memoryAlone}, nil)
+	}
+	submit := func(t *testing.T, st *state.Store, doc string, limit state.Limit) {
+		t.Helper()
+		sw, err := plans.DecodeSweep("m.yaml", []byte(doc), plans.Overrides{})
+		must(t, err)
+		must(t, st.Submit(&state.Submission{Sweep: sw, Limit: limit}))
+	}
+	// ranBefore is the state of a daemon that read card idle, started x.1 on it, and
+	// stopped; written is how many of its records put idle uses.
+	ranBefore := func(t *testing.T) (dir string, written int) {
+		t.Helper()
+		dir = t.TempDir()
+		st := journaled(t, dir)
+		st.WrapJournal(func(f state.JournalFile) state.JournalFile { return idleUsesWritten{f, &written} })
+		cards := []gpu.Card{card}
+		e := engine(st, &cards)
+		submit(t, st, "name: x\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\nmax_running: 1\n", nil)
+		round(t, e)
+		cards[0] = busy(card)
+		for range 3 {
+			round(t, e)
+		}
+		if j := st.View().Job("x.1"); j.State != state.JobRunning {
+			t.Fatalf("x.1 is %s, want running", j.State)
+		}
+		must(t, st.Close())
+		return dir, written
+	}
+	big := "name: y\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 12.7GiB\n"
+
+	t.Run("the same card", func(t *testing.T) {
+		dir, written := ranBefore(t)
+		if written != 1 {
+			t.Errorf("%d records put idle uses, want the one that learned it", written)
+		}
+		st := journaled(t, dir)
+		if u := st.View().IdleUses()[plans.CardID{Index: 0}]; u == nil || *u != (state.IdleUse{GPU: 0, UUID: card.UUID, Total: card.Total, Used: idle}) {
+			t.Fatalf("the idle use kept: %+v", u)
+		}
+		cards := []gpu.Card{busy(card)}
+		e := engine(st, &cards)
+		submit(t, st, big, nil)
+		round(t, e)
+		if j := st.View().Job("y.1"); j.State != state.JobRunning {
+			r, d, _ := e.why("y.1")
+			t.Errorf("y.1 is %s, want running beside x.1 (why: %s: %s)", j.State, r, d)
+		}
+		// Read idle at less, it is learned again, and kept.
+		cards[0] = card
+		cards[0].Used = idle / 2
+		submit(t, st, "name: z\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 1GiB\n", state.Limit{5: 1}) // waits for card 5: rounds pack
+		e.apply(Exit{Attempt: "x.1/1", Outcome: plans.Success})
+		e.apply(Exit{Attempt: "y.1/1", Outcome: plans.Success})
+		e.cfg.Settle = time.Nanosecond
+		e.clock.(*fakeClock).now = e.clock.Now().Add(time.Minute)
+		round(t, e)
+		round(t, e)
+		if j := st.View().Job("z.1"); j.State != state.JobQueued {
+			t.Fatalf("z.1 is %s, want queued for card 5", j.State)
+		}
+		if u := st.View().IdleUses()[plans.CardID{Index: 0}]; u == nil || u.Used != idle/2 {
+			t.Errorf("the idle use kept once read less: %+v, want %d", u, idle/2)
+		}
+	})
+	for _, other := range []gpu.Card{
+		{Index: 0, UUID: "GPU-77c1", Total: card.Total},
+		{Index: 0, UUID: card.UUID, Total: card.Total + 256<<20}, // 12.65 GiB free without its idle use counted
+	} {
+		t.Run(fmt.Sprintf("another card %s of %s", other.UUID, plans.FormatSize(other.Total)), func(t *testing.T) {
+			dir, _ := ranBefore(t)
+			st := journaled(t, dir)
+			cards := []gpu.Card{busy(other)}
+			e := engine(st, &cards)
+			submit(t, st, big, nil)
+			round(t, e)
+			if j := st.View().Job("y.1"); j.State != state.JobQueued {
+				t.Errorf("y.1 is %s, want queued: the card in card 0's place was never read idle", j.State)
+			}
+		})
+	}
 }

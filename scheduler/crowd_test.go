@@ -222,7 +222,9 @@ func TestFollowedIsTheCrowdOfEach(t *testing.T) {
 // TestPositionsFollowTheCards: a crowd's cards are found among the round's again once
 // the cards read are others, or in another order.
 func TestPositionsFollowTheCards(t *testing.T) {
-	e := &Engine{crowds: newCrowds(), cardPos: map[plans.CardID]int{}, workerAt: map[string]int{}}
+	st, err := state.NewStore() // placeCards reads what it kept of cards
+	must(t, err)
+	e := &Engine{store: st, crowds: newCrowds(), cardPos: map[plans.CardID]int{}, workerAt: map[string]int{}}
 	read := func(cards ...gpu.Card) {
 		e.cards = cards
 		e.placeCards()

@@ -217,10 +217,12 @@ type Engine struct {
 	// job's share of a card by (see state.Queue.SetCards).
 	largest int64
 	// idle is the least NVML counted as used on each card of the reading with nothing
-	// on it (see idleUse), and idleAt the same by the card's position (-1: not read
-	// idle yet).
-	idle   map[plans.CardID]int64
-	idleAt []int64
+	// on it (see idleUse), with the card it was learned of, and idleAt the same by the
+	// card's position (-1: not read idle yet). idleLearned counts what was learned
+	// since the store last kept it (see saveIdle).
+	idle        map[plans.CardID]state.IdleUse
+	idleAt      []int64
+	idleLearned int
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership
@@ -317,7 +319,7 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 		cfg.LearnAfter = 5 * time.Minute
 	}
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
-		tell: events, owners: &ownership{}, ownersWere: &ownership{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{}, workerAt: map[string]int{}, idle: map[plans.CardID]int64{},
+		tell: events, owners: &ownership{}, ownersWere: &ownership{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{}, workerAt: map[string]int{}, idle: map[plans.CardID]state.IdleUse{},
 		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), reads: make(chan func()), stopped: make(chan struct{}),
 		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}, heard: heard}
 	e.events = func(ev Event) {

@@ -76,6 +76,7 @@ func (e *Engine) schedule() error {
 	e.failTooLarge()
 	if writes {
 		e.settleAfter()
+		defer e.saveIdle() // what this round's packing learns too
 	}
 	view := e.store.Latest()
 	smallest, _, ok := e.store.Queue().Extremes()
@@ -158,17 +159,28 @@ func (e *Engine) placeCards() {
 	e.cardsRead++
 	e.largest = 0
 	e.idleAt = slices.Grow(e.idleAt[:0], len(e.cards))
-	idle := make(map[plans.CardID]int64, len(e.cards))
+	idle := make(map[plans.CardID]state.IdleUse, len(e.cards))
+	var stored map[plans.CardID]*state.IdleUse // read once a card is not known here
 	for i, c := range e.cards {
 		e.largest = max(e.largest, c.Total)
 		e.cardIDs = append(e.cardIDs, c.ID())
 		e.cardPos[c.ID()] = i
-		// What a card that went (a worker gone) read idle is forgotten.
-		at, ok := e.idle[c.ID()]
-		if ok {
-			idle[c.ID()] = at
-		} else {
-			at = -1
+		// What a card that went (a worker gone) read idle is forgotten here; what was
+		// learned before the engine started (the daemon's last run) is in the store.
+		// Either counts for the very card it was learned of alone: another put in its
+		// place is read idle again.
+		u, ok := e.idle[c.ID()]
+		if !ok {
+			if stored == nil {
+				stored = e.store.Latest().IdleUses()
+			}
+			if s := stored[c.ID()]; s != nil {
+				u, ok = *s, true
+			}
+		}
+		at := int64(-1)
+		if ok && u.Of(c.UUID, c.Total) {
+			idle[c.ID()], at = u, u.Used
 		}
 		e.idleAt = append(e.idleAt, at)
 		if _, ok := e.workerAt[c.Worker]; !ok {

@@ -38,6 +38,23 @@ func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	}
 	now := time.Now()
 	fg, fg2, old, other := left("fg", 4242, now.Add(-time.Hour)), left("fg", 4343, now), left("old", 4444, now.Add(-10*24*time.Hour)), left("other", 4545, now)
+	// A record that says when its run ended ended then, whenever its file was last
+	// modified: copied without the times, or restored with older ones.
+	says := func(sweep string, pid int, ended, touched time.Time) api.Run {
+		r := api.Run{Sweep: sweep, PID: pid, Socket: api.RunSocket(dir, sweep, pid)}
+		err := r.WriteRecord(func(w io.Writer) error {
+			_, err := io.WriteString(w, `{"ended":"`+ended.Format(time.RFC3339Nano)+`","jobs":[{"sweep":"`+sweep+`","id":"`+sweep+`.1","state":"succeeded","attempts":[]}]}`)
+			return err
+		})
+		if err == nil {
+			err = os.Chtimes(r.Record(), touched, touched)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	copied, restored := says("copied", 4646, now.Add(-10*24*time.Hour), now), says("restored", 4747, now, now.Add(-10*24*time.Hour))
 	kept := func(r api.Run) bool { _, err := os.Stat(r.Record()); return err == nil }
 
 	readsRun := func() bool {
@@ -75,16 +92,17 @@ func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	}
 	none("fg", "")
 
-	if out, errOut, code := cli(t, "clean", "--older-than", "7d"); code != exitOK || kept(old) || !kept(other) {
-		t.Errorf("clean --older-than 7d: exit %d: %s%s; old's record kept: %v, other's: %v", code, out, errOut, kept(old), kept(other))
+	if out, errOut, code := cli(t, "clean", "--older-than", "7d"); code != exitOK || kept(old) || !kept(other) || kept(copied) || !kept(restored) {
+		t.Errorf("clean --older-than 7d: exit %d: %s%s; old's record kept: %v, other's: %v, copied's (ended 10d ago, modified now): %v, restored's (ended now, modified 10d ago): %v",
+			code, out, errOut, kept(old), kept(other), kept(copied), kept(restored))
 	}
 	// Nothing old enough, no daemon, and none ever ran here: nothing to forget, not
 	// a failure (a nightly clean of someone who only uses gpuq run).
 	if out, errOut, code := cli(t, "clean", "--older-than", "7d"); code != exitOK || !strings.Contains(out, "no sweep to forget: none ended more than 7d ago") || !kept(other) {
 		t.Errorf("clean --older-than 7d, nothing that old: exit %d: %s%s; other's record kept: %v", code, out, errOut, kept(other))
 	}
-	if out, errOut, code := cli(t, "clean"); code != exitOK || kept(other) {
-		t.Errorf("clean: exit %d: %s%s; other's record kept: %v", code, out, errOut, kept(other))
+	if out, errOut, code := cli(t, "clean"); code != exitOK || kept(other) || kept(restored) {
+		t.Errorf("clean: exit %d: %s%s; other's record kept: %v, restored's: %v", code, out, errOut, kept(other), kept(restored))
 	}
 	if out, errOut, code := cli(t, "clean"); code != exitOK || !strings.Contains(out, "no sweep to forget") {
 		t.Errorf("clean of nothing left: exit %d: %s%s", code, out, errOut)

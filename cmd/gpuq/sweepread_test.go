@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -18,7 +19,7 @@ import (
 // runs (read from the run) and once it has ended (read from what it left as it ended:
 // its jobs and its cards), with no daemon anywhere.
 func TestResultsAndReportOfARunAsItRunsAndAfter(t *testing.T) {
-	daemonEnv(t)
+	dir := daemonEnv(t)
 	gate := filepath.Join(t.TempDir(), "gate")
 	sweep := writeSweep(t, fmt.Sprintf(`name: fg
 command: [sh, -c, "echo '{{\"step\": 1, \"loss\": 0.{seed}}}' >> \"$GPUQ_METRICS_FILE\"; while [ ! -e %s ]; do sleep 0.05; done"]
@@ -70,6 +71,19 @@ gpus: sim:2x24GiB
 	if code != exitOK || !strings.Contains(out, `"metric": "loss"`) || !strings.Contains(out, `"succeeded": 2`) ||
 		!strings.Contains(errOut, "fg is read from what the gpuq run of fg (pid") {
 		t.Errorf("results of fg once it has ended: exit %d:\n%s%s", code, out, errOut)
+	}
+	// It ended when its record says, not when the file was last modified: a copy of the
+	// state directory that does not keep the times moves that.
+	run, _, ended, ok := api.LastEnded(dir, "fg", func(path string, err error) { t.Errorf("%s said damaged: %v", path, err) })
+	if !ok {
+		t.Fatal("fg's run left no record that can be read")
+	}
+	touched := ended.Add(-30 * 24 * time.Hour)
+	if err := os.Chtimes(run.Record(), touched, touched); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := cli(t, "results", "fg"); code != exitOK || !strings.Contains(errOut, "that ended "+ended.Format(time.DateTime)) {
+		t.Errorf("results of fg once its record was touched: exit %d: %s; want it ended %s", code, errOut, ended.Format(time.DateTime))
 	}
 	// Each card's memory chart is drawn to the card's size, which the run left beside
 	// its jobs, as it was while it ran: not to what was reserved on it.

@@ -78,12 +78,14 @@ func (f *Foreground) Event(ev scheduler.Event) { f.d.recent.add(ev) }
 
 // Close stops serving, and removes the socket: the run is over. Its jobs, as they
 // ended, are left in its record (see api.Run.Record) first, for the gpuq wait and
-// logs -f that follow them to read once it no longer answers.
+// logs -f that follow them to read once it no longer answers, with when it ended, which
+// gpuq results, report and clean read there: the file's modification time is not kept
+// by a copy of the state directory.
 func (f *Foreground) Close() error {
 	d := f.d
 	err := d.run.WriteRecord(func(w io.Writer) error {
 		view := d.store.View()
-		return api.WriteRunRecord(w, view, api.SweepJobs(view, d.run.Sweep), d.ownGPUs())
+		return api.WriteRunRecord(w, view, api.SweepJobs(view, d.run.Sweep), d.ownGPUs(), time.Now())
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -182,6 +182,8 @@ func changeOf(o any) Change {
 		return Change{Allocations: []*Allocation{o}}
 	case *Tally:
 		return Change{Tallies: []*Tally{o}}
+	case *IdleUse:
+		return Change{IdleUses: []*IdleUse{o}}
 	}
 	panic(fmt.Sprintf("state: no table holds a %T", o))
 }
@@ -277,6 +279,7 @@ func (sn View) all() Change {
 	c.AllocQueues = collect[*AllocQueue](sn.txn, tableAllocQueues, indexID)
 	c.Allocations = collect[*Allocation](sn.txn, tableAllocations, indexID)
 	c.Tallies = collect[*Tally](sn.txn, tableTallies, indexID)
+	c.IdleUses = collect[*IdleUse](sn.txn, tableIdleUses, indexID)
 	return c
 }
 

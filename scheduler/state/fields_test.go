@@ -10,11 +10,12 @@ import (
 )
 
 // TestEveryFieldComesBack: every field of every object the store keeps (submissions,
-// jobs, attempts, shapes, drains, allocation queues and allocations, tallies), each set
-// by reflection to a value of its own, comes back the same, to the last field, from the
-// journal, from the snapshot of a clean stop, and from a salvage of that snapshot. A
-// field added to a stored type is filled here without a word; one that the journal or
-// the snapshot then drops, or that a replay overwrites, fails this test by name.
+// jobs, attempts, shapes, drains, allocation queues and allocations, tallies, idle
+// uses), each set by reflection to a value of its own, comes back the same, to the last
+// field, from the journal, from the snapshot of a clean stop, and from a salvage of
+// that snapshot. A field added to a stored type is filled here without a word; one
+// that the journal or the snapshot then drops, or that a replay overwrites, fails this
+// test by name.
 // Beside them, a job and an attempt at tier 0, whose parameters a snapshot leaves to
 // the sweep (see withoutParams), and a job as submitted, which it leaves out.
 func TestEveryFieldComesBack(t *testing.T) {
@@ -58,6 +59,7 @@ func TestEveryFieldComesBack(t *testing.T) {
 		Drains:      []*Drain{filled[Drain](f)},
 		AllocQueues: []*AllocQueue{filled[AllocQueue](f)},
 		Allocations: []*Allocation{filled[Allocation](f)},
+		IdleUses:    []*IdleUse{filled[IdleUse](f)},
 	}
 	// A count for each attempt's end, as the engine keeps it: a salvage raises one
 	// that falls short of them (see raiseTallies).
@@ -66,7 +68,7 @@ func TestEveryFieldComesBack(t *testing.T) {
 		tl.Outcome, tl.Tier = a.Outcome, a.Tier
 		c.Tallies = append(c.Tallies, tl)
 	}
-	if n := reflect.TypeFor[Change]().NumField(); n != 8 {
+	if n := reflect.TypeFor[Change]().NumField(); n != 9 {
 		t.Fatalf("Change has %d fields: give the new one an object here", n)
 	}
 	f.everyFieldSet(reflect.ValueOf(c), "Change")

@@ -82,6 +82,9 @@ type record struct {
 	Allocations []*Allocation `json:"allocations,omitempty"`
 	// Tallies came later still.
 	Tallies []*Tally `json:"tallies,omitempty"`
+	// IdleUses came later still: an older gpuq passes over them, and a state without
+	// them learns each card's idle use again.
+	IdleUses []*IdleUse `json:"idle_uses,omitempty"`
 }
 
 // statuses is how many jobs' statuses the record holds.
@@ -502,7 +505,7 @@ func decodeRecord(b []byte) (r record, why string, err error) {
 
 // recordOf is the record of putting c.
 func recordOf(c Change) record {
-	r := record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations, Tallies: c.Tallies}
+	r := record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations, Tallies: c.Tallies, IdleUses: c.IdleUses}
 	for _, sub := range c.Sweeps {
 		r.SweepStates = append(r.SweepStates, sweepStatusRecord{Name: sub.Sweep.Name, SweepStatus: sub.SweepStatus})
 	}

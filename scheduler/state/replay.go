@@ -298,6 +298,7 @@ func (r *record) merge(o record) {
 	r.AllocQueues = append(r.AllocQueues, o.AllocQueues...)
 	r.Allocations = append(r.Allocations, o.Allocations...)
 	r.Tallies = append(r.Tallies, o.Tallies...)
+	r.IdleUses = append(r.IdleUses, o.IdleUses...)
 }
 
 // openJournal opens the state directory's journal, of whole records (whole of them),
@@ -362,7 +363,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 		}
 	}
 	view := s.Latest()
-	c := Change{Drains: r.Drains, AllocQueues: r.AllocQueues, Allocations: r.Allocations, Tallies: r.Tallies}
+	c := Change{Drains: r.Drains, AllocQueues: r.AllocQueues, Allocations: r.Allocations, Tallies: r.Tallies, IdleUses: r.IdleUses}
 	for _, sr := range r.SweepStates {
 		old := view.Submission(sr.Name)
 		if old == nil {

@@ -38,6 +38,7 @@ func schema() *memdb.DBSchema {
 	}}
 	maps.Copy(s.Tables, allocTables())
 	maps.Copy(s.Tables, tallyTables())
+	maps.Copy(s.Tables, idleTables())
 	return s
 }
 

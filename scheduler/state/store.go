@@ -151,6 +151,7 @@ type Change struct {
 	AllocQueues []*AllocQueue
 	Allocations []*Allocation
 	Tallies     []*Tally
+	IdleUses    []*IdleUse
 }
 
 // each calls fn with every object of c and its table, in the order they are put, and
@@ -177,6 +178,9 @@ func (c *Change) each(fn func(table string, o any) error) error {
 	}
 	if err == nil {
 		err = eachOf(tableTallies, c.Tallies, fn)
+	}
+	if err == nil {
+		err = eachOf(tableIdleUses, c.IdleUses, fn)
 	}
 	return err
 }

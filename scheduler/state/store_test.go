@@ -155,6 +155,7 @@ func TestEveryTableJournals(t *testing.T) {
 		AllocQueues: []*AllocQueue{{ID: 7, GPUsPerNode: 4, Created: at}},
 		Allocations: []*Allocation{{ID: "4242", Queue: 7, State: AllocQueued, Submitted: at}},
 		Tallies:     []*Tally{{Outcome: plans.GPUOOM, Tier: 1, N: 22}},
+		IdleUses:    []*IdleUse{{Worker: "n1", GPU: 2, UUID: "GPU-1", Total: 141 * gib, Used: 610 << 20}},
 	}
 	fields := reflect.TypeOf(c)
 	for i := range fields.NumField() {
@@ -180,6 +181,7 @@ func TestEveryTableJournals(t *testing.T) {
 			view.AllocQueue(7) != nil && view.AllocQueue(7).GPUsPerNode == 4,
 			len(view.Allocations(7)) == 1 && view.Allocations(7)[0].State == AllocQueued,
 			len(view.Tallies()) == 3 && *lookup[*Tally](view, tableTallies, tallyID(plans.GPUOOM, 1)) == Tally{Outcome: plans.GPUOOM, Tier: 1, N: 22},
+			len(view.IdleUses()) == 1 && *view.IdleUses()[plans.CardID{Worker: "n1", Index: 2}] == IdleUse{Worker: "n1", GPU: 2, UUID: "GPU-1", Total: 141 * gib, Used: 610 << 20},
 		}
 		for i, ok := range got {
 			if !ok {

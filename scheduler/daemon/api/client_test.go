@@ -132,6 +132,13 @@ func TestARunThatEndedAnswersFromItsRecord(t *testing.T) {
 	if err := later.WriteRecord(func(w io.Writer) error { _, err := w.Write([]byte(`{"jobs":[]}`)); return err }); err != nil {
 		t.Fatal(err)
 	}
+	// A minute before the damaged records below, which must be the later: two files
+	// written in a row may get the same modification time, a filesystem's clock being
+	// coarse, and this record, as an older gpuq's, ended at its own.
+	minuteAgo := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(later.Record(), minuteAgo, minuteAgo); err != nil {
+		t.Fatal(err)
+	}
 	Runs(dir)
 	var ended RunEndedError
 	if _, err := c.Job("w1.1"); !errors.As(err, &ended) {

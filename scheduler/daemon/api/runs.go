@@ -76,7 +76,10 @@ const recordKept = 24 * time.Hour
 
 // RunRecord is what a gpuq run leaves as it ends (see Record).
 type RunRecord struct {
-	Jobs []Job `json:"jobs"`
+	// Ended is when the run ended; zero in a record left by a gpuq from before it was
+	// kept, which ended when the file was last modified (see records).
+	Ended time.Time `json:"ended,omitzero"`
+	Jobs  []Job     `json:"jobs"`
 	// GPUs are the cards it ran on, which gpuq report sizes each card's chart by; none
 	// in a record left by a gpuq from before they were kept.
 	GPUs []GPUInfo `json:"gpus,omitempty"`
@@ -137,13 +140,15 @@ func EndedSweeps(dir string) []string {
 }
 
 // record is a gpuq run's record, found in a state directory: the run it is of, and
-// when it was written.
+// when it ended.
 type record struct {
 	run   Run
 	ended time.Time
 }
 
-// records lists the records of the gpuq runs of a state directory.
+// records lists the records of the gpuq runs of a state directory. Each ended when its
+// record says (see storedEnd); one left by a gpuq from before it said so, when the file
+// was last modified, which a copy of the directory that does not keep the times moves.
 func records(dir string) []record {
 	entries, err := os.ReadDir(RunsDir(dir))
 	if err != nil {
@@ -161,10 +166,37 @@ func records(dir string) []record {
 		if err != nil || ierr != nil {
 			continue
 		}
-		sock := filepath.Join(RunsDir(dir), base+".sock")
-		out = append(out, record{Run{Sweep: base[:dot], PID: pid, Socket: sock}, info.ModTime()})
+		r := Run{Sweep: base[:dot], PID: pid, Socket: filepath.Join(RunsDir(dir), base+".sock")}
+		ended, ok := storedEnd(r.Record())
+		if !ok {
+			ended = info.ModTime()
+		}
+		out = append(out, record{r, ended})
 	}
 	return out
+}
+
+// storedEnd is the end time a gpuq run's record holds, read from its first field, where
+// WriteRunRecord puts it, so that listing records does not read their jobs; false where
+// the record has none there (an older gpuq's) or cannot be read.
+func storedEnd(path string) (time.Time, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}, false
+	}
+	defer f.Close()
+	dec := json.NewDecoder(io.LimitReader(f, 1<<10))
+	var ended time.Time
+	if open, err := dec.Token(); err != nil || open != json.Delim('{') {
+		return time.Time{}, false
+	}
+	if key, err := dec.Token(); err != nil || key != "ended" {
+		return time.Time{}, false
+	}
+	if err := dec.Decode(&ended); err != nil || ended.IsZero() {
+		return time.Time{}, false
+	}
+	return ended.Local(), true
 }
 
 // EndedJob is job id among the jobs a gpuq run left as they ended (see Run.Ended).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -86,24 +87,32 @@ func WriteJobs(w io.Writer, view state.View, jobs []*state.Job, away map[string]
 	return writeJobs(w, view, jobs, away, nil)
 }
 
-// WriteRunRecord writes a gpuq run's jobs as they ended and the cards it ran on, as a
-// RunRecord.
-func WriteRunRecord(w io.Writer, view state.View, jobs []*state.Job, gpus []GPUInfo) error {
-	return writeJobs(w, view, jobs, nil, gpus)
+// WriteRunRecord writes a gpuq run's jobs as they ended, the cards it ran on and when it
+// ended, as a RunRecord.
+func WriteRunRecord(w io.Writer, view state.View, jobs []*state.Job, gpus []GPUInfo, ended time.Time) error {
+	return writeJobs(w, view, jobs, nil, &recordHead{Ended: ended, GPUs: gpus})
 }
 
-// writeJobs writes jobs as a JobsResponse, or with gpus as a RunRecord.
-func writeJobs(w io.Writer, view state.View, jobs []*state.Job, away map[string]WorkerAway, gpus []GPUInfo) error {
+// recordHead is what a RunRecord holds before its jobs. Its end time comes first, so
+// that a reader learns it from the record's first bytes (see storedEnd), not from its
+// jobs, however many.
+type recordHead struct {
+	Ended time.Time `json:"ended"`
+	GPUs  []GPUInfo `json:"gpus,omitempty"`
+}
+
+// writeJobs writes jobs as a JobsResponse, or after head as a RunRecord.
+func writeJobs(w io.Writer, view state.View, jobs []*state.Job, away map[string]WorkerAway, head *recordHead) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.WriteByte('{')
-	if gpus != nil {
-		cards, err := json.Marshal(gpus)
+	if head != nil {
+		fields, err := json.Marshal(head)
 		if err != nil {
 			return err
 		}
-		bw.WriteString(`"gpus":`)
-		bw.Write(cards)
+		bw.Write(fields[:len(fields)-1]) // open: the jobs follow
 		bw.WriteByte(',')
+	} else {
+		bw.WriteByte('{')
 	}
 	bw.WriteString(`"jobs":[`)
 	// Encoded into the buffer, not marshalled into a slice of its own each: those
