@@ -55,4 +55,16 @@ func TestAnArgumentLongerThanLinuxPassesIsRefused(t *testing.T) {
 		"name: m\ncommand: [echo, \"{training}\"]\nconfig: {base: base.yaml}\nparams: {training: {batch_size: 32}}\njobs: [{}]\n"); err != nil {
 		t.Errorf("{training} of a few bytes: %v", err)
 	}
+	// So do a dotted parameter set under it, and the base's section and the job's
+	// mapping that are each within the limit and together over it.
+	half := strings.Repeat("h", MaxArgLen/2+16)
+	for what, doc := range map[string]string{
+		"a dotted parameter": fmt.Sprintf("name: m\ncommand: [echo, \"{training}\"]\nconfig: {base: base.yaml}\nparams: {training: {batch_size: 32}, training.notes: %s}\njobs: [{}]\n", strings.Repeat("d", MaxArgLen)),
+		"two halves":         fmt.Sprintf("name: m\ncommand: [echo, \"{training}\"]\nconfig: {base: base.yaml}\nparams: {training: {batch_size: 32, more: %s}}\njobs: [{}]\n", half),
+	} {
+		_, err = sweepWithBase(t, fmt.Sprintf("training: {batch_size: 8, notes: %s}\n", half), doc)
+		if got := problems(err); !strings.Contains(got["command[1] m.1"], limit+"argument") {
+			t.Errorf("{training} with %s: %q", what, got)
+		}
+	}
 }
