@@ -92,7 +92,8 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 
 // tooBig says why execve refused c as too big (E2BIG, "argument list too long"): one
 // argument or environment variable too long (see fitsExec), or, where none is, all of
-// them together, whose limit (ARG_MAX) follows the stack size limit.
+// them together, whose limit (ARG_MAX) is a quarter of the stack size limit, at most
+// 6 MiB.
 func tooBig(c Command) error {
 	if err := fitsExec(c); err != nil {
 		return err
@@ -101,7 +102,7 @@ func tooBig(c Command) error {
 	for _, s := range slices.Concat(c.Argv, c.Env) {
 		n += len(s) + 1 + strconv.IntSize/8 // with its NUL, and the pointer to it
 	}
-	return fmt.Errorf("its arguments and environment, %s in all, are more than Linux passes a program (ARG_MAX: a quarter of the stack size limit, ulimit -s): "+
+	return fmt.Errorf("its arguments and environment, %s in all, are more than Linux passes a program (ARG_MAX: a quarter of the stack size limit, ulimit -s, and at most 6 MiB): "+
 		"pass large values in a file the trainer reads, such as its rendered config (--config \"{config}\")", plans.FormatSize(int64(n)))
 }
 
