@@ -135,7 +135,8 @@ func (e *Engine) crowdLeave(id string, now time.Time) (crowd, pace float64) {
 	if !c.whole {
 		return 0, 0
 	}
-	if ran := now.Sub(c.started).Seconds(); ran > 0 {
+	// Over what its stretches cover, which an end dated early does not shorten.
+	if ran := c.since.Sub(c.started).Seconds(); ran > 0 {
 		return c.kSum / ran, c.paceSum / ran
 	}
 	return c.k, c.pace
@@ -234,12 +235,16 @@ func crowdOn(n int, util float64) (k, pace float64) {
 }
 
 // stretch closes the stretch of c's run until now, and starts the next at k attempts
-// on its busiest card and pace.
+// on its busiest card and pace. An end dated before the stretch began (an attempt lost
+// while no daemon ran is dated by its files, and a neighbour may have started since)
+// closes none of it: the next starts where it began.
 func (c *crowd) stretch(now time.Time, k, pace float64) {
-	dt := now.Sub(c.since).Seconds()
-	c.kSum += c.k * dt
-	c.paceSum += c.pace * dt
-	c.since = now
+	if now.After(c.since) {
+		dt := now.Sub(c.since).Seconds()
+		c.kSum += c.k * dt
+		c.paceSum += c.pace * dt
+		c.since = now
+	}
 	c.k, c.pace = k, pace
 }
 

@@ -243,3 +243,22 @@ func TestPositionsFollowTheCards(t *testing.T) {
 		t.Errorf("positions after its card went %v, want none", at)
 	}
 }
+
+// TestAnEndDatedEarlyLeavesItsNeighboursWhole: an attempt whose end is dated before a
+// neighbour began sharing its card with it (one lost while no daemon ran, dated by its
+// files) takes nothing from that neighbour's stretches: the neighbour's crowd over its
+// run stays between one and two attempts, its pace within its bounds.
+func TestAnEndDatedEarlyLeavesItsNeighboursWhole(t *testing.T) {
+	st, _ := state.NewStore()
+	t0 := time.Unix(1e9, 0)
+	e := NewEngine(st, cardsInventory{&[]gpu.Card{{Index: 0, Total: 24 * gib}}}, &fakeRunner{}, &fakeClock{now: t0}, Config{Slots: []int{2}}, nil)
+	b := &state.Attempt{ID: "b.1/1", Shape: "s", GPUs: []int{0}, Started: t0}
+	c := &state.Attempt{ID: "c.1/1", Shape: "s", GPUs: []int{0}, Started: t0.Add(2 * time.Hour)}
+	e.crowdJoin(b, b.Started, true)
+	e.crowdJoin(c, c.Started, true)
+	e.crowdLeave(b.ID, t0.Add(time.Hour)) // heard of at 2h, dated 1h
+	crowd, pace := e.crowdLeave(c.ID, t0.Add(3*time.Hour))
+	if crowd < 1 || crowd > 2 || pace <= 0 || pace > 1 {
+		t.Errorf("c's crowd %.3f and pace %.3f over its run, want a crowd from 1 to 2 and a pace within (0, 1]", crowd, pace)
+	}
+}
