@@ -76,11 +76,14 @@ type crowd struct {
 	at     []int
 	atRead uint64
 	// peak and unknown are what its processes held on its cards (see measureAt) at
-	// the resolution of owners numbered measured (0: never measured): what a round
-	// finds again, without reading its cards, while none of them reads otherwise.
-	peak     int64
-	unknown  bool
-	measured uint64
+	// the resolution of owners numbered measured (0: never measured), of the cards'
+	// list numbered measuredRead (see Engine.cardsRead): what a round finds again,
+	// without reading its cards, while the list is the same and none of them reads
+	// otherwise.
+	peak         int64
+	unknown      bool
+	measured     uint64
+	measuredRead uint64
 }
 
 // crowdJoin follows an attempt that starts now on its cards (whole), or one found

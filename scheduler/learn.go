@@ -323,11 +323,13 @@ func (e *Engine) measureFollowed(a *state.Attempt, at []int, c *crowd) (most int
 	if c == nil {
 		return e.measureAt(a, at)
 	}
-	if !e.changedSince(at, c.measured) {
+	// Another list of cards may have none of its cards at all (its worker went):
+	// nothing at its positions then says that they changed.
+	if c.measuredRead == e.cardsRead && !e.changedSince(at, c.measured) {
 		return c.peak, c.unknown
 	}
 	c.peak, c.unknown = e.measureAt(a, at)
-	c.measured = e.resolved
+	c.measured, c.measuredRead = e.resolved, e.cardsRead
 	return c.peak, c.unknown
 }
 

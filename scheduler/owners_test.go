@@ -193,7 +193,8 @@ func TestCardAtWhenTheInventoryRefillsItsArray(t *testing.T) {
 // TestCardsReadOtherwise: a round notes which cards read otherwise than at the round
 // before (their processes, whose they are, their memory, a fault), and every card
 // when the list of cards changed; what a round measures of a followed attempt is
-// measured again exactly when one of its cards did, and found as it was otherwise.
+// measured again exactly when one of its cards did or the list changed (its card may
+// be gone), and found as it was otherwise.
 func TestCardsReadOtherwise(t *testing.T) {
 	fr := &fakeRunner{owners: map[int]string{5: "a.1/1", 6: "b.1/1"}}
 	card := func(i int, ps ...gpu.Process) gpu.Card { return gpu.Card{Index: i, Total: 24 * gib, Processes: ps} }
@@ -222,6 +223,7 @@ func TestCardsReadOtherwise(t *testing.T) {
 		{name: "it reads again", change: func() { cards[0].Fault = "" }, changed: []bool{true, false}, held: 4 * gib},
 		{name: "a card more", change: func() { cards = append(cards, card(2)) }, changed: []bool{true, true, true}, held: 4 * gib},
 		{name: "the same again", changed: []bool{false, false, false}, held: 4 * gib},
+		{name: "its card gone", change: func() { cards = cards[1:] }, changed: []bool{true, true}},
 	} {
 		if tc.change != nil {
 			tc.change()
