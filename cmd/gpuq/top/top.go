@@ -96,6 +96,8 @@ type model struct {
 	logPath  string
 	status   string // the last action's result, shown until the next key
 	help     help.Model
+	// cuts keeps the names the lists were last cut to (see nameCuts).
+	cuts *nameCuts
 }
 
 func newModel(opts Options, r *lipgloss.Renderer) model {
@@ -113,7 +115,7 @@ func newModel(opts Options, r *lipgloss.Renderer) model {
 	h := help.New()
 	h.ShortSeparator = "  "
 	m := model{opts: opts, st: newStyles(r), filter: f, card: c, help: h, output: map[string]string{},
-		width: 80, height: 24}
+		width: 80, height: 24, cuts: &nameCuts{}}
 	m.fitPrompts()
 	return m
 }

@@ -1099,3 +1099,20 @@ func BenchmarkCutNamesAlike(b *testing.B) {
 		CutNames(names, 12)
 	}
 }
+
+// TestNamesCutOnceForTheSameList: top's lists cut their names once for a list and a
+// width, however often they are drawn, and again when either changes.
+func TestNamesCutOnceForTheSameList(t *testing.T) {
+	c := &nameCuts{}
+	names := []string{"glue-qnli", "glue-wnli"}
+	first := c.of(names, 5)
+	if again := c.of(slices.Clone(names), 5); &again[0] != &first[0] {
+		t.Error("the same names at the same width were cut again")
+	}
+	if wider := c.of(names, 9); &wider[0] == &first[0] || wider[0] != "glue-qnli" {
+		t.Errorf("at another width: %q, want them cut anew", wider)
+	}
+	if other := c.of([]string{"glue-rte"}, 9); len(other) != 1 || other[0] != "glue-rte" {
+		t.Errorf("other names: %q, want them cut anew", other)
+	}
+}

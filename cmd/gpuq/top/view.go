@@ -105,7 +105,7 @@ func (m model) sections() []section {
 	for _, q := range waits {
 		names = append(names, q.Name)
 	}
-	cut := CutNames(names, nw)
+	cut := m.cuts.of(names, nw)
 	var run section
 	for i, r := range runs {
 		st := m.st.jobStyle(r.Job)
@@ -359,6 +359,27 @@ func cutName(s string, width, keep int) string {
 		}
 	}
 	return cutMiddle(strings.Join(shown, ","), width)
+}
+
+// nameCuts is the names of top's lists as last cut (see CutNames), to the width they
+// were cut to: top draws its lists several times for each overview the daemon sends,
+// whose names seldom change between them, and cutting a queue of 100,000 names that a
+// cut reads alike takes seconds.
+type nameCuts struct {
+	width      int
+	names, cut []string
+}
+
+// of is names cut to width, as they were last where they and the width are the same;
+// a nil c keeps nothing.
+func (c *nameCuts) of(names []string, width int) []string {
+	if c == nil {
+		return CutNames(names, width)
+	}
+	if c.cut == nil || c.width != width || !slices.Equal(c.names, names) {
+		c.width, c.names, c.cut = width, names, CutNames(names, width)
+	}
+	return c.cut
 }
 
 // CutNames shortens the names of one column to width cells each, as CutName does, but
