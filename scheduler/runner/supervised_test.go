@@ -84,11 +84,7 @@ func TestAKilledSupervisorLeavesNoTrainer(t *testing.T) {
 		log, _ := os.ReadFile(st.Log)
 		return strings.Contains(string(log), "\ntrapped\n")
 	})
-	var info struct{ PID int }
-	data, _ := os.ReadFile(filepath.Join(dir, "supervisor.json"))
-	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
-		t.Fatalf("supervisor.json: %s", data)
-	}
+	info := supervisorOf(t, dir)
 	syscall.Kill(info.PID, syscall.SIGKILL)
 	x := nextExit(t, r.Exits())
 	// Gone, not even exiting or a zombie: this test is the trainer's subreaper, and only
@@ -158,11 +154,7 @@ func TestAnEndHeardLateIsDatedWhenItCame(t *testing.T) {
 func TestAnAttemptLostWhileNoDaemonRanIsDatedByItsFiles(t *testing.T) {
 	r := supervised(t)
 	l, dir, st := startSupervised(t, r, "exec sleep 600")
-	var info struct{ PID int }
-	data, _ := os.ReadFile(filepath.Join(dir, "supervisor.json"))
-	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
-		t.Fatalf("supervisor.json: %s", data)
-	}
+	info := supervisorOf(t, dir)
 	syscall.Kill(info.PID, syscall.SIGKILL)
 	if x := nextExit(t, r.Exits()); x.Outcome != plans.Lost {
 		t.Fatalf("exit %+v; want lost", x)
@@ -237,11 +229,7 @@ func TestAnEndWithoutRoomIsNotLost(t *testing.T) {
 func TestAStopThatKillsTheSupervisorIsACancel(t *testing.T) {
 	r := supervised(t)
 	l, dir, st := startSupervised(t, r, "exec sleep 600")
-	var info struct{ PID int }
-	data, _ := os.ReadFile(filepath.Join(dir, "supervisor.json"))
-	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
-		t.Fatalf("supervisor.json: %s", data)
-	}
+	info := supervisorOf(t, dir)
 	hung := make(chan struct{})
 	defer close(hung)
 	go func() {
@@ -411,4 +399,15 @@ func TestSupervisorsStartTogether(t *testing.T) {
 	if len(leaders) != n || len(ended) != n {
 		t.Errorf("%d trainers, %d ends; want %d of each", len(leaders), len(ended), n)
 	}
+}
+
+// supervisorOf is what supervisor.json says of the supervisor of the attempt in dir:
+// its pid.
+func supervisorOf(t *testing.T, dir string) (info struct{ PID int }) {
+	t.Helper()
+	data, _ := os.ReadFile(filepath.Join(dir, "supervisor.json"))
+	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
+		t.Fatalf("supervisor.json: %s", data)
+	}
+	return info
 }
