@@ -120,34 +120,29 @@ func (e *Engine) idleUse(out []pack.CardState) {
 		c := &e.cards[i]
 		if out[i].Running == 0 && len(c.Processes) == 0 && c.Fault == "" && c.Used >= 0 && (e.idleAt[i] < 0 || c.Used < e.idleAt[i]) {
 			e.idleAt[i] = c.Used
-			e.idle[c.ID()] = state.IdleUse{Worker: c.Worker, GPU: c.Index, UUID: c.UUID, Total: c.Total, Used: c.Used}
-			e.idleLearned++
+			u := state.IdleUse{Worker: c.Worker, GPU: c.Index, UUID: c.UUID, Total: c.Total, Used: c.Used}
+			e.idle[c.ID()] = u
+			e.idleUnsaved = append(e.idleUnsaved, u)
 		}
 		out[i].IdleUse = max(e.idleAt[i], 0)
 	}
 }
 
-// saveIdle writes what idleUse learned of the cards that the store does not hold yet,
-// so that a daemon started again counts each card's idle use at once: with every card
-// busy, a job that fits a card only once its idle use is counted would wait until one
-// happened to go idle. It writes only when a card's least changed, which is seldom (a
-// card's first idle reading, and a lower one), not each round.
+// saveIdle writes what idleUse learned since it last did, so that a daemon started
+// again counts each card's idle use at once: with every card busy, a job that fits a
+// card only once its idle use is counted would wait until one happened to go idle.
+// idleUse learns only what differs from what the engine knew (a card's first idle
+// reading, a lower one), which is seldom, not each round.
 func (e *Engine) saveIdle() {
-	if e.idleLearned == 0 {
+	if len(e.idleUnsaved) == 0 {
 		return
 	}
-	stored := e.store.Latest().IdleUses()
-	var learned []*state.IdleUse
-	for i, c := range e.cards {
-		if e.idleAt[i] < 0 {
-			continue
-		}
-		if u := e.idle[c.ID()]; stored[c.ID()] == nil || *stored[c.ID()] != u {
-			learned = append(learned, &u)
-		}
+	learned := make([]*state.IdleUse, len(e.idleUnsaved))
+	for i := range e.idleUnsaved {
+		learned[i] = &e.idleUnsaved[i]
 	}
-	if len(learned) == 0 || e.put(state.Change{IdleUses: learned}) == nil {
-		e.idleLearned = 0 // else tried again at the next round
+	if e.put(state.Change{IdleUses: learned}) == nil {
+		e.idleUnsaved = nil // else tried again at the next round
 	}
 }
 

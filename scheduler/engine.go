@@ -218,11 +218,11 @@ type Engine struct {
 	largest int64
 	// idle is the least NVML counted as used on each card of the reading with nothing
 	// on it (see idleUse), with the card it was learned of, and idleAt the same by the
-	// card's position (-1: not read idle yet). idleLearned counts what was learned
-	// since the store last kept it (see saveIdle).
+	// card's position (-1: not read idle yet). idleUnsaved is what was learned since
+	// the store last kept it (see saveIdle).
 	idle        map[plans.CardID]state.IdleUse
 	idleAt      []int64
-	idleLearned int
+	idleUnsaved []state.IdleUse
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership
