@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == SupervisorMode {
 		fillDiskAt(os.Getenv(diskFullAt), os.Getenv(diskSteps))
 		holdDiskAt(os.Getenv(diskHeldAt))
+		if d, err := time.ParseDuration(os.Getenv(aliveEveryIs)); err == nil {
+			aliveEvery = d
+		}
 		if err := Supervise(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "supervisor:", err)
 			os.Exit(1)

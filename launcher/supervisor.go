@@ -40,7 +40,9 @@ import (
 //	                 lock, which is still honoured.)
 //	log              the trainer's output, after a header to rerun it by hand
 //	supervisor.json  the supervisor's and the trainer's pids, once the trainer runs (as
-//	                 soon as there is room: a full disk does not stop the trainer)
+//	                 soon as there is room: a full disk does not stop the trainer); its
+//	                 modification time is renewed every aliveEvery while the trainer
+//	                 runs (see markAlive)
 //	sock             the supervisor's unix socket (see the requests below), mode 0600,
 //	                 serving only processes of its own user
 //	exit.json        how the attempt ended, written (renamed, synced) before the
@@ -196,7 +198,7 @@ func Supervise(dir string) error {
 	if spec.Lease != "" {
 		fenced = keepLease(spec.Lease, lease, p)
 	}
-	<-p.Done()
+	markAlive(pids, p.Done())
 	h.close()
 	end.ended = endedOf(p, spec.Command.Argv)
 	// A trainer that succeeded as its lease lapsed has succeeded.
@@ -222,6 +224,31 @@ func Supervise(dir string) error {
 	}
 	waiting.Wait()
 	return err
+}
+
+// aliveEvery is how often a supervisor renews the modification time of its
+// supervisor.json while the trainer runs (see markAlive). Tests make it shorter.
+var aliveEvery = 30 * time.Second
+
+// markAlive renews the modification time of path (supervisor.json) every aliveEvery
+// until done closes, as the trainer ends: an attempt lost with its supervisor while no
+// daemon watched (the machine rebooted) is dated by when its files were last written
+// (see lastWritten), which is so within aliveEvery of its end however long its trainer
+// wrote nothing. One utimes each time, never synced (a crash may cost the latest, not
+// yet written out), on the goroutine that waits for the trainer anyway: hundreds of
+// supervisors on a node cost nothing worth counting. A file not there yet (a disk
+// without room: see keepRecord) is left so.
+func markAlive(path string, done <-chan struct{}) {
+	tick := time.NewTicker(aliveEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-tick.C:
+			os.Chtimes(path, time.Time{}, now)
+		}
+	}
 }
 
 // drainBacklog lets the clients that connected as the attempt ended, still in the
@@ -668,8 +695,8 @@ func readInfo(dir string) supervisorInfo {
 // whatever of it still runs has been stopped, so that nothing of it holds its card. One
 // whose supervisor was gone already at the first look, and of which nothing ran on,
 // ended while no one watched it: it is dated by when its files were last written (see
-// lastWritten), not by when it was found so, which may be long after (a daemon that
-// was stopped meanwhile).
+// lastWritten; its supervisor renews one while the trainer runs, see markAlive), not by
+// when it was found so, which may be long after (a daemon that was stopped meanwhile).
 func Wait(dir string) Ended {
 	seen := false // a supervisor was seen holding the attempt
 	for {
@@ -714,8 +741,9 @@ func Wait(dir string) Ended {
 }
 
 // lastWritten is when the files of the attempt in dir were last written (its log, its
-// metrics, supervisor.json, ...), no later than now: the last the attempt is known to
-// have run, by the clock of the machine it ran on. Zero where dir shows none.
+// metrics, supervisor.json, which its supervisor renews every aliveEvery while the
+// trainer runs, ...), no later than now: the last the attempt is known to have run, by
+// the clock of the machine it ran on. Zero where dir shows none.
 func lastWritten(dir string, now time.Time) time.Time {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -27,6 +27,10 @@ const (
 	diskHeldAt = "GPUQ_TEST_DISK_HELD_AT"
 )
 
+// aliveEveryIs is aliveEvery in the supervisor a test starts, as time.ParseDuration
+// reads it.
+const aliveEveryIs = "GPUQ_TEST_ALIVE_EVERY"
+
 // holdDiskAt makes the disk hold a step (see diskHeldAt) on top of what fillDiskAt did.
 func holdDiskAt(held string) {
 	step, gate, ok := strings.Cut(held, "|")
@@ -419,5 +423,60 @@ func TestAnAttemptLostUnwatchedIsDatedByItsFiles(t *testing.T) {
 	}
 	if e := Wait(t.TempDir()); e.Outcome != plans.Lost || !e.At.IsZero() {
 		t.Errorf("lost with no files: %+v; want lost, undated", e)
+	}
+}
+
+// TestALostAttemptIsDatedByItsSupervisorsMark: an attempt lost with its supervisor while
+// no daemon watched (the machine rebooted, killing both), whose trainer had written
+// nothing for far longer than aliveEvery, ended when its supervisor last renewed its
+// mark (supervisor.json's modification time), not when its log was last written.
+func TestALostAttemptIsDatedByItsSupervisorsMark(t *testing.T) {
+	t.Setenv(aliveEveryIs, "20ms")
+	dir := filepath.Join(t.TempDir(), "t.1", "attempt-1")
+	if err := startScript(t, dir, "exec sleep 600"); err != nil {
+		t.Fatal(err)
+	}
+	var info supervisorInfo
+	if data, err := os.ReadFile(filepath.Join(dir, supervisorFile)); err != nil || json.Unmarshal(data, &info) != nil {
+		t.Fatalf("supervisor.json: %s %v", data, err)
+	}
+	down := time.Time{}
+	t.Cleanup(func() { // never leave a supervisor running; none that went down, whose pids may be another's now
+		if down.IsZero() {
+			syscall.Kill(info.PID, syscall.SIGKILL)
+			syscall.Kill(-info.Leader, syscall.SIGKILL)
+		}
+	})
+	// The trainer has written nothing for an hour: every file of the attempt was last
+	// written then.
+	quiet, backdated := time.Now().Add(-time.Hour).Truncate(time.Second), time.Now()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, entry := range entries {
+		if err := os.Chtimes(filepath.Join(dir, entry.Name()), quiet, quiet); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The supervisor renews its mark meanwhile (not at all without one: the date below
+	// says so).
+	for deadline := time.Now().Add(10 * time.Second); !lastWritten(dir, time.Now()).After(quiet) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The machine goes down: the supervisor first, so that it records nothing.
+	syscall.Kill(info.PID, syscall.SIGKILL)
+	waitGone(t, dir)
+	syscall.Kill(-info.Leader, syscall.SIGKILL)
+	waitExited(t, info.Leader)
+	down = time.Now()
+	fi, err := os.Stat(filepath.Join(dir, supervisorFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Wait(dir)
+	if e.Outcome != plans.Lost || !e.At.Equal(fi.ModTime()) || e.At.Before(backdated.Add(-time.Second)) || e.At.After(down) {
+		t.Errorf("lost unwatched: %+v, its supervisor's last mark %s before it went down; want lost at a mark renewed as the trainer ran, not an hour before, when its files were last written",
+			e, down.Sub(fi.ModTime()).Round(time.Millisecond))
 	}
 }
