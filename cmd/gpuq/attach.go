@@ -44,7 +44,16 @@ shown, and Ctrl-C or Ctrl-] stops watching.`,
 }
 
 func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
-	j, err := fetchJob(st.client, id)
+	c, err := st.readClient()
+	if err != nil {
+		return err
+	}
+	// Where no daemon runs, a terminal is the daemon's to give: an unknown job is
+	// refused all the same.
+	if sr, ok := stateFor(c, sweepOfJob(id)); ok {
+		return sr.need(api.StatesRequest{IDs: []string{id}})
+	}
+	j, err := c.Job(id)
 	if err != nil {
 		return err
 	}

@@ -715,7 +715,7 @@ type whyOptions struct {
 }
 
 func newWhyCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &whyOptions{io: io, client: st.client}
+	opts := &whyOptions{io: io, client: st.readClient}
 	cmd := &cobra.Command{
 		Use:   "why ID",
 		Short: "Say why a queued job waits",
@@ -780,7 +780,7 @@ var appliesTo = map[api.Verb]string{
 
 // newSelectCmd is a verb that acts on jobs named by id or on a whole sweep.
 func newSelectCmd(io ioStreams, st *settings, verb api.Verb, short, done string) *cobra.Command {
-	opts := &selectOptions{io: io, client: st.client, verb: verb, done: done}
+	opts := &selectOptions{io: io, client: st.readClient, verb: verb, done: done}
 	cmd := &cobra.Command{
 		Use:   string(verb) + " ID...|--sweep SWEEP|--where KEY=VALUE,...",
 		Short: short,

@@ -14,7 +14,8 @@ import (
 // directory: from the state its last daemon left there, read without its lock and
 // without writing (state.ReadOnly), so that a daemon starting meanwhile is not
 // disturbed. What would change a job, or asks the engine (why), is the daemon's alone:
-// those say that none runs.
+// those refuse a job or sweep the state does not have, as the daemon would, and say
+// that none runs of one it has (see need).
 type stateReader struct {
 	view state.View
 	none api.NoDaemonError
@@ -57,34 +58,63 @@ func (r *stateReader) Job(id string) (api.Job, error) {
 	return api.JobOf(r.view, id, nil)
 }
 
-func (r *stateReader) Why(string) (api.WhyResponse, error)               { return api.WhyResponse{}, r.none }
-func (r *stateReader) Act(api.Verb, api.SelectRequest) ([]string, error) { return nil, r.none }
-func (r *stateReader) DrainCard(api.DrainRequest) error                  { return r.none }
-func (r *stateReader) Update(api.UpdateRequest) (api.UpdateResponse, error) {
-	return api.UpdateResponse{}, r.none
+// need is the answer to what the daemon alone does (act on jobs, say why one waits,
+// change a sweep, attach): a job or sweep named (req) that the state does not have is
+// refused as the daemon would refuse it (exit 2), for it is none that a daemon started
+// would have; of one it has, that no daemon runs (exit 1).
+func (r *stateReader) need(req api.StatesRequest) error {
+	if req.Sweep != "" || len(req.IDs) > 0 {
+		if _, err := api.States(r.view, req); err != nil {
+			return err
+		}
+	}
+	return r.none
 }
-func (r *stateReader) Attempt(api.StreamRequest) (io.ReadWriteCloser, error) {
-	return nil, r.none
+
+func (r *stateReader) Why(id string) (api.WhyResponse, error) {
+	return api.WhyResponse{}, r.need(api.StatesRequest{IDs: []string{id}})
+}
+
+func (r *stateReader) Act(_ api.Verb, sel api.SelectRequest) ([]string, error) {
+	return nil, r.need(api.StatesRequest{IDs: sel.IDs, Sweep: sel.Sweep})
+}
+
+func (r *stateReader) DrainCard(api.DrainRequest) error { return r.none }
+
+func (r *stateReader) Update(req api.UpdateRequest) (api.UpdateResponse, error) {
+	return api.UpdateResponse{}, r.need(api.StatesRequest{Sweep: req.Sweep})
+}
+
+func (r *stateReader) Attempt(req api.StreamRequest) (io.ReadWriteCloser, error) {
+	return nil, r.need(api.StatesRequest{IDs: []string{req.Attempt.Job}})
+}
+
+// stateFor is the state that c answers for sweep (any, for "") from, where no daemon
+// runs on it; false where a daemon or a gpuq run answers, or nothing does.
+func stateFor(c daemonClient, sweep string) (*stateReader, bool) {
+	if r, ok := c.(*routed); ok {
+		if sweep == "" {
+			c = r.daemon
+		} else if c, _ = r.to(sweep); c == nil {
+			return nil, false
+		}
+	}
+	sr, ok := c.(*stateReader)
+	return sr, ok
 }
 
 // offline reports whether c answers for sweep (any, for "") from a state that no daemon
 // runs: its jobs do not move.
 func offline(c daemonClient, sweep string) bool {
-	if r, ok := c.(*routed); ok {
-		if sweep == "" {
-			c = r.daemon
-		} else if c, _ = r.to(sweep); c == nil {
-			return false
-		}
-	}
-	_, ok := c.(*stateReader)
+	_, ok := stateFor(c, sweep)
 	return ok
 }
 
-// readClient is client for the verbs that only read. A job is asked of the gpuq run
-// that runs its sweep, then of the daemon; where no daemon runs on the state directory
-// (here, not over --server), its jobs are read from the state its last daemon left,
-// beside those of the runs, saying so once on stderr.
+// readClient is client for the verbs that read, and for those that name jobs or
+// sweeps. A job is asked of the gpuq run that runs its sweep, then of the daemon; where
+// no daemon runs on the state directory (here, not over --server), its jobs are read
+// from the state its last daemon left, beside those of the runs, saying so once on
+// stderr.
 func (s *settings) readClient() (daemonClient, error) {
 	c, err := s.routedClient()
 	if r, ok := c.(*routed); ok && r.daemon == nil {

@@ -13,7 +13,9 @@ import (
 // TestReadWithoutADaemon: with no daemon running, status (--json too), status ID, logs (by id or
 // --where), report and wait (of jobs that had ended) read the state its last daemon left, say so once on stderr, and
 // change nothing of it; what would change a job says that no daemon runs; a daemon
-// started afterwards takes the state up as ever.
+// started afterwards takes the state up as ever. A job or sweep that the state does
+// not have is refused by every verb as the daemon refuses it (exit 2), not taken for
+// a daemon to start.
 func TestReadWithoutADaemon(t *testing.T) {
 	dir := daemonEnv(t)
 	startDaemon(t)
@@ -49,6 +51,20 @@ func TestReadWithoutADaemon(t *testing.T) {
 		{[]string{"why", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
 		{[]string{"clean", "--sweep", "ok"}, exitFailed, "no gpuq daemon runs on " + dir},
 		{[]string{"clean", "--sweep", "okk"}, exitBadInput, `no sweep "okk" to clean (did you mean "ok"?): no gpuq daemon runs on ` + dir + ", the state the last one left there has no sweep so named"},
+		{[]string{"attach", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
+		{[]string{"update", "ok", "--max-running", "1"}, exitFailed, "no gpuq daemon runs on " + dir},
+		{[]string{"top", "--sweep", "ok"}, exitFailed, "no gpuq daemon runs on " + dir},
+		{[]string{"status", "ok.9"}, exitBadInput, `no job "ok.9": sweep ok has jobs ok.1 to ok.2`},
+		{[]string{"why", "ok.9"}, exitBadInput, `no job "ok.9": sweep ok has jobs ok.1 to ok.2`},
+		{[]string{"cancel", "ok.9"}, exitBadInput, `no job "ok.9": sweep ok has jobs ok.1 to ok.2`},
+		{[]string{"retry", "ok"}, exitBadInput, `no job "ok": that is a sweep, of jobs ok.1 to ok.2 (gpuq status --sweep ok lists them)`},
+		{[]string{"hold", "--sweep", "okk"}, exitBadInput, `no sweep "okk" (did you mean "ok"?); gpuq status lists them`},
+		{[]string{"release", "nope.1"}, exitBadInput, `no job "nope.1"`},
+		{[]string{"attach", "ok.9"}, exitBadInput, `no job "ok.9": sweep ok has jobs ok.1 to ok.2`},
+		{[]string{"update", "okk", "--max-running", "1"}, exitBadInput, `no sweep "okk" (did you mean "ok"?)`},
+		{[]string{"wait", "ok.1", "ok.9"}, exitBadInput, `no job "ok.9": sweep ok has jobs ok.1 to ok.2`},
+		{[]string{"wait", "--sweep", "okk"}, exitBadInput, `no sweep "okk" (did you mean "ok"?)`},
+		{[]string{"top", "--sweep", "okk"}, exitBadInput, `no sweep "okk" (did you mean "ok"?)`},
 	} {
 		out, errOut, code := cli(t, tc.args...)
 		if code != tc.code || !strings.Contains(out+errOut, tc.out) {

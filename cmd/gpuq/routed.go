@@ -223,12 +223,16 @@ func (r *routed) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
 
 // actWhere acts where each of the daemon and the runs has jobs that meet sel.Where.
 // Each refuses a key none of its jobs has; that is an error only where all refuse it,
-// as the daemon alone would: a misspelt key is not "no job to change".
+// as the daemon alone would: a misspelt key is not "no job to change". The state a
+// daemon left, where none runs, changes nothing, and is passed over.
 func (r *routed) actWhere(v api.Verb, sel api.SelectRequest) ([]string, error) {
 	var done []string
 	var refusal error
 	acted := false
 	for _, c := range r.each() {
+		if _, ok := c.(*stateReader); ok {
+			continue
+		}
 		got, err := c.Act(v, sel)
 		var refused scheduler.Refused
 		switch {

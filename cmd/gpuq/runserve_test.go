@@ -160,6 +160,18 @@ memory: 1GiB
 	if out, errOut, code := cli(t, "cancel", "--where", "seed=1"); code != exitOK || !strings.Contains(out, "fg.1") {
 		t.Errorf("cancel --where seed=1: exit %d:\n%s%s", code, out, errOut)
 	}
+	// Beside the run, the daemon's jobs are the state's: one it does not have is
+	// refused as the daemon would refuse it, one that had ended is waited for as it
+	// ended, and one to act on needs a daemon.
+	if _, errOut, code := cli(t, "cancel", "d.9"); code != exitBadInput || !strings.Contains(errOut, `no job "d.9": sweep d has jobs d.1 to d.2`) {
+		t.Errorf("cancel d.9 beside the run: exit %d: %s", code, errOut)
+	}
+	if out, errOut, code := cli(t, "wait", "d.1"); code != exitOK || !strings.Contains(out, "1 job succeeded") {
+		t.Errorf("wait d.1 beside the run: exit %d:\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := cli(t, "hold", "d.1"); code != exitFailed || !strings.Contains(errOut, "no gpuq daemon runs on "+dir) {
+		t.Errorf("hold d.1 beside the run: exit %d: %s", code, errOut)
+	}
 	out, errOut, code = cli(t, "run", "--name", "fg", "--log-dir", t.TempDir(), "--", "sh", "-c", "exit 0")
 	if code != exitOK || !strings.Contains(errOut, "fg-2.1") {
 		t.Errorf("a one-off run named fg beside the run of fg: exit %d; want fg-2:\n%s%s", code, out, errOut)

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/top"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
 
@@ -128,6 +129,27 @@ func tildeHome(path string) string {
 // measure: a terminal's default width.
 const plainWidth = 80
 
+// unknownSweep is, where no daemon runs, the refusal of a sweep that neither the state
+// its last one left nor anything else there has, as the daemon would refuse it; nil
+// where the state has it (only a daemon shows it live), or cannot be read.
+func unknownSweep(st *settings, sweep string) error {
+	c, err := st.readClient()
+	if err != nil {
+		return nil
+	}
+	req := api.StatesRequest{Sweep: sweep}
+	if sr, ok := stateFor(c, sweep); ok {
+		err = sr.need(req)
+	} else {
+		_, err = c.States(req)
+	}
+	var refused scheduler.Refused
+	if errors.As(err, &refused) {
+		return err
+	}
+	return nil
+}
+
 // topSource is what gpuq top watches: the gpuq run of sweep, if given and one runs it;
 // else the daemon (which must have the sweep given); with none, the one gpuq run of
 // the state directory.
@@ -158,6 +180,9 @@ func topSource(st *settings, sweep string) (*api.Client, error) {
 	case err == nil, !errors.As(err, &none):
 		return c, err
 	case sweep != "":
+		if err := unknownSweep(st, sweep); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("no gpuq run runs sweep %s on %s, nor does a daemon: %v", sweep, dir, err)
 	case len(runs) == 1:
 		return api.DialRun(dir, runs[0])

@@ -17,7 +17,7 @@ type updateOptions struct {
 }
 
 func newUpdateCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &updateOptions{io: io, client: st.client}
+	opts := &updateOptions{io: io, client: st.readClient}
 	cmd := &cobra.Command{
 		Use:   "update SWEEP --max-running N",
 		Short: "Change a submitted sweep: how many of its jobs run at once",

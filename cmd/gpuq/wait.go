@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -76,8 +77,13 @@ func runWait(opts *waitOptions, ids []string) error {
 	}
 	if err != nil {
 		var none api.NoDaemonError
-		if errors.As(err, &none) && opts.read != nil {
-			if r, w, ok := endedInState(opts.read, req); ok {
+		var notRun noRunOf
+		if (errors.As(err, &none) || errors.As(err, &notRun)) && opts.read != nil {
+			r, w, allEnded, refused := endedInState(opts.read, req)
+			switch {
+			case refused != nil:
+				return refused
+			case allEnded:
 				return waitEnded(opts, r, ids, w)
 			}
 		}
@@ -112,17 +118,23 @@ func runWait(opts *waitOptions, ids []string) error {
 }
 
 // endedInState reads the jobs waited for where no daemon runs, from the state its last
-// one left; ok where there is one and every job waited for had ended in it.
-func endedInState(read func() (daemonClient, error), req api.StatesRequest) (daemonClient, []api.JobState, bool) {
+// one left (and the gpuq runs): ok where every job waited for had ended in it. A job or
+// sweep that it does not have, nor anything else there, is refused (refused), as the
+// daemon would refuse it: no daemon started would have it.
+func endedInState(read func() (daemonClient, error), req api.StatesRequest) (r daemonClient, w []api.JobState, ok bool, refused error) {
 	r, err := read()
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, false, nil
 	}
-	w, err := r.States(req)
-	if err != nil || len(w) == 0 || slices.ContainsFunc(w, func(j api.JobState) bool { return !ended(j.State) }) {
-		return nil, nil, false
+	w, err = r.States(req)
+	var refusal scheduler.Refused
+	switch {
+	case errors.As(err, &refusal):
+		return nil, nil, false, err
+	case err != nil || len(w) == 0 || slices.ContainsFunc(w, func(j api.JobState) bool { return !ended(j.State) }):
+		return nil, nil, false, nil
 	}
-	return r, w, true
+	return r, w, true, nil
 }
 
 // pollAgain asks for the states of the jobs not ended yet (next), riding through a
