@@ -114,7 +114,8 @@ func offline(c daemonClient, sweep string) bool {
 // sweeps. A job is asked of the gpuq run that runs its sweep, then of the daemon; where
 // no daemon runs on the state directory (here, not over --server), its jobs are read
 // from the state its last daemon left, beside those of the runs, saying so once on
-// stderr.
+// stderr. Where none left a state either, a job or sweep that no run runs is nowhere,
+// and refused as such (see noRunOf); a state that cannot be read is no answer.
 func (s *settings) readClient() (daemonClient, error) {
 	c, err := s.routedClient()
 	if r, ok := c.(*routed); ok && r.daemon == nil {
@@ -122,6 +123,7 @@ func (s *settings) readClient() (daemonClient, error) {
 		if sr != nil {
 			r.daemon = sr
 		}
+		r.nothingLeft = sr == nil && err == nil
 		return r, err
 	}
 	var none api.NoDaemonError
@@ -133,7 +135,7 @@ func (s *settings) readClient() (daemonClient, error) {
 	case err != nil:
 		return nil, err
 	case sr == nil:
-		return nil, none
+		return &routed{dir: none.Dir, nothingLeft: true}, nil
 	}
 	return sr, nil
 }

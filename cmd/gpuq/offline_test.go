@@ -1,12 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -87,5 +91,63 @@ func TestReadWithoutADaemon(t *testing.T) {
 	startDaemon(t)
 	if jobs := listed(t); countState(jobs, "succeeded") != 2 {
 		t.Errorf("the daemon started after: %+v", jobs)
+	}
+}
+
+// TestUnknownWhereNothingIsLeft: where no daemon runs on the state directory and none
+// left its state there, a job or sweep that no gpuq run runs is nowhere: every verb that
+// names one refuses it (exit 2), as a daemon refuses one it does not have and as gpuq
+// results does, saying where it looked and naming the gpuq runs there; what names none
+// says that no daemon runs (exit 1). A state that cannot be read is no answer: that
+// stays a failure (exit 1), however the job is named.
+func TestUnknownWhereNothingIsLeft(t *testing.T) {
+	dir := daemonEnv(t)
+	named := [][]string{
+		{"status", "nope.1"}, {"status", "--sweep", "nope"}, {"logs", "nope.1"}, {"logs", "--sweep", "nope", "--where", "seed=1"},
+		{"why", "nope.1"}, {"attach", "nope.1"}, {"hold", "nope.1"}, {"release", "--sweep", "nope"}, {"cancel", "nope.1"},
+		{"retry", "--sweep", "nope"}, {"wait", "nope.1"}, {"wait", "--sweep", "nope"}, {"update", "nope", "--max-running", "1"},
+		{"top", "--sweep", "nope"},
+	}
+	nowhere := func(args []string) string {
+		what := `no job "nope.1"`
+		if slices.Contains(args, "nope") {
+			what = `no sweep "nope"`
+		}
+		return what + ": no gpuq daemon runs on " + dir + ", nor did one leave jobs there"
+	}
+	for _, args := range named {
+		if _, errOut, code := cli(t, args...); code != exitBadInput || !strings.Contains(errOut, nowhere(args)) {
+			t.Errorf("gpuq %s, nothing there: exit %d, want %d and %q: %s", strings.Join(args, " "), code, exitBadInput, nowhere(args), errOut)
+		}
+	}
+	for _, args := range [][]string{{"status"}, {"wait"}, {"cancel", "--where", "seed=1"}} {
+		if _, errOut, code := cli(t, args...); code != exitFailed || !strings.Contains(errOut, "no gpuq daemon runs on "+dir) {
+			t.Errorf("gpuq %s, nothing there: exit %d, want %d and that no daemon runs: %s", strings.Join(args, " "), code, exitFailed, errOut)
+		}
+	}
+
+	// A gpuq run of another sweep is there: it is named.
+	if err := os.MkdirAll(api.RunsDir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	live, err := launcher.ListenUnix(api.RunSocket(dir, "live", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := fmt.Sprintf("no gpuq run runs sweep nope there (the gpuq runs there: live (pid %d)", os.Getpid())
+	for _, args := range named {
+		if _, errOut, code := cli(t, args...); code != exitBadInput || !strings.Contains(errOut, nowhere(args)) || !strings.Contains(errOut, runs) {
+			t.Errorf("gpuq %s beside a gpuq run: exit %d, want %d, %q and %q: %s", strings.Join(args, " "), code, exitBadInput, nowhere(args), runs, errOut)
+		}
+	}
+	live.Close()
+
+	if err := os.WriteFile(filepath.Join(dir, "snapshot"), []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range named {
+		if _, errOut, code := cli(t, args...); code != exitFailed || !strings.Contains(errOut, "no gpuq daemon runs on "+dir) {
+			t.Errorf("gpuq %s, a state that cannot be read: exit %d, want %d and that no daemon runs: %s", strings.Join(args, " "), code, exitFailed, errOut)
+		}
 	}
 }

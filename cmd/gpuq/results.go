@@ -154,19 +154,19 @@ func sweepNowhere(verb, source string, err error) error {
 			"a gpuq run's sweep is read from it while it runs, and once it has ended from what it left, "+
 			"or from the summary its --json printed (gpuq run SWEEP.yaml --json > s.json; gpuq %s s.json)", source, source, hint, why, verb))
 	}
-	nothing := func(dir string) string { return ": neither a gpuq run of it nor a gpuq daemon runs on " + dir }
 	var notRun noRunOf
 	var known scheduler.UnknownSweep
-	// A NoDaemonError alone: no daemon answers, and there is no state to read. One
-	// wrapped says more (its state cannot be read), and is no answer.
-	none, alone := err.(api.NoDaemonError)
 	switch {
 	case errors.As(err, &known): // gpuq status lists the daemon's sweeps: not the one asked for
 		return unknown(known.Hint, "")
 	case errors.As(err, &notRun):
-		return unknown("", nothing(notRun.dir)+" (the gpuq runs there: "+api.RunsText(notRun.runs)+")")
-	case alone:
-		return unknown("", nothing(none.Dir))
+		// No daemon answers, and none left a state to read (one that cannot be read
+		// is no answer).
+		runs := ""
+		if len(notRun.runs) > 0 {
+			runs = " (the gpuq runs there: " + api.RunsText(notRun.runs) + ")"
+		}
+		return unknown("", ": neither a gpuq run of it nor a gpuq daemon runs on "+notRun.dir+runs)
 	}
 	return err
 }

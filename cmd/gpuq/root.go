@@ -62,11 +62,12 @@ so. Headroom: flags, GPUQ_HEADROOM, the config file, then the sweep file.
 
 With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSimulated + `) and says so.
 
-Exit status: 0 success; 1 something failed, or no daemon answers; 2 bad input (a sweep,
-flag or config file) or a request the daemon refuses (an unknown job or sweep, attach
-or logs of a job that has not started); 130 interrupted. These answer and exit 0: why
-of a job that does not wait, a --sweep to which no job applies (retry of a sweep with
-no failed job), daemon --stop when no daemon runs.`,
+Exit status: 0 success; 1 something failed, or no daemon answers (for a job that
+exists, or where its state cannot be read); 2 bad input (a sweep, flag or config file)
+or a request the daemon refuses (an unknown job or sweep, with or without a daemon;
+attach or logs of a job that has not started); 130 interrupted. These answer and exit
+0: why of a job that does not wait, a --sweep to which no job applies (retry of a
+sweep with no failed job), daemon --stop when no daemon runs.`,
 		Version:       versionText(),
 		SilenceUsage:  true,
 		SilenceErrors: true,

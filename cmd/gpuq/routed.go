@@ -25,6 +25,9 @@ type routed struct {
 	// state its last one left (see readClient); nil when there is neither.
 	daemon daemonClient
 	runs   []ranSweep
+	// nothingLeft: no daemon runs on dir, nor did one leave its state there (readClient
+	// looked), so a sweep no gpuq run runs is nowhere there.
+	nothingLeft bool
 }
 
 // ranSweep is a gpuq run's client, for its sweep.
@@ -100,20 +103,56 @@ func (r *routed) to(sweep string) (daemonClient, error) {
 	case r.daemon != nil:
 		return r.daemon, nil
 	}
-	return nil, noRunOf{dir: r.dir, sweep: sweep, runs: r.allRuns()}
+	return nil, noRunOf{dir: r.dir, sweep: sweep, runs: r.allRuns(), nothingLeft: r.nothingLeft}
 }
 
-// noRunOf is a sweep that neither a daemon nor any gpuq run of a state directory runs,
-// where gpuq runs of other sweeps do: gpuq results and report tell it from a daemon
-// that does not answer (see sweepNowhere).
+// toJob is whoever runs a job's sweep (see to); where nothing does, the error names
+// the job.
+func (r *routed) toJob(id string) (daemonClient, error) {
+	c, err := r.to(sweepOfJob(id))
+	if e, ok := err.(noRunOf); ok {
+		e.job = id
+		return nil, e
+	}
+	return c, err
+}
+
+// noRunOf is a sweep, or a job of it, that neither a daemon nor any gpuq run of a state
+// directory runs. Where no daemon left its state there either (nothingLeft), nothing
+// there has it: no such job or sweep, refused as a daemon refuses one it does not have
+// (exit 2), not a daemon to start. Otherwise that state may have it, and what stands
+// is that no daemon runs (exit 1). gpuq results and report tell it from a daemon that
+// does not answer (see sweepNowhere).
 type noRunOf struct {
 	dir, sweep string
+	job        string // the job asked for; "" for the sweep
 	runs       []api.Run
+	// nothingLeft: no daemon left its state on dir (see routed).
+	nothingLeft bool
 }
 
 func (e noRunOf) Error() string {
-	return fmt.Sprintf("no gpuq daemon runs on %s, and no gpuq run runs sweep %s there; the gpuq runs there: %s",
-		e.dir, e.sweep, api.RunsText(e.runs))
+	if !e.nothingLeft {
+		return fmt.Sprintf("no gpuq daemon runs on %s, and no gpuq run runs sweep %s there; the gpuq runs there: %s",
+			e.dir, e.sweep, api.RunsText(e.runs))
+	}
+	what := fmt.Sprintf("no sweep %q", e.sweep)
+	if e.job != "" {
+		what = fmt.Sprintf("no job %q", e.job)
+	}
+	if len(e.runs) > 0 {
+		return fmt.Sprintf("%s: no gpuq daemon runs on %s, nor did one leave jobs there, and no gpuq run runs sweep %s there (the gpuq runs there: %s; gpuq status lists their jobs)",
+			what, e.dir, e.sweep, api.RunsText(e.runs))
+	}
+	return fmt.Sprintf("%s: no gpuq daemon runs on %s, nor did one leave jobs there (--state-dir or GPUQ_STATE_DIR names another daemon's directory)", what, e.dir)
+}
+
+// Unwrap makes a job or sweep that nothing has a refusal (exit 2).
+func (e noRunOf) Unwrap() error {
+	if e.nothingLeft {
+		return scheduler.Refused(e.Error())
+	}
+	return nil
 }
 
 // only is the one that acts on a whole machine (a drain): the daemon, or the one run.
@@ -128,8 +167,9 @@ func (r *routed) only() (daemonClient, error) {
 		r.dir, len(r.runs), api.RunsText(r.allRuns()))
 }
 
-// each is the daemon, if one runs, and each gpuq run.
-func (r *routed) each() []daemonClient {
+// each is the daemon, if one runs (or the state its last one left), and each gpuq
+// run; where there is none of them, no daemon runs.
+func (r *routed) each() ([]daemonClient, error) {
 	var each []daemonClient
 	if r.daemon != nil {
 		each = append(each, r.daemon)
@@ -137,7 +177,10 @@ func (r *routed) each() []daemonClient {
 	for _, rs := range r.runs {
 		each = append(each, rs.c)
 	}
-	return each
+	if len(each) == 0 {
+		return nil, api.NoDaemonError{Dir: r.dir}
+	}
+	return each, nil
 }
 
 func (r *routed) allRuns() []api.Run {
@@ -158,8 +201,12 @@ func (r *routed) Jobs(sweep string, states []string) ([]api.Job, error) {
 		}
 		return c.Jobs(sweep, states)
 	}
+	each, err := r.each()
+	if err != nil {
+		return nil, err
+	}
 	all := []api.Job{} // none is {"jobs": []}, not null
-	for _, c := range r.each() {
+	for _, c := range each {
 		jobs, err := c.Jobs("", states)
 		if err != nil {
 			return nil, err
@@ -170,7 +217,7 @@ func (r *routed) Jobs(sweep string, states []string) ([]api.Job, error) {
 }
 
 func (r *routed) Job(id string) (api.Job, error) {
-	c, err := r.to(sweepOfJob(id))
+	c, err := r.toJob(id)
 	if err != nil {
 		return api.Job{}, err
 	}
@@ -178,7 +225,7 @@ func (r *routed) Job(id string) (api.Job, error) {
 }
 
 func (r *routed) Why(id string) (api.WhyResponse, error) {
-	c, err := r.to(sweepOfJob(id))
+	c, err := r.toJob(id)
 	if err != nil {
 		return api.WhyResponse{}, err
 	}
@@ -201,7 +248,7 @@ func (r *routed) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
 	var order []daemonClient
 	ids := map[daemonClient][]string{}
 	for _, id := range sel.IDs {
-		c, err := r.to(sweepOfJob(id))
+		c, err := r.toJob(id)
 		if err != nil {
 			return nil, err
 		}
@@ -229,7 +276,11 @@ func (r *routed) actWhere(v api.Verb, sel api.SelectRequest) ([]string, error) {
 	var done []string
 	var refusal error
 	acted := false
-	for _, c := range r.each() {
+	each, err := r.each()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range each {
 		if _, ok := c.(*stateReader); ok {
 			continue
 		}
@@ -268,7 +319,7 @@ func (r *routed) Update(req api.UpdateRequest) (api.UpdateResponse, error) {
 }
 
 func (r *routed) Attempt(req api.StreamRequest) (io.ReadWriteCloser, error) {
-	c, err := r.to(sweepOfJob(req.Attempt.Job))
+	c, err := r.toJob(req.Attempt.Job)
 	if err != nil {
 		return nil, err
 	}
@@ -304,8 +355,12 @@ func (r *routed) States(req api.StatesRequest) ([]api.JobState, error) {
 		return c.States(req)
 	}
 	if len(req.IDs) == 0 {
+		each, err := r.each()
+		if err != nil {
+			return nil, err
+		}
 		all := []api.JobState{}
-		for _, c := range r.each() {
+		for _, c := range each {
 			got, err := c.States(req)
 			if err != nil {
 				return nil, err
@@ -316,7 +371,7 @@ func (r *routed) States(req api.StatesRequest) ([]api.JobState, error) {
 	}
 	ids := map[daemonClient][]string{}
 	for _, id := range req.IDs {
-		c, err := r.to(sweepOfJob(id))
+		c, err := r.toJob(id)
 		if err != nil {
 			return nil, err
 		}
