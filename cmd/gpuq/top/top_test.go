@@ -445,17 +445,63 @@ func TestALongJobIDLosesItsStart(t *testing.T) {
 // TestALongNameLosesItsKeysFirst: a name longer than its column is cut as gpuq run's
 // summary and gpuq results cut one (CutName): its keys give way before its values, and
 // the start of its task (the sweep's prefix) before its numbers, so that the learning
-// rate that tells two jobs apart stays, in the running list and the queue alike.
+// rate that tells two jobs apart stays, in the running list and the queue alike. At
+// 106 columns the name column has 24 cells.
 func TestALongNameLosesItsKeysFirst(t *testing.T) {
 	const name = "glue-tvt_qnli,learning_rate=3e-4,seed=87"
 	ov := sampleOverview(t)
 	ov.Running[1].Name, ov.Queue[0].Name = name, name
 	src := &fakeSource{ov: ov}
 	m := drive(t, asciiModel(src), m0(src)...)
-	m = drive(t, m, tea.WindowSizeMsg{Width: 200, Height: 50})
+	m = drive(t, m, tea.WindowSizeMsg{Width: 106, Height: 50})
 	v := m.View()
 	if n := strings.Count(v, " …-tvt_qnli,l…=3e-4,s…=87 "); n != 2 {
 		t.Errorf("the long name is cut by its keys on %d lines, want 2:\n%s", n, v)
+	}
+}
+
+// TestANameTakesTheRoomTheScreenHas: a long name is whole where the screen has room
+// for it (the column stopped at 24 cells however wide the screen, and cut names with
+// room to spare), and takes what room there is where it has less. Past its first 24
+// cells it comes after the other columns: at 120 the declared and learned memory stay
+// and the ids are whole, and at 80 those give way as they do to short names. Each
+// list's names stay under NAME, and every line fits the screen.
+func TestANameTakesTheRoomTheScreenHas(t *testing.T) {
+	const name, id = "glue-benchmark-qnli,learning_rate=0.0001,seed=87", "glue-long-names.2"
+	ov := sampleOverview(t)
+	ov.Running[1].Name, ov.Queue[0].Name = name, name
+	ov.Running[1].Job = id
+	src := &fakeSource{ov: ov}
+	m := drive(t, asciiModel(src), m0(src)...)
+	for _, tc := range []struct {
+		width    int
+		name, id string // as shown
+		memory   bool   // DECLARED and LEARNED shown
+	}{
+		{200, name, id, true},
+		{120, "…mark-qnli,l…=0.0001,s…=87", id, true},
+		{80, "…nli,l…=0.0001,87", "…ong-names.2", false},
+	} {
+		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: 50})
+		v := m.View()
+		if n := strings.Count(v, " "+tc.name+" "); n != 2 || !strings.Contains(v, " "+tc.id+" "+tc.name+" ") || strings.Contains(v, "DECLARED") != tc.memory {
+			t.Errorf("at %d columns, want the name as %q on 2 lines (%d), the id as %q, and the memory %v:\n%s", tc.width, tc.name, n, tc.id, tc.memory, v)
+		}
+		cell := func(s, sub string) int { return ansi.StringWidth(s[:max(0, strings.Index(s, sub))]) }
+		var header string
+		for _, l := range strings.Split(v, "\n") {
+			switch {
+			case strings.Contains(l, "NAME"):
+				header = l
+			case strings.Contains(l, tc.name):
+				if h, c := cell(header, "NAME"), cell(l, tc.name); h == 0 || h != c {
+					t.Errorf("at %d columns, NAME at cell %d, the name at %d:\n%s\n%s", tc.width, h, c, header, l)
+				}
+			}
+			if w := ansi.StringWidth(l); w > tc.width {
+				t.Errorf("at %d columns, a line %d wide: %q", tc.width, w, l)
+			}
+		}
 	}
 }
 

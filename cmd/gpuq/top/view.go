@@ -197,13 +197,15 @@ func UtilText(u *float64, unmeasured bool) string {
 // idNameWidths are the widths of the id column, of width w and no narrower than least,
 // and of the name column beside cards of width gw: the longest name shown, but on a
 // screen at most half of what a running job's line leaves past its other columns (its
-// output needs the rest) and at most 24 cells; names longer lose their keys before
-// their values (CutName). Where the declared and learned memory would cut the names
-// beside ids cut to least (ssh's 80 columns), they give way (narrow): names tell the
-// points apart, and gpuq status ID shows each attempt's estimate and peak. Then ids
-// give way, losing their start (GiveWay, as gpuq status's and run's tables do): a
-// sweep's jobs share it, and the names are what tell them apart; an id takes what the
-// screen has left, whole where it fits.
+// output needs the rest); names longer lose their keys before their values (CutName).
+// A name's first nameFirst cells come before the other columns: where the declared and
+// learned memory would cut the names to fewer beside ids cut to least (ssh's 80
+// columns), they give way (narrow): names tell the points apart, and gpuq status ID
+// shows each attempt's estimate and peak. Then ids give way, losing their start
+// (GiveWay, as gpuq status's and run's tables do): a sweep's jobs share it, and the
+// names are what tell them apart; an id takes what the screen has left, whole where it
+// fits. The rest of a name comes last: it takes what room is left, whole on a screen
+// wide enough.
 func (m model) idNameWidths(w, least, gw int) (idWidth, nameWidth int, narrow bool) {
 	n := 4
 	for _, r := range m.ov.Running {
@@ -215,17 +217,22 @@ func (m model) idNameWidths(w, least, gw int) (idWidth, nameWidth int, narrow bo
 	if m.width <= 0 {
 		return w, n, false
 	}
-	want := min(n, 24)
-	fits := func(w, fixed int) int { return max(min(want, (m.width-w-gw-fixed)/2), 4) }
+	first := min(n, nameFirst)
+	fits := func(w, fixed, want int) int { return max(min(want, (m.width-w-gw-fixed)/2), 4) }
 	fixed := runFixed
-	if fits(min(w, least), runFixed) < want {
+	if fits(min(w, least), runFixed, first) < first {
 		fixed, narrow = runNarrowFixed, true
 	}
-	// The name is whole where w + gw + fixed + 2*want fit the screen.
+	// The name's first cells are whole where w + gw + fixed + 2*first fit the screen.
 	widths := []int{w}
-	GiveWay(widths, []int{0}, func(int) int { return least }, w+gw+fixed+2*want-m.width)
-	return widths[0], fits(widths[0], fixed), narrow
+	GiveWay(widths, []int{0}, func(int) int { return least }, w+gw+fixed+2*first-m.width)
+	return widths[0], fits(widths[0], fixed, n), narrow
 }
+
+// nameFirst is the cells of a name that top's lists give room before the declared and
+// learned memory and the ids' start (see idNameWidths): enough for a sweep's point,
+// the keys of its text values gone, to read whole (sst2,lr=3e-4,seed=87).
+const nameFirst = 24
 
 // MinCut is the fewest cells a shortened column keeps: enough to tell its values apart.
 const MinCut = 12
