@@ -15,16 +15,24 @@ func main() {
 type ioStreams struct {
 	In       io.Reader
 	Out, Err io.Writer
-	// Cols is the width that tables fit; 0 asks Out's terminal (piped: no limit).
+	// Cols is the width that tables fit, on Out and Err alike; 0 asks the terminal
+	// each writes to (piped or redirected: no limit).
 	Cols int
 }
 
 // width is the number of columns that Out's lines fit, 0 for any.
-func (s ioStreams) width() int {
+func (s ioStreams) width() int { return s.widthOf(s.Out) }
+
+// errWidth is the number of columns that Err's lines fit, 0 for any: what is written
+// there (a one-off's summary, beside its trainer's output on Out) fits Err's terminal,
+// whatever Out is.
+func (s ioStreams) errWidth() int { return s.widthOf(s.Err) }
+
+func (s ioStreams) widthOf(w io.Writer) int {
 	if s.Cols > 0 {
 		return s.Cols
 	}
-	return termWidth(s.Out)
+	return termWidth(w)
 }
 
 // isTerminal reports whether w is a character device, so that output may use bars and

@@ -26,14 +26,21 @@ func gpuq(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // in a state directory of the test's own, the same for each of its calls.
 func gpuqIn(t *testing.T, cols int, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	var out, errb bytes.Buffer
+	code = gpuqTo(t, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Cols: cols}, args...)
+	return out.String(), errb.String(), code
+}
+
+// gpuqTo runs the CLI as gpuqIn does, on the streams given (a terminal, a file), and
+// returns its exit code.
+func gpuqTo(t *testing.T, streams ioStreams, args ...string) int {
+	t.Helper()
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("GPUQ_SIM_LEDGER", t.TempDir())
 	if os.Getenv("XDG_STATE_HOME") == testsState {
 		t.Setenv("XDG_STATE_HOME", t.TempDir())
 	}
-	var out, errb bytes.Buffer
-	code = run(args, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Cols: cols})
-	return out.String(), errb.String(), code
+	return run(args, streams)
 }
 
 func TestMain(m *testing.M) {

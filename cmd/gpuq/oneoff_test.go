@@ -2,15 +2,19 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/creack/pty"
 	"github.com/spf13/viper"
 
 	"github.com/gpuq/gpuq/scheduler/schedtest"
@@ -318,5 +322,90 @@ func TestOneOffKeepsItsEnvironment(t *testing.T) {
 	out, errOut, code := gpuq(t, "run", "--log-dir", t.TempDir(), "--gpus", "sim:1x24GiB", "--", "sh", "-c", "echo OMP=$OMP_NUM_THREADS MKL=$MKL_NUM_THREADS")
 	if code != exitOK || out != "OMP=8 MKL=1\n" {
 		t.Errorf("exit %d: %q, want OMP=8 MKL=1\n%s", code, out, errOut)
+	}
+}
+
+// TestAOneOffsSummaryFitsStderrsTerminal: a one-off's summary goes to stderr, beside
+// its trainer's output on stdout, and is laid out for stderr: on a terminal of 60
+// columns it fits them where stdout is a file, and to a file every value is whole where
+// stdout is a terminal of 40 columns. It was sized to stdout's terminal: wider than
+// stderr's, or cut for a terminal it was not written to.
+func TestAOneOffsSummaryFitsStderrsTerminal(t *testing.T) {
+	const name = "a-one-off-with-a-rather-long-name"
+	for _, tc := range []struct {
+		out, err int // the terminal's columns; 0: a file
+	}{{0, 60}, {40, 0}} {
+		dir := t.TempDir()
+		out, outWritten := streamOf(t, tc.out)
+		errOut, errWritten := streamOf(t, tc.err)
+		code := gpuqTo(t, ioStreams{In: strings.NewReader(""), Out: out, Err: errOut},
+			"run", "--log-dir", dir, "--gpus", "sim:1x24GiB", "--memory", "2GiB", "--name", name, "--", "sh", "-c", "echo trained")
+		stdout, stderr := outWritten(), errWritten()
+		if code != exitOK || strings.TrimSpace(stdout) != "trained" {
+			t.Fatalf("stdout on %d columns, stderr on %d: exit %d\n%s%s", tc.out, tc.err, code, stdout, stderr)
+		}
+		_, summary, ok := strings.Cut(stderr, "\n\nJOB ")
+		if !ok {
+			t.Fatalf("no summary on stderr:\n%s", stderr)
+		}
+		summary = "JOB " + summary
+		if tc.err > 0 {
+			fitsWidth(t, summary, tc.err)
+		} else if !strings.Contains(summary, name+".1  "+name+"  succeeded") {
+			t.Errorf("to a file, the summary's values are not whole:\n%s", summary)
+		}
+	}
+}
+
+// streamOf is what gpuq writes to in a test: a pseudo-terminal cols wide, or a file
+// where cols is 0; written is what it was written, once gpuq is done, with lines ended
+// by "\n" (a terminal's "\r\n" undone). It skips the test where there is no
+// pseudo-terminal.
+func streamOf(t *testing.T, cols int) (f *os.File, written func() string) {
+	t.Helper()
+	if cols == 0 {
+		f, err := os.CreateTemp(t.TempDir(), "stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f, func() string {
+			b, _ := os.ReadFile(f.Name())
+			return string(b)
+		}
+	}
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	t.Cleanup(func() { ptmx.Close(); tty.Close() })
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: uint16(cols)}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var b bytes.Buffer
+	done := make(chan struct{})
+	go func() { // the terminal's buffer is small: it is read as it is written
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			mu.Lock()
+			b.Write(buf[:n])
+			mu.Unlock()
+			if err != nil { // EIO once the terminal's side is closed
+				return
+			}
+		}
+	}()
+	return tty, func() string {
+		tty.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.ReplaceAll(b.String(), "\r\n", "\n")
 	}
 }

@@ -167,9 +167,11 @@ func runRun(opts *runOptions) error {
 	stdout := stopWhenReaderGone(opts.io.Out, opts.io.Err, what, stopRun)
 	var trainer *oneOffOutput
 	progress, summary := stdout, stdout
+	summaryWidth := opts.io.width()
 	if oneOff {
 		trainer = newOneOffOutput(stdout, opts.io.Err)
 		progress, summary = opts.io.Err, opts.io.Err
+		summaryWidth = opts.io.errWidth() // the terminal it is written to, not stdout's
 	}
 	if opts.json {
 		progress = opts.io.Err
@@ -234,7 +236,7 @@ func runRun(opts *runOptions) error {
 			return err
 		}
 	} else {
-		printSummary(summary, sum, opts.io.width())
+		printSummary(summary, sum, summaryWidth)
 	}
 	switch {
 	case errors.Is(runErr, context.Canceled):
