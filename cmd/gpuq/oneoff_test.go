@@ -409,3 +409,28 @@ func streamOf(t *testing.T, cols int) (f *os.File, written func() string) {
 		return strings.ReplaceAll(b.String(), "\r\n", "\n")
 	}
 }
+
+// TestARunsLogPathStaysWhole: the line a run begins with says where its logs are;
+// where the line would be wider than stderr's terminal (80 columns), the path goes on
+// a line of its own, whole, so that it can be copied as one, and the line before it
+// fits; where it fits (300 columns), or stderr is no terminal, it is one line. At 80
+// columns the terminal broke the path in the middle.
+func TestARunsLogPathStaysWhole(t *testing.T) {
+	const name = "a-one-off-with-a-rather-long-name"
+	const running = "gpuq: running 1 job of " + name + "; logs in"
+	for _, cols := range []int{80, 300, 0} {
+		dir := filepath.Join(t.TempDir(), "logs-with-a-long-directory-name", "for-this-run")
+		_, errOut, code := gpuqIn(t, cols, "run", "--log-dir", dir, "--gpus", "sim:1x24GiB", "--name", name, "--", "sh", "-c", "true")
+		paths, _ := filepath.Glob(filepath.Join(dir, name+"-*"))
+		if code != exitOK || len(paths) != 1 {
+			t.Fatalf("at %d columns: exit %d, the run's directories %q:\n%s", cols, code, paths, errOut)
+		}
+		want := running + "\n" + paths[0] + "\n"
+		if cols == 0 || len(running+" "+paths[0]) <= cols {
+			want = running + " " + paths[0] + "\n"
+		}
+		if !strings.Contains(errOut, "\n"+want) {
+			t.Errorf("at %d columns, want\n%swhere the run begins:\n%s", cols, want, errOut)
+		}
+	}
+}

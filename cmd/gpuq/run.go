@@ -166,15 +166,16 @@ func runRun(opts *runOptions) error {
 	}
 	stdout := stopWhenReaderGone(opts.io.Out, opts.io.Err, what, stopRun)
 	var trainer *oneOffOutput
+	// Each is laid out for the terminal it is written to, not stdout's.
 	progress, summary := stdout, stdout
-	summaryWidth := opts.io.width()
+	progressWidth, summaryWidth := opts.io.width(), opts.io.width()
 	if oneOff {
 		trainer = newOneOffOutput(stdout, opts.io.Err)
 		progress, summary = opts.io.Err, opts.io.Err
-		summaryWidth = opts.io.errWidth() // the terminal it is written to, not stdout's
+		progressWidth, summaryWidth = opts.io.errWidth(), opts.io.errWidth()
 	}
 	if opts.json {
-		progress = opts.io.Err
+		progress, progressWidth = opts.io.Err, opts.io.errWidth()
 	}
 	if sw.Sharing == plans.MPS {
 		stop, err := startMPS(opts, p, progress)
@@ -214,7 +215,8 @@ func runRun(opts *runOptions) error {
 		defer fg.Close()
 		srv = fg
 	}
-	fmt.Fprintf(progress, "gpuq: running %s of %s; logs in %s\n", plans.Count(len(sw.Jobs), "job"), sw.Name, opts.logDir)
+	running := fmt.Sprintf("gpuq: running %s of %s; logs in", plans.Count(len(sw.Jobs), "job"), sw.Name)
+	fmt.Fprint(progress, pathLine(running, opts.logDir, progressWidth))
 
 	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores
 	// the hangup of its own terminal must not live on without gpuq.
@@ -255,6 +257,17 @@ func runRun(opts *runOptions) error {
 		return errJobsFailed
 	}
 	return nil
+}
+
+// pathLine is text followed by path, on one line where it fits width (0: any), else
+// with the path on a line of its own: a line that the terminal wrapped would break the
+// path where it reached the edge, and it would not be copied whole. Only a path wider
+// than the terminal is wrapped, by the terminal, which most copy as one line.
+func pathLine(text, path string, width int) string {
+	if width <= 0 || ansi.StringWidth(text)+1+ansi.StringWidth(path) <= width {
+		return text + " " + path + "\n"
+	}
+	return wrap(text, width, "") + "\n" + path + "\n"
 }
 
 // prepare is the run's sweep, from its file or a one-off's command, on the machine. A
