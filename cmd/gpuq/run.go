@@ -109,7 +109,7 @@ some job failed or was cancelled, 2 bad input, 130 interrupted.`,
 	cmd.Flags().StringVar(&opts.name, "name", "", "with a command after --: its name (default its script's)")
 	opts.oneOff.addFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the final summary as JSON on stdout; progress goes to stderr")
-	cmd.Flags().StringVar(&opts.logDir, "log-dir", "", "where runs keep their attempts' configs and logs, each run in <sweep>-<time>/ of its own (default $XDG_STATE_HOME/gpuq/runs)")
+	cmd.Flags().StringVar(&opts.logDir, "log-dir", "", "where runs keep their attempts' configs and logs, each run in <sweep>-<time>/ of its own (default runs/ in the state directory: $XDG_STATE_HOME/gpuq/runs, or --state-dir's)")
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
 	return cmd
 }
@@ -135,7 +135,13 @@ func runRun(opts *runOptions) error {
 	launcher.BecomeSubreaper()
 	sw := p.sweep
 	if opts.logDir == "" {
-		opts.logDir = filepath.Join(xdgDir("XDG_STATE_HOME", filepath.Join(".local", "state")), "gpuq", "runs")
+		// Beside the run's socket and the record it leaves: a state directory given
+		// elsewhere (a scratch disk, away from a home quota) holds the logs too.
+		dir, err := opts.settings.stateDir()
+		if err != nil {
+			return err
+		}
+		opts.logDir = filepath.Join(dir, "runs")
 	}
 	// From here on the directory is its real path: a link on the way to it that
 	// someone points elsewhere later changes nothing.

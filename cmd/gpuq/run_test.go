@@ -257,6 +257,30 @@ func TestRunNeverOverwritesAnotherRunsLogs(t *testing.T) {
 	}
 }
 
+// TestRunKeepsItsLogsInTheStateDirectory: without --log-dir a run's logs go to runs/
+// in the state directory it was given, beside its socket and the record it leaves, not
+// to $XDG_STATE_HOME's, which a state directory moved off a small home would fill.
+func TestRunKeepsItsLogsInTheStateDirectory(t *testing.T) {
+	dir := t.TempDir()
+	xdg, stateDir := filepath.Join(dir, "xdg"), filepath.Join(dir, "state")
+	t.Setenv("XDG_STATE_HOME", xdg)
+	t.Setenv("GPUQ_STATE_DIR", stateDir)
+	sweep := filepath.Join(dir, "here.yaml")
+	os.WriteFile(sweep, []byte("name: here\ncommand: [sh, -c, \"echo hi\"]\njobs: [{}]\nmemory: 1GiB\ngpus: sim:1x24GiB\n"), 0o644)
+	out, errOut, code := gpuq(t, "run", sweep, "--json", "--poll", "100ms")
+	var sum api.SweepSummary
+	if code != exitOK || json.Unmarshal([]byte(out), &sum) != nil {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	log := sum.Jobs[0].Attempts[0].Log
+	if rel, err := filepath.Rel(filepath.Join(stateDir, "runs"), log); err != nil || !strings.HasPrefix(rel, "here-") {
+		t.Errorf("the log %s is not under the state directory's runs/ (%s)", log, stateDir)
+	}
+	if _, err := os.Stat(filepath.Join(xdg, "gpuq")); !os.IsNotExist(err) {
+		t.Errorf("the run wrote under $XDG_STATE_HOME (%s) though its state directory is %s: %v", xdg, stateDir, err)
+	}
+}
+
 // TestRunFailsAModelLargerThanTheCard: a trainer whose weights alone outgrow the card
 // (the simulated trainer runs out of memory in Module.to) fails after one attempt, with
 // the reason and what would help, rather than walking every rung of its ladder.
