@@ -77,3 +77,31 @@ func (w Where) Unknown(keys []string) error {
 	}
 	return nil
 }
+
+// Unmet is an error naming what of w none of these jobs (by their parameters) meets:
+// the first condition that none meets alone, with the values its key has among them,
+// else w as a whole; nil where one of them meets w. A value misspelt, as a key, must
+// not read as "no job to change".
+func (w Where) Unmet(params []*Map) error {
+	if len(w) == 0 || slices.ContainsFunc(params, w.Matches) {
+		return nil
+	}
+	for _, c := range w {
+		if slices.ContainsFunc(params, Where{c}.Matches) {
+			continue
+		}
+		var values []string
+		for _, p := range params {
+			if v, ok := p.Get(c.Key); ok && !slices.Contains(values, FormatValue(v)) {
+				values = append(values, FormatValue(v))
+			}
+		}
+		slices.Sort(values)
+		const shown = 8
+		if len(values) > shown {
+			values = append(values[:shown], "…")
+		}
+		return fmt.Errorf("no job has %s (its %s: %s)", Where{c}, c.Key, strings.Join(values, ", "))
+	}
+	return fmt.Errorf("no job has %s together", w)
+}

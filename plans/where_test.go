@@ -48,4 +48,19 @@ func TestWhere(t *testing.T) {
 	if err := w.Unknown(params.Keys); err == nil || err.Error() != `no job has a parameter "sed" (did you mean "seed"?)` {
 		t.Errorf("an unknown key: %v", err)
 	}
+	other := NewMap()
+	other.Set("task", "glue-rte")
+	other.Set("seed", int64(88))
+	jobs := []*Map{params, other}
+	for _, tc := range []struct{ where, err string }{
+		{"task=glue-rte", ""},
+		{"seed=87.0|89", ""},
+		{"task=glue-qnli", "no job has task=glue-qnli (its task: glue-rte, glue-sst2)"},
+		{"task=glue-rte,seed=87", "no job has task=glue-rte,seed=87 together"},
+	} {
+		w, _ := ParseWhere(tc.where)
+		if err := w.Unmet(jobs); tc.err == "" && err != nil || tc.err != "" && (err == nil || err.Error() != tc.err) {
+			t.Errorf("%q: %v, want %q", tc.where, err, tc.err)
+		}
+	}
 }

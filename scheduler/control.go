@@ -52,8 +52,9 @@ func (e *Engine) jobs(sel Selection, ok func(*state.Job) string) ([]*state.Job, 
 }
 
 // selected are the jobs of a sweep, or of every sweep, that meet sel.Where and that ok
-// lets be changed. A Where key no job of them has is refused: a misspelt key must not
-// read as "no job to change".
+// lets be changed. A Where key no job of them has is refused, and so is a Where none of
+// them meets, whatever their states: a misspelt key or value must not read as "no job
+// to change".
 func selected(view state.View, sel Selection, ok func(*state.Job) string) ([]*state.Job, error) {
 	var jobs []*state.Job
 	if sel.Sweep == "" {
@@ -67,16 +68,32 @@ func selected(view state.View, sel Selection, ok func(*state.Job) string) ([]*st
 	}
 	var out []*state.Job
 	keys := map[string]bool{}
+	met := false
 	for _, j := range jobs {
 		for _, k := range j.Params.Keys {
 			keys[k] = true
 		}
-		if sel.Where.Matches(j.Params) && ok(j) == "" {
-			out = append(out, j)
+		if sel.Where.Matches(j.Params) {
+			met = true
+			if ok(j) == "" {
+				out = append(out, j)
+			}
 		}
 	}
 	if err := sel.Where.Unknown(slices.Sorted(maps.Keys(keys))); err != nil {
 		return nil, Refused(err.Error())
+	}
+	if !met && len(sel.Where) > 0 {
+		params := make([]*plans.Map, len(jobs))
+		for i, j := range jobs {
+			params[i] = j.Params
+		}
+		if err := sel.Where.Unmet(params); err != nil {
+			if sel.Sweep != "" {
+				return nil, Refused(fmt.Sprintf("sweep %s: %v", sel.Sweep, err))
+			}
+			return nil, Refused(err.Error())
+		}
 	}
 	return out, nil
 }

@@ -208,8 +208,8 @@ func TestTheDefaultOfOneJobPerCardHoldsAcrossSweeps(t *testing.T) {
 }
 
 // TestSelectByWhere: a Where selects the jobs whose parameters meet it, in a sweep or in
-// every sweep, passing over those the request does not apply to; a key no job has is
-// refused, so that a misspelt one does not read as "nothing to do".
+// every sweep, passing over those the request does not apply to; a key or a value no
+// job has is refused, so that a misspelt one does not read as "nothing to do".
 func TestSelectByWhere(t *testing.T) {
 	e, st := stepEngine(t, "name: c\ncommand: [train]\nmatrix: {task: [sst2, rte], seed: [1, 2]}\nmemory: 10GiB\n", 1)
 	where := func(s string) plans.Where {
@@ -231,6 +231,25 @@ func TestSelectByWhere(t *testing.T) {
 	var refused Refused
 	if _, err := e.release(Selection{Where: where("sed=1")}); !errors.As(err, &refused) || !strings.Contains(err.Error(), `(did you mean "seed"?)`) {
 		t.Errorf("an unknown key: %v", err)
+	}
+	// A value no job has is refused alike, naming the values there are; a Where that
+	// jobs meet, none of them in a state the request applies to, is not.
+	for _, tc := range []struct {
+		sel  Selection
+		want string
+	}{
+		{Selection{Where: where("task=mnli")}, "no job has task=mnli (its task: rte, sst2)"},
+		{Selection{Sweep: "c", Where: where("task=sst2,seed=3")}, "sweep c: no job has seed=3 (its seed: 1, 2)"},
+		{Selection{Where: where("task=rte|mnli,seed=2|3")}, ""},
+	} {
+		_, err := e.cancel(tc.sel)
+		if tc.want == "" && err != nil || tc.want != "" && (!errors.As(err, &refused) || err.Error() != tc.want) {
+			t.Errorf("cancel %+v: %v, want %q", tc.sel, err, tc.want)
+		}
+	}
+	ids, err = e.hold(Selection{Sweep: "c", Where: where("task=sst2")})
+	if err != nil || len(ids) != 0 {
+		t.Errorf("hold task=sst2, held already: %v %v", ids, err)
 	}
 }
 
