@@ -398,12 +398,7 @@ var statusColumns = []statusColumn{
 	{name: "gpu", aliases: []string{"nodelist"}, header: "GPU", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return cardsOf(a) })},
 	{name: "attempt", header: "ATTEMPT", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return strconv.Itoa(a.N) })},
 	{name: "tier", header: "TIER", value: func(j api.Job, _ time.Time) string { return strconv.Itoa(j.Tier) }},
-	{name: "estimate", header: "ESTIMATE", value: func(j api.Job, _ time.Time) string {
-		if j.LearnedBytes != nil {
-			return top.Gig(*j.LearnedBytes)
-		}
-		return top.Gig(j.DeclaredBytes)
-	}},
+	{name: "estimate", header: "ESTIMATE", value: func(j api.Job, _ time.Time) string { return top.Gig(estimateOf(j.JobSummary)) }},
 	{name: "peak", header: "PEAK", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return top.Gig(peakOf(a)) })},
 	{name: "time", header: "TIME", value: latestOf(durationOf)},
 	{name: "util", header: "UTIL", value: func(j api.Job, _ time.Time) string { return learnedUtil(j.JobSummary) }},
@@ -603,6 +598,20 @@ func showJob(opts *statusOptions, id string) error {
 	return nil
 }
 
+// estimateOf is what the packer reserves for a job's next attempt, as it reckons it:
+// its shape's measured peak, else its declared estimate, and never less than an
+// out-of-memory end proved its shape needs (see state.EstimateBy).
+func estimateOf(j api.JobSummary) int64 {
+	est := j.DeclaredBytes
+	if j.LearnedBytes != nil {
+		est = *j.LearnedBytes
+	}
+	if j.FloorBytes != nil {
+		est = max(est, *j.FloorBytes)
+	}
+	return est
+}
+
 // printJob prints one job with every attempt, to fit a terminal of width cells (0: no
 // limit) but for paths and the command: its state and why it ended, its point, when it
 // ran, its memory, duration and utilization as learned, a line per attempt, then how each attempt
@@ -632,7 +641,11 @@ func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 	if j.LearnedBytes != nil {
 		learned = plans.FormatSize(*j.LearnedBytes) + " (measured peak of its shape)"
 	}
-	line("memory: declared %s, learned %s", sizeOrDash(j.DeclaredBytes), learned)
+	if j.FloorBytes != nil {
+		line("memory: declared %s, learned %s; at least %s, which an out-of-memory end of its shape proved it needs", sizeOrDash(j.DeclaredBytes), learned, plans.FormatSize(*j.FloorBytes))
+	} else {
+		line("memory: declared %s, learned %s", sizeOrDash(j.DeclaredBytes), learned)
+	}
 	if j.LearnedSeconds != nil {
 		line("duration: learned %s (its shape's attempts that succeeded, %d of them)", learnedDuration(j.JobSummary), j.LearnedRuns)
 	} else {

@@ -433,6 +433,32 @@ func TestStatusOfAJobThatNeverStarted(t *testing.T) {
 	}
 }
 
+// TestStatusShowsTheEstimateThePackerUses: a queued job whose shape an out-of-memory
+// end proved larger than declared (crowded out of a shared card) shows that estimate,
+// as gpuq why and gpuq top do, not the declared one it will not be placed by; gpuq
+// status ID says where it comes from.
+func TestStatusShowsTheEstimateThePackerUses(t *testing.T) {
+	queued := job("s.1", "queued")
+	queued.DeclaredBytes = 9 << 30
+	floor := int64(14 << 30)
+	queued.FloorBytes = &floor
+	d := &fakeDaemon{listings: [][]api.Job{{queued}, {queued}}}
+	ios, out, _ := buffers()
+	if err := runStatus(&statusOptions{io: ios, client: d.client, now: time.Now, format: "id,estimate"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "s.1  14.0G") {
+		t.Errorf("status shows:\n%s\nwant the 14.0G the packer reserves", out)
+	}
+	ios, out, _ = buffers()
+	if err := runStatus(&statusOptions{io: ios, client: d.client, now: time.Now}, []string{"s.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "memory: declared 9.00 GiB, learned not measured yet; at least 14.00 GiB, which an out-of-memory end of its shape proved it needs") {
+		t.Errorf("status s.1 shows:\n%s", out)
+	}
+}
+
 // TestAJobOnAWorkerAwaySaysSo: a running job whose worker is away is not said to run
 // plainly: gpuq status shows running,away, and, as its reason, since when the worker
 // was not heard from and how long it has to come back; gpuq status ID says the same.

@@ -90,6 +90,10 @@ type JobSummary struct {
 	// tier; LearnedBytes what its shape's measured peak says (null: nothing yet).
 	DeclaredBytes int64  `json:"declared_bytes"`
 	LearnedBytes  *int64 `json:"learned_bytes"`
+	// FloorBytes is what an out-of-memory end of its shape proved it needs at its
+	// current tier (a job crowded out of a card, say), which the packer reserves at
+	// least; absent where none did.
+	FloorBytes *int64 `json:"floor_bytes,omitempty"`
 	// LearnedSeconds is how long its shape's attempts that succeeded ran, on average
 	// (see scheduler.Shape.Duration), over LearnedRuns of them (counted up to 10); null:
 	// none yet. The queue's order and reservations go by it.
@@ -211,6 +215,10 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 	}
 	if l := view.Learned(j.Shape); l > 0 {
 		js.LearnedBytes = &l
+	}
+	if l := view.Shape(j.Shape); l != nil && l.Floor > 0 {
+		f := l.Floor
+		js.FloorBytes = &f
 	}
 	if l := view.Shape(j.Shape); l != nil && l.Duration > 0 {
 		d := l.Duration.Seconds()

@@ -53,6 +53,26 @@ func TestSummarizeTellsUtilization(t *testing.T) {
 	}
 }
 
+// TestSummarizeTellsTheOOMFloor: a job's summary tells what an out-of-memory end of its
+// shape proved it needs (a sibling crowded out of a card), which the packer reserves
+// however little it declared; nothing before one did.
+func TestSummarizeTellsTheOOMFloor(t *testing.T) {
+	st, j := oneJob(t)
+	if js := Summarize(st.View(), j); js.FloorBytes != nil {
+		t.Errorf("a floor of %d before any out-of-memory end", *js.FloorBytes)
+	}
+	if err := st.Put(state.Change{Shapes: []*state.Shape{{Name: j.Shape, Floor: 14 << 30, Rev: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	js := Summarize(st.View(), j)
+	if js.FloorBytes == nil || *js.FloorBytes != 14<<30 || js.LearnedBytes != nil {
+		t.Errorf("floor %v, learned %v; want 14 GiB and nothing learned", js.FloorBytes, js.LearnedBytes)
+	}
+	if est, _ := st.View().Estimate(j); est != 14<<30 {
+		t.Errorf("the packer reserves %d, not the floor the summary tells", est)
+	}
+}
+
 // oneJob is a store with a sweep of one job submitted, and the job.
 func oneJob(t *testing.T) (*state.Store, *state.Job) {
 	t.Helper()
