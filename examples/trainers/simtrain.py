@@ -15,7 +15,10 @@ Memory model (the same physics as `gpuq simulate`; README, "Simulated trainers")
                             * 1.15 ** log2(sim_batch / batch_size)   (more, smaller micro-batches)
                             * (1.2 if num_data_workers == 0)
 sim_base and sim_activations are sizes ("3.5GiB"); sim_batch is the batch_size the
-activations figure was measured at (default: batch_size). The weights (sim_base) are
+activations figure was measured at. Set it to the sweep's batch_size: the ladder halves
+batch_size and leaves sim_batch, so that the activations halve with the batch. Without
+it (default: batch_size, whatever the tier), a halved batch holds as much as the whole
+did, and a trainer started below tier 0 says so on stderr. The weights (sim_base) are
 allocated at start, the activations after sim_alloc_delay seconds (default 1), which is
 when an OOM happens.
 
@@ -199,6 +202,9 @@ def plan(cfg):
     """Peak bytes and duration in seconds for this config: the model in the docstring."""
     batch = int(cfg.get("batch_size", 1))
     ref = int(cfg.get("sim_batch", batch))
+    if "sim_batch" not in cfg and os.environ.get("GPUQ_TIER", "0") not in ("", "0"):
+        print("simtrain: no sim_batch in the config: a batch_size the ladder halves holds as "
+              "much as the whole (set sim_batch to the sweep's batch_size)", file=sys.stderr)
     gc = bool(cfg.get("gradient_checkpointing", False))
     act = parse_size(cfg.get("sim_activations", "0B")) * batch / ref * (0.35 if gc else 1.0)
     base = parse_size(cfg.get("sim_base", "1GiB"))
