@@ -654,14 +654,17 @@ func TestSummaryKeepsNamesWhole(t *testing.T) {
 // TestRunShowsTheSlowdown: two simulated trainers that keep their card busy
 // (sim_gpu_util 1) and lose half their speed to a neighbour (sim_colocation_cost 0.5)
 // share one card (the sweep's plan lets them, before they are measured): each runs at a
-// quarter of its speed alone, so its two seconds of training take about eight.
+// quarter of its speed alone, so its two seconds of training take about eight. Each
+// waits for the other before its first step (sim_wait_neighbours), since gpuq starts
+// them together but a loaded machine's python may start one seconds after the other,
+// when the first has trained alone.
 func TestRunShowsTheSlowdown(t *testing.T) {
 	needPython(t)
 	dir := t.TempDir()
 	sweep := filepath.Join(dir, "busy.yaml")
 	trainer, _ := filepath.Abs("../../examples/trainers/simtrain.py")
 	os.WriteFile(sweep, []byte("name: busy\ncommand: [python3, "+trainer+", --config, \"{config}\"]\nconfig: {format: json}\n"+
-		"params: {sim_seconds: 2, sim_alloc_delay: 0, sim_gpu_util: 1, sim_colocation_cost: 0.5}\nmatrix: {seed: [1, 2]}\n"+
+		"params: {sim_seconds: 2, sim_alloc_delay: 0, sim_gpu_util: 1, sim_colocation_cost: 0.5, sim_wait_neighbours: 1}\nmatrix: {seed: [1, 2]}\n"+
 		"memory: 2GiB\ngpus: sim:1x24GiB\ngpu_plan: \"2\"\n"), 0o644)
 	out, errOut, code := gpuq(t, "run", sweep, "--json", "--log-dir", t.TempDir(), "--poll", "200ms")
 	if code != exitOK {

@@ -28,7 +28,10 @@ On a card where k trainers' utilizations add up to U, each progresses at
     rate = min(1, 1/U) * (1 - sim_colocation_cost) ** (k - 1)
 of its speed alone (sim_colocation_cost default 0), re-read from the ledger as it
 goes, so that its steps slow down while it shares its card and speed up when it is left
-alone.
+alone. With sim_wait_neighbours n (default 0), it holds its memory and waits before its
+first step until n other trainers hold memory on its card, and fails after a minute
+without them: trainers started side by side then train side by side, however long each
+python takes to start on a loaded machine, so that the slowdown they show is certain.
 
 Training curve (the same model as a trace's curve in `gpuq simulate`; README,
 "Simulated trainers"), for a config with learning_rate (or lr) or sim_final_loss: reported
@@ -138,6 +141,16 @@ class Ledger:
     def _used_by_others(self):
         others = [(pid, b) for pid, b, _ in self._neighbours()]
         return sum(b for _, b in others), others
+
+    def wait_for(self, n, limit):
+        """Waits until n other live trainers are on this card, for limit seconds at most;
+        returns how many there are."""
+        end = time.monotonic() + limit
+        seen = len(self._neighbours())
+        while seen < n and time.monotonic() < end:
+            time.sleep(0.05)
+            seen = len(self._neighbours())
+        return seen
 
     def rate(self, cost):
         """The share of its speed alone this trainer progresses at now."""
@@ -279,6 +292,7 @@ def main():
     capacity = int(os.environ.get("GPUQ_SIM_CAPACITY", "0").split(",")[0]) or (24 << 30)
     util = float(cfg.get("sim_gpu_util", 0))
     cost = float(cfg.get("sim_colocation_cost", 0))
+    neighbours = int(cfg.get("sim_wait_neighbours", 0))
     if not 0 <= util <= 1 or not 0 <= cost < 1:
         raise SystemExit(f"simtrain: sim_gpu_util must be from 0 to 1 and sim_colocation_cost from 0 to below 1 (got {util}, {cost})")
     ledger = Ledger(ledger_dir, card, util)
@@ -300,6 +314,15 @@ def main():
                 sys.stdout.flush()
                 return 1
             time.sleep(float(cfg.get("sim_alloc_delay", 1)) if where == "weights" else 0)
+        if neighbours:
+            waited = time.monotonic()
+            seen = ledger.wait_for(neighbours, 60)
+            if seen < neighbours:
+                print(f"simtrain: after 60 s, card {card} has {seen} of the {neighbours} other "
+                      "trainers that sim_wait_neighbours waits for", flush=True)
+                return 1
+            print(f"simtrain: card {card} shared with {seen} other trainer{'s' if seen > 1 else ''} "
+                  f"after {time.monotonic() - waited:.1f} s", flush=True)
         steps = 20
         tty = sys.stdout.isatty()
         start = time.time()

@@ -48,6 +48,23 @@ class LedgerTest(unittest.TestCase):
         self.assertEqual(led.rate(0), 1.0)
         self.assertEqual(led._used_by_others()[0], 1 << 30)
 
+    def test_waits_for_its_neighbours(self):
+        led = st.Ledger(self.dir, 0, util=1.0)
+        slept = []
+        real = st.time.sleep
+
+        def sleep(dt):  # a neighbour comes after the third look
+            slept.append(dt)
+            if len(slept) == 3:
+                self.neighbour(0, f"{1 << 30} 1.0")
+        st.time.sleep = sleep
+        try:
+            self.assertEqual(led.wait_for(1, 60), 1)
+            self.assertEqual(len(slept), 3)
+            self.assertEqual(led.wait_for(2, 0), 1)  # not there in time: how many were
+        finally:
+            st.time.sleep = real
+
 
 class WorkTest(unittest.TestCase):
     def test_work_takes_longer_at_a_lower_rate(self):
