@@ -1,10 +1,13 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/pack"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -120,7 +123,7 @@ func (e *Engine) idleUse(out []pack.CardState) {
 		c := &e.cards[i]
 		if out[i].Running == 0 && len(c.Processes) == 0 && c.Fault == "" && c.Used >= 0 && (e.idleAt[i] < 0 || c.Used < e.idleAt[i]) {
 			e.idleAt[i] = c.Used
-			u := state.IdleUse{Worker: c.Worker, GPU: c.Index, UUID: c.UUID, Total: c.Total, Used: c.Used}
+			u := state.IdleUse{Worker: c.Worker, GPU: c.Index, UUID: c.UUID, Total: c.Total, Used: c.Used, Seen: e.clock.Now()}
 			e.idle[c.ID()] = u
 			e.idleUnsaved = append(e.idleUnsaved, u)
 		}
@@ -132,18 +135,93 @@ func (e *Engine) idleUse(out []pack.CardState) {
 // again counts each card's idle use at once: with every card busy, a job that fits a
 // card only once its idle use is counted would wait until one happened to go idle.
 // idleUse learns only what differs from what the engine knew (a card's first idle
-// reading, a lower one), which is seldom, not each round.
+// reading, a lower one), which is seldom, not each round; and placeCards, as the
+// cards come and go, when a card left (leftIdle) and which to forget (forgetIdle).
 func (e *Engine) saveIdle() {
-	if len(e.idleUnsaved) == 0 {
+	if len(e.idleUnsaved) == 0 && len(e.idleGone) == 0 {
 		return
 	}
 	learned := make([]*state.IdleUse, len(e.idleUnsaved))
 	for i := range e.idleUnsaved {
 		learned[i] = &e.idleUnsaved[i]
 	}
-	if e.put(state.Change{IdleUses: learned}) == nil {
-		e.idleUnsaved = nil // else tried again at the next round
+	if e.put(state.Change{IdleUses: learned, IdleUsesGone: e.idleGone}) == nil {
+		e.idleUnsaved, e.idleGone = nil, nil // else tried again at the next round
 	}
+}
+
+// idleAwayKept is how many cards away from the reading (their worker gone) keep their
+// idle use in the store, those seen last (see pruneIdle): a worker that comes back
+// (another allocation on the same node) counts it at once, and the table does not
+// grow by the cards of every worker that ever linked. (A variable, so that a test
+// need not make a thousand cards.)
+var idleAwayKept = 1024
+
+// idlePruneAfter is how long an engine runs before it forgets the idle use of cards
+// away: a daemon started again reads its own cards first, its workers' as they link
+// again, which they do within seconds.
+const idlePruneAfter = 10 * time.Minute
+
+// leftIdle notes when each card whose idle use the engine knew left its reading (was:
+// the last reading's), for pruneIdle to keep the idle use of those seen last.
+func (e *Engine) leftIdle(was map[plans.CardID]state.IdleUse) {
+	from := len(e.idleUnsaved)
+	for id, u := range was {
+		if _, here := e.cardPos[id]; !here {
+			e.idleUnsaved = append(e.idleUnsaved, u)
+		}
+	}
+	if len(e.idleUnsaved) == from {
+		return
+	}
+	now := e.clock.Now()
+	for i := from; i < len(e.idleUnsaved); i++ {
+		e.idleUnsaved[i].Seen = now
+	}
+	// In the order of the cards, not the map's.
+	slices.SortFunc(e.idleUnsaved[from:], func(a, b state.IdleUse) int {
+		return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.GPU, b.GPU))
+	})
+}
+
+// pruneIdle forgets the idle use of the cards away from the reading that were seen
+// longest ago, beyond idleAwayKept of them, once the engine has run for
+// idlePruneAfter. stored is the store's table, which placeCards reads only where the
+// cards read changed and one has no idle use the engine knows, as one that joins has
+// not: the table is pruned where it may grow, and never walked at a round that reads
+// the cards of the last.
+func (e *Engine) pruneIdle(stored map[plans.CardID]*state.IdleUse) {
+	for _, u := range e.idleUnsaved { // what the store is yet to have
+		stored[plans.CardID{Worker: u.Worker, Index: u.GPU}] = &u
+	}
+	var away []*state.IdleUse
+	for id, u := range stored {
+		if _, here := e.cardPos[id]; !here {
+			away = append(away, u)
+		}
+	}
+	if len(away) <= idleAwayKept || e.clock.Now().Sub(e.began) < idlePruneAfter {
+		return
+	}
+	slices.SortFunc(away, func(a, b *state.IdleUse) int {
+		return cmp.Or(a.Seen.Compare(b.Seen), cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.GPU, b.GPU))
+	})
+	gone := make([]plans.CardID, len(away)-idleAwayKept)
+	for i, u := range away[:len(gone)] {
+		gone[i] = plans.CardID{Worker: u.Worker, Index: u.GPU}
+	}
+	e.forgetIdle(gone...)
+}
+
+// forgetIdle has saveIdle forget the idle use of cards, and not write what it was yet
+// to write of them.
+func (e *Engine) forgetIdle(cards ...plans.CardID) {
+	gone := make(map[plans.CardID]bool, len(cards))
+	for _, c := range cards {
+		gone[c] = true
+	}
+	e.idleUnsaved = slices.DeleteFunc(e.idleUnsaved, func(u state.IdleUse) bool { return gone[plans.CardID{Worker: u.Worker, Index: u.GPU}] })
+	e.idleGone = append(e.idleGone, cards...)
 }
 
 // requestOf is a queued job as the packer sees it. A job of memory: probe whose shape

@@ -308,7 +308,8 @@ func (f idleUsesWritten) Write(b []byte) (int, error) {
 // headroom, which it fits only with the card's 0.6 GiB idle use counted within the
 // headroom (12.9 GiB free, not 12.4). It is written when first learned and when it is
 // less, not at each round. Another card in its place (another UUID, or the same with
-// other memory) is not counted so until it is read idle itself.
+// other memory) is not counted so until it is read idle itself, and what was learned
+// of the card it replaced is forgotten.
 func TestIdleUseIsKeptAcrossARestart(t *testing.T) {
 	const idle = 600 << 20
 	card := gpu.Card{Index: 0, UUID: "GPU-5a3e", Total: 24 * gib, Used: idle}
@@ -355,7 +356,7 @@ func TestIdleUseIsKeptAcrossARestart(t *testing.T) {
 			t.Errorf("%d records put idle uses, want the one that learned it", written)
 		}
 		st := journaled(t, dir)
-		if u := st.View().IdleUses()[plans.CardID{Index: 0}]; u == nil || *u != (state.IdleUse{GPU: 0, UUID: card.UUID, Total: card.Total, Used: idle}) {
+		if u := st.View().IdleUses()[plans.CardID{Index: 0}]; u == nil || *u != (state.IdleUse{GPU: 0, UUID: card.UUID, Total: card.Total, Used: idle, Seen: newFakeClock().Now()}) {
 			t.Fatalf("the idle use kept: %+v", u)
 		}
 		cards := []gpu.Card{busy(card)}
@@ -397,6 +398,72 @@ func TestIdleUseIsKeptAcrossARestart(t *testing.T) {
 			if j := st.View().Job("y.1"); j.State != state.JobQueued {
 				t.Errorf("y.1 is %s, want queued: the card in card 0's place was never read idle", j.State)
 			}
+			if u := st.View().IdleUses()[plans.CardID{Index: 0}]; u != nil {
+				t.Errorf("the idle use of the card replaced is kept: %+v", u)
+			}
 		})
 	}
+}
+
+// TestIdleUsesOfCardsAwayAreFew: the store keeps the idle use of the cards in the
+// engine's reading, and of idleAwayKept of the cards away from it (their workers gone),
+// those seen last: when a card left the reading, or else when its idle use was learned
+// (never, in a state written before that was kept). It forgets the rest as a card joins
+// the reading, once the engine has run long enough for the workers of a daemon
+// started again to have linked again; a card read in another's place makes it forget
+// the other's at once.
+func TestIdleUsesOfCardsAwayAreFew(t *testing.T) {
+	defer func(n int) { idleAwayKept = n }(idleAwayKept)
+	idleAwayKept = 2
+	clock := newFakeClock()
+	began := clock.Now()
+	card := func(worker string) gpu.Card {
+		return gpu.Card{Worker: worker, UUID: "GPU-" + worker, Total: 24 * gib}
+	}
+	row := func(worker string, seen time.Time) *state.IdleUse {
+		return &state.IdleUse{Worker: worker, UUID: "GPU-" + worker, Total: 24 * gib, Used: 600 << 20, Seen: seen}
+	}
+	dir := t.TempDir()
+	st := journaled(t, dir)
+	must(t, st.Put(state.Change{IdleUses: []*state.IdleUse{
+		row("", began.Add(-30*24*time.Hour)), // this machine's card, seen longest ago but there throughout
+		row("a", time.Time{}),                // of a state written before it was seen
+		row("b", began.Add(-3*24*time.Hour)),
+		row("c", began.Add(-2*24*time.Hour)),
+		row("d", began.Add(-4*24*time.Hour)), // learned before b and c, there until later
+	}}))
+	cards := []gpu.Card{card(""), card("d")}
+	e := NewEngine(st, &fakeCluster{cards: &cards}, &fakeRunner{script: func(Launch) Exit { return Exit{} }}, clock,
+		Config{Headroom: plans.Headroom{Bytes: gib}, UtilTarget: memoryAlone}, nil)
+	kept := func(st *state.Store, when string, want ...string) {
+		t.Helper()
+		var got []string
+		for id := range st.View().IdleUses() {
+			got = append(got, id.Worker)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the idle uses of %q are kept, want of %q", when, got, want)
+		}
+	}
+
+	round(t, e) // a, b and c are away, one too many, but the engine has just begun
+	kept(st, "as the engine begins", "", "a", "b", "c", "d")
+	clock.now = began.Add(idlePruneAfter)
+	cards = []gpu.Card{card("")} // d leaves: seen now
+	round(t, e)
+	if u := st.View().IdleUses()[plans.CardID{Worker: "d"}]; u == nil || !u.Seen.Equal(clock.now) {
+		t.Errorf("d left at %s; its idle use is kept as %+v", clock.now, u)
+	}
+	kept(st, "as d leaves", "", "a", "b", "c", "d")
+	cards = []gpu.Card{card(""), card("e")} // e joins
+	round(t, e)
+	kept(st, "as e joins", "", "c", "d")
+	replaced := card("c")
+	replaced.UUID = "GPU-77c1"
+	cards = append(cards, replaced)
+	round(t, e)
+	kept(st, "as c comes back with another card", "", "d")
+	st.Close()
+	kept(journaled(t, dir), "after a restart", "", "d")
 }

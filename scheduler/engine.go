@@ -219,10 +219,14 @@ type Engine struct {
 	// idle is the least NVML counted as used on each card of the reading with nothing
 	// on it (see idleUse), with the card it was learned of, and idleAt the same by the
 	// card's position (-1: not read idle yet). idleUnsaved is what was learned since
-	// the store last kept it (see saveIdle).
+	// the store last kept it, and idleGone the cards whose idle use it is to forget
+	// (see saveIdle).
 	idle        map[plans.CardID]state.IdleUse
 	idleAt      []int64
 	idleUnsaved []state.IdleUse
+	idleGone    []plans.CardID
+	// began is when the engine was made (see pruneIdle).
+	began time.Time
 	// owners is whose each process on the cards is, resolved once per round (see
 	// resolveOwners); ownersWere is the last round's, emptied and filled again.
 	owners, ownersWere *ownership
@@ -321,7 +325,7 @@ func NewEngine(store *state.Store, inv Inventory, runner Runner, clock Clock, cf
 	e := &Engine{store: store, inv: inv, runner: runner, clock: clock, cfg: cfg,
 		tell: events, owners: &ownership{}, ownersWere: &ownership{}, unsaved: newMeasures(), cardPos: map[plans.CardID]int{}, workerAt: map[string]int{}, idle: map[plans.CardID]state.IdleUse{},
 		hostNow: map[string]int64{}, faults: map[plans.CardID]string{}, commands: make(chan func()), reads: make(chan func()), stopped: make(chan struct{}),
-		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}, heard: heard}
+		crowds: newCrowds(), plannedSweeps: map[string]bool{}, busiest: map[string]float64{}, heard: heard, began: clock.Now()}
 	e.events = func(ev Event) {
 		if !heard { // nobody listens (a simulation): nothing to keep for the batch's end
 			return

@@ -159,6 +159,7 @@ func (e *Engine) placeCards() {
 	e.cardsRead++
 	e.largest = 0
 	e.idleAt = slices.Grow(e.idleAt[:0], len(e.cards))
+	was := e.idle
 	idle := make(map[plans.CardID]state.IdleUse, len(e.cards))
 	var stored map[plans.CardID]*state.IdleUse // read once a card is not known here
 	for i, c := range e.cards {
@@ -168,7 +169,8 @@ func (e *Engine) placeCards() {
 		// What a card that went (a worker gone) read idle is forgotten here; what was
 		// learned before the engine started (the daemon's last run) is in the store.
 		// Either counts for the very card it was learned of alone: another put in its
-		// place is read idle again.
+		// place is read idle again, and what was learned of the card it replaced is
+		// forgotten.
 		u, ok := e.idle[c.ID()]
 		if !ok {
 			if stored == nil {
@@ -179,8 +181,11 @@ func (e *Engine) placeCards() {
 			}
 		}
 		at := int64(-1)
-		if ok && u.Of(c.UUID, c.Total) {
+		switch {
+		case ok && u.Of(c.UUID, c.Total):
 			idle[c.ID()], at = u, u.Used
+		case ok && u.Replaced(c.UUID, c.Total):
+			e.forgetIdle(c.ID())
 		}
 		e.idleAt = append(e.idleAt, at)
 		if _, ok := e.workerAt[c.Worker]; !ok {
@@ -188,6 +193,10 @@ func (e *Engine) placeCards() {
 		}
 	}
 	e.idle = idle
+	e.leftIdle(was)
+	if stored != nil {
+		e.pruneIdle(stored)
+	}
 }
 
 // slots is the plan's limit on each card of the round, in order: the cluster's, or the

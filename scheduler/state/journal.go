@@ -85,6 +85,9 @@ type record struct {
 	// IdleUses came later still: an older gpuq passes over them, and a state without
 	// them learns each card's idle use again.
 	IdleUses []*IdleUse `json:"idle_uses,omitempty"`
+	// IdleUsesGone came with the pruning of idle uses (see Change.IdleUsesGone): an
+	// older gpuq passes over them, and keeps those rows as it kept every one.
+	IdleUsesGone []plans.CardID `json:"idle_uses_gone,omitempty"`
 }
 
 // statuses is how many jobs' statuses the record holds.
@@ -505,7 +508,8 @@ func decodeRecord(b []byte) (r record, why string, err error) {
 
 // recordOf is the record of putting c.
 func recordOf(c Change) record {
-	r := record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations, Tallies: c.Tallies, IdleUses: c.IdleUses}
+	r := record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations, Tallies: c.Tallies, IdleUses: c.IdleUses,
+		IdleUsesGone: c.IdleUsesGone}
 	for _, sub := range c.Sweeps {
 		r.SweepStates = append(r.SweepStates, sweepStatusRecord{Name: sub.Sweep.Name, SweepStatus: sub.SweepStatus})
 	}

@@ -152,6 +152,11 @@ type Change struct {
 	Allocations []*Allocation
 	Tallies     []*Tally
 	IdleUses    []*IdleUse
+	// IdleUsesGone are the cards whose idle use is forgotten (see IdleUse): the one
+	// table whose rows a change deletes, before its IdleUses are put, so that a card
+	// forgotten and learned again in one change is learned. (Other objects go with a
+	// compaction, as Forget's do; the engine prunes this table at its rounds.)
+	IdleUsesGone []plans.CardID
 }
 
 // each calls fn with every object of c and its table, in the order they are put, and
@@ -330,6 +335,9 @@ func (s *Store) commit(c Change) error {
 		follow := func() {
 			s.queue.changeAll(jobs, s.keyOf)
 			jobs = nil
+		}
+		if err := forgetIdleUses(txn, c.IdleUsesGone); err != nil {
+			return fmt.Errorf("state store: %w", err)
 		}
 		err := c.each(func(table string, o any) error {
 			if j, ok := o.(*Job); ok {
