@@ -34,7 +34,8 @@ longer ago than --older-than (such as 7d or 12h). A forgotten sweep's name can b
 submitted again, and gpuq status no longer lists its jobs.
 
 Their logs are kept, moved to cleaned/<time>/ in the state directory, unless --logs
-is given: then they are removed.
+is given: then they are removed. A verb that names a job or sweep forgotten so says
+where its logs went.
 
 What each gpuq run that has ended left of its sweep (the jobs as they ended, which
 gpuq results and report read by the sweep's name) is forgotten alike: the sweep

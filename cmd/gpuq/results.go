@@ -150,9 +150,10 @@ func resultsSummary(opts *resultsOptions) (api.SweepSummary, error) {
 // left to fail as it does (exit 1).
 func sweepNowhere(verb, source string, err error) error {
 	unknown := func(hint, why string) error {
-		return scheduler.Refused(fmt.Sprintf("%s is no file here, and no sweep %q%s%s, nor did a gpuq run of it leave its jobs there as it ended (one killed leaves none): "+
+		return sweepRefused{scheduler.Refused(fmt.Sprintf("%s is no file here, and no sweep %q%s%s, nor did a gpuq run of it leave its jobs there as it ended (one killed leaves none): "+
 			"a gpuq run's sweep is read from it while it runs, and once it has ended from what it left, "+
-			"or from the summary its --json printed (gpuq run SWEEP.yaml --json > s.json; gpuq %s s.json)", source, source, hint, why, verb))
+			"or from the summary its --json printed (gpuq run SWEEP.yaml --json > s.json; gpuq %s s.json)", source, source, hint, why, verb)),
+			scheduler.UnknownSweep{Name: source, Hint: hint}}
 	}
 	var notRun noRunOf
 	var known scheduler.UnknownSweep
@@ -170,6 +171,15 @@ func sweepNowhere(verb, source string, err error) error {
 	}
 	return err
 }
+
+// sweepRefused is a refusal in its own words of a sweep that nothing has, and as what
+// it is (see whereCleaned).
+type sweepRefused struct {
+	scheduler.Refused
+	unknown scheduler.UnknownSweep
+}
+
+func (r sweepRefused) Unwrap() []error { return []error{r.Refused, r.unknown} }
 
 // rankingJobs are a summary's jobs as ranking takes them: each metric from its latest
 // attempt that reported it (a trainer run again starts its curve again), grouped by

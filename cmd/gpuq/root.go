@@ -35,16 +35,25 @@ func run(args []string, io ioStreams) int {
 		}
 		return exitOK
 	}
-	root := newRootCmd(io)
+	root, st := newRoot(io)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err != nil {
 		fmt.Fprintln(io.Err, "gpuq:", err)
+		if where := st.whereCleaned(err); where != "" {
+			fmt.Fprintln(io.Err, "gpuq:", where)
+		}
 	}
 	return exitCode(err)
 }
 
 func newRootCmd(io ioStreams) *cobra.Command {
+	root, _ := newRoot(io)
+	return root
+}
+
+// newRoot is gpuq's command, and the settings its verbs read.
+func newRoot(io ioStreams) (*cobra.Command, *settings) {
 	st := &settings{v: viper.New(), notices: io.Err}
 	root := &cobra.Command{
 		Use:   "gpuq",
@@ -112,7 +121,7 @@ sweep with no failed job), daemon --stop when no daemon runs.`,
 		root.AddCommand(c)
 	}
 	completeFlags(root, st)
-	return root
+	return root, st
 }
 
 // Command groups in the help.
