@@ -507,14 +507,22 @@ func OwnerIn(root string, pid int) (attempt string, ok bool) {
 func AttemptMemory(root string, tops []int) map[string]int64 { return hostProcs.memory(root, tops) }
 
 // Owners tells which attempt laid out under root each process belongs to, as OwnerIn
-// does, and keeps what it found by pid and start time, which together name one
-// process: a process an engine sees on a card at every round is read once, and a
-// stranger's, whose parents are read up to init, too.
+// does, and whether it is a trainer of another gpuq (an attempt laid out elsewhere),
+// and keeps what it found by pid and start time, which together name one process: a
+// process an engine sees on a card at every round is read once, and a stranger's,
+// whose parents are read up to init, too.
 type Owners struct {
 	root  string
 	fs    procFS
 	mu    sync.Mutex
-	known map[Proc]string
+	known map[Proc]owner
+}
+
+// owner is what a process was found to be: its attempt under an Owners' root, or
+// another gpuq's trainer.
+type owner struct {
+	attempt string
+	trainer bool
 }
 
 // maxOwners bounds what Owners keeps: it forgets everything past it, since the
@@ -523,31 +531,43 @@ const maxOwners = 1 << 14
 
 // NewOwners tells the processes of the attempts under root.
 func NewOwners(root string) *Owners {
-	return &Owners{root: root, fs: hostProcs, known: map[Proc]string{}}
+	return &Owners{root: root, fs: hostProcs, known: map[Proc]owner{}}
 }
 
 // Of is the attempt process pid belongs to.
 func (o *Owners) Of(pid int) (attempt string, ok bool) {
+	w := o.find(pid)
+	return w.attempt, w.attempt != ""
+}
+
+// Trainer reports whether process pid is a trainer of any gpuq, its own or
+// another's (another daemon's, a gpuq run's): one whose environment, or an ancestor's,
+// names an attempt's directory, wherever that is.
+func (o *Owners) Trainer(pid int) bool { return o.find(pid).trainer }
+
+// find is what process pid is, as kept or read now; nothing for a process gone.
+func (o *Owners) find(pid int) owner {
 	st, alive := o.fs.stat(pid)
 	if !alive {
-		return "", false
+		return owner{}
 	}
 	key := Proc{PID: pid, Start: st.start}
 	o.mu.Lock()
-	a, known := o.known[key]
+	w, known := o.known[key]
 	o.mu.Unlock()
 	if !known {
 		if dir, ok := o.fs.owner(pid, attemptDirVar, nil); ok {
-			a, _ = attemptIn(o.root, dir)
+			w.attempt, _ = attemptIn(o.root, dir)
+			w.trainer = true
 		}
 		o.mu.Lock()
 		if len(o.known) >= maxOwners {
 			clear(o.known)
 		}
-		o.known[key] = a
+		o.known[key] = w
 		o.mu.Unlock()
 	}
-	return a, a != ""
+	return w
 }
 
 // Proc is one process: its pid, and when it started, which tells it from a process

@@ -180,7 +180,7 @@ func sorted(pids []int) []int {
 func TestOwnersKeepWhatTheyFound(t *testing.T) {
 	procs := ownedTree()
 	fs := writeProcs(t, procs)
-	o := &Owners{root: "/state/attempts", fs: fs, known: map[Proc]string{}}
+	o := &Owners{root: "/state/attempts", fs: fs, known: map[Proc]owner{}}
 	for _, pid := range []int{200, 400} {
 		if a, _ := o.Of(pid); a != map[int]string{200: "t.1/2", 400: ""}[pid] {
 			t.Fatalf("pid %d: %q", pid, a)
@@ -207,6 +207,28 @@ func TestOwnersKeepWhatTheyFound(t *testing.T) {
 	}
 	if a, ok := o.Of(4242); ok {
 		t.Errorf("no process 4242: %q", a)
+	}
+}
+
+// TestOwnersTellAnotherGPUQsTrainer: a process of an attempt laid out under another
+// root (another daemon's, a gpuq run's) is no attempt of these owners, and is a
+// trainer; a process that names no attempt is neither.
+func TestOwnersTellAnotherGPUQsTrainer(t *testing.T) {
+	o := &Owners{root: "/elsewhere/attempts", fs: writeProcs(t, ownedTree()), known: map[Proc]owner{}}
+	for _, tc := range []struct {
+		pid     int
+		trainer bool
+	}{{200, true}, {400, false}, {4242, false}} {
+		if a, ok := o.Of(tc.pid); ok {
+			t.Errorf("pid %d: attempt %q of another root's", tc.pid, a)
+		}
+		if got := o.Trainer(tc.pid); got != tc.trainer {
+			t.Errorf("pid %d: trainer %v, want %v", tc.pid, got, tc.trainer)
+		}
+	}
+	mine := &Owners{root: "/state/attempts", fs: o.fs, known: map[Proc]owner{}}
+	if a, _ := mine.Of(200); a != "t.1/2" || !mine.Trainer(200) {
+		t.Errorf("pid 200 under its own root: %q, trainer %v", a, mine.Trainer(200))
 	}
 }
 

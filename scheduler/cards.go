@@ -101,6 +101,9 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 			if p := c.Processes[j]; !p.Hidden && !ours.is(i, o.attempt) {
 				if p.Used != gpu.Unknown {
 					out[i].Foreign += p.Used
+					if e.passing(c.Worker, o) {
+						out[i].Passing += p.Used
+					}
 				}
 				// Another user's job slows gpuq's as much as one of gpuq's would.
 				out[i].Util += float64(max(p.Util, 0)) / 100
@@ -108,6 +111,13 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 		}
 	}
 	return out
+}
+
+// passing reports whether a process on a card of worker that is no attempt the round
+// holds, whose owner is o, is a trainer, which ends: one of the engine's own attempts'
+// (one that ended, still stopping), or on this machine another gpuq's.
+func (e *Engine) passing(worker string, o owned) bool {
+	return o.attempt != "" || worker == "" && e.cfg.Trainer != nil && e.cfg.Trainer(o.pid)
 }
 
 // idleUse learns what NVML counts as used on each card with nothing on it (no attempt

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/pack"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -466,4 +467,32 @@ func TestIdleUsesOfCardsAwayAreFew(t *testing.T) {
 	kept(st, "as c comes back with another card", "", "d")
 	st.Close()
 	kept(journaled(t, dir), "after a restart", "", "d")
+}
+
+// TestAnotherGPUQsTrainerEnds: memory another gpuq's trainer holds on a card (the
+// daemon's, seen by gpuq plan) keeps a job off the card now, as any process's does,
+// but not for ever: the job waits for memory, not as too large for every card; a
+// process that is no trainer's leaves it too large, as before.
+func TestAnotherGPUQsTrainerEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		trainer func(int) bool
+		want    pack.Reason
+	}{
+		{"another gpuq's trainer", func(pid int) bool { return pid == 4100 }, pack.NoMemory},
+		{"someone else's process", func(int) bool { return false }, pack.TooLarge},
+		{"nothing tells trainers", nil, pack.TooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: 15 * gib, Processes: []gpu.Process{{PID: 4100, Used: 15 * gib}}}}
+			e, _, fr, _ := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 12GiB\n", &cards, map[int]string{}, Config{UtilTarget: memoryAlone, Trainer: tc.trainer})
+			round(t, e)
+			if len(fr.starts) != 0 {
+				t.Errorf("%d started beside 15 GiB of 24 in use", len(fr.starts))
+			}
+			if reason, _, err := e.why("m.1"); err != nil || reason != tc.want {
+				t.Errorf("why m.1: %s, %v; want %s", reason, err, tc.want)
+			}
+		})
+	}
 }

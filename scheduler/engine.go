@@ -176,6 +176,11 @@ type Config struct {
 	SaveMeasures time.Duration
 	// Host reads the machine's RAM; nil leaves host memory out of the packing.
 	Host func() (total, available int64, err error)
+	// Trainer reports whether a process on this machine's cards, of none of the
+	// engine's attempts, is a trainer of another gpuq (a gpuq run beside the daemon, the
+	// daemon's beside gpuq plan): its memory is others' (pack.CardState.Foreign) but
+	// passing (Passing), as a trainer ends. nil: none is.
+	Trainer func(pid int) bool
 	// HostHeadroom is the RAM kept for the system, as Headroom is each card's memory
 	// kept free (an attempt's HostReserve is what is reserved for it).
 	HostHeadroom plans.Headroom

@@ -201,8 +201,14 @@ func (p *prepared) engine(st *settings, r scheduler.Runner, poll time.Duration, 
 	if err := store.Submit(&state.Submission{Sweep: p.sweep, Limit: p.limit}); err != nil {
 		return nil, nil, err
 	}
+	// Another gpuq's trainers on the cards (a daemon's, beside gpuq plan) hold their
+	// memory only until they end.
+	trainer := launcher.NewOwners("").Trainer
+	if t, ok := r.(interface{ Trainer(pid int) bool }); ok {
+		trainer = t.Trainer
+	}
 	eng := scheduler.NewEngine(store, p.inv, r, scheduler.RealClock{},
 		scheduler.Config{Slots: p.machine, Headroom: p.sweep.Headroom, Poll: poll, Host: launcher.HostMemory, HostHeadroom: headroom,
-			UtilTarget: p.sweep.UtilTarget}, events)
+			UtilTarget: p.sweep.UtilTarget, Trainer: trainer}, events)
 	return eng, store, nil
 }

@@ -224,6 +224,7 @@ func open(cfg Config) (*daemon, error) {
 		ec.Rounds = func(took time.Duration) { d.metrics.rounds.Observe(took.Seconds()) }
 	}
 	local := runner.NewSupervised(ro, cfg.Supervisor)
+	ec.Trainer = local.Trainer
 	var inv scheduler.Inventory = d.machine.inv
 	var run scheduler.Runner = local
 	if cfg.Listen != "" {

@@ -84,12 +84,16 @@ func (h HostState) Free() int64 {
 type CardState struct {
 	// Worker is the machine the card is on ("" for this one); a card is known by its
 	// worker and index, and a job's cards are all on one machine.
-	Worker    string
-	Index     int
-	Total     int64
-	Used      int64 // what NVML says is in use
-	Reserved  int64 // running attempts' estimates
-	Foreign   int64 // memory of processes that are not gpuq's
+	Worker   string
+	Index    int
+	Total    int64
+	Used     int64 // what NVML says is in use
+	Reserved int64 // running attempts' estimates
+	Foreign  int64 // memory of processes that are not gpuq's
+	// Passing is the part of Foreign that trainers of another gpuq hold (a gpuq run
+	// beside the daemon, the daemon's beside gpuq plan): they end, so a card offers it
+	// once they have (see idleRoom), where what other processes hold stays.
+	Passing   int64
 	Headroom  int64
 	Slots     int  // the plan's limit
 	Running   int  // attempts on the card
@@ -149,10 +153,10 @@ func (c CardState) Margin() int64 { return c.Headroom - c.idleCredit() }
 // room is what the card offers jobs: its capacity less headroom.
 func (c CardState) room() int64 { return c.Total - c.Headroom }
 
-// idleRoom is what the card would offer with none of gpuq's jobs on it: as Free of the
-// card idle, its idle use beyond the headroom's share of it counted.
+// idleRoom is what the card would offer with no trainer of any gpuq on it: as Free of
+// the card idle, its idle use beyond the headroom's share of it counted.
 func (c CardState) idleRoom() int64 {
-	return c.room() - c.Foreign - (max(c.IdleUse, 0) - c.idleCredit())
+	return c.room() - (c.Foreign - c.Passing) - (max(c.IdleUse, 0) - c.idleCredit())
 }
 
 // open reports whether the card has a slot for another job.

@@ -52,6 +52,9 @@ func (b *base) Exits() <-chan scheduler.Exit { return b.exits }
 // Owner is the attempt a process belongs to.
 func (b *base) Owner(pid int) (string, bool) { return b.owners.Of(pid) }
 
+// Trainer reports whether a process is a trainer of any gpuq (see launcher.Owners).
+func (b *base) Trainer(pid int) bool { return b.owners.Trainer(pid) }
+
 // attemptDir is an attempt's directory.
 func (b *base) attemptDir(a *state.Attempt) (string, error) {
 	return launcher.AttemptDir(b.dir, a.Job, a.N)
