@@ -114,7 +114,8 @@ func (s *Store) Submit(sub *Submission) error {
 	sw := sub.Sweep
 	if s.View().Submission(sw.Name) != nil {
 		return fmt.Errorf("sweep %q was submitted already: submit it under another name (gpuq submit --name %s-2), "+
-			"or forget the old one once it has ended (gpuq clean --sweep %s)", sw.Name, sw.Name, sw.Name)
+			"which learns its jobs' memory and durations anew, or forget the old one once it has ended (gpuq clean --sweep %s), "+
+			"which forgets what it learned", sw.Name, sw.Name, sw.Name)
 	}
 	if err := s.check(sw); err != nil {
 		return err
