@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -53,9 +54,32 @@ func TestSimulatedMachineReadsLedger(t *testing.T) {
 	if err := writeLedger(ledger, 2, dead.Process.Pid, 5<<30); err != nil {
 		t.Fatal(err)
 	}
+	// Another process that has exited left its entry long ago: it is removed, so that
+	// no process that takes its pid later holds its memory. The fresh one is kept
+	// (a process that took the pid may have just written it).
+	long := exec.Command("true")
+	if err := long.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeLedger(ledger, 1, long.Process.Pid, 7<<30); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(ledger, fmt.Sprintf("1-%d", long.Process.Pid))
+	if err := os.Chtimes(old, time.Time{}, time.Now().Add(-2*staleAfter)); err != nil {
+		t.Fatal(err)
+	}
 	cards, err := inv.Read()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old entry of a process that has exited is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ledger, fmt.Sprintf("2-%d", dead.Process.Pid))); err != nil {
+		t.Errorf("the fresh entry of a process that has exited was removed: %v", err)
+	}
+	if cards[1].Used != 0 {
+		t.Errorf("card 1 counts a process that has exited: %+v", cards[1])
 	}
 	if len(cards) != 3 || cards[0].Total != 80<<30 || cards[2].Total != 24<<30 {
 		t.Fatalf("cards: %+v", cards)

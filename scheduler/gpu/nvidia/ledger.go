@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // The ledger is how simulated trainers and the simulated NVML agree on what a
@@ -19,8 +20,10 @@ import (
 //	                     (its sim_gpu_util, 0 to 1), if it says
 //
 // A file is written to a temporary name and renamed, so a reader never sees half a
-// number. Entries whose process has exited are ignored: a trainer killed by SIGKILL
-// cannot remove its own. examples/trainers/simtrain.py writes the same format.
+// number. Entries whose process has exited are ignored, and removed once a minute old:
+// a trainer killed by SIGKILL cannot remove its own, and one left would come back to
+// life, a phantom holding memory, in any process that later took its pid.
+// examples/trainers/simtrain.py writes the same format.
 
 // ledgerEntry is one process holding memory on one simulated card, and keeping Util of
 // its compute busy when alone.
@@ -45,7 +48,11 @@ func readLedger(dir string) ([]ledgerEntry, error) {
 		cardS, pidS, ok := strings.Cut(e.Name(), "-")
 		card, err1 := strconv.Atoi(cardS)
 		pid, err2 := strconv.Atoi(pidS)
-		if !ok || err1 != nil || err2 != nil || !alive(pid) {
+		if !ok || err1 != nil || err2 != nil {
+			continue
+		}
+		if !alive(pid) {
+			dropStale(filepath.Join(dir, e.Name()))
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
@@ -69,6 +76,18 @@ func readLedger(dir string) ([]ledgerEntry, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// staleAfter is how old the entry of a process that has exited must be to be removed:
+// older than any process that could take its pid and write the same name at once.
+const staleAfter = time.Minute
+
+// dropStale removes the entry at path of a process that has exited, where it is older
+// than staleAfter; another reader may have removed it first.
+func dropStale(path string) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleAfter {
+		os.Remove(path)
+	}
 }
 
 // alive reports whether a process exists (EPERM: it exists but is not ours).
