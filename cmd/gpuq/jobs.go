@@ -475,11 +475,21 @@ func awayOf(j api.Job) *api.WorkerAway {
 // that is over.
 func latestOf(value func(a api.AttemptSummary, now time.Time) string) func(api.Job, time.Time) string {
 	return func(j api.Job, now time.Time) string {
-		if len(j.Attempts) == 0 || j.State == string(state.JobQueued) || j.State == string(state.JobHeld) || j.State == string(state.JobBlocked) {
+		if len(j.Attempts) == 0 || waiting(j.State) {
 			return "-"
 		}
 		return value(j.Attempts[len(j.Attempts)-1], now)
 	}
+}
+
+// waiting says whether a job in state s (as the API shows it) waits in the queue,
+// held or blocked included: none of its attempts runs, and the next has not started.
+func waiting(s string) bool {
+	switch state.JobState(s) {
+	case state.JobQueued, state.JobHeld, state.JobBlocked:
+		return true
+	}
+	return false
 }
 
 // sacctTime is how START and END are written, as sacct writes them.

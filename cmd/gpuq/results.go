@@ -44,6 +44,10 @@ over n, by their final value and their best. Points are ranked by the final mean
 those that were not, as their readings are from earlier steps (each seed's at the rung
 early stopping judged its point at); points whose seeds
 all failed or were cancelled last of those, whatever they reported before they ended.
+A seed's values are its latest attempt's: one queued to run again (gpuq retry, the
+next rung after an out-of-memory end, a timeout's retry) counts by nothing until its
+next attempt reports, as its trainer starts again from its first step (SEEDS reads
+"1 of 2", JOBS "1 queued").
 
 --metric defaults to the sweep's early_stop metric, else the one the most jobs
 reported; --min or --max says which way is better (default: early_stop's mode, else
@@ -181,16 +185,15 @@ type sweepRefused struct {
 
 func (r sweepRefused) Unwrap() []error { return []error{r.Refused, r.unknown} }
 
-// rankingJobs are a summary's jobs as ranking takes them: each metric from its latest
-// attempt that reported it (a trainer run again starts its curve again), grouped by
-// the values of by. A job stopped early ends at the reading early stopping judged it
-// by (see judgedEnd).
+// rankingJobs are a summary's jobs as ranking takes them: each metric as its current
+// attempt reported it (see current), grouped by the values of by. A job stopped early
+// ends at the reading early stopping judged it by (see judgedEnd).
 func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
 	out := make([]ranking.Job, 0, len(sum.Jobs))
 	for _, j := range sum.Jobs {
 		rj := ranking.Job{ID: j.ID, Name: j.Name, Point: cmp.Or(j.SeedOf, j.Name), Group: groupOf(j.Params, by), State: j.State,
 			Params: j.Params, Metrics: map[string]ranking.Curve{}}
-		for _, a := range j.Attempts {
+		if a := current(j); a != nil {
 			for _, m := range a.Metrics {
 				// A final reading that was no number is NaN, the worst, not its last finite one.
 				last := m.Latest()
@@ -202,13 +205,28 @@ func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
 			}
 		}
 		if es := j.EarlyStop; es != nil && es.StoppedAt > 0 {
-			if c, ok := rj.Metrics[es.Metric]; ok {
+			c, ok := rj.Metrics[es.Metric]
+			if _, judged := es.StoppedReading(); ok || judged {
 				rj.Metrics[es.Metric] = judgedEnd(c, es)
 			}
 		}
 		out = append(out, rj)
 	}
 	return out
+}
+
+// current is the attempt whose readings are a job's result: its latest, the one it
+// runs or the one it ended with; none while it waits to run again (the next rung
+// after an out-of-memory end, a timeout's retry, gpuq retry), as gpuq status shows no
+// card or peak of an attempt that is over. Its next attempt's trainer starts again
+// from its first step, so what an earlier one read is no result of the run to come:
+// averaged with its point's other seeds, it would pass for one. Neither is an
+// earlier attempt's reading of a metric the latest has not reported (yet).
+func current(j api.JobSummary) *api.AttemptSummary {
+	if len(j.Attempts) == 0 || waiting(j.State) {
+		return nil
+	}
+	return &j.Attempts[len(j.Attempts)-1]
 }
 
 // judgedEnd is the curve of a job stopped early as what the sweep found of it: up to
@@ -219,8 +237,10 @@ func rankingJobs(sum api.SweepSummary, by []string) []ranking.Job {
 // a step the points that ran on were not judged at. That first reading is its rung's
 // (es.Rungs) where the curve left it out, or where the job reached the rung itself;
 // a seed stopped with its point before it did has its rung reading from the last
-// readings it left, later, and its curve has the first. A job that had not reached
-// the rung keeps its curve whole.
+// readings it left, later, and its curve has the first. A job whose latest attempt
+// had reported nothing when it was stopped (its trainer started again after an
+// out-of-memory end) ends at its rung reading, which outlives its attempts. A job
+// that had not reached the rung keeps its curve whole.
 func judgedEnd(c ranking.Curve, es *api.Judged) ranking.Curve {
 	var at *ranking.Point
 	if i := slices.IndexFunc(c.Points, func(p ranking.Point) bool { return p.Step >= es.StoppedAt }); i >= 0 {

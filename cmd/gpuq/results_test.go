@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/ranking"
 	"github.com/gpuq/gpuq/plans"
@@ -300,5 +302,134 @@ func TestResultsOfADivergedRun(t *testing.T) {
 	}
 	if out, _, _ := gpuq(t, "results", file); !regexp.MustCompile(`2 +lr=0\.1 +1 +NaN +0\.1100 +200 `).MatchString(out) {
 		t.Errorf("table:\n%s", out)
+	}
+}
+
+// TestAResultIsOfTheSeedsCurrentRun: a seed queued to run again (gpuq retry of one
+// cancelled, failed or stopped early; the next rung after an out-of-memory end; a
+// timeout's retry), whose trainer will start again from its first step, counts by
+// nothing until its next attempt reports, and then by that attempt alone: not at the
+// readings its attempt before made, averaged with its point's finished seeds as if
+// they were a result. Its point says it has a seed still to run (1 of 2, 1 queued).
+// A seed stopped early ends at its reading at the rung it was judged at, kept on the
+// job, whichever attempt made it.
+func TestAResultIsOfTheSeedsCurrentRun(t *testing.T) {
+	started := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	// attempt is an attempt that ended as outcome ("" while it runs), having reported
+	// eval_loss at steps and values step, value, step, value...
+	attempt := func(n int, outcome string, sv ...float64) api.AttemptSummary {
+		a := api.AttemptSummary{N: n, Outcome: outcome, Started: started.Add(time.Duration(n) * time.Hour)}
+		if outcome != "" {
+			a.Ended = a.Started.Add(30 * time.Minute)
+		}
+		if len(sv) == 0 {
+			return a
+		}
+		m := api.MetricSummary{Name: "eval_loss", Min: math.Inf(1), Max: math.Inf(-1)}
+		for i := 0; i < len(sv); i += 2 {
+			p := api.MetricPoint{Step: int64(sv[i]), Value: sv[i+1]}
+			m.Curve, m.Step, m.Last, m.Min, m.Max = append(m.Curve, p), p.Step, p.Value, min(m.Min, p.Value), max(m.Max, p.Value)
+		}
+		a.Metrics = []api.MetricSummary{m}
+		return a
+	}
+	es := func(stoppedAt int64, rungs ...api.MetricPoint) *api.Judged {
+		return &api.Judged{Metric: "eval_loss", Mode: plans.Min, At: []int64{200, 600}, Rungs: rungs, StoppedAt: stoppedAt}
+	}
+	// want are the point's final mean over n seeds, its step and the earliest of its
+	// seeds' (0: the same), and the last reading of the second seed's curve in the
+	// report (nil: not drawn).
+	type want struct {
+		n          int
+		mean       float64
+		step, from int64
+		last       *ranking.Point
+	}
+	// lossOnly is an attempt whose trainer has reported its training loss, not yet
+	// its evaluation's.
+	lossOnly := func(a api.AttemptSummary) api.AttemptSummary {
+		a.Metrics = []api.MetricSummary{{Name: "loss", Step: 50, Last: 3.1, Min: 3.1, Max: 3.1, Curve: []api.MetricPoint{{Step: 50, Value: 3.1}}}}
+		return a
+	}
+	finished := attempt(1, "success", 200, 2.4, 600, 2.0, 1000, 1.8)
+	for _, tt := range []struct {
+		name     string
+		state    string
+		attempts []api.AttemptSummary
+		judged   *api.Judged
+		want     want
+	}{
+		{name: "cancelled at step 900, then retried: queued", state: "queued", want: want{n: 1, mean: 1.8, step: 1000},
+			attempts: []api.AttemptSummary{attempt(1, "cancelled", 200, 2.5, 600, 2.1, 900, 1.85)}, judged: es(0, api.MetricPoint{Step: 200, Value: 2.5}, api.MetricPoint{Step: 600, Value: 2.1})},
+		{name: "retried and running, its trainer not yet reporting", state: "running", want: want{n: 1, mean: 1.8, step: 1000},
+			attempts: []api.AttemptSummary{attempt(1, "cancelled", 200, 2.5, 900, 1.85), attempt(2, "")}},
+		{name: "retried and running, its trainer reporting again", state: "running", want: want{n: 2, mean: 2.0, step: 1000, from: 300, last: &ranking.Point{Step: 300, Value: 2.2}},
+			attempts: []api.AttemptSummary{attempt(1, "cancelled", 200, 2.5, 900, 1.85), attempt(2, "", 100, 2.6, 300, 2.2)}},
+		{name: "requeued after an out-of-memory end", state: "queued", want: want{n: 1, mean: 1.8, step: 1000},
+			attempts: []api.AttemptSummary{attempt(1, "gpu-oom", 200, 2.5, 400, 2.2)}, judged: es(0, api.MetricPoint{Step: 200, Value: 2.5})},
+		{name: "held after an out-of-memory end", state: "held", want: want{n: 1, mean: 1.8, step: 1000},
+			attempts: []api.AttemptSummary{attempt(1, "gpu-oom", 200, 2.5, 400, 2.2)}},
+		{name: "requeued after its timeout", state: "queued", want: want{n: 1, mean: 1.8, step: 1000},
+			attempts: []api.AttemptSummary{attempt(1, "timed-out", 200, 2.5, 700, 1.9)}},
+		{name: "stopped early, then retried", state: "queued", want: want{n: 1, mean: 1.8, step: 1000},
+			attempts: []api.AttemptSummary{attempt(1, "stopped-early", 200, 2.6, 300, 2.5)}, judged: es(0, api.MetricPoint{Step: 200, Value: 2.6})},
+		{name: "running again after an out-of-memory end, no evaluation yet", state: "running", want: want{n: 1, mean: 1.8, step: 1000},
+			attempts: []api.AttemptSummary{attempt(1, "gpu-oom", 200, 2.5, 400, 2.2), lossOnly(attempt(2, ""))}},
+		{name: "running again after an out-of-memory end, past where it ended", state: "running", want: want{n: 2, mean: 1.9, step: 1000, from: 600, last: &ranking.Point{Step: 600, Value: 2.0}},
+			attempts: []api.AttemptSummary{attempt(1, "gpu-oom", 200, 2.5, 400, 2.2), attempt(2, "", 200, 2.4, 600, 2.0)}},
+		{name: "succeeded at its second rung", state: "succeeded", want: want{n: 2, mean: 1.85, step: 1000, last: &ranking.Point{Step: 1000, Value: 1.9}},
+			attempts: []api.AttemptSummary{attempt(1, "gpu-oom", 200, 2.5, 400, 2.2), attempt(2, "success", 200, 2.4, 1000, 1.9)}},
+		{name: "cancelled for good: its readings count only where no seed ran on", state: "cancelled", want: want{n: 1, mean: 1.8, step: 1000, last: &ranking.Point{Step: 900, Value: 1.85}},
+			attempts: []api.AttemptSummary{attempt(1, "cancelled", 200, 2.5, 900, 1.85)}},
+		{name: "stopped with its point before its trainer reported again after an out-of-memory end", state: "stopped", want: want{n: 1, mean: 1.8, step: 1000, last: &ranking.Point{Step: 200, Value: 2.6}},
+			attempts: []api.AttemptSummary{attempt(1, "gpu-oom", 200, 2.6, 400, 2.2), attempt(2, "stopped-early")}, judged: es(200, api.MetricPoint{Step: 200, Value: 2.6})},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			want := tt.want
+			sum := api.SweepSummary{Sweep: "gla-lr"}
+			for i, j := range []struct {
+				state    string
+				attempts []api.AttemptSummary
+				judged   *api.Judged
+			}{{"succeeded", []api.AttemptSummary{finished}, es(0, api.MetricPoint{Step: 200, Value: 2.4}, api.MetricPoint{Step: 600, Value: 2.0})}, {tt.state, tt.attempts, tt.judged}} {
+				p := plans.NewMap()
+				p.Set("lr", "0.01")
+				p.Set("seed", int64(i+1))
+				sum.Jobs = append(sum.Jobs, api.JobSummary{ID: fmt.Sprintf("gla-lr.%d", i+1), Name: fmt.Sprintf("lr=0.01,seed=%d", i+1), Params: p,
+					SeedOf: "lr=0.01", State: j.state, Attempts: j.attempts, EarlyStop: cmp.Or(j.judged, es(0))})
+			}
+			f := foundOf(sum)
+			if len(f.Rows) != 1 {
+				t.Fatalf("rows %+v", f.Rows)
+			}
+			r := f.Rows[0]
+			from := cmp.Or(want.from, want.step)
+			if r.Final == nil || r.Final.N != want.n || math.Abs(r.Final.Mean-want.mean) > 1e-9 || r.Step != want.step || *cmp.Or(r.FromStep, &r.Step) != from || r.Cut || r.Broke {
+				t.Errorf("the point: %+v, final %+v; want %v over %d seeds at steps %d-%d", r, r.Final, want.mean, want.n, from, want.step)
+			}
+			c := f.Curves["gla-lr.2"]
+			switch {
+			case want.last == nil && len(c) > 0:
+				t.Errorf("the second seed is drawn by readings that are no result of its run: %v", c)
+			case want.last != nil && (len(c) == 0 || c[len(c)-1] != *want.last):
+				t.Errorf("the second seed's curve %v, want it to end at %v", c, *want.last)
+			}
+			if tt.name != "cancelled at step 900, then retried: queued" {
+				return
+			}
+			// As the defect was seen: the table says the point has a seed still to run.
+			data, err := json.Marshal(sum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "gla-lr.json")
+			if err := os.WriteFile(file, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code := gpuq(t, "results", file)
+			if code != exitOK || !regexp.MustCompile(`\n1 +lr=0\.01 +1 of 2 +1\.800 +1\.800 +1000 +1 queued, 1 succeeded\n`).MatchString(out) {
+				t.Errorf("exit %d: %s%s", code, out, errOut)
+			}
+		})
 	}
 }

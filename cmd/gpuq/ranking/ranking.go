@@ -22,8 +22,8 @@ type Point struct {
 	Value float64 `json:"value"`
 }
 
-// Curve is one metric of a job: its latest attempt's that reported it (a trainer run
-// again after an OOM starts its curve again).
+// Curve is one metric of a job: as its current attempt reported it (a trainer run
+// again after an OOM starts its curve again; a job waiting to run again has none).
 type Curve struct {
 	Points   []Point
 	Last     Point
