@@ -496,3 +496,41 @@ func TestAnotherGPUQsTrainerEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestAJobThatWaitsForAnotherGPUQKeepsNoCard: a job that fits a card only once another
+// gpuq's trainers there end keeps no card waiting for it: that gpuq starts trainers of
+// its own there as its end, so a reservation could come due and hold the card from
+// every job behind it for good. The jobs behind it go on starting there.
+func TestAJobThatWaitsForAnotherGPUQKeepsNoCard(t *testing.T) {
+	cards := []gpu.Card{{Index: 0, Total: 24 * gib, Used: 10 * gib, Processes: []gpu.Process{{PID: 4100, Used: 10 * gib}}}}
+	e, st, fr, _ := cardsEngine(t, "name: big\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 20GiB\n", &cards, map[int]string{},
+		Config{UtilTarget: memoryAlone, Slots: []int{4}, Trainer: func(pid int) bool { return pid == 4100 }})
+	seeds := make([]string, 300)
+	for i := range seeds {
+		seeds[i] = fmt.Sprint(i + 1)
+	}
+	small, err := plans.DecodeSweep("s.yaml", []byte("name: small\ncommand: [train]\nmatrix: {seed: ["+strings.Join(seeds, ", ")+"]}\nmemory: 1GiB\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, st.Submit(&state.Submission{Sweep: small}))
+	clock := e.clock.(*fakeClock)
+	var late int // started past the 10 minutes after which a reservation with no known end comes due
+	for minute := range 30 {
+		from := len(fr.starts)
+		round(t, e)
+		for _, l := range fr.starts[from:] {
+			e.apply(Exit{Attempt: l.Attempt.ID, Outcome: plans.Success})
+			if minute > 12 {
+				late++
+			}
+		}
+		clock.now = clock.now.Add(time.Minute)
+	}
+	if reason, _, err := e.why("big.1"); err != nil || reason != pack.NoMemory {
+		t.Errorf("why big.1: %s, %v; want %s", reason, err, pack.NoMemory)
+	}
+	if late == 0 {
+		t.Errorf("no small job started after minute 12 of %d in all: the card is kept for big.1, which fits it only once the other gpuq's trainer ends", len(fr.starts))
+	}
+}

@@ -242,10 +242,15 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	// job's cards are on one machine.
 	idleFits, withSlot := 0, 0
 	idle, slotted := p.perMachine(), p.perMachine()
+	// And could once other gpuqs' trainers there end (see CardState.Passing).
+	passFits, passed := 0, p.perMachine()
 	for i := range p.cards {
 		c := &p.cards[i]
 		if p.couldTake(i, r) {
 			idleFits = max(idleFits, idle.add(c.Worker))
+		}
+		if p.couldHold(i, r, c.Passing) && p.inTime(i, &r) {
+			passFits = max(passFits, passed.add(c.Worker))
 		}
 		if !c.open() {
 			continue
@@ -268,7 +273,12 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		}
 	}
 	reserves = true
+	waitsForOthers := idleFits < need && passFits >= need
 	switch {
+	case waitsForOthers:
+		// Memory other gpuqs' trainers hold: they end, but theirs start others there
+		// as they do, so no reservation is kept for it (it might never come due).
+		w.Reason, reserves = NoMemory, false
 	case idleFits < need:
 		w.Reason, reserves = TooLarge, false
 	case reservedFits > 0:
@@ -318,6 +328,9 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		w.Detail = p.busyWhy(r, leastBusy)
 	case NoMemory:
 		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %s)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
+		if waitsForOthers {
+			w.Detail += "; it fits only once another gpuq's trainers there have ended"
+		}
 	default:
 		switch {
 		case r.Quota.spent():
@@ -360,7 +373,7 @@ func (p *packer) reservedWhy(r Request) string {
 func (p *packer) tooLong(r Request, need int) bool {
 	m := p.perMachine()
 	for i := range p.cards {
-		if p.couldHold(i, r) && m.add(p.cards[i].Worker) >= need {
+		if p.couldHold(i, r, 0) && m.add(p.cards[i].Worker) >= need {
 			return true
 		}
 	}

@@ -91,8 +91,9 @@ type CardState struct {
 	Reserved int64 // running attempts' estimates
 	Foreign  int64 // memory of processes that are not gpuq's
 	// Passing is the part of Foreign that trainers of another gpuq hold (a gpuq run
-	// beside the daemon, the daemon's beside gpuq plan): they end, so a card offers it
-	// once they have (see idleRoom), where what other processes hold stays.
+	// beside the daemon, the daemon's beside gpuq plan): they end, so a job that fits
+	// a card only once they have waits for memory, not as too large (see why). Nothing
+	// is reserved for it: the other gpuq starts trainers of its own there as its end.
 	Passing   int64
 	Headroom  int64
 	Slots     int  // the plan's limit
@@ -153,10 +154,10 @@ func (c CardState) Margin() int64 { return c.Headroom - c.idleCredit() }
 // room is what the card offers jobs: its capacity less headroom.
 func (c CardState) room() int64 { return c.Total - c.Headroom }
 
-// idleRoom is what the card would offer with no trainer of any gpuq on it: as Free of
-// the card idle, its idle use beyond the headroom's share of it counted.
+// idleRoom is what the card would offer with none of gpuq's jobs on it: as Free of the
+// card idle, its idle use beyond the headroom's share of it counted.
 func (c CardState) idleRoom() int64 {
-	return c.room() - (c.Foreign - c.Passing) - (max(c.IdleUse, 0) - c.idleCredit())
+	return c.room() - c.Foreign - (max(c.IdleUse, 0) - c.idleCredit())
 }
 
 // open reports whether the card has a slot for another job.

@@ -116,10 +116,10 @@ func TestPack(t *testing.T) {
 			want:  "ok -> [0]\nhuge waits: too-large",
 		},
 		{
-			name:  "another gpuq's trainer ends: the job waits for memory there, not as too large",
+			name:  "another gpuq's trainer ends: the job waits for memory there, not as too large, and keeps no card",
 			queue: []Request{{Job: "big", Memory: 20 * gib}, {Job: "ok", Memory: gib}},
 			cards: []CardState{{Index: 0, Total: 24 * gib, Used: 10 * gib, Foreign: 10 * gib, Passing: 10 * gib, Slots: 2}},
-			want:  "ok -> [0]\nbig waits: no-memory\nreserved for big: GPU 0 in unknown",
+			want:  "ok -> [0]\nbig waits: no-memory",
 		},
 		{
 			name:  "a zero slot keeps a card free",

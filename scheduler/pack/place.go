@@ -235,20 +235,21 @@ func (m *machineCount) add(worker string) int {
 }
 
 // couldTake reports whether card i could take r were none of gpuq's jobs on it.
-func (p *packer) couldTake(i int, r Request) bool { return p.couldHold(i, r) && p.inTime(i, &r) }
+func (p *packer) couldTake(i int, r Request) bool { return p.couldHold(i, r, 0) && p.inTime(i, &r) }
 
-// couldHold reports whether card i could take r were no trainer of any gpuq on it
-// and its machine's time no limit. An idle card offers what it has free now, but for
-// what other gpuqs' trainers hold (Passing): a real one counts some memory used with
-// no process on it (0.6 GiB of an idle H200), which its room does not, and a job
-// asking for more than that would hold a reservation there for ever.
-func (p *packer) couldHold(i int, r Request) bool {
+// couldHold reports whether card i could take r were none of gpuq's jobs on it, and
+// more of it free (passing: what other gpuqs' trainers hold there, to tell whether it
+// could once they end), and its machine's time no limit. An idle card offers what it
+// has free now: a real one counts some memory used with no process on it (0.6 GiB of
+// an idle H200), which its room does not, and a job asking for more than that would
+// hold a reservation there for ever.
+func (p *packer) couldHold(i int, r Request, passing int64) bool {
 	c := &p.cards[i]
 	room := c.idleRoom()
 	if c.Running == 0 && c.Reserved == 0 {
-		room = min(room, c.Free()+c.Passing)
+		room = min(room, c.Free())
 	}
-	return room >= r.Memory && c.Slots > 0 && quotaAllows(r, i)
+	return room+passing >= r.Memory && c.Slots > 0 && quotaAllows(r, i)
 }
 
 // inTime reports whether r is expected to end before card i's machine does.
