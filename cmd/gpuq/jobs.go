@@ -69,7 +69,8 @@ shape takes as learned from its attempts that succeeded, and why a job that fail
 cancelled or was stopped early ended (its error line: the exception line of its
 trainer's last traceback, else its last line; for one stopped early, the reading it
 lost by), or what a blocked one runs after. A job that waits again after an attempt
-shows the tier it will run at, and no card; a running job that is held shows
+shows the tier it will run at, no card, its attempts so far, and how the latest ended
+as its reason (requeued after gpu-oom at tier 0); a running job that is held shows
 running,held (it is not started again until released), and one whose worker is away
 running,away, with since when and how long the worker has to come back as its reason.
 On a narrow terminal UTIL, then TAKES, then ATTEMPT are left out, names lose their
@@ -272,7 +273,8 @@ type jobList struct {
 // JOB and NAME (or POINT) shortened first (see fitTable), the last column shortened or
 // left out; UTIL, then TAKES, then ATTEMPT left out where the rest would not fit. A job
 // waiting again (after an OOM, say) shows the tier it will run at, not the card and
-// peak of an attempt that is over.
+// peak of an attempt that is over, and its attempts so far with how the latest ended
+// (see reasonOf).
 // Then counts by state of every job, what the default listing left out, and, where
 // REASON had no room, each job's reason.
 func (l jobList) print(w io.Writer) {
@@ -396,7 +398,7 @@ var statusColumns = []statusColumn{
 		value: func(j api.Job, _ time.Time) string { return cmp.Or(j.Point, "-") }},
 	{name: "state", header: "STATE", value: func(j api.Job, _ time.Time) string { return stateText(j) }},
 	{name: "gpu", aliases: []string{"nodelist"}, header: "GPU", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return cardsOf(a) })},
-	{name: "attempt", header: "ATTEMPT", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return strconv.Itoa(a.N) })},
+	{name: "attempt", header: "ATTEMPT", value: attemptsOf},
 	{name: "tier", header: "TIER", value: func(j api.Job, _ time.Time) string { return strconv.Itoa(j.Tier) }},
 	{name: "estimate", header: "ESTIMATE", value: func(j api.Job, _ time.Time) string { return top.Gig(estimateOf(j.JobSummary)) }},
 	{name: "peak", header: "PEAK", value: latestOf(func(a api.AttemptSummary, _ time.Time) string { return top.Gig(peakOf(a)) })},
@@ -492,6 +494,15 @@ func waiting(s string) bool {
 	return false
 }
 
+// attemptsOf is how many attempts the job has had so far (its latest's number), that
+// of a job waiting again after one too, or "-" where it has had none.
+func attemptsOf(j api.Job, _ time.Time) string {
+	if len(j.Attempts) == 0 {
+		return "-"
+	}
+	return strconv.Itoa(j.Attempts[len(j.Attempts)-1].N)
+}
+
 // sacctTime is how START and END are written, as sacct writes them.
 const sacctTime = "2006-01-02T15:04:05"
 
@@ -539,7 +550,8 @@ func exitText(e api.ExitStatus) string {
 // reasonOf says briefly why a job that failed, was cancelled or was stopped early
 // ended: its trainer's error line where that trainer failed on its own, else gpuq's
 // reason (early_stop's verdict, for one stopped); for a blocked one, what it runs
-// after (api.AfterReason); for a running one whose worker is away, that and what
+// after (api.AfterReason); for a queued or held one that has run, how its latest
+// attempt ended (api.Requeued); for a running one whose worker is away, that and what
 // becomes of it at now; "-" for others.
 func reasonOf(j api.Job, now time.Time) string {
 	if away := awayOf(j); away != nil {
@@ -547,6 +559,11 @@ func reasonOf(j api.Job, now time.Time) string {
 	}
 	switch state.JobState(j.State) {
 	case state.JobFailed, state.JobCancelled, state.JobStopped, state.JobBlocked:
+	case state.JobQueued, state.JobHeld:
+		if n := len(j.Attempts); n > 0 && j.Attempts[n-1].Outcome != "" {
+			return api.Requeued(j.Attempts[n-1].Outcome, j.Attempts[n-1].Tier)
+		}
+		return "-"
 	default:
 		return "-"
 	}

@@ -56,7 +56,7 @@ func statusJobs(at time.Time) []api.Job {
 
 // TestPrintJobs: each job's name; a running job that is held shows running,held; a job
 // queued again after an OOM shows the tier it will run at, and not the card and peak of
-// its attempt that is over; an attempt that ran out of memory before NVML saw its peak
+// its attempt that is over, but its attempts so far and how the latest ended; an attempt that ran out of memory before NVML saw its peak
 // shows what PyTorch said it held; how much of a card a job's shape keeps busy and how
 // long it takes, once learned; why a job failed (its error line), was cancelled or was
 // stopped early, and what a blocked one runs after (it shows no card of an attempt that
@@ -79,6 +79,69 @@ func TestPrintJobs(t *testing.T) {
 		if tc.width > 0 {
 			fitsWidth(t, b.String(), tc.width)
 		}
+	}
+}
+
+// TestStatusTellsARequeuedJob: a job that waits again after an attempt (crowded out of
+// its card, out of memory at tier 0 and requeued at tier 1, or out of host memory and
+// then held) shows its attempts so far and, as its reason, how the latest ended and
+// at what tier: piped, on 80 columns (where ATTEMPT and REASON give way, and the
+// reasons follow the table), and in the columns --format names. A job that has not
+// run shows neither.
+func TestStatusTellsARequeuedJob(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	oom := func(n, tier int, outcome string) api.AttemptSummary {
+		return api.AttemptSummary{N: n, Tier: tier, GPUs: []int{0}, Outcome: outcome, PeakBytes: 14 << 30,
+			Started: at.Add(time.Duration(n) * time.Minute), Ended: at.Add(time.Duration(n)*time.Minute + time.Second)}
+	}
+	job := func(id, st string, tier int, attempts ...api.AttemptSummary) api.Job {
+		return api.Job{Sweep: "q", JobSummary: api.JobSummary{ID: id, Name: "seed=" + id[2:], State: st, Tier: tier, DeclaredBytes: 9 << 30,
+			Attempts: attempts}}
+	}
+	jobs := []api.Job{
+		job("q.1", "queued", 0, oom(1, 0, "gpu-oom")),
+		job("q.2", "queued", 1, oom(1, 0, "gpu-oom"), oom(2, 0, "gpu-oom")),
+		job("q.3", "held", 1, oom(1, 1, "host-oom")),
+		job("q.4", "queued", 0),
+	}
+	want := map[string]struct{ attempt, reason string }{
+		"q.1": {"1", "requeued after gpu-oom at tier 0"},
+		"q.2": {"2", "requeued after gpu-oom at tier 0"},
+		"q.3": {"1", "requeued after host-oom at tier 1"},
+		"q.4": {"-", "-"},
+	}
+	list := func(format string, width int) string {
+		cols, err := parseFormat(format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		jobList{jobs: jobs, now: at.Add(time.Hour), width: width, cols: cols, fitDefault: format == defaultFormat}.print(&b)
+		return b.String()
+	}
+	for _, format := range []string{defaultFormat, "id,state,attempt,reason"} {
+		out := list(format, 0)
+		lines := strings.Split(out, "\n")
+		header := strings.Fields(lines[0])
+		attempt, reason := slices.Index(header, "ATTEMPT"), slices.Index(header, "REASON")
+		for _, l := range lines[1:5] {
+			f := strings.Fields(l)
+			w := want[f[0]]
+			if got := strings.Join(f[reason:], " "); f[attempt] != w.attempt || got != w.reason {
+				t.Errorf("--format %s: %s shows attempt %s, reason %q; want %s, %q:\n%s", format, f[0], f[attempt], got, w.attempt, w.reason, out)
+			}
+		}
+	}
+	out := list(defaultFormat, 80)
+	fitsWidth(t, out, 80)
+	for _, line := range []string{"  q.1 queued: requeued after gpu-oom at tier 0\n", "  q.2 queued: requeued after gpu-oom at tier 0\n",
+		"  q.3 held: requeued after host-oom at tier 1\n"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("on 80 columns, no line %q after the table:\n%s", line, out)
+		}
+	}
+	if strings.Contains(out, "q.4 queued") {
+		t.Errorf("on 80 columns, q.4, which has not run, has a reason:\n%s", out)
 	}
 }
 

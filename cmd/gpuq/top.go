@@ -29,8 +29,9 @@ func newTopCmd(io ioStreams, st *settings) *cobra.Command {
 █, and what gpuq reserves for it beyond that, ▒, in the job's colour; other processes ▓;
 free ░; the headroom kept free ·), its plan's slots used, utilisation and temperature;
 below, the running jobs (card, tier, elapsed, declared / learned / current memory, the
-last line of their output or their progress bar), the queue with each job's reason,
-and the last events.
+last line of their output or their progress bar), the queue with each job's reason
+(after how its latest attempt ended, where it has run: requeued after gpu-oom at tier
+0), and the last events.
 
 Keys: ↑/↓ (or k/j) select a job; l shows its log (esc goes back); a attaches to its
 terminal (Ctrl-] comes back); c cancels it (after y); h holds a queued job or releases a

@@ -102,6 +102,11 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		default:
 			wj.Reason = "it fits now and starts at the next round"
 		}
+		if j.Attempts > 0 && j.ShownState() != state.JobBlocked {
+			if a := view.Attempt(state.AttemptID(j.ID, j.Attempts)); a != nil && a.Outcome != "" {
+				wj.Requeued = api.Requeued(string(a.Outcome), a.Tier)
+			}
+		}
 		out.Queue = append(out.Queue, wj)
 	}
 	reply(w, out)

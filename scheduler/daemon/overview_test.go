@@ -2,10 +2,14 @@ package daemon
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -82,5 +86,38 @@ func TestOverviewTellsAnUnmeasuredShape(t *testing.T) {
 	}
 	if len(ov.Running) != 1 || ov.Running[0].Util == nil || *ov.Running[0].Util != 1 || !ov.Running[0].UtilUnmeasured {
 		t.Errorf("running: %+v", ov.Running)
+	}
+}
+
+// TestOverviewTellsARequeuedJob: a job that ran out of memory and waits again tells
+// top how its latest attempt ended and at what tier, as gpuq status's REASON says it;
+// one that has not run tells nothing of the kind.
+func TestOverviewTellsARequeuedJob(t *testing.T) {
+	d, r, _ := testDaemon(t)
+	c := clientOf(t, d)
+	if _, err := c.Submit(api.SubmitRequest{File: "/s/q.yaml", Source: "name: q\ncommand: [train]\nparams: {gradient_checkpointing: false}\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\ngpu_plan: \"1\"\n" +
+		"oom: {ladder: [{set: {gradient_checkpointing: true}}]}\n"}); err != nil {
+		t.Fatal(err)
+	}
+	// Held as it runs, q.1 waits at tier 1 once it has run out of memory, and q.3 takes
+	// its card.
+	if _, err := c.Act(api.Hold, api.SelectRequest{IDs: []string{"q.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	r.exits <- scheduler.Exit{Attempt: "q.1/1", Outcome: plans.GPUOOM, OOM: &plans.OOMFacts{TriedBytes: 1 << 30}}
+	var ov api.Overview
+	schedtest.WaitFor(t, "q.3 to start", func() bool {
+		var err error
+		ov, err = c.Overview()
+		return err == nil && slices.ContainsFunc(ov.Running, func(j api.RunningJob) bool { return j.Job == "q.3" })
+	})
+	want := []api.WaitingJob{{Job: "q.1", State: "held", Requeued: "requeued after gpu-oom at tier 0"}, {Job: "q.4", State: "queued"}}
+	if len(ov.Queue) != len(want) {
+		t.Fatalf("queue: %+v", ov.Queue)
+	}
+	for i, w := range want {
+		if q := ov.Queue[i]; q.Job != w.Job || q.State != w.State || q.Requeued != w.Requeued {
+			t.Errorf("queue[%d]: %+v, want %s %s with requeued %q", i, q, w.Job, w.State, w.Requeued)
+		}
 	}
 }

@@ -71,7 +71,9 @@ func readable(ov api.Overview) api.Overview {
 	ov.Simulated = printable(ov.Simulated)
 	ov.GPUs = each(ov.GPUs, func(g *api.GPUView) { g.Name, g.Fault = printable(g.Name), printable(g.Fault) })
 	ov.Running = each(ov.Running, func(r *api.RunningJob) { r.Name = printable(r.Name) })
-	ov.Queue = each(ov.Queue, func(q *api.WaitingJob) { q.Name, q.Reason = printable(q.Name), printable(q.Reason) })
+	ov.Queue = each(ov.Queue, func(q *api.WaitingJob) {
+		q.Name, q.Reason, q.Requeued = printable(q.Name), printable(q.Reason), printable(q.Requeued)
+	})
 	ov.Events = each(ov.Events, func(e *api.Event) { e.Message = printable(e.Message) })
 	return ov
 }

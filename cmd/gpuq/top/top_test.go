@@ -334,6 +334,7 @@ func TestHostileTextReachesNoTerminal(t *testing.T) {
 	ov.Simulated += hostile
 	ov.GPUs[3].Fault += hostile
 	ov.Queue[0].Reason += hostile
+	ov.Queue[0].Requeued = "requeued after gpu-oom" + hostile
 	ov.Events[2].Message += hostile
 	check := func(where, screen string) {
 		t.Helper()
@@ -830,6 +831,33 @@ func TestABlockedJobIsToldBlocked(t *testing.T) {
 		if h, r := end(lines["QUEUE "], "ESTIMATE"), end(row, "14.0G"); h != r {
 			t.Errorf("ESTIMATE ends at cell %d, %sestimate at %d:\n%s\n%s", h, k, r, lines["QUEUE "], row)
 		}
+	}
+}
+
+// TestARequeuedJobSaysSo: a queued job that has run (and ran out of memory, say) says
+// how its latest attempt ended and at what tier before why it waits, in the words of
+// gpuq status's REASON, on 80 columns too; a filter finds it by them.
+func TestARequeuedJobSaysSo(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	src.ov.Queue[0].Requeued = "requeued after gpu-oom at tier 0"
+	m := drive(t, asciiModel(src), m0(src)...)
+	rowOf := func(screen, job string) string {
+		i := strings.Index(screen, " "+job+" ")
+		row, _, _ := strings.Cut(screen[max(i, 0):], "\n")
+		return row
+	}
+	for _, width := range []int{80, 160} {
+		m = drive(t, m, tea.WindowSizeMsg{Width: width, Height: 24})
+		if row := rowOf(m.View(), "gla.4"); !strings.Contains(row, " 14.0G  requeued after gpu-oom at tier 0 · no-") {
+			t.Errorf("at %d columns, gla.4 does not say it was requeued before why it waits: %q", width, row)
+		}
+		if row := rowOf(m.View(), "gla.5"); !strings.Contains(row, " 14.0G  held: ") {
+			t.Errorf("at %d columns, gla.5, which has not run, does not say why it waits alone: %q", width, row)
+		}
+	}
+	m = drive(t, m, keysOf("/requeued", "enter")...)
+	if v := m.View(); !strings.Contains(v, "QUEUE 1 of 2 ") || !strings.Contains(v, "gla.4 ") {
+		t.Errorf("filtered by requeued, the queue does not show gla.4 alone:\n%s", v)
 	}
 }
 

@@ -79,7 +79,7 @@ func (m model) sections() []section {
 		return fmt.Sprintf("%s %d of %d", title, shown, all)
 	}
 	runs := slices.DeleteFunc(slices.Clone(m.ov.Running), func(r api.RunningJob) bool { return !match(r.Job, r.Name, m.output[r.Job]) })
-	waits := slices.DeleteFunc(slices.Clone(m.ov.Queue), func(q api.WaitingJob) bool { return !match(q.Job, q.Name, q.Reason) })
+	waits := slices.DeleteFunc(slices.Clone(m.ov.Queue), func(q api.WaitingJob) bool { return !match(q.Job, q.Name, q.Requeued, q.Reason) })
 	runTitle := count("RUNNING", len(runs), len(m.ov.Running))
 	queueTitle := count("QUEUE", len(waits), len(m.ov.Queue))
 	// The titles head the job column, one cell wider than its rows' ids (a row begins
@@ -130,8 +130,13 @@ func (m model) sections() []section {
 		default:
 			state = "queued"
 		}
+		why := q.Reason
+		if q.Requeued != "" {
+			// It has run: how that ended comes first, as gpuq status's REASON says it.
+			why = q.Requeued + " · " + why
+		}
 		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
-			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, cut[len(runs)+i], state, Gig(q.EstimateBytes), q.Reason)})
+			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, cut[len(runs)+i], state, Gig(q.EstimateBytes), why)})
 	}
 	queue.title = fmt.Sprintf(queueFormat, w+1, queueTitle, nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")
 	events := section{title: "EVENTS"}

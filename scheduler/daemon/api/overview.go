@@ -92,6 +92,10 @@ type WaitingJob struct {
 	State         string `json:"state,omitempty"`
 	EstimateBytes int64  `json:"estimate_bytes"`
 	Reason        string `json:"reason"`
+	// Requeued is why it waits again where it has run before, queued or held, as
+	// Requeued words it ("requeued after gpu-oom at tier 0"); absent where it has not,
+	// and for a blocked one (its reason is what it runs after).
+	Requeued string `json:"requeued,omitempty"`
 }
 
 // Event is something that happened.

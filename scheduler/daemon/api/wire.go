@@ -8,6 +8,7 @@ package api
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -154,6 +155,14 @@ func exitStatus(e *plans.ProcessExit) ExitStatus {
 // what it waits for (gpuq why does).
 func AfterReason(j *state.Job) string {
 	return "runs after " + j.AfterText() + ", which must succeed first; gpuq why " + j.ID + " says how that stands"
+}
+
+// Requeued is why a job that has run waits again, for people, by how its latest
+// attempt ended and the tier it ran at: "requeued after gpu-oom at tier 0" (an
+// outcome as gpuq status ID's OUTCOME column writes it; the tier it waits at may be
+// the next). gpuq status and gpuq top say it alike.
+func Requeued(outcome string, tier int) string {
+	return "requeued after " + outcome + " at tier " + strconv.Itoa(tier)
 }
 
 // AttemptSummary is one attempt of a job.
