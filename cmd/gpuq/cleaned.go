@@ -24,7 +24,7 @@ const cleanedLayout = "20060102-150405"
 // where they are, not only that the job is unknown.
 func (s *settings) whereCleaned(err error) string {
 	name, job := unknownOf(err)
-	if name == "" || s.remote() {
+	if !cleanable(name, job) || s.remote() {
 		return ""
 	}
 	dir, derr := s.stateDir()
@@ -51,6 +51,21 @@ func (s *settings) whereCleaned(err error) string {
 		}
 	}
 	return ""
+}
+
+// cleanable reports whether name is a sweep's name, or a job's id (job), that gpuq
+// clean could have moved a directory of: one name, no path ("..", "a/b"), a job's
+// ending in its number.
+func cleanable(name string, job bool) bool {
+	if name == "" || !filepath.IsLocal(name) || strings.ContainsRune(name, filepath.Separator) || name == "." {
+		return false
+	}
+	if !job {
+		return true
+	}
+	i := strings.LastIndexByte(name, '.')
+	_, err := strconv.Atoi(name[i+1:])
+	return i > 0 && err == nil
 }
 
 // jobsOf counts the directories of sweep's jobs (<sweep>.<n>) in dir.

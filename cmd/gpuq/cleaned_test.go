@@ -33,6 +33,9 @@ func TestUnknownSaysWhereCleanMovedItsLogs(t *testing.T) {
 		{[]string{"results", "gla"}, sweep},
 		{[]string{"report", "gla"}, sweep},
 		{[]string{"logs", "gla.3"}, ""},
+		{[]string{"cancel", ".."}, ""},
+		{[]string{"logs", "../20261127-103000/gla.1"}, ""},
+		{[]string{"status", "20261127-103000"}, ""},
 		{[]string{"status", "--sweep", "other"}, ""},
 	} {
 		_, errOut, code := cli(t, tc.args...)
