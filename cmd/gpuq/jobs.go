@@ -858,6 +858,12 @@ func runSelect(opts *selectOptions, ids []string) error {
 	}
 	changed, err := c.Act(verb, api.SelectRequest{IDs: ids, Sweep: opts.sweep, Where: opts.where})
 	if err != nil {
+		if len(changed) > 0 {
+			// The daemon or a gpuq run acted before another failed: what it changed
+			// stands, and is said.
+			slices.SortFunc(changed, byNumber)
+			fmt.Fprintf(opts.io.Err, "gpuq: %s before the error below: %s\n", opts.done, strings.Join(changed, " "))
+		}
 		return err
 	}
 	if opts.json {

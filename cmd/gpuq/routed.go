@@ -257,6 +257,17 @@ func (r *routed) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
 		}
 		ids[c] = append(ids[c], id)
 	}
+	// The state a stopped daemon left changes nothing: it refuses a job it does not
+	// have and says that no daemon runs of one it has. It answers before any job is
+	// changed elsewhere, so that a command refused (exit 2) has changed nothing, the
+	// jobs of a gpuq run named with it included.
+	for _, c := range order {
+		if sr, ok := c.(*stateReader); ok {
+			if _, err := sr.Act(v, api.SelectRequest{IDs: ids[c]}); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var done []string
 	for _, c := range order {
 		got, err := c.Act(v, api.SelectRequest{IDs: ids[c]})

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 // TestWhereActsWhereverJobsRun: a --where of no sweep goes to the daemon and to every
@@ -63,5 +65,68 @@ func TestNoJobOfAnyRunIsAnEmptyList(t *testing.T) {
 	}
 	if got, err := r.States(api.StatesRequest{}); err != nil || got == nil {
 		t.Errorf("the states of no job: %#v %v", got, err)
+	}
+}
+
+// leftState is the state a stopped daemon left on dir with these sweeps submitted
+// (their jobs queued), as readClient reads it.
+func leftState(t *testing.T, dir string, sweeps ...string) *stateReader {
+	t.Helper()
+	store, err := state.NewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range sweeps {
+		sw, err := plans.DecodeSweep("/sweeps/left.yaml", []byte(doc), plans.Overrides{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Submit(&state.Submission{Sweep: sw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &stateReader{view: store.View(), none: api.NoDaemonError{Dir: dir}}
+}
+
+// TestTheLeftStateAnswersBeforeARunActs: cancel, hold... of jobs of a gpuq run and of
+// the state a stopped daemon left changes nothing where the state refuses one (an
+// unknown job, exit 2) or needs a daemon for one (exit 1), in whatever order they are
+// named: the state answers first. A gpuq run's jobs alone are changed.
+func TestTheLeftStateAnswersBeforeARunActs(t *testing.T) {
+	sr := leftState(t, "/state", "name: qs2\ncommand: [sh, -c, 'true']\nmatrix: {seed: [1, 2]}\n")
+	for _, tc := range []struct {
+		ids  []string
+		code int
+		text string
+	}{
+		{[]string{"long.1", "qs2.99"}, exitBadInput, `no job "qs2.99": sweep qs2 has jobs qs2.1 to qs2.2`},
+		{[]string{"qs2.99", "long.1"}, exitBadInput, `no job "qs2.99"`},
+		{[]string{"long.1", "qs2.1"}, exitFailed, "no gpuq daemon runs on /state"},
+		{[]string{"long.1"}, exitOK, ""},
+	} {
+		run := &fakeDaemon{changed: []string{"long.1"}}
+		r := &routed{dir: "/state", daemon: sr, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: run}}}
+		changed, err := r.Act(api.Cancel, api.SelectRequest{IDs: tc.ids})
+		code, text := exitOf(err)
+		if code != tc.code || !strings.Contains(text, tc.text) {
+			t.Errorf("cancel %v: exit %d, %q; want %d, %q", tc.ids, code, text, tc.code, tc.text)
+		}
+		if acted := len(run.acted) > 0; acted != (tc.code == exitOK) || acted != (len(changed) > 0) {
+			t.Errorf("cancel %v: the run was asked %+v, and %v changed; want it asked only where nothing fails", tc.ids, run.acted, changed)
+		}
+	}
+}
+
+// TestWhatWasChangedBeforeAnErrorIsSaid: where a gpuq run changed jobs before the
+// daemon refused one named with them, gpuq cancel says what it changed, then the error.
+func TestWhatWasChangedBeforeAnErrorIsSaid(t *testing.T) {
+	run := &fakeDaemon{changed: []string{"long.1"}}
+	d := &fakeDaemon{refuse: scheduler.NoJob("d.9", []string{"d.1"})}
+	r := &routed{dir: "/state", daemon: d, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: run}}}
+	var out, errOut strings.Builder
+	opts := &selectOptions{io: ioStreams{Out: &out, Err: &errOut}, client: func() (daemonClient, error) { return r, nil }, verb: api.Cancel, done: "cancelled"}
+	err := runSelect(opts, []string{"long.1", "d.9"})
+	if code, _ := exitOf(err); code != exitBadInput || !strings.Contains(errOut.String(), "cancelled before the error below: long.1") {
+		t.Errorf("cancel long.1 d.9: exit %d (%v); want 2, and long.1 said cancelled:\n%s%s", code, err, out.String(), errOut.String())
 	}
 }

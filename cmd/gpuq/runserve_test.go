@@ -154,6 +154,17 @@ memory: 1GiB
 	if out, errOut, code := cli(t, "results", "d", "--json"); code != exitOK || !strings.Contains(out, `"seed=1"`) {
 		t.Errorf("results d from the state, with the jobs' names: exit %d:\n%s%s", code, out, errOut)
 	}
+	// A job of the run named with one the state refuses, or has (a daemon is needed),
+	// is not changed: the state answers first.
+	if _, errOut, code := cli(t, "hold", "fg.1", "d.9"); code != exitBadInput || !strings.Contains(errOut, `no job "d.9"`) {
+		t.Errorf("hold fg.1 d.9: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := cli(t, "hold", "fg.1", "d.1"); code != exitFailed || !strings.Contains(errOut, "no gpuq daemon runs on "+dir) {
+		t.Errorf("hold fg.1 d.1: exit %d: %s", code, errOut)
+	}
+	if j := listed(t, "--sweep", "fg"); j[0].Held {
+		t.Errorf("fg.1 is held (%s), though hold fg.1 d.9 and hold fg.1 d.1 failed", j[0].State)
+	}
 	if _, errOut, code := cli(t, "cancel", "--where", "sede=1"); code != exitBadInput || !strings.Contains(errOut, `did you mean "seed"`) {
 		t.Errorf("cancel --where sede=1: exit %d: %s", code, errOut)
 	}
