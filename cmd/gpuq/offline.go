@@ -115,16 +115,21 @@ func offline(c daemonClient, sweep string) bool {
 // no daemon runs on the state directory (here, not over --server), its jobs are read
 // from the state its last daemon left, beside those of the runs, saying so once on
 // stderr. Where none left a state either, a job or sweep that no run runs is nowhere,
-// and refused as such (see noRunOf); a state that cannot be read is no answer.
+// and refused as such (see noRunOf); a state that cannot be read is no answer, but for
+// a job or sweep that a run runs, which the run answers for all the same.
 func (s *settings) readClient() (daemonClient, error) {
 	c, err := s.routedClient()
 	if r, ok := c.(*routed); ok && r.daemon == nil {
 		sr, err := s.readState(r.dir)
-		if sr != nil {
+		switch {
+		case err != nil:
+			r.unread = err
+		case sr != nil:
 			r.daemon = sr
+		default:
+			r.nothingLeft = true
 		}
-		r.nothingLeft = sr == nil && err == nil
-		return r, err
+		return r, nil
 	}
 	var none api.NoDaemonError
 	if !errors.As(err, &none) {

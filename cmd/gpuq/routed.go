@@ -28,6 +28,10 @@ type routed struct {
 	// nothingLeft: no daemon runs on dir, nor did one leave its state there (readClient
 	// looked), so a sweep no gpuq run runs is nowhere there.
 	nothingLeft bool
+	// unread: no daemon runs on dir, and the state its last one left cannot be read
+	// (readClient looked): the answer for a sweep that no gpuq run runs, and for a
+	// listing of every job, but not for a run's.
+	unread error
 }
 
 // ranSweep is a gpuq run's client, for its sweep.
@@ -102,6 +106,8 @@ func (r *routed) to(sweep string) (daemonClient, error) {
 		return c, nil
 	case r.daemon != nil:
 		return r.daemon, nil
+	case r.unread != nil:
+		return nil, r.unread
 	}
 	return nil, noRunOf{dir: r.dir, sweep: sweep, runs: r.allRuns(), nothingLeft: r.nothingLeft}
 }
@@ -168,8 +174,12 @@ func (r *routed) only() (daemonClient, error) {
 }
 
 // each is the daemon, if one runs (or the state its last one left), and each gpuq
-// run; where there is none of them, no daemon runs.
+// run; where there is none of them, no daemon runs. A state left that cannot be read
+// fails it: the daemon's jobs are not to be had.
 func (r *routed) each() ([]daemonClient, error) {
+	if r.unread != nil {
+		return nil, r.unread
+	}
 	var each []daemonClient
 	if r.daemon != nil {
 		each = append(each, r.daemon)

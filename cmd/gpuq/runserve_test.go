@@ -187,6 +187,25 @@ memory: 1GiB
 	if code != exitOK || !strings.Contains(errOut, "fg-2.1") {
 		t.Errorf("a one-off run named fg beside the run of fg: exit %d; want fg-2:\n%s%s", code, out, errOut)
 	}
+	// A state left that cannot be read is no answer for the daemon's jobs, but the run
+	// answers for its own all the same.
+	if err := os.WriteFile(filepath.Join(dir, "snapshot"), []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"status", "d.1"}, {"cancel", "d.1"}, {"update", "d", "--max-running", "1"}, {"status"}} {
+		if _, errOut, code := cli(t, args...); code != exitFailed || !strings.Contains(errOut, "its state cannot be read") {
+			t.Errorf("gpuq %s, the state left damaged: exit %d, want 1 and why: %s", strings.Join(args, " "), code, errOut)
+		}
+	}
+	for _, args := range [][]string{{"status", "fg.2"}, {"status", "--sweep", "fg"}, {"why", "fg.2"}, {"hold", "fg.2"}, {"release", "fg.2"},
+		{"update", "fg", "--max-running", "2"}} {
+		if out, errOut, code := cli(t, args...); code != exitOK {
+			t.Errorf("gpuq %s, the run's, the state left damaged: exit %d:\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	if _, errOut, code := cli(t, "wait", "fg.1"); code != exitFailed || !strings.Contains(errOut, "fg.1 cancelled") {
+		t.Errorf("wait fg.1, cancelled above, the state left damaged: exit %d: %s", code, errOut)
+	}
 	if _, errOut, code := cli(t, "cancel", "fg.2"); code != exitOK {
 		t.Errorf("cancel fg.2: exit %d: %s", code, errOut)
 	}
