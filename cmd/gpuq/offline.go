@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -32,6 +33,9 @@ func (r *stateReader) said() {
 
 func (r *stateReader) Jobs(sweep string, states []string) ([]api.Job, error) {
 	r.said()
+	if err := r.lacks(api.StatesRequest{Sweep: sweep}); err != nil {
+		return nil, err
+	}
 	return api.ListJobs(r.view, sweep, states)
 }
 
@@ -39,6 +43,9 @@ func (r *stateReader) Jobs(sweep string, states []string) ([]api.Job, error) {
 // as it comes.
 func (r *stateReader) JobsJSON(sweep string, states []string) (io.ReadCloser, error) {
 	r.said()
+	if err := r.lacks(api.StatesRequest{Sweep: sweep}); err != nil {
+		return nil, err
+	}
 	jobs, err := api.Listed(r.view, sweep, states)
 	if err != nil {
 		return nil, err
@@ -50,12 +57,41 @@ func (r *stateReader) JobsJSON(sweep string, states []string) (io.ReadCloser, er
 
 func (r *stateReader) States(req api.StatesRequest) ([]api.JobState, error) {
 	r.said()
+	if err := r.lacks(req); err != nil {
+		return nil, err
+	}
 	return api.States(r.view, req)
 }
 
 func (r *stateReader) Job(id string) (api.Job, error) {
 	r.said()
+	if err := r.lacks(api.StatesRequest{IDs: []string{id}}); err != nil {
+		return api.Job{}, err
+	}
 	return api.JobOf(r.view, id, nil)
+}
+
+// lacks is the refusal of a sweep named (req), or of the first job named, that the
+// state does not have where a gpuq run of that sweep has ended there and left its jobs
+// (see endedRunOf): the daemon's words would send to gpuq status, which has them no
+// more. nil otherwise, where the state answers as the daemon would.
+func (r *stateReader) lacks(req api.StatesRequest) error {
+	sweep, job := req.Sweep, ""
+	if sweep == "" {
+		i := slices.IndexFunc(req.IDs, func(id string) bool { return r.view.Job(id) == nil })
+		if i < 0 {
+			return nil
+		}
+		sweep, job = sweepOfJob(req.IDs[i]), req.IDs[i]
+	}
+	if r.view.Submission(sweep) != nil {
+		return nil
+	}
+	if e, ok := endedRunIn(r.none.Dir, sweep); ok {
+		e.job, e.stateLeft = job, true
+		return e
+	}
+	return nil
 }
 
 // need is the answer to what the daemon alone does (act on jobs, say why one waits,
@@ -64,6 +100,9 @@ func (r *stateReader) Job(id string) (api.Job, error) {
 // would have; of one it has, that no daemon runs (exit 1).
 func (r *stateReader) need(req api.StatesRequest) error {
 	if req.Sweep != "" || len(req.IDs) > 0 {
+		if err := r.lacks(req); err != nil {
+			return err
+		}
 		if _, err := api.States(r.view, req); err != nil {
 			return err
 		}

@@ -151,3 +151,62 @@ func TestUnknownWhereNothingIsLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestAnEndedRunsSweepIsReadWhereItWasLeft: with no daemon running, a job or sweep of a
+// gpuq run that has ended, and that neither a run running nor the state the last
+// daemon left has, is refused by every verb that would ask a daemon or a run of it
+// (exit 2, as an unknown one), saying that its run has ended and that gpuq results and
+// report read what it left, which they do; not that another daemon's directory may
+// have it. So it is whether no daemon ever left a state there or one did.
+func TestAnEndedRunsSweepIsReadWhereItWasLeft(t *testing.T) {
+	dir := daemonEnv(t)
+	sweep := writeSweep(t, `name: done
+command: [sh, -c, "echo '{{\"step\": 1, \"loss\": 0.{seed}}}' >> \"$GPUQ_METRICS_FILE\""]
+matrix: {seed: [1, 2]}
+memory: 1GiB
+`)
+	if _, errOut, code := cli(t, "run", sweep, "--log-dir", filepath.Join(t.TempDir(), "logs")); code != exitOK {
+		t.Fatalf("gpuq run: exit %d: %s", code, errOut)
+	}
+	named := [][]string{
+		{"status", "done.1"}, {"status", "--sweep", "done"}, {"logs", "done.1"}, {"why", "done.1"}, {"attach", "done.1"},
+		{"cancel", "done.1"}, {"hold", "done.1", "done.2"}, {"retry", "--sweep", "done"}, {"wait", "done.1"}, {"wait", "--sweep", "done"},
+		{"update", "done", "--max-running", "1"}, {"top", "--sweep", "done"},
+	}
+	check := func(where string) {
+		t.Helper()
+		for _, args := range named {
+			_, errOut, code := cli(t, args...)
+			if code != exitBadInput || !strings.Contains(errOut, "the gpuq run of sweep done has ended") ||
+				!strings.Contains(errOut, "gpuq results done and gpuq report done read the jobs that run left") || strings.Contains(errOut, "--state-dir") {
+				t.Errorf("gpuq %s, %s: exit %d, want 2 and where its jobs are read: %s", strings.Join(args, " "), where, code, errOut)
+			}
+		}
+		if out, errOut, code := cli(t, "results", "done", "--json"); code != exitOK || !strings.Contains(out, `"metric": "loss"`) {
+			t.Errorf("results done, %s: exit %d:\n%s%s", where, code, out, errOut)
+		}
+	}
+	check("no daemon state there")
+
+	startDaemon(t)
+	other := writeSweep(t, "name: d\ncommand: [sh, -c, 'true']\nmatrix: {seed: [1]}\nmemory: 1GiB\n")
+	if _, errOut, code := cli(t, "submit", other); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	schedtest.WaitFor(t, "d.1 to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+	stopAll(t, dir)
+	check("beside the state a daemon left")
+	// A job of a sweep that nothing ran is unknown as ever.
+	if _, errOut, code := cli(t, "status", "nope.1"); code != exitBadInput || strings.Contains(errOut, "has ended") {
+		t.Errorf("status nope.1: exit %d: %s", code, errOut)
+	}
+	// What the run left, cut short, is not read: results says so, and sends nowhere else.
+	records, _ := filepath.Glob(filepath.Join(api.RunsDir(dir), "done.*.ended.json"))
+	if len(records) != 1 || os.Truncate(records[0], 10) != nil {
+		t.Fatalf("the run's record: %v", records)
+	}
+	if _, errOut, code := cli(t, "results", "done"); code != exitBadInput || !strings.Contains(errOut, "cannot be read") ||
+		!strings.Contains(errOut, `no sweep "done": neither a gpuq run of it nor a gpuq daemon runs on `+dir) {
+		t.Errorf("results done, its record cut short: exit %d: %s", code, errOut)
+	}
+}

@@ -161,9 +161,12 @@ func sweepNowhere(verb, source string, err error) error {
 	}
 	var notRun noRunOf
 	var known scheduler.UnknownSweep
+	var ended endedRunOf
 	switch {
 	case errors.As(err, &known): // gpuq status lists the daemon's sweeps: not the one asked for
 		return unknown(known.Hint, "")
+	case errors.As(err, &ended): // what that run left cannot be read (said above)
+		return unknown("", ": neither a gpuq run of it nor a gpuq daemon runs on "+ended.dir)
 	case errors.As(err, &notRun):
 		// No daemon answers, and none left a state to read (one that cannot be read
 		// is no answer).

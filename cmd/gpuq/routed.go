@@ -108,6 +108,10 @@ func (r *routed) to(sweep string) (daemonClient, error) {
 		return r.daemon, nil
 	case r.unread != nil:
 		return nil, r.unread
+	case r.nothingLeft:
+		if e, ok := endedRunIn(r.dir, sweep); ok {
+			return nil, e
+		}
 	}
 	return nil, noRunOf{dir: r.dir, sweep: sweep, runs: r.allRuns(), nothingLeft: r.nothingLeft}
 }
@@ -116,12 +120,50 @@ func (r *routed) to(sweep string) (daemonClient, error) {
 // the job.
 func (r *routed) toJob(id string) (daemonClient, error) {
 	c, err := r.to(sweepOfJob(id))
-	if e, ok := err.(noRunOf); ok {
+	switch e := err.(type) {
+	case noRunOf:
+		e.job = id
+		return nil, e
+	case endedRunOf:
 		e.job = id
 		return nil, e
 	}
 	return c, err
 }
+
+// endedRunOf is a sweep, or a job of it, that neither a daemon nor a gpuq run of a state
+// directory runs, nor the state a daemon left there has, but whose gpuq run has ended
+// there and left its jobs as they ended (see api.Run.Record): gpuq results and report
+// read them, and a verb that asks a daemon or a run has nothing to ask. That is
+// refused as an unknown job or sweep is (exit 2), saying where to read it.
+type endedRunOf struct {
+	dir, sweep string
+	job        string // the job asked for; "" for the sweep
+	// stateLeft: a daemon left its state on dir, which does not have the sweep.
+	stateLeft bool
+}
+
+// endedRunIn is sweep as endedRunOf, where a gpuq run of it ended on dir and left its
+// record; false where none did.
+func endedRunIn(dir, sweep string) (endedRunOf, bool) {
+	return endedRunOf{dir: dir, sweep: sweep}, slices.Contains(api.EndedSweeps(dir), sweep)
+}
+
+func (e endedRunOf) Error() string {
+	what := fmt.Sprintf("no sweep %q", e.sweep)
+	if e.job != "" {
+		what = fmt.Sprintf("no job %q", e.job)
+	}
+	left := "nor did one leave jobs there"
+	if e.stateLeft {
+		left = "and the state the last one left there has no sweep " + e.sweep
+	}
+	return fmt.Sprintf("%s: the gpuq run of sweep %s has ended (no gpuq daemon runs on %s, %s): gpuq results %s and gpuq report %s read the jobs that run left as it ended",
+		what, e.sweep, e.dir, left, e.sweep, e.sweep)
+}
+
+// Unwrap makes it a refusal (exit 2), as of an unknown job or sweep.
+func (e endedRunOf) Unwrap() error { return scheduler.Refused(e.Error()) }
 
 // noRunOf is a sweep, or a job of it, that neither a daemon nor any gpuq run of a state
 // directory runs. Where no daemon left its state there either (nothingLeft), nothing
