@@ -98,6 +98,15 @@ func selected(view state.View, sel Selection, ok func(*state.Job) string) ([]*st
 	return out, nil
 }
 
+// Unmet refuses a selection by Where (of a sweep, or of every sweep) as a running
+// engine refuses it (see selected): a sweep the view does not have, a key none of its
+// jobs has, or values none meets, whatever their states; nil where a job meets it. So
+// a state that no engine runs on (a daemon's, stopped) answers a --where as it would.
+func Unmet(view state.View, sel Selection) error {
+	_, err := selected(view, sel, func(*state.Job) string { return "" })
+	return err
+}
+
 // ended reports whether the job has ended: succeeded, failed, was cancelled or was
 // stopped early (early_stop).
 func ended(j *state.Job) bool {

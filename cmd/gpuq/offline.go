@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -115,7 +117,27 @@ func (r *stateReader) Why(id string) (api.WhyResponse, error) {
 }
 
 func (r *stateReader) Act(_ api.Verb, sel api.SelectRequest) ([]string, error) {
+	if sel.Where != "" {
+		return nil, r.needWhere(sel)
+	}
 	return nil, r.need(api.StatesRequest{IDs: sel.IDs, Sweep: sel.Sweep})
+}
+
+// needWhere is need for a --where (of a sweep, or of every sweep): one that none of the
+// state's jobs meets is refused as the daemon would refuse it (exit 2); where some
+// meet it, no daemon runs to change them (exit 1).
+func (r *stateReader) needWhere(sel api.SelectRequest) error {
+	if err := r.lacks(api.StatesRequest{Sweep: sel.Sweep}); err != nil {
+		return err
+	}
+	where, err := plans.ParseWhere(sel.Where)
+	if err != nil {
+		return whereError(err)
+	}
+	if err := scheduler.Unmet(r.view, scheduler.Selection{Sweep: sel.Sweep, Where: where}); err != nil {
+		return err
+	}
+	return r.none
 }
 
 func (r *stateReader) DrainCard(api.DrainRequest) error { return r.none }

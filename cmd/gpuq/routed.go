@@ -332,9 +332,11 @@ func (r *routed) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
 }
 
 // actWhere acts where each of the daemon and the runs has jobs that meet sel.Where.
-// Each refuses a key none of its jobs has; that is an error only where all refuse it,
-// as the daemon alone would: a misspelt key is not "no job to change". The state a
-// daemon left, where none runs, changes nothing, and is passed over.
+// Each refuses a key none of its jobs has, or values none meets; that is an error only
+// where all refuse it, as the daemon alone would: a misspelt key is not "no job to
+// change". The state a daemon left, where none runs, changes nothing: it answers
+// first, and where jobs of it meet sel.Where, that no daemon runs to change them is
+// the answer (exit 1), before any job of a gpuq run is changed.
 func (r *routed) actWhere(v api.Verb, sel api.SelectRequest) ([]string, error) {
 	var done []string
 	var refusal error
@@ -343,12 +345,27 @@ func (r *routed) actWhere(v api.Verb, sel api.SelectRequest) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	var refused scheduler.Refused
+	for _, c := range each {
+		if sr, ok := c.(*stateReader); ok {
+			_, err := sr.Act(v, sel)
+			var none api.NoDaemonError
+			switch {
+			case errors.As(err, &refused):
+				refusal = cmp.Or(refusal, err)
+				continue
+			case errors.As(err, &none):
+				err = fmt.Errorf("%w; jobs the last one left there have %s, so nothing was changed (gpuq %s --sweep SWEEP --where %s acts on a gpuq run's jobs alone)",
+					err, sel.Where, v, sel.Where)
+			}
+			return nil, err
+		}
+	}
 	for _, c := range each {
 		if _, ok := c.(*stateReader); ok {
 			continue
 		}
 		got, err := c.Act(v, sel)
-		var refused scheduler.Refused
 		switch {
 		case errors.As(err, &refused):
 			refusal = cmp.Or(refusal, err)

@@ -130,3 +130,39 @@ func TestWhatWasChangedBeforeAnErrorIsSaid(t *testing.T) {
 		t.Errorf("cancel long.1 d.9: exit %d (%v); want 2, and long.1 said cancelled:\n%s%s", code, err, out.String(), errOut.String())
 	}
 }
+
+// TestWhereAsksTheLeftStateFirst: a --where of no sweep beside the state a stopped
+// daemon left is answered by that state first: where jobs of it meet the --where, no
+// daemon runs to change them (exit 1), and no gpuq run's job is changed either; where
+// none does, the runs' jobs are changed, and where the runs' refuse it too, a refusal
+// stands (exit 2; the state's, which answers first). A --where of the state's sweep
+// is refused as the daemon would refuse it where none of its jobs meets it.
+func TestWhereAsksTheLeftStateFirst(t *testing.T) {
+	sr := leftState(t, "/state", "name: qs2\ncommand: [sh, -c, 'true']\nmatrix: {task: [rte, sst2], seed: [1]}\n")
+	other := scheduler.Refused("no job has task=rte (its task: cola)")
+	for _, tc := range []struct {
+		sel  api.SelectRequest
+		run  error // the run's answer
+		code int
+		text string
+	}{
+		{api.SelectRequest{Where: "task=rte"}, other, exitFailed, "no gpuq daemon runs on /state"},
+		{api.SelectRequest{Where: "task=rte"}, nil, exitFailed, "nothing was changed (gpuq retry --sweep SWEEP --where task=rte"},
+		{api.SelectRequest{Where: "task=cola"}, nil, exitOK, ""},
+		{api.SelectRequest{Where: "task=mnli"}, other, exitBadInput, "no job has task=mnli (its task: rte, sst2)"},
+		{api.SelectRequest{Where: "tsk=rte"}, other, exitBadInput, `no job has a parameter "tsk" (did you mean "task"?)`},
+		{api.SelectRequest{Sweep: "qs2", Where: "task=cola"}, nil, exitBadInput, "sweep qs2: no job has task=cola (its task: rte, sst2)"},
+		{api.SelectRequest{Sweep: "qs2", Where: "task=rte"}, nil, exitFailed, "no gpuq daemon runs on /state"},
+	} {
+		run := &fakeDaemon{changed: []string{"long.1"}, refuse: tc.run}
+		r := &routed{dir: "/state", daemon: sr, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: run}}}
+		changed, err := r.Act(api.Retry, tc.sel)
+		code, text := exitOf(err)
+		if code != tc.code || !strings.Contains(text, tc.text) {
+			t.Errorf("retry %+v: exit %d, %q; want %d, %q", tc.sel, code, text, tc.code, tc.text)
+		}
+		if code == exitFailed && (len(run.acted) > 0 || len(changed) > 0) {
+			t.Errorf("retry %+v: the run was asked %+v, and %v changed, though no daemon runs for the state's", tc.sel, run.acted, changed)
+		}
+	}
+}
