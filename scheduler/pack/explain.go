@@ -242,15 +242,10 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	// job's cards are on one machine.
 	idleFits, withSlot := 0, 0
 	idle, slotted := p.perMachine(), p.perMachine()
-	// And could once other gpuqs' trainers there end (see CardState.Passing).
-	passFits, passed := 0, p.perMachine()
 	for i := range p.cards {
 		c := &p.cards[i]
 		if p.couldTake(i, r) {
 			idleFits = max(idleFits, idle.add(c.Worker))
-		}
-		if p.couldHold(i, r, c.Passing) && p.inTime(i, &r) {
-			passFits = max(passFits, passed.add(c.Worker))
 		}
 		if !c.open() {
 			continue
@@ -273,7 +268,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		}
 	}
 	reserves = true
-	waitsForOthers := idleFits < need && passFits >= need
+	waitsForOthers := idleFits < need && p.fitsOnceOthersEnd(r, need)
 	switch {
 	case waitsForOthers:
 		// Memory other gpuqs' trainers hold: they end, but theirs start others there
@@ -366,6 +361,20 @@ func (p *packer) reservedWhy(r Request) string {
 	}
 	return fmt.Sprintf("%s is reserved for %s, first in the queue, which is expected to have room there in %s; this job would not leave it room, and %s",
 		cards, res.Job, plans.FormatDuration(res.In), took)
+}
+
+// fitsOnceOthersEnd reports whether need cards of one machine could take r once the
+// trainers of other gpuqs on them have ended (see CardState.Passing): looked for only
+// where r is too large otherwise, and only a card with such trainers could.
+func (p *packer) fitsOnceOthersEnd(r Request, need int) bool {
+	m := p.perMachine()
+	for i := range p.cards {
+		c := &p.cards[i]
+		if (c.Passing > 0 && p.couldHold(i, r, c.Passing) || p.couldHold(i, r, 0)) && p.inTime(i, &r) && m.add(c.Worker) >= need {
+			return true
+		}
+	}
+	return false
 }
 
 // tooLong reports whether r waits for a machine with more time left: need cards of
