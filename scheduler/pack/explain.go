@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -268,7 +270,12 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		}
 	}
 	reserves = true
-	waitsForOthers := idleFits < need && p.fitsOnceOthersEnd(r, need)
+	// Told only where reasons are worded: a job too large keeps no card either way.
+	var othersEnd []string
+	if idleFits < need && p.explain && p.passing {
+		othersEnd = p.fitsOnceOthersEnd(r, need)
+	}
+	waitsForOthers := len(othersEnd) > 0
 	switch {
 	case waitsForOthers:
 		// Memory other gpuqs' trainers hold: they end, but theirs start others there
@@ -324,7 +331,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	case NoMemory:
 		w.Detail = fmt.Sprintf("needs %s per card; the most free on a card with a free slot is %s (GPU %s)", plans.FormatSize(r.Memory), plans.FormatSize(max(bestFree, 0)), bestCard)
 		if waitsForOthers {
-			w.Detail += "; it fits only once another gpuq's trainers there have ended"
+			w.Detail += fmt.Sprintf("; it fits %s only once another gpuq's trainers there have ended", strings.Join(othersEnd, ", "))
 		}
 	default:
 		switch {
@@ -363,18 +370,28 @@ func (p *packer) reservedWhy(r Request) string {
 		cards, res.Job, plans.FormatDuration(res.In), took)
 }
 
-// fitsOnceOthersEnd reports whether need cards of one machine could take r once the
-// trainers of other gpuqs on them have ended (see CardState.Passing): looked for only
-// where r is too large otherwise, and only a card with such trainers could.
-func (p *packer) fitsOnceOthersEnd(r Request, need int) bool {
-	m := p.perMachine()
+// fitsOnceOthersEnd is need cards of one machine, by name, that could take r once the
+// trainers of other gpuqs on them have ended (see CardState.Passing), one of them at
+// least holding some; none where there are no such cards.
+func (p *packer) fitsOnceOthersEnd(r Request, need int) []string {
+	of := map[string][]int{} // by machine, the cards that could
 	for i := range p.cards {
 		c := &p.cards[i]
-		if (c.Passing > 0 && p.couldHold(i, r, c.Passing) || p.couldHold(i, r, 0)) && p.inTime(i, &r) && m.add(c.Worker) >= need {
-			return true
+		if !p.couldHold(i, r, c.Passing) || !p.inTime(i, &r) {
+			continue
 		}
+		cs := append(of[c.Worker], i)
+		if of[c.Worker] = cs; len(cs) < need || !slices.ContainsFunc(cs, func(j int) bool { return p.cards[j].Passing > 0 }) {
+			continue
+		}
+		cs = cs[len(cs)-need:] // the last card, which made them enough, among them
+		names := make([]string, len(cs))
+		for k, j := range cs {
+			names[k] = "GPU " + plans.CardID{Worker: p.cards[j].Worker, Index: p.cards[j].Index}.String()
+		}
+		return names
 	}
-	return false
+	return nil
 }
 
 // tooLong reports whether r waits for a machine with more time left: need cards of

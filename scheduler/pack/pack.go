@@ -117,6 +117,7 @@ func newPacker(cards []CardState, hosts Hosts, explain bool, smallest int64) *pa
 	p.free = make([]int64, len(cards))
 	for i := range p.cards {
 		p.machines = p.machines || p.cards[i].Worker != p.cards[0].Worker
+		p.passing = p.passing || p.cards[i].Passing > 0
 		p.freeOn(i)
 	}
 	p.keepRoomy(smallest)
@@ -244,7 +245,9 @@ type packer struct {
 	hosts Hosts
 	// machines: the cards are on more than one machine.
 	machines bool
-	explain  bool // build the details of reasons (Pack), or not (Place)
+	// passing: some card holds trainers of another gpuq (see CardState.Passing).
+	passing bool
+	explain bool // build the details of reasons (Pack), or not (Place)
 	// gen counts the changes of the cards (a placement, the reservation), and alike
 	// keeps the cards a run of alike requests may start on (see pickOne); noAlike
 	// looks at every card for each (a test's reference).

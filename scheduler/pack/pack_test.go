@@ -469,3 +469,29 @@ func TestNoCardSaysSo(t *testing.T) {
 		t.Errorf("%d wait, want 1", d.Waiting.Len())
 	}
 }
+
+// TestAJobThatFitsOnceAnotherGPUQsTrainersEnd: a job that no card could hold beside
+// what other processes hold waits for memory where another gpuq's trainers hold the
+// rest, and the reason names the cards it would fit once they end, not the card with
+// the most free.
+func TestAJobThatFitsOnceAnotherGPUQsTrainersEnd(t *testing.T) {
+	cards := []CardState{
+		{Index: 0, Total: 24 * gib, Used: 10 * gib, Foreign: 10 * gib, Passing: 10 * gib, Slots: 2},
+		{Index: 1, Total: 24 * gib, Used: 8 * gib, Foreign: 8 * gib, Slots: 2},
+	}
+	waits := func() Wait {
+		t.Helper()
+		ws := slices.Collect(Pack([]Request{{Job: "big", Memory: 20 * gib}}, cards, nil).Waiting.All())
+		if len(ws) != 1 {
+			t.Fatalf("%d wait: %+v", len(ws), ws)
+		}
+		return ws[0]
+	}
+	if w := waits(); w.Reason != NoMemory || !strings.HasSuffix(w.Detail, "; it fits GPU 0 only once another gpuq's trainers there have ended") {
+		t.Errorf("big waits: %s: %s", w.Reason, w.Detail)
+	}
+	cards[0].Passing = 0 // someone else's process: it stays
+	if w := waits(); w.Reason != TooLarge {
+		t.Errorf("big waits beside two other processes: %s: %s", w.Reason, w.Detail)
+	}
+}
