@@ -98,13 +98,56 @@ func selected(view state.View, sel Selection, ok func(*state.Job) string) ([]*st
 	return out, nil
 }
 
-// Unmet refuses a selection by Where (of a sweep, or of every sweep) as a running
-// engine refuses it (see selected): a sweep the view does not have, a key none of its
-// jobs has, or values none meets, whatever their states; nil where a job meets it. So
-// a state that no engine runs on (a daemon's, stopped) answers a --where as it would.
-func Unmet(view state.View, sel Selection) error {
-	_, err := selected(view, sel, func(*state.Job) string { return "" })
-	return err
+// Why each verb does not apply to a job ("": it does).
+func cancellable(j *state.Job) string {
+	if ended(j) {
+		return "it has ended already"
+	}
+	return ""
+}
+
+func retriable(j *state.Job) string {
+	if j.State != state.JobFailed && j.State != state.JobCancelled && j.State != state.JobStopped {
+		return "only a failed, cancelled or stopped job can be retried"
+	}
+	return ""
+}
+
+func holdable(j *state.Job) string {
+	switch {
+	case ended(j):
+		return "it has ended already"
+	case j.Held:
+		return "it is held already"
+	}
+	return ""
+}
+
+func releasable(j *state.Job) string {
+	switch {
+	case ended(j):
+		return "it has ended already" // a hold it had has nothing left to hold
+	case !j.Held:
+		return "it is not held"
+	}
+	return ""
+}
+
+// applies is, by verb (the API's names), to which jobs it applies.
+var applies = map[string]func(*state.Job) string{"cancel": cancellable, "retry": retriable, "hold": holdable, "release": releasable}
+
+// WouldChange is how many of the view's jobs verb (cancel, retry, hold or release)
+// would change for a selection by Where (of a sweep, or of every sweep), or its
+// refusal, as a running engine answers it (see selected): a sweep the view does not
+// have, a key none of its jobs has, or values none meets, whatever their states. So a
+// state that no engine runs on (a daemon's, stopped) answers a --where as it would.
+func WouldChange(view state.View, verb string, sel Selection) (int, error) {
+	ok, known := applies[verb]
+	if !known {
+		return 0, Refused(fmt.Sprintf("no verb %q", verb))
+	}
+	jobs, err := selected(view, sel, ok)
+	return len(jobs), err
 }
 
 // ended reports whether the job has ended: succeeded, failed, was cancelled or was
@@ -116,12 +159,7 @@ func ended(j *state.Job) bool {
 // cancel cancels queued jobs and stops running ones (they end as cancelled). It returns
 // the jobs it cancelled or is stopping.
 func (e *Engine) cancel(sel Selection) ([]string, error) {
-	jobs, err := e.jobs(sel, func(j *state.Job) string {
-		if ended(j) {
-			return "it has ended already"
-		}
-		return ""
-	})
+	jobs, err := e.jobs(sel, cancellable)
 	if err != nil {
 		return nil, err
 	}
@@ -155,12 +193,7 @@ func (e *Engine) cancel(sel Selection) ([]string, error) {
 // ran at; oom.max_attempts counts afresh. A job stopped early runs again from its start,
 // and is not judged again at the rungs it has passed.
 func (e *Engine) retry(sel Selection) ([]string, error) {
-	jobs, err := e.jobs(sel, func(j *state.Job) string {
-		if j.State != state.JobFailed && j.State != state.JobCancelled && j.State != state.JobStopped {
-			return "only a failed, cancelled or stopped job can be retried"
-		}
-		return ""
-	})
+	jobs, err := e.jobs(sel, retriable)
 	if err != nil {
 		return nil, err
 	}
@@ -206,15 +239,7 @@ func (e *Engine) failsAgain(jobs []*state.Job, named []string) error {
 // hold keeps jobs from starting: a queued one waits until released, a running one
 // waits if it is requeued.
 func (e *Engine) hold(sel Selection) ([]string, error) {
-	jobs, err := e.jobs(sel, func(j *state.Job) string {
-		switch {
-		case ended(j):
-			return "it has ended already"
-		case j.Held:
-			return "it is held already"
-		}
-		return ""
-	})
+	jobs, err := e.jobs(sel, holdable)
 	if err != nil {
 		return nil, err
 	}
@@ -223,15 +248,7 @@ func (e *Engine) hold(sel Selection) ([]string, error) {
 
 // release lets held jobs start again.
 func (e *Engine) release(sel Selection) ([]string, error) {
-	jobs, err := e.jobs(sel, func(j *state.Job) string {
-		switch {
-		case ended(j):
-			return "it has ended already" // a hold it had has nothing left to hold
-		case !j.Held:
-			return "it is not held"
-		}
-		return ""
-	})
+	jobs, err := e.jobs(sel, releasable)
 	if err != nil {
 		return nil, err
 	}

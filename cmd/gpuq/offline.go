@@ -116,17 +116,19 @@ func (r *stateReader) Why(id string) (api.WhyResponse, error) {
 	return api.WhyResponse{}, r.need(api.StatesRequest{IDs: []string{id}})
 }
 
-func (r *stateReader) Act(_ api.Verb, sel api.SelectRequest) ([]string, error) {
+func (r *stateReader) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
 	if sel.Where != "" {
-		return nil, r.needWhere(sel)
+		return nil, r.needWhere(v, sel)
 	}
 	return nil, r.need(api.StatesRequest{IDs: sel.IDs, Sweep: sel.Sweep})
 }
 
-// needWhere is need for a --where (of a sweep, or of every sweep): one that none of the
-// state's jobs meets is refused as the daemon would refuse it (exit 2); where some
-// meet it, no daemon runs to change them (exit 1).
-func (r *stateReader) needWhere(sel api.SelectRequest) error {
+// needWhere is need for v of a --where (of a sweep, or of every sweep): one that none
+// of the state's jobs meets is refused as the daemon would refuse it (exit 2); where
+// some meet it that v would change, no daemon runs to change them (exit 1); where v
+// would change none of them (a cancel of jobs that have ended), nothing: a daemon
+// started would change nothing there either.
+func (r *stateReader) needWhere(v api.Verb, sel api.SelectRequest) error {
 	if err := r.lacks(api.StatesRequest{Sweep: sel.Sweep}); err != nil {
 		return err
 	}
@@ -134,8 +136,13 @@ func (r *stateReader) needWhere(sel api.SelectRequest) error {
 	if err != nil {
 		return whereError(err)
 	}
-	if err := scheduler.Unmet(r.view, scheduler.Selection{Sweep: sel.Sweep, Where: where}); err != nil {
+	n, err := scheduler.WouldChange(r.view, string(v), scheduler.Selection{Sweep: sel.Sweep, Where: where})
+	switch {
+	case err != nil:
 		return err
+	case n == 0:
+		r.said() // the answer, nothing to change, is the state's
+		return nil
 	}
 	return r.none
 }

@@ -351,6 +351,9 @@ func (r *routed) actWhere(v api.Verb, sel api.SelectRequest) ([]string, error) {
 			_, err := sr.Act(v, sel)
 			var none api.NoDaemonError
 			switch {
+			case err == nil: // its jobs meet it, and the verb would change none of them
+				acted = true
+				continue
 			case errors.As(err, &refused):
 				refusal = cmp.Or(refusal, err)
 				continue

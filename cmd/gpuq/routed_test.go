@@ -156,13 +156,27 @@ func TestWhereAsksTheLeftStateFirst(t *testing.T) {
 	} {
 		run := &fakeDaemon{changed: []string{"long.1"}, refuse: tc.run}
 		r := &routed{dir: "/state", daemon: sr, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: run}}}
-		changed, err := r.Act(api.Retry, tc.sel)
+		changed, err := r.Act(api.Hold, tc.sel)
 		code, text := exitOf(err)
-		if code != tc.code || !strings.Contains(text, tc.text) {
-			t.Errorf("retry %+v: exit %d, %q; want %d, %q", tc.sel, code, text, tc.code, tc.text)
+		if code != tc.code || !strings.Contains(text, strings.ReplaceAll(tc.text, "gpuq retry", "gpuq hold")) {
+			t.Errorf("hold %+v: exit %d, %q; want %d, %q", tc.sel, code, text, tc.code, tc.text)
 		}
 		if code == exitFailed && (len(run.acted) > 0 || len(changed) > 0) {
-			t.Errorf("retry %+v: the run was asked %+v, and %v changed, though no daemon runs for the state's", tc.sel, run.acted, changed)
+			t.Errorf("hold %+v: the run was asked %+v, and %v changed, though no daemon runs for the state's", tc.sel, run.acted, changed)
+		}
+	}
+	// The state's jobs that meet it are none a retry changes (they are queued): a
+	// daemon started would change none of them, so they keep nothing from the run's,
+	// and the where is met, not refused, whatever the run says.
+	for _, tc := range []struct {
+		run     error
+		changed []string
+	}{{nil, []string{"long.1"}}, {other, nil}} {
+		run := &fakeDaemon{changed: []string{"long.1"}, refuse: tc.run}
+		r := &routed{dir: "/state", daemon: sr, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: run}}}
+		changed, err := r.Act(api.Retry, api.SelectRequest{Where: "task=rte"})
+		if err != nil || !slices.Equal(changed, tc.changed) {
+			t.Errorf("retry --where task=rte, the run answering %v: %v changed, %v; want %v and no error", tc.run, changed, err, tc.changed)
 		}
 	}
 }

@@ -168,14 +168,18 @@ memory: 1GiB
 	if _, errOut, code := cli(t, "cancel", "--where", "sede=1"); code != exitBadInput || !strings.Contains(errOut, `did you mean "seed"`) {
 		t.Errorf("cancel --where sede=1: exit %d: %s", code, errOut)
 	}
-	// The state's jobs that meet a --where need a daemon to change them: nothing is
-	// changed, the run's jobs included; --sweep reaches the run's alone.
-	if _, errOut, code := cli(t, "hold", "--where", "seed=1"); code != exitFailed || !strings.Contains(errOut, "no gpuq daemon runs on "+dir) ||
-		!strings.Contains(errOut, "gpuq hold --sweep SWEEP --where seed=1") {
-		t.Errorf("hold --where seed=1, which d.1 meets: exit %d: %s", code, errOut)
+	// The state's jobs that meet a --where and that a verb would change need a daemon
+	// to change them: nothing is changed, the run's jobs included; --sweep reaches the
+	// run's alone. Those it would not change (d.1 has ended: no hold applies) keep
+	// nothing from the run's.
+	if _, errOut, code := cli(t, "retry", "--where", "seed=1"); code != exitOK {
+		t.Errorf("retry --where seed=1, which d.1 (succeeded) and fg.1 (running) meet: exit %d: %s", code, errOut)
 	}
-	if j := listed(t, "--sweep", "fg"); j[0].Held {
-		t.Errorf("fg.1 is held (%s), though hold --where seed=1 failed", j[0].State)
+	if out, errOut, code := cli(t, "hold", "--where", "seed=1"); code != exitOK || !strings.Contains(out, "fg.1") {
+		t.Errorf("hold --where seed=1, which d.1 (succeeded) and fg.1 meet: exit %d:\n%s%s", code, out, errOut)
+	}
+	if j := listed(t, "--sweep", "fg"); !j[0].Held {
+		t.Errorf("fg.1 is not held (%s), though hold --where seed=1 succeeded", j[0].State)
 	}
 	if out, errOut, code := cli(t, "cancel", "--sweep", "fg", "--where", "seed=1"); code != exitOK || !strings.Contains(out, "fg.1") {
 		t.Errorf("cancel --sweep fg --where seed=1: exit %d:\n%s%s", code, out, errOut)
