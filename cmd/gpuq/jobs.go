@@ -614,7 +614,11 @@ func durationOf(a api.AttemptSummary, now time.Time) string {
 }
 
 func showJob(opts *statusOptions, id string) error {
-	j, err := fetchJob(opts.client, id)
+	c, err := opts.client()
+	if err != nil {
+		return err
+	}
+	j, _, err := jobOrLeft(c, id, opts.io.Err)
 	if err != nil {
 		return err
 	}

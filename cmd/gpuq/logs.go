@@ -84,11 +84,11 @@ func runLogs(opts *logsOptions, id string) error {
 	if err != nil {
 		return err
 	}
-	j, err := c.Job(id)
+	j, left, err := jobOrLeft(c, id, opts.io.Err)
 	if err != nil {
 		return err
 	}
-	if opts.follow && opts.attempt == 0 && !offline(c, j.Sweep) {
+	if opts.follow && opts.attempt == 0 && !left && !offline(c, j.Sweep) {
 		return followJob(opts, j, servingRun(c, j.Sweep))
 	}
 	if len(j.Attempts) == 0 {

@@ -172,7 +172,7 @@ memory: 1GiB
 		t.Fatalf("gpuq run: exit %d: %s", code, errOut)
 	}
 	named := [][]string{
-		{"status", "done.1"}, {"status", "--sweep", "done"}, {"logs", "done.1"}, {"why", "done.1"}, {"attach", "done.1"},
+		{"status", "--sweep", "done"}, {"why", "done.1"}, {"attach", "done.1"},
 		{"cancel", "done.1"}, {"hold", "done.1", "done.2"}, {"retry", "--sweep", "done"}, {"wait", "done.1"}, {"wait", "--sweep", "done"},
 		{"update", "done", "--max-running", "1"}, {"top", "--sweep", "done"},
 	}
@@ -187,6 +187,17 @@ memory: 1GiB
 		}
 		if out, errOut, code := cli(t, "results", "done", "--json"); code != exitOK || !strings.Contains(out, `"metric": "loss"`) {
 			t.Errorf("results done, %s: exit %d:\n%s%s", where, code, out, errOut)
+		}
+		// A job of it, and its log, as it left them.
+		left := "gpuq: done.2 as the gpuq run of sweep done left it as it ended, at "
+		if out, errOut, code := cli(t, "status", "done.2"); code != exitOK || !strings.Contains(out, "job done.2 (seed=2) of sweep done: succeeded") || !strings.Contains(errOut, left) {
+			t.Errorf("status done.2, %s: exit %d:\n%s\n--\n%s", where, code, out, errOut)
+		}
+		if out, errOut, code := cli(t, "logs", "done.2", "-f"); code != exitOK || !strings.Contains(out, "done.2") || !strings.Contains(errOut, left) {
+			t.Errorf("logs -f done.2, %s: exit %d:\n%s%s", where, code, out, errOut)
+		}
+		if _, errOut, code := cli(t, "logs", "done.9"); code != exitBadInput || !strings.Contains(errOut, "the gpuq run of sweep done has ended") {
+			t.Errorf("logs done.9, %s: exit %d: %s", where, code, errOut)
 		}
 	}
 	check("no daemon state there")

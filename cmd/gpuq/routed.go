@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
@@ -164,6 +165,34 @@ func (e endedRunOf) Error() string {
 
 // Unwrap makes it a refusal (exit 2), as of an unknown job or sweep.
 func (e endedRunOf) Unwrap() error { return scheduler.Refused(e.Error()) }
+
+// leftJob is job id as the gpuq run of its sweep that ended last left it (see
+// api.LastEnded), and when that run ended; false where its record has no such job,
+// or cannot be read.
+func (e endedRunOf) leftJob(id string) (api.Job, time.Time, bool) {
+	_, rec, ended, ok := api.LastEnded(e.dir, e.sweep, func(string, error) {})
+	if i := slices.IndexFunc(rec.Jobs, func(j api.Job) bool { return j.ID == id }); ok && i >= 0 {
+		return rec.Jobs[i], ended, true
+	}
+	return api.Job{}, time.Time{}, false
+}
+
+// jobOrLeft is job id as c answers for it, or, where the gpuq run of its sweep has
+// ended, as that run left it, which it says once on notices (left: which it is): the
+// job's attempts and their logs are there as they ended.
+func jobOrLeft(c daemonClient, id string, notices io.Writer) (j api.Job, left bool, err error) {
+	j, err = c.Job(id)
+	var ended endedRunOf
+	if !errors.As(err, &ended) {
+		return j, false, err
+	}
+	got, at, ok := ended.leftJob(id)
+	if !ok {
+		return j, false, err
+	}
+	fmt.Fprintf(notices, "gpuq: %s as the gpuq run of sweep %s left it as it ended, at %s\n", id, ended.sweep, at.Local().Format("2006-01-02 15:04:05"))
+	return got, true, nil
+}
 
 // noRunOf is a sweep, or a job of it, that neither a daemon nor any gpuq run of a state
 // directory runs. Where no daemon left its state there either (nothingLeft), nothing
