@@ -222,19 +222,20 @@ func Summarize(view state.View, j *state.Job) JobSummary {
 	if j.ShownState() == state.JobBlocked {
 		js.Reason = AfterReason(j)
 	}
-	if l := view.Learned(j.Shape); l > 0 {
-		js.LearnedBytes = &l
-	}
-	if l := view.Shape(j.Shape); l != nil && l.Floor > 0 {
-		f := l.Floor
-		js.FloorBytes = &f
-	}
-	if l := view.Shape(j.Shape); l != nil && l.Duration > 0 {
-		d := l.Duration.Seconds()
-		js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
-	}
-	if u, ok := view.Shape(j.Shape).PackUtil(); ok {
-		js.LearnedUtil, js.LearnedUtilRuns, js.UtilUnmeasured = &u, view.Shape(j.Shape).UtilRuns, view.Shape(j.Shape).Unmeasured
+	if l := view.Shape(j.Shape); l != nil { // what is learned of its shape, read once
+		if peak := l.Peak; peak > 0 {
+			js.LearnedBytes = &peak
+		}
+		if floor := l.Floor; floor > 0 {
+			js.FloorBytes = &floor
+		}
+		if l.Duration > 0 {
+			d := l.Duration.Seconds()
+			js.LearnedSeconds, js.LearnedRuns = &d, l.Runs
+		}
+		if u, ok := l.PackUtil(); ok {
+			js.LearnedUtil, js.LearnedUtilRuns, js.UtilUnmeasured = &u, l.UtilRuns, l.Unmeasured
+		}
 	}
 	for _, a := range view.Attempts(j.ID) {
 		as := AttemptSummary{N: a.N, Worker: a.Worker, GPUs: a.GPUs, Tier: a.Tier, Params: a.Params, EstimateBytes: a.Estimate,
