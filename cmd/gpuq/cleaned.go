@@ -11,11 +11,8 @@ import (
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
-
-// cleanedLayout is how gpuq clean names the directory, under cleaned/ in the state
-// directory, that it moves the logs of the sweeps it forgets to.
-const cleanedLayout = "20060102-150405"
 
 // whereCleaned says, of a refused job or sweep that nothing has (err), that gpuq clean
 // forgot it and where it moved its logs, from the latest clean that did; "" where err
@@ -31,10 +28,10 @@ func (s *settings) whereCleaned(err error) string {
 	if derr != nil {
 		return ""
 	}
-	root := filepath.Join(dir, "cleaned")
+	root := api.CleanedDir(dir)
 	cleans, _ := os.ReadDir(root) // by name, which is by time
 	for i := len(cleans) - 1; i >= 0; i-- {
-		at, perr := time.ParseInLocation(cleanedLayout, cleans[i].Name(), time.Local)
+		at, perr := time.ParseInLocation(api.CleanedLayout, cleans[i].Name(), time.Local)
 		if !cleans[i].IsDir() || perr != nil {
 			continue
 		}

@@ -150,17 +150,22 @@ func endedRunIn(dir, sweep string) (endedRunOf, bool) {
 	return endedRunOf{dir: dir, sweep: sweep}, slices.Contains(api.EndedSweeps(dir), sweep)
 }
 
-func (e endedRunOf) Error() string {
-	what := fmt.Sprintf("no sweep %q", e.sweep)
-	if e.job != "" {
-		what = fmt.Sprintf("no job %q", e.job)
+// noneNamed is how a refusal of a sweep, or of a job of it (job; "": the sweep)
+// begins, as the daemon's own do (see scheduler.NoJob and NoSweep).
+func noneNamed(sweep, job string) string {
+	if job != "" {
+		return fmt.Sprintf("no job %q", job)
 	}
+	return fmt.Sprintf("no sweep %q", sweep)
+}
+
+func (e endedRunOf) Error() string {
 	left := "nor did one leave jobs there"
 	if e.stateLeft {
 		left = "and the state the last one left there has no sweep " + e.sweep
 	}
 	return fmt.Sprintf("%s: the gpuq run of sweep %s has ended (no gpuq daemon runs on %s, %s): gpuq results %s and gpuq report %s read the jobs that run left as it ended",
-		what, e.sweep, e.dir, left, e.sweep, e.sweep)
+		noneNamed(e.sweep, e.job), e.sweep, e.dir, left, e.sweep, e.sweep)
 }
 
 // Unwrap makes it a refusal (exit 2), as of an unknown job or sweep.
@@ -213,10 +218,7 @@ func (e noRunOf) Error() string {
 		return fmt.Sprintf("no gpuq daemon runs on %s, and no gpuq run runs sweep %s there; the gpuq runs there: %s",
 			e.dir, e.sweep, api.RunsText(e.runs))
 	}
-	what := fmt.Sprintf("no sweep %q", e.sweep)
-	if e.job != "" {
-		what = fmt.Sprintf("no job %q", e.job)
-	}
+	what := noneNamed(e.sweep, e.job)
 	if len(e.runs) > 0 {
 		return fmt.Sprintf("%s: no gpuq daemon runs on %s, nor did one leave jobs there, and no gpuq run runs sweep %s there (the gpuq runs there: %s; gpuq status lists their jobs)",
 			what, e.dir, e.sweep, api.RunsText(e.runs))

@@ -236,7 +236,7 @@ func (d *daemon) forget(ctx context.Context, req api.CleanRequest) (api.CleanRes
 		return api.CleanResponse{}, err
 	}
 	out := api.CleanResponse{Sweeps: []string{}}
-	kept := filepath.Join(d.cfg.StateDir, "cleaned", time.Now().Format("20060102-150405"))
+	kept := filepath.Join(api.CleanedDir(d.cfg.StateDir), time.Now().Format(api.CleanedLayout))
 	for _, sub := range gone {
 		out.Sweeps = append(out.Sweeps, sub.Sweep.Name)
 		out.Jobs += len(sub.Sweep.Jobs)

@@ -120,3 +120,11 @@ func LastCards(dir string) []GPUInfo {
 
 // SocketPath is the API's socket in a state directory.
 func SocketPath(dir string) string { return filepath.Join(dir, "gpuq.sock") }
+
+// CleanedDir is where gpuq clean moves the logs of the sweeps it forgets, in a state
+// directory: one directory for each clean, named for its time by CleanedLayout, with
+// each forgotten job's directory in it.
+func CleanedDir(dir string) string { return filepath.Join(dir, "cleaned") }
+
+// CleanedLayout is the time layout of the name of a clean's directory in CleanedDir.
+const CleanedLayout = "20060102-150405"
