@@ -12,8 +12,9 @@ import (
 	"github.com/gpuq/gpuq/launcher"
 )
 
-// TestReadmeTellsTheTruth: every verb is in the README's table of commands, and every
-// file the README links to exists.
+// TestReadmeTellsTheTruth: every verb is in the README's table of commands, every
+// column of gpuq status in its words on --format, and every file the README links to
+// exists.
 func TestReadmeTellsTheTruth(t *testing.T) {
 	data, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -27,6 +28,15 @@ func TestReadmeTellsTheTruth(t *testing.T) {
 		if !strings.Contains(readme, "| `gpuq "+c.Name()) && !strings.Contains(readme, "\\|"+c.Name()) && !strings.Contains(readme, "/ `gpuq "+c.Name()) {
 			t.Errorf("gpuq %s is not in the README's table of commands", c.Name())
 		}
+	}
+	// gpuq status's columns, and those it shows without --format.
+	for _, c := range statusColumns {
+		if !strings.Contains(readme, "`"+c.name+"`") {
+			t.Errorf("gpuq status's column %s is not in the README", c.name)
+		}
+	}
+	if !strings.Contains(readme, "`"+defaultFormat+"`") {
+		t.Errorf("the README does not say gpuq status's columns without --format are %s", defaultFormat)
 	}
 	for _, m := range regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`).FindAllStringSubmatch(readme, -1) {
 		if _, err := os.Stat(filepath.Join("../..", m[1])); err != nil {
