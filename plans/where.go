@@ -72,11 +72,19 @@ func valueIs(v any, want string) bool {
 func (w Where) Unknown(keys []string) error {
 	for _, c := range w {
 		if !slices.Contains(keys, c.Key) {
-			return fmt.Errorf("no job has a parameter %q%s", c.Key, Suggest(c.Key, keys))
+			return fmt.Errorf(noParameter+"%q%s", c.Key, Suggest(c.Key, keys))
 		}
 	}
 	return nil
 }
+
+// noParameter begins Unknown's error.
+const noParameter = "no job has a parameter "
+
+// UnknownText reports whether an error's text is Unknown's: of jobs that lack a key
+// of a Where, rather than of values none of them has (Unmet's). Where each of several
+// holders of jobs refuses one Where, the second says more.
+func UnknownText(text string) bool { return strings.HasPrefix(text, noParameter) }
 
 // Unmet is an error naming what of w none of these jobs (by their parameters) meets:
 // the first condition that none meets alone, with the values its key has among them,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"slices"
@@ -36,8 +37,8 @@ type fakeDaemon struct {
 	// changed is what Act answers; streams what Attempt's stream reads, by job.
 	changed []string
 	streams map[string]string
-	// refuse, when set, is every call's answer.
-	refuse error
+	// refuse, when set, is every call's answer; actErr, Act's alone.
+	refuse, actErr error
 	// told counts the jobs Jobs and States have answered with.
 	told int
 }
@@ -149,7 +150,7 @@ func (f *fakeDaemon) Why(id string) (api.WhyResponse, error) {
 
 func (f *fakeDaemon) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
 	f.acted = append(f.acted, sel)
-	return f.changed, f.refuse
+	return f.changed, cmp.Or(f.refuse, f.actErr)
 }
 
 func (f *fakeDaemon) DrainCard(req api.DrainRequest) error {

@@ -157,10 +157,11 @@ func TestUnknownWhereNothingIsLeft(t *testing.T) {
 
 // TestAnEndedRunsSweepIsReadWhereItWasLeft: with no daemon running, a job or sweep of a
 // gpuq run that has ended, and that neither a run running nor the state the last
-// daemon left has, is refused by every verb that would ask a daemon or a run of it
-// (exit 2, as an unknown one), saying that its run has ended and that gpuq results and
-// report read what it left, which they do; not that another daemon's directory may
-// have it. So it is whether no daemon ever left a state there or one did.
+// daemon left has, is refused by every verb that would ask a daemon or a run to change
+// or follow it (exit 2, as an unknown one), saying that its run has ended and that gpuq
+// results and report read what it left, which they do, as gpuq status, logs and wait
+// do; not that another daemon's directory may have it. A daemon that runs, without a
+// sweep of that name, hides none of it. So it is whether no daemon ever left a state there or one did.
 func TestAnEndedRunsSweepIsReadWhereItWasLeft(t *testing.T) {
 	dir := daemonEnv(t)
 	sweep := writeSweep(t, `name: done
@@ -173,9 +174,10 @@ memory: 1GiB
 	}
 	named := [][]string{
 		{"status", "--sweep", "done"}, {"why", "done.1"}, {"attach", "done.1"},
-		{"cancel", "done.1"}, {"hold", "done.1", "done.2"}, {"retry", "--sweep", "done"}, {"wait", "done.1"}, {"wait", "--sweep", "done"},
+		{"cancel", "done.1"}, {"hold", "done.1", "done.2"}, {"retry", "--sweep", "done"},
 		{"update", "done", "--max-running", "1"}, {"top", "--sweep", "done"},
 	}
+	left := "gpuq: done.2 as the gpuq run of sweep done left it as it ended, at "
 	check := func(where string) {
 		t.Helper()
 		for _, args := range named {
@@ -188,8 +190,17 @@ memory: 1GiB
 		if out, errOut, code := cli(t, "results", "done", "--json"); code != exitOK || !strings.Contains(out, `"metric": "loss"`) {
 			t.Errorf("results done, %s: exit %d:\n%s%s", where, code, out, errOut)
 		}
+		// gpuq wait learns how they ended, as it would have had it begun before the run
+		// ended: a script's gpuq run S.yaml & ...; gpuq wait --sweep S.
+		for _, args := range [][]string{{"wait", "done.1"}, {"wait", "--sweep", "done"}, {"wait", "done.1", "done.2", "--json"}} {
+			if out, errOut, code := cli(t, args...); code != exitOK || !strings.Contains(out, "succeeded") || !strings.Contains(errOut, "the gpuq run of sweep done ended at") {
+				t.Errorf("gpuq %s, %s: exit %d, want 0:\n%s%s", strings.Join(args, " "), where, code, out, errOut)
+			}
+		}
+		if _, errOut, code := cli(t, "wait", "done.9"); code != exitBadInput || !strings.Contains(errOut, `no job "done.9"`) {
+			t.Errorf("wait done.9, %s: exit %d: %s", where, code, errOut)
+		}
 		// A job of it, and its log, as it left them.
-		left := "gpuq: done.2 as the gpuq run of sweep done left it as it ended, at "
 		if out, errOut, code := cli(t, "status", "done.2"); code != exitOK || !strings.Contains(out, "job done.2 (seed=2) of sweep done: succeeded") || !strings.Contains(errOut, left) {
 			t.Errorf("status done.2, %s: exit %d:\n%s\n--\n%s", where, code, out, errOut)
 		}
@@ -208,6 +219,18 @@ memory: 1GiB
 		t.Fatalf("submit: %s", errOut)
 	}
 	schedtest.WaitFor(t, "d.1 to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+	// A daemon that runs, and has no sweep done, does not hide a job of it either.
+	for _, args := range [][]string{{"status", "done.2"}, {"logs", "done.2"}} {
+		if out, errOut, code := cli(t, args...); code != exitOK || !strings.Contains(out, "done.2") || !strings.Contains(errOut, left) {
+			t.Errorf("gpuq %s, a daemon running: exit %d:\n%s\n--\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	if _, errOut, code := cli(t, "status", "done.9"); code != exitBadInput || !strings.Contains(errOut, `no job "done.9"`) {
+		t.Errorf("status done.9, a daemon running: exit %d: %s", code, errOut)
+	}
+	if out, errOut, code := cli(t, "wait", "--sweep", "done"); code != exitOK || !strings.Contains(out, "2 jobs succeeded") {
+		t.Errorf("wait --sweep done, a daemon running: exit %d:\n%s%s", code, out, errOut)
+	}
 	stopAll(t, dir)
 	check("beside the state a daemon left")
 	// A job of a sweep that nothing ran is unknown as ever.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
@@ -183,13 +184,17 @@ func (e endedRunOf) leftJob(id string) (api.Job, time.Time, bool) {
 }
 
 // jobOrLeft is job id as c answers for it, or, where the gpuq run of its sweep has
-// ended, as that run left it, which it says once on notices (left: which it is): the
-// job's attempts and their logs are there as they ended.
+// ended and neither a run nor the daemon has a sweep of that name, as that run left
+// it, which it says once on notices (left: which it is): the job's attempts and their
+// logs are there as they ended.
 func jobOrLeft(c daemonClient, id string, notices io.Writer) (j api.Job, left bool, err error) {
 	j, err = c.Job(id)
 	var ended endedRunOf
 	if !errors.As(err, &ended) {
-		return j, false, err
+		var ok bool
+		if ended, ok = sweepOnlyLeft(c, sweepOfJob(id), err); !ok {
+			return j, false, err
+		}
 	}
 	got, at, ok := ended.leftJob(id)
 	if !ok {
@@ -197,6 +202,37 @@ func jobOrLeft(c daemonClient, id string, notices io.Writer) (j api.Job, left bo
 	}
 	fmt.Fprintf(notices, "gpuq: %s as the gpuq run of sweep %s left it as it ended, at %s\n", id, ended.sweep, at.Local().Format("2006-01-02 15:04:05"))
 	return got, true, nil
+}
+
+// sweepOnlyLeft is sweep as endedRunOf where a daemon that runs, asked for a job of
+// it, refused (err) for it has no sweep of that name, and a gpuq run of it ended on
+// the daemon's state directory and left its record; false otherwise. (Where no daemon
+// runs, routed says so itself.) A daemon reached over the network has its own
+// directory, not this machine's.
+func sweepOnlyLeft(c daemonClient, sweep string, err error) (endedRunOf, bool) {
+	var refused scheduler.Refused
+	if !errors.As(err, &refused) {
+		return endedRunOf{}, false
+	}
+	var dir string
+	switch c := c.(type) {
+	case *routed:
+		dir = c.dir
+	case *api.Client:
+		if c.Remote() {
+			return endedRunOf{}, false
+		}
+		dir = c.Dir()
+	default:
+		return endedRunOf{}, false
+	}
+	e, ok := endedRunIn(dir, sweep)
+	if !ok {
+		return e, false
+	}
+	var unknown scheduler.UnknownSweep
+	_, err = c.States(api.StatesRequest{Sweep: sweep})
+	return e, errors.As(err, &unknown)
 }
 
 // noRunOf is a sweep, or a job of it, that neither a daemon nor any gpuq run of a state
@@ -340,10 +376,21 @@ func (r *routed) Act(v api.Verb, sel api.SelectRequest) ([]string, error) {
 		}
 		ids[c] = append(ids[c], id)
 	}
+	// Jobs named of more than one of them are each known where they are before any is
+	// changed, so that a command refused for a job nobody has (exit 2) has changed
+	// nothing, whatever order they were named in: each refuses an id it does not have.
 	// The state a stopped daemon left changes nothing: it refuses a job it does not
-	// have and says that no daemon runs of one it has. It answers before any job is
-	// changed elsewhere, so that a command refused (exit 2) has changed nothing, the
-	// jobs of a gpuq run named with it included.
+	// have and says that no daemon runs of one it has, before any job is changed
+	// elsewhere, the jobs of a gpuq run named with it included.
+	if len(order) > 1 {
+		for _, c := range order {
+			if _, ok := c.(*stateReader); !ok {
+				if _, err := c.States(api.StatesRequest{IDs: ids[c]}); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	for _, c := range order {
 		if sr, ok := c.(*stateReader); ok {
 			if _, err := sr.Act(v, api.SelectRequest{IDs: ids[c]}); err != nil {
@@ -386,7 +433,7 @@ func (r *routed) actWhere(v api.Verb, sel api.SelectRequest) ([]string, error) {
 				acted = true
 				continue
 			case errors.As(err, &refused):
-				refusal = cmp.Or(refusal, err)
+				refusal = tellingMore(refusal, err)
 				continue
 			case errors.As(err, &none):
 				err = fmt.Errorf("%w; jobs the last one left there have %s, so nothing was changed (gpuq %s --sweep SWEEP --where %s acts on a gpuq run's jobs alone)",
@@ -402,7 +449,7 @@ func (r *routed) actWhere(v api.Verb, sel api.SelectRequest) ([]string, error) {
 		got, err := c.Act(v, sel)
 		switch {
 		case errors.As(err, &refused):
-			refusal = cmp.Or(refusal, err)
+			refusal = tellingMore(refusal, err)
 			continue
 		case err != nil:
 			return done, err
@@ -414,6 +461,16 @@ func (r *routed) actWhere(v api.Verb, sel api.SelectRequest) ([]string, error) {
 		return nil, refusal
 	}
 	return done, nil
+}
+
+// tellingMore is the refusal of a --where to give where each that was asked refused it:
+// the first, but for one of values that none of its jobs has (plans.Where.Unmet) over
+// one that none of them has the key at all: the jobs that have the key are those meant.
+func tellingMore(was, err error) error {
+	if was == nil || plans.UnknownText(was.Error()) && !plans.UnknownText(err.Error()) {
+		return err
+	}
+	return was
 }
 
 func (r *routed) DrainCard(req api.DrainRequest) error {

@@ -51,6 +51,24 @@ func TestWhereActsWhereverJobsRun(t *testing.T) {
 	}
 }
 
+// TestWhereRefusedSaysWhatTheJobsHave: a --where that the daemon and a gpuq run both
+// refuse is refused in the words of the one whose jobs have its key, with the values
+// they have, not of the one whose jobs lack the key, whoever is asked first.
+func TestWhereRefusedSaysWhatTheJobsHave(t *testing.T) {
+	key := scheduler.Refused(`no job has a parameter "x" (did you mean "y"?)`)
+	values := scheduler.Refused("no job has x=9 (its x: 1, 2)")
+	for _, tc := range []struct{ daemon, run error }{{key, values}, {values, key}} {
+		r := &routed{daemon: &fakeDaemon{refuse: tc.daemon}, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: &fakeDaemon{refuse: tc.run}}}}
+		if _, err := r.Act(api.Cancel, api.SelectRequest{Where: "x=9"}); err == nil || err.Error() != values.Error() {
+			t.Errorf("the daemon refusing %q, the run %q: %v; want %q", tc.daemon, tc.run, err, values)
+		}
+	}
+	r := &routed{daemon: &fakeDaemon{refuse: key}, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: &fakeDaemon{refuse: key}}}}
+	if _, err := r.Act(api.Cancel, api.SelectRequest{Where: "x=9"}); err == nil || err.Error() != key.Error() {
+		t.Errorf("both lacking the key: %v; want %q", err, key)
+	}
+}
+
 // TestNoJobOfAnyRunIsAnEmptyList: a listing gathered from the daemon and the runs that
 // holds no job is {"jobs": []}, which gpuq status --json reads back, not null.
 func TestNoJobOfAnyRunIsAnEmptyList(t *testing.T) {
@@ -104,7 +122,7 @@ func TestTheLeftStateAnswersBeforeARunActs(t *testing.T) {
 		{[]string{"long.1", "qs2.1"}, exitFailed, "no gpuq daemon runs on /state"},
 		{[]string{"long.1"}, exitOK, ""},
 	} {
-		run := &fakeDaemon{changed: []string{"long.1"}}
+		run := &fakeDaemon{changed: []string{"long.1"}, listings: [][]api.Job{{job("long.1", "running")}}}
 		r := &routed{dir: "/state", daemon: sr, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: run}}}
 		changed, err := r.Act(api.Cancel, api.SelectRequest{IDs: tc.ids})
 		code, text := exitOf(err)
@@ -118,16 +136,42 @@ func TestTheLeftStateAnswersBeforeARunActs(t *testing.T) {
 }
 
 // TestWhatWasChangedBeforeAnErrorIsSaid: where a gpuq run changed jobs before the
-// daemon refused one named with them, gpuq cancel says what it changed, then the error.
+// daemon failed on one named with them, gpuq cancel says what it changed, then the
+// error.
 func TestWhatWasChangedBeforeAnErrorIsSaid(t *testing.T) {
-	run := &fakeDaemon{changed: []string{"long.1"}}
-	d := &fakeDaemon{refuse: scheduler.NoJob("d.9", []string{"d.1"})}
+	run := &fakeDaemon{changed: []string{"long.1"}, listings: [][]api.Job{{job("long.1", "running")}}}
+	d := &fakeDaemon{actErr: errors.New("the daemon stopped answering"), listings: [][]api.Job{{job("d.9", "running")}}}
 	r := &routed{dir: "/state", daemon: d, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: run}}}
 	var out, errOut strings.Builder
 	opts := &selectOptions{io: ioStreams{Out: &out, Err: &errOut}, client: func() (daemonClient, error) { return r, nil }, verb: api.Cancel, done: "cancelled"}
 	err := runSelect(opts, []string{"long.1", "d.9"})
-	if code, _ := exitOf(err); code != exitBadInput || !strings.Contains(errOut.String(), "cancelled before the error below: long.1") {
-		t.Errorf("cancel long.1 d.9: exit %d (%v); want 2, and long.1 said cancelled:\n%s%s", code, err, out.String(), errOut.String())
+	if code, _ := exitOf(err); code != exitFailed || !strings.Contains(errOut.String(), "cancelled before the error below: long.1") {
+		t.Errorf("cancel long.1 d.9: exit %d (%v); want 1, and long.1 said cancelled:\n%s%s", code, err, out.String(), errOut.String())
+	}
+}
+
+// TestAJobNobodyHasChangesNothing: cancel, hold... of jobs of a gpuq run and of the
+// daemon that runs, one of which neither has, is refused (exit 2) before any is
+// changed, in whatever order they are named: the one that does not know it says so.
+func TestAJobNobodyHasChangesNothing(t *testing.T) {
+	for _, ids := range [][]string{{"long.1", "d.9"}, {"d.9", "long.1"}, {"d.1", "long.7"}, {"long.7", "d.1"}} {
+		run := &fakeDaemon{changed: []string{"long.1"}, listings: [][]api.Job{{job("long.1", "running")}}}
+		d := &fakeDaemon{changed: []string{"d.1"}, listings: [][]api.Job{{job("d.1", "running")}}}
+		r := &routed{dir: "/state", daemon: d, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: run}}}
+		changed, err := r.Act(api.Cancel, api.SelectRequest{IDs: ids})
+		unknown := ids[slices.IndexFunc(ids, func(id string) bool { return id != "long.1" && id != "d.1" })]
+		if code, text := exitOf(err); code != exitBadInput || !strings.Contains(text, `no job "`+unknown+`"`) {
+			t.Errorf("cancel %v: exit %d, %q; want 2 and %s unknown", ids, code, text, unknown)
+		}
+		if len(run.acted)+len(d.acted) > 0 || len(changed) > 0 {
+			t.Errorf("cancel %v: the run was asked %+v and the daemon %+v, %v changed; want nothing asked", ids, run.acted, d.acted, changed)
+		}
+	}
+	// Named of one alone, a job is the daemon's or the run's to refuse, as it does.
+	d := &fakeDaemon{refuse: scheduler.NoJob("d.9", []string{"d.1"})}
+	r := &routed{dir: "/state", daemon: d, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: &fakeDaemon{}}}}
+	if _, err := r.Act(api.Cancel, api.SelectRequest{IDs: []string{"d.9"}}); len(d.acted) != 1 || err == nil {
+		t.Errorf("cancel d.9: the daemon was asked %+v (%v); want it asked once, and its refusal", d.acted, err)
 	}
 }
 
@@ -135,7 +179,8 @@ func TestWhatWasChangedBeforeAnErrorIsSaid(t *testing.T) {
 // daemon left is answered by that state first: where jobs of it meet the --where, no
 // daemon runs to change them (exit 1), and no gpuq run's job is changed either; where
 // none does, the runs' jobs are changed, and where the runs' refuse it too, a refusal
-// stands (exit 2; the state's, which answers first). A --where of the state's sweep
+// stands (exit 2; the state's, which answers first, unless it lacks the key the runs'
+// jobs have: see TestWhereRefusedSaysWhatTheJobsHave). A --where of the state's sweep
 // is refused as the daemon would refuse it where none of its jobs meets it.
 func TestWhereAsksTheLeftStateFirst(t *testing.T) {
 	sr := leftState(t, "/state", "name: qs2\ncommand: [sh, -c, 'true']\nmatrix: {task: [rte, sst2], seed: [1]}\n")
@@ -150,7 +195,7 @@ func TestWhereAsksTheLeftStateFirst(t *testing.T) {
 		{api.SelectRequest{Where: "task=rte"}, nil, exitFailed, "nothing was changed (gpuq retry --sweep SWEEP --where task=rte"},
 		{api.SelectRequest{Where: "task=cola"}, nil, exitOK, ""},
 		{api.SelectRequest{Where: "task=mnli"}, other, exitBadInput, "no job has task=mnli (its task: rte, sst2)"},
-		{api.SelectRequest{Where: "tsk=rte"}, other, exitBadInput, `no job has a parameter "tsk" (did you mean "task"?)`},
+		{api.SelectRequest{Where: "tsk=rte"}, scheduler.Refused(`no job has a parameter "tsk" (did you mean "task"?)`), exitBadInput, `no job has a parameter "tsk" (did you mean "task"?)`},
 		{api.SelectRequest{Sweep: "qs2", Where: "task=cola"}, nil, exitBadInput, "sweep qs2: no job has task=cola (its task: rte, sst2)"},
 		{api.SelectRequest{Sweep: "qs2", Where: "task=rte"}, nil, exitFailed, "no gpuq daemon runs on /state"},
 	} {

@@ -47,7 +47,8 @@ has now, have ended: succeeded, failed, been cancelled or stopped early. For scr
 
 A daemon that stops answering meanwhile (restarting) is waited for, up to two minutes.
 Where no daemon runs, jobs that had all ended in the state its last one left are as
-they ended there.
+they ended there; a sweep's jobs whose gpuq run has ended (that neither a daemon nor a
+run has now) are as that run left them.
 
 Exit status: 0 every job succeeded (or was stopped early, its point losing), 1 some
 failed or were cancelled (they are named), or no daemon runs for jobs that had not
@@ -82,10 +83,15 @@ func runWait(opts *waitOptions, ids []string) error {
 			r, w, allEnded, refused := endedInState(opts.read, req)
 			switch {
 			case refused != nil:
-				return refused
+				err = refused // of a gpuq run that has ended, perhaps: read below
 			case allEnded:
-				return waitEnded(opts, r, ids, w)
+				return waitEnded(opts, historyOf(r, ids, opts.sweep, w), ids, w)
 			}
+		}
+		if w, jobs, ok, refused := leftByRun(c, req, err, opts.io.Err); refused != nil {
+			return refused
+		} else if ok {
+			return waitEnded(opts, func() ([]api.Job, error) { return jobs, nil }, ids, w)
 		}
 		return err
 	}
@@ -108,7 +114,7 @@ func runWait(opts *waitOptions, ids []string) error {
 		}
 		sayHeld(opts.io.Err, newlyHeld, opts.sweep)
 		if len(next) == 0 {
-			return waitEnded(opts, c, ids, waited)
+			return waitEnded(opts, historyOf(c, ids, opts.sweep, waited), ids, waited)
 		}
 		time.Sleep(opts.poll)
 		if c, left, err = pollAgain(opts, c, next); err != nil {
@@ -214,10 +220,60 @@ func ended(st string) bool {
 	return false
 }
 
-// waitEnded reports jobs that have all ended: with --json, each with its history.
-func waitEnded(opts *waitOptions, c daemonClient, ids []string, waited []api.JobState) error {
+// leftByRun is the jobs waited for (req) as the gpuq run of their sweep left them as
+// it ended (see jobOrLeft), where err, the answer to req, says that the run has ended,
+// or that a daemon that runs has no sweep of that name: the jobs' states (w), and the
+// jobs themselves. So a script's gpuq run S.yaml & ...; gpuq wait --sweep S learns how
+// they ended whether the run ended before the wait began or after. The jobs named must
+// all be of that sweep (ok false otherwise); one that the run did not have is refused
+// (exit 2).
+func leftByRun(c daemonClient, req api.StatesRequest, err error, notices io.Writer) (w []api.JobState, jobs []api.Job, ok bool, refused error) {
+	sweep := req.Sweep
+	for _, id := range req.IDs {
+		if s := sweepOfJob(id); sweep == "" || s == sweep {
+			sweep = s
+		} else {
+			return nil, nil, false, nil
+		}
+	}
+	var ended endedRunOf
+	if !errors.As(err, &ended) || ended.sweep != sweep {
+		if ended, ok = sweepOnlyLeft(c, sweep, err); !ok {
+			return nil, nil, false, nil
+		}
+	}
+	_, rec, at, ok := api.LastEnded(ended.dir, sweep, func(string, error) {})
+	if !ok {
+		return nil, nil, false, nil
+	}
+	jobs = rec.Jobs
+	if len(req.IDs) > 0 {
+		jobs = make([]api.Job, len(req.IDs))
+		for i, id := range req.IDs {
+			if jobs[i], err = api.EndedJob(rec.Jobs, id); err != nil {
+				return nil, nil, false, err
+			}
+		}
+	}
+	w = make([]api.JobState, len(jobs))
+	for i, j := range jobs {
+		w[i] = api.JobState{ID: j.ID, State: j.State}
+	}
+	fmt.Fprintf(notices, "gpuq: the gpuq run of sweep %s ended at %s; its jobs are as it left them\n", sweep, at.Local().Format(time.DateTime))
+	return w, jobs, true, nil
+}
+
+// historyOf fetches the jobs waited for with their histories from c, once they have
+// ended (see waitedJobs).
+func historyOf(c daemonClient, ids []string, sweep string, waited []api.JobState) func() ([]api.Job, error) {
+	return func() ([]api.Job, error) { return waitedJobs(c, ids, sweep, waited) }
+}
+
+// waitEnded reports jobs that have all ended (waited; ids: those named, if any): with
+// --json, each with its history, as history fetches them.
+func waitEnded(opts *waitOptions, history func() ([]api.Job, error), ids []string, waited []api.JobState) error {
 	if opts.json {
-		jobs, err := waitedJobs(c, ids, opts.sweep, waited)
+		jobs, err := history()
 		if err != nil {
 			return err
 		}
