@@ -14,14 +14,16 @@ import (
 // put them; a name no clean moved gets no such line.
 func TestUnknownSaysWhereCleanMovedItsLogs(t *testing.T) {
 	dir := daemonEnv(t)
-	for _, d := range []string{"20261126-090000/gla.1/attempt-1", "20261127-103000/gla.1/attempt-2", "20261127-103000/gla.2/attempt-1", "20261127-103000/gla.x", "20261127-103000/glad.1"} {
+	// Two cleans within one second: the second's directory has a number after its time.
+	for _, d := range []string{"20261126-090000/gla.1/attempt-1", "20261127-103000/gla.1/attempt-2", "20261127-103000/gla.2/attempt-1", "20261127-103000/gla.x", "20261127-103000/glad.1",
+		"20261127-103000.001/gla.1/attempt-3", "20261127-103000.001/glb.1/attempt-1"} {
 		if err := os.MkdirAll(filepath.Join(dir, "cleaned", d), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
 	kept := filepath.Join(dir, "cleaned", "20261127-103000")
-	job := "gla.1 was forgotten by gpuq clean at 2026-11-27 10:30; its logs are in " + filepath.Join(kept, "gla.1")
-	sweep := "sweep gla was forgotten by gpuq clean at 2026-11-27 10:30; the logs of its 2 jobs are in " + kept + "/gla.*"
+	job := "gla.1 was forgotten by gpuq clean at 2026-11-27 10:30; its logs are in " + filepath.Join(kept+".001", "gla.1")
+	sweep := "sweep gla was forgotten by gpuq clean at 2026-11-27 10:30; the logs of its 1 job are in " + kept + ".001/gla.*"
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -32,6 +34,7 @@ func TestUnknownSaysWhereCleanMovedItsLogs(t *testing.T) {
 		{[]string{"status", "--sweep", "gla"}, sweep},
 		{[]string{"results", "gla"}, sweep},
 		{[]string{"report", "gla"}, sweep},
+		{[]string{"logs", "gla.2"}, "gla.2 was forgotten by gpuq clean at 2026-11-27 10:30; its logs are in " + filepath.Join(kept, "gla.2")},
 		{[]string{"logs", "gla.3"}, ""},
 		{[]string{"cancel", ".."}, ""},
 		{[]string{"logs", "../20261127-103000/gla.1"}, ""},

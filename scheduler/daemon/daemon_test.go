@@ -393,9 +393,20 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 	if log, _ := os.ReadFile(j.Attempts[0].Log); strings.Count(string(log), "# gpuq attempt 1") != 1 {
 		t.Errorf("the new attempt's log holds the old one's too:\n%s", log)
 	}
+	// Forgotten again (within the same second, as like as not), its logs go to a
+	// directory of their own: the first's are kept.
+	second, err := c.Clean(api.CleanRequest{Sweep: "again"})
+	if err != nil || second.Logs == "" || second.Logs == out.Logs {
+		t.Fatalf("clean --sweep again, again: %+v %v; the first moved its logs to %s", second, err, out.Logs)
+	}
+	for _, kept := range []string{out.Logs, second.Logs} {
+		if log, err := os.ReadFile(filepath.Join(kept, "again.1", "attempt-1", "log")); err != nil || strings.Count(string(log), "# gpuq attempt 1") != 1 {
+			t.Errorf("a forgotten job's log in %s: %v\n%s", kept, err, log)
+		}
+	}
 	schedtest.WaitFor(t, "again-2 to end", func() bool { return countState(mustJobs(t, c, "again-2"), "succeeded") == 2 })
 	out, err = c.Clean(api.CleanRequest{Logs: true})
-	if err != nil || len(out.Sweeps) != 2 || out.Logs != "" {
+	if err != nil || len(out.Sweeps) != 1 || out.Logs != "" {
 		t.Fatalf("clean --logs: %+v %v", out, err)
 	}
 	if _, err := os.Stat(filepath.Join(d.cfg.StateDir, "attempts", "again-2.1")); !os.IsNotExist(err) {

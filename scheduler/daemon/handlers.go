@@ -236,7 +236,16 @@ func (d *daemon) forget(ctx context.Context, req api.CleanRequest) (api.CleanRes
 		return api.CleanResponse{}, err
 	}
 	out := api.CleanResponse{Sweeps: []string{}}
-	kept := filepath.Join(api.CleanedDir(d.cfg.StateDir), time.Now().Format(api.CleanedLayout))
+	// This clean's own directory, made as the first job's logs move there: one made
+	// by another clean within the same second already holds a job of the same id.
+	var made string
+	kept := func() (string, error) {
+		var err error
+		if made == "" {
+			made, err = api.MakeCleaned(d.cfg.StateDir, time.Now())
+		}
+		return made, err
+	}
 	for _, sub := range gone {
 		out.Sweeps = append(out.Sweeps, sub.Sweep.Name)
 		out.Jobs += len(sub.Sweep.Jobs)
@@ -245,8 +254,8 @@ func (d *daemon) forget(ctx context.Context, req api.CleanRequest) (api.CleanRes
 			if err != nil {
 				out.Warnings = append(out.Warnings, err.Error())
 			}
-			if moved {
-				out.Logs = kept
+			if moved != "" {
+				out.Logs = moved
 			}
 		}
 		if err := launcher.UnlinkNames(d.attempts, sub.Sweep.Name); err != nil {
@@ -256,23 +265,28 @@ func (d *daemon) forget(ctx context.Context, req api.CleanRequest) (api.CleanRes
 	return out, nil
 }
 
-// dropLogs removes a forgotten job's attempts (remove), or moves them under kept, out
-// of the way of a sweep of the same name submitted again.
-func (d *daemon) dropLogs(job, kept string, remove bool) (moved bool, err error) {
+// dropLogs removes a forgotten job's attempts (remove), or moves them into the
+// directory kept makes, out of the way of a sweep of the same name submitted again,
+// and returns that directory where they moved.
+func (d *daemon) dropLogs(job string, kept func() (string, error), remove bool) (moved string, err error) {
 	dir, err := launcher.JobDir(d.attempts, job)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return "", nil
 	}
 	if remove {
-		return false, os.RemoveAll(dir)
+		return "", os.RemoveAll(dir)
 	}
-	if err := os.MkdirAll(kept, 0o700); err != nil {
-		return false, err
+	to, err := kept()
+	if err != nil {
+		return "", err
 	}
-	return true, os.Rename(dir, filepath.Join(kept, job))
+	if err := os.Rename(dir, filepath.Join(to, job)); err != nil {
+		return "", err
+	}
+	return to, nil
 }
 
 func (d *daemon) shutdown(w http.ResponseWriter, r *http.Request) {

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"golang.org/x/sys/unix"
@@ -122,9 +124,31 @@ func LastCards(dir string) []GPUInfo {
 func SocketPath(dir string) string { return filepath.Join(dir, "gpuq.sock") }
 
 // CleanedDir is where gpuq clean moves the logs of the sweeps it forgets, in a state
-// directory: one directory for each clean, named for its time by CleanedLayout, with
-// each forgotten job's directory in it.
+// directory: one directory for each clean (see MakeCleaned), named for its time by
+// CleanedLayout, with each forgotten job's directory in it.
 func CleanedDir(dir string) string { return filepath.Join(dir, "cleaned") }
 
 // CleanedLayout is the time layout of the name of a clean's directory in CleanedDir.
+// A second clean within a second of another has a number after it, ".001" on (see
+// MakeCleaned), which time.Parse reads as a fraction of a second with this layout: the
+// names sort, and read, in the order the cleans were.
 const CleanedLayout = "20060102-150405"
+
+// MakeCleaned makes a clean's directory in the state directory dir, of its own: named
+// for the time at (see CleanedLayout), never one that another clean made, whose logs
+// a job of the same id would overwrite or fail to join.
+func MakeCleaned(dir string, at time.Time) (string, error) {
+	root := CleanedDir(dir)
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", err
+	}
+	name := at.Format(CleanedLayout)
+	for n := 1; ; n++ {
+		kept := filepath.Join(root, name)
+		err := os.Mkdir(kept, 0o700)
+		if !errors.Is(err, fs.ErrExist) || n == 1000 {
+			return kept, err
+		}
+		name = fmt.Sprintf("%s.%03d", at.Format(CleanedLayout), n)
+	}
+}
