@@ -107,7 +107,10 @@ func cancellable(j *state.Job) string {
 }
 
 func retriable(j *state.Job) string {
-	if j.State != state.JobFailed && j.State != state.JobCancelled && j.State != state.JobStopped {
+	switch {
+	case j.State == state.JobRunning && j.Cancelling:
+		return "" // it goes back to the queue once its attempt has stopped
+	case j.State != state.JobFailed && j.State != state.JobCancelled && j.State != state.JobStopped:
 		return "only a failed, cancelled or stopped job can be retried"
 	}
 	return ""
@@ -165,22 +168,28 @@ func (e *Engine) cancel(sel Selection) ([]string, error) {
 	}
 	view := e.store.Latest()
 	var ids []string
-	var changed []*state.Job
+	var changed, stopping []*state.Job
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
+		c := *j
 		if j.State == state.JobRunning {
-			if a := view.Attempt(state.AttemptID(j.ID, j.Attempts)); a != nil {
-				e.runner.Stop(a)
-			}
+			// Marked as it stops, so that a gpuq retry that follows at once finds it
+			// (see retriable); cancelled again, it forgets that retry.
+			c.Cancelling, c.RetryOnStop = true, false
+			stopping = append(stopping, &c)
 			continue
 		}
-		c := *j
 		c.State, c.Reason = state.JobCancelled, "cancelled while queued"
 		changed = append(changed, &c)
 	}
-	if len(changed) > 0 {
-		if err := e.put(state.Change{Jobs: changed}); err != nil {
+	if len(changed)+len(stopping) > 0 {
+		if err := e.put(state.Change{Jobs: append(changed, stopping...)}); err != nil {
 			return nil, err
+		}
+	}
+	for _, j := range stopping {
+		if a := view.Attempt(state.AttemptID(j.ID, j.Attempts)); a != nil {
+			e.runner.Stop(a)
 		}
 	}
 	for _, j := range changed {
@@ -201,13 +210,24 @@ func (e *Engine) retry(sel Selection) ([]string, error) {
 		return nil, err
 	}
 	view := e.store.Latest()
+	// One that gpuq cancel is stopping goes back to the queue once it has stopped.
+	stopping := slices.DeleteFunc(slices.Clone(jobs), func(j *state.Job) bool { return j.State != state.JobRunning })
+	jobs = slices.DeleteFunc(jobs, func(j *state.Job) bool { return j.State == state.JobRunning })
+	ids, err := e.change(stopping, "requeued by gpuq retry once it has stopped", func(c *state.Job) { c.RetryOnStop = true })
+	if err != nil {
+		return nil, err
+	}
+	more, err := e.change(jobs, "requeued by gpuq retry", func(c *state.Job) { e.retried(view, c) })
+	return append(ids, more...), err
+}
+
+// retried puts a job back in the queue for gpuq retry, as it was when it last ran.
+func (e *Engine) retried(view state.View, c *state.Job) {
 	// A job that runs after others waits for them again (see after.go).
 	e.after = nil
-	return e.change(jobs, "requeued by gpuq retry", func(c *state.Job) {
-		c.State, c.Reason, c.Retried, c.Held, c.Since, c.Timeouts = state.JobQueued, "", false, false, c.Attempts, 0
-		c.Awaiting = len(c.After) > 0
-		view.Reestimate(c)
-	})
+	c.State, c.Reason, c.Retried, c.Held, c.Since, c.Timeouts = state.JobQueued, "", false, false, c.Attempts, 0
+	c.Awaiting = len(c.After) > 0
+	view.Reestimate(c)
 }
 
 // failsAgain refuses a job named to retry that runs after a sweep or job that has

@@ -119,6 +119,65 @@ func TestHoldCancelReleaseRetryAndDrain(t *testing.T) {
 
 func second(_ []string, err error) error { return err }
 
+// TestRetryAsCancelStops: gpuq retry of a sweep right after gpuq cancel of it, while
+// cancel is still stopping its running jobs, puts those back in the queue as they stop,
+// with the queued ones it cancelled, rather than pass them over as running; status
+// says meanwhile that they are being cancelled, and what retry will do. Cancelled again
+// before it stops, a job forgets the retry; one that succeeds as it is being stopped
+// has succeeded.
+func TestRetryAsCancelStops(t *testing.T) {
+	e, st := stepEngine(t, threeJobs, 1, 1)
+	round(t, e)
+	if got := states(st); got != "c.1:running c.2:running c.3:queued" {
+		t.Fatalf("before: %s", got)
+	}
+	if ids, err := e.cancel(Selection{Sweep: "c"}); err != nil || len(ids) != 3 {
+		t.Fatal(ids, err)
+	}
+	if j := st.View().Job("c.1"); j.State != state.JobRunning || !j.Cancelling || j.RetryOnStop {
+		t.Errorf("c.1 as cancel stops it: %+v", j.Status)
+	}
+	if n, err := WouldChange(st.View(), "retry", Selection{Sweep: "c"}); n != 3 || err != nil {
+		t.Errorf("a retry of the sweep would change %d (%v), want 3", n, err)
+	}
+	ids, err := e.retry(Selection{Sweep: "c"})
+	if err != nil || len(ids) != 3 {
+		t.Fatalf("retry --sweep c as it stops: %v %v", ids, err)
+	}
+	if got := states(st); got != "c.1:running c.2:running c.3:queued" {
+		t.Errorf("retried as they stop: %s", got)
+	}
+	if j := st.View().Job("c.2"); !j.Cancelling || !j.RetryOnStop {
+		t.Errorf("c.2 retried as it stops: %+v", j.Status)
+	}
+	// c.1 stops; c.2, cancelled again, forgets the retry.
+	if _, err := e.cancel(Selection{IDs: []string{"c.2"}}); err != nil {
+		t.Fatal(err)
+	}
+	applyStop(e)
+	applyStop(e)
+	applyStop(e) // c.2's second stop: it has ended
+	v := st.View()
+	for id, want := range map[string]state.JobState{"c.1": state.JobQueued, "c.2": state.JobCancelled, "c.3": state.JobQueued} {
+		j := v.Job(id)
+		if j.State != want || j.Cancelling || j.RetryOnStop {
+			t.Errorf("%s once stopped: %+v, want %s", id, j.Status, want)
+		}
+	}
+	if j := v.Job("c.1"); j.Since != j.Attempts {
+		t.Errorf("c.1 requeued by retry counts its attempts afresh: %+v", j.Status)
+	}
+	// A job that succeeds as it is being stopped has succeeded, retry or not.
+	round(t, e)
+	e.runner.(*fakeRunner).onStop = func(string) Exit { return Exit{Outcome: plans.Success} }
+	e.cancel(Selection{IDs: []string{"c.1"}})
+	e.retry(Selection{IDs: []string{"c.1"}})
+	applyStop(e)
+	if j := st.View().Job("c.1"); j.State != state.JobSucceeded {
+		t.Errorf("c.1, succeeded as it was stopped: %+v", j.Status)
+	}
+}
+
 func TestASweepsOwnPlanLimitsItsJobs(t *testing.T) {
 	e, st := limitedEngine(t, threeJobs, state.Limit{1: 1}, 4, 4)
 	round(t, e)

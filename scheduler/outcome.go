@@ -47,6 +47,8 @@ func (e *Engine) apply(x Exit) {
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)
 	last := e.lastMetrics(&ended)
 	job := *view.Job(a.Job)
+	retry := job.RetryOnStop
+	job.Cancelling, job.RetryOnStop = false, false // they were of this attempt
 	sw := view.Sweep(job.Sweep)
 	e.lastRungs(view, &job, last)
 	if job.Probe {
@@ -72,6 +74,10 @@ func (e *Engine) apply(x Exit) {
 	case x.Unstarted, x.Requeue:
 		// It does not count against oom.max_attempts.
 		job.State, job.Since, kind = state.JobQueued, job.Since+1, "requeued"
+	case retry && x.Outcome != plans.Success:
+		// gpuq retry asked for it as gpuq cancel stopped it.
+		e.retried(view, &job)
+		kind, msg = "requeued", fmt.Sprintf("by gpuq retry, once attempt %d had stopped (%s)", a.N, x.Outcome)
 	case x.Outcome == plans.Success:
 		job.State, kind = state.JobSucceeded, "succeeded"
 	case a.TimedOut:

@@ -32,7 +32,7 @@ func fetchJob(client func() (daemonClient, error), id string) (api.Job, error) {
 func newJobCmds(io ioStreams, st *settings) []*cobra.Command {
 	return []*cobra.Command{newStatusCmd(io, st), newLogsCmd(io, st), newWhyCmd(io, st),
 		newSelectCmd(io, st, api.Cancel, "Cancel jobs: queued ones at once, running ones are stopped", "cancelled or stopping"),
-		newSelectCmd(io, st, api.Retry, "Put failed, cancelled or stopped jobs back in the queue, at the tier they last ran", "requeued"),
+		newSelectCmd(io, st, api.Retry, "Put failed, cancelled or stopped jobs back in the queue, at the tier they last ran (one being cancelled, once it has stopped)", "requeued"),
 		newSelectCmd(io, st, api.Hold, "Keep jobs from starting until released; running ones run on", "held"),
 		newSelectCmd(io, st, api.Release, "Let held jobs start again", "released"),
 		newDrainCmd(io, st, true), newDrainCmd(io, st, false)}
@@ -552,7 +552,7 @@ func exitText(e api.ExitStatus) string {
 // reason (early_stop's verdict, for one stopped); for a blocked one, what it runs
 // after (api.AfterReason); for a queued or held one that has run, how its latest
 // attempt ended (api.Requeued); for a running one whose worker is away, that and what
-// becomes of it at now; "-" for others.
+// becomes of it at now, and for one gpuq cancel is stopping, that; "-" for others.
 func reasonOf(j api.Job, now time.Time) string {
 	if away := awayOf(j); away != nil {
 		return away.Text(j.Attempts[len(j.Attempts)-1].Worker, now)
@@ -562,6 +562,14 @@ func reasonOf(j api.Job, now time.Time) string {
 	case state.JobQueued, state.JobHeld:
 		if n := len(j.Attempts); n > 0 && j.Attempts[n-1].Outcome != "" {
 			return api.Requeued(j.Attempts[n-1].Outcome, j.Attempts[n-1].Tier)
+		}
+		return "-"
+	case state.JobRunning:
+		switch {
+		case j.RetryOnStop:
+			return "being cancelled; gpuq retry requeues it once it has stopped"
+		case j.Cancelling:
+			return "being cancelled"
 		}
 		return "-"
 	default:

@@ -145,6 +145,28 @@ func TestStatusTellsARequeuedJob(t *testing.T) {
 	}
 }
 
+// TestStatusTellsAJobBeingCancelled: a running job that gpuq cancel is stopping says
+// so as its reason, and that gpuq retry puts it back in the queue once it has stopped,
+// where retry asked; a running job alone says nothing.
+func TestStatusTellsAJobBeingCancelled(t *testing.T) {
+	now := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	running := api.AttemptSummary{N: 1, GPUs: []int{0}, Started: now.Add(-time.Minute)}
+	for _, tc := range []struct {
+		cancelling, retry bool
+		want              string
+	}{
+		{false, false, "-"},
+		{true, false, "being cancelled"},
+		{true, true, "being cancelled; gpuq retry requeues it once it has stopped"},
+	} {
+		j := job("q.1", "running", running)
+		j.Cancelling, j.RetryOnStop = tc.cancelling, tc.retry
+		if got := reasonOf(j, now); got != tc.want {
+			t.Errorf("cancelling %v, retried %v: reason %q, want %q", tc.cancelling, tc.retry, got, tc.want)
+		}
+	}
+}
+
 // TestStatusIDsGiveWayBeforeNames: on 80 columns a sweep's long ids (its name on every
 // row) lose their start, down to a few cells, before its names lose more than their
 // keys, as gpuq run's table and top cut them (top.GiveWay).

@@ -181,7 +181,8 @@ func sameStatus(a, b *Status) bool {
 	return a.State == b.State && a.Estimate == b.Estimate && a.Current == b.Current && a.Shape == b.Shape &&
 		a.Declared == b.Declared && a.HostEstimate == b.HostEstimate && a.EstimatedAt == b.EstimatedAt &&
 		samePosition(&a.Pos, &b.Pos) && a.Retried == b.Retried && a.Attempts == b.Attempts && a.Since == b.Since &&
-		a.Held == b.Held && a.Reason == b.Reason && a.Awaiting == b.Awaiting && a.Timeouts == b.Timeouts &&
+		a.Held == b.Held && a.Reason == b.Reason && a.Cancelling == b.Cancelling && a.RetryOnStop == b.RetryOnStop &&
+		a.Awaiting == b.Awaiting && a.Timeouts == b.Timeouts &&
 		a.Queued == b.Queued && sameSlice(a.Rungs, b.Rungs) && a.StoppedAt == b.StoppedAt && a.Ended == b.Ended
 }
 

@@ -79,6 +79,11 @@ type Status struct {
 	Since  int
 	Held   bool   // a person holds it: it waits, queued, until released
 	Reason string // why it failed, for people
+	// Cancelling: gpuq cancel is stopping its running attempt, which ends it cancelled;
+	// RetryOnStop: gpuq retry asked for it meanwhile, and it goes back to the queue
+	// instead, however that attempt ends but succeeded. Both go with the attempt.
+	Cancelling  bool `json:",omitempty"`
+	RetryOnStop bool `json:",omitempty"`
 	// Awaiting: it waits, queued, for the sweeps and jobs it runs after (plans.Job.After)
 	// to succeed; the engine lets it go once they have (see scheduler's after.go).
 	Awaiting bool `json:",omitempty"`

@@ -86,7 +86,11 @@ type JobSummary struct {
 	// running one runs on, and is not started again until released.
 	Held   bool   `json:"held,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	Tier   int    `json:"tier"` // its current rung: the next attempt's, while it waits
+	// Cancelling: gpuq cancel is stopping the running job; RetryOnStop: gpuq retry
+	// asked for it meanwhile, and it goes back to the queue once it has stopped.
+	Cancelling  bool `json:"cancelling,omitempty"`
+	RetryOnStop bool `json:"retry_on_stop,omitempty"`
+	Tier        int  `json:"tier"` // its current rung: the next attempt's, while it waits
 	// DeclaredBytes is the estimate as written (or by the model) for the job's current
 	// tier; LearnedBytes what its shape's measured peak says (null: nothing yet).
 	DeclaredBytes int64  `json:"declared_bytes"`
@@ -217,6 +221,7 @@ type MemorySample struct {
 func Summarize(view state.View, j *state.Job) JobSummary {
 	sw := view.Sweep(j.Sweep)
 	js := JobSummary{ID: j.ID, Name: j.Name, Point: j.PointText(), Params: j.Params, State: string(j.ShownState()), Held: j.Held, Reason: j.Reason,
+		Cancelling: j.Cancelling, RetryOnStop: j.RetryOnStop,
 		Tier: j.Pos.Tier, DeclaredBytes: j.Declared, Attempts: []AttemptSummary{}, SeedOf: pointOf(sw, j), EarlyStop: judged(sw, j),
 		After: j.After}
 	if j.ShownState() == state.JobBlocked {
