@@ -93,8 +93,8 @@ matrix: {task: [a, b], seed: [1, 2]}
 }
 
 // TestMisspeltAxisWarnings: a matrix axis that reaches the trainer nowhere, near a key of
-// the base the job lacks, is asked about; an include key near an axis it lacks too; one
-// name is "it", several "them".
+// the base the job lacks, is asked about; an include key near an axis it lacks too, and
+// an exclude value no job has; one name is "it", several "them".
 func TestMisspeltAxisWarnings(t *testing.T) {
 	tests := []struct {
 		matrix string
@@ -105,6 +105,8 @@ func TestMisspeltAxisWarnings(t *testing.T) {
 		{"{task: [a, b], seed: [1], include: [{tsak: b, lr: 0.1}]}", `matrix.include[0].tsak: "tsak" is not an axis of the matrix nor a job's setting, so it is taken as a parameter (did you mean "task"?)`},
 		// A job's setting written in an include entry, misspelt, is asked about too.
 		{"{task: [a, b], seed: [1], include: [{task: b, memroy: 20GiB}]}", `matrix.include[0].memroy: "memroy" is not an axis of the matrix nor a job's setting, so it is taken as a parameter (did you mean "memory"?)`},
+		// An exclude entry's value no job has: the jobs meant to be left out would run.
+		{"{task: [a, b], lr: [1e-3, 1e-2], exclude: [{task: a, lr: 1e-4}]}", `matrix.exclude[0].lr: no job has lr=1e-4 (the axis's values: 1e-3, 1e-2), so this entry excludes nothing`},
 	}
 	for _, tt := range tests {
 		s, err := sweepWithBase(t, "task: x\nseed: 0\nlr: 0.01\n", "name: p\ncommand: [train, --config, \"{config}\"]\nconfig: {base: base.yaml}\nmatrix: "+tt.matrix+"\n")

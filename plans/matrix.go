@@ -86,6 +86,11 @@ func expandMatrix(m *Map, c *checker) []point {
 		for _, k := range ex.Keys {
 			if !isAxis[k] {
 				c.fail(fmt.Sprintf("matrix.exclude[%d].%s", i, k), "%q is not an axis of the matrix, so this entry excludes nothing%s", k, Suggest(k, axes))
+			} else if vals := m.Vals[k].([]any); !slices.ContainsFunc(vals, func(v any) bool { return valueKey(v) == valueKey(ex.Vals[k]) }) {
+				// A value misspelt, or of another sweep's axis: the jobs meant to be left
+				// out would run.
+				c.warn(fmt.Sprintf("%s: matrix.exclude[%d].%s: no job has %s=%s (the axis's values: %s), so this entry excludes nothing",
+					c.file, i, k, k, FormatValue(ex.Vals[k]), formatValues(vals)))
 			}
 		}
 	}
@@ -123,6 +128,20 @@ func expandMatrix(m *Map, c *checker) []point {
 		}
 	}
 	return points
+}
+
+// formatValues writes an axis's values, at most eight of them.
+func formatValues(vals []any) string {
+	const shown = 8
+	out := make([]string, 0, min(len(vals), shown+1))
+	for i, v := range vals {
+		if i == shown {
+			out = append(out, "…")
+			break
+		}
+		out = append(out, FormatValue(v))
+	}
+	return strings.Join(out, ", ")
 }
 
 // misspeltEntries is include or exclude where an axis named k, of mappings alone, is
