@@ -129,6 +129,14 @@ func runRun(opts *runOptions) error {
 		return err
 	}
 	defer p.inv.Close()
+	if opts.reserved == nil {
+		if err := opts.holdName(p.sweep.Name); err != nil {
+			return err
+		}
+		if opts.reserved != nil {
+			defer opts.reserved.Close()
+		}
+	}
 	if out := outsideAfter(p.sweep); len(out) > 0 {
 		return badInput("%s", outsideAfterText(p.sweep, out))
 	}
@@ -314,6 +322,33 @@ func (opts *runOptions) reserve(base string, taken map[string]bool) string {
 		}
 		taken[name] = true
 	}
+}
+
+// holdName holds the name of a sweep file's run (see api.Reserve) until it ends, and
+// refuses one that another gpuq run on the state directory holds: it would run each
+// of that sweep's jobs again, beside it, and the verbs could tell neither run apart.
+// Where names cannot be held (no state directory), the run goes on.
+func (opts *runOptions) holdName(sweep string) error {
+	dir, err := opts.settings.stateDir()
+	if err != nil {
+		return nil
+	}
+	f, ok, err := api.Reserve(dir, sweep)
+	switch {
+	case err != nil:
+		return nil
+	case ok:
+		opts.reserved = f
+		return nil
+	}
+	who := "another gpuq run"
+	for _, r := range api.Runs(dir) {
+		if r.Sweep == sweep {
+			who = fmt.Sprintf("a gpuq run (pid %d)", r.PID)
+		}
+	}
+	return badInput("%s runs sweep %s on %s already: this one would run each of its jobs again beside it; gpuq wait --sweep %s waits for that one, or write another name: in the sweep file to run both",
+		who, sweep, tildeHome(dir), sweep)
 }
 
 // startMPS starts NVIDIA's MPS control daemon for the sweep's jobs (sharing: mps), with

@@ -19,7 +19,8 @@ import (
 // from another terminal as a daemon is: gpuq status lists its jobs, logs prints one's
 // log, results ranks what its trainers reported, and in an 80×24 terminal gpuq top watches it and gpuq attach reaches a
 // trainer's prompt, whose answer it sends. Two runs at once are told apart by their
-// sweeps. Once the run has ended its socket is gone.
+// sweeps; a third of one of their sweeps is refused. Once the run has ended its socket
+// is gone.
 func TestRunKeepsTheTmuxHabits(t *testing.T) {
 	dir := daemonEnv(t)
 	t.Setenv("GPUQ_GPUS", "")
@@ -49,6 +50,11 @@ gpus: sim:2x24GiB
 		out, _, code := cli(t, "status", "--json")
 		return code == exitOK && countState(listedIn(out), "running") == 4
 	})
+	// A third run of one of their sweeps would run its jobs again: it is refused.
+	if _, errOut, code := cli(t, "run", prompt("fg"), "--log-dir", filepath.Join(t.TempDir(), "logs")); code != exitBadInput ||
+		!strings.Contains(errOut, "runs sweep fg on") || !strings.Contains(errOut, "would run each of its jobs again") {
+		t.Errorf("a second gpuq run of fg: exit %d, want %d: %s", code, exitBadInput, errOut)
+	}
 	if out, _, code := cliIn(t, 80, "status", "--sweep", "fg"); code != exitOK || !strings.Contains(out, "fg.1") || strings.Contains(out, "other.1") {
 		t.Errorf("status --sweep fg: exit %d:\n%s", code, out)
 	}
