@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -446,6 +447,34 @@ func TestShutdownCancelsAJobRequeuedWhileStopping(t *testing.T) {
 	})
 	if j := st.View().Job("e.1"); j.State != state.JobCancelled {
 		t.Errorf("state %s (%s), want cancelled", j.State, j.Reason)
+	}
+}
+
+// TestShutdownCancelsHeldJobs: Ctrl-C of a run cancels its held jobs as it does its
+// queued ones: none is left queued, and shown held, once the run has ended.
+func TestShutdownCancelsHeldJobs(t *testing.T) {
+	sw, err := plans.DecodeSweep("c.yaml", []byte(threeJobs), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := state.NewStore()
+	must(t, st.Submit(&state.Submission{Sweep: sw}))
+	held := *st.View().Job("c.2")
+	held.Held = true
+	must(t, st.Put(state.Change{Jobs: []*state.Job{&held}}))
+	fr := &fakeRunner{script: func(Launch) Exit { return Exit{} }}
+	inv := fakeInventory{reads: new(int), cards: []gpu.Card{{Index: 0, Total: 24 * gib}}}
+	e := NewEngine(st, inv, fr, newFakeClock(), Config{Slots: []int{1}, Headroom: plans.Headroom{Bytes: gib}, Poll: time.Second}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		schedtest.WaitFor(t, "c.1 to start", func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return len(fr.starts) == 1 })
+		cancel()
+	}()
+	if err := e.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := states(st); got != "c.1:cancelled c.2:cancelled c.3:cancelled" {
+		t.Errorf("after Ctrl-C: %s", got)
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 )
 
 // Run schedules until every job has succeeded, failed or been cancelled. When ctx is
-// cancelled it stops every running attempt, cancels the queued jobs, waits for the
-// attempts to end, and returns ctx's error.
+// cancelled it stops every running attempt, cancels the queued jobs (held ones too),
+// waits for the attempts to end, and returns ctx's error.
 func (e *Engine) Run(ctx context.Context) error {
 	defer close(e.stopped)
 	err := e.loop(ctx, e.finished)
@@ -100,13 +100,9 @@ func (e *Engine) finished() bool {
 func (e *Engine) shutdown(cause error) error {
 	e.stopRunning()
 	// Only now: an attempt that ended of an OOM while the others were stopping has
-	// just been requeued, and must not be left queued.
-	queued := e.store.Queued()
-	for id := range e.after {
-		if j := e.store.Latest().Job(id); j != nil && j.State == state.JobQueued {
-			queued = append(queued, j)
-		}
-	}
+	// just been requeued, and must not be left queued. Held jobs, and those that wait
+	// for what they run after, are queued too: none is left for a later run to start.
+	queued := slices.DeleteFunc(e.store.Latest().Jobs(), func(j *state.Job) bool { return j.State != state.JobQueued })
 	for _, j := range queued {
 		c := *j
 		c.State, c.Reason = state.JobCancelled, "cancelled while queued"

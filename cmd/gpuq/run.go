@@ -459,8 +459,10 @@ func (u *runUI) redraw(now time.Time) {
 	defer u.mu.Unlock()
 	cols, rows := u.size()
 	lines := u.frame(now, cols, rows-1) // the cursor's row stays free below
-	if u.lines > 0 {                    // move up over the last table and clear it
-		fmt.Fprintf(u.w, "\x1b[%dA\x1b[J", u.lines)
+	if u.lines > 0 {
+		// To the first column (a ^C echoed where the cursor waits moved it), up over
+		// the last table, and clear it.
+		fmt.Fprintf(u.w, "\r\x1b[%dA\x1b[J", u.lines)
 	}
 	u.lines = len(lines)
 	fmt.Fprint(u.w, strings.Join(lines, "\n")+"\n")

@@ -435,7 +435,9 @@ gpus: "sim:1x24GiB"
 
 // TestRunTableFitsTheTerminal: the live table's frame fits the terminal it is drawn
 // on, in width (long names shortened, events wrapped) and in height (the oldest events
-// and then rows left out), and each redraw moves up over exactly the lines of the last.
+// and then rows left out), and each redraw moves up over exactly the lines of the last,
+// from the first column: a ^C echoed where the cursor waits leaves no cells of the old
+// table beside the new one.
 func TestRunTableFitsTheTerminal(t *testing.T) {
 	store, err := state.NewStore()
 	if err != nil {
@@ -466,9 +468,9 @@ func TestRunTableFitsTheTerminal(t *testing.T) {
 	size = [2]int{60, 10}
 	out.Reset()
 	u.redraw(at.Add(time.Minute))
-	frame, ok := strings.CutPrefix(out.String(), fmt.Sprintf("\x1b[%dA\x1b[J", strings.Count(first, "\n")))
+	frame, ok := strings.CutPrefix(out.String(), fmt.Sprintf("\r\x1b[%dA\x1b[J", strings.Count(first, "\n")))
 	if !ok {
-		t.Fatalf("the redraw does not move up over the %d lines of the last: %q", strings.Count(first, "\n"), out.String())
+		t.Fatalf("the redraw does not move to the first column and up over the %d lines of the last: %q", strings.Count(first, "\n"), out.String())
 	}
 	schedtest.Golden(t, "run_table_60x10.txt", frame)
 	fitsWidth(t, frame, 60)
