@@ -278,7 +278,7 @@ func TestQuit(t *testing.T) {
 }
 
 // TestPrint: without a terminal, top prints the overview once, whole, as plain text;
-// its title line and bars fit 80 columns.
+// its title line (a title that fits) and bars fit 80 columns.
 func TestPrint(t *testing.T) {
 	var buf bytes.Buffer
 	if err := Print(&buf, sampleOverview(t), Options{Title: "the daemon on /state"}, 80); err != nil {
@@ -290,19 +290,27 @@ func TestPrint(t *testing.T) {
 	schedtest.Golden(t, "print.txt", buf.String())
 }
 
-// TestTitleGivesWayToTheClock: a title too long for the line is cut, and the clock
-// keeps its corner.
+// TestTitleGivesWayToTheClock: on a terminal, a title too long for the line is cut,
+// and the clock keeps its corner; printed, the title is whole, the clock after it.
 func TestTitleGivesWayToTheClock(t *testing.T) {
+	title := "the daemon on /scratch/a-rather-long-directory-name/of/this/user/gpuq-state"
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := asciiModel(src)
+	m.opts.Title = title
+	m = drive(t, m, m0(src)...)
 	for _, width := range []int{80, 60} {
-		var buf bytes.Buffer
-		title := "the daemon on /scratch/a-rather-long-directory-name/of/this/user/gpuq-state"
-		if err := Print(&buf, sampleOverview(t), Options{Title: title}, width); err != nil {
-			t.Fatal(err)
-		}
-		head, _, _ := strings.Cut(buf.String(), "\n")
+		m = drive(t, m, tea.WindowSizeMsg{Width: width, Height: 24})
+		head, _, _ := strings.Cut(m.View(), "\n")
 		if w := ansi.StringWidth(head); w != width || !strings.HasSuffix(head, " 15:04:05") || !strings.Contains(head, "…") {
 			t.Errorf("title line at %d columns is %d wide: %q", width, w, head)
 		}
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, sampleOverview(t), Options{Title: title}, 80); err != nil {
+		t.Fatal(err)
+	}
+	if head, _, _ := strings.Cut(buf.String(), "\n"); !strings.HasSuffix(head, title+" 15:04:05") {
+		t.Errorf("printed, the title line is %q; want the title whole, then the clock", head)
 	}
 }
 

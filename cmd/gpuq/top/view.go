@@ -1038,7 +1038,13 @@ func Print(w io.Writer, ov api.Overview, opts Options, width int) error {
 	for _, run := range ov.Running {
 		m.output[run.Job] = lastLine(run.Log)
 	}
-	lines := []string{m.header()}
+	// Printed, the title is whole (a state directory's path, say): the clock is in the
+	// corner where it fits beside it, else after it.
+	head := m.header()
+	if whole := (model{st: m.st, opts: m.opts, ov: m.ov, read: m.read}).header(); lipgloss.Width(whole) > width {
+		head = whole
+	}
+	lines := []string{head}
 	cols := m.cardColumns()
 	for _, c := range m.ov.GPUs {
 		lines = append(lines, m.cardLine(c, width, cols))
