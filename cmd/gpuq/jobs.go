@@ -551,8 +551,9 @@ func exitText(e api.ExitStatus) string {
 // ended: its trainer's error line where that trainer failed on its own, else gpuq's
 // reason (early_stop's verdict, for one stopped); for a blocked one, what it runs
 // after (api.AfterReason); for a queued or held one that has run, how its latest
-// attempt ended (api.Requeued); for a running one whose worker is away, that and what
-// becomes of it at now, and for one gpuq cancel is stopping, that; "-" for others.
+// attempt ended (api.Requeued), and for one moved down its ladder before it ran, that;
+// for a running one whose worker is away, that and what becomes of it at now, and for
+// one gpuq cancel is stopping, that; "-" for others.
 func reasonOf(j api.Job, now time.Time) string {
 	if away := awayOf(j); away != nil {
 		return away.Text(j.Attempts[len(j.Attempts)-1].Worker, now)
@@ -562,6 +563,10 @@ func reasonOf(j api.Job, now time.Time) string {
 	case state.JobQueued, state.JobHeld:
 		if n := len(j.Attempts); n > 0 && j.Attempts[n-1].Outcome != "" {
 			return api.Requeued(j.Attempts[n-1].Outcome, j.Attempts[n-1].Tier)
+		}
+		if j.Tier > 0 && len(j.Attempts) == 0 {
+			// Stepped down its ladder by what other jobs of its shape proved.
+			return fmt.Sprintf("moved to tier %d before it ran: at the tiers before, its shape needs more than any card has room for", j.Tier)
 		}
 		return "-"
 	case state.JobRunning:

@@ -85,9 +85,9 @@ func TestPrintJobs(t *testing.T) {
 // TestStatusTellsARequeuedJob: a job that waits again after an attempt (crowded out of
 // its card, out of memory at tier 0 and requeued at tier 1, or out of host memory and
 // then held) shows its attempts so far and, as its reason, how the latest ended and
-// at what tier: piped, on 80 columns (where ATTEMPT and REASON give way, and the
-// reasons follow the table), and in the columns --format names. A job that has not
-// run shows neither.
+// at what tier, and one moved down its ladder before it ran says so: piped, on 80
+// columns (where ATTEMPT and REASON give way, and the reasons follow the table), and
+// in the columns --format names. A job that has not run shows neither.
 func TestStatusTellsARequeuedJob(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	oom := func(n, tier int, outcome string) api.AttemptSummary {
@@ -103,12 +103,14 @@ func TestStatusTellsARequeuedJob(t *testing.T) {
 		job("q.2", "queued", 1, oom(1, 0, "gpu-oom"), oom(2, 0, "gpu-oom")),
 		job("q.3", "held", 1, oom(1, 1, "host-oom")),
 		job("q.4", "queued", 0),
+		job("q.5", "queued", 1),
 	}
 	want := map[string]struct{ attempt, reason string }{
 		"q.1": {"1", "requeued after gpu-oom at tier 0"},
 		"q.2": {"2", "requeued after gpu-oom at tier 0"},
 		"q.3": {"1", "requeued after host-oom at tier 1"},
 		"q.4": {"-", "-"},
+		"q.5": {"-", "moved to tier 1 before it ran: at the tiers before, its shape needs more than any card has room for"},
 	}
 	list := func(format string, width int) string {
 		cols, err := parseFormat(format)
@@ -124,7 +126,7 @@ func TestStatusTellsARequeuedJob(t *testing.T) {
 		lines := strings.Split(out, "\n")
 		header := strings.Fields(lines[0])
 		attempt, reason := slices.Index(header, "ATTEMPT"), slices.Index(header, "REASON")
-		for _, l := range lines[1:5] {
+		for _, l := range lines[1:6] {
 			f := strings.Fields(l)
 			w := want[f[0]]
 			if got := strings.Join(f[reason:], " "); f[attempt] != w.attempt || got != w.reason {
