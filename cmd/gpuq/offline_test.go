@@ -231,6 +231,15 @@ memory: 1GiB
 	if out, errOut, code := cli(t, "wait", "--sweep", "done"); code != exitOK || !strings.Contains(out, "2 jobs succeeded") {
 		t.Errorf("wait --sweep done, a daemon running: exit %d:\n%s%s", code, out, errOut)
 	}
+	// The verbs the daemon refuses for it say where what the run left is read.
+	for _, args := range [][]string{{"cancel", "done.1"}, {"status", "--sweep", "done"}} {
+		if _, errOut, code := cli(t, args...); code != exitBadInput || !strings.Contains(errOut, "gpuq: a gpuq run of sweep done ended at ") {
+			t.Errorf("gpuq %s, a daemon running: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
+	}
+	if _, errOut, _ := cli(t, "cancel", "d.9"); strings.Contains(errOut, "ended at") {
+		t.Errorf("cancel d.9, of a sweep no run ran: %s", errOut)
+	}
 	stopAll(t, dir)
 	check("beside the state a daemon left")
 	// A job of a sweep that nothing ran is unknown as ever.

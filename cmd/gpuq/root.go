@@ -40,8 +40,10 @@ func run(args []string, io ioStreams) int {
 	err := root.Execute()
 	if err != nil {
 		fmt.Fprintln(io.Err, "gpuq:", err)
-		if where := st.whereCleaned(err); where != "" {
-			fmt.Fprintln(io.Err, "gpuq:", where)
+		for _, where := range []string{st.whereLeft(err), st.whereCleaned(err)} {
+			if where != "" {
+				fmt.Fprintln(io.Err, "gpuq:", where)
+			}
 		}
 	}
 	return exitCode(err)

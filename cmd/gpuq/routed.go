@@ -204,6 +204,32 @@ func jobOrLeft(c daemonClient, id string, notices io.Writer) (j api.Job, left bo
 	return got, true, nil
 }
 
+// whereLeft says, of a job or sweep that a daemon refused as unknown (err), that a
+// gpuq run of that sweep has ended there and where what it left is read: the daemon's
+// words alone send to gpuq status, whose list does not have it. "" where err names
+// none, says so already (no daemon runs: endedRunOf), or no run of it left a record.
+func (s *settings) whereLeft(err error) string {
+	var ended endedRunOf
+	name, job := unknownOf(err)
+	if name == "" || errors.As(err, &ended) || s.remote() {
+		return ""
+	}
+	sweep := name
+	if job {
+		sweep = sweepOfJob(name)
+	}
+	dir, derr := s.stateDir()
+	if derr != nil {
+		return ""
+	}
+	_, _, at, ok := api.LastEnded(dir, sweep, func(string, error) {})
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("a gpuq run of sweep %s ended at %s: gpuq results %s and gpuq report %s read the jobs it left, as gpuq status ID and logs ID do each of them",
+		sweep, at.Local().Format("2006-01-02 15:04"), sweep, sweep)
+}
+
 // sweepOnlyLeft is sweep as endedRunOf where a daemon that runs, asked for a job of
 // it, refused (err) for it has no sweep of that name, and a gpuq run of it ended on
 // the daemon's state directory and left its record; false otherwise. (Where no daemon
