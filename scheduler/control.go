@@ -182,14 +182,16 @@ func (e *Engine) cancel(sel Selection) ([]string, error) {
 		c.State, c.Reason = state.JobCancelled, "cancelled while queued"
 		changed = append(changed, &c)
 	}
-	if len(changed)+len(stopping) > 0 {
-		if err := e.put(state.Change{Jobs: append(changed, stopping...)}); err != nil {
-			return nil, err
-		}
-	}
+	// Stopped even where what they are cannot be written (a full disk): that is when
+	// people stop things. They end cancelled all the same.
 	for _, j := range stopping {
 		if a := view.Attempt(state.AttemptID(j.ID, j.Attempts)); a != nil {
 			e.runner.Stop(a)
+		}
+	}
+	if len(changed)+len(stopping) > 0 {
+		if err := e.put(state.Change{Jobs: append(changed, stopping...)}); err != nil {
+			return nil, err
 		}
 	}
 	for _, j := range changed {

@@ -121,10 +121,10 @@ func second(_ []string, err error) error { return err }
 
 // TestRetryAsCancelStops: gpuq retry of a sweep right after gpuq cancel of it, while
 // cancel is still stopping its running jobs, puts those back in the queue as they stop,
-// with the queued ones it cancelled, rather than pass them over as running; status
-// says meanwhile that they are being cancelled, and what retry will do. Cancelled again
-// before it stops, a job forgets the retry; one that succeeds as it is being stopped
-// has succeeded.
+// with the queued ones it cancelled, rather than pass them over as running. Cancelled
+// again before it stops, a job forgets the retry; one that succeeds as it is being
+// stopped has succeeded; one cancelled that ends otherwise than cancelled (lost, to
+// be requeued) ends cancelled all the same.
 func TestRetryAsCancelStops(t *testing.T) {
 	e, st := stepEngine(t, threeJobs, 1, 1)
 	round(t, e)
@@ -169,12 +169,27 @@ func TestRetryAsCancelStops(t *testing.T) {
 	}
 	// A job that succeeds as it is being stopped has succeeded, retry or not.
 	round(t, e)
-	e.runner.(*fakeRunner).onStop = func(string) Exit { return Exit{Outcome: plans.Success} }
-	e.cancel(Selection{IDs: []string{"c.1"}})
-	e.retry(Selection{IDs: []string{"c.1"}})
+	fr := e.runner.(*fakeRunner)
+	fr.onStop = func(string) Exit { return Exit{Outcome: plans.Success} }
+	if _, err := e.cancel(Selection{IDs: []string{"c.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.retry(Selection{IDs: []string{"c.1"}}); err != nil {
+		t.Fatal(err)
+	}
 	applyStop(e)
 	if j := st.View().Job("c.1"); j.State != state.JobSucceeded {
 		t.Errorf("c.1, succeeded as it was stopped: %+v", j.Status)
+	}
+	// Lost as it was being stopped (its worker gone, say), which would requeue it.
+	round(t, e)
+	fr.onStop = func(string) Exit { return Exit{Outcome: plans.Lost, Requeue: true} }
+	if _, err := e.cancel(Selection{IDs: []string{"c.3"}}); err != nil {
+		t.Fatal(err)
+	}
+	applyStop(e)
+	if j := st.View().Job("c.3"); j.State != state.JobCancelled || j.Cancelling {
+		t.Errorf("c.3, lost as it was cancelled: %+v", j.Status)
 	}
 }
 
@@ -385,5 +400,44 @@ func TestAVerbTellsEachJobOnce(t *testing.T) {
 	var r Refused
 	if _, err := e.release(Selection{IDs: []string{"c.3"}}); !errors.As(err, &r) || !strings.Contains(err.Error(), "ended") {
 		t.Errorf("release of the cancelled c.3: %v, want a refusal", err)
+	}
+}
+
+// adoptingRunner is a fakeRunner that takes up the attempts a last engine left.
+type adoptingRunner struct {
+	*fakeRunner
+	adopted []string
+}
+
+func (r *adoptingRunner) Adopt(a *state.Attempt) Started {
+	r.adopted = append(r.adopted, a.ID)
+	return Started{}
+}
+
+// TestAdoptStopsWhatCancelWasStopping: a daemon that ended as gpuq cancel was stopping
+// a job (its trainer perhaps not told) stops it again as the next one takes it up, and
+// it ends cancelled; the others run on.
+func TestAdoptStopsWhatCancelWasStopping(t *testing.T) {
+	e, st := stepEngine(t, threeJobs, 1, 1)
+	round(t, e)
+	j := *st.View().Job("c.1")
+	j.Cancelling = true
+	must(t, st.Put(state.Change{Jobs: []*state.Job{&j}}))
+	r := &adoptingRunner{fakeRunner: &fakeRunner{script: func(Launch) Exit { return Exit{} }}}
+	next := NewEngine(st, e.inv, r, newFakeClock(), e.cfg, nil)
+	if n, err := next.Adopt(); n != 2 || err != nil || len(r.adopted) != 2 {
+		t.Fatalf("Adopt: %d %v, adopted %v", n, err, r.adopted)
+	}
+	select {
+	case x := <-r.Exits():
+		if x.Attempt != "c.1/1" {
+			t.Fatalf("stopped %s, want c.1/1", x.Attempt)
+		}
+		next.apply(x)
+	case <-time.After(time.Minute):
+		t.Fatal("c.1, being cancelled, was not stopped again")
+	}
+	if got := states(st); got != "c.1:cancelled c.2:running c.3:queued" {
+		t.Errorf("after adoption: %s", got)
 	}
 }

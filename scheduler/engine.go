@@ -373,9 +373,15 @@ func (e *Engine) Adopt() (int, error) {
 	if !ok {
 		return 0, nil
 	}
-	running := e.store.View().Running()
+	view := e.store.View()
+	running := view.Running()
 	for _, a := range running {
 		st := ad.Adopt(a)
+		if j := view.Job(a.Job); j != nil && j.Cancelling {
+			// gpuq cancel was stopping it as the last daemon ended: it may not have
+			// been told its trainer.
+			e.runner.Stop(a)
+		}
 		// The last daemon died before it recorded the trainer's pid.
 		if a.Leader == 0 && st.Leader != 0 {
 			c := *a

@@ -47,7 +47,7 @@ func (e *Engine) apply(x Exit) {
 	ended.Memory, _ = a.Memory.Add(ended.Ended.Sub(a.Started), peak)
 	last := e.lastMetrics(&ended)
 	job := *view.Job(a.Job)
-	retry := job.RetryOnStop
+	cancelling, retry := job.Cancelling, job.RetryOnStop
 	job.Cancelling, job.RetryOnStop = false, false // they were of this attempt
 	sw := view.Sweep(job.Sweep)
 	e.lastRungs(view, &job, last)
@@ -66,18 +66,23 @@ func (e *Engine) apply(x Exit) {
 		// however this one that ran it again ended, stopped early or not.
 		job.State, job.Reason, kind = state.JobSucceeded, "", "succeeded"
 		msg = fmt.Sprintf("attempt %d had succeeded (see the event before); attempt %d, which ran it again: %s", won, a.N, x.Outcome)
+	case retry && x.Outcome != plans.Success:
+		// gpuq retry asked for it as gpuq cancel stopped it, whatever else stopped it.
+		e.retried(view, &job)
+		kind, msg = "requeued", fmt.Sprintf("by gpuq retry, once attempt %d had stopped (%s)", a.N, x.Outcome)
 	case a.StopReason != "" && x.Outcome != plans.Success:
 		// Stopped early: whatever else it said as it went (cancelled, lost, even out
 		// of memory), its point had lost.
 		ended.Outcome, kind, msg = plans.StoppedEarly, "stopped", a.StopReason
 		job.State, job.Reason = state.JobStopped, a.StopReason
+	case cancelling && x.Outcome != plans.Success:
+		// gpuq cancel stopped it: however it ended (lost with a daemon that restarted,
+		// past its timeout, its worker gone), it is not to run again.
+		ended.Outcome, kind = plans.Cancelled, string(plans.Cancelled)
+		job.State, job.Reason = state.JobCancelled, "cancelled while running"
 	case x.Unstarted, x.Requeue:
 		// It does not count against oom.max_attempts.
 		job.State, job.Since, kind = state.JobQueued, job.Since+1, "requeued"
-	case retry && x.Outcome != plans.Success:
-		// gpuq retry asked for it as gpuq cancel stopped it.
-		e.retried(view, &job)
-		kind, msg = "requeued", fmt.Sprintf("by gpuq retry, once attempt %d had stopped (%s)", a.N, x.Outcome)
 	case x.Outcome == plans.Success:
 		job.State, kind = state.JobSucceeded, "succeeded"
 	case a.TimedOut:

@@ -319,6 +319,10 @@ func keepCopy(dir string) (string, error) {
 // on from the tier of that attempt, as far as the attempt's record says it.
 func (j *Job) take(a *Attempt, f Found, n int) (*Job, *Attempt) {
 	job := *j
+	if n != j.Attempts {
+		// What cancel and retry marked was of the attempt the job had then.
+		job.Cancelling, job.RetryOnStop = false, false
+	}
 	job.Attempts = n
 	var took Attempt
 	if a != nil {

@@ -176,11 +176,13 @@ func readFiles(t *testing.T, dir string) map[string]string {
 // recorded to have ended otherwise is written running, for the daemon to read its end
 // from exit.json again: how its trainer exited goes with it, and what it ran, what it
 // reported and why it was being stopped early stay. One found in its directory alone
-// runs the argv its spec.json names. No job taken up waits for what it runs after.
+// runs the argv its spec.json names. No job taken up waits for what it runs after, nor
+// is being cancelled or retried as an attempt before was.
 func TestTakingAnAttemptUp(t *testing.T) {
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	// What cancel and retry marked of its attempt 1 goes with that attempt.
 	j := &Job{Job: &plans.Job{ID: "k.1", After: []string{"pretrain"}}, Sweep: "k",
-		Status: Status{State: JobQueued, Shape: "k\x00s", Estimate: 10 * gib, Awaiting: true, Queued: at}}
+		Status: Status{State: JobQueued, Shape: "k\x00s", Estimate: 10 * gib, Awaiting: true, Queued: at, Attempts: 1, Cancelling: true, RetryOnStop: true}}
 	metrics, _ := Metrics(nil).Add([]plans.Reading{{Step: 10, Name: "loss", Value: 2}})
 	failed := Attempt{ID: "k.1/2", Job: "k.1", Shape: j.Shape, N: 2, Started: at, Ended: at.Add(time.Hour), Outcome: plans.Failed,
 		Exit: &plans.ProcessExit{Code: 1, Error: "ValueError: loss is NaN"}, Command: []string{"python3", "train.py"},
@@ -204,7 +206,7 @@ func TestTakingAnAttemptUp(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job, a := j.take(tc.recorded, found, 2)
-			if job.State != tc.state || !job.Ended.Equal(tc.ended) || job.Awaiting || job.Attempts != 2 || !job.Queued.Equal(at) {
+			if job.State != tc.state || !job.Ended.Equal(tc.ended) || job.Awaiting || job.Attempts != 2 || !job.Queued.Equal(at) || job.Cancelling || job.RetryOnStop {
 				t.Errorf("job %+v; want %s after 2, ended at %v, waiting for nothing", job.Status, tc.state, tc.ended)
 			}
 			if !reflect.DeepEqual(*a, tc.wantAttempt) {
@@ -212,7 +214,7 @@ func TestTakingAnAttemptUp(t *testing.T) {
 			}
 		})
 	}
-	if !j.Awaiting || failed.Exit == nil {
+	if !j.Awaiting || !j.Cancelling || failed.Exit == nil {
 		t.Error("take changed what it was given")
 	}
 }
