@@ -204,6 +204,14 @@ func jobOrLeft(c daemonClient, id string, notices io.Writer) (j api.Job, left bo
 	return got, true, nil
 }
 
+// runStarting reports whether a gpuq run of sweep holds its name on the state
+// directory and serves it not yet, or does (see api.RunStarting); false for no sweep,
+// or over the network, where the runs are not here.
+func (s *settings) runStarting(sweep string) bool {
+	dir, err := s.stateDir()
+	return sweep != "" && err == nil && !s.remote() && api.RunStarting(dir, sweep)
+}
+
 // whereLeft says, of a job or sweep that a daemon refused as unknown (err), that a
 // gpuq run of that sweep has ended there and where what it left is read: the daemon's
 // words alone send to gpuq status, whose list does not have it. "" where err names

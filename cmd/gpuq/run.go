@@ -129,14 +129,6 @@ func runRun(opts *runOptions) error {
 		return err
 	}
 	defer p.inv.Close()
-	if opts.reserved == nil {
-		if err := opts.holdName(p.sweep.Name); err != nil {
-			return err
-		}
-		if opts.reserved != nil {
-			defer opts.reserved.Close()
-		}
-	}
 	if out := outsideAfter(p.sweep); len(out) > 0 {
 		return badInput("%s", outsideAfterText(p.sweep, out))
 	}
@@ -284,12 +276,22 @@ func pathLine(text, path string, width int) string {
 	return wrap(text, width, "") + "\n" + path + "\n"
 }
 
-// prepare is the run's sweep, from its file or a one-off's command, on the machine. A
-// one-off is named as under gpuq submit, made unique among the sweeps of the daemon and
-// of the other gpuq runs, which find its jobs by its name (see routed).
+// prepare is the run's sweep, from its file or a one-off's command, on the machine, its
+// name held for the run (see holdName). A one-off is named as under gpuq submit, made
+// unique among the sweeps of the daemon and of the other gpuq runs, which find its jobs
+// by its name (see routed).
 func (opts *runOptions) prepare() (*prepared, error) {
 	if opts.command == nil {
-		return prepare(opts.sweep, opts.settings, opts.io)
+		sw, err := plans.LoadSweep(opts.sweep, opts.settings.runOverrides())
+		if err != nil {
+			return nil, err
+		}
+		// Held from before the cards are opened (NVML takes a while): a gpuq wait
+		// begun meanwhile waits for this run, not for one of the sweep that ended.
+		if err := opts.holdName(sw.Name); err != nil {
+			return nil, err
+		}
+		return prepareSweep(sw, opts.settings, opts.io)
 	}
 	taken, _ := sweepNames(opts.settings) // where none answers, the run goes on all the same
 	name := opts.reserve(cmp.Or(opts.name, oneOffName(opts.command)), taken)

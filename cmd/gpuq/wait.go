@@ -26,8 +26,11 @@ type waitOptions struct {
 	sweep string
 	json  bool
 	poll  time.Duration
-	// gone is how long a daemon that stops answering is waited for (see pollAgain).
+	// gone is how long a daemon that stops answering is waited for (see pollAgain), and
+	// a gpuq run that is starting (see askFirst).
 	gone time.Duration
+	// starting reports whether a gpuq run of a sweep is starting (see askFirst).
+	starting func(sweep string) bool
 }
 
 // daemonGone is how long gpuq wait waits for a daemon that stopped answering to answer
@@ -36,7 +39,7 @@ type waitOptions struct {
 const daemonGone = 2 * time.Minute
 
 func newWaitCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &waitOptions{io: io, client: st.client, read: st.readClient, poll: 500 * time.Millisecond, gone: daemonGone}
+	opts := &waitOptions{io: io, client: st.client, read: st.readClient, poll: 500 * time.Millisecond, gone: daemonGone, starting: st.runStarting}
 	cmd := &cobra.Command{
 		Use:   "wait [ID...|--sweep SWEEP]",
 		Short: "Wait until jobs have ended; exit 0 if every one succeeded",
@@ -69,13 +72,9 @@ func runWait(opts *waitOptions, ids []string) error {
 	}
 	ids = once(ids)
 	req := api.StatesRequest{IDs: ids, Sweep: opts.sweep}
-	c, err := opts.client()
 	// The jobs waited for, as they are now; then, every poll, those not ended yet
 	// alone: the daemon is asked for the jobs waited for, never for all it has.
-	var waited []api.JobState
-	if err == nil {
-		waited, err = c.States(req)
-	}
+	c, waited, err := askFirst(opts, req)
 	if err != nil {
 		var none api.NoDaemonError
 		var notRun noRunOf
@@ -90,7 +89,7 @@ func runWait(opts *waitOptions, ids []string) error {
 		}
 		if w, jobs, ok, refused := leftByRun(c, req, err, opts.io.Err); refused != nil {
 			return refused
-		} else if ok {
+		} else if ok && !opts.runStarting(sweepWaited(req)) {
 			return waitEnded(opts, func() ([]api.Job, error) { return jobs, nil }, ids, w)
 		}
 		return err
@@ -220,6 +219,43 @@ func ended(st string) bool {
 	return false
 }
 
+// runStarting reports whether a gpuq run of sweep is starting (see askFirst).
+func (opts *waitOptions) runStarting(sweep string) bool {
+	return opts.starting != nil && opts.starting(sweep)
+}
+
+// askFirst asks whoever runs the jobs waited for (req) for their states. While a gpuq
+// run of their sweep is starting (it holds the sweep's name, and serves it not yet:
+// see api.RunStarting) it asks again every poll, for up to gone: a script's gpuq run
+// S.yaml & ...; gpuq wait --sweep S waits for that run, not for one of S that ended
+// before. It returns the client that answered.
+func askFirst(opts *waitOptions, req api.StatesRequest) (daemonClient, []api.JobState, error) {
+	for began := time.Now(); ; time.Sleep(opts.poll) {
+		c, err := opts.client()
+		var waited []api.JobState
+		if err == nil {
+			waited, err = c.States(req)
+		}
+		if err == nil || time.Since(began) > opts.gone || !opts.runStarting(sweepWaited(req)) {
+			return c, waited, err
+		}
+	}
+}
+
+// sweepWaited is the one sweep of the jobs waited for: req's sweep, or that of every
+// job it names; "" where they are of several sweeps, or of every sweep.
+func sweepWaited(req api.StatesRequest) string {
+	sweep := req.Sweep
+	for _, id := range req.IDs {
+		if s := sweepOfJob(id); sweep == "" || s == sweep {
+			sweep = s
+		} else {
+			return ""
+		}
+	}
+	return sweep
+}
+
 // leftByRun is the jobs waited for (req) as the gpuq run of their sweep left them as
 // it ended (see jobOrLeft), where err, the answer to req, says that the run has ended,
 // or that a daemon that runs has no sweep of that name: the jobs' states (w), and the
@@ -228,13 +264,9 @@ func ended(st string) bool {
 // all be of that sweep (ok false otherwise); one that the run did not have is refused
 // (exit 2).
 func leftByRun(c daemonClient, req api.StatesRequest, err error, notices io.Writer) (w []api.JobState, jobs []api.Job, ok bool, refused error) {
-	sweep := req.Sweep
-	for _, id := range req.IDs {
-		if s := sweepOfJob(id); sweep == "" || s == sweep {
-			sweep = s
-		} else {
-			return nil, nil, false, nil
-		}
+	sweep := sweepWaited(req)
+	if sweep == "" {
+		return nil, nil, false, nil
 	}
 	var ended endedRunOf
 	if !errors.As(err, &ended) || ended.sweep != sweep {

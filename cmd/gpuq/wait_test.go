@@ -189,3 +189,32 @@ func TestWaitRidesThroughARestart(t *testing.T) {
 		t.Errorf("a refusal: %v, stderr %q; want it at once", err, errb)
 	}
 }
+
+// TestWaitForARunStarting: while a gpuq run of the sweep waited for is starting (it
+// holds the sweep's name, and serves it not yet), gpuq wait asks again until it
+// answers, and follows it; with none starting, a sweep nothing has is refused at once.
+func TestWaitForARunStarting(t *testing.T) {
+	noSweep := noRunOf{dir: "/state", sweep: "r", nothingLeft: true}
+	run := &fakeDaemon{listings: [][]api.Job{{job("r.1", "running")}, {job("r.1", "succeeded")}}}
+	asked, startingFor := 0, 3
+	client := func() (daemonClient, error) {
+		asked++
+		if asked <= startingFor {
+			return nil, noSweep
+		}
+		return run, nil
+	}
+	starting := func(sweep string) bool { return sweep == "r" && asked <= startingFor }
+	ios, out, _ := buffers()
+	code, msg := exitOf(runWait(&waitOptions{io: ios, client: client, sweep: "r", poll: time.Millisecond, gone: time.Minute, starting: starting}, nil))
+	if code != exitOK || out.String() != "1 job succeeded\n" || asked <= startingFor {
+		t.Errorf("a run starting: exit %d (%s), %q, asked %d times; want it followed to its end", code, msg, out, asked)
+	}
+	asked, startingFor = 0, 1
+	ios, _, _ = buffers()
+	code, _ = exitOf(runWait(&waitOptions{io: ios, client: client, sweep: "r", poll: time.Millisecond, gone: time.Minute,
+		starting: func(string) bool { return false }}, nil))
+	if code != exitBadInput || asked != 1 {
+		t.Errorf("none starting: exit %d after %d asks; want 2 at once", code, asked)
+	}
+}

@@ -29,10 +29,11 @@ func RunsDir(dir string) string { return filepath.Join(dir, "runs") }
 
 // Reserve holds a sweep's name for a gpuq run, from before it serves the sweep (its
 // socket tells the others its name) until it closes the file returned or ends: two
-// one-offs started at once, each finding a name free, must not both take it. It
-// returns false, and no file, where another run holds the name.
+// runs started at once, each finding a name free, must not both take it. It returns
+// false, and no file, where another run holds the name. The file says which process
+// holds it (see RunStarting).
 func Reserve(dir, sweep string) (*os.File, bool, error) {
-	names := filepath.Join(RunsDir(dir), ".names") // out of sight: runs' logs may be beside it
+	names := namesDir(dir)
 	if err := os.MkdirAll(names, 0o700); err != nil {
 		return nil, false, err
 	}
@@ -47,7 +48,24 @@ func Reserve(dir, sweep string) (*os.File, bool, error) {
 		}
 		return nil, false, err
 	}
+	// Held all the same where it cannot be written: RunStarting cannot tell it.
+	if f.Truncate(0) == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
+	}
 	return f, true, nil
+}
+
+// namesDir holds the files of the names runs hold (see Reserve): out of sight, since
+// runs' logs may be beside it.
+func namesDir(dir string) string { return filepath.Join(RunsDir(dir), ".names") }
+
+// RunStarting reports whether a gpuq run holds sweep's name on the state directory dir
+// (see Reserve): from before it opens its cards until it ends. One that does not serve
+// the sweep yet is starting. It takes no lock, which would refuse a run that tried to
+// meanwhile.
+func RunStarting(dir, sweep string) bool {
+	_, ok := holder(filepath.Join(namesDir(dir), sweep))
+	return ok
 }
 
 // RunSocket is the socket of the gpuq run of a sweep, of pid.

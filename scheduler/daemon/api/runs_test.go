@@ -87,3 +87,32 @@ func TestARecordSaysWhenItsRunEnded(t *testing.T) {
 		t.Errorf("once pruned, the record of 3 days ago kept: %v, of 2h ago (w1's latest): %v; want the latest alone", kept(threeDays), kept(twoHours))
 	}
 }
+
+// TestARunHoldingItsNameIsStarting: a sweep's name held by a gpuq run (Reserve) reads
+// as a run starting, without taking the name from it; let go, it does not, and the
+// name is free again.
+func TestARunHoldingItsNameIsStarting(t *testing.T) {
+	dir := t.TempDir()
+	if RunStarting(dir, "s") {
+		t.Fatal("a name nobody held is starting")
+	}
+	f, ok, err := Reserve(dir, "s")
+	if err != nil || !ok {
+		t.Fatalf("Reserve: %v %v", ok, err)
+	}
+	if !RunStarting(dir, "s") || RunStarting(dir, "other") {
+		t.Errorf("held: s starting %v, other %v; want s alone", RunStarting(dir, "s"), RunStarting(dir, "other"))
+	}
+	if _, again, _ := Reserve(dir, "s"); again {
+		t.Error("a name held was held again")
+	}
+	f.Close()
+	if RunStarting(dir, "s") {
+		t.Error("a name let go is starting")
+	}
+	if g, ok, err := Reserve(dir, "s"); err != nil || !ok {
+		t.Errorf("a name let go could not be held again: %v %v", ok, err)
+	} else {
+		g.Close()
+	}
+}

@@ -58,11 +58,13 @@ func LockState(dir string) (*os.File, error) {
 }
 
 // Starting reports the pid of a daemon that holds the state directory's lock and may
-// not answer yet (it reads its state before it listens): the pid its lock file names,
-// where that process holds the lock file open. It takes no lock, so that a daemon
-// starting meanwhile is not refused its own.
-func Starting(dir string) (int, bool) {
-	path := filepath.Join(dir, "daemon.lock")
+// not answer yet (it reads its state before it listens).
+func Starting(dir string) (int, bool) { return holder(filepath.Join(dir, "daemon.lock")) }
+
+// holder is the pid a lock file names (see LockState and Reserve), where that process
+// holds the file open. It takes no lock, so that a process taking it meanwhile is not
+// refused its own.
+func holder(path string) (int, bool) {
 	lock, err := os.Stat(path)
 	if err != nil {
 		return 0, false
