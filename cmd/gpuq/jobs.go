@@ -877,9 +877,12 @@ func runSelect(opts *selectOptions, ids []string) error {
 	if err != nil {
 		if len(changed) > 0 {
 			// The daemon or a gpuq run acted before another failed: what it changed
-			// stands, and is said.
+			// stands, and is said; and a refusal then (a job of another that has ended
+			// already) is no longer one of a command that changed nothing (exit 1,
+			// not 2).
 			slices.SortFunc(changed, byNumber)
 			fmt.Fprintf(opts.io.Err, "gpuq: %s before the error below: %s\n", opts.done, strings.Join(changed, " "))
+			return fmt.Errorf("%v", err)
 		}
 		return err
 	}

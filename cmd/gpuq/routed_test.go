@@ -136,17 +136,20 @@ func TestTheLeftStateAnswersBeforeARunActs(t *testing.T) {
 }
 
 // TestWhatWasChangedBeforeAnErrorIsSaid: where a gpuq run changed jobs before the
-// daemon failed on one named with them, gpuq cancel says what it changed, then the
-// error.
+// daemon failed on one named with them, or refused it (it has ended already), gpuq
+// cancel says what it changed, then the error, and exits 1: exit 2 says that nothing
+// was changed.
 func TestWhatWasChangedBeforeAnErrorIsSaid(t *testing.T) {
-	run := &fakeDaemon{changed: []string{"long.1"}, listings: [][]api.Job{{job("long.1", "running")}}}
-	d := &fakeDaemon{actErr: errors.New("the daemon stopped answering"), listings: [][]api.Job{{job("d.9", "running")}}}
-	r := &routed{dir: "/state", daemon: d, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: run}}}
-	var out, errOut strings.Builder
-	opts := &selectOptions{io: ioStreams{Out: &out, Err: &errOut}, client: func() (daemonClient, error) { return r, nil }, verb: api.Cancel, done: "cancelled"}
-	err := runSelect(opts, []string{"long.1", "d.9"})
-	if code, _ := exitOf(err); code != exitFailed || !strings.Contains(errOut.String(), "cancelled before the error below: long.1") {
-		t.Errorf("cancel long.1 d.9: exit %d (%v); want 1, and long.1 said cancelled:\n%s%s", code, err, out.String(), errOut.String())
+	for _, actErr := range []error{errors.New("the daemon stopped answering"), scheduler.Refused("d.9 succeeded: it has ended already")} {
+		run := &fakeDaemon{changed: []string{"long.1"}, listings: [][]api.Job{{job("long.1", "running")}}}
+		d := &fakeDaemon{actErr: actErr, listings: [][]api.Job{{job("d.9", "running")}}}
+		r := &routed{dir: "/state", daemon: d, runs: []ranSweep{{run: api.Run{Sweep: "long"}, c: run}}}
+		var out, errOut strings.Builder
+		opts := &selectOptions{io: ioStreams{Out: &out, Err: &errOut}, client: func() (daemonClient, error) { return r, nil }, verb: api.Cancel, done: "cancelled"}
+		err := runSelect(opts, []string{"long.1", "d.9"})
+		if code, text := exitOf(err); code != exitFailed || text != actErr.Error() || !strings.Contains(errOut.String(), "cancelled before the error below: long.1") {
+			t.Errorf("cancel long.1 d.9, the daemon answering %q: exit %d (%v); want 1, and long.1 said cancelled:\n%s%s", actErr, code, err, out.String(), errOut.String())
+		}
 	}
 }
 

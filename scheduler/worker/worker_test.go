@@ -878,11 +878,15 @@ func TestAnEndToldLateSaysHowLongAgo(t *testing.T) {
 func TestAWorkerStoppedSaysWhatBecomesOfItsTrainers(t *testing.T) {
 	c := startCluster(t)
 	w := c.startWorker("w1", "sim:1x24GiB")
-	gate := filepath.Join(t.TempDir(), "gate")
-	c.submit(fmt.Sprintf("name: held\ncommand: [sh, -c, \"while [ ! -e %s ]; do sleep 0.05; done\"]\njobs: [{}]\nmemory: 1GiB\n", gate))
+	gate, started := filepath.Join(t.TempDir(), "gate"), filepath.Join(t.TempDir(), "started")
+	c.submit(fmt.Sprintf("name: held\ncommand: [sh, -c, \"touch %s; while [ ! -e %s ]; do sleep 0.05; done\"]\njobs: [{}]\nmemory: 1GiB\n", started, gate))
 	// Its trainer ends once the test has, whatever the test found.
 	t.Cleanup(func() { os.WriteFile(gate, nil, 0o644) })
-	schedtest.WaitFor(t, "the job to run on the worker", func() bool { return len(running(c.jobs())["w1"]) == 1 })
+	// Its trainer runs: the daemon shows it running as the worker is asked to start it.
+	schedtest.WaitFor(t, "the job's trainer to run on the worker", func() bool {
+		_, err := os.Stat(started)
+		return err == nil && len(running(c.jobs())["w1"]) == 1
+	})
 	w.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-w.exited:

@@ -1040,8 +1040,9 @@ func Print(w io.Writer, ov api.Overview, opts Options, width int) error {
 	}
 	// Printed, the title is whole (a state directory's path, say): the clock is in the
 	// corner where it fits beside it, else after it.
-	head := m.header()
-	if whole := (model{st: m.st, opts: m.opts, ov: m.ov, read: m.read}).header(); lipgloss.Width(whole) > width {
+	head, unlimited := m.header(), m
+	unlimited.width = 0
+	if whole := unlimited.header(); lipgloss.Width(whole) > width {
 		head = whole
 	}
 	lines := []string{head}
