@@ -340,6 +340,24 @@ memory: 1GiB
 	schedtest.WaitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
 }
 
+// TestPlanSaysWhereTheDaemonRuns: gpuq plan shows the machine a daemon started now
+// would have; where one runs on other cards it says so, and how to plan on the
+// daemon's; on the daemon's own machine it says nothing of it.
+func TestPlanSaysWhereTheDaemonRuns(t *testing.T) {
+	daemonEnv(t)
+	startDaemon(t, "--gpus", "sim:2x24GiB")
+	sweep := writeSweep(t, "name: pl\ncommand: [sh, -c, 'true']\nmatrix: {seed: [1, 2]}\nmemory: 5GiB\n")
+	t.Setenv("GPUQ_GPUS", "sim:3x24GiB")
+	if _, errOut, code := cli(t, "plan", sweep); code != exitOK ||
+		!strings.Contains(errOut, "runs on sim:2x24GiB; this plan is for sim:3x24GiB, the machine a daemon started now would have (--gpus sim:2x24GiB plans on the daemon's)") {
+		t.Errorf("plan beside a daemon on other cards: exit %d: %s", code, errOut)
+	}
+	t.Setenv("GPUQ_GPUS", "sim:2x24GiB")
+	if _, errOut, code := cli(t, "plan", sweep); code != exitOK || strings.Contains(errOut, "note:") {
+		t.Errorf("plan on the daemon's machine: exit %d: %s", code, errOut)
+	}
+}
+
 // TestSamePlacementsInPlanRunAndDaemon: the same sweep on the same machine is placed
 // the same way by gpuq plan, gpuq run and the daemon (which packs each sweep within its
 // own gpu_plan on a machine of no slot limit): one job alone on each card, not two on

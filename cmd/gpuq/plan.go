@@ -3,11 +3,13 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/pack"
 )
 
@@ -47,6 +49,9 @@ func runPlan(opts *planOptions) error {
 	if out := outsideAfter(p.sweep); len(out) > 0 {
 		fmt.Fprintln(opts.io.Err, "gpuq: warning:", outsideAfterText(p.sweep, out))
 	}
+	if note := daemonElsewhere(opts.settings, p); note != "" {
+		fmt.Fprintln(opts.io.Err, "gpuq: note:", note)
+	}
 	eng, _, err := p.engine(opts.settings, nil, 0, nil)
 	if err != nil {
 		return err
@@ -59,6 +64,55 @@ func runPlan(opts *planOptions) error {
 		return writeJSON(opts.io.Out, planJSON(p, states, d))
 	}
 	return printPlan(opts.io, p, states, d)
+}
+
+// daemonElsewhere says where a daemon runs on the state directory on another machine
+// than the one the plan is for (a simulated one of other cards, other cards of this
+// one): gpuq plan shows the machine a daemon started now would have (see
+// precedence.go), and gpuq submit sends the sweep to the one that runs. "" where none
+// runs here, or it runs on the plan's machine.
+func daemonElsewhere(st *settings, p *prepared) string {
+	if st.remote() {
+		return ""
+	}
+	c, err := st.dial()
+	if err != nil {
+		return ""
+	}
+	m, err := c.Machine()
+	if err != nil {
+		return ""
+	}
+	theirs, ours := m.Simulated, p.inv.Simulated()
+	if theirs == "" && ours == "" {
+		cards, err := p.inv.Inventory.Read() // the machine's, not only the sweep's
+		if err != nil {
+			return ""
+		}
+		theirs, ours = indices(m.Cards), indices(cards)
+	}
+	if theirs == ours {
+		return ""
+	}
+	return fmt.Sprintf("the daemon on %s runs on %s; this plan is for %s, the machine a daemon started now would have (--gpus %s plans on the daemon's)",
+		tildeHome(c.Dir()), machineText(theirs), machineText(ours), theirs)
+}
+
+// indices are the cards' indices, "0,1,3".
+func indices(cards []gpu.Card) string {
+	out := make([]string, len(cards))
+	for i, c := range cards {
+		out[i] = strconv.Itoa(c.Index)
+	}
+	return strings.Join(out, ",")
+}
+
+// machineText names a machine by its simulated spec, or its cards' indices.
+func machineText(spec string) string {
+	if strings.HasPrefix(spec, "sim:") {
+		return spec
+	}
+	return "GPUs " + spec
 }
 
 // starts maps each card index to the jobs the decision starts on it.
