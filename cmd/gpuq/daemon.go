@@ -144,7 +144,7 @@ wakes from a freeze past that. A grace too short for this is refused.`,
 	cmd.Flags().DurationVar(&opts.poll, "poll", time.Second, "how often the cards are sampled between events")
 	cmd.Flags().StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on this host:port (e.g. 127.0.0.1:9469); none by default")
 	cmd.Flags().StringVar(&opts.jobMap, "dcgm-job-map", "", "keep dcgm-exporter's job-mapping files (a file per GPU naming its jobs) in this directory")
-	cmd.Flags().StringVar(&opts.listen, "listen", "", "also listen at ADDR (host:port, :7070) for gpuq workers and remote gpuq, with TLS and the state directory's secret")
+	cmd.Flags().StringVar(&opts.listen, "listen", "", "also listen at ADDR (host:port, :7070) for gpuq workers and remote gpuq, with TLS and the state directory's secret (default: where the last daemon on the state directory listened; off: nowhere)")
 	cmd.Flags().DurationVar(&opts.workerGrace, "worker-grace", daemon.DefaultWorkerGrace, "how long a worker that went away may take to come back before its jobs run elsewhere")
 	return cmd
 }

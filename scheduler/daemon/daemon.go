@@ -134,10 +134,15 @@ func Run(ctx context.Context, cfg Config) error {
 	defer lock.Close()
 	lock.Truncate(0)
 	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	cfg, recalledNet, err := recallNet(cfg)
+	if err != nil {
+		return err
+	}
 	d, err := open(cfg)
 	if err != nil {
 		return err
 	}
+	d.machine.recalled = append(d.machine.recalled, recalledNet...)
 	defer d.close()
 	ln, err := listen(cfg.StateDir)
 	if err != nil {
@@ -147,6 +152,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Listen != "" {
 		if tcp, err = listenRemote(cfg.StateDir, cfg.Listen); err != nil {
 			ln.Close()
+			if len(recalledNet) > 0 {
+				err = fmt.Errorf("%w (the last daemon's --listen: give --listen ADDR for another, or --listen off for none)", err)
+			}
 			return err
 		}
 		defer os.Remove(filepath.Join(cfg.StateDir, api.ListenFile))
@@ -168,7 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Version, os.Getpid(), d.machine.cardsText(), plans.Count(d.sweeps, "sweep"),
 		plans.Count(known, "job"), plans.Count(d.adopted, "attempt"), cfg.StateDir)
 	if r := d.machine.recalled; len(r) > 0 {
-		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan, --headroom or --util-target for another machine)",
+		d.log.Printf("as the last daemon on %s: %s (give --gpus, --gpu-plan, --headroom, --util-target or --listen for others; --listen off listens nowhere)",
 			cfg.StateDir, strings.Join(r, ", "))
 	}
 	if tcp != nil {

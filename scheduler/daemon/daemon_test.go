@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -692,6 +693,43 @@ func TestTheStartLineWithNoCards(t *testing.T) {
 		if !strings.Contains(line, tc.want) {
 			t.Errorf("--gpus %s: the start line reads %q, want it to say %q", tc.gpus, line, tc.want)
 		}
+	}
+}
+
+// TestADaemonStartedAgainListensWhereTheLastDid: a daemon with no cards of its own
+// (its workers have them), started again with no flags (as systemd's unit, or gpuq
+// daemon -d, starts it), listens where the last one did, with its worker grace, and
+// says so; its workers link again. --listen off listens nowhere: a daemon with no cards
+// then has none to run jobs on, and says what to give it.
+func TestADaemonStartedAgainListensWhereTheLastDid(t *testing.T) {
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+	dir := filepath.Join(t.TempDir(), "state")
+	cfg := testConfig(dir, t.TempDir(), nil)
+	cfg.Machine.GPUs.Value, cfg.Listen, cfg.WorkerGrace = NoCards, addr, 20*time.Second
+	startDaemonWith(t, cfg).stop(t)
+
+	bare := testConfig(dir, t.TempDir(), nil)
+	bare.Machine, bare.WorkerGrace = plans.Overrides{}, DefaultWorkerGrace
+	r := startDaemonWith(t, bare)
+	// Its socket answers (connects) before it listens on the network.
+	schedtest.WaitFor(t, "the daemon started again to listen where the last did, and say so", func() bool {
+		data, _ := os.ReadFile(filepath.Join(dir, api.ListenFile))
+		log := r.log.String()
+		return strings.TrimSpace(string(data)) == addr && strings.Contains(log, "as the last daemon on "+dir+": gpus none, listen "+addr+", worker_grace 20s") &&
+			strings.Contains(log, "a worker away for 20s has its attempts run elsewhere")
+	})
+	r.stop(t)
+
+	off := testConfig(dir, t.TempDir(), nil)
+	off.Machine, off.Listen = plans.Overrides{}, ListenOff
+	off.Log = &schedtest.Buffer{}
+	if err := Run(context.Background(), off); err == nil || !strings.Contains(err.Error(), "give it --listen ADDR") {
+		t.Errorf("--listen off with no cards of its own: %v", err)
 	}
 }
 

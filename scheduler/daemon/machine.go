@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
@@ -64,7 +66,7 @@ func openMachine(cfg Config) (*machine, error) {
 		if cfg.Listen == "" {
 			return nil, badSetting(ov.GPUs, errors.New("a daemon with no cards of its own runs jobs on its workers: give it --listen ADDR for them"))
 		}
-		return m, remember(cfg.StateDir, ov, nil)
+		return m, remember(cfg, ov, nil)
 	}
 	if m.spec, err = plans.ParseGPUs(ov.GPUs.Value); err != nil {
 		return nil, badSetting(ov.GPUs, err)
@@ -88,7 +90,7 @@ func openMachine(cfg Config) (*machine, error) {
 		m.inv.Close()
 		return nil, badSetting(ov.Plan, err)
 	}
-	if err := remember(cfg.StateDir, ov, m.cards); err != nil {
+	if err := remember(cfg, ov, m.cards); err != nil {
 		m.inv.Close()
 		return nil, err
 	}
@@ -110,24 +112,68 @@ type machineRecord struct {
 	Headroom string `json:"headroom,omitempty"`
 	// UtilTarget is absent from the records of daemons before the sharing target.
 	UtilTarget string `json:"util_target,omitempty"`
+	// Listen is the address it listened at for workers, as given, and WorkerGrace
+	// how long it waited for one away (see recallNet); absent from the records of
+	// daemons before they were kept.
+	Listen      string `json:"listen,omitempty"`
+	WorkerGrace string `json:"worker_grace,omitempty"`
 	// Cards are the cards it read as it started: what a report drawn while no daemon
 	// runs sizes each card by (see api.LastCards). Not recalled.
 	Cards []api.GPUInfo `json:"cards,omitempty"`
 }
 
-// recall fills the settings not given with those of the last daemon, and names them.
-func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
+// lastMachine is what the last daemon on dir recorded of its machine (see remember),
+// and where; the zero record where none did.
+func lastMachine(dir string) (machineRecord, string, error) {
 	path := filepath.Join(dir, machineFile)
 	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return ov, nil, nil
-	}
 	var rec machineRecord
+	if errors.Is(err, os.ErrNotExist) {
+		return rec, path, nil
+	}
 	if err == nil {
 		err = json.Unmarshal(data, &rec)
 	}
 	if err != nil {
-		return ov, nil, fmt.Errorf("the last daemon's machine: %w; remove %s to start from the defaults", err, path)
+		return rec, path, fmt.Errorf("the last daemon's machine: %w; remove %s to start from the defaults", err, path)
+	}
+	return rec, path, nil
+}
+
+// recallNet fills cfg's listen address, where not given, and with it the worker
+// grace, where left at the default, with the last daemon's: its workers link again to
+// the address it listened at, and keep their trainers, where a daemon started again
+// without it (as the systemd unit starts it, or gpuq daemon -d) would let their leases
+// run out. --listen off listens nowhere. It names what it recalled.
+func recallNet(cfg Config) (Config, []string, error) {
+	if cfg.Listen == ListenOff {
+		cfg.Listen = ""
+		return cfg, nil, nil
+	}
+	if cfg.Listen != "" {
+		return cfg, nil, nil
+	}
+	rec, _, err := lastMachine(cfg.StateDir)
+	if err != nil || rec.Listen == "" {
+		return cfg, nil, err
+	}
+	cfg.Listen = rec.Listen
+	recalled := []string{"listen " + rec.Listen}
+	if grace, err := time.ParseDuration(rec.WorkerGrace); err == nil && cfg.WorkerGrace == DefaultWorkerGrace && grace != cfg.WorkerGrace {
+		cfg.WorkerGrace = grace
+		recalled = append(recalled, "worker_grace "+rec.WorkerGrace)
+	}
+	return cfg, recalled, nil
+}
+
+// ListenOff, given as --listen, listens nowhere, where the last daemon did.
+const ListenOff = "off"
+
+// recall fills the settings not given with those of the last daemon, and names them.
+func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
+	rec, path, err := lastMachine(dir)
+	if err != nil {
+		return ov, nil, err
 	}
 	var recalled []string
 	for _, f := range []struct {
@@ -143,12 +189,15 @@ func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
 	return ov, recalled, nil
 }
 
-// remember records the machine settings a daemon runs with, for the next (recall),
-// and the cards it read.
-func remember(dir string, ov plans.Overrides, cards []gpu.Card) error {
+// remember records the machine settings a daemon runs with, for the next (recall and
+// recallNet), and the cards it read.
+func remember(cfg Config, ov plans.Overrides, cards []gpu.Card) error {
 	rec := machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value, UtilTarget: ov.UtilTarget.Value,
 		Cards: api.GPUsOf(cards)}
-	if err := launcher.WriteJSON(filepath.Join(dir, machineFile), rec); err != nil {
+	if cfg.Listen != "" {
+		rec.Listen, rec.WorkerGrace = cfg.Listen, cmp.Or(cfg.WorkerGrace, DefaultWorkerGrace).String()
+	}
+	if err := launcher.WriteJSON(filepath.Join(cfg.StateDir, machineFile), rec); err != nil {
 		return fmt.Errorf("record the machine: %w", err)
 	}
 	return nil
