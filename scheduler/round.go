@@ -275,7 +275,7 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 	if drained := view.Drained(); len(drained) > 0 {
 		for i := range cards {
 			if drained[plans.CardID{Worker: cards[i].Worker, Index: cards[i].Index}] {
-				cards[i].Slots = 0
+				cards[i].Slots, cards[i].Drained = 0, true
 			}
 		}
 	}

@@ -271,9 +271,12 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	}
 	reserves = true
 	// Told only where reasons are worded: a job too large keeps no card either way.
-	var othersEnd []string
+	var othersEnd, drained []string
 	if idleFits < need && p.explain && p.passing {
 		othersEnd = p.fitsOnceOthersEnd(r, need)
+	}
+	if idleFits < need && len(othersEnd) == 0 {
+		drained = p.drainedFor(r, need)
 	}
 	waitsForOthers := len(othersEnd) > 0
 	switch {
@@ -281,6 +284,10 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		// Memory other gpuqs' trainers hold: they end, but theirs start others there
 		// as they do, so no reservation is kept for it (it might never come due).
 		w.Reason, reserves = NoMemory, false
+	case len(drained) > 0:
+		// Cards a person drained: they offer no slot until undrained, and keep no
+		// reservation meanwhile.
+		w.Reason, reserves = NoSlot, false
 	case idleFits < need:
 		w.Reason, reserves = TooLarge, false
 	case reservedFits > 0:
@@ -335,6 +342,9 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		}
 	default:
 		switch {
+		case len(drained) > 0:
+			w.Detail = fmt.Sprintf("only drained cards could take it: GPU %s (gpuq undrain %s lets jobs start there again)",
+				strings.Join(drained, ", GPU "), drained[0])
 		case r.Quota.spent():
 			w.Detail = fmt.Sprintf("its sweep runs %s, its max_running (gpuq update --max-running changes it)", plans.Count(r.Quota.Max, "job"))
 		case quotaFull > 0 && withSlot == 0 && r.Quota.OnePerCard:

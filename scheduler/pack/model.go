@@ -94,9 +94,12 @@ type CardState struct {
 	// beside the daemon, the daemon's beside gpuq plan): they end, so a job that fits
 	// a card only once they have waits for memory, not as too large (see why). Nothing
 	// is reserved for it: the other gpuq starts trainers of its own there as its end.
-	Passing   int64
-	Headroom  int64
-	Slots     int  // the plan's limit
+	Passing  int64
+	Headroom int64
+	Slots    int // the plan's limit
+	// Drained: a person drained the card (gpuq drain): it offers no slot, and a job
+	// that only it could take waits for it, not as too large.
+	Drained   bool
 	Running   int  // attempts on the card
 	Exclusive bool // a running attempt holds the card alone
 	// Ends are the attempts on the card as they are expected to end, soonest first.

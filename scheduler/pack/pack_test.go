@@ -470,6 +470,31 @@ func TestNoCardSaysSo(t *testing.T) {
 	}
 }
 
+// TestAJobOnlyDrainedCardsCouldTakeWaitsForThem: a job that only drained cards could
+// take waits for a slot there, its reason naming them and how to undrain one, not as
+// too large (nor keeping them reserved); one that no card could take, drained or not,
+// is too large.
+func TestAJobOnlyDrainedCardsCouldTakeWaitsForThem(t *testing.T) {
+	cards := []CardState{
+		{Worker: "w2", Index: 0, Total: 16 * gib, Drained: true},
+		{Worker: "w2", Index: 1, Total: 16 * gib, Used: 14 * gib, Foreign: 14 * gib, Slots: 1},
+	}
+	d := Pack([]Request{{Job: "small", Memory: 3 * gib}, {Job: "huge", Memory: 20 * gib}}, cards, nil)
+	why := map[string]Wait{}
+	for w := range d.Waiting.All() {
+		why[w.Job] = w
+	}
+	if w := why["small"]; w.Reason != NoSlot || w.Detail != "only drained cards could take it: GPU w2:0 (gpuq undrain w2:0 lets jobs start there again)" {
+		t.Errorf("small waits: %s: %q", w.Reason, w.Detail)
+	}
+	if w := why["huge"]; w.Reason != TooLarge {
+		t.Errorf("huge waits: %s: %q", w.Reason, w.Detail)
+	}
+	if d.Reservation != nil {
+		t.Errorf("a reservation on drained cards: %+v", d.Reservation)
+	}
+}
+
 // TestAJobThatFitsOnceAnotherGPUQsTrainersEnd: a job that no card could hold beside
 // what other processes hold waits for memory where another gpuq's trainers hold the
 // rest, and the reason names the cards it would fit once they end, not the card with

@@ -245,11 +245,38 @@ func (p *packer) couldTake(i int, r Request) bool { return p.couldHold(i, r, 0) 
 // hold a reservation there for ever.
 func (p *packer) couldHold(i int, r Request, passing int64) bool {
 	c := &p.cards[i]
+	return c.offersIdle()+passing >= r.Memory && c.Slots > 0 && quotaAllows(r, i)
+}
+
+// offersIdle is what the card would offer a job were none of gpuq's jobs on it (see
+// couldHold).
+func (c *CardState) offersIdle() int64 {
 	room := c.idleRoom()
 	if c.Running == 0 && c.Reserved == 0 {
 		room = min(room, c.Free())
 	}
-	return room+passing >= r.Memory && c.Slots > 0 && quotaAllows(r, i)
+	return room
+}
+
+// drainedFor names the drained cards (CardState.Drained) that, with those that could
+// take r, are need cards of one machine able to take it once undrained: r waits for
+// them, not as too large; none where there are no such cards.
+func (p *packer) drainedFor(r Request, need int) []string {
+	count, named := p.perMachine(), map[string][]string{}
+	for i := range p.cards {
+		c := &p.cards[i]
+		drained := c.Drained && c.offersIdle() >= r.Memory && quotaAllows(r, i) && p.inTime(i, &r)
+		if !drained && !p.couldTake(i, r) {
+			continue
+		}
+		if drained {
+			named[c.Worker] = append(named[c.Worker], plans.CardID{Worker: c.Worker, Index: c.Index}.String())
+		}
+		if count.add(c.Worker) >= need && len(named[c.Worker]) > 0 {
+			return named[c.Worker]
+		}
+	}
+	return nil
 }
 
 // inTime reports whether r is expected to end before card i's machine does.
