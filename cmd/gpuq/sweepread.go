@@ -48,9 +48,9 @@ func (s *settings) readSweep(verb, sweep string) (sweepRead, error) {
 }
 
 // answered is a sweep's jobs as c answered them, with the cards of whoever runs it: a
-// gpuq run's or the daemon's, or those the last daemon read as it started (where it
-// recorded none, or they cannot be asked, the report sizes each card's chart by what
-// was reserved on it).
+// gpuq run's, or the daemon's and its workers' linked now, or those the last daemon
+// read as it started (where it recorded none, or they cannot be asked, the report
+// sizes each card's chart by what was reserved on it).
 func (s *settings) answered(c daemonClient, sweep string, jobs []api.Job) sweepRead {
 	if r, ok := c.(*routed); ok {
 		if to, err := r.to(sweep); err == nil {
@@ -69,6 +69,14 @@ func (s *settings) answered(c daemonClient, sweep string, jobs []api.Job) sweepR
 		}
 		if info, err := c.Info(); err == nil {
 			read.sum.GPUs = info.GPUs
+		}
+		if c.Run() == nil {
+			// And its workers' cards, that jobs ran on too.
+			if ws, err := c.Workers(); err == nil {
+				for _, w := range ws {
+					read.sum.GPUs = append(read.sum.GPUs, w.GPUs...)
+				}
+			}
 		}
 	}
 	return read

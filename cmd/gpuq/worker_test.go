@@ -14,8 +14,8 @@ import (
 
 // TestDaemonWithAWorker: gpuq daemon --listen with no cards of its own, and gpuq worker
 // on loopback: a submitted sweep runs on the worker, gpuq status says where, gpuq logs
-// reads a worker's log through the daemon, and gpuq --server reaches the daemon over the
-// network.
+// reads a worker's log through the daemon, gpuq --server reaches the daemon over the
+// network, and gpuq report sizes the worker's card by its capacity.
 func TestDaemonWithAWorker(t *testing.T) {
 	dir := daemonEnv(t)
 	log := &schedtest.Buffer{}
@@ -52,6 +52,13 @@ func TestDaemonWithAWorker(t *testing.T) {
 	}
 	if out, errOut, code := cli(t, "--server", addr, "status"); code != exitOK || !strings.Contains(out, "2 succeeded") {
 		t.Errorf("gpuq --server status: exit %d:\n%s%s", code, out, errOut)
+	}
+	// The report sizes the worker's card by its capacity, as it does the daemon's own.
+	page := filepath.Join(t.TempDir(), "w.html")
+	if _, errOut, code := cli(t, "report", "w", "-o", page); code != exitOK {
+		t.Errorf("gpuq report w: exit %d: %s", code, errOut)
+	} else if html, _ := os.ReadFile(page); !strings.Contains(string(html), `class="capacity"`) || !strings.Contains(string(html), "24.00 GiB") {
+		t.Errorf("the report of a sweep that ran on a worker's card draws no capacity for it")
 	}
 	// gpuq gpus lists the daemon's workers and their cards, as drain names them (the
 	// daemon's cards, not those GPUQ_GPUS names).
