@@ -24,10 +24,17 @@ type recentEvents struct {
 // keptEvents is how many events the overview shows: more than a screen has rows.
 const keptEvents = 50
 
+// add keeps an event in the order of the events' times: one told late (an attempt on
+// a worker lost, dated as its trainer ended, told once the worker's grace ran out) goes
+// before those since, as a timeline reads.
 func (r *recentEvents) add(ev scheduler.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, api.Event{Time: ev.Time, Job: ev.Job, Attempt: ev.Attempt, Kind: ev.Kind, Message: ev.Message})
+	at := len(r.events)
+	for at > 0 && r.events[at-1].Time.After(ev.Time) {
+		at--
+	}
+	r.events = slices.Insert(r.events, at, api.Event{Time: ev.Time, Job: ev.Job, Attempt: ev.Attempt, Kind: ev.Kind, Message: ev.Message})
 	if len(r.events) > 2*keptEvents {
 		r.events = slices.Clone(r.events[len(r.events)-keptEvents:])
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
@@ -119,5 +120,28 @@ func TestOverviewTellsARequeuedJob(t *testing.T) {
 		if q := ov.Queue[i]; q.Job != w.Job || q.State != w.State || q.Requeued != w.Requeued {
 			t.Errorf("queue[%d]: %+v, want %s %s with requeued %q", i, q, w.Job, w.State, w.Requeued)
 		}
+	}
+}
+
+// TestEventsToldLateKeepTheirPlace: an event told after others that it came before (an
+// attempt on a lost worker, dated as its trainer ended) takes its place among them by
+// time, and events of one time keep the order they were told in.
+func TestEventsToldLateKeepTheirPlace(t *testing.T) {
+	var r recentEvents
+	at := time.Date(2026, 11, 27, 13, 59, 0, 0, time.UTC)
+	for _, ev := range []scheduler.Event{
+		{Time: at, Job: "wk.3", Kind: "started"},
+		{Time: at.Add(20 * time.Second), Job: "wk.2", Kind: "succeeded"},
+		{Time: at.Add(20 * time.Second), Job: "wk.4", Kind: "started"},
+		{Time: at.Add(13 * time.Second), Job: "wk.1", Kind: "requeued"},
+	} {
+		r.add(ev)
+	}
+	var got []string
+	for _, ev := range r.last() {
+		got = append(got, ev.Job)
+	}
+	if want := []string{"wk.3", "wk.1", "wk.2", "wk.4"}; !slices.Equal(got, want) {
+		t.Errorf("events in the order %v, want %v", got, want)
 	}
 }
