@@ -404,7 +404,8 @@ func (c *cluster) lose(a *state.Attempt) {
 	c.lost[a.Worker][a.ID] = refOf(a)
 }
 
-// away marks a worker whose link broke as away: its attempts wait for it.
+// away marks a worker whose link broke as away: its attempts wait for it. One that was
+// leaving, with none, is gone.
 func (c *cluster) away(name string, l *link, why error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -413,6 +414,13 @@ func (c *cluster) away(name string, l *link, why error) {
 		return
 	}
 	w.link = nil
+	if w.draining && len(w.attempts) == 0 {
+		// It said it was leaving (--idle-timeout, gpuq drain of it), and has nothing
+		// left to come back for: gone, not away.
+		delete(c.workers, name)
+		c.log.Printf("worker %s has left", name)
+		return
+	}
 	if len(w.attempts) > 0 {
 		c.log.Printf("worker %s went away (%v): its %s run again elsewhere unless it is back within %s of its last beat",
 			name, why, plans.Count(len(w.attempts), "attempt"), c.fence.grace)

@@ -523,7 +523,8 @@ func TestASlowWorkerRunsNothingTwice(t *testing.T) {
 }
 
 // TestWorkersLeave: a worker its daemon drains takes no other job and leaves once its
-// job has ended; one idle past its --idle-timeout leaves.
+// job has ended; one idle past its --idle-timeout leaves; the daemon forgets each as it
+// goes, rather than wait for it as away.
 func TestWorkersLeave(t *testing.T) {
 	c := startCluster(t)
 	drained := c.startWorker("drained", "sim:1x24GiB")
@@ -560,6 +561,17 @@ func TestWorkersLeave(t *testing.T) {
 	}
 	if !strings.Contains(idle.log.String(), "idle for 1s: leaving") {
 		t.Errorf("the idle worker's log:\n%s", idle.log)
+	}
+	// Each has left, with nothing to come back for: gone from the daemon's workers, not
+	// away until its grace runs out.
+	schedtest.WaitFor(t, "the daemon to forget both workers", func() bool {
+		ws, err := c.client.Workers()
+		return err == nil && len(ws) == 0
+	})
+	for _, name := range []string{"drained", "idle"} {
+		if !strings.Contains(c.log.String(), "worker "+name+" has left") {
+			t.Errorf("the daemon's log does not say %s has left:\n%s", name, c.log)
+		}
 	}
 	if err := c.client.DrainWorker("nobody"); err == nil {
 		t.Error("drain of no worker: no error")
