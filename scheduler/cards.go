@@ -283,21 +283,12 @@ func (e *Engine) watchCards() {
 	e.hidden = hidden
 }
 
-// outOfService says which cards are out of service and why, and which workers are away,
-// for people; "" when none is.
+// outOfService says which cards are out of service and why, for people; "" when none is.
 func (e *Engine) outOfService() string {
 	var parts []string
 	for _, c := range e.cards {
 		if c.Fault != "" {
 			parts = append(parts, fmt.Sprintf("GPU %s is out of service (%s)", c.ID(), c.Fault))
-		}
-	}
-	// A worker away is no card of the round's, but its attempts still run there.
-	away := map[string]bool{}
-	for _, a := range e.store.Latest().Running() {
-		if _, linked := e.workerAt[a.Worker]; a.Worker != "" && !linked && !away[a.Worker] {
-			away[a.Worker] = true
-			parts = append(parts, fmt.Sprintf("worker %s is away: its cards count for no job until it links again", a.Worker))
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -275,7 +275,10 @@ func (e *Engine) packView(view state.View, running []*state.Attempt, buf *packVi
 	if drained := view.Drained(); len(drained) > 0 {
 		for i := range cards {
 			if drained[plans.CardID{Worker: cards[i].Worker, Index: cards[i].Index}] {
-				cards[i].Slots, cards[i].Drained = 0, true
+				// Drained, where the drain alone keeps jobs off it: undrained, a card
+				// of no slot (its plan's, its worker's leaving) takes none either.
+				cards[i].Drained = cards[i].Slots > 0
+				cards[i].Slots = 0
 			}
 		}
 	}

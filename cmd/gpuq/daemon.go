@@ -134,6 +134,9 @@ wakes from a freeze past that. A grace too short for this is refused.`,
 				return badInput("--metrics %q: %v: give host:port, e.g. 127.0.0.1:9469", cfg.Metrics, err)
 			}
 			cfg.Listen, cfg.WorkerGrace = opts.listen, opts.workerGrace
+			if !cmd.Flags().Changed("worker-grace") {
+				cfg.WorkerGrace = 0 // the last daemon's, with its --listen, else the default
+			}
 			return daemon.Run(context.Background(), cfg)
 		},
 	}

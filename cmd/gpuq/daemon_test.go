@@ -340,21 +340,30 @@ memory: 1GiB
 	schedtest.WaitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
 }
 
-// TestPlanSaysWhereTheDaemonRuns: gpuq plan shows the machine a daemon started now
-// would have; where one runs on other cards it says so, and how to plan on the
-// daemon's; on the daemon's own machine it says nothing of it.
+// TestPlanSaysWhereTheDaemonRuns: gpuq plan opens the machine --gpus, GPUQ_GPUS, the
+// config file or the sweep name; where a daemon runs here on other cards it says so,
+// and how to plan on the daemon's; on the daemon's own machine it says nothing of it;
+// of a daemon with no cards of its own, that its workers have them.
 func TestPlanSaysWhereTheDaemonRuns(t *testing.T) {
-	daemonEnv(t)
+	dir := daemonEnv(t)
 	startDaemon(t, "--gpus", "sim:2x24GiB")
 	sweep := writeSweep(t, "name: pl\ncommand: [sh, -c, 'true']\nmatrix: {seed: [1, 2]}\nmemory: 5GiB\n")
 	t.Setenv("GPUQ_GPUS", "sim:3x24GiB")
 	if _, errOut, code := cli(t, "plan", sweep); code != exitOK ||
-		!strings.Contains(errOut, "runs on sim:2x24GiB; this plan is for sim:3x24GiB, the machine a daemon started now would have (--gpus sim:2x24GiB plans on the daemon's)") {
+		!strings.Contains(errOut, "runs on sim:2x24GiB; this plan is for sim:3x24GiB, as --gpus, GPUQ_GPUS, the config file or the sweep names it (--gpus sim:2x24GiB plans on the daemon's)") {
 		t.Errorf("plan beside a daemon on other cards: exit %d: %s", code, errOut)
 	}
 	t.Setenv("GPUQ_GPUS", "sim:2x24GiB")
 	if _, errOut, code := cli(t, "plan", sweep); code != exitOK || strings.Contains(errOut, "note:") {
 		t.Errorf("plan on the daemon's machine: exit %d: %s", code, errOut)
+	}
+	stopAll(t, dir)
+	t.Setenv("GPUQ_GPUS", "")
+	startDaemon(t, "--gpus", "none", "--listen", "127.0.0.1:0")
+	t.Setenv("GPUQ_GPUS", "sim:3x24GiB")
+	if _, errOut, code := cli(t, "plan", sweep); code != exitOK ||
+		!strings.Contains(errOut, "runs on no cards of its own (its workers'); this plan is for sim:3x24GiB, as --gpus, GPUQ_GPUS, the config file or the sweep names it\n") {
+		t.Errorf("plan beside a daemon of no cards: exit %d: %s", code, errOut)
 	}
 }
 

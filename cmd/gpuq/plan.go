@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/pack"
 )
@@ -68,14 +69,16 @@ func runPlan(opts *planOptions) error {
 
 // daemonElsewhere says where a daemon runs on the state directory on another machine
 // than the one the plan is for (a simulated one of other cards, other cards of this
-// one): gpuq plan shows the machine a daemon started now would have (see
-// precedence.go), and gpuq submit sends the sweep to the one that runs. "" where none
-// runs here, or it runs on the plan's machine.
+// one, or its workers' alone): gpuq plan opens the machine --gpus, GPUQ_GPUS, the
+// config file or the sweep's gpus name (see precedence.go), while gpuq submit sends the
+// sweep to the daemon that runs. "" where none answers here now (one starting is not
+// waited for), or it runs on the plan's machine.
 func daemonElsewhere(st *settings, p *prepared) string {
-	if st.remote() {
+	dir, err := st.stateDir()
+	if st.remote() || err != nil {
 		return ""
 	}
-	c, err := st.dial()
+	c, err := api.Dial(dir)
 	if err != nil {
 		return ""
 	}
@@ -83,36 +86,35 @@ func daemonElsewhere(st *settings, p *prepared) string {
 	if err != nil {
 		return ""
 	}
-	theirs, ours := m.Simulated, p.inv.Simulated()
-	if theirs == "" && ours == "" {
-		cards, err := p.inv.Inventory.Read() // the machine's, not only the sweep's
-		if err != nil {
-			return ""
-		}
-		theirs, ours = indices(m.Cards), indices(cards)
+	cards, err := p.inv.Inventory.Read() // the machine's, not only the sweep's
+	if err != nil {
+		return ""
 	}
+	theirs, ours := machineText(m.Simulated, m.Cards), machineText(p.inv.Simulated(), cards)
 	if theirs == ours {
 		return ""
 	}
-	return fmt.Sprintf("the daemon on %s runs on %s; this plan is for %s, the machine a daemon started now would have (--gpus %s plans on the daemon's)",
-		tildeHome(c.Dir()), machineText(theirs), machineText(ours), theirs)
+	hint := ""
+	if len(m.Cards) > 0 {
+		hint = fmt.Sprintf(" (--gpus %s plans on the daemon's)", strings.TrimPrefix(theirs, "GPUs "))
+	}
+	return fmt.Sprintf("the daemon on %s runs on %s; this plan is for %s, as --gpus, GPUQ_GPUS, the config file or the sweep names it%s",
+		tildeHome(dir), theirs, ours, hint)
 }
 
-// indices are the cards' indices, "0,1,3".
-func indices(cards []gpu.Card) string {
-	out := make([]string, len(cards))
+// machineText names a machine: its simulated spec, or its cards by index ("GPUs 0,1,3").
+func machineText(simulated string, cards []gpu.Card) string {
+	switch {
+	case simulated != "":
+		return simulated
+	case len(cards) == 0:
+		return "no cards of its own (its workers')"
+	}
+	idx := make([]string, len(cards))
 	for i, c := range cards {
-		out[i] = strconv.Itoa(c.Index)
+		idx[i] = strconv.Itoa(c.Index)
 	}
-	return strings.Join(out, ",")
-}
-
-// machineText names a machine by its simulated spec, or its cards' indices.
-func machineText(spec string) string {
-	if strings.HasPrefix(spec, "sim:") {
-		return spec
-	}
-	return "GPUs " + spec
+	return "GPUs " + strings.Join(idx, ",")
 }
 
 // starts maps each card index to the jobs the decision starts on it.

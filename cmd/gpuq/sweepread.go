@@ -63,14 +63,13 @@ func (s *settings) answered(c daemonClient, sweep string, jobs []api.Job) sweepR
 		read.sum.GPUs = api.LastCards(c.none.Dir)
 		read.from, read.live = "the state on "+tildeHome(c.none.Dir)+" (no daemon runs)", false
 	case *api.Client:
-		read.from = "the daemon on " + tildeHome(c.Dir())
-		if run := c.Run(); run != nil {
-			read.from = fmt.Sprintf("the gpuq run of %s (pid %d)", run.Sweep, run.PID)
-		}
 		if info, err := c.Info(); err == nil {
 			read.sum.GPUs = info.GPUs
 		}
-		if c.Run() == nil {
+		if run := c.Run(); run != nil {
+			read.from = fmt.Sprintf("the gpuq run of %s (pid %d)", run.Sweep, run.PID)
+		} else {
+			read.from = "the daemon on " + tildeHome(c.Dir())
 			// And its workers' cards, that jobs ran on too.
 			if ws, err := c.Workers(); err == nil {
 				for _, w := range ws {

@@ -601,7 +601,7 @@ func (c *cluster) info(drained map[plans.CardID]bool) []api.WorkerInfo {
 		wi := api.WorkerInfo{Name: name, Connected: w.link != nil, Heard: w.heard, Version: w.hello.Version, Cores: w.hello.Cores,
 			GPUs: []api.GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends}
 		for _, card := range w.state.Cards {
-			wi.GPUs = append(wi.GPUs, api.GPUInfo{Worker: name, Index: card.Index, TotalBytes: card.Total,
+			wi.GPUs = append(wi.GPUs, api.GPUInfo{Worker: name, Index: card.Index, Name: card.Name, TotalBytes: card.Total,
 				Drained: drained[plans.CardID{Worker: name, Index: card.Index}]})
 		}
 		out = append(out, wi)

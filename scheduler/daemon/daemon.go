@@ -9,6 +9,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -158,6 +159,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		defer os.Remove(filepath.Join(cfg.StateDir, api.ListenFile))
+		if err := rememberNet(cfg.StateDir, cfg.Listen, tcp.Addr(), cmp.Or(cfg.WorkerGrace, DefaultWorkerGrace)); err != nil {
+			tcp.Close()
+			ln.Close()
+			return err
+		}
 		d.listen = tcp.Addr().String()
 		tcp.gate.refused = warnFull(d.log, fmt.Sprintf("--listen %s: %d connections have not shown the secret yet", d.listen, remoteStrangers))
 	}

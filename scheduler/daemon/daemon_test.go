@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -698,23 +697,33 @@ func TestTheStartLineWithNoCards(t *testing.T) {
 
 // TestADaemonStartedAgainListensWhereTheLastDid: a daemon with no cards of its own
 // (its workers have them), started again with no flags (as systemd's unit, or gpuq
-// daemon -d, starts it), listens where the last one did, with its worker grace, and
-// says so; its workers link again. --listen off listens nowhere: a daemon with no cards
-// then has none to run jobs on, and says what to give it.
+// daemon -d, starts it), listens where the last one did (on the port it had, where it
+// asked for any), with its worker grace, and says so; its workers link again. An
+// address that never worked is not kept. --listen off listens nowhere: a daemon with no
+// cards then has none to run jobs on, and says what to give it.
 func TestADaemonStartedAgainListensWhereTheLastDid(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
 	dir := filepath.Join(t.TempDir(), "state")
 	cfg := testConfig(dir, t.TempDir(), nil)
-	cfg.Machine.GPUs.Value, cfg.Listen, cfg.WorkerGrace = NoCards, addr, 20*time.Second
-	startDaemonWith(t, cfg).stop(t)
+	cfg.Machine.GPUs.Value, cfg.Listen, cfg.WorkerGrace = NoCards, "127.0.0.1:0", 20*time.Second
+	first := startDaemonWith(t, cfg)
+	var addr string
+	schedtest.WaitFor(t, "the daemon to listen", func() bool {
+		data, _ := os.ReadFile(filepath.Join(dir, api.ListenFile))
+		addr = strings.TrimSpace(string(data))
+		return addr != ""
+	})
+	first.stop(t)
+
+	// Given an address it cannot listen at, a daemon fails, and the one that worked
+	// stays the last daemon's.
+	bad := testConfig(dir, t.TempDir(), nil)
+	bad.Machine, bad.Listen, bad.Log = plans.Overrides{}, "nonsense", &schedtest.Buffer{}
+	if err := Run(context.Background(), bad); err == nil {
+		t.Fatal("a daemon given --listen nonsense ran")
+	}
 
 	bare := testConfig(dir, t.TempDir(), nil)
-	bare.Machine, bare.WorkerGrace = plans.Overrides{}, DefaultWorkerGrace
+	bare.Machine = plans.Overrides{}
 	r := startDaemonWith(t, bare)
 	// Its socket answers (connects) before it listens on the network.
 	schedtest.WaitFor(t, "the daemon started again to listen where the last did, and say so", func() bool {

@@ -6,10 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -158,13 +161,19 @@ func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The engine holds the attempt of a worker that is away running, as it is until
-	// the worker's grace runs out; people are to know that it may not be.
+	// the worker's grace runs out; people are to know that it may not be. A job that
+	// waits is told of the workers away: their cards count for nothing meanwhile.
 	view := d.store.View()
+	away := d.workersAway()
 	if j := view.Job(id); reason == "" && j != nil && j.State == state.JobRunning {
 		if a := view.Attempt(state.AttemptID(id, j.Attempts)); a != nil && a.Worker != "" {
-			if away, ok := d.workersAway()[a.Worker]; ok {
-				detail += "; but " + away.Text(a.Worker, d.cluster.clock.Now())
+			if w, ok := away[a.Worker]; ok {
+				detail += "; but " + w.Text(a.Worker, d.cluster.clock.Now())
 			}
+		}
+	} else if reason != "" {
+		for _, name := range slices.Sorted(maps.Keys(away)) {
+			detail += fmt.Sprintf("; worker %s is away, and its cards count for no job until it links again", name)
 		}
 	}
 	reply(w, api.WhyResponse{Job: id, Reason: string(reason), Detail: detail})

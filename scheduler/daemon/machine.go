@@ -1,10 +1,10 @@
 package daemon
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,9 +112,10 @@ type machineRecord struct {
 	Headroom string `json:"headroom,omitempty"`
 	// UtilTarget is absent from the records of daemons before the sharing target.
 	UtilTarget string `json:"util_target,omitempty"`
-	// Listen is the address it listened at for workers, as given, and WorkerGrace
-	// how long it waited for one away (see recallNet); absent from the records of
-	// daemons before they were kept.
+	// Listen is the address it listened at for workers, as given (the port it had,
+	// where it asked for any), and WorkerGrace how long it waited for one away (see
+	// recallNet); absent where it listened nowhere, and from the records of daemons
+	// before they were kept.
 	Listen      string `json:"listen,omitempty"`
 	WorkerGrace string `json:"worker_grace,omitempty"`
 	// Cards are the cards it read as it started: what a report drawn while no daemon
@@ -141,7 +142,7 @@ func lastMachine(dir string) (machineRecord, string, error) {
 }
 
 // recallNet fills cfg's listen address, where not given, and with it the worker
-// grace, where left at the default, with the last daemon's: its workers link again to
+// grace, where not given either (0), with the last daemon's: its workers link again to
 // the address it listened at, and keep their trainers, where a daemon started again
 // without it (as the systemd unit starts it, or gpuq daemon -d) would let their leases
 // run out. --listen off listens nowhere. It names what it recalled.
@@ -159,11 +160,33 @@ func recallNet(cfg Config) (Config, []string, error) {
 	}
 	cfg.Listen = rec.Listen
 	recalled := []string{"listen " + rec.Listen}
-	if grace, err := time.ParseDuration(rec.WorkerGrace); err == nil && cfg.WorkerGrace == DefaultWorkerGrace && grace != cfg.WorkerGrace {
+	if grace, err := time.ParseDuration(rec.WorkerGrace); err == nil && cfg.WorkerGrace == 0 {
 		cfg.WorkerGrace = grace
-		recalled = append(recalled, "worker_grace "+rec.WorkerGrace)
+		if grace != DefaultWorkerGrace {
+			recalled = append(recalled, "worker_grace "+rec.WorkerGrace)
+		}
 	}
 	return cfg, recalled, nil
+}
+
+// rememberNet records, once the daemon listens for workers at bound (given, as
+// --listen), the address for the next daemon (see recallNet), and the grace: the port
+// it was given, or the one it had where it asked for any (port 0), to which its
+// workers link. What never listened is not recorded.
+func rememberNet(dir, given string, bound net.Addr, grace time.Duration) error {
+	rec, path, err := lastMachine(dir)
+	if err != nil {
+		return err
+	}
+	host, port, err := net.SplitHostPort(given)
+	if _, boundPort, berr := net.SplitHostPort(bound.String()); err == nil && berr == nil && port == "0" {
+		given = net.JoinHostPort(host, boundPort)
+	}
+	rec.Listen, rec.WorkerGrace = given, grace.String()
+	if err := launcher.WriteJSON(path, rec); err != nil {
+		return fmt.Errorf("record the machine: %w", err)
+	}
+	return nil
 }
 
 // ListenOff, given as --listen, listens nowhere, where the last daemon did.
@@ -189,13 +212,15 @@ func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
 	return ov, recalled, nil
 }
 
-// remember records the machine settings a daemon runs with, for the next (recall and
-// recallNet), and the cards it read.
+// remember records the machine settings a daemon runs with, for the next (recall),
+// and the cards it read. Where it listens for workers is recorded once it does
+// (rememberNet): until then the last address that worked stays, and goes where this
+// one listens nowhere (--listen off, or none given nor recalled).
 func remember(cfg Config, ov plans.Overrides, cards []gpu.Card) error {
 	rec := machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value, UtilTarget: ov.UtilTarget.Value,
 		Cards: api.GPUsOf(cards)}
-	if cfg.Listen != "" {
-		rec.Listen, rec.WorkerGrace = cfg.Listen, cmp.Or(cfg.WorkerGrace, DefaultWorkerGrace).String()
+	if last, _, err := lastMachine(cfg.StateDir); err == nil && cfg.Listen != "" {
+		rec.Listen, rec.WorkerGrace = last.Listen, last.WorkerGrace
 	}
 	if err := launcher.WriteJSON(filepath.Join(cfg.StateDir, machineFile), rec); err != nil {
 		return fmt.Errorf("record the machine: %w", err)

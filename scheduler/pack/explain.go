@@ -342,6 +342,9 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		}
 	default:
 		switch {
+		case len(drained) > 0 && need > 1:
+			w.Detail = fmt.Sprintf("needs %s of one machine, and only with drained ones among them: GPU %s (gpuq undrain %s lets jobs start there again)",
+				cards, strings.Join(drained, ", GPU "), drained[0])
 		case len(drained) > 0:
 			w.Detail = fmt.Sprintf("only drained cards could take it: GPU %s (gpuq undrain %s lets jobs start there again)",
 				strings.Join(drained, ", GPU "), drained[0])

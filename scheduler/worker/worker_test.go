@@ -522,6 +522,34 @@ func TestASlowWorkerRunsNothingTwice(t *testing.T) {
 	}
 }
 
+// TestWhyNamesAWorkerAway: a job that waits while a worker is away is told so: the
+// worker's cards count for no job until it links again; once it is back, that goes.
+func TestWhyNamesAWorkerAway(t *testing.T) {
+	c := startCluster(t)
+	w := c.startWorker("w1", "sim:1x24GiB")
+	gate, started := filepath.Join(t.TempDir(), "gate"), filepath.Join(t.TempDir(), "started")
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o644) })
+	c.submit(fmt.Sprintf("name: one\ncommand: [sh, -c, \"touch %s; while [ ! -e %s ]; do sleep 0.05; done\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\ngpu_plan: \"1\"\n", started, gate))
+	schedtest.WaitFor(t, "one job's trainer to run on w1", func() bool {
+		_, err := os.Stat(started)
+		return err == nil && len(running(c.jobs())["w1"]) == 1
+	})
+	waiting := "one.2"
+	if running(c.jobs())["w1"][0] == waiting {
+		waiting = "one.1"
+	}
+	w.kill(t)
+	schedtest.WaitFor(t, "why to name w1 away", func() bool {
+		why, err := c.client.Why(waiting)
+		return err == nil && strings.Contains(why.Detail, "; worker w1 is away, and its cards count for no job until it links again")
+	})
+	c.startWorker("w1", "sim:1x24GiB")
+	schedtest.WaitFor(t, "why to name no worker away once w1 is back", func() bool {
+		why, err := c.client.Why(waiting)
+		return err == nil && why.Reason != "" && !strings.Contains(why.Detail, "away")
+	})
+}
+
 // TestWorkersLeave: a worker its daemon drains takes no other job and leaves once its
 // job has ended; one idle past its --idle-timeout leaves; the daemon forgets each as it
 // goes, rather than wait for it as away.
