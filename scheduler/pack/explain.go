@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -266,7 +265,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 			}
 		}
 		if f := c.Free(); f > bestFree {
-			bestFree, bestCard = f, plans.CardID{Worker: c.Worker, Index: c.Index}.String()
+			bestFree, bestCard = f, c.ID().String()
 		}
 	}
 	reserves = true
@@ -275,7 +274,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 	if idleFits < need && p.explain && p.passing {
 		othersEnd = p.fitsOnceOthersEnd(r, need)
 	}
-	if idleFits < need && len(othersEnd) == 0 {
+	if idleFits < need && p.explain && len(othersEnd) == 0 {
 		drained = p.drainedFor(r, need)
 	}
 	waitsForOthers := len(othersEnd) > 0
@@ -387,24 +386,12 @@ func (p *packer) reservedWhy(r Request) string {
 // trainers of other gpuqs on them have ended (see CardState.Passing), one of them at
 // least holding some; none where there are no such cards.
 func (p *packer) fitsOnceOthersEnd(r Request, need int) []string {
-	of := map[string][]int{} // by machine, the cards that could
-	for i := range p.cards {
-		c := &p.cards[i]
-		if !p.couldHold(i, r, c.Passing) || !p.inTime(i, &r) {
-			continue
-		}
-		cs := append(of[c.Worker], i)
-		if of[c.Worker] = cs; len(cs) < need || !slices.ContainsFunc(cs, func(j int) bool { return p.cards[j].Passing > 0 }) {
-			continue
-		}
-		cs = cs[len(cs)-need:] // the last card, which made them enough, among them
-		names := make([]string, len(cs))
-		for k, j := range cs {
-			names[k] = "GPU " + plans.CardID{Worker: p.cards[j].Worker, Index: p.cards[j].Index}.String()
-		}
-		return names
+	var names []string
+	for _, i := range p.oneMachine(need, func(i int) bool { return p.couldHold(i, r, p.cards[i].Passing) && p.inTime(i, &r) },
+		func(i int) bool { return p.cards[i].Passing > 0 }) {
+		names = append(names, "GPU "+p.cards[i].ID().String())
 	}
-	return nil
+	return names
 }
 
 // tooLong reports whether r waits for a machine with more time left: need cards of
@@ -433,7 +420,7 @@ func (p *packer) fitsSharing(i int, r *Request) bool {
 // busyWhy says why r may not join the jobs on card i, the one it would slow least.
 func (p *packer) busyWhy(r Request, i int) string {
 	c := &p.cards[i]
-	card := plans.CardID{Worker: c.Worker, Index: c.Index}.String()
+	card := c.ID().String()
 	load := fmt.Sprintf("with it the jobs there would ask %.0f%% of the card, past the sharing target of %.0f%%",
 		100*c.load(&r), 100*c.Target)
 	if r.UtilUnknown {

@@ -6,6 +6,8 @@ package pack
 import (
 	"math"
 	"time"
+
+	"github.com/gpuq/gpuq/plans"
 )
 
 // Request is a queued job as the packer sees it.
@@ -164,6 +166,9 @@ func (c CardState) idleRoom() int64 {
 }
 
 // open reports whether the card has a slot for another job.
+// ID is the card as people name it ("3", "node7:3").
+func (c *CardState) ID() plans.CardID { return plans.CardID{Worker: c.Worker, Index: c.Index} }
+
 func (c CardState) open() bool { return c.Running < c.Slots && !c.Exclusive }
 
 // Placement starts a job on cards.

@@ -258,22 +258,37 @@ func (c *CardState) offersIdle() int64 {
 	return room
 }
 
-// drainedFor names the drained cards (CardState.Drained) that, with those that could
-// take r, are need cards of one machine able to take it once undrained: r waits for
-// them, not as too large; none where there are no such cards.
+// drainedFor names the drained cards (CardState.Drained) among need cards of one
+// machine that could take r once they are undrained: r waits for them, not as too
+// large; none where there are no such cards.
 func (p *packer) drainedFor(r Request, need int) []string {
-	count, named := p.perMachine(), map[string][]string{}
-	for i := range p.cards {
+	drained := func(i int) bool {
 		c := &p.cards[i]
-		drained := c.Drained && c.offersIdle() >= r.Memory && quotaAllows(r, i) && p.inTime(i, &r)
-		if !drained && !p.couldTake(i, r) {
+		return c.Drained && c.offersIdle() >= r.Memory && quotaAllows(r, i) && p.inTime(i, &r)
+	}
+	var names []string
+	for _, i := range p.oneMachine(need, func(i int) bool { return drained(i) || p.couldTake(i, r) }, drained) {
+		if drained(i) {
+			names = append(names, p.cards[i].ID().String())
+		}
+	}
+	return names
+}
+
+// oneMachine is need cards of one machine, by position, each of which could (a job),
+// one of them at least marked; nil where no machine has them.
+func (p *packer) oneMachine(need int, could, marked func(i int) bool) []int {
+	of := map[string][]int{}
+	for i := range p.cards {
+		if !could(i) {
 			continue
 		}
-		if drained {
-			named[c.Worker] = append(named[c.Worker], plans.CardID{Worker: c.Worker, Index: c.Index}.String())
-		}
-		if count.add(c.Worker) >= need && len(named[c.Worker]) > 0 {
-			return named[c.Worker]
+		w := p.cards[i].Worker
+		of[w] = append(of[w], i)
+		// The card just found made them enough, or is the one marked: it is among
+		// the last need of them, with one marked.
+		if cs := of[w]; len(cs) >= need && slices.ContainsFunc(cs[len(cs)-need:], marked) {
+			return cs[len(cs)-need:]
 		}
 	}
 	return nil
