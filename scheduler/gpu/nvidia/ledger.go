@@ -14,7 +14,8 @@ import (
 // The ledger is how simulated trainers and the simulated NVML agree on what a
 // simulated card holds. It is a directory:
 //
-//	<dir>/lock           flock(2)ed exclusively by a trainer while it checks room and allocates
+//	<dir>/lock           flock(2)ed exclusively by a trainer while it checks room and allocates,
+//	                     and by a reader while it removes an entry left by a process that has exited
 //	<dir>/<card>-<pid>   one file per process on a card: its bytes in use, in decimal, and
 //	                     after a blank the share of the card's compute it keeps busy alone
 //	                     (its sim_gpu_util, 0 to 1), if it says
@@ -83,11 +84,46 @@ func readLedger(dir string) ([]ledgerEntry, error) {
 const staleAfter = time.Minute
 
 // dropStale removes the entry at path of a process that has exited, where it is older
-// than staleAfter; another reader may have removed it first.
+// than staleAfter; another reader may have removed it first. A process that took the
+// pid may write a fresh entry under the same name at any moment, so the entry is judged
+// again under the ledger's lock, which a trainer holds while it writes, and removed only
+// where it is still the file judged and still old. It is judged first without the lock
+// so that the entry of a process that has just exited, seen on every read for a minute,
+// does not make every reader wait on the trainers.
 func dropStale(path string) {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleAfter {
+	judged, err := os.Lstat(path)
+	if err != nil || !stale(judged) {
+		return
+	}
+	judgedStale(path)
+	unlock, err := lockLedger(filepath.Dir(path))
+	if err != nil {
+		return // left for a later read
+	}
+	defer unlock()
+	if now, err := os.Lstat(path); err == nil && os.SameFile(judged, now) && stale(now) {
 		os.Remove(path)
 	}
+}
+
+// judgedStale runs between dropStale's two judgements: a test writes a fresh entry there.
+var judgedStale = func(string) {}
+
+func stale(fi os.FileInfo) bool {
+	return fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleAfter
+}
+
+// lockLedger takes the ledger's lock exclusively; closing the file releases it.
+func lockLedger(dir string) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
 }
 
 // alive reports whether a process exists (EPERM: it exists but is not ours).

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
 )
 
 // writeLedger records that pid holds bytes on card; 0 bytes removes the entry.
@@ -32,4 +35,55 @@ func writeLedgerUtil(dir string, card, pid int, bytes int64, util string) error 
 		return err
 	}
 	return os.Rename(tmp, name)
+}
+
+// TestDropStaleRemovesOnlyWhatItJudged: a process that takes the pid of one that has
+// exited may write its entry, under the same name, after dropStale has judged the old
+// one stale and before it removes it; the new entry is kept.
+func TestDropStaleRemovesOnlyWhatItJudged(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		replaced bool
+	}{
+		{"the judged entry is removed", false},
+		{"a fresh entry written since is kept", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			dead := exec.Command("true")
+			if err := dead.Run(); err != nil {
+				t.Fatal(err)
+			}
+			pid := dead.Process.Pid
+			if err := writeLedger(dir, 0, pid, 5<<30); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, fmt.Sprintf("0-%d", pid))
+			if err := os.Chtimes(path, time.Time{}, time.Now().Add(-2*staleAfter)); err != nil {
+				t.Fatal(err)
+			}
+			defer func(was func(string)) { judgedStale = was }(judgedStale)
+			judgedStale = func(string) {
+				if !tc.replaced {
+					return
+				}
+				unlock, err := lockLedger(dir) // as a trainer writes
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unlock()
+				if err := writeLedger(dir, 0, pid, 6<<30); err != nil {
+					t.Error(err)
+				}
+			}
+			dropStale(path)
+			data, err := os.ReadFile(path)
+			switch {
+			case !tc.replaced && !errors.Is(err, os.ErrNotExist):
+				t.Errorf("the stale entry is still there: %q, %v", data, err)
+			case tc.replaced && (err != nil || string(data) != strconv.Itoa(6<<30)):
+				t.Errorf("the fresh entry was removed or changed: %q, %v", data, err)
+			}
+		})
+	}
 }
