@@ -163,7 +163,8 @@ it has one (in Slurm's words), and its allocations queued or running: Slurm's jo
 and state, the nodes, how many workers are connected now (and the most it had at once,
 where that was more: "0 (was 2)"), the time left before Slurm ends it and its workers
 with it (LEFT: "1h12m"; "-" while it waits), and where their output goes. Of the
-allocations that ended, the last few are shown; --json lists every one.`,
+allocations that ended, the last few are shown; --json lists every one the daemon
+keeps: those that ended within a week, and a queue's last few however old.`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			c, err := opts.settings.dial()
@@ -181,12 +182,13 @@ allocations that ended, the last few are shown; --json lists every one.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"queues":[...]}, each with every allocation`)
+	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"queues":[...]}, each with every allocation kept`)
 	return cmd
 }
 
-// shownEnded is how many ended allocations of a queue gpuq alloc list shows.
-const shownEnded = 3
+// shownEnded is how many ended allocations of a queue gpuq alloc list shows: as many
+// as the daemon keeps however old.
+const shownEnded = alloc.KeptEnded
 
 // printQueues writes the queues and their allocations, the time each has left as of now.
 func printQueues(w io.Writer, qs []api.AllocQueue, now time.Time) {
@@ -234,7 +236,7 @@ func printQueues(w io.Writer, qs []api.AllocQueue, now time.Time) {
 		}
 		tw.Flush()
 		if ended > shownEnded {
-			fmt.Fprintf(w, "  (%d earlier allocations ended; --json lists every one)\n", ended-shownEnded)
+			fmt.Fprintf(w, "  (%d earlier allocations ended; --json lists those kept)\n", ended-shownEnded)
 		}
 	}
 }

@@ -105,7 +105,8 @@ func (a *Allocator) Serve(ctx context.Context) error {
 	}
 }
 
-// Round follows the live allocations in Slurm, then lets each queue decide.
+// Round follows the live allocations in Slurm, forgets those that ended long ago, then
+// lets each queue decide.
 func (a *Allocator) Round(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -115,6 +116,9 @@ func (a *Allocator) Round(ctx context.Context) error {
 		return nil
 	}
 	if err := a.follow(ctx, queues); err != nil {
+		return err
+	}
+	if err := a.forget(ctx); err != nil {
 		return err
 	}
 	waiting, err := a.cfg.Waiting(ctx)

@@ -431,3 +431,72 @@ func TestWorkerlessAllocationsStallTheQueue(t *testing.T) {
 		t.Error("the queue is not shown stalled")
 	}
 }
+
+// TestEndedAllocationsAreForgotten: an allocation that ended long ago is forgotten, in
+// the store and after a restart, save a queue's last few, which gpuq alloc list shows,
+// and those that tell whether the queue is stalled; one that ended lately is kept. A
+// removed queue, which gpuq alloc list no longer shows once nothing of it runs, keeps
+// only those that ended lately.
+func TestEndedAllocationsAreForgotten(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir)
+	now := h.clock.Now()
+	day := 24 * time.Hour
+	q := addQueue(t, h, slurmQueue())
+	removed := addQueue(t, h, slurmQueue())
+	removed.Removed = true
+	// ended makes an allocation that ended days ago: one that ran, with workers or
+	// without, or one withdrawn before it ran.
+	n := 100
+	ended := func(queue int, days int, ran bool, workers int) *state.Allocation {
+		n++
+		at := now.Add(-time.Duration(days) * day)
+		a := &state.Allocation{ID: fmt.Sprint(n), Queue: queue, State: state.AllocEnded, Slurm: "CANCELLED",
+			Submitted: at.Add(-time.Hour), Ended: at, Workers: workers}
+		if ran {
+			a.Slurm, a.Started = "COMPLETED", at.Add(-time.Minute)
+		}
+		return a
+	}
+	put := []*state.Allocation{
+		ended(q.ID, 40, true, 1),  // 101: gone
+		ended(q.ID, 35, false, 0), // 102: gone
+		ended(q.ID, 30, true, 0),  // 103: the third workerless run Stalled reads
+		ended(q.ID, 20, true, 0),  // 104: the second
+		ended(q.ID, 15, false, 0), // 105: gone
+		ended(q.ID, 12, false, 0), // 106: gone
+		ended(q.ID, 10, false, 0), // 107: the third last ended
+		ended(q.ID, 9, true, 0),   // 108: the first workerless run; the second last ended
+		ended(q.ID, 1, false, 0),  // 109: ended lately
+		ended(removed.ID, 30, true, 2),
+		ended(removed.ID, 1, true, 2), // 111: ended lately
+	}
+	if err := h.store.Put(state.Change{AllocQueues: []*state.AllocQueue{removed}, Allocations: put}); err != nil {
+		t.Fatal(err)
+	}
+	stalled := Stalled(h.store.View().Allocations(q.ID))
+	h.round(t)
+	check := func(s *state.Store, when string) {
+		t.Helper()
+		var got []string
+		for _, id := range []int{q.ID, removed.ID} {
+			for _, a := range s.View().Allocations(id) {
+				got = append(got, a.ID)
+			}
+		}
+		if want := []string{"103", "104", "107", "108", "109", "111"}; !slices.Equal(got, want) {
+			t.Errorf("%s: allocations %v, want %v", when, got, want)
+		}
+		if Stalled(s.View().Allocations(q.ID)) != stalled {
+			t.Errorf("%s: the queue's stall changed with the allocations forgotten", when)
+		}
+	}
+	check(h.store, "after a round")
+	h.store.Close()
+	again, err := state.OpenState(dir, func(w string) { t.Log(w) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	check(again, "replayed")
+}

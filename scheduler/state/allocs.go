@@ -43,7 +43,8 @@ const (
 	AllocEnded   AllocState = "ended"
 )
 
-// Allocation is one batch job an AllocQueue submitted.
+// Allocation is one batch job an AllocQueue submitted. One that ended is kept a while,
+// then forgotten (Change.AllocationsGone; the allocator decides which, alloc.Forgotten).
 type Allocation struct {
 	ID    string // Slurm's job id
 	Queue int

@@ -60,8 +60,9 @@ func TestEveryFieldComesBack(t *testing.T) {
 		AllocQueues: []*AllocQueue{filled[AllocQueue](f)},
 		Allocations: []*Allocation{filled[Allocation](f)},
 		IdleUses:    []*IdleUse{filled[IdleUse](f)},
-		// Another card's, which is not there: what is forgotten has no field to keep.
-		IdleUsesGone: []plans.CardID{{Worker: "away", Index: 1}},
+		// Others', which are not there: what is forgotten has no field to keep.
+		IdleUsesGone:    []plans.CardID{{Worker: "away", Index: 1}},
+		AllocationsGone: []string{"ended-long-ago"},
 	}
 	// A count for each attempt's end, as the engine keeps it: a salvage raises one
 	// that falls short of them (see raiseTallies).
@@ -70,7 +71,7 @@ func TestEveryFieldComesBack(t *testing.T) {
 		tl.Outcome, tl.Tier = a.Outcome, a.Tier
 		c.Tallies = append(c.Tallies, tl)
 	}
-	if n := reflect.TypeFor[Change]().NumField(); n != 10 {
+	if n := reflect.TypeFor[Change]().NumField(); n != 11 {
 		t.Fatalf("Change has %d fields: give the new one an object here", n)
 	}
 	f.everyFieldSet(reflect.ValueOf(c), "Change")

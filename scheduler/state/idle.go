@@ -59,16 +59,6 @@ func idleTables() map[string]*memdb.TableSchema {
 	}
 }
 
-// forgetIdleUses deletes the rows of cards.
-func forgetIdleUses(txn *memdb.Txn, cards []plans.CardID) error {
-	for _, c := range cards {
-		if _, err := txn.DeleteAll(tableIdleUses, indexID, c.String()); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // IdleUses returns what was learned of each card's idle use, by card.
 func (sn View) IdleUses() map[plans.CardID]*IdleUse {
 	out := map[plans.CardID]*IdleUse{}

@@ -88,6 +88,9 @@ type record struct {
 	// IdleUsesGone came with the pruning of idle uses (see Change.IdleUsesGone): an
 	// older gpuq passes over them, and keeps those rows as it kept every one.
 	IdleUsesGone []plans.CardID `json:"idle_uses_gone,omitempty"`
+	// AllocationsGone came with the pruning of allocations that ended long ago (see
+	// Change.AllocationsGone), as IdleUsesGone did.
+	AllocationsGone []string `json:"allocations_gone,omitempty"`
 }
 
 // statuses is how many jobs' statuses the record holds.
@@ -510,7 +513,7 @@ func decodeRecord(b []byte) (r record, why string, err error) {
 // recordOf is the record of putting c.
 func recordOf(c Change) record {
 	r := record{Attempts: c.Attempts, Shapes: c.Shapes, Drains: c.Drains, AllocQueues: c.AllocQueues, Allocations: c.Allocations, Tallies: c.Tallies, IdleUses: c.IdleUses,
-		IdleUsesGone: c.IdleUsesGone}
+		IdleUsesGone: c.IdleUsesGone, AllocationsGone: c.AllocationsGone}
 	for _, sub := range c.Sweeps {
 		r.SweepStates = append(r.SweepStates, sweepStatusRecord{Name: sub.Sweep.Name, SweepStatus: sub.SweepStatus})
 	}

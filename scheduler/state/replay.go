@@ -299,8 +299,9 @@ func (r *record) merge(o record) {
 	r.Allocations = append(r.Allocations, o.Allocations...)
 	r.Tallies = append(r.Tallies, o.Tallies...)
 	r.IdleUses = append(r.IdleUses, o.IdleUses...)
-	// No IdleUsesGone: a snapshot, whose records this merges, holds what is there, and
-	// a merged record would forget before every put, not in the order written.
+	// No IdleUsesGone nor AllocationsGone: a snapshot, whose records this merges,
+	// holds what is there, and a merged record would forget before every put, not in
+	// the order written.
 }
 
 // openJournal opens the state directory's journal, of whole records (whole of them),
@@ -366,7 +367,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 	}
 	view := s.Latest()
 	c := Change{Drains: r.Drains, AllocQueues: r.AllocQueues, Allocations: r.Allocations, Tallies: r.Tallies, IdleUses: r.IdleUses,
-		IdleUsesGone: r.IdleUsesGone}
+		IdleUsesGone: r.IdleUsesGone, AllocationsGone: r.AllocationsGone}
 	for _, sr := range r.SweepStates {
 		old := view.Submission(sr.Name)
 		if old == nil {

@@ -152,11 +152,14 @@ type Change struct {
 	Allocations []*Allocation
 	Tallies     []*Tally
 	IdleUses    []*IdleUse
-	// IdleUsesGone are the cards whose idle use is forgotten (see IdleUse): the one
-	// table whose rows a change deletes, before its IdleUses are put, so that a card
-	// forgotten and learned again in one change is learned. (Other objects go with a
-	// compaction, as Forget's do; the engine prunes this table at its rounds.)
-	IdleUsesGone []plans.CardID
+	// IdleUsesGone are the cards whose idle use is forgotten (see IdleUse), and
+	// AllocationsGone the allocations (by Slurm's job id) that ended long ago (see
+	// Allocation): the rows a change deletes, before it puts its objects, so that one
+	// forgotten and put again in one change is kept. They are of the tables pruned as
+	// the daemon runs, by the engine's rounds and the allocator's; other objects go
+	// with a compaction, as Forget's do.
+	IdleUsesGone    []plans.CardID
+	AllocationsGone []string
 }
 
 // each calls fn with every object of c and its table, in the order they are put, and
@@ -336,10 +339,14 @@ func (s *Store) commit(c Change) error {
 			s.queue.changeAll(jobs, s.keyOf)
 			jobs = nil
 		}
-		if err := forgetIdleUses(txn, c.IdleUsesGone); err != nil {
+		err := forgetRows(txn, tableIdleUses, c.IdleUsesGone, plans.CardID.String)
+		if err == nil {
+			err = forgetRows(txn, tableAllocations, c.AllocationsGone, func(id string) string { return id })
+		}
+		if err != nil {
 			return fmt.Errorf("state store: %w", err)
 		}
-		err := c.each(func(table string, o any) error {
+		err = c.each(func(table string, o any) error {
 			if j, ok := o.(*Job); ok {
 				err := s.put(txn, table, o)
 				if err == nil {
@@ -355,6 +362,17 @@ func (s *Store) commit(c Change) error {
 		follow()
 		return err
 	})
+}
+
+// forgetRows deletes the rows of a table by their ids; one that is not there is no
+// error.
+func forgetRows[T any](txn *memdb.Txn, table string, ids []T, id func(T) string) error {
+	for _, k := range ids {
+		if _, err := txn.DeleteAll(table, indexID, id(k)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keyOf is the queue's group of a waiting job, by what the store knows of its shape now.

@@ -137,10 +137,12 @@ func TestEveryTableJournals(t *testing.T) {
 	dir := t.TempDir()
 	s, _, _ := openState(t, dir)
 	fill(t, s)
-	gone := plans.CardID{Worker: "n2", Index: 0} // a card whose idle use the change forgets
-	must(t, s.Put(Change{IdleUses: []*IdleUse{{Worker: gone.Worker, GPU: gone.Index, UUID: "GPU-2", Total: 80 * gib, Used: 500 << 20}}}))
-	view := s.View()
 	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	gone := plans.CardID{Worker: "n2", Index: 0} // a card whose idle use the change forgets
+	const ended = "4141"                         // an allocation the change forgets
+	must(t, s.Put(Change{IdleUses: []*IdleUse{{Worker: gone.Worker, GPU: gone.Index, UUID: "GPU-2", Total: 80 * gib, Used: 500 << 20}},
+		Allocations: []*Allocation{{ID: ended, Queue: 7, State: AllocEnded, Submitted: at, Ended: at}}}))
+	view := s.View()
 	sub := *view.Submission("j")
 	sub.AllocConfRefused = at
 	sub.Updated = &SweepUpdate{MaxRunning: 3}
@@ -153,12 +155,13 @@ func TestEveryTableJournals(t *testing.T) {
 			Util: 0.45, UtilSamples: 3, Crowd: 1.5, Pace: 0.9}},
 		Shapes: []*Shape{{Name: "j\x00other", Peak: 3 * gib, Rev: 1, Util: 0.45, UtilRuns: 2,
 			Alone: time.Hour, AloneRuns: 1, Shared: 0.8, SharedRuns: 1}},
-		Drains:       []*Drain{{Worker: "n1", GPU: 3, On: true}},
-		AllocQueues:  []*AllocQueue{{ID: 7, GPUsPerNode: 4, Created: at}},
-		Allocations:  []*Allocation{{ID: "4242", Queue: 7, State: AllocQueued, Submitted: at}},
-		Tallies:      []*Tally{{Outcome: plans.GPUOOM, Tier: 1, N: 22}},
-		IdleUses:     []*IdleUse{{Worker: "n1", GPU: 2, UUID: "GPU-1", Total: 141 * gib, Used: 610 << 20, Seen: at}},
-		IdleUsesGone: []plans.CardID{gone},
+		Drains:          []*Drain{{Worker: "n1", GPU: 3, On: true}},
+		AllocQueues:     []*AllocQueue{{ID: 7, GPUsPerNode: 4, Created: at}},
+		Allocations:     []*Allocation{{ID: "4242", Queue: 7, State: AllocQueued, Submitted: at}},
+		Tallies:         []*Tally{{Outcome: plans.GPUOOM, Tier: 1, N: 22}},
+		IdleUses:        []*IdleUse{{Worker: "n1", GPU: 2, UUID: "GPU-1", Total: 141 * gib, Used: 610 << 20, Seen: at}},
+		IdleUsesGone:    []plans.CardID{gone},
+		AllocationsGone: []string{ended},
 	}
 	fields := reflect.TypeOf(c)
 	for i := range fields.NumField() {
@@ -186,6 +189,7 @@ func TestEveryTableJournals(t *testing.T) {
 			len(view.Tallies()) == 3 && *lookup[*Tally](view, tableTallies, tallyID(plans.GPUOOM, 1)) == Tally{Outcome: plans.GPUOOM, Tier: 1, N: 22},
 			len(view.IdleUses()) == 1 && *view.IdleUses()[plans.CardID{Worker: "n1", Index: 2}] == IdleUse{Worker: "n1", GPU: 2, UUID: "GPU-1", Total: 141 * gib, Used: 610 << 20, Seen: at},
 			view.IdleUses()[gone] == nil,
+			len(view.Allocations(7)) == 1 && view.Allocations(7)[0].ID == "4242",
 		}
 		for i, ok := range got {
 			if !ok {
@@ -243,9 +247,9 @@ func checkOneObjectARecord(t *testing.T, dir string) {
 		}
 	})
 	must(t, err)
-	// Each field of Change but IdleUsesGone, which puts nothing: a snapshot holds
-	// what is there.
-	if n := reflect.TypeFor[Change]().NumField() - 1; len(tables) != n {
+	// Each field of Change but IdleUsesGone and AllocationsGone, which put nothing: a
+	// snapshot holds what is there.
+	if n := reflect.TypeFor[Change]().NumField() - 2; len(tables) != n {
 		t.Errorf("the snapshot holds records of %v, want of each of Change's %d tables", tables, n)
 	}
 }
