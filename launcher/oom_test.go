@@ -166,6 +166,40 @@ Root Cause (first observed failure):
 	}
 }
 
+// TestClassifyWhoseMemory: the host's RAM ran out where the words name the host, even in
+// a framework's words for a card's OOM (TensorFlow's CPU device, Ray's OutOfMemoryError),
+// and not where a like text says something else. Lines from the reports cited.
+func TestClassifyWhoseMemory(t *testing.T) {
+	for _, tt := range []struct {
+		name, text string
+		want       plans.Outcome
+	}{
+		// thtrieu/darkflow#873
+		{"TensorFlow's CPU device", "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[16,19,19,1024] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu\n", plans.HostOOM},
+		// tensorflow/tensorflow#45238
+		{"TensorFlow relays a MemoryError", "W tensorflow/core/framework/op_kernel.cc:1751] Resource exhausted: MemoryError: Unable to allocate 184. MiB for an array with shape (64, 26, 26, 3, 371) and data type float32\n", plans.HostOOM},
+		// tensorflow/models#5527: the card's OOM, then a node that receives on the CPU.
+		{"TensorFlow's card, a CPU node after", "ResourceExhaustedError (see above for traceback): OOM when allocating tensor with shape[64,2016,9,9] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n" +
+			"     [[Node: gradients/_12031 = _Recv[client_terminated=false, recv_device=\"/job:localhost/replica:0/task:0/device:CPU:0\", send_device=\"/job:localhost/replica:0/task:0/device:GPU:0\"]()]]\n", plans.GPUOOM},
+		// shmsw25/single-hop-rc#2
+		{"TH's CPU allocator", "RuntimeError: $ Torch: not enough memory: you tried to allocate 2GB. Buy new RAM! at /pytorch/aten/src/TH/THGeneral.cpp:201\n", plans.HostOOM},
+		// cszn/KAIR#127, Comfy-Org/ComfyUI#8065, Comfy-Org/ComfyUI#989
+		{"Windows' commit limit", "OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading \"D:\\envs\\lib\\site-packages\\torch\\lib\\shm.dll\" or one of its dependencies.\n", plans.HostOOM},
+		{"Windows' commit limit, from Rust", "OSError: The paging file is too small for this operation to complete. (os error 1455)\n", plans.HostOOM},
+		{"a library Windows cannot find", "OSError: [WinError 126] The specified module could not be found. Error loading \"C:\\torch\\lib\\caffe2_nvrtc.dll\" or one of its dependencies.\n", plans.Failed},
+		// zylo117/Yet-Another-EfficientDet-Pytorch#147, idiap/ESLAM#20
+		{"/dev/shm full, no reason given", "RuntimeError: unable to write to file </torch_74396_2983595444>\n", plans.HostOOM},
+		{"/dev/shm full", "RuntimeError: unable to write to file </torch_31911_952036340_6686>: No space left on device (28)\n", plans.HostOOM},
+		// WM-PO/WMPO#3, real-stanford/flingbot#11
+		{"Ray's raylet", "(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at\n", plans.HostOOM},
+		{"Ray's OutOfMemoryError", "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n", plans.HostOOM},
+	} {
+		if got, _ := Classify(Exit{Code: 1}, []byte(tt.text)); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
 // BenchmarkClassify classifies what the ring keeps of a long run (64 KiB) that torchrun
 // ended after a worker ran out of memory, as every attempt's end is classified.
 func BenchmarkClassify(b *testing.B) {

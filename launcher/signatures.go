@@ -62,9 +62,11 @@ var signatures = []signature{
 	// device allocators and TPU compilation. A kernel's on-chip scratch (TPU vmem,
 	// smem) is a tiling limit, like Triton's shared memory: no smaller batch mends it.
 	{name: "xla", kind: gpuOOM, re: `RESOURCE_EXHAUSTED: Out of memory while trying to allocate`},
+	// TensorFlow says "Resource exhausted" also of the host: a tensor on the CPU device,
+	// a py_function's MemoryError (see tensorflow-cpu, memory-error).
 	{name: "resource-exhausted", kind: gpuOOM, re: `(?i)resource[ _]?exhausted\b[^\n]*?(?:memory|alloc|\bOOM\b)`,
-		unless: [][]byte{[]byte("host memory"), []byte("memory space vmem"), []byte("memory space smem")}},
-	{name: "tensorflow", kind: gpuOOM, re: `OOM when allocating tensor`},
+		unless: [][]byte{[]byte("host memory"), []byte("memory space vmem"), []byte("memory space smem"), tfCPUDevice, []byte("MemoryError")}},
+	{name: "tensorflow", kind: gpuOOM, re: `OOM when allocating tensor`, unless: [][]byte{tfCPUDevice}},
 	// XLA's and CuPy's allocators.
 	{name: "out-of-memory-allocating", kind: gpuOOM, re: `(?i)out of memory (?:allocating|to allocate)`},
 	{name: "bitsandbytes", kind: gpuOOM, re: `Error out of memory at line \d+ in file`},
@@ -86,23 +88,31 @@ var signatures = []signature{
 	{name: "cudnn-no-algorithm", kind: likelyGPUOOM, re: `Unable to find a valid cuDNN algorithm`},
 
 	// PyTorch's CPU allocator (c10/core/impl/alloc_cpu.cpp): "can't allocate memory" on
-	// Linux, "not enough memory" on Windows.
-	{name: "cpu-allocator", kind: hostOOM, re: `DefaultCPUAllocator: (?:can't allocate memory|not enough memory)`},
+	// Linux, "not enough memory" on Windows; before it, TH's (TH/THGeneral.cpp):
+	// "$ Torch: not enough memory: you tried to allocate 2GB. Buy new RAM!".
+	{name: "cpu-allocator", kind: hostOOM, re: `(?:DefaultCPUAllocator|\$ Torch): (?:can't allocate memory|not enough memory)`},
+	// TensorFlow's allocator for a tensor placed on the CPU device.
+	{name: "tensorflow-cpu", kind: hostOOM, re: `OOM when allocating tensor[^\n]*/device:CPU:\d`},
 	// Python's and NumPy's MemoryError, C++'s bad_alloc, and ENOMEM's strerror (fork,
 	// mmap).
 	{name: "memory-error", kind: hostOOM, re: `(?m)(?:^|[\s.:])(?:_Array)?MemoryError(?::|$)`},
 	{name: "numpy", kind: hostOOM, re: `Unable to allocate [\d.]+ [KMGTPE]?i?B for an array`},
 	{name: "bad-alloc", kind: hostOOM, re: `std::bad_alloc`},
 	{name: "enomem", kind: hostOOM, re: `Cannot allocate memory|\[Errno 12\]`},
+	// Windows' commit limit (RAM and page file) reached, in whatever language Windows
+	// speaks: each spawned DataLoader worker maps torch's libraries, so fewer workers
+	// mend it.
+	{name: "windows-commit-limit", kind: hostOOM, re: `\[WinError 1455\]|\(os error 1455\)`},
 	// DataLoader workers out of shared memory (torch/utils/data/_utils/signal_handling.py,
-	// torch/csrc/DataLoader.cpp), or /dev/shm full.
-	{name: "shm", kind: hostOOM, re: `insufficient shared memory|killed by signal: Bus error|out of shared memory|</torch_[^>]*>[^\n]*No space left on device`},
+	// torch/csrc/DataLoader.cpp), or /dev/shm full: a tensor's file there cannot be
+	// written (older PyTorch gives no reason).
+	{name: "shm", kind: hostOOM, re: `insufficient shared memory|killed by signal: Bus error|out of shared memory|unable to write to file </torch_|</torch_[^>]*>[^\n]*No space left on device`},
 	{name: "xla-host", kind: hostOOM, re: `Out of host memory`},
 	// The kernel's and Slurm's own words for an OOM kill.
 	{name: "kernel-oom-kill", kind: hostOOM, re: `Out of memory: Kill(?:ed)? process|invoked oom-killer|\boom-kill:`},
 	{name: "slurm-oom-kill", kind: hostOOM, re: `oom[-_]kill events?\b|tasks? [\d,-]+: Out Of Memory|(?i:exceeded (?:job )?memory limit)`},
-	// Ray's memory monitor.
-	{name: "ray-oom", kind: hostOOM, re: `killed due to the node running low on memory`},
+	// Ray's memory monitor, of a task and, in the raylet's summary, of its workers.
+	{name: "ray-oom", kind: hostOOM, re: `killed due to the node running low on memory|killed due to memory pressure \(OOM\)`},
 
 	// A launcher or shell reporting a child's SIGKILL: a status of -9 (Python's), 137
 	// (a shell's 128+9) or 247 (-9 in 8 bits, a Python launcher's sys.exit(-9)) ...
@@ -114,6 +124,10 @@ var signatures = []signature{
 	// right after a progress bar that ended without a newline.
 	{name: "shell-killed", kind: killed, re: `(?m)(?:^|[\s\])>|])(?:Killed(?:: 9)?|zsh: killed)(?: {2,}\S.*)?$`},
 }
+
+// tfCPUDevice names TensorFlow's CPU device in an out-of-memory line: the host's RAM ran
+// out, not a card's.
+var tfCPUDevice = []byte("/device:CPU:")
 
 // compiledSignature is a signature ready to match.
 type compiledSignature struct {
