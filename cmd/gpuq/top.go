@@ -31,7 +31,7 @@ free ░; the headroom kept free ·), its plan's slots used, utilisation and tem
 below, the running jobs (card, tier, elapsed, declared / learned / current memory, the
 last line of their output or their progress bar), the queue with each job's reason
 (after how its latest attempt ended, where it has run: requeued after gpu-oom at tier
-0), and the last events.
+0, or after gpu-oom at t0 where the line would be cut), and the last events.
 
 Keys: ↑/↓ (or k/j) select a job; l shows its log (esc goes back); a attaches to its
 terminal (Ctrl-] comes back); c cancels it (after y); h holds a queued job or releases a

@@ -844,7 +844,9 @@ func TestABlockedJobIsToldBlocked(t *testing.T) {
 
 // TestARequeuedJobSaysSo: a queued job that has run (and ran out of memory, say) says
 // how its latest attempt ended and at what tier before why it waits, in the words of
-// gpuq status's REASON, on 80 columns too; a filter finds it by them.
+// gpuq status's REASON where its line has room for them; on 80 columns in fewer (after
+// gpu-oom at t0), so that why it waits still shows, and printed whole at any width. A
+// filter finds it by them.
 func TestARequeuedJobSaysSo(t *testing.T) {
 	src := &fakeSource{ov: sampleOverview(t)}
 	src.ov.Queue[0].Requeued = "requeued after gpu-oom at tier 0"
@@ -854,14 +856,27 @@ func TestARequeuedJobSaysSo(t *testing.T) {
 		row, _, _ := strings.Cut(screen[max(i, 0):], "\n")
 		return row
 	}
-	for _, width := range []int{80, 160} {
-		m = drive(t, m, tea.WindowSizeMsg{Width: width, Height: 24})
-		if row := rowOf(m.View(), "gla.4"); !strings.Contains(row, " 14.0G  requeued after gpu-oom at tier 0 · no-") {
-			t.Errorf("at %d columns, gla.4 does not say it was requeued before why it waits: %q", width, row)
+	for _, tc := range []struct {
+		width int
+		says  string
+	}{
+		{80, " 14.0G  after gpu-oom at t0 · no-memory: 14.00"},
+		{160, " 14.0G  requeued after gpu-oom at tier 0 · no-memory: 14.00 GiB needed, 3.20 GiB free at most (GPU 1)"},
+	} {
+		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: 24})
+		if row := rowOf(m.View(), "gla.4"); !strings.Contains(row, tc.says) {
+			t.Errorf("at %d columns, gla.4 does not say it was requeued before why it waits, as %q: %q", tc.width, tc.says, row)
 		}
 		if row := rowOf(m.View(), "gla.5"); !strings.Contains(row, " 14.0G  held: ") {
-			t.Errorf("at %d columns, gla.5, which has not run, does not say why it waits alone: %q", width, row)
+			t.Errorf("at %d columns, gla.5, which has not run, does not say why it waits alone: %q", tc.width, row)
 		}
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, src.ov, Options{}, 80); err != nil {
+		t.Fatal(err)
+	}
+	if row := rowOf(buf.String(), "gla.4"); !strings.Contains(row, " 14.0G  requeued after gpu-oom at tier 0 · no-memory: ") {
+		t.Errorf("printed at 80 columns, gla.4 is not in gpuq status's words: %q", row)
 	}
 	m = drive(t, m, keysOf("/requeued", "enter")...)
 	if v := m.View(); !strings.Contains(v, "QUEUE 1 of 2 ") || !strings.Contains(v, "gla.4 ") {

@@ -54,7 +54,10 @@ func (s styles) jobStyle(job string) lipgloss.Style {
 type row struct {
 	key, job string
 	text     string
-	style    *lipgloss.Style
+	// brief is text in fewer cells, drawn where a screen would cut text short; ""
+	// where it has none. Printed, text is whole.
+	brief string
+	style *lipgloss.Style
 }
 
 // section is a titled list.
@@ -130,13 +133,17 @@ func (m model) sections() []section {
 		default:
 			state = "queued"
 		}
-		why := q.Reason
-		if q.Requeued != "" {
-			// It has run: how that ended comes first, as gpuq status's REASON says it.
-			why = q.Requeued + " · " + why
+		line := func(why string) string {
+			return fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, cut[len(runs)+i], state, Gig(q.EstimateBytes), why)
 		}
-		queue.rows = append(queue.rows, row{key: "q/" + q.Job, job: q.Job,
-			text: fmt.Sprintf(queueFormat, w, CutStart(q.Job, w), nw, cut[len(runs)+i], state, Gig(q.EstimateBytes), why)})
+		r := row{key: "q/" + q.Job, job: q.Job, text: line(q.Reason)}
+		if q.Requeued != "" {
+			// It has run: how that ended comes first, as gpuq status's REASON says it;
+			// in brief where the line is cut, or the phrase would hide why it waits.
+			r.text = line(q.Requeued + " · " + q.Reason)
+			r.brief = line(api.RequeuedBrief(q.Requeued) + " · " + q.Reason)
+		}
+		queue.rows = append(queue.rows, r)
 	}
 	queue.title = fmt.Sprintf(queueFormat, w+1, queueTitle, nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")
 	events := section{title: "EVENTS"}
@@ -849,10 +856,14 @@ func (m model) window(rows []row, n int) []string {
 		out = append(out, dim(fmt.Sprintf("… %d above", start)))
 	}
 	for _, r := range rows[start:end] {
-		line := " " + r.text
+		text := r.text
+		if r.brief != "" && m.width > 0 && 1+ansi.StringWidth(text) > m.width {
+			text = r.brief
+		}
+		line := " " + text
 		switch {
 		case r.key != "" && r.key == m.sel:
-			line = m.st.selected.Render(fit(">"+r.text, m.width))
+			line = m.st.selected.Render(fit(">"+text, m.width))
 		case r.style != nil:
 			line = r.style.Render(line)
 		}

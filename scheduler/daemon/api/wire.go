@@ -9,6 +9,7 @@ package api
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
@@ -166,7 +167,26 @@ func AfterReason(j *state.Job) string {
 // outcome as gpuq status ID's OUTCOME column writes it; the tier it waits at may be
 // the next). gpuq status and gpuq top say it alike.
 func Requeued(outcome string, tier int) string {
-	return "requeued after " + outcome + " at tier " + strconv.Itoa(tier)
+	return requeuedAfter + outcome + atTier + strconv.Itoa(tier)
+}
+
+// Requeued's words, which RequeuedBrief leaves out.
+const (
+	requeuedAfter = "requeued after "
+	atTier        = " at tier "
+)
+
+// RequeuedBrief is a phrase of Requeued in fewer cells, its outcome and tier kept as
+// gpuq top's TIER writes it: "after gpu-oom at t0", for a line too narrow for the
+// whole phrase and why the job waits beside it (ssh's 80 columns). A phrase Requeued
+// did not word (another daemon's) is kept as it is.
+func RequeuedBrief(phrase string) string {
+	rest, ok := strings.CutPrefix(phrase, requeuedAfter)
+	outcome, tier, at := strings.Cut(rest, atTier)
+	if _, err := strconv.Atoi(tier); !ok || !at || err != nil {
+		return phrase
+	}
+	return "after " + outcome + " at t" + tier
 }
 
 // AttemptSummary is one attempt of a job.

@@ -242,3 +242,21 @@ func TestDivergedRungIsNaN(t *testing.T) {
 		t.Errorf("no rungs read back as %#v, %v", none.Rungs, err)
 	}
 }
+
+// TestRequeuedBriefKeepsOutcomeAndTier: Requeued's phrase in brief keeps how the
+// attempt ended and its tier, as gpuq top's TIER writes it; a phrase of other words
+// is kept whole, not cut where it does not parse.
+func TestRequeuedBriefKeepsOutcomeAndTier(t *testing.T) {
+	for _, tc := range []struct{ phrase, want string }{
+		{Requeued("gpu-oom", 0), "after gpu-oom at t0"},
+		{Requeued("host-oom", 12), "after host-oom at t12"},
+		{Requeued("alloc-conf-refused", 1), "after alloc-conf-refused at t1"},
+		{"requeued after gpu-oom", "requeued after gpu-oom"},
+		{"requeued after gpu-oom at tier two", "requeued after gpu-oom at tier two"},
+		{"moved to tier 2 before it ran", "moved to tier 2 before it ran"},
+	} {
+		if got := RequeuedBrief(tc.phrase); got != tc.want {
+			t.Errorf("RequeuedBrief(%q) = %q, want %q", tc.phrase, got, tc.want)
+		}
+	}
+}
