@@ -197,20 +197,24 @@ func (c *checker) checkJudged(s *Sweep, doc *Map) {
 }
 
 // PointOf names the point a job repeats: its point of the matrix less its seeds, as
-// its name writes it (lr=0.001,task=sst2); the sweep's name when nothing else is left.
-// Jobs of one point are its seeds, aggregated in results and judged together by
-// early stopping.
+// its name writes it (lr=0.001,task=sst2). A point of seeds alone is params as
+// written, which other points may set apart by a parameter (an include entry's lr):
+// it is named by the values params give those (lr=0.001), as gpuq results must tell
+// it from them; by the sweep's name where they give none. Jobs of one point are its
+// seeds, aggregated in results and judged together by early stopping.
 func (s *Sweep) PointOf(j *Job) string {
-	return pointName(j.pointKeys, j.Params, s.Seeds, s.Name)
+	if p := pointName(j.pointKeys, j.Params, s.Seeds, ""); p != "" {
+		return p
+	}
+	return pointName(s.pointKeys, j.Params, s.Seeds, s.Name)
 }
 
 // pointName writes a point's values (of keys, read in params) less the keys left out,
-// as a job's name does.
+// as a job's name does; a key params lacks has no value to write.
 func pointName(keys []string, params *Map, leftOut []string, none string) string {
 	var names []string
 	for _, k := range keys {
-		if !slices.Contains(leftOut, k) {
-			v, _ := params.Get(k)
+		if v, ok := params.Get(k); ok && !slices.Contains(leftOut, k) {
 			names = append(names, shown(k)+"="+shown(FormatValue(v)))
 		}
 	}

@@ -102,6 +102,49 @@ func TestPointsAndGroups(t *testing.T) {
 	}
 }
 
+// TestAPointOfParamsAloneIsNamedByWhatOthersSet: a point whose own values are its seeds
+// alone, beside points an include entry (or a job of jobs) sets apart by a parameter,
+// is named by that parameter's value in params (lr=0.001), not by the sweep's name,
+// which names no value gpuq results could rank it by; a point with values of its own
+// is named by them alone, and a sweep of seeds alone, or whose others set a parameter
+// params does not have, after itself.
+func TestAPointOfParamsAloneIsNamedByWhatOthersSet(t *testing.T) {
+	const head = "name: t\ncommand: [echo, hi]\n"
+	const lr = "\nparams: {lr: 0.001}"
+	for _, tt := range []struct {
+		name, body string
+		points     []string
+	}{
+		{"include entries of their own", "matrix: {seed: [1, 2], include: [{seed: 3, lr: 0.01}, {seed: 4, lr: 0.01}]}" + lr,
+			[]string{"lr=0.001", "lr=0.001", "lr=0.01", "lr=0.01"}},
+		{"an include entry added to a combination", "matrix: {seed: [1, 2], include: [{seed: 2, lr: 0.01}]}" + lr,
+			[]string{"lr=0.001", "lr=0.01"}},
+		{"jobs", "jobs: [{seed: 1}, {seed: 2}, {seed: 1, lr: 0.01}]" + lr,
+			[]string{"lr=0.001", "lr=0.001", "lr=0.01"}},
+		{"several parameters, in the order written", "matrix: {seed: [1], include: [{seed: 2, warmup: 10, lr: 0.01}]}\nparams: {lr: 0.001, warmup: 0}",
+			[]string{"warmup=0,lr=0.001", "warmup=10,lr=0.01"}},
+		{"a point with values of its own", "matrix: {task: [a, b], include: [{task: a, lr: 0.01}]}" + lr,
+			[]string{"task=a,lr=0.01", "task=b"}},
+		{"seeds alone", "matrix: {seed: [1, 2]}" + lr, []string{"t", "t"}},
+		{"a parameter params lacks", "matrix: {seed: [1], include: [{seed: 2, warmup: 10}]}" + lr,
+			[]string{"t", "warmup=10"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := DecodeSweep("t.yaml", []byte(head+tt.body+"\n"), Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for i := range s.Jobs {
+				got = append(got, s.PointOf(&s.Jobs[i]))
+			}
+			if !slices.Equal(got, tt.points) {
+				t.Errorf("points %q, want %q", got, tt.points)
+			}
+		})
+	}
+}
+
 func TestModeBetter(t *testing.T) {
 	nan := math.NaN()
 	for _, tt := range []struct {

@@ -11,7 +11,8 @@ import (
 	"unicode"
 )
 
-// jobs expands the matrix and the explicit jobs into Jobs.
+// jobs expands the matrix and the explicit jobs into Jobs, and gathers the keys of
+// their points into s.pointKeys.
 func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 	var points []point
 	mv, hasMatrix := doc.Get("matrix")
@@ -92,6 +93,11 @@ func (c *checker) jobs(s *Sweep, doc *Map, defaults Job) []Job {
 		together := strings.Join(keys, "\x00")
 		if pointKeys[together] == nil {
 			pointKeys[together] = slices.Clone(keys)
+			for _, k := range keys {
+				if !slices.Contains(s.pointKeys, k) {
+					s.pointKeys = append(s.pointKeys, k)
+				}
+			}
 		}
 		j.pointKeys = pointKeys[together]
 		jobs = append(jobs, j)

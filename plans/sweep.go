@@ -67,6 +67,9 @@ type Sweep struct {
 	// Slurm's array throttle (%N) and pueue's parallel; 0: no such limit. gpuq update
 	// changes a submitted sweep's (state.SweepStatus).
 	MaxRunning int
+	// pointKeys are the parameters some job's point sets, in the order first set:
+	// those that tell a point of seeds alone from the others (see PointOf).
+	pointKeys []string
 	// warnings are those found while the sweep was checked (see Warnings).
 	warnings []string
 }
