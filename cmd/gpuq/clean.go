@@ -19,6 +19,7 @@ type cleanOptions struct {
 	settings  *settings
 	sweep     string
 	olderThan string
+	all       bool
 	logs      bool
 	json      bool
 }
@@ -26,11 +27,12 @@ type cleanOptions struct {
 func newCleanCmd(io ioStreams, st *settings) *cobra.Command {
 	opts := &cleanOptions{io: io, settings: st}
 	cmd := &cobra.Command{
-		Use:   "clean [--sweep SWEEP] [--older-than AGE]",
+		Use:   "clean --sweep SWEEP | --older-than AGE | --all",
 		Short: "Forget sweeps whose jobs have all ended, so their names can be used again",
 		Long: `Forget the daemon's sweeps whose jobs have all ended (succeeded, failed, cancelled
-or stopped early): every one, the one --sweep names, or those whose last job ended
-longer ago than --older-than (such as 7d or 12h). A forgotten sweep's name can be
+or stopped early): the one --sweep names, those whose last job ended longer ago than
+--older-than (such as 7d or 12h), or with --all every one. Without any of them it
+forgets nothing, and says how to name what to forget. A forgotten sweep's name can be
 submitted again, and gpuq status no longer lists its jobs.
 
 Their logs are kept, moved to cleaned/<time>/ in the state directory, unless --logs
@@ -39,24 +41,34 @@ where its logs went.
 
 What each gpuq run that has ended left of its sweep (the jobs as they ended, which
 gpuq results and report read by the sweep's name) is forgotten alike: the sweep
---sweep names, every sweep, or those whose run ended longer ago than --older-than.
+--sweep names, those whose run ended longer ago than --older-than, or every sweep.
 This needs no daemon. A run's logs stay where it kept them (its --log-dir). With no
 daemon, --sweep names a sweep to clean only where a gpuq run of it left its jobs, or
 the state the last daemon left holds it (a daemon must run to forget that).`,
-		Example: `  gpuq clean
-  gpuq clean --sweep gla-e1
-  gpuq clean --older-than 7d --logs`,
+		Example: `  gpuq clean --sweep gla-e1
+  gpuq clean --older-than 7d --logs
+  gpuq clean --all`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error { return runClean(opts) },
 	}
 	cmd.Flags().StringVar(&opts.sweep, "sweep", "", "only this sweep (it must have ended)")
 	cmd.Flags().StringVar(&opts.olderThan, "older-than", "", "only sweeps whose last job ended longer ago: 7d, 12h, 30m")
+	cmd.Flags().BoolVar(&opts.all, "all", false, "every sweep whose jobs have all ended")
 	cmd.Flags().BoolVar(&opts.logs, "logs", false, "remove their logs too")
 	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"sweeps","jobs","logs","runs"}`)
 	return cmd
 }
 
 func runClean(opts *cleanOptions) error {
+	// Forgetting every ended sweep (their logs too, with --logs) is asked for by name,
+	// as cancel asks for its jobs: a clean typed bare, to see what it does, or a
+	// script's --sweep "$S" left empty, would forget the history of every sweep.
+	switch {
+	case opts.all && opts.sweep != "":
+		return badInput("--all and --sweep: give one")
+	case !opts.all && opts.sweep == "" && opts.olderThan == "":
+		return badInput("name the sweeps to forget: one (gpuq clean --sweep SWEEP), those that ended longer ago (--older-than 7d), or every one that has ended (--all)")
+	}
 	req := api.CleanRequest{Sweep: opts.sweep, Logs: opts.logs}
 	if opts.olderThan != "" {
 		age, err := parseAge(opts.olderThan)

@@ -15,8 +15,9 @@ import (
 // TestCleanForgetsWhatARunLeft: gpuq clean forgets what a gpuq run of a sweep left as it
 // ended (which gpuq results reads by the sweep's name) as it forgets the daemon's
 // ended sweeps, with no daemon running: --sweep that sweep's alone, --older-than
-// those that ended longer ago, and with neither every one. A sweep none left is no
-// sweep to clean, as a daemon would say, not that no daemon runs.
+// those that ended longer ago, and --all every one; with none of them it forgets
+// nothing and says how to name what to forget. A sweep none left is no sweep to
+// clean, as a daemon would say, not that no daemon runs.
 func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	dir := daemonEnv(t)
 	if err := os.MkdirAll(api.RunsDir(dir), 0o700); err != nil {
@@ -101,10 +102,24 @@ func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	if out, errOut, code := cli(t, "clean", "--older-than", "7d"); code != exitOK || !strings.Contains(out, "no sweep to forget: none ended more than 7d ago") || !kept(other) {
 		t.Errorf("clean --older-than 7d, nothing that old: exit %d: %s%s; other's record kept: %v", code, out, errOut, kept(other))
 	}
-	if out, errOut, code := cli(t, "clean"); code != exitOK || kept(other) || kept(restored) {
-		t.Errorf("clean: exit %d: %s%s; other's record kept: %v, restored's: %v", code, out, errOut, kept(other), kept(restored))
+	// Every sweep's records and logs at once is asked for by name, not by a word
+	// left out.
+	for _, args := range [][]string{{"clean"}, {"clean", "--logs"}} {
+		if out, errOut, code := cli(t, args...); code != exitBadInput || !strings.Contains(errOut, nameWhatToClean) || !kept(other) || !kept(restored) {
+			t.Errorf("%v: exit %d: %s%s; other's record kept: %v, restored's: %v; want exit %d, %q and both kept",
+				args, code, out, errOut, kept(other), kept(restored), exitBadInput, nameWhatToClean)
+		}
 	}
-	if out, errOut, code := cli(t, "clean"); code != exitOK || !strings.Contains(out, "no sweep to forget") {
-		t.Errorf("clean of nothing left: exit %d: %s%s", code, out, errOut)
+	if out, errOut, code := cli(t, "clean", "--all", "--sweep", "other"); code != exitBadInput || !strings.Contains(errOut, "--all and --sweep: give one") || !kept(other) {
+		t.Errorf("clean --all --sweep other: exit %d: %s%s; other's record kept: %v", code, out, errOut, kept(other))
+	}
+	if out, errOut, code := cli(t, "clean", "--all"); code != exitOK || kept(other) || kept(restored) {
+		t.Errorf("clean --all: exit %d: %s%s; other's record kept: %v, restored's: %v", code, out, errOut, kept(other), kept(restored))
+	}
+	if out, errOut, code := cli(t, "clean", "--all"); code != exitOK || !strings.Contains(out, "no sweep to forget") {
+		t.Errorf("clean --all of nothing left: exit %d: %s%s", code, out, errOut)
 	}
 }
+
+// nameWhatToClean is what gpuq clean says when it is not told what to forget.
+const nameWhatToClean = "name the sweeps to forget: one (gpuq clean --sweep SWEEP), those that ended longer ago (--older-than 7d), or every one that has ended (--all)"

@@ -464,6 +464,7 @@ func TestSubmitNameAndClean(t *testing.T) {
 		{[]string{"clean", "--older-than", "soon"}, exitBadInput, "write a positive age"},
 		{[]string{"clean", "--sweep", "nope"}, exitBadInput, `no sweep "nope"`},
 		{[]string{"clean", "--older-than", "7d"}, exitOK, "no sweep to forget"},
+		{[]string{"clean"}, exitBadInput, nameWhatToClean}, // q, which has ended, is kept
 		{[]string{"clean", "--sweep", "q"}, exitOK, "forgot q (1 job); their logs are in "},
 		{[]string{"submit", sweep}, exitOK, "submitted q: 1 job;"},
 	} {
