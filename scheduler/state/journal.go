@@ -130,6 +130,41 @@ type sweepRecord struct {
 	Limit Limit             `json:"limit,omitempty"`
 	// Submitted came later; older records read as a submission at no known time.
 	Submitted time.Time `json:"submitted,omitzero"`
+	// ahead is its expansion, begun as the record was read (see expandAhead).
+	ahead *expansion
+}
+
+// expansion is a sweep's jobs expanded from its record, once done is closed.
+type expansion struct {
+	done chan struct{}
+	sw   *plans.Sweep
+	err  error
+}
+
+// expandAhead begins expanding the sweep on another goroutine: a restart's replay
+// reads the rest of the snapshot (100,000 jobs' statuses) meanwhile, which took as
+// long again, one after the other, on one core. The expansion reads nothing but the
+// record.
+func (r *sweepRecord) expandAhead() {
+	x := &expansion{done: make(chan struct{})}
+	r.ahead = x
+	go func() {
+		defer close(x.done)
+		x.sw, x.err = r.resubmit()
+	}()
+}
+
+// expanded is the sweep expanded from the record: as expandAhead began it, or now.
+func (r *sweepRecord) expanded() (*plans.Sweep, error) {
+	if x := r.ahead; x != nil {
+		<-x.done
+		return x.sw, x.err
+	}
+	return r.resubmit()
+}
+
+func (r *sweepRecord) resubmit() (*plans.Sweep, error) {
+	return plans.ResubmitSweep(r.File, []byte(r.Source), r.Files, r.Overrides)
 }
 
 func recordOfSweep(sub *Submission) *sweepRecord {

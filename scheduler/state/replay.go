@@ -182,10 +182,17 @@ func problems(mk *marker, snap, journal *stateFile) []*Damaged {
 func (s *Store) replay(dir string) (snap, journal *stateFile, failed, err error) {
 	var merged record
 	var sweeps []*sweepRecord
+	ahead := map[string]bool{} // the sweeps whose expansion began
 	snap, err = readState(filepath.Join(dir, snapshotFile), func(l line) {
 		switch {
 		case l.bad != "":
 		case l.rec.Sweep != nil:
+			// Its first record of each sweep (the copy at its end is skipped: see
+			// snapshotRecords), expanded while the rest is read.
+			if sr := l.rec.Sweep; !ahead[sr.Name] {
+				ahead[sr.Name] = sr.Name != ""
+				sr.expandAhead()
+			}
 			sweeps = append(sweeps, l.rec.Sweep)
 		default:
 			merged.merge(l.rec)
@@ -352,7 +359,7 @@ func (s *Store) apply(r record, skip func(string)) error {
 		return nil
 	}
 	if r.Sweep != nil && (r.Sweep.Name == "" || s.Latest().Submission(r.Sweep.Name) == nil) {
-		sw, err := plans.ResubmitSweep(r.Sweep.File, []byte(r.Sweep.Source), r.Sweep.Files, r.Sweep.Overrides)
+		sw, err := r.Sweep.expanded()
 		if err != nil {
 			if err := fail("sweep %s: %v", r.Sweep.File, err); err != nil {
 				return err
