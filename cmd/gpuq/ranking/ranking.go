@@ -318,11 +318,15 @@ func stat(xs []float64) *Stat {
 	}
 	s.Mean /= float64(len(xs))
 	if len(xs) > 1 {
-		var ss float64
+		// Around the first value rather than the mean, which is rounded: seeds that
+		// read alike then deviate by exactly nothing, not by 1e-17.
+		var sum, ss float64
 		for _, x := range xs {
-			ss += (x - s.Mean) * (x - s.Mean)
+			d := x - xs[0]
+			sum += d
+			ss += d * d
 		}
-		sd := math.Sqrt(ss / float64(len(xs)-1))
+		sd := math.Sqrt(max(0, ss-sum*sum/float64(len(xs))) / float64(len(xs)-1))
 		s.Std = &sd
 	}
 	return s

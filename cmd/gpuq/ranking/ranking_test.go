@@ -130,6 +130,16 @@ func TestStat(t *testing.T) {
 	}
 }
 
+// TestStatOfSeedsAlike: seeds that read alike deviate by nothing, not by the rounding
+// of their mean ("0.4000 ± 6.8e-17" reads as a spread that is not there).
+func TestStatOfSeedsAlike(t *testing.T) {
+	for _, xs := range [][]float64{{0.4, 0.4, 0.4}, {0.1, 0.1}, {2.3, 2.3, 2.3, 2.3, 2.3}} {
+		if s := stat(xs); *s.Std != 0 || s.Text() != figures(xs[0], 4)+" ± 0.0" {
+			t.Errorf("%v: deviation %g, shown %q", xs, *s.Std, s.Text())
+		}
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	m := func(names ...string) Job {
 		j := Job{Metrics: map[string]Curve{}}
