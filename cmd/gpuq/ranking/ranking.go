@@ -141,6 +141,9 @@ type Row struct {
 	FromStep *int64 `json:"from_step,omitempty"`
 	Cut      bool   `json:"cut,omitempty"`
 	Broke    bool   `json:"failed,omitempty"`
+	// Of are the seeds, among Jobs, that Final and Best are of: a point's curve is
+	// drawn of them alone, so that it says what its values say.
+	Of []string `json:"-"`
 	// Stopped counts the seeds stopped early; States the seeds by state.
 	Stopped int            `json:"stopped_early"`
 	States  map[string]int `json:"states"`
@@ -244,12 +247,18 @@ func boolOrder(first bool) int {
 	return 1
 }
 
+// seedCurve is a seed's curve of the metric ranked by, with the job it is of.
+type seedCurve struct {
+	job string
+	Curve
+}
+
 // rowOf aggregates one point's seeds.
 func rowOf(seeds []Job, metric string, mode plans.Mode) Row {
 	r := Row{Group: seeds[0].Group, Point: seeds[0].Point, Params: common(seeds), States: map[string]int{}}
 	// Of the seeds that ran on, that were stopped early, and that failed or were
 	// cancelled.
-	var ran, cut, broken []Curve
+	var ran, cut, broken []seedCurve
 	for _, j := range seeds {
 		r.Jobs, r.Names = append(r.Jobs, j.ID), append(r.Names, j.Name)
 		r.States[j.State]++
@@ -257,14 +266,15 @@ func rowOf(seeds []Job, metric string, mode plans.Mode) Row {
 			r.Stopped++
 		}
 		c, ok := j.Metrics[metric]
+		sc := seedCurve{j.ID, c}
 		switch {
 		case !ok:
 		case j.State == Stopped:
-			cut = append(cut, c)
+			cut = append(cut, sc)
 		case broke(j.State):
-			broken = append(broken, c)
+			broken = append(broken, sc)
 		default:
-			ran = append(ran, c)
+			ran = append(ran, sc)
 		}
 	}
 	switch {
@@ -276,7 +286,9 @@ func rowOf(seeds []Job, metric string, mode plans.Mode) Row {
 	}
 	var finals, bests []float64
 	from := int64(math.MaxInt64)
-	for _, c := range ran {
+	for _, sc := range ran {
+		c := sc.Curve
+		r.Of = append(r.Of, sc.job)
 		finals = append(finals, c.Last.Value)
 		bests = append(bests, best(c, mode))
 		r.Step, from = max(r.Step, c.Last.Step), min(from, c.Last.Step)

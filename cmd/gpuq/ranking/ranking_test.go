@@ -98,8 +98,13 @@ func TestAFailedSeedDoesNotWin(t *testing.T) {
 #4 lr=0.1 n=1 final 0.200/1 best 0.200 step 50 broke
 #5 lr=-0.3 n=1 final 0.370/1 best 0.370 step 300 broke
 `
-	if got := rowsText(Rank(jobs, "eval_loss", plans.Min)); got != want {
+	rows := Rank(jobs, "eval_loss", plans.Min)
+	if got := rowsText(rows); got != want {
 		t.Errorf("got\n%swant\n%s", got, want)
+	}
+	// The seeds the values are of, which the report draws the point's curve of.
+	if got := fmt.Sprint(rows[1].Of, rows[3].Of); got != "[s.5] [s.4]" {
+		t.Errorf("the values of lr=0.2 and lr=0.1 are of %s, want [s.5] [s.4]", got)
 	}
 }
 

@@ -82,7 +82,9 @@ func (f *Found) charts() []curveChart {
 }
 
 // pointCurve is a point's seeds' curves combined: at each step one of them reported,
-// their mean and range, over the seeds whose curve spans the step.
+// their mean and range, over the seeds whose curve spans the step. The seeds are those
+// its values in the ranking are of: a seed that crashed after a low reading, beside
+// seeds that ran on, would otherwise bend a curve its point's values do not.
 type pointCurve struct {
 	steps          []int64
 	mean, low, top []float64
@@ -91,7 +93,7 @@ type pointCurve struct {
 func (f *Found) combine(r ranking.Row) pointCurve {
 	var seeds [][]ranking.Point
 	var steps []int64
-	for _, id := range r.Jobs {
+	for _, id := range r.Of {
 		if c := f.Curves[id]; len(c) > 0 {
 			seeds = append(seeds, c)
 			for _, p := range c {

@@ -27,7 +27,7 @@ func TestSeedsBand(t *testing.T) {
 		"b": pts([]int64{100, 300}, 5, 3), // 4 at 200, between its readings
 		"c": pts([]int64{100}, 9),         // stopped after its first
 	}}
-	pc := f.combine(ranking.Row{Jobs: []string{"a", "b", "c", "gone"}})
+	pc := f.combine(ranking.Row{Of: []string{"a", "b", "c", "gone"}})
 	if got := fmt.Sprint(pc.steps, pc.mean, pc.low, pc.top); got != "[100 200 300] [5.666666666666667 3 2] [3 2 1] [9 4 3]" {
 		t.Errorf("combined %s", got)
 	}
@@ -40,9 +40,9 @@ func TestFoundCharts(t *testing.T) {
 	f := &Found{Metric: "eval_loss", Mode: plans.Min, At: []int64{150, 5000}, Curves: map[string][]ranking.Point{
 		"a": pts([]int64{100, 200, 300}, 3, 2, 1), "b": pts([]int64{100}, 3.5), "c": pts([]int64{100, 300}, 3, 2)},
 		Rows: []ranking.Row{
-			{Group: "task=x", Rank: 1, Point: "lr=1", Jobs: []string{"a"}, Final: stat(1), Step: 300},
-			{Group: "task=x", Rank: 2, Point: "lr=2", Jobs: []string{"b"}, Final: stat(3.5), Step: 100, Cut: true, Stopped: 1},
-			{Group: "task=y", Rank: 1, Point: "lr=1", Jobs: []string{"c"}, Final: stat(2), Step: 300},
+			{Group: "task=x", Rank: 1, Point: "lr=1", Jobs: []string{"a"}, Of: []string{"a"}, Final: stat(1), Step: 300},
+			{Group: "task=x", Rank: 2, Point: "lr=2", Jobs: []string{"b"}, Of: []string{"b"}, Final: stat(3.5), Step: 100, Cut: true, Stopped: 1},
+			{Group: "task=y", Rank: 1, Point: "lr=1", Jobs: []string{"c"}, Of: []string{"c"}, Final: stat(2), Step: 300},
 		}}
 	charts := f.charts()
 	if len(charts) != 2 || charts[0].Group != "task=x" || len(charts[0].Lines) != 2 || len(charts[1].Lines) != 1 {
@@ -115,9 +115,9 @@ func TestOneReadingIsDrawn(t *testing.T) {
 	d := Data{Sweep: "s", Now: t0, Found: &Found{Metric: "eval_loss", Mode: plans.Min, Curves: map[string][]ranking.Point{
 		"a": pts([]int64{100, 200}, 3, 2), "b": pts([]int64{100}, 3.5), "c": pts([]int64{100}, 4)},
 		Rows: []ranking.Row{
-			{Rank: 1, Point: "lr=1", Jobs: []string{"a"}, Final: stat(2), Step: 200},
-			{Rank: 2, Point: "lr=2", Jobs: []string{"b"}, Final: stat(3.5), Step: 100},
-			{Rank: 3, Point: "lr=3", Jobs: []string{"c"}, Final: stat(4), Step: 100, Cut: true, Stopped: 1},
+			{Rank: 1, Point: "lr=1", Jobs: []string{"a"}, Of: []string{"a"}, Final: stat(2), Step: 200},
+			{Rank: 2, Point: "lr=2", Jobs: []string{"b"}, Of: []string{"b"}, Final: stat(3.5), Step: 100},
+			{Rank: 3, Point: "lr=3", Jobs: []string{"c"}, Of: []string{"c"}, Final: stat(4), Step: 100, Cut: true, Stopped: 1},
 		}}}
 	var buf strings.Builder
 	if err := Write(&buf, d); err != nil {
@@ -129,5 +129,31 @@ func TestOneReadingIsDrawn(t *testing.T) {
 	}
 	if n := strings.Count(page, `<path class="end"`); n != 1 {
 		t.Errorf("%d ✕, want one, of lr=3 stopped", n)
+	}
+}
+
+// TestCurveIsOfTheSeedsRanked: a point's curve is drawn of the seeds its row's values
+// are of: a seed that crashed after a low reading (0.4, then NaN) pulls neither the
+// mean nor the band of a point whose other seeds ran on, as it moves none of its
+// values in the ranking beside the chart.
+func TestCurveIsOfTheSeedsRanked(t *testing.T) {
+	seed := func(id, state string, c []ranking.Point) ranking.Job {
+		last := c[len(c)-1]
+		return ranking.Job{ID: id, Point: "lr=1e-3", State: state,
+			Metrics: map[string]ranking.Curve{"eval_loss": {Points: c, Last: last, Min: last.Value}}}
+	}
+	steps := []int64{100, 200, 300}
+	jobs := []ranking.Job{
+		seed("s.1", "succeeded", pts(steps, 2.5, 2, 1.5)),
+		seed("s.2", "succeeded", pts(steps, 2.5, 2, 1.5)),
+		seed("s.3", "failed", pts(steps, 2.5, 1.9, 0.4)),
+	}
+	f := &Found{Metric: "eval_loss", Mode: plans.Min, Rows: ranking.Rank(jobs, "eval_loss", plans.Min), Curves: map[string][]ranking.Point{}}
+	for _, j := range jobs {
+		f.Curves[j.ID] = j.Metrics["eval_loss"].Points
+	}
+	pc := f.combine(f.Rows[0])
+	if got := fmt.Sprint(pc.mean, pc.low); got != "[2.5 2 1.5] [2.5 2 1.5]" {
+		t.Errorf("the point's curve (mean, low) is %s, want that of its two seeds that succeeded", got)
 	}
 }
