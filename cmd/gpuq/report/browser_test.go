@@ -128,6 +128,32 @@ func TestNamesBreakOnlyAfterCommas(t *testing.T) {
 		j := &d.Jobs[i]
 		j.Name = "task=glue-tvt_qnli,learning_rate=1e-5,warmup_ratio=0.06,seed=8" + j.ID[len(j.ID)-1:]
 	}
+	breaksOnlyWhere(t, d, "#jobs td.name", func(before string) bool { return strings.HasSuffix(before, ",") })
+}
+
+// TestChangesBreakBetweenWords: what a tier changed is a list of values too, and its
+// column, narrowed to fit the page, broke "gradient_checkpoint" over "ing=true"; it
+// breaks after a comma, or after an underscore of a key, never inside a word or a
+// value.
+func TestChangesBreakBetweenWords(t *testing.T) {
+	d := sample()
+	for i := range d.Jobs {
+		for k := range d.Jobs[i].Attempts {
+			if a := &d.Jobs[i].Attempts[k]; a.Tier > 0 {
+				a.Changed = "gradient_checkpointing=true,batch_size=4,gradient_accumulation_steps=8,num_data_workers=0"
+			}
+		}
+	}
+	breaksOnlyWhere(t, d, "#jobs td.changed", func(before string) bool {
+		part := before[strings.LastIndex(before, ",")+1:]
+		return strings.HasSuffix(before, ",") || strings.HasSuffix(part, "_") && !strings.Contains(part, "=")
+	})
+}
+
+// breaksOnlyWhere renders d at 1200 pixels and checks that the cells sel finds wrap,
+// and only where ok says they may: ok is given a cell's text up to a break.
+func breaksOnlyWhere(t *testing.T, d Data, sel string, ok func(before string) bool) {
+	t.Helper()
 	page := filepath.Join(t.TempDir(), "report.html")
 	var buf bytes.Buffer
 	if err := Write(&buf, d); err != nil {
@@ -141,7 +167,7 @@ func TestNamesBreakOnlyAfterCommas(t *testing.T) {
 		var breaks []string
 		err := p.Eval(ctx, `(() => {
 			const out = [];
-			for (const td of document.querySelectorAll("#jobs td.name")) {
+			for (const td of document.querySelectorAll("`+sel+`")) {
 				const text = td.textContent, r = document.createRange();
 				const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
 				let top = null, seen = 0;
@@ -162,12 +188,12 @@ func TestNamesBreakOnlyAfterCommas(t *testing.T) {
 		wrapped := false
 		for _, b := range breaks {
 			wrapped = true
-			if !strings.HasSuffix(b, ",") {
-				t.Errorf("a cell breaks inside a value, after %q", b)
+			if !ok(b) {
+				t.Errorf("a cell of %s breaks inside a word or a value, after %q", sel, b)
 			}
 		}
 		if !wrapped {
-			t.Error("no name wrapped at 1200 pixels: the test shows nothing")
+			t.Errorf("no cell of %s wrapped at 1200 pixels: the test shows nothing", sel)
 		}
 	})
 }

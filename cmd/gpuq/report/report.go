@@ -34,13 +34,14 @@ var pageTemplate = sync.OnceValue(func() *template.Template {
 			}
 			return fmt.Sprintf("%.0f%%", 100*part/whole)
 		},
-		"sec":    time.Duration.Seconds,
-		"num":    threeFigures,
-		"span":   plans.FormatDuration,
-		"id":     attemptID,
-		"add":    func(a, b float64) float64 { return a + b },
-		"colour": colourOf,
-		"parts":  parts,
+		"sec":     time.Duration.Seconds,
+		"num":     threeFigures,
+		"span":    plans.FormatDuration,
+		"id":      attemptID,
+		"add":     func(a, b float64) float64 { return a + b },
+		"colour":  colourOf,
+		"parts":   parts,
+		"changes": changes,
 		"util": func(u *float64) string {
 			if u == nil {
 				return "-"
@@ -52,13 +53,36 @@ var pageTemplate = sync.OnceValue(func() *template.Template {
 
 // parts writes a list of values (a job's name, a point: "learning_rate=1e-5,seed=1") so that a narrow column breaks it only after its
 // commas: broken anywhere, "learning_rate=1e-" over "5,seed=1" reads as another value.
-func parts(s string) template.HTML {
-	var b strings.Builder
-	for i, p := range strings.SplitAfter(s, ",") {
-		if p == "" && i > 0 {
+func parts(s string) template.HTML { return spans(strings.SplitAfter(s, ",")) }
+
+// changes writes what a tier changed as parts does, and lets a key break after its
+// underscores too: the jobs table is dense, and its column, narrowed to fit the page,
+// broke "gradient_checkpoint" over "ing=true"; "gradient_" over "checkpointing=true"
+// reads as the one word it is.
+func changes(s string) template.HTML {
+	var units []string
+	for _, p := range strings.SplitAfter(s, ",") {
+		key, val, ok := strings.Cut(p, "=")
+		if !ok {
+			units = append(units, p)
 			continue
 		}
-		b.WriteString(`<span class="part">` + template.HTMLEscapeString(p) + `</span>`)
+		words := strings.SplitAfter(key, "_")
+		words[len(words)-1] += "=" + val
+		units = append(units, words...)
+	}
+	return spans(units)
+}
+
+// spans writes each unit as a span that does not break, so that a line breaks only
+// between them.
+func spans(units []string) template.HTML {
+	var b strings.Builder
+	for i, u := range units {
+		if u == "" && i > 0 {
+			continue
+		}
+		b.WriteString(`<span class="part">` + template.HTMLEscapeString(u) + `</span>`)
 	}
 	return template.HTML(b.String())
 }
