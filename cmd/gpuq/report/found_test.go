@@ -157,3 +157,19 @@ func TestCurveIsOfTheSeedsRanked(t *testing.T) {
 		t.Errorf("the point's curve (mean, low) is %s, want that of its two seeds that succeeded", got)
 	}
 }
+
+// TestStepAxisIsNamed: the curves' x axis counts the trainers' steps, and says so;
+// bare, its 0 to 1000 under the Gantt chart's seconds reads as time.
+func TestStepAxisIsNamed(t *testing.T) {
+	d := Data{Sweep: "s", Now: t0, Found: &Found{Metric: "eval_loss", Mode: plans.Min,
+		Curves: map[string][]ranking.Point{"a": pts([]int64{100, 1000}, 3, 2)},
+		Rows:   []ranking.Row{{Rank: 1, Point: "lr=1", Jobs: []string{"a"}, Of: []string{"a"}, Final: &ranking.Stat{Mean: 2, N: 1}, Step: 1000}}}}
+	var buf strings.Builder
+	if err := Write(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	axis := regexp.MustCompile(`(?s)<svg class="curves".*?</svg>`).FindString(buf.String())
+	if !regexp.MustCompile(`<text [^>]*>step</text>`).MatchString(axis) {
+		t.Errorf("the curves' x axis is not named step:\n%s", axis)
+	}
+}
