@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/browser"
+	"github.com/gpuq/gpuq/cmd/gpuq/ranking"
 	"github.com/gpuq/gpuq/plans"
 )
 
@@ -154,15 +155,7 @@ func TestChangesBreakBetweenWords(t *testing.T) {
 // and only where ok says they may: ok is given a cell's text up to a break.
 func breaksOnlyWhere(t *testing.T, d Data, sel string, ok func(before string) bool) {
 	t.Helper()
-	page := filepath.Join(t.TempDir(), "report.html")
-	var buf bytes.Buffer
-	if err := Write(&buf, d); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(page, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	browser.Render(t, page, 1200, 900, func(ctx context.Context, p *browser.Page) {
+	browser.Render(t, writePage(t, d), 1200, 900, func(ctx context.Context, p *browser.Page) {
 		// Each break between two lines of a cell: the text of the cell up to it.
 		var breaks []string
 		err := p.Eval(ctx, `(() => {
@@ -196,4 +189,47 @@ func breaksOnlyWhere(t *testing.T, d Data, sel string, ok func(before string) bo
 			t.Errorf("no cell of %s wrapped at 1200 pixels: the test shows nothing", sel)
 		}
 	})
+}
+
+// TestChartsReadableOnAPhone: on a phone's 420 pixels the charts keep a size their
+// text can be read at, and scroll sideways in their own box, as the tables do: drawn
+// to the page's width, their labels were three pixels high.
+func TestChartsReadableOnAPhone(t *testing.T) {
+	d := sample()
+	d.Found = &Found{Metric: "eval_loss", Mode: plans.Min,
+		Curves: map[string][]ranking.Point{"gla-e1.1": {{Step: 100, Value: 3}, {Step: 1000, Value: 2}}},
+		Rows: []ranking.Row{{Rank: 1, Point: "task=qnli", Jobs: []string{"gla-e1.1"}, Of: []string{"gla-e1.1"},
+			Final: &ranking.Stat{Mean: 2, N: 1}, Step: 1000}}}
+	browser.Render(t, writePage(t, d), 420, 900, func(ctx context.Context, p *browser.Page) {
+		var scales []float64
+		if err := p.Eval(ctx, `[...document.querySelectorAll("svg")].map((s) => s.getBoundingClientRect().width / s.viewBox.baseVal.width)`, &scales); err != nil {
+			t.Fatal(err)
+		}
+		if len(scales) != 3 {
+			t.Fatalf("%d charts, want the curves, the Gantt chart and the memory chart", len(scales))
+		}
+		for i, s := range scales {
+			if s < 0.75 {
+				t.Errorf("chart %d is drawn at %.2f of its size: its 11-pixel text is %.1f pixels high", i+1, s, 11*s)
+			}
+		}
+		var wide bool
+		if err := p.Eval(ctx, `document.documentElement.scrollWidth > window.innerWidth`, &wide); err != nil || wide {
+			t.Errorf("the page is wider than the phone, not its charts alone (%v)", err)
+		}
+	})
+}
+
+// writePage writes d's page to a file of the test's and returns its path.
+func writePage(t *testing.T, d Data) string {
+	t.Helper()
+	page := filepath.Join(t.TempDir(), "report.html")
+	var buf bytes.Buffer
+	if err := Write(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(page, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return page
 }
