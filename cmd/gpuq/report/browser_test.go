@@ -220,6 +220,42 @@ func TestChartsReadableOnAPhone(t *testing.T) {
 	})
 }
 
+// TestSwatchStaysWithItsPoint: a point's colour, the key to its curve, starts the
+// line its name does; the column wrapped between them, the swatch alone on a line
+// above the name, on a phone and wherever a name was long.
+func TestSwatchStaysWithItsPoint(t *testing.T) {
+	d := sample()
+	d.Found = &Found{Metric: "eval_loss", Mode: plans.Min, Curves: map[string][]ranking.Point{}}
+	for i, p := range []string{"learning_rate=1e-3", "task=a-very-long-task-name-that-goes-on-and-on-and-on-forever-and-ever,model=meta-llama/Llama-3.1-8B-Instruct,lr=3e-4"} {
+		d.Found.Rows = append(d.Found.Rows, ranking.Row{Rank: i + 1, Point: p})
+	}
+	for _, width := range []int{420, 1200} {
+		browser.Render(t, writePage(t, d), width, 900, func(ctx context.Context, p *browser.Page) {
+			// Where each name's first letter is: past the cell's left edge by the
+			// swatch, and on the cell's first line.
+			var at [][2]float64
+			err := p.Eval(ctx, `[...document.querySelectorAll("#ranking td.name")].map((td) => {
+				const r = document.createRange();
+				r.selectNodeContents(td);
+				const top = r.getBoundingClientRect().top;
+				const left = td.getBoundingClientRect().left + parseFloat(getComputedStyle(td).paddingLeft);
+				const first = document.createTreeWalker(td, NodeFilter.SHOW_TEXT).nextNode();
+				r.setStart(first, 0); r.setEnd(first, 1);
+				const b = r.getBoundingClientRect();
+				return [b.left - left, b.top - top];
+			})`, &at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, xy := range at {
+				if xy[0] < 10 || xy[1] > 4 {
+					t.Errorf("at %d pixels, point %d begins %.0f pixels right of its cell's edge and %.0f below its top: its swatch is on a line of its own", width, i+1, xy[0], xy[1])
+				}
+			}
+		})
+	}
+}
+
 // writePage writes d's page to a file of the test's and returns its path.
 func writePage(t *testing.T, d Data) string {
 	t.Helper()
