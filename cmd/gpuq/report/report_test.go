@@ -246,3 +246,23 @@ func TestWorkersCardsAreTheirOwn(t *testing.T) {
 		t.Errorf("attempt's cards %q", got)
 	}
 }
+
+// TestUnmeasuredMemoryIsNoFigure: where no attempt's memory was measured (no samples:
+// the trainers' processes out of NVML's sight), the page says so, not that the
+// trainers used 0% of what was reserved for them.
+func TestUnmeasuredMemoryIsNoFigure(t *testing.T) {
+	d := sample()
+	for i := range d.Jobs {
+		for k := range d.Jobs[i].Attempts {
+			d.Jobs[i].Attempts[k].Memory = nil
+		}
+	}
+	var b bytes.Buffer
+	if err := Write(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	figure := regexp.MustCompile(`(?s)<div class="k">memory used / reserved</div>.*?</div></div>`).FindString(b.String())
+	if strings.Contains(figure, "0%") || !strings.Contains(figure, "no attempt's memory was measured") {
+		t.Errorf("the figure of memory nobody measured reads:\n%s", figure)
+	}
+}
