@@ -980,6 +980,24 @@ func TestCutName(t *testing.T) {
 	}
 }
 
+// TestCutsCountWideCharacters: a value of wide characters (日本語, two cells each)
+// cut to its end keeps what fits in the cells it is given, not a character more,
+// so that a name keeps its keys where an ASCII one of its width does (lr=3e-4, not
+// "…=3e-4" beside rows that say lr) and never runs past its column.
+func TestCutsCountWideCharacters(t *testing.T) {
+	const task = "日本語の感情分析タスク"
+	if got := CutName("task="+task+",lr=3e-4", 12); got != "…ク,lr=3e-4" {
+		t.Errorf("CutName = %q, want …ク,lr=3e-4 (the end of the task in the cells left, the key kept)", got)
+	}
+	for width := 4; width <= 24; width++ {
+		for _, got := range []string{CutName("task="+task+",lr=3e-4", width), CutStart(task+".12", width), cutMiddle(task, width)} {
+			if ansi.StringWidth(got) > width {
+				t.Errorf("cut to %d cells, %q takes %d", width, got, ansi.StringWidth(got))
+			}
+		}
+	}
+}
+
 // TestIDsGiveWayBeforeNames: at 80 columns a sweep's long ids lose their start, down
 // to MinCut cells, before its names lose more than their keys, as gpuq status's and
 // run's tables cut them: the ids share the sweep's name, the names tell the jobs apart.

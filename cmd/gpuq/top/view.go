@@ -272,7 +272,7 @@ func CutStart(id string, width int) string {
 	if n <= width || width < 2 {
 		return ansi.Truncate(id, width, "…")
 	}
-	return "…" + ansi.Cut(id, n-(width-1), n)
+	return "…" + tail(id, width-1)
 }
 
 // CutName shortens a job's name or point, key=value,... (task=sst2,learning_rate=1e-4),
@@ -372,7 +372,7 @@ func cutName(s string, width, keep int) string {
 			shown[i] = ansi.Truncate(p.key, p.keyW, "…") + "="
 		}
 		if n := ansi.StringWidth(p.val); p.valW < n {
-			shown[i] += "…" + ansi.Cut(p.val, n-(p.valW-1), n)
+			shown[i] += "…" + tail(p.val, p.valW-1)
 		} else {
 			shown[i] += p.val
 		}
@@ -596,7 +596,20 @@ func cutMiddle(s string, width int) string {
 	}
 	keep := width - 1
 	head := (keep + 1) / 2
-	return ansi.Cut(s, 0, head) + "…" + ansi.Cut(s, n-(keep-head), n)
+	return ansi.Cut(s, 0, head) + "…" + tail(s, keep-head)
+}
+
+// tail is the end of s in at most width cells. ansi.Cut from the left keeps a wide
+// character (日, two cells) that its edge splits, a cell more than asked: a name then
+// ran past its column, or lost a key to make room.
+func tail(s string, width int) string {
+	n := ansi.StringWidth(s)
+	for left := n - width; left < n; left++ {
+		if t := ansi.Cut(s, left, n); ansi.StringWidth(t) <= width {
+			return t
+		}
+	}
+	return ""
 }
 
 func (m model) kindStyle(kind string) *lipgloss.Style {
