@@ -443,13 +443,13 @@ func serveClient(c net.Conn, p *Process, h *hub, end *ending) {
 		<-end.done
 		json.NewEncoder(c).Encode(end.ended)
 	case "attach", "attach-ro":
-		scrollback, ch := h.subscribe()
-		defer h.unsubscribe(ch)
+		scrollback, s := h.subscribe()
+		defer h.unsubscribe(s)
 		var keys io.Writer // what the client types goes to the trainer's terminal
 		if strings.TrimSpace(req) == "attach" {
 			keys = p.Input()
 		}
-		attach(c, r, keys, scrollback, ch)
+		attach(c, r, keys, scrollback, s.next)
 	}
 }
 
@@ -458,12 +458,12 @@ func serveClient(c net.Conn, p *Process, h *hub, end *ending) {
 // client's going must not drop.
 const KeysGrace = time.Second
 
-// attach sends an attach client the scrollback, then the live output until out closes
-// or the client goes, and sends what the client sends (from r, c's reader) to keys,
-// where keys is not nil. A client gone while output was on its way to it may have
-// sent keys just before: they are read until r ends, for up to KeysGrace, before c
-// closes.
-func attach(c net.Conn, r io.Reader, keys io.Writer, scrollback []byte, out <-chan []byte) {
+// attach sends an attach client the scrollback, then the live output that next gives
+// until it has no more or the client goes, and sends what the client sends (from r,
+// c's reader) to keys, where keys is not nil. A client gone while output was on its way
+// to it may have sent keys just before: they are read until r ends, for up to
+// KeysGrace, before c closes.
+func attach(c net.Conn, r io.Reader, keys io.Writer, scrollback []byte, next func() ([]byte, bool)) {
 	typed := make(chan struct{})
 	if keys != nil {
 		go func() { io.Copy(keys, r); close(typed) }()
@@ -472,7 +472,7 @@ func attach(c net.Conn, r io.Reader, keys io.Writer, scrollback []byte, out <-ch
 	}
 	_, err := c.Write(scrollback)
 	for err == nil {
-		b, more := <-out
+		b, more := next()
 		if !more {
 			return
 		}
@@ -482,70 +482,6 @@ func attach(c net.Conn, r io.Reader, keys io.Writer, scrollback []byte, out <-ch
 	case <-typed:
 	case <-time.After(KeysGrace):
 	}
-}
-
-// hub is the live output of an attempt for its attach clients: the last of it, and a
-// channel per client. A client that falls behind by more than its channel holds is cut
-// off rather than slowing the trainer down.
-type hub struct {
-	mu     sync.Mutex
-	ring   *Ring
-	subs   map[chan []byte]bool
-	closed chan struct{}
-	done   bool
-}
-
-func newHub(n int) *hub {
-	return &hub{ring: NewRing(n), subs: map[chan []byte]bool{}, closed: make(chan struct{})}
-}
-
-func (h *hub) Write(b []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.ring.Write(b)
-	for ch := range h.subs {
-		select {
-		case ch <- append([]byte(nil), b...):
-		default:
-			delete(h.subs, ch)
-			close(ch)
-		}
-	}
-	return len(b), nil
-}
-
-// subscribe returns what the ring holds and a channel of what follows it, with
-// nothing lost or repeated between the two.
-func (h *hub) subscribe() ([]byte, chan []byte) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	ch := make(chan []byte, 256)
-	if h.done {
-		close(ch)
-	} else {
-		h.subs[ch] = true
-	}
-	return h.ring.Bytes(), ch
-}
-
-func (h *hub) unsubscribe(ch chan []byte) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.subs[ch] {
-		delete(h.subs, ch)
-		close(ch)
-	}
-}
-
-func (h *hub) close() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for ch := range h.subs {
-		close(ch)
-	}
-	h.subs = nil
-	h.done = true
-	close(h.closed)
 }
 
 // StartSupervisor starts a supervisor for spec in dir, as SpawnSupervisor does, and
