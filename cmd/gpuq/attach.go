@@ -78,8 +78,25 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 		note, left = "read-only; Ctrl-C or Ctrl-] stops watching", "stopped watching"
 	}
 	fmt.Fprintf(ios.Err, "[gpuq: attached to %s, attempt %d; %s]\r\n", id, a.N, note)
-	detached := make(chan struct{})
-	defer takeKeys(ios.In, conn, readOnly, detached)()
+	if watch(ios, conn, readOnly) {
+		fmt.Fprintf(ios.Err, "\r\n[gpuq: %s %s; it runs on]\r\n", left, id)
+		return nil
+	}
+	if !attemptEnded(st.client, id, a.N, 10*time.Second) {
+		fmt.Fprintf(ios.Err, "\r\n[gpuq: the terminal of attempt %d of %s was cut off, but it has not ended]\r\n", a.N, id)
+		return fmt.Errorf("%s: attempt %d runs on where its terminal could not be reached (its worker away, or its supervisor not answering): gpuq attach %s again once it is back", id, a.N, id)
+	}
+	fmt.Fprintf(ios.Err, "\r\n[gpuq: attempt %d of %s has ended; gpuq status %s says how]\r\n", a.N, id, id)
+	return nil
+}
+
+// watch shows an attempt's terminal, conn, on ios.Out and sends it what is typed at
+// ios.In (see takeKeys) until the terminal closes, or the person detaches, which it
+// reports.
+func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool) (detached bool) {
+	defer tidyTerminal(ios.Out)
+	detach := make(chan struct{})
+	defer takeKeys(ios.In, conn, readOnly, detach)()
 	copied := make(chan struct{})
 	go func() {
 		io.Copy(ios.Out, conn)
@@ -87,17 +104,22 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 	}()
 	select {
 	case <-copied:
-		if !attemptEnded(st.client, id, a.N, 10*time.Second) {
-			fmt.Fprintf(ios.Err, "\r\n[gpuq: the terminal of attempt %d of %s was cut off, but it has not ended]\r\n", a.N, id)
-			return fmt.Errorf("%s: attempt %d runs on where its terminal could not be reached (its worker away, or its supervisor not answering): gpuq attach %s again once it is back", id, a.N, id)
-		}
-		fmt.Fprintf(ios.Err, "\r\n[gpuq: attempt %d of %s has ended; gpuq status %s says how]\r\n", a.N, id, id)
-	case <-detached:
+		return false
+	case <-detach:
 		conn.Close()
 		<-copied
-		fmt.Fprintf(ios.Err, "\r\n[gpuq: %s %s; it runs on]\r\n", left, id)
+		return true
 	}
-	return nil
+}
+
+// tidyTerminal undoes, on a terminal, what a trainer's output may have left set there:
+// a hidden cursor (rich's progress bars hide it while they draw) and a colour (a detach
+// may come between a colour and its reset). Nothing else of what it may have set is
+// known to be safe to reset blindly.
+func tidyTerminal(out io.Writer) {
+	if isTerminal(out) {
+		io.WriteString(out, "\x1b[0m\x1b[?25h")
+	}
 }
 
 // attemptEnded reports whether attempt n of a job has ended, as the daemon says once

@@ -2,13 +2,19 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestAttachTellsACutOffTerminalFromAnEnd: a terminal that closed while its attempt
@@ -65,5 +71,58 @@ func TestAttachReadOnlyTakesTheKeys(t *testing.T) {
 	}
 	if l := lflag(); l&unix.ECHO == 0 || l&unix.ICANON == 0 {
 		t.Errorf("the terminal was not given back (lflag %#x)", l)
+	}
+}
+
+// TestWatchLeavesTheTerminalAsItWas: a trainer's output may leave the terminal it is
+// shown on with its cursor hidden (rich's progress bars hide it while they draw) or in
+// a colour (a detach between a colour and its reset); once the attempt's terminal is
+// left, the person's is given back with its cursor shown and no colour set.
+func TestWatchLeavesTheTerminalAsItWas(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	shown := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(ptmx); shown <- b }()
+	conn, trainer := net.Pipe()
+	go func() {
+		trainer.Write([]byte("\x1b[?25l\x1b[31mstep 1"))
+		trainer.Close()
+	}()
+	// Nothing is typed: input that is no terminal is not read, watching read-only.
+	watch(ioStreams{In: strings.NewReader(""), Out: tty, Err: io.Discard}, conn, true)
+	tty.Close()
+	b := <-shown
+	_, after, ok := bytes.Cut(b, []byte("step 1"))
+	if !ok || !bytes.Contains(after, []byte("\x1b[?25h")) || !bytes.Contains(after, []byte("\x1b[0m")) {
+		t.Errorf("the terminal was left as the trainer set it: %q", b)
+	}
+}
+
+// TestAttachInATerminal: gpuq attach in a terminal, as a person uses it: once
+// detached, the terminal shows its cursor again, which the trainer had hidden.
+func TestAttachInATerminal(t *testing.T) {
+	dir := daemonEnv(t)
+	startDaemon(t)
+	script := `trap 'echo "size $(stty size)"' WINCH; printf '\033[?25lhidden\n'; echo "size $(stty size)"; while :; do sleep 0.05; done`
+	if _, errOut, code := cli(t, "submit", "--name", "term", "--", "sh", "-c", script); code != exitOK {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
+	}
+	schedtest.WaitFor(t, "term.1 to start", func() bool {
+		out, _, _ := cli(t, "logs", "term.1")
+		return strings.Contains(out, "size 50 160")
+	})
+	env := []string{asGPUQ + "=1", "GPUQ_STATE_DIR=" + dir, "GPUQ_GPUS=" + os.Getenv("GPUQ_GPUS"), "XDG_CONFIG_HOME=" + os.Getenv("XDG_CONFIG_HOME")}
+	// A shell stays after gpuq attach, as the person's does: a pane whose program has
+	// ended shows no cursor.
+	term := tmux.Start(t, 80, 24, env, "sh", "-c", `"$0" attach term.1; exec sleep 60`, os.Args[0])
+	term.WaitFor("the trainer's output", 20*time.Second, tmux.Shows("attached to term.1", "size 50 160"))
+	term.Keys("C-]")
+	term.WaitFor("the detach", 20*time.Second, tmux.Shows("detached from term.1"))
+	if !term.CursorShown() {
+		t.Errorf("once detached, the cursor the trainer hid is still hidden:\n%s", term.Screen())
 	}
 }

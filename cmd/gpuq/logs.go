@@ -177,8 +177,10 @@ func followJob(opts *logsOptions, j api.Job, run *api.Run) error {
 	}
 }
 
-// printLog prints attempt n of a job's log, and with -f follows it to its end.
+// printLog prints attempt n of a job's log, and with -f follows it to its end. On a
+// terminal, what the trainer left set there is undone after it (see tidyTerminal).
 func printLog(opts *logsOptions, j api.Job, n int) error {
+	defer tidyTerminal(opts.io.Out)
 	a := j.Attempts[n-1]
 	if a.Log == "" {
 		return scheduler.Refused(fmt.Sprintf("attempt %d of %s has no log: it never started", n, j.ID))

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 )
@@ -169,5 +173,30 @@ func TestLogsFollowRidesThroughARestart(t *testing.T) {
 	opts := &logsOptions{io: ios, client: gone, poll: time.Millisecond, gone: time.Minute}
 	if _, err := waitForAttempt(opts, "flip.1", 1, run); err == nil || errb.String() != "" {
 		t.Errorf("a killed run: %v, stderr %q; want its error at once", err, errb)
+	}
+}
+
+// TestLogsLeaveTheTerminalAsItWas: the log of a trainer stopped while its progress bar
+// had the cursor hidden, printed on a terminal, leaves it with its cursor shown and no
+// colour set, as gpuq attach does.
+func TestLogsLeaveTheTerminalAsItWas(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer ptmx.Close()
+	shown := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(ptmx); shown <- b }()
+	a := attemptLog(t, t.TempDir(), 1, "cancelled", "\x1b[?25l\x1b[35mTraining 18\ngpuq: exited by signal terminated\n")
+	d := &fakeDaemon{listings: [][]api.Job{{job("s.1", "cancelled", a)}}}
+	opts := &logsOptions{io: ioStreams{In: strings.NewReader(""), Out: tty, Err: io.Discard}, client: d.client, remote: func() bool { return false }}
+	if err := runLogs(opts, "s.1"); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	b := <-shown
+	_, after, ok := bytes.Cut(b, []byte("terminated"))
+	if !ok || !bytes.Contains(after, []byte("\x1b[?25h")) || !bytes.Contains(after, []byte("\x1b[0m")) {
+		t.Errorf("the terminal was left as the trainer set it: %q", b)
 	}
 }

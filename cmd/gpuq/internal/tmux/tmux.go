@@ -78,6 +78,12 @@ func (s *Session) ScreenANSI() string {
 	return s.tmux("capture-pane", "-p", "-e", "-t", "0")
 }
 
+// CursorShown reports whether the cursor shows, or a program has hidden it.
+func (s *Session) CursorShown() bool {
+	s.t.Helper()
+	return strings.TrimSpace(s.tmux("display-message", "-p", "-t", "0", "#{cursor_flag}")) == "1"
+}
+
 // Exited reports whether the program has ended.
 func (s *Session) Exited() bool {
 	s.t.Helper()
