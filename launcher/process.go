@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuq/gpuq/plans"
 )
 
@@ -382,6 +384,22 @@ func (p *Process) Ended() string {
 
 // Input is the trainer's terminal: what is written to it, the trainer reads as typed.
 func (p *Process) Input() io.Writer { return p.ptmx }
+
+// Resize sets the size of the trainer's terminal, which tells its foreground process
+// group (SIGWINCH). It holds the terminal while it does: one closed meanwhile, as the
+// attempt ends, is not resized, nor is whatever took its descriptor's number.
+func (p *Process) Resize(rows, cols uint16) error {
+	rc, err := p.ptmx.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if cerr := rc.Control(func(fd uintptr) {
+		err = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}
 
 // Output is the last of the attempt's output.
 func (p *Process) Output() []byte { return p.ring.Bytes() }

@@ -157,3 +157,23 @@ echo the end; read line`)
 		t.Errorf("the scrollback begins %q", got[:min(len(got), 40)])
 	}
 }
+
+// TestAResizeReachesTheTrainer: a size request sets the trainer's terminal to the
+// size of the one it is shown on, and the trainer hears of it (SIGWINCH), as in tmux.
+func TestAResizeReachesTheTrainer(t *testing.T) {
+	p, dir := serveScript(t, `trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.02; done`)
+	waitOutput(t, p, "ready")
+	c, err := Dial(dir, SizeRequest(30, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the trainer heard of no new size")
+	}
+	if out := string(p.Output()); !strings.Contains(out, "30 100") {
+		t.Errorf("the trainer's terminal after the resize: %q, want 30 rows of 100", out)
+	}
+}

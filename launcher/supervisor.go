@@ -450,7 +450,22 @@ func serveClient(c net.Conn, p *Process, h *hub, end *ending) {
 			keys = p.Input()
 		}
 		attach(c, r, keys, scrollback, s.next)
+	default:
+		if rows, cols, ok := sizeOf(req); ok {
+			p.Resize(rows, cols)
+		}
 	}
+}
+
+// SizeRequest asks an attempt's supervisor (see Dial) to give its trainer's terminal
+// the size of the one an attach client shows it on, as tmux gives a window its
+// client's: the trainer hears of it (SIGWINCH), and what it draws next fits.
+func SizeRequest(rows, cols int) string { return fmt.Sprintf("size %d %d", rows, cols) }
+
+// sizeOf reads a SizeRequest; a size of nothing is none.
+func sizeOf(req string) (rows, cols uint16, ok bool) {
+	_, err := fmt.Sscanf(req, "size %d %d\n", &rows, &cols)
+	return rows, cols, err == nil && rows > 0 && cols > 0
 }
 
 // KeysGrace is how long an attach whose client has gone still reads what the client

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,9 +30,13 @@ func newAttachCmd(io ioStreams, st *settings) *cobra.Command {
 		Short: "Attach to a running job's terminal, as tmux attach does",
 		Long: `Show the running attempt's terminal: the last 64 KiB of its output, then what it
 writes as it writes it. What you type goes to the trainer, so a pdb prompt or a
-"continue? [y/n]" works. Ctrl-] detaches and leaves the trainer running; so does
-closing the terminal. --read-only only watches: what you type is neither sent nor
-shown, and Ctrl-C or Ctrl-] stops watching.`,
+"continue? [y/n]" works; Ctrl-C too, which interrupts the trainer as in its own
+terminal. The trainer's terminal takes the size of yours, as you attach and as you
+resize it, so that what it draws fits. Ctrl-] detaches and leaves the trainer running;
+so does closing the terminal. A trainer that writes faster than your terminal shows
+is not held up: what your terminal missed is skipped, saying so (gpuq logs has it).
+--read-only only watches: what you type is neither sent nor shown, the trainer's
+terminal keeps its size, and Ctrl-C or Ctrl-] stops watching.`,
 		Example: `  gpuq attach gla-e1.3
   gpuq attach gla-e1.3 --read-only`,
 		Args:              exactArgs(1),
@@ -78,7 +84,11 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 		note, left = "read-only; Ctrl-C or Ctrl-] stops watching", "stopped watching"
 	}
 	fmt.Fprintf(ios.Err, "[gpuq: attached to %s, attempt %d; %s]\r\n", id, a.N, note)
-	if watch(ios, conn, readOnly) {
+	var resize func(rows, cols int) // watching alone changes nothing of the trainer's
+	if !readOnly {
+		resize = func(rows, cols int) { sizeTerminal(st, id, a, rows, cols) }
+	}
+	if watch(ios, conn, readOnly, resize) {
 		fmt.Fprintf(ios.Err, "\r\n[gpuq: %s %s; it runs on]\r\n", left, id)
 		return nil
 	}
@@ -92,11 +102,15 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 
 // watch shows an attempt's terminal, conn, on ios.Out and sends it what is typed at
 // ios.In (see takeKeys) until the terminal closes, or the person detaches, which it
-// reports.
-func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool) (detached bool) {
+// reports. Where resize is not nil, it is given the size of the terminal at ios.In, at
+// once and as it changes (see followSize).
+func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool, resize func(rows, cols int)) (detached bool) {
 	defer tidyTerminal(ios.Out)
 	detach := make(chan struct{})
 	defer takeKeys(ios.In, conn, readOnly, detach)()
+	if resize != nil {
+		defer followSize(ios.In, resize)()
+	}
 	copied := make(chan struct{})
 	go func() {
 		io.Copy(ios.Out, conn)
@@ -119,6 +133,58 @@ func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool) (detached bool
 func tidyTerminal(out io.Writer) {
 	if isTerminal(out) {
 		io.WriteString(out, "\x1b[0m\x1b[?25h")
+	}
+}
+
+// followSize gives resize the size of the terminal at in, at once and whenever it
+// changes (SIGWINCH), until the function it returns is called; input that is no
+// terminal has no size to give.
+func followSize(in io.Reader, resize func(rows, cols int)) (stop func()) {
+	f, ok := in.(*os.File)
+	if !ok {
+		return func() {}
+	}
+	give := func() {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Row > 0 && ws.Col > 0 {
+			resize(int(ws.Row), int(ws.Col))
+		}
+	}
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	give()
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-winch:
+				give()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		close(done)
+	}
+}
+
+// sizeTerminal gives an attempt's terminal a size, as dialTerminal reaches it. A
+// supervisor too old to know the request, or one that has just ended, leaves the size
+// as it was: nothing to tell the person watching.
+func sizeTerminal(st *settings, id string, a api.AttemptSummary, rows, cols int) {
+	if a.Worker == "" && !st.remote() {
+		if c, err := launcher.Dial(filepath.Dir(a.Log), launcher.SizeRequest(rows, cols)); err == nil {
+			c.Close()
+		}
+		return
+	}
+	c, err := st.dial()
+	if err != nil {
+		return
+	}
+	if s, err := c.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: id, N: a.N}, Kind: api.StreamSize, Rows: rows, Cols: cols}); err == nil {
+		s.Close()
 	}
 }
 

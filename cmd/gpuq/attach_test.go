@@ -93,7 +93,7 @@ func TestWatchLeavesTheTerminalAsItWas(t *testing.T) {
 		trainer.Close()
 	}()
 	// Nothing is typed: input that is no terminal is not read, watching read-only.
-	watch(ioStreams{In: strings.NewReader(""), Out: tty, Err: io.Discard}, conn, true)
+	watch(ioStreams{In: strings.NewReader(""), Out: tty, Err: io.Discard}, conn, true, nil)
 	tty.Close()
 	b := <-shown
 	_, after, ok := bytes.Cut(b, []byte("step 1"))
@@ -102,7 +102,9 @@ func TestWatchLeavesTheTerminalAsItWas(t *testing.T) {
 	}
 }
 
-// TestAttachInATerminal: gpuq attach in a terminal, as a person uses it: once
+// TestAttachInATerminal: gpuq attach in a terminal, as a person uses it. The trainer's
+// terminal takes the size of the one it is shown on, as it attaches and as that one is
+// resized, and the trainer hears of each (SIGWINCH), so that what it draws fits; once
 // detached, the terminal shows its cursor again, which the trainer had hidden.
 func TestAttachInATerminal(t *testing.T) {
 	dir := daemonEnv(t)
@@ -119,7 +121,9 @@ func TestAttachInATerminal(t *testing.T) {
 	// A shell stays after gpuq attach, as the person's does: a pane whose program has
 	// ended shows no cursor.
 	term := tmux.Start(t, 80, 24, env, "sh", "-c", `"$0" attach term.1; exec sleep 60`, os.Args[0])
-	term.WaitFor("the trainer's output", 20*time.Second, tmux.Shows("attached to term.1", "size 50 160"))
+	term.WaitFor("the trainer told the terminal's size", 20*time.Second, tmux.Shows("attached to term.1", "size 24 80"))
+	term.Resize(100, 30)
+	term.WaitFor("the trainer told the new size", 20*time.Second, tmux.Shows("size 30 100"))
 	term.Keys("C-]")
 	term.WaitFor("the detach", 20*time.Second, tmux.Shows("detached from term.1"))
 	if !term.CursorShown() {

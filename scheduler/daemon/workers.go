@@ -99,10 +99,12 @@ func (d *daemon) attemptStream(w http.ResponseWriter, r *http.Request) {
 	req := api.StreamRequest{Attempt: refOf(a), Kind: r.PathValue("kind")}
 	req.Tail, _ = strconv.Atoi(r.URL.Query().Get("tail"))
 	req.Follow = r.URL.Query().Get("follow") != ""
+	req.Rows, _ = strconv.Atoi(r.URL.Query().Get("rows"))
+	req.Cols, _ = strconv.Atoi(r.URL.Query().Get("cols"))
 	switch req.Kind {
-	case api.StreamLog, api.StreamAttach, api.StreamAttachReadOnly:
+	case api.StreamLog, api.StreamAttach, api.StreamAttachReadOnly, api.StreamSize:
 	default:
-		fail(w, http.StatusNotFound, fmt.Sprintf("an attempt has a log, attach and attach-ro, not %q", req.Kind))
+		fail(w, http.StatusNotFound, fmt.Sprintf("an attempt has a log, attach, attach-ro and size, not %q", req.Kind))
 		return
 	}
 	if a.Worker != "" {

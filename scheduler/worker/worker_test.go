@@ -405,6 +405,30 @@ func (c *cluster) logOf(job string) string {
 	return string(data)
 }
 
+// TestAWorkersTerminalTakesItsClientsSize: an attach client's terminal size reaches a
+// worker's trainer through the daemon, as it reaches one on the daemon's machine.
+func TestAWorkersTerminalTakesItsClientsSize(t *testing.T) {
+	c := startCluster(t)
+	c.startWorker("w1", "sim:1x24GiB")
+	c.submit(`name: size
+command: [sh, -c, "trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done"]
+jobs: [{}]
+memory: 1GiB
+`)
+	schedtest.WaitFor(t, "the trainer to run", func() bool {
+		return c.jobs()[0].State == "running" && strings.Contains(c.logOf("size.1"), "ready")
+	})
+	s, err := c.client.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: "size.1", N: 1}, Kind: api.StreamSize, Rows: 30, Cols: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	schedtest.WaitFor(t, "the trainer to hear of its size", func() bool { return c.jobs()[0].State == "succeeded" })
+	if log := c.logOf("size.1"); !strings.Contains(log, "30 100") {
+		t.Errorf("the trainer's terminal: %q, want 30 rows of 100", log)
+	}
+}
+
 // TestAWorkersJobThroughTheDaemon: a job on a worker is seen and handled as one on the
 // daemon's own machine: its terminal (keys to it, its output back), its log (whole, its
 // last lines, or followed to its end), and a cancel stops it there.

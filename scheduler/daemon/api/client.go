@@ -323,6 +323,10 @@ func (c *Client) Attempt(req StreamRequest) (io.ReadWriteCloser, error) {
 	if req.Follow {
 		q.Set("follow", "1")
 	}
+	if req.Kind == StreamSize {
+		q.Set("rows", strconv.Itoa(req.Rows))
+		q.Set("cols", strconv.Itoa(req.Cols))
+	}
 	path := fmt.Sprintf("/v1/jobs/%s/attempts/%d/%s?%s", url.PathEscape(req.Attempt.Job), req.Attempt.N, req.Kind, q.Encode())
 	return c.Stream(context.Background(), path)
 }

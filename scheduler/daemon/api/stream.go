@@ -15,6 +15,12 @@ import (
 // daemon's for its own attempts, a worker's for its. A problem is written on the stream.
 func ServeAttempt(ctx context.Context, s io.ReadWriteCloser, dir string, req StreamRequest) {
 	defer s.Close()
+	if req.Kind == StreamSize {
+		if sc, err := launcher.Dial(dir, launcher.SizeRequest(req.Rows, req.Cols)); err == nil {
+			sc.Close()
+		}
+		return
+	}
 	if req.Kind != StreamLog {
 		sc, err := launcher.Dial(dir, req.Kind)
 		if err != nil {

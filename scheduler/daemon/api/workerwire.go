@@ -144,9 +144,12 @@ type SweepSource struct {
 type StreamRequest struct {
 	Token   string     `json:"token,omitempty"`
 	Attempt AttemptRef `json:"attempt"`
-	Kind    string     `json:"kind"`           // "log", "attach" or "attach-ro"
+	Kind    string     `json:"kind"`           // "log", "attach", "attach-ro" or "size"
 	Tail    int        `json:"tail,omitempty"` // log: only the last lines
 	Follow  bool       `json:"follow,omitempty"`
+	// size: the rows and columns of the terminal an attach client shows it on.
+	Rows int `json:"rows,omitempty"`
+	Cols int `json:"cols,omitempty"`
 }
 
 // Stream kinds.
@@ -154,6 +157,7 @@ const (
 	StreamLog            = "log"
 	StreamAttach         = "attach"
 	StreamAttachReadOnly = "attach-ro"
+	StreamSize           = "size" // sets the terminal's size, and ends
 )
 
 // WorkerInfo is a worker as the API shows it.

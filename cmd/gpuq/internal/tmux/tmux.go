@@ -78,6 +78,13 @@ func (s *Session) ScreenANSI() string {
 	return s.tmux("capture-pane", "-p", "-e", "-t", "0")
 }
 
+// Resize makes the window width × height, as a person dragging its corner does: the
+// program hears of it (SIGWINCH).
+func (s *Session) Resize(width, height int) {
+	s.t.Helper()
+	s.tmux("resize-window", "-t", "0", "-x", strconv.Itoa(width), "-y", strconv.Itoa(height))
+}
+
 // CursorShown reports whether the cursor shows, or a program has hidden it.
 func (s *Session) CursorShown() bool {
 	s.t.Helper()
