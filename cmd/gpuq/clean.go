@@ -66,10 +66,12 @@ func runClean(opts *cleanOptions) error {
 	switch {
 	case opts.all && opts.sweep != "":
 		return badInput("--all and --sweep: give one")
+	case opts.all && opts.olderThan != "":
+		return badInput("--all and --older-than: give one")
 	case !opts.all && opts.sweep == "" && opts.olderThan == "":
-		return badInput("name the sweeps to forget: one (gpuq clean --sweep SWEEP), those that ended longer ago (--older-than 7d), or every one that has ended (--all)")
+		return badInput("%s", api.CleanNamesNone)
 	}
-	req := api.CleanRequest{Sweep: opts.sweep, Logs: opts.logs}
+	req := api.CleanRequest{Sweep: opts.sweep, All: opts.all, Logs: opts.logs}
 	if opts.olderThan != "" {
 		age, err := parseAge(opts.olderThan)
 		if err != nil {

@@ -405,7 +405,14 @@ func TestCleanThenSubmitAgain(t *testing.T) {
 		}
 	}
 	schedtest.WaitFor(t, "again-2 to end", func() bool { return countState(mustJobs(t, c, "again-2"), "succeeded") == 2 })
-	out, err = c.Clean(api.CleanRequest{Logs: true})
+	// A clean that names nothing (an older gpuq's bare clean) forgets nothing.
+	if none, err := c.Clean(api.CleanRequest{Logs: true}); err == nil || !strings.Contains(err.Error(), "--all") {
+		t.Fatalf("a clean naming no sweep: %+v %v", none, err)
+	}
+	if jobs := mustJobs(t, c, ""); len(jobs) == 0 {
+		t.Fatal("a clean naming no sweep forgot the jobs")
+	}
+	out, err = c.Clean(api.CleanRequest{All: true, Logs: true})
 	if err != nil || len(out.Sweeps) != 1 || out.Logs != "" {
 		t.Fatalf("clean --logs: %+v %v", out, err)
 	}

@@ -228,6 +228,10 @@ func (d *daemon) clean(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
+	if !req.Names() {
+		fail(w, http.StatusBadRequest, api.CleanNamesNone)
+		return
+	}
 	out, err := d.forget(r.Context(), req)
 	if err != nil {
 		failWith(w, err)

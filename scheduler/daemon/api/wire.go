@@ -379,8 +379,19 @@ type ShutdownRequest struct {
 type CleanRequest struct {
 	Sweep     string        `json:"sweep,omitempty"`
 	OlderThan time.Duration `json:"older_than,omitempty"` // nanoseconds
-	Logs      bool          `json:"logs,omitempty"`
+	// All asks for every ended sweep. A request that names none of them is refused
+	// (see Names): an older gpuq's bare clean asked for every one by naming nothing,
+	// as a script's --sweep "$S" left empty would. An older daemon reads All as it
+	// read nothing named: every one.
+	All  bool `json:"all,omitempty"`
+	Logs bool `json:"logs,omitempty"`
 }
+
+// Names says whether the request names the sweeps to forget.
+func (r CleanRequest) Names() bool { return r.Sweep != "" || r.OlderThan > 0 || r.All }
+
+// CleanNamesNone is the refusal of a clean that names no sweep.
+const CleanNamesNone = "name the sweeps to forget: one (gpuq clean --sweep SWEEP), those that ended longer ago (--older-than 7d), or every one that has ended (--all)"
 
 // CleanResponse is the sweeps forgotten and where their logs went.
 type CleanResponse struct {
