@@ -89,14 +89,16 @@ const staleAfter = time.Minute
 // again under the ledger's lock, which a trainer holds while it writes, and removed only
 // where it is still the file judged and still old. It is judged first without the lock
 // so that the entry of a process that has just exited, seen on every read for a minute,
-// does not make every reader wait on the trainers.
+// does not make every reader take the lock; and the lock is not waited for: a trainer
+// stopped while it holds it (Ctrl-Z, a frozen cgroup) would stop every reading of the
+// cards with it, and a later read removes the entry.
 func dropStale(path string) {
 	judged, err := os.Lstat(path)
 	if err != nil || !stale(judged) {
 		return
 	}
 	judgedStale(path)
-	unlock, err := lockLedger(filepath.Dir(path))
+	unlock, err := tryLockLedger(filepath.Dir(path))
 	if err != nil {
 		return // left for a later read
 	}
@@ -113,13 +115,14 @@ func stale(fi os.FileInfo) bool {
 	return fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleAfter
 }
 
-// lockLedger takes the ledger's lock exclusively; closing the file releases it.
-func lockLedger(dir string) (unlock func(), err error) {
+// tryLockLedger takes the ledger's lock exclusively where nobody holds it; closing the
+// file releases it.
+func tryLockLedger(dir string) (unlock func(), err error) {
 	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -37,6 +37,35 @@ func writeLedgerUtil(dir string, card, pid int, bytes int64, util string) error 
 	return os.Rename(tmp, name)
 }
 
+// TestDropStaleWaitsForNoTrainer: a trainer that holds the ledger's lock (stopped while
+// it allocates) does not hold up a reading of the cards; its stale neighbour is left
+// for a later read.
+func TestDropStaleWaitsForNoTrainer(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeLedger(dir, 0, 1<<22, 5<<30); err != nil { // a pid no process has
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("0-%d", 1<<22))
+	if err := os.Chtimes(path, time.Time{}, time.Now().Add(-2*staleAfter)); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := tryLockLedger(dir) // the trainer's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	done := make(chan struct{})
+	go func() { dropStale(path); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("dropStale waited for the trainer's lock")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the entry was removed under a trainer's lock: %v", err)
+	}
+}
+
 // TestDropStaleRemovesOnlyWhatItJudged: a process that takes the pid of one that has
 // exited may write its entry, under the same name, after dropStale has judged the old
 // one stale and before it removes it; the new entry is kept.
@@ -67,7 +96,7 @@ func TestDropStaleRemovesOnlyWhatItJudged(t *testing.T) {
 				if !tc.replaced {
 					return
 				}
-				unlock, err := lockLedger(dir) // as a trainer writes
+				unlock, err := tryLockLedger(dir) // as a trainer writes
 				if err != nil {
 					t.Fatal(err)
 				}
