@@ -39,7 +39,7 @@ func (h *hub) Write(b []byte) (int, error) {
 type subscription struct {
 	h    *hub
 	pos  int64
-	more chan struct{} // closed once the attempt has ended
+	more chan struct{} // closed once the attempt has ended, or the client has gone
 }
 
 // subscribe returns what the hub holds, from the start of a line, and the client's

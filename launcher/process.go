@@ -48,7 +48,17 @@ type Process struct {
 	// one that died of it before the leader did can no longer be told by its
 	// environment, and is reaped by pid (see remains.stop).
 	outside sync.Map
+	// attached counts the attach clients that type at the trainer's terminal, whose
+	// size it takes while they do (see Attached).
+	attached atomic.Int32
 }
+
+// A trainer's terminal's size while nobody who types at it is attached: wide enough
+// that a progress bar or a table in its log is not cut.
+const (
+	terminalRows = 50
+	terminalCols = 160
+)
 
 // GroupGrace is how long a process group has between SIGTERM and SIGKILL.
 var GroupGrace = 10 * time.Second
@@ -77,7 +87,7 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 	}
 	// pty.Start makes the child a session leader with the pty as its controlling
 	// terminal, so -pid is its whole process group.
-	p.ptmx, err = pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 160})
+	p.ptmx, err = pty.StartWithSize(cmd, &pty.Winsize{Rows: terminalRows, Cols: terminalCols})
 	if errors.Is(err, syscall.E2BIG) {
 		err = fmt.Errorf("%w: %w", err, tooBig(c))
 	}
@@ -384,6 +394,19 @@ func (p *Process) Ended() string {
 
 // Input is the trainer's terminal: what is written to it, the trainer reads as typed.
 func (p *Process) Input() io.Writer { return p.ptmx }
+
+// Attached notes an attach client that types at the trainer's terminal (and gives it
+// its own size: see Resize), and returns what notes it gone. As the last goes, the
+// terminal takes its own size again: what the trainer draws into its log after is not
+// as narrow as a phone that attached once.
+func (p *Process) Attached() (gone func()) {
+	p.attached.Add(1)
+	return func() {
+		if p.attached.Add(-1) == 0 {
+			p.Resize(terminalRows, terminalCols)
+		}
+	}
+}
 
 // Resize sets the size of the trainer's terminal, which tells its foreground process
 // group (SIGWINCH). It holds the terminal while it does: one closed meanwhile, as the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -71,7 +72,7 @@ func (k *lateKeys) Read(p []byte) (int, error) {
 func TestAttachKeepsKeysTypedBeforeTheClientWent(t *testing.T) {
 	next := func() ([]byte, bool) { return []byte("step 1\r\n"), true }
 	var keys bytes.Buffer
-	attach(goneConn{}, &lateKeys{keys: []byte("go\n")}, &keys, []byte("scrollback"), next)
+	attach(goneConn{}, &lateKeys{keys: []byte("go\n")}, &keys, []byte("scrollback"), next, func() {})
 	if keys.String() != "go\n" {
 		t.Errorf("the trainer got %q of the keys %q typed before the client went", keys.String(), "go\n")
 	}
@@ -96,7 +97,7 @@ func serveScript(t *testing.T, script string, args ...string) (*Process, string)
 	return p, dir
 }
 
-// readUntil reads r until what it has read holds want, and returns it; it fails the
+// readUntil reads c until what it has read holds want, and returns it; it fails the
 // test, with what was read, where r ends or 30 s pass first.
 func readUntil(t *testing.T, c net.Conn, want string) string {
 	t.Helper()
@@ -176,4 +177,28 @@ func TestAResizeReachesTheTrainer(t *testing.T) {
 	if out := string(p.Output()); !strings.Contains(out, "30 100") {
 		t.Errorf("the trainer's terminal after the resize: %q, want 30 rows of 100", out)
 	}
+}
+
+// TestTheTerminalTakesItsOwnSizeAgain: the trainer's terminal has an attached client's
+// size while the client types at it, and its own again once the last such goes.
+func TestTheTerminalTakesItsOwnSizeAgain(t *testing.T) {
+	p, dir := serveScript(t, `trap 'echo "size $(stty size)"' WINCH; echo ready; while :; do sleep 0.02; done`)
+	waitOutput(t, p, "ready")
+	attached, err := Dial(dir, "attach")
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching, err := Dial(dir, "attach-ro") // only watches: its going changes nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watching.Close()
+	c, err := Dial(dir, SizeRequest(30, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	waitOutput(t, p, "size 30 100")
+	attached.Close()
+	waitOutput(t, p, fmt.Sprintf("size %d %d", terminalRows, terminalCols))
 }

@@ -448,8 +448,9 @@ func serveClient(c net.Conn, p *Process, h *hub, end *ending) {
 		var keys io.Writer // what the client types goes to the trainer's terminal
 		if strings.TrimSpace(req) == "attach" {
 			keys = p.Input()
+			defer p.Attached()()
 		}
-		attach(c, r, keys, scrollback, s.next)
+		attach(c, r, keys, scrollback, s.next, func() { h.unsubscribe(s) })
 	default:
 		if rows, cols, ok := sizeOf(req); ok {
 			p.Resize(rows, cols)
@@ -477,11 +478,17 @@ const KeysGrace = time.Second
 // until it has no more or the client goes, and sends what the client sends (from r,
 // c's reader) to keys, where keys is not nil. A client gone while output was on its way
 // to it may have sent keys just before: they are read until r ends, for up to
-// KeysGrace, before c closes.
-func attach(c net.Conn, r io.Reader, keys io.Writer, scrollback []byte, next func() ([]byte, bool)) {
+// KeysGrace, before c closes. A client that types is gone once what it sends ends:
+// then gone is called, for next to say there is no more, rather than wait for output
+// to find the client gone (a trainer quiet for an hour).
+func attach(c net.Conn, r io.Reader, keys io.Writer, scrollback []byte, next func() ([]byte, bool), gone func()) {
 	typed := make(chan struct{})
 	if keys != nil {
-		go func() { io.Copy(keys, r); close(typed) }()
+		go func() {
+			io.Copy(keys, r)
+			close(typed)
+			gone()
+		}()
 	} else {
 		close(typed)
 	}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -74,7 +76,7 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 	if readOnly {
 		request = api.StreamAttachReadOnly
 	}
-	conn, err := dialTerminal(st, id, a, request)
+	conn, err := dialTerminal(context.Background(), st, id, a, api.StreamRequest{Kind: request})
 	if err != nil {
 		return fmt.Errorf("%s: attempt %d has just ended, or its supervisor does not answer: %w", id, a.N, err)
 	}
@@ -103,14 +105,18 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 // watch shows an attempt's terminal, conn, on ios.Out and sends it what is typed at
 // ios.In (see takeKeys) until the terminal closes, or the person detaches, which it
 // reports. Where resize is not nil, it is given the size of the terminal at ios.In, at
-// once and as it changes (see followSize).
+// once and as it changes (see followSize), until then.
 func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool, resize func(rows, cols int)) (detached bool) {
 	defer tidyTerminal(ios.Out)
 	detach := make(chan struct{})
 	defer takeKeys(ios.In, conn, readOnly, detach)()
+	stopSize := func() {}
 	if resize != nil {
-		defer followSize(ios.In, resize)()
+		stopSize = followSize(ios.In, resize)
 	}
+	// No size is given once the terminal is left: the trainer's goes back to its own
+	// as the last attach ends (see launcher's attach), and a late one would undo that.
+	defer stopSize()
 	copied := make(chan struct{})
 	go func() {
 		io.Copy(ios.Out, conn)
@@ -120,6 +126,7 @@ func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool, resize func(ro
 	case <-copied:
 		return false
 	case <-detach:
+		stopSize()
 		conn.Close()
 		<-copied
 		return true
@@ -136,12 +143,13 @@ func tidyTerminal(out io.Writer) {
 	}
 }
 
-// followSize gives resize the size of the terminal at in, at once and whenever it
-// changes (SIGWINCH), until the function it returns is called; input that is no
-// terminal has no size to give.
+// followSize gives resize the size of the terminal at in, as soon as it can and
+// whenever it changes (SIGWINCH), on a goroutine of its own (a worker's trainer is
+// reached through the daemon, which may take a while), until the function it returns
+// is called, which may be called again; input that is no terminal has no size to give.
 func followSize(in io.Reader, resize func(rows, cols int)) (stop func()) {
 	f, ok := in.(*os.File)
-	if !ok {
+	if !ok || !isTerminal(f) {
 		return func() {}
 	}
 	give := func() {
@@ -151,7 +159,7 @@ func followSize(in io.Reader, resize func(rows, cols int)) (stop func()) {
 	}
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
-	give()
+	winch <- syscall.SIGWINCH // its size as it is now
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -163,30 +171,29 @@ func followSize(in io.Reader, resize func(rows, cols int)) (stop func()) {
 			}
 		}
 	}()
+	var once sync.Once
 	return func() {
-		signal.Stop(winch)
-		close(done)
+		once.Do(func() {
+			signal.Stop(winch)
+			close(done)
+		})
 	}
 }
 
-// sizeTerminal gives an attempt's terminal a size, as dialTerminal reaches it. A
-// supervisor too old to know the request, or one that has just ended, leaves the size
-// as it was: nothing to tell the person watching.
+// sizeTerminal gives an attempt's terminal a size, as dialTerminal reaches it, within
+// sizeWait. A supervisor too old to know the request, or one that has just ended,
+// leaves the size as it was: nothing to tell the person watching.
 func sizeTerminal(st *settings, id string, a api.AttemptSummary, rows, cols int) {
-	if a.Worker == "" && !st.remote() {
-		if c, err := launcher.Dial(filepath.Dir(a.Log), launcher.SizeRequest(rows, cols)); err == nil {
-			c.Close()
-		}
-		return
-	}
-	c, err := st.dial()
-	if err != nil {
-		return
-	}
-	if s, err := c.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: id, N: a.N}, Kind: api.StreamSize, Rows: rows, Cols: cols}); err == nil {
+	ctx, cancel := context.WithTimeout(context.Background(), sizeWait)
+	defer cancel()
+	if s, err := dialTerminal(ctx, st, id, a, api.StreamRequest{Kind: api.StreamSize, Rows: rows, Cols: cols}); err == nil {
 		s.Close()
 	}
 }
+
+// sizeWait is how long a size is given to reach a trainer: the next resize gives it
+// again.
+const sizeWait = 2 * time.Second
 
 // attemptEnded reports whether attempt n of a job has ended, as the daemon says once
 // its terminal closed: its end is recorded within a moment of its trainer's, and a
@@ -204,17 +211,23 @@ func attemptEnded(client func() (daemonClient, error), id string, n int, wait ti
 	}
 }
 
-// dialTerminal connects to an attempt's terminal: through its supervisor's socket on
-// this machine, or through the daemon when it runs on a worker or the daemon is remote.
-func dialTerminal(st *settings, id string, a api.AttemptSummary, request string) (io.ReadWriteCloser, error) {
+// dialTerminal makes req (one of api's stream kinds but the log) of an attempt's
+// terminal: through its supervisor's socket on this machine, or through the daemon,
+// within ctx, when it runs on a worker or the daemon is remote.
+func dialTerminal(ctx context.Context, st *settings, id string, a api.AttemptSummary, req api.StreamRequest) (io.ReadWriteCloser, error) {
 	if a.Worker == "" && !st.remote() {
-		return launcher.Dial(filepath.Dir(a.Log), request)
+		line := req.Kind
+		if req.Kind == api.StreamSize {
+			line = launcher.SizeRequest(req.Rows, req.Cols)
+		}
+		return launcher.Dial(filepath.Dir(a.Log), line)
 	}
 	c, err := st.dial()
 	if err != nil {
 		return nil, err
 	}
-	return c.Attempt(api.StreamRequest{Attempt: api.AttemptRef{Job: id, N: a.N}, Kind: request})
+	req.Attempt = api.AttemptRef{Job: id, N: a.N}
+	return c.AttemptContext(ctx, req)
 }
 
 // takeKeys takes what is typed at in while attached, until detached is closed: a

@@ -316,6 +316,12 @@ func (c *Client) Backlog() (BacklogResponse, error) {
 // the attempt runs: what the attempt writes is read from it, and for a terminal, what
 // is written to it goes to the trainer.
 func (c *Client) Attempt(req StreamRequest) (io.ReadWriteCloser, error) {
+	return c.AttemptContext(context.Background(), req)
+}
+
+// AttemptContext is Attempt, given up as ctx ends: the daemon waits up to half a
+// minute for a worker's answer.
+func (c *Client) AttemptContext(ctx context.Context, req StreamRequest) (io.ReadWriteCloser, error) {
 	q := url.Values{}
 	if req.Tail > 0 {
 		q.Set("tail", strconv.Itoa(req.Tail))
@@ -328,7 +334,7 @@ func (c *Client) Attempt(req StreamRequest) (io.ReadWriteCloser, error) {
 		q.Set("cols", strconv.Itoa(req.Cols))
 	}
 	path := fmt.Sprintf("/v1/jobs/%s/attempts/%d/%s?%s", url.PathEscape(req.Attempt.Job), req.Attempt.N, req.Kind, q.Encode())
-	return c.Stream(context.Background(), path)
+	return c.Stream(ctx, path)
 }
 
 // Stream opens a stream (an upgraded request) at path.
