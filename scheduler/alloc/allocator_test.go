@@ -443,7 +443,7 @@ func TestEndedAllocationsAreForgotten(t *testing.T) {
 	now := h.clock.Now()
 	day := 24 * time.Hour
 	q := addQueue(t, h, slurmQueue())
-	removed := addQueue(t, h, slurmQueue())
+	removed := *addQueue(t, h, slurmQueue()) // a copy: the store's is not changed in place
 	removed.Removed = true
 	// ended makes an allocation that ended days ago: one that ran, with workers or
 	// without, or one withdrawn before it ran.
@@ -471,7 +471,7 @@ func TestEndedAllocationsAreForgotten(t *testing.T) {
 		ended(removed.ID, 30, true, 2),
 		ended(removed.ID, 1, true, 2), // 111: ended lately
 	}
-	if err := h.store.Put(state.Change{AllocQueues: []*state.AllocQueue{removed}, Allocations: put}); err != nil {
+	if err := h.store.Put(state.Change{AllocQueues: []*state.AllocQueue{&removed}, Allocations: put}); err != nil {
 		t.Fatal(err)
 	}
 	stalled := Stalled(h.store.View().Allocations(q.ID))

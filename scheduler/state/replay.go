@@ -182,7 +182,7 @@ func problems(mk *marker, snap, journal *stateFile) []*Damaged {
 func (s *Store) replay(dir string) (snap, journal *stateFile, failed, err error) {
 	var merged record
 	var sweeps []*sweepRecord
-	ahead := map[string]bool{} // the sweeps whose expansion began
+	ahead := map[string]bool{} // the named sweeps whose expansion began
 	snap, err = readState(filepath.Join(dir, snapshotFile), func(l line) {
 		switch {
 		case l.bad != "":
