@@ -187,7 +187,7 @@ func (s *Store) replay(dir string) (snap, journal *stateFile, failed, err error)
 		switch {
 		case l.bad != "":
 		case l.rec.Sweep != nil:
-			// Its first record of each sweep (the copy at its end is skipped: see
+			// The first record of each sweep (the copy at its end is skipped: see
 			// snapshotRecords), expanded while the rest is read.
 			if sr := l.rec.Sweep; !ahead[sr.Name] {
 				ahead[sr.Name] = sr.Name != ""
