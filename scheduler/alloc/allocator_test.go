@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -475,6 +476,14 @@ func TestEndedAllocationsAreForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	stalled := Stalled(h.store.View().Allocations(q.ID))
+	for _, a := range put { // what Slurm wrote of each
+		if err := os.MkdirAll(filepath.Dir(h.a.LogOf(a.ID)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(h.a.LogOf(a.ID), []byte("worker output\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	h.round(t)
 	check := func(s *state.Store, when string) {
 		t.Helper()
@@ -492,6 +501,12 @@ func TestEndedAllocationsAreForgotten(t *testing.T) {
 		}
 	}
 	check(h.store, "after a round")
+	for _, a := range put {
+		kept := slices.Contains([]string{"103", "104", "107", "108", "109", "111"}, a.ID)
+		if _, err := os.Stat(h.a.LogOf(a.ID)); (err == nil) != kept {
+			t.Errorf("allocation %s's log: %v; kept with it: %v", a.ID, err, kept)
+		}
+	}
 	h.store.Close()
 	again, err := state.OpenState(dir, func(w string) { t.Log(w) })
 	if err != nil {

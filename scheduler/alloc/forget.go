@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -46,7 +47,9 @@ func Forgotten(q *state.AllocQueue, allocs []*state.Allocation, now time.Time) [
 	return gone
 }
 
-// forget forgets the allocations of every queue that are no longer kept.
+// forget forgets the allocations of every queue that are no longer kept, and removes
+// what Slurm wrote of each (see LogOf): their workers' output, which a week on nobody
+// reads, would fill the state directory as the allocations would have filled the state.
 func (a *Allocator) forget(ctx context.Context) error {
 	view, now := a.cfg.State(), a.cfg.Clock.Now()
 	var gone []string
@@ -56,5 +59,11 @@ func (a *Allocator) forget(ctx context.Context) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	return a.cfg.Put(ctx, state.Change{AllocationsGone: gone})
+	if err := a.cfg.Put(ctx, state.Change{AllocationsGone: gone}); err != nil {
+		return err
+	}
+	for _, id := range gone {
+		os.Remove(a.LogOf(id)) // one Slurm never wrote is no error
+	}
+	return nil
 }
