@@ -410,7 +410,9 @@ func (p *Process) Attached() (gone func()) {
 
 // Resize sets the size of the trainer's terminal, which tells its foreground process
 // group (SIGWINCH). It holds the terminal while it does: one closed meanwhile, as the
-// attempt ends, is not resized, nor is whatever took its descriptor's number.
+// attempt ends, is not resized, nor is whatever took its descriptor's number. (pty's
+// Setsize takes the descriptor by Fd, which would also put the terminal, read through
+// the runtime's poller, in blocking mode.)
 func (p *Process) Resize(rows, cols uint16) error {
 	rc, err := p.ptmx.SyscallConn()
 	if err != nil {

@@ -34,7 +34,8 @@ func newAttachCmd(io ioStreams, st *settings) *cobra.Command {
 writes as it writes it. What you type goes to the trainer, so a pdb prompt or a
 "continue? [y/n]" works; Ctrl-C too, which interrupts the trainer as in its own
 terminal. The trainer's terminal takes the size of yours, as you attach and as you
-resize it, so that what it draws fits. Ctrl-] detaches and leaves the trainer running;
+resize it, so that what it draws fits, and its own (160 columns) once the last who
+types at it has gone. Ctrl-] detaches and leaves the trainer running;
 so does closing the terminal. A trainer that writes faster than your terminal shows
 is not held up: what your terminal missed is skipped, saying so (gpuq logs has it).
 --read-only only watches: what you type is neither sent nor shown, the trainer's
@@ -153,8 +154,8 @@ func followSize(in io.Reader, resize func(rows, cols int)) (stop func()) {
 		return func() {}
 	}
 	give := func() {
-		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Row > 0 && ws.Col > 0 {
-			resize(int(ws.Row), int(ws.Col))
+		if cols, rows := termSize(f); cols > 0 && rows > 0 {
+			resize(rows, cols)
 		}
 	}
 	winch := make(chan os.Signal, 1)
