@@ -19,6 +19,7 @@ type fakeCluster struct {
 	slots map[plans.CardID]int
 	ram   map[string]int64 // each machine's free RAM of 64 GiB
 	ends  map[string]time.Time
+	away  map[plans.CardID]bool // cards of a worker away, kept (Keeper)
 }
 
 func (f *fakeCluster) Read() ([]gpu.Card, error) { return *f.cards, nil }
@@ -38,6 +39,8 @@ func (f *fakeCluster) Host(worker string) (int64, int64, error) {
 }
 
 func (f *fakeCluster) Ends(worker string) time.Time { return f.ends[worker] }
+
+func (f *fakeCluster) Keeps(card plans.CardID) bool { return f.away[card] }
 
 func clusterEngine(t *testing.T, doc string, cl *fakeCluster, owners map[int]string) (*Engine, *state.Store, *fakeRunner) {
 	t.Helper()
@@ -99,6 +102,56 @@ func TestEngineAcrossWorkers(t *testing.T) {
 	round(t, e)
 	if len(fr.starts) != 3 || fr.starts[2].Attempt.Worker != "n1" {
 		t.Fatalf("the third job did not start on n1: %d starts", len(fr.starts))
+	}
+}
+
+// TestDrainOfACardAway: a card whose worker is away may be drained and undrained, as
+// one read, and its drain is written as any; back, it takes jobs as last told. A card
+// drained may be undrained once its worker is gone (past its grace, or not back since
+// a restart); a card never seen is refused. (An undrain of a card away was refused, so
+// that it stayed drained once its worker was back.)
+func TestDrainOfACardAway(t *testing.T) {
+	n1, n2 := gpu.Card{Worker: "n1", Index: 0, Total: 24 * gib}, gpu.Card{Worker: "n2", Index: 0, Total: 24 * gib}
+	cards := []gpu.Card{n1, n2}
+	cl := &fakeCluster{cards: &cards}
+	e, st, fr := clusterEngine(t, "name: w\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n", cl, nil)
+	cl.slots = map[plans.CardID]int{n1.ID(): 0, n2.ID(): 0} // nothing starts yet
+	round(t, e)
+	must(t, e.drain(n1.ID(), true))
+	must(t, e.drain(n2.ID(), true))
+	cl.slots = nil
+	// n2 goes away.
+	cards = []gpu.Card{n1}
+	cl.away = map[plans.CardID]bool{n2.ID(): true}
+	round(t, e)
+	if err := e.drain(n2.ID(), false); err != nil {
+		t.Fatalf("undrain of n2:0, its worker away: %v", err)
+	}
+	if st.View().Drained()[n2.ID()] {
+		t.Fatal("n2:0 is still drained once undrained")
+	}
+	must(t, e.drain(n2.ID(), true))
+	must(t, e.drain(n2.ID(), false))
+	// Back, it takes a job; n1, still drained, does not.
+	cards = []gpu.Card{n1, n2}
+	cl.away = nil
+	round(t, e)
+	if len(fr.starts) != 1 || fr.starts[0].Attempt.Worker != "n2" {
+		t.Fatalf("%d starts, want one, on n2 once it is back undrained", len(fr.starts))
+	}
+	// n1 is gone, not away: drained, it may be undrained, and drained again while its
+	// drain is written; once undrained, it is not known.
+	cards = []gpu.Card{n2}
+	round(t, e)
+	must(t, e.drain(n1.ID(), true))
+	must(t, e.drain(n1.ID(), false))
+	if err := e.drain(n1.ID(), true); err == nil || !strings.Contains(err.Error(), "no GPU n1:0 here; gpuq schedules on [n2:0]") {
+		t.Errorf("drain of n1:0, gone and undrained: %v", err)
+	}
+	for _, on := range []bool{true, false} {
+		if err := e.drain(plans.CardID{Worker: "n3", Index: 0}, on); err == nil || !strings.Contains(err.Error(), "no GPU n3:0 here") {
+			t.Errorf("drain (%v) of a card never seen: %v", on, err)
+		}
 	}
 }
 

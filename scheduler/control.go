@@ -302,9 +302,11 @@ func (e *Engine) change(jobs []*state.Job, kind string, change func(*state.Job))
 }
 
 // drain stops (on) or lets again (off) new jobs start on a card; its running jobs
-// finish.
+// finish. The card is one of the round's, or one a Keeper keeps while its worker is
+// away, or one drained before: a worker gone past its grace, or not linked again since
+// the daemon restarted, would otherwise keep its card drained for good when it comes.
 func (e *Engine) drain(card plans.CardID, on bool) error {
-	if _, ok := e.cardPos[card]; !ok {
+	if !e.knowsCard(card) {
 		var have []string
 		for _, c := range e.cards {
 			have = append(have, c.ID().String())
@@ -312,6 +314,17 @@ func (e *Engine) drain(card plans.CardID, on bool) error {
 		return Refused(fmt.Sprintf("no GPU %s here; gpuq schedules on [%s]", card, strings.Join(have, " ")))
 	}
 	return e.put(state.Change{Drains: []*state.Drain{{Worker: card.Worker, GPU: card.Index, On: on}}})
+}
+
+// knowsCard reports whether a drain may name card (see drain).
+func (e *Engine) knowsCard(card plans.CardID) bool {
+	if _, ok := e.cardPos[card]; ok {
+		return true
+	}
+	if k, ok := e.inv.(Keeper); ok && k.Keeps(card) {
+		return true
+	}
+	return e.store.Latest().Drained()[card]
 }
 
 // endedDetail says how a job ended, and why: "it failed: out of memory on each of 4

@@ -49,6 +49,15 @@ type Cluster interface {
 	Ends(worker string) time.Time
 }
 
+// Keeper is a Cluster that keeps cards it does not read now: those of a worker that is
+// away (its link lost), which may be back within its grace. A person may drain or
+// undrain such a card meanwhile: the drain is their intent about the card, for when it
+// is back.
+type Keeper interface {
+	// Keeps reports whether card is one of a machine that is away, not gone.
+	Keeps(card plans.CardID) bool
+}
+
 // Launch is what a Runner needs to start an attempt.
 type Launch struct {
 	Attempt    *state.Attempt

@@ -131,6 +131,19 @@ func (c *cluster) Read() ([]gpu.Card, error) {
 	return cards, nil
 }
 
+// Keeps reports whether card is one of a worker's that is linked or away within its
+// grace, by the cards it last reported: Read leaves out those of one away, or not yet
+// ready (see remote.ready), which a person may drain or undrain meanwhile.
+func (c *cluster) Keeps(card plans.CardID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.workers[card.Worker]
+	if w == nil || (w.link == nil && !w.isAway()) {
+		return false
+	}
+	return slices.ContainsFunc(w.state.Cards, func(g gpu.Card) bool { return g.Index == card.Index })
+}
+
 // Slots is the plan's limit on a card: this machine's plan, or its worker's; none on a
 // draining worker's.
 func (c *cluster) Slots(card gpu.Card) int {

@@ -449,3 +449,45 @@ func TestAWorkerAwayIsSaid(t *testing.T) {
 		t.Errorf("gpuq top's cards away: %q (of %+v), want w1's two after this machine's, a.1 on w1:0", away, ov.GPUs)
 	}
 }
+
+// TestTheClusterKeepsCardsAway: the cards a worker last reported are kept (for drain and
+// undrain) while it is linked, not yet ready, or away within its grace; not once it is
+// gone past the grace, nor when it left drained with nothing running, nor another
+// index or worker.
+func TestTheClusterKeepsCardsAway(t *testing.T) {
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, clock := testCluster(t, f)
+	var k scheduler.Keeper = c
+	w1 := plans.CardID{Worker: "w1", Index: 1}
+	keeps := func(want bool, when string, cards ...plans.CardID) {
+		t.Helper()
+		for _, card := range cards {
+			if got := k.Keeps(card); got != want {
+				t.Errorf("%s: Keeps(%s) = %v, want %v", when, card, got, want)
+			}
+		}
+	}
+	tl := linkWorker(t, c, "w1")
+	tl.next(t)
+	c.heard("w1", tl.l, api.WorkerMessage{State: &api.WorkerState{Cards: []gpu.Card{{Index: 0}, {Index: 1}}}})
+	keeps(true, "linked, not yet ready", w1)
+	c.heard("w1", tl.l, api.WorkerMessage{Beat: 1})
+	keeps(true, "ready", w1)
+	keeps(false, "another index, another worker", plans.CardID{Worker: "w1", Index: 2}, plans.CardID{Worker: "w9", Index: 1}, plans.CardID{Index: 1})
+	c.away("w1", tl.l, io.EOF)
+	clock.add(15 * time.Second)
+	c.tick()
+	keeps(true, "away within its grace", w1)
+	clock.add(10 * time.Second)
+	c.tick()
+	keeps(false, "gone past its grace", w1)
+
+	tl = linkWorker(t, c, "w2")
+	tl.next(t)
+	c.heard("w2", tl.l, api.WorkerMessage{Beat: 1, Leaving: true, State: &api.WorkerState{Cards: []gpu.Card{{Index: 0}}}})
+	c.away("w2", tl.l, io.EOF)
+	keeps(false, "left drained with nothing running", plans.CardID{Worker: "w2", Index: 0})
+}

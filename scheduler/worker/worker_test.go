@@ -574,6 +574,47 @@ func TestWhyNamesAWorkerAway(t *testing.T) {
 	})
 }
 
+// TestDrainOfACardAway: while a worker is away, its card may be undrained and drained
+// again, and once the daemon has forgotten the worker (it restarted), a card left
+// drained may still be undrained: the drain is the person's intent about the card, kept
+// across the restart, and back, the worker's card takes jobs. A card never seen is
+// refused. (An undrain of a card away was refused: no GPU w1:0 here.)
+func TestDrainOfACardAway(t *testing.T) {
+	c := startCluster(t)
+	w1 := c.startWorker("w1", "sim:1x24GiB")
+	card := func(on bool) api.DrainRequest { return api.DrainRequest{Worker: "w1", GPU: 0, On: on} }
+	schedtest.WaitFor(t, "w1:0 to be drained", func() bool { return c.client.DrainCard(card(true)) == nil })
+	w1.kill(t)
+	// Away, and read by no round since: gpuq top has w1:0 from what the cluster keeps
+	// of it, with no headroom, which only a round's reading reckons.
+	schedtest.WaitFor(t, "a round to read the cards without w1's", func() bool {
+		ov, err := c.client.Overview()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ov.GPUs) == 1 && ov.GPUs[0].WorkerAway != nil && ov.GPUs[0].HeadroomBytes == 0
+	})
+	for _, on := range []bool{false, true} {
+		if err := c.client.DrainCard(card(on)); err != nil {
+			t.Fatalf("drain (%v) of w1:0, w1 away: %v", on, err)
+		}
+	}
+	c.stopDaemon()
+	c.startDaemon()
+	if err := c.client.DrainCard(card(false)); err != nil {
+		t.Fatalf("undrain of w1:0, drained, w1 not back since the daemon restarted: %v", err)
+	}
+	if err := c.client.DrainCard(api.DrainRequest{Worker: "w9", GPU: 0, On: true}); err == nil || !strings.Contains(err.Error(), "no GPU w9:0 here") {
+		t.Errorf("drain of w9:0, never seen: %v", err)
+	}
+	c.startWorker("w1", "sim:1x24GiB")
+	c.submit("name: back\ncommand: [true]\njobs: [{}]\nmemory: 1GiB\n")
+	schedtest.WaitFor(t, "the job to end", func() bool { s := c.jobs()[0].State; return s != "queued" && s != "running" })
+	if j := c.jobs()[0]; j.State != "succeeded" || j.Attempts[0].Worker != "w1" {
+		t.Errorf("the job %s on %+v, want it to succeed on w1, undrained", j.State, j.Attempts)
+	}
+}
+
 // TestWorkersLeave: a worker its daemon drains takes no other job and leaves once its
 // job has ended; one idle past its --idle-timeout leaves; the daemon forgets each as it
 // goes, rather than wait for it as away.
