@@ -136,7 +136,10 @@ type fitTable struct {
 	// values whole (valuesWhole, as fits asks).
 	squeeze     []int
 	valuesWhole bool
-	buf         bytes.Buffer
+	// lastWorth: the last column, though it may be cut, is worth more than those of
+	// drop (see worthLast).
+	lastWorth bool
+	buf       bytes.Buffer
 	// What Flush left out: the columns dropped, and whether the last column had no
 	// room (see leaveOut).
 	dropped  []int
@@ -178,6 +181,15 @@ func (t *fitTable) dropping(cols ...int) *fitTable {
 // those of the table as written.
 func (t *fitTable) squeezing(cols ...int) *fitTable {
 	t.squeeze = cols
+	return t
+}
+
+// worthLast makes the last column, which may be cut, count whole where the table
+// judges whether the columns of dropping are to go: they go before it is shortened
+// or left out (gpuq results' seeds' states before their best values). Otherwise a
+// last column that may be cut takes what room is left, as a job's reason does.
+func (t *fitTable) worthLast() *fitTable {
+	t.lastWorth = true
 	return t
 }
 
@@ -234,7 +246,8 @@ func (t *fitTable) Flush() error {
 // columns of cut shortened to their least, names no further than their keys (their
 // values whole, see top.ValuesWidth): a column of short values gives way before long
 // ones are cut, and before names lose their values. A last cell may be left out where
-// it may be cut, or wrap where not.
+// it may be cut (but counts whole with every value whole, where worthLast), or wrap
+// where not.
 func (t *fitTable) fits(rows [][]string, cut bool) bool {
 	whole := *t
 	whole.valuesWhole = cut
@@ -245,8 +258,11 @@ func (t *fitTable) fits(rows [][]string, cut bool) bool {
 	for _, r := range rows {
 		n := len(r) - 1
 		need := sum(widths[:n]) + 2*n
-		if !slices.Contains(t.cut, n) {
+		switch {
+		case !slices.Contains(t.cut, n):
 			need += min(ansi.StringWidth(r[n]), minCut)
+		case t.lastWorth && !cut:
+			need += ansi.StringWidth(r[n])
 		}
 		if need > t.width {
 			return false

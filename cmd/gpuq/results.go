@@ -383,9 +383,13 @@ func reported(sweep string, jobs []ranking.Job, metric string) error {
 }
 
 // printResultsTable prints one row a point, a group's points together. On a terminal
-// (width) it fits: a point grouped shows the values its group does not (its GROUP says
-// task=sst2), the points lose their keys' ends before their values (see top.CutName), the best values
-// give way (--json and --csv have them), then the groups lose their ends.
+// (width) it fits, a point a line: a point grouped shows the values its group does not
+// (its GROUP says task=sst2); the best values give way (--json and --csv have them),
+// then the seeds' states are shortened or left out, never wrapped onto lines of their
+// own; narrower (60 columns, 40), the step, the seeds counted and the rank go (the
+// rows are in its order), while the points lose their keys' ends before their values
+// (see top.CutName) and the groups their starts; last of all a final deviation loses
+// its end, the mean kept whole.
 func printResultsTable(w io.Writer, res Results, width int) {
 	better := betterText(res.Mode) + " (--max for higher)"
 	if res.Mode == plans.Max {
@@ -393,10 +397,10 @@ func printResultsTable(w io.Writer, res Results, width int) {
 	}
 	fmt.Fprintln(w, wrap(fmt.Sprintf("%s ranked by %s, %s; each point's seeds as mean ± std", res.Sweep, res.Metric, better), width, ""))
 	fmt.Fprintln(w)
-	tw := newFitTable(w, width, 1).cutNames(1).dropping(4)
+	tw := newFitTable(w, width, 1, 3, 6).cutNames(1).worthLast().dropping(4).squeezing(5, 2, 0)
 	group := ""
 	if len(res.By) > 0 {
-		tw = newFitTable(w, width, 2, 0).cutNames(2, 0).dropping(5)
+		tw = newFitTable(w, width, 2, 0, 4, 7).cutNames(2, 0).worthLast().dropping(5).squeezing(6, 3, 1)
 		group = "GROUP\t"
 	}
 	fmt.Fprintf(tw, "%sRANK\tPOINT\tSEEDS\tFINAL\tBEST\tSTEP\tJOBS\n", group)

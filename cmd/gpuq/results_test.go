@@ -185,27 +185,105 @@ func TestResultsRankWithinGroupsApart(t *testing.T) {
 	}
 }
 
-// TestResultsFitTheTerminal: on a terminal, gpuq results' lines fit its width, as
-// status's do: a grouped point shows the values its group does not, the best values
-// give way; piped, every value stays whole.
+// TestResultsFitTheTerminal: on a terminal of 80 columns, 60 or 40, gpuq results' lines
+// fit its width, a point a line, as status's do: a grouped point shows the values its
+// group does not; the best values give way, then the step, the seeds counted and the
+// rank (the rows are in its order); the seeds' states are shortened or left out
+// rather than wrapped; each point keeps its values and its final mean. Piped, every
+// value stays whole. (Below about 66 columns the rows overflowed, or their states
+// wrapped onto lines of their own.)
 func TestResultsFitTheTerminal(t *testing.T) {
-	file := resultsSummaryFile(t)
-	for _, args := range [][]string{{"results", file}, {"results", file, "--by", "task"}} {
-		out, errOut, code := gpuqIn(t, 80, args...)
+	file, long := resultsSummaryFile(t), longResultsFile(t)
+	for _, tt := range []struct {
+		file  string
+		by    []string
+		width int
+		want  []string // in the table, row by row: its point's values, its final mean
+		shown string   // the header at that width
+	}{
+		{file, nil, 80, []string{"task=qnli,lr=0.001 .* 0.8000 ", "task=sst2,lr=0.001 .* 1.000 ± 0.14 ", "task=qnli,lr=0.1 .* 1.000 ", "task=sst2,lr=0.1 .* 2.500 .* 2 stopped early"},
+			"RANK  POINT               SEEDS   FINAL         STEP  JOBS"},
+		{file, nil, 60, []string{"task=qnli,lr=0.001 .* 0.8000 ", "task=sst2,lr=0.001 .* 1.000 ± 0.14 ", "task=qnli,lr=0.1 .* 1.000 ", "task=sst2,lr=0.1 .* 2.500 "},
+			"RANK  POINT               SEEDS   FINAL         STEP"},
+		{file, nil, 40, []string{"^1 +task=qnli,lr=0.001 +0.8000$", "^2 +task=sst2,lr=0.001 +1.000 ± 0.14$", "task=qnli,lr=0.1 +1.000$", "task=sst2,lr=0.1 +2.500$"},
+			"RANK  POINT               FINAL"},
+		{file, []string{"task"}, 80, []string{"^task=sst2  1     lr=0.001 .* 1.000 ± 0.14 ", "^task=sst2  2 .* lr=0.1 .* 2.500 .* 2 stopped early$", "^task=qnli .* lr=0.001 .* 0.8000 ", "^task=qnli .* lr=0.1 .* 1.000 "},
+			"GROUP      RANK  POINT     SEEDS   FINAL         STEP  JOBS"},
+		{file, []string{"task"}, 60, []string{"^task=sst2 .* lr=0.001 .* 1.000 ± 0.14 ", "^task=sst2 .* lr=0.1 .* 2.500 ", "^task=qnli .* lr=0.001 .* 0.8000 ", "^task=qnli .* lr=0.1 .* 1.000 "},
+			"GROUP      RANK  POINT     SEEDS   FINAL         STEP"},
+		{file, []string{"task"}, 40, []string{"^task=sst2  lr=0.001 +1.000 ± 0.14$", "^task=sst2  lr=0.1 +2.500$", "^task=qnli  lr=0.001 +0.8000$", "^task=qnli  lr=0.1 +1.000$"},
+			"GROUP      POINT     FINAL"},
+		// Long points lose their keys' ends before their values; long groups their
+		// starts; the last of all, a final deviation its end.
+		{long, nil, 60, []string{"model=roberta-large,lr=0.00001 +0.8915 ± 0.00071$", "model=roberta-large,lr=0.00003 ", "model=deberta-v3-base,lr=0.00001 ", "model=deberta-v3-base,lr=0.00003 "},
+			"RANK  POINT                             FINAL"},
+		{long, nil, 40, []string{"^…erta-large,lr=0.00001  0.8915 ± 0.00071$", "^…erta-large,lr=0.00003 ", "^…ta-v3-base,lr=0.00001 ", "^…ta-v3-base,lr=0.00003 "},
+			"POINT                   FINAL"},
+		{long, []string{"model"}, 40, []string{"^…berta-large  lr=0.00001  0.8915 ± 0.00…$", "^…berta-large  lr=0.00003 ", "^…rta-v3-base  lr=0.00001 ", "^…rta-v3-base  lr=0.00003 "},
+			"GROUP         POINT       FINAL"},
+	} {
+		args := append([]string{"results", tt.file}, "--by", strings.Join(tt.by, ","))
+		if tt.by == nil {
+			args = args[:2]
+		}
+		out, errOut, code := gpuqIn(t, tt.width, args...)
 		if code != exitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
-		fitsWidth(t, out, 80)
-		for _, want := range []string{"lr=0.001", "lr=0.1", "1.000 ± 0.14"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("%v: %q is not shown:\n%s", args, want, out)
+		fitsWidth(t, out, tt.width)
+		_, table, _ := strings.Cut(out, "\n\n")
+		rows := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
+		if len(rows) != 1+len(tt.want) || rows[0] != tt.shown {
+			t.Errorf("%d columns, %v: the table is %d lines, headed %q; want a point a line, headed %q:\n%s", tt.width, tt.by, len(rows), rows[0], tt.shown, out)
+			continue
+		}
+		for i, want := range tt.want {
+			if !regexp.MustCompile(want).MatchString(rows[i+1]) {
+				t.Errorf("%d columns, %v: row %d is %q, want %q:\n%s", tt.width, tt.by, i+1, rows[i+1], want, out)
 			}
 		}
 	}
-	out, _, _ := gpuqIn(t, 80, "results", file, "--by", "task")
-	if !strings.Contains(out, "task=sst2  1     lr=0.001 ") {
-		t.Errorf("a grouped point repeats its group's values:\n%s", out)
+	out, _, _ := gpuq(t, "results", long, "--by", "model")
+	if !strings.Contains(out, "model=deberta-v3-base  2     model=deberta-v3-base,lr=0.00003  2 of 3  0.8615 ± 0.00071  0.9000 ± 0.0  12001-12002  1 failed, 2 succeeded") {
+		t.Errorf("piped, a value is cut:\n%s", out)
 	}
+}
+
+// longResultsFile is a run's summary whose points and groups are long: two models, two
+// learning rates, three seeds, the third of each point failed.
+func longResultsFile(t *testing.T) string {
+	t.Helper()
+	sum := api.SweepSummary{Sweep: "glue", Counts: map[string]int{}}
+	k := 0.0 // the point's, ranked in this order
+	for _, model := range []string{"roberta-large", "deberta-v3-base"} {
+		for _, lr := range []string{"0.00001", "0.00003"} {
+			k++
+			for seed := int64(1); seed <= 3; seed++ {
+				p := plans.NewMap()
+				p.Set("model", model)
+				p.Set("lr", lr)
+				p.Set("seed", seed)
+				point := "model=" + model + ",lr=" + lr
+				j := api.JobSummary{ID: fmt.Sprintf("glue.%d", len(sum.Jobs)+1), Name: fmt.Sprintf("%s,%s,seed=%d", model, lr, seed), Params: p,
+					State: "succeeded", Point: fmt.Sprintf("%s,seed=%d", point, seed), SeedOf: point}
+				if seed == 3 {
+					j.State = "failed"
+				}
+				c := []api.MetricPoint{{Step: 1000, Value: 0.9}, {Step: 12000 + seed, Value: 0.9 - k/100 + float64(seed)/1000}}
+				j.Attempts = []api.AttemptSummary{{N: 1, Metrics: []api.MetricSummary{{Name: "eval_accuracy", Step: c[1].Step, Last: c[1].Value, Curve: c, Min: c[1].Value, Max: 0.9}}}}
+				sum.Jobs = append(sum.Jobs, j)
+			}
+		}
+	}
+	data, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "glue.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // TestAStoppedPointEndsWhereItWasJudged: a point stopped early ends, in gpuq results
