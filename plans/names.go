@@ -66,8 +66,11 @@ func (c *checker) name(s *Sweep, doc *Map) {
 // axis: glue-sst2), anything else after its key (seed=87): glue-sst2,seed=87. Where
 // that would name two jobs alike (text alone), every value is written key=value; where
 // even that would (they differ in their memory or priority alone), the name ends with
-// the job's number. A sweep of one job, or of jobs without a point, names them after
-// itself.
+// the job's number. A job whose point sets none of the keys kept is params as written,
+// which the others set apart by a parameter (jobs: [{}, {lr: 0.01}]): it is named by
+// the values params give those (lr=0.001), as PointOf names its point, so that it is
+// not told only by the sweep's name, which names no value. A sweep of one job, or of
+// jobs without a point, names them after itself.
 func defaultNames(s *Sweep) {
 	p := pointsOf(s.Jobs)
 	kept := make(map[string]bool, len(p.keys))
@@ -86,7 +89,7 @@ func defaultNames(s *Sweep) {
 	for _, withKeys := range []bool{false, true} {
 		clear(seen)
 		for i := range s.Jobs {
-			buf = appendPoint(buf[:0], &s.Jobs[i], kept, p.every, withKeys)
+			buf = appendPoint(buf[:0], &s.Jobs[i], s.Jobs[i].pointKeys, kept, p.every, withKeys)
 			if _, dup := seen[string(buf)]; dup {
 				break
 			}
@@ -95,6 +98,13 @@ func defaultNames(s *Sweep) {
 		}
 		if len(seen) == len(s.Jobs) {
 			for i := range s.Jobs {
+				if names[i] == "" {
+					// One job at most: the names are unique. Never as another is named.
+					buf = appendPoint(buf[:0], &s.Jobs[i], p.keys, kept, p.every, true)
+					if _, dup := seen[string(buf)]; !dup {
+						names[i] = string(buf)
+					}
+				}
 				s.Jobs[i].Name = cmp.Or(names[i], s.Name)
 			}
 			return
@@ -106,19 +116,20 @@ func defaultNames(s *Sweep) {
 	}
 }
 
-// appendPoint appends the values of j's point under the keys kept, comma-separated,
-// text alone where every job has its key unless withKeys.
-func appendPoint(b []byte, j *Job, kept, every map[string]bool, withKeys bool) []byte {
+// appendPoint appends j's values of keys (its point's, or those of the others'
+// points) under the keys kept, comma-separated, text alone where every job has its key
+// unless withKeys; a key j's parameters lack has no value to write.
+func appendPoint(b []byte, j *Job, keys []string, kept, every map[string]bool, withKeys bool) []byte {
 	first := true
-	for _, k := range j.pointKeys {
-		if !kept[k] {
+	for _, k := range keys {
+		v, ok := j.Params.Vals[k]
+		if !kept[k] || !ok {
 			continue
 		}
 		if !first {
 			b = append(b, ',')
 		}
 		first = false
-		v := j.Params.Vals[k]
 		if t, text := v.(string); text && t != "" && every[k] && !withKeys {
 			b = append(b, shown(t)...)
 		} else if m, ok := v.(*Map); ok && m.Len() > 0 {

@@ -8,7 +8,9 @@ import (
 // TestJobNames: a job is named by job_name filled with its parameters, or by default
 // by the values of its point that differ between jobs and that the others do not
 // determine (text alone, numbers after their key), every one key=value where that would
-// name two jobs alike, and numbered where even that would;
+// name two jobs alike, and numbered where even that would; a job of params as written,
+// beside jobs that set it apart by a parameter, by the values params give it, not by
+// the sweep's name, which names no value (as PointOf names its point);
 // job_name that names two jobs alike, or fills from nothing, is refused.
 func TestJobNames(t *testing.T) {
 	const head = "name: s\ncommand: [echo]\nmemory: 1GiB\n"
@@ -30,6 +32,10 @@ func TestJobNames(t *testing.T) {
 			[]string{"sst2,seed=1", "sst2,seed=2", "rte,seed=1", "rte,seed=2"}, ""},
 		{"a key the others determine", "jobs: [{a: x, b: y}, {b: x, a: y}]\n", []string{"x", "y"}, ""},
 		{"text alone would collide", "jobs: [{a: x, b: y}, {b: x, a: y}, {a: x, b: x}]\n", []string{"a=x,b=y", "b=x,a=y", "a=x,b=x"}, ""},
+		{"params as written, beside a job that sets a parameter", "params: {lr: 0.001}\njobs: [{}, {lr: 0.01}]\n", []string{"lr=0.001", "lr=0.01"}, ""},
+		{"params as written, the seeds alike", "params: {lr: 0.001}\njobs: [{seed: 1}, {seed: 1, lr: 0.01}]\n", []string{"lr=0.001", "lr=0.01"}, ""},
+		{"params as written, by the keys kept", "params: {lr: 0.001, warmup: 0}\njobs: [{}, {warmup: 10, lr: 0.01}]\n", []string{"warmup=0", "warmup=10"}, ""},
+		{"params as written, of a parameter params lacks", "params: {lr: 0.001}\njobs: [{}, {warmup: 10}]\n", []string{"s", "warmup=10"}, ""},
 		{"numbered when the points are alike", "jobs: [{task: a}, {task: a, memory: 2GiB}]\n", []string{"task=a#1", "task=a#2"}, ""},
 		{"template", "job_name: \"{task}-s{seed}\"\nmatrix: {task: [sst2, rte], seed: [1, 2]}\n",
 			[]string{"sst2-s1", "sst2-s2", "rte-s1", "rte-s2"}, ""},
