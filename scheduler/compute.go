@@ -21,8 +21,9 @@ const (
 	// does yet, so that the shape's other jobs may share cards a minute after its
 	// first started (NVML averages a process's utilization over the samples it took
 	// since the last reading, and the inventory asks for the last half minute's, at
-	// most every few seconds: see nvidia.utilWindow and utilEvery); what later
-	// attempts measure refines it.
+	// most every few seconds: see nvidia.utilWindow and utilEvery); its mean over its
+	// sampling replaces that once taken (see teachMean): a trainer a minute in may
+	// still be loading.
 	UtilAfter = time.Minute
 	// saturated is a card's utilization (percent) past which a process's own figure says
 	// less than it would keep busy alone: it gets a share of a card oversubscribed.
@@ -132,12 +133,12 @@ func (e *Engine) unsqueezed(i int, attempt string) bool {
 	return some
 }
 
-// measureUtil samples a running attempt's utilization, from UtilAfter to LearnAfter of
+// measureUtil samples a running attempt's utilization, from UtilAfter to utilUntil of
 // its run, and returns its mean and count of samples with it (as they were when nothing
 // was sampled), and whether it should teach its shape now: this is its first sample.
 func (e *Engine) measureUtil(a *state.Attempt, now time.Time) (util float64, samples int, teach bool) {
 	ran := now.Sub(a.Started)
-	if ran < UtilAfter || ran > max(e.cfg.LearnAfter, UtilAfter) {
+	if ran < UtilAfter || ran > e.utilUntil() {
 		return a.Util, a.UtilSamples, false
 	}
 	u, ok := e.sampleUtil(a)
@@ -148,19 +149,39 @@ func (e *Engine) measureUtil(a *state.Attempt, now time.Time) (util float64, sam
 	return a.Util + (u-a.Util)/float64(samples), samples, samples == 1
 }
 
+// utilUntil is how far into its run an attempt's utilization is sampled.
+func (e *Engine) utilUntil() time.Duration { return max(e.cfg.LearnAfter, UtilAfter) }
+
 // teachUtils takes each attempt's measured utilization (Attempt.Util) into its
-// shape's, and its sweep's busiest, each shape changed once for all of its attempts.
-func (e *Engine) teachUtils(attempts []*state.Attempt) {
+// shape's, and its sweep's busiest, each shape changed once for all of its attempts:
+// its first sample (first) where none of the shape's attempts' means is known yet
+// (state.Shape.LearnFirst), else its mean over its sampling.
+func (e *Engine) teachUtils(attempts []*state.Attempt, first bool) {
 	for shape, as := range byShape(attempts) {
 		e.changeShape(shape, func(l *state.Shape) {
 			for _, a := range as {
-				l.LearnUtil(a.Util)
+				if first {
+					l.LearnFirst(a.Util)
+				} else {
+					l.LearnUtil(a.Util)
+				}
 			}
 		}, nil)
 		for _, a := range as {
 			e.teachBusiest(shape, a.Util)
 		}
 	}
+}
+
+// teachMean reports whether a, whose crowd is c, teaches its shape its mean now: once,
+// when its sampling ends, or as it ends before then (ended), where it was measured and
+// followed from its start. One taken up after a restart may have taught it already.
+func (e *Engine) teachMean(a *state.Attempt, c *crowd, now time.Time, ended bool) bool {
+	if c == nil || !c.whole || c.taught || a.UtilSamples == 0 || !ended && now.Sub(a.Started) < e.utilUntil() {
+		return false
+	}
+	c.taught = true
+	return true
 }
 
 // teachBusiest takes a utilization measured of a shape into its sweep's busiest.

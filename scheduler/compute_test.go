@@ -407,3 +407,42 @@ func TestAPlaceReadsNothingOfTheRoundBefore(t *testing.T) {
 		t.Errorf("a round's notes left for the next: %+v", *ps)
 	}
 }
+
+// TestAShapeLearnsItsAttemptsMeans: a shape learns the mean of what each attempt keeps
+// busy over its sampling (UtilAfter to LearnAfter), not its first sample alone. Its
+// trainers keep their cards 5% busy for their first 90 s, still loading (a data cache,
+// torch.compile), and 100% from then on: the first samples let the shape's jobs share
+// a minute in, as before, but the attempts' means replace them once taken. Taught their
+// first samples alone, the shape stayed at 5% however long its attempts ran, and its
+// jobs went on stacking as though they left their cards idle.
+func TestAShapeLearnsItsAttemptsMeans(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4]}\nmemory: 10GiB\n", 2, Config{})
+	warm := func(d time.Duration) {
+		r.clock.now = r.clock.now.Add(d)
+		for _, a := range r.st.View().Running() {
+			r.util[a.Job] = 5
+			if r.clock.now.Sub(a.Started) > 90*time.Second {
+				r.util[a.Job] = 100
+			}
+		}
+		r.round(0)
+	}
+	warm(0)
+	warm(time.Minute)
+	shape := r.st.View().Job("c.1").Shape
+	if l := r.st.View().Shape(shape); l == nil || math.Abs(l.Util-0.05) > 1e-9 {
+		t.Fatalf("a minute in: %+v, want the first samples' 5%%", l)
+	}
+	if got := r.where(); got != "c.1:0 c.2:1 c.3:0 c.4:1" {
+		t.Fatalf("a minute in: %s, want the jobs sharing on the first samples", got)
+	}
+	for range 12 { // to 7 min: every attempt's sampling has ended
+		warm(30 * time.Second)
+	}
+	// Each attempt's mean holds its first 30 s at 5% and the rest at 100%: about 0.79.
+	l := r.st.View().Shape(shape)
+	a := r.st.View().Attempt("c.1/1")
+	if a.UtilSamples < 2 || l == nil || l.Util < 0.75 {
+		t.Fatalf("shape %+v, want its attempts' means (c.1's: %.3f over %d samples)", l, a.Util, a.UtilSamples)
+	}
+}

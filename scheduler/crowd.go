@@ -71,6 +71,8 @@ type crowd struct {
 	// gone: it was followed, and its attempt has ended (see crowdLeave); a list of
 	// followed made before then still names it.
 	gone bool
+	// taught: its mean utilization has been taught to its shape (see teachMean).
+	taught bool
 	// at is where cards are among the round's cards, as of the reading atRead (see
 	// positions).
 	at     []int

@@ -21,7 +21,7 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 	if m, ok := e.runner.(HostMeter); ok && len(running) > 0 {
 		e.hostNow = m.HostMemory()
 	}
-	var teaching, teachUtil []*state.Attempt
+	var teaching, teachFirst, teachMean []*state.Attempt
 	now, last := e.clock.Now(), e.lastRound
 	e.lastRound = now
 	view := e.store.Latest()
@@ -43,7 +43,10 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 			running[i] = a
 		}
 		if teach {
-			teachUtil = append(teachUtil, a)
+			teachFirst = append(teachFirst, a)
+		}
+		if e.teachMean(a, crowds[i], now, false) {
+			teachMean = append(teachMean, a)
 		}
 		// What an attempt teaches changes only when it comes of age or its peak grows.
 		if of := a.Started.Add(e.cfg.LearnAfter); !now.Before(of) && (grew || last.Before(of)) {
@@ -63,7 +66,8 @@ func (e *Engine) learnPeaks(running []*state.Attempt) (rewritten []string) {
 		}, nil)
 		rewritten = append(rewritten, ids...)
 	}
-	e.teachUtils(teachUtil)
+	e.teachUtils(teachFirst, true)
+	e.teachUtils(teachMean, false)
 	e.save(running, now)
 	return rewritten
 }

@@ -40,7 +40,11 @@ func (e *Engine) apply(x Exit) {
 	if ended.Command == nil {
 		ended.Command = x.Command
 	}
+	mean := e.teachMean(a, e.crowds.of[a.ID], ended.Ended, true)
 	ended.Crowd, ended.Pace = e.crowdLeave(a.ID, ended.Ended)
+	if mean { // its sampling ended with it
+		e.teachUtils([]*state.Attempt{&ended}, false)
+	}
 	e.unmeasurable(&ended)
 	peak, unknown := e.measure(a)
 	ended.Peak, ended.PeakUnknown = max(ended.Peak, peak), ended.PeakUnknown || unknown

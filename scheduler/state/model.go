@@ -227,6 +227,10 @@ type Shape struct {
 	// taken for one that succeeded before a sample could be had (see scheduler's
 	// unmeasurable), not something NVML told.
 	Unmeasured bool `json:",omitempty"`
+	// Provisional: Util is of its attempts' first samples alone (see LearnFirst), taken
+	// so that its jobs may share a minute after its first started; the first attempt's
+	// mean over its sampling replaces it (LearnUtil).
+	Provisional bool `json:",omitempty"`
 	// Alone is how long its attempts that succeeded alone on their cards ran (averaged
 	// as Duration), over AloneRuns of them; Shared is how fast its attempts that
 	// succeeded beside others ran, over how fast the sharing model expected them to
@@ -266,13 +270,28 @@ func average(mean *float64, runs *int, x float64) {
 	*mean += (x - *mean) / float64(*runs)
 }
 
-// LearnUtil takes in an attempt's measured utilization: the first measured replaces
-// the whole card taken for want of one (AssumeUtil).
+// LearnUtil takes in an attempt's measured utilization, its mean over its sampling:
+// the first replaces the whole card taken for want of one (AssumeUtil), and first
+// samples (LearnFirst).
 func (l *Shape) LearnUtil(u float64) {
+	if l.Unmeasured || l.Provisional {
+		l.Util, l.UtilRuns, l.Unmeasured, l.Provisional = 0, 0, false, false
+	}
+	average(&l.Util, &l.UtilRuns, u)
+}
+
+// LearnFirst takes in an attempt's first sample of its utilization, where no
+// attempt's mean is known yet: it speaks for the shape until one is. A trainer a minute
+// in may still be loading, and keep its card far less busy than it will.
+func (l *Shape) LearnFirst(u float64) {
+	if l.UtilRuns > 0 && !l.Unmeasured && !l.Provisional {
+		return
+	}
 	if l.Unmeasured {
 		l.Util, l.UtilRuns, l.Unmeasured = 0, 0, false
 	}
 	average(&l.Util, &l.UtilRuns, u)
+	l.Provisional = true
 }
 
 // AssumeUtil takes the shape to keep the whole card busy, where none of its attempts
@@ -346,7 +365,7 @@ func (l *Shape) merge(o *Shape) {
 	l.Rev = max(l.Rev, o.Rev)
 	// What is measured of compute is a mean: the record that has it holds.
 	if l.UtilRuns == 0 {
-		l.Util, l.UtilRuns, l.Unmeasured = o.Util, o.UtilRuns, o.Unmeasured
+		l.Util, l.UtilRuns, l.Unmeasured, l.Provisional = o.Util, o.UtilRuns, o.Unmeasured, o.Provisional
 	}
 	if l.AloneRuns == 0 {
 		l.Alone, l.AloneRuns = o.Alone, o.AloneRuns
