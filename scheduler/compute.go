@@ -186,10 +186,28 @@ func (e *Engine) teachMean(a *state.Attempt, c *crowd, now time.Time, ended bool
 
 // teachBusiest takes a utilization measured of a shape into its sweep's busiest.
 func (e *Engine) teachBusiest(shape string, u float64) {
-	if sweep, _, _ := strings.Cut(shape, "\x00"); u > e.busiest[sweep] {
+	if sweep, _, _ := strings.Cut(shape, "\x00"); u > e.busiestOf(sweep) {
 		e.busiest[sweep] = u
 		e.crowdRefreshUtil(e.crowdSweep(sweep)) // what its shapes not measured yet count at changed
 	}
+}
+
+// busiestOf is the most a shape of a sweep was measured to keep busy (0: none was), as
+// teachBusiest keeps it; where the engine has seen none of the sweep's shapes learn
+// (a daemon started again), the most the store keeps of any of them: a restart
+// forgot it, and the sweep's shapes not measured yet counted as compute-bound again.
+func (e *Engine) busiestOf(sweep string) float64 {
+	if u, ok := e.busiest[sweep]; ok {
+		return u
+	}
+	u := 0.0
+	for l := range e.store.KnownShapes() {
+		if s, _, _ := strings.Cut(l.Name, "\x00"); s == sweep && l.UtilRuns > 0 {
+			u = max(u, l.Util)
+		}
+	}
+	e.busiest[sweep] = u
+	return u
 }
 
 // attemptUtil is what the packer counts a running attempt at on its cards, and whether
@@ -234,7 +252,7 @@ func (e *Engine) utilOfShape(shape string, l *state.Shape) (float64, bool) {
 		return 0, true
 	}
 	sweep, _, _ := strings.Cut(shape, "\x00")
-	if u := e.busiest[sweep]; u > 0 {
+	if u := e.busiestOf(sweep); u > 0 {
 		return u, false
 	}
 	return 1, false

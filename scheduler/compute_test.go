@@ -32,6 +32,13 @@ type computeRig struct {
 
 func newComputeRig(t *testing.T, doc string, cards int, cfg Config) *computeRig {
 	t.Helper()
+	st, _ := state.NewStore()
+	return newComputeRigOn(t, st, doc, cards, cfg)
+}
+
+// newComputeRigOn is newComputeRig on the store st.
+func newComputeRigOn(t *testing.T, st *state.Store, doc string, cards int, cfg Config) *computeRig {
+	t.Helper()
 	sw, err := plans.DecodeSweep("c.yaml", []byte(doc), plans.Overrides{})
 	must(t, err)
 	r := &computeRig{t: t, clock: newFakeClock(), util: map[string]int{}, perProcess: true}
@@ -39,7 +46,7 @@ func newComputeRig(t *testing.T, doc string, cards int, cfg Config) *computeRig 
 		r.cards = append(r.cards, gpu.Card{Index: i, Total: 80 * gib})
 	}
 	r.fr = &fakeRunner{script: func(Launch) Exit { return Exit{} }, owners: map[int]string{}}
-	r.st, _ = state.NewStore()
+	r.st = st
 	cfg.Headroom = plans.Headroom{Bytes: gib}
 	cfg.Slots = slices.Repeat([]int{plans.NoSlotLimit}, cards)
 	r.e = NewEngine(r.st, cardsInventory{&r.cards}, r.fr, r.clock, cfg, nil)
@@ -444,5 +451,32 @@ func TestAShapeLearnsItsAttemptsMeans(t *testing.T) {
 	a := r.st.View().Attempt("c.1/1")
 	if a.UtilSamples < 2 || l == nil || l.Util < 0.75 {
 		t.Fatalf("shape %+v, want its attempts' means (c.1's: %.3f over %d samples)", l, a.Util, a.UtilSamples)
+	}
+}
+
+// TestTheSweepsBusiestIsKeptAcrossARestart: a shape not measured yet counts as the
+// busiest shape of its sweep measured so far, after a restart as before it: the daemon
+// that starts again finds it in the shapes its journal keeps. Forgotten, the b job
+// counted as compute-bound after a restart, and waited where it had started before.
+func TestTheSweepsBusiestIsKeptAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	st := journaled(t, dir)
+	r := newComputeRigOn(t, st, "name: c\ncommand: [train]\nmatrix: {task: [a], seed: [1, 2], include: [{task: b, seed: 1, memory: 5GiB}]}\nmemory: 10GiB\nmax_running: 2\n", 1, Config{})
+	r.keepBusy(30, "c.1", "c.2", "c.3")
+	r.round(0)
+	r.round(time.Minute)
+	b := r.st.View().Job("c.3").Shape
+	if u, known := r.e.utilOf(b); u != 0.3 || known {
+		t.Fatalf("before the restart b counts at %v (measured %v), want a's 30%%, a guess", u, known)
+	}
+	must(t, st.Close())
+	r.st = journaled(t, dir)
+	r.e = NewEngine(r.st, cardsInventory{&r.cards}, r.fr, r.clock, r.e.cfg, nil)
+	if u, known := r.e.utilOf(b); u != 0.3 || known {
+		t.Errorf("after the restart b counts at %v (measured %v), want a's 30%%, a guess", u, known)
+	}
+	r.end("c.1", time.Second)
+	if got := r.where(); got != "c.2:0 c.3:0" {
+		t.Errorf("after the restart, with c.1 gone: %s, want b's job beside c.2", got)
 	}
 }

@@ -100,6 +100,7 @@ func (e *Engine) Submit(ctx context.Context, sub *state.Submission) error {
 		}
 		// A sweep of a name gpuq clean forgot may come again with another plan.
 		delete(e.plannedSweeps, sub.Sweep.Name)
+		delete(e.busiest, sub.Sweep.Name)
 		if err := e.store.Submit(sub); err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"sync"
 
@@ -444,6 +445,10 @@ func (s *Store) put(txn *memdb.Txn, table string, o any) error {
 // KnownShape is what the store holds of a shape now (nil: nothing), as the engine's
 // goroutine reads it: without a lookup in a transaction, which copies an index's.
 func (s *Store) KnownShape(name string) *Shape { return s.queue.known[name] }
+
+// KnownShapes yields what the store holds of each shape now, in no order, as KnownShape
+// reads it.
+func (s *Store) KnownShapes() iter.Seq[*Shape] { return maps.Values(s.queue.known) }
 
 // lookup returns the object of one of memdb's tables with the id, or nil.
 func lookup[T any](sn View, table, id string) T {
