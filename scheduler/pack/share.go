@@ -67,14 +67,14 @@ func (c *CardState) shares(r *Request) bool {
 // yet on the card.
 func (c *CardState) secondGuess(r *Request) bool { return r.UtilUnknown && c.Blind > 0 }
 
-// better reports whether card a suits r better than card b: spread before stack (a card
-// of none of gpuq's jobs before one that would make r share: sharing costs each job
-// some speed even where the card has room, see Speed), then the card whose jobs would
-// ask least of it with r, then the tightest fit (leftover). Without a target, memory
-// and slots alone decide, as they did before gpuq knew compute.
+// better reports whether card a suits r better than card b: spread before stack (an
+// idle card before one that would make r share: sharing costs each job some speed even
+// where the card has room, see Speed), then the card whose jobs would ask least of it
+// with r, then the tightest fit (leftover). Without a target, memory and slots alone
+// decide, as they did before gpuq knew compute.
 func (p *packer) better(a, b int, r *Request) bool {
 	ca, cb := &p.cards[a], &p.cards[b]
-	if sa, sb := ca.Target > 0 && ca.Running > 0, cb.Target > 0 && cb.Running > 0; sa != sb {
+	if sa, sb := ca.busy(), cb.busy(); sa != sb {
 		return sb
 	}
 	if la, lb := ca.load(r), cb.load(r); la != lb {
@@ -82,6 +82,12 @@ func (p *packer) better(a, b int, r *Request) bool {
 	}
 	return p.leftover(a, r) < p.leftover(b, r)
 }
+
+// busy reports whether a job that starts on the card shares it, as far as the target
+// counts compute: gpuq's jobs run there, or other processes keep it busy. A card another
+// user's trainer keeps busy is no idle card to spread to: taken as one, it had a job
+// join a process keeping it all busy while a card with a light job of gpuq's had room.
+func (c *CardState) busy() bool { return c.Target > 0 && (c.Running > 0 || c.Util > slack) }
 
 // load is what the card's jobs would ask of its compute with r: 0 without a target.
 func (c *CardState) load(r *Request) float64 {

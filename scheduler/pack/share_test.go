@@ -74,6 +74,15 @@ func TestSharing(t *testing.T) {
 			want: "a -> [1]\nb -> [0]",
 		},
 		{
+			// GPU 1 runs none of gpuq's jobs, but another user's process keeps it all
+			// busy: it is no idle card to spread to, and a 40% job beside that would
+			// run at 71% of its speed, where beside a 10% one on GPU 0 it runs at full.
+			name:  "a card another process keeps busy is not idle",
+			queue: []Request{{Job: "a", Memory: 10 * gib, Util: 0.4}},
+			cards: []CardState{sharing(0, 1, 0.1, 0), {Index: 1, Total: 80 * gib, Slots: NoLimit, Target: DefaultTarget, Util: 1}},
+			want:  "a -> [0]",
+		},
+		{
 			name:  "a job not measured yet takes an idle card",
 			queue: []Request{{Job: "new", Memory: 10 * gib, UtilUnknown: true}},
 			cards: []CardState{sharing(0, 1, 0, 0), sharing(1, 0, 0, 0)},
