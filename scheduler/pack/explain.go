@@ -432,6 +432,10 @@ func (p *packer) busyWhy(r Request, i int) string {
 			return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
 				"and GPU %s, the least busy with room for it, already runs a job not measured yet: a card takes one such guess at a time", counts, card)
 		}
+		if !slows(c, &r) {
+			return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
+				"and on GPU %s, the least busy with room for it, %s", counts, card, load)
+		}
 		return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
 			"and it would slow the jobs on GPU %s, the least busy with room for it, to %.0f%% of their speed: %s", counts, card, 100*c.slowdown(&r), load)
 	}
@@ -439,5 +443,13 @@ func (p *packer) busyWhy(r Request, i int) string {
 	if r.UtilAssumed {
 		keeps = "its shape's utilization is not measured yet (none of its attempts could be), so it counts as the whole card"
 	}
+	if !slows(c, &r) {
+		return fmt.Sprintf("would pass the sharing target on GPU %s: %s, and %s", card, keeps, load)
+	}
 	return fmt.Sprintf("would slow the jobs on GPU %s to %.0f%% of their speed: %s, and %s", card, 100*c.slowdown(&r), keeps, load)
 }
+
+// slows reports whether the jobs on card c would run slower were r to join them, as
+// people read it (a whole percentage): below a target of the whole card, a job may pass
+// the target where it would slow nobody, and "to 100% of their speed" told nothing.
+func slows(c *CardState, r *Request) bool { return math.Round(100*c.slowdown(r)) < 100 }

@@ -175,6 +175,24 @@ func TestWouldSlowSays(t *testing.T) {
 	if d.Waiting.Len() != 1 {
 		t.Errorf("a shape taken as the whole card did not wait: %s", describe(d))
 	}
+	// Below a target of the whole card, a job may wait where it would slow nobody: its
+	// reason says the target holds it, not that the jobs would run at 100% of their
+	// speed.
+	below := sharing(0, 1, 0.5, 0)
+	below.Target = 0.8
+	d = Pack([]Request{{Job: "a", Memory: 10 * gib, Util: 0.4}, {Job: "new", Memory: 10 * gib, Util: 0.4, UtilUnknown: true}}, []CardState{below}, nil)
+	details = details[:0]
+	for w := range d.Waiting.All() {
+		details = append(details, string(w.Reason)+": "+w.Detail)
+	}
+	want = []string{
+		"would-slow: would pass the sharing target on GPU 0: it keeps 40% of a card busy, and with it the jobs there would ask 90% of the card, past the sharing target of 80%",
+		"unmeasured: its shape's utilization is not measured yet, so it counts as 40% of a card until it is; no card it fits is idle, " +
+			"and on GPU 0, the least busy with room for it, with it the jobs there would ask 90% of the card, past the sharing target of 80%",
+	}
+	if strings.Join(details, "\n") != strings.Join(want, "\n") {
+		t.Errorf("below a target of the whole card, got\n%s\nwant\n%s", strings.Join(details, "\n"), strings.Join(want, "\n"))
+	}
 	// A second guess is told as such, not as a slowdown the guesses do not add up to.
 	d = Pack([]Request{{Job: "g2", Memory: 10 * gib, Util: 0.1, UtilUnknown: true}}, []CardState{sharing(3, 2, 0.2, 1)}, nil)
 	if d.Waiting.Len() != 1 {
