@@ -480,3 +480,20 @@ func TestTheSweepsBusiestIsKeptAcrossARestart(t *testing.T) {
 		t.Errorf("after the restart, with c.1 gone: %s, want b's job beside c.2", got)
 	}
 }
+
+// TestARaisedUtilizationSaysWhatWasMeasured: a shape counted busier than NVML measured
+// it, its jobs having run slower beside others than that says, waits saying both: it
+// said "it keeps 80% of a card busy" of jobs nvidia-smi shows at 40%.
+func TestARaisedUtilizationSaysWhatWasMeasured(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1, 2, 3, 4, 5]}\nmemory: 10GiB\nmax_running: 3\n", 2, Config{})
+	r.keepBusy(40, "c.1", "c.2", "c.3", "c.4", "c.5")
+	r.round(0)
+	r.round(time.Minute)
+	r.end("c.2", 29*time.Minute) // alone: 30 min
+	r.end("c.3", 31*time.Minute) // beside c.1: 60 min, where 40% each said 30
+	want := "would-slow: would slow the jobs on GPU 0 to 62% of their speed: it counts as 80% of a card (NVML measured 40%, " +
+		"but its jobs ran slower beside others than that says), and with it the jobs there would ask 160% of the card, past the sharing target of 100%"
+	if got := r.why("c.5"); got != want {
+		t.Errorf("why c.5:\n%s\nwant\n%s", got, want)
+	}
+}

@@ -298,6 +298,9 @@ func (e *Engine) requester(fit *fits, quota func(sweep string) *pack.Quota) func
 		util, known := e.utilOfShape(g.Key.Shape, l)
 		r.Util, r.UtilUnknown = util, !known
 		r.UtilAssumed = known && l != nil && l.Unmeasured
+		if known && l != nil && !l.Unmeasured && l.Util < util {
+			r.UtilMeasured = l.Util
+		}
 		if m.Seq == e.head.seq {
 			r.Waited = now.Sub(e.head.since)
 		}

@@ -182,9 +182,10 @@ type fit struct {
 	quota        *Quota
 	util         float64 // as counted (Request.util)
 	gpus         int32
-	exclusive    int32 // 1: exclusive
-	blind        int32 // 1: not measured yet (a card takes one such: see secondGuess)
-	assumed      int32 // 1: the whole card, for want of a measurement (its reason says so)
+	exclusive    int32   // 1: exclusive
+	blind        int32   // 1: not measured yet (a card takes one such: see secondGuess)
+	assumed      int32   // 1: the whole card, for want of a measurement (its reason says so)
+	measured     float64 // Request.UtilMeasured (its reason says it)
 }
 
 // of reports whether r is of fit f, as *f == fitOf(r) but without building r's fit, and
@@ -193,11 +194,11 @@ type fit struct {
 func (f *fit) of(r *Request) bool {
 	return f.memory == r.Memory && f.host == r.Host && f.duration == r.Duration && f.quota == r.Quota &&
 		f.util == r.util() && f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive &&
-		(f.blind == 1) == r.UtilUnknown && (f.assumed == 1) == r.UtilAssumed
+		(f.blind == 1) == r.UtilUnknown && (f.assumed == 1) == r.UtilAssumed && f.measured == r.UtilMeasured
 }
 
 func fitOf(r *Request) fit {
-	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.util(), int32(max(r.GPUsPerJob, 1)), 0, 0, 0}
+	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.util(), int32(max(r.GPUsPerJob, 1)), 0, 0, 0, r.UtilMeasured}
 	if r.Exclusive {
 		f.exclusive = 1
 	}
@@ -440,8 +441,12 @@ func (p *packer) busyWhy(r Request, i int) string {
 			"and it would slow the jobs on GPU %s, the least busy with room for it, to %.0f%% of their speed: %s", counts, card, 100*c.slowdown(&r), load)
 	}
 	keeps := fmt.Sprintf("it keeps %.0f%% of a card busy", 100*r.Util)
-	if r.UtilAssumed {
+	switch {
+	case r.UtilAssumed:
 		keeps = "its shape's utilization is not measured yet (none of its attempts could be), so it counts as the whole card"
+	case r.UtilMeasured > 0 && r.UtilMeasured < r.Util:
+		keeps = fmt.Sprintf("it counts as %.0f%% of a card (NVML measured %.0f%%, but its jobs ran slower beside others than that says)",
+			100*r.Util, 100*r.UtilMeasured)
 	}
 	if !slows(c, &r) {
 		return fmt.Sprintf("would pass the sharing target on GPU %s: %s, and %s", card, keeps, load)

@@ -38,6 +38,10 @@ type Request struct {
 	// could be measured (state.Shape.Unmeasured). It packs as measured; the reason it
 	// waits says it is not, as gpuq status's all? does.
 	UtilAssumed bool
+	// UtilMeasured, where above 0 and below Util, is what NVML measured of its shape:
+	// Util is raised above it, its jobs having run slower beside others than it says
+	// (state.Shape.PackUtil). It packs at Util; the reason it waits says both.
+	UtilMeasured float64
 }
 
 // Quota is what a sweep's own gpus and gpu_plan leave its jobs when several sweeps
