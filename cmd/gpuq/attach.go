@@ -182,14 +182,23 @@ func followSize(in io.Reader, resize func(rows, cols int)) (stop func()) {
 }
 
 // sizeTerminal gives an attempt's terminal a size, as dialTerminal reaches it, within
-// sizeWait. A supervisor too old to know the request, or one that has just ended,
-// leaves the size as it was: nothing to tell the person watching.
+// sizeWait, and returns once it is set: the supervisor (and the daemon, between) end
+// the request only then. Each request is served on a goroutine of its own, so a size
+// sent before the last was set could be set after it, when a window is dragged; given
+// one at a time (followSize's goroutine, the sizes it missed meanwhile taken as one),
+// the last the person set is the one that holds. A supervisor too old to know the
+// request, or one that has just ended, leaves the size as it was: nothing to tell the
+// person watching.
 func sizeTerminal(st *settings, id string, a api.AttemptSummary, rows, cols int) {
 	ctx, cancel := context.WithTimeout(context.Background(), sizeWait)
 	defer cancel()
-	if s, err := dialTerminal(ctx, st, id, a, api.StreamRequest{Kind: api.StreamSize, Rows: rows, Cols: cols}); err == nil {
-		s.Close()
+	s, err := dialTerminal(ctx, st, id, a, api.StreamRequest{Kind: api.StreamSize, Rows: rows, Cols: cols})
+	if err != nil {
+		return
 	}
+	defer context.AfterFunc(ctx, func() { s.Close() })()
+	io.Copy(io.Discard, s)
+	s.Close()
 }
 
 // sizeWait is how long a size is given to reach a trainer: the next resize gives it

@@ -1,18 +1,24 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/spf13/viper"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
@@ -128,5 +134,57 @@ func TestAttachInATerminal(t *testing.T) {
 	term.WaitFor("the detach", 20*time.Second, tmux.Shows("detached from term.1"))
 	if !term.CursorShown() {
 		t.Errorf("once detached, the cursor the trainer hid is still hidden:\n%s", term.Screen())
+	}
+}
+
+// TestTheLastSizeGivenHolds: sizes given one after the other, as a window is dragged,
+// are set in that order, so that the last the person set is the one the trainer's
+// terminal keeps, though its supervisor serves each request on a goroutine of its own
+// and may be slow to set one (here the first) while it sets the next.
+func TestTheLastSizeGivenHolds(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := launcher.ListenUnix(launcher.SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var set []string
+	nextSet := make(chan struct{})
+	go func() {
+		for n := 0; ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, _ := bufio.NewReader(c).ReadString('\n')
+				if n == 0 {
+					select { // the first is set after the next, if the next comes before it is set
+					case <-nextSet:
+					case <-time.After(200 * time.Millisecond):
+					}
+				}
+				mu.Lock()
+				set = append(set, strings.TrimSpace(req))
+				mu.Unlock()
+				if n == 1 {
+					close(nextSet)
+				}
+			}()
+		}
+	}()
+	st := &settings{v: viper.New()}
+	a := api.AttemptSummary{N: 1, Log: filepath.Join(dir, "log")}
+	sizeTerminal(st, "s.1", a, 24, 80)
+	sizeTerminal(st, "s.1", a, 30, 100)
+	schedtest.WaitFor(t, "both sizes to be set", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(set) == 2
+	})
+	if want := []string{"size 24 80", "size 30 100"}; !slices.Equal(set, want) {
+		t.Errorf("sizes set in the order %q, want %q: the terminal keeps one the person no longer has", set, want)
 	}
 }

@@ -17,6 +17,11 @@ func ServeAttempt(ctx context.Context, s io.ReadWriteCloser, dir string, req Str
 	defer s.Close()
 	if req.Kind == StreamSize {
 		if sc, err := launcher.Dial(dir, launcher.SizeRequest(req.Rows, req.Cols)); err == nil {
+			// The supervisor ends the request once the size is set, and the stream ends
+			// after it: a client gives the next size only then (see gpuq attach), so
+			// that sizes are set in the order they were given.
+			sc.SetReadDeadline(time.Now().Add(sizeWait))
+			io.Copy(io.Discard, sc)
 			sc.Close()
 		}
 		return
@@ -54,6 +59,10 @@ func ServeAttempt(ctx context.Context, s io.ReadWriteCloser, dir string, req Str
 	}()
 	launcher.FollowLog(ctx, f, dir, s)
 }
+
+// sizeWait is how long a supervisor may take to set a size before the stream that
+// asked for it ends all the same: one that is stopped (SIGSTOP) holds no request.
+const sizeWait = 5 * time.Second
 
 // Pipe copies each way between a, the client's end, and b until one side ends, then
 // closes both. What the client sent before it went (keys typed, then a detach) still

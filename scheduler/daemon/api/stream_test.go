@@ -1,12 +1,18 @@
 package api
 
 import (
+	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gpuq/gpuq/launcher"
 )
 
 // goneClient is a client's end of a stream that went away just after it sent keys:
@@ -77,5 +83,40 @@ func TestPipeKeepsKeysSentBeforeTheClientWent(t *testing.T) {
 	defer trainer.mu.Unlock()
 	if string(trainer.got) != "go\n" {
 		t.Errorf("the trainer got %q of the keys %q sent before the client went", trainer.got, "go\n")
+	}
+}
+
+// TestASizeIsSetBeforeItsStreamEnds: a size asked for through the daemon (a worker's
+// attempt, a remote client) ends its stream only once the supervisor has set it, so
+// that the client, which gives the next size only then, has its sizes set in order.
+func TestASizeIsSetBeforeItsStreamEnds(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := launcher.ListenUnix(launcher.SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var set atomic.Value
+	ended := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		req, _ := bufio.NewReader(c).ReadString('\n')
+		select { // a supervisor slow to set it
+		case <-ended:
+		case <-time.After(200 * time.Millisecond):
+		}
+		set.Store(strings.TrimSpace(req))
+	}()
+	client, served := net.Pipe()
+	go ServeAttempt(context.Background(), served, dir, StreamRequest{Kind: StreamSize, Rows: 30, Cols: 100})
+	io.Copy(io.Discard, client)
+	got, _ := set.Load().(string)
+	close(ended)
+	if got != "size 30 100" {
+		t.Errorf("the stream ended with the size set as %q, want it set (size 30 100)", got)
 	}
 }
