@@ -314,6 +314,9 @@ func (s *settings) dial() (*api.Client, error) {
 	if !errors.As(err, &none) {
 		return c, err
 	}
+	if pid, stopping := api.Stopping(dir); stopping {
+		return s.awaitEnd(dir, pid)
+	}
 	if pid, starting := api.Starting(dir); starting {
 		return s.awaitStart(dir, pid)
 	}
@@ -321,7 +324,8 @@ func (s *settings) dial() (*api.Client, error) {
 }
 
 // startLimit is how long a verb waits for a daemon that has taken its state directory
-// to answer: it reads its state first (about a second at 100,000 jobs).
+// to answer: it reads its state first (about a second at 100,000 jobs); and for one
+// that stops to end (its trainers take up to half a minute, see gpuq daemon --help).
 const startLimit = 2 * time.Minute
 
 // awaitStart waits for the daemon pid, which holds the state directory's lock, to
@@ -335,11 +339,30 @@ func (s *settings) awaitStart(dir string, pid int) (*api.Client, error) {
 		if !errors.As(err, &none) {
 			return c, err
 		}
+		if pid, stopping := api.Stopping(dir); stopping { // it answered, and was stopped, between two tries
+			return s.awaitEnd(dir, pid)
+		}
 		if _, starting := api.Starting(dir); !starting {
 			return nil, fmt.Errorf("%w (the daemon, pid %d, that was starting has ended: %s, or the terminal it ran in, says why)", err, pid, api.LogPath(dir))
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("the gpuq daemon (pid %d) on %s has not answered in %s: it may be stuck; kill %d stops it", pid, dir, startLimit, pid)
+		}
+	}
+}
+
+// awaitEnd waits for the daemon pid, which stops and no longer answers, to end: until
+// then it stops its trainers (where asked) and writes the last of its state, which a
+// verb would read half written, or a daemon started meanwhile find held. Then the verb
+// goes on as where none runs, or with the one started meanwhile.
+func (s *settings) awaitEnd(dir string, pid int) (*api.Client, error) {
+	fmt.Fprintf(s.notices, "gpuq: the daemon (pid %d) is stopping; waiting for it to end\n", pid)
+	for deadline := time.Now().Add(startLimit); ; time.Sleep(20 * time.Millisecond) {
+		if _, stopping := api.Stopping(dir); !stopping {
+			return s.dial()
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the gpuq daemon (pid %d) on %s has been stopping for %s: it may be stuck; kill %d ends it", pid, dir, startLimit, pid)
 		}
 	}
 }

@@ -54,3 +54,37 @@ func TestAVerbWaitsForADaemonStarting(t *testing.T) {
 		lock.Close()
 	}
 }
+
+// TestAVerbWaitsForADaemonStopping: a verb that finds the state directory's lock held
+// by a daemon that no longer answers because it stops (its trainers take a while) says
+// so and waits for it to end, rather than wait for it to answer as for one starting
+// and then say that it ended as it started; once it has ended, the verb goes on as
+// where no daemon runs.
+func TestAVerbWaitsForADaemonStopping(t *testing.T) {
+	dir := t.TempDir()
+	lock, err := api.LockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	if err := api.MarkStopping(lock); err != nil {
+		t.Fatal(err)
+	}
+	notices := &schedtest.Buffer{}
+	st := &settings{v: viper.New(), notices: notices}
+	st.v.Set(keyStateDir, dir)
+	go func() { // the daemon ends once the verb waits for it
+		for !strings.Contains(notices.String(), "waiting for it") {
+			time.Sleep(time.Millisecond)
+		}
+		lock.Close()
+	}()
+	_, err = st.dial()
+	if want := fmt.Sprintf("gpuq: the daemon (pid %d) is stopping; waiting for it to end\n", os.Getpid()); notices.String() != want {
+		t.Errorf("said %q, want %q", notices, want)
+	}
+	if none := (api.NoDaemonError{Dir: dir}); err == nil || err.Error() != none.Error() {
+		t.Errorf("once it has ended: %v; want %q", err, none)
+	}
+}

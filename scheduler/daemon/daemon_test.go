@@ -575,6 +575,36 @@ func TestStopTrainersEndsWithAStoppedSupervisor(t *testing.T) {
 	}
 }
 
+// TestADaemonStoppingSaysSo: a daemon that has stopped answering as it stops (its
+// trainer takes a second to stop) says so in its lock, so that a client waits for it
+// to end rather than for it to answer, as for one starting.
+func TestADaemonStoppingSaysSo(t *testing.T) {
+	d := startDaemon(t)
+	sweep := writeSweep(t, "name: slow\ncommand: [sh, -c, \"trap 'sleep 1; exit' TERM; while :; do sleep 0.1; done\"]\njobs: [{}]\nmemory: 1GiB\n")
+	if _, err := submit(t, d.client, sweep); err != nil {
+		t.Fatal(err)
+	}
+	attempt := filepath.Join(d.cfg.StateDir, "attempts", "slow.1", "attempt-1")
+	schedtest.WaitFor(t, "the trainer to run", func() bool { return launcher.SupervisedLeader(attempt) != 0 })
+	if _, ok := api.Stopping(d.cfg.StateDir); ok {
+		t.Error("a daemon that runs is stopping")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- d.client.Stop(true) }()
+	said := false
+	schedtest.WaitFor(t, "the daemon to say that it stops, or to end", func() bool {
+		_, said = api.Stopping(d.cfg.StateDir)
+		return said || api.Gone(d.cfg.StateDir)
+	})
+	if !said {
+		t.Error("the daemon stopped without its lock saying so")
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	<-d.ended
+}
+
 // TestAStateDirBehindALinkIsResolvedOnce: a state directory given through a link in a
 // directory anyone may write (/tmp) is used by its real path: the link pointed
 // elsewhere once the daemon runs changes nothing of where attempts' files go.

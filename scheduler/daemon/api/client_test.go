@@ -237,6 +237,38 @@ func TestStartingIsTheDaemonThatHoldsTheLock(t *testing.T) {
 	}
 }
 
+// TestStoppingIsTheDaemonThatSaysSo: a daemon that holds the lock and has marked it as
+// it stops is stopping, not starting, and a daemon started meanwhile says that it
+// waits for that one to end; once the lock is dropped, no daemon is either.
+func TestStoppingIsTheDaemonThatSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	lock, err := LockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	if _, ok := Stopping(dir); ok {
+		t.Error("a daemon that has not marked its lock is stopping")
+	}
+	if err := MarkStopping(lock); err != nil {
+		t.Fatal(err)
+	}
+	if pid, ok := Stopping(dir); !ok || pid != os.Getpid() {
+		t.Errorf("the marked lock held by this process: stopping %d %v", pid, ok)
+	}
+	if _, ok := Starting(dir); ok {
+		t.Error("a daemon that stops is starting")
+	}
+	want := fmt.Sprintf("a gpuq daemon (pid %d) is stopping on %s; start this one once it has ended", os.Getpid(), dir)
+	if _, err := LockState(dir); err == nil || err.Error() != want {
+		t.Errorf("another daemon started meanwhile: %v, want %q", err, want)
+	}
+	lock.Close()
+	if _, ok := Stopping(dir); ok {
+		t.Error("a marked lock file no process holds has a daemon stopping")
+	}
+}
+
 // TestAnUnknownSweepIsTypedOnTheWire: a daemon's refusal of a sweep no sweep is named
 // reaches the client as a scheduler.UnknownSweep, which it tells by its type, not its
 // words (gpuq results and report then say where a gpuq run's sweep is): from the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -46,45 +47,74 @@ func LockState(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("daemon lock: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		pid, _ := os.ReadFile(path)
+		data, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another gpuq daemon (pid %s) runs on %s; stop it with gpuq daemon --stop, or give this one another --state-dir",
-				strings.TrimSpace(string(pid)), dir)
+			pid, note, _ := strings.Cut(string(data), "\n")
+			if pid = strings.TrimSpace(pid); strings.TrimSpace(note) == stoppingNote {
+				return nil, fmt.Errorf("a gpuq daemon (pid %s) is stopping on %s; start this one once it has ended", pid, dir)
+			}
+			return nil, fmt.Errorf("another gpuq daemon (pid %s) runs on %s; stop it with gpuq daemon --stop, or give this one another --state-dir", pid, dir)
 		}
 		return nil, fmt.Errorf("daemon lock %s: %w", path, err)
 	}
 	return f, nil
 }
 
-// Starting reports the pid of a daemon that holds the state directory's lock and may
-// not answer yet (it reads its state before it listens).
-func Starting(dir string) (int, bool) { return holder(filepath.Join(dir, "daemon.lock")) }
+// stoppingNote follows the pid in the lock of a daemon that stops (see MarkStopping).
+const stoppingNote = "stopping"
 
-// holder is the pid a lock file names (see LockState and Reserve), where that process
-// holds the file open. It takes no lock, so that a process taking it meanwhile is not
-// refused its own.
-func holder(path string) (int, bool) {
+// MarkStopping notes in the state directory's lock, held as lock, that its daemon
+// stops: it is about to stop answering, and a client then waits for it to end (its
+// trainers stopped, its state written) rather than to answer (see Stopping). The note
+// is written after the pid in one write, so that a reader sees the pid alone or both.
+func MarkStopping(lock *os.File) error {
+	if _, err := lock.Seek(0, io.SeekEnd); err != nil {
+		return err
+	}
+	_, err := lock.WriteString(stoppingNote + "\n")
+	return err
+}
+
+// Starting reports the pid of a daemon that holds the state directory's lock and may
+// not answer yet: it reads its state before it listens.
+func Starting(dir string) (int, bool) {
+	pid, note, ok := holder(filepath.Join(dir, "daemon.lock"))
+	return pid, ok && note != stoppingNote
+}
+
+// Stopping reports the pid of a daemon that holds the state directory's lock and no
+// longer answers, or is about to, as it stops (see MarkStopping).
+func Stopping(dir string) (int, bool) {
+	pid, note, ok := holder(filepath.Join(dir, "daemon.lock"))
+	return pid, ok && note == stoppingNote
+}
+
+// holder is the pid a lock file names on its first line (see LockState and Reserve),
+// where that process holds the file open, and what the file says after it. It takes no
+// lock, so that a process taking it meanwhile is not refused its own.
+func holder(path string) (pid int, note string, ok bool) {
 	lock, err := os.Stat(path)
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
 	data, _ := os.ReadFile(path)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	first, rest, _ := strings.Cut(string(data), "\n")
+	pid, err = strconv.Atoi(strings.TrimSpace(first))
 	if err != nil || pid <= 0 {
-		return 0, false
+		return 0, "", false
 	}
 	fds := filepath.Join("/proc", strconv.Itoa(pid), "fd")
 	ents, err := os.ReadDir(fds)
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
 	for _, e := range ents {
 		if fi, err := os.Stat(filepath.Join(fds, e.Name())); err == nil && os.SameFile(fi, lock) {
-			return pid, true
+			return pid, strings.TrimSpace(rest), true
 		}
 	}
-	return 0, false
+	return 0, "", false
 }
 
 // Gone reports whether no daemon holds the state directory's lock, which a daemon
