@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -73,6 +74,7 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 		return scheduler.Refused(fmt.Sprintf("%s %s, not running: gpuq logs %s prints its log", id, state.JobState(j.State).Told(), id))
 	}
 	a := j.Attempts[len(j.Attempts)-1]
+	defer catchBrokenPipe()() // see watch
 	request := api.StreamAttach
 	if readOnly {
 		request = api.StreamAttachReadOnly
@@ -91,9 +93,13 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 	if !readOnly {
 		resize = func(rows, cols int) { sizeTerminal(st, id, a, rows, cols) }
 	}
-	if watch(ios, conn, readOnly, resize) {
+	detached, err := watch(ios, conn, readOnly, resize)
+	switch {
+	case errors.Is(err, errOutputGone):
+		return err
+	case err != nil || detached:
 		fmt.Fprintf(ios.Err, "\r\n[gpuq: %s %s; it runs on]\r\n", left, id)
-		return nil
+		return err
 	}
 	if !attemptEnded(st.client, id, a.N, 10*time.Second) {
 		fmt.Fprintf(ios.Err, "\r\n[gpuq: the terminal of attempt %d of %s was cut off, but it has not ended]\r\n", a.N, id)
@@ -105,9 +111,12 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 
 // watch shows an attempt's terminal, conn, on ios.Out and sends it what is typed at
 // ios.In (see takeKeys) until the terminal closes, or the person detaches, which it
-// reports. Where resize is not nil, it is given the size of the terminal at ios.In, at
-// once and as it changes (see followSize), until then.
-func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool, resize func(rows, cols int)) (detached bool) {
+// reports, or until what reads ios.Out has gone (gpuq attach … | head; see
+// shownOutput): errOutputGone, the terminal given back as detaching gives it, not raw,
+// which a gpuq killed by SIGPIPE would not do. Where resize is not nil, it is given the
+// size of the terminal at ios.In, at once and as it changes (see followSize), until
+// then.
+func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool, resize func(rows, cols int)) (detached bool, err error) {
 	defer tidyTerminal(ios.Out)
 	detach := make(chan struct{})
 	defer takeKeys(ios.In, conn, readOnly, detach)()
@@ -118,19 +127,30 @@ func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool, resize func(ro
 	// No size is given once the terminal is left: the trainer's goes back to its own
 	// as the last attach ends (see launcher's attach), and a late one would undo that.
 	defer stopSize()
-	copied := make(chan struct{})
+	gone := make(chan struct{})
+	defer whenReaderGone(ios.Out, func() { close(gone) })()
+	copied := make(chan error, 1)
 	go func() {
-		io.Copy(ios.Out, conn)
-		close(copied)
+		_, err := io.Copy(shownOutput{context.Background(), ios.Out}, conn)
+		copied <- err
 	}()
-	select {
-	case <-copied:
-		return false
-	case <-detach:
+	leave := func() {
 		stopSize()
 		conn.Close()
 		<-copied
-		return true
+	}
+	select {
+	case err := <-copied:
+		if errors.Is(err, errOutputGone) {
+			return false, errOutputGone
+		}
+		return false, nil
+	case <-detach:
+		leave()
+		return true, nil
+	case <-gone:
+		leave()
+		return false, errOutputGone
 	}
 }
 

@@ -18,6 +18,22 @@ const (
 	exitFailed    = 1   // the work ran and something failed
 	exitBadInput  = 2   // a bad sweep, flag, plan or size: nothing was started
 	exitInterrupt = 130 // stopped by Ctrl-C
+	// exitOutputGone ends gpuq logs or attach whose reader went first (… | head): the
+	// status a shell gives tail -f and kubectl logs -f there (128+SIGPIPE, of which
+	// they die), given once the terminal is back as it was.
+	exitOutputGone = 141
+)
+
+// quiet marks an error that its exit status says all of: the person ended the verb
+// (Ctrl-C, a | head that has read enough), and, as of tail -f, nothing is said of it.
+type quiet struct{ err error }
+
+func (q quiet) Error() string { return q.err.Error() }
+func (q quiet) Unwrap() error { return q.err }
+
+var (
+	// errOutputGone ends gpuq logs or attach once what reads their output has gone.
+	errOutputGone = quiet{errors.New("what reads gpuq's output has gone")}
 )
 
 // inputError marks an error as the user's input to fix.
@@ -118,6 +134,8 @@ func exitCode(err error) int {
 		return exitBadInput
 	case errors.Is(err, errInterrupted):
 		return exitInterrupt
+	case errors.Is(err, errOutputGone):
+		return exitOutputGone
 	}
 	return exitFailed
 }

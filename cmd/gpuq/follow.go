@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/state"
@@ -130,4 +132,67 @@ func catchBrokenPipe() (undo func()) {
 	pipe := make(chan os.Signal, 1)
 	signal.Notify(pipe, syscall.SIGPIPE)
 	return func() { signal.Stop(pipe) }
+}
+
+// shownOutput is where gpuq logs and attach show what a trainer writes: w, until ctx
+// ends. With catchBrokenPipe, a write to w once what reads it has gone (gpuq logs -f …
+// | head) fails rather than kill gpuq, and fails with errOutputGone, which ends gpuq
+// quietly, as tail -f ends, its terminal given back as it was.
+type shownOutput struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (s shownOutput) Write(p []byte) (int, error) {
+	if err := s.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := s.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		err = errOutputGone
+	}
+	return n, err
+}
+
+// whenReaderGone calls gone once what reads w, a pipe, has gone: a follower whose
+// trainer is quiet for a while would otherwise hear of it only at its next write, and
+// gpuq logs -f … | head would not end when head has, as tail -f's does. It watches
+// until the function it returns is called; output that is no pipe loses no reader.
+func whenReaderGone(w io.Writer, gone func()) (stop func()) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return func() {}
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return func() {}
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			// A pipe's writing end polls as an error once its reader has gone, whatever
+			// was asked; the wait is short, to hear of done.
+			var lost bool
+			rc.Control(func(fd uintptr) {
+				fds := []unix.PollFd{{Fd: int32(fd)}}
+				n, _ := unix.Poll(fds, 200)
+				lost = n > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0
+			})
+			if lost {
+				gone()
+				return
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -80,6 +81,19 @@ func runLogs(opts *logsOptions, id string) error {
 	if opts.attempt < 0 || opts.tail < 0 {
 		return badInput("--attempt and --tail take positive numbers")
 	}
+	defer catchBrokenPipe()()
+	ctx, readerGone := context.WithCancelCause(context.Background())
+	defer readerGone(nil)
+	defer whenReaderGone(opts.io.Out, func() { readerGone(errOutputGone) })()
+	err := logs(ctx, opts, id)
+	if errors.Is(context.Cause(ctx), errOutputGone) || errors.Is(err, errOutputGone) {
+		return errOutputGone
+	}
+	return err
+}
+
+// logs prints a job's log as runLogs is asked to, until ctx ends.
+func logs(ctx context.Context, opts *logsOptions, id string) error {
 	c, err := opts.client()
 	if err != nil {
 		return err
@@ -89,7 +103,7 @@ func runLogs(opts *logsOptions, id string) error {
 		return err
 	}
 	if opts.follow && opts.attempt == 0 && !left && !offline(c, j.Sweep) {
-		return followJob(opts, j, servingRun(c, j.Sweep))
+		return followJob(ctx, opts, j, servingRun(c, j.Sweep))
 	}
 	if len(j.Attempts) == 0 {
 		return notStarted(j)
@@ -101,7 +115,7 @@ func runLogs(opts *logsOptions, id string) error {
 	if n > len(j.Attempts) {
 		return badInput("%s has %s; --attempt %d does not exist", id, plans.Count(len(j.Attempts), "attempt"), n)
 	}
-	return printLog(opts, j, n)
+	return printLog(ctx, opts, j, n)
 }
 
 // logsJob is the job gpuq logs prints: the one named, or the one --where selects.
@@ -149,7 +163,7 @@ func logsJob(opts *logsOptions, args []string) (string, error) {
 // followJob follows a job's attempts, each to its end, until the job ends: the latest,
 // or, when the job waits to run again, the next. run is the gpuq run whose job it is
 // (nil: the daemon's), which once ended says how it left the job (see waitForAttempt).
-func followJob(opts *logsOptions, j api.Job, run *api.Run) error {
+func followJob(ctx context.Context, opts *logsOptions, j api.Job, run *api.Run) error {
 	n := len(j.Attempts)
 	if over := n > 0 && j.Attempts[n-1].Outcome != ""; n == 0 || over && !ended(j.State) {
 		if over {
@@ -160,16 +174,16 @@ func followJob(opts *logsOptions, j api.Job, run *api.Run) error {
 	}
 	for {
 		var err error
-		if j, err = waitForAttempt(opts, j.ID, n, run); err != nil {
+		if j, err = waitForAttempt(ctx, opts, j.ID, n, run); err != nil {
 			return err
 		}
 		if len(j.Attempts) < n {
 			return fmt.Errorf("%s %s without starting attempt %d", j.ID, state.JobState(j.State).Told(), n)
 		}
-		if err := printLog(opts, j, n); err != nil {
+		if err := printLog(ctx, opts, j, n); err != nil {
 			return err
 		}
-		if j, err = waitForAttempt(opts, j.ID, n+1, run); err != nil || len(j.Attempts) <= n {
+		if j, err = waitForAttempt(ctx, opts, j.ID, n+1, run); err != nil || len(j.Attempts) <= n {
 			return err // the job has ended
 		}
 		fmt.Fprintf(opts.io.Err, "gpuq: attempt %d of %s ended %s; following attempt %d\n", n, j.ID, j.Attempts[n-1].Outcome, n+1)
@@ -177,16 +191,18 @@ func followJob(opts *logsOptions, j api.Job, run *api.Run) error {
 	}
 }
 
-// printLog prints attempt n of a job's log, and with -f follows it to its end. On a
-// terminal, what the trainer left set there is undone after it (see tidyTerminal).
-func printLog(opts *logsOptions, j api.Job, n int) error {
+// printLog prints attempt n of a job's log, and with -f follows it to its end, or until
+// ctx ends. On a terminal, what the trainer left set there is undone after it (see
+// tidyTerminal).
+func printLog(ctx context.Context, opts *logsOptions, j api.Job, n int) error {
 	defer tidyTerminal(opts.io.Out)
+	out := shownOutput{ctx, opts.io.Out}
 	a := j.Attempts[n-1]
 	if a.Log == "" {
 		return scheduler.Refused(fmt.Sprintf("attempt %d of %s has no log: it never started", n, j.ID))
 	}
 	if a.Worker != "" || opts.remote() {
-		return streamLog(opts, api.StreamRequest{Attempt: api.AttemptRef{Job: j.ID, N: n}, Kind: api.StreamLog,
+		return streamLog(ctx, opts, out, api.StreamRequest{Attempt: api.AttemptRef{Job: j.ID, N: n}, Kind: api.StreamLog,
 			Tail: opts.tail, Follow: opts.follow && a.Outcome == ""})
 	}
 	f, err := os.Open(a.Log)
@@ -199,18 +215,18 @@ func printLog(opts *logsOptions, j api.Job, n int) error {
 			return err
 		}
 	}
-	if _, err := io.Copy(opts.io.Out, f); err != nil {
+	if _, err := io.Copy(out, f); err != nil {
 		return err
 	}
 	if !opts.follow || a.Outcome != "" {
 		return nil
 	}
-	return launcher.FollowLog(context.Background(), f, filepath.Dir(a.Log), opts.io.Out)
+	return launcher.FollowLog(ctx, f, filepath.Dir(a.Log), out)
 }
 
 // streamLog prints an attempt's log that is not here to read (on a worker, or on the
-// daemon's machine for a remote client) through the daemon.
-func streamLog(opts *logsOptions, req api.StreamRequest) error {
+// daemon's machine for a remote client) through the daemon, on out, until ctx ends.
+func streamLog(ctx context.Context, opts *logsOptions, out io.Writer, req api.StreamRequest) error {
 	c, err := opts.client()
 	if err != nil {
 		return err
@@ -220,7 +236,8 @@ func streamLog(opts *logsOptions, req api.StreamRequest) error {
 		return err
 	}
 	defer s.Close()
-	_, err = io.Copy(opts.io.Out, s)
+	defer context.AfterFunc(ctx, func() { s.Close() })()
+	_, err = io.Copy(out, s)
 	return err
 }
 
@@ -259,13 +276,16 @@ func notStarted(j api.Job) error {
 }
 
 // waitForAttempt polls the daemon until a job's attempt n has started, or the job has
-// ended (with fewer attempts, when n never started). A job of a gpuq run (run) that
-// has ended since is as the run left it; a daemon that restarts is waited for (a run
-// that ended comes back as no daemon does).
-func waitForAttempt(opts *logsOptions, id string, n int, run *api.Run) (api.Job, error) {
+// ended (with fewer attempts, when n never started), or ctx has. A job of a gpuq run
+// (run) that has ended since is as the run left it; a daemon that restarts is waited
+// for (a run that ended comes back as no daemon does).
+func waitForAttempt(ctx context.Context, opts *logsOptions, id string, n int, run *api.Run) (api.Job, error) {
 	for {
 		var j api.Job
 		ask := func(bool) (err error) {
+			if ctx.Err() != nil {
+				return ctx.Err() // no answer, which throughRestart would wait out
+			}
 			if j, err = fetchJob(opts.client, id); err != nil { // the run's record is read only once it no longer answers
 				if jobs, ended := endedRun(run); ended {
 					j, err = api.EndedJob(jobs, id)
@@ -287,6 +307,10 @@ func waitForAttempt(opts *logsOptions, id string, n int, run *api.Run) (api.Job,
 		case ended(j.State):
 			return j, nil
 		}
-		time.Sleep(opts.poll)
+		select {
+		case <-ctx.Done():
+			return j, ctx.Err()
+		case <-time.After(opts.poll):
+		}
 	}
 }

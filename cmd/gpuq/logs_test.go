@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -171,7 +172,7 @@ func TestLogsFollowRidesThroughARestart(t *testing.T) {
 	ios, _, errb := buffers()
 	run := &api.Run{Sweep: "flip", PID: 1, Socket: filepath.Join(dir, "flip.1.sock")}
 	opts := &logsOptions{io: ios, client: gone, poll: time.Millisecond, gone: time.Minute}
-	if _, err := waitForAttempt(opts, "flip.1", 1, run); err == nil || errb.String() != "" {
+	if _, err := waitForAttempt(context.Background(), opts, "flip.1", 1, run); err == nil || errb.String() != "" {
 		t.Errorf("a killed run: %v, stderr %q; want its error at once", err, errb)
 	}
 }

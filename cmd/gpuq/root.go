@@ -38,7 +38,8 @@ func run(args []string, io ioStreams) int {
 	root, st := newRoot(io)
 	root.SetArgs(args)
 	err := root.Execute()
-	if err != nil {
+	var q quiet
+	if err != nil && !errors.As(err, &q) {
 		fmt.Fprintln(io.Err, "gpuq:", err)
 		for _, where := range []string{st.whereLeft(err), st.whereCleaned(err)} {
 			if where != "" {
@@ -76,9 +77,10 @@ With no NVIDIA driver, gpuq simulates a machine (` + plans.DefaultSimulated + `)
 Exit status: 0 success; 1 something failed, or no daemon answers (for a job that
 exists, or where its state cannot be read); 2 bad input (a sweep, flag or config file)
 or a request the daemon refuses (an unknown job or sweep, with or without a daemon;
-attach or logs of a job that has not started); 130 interrupted. These answer and exit
-0: why of a job that does not wait, a --sweep to which no job applies (retry of a
-sweep with no failed job), daemon --stop when no daemon runs.`,
+attach or logs of a job that has not started); 130 interrupted; 141, for logs and
+attach, what reads their output has gone (gpuq logs -f ID | head), as for tail -f.
+These answer and exit 0: why of a job that does not wait, a --sweep to which no job
+applies (retry of a sweep with no failed job), daemon --stop when no daemon runs.`,
 		Version:       versionText(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
