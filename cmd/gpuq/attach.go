@@ -111,13 +111,17 @@ func runAttach(ios ioStreams, st *settings, id string, readOnly bool) error {
 
 // watch shows an attempt's terminal, conn, on ios.Out and sends it what is typed at
 // ios.In (see takeKeys) until the terminal closes, or the person detaches, which it
-// reports, or until what reads ios.Out has gone (gpuq attach … | head; see
-// shownOutput): errOutputGone, the terminal given back as detaching gives it, not raw,
-// which a gpuq killed by SIGPIPE would not do. Where resize is not nil, it is given the
-// size of the terminal at ios.In, at once and as it changes (see followSize), until
-// then.
+// reports, or leaves it otherwise: errStoppedWatching for Ctrl-C where it is a signal
+// (input that is no terminal, or kill -INT) or SIGTERM, errOutputGone once what reads
+// ios.Out has gone (gpuq attach … | head; see shownOutput). Either way the terminal is
+// given back as detaching gives it, not raw and with its cursor shown, which a gpuq
+// killed by the signal would not do. Where resize is not nil, it is given the size of
+// the terminal at ios.In, at once and as it changes (see followSize), until then.
 func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool, resize func(rows, cols int)) (detached bool, err error) {
 	defer tidyTerminal(ios.Out)
+	sigs := make(chan os.Signal, 1) // heard before the terminal is made raw
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	detach := make(chan struct{})
 	defer takeKeys(ios.In, conn, readOnly, detach)()
 	stopSize := func() {}
@@ -148,6 +152,9 @@ func watch(ios ioStreams, conn io.ReadWriteCloser, readOnly bool, resize func(ro
 	case <-detach:
 		leave()
 		return true, nil
+	case <-sigs:
+		leave()
+		return false, errStoppedWatching
 	case <-gone:
 		leave()
 		return false, errOutputGone

@@ -34,6 +34,9 @@ func (q quiet) Unwrap() error { return q.err }
 var (
 	// errOutputGone ends gpuq logs or attach once what reads their output has gone.
 	errOutputGone = quiet{errors.New("what reads gpuq's output has gone")}
+	// errStoppedWatching ends gpuq logs or attach that Ctrl-C (or SIGTERM) stopped:
+	// they only watched, and stopped nothing else.
+	errStoppedWatching = quiet{errInterrupted}
 )
 
 // inputError marks an error as the user's input to fix.

@@ -135,9 +135,10 @@ func catchBrokenPipe() (undo func()) {
 }
 
 // shownOutput is where gpuq logs and attach show what a trainer writes: w, until ctx
-// ends. With catchBrokenPipe, a write to w once what reads it has gone (gpuq logs -f …
-// | head) fails rather than kill gpuq, and fails with errOutputGone, which ends gpuq
-// quietly, as tail -f ends, its terminal given back as it was.
+// ends (Ctrl-C: no more of the trainer's output may follow the terminal's tidying, see
+// tidyTerminal). With catchBrokenPipe, a write to w once what reads it has gone (gpuq
+// logs -f … | head) fails rather than kill gpuq, and fails with errOutputGone, which
+// ends gpuq quietly, as tail -f ends, its terminal given back as it was.
 type shownOutput struct {
 	ctx context.Context
 	w   io.Writer

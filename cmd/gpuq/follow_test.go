@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -11,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
@@ -71,8 +75,11 @@ func TestWhenReaderGone(t *testing.T) {
 }
 
 // TestFollowersEndCleanly: gpuq logs -f and gpuq attach, processes as a person runs
-// them, end as tail -f does once what reads their output has gone (… | head): quietly
-// with tail's 141, rather than killed by SIGPIPE.
+// them, end as tail -f does, but with the terminal given back as they found it: once
+// what reads their output has gone (… | head), quietly with tail's 141 rather than
+// killed by SIGPIPE; on Ctrl-C (a signal where the keys do not go to the trainer) or
+// SIGTERM with 130, the cursor the trainer hid shown again and the terminal no longer
+// raw, rather than killed by the signal.
 func TestFollowersEndCleanly(t *testing.T) {
 	daemonEnv(t)
 	startDaemon(t)
@@ -105,6 +112,57 @@ func TestFollowersEndCleanly(t *testing.T) {
 			// What attach says as it attaches is said before; nothing is said after.
 			if said := errb.String(); code != exitOutputGone || strings.Contains(said, "broken pipe") || regexp.MustCompile(`(?m)^gpuq:`).MatchString(said) {
 				t.Errorf("exit %d, said %q; want %d, said nothing of it", code, said, exitOutputGone)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		verb   string
+		sig    syscall.Signal
+		keys   bool // whether the terminal is its input too, and raw while attached
+		stderr string
+	}{
+		{"logs -f", syscall.SIGINT, false, ""},
+		{"attach", syscall.SIGINT, false, "detached from tick.1"},
+		{"attach", syscall.SIGTERM, true, "detached from tick.1"},
+	} {
+		t.Run(tc.verb+" "+tc.sig.String(), func(t *testing.T) {
+			ptmx, tty, err := pty.Open()
+			if err != nil {
+				t.Skipf("no pseudo-terminal here: %v", err)
+			}
+			defer ptmx.Close()
+			defer tty.Close()
+			var shown schedtest.Buffer
+			go io.Copy(&shown, ptmx)
+			cmd := exec.Command(os.Args[0], append(strings.Fields(tc.verb), "tick.1")...)
+			var errb schedtest.Buffer
+			cmd.Stdout, cmd.Stderr = tty, &errb
+			if tc.keys {
+				cmd.Stdin = tty
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			schedtest.WaitFor(t, "the trainer's output", func() bool { return strings.Contains(shown.String(), "tick") })
+			cmd.Process.Signal(tc.sig)
+			code := exited(t, cmd)
+			// Written after all it wrote, so that what it wrote last has been read.
+			tty.Write([]byte("the end\n"))
+			schedtest.WaitFor(t, "the end", func() bool { return strings.Contains(shown.String(), "the end") })
+			out := shown.String()
+			after := out[strings.LastIndex(out, "\x1b[?25l"):]
+			if code != exitInterrupt || !strings.Contains(after, "\x1b[?25h") || !strings.Contains(errb.String(), tc.stderr) {
+				t.Errorf("exit %d, said %q, showed %q; want %d, the cursor shown again, %q said", code, errb.String(), after, exitInterrupt, tc.stderr)
+			}
+			if tc.stderr == "" && errb.String() != "" {
+				t.Errorf("said %q; want nothing", errb.String())
+			}
+			tio, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tio.Lflag&unix.ECHO == 0 || tio.Lflag&unix.ICANON == 0 {
+				t.Errorf("the terminal was left raw (lflag %#x)", tio.Lflag)
 			}
 		})
 	}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,12 +84,22 @@ func runLogs(opts *logsOptions, id string) error {
 		return badInput("--attempt and --tail take positive numbers")
 	}
 	defer catchBrokenPipe()()
-	ctx, readerGone := context.WithCancelCause(context.Background())
+	// Ctrl-C ends gpuq logs (-f above all) as it ends tail -f, but with the terminal
+	// given back as the trainer's output may have left it (see printLog), which a gpuq
+	// killed by the signal does not do. A second Ctrl-C, where the first has not ended
+	// it yet (a terminal that takes no output: Ctrl-S), kills it as before.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	ctx, readerGone := context.WithCancelCause(ctx)
 	defer readerGone(nil)
 	defer whenReaderGone(opts.io.Out, func() { readerGone(errOutputGone) })()
 	err := logs(ctx, opts, id)
-	if errors.Is(context.Cause(ctx), errOutputGone) || errors.Is(err, errOutputGone) {
+	switch {
+	case errors.Is(context.Cause(ctx), errOutputGone), errors.Is(err, errOutputGone):
 		return errOutputGone
+	case ctx.Err() != nil:
+		return errStoppedWatching
 	}
 	return err
 }
