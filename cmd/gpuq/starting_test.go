@@ -68,7 +68,7 @@ func TestAVerbWaitsForADaemonStopping(t *testing.T) {
 	}
 	defer lock.Close()
 	fmt.Fprintf(lock, "%d\n", os.Getpid())
-	if err := api.MarkStopping(lock); err != nil {
+	if err := api.MarkStopping(dir, os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
 	notices := &schedtest.Buffer{}

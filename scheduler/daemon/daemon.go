@@ -107,9 +107,6 @@ type daemon struct {
 	sweeps, adopted int
 	// stopTrainers says whether the engine stops the trainers as it stops.
 	stopTrainers atomic.Bool
-	// lock is the state directory's lock, held while the daemon runs, which tells
-	// clients when it stops (see api.MarkStopping).
-	lock *os.File
 	// stop asks the daemon to stop (a shutdown request); stopOnce guards it.
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -147,7 +144,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	d.machine.recalled = append(d.machine.recalled, recalledNet...)
-	d.lock = lock
 	defer d.close()
 	ln, err := listen(cfg.StateDir)
 	if err != nil {
@@ -382,7 +378,7 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 		// Said before the socket goes: a client that finds no socket while the lock is
 		// held then waits for the daemon to end (its trainers stopped, its state
 		// written), not to answer, as it would for one starting.
-		if err := api.MarkStopping(d.lock); err != nil {
+		if err := api.MarkStopping(d.cfg.StateDir, os.Getpid()); err != nil {
 			d.log.Printf("warning: %v: a client may take the daemon, as it stops, for one starting", err)
 		}
 		sctx, done := context.WithTimeout(context.Background(), 5*time.Second)

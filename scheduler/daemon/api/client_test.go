@@ -250,7 +250,7 @@ func TestStoppingIsTheDaemonThatSaysSo(t *testing.T) {
 	if _, ok := Stopping(dir); ok {
 		t.Error("a daemon that has not marked its lock is stopping")
 	}
-	if err := MarkStopping(lock); err != nil {
+	if err := MarkStopping(dir, os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
 	if pid, ok := Stopping(dir); !ok || pid != os.Getpid() {
@@ -265,7 +265,17 @@ func TestStoppingIsTheDaemonThatSaysSo(t *testing.T) {
 	}
 	lock.Close()
 	if _, ok := Stopping(dir); ok {
-		t.Error("a marked lock file no process holds has a daemon stopping")
+		t.Error("a word of stopping left by a daemon no longer holding the lock has a daemon stopping")
+	}
+	// The next daemon takes the lock and clears the word the last one left: it would
+	// otherwise be said of a later daemon given the same pid.
+	next, err := LockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if _, err := os.Stat(filepath.Join(dir, stoppingFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the word of a daemon that ended is still there once another holds the lock: %v", err)
 	}
 }
 

@@ -64,7 +64,7 @@ func namesDir(dir string) string { return filepath.Join(RunsDir(dir), ".names") 
 // the sweep yet is starting. It takes no lock, which would refuse a run that tried to
 // meanwhile.
 func RunStarting(dir, sweep string) bool {
-	_, _, ok := holder(filepath.Join(namesDir(dir), sweep))
+	_, ok := holder(filepath.Join(namesDir(dir), sweep))
 	return ok
 }
 

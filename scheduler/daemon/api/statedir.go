@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -47,74 +46,99 @@ func LockState(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("daemon lock: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		data, _ := os.ReadFile(path)
+		pid, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			pid, note, _ := strings.Cut(string(data), "\n")
-			if pid = strings.TrimSpace(pid); strings.TrimSpace(note) == stoppingNote {
-				return nil, fmt.Errorf("a gpuq daemon (pid %s) is stopping on %s; start this one once it has ended", pid, dir)
+			if pid, stopping := Stopping(dir); stopping {
+				return nil, fmt.Errorf("a gpuq daemon (pid %d) is stopping on %s; start this one once it has ended", pid, dir)
 			}
-			return nil, fmt.Errorf("another gpuq daemon (pid %s) runs on %s; stop it with gpuq daemon --stop, or give this one another --state-dir", pid, dir)
+			return nil, fmt.Errorf("another gpuq daemon (pid %s) runs on %s; stop it with gpuq daemon --stop, or give this one another --state-dir",
+				strings.TrimSpace(string(pid)), dir)
 		}
 		return nil, fmt.Errorf("daemon lock %s: %w", path, err)
 	}
+	// A daemon that said it stopped and then ended left its word behind: it holds no
+	// more, and no daemon holds the lock but this one.
+	os.Remove(filepath.Join(dir, stoppingFile))
 	return f, nil
 }
 
-// stoppingNote follows the pid in the lock of a daemon that stops (see MarkStopping).
-const stoppingNote = "stopping"
+// stoppingFile names the pid of a daemon that stops (see MarkStopping). It is a file
+// of its own, not a line in the lock: a gpuq that predates it reads the lock's pid as
+// before, and takes a daemon that stops for one that starts, as it always did.
+const stoppingFile = "daemon.stopping"
 
-// MarkStopping notes in the state directory's lock, held as lock, that its daemon
-// stops: it is about to stop answering, and a client then waits for it to end (its
-// trainers stopped, its state written) rather than to answer (see Stopping). The note
-// is written after the pid in one write, so that a reader sees the pid alone or both.
-func MarkStopping(lock *os.File) error {
-	if _, err := lock.Seek(0, io.SeekEnd); err != nil {
+// MarkStopping says in the state directory that its daemon, pid, which holds the
+// lock, stops: it is about to stop answering, and a client then waits for it to end
+// (its trainers stopped, its state written) rather than to answer (see Stopping).
+// Written whole or not at all (a rename), so that a reader never reads half a pid.
+func MarkStopping(dir string, pid int) error {
+	tmp, err := os.CreateTemp(dir, stoppingFile+".*")
+	if err != nil {
 		return err
 	}
-	_, err := lock.WriteString(stoppingNote + "\n")
+	_, err = fmt.Fprintf(tmp, "%d\n", pid)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, stoppingFile))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
 	return err
 }
 
 // Starting reports the pid of a daemon that holds the state directory's lock and may
 // not answer yet: it reads its state before it listens.
 func Starting(dir string) (int, bool) {
-	pid, note, ok := holder(filepath.Join(dir, "daemon.lock"))
-	return pid, ok && note != stoppingNote
+	pid, ok := holder(filepath.Join(dir, "daemon.lock"))
+	return pid, ok && !saysStopping(dir, pid)
 }
 
 // Stopping reports the pid of a daemon that holds the state directory's lock and no
 // longer answers, or is about to, as it stops (see MarkStopping).
 func Stopping(dir string) (int, bool) {
-	pid, note, ok := holder(filepath.Join(dir, "daemon.lock"))
-	return pid, ok && note == stoppingNote
+	pid, ok := holder(filepath.Join(dir, "daemon.lock"))
+	return pid, ok && saysStopping(dir, pid)
 }
 
-// holder is the pid a lock file names on its first line (see LockState and Reserve),
-// where that process holds the file open, and what the file says after it. It takes no
-// lock, so that a process taking it meanwhile is not refused its own.
-func holder(path string) (pid int, note string, ok bool) {
+// saysStopping reports whether the daemon pid, which holds the lock, said it stops: a
+// word left by another that ended is not its.
+func saysStopping(dir string, pid int) bool {
+	data, err := os.ReadFile(filepath.Join(dir, stoppingFile))
+	if err != nil {
+		return false
+	}
+	said, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	return err == nil && said == pid
+}
+
+// holder is the pid a lock file names (see LockState and Reserve), where that process
+// holds the file open. It takes no lock, so that a process taking it meanwhile is not
+// refused its own.
+func holder(path string) (int, bool) {
 	lock, err := os.Stat(path)
 	if err != nil {
-		return 0, "", false
+		return 0, false
 	}
 	data, _ := os.ReadFile(path)
-	first, rest, _ := strings.Cut(string(data), "\n")
-	pid, err = strconv.Atoi(strings.TrimSpace(first))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	if err != nil || pid <= 0 {
-		return 0, "", false
+		return 0, false
 	}
 	fds := filepath.Join("/proc", strconv.Itoa(pid), "fd")
 	ents, err := os.ReadDir(fds)
 	if err != nil {
-		return 0, "", false
+		return 0, false
 	}
 	for _, e := range ents {
 		if fi, err := os.Stat(filepath.Join(fds, e.Name())); err == nil && os.SameFile(fi, lock) {
-			return pid, strings.TrimSpace(rest), true
+			return pid, true
 		}
 	}
-	return 0, "", false
+	return 0, false
 }
 
 // Gone reports whether no daemon holds the state directory's lock, which a daemon
