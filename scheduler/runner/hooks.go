@@ -18,15 +18,34 @@ type Hooks struct {
 	store *state.Store
 	cards []api.GPUInfo
 	n     launcher.Notifier
-	// told are the failed jobs whose failure was told, ended the sweeps whose end was.
-	told, ended map[string]bool
+	// told are the failed jobs whose failure was told, ended the sweeps whose end was,
+	// each with the Seq of the job or the submission told of: a sweep forgotten (gpuq
+	// clean) and submitted again under its name, with jobs of the same ids, is another
+	// sweep, to be told of afresh, though none of its jobs has started.
+	told, ended map[string]uint64
 }
 
 // NewHooks returns the hooks of the sweeps in a store, run on cards; log hears of the
-// hooks that fail.
+// hooks that fail. What had failed or ended in the store already was told by the
+// daemon before this one (or lost with it, killed before its hooks ran): a daemon
+// started again does not tell it again when the sweep goes on, or ends, after all.
 func NewHooks(store *state.Store, cards []api.GPUInfo, log func(string)) *Hooks {
-	h := &Hooks{store: store, cards: cards, told: map[string]bool{}, ended: map[string]bool{}}
+	h := &Hooks{store: store, cards: cards, told: map[string]uint64{}, ended: map[string]uint64{}}
 	h.n.Log = log
+	view := store.View()
+	for _, sub := range view.Submissions() {
+		if !sub.Sweep.Notify.Hooked() {
+			continue
+		}
+		for j := range view.JobsOf(sub.Sweep.Name) {
+			if j.State == state.JobFailed {
+				h.told[j.ID] = j.Seq
+			}
+		}
+		if h.over(view, sub.Sweep.Name) {
+			h.ended[sub.Sweep.Name] = sub.Seq
+		}
+	}
 	return h
 }
 
@@ -38,52 +57,54 @@ func (h *Hooks) Event(ev scheduler.Event) {
 	if j == nil {
 		return // an event of a card
 	}
-	sw := view.Sweep(j.Sweep)
-	if sw == nil || !sw.Notify.Hooked() {
+	sub := view.Submission(j.Sweep)
+	if sub == nil || !sub.Sweep.Notify.Hooked() {
 		return
 	}
+	sw := sub.Sweep
 	switch j.State {
 	case state.JobQueued, state.JobRunning:
 		delete(h.told, j.ID)
 		delete(h.ended, j.Sweep)
 		return
 	case state.JobFailed:
-		h.failed(view, sw, j)
+		h.failed(view, sub, j)
 	}
-	if sw.Notify.OnEnd && !h.ended[j.Sweep] && h.over(view, j.Sweep) {
+	if told, ok := h.ended[j.Sweep]; sw.Notify.OnEnd && (!ok || told != sub.Seq) && h.over(view, j.Sweep) {
 		// Jobs that ended with this one, in the same transaction, may fail after it in
 		// the events: their failures come before the end all the same.
 		if sw.Notify.OnFailure {
 			for _, f := range api.SweepJobs(view, j.Sweep) {
 				if f.State == state.JobFailed {
-					h.failed(view, sw, f)
+					h.failed(view, sub, f)
 				}
 			}
 		}
-		h.ended[j.Sweep] = true
+		h.ended[j.Sweep] = sub.Seq
 		sum := api.SummarizeSweep(view, j.Sweep, h.cards)
-		h.fire(sw, api.Notice{Event: plans.NotifyEnd, Sweep: sw.Name, Summary: &sum}, "")
+		h.fire(sub, api.Notice{Event: plans.NotifyEnd, Sweep: sw.Name, Summary: &sum}, "")
 	}
 }
 
 // failed tells the hooks of a job that failed, once.
-func (h *Hooks) failed(view state.View, sw *plans.Sweep, j *state.Job) {
-	if sw.Notify.OnFailure && !h.told[j.ID] {
-		h.told[j.ID] = true
+func (h *Hooks) failed(view state.View, sub *state.Submission, j *state.Job) {
+	if told, ok := h.told[j.ID]; sub.Sweep.Notify.OnFailure && (!ok || told != j.Seq) {
+		h.told[j.ID] = j.Seq
 		js := api.Summarize(view, j)
-		h.fire(sw, api.Notice{Event: plans.NotifyFailure, Sweep: sw.Name, Job: &js}, j.ID)
+		h.fire(sub, api.Notice{Event: plans.NotifyFailure, Sweep: sub.Sweep.Name, Job: &js}, j.ID)
 	}
 }
 
 // Wait waits for the hooks fired so far.
 func (h *Hooks) Wait() { h.n.Wait() }
 
-func (h *Hooks) fire(sw *plans.Sweep, nt api.Notice, job string) {
+func (h *Hooks) fire(sub *state.Submission, nt api.Notice, job string) {
 	payload, err := json.Marshal(nt)
 	if err != nil {
 		h.n.Log(fmt.Sprintf("notify %s of %s: %v", nt.Event, nt.Sweep, err))
 		return
 	}
+	sw := sub.Sweep
 	h.n.Fire(sw.Notify, launcher.Notice{Sweep: sw.Name, Event: nt.Event, Job: job, Workdir: sw.Workdir, Payload: payload})
 }
 

@@ -1,0 +1,109 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// hooked is a store holding a sweep n of two jobs whose notify command appends
+// "failure JOB" or "end" to notices in dir, on each failure and its end.
+func hooked(t *testing.T) (store *state.Store, dir string) {
+	t.Helper()
+	store, err := state.NewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	submitHooked(t, store, dir, nil)
+	return store, dir
+}
+
+func submitHooked(t *testing.T, store *state.Store, dir string, environ []string) {
+	t.Helper()
+	doc := "name: n\ncommand: [sh, -c, 'true']\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n" +
+		`notify: {command: [sh, -c, 'echo "$GPUQ_EVENT${GPUQ_JOB_ID:+ $GPUQ_JOB_ID}" >> notices'], on: [end, failure]}` + "\n"
+	sw, err := plans.DecodeSweep(filepath.Join(dir, "n.yaml"), []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Submit(&state.Submission{Sweep: sw, Environ: environ}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setState puts a job in a state, as the engine would, and tells hooks of it.
+func setState(t *testing.T, store *state.Store, h *Hooks, id string, st state.JobState) {
+	t.Helper()
+	j := *store.View().Job(id)
+	j.State = st
+	if err := store.Put(state.Change{Jobs: []*state.Job{&j}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Event(scheduler.Event{Job: id, Kind: string(st)})
+}
+
+// notices is what the hooks told, once every hook fired has ended.
+func notices(t *testing.T, h *Hooks, dir string) string {
+	t.Helper()
+	h.Wait()
+	data, err := os.ReadFile(filepath.Join(dir, "notices"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// TestARestartedDaemonDoesNotTellAgain: the hooks of a daemon started again (after a
+// kill -9, or a stop, mid-sweep) tell the end of a sweep once it comes, and not again
+// the failures the daemon before told.
+func TestARestartedDaemonDoesNotTellAgain(t *testing.T) {
+	store, dir := hooked(t)
+	h := NewHooks(store, nil, func(line string) { t.Error(line) })
+	setState(t, store, h, "n.1", state.JobRunning)
+	setState(t, store, h, "n.2", state.JobRunning)
+	setState(t, store, h, "n.1", state.JobFailed)
+	if got := notices(t, h, dir); got != "failure n.1" {
+		t.Fatalf("before the restart, notices %q", got)
+	}
+	again := NewHooks(store, nil, func(line string) { t.Error(line) })
+	setState(t, store, again, "n.2", state.JobSucceeded)
+	if got, want := notices(t, again, dir), "failure n.1\nend"; got != want {
+		t.Errorf("notices %q, want %q: the failure told once, then the end", got, want)
+	}
+	// An event of a job of the sweep that has ended (an attempt's late end) tells
+	// nothing more, to the daemon started after that either.
+	third := NewHooks(store, nil, func(line string) { t.Error(line) })
+	third.Event(scheduler.Event{Job: "n.1", Kind: "failed"})
+	if got, want := notices(t, third, dir), "failure n.1\nend"; got != want {
+		t.Errorf("after another restart, notices %q, want %q", got, want)
+	}
+}
+
+// TestASweepSubmittedAgainIsToldAfresh: a sweep forgotten by gpuq clean and submitted
+// again under its name is told of, though its jobs (of the same ids as before) fail
+// without starting (a sweep it runs after has failed).
+func TestASweepSubmittedAgainIsToldAfresh(t *testing.T) {
+	store, dir := hooked(t)
+	h := NewHooks(store, nil, func(line string) { t.Error(line) })
+	setState(t, store, h, "n.1", state.JobFailed)
+	setState(t, store, h, "n.2", state.JobFailed)
+	first := "failure n.1\nfailure n.2\nend"
+	if got := notices(t, h, dir); got != first {
+		t.Fatalf("the first submission's notices %q, want %q", got, first)
+	}
+	if err := store.Forget([]string{"n"}); err != nil {
+		t.Fatal(err)
+	}
+	submitHooked(t, store, dir, nil)
+	setState(t, store, h, "n.1", state.JobFailed)
+	setState(t, store, h, "n.2", state.JobFailed)
+	if got, want := notices(t, h, dir), first+"\n"+first; got != want {
+		t.Errorf("notices %q, want %q: the second submission told as the first was", got, want)
+	}
+}
