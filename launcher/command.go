@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -212,6 +214,42 @@ func envValue(env []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// findIn points cmd at its program as the PATH of env, the environment it runs with,
+// finds it, where env has a PATH: a trainer or a hook runs the program its sweep was
+// checked against when it was submitted (a conda env's python), not one the PATH of
+// the daemon or the supervisor, which exec.Command searched, finds, or none. A PATH
+// entry that is not absolute is passed over, as exec.LookPath refuses what it finds
+// there.
+func findIn(cmd *exec.Cmd, env []string) {
+	name := cmd.Args[0]
+	path, ok := lastValue(env, "PATH")
+	if !ok || strings.ContainsRune(name, '/') {
+		return
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && unix.Access(p, unix.X_OK) == nil {
+			cmd.Path, cmd.Err = p, nil
+			return
+		}
+	}
+	cmd.Path, cmd.Err = name, &exec.Error{Name: name, Err: exec.ErrNotFound}
+}
+
+// lastValue is the value of a variable in env, the last one where it is set twice, as
+// exec passes it.
+func lastValue(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // mergeEnv returns parent with every NAME=value of set replacing or added; the last

@@ -78,6 +78,7 @@ func Start(c Command, logPath, header string, live io.Writer) (*Process, error) 
 	}
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
 	cmd.Dir, cmd.Env = c.Dir, c.Env
+	findIn(cmd, c.Env)
 	p := &Process{cmd: cmd, log: lf, ring: NewRing(64 << 10), done: make(chan struct{}), started: time.Now(),
 		dir: envValue(c.Env, attemptDirVar)}
 	p.oomBefore = hostOOMKills()

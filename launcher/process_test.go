@@ -526,3 +526,29 @@ func TestAMappingPlaceholderIsWhatTheConfigHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestTheProgramIsFoundOnTheTrainersPath: a command's program named without a path is
+// looked for on the PATH of the environment the trainer gets (the one its sweep was
+// submitted from, checked then), not on the PATH of the daemon or supervisor that
+// starts it: another python there, or none.
+func TestTheProgramIsFoundOnTheTrainersPath(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "gpuq-test-trainer"), []byte("#!/bin/sh\necho found on the trainers PATH\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c := Command{Argv: []string{"gpuq-test-trainer"}, Dir: dir, Env: []string{"PATH=" + bin + ":/usr/bin:/bin"}}
+	p, err := Start(c, filepath.Join(dir, "log"), "", nil)
+	if err != nil {
+		t.Fatalf("a program on the trainer's PATH, not on this process's: %v", err)
+	}
+	waitDone(t, p)
+	if e := p.Exit(); e.Code != 0 || !strings.Contains(string(p.Output()), "found on the trainers PATH") {
+		t.Errorf("exit %v, output %q", e, p.Output())
+	}
+	// One on this process's PATH alone is not the trainer's.
+	c.Argv, c.Env = []string{"sh", "-c", "true"}, []string{"PATH=" + bin}
+	if _, err := Start(c, filepath.Join(dir, "log2"), "", nil); !errors.Is(err, exec.ErrNotFound) {
+		t.Errorf("sh, not on the trainer's PATH: %v, want not found", err)
+	}
+}
