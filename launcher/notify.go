@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,9 @@ type Notice struct {
 	Job   string // the job that failed, for a failure
 	// Workdir is where the command runs: the sweep's.
 	Workdir string
+	// Environ is the environment the command runs with, the one the sweep was
+	// submitted from, as its trainers do; nil: gpuq's own.
+	Environ []string
 	// Payload is the JSON the command reads and the webhook gets.
 	Payload []byte
 }
@@ -136,17 +140,27 @@ const hookOutput = 4 << 10
 // runHook runs the command in its own process group, which is killed whole if it runs
 // past hookTimeout, with the processes it started elsewhere, with the payload on its
 // standard input and GPUQ_SWEEP, GPUQ_EVENT (and GPUQ_JOB_ID) in its environment for a
-// script that reads no JSON.
+// script that reads no JSON. Its program is found on the PATH of that environment,
+// the submitter's, where the sweep's check found it.
 func runHook(argv []string, nt Notice) error {
 	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = nt.Workdir
 	id := fmt.Sprintf("%d.%d", os.Getpid(), hookRuns.Add(1))
-	cmd.Env = append(os.Environ(), "GPUQ_SWEEP="+nt.Sweep, "GPUQ_EVENT="+nt.Event, hookVar+"="+id)
-	if nt.Job != "" {
-		cmd.Env = append(cmd.Env, "GPUQ_JOB_ID="+nt.Job)
+	base := nt.Environ
+	if base == nil {
+		base = os.Environ()
 	}
+	// A sweep submitted from a trainer's job has that job's id in its environment: an
+	// end, of no job, is told without it.
+	base = slices.DeleteFunc(slices.Clone(base), func(kv string) bool { return strings.HasPrefix(kv, "GPUQ_JOB_ID=") })
+	set := []string{"GPUQ_SWEEP=" + nt.Sweep, "GPUQ_EVENT=" + nt.Event, hookVar + "=" + id}
+	if nt.Job != "" {
+		set = append(set, "GPUQ_JOB_ID="+nt.Job)
+	}
+	cmd.Env = mergeEnv(base, set)
+	findIn(cmd, cmd.Env)
 	cmd.Stdin = bytes.NewReader(nt.Payload)
 	// Its last words, not all it says: a hook may write without end.
 	out := NewRing(hookOutput)

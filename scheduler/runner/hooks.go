@@ -105,7 +105,7 @@ func (h *Hooks) fire(sub *state.Submission, nt api.Notice, job string) {
 		return
 	}
 	sw := sub.Sweep
-	h.n.Fire(sw.Notify, launcher.Notice{Sweep: sw.Name, Event: nt.Event, Job: job, Workdir: sw.Workdir, Payload: payload})
+	h.n.Fire(sw.Notify, launcher.Notice{Sweep: sw.Name, Event: nt.Event, Job: job, Workdir: sw.Workdir, Environ: sub.Environ, Payload: payload})
 }
 
 // over reports whether no job of the sweep runs or waits. The running attempts and the

@@ -107,3 +107,34 @@ func TestASweepSubmittedAgainIsToldAfresh(t *testing.T) {
 		t.Errorf("notices %q, want %q: the second submission told as the first was", got, want)
 	}
 }
+
+// TestAHookRunsWithTheSubmittersEnvironment: a notify command runs with the
+// environment its sweep was submitted from, as its trainers do: its program is found on
+// that PATH (where gpuq submit checked it), not the daemon's, and it sees what the
+// submitter set; an end is told with no GPUQ_JOB_ID, though the sweep was submitted
+// from a trainer's job, which had one.
+func TestAHookRunsWithTheSubmittersEnvironment(t *testing.T) {
+	dir, bin := t.TempDir(), t.TempDir()
+	hook := "#!/bin/sh\necho \"$FROM_SUBMITTER $GPUQ_EVENT ${GPUQ_JOB_ID:-none}\" >> notices\n"
+	if err := os.WriteFile(filepath.Join(bin, "gpuq-test-hook"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := "name: e\ncommand: [sh, -c, 'true']\njobs: [{}]\nmemory: 1GiB\nnotify: {command: [gpuq-test-hook]}\n"
+	sw, err := plans.DecodeSweep(filepath.Join(dir, "e.yaml"), []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.NewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	environ := []string{"PATH=" + bin + ":/usr/bin:/bin", "FROM_SUBMITTER=yes", "GPUQ_JOB_ID=parent.3"}
+	if err := store.Submit(&state.Submission{Sweep: sw, Environ: environ}); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHooks(store, nil, func(line string) { t.Error(line) })
+	setState(t, store, h, "e.1", state.JobSucceeded)
+	if got, want := notices(t, h, dir), "yes end none"; got != want {
+		t.Errorf("the hook wrote %q, want %q", got, want)
+	}
+}
