@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -47,7 +49,16 @@ type cluster struct {
 	// streams are the requests for a worker's attempt streams, by token, each waiting
 	// for the worker to open it.
 	streams map[string]chan io.ReadWriteCloser
+	// instances are the workers' instances (api.Hello.Instance) as last kept in the
+	// file instancesPath ("": none kept), by name: a daemon started again tells the
+	// worker that runs its attempts from another of its name (see connect).
+	instances     map[string]string
+	instancesPath string
 }
+
+// instancesFile, in the state directory, holds the instance of each worker the daemon
+// knew, by name.
+const instancesFile = "worker-instances.json"
 
 // remote is a worker, while it is linked and for a grace period after.
 type remote struct {
@@ -71,10 +82,46 @@ type remote struct {
 	metrics map[string][]plans.Reading
 }
 
-func newCluster(local *machine, r *runner.Supervised, f fence, log *runner.EventLog) *cluster {
+func newCluster(local *machine, r *runner.Supervised, f fence, log *runner.EventLog, stateDir string) *cluster {
 	c := &cluster{local: local, runner: r, fence: f, clock: scheduler.RealClock{}, log: log, exits: make(chan scheduler.Exit, 64),
 		workers: map[string]*remote{}, lost: map[string]map[string]api.AttemptRef{}, streams: map[string]chan io.ReadWriteCloser{}}
+	c.loadInstances(filepath.Join(stateDir, instancesFile))
 	return c
+}
+
+// loadInstances reads the workers' instances the last daemon kept in path, and keeps
+// them there from now on. A file that cannot be read is said and left: with it, only
+// a worker of a name taken twice goes unrecognized.
+func (c *cluster) loadInstances(path string) {
+	c.instancesPath, c.instances = path, map[string]string{}
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(data, &c.instances)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.log.Printf("warning: the workers' instances in %s: %v", path, err)
+	}
+}
+
+// keepInstances keeps the instances of the workers the daemon holds now, linked or
+// away, where a daemon started again reads them (see loadInstances). c.mu is held.
+func (c *cluster) keepInstances() {
+	now := map[string]string{}
+	for name, w := range c.workers {
+		if w.hello.Instance != "" {
+			now[name] = w.hello.Instance
+		}
+	}
+	if maps.Equal(now, c.instances) {
+		return
+	}
+	c.instances = now
+	if c.instancesPath == "" {
+		return
+	}
+	if err := launcher.WriteJSON(c.instancesPath, now); err != nil {
+		c.log.Printf("warning: keeping the workers' instances: %v", err)
+	}
 }
 
 // forward passes the ends of the local runner's attempts on as the cluster's, until
@@ -100,7 +147,9 @@ func (c *cluster) worker(name string) *remote {
 	if w == nil {
 		now := c.clock.Now()
 		w = &remote{heard: now, acked: now, attempts: map[string]*state.Attempt{}, stops: map[string]api.AttemptRef{}}
-		w.hello.Name = name
+		// One whose attempts a daemon started again takes up is the instance the last
+		// daemon knew by its name: another of that name is refused as it was.
+		w.hello.Name, w.hello.Instance = name, c.instances[name]
 		c.workers[name] = w
 	}
 	return w
@@ -325,6 +374,7 @@ func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
 		l.send(api.DaemonMessage{Stop: &ref})
 	}
 	clear(w.stops)
+	c.keepInstances()
 	c.log.Printf("worker %s (gpuq %s, %s) connected: %s; %s to take up",
 		h.Name, h.Version, plans.Count(h.Cores, "core"), workerCardsText(h), plans.Count(back, "attempt"))
 	return l, nil

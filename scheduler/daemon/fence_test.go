@@ -491,3 +491,38 @@ func TestTheClusterKeepsCardsAway(t *testing.T) {
 	c.away("w2", tl.l, io.EOF)
 	keeps(false, "left drained with nothing running", plans.CardID{Worker: "w2", Index: 0})
 }
+
+// TestASecondWorkerOfOneNameIsRefusedAfterARestart: a daemon started again while a
+// worker runs its attempts refuses another worker of that name (another node's, its
+// instance another) that links first, as the daemon before did: welcomed with the
+// first one's attempts, which it never had, it reported them unstarted, and their
+// jobs ran again there while the first one's trainers ran on. The first is taken up.
+func TestASecondWorkerOfOneNameIsRefusedAfterARestart(t *testing.T) {
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	link := func(c *cluster, instance string) error {
+		daemonEnd, workerEnd := net.Pipe()
+		go io.Copy(io.Discard, workerEnd)
+		t.Cleanup(func() { workerEnd.Close() })
+		_, err := c.connect(api.Hello{Name: "n1", Instance: instance}, daemonEnd)
+		return err
+	}
+	before, _ := testCluster(t, f)
+	before.loadInstances(filepath.Join(dir, instancesFile))
+	if err := link(before, "first"); err != nil {
+		t.Fatal(err)
+	}
+	// Started again, the daemon takes up the attempt that runs on n1.
+	after, _ := testCluster(t, f)
+	after.loadInstances(filepath.Join(dir, instancesFile))
+	after.Adopt(&state.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "n1", GPUs: []int{0}})
+	if err := link(after, "second"); err == nil || !strings.Contains(err.Error(), "another gpuq worker named n1") {
+		t.Errorf("another worker named n1, linked first after the restart: %v, want refused", err)
+	}
+	if err := link(after, "first"); err != nil {
+		t.Errorf("the worker that runs the attempt: %v", err)
+	}
+}
