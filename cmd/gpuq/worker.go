@@ -39,7 +39,8 @@ and attach work for the jobs here as for its own.
 The worker reaches the daemon at --server with the secret and certificate of the
 daemon's state directory (--state-dir; on a cluster the shared home has them) and
 reports this node's cards (--gpus, default every card; sim:... to simulate them), their
---gpu-plan, RAM and cores. Its jobs run under supervisors of their own in
+--gpu-plan, RAM and cores. A node without an NVIDIA driver is refused, not simulated
+unasked as gpuq run and the daemon do: the daemon's jobs would fail there. Its jobs run under supervisors of their own in
 <state-dir>/workers/NAME: a worker started again, or linked again after a network
 failure, takes them up. Out of touch with the daemon for a lease (the daemon's
 --worker-grace less the trainers' 10s from SIGTERM to SIGKILL and a margin), it stops

@@ -228,7 +228,11 @@ func open(cfg Config) (*worker, error) {
 		lease: openLease(filepath.Join(cfg.Dir, "lease"), launcher.Uptime), sweeps: map[string]*plans.Sweep{},
 		running: map[string]api.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now(),
 		starting: map[string]bool{}, started: make(chan startResult)}
-	if w.inv, err = nvidia.Open(spec, cfg.Inventory); err != nil {
+	// Simulated cards only where asked for: a node without a driver has no cards for
+	// the daemon's jobs.
+	opt := cfg.Inventory
+	opt.RealOnly = true
+	if w.inv, err = nvidia.Open(spec, opt); err != nil {
 		lock.Close()
 		return nil, err
 	}

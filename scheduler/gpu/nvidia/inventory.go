@@ -35,6 +35,10 @@ type Options struct {
 	Source string
 	// Notice receives, once, the line that says the GPUs are simulated.
 	Notice io.Writer
+	// RealOnly takes no simulated machine where no driver is: that is an error, which
+	// says to give --gpus sim:... A gpuq worker's: its jobs are the daemon's, which
+	// would take a node without cards for one with four and fail every job sent there.
+	RealOnly bool
 	// library returns the NVML to try first; nil means the real one.
 	library func() nvml.Interface
 	// Root is where /proc and /dev are found; "" means "/". Tests point it at a fake
@@ -90,6 +94,11 @@ func Open(spec plans.GPUSpec, opt Options) (*Inventory, error) {
 					"install the driver's libnvidia-ml.so.1 where the dynamic loader finds it (in a container, start it "+
 					"with the NVIDIA Container Toolkit, e.g. docker run --gpus all, with NVIDIA_DRIVER_CAPABILITIES "+
 					"including utility), or pass --gpus sim:4x24GiB to simulate cards", driver, ret)
+			}
+			if opt.RealOnly {
+				return nil, fmt.Errorf("no NVIDIA driver found on this machine (%v): a worker runs its daemon's jobs on real cards; "+
+					"run it on a node with GPUs (inside Slurm, one the allocation gave GPUs, with the driver's libnvidia-ml.so.1), "+
+					"or pass --gpus sim:4x24GiB to simulate cards", ret)
 			}
 			inv.fallback, _ = plans.ParseGPUs(plans.DefaultSimulated)
 			inv.simulated = plans.DefaultSimulated

@@ -147,6 +147,33 @@ func TestFallsBackToSimulatedWithoutDriver(t *testing.T) {
 	}
 }
 
+// TestAWorkerTakesNoSimulatedMachineUnasked: where no driver is, a worker's cards
+// (RealOnly) are not the four simulated ones gpuq run and the daemon fall back to: the
+// daemon would send real jobs there, each to fail. A simulated machine it names is
+// its own.
+func TestAWorkerTakesNoSimulatedMachineUnasked(t *testing.T) {
+	noDriver := func() nvml.Interface {
+		return &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+	}
+	var notice bytes.Buffer
+	inv, err := Open(plans.GPUSpec{}, Options{Ledger: t.TempDir(), Notice: &notice, library: noDriver, Root: t.TempDir(), RealOnly: true})
+	if err == nil {
+		inv.Close()
+		t.Fatalf("a worker without a driver took %s", inv.Simulated())
+	}
+	if !strings.Contains(err.Error(), "no NVIDIA driver found") || !strings.Contains(err.Error(), "--gpus sim:4x24GiB") {
+		t.Errorf("the error %q does not say what to do", err)
+	}
+	if notice.Len() > 0 {
+		t.Errorf("it said it simulates: %q", notice.String())
+	}
+	inv, err = Open(mustSpec(t, "sim:2x24GiB"), Options{Ledger: t.TempDir(), library: noDriver, Root: t.TempDir(), RealOnly: true})
+	if err != nil {
+		t.Fatalf("a simulated machine asked for: %v", err)
+	}
+	inv.Close()
+}
+
 func TestVisibleDevicesRestrictCards(t *testing.T) {
 	// Four cards seen through NVML (here simulated): CUDA_VISIBLE_DEVICES speaks of
 	// the real machine; a simulated one asked for with --gpus ignores it.
