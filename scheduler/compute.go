@@ -174,10 +174,12 @@ func (e *Engine) teachUtils(attempts []*state.Attempt, first bool) {
 }
 
 // teachMean reports whether a, whose crowd is c, teaches its shape its mean now: once,
-// when its sampling ends, or as it ends before then (ended), where it was measured and
-// followed from its start. One taken up after a restart may have taught it already.
+// when its sampling ends, or as it ends before then (ended: apply asks only of one that
+// succeeded, whose whole run was sampled; one that failed while it loaded would teach
+// its loading as the shape's mean), where it was measured. One taken up after a
+// restart past its sampling may have taught it already (see crowdJoin).
 func (e *Engine) teachMean(a *state.Attempt, c *crowd, now time.Time, ended bool) bool {
-	if c == nil || !c.whole || c.taught || a.UtilSamples == 0 || !ended && now.Sub(a.Started) < e.utilUntil() {
+	if c == nil || c.taught || a.UtilSamples == 0 || !ended && now.Sub(a.Started) < e.utilUntil() {
 		return false
 	}
 	c.taught = true
@@ -193,21 +195,19 @@ func (e *Engine) teachBusiest(shape string, u float64) {
 }
 
 // busiestOf is the most a shape of a sweep was measured to keep busy (0: none was), as
-// teachBusiest keeps it; where the engine has seen none of the sweep's shapes learn
-// (a daemon started again), the most the store keeps of any of them: a restart
-// forgot it, and the sweep's shapes not measured yet counted as compute-bound again.
+// teachBusiest keeps it. What the store keeps of the shapes is read into it once, for
+// every sweep: a daemon started again had forgotten it, and the sweeps' shapes not
+// measured yet counted as compute-bound again.
 func (e *Engine) busiestOf(sweep string) float64 {
-	if u, ok := e.busiest[sweep]; ok {
-		return u
-	}
-	u := 0.0
-	for l := range e.store.KnownShapes() {
-		if s, _, _ := strings.Cut(l.Name, "\x00"); s == sweep && l.UtilRuns > 0 {
-			u = max(u, l.Util)
+	if !e.busiestRead {
+		e.busiestRead = true
+		for l := range e.store.KnownShapes() {
+			if s, _, _ := strings.Cut(l.Name, "\x00"); l.UtilRuns > 0 && l.Util > e.busiest[s] {
+				e.busiest[s] = l.Util
+			}
 		}
 	}
-	e.busiest[sweep] = u
-	return u
+	return e.busiest[sweep]
 }
 
 // attemptUtil is what the packer counts a running attempt at on its cards, and whether

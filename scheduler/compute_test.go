@@ -454,6 +454,56 @@ func TestAShapeLearnsItsAttemptsMeans(t *testing.T) {
 	}
 }
 
+// TestAnAttemptThatFailsLoadingTeachesNoMean: an attempt that fails within its
+// sampling (out of memory, a crash, as it loads) teaches its shape no mean: its few
+// samples are of its loading, and taken as the shape's mean they stood for good, the
+// first samples of later attempts ignored. One that succeeds within it was sampled
+// over its whole run, which is its mean.
+func TestAnAttemptThatFailsLoadingTeachesNoMean(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\nmax_running: 1\n", 1, Config{})
+	r.keepBusy(5, "c.1")
+	r.round(0)
+	r.round(time.Minute) // c.1's first sample: 5%
+	shape := r.st.View().Job("c.1").Shape
+	r.clock.now = r.clock.now.Add(10 * time.Second)
+	r.show()
+	must(t, r.e.Round([]Exit{{Attempt: "c.1/1", Outcome: plans.Failed}}))
+	if l := r.st.View().Shape(shape); l == nil || !l.Provisional || math.Abs(l.Util-0.05) > 1e-9 {
+		t.Fatalf("after c.1 failed as it loaded: %+v, want its first sample, provisional", l)
+	}
+	r.keepBusy(90, "c.2")
+	r.round(0)
+	r.round(time.Minute) // c.2's first sample: the shape is provisional still
+	r.end("c.2", 2*time.Minute)
+	if l := r.st.View().Shape(shape); l == nil || l.Provisional || math.Abs(l.Util-0.9) > 1e-9 || l.UtilRuns != 1 {
+		t.Errorf("after c.2 succeeded within its sampling: %+v, want its mean, 90%%, over one run", l)
+	}
+}
+
+// TestAnAttemptTakenUpTeachesItsMean: an attempt a daemon started again takes up
+// before its sampling ended teaches its shape its mean when it does, as one the daemon
+// started would: the daemon before could not have. It taught nothing, and its shape
+// kept its first samples until another attempt had run its sampling whole.
+func TestAnAttemptTakenUpTeachesItsMean(t *testing.T) {
+	dir := t.TempDir()
+	st := journaled(t, dir)
+	r := newComputeRigOn(t, st, "name: c\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 10GiB\n", 1, Config{SaveMeasures: time.Nanosecond})
+	r.keepBusy(5, "c.1")
+	r.round(0)
+	r.round(time.Minute) // its first sample: 5%, provisional
+	shape := r.st.View().Job("c.1").Shape
+	must(t, st.Close())
+	r.st = journaled(t, dir)
+	r.e = NewEngine(r.st, cardsInventory{&r.cards}, r.fr, r.clock, r.e.cfg, nil)
+	r.keepBusy(100, "c.1")
+	for range 10 { // to 6 min: its sampling has ended
+		r.round(30 * time.Second)
+	}
+	if l := r.st.View().Shape(shape); l == nil || l.Provisional || l.Util < 0.5 {
+		t.Errorf("after the sampling of c.1, taken up, ended: %+v, want its mean, no longer provisional", l)
+	}
+}
+
 // TestTheSweepsBusiestIsKeptAcrossARestart: a shape not measured yet counts as the
 // busiest shape of its sweep measured so far, after a restart as before it: the daemon
 // that starts again finds it in the shapes its journal keeps. Forgotten, the b job

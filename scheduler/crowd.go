@@ -95,6 +95,9 @@ func (e *Engine) crowdJoin(a *state.Attempt, now time.Time, whole bool) {
 		return
 	}
 	c := &crowd{id: a.ID, worker: a.Worker, shape: a.Shape, started: a.Started, since: now, whole: whole}
+	// One taken up (a daemon started again) once its sampling was over may have taught
+	// its mean already; one taken up before cannot have.
+	c.taught = !whole && now.Sub(a.Started) >= e.utilUntil()
 	c.util, c.known = e.utilOf(a.Shape)
 	for _, g := range a.GPUs {
 		id := plans.CardID{Worker: a.Worker, Index: g}

@@ -303,10 +303,11 @@ type Engine struct {
 	boards         map[string]*board
 	// crowds follows who shares each card (see crowd.go); plannedSweeps is whether
 	// each sweep writes a gpu_plan (see planned), busiest the most any shape of each
-	// keeps busy of a card, as measured since the engine started (see utilOf).
+	// keeps busy of a card, as measured (see busiestOf).
 	crowds        crowds
 	plannedSweeps map[string]bool
 	busiest       map[string]float64
+	busiestRead   bool // busiest holds what the store kept (see busiestOf)
 }
 
 // proc is a process on a machine: pids are a machine's own.

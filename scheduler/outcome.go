@@ -40,7 +40,7 @@ func (e *Engine) apply(x Exit) {
 	if ended.Command == nil {
 		ended.Command = x.Command
 	}
-	mean := e.teachMean(a, e.crowds.of[a.ID], ended.Ended, true)
+	mean := x.Outcome == plans.Success && e.teachMean(a, e.crowds.of[a.ID], ended.Ended, true)
 	ended.Crowd, ended.Pace = e.crowdLeave(a.ID, ended.Ended)
 	if mean { // its sampling ended with it
 		e.teachUtils([]*state.Attempt{&ended}, false)
