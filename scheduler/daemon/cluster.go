@@ -54,6 +54,12 @@ type cluster struct {
 	// worker that runs its attempts from another of its name (see connect).
 	instances     map[string]string
 	instancesPath string
+	// written guards the instances file: the generation of the instances last written
+	// there (instancesGen, c.mu's, counts those kept), so that of two connects that
+	// write in turn outside c.mu, the later's stays.
+	written      sync.Mutex
+	writtenGen   uint64
+	instancesGen uint64
 }
 
 // instancesFile, in the state directory, holds the instance of each worker the daemon
@@ -104,8 +110,10 @@ func (c *cluster) loadInstances(path string) {
 }
 
 // keepInstances keeps the instances of the workers the daemon holds now, linked or
-// away, where a daemon started again reads them (see loadInstances). c.mu is held.
-func (c *cluster) keepInstances() {
+// away, and returns them with their generation for writeInstances, where a daemon
+// started again reads them (see loadInstances); nil where they did not change. c.mu
+// is held.
+func (c *cluster) keepInstances() (map[string]string, uint64) {
 	now := map[string]string{}
 	for name, w := range c.workers {
 		if w.hello.Instance != "" {
@@ -113,13 +121,29 @@ func (c *cluster) keepInstances() {
 		}
 	}
 	if maps.Equal(now, c.instances) {
-		return
+		return nil, 0
 	}
 	c.instances = now
-	if c.instancesPath == "" {
+	c.instancesGen++
+	return now, c.instancesGen
+}
+
+// writeInstances writes instances of generation gen (nil: nothing to write) to the
+// file, unless a later generation is there already. It is called without c.mu: the
+// write is synced, which on a cluster's shared home takes a while, and every worker
+// that links again after a restart changes them, while rounds and heartbeats wait
+// for c.mu.
+func (c *cluster) writeInstances(instances map[string]string, gen uint64) {
+	if instances == nil || c.instancesPath == "" {
 		return
 	}
-	if err := launcher.WriteJSON(c.instancesPath, now); err != nil {
+	c.written.Lock()
+	defer c.written.Unlock()
+	if gen <= c.writtenGen {
+		return
+	}
+	c.writtenGen = gen
+	if err := launcher.WriteJSON(c.instancesPath, instances); err != nil {
 		c.log.Printf("warning: keeping the workers' instances: %v", err)
 	}
 }
@@ -347,6 +371,9 @@ func (c *cluster) HostMemory() map[string]int64 {
 // is linked or has attempts: the two would take each other's link and attempts in
 // turn, and run jobs twice.
 func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
+	var kept map[string]string
+	var gen uint64
+	defer func() { c.writeInstances(kept, gen) }() // once c.mu is unlocked
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.worker(h.Name)
@@ -374,7 +401,7 @@ func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
 		l.send(api.DaemonMessage{Stop: &ref})
 	}
 	clear(w.stops)
-	c.keepInstances()
+	kept, gen = c.keepInstances()
 	c.log.Printf("worker %s (gpuq %s, %s) connected: %s; %s to take up",
 		h.Name, h.Version, plans.Count(h.Cores, "core"), workerCardsText(h), plans.Count(back, "attempt"))
 	return l, nil
