@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -208,12 +209,28 @@ func freePort() (int, error) {
 
 // envValue is the value of name in env ("NAME=value" entries), or "".
 func envValue(env []string, name string) string {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			return v
-		}
+	v, _ := lastValue(env, name)
+	return v
+}
+
+// attemptVars are the variables gpuq sets in an attempt's environment that are of the
+// attempt itself: its job, its cards, its files, its rendezvous. A process a trainer
+// started is not that attempt: a hook of a sweep submitted from a job, which runs
+// with the environment the sweep was submitted from, is given none of them (see
+// withoutAttempt).
+var attemptVars = []string{"CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "PET_MASTER_ADDR", "PET_MASTER_PORT",
+	"GPUQ_SWEEP", "GPUQ_JOB_ID", "GPUQ_JOB_NAME", "GPUQ_ATTEMPT", "GPUQ_TIER", attemptDirVar, MetricsVar, "GPUQ_SIM_CAPACITY"}
+
+// withoutAttempt is env less attemptVars where env is an attempt's (it names an
+// attempt's directory), else env as it is: a person's CUDA_VISIBLE_DEVICES is theirs.
+func withoutAttempt(env []string) []string {
+	if _, ok := lastValue(env, attemptDirVar); !ok {
+		return env
 	}
-	return ""
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(attemptVars, name)
+	})
 }
 
 // findIn points cmd at its program as the PATH of env, the environment it runs with,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,5 +68,18 @@ func TestStartSaysWhyLinuxRefusedTheCommand(t *testing.T) {
 		if !errors.Is(err, syscall.E2BIG) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want E2BIG and %q", name, err, c.want)
 		}
+	}
+}
+
+// TestWithoutAttempt: the environment of an attempt (it names its directory) loses the
+// attempt's own variables, a person's keeps its CUDA_VISIBLE_DEVICES.
+func TestWithoutAttempt(t *testing.T) {
+	person := []string{"PATH=/bin", "CUDA_VISIBLE_DEVICES=1"}
+	if got := withoutAttempt(person); !slices.Equal(got, person) {
+		t.Errorf("a person's environment became %q", got)
+	}
+	trainer := []string{"PATH=/bin", "CUDA_VISIBLE_DEVICES=1", "GPUQ_JOB_ID=s.1", attemptDirVar + "=/a", MetricsVar + "=/a/m", "MASTER_PORT=29501", "HOME=/h"}
+	if got, want := withoutAttempt(trainer), []string{"PATH=/bin", "HOME=/h"}; !slices.Equal(got, want) {
+		t.Errorf("a trainer's environment became %q, want %q", got, want)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,9 +151,11 @@ func runHook(argv []string, nt Notice) error {
 	if base == nil {
 		base = os.Environ()
 	}
-	// A sweep submitted from a trainer's job has that job's id in its environment: an
-	// end, of no job, is told without it.
-	base = slices.DeleteFunc(slices.Clone(base), func(kv string) bool { return strings.HasPrefix(kv, "GPUQ_JOB_ID=") })
+	// A sweep submitted from a trainer's job has that attempt's variables in its
+	// environment: its job's id, its metrics file, its cards. The hook is not that
+	// attempt (an end is of no job), and a gpuq-aware helper it runs would write to
+	// that attempt's files.
+	base = withoutAttempt(base)
 	set := []string{"GPUQ_SWEEP=" + nt.Sweep, "GPUQ_EVENT=" + nt.Event, hookVar + "=" + id}
 	if nt.Job != "" {
 		set = append(set, "GPUQ_JOB_ID="+nt.Job)

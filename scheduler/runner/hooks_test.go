@@ -111,11 +111,12 @@ func TestASweepSubmittedAgainIsToldAfresh(t *testing.T) {
 // TestAHookRunsWithTheSubmittersEnvironment: a notify command runs with the
 // environment its sweep was submitted from, as its trainers do: its program is found on
 // that PATH (where gpuq submit checked it), not the daemon's, and it sees what the
-// submitter set; an end is told with no GPUQ_JOB_ID, though the sweep was submitted
-// from a trainer's job, which had one.
+// submitter set; an end is told with none of the attempt's variables (GPUQ_JOB_ID, its
+// metrics file, its cards), though the sweep was submitted from a trainer's job, which
+// had them.
 func TestAHookRunsWithTheSubmittersEnvironment(t *testing.T) {
 	dir, bin := t.TempDir(), t.TempDir()
-	hook := "#!/bin/sh\necho \"$FROM_SUBMITTER $GPUQ_EVENT ${GPUQ_JOB_ID:-none}\" >> notices\n"
+	hook := "#!/bin/sh\necho \"$FROM_SUBMITTER $GPUQ_EVENT ${GPUQ_JOB_ID:-none} ${GPUQ_METRICS_FILE:-none} ${CUDA_VISIBLE_DEVICES:-none}\" >> notices\n"
 	if err := os.WriteFile(filepath.Join(bin, "gpuq-test-hook"), []byte(hook), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -128,13 +129,14 @@ func TestAHookRunsWithTheSubmittersEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	environ := []string{"PATH=" + bin + ":/usr/bin:/bin", "FROM_SUBMITTER=yes", "GPUQ_JOB_ID=parent.3"}
+	environ := []string{"PATH=" + bin + ":/usr/bin:/bin", "FROM_SUBMITTER=yes", "GPUQ_JOB_ID=parent.3",
+		"GPUQ_ATTEMPT_DIR=/state/attempts/parent.3/1", "GPUQ_METRICS_FILE=/state/attempts/parent.3/1/metrics.jsonl", "CUDA_VISIBLE_DEVICES=2"}
 	if err := store.Submit(&state.Submission{Sweep: sw, Environ: environ}); err != nil {
 		t.Fatal(err)
 	}
 	h := NewHooks(store, nil, func(line string) { t.Error(line) })
 	setState(t, store, h, "e.1", state.JobSucceeded)
-	if got, want := notices(t, h, dir), "yes end none"; got != want {
+	if got, want := notices(t, h, dir), "yes end none none none"; got != want {
 		t.Errorf("the hook wrote %q, want %q", got, want)
 	}
 }
