@@ -932,8 +932,9 @@ func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
 		Use:   verb + " GPU",
 		Short: short,
 		Long: short + `. GPU is its index, as nvidia-smi numbers it; a worker's card is
-WORKER:INDEX (node7:3). The daemon remembers it across restarts; a card of a
-worker that is away may be drained or undrained, for when it is back.`,
+WORKER:INDEX (node7:3). The daemon remembers it across restarts. A card of a
+worker that is away (within its --worker-grace) may be drained or undrained, for
+when it is back; a drained card may always be undrained.`,
 		Example:           "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
 		Args:              exactArgs(1),
 		ValidArgsFunction: completeCards(st),

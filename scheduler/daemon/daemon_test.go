@@ -576,7 +576,7 @@ func TestStopTrainersEndsWithAStoppedSupervisor(t *testing.T) {
 }
 
 // TestADaemonStoppingSaysSo: a daemon that has stopped answering as it stops (its
-// trainer takes a second to stop) says so in its lock, so that a client waits for it
+// trainer takes a second to stop) says so (daemon.stopping), so that a client waits for it
 // to end rather than for it to answer, as for one starting.
 func TestADaemonStoppingSaysSo(t *testing.T) {
 	d := startDaemon(t)
