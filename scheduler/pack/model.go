@@ -149,23 +149,23 @@ const UnknownEnd = time.Duration(math.MaxInt64)
 // half of it, not on top of it: a job whose estimate is within the card's room fits it
 // idle where that use is no more than half the headroom, and at least half the
 // headroom stays free beside NVML's reading in any case.
-func (c CardState) Free() int64 {
+func (c *CardState) Free() int64 {
 	return c.Total - max(c.Used-c.idleCredit(), c.Reserved+c.Foreign) - c.Headroom
 }
 
 // idleCredit is the part of the card's idle use within its headroom.
-func (c CardState) idleCredit() int64 { return min(max(c.IdleUse, 0), c.Headroom/2) }
+func (c *CardState) idleCredit() int64 { return min(max(c.IdleUse, 0), c.Headroom/2) }
 
 // Margin is what a job that fits the card has free beside its estimate at least, by
 // NVML's reading: the headroom, less the card's idle use within it.
-func (c CardState) Margin() int64 { return c.Headroom - c.idleCredit() }
+func (c *CardState) Margin() int64 { return c.Headroom - c.idleCredit() }
 
 // room is what the card offers jobs: its capacity less headroom.
-func (c CardState) room() int64 { return c.Total - c.Headroom }
+func (c *CardState) room() int64 { return c.Total - c.Headroom }
 
 // idleRoom is what the card would offer with none of gpuq's jobs on it: as Free of the
 // card idle, its idle use beyond the headroom's share of it counted.
-func (c CardState) idleRoom() int64 {
+func (c *CardState) idleRoom() int64 {
 	return c.room() - c.Foreign - (max(c.IdleUse, 0) - c.idleCredit())
 }
 
@@ -173,7 +173,7 @@ func (c CardState) idleRoom() int64 {
 // ID is the card as people name it ("3", "node7:3").
 func (c *CardState) ID() plans.CardID { return plans.CardID{Worker: c.Worker, Index: c.Index} }
 
-func (c CardState) open() bool { return c.Running < c.Slots && !c.Exclusive }
+func (c *CardState) open() bool { return c.Running < c.Slots && !c.Exclusive }
 
 // Placement starts a job on cards.
 type Placement struct {
