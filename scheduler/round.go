@@ -299,7 +299,7 @@ func (e *Engine) requester(fit *fits, quota func(sweep string) *pack.Quota) func
 		r.Util, r.UtilUnknown = util, !known
 		r.UtilAssumed = known && l != nil && l.Unmeasured
 		if known && l != nil && !l.Unmeasured && l.Util < util {
-			r.UtilMeasured = l.Util
+			r.UtilMeasured = float32(l.Util)
 		}
 		if m.Seq == e.head.seq {
 			r.Waited = now.Sub(e.head.since)

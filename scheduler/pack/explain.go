@@ -185,7 +185,7 @@ type fit struct {
 	exclusive    int32   // 1: exclusive
 	blind        int32   // 1: not measured yet (a card takes one such: see secondGuess)
 	assumed      int32   // 1: the whole card, for want of a measurement (its reason says so)
-	measured     float64 // Request.UtilMeasured (its reason says it)
+	measured     float32 // Request.UtilMeasured (its reason says it)
 }
 
 // of reports whether r is of fit f, as *f == fitOf(r) but without building r's fit, and
@@ -444,9 +444,9 @@ func (p *packer) busyWhy(r Request, i int) string {
 	switch {
 	case r.UtilAssumed:
 		keeps = "its shape's utilization is not measured yet (none of its attempts could be), so it counts as the whole card"
-	case r.UtilMeasured > 0 && r.UtilMeasured < r.Util:
+	case r.UtilMeasured > 0 && float64(r.UtilMeasured) < r.Util:
 		keeps = fmt.Sprintf("it counts as %.0f%% of a card (NVML measured %.0f%%, but its jobs ran slower beside others than that says)",
-			100*r.Util, 100*r.UtilMeasured)
+			100*r.Util, 100*float64(r.UtilMeasured))
 	}
 	if !slows(c, &r) {
 		return fmt.Sprintf("would pass the sharing target on GPU %s: %s, and %s", card, keeps, load)

@@ -15,7 +15,6 @@ type Request struct {
 	Job        string
 	Memory     int64 // per card; 0 = unknown, slots alone decide
 	GPUsPerJob int   // distinct cards needed at once
-	Exclusive  bool  // needs idle cards and keeps them to itself
 	Host       int64 // host RAM; 0 = unknown
 	// Quota, when not nil, limits the job to its sweep's cards and plan; the requests
 	// of one sweep share it.
@@ -38,10 +37,14 @@ type Request struct {
 	// could be measured (state.Shape.Unmeasured). It packs as measured; the reason it
 	// waits says it is not, as gpuq status's all? does.
 	UtilAssumed bool
+	Exclusive   bool // needs idle cards and keeps them to itself
 	// UtilMeasured, where above 0 and below Util, is what NVML measured of its shape:
 	// Util is raised above it, its jobs having run slower beside others than it says
-	// (state.Shape.PackUtil). It packs at Util; the reason it waits says both.
-	UtilMeasured float64
+	// (state.Shape.PackUtil). It packs at Util; the reason it waits says both. A
+	// float32, read as a whole percentage, it shares a word with the flags above: Pack
+	// reads a queue of 100,000 requests through for each decision, and what each
+	// request takes of memory is what that costs.
+	UtilMeasured float32
 }
 
 // Quota is what a sweep's own gpus and gpu_plan leave its jobs when several sweeps
