@@ -22,7 +22,8 @@ type alike struct {
 // long it has waited, which no pick reads.
 func sameFit(a, b *Request) bool {
 	return a.Memory == b.Memory && a.GPUsPerJob == b.GPUsPerJob && a.Exclusive == b.Exclusive && a.Host == b.Host &&
-		a.Quota == b.Quota && a.Duration == b.Duration && a.Util == b.Util && a.UtilUnknown == b.UtilUnknown
+		a.Quota == b.Quota && a.Duration == b.Duration && a.Util == b.Util && a.UtilUnknown == b.UtilUnknown &&
+		a.UtilPlanned == b.UtilPlanned && a.Sweep == b.Sweep
 }
 
 // pickOne returns the card one card of r should start on, or -1: the first best in

@@ -73,7 +73,17 @@ func (p *packer) mayUse(i int, r *Request) bool {
 	if c == nil || p.endsBefore(r) || !res.Due {
 		return true
 	}
-	return !r.Exclusive && !res.head.Exclusive && c.room >= r.Memory && c.slots > 0 && c.util >= r.util()-slack
+	return !r.Exclusive && !res.head.Exclusive && c.room >= r.Memory && c.slots > 0 && c.util >= p.asksBeside(i, r)-slack
+}
+
+// asksBeside is what r asks of reserved card i's compute beside the head and the
+// card's jobs: its guess where it is a planned sweep's job not measured yet and the head
+// or a job there is of another sweep (see apart).
+func (p *packer) asksBeside(i int, r *Request) float64 {
+	if r.UtilPlanned && r.Sweep != p.res.head.Sweep {
+		return r.guess()
+	}
+	return p.cards[i].asks(r)
 }
 
 // endsBefore reports whether r is expected to end before the reservation is due.
@@ -143,7 +153,7 @@ func (p *packer) reserve(r Request) {
 		on.room, on.slots = free-r.Memory, p.cards[c.i].Slots-running-1
 		on.util = math.Inf(1)
 		if card := &p.cards[c.i]; card.Target > 0 {
-			on.util = card.Target - p.measuredAfter(c.i, ends) - r.util()
+			on.util = card.Target - p.measuredAfter(c.i, ends) - card.asks(&r)
 		}
 	}
 	slices.Sort(res.Cards)
@@ -176,7 +186,10 @@ func (p *packer) freeAt(i int, r Request) (at time.Duration, ends int, ok bool) 
 	fitsAfter := func(n int) bool {
 		free, running := p.after(i, n)
 		excl := c.Exclusive && !slices.ContainsFunc(c.Ends[:n], func(e Release) bool { return e.Exclusive })
-		shares := c.Target == 0 || running == 0 || p.measuredAfter(i, n)+r.util() <= c.Target+slack
+		// Beside another sweep's jobs, a planned job not measured yet asks its guess
+		// (see apart): whether they are among those that end first is not told, and
+		// it is counted so until the card is idle.
+		shares := c.Target == 0 || running == 0 || p.measuredAfter(i, n)+c.asks(&r) <= c.Target+slack
 		return free >= r.Memory && running < c.Slots && !excl && (!r.Exclusive || running == 0) && shares
 	}
 	for n := 0; n <= len(c.Ends); n++ {

@@ -180,12 +180,17 @@ type fit struct {
 	memory, host int64
 	duration     time.Duration
 	quota        *Quota
-	util         float64 // as counted (Request.util)
+	util         float64 // as counted (Request.guess)
 	gpus         int32
 	exclusive    int32   // 1: exclusive
 	blind        int32   // 1: not measured yet (a card takes one such: see secondGuess)
 	assumed      int32   // 1: the whole card, for want of a measurement (its reason says so)
 	measured     float32 // Request.UtilMeasured (its reason says it)
+	// planned is 1 where its plan has it count as nothing (UtilPlanned), and util is
+	// then its guess; and sweep is Request.Sweep: beside a planned sweep's jobs not
+	// measured yet, a job of it and a job of another wait differently (see apart).
+	planned int32
+	sweep   string
 }
 
 // of reports whether r is of fit f, as *f == fitOf(r) but without building r's fit, and
@@ -193,12 +198,13 @@ type fit struct {
 // a long queue.
 func (f *fit) of(r *Request) bool {
 	return f.memory == r.Memory && f.host == r.Host && f.duration == r.Duration && f.quota == r.Quota &&
-		f.util == r.util() && f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive &&
-		(f.blind == 1) == r.UtilUnknown && (f.assumed == 1) == r.UtilAssumed && f.measured == r.UtilMeasured
+		f.util == r.guess() && f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive &&
+		(f.blind == 1) == r.UtilUnknown && (f.assumed == 1) == r.UtilAssumed && f.measured == r.UtilMeasured &&
+		(f.planned == 1) == r.UtilPlanned && f.sweep == r.Sweep
 }
 
 func fitOf(r *Request) fit {
-	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.util(), int32(max(r.GPUsPerJob, 1)), 0, 0, 0, r.UtilMeasured}
+	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.guess(), int32(max(r.GPUsPerJob, 1)), 0, 0, 0, r.UtilMeasured, 0, r.Sweep}
 	if r.Exclusive {
 		f.exclusive = 1
 	}
@@ -207,6 +213,9 @@ func fitOf(r *Request) fit {
 	}
 	if r.UtilAssumed {
 		f.assumed = 1
+	}
+	if r.UtilPlanned {
+		f.planned = 1
 	}
 	return f
 }
@@ -294,7 +303,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		w.Reason = Reserved
 	case r.Exclusive:
 		w.Reason = NeedsIdle
-	case busy > 0 && r.UtilUnknown:
+	case busy > 0 && (r.UtilUnknown || r.UtilPlanned && p.cards[leastBusy].apart(&r)):
 		w.Reason = Unmeasured
 	case busy > 0:
 		w.Reason = WouldSlow
@@ -424,24 +433,36 @@ func (p *packer) busyWhy(r Request, i int) string {
 	card := c.ID().String()
 	load := fmt.Sprintf("with it the jobs there would ask %.0f%% of the card, past the sharing target of %.0f%%",
 		100*c.load(&r), 100*c.Target)
-	if r.UtilUnknown {
-		counts := "compute-bound"
-		if u := r.util(); u < 1 {
-			counts = fmt.Sprintf("%.0f%% of a card", 100*u)
+	if c.apart(&r) && c.PlannedJobs > 0 {
+		load += fmt.Sprintf("; GPU %s runs %s", card, plannedOn(c))
+	}
+	if planned := r.UtilPlanned && c.apart(&r); r.UtilUnknown || planned {
+		guess, counts := r.guess(), "so it counts as"
+		if planned {
+			counts = "and its sweep's gpu_plan speaks only for its own jobs: beside another sweep's it counts as"
 		}
+		as := "compute-bound"
+		if guess < 1 {
+			as = fmt.Sprintf("%.0f%% of a card", 100*guess)
+		}
+		head := fmt.Sprintf("its shape's utilization is not measured yet, %s %s until it is; no card it fits is idle, ", counts, as)
 		if c.load(&r) <= c.Target+slack && c.secondGuess(&r) {
-			return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
-				"and GPU %s, the least busy with room for it, already runs a job not measured yet: a card takes one such guess at a time", counts, card)
+			other := "a job not measured yet"
+			if c.Blind == 0 { // the guess there is a planned sweep's
+				other = plannedOn(c)
+			}
+			return head + fmt.Sprintf("and GPU %s, the least busy with room for it, already runs %s: a card takes one such guess at a time", card, other)
 		}
 		if !slows(c, &r) {
-			return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
-				"and on GPU %s, the least busy with room for it, %s", counts, card, load)
+			return head + fmt.Sprintf("and on GPU %s, the least busy with room for it, %s", card, load)
 		}
-		return fmt.Sprintf("its shape's utilization is not measured yet, so it counts as %s until it is; no card it fits is idle, "+
-			"and it would slow the jobs on GPU %s, the least busy with room for it, to %.0f%% of their speed: %s", counts, card, 100*c.slowdown(&r), load)
+		return head + fmt.Sprintf("and it would slow the jobs on GPU %s, the least busy with room for it, to %.0f%% of their speed: %s",
+			card, 100*c.slowdown(&r), load)
 	}
 	keeps := fmt.Sprintf("it keeps %.0f%% of a card busy", 100*r.Util)
 	switch {
+	case r.UtilPlanned:
+		keeps = "its shape's utilization is not measured yet, and its sweep's gpu_plan has it count as nothing beside its own jobs"
 	case r.UtilAssumed:
 		keeps = "its shape's utilization is not measured yet (none of its attempts could be), so it counts as the whole card"
 	case r.UtilMeasured > 0 && float64(r.UtilMeasured) < r.Util:
@@ -452,6 +473,25 @@ func (p *packer) busyWhy(r Request, i int) string {
 		return fmt.Sprintf("would pass the sharing target on GPU %s: %s, and %s", card, keeps, load)
 	}
 	return fmt.Sprintf("would slow the jobs on GPU %s to %.0f%% of their speed: %s, and %s", card, 100*c.slowdown(&r), keeps, load)
+}
+
+// plannedOn says which jobs not measured yet of a planned sweep card c runs, what they
+// count at beside another sweep's job (see apart), and why.
+func plannedOn(c *CardState) string {
+	jobs, count := "a job", "counts"
+	if c.PlannedJobs > 1 {
+		jobs, count = plans.Count(c.PlannedJobs, "job"), "count"
+	}
+	as := "compute-bound"
+	if c.PlannedJobs > 1 || c.Planned < 1 {
+		as = fmt.Sprintf("%.0f%% of a card", 100*c.Planned)
+	}
+	if c.Mixed {
+		return fmt.Sprintf("jobs of several sweeps, among them %s not measured yet of a sweep with a gpu_plan, which %s as %s there: "+
+			"a gpu_plan speaks only for its own sweep's jobs", jobs, count, as)
+	}
+	return fmt.Sprintf("%s of sweep %s not measured yet, which %s as %s beside another sweep's: its gpu_plan speaks only for its own jobs",
+		jobs, c.Sweep, count, as)
 }
 
 // slows reports whether the jobs on card c would run slower were r to join them, as

@@ -30,9 +30,13 @@ type Request struct {
 	// Util is the share of a card's compute the job keeps busy alone, as its shape's
 	// runs were measured (see Speed), from 0 to 1. UtilUnknown: not measured yet; it
 	// counts at Util, a guess, or as compute-bound (1) where Util is 0, so that it
-	// shares a card with nothing it could slow.
+	// shares a card with nothing it could slow. UtilPlanned: not measured yet, of a
+	// sweep that writes a gpu_plan: beside its own sweep's jobs it counts as nothing,
+	// its plan's word on how many of them share a card; beside another sweep's, of
+	// which the plan says nothing, as UtilUnknown (see apart).
 	Util        float64
 	UtilUnknown bool
+	UtilPlanned bool
 	// UtilAssumed: Util is the whole card, taken where none of its shape's attempts
 	// could be measured (state.Shape.Unmeasured). It packs as measured; the reason it
 	// waits says it is not, as gpuq status's all? does.
@@ -45,6 +49,8 @@ type Request struct {
 	// reads a queue of 100,000 requests through for each decision, and what each
 	// request takes of memory is what that costs.
 	UtilMeasured float32
+	// Sweep is the job's sweep, which its card's jobs are told apart by (see apart).
+	Sweep string
 }
 
 // Quota is what a sweep's own gpus and gpu_plan leave its jobs when several sweeps
@@ -125,10 +131,29 @@ type CardState struct {
 	Util      float64
 	Blind     int
 	BlindUtil float64
+	// Sweep is the sweep whose jobs alone run on the card ("" while none runs), and
+	// Mixed says that jobs of several sweeps do (see AddSweep). Planned is what the
+	// jobs on it of sweeps with a gpu_plan, not measured yet, count at beside another
+	// sweep's jobs, and PlannedJobs how many they are: Util counts them as nothing,
+	// their plan's word, which holds beside their own sweep's jobs alone (see apart).
+	Sweep       string
+	Mixed       bool
+	Planned     float64
+	PlannedJobs int
 	// IdleUse is the least NVML read as used on the card with nothing on it (the
 	// driver's own: 0.6 GiB of an idle H200); 0: not read. The headroom is kept for
 	// it, up to half of itself (see Free).
 	IdleUse int64
+}
+
+// AddSweep notes that a job of sweep runs on the card (see Sweep).
+func (c *CardState) AddSweep(sweep string) {
+	switch {
+	case c.Sweep == "" && !c.Mixed:
+		c.Sweep = sweep
+	case c.Sweep != sweep:
+		c.Sweep, c.Mixed = "", true
+	}
 }
 
 // Release is a running attempt on a card as the packer sees it: when it is expected to

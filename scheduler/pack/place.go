@@ -129,6 +129,11 @@ func (p *packer) place(r Request, picked []int) Placement {
 			c.Blind++
 			c.BlindUtil += r.util()
 		}
+		if r.UtilPlanned {
+			c.Planned += r.guess()
+			c.PlannedJobs++
+		}
+		c.AddSweep(r.Sweep)
 		p.freeOn(i)
 		// The caller's slice is not ours to append to.
 		at, _ := slices.BinarySearchFunc(c.Ends, end.In, func(e Release, in time.Duration) int { return cmp.Compare(e.In, in) })
@@ -137,7 +142,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 			if on := res.of(i); on != nil {
 				on.room -= r.Memory
 				on.slots--
-				on.util -= r.util()
+				on.util -= p.asksBeside(i, &r)
 			}
 		}
 		pl.Cards = append(pl.Cards, c.Index)

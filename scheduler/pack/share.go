@@ -44,9 +44,24 @@ const DefaultTarget = plans.DefaultUtilTarget
 const slack = 1e-9
 
 // util is what r asks of a card's compute: its utilization, or while not measured its
-// guess, or all of it.
+// guess, or all of it; nothing where its plan has it so (UtilPlanned).
 func (r *Request) util() float64 {
-	if r.UtilUnknown && r.Util == 0 {
+	switch {
+	case r.UtilUnknown && r.Util == 0:
+		return 1
+	case r.UtilPlanned:
+		return 0
+	}
+	return r.Util
+}
+
+// guess is what r asks of a card's compute apart from its sweep's jobs (see apart): a
+// job its plan has count as nothing there counts as one not measured yet.
+func (r *Request) guess() float64 {
+	switch {
+	case !r.UtilPlanned:
+		return r.util()
+	case r.Util == 0:
 		return 1
 	}
 	return r.Util
@@ -60,12 +75,45 @@ func (r *Request) util() float64 {
 // one job, not a card of them, and the job is measured beside measured ones (whose
 // readings say whether the card is oversubscribed: see scheduler's utilOn).
 func (c *CardState) shares(r *Request) bool {
-	return c.Target == 0 || c.Running == 0 || c.Util+r.util() <= c.Target+slack && !c.secondGuess(r)
+	return c.Target == 0 || c.Running == 0 || c.sum(r) <= c.Target+slack && !c.secondGuess(r)
 }
 
 // secondGuess reports whether r, not measured yet, would join another job not measured
-// yet on the card.
-func (c *CardState) secondGuess(r *Request) bool { return r.UtilUnknown && c.Blind > 0 }
+// yet on the card; apart (see apart), a planned sweep's jobs not measured yet are
+// guesses too, on the card and in r.
+func (c *CardState) secondGuess(r *Request) bool {
+	if c.apart(r) {
+		return (r.UtilUnknown || r.UtilPlanned) && c.Blind+c.PlannedJobs > 0
+	}
+	return r.UtilUnknown && c.Blind > 0
+}
+
+// apart reports whether r would share the card with another sweep's jobs where one
+// side holds a job of a planned sweep not measured yet. A sweep's gpu_plan is its word
+// on how many of its own jobs share a card until gpuq has measured them, and no word
+// on another sweep's: counted as nothing beside those too, a card of its compute-bound
+// jobs looked all but idle to other sweeps, whose jobs joined them, two to a card at
+// half speed, none measurable there. Apart, a planned job counts as any job not
+// measured yet does: at its guess (Request.guess, CardState.Planned), and as a guess.
+func (c *CardState) apart(r *Request) bool {
+	return (c.PlannedJobs > 0 || r.UtilPlanned) && (c.Mixed || c.Sweep != "" && c.Sweep != r.Sweep)
+}
+
+// sum is what the card's jobs ask of its compute with r.
+func (c *CardState) sum(r *Request) float64 {
+	if c.apart(r) {
+		return c.Util + c.Planned + r.guess()
+	}
+	return c.Util + r.util()
+}
+
+// asks is what r asks of the card's compute beside its jobs.
+func (c *CardState) asks(r *Request) float64 {
+	if c.apart(r) {
+		return r.guess()
+	}
+	return r.util()
+}
 
 // better reports whether card a suits r better than card b: spread before stack (an
 // idle card before one that would make r share: sharing costs each job some speed even
@@ -94,12 +142,12 @@ func (c *CardState) load(r *Request) float64 {
 	if c.Target == 0 {
 		return 0
 	}
-	return c.Util + r.util()
+	return c.sum(r)
 }
 
 // slowdown is how fast the jobs on card i would each run were r to join them, as a
 // share of their solo speed (no cost counted: gpuq knows no cost of its own), for
 // people: the reason a job waits.
 func (c *CardState) slowdown(r *Request) float64 {
-	return Speed(c.Util+r.util(), c.Running+1, 0)
+	return Speed(c.sum(r), c.Running+1, 0)
 }

@@ -2,6 +2,7 @@ package pack
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -239,5 +240,164 @@ func TestAGuessThatWaitsStopsNoMeasuredJobAlikeInAllElse(t *testing.T) {
 	}
 	if got := Place(&grouped{q: queue}, cards, nil, 10*gib); len(got.Placements) != 1 || got.Placements[0].Job != "m" {
 		t.Errorf("Place: %+v, want m on GPU 0", got.Placements)
+	}
+}
+
+// TestAPlanSpeaksForItsOwnSweepAlone: a job of a sweep with a gpu_plan, not measured
+// yet, counts as nothing beside its own sweep's jobs (its plan's word on how many of
+// them share a card), and beside another sweep's as any job not measured yet: at its
+// guess (Planned), and as a guess, on either side.
+func TestAPlanSpeaksForItsOwnSweepAlone(t *testing.T) {
+	// on is a card running jobs of sweep a not measured yet, each counted at guess
+	// beside another sweep's jobs.
+	on := func(i, jobs int, guess float64) CardState {
+		c := sharing(i, jobs, 0, 0)
+		c.Sweep, c.Planned, c.PlannedJobs = "a", float64(jobs)*guess, jobs
+		return c
+	}
+	// mine is a job of sweep a not measured yet, counted at guess beside others'.
+	mine := func(job string, guess float64) Request {
+		return Request{Job: job, Memory: 10 * gib, Sweep: "a", Util: guess, UtilPlanned: true}
+	}
+	x := Request{Job: "x", Memory: 10 * gib, UtilUnknown: true, Sweep: "x"}
+	measured := func(u float64) Request { return Request{Job: "m", Memory: 10 * gib, Util: u, Sweep: "x"} }
+	// xOn is a card running a job of sweep x of util, blind if not measured.
+	xOn := func(util float64, blind int) CardState {
+		c := sharing(0, 1, util, blind)
+		c.Sweep = "x"
+		return c
+	}
+	// both runs a job of x's, measured at 20%, and one of a's not measured yet, guessed
+	// at 40%.
+	both := xOn(0.2, 0)
+	both.Running, both.Sweep, both.Mixed, both.Planned, both.PlannedJobs = 2, "", true, 0.4, 1
+	tests := []struct {
+		name  string
+		queue []Request
+		cards []CardState
+		want  string
+	}{
+		{
+			name:  "its own sweep's jobs fill the plan's slots as before",
+			queue: []Request{mine("a2", 1), mine("a3", 1)},
+			cards: []CardState{on(0, 1, 1)},
+			want:  "a2 -> [0]\na3 -> [0]",
+		},
+		{
+			// It will be measured within minutes: the card is reserved as for a guess.
+			name:  "another sweep's job not measured yet counts it as compute-bound",
+			queue: []Request{x},
+			cards: []CardState{on(0, 1, 1)},
+			want:  "x waits: unmeasured\nreserved for x: GPU 0 in 0s, due",
+		},
+		{
+			name:  "and a measured job of another sweep counts it at its sweep's busiest",
+			queue: []Request{measured(0.6)},
+			cards: []CardState{on(0, 1, 0.4)},
+			want:  "m -> [0]",
+		},
+		{
+			name:  "which may leave no room",
+			queue: []Request{measured(0.7)},
+			cards: []CardState{on(0, 1, 0.4)},
+			want:  "m waits: would-slow\nreserved for m: GPU 0 in 0s, due",
+		},
+		{
+			name:  "a guess of another sweep does not join it even where the guesses leave room",
+			queue: []Request{{Job: "x", Memory: 10 * gib, Util: 0.3, UtilUnknown: true, Sweep: "x"}},
+			cards: []CardState{on(0, 1, 0.4)},
+			want:  "x waits: unmeasured\nreserved for x: GPU 0 in 0s, due",
+		},
+		{
+			name:  "beside another sweep's job it counts at its guess",
+			queue: []Request{mine("a1", 1)},
+			cards: []CardState{xOn(0.5, 0)},
+			want:  "a1 waits: unmeasured\nreserved for a1: GPU 0 in unknown",
+		},
+		{
+			name:  "which may leave room",
+			queue: []Request{mine("a1", 0.4)},
+			cards: []CardState{xOn(0.5, 0)},
+			want:  "a1 -> [0]",
+		},
+		{
+			name:  "and as a guess, which joins no other",
+			queue: []Request{mine("a1", 0.4)},
+			cards: []CardState{xOn(0.3, 1)},
+			want:  "a1 waits: unmeasured\nreserved for a1: GPU 0 in 0s, due",
+		},
+		{
+			// A job of a's joining it slows x's job too, of which a's plan says nothing.
+			name:  "on a card another sweep's job shares, its own sweep's jobs count as guesses too",
+			queue: []Request{mine("a2", 0.4)},
+			cards: []CardState{both},
+			want:  "a2 waits: unmeasured\nreserved for a2: GPU 0 in 0s, due",
+		},
+		{
+			// The red team's case: a, gpu_plan "1,1", submitted with x and b, all
+			// compute-bound; counted as nothing, a's jobs took x's and b's cards, or they
+			// took a's, two to a card, neither measurable there.
+			name:  "a's jobs first, then x and b wait",
+			queue: []Request{mine("a1", 1), mine("a2", 1), x, {Job: "b", Memory: 10 * gib, UtilUnknown: true, Sweep: "b"}},
+			cards: []CardState{sharing(0, 0, 0, 0), sharing(1, 0, 0, 0)},
+			want:  "a1 -> [0]\na2 -> [1]\nx waits: unmeasured\nb waits: unmeasured\nreserved for x: GPU 0 in 0s, due",
+		},
+		{
+			name:  "x and b first, then a's jobs wait",
+			queue: []Request{x, {Job: "b", Memory: 10 * gib, UtilUnknown: true, Sweep: "b"}, mine("a1", 1), mine("a2", 1)},
+			cards: []CardState{sharing(0, 0, 0, 0), sharing(1, 0, 0, 0)},
+			want:  "x -> [0]\nb -> [1]\na1 waits: unmeasured\na2 waits: unmeasured\nreserved for a1: GPU 0 in 0s, due",
+		},
+	}
+	for _, c := range tests {
+		t.Run(c.name, func(t *testing.T) {
+			d := Pack(c.queue, c.cards, nil)
+			if got := describe(d); got != c.want {
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+			// Place decides the same.
+			if got, want := Place(&grouped{q: c.queue}, slices.Clone(c.cards), nil, 10*gib).Placements, d.Placements; !slices.EqualFunc(got, want,
+				func(a, b Placement) bool { return a.Job == b.Job && slices.Equal(a.Cards, b.Cards) }) {
+				t.Errorf("Place: %+v, Pack: %+v", got, want)
+			}
+		})
+	}
+	// Why another sweep's job waits names the planned sweep's job it would join.
+	for _, c := range []struct {
+		r    Request
+		card CardState
+		want string
+	}{{x, on(3, 1, 1), "unmeasured: its shape's utilization is not measured yet, so it counts as compute-bound until it is; no card it fits is idle, " +
+		"and it would slow the jobs on GPU 3, the least busy with room for it, to 50% of their speed: with it the jobs there would ask 200% of the card, " +
+		"past the sharing target of 100%; GPU 3 runs a job of sweep a not measured yet, which counts as compute-bound beside another sweep's: " +
+		"its gpu_plan speaks only for its own jobs"},
+		{measured(0.7), on(3, 2, 0.2), "would-slow: would slow the jobs on GPU 3 to 91% of their speed: it keeps 70% of a card busy, and with it the jobs there would ask 110% of the card, " +
+			"past the sharing target of 100%; GPU 3 runs 2 jobs of sweep a not measured yet, which count as 40% of a card beside another sweep's: " +
+			"its gpu_plan speaks only for its own jobs"},
+		{Request{Job: "x", Memory: 10 * gib, Util: 0.3, UtilUnknown: true, Sweep: "x"}, on(3, 1, 0.4),
+			"unmeasured: its shape's utilization is not measured yet, so it counts as 30% of a card until it is; no card it fits is idle, " +
+				"and GPU 3, the least busy with room for it, already runs a job of sweep a not measured yet, which counts as 40% of a card beside another sweep's: " +
+				"its gpu_plan speaks only for its own jobs: a card takes one such guess at a time"},
+		// On a card of its own sweep's jobs, only another process can hold it back.
+		{mine("a2", 1), func() CardState { c := on(3, 1, 1); c.Util = 1.2; return c }(), "would-slow: would slow the jobs on GPU 3 to 83% of their speed: " +
+			"its shape's utilization is not measured yet, and its sweep's gpu_plan has it count as nothing beside its own jobs, " +
+			"and with it the jobs there would ask 120% of the card, past the sharing target of 100%"},
+		{Request{Job: "x", Memory: 10 * gib, Util: 0.1, Sweep: "x"}, func() CardState { c := both; c.Index, c.Planned, c.Util = 3, 0.8, 0.2; return c }(),
+			"would-slow: would slow the jobs on GPU 3 to 91% of their speed: it keeps 10% of a card busy, and with it the jobs there would ask 110% of the card, " +
+				"past the sharing target of 100%; GPU 3 runs jobs of several sweeps, among them a job not measured yet of a sweep with a gpu_plan, " +
+				"which counts as 80% of a card there: a gpu_plan speaks only for its own sweep's jobs"},
+		{mine("a1", 1), xOn(0.5, 0), "unmeasured: its shape's utilization is not measured yet, and its sweep's gpu_plan speaks only for its own jobs: " +
+			"beside another sweep's it counts as compute-bound until it is; no card it fits is idle, and it would slow the jobs on GPU 0, " +
+			"the least busy with room for it, to 67% of their speed: with it the jobs there would ask 150% of the card, past the sharing target of 100%"},
+	} {
+		d := Pack([]Request{c.r}, []CardState{c.card}, nil)
+		if d.Waiting.Len() != 1 {
+			t.Errorf("%s does not wait: %s", c.r.Job, describe(d))
+		}
+		for w := range d.Waiting.All() {
+			if got := string(w.Reason) + ": " + w.Detail; got != c.want {
+				t.Errorf("why %s:\n%s\nwant\n%s", c.r.Job, got, c.want)
+			}
+		}
 	}
 }
