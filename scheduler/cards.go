@@ -33,6 +33,10 @@ type holding struct {
 	running bool
 	end     pack.Release
 	at      []int // positions in the round's cards
+	// sweep is its sweep, and planned what it counts at beside another sweep's jobs
+	// where its sweep's plan has it count as nothing (see utilCounts).
+	sweep   string
+	planned float64
 }
 
 // holdingBufs are arrays a round's holdings may be kept in (see packViewBufs).
@@ -54,7 +58,8 @@ func (e *Engine) holdings(attempts []*state.Attempt, buf *holdingBufs) []holding
 		h := holding{id: a.ID, running: a.Running(), end: pack.Release{Memory: a.Holds(), Exclusive: a.Alone}}
 		if h.running {
 			var known bool
-			h.end.Util, known = e.attemptUtil(a, c)
+			h.end.Util, known, h.planned = e.attemptUtil(a, c)
+			h.sweep, _, _ = strings.Cut(a.Shape, "\x00")
 			h.end.Blind = !known
 			h.end.In = e.left(a, now)
 		}
@@ -91,6 +96,13 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 			if h.end.Blind {
 				out[i].Blind++
 				out[i].BlindUtil += h.end.Util
+			}
+			if h.running {
+				out[i].AddSweep(h.sweep)
+			}
+			if h.planned > 0 {
+				out[i].Planned += h.planned
+				out[i].PlannedJobs++
 			}
 		}
 	}

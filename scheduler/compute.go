@@ -210,14 +210,15 @@ func (e *Engine) busiestOf(sweep string) float64 {
 	return e.busiest[sweep]
 }
 
-// attemptUtil is what the packer counts a running attempt at on its cards, and whether
-// that is measured: as followed, as c (its crowd, nil where it is not followed), else
-// as its shape's jobs count.
-func (e *Engine) attemptUtil(a *state.Attempt, c *crowd) (float64, bool) {
+// attemptUtil is what the packer counts a running attempt at on its cards, whether
+// that is measured, and what it counts at beside another sweep's jobs where its plan
+// has it count as nothing (see utilCounts): as followed, as c (its crowd, nil where it
+// is not followed), else as its shape's jobs count.
+func (e *Engine) attemptUtil(a *state.Attempt, c *crowd) (util float64, known bool, planned float64) {
 	if c != nil {
-		return c.util, c.known
+		return c.util, c.known, c.planned
 	}
-	return e.utilOf(a.Shape)
+	return e.utilCounts(a.Shape, e.store.KnownShape(a.Shape))
 }
 
 // unmeasurable deals with an attempt that succeeded without a sample of its
@@ -238,24 +239,36 @@ func (e *Engine) unmeasurable(a *state.Attempt) {
 // busiest is the cautious guess), or as compute-bound (all of the card) while none is,
 // unless its sweep writes a gpu_plan: a plan is the user's word on how many of its jobs
 // share a card, which stands until gpuq has measured them, so they fill its slots as
-// before gpuq measured compute, and count as nothing until measured.
+// before gpuq measured compute, and count as nothing until measured. It is no word on
+// other sweeps' jobs: beside those they count at that guess (see utilCounts).
 func (e *Engine) utilOf(shape string) (float64, bool) {
 	return e.utilOfShape(shape, e.store.KnownShape(shape))
 }
 
 // utilOfShape is utilOf of a shape known as l (nil: nothing learned yet).
 func (e *Engine) utilOfShape(shape string, l *state.Shape) (float64, bool) {
+	u, known, _ := e.utilCounts(shape, l)
+	return u, known
+}
+
+// utilCounts is utilOfShape, and what a job of the shape counts at beside another
+// sweep's jobs where its sweep's plan has it count as nothing (0 where it does not: the
+// shape is measured, or its sweep writes no plan): the guess a shape not measured yet
+// of a sweep without a plan counts at. The packer counts it so on the job's card for
+// other sweeps' jobs, and on another sweep's card for the job (pack.Request.UtilPlanned).
+func (e *Engine) utilCounts(shape string, l *state.Shape) (util float64, known bool, planned float64) {
 	if u, ok := l.PackUtil(); ok {
-		return u, true
+		return u, true, 0
 	}
-	if e.planned(shape) {
-		return 0, true
-	}
+	guess := 1.0
 	sweep, _, _ := strings.Cut(shape, "\x00")
 	if u := e.busiestOf(sweep); u > 0 {
-		return u, false
+		guess = u
 	}
-	return 1, false
+	if e.planned(shape) {
+		return 0, true, guess
+	}
+	return guess, false, 0
 }
 
 // planned reports whether the sweep of a shape writes a gpu_plan (or was given one:

@@ -547,3 +547,76 @@ func TestARaisedUtilizationSaysWhatWasMeasured(t *testing.T) {
 		t.Errorf("why c.5:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// Sweeps to share two cards: a writes a gpu_plan of one job a card, x and b none.
+const (
+	plannedSweep = "name: a\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\ngpu_plan: \"1,1\"\n"
+	sweepX       = "name: x\ncommand: [train]\njobs: [{}]\nmemory: 10GiB\n"
+	sweepB       = "name: b\ncommand: [train]\njobs: [{}]\nmemory: 10GiB\n"
+)
+
+// submit submits a sweep to the rig's engine, with its limit on the rig's cards, as
+// the daemon admits it.
+func (r *computeRig) submit(doc string) {
+	r.t.Helper()
+	sw, err := plans.DecodeSweep("s.yaml", []byte(doc), plans.Overrides{})
+	must(r.t, err)
+	limit, err := Admit(sw, r.cards)
+	must(r.t, err)
+	must(r.t, r.e.Submit(inTurn(r.e), &state.Submission{Sweep: sw, Limit: limit}))
+}
+
+// TestAPlanSpeaksForItsOwnSweepAlone: a gpu_plan has its sweep's jobs count as nothing
+// of a card's compute until measured, so that they fill its slots; it says nothing of
+// other sweeps' jobs, which count them as any job not measured yet, and beside which
+// they count so themselves. Sweep a (gpu_plan "1,1") with x and b, every job
+// compute-bound, ran two jobs to a card, each at half speed, nothing measurable on
+// those full cards. Whether a's jobs start first or the others do, each card runs one.
+func TestAPlanSpeaksForItsOwnSweepAlone(t *testing.T) {
+	t.Run("together", func(t *testing.T) {
+		r := newComputeRig(t, sweepX, 2, Config{})
+		r.submit(plannedSweep)
+		r.submit(sweepB)
+		r.keepBusy(100, "a.1", "a.2", "x.1", "b.1")
+		r.round(0)
+		if got := r.where(); got != "x.1:0 b.1:1" {
+			t.Fatalf("first round: %s, want x.1 and b.1 measured alone, a's jobs waiting", got)
+		}
+		if w := r.why("a.1"); !strings.HasPrefix(w, "unmeasured: its shape's utilization is not measured yet, and its sweep's gpu_plan "+
+			"speaks only for its own jobs: beside another sweep's it counts as compute-bound until it is") {
+			t.Errorf("why a.1: %s", w)
+		}
+		r.round(time.Minute)
+		r.round(time.Second)
+		if got := r.where(); got != "x.1:0 b.1:1" {
+			t.Errorf("once x and b are measured: %s, want a's jobs still waiting", got)
+		}
+	})
+	t.Run("plan first", func(t *testing.T) {
+		r := newComputeRig(t, plannedSweep, 2, Config{})
+		must(t, r.st.DeriveLimit("a", state.Limit{0: 1, 1: 1}))
+		r.keepBusy(100, "a.1", "a.2", "x.1", "b.1")
+		r.round(0)
+		if got := r.where(); got != "a.1:0 a.2:1" {
+			t.Fatalf("first round: %s, want a's jobs one a card", got)
+		}
+		r.submit(sweepX)
+		r.submit(sweepB)
+		r.round(10 * time.Second)
+		if got := r.where(); got != "a.1:0 a.2:1" {
+			t.Fatalf("x and b submitted: %s, want them waiting", got)
+		}
+		if w := r.why("x.1"); !strings.HasPrefix(w, "unmeasured: its shape's utilization is not measured yet, so it counts as compute-bound until it is; "+
+			"no card it fits is idle, and it would slow the jobs on GPU 0") || !strings.Contains(w, "GPU 0 runs a job of sweep a not measured yet") {
+			t.Errorf("why x.1: %s", w)
+		}
+		r.round(time.Minute)
+		if got := r.where(); got != "a.1:0 a.2:1" {
+			t.Errorf("once a is measured: %s, want x and b waiting", got)
+		}
+		r.end("a.1", time.Second)
+		if got := r.where(); got != "a.2:1 x.1:0" {
+			t.Errorf("a.1 ended: %s, want x.1 on its card, alone", got)
+		}
+	})
+}

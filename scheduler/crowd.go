@@ -59,10 +59,13 @@ type crowd struct {
 	cards  []plans.CardID
 	worker string
 	shape  string
-	// util is what it counts at on its cards, and known whether measured (utilOf's,
-	// kept up by crowdRefreshUtil): a round reads it for every running attempt.
+	// util is what it counts at on its cards, known whether measured, and planned what
+	// it counts at beside another sweep's jobs where its plan has it count as nothing
+	// (utilCounts', kept up by crowdRefreshUtil): a round reads them for every running
+	// attempt.
 	util          float64
 	known         bool
+	planned       float64
 	started       time.Time
 	since         time.Time
 	k, pace       float64
@@ -98,7 +101,7 @@ func (e *Engine) crowdJoin(a *state.Attempt, now time.Time, whole bool) {
 	// One taken up (a daemon started again) once its sampling was over may have taught
 	// its mean already; one taken up before cannot have.
 	c.taught = !whole && now.Sub(a.Started) >= e.utilUntil()
-	c.util, c.known = e.utilOf(a.Shape)
+	c.util, c.known, c.planned = e.utilCounts(a.Shape, e.store.KnownShape(a.Shape))
 	for _, g := range a.GPUs {
 		id := plans.CardID{Worker: a.Worker, Index: g}
 		c.cards = append(c.cards, id)
@@ -264,8 +267,11 @@ func (e *Engine) crowdRefreshUtil(shapes func(yield func(string) bool)) {
 	var cards []plans.CardID
 	seen := map[plans.CardID]bool{}
 	for shape := range shapes {
-		util, known := e.utilOf(shape)
+		util, known, planned := e.utilCounts(shape, e.store.KnownShape(shape))
 		for _, c := range e.crowds.shapes[shape] {
+			// What it counts at beside other sweeps' jobs changes no pace, which
+			// cardLoad reckons from util alone.
+			c.planned = planned
 			if c.util == util && c.known == known {
 				continue
 			}

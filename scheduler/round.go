@@ -295,8 +295,11 @@ func (e *Engine) requester(fit *fits, quota func(sweep string) *pack.Quota) func
 		r := pack.Request{Job: m.ID, Memory: memory, GPUsPerJob: g.Key.GPUs, Host: g.Key.Host,
 			Exclusive: g.Key.Exclusive || g.Key.Probe || alone, Quota: quota(g.Sweep), Duration: cmp.Or(g.Took(), g.Key.Timeout)}
 		l := e.store.KnownShape(g.Key.Shape)
-		util, known := e.utilOfShape(g.Key.Shape, l)
-		r.Util, r.UtilUnknown = util, !known
+		util, known, planned := e.utilCounts(g.Key.Shape, l)
+		r.Util, r.UtilUnknown, r.Sweep = util, !known, g.Sweep
+		if planned > 0 {
+			r.Util, r.UtilPlanned = planned, true
+		}
 		r.UtilAssumed = known && l != nil && l.Unmeasured
 		if known && l != nil && !l.Unmeasured && l.Util < util {
 			r.UtilMeasured = float32(l.Util)
