@@ -133,8 +133,9 @@ func (p *packer) waits(r *Request) (int32, bool) {
 	if !p.explain {
 		return 0, false
 	}
+	p.planned = p.planned || r.UtilPlanned
 	seen := &p.seen[uint64(r.Memory)*0x9e3779b97f4a7c15>>(64-seenBits)]
-	if !seen.fit.of(r) {
+	if !seen.fit.of(r) || p.planned && seen.fit.sweep != r.Sweep {
 		f := fitOf(r)
 		why, ok := p.failedFor(&f)
 		if !ok {
@@ -180,31 +181,32 @@ type fit struct {
 	memory, host int64
 	duration     time.Duration
 	quota        *Quota
-	util         float64 // as counted (Request.guess)
+	util         float64 // Request.Util, which with blind and planned tells what it counts at
 	gpus         int32
 	exclusive    int32   // 1: exclusive
 	blind        int32   // 1: not measured yet (a card takes one such: see secondGuess)
 	assumed      int32   // 1: the whole card, for want of a measurement (its reason says so)
 	measured     float32 // Request.UtilMeasured (its reason says it)
-	// planned is 1 where its plan has it count as nothing (UtilPlanned), and util is
-	// then its guess; and sweep is Request.Sweep: beside a planned sweep's jobs not
-	// measured yet, a job of it and a job of another wait differently (see apart).
+	// planned is 1 where its plan has it count as nothing (UtilPlanned); sweep is
+	// Request.Sweep: beside a planned sweep's jobs not measured yet, a job of it and a
+	// job of another wait differently (see apart).
 	planned int32
 	sweep   string
 }
 
 // of reports whether r is of fit f, as *f == fitOf(r) but without building r's fit, and
 // stopping at memory, where fits that differ mostly differ: Pack asks it for every job of
-// a long queue.
+// a long queue. It leaves out the sweep, which decides nothing where no planned job
+// counts (see packer.planned).
 func (f *fit) of(r *Request) bool {
 	return f.memory == r.Memory && f.host == r.Host && f.duration == r.Duration && f.quota == r.Quota &&
-		f.util == r.guess() && f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive &&
+		f.util == r.Util && f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive &&
 		(f.blind == 1) == r.UtilUnknown && (f.assumed == 1) == r.UtilAssumed && f.measured == r.UtilMeasured &&
-		(f.planned == 1) == r.UtilPlanned && f.sweep == r.Sweep
+		(f.planned == 1) == r.UtilPlanned
 }
 
 func fitOf(r *Request) fit {
-	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.guess(), int32(max(r.GPUsPerJob, 1)), 0, 0, 0, r.UtilMeasured, 0, r.Sweep}
+	f := fit{r.Memory, r.Host, r.Duration, r.Quota, r.Util, int32(max(r.GPUsPerJob, 1)), 0, 0, 0, r.UtilMeasured, 0, r.Sweep}
 	if r.Exclusive {
 		f.exclusive = 1
 	}

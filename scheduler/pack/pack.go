@@ -118,6 +118,7 @@ func newPacker(cards []CardState, hosts Hosts, explain bool, smallest int64) *pa
 	for i := range p.cards {
 		p.machines = p.machines || p.cards[i].Worker != p.cards[0].Worker
 		p.passing = p.passing || p.cards[i].Passing > 0
+		p.planned = p.planned || p.cards[i].PlannedJobs > 0
 		p.freeOn(i)
 	}
 	p.keepRoomy(smallest)
@@ -247,6 +248,9 @@ type packer struct {
 	machines bool
 	// passing: some card holds trainers of another gpuq (see CardState.Passing).
 	passing bool
+	// planned: some card holds a planned sweep's job not measured yet, or some
+	// request is one: a request's sweep then decides where it may start (see apart).
+	planned bool
 	explain bool // build the details of reasons (Pack), or not (Place)
 	// gen counts the changes of the cards (a placement, the reservation), and alike
 	// keeps the cards a run of alike requests may start on (see pickOne); noAlike

@@ -303,6 +303,13 @@ func TestAPlanSpeaksForItsOwnSweepAlone(t *testing.T) {
 			want:  "m waits: would-slow\nreserved for m: GPU 0 in 0s, due",
 		},
 		{
+			// Alike in all but their sweeps, the one that waits says nothing of the other.
+			name:  "a measured job of the planned sweep is no other sweep's",
+			queue: []Request{measured(0.3), measured(0.3), {Job: "am", Memory: 10 * gib, Util: 0.3, Sweep: "a"}},
+			cards: []CardState{on(0, 1, 1)},
+			want:  "am -> [0]\nm waits: would-slow\nm waits: would-slow\nreserved for m: GPU 0 in 0s, due",
+		},
+		{
 			name:  "a guess of another sweep does not join it even where the guesses leave room",
 			queue: []Request{{Job: "x", Memory: 10 * gib, Util: 0.3, UtilUnknown: true, Sweep: "x"}},
 			cards: []CardState{on(0, 1, 0.4)},
