@@ -385,11 +385,16 @@ func reported(sweep string, jobs []ranking.Job, metric string) error {
 // printResultsTable prints one row a point, a group's points together. On a terminal
 // (width) it fits, a point a line: a point grouped shows the values its group does not
 // (its GROUP says task=sst2); the best values give way (--json and --csv have them),
-// then the seeds' states are shortened or left out, never wrapped onto lines of their
-// own; narrower (60 columns, 40), the step, the seeds counted and the rank go (the
-// rows are in its order), while the points lose their keys' ends before their values
-// (see top.CutName) and the groups their starts; last of all a final deviation loses
-// its end, the mean kept whole.
+// then the points lose their text values' keys and their other keys' ends, their
+// values whole (see top.CutName), for the seeds' states (JOBS), which are the only
+// sign that a point still runs, its value still moving, or was stopped early: a
+// researcher must not read either as finished. Narrower (60 columns, 40), the step,
+// the seeds counted and the rank go (the rows are in its order) before the states are
+// cut below a few words; then the states are shortened, never wrapped onto lines of
+// their own, to "3 st…" if need be, the points' text values losing their starts (often
+// the sweep's prefix, which they share) for that much, and are left out only where
+// not even that fits; the groups lose their starts, and last of all a final deviation
+// loses its end, the mean kept whole.
 func printResultsTable(w io.Writer, res Results, width int) {
 	better := betterText(res.Mode) + " (--max for higher)"
 	if res.Mode == plans.Max {

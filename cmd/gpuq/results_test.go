@@ -187,40 +187,57 @@ func TestResultsRankWithinGroupsApart(t *testing.T) {
 
 // TestResultsFitTheTerminal: on a terminal of 80 columns, 60 or 40, gpuq results' lines
 // fit its width, a point a line, as status's do: a grouped point shows the values its
-// group does not; the best values give way, then the step, the seeds counted and the
-// rank (the rows are in its order); the seeds' states are shortened or left out
-// rather than wrapped; each point keeps its values and its final mean. Piped, every
-// value stays whole. (Below about 66 columns the rows overflowed, or their states
-// wrapped onto lines of their own.)
+// group does not; the best values give way, then the points lose their text values'
+// keys and their other keys' ends for the seeds' states (JOBS), then the step, the
+// seeds counted and the rank go (the rows are in its order), and the states are
+// shortened, never wrapped: they are the only sign that a point's value still moves
+// or was judged early, and are left out only where not even "3 st…" fits. Each point
+// keeps its final mean, and its values where the states need none of their room.
+// Piped, every value stays whole. (The states went first at 80 columns, the points
+// keeping their task= keys, and a point still running, or stopped early, read as
+// finished; below about 66 columns the rows overflowed, or their states wrapped onto
+// lines of their own.)
 func TestResultsFitTheTerminal(t *testing.T) {
-	file, long := resultsSummaryFile(t), longResultsFile(t)
+	file, long, glue := resultsSummaryFile(t), longResultsFile(t), runningResultsFile(t)
 	for _, tt := range []struct {
 		file  string
 		by    []string
 		width int
-		want  []string // in the table, row by row: its point's values, its final mean
+		want  []string // in the table, row by row: its point's values, its final mean, its states
 		shown string   // the header at that width
 	}{
-		{file, nil, 80, []string{"task=qnli,lr=0.001 .* 0.8000 ", "task=sst2,lr=0.001 .* 1.000 ± 0.14 ", "task=qnli,lr=0.1 .* 1.000 ", "task=sst2,lr=0.1 .* 2.500 .* 2 stopped early"},
+		{file, nil, 80, []string{"task=qnli,lr=0.001 .* 0.8000 .* 1 succeeded$", "task=sst2,lr=0.001 .* 1.000 ± 0.14 ", "task=qnli,lr=0.1 .* 1.000 ", "task=sst2,lr=0.1 .* 2.500 .* 2 stopped early$"},
 			"RANK  POINT               SEEDS   FINAL         STEP  JOBS"},
-		{file, nil, 60, []string{"task=qnli,lr=0.001 .* 0.8000 ", "task=sst2,lr=0.001 .* 1.000 ± 0.14 ", "task=qnli,lr=0.1 .* 1.000 ", "task=sst2,lr=0.1 .* 2.500 "},
-			"RANK  POINT               SEEDS   FINAL         STEP"},
-		{file, nil, 40, []string{"^1 +task=qnli,lr=0.001 +0.8000$", "^2 +task=sst2,lr=0.001 +1.000 ± 0.14$", "task=qnli,lr=0.1 +1.000$", "task=sst2,lr=0.1 +2.500$"},
-			"RANK  POINT               FINAL"},
+		{file, nil, 60, []string{"^1 +qnli,lr=0.001 +1 +0.8000 +1 succeeded$", "^2 +sst2,lr=0.001 .* 1.000 ± 0.14  2 succeeded$", "qnli,lr=0.1 .* 1.000 ", "^4 +sst2,lr=0.1 +1 of 2  2.500 +2 stopped early$"},
+			"RANK  POINT            SEEDS   FINAL         JOBS"},
+		{file, nil, 40, []string{"^qnli,lr=0.001  0.8000 +1 succeeded$", "^sst2,lr=0.001  1.000 ± 0.14  2 succeeded$", "^qnli,lr=0.1 +1.000 +1 succeeded$", "^sst2,lr=0.1 +2.500 +2 stopped …$"},
+			"POINT          FINAL         JOBS"},
 		{file, []string{"task"}, 80, []string{"^task=sst2  1     lr=0.001 .* 1.000 ± 0.14 ", "^task=sst2  2 .* lr=0.1 .* 2.500 .* 2 stopped early$", "^task=qnli .* lr=0.001 .* 0.8000 ", "^task=qnli .* lr=0.1 .* 1.000 "},
 			"GROUP      RANK  POINT     SEEDS   FINAL         STEP  JOBS"},
-		{file, []string{"task"}, 60, []string{"^task=sst2 .* lr=0.001 .* 1.000 ± 0.14 ", "^task=sst2 .* lr=0.1 .* 2.500 ", "^task=qnli .* lr=0.001 .* 0.8000 ", "^task=qnli .* lr=0.1 .* 1.000 "},
-			"GROUP      RANK  POINT     SEEDS   FINAL         STEP"},
-		{file, []string{"task"}, 40, []string{"^task=sst2  lr=0.001 +1.000 ± 0.14$", "^task=sst2  lr=0.1 +2.500$", "^task=qnli  lr=0.001 +0.8000$", "^task=qnli  lr=0.1 +1.000$"},
-			"GROUP      POINT     FINAL"},
-		// Long points lose their keys' ends before their values; long groups their
-		// starts; the last of all, a final deviation its end.
-		{long, nil, 60, []string{"model=roberta-large,lr=0.00001 +0.8915 ± 0.00071$", "model=roberta-large,lr=0.00003 ", "model=deberta-v3-base,lr=0.00001 ", "model=deberta-v3-base,lr=0.00003 "},
-			"RANK  POINT                             FINAL"},
-		{long, nil, 40, []string{"^…erta-large,lr=0.00001  0.8915 ± 0.00071$", "^…erta-large,lr=0.00003 ", "^…ta-v3-base,lr=0.00001 ", "^…ta-v3-base,lr=0.00003 "},
-			"POINT                   FINAL"},
+		{file, []string{"task"}, 60, []string{"^task=sst2  1     lr=0.001  1.000 ± 0.14  2 succeeded$", "^task=sst2  2 +lr=0.1 +2.500 +2 stopped early$", "^task=qnli .* lr=0.001 .* 0.8000 ", "^task=qnli .* lr=0.1 .* 1.000 "},
+			"GROUP      RANK  POINT     FINAL         JOBS"},
+		{file, []string{"task"}, 40, []string{"^task=sst2  lr=0.001  1.000 ± 0.14  2 su…$", "^task=sst2  lr=0.1 +2.500 +2 st…$", "^task=qnli  lr=0.001  0.8000 +1 su…$", "^task=qnli  lr=0.1 +1.000 +1 su…$"},
+			"GROUP      POINT     FINAL         JOBS"},
+		// Long points lose their text values' keys, then their text values' starts
+		// for the states' first cells; long groups their starts; the last of all, a
+		// final deviation its end.
+		{long, nil, 60, []string{"^roberta-large,lr=0.00001    0.8915 ± 0.00071  1 failed, 2 s…$", "^roberta-large,lr=0.00003 ", "^deberta-v3-base,lr=0.00001 ", "^deberta-v3-base,lr=0.00003 "},
+			"POINT                       FINAL             JOBS"},
+		{long, nil, 40, []string{"^…rge,lr=0.00001  0.8915 ± 0.00071  1 fa…$", "^…rge,lr=0.00003 ", "^…ase,lr=0.00001 ", "^…ase,lr=0.00003 "},
+			"POINT            FINAL             JOBS"},
 		{long, []string{"model"}, 40, []string{"^…berta-large  lr=0.00001  0.8915 ± 0.00…$", "^…berta-large  lr=0.00003 ", "^…rta-v3-base  lr=0.00001 ", "^…rta-v3-base  lr=0.00003 "},
 			"GROUP         POINT       FINAL"},
+		// While the sweep runs: at 80 columns the points lose their task= keys, not
+		// the states; narrower, the states are shortened, still telling running
+		// points and those stopped early from finished ones.
+		{glue, nil, 80, []string{"^1 +glue-tvt_qnli,le…=1e-3 +3 +3.480 ± 0.010  100 +3 running$", "^2 +glue-tvt_sst2,le…=1e-3 .* 3 running$", "^3 +glue-tvt_qnli,le…=1e-4 .* 2 running, 1 succeeded$", "^4 .* 2 running, 1 succeeded$", "^5 +glue-tvt_qnli,le…=1e-5 .* 3 stopped early$", "^6 .* 3 stopped early$"},
+			"RANK  POINT                   SEEDS  FINAL          STEP  JOBS"},
+		{glue, nil, 60, []string{"^1 +glue-tvt_qnli,l…=1e-3  3.480 ± 0.010  3 running$", "^2 .* 3 running$", "^3 .* 4.480 ± 0.010  2 running, 1 su…$", "^4 ", "^5 +glue-tvt_qnli,l…=1e-5  5.480 ± 0.010  3 stopped early$", "^6 "},
+			"RANK  POINT                  FINAL          JOBS"},
+		{glue, nil, 40, []string{"^…-tvt_qnli,l…=1e-3  3.480 ± 0.010  3 ru…$", "^…-tvt_sst2,l…=1e-3 .* 3 ru…$", "^…-tvt_qnli,l…=1e-4 .* 2 ru…$", "2 ru…$", "^…-tvt_qnli,l…=1e-5  5.480 ± 0.010  3 st…$", "3 st…$"},
+			"POINT               FINAL          JOBS"},
+		{glue, []string{"task"}, 60, []string{"^glue-tvt_qnli  learni…=1e-3  3.480 ± 0.010  3 running$", "2 running, 1 su…$", "^glue-tvt_qnli  learni…=1e-5 .* 3 stopped early$", "3 running$", "2 running, 1 su…$", "3 stopped early$"},
+			"GROUP          POINT         FINAL          JOBS"},
 	} {
 		args := append([]string{"results", tt.file}, "--by", strings.Join(tt.by, ","))
 		if tt.by == nil {
@@ -247,6 +264,46 @@ func TestResultsFitTheTerminal(t *testing.T) {
 	if !strings.Contains(out, "model=deberta-v3-base  2     model=deberta-v3-base,lr=0.00003  2 of 3  0.8615 ± 0.00071  0.9000 ± 0.0  12001-12002  1 failed, 2 succeeded") {
 		t.Errorf("piped, a value is cut:\n%s", out)
 	}
+}
+
+// runningResultsFile is a daemon's sweep as it runs: two tasks of a long prefix, three
+// learning rates, three seeds; those of 1e-3 run, one of 1e-4 has succeeded and the
+// others run, those of 1e-5 were stopped early, all at step 100.
+func runningResultsFile(t *testing.T) string {
+	t.Helper()
+	sum := api.SweepSummary{Sweep: "glue", Counts: map[string]int{}}
+	for _, task := range []string{"glue-tvt_qnli", "glue-tvt_sst2"} {
+		for i, lr := range []string{"1e-3", "1e-4", "1e-5"} {
+			for seed := int64(1); seed <= 3; seed++ {
+				p := plans.NewMap()
+				p.Set("task", task)
+				p.Set("learning_rate", lr)
+				p.Set("seed", seed)
+				point := "task=" + task + ",learning_rate=" + lr
+				j := api.JobSummary{ID: fmt.Sprintf("glue.%d", len(sum.Jobs)+1), Name: fmt.Sprintf("%s,learning_rate=%s,seed=%d", task, lr, seed), Params: p,
+					State: "running", Point: fmt.Sprintf("%s,seed=%d", point, seed), SeedOf: point}
+				switch {
+				case i == 2:
+					j.State = "stopped"
+				case i == 1 && seed == 3:
+					j.State = "succeeded"
+				}
+				v := 3.46 + float64(i) + float64(seed)/100
+				c := []api.MetricPoint{{Step: 100, Value: v}}
+				j.Attempts = []api.AttemptSummary{{N: 1, Metrics: []api.MetricSummary{{Name: "eval_loss", Step: 100, Last: v, Curve: c, Min: v, Max: v}}}}
+				sum.Jobs = append(sum.Jobs, j)
+			}
+		}
+	}
+	data, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "glue.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // longResultsFile is a run's summary whose points and groups are long: two models, two
