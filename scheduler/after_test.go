@@ -133,13 +133,19 @@ func TestMaxRunning(t *testing.T) {
 	if running() != 1 {
 		t.Fatalf("%d running under max_running 1", running())
 	}
-	if reason, detail, _ := e.why("m.2"); reason != pack.NoSlot || !strings.Contains(detail, "its sweep runs 1 job, its max_running") {
+	if reason, detail, _ := e.why("m.2"); reason != pack.NoSlot || !strings.Contains(detail, "its sweep runs 1 job, at or past its max_running of 1") {
 		t.Errorf("why m.2: %s: %s", reason, detail)
 	}
 	must(t, e.Update(inTurn(e), "m", 2))
 	round(t, e)
 	if running() != 2 {
 		t.Errorf("%d running after gpuq update --max-running 2", running())
+	}
+	// Lowered below what runs, the limit stops none, and why counts what runs.
+	must(t, e.Update(inTurn(e), "m", 1))
+	round(t, e)
+	if reason, detail, _ := e.why("m.3"); running() != 2 || reason != pack.NoSlot || !strings.Contains(detail, "its sweep runs 2 jobs, at or past its max_running of 1") {
+		t.Errorf("%d running after gpuq update --max-running 1; why m.3: %s: %s", running(), reason, detail)
 	}
 	must(t, e.Update(inTurn(e), "m", 0))
 	round(t, e)

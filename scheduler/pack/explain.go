@@ -360,7 +360,10 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 			w.Detail = fmt.Sprintf("only drained cards could take it: GPU %s (gpuq undrain %s lets jobs start there again)",
 				strings.Join(drained, ", GPU "), drained[0])
 		case r.Quota.spent():
-			w.Detail = fmt.Sprintf("its sweep runs %s, its max_running (gpuq update --max-running changes it)", plans.Count(r.Quota.Max, "job"))
+			// What the sweep runs is its max_running less what it has left: more than
+			// the max_running where gpuq update lowered it below the jobs running.
+			w.Detail = fmt.Sprintf("its sweep runs %s, at or past its max_running of %d (gpuq update --max-running changes it)",
+				plans.Count(r.Quota.Max-*r.Quota.Left, "job"), r.Quota.Max)
 		case quotaFull > 0 && withSlot == 0 && r.Quota.OnePerCard:
 			w.Detail = "one job per card, the default for jobs without a memory estimate and sweeps without a gpu_plan: " +
 				"every card it may use has one (memory: lets gpuq pack them by memory)"

@@ -495,6 +495,27 @@ func TestAJobOnlyDrainedCardsCouldTakeWaitsForThem(t *testing.T) {
 	}
 }
 
+// TestAJobHeldByMaxRunningSaysWhatItsSweepRuns: a job that its sweep's max_running
+// holds says how many of the sweep's jobs run and what the limit is: four running
+// under a max_running lowered to 1 are four, not the limit (which why once said as
+// the count: "its sweep runs 1 job").
+func TestAJobHeldByMaxRunningSaysWhatItsSweepRuns(t *testing.T) {
+	for _, tc := range []struct {
+		max, running int
+		want         string
+	}{
+		{1, 4, "its sweep runs 4 jobs, at or past its max_running of 1 (gpuq update --max-running changes it)"},
+		{2, 2, "its sweep runs 2 jobs, at or past its max_running of 2 (gpuq update --max-running changes it)"},
+	} {
+		left := tc.max - tc.running
+		q := &Quota{Slots: []int{4}, Free: []int{4}, Max: tc.max, Left: &left}
+		ws := slices.Collect(Pack([]Request{{Job: "s.5", Memory: gib, Quota: q}}, []CardState{{Index: 0, Total: 24 * gib, Slots: 8}}, nil).Waiting.All())
+		if len(ws) != 1 || ws[0].Reason != NoSlot || ws[0].Detail != tc.want {
+			t.Errorf("max_running %d, %d running: waits %+v; want %q", tc.max, tc.running, ws, tc.want)
+		}
+	}
+}
+
 // TestAJobThatFitsOnceAnotherGPUQsTrainersEnd: a job that no card could hold beside
 // what other processes hold waits for memory where another gpuq's trainers hold the
 // rest, and the reason names the cards it would fit once they end, not the card with
