@@ -88,7 +88,7 @@ func TestEngineAcrossWorkers(t *testing.T) {
 		t.Errorf("peaks %s on n1 and %s on n2, want 6 GiB and 9 GiB", plans.FormatSize(p1), plans.FormatSize(p2))
 	}
 	must(t, e.drain(plans.CardID{Worker: "n2", Index: 0}, true))
-	if err := e.drain(plans.CardID{Worker: "n3", Index: 0}, true); err == nil || !strings.Contains(err.Error(), "no GPU n3:0 here; gpuq schedules on [n1:0 n2:0]") {
+	if err := e.drain(plans.CardID{Worker: "n3", Index: 0}, true); err == nil || !strings.Contains(err.Error(), "no GPU n3:0 here; gpuq schedules on GPUs n1:0 and n2:0 (gpuq gpus lists them)") {
 		t.Errorf("drain of a card no machine has: %v", err)
 	}
 	cards[1].Processes = nil
@@ -145,7 +145,7 @@ func TestDrainOfACardAway(t *testing.T) {
 	round(t, e)
 	must(t, e.drain(n1.ID(), true))
 	must(t, e.drain(n1.ID(), false))
-	if err := e.drain(n1.ID(), true); err == nil || !strings.Contains(err.Error(), "no GPU n1:0 here; gpuq schedules on [n2:0]") {
+	if err := e.drain(n1.ID(), true); err == nil || !strings.Contains(err.Error(), "no GPU n1:0 here; gpuq schedules on GPU n2:0 (gpuq gpus lists them)") {
 		t.Errorf("drain of n1:0, gone and undrained: %v", err)
 	}
 	for _, on := range []bool{true, false} {

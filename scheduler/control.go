@@ -311,9 +311,21 @@ func (e *Engine) drain(card plans.CardID, on bool) error {
 		for _, c := range e.cards {
 			have = append(have, c.ID().String())
 		}
-		return Refused(fmt.Sprintf("no GPU %s here; gpuq schedules on [%s]", card, strings.Join(have, " ")))
+		return Refused(fmt.Sprintf("no GPU %s here; %s (gpuq gpus lists them)", card, schedulesOn(have)))
 	}
 	return e.put(state.Change{Drains: []*state.Drain{{Worker: card.Worker, GPU: card.Index, On: on}}})
+}
+
+// schedulesOn says which cards gpuq schedules on, in words as gpuq names cards
+// elsewhere: "gpuq schedules on GPUs 0, 1 and 2", "on GPU node7:3".
+func schedulesOn(cards []string) string {
+	switch len(cards) {
+	case 0:
+		return "gpuq has no card to schedule on"
+	case 1:
+		return "gpuq schedules on GPU " + cards[0]
+	}
+	return "gpuq schedules on GPUs " + strings.Join(cards[:len(cards)-1], ", ") + " and " + cards[len(cards)-1]
 }
 
 // knowsCard reports whether a drain may name card (see drain).

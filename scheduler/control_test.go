@@ -441,3 +441,20 @@ func TestAdoptStopsWhatCancelWasStopping(t *testing.T) {
 		t.Errorf("after adoption: %s", got)
 	}
 }
+
+// TestSchedulesOnInWords: a drain of a card gpuq does not have lists those it has as
+// gpuq names cards elsewhere, not as a Go slice ("[0 1 2]").
+func TestSchedulesOnInWords(t *testing.T) {
+	for _, tc := range []struct {
+		cards []string
+		want  string
+	}{
+		{nil, "gpuq has no card to schedule on"},
+		{[]string{"node7:3"}, "gpuq schedules on GPU node7:3"},
+		{[]string{"0", "1", "2"}, "gpuq schedules on GPUs 0, 1 and 2"},
+	} {
+		if got := schedulesOn(tc.cards); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.cards, got, tc.want)
+		}
+	}
+}

@@ -127,7 +127,7 @@ func TestAPI(t *testing.T) {
 		{"POST", "/v1/hold", `{"ids": ["h.3"]}`, 200, `{"jobs":["h.3"]}`},
 		{"POST", "/v1/hold", `{"ids": ["h.3"]}`, 400, "h.3 is held: it is held already"},
 		{"POST", "/v1/release", `{"sweep": "h"}`, 200, `{"jobs":["h.3"]}`},
-		{"POST", "/v1/drain", `{"gpu": 7, "on": true}`, 400, "no GPU 7 here"},
+		{"POST", "/v1/drain", `{"gpu": 7, "on": true}`, 400, "no GPU 7 here; gpuq schedules on GPUs 0 and 1 (gpuq gpus lists them)"},
 		{"POST", "/v1/drain", `{"gpu": 1, "on": true}`, 200, `{"gpu":1,"on":true}`},
 		{"GET", "/v1/daemon", "", 200, `{"index":1,"name":"Simulated GPU 24.00GiB","total_bytes":25769803776,"drained":true}`},
 		{"POST", "/v1/shutdown", `{"stop_trainers": true}`, 200, `{"stop_trainers":true}`},
