@@ -935,8 +935,14 @@ func newDrainCmd(io ioStreams, st *settings, on bool) *cobra.Command {
 WORKER:INDEX (node7:3). The daemon remembers it across restarts. A card of a
 worker that is away (within its --worker-grace) may be drained or undrained, for
 when it is back; a drained card may always be undrained.`,
-		Example:           "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
-		Args:              exactArgs(1),
+		Example: "  gpuq " + verb + " 3\n  gpuq " + verb + " node7:3",
+		Args: func(cmd *cobra.Command, args []string) error {
+			// Given none, say what to give, as logs and cancel do, not cobra's count.
+			if len(args) == 0 {
+				return badInput("name the card to %s (gpuq %s 3), or a worker's (gpuq %s node7:3); gpuq gpus lists them", verb, verb, verb)
+			}
+			return exactArgs(1)(cmd, args)
+		},
 		ValidArgsFunction: completeCards(st),
 		RunE:              func(_ *cobra.Command, args []string) error { return runDrain(opts, args[0]) },
 	}

@@ -331,8 +331,16 @@ func TestSelectVerbs(t *testing.T) {
 }
 
 // TestDrainVerbs: drain and undrain name a card of this machine or a worker's, and a
-// name that is neither is bad input, sent nowhere.
+// name that is neither is bad input, sent nowhere; given none, they say what to give
+// (not cobra's "accepts 1 arg(s), received 0").
 func TestDrainVerbs(t *testing.T) {
+	for _, verb := range []string{"drain", "undrain"} {
+		_, errOut, code := gpuq(t, verb)
+		want := fmt.Sprintf("name the card to %s (gpuq %s 3), or a worker's (gpuq %s node7:3); gpuq gpus lists them", verb, verb, verb)
+		if code != exitBadInput || !strings.Contains(errOut, want) || strings.Contains(errOut, "arg(s)") {
+			t.Errorf("gpuq %s: exit %d, %q; want %q", verb, code, errOut, want)
+		}
+	}
 	for _, tc := range []struct {
 		card string
 		on   bool
