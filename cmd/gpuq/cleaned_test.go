@@ -10,8 +10,10 @@ import (
 )
 
 // TestUnknownSaysWhereCleanMovedItsLogs: a job or sweep that gpuq clean forgot is
-// unknown as before (exit 2), and gpuq says where the latest clean that moved its logs
-// put them; a name no clean moved gets no such line.
+// unknown as before (exit 2), and gpuq says, alone, where the latest clean that moved
+// its logs put them: not also that there is no such job, nor a guess at another name
+// (`no job "gla.1": there is no sweep gla (did you mean "glb"?)` came first); a name no
+// clean moved gets no such line.
 func TestUnknownSaysWhereCleanMovedItsLogs(t *testing.T) {
 	dir := daemonEnv(t)
 	// Two cleans within one second: the second's directory has a number after its time.
@@ -46,7 +48,7 @@ func TestUnknownSaysWhereCleanMovedItsLogs(t *testing.T) {
 			t.Errorf("gpuq %s: exit %d, want %d: %s", strings.Join(tc.args, " "), code, exitBadInput, errOut)
 		}
 		got := strings.Contains(errOut, "forgotten by gpuq clean")
-		if tc.want == "" && got || tc.want != "" && !strings.Contains(errOut, "gpuq: "+tc.want+"\n") {
+		if tc.want == "" && got || tc.want != "" && errOut != "gpuq: "+tc.want+"\n" {
 			t.Errorf("gpuq %s: stderr\n%s\nwant the line %q", strings.Join(tc.args, " "), errOut, tc.want)
 		}
 	}

@@ -40,8 +40,14 @@ func run(args []string, io ioStreams) int {
 	err := root.Execute()
 	var q quiet
 	if err != nil && !errors.As(err, &q) {
-		fmt.Fprintln(io.Err, "gpuq:", err)
-		for _, where := range []string{st.whereLeft(err), st.whereCleaned(err)} {
+		// A job or sweep that gpuq clean forgot is said to be so alone: the refusal
+		// would call it unknown, and guess at another name ("did you mean"), where
+		// the researcher named one that was there.
+		cleaned := st.whereCleaned(err)
+		if cleaned == "" {
+			fmt.Fprintln(io.Err, "gpuq:", err)
+		}
+		for _, where := range []string{st.whereLeft(err), cleaned} {
 			if where != "" {
 				fmt.Fprintln(io.Err, "gpuq:", where)
 			}
