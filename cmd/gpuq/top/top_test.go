@@ -291,7 +291,10 @@ func TestPrint(t *testing.T) {
 }
 
 // TestTitleGivesWayToTheClock: on a terminal, a title too long for the line is cut,
-// and the clock keeps its corner; printed, the title is whole, the clock after it.
+// and the clock keeps its corner; printed, the title is whole, and where it does not
+// fit beside the clock it breaks between its parts, the clock in the first line's
+// corner, every line within the width: gpuq top | head of a daemon on simulated cards
+// printed 81 columns at 80, and the terminal wrapped the clock onto a line of its own.
 func TestTitleGivesWayToTheClock(t *testing.T) {
 	title := "the daemon on /scratch/a-rather-long-directory-name/of/this/user/gpuq-state"
 	src := &fakeSource{ov: sampleOverview(t)}
@@ -305,12 +308,32 @@ func TestTitleGivesWayToTheClock(t *testing.T) {
 			t.Errorf("title line at %d columns is %d wide: %q", width, w, head)
 		}
 	}
-	var buf bytes.Buffer
-	if err := Print(&buf, sampleOverview(t), Options{Title: title}, 80); err != nil {
-		t.Fatal(err)
-	}
-	if head, _, _ := strings.Cut(buf.String(), "\n"); !strings.HasSuffix(head, title+" 15:04:05") {
-		t.Errorf("printed, the title line is %q; want the title whole, then the clock", head)
+	for _, tc := range []struct {
+		title string
+		want  []string // the first lines
+	}{
+		{title, []string{"gpuq top · SIMULATED GPUs sim:4x24GiB   ", title, "GPU 0  "}},
+		{"the daemon on /tmp/gq.mTDF/state", []string{"gpuq top · SIMULATED GPUs sim:4x24GiB   ", "the daemon on /tmp/gq.mTDF/state", "GPU 0  "}},
+		{"the daemon on /tmp/gq/state", []string{"gpuq top · SIMULATED GPUs sim:4x24GiB · the daemon on /tmp/gq/state   ", "GPU 0  "}},
+	} {
+		var buf bytes.Buffer
+		if err := Print(&buf, sampleOverview(t), Options{Title: tc.title}, 80); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(buf.String(), "\n")
+		for i, want := range tc.want {
+			if !strings.HasPrefix(lines[i], want) {
+				t.Errorf("printed, %q: line %d is %q; want %q", tc.title, i+1, lines[i], want)
+			}
+		}
+		if w := ansi.StringWidth(lines[0]); w != 80 || !strings.HasSuffix(lines[0], " 15:04:05") {
+			t.Errorf("printed, %q: the title line is %d wide, not 80, or not the clock's in its corner: %q", tc.title, w, lines[0])
+		}
+		for _, l := range lines[1:len(tc.want)] {
+			if w := ansi.StringWidth(l); w > 80 {
+				t.Errorf("printed, %q: %q is %d wide, more than 80", tc.title, l, w)
+			}
+		}
 	}
 }
 

@@ -789,20 +789,56 @@ func (m model) tooSmall(need int) string {
 
 func (m model) header() string {
 	// That the cards are simulated comes first: a long title is cut before the clock.
-	left := "gpuq top · "
-	if m.ov.Simulated != "" {
-		left += m.st.warn.Render("SIMULATED GPUs "+m.ov.Simulated) + " · "
-	}
-	left += m.opts.Title
-	right := ""
-	if m.read {
-		right = m.ov.Time.Format("15:04:05")
-	}
+	left := strings.Join(m.titleParts(), " · ")
+	right := m.clock()
 	if m.width > 0 { // the clock stays in the corner: the title gives way
 		left = fit(left, max(m.width-lipgloss.Width(right)-1, 1))
 	}
 	gap := max(m.width-lipgloss.Width(left)-lipgloss.Width(right), 1)
 	return m.st.title.Render(left) + strings.Repeat(" ", gap) + right
+}
+
+// titleParts are what the title line says, in order: gpuq top, that the cards are
+// simulated, and whose view it is (the daemon on its state directory, a gpuq run).
+func (m model) titleParts() []string {
+	parts := []string{"gpuq top"}
+	if m.ov.Simulated != "" {
+		parts = append(parts, m.st.warn.Render("SIMULATED GPUs "+m.ov.Simulated))
+	}
+	return append(parts, m.opts.Title)
+}
+
+// clock is the time of the overview shown, once one is read.
+func (m model) clock() string {
+	if !m.read {
+		return ""
+	}
+	return m.ov.Time.Format("15:04:05")
+}
+
+// printedHeader is the title line of a view printed width cells wide, where the title
+// and the clock do not fit on one line: the title is not cut (a state directory's path
+// is copied from it), so it breaks between its parts, the clock in the corner of the
+// first line, as on a terminal, and each line after it as many parts as fit (a part
+// wider than the line alone on its own). A line longer than the width wrapped the
+// clock onto a line of its own where gpuq top | head reached a terminal.
+func (m model) printedHeader(width int) []string {
+	parts, clock := m.titleParts(), m.clock()
+	n := 1
+	for n < len(parts) && lipgloss.Width(strings.Join(parts[:n+1], " · "))+1+lipgloss.Width(clock) <= width {
+		n++
+	}
+	first := strings.Join(parts[:n], " · ")
+	lines := []string{m.st.title.Render(first) + strings.Repeat(" ", max(width-lipgloss.Width(first)-lipgloss.Width(clock), 1)) + clock}
+	for rest := parts[n:]; len(rest) > 0; {
+		n = 1
+		for n < len(rest) && lipgloss.Width(strings.Join(rest[:n+1], " · ")) <= width {
+			n++
+		}
+		lines = append(lines, m.st.title.Render(strings.Join(rest[:n], " · ")))
+		rest = rest[n:]
+	}
+	return lines
 }
 
 // lists draws the three sections in at most budget lines: each gets at least its
@@ -1063,13 +1099,13 @@ func Print(w io.Writer, ov api.Overview, opts Options, width int) error {
 		m.output[run.Job] = lastLine(run.Log)
 	}
 	// Printed, the title is whole (a state directory's path, say): the clock is in the
-	// corner where it fits beside it, else after it.
-	head, unlimited := m.header(), m
+	// corner where it fits beside it, else the title breaks between its parts.
+	lines := []string{m.header()}
+	unlimited := m
 	unlimited.width = 0
 	if whole := unlimited.header(); lipgloss.Width(whole) > width {
-		head = whole
+		lines = m.printedHeader(width)
 	}
-	lines := []string{head}
 	cols := m.cardColumns()
 	for _, c := range m.ov.GPUs {
 		lines = append(lines, m.cardLine(c, width, cols))
