@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -105,16 +106,56 @@ func (s *settings) whyNoCards(sw *plans.Sweep, machine *nvidia.Inventory, mo pla
 			sw.GPUs, spec, mo.GPUs.Source)}}
 	case spec.IsSimulated():
 		// The machine named, not the one opening the sweep's cards would simulate.
-		return plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("names GPUs %s; the machine is %s (%s), cards 0-%d: name some of those, or simulate one with more cards there (e.g. sim:%dx24GiB)",
-			sw.GPUs, spec, mo.GPUs.Source, len(cards)-1, slices.Max(sw.GPUs.Indices)+1)}}
+		more := plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: slices.Max(sw.GPUs.Indices) + 1,
+			Bytes: cmp.Or(leastCards(sw), spec.Simulated[len(spec.Simulated)-1].Bytes)}}}
+		return plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("names GPUs %s; the machine is %s (%s), cards 0-%d: name some of those, or simulate one with more cards there (e.g. %s)",
+			sw.GPUs, spec, mo.GPUs.Source, len(cards)-1, more)}}
 	}
 	opt := s.inventoryOptions(io)
 	opt.Source, opt.Notice = gpusWhere(sw), nil // the machine's notices are said already
+	opt.CardBytes = leastCards(sw)
 	inv, err := nvidia.Open(sw.GPUs, opt)
 	if err == nil {
 		inv.Close()
 	}
 	return err
+}
+
+// leastCards is the memory of the least cards on which a sweep's gpu_plan means what
+// it says, for the simulated machine gpuq suggests where the sweep names cards it
+// lacks: each holds its plan's most jobs of the estimate most of its jobs have, and its
+// largest job alone, with its headroom, in whole GiB; 0 where no job has an estimate.
+// gpuq cannot know the sweep's real cards (gla.yaml's say 23.52 GiB in a comment), and
+// its own simulated ones (24 GiB) are its guess; these are what the file itself needs.
+func leastCards(sw *plans.Sweep) int64 {
+	count := map[int64]int{}
+	var usual, largest int64
+	for _, j := range sw.Jobs {
+		if j.Memory <= 0 {
+			continue
+		}
+		count[j.Memory]++
+		if n := count[j.Memory]; n > count[usual] || n == count[usual] && j.Memory > usual {
+			usual = j.Memory
+		}
+		largest = max(largest, j.Memory)
+	}
+	if largest == 0 {
+		return 0
+	}
+	slots := 1
+	for _, n := range sw.Plan {
+		if n != plans.NoSlotLimit {
+			slots = max(slots, n)
+		}
+	}
+	need := max(int64(slots)*usual, largest)
+	total := need + sw.Headroom.Bytes
+	if sw.Headroom.Bytes == 0 {
+		total = int64(math.Ceil(float64(need) / (1 - sw.Headroom.Percent/100)))
+	}
+	const gib = 1 << 30
+	return (total + gib - 1) / gib * gib
 }
 
 // gpusWhere names where a sweep's gpus were written: a flag given with it, or its file.

@@ -21,7 +21,7 @@ func TestConfigFileErrors(t *testing.T) {
 		{"gpu_plans: \"2\"\n", []string{"gpus"}, `config.yaml: gpu_plans: unknown key (did you mean "gpu_plan"?); the config file has gpus, gpu_plan, headroom`},
 		{"gpus: {sim: 2}\n", []string{"gpus"}, "config.yaml: gpus: write a single value, as its flag takes it, not a mapping"},
 		{"headroom: [5%]\n", []string{"gpus"}, "config.yaml: headroom: write a single value, as its flag takes it, not a list"},
-		{"gpus: 7\n", []string{"gpus"}, "unknown card: " + "CONFIG: gpus lists card 7, but this machine has 4 cards"},
+		{"gpus: 7\n", []string{"gpus"}, "gpuq: CONFIG: gpus lists card 7, but this machine has 4 cards"},
 		{"gpus: 7\n", []string{"estimate", "--params", "1B"}, "CONFIG: gpus lists card 7"},
 		{"gpus: 0,1\n", []string{"plan", sweep}, "gpus: the sweep is for sim:3x24GiB, but the machine is 0,1 (CONFIG: gpus)"},
 		{"gpu_plan: 2,2\n", []string{"plan", sweep}, "CONFIG: gpu_plan: the plan has 2 entries but there are 3 cards"},
@@ -57,9 +57,20 @@ func TestConfigFileLists(t *testing.T) {
 }
 
 // TestUnknownCardNamesItsSource: a card the machine lacks is named with the setting that
-// asked for it, and the simulated machine that would have it.
+// asked for it, first, as every error of a file or a flag begins (not "unknown card:
+// gla.yaml: ..."), and the simulated machine that would have it: for a sweep's cards,
+// one of the least cards its gpu_plan needs, not gpuq's own 24 GiB ones (gla.yaml,
+// written for 7 cards of 23.52 GiB, was told sim:7x24GiB).
 func TestUnknownCardNamesItsSource(t *testing.T) {
-	_, errOut, code := gpuq(t, "gpus", "--gpus", "9")
+	gla := "../../examples/sweeps/gla.yaml" // gpu_plan 2,2,2,2,1,1,1 of 10GiB, QNLI's 14GiB, headroom 1GiB
+	_, errOut, code := gpuq(t, "plan", gla)
+	if want := "gpuq: " + gla + ": gpus lists card 4, but this machine has 4 cards (0-3) (simulated: sim:4x24GiB; pass --gpus sim:7x21GiB, or larger cards: the least on which its gpu_plan holds its estimates)\n"; code != exitBadInput || !strings.HasSuffix(errOut, want) {
+		t.Errorf("plan gla.yaml: exit %d, stderr:\n%s\nwant exit 2 and %q", code, errOut, want)
+	}
+	if out, errOut, code := gpuq(t, "plan", gla, "--gpus", "sim:7x21GiB"); code != exitOK || !strings.Contains(out, "11 of 18 jobs start now") {
+		t.Errorf("plan gla.yaml on the cards suggested: exit %d, %s\n%s", code, out, errOut)
+	}
+	_, errOut, code = gpuq(t, "gpus", "--gpus", "9")
 	if want := "--gpus lists card 9, but this machine has 4 cards (0-3) (simulated: sim:4x24GiB; pass --gpus sim:10x24GiB"; code != exitBadInput || !strings.Contains(errOut, want) {
 		t.Errorf("exit %d, stderr:\n%s\nwant %q", code, errOut, want)
 	}

@@ -33,6 +33,10 @@ type Options struct {
 	// Source names where the card list was written (--gpus, a file's gpus), for the
 	// error of a card the machine lacks; "" says gpus.
 	Source string
+	// CardBytes is, for that error on the simulated machine taken where no driver is,
+	// the memory of each card of the larger one it suggests: the least a sweep's plan
+	// needs; 0 for that machine's own cards.
+	CardBytes int64
 	// Notice receives, once, the line that says the GPUs are simulated.
 	Notice io.Writer
 	// RealOnly takes no simulated machine where no driver is: that is an error, which
@@ -69,6 +73,14 @@ type Inventory struct {
 
 // ErrUnknownCard is returned when a sweep names a card the machine does not have.
 var ErrUnknownCard = errors.New("unknown card")
+
+// unknownCard is an ErrUnknownCard in words of its own, which begin with where the card
+// was named, as every error about a file or a flag does ("gla.yaml: gpus lists card
+// 4, ..."), not with "unknown card:".
+type unknownCard string
+
+func (e unknownCard) Error() string        { return string(e) }
+func (e unknownCard) Is(target error) bool { return target == ErrUnknownCard }
 
 // Open returns the inventory for spec: a simulated machine when spec says so or when no
 // NVIDIA driver can be loaded, the real NVML otherwise. Only the cards of spec (every
@@ -155,10 +167,10 @@ func (inv *Inventory) choose(spec plans.GPUSpec, opt Options) error {
 	what := cmp.Or(opt.Source, "gpus")
 	for _, i := range spec.Indices {
 		if i >= n {
-			return fmt.Errorf("%w: %s lists card %d, but this machine has %s (0-%d)%s", ErrUnknownCard, what, i, plans.Count(n, "card"), n-1, inv.simulatedNote(slices.Max(spec.Indices)))
+			return unknownCard(fmt.Sprintf("%s lists card %d, but this machine has %s (0-%d)%s", what, i, plans.Count(n, "card"), n-1, inv.simulatedNote(slices.Max(spec.Indices), opt.CardBytes)))
 		}
 		if !slices.Contains(allowed, i) {
-			return fmt.Errorf("%w: %s lists card %d, but gpuq runs with CUDA_VISIBLE_DEVICES=%s, which hides it", ErrUnknownCard, what, i, *opt.Visible)
+			return unknownCard(fmt.Sprintf("%s lists card %d, but gpuq runs with CUDA_VISIBLE_DEVICES=%s, which hides it", what, i, *opt.Visible))
 		}
 		if inv.mig(i) {
 			return fmt.Errorf("%s lists card %d, which is in MIG mode: %s", what, i, migAdvice(i))
@@ -208,13 +220,21 @@ func (inv *Inventory) mig(i int) bool {
 }
 
 // simulatedNote says, on the simulated machine taken where no driver is, how to
-// simulate one with card i (the highest a sweep names), of the same cards.
-func (inv *Inventory) simulatedNote(i int) string {
-	if sim := inv.fallback.Simulated; len(sim) > 0 {
-		larger := plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: i + 1, Bytes: sim[len(sim)-1].Bytes}}}
-		return fmt.Sprintf(" (simulated: %s; pass --gpus %s for a larger one)", inv.simulated, larger)
+// simulate one with card i (the highest a sweep names): of the same cards, or, given
+// the least cards a sweep's plan needs (need), of those, or larger ones. The same
+// cards are gpuq's guess, not the sweep's: gla.yaml, written for 7 cards of 23.52 GiB,
+// was told to pass sim:7x24GiB.
+func (inv *Inventory) simulatedNote(i int, need int64) string {
+	sim := inv.fallback.Simulated
+	if len(sim) == 0 {
+		return ""
 	}
-	return ""
+	if need > 0 {
+		larger := plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: i + 1, Bytes: need}}}
+		return fmt.Sprintf(" (simulated: %s; pass --gpus %s, or larger cards: the least on which its gpu_plan holds its estimates)", inv.simulated, larger)
+	}
+	larger := plans.GPUSpec{Simulated: []plans.SimulatedCards{{Count: i + 1, Bytes: sim[len(sim)-1].Bytes}}}
+	return fmt.Sprintf(" (simulated: %s; pass --gpus %s for a larger one)", inv.simulated, larger)
 }
 
 // visibleCards applies gpuq's own CUDA_VISIBLE_DEVICES: entries are indices or UUID

@@ -142,8 +142,14 @@ func TestFallsBackToSimulatedWithoutDriver(t *testing.T) {
 	}
 	// The machine it says to simulate has every card named, not the first missing one.
 	_, err = Open(mustSpec(t, "0,4,6,5"), Options{Ledger: t.TempDir(), library: noDriver, Root: t.TempDir()})
-	if !errors.Is(err, ErrUnknownCard) || !strings.Contains(err.Error(), "lists card 4") || !strings.Contains(err.Error(), "--gpus sim:7x24GiB") {
+	if !errors.Is(err, ErrUnknownCard) || !strings.HasPrefix(err.Error(), "gpus lists card 4") || !strings.Contains(err.Error(), "--gpus sim:7x24GiB for a larger one") {
 		t.Errorf("unknown indices: %v", err)
+	}
+	// Given the least cards a sweep needs, those; the error begins with where the cards
+	// were named, not "unknown card:".
+	_, err = Open(mustSpec(t, "0,4,6,5"), Options{Ledger: t.TempDir(), library: noDriver, Root: t.TempDir(), Source: "gla.yaml: gpus", CardBytes: 21 << 30})
+	if want := "gla.yaml: gpus lists card 4, but this machine has 4 cards (0-3) (simulated: sim:4x24GiB; pass --gpus sim:7x21GiB, or larger cards: the least on which its gpu_plan holds its estimates)"; !errors.Is(err, ErrUnknownCard) || err.Error() != want {
+		t.Errorf("unknown indices of a sweep: %v; want %q", err, want)
 	}
 }
 
