@@ -40,12 +40,13 @@ The worker reaches the daemon at --server with the secret and certificate of the
 daemon's state directory (--state-dir; on a cluster the shared home has them) and
 reports this node's cards (--gpus, default every card; sim:... to simulate them), their
 --gpu-plan, RAM and cores. A node without an NVIDIA driver is refused, not simulated
-unasked as gpuq run and the daemon do: the daemon's jobs would fail there. Its jobs run under supervisors of their own in
-<state-dir>/workers/NAME: a worker started again, or linked again after a network
-failure, takes them up. Out of touch with the daemon for a lease (the daemon's
---worker-grace less the trainers' 10s from SIGTERM to SIGKILL and a margin), it stops
-them, so that they have ended when the daemon runs them elsewhere; thawed past that (a
-frozen node), it kills them before it does anything else.
+unasked as gpuq run and the daemon do: the daemon's jobs would fail there. Its jobs
+run under supervisors of their own in <state-dir>/workers/NAME: a worker started
+again, or linked again after a network failure, takes them up. Out of touch with the
+daemon for a lease (the daemon's --worker-grace less the trainers' 10s from SIGTERM
+to SIGKILL and a margin), it stops them, so that they have ended when the daemon runs
+them elsewhere; thawed past that (a frozen node), it kills them before it does
+anything else.
 
 Its cards are NAME:INDEX to the daemon (gpuq drain node7:3). With --idle-timeout it
 leaves after running nothing for that long, so that an allocation can be given back.
@@ -53,8 +54,8 @@ leaves after running nothing for that long, so that an allocation can be given b
 Inside a Slurm allocation (gpuq alloc slurm starts workers so), its name is the node's
 and the job id's (node7-4242), and it knows when the allocation ends
 (SLURM_JOB_END_TIME, or squeue): it takes no job whose learned duration would not end
-by ` + plans.FormatDuration(alloc.DrainAhead) + ` before then, and at that point stops what still runs, whose jobs go back to
-the queue, and leaves.`,
+by ` + plans.FormatDuration(alloc.DrainAhead) + ` before then, and at that point stops what
+still runs, whose jobs go back to the queue, and leaves.`,
 		Example: `  gpuq worker --server login1:7070
   gpuq worker --server login1:7070 --gpu-plan 2 --idle-timeout 10m`,
 		Args: noArgs,
