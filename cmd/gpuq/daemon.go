@@ -163,10 +163,19 @@ func stopDaemon(opts *daemonOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Stop(opts.stopTrainers); err != nil {
+	pid, err := c.Stop(opts.stopTrainers)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintln(opts.io.Err, "gpuq: the daemon has stopped")
+	// The daemon asked has ended, which is all a script's stop (systemd's ExecStop, an
+	// upgrade's) asks; one that a gpuq submit started as it ended is said, not taken
+	// for it.
+	if other, held := api.Holder(c.Dir()); held && other != pid && !c.Remote() {
+		fmt.Fprintf(opts.io.Err, "gpuq: the daemon (pid %d) has stopped; another, pid %d, started meanwhile on %s (a gpuq submit starts one where none runs): gpuq daemon --stop stops it\n",
+			pid, other, c.Dir())
+		return nil
+	}
+	fmt.Fprintf(opts.io.Err, "gpuq: the daemon (pid %d) has stopped\n", pid)
 	return nil
 }
 

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -88,3 +91,64 @@ func TestAVerbWaitsForADaemonStopping(t *testing.T) {
 		t.Errorf("once it has ended: %v; want %q", err, none)
 	}
 }
+
+// TestStopWaitsForTheDaemonItAsked: gpuq daemon --stop waits for the daemon it asked
+// to end, not for the state directory to be free: a gpuq submit that found that one
+// stopping starts another as soon as it has ended, which holds the lock from then on.
+// The stop then succeeds and says so, rather than wait a minute for the new one and
+// fail (a systemd ExecStop or an upgrade's script would take that for a failure).
+func TestStopWaitsForTheDaemonItAsked(t *testing.T) {
+	dir := daemonEnv(t)
+	if _, err := api.MakeStateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon asked is this process, in a daemon's place: it answers on the socket
+	// and holds the lock; as it stops, another (a real daemon, a process of its own)
+	// takes the lock before the stop hears that this one stops.
+	lock, err := api.LockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	ln, err := launcher.ListenUnix(api.SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := exec.Command(os.Args[0], "daemon", "--poll", "100ms")
+	next.Stdout, next.Stderr = io.Discard, io.Discard
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/daemon", func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(api.Info{PID: os.Getpid(), StateDir: dir})
+	})
+	mux.HandleFunc("POST /v1/shutdown", func(w http.ResponseWriter, _ *http.Request) {
+		ln.Close()
+		os.Remove(api.SocketPath(dir))
+		lock.Close()
+		if err := next.Start(); err != nil {
+			t.Error(err)
+		} else {
+			schedtest.WaitFor(t, "the next daemon to take the lock", func() bool {
+				pid, held := api.Holder(dir)
+				return held && pid == next.Process.Pid
+			})
+		}
+		w.Write([]byte("{}"))
+	})
+	go http.Serve(ln, mux)
+	_, errOut, code := cli(t, "daemon", "--stop")
+	if next.Process == nil {
+		t.Fatalf("the next daemon did not start: exit %d, %s", code, errOut)
+	}
+	defer next.Wait()
+	want := fmt.Sprintf("gpuq: the daemon (pid %d) has stopped; another, pid %d, started meanwhile on %s (a gpuq submit starts one where none runs): gpuq daemon --stop stops it\n",
+		os.Getpid(), next.Process.Pid, dir)
+	if code != exitOK || errOut != want {
+		t.Errorf("stop: exit %d, %q; want exit 0, %q", code, errOut, want)
+	}
+	// The next is stopped as any other: it is the one asked.
+	_, errOut, code = cli(t, "daemon", "--stop")
+	if want := fmt.Sprintf("gpuq: the daemon (pid %d) has stopped\n", next.Process.Pid); code != exitOK || !strings.HasSuffix(errOut, want) {
+		t.Errorf("the next one's stop: exit %d, %q; want exit 0, %q", code, errOut, want)
+	}
+}
+

@@ -202,7 +202,7 @@ func submitOrder(sweeps []*plans.Sweep) []int {
 // stopStarted stops the daemon gpuq submit started when nothing could be submitted to
 // it: there is nothing for it to do.
 func stopStarted(c *api.Client, io ioStreams) {
-	if err := c.Stop(false); err == nil {
+	if _, err := c.Stop(false); err == nil {
 		fmt.Fprintln(io.Err, "gpuq: stopped the daemon it had started")
 	}
 }

@@ -93,7 +93,7 @@ gpu_plan: "1"
 		t.Fatal(err)
 	}
 	schedtest.WaitFor(t, "the retried job running", func() bool { return countState(mustJobs(t, c, "long"), "running") == 1 })
-	if err := c.Stop(true); err != nil {
+	if _, err := c.Stop(true); err != nil {
 		t.Fatal(err)
 	}
 	<-d.ended
@@ -502,7 +502,7 @@ func TestFiveStartsAtOnce(t *testing.T) {
 	}
 	defer func() {
 		// Once it has stopped, no daemon that lost the race takes its place.
-		if err := c.Stop(true); err != nil {
+		if _, err := c.Stop(true); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -559,7 +559,7 @@ func TestStopTrainersEndsWithAStoppedSupervisor(t *testing.T) {
 	syscall.Kill(info.PID, syscall.SIGSTOP)
 	defer syscall.Kill(info.PID, syscall.SIGCONT)
 	began := time.Now()
-	if err := d.client.Stop(true); err != nil {
+	if _, err := d.client.Stop(true); err != nil {
 		t.Fatalf("stop with a supervisor stopped: %v", err)
 	}
 	<-d.ended
@@ -590,7 +590,7 @@ func TestADaemonStoppingSaysSo(t *testing.T) {
 		t.Error("a daemon that runs is stopping")
 	}
 	stopped := make(chan error, 1)
-	go func() { stopped <- d.client.Stop(true) }()
+	go func() { _, err := d.client.Stop(true); stopped <- err }()
 	said := false
 	schedtest.WaitFor(t, "the daemon to say that it stops, or to end", func() bool {
 		_, said = api.Stopping(d.cfg.StateDir)

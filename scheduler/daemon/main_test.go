@@ -94,7 +94,7 @@ func startDaemonWith(t *testing.T, cfg Config) *running {
 		select {
 		case <-r.ended:
 		default:
-			if err := r.client.Stop(true); err != nil {
+			if _, err := r.client.Stop(true); err != nil {
 				t.Errorf("stop the daemon and its trainers: %v", err)
 			}
 		}

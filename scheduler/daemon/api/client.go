@@ -366,20 +366,28 @@ func (c *Client) Clean(req CleanRequest) (CleanResponse, error) {
 }
 
 // Stop asks the daemon to stop, and its trainers too with stopTrainers, and waits up to
-// a minute for it to exit.
-func (c *Client) Stop(stopTrainers bool) error {
+// a minute for it to exit. It returns the daemon's pid. It waits for that daemon, the
+// one it asked, to end, and not for the state directory to be free: a gpuq submit that
+// found it stopping starts another as soon as it has ended, which holds the lock from
+// then on, and a stop that waited for no daemon to hold it would take the one it
+// stopped for one that stops not.
+func (c *Client) Stop(stopTrainers bool) (int, error) {
+	info, err := c.Info() // asked first: an older daemon's answer to the stop names none
+	if err != nil {
+		return 0, err
+	}
 	if err := c.call(http.MethodPost, "/v1/shutdown", ShutdownRequest{StopTrainers: stopTrainers}, nil); err != nil {
-		return err
+		return info.PID, err
 	}
 	if c.Remote() {
-		return nil // its state directory is not here to watch
+		return info.PID, nil // its state directory is not here to watch
 	}
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if Gone(c.dir) {
-			return nil
+		if pid, held := Holder(c.dir); !held || pid != info.PID {
+			return info.PID, nil
 		}
 	}
-	return errors.New("the daemon was asked to stop but still runs after a minute")
+	return info.PID, fmt.Errorf("the daemon (pid %d) was asked to stop but still runs after a minute", info.PID)
 }
 
 // call sends in (nil: no body) and decodes the answer into out (nil: ignore it).

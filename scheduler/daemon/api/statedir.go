@@ -115,6 +115,10 @@ func saysStopping(dir string, pid int) bool {
 	return err == nil && said == pid
 }
 
+// Holder reports the pid of the daemon that holds the state directory's lock, whether
+// it starts, runs or stops.
+func Holder(dir string) (int, bool) { return holder(filepath.Join(dir, "daemon.lock")) }
+
 // holder is the pid a lock file names (see LockState and Reserve), where that process
 // holds the file open. It takes no lock, so that a process taking it meanwhile is not
 // refused its own.
