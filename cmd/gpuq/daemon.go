@@ -342,7 +342,10 @@ const startLimit = 2 * time.Minute
 // it, or say that none runs.
 func (s *settings) awaitStart(dir string, pid int) (*api.Client, error) {
 	fmt.Fprintf(s.notices, "gpuq: the daemon (pid %d) is starting; waiting for it to answer\n", pid)
-	for deadline := time.Now().Add(startLimit); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(startLimit); ; {
+		if err := s.pause(); err != nil {
+			return nil, fmt.Errorf("stopped waiting for the daemon (pid %d) to answer: %w", pid, err)
+		}
 		c, err := api.Dial(dir)
 		var none api.NoDaemonError
 		if !errors.As(err, &none) {
@@ -366,7 +369,10 @@ func (s *settings) awaitStart(dir string, pid int) (*api.Client, error) {
 // goes on as where none runs, or with the one started meanwhile.
 func (s *settings) awaitEnd(dir string, pid int) (*api.Client, error) {
 	fmt.Fprintf(s.notices, "gpuq: the daemon (pid %d) is stopping; waiting for it to end\n", pid)
-	for deadline := time.Now().Add(startLimit); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(startLimit); ; {
+		if err := s.pause(); err != nil {
+			return nil, fmt.Errorf("stopped waiting for the daemon (pid %d) to end: %w", pid, err)
+		}
 		if _, stopping := api.Stopping(dir); !stopping {
 			return s.dial()
 		}
@@ -374,4 +380,32 @@ func (s *settings) awaitEnd(dir string, pid int) (*api.Client, error) {
 			return nil, fmt.Errorf("the gpuq daemon (pid %d) on %s has been stopping for %s: it may be stuck; kill %d ends it", pid, dir, startLimit, pid)
 		}
 	}
+}
+
+// pause waits between two looks at a daemon that starts or stops, unless the verb's
+// context (see bind) ends first: then it returns why. A verb that takes Ctrl-C itself
+// (gpuq logs -f, to give the terminal back) would otherwise not hear it for as long as
+// the daemon takes, up to startLimit each.
+func (s *settings) pause() error {
+	ctx := s.ctx
+	if ctx == nil {
+		time.Sleep(awaitPoll)
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(awaitPoll):
+		return nil
+	}
+}
+
+// awaitPoll is how often a verb looks again at a daemon that starts or stops.
+const awaitPoll = 20 * time.Millisecond
+
+// bind makes ctx the verb's context, which ends its waits for a daemon that starts or
+// stops (see pause), until the function it returns is called.
+func (s *settings) bind(ctx context.Context) (unbind func()) {
+	s.ctx = ctx
+	return func() { s.ctx = nil }
 }

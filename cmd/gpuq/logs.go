@@ -36,10 +36,13 @@ type logsOptions struct {
 	tail       int
 	// sweep and where find the job by its point instead of its id.
 	sweep, where string
+	// bind makes the context of runLogs the one that its waits for a daemon that starts
+	// or stops end with (see settings.bind); nil in tests of their own.
+	bind func(context.Context) func()
 }
 
 func newLogsCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &logsOptions{io: io, client: st.readClient, remote: st.remote, poll: 200 * time.Millisecond, gone: daemonGone}
+	opts := &logsOptions{io: io, client: st.readClient, remote: st.remote, poll: 200 * time.Millisecond, gone: daemonGone, bind: st.bind}
 	cmd := &cobra.Command{
 		Use:   "logs ID|--where KEY=VALUE,...",
 		Short: "Print a job's log: its latest attempt, or another with --attempt",
@@ -94,6 +97,11 @@ func runLogs(opts *logsOptions, id string) error {
 	ctx, readerGone := context.WithCancelCause(ctx)
 	defer readerGone(nil)
 	defer whenReaderGone(opts.io.Out, func() { readerGone(errOutputGone) })()
+	if opts.bind != nil {
+		// A daemon that stops, or starts, as the job is asked of it is waited for: the
+		// first Ctrl-C ends that wait too.
+		defer opts.bind(ctx)()
+	}
 	err := logs(ctx, opts, id)
 	switch {
 	case errors.Is(context.Cause(ctx), errOutputGone), errors.Is(err, errOutputGone):

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -150,6 +151,8 @@ type settings struct {
 	offlineNote sync.Once
 	// file is what the user config file says, each setting as its flag takes it.
 	file map[string]any
+	// ctx is the verb's context, where it has one of its own (see bind); nil otherwise.
+	ctx context.Context
 }
 
 // Keys of the machine settings, as written in the user config file.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,6 +151,76 @@ func TestStopWaitsForTheDaemonItAsked(t *testing.T) {
 	_, errOut, code = cli(t, "daemon", "--stop")
 	if want := fmt.Sprintf("gpuq: the daemon (pid %d) has stopped\n", next.Process.Pid); code != exitOK || !strings.HasSuffix(errOut, want) {
 		t.Errorf("the next one's stop: exit %d, %q; want exit 0, %q", code, errOut, want)
+	}
+}
+
+// TestAWaitForADaemonEndsWithTheVerb: a verb that waits for a daemon that starts or
+// stops stops waiting once its context ends (gpuq logs -f's, at the first Ctrl-C),
+// rather than wait on for as long as the daemon takes, up to two minutes.
+func TestAWaitForADaemonEndsWithTheVerb(t *testing.T) {
+	for _, stopping := range []bool{false, true} {
+		dir := t.TempDir()
+		lock, err := api.LockState(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(lock, "%d\n", os.Getpid())
+		if stopping {
+			if err := api.MarkStopping(dir, os.Getpid()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		notices := &schedtest.Buffer{}
+		st := &settings{v: viper.New(), notices: notices}
+		st.v.Set(keyStateDir, dir)
+		ctx, interrupt := context.WithCancelCause(context.Background())
+		unbind := st.bind(ctx)
+		go func() { // Ctrl-C, once the verb waits
+			for !strings.Contains(notices.String(), "waiting for it to") {
+				time.Sleep(time.Millisecond)
+			}
+			interrupt(errInterrupted)
+		}()
+		began := time.Now()
+		_, err = st.dial()
+		if !errors.Is(err, errInterrupted) || time.Since(began) > 30*time.Second {
+			t.Errorf("stopping %v: %v after %s; want the wait ended by the interrupt", stopping, err, time.Since(began))
+		}
+		unbind()
+		lock.Close()
+	}
+}
+
+// TestLogsFollowStopsAtCtrlCWhileADaemonStops: the first Ctrl-C ends gpuq logs -f that
+// waits for a daemon that stops to end (it is not swallowed until the wait is over),
+// quietly, as it ends one that follows a log.
+func TestLogsFollowStopsAtCtrlCWhileADaemonStops(t *testing.T) {
+	dir := daemonEnv(t)
+	if _, err := api.MakeStateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := api.LockState(dir) // a daemon, this process, that stops and ends not
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	if err := api.MarkStopping(dir, os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "logs", "-f", "s.1")
+	var errb schedtest.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	schedtest.WaitFor(t, "logs -f to wait for the daemon", func() bool { return strings.Contains(errb.String(), "is stopping; waiting for it to end") })
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := exited(t, cmd); code != exitInterrupt {
+		t.Errorf("exit %d, said %q; want %d", code, errb.String(), exitInterrupt)
+	}
+	if want := fmt.Sprintf("gpuq: the daemon (pid %d) is stopping; waiting for it to end\n", os.Getpid()); errb.String() != want {
+		t.Errorf("said %q; want %q alone", errb.String(), want)
 	}
 }
 
