@@ -329,7 +329,34 @@ func (s *settings) dial() (*api.Client, error) {
 	if pid, starting := api.Starting(dir); starting {
 		return s.awaitStart(dir, pid)
 	}
-	return nil, err
+	return nil, s.noDaemon(dir)
+}
+
+// noDaemon is the error of a verb that found no daemon on dir: which one stopped there
+// last, where one said so, whether the verb waited for it to end or came after; and
+// what the verb needed one for (see daemonNeeds), and so how to go on.
+func (s *settings) noDaemon(dir string) api.NoDaemonError {
+	e := api.NoDaemonError{Dir: dir, Need: s.need}
+	e.Stopped, e.At, _ = api.Stopped(dir)
+	return e
+}
+
+// daemonNeeds is what each verb that needs a daemon needs it for, said where none
+// runs: starting one with gpuq daemon is then the way on (gpuq submit starts one too,
+// but is no way to hold a job).
+var daemonNeeds = map[string]string{
+	string(api.Hold):    "to hold jobs",
+	string(api.Release): "to release jobs",
+	string(api.Cancel):  "to cancel jobs",
+	string(api.Retry):   "to retry jobs",
+	"drain":             "to drain a card",
+	"undrain":           "to undrain a card",
+	"why":               "to say why a job waits",
+	"update":            "to change a sweep",
+	"attach":            "to attach to a job",
+	"wait":              "to run the jobs waited for",
+	"clean":             "to clean sweeps",
+	"top":               "to watch jobs",
 }
 
 // startLimit is how long a verb waits for a daemon that has taken its state directory
@@ -355,7 +382,7 @@ func (s *settings) awaitStart(dir string, pid int) (*api.Client, error) {
 			return s.awaitEnd(dir, pid)
 		}
 		if _, starting := api.Starting(dir); !starting {
-			return nil, fmt.Errorf("%w (the daemon, pid %d, that was starting has ended: %s, or the terminal it ran in, says why)", err, pid, api.LogPath(dir))
+			return nil, fmt.Errorf("%w (the daemon, pid %d, that was starting has ended: %s, or the terminal it ran in, says why)", s.noDaemon(dir), pid, api.LogPath(dir))
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("the gpuq daemon (pid %d) on %s has not answered in %s: it may be stuck; kill %d stops it", pid, dir, startLimit, pid)

@@ -216,7 +216,7 @@ func (s *settings) readClient() (daemonClient, error) {
 // readState is the state the last daemon left on a directory none runs on, said once
 // on stderr as it is first read; nil where there is none.
 func (s *settings) readState(dir string) (*stateReader, error) {
-	none := api.NoDaemonError{Dir: dir}
+	none := s.noDaemon(dir)
 	store, ok, err := state.ReadOnly(dir)
 	switch {
 	case err != nil:

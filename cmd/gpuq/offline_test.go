@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
@@ -39,6 +40,11 @@ func TestReadWithoutADaemon(t *testing.T) {
 	}
 	before := state()
 	report := filepath.Join(t.TempDir(), "ok.html")
+	// What needs a daemon says which one stopped, and what gpuq daemon would start one for.
+	_, at, _ := api.Stopped(dir)
+	stopped := func(need string) string {
+		return fmt.Sprintf("the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon %s", dir, os.Getpid(), at.Local().Format(time.DateTime), need)
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -51,13 +57,13 @@ func TestReadWithoutADaemon(t *testing.T) {
 		{[]string{"logs", "-f", "--where", "seed=1"}, exitOK, "\nout 1\n"},
 		{[]string{"report", "ok", "-o", report}, exitOK, ""},
 		{[]string{"wait", "--sweep", "ok"}, exitOK, "2 jobs succeeded"},
-		{[]string{"cancel", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
-		{[]string{"why", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
-		{[]string{"clean", "--sweep", "ok"}, exitFailed, "no gpuq daemon runs on " + dir},
+		{[]string{"cancel", "ok.1"}, exitFailed, stopped("to cancel jobs")},
+		{[]string{"why", "ok.1"}, exitFailed, stopped("to say why a job waits")},
+		{[]string{"clean", "--sweep", "ok"}, exitFailed, stopped("to clean sweeps")},
 		{[]string{"clean", "--sweep", "okk"}, exitBadInput, `no sweep "okk" to clean (did you mean "ok"?): no gpuq daemon runs on ` + dir + ", the state the last one left there has no sweep so named"},
-		{[]string{"attach", "ok.1"}, exitFailed, "no gpuq daemon runs on " + dir},
-		{[]string{"update", "ok", "--max-running", "1"}, exitFailed, "no gpuq daemon runs on " + dir},
-		{[]string{"top", "--sweep", "ok"}, exitFailed, "no gpuq daemon runs on " + dir},
+		{[]string{"attach", "ok.1"}, exitFailed, stopped("to attach to a job")},
+		{[]string{"update", "ok", "--max-running", "1"}, exitFailed, stopped("to change a sweep")},
+		{[]string{"top", "--sweep", "ok"}, exitFailed, stopped("to watch jobs")},
 		{[]string{"status", "ok.9"}, exitBadInput, `no job "ok.9": sweep ok has jobs ok.1 to ok.2`},
 		{[]string{"why", "ok.9"}, exitBadInput, `no job "ok.9": sweep ok has jobs ok.1 to ok.2`},
 		{[]string{"cancel", "ok.9"}, exitBadInput, `no job "ok.9": sweep ok has jobs ok.1 to ok.2`},

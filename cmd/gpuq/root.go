@@ -92,6 +92,7 @@ applies (retry of a sweep with no failed job), daemon --stop when no daemon runs
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			st.need = daemonNeeds[cmd.Name()]
 			return st.load(cmd.Flags())
 		},
 		// A word that is no command is bad input (exit 2), not a reason to print help.
@@ -153,6 +154,9 @@ type settings struct {
 	file map[string]any
 	// ctx is the verb's context, where it has one of its own (see bind); nil otherwise.
 	ctx context.Context
+	// need is what the verb needs a daemon for (see daemonNeeds); "" for one that
+	// needs none, or reads the state where none runs.
+	need string
 }
 
 // Keys of the machine settings, as written in the user config file.

@@ -161,11 +161,14 @@ memory: 1GiB
 		t.Errorf("results d from the state, with the jobs' names: exit %d:\n%s%s", code, out, errOut)
 	}
 	// A job of the run named with one the state refuses, or has (a daemon is needed),
-	// is not changed: the state answers first.
+	// is not changed: the state answers first. That the daemon that stopped is needed
+	// is said so.
+	_, at, _ := api.Stopped(dir)
+	stopped := fmt.Sprintf("the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon to hold jobs", dir, os.Getpid(), at.Local().Format(time.DateTime))
 	if _, errOut, code := cli(t, "hold", "fg.1", "d.9"); code != exitBadInput || !strings.Contains(errOut, `no job "d.9"`) {
 		t.Errorf("hold fg.1 d.9: exit %d: %s", code, errOut)
 	}
-	if _, errOut, code := cli(t, "hold", "fg.1", "d.1"); code != exitFailed || !strings.Contains(errOut, "no gpuq daemon runs on "+dir) {
+	if _, errOut, code := cli(t, "hold", "fg.1", "d.1"); code != exitFailed || !strings.Contains(errOut, stopped) {
 		t.Errorf("hold fg.1 d.1: exit %d: %s", code, errOut)
 	}
 	if j := listed(t, "--sweep", "fg"); j[0].Held {
@@ -199,7 +202,7 @@ memory: 1GiB
 	if out, errOut, code := cli(t, "wait", "d.1"); code != exitOK || !strings.Contains(out, "1 job succeeded") {
 		t.Errorf("wait d.1 beside the run: exit %d:\n%s%s", code, out, errOut)
 	}
-	if _, errOut, code := cli(t, "hold", "d.1"); code != exitFailed || !strings.Contains(errOut, "no gpuq daemon runs on "+dir) {
+	if _, errOut, code := cli(t, "hold", "d.1"); code != exitFailed || !strings.Contains(errOut, stopped) {
 		t.Errorf("hold d.1 beside the run: exit %d: %s", code, errOut)
 	}
 	out, errOut, code = cli(t, "run", "--name", "fg", "--log-dir", t.TempDir(), "--", "sh", "-c", "exit 0")

@@ -89,7 +89,11 @@ func TestAVerbWaitsForADaemonStopping(t *testing.T) {
 	if want := fmt.Sprintf("gpuq: the daemon (pid %d) is stopping; waiting for it to end\n", os.Getpid()); notices.String() != want {
 		t.Errorf("said %q, want %q", notices, want)
 	}
-	if none := (api.NoDaemonError{Dir: dir}); err == nil || err.Error() != none.Error() {
+	// It says which daemon stopped, as a verb that comes after it does (see
+	// TestAVerbThatNeedsADaemonSaysThatItStopped).
+	none := api.NoDaemonError{Dir: dir, Stopped: os.Getpid()}
+	_, none.At, _ = api.Stopped(dir)
+	if err == nil || err.Error() != none.Error() {
 		t.Errorf("once it has ended: %v; want %q", err, none)
 	}
 }
@@ -224,3 +228,65 @@ func TestLogsFollowStopsAtCtrlCWhileADaemonStops(t *testing.T) {
 	}
 }
 
+// TestAVerbThatNeedsADaemonSaysThatItStopped: a verb that needs a daemon (hold, cancel,
+// drain...) where the last one stopped says which one stopped, and when, and that
+// gpuq daemon starts one for what it was asked: the same words whether it came after
+// the daemon ended, or waited for it to end (it stopped as the verb began), not gpuq
+// submit's way out, which is no way to hold a job.
+func TestAVerbThatNeedsADaemonSaysThatItStopped(t *testing.T) {
+	dir := daemonEnv(t)
+	startDaemon(t)
+	one := writeSweep(t, "name: one\ncommand: [\"true\"]\njobs: [{}]\nmemory: 1GiB\n")
+	if _, errOut, code := cli(t, "submit", one); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	schedtest.WaitFor(t, "the job to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+	if _, errOut, code := cli(t, "daemon", "--stop"); code != exitOK {
+		t.Fatalf("daemon --stop: %s", errOut)
+	}
+	said := func(at time.Time, need string) string {
+		return fmt.Sprintf("gpuq: the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon %s\n", dir, os.Getpid(), at.Local().Format(time.DateTime), need)
+	}
+	pid, at, ok := api.Stopped(dir)
+	if !ok || pid != os.Getpid() {
+		t.Fatalf("the daemon stopped, and its word is not there: %d %v", pid, ok)
+	}
+	for _, tc := range []struct {
+		args []string
+		need string
+	}{
+		{[]string{"hold", "one.1"}, "to hold jobs"},
+		{[]string{"cancel", "--sweep", "one"}, "to cancel jobs"},
+		{[]string{"drain", "0"}, "to drain a card"},
+	} {
+		if _, errOut, code := cli(t, tc.args...); code != exitFailed || errOut != said(at, tc.need) {
+			t.Errorf("%v after the daemon stopped: exit %d, %q; want exit 1, %q", tc.args, code, errOut, said(at, tc.need))
+		}
+	}
+	// Another daemon stops as the verb begins: it waits for that one to end, and then
+	// says the same of it.
+	lock, err := api.LockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	if err := api.MarkStopping(dir, os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := api.Stopped(dir); ok {
+		t.Fatal("a daemon that stops yet has stopped")
+	}
+	var out, errb schedtest.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run([]string{"hold", "one.1"}, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	}()
+	schedtest.WaitFor(t, "hold to wait for the daemon to end", func() bool { return strings.Contains(errb.String(), "waiting for it to end") })
+	lock.Close()
+	code := <-done
+	_, at, _ = api.Stopped(dir)
+	want := fmt.Sprintf("gpuq: the daemon (pid %d) is stopping; waiting for it to end\n", os.Getpid()) + said(at, "to hold jobs")
+	if code != exitFailed || errb.String() != want {
+		t.Errorf("hold as the daemon stops: exit %d, %q; want exit 1, %q", code, errb.String(), want)
+	}
+}

@@ -90,10 +90,27 @@ func (e RunEndedError) Error() string {
 var ErrUnauthorized = errors.New("refused")
 
 // NoDaemonError says that no daemon answers on a state directory.
-type NoDaemonError struct{ Dir string }
+type NoDaemonError struct {
+	Dir string
+	// Stopped is the daemon that stopped last there, where it said so (see Stopped),
+	// and At when it began to; 0 where none did, or where the caller did not look.
+	Stopped int
+	At      time.Time
+	// Need is what the verb needed a daemon for, "to hold jobs": where given, the way
+	// out said is gpuq daemon's alone (gpuq submit starts one, but that is no help to
+	// someone holding a job); "" says how to start one.
+	Need string
+}
 
 func (e NoDaemonError) Error() string {
-	return fmt.Sprintf("no gpuq daemon runs on %s: gpuq submit starts one, or run gpuq daemon", e.Dir)
+	what := fmt.Sprintf("no gpuq daemon runs on %s", e.Dir)
+	if e.Stopped != 0 {
+		what = fmt.Sprintf("the gpuq daemon on %s (pid %d) stopped at %s", e.Dir, e.Stopped, e.At.Local().Format(time.DateTime))
+	}
+	if e.Need != "" {
+		return fmt.Sprintf("%s: start one with gpuq daemon %s", what, e.Need)
+	}
+	return what + ": gpuq submit starts one, or run gpuq daemon"
 }
 
 // Dial connects to the daemon of a state directory, or returns a NoDaemonError.
@@ -105,7 +122,7 @@ func Dial(dir string) (*Client, error) { return dialAs(dir, os.Getuid()) }
 func dialAs(dir string, uid int) (*Client, error) {
 	c, err := dialSocket(dir, SocketPath(dir), uid)
 	if err != nil && errors.Is(err, errNoAnswer) {
-		return nil, NoDaemonError{dir}
+		return nil, NoDaemonError{Dir: dir}
 	}
 	return c, err
 }

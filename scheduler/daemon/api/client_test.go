@@ -279,6 +279,50 @@ func TestStoppingIsTheDaemonThatSaysSo(t *testing.T) {
 	}
 }
 
+// TestStoppedIsTheDaemonThatSaidSo: a daemon that said it stops and has ended is the
+// one that stopped last, from when it said so, until another takes the lock; one
+// that stops yet, or that said nothing (killed), has not. A look at whether any
+// daemon holds the lock (Gone) leaves the word, for no daemon took its place.
+func TestStoppedIsTheDaemonThatSaidSo(t *testing.T) {
+	dir := t.TempDir()
+	lock, err := LockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	lock.Close()
+	if _, _, ok := Stopped(dir); ok {
+		t.Error("a daemon that said nothing (killed) stopped")
+	}
+	if lock, err = LockState(dir); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	before := time.Now().Add(-time.Second) // the file system's clock may be coarser
+	if err := MarkStopping(dir, os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := Stopped(dir); ok {
+		t.Error("a daemon that stops yet has stopped")
+	}
+	lock.Close()
+	if !Gone(dir) {
+		t.Fatal("not Gone once the lock is dropped")
+	}
+	pid, at, ok := Stopped(dir)
+	if !ok || pid != os.Getpid() || at.Before(before) || at.After(time.Now()) {
+		t.Errorf("the daemon that said it stops, and ended: %d at %v, %v", pid, at, ok)
+	}
+	next, err := LockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if _, _, ok := Stopped(dir); ok {
+		t.Error("the last daemon stopped, once another holds the lock")
+	}
+}
+
 // TestAnUnknownSweepIsTypedOnTheWire: a daemon's refusal of a sweep no sweep is named
 // reaches the client as a scheduler.UnknownSweep, which it tells by its type, not its
 // words (gpuq results and report then say where a gpuq run's sweep is): from the

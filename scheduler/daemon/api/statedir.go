@@ -40,6 +40,19 @@ func MakeStateDir(dir string) (string, error) {
 // LockState takes the state directory's lock, held as long as the daemon runs; the
 // kernel drops it with the process, however it ends. The daemon writes its pid in it.
 func LockState(dir string) (*os.File, error) {
+	f, err := lockState(dir)
+	if err != nil {
+		return nil, err
+	}
+	// A daemon that said it stopped and then ended left its word behind: it holds no
+	// more, and no daemon holds the lock but this one.
+	os.Remove(filepath.Join(dir, stoppingFile))
+	return f, nil
+}
+
+// lockState takes the state directory's lock, as LockState does, and leaves the word
+// of a daemon that stopped before (see Stopped).
+func lockState(dir string) (*os.File, error) {
 	path := filepath.Join(dir, "daemon.lock")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
@@ -57,9 +70,6 @@ func LockState(dir string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("daemon lock %s: %w", path, err)
 	}
-	// A daemon that said it stopped and then ended left its word behind: it holds no
-	// more, and no daemon holds the lock but this one.
-	os.Remove(filepath.Join(dir, stoppingFile))
 	return f, nil
 }
 
@@ -104,6 +114,30 @@ func Stopping(dir string) (int, bool) {
 	return pid, ok && saysStopping(dir, pid)
 }
 
+// Stopped reports the daemon that stopped last on the state directory, where it said
+// so as it stopped (see MarkStopping), and when it began to: it holds the lock no
+// more, and no daemon has taken it since (the next clears the word, see LockState). A
+// daemon that was killed (kill -9, a crash) said nothing.
+func Stopped(dir string) (pid int, at time.Time, ok bool) {
+	path := filepath.Join(dir, stoppingFile)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0, time.Time{}, false
+	}
+	if holds, held := Holder(dir); held && holds == pid {
+		return 0, time.Time{}, false // it stops yet
+	}
+	return pid, fi.ModTime(), true
+}
+
 // saysStopping reports whether the daemon pid, which holds the lock, said it stops: a
 // word left by another that ended is not its.
 func saysStopping(dir string, pid int) bool {
@@ -146,12 +180,13 @@ func holder(path string) (int, bool) {
 }
 
 // Gone reports whether no daemon holds the state directory's lock, which a daemon
-// drops only as it exits.
+// drops only as it exits. It takes the lock only to drop it, and leaves the word of
+// a daemon that stopped (see Stopped): no daemon has taken its place.
 func Gone(dir string) bool {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return true
 	}
-	f, err := LockState(dir)
+	f, err := lockState(dir)
 	if err != nil {
 		return false
 	}
