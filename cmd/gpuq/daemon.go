@@ -341,6 +341,17 @@ func (s *settings) noDaemon(dir string) api.NoDaemonError {
 	return e
 }
 
+// lastStopped reports the daemon that stopped last on the state directory, and when
+// it began to (see api.Stopped); none over the network, whose daemon's files are not
+// here.
+func (s *settings) lastStopped() (int, time.Time, bool) {
+	dir, err := s.stateDir()
+	if err != nil || s.remote() {
+		return 0, time.Time{}, false
+	}
+	return api.Stopped(dir)
+}
+
 // daemonNeeds is what each verb that needs a daemon needs it for, said where none
 // runs: starting one with gpuq daemon is then the way on (gpuq submit starts one too,
 // but is no way to hold a job).

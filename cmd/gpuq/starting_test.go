@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -288,5 +289,50 @@ func TestAVerbThatNeedsADaemonSaysThatItStopped(t *testing.T) {
 	want := fmt.Sprintf("gpuq: the daemon (pid %d) is stopping; waiting for it to end\n", os.Getpid()) + said(at, "to hold jobs")
 	if code != exitFailed || errb.String() != want {
 		t.Errorf("hold as the daemon stops: exit %d, %q; want exit 1, %q", code, errb.String(), want)
+	}
+}
+
+// TestWaitAfterTheDaemonStopped: gpuq wait of a job whose daemon has stopped with it
+// running (its trainer runs on, for the next daemon to take up) says one thing: where
+// the daemon stopped just before, it waits for the next, which finishes the job (exit
+// 0); where it stopped long before, that none runs to run the job (exit 1), at once.
+// Never both that the job is as the last daemon left it and that none runs.
+func TestWaitAfterTheDaemonStopped(t *testing.T) {
+	dir := daemonEnv(t)
+	startDaemon(t)
+	nap := writeSweep(t, "name: nap\ncommand: [sleep, \"1\"]\njobs: [{}]\nmemory: 1GiB\n")
+	if _, errOut, code := cli(t, "submit", nap); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	schedtest.WaitFor(t, "the job to run", func() bool { return countState(listed(t), "running") == 1 })
+	if _, errOut, code := cli(t, "daemon", "--stop"); code != exitOK {
+		t.Fatalf("daemon --stop: %s", errOut)
+	}
+	pid, at, ok := api.Stopped(dir)
+	if !ok {
+		t.Fatal("the daemon stopped, and its word is not there")
+	}
+	word := filepath.Join(dir, "daemon.stopping")
+	long := at.Add(-time.Hour)
+	if err := os.Chtimes(word, long, long); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := cli(t, "wait", "nap.1")
+	want := fmt.Sprintf("gpuq: the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon to run the jobs waited for\n", dir, pid, long.Local().Format(time.DateTime))
+	if code != exitFailed || errOut != want {
+		t.Errorf("wait, the daemon stopped an hour ago: exit %d, %q; want 1, %q", code, errOut, want)
+	}
+	if err := os.Chtimes(word, at, at); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb schedtest.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run([]string{"wait", "nap.1"}, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	}()
+	schedtest.WaitFor(t, "wait to wait for a daemon", func() bool { return strings.Contains(errb.String(), "waiting up to 2m0s") })
+	startDaemon(t)
+	if code := <-done; code != exitOK || out.String() != "1 job succeeded\n" || strings.Contains(errb.String(), "as the last one left them") {
+		t.Errorf("wait, the daemon stopped just before: exit %d, %q, said %q; want 0, the job succeeded", code, out.String(), errb.String())
 	}
 }

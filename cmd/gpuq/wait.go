@@ -31,6 +31,9 @@ type waitOptions struct {
 	gone time.Duration
 	// starting reports whether a gpuq run of a sweep is starting (see askFirst).
 	starting func(sweep string) bool
+	// stopped reports the daemon that stopped last, and when (see api.Stopped): one
+	// that stopped less than gone ago is waited for as one restarting (see afterStop).
+	stopped func() (pid int, at time.Time, ok bool)
 }
 
 // daemonGone is how long gpuq wait waits for a daemon that stopped answering to answer
@@ -39,7 +42,8 @@ type waitOptions struct {
 const daemonGone = 2 * time.Minute
 
 func newWaitCmd(io ioStreams, st *settings) *cobra.Command {
-	opts := &waitOptions{io: io, client: st.client, read: st.readClient, poll: 500 * time.Millisecond, gone: daemonGone, starting: st.runStarting}
+	opts := &waitOptions{io: io, client: st.client, read: st.readClient, poll: 500 * time.Millisecond, gone: daemonGone, starting: st.runStarting,
+		stopped: st.lastStopped}
 	cmd := &cobra.Command{
 		Use:   "wait [ID...|--sweep SWEEP]",
 		Short: "Wait until jobs have ended; exit 0 if every one succeeded",
@@ -48,10 +52,12 @@ has now, have ended: succeeded, failed, been cancelled or stopped early. For scr
 
   gpuq submit sweep.yaml && gpuq wait --sweep gla-e1 && python3 collect.py
 
-A daemon that stops answering meanwhile (restarting) is waited for, up to two minutes.
-Where no daemon runs, jobs that had all ended in the state its last one left are as
-they ended there; a sweep's jobs whose gpuq run has ended (that neither a daemon nor a
-run has now) are as that run left them.
+A daemon that stops answering meanwhile (restarting) is waited for, up to two minutes,
+and so is a new one where the last stopped as the wait began or less than two minutes
+before (systemd's restart, an upgrade's); jobs that had all ended as it stopped are as
+they ended. Where no daemon runs, jobs that had all ended in the state its last one
+left are as they ended there; a sweep's jobs whose gpuq run has ended (that neither a
+daemon nor a run has now) are as that run left them.
 
 Exit status: 0 every job succeeded (or was stopped early, its point losing), 1 some
 failed or were cancelled (they are named), or no daemon runs for jobs that had not
@@ -92,7 +98,9 @@ func runWait(opts *waitOptions, ids []string) error {
 		} else if ok && !opts.runStarting(sweepWaited(req)) {
 			return waitEnded(opts, func() ([]api.Job, error) { return jobs, nil }, ids, w)
 		}
-		return err
+		if c, waited, err = afterStop(opts, req, err); err != nil {
+			return err
+		}
 	}
 	at := make(map[string]int, len(waited))
 	for i, j := range waited {
@@ -126,12 +134,25 @@ func runWait(opts *waitOptions, ids []string) error {
 // one left (and the gpuq runs): ok where every job waited for had ended in it. A job or
 // sweep that it does not have, nor anything else there, is refused (refused), as the
 // daemon would refuse it: no daemon started would have it.
+//
+// It says that the jobs are read from the state (see readState) only where they are
+// answered from it: of jobs that had not all ended there, the wait goes on or fails,
+// and a word that they are as the last daemon left them would contradict it.
 func endedInState(read func() (daemonClient, error), req api.StatesRequest) (r daemonClient, w []api.JobState, ok bool, refused error) {
 	r, err := read()
 	if err != nil {
 		return nil, nil, false, nil
 	}
+	sr, quiet := stateFor(r, "")
+	var note func()
+	answered := false // by the state, not by a gpuq run alone
+	if quiet {
+		note, sr.read = sr.read, func() { answered = true }
+	}
 	w, err = r.States(req)
+	if quiet {
+		sr.read = note
+	}
 	var refusal scheduler.Refused
 	switch {
 	case errors.As(err, &refusal):
@@ -139,16 +160,62 @@ func endedInState(read func() (daemonClient, error), req api.StatesRequest) (r d
 	case err != nil || len(w) == 0 || slices.ContainsFunc(w, func(j api.JobState) bool { return !ended(j.State) }):
 		return nil, nil, false, nil
 	}
+	if answered && note != nil {
+		note()
+	}
 	return r, w, true, nil
+}
+
+// afterStop waits for a daemon to answer for the jobs waited for (req) where none
+// answered (err) because the last one stopped as the wait began, or less than gone
+// before, and left them not all ended: it is waited for as one that restarts while
+// the wait goes on would be (see throughRestart), for up to gone; a script's gpuq wait
+// begun as systemd restarts the daemon, or an upgrade's script, must not fail at
+// once. Where no daemon stopped so (none ran, or one was killed), err is returned as
+// it is, as the exit status says: no daemon runs for jobs that have not ended.
+func afterStop(opts *waitOptions, req api.StatesRequest, err error) (daemonClient, []api.JobState, error) {
+	var none api.NoDaemonError
+	if !errors.As(err, &none) || opts.stopped == nil {
+		return nil, nil, err
+	}
+	if _, at, ok := opts.stopped(); !ok || time.Since(at) > opts.gone {
+		return nil, nil, err
+	}
+	var c daemonClient
+	var waited []api.JobState
+	err = throughRestart(opts.io.Err, opts.poll, opts.gone, func(bool) error {
+		again, err := opts.client()
+		if err == nil {
+			c = again
+			waited, err = c.States(req)
+		}
+		return err
+	})
+	return c, waited, err
 }
 
 // pollAgain asks for the states of the jobs not ended yet (next), riding through a
 // daemon's restart (see throughRestart). It returns the client that answered.
+//
+// Once no daemon runs (the one asked has stopped and ended), the jobs are read from
+// the state it left, once: where they had all ended there (they succeeded as it
+// stopped; gpuq daemon --stop-trainers cancelled them), they are as they ended, and
+// no daemon is waited for. Read at every poll, a large state would be read over and
+// over for as long as none comes back.
 func pollAgain(opts *waitOptions, c daemonClient, next []string) (daemonClient, []api.JobState, error) {
 	var left []api.JobState
+	looked := false // at the state the last daemon left
 	err := throughRestart(opts.io.Err, opts.poll, opts.gone, func(anew bool) (err error) {
 		if anew {
 			again, err := opts.client()
+			var none api.NoDaemonError
+			if errors.As(err, &none) && !looked && opts.read != nil {
+				looked = true
+				if r, w, ok, _ := endedInState(opts.read, api.StatesRequest{IDs: next}); ok {
+					c, left = r, w
+					return errEndedInState // no daemon answers again
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -157,8 +224,15 @@ func pollAgain(opts *waitOptions, c daemonClient, next []string) (daemonClient, 
 		left, err = c.States(api.StatesRequest{IDs: next})
 		return err
 	})
+	if errors.Is(err, errEndedInState) {
+		err = nil
+	}
 	return c, left, err
 }
+
+// errEndedInState ends pollAgain's wait for a daemon where the jobs had all ended in
+// the state the last one left: an answer, but none of a daemon's.
+var errEndedInState = errors.New("the jobs had all ended in the state the last daemon left")
 
 // throughRestart asks the daemon (ask) and, where it does not answer (it restarts),
 // asks it again, anew, every poll, for up to gone, saying so on w: a wait in a script

@@ -218,3 +218,65 @@ func TestWaitForARunStarting(t *testing.T) {
 		t.Errorf("none starting: exit %d after %d asks; want 2 at once", code, asked)
 	}
 }
+
+// TestWaitForADaemonAfterAStop: gpuq wait that finds no daemon because the last one
+// stopped less than opts.gone before (a restart: systemd's, an upgrade's) with the jobs
+// not all ended waits for one to answer, as it waits for one that restarts while it
+// polls; where the last one stopped longer ago, or said nothing (killed), it fails
+// at once, as no daemon runs for jobs that have not ended.
+func TestWaitForADaemonAfterAStop(t *testing.T) {
+	none := api.NoDaemonError{Dir: "/state", Stopped: 42, At: time.Now().Add(-time.Second), Need: "to run the jobs waited for"}
+	for _, tc := range []struct {
+		name    string
+		stopped time.Duration // how long ago; 0: none said so
+		code    int
+		asked   int // how often it asks for a daemon, at most
+	}{
+		{"just stopped", time.Second, exitOK, 1 << 30},
+		{"stopped long ago", time.Hour, exitFailed, 1},
+		{"killed", 0, exitFailed, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDaemon{listings: [][]api.Job{{job("r.1", "running")}, {job("r.1", "succeeded")}}}
+			asked := 0
+			client := func() (daemonClient, error) {
+				if asked++; asked <= 3 {
+					return nil, none
+				}
+				return d, nil
+			}
+			stopped := func() (int, time.Time, bool) { return 42, time.Now().Add(-tc.stopped), tc.stopped != 0 }
+			ios, out, errb := buffers()
+			code, msg := exitOf(runWait(&waitOptions{io: ios, client: client, sweep: "r", poll: time.Millisecond, gone: time.Minute, stopped: stopped}, nil))
+			if code != tc.code || asked > tc.asked {
+				t.Errorf("exit %d (%s), %q, %q, asked %d times; want %d", code, msg, out, errb, asked, tc.code)
+			}
+			if code == exitFailed && (msg != none.Error() || errb.String() != "") {
+				t.Errorf("said %q, then %q; want %q alone", errb, msg, none.Error())
+			}
+		})
+	}
+}
+
+// TestWaitReadsTheStateOnceTheDaemonEnds: gpuq wait whose daemon stops as it polls
+// reads the state the daemon left once it has ended: jobs that had all ended there
+// (they succeeded as it stopped; --stop-trainers cancelled them) are as they ended,
+// without waiting for a daemon to come back, nor saying that one did.
+func TestWaitReadsTheStateOnceTheDaemonEnds(t *testing.T) {
+	// The daemon answers the first ask, for the sweep, and then stops answering.
+	stops := &restarting{fakeDaemon: &fakeDaemon{listings: [][]api.Job{{job("r.1", "running")}}}, down: 1 << 30}
+	left := &fakeDaemon{listings: [][]api.Job{{job("r.1", "succeeded")}}}
+	asked, read := 0, 0
+	client := func() (daemonClient, error) {
+		if asked++; asked == 1 {
+			return stops, nil
+		}
+		return nil, api.NoDaemonError{Dir: "/state"}
+	}
+	ios, out, errb := buffers()
+	code, msg := exitOf(runWait(&waitOptions{io: ios, client: client, sweep: "r", poll: time.Millisecond, gone: time.Minute,
+		read: func() (daemonClient, error) { read++; return left, nil }}, nil))
+	if code != exitOK || out.String() != "1 job succeeded\n" || read != 1 || strings.Contains(errb.String(), "answers again") {
+		t.Errorf("exit %d (%s), %q, said %q, the state read %d times; want 0, 1 job succeeded, read once, no daemon said to answer", code, msg, out, errb, read)
+	}
+}
