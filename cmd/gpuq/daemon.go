@@ -64,7 +64,9 @@ gpuq daemon --stop stops a running daemon and leaves its trainers running; with
 SIGTERM to each trainer, SIGKILL 10 s later. A supervisor that does not answer
 (stopped with SIGSTOP, hung) is continued with SIGCONT 15 s after it was asked, and
 killed with what is left of its attempt 15 s after that, so the stop always ends.
-With no daemon running there is nothing to stop: it says so and exits 0.
+It waits, up to a minute, for the daemon it asked (named by its pid) to end; one
+started meanwhile (by a gpuq submit that found it stopping) is named and left to run,
+exit 0. With no daemon running there is nothing to stop: it says so and exits 0.
 
 --metrics ADDR (GPUQ_METRICS, or metrics: in the config file) serves Prometheus metrics
 on http://ADDR/metrics: jobs by state, attempts and OOMs by outcome and tier (counters
