@@ -19,11 +19,13 @@ type alike struct {
 }
 
 // sameFit reports whether a and b ask the same of the cards: all but their job and how
-// long it has waited, which no pick reads.
-func sameFit(a, b *Request) bool {
+// long it has waited, which no pick reads, and their sweeps, which decide nothing
+// unless a planned sweep's job not measured yet counts (planned: the packer's; or they
+// are such jobs): see apart. Runs of alike jobs of sweeps without a plan run on.
+func sameFit(a, b *Request, planned bool) bool {
 	return a.Memory == b.Memory && a.GPUsPerJob == b.GPUsPerJob && a.Exclusive == b.Exclusive && a.Host == b.Host &&
 		a.Quota == b.Quota && a.Duration == b.Duration && a.Util == b.Util && a.UtilUnknown == b.UtilUnknown &&
-		a.UtilPlanned == b.UtilPlanned && a.Sweep == b.Sweep
+		a.UtilPlanned == b.UtilPlanned && (a.Sweep == b.Sweep || !planned && !a.UtilPlanned)
 }
 
 // pickOne returns the card one card of r should start on, or -1: the first best in
@@ -34,7 +36,7 @@ func sameFit(a, b *Request) bool {
 // afresh.
 func (p *packer) pickOne(r *Request) int {
 	a := &p.alike
-	kept := a.made && sameFit(&a.r, r) && r.Host <= 0 && (r.Quota == nil || r.Quota.Left == nil)
+	kept := a.made && sameFit(&a.r, r, p.planned) && r.Host <= 0 && (r.Quota == nil || r.Quota.Left == nil)
 	switch {
 	case kept && a.last >= 0 && p.gen == a.gen+1:
 		a.heapify(p)

@@ -78,12 +78,23 @@ func (p *packer) mayUse(i int, r *Request) bool {
 
 // asksBeside is what r asks of reserved card i's compute beside the head and the
 // card's jobs: its guess where it is a planned sweep's job not measured yet and the head
-// or a job there is of another sweep (see apart).
+// or a job there is of another sweep (see apart); and where the head is such a job, of
+// a sweep other than r's, what the head asks more beside r than the reservation counted
+// it at beside its own sweep's jobs (see reserve): r there would keep the head, a guess
+// beside another sweep's job, waiting as long as r runs.
 func (p *packer) asksBeside(i int, r *Request) float64 {
-	if r.UtilPlanned && r.Sweep != p.res.head.Sweep {
-		return r.guess()
+	head := &p.res.head
+	if r.Sweep == head.Sweep {
+		return p.cards[i].asks(r)
 	}
-	return p.cards[i].asks(r)
+	more := 0.0
+	if head.UtilPlanned && !p.cards[i].apart(head) {
+		more = head.guess() - head.util()
+	}
+	if r.UtilPlanned {
+		return r.guess() + more
+	}
+	return p.cards[i].asks(r) + more
 }
 
 // endsBefore reports whether r is expected to end before the reservation is due.

@@ -136,7 +136,7 @@ func (p *packer) waits(r *Request) (int32, bool) {
 	p.planned = p.planned || r.UtilPlanned
 	seen := &p.seen[uint64(r.Memory)*0x9e3779b97f4a7c15>>(64-seenBits)]
 	if !seen.fit.of(r) || p.planned && seen.fit.sweep != r.Sweep {
-		f := fitOf(r)
+		f := p.fitFor(r)
 		why, ok := p.failedFor(&f)
 		if !ok {
 			return 0, false
@@ -194,7 +194,7 @@ type fit struct {
 	sweep   string
 }
 
-// of reports whether r is of fit f, as *f == fitOf(r) but without building r's fit, and
+// of reports whether r is of fit f, as *f == p.fitFor(r) but without building r's fit, and
 // stopping at memory, where fits that differ mostly differ: Pack asks it for every job of
 // a long queue. It leaves out the sweep, which decides nothing where no planned job
 // counts (see packer.planned).
@@ -203,6 +203,18 @@ func (f *fit) of(r *Request) bool {
 		f.util == r.Util && f.gpus == int32(max(r.GPUsPerJob, 1)) && (f.exclusive == 1) == r.Exclusive &&
 		(f.blind == 1) == r.UtilUnknown && (f.assumed == 1) == r.UtilAssumed && f.measured == r.UtilMeasured &&
 		(f.planned == 1) == r.UtilPlanned
+}
+
+// fitFor is r's fit as the packer tells fits apart: its sweep left out where it
+// decides nothing (no planned sweep's job not measured yet counts: see
+// packer.planned), so that jobs of sweeps without a plan that ask alike are told why
+// they wait once, not once a sweep.
+func (p *packer) fitFor(r *Request) fit {
+	f := fitOf(r)
+	if !p.planned {
+		f.sweep = ""
+	}
+	return f
 }
 
 func fitOf(r *Request) fit {

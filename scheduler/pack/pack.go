@@ -208,7 +208,7 @@ func (p *packer) decide(rp *Request) (Placement, int32, bool) {
 		return Placement{}, 0, false
 	}
 	why := p.explained(w)
-	p.fail(fitOf(rp), why)
+	p.fail(p.fitFor(rp), why)
 	return Placement{}, why, false
 }
 
@@ -249,7 +249,8 @@ type packer struct {
 	// passing: some card holds trainers of another gpuq (see CardState.Passing).
 	passing bool
 	// planned: some card holds a planned sweep's job not measured yet, or some
-	// request is one: a request's sweep then decides where it may start (see apart).
+	// request seen or placed is one: a request's sweep may then decide where it may
+	// start (see apart), and requests alike but for their sweeps are told apart.
 	planned bool
 	explain bool // build the details of reasons (Pack), or not (Place)
 	// gen counts the changes of the cards (a placement, the reservation), and alike

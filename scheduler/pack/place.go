@@ -132,6 +132,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 		if r.UtilPlanned {
 			c.Planned += r.guess()
 			c.PlannedJobs++
+			p.planned = true
 		}
 		c.AddSweep(r.Sweep)
 		p.freeOn(i)

@@ -267,6 +267,14 @@ func TestAPlanSpeaksForItsOwnSweepAlone(t *testing.T) {
 		c.Sweep = "x"
 		return c
 	}
+	// reservedFor is a card running a job of sweep a measured at 5%, which holds 70 of
+	// its 80 GiB and ends in ten minutes.
+	reservedFor := func() CardState {
+		c := sharing(0, 1, 0.05, 0)
+		c.Sweep, c.Reserved = "a", 70*gib
+		c.Ends = []Release{{In: 10 * time.Minute, Memory: 70 * gib, Util: 0.05}}
+		return c
+	}
 	// both runs a job of x's, measured at 20%, and one of a's not measured yet, guessed
 	// at 40%.
 	both := xOn(0.2, 0)
@@ -339,6 +347,15 @@ func TestAPlanSpeaksForItsOwnSweepAlone(t *testing.T) {
 			queue: []Request{mine("a2", 0.4)},
 			cards: []CardState{both},
 			want:  "a2 waits: unmeasured\nreserved for a2: GPU 0 in 0s, due",
+		},
+		{
+			// The card is kept for a9, which counts as nothing beside a's own job there;
+			// beside x's it counts at its guess: x taking it would keep a9 waiting as
+			// long as x runs, a guess beside another sweep's job.
+			name:  "a card reserved for a planned job takes no other sweep's job that would leave it no room",
+			queue: []Request{{Job: "a9", Memory: 40 * gib, Sweep: "a", Util: 1, UtilPlanned: true}, {Job: "x", Memory: 5 * gib, Util: 0.9, Sweep: "x"}},
+			cards: []CardState{reservedFor()},
+			want:  "a9 waits: no-memory\nx waits: reserved\nreserved for a9: GPU 0 in 10m0s, due",
 		},
 		{
 			// The red team's case: a, gpu_plan "1,1", submitted with x and b, all
