@@ -172,7 +172,12 @@ func stopDaemon(opts *daemonOptions) error {
 	// The daemon asked has ended, which is all a script's stop (systemd's ExecStop, an
 	// upgrade's) asks; one that a gpuq submit started as it ended is said, not taken
 	// for it.
-	if other, held := api.Holder(c.Dir()); held && other != pid && !c.Remote() {
+	if c.Remote() {
+		// Its state directory is not here to watch: it was asked, and answered.
+		fmt.Fprintf(opts.io.Err, "gpuq: the daemon (pid %d) was asked to stop\n", pid)
+		return nil
+	}
+	if other, held := api.Holder(c.Dir()); held && other != pid {
 		fmt.Fprintf(opts.io.Err, "gpuq: the daemon (pid %d) has stopped; another, pid %d, started meanwhile on %s (a gpuq submit starts one where none runs): gpuq daemon --stop stops it\n",
 			pid, other, c.Dir())
 		return nil
@@ -339,19 +344,21 @@ func (s *settings) dial() (*api.Client, error) {
 // what the verb needed one for (see daemonNeeds), and so how to go on.
 func (s *settings) noDaemon(dir string) api.NoDaemonError {
 	e := api.NoDaemonError{Dir: dir, Need: s.need}
-	e.Stopped, e.At, _ = api.Stopped(dir)
+	e.Stopped, e.At, _, _ = api.Stopped(dir)
 	return e
 }
 
 // lastStopped reports the daemon that stopped last on the state directory, and when
-// it began to (see api.Stopped); none over the network, whose daemon's files are not
-// here.
+// it began to (see api.Stopped), where it stopped as a restart stops it (a signal):
+// none that gpuq daemon --stop stopped, which a person asked for, and none over the
+// network, whose daemon's files are not here.
 func (s *settings) lastStopped() (int, time.Time, bool) {
 	dir, err := s.stateDir()
 	if err != nil || s.remote() {
 		return 0, time.Time{}, false
 	}
-	return api.Stopped(dir)
+	pid, at, asked, ok := api.Stopped(dir)
+	return pid, at, ok && !asked
 }
 
 // daemonNeeds is what each verb that needs a daemon needs it for, said where none

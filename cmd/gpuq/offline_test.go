@@ -41,7 +41,7 @@ func TestReadWithoutADaemon(t *testing.T) {
 	before := state()
 	report := filepath.Join(t.TempDir(), "ok.html")
 	// What needs a daemon says which one stopped, and what gpuq daemon would start one for.
-	_, at, _ := api.Stopped(dir)
+	_, at, _, _ := api.Stopped(dir)
 	stopped := func(need string) string {
 		return fmt.Sprintf("the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon %s", dir, os.Getpid(), at.Local().Format(time.DateTime), need)
 	}

@@ -163,7 +163,7 @@ memory: 1GiB
 	// A job of the run named with one the state refuses, or has (a daemon is needed),
 	// is not changed: the state answers first. That the daemon that stopped is needed
 	// is said so.
-	_, at, _ := api.Stopped(dir)
+	_, at, _, _ := api.Stopped(dir)
 	stopped := fmt.Sprintf("the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon to hold jobs", dir, os.Getpid(), at.Local().Format(time.DateTime))
 	if _, errOut, code := cli(t, "hold", "fg.1", "d.9"); code != exitBadInput || !strings.Contains(errOut, `no job "d.9"`) {
 		t.Errorf("hold fg.1 d.9: exit %d: %s", code, errOut)

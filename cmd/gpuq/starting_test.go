@@ -74,7 +74,7 @@ func TestAVerbWaitsForADaemonStopping(t *testing.T) {
 	}
 	defer lock.Close()
 	fmt.Fprintf(lock, "%d\n", os.Getpid())
-	if err := api.MarkStopping(dir, os.Getpid()); err != nil {
+	if err := api.MarkStopping(dir, os.Getpid(), false); err != nil {
 		t.Fatal(err)
 	}
 	notices := &schedtest.Buffer{}
@@ -93,7 +93,7 @@ func TestAVerbWaitsForADaemonStopping(t *testing.T) {
 	// It says which daemon stopped, as a verb that comes after it does (see
 	// TestAVerbThatNeedsADaemonSaysThatItStopped).
 	none := api.NoDaemonError{Dir: dir, Stopped: os.Getpid()}
-	_, none.At, _ = api.Stopped(dir)
+	_, none.At, _, _ = api.Stopped(dir)
 	if err == nil || err.Error() != none.Error() {
 		t.Errorf("once it has ended: %v; want %q", err, none)
 	}
@@ -171,7 +171,7 @@ func TestAWaitForADaemonEndsWithTheVerb(t *testing.T) {
 		}
 		fmt.Fprintf(lock, "%d\n", os.Getpid())
 		if stopping {
-			if err := api.MarkStopping(dir, os.Getpid()); err != nil {
+			if err := api.MarkStopping(dir, os.Getpid(), false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -210,7 +210,7 @@ func TestLogsFollowStopsAtCtrlCWhileADaemonStops(t *testing.T) {
 	}
 	defer lock.Close()
 	fmt.Fprintf(lock, "%d\n", os.Getpid())
-	if err := api.MarkStopping(dir, os.Getpid()); err != nil {
+	if err := api.MarkStopping(dir, os.Getpid(), false); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "logs", "-f", "s.1")
@@ -248,7 +248,7 @@ func TestAVerbThatNeedsADaemonSaysThatItStopped(t *testing.T) {
 	said := func(at time.Time, need string) string {
 		return fmt.Sprintf("gpuq: the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon %s\n", dir, os.Getpid(), at.Local().Format(time.DateTime), need)
 	}
-	pid, at, ok := api.Stopped(dir)
+	pid, at, _, ok := api.Stopped(dir)
 	if !ok || pid != os.Getpid() {
 		t.Fatalf("the daemon stopped, and its word is not there: %d %v", pid, ok)
 	}
@@ -271,10 +271,10 @@ func TestAVerbThatNeedsADaemonSaysThatItStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(lock, "%d\n", os.Getpid())
-	if err := api.MarkStopping(dir, os.Getpid()); err != nil {
+	if err := api.MarkStopping(dir, os.Getpid(), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := api.Stopped(dir); ok {
+	if _, _, _, ok := api.Stopped(dir); ok {
 		t.Fatal("a daemon that stops yet has stopped")
 	}
 	var out, errb schedtest.Buffer
@@ -285,7 +285,7 @@ func TestAVerbThatNeedsADaemonSaysThatItStopped(t *testing.T) {
 	schedtest.WaitFor(t, "hold to wait for the daemon to end", func() bool { return strings.Contains(errb.String(), "waiting for it to end") })
 	lock.Close()
 	code := <-done
-	_, at, _ = api.Stopped(dir)
+	_, at, _, _ = api.Stopped(dir)
 	want := fmt.Sprintf("gpuq: the daemon (pid %d) is stopping; waiting for it to end\n", os.Getpid()) + said(at, "to hold jobs")
 	if code != exitFailed || errb.String() != want {
 		t.Errorf("hold as the daemon stops: exit %d, %q; want exit 1, %q", code, errb.String(), want)
@@ -308,17 +308,29 @@ func TestWaitAfterTheDaemonStopped(t *testing.T) {
 	if _, errOut, code := cli(t, "daemon", "--stop"); code != exitOK {
 		t.Fatalf("daemon --stop: %s", errOut)
 	}
-	pid, at, ok := api.Stopped(dir)
-	if !ok {
-		t.Fatal("the daemon stopped, and its word is not there")
+	pid, at, asked, ok := api.Stopped(dir)
+	if !ok || !asked {
+		t.Fatalf("the daemon stopped, and its word is not there, or says none asked: %v %v", ok, asked)
 	}
+	// Asked to stop by a person, it is not waited for: gpuq daemon --stop; gpuq wait
+	// in a script fails at once, as no daemon runs the job.
+	_, errOut, code := cli(t, "wait", "nap.1")
+	want := fmt.Sprintf("gpuq: the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon to run the jobs waited for\n", dir, pid, at.Local().Format(time.DateTime))
+	if code != exitFailed || errOut != want {
+		t.Errorf("wait, the daemon asked to stop just before: exit %d, %q; want 1, %q", code, errOut, want)
+	}
+	// Stopped by a signal, as a restart stops it, it is waited for where it stopped
+	// just before.
 	word := filepath.Join(dir, "daemon.stopping")
+	if err := os.WriteFile(word, fmt.Appendf(nil, "%d\n", pid), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	long := at.Add(-time.Hour)
 	if err := os.Chtimes(word, long, long); err != nil {
 		t.Fatal(err)
 	}
-	_, errOut, code := cli(t, "wait", "nap.1")
-	want := fmt.Sprintf("gpuq: the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon to run the jobs waited for\n", dir, pid, long.Local().Format(time.DateTime))
+	_, errOut, code = cli(t, "wait", "nap.1")
+	want = fmt.Sprintf("gpuq: the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon to run the jobs waited for\n", dir, pid, long.Local().Format(time.DateTime))
 	if code != exitFailed || errOut != want {
 		t.Errorf("wait, the daemon stopped an hour ago: exit %d, %q; want 1, %q", code, errOut, want)
 	}

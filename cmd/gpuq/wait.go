@@ -54,8 +54,8 @@ has now, have ended: succeeded, failed, been cancelled or stopped early. For scr
 
 A daemon that stops answering meanwhile (restarting) is waited for, up to two minutes,
 and so is a new one where the last stopped as the wait began or less than two minutes
-before (systemd's restart, an upgrade's); jobs that had all ended as it stopped are as
-they ended. Where no daemon runs, jobs that had all ended in the state its last one
+before, by a signal (systemd's restart, an upgrade's), not by gpuq daemon --stop; jobs
+that had all ended as it stopped are as they ended. Where no daemon runs, jobs that had all ended in the state its last one
 left are as they ended there; a sweep's jobs whose gpuq run has ended (that neither a
 daemon nor a run has now) are as that run left them.
 
@@ -171,8 +171,9 @@ func endedInState(read func() (daemonClient, error), req api.StatesRequest) (r d
 // before, and left them not all ended: it is waited for as one that restarts while
 // the wait goes on would be (see throughRestart), for up to gone; a script's gpuq wait
 // begun as systemd restarts the daemon, or an upgrade's script, must not fail at
-// once. Where no daemon stopped so (none ran, or one was killed), err is returned as
-// it is, as the exit status says: no daemon runs for jobs that have not ended.
+// once. Where no daemon stopped so (none ran, one was killed, or a person stopped it
+// with gpuq daemon --stop: see lastStopped), err is returned as it is, as the exit
+// status says: no daemon runs for jobs that have not ended.
 func afterStop(opts *waitOptions, req api.StatesRequest, err error) (daemonClient, []api.JobState, error) {
 	var none api.NoDaemonError
 	if !errors.As(err, &none) || opts.stopped == nil {

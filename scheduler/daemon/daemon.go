@@ -378,7 +378,13 @@ func (d *daemon) serve(ctx context.Context, srv *http.Server, ln *listener, metr
 		// Said before the socket goes: a client that finds no socket while the lock is
 		// held then waits for the daemon to end (its trainers stopped, its state
 		// written), not to answer, as it would for one starting.
-		if err := api.MarkStopping(d.cfg.StateDir, os.Getpid()); err != nil {
+		asked := false // by gpuq daemon --stop (see requestStop), not a signal
+		select {
+		case <-d.stop:
+			asked = true
+		default:
+		}
+		if err := api.MarkStopping(d.cfg.StateDir, os.Getpid(), asked); err != nil {
 			d.log.Printf("warning: %v: a client may take the daemon, as it stops, for one starting", err)
 		}
 		sctx, done := context.WithTimeout(context.Background(), 5*time.Second)

@@ -250,7 +250,7 @@ func TestStoppingIsTheDaemonThatSaysSo(t *testing.T) {
 	if _, ok := Stopping(dir); ok {
 		t.Error("a daemon that has not marked its lock is stopping")
 	}
-	if err := MarkStopping(dir, os.Getpid()); err != nil {
+	if err := MarkStopping(dir, os.Getpid(), false); err != nil {
 		t.Fatal(err)
 	}
 	if pid, ok := Stopping(dir); !ok || pid != os.Getpid() {
@@ -291,7 +291,7 @@ func TestStoppedIsTheDaemonThatSaidSo(t *testing.T) {
 	}
 	fmt.Fprintf(lock, "%d\n", os.Getpid())
 	lock.Close()
-	if _, _, ok := Stopped(dir); ok {
+	if _, _, _, ok := Stopped(dir); ok {
 		t.Error("a daemon that said nothing (killed) stopped")
 	}
 	if lock, err = LockState(dir); err != nil {
@@ -299,26 +299,33 @@ func TestStoppedIsTheDaemonThatSaidSo(t *testing.T) {
 	}
 	fmt.Fprintf(lock, "%d\n", os.Getpid())
 	before := time.Now().Add(-time.Second) // the file system's clock may be coarser
-	if err := MarkStopping(dir, os.Getpid()); err != nil {
+	if err := MarkStopping(dir, os.Getpid(), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := Stopped(dir); ok {
+	if _, _, _, ok := Stopped(dir); ok {
 		t.Error("a daemon that stops yet has stopped")
 	}
 	lock.Close()
 	if !Gone(dir) {
 		t.Fatal("not Gone once the lock is dropped")
 	}
-	pid, at, ok := Stopped(dir)
+	pid, at, _, ok := Stopped(dir)
 	if !ok || pid != os.Getpid() || at.Before(before) || at.After(time.Now()) {
 		t.Errorf("the daemon that said it stops, and ended: %d at %v, %v", pid, at, ok)
+	}
+	// A person asked it to stop: said so, which gpuq wait reads.
+	if err := MarkStopping(dir, os.Getpid(), true); err != nil {
+		t.Fatal(err)
+	}
+	if pid, _, asked, ok := Stopped(dir); !ok || pid != os.Getpid() || !asked {
+		t.Errorf("the daemon asked to stop: %d, asked %v, %v", pid, asked, ok)
 	}
 	next, err := LockState(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer next.Close()
-	if _, _, ok := Stopped(dir); ok {
+	if _, _, _, ok := Stopped(dir); ok {
 		t.Error("the last daemon stopped, once another holds the lock")
 	}
 }

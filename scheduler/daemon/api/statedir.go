@@ -79,15 +79,22 @@ func lockState(dir string) (*os.File, error) {
 const stoppingFile = "daemon.stopping"
 
 // MarkStopping says in the state directory that its daemon, pid, which holds the
-// lock, stops: it is about to stop answering, and a client then waits for it to end
-// (its trainers stopped, its state written) rather than to answer (see Stopping).
-// Written whole or not at all (a rename), so that a reader never reads half a pid.
-func MarkStopping(dir string, pid int) error {
+// lock, stops, and whether a person asked it to (gpuq daemon --stop; else a signal,
+// as a restart sends): it is about to stop answering, and a client then waits for it
+// to end (its trainers stopped, its state written) rather than to answer (see
+// Stopping); once it has, a gpuq wait waits for another only where none asked (see
+// Stopped). Written whole or not at all (a rename), so that a reader never reads half
+// a pid.
+func MarkStopping(dir string, pid int, asked bool) error {
 	tmp, err := os.CreateTemp(dir, stoppingFile+".*")
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(tmp, "%d\n", pid)
+	word := fmt.Sprintf("%d\n", pid)
+	if asked {
+		word += askedWord + "\n"
+	}
+	_, err = tmp.WriteString(word)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -98,6 +105,30 @@ func MarkStopping(dir string, pid int) error {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// askedWord follows the pid in stoppingFile where a person asked the daemon to stop.
+const askedWord = "asked"
+
+// stoppingWord is what stoppingFile says: the pid of the daemon that stops or
+// stopped, whether a person asked it to, and when it was written (ok false: nothing
+// that can be read).
+func stoppingWord(dir string) (pid int, asked bool, at time.Time, ok bool) {
+	path := filepath.Join(dir, stoppingFile)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false, time.Time{}, false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false, time.Time{}, false
+	}
+	first, rest, _ := strings.Cut(string(data), "\n")
+	pid, err = strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return 0, false, time.Time{}, false
+	}
+	return pid, strings.TrimSpace(rest) == askedWord, fi.ModTime(), true
 }
 
 // Starting reports the pid of a daemon that holds the state directory's lock and may
@@ -115,38 +146,25 @@ func Stopping(dir string) (int, bool) {
 }
 
 // Stopped reports the daemon that stopped last on the state directory, where it said
-// so as it stopped (see MarkStopping), and when it began to: it holds the lock no
-// more, and no daemon has taken it since (the next clears the word, see LockState). A
-// daemon that was killed (kill -9, a crash) said nothing.
-func Stopped(dir string) (pid int, at time.Time, ok bool) {
-	path := filepath.Join(dir, stoppingFile)
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, time.Time{}, false
+// so as it stopped (see MarkStopping), when it began to, and whether a person asked it
+// to: no daemon holds the lock now (the next to take it clears the word, see
+// LockState). A daemon that was killed (kill -9, a crash) said nothing.
+func Stopped(dir string) (pid int, at time.Time, asked, ok bool) {
+	pid, asked, at, ok = stoppingWord(dir)
+	if !ok {
+		return 0, time.Time{}, false, false
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, time.Time{}, false
+	if _, held := Holder(dir); held {
+		return 0, time.Time{}, false, false // it stops yet, or another took the lock
 	}
-	pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 {
-		return 0, time.Time{}, false
-	}
-	if holds, held := Holder(dir); held && holds == pid {
-		return 0, time.Time{}, false // it stops yet
-	}
-	return pid, fi.ModTime(), true
+	return pid, at, asked, true
 }
 
 // saysStopping reports whether the daemon pid, which holds the lock, said it stops: a
 // word left by another that ended is not its.
 func saysStopping(dir string, pid int) bool {
-	data, err := os.ReadFile(filepath.Join(dir, stoppingFile))
-	if err != nil {
-		return false
-	}
-	said, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	return err == nil && said == pid
+	said, _, _, ok := stoppingWord(dir)
+	return ok && said == pid
 }
 
 // Holder reports the pid of the daemon that holds the state directory's lock, whether
