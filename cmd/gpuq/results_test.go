@@ -58,15 +58,7 @@ func resultsSummaryFile(t *testing.T) string {
 	add("sst2", "0.1", 2, "stopped")
 	add("qnli", "0.001", 1, "succeeded", c(1.5, 0.9), c(1.6, 1.1, 0.8)) // its second attempt's curve counts
 	add("qnli", "0.1", 1, "succeeded", c(1.5, 1.2, 1.0))
-	data, err := json.Marshal(sum)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "s.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeSummary(t, sum, "s.json")
 }
 
 // TestResults: gpuq results ranks the points, seeds aggregated, as a table, --by
@@ -295,15 +287,7 @@ func runningResultsFile(t *testing.T) string {
 			}
 		}
 	}
-	data, err := json.Marshal(sum)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "glue.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeSummary(t, sum, "glue.json")
 }
 
 // longResultsFile is a run's summary whose points and groups are long: two models, two
@@ -332,15 +316,7 @@ func longResultsFile(t *testing.T) string {
 			}
 		}
 	}
-	data, err := json.Marshal(sum)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "glue.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeSummary(t, sum, "glue.json")
 }
 
 // TestAStoppedPointEndsWhereItWasJudged: a point stopped early ends, in gpuq results
@@ -419,14 +395,7 @@ func TestResultsOfADivergedRun(t *testing.T) {
 		sum.Jobs = append(sum.Jobs, api.JobSummary{ID: fmt.Sprintf("d.%d", i+1), Name: "lr=" + lr, Params: p, State: "succeeded",
 			Attempts: []api.AttemptSummary{{N: 1, Metrics: []api.MetricSummary{m}}}})
 	}
-	data, err := json.Marshal(sum)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "d.json")
-	if err := os.WriteFile(file, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeSummary(t, sum, "d.json")
 	out, errOut, code := gpuq(t, "results", file, "--json")
 	var res Results
 	if err := json.Unmarshal([]byte(out), &res); code != exitOK || err != nil || len(res.Points) != 2 {
@@ -553,18 +522,26 @@ func TestAResultIsOfTheSeedsCurrentRun(t *testing.T) {
 				return
 			}
 			// As the defect was seen: the table says the point has a seed still to run.
-			data, err := json.Marshal(sum)
-			if err != nil {
-				t.Fatal(err)
-			}
-			file := filepath.Join(t.TempDir(), "gla-lr.json")
-			if err := os.WriteFile(file, data, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			file := writeSummary(t, sum, "gla-lr.json")
 			out, errOut, code := gpuq(t, "results", file)
 			if code != exitOK || !regexp.MustCompile(`\n1 +lr=0\.01 +1 of 2 +1\.800 +1\.800 +1000 +1 queued, 1 succeeded\n`).MatchString(out) {
 				t.Errorf("exit %d: %s%s", code, out, errOut)
 			}
 		})
 	}
+}
+
+// writeSummary writes a run's summary as gpuq run --json does, to a file of name in a
+// test's directory, and returns its path.
+func writeSummary(t *testing.T, sum api.SweepSummary, name string) string {
+	t.Helper()
+	data, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -293,10 +293,11 @@ func TestAVerbThatNeedsADaemonSaysThatItStopped(t *testing.T) {
 }
 
 // TestWaitAfterTheDaemonStopped: gpuq wait of a job whose daemon has stopped with it
-// running (its trainer runs on, for the next daemon to take up) says one thing: where
-// the daemon stopped just before, it waits for the next, which finishes the job (exit
-// 0); where it stopped long before, that none runs to run the job (exit 1), at once.
-// Never both that the job is as the last daemon left it and that none runs.
+// running (its trainer runs on, for the next daemon to take up) says one thing: where a
+// person stopped the daemon (gpuq daemon --stop), or a signal did long before, that
+// none runs to run the job (exit 1), at once; where a signal stopped it just before (a
+// restart), it waits for the next, which finishes the job (exit 0). Never both that the
+// job is as the last daemon left it and that none runs.
 func TestWaitAfterTheDaemonStopped(t *testing.T) {
 	dir := daemonEnv(t)
 	startDaemon(t)
