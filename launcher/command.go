@@ -16,7 +16,6 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-	"golang.org/x/sys/unix"
 
 	"github.com/gpuq/gpuq/plans"
 )
@@ -236,24 +235,16 @@ func withoutAttempt(env []string) []string {
 // findIn points cmd at its program as the PATH of env, the environment it runs with,
 // finds it, where env has a PATH: a trainer or a hook runs the program its sweep was
 // checked against when it was submitted (a conda env's python), not one the PATH of
-// the daemon or the supervisor, which exec.Command searched, finds, or none. A PATH
-// entry that is not absolute is passed over, as exec.LookPath refuses what it finds
-// there.
+// the daemon or the supervisor, which exec.Command searched, finds, or none.
 func findIn(cmd *exec.Cmd, env []string) {
 	name := cmd.Args[0]
 	path, ok := lastValue(env, "PATH")
 	if !ok || strings.ContainsRune(name, '/') {
 		return
 	}
-	for _, dir := range filepath.SplitList(path) {
-		if !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && unix.Access(p, unix.X_OK) == nil {
-			cmd.Path, cmd.Err = p, nil
-			return
-		}
+	if p, ok := plans.OnPath(name, path); ok {
+		cmd.Path, cmd.Err = p, nil
+		return
 	}
 	cmd.Path, cmd.Err = name, &exec.Error{Name: name, Err: exec.ErrNotFound}
 }

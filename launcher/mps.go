@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/gpuq/gpuq/plans"
 )
 
 // MPSControl is the MPS control daemon's program, from the driver's utilities.
@@ -32,14 +34,8 @@ var ErrNoMPS = errors.New("NVIDIA MPS is not available here")
 // StartMPS starts an MPS control daemon whose pipe and log directories are under dir
 // (made private), with the control program found on path (a PATH list).
 func StartMPS(dir, path string) (*MPS, error) {
-	control := ""
-	for _, d := range filepath.SplitList(path) {
-		if p := filepath.Join(d, MPSControl); isExecutable(p) {
-			control = p
-			break
-		}
-	}
-	if control == "" {
+	control, ok := plans.OnPath(MPSControl, path)
+	if !ok {
 		return nil, fmt.Errorf("%w: %s is not on the PATH (it comes with the NVIDIA driver's utilities, and works on Volta or later cards); "+
 			"remove sharing: mps to share cards by time-slicing", ErrNoMPS, MPSControl)
 	}
@@ -86,9 +82,4 @@ func (m *MPS) logTail() string {
 	}
 	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
 	return "; its log ends: " + string(lines[len(lines)-1])
-}
-
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }

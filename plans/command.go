@@ -101,15 +101,31 @@ func (s *Sweep) programProblem(prog, path string) string {
 		}
 		return ""
 	}
-	for _, dir := range filepath.SplitList(path) {
-		if fi, err := os.Stat(filepath.Join(dir, prog)); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return ""
-		}
+	if _, ok := OnPath(prog, path); ok {
+		return ""
 	}
 	if _, err := os.Stat(filepath.Join(s.Workdir, prog)); err == nil {
 		return fmt.Sprintf("%s is not on the PATH; to run the one in the workdir, write ./%s", prog, prog)
 	}
 	return fmt.Sprintf("%s is not on the PATH: install it, activate the environment that has it before gpuq runs, or give its path", prog)
+}
+
+// OnPath finds the program name (no slash in it) on path, a PATH list, as exec finds
+// it: the first executable file of that name in one of its directories, of those that
+// are absolute (exec refuses what a relative one finds, which depends on where it runs).
+// gpuq submit checks a sweep's program with it, and a trainer's is found with it on its
+// own PATH: what passes the one runs.
+func OnPath(name, path string) (string, bool) {
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 func (s *Sweep) inWorkdir(p string) string {

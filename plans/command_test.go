@@ -3,6 +3,8 @@ package plans
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -66,5 +68,35 @@ func TestAnArgumentLongerThanLinuxPassesIsRefused(t *testing.T) {
 		if got := problems(err); !strings.Contains(got["command[1] m.1"], limit+"argument") {
 			t.Errorf("{training} with %s: %q", what, got)
 		}
+	}
+}
+
+// TestOnPath: a program is found on a PATH as exec finds it, in the first of its
+// absolute directories that has an executable file of its name: a relative directory
+// (which exec refuses, and which depends on where the trainer runs), a file that is not
+// executable and a directory of its name are passed over. gpuq submit checks with it
+// what the trainer is started with, so what passes the one runs.
+func TestOnPath(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"plain", "dir/train", "exe", "rel"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path string, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(dir, path), []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("plain/train", 0o644)
+	write("exe/train", 0o755)
+	write("rel/train", 0o755)
+	t.Chdir(dir)
+	path := strings.Join([]string{"rel", filepath.Join(dir, "plain"), filepath.Join(dir, "dir"), filepath.Join(dir, "exe")}, string(filepath.ListSeparator))
+	if got, ok := OnPath("train", path); !ok || got != filepath.Join(dir, "exe", "train") {
+		t.Errorf("OnPath(train) = %q, %v; want the one in exe", got, ok)
+	}
+	if got, ok := OnPath("train", "rel"); ok {
+		t.Errorf("found %q through a relative directory", got)
 	}
 }
