@@ -134,14 +134,14 @@ func stoppingWord(dir string) (pid int, asked bool, at time.Time, ok bool) {
 // Starting reports the pid of a daemon that holds the state directory's lock and may
 // not answer yet: it reads its state before it listens.
 func Starting(dir string) (int, bool) {
-	pid, ok := holder(filepath.Join(dir, "daemon.lock"))
+	pid, ok := Holder(dir)
 	return pid, ok && !saysStopping(dir, pid)
 }
 
 // Stopping reports the pid of a daemon that holds the state directory's lock and no
 // longer answers, or is about to, as it stops (see MarkStopping).
 func Stopping(dir string) (int, bool) {
-	pid, ok := holder(filepath.Join(dir, "daemon.lock"))
+	pid, ok := Holder(dir)
 	return pid, ok && saysStopping(dir, pid)
 }
 
