@@ -137,6 +137,12 @@ func TestMaxRunning(t *testing.T) {
 		t.Errorf("why m.2: %s: %s", reason, detail)
 	}
 	must(t, e.Update(inTurn(e), "m", 2))
+	// Raised, the limit lets m.2 start at the next round, and m.3 waits for it: the
+	// sweep runs one job, not the two that count against the limit.
+	if reason, detail, _ := e.why("m.3"); reason != pack.NoSlot ||
+		!strings.Contains(detail, "its sweep runs 1 job, and 1 more fits now and starts before it, which reaches its max_running of 2") {
+		t.Errorf("why m.3 after gpuq update --max-running 2: %s: %s", reason, detail)
+	}
 	round(t, e)
 	if running() != 2 {
 		t.Errorf("%d running after gpuq update --max-running 2", running())

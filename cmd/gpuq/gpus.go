@@ -212,7 +212,16 @@ func (m machineView) writeWorkers(io ioStreams) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%d\t%s\n", w.Name, state, max(m.now.Sub(w.Heard), 0).Round(time.Second), w.Running, cmp.Or(strings.Join(cards, ", "), "-"))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, w := range m.workers {
+		if w.OtherBuild {
+			fmt.Fprintln(io.Out, "  "+wrap(fmt.Sprintf("worker %s runs gpuq %s, another build than the daemon's (its log names both): "+
+				"it speaks the same worker link, but what each does of a job may differ; run one gpuq on both", w.Name, w.Version), io.width()-4, "    "))
+		}
+	}
+	return nil
 }
 
 // writeProcesses prints every process on the cards: its card, pid, memory, and the gpuq

@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
@@ -265,6 +267,23 @@ func TestGPUsShowsFaultsAndHiddenProcesses(t *testing.T) {
 		if !strings.Contains(errb.String(), "(pid 4242 on GPU 0; gpuq runs in a container?): gpuq cannot attribute GPU memory on this machine") {
 			t.Errorf("stderr: %q", errb.String())
 		}
+	}
+}
+
+// TestGPUsSaysAWorkerOfAnotherBuild: gpuq gpus says, under the workers, which of them
+// runs another build of gpuq than the daemon's, and what to do; of the others, nothing.
+func TestGPUsSaysAWorkerOfAnotherBuild(t *testing.T) {
+	workers := []api.WorkerInfo{
+		{Name: "n1", Connected: true, Version: "v0.5.0, built with go1.24.1", OtherBuild: true, GPUs: []api.GPUInfo{{Worker: "n1", Index: 0, TotalBytes: 24 << 30}}},
+		{Name: "n2", Connected: true, Version: "v0.4.0", GPUs: []api.GPUInfo{{Worker: "n2", Index: 0, TotalBytes: 24 << 30}}},
+	}
+	var out, errb bytes.Buffer
+	if err := writeGPUs(ioStreams{Out: &out, Err: &errb}, machineView{workers: workers, now: time.Now()}, false); err != nil {
+		t.Fatal(err)
+	}
+	said := "worker n1 runs gpuq v0.5.0, built with go1.24.1, another build than the daemon's"
+	if !strings.Contains(out.String(), said) || !strings.Contains(out.String(), "run one gpuq on both") || strings.Contains(out.String(), "worker n2 runs") {
+		t.Errorf("gpus of a worker of another build:\n%s\nwant %q, of it alone", out.String(), said)
 	}
 }
 

@@ -208,7 +208,7 @@ func (s *settings) readClient() (daemonClient, error) {
 	case err != nil:
 		return nil, err
 	case sr == nil:
-		return &routed{dir: none.Dir, nothingLeft: true}, nil
+		return &routed{dir: none.Dir, nothingLeft: true, none: none}, nil
 	}
 	return sr, nil
 }

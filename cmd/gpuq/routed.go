@@ -34,6 +34,9 @@ type routed struct {
 	// (readClient looked): the answer for a sweep that no gpuq run runs, and for a
 	// listing of every job, but not for a run's.
 	unread error
+	// none is where no daemon answers, the verb's word for it (see settings.noDaemon):
+	// which daemon stopped there last, and when, and what starts one for the verb.
+	none api.NoDaemonError
 }
 
 // ranSweep is a gpuq run's client, for its sweep.
@@ -54,7 +57,7 @@ func (s *settings) routedClient() (daemonClient, error) {
 	if derr != nil {
 		return nil, derr
 	}
-	r := &routed{dir: dir}
+	r := &routed{dir: dir, none: none}
 	if err == nil {
 		r.daemon = c
 	}
@@ -331,9 +334,19 @@ func (r *routed) each() ([]daemonClient, error) {
 		each = append(each, rs.c)
 	}
 	if len(each) == 0 {
-		return nil, api.NoDaemonError{Dir: r.dir}
+		return nil, r.noDaemon()
 	}
 	return each, nil
+}
+
+// noDaemon is the error of a verb that found no daemon and no gpuq run: the one the
+// daemon's dial returned, which says which stopped, when, and what starts one.
+func (r *routed) noDaemon() api.NoDaemonError {
+	none := r.none
+	if none.Dir == "" {
+		none.Dir = r.dir
+	}
+	return none
 }
 
 func (r *routed) allRuns() []api.Run {

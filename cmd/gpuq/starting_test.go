@@ -292,6 +292,38 @@ func TestAVerbThatNeedsADaemonSaysThatItStopped(t *testing.T) {
 	}
 }
 
+// TestAListingWithNeitherDaemonNorRunSaysWhichStopped: gpuq status, which lists the
+// jobs of the daemon and of every gpuq run, where neither runs and no daemon left its
+// jobs, says what other verbs say: which daemon stopped there last, and when, not
+// only that none runs.
+func TestAListingWithNeitherDaemonNorRunSaysWhichStopped(t *testing.T) {
+	dir := daemonEnv(t)
+	if _, err := api.MakeStateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	// A daemon, this process in its place, that stopped before it wrote any state.
+	lock, err := api.LockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(lock, "%d\n", os.Getpid())
+	if err := api.MarkStopping(dir, os.Getpid(), false); err != nil {
+		t.Fatal(err)
+	}
+	lock.Close()
+	pid, at, _, ok := api.Stopped(dir)
+	if !ok || pid != os.Getpid() {
+		t.Fatalf("the daemon stopped, and its word is not there: %d %v", pid, ok)
+	}
+	want := fmt.Sprintf("gpuq: the gpuq daemon on %s (pid %d) stopped at %s: gpuq submit starts one, or run gpuq daemon\n",
+		dir, pid, at.Local().Format(time.DateTime))
+	for _, args := range [][]string{{"status"}, {"status", "--json"}} {
+		if out, errOut, code := cli(t, args...); code != exitFailed || errOut != want || out != "" {
+			t.Errorf("%v: exit %d, %q, %q; want exit 1, %q", args, code, out, errOut, want)
+		}
+	}
+}
+
 // TestWaitAfterTheDaemonStopped: gpuq wait of a job whose daemon has stopped with it
 // running (its trainer runs on, for the next daemon to take up) says one thing: where a
 // person stopped the daemon (gpuq daemon --stop), or a signal did long before, that

@@ -44,8 +44,8 @@ output is not a terminal (a pipe, a file, a cron job), it prints the view once a
 text and exits.
 
 A gpuq run in the foreground is watched the same way: with no daemon, the one gpuq run
-of the state directory; --sweep S, the gpuq run of sweep S, or where none runs, the
-daemon's jobs of sweep S alone.`,
+of the state directory; --sweep S, the gpuq run of sweep S (waited for while it starts),
+or where none runs, the daemon's jobs of sweep S alone.`,
 		Example: `  gpuq top
   gpuq top --every 5s
   gpuq top --sweep quickstart
@@ -151,6 +151,42 @@ func unknownSweep(st *settings, sweep string) error {
 	return nil
 }
 
+// runServeLimit is how long gpuq top --sweep S waits for a gpuq run that holds S's
+// name to serve it: from its start, it opens its cards (and starts MPS) first.
+var runServeLimit = 15 * time.Second
+
+// awaitRunOf is the gpuq runs of dir once the one that holds sweep's name (see
+// api.Reserve) serves it: a gpuq run in another terminal, starting, is waited for, not
+// taken for none, which would send a person to start a daemon that would not run it.
+// One that does not serve it in runServeLimit is an error that says how to see the
+// sweep: it may serve it later, or never (its terminal says why), and its live table
+// shows it all the same. runs are the runs already read; where no run holds the name,
+// they are returned as they are.
+func awaitRunOf(st *settings, dir, sweep string, runs []api.Run) ([]api.Run, error) {
+	served := func() bool { return slices.ContainsFunc(runs, func(r api.Run) bool { return r.Sweep == sweep }) }
+	pid, held := api.RunHolder(dir, sweep)
+	if served() || !held {
+		return runs, nil
+	}
+	fmt.Fprintf(st.notices, "gpuq: the gpuq run of sweep %s (pid %d) is starting; waiting for it to answer\n", sweep, pid)
+	for deadline := time.Now().Add(runServeLimit); ; {
+		if err := st.pause(); err != nil {
+			return nil, fmt.Errorf("stopped waiting for the gpuq run of sweep %s (pid %d) to answer: %w", sweep, pid, err)
+		}
+		if runs = api.Runs(dir); served() {
+			return runs, nil
+		}
+		if _, held := api.RunHolder(dir, sweep); !held {
+			return runs, nil // it ended before it served: as though none had run
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the gpuq run of sweep %s (pid %d) on %s has not served the sweep in %s: it may start yet, and gpuq top --sweep %s then shows it; "+
+				"or it could not, and said why in its terminal (\"top will not reach this run\"), where its live table shows the sweep all the same",
+				sweep, pid, dir, runServeLimit, sweep)
+		}
+	}
+}
+
 // topSource is what gpuq top watches: the gpuq run of sweep, if given and one runs it;
 // else the daemon (which must have the sweep given); with none, the one gpuq run of
 // the state directory.
@@ -163,7 +199,10 @@ func topSource(st *settings, sweep string) (*api.Client, error) {
 	if !st.remote() {
 		runs = api.Runs(dir)
 	}
-	if sweep != "" {
+	if sweep != "" && !st.remote() {
+		if runs, err = awaitRunOf(st, dir, sweep, runs); err != nil {
+			return nil, err
+		}
 		for _, r := range runs {
 			if r.Sweep == sweep {
 				return api.DialRun(dir, r)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/browser"
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
+	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -152,5 +156,53 @@ func TestTopAttachesWhereItWatches(t *testing.T) {
 	args, err = attachArgs(st)
 	if err != nil || strings.Join(args, " ") != "--state-dir /home/u/state --server head-node:7070" {
 		t.Errorf("with --server: %q, %v", args, err)
+	}
+}
+
+// TestTopWaitsForARunStarting: gpuq top --sweep S, where a gpuq run in another terminal
+// holds S and serves it not yet (it opens its cards first), waits for it and shows it,
+// rather than say that no daemon runs, and send a person to start one, which would not
+// run S; where the run does not serve it in time, top says so, and how to see it.
+func TestTopWaitsForARunStarting(t *testing.T) {
+	dir := daemonEnv(t)
+	if _, err := api.MakeStateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	// The run is this process, in a gpuq run's place: it holds the sweep's name.
+	name, ok, err := api.Reserve(dir, "fg")
+	if err != nil || !ok {
+		t.Fatalf("reserve: %v %v", ok, err)
+	}
+	defer name.Close()
+	limit := runServeLimit
+	t.Cleanup(func() { runServeLimit = limit })
+	runServeLimit = 100 * time.Millisecond
+	_, errOut, code := cli(t, "top", "--sweep", "fg")
+	said := fmt.Sprintf("the gpuq run of sweep fg (pid %d) on %s has not served the sweep in 100ms", os.Getpid(), dir)
+	if code != exitFailed || !strings.Contains(errOut, said) || !strings.Contains(errOut, "its live table shows the sweep") || strings.Contains(errOut, "gpuq daemon") {
+		t.Errorf("top --sweep fg of a run that does not serve it: exit %d, %q; want exit 1 and %q", code, errOut, said)
+	}
+
+	runServeLimit = time.Minute
+	var out, errb schedtest.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run([]string{"top", "--sweep", "fg"}, ioStreams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	}()
+	schedtest.WaitFor(t, "top to wait for the run", func() bool { return strings.Contains(errb.String(), "is starting; waiting for it to answer") })
+	if err := os.MkdirAll(api.RunsDir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := launcher.ListenUnix(api.RunSocket(dir, "fg", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/overview", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("{}")) })
+	go http.Serve(ln, mux)
+	code = <-done
+	if title := fmt.Sprintf("gpuq run of fg (pid %d)", os.Getpid()); code != exitOK || !strings.Contains(out.String(), title) {
+		t.Errorf("top --sweep fg once the run serves it: exit %d, %s%s; want its view, titled %q", code, out.String(), errb.String(), title)
 	}
 }

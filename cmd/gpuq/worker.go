@@ -113,7 +113,7 @@ func runWorker(opts *workerOptions) error {
 	ov := st.overrides()
 	cfg := worker.Config{Server: server, Credentials: creds, Name: name, Dir: filepath.Join(dir, "workers", name),
 		GPUs: ov.GPUs, Plan: ov.Plan, Inventory: st.inventoryOptions(opts.io), Poll: opts.poll, Supervisor: launcher.SupervisorCommand(self, build),
-		Version: version, Log: opts.io.Err, IdleTimeout: opts.idleTimeout, Allocation: job}
+		Version: versionText(), Log: opts.io.Err, IdleTimeout: opts.idleTimeout, Allocation: job}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	end, err := alloc.AllocationEnd(ctx, os.Getenv, alloc.Slurm{Exec: alloc.Run})

@@ -40,6 +40,9 @@ type cluster struct {
 	clock  scheduler.Clock
 	log    *runner.EventLog
 	exits  chan scheduler.Exit
+	// version is the daemon's gpuq, as gpuq --version says it, which a worker's is
+	// told beside (see connect).
+	version string
 
 	mu      sync.Mutex
 	workers map[string]*remote
@@ -88,8 +91,8 @@ type remote struct {
 	metrics map[string][]plans.Reading
 }
 
-func newCluster(local *machine, r *runner.Supervised, f fence, log *runner.EventLog, stateDir string) *cluster {
-	c := &cluster{local: local, runner: r, fence: f, clock: scheduler.RealClock{}, log: log, exits: make(chan scheduler.Exit, 64),
+func newCluster(local *machine, r *runner.Supervised, f fence, log *runner.EventLog, stateDir, version string) *cluster {
+	c := &cluster{local: local, runner: r, fence: f, clock: scheduler.RealClock{}, log: log, exits: make(chan scheduler.Exit, 64), version: version,
 		workers: map[string]*remote{}, lost: map[string]map[string]api.AttemptRef{}, streams: map[string]chan io.ReadWriteCloser{}}
 	c.loadInstances(filepath.Join(stateDir, instancesFile))
 	return c
@@ -374,6 +377,13 @@ func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
 	var kept map[string]string
 	var gen uint64
 	defer func() { c.writeInstances(kept, gen) }() // once c.mu is unlocked
+	if p := h.ProtocolOf(); p != api.WorkerProtocol {
+		c.log.Printf("refused worker %s: it runs gpuq %s, which speaks protocol %d of the worker link; this daemon runs gpuq %s, which speaks protocol %d",
+			h.Name, h.Version, p, c.version, api.WorkerProtocol)
+		return nil, fmt.Errorf("this worker runs gpuq %s, which speaks protocol %d of the worker link, and the daemon runs gpuq %s, which speaks protocol %d: "+
+			"the two would misread each other; install the daemon's gpuq on this node (gpuq --version says which each runs) and start the worker again",
+			h.Version, p, c.version, api.WorkerProtocol)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.worker(h.Name)
@@ -404,6 +414,10 @@ func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
 	kept, gen = c.keepInstances()
 	c.log.Printf("worker %s (gpuq %s, %s) connected: %s; %s to take up",
 		h.Name, h.Version, plans.Count(h.Cores, "core"), workerCardsText(h), plans.Count(back, "attempt"))
+	if api.OtherBuilds(h.Version, c.version) {
+		c.log.Printf("warning: worker %s runs gpuq %s, and this daemon gpuq %s: they speak one protocol of the worker link (%d), "+
+			"so it is linked, but what each does of a job may differ; run one gpuq on both", h.Name, h.Version, c.version, api.WorkerProtocol)
+	}
 	return l, nil
 }
 
@@ -689,7 +703,8 @@ func (c *cluster) info(drained map[plans.CardID]bool) []api.WorkerInfo {
 	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
 		w := c.workers[name]
 		wi := api.WorkerInfo{Name: name, Connected: w.link != nil, Heard: w.heard, Version: w.hello.Version, Cores: w.hello.Cores,
-			GPUs: []api.GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends}
+			GPUs: []api.GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends,
+			OtherBuild: api.OtherBuilds(w.hello.Version, c.version)}
 		for _, card := range w.state.Cards {
 			wi.GPUs = append(wi.GPUs, api.GPUInfo{Worker: name, Index: card.Index, Name: card.Name, TotalBytes: card.Total,
 				Drained: drained[plans.CardID{Worker: name, Index: card.Index}]})

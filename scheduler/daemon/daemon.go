@@ -251,7 +251,7 @@ func open(cfg Config) (*daemon, error) {
 			d.close()
 			return nil, err
 		}
-		d.cluster = newCluster(d.machine, local, f, d.log, cfg.StateDir)
+		d.cluster = newCluster(d.machine, local, f, d.log, cfg.StateDir, cfg.Version)
 		inv, run = d.cluster, d.cluster
 	}
 	d.eng = scheduler.NewEngine(store, inv, run, scheduler.RealClock{}, ec, d.event)

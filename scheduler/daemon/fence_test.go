@@ -526,3 +526,64 @@ func TestASecondWorkerOfOneNameIsRefusedAfterARestart(t *testing.T) {
 		t.Errorf("the worker that runs the attempt: %v", err)
 	}
 }
+
+// TestAWorkerOfAnotherProtocolIsRefused: a worker whose gpuq speaks another protocol of
+// the worker link is refused, naming both gpuqs and what to do, and the daemon's log
+// says so; one of another build that speaks the daemon's is linked, with a warning in
+// the log and in what the API says of it; one that says no protocol (a gpuq from
+// before it was said) speaks the first, and dev builds are told apart only by their
+// commits.
+func TestAWorkerOfAnotherProtocolIsRefused(t *testing.T) {
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const daemonVersion = "v0.4.0 (commit 0123456789ab, 2026-03-01T09:00:00Z), built with go1.24.1"
+	c, _ := testCluster(t, f)
+	var log schedtest.Buffer
+	c.log, c.version = runner.NewEventLog(&log), daemonVersion
+	link := func(h api.Hello) error {
+		daemonEnd, workerEnd := net.Pipe()
+		go io.Copy(io.Discard, workerEnd)
+		t.Cleanup(func() { workerEnd.Close() })
+		_, err := c.connect(h, daemonEnd)
+		return err
+	}
+	err = link(api.Hello{Name: "n1", Instance: "i1", Version: "v0.9.0", Protocol: api.WorkerProtocol + 1})
+	want := fmt.Sprintf("this worker runs gpuq v0.9.0, which speaks protocol %d of the worker link, and the daemon runs gpuq %s, which speaks protocol %d: "+
+		"the two would misread each other; install the daemon's gpuq on this node", api.WorkerProtocol+1, daemonVersion, api.WorkerProtocol)
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("a worker of another protocol: %v; want refused, %q", err, want)
+	}
+	if !strings.Contains(log.String(), "refused worker n1: it runs gpuq v0.9.0, which speaks protocol") {
+		t.Errorf("the log of a refusal: %s", log.String())
+	}
+	if len(c.info(nil)) != 0 {
+		t.Errorf("a refused worker is listed: %+v", c.info(nil))
+	}
+	for _, tc := range []struct {
+		name, version string
+		protocol      int
+		other         bool
+	}{
+		{"n2", "v0.5.0, built with go1.24.1", api.WorkerProtocol, true},
+		{"n3", "v0.4.0 (commit 0123456789ab, 2026-03-01T09:00:00Z), built with go1.25.0", api.WorkerProtocol, false},
+		{"n4", "dev", 0, false},
+	} {
+		log = schedtest.Buffer{}
+		if err := link(api.Hello{Name: tc.name, Instance: "i1", Version: tc.version, Protocol: tc.protocol}); err != nil {
+			t.Errorf("worker %s, gpuq %s: %v", tc.name, tc.version, err)
+			continue
+		}
+		warned := strings.Contains(log.String(), fmt.Sprintf("warning: worker %s runs gpuq %s, and this daemon gpuq %s", tc.name, tc.version, daemonVersion))
+		var listed api.WorkerInfo
+		for _, wi := range c.info(nil) {
+			if wi.Name == tc.name {
+				listed = wi
+			}
+		}
+		if warned != tc.other || listed.OtherBuild != tc.other {
+			t.Errorf("worker %s, gpuq %s: warned %v, listed as another build %v; want %v:\n%s", tc.name, tc.version, warned, listed.OtherBuild, tc.other, log.String())
+		}
+	}
+}

@@ -372,10 +372,7 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 			w.Detail = fmt.Sprintf("only drained cards could take it: GPU %s (gpuq undrain %s lets jobs start there again)",
 				strings.Join(drained, ", GPU "), drained[0])
 		case r.Quota.spent():
-			// What the sweep runs is its max_running less what it has left: more than
-			// the max_running where gpuq update lowered it below the jobs running.
-			w.Detail = fmt.Sprintf("its sweep runs %s, at or past its max_running of %d (gpuq update --max-running changes it)",
-				plans.Count(r.Quota.Max-*r.Quota.Left, "job"), r.Quota.Max)
+			w.Detail = maxRunningWhy(r.Quota)
 		case quotaFull > 0 && withSlot == 0 && r.Quota.OnePerCard:
 			w.Detail = "one job per card, the default for jobs without a memory estimate and sweeps without a gpu_plan: " +
 				"every card it may use has one (memory: lets gpuq pack them by memory)"
@@ -390,6 +387,28 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		}
 	}
 	return w, reserves
+}
+
+// maxRunningWhy says why a job its sweep's max_running holds waits. What the sweep
+// runs is its max_running less what it has left, less the jobs placed before this one
+// (they fit now and start, but run not yet): more than the max_running where gpuq
+// update lowered it below the jobs running.
+func maxRunningWhy(q *Quota) string {
+	const change = "(gpuq update --max-running changes it)"
+	running := q.Max - *q.Left - q.Placed
+	if q.Placed == 0 {
+		return fmt.Sprintf("its sweep runs %s, at or past its max_running of %d %s", plans.Count(running, "job"), q.Max, change)
+	}
+	runs, more := "runs no job yet", plans.Count(q.Placed, "job")
+	if running > 0 {
+		runs, more = "runs "+plans.Count(running, "job"), fmt.Sprintf("%d more", q.Placed)
+	}
+	fit := "fit now and start"
+	if q.Placed == 1 {
+		fit = "fits now and starts"
+	}
+	return fmt.Sprintf("its sweep %s, and %s %s before it, which reaches its max_running of %d %s",
+		runs, more, fit, q.Max, change)
 }
 
 // reservedWhy says why r may not start on the cards reserved for the head of the

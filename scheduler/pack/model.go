@@ -68,6 +68,9 @@ type Quota struct {
 	// its max_running (Max) less its jobs running. Placing a request takes from it.
 	Left *int
 	Max  int
+	// Placed is how many of the sweep's jobs a Pack has placed: taken from Left, but
+	// not running yet, so that why tells what the sweep runs from what starts now.
+	Placed int
 }
 
 // Hosts is the RAM of each machine the cards are on, by worker ("" for this machine).

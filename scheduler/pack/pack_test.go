@@ -516,6 +516,32 @@ func TestAJobHeldByMaxRunningSaysWhatItsSweepRuns(t *testing.T) {
 	}
 }
 
+// TestAJobHeldByMaxRunningTellsWhatRunsFromWhatStarts: the jobs one round places
+// take the sweep's max_running, but run not yet: a job held behind them says how many
+// run and how many start before it, not that the sweep runs them all.
+func TestAJobHeldByMaxRunningTellsWhatRunsFromWhatStarts(t *testing.T) {
+	for _, tc := range []struct {
+		max, running int
+		want         string
+	}{
+		{2, 0, "its sweep runs no job yet, and 2 jobs fit now and start before it, which reaches its max_running of 2 (gpuq update --max-running changes it)"},
+		{3, 2, "its sweep runs 2 jobs, and 1 more fits now and starts before it, which reaches its max_running of 3 (gpuq update --max-running changes it)"},
+		{3, 1, "its sweep runs 1 job, and 2 more fit now and start before it, which reaches its max_running of 3 (gpuq update --max-running changes it)"},
+	} {
+		left := tc.max - tc.running
+		q := &Quota{Slots: []int{8}, Free: []int{8}, Max: tc.max, Left: &left}
+		var queue []Request
+		for i := range left + 1 {
+			queue = append(queue, Request{Job: fmt.Sprintf("s.%d", i+1), Memory: gib, Quota: q})
+		}
+		d := Pack(queue, []CardState{{Index: 0, Total: 24 * gib, Slots: 8}}, nil)
+		ws := slices.Collect(d.Waiting.All())
+		if len(d.Placements) != tc.max-tc.running || len(ws) != 1 || ws[0].Reason != NoSlot || ws[0].Detail != tc.want {
+			t.Errorf("max_running %d, %d running: %d placed, waits %+v; want %q", tc.max, tc.running, len(d.Placements), ws, tc.want)
+		}
+	}
+}
+
 // TestAJobThatFitsOnceAnotherGPUQsTrainersEnd: a job that no card could hold beside
 // what other processes hold waits for memory where another gpuq's trainers hold the
 // rest, and the reason names the cards it would fit once they end, not the card with

@@ -150,6 +150,7 @@ func (p *packer) place(r Request, picked []int) Placement {
 	}
 	if r.Quota != nil && r.Quota.Left != nil {
 		*r.Quota.Left--
+		r.Quota.Placed++
 	}
 	if roomiest {
 		p.measure()

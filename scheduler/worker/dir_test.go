@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
 )
 
@@ -37,5 +38,20 @@ func TestAWorkerKeepsToItsDirectorysRealPath(t *testing.T) {
 		if !strings.HasPrefix(path, want+string(filepath.Separator)) && path != want {
 			t.Errorf("its %s is %s, want it under %s", what, path, want)
 		}
+	}
+}
+
+// TestAWorkerSaysItsProtocol: a worker's Hello says which protocol of the link it
+// speaks, and its gpuq, for the daemon to refuse it where the two would misread each
+// other.
+func TestAWorkerSaysItsProtocol(t *testing.T) {
+	w, err := open(Config{Name: "w1", Dir: filepath.Join(t.TempDir(), "workers", "w1"), GPUs: plans.Override{Value: "sim:1x24GiB", Source: "test"},
+		Inventory: nvidia.Options{Ledger: filepath.Join(t.TempDir(), "ledger")}, Version: "v0.4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	if h := w.helloMessage(); h.Protocol != api.WorkerProtocol || h.Version != "v0.4.0" {
+		t.Errorf("hello says protocol %d, gpuq %q; want %d, v0.4.0", h.Protocol, h.Version, api.WorkerProtocol)
 	}
 }

@@ -62,7 +62,9 @@ type Config struct {
 	// Supervisor is the command that starts an attempt's supervisor (see
 	// launcher.SupervisorCommand).
 	Supervisor []string
-	Version    string
+	// Version is its gpuq, as gpuq --version says it: the daemon tells a worker of
+	// another build by it (see api.OtherBuilds).
+	Version string
 	// Log receives what the worker does.
 	Log io.Writer
 	// IdleTimeout, if set: a worker that has run nothing for this long leaves.
@@ -379,7 +381,7 @@ func (w *worker) session(ctx context.Context) error {
 
 // helloMessage is what the worker says of itself as it links.
 func (w *worker) helloMessage() api.Hello {
-	hello := api.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Dir: w.attempts,
+	hello := api.Hello{Name: w.cfg.Name, Instance: w.instance, Version: w.cfg.Version, Protocol: api.WorkerProtocol, Dir: w.attempts,
 		Cores: runtime.NumCPU(), Allocation: w.cfg.Allocation, Plan: map[int]int{}, State: w.state()}
 	for i, c := range w.cards {
 		hello.Plan[c.Index] = w.plan[i]

@@ -64,8 +64,14 @@ func namesDir(dir string) string { return filepath.Join(RunsDir(dir), ".names") 
 // the sweep yet is starting. It takes no lock, which would refuse a run that tried to
 // meanwhile.
 func RunStarting(dir, sweep string) bool {
-	_, ok := holder(filepath.Join(namesDir(dir), sweep))
+	_, ok := RunHolder(dir, sweep)
 	return ok
+}
+
+// RunHolder is the pid of the gpuq run that holds sweep's name on the state directory
+// dir (see Reserve), whether it serves the sweep yet or not; false where none does.
+func RunHolder(dir, sweep string) (int, bool) {
+	return holder(filepath.Join(namesDir(dir), sweep))
 }
 
 // RunSocket is the socket of the gpuq run of a sweep, of pid.

@@ -260,3 +260,31 @@ func TestRequeuedBriefKeepsOutcomeAndTier(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherBuilds: two gpuq versions are other builds where both name a release and
+// the releases differ, or both name a commit and the commits differ; a build that
+// names neither (go test's "dev"), a release beside a commit, and one commit built by
+// two Gos are not told apart.
+func TestOtherBuilds(t *testing.T) {
+	const (
+		devA  = "dev (commit 0123456789ab, 2026-03-01T09:00:00Z), built with go1.24.1"
+		devA2 = "dev (commit 0123456789ab, 2026-03-01T09:00:00Z, with changes not committed), built with go1.25.0"
+		devB  = "dev (commit ba9876543210, 2026-03-02T09:00:00Z), built with go1.24.1"
+		relA  = "v0.4.0 (commit 0123456789ab, 2026-03-01T09:00:00Z), built with go1.24.1"
+		relB  = "v0.5.0, built with go1.24.1"
+	)
+	for _, tc := range []struct {
+		a, b  string
+		other bool
+	}{
+		{"dev", "dev", false}, {"dev", devA, false}, {devA, devA2, false}, {devA, relA, false}, {relA, "v0.4.0", false},
+		{devA, devB, true}, {relA, relB, true}, {"v0.4.0", "v0.5.0", true}, {relB, devB, false}, {"", relA, false},
+	} {
+		if got := OtherBuilds(tc.a, tc.b); got != tc.other {
+			t.Errorf("OtherBuilds(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.other)
+		}
+		if got := OtherBuilds(tc.b, tc.a); got != tc.other {
+			t.Errorf("OtherBuilds(%q, %q) = %v, want %v", tc.b, tc.a, got, tc.other)
+		}
+	}
+}

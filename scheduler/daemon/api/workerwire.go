@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,44 @@ import (
 // starts, stops and streams attempts, and answers the worker's beats so that its lease
 // holds (see the daemon's fence.go); the worker reports its cards and RAM every poll, and how each
 // attempt ended.
+
+// WorkerProtocol is the version of the link's messages, both ways: a daemon links only
+// a worker that speaks its own, since one of another would misread what it is sent.
+// It goes up where a message changes so that a gpuq of the other protocol would do
+// other than it is asked (a field renamed, or one that must be acted on added), not
+// for a field that either may do without.
+const WorkerProtocol = 1
+
+// ProtocolOf is the protocol a worker's Hello says it speaks: the first where it says
+// none, as a gpuq from before Hello said it.
+func (h Hello) ProtocolOf() int { return max(h.Protocol, 1) }
+
+// OtherBuilds reports whether two gpuq version texts (as gpuq --version says them) name
+// other builds of gpuq: two releases that differ, or two commits that differ. A build
+// that names neither ("dev", as go test and go run build it) is not told apart from
+// any, nor a release from a commit, nor two builds of one commit by their Go.
+func OtherBuilds(a, b string) bool {
+	ra, ca := versionParts(a)
+	rb, cb := versionParts(b)
+	if ra != "dev" && rb != "dev" && ra != "" && rb != "" && ra != rb {
+		return true
+	}
+	return ca != "" && cb != "" && ca != cb
+}
+
+// versionParts is a gpuq version text's release ("v0.4.0", a pseudo-version, or "dev"
+// where the build set none) and the commit it names ("" where it names none): "dev
+// (commit 0123456789ab, 2026-03-01T09:00:00Z), built with go1.24.1".
+func versionParts(v string) (release, commit string) {
+	release, rest, _ := strings.Cut(v, " (")
+	release, _, _ = strings.Cut(release, ",")
+	if _, after, ok := strings.Cut(rest, "commit "); ok {
+		if f := strings.FieldsFunc(after, func(r rune) bool { return r == ',' || r == ')' || r == ' ' }); len(f) > 0 {
+			commit = f[0]
+		}
+	}
+	return strings.TrimSpace(release), commit
+}
 
 // WorkerMessage is one message from a worker.
 type WorkerMessage struct {
@@ -47,7 +86,11 @@ type Hello struct {
 	// Instance is the worker's directory's own id: a worker started again on its node
 	// keeps it, one of the same name on another node has another.
 	Instance string `json:"instance,omitempty"`
-	Version  string `json:"version"`
+	// Version is the worker's gpuq, as gpuq --version says it.
+	Version string `json:"version"`
+	// Protocol is the version of the link's messages the worker speaks (see
+	// WorkerProtocol); 0, from a gpuq that said none, is the first.
+	Protocol int `json:"protocol,omitempty"`
 	// Dir is where its attempts live on its node (their logs, for people).
 	Dir   string `json:"dir"`
 	Cores int    `json:"cores"`
@@ -166,11 +209,14 @@ type WorkerInfo struct {
 	Connected bool      `json:"connected"`
 	Heard     time.Time `json:"heard"` // its last message
 	Version   string    `json:"version"`
-	Cores     int       `json:"cores"`
-	GPUs      []GPUInfo `json:"gpus"`
-	Running   int       `json:"running"` // attempts held running there
-	Draining  bool      `json:"draining"`
-	Ends      time.Time `json:"ends,omitzero"`
+	// OtherBuild: Version names another build of gpuq than the daemon's (see
+	// OtherBuilds), which speaks the link's protocol all the same.
+	OtherBuild bool      `json:"other_build,omitempty"`
+	Cores      int       `json:"cores"`
+	GPUs       []GPUInfo `json:"gpus"`
+	Running    int       `json:"running"` // attempts held running there
+	Draining   bool      `json:"draining"`
+	Ends       time.Time `json:"ends,omitzero"`
 }
 
 // WorkerAway is a worker whose link is lost, within its grace: its attempts are held
