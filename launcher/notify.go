@@ -52,13 +52,24 @@ type Notice struct {
 	// Environ is the environment the command runs with, the one the sweep was
 	// submitted from, as its trainers do; nil: gpuq's own.
 	Environ []string
-	// Payload is the JSON the command reads and the webhook gets.
+	// Payload is the JSON the command reads and the webhook gets; where it is nil,
+	// Build makes it as the notice's turn comes, in the background: a sweep's end
+	// summary is not made on the goroutine that fires it (the engine's loop).
 	Payload []byte
+	Build   func() ([]byte, error)
 }
 
 // Fire runs the hooks for a notice in the background; Wait waits for them.
 func (n *Notifier) Fire(hooks plans.Notify, nt Notice) {
 	n.enqueue(func() {
+		if nt.Payload == nil && nt.Build != nil {
+			payload, err := nt.Build()
+			if err != nil {
+				n.Log(fmt.Sprintf("notify %s of %s: %v", nt.Event, nt.Sweep, err))
+				return
+			}
+			nt.Payload = payload
+		}
 		if len(hooks.Command) > 0 {
 			if err := runHook(hooks.Command, nt); err != nil {
 				n.Log(fmt.Sprintf("notify %s of %s: command %s failed: %v", nt.Event, nt.Sweep, hooks.Command[0], err))

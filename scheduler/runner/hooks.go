@@ -1,8 +1,9 @@
 package runner
 
 import (
+	"cmp"
 	"encoding/json"
-	"fmt"
+	"slices"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
@@ -50,7 +51,9 @@ func NewHooks(store *state.Store, cards []api.GPUInfo, log func(string)) *Hooks 
 }
 
 // Event fires the hooks an event calls for. It is the engine's events function's to
-// call, in the engine's loop.
+// call, in the engine's loop: it decides there what is told, and leaves the notices to
+// be made from the view it read, in the background, as their turn comes. The end of a
+// sweep of thousands of jobs is not summarized in the loop.
 func (h *Hooks) Event(ev scheduler.Event) {
 	view := h.store.View()
 	j := view.Job(ev.Job)
@@ -74,15 +77,20 @@ func (h *Hooks) Event(ev scheduler.Event) {
 		// Jobs that ended with this one, in the same transaction, may fail after it in
 		// the events: their failures come before the end all the same.
 		if sw.Notify.OnFailure {
-			for _, f := range api.SweepJobs(view, j.Sweep) {
+			var failed []*state.Job
+			for f := range view.JobsOf(j.Sweep) {
 				if f.State == state.JobFailed {
-					h.failed(view, sub, f)
+					failed = append(failed, f)
 				}
+			}
+			slices.SortFunc(failed, func(a, b *state.Job) int { return cmp.Compare(a.Seq, b.Seq) })
+			for _, f := range failed {
+				h.failed(view, sub, f)
 			}
 		}
 		h.ended[j.Sweep] = sub.Seq
-		sum := api.SummarizeSweep(view, j.Sweep, h.cards)
-		h.fire(sub, api.Notice{Event: plans.NotifyEnd, Sweep: sw.Name, Summary: &sum}, "")
+		sweep, cards := j.Sweep, h.cards
+		h.fire(sub, plans.NotifyEnd, "", func() api.Notice { return api.EndNotice(view, sweep, cards) })
 	}
 }
 
@@ -90,22 +98,20 @@ func (h *Hooks) Event(ev scheduler.Event) {
 func (h *Hooks) failed(view state.View, sub *state.Submission, j *state.Job) {
 	if told, ok := h.told[j.ID]; sub.Sweep.Notify.OnFailure && (!ok || told != j.Seq) {
 		h.told[j.ID] = j.Seq
-		js := api.Summarize(view, j)
-		h.fire(sub, api.Notice{Event: plans.NotifyFailure, Sweep: sub.Sweep.Name, Job: &js}, j.ID)
+		h.fire(sub, plans.NotifyFailure, j.ID, func() api.Notice { return api.FailureNotice(view, j) })
 	}
 }
 
 // Wait waits for the hooks fired so far.
 func (h *Hooks) Wait() { h.n.Wait() }
 
-func (h *Hooks) fire(sub *state.Submission, nt api.Notice, job string) {
-	payload, err := json.Marshal(nt)
-	if err != nil {
-		h.n.Log(fmt.Sprintf("notify %s of %s: %v", nt.Event, nt.Sweep, err))
-		return
-	}
+// fire fires a sweep's hooks for an event, of a job where it is a failure, with the
+// notice that notice makes, in the background: the view it reads is the store as it
+// was when the event was told, which later writes do not change.
+func (h *Hooks) fire(sub *state.Submission, event, job string, notice func() api.Notice) {
 	sw := sub.Sweep
-	h.n.Fire(sw.Notify, launcher.Notice{Sweep: sw.Name, Event: nt.Event, Job: job, Workdir: sw.Workdir, Environ: sub.Environ, Payload: payload})
+	h.n.Fire(sw.Notify, launcher.Notice{Sweep: sw.Name, Event: event, Job: job, Workdir: sw.Workdir, Environ: sub.Environ,
+		Build: func() ([]byte, error) { return json.Marshal(notice()) }})
 }
 
 // over reports whether no job of the sweep runs or waits. The running attempts and the
