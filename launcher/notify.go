@@ -61,6 +61,10 @@ type Notice struct {
 	// Environ is the environment the command runs with, the one the sweep was
 	// submitted from, as its trainers do; nil: gpuq's own.
 	Environ []string
+	// StateDir is the state directory of the daemon (or gpuq run) that tells it, set
+	// as GPUQ_STATE_DIR for the command: a hook's gpuq status reads that state, not
+	// the one the submitter's environment names. "": none.
+	StateDir string
 	// Payload is the JSON the command reads and the webhook gets; where it is nil,
 	// Build makes it as the notice's turn comes, in the background: a sweep's end
 	// summary is not made on the goroutine that fires it (the engine's loop).
@@ -172,7 +176,7 @@ const hookOutput = 4 << 10
 // runHook runs the command in its own process group, which is killed whole if it runs
 // past hookTimeout, with the processes it started elsewhere, with the payload on its
 // standard input and GPUQ_SWEEP, GPUQ_EVENT (and GPUQ_JOB_ID) in its environment for a
-// script that reads no JSON. Its program is found on the PATH of that environment,
+// script that reads no JSON, and GPUQ_STATE_DIR for one that reads the sweep's state. Its program is found on the PATH of that environment,
 // the submitter's, where the sweep's check found it.
 func runHook(argv []string, nt Notice) error {
 	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout)
@@ -192,6 +196,9 @@ func runHook(argv []string, nt Notice) error {
 	set := []string{"GPUQ_SWEEP=" + nt.Sweep, "GPUQ_EVENT=" + nt.Event, hookVar + "=" + id}
 	if nt.Job != "" {
 		set = append(set, "GPUQ_JOB_ID="+nt.Job)
+	}
+	if nt.StateDir != "" {
+		set = append(set, "GPUQ_STATE_DIR="+nt.StateDir)
 	}
 	cmd.Env = mergeEnv(base, set)
 	findIn(cmd, cmd.Env)

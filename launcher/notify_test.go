@@ -227,3 +227,17 @@ func TestASweepsHangingHookHoldsUpNoOtherSweep(t *testing.T) {
 		t.Errorf("logged %q", log.text())
 	}
 }
+
+// TestAHookIsToldTheStateDir: a hook's GPUQ_STATE_DIR is the state directory of the
+// daemon that runs it, not one the submitter's environment names.
+func TestAHookIsToldTheStateDir(t *testing.T) {
+	dir := t.TempDir()
+	err := runHook([]string{"sh", "-c", `echo "$GPUQ_STATE_DIR" > got`},
+		Notice{Sweep: "gla", Event: plans.NotifyEnd, Workdir: dir, StateDir: "/srv/gpuq", Environ: []string{"PATH=/usr/bin:/bin", "GPUQ_STATE_DIR=/elsewhere"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "got")); strings.TrimSpace(string(got)) != "/srv/gpuq" {
+		t.Errorf("GPUQ_STATE_DIR %q, want /srv/gpuq", got)
+	}
+}

@@ -18,7 +18,10 @@ import (
 type Hooks struct {
 	store *state.Store
 	cards []api.GPUInfo
-	n     launcher.Notifier
+	// stateDir is the daemon's (or gpuq run's) state directory, told to the hooks;
+	// "" for none.
+	stateDir string
+	n        launcher.Notifier
 	// told are the failed jobs whose failure was told, ended the sweeps whose end was,
 	// each with the Seq of the job or the submission told of: a sweep forgotten (gpuq
 	// clean) and submitted again under its name, with jobs of the same ids, is another
@@ -26,12 +29,13 @@ type Hooks struct {
 	told, ended map[string]uint64
 }
 
-// NewHooks returns the hooks of the sweeps in a store, run on cards; log hears of the
-// hooks that fail. What had failed or ended in the store already was told by the
+// NewHooks returns the hooks of the sweeps in a store, run on cards, of the state
+// directory stateDir (the hooks are told it, to read the sweep's state); log hears of
+// the hooks that fail. What had failed or ended in the store already was told by the
 // daemon before this one (or lost with it, killed before its hooks ran): a daemon
 // started again does not tell it again when the sweep goes on, or ends, after all.
-func NewHooks(store *state.Store, cards []api.GPUInfo, log func(string)) *Hooks {
-	h := &Hooks{store: store, cards: cards, told: map[string]uint64{}, ended: map[string]uint64{}}
+func NewHooks(store *state.Store, cards []api.GPUInfo, stateDir string, log func(string)) *Hooks {
+	h := &Hooks{store: store, cards: cards, stateDir: stateDir, told: map[string]uint64{}, ended: map[string]uint64{}}
 	h.n.Log = log
 	view := store.View()
 	for _, sub := range view.Submissions() {
@@ -89,8 +93,8 @@ func (h *Hooks) Event(ev scheduler.Event) {
 			}
 		}
 		h.ended[j.Sweep] = sub.Seq
-		sweep, cards := j.Sweep, h.cards
-		h.fire(sub, plans.NotifyEnd, "", func() api.Notice { return api.EndNotice(view, sweep, cards) })
+		sweep, cards, dir := j.Sweep, h.cards, h.stateDir
+		h.fire(sub, plans.NotifyEnd, "", func() api.Notice { return api.EndNotice(view, sweep, cards, dir) })
 	}
 }
 
@@ -110,7 +114,7 @@ func (h *Hooks) Wait() { h.n.Wait() }
 // was when the event was told, which later writes do not change.
 func (h *Hooks) fire(sub *state.Submission, event, job string, notice func() api.Notice) {
 	sw := sub.Sweep
-	h.n.Fire(sw.Notify, launcher.Notice{Sweep: sw.Name, Event: event, Job: job, Workdir: sw.Workdir, Environ: sub.Environ,
+	h.n.Fire(sw.Notify, launcher.Notice{Sweep: sw.Name, Event: event, Job: job, Workdir: sw.Workdir, Environ: sub.Environ, StateDir: h.stateDir,
 		Build: func() ([]byte, error) { return json.Marshal(notice()) }})
 }
 

@@ -82,7 +82,7 @@ func endAllButLast(t testing.TB, store *state.Store, n int, dir string) {
 func TestTheEndOfALargeSweepIsBounded(t *testing.T) {
 	dir := t.TempDir()
 	store, endAll := largeSweep(t, largeJobs, dir)
-	h := NewHooks(store, nil, func(line string) { t.Error(line) })
+	h := NewHooks(store, nil, "", func(line string) { t.Error(line) })
 	endAll()
 	// The first failure's hook holds the sweep's notices until released: what the
 	// end costs the loop is measured with no hook's work beside it.

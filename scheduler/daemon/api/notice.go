@@ -38,8 +38,9 @@ const (
 // its counts by state, its time, and of its jobs those that did not succeed first
 // (failed, cancelled, stopped early), then those that did, each group in submission
 // order, as many as noticeJobs and noticeBytes allow; the summary says how many it left
-// out and fetch is the command that lists every job (gpuq status --sweep S --json).
-func EndNotice(view state.View, sweep string, cards []GPUInfo) Notice {
+// out and fetch is the command that lists every job (gpuq status --sweep S --json, of
+// stateDir where it is not "").
+func EndNotice(view state.View, sweep string, cards []GPUInfo, stateDir string) Notice {
 	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
 	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
 		sum.Counts[string(st)] = 0
@@ -69,6 +70,9 @@ func EndNotice(view state.View, sweep string, cards []GPUInfo) Notice {
 	}
 	sum.JobsLeftOut = len(jobs) - len(sum.Jobs)
 	sum.Fetch = []string{"gpuq", "status", "--sweep", sweep, "--json"}
+	if stateDir != "" {
+		sum.Fetch = append(sum.Fetch, "--state-dir", stateDir)
+	}
 	if ended.IsZero() {
 		ended = time.Now()
 	}
