@@ -27,19 +27,28 @@ import (
 // Hook bounds: a hook still running after hookTimeout is stopped, and a webhook that
 // has not answered by then is given up. Wait gives the hooks still to run waitLimit in
 // all: a webhook that hangs for each of many failures must not hold up a daemon's stop
-// (or the end of gpuq run) for as many minutes.
-var hookTimeout, waitLimit = time.Minute, time.Minute
+// (or the end of gpuq run) for as many minutes. hookSlots is how many sweeps' hooks run
+// at once.
+var (
+	hookTimeout, waitLimit = time.Minute, time.Minute
+	hookSlots              = 8
+)
 
-// Notifier fires hooks in the background, one after another in the order they were
-// fired (a failure is told before the end that follows it), and logs what went wrong.
+// Notifier fires hooks in the background, and logs what went wrong. A sweep's notices
+// are told one after another in the order they were fired (a failure before the end
+// that follows it); different sweeps' are told side by side, hookSlots at once, so
+// that a hook that hangs for its minute holds up its own sweep's notices only.
 type Notifier struct {
 	// Log hears of every hook that failed, in a line of its own.
 	Log func(line string)
 
-	mu      sync.Mutex
-	queue   []func()
-	running bool
-	wg      sync.WaitGroup
+	mu sync.Mutex
+	// queues are the notices not started yet, by sweep; a sweep is there while a
+	// goroutine tells its notices, which it leaves when it has none left.
+	queues map[string][]func()
+	// slots holds a token for each notice being told.
+	slots chan struct{}
+	wg    sync.WaitGroup
 }
 
 // Notice is one firing of a sweep's hooks.
@@ -52,13 +61,28 @@ type Notice struct {
 	// Environ is the environment the command runs with, the one the sweep was
 	// submitted from, as its trainers do; nil: gpuq's own.
 	Environ []string
-	// Payload is the JSON the command reads and the webhook gets.
+	// StateDir is the state directory of the daemon (or gpuq run) that tells it, set
+	// as GPUQ_STATE_DIR for the command: a hook's gpuq status reads that state, not
+	// the one the submitter's environment names. "": none.
+	StateDir string
+	// Payload is the JSON the command reads and the webhook gets; where it is nil,
+	// Build makes it as the notice's turn comes, in the background: a sweep's end
+	// summary is not made on the goroutine that fires it (the engine's loop).
 	Payload []byte
+	Build   func() ([]byte, error)
 }
 
 // Fire runs the hooks for a notice in the background; Wait waits for them.
 func (n *Notifier) Fire(hooks plans.Notify, nt Notice) {
-	n.enqueue(func() {
+	n.enqueue(nt.Sweep, func() {
+		if nt.Payload == nil && nt.Build != nil {
+			payload, err := nt.Build()
+			if err != nil {
+				n.Log(fmt.Sprintf("notify %s of %s: %v", nt.Event, nt.Sweep, err))
+				return
+			}
+			nt.Payload = payload
+		}
 		if len(hooks.Command) > 0 {
 			if err := runHook(hooks.Command, nt); err != nil {
 				n.Log(fmt.Sprintf("notify %s of %s: command %s failed: %v", nt.Event, nt.Sweep, hooks.Command[0], err))
@@ -72,36 +96,46 @@ func (n *Notifier) Fire(hooks plans.Notify, nt Notice) {
 	})
 }
 
-// enqueue runs fn after the hooks fired before it, on a goroutine that lives while
-// there is work.
-func (n *Notifier) enqueue(fn func()) {
+// enqueue runs fn after the hooks of the sweep fired before it, on a goroutine of the
+// sweep's that lives while the sweep has notices to tell.
+func (n *Notifier) enqueue(sweep string, fn func()) {
 	n.wg.Add(1)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.queue = append(n.queue, fn)
-	if n.running {
-		return
+	if n.queues == nil {
+		n.queues, n.slots = map[string][]func(){}, make(chan struct{}, hookSlots)
 	}
-	n.running = true
-	go func() {
-		for {
-			n.mu.Lock()
-			if len(n.queue) == 0 {
-				n.running = false
-				n.mu.Unlock()
-				return
-			}
-			next := n.queue[0]
-			n.queue = n.queue[1:]
+	q, telling := n.queues[sweep]
+	n.queues[sweep] = append(q, fn)
+	if !telling {
+		go n.tell(sweep)
+	}
+}
+
+// tell runs a sweep's notices in turn, each once a slot is free: one is taken from the
+// queue only as it starts, so that Wait can drop those that wait for a slot.
+func (n *Notifier) tell(sweep string) {
+	for {
+		n.slots <- struct{}{}
+		n.mu.Lock()
+		q := n.queues[sweep]
+		if len(q) == 0 {
+			delete(n.queues, sweep)
 			n.mu.Unlock()
-			next()
-			n.wg.Done()
+			<-n.slots
+			return
 		}
-	}()
+		next := q[0]
+		n.queues[sweep] = q[1:]
+		n.mu.Unlock()
+		next()
+		<-n.slots
+		n.wg.Done()
+	}
 }
 
 // Wait waits for every hook fired so far to end, for waitLimit at most: then those not
-// started yet are dropped, and said to be; the one running ends in its own time.
+// started yet are dropped, and said to be; those running end in their own time.
 func (n *Notifier) Wait() {
 	done := make(chan struct{})
 	go func() {
@@ -114,11 +148,14 @@ func (n *Notifier) Wait() {
 	case <-time.After(waitLimit):
 	}
 	n.mu.Lock()
-	dropped := len(n.queue)
-	for range n.queue {
+	dropped := 0
+	for sweep, q := range n.queues {
+		dropped += len(q)
+		n.queues[sweep] = nil // its goroutine finds it empty, and leaves
+	}
+	for range dropped {
 		n.wg.Done()
 	}
-	n.queue = nil
 	n.mu.Unlock()
 	if dropped > 0 {
 		n.Log(fmt.Sprintf("notify: %d notices not sent: the hooks before them took more than %s", dropped, waitLimit))
@@ -139,7 +176,7 @@ const hookOutput = 4 << 10
 // runHook runs the command in its own process group, which is killed whole if it runs
 // past hookTimeout, with the processes it started elsewhere, with the payload on its
 // standard input and GPUQ_SWEEP, GPUQ_EVENT (and GPUQ_JOB_ID) in its environment for a
-// script that reads no JSON. Its program is found on the PATH of that environment,
+// script that reads no JSON, and GPUQ_STATE_DIR for one that reads the sweep's state. Its program is found on the PATH of that environment,
 // the submitter's, where the sweep's check found it.
 func runHook(argv []string, nt Notice) error {
 	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout)
@@ -159,6 +196,9 @@ func runHook(argv []string, nt Notice) error {
 	set := []string{"GPUQ_SWEEP=" + nt.Sweep, "GPUQ_EVENT=" + nt.Event, hookVar + "=" + id}
 	if nt.Job != "" {
 		set = append(set, "GPUQ_JOB_ID="+nt.Job)
+	}
+	if nt.StateDir != "" {
+		set = append(set, "GPUQ_STATE_DIR="+nt.StateDir)
 	}
 	cmd.Env = mergeEnv(base, set)
 	findIn(cmd, cmd.Env)

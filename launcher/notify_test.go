@@ -192,3 +192,52 @@ func TestAHooksProcessesInNewSessionsStopWithIt(t *testing.T) {
 	}
 	waitExited(t, pid)
 }
+
+// TestASweepsHangingHookHoldsUpNoOtherSweep: while a hook of one sweep hangs, another
+// sweep's notice is told; the hanging sweep's own end waits for its failure, told first.
+func TestASweepsHangingHookHoldsUpNoOtherSweep(t *testing.T) {
+	dir := t.TempDir()
+	var log logged
+	n := &Notifier{Log: log.add}
+	told := plans.Notify{Command: []string{"sh", "-c", `echo "$GPUQ_EVENT" >> "$GPUQ_SWEEP"`}}
+	hang := plans.Notify{Command: []string{"sh", "-c", `touch hanging; while [ ! -e release ]; do sleep 0.01; done; echo "$GPUQ_EVENT" >> "$GPUQ_SWEEP"`}}
+	n.Fire(hang, Notice{Sweep: "slow", Event: plans.NotifyFailure, Job: "slow.1", Workdir: dir, Payload: []byte("{}")})
+	n.Fire(told, Notice{Sweep: "slow", Event: plans.NotifyEnd, Workdir: dir, Payload: []byte("{}")})
+	n.Fire(told, Notice{Sweep: "quick", Event: plans.NotifyEnd, Workdir: dir, Payload: []byte("{}")})
+	read := func(name string) string {
+		data, _ := os.ReadFile(filepath.Join(dir, name))
+		return strings.TrimSpace(string(data))
+	}
+	for deadline := time.Now().Add(30 * time.Second); read("quick") != "end"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("sweep quick's end was not told while sweep slow's hook hung")
+		}
+	}
+	if got := read("slow"); got != "" {
+		t.Errorf("sweep slow told %q before its hanging hook ended", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.Wait()
+	if got := read("slow"); got != "failure\nend" {
+		t.Errorf("sweep slow told %q, want its failure, then its end", got)
+	}
+	if log.text() != "" {
+		t.Errorf("logged %q", log.text())
+	}
+}
+
+// TestAHookIsToldTheStateDir: a hook's GPUQ_STATE_DIR is the state directory of the
+// daemon that runs it, not one the submitter's environment names.
+func TestAHookIsToldTheStateDir(t *testing.T) {
+	dir := t.TempDir()
+	err := runHook([]string{"sh", "-c", `echo "$GPUQ_STATE_DIR" > got`},
+		Notice{Sweep: "gla", Event: plans.NotifyEnd, Workdir: dir, StateDir: "/srv/gpuq", Environ: []string{"PATH=/usr/bin:/bin", "GPUQ_STATE_DIR=/elsewhere"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "got")); strings.TrimSpace(string(got)) != "/srv/gpuq" {
+		t.Errorf("GPUQ_STATE_DIR %q, want /srv/gpuq", got)
+	}
+}

@@ -129,3 +129,36 @@ notify: {command: [sh, -c, "cat >> notices.jsonl; echo >> notices.jsonl"], on: [
 		t.Errorf("after a retry, notices %q, want %q", got, want)
 	}
 }
+
+// TestADaemonsHooksAreToldItsStateDir: a hook of a sweep submitted to a daemon on a
+// --state-dir, from an environment that names another state directory (or none), gets
+// the daemon's as GPUQ_STATE_DIR, where its gpuq status reads the sweep; the end notice
+// says the same command.
+func TestADaemonsHooksAreToldItsStateDir(t *testing.T) {
+	state := daemonEnv(t)
+	startDaemon(t)
+	t.Setenv("GPUQ_STATE_DIR", filepath.Join(t.TempDir(), "elsewhere"))
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "s.yaml")
+	os.WriteFile(sweep, []byte(`name: s
+command: [sh, -c, "exit 0"]
+jobs: [{}]
+memory: 1GiB
+notify: {command: [sh, -c, 'echo "$GPUQ_STATE_DIR" > statedir; cat > end.json']}
+`), 0o644)
+	if _, errOut, code := cli(t, "--state-dir", state, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
+	}
+	var end api.Notice
+	schedtest.WaitFor(t, "the end notice", func() bool {
+		data, err := os.ReadFile(filepath.Join(dir, "end.json"))
+		return err == nil && json.Unmarshal(data, &end) == nil
+	})
+	got, _ := os.ReadFile(filepath.Join(dir, "statedir"))
+	if strings.TrimSpace(string(got)) != state {
+		t.Errorf("the hook's GPUQ_STATE_DIR is %q, want the daemon's %s", got, state)
+	}
+	if want := []string{"gpuq", "status", "--sweep", "s", "--json", "--state-dir", state}; end.Summary == nil || strings.Join(end.Summary.Fetch, " ") != strings.Join(want, " ") {
+		t.Errorf("end notice %+v: want fetch %q", end.Summary, want)
+	}
+}

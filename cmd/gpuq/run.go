@@ -215,7 +215,8 @@ func runRun(opts *runOptions) error {
 	if trainer != nil {
 		trainer.store = store
 	}
-	hooks = runner.NewHooks(store, api.GPUsOf(p.cards), func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
+	stateDir, _ := opts.settings.stateDir() // where the run serves its jobs, for its hooks' gpuq status
+	hooks = runner.NewHooks(store, api.GPUsOf(p.cards), stateDir, func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
 	// Served until the run ends: gpuq status, logs, attach and top reach it.
 	if fg := serveRun(opts, p, eng, store); fg != nil {
 		defer fg.Close()

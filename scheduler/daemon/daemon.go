@@ -230,7 +230,7 @@ func open(cfg Config) (*daemon, error) {
 	if d.machine.simulated() != "" {
 		ro.Ledger = cfg.Inventory.Ledger
 	}
-	d.hooks = runner.NewHooks(store, api.GPUsOf(d.machine.cards), func(line string) { d.log.Printf("warning: %s", line) })
+	d.hooks = runner.NewHooks(store, api.GPUsOf(d.machine.cards), cfg.StateDir, func(line string) { d.log.Printf("warning: %s", line) })
 	ec := scheduler.Config{Slots: d.machine.slots, Headroom: d.machine.headroom, UtilTarget: d.machine.utilTarget, Poll: cfg.Poll,
 		Host: launcher.HostMemory, HostHeadroom: cfg.HostHeadroom}
 	if cfg.Metrics != "" {

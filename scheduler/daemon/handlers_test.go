@@ -66,7 +66,7 @@ func testDaemon(t *testing.T) (*daemon, *idleRunner, *httptest.Server) {
 	cards, _ := inv.Read()
 	m := &machine{inv: inv, spec: spec, cards: cards, slots: []int{plans.NoSlotLimit, plans.NoSlotLimit}, headroom: plans.DefaultHeadroom}
 	d := &daemon{cfg: Config{StateDir: t.TempDir(), Version: "v9"}, store: store, machine: m,
-		log: &runner.EventLog{}, stop: make(chan struct{}), hooks: runner.NewHooks(store, nil, func(string) {})}
+		log: &runner.EventLog{}, stop: make(chan struct{}), hooks: runner.NewHooks(store, nil, "", func(string) {})}
 	d.metrics = newMetrics(d)
 	r := &idleRunner{exits: make(chan scheduler.Exit, 8)}
 	eng := scheduler.NewEngine(store, inv, r, scheduler.RealClock{}, scheduler.Config{Slots: m.slots, Headroom: m.headroom,

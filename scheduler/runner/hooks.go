@@ -1,8 +1,9 @@
 package runner
 
 import (
+	"cmp"
 	"encoding/json"
-	"fmt"
+	"slices"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
@@ -17,7 +18,10 @@ import (
 type Hooks struct {
 	store *state.Store
 	cards []api.GPUInfo
-	n     launcher.Notifier
+	// stateDir is the daemon's (or gpuq run's) state directory, told to the hooks;
+	// "" for none.
+	stateDir string
+	n        launcher.Notifier
 	// told are the failed jobs whose failure was told, ended the sweeps whose end was,
 	// each with the Seq of the job or the submission told of: a sweep forgotten (gpuq
 	// clean) and submitted again under its name, with jobs of the same ids, is another
@@ -25,12 +29,13 @@ type Hooks struct {
 	told, ended map[string]uint64
 }
 
-// NewHooks returns the hooks of the sweeps in a store, run on cards; log hears of the
-// hooks that fail. What had failed or ended in the store already was told by the
+// NewHooks returns the hooks of the sweeps in a store, run on cards, of the state
+// directory stateDir (the hooks are told it, to read the sweep's state); log hears of
+// the hooks that fail. What had failed or ended in the store already was told by the
 // daemon before this one (or lost with it, killed before its hooks ran): a daemon
 // started again does not tell it again when the sweep goes on, or ends, after all.
-func NewHooks(store *state.Store, cards []api.GPUInfo, log func(string)) *Hooks {
-	h := &Hooks{store: store, cards: cards, told: map[string]uint64{}, ended: map[string]uint64{}}
+func NewHooks(store *state.Store, cards []api.GPUInfo, stateDir string, log func(string)) *Hooks {
+	h := &Hooks{store: store, cards: cards, stateDir: stateDir, told: map[string]uint64{}, ended: map[string]uint64{}}
 	h.n.Log = log
 	view := store.View()
 	for _, sub := range view.Submissions() {
@@ -50,7 +55,9 @@ func NewHooks(store *state.Store, cards []api.GPUInfo, log func(string)) *Hooks 
 }
 
 // Event fires the hooks an event calls for. It is the engine's events function's to
-// call, in the engine's loop.
+// call, in the engine's loop: it decides there what is told, and leaves the notices to
+// be made from the view it read, in the background, as their turn comes. The end of a
+// sweep of thousands of jobs is not summarized in the loop.
 func (h *Hooks) Event(ev scheduler.Event) {
 	view := h.store.View()
 	j := view.Job(ev.Job)
@@ -74,15 +81,20 @@ func (h *Hooks) Event(ev scheduler.Event) {
 		// Jobs that ended with this one, in the same transaction, may fail after it in
 		// the events: their failures come before the end all the same.
 		if sw.Notify.OnFailure {
-			for _, f := range api.SweepJobs(view, j.Sweep) {
+			var failed []*state.Job
+			for f := range view.JobsOf(j.Sweep) {
 				if f.State == state.JobFailed {
-					h.failed(view, sub, f)
+					failed = append(failed, f)
 				}
+			}
+			slices.SortFunc(failed, func(a, b *state.Job) int { return cmp.Compare(a.Seq, b.Seq) })
+			for _, f := range failed {
+				h.failed(view, sub, f)
 			}
 		}
 		h.ended[j.Sweep] = sub.Seq
-		sum := api.SummarizeSweep(view, j.Sweep, h.cards)
-		h.fire(sub, api.Notice{Event: plans.NotifyEnd, Sweep: sw.Name, Summary: &sum}, "")
+		sweep, cards, dir := j.Sweep, h.cards, h.stateDir
+		h.fire(sub, plans.NotifyEnd, "", func() api.Notice { return api.EndNotice(view, sweep, cards, dir) })
 	}
 }
 
@@ -90,22 +102,20 @@ func (h *Hooks) Event(ev scheduler.Event) {
 func (h *Hooks) failed(view state.View, sub *state.Submission, j *state.Job) {
 	if told, ok := h.told[j.ID]; sub.Sweep.Notify.OnFailure && (!ok || told != j.Seq) {
 		h.told[j.ID] = j.Seq
-		js := api.Summarize(view, j)
-		h.fire(sub, api.Notice{Event: plans.NotifyFailure, Sweep: sub.Sweep.Name, Job: &js}, j.ID)
+		h.fire(sub, plans.NotifyFailure, j.ID, func() api.Notice { return api.FailureNotice(view, j) })
 	}
 }
 
 // Wait waits for the hooks fired so far.
 func (h *Hooks) Wait() { h.n.Wait() }
 
-func (h *Hooks) fire(sub *state.Submission, nt api.Notice, job string) {
-	payload, err := json.Marshal(nt)
-	if err != nil {
-		h.n.Log(fmt.Sprintf("notify %s of %s: %v", nt.Event, nt.Sweep, err))
-		return
-	}
+// fire fires a sweep's hooks for an event, of a job where it is a failure, with the
+// notice that notice makes, in the background: the view it reads is the store as it
+// was when the event was told, which later writes do not change.
+func (h *Hooks) fire(sub *state.Submission, event, job string, notice func() api.Notice) {
 	sw := sub.Sweep
-	h.n.Fire(sw.Notify, launcher.Notice{Sweep: sw.Name, Event: nt.Event, Job: job, Workdir: sw.Workdir, Environ: sub.Environ, Payload: payload})
+	h.n.Fire(sw.Notify, launcher.Notice{Sweep: sw.Name, Event: event, Job: job, Workdir: sw.Workdir, Environ: sub.Environ, StateDir: h.stateDir,
+		Build: func() ([]byte, error) { return json.Marshal(notice()) }})
 }
 
 // over reports whether no job of the sweep runs or waits. The running attempts and the

@@ -64,21 +64,21 @@ func notices(t *testing.T, h *Hooks, dir string) string {
 // the failures the daemon before told.
 func TestARestartedDaemonDoesNotTellAgain(t *testing.T) {
 	store, dir := hooked(t)
-	h := NewHooks(store, nil, func(line string) { t.Error(line) })
+	h := NewHooks(store, nil, "", func(line string) { t.Error(line) })
 	setState(t, store, h, "n.1", state.JobRunning)
 	setState(t, store, h, "n.2", state.JobRunning)
 	setState(t, store, h, "n.1", state.JobFailed)
 	if got := notices(t, h, dir); got != "failure n.1" {
 		t.Fatalf("before the restart, notices %q", got)
 	}
-	again := NewHooks(store, nil, func(line string) { t.Error(line) })
+	again := NewHooks(store, nil, "", func(line string) { t.Error(line) })
 	setState(t, store, again, "n.2", state.JobSucceeded)
 	if got, want := notices(t, again, dir), "failure n.1\nend"; got != want {
 		t.Errorf("notices %q, want %q: the failure told once, then the end", got, want)
 	}
 	// An event of a job of the sweep that has ended (an attempt's late end) tells
 	// nothing more, to the daemon started after that either.
-	third := NewHooks(store, nil, func(line string) { t.Error(line) })
+	third := NewHooks(store, nil, "", func(line string) { t.Error(line) })
 	third.Event(scheduler.Event{Job: "n.1", Kind: "failed"})
 	if got, want := notices(t, third, dir), "failure n.1\nend"; got != want {
 		t.Errorf("after another restart, notices %q, want %q", got, want)
@@ -90,7 +90,7 @@ func TestARestartedDaemonDoesNotTellAgain(t *testing.T) {
 // without starting (a sweep it runs after has failed).
 func TestASweepSubmittedAgainIsToldAfresh(t *testing.T) {
 	store, dir := hooked(t)
-	h := NewHooks(store, nil, func(line string) { t.Error(line) })
+	h := NewHooks(store, nil, "", func(line string) { t.Error(line) })
 	setState(t, store, h, "n.1", state.JobFailed)
 	setState(t, store, h, "n.2", state.JobFailed)
 	first := "failure n.1\nfailure n.2\nend"
@@ -134,7 +134,7 @@ func TestAHookRunsWithTheSubmittersEnvironment(t *testing.T) {
 	if err := store.Submit(&state.Submission{Sweep: sw, Environ: environ}); err != nil {
 		t.Fatal(err)
 	}
-	h := NewHooks(store, nil, func(line string) { t.Error(line) })
+	h := NewHooks(store, nil, "", func(line string) { t.Error(line) })
 	setState(t, store, h, "e.1", state.JobSucceeded)
 	if got, want := notices(t, h, dir), "yes end none none none"; got != want {
 		t.Errorf("the hook wrote %q, want %q", got, want)

@@ -20,6 +20,14 @@ type SweepSummary struct {
 	Counts map[string]int `json:"counts"`
 	// GPUs are the cards it ran on, for gpuq report's memory charts.
 	GPUs []GPUInfo `json:"gpus,omitempty"`
+	// The rest is an end notice's (see EndNotice): when the sweep was submitted (absent
+	// in a state that did not keep it) and ended, and the seconds between; how many of
+	// its jobs Jobs leaves out (absent where none), and the command that lists them all.
+	Submitted   *time.Time `json:"submitted,omitempty"`
+	Ended       *time.Time `json:"ended,omitempty"`
+	DurationS   *float64   `json:"duration_s,omitempty"`
+	JobsLeftOut int        `json:"jobs_left_out,omitempty"`
+	Fetch       []string   `json:"fetch,omitempty"`
 }
 
 // SummarizeSweep is a sweep of a view of the store, its jobs in submission order, on cards.
@@ -190,13 +198,4 @@ func SweepJobs(view state.View, sweep string) []*state.Job {
 	jobs := slices.Collect(view.JobsOf(sweep))
 	slices.SortFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(a.Seq, b.Seq) })
 	return jobs
-}
-
-// Notice is what a sweep's notify hooks get, as JSON: the event and the sweep, and for
-// its end the sweep's summary, for a failure the job that failed.
-type Notice struct {
-	Event   string        `json:"event"`
-	Sweep   string        `json:"sweep"`
-	Summary *SweepSummary `json:"summary,omitempty"`
-	Job     *JobSummary   `json:"job,omitempty"`
 }

@@ -1,0 +1,152 @@
+package api
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// Notice is what a sweep's notify hooks get, as JSON: the event and the sweep, a line
+// that says it, and for its end the sweep's summary (see EndNotice), for a failure the
+// job that failed.
+type Notice struct {
+	Event string `json:"event"`
+	Sweep string `json:"sweep"`
+	// Text is the notice in a line, for people: chat services' webhooks (Slack's,
+	// Mattermost's) show a payload's text.
+	Text    string        `json:"text,omitempty"`
+	Summary *SweepSummary `json:"summary,omitempty"`
+	Job     *JobSummary   `json:"job,omitempty"`
+}
+
+// An end notice lists noticeJobs of its sweep's jobs at most, in noticeBytes of JSON at
+// most: a sweep of thousands of jobs, a kilobyte or more each, would be megabytes, which
+// chat services' webhooks refuse (Teams' above 28 KB) or cut (Slack's text at 40,000
+// characters), so that the sweeps that matter most would be told nothing.
+const (
+	noticeJobs  = 20
+	noticeBytes = 16 << 10
+)
+
+// EndNotice is the notice of a sweep's end, in a bounded size, whatever the sweep's:
+// its counts by state, its time, and of its jobs those that did not succeed first
+// (failed, cancelled, stopped early), then those that did, each group in submission
+// order, as many as noticeJobs and noticeBytes allow; the summary says how many it left
+// out and fetch is the command that lists every job (gpuq status --sweep S --json, of
+// stateDir where it is not "").
+func EndNotice(view state.View, sweep string, cards []GPUInfo, stateDir string) Notice {
+	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
+	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
+		sum.Counts[string(st)] = 0
+	}
+	jobs := SweepJobs(view, sweep)
+	var ended time.Time
+	for _, j := range jobs {
+		sum.Counts[string(j.ShownState())]++
+		if j.Ended.After(ended) {
+			ended = j.Ended
+		}
+	}
+	// Stable: submission order within each group.
+	slices.SortStableFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(noticeRank(a), noticeRank(b)) })
+	var size int
+	for _, j := range jobs {
+		if len(sum.Jobs) == noticeJobs {
+			break
+		}
+		js := Summarize(view, j)
+		data, err := json.Marshal(js)
+		if err != nil || size+len(data) > noticeBytes {
+			continue // one with a long history leaves room for the next
+		}
+		size += len(data)
+		sum.Jobs = append(sum.Jobs, js)
+	}
+	sum.JobsLeftOut = len(jobs) - len(sum.Jobs)
+	sum.Fetch = []string{"gpuq", "status", "--sweep", sweep, "--json"}
+	if stateDir != "" {
+		sum.Fetch = append(sum.Fetch, "--state-dir", stateDir)
+	}
+	if ended.IsZero() {
+		ended = time.Now()
+	}
+	sum.Ended = &ended
+	if sub := view.Submission(sweep); sub != nil && !sub.Submitted.IsZero() {
+		submitted, took := sub.Submitted, ended.Sub(sub.Submitted).Seconds()
+		sum.Submitted, sum.DurationS = &submitted, &took
+	}
+	return Notice{Event: plans.NotifyEnd, Sweep: sweep, Text: endText(sum), Summary: &sum}
+}
+
+// noticeRank orders an end notice's jobs: failed, then cancelled or stopped early, then
+// the rest.
+func noticeRank(j *state.Job) int {
+	switch j.State {
+	case state.JobFailed:
+		return 0
+	case state.JobSucceeded:
+		return 2
+	}
+	return 1
+}
+
+// endText says a sweep's end in a line: gpuq: sweep gla ended after 2h3m: 998 succeeded,
+// 2 failed (gla.17, gla.40).
+func endText(sum SweepSummary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gpuq: sweep %s ended", sum.Sweep)
+	if sum.DurationS != nil {
+		fmt.Fprintf(&b, " after %s", plans.FormatDuration(time.Duration(*sum.DurationS*float64(time.Second))))
+	}
+	sep := ": "
+	for _, st := range []state.JobState{state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
+		if n := sum.Counts[string(st)]; n > 0 {
+			fmt.Fprintf(&b, "%s%d %s", sep, n, st)
+			sep = ", "
+		}
+	}
+	var failed []string
+	for _, js := range sum.Jobs {
+		if js.State == string(state.JobFailed) {
+			failed = append(failed, js.ID)
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, " (%s", strings.Join(failed, ", "))
+		if more := sum.Counts[string(state.JobFailed)] - len(failed); more > 0 {
+			fmt.Fprintf(&b, " and %d more", more)
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// FailureNotice is the notice of a job of a sweep that failed for good.
+func FailureNotice(view state.View, j *state.Job) Notice {
+	js := Summarize(view, j)
+	text := fmt.Sprintf("gpuq: job %s of sweep %s failed", j.ID, j.Sweep)
+	if why := failedWhy(js); why != "" {
+		text += ": " + why
+	}
+	return Notice{Event: plans.NotifyFailure, Sweep: j.Sweep, Text: text, Job: &js}
+}
+
+// failedWhy is why a job failed, in a line of reasonable length: its latest attempt's
+// error line, else its reason.
+func failedWhy(js JobSummary) string {
+	why := js.Reason
+	if n := len(js.Attempts); n > 0 && js.Attempts[n-1].Error != "" {
+		why = js.Attempts[n-1].Error
+	}
+	why = strings.Join(strings.Fields(why), " ")
+	if r := []rune(why); len(r) > 300 {
+		why = string(r[:299]) + "…"
+	}
+	return why
+}
