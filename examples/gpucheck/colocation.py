@@ -32,6 +32,20 @@ def predicted_speed(utils, cost):
     return min(1.0, 1.0 / total if total > 0 else 1.0) * (1 - cost) ** (len(utils) - 1)
 
 
+def predicted_sliced(utils):
+    """A model of time slicing, each trainer's speed as a share of its speed alone:
+    min(1/Σu, 1/(1 + Σ over the others of min(its u, theirs))). The card runs one
+    process's kernels at a time, so a trainer waits for its neighbours' about as long as
+    they keep the card busy, but no longer than it would itself. Fitted to the pairs an
+    H200 ran without MPS (README, "On a real machine"); not yet gpuq's own model."""
+    total = sum(utils)
+    out = []
+    for i, u in enumerate(utils):
+        waits = sum(min(u, v) for j, v in enumerate(utils) if j != i)
+        out.append(min(1.0, 1.0 / total if total > 0 else 1.0, 1.0 / (1 + waits)))
+    return out
+
+
 def parse_card_util(text):
     """`nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i N`: percent,
     or None ("[N/A]")."""
@@ -155,12 +169,13 @@ def nvidia_smi_pmon(card):
     return parse_pmon(r.stdout) if r.returncode == 0 else {}
 
 
-def run_together(python, card, work, configs, sampler=None):
-    """Runs a train_torch.py of each config on one card at once; returns, for each, its
-    steps a second and NVML's mean utilization of its process (None where pmon gave
-    none) while all were stepping, and the card's mean utilization then."""
+def run_together(python, card, work, configs, sampler=None, env=None):
+    """Runs a train_torch.py of each config on one card at once, with env (a dict) added
+    to their environment; returns, for each, its steps a second and NVML's mean
+    utilization of its process (None where pmon gave none) while all were stepping, and
+    the card's mean utilization then."""
     sampler = sampler or UtilSampler(card, nvidia_smi_card, nvidia_smi_pmon)
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(card), CUDA_DEVICE_ORDER="PCI_BUS_ID", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(card), CUDA_DEVICE_ORDER="PCI_BUS_ID", PYTHONUNBUFFERED="1", **(env or {}))
     procs = []
     for cfg in configs:
         d = tempfile.mkdtemp(dir=work)
@@ -205,6 +220,71 @@ def measure(python, card, work, configs):
     return {"alone": alone, "together": together, "card_alone": card_alone, "card_together": card_together}
 
 
+MPS_CONTROL = "nvidia-cuda-mps-control"
+
+
+class MPS:
+    """NVIDIA's Multi-Process Service, started for a run's trainers and stopped after
+    it, with pipe and log directories of its own under work, as gpuq run starts it for
+    sharing: mps. run is subprocess.run, or a stand-in for tests."""
+
+    def __init__(self, work, run=subprocess.run):
+        d = tempfile.mkdtemp(prefix="mps-", dir=work)
+        self.env = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(d, "pipe"), "CUDA_MPS_LOG_DIRECTORY": os.path.join(d, "log")}
+        self.run = run
+
+    def command(self, *args, stdin=None):
+        return self.run([MPS_CONTROL, *args], input=stdin, capture_output=True, text=True, env=dict(os.environ, **self.env))
+
+    def start(self):
+        """Starts the daemon; RuntimeError where it cannot be (no program, or it failed)."""
+        for d in self.env.values():
+            os.makedirs(d, mode=0o700, exist_ok=True)
+        try:
+            r = self.command("-d")
+        except OSError as e:
+            raise RuntimeError(f"{MPS_CONTROL}: {e}") from e
+        if r.returncode != 0:
+            raise RuntimeError(f"{MPS_CONTROL} -d exited with status {r.returncode}: {(r.stdout + r.stderr).strip()}")
+
+    def stop(self):
+        self.command(stdin="quit\n")
+
+
+def measure_mps(python, card, work, configs, mps=None):
+    """All configs together on one card under MPS: {"together": [...], "card_together": x};
+    RuntimeError where MPS could not be started."""
+    mps = mps or MPS(work)
+    mps.start()
+    try:
+        together, card_together = run_together(python, card, work, configs, env=mps.env)
+    finally:
+        mps.stop()
+    return {"together": together, "card_together": card_together}
+
+
+def report_mps(m, mps, names=("a", "b")):
+    """The speeds of the trainers together under MPS (mps, from measure_mps), as shares of
+    their speeds alone (m, from measure), beside processor sharing's (which MPS, running
+    several processes' kernels at once, is expected to follow) and time slicing's, both
+    from the cards' figures, and each model's error."""
+    cards = [card_alone(m, i) for i in range(len(names))]
+    sliced = predicted_sliced(cards)
+    lines = ["", "co-location under MPS: the same trainers together, through NVIDIA's Multi-Process Service",
+             f"{'TRAINER':8} {'TOGETHER it/s':>13} {'SPEED':>6} {'SHARING c=0':>11} {'SLICED':>7}"]
+    err_ps, err_sliced = [], []
+    for i, name in enumerate(names):
+        alone, together = m["alone"][i]["rate"], mps["together"][i]["rate"]
+        speed = together / alone if alone > 0 else 0
+        ps = predicted_speed(cards, 0)
+        err_ps.append(abs(ps - speed))
+        err_sliced.append(abs(sliced[i] - speed))
+        lines.append(f"{name:8} {together:>13.2f} {speed:>6.2f} {ps:>11.2f} {sliced[i]:>7.2f}")
+    lines.append(f"card utilization together: {percent(mps['card_together'])}; "
+                 f"error of processor sharing: {sum(err_ps) / len(err_ps):.3f}; of time slicing: {sum(err_sliced) / len(err_sliced):.3f}")
+    return "\n".join(lines)
+
+
 def util_alone(m, i):
     """Trainer i's utilization alone (0 to 1): its process's, else the card's while it
     ran alone."""
@@ -232,14 +312,16 @@ def report(m, names=("a", "b")):
     UTIL is what the model reads of each trainer alone (its process's, else the card's),
     CARD the card's while it ran alone, beside it to tell a process's reading that is
     off (pmon samples a process's share of the card). BY CARD is the model's speed,
-    with the larger cost, from the cards' figures instead (card_alone)."""
+    with the larger cost, from the cards' figures instead (card_alone); SLICED the time
+    slicing model's (predicted_sliced), from the cards' figures too."""
     utils = [util_alone(m, i) for i in range(len(names))]
     cards = [card_alone(m, i) for i in range(len(names))]
     lines = ["", "co-location: two train_torch.py trainers on one card, each alone, then together",
              f"{'TRAINER':8} {'ALONE it/s':>10} {'UTIL':>5} {'CARD':>5} {'TOGETHER it/s':>13} {'SPEED':>6} "
-             + " ".join(f"{'MODEL c=' + format(c, '.2f'):>12}" for c in COSTS) + f" {'BY CARD':>8}"]
+             + " ".join(f"{'MODEL c=' + format(c, '.2f'):>12}" for c in COSTS) + f" {'BY CARD':>8} {'SLICED':>7}"]
     errors = {c: [] for c in COSTS}
-    by_card = []
+    by_card, by_slicing = [], []
+    sliced = predicted_sliced(cards)
     for i, name in enumerate(names):
         alone, together = m["alone"][i]["rate"], m["together"][i]["rate"]
         speed = together / alone if alone > 0 else 0
@@ -248,11 +330,13 @@ def report(m, names=("a", "b")):
             errors[c].append(abs(p - speed))
         card_pred = predicted_speed(cards, COSTS[-1])
         by_card.append(abs(card_pred - speed))
+        by_slicing.append(abs(sliced[i] - speed))
         lines.append(f"{name:8} {alone:>10.2f} {100 * utils[i]:>4.0f}% {percent(m['card_alone'][i]):>5} {together:>13.2f} {speed:>6.2f} "
-                     + " ".join(f"{p:>12.2f}" for p in preds) + f" {card_pred:>8.2f}")
+                     + " ".join(f"{p:>12.2f}" for p in preds) + f" {card_pred:>8.2f} {sliced[i]:>7.2f}")
     lines.append(f"card utilization together: {percent(m['card_together'])}; "
                  + "; ".join(f"model error (c={c:.2f}): {sum(e) / len(e):.3f}" for c, e in errors.items())
-                 + f"; by the cards' figures (c={COSTS[-1]:.2f}): {sum(by_card) / len(by_card):.3f}")
+                 + f"; by the cards' figures (c={COSTS[-1]:.2f}): {sum(by_card) / len(by_card):.3f}"
+                 + f"; time slicing (SLICED), by the cards' figures: {sum(by_slicing) / len(by_slicing):.3f}")
     return "\n".join(lines)
 
 

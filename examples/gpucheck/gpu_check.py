@@ -19,7 +19,10 @@ checks, on the machine's own cards, what simulated ones cannot show:
      the first run on a real card calibrates the model (colocation.py);
   6. one trainer alone on a card under gpuq for a minute and a half: the utilization gpuq
      measured of it must be the card's (nvidia-smi's GPU-Util, what the sharing model
-     counts), within 0.15.
+     counts), within 0.15;
+  7. where the machine has NVIDIA MPS, two jobs of a sweep with sharing: mps on one card:
+     gpuq must start MPS's control daemon and both must succeed. The pair of 5. runs
+     together under MPS too, beside the models, to tell which one MPS follows.
 
 It samples NVML itself (nvidia-smi, four times a second) and prints, for each attempt,
 NVML's peak beside gpuq's peak_bytes, the OOM texts, the attempts of each job, and PASS
@@ -373,7 +376,46 @@ def colocation_check(python, card, work, batch):
     except (RuntimeError, OSError, ValueError) as e:
         return ("colocation", False, "co-location: two trainers ran alone and together", str(e))
     print(colocation.report(m))
+    try:
+        print(colocation.report_mps(m, colocation.measure_mps(python, card, work, configs)))
+    except (RuntimeError, OSError, ValueError) as e:
+        print(f"co-location under MPS: not measured ({e})")
     return colocation.judge(m)
+
+
+def mps_sweep(python, card, batch, steps):
+    params = dict(MODEL, batch_size=batch, steps=steps)
+    return {"name": "gpucheck-mps", "command": [python, TRAIN_TORCH, "--config", "{config}"],
+            "config": {"format": "json"}, "params": params, "matrix": {"seed": [1, 2]},
+            "memory": "1GiB", "gpus": str(card), "gpu_plan": "2", "sharing": "mps"}
+
+
+def judge_mps(name, rc, summary, control_log):
+    """(name, ok, what, detail) for the sweep run with sharing: mps: both jobs succeeded,
+    and the MPS control daemon gpuq started wrote its log (control_log: its text, None
+    where there is none)."""
+    what = "sharing: mps: gpuq started NVIDIA MPS and both jobs ran through it"
+    states = [job.get("state") for job in (summary or {}).get("jobs", [])]
+    ok = rc == 0 and states == ["succeeded", "succeeded"] and bool(control_log)
+    detail = f"exit {rc}, jobs {states}, MPS control log " + ("written" if control_log else "missing")
+    return (name, ok, what, detail)
+
+
+def mps_check(gpuq, python, card, work, env, batch):
+    """Two train_torch.py jobs sharing a card through MPS under gpuq run (sharing: mps);
+    None where the machine has no MPS control program, nothing to check."""
+    if shutil.which(colocation.MPS_CONTROL) is None:
+        print(f"gpu-check: no {colocation.MPS_CONTROL} here: sharing: mps not checked")
+        return None
+    sweep = mps_sweep(python, card, batch, steps_for(20, python, card, batch, work))
+    print(f"gpu-check: gpuq run {sweep['name']}", flush=True)
+    rc, summary = run_sweep(gpuq, sweep, work, env)
+    try:
+        with open(os.path.join(work, "logs", sweep["name"], "mps-log", "control.log")) as f:
+            control_log = f.read()
+    except OSError:
+        control_log = None
+    return judge_mps("mps", rc, summary, control_log)
 
 
 # How long the trainer of the learned-utilization check runs: past the minute gpuq
@@ -481,7 +523,12 @@ def main(argv=None):
     print(report(runs, sampler.peaks, read_logs(runs), checks))
     checks.append(colocation_check(python, smallest[0], work, batch))
     checks.append(learned_util_check(gpuq, python, smallest[0], work, env, max(1, batch // 4)))
-    for _, ok, what, detail in checks[-2:]:
+    told = 2
+    mps = mps_check(gpuq, python, smallest[0], work, env, max(1, batch // 4))
+    if mps is not None:
+        checks.append(mps)
+        told += 1
+    for _, ok, what, detail in checks[-told:]:
         print(f"{'PASS' if ok else 'FAIL'}  {what} ({detail})")
     print(f"\ngpu-check: logs and state in {work}")
     return 0 if all(ok for _, ok, _, _ in checks) else 1

@@ -26,6 +26,19 @@ class ModelTest(unittest.TestCase):
         self.assertAlmostEqual(co.predicted_speed([1, 1], 0.05), 0.475)
         self.assertEqual(co.predicted_speed([0.3], 0.05), 1.0)
 
+    def test_time_slicing_s_hand_worked_cases(self):
+        # Two half-busy trainers: each waits for the other's 47%, 1/1.47, though
+        # processor sharing says they fit.
+        self.assertEqual([round(v, 3) for v in co.predicted_sliced([0.47, 0.47])], [0.68, 0.68])
+        # A light trainer beside a busy one: each waits as long as the lighter one
+        # keeps the card busy.
+        self.assertEqual([round(v, 3) for v in co.predicted_sliced([0.11, 0.76])], [0.901, 0.901])
+        # Eight of them: processor sharing's 1/Σu is below 1/(1 + 7 × 0.47).
+        self.assertEqual(round(co.predicted_sliced([0.47] * 8)[0], 3), 0.233)
+        self.assertEqual(co.predicted_sliced([1, 1]), [0.5, 0.5])
+        self.assertEqual(co.predicted_sliced([0.3]), [1.0])
+        self.assertEqual(co.predicted_sliced([0, 0]), [1.0, 1.0])
+
 
 class ParseTest(unittest.TestCase):
     def test_card_utilization(self):
@@ -154,6 +167,18 @@ class ReportTest(unittest.TestCase):
         self.assertIn("a             23.56   18%   73%         12.88   0.55         1.00         0.95     0.64", out)
         self.assertIn("b             12.71   26%   76%          7.47   0.59         1.00         0.95     0.64", out)
         self.assertIn("model error (c=0.05): 0.383; by the cards' figures (c=0.05): 0.070", out)
+        # Time slicing from the cards' figures: each waits for the other's 73%, 1/1.73.
+        self.assertIn("0.95     0.64    0.58", out)
+        self.assertIn("time slicing (SLICED), by the cards' figures: 0.021", out)
+
+    def test_report_under_mps(self):
+        m = {"alone": [{"rate": 20.0, "util": None}, {"rate": 10.0, "util": None}],
+             "together": [], "card_alone": [50, 50], "card_together": 90}
+        out = co.report_mps(m, {"together": [{"rate": 18.0, "util": None}, {"rate": 9.5, "util": None}], "card_together": 97})
+        # Processor sharing says both fit (1.00), time slicing 1/1.5.
+        self.assertIn("a                18.00   0.90        1.00    0.67", out)
+        self.assertIn("b                 9.50   0.95        1.00    0.67", out)
+        self.assertIn("card utilization together: 97%; error of processor sharing: 0.075; of time slicing: 0.258", out)
 
     def test_judge(self):
         m = self.measurement()
@@ -163,6 +188,42 @@ class ReportTest(unittest.TestCase):
         m = self.measurement()
         m["alone"][1]["util"], m["card_alone"][1] = None, None  # NVML told nothing
         self.assertFalse(co.judge(m)[1])
+
+
+class MPSTest(unittest.TestCase):
+    class Run:
+        """Stands in for subprocess.run: records each command, answers with rc."""
+
+        def __init__(self, rc=0, missing=False):
+            self.calls, self.rc, self.missing = [], rc, missing
+
+        def __call__(self, argv, input=None, capture_output=None, text=None, env=None):
+            if self.missing:
+                raise FileNotFoundError(2, "No such file or directory", argv[0])
+            self.calls.append((argv, input, env))
+
+            class R:
+                returncode, stdout, stderr = self.rc, "", "cannot start"
+            return R()
+
+    def test_started_with_directories_of_its_own_and_stopped(self):
+        run = self.Run()
+        mps = co.MPS(tempfile.mkdtemp(), run)
+        mps.start()
+        mps.stop()
+        (start, _, env), (stop, quit, _) = run.calls
+        self.assertEqual(start, [co.MPS_CONTROL, "-d"])
+        self.assertEqual(stop, [co.MPS_CONTROL])
+        self.assertEqual(quit, "quit\n")
+        for name in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+            self.assertEqual(env[name], mps.env[name])
+            self.assertTrue(os.path.isdir(mps.env[name]))
+
+    def test_one_that_cannot_start_says_why(self):
+        with self.assertRaisesRegex(RuntimeError, "exited with status 1: cannot start"):
+            co.MPS(tempfile.mkdtemp(), self.Run(rc=1)).start()
+        with self.assertRaisesRegex(RuntimeError, "No such file"):
+            co.MPS(tempfile.mkdtemp(), self.Run(missing=True)).start()
 
 
 if __name__ == "__main__":

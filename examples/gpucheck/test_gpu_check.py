@@ -233,6 +233,35 @@ class UtilTest(unittest.TestCase):
         gc._step_seconds.clear()
 
 
+class MPSCheckTest(unittest.TestCase):
+    def summary(self, *states):
+        return {"jobs": [{"id": f"gpucheck-mps.{i + 1}", "state": st, "attempts": []} for i, st in enumerate(states)]}
+
+    def test_both_jobs_through_mps_pass(self):
+        name, ok, _, detail = gc.judge_mps("mps", 0, self.summary("succeeded", "succeeded"), "[2026-11-27] MPS Server started\n")
+        self.assertEqual(name, "mps")
+        self.assertTrue(ok, detail)
+
+    def test_a_failed_job_or_no_mps_log_fails(self):
+        self.assertFalse(gc.judge_mps("mps", 1, self.summary("succeeded", "failed"), "log")[1])
+        _, ok, _, detail = gc.judge_mps("mps", 0, self.summary("succeeded", "succeeded"), None)
+        self.assertFalse(ok)
+        self.assertIn("MPS control log missing", detail)
+        self.assertFalse(gc.judge_mps("mps", 0, None, "log")[1])
+
+    def test_the_sweep_shares_one_card_through_mps(self):
+        sweep = gc.mps_sweep("python3", 1, 8, 900)
+        self.assertEqual((sweep["sharing"], sweep["gpus"], sweep["gpu_plan"]), ("mps", "1", "2"))
+        self.assertEqual(len(sweep["matrix"]["seed"]), 2)
+
+    def test_no_mps_here_is_nothing_to_check(self):
+        which, gc.shutil.which = gc.shutil.which, lambda name: None
+        try:
+            self.assertIsNone(gc.mps_check("gpuq", "python3", 0, tempfile.mkdtemp(), {}, 8))
+        finally:
+            gc.shutil.which = which
+
+
 class NoGPUTest(unittest.TestCase):
     def test_exits_zero_saying_no_gpu_here(self):
         path = os.environ.get("PATH", "")
