@@ -474,7 +474,35 @@ func (t *fitTable) shorten(col int, c string, width int) string {
 	case slices.Contains(t.names, col):
 		return top.CutName(c, width)
 	}
+	if d, ok := cutDeviation(c, width); ok {
+		return d
+	}
 	return ansi.Truncate(c, width, "…")
+}
+
+// cutDeviation shortens a mean ± deviation (gpuq results' final) to width cells, the
+// mean whole, so that what is left of the deviation still says how large it is: it
+// loses its end only past its decimal point ("± 0.00…" of 0.00071); one written with
+// an exponent, or cut before its point, is rounded to a figure ("± 6e-05") where that
+// fits, or else left out ("±…"). Cut as text, 5.9e-05 read "± 5.…", five for a
+// deviation of a hundred-thousandth. ok is false where c is no mean ± deviation or its
+// mean and "±…" have no room: it is then cut as any text.
+func cutDeviation(c string, width int) (string, bool) {
+	mean, dev, ok := strings.Cut(c, " ± ")
+	if !ok || ansi.StringWidth(mean)+len(" ±")+1 > width {
+		return "", false
+	}
+	head := mean + " ± "
+	room := width - ansi.StringWidth(head) // cells left for the deviation, less than it needs
+	if dot := strings.IndexByte(dev, '.'); dot >= 0 && !strings.ContainsAny(dev, "eE") && room-1 > dot {
+		return head + dev[:room-1] + "…", true
+	}
+	if v, err := strconv.ParseFloat(dev, 64); err == nil {
+		if r := strconv.FormatFloat(v, 'g', 1, 64); len(r) <= room {
+			return head + r, true
+		}
+	}
+	return mean + " ±…", true
 }
 
 // wrap breaks text into lines of width cells (0 or less: any) at spaces, and begins

@@ -545,3 +545,48 @@ func writeSummary(t *testing.T, sum api.SweepSummary, name string) string {
 	}
 	return path
 }
+
+// TestACutDeviationKeepsItsSize: on a narrow terminal a final deviation that has no
+// room whole is cut so that what is left says how large it is: 5.9e-05, cut as text,
+// read "± 5.…", five where it is a hundred-thousandth.
+func TestACutDeviationKeepsItsSize(t *testing.T) {
+	sum := api.SweepSummary{Sweep: "glue", Counts: map[string]int{}}
+	for _, task := range []string{"glue-tvt_qnli", "glue-mrpc"} {
+		for _, lr := range []string{"1e-2", "1e-3"} {
+			for seed := int64(1); seed <= 2; seed++ {
+				p := plans.NewMap()
+				p.Set("task", task)
+				p.Set("lr", lr)
+				p.Set("seed", seed)
+				point := "task=" + task + ",lr=" + lr
+				v := 0.5965 + float64(seed)*0.00008 // a deviation of 5.7e-05
+				if lr == "1e-3" {
+					v = 0.7989 + float64(seed)*0.0093 // of 0.0066
+				}
+				c := []api.MetricPoint{{Step: 100, Value: 0.3}, {Step: 200, Value: v}}
+				sum.Jobs = append(sum.Jobs, api.JobSummary{ID: fmt.Sprintf("glue.%d", len(sum.Jobs)+1), Name: fmt.Sprintf("%s,lr=%s,seed=%d", task, lr, seed),
+					Params: p, State: "succeeded", Point: fmt.Sprintf("%s,seed=%d", point, seed), SeedOf: point,
+					Attempts: []api.AttemptSummary{{N: 1, Metrics: []api.MetricSummary{{Name: "eval_acc", Step: 200, Last: v, Curve: c, Min: 0.3, Max: v}}}}})
+			}
+		}
+	}
+	file := writeSummary(t, sum, "glue.json")
+	for _, width := range []int{36, 37, 38, 40, 44} {
+		out, errOut, code := gpuqIn(t, width, "results", file, "--by", "task", "--max")
+		if code != exitOK {
+			t.Fatalf("%d columns: exit %d: %s", width, code, errOut)
+		}
+		fitsWidth(t, out, width)
+		_, table, _ := strings.Cut(out, "\n\n")
+		for _, l := range strings.Split(table, "\n") {
+			_, dev, ok := strings.Cut(l, "± ")
+			if !ok || strings.HasPrefix(dev, "…") {
+				continue
+			}
+			dev = strings.Fields(dev)[0]
+			if !regexp.MustCompile(`^(0\.0066|0\.00[0-9]*…|0\.0…|0\.…|7e-03|5\.7e-05|6e-05)$`).MatchString(dev) {
+				t.Errorf("%d columns: a deviation reads %q, which is not the size it is:\n%s", width, dev, out)
+			}
+		}
+	}
+}

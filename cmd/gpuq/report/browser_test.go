@@ -269,3 +269,31 @@ func writePage(t *testing.T, d Data) string {
 	}
 	return page
 }
+
+// TestJobsTableFitsWithLongParameterNames: a sweep's names are as long as its
+// parameters' (a Hugging Face Trainer's warmup_proportion_of_total_steps), and a
+// name broke only after its commas: at 1200 pixels the jobs table was wider than the
+// page, each attempt's outcome and exit status scrolled out of sight.
+func TestJobsTableFitsWithLongParameterNames(t *testing.T) {
+	d := sample()
+	for i := range d.Jobs {
+		j := &d.Jobs[i]
+		j.Name = "glue-tvt_qnli,learning_rate_for_the_optimizer=1e-5,warmup_proportion_of_total_steps=0.06,seed=" + j.ID[len(j.ID)-1:]
+	}
+	d.Jobs[3].Attempts[0].Outcome, d.Jobs[3].Attempts[0].Exit = plans.StoppedEarly, "SIGTERM"
+	browser.Render(t, writePage(t, d), 1200, 900, func(ctx context.Context, p *browser.Page) {
+		var w [2]float64
+		if err := p.Eval(ctx, `(() => { const t = document.getElementById("jobs"); return [t.scrollWidth, t.parentElement.clientWidth]; })()`, &w); err != nil {
+			t.Fatal(err)
+		}
+		if w[0] > w[1] {
+			t.Errorf("the jobs table is %.0f pixels wide, wider than the page's %.0f at 1200 pixels", w[0], w[1])
+		}
+	})
+	// Where a name breaks, it is after a comma, or after an underscore of a key, as
+	// what a tier changed does: never inside a value.
+	breaksOnlyWhere(t, d, "#jobs td.name", func(before string) bool {
+		part := before[strings.LastIndex(before, ",")+1:]
+		return strings.HasSuffix(before, ",") || strings.HasSuffix(part, "_") && !strings.Contains(part, "=")
+	})
+}

@@ -233,6 +233,9 @@ func niceTicks(lo, hi float64) []float64 {
 	for k := math.Ceil(lo / step); k*step <= hi+step*1e-9; k++ {
 		// Through twelve figures, so that 3 × 0.2 is 0.6.
 		v, _ := strconv.ParseFloat(strconv.FormatFloat(k*step, 'g', 12, 64), 64)
+		if v == 0 {
+			v = 0 // not -0, which k is where lo is just below 0: the axis read "-0"
+		}
 		out = append(out, v)
 	}
 	return out

@@ -68,6 +68,8 @@ func TestTicks(t *testing.T) {
 		{0, 10000, "[0 2000 4000 6000 8000 10000]"},
 		{0.83, 3.07, "[1 1.5 2 2.5 3]"},
 		{0, 1, "[0 0.2 0.4 0.6 0.8 1]"},
+		// An accuracy whose noise dips below 0: its first tick is 0, not -0.
+		{-0.004, 0.81, "[0 0.2 0.4 0.6 0.8]"},
 	} {
 		if got := fmt.Sprint(niceTicks(tt.lo, tt.hi)); got != tt.want {
 			t.Errorf("niceTicks(%v, %v) = %s, want %s", tt.lo, tt.hi, got, tt.want)

@@ -55,10 +55,13 @@ var pageTemplate = sync.OnceValue(func() *template.Template {
 // commas: broken anywhere, "learning_rate=1e-" over "5,seed=1" reads as another value.
 func parts(s string) template.HTML { return spans(strings.SplitAfter(s, ",")) }
 
-// changes writes what a tier changed as parts does, and lets a key break after its
-// underscores too: the jobs table is dense, and its column, narrowed to fit the page,
-// broke "gradient_checkpoint" over "ing=true"; "gradient_" over "checkpointing=true"
-// reads as the one word it is.
+// changes writes what a tier changed, or a job's name in the jobs table, as parts
+// does, and lets a key break after its underscores too: the jobs table is dense, and
+// its column, narrowed to fit the page, broke "gradient_checkpoint" over "ing=true";
+// "gradient_" over "checkpointing=true" reads as the one word it is. A name broken
+// only after its commas kept the column as wide as its longest key and value
+// (warmup_proportion_of_total_steps=0.06), and the table wider than the page, each
+// attempt's outcome out of sight. A value never breaks.
 func changes(s string) template.HTML {
 	var units []string
 	for _, p := range strings.SplitAfter(s, ",") {
