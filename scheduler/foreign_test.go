@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,5 +148,31 @@ func TestForeignOnReadsEachCard(t *testing.T) {
 		if f := e.foreignOn(i); f.n != want.n || math.Abs(f.util-want.util) > 1e-9 {
 			t.Errorf("GPU %d: %d at %v, want %d at %v", i, f.n, f.util, want.n, want.util)
 		}
+	}
+}
+
+// TestAPlanSpeaksNotForAnotherUsersProcess: a gpu_plan is its sweep's word on how many
+// of its own jobs share a card, and no word on another user's trainer: beside one that
+// keeps the card busy, the sweep's jobs not measured yet count as any job not measured
+// yet, and its second job does not join its first on a card the trainer keeps 90%
+// busy, each counted as nothing.
+func TestAPlanSpeaksNotForAnotherUsersProcess(t *testing.T) {
+	r := newComputeRig(t, "name: a\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\ngpu_plan: \"2\"\n", 1, Config{})
+	must(t, r.st.DeriveLimit("a", state.Limit{0: 2}))
+	r.keepBusy(100, "a.1", "a.2")
+	r.others[0] = []gpu.Process{{PID: 9000, Used: 6 * gib, Util: 90}}
+	r.round(0)
+	if got := r.where(); got != "a.1:0" {
+		t.Fatalf("%s, want a.1 alone beside the other user's trainer, a.2 waiting", got)
+	}
+	if w := r.why("a.2"); !strings.Contains(w, "beside another sweep's or another user's process it counts as compute-bound") ||
+		!strings.Contains(w, "GPU 0 runs a job of sweep a not measured yet, which counts as compute-bound beside another sweep's or another user's busy process") {
+		t.Errorf("why a.2: %s", w)
+	}
+	// Without it, the plan has a's jobs fill the card's two slots.
+	r.others = map[int][]gpu.Process{}
+	r.round(time.Second)
+	if got := r.where(); got != "a.1:0 a.2:0" {
+		t.Errorf("the other user's trainer gone: %s, want a's two jobs on the card", got)
 	}
 }
