@@ -117,8 +117,12 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 						out[i].Passing += p.Used
 					}
 				}
-				// Another user's job slows gpuq's as much as one of gpuq's would.
+				// Another user's job slows gpuq's as much as one of gpuq's would, and
+				// is no job of a planned sweep's (see pack.CardState.Others).
 				out[i].Util += float64(max(p.Util, 0)) / 100
+				if o.attempt == "" && float64(p.Util)/100 >= busyForeign {
+					out[i].Others = true
+				}
 			}
 		}
 	}

@@ -28,6 +28,10 @@ type computeRig struct {
 	util map[string]int
 	// perProcess: NVML gives each process's utilization; otherwise the card's alone.
 	perProcess bool
+	// others are processes that are not gpuq's on each card (by index), as NVML
+	// lists them beside its trainers (another user's trainer, a notebook), with what
+	// each keeps busy of the card.
+	others map[int][]gpu.Process
 }
 
 func newComputeRig(t *testing.T, doc string, cards int, cfg Config) *computeRig {
@@ -41,7 +45,7 @@ func newComputeRigOn(t *testing.T, st *state.Store, doc string, cards int, cfg C
 	t.Helper()
 	sw, err := plans.DecodeSweep("c.yaml", []byte(doc), plans.Overrides{})
 	must(t, err)
-	r := &computeRig{t: t, clock: newFakeClock(), util: map[string]int{}, perProcess: true}
+	r := &computeRig{t: t, clock: newFakeClock(), util: map[string]int{}, perProcess: true, others: map[int][]gpu.Process{}}
 	for i := range cards {
 		r.cards = append(r.cards, gpu.Card{Index: i, Total: 80 * gib})
 	}
@@ -77,6 +81,16 @@ func (r *computeRig) show() {
 		}
 		c.Processes = append(c.Processes, p)
 		c.Utilization = min(c.Utilization+u, 100)
+	}
+	for i, ps := range r.others {
+		c := &r.cards[i]
+		for _, p := range ps {
+			c.Utilization = min(c.Utilization+p.Util, 100)
+			if !r.perProcess {
+				p.Util = gpu.NoReading
+			}
+			c.Processes = append(c.Processes, p)
+		}
 	}
 }
 

@@ -4,14 +4,18 @@ package scheduler
 // each running attempt has shared its cards with over its run, and how fast the
 // sharing model expected it to run (Attempt.Crowd and Pace). What is seen of an
 // attempt's duration beside that says whether sharing slows its shape more than its
-// utilization does (Shape.Shared).
+// utilization does (Shape.Shared). Processes that are not gpuq's and keep a card busy
+// (another user's trainer) are company too, as each round reads them (see
+// crowdForeign): a run beside one is no run alone.
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
+	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/pack"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -33,10 +37,22 @@ type crowds struct {
 	workers map[string]int
 	// followed is the crowds the last call of followed found (see besides).
 	followed besides[*crowd]
+	// foreign is what processes that are not gpuq's keep busy on each card, as the
+	// last round read it: only cards where they keep it busy (see crowdForeign).
+	// foreignWas is the map of the reading before, kept to be filled again.
+	foreign, foreignWas map[plans.CardID]company
+}
+
+// company is what processes that are not gpuq's keep busy on a card: how many count as
+// company, and their utilization together (0 to 1 each).
+type company struct {
+	n    int
+	util float64
 }
 
 func newCrowds() crowds {
-	return crowds{on: map[plans.CardID][]*crowd{}, of: map[string]*crowd{}, shapes: map[string][]*crowd{}, workers: map[string]int{}}
+	return crowds{on: map[plans.CardID][]*crowd{}, of: map[string]*crowd{}, shapes: map[string][]*crowd{}, workers: map[string]int{},
+		foreign: map[plans.CardID]company{}, foreignWas: map[plans.CardID]company{}}
 }
 
 // running reports whether an attempt of a shape runs.
@@ -304,11 +320,109 @@ func (e *Engine) crowdSweep(sweep string) func(yield func(string) bool) {
 }
 
 // cardLoad is how many followed attempts run on a card and what they ask of its
-// compute together, by their shapes' utilizations.
+// compute together, by their shapes' utilizations, with what processes that are not
+// gpuq's keep busy there (see crowdForeign): another user's trainer slows gpuq's as
+// much as one of gpuq's would.
 func (e *Engine) cardLoad(card plans.CardID) (n int, util float64) {
+	n, util = e.ownLoad(card)
+	f := e.crowds.foreign[card]
+	return n + f.n, util + f.util
+}
+
+// ownLoad is cardLoad of gpuq's followed attempts alone.
+func (e *Engine) ownLoad(card plans.CardID) (n int, util float64) {
 	cs := e.crowds.on[card]
 	for _, c := range cs {
 		util += c.util
 	}
 	return len(cs), util
+}
+
+// busyForeign is the least share of a card's compute a process that is not gpuq's
+// must keep busy to count as company: memory alone is not compute, and a notebook
+// between cells, holding its tensors and reading a point or two, slows nobody.
+const busyForeign = 0.05
+
+// crowdForeign reads, of the cards as the round read them, what processes that are
+// not gpuq's keep busy on each (see foreignOn), and where that changed, closes the
+// stretch of every attempt there and finds its neighbours and pace from now: a run
+// beside another user's trainer shares its card as much as a run beside one of gpuq's
+// attempts does, and is not learned as a run alone. Cards with none are not looked
+// up: the simulator's never have any.
+func (e *Engine) crowdForeign(now time.Time) {
+	cs := &e.crowds
+	next := cs.foreignWas
+	clear(next)
+	for i := range e.cards {
+		if len(e.cards[i].Processes) == 0 {
+			continue
+		}
+		if f := e.foreignOn(i); f.n > 0 {
+			next[e.cards[i].ID()] = f
+		}
+	}
+	if len(next) == 0 && len(cs.foreign) == 0 {
+		return
+	}
+	var changed []plans.CardID
+	for id, f := range next {
+		if cs.foreign[id] != f {
+			changed = append(changed, id)
+		}
+	}
+	for id := range cs.foreign {
+		if _, ok := next[id]; !ok {
+			changed = append(changed, id)
+		}
+	}
+	cs.foreign, cs.foreignWas = next, cs.foreign
+	// In the cards' order, not the maps'.
+	slices.SortFunc(changed, func(a, b plans.CardID) int {
+		return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Index, b.Index))
+	})
+	e.crowdRefresh(changed, now)
+}
+
+// foreignOn is what processes that are not gpuq's keep busy on the card at position i:
+// those NVML lists whose owner is none of gpuq's attempts (another user's, another
+// gpuq's). Each that keeps busyForeign of the card or more by its own figure counts as
+// one. Those NVML gives no figure for count as one together, at what the card's own
+// figure (its mean since it lists these processes, where that spans busyOver; else
+// its utilization of the moment) has beyond the others' and what gpuq's attempts there
+// count at, where that is busyForeign or more. A process whose owner this PID namespace
+// cannot tell (Hidden) could be gpuq's own trainer: it counts as nothing.
+func (e *Engine) foreignOn(i int) company {
+	c := &e.cards[i]
+	var f company
+	if c.Fault != "" {
+		return f
+	}
+	unread := false
+	for j, o := range e.ownersOf(i) {
+		p := c.Processes[j]
+		switch {
+		case o.attempt != "" || p.Hidden:
+		case p.Util == gpu.NoReading:
+			unread = true
+		case float64(p.Util)/100 >= busyForeign:
+			f.n++
+			f.util += float64(p.Util) / 100
+		}
+	}
+	if !unread {
+		return f
+	}
+	busy := c.Utilization
+	if c.BusyOver >= busyOver {
+		busy = c.Busy
+	}
+	if busy == gpu.NoReading {
+		return f
+	}
+	_, ours := e.ownLoad(c.ID())
+	if rest := min(float64(busy)/100, 1) - ours - f.util; rest >= busyForeign {
+		f.n++
+		f.util += rest
+	}
+	return f
 }

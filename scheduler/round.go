@@ -67,6 +67,7 @@ func (e *Engine) schedule() error {
 		running = e.roundRunningNow()
 	}
 	e.crowdTrack(running, e.clock.Now())
+	e.crowdForeign(e.clock.Now())
 	if e.readMetrics(running) {
 		running = e.roundRunningNow()
 	}

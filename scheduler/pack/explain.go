@@ -476,6 +476,9 @@ func (p *packer) busyWhy(r Request, i int) string {
 		guess, counts := r.guess(), "so it counts as"
 		if planned {
 			counts = "and its sweep's gpu_plan speaks only for its own jobs: beside another sweep's it counts as"
+			if c.Others {
+				counts = "and its sweep's gpu_plan speaks only for its own jobs: beside another sweep's or another user's process it counts as"
+			}
 		}
 		as := "compute-bound"
 		if guess < 1 {
@@ -526,8 +529,12 @@ func plannedOn(c *CardState) string {
 		return fmt.Sprintf("jobs of several sweeps, among them %s not measured yet of a sweep with a gpu_plan, which %s as %s there: "+
 			"a gpu_plan speaks only for its own sweep's jobs", jobs, count, as)
 	}
-	return fmt.Sprintf("%s of sweep %s not measured yet, which %s as %s beside another sweep's: its gpu_plan speaks only for its own jobs",
-		jobs, c.Sweep, count, as)
+	beside := "another sweep's"
+	if c.Others {
+		beside = "another sweep's or another user's busy process"
+	}
+	return fmt.Sprintf("%s of sweep %s not measured yet, which %s as %s beside %s: its gpu_plan speaks only for its own jobs",
+		jobs, c.Sweep, count, as, beside)
 }
 
 // slows reports whether the jobs on card c would run slower were r to join them, as

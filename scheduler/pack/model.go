@@ -143,6 +143,10 @@ type CardState struct {
 	Mixed       bool
 	Planned     float64
 	PlannedJobs int
+	// Others says that a process that is not gpuq's keeps the card busy (another
+	// user's trainer): a gpu_plan is no word on it either, so a planned sweep's jobs
+	// not measured yet count there as beside another sweep's jobs (see apart).
+	Others bool
 	// IdleUse is the least NVML read as used on the card with nothing on it (the
 	// driver's own: 0.6 GiB of an idle H200); 0: not read. The headroom is kept for
 	// it, up to half of itself (see Free).

@@ -95,8 +95,11 @@ func (c *CardState) secondGuess(r *Request) bool {
 // jobs looked all but idle to other sweeps, whose jobs joined them, two to a card at
 // half speed, none measurable there. Apart, a planned job counts as any job not
 // measured yet does: at its guess (Request.guess, CardState.Planned), and as a guess.
+// Another user's process that keeps the card busy (Others) is no job of the sweep's
+// either: beside it, a compute-bound job counted as nothing had the sweep's others join
+// a card it already kept all busy.
 func (c *CardState) apart(r *Request) bool {
-	return (c.PlannedJobs > 0 || r.UtilPlanned) && (c.Mixed || c.Sweep != "" && c.Sweep != r.Sweep)
+	return (c.PlannedJobs > 0 || r.UtilPlanned) && (c.Mixed || c.Others || c.Sweep != "" && c.Sweep != r.Sweep)
 }
 
 // sum is what the card's jobs ask of its compute with r.

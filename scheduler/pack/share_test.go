@@ -321,6 +321,13 @@ func TestAPlanSpeaksForItsOwnSweepAlone(t *testing.T) {
 			want:  "a2 -> [0]\na3 -> [0]",
 		},
 		{
+			// Another user's process keeping the card 50% busy is no job of sweep a.
+			name:  "beside another user's busy process they count as guesses",
+			queue: []Request{mine("a2", 1)},
+			cards: []CardState{func() CardState { c := on(0, 1, 1); c.Util, c.Others = 0.5, true; return c }()},
+			want:  "a2 waits: unmeasured\nreserved for a2: GPU 0 in unknown",
+		},
+		{
 			// It will be measured within minutes: the card is reserved as for a guess.
 			name:  "another sweep's job not measured yet counts it as compute-bound",
 			queue: []Request{x},

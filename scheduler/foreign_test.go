@@ -1,0 +1,178 @@
+package scheduler
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuq/gpuq/scheduler/gpu"
+	"github.com/gpuq/gpuq/scheduler/state"
+)
+
+// TestARunBesideAForeignTrainerIsNotLearnedAlone: an attempt that ran its whole life
+// on a card another user's trainer keeps busy shared that card, as much as one beside
+// another of gpuq's attempts does: its shape learns it as a run shared, not as one
+// alone, whose duration would then be taken for what the shape takes alone.
+func TestARunBesideAForeignTrainerIsNotLearnedAlone(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n", 2, Config{})
+	r.keepBusy(40, "c.1", "c.2")
+	// Not gpuq's: nobody owns pid 9000, which keeps GPU 0 30% busy.
+	r.others[0] = []gpu.Process{{PID: 9000, Used: 6 * gib, Util: 30}}
+	r.round(0)
+	// Neither card is idle to c.2: it joins the other user's trainer.
+	if got := r.where(); got != "c.1:1 c.2:0" {
+		t.Fatalf("%s, want c.1 on the idle GPU 1 and c.2 beside the other user's trainer", got)
+	}
+	r.round(time.Minute)         // measured at 40%: 70% on GPU 0
+	r.end("c.1", 29*time.Minute) // alone from its start: 30 min
+	r.end("c.2", 45*time.Minute) // beside the foreign trainer from its start: 75 min
+	a := r.st.View().Attempt("c.2/1")
+	// Its first minute counted it as the whole card, beside 30%: at 1/1.3 of its speed.
+	if pace := (1/1.3 + 74) / 75; math.Abs(a.Crowd-2) > 1e-6 || math.Abs(a.Pace-pace) > 1e-6 {
+		t.Errorf("c.2 shared its card with %v on average at an expected pace of %v, want 2 (with the foreign trainer) and %v", a.Crowd, a.Pace, pace)
+	}
+	l := r.st.View().Shape(r.st.View().Job("c.1").Shape)
+	if l.AloneRuns != 1 || l.Alone != 30*time.Minute {
+		t.Errorf("shape learned %d runs alone at %s, want c.1's alone (30m0s): c.2 shared its card", l.AloneRuns, l.Alone)
+	}
+	if want := 30.0 / 75 / a.Pace; l.SharedRuns != 1 || math.Abs(l.Shared-want) > 1e-6 {
+		t.Errorf("shape learned %d runs shared at %v, want c.2's, at 30/75 of its expected pace (%v)", l.SharedRuns, l.Shared, want)
+	}
+}
+
+// TestAForeignProcessThatComputesNothingIsNoCompany: memory alone is not compute. A
+// process of another user that holds memory on the card and keeps it idle (a notebook
+// between cells) slows nobody: a run beside it is learned as alone.
+func TestAForeignProcessThatComputesNothingIsNoCompany(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 10GiB\n", 1, Config{})
+	r.keepBusy(40, "c.1")
+	r.others[0] = []gpu.Process{{PID: 9000, Used: 20 * gib, Util: 0}, {PID: 9001, Used: gib, Util: 2}}
+	r.round(0)
+	if got := r.where(); got != "c.1:0" {
+		t.Fatalf("%s, want c.1 on GPU 0", got)
+	}
+	r.end("c.1", 30*time.Minute)
+	if a := r.st.View().Attempt("c.1/1"); a.Crowd != 1 {
+		t.Errorf("c.1's crowd %v, want 1: alone", a.Crowd)
+	}
+	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l.AloneRuns != 1 || l.SharedRuns != 0 {
+		t.Errorf("shape learned %d runs alone and %d shared, want c.1 alone", l.AloneRuns, l.SharedRuns)
+	}
+}
+
+// TestAForeignTrainerThatComesLaterIsCompanyFromThen: another user's trainer that
+// starts on the card half-way through an attempt's run is company from then on: the
+// attempt shared its card for half its run, and is learned as shared.
+func TestAForeignTrainerThatComesLaterIsCompanyFromThen(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 10GiB\n", 1, Config{UtilTarget: memoryAlone})
+	r.keepBusy(40, "c.1")
+	r.round(0)
+	r.round(time.Minute) // measured at 40%
+	r.others[0] = []gpu.Process{{PID: 9000, Used: 6 * gib, Util: 50}}
+	r.round(29 * time.Minute)
+	r.end("c.1", 30*time.Minute)
+	a := r.st.View().Attempt("c.1/1")
+	// Alone 30 min; then beside it, at 0.4 + 0.5 (1, pace 1) for 30 min.
+	if math.Abs(a.Crowd-1.5) > 1e-6 || math.Abs(a.Pace-1) > 1e-6 {
+		t.Errorf("c.1's crowd %v at pace %v, want 1.5 at 1", a.Crowd, a.Pace)
+	}
+	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l.AloneRuns != 0 {
+		t.Errorf("shape learned %d runs alone, want none: c.1 shared its card half its run", l.AloneRuns)
+	}
+}
+
+// TestAForeignTrainerIsCompanyByTheCardsFigure: where NVML gives no figure of each
+// process, what the card's own figure has beyond what gpuq's attempts there count at is
+// what the processes that are not gpuq's keep busy: company, once gpuq's attempt there
+// counts at what its shape was measured at (as compute-bound, at first, it leaves them
+// nothing).
+func TestAForeignTrainerIsCompanyByTheCardsFigure(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n", 2, Config{})
+	r.perProcess = false
+	r.keepBusy(40, "c.1", "c.2")
+	r.others[0] = []gpu.Process{{PID: 9000, Used: 6 * gib, Util: 30}}
+	r.round(0)
+	// Without a figure of its own, the other user's trainer keeps no card busy to the
+	// packer: c.1 takes GPU 0.
+	if got := r.where(); got != "c.1:0 c.2:1" {
+		t.Fatalf("%s, want c.1 beside the other user's trainer and c.2 on GPU 1", got)
+	}
+	r.round(time.Minute) // c.2 measured alone at 40%; c.1 counted as the whole card still
+	r.round(time.Minute) // c.1 counts at 40%: the card's 70% leaves the other 30%
+	r.end("c.2", 28*time.Minute)
+	r.end("c.1", 45*time.Minute)
+	// Beside the other user's trainer from its start, as the card read 30% before it
+	// started, at 1/1.3 of its speed while it counted as the whole card; alone its
+	// second minute, counted as the whole card and the card at 70%; beside the trainer
+	// its 73 others.
+	a := r.st.View().Attempt("c.1/1")
+	if crowd, pace := (2+1+2*73)/75.0, (1/1.3+74)/75; math.Abs(a.Crowd-crowd) > 1e-6 || math.Abs(a.Pace-pace) > 1e-6 {
+		t.Errorf("c.1's crowd %v at pace %v, want %v at %v", a.Crowd, a.Pace, crowd, pace)
+	}
+	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l.AloneRuns != 1 || l.Alone != 30*time.Minute || l.SharedRuns != 1 {
+		t.Errorf("shape learned %d runs alone (%s) and %d shared, want c.2 alone (30m0s) and c.1 shared", l.AloneRuns, l.Alone, l.SharedRuns)
+	}
+}
+
+// TestForeignOnReadsEachCard: what processes that are not gpuq's keep busy on a card,
+// by their own figures, or by the card's beyond gpuq's where they have none; a process
+// whose owner cannot be told (it could be gpuq's) is none.
+func TestForeignOnReadsEachCard(t *testing.T) {
+	cards := []gpu.Card{
+		{Index: 0, Total: 80 * gib, Utilization: 90, Processes: []gpu.Process{{PID: 1, Used: gib, Util: 40}, {PID: 2, Used: gib, Util: 30}, {PID: 3, Used: gib, Util: 20}}},
+		{Index: 1, Total: 80 * gib, Utilization: 90, Processes: []gpu.Process{{PID: 4, Used: gib, Util: gpu.NoReading}, {PID: 5, Used: gib, Util: gpu.NoReading}}},
+		{Index: 2, Total: 80 * gib, Utilization: 45, Busy: 70, BusyOver: 30 * time.Second, Processes: []gpu.Process{{PID: 6, Used: gib, Util: gpu.NoReading}, {PID: 7, Used: gib, Util: gpu.NoReading}}},
+		{Index: 3, Total: 80 * gib, Utilization: 43, Processes: []gpu.Process{{PID: 8, Used: gib, Util: gpu.NoReading}, {PID: 9, Used: gib, Util: gpu.NoReading}}},
+		{Index: 4, Total: 80 * gib, Utilization: 90, Processes: []gpu.Process{{PID: 10, Used: gib, Util: 60, Hidden: true}, {PID: 11, Used: 20 * gib, Util: 4}}},
+		{Index: 5, Total: 80 * gib, Fault: "unreadable"},
+	}
+	owners := map[int]string{1: "a.1/1", 4: "b.1/1", 6: "c.1/1", 8: "d.1/1"}
+	e, _, _, _ := cardsEngine(t, "name: m\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 4GiB\n", &cards, owners, Config{})
+	must(t, e.readCards())
+	e.resolveOwners()
+	now := e.clock.Now()
+	for i, id := range []string{"a.1/1", "b.1/1", "c.1/1", "d.1/1"} {
+		e.crowdJoin(&state.Attempt{ID: id, Shape: "s", GPUs: []int{i}, Started: now}, now, true)
+	}
+	_, err := e.changeShape("s", func(l *state.Shape) { l.LearnUtil(0.4) }, nil)
+	must(t, err)
+	for i, want := range []company{
+		{2, 0.5}, // two others by their own figures
+		{1, 0.5}, // the card's 90% less the attempt's 40%, for the other
+		{1, 0.3}, // the card's mean (70%), not its moment's
+		{},       // 3% beyond the attempt's 40%: nothing busy
+		{},       // one that could be gpuq's, and one at 4%
+		{},       // a card NVML cannot read
+	} {
+		if f := e.foreignOn(i); f.n != want.n || math.Abs(f.util-want.util) > 1e-9 {
+			t.Errorf("GPU %d: %d at %v, want %d at %v", i, f.n, f.util, want.n, want.util)
+		}
+	}
+}
+
+// TestAPlanSpeaksNotForAnotherUsersProcess: a gpu_plan is its sweep's word on how many
+// of its own jobs share a card, and no word on another user's trainer: beside one that
+// keeps the card busy, the sweep's jobs not measured yet count as any job not measured
+// yet, and its second job does not join its first on a card the trainer keeps 90%
+// busy, each counted as nothing.
+func TestAPlanSpeaksNotForAnotherUsersProcess(t *testing.T) {
+	r := newComputeRig(t, "name: a\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\ngpu_plan: \"2\"\n", 1, Config{})
+	must(t, r.st.DeriveLimit("a", state.Limit{0: 2}))
+	r.keepBusy(100, "a.1", "a.2")
+	r.others[0] = []gpu.Process{{PID: 9000, Used: 6 * gib, Util: 90}}
+	r.round(0)
+	if got := r.where(); got != "a.1:0" {
+		t.Fatalf("%s, want a.1 alone beside the other user's trainer, a.2 waiting", got)
+	}
+	if w := r.why("a.2"); !strings.Contains(w, "beside another sweep's or another user's process it counts as compute-bound") ||
+		!strings.Contains(w, "GPU 0 runs a job of sweep a not measured yet, which counts as compute-bound beside another sweep's or another user's busy process") {
+		t.Errorf("why a.2: %s", w)
+	}
+	// Without it, the plan has a's jobs fill the card's two slots.
+	r.others = map[int][]gpu.Process{}
+	r.round(time.Second)
+	if got := r.where(); got != "a.1:0 a.2:0" {
+		t.Errorf("the other user's trainer gone: %s, want a's two jobs on the card", got)
+	}
+}
