@@ -390,14 +390,15 @@ def mps_sweep(python, card, batch, steps):
             "memory": "1GiB", "gpus": str(card), "gpu_plan": "2", "sharing": "mps"}
 
 
-def judge_mps(name, rc, summary, control_log):
+def judge_mps(name, rc, summary, server_log):
     """(name, ok, what, detail) for the sweep run with sharing: mps: both jobs succeeded,
-    and the MPS control daemon gpuq started wrote its log (control_log: its text, None
-    where there is none)."""
+    and an MPS server ran: the control daemon gpuq started launches one only when a
+    client connects, and the server writes server.log (server_log: its text, None where
+    there is none). The control daemon's own log is written whether or not any did."""
     what = "sharing: mps: gpuq started NVIDIA MPS and both jobs ran through it"
     states = [job.get("state") for job in (summary or {}).get("jobs", [])]
-    ok = rc == 0 and states == ["succeeded", "succeeded"] and bool(control_log)
-    detail = f"exit {rc}, jobs {states}, MPS control log " + ("written" if control_log else "missing")
+    ok = rc == 0 and states == ["succeeded", "succeeded"] and bool(server_log)
+    detail = f"exit {rc}, jobs {states}, " + ("an MPS server ran (server.log)" if server_log else "no MPS server ran (no server.log)")
     return (name, ok, what, detail)
 
 
@@ -411,11 +412,11 @@ def mps_check(gpuq, python, card, work, env, batch):
     print(f"gpu-check: gpuq run {sweep['name']}", flush=True)
     rc, summary = run_sweep(gpuq, sweep, work, env)
     try:
-        with open(os.path.join(work, "logs", sweep["name"], "mps-log", "control.log")) as f:
-            control_log = f.read()
+        with open(os.path.join(work, "logs", sweep["name"], "mps-log", "server.log")) as f:
+            server_log = f.read()
     except OSError:
-        control_log = None
-    return judge_mps("mps", rc, summary, control_log)
+        server_log = None
+    return judge_mps("mps", rc, summary, server_log)
 
 
 # How long the trainer of the learned-utilization check runs: past the minute gpuq

@@ -242,11 +242,12 @@ class MPSCheckTest(unittest.TestCase):
         self.assertEqual(name, "mps")
         self.assertTrue(ok, detail)
 
-    def test_a_failed_job_or_no_mps_log_fails(self):
+    def test_a_failed_job_or_no_mps_server_fails(self):
         self.assertFalse(gc.judge_mps("mps", 1, self.summary("succeeded", "failed"), "log")[1])
+        # The control daemon started, but no trainer reached it: no server ran.
         _, ok, _, detail = gc.judge_mps("mps", 0, self.summary("succeeded", "succeeded"), None)
         self.assertFalse(ok)
-        self.assertIn("MPS control log missing", detail)
+        self.assertIn("no MPS server ran", detail)
         self.assertFalse(gc.judge_mps("mps", 0, None, "log")[1])
 
     def test_the_sweep_shares_one_card_through_mps(self):
