@@ -136,14 +136,7 @@ type fitTable struct {
 	// values whole (valuesWhole, as fits asks).
 	squeeze     []int
 	valuesWhole bool
-	// lastWorth: the last column, though it may be cut, is worth more than those of
-	// drop and squeeze, and than the keys of names (see worthLast).
-	lastWorth bool
-	// lastRoom is the cells that widths keeps for a last cell that may be cut, at most
-	// its own (0: none, it takes what is left): fits's judging of the columns of
-	// squeeze, where worthLast.
-	lastRoom int
-	buf      bytes.Buffer
+	buf         bytes.Buffer
 	// What Flush left out: the columns dropped, and whether the last column had no
 	// room (see leaveOut).
 	dropped  []int
@@ -188,20 +181,6 @@ func (t *fitTable) squeezing(cols ...int) *fitTable {
 	return t
 }
 
-// worthLast makes the last column, which may be cut, worth more than the others that
-// give way: the columns of dropping go before it is shortened (it counts whole where
-// they are judged); the names lose their keys, their values kept whole, before it is
-// (see room); the columns of squeezing go before it is shortened below minCut; and it is
-// left out only where fewer than leastLast cells are left for it. gpuq results' seeds'
-// states are such a column: the only sign that a point's value is still moving, or
-// that its seeds were stopped early, which a researcher must not take for a finished
-// point's. Otherwise a last column that may be cut takes what room is left, as a job's
-// reason does, and is left out below minCut.
-func (t *fitTable) worthLast() *fitTable {
-	t.lastWorth = true
-	return t
-}
-
 // hid reports whether the last Flush left out column col (as written): dropped, or, as
 // the last column, without room for its values.
 func (t *fitTable) hid(col, last int) bool {
@@ -230,7 +209,7 @@ func (t *fitTable) Flush() error {
 		}
 		rows = t.without(rows, c)
 	}
-	widths := t.room(rows)
+	widths := t.widths(rows)
 	t.leaveOut(rows, widths)
 	names := t.cutNamesOf(rows, widths)
 	var b strings.Builder
@@ -255,13 +234,8 @@ func (t *fitTable) Flush() error {
 // columns of cut shortened to their least, names no further than their keys (their
 // values whole, see top.ValuesWidth): a column of short values gives way before long
 // ones are cut, and before names lose their values. A last cell may be left out where
-// it may be cut, or wrap where not; where worthLast, it counts whole with every value
-// whole, and cut, it needs minCut cells (its own, where fewer), which only the names
-// give way to, their values whole: a final deviation is not cut for it.
+// it may be cut, or wrap where not.
 func (t *fitTable) fits(rows [][]string, cut bool) bool {
-	if cut && t.lastWorth {
-		return t.lastHas(rows, t.namesGiveWay(rows, minCut, true), minCut)
-	}
 	whole := *t
 	whole.valuesWhole = cut
 	if !cut {
@@ -274,8 +248,6 @@ func (t *fitTable) fits(rows [][]string, cut bool) bool {
 		switch {
 		case !slices.Contains(t.cut, n):
 			need += min(ansi.StringWidth(r[n]), minCut)
-		case t.lastWorth:
-			need += ansi.StringWidth(r[n])
 		}
 		if need > t.width {
 			return false
@@ -329,8 +301,6 @@ func (t *fitTable) widths(rows [][]string) []int {
 				widths[i] = max(widths[i], ansi.StringWidth(c))
 			case !slices.Contains(t.cut, i): // a cut last cell takes the room left
 				lasts[i] = max(lasts[i], ansi.StringWidth(c))
-			case t.lastRoom > 0: // unless it is kept some (see fits)
-				lasts[i] = max(lasts[i], min(ansi.StringWidth(c), t.lastRoom))
 			}
 		}
 	}
@@ -343,7 +313,7 @@ func (t *fitTable) widths(rows [][]string) []int {
 	over := -t.width
 	for i := range widths {
 		gaps := 2 * i
-		if slices.Contains(t.cut, i) && t.lastRoom == 0 {
+		if slices.Contains(t.cut, i) {
 			gaps = max(gaps-2, 0)
 		}
 		over = max(over, sum(widths[:i])+gaps+lasts[i]-t.width)
@@ -363,65 +333,14 @@ func (t *fitTable) widths(rows [][]string) []int {
 	return widths
 }
 
-// room is each aligned column's width as printed (see widths). Where worthLast, the
-// names first give way, their values whole (top.ValuesWidth), for the last column
-// whole, and it then takes what is left, shortened; where that is fewer than leastLast
-// cells, the names give way further, to their least, for leastLast (a sweep's prefix
-// that its points' text values share says less than whether a point still runs); only
-// where even that leaves too little do the columns give way as for any last cell that
-// may be cut (it is then left out, see leaveOut).
-func (t *fitTable) room(rows [][]string) []int {
-	if !t.lastWorth || t.width <= 0 {
-		return t.widths(rows)
-	}
-	if widths := t.namesGiveWay(rows, 1<<30, true); t.lastHas(rows, widths, leastLast) {
-		return widths
-	}
-	if widths := t.namesGiveWay(rows, leastLast, false); t.lastHas(rows, widths, leastLast) {
-		return widths
-	}
-	return t.widths(rows)
-}
-
-// namesGiveWay is each aligned column's width where only the names give way, to their
-// least (their values whole, with valuesWhole), for up to room cells of the last
-// column.
-func (t *fitTable) namesGiveWay(rows [][]string, room int, valuesWhole bool) []int {
-	names := *t
-	names.cut = append(slices.Clone(t.names), len(rows[0])-1) // the last still may be cut
-	names.valuesWhole, names.lastRoom = valuesWhole, room
-	return names.widths(rows)
-}
-
-// lastHas reports whether, the aligned columns as wide as widths, each line's last
-// cell has least cells left for it (as many as its own, where fewer).
-func (t *fitTable) lastHas(rows [][]string, widths []int, least int) bool {
-	for _, r := range rows {
-		n := len(r) - 1
-		if t.width-sum(widths[:n])-2*n < min(ansi.StringWidth(r[n]), least) {
-			return false
-		}
-	}
-	return true
-}
-
-// leastLast is the fewest cells a last column of worthLast keeps rather than be left
-// out: a count and two letters of a seeds' state, "3 st…", which tell each state
-// apart (queued, running, succeeded, failed, cancelled, stopped early).
-const leastLast = 5
-
 // leaveOut decides whether the last column, where it may be cut, is left out: on
 // every line, its header's too, once one line has too little room for its value
-// (minCut, or leastLast where worthLast).
+// (minCut).
 func (t *fitTable) leaveOut(rows [][]string, widths []int) {
-	least := minCut
-	if t.lastWorth {
-		least = leastLast
-	}
 	for _, r := range rows {
 		n := len(r) - 1
 		room := t.width - sum(widths[:n]) - 2*n
-		if t.width > 0 && slices.Contains(t.cut, n) && room < least && ansi.StringWidth(r[n]) > room {
+		if t.width > 0 && slices.Contains(t.cut, n) && room < minCut && ansi.StringWidth(r[n]) > room {
 			t.leftLast = true
 		}
 	}

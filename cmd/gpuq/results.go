@@ -383,18 +383,18 @@ func reported(sweep string, jobs []ranking.Job, metric string) error {
 }
 
 // printResultsTable prints one row a point, a group's points together. On a terminal
-// (width) it fits, a point a line: a point grouped shows the values its group does not
-// (its GROUP says task=sst2); the best values give way (--json and --csv have them),
-// then the points lose their text values' keys and their other keys' ends, their
-// values whole (see top.CutName), for the seeds' states (JOBS), which are the only
-// sign that a point still runs, its value still moving, or was stopped early: a
-// researcher must not read either as finished. Narrower (60 columns, 40), the step,
-// the seeds counted and the rank go (the rows are in its order) before the states are
-// cut below a few words; then the states are shortened, never wrapped onto lines of
-// their own, to "3 st…" if need be, the points' text values losing their starts (often
-// the sweep's prefix, which they share) for that much, and are left out only where
-// not even that fits; the groups lose their starts, and last of all a final deviation
-// loses its end, the mean kept whole.
+// (width) it fits, a point a line (see resultsFit): a point grouped shows the values
+// its group does not (its GROUP says task=sst2); the best values give way (--json and
+// --csv have them), then the names lose their keys, their values whole, for the
+// seeds' states (JOBS), which are the only sign that a point still runs, its value
+// still moving, or was stopped early or failed: a researcher must not read either as
+// finished. Narrower (60 columns, 40), the step, the seeds counted and the rank go (the
+// rows are in its order) before the states are cut below a few words; then the states
+// are shortened, never wrapped onto lines of their own, to "3 st…" if need be, the
+// groups' and then the points' text values losing their starts (often the sweep's
+// prefix, which they share) and then the names their keys for that much, and are left
+// out only where not even that fits; last of all a final deviation loses its end, the
+// mean kept whole.
 func printResultsTable(w io.Writer, res Results, width int) {
 	better := betterText(res.Mode) + " (--max for higher)"
 	if res.Mode == plans.Max {
@@ -402,24 +402,16 @@ func printResultsTable(w io.Writer, res Results, width int) {
 	}
 	fmt.Fprintln(w, wrap(fmt.Sprintf("%s ranked by %s, %s; each point's seeds as mean ± std", res.Sweep, res.Metric, better), width, ""))
 	fmt.Fprintln(w)
-	tw := newFitTable(w, width, 1, 3, 6).cutNames(1).worthLast().dropping(4).squeezing(5, 2, 0)
-	group := ""
-	if len(res.By) > 0 {
-		tw = newFitTable(w, width, 2, 0, 4, 7).cutNames(2, 0).worthLast().dropping(5).squeezing(6, 3, 1)
-		group = "GROUP\t"
-	}
-	fmt.Fprintf(tw, "%sRANK\tPOINT\tSEEDS\tFINAL\tBEST\tSTEP\tJOBS\n", group)
+	rows := [][]string{{"GROUP", "RANK", "POINT", "SEEDS", "FINAL", "BEST", "STEP", "JOBS"}}
 	for _, r := range res.Points {
-		g, point := "", r.Point
-		if len(res.By) > 0 {
-			g = r.Group + "\t"
-			if width > 0 {
-				point = outside(r.Point, r.Group)
-			}
+		point := r.Point
+		if len(res.By) > 0 && width > 0 {
+			point = outside(r.Point, r.Group)
 		}
-		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g, r.Rank, point, r.SeedsText(), r.Final.Text(), r.Best.Text(), r.StepText(), r.StatesText())
+		rows = append(rows, []string{r.Group, strconv.Itoa(r.Rank), point, r.SeedsText(), r.Final.Text(), r.Best.Text(), r.StepText(), r.StatesText()})
 	}
-	tw.Flush()
+	l := resultsFit(rows, width, len(res.By) > 0)
+	l.print(w, rows)
 }
 
 // outside is a point less the values its group names (task=sst2,lr=0.1 in group

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,7 +186,8 @@ func TestResultsRankWithinGroupsApart(t *testing.T) {
 // shortened, never wrapped: they are the only sign that a point's value still moves
 // or was judged early, and are left out only where not even "3 st…" fits. Each point
 // keeps its final mean, and its values where the states need none of their room.
-// Piped, every value stays whole. (The states went first at 80 columns, the points
+// The groups lose their keys and starts, and the points their keys, before the
+// states are left out. Piped, every value stays whole. (The states went first at 80 columns, the points
 // keeping their task= keys, and a point still running, or stopped early, read as
 // finished; below about 66 columns the rows overflowed, or their states wrapped onto
 // lines of their own.)
@@ -201,24 +203,26 @@ func TestResultsFitTheTerminal(t *testing.T) {
 		{file, nil, 80, []string{"task=qnli,lr=0.001 .* 0.8000 .* 1 succeeded$", "task=sst2,lr=0.001 .* 1.000 ± 0.14 ", "task=qnli,lr=0.1 .* 1.000 ", "task=sst2,lr=0.1 .* 2.500 .* 2 stopped early$"},
 			"RANK  POINT               SEEDS   FINAL         STEP  JOBS"},
 		{file, nil, 60, []string{"^1 +qnli,lr=0.001 +1 +0.8000 +1 succeeded$", "^2 +sst2,lr=0.001 .* 1.000 ± 0.14  2 succeeded$", "qnli,lr=0.1 .* 1.000 ", "^4 +sst2,lr=0.1 +1 of 2  2.500 +2 stopped early$"},
-			"RANK  POINT            SEEDS   FINAL         JOBS"},
+			"RANK  POINT          SEEDS   FINAL         JOBS"},
 		{file, nil, 40, []string{"^qnli,lr=0.001  0.8000 +1 succeeded$", "^sst2,lr=0.001  1.000 ± 0.14  2 succeeded$", "^qnli,lr=0.1 +1.000 +1 succeeded$", "^sst2,lr=0.1 +2.500 +2 stopped …$"},
 			"POINT          FINAL         JOBS"},
 		{file, []string{"task"}, 80, []string{"^task=sst2  1     lr=0.001 .* 1.000 ± 0.14 ", "^task=sst2  2 .* lr=0.1 .* 2.500 .* 2 stopped early$", "^task=qnli .* lr=0.001 .* 0.8000 ", "^task=qnli .* lr=0.1 .* 1.000 "},
 			"GROUP      RANK  POINT     SEEDS   FINAL         STEP  JOBS"},
-		{file, []string{"task"}, 60, []string{"^task=sst2  1     lr=0.001  1.000 ± 0.14  2 succeeded$", "^task=sst2  2 +lr=0.1 +2.500 +2 stopped early$", "^task=qnli .* lr=0.001 .* 0.8000 ", "^task=qnli .* lr=0.1 .* 1.000 "},
-			"GROUP      RANK  POINT     FINAL         JOBS"},
-		{file, []string{"task"}, 40, []string{"^task=sst2  lr=0.001  1.000 ± 0.14  2 su…$", "^task=sst2  lr=0.1 +2.500 +2 st…$", "^task=qnli  lr=0.001  0.8000 +1 su…$", "^task=qnli  lr=0.1 +1.000 +1 su…$"},
-			"GROUP      POINT     FINAL         JOBS"},
+		// The groups lose their keys, every one alike, before the seeds' states are
+		// shortened.
+		{file, []string{"task"}, 60, []string{"^sst2   1     lr=0.001  2       1.000 ± 0.14  2 succeeded$", "^sst2   2 +lr=0.1 +1 of 2  2.500 +2 stopped early$", "^qnli .* lr=0.001 .* 0.8000 ", "^qnli .* lr=0.1 .* 1.000 "},
+			"GROUP  RANK  POINT     SEEDS   FINAL         JOBS"},
+		{file, []string{"task"}, 40, []string{"^sst2   lr=0.001  1.000 ± 0.14  2 succee…$", "^sst2   lr=0.1 +2.500 +2 stoppe…$", "^qnli   lr=0.001  0.8000 +1 succee…$", "^qnli   lr=0.1 +1.000 +1 succee…$"},
+			"GROUP  POINT     FINAL         JOBS"},
 		// Long points lose their text values' keys, then their text values' starts
-		// for the states' first cells; long groups their starts; the last of all, a
-		// final deviation its end.
+		// for the states' first cells; long groups their starts, and the names their
+		// keys, before the states go: a failed seed still shows.
 		{long, nil, 60, []string{"^roberta-large,lr=0.00001    0.8915 ± 0.00071  1 failed, 2 s…$", "^roberta-large,lr=0.00003 ", "^deberta-v3-base,lr=0.00001 ", "^deberta-v3-base,lr=0.00003 "},
 			"POINT                       FINAL             JOBS"},
 		{long, nil, 40, []string{"^…rge,lr=0.00001  0.8915 ± 0.00071  1 fa…$", "^…rge,lr=0.00003 ", "^…ase,lr=0.00001 ", "^…ase,lr=0.00003 "},
 			"POINT            FINAL             JOBS"},
-		{long, []string{"model"}, 40, []string{"^…berta-large  lr=0.00001  0.8915 ± 0.00…$", "^…berta-large  lr=0.00003 ", "^…rta-v3-base  lr=0.00001 ", "^…rta-v3-base  lr=0.00003 "},
-			"GROUP         POINT       FINAL"},
+		{long, []string{"model"}, 40, []string{"^…arge  0.00001  0.8915 ± 0.00071  1 fai…$", "^…arge  0.00003 ", "^…base  0.00001 ", "^…base  0.00003 "},
+			"GROUP  POINT    FINAL             JOBS"},
 		// While the sweep runs: at 80 columns the points lose their task= keys, not
 		// the states; narrower, the states are shortened, still telling running
 		// points and those stopped early from finished ones.
@@ -228,8 +232,8 @@ func TestResultsFitTheTerminal(t *testing.T) {
 			"RANK  POINT                  FINAL          JOBS"},
 		{glue, nil, 40, []string{"^…-tvt_qnli,l…=1e-3  3.480 ± 0.010  3 ru…$", "^…-tvt_sst2,l…=1e-3 .* 3 ru…$", "^…-tvt_qnli,l…=1e-4 .* 2 ru…$", "2 ru…$", "^…-tvt_qnli,l…=1e-5  5.480 ± 0.010  3 st…$", "3 st…$"},
 			"POINT               FINAL          JOBS"},
-		{glue, []string{"task"}, 60, []string{"^glue-tvt_qnli  learni…=1e-3  3.480 ± 0.010  3 running$", "2 running, 1 su…$", "^glue-tvt_qnli  learni…=1e-5 .* 3 stopped early$", "3 running$", "2 running, 1 su…$", "3 stopped early$"},
-			"GROUP          POINT         FINAL          JOBS"},
+		{glue, []string{"task"}, 60, []string{"^glue-tvt_qnli  1     l…=1e-3  3.480 ± 0.010  3 running$", "2 running, 1 s…$", "^glue-tvt_qnli  3     l…=1e-5 .* 3 stopped early$", "3 running$", "2 running, 1 s…$", "3 stopped early$"},
+			"GROUP          RANK  POINT    FINAL          JOBS"},
 	} {
 		args := append([]string{"results", tt.file}, "--by", strings.Join(tt.by, ","))
 		if tt.by == nil {
@@ -586,6 +590,168 @@ func TestACutDeviationKeepsItsSize(t *testing.T) {
 			dev = strings.Fields(dev)[0]
 			if !regexp.MustCompile(`^(0\.0066|0\.00[0-9]*…|0\.0…|0\.…|7e-03|5\.7e-05|6e-05)$`).MatchString(dev) {
 				t.Errorf("%d columns: a deviation reads %q, which is not the size it is:\n%s", width, dev, out)
+			}
+		}
+	}
+}
+
+// wideResultsFile is a sweep as a researcher names its parameters: 48 jobs, three
+// tasks, two values each of learning_rate_for_the_optimizer,
+// warmup_proportion_of_total_steps and model_dropout, two seeds; in each task the
+// points of 1e-5 were stopped early, and a seed of each point of 1e-3 at dropout nan
+// failed.
+func wideResultsFile(t *testing.T) string {
+	t.Helper()
+	sum := api.SweepSummary{Sweep: "glue", Counts: map[string]int{}}
+	for ti, task := range []string{"glue-tvt_qnli", "glue-mrpc", "glue-sst2"} {
+		for li, lr := range []string{"1e-3", "1e-5"} {
+			for wi, warmup := range []string{"0.06", "0.1"} {
+				for di, dropout := range []string{"0.1", "nan"} {
+					point := "task=" + task + ",learning_rate_for_the_optimizer=" + lr + ",warmup_proportion_of_total_steps=" + warmup + ",model_dropout=" + dropout
+					for seed := int64(1); seed <= 2; seed++ {
+						p := plans.NewMap()
+						p.Set("task", task)
+						p.Set("learning_rate_for_the_optimizer", lr)
+						p.Set("warmup_proportion_of_total_steps", warmup)
+						p.Set("model_dropout", dropout)
+						p.Set("seed", seed)
+						j := api.JobSummary{ID: fmt.Sprintf("glue.%d", len(sum.Jobs)+1), Name: fmt.Sprintf("%s,seed=%d", point, seed), Params: p,
+							State: "succeeded", Point: fmt.Sprintf("%s,seed=%d", point, seed), SeedOf: point}
+						switch {
+						case li == 1:
+							j.State = "stopped"
+						case di == 1 && seed == 2:
+							j.State = "failed"
+						}
+						v := 0.61 + float64(ti)/10 + float64(li)/5 + float64(wi)/50 + float64(di)/100 + float64(seed)/1000
+						c := []api.MetricPoint{{Step: 100, Value: v + 0.3}, {Step: 1000, Value: v}}
+						j.Attempts = []api.AttemptSummary{{N: 1, Metrics: []api.MetricSummary{{Name: "eval_loss", Step: 1000, Last: v, Curve: c, Min: v, Max: v + 0.3}}}}
+						sum.Jobs = append(sum.Jobs, j)
+					}
+				}
+			}
+		}
+	}
+	return writeSummary(t, sum, "glue.json")
+}
+
+// TestResultsFitEveryWidth: gpuq results' table fits every terminal from 30 columns up,
+// a point a line, grouped or not, whatever its points' names (at 34 columns, --by
+// task, a row of long parameter names was 35 cells: the terminal wrapped it). Down to
+// where every value fits whole, a name keeps each of its values whole, in its order,
+// losing keys first (never a value while its key's stub stays: l…=1e-3,0.06 read as
+// if the second value were the first's, and …s=0.06,mod… had lost one); and every row
+// of a column cuts its names alike (one group read glue-tvt_qnli, the next
+// task=glue-mrpc).
+func TestResultsFitEveryWidth(t *testing.T) {
+	for _, file := range []string{resultsSummaryFile(t), longResultsFile(t), runningResultsFile(t), wideResultsFile(t)} {
+		for _, by := range []string{"", "task", "model"} {
+			// The points as ranked, whole, a row each (a header first).
+			piped, _, code := gpuq(t, "results", file, "--csv", "--by", by)
+			if code != exitOK { // a sweep without that parameter
+				continue
+			}
+			recs, err := csv.NewReader(strings.NewReader(piped)).ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for width := 30; width <= 100; width++ {
+				args := []string{"results", file}
+				if by != "" {
+					args = append(args, "--by", by)
+				}
+				out, errOut, code := gpuqIn(t, width, args...)
+				if code != exitOK {
+					t.Fatalf("%v at %d: exit %d: %s", args, width, code, errOut)
+				}
+				fitsWidth(t, out, width)
+				_, table, _ := strings.Cut(out, "\n\n")
+				rows := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
+				if len(rows) != len(recs) {
+					t.Fatalf("%v at %d: %d lines for %d points:\n%s", args, width, len(rows)-1, len(recs)-1, out)
+				}
+				if by != "" {
+					keyed := 0
+					for _, r := range rows[1:] {
+						if strings.HasPrefix(r, by+"=") {
+							keyed++
+						}
+					}
+					if keyed != 0 && keyed != len(rows)-1 {
+						t.Errorf("%v at %d: %d groups of %d keep their key:\n%s", args, width, keyed, len(rows)-1, out)
+					}
+				}
+				if width < 40 {
+					continue
+				}
+				// Each shown point has its values whole (a text value may lose its
+				// start, "…qnli"), in order; a key where any of its row's has one.
+				for i, r := range rows[1:] {
+					fields := strings.Fields(r)
+					if by != "" { // the group
+						fields = fields[1:]
+					}
+					if _, err := strconv.Atoi(fields[0]); err == nil { // the rank
+						fields = fields[1:]
+					}
+					point := fields[0]
+					var want []string
+					for _, p := range strings.Split(recs[i+1][2], ",") {
+						if by == "" || !strings.HasPrefix(p, by+"=") {
+							want = append(want, p)
+						}
+					}
+					got := strings.Split(point, ",")
+					if len(got) != len(want) {
+						t.Errorf("%v at %d: point %q shown as %q, a value lost:\n%s", args, width, recs[i+1][2], point, out)
+						continue
+					}
+					keys := strings.Contains(point, "=")
+					for j, g := range got {
+						wk, wv, _ := strings.Cut(want[j], "=")
+						gk, gv, hasKey := strings.Cut(g, "=")
+						if !hasKey {
+							gk, gv = "", g
+						}
+						_, numErr := strconv.ParseFloat(wv, 64)
+						switch {
+						case gv != wv && (numErr == nil || !strings.HasPrefix(gv, "…") || !strings.HasSuffix(wv, strings.TrimPrefix(gv, "…"))):
+							t.Errorf("%v at %d: point %q shown as %q: value %q is not whole:\n%s", args, width, recs[i+1][2], point, wv, out)
+						case hasKey && !strings.HasPrefix(wk, strings.TrimSuffix(gk, "…")):
+							t.Errorf("%v at %d: point %q shown as %q: key %q is not %q's:\n%s", args, width, recs[i+1][2], point, gk, wk, out)
+						case keys && !hasKey && numErr == nil:
+							t.Errorf("%v at %d: point %q shown as %q: %q without its key beside keys:\n%s", args, width, recs[i+1][2], point, wv, out)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestResultsStatesOutlastAWideGroup: on 40 columns, grouped, the seeds' states (JOBS)
+// stay, shortened, where the groups and the points' keys can give them room: they
+// were left out while each group kept 12 cells of its name, and a point whose seed
+// failed, or was stopped early, read as finished.
+func TestResultsStatesOutlastAWideGroup(t *testing.T) {
+	for _, tt := range []struct {
+		file, by string
+		width    int
+		want     []string
+	}{
+		{longResultsFile(t), "model", 40, []string{"1 fai…$", "1 fai…$", "1 fai…$", "1 fai…$"}},
+		{wideResultsFile(t), "task", 45, []string{"2 su…$", "1 fa…$", "2 su…$", "1 fa…$", "2 st…$"}},
+	} {
+		out, _, _ := gpuqIn(t, tt.width, "results", tt.file, "--by", tt.by)
+		_, table, _ := strings.Cut(out, "\n\n")
+		rows := strings.Split(table, "\n")
+		if !strings.HasSuffix(rows[0], "JOBS") {
+			t.Errorf("%d columns, --by %s: no JOBS:\n%s", tt.width, tt.by, out)
+			continue
+		}
+		for i, want := range tt.want {
+			if !regexp.MustCompile(want).MatchString(rows[i+1]) {
+				t.Errorf("%d columns, --by %s: row %d is %q, want %q:\n%s", tt.width, tt.by, i+1, rows[i+1], want, out)
 			}
 		}
 	}
