@@ -109,6 +109,7 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 	e.idleUse(out)
 	ours := e.ours(held)
 	for i, c := range e.cards {
+		strangers := false
 		for j, o := range e.ownersOf(i) {
 			if p := c.Processes[j]; !p.Hidden && !ours.is(i, o.attempt) {
 				if p.Used != gpu.Unknown {
@@ -117,16 +118,34 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 						out[i].Passing += p.Used
 					}
 				}
-				// Another user's job slows gpuq's as much as one of gpuq's would, and
-				// is no job of a planned sweep's (see pack.CardState.Others).
-				out[i].Util += float64(max(p.Util, 0)) / 100
-				if o.attempt == "" && float64(p.Util)/100 >= busyForeign {
-					out[i].Others = true
+				if o.attempt == "" {
+					strangers = true
+				} else {
+					// An attempt's trainer the round no longer holds (one that ended,
+					// still stopping) computes by its own figure, while it does.
+					out[i].Util += float64(max(p.Util, 0)) / 100
 				}
 			}
 		}
+		if strangers {
+			e.othersOn(&out[i], i)
+		}
 	}
 	return out
+}
+
+// othersOn counts on the packer's card s, at position i, what processes that are not
+// gpuq's keep busy there, by the very figure the crowd counts (foreignAt): another
+// user's trainer slows gpuq's jobs as much as one of gpuq's would, and is no job of a
+// planned sweep's (see pack.CardState.Others). Where NVML gives no figure of each
+// process, that is the card's own figure beyond what gpuq's attempts count at: read as
+// nothing, a card another user kept 90% busy was an idle card to spread to, and a job
+// that joined gpuq's there counted on compute it did not have.
+func (e *Engine) othersOn(s *pack.CardState, i int) {
+	if f := e.foreignAt(i); f.n > 0 {
+		s.Util += f.util
+		s.Others = true
+	}
 }
 
 // passing reports whether a process on a card of worker that is no attempt the round

@@ -40,7 +40,9 @@ type crowds struct {
 	// foreign is what processes that are not gpuq's keep busy on each card, as the
 	// last round read it: only cards where they keep it busy (see crowdForeign).
 	// foreignWas is the map of the reading before, kept to be filled again.
+	// foreignRead is the reading of the cards (Engine.readings) foreign is of.
 	foreign, foreignWas map[plans.CardID]company
+	foreignRead         uint64
 }
 
 // company is what processes that are not gpuq's keep busy on a card: how many count as
@@ -300,7 +302,36 @@ func (e *Engine) crowdRefreshUtil(shapes func(yield func(string) bool)) {
 			}
 		}
 	}
+	e.foreignAgain(cards)
 	e.crowdRefresh(cards, e.clock.Now())
+}
+
+// foreignAgain reads again what processes that are not gpuq's keep busy on cards (see
+// foreignOn) where the crowd read it of the cards as they are read now, as what gpuq's
+// attempts there count at changed: where NVML gives no figure of each process, the
+// card's own figure beyond what they count at is the others'. An attempt counted as
+// the whole card until its shape was measured left the others nothing; measured at
+// 40%, it leaves them the rest of the card's 100%, at this very reading, to the crowd
+// and the packer alike.
+func (e *Engine) foreignAgain(cards []plans.CardID) {
+	cs := &e.crowds
+	if cs.foreignRead != e.readings || len(e.owners.strangers) == 0 {
+		return
+	}
+	for _, id := range cards {
+		i, ok := e.cardAt(id.Worker, id.Index)
+		if !ok {
+			continue
+		}
+		if _, found := slices.BinarySearch(e.owners.strangers, i); !found {
+			continue
+		}
+		if f := e.foreignOn(i); f.n > 0 {
+			cs.foreign[id] = f
+		} else {
+			delete(cs.foreign, id)
+		}
+	}
 }
 
 // crowdShape yields one shape, for crowdRefreshUtil.
@@ -347,16 +378,16 @@ const busyForeign = 0.05
 // not gpuq's keep busy on each (see foreignOn), and where that changed, closes the
 // stretch of every attempt there and finds its neighbours and pace from now: a run
 // beside another user's trainer shares its card as much as a run beside one of gpuq's
-// attempts does, and is not learned as a run alone. Cards with none are not looked
-// up: the simulator's never have any.
+// attempts does, and is not learned as a run alone. Only the cards that list a process
+// of no attempt are looked up (the round's strangers, see resolveOwners): the
+// simulator's never have any, and a fleet's thousands of cards, each running gpuq's
+// attempts alone, were each looked through every round.
 func (e *Engine) crowdForeign(now time.Time) {
 	cs := &e.crowds
 	next := cs.foreignWas
 	clear(next)
-	for i := range e.cards {
-		if len(e.cards[i].Processes) == 0 {
-			continue
-		}
+	cs.foreignRead = e.readings
+	for _, i := range e.owners.strangers {
 		if f := e.foreignOn(i); f.n > 0 {
 			next[e.cards[i].ID()] = f
 		}
@@ -381,6 +412,18 @@ func (e *Engine) crowdForeign(now time.Time) {
 		return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Index, b.Index))
 	})
 	e.crowdRefresh(changed, now)
+}
+
+// foreignAt is what processes that are not gpuq's keep busy on the card at position i,
+// as the crowd counts it (see crowdForeign) where it read the cards as they are read
+// now, which a round's packing does: the packer counts the very figure that slows
+// gpuq's attempts there (see cardStatesOf). Cards read since (gpuq plan's Preview reads
+// them without a round) are read here.
+func (e *Engine) foreignAt(i int) company {
+	if e.readings > 0 && e.crowds.foreignRead == e.readings {
+		return e.crowds.foreign[e.cards[i].ID()]
+	}
+	return e.foreignOn(i)
 }
 
 // foreignOn is what processes that are not gpuq's keep busy on the card at position i:

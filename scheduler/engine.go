@@ -227,6 +227,10 @@ type Engine struct {
 	// cardsRead counts the readings that changed them (see positions).
 	cardIDs   []plans.CardID
 	cardsRead uint64
+	// readings counts the cards' readings, each (see readCards): whether the crowd's
+	// figure of what processes that are not gpuq's keep busy is of the cards as read
+	// now (see foreignAt).
+	readings uint64
 	// largest is the memory of the largest of those cards, which the queue weighs a
 	// job's share of a card by (see state.Queue.SetCards).
 	largest int64

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,25 +94,24 @@ func TestAForeignTrainerIsCompanyByTheCardsFigure(t *testing.T) {
 	r.keepBusy(40, "c.1", "c.2")
 	r.others[0] = []gpu.Process{{PID: 9000, Used: 6 * gib, Util: 30}}
 	r.round(0)
-	// Without a figure of its own, the other user's trainer keeps no card busy to the
-	// packer: c.1 takes GPU 0.
-	if got := r.where(); got != "c.1:0 c.2:1" {
-		t.Fatalf("%s, want c.1 beside the other user's trainer and c.2 on GPU 1", got)
+	// By the card's figure, the other user's trainer keeps GPU 0 busy to the packer
+	// too: c.1 takes the idle GPU 1, and c.2 joins the trainer.
+	if got := r.where(); got != "c.1:1 c.2:0" {
+		t.Fatalf("%s, want c.1 on GPU 1 and c.2 beside the other user's trainer", got)
 	}
-	r.round(time.Minute) // c.2 measured alone at 40%; c.1 counted as the whole card still
-	r.round(time.Minute) // c.1 counts at 40%: the card's 70% leaves the other 30%
-	r.end("c.2", 28*time.Minute)
-	r.end("c.1", 45*time.Minute)
+	r.round(time.Minute) // c.1 measured alone at 40%: c.2 counts at it, the card's 70% leaves the other 30%
+	r.round(time.Minute)
+	r.end("c.1", 28*time.Minute)
+	r.end("c.2", 45*time.Minute)
 	// Beside the other user's trainer from its start, as the card read 30% before it
-	// started, at 1/1.3 of its speed while it counted as the whole card; alone its
-	// second minute, counted as the whole card and the card at 70%; beside the trainer
-	// its 73 others.
-	a := r.st.View().Attempt("c.1/1")
-	if crowd, pace := (2+1+2*73)/75.0, (1/1.3+74)/75; math.Abs(a.Crowd-crowd) > 1e-6 || math.Abs(a.Pace-pace) > 1e-6 {
-		t.Errorf("c.1's crowd %v at pace %v, want %v at %v", a.Crowd, a.Pace, crowd, pace)
+	// started, at 1/1.3 of its speed while it counted as the whole card; beside the
+	// trainer, at 70%, from its first minute, as its shape was measured then.
+	a := r.st.View().Attempt("c.2/1")
+	if crowd, pace := 2.0, (1/1.3+74)/75; math.Abs(a.Crowd-crowd) > 1e-6 || math.Abs(a.Pace-pace) > 1e-6 {
+		t.Errorf("c.2's crowd %v at pace %v, want %v at %v", a.Crowd, a.Pace, crowd, pace)
 	}
 	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l.AloneRuns != 1 || l.Alone != 30*time.Minute || l.SharedRuns != 1 {
-		t.Errorf("shape learned %d runs alone (%s) and %d shared, want c.2 alone (30m0s) and c.1 shared", l.AloneRuns, l.Alone, l.SharedRuns)
+		t.Errorf("shape learned %d runs alone (%s) and %d shared, want c.1 alone (30m0s) and c.2 shared", l.AloneRuns, l.Alone, l.SharedRuns)
 	}
 }
 
@@ -149,6 +149,18 @@ func TestForeignOnReadsEachCard(t *testing.T) {
 			t.Errorf("GPU %d: %d at %v, want %d at %v", i, f.n, f.util, want.n, want.util)
 		}
 	}
+	// The round looks through the cards that list a process of no attempt alone (GPU 4's
+	// hidden one is none), and finds what foreignOn finds of each card; the packer
+	// counts the same.
+	e.crowdForeign(now)
+	if want := []int{0, 1, 2, 3, 4}; !slices.Equal(e.owners.strangers, want) {
+		t.Errorf("cards looked through %v, want %v", e.owners.strangers, want)
+	}
+	for i := range cards {
+		if got, want := e.crowds.foreign[cards[i].ID()], e.foreignOn(i); got != want || e.foreignAt(i) != want {
+			t.Errorf("GPU %d: the round counts %+v, the packer %+v, want %+v", i, got, e.foreignAt(i), want)
+		}
+	}
 }
 
 // TestAPlanSpeaksNotForAnotherUsersProcess: a gpu_plan is its sweep's word on how many
@@ -174,5 +186,69 @@ func TestAPlanSpeaksNotForAnotherUsersProcess(t *testing.T) {
 	r.round(time.Second)
 	if got := r.where(); got != "a.1:0 a.2:0" {
 		t.Errorf("the other user's trainer gone: %s, want a's two jobs on the card", got)
+	}
+}
+
+// TestTheCardsFigureKeepsACardBusyToThePacker: where NVML gives no figure of each
+// process, the packer counts on a card what processes that are not gpuq's keep busy
+// by the card's own figure, as the crowd does (foreignOn): a card another user's
+// trainer keeps 90% busy is no idle card, so the first job spreads to the idle one,
+// and once the shape is measured, what the trainer keeps busy counts against the
+// target there, so that a job that would join gpuq's job beside it would slow them.
+func TestTheCardsFigureKeepsACardBusyToThePacker(t *testing.T) {
+	r := newComputeRig(t, fourJobs, 2, Config{})
+	r.perProcess = false
+	r.keepBusy(40, "c.1", "c.2", "c.3", "c.4")
+	// On GPU 0, the tighter fit by its memory: nothing else tells the cards apart to
+	// a packer that counts the trainer as nothing.
+	r.others[0] = []gpu.Process{{PID: 9000, Used: 6 * gib, Util: 90}}
+	r.round(0)
+	if got := r.where(); got != "c.1:1 c.2:0" {
+		t.Fatalf("%s, want c.1 on the idle GPU 1 first, and c.2 beside the other user's trainer (GPU 1 runs a guess)", got)
+	}
+	cards := r.e.cardStates(nil, r.e.slots(), r.e.runningNow())
+	if f := r.e.crowds.foreign[cards[0].ID()]; cards[0].Util != f.util+1 || f.n != 1 {
+		t.Errorf("GPU 0's load %v, want the crowd's %v for the trainer, with c.2's guess (1)", cards[0].Util, f.util)
+	}
+	r.round(time.Minute) // c.1 measured alone at 40%
+	r.round(time.Second) // c.2 counts at 40%: the card's 100% (capped) leaves the trainer 60%
+	// c.3 fits GPU 1 (80%); beside c.2 and the trainer it would have GPU 0 at 140%.
+	if got := r.where(); got != "c.1:1 c.2:0 c.3:1" {
+		t.Fatalf("measured: %s, want c.3 beside c.1 on GPU 1, and c.4 waiting", got)
+	}
+	if w := r.why("c.4"); !strings.HasPrefix(w, "would-slow: would slow the jobs on GPU") {
+		t.Errorf("why c.4: %s", w)
+	}
+	cards = r.e.cardStates(nil, r.e.slots(), r.e.runningNow())
+	if math.Abs(cards[0].Util-1) > 1e-9 || !cards[0].Others {
+		t.Errorf("GPU 0 counts at %v (others: %v), want c.2's 40%% and the trainer's 60%%", cards[0].Util, cards[0].Others)
+	}
+}
+
+// TestAPlanCountsTheCardsFigure: gpuq plan (Preview, of an engine that never ran a
+// round, whose crowd has read no card) counts what another user's trainer keeps busy
+// by the card's own figure too, read there and then: its first job goes to the idle
+// card.
+func TestAPlanCountsTheCardsFigure(t *testing.T) {
+	r := newComputeRig(t, fourJobs, 2, Config{})
+	r.perProcess = false
+	r.others[0] = []gpu.Process{{PID: 9000, Used: 6 * gib, Util: 90}, {PID: 9001, Used: gib, Util: 0}}
+	r.show()
+	d, cards, err := r.e.Preview()
+	must(t, err)
+	if len(d.Placements) == 0 || d.Placements[0].Cards[0] != 1 {
+		t.Errorf("placements %+v, want the first job on the idle GPU 1", d.Placements)
+	}
+	if math.Abs(cards[0].Util-0.9) > 1e-9 || !cards[0].Others || cards[1].Util != 0 || cards[1].Others {
+		t.Errorf("GPU 0 at %v (others: %v), GPU 1 at %v (others: %v), want 90%% of another user's and nothing", cards[0].Util, cards[0].Others, cards[1].Util, cards[1].Others)
+	}
+	// A card whose own figure leaves the processes that are not gpuq's less than
+	// busyForeign is idle: memory alone is not compute.
+	r.others[0] = []gpu.Process{{PID: 9000, Used: 6 * gib, Util: 4}}
+	r.show()
+	_, cards, err = r.e.Preview()
+	must(t, err)
+	if cards[0].Util != 0 || cards[0].Others {
+		t.Errorf("GPU 0 at 4%% counts at %v (others: %v), want nothing", cards[0].Util, cards[0].Others)
 	}
 }

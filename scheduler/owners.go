@@ -24,6 +24,12 @@ type ownership struct {
 	// compares its cards with (see resolveOwners).
 	faults []bool
 	read   uint64
+	// strangers are the positions of the cards that list a process of no attempt
+	// that this PID namespace sees (another user's, another gpuq's), in order: the
+	// only cards where processes that are not gpuq's may keep a card busy (see
+	// foreignOn), which a fleet's round, every process on its thousands of cards its
+	// own, need not look through.
+	strangers []int
 	// byProc is whose each process is, made when first asked (see find).
 	byProc  map[proc]string
 	indexed bool
@@ -40,7 +46,7 @@ type owned struct {
 
 // reset empties o, keeping its arrays.
 func (o *ownership) reset() {
-	o.workers, o.from, o.procs, o.faults, o.indexed = o.workers[:0], o.from[:0], o.procs[:0], o.faults[:0], false
+	o.workers, o.from, o.procs, o.faults, o.strangers, o.indexed = o.workers[:0], o.from[:0], o.procs[:0], o.faults[:0], o.strangers[:0], false
 }
 
 // card is the processes of the card at position i, with their owners.
@@ -95,6 +101,9 @@ func (e *Engine) resolveOwners() {
 				a = was.find(proc{c.Worker, p.PID})
 			}
 			next.procs = append(next.procs, owned{p.PID, a, p.Used, p.Hidden})
+			if a == "" && !p.Hidden && (len(next.strangers) == 0 || next.strangers[len(next.strangers)-1] != i) {
+				next.strangers = append(next.strangers, i)
+			}
 		}
 		if !same || was.faults[i] != next.faults[i] || !slices.Equal(was.card(i), next.procs[next.from[i]:]) {
 			e.changedAt[i] = e.resolved

@@ -143,6 +143,7 @@ func (e *Engine) readCards() error {
 		same = cards[i].ID() == e.cardIDs[i]
 	}
 	e.cards = cards
+	e.readings++
 	if !same {
 		e.placeCards()
 	}

@@ -129,7 +129,9 @@ type CardState struct {
 	// together (the sharing target, 1 = all of it); 0: no such limit, memory and slots
 	// alone decide how many share it. Util is what they ask for now: gpuq's jobs by
 	// their utilizations (a guess for each not measured yet, of which Blind counts and
-	// BlindUtil is the part), other processes as NVML measured them.
+	// BlindUtil is the part), other processes as NVML measured them: each by its own
+	// figure, or, where NVML gives none, together by the card's beyond what gpuq's jobs
+	// count at (a measured share, never a guess).
 	Target    float64
 	Util      float64
 	Blind     int
@@ -144,8 +146,9 @@ type CardState struct {
 	Planned     float64
 	PlannedJobs int
 	// Others says that a process that is not gpuq's keeps the card busy (another
-	// user's trainer): a gpu_plan is no word on it either, so a planned sweep's jobs
-	// not measured yet count there as beside another sweep's jobs (see apart).
+	// user's trainer, at 5% of it or more by its own figure or the card's): a gpu_plan
+	// is no word on it either, so a planned sweep's jobs not measured yet count there
+	// as beside another sweep's jobs (see apart).
 	Others bool
 	// IdleUse is the least NVML read as used on the card with nothing on it (the
 	// driver's own: 0.6 GiB of an idle H200); 0: not read. The headroom is kept for
