@@ -408,7 +408,7 @@ func (t *fitTable) shorten(col int, c string, width int) string {
 // mean and "±…" have no room: it is then cut as any text.
 func cutDeviation(c string, width int) (string, bool) {
 	mean, dev, ok := strings.Cut(c, " ± ")
-	if !ok || ansi.StringWidth(mean)+len(" ±")+1 > width {
+	if !ok || ansi.StringWidth(mean+" ±")+1 > width {
 		return "", false
 	}
 	head := mean + " ± "
