@@ -66,12 +66,13 @@ func runTop(ios ioStreams, st *settings, every time.Duration, sweep string) erro
 	if err != nil {
 		return err
 	}
-	opts := top.Options{Source: c, Title: "the daemon on " + tildeHome(c.Dir()), Every: every}
+	opts := top.Options{Source: c, Title: "the daemon on " + tildeHome(c.Dir()), Every: every, StateDir: c.Dir()}
 	if st.remote() {
-		opts.Title = "the daemon at " + st.v.GetString(keyServer)
+		opts.Title, opts.StateDir = "the daemon at "+st.v.GetString(keyServer), ""
 	}
 	if r := c.Run(); r != nil {
 		opts.Title = fmt.Sprintf("gpuq run of %s (pid %d)", r.Sweep, r.PID)
+		opts.Run = r
 	} else if sweep != "" {
 		// The daemon runs the sweep: its jobs alone are listed.
 		opts.Sweep = sweep
@@ -79,6 +80,10 @@ func runTop(ios ioStreams, st *settings, every time.Duration, sweep string) erro
 	}
 	if !isTerminal(ios.Out) {
 		ov, err := c.Overview()
+		if printed, perr := top.PrintEnded(ios.Out, err, opts, plainWidth); printed {
+			// It ended since it was found: how its jobs ended.
+			return perr
+		}
 		if err != nil {
 			return err
 		}
