@@ -45,7 +45,9 @@ text and exits.
 
 A gpuq run in the foreground is watched the same way: with no daemon, the one gpuq run
 of the state directory; --sweep S, the gpuq run of sweep S (waited for while it starts),
-or where none runs, the daemon's jobs of sweep S alone.`,
+or where none runs, the daemon's jobs of sweep S alone. When the run ends, top shows how
+each of its jobs ended (what gpuq results reads), and the clock when it ended; a daemon
+that stops is asked again until one answers.`,
 		Example: `  gpuq top
   gpuq top --every 5s
   gpuq top --sweep quickstart
