@@ -45,7 +45,9 @@ text and exits.
 
 A gpuq run in the foreground is watched the same way: with no daemon, the one gpuq run
 of the state directory; --sweep S, the gpuq run of sweep S (waited for while it starts),
-or where none runs, the daemon's jobs of sweep S alone.`,
+or where none runs, the daemon's jobs of sweep S alone. When the run ends, top shows how
+each of its jobs ended (what gpuq results reads), and the clock when it ended; a daemon
+that stops is asked again until one answers.`,
 		Example: `  gpuq top
   gpuq top --every 5s
   gpuq top --sweep quickstart
@@ -66,12 +68,13 @@ func runTop(ios ioStreams, st *settings, every time.Duration, sweep string) erro
 	if err != nil {
 		return err
 	}
-	opts := top.Options{Source: c, Title: "the daemon on " + tildeHome(c.Dir()), Every: every}
+	opts := top.Options{Source: c, Title: "the daemon on " + tildeHome(c.Dir()), Every: every, StateDir: c.Dir()}
 	if st.remote() {
-		opts.Title = "the daemon at " + st.v.GetString(keyServer)
+		opts.Title, opts.StateDir = "the daemon at "+st.v.GetString(keyServer), ""
 	}
 	if r := c.Run(); r != nil {
 		opts.Title = fmt.Sprintf("gpuq run of %s (pid %d)", r.Sweep, r.PID)
+		opts.Run = r
 	} else if sweep != "" {
 		// The daemon runs the sweep: its jobs alone are listed.
 		opts.Sweep = sweep
@@ -79,6 +82,10 @@ func runTop(ios ioStreams, st *settings, every time.Duration, sweep string) erro
 	}
 	if !isTerminal(ios.Out) {
 		ov, err := c.Overview()
+		if printed, perr := top.PrintEnded(ios.Out, err, opts, plainWidth); printed {
+			// It ended since it was found: how its jobs ended.
+			return perr
+		}
 		if err != nil {
 			return err
 		}

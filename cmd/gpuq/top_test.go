@@ -206,3 +206,40 @@ func TestTopWaitsForARunStarting(t *testing.T) {
 		t.Errorf("top --sweep fg once the run serves it: exit %d, %s%s; want its view, titled %q", code, out.String(), errb.String(), title)
 	}
 }
+
+// TestTopShowsTheEndOfARun: gpuq top --sweep S, watching the gpuq run of S in an 80×24
+// terminal until it ends, shows how each job ended (from the record the run left), not
+// its last reading's running jobs; says that the run ended, and how its jobs did; and
+// quits on q. The run is not called a daemon.
+func TestTopShowsTheEndOfARun(t *testing.T) {
+	dir := daemonEnv(t)
+	gate := filepath.Join(t.TempDir(), "go")
+	sweep := writeSweep(t, `name: end
+command: [sh, -c, "echo waiting; while [ ! -e `+gate+` ]; do sleep 0.1; done; exit {code}"]
+matrix: {code: [0, 3]}
+memory: 1GiB
+gpus: sim:2x24GiB
+`)
+	ended := make(chan int, 1)
+	go func() {
+		_, _, code := cli(t, "run", sweep, "--log-dir", filepath.Join(t.TempDir(), "logs"))
+		ended <- code
+	}()
+	term := tmux.Start(t, 80, 24, []string{asGPUQ + "=1", "GPUQ_STATE_DIR=" + dir}, os.Args[0], "top", "--sweep", "end")
+	term.WaitFor("both jobs running", 60*time.Second, tmux.Shows("gpuq run of end", "RUNNING 2", "end.1", "end.2"))
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-ended; code != exitFailed {
+		t.Errorf("gpuq run: exit %d, want %d (a job failed)", code, exitFailed)
+	}
+	screen := term.WaitFor("how the run's jobs ended", 30*time.Second,
+		tmux.Shows("ended ", "the gpuq run of end ended", "1 succeeded, 1 failed, 0 cancelled", "JOBS 2", "succeeded", "exited with status 3"))
+	for _, gone := range []string{"RUNNING", "daemon"} {
+		if strings.Contains(screen, gone) {
+			t.Errorf("%q on the screen of a run that ended:\n%s", gone, screen)
+		}
+	}
+	term.Keys("q")
+	term.WaitFor("gpuq top to quit", 10*time.Second, func(string) bool { return term.Exited() })
+}

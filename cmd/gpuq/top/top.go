@@ -44,6 +44,12 @@ type Options struct {
 	// Sweep, where given, is the sweep whose jobs alone the lists show (the cards are
 	// the machine's, and show every job on them).
 	Sweep string
+	// Run is the gpuq run watched; nil for the daemon. A run that ends does not come
+	// back: top then shows how its jobs ended, and reads nothing more.
+	Run *api.Run
+	// StateDir is the state directory of the daemon watched, where top reads it on this
+	// machine: a daemon that stops says so there (see api.Stopped); "" over the network.
+	StateDir string
 }
 
 // Run shows top full-screen on a terminal until the user quits.
@@ -72,15 +78,19 @@ const (
 )
 
 type model struct {
-	opts   Options
-	st     styles
-	ov     api.Overview
-	read   bool              // an overview has arrived
-	err    error             // the last read's error, shown until one succeeds
-	fatal  error             // why top quit on its own
-	output map[string]string // each running job's last line of output
-	width  int
-	height int
+	opts Options
+	st   styles
+	ov   api.Overview
+	read bool  // an overview has arrived
+	err  error // the last read's error, shown until one succeeds
+	// stopped is the daemon that stopped, where the daemon does not answer (err) and
+	// it said so as it stopped.
+	stopped *stoppedDaemon
+	ended   *runEnd           // the gpuq run watched has ended: how its jobs did
+	fatal   error             // why top quit on its own
+	output  map[string]string // each running job's last line of output
+	width   int
+	height  int
 
 	mode mode
 	sel  string // the selected row's key, kept across refreshes
@@ -142,6 +152,14 @@ func (m *model) fitPrompts() {
 	}
 }
 
+// stoppedDaemon is a daemon that said, as it stopped, that it did: its pid, when it
+// began to stop, and whether a person asked it to (gpuq daemon --stop).
+type stoppedDaemon struct {
+	pid   int
+	at    time.Time
+	asked bool
+}
+
 // Messages.
 type (
 	tickMsg     struct{}
@@ -149,6 +167,8 @@ type (
 		ov     api.Overview
 		output map[string]string
 		err    error
+		end    *runEnd        // err says that the run watched has ended
+		gone   *stoppedDaemon // the daemon does not answer (err), and stopped
 	}
 	actedMsg struct {
 		text string
@@ -178,7 +198,13 @@ func (m model) fetch() tea.Cmd {
 		for _, r := range ov.Running {
 			out[r.Job] = lastLine(r.Log)
 		}
-		return overviewMsg{ov: ov, output: out, err: err}
+		msg := overviewMsg{ov: ov, output: out, err: err, end: endOf(err)}
+		if err != nil && api.Unanswered(err) && m.opts.Run == nil && m.opts.StateDir != "" {
+			if pid, at, asked, ok := api.Stopped(m.opts.StateDir); ok {
+				msg.gone = &stoppedDaemon{pid: pid, at: at, asked: asked}
+			}
+		}
+		return msg
 	}
 }
 
@@ -200,16 +226,25 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.fitPrompts()
 		return m, nil
 	case tickMsg:
+		if m.ended != nil {
+			return m, nil
+		}
 		cmds := []tea.Cmd{m.fetch()}
 		if m.mode == reading {
 			cmds = append(cmds, m.readLog(m.logJob, m.logPath))
 		}
 		return m, tea.Batch(cmds...)
 	case overviewMsg:
-		if msg.err != nil {
-			m.err = msg.err
-		} else {
-			m.ov, m.output, m.err, m.read = msg.ov, msg.output, nil, true
+		switch {
+		case m.ended != nil:
+			return m, nil
+		case msg.end != nil:
+			m.endRun(msg.end)
+			return m, nil // no tick: the run does not come back
+		case msg.err != nil:
+			m.err, m.stopped = msg.err, msg.gone
+		default:
+			m.ov, m.output, m.err, m.stopped, m.read = msg.ov, msg.output, nil, nil, true
 			m.keepSelection()
 		}
 		return m, m.tick()
@@ -219,6 +254,9 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			text = msg.err.Error()
 		}
 		m.status = text
+		if m.ended != nil {
+			return m, nil
+		}
 		return m, m.fetch()
 	case attachedMsg:
 		return m, m.afterAttach(msg.job, msg.attempt)
@@ -300,6 +338,9 @@ func (m model) browseKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(k, keys.back):
 		m.filter.SetValue("")
 		m.keepSelection()
+	case m.ended != nil && key.Matches(k, keys.drain, keys.attach, keys.cancel, keys.hold, keys.retry):
+		return m.say(fmt.Sprintf("the gpuq run of %s has ended: its jobs are as it left them (l shows a log; gpuq results %s, gpuq report %s)",
+			m.ended.run.Sweep, m.ended.run.Sweep, m.ended.run.Sweep))
 	case key.Matches(k, keys.drain):
 		m.mode = draining
 		m.card.SetValue("")
@@ -489,5 +530,8 @@ var keys = keyMap{
 func (k keyMap) ShortHelp() []key.Binding {
 	return []key.Binding{k.up, k.logs, k.attach, k.cancel, k.hold, k.retry, k.drain, k.filter, k.quit}
 }
+
+// endedHelp are the keys that do something once the run watched has ended.
+func (k keyMap) endedHelp() []key.Binding { return []key.Binding{k.up, k.logs, k.filter, k.quit} }
 
 func (k keyMap) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }

@@ -2,8 +2,10 @@ package top
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -560,8 +562,48 @@ func TestADaemonThatStopsIsSaidInAFewWords(t *testing.T) {
 	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
 	src.err = fmt.Errorf("gpuq daemon on /tmp/ux-state: %w", &net.OpError{Op: "dial", Net: "unix", Err: syscall.ENOENT})
 	m = drive(t, m, overviewMsgOf(src))
-	if v := m.View(); !strings.Contains(v, "the daemon does not answer (stopped, or restarting)") || strings.Contains(v, "/tmp/ux-state") {
+	if v := m.View(); !strings.Contains(v, "the daemon does not answer (stopped, or restarting)") || strings.Contains(v, "/tmp/ux-state") ||
+		!strings.Contains(v, "as of 15:04:05") {
 		t.Errorf("the screen:\n%s", v)
+	}
+}
+
+// TestADaemonThatStoppedIsSaidToHaveStopped: a daemon that said, as it stopped, that it
+// did is said to have stopped, and when; top asks again, and shows the daemon that
+// comes back. A gpuq run that does not answer is not called a daemon.
+func TestADaemonThatStoppedIsSaidToHaveStopped(t *testing.T) {
+	dir := t.TempDir()
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := asciiModel(src)
+	m.opts.StateDir = dir
+	m = drive(t, m, m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 100, Height: 24})
+	if err := api.MarkStopping(dir, 4242, true); err != nil {
+		t.Fatal(err)
+	}
+	src.err = fmt.Errorf("gpuq daemon on %s: %w", dir, &net.OpError{Op: "dial", Net: "unix", Err: syscall.ENOENT})
+	next, cmd := m.Update(m.fetch()())
+	m = next.(model)
+	if v := m.View(); !strings.Contains(v, "the daemon (pid 4242) stopped at ") || !strings.Contains(v, "(gpuq daemon --stop); top asks again until one runs") ||
+		!strings.Contains(v, "as of 15:04:05") || !strings.Contains(v, "RUNNING 3") {
+		t.Errorf("the screen:\n%s", v)
+	}
+	if cmd == nil {
+		t.Error("top stopped asking the daemon")
+	}
+	src.err = nil
+	src.ov.Time = src.ov.Time.Add(time.Minute)
+	m = drive(t, m, m.fetch()())
+	if v := m.View(); strings.Contains(v, "stopped") || strings.Contains(v, "as of") || !strings.Contains(v, "15:05:05") {
+		t.Errorf("the daemon back:\n%s", v)
+	}
+
+	run := api.Run{Sweep: "gla", PID: 4242, Socket: filepath.Join(dir, "gla.4242.sock")}
+	m.opts.Run, m.opts.Title = &run, "gpuq run of gla (pid 4242)"
+	src.err = fmt.Errorf("gpuq daemon on %s: %w", dir, io.ErrUnexpectedEOF)
+	m = drive(t, m, m.fetch()())
+	if v := m.View(); !strings.Contains(v, "the gpuq run does not answer") || strings.Contains(v, "daemon") {
+		t.Errorf("a run that does not answer:\n%s", v)
 	}
 }
 
@@ -1252,5 +1294,166 @@ func TestNamesCutOnceForTheSameList(t *testing.T) {
 	}
 	if other := c.of([]string{"glue-rte"}, 9); len(other) != 1 || other[0] != "glue-rte" {
 		t.Errorf("other names: %q, want them cut anew", other)
+	}
+}
+
+// endedRun is a gpuq run of gla that has ended, in dir, and left its record (rec),
+// unless rec is nil (killed): it ended a minute after sampleOverview's clock.
+func endedRun(t *testing.T, dir string, rec *api.RunRecord) api.Run {
+	t.Helper()
+	run := api.Run{Sweep: "gla", PID: 4242, Socket: filepath.Join(dir, "gla.4242.sock")}
+	if rec != nil {
+		if err := run.WriteRecord(func(w io.Writer) error { return json.NewEncoder(w).Encode(rec) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return run
+}
+
+// endedRecord is how gla's jobs ended: two succeeded (one after an OOM), one failed,
+// one was cancelled, one stopped early.
+func endedRecord(t *testing.T) *api.RunRecord {
+	now := sampleOverview(t).Time
+	at := func(min int) time.Time { return now.Add(time.Duration(min) * time.Minute) }
+	one := 1
+	job := func(id, name, st, reason string, attempts ...api.AttemptSummary) api.Job {
+		j := api.Job{Sweep: "gla", JobSummary: api.JobSummary{ID: id, Name: name, State: st, Reason: reason, Attempts: attempts}}
+		if st == "failed" {
+			j.ExitCode = &one
+		}
+		return j
+	}
+	return &api.RunRecord{Ended: at(1), Jobs: []api.Job{
+		job("gla.1", "qnli,seed=87", "succeeded", "",
+			api.AttemptSummary{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", Started: at(-64), Ended: at(-63)},
+			api.AttemptSummary{N: 2, GPUs: []int{0}, Tier: 1, Outcome: "success", PeakBytes: 13 * gib, Started: at(-62), Ended: at(-2)}),
+		job("gla.2", "sst2,seed=87", "failed", "attempt 1 failed: exited with status 1: ValueError: nan loss",
+			api.AttemptSummary{N: 1, GPUs: []int{0}, Outcome: "failed", PeakBytes: 6 * gib, Started: at(-5), Ended: at(0)}),
+		job("gla.3", "cola,seed=87", "succeeded", "",
+			api.AttemptSummary{N: 1, GPUs: []int{1}, Outcome: "success", PeakBytes: 2 * gib, Started: at(-1), Ended: at(1)}),
+		job("gla.4", "rte,seed=87", "cancelled", "cancelled by gpuq cancel"),
+		job("gla.5", "rte,seed=88", "stopped", "stopped early: losing to sst2"),
+	}}
+}
+
+// TestARunThatEndsShowsHowItsJobsEnded: when the gpuq run watched ends, top shows how
+// each of its jobs ended, from the record the run left (its last reading had them
+// running, with older progress), says in the line under the title that the run ended,
+// when, and how its jobs did, marks the clock, and reads nothing more; the keys that
+// would act on a job say that the run has ended, l still shows a log, q quits. The run
+// is called a run, never a daemon.
+func TestARunThatEndsShowsHowItsJobsEnded(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	run := endedRun(t, t.TempDir(), endedRecord(t))
+	m := asciiModel(src)
+	m.opts.Title, m.opts.Run = "gpuq run of gla (pid 4242)", &run
+	m = drive(t, m, m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	m = drive(t, m, keysOf("j")...) // gla.2, running
+	if v := m.View(); !strings.Contains(v, ">gla.2") || !strings.Contains(v, "RUNNING 3") {
+		t.Fatalf("before the run ends:\n%s", v)
+	}
+
+	src.err = api.RunEndedError{Run: run}
+	next, cmd := m.Update(overviewMsgOf(src))
+	m = next.(model)
+	if cmd != nil {
+		t.Error("top goes on reading a run that has ended")
+	}
+	screen := m.View()
+	lines := strings.Split(screen, "\n")
+	if len(lines) != 24 {
+		t.Errorf("%d lines, want 24", len(lines))
+	}
+	for i, l := range lines {
+		if w := ansi.StringWidth(l); w > 80 {
+			t.Errorf("line %d is %d wide: %q", i+1, w, l)
+		}
+	}
+	for _, want := range []string{
+		"ended 15:05:05",
+		"the gpuq run of gla ended: 2 succeeded, 1 failed, 1 cancelled, 1 stopped early",
+		// On 80 columns, the cards, tier and peak give way to how each job ended.
+		"JOBS 5    NAME         STATE     TRIES ELAPSED  HOW IT ENDED",
+		" gla.1    qnli,seed=87 succeeded     2   1h00m  success",
+		">gla.2    sst2,seed=87 failed        1   5m00s  exited with status 1: ValueErro", // the selection stays with its job
+		" gla.4    rte,seed=87  cancelled     -       -  cancelled by gpuq cancel",
+		"↑↓ move  l logs  / filter  q quit",
+	} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("no %q in:\n%s", want, screen)
+		}
+	}
+	for _, gone := range []string{"RUNNING", "QUEUE", "GPU 0", "15:04:05 ", "daemon", "attach"} {
+		if strings.Contains(screen, gone) {
+			t.Errorf("%q still on the screen:\n%s", gone, screen)
+		}
+	}
+	schedtest.Golden(t, "ended-80x24.txt", screen)
+	wide := drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24}).View()
+	for _, want := range []string{
+		"the gpuq run of gla ended at 15:05:05: 2 succeeded, 1 failed, 1 cancelled, 1 stopped early · q quits",
+		"JOBS 5    NAME         STATE     TRIES GPU  TIER ELAPSED    PEAK  HOW IT ENDED",
+		" gla.1    qnli,seed=87 succeeded     2 0    t1     1h00m   13.0G  success",
+		" gla.4    rte,seed=87  cancelled     - -    -          -       -  cancelled by gpuq cancel",
+	} {
+		if !strings.Contains(wide, want) {
+			t.Errorf("no %q on 120 columns:\n%s", want, wide)
+		}
+	}
+
+	// A reading already on its way when it ended changes nothing.
+	src.err = nil
+	m = drive(t, m, overviewMsgOf(src))
+	if !strings.Contains(m.View(), "JOBS 5") {
+		t.Errorf("a late reading brought the run back:\n%s", m.View())
+	}
+	m = drive(t, m, keysOf("c")...)
+	if len(src.acts) != 0 || !strings.Contains(m.View(), "the gpuq run of gla has ended: its jobs are as it left them") {
+		t.Errorf("c after the run ended: requests %q; the screen:\n%s", src.acts, m.View())
+	}
+	_, cmd = m.Update(keysOf("q")[0])
+	if cmd == nil || fmt.Sprint(cmd()) != fmt.Sprint(tea.Quit()) {
+		t.Error("q did not quit")
+	}
+}
+
+// TestARunKilledIsSaidSo: a gpuq run that ended without leaving its record (killed)
+// is said to have ended, not shown running on.
+func TestARunKilledIsSaidSo(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	run := endedRun(t, t.TempDir(), nil)
+	m := asciiModel(src)
+	m.opts.Run = &run
+	m = drive(t, m, m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24})
+	src.err = api.RunEndedError{Run: run}
+	m = drive(t, m, overviewMsgOf(src))
+	v := m.View()
+	if !strings.Contains(v, "the gpuq run of gla ended at") || !strings.Contains(v, "left no record of how its jobs ended") ||
+		strings.Contains(v, "RUNNING") || !strings.Contains(v, "JOBS 0") {
+		t.Errorf("the screen:\n%s", v)
+	}
+}
+
+// TestARunThatEndedIsPrinted: printed (no terminal), a run that ended since top found
+// it is printed as it ended.
+func TestARunThatEndedIsPrinted(t *testing.T) {
+	run := endedRun(t, t.TempDir(), endedRecord(t))
+	var buf bytes.Buffer
+	if ok, err := PrintEnded(&buf, errors.New("refused"), Options{}, 80); ok || err != nil || buf.Len() > 0 {
+		t.Errorf("printed for another error: %v %v %q", ok, err, buf.String())
+	}
+	ok, err := PrintEnded(&buf, fmt.Errorf("overview: %w", api.RunEndedError{Run: run}), Options{Title: "gpuq run of gla (pid 4242)"}, 80)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	for _, want := range []string{"ended 15:05:05", "2 succeeded, 1 failed, 1 cancelled", "JOBS 5", "gla.5 ", "stopped early: losing to sst2"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("no %q in:\n%s", want, buf.String())
+		}
+	}
+	if strings.Contains(buf.String(), "\x1b[") {
+		t.Errorf("escape codes in plain output:\n%q", buf.String())
 	}
 }

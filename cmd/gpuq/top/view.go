@@ -81,6 +81,10 @@ func (m model) sections() []section {
 		}
 		return fmt.Sprintf("%s %d of %d", title, shown, all)
 	}
+	if m.ended != nil {
+		// The run has ended: how each of its jobs did, and the events as last read.
+		return []section{m.endedSection(match, count), m.eventsSection(match)}
+	}
 	runs := slices.DeleteFunc(slices.Clone(m.ov.Running), func(r api.RunningJob) bool { return !match(r.Job, r.Name, m.output[r.Job]) })
 	waits := slices.DeleteFunc(slices.Clone(m.ov.Queue), func(q api.WaitingJob) bool { return !match(q.Job, q.Name, q.Requeued, q.Reason) })
 	runTitle := count("RUNNING", len(runs), len(m.ov.Running))
@@ -146,6 +150,11 @@ func (m model) sections() []section {
 		queue.rows = append(queue.rows, r)
 	}
 	queue.title = fmt.Sprintf(queueFormat, w+1, queueTitle, nw, "NAME", "STATE", "ESTIMATE", "WHY IT WAITS")
+	return []section{run, queue, m.eventsSection(match)}
+}
+
+// eventsSection lists the last events that match, newest first.
+func (m model) eventsSection(match func(parts ...string) bool) section {
 	events := section{title: "EVENTS"}
 	for i := len(m.ov.Events) - 1; i >= 0; i-- { // newest first
 		e := m.ov.Events[i]
@@ -158,7 +167,7 @@ func (m model) sections() []section {
 		}
 		events.rows = append(events.rows, r)
 	}
-	return []section{run, queue, events}
+	return events
 }
 
 // runFormat lays out a running job: job, name, cards, tier, elapsed, declared, learned
@@ -725,16 +734,8 @@ func (m model) View() string {
 		return fit(head, m.width) + "\n" + m.logs.View() + "\n" + fit(m.st.dim.Render("↑↓ pgup pgdn scroll · esc back"), m.width)
 	}
 	lines := []string{m.header()}
-	switch {
-	case m.err != nil && api.Unanswered(m.err):
-		// Said in the width there is: the reason, not the socket's path and the URL.
-		said := "the daemon does not answer (stopped, or restarting); top asks again until it does"
-		if m.width > 0 {
-			said = fit(said, m.width)
-		}
-		lines = append(lines, m.st.bad.Render(said))
-	case m.err != nil:
-		lines = append(lines, m.st.bad.Render("cannot read the daemon: "+m.err.Error()))
+	if said := m.trouble(); said != "" {
+		lines = append(lines, said)
 	}
 	// The title, the cards, a list's title and its row, and the keys: on a screen with
 	// fewer rows, the lines past its bottom would push the title off its top.
@@ -761,10 +762,44 @@ func (m model) View() string {
 // error, the cards and the keys leave.
 func (m model) listLines() int {
 	n := 1 + len(m.ov.GPUs) + 1
-	if m.err != nil {
+	if m.err != nil || m.ended != nil {
 		n++
 	}
 	return m.height - n
+}
+
+// trouble is the line under the title: that the run watched has ended, or why the last
+// reading failed; "" where it did not. A gpuq run is no daemon, and is not called one.
+func (m model) trouble() string {
+	watched := "the daemon"
+	if m.opts.Run != nil {
+		watched = "the gpuq run"
+	}
+	switch {
+	case m.ended != nil:
+		return m.endLine()
+	case m.err != nil && api.Unanswered(m.err):
+		// Said in the width there is: the reason, not the socket's path and the URL.
+		said := "the daemon does not answer (stopped, or restarting); top asks again until it does"
+		switch {
+		case m.opts.Run != nil:
+			// Ending, most likely: the next reading says so.
+			said = "the gpuq run does not answer; top asks again"
+		case m.stopped != nil:
+			how := ""
+			if m.stopped.asked {
+				how = " (gpuq daemon --stop)"
+			}
+			said = fmt.Sprintf("the daemon (pid %d) stopped at %s%s; top asks again until one runs", m.stopped.pid, m.stopped.at.Format("15:04:05"), how)
+		}
+		if m.width > 0 {
+			said = fit(said, m.width)
+		}
+		return m.st.bad.Render(said)
+	case m.err != nil:
+		return m.st.bad.Render("cannot read " + watched + ": " + m.err.Error())
+	}
+	return ""
 }
 
 // tooSmall is the screen where it has fewer rows than the need of a view: the title,
@@ -808,10 +843,17 @@ func (m model) titleParts() []string {
 	return append(parts, m.opts.Title)
 }
 
-// clock is the time of the overview shown, once one is read.
+// clock is the time of the overview shown, once one is read; marked where it no
+// longer goes on: when the run watched ended, or, while the daemon does not answer,
+// when it last did.
 func (m model) clock() string {
-	if !m.read {
+	switch {
+	case m.ended != nil:
+		return m.st.warn.Render("ended " + m.ended.at.Format("15:04:05"))
+	case !m.read:
 		return ""
+	case m.err != nil:
+		return m.st.warn.Render("as of " + m.ov.Time.Format("15:04:05"))
 	}
 	return m.ov.Time.Format("15:04:05")
 }
@@ -966,11 +1008,15 @@ func (m model) footer() string {
 	if m.status != "" {
 		return m.status
 	}
+	help := keys.ShortHelp()
+	if m.ended != nil {
+		help = keys.endedHelp()
+	}
 	if f := m.filter.Value(); f != "" {
-		return m.st.dim.Render("filter /"+f+" (esc clears) · ") + m.help.ShortHelpView(keys.ShortHelp())
+		return m.st.dim.Render("filter /"+f+" (esc clears) · ") + m.help.ShortHelpView(help)
 	}
 	m.help.Width = m.width
-	return m.help.ShortHelpView(keys.ShortHelp())
+	return m.help.ShortHelpView(help)
 }
 
 // asking reports whether a prompt is open: the filter, the card to drain, a cancel's
@@ -1092,12 +1138,31 @@ func (m model) bar(c api.GPUView, w int) string {
 // its jobs, every running and queued job, and the last events (of opts.Sweep's jobs,
 // where given), each line whole; width sizes the bars.
 func Print(w io.Writer, ov api.Overview, opts Options, width int) error {
-	r := lipgloss.NewRenderer(w)
-	m := newModel(opts, r)
+	m := newModel(opts, lipgloss.NewRenderer(w))
 	m.ov, m.read, m.width = ofSweep(readable(ov), opts.Sweep), true, width
 	for _, run := range ov.Running {
 		m.output[run.Job] = lastLine(run.Log)
 	}
+	return m.print(w)
+}
+
+// PrintEnded writes, where err (an overview's) says that the gpuq run watched has
+// ended, how its jobs ended, as gpuq top shows it then, once as plain text as Print
+// does; false where err says no such thing.
+func PrintEnded(w io.Writer, err error, opts Options, width int) (bool, error) {
+	end := endOf(err)
+	if end == nil {
+		return false, nil
+	}
+	m := newModel(opts, lipgloss.NewRenderer(w))
+	m.width = width
+	m.endRun(end)
+	return true, m.print(w)
+}
+
+// print writes the view once as plain text (see Print).
+func (m model) print(w io.Writer) error {
+	width := m.width
 	// Printed, the title is whole (a state directory's path, say): the clock is in the
 	// corner where it fits beside it, else the title breaks between its parts.
 	lines := []string{m.header()}
@@ -1105,6 +1170,9 @@ func Print(w io.Writer, ov api.Overview, opts Options, width int) error {
 	unlimited.width = 0
 	if whole := unlimited.header(); lipgloss.Width(whole) > width {
 		lines = m.printedHeader(width)
+	}
+	if m.ended != nil {
+		lines = append(lines, m.endLine())
 	}
 	cols := m.cardColumns()
 	for _, c := range m.ov.GPUs {
