@@ -23,7 +23,8 @@ import (
 // attempt ended.
 
 // WorkerProtocol is the version of the link's messages, both ways: a daemon links only
-// a worker that speaks its own, since one of another would misread what it is sent.
+// a worker that speaks its own, and a worker only a daemon that does, since one of
+// another would misread what it is sent.
 // It goes up where a message changes so that a gpuq of the other protocol would do
 // other than it is asked (a field renamed, or one that must be acted on added), not
 // for a field that either may do without.
@@ -32,6 +33,10 @@ const WorkerProtocol = 1
 // ProtocolOf is the protocol a worker's Hello says it speaks: the first where it says
 // none, as a gpuq from before Hello said it.
 func (h Hello) ProtocolOf() int { return max(h.Protocol, 1) }
+
+// ProtocolOf is the protocol a daemon's Welcome says it speaks: the first where it
+// says none, as a gpuq from before Welcome said it.
+func (w Welcome) ProtocolOf() int { return max(w.Protocol, 1) }
 
 // OtherBuilds reports whether two gpuq version texts (as gpuq --version says them) name
 // other builds of gpuq. Where both name a commit (in "(commit ...)", in a Go
@@ -179,6 +184,12 @@ type Welcome struct {
 	// whose jobs have not ended: the worker reports how each ended, if it knows, since
 	// a success it holds wins over their requeue.
 	Ask []AttemptRef `json:"ask,omitempty"`
+	// Protocol is the version of the link's messages the daemon speaks (see
+	// WorkerProtocol), and Version its gpuq, as gpuq --version says it: the worker
+	// leaves a daemon of another protocol, and warns of one of another build. A daemon
+	// from before they were said sends neither (protocol 0, the first; version "").
+	Protocol int    `json:"protocol,omitempty"`
+	Version  string `json:"version,omitempty"`
 }
 
 // AttemptRef names an attempt.
