@@ -576,8 +576,9 @@ func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
 
 // knowDaemon leaves a daemon whose Welcome says another protocol of the link than the
 // worker's (errOtherProtocol, naming both gpuqs and what to do, which ends the worker
-// and gpuq worker prints), since each would misread the other: a daemon from before Welcome said it speaks the first. Of a daemon
-// of another build that speaks the worker's, it warns, once for each gpuq it links to.
+// and gpuq worker prints), since each would misread the other: a daemon from before
+// Welcome said it speaks the first. Of a daemon of another build that speaks the
+// worker's, it warns, once for each gpuq it links to.
 func (w *worker) knowDaemon(wel *api.Welcome) error {
 	if p := wel.ProtocolOf(); p != api.WorkerProtocol {
 		return fmt.Errorf("%w: the daemon at %s runs %s, which speaks protocol %d of the worker link, and this worker runs gpuq %s, which speaks protocol %d: "+
