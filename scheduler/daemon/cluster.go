@@ -399,7 +399,8 @@ func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
 	back := len(w.attempts)
 	now := c.clock.Now()
 	w.hello, w.state, w.link, w.heard, w.acked, w.sweeps, w.draining, w.ready = h, h.State, l, now, now, map[string]bool{}, false, false
-	welcome := &api.Welcome{Lease: c.fence.lease, Stop: c.fence.stop, Beat: beatEvery(c.fence.lease), Attempts: []api.AttemptRef{}}
+	welcome := &api.Welcome{Lease: c.fence.lease, Stop: c.fence.stop, Beat: beatEvery(c.fence.lease), Attempts: []api.AttemptRef{},
+		Protocol: api.WorkerProtocol, Version: c.version}
 	for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
 		welcome.Attempts = append(welcome.Attempts, refOf(w.attempts[id]))
 	}

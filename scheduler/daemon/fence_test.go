@@ -587,3 +587,19 @@ func TestAWorkerOfAnotherProtocolIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestTheWelcomeSaysTheDaemonsProtocol: the daemon's Welcome says which protocol of
+// the worker link it speaks, and its gpuq, for a worker to leave a daemon that would
+// misread it and to warn of one of another build.
+func TestTheWelcomeSaysTheDaemonsProtocol(t *testing.T) {
+	f, err := newFence(20*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := testCluster(t, f)
+	c.version = "v0.4.0 (commit 0123456789ab, 2026-03-01T09:00:00Z), built with go1.24.1"
+	m := linkWorker(t, c, "n1").next(t)
+	if m.Welcome == nil || m.Welcome.Protocol != api.WorkerProtocol || m.Welcome.Version != c.version {
+		t.Errorf("the daemon's first message: %+v; want a Welcome of protocol %d, gpuq %s", m, api.WorkerProtocol, c.version)
+	}
+}

@@ -62,8 +62,8 @@ type Config struct {
 	// Supervisor is the command that starts an attempt's supervisor (see
 	// launcher.SupervisorCommand).
 	Supervisor []string
-	// Version is its gpuq, as gpuq --version says it: the daemon tells a worker of
-	// another build by it (see api.OtherBuilds).
+	// Version is its gpuq, as gpuq --version says it: the daemon and the worker tell
+	// each other of another build by it (see api.OtherBuilds).
 	Version string
 	// Log receives what the worker does.
 	Log io.Writer
@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case errors.Is(err, errLeft):
 			w.log.Printf("left: idle, and the daemon starts nothing more here")
 			return nil
-		case errors.Is(err, api.ErrUnauthorized), errors.Is(err, errRefused):
+		case final(err):
 			return err
 		case errors.Is(err, errLapsed):
 			w.log.Printf("out of touch with the daemon for the whole lease (%s): its trainers stop, and it links again", w.lease.length)
@@ -144,10 +144,17 @@ func (w *worker) stopping() {
 	}
 }
 
+// final reports whether a session's end ends the worker: linking again would end the
+// same way (the daemon refused it, or speaks another protocol of the link).
+func final(err error) bool {
+	return errors.Is(err, api.ErrUnauthorized) || errors.Is(err, errRefused) || errors.Is(err, errOtherProtocol)
+}
+
 var (
-	errLeft    = errors.New("left")
-	errRefused = errors.New("the daemon refused this worker")
-	errLapsed  = errors.New("the lease lapsed")
+	errLeft          = errors.New("left")
+	errRefused       = errors.New("the daemon refused this worker")
+	errOtherProtocol = errors.New("the daemon speaks another protocol of the worker link")
+	errLapsed        = errors.New("the lease lapsed")
 )
 
 // worker is a running worker.
@@ -188,6 +195,8 @@ type worker struct {
 	stopped map[string]bool
 	// linked: the last session reached the daemon.
 	linked bool
+	// warned is the daemon's gpuq of another build that it last warned of.
+	warned string
 	log    *runner.EventLog
 }
 
@@ -510,6 +519,9 @@ func (w *worker) renew(n uint64) {
 // either or a broken link: each goes on, is reported ended, or never started. It tells
 // how those the daemon asks about ended, if it knows.
 func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
+	if err := w.knowDaemon(wel); err != nil {
+		return err
+	}
 	if wel.Lease <= 0 || wel.Beat <= 0 {
 		return fmt.Errorf("%w: it gives no lease (an older gpuq): run the same gpuq on the daemon and its workers", errRefused)
 	}
@@ -555,10 +567,39 @@ func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
 			delete(w.ended, id)
 		}
 	}
-	w.log.Printf("linked to the daemon at %s; %s taken up; a lease of %s", w.cfg.Server, plans.Count(len(wel.Attempts), "attempt"), wel.Lease)
+	w.log.Printf("linked to the daemon at %s (%s); %s taken up; a lease of %s",
+		w.cfg.Server, gpuqOf(wel.Version), plans.Count(len(wel.Attempts), "attempt"), wel.Lease)
 	// A beat at once says that the Welcome is answered: the daemon gives its cards jobs
 	// from then on.
 	return out.Encode(api.WorkerMessage{Beat: w.lease.beat()})
+}
+
+// knowDaemon leaves a daemon whose Welcome says another protocol of the link than the
+// worker's (errOtherProtocol, naming both gpuqs and what to do, which ends the worker
+// and gpuq worker prints), since each would misread the other: a daemon from before
+// Welcome said it speaks the first. Of a daemon of another build that speaks the
+// worker's, it warns, once for each gpuq it links to.
+func (w *worker) knowDaemon(wel *api.Welcome) error {
+	if p := wel.ProtocolOf(); p != api.WorkerProtocol {
+		return fmt.Errorf("%w: the daemon at %s runs %s, which speaks protocol %d of the worker link, and this worker runs gpuq %s, which speaks protocol %d: "+
+			"the two would misread each other; run one gpuq on both (install the daemon's on this node, or the worker's on the daemon's and start it again; "+
+			"gpuq --version says which each runs), then start the worker again",
+			errOtherProtocol, w.cfg.Server, gpuqOf(wel.Version), p, w.cfg.Version, api.WorkerProtocol)
+	}
+	if api.OtherBuilds(w.cfg.Version, wel.Version) && w.warned != wel.Version {
+		w.log.Printf("warning: the daemon at %s runs gpuq %s, and this worker gpuq %s: they speak one protocol of the worker link (%d), "+
+			"so it links, but what each does of a job may differ; run one gpuq on both", w.cfg.Server, wel.Version, w.cfg.Version, api.WorkerProtocol)
+		w.warned = wel.Version
+	}
+	return nil
+}
+
+// gpuqOf names a daemon's gpuq as its Welcome says it.
+func gpuqOf(version string) string {
+	if version == "" {
+		return "an older gpuq, which does not say its version"
+	}
+	return "gpuq " + version
 }
 
 // endOf is how an attempt the daemon asks about ended, as its directory says, when no

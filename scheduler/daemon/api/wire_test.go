@@ -261,10 +261,12 @@ func TestRequeuedBriefKeepsOutcomeAndTier(t *testing.T) {
 	}
 }
 
-// TestOtherBuilds: two gpuq versions are other builds where both name a release and
-// the releases differ, or both name a commit and the commits differ; a build that
-// names neither (go test's "dev"), a release beside a commit, and one commit built by
-// two Gos are not told apart.
+// TestOtherBuilds: two gpuq versions are other builds where both name a commit and
+// the commits differ, or, where one names none, both name a release and the releases
+// differ; a build that names neither (go test's "dev"), a release beside a commit, and
+// one commit built by two Gos, or with changes not committed, are not told apart.
+// Versions as Go 1.24 and later stamp them name their commit in a pseudo-version (with
+// +dirty for changes not committed), and make build's in git describe's words.
 func TestOtherBuilds(t *testing.T) {
 	const (
 		devA  = "dev (commit 0123456789ab, 2026-03-01T09:00:00Z), built with go1.24.1"
@@ -272,6 +274,20 @@ func TestOtherBuilds(t *testing.T) {
 		devB  = "dev (commit ba9876543210, 2026-03-02T09:00:00Z), built with go1.24.1"
 		relA  = "v0.4.0 (commit 0123456789ab, 2026-03-01T09:00:00Z), built with go1.24.1"
 		relB  = "v0.5.0, built with go1.24.1"
+		// go build of commit 0123456789ab by Go 1.24 and later: clean, and with changes.
+		pseudoA      = "v0.0.0-20260301090000-0123456789ab (commit 0123456789ab, 2026-03-01T09:00:00Z), built with go1.24.2"
+		pseudoADirty = "v0.0.0-20260301090000-0123456789ab+dirty (commit 0123456789ab, 2026-03-01T09:00:00Z, with changes not committed), built with go1.26.0"
+		pseudoB      = "v0.0.0-20260302090000-ba9876543210 (commit ba9876543210, 2026-03-02T09:00:00Z), built with go1.24.2"
+		// Commits after the tag v0.4.0, and that tag's own commit built with changes.
+		afterTagB    = "v0.4.1-0.20260302090000-ba9876543210 (commit ba9876543210, 2026-03-02T09:00:00Z), built with go1.24.2"
+		relADirty    = "v0.4.0+dirty (commit 0123456789ab, 2026-03-01T09:00:00Z, with changes not committed), built with go1.24.2"
+		installedA   = "v0.0.0-20260301090000-0123456789ab, built with go1.24.2" // go install ...@commit: no vcs stamp
+		installedRel = "v0.4.0, built with go1.24.2"                             // go install ...@v0.4.0
+		// make build: git describe --tags --always --dirty, and maybe the vcs stamp.
+		describedA      = "v0.4.0-dirty, built with go1.24.2"
+		describedB      = "v0.4.0-3-gba98765, built with go1.24.2"
+		describedBDirty = "v0.4.0-3-gba98765-dirty (commit ba9876543210, 2026-03-02T09:00:00Z, with changes not committed), built with go1.24.2"
+		untaggedA       = "0123456-dirty, built with go1.24.2"
 	)
 	for _, tc := range []struct {
 		a, b  string
@@ -279,6 +295,18 @@ func TestOtherBuilds(t *testing.T) {
 	}{
 		{"dev", "dev", false}, {"dev", devA, false}, {devA, devA2, false}, {devA, relA, false}, {relA, "v0.4.0", false},
 		{devA, devB, true}, {relA, relB, true}, {"v0.4.0", "v0.5.0", true}, {relB, devB, false}, {"", relA, false},
+		// Go 1.24 and later: one commit clean and dirty, by two Gos, is one build.
+		{pseudoA, pseudoADirty, false}, {pseudoA, devA, false}, {pseudoADirty, devA2, false}, {installedA, pseudoADirty, false},
+		// Two commits are other builds.
+		{pseudoA, pseudoB, true}, {pseudoADirty, pseudoB, true}, {installedA, pseudoB, true}, {pseudoA, devB, true},
+		// A tagged release and its own commit's pseudo-version are one build, one after it another.
+		{relA, pseudoA, false}, {relA, pseudoADirty, false}, {relA, relADirty, false}, {relA, afterTagB, true}, {relADirty, afterTagB, true},
+		{installedRel, relADirty, false}, {installedRel, "v0.5.0+dirty", true},
+		// A release that names no commit beside a pseudo-version: neither can be told.
+		{installedRel, afterTagB, false}, {installedRel, pseudoB, false}, {"dev", pseudoB, false},
+		// git describe's versions.
+		{describedA, relA, false}, {describedA, installedRel, false}, {describedB, pseudoB, false}, {describedB, afterTagB, false},
+		{describedBDirty, pseudoB, false}, {describedB, pseudoA, true}, {describedB, relA, true}, {untaggedA, pseudoADirty, false}, {untaggedA, devB, true},
 	} {
 		if got := OtherBuilds(tc.a, tc.b); got != tc.other {
 			t.Errorf("OtherBuilds(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.other)

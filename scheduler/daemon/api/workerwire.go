@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -22,7 +23,8 @@ import (
 // attempt ended.
 
 // WorkerProtocol is the version of the link's messages, both ways: a daemon links only
-// a worker that speaks its own, since one of another would misread what it is sent.
+// a worker that speaks its own, and a worker only a daemon that does, since one of
+// another would misread what it is sent.
 // It goes up where a message changes so that a gpuq of the other protocol would do
 // other than it is asked (a field renamed, or one that must be acted on added), not
 // for a field that either may do without.
@@ -32,31 +34,64 @@ const WorkerProtocol = 1
 // none, as a gpuq from before Hello said it.
 func (h Hello) ProtocolOf() int { return max(h.Protocol, 1) }
 
+// ProtocolOf is the protocol a daemon's Welcome says it speaks: the first where it
+// says none, as a gpuq from before Welcome said it.
+func (w Welcome) ProtocolOf() int { return max(w.Protocol, 1) }
+
 // OtherBuilds reports whether two gpuq version texts (as gpuq --version says them) name
-// other builds of gpuq: two releases that differ, or two commits that differ. A build
-// that names neither ("dev", as go test and go run build it) is not told apart from
-// any, nor a release from a commit, nor two builds of one commit by their Go.
+// other builds of gpuq. Where both name a commit (in "(commit ...)", in a Go
+// pseudo-version, or in git describe's words), they are other builds where the commits
+// differ; else, where both name a release, where the releases differ. A build that
+// names neither ("dev", as go test and go run build it) is not told apart from any,
+// nor a release from a commit, nor two builds of one commit by their Go or by changes
+// not committed (+dirty): Go 1.24 and later stamp every build of a commit with its
+// pseudo-version, and a dirty one with +dirty, which must not make it another build.
 func OtherBuilds(a, b string) bool {
 	ra, ca := versionParts(a)
 	rb, cb := versionParts(b)
-	if ra != "dev" && rb != "dev" && ra != "" && rb != "" && ra != rb {
-		return true
+	if ca != "" && cb != "" {
+		n := min(len(ca), len(cb))
+		return ca[:n] != cb[:n]
 	}
-	return ca != "" && cb != "" && ca != cb
+	return ra != "" && rb != "" && ra != rb
 }
 
-// versionParts is a gpuq version text's release ("v0.4.0", a pseudo-version, or "dev"
-// where the build set none) and the commit it names ("" where it names none): "dev
-// (commit 0123456789ab, 2026-03-01T09:00:00Z), built with go1.24.1".
+var (
+	// pseudoVersion is a Go pseudo-version, whose last part is its commit's first 12
+	// hex digits: v0.0.0-20260301090000-0123456789ab, v0.4.1-0.20260301090000-0123456789ab.
+	pseudoVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+-(?:[^+]*\.)?[0-9]{14}-([0-9a-f]{12})$`)
+	// described is git describe --tags --always's name of a commit past a tag
+	// (v0.4.0-3-g0123456), or of one with no tag before it (0123456).
+	described = regexp.MustCompile(`^(?:.+-[0-9]+-g)?([0-9a-f]{7,40})$`)
+)
+
+// versionParts is a gpuq version text's release, where it names one ("v0.4.0"; "" for
+// "dev", a pseudo-version, or git describe's name of a commit past a tag), and the
+// commit it names, shortened to 12 hex digits ("" where it names none): "dev (commit
+// 0123456789ab, 2026-03-01T09:00:00Z), built with go1.24.1", "v0.0.0-20260301090000-
+// 0123456789ab+dirty (...)", "v0.4.0-3-g0123456-dirty". A release's changes not
+// committed (+dirty, or git describe's -dirty) are no part of it.
 func versionParts(v string) (release, commit string) {
 	release, rest, _ := strings.Cut(v, " (")
 	release, _, _ = strings.Cut(release, ",")
+	release, _, _ = strings.Cut(strings.TrimSpace(release), "+")
+	release = strings.TrimSuffix(release, "-dirty")
 	if _, after, ok := strings.Cut(rest, "commit "); ok {
 		if f := strings.FieldsFunc(after, func(r rune) bool { return r == ',' || r == ')' || r == ' ' }); len(f) > 0 {
-			commit = f[0]
+			commit = strings.ToLower(f[0])
 		}
 	}
-	return strings.TrimSpace(release), commit
+	var named string
+	if m := pseudoVersion.FindStringSubmatch(release); m != nil {
+		named = m[1]
+	} else if m := described.FindStringSubmatch(release); m != nil {
+		named = m[1]
+	}
+	if named != "" || release == "dev" {
+		release = ""
+	}
+	commit = cmp.Or(commit, named)
+	return release, commit[:min(len(commit), 12)]
 }
 
 // WorkerMessage is one message from a worker.
@@ -149,6 +184,12 @@ type Welcome struct {
 	// whose jobs have not ended: the worker reports how each ended, if it knows, since
 	// a success it holds wins over their requeue.
 	Ask []AttemptRef `json:"ask,omitempty"`
+	// Protocol is the version of the link's messages the daemon speaks (see
+	// WorkerProtocol), and Version its gpuq, as gpuq --version says it: the worker
+	// leaves a daemon of another protocol, and warns of one of another build. A daemon
+	// from before they were said sends neither (protocol 0, the first; version "").
+	Protocol int    `json:"protocol,omitempty"`
+	Version  string `json:"version,omitempty"`
 }
 
 // AttemptRef names an attempt.
