@@ -1,13 +1,16 @@
 package runner
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -138,5 +141,31 @@ func TestAHookRunsWithTheSubmittersEnvironment(t *testing.T) {
 	setState(t, store, h, "e.1", state.JobSucceeded)
 	if got, want := notices(t, h, dir), "yes end none none none"; got != want {
 		t.Errorf("the hook wrote %q, want %q", got, want)
+	}
+}
+
+// TestAFailureNoticeIsMadeAsTheJobFails: a failure's notice is made in the engine's
+// loop, as the job fails (one job's summary), and holds nothing of the store while it
+// waits behind the sweep's hooks: a webhook that hangs while many jobs fail does not
+// keep a snapshot of the store for each. Only the end's is made later, as its turn
+// comes.
+func TestAFailureNoticeIsMadeAsTheJobFails(t *testing.T) {
+	store, _ := hooked(t)
+	h := NewHooks(store, nil, "", func(line string) { t.Error(line) })
+	var fired []launcher.Notice
+	h.fire = func(_ plans.Notify, nt launcher.Notice) { fired = append(fired, nt) }
+	setState(t, store, h, "n.1", state.JobFailed)
+	setState(t, store, h, "n.2", state.JobFailed)
+	if len(fired) != 3 {
+		t.Fatalf("%d notices fired, want the two failures and the end", len(fired))
+	}
+	for _, nt := range fired[:2] {
+		var told api.Notice
+		if nt.Build != nil || json.Unmarshal(nt.Payload, &told) != nil || told.Job == nil || told.Job.ID != nt.Job || told.Event != "failure" {
+			t.Errorf("the failure of %s was fired with payload %q, build %v: want its notice made", nt.Job, nt.Payload, nt.Build != nil)
+		}
+	}
+	if end := fired[2]; end.Event != "end" || end.Build == nil {
+		t.Errorf("the end was fired %+v: want its notice made as its turn comes", end)
 	}
 }
