@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
@@ -99,9 +100,15 @@ func (h *Hooks) Event(ev scheduler.Event) {
 			}
 		}
 		h.ended[j.Sweep] = sub.Seq
+		// The sweep ended now, where its jobs do not say when: the notice may be made
+		// minutes later, behind a hook that hangs.
+		ended := ev.Time
+		if ended.IsZero() {
+			ended = time.Now()
+		}
 		sweep, cards, dir := j.Sweep, h.cards, h.stateDir
 		h.tell(sub, launcher.Notice{Event: plans.NotifyEnd,
-			Build: func() ([]byte, error) { return json.Marshal(api.EndNotice(view, sweep, cards, dir)) }})
+			Build: func() ([]byte, error) { return json.Marshal(api.EndNotice(view, sweep, cards, dir, ended)) }})
 	}
 }
 

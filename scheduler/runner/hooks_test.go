@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
@@ -167,5 +168,45 @@ func TestAFailureNoticeIsMadeAsTheJobFails(t *testing.T) {
 	}
 	if end := fired[2]; end.Event != "end" || end.Build == nil {
 		t.Errorf("the end was fired %+v: want its notice made as its turn comes", end)
+	}
+}
+
+// TestAnEndIsOfWhenItWasTold: where no job says when it ended, the end notice is of
+// the time of the engine's event that ended the sweep, though it is made later, behind
+// the sweep's other notices.
+func TestAnEndIsOfWhenItWasTold(t *testing.T) {
+	dir := t.TempDir()
+	doc := "name: t\ncommand: [sh, -c, 'true']\njobs: [{}]\nmemory: 1GiB\nnotify: {command: [sh, -c, 'cat > end.json']}\n"
+	sw, err := plans.DecodeSweep(filepath.Join(dir, "t.yaml"), []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.NewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitted := time.Now().Add(-2 * time.Hour)
+	if err := store.Submit(&state.Submission{Sweep: sw, Submitted: submitted}); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHooks(store, nil, "", func(line string) { t.Error(line) })
+	j := *store.View().Job("t.1")
+	j.State = state.JobCancelled // before it ran: no end of its own
+	if err := store.Put(state.Change{Jobs: []*state.Job{&j}}); err != nil {
+		t.Fatal(err)
+	}
+	told := submitted.Add(time.Hour)
+	h.Event(scheduler.Event{Time: told, Job: "t.1", Kind: "cancelled"})
+	h.Wait()
+	data, err := os.ReadFile(filepath.Join(dir, "end.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end api.Notice
+	if err := json.Unmarshal(data, &end); err != nil || end.Summary == nil {
+		t.Fatalf("end notice %s: %v", data, err)
+	}
+	if sum := end.Summary; sum.Ended == nil || !sum.Ended.Equal(told) || sum.DurationS == nil || *sum.DurationS != 3600 {
+		t.Errorf("the end notice says ended %v after %v s, want %s after 3600 s", sum.Ended, sum.DurationS, told)
 	}
 }

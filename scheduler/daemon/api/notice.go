@@ -39,19 +39,24 @@ const (
 // (failed, cancelled, stopped early), then those that did, each group in submission
 // order, as many as noticeJobs and noticeBytes allow; the summary says how many it left
 // out and fetch is the command that lists every job (gpuq status --sweep S --json, of
-// stateDir where it is not "").
-func EndNotice(view state.View, sweep string, cards []GPUInfo, stateDir string) Notice {
+// stateDir where it is not ""). The sweep ended when its last job did, or, where none
+// says, at ended: when the event that ended it was told, not when the notice is made,
+// which may be minutes later behind a hook that hangs.
+func EndNotice(view state.View, sweep string, cards []GPUInfo, stateDir string, ended time.Time) Notice {
 	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
 	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
 		sum.Counts[string(st)] = 0
 	}
 	jobs := SweepJobs(view, sweep)
-	var ended time.Time
+	var last time.Time
 	for _, j := range jobs {
 		sum.Counts[string(j.ShownState())]++
-		if j.Ended.After(ended) {
-			ended = j.Ended
+		if j.Ended.After(last) {
+			last = j.Ended
 		}
+	}
+	if !last.IsZero() {
+		ended = last
 	}
 	// Stable: submission order within each group.
 	slices.SortStableFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(noticeRank(a), noticeRank(b)) })
@@ -72,9 +77,6 @@ func EndNotice(view state.View, sweep string, cards []GPUInfo, stateDir string) 
 	sum.Fetch = []string{"gpuq", "status", "--sweep", sweep, "--json"}
 	if stateDir != "" {
 		sum.Fetch = append(sum.Fetch, "--state-dir", stateDir)
-	}
-	if ended.IsZero() {
-		ended = time.Now()
 	}
 	sum.Ended = &ended
 	if sub := view.Submission(sweep); sub != nil && !sub.Submitted.IsZero() {
