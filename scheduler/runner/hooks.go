@@ -23,8 +23,11 @@ type Hooks struct {
 	// stateDir is the daemon's (or gpuq run's) state directory, told to the hooks;
 	// "" for none.
 	stateDir string
-	n        launcher.Notifier
-	// fire fires a notice; nil: n's. A test's sees what is fired.
+	// Run is set where the hooks are gpuq run's, whose end notices name a command that
+	// lists the sweep's jobs after the run has exited too (see api.Fetch).
+	Run bool
+	n   launcher.Notifier
+	// fire fires a notice; nil: n's. A test sets it to see what is fired.
 	fire func(plans.Notify, launcher.Notice)
 	// told are the failed jobs whose failure was told, ended the sweeps whose end was,
 	// each with the Seq of the job or the submission told of: a sweep forgotten (gpuq
@@ -106,9 +109,9 @@ func (h *Hooks) Event(ev scheduler.Event) {
 		if ended.IsZero() {
 			ended = time.Now()
 		}
-		sweep, cards, dir := j.Sweep, h.cards, h.stateDir
+		sweep, cards, fetch := j.Sweep, h.cards, api.Fetch(j.Sweep, h.stateDir, h.Run)
 		h.tell(sub, launcher.Notice{Event: plans.NotifyEnd,
-			Build: func() ([]byte, error) { return json.Marshal(api.EndNotice(view, sweep, cards, dir, ended)) }})
+			Build: func() ([]byte, error) { return json.Marshal(api.EndNotice(view, sweep, cards, fetch, ended)) }})
 	}
 }
 

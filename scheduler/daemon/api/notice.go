@@ -38,11 +38,10 @@ const (
 // its counts by state, its time, and of its jobs those that did not succeed first
 // (failed, cancelled, stopped early), then those that did, each group in submission
 // order, as many as noticeJobs and noticeBytes allow; the summary says how many it left
-// out and fetch is the command that lists every job (gpuq status --sweep S --json, of
-// stateDir where it is not ""). The sweep ended when its last job did, or, where none
+// out and fetch is the command that lists every job (see Fetch). The sweep ended when its last job did, or, where none
 // says, at ended: when the event that ended it was told, not when the notice is made,
 // which may be minutes later behind a hook that hangs.
-func EndNotice(view state.View, sweep string, cards []GPUInfo, stateDir string, ended time.Time) Notice {
+func EndNotice(view state.View, sweep string, cards []GPUInfo, fetch []string, ended time.Time) Notice {
 	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
 	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
 		sum.Counts[string(st)] = 0
@@ -74,16 +73,31 @@ func EndNotice(view state.View, sweep string, cards []GPUInfo, stateDir string, 
 		sum.Jobs = append(sum.Jobs, js)
 	}
 	sum.JobsLeftOut = len(jobs) - len(sum.Jobs)
-	sum.Fetch = []string{"gpuq", "status", "--sweep", sweep, "--json"}
-	if stateDir != "" {
-		sum.Fetch = append(sum.Fetch, "--state-dir", stateDir)
-	}
+	sum.Fetch = fetch
 	sum.Ended = &ended
 	if sub := view.Submission(sweep); sub != nil && !sub.Submitted.IsZero() {
 		submitted, took := sub.Submitted, ended.Sub(sub.Submitted).Seconds()
 		sum.Submitted, sum.DurationS = &submitted, &took
 	}
 	return Notice{Event: plans.NotifyEnd, Sweep: sweep, Text: endText(sum), Summary: &sum}
+}
+
+// Fetch is the command an end notice names to print every job of a sweep, as
+// {"jobs":[...]}, each as gpuq run --json prints it, of stateDir where it is not "":
+// gpuq status --sweep S --json, of the daemon's sweeps. Of a gpuq run's (run), gpuq
+// wait --sweep S --json: gpuq status reaches a run only while it serves (its hooks run
+// before it exits), and refuses its sweep once it has exited, where gpuq wait reads
+// the jobs the run left as it ended (it exits 1 where some job did not succeed).
+func Fetch(sweep, stateDir string, run bool) []string {
+	verb := "status"
+	if run {
+		verb = "wait"
+	}
+	fetch := []string{"gpuq", verb, "--sweep", sweep, "--json"}
+	if stateDir != "" {
+		fetch = append(fetch, "--state-dir", stateDir)
+	}
+	return fetch
 }
 
 // noticeRank orders an end notice's jobs: failed, then cancelled or stopped early, then

@@ -29,7 +29,7 @@ func TestAnEndNoticeIsOfWhenTheSweepEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := submitted.Add(2 * time.Hour)
-	nt := EndNotice(store.View(), "c", nil, "", at)
+	nt := EndNotice(store.View(), "c", nil, nil, at)
 	if sum := nt.Summary; sum.Ended == nil || !sum.Ended.Equal(at) || sum.DurationS == nil || *sum.DurationS != 7200 {
 		t.Errorf("ended %v after %v s, want %s, 7200 s", sum.Ended, sum.DurationS, at)
 	}
