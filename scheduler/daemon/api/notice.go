@@ -35,14 +35,16 @@ const (
 )
 
 // EndNotice is the notice of a sweep's end, in a bounded size, whatever the sweep's:
-// its counts by state, its time, and of its jobs those that did not succeed first
-// (failed, cancelled, stopped early), then those that did, each group in submission
-// order, as many as noticeJobs and noticeBytes allow; the summary says how many it left
-// out and fetch is the command that lists every job (see Fetch). The sweep ended when its last job did, or, where none
-// says, at ended: when the event that ended it was told, not when the notice is made,
-// which may be minutes later behind a hook that hangs.
+// its counts by state, its time, and its jobs as many as noticeJobs and noticeBytes
+// allow. Where they all fit, they are listed in submission order, as gpuq run --json
+// prints them; where some are left out, those that did not succeed come first (failed,
+// then cancelled or stopped early), then those that did, each group in submission
+// order, and the summary says how many it left out. fetch is the command that lists
+// every job (see Fetch). The sweep ended when its last job did, or, where none says, at
+// ended: when the event that ended it was told, not when the notice is made, which may
+// be minutes later behind a hook that hangs.
 func EndNotice(view state.View, sweep string, cards []GPUInfo, fetch []string, ended time.Time) Notice {
-	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
+	sum := SweepSummary{Sweep: sweep, Counts: map[string]int{}, GPUs: cards}
 	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
 		sum.Counts[string(st)] = 0
 	}
@@ -57,21 +59,7 @@ func EndNotice(view state.View, sweep string, cards []GPUInfo, fetch []string, e
 	if !last.IsZero() {
 		ended = last
 	}
-	// Stable: submission order within each group.
-	slices.SortStableFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(noticeRank(a), noticeRank(b)) })
-	var size int
-	for _, j := range jobs {
-		if len(sum.Jobs) == noticeJobs {
-			break
-		}
-		js := Summarize(view, j)
-		data, err := json.Marshal(js)
-		if err != nil || size+len(data) > noticeBytes {
-			continue // one with a long history leaves room for the next
-		}
-		size += len(data)
-		sum.Jobs = append(sum.Jobs, js)
-	}
+	sum.Jobs = noticeList(view, jobs)
 	sum.JobsLeftOut = len(jobs) - len(sum.Jobs)
 	sum.Fetch = fetch
 	sum.Ended = &ended
@@ -80,6 +68,42 @@ func EndNotice(view state.View, sweep string, cards []GPUInfo, fetch []string, e
 		sum.Submitted, sum.DurationS = &submitted, &took
 	}
 	return Notice{Event: plans.NotifyEnd, Sweep: sweep, Text: endText(sum), Summary: &sum}
+}
+
+// noticeList is the jobs an end notice lists, of a sweep's jobs in submission order
+// (see EndNotice).
+func noticeList(view state.View, jobs []*state.Job) []JobSummary {
+	type listed struct {
+		seq uint64
+		js  JobSummary
+	}
+	ranked := slices.Clone(jobs)
+	// Stable: submission order within each group.
+	slices.SortStableFunc(ranked, func(a, b *state.Job) int { return cmp.Compare(noticeRank(a), noticeRank(b)) })
+	var list []listed
+	room := noticeBytes
+	for _, j := range ranked {
+		if len(list) == noticeJobs {
+			break
+		}
+		js := Summarize(view, j)
+		data, err := json.Marshal(js)
+		if err != nil || len(data) > room {
+			continue // one with a long history leaves room for the next
+		}
+		room -= len(data)
+		list = append(list, listed{j.Seq, js})
+	}
+	if len(list) == len(jobs) {
+		// None left out: in submission order, as gpuq run --json lists them, for a
+		// hook that reads them by their place.
+		slices.SortFunc(list, func(a, b listed) int { return cmp.Compare(a.seq, b.seq) })
+	}
+	out := make([]JobSummary, len(list))
+	for i, l := range list {
+		out[i] = l.js
+	}
+	return out
 }
 
 // Fetch is the command an end notice names to print every job of a sweep, as

@@ -1,13 +1,82 @@
 package api
 
 import (
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
+
+// ended is a store holding a sweep "e" of n jobs, each ended after attempts attempts
+// with a command of argBytes bytes: those for which failed says so failed, the rest
+// succeeded.
+func ended(t *testing.T, n, attempts, argBytes int, failed func(i int) bool) *state.Store {
+	t.Helper()
+	doc := fmt.Sprintf("name: e\ncommand: [python, train.py, --seed, '{seed}']\nmemory: 1GiB\nmatrix: {seed: %s}\n", seeds(n))
+	sw, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "e.yaml"), []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.NewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Submit(&state.Submission{Sweep: sw, Submitted: time.Now().Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	var ch state.Change
+	began := time.Now().Add(-50 * time.Minute)
+	arg := strings.Repeat("x", argBytes)
+	for i, j := range SweepJobs(store.View(), "e") {
+		c := *j
+		c.State, c.Attempts, c.Ended = state.JobSucceeded, attempts, began.Add(time.Minute)
+		outcome := plans.Success
+		if failed(i) {
+			c.State, outcome, c.Reason = state.JobFailed, plans.Failed, "exit status 1"
+		}
+		ch.Jobs = append(ch.Jobs, &c)
+		for n := 1; n <= attempts; n++ {
+			ch.Attempts = append(ch.Attempts, &state.Attempt{ID: fmt.Sprintf("%s/%d", j.ID, n), Job: j.ID, Shape: j.Shape, N: n, GPUs: []int{0},
+				Params: j.Current, Estimate: 1 << 30, Reserve: 1 << 30, Peak: 900 << 20, Started: began, Ended: began.Add(time.Minute),
+				Outcome: outcome, Command: []string{"python", "train.py", "--note", arg}})
+		}
+	}
+	if err := store.Put(ch); err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+func listedIDs(sum *SweepSummary) []string {
+	var ids []string
+	for _, js := range sum.Jobs {
+		ids = append(ids, js.ID)
+	}
+	return ids
+}
+
+// TestAnEndNoticeListsAWholeSweepInSubmissionOrder: where every job fits, the end
+// notice lists them in submission order, as gpuq run --json does, whatever failed; only
+// where some are left out do those that did not succeed come first.
+func TestAnEndNoticeListsAWholeSweepInSubmissionOrder(t *testing.T) {
+	store := ended(t, 3, 1, 10, func(i int) bool { return i == 1 })
+	nt := EndNotice(store.View(), "e", nil, Fetch("e", "", false), time.Now())
+	if got, want := listedIDs(nt.Summary), []string{"e.1", "e.2", "e.3"}; !slices.Equal(got, want) || nt.Summary.JobsLeftOut != 0 {
+		t.Errorf("jobs %q (%d left out), want %q: every job, in submission order", got, nt.Summary.JobsLeftOut, want)
+	}
+
+	store = ended(t, noticeJobs+5, 1, 10, func(i int) bool { return i == 7 || i == 22 })
+	nt = EndNotice(store.View(), "e", nil, Fetch("e", "", false), time.Now())
+	got := listedIDs(nt.Summary)
+	if len(got) != noticeJobs || nt.Summary.JobsLeftOut != 5 || !slices.Equal(got[:3], []string{"e.8", "e.23", "e.1"}) {
+		t.Errorf("jobs %q (%d left out): want %d, the failed e.8 and e.23 first, then the rest from e.1", got, nt.Summary.JobsLeftOut, noticeJobs)
+	}
+}
 
 // TestAnEndNoticeIsOfWhenTheSweepEnded: where no job says when it ended (each was
 // cancelled before it ran), the notice is of the time it is given, when the end was
