@@ -28,10 +28,13 @@ type Notice struct {
 // An end notice lists noticeJobs of its sweep's jobs at most, in noticeBytes of JSON at
 // most: a sweep of thousands of jobs, a kilobyte or more each, would be megabytes, which
 // chat services' webhooks refuse (Teams' above 28 KB) or cut (Slack's text at 40,000
-// characters), so that the sweeps that matter most would be told nothing.
+// characters), so that the sweeps that matter most would be told nothing. It looks at
+// noticeMisses jobs at most that do not fit: past them, as once what room is left is
+// less than the smallest job listed, it lists no more, and summarizes no more either.
 const (
-	noticeJobs  = 20
-	noticeBytes = 16 << 10
+	noticeJobs   = 20
+	noticeBytes  = 16 << 10
+	noticeMisses = 8
 )
 
 // EndNotice is the notice of a sweep's end, in a bounded size, whatever the sweep's:
@@ -71,7 +74,8 @@ func EndNotice(view state.View, sweep string, cards []GPUInfo, fetch []string, e
 }
 
 // noticeList is the jobs an end notice lists, of a sweep's jobs in submission order
-// (see EndNotice).
+// (see EndNotice). It summarizes noticeJobs+noticeMisses of them at most, however many
+// the sweep has and however large their histories.
 func noticeList(view state.View, jobs []*state.Job) []JobSummary {
 	type listed struct {
 		seq uint64
@@ -81,17 +85,21 @@ func noticeList(view state.View, jobs []*state.Job) []JobSummary {
 	// Stable: submission order within each group.
 	slices.SortStableFunc(ranked, func(a, b *state.Job) int { return cmp.Compare(noticeRank(a), noticeRank(b)) })
 	var list []listed
-	room := noticeBytes
+	room, smallest, misses := noticeBytes, 0, 0
 	for _, j := range ranked {
-		if len(list) == noticeJobs {
+		if len(list) == noticeJobs || misses == noticeMisses || room < smallest {
 			break
 		}
 		js := Summarize(view, j)
 		data, err := json.Marshal(js)
 		if err != nil || len(data) > room {
+			misses++
 			continue // one with a long history leaves room for the next
 		}
 		room -= len(data)
+		if smallest == 0 || len(data) < smallest {
+			smallest = len(data)
+		}
 		list = append(list, listed{j.Seq, js})
 	}
 	if len(list) == len(jobs) {

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -78,6 +80,42 @@ func TestAnEndNoticeListsAWholeSweepInSubmissionOrder(t *testing.T) {
 	}
 }
 
+// TestAnEndNoticeStopsOnceFull: once its 16 KiB are as good as full, an end notice
+// summarizes no more jobs, and counts them as left out: the end of a sweep of
+// thousands of jobs of long histories costs what the notice holds, not what the sweep
+// does.
+func TestAnEndNoticeStopsOnceFull(t *testing.T) {
+	const n = 2000
+	store := ended(t, n, 8, 300, func(i int) bool { return i%2 == 0 })
+	view := store.View()
+	jobs := SweepJobs(view, "e")
+	one := allocated(func() {
+		for _, j := range jobs[:10] {
+			if _, err := json.Marshal(Summarize(view, j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}) / 10
+	var nt Notice
+	all := allocated(func() { nt = EndNotice(view, "e", nil, Fetch("e", "", false), time.Now()) })
+	t.Logf("a job's summary allocates %d KiB; the end notice of %d of them %d KiB", one>>10, n, all>>10)
+	if limit := (noticeJobs + noticeMisses + 10) * one; all > limit {
+		t.Errorf("the end notice of %d jobs allocated %d KiB, over %d KiB: it summarized jobs it had no room for", n, all>>10, limit>>10)
+	}
+	sum := nt.Summary
+	if len(sum.Jobs) == 0 || len(sum.Jobs)+sum.JobsLeftOut != n || sum.Counts["failed"] != n/2 {
+		t.Fatalf("%d jobs listed, %d left out, counts %v", len(sum.Jobs), sum.JobsLeftOut, sum.Counts)
+	}
+	for i, js := range sum.Jobs {
+		if want := fmt.Sprintf("e.%d", 2*i+1); js.ID != want {
+			t.Errorf("job %d listed is %s, want %s: the failed first, in submission order", i, js.ID, want)
+		}
+	}
+	if data, err := json.Marshal(nt); err != nil || len(data) > noticeBytes+4<<10 {
+		t.Errorf("the notice is %d bytes (%v)", len(data), err)
+	}
+}
+
 // TestAnEndNoticeIsOfWhenTheSweepEnded: where no job says when it ended (each was
 // cancelled before it ran), the notice is of the time it is given, when the end was
 // told, not of when it is made.
@@ -102,4 +140,14 @@ func TestAnEndNoticeIsOfWhenTheSweepEnded(t *testing.T) {
 	if sum := nt.Summary; sum.Ended == nil || !sum.Ended.Equal(at) || sum.DurationS == nil || *sum.DurationS != 7200 {
 		t.Errorf("ended %v after %v s, want %s, 7200 s", sum.Ended, sum.DurationS, at)
 	}
+}
+
+// allocated is the bytes fn allocates.
+func allocated(fn func()) uint64 {
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }
