@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,25 @@ notify:
 		if end.Event != "end" || end.Summary == nil || end.Summary.Counts["succeeded"] != 1 || end.Summary.Counts["failed"] != 1 {
 			t.Errorf("%s: end notice %s", name, got[1])
 		}
+	}
+
+	// The end says when the run began and how long it took; its fetch lists every job
+	// after the run has exited too, of the run's state directory.
+	var end api.Notice
+	if err := json.Unmarshal([]byte(lines[1]), &end); err != nil || end.Summary == nil {
+		t.Fatalf("end notice %s: %v", lines[1], err)
+	}
+	sum := end.Summary
+	if sum.Submitted == nil || sum.DurationS == nil || !strings.Contains(end.Text, "gpuq: sweep n ended after ") {
+		t.Errorf("end notice submitted %v, duration %v, text %q: want the run's start and how long it took", sum.Submitted, sum.DurationS, end.Text)
+	}
+	if len(sum.Fetch) < 5 || sum.Fetch[0] != "gpuq" || !slices.Contains(sum.Fetch, "--state-dir") {
+		t.Fatalf("fetch %q", sum.Fetch)
+	}
+	out, errOut, code := gpuq(t, sum.Fetch[1:]...)
+	var all api.JobsResponse
+	if err := json.Unmarshal([]byte(out), &all); err != nil || len(all.Jobs) != 2 || all.Jobs[0].ID != "n.1" || all.Jobs[1].ID != "n.2" || code != exitFailed {
+		t.Errorf("%q after the run: exit %d, %v, jobs %+v\n%s", sum.Fetch, code, err, all.Jobs, errOut)
 	}
 
 	// A hook that fails is said, and the run ends as it would have.

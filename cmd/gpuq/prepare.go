@@ -239,7 +239,9 @@ func (p *prepared) engine(st *settings, r scheduler.Runner, poll time.Duration, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := store.Submit(&state.Submission{Sweep: p.sweep, Limit: p.limit}); err != nil {
+	// Submitted now, as the daemon's are as they come: a sweep's end notice says how
+	// long it took from it.
+	if err := store.Submit(&state.Submission{Sweep: p.sweep, Limit: p.limit, Submitted: time.Now()}); err != nil {
 		return nil, nil, err
 	}
 	// Another gpuq's trainers on the cards (a daemon's, beside gpuq plan) hold their

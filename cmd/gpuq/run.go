@@ -217,6 +217,8 @@ func runRun(opts *runOptions) error {
 	}
 	stateDir, _ := opts.settings.stateDir() // where the run serves its jobs, for its hooks' gpuq status
 	hooks = runner.NewHooks(store, api.GPUsOf(p.cards), stateDir, func(line string) { fmt.Fprintln(opts.io.Err, "gpuq: "+line+" (the sweep goes on)") })
+	// Its end notice names a command that lists the jobs once the run has exited too.
+	hooks.Run = true
 	// Served until the run ends: gpuq status, logs, attach and top reach it.
 	if fg := serveRun(opts, p, eng, store); fg != nil {
 		defer fg.Close()

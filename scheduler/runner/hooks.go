@@ -3,7 +3,9 @@ package runner
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"time"
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
@@ -21,7 +23,12 @@ type Hooks struct {
 	// stateDir is the daemon's (or gpuq run's) state directory, told to the hooks;
 	// "" for none.
 	stateDir string
-	n        launcher.Notifier
+	// Run is set where the hooks are gpuq run's, whose end notices name a command that
+	// lists the sweep's jobs after the run has exited too (see api.Fetch).
+	Run bool
+	n   launcher.Notifier
+	// fire fires a notice; nil: n's. A test sets it to see what is fired.
+	fire func(plans.Notify, launcher.Notice)
 	// told are the failed jobs whose failure was told, ended the sweeps whose end was,
 	// each with the Seq of the job or the submission told of: a sweep forgotten (gpuq
 	// clean) and submitted again under its name, with jobs of the same ids, is another
@@ -55,9 +62,12 @@ func NewHooks(store *state.Store, cards []api.GPUInfo, stateDir string, log func
 }
 
 // Event fires the hooks an event calls for. It is the engine's events function's to
-// call, in the engine's loop: it decides there what is told, and leaves the notices to
-// be made from the view it read, in the background, as their turn comes. The end of a
-// sweep of thousands of jobs is not summarized in the loop.
+// call, in the engine's loop: it decides there what is told. A failure's notice, of one
+// job, is made there; the end's is left to be made from the view it read, in the
+// background, as its turn comes: the end of a sweep of thousands of jobs is not
+// summarized in the loop. Only the end's holds a view (a snapshot of the store) while it
+// waits: a sweep whose webhook hangs while many of its jobs fail does not keep one for
+// each failure.
 func (h *Hooks) Event(ev scheduler.Event) {
 	view := h.store.View()
 	j := view.Job(ev.Job)
@@ -93,29 +103,46 @@ func (h *Hooks) Event(ev scheduler.Event) {
 			}
 		}
 		h.ended[j.Sweep] = sub.Seq
-		sweep, cards, dir := j.Sweep, h.cards, h.stateDir
-		h.fire(sub, plans.NotifyEnd, "", func() api.Notice { return api.EndNotice(view, sweep, cards, dir) })
+		// The sweep ended now, where its jobs do not say when: the notice may be made
+		// minutes later, behind a hook that hangs.
+		ended := ev.Time
+		if ended.IsZero() {
+			ended = time.Now()
+		}
+		sweep, cards, fetch := j.Sweep, h.cards, api.Fetch(j.Sweep, h.stateDir, h.Run)
+		h.tell(sub, launcher.Notice{Event: plans.NotifyEnd,
+			Build: func() ([]byte, error) { return json.Marshal(api.EndNotice(view, sweep, cards, fetch, ended)) }})
 	}
 }
 
-// failed tells the hooks of a job that failed, once.
+// failed tells the hooks of a job that failed, once, its notice made now: one job's
+// summary, which holds nothing of the view once made.
 func (h *Hooks) failed(view state.View, sub *state.Submission, j *state.Job) {
 	if told, ok := h.told[j.ID]; sub.Sweep.Notify.OnFailure && (!ok || told != j.Seq) {
 		h.told[j.ID] = j.Seq
-		h.fire(sub, plans.NotifyFailure, j.ID, func() api.Notice { return api.FailureNotice(view, j) })
+		payload, err := json.Marshal(api.FailureNotice(view, j))
+		if err != nil {
+			h.n.Log(fmt.Sprintf("notify %s of %s: %v", plans.NotifyFailure, j.Sweep, err))
+			return
+		}
+		h.tell(sub, launcher.Notice{Event: plans.NotifyFailure, Job: j.ID, Payload: payload})
 	}
 }
 
 // Wait waits for the hooks fired so far.
 func (h *Hooks) Wait() { h.n.Wait() }
 
-// fire fires a sweep's hooks for an event, of a job where it is a failure, with the
-// notice that notice makes, in the background: the view it reads is the store as it
-// was when the event was told, which later writes do not change.
-func (h *Hooks) fire(sub *state.Submission, event, job string, notice func() api.Notice) {
+// tell fires a sweep's hooks, in the background, with a notice of its event (nt's
+// Event, Job, and Payload or Build): a Build reads the view of the store as it was when
+// the event was told, which later writes do not change.
+func (h *Hooks) tell(sub *state.Submission, nt launcher.Notice) {
 	sw := sub.Sweep
-	h.n.Fire(sw.Notify, launcher.Notice{Sweep: sw.Name, Event: event, Job: job, Workdir: sw.Workdir, Environ: sub.Environ, StateDir: h.stateDir,
-		Build: func() ([]byte, error) { return json.Marshal(notice()) }})
+	nt.Sweep, nt.Workdir, nt.Environ, nt.StateDir = sw.Name, sw.Workdir, sub.Environ, h.stateDir
+	fire := h.fire
+	if fire == nil {
+		fire = h.n.Fire
+	}
+	fire(sw.Notify, nt)
 }
 
 // over reports whether no job of the sweep runs or waits. The running attempts and the

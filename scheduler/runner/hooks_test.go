@@ -1,13 +1,17 @@
 package runner
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
 
@@ -138,5 +142,71 @@ func TestAHookRunsWithTheSubmittersEnvironment(t *testing.T) {
 	setState(t, store, h, "e.1", state.JobSucceeded)
 	if got, want := notices(t, h, dir), "yes end none none none"; got != want {
 		t.Errorf("the hook wrote %q, want %q", got, want)
+	}
+}
+
+// TestAFailureNoticeIsMadeAsTheJobFails: a failure's notice is made in the engine's
+// loop, as the job fails (one job's summary), and holds nothing of the store while it
+// waits behind the sweep's hooks: a webhook that hangs while many jobs fail does not
+// keep a snapshot of the store for each. Only the end's is made later, as its turn
+// comes.
+func TestAFailureNoticeIsMadeAsTheJobFails(t *testing.T) {
+	store, _ := hooked(t)
+	h := NewHooks(store, nil, "", func(line string) { t.Error(line) })
+	var fired []launcher.Notice
+	h.fire = func(_ plans.Notify, nt launcher.Notice) { fired = append(fired, nt) }
+	setState(t, store, h, "n.1", state.JobFailed)
+	setState(t, store, h, "n.2", state.JobFailed)
+	if len(fired) != 3 {
+		t.Fatalf("%d notices fired, want the two failures and the end", len(fired))
+	}
+	for _, nt := range fired[:2] {
+		var told api.Notice
+		if nt.Build != nil || json.Unmarshal(nt.Payload, &told) != nil || told.Job == nil || told.Job.ID != nt.Job || told.Event != "failure" {
+			t.Errorf("the failure of %s was fired with payload %q, build %v: want its notice made", nt.Job, nt.Payload, nt.Build != nil)
+		}
+	}
+	if end := fired[2]; end.Event != "end" || end.Build == nil {
+		t.Errorf("the end was fired %+v: want its notice made as its turn comes", end)
+	}
+}
+
+// TestAnEndIsOfWhenItWasTold: where no job says when it ended, the end notice is of
+// the time of the engine's event that ended the sweep, though it is made later, behind
+// the sweep's other notices.
+func TestAnEndIsOfWhenItWasTold(t *testing.T) {
+	dir := t.TempDir()
+	doc := "name: t\ncommand: [sh, -c, 'true']\njobs: [{}]\nmemory: 1GiB\nnotify: {command: [sh, -c, 'cat > end.json']}\n"
+	sw, err := plans.DecodeSweep(filepath.Join(dir, "t.yaml"), []byte(doc), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.NewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitted := time.Now().Add(-2 * time.Hour)
+	if err := store.Submit(&state.Submission{Sweep: sw, Submitted: submitted}); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHooks(store, nil, "", func(line string) { t.Error(line) })
+	j := *store.View().Job("t.1")
+	j.State = state.JobCancelled // before it ran: no end of its own
+	if err := store.Put(state.Change{Jobs: []*state.Job{&j}}); err != nil {
+		t.Fatal(err)
+	}
+	told := submitted.Add(time.Hour)
+	h.Event(scheduler.Event{Time: told, Job: "t.1", Kind: "cancelled"})
+	h.Wait()
+	data, err := os.ReadFile(filepath.Join(dir, "end.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end api.Notice
+	if err := json.Unmarshal(data, &end); err != nil || end.Summary == nil {
+		t.Fatalf("end notice %s: %v", data, err)
+	}
+	if sum := end.Summary; sum.Ended == nil || !sum.Ended.Equal(told) || sum.DurationS == nil || *sum.DurationS != 3600 {
+		t.Errorf("the end notice says ended %v after %v s, want %s after 3600 s", sum.Ended, sum.DurationS, told)
 	}
 }

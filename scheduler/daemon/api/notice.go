@@ -28,60 +28,108 @@ type Notice struct {
 // An end notice lists noticeJobs of its sweep's jobs at most, in noticeBytes of JSON at
 // most: a sweep of thousands of jobs, a kilobyte or more each, would be megabytes, which
 // chat services' webhooks refuse (Teams' above 28 KB) or cut (Slack's text at 40,000
-// characters), so that the sweeps that matter most would be told nothing.
+// characters), so that the sweeps that matter most would be told nothing. It looks at
+// noticeMisses jobs at most that do not fit: past them, as once what room is left is
+// less than the smallest job listed, it lists no more, and summarizes no more either.
 const (
-	noticeJobs  = 20
-	noticeBytes = 16 << 10
+	noticeJobs   = 20
+	noticeBytes  = 16 << 10
+	noticeMisses = 8
 )
 
 // EndNotice is the notice of a sweep's end, in a bounded size, whatever the sweep's:
-// its counts by state, its time, and of its jobs those that did not succeed first
-// (failed, cancelled, stopped early), then those that did, each group in submission
-// order, as many as noticeJobs and noticeBytes allow; the summary says how many it left
-// out and fetch is the command that lists every job (gpuq status --sweep S --json, of
-// stateDir where it is not "").
-func EndNotice(view state.View, sweep string, cards []GPUInfo, stateDir string) Notice {
-	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
+// its counts by state, its time, and its jobs as many as noticeJobs and noticeBytes
+// allow. Where they all fit, they are listed in submission order, as gpuq run --json
+// prints them; where some are left out, those that did not succeed come first (failed,
+// then cancelled or stopped early), then those that did, each group in submission
+// order, and the summary says how many it left out. fetch is the command that lists
+// every job (see Fetch). The sweep ended when its last job did, or, where none says, at
+// ended: when the event that ended it was told, not when the notice is made, which may
+// be minutes later behind a hook that hangs.
+func EndNotice(view state.View, sweep string, cards []GPUInfo, fetch []string, ended time.Time) Notice {
+	sum := SweepSummary{Sweep: sweep, Counts: map[string]int{}, GPUs: cards}
 	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
 		sum.Counts[string(st)] = 0
 	}
 	jobs := SweepJobs(view, sweep)
-	var ended time.Time
+	var last time.Time
 	for _, j := range jobs {
 		sum.Counts[string(j.ShownState())]++
-		if j.Ended.After(ended) {
-			ended = j.Ended
+		if j.Ended.After(last) {
+			last = j.Ended
 		}
 	}
-	// Stable: submission order within each group.
-	slices.SortStableFunc(jobs, func(a, b *state.Job) int { return cmp.Compare(noticeRank(a), noticeRank(b)) })
-	var size int
-	for _, j := range jobs {
-		if len(sum.Jobs) == noticeJobs {
-			break
-		}
-		js := Summarize(view, j)
-		data, err := json.Marshal(js)
-		if err != nil || size+len(data) > noticeBytes {
-			continue // one with a long history leaves room for the next
-		}
-		size += len(data)
-		sum.Jobs = append(sum.Jobs, js)
+	if !last.IsZero() {
+		ended = last
 	}
+	sum.Jobs = noticeList(view, jobs)
 	sum.JobsLeftOut = len(jobs) - len(sum.Jobs)
-	sum.Fetch = []string{"gpuq", "status", "--sweep", sweep, "--json"}
-	if stateDir != "" {
-		sum.Fetch = append(sum.Fetch, "--state-dir", stateDir)
-	}
-	if ended.IsZero() {
-		ended = time.Now()
-	}
+	sum.Fetch = fetch
 	sum.Ended = &ended
 	if sub := view.Submission(sweep); sub != nil && !sub.Submitted.IsZero() {
 		submitted, took := sub.Submitted, ended.Sub(sub.Submitted).Seconds()
 		sum.Submitted, sum.DurationS = &submitted, &took
 	}
 	return Notice{Event: plans.NotifyEnd, Sweep: sweep, Text: endText(sum), Summary: &sum}
+}
+
+// noticeList is the jobs an end notice lists, of a sweep's jobs in submission order
+// (see EndNotice). It summarizes noticeJobs+noticeMisses of them at most, however many
+// the sweep has and however large their histories.
+func noticeList(view state.View, jobs []*state.Job) []JobSummary {
+	type listed struct {
+		seq uint64
+		js  JobSummary
+	}
+	ranked := slices.Clone(jobs)
+	// Stable: submission order within each group.
+	slices.SortStableFunc(ranked, func(a, b *state.Job) int { return cmp.Compare(noticeRank(a), noticeRank(b)) })
+	var list []listed
+	room, smallest, misses := noticeBytes, 0, 0
+	for _, j := range ranked {
+		if len(list) == noticeJobs || misses == noticeMisses || room < smallest {
+			break
+		}
+		js := Summarize(view, j)
+		data, err := json.Marshal(js)
+		if err != nil || len(data) > room {
+			misses++
+			continue // one with a long history leaves room for the next
+		}
+		room -= len(data)
+		if smallest == 0 || len(data) < smallest {
+			smallest = len(data)
+		}
+		list = append(list, listed{j.Seq, js})
+	}
+	if len(list) == len(jobs) {
+		// None left out: in submission order, as gpuq run --json lists them, for a
+		// hook that reads them by their place.
+		slices.SortFunc(list, func(a, b listed) int { return cmp.Compare(a.seq, b.seq) })
+	}
+	out := make([]JobSummary, len(list))
+	for i, l := range list {
+		out[i] = l.js
+	}
+	return out
+}
+
+// Fetch is the command an end notice names to print every job of a sweep, as
+// {"jobs":[...]}, each as gpuq run --json prints it, of stateDir where it is not "":
+// gpuq status --sweep S --json, of the daemon's sweeps. Of a gpuq run's (run), gpuq
+// wait --sweep S --json: gpuq status reaches a run only while it serves (its hooks run
+// before it exits), and refuses its sweep once it has exited, where gpuq wait reads
+// the jobs the run left as it ended (it exits 1 where some job did not succeed).
+func Fetch(sweep, stateDir string, run bool) []string {
+	verb := "status"
+	if run {
+		verb = "wait"
+	}
+	fetch := []string{"gpuq", verb, "--sweep", sweep, "--json"}
+	if stateDir != "" {
+		fetch = append(fetch, "--state-dir", stateDir)
+	}
+	return fetch
 }
 
 // noticeRank orders an end notice's jobs: failed, then cancelled or stopped early, then
