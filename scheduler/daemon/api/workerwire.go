@@ -56,13 +56,16 @@ func OtherBuilds(a, b string) bool {
 	return ra != "" && rb != "" && ra != rb
 }
 
+// Compiled when first used, as a worker links: not in every gpuq's start.
 var (
 	// pseudoVersion is a Go pseudo-version, whose last part is its commit's first 12
 	// hex digits: v0.0.0-20260301090000-0123456789ab, v0.4.1-0.20260301090000-0123456789ab.
-	pseudoVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+-(?:[^+]*\.)?[0-9]{14}-([0-9a-f]{12})$`)
+	pseudoVersion = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+-(?:[^+]*\.)?[0-9]{14}-([0-9a-f]{12})$`)
+	})
 	// described is git describe --tags --always's name of a commit past a tag
 	// (v0.4.0-3-g0123456), or of one with no tag before it (0123456).
-	described = regexp.MustCompile(`^(?:.+-[0-9]+-g)?([0-9a-f]{7,40})$`)
+	described = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:.+-[0-9]+-g)?([0-9a-f]{7,40})$`) })
 )
 
 // versionParts is a gpuq version text's release, where it names one ("v0.4.0"; "" for
@@ -82,9 +85,9 @@ func versionParts(v string) (release, commit string) {
 		}
 	}
 	var named string
-	if m := pseudoVersion.FindStringSubmatch(release); m != nil {
+	if m := pseudoVersion().FindStringSubmatch(release); m != nil {
 		named = m[1]
-	} else if m := described.FindStringSubmatch(release); m != nil {
+	} else if m := described().FindStringSubmatch(release); m != nil {
 		named = m[1]
 	}
 	if named != "" || release == "dev" {
