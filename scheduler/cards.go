@@ -137,8 +137,8 @@ func (e *Engine) cardStatesOf(dst []pack.CardState, slots []int, held []holding)
 // othersOn counts on the packer's card s, at position i, what processes that are not
 // gpuq's keep busy there, by the very figure the crowd counts (foreignAt): another
 // user's trainer slows gpuq's jobs as much as one of gpuq's would, and is no job of a
-// planned sweep's (see pack.CardState.Others). Where NVML gives no figure of each
-// process, that is the card's own figure beyond what gpuq's attempts count at: read as
+// planned sweep's (see pack.CardState.Others). Where NVML gives no process there a
+// figure of its own, that is the card's beyond what gpuq's attempts count at: read as
 // nothing, a card another user kept 90% busy was an idle card to spread to, and a job
 // that joined gpuq's there counted on compute it did not have.
 func (e *Engine) othersOn(s *pack.CardState, i int) {

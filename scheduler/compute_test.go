@@ -32,6 +32,13 @@ type computeRig struct {
 	// lists them beside its trainers (another user's trainer, a notebook), with what
 	// each keeps busy of the card.
 	others map[int][]gpu.Process
+	// unread are processes NVML gives no figure of their own although perProcess
+	// says it gives them: the trainers of these jobs, and the other processes of these
+	// pids (one that started since NVML last read the figures). An other process whose
+	// Util is gpu.NoReading ran no kernel over the window (an idle notebook): it keeps
+	// the card busy not at all, and has no figure either.
+	unreadJobs map[string]bool
+	unreadPIDs map[int]bool
 }
 
 func newComputeRig(t *testing.T, doc string, cards int, cfg Config) *computeRig {
@@ -45,7 +52,8 @@ func newComputeRigOn(t *testing.T, st *state.Store, doc string, cards int, cfg C
 	t.Helper()
 	sw, err := plans.DecodeSweep("c.yaml", []byte(doc), plans.Overrides{})
 	must(t, err)
-	r := &computeRig{t: t, clock: newFakeClock(), util: map[string]int{}, perProcess: true, others: map[int][]gpu.Process{}}
+	r := &computeRig{t: t, clock: newFakeClock(), util: map[string]int{}, perProcess: true, others: map[int][]gpu.Process{},
+		unreadJobs: map[string]bool{}, unreadPIDs: map[int]bool{}}
 	for i := range cards {
 		r.cards = append(r.cards, gpu.Card{Index: i, Total: 80 * gib})
 	}
@@ -76,7 +84,7 @@ func (r *computeRig) show() {
 		}
 		c := &r.cards[a.GPUs[0]]
 		p := gpu.Process{PID: pid, Used: 5 * gib, Util: gpu.NoReading}
-		if r.perProcess {
+		if r.perProcess && !r.unreadJobs[a.Job] {
 			p.Util = u
 		}
 		c.Processes = append(c.Processes, p)
@@ -85,8 +93,8 @@ func (r *computeRig) show() {
 	for i, ps := range r.others {
 		c := &r.cards[i]
 		for _, p := range ps {
-			c.Utilization = min(c.Utilization+p.Util, 100)
-			if !r.perProcess {
+			c.Utilization = min(c.Utilization+max(p.Util, 0), 100)
+			if !r.perProcess || r.unreadPIDs[p.PID] {
 				p.Util = gpu.NoReading
 			}
 			c.Processes = append(c.Processes, p)

@@ -308,11 +308,11 @@ func (e *Engine) crowdRefreshUtil(shapes func(yield func(string) bool)) {
 
 // foreignAgain reads again what processes that are not gpuq's keep busy on cards (see
 // foreignOn) where the crowd read it of the cards as they are read now, as what gpuq's
-// attempts there count at changed: where NVML gives no figure of each process, the
-// card's own figure beyond what they count at is the others'. An attempt counted as
-// the whole card until its shape was measured left the others nothing; measured at
-// 40%, it leaves them the rest of the card's 100%, at this very reading, to the crowd
-// and the packer alike.
+// attempts there count at changed: where NVML gives no process on the card a figure
+// of its own, the card's figure beyond what they count at is the others'. An attempt
+// counted as the whole card until its shape was measured left the others nothing;
+// measured at 40%, it leaves them the rest of the card's 100%, at this very reading,
+// to the crowd and the packer alike.
 func (e *Engine) foreignAgain(cards []plans.CardID) {
 	cs := &e.crowds
 	if cs.foreignRead != e.readings || len(e.owners.strangers) == 0 {
@@ -429,20 +429,26 @@ func (e *Engine) foreignAt(i int) company {
 // foreignOn is what processes that are not gpuq's keep busy on the card at position i:
 // those NVML lists whose owner is none of gpuq's attempts (another user's, another
 // gpuq's). Each that keeps busyForeign of the card or more by its own figure counts as
-// one. Those NVML gives no figure for count as one together, at what the card's own
-// figure (its mean since it lists these processes, where that spans busyOver; else
-// its utilization of the moment) has beyond the others' and what gpuq's attempts there
-// count at, where that is busyForeign or more. A process whose owner this PID namespace
-// cannot tell (Hidden) could be gpuq's own trainer: it counts as nothing.
+// one. A process NVML gives no figure for (gpu.NoReading) ran no kernel over the
+// window its figures are of (a notebook between cells, holding its tensors), where
+// another process on the card has a figure (NVML keeps them there): it counts as
+// nothing. Only where no process on the card has one (a driver or container without
+// them) does the card's own figure speak for those of no attempt: they count as one
+// together, at what the card's figure (its mean since it lists these processes, where
+// that spans busyOver; else its utilization of the moment) has beyond what gpuq's
+// attempts there count at (see gpuqOn), where that is busyForeign or more. A process
+// whose owner this PID namespace cannot tell (Hidden) could be gpuq's own trainer: it
+// counts as nothing.
 func (e *Engine) foreignOn(i int) company {
 	c := &e.cards[i]
 	var f company
 	if c.Fault != "" {
 		return f
 	}
-	unread := false
+	unread, figures := false, false
 	for j, o := range e.ownersOf(i) {
 		p := c.Processes[j]
+		figures = figures || p.Util != gpu.NoReading
 		switch {
 		case o.attempt != "" || p.Hidden:
 		case p.Util == gpu.NoReading:
@@ -452,7 +458,7 @@ func (e *Engine) foreignOn(i int) company {
 			f.util += float64(p.Util) / 100
 		}
 	}
-	if !unread {
+	if !unread || figures {
 		return f
 	}
 	busy := c.Utilization
@@ -462,10 +468,37 @@ func (e *Engine) foreignOn(i int) company {
 	if busy == gpu.NoReading {
 		return f
 	}
-	_, ours := e.ownLoad(c.ID())
-	if rest := min(float64(busy)/100, 1) - ours - f.util; rest >= busyForeign {
+	if rest := min(float64(busy)/100, 1) - e.gpuqOn(i); rest >= busyForeign {
 		f.n++
 		f.util += rest
 	}
 	return f
+}
+
+// gpuqOn is what gpuq's attempts count at on the card at position i, where NVML gives
+// no process there a figure of its own (see foreignOn), as the packer counts them:
+// each the crowd follows there by its shape's figure, with what a planned sweep's job
+// not measured yet counts at beside others' (crowd.planned: its plan has it count as
+// nothing, and nothing of it is another user's); and an attempt the crowd no longer
+// follows (one that ended, its trainer still stopping) whose process the card lists,
+// by its shape's figures too, as it computes while it does.
+func (e *Engine) gpuqOn(i int) float64 {
+	c := &e.cards[i]
+	on := e.crowds.on[c.ID()]
+	var util float64
+	for _, m := range on {
+		util += m.util + m.planned
+	}
+	var seen []string
+	for _, o := range e.ownersOf(i) {
+		if o.attempt == "" || slices.Contains(seen, o.attempt) || slices.ContainsFunc(on, func(m *crowd) bool { return m.id == o.attempt }) {
+			continue
+		}
+		seen = append(seen, o.attempt)
+		if a := e.store.Latest().Attempt(o.attempt); a != nil {
+			u, _, planned := e.utilCounts(a.Shape, e.store.KnownShape(a.Shape))
+			util += u + planned
+		}
+	}
+	return util
 }

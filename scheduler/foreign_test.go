@@ -252,3 +252,130 @@ func TestAPlanCountsTheCardsFigure(t *testing.T) {
 		t.Errorf("GPU 0 at 4%% counts at %v (others: %v), want nothing", cards[0].Util, cards[0].Others)
 	}
 }
+
+// notebook is another user's process that holds memory on a card and ran no kernel over
+// NVML's window: NVML gives it no figure of its own.
+var notebook = gpu.Process{PID: 9000, Used: 6 * gib, Util: gpu.NoReading}
+
+// TestAnIdleNotebookIsNoCompanyBesideAPlannedSweep: where NVML gives gpuq's trainers
+// their figures, a process it gives none ran nothing: a notebook holding its tensors
+// between cells. It is no company, and no other user's process the sweep's plan would
+// not speak for: its two jobs share the card as the plan says, each run beside the
+// other alone. Read by the card's figure, the notebook was the whole card's 90% beyond
+// the planned jobs, which count as nothing.
+func TestAnIdleNotebookIsNoCompanyBesideAPlannedSweep(t *testing.T) {
+	r := newComputeRig(t, "name: a\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\ngpu_plan: \"2\"\n", 1, Config{})
+	must(t, r.st.DeriveLimit("a", state.Limit{0: 2}))
+	r.keepBusy(45, "a.1", "a.2")
+	r.others[0] = []gpu.Process{notebook}
+	r.round(0)
+	if got := r.where(); got != "a.1:0 a.2:0" {
+		t.Fatalf("%s, want a's two jobs on the card, as planned", got)
+	}
+	r.round(30 * time.Second) // the trainers keep the card 90% busy
+	if f, ok := r.e.crowds.foreign[r.cards[0].ID()]; ok {
+		t.Errorf("the notebook counts as %+v, want nothing", f)
+	}
+	if cards := r.e.cardStates(nil, r.e.slots(), r.e.runningNow()); cards[0].Others {
+		t.Errorf("GPU 0 has others busy to the packer, want none: the notebook computes nothing")
+	}
+	r.end("a.1", 29*time.Minute)
+	if a := r.st.View().Attempt("a.1/1"); math.Abs(a.Crowd-2) > 1e-6 {
+		t.Errorf("a.1 shared its card with %v on average, want 2: a.2, not the notebook", a.Crowd)
+	}
+}
+
+// TestAnIdleNotebookIsNoCompanyBesideABusierTrainer: a trainer that keeps its card busier
+// than its shape was measured at leaves the card's figure beyond that to nobody: where
+// NVML gives the trainer its figure, the notebook it gives none ran nothing.
+func TestAnIdleNotebookIsNoCompanyBesideABusierTrainer(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 10GiB\n", 1, Config{})
+	r.keepBusy(40, "c.1")
+	r.others[0] = []gpu.Process{notebook}
+	r.round(0)
+	r.round(time.Minute) // measured at 40%
+	r.keepBusy(70, "c.1")
+	r.round(time.Minute)
+	if f, ok := r.e.crowds.foreign[r.cards[0].ID()]; ok {
+		t.Errorf("the notebook counts as %+v, want nothing", f)
+	}
+	r.end("c.1", 28*time.Minute)
+	if l := r.st.View().Shape(r.st.View().Job("c.1").Shape); l.AloneRuns != 1 || l.SharedRuns != 0 {
+		t.Errorf("shape learned %d runs alone and %d shared, want c.1 alone", l.AloneRuns, l.SharedRuns)
+	}
+}
+
+// TestAForeignProcessWithoutAFigureIsIdleBesideOneWithOne: on a card where NVML gives
+// processes their figures, another user's trainer counts by its own, and another
+// process it gives none counts as nothing, whatever the card's figure has beyond them;
+// even one that keeps the card busy, once NVML gives it no figure (one that started
+// since NVML last read them), counts as nothing until it has one.
+func TestAForeignProcessWithoutAFigureIsIdleBesideOneWithOne(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 10GiB\n", 1, Config{})
+	r.keepBusy(40, "c.1")
+	r.others[0] = []gpu.Process{{PID: 9001, Used: 6 * gib, Util: 30}, notebook}
+	r.round(0)
+	r.round(time.Minute) // measured at 40%: the card reads 70%
+	id := r.cards[0].ID()
+	if f := r.e.crowds.foreign[id]; f != (company{1, 0.3}) {
+		t.Errorf("others count as %+v, want the trainer's 30%% alone", f)
+	}
+	r.others[0] = append(r.others[0], gpu.Process{PID: 9002, Used: 6 * gib, Util: 20})
+	r.unreadPIDs[9002] = true
+	r.round(time.Second) // the card reads 90%
+	if f := r.e.crowds.foreign[id]; f != (company{1, 0.3}) {
+		t.Errorf("with a third process of no figure yet: others count as %+v, want the trainer's 30%% alone", f)
+	}
+	delete(r.unreadPIDs, 9002)
+	r.round(time.Second)
+	if f := r.e.crowds.foreign[id]; f.n != 2 || math.Abs(f.util-0.5) > 1e-9 {
+		t.Errorf("once it reads 20%%: others count as %+v, want 2 at 50%%", f)
+	}
+}
+
+// TestTheCardsFigureLeavesOthersNothingOfAPlannedSweep: where NVML gives no process a
+// figure of its own, what the card's figure has beyond gpuq's is the others', gpuq's
+// counted as the packer counts them: a planned sweep's jobs not measured yet at what
+// they count beside others' (all of the card each), not the nothing their plan has
+// them count as.
+func TestTheCardsFigureLeavesOthersNothingOfAPlannedSweep(t *testing.T) {
+	r := newComputeRig(t, "name: a\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\ngpu_plan: \"2\"\n", 1, Config{})
+	must(t, r.st.DeriveLimit("a", state.Limit{0: 2}))
+	r.perProcess = false
+	r.keepBusy(45, "a.1", "a.2")
+	r.others[0] = []gpu.Process{notebook}
+	r.round(0)
+	r.round(30 * time.Second)
+	if got := r.where(); got != "a.1:0 a.2:0" {
+		t.Fatalf("%s, want a's two jobs on the card, as planned", got)
+	}
+	if f, ok := r.e.crowds.foreign[r.cards[0].ID()]; ok {
+		t.Errorf("the notebook counts as %+v, want nothing", f)
+	}
+	if cards := r.e.cardStates(nil, r.e.slots(), r.e.runningNow()); cards[0].Others {
+		t.Errorf("GPU 0 has others busy to the packer, want none")
+	}
+}
+
+// TestTheCardsFigureLeavesOthersNothingOfAStoppingTrainer: where NVML gives no process a
+// figure of its own, an attempt that ended, whose trainer the card still lists as it
+// stops, keeps the card busy by its shape's figure, not the other user's.
+func TestTheCardsFigureLeavesOthersNothingOfAStoppingTrainer(t *testing.T) {
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1, 2]}\nmemory: 10GiB\n", 2, Config{})
+	r.perProcess = false
+	r.keepBusy(40, "c.1", "c.2")
+	r.others[0] = []gpu.Process{{PID: 9001, Used: 6 * gib, Util: 30}}
+	r.round(0)
+	if got := r.where(); got != "c.1:1 c.2:0" {
+		t.Fatalf("%s, want c.1 on GPU 1 and c.2 beside the other user's trainer", got)
+	}
+	r.round(time.Minute) // c.1 measured alone at 40%
+	r.end("c.2", 29*time.Minute)
+	// Its trainer still stops, on the card, as busy as it ran.
+	r.fr.owners[9100] = "c.2/1"
+	r.others[0] = append(r.others[0], gpu.Process{PID: 9100, Used: 5 * gib, Util: 40})
+	r.round(time.Second)
+	if f := r.e.crowds.foreign[r.cards[0].ID()]; f.n != 1 || math.Abs(f.util-0.3) > 1e-9 {
+		t.Errorf("others count as %+v, want the other user's 30%% alone", f)
+	}
+}

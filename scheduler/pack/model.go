@@ -130,8 +130,8 @@ type CardState struct {
 	// alone decide how many share it. Util is what they ask for now: gpuq's jobs by
 	// their utilizations (a guess for each not measured yet, of which Blind counts and
 	// BlindUtil is the part), other processes as NVML measured them: each by its own
-	// figure, or, where NVML gives none, together by the card's beyond what gpuq's jobs
-	// count at (a measured share, never a guess).
+	// figure, or, where NVML gives no process on the card one, together by the card's
+	// beyond what gpuq's jobs count at (a measured share, never a guess).
 	Target    float64
 	Util      float64
 	Blind     int
