@@ -10,6 +10,7 @@ package scheduler
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -374,14 +375,33 @@ func (e *Engine) ownLoad(card plans.CardID) (n int, util float64) {
 // between cells, holding its tensors and reading a point or two, slows nobody.
 const busyForeign = 0.05
 
+// foreignNear is how far what processes that are not gpuq's keep busy on a card may move
+// from a round to the next, their count the same, and be counted as it was: their
+// figures are whole percents of NVML's means, which move a point or so at nearly every
+// reading, and each move closed the stretch of every attempt on the card (see
+// crowdForeign) every round, for a pace that moved by as little.
+const foreignNear = 0.015
+
+// near reports whether f is what c is to the crowd: as many, within foreignNear.
+func (c company) near(f company) bool {
+	return c.n == f.n && math.Abs(c.util-f.util) < foreignNear
+}
+
 // crowdForeign reads, of the cards as the round read them, what processes that are
-// not gpuq's keep busy on each (see foreignOn), and where that changed, closes the
-// stretch of every attempt there and finds its neighbours and pace from now: a run
-// beside another user's trainer shares its card as much as a run beside one of gpuq's
-// attempts does, and is not learned as a run alone. Only the cards that list a process
-// of no attempt are looked up (the round's strangers, see resolveOwners): the
-// simulator's never have any, and a fleet's thousands of cards, each running gpuq's
-// attempts alone, were each looked through every round.
+// not gpuq's keep busy on each (see foreignOn), and where that changed (by more than
+// foreignNear), closes the stretch of every attempt there and finds its neighbours and
+// pace from now: a run beside another user's trainer shares its card as much as a run
+// beside one of gpuq's attempts does, and is not learned as a run alone. Only the cards
+// that list a process of no attempt are looked up (the round's strangers, see
+// resolveOwners): the simulator's never have any, and a fleet's thousands of cards,
+// each running gpuq's attempts alone, were each looked through every round.
+//
+// Where the card's own figure speaks for them (see foreignOn), what it leaves them
+// depends on what gpuq's attempts there count at, as of this call, before the round
+// learns anything (readMetrics, learnPeaks): foreignAgain reads again only the cards of
+// the shapes whose figure changed then, and attempts that end or start later in the
+// round do not have their cards read again. The figure may then be off for a round,
+// and is read right at the next one.
 func (e *Engine) crowdForeign(now time.Time) {
 	cs := &e.crowds
 	next := cs.foreignWas
@@ -397,9 +417,13 @@ func (e *Engine) crowdForeign(now time.Time) {
 	}
 	var changed []plans.CardID
 	for id, f := range next {
-		if cs.foreign[id] != f {
-			changed = append(changed, id)
+		if was, ok := cs.foreign[id]; ok && was.near(f) {
+			// Moved by less than foreignNear: the crowd and the packer count it as it
+			// was, and a drift shows once it has moved by more from that.
+			next[id] = was
+			continue
 		}
+		changed = append(changed, id)
 	}
 	for id := range cs.foreign {
 		if _, ok := next[id]; !ok {

@@ -379,3 +379,45 @@ func TestTheCardsFigureLeavesOthersNothingOfAStoppingTrainer(t *testing.T) {
 		t.Errorf("others count as %+v, want the other user's 30%% alone", f)
 	}
 }
+
+// TestAForeignFigureThatMovesLittleRefreshesNoCrowd: NVML's figures move a point or so at
+// nearly every reading; the attempts beside another user's trainer find their pace
+// again only once what it keeps busy moved by more than foreignNear from what they
+// count it at, not each round.
+func TestAForeignFigureThatMovesLittleRefreshesNoCrowd(t *testing.T) {
+	if !(company{1, 0.3}).near(company{1, 0.305}) || (company{1, 0.3}).near(company{1, 0.4}) || (company{1, 0.3}).near(company{2, 0.3}) {
+		t.Errorf("near: want half a point near, ten points or one more process not")
+	}
+	r := newComputeRig(t, "name: c\ncommand: [train]\nmatrix: {seed: [1]}\nmemory: 10GiB\n", 1, Config{UtilTarget: memoryAlone})
+	r.keepBusy(40, "c.1")
+	r.others[0] = []gpu.Process{{PID: 9001, Used: 6 * gib, Util: 30}}
+	r.round(0)
+	r.round(time.Minute) // measured at 40%
+	c, id := r.e.crowds.of["c.1/1"], r.cards[0].ID()
+	was := c.since
+	for _, step := range []struct {
+		util    int
+		refresh bool
+		counted float64
+	}{
+		{31, false, 0.30}, // a point: counted as it was
+		{30, false, 0.30},
+		{31, false, 0.30},
+		{32, true, 0.32}, // two points from what it counts at: found again
+		{42, true, 0.42}, // ten points
+		{42, false, 0.42},
+	} {
+		r.others[0][0].Util = step.util
+		r.round(time.Minute)
+		if refreshed := c.since != was; refreshed != step.refresh {
+			t.Errorf("at %d%%: refreshed %v, want %v", step.util, refreshed, step.refresh)
+		}
+		if f := r.e.crowds.foreign[id]; f.n != 1 || math.Abs(f.util-step.counted) > 1e-9 {
+			t.Errorf("at %d%%: counted at %+v, want %v", step.util, f, step.counted)
+		}
+		if cards := r.e.cardStates(nil, r.e.slots(), r.e.runningNow()); math.Abs(cards[0].Util-0.4-step.counted) > 1e-9 {
+			t.Errorf("at %d%%: the packer counts %v, want c.1's 40%% and the crowd's %v", step.util, cards[0].Util, step.counted)
+		}
+		was = c.since
+	}
+}
