@@ -1326,7 +1326,7 @@ func endedRecord(t *testing.T) *api.RunRecord {
 	return &api.RunRecord{Ended: at(1), Jobs: []api.Job{
 		job("gla.1", "qnli,seed=87", "succeeded", "",
 			api.AttemptSummary{N: 1, GPUs: []int{0}, Outcome: "gpu-oom", Started: at(-64), Ended: at(-63)},
-			api.AttemptSummary{N: 2, GPUs: []int{0}, Tier: 1, Outcome: "success", PeakBytes: 13 * gib, Started: at(-62), Ended: at(-2)}),
+			api.AttemptSummary{N: 2, GPUs: []int{0}, Tier: 1, Outcome: "success", EstimateBytes: 14 * gib, PeakBytes: 13 * gib, Started: at(-62), Ended: at(-2)}),
 		job("gla.2", "sst2,seed=87", "failed", "attempt 1 failed: exited with status 1: ValueError: nan loss",
 			api.AttemptSummary{N: 1, GPUs: []int{0}, Outcome: "failed", PeakBytes: 6 * gib, Started: at(-5), Ended: at(0)}),
 		job("gla.3", "cola,seed=87", "succeeded", "",
@@ -1378,18 +1378,31 @@ func TestARunThatEndsShowsHowItsJobsEnded(t *testing.T) {
 		" gla.1    qnli,seed=87 succeeded     2   1h00m  success",
 		">gla.2    sst2,seed=87 failed        1   5m00s  exited with status 1: ValueErro", // the selection stays with its job
 		" gla.4    rte,seed=87  cancelled     -       -  cancelled by gpuq cancel",
+		// The events are the record's, newest first as the live ones: each attempt's
+		// start and end, the run's last ends among them.
+		"EVENTS\n 15:05:05 gla.3 #1 succeeded\n 15:04:05 gla.2 #1 failed: attempt 1 failed: exited with status 1: ValueError",
+		" 14:02:05 gla.1 #2 started: on GPU 0, tier 1, estimate 14.00 GiB\n 14:01:05 gla.1 #1 gpu-oom\n 14:00:05 gla.1 #1 started: on GPU 0, tier 0, no estimate",
 		"↑↓ move  l logs  / filter  q quit",
 	} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("no %q in:\n%s", want, screen)
 		}
 	}
-	for _, gone := range []string{"RUNNING", "QUEUE", "GPU 0", "15:04:05 ", "daemon", "attach"} {
+	// The last reading's events (gla.0's, a card's) are not the run's end.
+	for _, gone := range []string{"RUNNING", "QUEUE", "GPU 0 ", "GPU 3", "gla.0", "daemon", "attach"} {
 		if strings.Contains(screen, gone) {
 			t.Errorf("%q still on the screen:\n%s", gone, screen)
 		}
 	}
+	if strings.Contains(lines[0], "15:04:05") {
+		t.Errorf("the clock of the last reading in the title: %q", lines[0])
+	}
 	schedtest.Golden(t, "ended-80x24.txt", screen)
+	// A shorter screen keeps the newest events that fit.
+	if short := drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 16}).View(); !strings.Contains(short, "EVENTS\n 15:05:05 gla.3 #1 succeeded\n") ||
+		strings.Contains(short, "14:00:05") {
+		t.Errorf("on 16 rows:\n%s", short)
+	}
 	wide := drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24}).View()
 	for _, want := range []string{
 		"the gpuq run of gla ended at 15:05:05: 2 succeeded, 1 failed, 1 cancelled, 1 stopped early · q quits",
@@ -1415,6 +1428,48 @@ func TestARunThatEndsShowsHowItsJobsEnded(t *testing.T) {
 	_, cmd = m.Update(keysOf("q")[0])
 	if cmd == nil || fmt.Sprint(cmd()) != fmt.Sprint(tea.Quit()) {
 		t.Error("q did not quit")
+	}
+}
+
+// TestARunsEventsAreItsRecords: the events of a run that ended are told from its
+// record, in the words of the events it told as it ran: an end that failed its job
+// (out of memory once too often) and the failure, an early stop, an attempt the run
+// was stopped in the middle of (started, never ended); the latest keptEvents of them,
+// oldest first as an overview's, the times alike kept in the record's order.
+func TestARunsEventsAreItsRecords(t *testing.T) {
+	at := func(min int) time.Time { return time.Date(2026, 3, 1, 12, min, 0, 0, time.UTC) }
+	rec := api.RunRecord{Jobs: []api.Job{
+		{JobSummary: api.JobSummary{ID: "s.1", State: "failed", Reason: "gpu-oom at the last tier", Attempts: []api.AttemptSummary{
+			{N: 1, Worker: "w2", GPUs: []int{0, 1}, Outcome: "gpu-oom", Started: at(0), Ended: at(3)}}}},
+		{JobSummary: api.JobSummary{ID: "s.2", State: "stopped", Reason: "losing to s.3", Attempts: []api.AttemptSummary{
+			{N: 1, GPUs: []int{2}, Outcome: "stopped-early", Started: at(1), Ended: at(3)}}}},
+		{JobSummary: api.JobSummary{ID: "s.3", State: "running", Attempts: []api.AttemptSummary{
+			{N: 1, GPUs: []int{3}, Tier: 2, EstimateBytes: 3 * gib, Started: at(2)}}}},
+	}}
+	var got []string
+	for _, e := range recordEvents(rec) {
+		got = append(got, eventText(e))
+	}
+	want := []string{
+		"12:00:00 s.1 #1 started: on GPUs w2:0,1, tier 0, no estimate",
+		"12:01:00 s.2 #1 started: on GPU 2, tier 0, no estimate",
+		"12:02:00 s.3 #1 started: on GPU 3, tier 2, estimate 3.00 GiB",
+		"12:03:00 s.1 #1 gpu-oom",
+		"12:03:00 s.1 failed: gpu-oom at the last tier",
+		"12:03:00 s.2 #1 stopped: losing to s.3",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	rec.Jobs = nil
+	for i := range keptEvents {
+		rec.Jobs = append(rec.Jobs, api.Job{JobSummary: api.JobSummary{ID: fmt.Sprintf("s.%d", i), State: "succeeded", Attempts: []api.AttemptSummary{
+			{N: 1, Outcome: "success", Started: at(i), Ended: at(i).Add(30 * time.Second)}}}})
+	}
+	evs := recordEvents(rec)
+	if len(evs) != keptEvents || evs[0].Job != fmt.Sprintf("s.%d", keptEvents/2) || evs[len(evs)-1].Job != fmt.Sprintf("s.%d", keptEvents-1) || evs[len(evs)-1].Kind != "succeeded" {
+		t.Errorf("kept %d events, from %v to %v; want the latest %d", len(evs), evs[0], evs[len(evs)-1], keptEvents)
 	}
 }
 

@@ -82,7 +82,7 @@ func (m model) sections() []section {
 		return fmt.Sprintf("%s %d of %d", title, shown, all)
 	}
 	if m.ended != nil {
-		// The run has ended: how each of its jobs did, and the events as last read.
+		// The run has ended: how each of its jobs did, and the events its record tells.
 		return []section{m.endedSection(match, count), m.eventsSection(match)}
 	}
 	runs := slices.DeleteFunc(slices.Clone(m.ov.Running), func(r api.RunningJob) bool { return !match(r.Job, r.Name, m.output[r.Job]) })
