@@ -433,16 +433,23 @@ func (s *settings) awaitEnd(dir string, pid int) (*api.Client, error) {
 // context (see bind) ends first: then it returns why. A verb that takes Ctrl-C itself
 // (gpuq logs -f, to give the terminal back) would otherwise not hear it for as long as
 // the daemon takes, up to startLimit each.
-func (s *settings) pause() error {
+func (s *settings) pause() error { return s.pauseFor(awaitPoll) }
+
+// pauseFor is pause for a wait that looks again every d: one that looks at more than a
+// daemon's socket (a gpuq run that starts: the runs' directory, the processes) looks
+// less often, and hears Ctrl-C as soon all the same.
+func (s *settings) pauseFor(d time.Duration) error {
 	ctx := s.ctx
 	if ctx == nil {
-		time.Sleep(awaitPoll)
+		time.Sleep(d)
 		return nil
 	}
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return context.Cause(ctx)
-	case <-time.After(awaitPoll):
+	case <-t.C:
 		return nil
 	}
 }

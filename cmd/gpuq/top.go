@@ -162,6 +162,11 @@ func unknownSweep(st *settings, sweep string) error {
 // name to serve it: from its start, it opens its cards (and starts MPS) first.
 var runServeLimit = 15 * time.Second
 
+// runPoll is how often gpuq top --sweep S looks again for a gpuq run of S that is
+// starting: each look lists the runs' directory and asks who holds S's name, and a run
+// takes seconds to start, so not every awaitPoll.
+const runPoll = 200 * time.Millisecond
+
 // awaitRunOf is the gpuq runs of dir once the one that holds sweep's name (see
 // api.Reserve) serves it: a gpuq run in another terminal, starting, is waited for, not
 // taken for none, which would send a person to start a daemon that would not run it.
@@ -177,7 +182,7 @@ func awaitRunOf(st *settings, dir, sweep string, runs []api.Run) ([]api.Run, err
 	}
 	fmt.Fprintf(st.notices, "gpuq: the gpuq run of sweep %s (pid %d) is starting; waiting for it to answer\n", sweep, pid)
 	for deadline := time.Now().Add(runServeLimit); ; {
-		if err := st.pause(); err != nil {
+		if err := st.pauseFor(runPoll); err != nil {
 			return nil, fmt.Errorf("stopped waiting for the gpuq run of sweep %s (pid %d) to answer: %w", sweep, pid, err)
 		}
 		if runs = api.Runs(dir); served() {

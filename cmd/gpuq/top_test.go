@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -204,6 +205,53 @@ func TestTopWaitsForARunStarting(t *testing.T) {
 	code = <-done
 	if title := fmt.Sprintf("gpuq run of fg (pid %d)", os.Getpid()); code != exitOK || !strings.Contains(out.String(), title) {
 		t.Errorf("top --sweep fg once the run serves it: exit %d, %s%s; want its view, titled %q", code, out.String(), errb.String(), title)
+	}
+}
+
+// TestTopWaitingForARunHearsCtrlC: top --sweep S, waiting for a gpuq run of S that is
+// starting, looks again every runPoll, not every awaitPoll, and stops waiting as soon
+// as the verb's context ends (Ctrl-C), saying why: a pause as long as an hour ends
+// with it.
+func TestTopWaitingForARunHearsCtrlC(t *testing.T) {
+	if runPoll < 10*awaitPoll {
+		t.Errorf("runPoll %s: a run that starts is looked for as often as a daemon's socket (%s)", runPoll, awaitPoll)
+	}
+	dir := t.TempDir()
+	if _, err := api.MakeStateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	name, ok, err := api.Reserve(dir, "fg")
+	if err != nil || !ok {
+		t.Fatalf("reserve: %v %v", ok, err)
+	}
+	defer name.Close()
+	limit := runServeLimit
+	t.Cleanup(func() { runServeLimit = limit })
+	runServeLimit = time.Hour
+
+	var notices schedtest.Buffer
+	st := &settings{v: viper.New(), notices: &notices}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer st.bind(ctx)()
+	paused := make(chan error, 1)
+	go func() { paused <- st.pauseFor(time.Hour) }()
+	waited := make(chan error, 1)
+	go func() {
+		_, err := awaitRunOf(st, dir, "fg", nil)
+		waited <- err
+	}()
+	schedtest.WaitFor(t, "top to wait for the run", func() bool { return strings.Contains(notices.String(), "is starting; waiting for it to answer") })
+	interrupt := errors.New("interrupted")
+	cancel(interrupt)
+	for what, ch := range map[string]chan error{"an hour's pause": paused, "the wait for the run": waited} {
+		select {
+		case err := <-ch:
+			if !errors.Is(err, interrupt) {
+				t.Errorf("%s ended with %v, want %v", what, err, interrupt)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s went on after Ctrl-C", what)
+		}
 	}
 }
 
