@@ -47,10 +47,7 @@ const (
 // ended: when the event that ended it was told, not when the notice is made, which may
 // be minutes later behind a hook that hangs.
 func EndNotice(view state.View, sweep string, cards []GPUInfo, fetch []string, ended time.Time) Notice {
-	sum := SweepSummary{Sweep: sweep, Counts: map[string]int{}, GPUs: cards}
-	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
-		sum.Counts[string(st)] = 0
-	}
+	sum := SweepSummary{Sweep: sweep, Counts: noCounts(), GPUs: cards}
 	jobs := SweepJobs(view, sweep)
 	var last time.Time
 	for _, j := range jobs {

@@ -32,16 +32,23 @@ type SweepSummary struct {
 
 // SummarizeSweep is a sweep of a view of the store, its jobs in submission order, on cards.
 func SummarizeSweep(view state.View, sweep string, cards []GPUInfo) SweepSummary {
-	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: map[string]int{}, GPUs: cards}
-	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
-		sum.Counts[string(st)] = 0
-	}
+	sum := SweepSummary{Sweep: sweep, Jobs: []JobSummary{}, Counts: noCounts(), GPUs: cards}
 	for _, j := range SweepJobs(view, sweep) {
 		js := Summarize(view, j)
 		sum.Counts[js.State]++
 		sum.Jobs = append(sum.Jobs, js)
 	}
 	return sum
+}
+
+// noCounts is a sweep summary's counts before any job is counted: every state at 0, so
+// that a state no job is in is said too.
+func noCounts() map[string]int {
+	counts := map[string]int{}
+	for _, st := range []state.JobState{state.JobQueued, state.JobRunning, state.JobSucceeded, state.JobFailed, state.JobCancelled, state.JobStopped} {
+		counts[string(st)] = 0
+	}
+	return counts
 }
 
 // ListJobs is the listing of GET /v1/jobs: the jobs of a view (a sweep's, where sweep is
