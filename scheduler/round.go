@@ -750,7 +750,8 @@ func (e *Engine) startAll(view state.View, placed []pack.Placement, running []*s
 		e.apply(x)
 	}
 	for _, a := range started {
-		e.events(Event{Time: a.Started, Job: a.Job, Attempt: a.N, Kind: "started", Message: StartedWords(a.Where(), a.Tier, a.Estimate)})
+		e.events(Event{Time: a.Started, Job: a.Job, Attempt: a.N, Kind: "started",
+			Message: fmt.Sprintf("on %s, tier %d, %s", a.Where(), a.Tier, estimateWords(a.Estimate))})
 	}
 }
 
@@ -923,13 +924,6 @@ func (e *Engine) largestRoom() int64 {
 		most = max(most, e.cfg.Headroom.Room(c.Total))
 	}
 	return most
-}
-
-// StartedWords is the message of an attempt's "started" event: where it runs (its
-// cards, as state.Attempt.Where names them), its tier and its estimate. gpuq top words
-// the attempts of a gpuq run that has ended so, from the record it left.
-func StartedWords(where string, tier int, estimate int64) string {
-	return fmt.Sprintf("on %s, tier %d, %s", where, tier, estimateWords(estimate))
 }
 
 // estimateWords says an attempt's estimate in an event: "estimate 9.00 GiB", or "no

@@ -282,7 +282,9 @@ gpus: sim:2x24GiB
 		t.Errorf("gpuq run: exit %d, want %d (a job failed)", code, exitFailed)
 	}
 	screen := term.WaitFor("how the run's jobs ended", 30*time.Second,
-		tmux.Shows("ended ", "the gpuq run of end ended", "1 succeeded, 1 failed, 0 cancelled", "JOBS 2", "succeeded", "exited with status 3"))
+		tmux.Shows("ended ", "the gpuq run of end ended", "1 succeeded, 1 failed, 0 cancelled", "JOBS 2", "succeeded", "exited with status 3",
+			// The run's last events, kept in its record as it ended.
+			"end.1 #1 succeeded", "end.2 #1 failed"))
 	for _, gone := range []string{"RUNNING", "daemon"} {
 		if strings.Contains(screen, gone) {
 			t.Errorf("%q on the screen of a run that ended:\n%s", gone, screen)

@@ -85,7 +85,7 @@ func (f *Foreground) Close() error {
 	d := f.d
 	err := d.run.WriteRecord(func(w io.Writer) error {
 		view := d.store.View()
-		return api.WriteRunRecord(w, view, api.SweepJobs(view, d.run.Sweep), d.ownGPUs(), time.Now())
+		return api.WriteRunRecord(w, view, api.SweepJobs(view, d.run.Sweep), d.ownGPUs(), d.recent.last(), time.Now())
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

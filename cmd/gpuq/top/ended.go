@@ -12,7 +12,6 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpuq/gpuq/plans"
-	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/state"
 )
@@ -42,6 +41,7 @@ func endOf(err error) *runEnd {
 		j.Name, j.Reason, j.Error = printable(j.Name), printable(j.Reason), printable(j.Error)
 		j.Attempts = each(j.Attempts, func(a *api.AttemptSummary) { a.Outcome = printable(a.Outcome) })
 	})
+	rec.Events = each(rec.Events, func(ev *api.Event) { ev.Message = printable(ev.Message) })
 	at := rec.Ended
 	if at.IsZero() {
 		at = time.Now()
@@ -51,62 +51,16 @@ func endOf(err error) *runEnd {
 
 // endRun puts the view at the run's end: its jobs as they ended in place of the cards
 // (no longer the run's to read) and the running and queued jobs (stale from the last
-// reading); the events as its record tells them, in place of the last read, which
-// miss its last ends. Nothing is read again: the run does not come back.
+// reading); its latest events as it kept them in its record as it ended, in place of
+// the last read, which miss its last ends (a record from a gpuq that kept none leaves
+// the last read). Nothing is read again: the run does not come back.
 func (m *model) endRun(e *runEnd) {
 	m.ended, m.err = e, nil
 	m.ov.GPUs, m.ov.Running, m.ov.Queue = nil, nil, nil
-	m.ov.Events = recordEvents(e.rec)
+	if len(e.rec.Events) > 0 {
+		m.ov.Events = e.rec.Events
+	}
 	m.keepSelection()
-}
-
-// keptEvents is how many events of its record an ended run shows, the latest: as many
-// as a daemon's overview keeps, more than a screen has rows.
-const keptEvents = 50
-
-// recordEvents are the events a run's record tells, oldest first as an overview's are:
-// each attempt's start, and its end where it ended, in the words of the events the run
-// told as it ran (scheduler.Event). What the record does not keep is left out: the
-// detail of an attempt's end that its job outlived (an OOM's next tier), the jobs that
-// ended without running (cancelled, stopped while queued), and the machine's events.
-func recordEvents(rec api.RunRecord) []api.Event {
-	var evs []api.Event
-	for _, j := range rec.Jobs {
-		for i, a := range j.Attempts {
-			evs = append(evs, api.Event{Time: a.Started, Job: j.ID, Attempt: a.N, Kind: "started",
-				Message: scheduler.StartedWords(plans.CardsOn(a.Worker, a.GPUs), a.Tier, a.EstimateBytes)})
-			if a.Ended.IsZero() {
-				continue // it ran as the run was stopped
-			}
-			end := api.Event{Time: a.Ended, Job: j.ID, Attempt: a.N, Kind: endKind(a.Outcome)}
-			last := i == len(j.Attempts)-1 && j.State != string(state.JobSucceeded)
-			switch {
-			case last && j.State == string(state.JobFailed) && !slices.Contains([]plans.Outcome{plans.Failed, plans.Lost, plans.AllocConfRefused}, plans.Outcome(a.Outcome)):
-				// Its end failed the job (out of memory once too often, say): the
-				// failure, with why, is an event of its own.
-				evs = append(evs, end, api.Event{Time: a.Ended, Job: j.ID, Kind: "failed", Message: j.Reason})
-				continue
-			case last:
-				end.Message = j.Reason // why it failed, was cancelled, stopped early
-			}
-			evs = append(evs, end)
-		}
-	}
-	slices.SortStableFunc(evs, func(a, b api.Event) int { return a.Time.Compare(b.Time) })
-	return evs[max(0, len(evs)-keptEvents):]
-}
-
-// endKind is the kind of the event that told an attempt's end, by its outcome:
-// "succeeded" for one that succeeded, "stopped" for one stopped early, else its
-// outcome ("failed", "gpu-oom", "cancelled").
-func endKind(outcome string) string {
-	switch plans.Outcome(outcome) {
-	case plans.Success:
-		return "succeeded"
-	case plans.StoppedEarly:
-		return "stopped"
-	}
-	return outcome
 }
 
 // endLine says, in the line under the title, that the run has ended, when, and how its

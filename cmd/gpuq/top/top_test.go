@@ -1333,6 +1333,15 @@ func endedRecord(t *testing.T) *api.RunRecord {
 			api.AttemptSummary{N: 1, GPUs: []int{1}, Outcome: "success", PeakBytes: 2 * gib, Started: at(-1), Ended: at(1)}),
 		job("gla.4", "rte,seed=87", "cancelled", "cancelled by gpuq cancel"),
 		job("gla.5", "rte,seed=88", "stopped", "stopped early: losing to sst2"),
+	}, Events: []api.Event{ // as the run told them, oldest first
+		{Time: at(-64), Job: "gla.1", Attempt: 1, Kind: "started", Message: "on GPU 0, tier 0, no estimate"},
+		{Time: at(-63), Job: "gla.1", Attempt: 1, Kind: "gpu-oom"},
+		{Time: at(-62), Job: "gla.1", Attempt: 2, Kind: "started", Message: "on GPU 0, tier 1, estimate 14.00 GiB"},
+		{Time: at(-5), Job: "gla.2", Attempt: 1, Kind: "started", Message: "on GPU 0, tier 0, no estimate"},
+		{Time: at(-2), Job: "gla.1", Attempt: 2, Kind: "succeeded"},
+		{Time: at(-1), Job: "gla.3", Attempt: 1, Kind: "started", Message: "on GPU 1, tier 0, no estimate"},
+		{Time: at(0), Job: "gla.2", Attempt: 1, Kind: "failed", Message: "attempt 1 failed: exited with status 1: ValueError: nan loss"},
+		{Time: at(1), Job: "gla.3", Attempt: 1, Kind: "succeeded"},
 	}}
 }
 
@@ -1378,8 +1387,8 @@ func TestARunThatEndsShowsHowItsJobsEnded(t *testing.T) {
 		" gla.1    qnli,seed=87 succeeded     2   1h00m  success",
 		">gla.2    sst2,seed=87 failed        1   5m00s  exited with status 1: ValueErro", // the selection stays with its job
 		" gla.4    rte,seed=87  cancelled     -       -  cancelled by gpuq cancel",
-		// The events are the record's, newest first as the live ones: each attempt's
-		// start and end, the run's last ends among them.
+		// The events are those the run kept in its record as it ended, newest first
+		// as the live ones: its last ends among them.
 		"EVENTS\n 15:05:05 gla.3 #1 succeeded\n 15:04:05 gla.2 #1 failed: attempt 1 failed: exited with status 1: ValueError",
 		" 14:02:05 gla.1 #2 started: on GPU 0, tier 1, estimate 14.00 GiB\n 14:01:05 gla.1 #1 gpu-oom\n 14:00:05 gla.1 #1 started: on GPU 0, tier 0, no estimate",
 		"↑↓ move  l logs  / filter  q quit",
@@ -1431,45 +1440,41 @@ func TestARunThatEndsShowsHowItsJobsEnded(t *testing.T) {
 	}
 }
 
-// TestARunsEventsAreItsRecords: the events of a run that ended are told from its
-// record, in the words of the events it told as it ran: an end that failed its job
-// (out of memory once too often) and the failure, an early stop, an attempt the run
-// was stopped in the middle of (started, never ended); the latest keptEvents of them,
-// oldest first as an overview's, the times alike kept in the record's order.
-func TestARunsEventsAreItsRecords(t *testing.T) {
-	at := func(min int) time.Time { return time.Date(2026, 3, 1, 12, min, 0, 0, time.UTC) }
-	rec := api.RunRecord{Jobs: []api.Job{
-		{JobSummary: api.JobSummary{ID: "s.1", State: "failed", Reason: "gpu-oom at the last tier", Attempts: []api.AttemptSummary{
-			{N: 1, Worker: "w2", GPUs: []int{0, 1}, Outcome: "gpu-oom", Started: at(0), Ended: at(3)}}}},
-		{JobSummary: api.JobSummary{ID: "s.2", State: "stopped", Reason: "losing to s.3", Attempts: []api.AttemptSummary{
-			{N: 1, GPUs: []int{2}, Outcome: "stopped-early", Started: at(1), Ended: at(3)}}}},
-		{JobSummary: api.JobSummary{ID: "s.3", State: "running", Attempts: []api.AttemptSummary{
-			{N: 1, GPUs: []int{3}, Tier: 2, EstimateBytes: 3 * gib, Started: at(2)}}}},
-	}}
-	var got []string
-	for _, e := range recordEvents(rec) {
-		got = append(got, eventText(e))
+// TestARunsEventsAreThoseItKept: the events of a run that ended are those it kept in
+// its record, as it told them (an OOM's next tier, a card's fault: what the jobs'
+// histories do not say); a record of a gpuq that kept none leaves the last reading's.
+func TestARunsEventsAreThoseItKept(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	rec := endedRecord(t)
+	rec.Events = []api.Event{
+		{Time: rec.Ended.Add(-time.Minute), Job: "gla.1", Attempt: 1, Kind: "gpu-oom", Message: "tried to allocate 2.00 GiB; next: tier 1 (gradient_checkpointing=true)"},
+		{Time: rec.Ended, Job: "GPU 1", Kind: "out-of-service", Message: "NVML: GPU is lost\x1b[2J"},
 	}
-	want := []string{
-		"12:00:00 s.1 #1 started: on GPUs w2:0,1, tier 0, no estimate",
-		"12:01:00 s.2 #1 started: on GPU 2, tier 0, no estimate",
-		"12:02:00 s.3 #1 started: on GPU 3, tier 2, estimate 3.00 GiB",
-		"12:03:00 s.1 #1 gpu-oom",
-		"12:03:00 s.1 failed: gpu-oom at the last tier",
-		"12:03:00 s.2 #1 stopped: losing to s.3",
+	ended := func(rec *api.RunRecord) string {
+		run := endedRun(t, t.TempDir(), rec)
+		m := asciiModel(src)
+		m.opts.Run = &run
+		m = drive(t, m, m0(src)...)
+		m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24})
+		src.err = api.RunEndedError{Run: run}
+		defer func() { src.err = nil }()
+		return drive(t, m, overviewMsgOf(src)).View()
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	v := ended(rec)
+	for _, want := range []string{
+		"EVENTS\n 15:05:05 GPU 1 out-of-service: NVML: GPU is lost\n",
+		" 15:04:05 gla.1 #1 gpu-oom: tried to allocate 2.00 GiB; next: tier 1 (gradient_checkpointing=true)",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("no %q in:\n%s", want, v)
+		}
 	}
-
-	rec.Jobs = nil
-	for i := range keptEvents {
-		rec.Jobs = append(rec.Jobs, api.Job{JobSummary: api.JobSummary{ID: fmt.Sprintf("s.%d", i), State: "succeeded", Attempts: []api.AttemptSummary{
-			{N: 1, Outcome: "success", Started: at(i), Ended: at(i).Add(30 * time.Second)}}}})
+	if strings.Contains(v, "gla.0") || strings.Contains(v, "\x1b[2J") {
+		t.Errorf("the last reading's events, or a control sequence of the record's, on the screen:\n%q", v)
 	}
-	evs := recordEvents(rec)
-	if len(evs) != keptEvents || evs[0].Job != fmt.Sprintf("s.%d", keptEvents/2) || evs[len(evs)-1].Job != fmt.Sprintf("s.%d", keptEvents-1) || evs[len(evs)-1].Kind != "succeeded" {
-		t.Errorf("kept %d events, from %v to %v; want the latest %d", len(evs), evs[0], evs[len(evs)-1], keptEvents)
+	rec.Events = nil // left by a gpuq that kept none
+	if v := ended(rec); !strings.Contains(v, "gla.0") {
+		t.Errorf("a record without events: the last reading's are gone:\n%s", v)
 	}
 }
 

@@ -107,6 +107,10 @@ type RunRecord struct {
 	// GPUs are the cards it ran on, which gpuq report sizes each card's chart by; none
 	// in a record left by a gpuq from before they were kept.
 	GPUs []GPUInfo `json:"gpus,omitempty"`
+	// Events are the run's latest events as it ended, oldest first, as its overview
+	// had them (gpuq top shows them once the run has ended); none in a record left by
+	// a gpuq from before they were kept.
+	Events []Event `json:"events,omitempty"`
 }
 
 // ReadRecord reads what a gpuq run left as it ended; an error where it left nothing

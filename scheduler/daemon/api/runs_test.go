@@ -28,7 +28,7 @@ func TestARecordSaysWhenItsRunEnded(t *testing.T) {
 	// touched since, as a copy without the times does.
 	left := func(pid int, ended, touched time.Time) Run {
 		r := Run{Sweep: "w1", PID: pid, Socket: RunSocket(dir, "w1", pid)}
-		err := r.WriteRecord(func(w io.Writer) error { return WriteRunRecord(w, state.View{}, nil, cards, ended) })
+		err := r.WriteRecord(func(w io.Writer) error { return WriteRunRecord(w, state.View{}, nil, cards, nil, ended) })
 		if err == nil {
 			err = os.Chtimes(r.Record(), touched, touched)
 		}

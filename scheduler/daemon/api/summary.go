@@ -102,18 +102,20 @@ func WriteJobs(w io.Writer, view state.View, jobs []*state.Job, away map[string]
 	return writeJobs(w, view, jobs, away, nil)
 }
 
-// WriteRunRecord writes a gpuq run's jobs as they ended, the cards it ran on and when it
+// WriteRunRecord writes a gpuq run's jobs as they ended, the cards it ran on, its latest
+// events and when it
 // ended, as a RunRecord.
-func WriteRunRecord(w io.Writer, view state.View, jobs []*state.Job, gpus []GPUInfo, ended time.Time) error {
-	return writeJobs(w, view, jobs, nil, &recordHead{Ended: ended, GPUs: gpus})
+func WriteRunRecord(w io.Writer, view state.View, jobs []*state.Job, gpus []GPUInfo, events []Event, ended time.Time) error {
+	return writeJobs(w, view, jobs, nil, &recordHead{Ended: ended, GPUs: gpus, Events: events})
 }
 
 // recordHead is what a RunRecord holds before its jobs. Its end time comes first, so
 // that a reader learns it from the record's first bytes (see storedEnd), not from its
 // jobs, however many.
 type recordHead struct {
-	Ended time.Time `json:"ended"`
-	GPUs  []GPUInfo `json:"gpus,omitempty"`
+	Ended  time.Time `json:"ended"`
+	GPUs   []GPUInfo `json:"gpus,omitempty"`
+	Events []Event   `json:"events,omitempty"`
 }
 
 // writeJobs writes jobs as a JobsResponse, or after head as a RunRecord.
