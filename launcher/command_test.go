@@ -82,4 +82,25 @@ func TestWithoutAttempt(t *testing.T) {
 	if got, want := withoutAttempt(trainer), []string{"PATH=/bin", "HOME=/h"}; !slices.Equal(got, want) {
 		t.Errorf("a trainer's environment became %q, want %q", got, want)
 	}
+
+	// Every variable Prepare sets of the attempt itself is one withoutAttempt drops: a
+	// new one set there and not named in attemptVars would reach a hook. What it sets
+	// for any process of the sweep (the defaulted threads and allocator, the cards'
+	// order, the simulation's ledger) stays.
+	s, err := plans.DecodeSweep(filepath.Join(t.TempDir(), "t.yaml"), []byte("name: t\ncommand: [echo]\njobs: [{}]\n"), plans.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Attempt{Sweep: s, JobID: "t.1", JobName: "lr=1", N: 1, Params: s.Jobs[0].Params, Dir: filepath.Join(t.TempDir(), "t.1", "1"),
+		Cards: []plans.Card{{Index: 0, Total: 1 << 30}}, Ledger: filepath.Join(t.TempDir(), "ledger"), MasterPort: 29600}
+	c, err := Prepare(a, []string{"PATH=/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := append(slices.Clone(DefaultedVars), "CUDA_DEVICE_ORDER", "GPUQ_SIM_LEDGER", "PATH")
+	for _, kv := range withoutAttempt(c.Env) {
+		if name, _, _ := strings.Cut(kv, "="); !slices.Contains(kept, name) {
+			t.Errorf("an attempt's %s reaches what it starts: name it in attemptVars", name)
+		}
+	}
 }
