@@ -1,13 +1,11 @@
 package launcher
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 )
 
@@ -61,21 +59,30 @@ func (p *procFile) read() ([]byte, error) {
 	}
 }
 
-// meminfoField reads a "Key:   123 kB" line in bytes.
+// meminfoField reads a "Key:   123 kB" line in bytes: a field of /proc/meminfo, or of
+// a process's smaps_rollup. It allocates nothing: the daemon reads a trainer's every
+// round.
 func meminfoField(data []byte, key string) (int64, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == key {
-			n, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				return 0, false
-			}
-			if len(f) >= 3 && f[2] == "kB" {
-				n <<= 10
-			}
-			return n, true
+	for len(data) > 0 {
+		var line []byte
+		line, data, _ = bytes.Cut(data, []byte{'\n'})
+		rest, ok := bytes.CutPrefix(line, []byte(key))
+		if !ok || len(rest) > 0 && rest[0] != ' ' && rest[0] != '\t' {
+			continue
 		}
+		rest = bytes.TrimLeft(rest, " \t")
+		digits, unit := rest, []byte(nil)
+		if i := bytes.IndexAny(rest, " \t"); i >= 0 {
+			digits, unit = rest[:i], rest[i:]
+		}
+		n, err := strconv.ParseInt(string(digits), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		if string(bytes.TrimSpace(unit)) == "kB" {
+			n <<= 10
+		}
+		return n, true
 	}
 	return 0, false
 }

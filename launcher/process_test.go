@@ -427,6 +427,32 @@ func TestAFullLogDiskKeepsTheOOMText(t *testing.T) {
 	}
 }
 
+// TestMeminfoField: a field of /proc/meminfo or smaps_rollup is read by its whole key,
+// in bytes where given in kB, and not read where its number is not one.
+func TestMeminfoField(t *testing.T) {
+	data := []byte("MemTotal:       24608284 kB\nMemFree:  1 kB\nPss_Anon:\t7 kB\nPss:                 123 kB\nHugePages_Total:       0\nBad:  x kB\n")
+	for _, tt := range []struct {
+		key  string
+		want int64
+		ok   bool
+	}{
+		{"MemTotal:", 24608284 << 10, true},
+		{"Pss:", 123 << 10, true}, // not Pss_Anon's
+		{"Pss_Anon:", 7 << 10, true},
+		{"HugePages_Total:", 0, true}, // a count, no unit
+		{"MemAvailable:", 0, false},
+		{"Mem", 0, false}, // no key is a prefix of another's
+		{"Bad:", 0, false},
+	} {
+		if got, ok := meminfoField(data, tt.key); got != tt.want || ok != tt.ok {
+			t.Errorf("meminfoField(%q) = %d, %v; want %d, %v", tt.key, got, ok, tt.want, tt.ok)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { meminfoField(data, "Pss:") }); n != 0 {
+		t.Errorf("meminfoField allocates %.0f times a call; want none (the daemon reads every trainer's every round)", n)
+	}
+}
+
 // TestHostMemoryWithoutAFreeDescriptor: a daemon whose descriptors have all been taken
 // (a flood of connections) still reads the host's memory each round, rather than stop.
 func TestHostMemoryWithoutAFreeDescriptor(t *testing.T) {

@@ -22,9 +22,12 @@ type keeper struct {
 	// length and stop are the daemon's (Welcome): how long trainers run past a beat it
 	// answered, then their time from SIGTERM to SIGKILL.
 	length, stop time.Duration
-	// held is the lease last written; its ID is "" when there is none (a fresh worker,
-	// or one that has fenced its trainers since its last lapsed).
+	// held is the lease trainers run under; its ID is "" when there is none (a fresh
+	// worker, or one that has fenced its trainers since its last lapsed).
 	held launcher.Lease
+	// saved is the lease its file holds, as this worker wrote or found it: held, or
+	// behind it while no trainer runs (see answered).
+	saved launcher.Lease
 	// sent are the beats not yet answered: when each was sent, by number.
 	sent map[uint64]time.Duration
 	last uint64
@@ -41,7 +44,7 @@ func openLease(path string, now func() time.Duration) *keeper {
 		// Unreadable (a crash as it was first written): whatever ran under it is fenced.
 		k.held = launcher.Lease{ID: "unreadable"}
 	default:
-		k.held = l
+		k.held, k.saved = l, l
 	}
 	return k
 }
@@ -64,9 +67,10 @@ func (k *keeper) beat() uint64 {
 // past the beat's sending. Answers come in the order of the beats (an earlier beat's,
 // come later, is dropped), so the term moves on; it moves back only under a daemon
 // whose lease is shorter (one started again with a shorter grace), whose fence then
-// holds. A lapsed lease is not renewed (see fenced). It reports whether it wrote the
-// lease.
-func (k *keeper) answered(n uint64) (bool, error) {
+// holds. A lapsed lease is not renewed (see fenced). It reports whether it moved the
+// lease, which it writes where read (trainers run under it; see save), else leaves
+// its file behind: an idle worker wrote and renamed a file at every beat.
+func (k *keeper) answered(n uint64, read bool) (bool, error) {
 	sent, ok := k.sent[n]
 	for m := range k.sent {
 		if m <= n {
@@ -84,10 +88,24 @@ func (k *keeper) answered(n uint64) (bool, error) {
 	default:
 		k.held.Term, k.held.Kill = term, term+k.stop
 	}
-	if err := launcher.WriteLease(k.path, k.held); err != nil {
-		return true, fmt.Errorf("%w: the trainers here stop once their lease lapses", err)
+	if !read {
+		return true, nil
 	}
-	return true, nil
+	return true, k.save()
+}
+
+// save writes the lease held to its file, for the supervisors that read it, where the
+// file is behind it. A file left behind while no trainer ran lapses: a worker started
+// again then finds nothing of its own to fence.
+func (k *keeper) save() error {
+	if k.held == k.saved {
+		return nil
+	}
+	if err := launcher.WriteLease(k.path, k.held); err != nil {
+		return fmt.Errorf("%w: the trainers here stop once their lease lapses", err)
+	}
+	k.saved = k.held
+	return nil
 }
 
 // fenced notes that no trainer runs under the lapsed lease any more: the next answer

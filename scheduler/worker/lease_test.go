@@ -61,7 +61,7 @@ func TestALeaseRunsFromTheSendingOfTheBeatAnswered(t *testing.T) {
 	t0 := clock.read()
 	n := k.beat()
 	clock.set(t0 + 4*time.Second)
-	if moved, err := k.answered(n); !moved || err != nil {
+	if moved, err := k.answered(n, true); !moved || err != nil {
 		t.Fatalf("the first answer: moved %v, %v", moved, err)
 	}
 	first := onFile(t, k)
@@ -73,38 +73,71 @@ func TestALeaseRunsFromTheSendingOfTheBeatAnswered(t *testing.T) {
 	b1 := k.beat()
 	clock.set(t0 + 5*time.Second)
 	b2 := k.beat()
-	if moved, _ := k.answered(b2); !moved || onFile(t, k).Term != t0+15*time.Second {
+	if moved, _ := k.answered(b2, true); !moved || onFile(t, k).Term != t0+15*time.Second {
 		t.Errorf("the second beat's answer: moved %v, lease %+v", moved, onFile(t, k))
 	}
-	if moved, _ := k.answered(b1); moved || onFile(t, k).Term != t0+15*time.Second {
+	if moved, _ := k.answered(b1, true); moved || onFile(t, k).Term != t0+15*time.Second {
 		t.Errorf("an older beat's answer after a newer one moved the lease back: %+v", onFile(t, k))
 	}
 
 	// A daemon started again with a shorter lease: its answer shortens the lease.
 	k.length = 4 * time.Second
-	if moved, _ := k.answered(k.beat()); !moved || onFile(t, k).Term != t0+9*time.Second {
+	if moved, _ := k.answered(k.beat(), true); !moved || onFile(t, k).Term != t0+9*time.Second {
 		t.Errorf("a shorter lease's answer: moved %v, lease %+v; want its term 4s past the beat", moved, onFile(t, k))
 	}
 	k.length = 10 * time.Second
 	// Frozen: a beat sent, the node frozen past the lease, the answer read at the thaw.
 	late := k.beat()
 	clock.set(t0 + 60*time.Second)
-	if moved, _ := k.answered(late); moved || k.valid() || !k.lapsed() {
+	if moved, _ := k.answered(late, true); moved || k.valid() || !k.lapsed() {
 		t.Errorf("a stale answer: moved %v, valid %v; want the lease lapsed", moved, k.valid())
 	}
 	// Lapsed, nothing renews it; not even a fresh answer, until its trainers are fenced.
 	fresh := k.beat()
-	if moved, _ := k.answered(fresh); moved || onFile(t, k).ID != first.ID || !k.lapsed() {
+	if moved, _ := k.answered(fresh, true); moved || onFile(t, k).ID != first.ID || !k.lapsed() {
 		t.Errorf("a lapsed lease was renewed: %+v", onFile(t, k))
 	}
 	k.fenced()
 	again := k.beat()
 	clock.set(t0 + 61*time.Second)
-	if moved, _ := k.answered(again); !moved || !k.valid() {
+	if moved, _ := k.answered(again, true); !moved || !k.valid() {
 		t.Fatalf("a fresh answer after the fence: moved %v, valid %v", moved, k.valid())
 	}
 	if l := onFile(t, k); l.ID == first.ID || l.Term != t0+70*time.Second {
 		t.Errorf("after the fence the lease is %+v; want another, from the last beat", l)
+	}
+}
+
+// TestALeaseNobodyReadsIsNotWritten: answers that no trainer reads (none runs) move
+// the lease in memory alone, and its file is written once one is to read it (save:
+// before a start); a worker started again then finds the lease last written, lapsed,
+// and with nothing to fence past its kill time.
+func TestALeaseNobodyReadsIsNotWritten(t *testing.T) {
+	k, clock := testKeeper(t)
+	t0 := clock.read()
+	if moved, err := k.answered(k.beat(), false); !moved || err != nil || !k.valid() {
+		t.Fatalf("an answer while idle: moved %v, %v, valid %v", moved, err, k.valid())
+	}
+	if _, err := os.Stat(k.path); !os.IsNotExist(err) {
+		t.Fatalf("an idle worker's answer wrote its lease: %v", err)
+	}
+	if err := k.save(); err != nil || onFile(t, k) != k.held {
+		t.Fatalf("saved before a start: %v, the file %+v, the lease %+v", err, onFile(t, k), k.held)
+	}
+	written := onFile(t, k)
+	clock.set(t0 + 5*time.Second)
+	if k.answered(k.beat(), false); onFile(t, k) != written || k.held.Term != t0+15*time.Second {
+		t.Errorf("idle again: the file %+v, the lease %+v; want the file as saved, the lease moved on", onFile(t, k), k.held)
+	}
+	if k.answered(k.beat(), true); onFile(t, k) != k.held {
+		t.Errorf("an answer while trainers run left the file %+v behind the lease %+v", onFile(t, k), k.held)
+	}
+	if err := k.save(); err != nil {
+		t.Errorf("a save with the file up to date: %v", err)
+	}
+	clock.set(t0 + time.Minute)
+	if again := openLease(k.path, clock.read); !again.lapsed() || again.held.KillIn(clock.read()) != 0 {
+		t.Errorf("a worker started again a minute on finds %+v; want it lapsed, past its kill time", again.held)
 	}
 }
 
@@ -156,7 +189,7 @@ func TestAWorkerTakesUpItsLease(t *testing.T) {
 // is over.
 func TestAWorkerPastItsLeaseActsOnNothing(t *testing.T) {
 	k, clock := testKeeper(t)
-	k.answered(k.beat())
+	k.answered(k.beat(), true)
 	root := t.TempDir()
 	w := &worker{lease: k, attempts: root, log: runner.NewEventLog(io.Discard)}
 	trainer := exec.Command("sleep", "60")

@@ -25,6 +25,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -159,12 +160,16 @@ var (
 
 // worker is a running worker.
 type worker struct {
-	cfg    Config
-	inv    *nvidia.Inventory
-	cards  []gpu.Card // the last reading
-	plan   []int      // the slots of each of cards
-	runner *runner.Supervised
-	lock   *os.File
+	cfg   Config
+	inv   *nvidia.Inventory
+	cards []gpu.Card // the last reading
+	// reported is the state last sent on the link (see poll).
+	reported api.WorkerState
+	// hostMemory reads the node's RAM: launcher.HostMemory.
+	hostMemory func() (total, available int64, err error)
+	plan       []int // the slots of each of cards
+	runner     *runner.Supervised
+	lock       *os.File
 	// instance tells this worker from another node's of the same name (Hello.Instance).
 	instance string
 	// attempts is where its attempts live.
@@ -238,7 +243,7 @@ func open(cfg Config) (*worker, error) {
 	w := &worker{cfg: cfg, lock: lock, instance: instance, log: runner.NewEventLog(cfg.Log), attempts: filepath.Join(cfg.Dir, "attempts"),
 		lease: openLease(filepath.Join(cfg.Dir, "lease"), launcher.Uptime), sweeps: map[string]*plans.Sweep{},
 		running: map[string]api.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now(),
-		starting: map[string]bool{}, started: make(chan startResult)}
+		starting: map[string]bool{}, started: make(chan startResult), hostMemory: launcher.HostMemory}
 	// Simulated cards only where asked for: a node without a driver has no cards for
 	// the daemon's jobs.
 	opt := cfg.Inventory
@@ -333,6 +338,7 @@ func (w *worker) session(ctx context.Context) error {
 	defer w.lease.reset()
 	out := json.NewEncoder(s)
 	hello := w.helloMessage()
+	w.reported = hello.State
 	w.hello = w.lease.beat()
 	if err := out.Encode(api.WorkerMessage{Hello: &hello}); err != nil {
 		return err
@@ -508,9 +514,19 @@ func (w *worker) handle(ctx context.Context, client *api.Client, out *json.Encod
 	return nil
 }
 
-// renew moves the lease on as the daemon answered beat n.
+// renew moves the lease on as the daemon answered beat n, and writes it where trainers
+// run under it (see saveLease).
 func (w *worker) renew(n uint64) {
-	if _, err := w.lease.answered(n); err != nil {
+	if _, err := w.lease.answered(n, len(w.running) > 0); err != nil {
+		w.log.Printf("warning: %v", err)
+	}
+}
+
+// saveLease writes the lease for the supervisors, where the file is behind it: before
+// a trainer starts under it, and as a link is welcomed, before its attempts are taken
+// up (a worker started again runs none of its own yet, but their supervisors read it).
+func (w *worker) saveLease() {
+	if err := w.lease.save(); err != nil {
 		w.log.Printf("warning: %v", err)
 	}
 }
@@ -528,6 +544,7 @@ func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
 	w.linked = true
 	w.lease.length, w.lease.stop = wel.Lease, wel.Stop
 	w.renew(w.hello)
+	w.saveLease()
 	if !w.lease.valid() {
 		return fmt.Errorf("the daemon's welcome came too late for a lease of %s; linking again", wel.Lease)
 	}
@@ -637,6 +654,7 @@ func (w *worker) start(out *json.Encoder, req *api.StartRequest) error {
 	if err != nil {
 		return w.notStarted(out, a, err)
 	}
+	w.saveLease()
 	// Running from now: a relink takes up no attempt that is starting, and one whose
 	// trainer ends before its start is heard of ends as any other.
 	w.running[a.ID] = api.AttemptRef{ID: a.ID, Job: a.Job, N: a.N}
@@ -731,9 +749,11 @@ func (w *worker) launch(req *api.StartRequest) (scheduler.Launch, error) {
 // poll reads the node and reports it; a worker that has been idle past its timeout, or
 // whose end has come, asks to leave, and one the daemon has drained leaves once idle.
 func (w *worker) poll(out *json.Encoder) error {
-	st := w.state()
-	if err := out.Encode(api.WorkerMessage{State: &st}); err != nil {
-		return err
+	if st := w.state(); !reportsAs(&st, &w.reported) {
+		if err := out.Encode(api.WorkerMessage{State: &st}); err != nil {
+			return err
+		}
+		w.reported = st
 	}
 	if !w.cfg.Ends.IsZero() && !time.Now().Before(w.cfg.Ends) && !w.ending {
 		return w.end(out)
@@ -749,6 +769,25 @@ func (w *worker) poll(out *json.Encoder) error {
 	}
 	return nil
 }
+
+// reportsAs reports whether the daemon, told last, knows what st says: the same
+// cards, processes and attempts' RAM, the node's RAM within hostNoise, and no metrics
+// since (they are what trainers reported since the last state, sent once). A poll that
+// reads so sends nothing: an idle worker told its daemon the same every second. Beats
+// tell the daemon that it is there.
+func reportsAs(st, last *api.WorkerState) bool {
+	return len(st.AttemptMetrics) == 0 && st.HostTotal == last.HostTotal &&
+		abs(st.HostAvailable-last.HostAvailable) <= st.HostTotal/hostNoise &&
+		st.Ends.Equal(last.Ends) && maps.Equal(st.AttemptMemory, last.AttemptMemory) &&
+		reflect.DeepEqual(st.Cards, last.Cards)
+}
+
+// hostNoise: what a host's available RAM moves by, within a 256th of its RAM (96 MiB
+// of 24 GiB), is no news to the daemon, which keeps a tenth of it free (see
+// plans.Headroom): the page cache breathes by that much while nothing runs.
+const hostNoise = 256
+
+func abs(n int64) int64 { return max(n, -n) }
 
 // end stops the attempts still running as the worker's allocation is about to end, so
 // that their jobs go back to the queue now, rather than when Slurm has killed them and
@@ -783,7 +822,7 @@ func (w *worker) state() api.WorkerState {
 			}
 		}
 	}
-	if total, avail, err := launcher.HostMemory(); err == nil {
+	if total, avail, err := w.hostMemory(); err == nil {
 		st.HostTotal, st.HostAvailable = total, avail
 	}
 	return st
