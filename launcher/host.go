@@ -75,6 +75,9 @@ func meminfoField(data []byte, key string) (int64, bool) {
 		if i := bytes.IndexAny(rest, " \t"); i >= 0 {
 			digits, unit = rest[:i], rest[i:]
 		}
+		if len(digits) == 0 {
+			continue // the key without a value
+		}
 		n, err := strconv.ParseInt(string(digits), 10, 64)
 		if err != nil {
 			return 0, false

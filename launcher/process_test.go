@@ -430,7 +430,7 @@ func TestAFullLogDiskKeepsTheOOMText(t *testing.T) {
 // TestMeminfoField: a field of /proc/meminfo or smaps_rollup is read by its whole key,
 // in bytes where given in kB, and not read where its number is not one.
 func TestMeminfoField(t *testing.T) {
-	data := []byte("MemTotal:       24608284 kB\nMemFree:  1 kB\nPss_Anon:\t7 kB\nPss:                 123 kB\nHugePages_Total:       0\nBad:  x kB\n")
+	data := []byte("MemTotal:       24608284 kB\nMemFree:  1 kB\nPss_Anon:\t7 kB\nEmpty:\nPss:                 123 kB\nHugePages_Total:       0\nBad:  x kB\nEmpty: 5 kB")
 	for _, tt := range []struct {
 		key  string
 		want int64
@@ -443,6 +443,7 @@ func TestMeminfoField(t *testing.T) {
 		{"MemAvailable:", 0, false},
 		{"Mem", 0, false}, // no key is a prefix of another's
 		{"Bad:", 0, false},
+		{"Empty:", 5 << 10, true}, // the line with a value, the last without a newline
 	} {
 		if got, ok := meminfoField(data, tt.key); got != tt.want || ok != tt.ok {
 			t.Errorf("meminfoField(%q) = %d, %v; want %d, %v", tt.key, got, ok, tt.want, tt.ok)

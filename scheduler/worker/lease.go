@@ -98,8 +98,8 @@ func (k *keeper) answered(n uint64, read bool) (bool, error) {
 // file is behind it. A file left behind while no trainer ran lapses: a worker started
 // again then finds nothing of its own to fence.
 func (k *keeper) save() error {
-	if k.held == k.saved {
-		return nil
+	if k.held == k.saved || k.held.ID == "" {
+		return nil // up to date, or none held (fenced, and no answer since)
 	}
 	if err := launcher.WriteLease(k.path, k.held); err != nil {
 		return fmt.Errorf("%w: the trainers here stop once their lease lapses", err)

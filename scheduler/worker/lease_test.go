@@ -135,6 +135,12 @@ func TestALeaseNobodyReadsIsNotWritten(t *testing.T) {
 	if err := k.save(); err != nil {
 		t.Errorf("a save with the file up to date: %v", err)
 	}
+	// Fenced, and no answer since (a welcome too late): no lease to write.
+	saved := onFile(t, k)
+	k.fenced()
+	if err := k.save(); err != nil || onFile(t, k) != saved {
+		t.Errorf("a save with no lease held wrote %+v (%v); want the file as it was", onFile(t, k), err)
+	}
 	clock.set(t0 + time.Minute)
 	if again := openLease(k.path, clock.read); !again.lapsed() || again.held.KillIn(clock.read()) != 0 {
 		t.Errorf("a worker started again a minute on finds %+v; want it lapsed, past its kill time", again.held)

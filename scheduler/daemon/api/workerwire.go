@@ -19,8 +19,8 @@ import (
 // it breaks: the daemon never connects to a node, so a worker behind a cluster's
 // firewall or NAT works as well. The worker says Hello; the daemon answers Welcome, then
 // starts, stops and streams attempts, and answers the worker's beats so that its lease
-// holds (see the daemon's fence.go); the worker reports its cards and RAM every poll, and how each
-// attempt ended.
+// holds (see the daemon's fence.go); the worker reports its cards and RAM when a poll
+// reads them otherwise than it last reported, and how each attempt ended.
 
 // WorkerProtocol is the version of the link's messages, both ways: a daemon links only
 // a worker that speaks its own, and a worker only a daemon that does, since one of
@@ -141,7 +141,8 @@ type Hello struct {
 	State WorkerState `json:"state"`
 }
 
-// WorkerState is what a worker reads of its node every poll.
+// WorkerState is what a worker reads of its node every poll, and sends where that
+// differs from what it sent last.
 type WorkerState struct {
 	// Cards are its cards as NVML reads them, each process named with its attempt
 	// where it is one of the worker's.
