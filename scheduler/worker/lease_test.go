@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler/runner"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // nodeClock is a node's CLOCK_BOOTTIME in tests: it moves when the test moves it.
@@ -185,6 +187,31 @@ func TestAWorkerTakesUpItsLease(t *testing.T) {
 				t.Errorf("the lease that holds is not taken up: %+v", k.held)
 			}
 		})
+	}
+}
+
+// TestAWorkerSaysWhyItWaitsToLink: a worker whose lease lapsed before its kill time
+// (one started again in that window, after its trainers or its idle file's term) says
+// how long it waits, and why, before it links; it waits that long.
+func TestAWorkerSaysWhyItWaitsToLink(t *testing.T) {
+	k, clock := testKeeper(t)
+	k.answered(k.beat(), true) // its term 10 s past the beat, its kill 13 s
+	clock.set(time.Hour + 11*time.Second)
+	var log schedtest.Buffer
+	w := &worker{lease: k, attempts: t.TempDir(), log: runner.NewEventLog(&log)}
+	fenced := make(chan error, 1)
+	go func() { fenced <- w.fence(context.Background()) }()
+	schedtest.WaitFor(t, "the worker to say why it waits", func() bool {
+		return strings.Contains(log.String(), "the lease has lapsed: waiting 2s, until the kill time of any trainer under it, before linking")
+	})
+	select {
+	case err := <-fenced:
+		t.Fatalf("fenced before the kill time: %v", err)
+	default:
+	}
+	clock.set(time.Hour + 13*time.Second)
+	if err := <-fenced; err != nil || k.lapsed() {
+		t.Errorf("fenced: %v, lapsed %v", err, k.lapsed())
 	}
 }
 

@@ -446,6 +446,10 @@ func (w *worker) fence(ctx context.Context) error {
 	if !w.lease.lapsed() {
 		return nil
 	}
+	if wait := w.lease.held.KillIn(w.lease.now()); wait > 0 {
+		// Else a worker started again after its lease lapsed waited, saying nothing.
+		w.log.Printf("the lease has lapsed: waiting %s, until the kill time of any trainer under it, before linking", wait.Round(time.Second))
+	}
 	for {
 		wait := w.lease.held.KillIn(w.lease.now())
 		if wait == 0 {
