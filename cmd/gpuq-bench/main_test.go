@@ -80,9 +80,9 @@ func TestBaseline(t *testing.T) {
 // its target, met or not; with another binary's runs, their median and the ratio.
 func TestPrintScale(t *testing.T) {
 	runs := []scaleFigures{
-		{jobs: 100000, submit: 3 * time.Second, hold: 400 * time.Millisecond, rssIdle: 200 << 20},
-		{jobs: 100000, submit: time.Second, hold: 600 * time.Millisecond, rssIdle: 300 << 20},
-		{jobs: 100000, submit: 1500 * time.Millisecond, hold: 2 * time.Second, rssIdle: 210 << 20},
+		{jobs: 100000, submit: 3 * time.Second, hold: 400 * time.Millisecond, rssIdle: 200 << 20, restartClean: 400 * time.Millisecond},
+		{jobs: 100000, submit: time.Second, hold: 600 * time.Millisecond, rssIdle: 300 << 20, restartClean: 5 * time.Second},
+		{jobs: 100000, submit: 1500 * time.Millisecond, hold: 2 * time.Second, rssIdle: 210 << 20, restartClean: 450 * time.Millisecond},
 	}
 	old := []scaleFigures{{jobs: 100000, submit: 3 * time.Second, hold: 6 * time.Second}}
 	for _, tc := range []struct {
@@ -90,7 +90,7 @@ func TestPrintScale(t *testing.T) {
 		want          []string
 	}{
 		{runs, nil, []string{"medians of 3 runs", "submit of the sweep 1.50 s ≤ 2.00 s MET", "hold --sweep 600 ms ≤ 1.00 s MET",
-			"daemon RSS idle, after the verbs 210.00 MiB ≤ 250.00 MiB MET"}},
+			"daemon RSS idle, after the verbs 210.00 MiB ≤ 250.00 MiB MET", "restart after daemon --stop (the cards drained) 450 ms ≤ 1.00 s MET"}},
 		{runs[:1], old, []string{"submit of the sweep 3.00 s 3.00 s 1.00 ≤ 2.00 s NOT MET", "hold --sweep 400 ms 6.00 s 0.07 ≤ 1.00 s MET"}},
 	} {
 		var b strings.Builder

@@ -35,6 +35,7 @@ type scaleFigures struct {
 	cancel, retry time.Duration
 	waitAll       time.Duration // wait --sweep, every job ended (cancelled)
 	waitSome      time.Duration // wait of waitSomeJobs ids, ended
+	restartClean  time.Duration // daemon --stop, then a new daemon answering
 	restart       time.Duration // kill -9, then a new daemon answering
 	restartCPU    time.Duration // the new daemon's CPU until it answered: the load moves it less
 	rssRestarted  int64         // the new daemon's, settled
@@ -268,15 +269,22 @@ func someIDs(n int) []string {
 	return slices.Compact(ids)
 }
 
-// restart drains the cards, kills the daemon, and times a new one until it answers;
-// then reads what it keeps, idle.
+// restart drains the cards, stops the daemon (daemon --stop, which leaves a snapshot of
+// every job for the next to read) and times a new one until it answers; then kills
+// that one, times another the same way, and reads what it keeps, idle.
 func (b *scaleBench) restart(f *scaleFigures) error {
 	if err := b.drain(true); err != nil {
 		return err
 	}
+	b.stop()
+	began := time.Now()
+	if err := b.start(); err != nil {
+		return err
+	}
+	f.restartClean = time.Since(began)
 	b.daemon.Process.Signal(syscall.SIGKILL)
 	b.daemon.Wait()
-	began := time.Now()
+	began = time.Now()
 	if err := b.start(); err != nil {
 		return err
 	}
@@ -418,6 +426,7 @@ var scaleTable = []scaleFigure{
 	{"true trainers run while busy", func(f scaleFigures) float64 { return float64(f.ran) }, 0, false},
 	{"  a true trainer's recorded time (median)", secs(func(f scaleFigures) time.Duration { return f.took }), 0, false},
 	{"  its shape's learned duration", secs(func(f scaleFigures) time.Duration { return f.learned }), 1, false},
+	{"restart after daemon --stop (the cards drained)", secs(func(f scaleFigures) time.Duration { return f.restartClean }), 1, false},
 	{"restart after kill -9 (the cards drained)", secs(func(f scaleFigures) time.Duration { return f.restart }), 1, false},
 	{"  the new daemon's CPU until it answered", secs(func(f scaleFigures) time.Duration { return f.restartCPU }), 0, false},
 	{"  daemon RSS idle after it", rss(func(f scaleFigures) int64 { return f.rssRestarted }), 250 << 20, true},
