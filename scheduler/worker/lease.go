@@ -96,7 +96,7 @@ func (k *keeper) answered(n uint64, read bool) (bool, error) {
 
 // save writes the lease held to its file, for the supervisors that read it, where the
 // file is behind it. A file left behind while no trainer ran lapses: a worker started
-// again then finds nothing of its own to fence.
+// again finds it lapsed, and links once its kill time has passed (see worker.fence).
 func (k *keeper) save() error {
 	if k.held == k.saved || k.held.ID == "" {
 		return nil // up to date, or none held (fenced, and no answer since)
