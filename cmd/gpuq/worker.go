@@ -49,7 +49,8 @@ them elsewhere; thawed past that (a frozen node), it kills them before it does
 anything else.
 
 Its cards are NAME:INDEX to the daemon (gpuq drain node7:3). With --idle-timeout it
-leaves after running nothing for that long, so that an allocation can be given back.
+leaves after running nothing for that long, so that an allocation can be given back,
+whether or not it can reach its daemon.
 
 Inside a Slurm allocation (gpuq alloc slurm starts workers so), its name is the node's
 and the job id's (node7-4242), and it knows when the allocation ends

@@ -2,8 +2,10 @@ package worker
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/gpu"
 	"github.com/gpuq/gpuq/scheduler/gpu/nvidia"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestAPollSendsOnlyNews: a state that says what the daemon was told last is not sent
@@ -93,5 +96,22 @@ func TestAnIdleWorkerIsQuiet(t *testing.T) {
 	w.reported.Cards[0].Used++ // the daemon was told otherwise
 	if n := polls(2); n != 1 {
 		t.Errorf("after a change, two polls sent %d states; want one", n)
+	}
+}
+
+// TestAnIdleWorkerLeavesWithoutItsDaemon: --idle-timeout holds while the daemon cannot
+// be reached (down, or a mistyped address): a worker in an allocation gives it back,
+// rather than hold it to its wall time trying again.
+func TestAnIdleWorkerLeavesWithoutItsDaemon(t *testing.T) {
+	var log schedtest.Buffer
+	cfg := Config{Server: "127.0.0.1:1", Name: "alone", Dir: t.TempDir(), GPUs: plans.Override{Value: "sim:1x24GiB", Source: "test"},
+		Inventory: nvidia.Options{Ledger: t.TempDir()}, Poll: time.Second, Log: &log, IdleTimeout: 500 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := Run(ctx, cfg); err != nil || ctx.Err() != nil {
+		t.Fatalf("Run: %v, %v; want it to leave by itself\n%s", err, ctx.Err(), log.String())
+	}
+	if want := "idle for 500ms, and the daemon at 127.0.0.1:1 cannot be reached: leaving"; !strings.Contains(log.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, log.String())
 	}
 }

@@ -116,6 +116,12 @@ func Run(ctx context.Context, cfg Config) error {
 		if w.linked {
 			wait, said, w.linked = 0, "", false
 		}
+		if w.idleTooLong() {
+			// Unlinked, polls that would see it idle do not run: a worker whose daemon
+			// was down or mistyped held its allocation until its wall time.
+			w.log.Printf("idle for %s, and the daemon at %s cannot be reached: leaving", w.cfg.IdleTimeout, w.cfg.Server)
+			return nil
+		}
 		wait = min(wait+time.Second, retryAfter)
 		select {
 		case <-ctx.Done():
@@ -762,16 +768,20 @@ func (w *worker) poll(out *json.Encoder) error {
 	if !w.cfg.Ends.IsZero() && !time.Now().Before(w.cfg.Ends) && !w.ending {
 		return w.end(out)
 	}
-	idle := len(w.running) == 0
-	if w.drained && idle {
+	if w.drained && len(w.running) == 0 {
 		return errLeft
 	}
-	if idle && !w.leaving && w.cfg.IdleTimeout > 0 && time.Since(w.active) > w.cfg.IdleTimeout {
+	if !w.leaving && w.idleTooLong() {
 		w.leaving = true
 		w.log.Printf("idle for %s: leaving", w.cfg.IdleTimeout)
 		return out.Encode(api.WorkerMessage{Leaving: true})
 	}
 	return nil
+}
+
+// idleTooLong reports whether the worker has run nothing for its --idle-timeout.
+func (w *worker) idleTooLong() bool {
+	return w.cfg.IdleTimeout > 0 && len(w.running) == 0 && time.Since(w.active) > w.cfg.IdleTimeout
 }
 
 // reportsAs reports whether the daemon, told last, knows what st says: the same
