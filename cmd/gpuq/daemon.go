@@ -135,6 +135,13 @@ wakes from a freeze past that. A grace too short for this is refused.`,
 			if _, _, err := net.SplitHostPort(cfg.Metrics); cfg.Metrics != "" && err != nil {
 				return badInput("--metrics %q: %v: give host:port, e.g. 127.0.0.1:9469", cfg.Metrics, err)
 			}
+			if opts.listen != "" && opts.listen != daemon.ListenOff {
+				// Before anything is kept of this start (machine.json): a start that
+				// failed on it left a daemon with no cards that later starts refused.
+				if err := checkAddress("--listen", opts.listen, true); err != nil {
+					return err
+				}
+			}
 			cfg.Listen, cfg.WorkerGrace = opts.listen, opts.workerGrace
 			if !cmd.Flags().Changed("worker-grace") {
 				cfg.WorkerGrace = 0 // the last daemon's, with its --listen, else the default
@@ -319,6 +326,9 @@ func (s *settings) dial() (*api.Client, error) {
 	}
 	if s.remote() {
 		server := s.v.GetString(keyServer)
+		if err := checkAddress("--server", server, false); err != nil {
+			return nil, err
+		}
 		creds, err := api.LoadCredentials(dir)
 		if err != nil {
 			return nil, err

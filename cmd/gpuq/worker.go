@@ -74,6 +74,9 @@ func runWorker(opts *workerOptions) error {
 	if server == "" {
 		return badInput("gpuq worker needs --server HOST:PORT, the address of a daemon started with --listen")
 	}
+	if err := checkAddress("--server", server, false); err != nil {
+		return err
+	}
 	if opts.idleTimeout < 0 || opts.poll <= 0 {
 		return badInput("--idle-timeout and --poll take positive durations, e.g. 10m")
 	}
