@@ -79,6 +79,8 @@ func TestWorkerBadInput(t *testing.T) {
 	}{
 		{[]string{"worker"}, "gpuq worker needs --server HOST:PORT"},
 		{[]string{"worker", "--server", "x:1", "--name", "node:7"}, `--name: "node:7" cannot name a worker`},
+		// Of the characters a name may have, but not first: the message says so.
+		{[]string{"worker", "--server", "x:1", "--name", ".."}, `".." cannot name a worker: letters, digits, '.', '_' and '-' (a host name), beginning with a letter or a digit`},
 		{[]string{"daemon", "--gpus", "none"}, "a daemon with no cards of its own runs jobs on its workers: give it --listen ADDR"},
 		{[]string{"daemon", "--worker-grace", "0s"}, "--worker-grace 0s is too short"},
 		{[]string{"daemon", "--listen", ":0", "--worker-grace", "10s"}, "then 10s from SIGTERM to SIGKILL, and a margin of 2.1s; give at least 15s"},

@@ -298,7 +298,7 @@ var workerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompil
 // ValidWorkerName says why a worker may not be called name; nil when it may.
 func ValidWorkerName(name string) error {
 	if !workerName().MatchString(name) || len(name) > 128 {
-		return fmt.Errorf("%q cannot name a worker: letters, digits, '.', '_' and '-' (a host name), at most 128", name)
+		return fmt.Errorf("%q cannot name a worker: letters, digits, '.', '_' and '-' (a host name), beginning with a letter or a digit, at most 128", name)
 	}
 	return nil
 }
