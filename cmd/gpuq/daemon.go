@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,13 +131,15 @@ wakes from a freeze past that. A grace too short for this is refused.`,
 				cfg.Metrics = opts.settings.v.GetString(keyMetrics)
 			}
 			cfg.JobMapDir = cmp.Or(opts.jobMap, opts.settings.v.GetString(keyJobMap), os.Getenv("DCGM_HPC_JOB_MAPPING_DIR"))
-			if _, _, err := net.SplitHostPort(cfg.Metrics); cfg.Metrics != "" && err != nil {
-				return badInput("--metrics %q: %v: give host:port, e.g. 127.0.0.1:9469", cfg.Metrics, err)
+			if cfg.Metrics != "" {
+				if err := checkAddress("--metrics", cfg.Metrics, "127.0.0.1:9469", true); err != nil {
+					return err
+				}
 			}
 			if opts.listen != "" && opts.listen != daemon.ListenOff {
 				// Before anything is kept of this start (machine.json): a start that
 				// failed on it left a daemon with no cards that later starts refused.
-				if err := checkAddress("--listen", opts.listen, true); err != nil {
+				if err := checkAddress("--listen", opts.listen, ":7070", true); err != nil {
 					return err
 				}
 			}
@@ -326,7 +327,7 @@ func (s *settings) dial() (*api.Client, error) {
 	}
 	if s.remote() {
 		server := s.v.GetString(keyServer)
-		if err := checkAddress("--server", server, false); err != nil {
+		if err := checkAddress("--server", server, "login1:7070", false); err != nil {
 			return nil, err
 		}
 		creds, err := api.LoadCredentials(dir)

@@ -74,7 +74,7 @@ func runWorker(opts *workerOptions) error {
 	if server == "" {
 		return badInput("gpuq worker needs --server HOST:PORT, the address of a daemon started with --listen")
 	}
-	if err := checkAddress("--server", server, false); err != nil {
+	if err := checkAddress("--server", server, "login1:7070", false); err != nil {
 		return err
 	}
 	if opts.idleTimeout < 0 || opts.poll <= 0 {

@@ -86,11 +86,11 @@ func TestWorkerBadInput(t *testing.T) {
 		{[]string{"daemon", "--listen", ":0", "--worker-grace", "10s"}, "then 10s from SIGTERM to SIGKILL, and a margin of 2.1s; give at least 15s"},
 		{[]string{"drain", "node7:x"}, `"node7:x" is not a card (3, or WORKER:3`},
 		// An address that cannot be one is no daemon to try again and again.
-		{[]string{"worker", "--server", "127.0.0.1:99999"}, `--server "127.0.0.1:99999": port "99999" is not a number of 1 to 65535: give HOST:PORT`},
+		{[]string{"worker", "--server", "127.0.0.1:99999"}, `--server "127.0.0.1:99999": port "99999" is not a number of 1 to 65535: give host:port`},
 		{[]string{"worker", "--server", "login1"}, `--server "login1": address login1: missing port in address`},
 		{[]string{"--server", "login1:0", "status"}, `--server "login1:0": port "0" is not a number of 1 to 65535`},
 		// Refused before anything is kept of the start (machine.json).
-		{[]string{"daemon", "--gpus", "none", "--listen", "garbage"}, `--listen "garbage": address garbage: missing port in address: give HOST:PORT, e.g. :7070`},
+		{[]string{"daemon", "--gpus", "none", "--listen", "garbage"}, `--listen "garbage": address garbage: missing port in address: give host:port, e.g. :7070`},
 	} {
 		if _, errOut, code := cli(t, tt.args...); code != exitBadInput || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%v: exit %d, %s; want 2 and %q", tt.args, code, errOut, tt.want)
