@@ -4,8 +4,8 @@
 // (baseline.tsv) beside it; the packer's Go benchmarks; the daemon's memory and latency,
 // and the daemon at scale (scale.go); each time the median of several runs; trainers
 // dispatched a second (dispatch.go); a fleet beyond one box (1,000 workers of 8 cards,
-// 1,000,000 queued jobs), its scheduling rounds timed; then the
-// targets, met or not.
+// 1,000,000 queued jobs), its scheduling rounds timed and, past the target, halved
+// until they are under it (where it breaks first); then the targets, met or not.
 //
 //	go test -run '^$' -bench 'Pack|Place' -count 5 ./scheduler/pack/ > packer.txt
 //	go run ./cmd/gpuq-bench -packer packer.txt -gpuq bin/gpuq

@@ -83,33 +83,71 @@ type FleetResult struct {
 	// the same from run to run on a busy machine, and the collector's work to come.
 	Allocated uint64
 	// Handled is, for the rounds after the first in their order, how many attempts
-	// each reaped and started, beside its wall time: what a round's time grows with.
+	// each reaped and started and found running, beside its wall time: what a round's
+	// time grows with.
 	Handled []Handled
 }
 
 // Handled is one round's work: the attempts it reaped (their trainers ended) and
-// started, and its wall time.
+// started, those running when it began, and its wall time.
 type Handled struct {
-	Ended, Started int
-	Took           time.Duration
+	Ended, Started, Running int
+	Took                    time.Duration
 }
 
-// Cost splits the rounds' wall times, by least squares, into a part every round pays
-// (each running attempt looked at) and a part for each attempt it reaped or started;
-// ok is false where the rounds do not tell them apart (fewer than two, or all alike).
-func Cost(rounds []Handled) (each, rest time.Duration, ok bool) {
-	n := float64(len(rounds))
-	var sx, sy, sxx, sxy float64
-	for _, r := range rounds {
-		x, y := float64(r.Ended+r.Started), float64(r.Took)
-		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+// RoundCost is a round's wall time split, by least squares, into a part every round
+// pays, a part for each attempt running when it began (each looked at, whatever it
+// does), and a part for each attempt it reaped or started.
+type RoundCost struct {
+	Fixed, Running, Each time.Duration
+}
+
+// Of is what a round of running attempts that reaps and starts handled takes, by c.
+func (c RoundCost) Of(running, handled int) time.Duration {
+	return c.Fixed + time.Duration(running)*c.Running + time.Duration(handled)*c.Each
+}
+
+// Cost splits the rounds' wall times as RoundCost says, by least squares with no part
+// below zero (a round that is past none but its fixed part cannot take less than
+// nothing); ok is false where the rounds do not tell the parts apart (fewer than
+// three, or the running and the handled counts rising together, or not at all).
+func Cost(rounds []Handled) (c RoundCost, ok bool) {
+	if len(rounds) < 3 {
+		return c, false
 	}
-	d := n*sxx - sx*sx
-	if n < 2 || d <= 0 {
+	// The normal equations of took = fixed + running·r + each·h, solved by Cramer's
+	// rule, the sums centred on their means to keep them well conditioned; where the
+	// fixed part comes out below zero, solved again without it, through the origin.
+	n := float64(len(rounds))
+	var mr, mh, my float64
+	for _, x := range rounds {
+		mr += float64(x.Running) / n
+		mh += float64(x.Ended+x.Started) / n
+		my += float64(x.Took) / n
+	}
+	perRunning, each, ok := solve2(rounds, mr, mh, my)
+	if fixed := my - perRunning*mr - each*mh; ok && fixed >= 0 {
+		return RoundCost{Fixed: time.Duration(fixed), Running: time.Duration(perRunning), Each: time.Duration(each)}, true
+	}
+	if perRunning, each, ok = solve2(rounds, 0, 0, 0); !ok {
+		return c, false
+	}
+	return RoundCost{Running: time.Duration(perRunning), Each: time.Duration(each)}, true
+}
+
+// solve2 is the least squares fit of the rounds' times less my to their running and
+// handled counts less mr and mh: the parts for each attempt running and each handled.
+func solve2(rounds []Handled, mr, mh, my float64) (perRunning, each float64, ok bool) {
+	var srr, shh, srh, sry, shy float64
+	for _, x := range rounds {
+		r, h, y := float64(x.Running)-mr, float64(x.Ended+x.Started)-mh, float64(x.Took)-my
+		srr, shh, srh, sry, shy = srr+r*r, shh+h*h, srh+r*h, sry+r*y, shy+h*y
+	}
+	d := srr*shh - srh*srh
+	if srr == 0 || shh == 0 || d <= 1e-9*srr*shh {
 		return 0, 0, false
 	}
-	slope := (n*sxy - sx*sy) / d
-	return time.Duration(slope), time.Duration((sy - slope*sx) / n), true
+	return (sry*shh - shy*srh) / d, (shy*srr - sry*srh) / d, true
 }
 
 // Quantile is the time below which a share q of sorted times are.
@@ -206,7 +244,7 @@ func RunFleet(f Fleet) (FleetResult, error) {
 		if !ended && rn.teaching == 0 {
 			continue
 		}
-		h := Handled{Ended: len(rn.ended), Started: m.pid}
+		h := Handled{Ended: len(rn.ended), Started: m.pid, Running: len(rn.pids)}
 		took, cpu, err := round()
 		if err != nil {
 			return r, err

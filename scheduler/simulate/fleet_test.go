@@ -132,19 +132,39 @@ func TestParseFleet(t *testing.T) {
 	}
 }
 
-// TestCostSplitsARoundsTime: rounds that take 3ms and 20µs for each attempt they reap
-// or start are split so; rounds all alike, or one, tell nothing.
+// TestCostSplitsARoundsTime: rounds that take 3ms, 500ns for each attempt running and
+// 20µs for each they reap or start are split so; rounds that do not tell the parts
+// apart (too few, all alike, running and handled rising together) are not split.
 func TestCostSplitsARoundsTime(t *testing.T) {
 	var rounds []Handled
-	for _, n := range []int{0, 10, 250, 40, 1000} {
-		rounds = append(rounds, Handled{Ended: n / 2, Started: n - n/2, Took: 3*time.Millisecond + time.Duration(n)*20*time.Microsecond})
+	for i, n := range []int{0, 10, 250, 40, 1000} {
+		running := 20000 + 7000*((i*3)%5)
+		rounds = append(rounds, Handled{Ended: n / 2, Started: n - n/2, Running: running,
+			Took: 3*time.Millisecond + time.Duration(running)*500*time.Nanosecond + time.Duration(n)*20*time.Microsecond})
 	}
-	each, rest, ok := Cost(rounds)
-	if !ok || (each-20*time.Microsecond).Abs() > time.Nanosecond || (rest-3*time.Millisecond).Abs() > time.Microsecond {
-		t.Errorf("Cost = %s each, %s besides (%v); want 20µs and 3ms", each, rest, ok)
+	c, ok := Cost(rounds)
+	want := RoundCost{Fixed: 3 * time.Millisecond, Running: 500 * time.Nanosecond, Each: 20 * time.Microsecond}
+	if !ok || (c.Each-want.Each).Abs() > time.Nanosecond || (c.Running-want.Running).Abs() > time.Nanosecond || (c.Fixed-want.Fixed).Abs() > time.Microsecond {
+		t.Errorf("Cost = %+v (%v); want %+v", c, ok, want)
 	}
-	for _, none := range [][]Handled{nil, rounds[:1], {rounds[1], rounds[1]}} {
-		if _, _, ok := Cost(none); ok {
+	// Rounds that would take less than nothing past their attempts are fitted
+	// through the origin: 2µs each running, 10µs each handled.
+	below := slices.Clone(rounds)
+	for i, r := range below {
+		below[i].Took = time.Duration(r.Running)*2*time.Microsecond + time.Duration(r.Ended+r.Started)*10*time.Microsecond - 5*time.Millisecond
+	}
+	if c, ok := Cost(below); !ok || c.Fixed != 0 || c.Running <= 0 || c.Each <= 0 {
+		t.Errorf("Cost of rounds whose fit is below zero past their attempts = %+v (%v), want no fixed part", c, ok)
+	}
+	if got := want.Of(10000, 100); got != 10*time.Millisecond {
+		t.Errorf("%+v of 10000 running, 100 handled = %s, want 10ms", want, got)
+	}
+	together := slices.Clone(rounds)
+	for i := range together {
+		together[i].Running = 2 * (together[i].Ended + together[i].Started)
+	}
+	for _, none := range [][]Handled{nil, rounds[:2], {rounds[1], rounds[1], rounds[1]}, together} {
+		if _, ok := Cost(none); ok {
 			t.Errorf("Cost of %v: split, want ok false", none)
 		}
 	}
