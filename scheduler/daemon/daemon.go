@@ -159,11 +159,6 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		defer os.Remove(filepath.Join(cfg.StateDir, api.ListenFile))
-		if err := rememberNet(cfg.StateDir, cfg.Listen, tcp.Addr(), cmp.Or(cfg.WorkerGrace, DefaultWorkerGrace)); err != nil {
-			tcp.Close()
-			ln.Close()
-			return err
-		}
 		d.listen = tcp.Addr().String()
 		tcp.gate.refused = warnFull(d.log, fmt.Sprintf("--listen %s: %d connections have not shown the secret yet", d.listen, remoteStrangers))
 	}
@@ -171,11 +166,29 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Metrics != "" {
 		g, err := listenMetrics(cfg.Metrics)
 		if err != nil {
+			ln.Close()
+			if tcp != nil {
+				tcp.Close()
+			}
 			return err
 		}
 		g.refused = warnFull(d.log, fmt.Sprintf("--metrics %s: %d connections are open", g.Addr(), metricsConns))
 		metricsLn = g
 		d.log.Printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
+	}
+	var bound net.Addr
+	if tcp != nil {
+		bound = tcp.Addr()
+	}
+	if err := remember(cfg.StateDir, d.machine, cfg.Listen, bound, cmp.Or(cfg.WorkerGrace, DefaultWorkerGrace)); err != nil {
+		ln.Close()
+		if tcp != nil {
+			tcp.Close()
+		}
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		return err
 	}
 	known := len(d.store.View().Jobs())
 	d.log.Printf("gpuq daemon %s (pid %d) on %s; %s, %s known, %s taken up; state in %s",

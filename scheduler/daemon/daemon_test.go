@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -751,12 +753,27 @@ func TestADaemonStartedAgainListensWhereTheLastDid(t *testing.T) {
 	})
 	first.stop(t)
 
-	// Given an address it cannot listen at, a daemon fails, and the one that worked
-	// stays the last daemon's.
-	bad := testConfig(dir, t.TempDir(), nil)
-	bad.Machine, bad.Listen, bad.Log = plans.Overrides{}, "nonsense", &schedtest.Buffer{}
-	if err := Run(context.Background(), bad); err == nil {
-		t.Fatal("a daemon given --listen nonsense ran")
+	// Given an address it cannot listen at (nonsense, another's port), a daemon fails
+	// and keeps nothing of its start: the one that worked stays the last daemon's, and
+	// so do its settings.
+	kept, err := os.ReadFile(filepath.Join(dir, machineFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, listen := range []string{"nonsense", taken.Addr().String()} {
+		bad := testConfig(dir, t.TempDir(), nil)
+		bad.Machine, bad.Listen, bad.Log = plans.Overrides{GPUs: plans.Override{Value: "sim:1x24GiB"}}, listen, &schedtest.Buffer{}
+		if err := Run(context.Background(), bad); err == nil {
+			t.Fatalf("a daemon given --listen %s ran", listen)
+		}
+		if now, err := os.ReadFile(filepath.Join(dir, machineFile)); err != nil || !bytes.Equal(now, kept) {
+			t.Errorf("a daemon that failed on --listen %s left %s reading\n%s\nwant\n%s (%v)", listen, machineFile, now, kept, err)
+		}
 	}
 
 	bare := testConfig(dir, t.TempDir(), nil)

@@ -66,7 +66,7 @@ func openMachine(cfg Config) (*machine, error) {
 		if cfg.Listen == "" {
 			return nil, badSetting(ov.GPUs, errors.New("a daemon with no cards of its own runs jobs on its workers: give it --listen ADDR for them"))
 		}
-		return m, remember(cfg, ov, nil)
+		return m, nil
 	}
 	if m.spec, err = plans.ParseGPUs(ov.GPUs.Value); err != nil {
 		return nil, badSetting(ov.GPUs, err)
@@ -89,10 +89,6 @@ func openMachine(cfg Config) (*machine, error) {
 	if m.slots, err = plan.For(len(m.cards)); err != nil {
 		m.inv.Close()
 		return nil, badSetting(ov.Plan, err)
-	}
-	if err := remember(cfg, ov, m.cards); err != nil {
-		m.inv.Close()
-		return nil, err
 	}
 	return m, nil
 }
@@ -169,26 +165,6 @@ func recallNet(cfg Config) (Config, []string, error) {
 	return cfg, recalled, nil
 }
 
-// rememberNet records, once the daemon listens for workers at bound (given, as
-// --listen), the address for the next daemon (see recallNet), and the grace: the port
-// it was given, or the one it had where it asked for any (port 0), to which its
-// workers link. What never listened is not recorded.
-func rememberNet(dir, given string, bound net.Addr, grace time.Duration) error {
-	rec, path, err := lastMachine(dir)
-	if err != nil {
-		return err
-	}
-	host, port, err := net.SplitHostPort(given)
-	if _, boundPort, berr := net.SplitHostPort(bound.String()); err == nil && berr == nil && port == "0" {
-		given = net.JoinHostPort(host, boundPort)
-	}
-	rec.Listen, rec.WorkerGrace = given, grace.String()
-	if err := launcher.WriteJSON(path, rec); err != nil {
-		return fmt.Errorf("record the machine: %w", err)
-	}
-	return nil
-}
-
 // ListenOff, given as --listen, listens nowhere, where the last daemon did.
 const ListenOff = "off"
 
@@ -212,17 +188,24 @@ func recall(dir string, ov plans.Overrides) (plans.Overrides, []string, error) {
 	return ov, recalled, nil
 }
 
-// remember records the machine settings a daemon runs with, for the next (recall),
-// and the cards it read. Where it listens for workers is recorded once it does
-// (rememberNet): until then the last address that worked stays, and goes where this
-// one listens nowhere (--listen off, or none given nor recalled).
-func remember(cfg Config, ov plans.Overrides, cards []gpu.Card) error {
+// remember records, once the daemon has started (a start that failed, on an address
+// taken, keeps nothing of its settings), the machine settings it runs with for the
+// next (recall) and the cards it read; and, where it listens for workers at bound
+// (given, as --listen), the address for the next daemon (see recallNet), with the
+// grace: the port it was given, or the one it had where it asked for any (port 0), to
+// which its workers link. Where it listens nowhere (bound nil) no address is kept.
+func remember(dir string, m *machine, given string, bound net.Addr, grace time.Duration) error {
+	ov := m.given
 	rec := machineRecord{GPUs: ov.GPUs.Value, Plan: ov.Plan.Value, Headroom: ov.Headroom.Value, UtilTarget: ov.UtilTarget.Value,
-		Cards: api.GPUsOf(cards)}
-	if last, _, err := lastMachine(cfg.StateDir); err == nil && cfg.Listen != "" {
-		rec.Listen, rec.WorkerGrace = last.Listen, last.WorkerGrace
+		Cards: api.GPUsOf(m.cards)}
+	if bound != nil {
+		host, port, err := net.SplitHostPort(given)
+		if _, boundPort, berr := net.SplitHostPort(bound.String()); err == nil && berr == nil && port == "0" {
+			given = net.JoinHostPort(host, boundPort)
+		}
+		rec.Listen, rec.WorkerGrace = given, grace.String()
 	}
-	if err := launcher.WriteJSON(filepath.Join(cfg.StateDir, machineFile), rec); err != nil {
+	if err := launcher.WriteJSON(filepath.Join(dir, machineFile), rec); err != nil {
 		return fmt.Errorf("record the machine: %w", err)
 	}
 	return nil
