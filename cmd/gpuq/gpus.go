@@ -210,7 +210,11 @@ func (m machineView) writeWorkers(io ioStreams) error {
 			}
 			cards = append(cards, card)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%d\t%s\n", w.Name, state, max(m.now.Sub(w.Heard), 0).Round(time.Second), w.Running, cmp.Or(strings.Join(cards, ", "), "-"))
+		heard := max(m.now.Sub(w.Heard), 0).Round(time.Second).String() + " ago"
+		if w.Unheard {
+			heard = "not since the daemon started, " + heard
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", w.Name, state, heard, w.Running, cmp.Or(strings.Join(cards, ", "), "-"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -287,6 +287,31 @@ func TestGPUsSaysAWorkerOfAnotherBuild(t *testing.T) {
 	}
 }
 
+// TestGPUsSaysAWorkerNotHeardSinceTheDaemonStarted: a worker away whose attempts the
+// daemon took up from the last one's state, and that has not linked since, is said not
+// to have been heard from since the daemon started, not to have been heard then; one
+// away after it linked, how long ago it was heard.
+func TestGPUsSaysAWorkerNotHeardSinceTheDaemonStarted(t *testing.T) {
+	now := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	workers := []api.WorkerInfo{
+		{Name: "n1", Heard: now.Add(-90 * time.Second), Unheard: true, Running: 2, GPUs: []api.GPUInfo{}},
+		{Name: "n2", Heard: now.Add(-5 * time.Second), Running: 1, GPUs: []api.GPUInfo{}},
+	}
+	var out, errb bytes.Buffer
+	if err := writeGPUs(ioStreams{Out: &out, Err: &errb}, machineView{workers: workers, now: now}, false); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			rows[f[0]] = strings.Join(f, " ")
+		}
+	}
+	if rows["n1"] != "n1 away not since the daemon started, 1m30s ago 2 -" || rows["n2"] != "n2 away 5s ago 1 -" {
+		t.Errorf("gpuq gpus' workers:\n%s", out.String())
+	}
+}
+
 // TestOutputsFitATerminal: on an 80-column terminal, plan's reasons wrap under their
 // column, long names are shortened, and estimate leaves out the parts that cannot fit;
 // every line fits. A plan whose jobs have no memory estimate says so, and does not

@@ -78,8 +78,11 @@ type remote struct {
 	// only then do its cards take jobs.
 	ready bool
 	// heard is when it was last heard from; acked when the daemon last answered one of
-	// its beats (or welcomed it, or started): its lease runs from before then.
+	// its beats (or welcomed it, or started): its lease runs from before then. Both
+	// are the daemon's start for a worker whose attempts it took up and that has not
+	// linked since (unheard): when the last daemon heard from it is not kept.
 	heard, acked time.Time
+	unheard      bool
 	// attempts run there, as the engine holds them.
 	attempts map[string]*state.Attempt
 	// stops are asked while the worker is away, for when it is back.
@@ -173,7 +176,7 @@ func (c *cluster) worker(name string) *remote {
 	w := c.workers[name]
 	if w == nil {
 		now := c.clock.Now()
-		w = &remote{heard: now, acked: now, attempts: map[string]*state.Attempt{}, stops: map[string]api.AttemptRef{}}
+		w = &remote{heard: now, acked: now, unheard: true, attempts: map[string]*state.Attempt{}, stops: map[string]api.AttemptRef{}}
 		// One whose attempts a daemon started again takes up is the instance the last
 		// daemon knew by its name: another of that name is refused as it was.
 		w.hello.Name, w.hello.Instance = name, c.instances[name]
@@ -399,6 +402,7 @@ func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
 	back := len(w.attempts)
 	now := c.clock.Now()
 	w.hello, w.state, w.link, w.heard, w.acked, w.sweeps, w.draining, w.ready = h, h.State, l, now, now, map[string]bool{}, false, false
+	w.unheard = false
 	welcome := &api.Welcome{Lease: c.fence.lease, Stop: c.fence.stop, Beat: beatEvery(c.fence.lease), Attempts: []api.AttemptRef{},
 		Protocol: api.WorkerProtocol, Version: c.version}
 	for _, id := range slices.Sorted(maps.Keys(w.attempts)) {
@@ -647,7 +651,7 @@ func (w *remote) isAway() bool { return w.link == nil && (len(w.attempts) > 0 ||
 // awayOf is when an away worker was last heard from, and when its attempts are given
 // up (see tick). c.mu is held.
 func (c *cluster) awayOf(w *remote) api.WorkerAway {
-	return api.WorkerAway{Since: w.heard, Until: w.acked.Add(c.fence.grace)}
+	return api.WorkerAway{Since: w.heard, Until: w.acked.Add(c.fence.grace), Unheard: w.unheard}
 }
 
 // workersAway are the workers that are away, by name: the engine holds their attempts
@@ -703,7 +707,7 @@ func (c *cluster) info(drained map[plans.CardID]bool) []api.WorkerInfo {
 	out := []api.WorkerInfo{}
 	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
 		w := c.workers[name]
-		wi := api.WorkerInfo{Name: name, Connected: w.link != nil, Heard: w.heard, Version: w.hello.Version, Cores: w.hello.Cores,
+		wi := api.WorkerInfo{Name: name, Connected: w.link != nil, Heard: w.heard, Unheard: w.unheard, Version: w.hello.Version, Cores: w.hello.Cores,
 			GPUs: []api.GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends,
 			OtherBuild: api.OtherBuilds(w.hello.Version, c.version)}
 		for _, card := range w.state.Cards {

@@ -411,9 +411,26 @@ func TestAWorkerAwayIsSaid(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Adopt(&a)
+	// Taken up from the state as a daemon started again does, before w1 links: the
+	// daemon never heard from it, and says so rather than that it last did at its start.
+	started := clock.Now()
+	clock.add(3 * time.Second)
+	unheard := api.WorkerAway{Since: started, Until: started.Add(f.grace), Unheard: true}
+	if j, err := client.Job("a.1"); err != nil || j.Attempts[0].WorkerAway == nil || *j.Attempts[0].WorkerAway != unheard {
+		t.Errorf("gpuq status a.1 before w1 links: %+v %v, want its worker away %+v", j.Attempts, err, unheard)
+	}
+	if why, err := client.Why("a.1"); err != nil || !strings.Contains(why.Detail, "but worker w1 is away, not heard from since the daemon started at 09:00:00; unless it is back within 17s") {
+		t.Errorf("gpuq why a.1 before w1 links: %+v %v", why, err)
+	}
+	if ws := c.info(nil); len(ws) != 1 || !ws[0].Unheard || !ws[0].Heard.Equal(started) {
+		t.Errorf("gpuq gpus' workers before w1 links: %+v, want w1 not heard from since the daemon started", ws)
+	}
 	tl := linkWorker(t, c, "w1")
 	tl.next(t)
 	c.heard("w1", tl.l, api.WorkerMessage{Beat: 1, State: &api.WorkerState{Cards: []gpu.Card{{Index: 0, Total: 24 << 30}, {Index: 1, Total: 24 << 30}}}})
+	if ws := c.info(nil); len(ws) != 1 || ws[0].Unheard {
+		t.Errorf("gpuq gpus' workers once w1 linked: %+v, want it heard from", ws)
+	}
 	heard := clock.Now()
 	if j, err := client.Job("a.1"); err != nil || j.Attempts[0].WorkerAway != nil {
 		t.Fatalf("linked, the job's attempt is said to be away: %+v %v", j.Attempts, err)
@@ -432,7 +449,7 @@ func TestAWorkerAwayIsSaid(t *testing.T) {
 	}
 	why, err := client.Why("a.1")
 	if err != nil || !strings.Contains(why.Detail, "it is running: attempt 1 on GPU w1:0") ||
-		!strings.Contains(why.Detail, "but worker w1 is away, not heard from since 09:00:00; unless it is back within 15s") {
+		!strings.Contains(why.Detail, "but worker w1 is away, not heard from since 09:00:03; unless it is back within 15s") {
 		t.Errorf("gpuq why a.1: %+v %v, want it running, its worker away", why, err)
 	}
 	ov, err := client.Overview()

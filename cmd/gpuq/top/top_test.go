@@ -726,6 +726,16 @@ func TestAWorkersCardsAwayAreKept(t *testing.T) {
 	if !strings.Contains(buf.String(), want) {
 		t.Errorf("top:\n%s\nwant the away card: %s", buf.String(), want)
 	}
+	// One the daemon has not heard from since it started (taken up from the state).
+	away.Unheard = true
+	buf.Reset()
+	if err := Print(&buf, ov, Options{}, 120); err != nil {
+		t.Fatal(err)
+	}
+	want = "GPU node7:0 AWAY: not heard from since the daemon started at 15:03:55; gla.9 run again elsewhere unless it is back within 1m50s\n"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("top:\n%s\nwant the away card: %s", buf.String(), want)
+	}
 }
 
 // TestARunningHeldJobIsShownAndReleased: a running job that is held says so in its

@@ -1059,7 +1059,7 @@ func (m model) cardLine(c api.GPUView, width int, cols cardColumns) string {
 // awayText says that a card's worker is away, since when, and what becomes of its jobs
 // (there is no reading of its memory to draw).
 func awayText(c api.GPUView, now time.Time) string {
-	s := fmt.Sprintf("AWAY: not heard from since %s", c.WorkerAway.Since.Format("15:04:05"))
+	s := "AWAY: not heard from " + c.WorkerAway.SinceText()
 	if len(c.Jobs) == 0 {
 		return s
 	}

@@ -253,7 +253,10 @@ type WorkerInfo struct {
 	Name      string    `json:"name"`
 	Connected bool      `json:"connected"`
 	Heard     time.Time `json:"heard"` // its last message
-	Version   string    `json:"version"`
+	// Unheard: this daemon has not heard from it (it took up its attempts from the
+	// last daemon's state); Heard is when the daemon started.
+	Unheard bool   `json:"unheard,omitempty"`
+	Version string `json:"version"`
 	// OtherBuild: Version names another build of gpuq than the daemon's (see
 	// OtherBuilds), which speaks the link's protocol all the same.
 	OtherBuild bool      `json:"other_build,omitempty"`
@@ -266,16 +269,27 @@ type WorkerInfo struct {
 
 // WorkerAway is a worker whose link is lost, within its grace: its attempts are held
 // running until Until, then given up for lost and their jobs queued again, unless it is
-// back by then. Since is when it was last heard from (or, for a worker not back since
-// the daemon started, when the daemon began to wait for it).
+// back by then. Since is when it was last heard from; or, Unheard, a worker not heard
+// from since the daemon started (its attempts taken up from the last one's state),
+// when the daemon started and began to wait for it.
 type WorkerAway struct {
-	Since time.Time `json:"since"`
-	Until time.Time `json:"until"`
+	Since   time.Time `json:"since"`
+	Until   time.Time `json:"until"`
+	Unheard bool      `json:"unheard,omitempty"`
+}
+
+// SinceText says since when the worker was not heard from: "since 15:04:05", or
+// "since the daemon started at 15:04:05" where this daemon never heard from it.
+func (a WorkerAway) SinceText() string {
+	if a.Unheard {
+		return "since the daemon started at " + a.Since.Format("15:04:05")
+	}
+	return "since " + a.Since.Format("15:04:05")
 }
 
 // Text says what becomes of an attempt on worker, away, at now.
 func (a WorkerAway) Text(worker string, now time.Time) string {
-	s := fmt.Sprintf("worker %s is away, not heard from since %s", worker, a.Since.Format("15:04:05"))
+	s := fmt.Sprintf("worker %s is away, not heard from %s", worker, a.SinceText())
 	if left := a.Until.Sub(now); left > 0 {
 		return s + fmt.Sprintf("; unless it is back within %s, its attempt is given up for lost and the job runs again", left.Round(time.Second))
 	}
