@@ -783,7 +783,8 @@ room are busy enough that it would slow their jobs past the sharing target), unm
 run it at the guess it counts at, or each such card already runs a job not measured yet),
 reserved (cards kept for a larger job ahead of it),
 needs-idle (it runs alone and no card is idle), no-host-memory (not enough host RAM),
-too-large (no card could hold it); or that you hold it, that it is blocked until the
+too-large (no card could hold it), no-card (a daemon with no cards of its own has no
+worker linked); or that you hold it, that it is blocked until the
 jobs it runs after succeed, or that it waits for its shape's probe. For a job that is
 not queued, say what it is doing or how it ended (exit 0, as for one that waits); an
 unknown job is exit 2.`,

@@ -734,6 +734,22 @@ func TestTheStartLineWithNoCards(t *testing.T) {
 	}
 }
 
+// TestAJobWithNoCardToRunOnSaysSo: on a daemon with no cards of its own and no worker
+// linked, a job waits for a card (no-card), said so, not as too large for the cards
+// there are.
+func TestAJobWithNoCardToRunOnSaysSo(t *testing.T) {
+	cfg := testConfig(filepath.Join(t.TempDir(), "state"), t.TempDir(), nil)
+	cfg.Machine.GPUs.Value, cfg.Listen = NoCards, "127.0.0.1:0"
+	r := startDaemonWith(t, cfg)
+	if _, err := r.client.Submit(api.SubmitRequest{File: "/s/a.yaml", Source: "name: a\ncommand: [train]\njobs: [{}]\nmemory: 1GiB\n"}); err != nil {
+		t.Fatal(err)
+	}
+	schedtest.WaitFor(t, "a.1 to wait for a card", func() bool {
+		w, err := r.client.Why("a.1")
+		return err == nil && w.Reason == string(pack.NoCard) && strings.HasPrefix(w.Detail, "no card is connected: the daemon has no cards of its own, and no worker is linked")
+	})
+}
+
 // TestADaemonStartedAgainListensWhereTheLastDid: a daemon with no cards of its own
 // (its workers have them), started again with no flags (as systemd's unit, or gpuq
 // daemon -d, starts it), listens where the last one did (on the port it had, where it

@@ -37,6 +37,9 @@ const (
 	// TooLarge: even with none of gpuq's jobs running, no card (or not enough cards)
 	// would have room, because of other processes or the plan.
 	TooLarge Reason = "too-large"
+	// NoCard: there is no card at all: a daemon with no cards of its own (--gpus
+	// none) none of whose workers is linked.
+	NoCard Reason = "no-card"
 	// WouldSlow: cards have a slot and room, but the jobs on them already ask so much
 	// of their compute that with this one they would pass the sharing target, and each
 	// would run slower than alone (see Speed).
@@ -311,6 +314,8 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 		// Cards a person drained: they offer no slot until undrained, and keep no
 		// reservation meanwhile.
 		w.Reason, reserves = NoSlot, false
+	case len(p.cards) == 0:
+		w.Reason, reserves = NoCard, false
 	case idleFits < need:
 		w.Reason, reserves = TooLarge, false
 	case reservedFits > 0:
@@ -341,17 +346,14 @@ func (p *packer) why(r Request) (w Wait, reserves bool) {
 				plans.FormatDuration(r.Duration), cards)
 			break
 		}
-		if len(p.cards) == 0 {
-			// A daemon of no cards of its own (--gpus none) with no worker linked.
-			w.Detail = "no card is connected: the daemon has no cards of its own, and no worker is linked (gpuq gpus lists them)"
-			break
-		}
 		could := "no card"
 		if idleFits > 0 {
 			could = fmt.Sprintf("only %d", idleFits) // of the cards one machine has: a job's are on one
 		}
 		w.Detail = fmt.Sprintf("needs %s with %s free, but %s could ever offer that, given other processes, what each card has in use idle, headroom and the plan",
 			cards, plans.FormatSize(r.Memory), could)
+	case NoCard:
+		w.Detail = "no card is connected: the daemon has no cards of its own, and no worker is linked (gpuq gpus lists them)"
 	case Reserved:
 		w.Detail = p.reservedWhy(r)
 	case NeedsIdle:

@@ -456,12 +456,12 @@ func TestPackAcrossWorkers(t *testing.T) {
 }
 
 // TestNoCardSaysSo: with no card at all (a daemon of no cards of its own, no worker
-// linked), a job waits as too large, and its reason says no card is connected, not
-// that "only 0" could take it.
+// linked), a job waits for a card (no-card), not as too large, and its reason says no
+// card is connected, not that "only 0" could take it.
 func TestNoCardSaysSo(t *testing.T) {
 	d := Pack([]Request{{Job: "j", Memory: 2 * gib}}, nil, nil)
 	for w := range d.Waiting.All() {
-		if w.Reason != TooLarge || !strings.HasPrefix(w.Detail, "no card is connected") {
+		if w.Reason != NoCard || !strings.HasPrefix(w.Detail, "no card is connected") {
 			t.Errorf("%s waits: %s %q", w.Job, w.Reason, w.Detail)
 		}
 	}
