@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,10 @@ func (f *fakeCluster) Host(worker string) (int64, int64, error) {
 func (f *fakeCluster) Ends(worker string) time.Time { return f.ends[worker] }
 
 func (f *fakeCluster) Keeps(card plans.CardID) bool { return f.away[card] }
+
+func (f *fakeCluster) Away() []plans.CardID {
+	return slices.SortedFunc(maps.Keys(f.away), func(a, b plans.CardID) int { return strings.Compare(a.String(), b.String()) })
+}
 
 func clusterEngine(t *testing.T, doc string, cl *fakeCluster, owners map[int]string) (*Engine, *state.Store, *fakeRunner) {
 	t.Helper()
@@ -126,6 +132,10 @@ func TestDrainOfACardAway(t *testing.T) {
 	round(t, e)
 	if err := e.drain(n2.ID(), false); err != nil {
 		t.Fatalf("undrain of n2:0, its worker away: %v", err)
+	}
+	if err := e.drain(plans.CardID{Worker: "n3", Index: 0}, true); err == nil ||
+		!strings.Contains(err.Error(), "no GPU n3:0 here; gpuq schedules on GPUs n1:0 and n2:0 (its worker away) (gpuq gpus lists them)") {
+		t.Errorf("drain of a card never seen, n2 away: %v", err)
 	}
 	if st.View().Drained()[n2.ID()] {
 		t.Fatal("n2:0 is still drained once undrained")

@@ -311,6 +311,13 @@ func (e *Engine) drain(card plans.CardID, on bool) error {
 		for _, c := range e.cards {
 			have = append(have, c.ID().String())
 		}
+		if k, ok := e.inv.(Keeper); ok {
+			for _, id := range k.Away() {
+				if _, read := e.cardPos[id]; !read {
+					have = append(have, id.String()+" (its worker away)")
+				}
+			}
+		}
 		return Refused(fmt.Sprintf("no GPU %s here; %s (gpuq gpus lists them)", card, schedulesOn(have)))
 	}
 	return e.put(state.Change{Drains: []*state.Drain{{Worker: card.Worker, GPU: card.Index, On: on}}})

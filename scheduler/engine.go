@@ -56,6 +56,9 @@ type Cluster interface {
 type Keeper interface {
 	// Keeps reports whether card is one of a machine that is away, not gone.
 	Keeps(card plans.CardID) bool
+	// Away are the cards of the machines away, not gone, in order: those a drain may
+	// name beside the round's.
+	Away() []plans.CardID
 }
 
 // Launch is what a Runner needs to start an attempt.

@@ -223,6 +223,21 @@ func (c *cluster) Keeps(card plans.CardID) bool {
 	return slices.ContainsFunc(w.state.Cards, func(g gpu.Card) bool { return g.Index == card.Index })
 }
 
+// Away lists the cards of the workers away, by worker and index.
+func (c *cluster) Away() []plans.CardID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []plans.CardID
+	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
+		if w := c.workers[name]; w.link == nil && w.isAway() {
+			for _, g := range w.state.Cards {
+				out = append(out, plans.CardID{Worker: name, Index: g.Index})
+			}
+		}
+	}
+	return out
+}
+
 // Slots is the plan's limit on a card: this machine's plan, or its worker's; none on a
 // draining worker's.
 func (c *cluster) Slots(card gpu.Card) int {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -494,13 +495,22 @@ func TestTheClusterKeepsCardsAway(t *testing.T) {
 	c.heard("w1", tl.l, api.WorkerMessage{Beat: 1})
 	keeps(true, "ready", w1)
 	keeps(false, "another index, another worker", plans.CardID{Worker: "w1", Index: 2}, plans.CardID{Worker: "w9", Index: 1}, plans.CardID{Index: 1})
+	away := func(when string, want ...plans.CardID) {
+		t.Helper()
+		if got := k.Away(); !slices.Equal(got, want) {
+			t.Errorf("%s: Away() = %v, want %v", when, got, want)
+		}
+	}
+	away("linked")
 	c.away("w1", tl.l, io.EOF)
 	clock.add(15 * time.Second)
 	c.tick()
 	keeps(true, "away within its grace", w1)
+	away("away within its grace", plans.CardID{Worker: "w1", Index: 0}, w1)
 	clock.add(10 * time.Second)
 	c.tick()
 	keeps(false, "gone past its grace", w1)
+	away("gone past its grace")
 
 	tl = linkWorker(t, c, "w2")
 	tl.next(t)
