@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuq/gpuq/launcher"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
@@ -212,6 +213,18 @@ func TestAWorkerSaysWhyItWaitsToLink(t *testing.T) {
 	clock.set(time.Hour + 13*time.Second)
 	if err := <-fenced; err != nil || k.lapsed() {
 		t.Errorf("fenced: %v, lapsed %v", err, k.lapsed())
+	}
+	// One whose link broke with trainers running names them.
+	k.answered(k.beat(), true)
+	clock.set(time.Hour + 13*time.Second + 11*time.Second)
+	w.running = map[string]api.AttemptRef{"s.2/1": {}, "s.1/3": {}}
+	go func() { fenced <- w.fence(context.Background()) }()
+	schedtest.WaitFor(t, "the worker to name the trainers it waits for", func() bool {
+		return strings.Contains(log.String(), "the lease has lapsed: waiting 2s, until the kill time of its 2 trainers (s.1/3, s.2/1), before linking")
+	})
+	clock.set(time.Hour + 13*time.Second + 13*time.Second)
+	if err := <-fenced; err != nil {
+		t.Errorf("fenced: %v", err)
 	}
 }
 

@@ -454,7 +454,11 @@ func (w *worker) fence(ctx context.Context) error {
 	}
 	if wait := w.lease.held.KillIn(w.lease.now()); wait > 0 {
 		// Else a worker started again after its lease lapsed waited, saying nothing.
-		w.log.Printf("the lease has lapsed: waiting %s, until the kill time of any trainer under it, before linking", wait.Round(time.Second))
+		under := "any trainer under it"
+		if ids := slices.Sorted(maps.Keys(w.running)); len(ids) > 0 {
+			under = fmt.Sprintf("its %s (%s)", plans.Count(len(ids), "trainer"), strings.Join(ids, ", "))
+		}
+		w.log.Printf("the lease has lapsed: waiting %s, until the kill time of %s, before linking", wait.Round(time.Second), under)
 	}
 	for {
 		wait := w.lease.held.KillIn(w.lease.now())
