@@ -107,8 +107,12 @@ func costLine(rounds []simulate.Handled, p99 time.Duration) string {
 	slices.Sort(running)
 	slices.Sort(handled)
 	r, n := running[len(running)/2], handled[len(handled)/2]
-	line := fmt.Sprintf("  a round takes about %s besides %s for each attempt running and %s for each it reaps or starts (least squares); the slowest 1%% ran a median of %d and reaped and started a median of %d",
-		c.Fixed.Round(100*time.Microsecond), c.Running, c.Each.Round(100*time.Nanosecond), r, n)
+	besides := "nothing besides"
+	if c.Fixed > 0 {
+		besides = "besides " + c.Fixed.Round(100*time.Microsecond).String()
+	}
+	line := fmt.Sprintf("  a round takes about %s for each attempt running and %s for each it reaps or starts, %s (least squares); the slowest 1%% ran a median of %d and reaped and started a median of %d",
+		c.Running, c.Each.Round(100*time.Nanosecond), besides, r, n)
 	left := fleetTargetP99 - c.Of(r, 0)
 	switch {
 	case p99 < fleetTargetP99:

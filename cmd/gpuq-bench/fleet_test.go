@@ -58,11 +58,18 @@ func TestCostLine(t *testing.T) {
 		return simulate.Quantile(times, 0.99)
 	}
 	line := costLine(rounds, p99(rounds))
-	for _, want := range []string{"about 10ms besides 1µs for each attempt running and 200µs for each it reaps or starts",
+	for _, want := range []string{"about 1µs for each attempt running and 200µs for each it reaps or starts, besides 10ms (least squares)",
 		"a median of 7000 and reaped and started a median of 194", "each would have to take 170.1µs, as the attempts running leave 33ms"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line lacks %q: %s", want, line)
 		}
+	}
+	through := slices.Clone(rounds)
+	for i := range through {
+		through[i].Took -= 10 * time.Millisecond
+	}
+	if line := costLine(through, p99(through)); !strings.Contains(line, "for each it reaps or starts, nothing besides (least squares)") {
+		t.Errorf("rounds of nothing besides: %s", line)
 	}
 	fast := slices.Clone(rounds)
 	for i := range fast {
