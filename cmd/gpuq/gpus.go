@@ -205,14 +205,18 @@ func (m machineView) writeWorkers(io ioStreams) error {
 		var cards []string
 		for _, g := range w.GPUs {
 			card := fmt.Sprintf("%s:%d %s GiB", w.Name, g.Index, gib(g.TotalBytes))
+			if g.TotalBytes == 0 {
+				card = fmt.Sprintf("%s:%d", w.Name, g.Index) // its worker not heard from since the daemon started
+			}
 			if g.Drained {
 				card += " drained"
 			}
 			cards = append(cards, card)
 		}
-		heard := max(m.now.Sub(w.Heard), 0).Round(time.Second).String() + " ago"
+		ago := max(m.now.Sub(w.Heard), 0).Round(time.Second).String() + " ago"
+		heard := ago
 		if w.Unheard {
-			heard = "not since the daemon started, " + heard
+			heard = "not since the daemon started " + ago
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", w.Name, state, heard, w.Running, cmp.Or(strings.Join(cards, ", "), "-"))
 	}

@@ -289,12 +289,13 @@ func TestGPUsSaysAWorkerOfAnotherBuild(t *testing.T) {
 
 // TestGPUsSaysAWorkerNotHeardSinceTheDaemonStarted: a worker away whose attempts the
 // daemon took up from the last one's state, and that has not linked since, is said not
-// to have been heard from since the daemon started, not to have been heard then; one
-// away after it linked, how long ago it was heard.
+// to have been heard from since the daemon started, not to have been heard then, and
+// its cards, known by index alone, are named without a size; one away after it linked,
+// how long ago it was heard.
 func TestGPUsSaysAWorkerNotHeardSinceTheDaemonStarted(t *testing.T) {
 	now := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	workers := []api.WorkerInfo{
-		{Name: "n1", Heard: now.Add(-90 * time.Second), Unheard: true, Running: 2, GPUs: []api.GPUInfo{}},
+		{Name: "n1", Heard: now.Add(-90 * time.Second), Unheard: true, Running: 2, GPUs: []api.GPUInfo{{Worker: "n1", Index: 3}}},
 		{Name: "n2", Heard: now.Add(-5 * time.Second), Running: 1, GPUs: []api.GPUInfo{}},
 	}
 	var out, errb bytes.Buffer
@@ -307,7 +308,7 @@ func TestGPUsSaysAWorkerNotHeardSinceTheDaemonStarted(t *testing.T) {
 			rows[f[0]] = strings.Join(f, " ")
 		}
 	}
-	if rows["n1"] != "n1 away not since the daemon started, 1m30s ago 2 -" || rows["n2"] != "n2 away 5s ago 1 -" {
+	if rows["n1"] != "n1 away not since the daemon started 1m30s ago 2 n1:3" || rows["n2"] != "n2 away 5s ago 1 -" {
 		t.Errorf("gpuq gpus' workers:\n%s", out.String())
 	}
 }

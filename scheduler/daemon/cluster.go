@@ -79,8 +79,8 @@ type remote struct {
 	ready bool
 	// heard is when it was last heard from; acked when the daemon last answered one of
 	// its beats (or welcomed it, or started): its lease runs from before then. Both
-	// are the daemon's start for a worker whose attempts it took up and that has not
-	// linked since (unheard): when the last daemon heard from it is not kept.
+	// are the daemon's start for a worker whose attempts it took up (Adopt) and that
+	// has not linked since (unheard): when the last daemon heard from it is not kept.
 	heard, acked time.Time
 	unheard      bool
 	// attempts run there, as the engine holds them.
@@ -176,7 +176,7 @@ func (c *cluster) worker(name string) *remote {
 	w := c.workers[name]
 	if w == nil {
 		now := c.clock.Now()
-		w = &remote{heard: now, acked: now, unheard: true, attempts: map[string]*state.Attempt{}, stops: map[string]api.AttemptRef{}}
+		w = &remote{heard: now, acked: now, attempts: map[string]*state.Attempt{}, stops: map[string]api.AttemptRef{}}
 		// One whose attempts a daemon started again takes up is the instance the last
 		// daemon knew by its name: another of that name is refused as it was.
 		w.hello.Name, w.hello.Instance = name, c.instances[name]
@@ -220,7 +220,7 @@ func (c *cluster) Keeps(card plans.CardID) bool {
 	if w == nil || (w.link == nil && !w.isAway()) {
 		return false
 	}
-	return slices.ContainsFunc(w.state.Cards, func(g gpu.Card) bool { return g.Index == card.Index })
+	return slices.ContainsFunc(w.knownCards(), func(g gpu.Card) bool { return g.Index == card.Index })
 }
 
 // Away lists the cards of the workers away, by worker and index.
@@ -230,7 +230,7 @@ func (c *cluster) Away() []plans.CardID {
 	var out []plans.CardID
 	for _, name := range slices.Sorted(maps.Keys(c.workers)) {
 		if w := c.workers[name]; w.link == nil && w.isAway() {
-			for _, g := range w.state.Cards {
+			for _, g := range w.knownCards() {
 				out = append(out, plans.CardID{Worker: name, Index: g.Index})
 			}
 		}
@@ -369,7 +369,12 @@ func (c *cluster) Adopt(a *state.Attempt) scheduler.Started {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.worker(a.Worker).attempts[a.ID] = a
+	_, known := c.workers[a.Worker]
+	w := c.worker(a.Worker)
+	w.attempts[a.ID] = a
+	if !known {
+		w.unheard = true // taken up from the state, before the worker links
+	}
 	return scheduler.Started{}
 }
 
@@ -658,6 +663,26 @@ func (c *cluster) allocations() map[string]int {
 	return out
 }
 
+// knownCards are the worker's cards as it last reported them; for one not heard from
+// since the daemon started (unheard), the cards its attempts taken up run on, known by
+// index alone until it links: a restarted daemon would otherwise show none of an away
+// worker's cards (gpuq top, gpuq gpus), nor let them be drained. c.mu is held.
+func (w *remote) knownCards() []gpu.Card {
+	if len(w.state.Cards) > 0 || !w.unheard {
+		return w.state.Cards
+	}
+	var at []int
+	for _, a := range w.attempts {
+		at = append(at, a.GPUs...)
+	}
+	slices.Sort(at)
+	cards := []gpu.Card{}
+	for _, i := range slices.Compact(at) {
+		cards = append(cards, gpu.Card{Worker: w.hello.Name, Index: i})
+	}
+	return cards
+}
+
 // isAway reports whether a worker is away: its link is lost, and it had not left (a
 // worker drained or idle that leaves with nothing running is gone, not away). c.mu is
 // held.
@@ -697,7 +722,7 @@ func (c *cluster) awayCards() []api.GPUView {
 			continue
 		}
 		away := c.awayOf(w)
-		for _, card := range w.state.Cards {
+		for _, card := range w.knownCards() {
 			g := api.GPUView{Worker: name, Index: card.Index, Name: card.Name, TotalBytes: card.Total, UsedBytes: card.Used,
 				Slots: -1, Utilization: -1, Temperature: -1, Jobs: []api.Holding{}, WorkerAway: &away}
 			if n, ok := w.hello.Plan[card.Index]; ok && n != plans.NoSlotLimit {
@@ -725,7 +750,7 @@ func (c *cluster) info(drained map[plans.CardID]bool) []api.WorkerInfo {
 		wi := api.WorkerInfo{Name: name, Connected: w.link != nil, Heard: w.heard, Unheard: w.unheard, Version: w.hello.Version, Cores: w.hello.Cores,
 			GPUs: []api.GPUInfo{}, Running: len(w.attempts), Draining: w.draining, Ends: w.state.Ends,
 			OtherBuild: api.OtherBuilds(w.hello.Version, c.version)}
-		for _, card := range w.state.Cards {
+		for _, card := range w.knownCards() {
 			wi.GPUs = append(wi.GPUs, api.GPUInfo{Worker: name, Index: card.Index, Name: card.Name, TotalBytes: card.Total,
 				Drained: drained[plans.CardID{Worker: name, Index: card.Index}]})
 		}

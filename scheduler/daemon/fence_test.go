@@ -423,8 +423,19 @@ func TestAWorkerAwayIsSaid(t *testing.T) {
 	if why, err := client.Why("a.1"); err != nil || !strings.Contains(why.Detail, "but worker w1 is away, not heard from since the daemon started at 09:00:00; unless it is back within 17s") {
 		t.Errorf("gpuq why a.1 before w1 links: %+v %v", why, err)
 	}
-	if ws := c.info(nil); len(ws) != 1 || !ws[0].Unheard || !ws[0].Heard.Equal(started) {
-		t.Errorf("gpuq gpus' workers before w1 links: %+v, want w1 not heard from since the daemon started", ws)
+	if ws := c.info(nil); len(ws) != 1 || !ws[0].Unheard || !ws[0].Heard.Equal(started) || len(ws[0].GPUs) != 1 || ws[0].GPUs[0].Index != 0 {
+		t.Errorf("gpuq gpus' workers before w1 links: %+v, want w1 not heard from since the daemon started, with its card 0", ws)
+	}
+	// Its cards are known by the attempts it runs alone, until it reports them: gpuq top
+	// shows them away, and a drain may name them.
+	w10 := plans.CardID{Worker: "w1", Index: 0}
+	if got := c.Away(); !slices.Equal(got, []plans.CardID{w10}) || !c.Keeps(w10) || c.Keeps(plans.CardID{Worker: "w1", Index: 1}) {
+		t.Errorf("before w1 links: Away() = %v, Keeps(w1:0) = %v; want w1:0 alone", got, c.Keeps(w10))
+	}
+	if ov, err := client.Overview(); err != nil || !slices.ContainsFunc(ov.GPUs, func(g api.GPUView) bool {
+		return g.Worker == "w1" && g.Index == 0 && g.WorkerAway != nil && g.WorkerAway.Unheard && len(g.Jobs) == 1 && g.Jobs[0].Job == "a.1"
+	}) {
+		t.Errorf("gpuq top before w1 links: %+v %v, want w1:0 away with a.1", ov.GPUs, err)
 	}
 	tl := linkWorker(t, c, "w1")
 	tl.next(t)
