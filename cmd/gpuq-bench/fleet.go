@@ -70,6 +70,9 @@ func benchFleet(w io.Writer, spec string, check func(bool, string, ...any)) erro
 func breaksAt(f simulate.Fleet, run func(simulate.Fleet) (p99 time.Duration, running int, err error)) (string, error) {
 	var b strings.Builder
 	b.WriteString("  where it breaks first (the fleet halved until its p99 is under the target):")
+	if f.Workers < 2 || f.Jobs < 2 {
+		return b.String() + " one worker or job cannot be halved\n", nil
+	}
 	for f.Workers > 1 && f.Jobs > 1 {
 		f.Workers, f.Jobs = f.Workers/2, f.Jobs/2
 		f.Shapes = min(f.Shapes, f.Jobs)
@@ -107,9 +110,9 @@ func costLine(rounds []simulate.Handled, p99 time.Duration) string {
 	slices.Sort(running)
 	slices.Sort(handled)
 	r, n := running[len(running)/2], handled[len(handled)/2]
-	besides := "nothing besides"
-	if c.Fixed > 0 {
-		besides = "besides " + c.Fixed.Round(100*time.Microsecond).String()
+	besides, taking := "nothing besides", "the attempts running"
+	if fixed := c.Fixed.Round(100 * time.Microsecond); fixed > 0 {
+		besides, taking = "besides "+fixed.String(), "the attempts running and the part besides"
 	}
 	line := fmt.Sprintf("  a round takes about %s for each attempt running and %s for each it reaps or starts, %s (least squares); the slowest 1%% ran a median of %d and reaped and started a median of %d",
 		c.Running, c.Each.Round(100*time.Nanosecond), besides, r, n)
@@ -117,12 +120,12 @@ func costLine(rounds []simulate.Handled, p99 time.Duration) string {
 	switch {
 	case p99 < fleetTargetP99:
 	case left <= 0:
-		line += fmt.Sprintf(": the attempts running take %s of it, over %s alone", c.Of(r, 0).Round(100*time.Microsecond), fleetTargetP99)
+		line += fmt.Sprintf(": %s take %s of it, over %s alone", taking, c.Of(r, 0).Round(100*time.Microsecond), fleetTargetP99)
 	case n == 0:
 		line += ": they are slow for something else"
 	default:
-		line += fmt.Sprintf(": under %s, each would have to take %s, as the attempts running leave %s",
-			fleetTargetP99, (left / time.Duration(n)).Round(100*time.Nanosecond), left.Round(100*time.Microsecond))
+		line += fmt.Sprintf(": under %s, each would have to take %s, as %s leave %s",
+			fleetTargetP99, (left / time.Duration(n)).Round(100*time.Nanosecond), taking, left.Round(100*time.Microsecond))
 	}
 	return line + "\n"
 }

@@ -59,16 +59,17 @@ func TestCostLine(t *testing.T) {
 	}
 	line := costLine(rounds, p99(rounds))
 	for _, want := range []string{"about 1µs for each attempt running and 200µs for each it reaps or starts, besides 10ms (least squares)",
-		"a median of 7000 and reaped and started a median of 194", "each would have to take 170.1µs, as the attempts running leave 33ms"} {
+		"a median of 7000 and reaped and started a median of 194", "each would have to take 170.1µs, as the attempts running and the part besides leave 33ms"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line lacks %q: %s", want, line)
 		}
 	}
-	through := slices.Clone(rounds)
-	for i := range through {
-		through[i].Took -= 10 * time.Millisecond
+	through := slices.Clone(rounds) // 1µs each running, 300µs each reaped or started
+	for i, r := range through {
+		through[i].Took = time.Duration(r.Running)*time.Microsecond + time.Duration(r.Ended+r.Started)*300*time.Microsecond
 	}
-	if line := costLine(through, p99(through)); !strings.Contains(line, "for each it reaps or starts, nothing besides (least squares)") {
+	if line := costLine(through, p99(through)); !strings.Contains(line, "for each it reaps or starts, nothing besides (least squares)") ||
+		!strings.Contains(line, ", as the attempts running leave 43ms") {
 		t.Errorf("rounds of nothing besides: %s", line)
 	}
 	fast := slices.Clone(rounds)
@@ -82,7 +83,7 @@ func TestCostLine(t *testing.T) {
 	for i := range crowded {
 		crowded[i].Took += time.Duration(crowded[i].Running) * 5 * time.Microsecond
 	}
-	if line := costLine(crowded, p99(crowded)); !strings.Contains(line, "the attempts running take 52ms of it, over 50ms alone") {
+	if line := costLine(crowded, p99(crowded)); !strings.Contains(line, "the attempts running and the part besides take 52ms of it, over 50ms alone") {
 		t.Errorf("rounds of 6µs an attempt running: %s", line)
 	}
 	if line := costLine(rounds, time.Hour); line != "" {
@@ -121,5 +122,8 @@ func TestBreaksAt(t *testing.T) {
 		return time.Second, 1, nil
 	}); err != nil || len(ran) != 2 || ran[1].Workers != 1 || ran[1].Shapes != 3 || strings.Contains(line, "under 50ms") {
 		t.Errorf("never under: ran %+v (%v):\n%s", ran, err, line)
+	}
+	if line, err = breaksAt(simulate.Fleet{Workers: 1, CardsPerWorker: 8, Jobs: 100, Shapes: 10}, nil); err != nil || !strings.HasSuffix(line, "one worker or job cannot be halved\n") {
+		t.Errorf("one worker: %q %v", line, err)
 	}
 }

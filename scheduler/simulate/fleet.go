@@ -108,46 +108,102 @@ func (c RoundCost) Of(running, handled int) time.Duration {
 }
 
 // Cost splits the rounds' wall times as RoundCost says, by least squares with no part
-// below zero (a round that is past none but its fixed part cannot take less than
-// nothing); ok is false where the rounds do not tell the parts apart (fewer than
-// three, or the running and the handled counts rising together, or not at all).
+// below zero (a round cannot take less for more attempts, nor less than nothing); ok
+// is false where the rounds do not tell the parts apart: fewer than three, or the
+// running and the handled counts the same in every round, or rising together.
 func Cost(rounds []Handled) (c RoundCost, ok bool) {
 	if len(rounds) < 3 {
 		return c, false
 	}
-	// The normal equations of took = fixed + running·r + each·h, solved by Cramer's
-	// rule, the sums centred on their means to keep them well conditioned; where the
-	// fixed part comes out below zero, solved again without it, through the origin.
 	n := float64(len(rounds))
-	var mr, mh, my float64
+	var mr, mh float64
 	for _, x := range rounds {
 		mr += float64(x.Running) / n
 		mh += float64(x.Ended+x.Started) / n
-		my += float64(x.Took) / n
 	}
-	perRunning, each, ok := solve2(rounds, mr, mh, my)
-	if fixed := my - perRunning*mr - each*mh; ok && fixed >= 0 {
-		return RoundCost{Fixed: time.Duration(fixed), Running: time.Duration(perRunning), Each: time.Duration(each)}, true
+	var srr, shh, srh float64
+	for _, x := range rounds {
+		r, h := float64(x.Running)-mr, float64(x.Ended+x.Started)-mh
+		srr, shh, srh = srr+r*r, shh+h*h, srh+r*h
 	}
-	if perRunning, each, ok = solve2(rounds, 0, 0, 0); !ok {
-		return c, false
+	if srr == 0 || shh == 0 || srr*shh-srh*srh <= 0.01*srr*shh {
+		return c, false // a correlation of the counts past 0.995 tells nothing apart
 	}
-	return RoundCost{Running: time.Duration(perRunning), Each: time.Duration(each)}, true
+	// The fit with no part below zero is the unconstrained fit on some set of the
+	// parts, the others none: of the fits on each set that have no part below zero,
+	// the closest.
+	best := math.Inf(1)
+	for parts := 1; parts < 1<<3; parts++ {
+		coef, fitted := fitParts(rounds, parts)
+		if !fitted || slices.ContainsFunc(coef[:], func(v float64) bool { return v < 0 }) {
+			continue
+		}
+		var sse float64
+		for _, x := range rounds {
+			d := float64(x.Took) - coef[0] - coef[1]*float64(x.Running) - coef[2]*float64(x.Ended+x.Started)
+			sse += d * d
+		}
+		if sse < best {
+			best = sse
+			c = RoundCost{Fixed: time.Duration(coef[0]), Running: time.Duration(coef[1]), Each: time.Duration(coef[2])}
+		}
+	}
+	return c, !math.IsInf(best, 1)
 }
 
-// solve2 is the least squares fit of the rounds' times less my to their running and
-// handled counts less mr and mh: the parts for each attempt running and each handled.
-func solve2(rounds []Handled, mr, mh, my float64) (perRunning, each float64, ok bool) {
-	var srr, shh, srh, sry, shy float64
-	for _, x := range rounds {
-		r, h, y := float64(x.Running)-mr, float64(x.Ended+x.Started)-mh, float64(x.Took)-my
-		srr, shh, srh, sry, shy = srr+r*r, shh+h*h, srh+r*h, sry+r*y, shy+h*y
+// fitParts is the least squares fit of the rounds' times on the parts the bits of
+// parts name (1: fixed, 2: each attempt running, 4: each reaped or started), the others
+// 0: the normal equations, solved by elimination; fitted is false where they are
+// singular.
+func fitParts(rounds []Handled, parts int) (coef [3]float64, fitted bool) {
+	var cols []int
+	for k := range 3 {
+		if parts&(1<<k) != 0 {
+			cols = append(cols, k)
+		}
 	}
-	d := srr*shh - srh*srh
-	if srr == 0 || shh == 0 || d <= 1e-9*srr*shh {
-		return 0, 0, false
+	x := func(h Handled, k int) float64 {
+		switch k {
+		case 0:
+			return 1
+		case 1:
+			return float64(h.Running)
+		}
+		return float64(h.Ended + h.Started)
 	}
-	return (sry*shh - shy*srh) / d, (shy*srr - sry*srh) / d, true
+	m := len(cols)
+	var a [3][4]float64 // the normal equations, and their right side in column m
+	for _, h := range rounds {
+		for i, ki := range cols {
+			for j, kj := range cols {
+				a[i][j] += x(h, ki) * x(h, kj)
+			}
+			a[i][m] += x(h, ki) * float64(h.Took)
+		}
+	}
+	for i := range m {
+		p := i
+		for r := i + 1; r < m; r++ {
+			if math.Abs(a[r][i]) > math.Abs(a[p][i]) {
+				p = r
+			}
+		}
+		a[i], a[p] = a[p], a[i]
+		if a[i][i] == 0 {
+			return coef, false
+		}
+		for r := range m {
+			if f := a[r][i] / a[i][i]; r != i && f != 0 {
+				for j := i; j <= m; j++ {
+					a[r][j] -= f * a[i][j]
+				}
+			}
+		}
+	}
+	for i, k := range cols {
+		coef[k] = a[i][m] / a[i][i]
+	}
+	return coef, true
 }
 
 // Quantile is the time below which a share q of sorted times are.

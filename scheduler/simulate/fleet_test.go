@@ -133,8 +133,9 @@ func TestParseFleet(t *testing.T) {
 }
 
 // TestCostSplitsARoundsTime: rounds that take 3ms, 500ns for each attempt running and
-// 20µs for each they reap or start are split so; rounds that do not tell the parts
-// apart (too few, all alike, running and handled rising together) are not split.
+// 20µs for each they reap or start are split so, and no part comes out below zero;
+// rounds that do not tell the parts apart (too few, all alike, running and handled
+// rising together, the same attempts running in each) are not split.
 func TestCostSplitsARoundsTime(t *testing.T) {
 	var rounds []Handled
 	for i, n := range []int{0, 10, 250, 40, 1000} {
@@ -156,6 +157,14 @@ func TestCostSplitsARoundsTime(t *testing.T) {
 	if c, ok := Cost(below); !ok || c.Fixed != 0 || c.Running <= 0 || c.Each <= 0 {
 		t.Errorf("Cost of rounds whose fit is below zero past their attempts = %+v (%v), want no fixed part", c, ok)
 	}
+	// Rounds that take less the more attempts run have nothing for each running.
+	faster := slices.Clone(rounds)
+	for i, r := range faster {
+		faster[i].Took = 60*time.Millisecond - time.Duration(r.Running)*time.Microsecond + time.Duration(r.Ended+r.Started)*10*time.Microsecond
+	}
+	if c, ok := Cost(faster); !ok || c.Running != 0 || c.Fixed <= 0 || c.Each <= 0 {
+		t.Errorf("Cost of rounds faster the more attempts run = %+v (%v), want nothing for each running", c, ok)
+	}
 	if got := want.Of(10000, 100); got != 10*time.Millisecond {
 		t.Errorf("%+v of 10000 running, 100 handled = %s, want 10ms", want, got)
 	}
@@ -163,7 +172,11 @@ func TestCostSplitsARoundsTime(t *testing.T) {
 	for i := range together {
 		together[i].Running = 2 * (together[i].Ended + together[i].Started)
 	}
-	for _, none := range [][]Handled{nil, rounds[:2], {rounds[1], rounds[1], rounds[1]}, together} {
+	steady := slices.Clone(rounds) // the same attempts running each round
+	for i := range steady {
+		steady[i].Running = 8000
+	}
+	for _, none := range [][]Handled{nil, rounds[:2], {rounds[1], rounds[1], rounds[1]}, together, steady} {
 		if _, ok := Cost(none); ok {
 			t.Errorf("Cost of %v: split, want ok false", none)
 		}
