@@ -497,6 +497,22 @@ func (r refusedSweep) Unwrap() []error { return []error{r.Refused, r.problems} }
 // LogPath is where a daemon started in the background (Start) writes its log.
 func LogPath(dir string) string { return filepath.Join(dir, "daemon.log") }
 
+// lastSaid is the last line a daemon that failed to start wrote to its log at path,
+// past the offset its start began at (its error, gpuq's "gpuq: " left off), where the
+// log holds the daemons' before it too; and where to read the rest.
+func lastSaid(path string, began int64) string {
+	data, _ := os.ReadFile(path)
+	said := strings.TrimSpace(string(data[min(began, int64(len(data))):]))
+	if said == "" {
+		return "it wrote nothing to " + path
+	}
+	last := said[strings.LastIndexByte(said, '\n')+1:]
+	if last == said {
+		return strings.TrimPrefix(last, "gpuq: ")
+	}
+	return strings.TrimPrefix(last, "gpuq: ") + " (the rest of what it wrote is in " + path + ")"
+}
+
 // Start starts a daemon in the background with argv (gpuq's binary and its daemon
 // verb, for the state directory dir) in a session of its own, so that logging out or
 // a Ctrl-C does not reach it, and connects to it once it answers. It returns the
@@ -512,6 +528,10 @@ func Start(dir string, argv []string) (*Client, int, error) {
 		return nil, 0, err
 	}
 	defer logf.Close()
+	began, err := logf.Seek(0, io.SeekEnd) // what this start writes follows: not a daemon's before
+	if err != nil {
+		return nil, 0, err
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -538,9 +558,7 @@ func Start(dir string, argv []string) (*Client, int, error) {
 			return c, pid, nil
 		}
 		if ended && Gone(dir) { // nor does another daemon hold the state
-			tail, _ := os.ReadFile(LogPath(dir))
-			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
-			return nil, 0, fmt.Errorf("the daemon it started ended (%v): %s", err, strings.Join(lines[max(0, len(lines)-3):], "\n"))
+			return nil, 0, fmt.Errorf("the daemon it started ended (%v): %s", err, lastSaid(LogPath(dir), began))
 		}
 	}
 	return nil, pid, fmt.Errorf("the daemon it started (pid %d) does not answer after 30 s; see %s", cmd.Process.Pid, LogPath(dir))

@@ -208,6 +208,26 @@ func TestARunThatEndsUnderAKeptConnectionSaysSo(t *testing.T) {
 	}
 }
 
+// TestAFailedStartSaysWhy: a daemon started in the background that exits at once is
+// said to have ended with the last line it wrote, its error, not with the lines of a
+// daemon before it in the log; one that wrote nothing is said to have.
+func TestAFailedStartSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(LogPath(dir), []byte("10:00:00 gpuq daemon stopped; 0 trainers left running\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fail := "echo 'warning: using SIMULATED GPUs'; echo 'gpuq: listen tcp 127.0.0.1:7070: bind: address already in use' >&2; exit 1"
+	_, _, err := Start(dir, []string{"sh", "-c", fail})
+	want := "the daemon it started ended (exit status 1): listen tcp 127.0.0.1:7070: bind: address already in use (the rest of what it wrote is in " + LogPath(dir) + ")"
+	if err == nil || err.Error() != want {
+		t.Errorf("a start that failed: %v\nwant %s", err, want)
+	}
+	_, _, err = Start(dir, []string{"sh", "-c", "exit 3"})
+	if want := "the daemon it started ended (exit status 3): it wrote nothing to " + LogPath(dir); err == nil || err.Error() != want {
+		t.Errorf("a start that wrote nothing: %v\nwant %s", err, want)
+	}
+}
+
 // TestStartingIsTheDaemonThatHoldsTheLock: a daemon is starting where the pid its lock
 // file names holds that file open, and not where the file names a pid that does not
 // (one that ended, or another process since); telling so takes no lock.
