@@ -63,7 +63,8 @@ func TestDaemonWithAWorker(t *testing.T) {
 	// gpuq gpus lists the daemon's workers and their cards, as drain names them (the
 	// daemon's cards, not those GPUQ_GPUS names).
 	t.Setenv("GPUQ_GPUS", "")
-	if out, errOut, code := cli(t, "gpus"); code != exitOK || !strings.Contains(out, "WORKER") || !strings.Contains(out, "node7") || !strings.Contains(out, "node7:0 24.00") {
+	if out, errOut, code := cli(t, "gpus"); code != exitOK || !strings.Contains(out, "WORKER") || !strings.Contains(out, "node7") || !strings.Contains(out, "node7:0 24.00") ||
+		!strings.Contains(errOut, "has no cards of its own: its workers', headroom") {
 		t.Errorf("gpuq gpus: exit %d:\n%s%s", code, out, errOut)
 	}
 	if out, _, code := cli(t, "gpus", "--json"); code != exitOK || !strings.Contains(out, `"workers"`) || !strings.Contains(out, `"name": "node7"`) {
