@@ -182,6 +182,16 @@ func writeGPUs(io ioStreams, m machineView, asJSON bool) error {
 	return m.writeProcesses(io)
 }
 
+// cardSize is a card's memory as gpuq gpus lists a worker's cards and drain's
+// completion offers them ("24.00 GiB"); "" for one known by index alone (its worker not
+// heard from since the daemon started, whose attempts run there).
+func cardSize(g api.GPUInfo) string {
+	if g.TotalBytes == 0 {
+		return ""
+	}
+	return gib(g.TotalBytes) + " GiB"
+}
+
 // writeWorkers prints the daemon's workers: linked or away (and since when it was last
 // heard), draining, the attempts held running there, and their cards, which drain and
 // undrain name as WORKER:INDEX.
@@ -204,9 +214,9 @@ func (m machineView) writeWorkers(io ioStreams) error {
 		}
 		var cards []string
 		for _, g := range w.GPUs {
-			card := fmt.Sprintf("%s:%d %s GiB", w.Name, g.Index, gib(g.TotalBytes))
-			if g.TotalBytes == 0 {
-				card = fmt.Sprintf("%s:%d", w.Name, g.Index) // its worker not heard from since the daemon started
+			card := fmt.Sprintf("%s:%d", w.Name, g.Index)
+			if size := cardSize(g); size != "" {
+				card += " " + size
 			}
 			if g.Drained {
 				card += " drained"

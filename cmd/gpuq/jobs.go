@@ -1060,7 +1060,7 @@ func completeCards(st *settings) cobra.CompletionFunc {
 			if !strings.HasPrefix(id, prefix) {
 				continue
 			}
-			desc := gib(g.TotalBytes) + " GiB" // as gpuq gpus lists a worker's cards
+			desc := cmp.Or(cardSize(g), "memory not known yet") // as gpuq gpus lists a worker's cards
 			if g.Drained {
 				desc += ", drained"
 			}

@@ -83,6 +83,9 @@ type remote struct {
 	// has not linked since (unheard): when the last daemon heard from it is not kept.
 	heard, acked time.Time
 	unheard      bool
+	// takenUp are the cards of the attempts taken up there (Adopt), by index: what is
+	// known of its cards while it is unheard, those of attempts stopped since too.
+	takenUp []int
 	// attempts run there, as the engine holds them.
 	attempts map[string]*state.Attempt
 	// stops are asked while the worker is away, for when it is back.
@@ -375,6 +378,11 @@ func (c *cluster) Adopt(a *state.Attempt) scheduler.Started {
 	if !known {
 		w.unheard = true // taken up from the state, before the worker links
 	}
+	for _, i := range a.GPUs {
+		if at, found := slices.BinarySearch(w.takenUp, i); !found {
+			w.takenUp = slices.Insert(w.takenUp, at, i)
+		}
+	}
 	return scheduler.Started{}
 }
 
@@ -664,20 +672,15 @@ func (c *cluster) allocations() map[string]int {
 }
 
 // knownCards are the worker's cards as it last reported them; for one not heard from
-// since the daemon started (unheard), the cards its attempts taken up run on, known by
-// index alone until it links: a restarted daemon would otherwise show none of an away
-// worker's cards (gpuq top, gpuq gpus), nor let them be drained. c.mu is held.
+// since the daemon started (unheard), the cards its attempts taken up ran on (takenUp),
+// known by index alone until it links: a restarted daemon would otherwise show none of
+// an away worker's cards (gpuq top, gpuq gpus), nor let them be drained. c.mu is held.
 func (w *remote) knownCards() []gpu.Card {
 	if len(w.state.Cards) > 0 || !w.unheard {
 		return w.state.Cards
 	}
-	var at []int
-	for _, a := range w.attempts {
-		at = append(at, a.GPUs...)
-	}
-	slices.Sort(at)
 	cards := []gpu.Card{}
-	for _, i := range slices.Compact(at) {
+	for _, i := range w.takenUp {
 		cards = append(cards, gpu.Card{Worker: w.hello.Name, Index: i})
 	}
 	return cards

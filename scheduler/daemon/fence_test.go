@@ -437,6 +437,12 @@ func TestAWorkerAwayIsSaid(t *testing.T) {
 	}) {
 		t.Errorf("gpuq top before w1 links: %+v %v, want w1:0 away with a.1", ov.GPUs, err)
 	}
+	// Another attempt taken up there, on card 2, stopped meanwhile: its card stays known.
+	c.Adopt(&state.Attempt{ID: "b.1/1", Job: "b.1", N: 1, Worker: "w1", GPUs: []int{2}})
+	c.Stop(&state.Attempt{ID: "b.1/1", Job: "b.1", N: 1, Worker: "w1", GPUs: []int{2}})
+	if got := c.Away(); !slices.Equal(got, []plans.CardID{w10, {Worker: "w1", Index: 2}}) {
+		t.Errorf("an attempt taken up on w1:2 stopped: Away() = %v, want w1:0 and w1:2", got)
+	}
 	tl := linkWorker(t, c, "w1")
 	tl.next(t)
 	c.heard("w1", tl.l, api.WorkerMessage{Beat: 1, State: &api.WorkerState{Cards: []gpu.Card{{Index: 0, Total: 24 << 30}, {Index: 1, Total: 24 << 30}}}})

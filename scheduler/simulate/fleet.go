@@ -112,8 +112,9 @@ func (c RoundCost) Of(running, handled int) time.Duration {
 // is false where the rounds do not tell the parts apart: fewer than three, or the
 // running and the handled counts the same in every round, or rising together.
 func Cost(rounds []Handled) (c RoundCost, ok bool) {
-	if len(rounds) < 3 {
-		return c, false
+	handled := func(x Handled) int { return x.Ended + x.Started }
+	if len(rounds) < 3 || allSame(rounds, func(x Handled) int { return x.Running }) || allSame(rounds, handled) {
+		return c, false // told apart from the fixed part by nothing (a mean summed would not be exact)
 	}
 	n := float64(len(rounds))
 	var mr, mh float64
@@ -149,6 +150,11 @@ func Cost(rounds []Handled) (c RoundCost, ok bool) {
 		}
 	}
 	return c, !math.IsInf(best, 1)
+}
+
+// allSame reports whether count is the same of every round.
+func allSame(rounds []Handled, count func(Handled) int) bool {
+	return !slices.ContainsFunc(rounds, func(x Handled) bool { return count(x) != count(rounds[0]) })
 }
 
 // fitParts is the least squares fit of the rounds' times on the parts the bits of

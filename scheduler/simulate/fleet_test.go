@@ -176,7 +176,11 @@ func TestCostSplitsARoundsTime(t *testing.T) {
 	for i := range steady {
 		steady[i].Running = 8000
 	}
-	for _, none := range [][]Handled{nil, rounds[:2], {rounds[1], rounds[1], rounds[1]}, together, steady} {
+	var steadier []Handled // as many, which no mean summed in floats gets exactly
+	for i := range 7 {
+		steadier = append(steadier, Handled{Ended: i, Started: 2 * i, Running: 45599, Took: time.Duration(3+i) * time.Millisecond})
+	}
+	for _, none := range [][]Handled{nil, rounds[:2], {rounds[1], rounds[1], rounds[1]}, together, steady, steadier} {
 		if _, ok := Cost(none); ok {
 			t.Errorf("Cost of %v: split, want ok false", none)
 		}

@@ -497,17 +497,30 @@ func (r refusedSweep) Unwrap() []error { return []error{r.Refused, r.problems} }
 // LogPath is where a daemon started in the background (Start) writes its log.
 func LogPath(dir string) string { return filepath.Join(dir, "daemon.log") }
 
-// lastSaid is the last line a daemon that failed to start wrote to its log at path,
-// past the offset its start began at (its error, gpuq's "gpuq: " left off), where the
-// log holds the daemons' before it too; and where to read the rest.
-func lastSaid(path string, began int64) string {
-	data, _ := os.ReadFile(path)
-	said := strings.TrimSpace(string(data[min(began, int64(len(data))):]))
+// lastSaid is the last line a daemon that failed to start wrote to its log, read
+// through log, a handle on the file it wrote to (one renamed since is still read),
+// past the offset its start began at, where the log holds the daemons' before it too
+// (from its start, where the file was cut shorter since): its error, gpuq's "gpuq: "
+// left off; and where to read the rest.
+func lastSaid(log *os.File, began int64) string {
+	const most = 64 << 10 // an error is the last line: what comes before it is not read
+	path := log.Name()
+	info, err := log.Stat()
+	if err != nil {
+		return fmt.Sprintf("its log %s cannot be read: %v", path, err)
+	}
+	if info.Size() < began {
+		began = 0
+	}
+	from := max(began, info.Size()-most)
+	data := make([]byte, info.Size()-from)
+	n, _ := log.ReadAt(data, from)
+	said := strings.TrimSpace(string(data[:n]))
 	if said == "" {
 		return "it wrote nothing to " + path
 	}
 	last := said[strings.LastIndexByte(said, '\n')+1:]
-	if last == said {
+	if last == said && from == began {
 		return strings.TrimPrefix(last, "gpuq: ")
 	}
 	return strings.TrimPrefix(last, "gpuq: ") + " (the rest of what it wrote is in " + path + ")"
@@ -532,6 +545,11 @@ func Start(dir string, argv []string) (*Client, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	written, err := os.Open(logf.Name()) // to read what it wrote, the file renamed or not
+	if err != nil {
+		return nil, 0, err
+	}
+	defer written.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -558,7 +576,7 @@ func Start(dir string, argv []string) (*Client, int, error) {
 			return c, pid, nil
 		}
 		if ended && Gone(dir) { // nor does another daemon hold the state
-			return nil, 0, fmt.Errorf("the daemon it started ended (%v): %s", err, lastSaid(LogPath(dir), began))
+			return nil, 0, fmt.Errorf("the daemon it started ended (%v): %s", err, lastSaid(written, began))
 		}
 	}
 	return nil, pid, fmt.Errorf("the daemon it started (pid %d) does not answer after 30 s; see %s", cmd.Process.Pid, LogPath(dir))

@@ -226,6 +226,14 @@ func TestAFailedStartSaysWhy(t *testing.T) {
 	if want := "the daemon it started ended (exit status 3): it wrote nothing to " + LogPath(dir); err == nil || err.Error() != want {
 		t.Errorf("a start that wrote nothing: %v\nwant %s", err, want)
 	}
+	// A log cut short (logrotate's copytruncate) or moved away as the daemon wrote it
+	// still gives its error.
+	for _, rotate := range []string{": > " + LogPath(dir), "mv " + LogPath(dir) + " " + LogPath(dir) + ".1"} {
+		_, _, err = Start(dir, []string{"sh", "-c", rotate + "; echo 'gpuq: boom' >&2; exit 1"})
+		if err == nil || !strings.HasPrefix(err.Error(), "the daemon it started ended (exit status 1): boom") {
+			t.Errorf("a start whose log was rotated (%s): %v", rotate, err)
+		}
+	}
 }
 
 // TestStartingIsTheDaemonThatHoldsTheLock: a daemon is starting where the pid its lock
