@@ -483,6 +483,25 @@ func TestAWorkerAwayIsSaid(t *testing.T) {
 	if strings.Join(away, "; ") != "w1:0 1 [{a.1 0 1073741824}]; w1:1 0 []" || ov.GPUs[0].Worker != "" {
 		t.Errorf("gpuq top's cards away: %q (of %+v), want w1's two after this machine's, a.1 on w1:0", away, ov.GPUs)
 	}
+	// A job that waits (this machine's cards drained) is told of the worker away in gpuq
+	// top's queue, as gpuq why says.
+	for _, g := range ov.GPUs {
+		if g.Worker == "" {
+			if err := client.DrainCard(api.DrainRequest{GPU: g.Index, On: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := client.Submit(api.SubmitRequest{File: "/s/b.yaml", Source: "name: b\ncommand: [train]\njobs: [{}]\nmemory: 1GiB\n"}); err != nil {
+		t.Fatal(err)
+	}
+	const note = "; worker w1 is away, and its cards count for no job until it links again"
+	schedtest.WaitFor(t, "b.1 to wait, told of w1 away in gpuq why and gpuq top", func() bool {
+		why, err := client.Why("b.1")
+		ov, oerr := client.Overview()
+		return err == nil && oerr == nil && why.Reason != "" && strings.HasSuffix(why.Detail, note) &&
+			slices.ContainsFunc(ov.Queue, func(q api.WaitingJob) bool { return q.Job == "b.1" && strings.HasSuffix(q.Reason, note) })
+	})
 }
 
 // TestTheClusterKeepsCardsAway: the cards a worker last reported are kept (for drain and

@@ -172,11 +172,19 @@ func (d *daemon) why(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	} else if reason != "" {
-		for _, name := range slices.Sorted(maps.Keys(away)) {
-			detail += fmt.Sprintf("; worker %s is away, and its cards count for no job until it links again", name)
-		}
+		detail += awayNote(away)
 	}
 	reply(w, api.WhyResponse{Job: id, Reason: string(reason), Detail: detail})
+}
+
+// awayNote is what a job that waits is told of the workers away, after its reason
+// (gpuq why, gpuq top's queue): their cards count for nothing meanwhile.
+func awayNote(away map[string]api.WorkerAway) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(away)) {
+		fmt.Fprintf(&b, "; worker %s is away, and its cards count for no job until it links again", name)
+	}
+	return b.String()
 }
 
 // workersAway are the workers that are away, by name; none without workers.

@@ -91,6 +91,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		out.Running = append(out.Running, rj)
 	}
 	slices.SortFunc(out.Running, func(p, q api.RunningJob) int { return p.Started.Compare(q.Started) })
+	away := d.workersAway()
 	for _, j := range view.Jobs() {
 		if j.State != state.JobQueued {
 			continue
@@ -103,7 +104,7 @@ func (d *daemon) overview(w http.ResponseWriter, r *http.Request) {
 		case j.Awaiting:
 			wj.Reason = api.AfterReason(j)
 		case ok && wait.Reason != "":
-			wj.Reason = string(wait.Reason) + ": " + wait.Detail
+			wj.Reason = string(wait.Reason) + ": " + wait.Detail + awayNote(away)
 		case ok:
 			wj.Reason = wait.Detail
 		default:
