@@ -343,7 +343,13 @@ func (c *cluster) Stop(a *state.Attempt) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := c.worker(a.Worker)
+	w := c.workers[a.Worker]
+	if w == nil {
+		// Gone past its grace since the engine read it: its attempts were given up for
+		// lost (and are asked about if it links again), its trainers stopped by then
+		// with its lease. A record made here would show a worker away never heard from.
+		return
+	}
 	ref := refOf(a)
 	if w.link != nil {
 		w.link.send(api.DaemonMessage{Stop: &ref})

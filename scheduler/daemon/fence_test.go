@@ -548,6 +548,13 @@ func TestTheClusterKeepsCardsAway(t *testing.T) {
 	keeps(false, "gone past its grace", w1)
 	away("gone past its grace")
 
+	// A stop of an attempt there, the worker gone since the engine read it, makes no
+	// record of it again (gpuq gpus would show it away, heard at that moment).
+	c.Stop(&state.Attempt{ID: "s.1/1", Job: "s.1", N: 1, Worker: "w1", GPUs: []int{1}})
+	if ws := c.info(nil); len(ws) != 0 {
+		t.Errorf("a stop on w1, gone: workers %+v, want none", ws)
+	}
+
 	tl = linkWorker(t, c, "w2")
 	tl.next(t)
 	c.heard("w2", tl.l, api.WorkerMessage{Beat: 1, Leaving: true, State: &api.WorkerState{Cards: []gpu.Card{{Index: 0}}}})
