@@ -101,7 +101,7 @@ func costLine(rounds []simulate.Handled, p99 time.Duration) string {
 	var running, handled []int
 	for _, h := range rounds {
 		if h.Took >= p99 {
-			running, handled = append(running, h.Running), append(handled, h.Ended+h.Started)
+			running, handled = append(running, h.Running), append(handled, h.Attempts())
 		}
 	}
 	if len(running) == 0 {

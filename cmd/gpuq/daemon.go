@@ -137,8 +137,8 @@ wakes from a freeze past that. A grace too short for this is refused.`,
 				}
 			}
 			if opts.listen != "" && opts.listen != daemon.ListenOff {
-				// Before anything is kept of this start (machine.json): a start that
-				// failed on it left a daemon with no cards that later starts refused.
+				// Bad input (exit 2), told before the daemon opens its state and cards,
+				// as --metrics and --server are, not a listen that fails (exit 1).
 				if err := checkAddress("--listen", opts.listen, ":7070", true); err != nil {
 					return err
 				}

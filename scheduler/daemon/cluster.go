@@ -436,7 +436,7 @@ func (c *cluster) connect(h api.Hello, conn io.ReadWriteCloser) (*link, error) {
 	back := len(w.attempts)
 	now := c.clock.Now()
 	w.hello, w.state, w.link, w.heard, w.acked, w.sweeps, w.draining, w.ready = h, h.State, l, now, now, map[string]bool{}, false, false
-	w.unheard = false
+	w.unheard, w.takenUp = false, nil // it says its cards
 	welcome := &api.Welcome{Lease: c.fence.lease, Stop: c.fence.stop, Beat: beatEvery(c.fence.lease), Attempts: []api.AttemptRef{},
 		Protocol: api.WorkerProtocol, Version: c.version}
 	for _, id := range slices.Sorted(maps.Keys(w.attempts)) {

@@ -145,49 +145,48 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	d.machine.recalled = append(d.machine.recalled, recalledNet...)
 	defer d.close()
+	// What this start opens is closed where it fails before it serves; serve closes
+	// it once it runs.
+	var opened []io.Closer
+	served := false
+	defer func() {
+		if !served {
+			for _, l := range opened {
+				l.Close()
+			}
+		}
+	}()
 	ln, err := listen(cfg.StateDir)
 	if err != nil {
 		return err
 	}
+	opened = append(opened, ln)
 	var tcp *remoteListener
+	var bound net.Addr // where it listens for workers
 	if cfg.Listen != "" {
 		if tcp, err = listenRemote(cfg.StateDir, cfg.Listen); err != nil {
-			ln.Close()
 			if len(recalledNet) > 0 {
 				err = fmt.Errorf("%w (the last daemon's --listen: give --listen ADDR for another, or --listen off for none)", err)
 			}
 			return err
 		}
+		opened = append(opened, tcp)
 		defer os.Remove(filepath.Join(cfg.StateDir, api.ListenFile))
-		d.listen = tcp.Addr().String()
+		bound, d.listen = tcp.Addr(), tcp.Addr().String()
 		tcp.gate.refused = warnFull(d.log, fmt.Sprintf("--listen %s: %d connections have not shown the secret yet", d.listen, remoteStrangers))
 	}
 	var metricsLn net.Listener
 	if cfg.Metrics != "" {
 		g, err := listenMetrics(cfg.Metrics)
 		if err != nil {
-			ln.Close()
-			if tcp != nil {
-				tcp.Close()
-			}
 			return err
 		}
+		opened = append(opened, g)
 		g.refused = warnFull(d.log, fmt.Sprintf("--metrics %s: %d connections are open", g.Addr(), metricsConns))
 		metricsLn = g
 		d.log.Printf("serving Prometheus metrics on http://%s/metrics", metricsLn.Addr())
 	}
-	var bound net.Addr
-	if tcp != nil {
-		bound = tcp.Addr()
-	}
 	if err := remember(cfg.StateDir, d.machine, cfg.Listen, bound, cmp.Or(cfg.WorkerGrace, DefaultWorkerGrace)); err != nil {
-		ln.Close()
-		if tcp != nil {
-			tcp.Close()
-		}
-		if metricsLn != nil {
-			metricsLn.Close()
-		}
 		return err
 	}
 	known := len(d.store.View().Jobs())
@@ -202,6 +201,7 @@ func Run(ctx context.Context, cfg Config) error {
 		d.log.Printf("listening on %s for gpuq workers and remote clients (TLS; they need %s and %s from %s); a worker away for %s has its attempts run elsewhere",
 			tcp.Addr(), api.SecretFile, api.CertFile, cfg.StateDir, d.cluster.fence.grace)
 	}
+	served = true
 	err = d.serve(ctx, &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}, ln, metricsLn, tcp)
 	d.hooks.Wait()
 	if cerr := d.store.Compact(); cerr != nil {

@@ -95,6 +95,9 @@ type Handled struct {
 	Took                    time.Duration
 }
 
+// Attempts is how many attempts the round reaped or started.
+func (h Handled) Attempts() int { return h.Ended + h.Started }
+
 // RoundCost is a round's wall time split, by least squares, into a part every round
 // pays, a part for each attempt running when it began (each looked at, whatever it
 // does), and a part for each attempt it reaped or started.
@@ -112,19 +115,18 @@ func (c RoundCost) Of(running, handled int) time.Duration {
 // is false where the rounds do not tell the parts apart: fewer than three, or the
 // running and the handled counts the same in every round, or rising together.
 func Cost(rounds []Handled) (c RoundCost, ok bool) {
-	handled := func(x Handled) int { return x.Ended + x.Started }
-	if len(rounds) < 3 || allSame(rounds, func(x Handled) int { return x.Running }) || allSame(rounds, handled) {
+	if len(rounds) < 3 || allSame(rounds, func(x Handled) int { return x.Running }) || allSame(rounds, Handled.Attempts) {
 		return c, false // told apart from the fixed part by nothing (a mean summed would not be exact)
 	}
 	n := float64(len(rounds))
 	var mr, mh float64
 	for _, x := range rounds {
 		mr += float64(x.Running) / n
-		mh += float64(x.Ended+x.Started) / n
+		mh += float64(x.Attempts()) / n
 	}
 	var srr, shh, srh float64
 	for _, x := range rounds {
-		r, h := float64(x.Running)-mr, float64(x.Ended+x.Started)-mh
+		r, h := float64(x.Running)-mr, float64(x.Attempts())-mh
 		srr, shh, srh = srr+r*r, shh+h*h, srh+r*h
 	}
 	if srr == 0 || shh == 0 || srr*shh-srh*srh <= 0.01*srr*shh {
@@ -141,7 +143,7 @@ func Cost(rounds []Handled) (c RoundCost, ok bool) {
 		}
 		var sse float64
 		for _, x := range rounds {
-			d := float64(x.Took) - coef[0] - coef[1]*float64(x.Running) - coef[2]*float64(x.Ended+x.Started)
+			d := float64(x.Took) - coef[0] - coef[1]*float64(x.Running) - coef[2]*float64(x.Attempts())
 			sse += d * d
 		}
 		if sse < best {
@@ -175,7 +177,7 @@ func fitParts(rounds []Handled, parts int) (coef [3]float64, fitted bool) {
 		case 1:
 			return float64(h.Running)
 		}
-		return float64(h.Ended + h.Started)
+		return float64(h.Attempts())
 	}
 	m := len(cols)
 	var a [3][4]float64 // the normal equations, and their right side in column m
