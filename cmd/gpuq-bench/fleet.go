@@ -46,6 +46,7 @@ func benchFleet(w io.Writer, spec string, check func(bool, string, ...any)) erro
 	}
 	p99 := simulate.Quantile(r.Times, 0.99)
 	fmt.Fprint(w, costLine(r.Handled, p99))
+	fmt.Fprint(w, collectorLine(r.Handled))
 	if p99 >= fleetTargetP99 {
 		line, err := breaksAt(f, func(f simulate.Fleet) (time.Duration, int, error) {
 			r, err := simulate.RunFleet(f)
@@ -128,4 +129,28 @@ func costLine(rounds []simulate.Handled, p99 time.Duration) string {
 			fleetTargetP99, (left / time.Duration(n)).Round(100*time.Nanosecond), taking, left.Round(100*time.Microsecond))
 	}
 	return line + "\n"
+}
+
+// collectorLine says how the rounds that ran beside the garbage collector's marking (see
+// simulate.Handled.BesideCollector) compare with the others: what of the slowest rounds
+// is the collector's.
+func collectorLine(rounds []simulate.Handled) string {
+	var beside, others []time.Duration
+	for _, h := range rounds {
+		if h.BesideCollector() {
+			beside = append(beside, h.Took)
+		} else {
+			others = append(others, h.Took)
+		}
+	}
+	if len(beside) == 0 || len(others) == 0 {
+		return ""
+	}
+	slices.Sort(beside)
+	slices.Sort(others)
+	q := func(ts []time.Duration, p float64) time.Duration {
+		return simulate.Quantile(ts, p).Round(10 * time.Microsecond)
+	}
+	return fmt.Sprintf("  %d of the %d rounds ran beside the collector's marking (their processor time past 1.2x their wall): median %s, max %s; the others: median %s, p99 %s\n",
+		len(beside), len(rounds), q(beside, 0.5), q(beside, 1), q(others, 0.5), q(others, 0.99))
 }

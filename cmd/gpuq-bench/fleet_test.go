@@ -127,3 +127,27 @@ func TestBreaksAt(t *testing.T) {
 		t.Errorf("one worker: %q %v", line, err)
 	}
 }
+
+// TestCollectorLine: the rounds beside the collector's marking (processor time past 1.2
+// times the wall) are told apart from the others; with none, or only such, nothing is said.
+func TestCollectorLine(t *testing.T) {
+	var rounds []simulate.Handled
+	for n := range 100 {
+		took := time.Duration(10+n) * time.Millisecond
+		cpu := took
+		if n%10 == 9 { // 19, 29, ... 109 ms, each with a second core busy
+			cpu = took * 2
+		}
+		rounds = append(rounds, simulate.Handled{Took: took, CPU: cpu + time.Millisecond/10})
+	}
+	line := collectorLine(rounds)
+	if want := "  10 of the 100 rounds ran beside the collector's marking (their processor time past 1.2x their wall): median 59ms, max 109ms; the others: median 58ms, p99 108ms\n"; line != want {
+		t.Errorf("line\n%q, want\n%q", line, want)
+	}
+	if line := collectorLine(rounds[:9]); line != "" {
+		t.Errorf("none beside it: %q", line)
+	}
+	if line := collectorLine([]simulate.Handled{rounds[9], rounds[19]}); line != "" {
+		t.Errorf("all beside it: %q", line)
+	}
+}
