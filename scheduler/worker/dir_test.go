@@ -55,3 +55,52 @@ func TestAWorkerSaysItsProtocol(t *testing.T) {
 		t.Errorf("hello says protocol %d, gpuq %q; want %d, v0.4.0", h.Protocol, h.Version, api.WorkerProtocol)
 	}
 }
+
+// TestAWorkerKeepsWhatItDidNotMake: of a worker that leaves, only the directory it made
+// and never linked from goes; one it found, one it linked from, and any file in it not
+// its own stay.
+func TestAWorkerKeepsWhatItDidNotMake(t *testing.T) {
+	leave := func(t *testing.T, dir string, linked bool) {
+		t.Helper()
+		w, err := open(Config{Name: "w1", Dir: dir, GPUs: plans.Override{Value: "sim:1x24GiB", Source: "test"},
+			Inventory: nvidia.Options{Ledger: filepath.Join(t.TempDir(), "ledger")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.everLinked = linked
+		w.forgetDir()
+		w.close()
+	}
+	base := t.TempDir()
+	dir := filepath.Join(base, "found")
+	leave(t, dir, false) // made, then gone
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a worker's own unused directory stays: %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "instance"), []byte("earlier\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leave(t, dir, false)
+	if id, err := os.ReadFile(filepath.Join(dir, "instance")); err != nil || string(id) != "earlier\n" {
+		t.Errorf("the directory of an earlier worker of the name: instance %q, %v", id, err)
+	}
+	linked := filepath.Join(base, "linked")
+	leave(t, linked, true)
+	if _, err := os.Stat(filepath.Join(linked, "instance")); err != nil {
+		t.Errorf("the directory of a worker that linked: %v", err)
+	}
+	other := filepath.Join(base, "other")
+	if err := os.MkdirAll(filepath.Join(other, "attempts"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "attempts", "a.1.log"), []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leave(t, other, false)
+	if b, err := os.ReadFile(filepath.Join(other, "attempts", "a.1.log")); err != nil || string(b) != "kept" {
+		t.Errorf("a file not the worker's own: %q, %v", b, err)
+	}
+}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +107,8 @@ func TestAnIdleWorkerIsQuiet(t *testing.T) {
 // rather than hold it to its wall time trying again.
 func TestAnIdleWorkerLeavesWithoutItsDaemon(t *testing.T) {
 	var log schedtest.Buffer
-	cfg := Config{Server: "127.0.0.1:1", Name: "alone", Dir: t.TempDir(), GPUs: plans.Override{Value: "sim:1x24GiB", Source: "test"},
+	dir := filepath.Join(t.TempDir(), "workers", "alone")
+	cfg := Config{Server: "127.0.0.1:1", Name: "alone", Dir: dir, GPUs: plans.Override{Value: "sim:1x24GiB", Source: "test"},
 		Inventory: nvidia.Options{Ledger: t.TempDir()}, Poll: time.Second, Log: &log, IdleTimeout: 500 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -113,5 +117,9 @@ func TestAnIdleWorkerLeavesWithoutItsDaemon(t *testing.T) {
 	}
 	if want := "idle for 500ms, and the daemon at 127.0.0.1:1 cannot be reached: leaving"; !strings.Contains(log.String(), want) {
 		t.Errorf("the log lacks %q:\n%s", want, log.String())
+	}
+	// It never linked: the directory it made for itself goes with it.
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the directory of a worker that never linked is left behind: %v", err)
 	}
 }

@@ -87,7 +87,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	defer w.close()
+	defer func() {
+		w.forgetDir()
+		w.close()
+	}()
 	w.log.Printf("gpuq worker %s %s (pid %d): %s, %d cores; attempts in %s; daemon at %s",
 		cfg.Name, cfg.Version, os.Getpid(), gpu.CardsText(w.cards, w.plan), runtime.NumCPU(), cfg.Dir, cfg.Server)
 	wait, said := time.Duration(0), ""
@@ -204,8 +207,9 @@ type worker struct {
 	// whose jobs go back to the queue.
 	ending  bool
 	stopped map[string]bool
-	// linked: the last session reached the daemon.
-	linked bool
+	// linked: the last session reached the daemon. everLinked: a session did, since
+	// it started; fresh: it made its directory (see forgetDir).
+	linked, everLinked, fresh bool
 	// warned is the daemon's gpuq of another build that it last warned of.
 	warned string
 	log    *runner.EventLog
@@ -215,6 +219,8 @@ func open(cfg Config) (*worker, error) {
 	if err := api.ValidWorkerName(cfg.Name); err != nil {
 		return nil, err
 	}
+	_, err := os.Stat(cfg.Dir)
+	fresh := errors.Is(err, os.ErrNotExist)
 	// From here on the directory is its real path: a link on the way to it that
 	// someone points elsewhere later changes nothing.
 	dir, err := launcher.ResolveDir(cfg.Dir)
@@ -246,7 +252,7 @@ func open(cfg Config) (*worker, error) {
 			return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
 		}
 	}
-	w := &worker{cfg: cfg, lock: lock, instance: instance, log: runner.NewEventLog(cfg.Log), attempts: filepath.Join(cfg.Dir, "attempts"),
+	w := &worker{cfg: cfg, lock: lock, instance: instance, fresh: fresh, log: runner.NewEventLog(cfg.Log), attempts: filepath.Join(cfg.Dir, "attempts"),
 		lease: openLease(filepath.Join(cfg.Dir, "lease"), launcher.Uptime), sweeps: map[string]*plans.Sweep{},
 		running: map[string]api.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now(),
 		starting: map[string]bool{}, started: make(chan startResult), hostMemory: launcher.HostMemory}
@@ -320,6 +326,22 @@ func instanceOf(dir string) (string, error) {
 		return "", fmt.Errorf("worker instance: %w", err)
 	}
 	return strings.TrimSpace(string(id)), nil
+}
+
+// forgetDir takes away, as the worker leaves, the directory it made and never used:
+// it never linked to its daemon (a mistyped address, a daemon down, a refusal), so
+// nothing ran from it. Every Slurm allocation's worker has a name of its own, and
+// those that never linked left a directory each in the state directory. What it did
+// not make stays: a directory that was there, or any file in it but its own. Its lock goes
+// while it still holds it: a worker of the name starting meanwhile makes its own.
+func (w *worker) forgetDir() {
+	if !w.fresh || w.everLinked {
+		return
+	}
+	for _, name := range []string{"instance", "worker.lock", "lease", "attempts"} {
+		os.Remove(filepath.Join(w.cfg.Dir, name)) // "attempts" only if empty
+	}
+	os.Remove(w.cfg.Dir)
 }
 
 // session links to the daemon and does what it asks until the link breaks, or the
@@ -555,7 +577,7 @@ func (w *worker) welcome(out *json.Encoder, wel *api.Welcome) error {
 	if wel.Lease <= 0 || wel.Beat <= 0 {
 		return fmt.Errorf("%w: it gives no lease (an older gpuq): run the same gpuq on the daemon and its workers", errRefused)
 	}
-	w.linked = true
+	w.linked, w.everLinked = true, true
 	w.lease.length, w.lease.stop = wel.Lease, wel.Stop
 	w.renew(w.hello)
 	w.saveLease()
