@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"testing"
+
+	"github.com/creack/pty"
 )
 
 // TestVersion: --version says the version set at build time, or the module's and the
@@ -56,5 +61,26 @@ func TestVersionVerb(t *testing.T) {
 	}
 	if _, errOut, code := gpuq(t, "version", "extra"); code != exitBadInput {
 		t.Errorf("version extra: exit %d, %s; want bad input", code, errOut)
+	}
+}
+
+// TestACommandAsksTheTerminalNothing: gpuq on a terminal that answers no query (script,
+// expect, a relayed ssh -tt) writes what it says and nothing else, and ends. A package
+// of top's once asked every command's terminal for its background colour before main
+// ran, and waited five seconds for an answer that never came.
+func TestACommandAsksTheTerminalNothing(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "version")
+	cmd.Env = append(os.Environ(), asGPUQ+"=1", "TERM=xterm-256color")
+	ptmx, err := pty.Start(cmd) // its terminal, controlling, in the foreground
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	out, _ := io.ReadAll(ptmx) // to the end: EIO once it has exited
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gpuq version: %v\n%q", err, out)
+	}
+	if bytes.ContainsRune(out, '\x1b') || !bytes.HasPrefix(out, []byte("gpuq version ")) {
+		t.Errorf("gpuq version wrote %q to its terminal, want its version alone", out)
 	}
 }

@@ -12,12 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/cursor"
-	"github.com/charmbracelet/bubbles/help"
-	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
-	"github.com/charmbracelet/bubbles/viewport"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/gpuq/gpuq/plans"
@@ -55,7 +53,7 @@ type Options struct {
 // Run shows top full-screen on a terminal until the user quits.
 func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	m := newModel(opts, lipgloss.NewRenderer(out))
-	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen())
+	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out))
 	final, err := p.Run()
 	if err != nil {
 		return err
@@ -105,7 +103,6 @@ type model struct {
 	logJob   string
 	logPath  string
 	status   string // the last action's result, shown until the next key
-	help     help.Model
 	// cuts keeps the names the lists were last cut to (see nameCuts).
 	cuts *nameCuts
 }
@@ -114,17 +111,21 @@ func newModel(opts Options, r *lipgloss.Renderer) model {
 	if opts.Every <= 0 {
 		opts.Every = time.Second
 	}
-	// A steady cursor: a blinking one redraws the screen twice a second over ssh.
 	f := textinput.New()
 	f.Prompt = "/"
-	f.Cursor.SetMode(cursor.CursorStatic)
 	c := textinput.New()
 	c.Prompt = drainPrompts[0]
 	c.CharLimit = 140 // a worker's name (128 at most), a colon, an index
-	c.Cursor.SetMode(cursor.CursorStatic)
-	h := help.New()
-	h.ShortSeparator = "  "
-	m := model{opts: opts, st: newStyles(r), filter: f, card: c, help: h, output: map[string]string{},
+	for _, in := range []*textinput.Model{&f, &c} {
+		// The terminal's own cursor, steady (see View): one drawn blinking redraws
+		// the screen twice a second over ssh. The line as the rest of the screen is,
+		// in the terminal's colours.
+		in.SetVirtualCursor(false)
+		st := in.Styles()
+		st.Focused, st.Blurred, st.Cursor.Blink = textinput.StyleState{}, textinput.StyleState{}, false
+		in.SetStyles(st)
+	}
+	m := model{opts: opts, st: newStyles(r), filter: f, card: c, output: map[string]string{},
 		width: 80, height: 24, cuts: &nameCuts{}}
 	m.fitPrompts()
 	return m
@@ -147,7 +148,7 @@ func (m *model) fitPrompts() {
 	}
 	for _, in := range []*textinput.Model{&m.filter, &m.card} {
 		// The cursor takes a cell past the text.
-		in.Width = max(m.width-lipgloss.Width(in.Prompt)-1, 1)
+		in.SetWidth(max(m.width-lipgloss.Width(in.Prompt)-1, 1))
 		in.SetCursor(in.Position())
 	}
 }
@@ -219,7 +220,8 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		// above its end, where the next reading no longer follows it.
 		atEnd := m.logs.AtBottom()
 		m.width, m.height = msg.Width, msg.Height
-		m.logs.Width, m.logs.Height = msg.Width, max(msg.Height-2, 1)
+		m.logs.SetWidth(msg.Width)
+		m.logs.SetHeight(max(msg.Height-2, 1))
 		if atEnd {
 			m.logs.GotoBottom()
 		}
@@ -272,8 +274,11 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.logs.GotoBottom()
 		}
 		return m, nil
-	case tea.KeyMsg:
+	case tea.KeyPressMsg:
 		return m.key(msg)
+	case tea.PasteMsg:
+		// Pasted into what is typed, never taken for keys.
+		return m.paste(msg)
 	}
 	return m, nil
 }
@@ -284,19 +289,33 @@ func (m model) say(text string) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// paste puts what is pasted into the line being typed, if one is: elsewhere it is no
+// keys to act on.
+func (m model) paste(p tea.PasteMsg) (tea.Model, tea.Cmd) {
+	var cmd tea.Cmd
+	switch m.mode {
+	case filtering:
+		m.filter, cmd = m.filter.Update(p)
+		m.keepSelection()
+	case draining:
+		m.card, cmd = m.card.Update(p)
+	}
+	return m, cmd
+}
+
 // key handles a key press in the current mode.
-func (m model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
-	if k.Type == tea.KeyRunes && len(k.Runes) > 1 && !k.Paste {
+func (m model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	if runes := []rune(k.Text); len(runes) > 1 && k.Mod == 0 {
 		// Keys typed faster than they are read arrive together ("jj", "/rte"): each
 		// is a key of its own.
 		var cmds []tea.Cmd
-		for _, r := range k.Runes {
-			next, cmd := m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+		for _, r := range runes {
+			next, cmd := m.key(tea.KeyPressMsg{Code: r, Text: string(r)})
 			m, cmds = next.(model), append(cmds, cmd)
 		}
 		return m, tea.Batch(cmds...)
 	}
-	if k.Type == tea.KeyCtrlC {
+	if k.String() == "ctrl+c" {
 		return m, tea.Quit
 	}
 	m.status = ""
@@ -323,7 +342,7 @@ func (m model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	return m.browseKey(k)
 }
 
-func (m model) browseKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+func (m model) browseKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	job := m.selectedJob()
 	switch {
 	case key.Matches(k, keys.quit):
@@ -380,13 +399,13 @@ func (m model) browseKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-func (m model) filterKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
-	switch k.Type {
+func (m model) filterKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	switch k.Code {
 	case tea.KeyEnter:
 		m.mode = browsing
 		m.filter.Blur()
 		return m, nil
-	case tea.KeyEsc:
+	case tea.KeyEscape:
 		m.mode = browsing
 		m.filter.Blur()
 		m.filter.SetValue("")
@@ -399,9 +418,9 @@ func (m model) filterKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	return m, cmd
 }
 
-func (m model) drainKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
-	switch k.Type {
-	case tea.KeyEsc:
+func (m model) drainKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	switch k.Code {
+	case tea.KeyEscape:
 		m.mode = browsing
 		m.card.Blur()
 		return m, nil

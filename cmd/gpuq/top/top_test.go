@@ -18,7 +18,7 @@ import (
 	"time"
 	"unicode"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
@@ -164,13 +164,18 @@ func keysOf(s ...string) []tea.Msg {
 	for _, k := range s {
 		switch k {
 		case "enter":
-			out = append(out, tea.KeyMsg{Type: tea.KeyEnter})
+			out = append(out, tea.KeyPressMsg{Code: tea.KeyEnter})
 		case "esc":
-			out = append(out, tea.KeyMsg{Type: tea.KeyEsc})
+			out = append(out, tea.KeyPressMsg{Code: tea.KeyEscape})
 		case "down":
-			out = append(out, tea.KeyMsg{Type: tea.KeyDown})
+			out = append(out, tea.KeyPressMsg{Code: tea.KeyDown})
 		default:
-			out = append(out, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)})
+			// Several at once are keys typed faster than they were read.
+			code := tea.KeyExtended
+			if r := []rune(k); len(r) == 1 {
+				code = r[0]
+			}
+			out = append(out, tea.KeyPressMsg{Code: code, Text: k})
 		}
 	}
 	return out
@@ -182,7 +187,7 @@ func TestScreen80x24(t *testing.T) {
 	src := &fakeSource{ov: sampleOverview(t)}
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
-	screen := m.View()
+	screen := m.screen()
 	lines := strings.Split(screen, "\n")
 	if len(lines) != 24 {
 		t.Errorf("%d lines, want 24", len(lines))
@@ -243,7 +248,7 @@ func TestWorkersCards(t *testing.T) {
 	src.ov.GPUs = append(src.ov.GPUs, api.GPUView{Worker: "node7", Index: 1, TotalBytes: 80 * gib, Slots: -1})
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
-	if screen := m.View(); !strings.Contains(screen, "GPU node7:1 ") || !strings.Contains(screen, "GPU 1       ") {
+	if screen := m.screen(); !strings.Contains(screen, "GPU node7:1 ") || !strings.Contains(screen, "GPU 1       ") {
 		t.Errorf("cards not named by machine:\n%s", screen)
 	}
 	drive(t, m, keysOf("d", "node7:1", "enter", "d", "node8:1", "enter")...)
@@ -260,7 +265,7 @@ func TestLogsKey(t *testing.T) {
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
 	m = drive(t, m, keysOf("l")...)
-	screen := m.View()
+	screen := m.screen()
 	if m.mode != reading || !strings.Contains(screen, "starting") || !strings.Contains(screen, "45%|████▌") || strings.Contains(screen, "10%") {
 		t.Errorf("log view:\n%s", screen)
 	}
@@ -305,7 +310,7 @@ func TestTitleGivesWayToTheClock(t *testing.T) {
 	m = drive(t, m, m0(src)...)
 	for _, width := range []int{80, 60} {
 		m = drive(t, m, tea.WindowSizeMsg{Width: width, Height: 24})
-		head, _, _ := strings.Cut(m.View(), "\n")
+		head, _, _ := strings.Cut(m.screen(), "\n")
 		if w := ansi.StringWidth(head); w != width || !strings.HasSuffix(head, " 15:04:05") || !strings.Contains(head, "…") {
 			t.Errorf("title line at %d columns is %d wide: %q", width, w, head)
 		}
@@ -389,9 +394,9 @@ func TestHostileTextReachesNoTerminal(t *testing.T) {
 	src := &fakeSource{ov: ov, logs: map[string]string{"gla.1": ov.Running[0].Log}}
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 200, Height: 40})
-	check("on screen", m.View())
+	check("on screen", m.screen())
 	m = drive(t, m, keysOf("l")...)
-	check("its log", m.View())
+	check("its log", m.screen())
 }
 
 // TestTheSelectedRowIsAlwaysDrawn: a list longer than its lines is drawn around the
@@ -458,7 +463,7 @@ func TestALongJobIDLosesItsStart(t *testing.T) {
 	} {
 		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: 50})
 		var header, line string
-		for _, l := range strings.Split(m.View(), "\n") {
+		for _, l := range strings.Split(m.screen(), "\n") {
 			switch {
 			case strings.Contains(l, "RUNNING"):
 				header = l
@@ -488,7 +493,7 @@ func TestALongNameLosesItsKeysFirst(t *testing.T) {
 	src := &fakeSource{ov: ov}
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 106, Height: 50})
-	v := m.View()
+	v := m.screen()
 	if n := strings.Count(v, " …-tvt_qnli,l…=3e-4,s…=87 "); n != 2 {
 		t.Errorf("the long name is cut by its keys on %d lines, want 2:\n%s", n, v)
 	}
@@ -517,7 +522,7 @@ func TestANameTakesTheRoomTheScreenHas(t *testing.T) {
 		{80, "…nli,l…=0.0001,87", "…ong-names.2", false},
 	} {
 		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: 50})
-		v := m.View()
+		v := m.screen()
 		if n := strings.Count(v, " "+tc.name+" "); n != 2 || !strings.Contains(v, " "+tc.id+" "+tc.name+" ") || strings.Contains(v, "DECLARED") != tc.memory {
 			t.Errorf("at %d columns, want the name as %q on 2 lines (%d), the id as %q, and the memory %v:\n%s", tc.width, tc.name, n, tc.id, tc.memory, v)
 		}
@@ -549,8 +554,8 @@ func TestAttachIsOfARunningJob(t *testing.T) {
 	m.opts.Attach = func(job string) *exec.Cmd { attached = append(attached, job); return exec.Command("true") }
 	m = drive(t, m, m0(src)...)
 	m = drive(t, m, keysOf("j", "j", "j", "a")...) // gla.4, queued
-	if len(attached) != 0 || !strings.Contains(m.View(), "gla.4 is not running") {
-		t.Errorf("attached %v; the screen:\n%s", attached, m.View())
+	if len(attached) != 0 || !strings.Contains(m.screen(), "gla.4 is not running") {
+		t.Errorf("attached %v; the screen:\n%s", attached, m.screen())
 	}
 }
 
@@ -562,7 +567,7 @@ func TestADaemonThatStopsIsSaidInAFewWords(t *testing.T) {
 	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
 	src.err = fmt.Errorf("gpuq daemon on /tmp/ux-state: %w", &net.OpError{Op: "dial", Net: "unix", Err: syscall.ENOENT})
 	m = drive(t, m, overviewMsgOf(src))
-	if v := m.View(); !strings.Contains(v, "the daemon does not answer (stopped, or restarting)") || strings.Contains(v, "/tmp/ux-state") ||
+	if v := m.screen(); !strings.Contains(v, "the daemon does not answer (stopped, or restarting)") || strings.Contains(v, "/tmp/ux-state") ||
 		!strings.Contains(v, "as of 15:04:05") {
 		t.Errorf("the screen:\n%s", v)
 	}
@@ -584,7 +589,7 @@ func TestADaemonThatStoppedIsSaidToHaveStopped(t *testing.T) {
 	src.err = fmt.Errorf("gpuq daemon on %s: %w", dir, &net.OpError{Op: "dial", Net: "unix", Err: syscall.ENOENT})
 	next, cmd := m.Update(m.fetch()())
 	m = next.(model)
-	if v := m.View(); !strings.Contains(v, "the daemon (pid 4242) stopped at ") || !strings.Contains(v, "(gpuq daemon --stop); top asks again until one runs") ||
+	if v := m.screen(); !strings.Contains(v, "the daemon (pid 4242) stopped at ") || !strings.Contains(v, "(gpuq daemon --stop); top asks again until one runs") ||
 		!strings.Contains(v, "as of 15:04:05") || !strings.Contains(v, "RUNNING 3") {
 		t.Errorf("the screen:\n%s", v)
 	}
@@ -594,7 +599,7 @@ func TestADaemonThatStoppedIsSaidToHaveStopped(t *testing.T) {
 	src.err = nil
 	src.ov.Time = src.ov.Time.Add(time.Minute)
 	m = drive(t, m, m.fetch()())
-	if v := m.View(); strings.Contains(v, "stopped") || strings.Contains(v, "as of") || !strings.Contains(v, "15:05:05") {
+	if v := m.screen(); strings.Contains(v, "stopped") || strings.Contains(v, "as of") || !strings.Contains(v, "15:05:05") {
 		t.Errorf("the daemon back:\n%s", v)
 	}
 
@@ -602,7 +607,7 @@ func TestADaemonThatStoppedIsSaidToHaveStopped(t *testing.T) {
 	m.opts.Run, m.opts.Title = &run, "gpuq run of gla (pid 4242)"
 	src.err = fmt.Errorf("gpuq daemon on %s: %w", dir, io.ErrUnexpectedEOF)
 	m = drive(t, m, m.fetch()())
-	if v := m.View(); !strings.Contains(v, "the gpuq run does not answer") || strings.Contains(v, "daemon") {
+	if v := m.screen(); !strings.Contains(v, "the gpuq run does not answer") || strings.Contains(v, "daemon") {
 		t.Errorf("a run that does not answer:\n%s", v)
 	}
 }
@@ -626,8 +631,8 @@ func TestALogFollowedStaysFollowedAsTheTerminalShrinks(t *testing.T) {
 	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
 	m = drive(t, m, keysOf("l")...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 60, Height: 10})
-	if !m.logs.AtBottom() || !strings.Contains(m.View(), "the last line") {
-		t.Errorf("after the terminal shrank, the log view:\n%s", m.View())
+	if !m.logs.AtBottom() || !strings.Contains(m.screen(), "the last line") {
+		t.Errorf("after the terminal shrank, the log view:\n%s", m.screen())
 	}
 }
 
@@ -642,7 +647,7 @@ func TestNamesBeforeMemoryOnANarrowScreen(t *testing.T) {
 		src := &fakeSource{ov: sampleOverview(t)}
 		m := drive(t, asciiModel(src), m0(src)...)
 		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: 24})
-		v := m.View()
+		v := m.screen()
 		if !strings.Contains(v, "qnli,seed=87") || strings.Contains(v, "DECLARED") != tc.memory || strings.Contains(v, "LEARNED") != tc.memory {
 			t.Errorf("%d columns: names whole, and the declared and learned memory %v:\n%s", tc.width, tc.memory, v)
 		}
@@ -656,11 +661,11 @@ func TestAFilterCountsWhatItShows(t *testing.T) {
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 40})
 	running, queued := len(src.ov.Running), len(src.ov.Queue)
-	if v := m.View(); !strings.Contains(v, fmt.Sprintf("RUNNING %d ", running)) || !strings.Contains(v, fmt.Sprintf("QUEUE %d ", queued)) {
+	if v := m.screen(); !strings.Contains(v, fmt.Sprintf("RUNNING %d ", running)) || !strings.Contains(v, fmt.Sprintf("QUEUE %d ", queued)) {
 		t.Errorf("without a filter, the titles do not count %d running and %d queued:\n%s", running, queued, v)
 	}
 	m = drive(t, m, keysOf("/sst", "enter")...)
-	if v := m.View(); !strings.Contains(v, fmt.Sprintf("RUNNING 1 of %d ", running)) || !strings.Contains(v, fmt.Sprintf("QUEUE 0 of %d ", queued)) {
+	if v := m.screen(); !strings.Contains(v, fmt.Sprintf("RUNNING 1 of %d ", running)) || !strings.Contains(v, fmt.Sprintf("QUEUE 0 of %d ", queued)) {
 		t.Errorf("filtered by sst, the titles do not say 1 of %d running and 0 of %d queued:\n%s", running, queued, v)
 	}
 }
@@ -747,7 +752,7 @@ func TestARunningHeldJobIsShownAndReleased(t *testing.T) {
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24})
 	var row string
-	for _, l := range strings.Split(m.View(), "\n") {
+	for _, l := range strings.Split(m.screen(), "\n") {
 		if strings.Contains(l, "gla.2 ") {
 			row = l
 			break
@@ -780,7 +785,7 @@ func TestLongTitlesKeepTheColumnsInLine(t *testing.T) {
 		if filter != "" {
 			m = drive(t, m, keysOf(filter, "enter")...)
 		}
-		lines := strings.Split(m.View(), "\n")
+		lines := strings.Split(m.screen(), "\n")
 		find := func(sub string) string {
 			for _, l := range lines {
 				if strings.Contains(l, sub) {
@@ -819,17 +824,17 @@ func TestTheLogFollowsTheJobToItsNextAttempt(t *testing.T) {
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
 	m = drive(t, m, keysOf("l")...)
-	if !strings.Contains(m.View(), "OutOfMemoryError") {
-		t.Fatalf("the log view:\n%s", m.View())
+	if !strings.Contains(m.screen(), "OutOfMemoryError") {
+		t.Fatalf("the log view:\n%s", m.screen())
 	}
 	src.logs["gla.1"] = second // the job's next attempt
 	m = drive(t, m, tickMsg{})
-	if v := m.View(); m.mode != reading || !strings.Contains(v, "gradient_checkpointing True") || m.logPath != second {
+	if v := m.screen(); m.mode != reading || !strings.Contains(v, "gradient_checkpointing True") || m.logPath != second {
 		t.Errorf("after the job started again, the log view:\n%s", v)
 	}
 	delete(src.logs, "gla.1") // the daemon does not answer
 	m = drive(t, m, tickMsg{})
-	if v := m.View(); m.mode != reading || !strings.Contains(v, "gradient_checkpointing True") {
+	if v := m.screen(); m.mode != reading || !strings.Contains(v, "gradient_checkpointing True") {
 		t.Errorf("while the daemon did not say, the log view:\n%s", v)
 	}
 }
@@ -849,12 +854,12 @@ func TestAnAttemptThatEndsWhileAttachedIsToldSo(t *testing.T) {
 		t.Fatal("a started no gpuq attach")
 	}
 	m = drive(t, m, attachedMsg{job: "gla.2", attempt: 1})
-	if v := m.View(); !strings.Contains(v, "detached from gla.2; it runs on") {
+	if v := m.screen(); !strings.Contains(v, "detached from gla.2; it runs on") {
 		t.Errorf("after a detach, the screen:\n%s", v)
 	}
 	src.ended = map[string]string{"gla.2": "gpu-oom"}
 	m = drive(t, m, attachedMsg{job: "gla.2", attempt: 1})
-	if v := m.View(); !strings.Contains(v, "attempt 1 of gla.2 ended while attached: gpu-oom") || strings.Contains(v, "detached") {
+	if v := m.screen(); !strings.Contains(v, "attempt 1 of gla.2 ended while attached: gpu-oom") || strings.Contains(v, "detached") {
 		t.Errorf("after the attempt ended, the screen:\n%s", v)
 	}
 }
@@ -898,7 +903,7 @@ func TestABlockedJobIsToldBlocked(t *testing.T) {
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 160, Height: 40})
 	lines := map[string]string{}
-	for _, l := range strings.Split(m.View(), "\n") {
+	for _, l := range strings.Split(m.screen(), "\n") {
 		for _, k := range []string{"QUEUE ", "gla.4 ", "gla.5 ", "gla.6 "} {
 			if strings.Contains(l, k) {
 				lines[k] = l
@@ -939,10 +944,10 @@ func TestARequeuedJobSaysSo(t *testing.T) {
 		{160, " 14.0G  requeued after gpu-oom at tier 0 · no-memory: 14.00 GiB needed, 3.20 GiB free at most (GPU 1)"},
 	} {
 		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: 24})
-		if row := rowOf(m.View(), "gla.4"); !strings.Contains(row, tc.says) {
+		if row := rowOf(m.screen(), "gla.4"); !strings.Contains(row, tc.says) {
 			t.Errorf("at %d columns, gla.4 does not say it was requeued before why it waits, as %q: %q", tc.width, tc.says, row)
 		}
-		if row := rowOf(m.View(), "gla.5"); !strings.Contains(row, " 14.0G  held: ") {
+		if row := rowOf(m.screen(), "gla.5"); !strings.Contains(row, " 14.0G  held: ") {
 			t.Errorf("at %d columns, gla.5, which has not run, does not say why it waits alone: %q", tc.width, row)
 		}
 	}
@@ -954,7 +959,7 @@ func TestARequeuedJobSaysSo(t *testing.T) {
 		t.Errorf("printed at 80 columns, gla.4 is not in gpuq status's words: %q", row)
 	}
 	m = drive(t, m, keysOf("/requeued", "enter")...)
-	if v := m.View(); !strings.Contains(v, "QUEUE 1 of 2 ") || !strings.Contains(v, "gla.4 ") {
+	if v := m.screen(); !strings.Contains(v, "QUEUE 1 of 2 ") || !strings.Contains(v, "gla.4 ") {
 		t.Errorf("filtered by requeued, the queue does not show gla.4 alone:\n%s", v)
 	}
 }
@@ -971,8 +976,8 @@ func TestUtilSaysWhatStatusSays(t *testing.T) {
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24})
 	for _, want := range []struct{ name, util string }{{"qnli,seed=87", "45%"}, {"sst2,seed=87", "all?"}, {"cola,seed=87", "100%"}} {
-		i := strings.Index(m.View(), want.name)
-		line, _, _ := strings.Cut(m.View()[max(i, 0):], "\n")
+		i := strings.Index(m.screen(), want.name)
+		line, _, _ := strings.Cut(m.screen()[max(i, 0):], "\n")
 		if i < 0 || !slices.Contains(strings.Fields(line), want.util) {
 			t.Errorf("%s: UTIL is not %s: %q", want.name, want.util, line)
 		}
@@ -990,7 +995,7 @@ func TestATinyScreenKeepsItsTitle(t *testing.T) {
 		small  bool
 	}{{1, true}, {3, true}, {7, true}, {8, false}, {9, false}} {
 		m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: tc.height})
-		lines := strings.Split(m.View(), "\n")
+		lines := strings.Split(m.screen(), "\n")
 		if len(lines) != tc.height || !strings.HasPrefix(lines[0], "gpuq top · ") {
 			t.Errorf("80x%d: %d lines, the first %q", tc.height, len(lines), lines[0])
 			continue
@@ -1000,8 +1005,8 @@ func TestATinyScreenKeepsItsTitle(t *testing.T) {
 				t.Errorf("80x%d: line %d is %d wide: %q", tc.height, i+1, w, l)
 			}
 		}
-		if small := strings.Contains(m.View(), "too small"); tc.height > 1 && (small != tc.small || small && !strings.Contains(lines[1], "needs 8 rows")) {
-			t.Errorf("80x%d: said too small %v, want %v:\n%s", tc.height, small, tc.small, m.View())
+		if small := strings.Contains(m.screen(), "too small"); tc.height > 1 && (small != tc.small || small && !strings.Contains(lines[1], "needs 8 rows")) {
+			t.Errorf("80x%d: said too small %v, want %v:\n%s", tc.height, small, tc.small, m.screen())
 		}
 	}
 }
@@ -1082,7 +1087,7 @@ func TestIDsGiveWayBeforeNames(t *testing.T) {
 	src := &fakeSource{ov: ov}
 	m := drive(t, asciiModel(src), m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
-	v := m.View()
+	v := m.screen()
 	if !strings.Contains(v, " …ng-names.12 glue-sst2,l…=1e-4 ") {
 		t.Errorf("at 80 columns, want the id cut to %d cells and the name's values whole:\n%s", MinCut, v)
 	}
@@ -1109,7 +1114,7 @@ func TestEventsFollowTheNewestOnceTheSelectedJobEnds(t *testing.T) {
 	}
 	src.ov = ov
 	m = drive(t, m, overviewMsgOf(src))
-	v := m.View()
+	v := m.screen()
 	if strings.Contains(v, "above") || !strings.Contains(v, "new.11 #1 succeeded") || strings.Contains(v, ">") && strings.Contains(v, "gla.2 #1 cancelled") {
 		t.Errorf("newer events came: want the newest shown, not gla.2's event:\n%s", v)
 	}
@@ -1201,7 +1206,7 @@ func TestNamesCutAlikeAreToldApart(t *testing.T) {
 	m := drive(t, asciiModel(src), m0(src)...)
 	for _, width := range []int{60, 80} {
 		m = drive(t, m, tea.WindowSizeMsg{Width: width, Height: 24})
-		v := m.View()
+		v := m.screen()
 		names := map[string]string{}
 		for _, l := range strings.Split(v, "\n") {
 			if f := strings.Fields(strings.TrimPrefix(l, ">")); len(f) > 1 && strings.HasPrefix(f[0], "gla.") {
@@ -1214,13 +1219,38 @@ func TestNamesCutAlikeAreToldApart(t *testing.T) {
 	}
 }
 
+// TestTheCursorIsWhereOneTypes: the screen is full-screen, with the terminal's own
+// cursor, steady, after what is typed in the footer while a line is typed, and none
+// otherwise; what is pasted there goes into the line, and is no keys elsewhere.
+func TestTheCursorIsWhereOneTypes(t *testing.T) {
+	src := &fakeSource{ov: sampleOverview(t)}
+	m := drive(t, asciiModel(src), m0(src)...)
+	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	if v := m.View(); !v.AltScreen || v.Cursor != nil {
+		t.Errorf("browsing: alt screen %v, cursor %+v; want the alt screen and no cursor", v.AltScreen, v.Cursor)
+	}
+	m = drive(t, m, keysOf("/", "rte")...)
+	m = drive(t, m, tea.PasteMsg{Content: ",s"})
+	v := m.View()
+	if v.Cursor == nil || v.Cursor.Blink || v.Cursor.Y != 23 || v.Cursor.X != len("/rte,s") {
+		t.Fatalf("filtering /rte,s: cursor %+v, want it steady at column %d of line 23", v.Cursor, len("/rte,s"))
+	}
+	if m.filter.Value() != "rte,s" {
+		t.Errorf("the filter is %q after a paste, want rte,s", m.filter.Value())
+	}
+	m = drive(t, m, keysOf("esc")...)
+	if sel := m.sel; drive(t, m, tea.PasteMsg{Content: "jjq"}).sel != sel || m.mode != browsing {
+		t.Errorf("a paste while browsing moved the selection, or quit")
+	}
+}
+
 // TestAPromptStaysInView: a prompt open on a terminal too small for top's view (too few
 // rows for the cards, or too narrow for the line) keeps the last line, with what is
 // typed and the keys it takes in view: a cancel's y, a card's name, a filter's end;
 // and so does what came of it. Top's view hid them, and keys went where nobody saw.
 func TestAPromptStaysInView(t *testing.T) {
 	last := func(m model) string {
-		lines := strings.Split(m.View(), "\n")
+		lines := strings.Split(m.screen(), "\n")
 		if len(lines) != m.height {
 			t.Errorf("%dx%d: %d lines", m.width, m.height, len(lines))
 		}
@@ -1250,7 +1280,7 @@ func TestAPromptStaysInView(t *testing.T) {
 		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: tc.height})
 		m = drive(t, m, keysOf(tc.keys...)...)
 		if got := last(m); !strings.HasSuffix(got, tc.want) {
-			t.Errorf("%dx%d after %q: the last line is %q, want it to end %q:\n%s", tc.width, tc.height, tc.keys, got, tc.want, m.View())
+			t.Errorf("%dx%d after %q: the last line is %q, want it to end %q:\n%s", tc.width, tc.height, tc.keys, got, tc.want, m.screen())
 		}
 	}
 }
@@ -1369,7 +1399,7 @@ func TestARunThatEndsShowsHowItsJobsEnded(t *testing.T) {
 	m = drive(t, m, m0(src)...)
 	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
 	m = drive(t, m, keysOf("j")...) // gla.2, running
-	if v := m.View(); !strings.Contains(v, ">gla.2") || !strings.Contains(v, "RUNNING 3") {
+	if v := m.screen(); !strings.Contains(v, ">gla.2") || !strings.Contains(v, "RUNNING 3") {
 		t.Fatalf("before the run ends:\n%s", v)
 	}
 
@@ -1379,7 +1409,7 @@ func TestARunThatEndsShowsHowItsJobsEnded(t *testing.T) {
 	if cmd != nil {
 		t.Error("top goes on reading a run that has ended")
 	}
-	screen := m.View()
+	screen := m.screen()
 	lines := strings.Split(screen, "\n")
 	if len(lines) != 24 {
 		t.Errorf("%d lines, want 24", len(lines))
@@ -1418,11 +1448,11 @@ func TestARunThatEndsShowsHowItsJobsEnded(t *testing.T) {
 	}
 	schedtest.Golden(t, "ended-80x24.txt", screen)
 	// A shorter screen keeps the newest events that fit.
-	if short := drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 16}).View(); !strings.Contains(short, "EVENTS\n 15:05:05 gla.3 #1 succeeded\n") ||
+	if short := drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 16}).screen(); !strings.Contains(short, "EVENTS\n 15:05:05 gla.3 #1 succeeded\n") ||
 		strings.Contains(short, "14:00:05") {
 		t.Errorf("on 16 rows:\n%s", short)
 	}
-	wide := drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24}).View()
+	wide := drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24}).screen()
 	for _, want := range []string{
 		"the gpuq run of gla ended at 15:05:05: 2 succeeded, 1 failed, 1 cancelled, 1 stopped early · q quits",
 		"JOBS 5    NAME         STATE     TRIES GPU  TIER ELAPSED    PEAK  HOW IT ENDED",
@@ -1437,12 +1467,12 @@ func TestARunThatEndsShowsHowItsJobsEnded(t *testing.T) {
 	// A reading already on its way when it ended changes nothing.
 	src.err = nil
 	m = drive(t, m, overviewMsgOf(src))
-	if !strings.Contains(m.View(), "JOBS 5") {
-		t.Errorf("a late reading brought the run back:\n%s", m.View())
+	if !strings.Contains(m.screen(), "JOBS 5") {
+		t.Errorf("a late reading brought the run back:\n%s", m.screen())
 	}
 	m = drive(t, m, keysOf("c")...)
-	if len(src.acts) != 0 || !strings.Contains(m.View(), "the gpuq run of gla has ended: its jobs are as it left them") {
-		t.Errorf("c after the run ended: requests %q; the screen:\n%s", src.acts, m.View())
+	if len(src.acts) != 0 || !strings.Contains(m.screen(), "the gpuq run of gla has ended: its jobs are as it left them") {
+		t.Errorf("c after the run ended: requests %q; the screen:\n%s", src.acts, m.screen())
 	}
 	_, cmd = m.Update(keysOf("q")[0])
 	if cmd == nil || fmt.Sprint(cmd()) != fmt.Sprint(tea.Quit()) {
@@ -1468,7 +1498,7 @@ func TestARunsEventsAreThoseItKept(t *testing.T) {
 		m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24})
 		src.err = api.RunEndedError{Run: run}
 		defer func() { src.err = nil }()
-		return drive(t, m, overviewMsgOf(src)).View()
+		return drive(t, m, overviewMsgOf(src)).screen()
 	}
 	v := ended(rec)
 	for _, want := range []string{
@@ -1499,7 +1529,7 @@ func TestARunKilledIsSaidSo(t *testing.T) {
 	m = drive(t, m, tea.WindowSizeMsg{Width: 120, Height: 24})
 	src.err = api.RunEndedError{Run: run}
 	m = drive(t, m, overviewMsgOf(src))
-	v := m.View()
+	v := m.screen()
 	if !strings.Contains(v, "the gpuq run of gla ended at") || !strings.Contains(v, "left no record of how its jobs ended") ||
 		strings.Contains(v, "RUNNING") || !strings.Contains(v, "JOBS 0") {
 		t.Errorf("the screen:\n%s", v)

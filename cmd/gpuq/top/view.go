@@ -1,6 +1,9 @@
 package top
 
 import (
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
+	tea "charm.land/bubbletea/v2"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -22,6 +25,8 @@ type styles struct {
 	title, section, dim, selected, bad, good, warn lipgloss.Style
 	jobs                                           []lipgloss.Style
 	other, free                                    lipgloss.Style
+	// The keys' help: each key, what it does, and between them.
+	helpKey, helpDesc, helpSep lipgloss.Style
 }
 
 func newStyles(r *lipgloss.Renderer) styles {
@@ -35,6 +40,9 @@ func newStyles(r *lipgloss.Renderer) styles {
 		warn:     r.NewStyle().Foreground(lipgloss.Color("11")),
 		other:    r.NewStyle().Foreground(lipgloss.Color("244")),
 		free:     r.NewStyle().Foreground(lipgloss.Color("238")),
+		helpKey:  r.NewStyle().Foreground(lipgloss.Color("241")),
+		helpDesc: r.NewStyle().Foreground(lipgloss.Color("239")),
+		helpSep:  r.NewStyle().Foreground(lipgloss.Color("237")),
 	}
 	for _, c := range []string{"39", "208", "41", "170", "220", "45", "203", "112", "141", "215"} {
 		s.jobs = append(s.jobs, r.NewStyle().Foreground(lipgloss.Color(c)))
@@ -728,7 +736,29 @@ func (m model) selectedJob() string {
 	return ""
 }
 
-func (m model) View() string {
+// View is the screen, full-screen, with the terminal's cursor where a line is typed
+// in the footer, the screen's last line.
+func (m model) View() tea.View {
+	screen := m.screen()
+	v := tea.NewView(screen)
+	v.AltScreen = true
+	var in *textinput.Model
+	switch m.mode {
+	case filtering:
+		in = &m.filter
+	case draining:
+		in = &m.card
+	}
+	if in != nil {
+		if v.Cursor = in.Cursor(); v.Cursor != nil {
+			v.Cursor.Y += strings.Count(screen, "\n")
+		}
+	}
+	return v
+}
+
+// screen is what the screen shows.
+func (m model) screen() string {
 	if m.mode == reading {
 		head := m.st.title.Render("log of "+m.logJob) + m.st.dim.Render("  "+m.logPath)
 		return fit(head, m.width) + "\n" + m.logs.View() + "\n" + fit(m.st.dim.Render("↑↓ pgup pgdn scroll · esc back"), m.width)
@@ -1013,10 +1043,37 @@ func (m model) footer() string {
 		help = keys.endedHelp()
 	}
 	if f := m.filter.Value(); f != "" {
-		return m.st.dim.Render("filter /"+f+" (esc clears) · ") + m.help.ShortHelpView(help)
+		said := "filter /" + f + " (esc clears) · "
+		return m.st.dim.Render(said) + m.shortHelp(help, max(m.width-lipgloss.Width(said), 1))
 	}
-	m.help.Width = m.width
-	return m.help.ShortHelpView(help)
+	return m.shortHelp(help, m.width)
+}
+
+// shortHelp is the keys' help on one line of width cells: as many keys as fit, and
+// " …" after them where it fits and a key more did not.
+func (m model) shortHelp(bindings []key.Binding, width int) string {
+	var b strings.Builder
+	used := 0
+	for _, kb := range bindings {
+		if !kb.Enabled() {
+			continue
+		}
+		sep := ""
+		if used > 0 {
+			sep = "  "
+		}
+		h := kb.Help()
+		if w := lipgloss.Width(sep + h.Key + " " + h.Desc); used+w <= width {
+			b.WriteString(m.st.helpSep.Render(sep) + m.st.helpKey.Render(h.Key) + " " + m.st.helpDesc.Render(h.Desc))
+			used += w
+			continue
+		}
+		if used+2 < width {
+			b.WriteString(m.st.helpSep.Render(" …"))
+		}
+		break
+	}
+	return b.String()
 }
 
 // asking reports whether a prompt is open: the filter, the card to drain, a cancel's
