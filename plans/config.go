@@ -449,25 +449,35 @@ func (s *Sweep) placeholders() map[string]bool {
 
 // nearMiss returns the key of known (dotted paths) that word is most likely a
 // misspelling or a misplacing of, or "": gradient_checkpoint for gradient_checkpointing,
-// batch_size for training.batch_size. It is stricter than Suggest: a parameter that is
-// simply not in the config (task, seed) must not be taken for a typo of a short key
-// that happens to be close.
+// batch_size for training.batch_size. It is close as Suggest's (see closeTo), and
+// stricter besides: a parameter that is simply not in the config (task, seed) must not
+// be taken for a typo of a short key that happens to be close. Its edits count a swap
+// of two letters as two, so that a matrix axis sede, beside a key seed of the base that
+// the job lacks, is asked about as a parameter that reaches the trainer nowhere (see
+// paramWarnings) rather than said to be seed misplaced.
 func nearMiss(word string, known []string) string {
 	best, bestD := "", 0
-	w := strings.ToLower(word)
 	for _, k := range known {
 		if k == word {
 			continue
 		}
-		d, short := distance(w, strings.ToLower(k)), min(len(word), len(k))
+		d, close := edits(word, k)
+		short := min(len(word), len(k))
 		if last := k[strings.LastIndexByte(k, '.')+1:]; !strings.Contains(word, ".") && last != k {
-			if dl := distance(w, strings.ToLower(last)); dl < d {
-				d, short = dl, min(len(word), len(last))
+			if dl, cl := edits(word, last); cl && (!close || dl < d) {
+				d, close, short = dl, cl, min(len(word), len(last))
 			}
 		}
-		if short >= 4 && d <= 1+short/6 && (best == "" || d < bestD) {
+		if close && short >= 4 && d <= 1+short/6 && (best == "" || d < bestD) {
 			best, bestD = k, d
 		}
 	}
 	return best
+}
+
+// edits is how many letters put in, taken out or changed make word of known (case
+// aside), and whether word is close to known at all (see closeTo).
+func edits(word, known string) (int, bool) {
+	_, close := closeTo(word, known)
+	return distance([]rune(strings.ToLower(word)), []rune(strings.ToLower(known)), false), close
 }

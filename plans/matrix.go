@@ -152,12 +152,10 @@ func misspeltEntries(k string, vals []any) string {
 			return ""
 		}
 	}
-	for _, entries := range []string{"include", "exclude"} {
-		if d := distance(strings.ToLower(k), entries); d > 0 && d <= 2 {
-			return entries
-		}
+	if strings.EqualFold(k, "include") || strings.EqualFold(k, "exclude") {
+		return ""
 	}
-	return ""
+	return Nearest(k, []string{"exclude", "include"})
 }
 
 // nearAxes warns of a key of include entry i that is no axis nor a job's setting but is

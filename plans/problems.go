@@ -120,24 +120,60 @@ func isAre(n int) string {
 }
 
 // Suggest returns ` (did you mean "x"?)` for the known word nearest to word, when one
-// is near enough to be a likely typo, and "" otherwise.
+// is near enough to be a likely slip of it (see closeTo), and "" otherwise: "boom" is
+// not offered for "nope", which shares one letter of four with it.
 func Suggest(word string, known []string) string {
-	best, bestD := "", len(word)/2+2
+	if best := Nearest(word, known); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return ""
+}
+
+// Nearest is the word of known that word is most likely a slip of (see closeTo), the
+// fewest edits from it, the first in alphabetical order of those as few; "" where none
+// is close. A word of known that is word itself is passed over: it is what was given.
+// It is gpuq's one measure of "did you mean": every suggestion of another name, of a
+// sweep, a key, a parameter or a command, is one of these (nearMiss, which asserts a
+// typo rather than asks, holds a near word to a stricter bound besides).
+func Nearest(word string, known []string) string {
+	best, bestD := "", 0
 	sorted := append([]string(nil), known...)
 	sort.Strings(sorted)
 	for _, k := range sorted {
-		if d := distance(strings.ToLower(word), strings.ToLower(k)); d < bestD {
+		if k == word {
+			continue
+		}
+		if d, ok := closeTo(word, k); ok && (best == "" || d < bestD) {
 			best, bestD = k, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return best
 }
 
-// distance is the Levenshtein edit distance.
-func distance(a, b string) int {
+// closeTo says whether word is close enough to known to be a likely slip of it, and how
+// many edits apart they are (letters put in, taken out, changed, or two beside each
+// other swapped; case aside). Close is, as git and cobra judge it, few edits for the
+// length of the word: one for a word of up to five letters, then one more for every
+// three ("sed" for seed, "tsak" for task, "gla-1e" for gla-e1, "memroy" for memory),
+// and never every letter of it ("a" is not a slip of "b"). A word that begins the
+// other, of at least three letters and half of it, is close too: a name cut short
+// ("qwen3-4" for qwen3-4b, "max_attempt" for max_attempts).
+func closeTo(word, known string) (int, bool) {
+	w, k := []rune(strings.ToLower(word)), []rune(strings.ToLower(known))
+	d := distance(w, k, true)
+	if d <= max(1, len(w)/3) && d < max(len(w), len(k)) {
+		return d, true
+	}
+	prefix := len(w) >= 3 && 2*len(w) >= len(k) && len(w) < len(k) && slices.Equal(w, k[:len(w)])
+	return d, prefix
+}
+
+// distance is the Levenshtein edit distance, and with swaps the optimal string
+// alignment distance, in which two letters beside each other swapped ("taks" for task)
+// are one edit, not two.
+func distance(a, b []rune, swaps bool) int {
+	// rows i-2, i-1 and i of the table of distances between a's and b's beginnings.
+	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -151,8 +187,11 @@ func distance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if swaps && i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }

@@ -20,6 +20,9 @@ func TestUnknownNames(t *testing.T) {
 		{NoSweep("gla-e1.2", ids), `no sweep "gla-e1.2": gla-e1.2 is a job, of sweep gla-e1`},
 		{NoSweep("gla-1e", ids), `no sweep "gla-1e" (did you mean "gla-e1"?); gpuq status lists them`},
 		{NoSweep("x", nil), `no sweep "x"; gpuq status lists them`},
+		// A name that shares little with any is offered none: boom is no slip of nope.
+		{NoSweep("nope", []string{"boom.1", "quickstart.1"}), `no sweep "nope"; gpuq status lists them`},
+		{NoJob("nope.1", []string{"boom.1"}), `no job "nope.1"; gpuq status lists them`},
 	}
 	for _, tt := range tests {
 		if tt.got.Error() != tt.want {

@@ -317,14 +317,16 @@ func flagError(c *cobra.Command, err error) error {
 	if !ok {
 		return inputError{err}
 	}
-	var known []string // as typed, and not the hidden ones
+	var known []string // not the hidden ones
 	c.Flags().VisitAll(func(f *pflag.Flag) {
 		if !f.Hidden {
-			known = append(known, "--"+f.Name)
+			known = append(known, f.Name)
 		}
 	})
-	if hint := plans.Suggest("--"+name, known); hint != "" {
-		return inputError{fmt.Errorf("%w%s", err, hint)}
+	// Near by the names alone: the dashes before them, alike in every one, would make
+	// every name longer and so allow more edits (see plans.Nearest).
+	if best := plans.Nearest(name, known); best != "" {
+		return inputError{fmt.Errorf("%w (did you mean %q?)", err, "--"+best)}
 	}
 	return inputError{err}
 }
