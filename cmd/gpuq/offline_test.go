@@ -167,7 +167,8 @@ func TestUnknownWhereNothingIsLeft(t *testing.T) {
 // or follow it (exit 2, as an unknown one), saying that its run has ended and that gpuq
 // results and report read what it left, which they do, as gpuq status, logs and wait
 // do; not that another daemon's directory may have it. A daemon that runs, without a
-// sweep of that name, hides none of it. So it is whether no daemon ever left a state there or one did.
+// sweep of that name, hides none of it; one with a sweep of that name is not sent past
+// for a job its sweep lacks. So it is whether no daemon ever left a state there or one did.
 func TestAnEndedRunsSweepIsReadWhereItWasLeft(t *testing.T) {
 	dir := daemonEnv(t)
 	sweep := writeSweep(t, `name: done
@@ -245,6 +246,17 @@ memory: 1GiB
 	}
 	if _, errOut, _ := cli(t, "cancel", "d.9"); strings.Contains(errOut, "ended at") {
 		t.Errorf("cancel d.9, of a sweep no run ran: %s", errOut)
+	}
+	// A gpuq run of a sweep d, the daemon's name, that has ended: a job the daemon's d
+	// lacks is refused with the jobs its d has, and not sent to what the run left,
+	// which gpuq status and logs of d's jobs do not read while the daemon has a d.
+	if _, errOut, code := cli(t, "run", other, "--log-dir", filepath.Join(t.TempDir(), "logs")); code != exitOK {
+		t.Fatalf("gpuq run of d: exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{{"why", "d.9"}, {"cancel", "d.9"}, {"status", "d.9"}} {
+		if _, errOut, code := cli(t, args...); code != exitBadInput || !strings.Contains(errOut, `no job "d.9": sweep d has jobs d.1`) || strings.Contains(errOut, "ended at") {
+			t.Errorf("gpuq %s, the daemon having d and a run of d ended: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
 	}
 	stopAll(t, dir)
 	check("beside the state a daemon left")

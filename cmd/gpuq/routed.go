@@ -219,6 +219,13 @@ func (s *settings) runStarting(sweep string) bool {
 // gpuq run of that sweep has ended there and where what it left is read: the daemon's
 // words alone send to gpuq status, whose list does not have it. "" where err names
 // none, says so already (no daemon runs: endedRunOf), or no run of it left a record.
+//
+// "" too where the daemon, or a gpuq run running, has a sweep of that name, as it may
+// where it refused a job of it (gpuq why quickstart.99, the daemon's quickstart having
+// six jobs): its refusal names that sweep's jobs, and those are what gpuq status and
+// logs of its jobs reach, not the ended run's (see jobOrLeft); pointing at what an
+// ended run of a sweep of the same name left would be beside the point. A sweep
+// refused as unknown is one that whoever was asked has not.
 func (s *settings) whereLeft(err error) string {
 	var ended endedRunOf
 	name, job := unknownOf(err)
@@ -228,6 +235,9 @@ func (s *settings) whereLeft(err error) string {
 	sweep := name
 	if job {
 		sweep = sweepOfJob(name)
+		if s.hasSweep(sweep) {
+			return ""
+		}
 	}
 	dir, derr := s.stateDir()
 	if derr != nil {
@@ -239,6 +249,16 @@ func (s *settings) whereLeft(err error) string {
 	}
 	return fmt.Sprintf("a gpuq run of sweep %s ended at %s: gpuq results %s and gpuq report %s read the jobs it left, as gpuq status ID and logs ID do each of them",
 		sweep, at.Local().Format("2006-01-02 15:04"), sweep, sweep)
+}
+
+// hasSweep reports whether the daemon, or a gpuq run that runs, answers for a sweep so
+// named; false where none does, or none can be asked.
+func (s *settings) hasSweep(sweep string) bool {
+	c, err := s.client()
+	if err == nil {
+		_, err = c.States(api.StatesRequest{Sweep: sweep})
+	}
+	return err == nil
 }
 
 // sweepOnlyLeft is sweep as endedRunOf where a daemon that runs, asked for a job of
