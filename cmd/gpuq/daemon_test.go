@@ -432,8 +432,11 @@ gpu_plan: "2,1,1"
 		t.Errorf("the daemon placed %v; plan %v", got, planned)
 	}
 	// The same sweep run in the foreground beside the daemon that has it: warned of,
-	// as its jobs' ids are the daemon's.
-	if _, errOut, code := cli(t, "run", sweep, "--log-dir", t.TempDir(), "--poll", "100ms"); code != exitOK || !strings.Contains(errOut, "has a sweep same too") {
+	// as its jobs' ids are the daemon's, saying what gpuq does: every verb of the sweep
+	// reaches the run's jobs while it runs, gpuq report as gpuq results (readSweep reads
+	// the run that runs a sweep before the daemon), not the daemon's.
+	if _, errOut, code := cli(t, "run", sweep, "--log-dir", t.TempDir(), "--poll", "100ms"); code != exitOK || !strings.Contains(errOut, "has a sweep same too") ||
+		!strings.Contains(errOut, "gpuq status, logs, cancel, results and report of same reach this run's jobs, not the daemon's") {
 		t.Errorf("run beside the daemon's sweep: exit %d: %s", code, errOut)
 	}
 }

@@ -28,15 +28,16 @@ func serveRun(opts *runOptions, p *prepared, eng *scheduler.Engine, store *state
 }
 
 // sameNameWarning says where the daemon has a sweep of the run's name too: while the run
-// runs, the verbs that name the sweep or its jobs reach the run's, and gpuq report the
-// daemon's; the two lists of jobs are not told apart by their ids.
+// runs, the verbs that name the sweep or its jobs reach the run's, not the daemon's,
+// gpuq results and report among them (they read the gpuq run that runs a sweep before
+// the daemon: see readSweep); the two lists of jobs are not told apart by their ids.
 func sameNameWarning(opts *runOptions, sweep string) {
 	c, err := opts.settings.dial()
 	if err != nil {
 		return // no daemon, or none to reach: no sweep to mistake for the run's
 	}
 	if _, err := c.States(api.StatesRequest{Sweep: sweep}); err == nil {
-		fmt.Fprintf(opts.io.Err, "gpuq: warning: the daemon on %s has a sweep %s too: while this run runs, gpuq status, logs, cancel and results of %s reach this run's jobs, and gpuq report %s the daemon's; write another name: in the sweep file to tell them apart\n",
-			tildeHome(c.Dir()), sweep, sweep, sweep)
+		fmt.Fprintf(opts.io.Err, "gpuq: warning: the daemon on %s has a sweep %s too: while this run runs, gpuq status, logs, cancel, results and report of %s reach this run's jobs, not the daemon's; write another name: in the sweep file to tell them apart\n",
+			tildeHome(c.Dir()), sweep, sweep)
 	}
 }

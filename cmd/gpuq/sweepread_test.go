@@ -93,6 +93,62 @@ gpus: sim:2x24GiB
 	}
 }
 
+// TestReportOfASweepTheDaemonHasTooReadsTheRun: a gpuq run of a sweep the daemon has
+// too warns that while it runs every verb of the sweep reaches its jobs, gpuq report
+// among them, and gpuq report does so: the page is the run's, its jobs running, not
+// the daemon's that succeeded. (The warning said report read the daemon's.)
+func TestReportOfASweepTheDaemonHasTooReadsTheRun(t *testing.T) {
+	daemonEnv(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	sweep := writeSweep(t, fmt.Sprintf(`name: fg
+command: [sh, -c, "while [ ! -e %s ]; do sleep 0.05; done"]
+matrix: {seed: [1, 2]}
+memory: 1GiB
+`, gate))
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t)
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	schedtest.WaitFor(t, "the daemon's fg to succeed", func() bool { return countState(listed(t), "succeeded") == 2 })
+	if err := os.Remove(gate); err != nil {
+		t.Fatal(err)
+	}
+	type ended struct {
+		errOut string
+		code   int
+	}
+	ran := make(chan ended, 1)
+	go func() {
+		_, errOut, code := cli(t, "run", sweep, "--log-dir", filepath.Join(t.TempDir(), "logs"))
+		ran <- ended{errOut, code}
+	}()
+	schedtest.WaitFor(t, "the run's fg to run", func() bool {
+		out, _, code := cli(t, "status", "--sweep", "fg")
+		return code == exitOK && strings.Count(out, "running") >= 2
+	})
+	page := filepath.Join(t.TempDir(), "fg.html")
+	_, errOut, code := cli(t, "report", "fg", "-o", page)
+	html, _ := os.ReadFile(page)
+	if code != exitOK || !strings.Contains(string(html), "the gpuq run of fg (pid") || strings.Contains(string(html), "the daemon on ") {
+		t.Errorf("report of fg as the run runs, the daemon having an fg too: exit %d: %s", code, errOut)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-ran:
+		if e.code != exitOK || !strings.Contains(e.errOut, "has a sweep fg too") ||
+			!strings.Contains(e.errOut, "gpuq status, logs, cancel, results and report of fg reach this run's jobs, not the daemon's") {
+			t.Errorf("gpuq run of the daemon's fg: exit %d, want a warning that report reaches the run's jobs: %s", e.code, e.errOut)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("gpuq run did not end")
+	}
+}
+
 // TestAnUnknownSweepIsBadInputWhateverTheStateHolds: gpuq results and report of a sweep
 // that nothing has exit 2, the code of an unknown sweep, saying no sweep so named and
 // where a gpuq run's sweep is, whatever the state directory holds: nothing (no such
