@@ -301,7 +301,10 @@ func rowOf(seeds []Job, metric string, mode plans.Mode) Row {
 }
 
 // StepText is the step of the seeds' final readings: "200-1000" where they are from
-// different steps; "-" where none was reported.
+// different steps; "-" where none was reported. It is the one text of a point's step:
+// gpuq results' STEP column, and the report's table and its curves' titles, all write
+// it, so that they say the same of the same point (the report's table once wrote Step
+// alone, the furthest step, where results wrote a range).
 func (r Row) StepText() string {
 	switch {
 	case r.Final == nil:

@@ -175,3 +175,52 @@ func TestStepAxisIsNamed(t *testing.T) {
 		t.Errorf("the curves' x axis is not named step:\n%s", axis)
 	}
 }
+
+// TestTableStepIsTheRankingsStepText: the step a point's row of the report's table
+// shows is the one gpuq results shows for it, Row.StepText, written in one place. A
+// point stopped early while one of its seeds had read only step 100 and the other step
+// 200 has a final mean that mixes the two, and both say "100-200"; the table once
+// wrote the furthest step alone, 200, as though both seeds' readings were from it. A
+// point that reported nothing reads "-" in both, and the curve's title agrees too.
+func TestTableStepIsTheRankingsStepText(t *testing.T) {
+	seed := func(id, point, state string, c []ranking.Point) ranking.Job {
+		j := ranking.Job{ID: id, Point: point, State: state, Metrics: map[string]ranking.Curve{}}
+		if len(c) > 0 {
+			last := c[len(c)-1]
+			j.Metrics["eval_loss"] = ranking.Curve{Points: c, Last: last, Min: last.Value, Max: last.Value}
+		}
+		return j
+	}
+	jobs := []ranking.Job{
+		seed("s.1", "lr=1e-3", "succeeded", pts([]int64{100, 200, 300}, 3, 2, 1)),
+		seed("s.2", "lr=1e-2", ranking.Stopped, pts([]int64{100}, 3.5)),
+		seed("s.3", "lr=1e-2", ranking.Stopped, pts([]int64{100, 200}, 3.4, 3.0)),
+		seed("s.4", "lr=1e-1", "failed", nil),
+	}
+	f := &Found{Metric: "eval_loss", Mode: plans.Min, Rows: ranking.Rank(jobs, "eval_loss", plans.Min), Curves: map[string][]ranking.Point{}}
+	for _, j := range jobs {
+		f.Curves[j.ID] = j.Metrics["eval_loss"].Points
+	}
+	var buf strings.Builder
+	if err := Write(&buf, Data{Sweep: "s", Now: t0, Found: f}); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	want := map[string]string{"lr=1e-3": "300", "lr=1e-2": "100-200", "lr=1e-1": "-"}
+	for _, r := range f.Rows {
+		if r.StepText() != want[r.Point] {
+			t.Fatalf("the ranking's step of %s is %q, want %q", r.Point, r.StepText(), want[r.Point])
+		}
+		// The step is the cell before the last (the jobs' states) of the point's row.
+		row := regexp.MustCompile(`<tr[^>]*>.*?` + regexp.QuoteMeta(r.Point) + `.*?<td class="num">([^<]*)</td><td>[^<]*</td></tr>`).FindStringSubmatch(page)
+		if row == nil {
+			t.Fatalf("no row of %s in the table", r.Point)
+		}
+		if row[1] != r.StepText() {
+			t.Errorf("the table's step of %s is %q, where gpuq results shows %q", r.Point, row[1], r.StepText())
+		}
+	}
+	if !strings.Contains(page, "eval_loss 3.250 ± 0.35 at step 100-200") {
+		t.Errorf("the curve of lr=1e-2 does not say its step is 100-200")
+	}
+}
