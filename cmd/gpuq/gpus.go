@@ -149,8 +149,11 @@ func writeGPUs(io ioStreams, m machineView, asJSON bool) error {
 		return m.writeWorkers(io)
 	}
 	// On a terminal, the UUID goes first, then names are shortened; why a card is out
-	// of service follows the table.
-	tw := newFitTable(io.Out, io.width(), 8, 1, 7)
+	// of service follows the table. Narrower still (60 columns), where even names cut
+	// to their least leave too little room: the bar (USED / TOTAL says it in numbers),
+	// then the temperature, the slots and the utilization go, leaving what a card is,
+	// its memory and whether it takes jobs.
+	tw := newFitTable(io.Out, io.width(), 8, 1, 7).squeezing(2, 5, 6, 4)
 	fmt.Fprintln(tw, "GPU\tNAME\tMEMORY\tUSED / TOTAL GiB\tUTIL\tTEMP\tSLOTS\tSTATE\tUUID")
 	for i, c := range m.cards {
 		s := "-"

@@ -57,8 +57,8 @@ func daemonGPUs(opts *gpusOptions) (bool, error) {
 	if len(m.Cards) == 0 {
 		whose = "the daemon " + where + " has no cards of its own: its workers'" // --gpus none
 	}
-	fmt.Fprintln(opts.io.Err, wrap(fmt.Sprintf("gpuq: %s, headroom %s, util_target %s (--gpus shows others)",
-		whose, m.Headroom, cmp.Or(m.UtilTarget, "1")), opts.io.width(), "  "))
+	fmt.Fprintln(opts.io.Err, wrapHanging("", "  ", fmt.Sprintf("gpuq: %s, headroom %s, util_target %s (--gpus shows others)",
+		whose, m.Headroom, cmp.Or(m.UtilTarget, "1")), opts.io.width()))
 	jobs := func(c gpu.Card, p gpu.Process) (string, string) {
 		if job, _, ok := strings.Cut(p.Attempt, "/"); ok {
 			return job, m.Names[job]

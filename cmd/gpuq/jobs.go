@@ -74,7 +74,9 @@ as its reason (requeued after gpu-oom at tier 0); a running job that is held sho
 running,held (it is not started again until released), and one whose worker is away
 running,away, with since when and how long the worker has to come back as its reason.
 On a narrow terminal UTIL, then TAKES, then ATTEMPT are left out, names lose their
-middle, and REASON is left out too, each reason then following the table.
+middle, and REASON is left out too, each reason then following the table; narrower
+still (60 columns), PEAK, then TIER, then ESTIMATE, GPU and TIME give way before names
+lose their numbers.
 
 --where lists the jobs whose parameters have the values it gives: key=value pairs,
 all of which a job must have, a value's alternatives separated by | (quote it for the
@@ -271,7 +273,9 @@ type jobList struct {
 
 // print prints one job a line, to fit a terminal of width cells: the columns of cols,
 // JOB and NAME (or POINT) shortened first (see fitTable), the last column shortened or
-// left out; UTIL, then TAKES, then ATTEMPT left out where the rest would not fit. A job
+// left out; UTIL, then TAKES, then ATTEMPT left out where the rest would not fit, and
+// PEAK, TIER, ESTIMATE, GPU and TIME where even the shortened ids and names leave too
+// little room. A job
 // waiting again (after an OOM, say) shows the tier it will run at, not the card and
 // peak of an attempt that is over, and its attempts so far with how the latest ended
 // (see reasonOf).
@@ -298,17 +302,28 @@ func (l jobList) print(w io.Writer) {
 			names = append(names, i)
 		}
 	}
+	var squeeze []int
 	if l.fitDefault {
 		for _, name := range []string{"util", "takes", "attempt"} {
 			if i := slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == name }); i >= 0 {
 				drop = append(drop, i)
 			}
 		}
+		// Narrower still (60 columns, 40), where the ids cut to their least and the
+		// names to their numbers and their text values' ends leave too little room: the
+		// peak (ESTIMATE says what the job is packed by), then the tier (a reason says
+		// at what tier a job waits again), then the estimate, the card and the time go,
+		// leaving JOB, NAME and STATE.
+		for _, name := range []string{"peak", "tier", "estimate", "gpu", "time"} {
+			if i := slices.IndexFunc(l.cols, func(c shownColumn) bool { return c.name == name }); i >= 0 {
+				squeeze = append(squeeze, i)
+			}
+		}
 	}
 	// Ids are cut first, a sweep's jobs sharing their start, then names (what tells
 	// the jobs apart), the rest as they come.
 	slices.SortStableFunc(cut, func(a, b int) int { return l.cols[a].cutOrder - l.cols[b].cutOrder })
-	tw := newFitTable(w, l.width, cut...).cutStarts(starts...).cutNames(names...).dropping(drop...)
+	tw := newFitTable(w, l.width, cut...).cutStarts(starts...).cutNames(names...).dropping(drop...).squeezing(squeeze...).toEnds()
 	headers := make([]string, len(l.cols))
 	for i, c := range l.cols {
 		headers[i] = c.header
@@ -348,7 +363,7 @@ func (l jobList) print(w io.Writer) {
 	if reason >= 0 && tw.hid(reason, len(l.cols)-1) {
 		for _, j := range shown {
 			if r := reasonOf(j, l.now); r != "-" {
-				fmt.Fprintln(w, "  "+wrap(fmt.Sprintf("%s %s: %s", j.ID, j.State, r), l.width-2, "    "))
+				fmt.Fprintln(w, wrapHanging("  ", "    ", fmt.Sprintf("%s %s: %s", j.ID, j.State, r), l.width))
 			}
 		}
 	}
@@ -663,7 +678,7 @@ func estimateOf(j api.JobSummary) int64 {
 // its latest attempt ran.
 func printJob(w io.Writer, j api.Job, now time.Time, width int) {
 	line := func(format string, args ...any) {
-		fmt.Fprintln(w, "  "+wrap(fmt.Sprintf(format, args...), width-2, "    "))
+		fmt.Fprintln(w, wrapHanging("  ", "    ", fmt.Sprintf(format, args...), width))
 	}
 	fmt.Fprintf(w, "job %s (%s) of sweep %s: %s\n", j.ID, j.Name, j.Sweep, stateText(j))
 	if j.Reason != "" {

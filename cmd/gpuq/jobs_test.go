@@ -62,7 +62,8 @@ func statusJobs(at time.Time) []api.Job {
 // stopped early, and what a blocked one runs after (it shows no card of an attempt that
 // is over, as a queued one). On an 80-column terminal the long names lose their middle,
 // UTIL, TAKES, ATTEMPT and REASON are left out and the reasons follow the table, and
-// every line fits; on a 140-column one REASON is shortened.
+// every line fits; on a 60-column one the peak, the tier and the estimate give way too,
+// so that the names keep their numbers; on a 140-column one REASON is shortened.
 func TestPrintJobs(t *testing.T) {
 	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	cols, err := parseFormat(defaultFormat)
@@ -72,12 +73,69 @@ func TestPrintJobs(t *testing.T) {
 	for _, tc := range []struct {
 		file  string
 		width int
-	}{{"status.txt", 0}, {"status_80.txt", 80}, {"status_140.txt", 140}} {
+	}{{"status.txt", 0}, {"status_60.txt", 60}, {"status_80.txt", 80}, {"status_140.txt", 140}} {
 		var b strings.Builder
 		jobList{jobs: statusJobs(at), now: at.Add(2 * time.Minute), width: tc.width, cols: cols, fitDefault: true}.print(&b)
 		schedtest.Golden(t, tc.file, b.String())
 		if tc.width > 0 {
 			fitsWidth(t, b.String(), tc.width)
+		}
+	}
+}
+
+// earlyStopJobs are the jobs of examples/sweeps/early-stop.yaml as the daemon lists them
+// once it has run: six succeeded, four stopped early with early stopping's verdict.
+func earlyStopJobs(at time.Time) []api.Job {
+	var jobs []api.Job
+	for i := 1; i <= 10; i++ {
+		j := api.Job{Sweep: "early-stop", JobSummary: api.JobSummary{ID: fmt.Sprintf("early-stop.%d", i),
+			Name: fmt.Sprintf("learning_rate=1e-%d,seed=%d", 6-(i+1)/2, 2-i%2), State: "succeeded", DeclaredBytes: 7 << 30,
+			Started: &at, Attempts: []api.AttemptSummary{{N: 1, GPUs: []int{i % 2}, PeakBytes: 7 << 30, Started: at, Ended: at.Add(6 * time.Second)}}}}
+		if i > 6 {
+			j.State, j.DeclaredBytes = "stopped", 8<<30
+			j.Reason = "stopped early at step 200: eval_loss 4.08, worse than 3 of the 5 points that reached it"
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// TestStatusFitsNarrowTerminals: gpuq status's table fits a terminal, its header as
+// much as its rows (TIME's header is wider than its values), from 50 columns to 140:
+// where even the ids and names cut to their least leave too little room (60 columns),
+// the peak, the tier and then the estimate give way, and JOB, NAME and STATE stay,
+// each name with its numbers; where the table fits (70 columns), nothing gives way
+// that need not. The reasons after the table, indented further on the lines that go
+// on, fit too.
+func TestStatusFitsNarrowTerminals(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	cols, err := parseFormat(defaultFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	print := func(jobs []api.Job, width int) string {
+		var b strings.Builder
+		jobList{jobs: jobs, now: at.Add(time.Minute), width: width, cols: cols, fitDefault: true}.print(&b)
+		return b.String()
+	}
+	for _, jobs := range [][]api.Job{earlyStopJobs(at), statusJobs(at), append(earlyStopJobs(at), statusJobs(at)...)} {
+		for width := 50; width <= 140; width++ {
+			fitsWidth(t, print(jobs, width), width)
+		}
+	}
+	for _, tc := range []struct {
+		width int
+		want  string
+	}{
+		{60, "JOB           NAME            STATE      GPU  ESTIMATE  TIME"},
+		{70, "JOB           NAME          STATE      GPU  TIER  ESTIMATE  PEAK  TIME"},
+	} {
+		out := print(earlyStopJobs(at), tc.width)
+		if header, _, _ := strings.Cut(out, "\n"); header != tc.want {
+			t.Errorf("at %d columns, the header is %q, want %q:\n%s", tc.width, header, tc.want, out)
+		}
+		if !strings.Contains(out, "…rly-stop.10  l") || !strings.Contains(out, "=1e-1,s") {
+			t.Errorf("at %d columns, the ids or names lost what tells them apart:\n%s", tc.width, out)
 		}
 	}
 }

@@ -237,7 +237,8 @@ func TestGPUsJSONShowsForeignProcess(t *testing.T) {
 // TestGPUsShowsFaultsAndHiddenProcesses: each card's utilization and temperature, and
 // whether it is drained; a card out of service shows why; each process shows the job it
 // is of, by id and name; a process this PID namespace cannot see is marked, and gpuq
-// says once what that means.
+// says once what that means. On 60 columns the bar, the temperature and the slots give
+// way, and every line fits.
 func TestGPUsShowsFaultsAndHiddenProcesses(t *testing.T) {
 	cards := []gpu.Card{
 		{Index: 0, Name: "NVIDIA A100-SXM4-40GB", UUID: "GPU-0", Total: 40 << 30, Used: 20 << 30, Utilization: 97, Temperature: 71,
@@ -255,7 +256,7 @@ func TestGPUsShowsFaultsAndHiddenProcesses(t *testing.T) {
 		name   string
 		cols   int
 		asJSON bool
-	}{{"gpus_faults.txt", 0, false}, {"gpus_faults_80.txt", 80, false}, {"gpus_faults.json", 0, true}} {
+	}{{"gpus_faults.txt", 0, false}, {"gpus_faults_80.txt", 80, false}, {"gpus_faults_60.txt", 60, false}, {"gpus_faults.json", 0, true}} {
 		var out, errb bytes.Buffer
 		if err := writeGPUs(ioStreams{Out: &out, Err: &errb, Cols: tc.cols}, machineView{cards: cards, slots: []int{2, 2, 1}, drained: []bool{false, false, true}, jobs: jobs}, tc.asJSON); err != nil {
 			t.Fatal(err)

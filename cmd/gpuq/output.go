@@ -136,7 +136,10 @@ type fitTable struct {
 	// values whole (valuesWhole, as fits asks).
 	squeeze     []int
 	valuesWhole bool
-	buf         bytes.Buffer
+	// ends: names are squeezed for no further than their text values' ends
+	// (top.EndsWidth), not their text values whole (top.ValuesWidth).
+	ends bool
+	buf  bytes.Buffer
 	// What Flush left out: the columns dropped, and whether the last column had no
 	// room (see leaveOut).
 	dropped  []int
@@ -178,6 +181,15 @@ func (t *fitTable) dropping(cols ...int) *fitTable {
 // those of the table as written.
 func (t *fitTable) squeezing(cols ...int) *fitTable {
 	t.squeeze = cols
+	return t
+}
+
+// toEnds makes squeezing leave columns out only while the table does not fit with its
+// names cut to their numbers and their text values' ends (…nli,l…=3e-4,s…=87), not
+// their values whole: a listing of many columns (gpuq status), whose names may lose
+// their starts on 80 columns, keeps its columns where the names can.
+func (t *fitTable) toEnds() *fitTable {
+	t.ends = true
 	return t
 }
 
@@ -234,7 +246,9 @@ func (t *fitTable) Flush() error {
 // columns of cut shortened to their least, names no further than their keys (their
 // values whole, see top.ValuesWidth): a column of short values gives way before long
 // ones are cut, and before names lose their values. A last cell may be left out where
-// it may be cut, or wrap where not.
+// it may be cut, or wrap where not. A last cell that may be cut needs no room, nor the
+// gap before it, as widths has it: where none is left it goes, and the line ends with
+// the column before it (a table 70 cells wide fits 70 columns).
 func (t *fitTable) fits(rows [][]string, cut bool) bool {
 	whole := *t
 	whole.valuesWhole = cut
@@ -248,6 +262,8 @@ func (t *fitTable) fits(rows [][]string, cut bool) bool {
 		switch {
 		case !slices.Contains(t.cut, n):
 			need += min(ansi.StringWidth(r[n]), minCut)
+		case n > 0:
+			need -= 2
 		}
 		if need > t.width {
 			return false
@@ -323,7 +339,11 @@ func (t *fitTable) widths(rows [][]string) []int {
 		if t.valuesWhole && slices.Contains(t.names, c) {
 			for _, r := range rows[1:] {
 				if c < len(r) {
-					l = max(l, top.ValuesWidth(r[c]))
+					if t.ends {
+						l = max(l, top.EndsWidth(r[c]))
+					} else {
+						l = max(l, top.ValuesWidth(r[c]))
+					}
 				}
 			}
 		}
@@ -431,6 +451,24 @@ func wrap(text string, width int, indent string) string {
 		return text
 	}
 	return strings.Join(words(text, width), "\n"+indent)
+}
+
+// wrapHanging breaks text into lines of width cells (0 or less: any) at spaces, the first
+// begun with lead and the others with indent, each line counted with what begins it:
+// wrap(text, width-len(lead), indent) lets a line after the first, begun with an
+// indent longer than lead, run past the width by the difference.
+func wrapHanging(lead, indent, text string, width int) string {
+	if width <= 0 {
+		return lead + text
+	}
+	first := words(text, width-ansi.StringWidth(lead))
+	lines := []string{lead + first[0]}
+	if rest := strings.Join(first[1:], " "); rest != "" {
+		for _, l := range words(rest, width-ansi.StringWidth(indent)) {
+			lines = append(lines, indent+l)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // wrapItems breaks a list written "a, b, c" into lines of width cells (0 or less: any)

@@ -23,6 +23,28 @@ func TestWords(t *testing.T) {
 	}
 }
 
+// TestWrapHanging: a text wrapped under a lead and a longer indent for the lines that
+// go on fits the width on every line, the indented ones too, and keeps every word.
+func TestWrapHanging(t *testing.T) {
+	text := "early-stop.10 stopped: stopped early at step 200: eval_loss 4.08, worse than 3 of the 5 points that reached it"
+	for _, width := range []int{30, 40, 60, 61, 80} {
+		got := wrapHanging("  ", "    ", text, width)
+		fitsWidth(t, got, width)
+		lines := strings.Split(got, "\n")
+		if !strings.HasPrefix(lines[0], "  early-stop.10") || strings.Join(strings.Fields(got), " ") != text {
+			t.Errorf("at %d cells:\n%s", width, got)
+		}
+		for _, l := range lines[1:] {
+			if !strings.HasPrefix(l, "    ") || strings.HasPrefix(l, "     ") {
+				t.Errorf("at %d cells, a line that goes on is not indented by 4: %q", width, l)
+			}
+		}
+	}
+	if got := wrapHanging("  ", "    ", text, 0); got != "  "+text {
+		t.Errorf("piped: %q", got)
+	}
+}
+
 // TestFirstOf: a message names at most ten jobs and says how many more there are.
 func TestFirstOf(t *testing.T) {
 	var ids []string

@@ -120,8 +120,10 @@ func runSimulate(opts *simulateOptions) error {
 		}
 		return writeJSON(opts.io.Out, results)
 	}
-	fmt.Fprintf(opts.io.Out, "%s: %s on %s, plan %s, headroom %s\n", opts.trace, plans.Count(len(t.Sweep.Jobs), "job"), t.Sweep.GPUs, planText(t.Slots()), t.Sweep.Headroom)
-	printResults(opts.io.Out, results)
+	width := opts.io.width()
+	fmt.Fprintln(opts.io.Out, wrap(fmt.Sprintf("%s: %s on %s, plan %s, headroom %s", opts.trace, plans.Count(len(t.Sweep.Jobs), "job"),
+		t.Sweep.GPUs, planText(t.Slots()), t.Sweep.Headroom), width-2, "  "))
+	printResults(opts.io.Out, results, width)
 	return nil
 }
 
@@ -175,8 +177,14 @@ func planText(slots []int) string {
 	return plan
 }
 
-func printResults(w io.Writer, results []simulate.Result) {
-	tw := newTable(w)
+// printResults prints a row per policy and what the numbers mean below, to fit a
+// terminal of width cells (0: every value whole). On a narrow one (60 columns) the
+// columns that say least of how the sweep would go give way, in this order: SIM WALL
+// (how long the simulator took, not the sweep), ATTEMPTS (COMPLETED and OOMS tell most
+// of it), MEM USED, FAILED (COMPLETED counts the jobs that did not finish) and OOMS,
+// leaving each policy's makespan, its ratio to the bound and the jobs it completed.
+func printResults(w io.Writer, results []simulate.Result, width int) {
+	tw := newFitTable(w, width).dropping(8, 6, 7, 4, 5)
 	fmt.Fprintln(tw, "POLICY\tMAKESPAN\txBOUND\tCOMPLETED\tFAILED\tOOMS\tATTEMPTS\tMEM USED\tSIM WALL")
 	failed, stopped := false, false
 	for _, r := range results {
@@ -196,20 +204,21 @@ func printResults(w io.Writer, results []simulate.Result) {
 	switch {
 	case len(results) == 0:
 	case slices.ContainsFunc(results, func(r simulate.Result) bool { return r.Stopped > 0 }):
-		fmt.Fprintf(w, "lower bound: %s (no policy that runs every job to its end can finish sooner)\n", simulate.Hours(results[0].LowerBound))
+		fmt.Fprintln(w, wrap(fmt.Sprintf("lower bound: %s (no policy that runs every job to its end can finish sooner)", simulate.Hours(results[0].LowerBound)), width-2, "  "))
 	default:
-		fmt.Fprintf(w, "lower bound: %s (no policy can finish sooner)\n", simulate.Hours(results[0].LowerBound))
+		fmt.Fprintln(w, wrap(fmt.Sprintf("lower bound: %s (no policy can finish sooner)", simulate.Hours(results[0].LowerBound)), width-2, "  "))
 	}
 	if failed {
-		fmt.Fprintln(w, "xBOUND -: jobs failed, so the makespan is not that of the whole sweep")
+		fmt.Fprintln(w, wrap("xBOUND -: jobs failed, so the makespan is not that of the whole sweep", width-2, "  "))
 	} else if stopped {
-		fmt.Fprintln(w, "xBOUND -: jobs were stopped early, so the makespan is not that of the whole sweep")
+		fmt.Fprintln(w, wrap("xBOUND -: jobs were stopped early, so the makespan is not that of the whole sweep", width-2, "  "))
 	}
-	printEarlyStop(w, results)
+	printEarlyStop(w, results, width)
 }
 
-// printEarlyStop says what early stopping did in gpuq's run, where the trace has it.
-func printEarlyStop(w io.Writer, results []simulate.Result) {
+// printEarlyStop says what early stopping did in gpuq's run, where the trace has it,
+// to fit a terminal of width cells (0: any).
+func printEarlyStop(w io.Writer, results []simulate.Result, width int) {
 	for _, r := range results {
 		if r.Policy != simulate.GPUQ || r.BestFinished == nil {
 			continue
@@ -218,7 +227,7 @@ func printEarlyStop(w io.Writer, results []simulate.Result) {
 		if !*r.BestFinished {
 			best = "no"
 		}
-		fmt.Fprintf(w, "early stopping: %s stopped (their points were losing); each group's best point finished: %s\n",
-			plans.Count(r.Stopped, "job"), best)
+		fmt.Fprintln(w, wrap(fmt.Sprintf("early stopping: %s stopped (their points were losing); each group's best point finished: %s",
+			plans.Count(r.Stopped, "job"), best), width-2, "  "))
 	}
 }

@@ -75,7 +75,7 @@ func TestSimulateFailedRunsHaveNoRatio(t *testing.T) {
 	printResults(&b, []simulate.Result{
 		{Policy: simulate.GPUQ, Jobs: 4, Completed: 4, Makespan: 7200, LowerBound: 6000},
 		{Policy: simulate.Static, Jobs: 4, Completed: 1, Failed: 3, Makespan: 1800, LowerBound: 6000},
-	})
+	}, 0)
 	rows := map[string][]string{}
 	for _, line := range strings.Split(b.String(), "\n") {
 		if f := strings.Fields(line); len(f) > 2 {
@@ -84,6 +84,30 @@ func TestSimulateFailedRunsHaveNoRatio(t *testing.T) {
 	}
 	if rows["gpuq"][2] != "1.20" || rows["static"][2] != "-" || !strings.Contains(b.String(), "jobs failed, so the makespan is not that of the whole sweep") {
 		t.Errorf("output:\n%s", b.String())
+	}
+}
+
+// TestSimulateFitsTheTerminal: on 60 columns, gpuq simulate's lines wrap and its table
+// leaves out SIM WALL and ATTEMPTS, keeping each policy's makespan, its ratio to the
+// bound and what it completed; every line fits. Piped, the table has every column.
+func TestSimulateFitsTheTerminal(t *testing.T) {
+	for _, tc := range []struct {
+		cols int
+		want string
+	}{
+		{60, "POLICY       MAKESPAN  xBOUND  COMPLETED  FAILED  OOMS"},
+		{0, "POLICY       MAKESPAN  xBOUND  COMPLETED  FAILED  OOMS  ATTEMPTS  MEM USED  SIM WALL"},
+	} {
+		out, errOut, code := gpuqIn(t, tc.cols, "simulate", "../../examples/traces/gla.yaml", "--policy", "all")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if !strings.Contains(out, "\n"+tc.want+"\n") {
+			t.Errorf("at %d columns, no header %q:\n%s", tc.cols, tc.want, out)
+		}
+		if tc.cols > 0 {
+			fitsWidth(t, out, tc.cols)
+		}
 	}
 }
 

@@ -1307,6 +1307,27 @@ func TestValuesWidth(t *testing.T) {
 	}
 }
 
+// TestEndsWidth: EndsWidth is the width at which CutName has cut a name's keys and its
+// text values down to their ends (…nli), and no number yet.
+func TestEndsWidth(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		want string // CutName's cut at EndsWidth
+	}{
+		{"glue-tvt_qnli,seed=87", "…nli,s…=87"},
+		{"glue-tvt_qnli,seed=87,lr=0.0003", "…nli,s…=87,lr=0.0003"},
+		{"task=sst2,learning_rate=1e-4", "sst2,l…=1e-4"},
+		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", "rte,l…=1e-3,26GiB"},
+		{"learning_rate=1e-3,seed", "l…=1e-3,seed"},
+		{"sst2", "sst2"},
+	} {
+		w := EndsWidth(tt.name)
+		if got := CutName(tt.name, w); got != tt.want || ansi.StringWidth(got) != w {
+			t.Errorf("EndsWidth(%q) = %d, where CutName cuts it to %q; want %q", tt.name, w, got, tt.want)
+		}
+	}
+}
+
 // BenchmarkCutNamesAlike cuts a column of 10,000 names that a cut reads alike (they
 // differ only at their start): top cuts every queued job's name each time it draws,
 // and a daemon may hold 100,000. Its time grows with the names, not their square.

@@ -326,6 +326,28 @@ func ValuesWidth(s string) int {
 	return min(w, n)
 }
 
+// EndsWidth is the fewest cells CutName cuts a name or point to with every number of
+// it whole and each text value down to its end (…nli,l…=3e-4,s…=87): what it cuts
+// before the keys left go and the middle, which lose what tells jobs apart. Its width
+// where that is less.
+func EndsWidth(s string) int {
+	n := ValuesWidth(s)
+	if n == ansi.StringWidth(s) {
+		return n
+	}
+	for _, p := range strings.Split(s, ",") {
+		_, v, ok := strings.Cut(p, "=")
+		if !ok {
+			v = p
+		}
+		if _, err := strconv.ParseFloat(v, 64); err == nil || strings.ContainsAny(v[:min(1, len(v))], "0123456789.+-") {
+			continue
+		}
+		n -= max(ansi.StringWidth(v)-4, 0) // "…" and three cells, as CutName keeps
+	}
+	return n
+}
+
 // cutName is CutName with the cells of a text value's end that it keeps past "…"
 // (CutName's three) given: more tell apart values that differ before their last three.
 func cutName(s string, width, keep int) string {
