@@ -267,6 +267,27 @@ func TestStatusFormatTellsNamesApart(t *testing.T) {
 	}
 }
 
+// TestStatusFormatCutsNamesAlike: a column of names given a width is cut as one, every
+// name alike (top.CutNames), as the README has it for status, top and results: where
+// sst2,seed=1 must lose its key to fit 8 cells (sst2,1), rte,seed=1 loses it too
+// (rte,1), where it kept a cut key (rte,s…=1) because it alone had room for one, and
+// the column read as if its two jobs had different parameters.
+func TestStatusFormatCutsNamesAlike(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	cols, err := parseFormat("jobid,name%8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := statusJobs(at)[:2]
+	jobs[0].Name, jobs[1].Name = "sst2,seed=1", "rte,seed=1"
+	var b strings.Builder
+	jobList{jobs: jobs, now: at, cols: cols}.print(&b)
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 3 || strings.Fields(lines[1])[1] != "sst2,1" || strings.Fields(lines[2])[1] != "rte,1" {
+		t.Errorf("want sst2,1 and rte,1:\n%s", b.String())
+	}
+}
+
 // TestStatusFormat: --format takes sacct's columns and names, in any case, with a
 // width; START and END as sacct writes them, ELAPSED as [DAYS-]HH:MM:SS up to now for a
 // running job, EXIT the status or signal. A name it does not know is refused with the

@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
@@ -30,58 +29,15 @@ const (
 // running, succeeded, failed, cancelled, stopped early).
 const leastJobs = 5
 
-// leastText is the fewest cells a text value keeps of its end: "…" and three.
-const leastText = 4
-
-// nameCut is how the cells of a column of names (key=value,...: points, groups) are
-// shortened, every cell of the column alike, so that one row does not read
-// task=glue-mrpc where the next reads glue-tvt_qnli, nor one point's value go without
-// its key while the next keeps it.
-type nameCut struct {
-	textKeys bool // the keys of text values are left out (glue-sst2,lr=1e-4)
-	key      int  // other keys keep at most this many cells, "…" included; 0: whole
-	text     int  // text values keep at most this many cells of their end, "…" included; 0: whole
-	noKeys   bool // every key is left out, the values whole and in their order
-	width    int  // the last resort, below what the table needs with every value whole: cut to width (top.CutName)
-}
-
-// cut is cell s cut as c says.
-func (c nameCut) cut(s string) string {
-	parts := strings.Split(s, ",")
-	for i, p := range parts {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok {
-			k, v = "", p
-		}
-		_, err := strconv.ParseFloat(v, 64)
-		text := err != nil
-		switch {
-		case k == "":
-		case c.noKeys || text && c.textKeys:
-			k = ""
-		case c.key > 0 && ansi.StringWidth(k) > c.key:
-			k = ansi.Truncate(k, c.key, "…")
-		}
-		if text && c.text > 0 && ansi.StringWidth(v) > c.text && !strings.ContainsAny(v[:min(1, len(v))], "0123456789.+-") {
-			v = "…" + ansi.TruncateLeft(v, ansi.StringWidth(v)-c.text+1, "")
-		}
-		if k != "" {
-			v = k + "=" + v
-		}
-		parts[i] = v
-	}
-	out := strings.Join(parts, ",")
-	if c.width > 0 {
-		return top.CutName(out, c.width)
-	}
-	return out
-}
+// leastText is the fewest cells a text value keeps of its end: "…" and three, as
+// top's columns of names keep.
+const leastText = top.LeastText
 
 // resultsLayout is what of gpuq results' table a width leaves: the columns hidden, how
 // the names are cut, and the cells JOBS and FINAL keep at most (0: whole).
 type resultsLayout struct {
 	hidden       [resColumns]bool
-	group, point nameCut
+	group, point top.NameCut
 	jobs, final  int
 }
 
@@ -129,15 +85,15 @@ func resultsFit(rows [][]string, width int, grouped bool) resultsLayout {
 			}
 		}
 	}
-	keyShrink := func(c *nameCut, col int) {
+	keyShrink := func(c *top.NameCut, col int) {
 		if l.hidden[col] {
 			return
 		}
-		if c.key == 0 {
-			c.key = longestKey(rows, col) + 1
+		if c.Key == 0 {
+			c.Key = longestKey(rows, col) + 1
 		}
-		for !fits() && c.key > 2 {
-			c.key--
+		for !fits() && c.Key > 2 {
+			c.Key--
 		}
 	}
 	apart := func(col int) func() bool { return func() bool { return l.apart(rows, col) } }
@@ -151,7 +107,7 @@ func resultsFit(rows [][]string, width int, grouped bool) resultsLayout {
 	}
 	steps := []func(){
 		func() { l.hidden[resBest] = true },
-		func() { l.group.textKeys, l.point.textKeys = true, true },
+		func() { l.group.TextKeys, l.point.TextKeys = true, true },
 		func() { keyShrink(&l.point, resPoint) },
 		func() { keyShrink(&l.group, resGroup) },
 		func() { shrink(&l.jobs, resJobs, minCut, nil) },
@@ -159,9 +115,9 @@ func resultsFit(rows [][]string, width int, grouped bool) resultsLayout {
 		func() { l.hidden[resSeeds] = true },
 		func() { l.hidden[resRank] = true },
 		func() { shrink(&l.jobs, resJobs, leastJobs, nil) },
-		func() { shrink(&l.group.text, resGroup, leastText, apart(resGroup)) },
-		func() { shrink(&l.point.text, resPoint, leastText, apart(resPoint)) },
-		func() { l.group.noKeys, l.point.noKeys = true, true },
+		func() { shrink(&l.group.Text, resGroup, leastText, apart(resGroup)) },
+		func() { shrink(&l.point.Text, resPoint, leastText, apart(resPoint)) },
+		func() { l.group.NoKeys, l.point.NoKeys = true, true },
 	}
 	// regrow gives back what a concession took where a later one left room for it:
 	// JOBS, the last column, what is left of the line (it was shortened before the
@@ -174,10 +130,10 @@ func resultsFit(rows [][]string, width int, grouped bool) resultsLayout {
 			least int
 		}{
 			{&l.jobs, widestRaw(rows, resJobs), leastJobs},
-			{&l.group.text, widestRaw(rows, resGroup), leastText},
-			{&l.point.text, widestRaw(rows, resPoint), leastText},
-			{&l.point.key, longestKey(rows, resPoint), 2},
-			{&l.group.key, longestKey(rows, resGroup), 2},
+			{&l.group.Text, widestRaw(rows, resGroup), leastText},
+			{&l.point.Text, widestRaw(rows, resPoint), leastText},
+			{&l.point.Key, longestKey(rows, resPoint), 2},
+			{&l.group.Key, longestKey(rows, resGroup), 2},
 		} {
 			for *c.v > 0 && *c.v <= c.most && fits() {
 				*c.v++
@@ -197,8 +153,8 @@ func resultsFit(rows [][]string, width int, grouped bool) resultsLayout {
 	ladder(append(steps,
 		func() { shrink(&l.final, resFinal, finalLeast(rows), nil) },
 		// Past every value whole.
-		func() { shrink(&l.point.width, resPoint, ansi.StringWidth(rows[0][resPoint]), nil) },
-		func() { shrink(&l.group.width, resGroup, ansi.StringWidth(rows[0][resGroup]), nil) },
+		func() { shrink(&l.point.Width, resPoint, ansi.StringWidth(rows[0][resPoint]), nil) },
+		func() { shrink(&l.group.Width, resGroup, ansi.StringWidth(rows[0][resGroup]), nil) },
 		func() { shrink(&l.final, resFinal, 1, nil) },
 	)...)
 	return regrow()
@@ -217,7 +173,7 @@ func (l *resultsLayout) cell(r []string, col int, header bool) string {
 		if header {
 			return c
 		}
-		return n.cut(c)
+		return n.Cut(c)
 	case resJobs:
 		if l.jobs > 0 && ansi.StringWidth(c) > l.jobs {
 			return ansi.Truncate(c, l.jobs, "…")

@@ -519,7 +519,7 @@ func TestANameTakesTheRoomTheScreenHas(t *testing.T) {
 	}{
 		{200, name, id, true},
 		{120, "…mark-qnli,l…=0.0001,s…=87", id, true},
-		{80, "…nli,l…=0.0001,87", "…ong-names.2", false},
+		{80, "…k-qnli,0.0001,87", "…ong-names.2", false},
 	} {
 		m = drive(t, m, tea.WindowSizeMsg{Width: tc.width, Height: 50})
 		v := m.screen()
@@ -1153,8 +1153,10 @@ func TestCutNamesTellApart(t *testing.T) {
 				t.Errorf("at %d cells %s and %s are both %q", width, prev, n, c)
 			}
 			seen[c] = n
-			if strings.Contains(n, "sst2") && c != CutName(n, width) {
-				t.Errorf("at %d cells %s, told apart already, is %q, not %q", width, n, c, CutName(n, width))
+			// Names told apart already are cut as the column is, not each as CutName
+			// would cut it alone: they keep their keys where the others do.
+			if strings.Count(c, "=") != strings.Count(got[0], "=") {
+				t.Errorf("at %d cells %s is %q, beside %q", width, n, c, got[0])
 			}
 		}
 		if got[len(names)-1] != got[0] {
@@ -1166,8 +1168,10 @@ func TestCutNamesTellApart(t *testing.T) {
 		width int
 		want  []string
 	}{
-		// The task keeps its fourth cell from its end, the point its values.
-		{[]string{"glue-tvt_qnli,lr=3e-4,seed=87", "glue-tvt_wnli,lr=3e-4,seed=87"}, 15, []string{"…qnli,3e-4,87", "…wnli,3e-4,87"}},
+		// The task keeps its fourth cell from its end, the point its values; the keys
+		// gone, the task takes back the room they leave.
+		{[]string{"glue-tvt_qnli,lr=3e-4,seed=87", "glue-tvt_wnli,lr=3e-4,seed=87"}, 13, []string{"…qnli,3e-4,87", "…wnli,3e-4,87"}},
+		{[]string{"glue-tvt_qnli,lr=3e-4,seed=87", "glue-tvt_wnli,lr=3e-4,seed=87"}, 15, []string{"…t_qnli,3e-4,87", "…t_wnli,3e-4,87"}},
 		// They differ in a middle that a cut takes: each around where they differ.
 		{[]string{"run-a-very-long-prefix-1-then-a-common-end", "run-a-very-long-prefix-2-then-a-common-end"}, 12, []string{"…fix-1-then…", "…fix-2-then…"}},
 		// Too narrow for the task's end and the seed: the start of either.
@@ -1191,6 +1195,31 @@ func TestCutNamesTellApart(t *testing.T) {
 	for i, c := range CutNames(three, 12) {
 		if c != CutName(three[i], 12) {
 			t.Errorf("at 12 cells %s is %q, not %q", three[i], c, CutName(three[i], 12))
+		}
+	}
+}
+
+// TestCutNamesCutsAColumnAlike: CutNames cuts every name of a column by the same
+// stages, as gpuq results cuts its points: where one name must lose its keys, the
+// others lose theirs too (sst2,1 beside rte,1, not rte,s…=1, though rte,s…=1 fits 8
+// cells), a key cut in one name is cut alike in the others (seed is s…= in every row
+// or none), and a column whose names all fit is left whole. gpuq status's, run's and
+// top's columns of names are all cut by it.
+func TestCutNamesCutsAColumnAlike(t *testing.T) {
+	for _, tt := range []struct {
+		names []string
+		width int
+		want  []string
+	}{
+		{[]string{"sst2,seed=1", "rte,seed=1"}, 8, []string{"sst2,1", "rte,1"}},
+		{[]string{"sst2,seed=1", "rte,seed=1"}, 11, []string{"sst2,seed=1", "rte,seed=1"}},
+		{[]string{"sst2,seed=1", "rte,seed=1"}, 9, []string{"sst2,s…=1", "rte,s…=1"}},
+		{[]string{"learning_rate=1e-5,seed=1", "lr=1e-4,seed=2"}, 12, []string{"l…=1e-5,s…=1", "lr=1e-4,s…=2"}},
+		{[]string{"learning_rate=1e-5,seed=1", "lr=1e-4,seed=2"}, 8, []string{"1e-5,1", "1e-4,2"}},
+		{[]string{"glue-tvt_qnli,seed=87", "rte,seed=87"}, 11, []string{"…qnli,s…=87", "rte,s…=87"}},
+	} {
+		if got := CutNames(tt.names, tt.width); !slices.Equal(got, tt.want) {
+			t.Errorf("CutNames(%q, %d) = %q, want %q", tt.names, tt.width, got, tt.want)
 		}
 	}
 }

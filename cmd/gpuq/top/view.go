@@ -440,15 +440,36 @@ func (c *nameCuts) of(names []string, width int) []string {
 	return c.cut
 }
 
-// CutNames shortens the names of one column to width cells each, as CutName does, but
-// keeps names that it would cut alike told apart: a sweep's glue-qnli and glue-wnli
-// both lose their starts to …nli, and the column would show two jobs as one. Names cut
-// alike keep more of their text values' ends (…qnli, …wnli), as many cells as it
-// takes; where that is not enough (they differ in what is left out whole, or in a
-// middle cut away), each shows where they differ (see around). Where width cells
-// cannot tell them apart, they are cut as CutName cuts them, as identical names are.
+// CutNames shortens the names of one column to width cells each, by CutName's stages
+// in CutName's order, but taken by the column as a whole, every name alike (see
+// NameCut), as gpuq results cuts its points: where one name must lose its keys, every
+// name loses them, so that a column does not read sst2,1 above rte,s…=1 (rte,1 fits as
+// well), and a column of names that fit whole beside one that does not reads the same
+// at every width the others are cut to. Its text values lose their starts no further
+// than still tells them apart: a sweep's glue-qnli and glue-wnli both lose theirs to
+// …nli, and the column would show two jobs as one, so they keep …qnli, …wnli.
+//
+// Where even every key gone and the text values down to their ends do not fit, the
+// names, their keys gone, are cut one by one as CutName cuts them (their middles), but
+// names it would cut alike kept told apart: they keep more of their text values'
+// ends, as many cells as it takes; where that is not enough (they differ in what is
+// left out whole, or in a middle cut away), each shows where they differ (see
+// around). Where width cells cannot tell them apart, they are cut as CutName cuts
+// them, as identical names are.
 func CutNames(names []string, width int) []string {
 	out := make([]string, len(names))
+	c, ok := columnCut(names, width)
+	if ok {
+		for i, n := range names {
+			out[i] = c.Cut(n)
+		}
+		return out
+	}
+	// What the column cut could not fit: the names without their keys, one by one.
+	names = slices.Clone(names)
+	for i, n := range names {
+		names[i] = NameCut{NoKeys: true}.Cut(n)
+	}
 	for i, n := range names {
 		out[i] = CutName(n, width)
 	}
