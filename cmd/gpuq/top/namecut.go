@@ -27,12 +27,7 @@ type NameCut struct {
 func (c NameCut) Cut(s string) string {
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok {
-			k, v = "", p
-		}
-		_, err := strconv.ParseFloat(v, 64)
-		text := err != nil
+		k, v, _, text, cutStart := partOf(p)
 		switch {
 		case k == "":
 		case c.NoKeys || text && c.TextKeys:
@@ -40,7 +35,7 @@ func (c NameCut) Cut(s string) string {
 		case c.Key > 0 && ansi.StringWidth(k) > c.Key:
 			k = ansi.Truncate(k, c.Key, "…")
 		}
-		if text && c.Text > 0 && ansi.StringWidth(v) > c.Text && startCuts(v) {
+		if cutStart && c.Text > 0 && ansi.StringWidth(v) > c.Text {
 			v = "…" + tail(v, c.Text-1)
 		}
 		if k != "" {
@@ -55,13 +50,17 @@ func (c NameCut) Cut(s string) string {
 	return out
 }
 
-// startCuts reports whether value v may lose its start: a text value, not a number
-// nor a size (26GiB) nor anything else that begins as a number does.
-func startCuts(v string) bool {
-	if _, err := strconv.ParseFloat(v, 64); err == nil {
-		return false
+// partOf splits one part of a name, key=value or a value alone: its key ("" for a
+// part without one, keyed false), its value, whether that is text (no number), and
+// whether the text may lose its start (cutStart): a text value that is no size (26GiB)
+// nor anything else that begins as a number does.
+func partOf(p string) (key, val string, keyed, text, cutStart bool) {
+	if key, val, keyed = strings.Cut(p, "="); !keyed {
+		key, val = "", p
 	}
-	return !strings.ContainsAny(v[:min(1, len(v))], "0123456789.+-")
+	_, err := strconv.ParseFloat(val, 64)
+	text = err != nil
+	return key, val, keyed, text, text && !strings.ContainsAny(val[:min(1, len(val))], "0123456789.+-")
 }
 
 // namePart is one key=value of a name as columnCut counts it: the cells of its key
@@ -69,7 +68,7 @@ func startCuts(v string) bool {
 type namePart struct {
 	keyW, valW int
 	text       bool // a value that is no number, whose key goes with TextKeys
-	cutStart   bool // a text value that may lose its start (startCuts)
+	cutStart   bool // a text value that may lose its start (see partOf)
 }
 
 // columnCut is the least cut of CutName's stages, taken by the whole column alike
@@ -91,12 +90,8 @@ func columnCut(names []string, width int) (NameCut, bool) {
 		distinctNames[n] = true
 		var ps []namePart
 		for _, p := range strings.Split(n, ",") {
-			k, v, ok := strings.Cut(p, "=")
-			if !ok {
-				k, v = "", p
-			}
-			_, err := strconv.ParseFloat(v, 64)
-			np := namePart{valW: ansi.StringWidth(v), text: err != nil, cutStart: startCuts(v)}
+			k, v, ok, text, cutStart := partOf(p)
+			np := namePart{valW: ansi.StringWidth(v), text: text, cutStart: cutStart}
 			if ok {
 				np.keyW = ansi.StringWidth(k)
 				longestKey = max(longestKey, np.keyW)

@@ -1132,7 +1132,8 @@ func TestEventsFollowTheNewestOnceTheSelectedJobEnds(t *testing.T) {
 // TestCutNamesTellApart: names of one column that CutName cuts alike (glue-tvt_qnli and
 // glue-tvt_wnli both …nli) are cut so that each reads as itself, at every width down
 // to where they cannot be, and there as CutName cuts them; names it tells apart
-// already are cut as it cuts them, and identical names stay identical.
+// already are cut as it cuts them, and identical names stay identical. gpuq status's,
+// run's and top's columns of names are all cut by CutNames.
 func TestCutNamesTellApart(t *testing.T) {
 	var names []string
 	for _, task := range []string{"glue-tvt_qnli", "glue-tvt_wnli", "glue-tvt_sst2"} {
@@ -1177,6 +1178,16 @@ func TestCutNamesTellApart(t *testing.T) {
 		// Too narrow for the task's end and the seed: the start of either.
 		{[]string{"glue-tvt_qnli,lr=3e-4,seed=87", "glue-tvt_qnli,lr=3e-4,seed=88", "glue-tvt_wnli,lr=3e-4,seed=87", "glue-tvt_wnli,lr=3e-4,seed=88"},
 			4, []string{"…q…7", "…q…8", "…w…7", "…w…8"}},
+		// Every name of a column by the same stages, as gpuq results cuts its points:
+		// where one must lose its keys, the others lose theirs too (sst2,1 beside rte,1,
+		// not rte,s…=1, though that fits 8 cells); a key cut in one is cut alike in the
+		// others (seed is s…= in every row or none); a column that fits stays whole.
+		{[]string{"sst2,seed=1", "rte,seed=1"}, 8, []string{"sst2,1", "rte,1"}},
+		{[]string{"sst2,seed=1", "rte,seed=1"}, 11, []string{"sst2,seed=1", "rte,seed=1"}},
+		{[]string{"sst2,seed=1", "rte,seed=1"}, 9, []string{"sst2,s…=1", "rte,s…=1"}},
+		{[]string{"learning_rate=1e-5,seed=1", "lr=1e-4,seed=2"}, 12, []string{"l…=1e-5,s…=1", "lr=1e-4,s…=2"}},
+		{[]string{"learning_rate=1e-5,seed=1", "lr=1e-4,seed=2"}, 8, []string{"1e-5,1", "1e-4,2"}},
+		{[]string{"glue-tvt_qnli,seed=87", "rte,seed=87"}, 11, []string{"…qnli,s…=87", "rte,s…=87"}},
 	} {
 		if got := CutNames(tt.names, tt.width); !slices.Equal(got, tt.want) {
 			t.Errorf("CutNames(%q, %d) = %q, want %q", tt.names, tt.width, got, tt.want)
@@ -1195,31 +1206,6 @@ func TestCutNamesTellApart(t *testing.T) {
 	for i, c := range CutNames(three, 12) {
 		if c != CutName(three[i], 12) {
 			t.Errorf("at 12 cells %s is %q, not %q", three[i], c, CutName(three[i], 12))
-		}
-	}
-}
-
-// TestCutNamesCutsAColumnAlike: CutNames cuts every name of a column by the same
-// stages, as gpuq results cuts its points: where one name must lose its keys, the
-// others lose theirs too (sst2,1 beside rte,1, not rte,s…=1, though rte,s…=1 fits 8
-// cells), a key cut in one name is cut alike in the others (seed is s…= in every row
-// or none), and a column whose names all fit is left whole. gpuq status's, run's and
-// top's columns of names are all cut by it.
-func TestCutNamesCutsAColumnAlike(t *testing.T) {
-	for _, tt := range []struct {
-		names []string
-		width int
-		want  []string
-	}{
-		{[]string{"sst2,seed=1", "rte,seed=1"}, 8, []string{"sst2,1", "rte,1"}},
-		{[]string{"sst2,seed=1", "rte,seed=1"}, 11, []string{"sst2,seed=1", "rte,seed=1"}},
-		{[]string{"sst2,seed=1", "rte,seed=1"}, 9, []string{"sst2,s…=1", "rte,s…=1"}},
-		{[]string{"learning_rate=1e-5,seed=1", "lr=1e-4,seed=2"}, 12, []string{"l…=1e-5,s…=1", "lr=1e-4,s…=2"}},
-		{[]string{"learning_rate=1e-5,seed=1", "lr=1e-4,seed=2"}, 8, []string{"1e-5,1", "1e-4,2"}},
-		{[]string{"glue-tvt_qnli,seed=87", "rte,seed=87"}, 11, []string{"…qnli,s…=87", "rte,s…=87"}},
-	} {
-		if got := CutNames(tt.names, tt.width); !slices.Equal(got, tt.want) {
-			t.Errorf("CutNames(%q, %d) = %q, want %q", tt.names, tt.width, got, tt.want)
 		}
 	}
 }
@@ -1314,45 +1300,32 @@ func TestAPromptStaysInView(t *testing.T) {
 	}
 }
 
-// TestValuesWidth: ValuesWidth is the width at which CutName has cut a name's keys and
-// no value yet.
-func TestValuesWidth(t *testing.T) {
+// TestValuesWidthAndEndsWidth: ValuesWidth is the width at which CutName has cut a
+// name's keys and no value yet; EndsWidth the width at which it has cut its keys and
+// its text values down to their ends (…nli), and no number yet.
+func TestValuesWidthAndEndsWidth(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		want string // CutName's cut at ValuesWidth
+		of         string
+		at         func(string) int
+		name, want string // CutName's cut of name at at(name)
 	}{
-		{"glue-tvt_qnli,seed=87", "glue-tvt_qnli,s…=87"},
-		{"task=sst2,learning_rate=1e-4", "sst2,l…=1e-4"},
-		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", "rte,l…=1e-3,26GiB"},
-		{"learning_rate=1e-3,seed", "l…=1e-3,seed"},
-		{"sst2,seed=1", "sst2,s…=1"},
-		{"task=rte,lr=1e-3", "rte,lr=1e-3"},
-		{"sst2", "sst2"},
+		{"ValuesWidth", ValuesWidth, "glue-tvt_qnli,seed=87", "glue-tvt_qnli,s…=87"},
+		{"ValuesWidth", ValuesWidth, "task=sst2,learning_rate=1e-4", "sst2,l…=1e-4"},
+		{"ValuesWidth", ValuesWidth, "task=rte,learning_rate=1e-3,sim_activations=26GiB", "rte,l…=1e-3,26GiB"},
+		{"ValuesWidth", ValuesWidth, "learning_rate=1e-3,seed", "l…=1e-3,seed"},
+		{"ValuesWidth", ValuesWidth, "sst2,seed=1", "sst2,s…=1"},
+		{"ValuesWidth", ValuesWidth, "task=rte,lr=1e-3", "rte,lr=1e-3"},
+		{"ValuesWidth", ValuesWidth, "sst2", "sst2"},
+		{"EndsWidth", EndsWidth, "glue-tvt_qnli,seed=87", "…nli,s…=87"},
+		{"EndsWidth", EndsWidth, "glue-tvt_qnli,seed=87,lr=0.0003", "…nli,s…=87,lr=0.0003"},
+		{"EndsWidth", EndsWidth, "task=sst2,learning_rate=1e-4", "sst2,l…=1e-4"},
+		{"EndsWidth", EndsWidth, "task=rte,learning_rate=1e-3,sim_activations=26GiB", "rte,l…=1e-3,26GiB"},
+		{"EndsWidth", EndsWidth, "learning_rate=1e-3,seed", "l…=1e-3,seed"},
+		{"EndsWidth", EndsWidth, "sst2", "sst2"},
 	} {
-		w := ValuesWidth(tt.name)
+		w := tt.at(tt.name)
 		if got := CutName(tt.name, w); got != tt.want || ansi.StringWidth(got) != w {
-			t.Errorf("ValuesWidth(%q) = %d, where CutName cuts it to %q; want %q", tt.name, w, got, tt.want)
-		}
-	}
-}
-
-// TestEndsWidth: EndsWidth is the width at which CutName has cut a name's keys and its
-// text values down to their ends (…nli), and no number yet.
-func TestEndsWidth(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		want string // CutName's cut at EndsWidth
-	}{
-		{"glue-tvt_qnli,seed=87", "…nli,s…=87"},
-		{"glue-tvt_qnli,seed=87,lr=0.0003", "…nli,s…=87,lr=0.0003"},
-		{"task=sst2,learning_rate=1e-4", "sst2,l…=1e-4"},
-		{"task=rte,learning_rate=1e-3,sim_activations=26GiB", "rte,l…=1e-3,26GiB"},
-		{"learning_rate=1e-3,seed", "l…=1e-3,seed"},
-		{"sst2", "sst2"},
-	} {
-		w := EndsWidth(tt.name)
-		if got := CutName(tt.name, w); got != tt.want || ansi.StringWidth(got) != w {
-			t.Errorf("EndsWidth(%q) = %d, where CutName cuts it to %q; want %q", tt.name, w, got, tt.want)
+			t.Errorf("%s(%q) = %d, where CutName cuts it to %q; want %q", tt.of, tt.name, w, got, tt.want)
 		}
 	}
 }

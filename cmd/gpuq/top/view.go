@@ -313,13 +313,9 @@ func ValuesWidth(s string) int {
 	w := ansi.StringWidth(s)
 	n := strings.Count(s, ",")
 	for _, p := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok {
-			n += ansi.StringWidth(p)
-			continue
-		}
+		k, v, keyed, text, _ := partOf(p)
 		n += ansi.StringWidth(v)
-		if _, err := strconv.ParseFloat(v, 64); err == nil {
+		if keyed && !text {
 			n += min(ansi.StringWidth(k), 2) + 1 // the key, to a letter and "…", and "="
 		}
 	}
@@ -336,14 +332,9 @@ func EndsWidth(s string) int {
 		return n
 	}
 	for _, p := range strings.Split(s, ",") {
-		_, v, ok := strings.Cut(p, "=")
-		if !ok {
-			v = p
+		if _, v, _, _, cutStart := partOf(p); cutStart {
+			n -= max(ansi.StringWidth(v)-4, 0) // "…" and three cells, as CutName keeps
 		}
-		if _, err := strconv.ParseFloat(v, 64); err == nil || strings.ContainsAny(v[:min(1, len(v))], "0123456789.+-") {
-			continue
-		}
-		n -= max(ansi.StringWidth(v)-4, 0) // "…" and three cells, as CutName keeps
 	}
 	return n
 }
@@ -363,13 +354,8 @@ func cutName(s string, width, keep int) string {
 	}
 	var ps []part
 	for _, p := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok {
-			k, v = "", p
-		}
-		_, err := strconv.ParseFloat(v, 64)
-		ps = append(ps, part{key: k, val: v, keyW: ansi.StringWidth(k), valW: ansi.StringWidth(v),
-			text: err != nil, cutStart: err != nil && !strings.ContainsAny(v[:min(1, len(v))], "0123456789.+-")})
+		k, v, _, text, cutStart := partOf(p)
+		ps = append(ps, part{key: k, val: v, keyW: ansi.StringWidth(k), valW: ansi.StringWidth(v), text: text, cutStart: cutStart})
 	}
 	// widest is the part whose width w is the widest over floor of those ok takes; -1
 	// where none is.
