@@ -60,12 +60,16 @@ func TestAWorkerSaysItsProtocol(t *testing.T) {
 // and never linked from goes; one it found, one it linked from, and any file in it not
 // its own stay.
 func TestAWorkerKeepsWhatItDidNotMake(t *testing.T) {
-	leave := func(t *testing.T, dir string, linked bool) {
+	// leave opens a worker on dir, does meanwhile what it is given, and leaves.
+	leave := func(t *testing.T, dir string, linked bool, meanwhile ...func()) {
 		t.Helper()
 		w, err := open(Config{Name: "w1", Dir: dir, GPUs: plans.Override{Value: "sim:1x24GiB", Source: "test"},
 			Inventory: nvidia.Options{Ledger: filepath.Join(t.TempDir(), "ledger")}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		for _, f := range meanwhile {
+			f()
 		}
 		w.everLinked = linked
 		w.forgetDir()
@@ -92,15 +96,23 @@ func TestAWorkerKeepsWhatItDidNotMake(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(linked, "instance")); err != nil {
 		t.Errorf("the directory of a worker that linked: %v", err)
 	}
+	// One it made, in which a file not its own was put while it ran: the file stays,
+	// and the directory with it; the worker's own files go.
 	other := filepath.Join(base, "other")
-	if err := os.MkdirAll(filepath.Join(other, "attempts"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(other, "attempts", "a.1.log"), []byte("kept"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	leave(t, other, false)
+	leave(t, other, false, func() {
+		if err := os.MkdirAll(filepath.Join(other, "attempts"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(other, "attempts", "a.1.log"), []byte("kept"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if b, err := os.ReadFile(filepath.Join(other, "attempts", "a.1.log")); err != nil || string(b) != "kept" {
 		t.Errorf("a file not the worker's own: %q, %v", b, err)
+	}
+	for _, own := range []string{"instance", "worker.lock"} {
+		if _, err := os.Stat(filepath.Join(other, own)); !os.IsNotExist(err) {
+			t.Errorf("the worker's own %s stays: %v", own, err)
+		}
 	}
 }

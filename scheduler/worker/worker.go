@@ -332,13 +332,14 @@ func instanceOf(dir string) (string, error) {
 // it never linked to its daemon (a mistyped address, a daemon down, a refusal), so
 // nothing ran from it. Every Slurm allocation's worker has a name of its own, and
 // those that never linked left a directory each in the state directory. What it did
-// not make stays: a directory that was there, or any file in it but its own. Its lock goes
-// while it still holds it: a worker of the name starting meanwhile makes its own.
+// not make stays: a directory that was there, or any file in it but its own.
 func (w *worker) forgetDir() {
 	if !w.fresh || w.everLinked {
 		return
 	}
-	for _, name := range []string{"instance", "worker.lock", "lease", "attempts"} {
+	// The lock last: a worker of the name that starts before it goes is refused; one
+	// that starts after makes its own files, and the directory, not empty, stays.
+	for _, name := range []string{"instance", "lease", "attempts", "worker.lock"} {
 		os.Remove(filepath.Join(w.cfg.Dir, name)) // "attempts" only if empty
 	}
 	os.Remove(w.cfg.Dir)

@@ -118,14 +118,16 @@ func newModel(opts Options, r *lipgloss.Renderer) model {
 	c.CharLimit = 140 // a worker's name (128 at most), a colon, an index
 	for _, in := range []*textinput.Model{&f, &c} {
 		// The terminal's own cursor, steady (see View): one drawn blinking redraws
-		// the screen twice a second over ssh. The line as the rest of the screen is,
-		// in the terminal's colours.
+		// the screen twice a second over ssh. top draws the line (see inputLine).
 		in.SetVirtualCursor(false)
 		st := in.Styles()
 		st.Focused, st.Blurred, st.Cursor.Blink = textinput.StyleState{}, textinput.StyleState{}, false
 		in.SetStyles(st)
 	}
-	m := model{opts: opts, st: newStyles(r), filter: f, card: c, output: map[string]string{},
+	// A log scrolls up and down alone: h and the arrows sideways moved its text.
+	logs := viewport.New()
+	logs.SetHorizontalStep(0)
+	m := model{opts: opts, st: newStyles(r), filter: f, card: c, logs: logs, output: map[string]string{},
 		width: 80, height: 24, cuts: &nameCuts{}}
 	m.fitPrompts()
 	return m
@@ -135,9 +137,9 @@ func newModel(opts Options, r *lipgloss.Renderer) model {
 // first that leaves room to type a card's name.
 var drainPrompts = []string{"drain or undrain GPU: ", "(un)drain GPU: ", "GPU: "}
 
-// fitPrompts fits the prompts to the screen's width: what is typed scrolls within the
-// line, so that its end and the cursor stay in view (a line cut at the screen's edge
-// hid what was typed past it).
+// fitPrompts fits the card's prompt to the screen's width: a narrow screen takes the
+// shortest that leaves room to type (what is typed scrolls within the line: see
+// inputLine).
 func (m *model) fitPrompts() {
 	m.card.Prompt = drainPrompts[len(drainPrompts)-1]
 	for _, p := range drainPrompts {
@@ -145,11 +147,6 @@ func (m *model) fitPrompts() {
 			m.card.Prompt = p
 			break
 		}
-	}
-	for _, in := range []*textinput.Model{&m.filter, &m.card} {
-		// The cursor takes a cell past the text.
-		in.SetWidth(max(m.width-lipgloss.Width(in.Prompt)-1, 1))
-		in.SetCursor(in.Position())
 	}
 }
 
@@ -305,16 +302,6 @@ func (m model) paste(p tea.PasteMsg) (tea.Model, tea.Cmd) {
 
 // key handles a key press in the current mode.
 func (m model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	if runes := []rune(k.Text); len(runes) > 1 && k.Mod == 0 {
-		// Keys typed faster than they are read arrive together ("jj", "/rte"): each
-		// is a key of its own.
-		var cmds []tea.Cmd
-		for _, r := range runes {
-			next, cmd := m.key(tea.KeyPressMsg{Code: r, Text: string(r)})
-			m, cmds = next.(model), append(cmds, cmd)
-		}
-		return m, tea.Batch(cmds...)
-	}
 	if k.String() == "ctrl+c" {
 		return m, tea.Quit
 	}
@@ -400,12 +387,12 @@ func (m model) browseKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 }
 
 func (m model) filterKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	switch k.Code {
-	case tea.KeyEnter:
+	switch k.String() { // by name: the keypad's Enter is "enter" too
+	case "enter":
 		m.mode = browsing
 		m.filter.Blur()
 		return m, nil
-	case tea.KeyEscape:
+	case "esc":
 		m.mode = browsing
 		m.filter.Blur()
 		m.filter.SetValue("")
@@ -419,12 +406,12 @@ func (m model) filterKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 }
 
 func (m model) drainKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	switch k.Code {
-	case tea.KeyEscape:
+	switch k.String() {
+	case "esc":
 		m.mode = browsing
 		m.card.Blur()
 		return m, nil
-	case tea.KeyEnter:
+	case "enter":
 		m.mode = browsing
 		m.card.Blur()
 		id, err := plans.ParseCardID(strings.TrimSpace(m.card.Value()))

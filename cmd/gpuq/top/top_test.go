@@ -170,12 +170,10 @@ func keysOf(s ...string) []tea.Msg {
 		case "down":
 			out = append(out, tea.KeyPressMsg{Code: tea.KeyDown})
 		default:
-			// Several at once are keys typed faster than they were read.
-			code := tea.KeyExtended
-			if r := []rune(k); len(r) == 1 {
-				code = r[0]
+			// A key a character, as Bubble Tea sends them however fast they come.
+			for _, r := range k {
+				out = append(out, tea.KeyPressMsg{Code: r, Text: string(r)})
 			}
-			out = append(out, tea.KeyPressMsg{Code: code, Text: k})
 		}
 	}
 	return out
@@ -1236,26 +1234,47 @@ func TestNamesCutAlikeAreToldApart(t *testing.T) {
 
 // TestTheCursorIsWhereOneTypes: the screen is full-screen, with the terminal's own
 // cursor, steady, after what is typed in the footer while a line is typed, and none
-// otherwise; what is pasted there goes into the line, and is no keys elsewhere.
+// otherwise: at the cell it is at in the line as shown, scrolled or not, wide
+// characters counted as two; what is pasted there goes into the line, and is no keys
+// elsewhere. The keypad's Enter ends the line as Enter does.
 func TestTheCursorIsWhereOneTypes(t *testing.T) {
 	src := &fakeSource{ov: sampleOverview(t)}
 	m := drive(t, asciiModel(src), m0(src)...)
-	m = drive(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	m = drive(t, m, tea.WindowSizeMsg{Width: 30, Height: 24})
 	if v := m.View(); !v.AltScreen || v.Cursor != nil {
 		t.Errorf("browsing: alt screen %v, cursor %+v; want the alt screen and no cursor", v.AltScreen, v.Cursor)
 	}
-	m = drive(t, m, keysOf("/", "rte")...)
-	m = drive(t, m, tea.PasteMsg{Content: ",s"})
-	v := m.View()
-	if v.Cursor == nil || v.Cursor.Blink || v.Cursor.Y != 23 || v.Cursor.X != len("/rte,s") {
-		t.Fatalf("filtering /rte,s: cursor %+v, want it steady at column %d of line 23", v.Cursor, len("/rte,s"))
+	left := tea.KeyPressMsg{Code: tea.KeyLeft}
+	for _, tc := range []struct {
+		typed []tea.Msg
+		line  string // the footer
+		x     int    // the cursor's cell in it
+	}{
+		{append(keysOf("/", "rte"), tea.PasteMsg{Content: ",s"}), "/rte,s", 6},
+		{keysOf("/", "日本語x"), "/日本語x", 8},
+		// 36 typed in 30 cells: the end in view and a cell for the cursor past it; five
+		// back, the same cells, the cursor among them; thirty back, the start.
+		{keysOf("/", "abcdefghijklmnopqrstuvwxyz0123456789"), "/ijklmnopqrstuvwxyz0123456789", 29},
+		{append(keysOf("/", "abcdefghijklmnopqrstuvwxyz0123456789"), left, left, left, left, left), "/ijklmnopqrstuvwxyz0123456789", 24},
+		{append(keysOf("/", "abcdefghijklmnopqrstuvwxyz0123456789"), slices.Repeat([]tea.Msg{left}, 30)...), "/abcdefghijklmnopqrstuvwxyz01", 7},
+		// Ten back, a third of the room (nine cells) kept for what follows the cursor.
+		{append(keysOf("/", "abcdefghijklmnopqrstuvwxyz0123456789"), slices.Repeat([]tea.Msg{left}, 10)...), "/hijklmnopqrstuvwxyz012345678", 20},
+	} {
+		typed := drive(t, m, tc.typed...)
+		v, screen := typed.View(), typed.screen()
+		footer := screen[strings.LastIndex(screen, "\n")+1:]
+		if footer != tc.line || v.Cursor == nil || v.Cursor.Blink || v.Cursor.Y != 23 || v.Cursor.X != tc.x {
+			t.Errorf("the footer %q, cursor %+v; want %q, the cursor steady at cell %d of line 23", footer, v.Cursor, tc.line, tc.x)
+		}
 	}
-	if m.filter.Value() != "rte,s" {
-		t.Errorf("the filter is %q after a paste, want rte,s", m.filter.Value())
+	m = drive(t, m, keysOf("/", "rte")...)
+	if m = drive(t, m, tea.KeyPressMsg{Code: tea.KeyKpEnter}); m.mode != browsing || m.filter.Value() != "rte" {
+		t.Errorf("after the keypad's Enter: mode %v, filter %q; want browsing by rte", m.mode, m.filter.Value())
 	}
 	m = drive(t, m, keysOf("esc")...)
-	if sel := m.sel; drive(t, m, tea.PasteMsg{Content: "jjq"}).sel != sel || m.mode != browsing {
-		t.Errorf("a paste while browsing moved the selection, or quit")
+	next, cmd := m.Update(tea.PasteMsg{Content: "jjq"})
+	if next.(model).sel != m.sel || cmd != nil {
+		t.Errorf("a paste while browsing moved the selection, or did something")
 	}
 }
 

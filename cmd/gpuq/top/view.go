@@ -771,19 +771,42 @@ func (m model) View() tea.View {
 	screen := m.screen()
 	v := tea.NewView(screen)
 	v.AltScreen = true
-	var in *textinput.Model
-	switch m.mode {
-	case filtering:
-		in = &m.filter
-	case draining:
-		in = &m.card
-	}
-	if in != nil {
-		if v.Cursor = in.Cursor(); v.Cursor != nil {
-			v.Cursor.Y += strings.Count(screen, "\n")
-		}
+	if in := m.typing(); in != nil {
+		_, x := inputLine(*in, m.width)
+		v.Cursor = tea.NewCursor(x, strings.Count(screen, "\n"))
+		v.Cursor.Blink = false
 	}
 	return v
+}
+
+// typing is the line being typed, if one is: the filter, or the card to drain.
+func (m *model) typing() *textinput.Model {
+	switch m.mode {
+	case filtering:
+		return &m.filter
+	case draining:
+		return &m.card
+	}
+	return nil
+}
+
+// inputLine is a prompt and what is typed after it in width cells, and the cell of
+// the cursor: all of it where it fits, with a cell for the cursor past its end; else
+// what is typed scrolled to the cursor, up to a third of the room kept for what
+// follows it, the text before it as far back as the rest goes, so that the cursor and
+// what is typed around it stay in view (a line cut at the screen's edge hid what was
+// typed past it). Cells, not characters: a wide character takes two.
+func inputLine(in textinput.Model, width int) (line string, cursor int) {
+	runes := []rune(in.Value())
+	pos := min(in.Position(), len(runes))
+	before, after := string(runes[:pos]), string(runes[pos:])
+	room := max(width-ansi.StringWidth(in.Prompt)-1, 1) // the cursor's cell past the end
+	if ansi.StringWidth(before)+ansi.StringWidth(after) > room {
+		ahead := min(ansi.StringWidth(after), room/3)
+		before = tail(before, room-ahead)
+		after = ansi.Truncate(after, room-ansi.StringWidth(before), "")
+	}
+	return in.Prompt + before + after, ansi.StringWidth(in.Prompt) + ansi.StringWidth(before)
 }
 
 // screen is what the screen shows.
@@ -1057,10 +1080,9 @@ func window(rows, n, sel int) (start, end int) {
 
 func (m model) footer() string {
 	switch m.mode {
-	case filtering:
-		return m.filter.View()
-	case draining:
-		return m.card.View()
+	case filtering, draining:
+		line, _ := inputLine(*m.typing(), m.width)
+		return line
 	case confirming:
 		return m.st.warn.Render(m.confirmText())
 	}
