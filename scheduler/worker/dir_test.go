@@ -116,3 +116,22 @@ func TestAWorkerKeepsWhatItDidNotMake(t *testing.T) {
 		}
 	}
 }
+
+// TestARefusedWorkerLeavesNoDirectory: a worker refused as it starts, for its cards or
+// its plan, leaves no directory behind, whether it had made one or not.
+func TestARefusedWorkerLeavesNoDirectory(t *testing.T) {
+	for _, tc := range []struct{ gpus, plan string }{
+		{"bogus", ""},          // refused before its directory is made
+		{"sim:1x24GiB", "1,1"}, // after: a plan for two cards on one
+	} {
+		dir := filepath.Join(t.TempDir(), "workers", "w1")
+		_, err := open(Config{Name: "w1", Dir: dir, GPUs: plans.Override{Value: tc.gpus, Source: "test"}, Plan: plans.Override{Value: tc.plan, Source: "test"},
+			Inventory: nvidia.Options{Ledger: filepath.Join(t.TempDir(), "ledger")}})
+		if err == nil {
+			t.Fatalf("--gpus %s --gpu-plan %q: no refusal", tc.gpus, tc.plan)
+		}
+		if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+			t.Errorf("--gpus %s --gpu-plan %q (%v): its directory stays: %v", tc.gpus, tc.plan, err, serr)
+		}
+	}
+}

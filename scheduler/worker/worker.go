@@ -219,7 +219,19 @@ func open(cfg Config) (*worker, error) {
 	if err := api.ValidWorkerName(cfg.Name); err != nil {
 		return nil, err
 	}
-	_, err := os.Stat(cfg.Dir)
+	// What it is given is read before its directory is made: a worker refused for it
+	// leaves none.
+	spec, err := plans.ParseGPUs(cfg.GPUs.Value)
+	if err != nil {
+		return nil, plans.Problems{{File: cfg.GPUs.Source, Msg: err.Error()}}
+	}
+	plan := plans.GPUPlan{plans.NoSlotLimit}
+	if cfg.Plan.Value != "" {
+		if plan, err = plans.ParsePlan(cfg.Plan.Value); err != nil {
+			return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
+		}
+	}
+	_, err = os.Stat(cfg.Dir)
 	fresh := errors.Is(err, os.ErrNotExist)
 	// From here on the directory is its real path: a link on the way to it that
 	// someone points elsewhere later changes nothing.
@@ -235,41 +247,32 @@ func open(cfg Config) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	instance, err := instanceOf(cfg.Dir)
-	if err != nil {
-		lock.Close()
-		return nil, err
-	}
-	spec, err := plans.ParseGPUs(cfg.GPUs.Value)
-	if err != nil {
-		lock.Close()
-		return nil, plans.Problems{{File: cfg.GPUs.Source, Msg: err.Error()}}
-	}
-	plan := plans.GPUPlan{plans.NoSlotLimit}
-	if cfg.Plan.Value != "" {
-		if plan, err = plans.ParsePlan(cfg.Plan.Value); err != nil {
-			lock.Close()
-			return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
-		}
-	}
-	w := &worker{cfg: cfg, lock: lock, instance: instance, fresh: fresh, log: runner.NewEventLog(cfg.Log), attempts: filepath.Join(cfg.Dir, "attempts"),
+	w := &worker{cfg: cfg, lock: lock, fresh: fresh, log: runner.NewEventLog(cfg.Log), attempts: filepath.Join(cfg.Dir, "attempts"),
 		lease: openLease(filepath.Join(cfg.Dir, "lease"), launcher.Uptime), sweeps: map[string]*plans.Sweep{},
 		running: map[string]api.AttemptRef{}, ended: map[string]scheduler.Exit{}, stopped: map[string]bool{}, active: time.Now(),
 		starting: map[string]bool{}, started: make(chan startResult), hostMemory: launcher.HostMemory}
+	// One refused from here on (no driver, a plan for other cards) takes away the
+	// directory it made, as one that leaves without linking does.
+	refused := func(err error) (*worker, error) {
+		w.forgetDir()
+		w.close()
+		return nil, err
+	}
+	if w.instance, err = instanceOf(cfg.Dir); err != nil {
+		return refused(err)
+	}
 	// Simulated cards only where asked for: a node without a driver has no cards for
 	// the daemon's jobs.
 	opt := cfg.Inventory
 	opt.RealOnly = true
 	if w.inv, err = nvidia.Open(spec, opt); err != nil {
-		lock.Close()
-		return nil, err
+		return refused(err)
 	}
 	if w.cards, err = w.inv.Read(); err == nil {
 		w.plan, err = plan.For(len(w.cards))
 	}
 	if err != nil {
-		w.close()
-		return nil, plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}}
+		return refused(plans.Problems{{File: cfg.Plan.Source, Msg: err.Error()}})
 	}
 	launcher.BecomeSubreaper()
 	ro := runner.Options{Dir: w.attempts, Lease: w.lease.path}
@@ -282,7 +285,9 @@ func open(cfg Config) (*worker, error) {
 }
 
 func (w *worker) close() {
-	w.inv.Close()
+	if w.inv != nil {
+		w.inv.Close()
+	}
 	w.lock.Close()
 }
 
@@ -328,9 +333,9 @@ func instanceOf(dir string) (string, error) {
 	return strings.TrimSpace(string(id)), nil
 }
 
-// forgetDir takes away, as the worker leaves, the directory it made and never used:
-// it never linked to its daemon (a mistyped address, a daemon down, a refusal), so
-// nothing ran from it. Every Slurm allocation's worker has a name of its own, and
+// forgetDir takes away, as the worker leaves or is refused, the directory it made and
+// never used: it never linked to its daemon (a mistyped address, a daemon down, a
+// refusal, no cards), so nothing ran from it. Every Slurm allocation's worker has a name of its own, and
 // those that never linked left a directory each in the state directory. What it did
 // not make stays: a directory that was there, or any file in it but its own.
 func (w *worker) forgetDir() {
