@@ -87,3 +87,77 @@ func TestUnknownCardNamesItsSource(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s\nwant %q", code, errOut, want)
 	}
 }
+
+// TestConfigFilePaths: a path the config file gives (state_dir, sim_ledger,
+// dcgm_job_map) is read as the shell would have handed it to the flag typed beside the
+// file: ~ and ~/ are the home directory, a relative path is under the file's directory
+// (not the one gpuq happens to run in), and an absolute one is kept. Before, the value
+// was taken as written: "~/state" made a directory named ~ in the current directory,
+// and "state" a state directory of each directory's own. A ~ the shell could not expand
+// (no such user) is an error that names the file and the key, not a directory named ~.
+func TestConfigFilePaths(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	dir := t.TempDir()
+	elsewhere := t.TempDir()
+	t.Chdir(elsewhere) // a relative path must not follow the current directory
+	for _, key := range pathKeys {
+		for _, tc := range []struct{ written, want string }{
+			{"~", home},
+			{"~/gpuq/x", filepath.Join(home, "gpuq", "x")},
+			{"rel/x", filepath.Join(dir, "rel", "x")},
+			{"./x", filepath.Join(dir, "x")},
+			{"../x", filepath.Join(filepath.Dir(dir), "x")},
+			{"/abs/x", "/abs/x"},
+			{"a~b", filepath.Join(dir, "a~b")}, // a ~ not at the start is a name's
+		} {
+			cfg := filepath.Join(dir, "config.yaml")
+			os.WriteFile(cfg, []byte(key+": \""+tc.written+"\"\n"), 0o644)
+			got, err := readConfigFile(cfg)
+			if err != nil || got[key] != tc.want {
+				t.Errorf("%s: %q: got %q (%v), want %q", key, tc.written, got[key], err, tc.want)
+			}
+		}
+	}
+	// A config file named by a relative path is read against the directory it is in,
+	// not against the current one twice over.
+	os.MkdirAll(filepath.Join(elsewhere, "conf"), 0o755)
+	os.WriteFile(filepath.Join(elsewhere, "conf", "config.yaml"), []byte("state_dir: state\n"), 0o644)
+	if got, err := readConfigFile(filepath.Join("conf", "config.yaml")); err != nil || got[keyStateDir] != filepath.Join(elsewhere, "conf", "state") {
+		t.Errorf("state_dir: state in conf/config.yaml: got %q (%v), want %q", got[keyStateDir], err, filepath.Join(elsewhere, "conf", "state"))
+	}
+	// Settings that are not paths are left as they were written.
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte("metrics: 127.0.0.1:9469\nserver: login1:7070\n"), 0o644)
+	if got, err := readConfigFile(cfg); err != nil || got[keyMetrics] != "127.0.0.1:9469" || got[keyServer] != "login1:7070" {
+		t.Errorf("metrics and server: got %v (%v)", got, err)
+	}
+	os.WriteFile(cfg, []byte("state_dir: ~no-such-user-of-gpuq/x\n"), 0o644)
+	_, err := readConfigFile(cfg)
+	if want := cfg + ": state_dir: \"~no-such-user-of-gpuq/x\": cannot expand ~no-such-user-of-gpuq: no such user"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("an unknown user's ~: %v, want %q", err, want)
+	}
+}
+
+// TestConfigFileStateDirFromElsewhere: the tester's case, end to end. gpuq run, from a
+// directory that is neither the home directory nor the config file's, keeps its logs in
+// the state directory the config file names as ~/... and makes no directory named ~
+// where it runs.
+func TestConfigFileStateDirFromElsewhere(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("state_dir: ~/gpuq-state\ngpus: sim:1x8GiB\n"), 0o644)
+	elsewhere := t.TempDir()
+	t.Chdir(elsewhere)
+	_, errOut, code := gpuq(t, "run", "--config", cfg, "--", "true")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if want := "logs in " + filepath.Join(home, "gpuq-state", "runs") + "/"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr:\n%s\nwant %q", errOut, want)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "~")); err == nil {
+		t.Errorf("gpuq run made a directory named ~ in the current directory")
+	}
+}
