@@ -44,7 +44,12 @@ gpuq results and report read by the sweep's name) is forgotten alike: the sweep
 --sweep names, those whose run ended longer ago than --older-than, or every sweep.
 This needs no daemon. A run's logs stay where it kept them (its --log-dir). With no
 daemon, --sweep names a sweep to clean only where a gpuq run of it left its jobs, or
-the state the last daemon left holds it (a daemon must run to forget that).`,
+the state the last daemon left holds it (a daemon must run to forget that).
+
+With no daemon, the sweeps the last daemon left (which gpuq status still lists) are
+not forgotten: where its state holds what was asked, clean forgets the runs' records
+all the same, says that those sweeps are not forgotten, and exits 1, whether or not
+there was a record to forget. Start a daemon (gpuq daemon) and clean again.`,
 		Example: `  gpuq clean --sweep gla-e1
   gpuq clean --older-than 7d --logs
   gpuq clean --all`,
@@ -97,29 +102,39 @@ func runClean(opts *cleanOptions) error {
 			return err
 		}
 	}
-	if daemonErr != nil && len(out.Runs) == 0 {
-		switch {
-		case !errors.As(daemonErr, &none) || opts.settings.remote():
-			return daemonErr
-		case req.Sweep != "":
-			return opts.settings.noSweepToClean(req.Sweep, none)
+	// With no daemon on this machine's state directory, the runs' records are forgotten
+	// above, but the sweeps the last daemon left are a daemon's to forget (see
+	// daemonLeft): where the state it left holds what was asked, that part of the
+	// clean was not done, and clean says so and fails alike whether or not a run's
+	// record was forgotten beside it. A clean that forgot a record and then exited 0
+	// while the daemon's sweeps stayed, when the same clean with no record to forget
+	// failed, read as done to a script and to a person alike.
+	var skipped error
+	switch {
+	case daemonErr == nil:
+	case !errors.As(daemonErr, &none) || opts.settings.remote():
+		if len(out.Runs) == 0 {
+			return daemonErr // the daemon has no such sweep (or is not reached), nor had a run
 		}
-		// No daemon runs, and no gpuq run's record was old enough: where the last
-		// daemon left no sweep either, there is nothing to forget (a nightly clean of
-		// someone who only uses gpuq run), not a daemon to start.
-		sr, err := opts.settings.readState(none.Dir)
-		if err != nil {
-			return err
-		}
-		if sr != nil && len(sr.view.Submissions()) > 0 {
-			return daemonErr
-		}
+	case req.Sweep != "" && len(out.Runs) == 0:
+		return opts.settings.noSweepToClean(req.Sweep, none)
+	default:
+		// No daemon runs: where the last daemon left no sweep that was asked for,
+		// there is nothing of its to forget (a nightly clean of someone who only uses
+		// gpuq run), not a daemon to start.
+		skipped = opts.settings.daemonLeft(req, none)
+	}
+	if skipped != nil && len(out.Runs) == 0 {
+		return skipped
 	}
 	for _, w := range out.Warnings {
 		fmt.Fprintln(opts.io.Err, "gpuq: warning:", w)
 	}
 	if opts.json {
-		return writeJSON(opts.io.Out, out)
+		if err := writeJSON(opts.io.Out, out); err != nil {
+			return err
+		}
+		return skipped
 	}
 	switch {
 	case len(out.Sweeps) == 0 && len(out.Runs) == 0 && req.OlderThan > 0:
@@ -135,7 +150,7 @@ func runClean(opts *cleanOptions) error {
 	if len(out.Runs) > 0 {
 		fmt.Fprintf(opts.io.Out, "forgot the jobs of the gpuq runs that had ended, as they left them: %s\n", api.RunsText(out.Runs))
 	}
-	return nil
+	return skipped
 }
 
 // cleaned is what gpuq clean forgot: the daemon's sweeps, and the records of the gpuq
@@ -165,9 +180,9 @@ func (s *settings) forgetRuns(req api.CleanRequest) ([]api.Run, error) {
 
 // noSweepToClean is clean --sweep's error where no daemon runs on the state directory
 // and no gpuq run that ended left the sweep there: that none runs stands only where the
-// state the last daemon left holds the sweep, which only a daemon forgets. Otherwise
-// there is no such sweep to clean, as a daemon would refuse it, and it says where it
-// looked; a gpuq run that still runs the sweep says so.
+// state the last daemon left holds the sweep, which only a daemon forgets (see
+// daemonLeft). Otherwise there is no such sweep to clean, as a daemon would refuse it,
+// and it says where it looked; a gpuq run that still runs the sweep says so.
 func (s *settings) noSweepToClean(sweep string, none api.NoDaemonError) error {
 	for _, r := range api.Runs(none.Dir) {
 		if r.Sweep == sweep {
@@ -182,7 +197,7 @@ func (s *settings) noSweepToClean(sweep string, none api.NoDaemonError) error {
 	left := "nor left its state there"
 	if sr != nil {
 		if sr.view.Submission(sweep) != nil {
-			return none
+			return sweepNotForgotten(sweep, none)
 		}
 		for _, sub := range sr.view.Submissions() {
 			known = append(known, sub.Sweep.Name)
@@ -191,6 +206,47 @@ func (s *settings) noSweepToClean(sweep string, none api.NoDaemonError) error {
 	}
 	return scheduler.Refused(fmt.Sprintf("no sweep %q to clean%s: no gpuq daemon runs on %s, %s, and no gpuq run of it left its jobs there as it ended",
 		sweep, plans.Suggest(sweep, known), none.Dir, left))
+}
+
+// daemonLeft is clean's error where no daemon runs on the state directory and the
+// state the last daemon left there holds what the clean asked for: the sweep --sweep
+// names, or with --all or --older-than any sweep at all. Those are not forgotten, and
+// it says which, and that a daemon is to be started to forget them (none, with the
+// need gpuq clean gives it, says how); nil where that state holds none of them, or
+// where there is none. The daemon alone forgets them, though the state is not in use
+// while none runs: it decides which sweeps have ended on the jobs as it takes them up
+// again (a trainer that ended while no daemon ran still reads as running here), and
+// it moves their logs and unlinks their names under its lock; a clean that did it
+// here would race a daemon that gpuq submit starts meanwhile.
+func (s *settings) daemonLeft(req api.CleanRequest, none api.NoDaemonError) error {
+	sr, err := s.readState(none.Dir)
+	if err != nil || sr == nil {
+		return err
+	}
+	if req.Sweep != "" {
+		if sr.view.Submission(req.Sweep) == nil {
+			return nil
+		}
+		return sweepNotForgotten(req.Sweep, none)
+	}
+	var names []string
+	for _, sub := range sr.view.Submissions() {
+		names = append(names, sub.Sweep.Name)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if len(names) > 5 {
+		names = append(names[:5:5], fmt.Sprintf("and %d more", len(names)-5))
+	}
+	return fmt.Errorf("the sweeps the last gpuq daemon left are not forgotten (%s; gpuq status lists them): %w", strings.Join(names, ", "), none)
+}
+
+// sweepNotForgotten is clean --sweep's error where the state the last daemon left
+// holds the sweep and no daemon runs to forget it, whether or not a gpuq run's record
+// of it was forgotten.
+func sweepNotForgotten(sweep string, none api.NoDaemonError) error {
+	return fmt.Errorf("sweep %s, which the last gpuq daemon left, is not forgotten: %w", sweep, none)
 }
 
 // parseAge reads an age as Go writes durations (12h, 30m), or in days (7d).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
+	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
 // TestCleanForgetsWhatARunLeft: gpuq clean forgets what a gpuq run of a sweep left as it
@@ -20,23 +21,7 @@ import (
 // clean, as a daemon would say, not that no daemon runs.
 func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	dir := daemonEnv(t)
-	if err := os.MkdirAll(api.RunsDir(dir), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	left := func(sweep string, pid int, ended time.Time) api.Run {
-		r := api.Run{Sweep: sweep, PID: pid, Socket: api.RunSocket(dir, sweep, pid)}
-		err := r.WriteRecord(func(w io.Writer) error {
-			_, err := io.WriteString(w, `{"jobs":[{"sweep":"`+sweep+`","id":"`+sweep+`.1","state":"succeeded","attempts":[]}]}`)
-			return err
-		})
-		if err == nil {
-			err = os.Chtimes(r.Record(), ended, ended)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	left := func(sweep string, pid int, ended time.Time) api.Run { return leaveRecord(t, dir, sweep, pid, ended) }
 	now := time.Now()
 	fg, fg2, old, other := left("fg", 4242, now.Add(-time.Hour)), left("fg", 4343, now), left("old", 4444, now.Add(-10*24*time.Hour)), left("other", 4545, now)
 	// A record that says when its run ended ended then, whenever its file was last
@@ -118,6 +103,79 @@ func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	}
 	if out, errOut, code := cli(t, "clean", "--all"); code != exitOK || !strings.Contains(out, "no sweep to forget") {
 		t.Errorf("clean --all of nothing left: exit %d: %s%s", code, out, errOut)
+	}
+}
+
+// leaveRecord leaves in the state directory what a gpuq run of sweep (pid) leaves as
+// it ends, one job that succeeded, as if it had ended then.
+func leaveRecord(t *testing.T, dir, sweep string, pid int, ended time.Time) api.Run {
+	t.Helper()
+	if err := os.MkdirAll(api.RunsDir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := api.Run{Sweep: sweep, PID: pid, Socket: api.RunSocket(dir, sweep, pid)}
+	err := r.WriteRecord(func(w io.Writer) error {
+		_, err := io.WriteString(w, `{"jobs":[{"sweep":"`+sweep+`","id":"`+sweep+`.1","state":"succeeded","attempts":[]}]}`)
+		return err
+	})
+	if err == nil {
+		err = os.Chtimes(r.Record(), ended, ended)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestCleanWithoutADaemonSaysWhatItLeft: with no daemon running, gpuq clean forgets
+// what the gpuq runs that had ended left, but not the sweeps the last daemon left,
+// which a daemon forgets; whatever it was asked (--all, --older-than, --sweep), where
+// that state holds what was asked it says that those sweeps are not forgotten and how
+// to start a daemon to forget them, and exits 1, whether or not a run's record was
+// forgotten beside them. It once exited 0 having forgotten a record, saying nothing
+// of the daemon's sweeps it left, and failed only once no record was left, so the
+// same clean read as done the first time and failed the second. Started, a daemon
+// forgets them.
+func TestCleanWithoutADaemonSaysWhatItLeft(t *testing.T) {
+	dir := daemonEnv(t)
+	startDaemon(t)
+	sweep := writeSweep(t, "name: ok\ncommand: [sh, -c, \"echo out\"]\njobs: [{}]\nmemory: 1GiB\n")
+	if _, errOut, code := cli(t, "submit", sweep); code != exitOK {
+		t.Fatalf("submit: %s", errOut)
+	}
+	schedtest.WaitFor(t, "ok.1 to succeed", func() bool { return countState(listed(t), "succeeded") == 1 })
+	stopAll(t, dir)
+	_, at, _, _ := api.Stopped(dir)
+	start := fmt.Sprintf("the gpuq daemon on %s (pid %d) stopped at %s: start one with gpuq daemon to clean sweeps", dir, os.Getpid(), at.Local().Format(time.DateTime))
+	kept := func(r api.Run) bool { _, err := os.Stat(r.Record()); return err == nil }
+	hour := time.Now().Add(-time.Hour)
+	for _, tc := range []struct {
+		args []string
+		run  string // the sweep of the run whose record is left beforehand
+		want string
+	}{
+		{[]string{"clean", "--all"}, "runone", "the sweeps the last gpuq daemon left are not forgotten (ok; gpuq status lists them): " + start},
+		{[]string{"clean", "--older-than", "1s"}, "runone", "the sweeps the last gpuq daemon left are not forgotten (ok; gpuq status lists them): " + start},
+		{[]string{"clean", "--sweep", "ok"}, "ok", "sweep ok, which the last gpuq daemon left, is not forgotten: " + start},
+	} {
+		// First with a run's record to forget beside the daemon's sweep, then with
+		// none left: the same failure, and the same words, both times.
+		r := leaveRecord(t, dir, tc.run, 4242, hour)
+		for _, record := range []bool{true, false} {
+			out, errOut, code := cli(t, tc.args...)
+			forgot := strings.Contains(out, "forgot the jobs of the gpuq runs that had ended, as they left them: "+tc.run+" (pid 4242)")
+			if code != exitFailed || !strings.Contains(errOut, tc.want) || forgot != record || kept(r) {
+				t.Errorf("gpuq %s (a run's record to forget: %v): exit %d, record kept: %v:\n%s%s\nwant exit %d, %q, and the record forgotten and said so where there was one",
+					strings.Join(tc.args, " "), record, code, kept(r), out, errOut, exitFailed, tc.want)
+			}
+		}
+	}
+	if jobs := listed(t); countState(jobs, "succeeded") != 1 {
+		t.Errorf("the last daemon's sweep after the cleans without one: %+v", jobs)
+	}
+	startDaemon(t)
+	if out, errOut, code := cli(t, "clean", "--all"); code != exitOK || !strings.Contains(out, "forgot ok (1 job)") {
+		t.Errorf("clean --all with a daemon: exit %d: %s%s", code, out, errOut)
 	}
 }
 
