@@ -51,7 +51,8 @@ func newRunCmd(io ioStreams, st *settings) *cobra.Command {
 pseudo-terminal with the right environment, and when one runs out of GPU memory requeue
 it with the next rung of its OOM ladder (the effective batch kept), until every job has
 succeeded, failed for good, been cancelled or been stopped early. Ctrl-C stops every trainer cleanly, as
-do SIGTERM and the terminal closing (SIGHUP). At the end it prints every attempt (its
+do SIGTERM and the terminal closing (SIGHUP): SIGTERM, and SIGKILL to those left after
+10s, saying so; a second Ctrl-C kills them at once. At the end it prints every attempt (its
 card, tier, estimate, peak, outcome and exit status) and why each failed job failed,
 with its trainer's error line; --json the same with every attempt's "exit_code",
 "signal", "error" and "command".
@@ -227,12 +228,12 @@ func runRun(opts *runOptions) error {
 	running := fmt.Sprintf("gpuq: running %s of %s; logs in", plans.Count(len(sw.Jobs), "job"), sw.Name)
 	fmt.Fprint(progress, pathLine(running, opts.logDir, progressWidth))
 
-	// A closed terminal (SIGHUP) stops the run as Ctrl-C does: a trainer that ignores
-	// the hangup of its own terminal must not live on without gpuq.
-	ctx, stop := signal.NotifyContext(stopped, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := context.WithCancel(stopped)
 	defer stop()
 	ui.start()
+	signals := stopOnSignals(ctx, stop, r, ui, opts.io.Err)
 	runErr := eng.Run(ctx)
+	killed := signals.end()
 	ui.stop()
 	if trainer != nil {
 		trainer.wait()
@@ -257,7 +258,11 @@ func runRun(opts *runOptions) error {
 				left = append(left, j.ID)
 			}
 		}
-		return fmt.Errorf("%w; every trainer was stopped. Not finished: %s", errInterrupted, firstOf(left, " "))
+		how := "every trainer was stopped"
+		if killed {
+			how = "every trainer left was killed (SIGKILL) at the second Ctrl-C"
+		}
+		return fmt.Errorf("%w; %s. Not finished: %s", errInterrupted, how, firstOf(left, " "))
 	case runErr != nil:
 		return runErr
 	case sum.Counts[string(state.JobFailed)] > 0 || sum.Counts[string(state.JobCancelled)] > 0:
@@ -266,6 +271,76 @@ func runRun(opts *runOptions) error {
 		return errJobsFailed
 	}
 	return nil
+}
+
+// stopOnSignals stops the run (stop) at the first Ctrl-C (SIGINT), SIGTERM or hangup
+// of its terminal (SIGHUP: a trainer that ignores the hangup of its own terminal must
+// not live on without gpuq), as the engine does on ctx's end: SIGTERM to every
+// trainer, SIGKILL to those left after launcher.GroupGrace. It says so at once on errs,
+// above the live table, which shows them as stopping from then on rather than as
+// running: without a word, a person looks at trainers that go on "running" for ten
+// seconds and presses Ctrl-C again. That second Ctrl-C (or SIGTERM) kills what is
+// left at once (see runner.Direct.Kill), as make and docker compose do, and says so;
+// the run then ends as soon as they have. A second SIGHUP does not: a shell that
+// hangs up passes its own SIGHUP on to gpuq after the terminal's, and a trainer that
+// saves a checkpoint on SIGTERM must not be cut short by that. A run stopped otherwise
+// (what reads its output went: ctx ended, and readerGone said why) is killed by the
+// first Ctrl-C that comes, as by a second. The signals are gpuq's until end is called,
+// once the engine has returned.
+func stopOnSignals(ctx context.Context, stop context.CancelFunc, r *runner.Direct, ui *runUI, errs io.Writer) *signalStop {
+	s := &signalStop{sigs: make(chan os.Signal, 4), ended: make(chan struct{})}
+	signal.Notify(s.sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer signal.Stop(s.sigs)
+		select {
+		case <-s.sigs:
+			if n := r.Running(); n > 0 {
+				grace := launcher.GroupGrace
+				ui.say(errs, fmt.Sprintf("gpuq: stopping %s (SIGTERM; SIGKILL in %s if they have not ended; Ctrl-C again to kill them now)",
+					plans.Count(n, "trainer"), plans.FormatDuration(grace)), time.Now().Add(grace))
+			}
+			stop()
+		case <-ctx.Done():
+		case <-s.ended:
+			return
+		}
+		for {
+			select {
+			case sig := <-s.sigs:
+				if sig == syscall.SIGHUP {
+					continue
+				}
+				// None reached: every trainer had ended already, and none was killed.
+				if n := r.Kill(); n > 0 {
+					s.killed = true
+					ui.say(errs, fmt.Sprintf("gpuq: killing %s now (SIGKILL)", plans.Count(n, "trainer")), time.Time{})
+				}
+				return
+			case <-s.ended:
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// signalStop is how a gpuq run's signals stop it (see stopOnSignals).
+type signalStop struct {
+	sigs   chan os.Signal
+	ended  chan struct{}
+	wg     sync.WaitGroup
+	killed bool // a second Ctrl-C killed the trainers; read after end
+}
+
+// end gives the signals back, once the engine has returned and before the live table
+// is drawn for the last time (nothing is said above it after), and reports whether a
+// second Ctrl-C killed the trainers.
+func (s *signalStop) end() (killed bool) {
+	close(s.ended)
+	s.wg.Wait()
+	return s.killed
 }
 
 // pathLine is text followed by path, on one line where it fits width (0: any), else
@@ -404,6 +479,10 @@ type runUI struct {
 	log   []string
 	done  chan struct{}
 	wg    sync.WaitGroup
+	// The run is stopping (see say): its trainers were sent SIGTERM, and SIGKILL
+	// follows at stopAt, or was sent at once (killing).
+	stopAt  time.Time
+	killing bool
 }
 
 // eventLine is an event as the run shows it: "10:04:05 gla.3 #2 gpu-oom: ...".
@@ -462,6 +541,35 @@ func (u *runUI) stop() {
 func (u *runUI) redraw(now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.draw(now)
+}
+
+// say writes line on w (gpuq's stderr, which may be the table's terminal) as the run
+// stops, above the live table where there is one: the table is cleared first and
+// drawn again below the line at once, for a line written where the table is would be
+// drawn over at its next redraw, or leave a line of it behind. From then on the table
+// counts the running trainers as stopping, with the time left before their SIGKILL
+// (kill), or, kill being zero, as being killed.
+func (u *runUI) say(w io.Writer, line string, kill time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if kill.IsZero() {
+		u.killing = true
+	} else {
+		u.stopAt = kill
+	}
+	if u.live && u.lines > 0 {
+		fmt.Fprintf(u.w, "\r\x1b[%dA\x1b[J", u.lines)
+		u.lines = 0
+	}
+	fmt.Fprintln(w, line)
+	if u.live {
+		u.draw(time.Now())
+	}
+}
+
+// draw is redraw's, with u.mu held.
+func (u *runUI) draw(now time.Time) {
 	cols, rows := u.size()
 	lines := u.frame(now, cols, rows-1) // the cursor's row stays free below
 	if u.lines > 0 {
@@ -513,13 +621,32 @@ func (u *runUI) frame(now time.Time, width, height int) []string {
 		}
 		events, room = append(ev, events...), room-len(ev)
 	}
-	lines := append(append(table, events...), u.sweep.Name+": "+countsText(counts))
+	lines := append(append(table, events...), u.sweep.Name+": "+u.countsText(counts, now))
 	for i, l := range lines {
 		if width > 0 {
 			lines[i] = ansi.Truncate(l, width, "…")
 		}
 	}
 	return lines
+}
+
+// countsText is the table's last line, its jobs counted by state; as the run stops,
+// its running ones are counted as stopping, with the time left before their SIGKILL
+// and how not to wait for it, or as being killed: they do not simply run any more.
+func (u *runUI) countsText(counts map[string]int, now time.Time) string {
+	n := counts[string(state.JobRunning)]
+	if n == 0 || !u.killing && u.stopAt.IsZero() {
+		return countsText(counts)
+	}
+	delete(counts, string(state.JobRunning))
+	stopping := fmt.Sprintf("%d being killed (SIGKILL)", n)
+	if left := u.stopAt.Sub(now); !u.killing && left > 0 {
+		stopping = fmt.Sprintf("%d stopping (SIGTERM; SIGKILL in %s; Ctrl-C again to kill them now)", n, plans.FormatDuration((left + time.Second - 1).Truncate(time.Second)))
+	}
+	if len(counts) == 0 || countsText(counts) == "no jobs" {
+		return stopping
+	}
+	return stopping + ", " + countsText(counts)
 }
 
 // eventIndent puts an event's wrapped lines under its message, past its time.

@@ -10,12 +10,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
+	"github.com/gpuq/gpuq/launcher"
 	"github.com/gpuq/gpuq/plans"
 	"github.com/gpuq/gpuq/scheduler"
 	"github.com/gpuq/gpuq/scheduler/daemon/api"
@@ -372,6 +374,152 @@ gpus: sim:2x24GiB
 				}
 			}
 		})
+	}
+}
+
+// TestRunSecondCtrlCKillsTheTrainers is a person's Ctrl-C of a gpuq run whose trainers
+// ignore SIGTERM: the first says at once, on stderr, that the trainers are being
+// stopped, that SIGKILL follows after the grace and that Ctrl-C again kills them now
+// (without it, the run looked as if nothing happened for ten seconds); the second
+// kills them at once, as the grace running out would, and the run ends well before
+// that grace with exit 130, saying they were killed. Before, the first Ctrl-C said
+// nothing and the second did nothing: the run ended ten seconds later all the same.
+func TestRunSecondCtrlCKillsTheTrainers(t *testing.T) {
+	needPython(t)
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready") // each trainer's pid, once it ignores SIGTERM
+	if err := os.Mkdir(ready, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sweep := filepath.Join(dir, "stub.yaml")
+	os.WriteFile(sweep, []byte(`name: stub
+command: [python3, -c, "import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); open(os.path.join(sys.argv[1], str(os.getpid())), 'w').close(); time.sleep(600)", `+ready+`, "{seed}"]
+matrix: {seed: [1, 2]}
+memory: 1GiB
+gpus: sim:2x24GiB
+`), 0o644)
+	cmd := exec.Command(os.Args[0], "run", sweep, "--log-dir", filepath.Join(dir, "logs"))
+	cmd.Env = append(os.Environ(), asGPUQ+"=1", "GPUQ_STATE_DIR="+filepath.Join(dir, "state"),
+		"GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir)
+	var out, errOut schedtest.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var ended atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		ended.Store(true)
+		close(done)
+	}()
+	var trainers []int
+	t.Cleanup(func() { // those a failing gpuq left, and gpuq itself
+		for _, pid := range trainers {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		cmd.Process.Kill()
+		<-done
+	})
+	pids := func() []int {
+		ents, _ := os.ReadDir(ready)
+		var pids []int
+		for _, e := range ents {
+			if pid, err := strconv.Atoi(e.Name()); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	schedtest.WaitFor(t, "both trainers to ignore SIGTERM", func() bool { trainers = pids(); return len(trainers) == 2 || ended.Load() })
+	if ended.Load() {
+		t.Fatalf("the run ended before its trainers started:\n%s%s", out.String(), errOut.String())
+	}
+
+	cmd.Process.Signal(syscall.SIGINT)
+	const stopping = "gpuq: stopping 2 trainers (SIGTERM; SIGKILL in 10s if they have not ended; Ctrl-C again to kill them now)\n"
+	schedtest.WaitFor(t, "the first Ctrl-C to be answered", func() bool { return strings.Contains(errOut.String(), stopping) || ended.Load() })
+	if !strings.Contains(errOut.String(), stopping) {
+		t.Fatalf("the first Ctrl-C did not say the trainers are being stopped; stderr:\n%s", errOut.String())
+	}
+	for _, pid := range trainers {
+		if syscall.Kill(pid, 0) != nil {
+			t.Fatalf("trainer %d, which ignores SIGTERM, ended before the second Ctrl-C", pid)
+		}
+	}
+
+	second := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-done:
+	case <-time.After(launcher.GroupGrace / 2):
+		t.Fatalf("the run still runs %s after the second Ctrl-C; stderr:\n%s", launcher.GroupGrace/2, errOut.String())
+	}
+	t.Logf("ended %s after the second Ctrl-C", time.Since(second).Round(time.Millisecond))
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt {
+		t.Errorf("exit %d, want %d", code, exitInterrupt)
+	}
+	for _, want := range []string{
+		"gpuq: killing 2 trainers now (SIGKILL)\n",
+		"gpuq: interrupted; every trainer left was killed (SIGKILL) at the second Ctrl-C. Not finished: stub.1 stub.2\n",
+	} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
+	}
+	for _, pid := range trainers {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("trainer %d survived the second Ctrl-C", pid)
+		}
+	}
+}
+
+// TestRunTableWhileStopping: once Ctrl-C has stopped the run, the live table no longer
+// says its trainers run, which they do only until they have saved and ended or are
+// killed: it counts them as stopping, with the time to their SIGKILL and how not to
+// wait for it, or, after a second Ctrl-C, as being killed. The line that says so is
+// written above the table, which is cleared first and drawn again below it: written
+// where the table is, the next redraw would draw over it.
+func TestRunTableWhileStopping(t *testing.T) {
+	store, err := state.NewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	j := &state.Job{Job: &plans.Job{ID: "stub.1", Name: "seed=1"}, Sweep: "stub", Status: state.Status{State: state.JobRunning, Declared: 1 << 30, Attempts: 1}}
+	q := &state.Job{Job: &plans.Job{ID: "stub.2", Name: "seed=2"}, Sweep: "stub", Status: state.Status{State: state.JobQueued, Declared: 1 << 30}}
+	a := &state.Attempt{ID: "stub.1/1", Job: "stub.1", N: 1, GPUs: []int{0}, Reserve: 1 << 30, Started: at}
+	if err := store.Put(state.Change{Jobs: []*state.Job{j, q}, Attempts: []*state.Attempt{a}}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	u := newRunUI(&out, true, &plans.Sweep{Name: "stub"})
+	u.store, u.size = store, func() (int, int) { return 120, 30 }
+	u.redraw(at)
+	first := out.String()
+	if !strings.HasSuffix(first, "\nstub: 1 queued, 1 running\n") {
+		t.Fatalf("before Ctrl-C, the table:\n%s", first)
+	}
+	out.Reset()
+	u.say(&out, "gpuq: stopping 1 trainer (…)", time.Now().Add(10*time.Second))
+	said, ok := strings.CutPrefix(out.String(), fmt.Sprintf("\r\x1b[%dA\x1b[J", strings.Count(first, "\n")))
+	if !ok {
+		t.Fatalf("the table was not cleared before the line was written: %q", out.String())
+	}
+	table, ok := strings.CutPrefix(said, "gpuq: stopping 1 trainer (…)\n")
+	if !ok || !strings.HasSuffix(table, "\nstub: 1 stopping (SIGTERM; SIGKILL in 10s; Ctrl-C again to kill them now), 1 queued\n") {
+		t.Errorf("the line, then the table drawn again below it, stopping:\n%s", said)
+	}
+	if strings.Contains(table, "running") {
+		t.Errorf("the table says a trainer that is being stopped runs:\n%s", table)
+	}
+	if line := u.frame(time.Now().Add(11*time.Second), 120, 30); line[len(line)-1] != "stub: 1 being killed (SIGKILL), 1 queued" {
+		t.Errorf("past the grace: %q", line[len(line)-1])
+	}
+	out.Reset()
+	u.say(&out, "gpuq: killing 1 trainer now (SIGKILL)", time.Time{})
+	if !strings.HasSuffix(out.String(), "\nstub: 1 being killed (SIGKILL), 1 queued\n") {
+		t.Errorf("after the second Ctrl-C:\n%s", out.String())
 	}
 }
 

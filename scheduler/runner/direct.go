@@ -17,6 +17,9 @@ type Direct struct {
 	base
 	mu    sync.Mutex
 	procs map[string]*launcher.Process
+	// killed: Kill was called (a second Ctrl-C); an attempt stopped after it is given
+	// no grace either.
+	killed bool
 }
 
 // NewDirect returns a runner that starts attempts as this process's children.
@@ -62,12 +65,43 @@ func (r *Direct) HostMemory() map[string]int64 {
 	return launcher.AttemptMemory(r.dir, []int{os.Getpid()})
 }
 
-// Stop stops the attempt's process group: SIGTERM, then SIGKILL after a grace period.
+// Stop stops the attempt's process group: SIGTERM, then SIGKILL after a grace period
+// (none once Kill was called).
 func (r *Direct) Stop(a *state.Attempt) {
 	r.mu.Lock()
-	p := r.procs[a.ID]
+	p, grace := r.procs[a.ID], launcher.GroupGrace
+	if r.killed {
+		grace = 0
+	}
 	r.mu.Unlock()
 	if p != nil {
-		p.Stop(launcher.GroupGrace)
+		p.Stop(grace)
 	}
+}
+
+// Running is how many attempts' processes run now, those being stopped among them.
+func (r *Direct) Running() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.procs)
+}
+
+// Kill ends every attempt at once, as the grace of a Stop running out would: the same
+// stop, with no time left, so SIGKILL to each one's process group and to its
+// processes in sessions of their own, after SIGTERM to any that had none yet. An
+// attempt stopped after it is killed at once too. It is what a second Ctrl-C of gpuq
+// run does, for a person who will not wait for trainers that ignore SIGTERM, or save
+// for longer than they care to wait. It returns how many attempts it reached.
+func (r *Direct) Kill() int {
+	r.mu.Lock()
+	r.killed = true
+	procs := make([]*launcher.Process, 0, len(r.procs))
+	for _, p := range r.procs {
+		procs = append(procs, p)
+	}
+	r.mu.Unlock()
+	for _, p := range procs {
+		p.Stop(0)
+	}
+	return len(procs)
 }
