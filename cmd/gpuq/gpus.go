@@ -145,7 +145,7 @@ func writeGPUs(io ioStreams, m machineView, asJSON bool) error {
 	if asJSON {
 		return writeJSON(io.Out, m.json())
 	}
-	if len(m.cards) == 0 && len(m.workers) > 0 { // a daemon whose cards are its workers'
+	if len(m.cards) == 0 { // a daemon whose cards are its workers': their table, or none at all with none linked yet
 		return m.writeWorkers(io)
 	}
 	// On a terminal, the UUID goes first, then names are shortened; why a card is out

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpuq/gpuq/cmd/gpuq/internal/tmux"
+	"github.com/gpuq/gpuq/scheduler/daemon/api"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
 )
 
@@ -90,6 +91,32 @@ gpu_plan: "1"
 	for _, l := range strings.Split(out, "\n") {
 		if utf8.RuneCountInString(l) > 80 {
 			t.Errorf("a line is wider than the terminal: %q", l)
+		}
+	}
+}
+
+// TestListeningAtIsWhatAWorkerDials: the address gpuq gpus tells a worker to dial, for
+// a daemon with no worker linked, is the one its listen file holds; one that listens on
+// every address of the machine (--listen :7070) leaves the host for the reader to name,
+// as 0.0.0.0 or [::] would reach no daemon from another node; one that listens nowhere
+// gives none.
+func TestListeningAtIsWhatAWorkerDials(t *testing.T) {
+	dir := t.TempDir()
+	if got := listeningAt(dir); got != "" {
+		t.Errorf("no listen file: %q, want none", got)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"127.0.0.1:7070\n", "127.0.0.1:7070"},
+		{"login1:7070\n", "login1:7070"},
+		{"[::]:7070\n", "HOST:7070"},
+		{"0.0.0.0:7070\n", "HOST:7070"},
+		{":7070\n", "HOST:7070"},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, api.ListenFile), []byte(tc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := listeningAt(dir); got != tc.want {
+			t.Errorf("listen file %q: %q, want %q", tc.file, got, tc.want)
 		}
 	}
 }

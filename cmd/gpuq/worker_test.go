@@ -27,6 +27,15 @@ func TestDaemonWithAWorker(t *testing.T) {
 		addr = strings.TrimSpace(string(data))
 		return err == nil && addr != ""
 	})
+	// Before a worker links, the daemon has no card anywhere: gpuq gpus says so, and
+	// what gives it some (a worker, at the address it listens on), and prints no table
+	// of cards with nothing under its header.
+	t.Setenv("GPUQ_GPUS", "")
+	if out, errOut, code := cli(t, "gpus"); code != exitOK || out != "" ||
+		!strings.Contains(errOut, "has no cards of its own, and no worker linked: start one with gpuq worker --server "+addr+"; headroom") {
+		t.Errorf("gpuq gpus with no worker linked: exit %d:\n%s%s", code, out, errOut)
+	}
+	t.Setenv("GPUQ_GPUS", "sim:2x24GiB")
 	startWorker(t, addr, "node7", func() { t.Logf("daemon:\n%s", log) })
 	sweep := filepath.Join(t.TempDir(), "w.yaml")
 	os.WriteFile(sweep, []byte("name: w\ncommand: [sh, -c, \"echo on the worker {seed}\"]\nmatrix: {seed: [1, 2]}\nmemory: 1GiB\n"), 0o644)
