@@ -58,9 +58,10 @@ the state directory); default every card, no slot limit, ` + plans.DefaultHeadro
 sharing a card within all of its compute. Each sweep's own gpus and gpu_plan choose
 among them and limit its jobs further; its headroom and util_target do not apply.
 
-gpuq daemon --stop stops a running daemon and leaves its trainers running; with
---stop-trainers it stops them too (their jobs end cancelled; queued jobs stay queued):
-SIGTERM to each trainer, SIGKILL 10 s later. A supervisor that does not answer
+gpuq daemon --stop stops a running daemon and leaves its trainers running (those on
+its workers until their lease lapses: see gpuq worker --help), its log says how many
+where; with --stop-trainers it stops them too (their jobs end cancelled; queued jobs
+stay queued): SIGTERM to each trainer, SIGKILL 10 s later. A supervisor that does not answer
 (stopped with SIGSTOP, hung) is continued with SIGCONT 15 s after it was asked, and
 killed with what is left of its attempt 15 s after that, so the stop always ends.
 It waits, up to a minute, for the daemon it asked (named by its pid) to end; one

@@ -14,11 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,8 +213,61 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	d.log.Printf("gpuq daemon stopped; %s left running under their supervisors", plans.Count(len(d.store.View().Running()), "trainer"))
+	var lease time.Duration // unknown: no listener, so none given this time
+	if d.cluster != nil {
+		lease = d.cluster.fence.lease
+	}
+	d.log.Printf("gpuq daemon stopped; %s", leftRunning(d.store.View().Running(), lease))
 	return nil
+}
+
+// leftRunning says, as the daemon stops, the trainers it leaves running (none after
+// --stop-trainers) and where, for what becomes of them differs. Its own run on under
+// their supervisors for as long as they take, and a daemon started again takes them
+// up. A worker's run on its node, under the lease its last beat the daemon answered
+// gave it: a daemon started again before that lapses (listening where this one did, as
+// it does unless told otherwise) links the worker again and takes them up; past it,
+// the worker stops them, and their jobs run again once a daemon is back. lease is the
+// workers' lease, 0 where this daemon gave none (it did not listen).
+func leftRunning(running []*state.Attempt, lease time.Duration) string {
+	own := 0
+	onWorker := map[string]int{}
+	for _, a := range running {
+		if a.Worker == "" {
+			own++
+		} else {
+			onWorker[a.Worker]++
+		}
+	}
+	const takenUp = "a daemon started again takes them up"
+	switch {
+	case own == 0 && len(onWorker) == 0:
+		return "0 trainers left running"
+	case len(onWorker) == 0:
+		return plans.Count(own, "trainer") + " left running under their supervisors (" + takenUp + ")"
+	}
+	// The workers' trainers, the first counted in trainers where it comes first.
+	var where []string
+	for _, w := range slices.Sorted(maps.Keys(onWorker)) {
+		n := strconv.Itoa(onWorker[w])
+		if len(where) == 0 {
+			n = plans.Count(onWorker[w], "trainer")
+		}
+		where = append(where, n+" on worker "+w)
+	}
+	until := "until its lease lapses"
+	if len(onWorker) > 1 {
+		until = "each until its worker's lease lapses"
+	}
+	if lease > 0 {
+		until += fmt.Sprintf(" (%s after the last beat the daemon answered)", lease)
+	}
+	workers := strings.Join(where, ", ") + ", " + until + ": a daemon started again by then takes them up; past it, the worker stops them, and their jobs run again once a daemon is back"
+	if own == 0 {
+		n, rest, _ := strings.Cut(workers, " on worker ")
+		return n + " left running on worker " + rest
+	}
+	return "left running: " + plans.Count(own, "trainer") + " on this machine under their supervisors (" + takenUp + "); " + workers
 }
 
 // open rebuilds the state, opens the machine and takes up the attempts that ran on.

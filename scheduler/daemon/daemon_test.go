@@ -26,6 +26,7 @@ import (
 	"github.com/gpuq/gpuq/scheduler/pack"
 	"github.com/gpuq/gpuq/scheduler/runner"
 	"github.com/gpuq/gpuq/scheduler/schedtest"
+	"github.com/gpuq/gpuq/scheduler/state"
 )
 
 func TestSubmitStatusLogsCancel(t *testing.T) {
@@ -823,5 +824,43 @@ func TestTheLogNamesAnEventAsTheRunDoes(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 2 || !strings.HasSuffix(lines[0], " gla.4 held") || !strings.HasSuffix(lines[1], " gla.3 #2 gpu-oom: tried to allocate 2.00 GiB") {
 		t.Errorf("the log reads %q", lines)
+	}
+}
+
+// TestTheStopLineSaysWhereTrainersRun: as it stops, the daemon says which trainers it
+// leaves running and where, for what becomes of them differs. Its own run on under
+// their supervisors and a daemon started again takes them up; a worker's run on that
+// worker's node only until the lease of its last answered beat lapses, so the line
+// names the worker and the lease, and says what happens past it, rather than calling
+// them the daemon's, left under their supervisors for good.
+func TestTheStopLineSaysWhereTrainersRun(t *testing.T) {
+	at := func(worker string, n int) []*state.Attempt {
+		var as []*state.Attempt
+		for i := range n {
+			as = append(as, &state.Attempt{ID: fmt.Sprintf("%s-%d/1", worker, i), Worker: worker})
+		}
+		return as
+	}
+	const lease = 106800 * time.Millisecond // the lease of the default --worker-grace, 2m
+	const past = ": a daemon started again by then takes them up; past it, the worker stops them, and their jobs run again once a daemon is back"
+	for _, tc := range []struct {
+		what    string
+		running []*state.Attempt
+		lease   time.Duration
+		want    string
+	}{
+		{"none, or stopped with --stop-trainers", nil, lease, "0 trainers left running"},
+		{"the daemon's own", at("", 3), 0, "3 trainers left running under their supervisors (a daemon started again takes them up)"},
+		{"a worker's, on a daemon of no cards of its own", at("w1", 4), lease,
+			"4 trainers left running on worker w1, until its lease lapses (1m46.8s after the last beat the daemon answered)" + past},
+		{"two workers', the daemon's own beside them", slices.Concat(at("w2", 1), at("", 1), at("w1", 2)), lease,
+			"left running: 1 trainer on this machine under their supervisors (a daemon started again takes them up); " +
+				"2 trainers on worker w1, 1 on worker w2, each until its worker's lease lapses (1m46.8s after the last beat the daemon answered)" + past},
+		{"a worker's, taken up by a daemon that gave no lease (--listen off)", at("w1", 1), 0,
+			"1 trainer left running on worker w1, until its lease lapses" + past},
+	} {
+		if got := leftRunning(tc.running, tc.lease); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.what, got, tc.want)
+		}
 	}
 }
