@@ -83,10 +83,44 @@ func machineSpec(sw *plans.Sweep, mo plans.Overrides) (plans.GPUSpec, string, er
 		return sw.GPUs, gpusWhere(sw), nil
 	}
 	if spec.String() != sw.GPUs.String() {
-		return spec, "", plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("the sweep is for %s, but the machine is %s (%s): "+
-			"unset that for this run, or give the sweep --gpus with indices of the machine's cards (e.g. --gpus 0)", sw.GPUs, spec, mo.GPUs.Source)}}
+		return spec, "", plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("the sweep is for %s, but the machine is %s (%s): %s",
+			sw.GPUs, spec, mo.GPUs.Source, otherMachineHint(sw.GPUs, spec, mo.GPUs.Source))}}
 	}
 	return spec, mo.GPUs.Source, nil
+}
+
+// otherMachineHint says how to plan or run a sweep for the simulated machine want on
+// the machine named by source (GPUQ_GPUS or the config file's gpus), which is spec.
+// There are two ways. One is the sweep's machine for this run: GPUQ_GPUS naming it,
+// which comes before the config file (a --gpus flag cannot: under gpuq run and gpuq
+// plan it speaks for the sweep, not the machine, and there is no empty config file to
+// name, /dev/null being refused). The other is the machine's cards, as many as the
+// sweep is for (its gpu_plan counts per card, so fewer would not do), by index: --gpus
+// with the sweep; all of them where the machine has fewer.
+func otherMachineHint(want, spec plans.GPUSpec, source string) string {
+	sweeps := fmt.Sprintf("for the sweep's machine, set GPUQ_GPUS=%s for this run", want)
+	if source != "GPUQ_GPUS" {
+		sweeps += " (it comes before the config file)"
+	}
+	cards := spec.Indices
+	if cards == nil {
+		cards = make([]int, spec.Count())
+		for i := range cards {
+			cards[i] = i
+		}
+	}
+	n := want.Count()
+	if len(cards) == 0 {
+		return sweeps
+	}
+	if n < len(cards) {
+		return fmt.Sprintf("%s; for the machine's, give the sweep %d of its cards by index (--gpus %s)", sweeps, n, plans.GPUSpec{Indices: cards[:n]})
+	}
+	some := ""
+	if n > len(cards) {
+		some = fmt.Sprintf(": it has %d, not the %d the sweep is for", len(cards), n)
+	}
+	return fmt.Sprintf("%s; for the machine's, give the sweep its cards by index (--gpus %s%s)", sweeps, plans.GPUSpec{Indices: cards}, some)
 }
 
 // whyNoCards says why a sweep names cards the machine lacks (nil when it names none),

@@ -161,3 +161,44 @@ func TestConfigFileStateDirFromElsewhere(t *testing.T) {
 		t.Errorf("gpuq run made a directory named ~ in the current directory")
 	}
 }
+
+// TestASweepForAnotherSimulatedMachineIsToldHowToPlanIt: a sweep written for a
+// simulated machine (gpus: sim:2x24GiB, a gpu_plan of a count for each of its 2
+// cards) beside another that the config file or GPUQ_GPUS names (sim:3x24GiB) is
+// refused, with two ways out that each work as written. The sweep's machine, by
+// GPUQ_GPUS for this run, which comes before the config file: --gpus cannot, for under
+// gpuq plan and gpuq run it speaks for the sweep, not the machine, and --config has no
+// empty file to name. Or as many of the machine's cards by index as the sweep is for:
+// --gpus 0,1, where the old hint's --gpus 0 was refused for its 2-entry gpu_plan. The
+// old hint said to "unset that for this run", without saying how.
+func TestASweepForAnotherSimulatedMachineIsToldHowToPlanIt(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("gpus: sim:3x24GiB\n"), 0o644)
+	sweep := writeSweep(t, "name: two\ncommand: [sh, -c, 'true']\nmatrix: {seed: [1, 2]}\nmemory: 5GiB\ngpus: sim:2x24GiB\ngpu_plan: \"1,2\"\n")
+	_, errOut, code := gpuq(t, "--config", cfg, "plan", sweep)
+	want := sweep + ": gpus: the sweep is for sim:2x24GiB, but the machine is sim:3x24GiB (" + cfg + ": gpus): " +
+		"for the sweep's machine, set GPUQ_GPUS=sim:2x24GiB for this run (it comes before the config file); " +
+		"for the machine's, give the sweep 2 of its cards by index (--gpus 0,1)\n"
+	if code != exitBadInput || !strings.HasSuffix(errOut, want) {
+		t.Fatalf("plan beside the config file's machine: exit %d, stderr:\n%s\nwant exit 2 and %q", code, errOut, want)
+	}
+	// Each way out plans the sweep; --gpus naming the sweep's machine does not.
+	if out, errOut, code := gpuq(t, "--config", cfg, "plan", sweep, "--gpus", "0,1"); code != exitOK || !strings.Contains(out, "2 jobs on 2 cards, SIMULATED sim:3x24GiB") {
+		t.Errorf("plan on 2 of the machine's cards: exit %d:\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := gpuq(t, "--config", cfg, "plan", sweep, "--gpus", "sim:2x24GiB"); code != exitBadInput || !strings.Contains(errOut, "but the machine is sim:3x24GiB") {
+		t.Errorf("--gpus sim:2x24GiB, which speaks for the sweep: exit %d: %s", code, errOut)
+	}
+	t.Setenv("GPUQ_GPUS", "sim:2x24GiB")
+	if out, errOut, code := gpuq(t, "--config", cfg, "plan", sweep); code != exitOK || !strings.Contains(out, "2 jobs on 2 cards, SIMULATED sim:2x24GiB") {
+		t.Errorf("plan with GPUQ_GPUS=sim:2x24GiB: exit %d:\n%s%s", code, out, errOut)
+	}
+	// Named by GPUQ_GPUS, the machine is told apart from the config file's; one of
+	// fewer cards than the sweep is for offers them all, and says it has fewer.
+	t.Setenv("GPUQ_GPUS", "sim:1x24GiB")
+	_, errOut, _ = gpuq(t, "--config", cfg, "plan", sweep)
+	if want := "(GPUQ_GPUS): for the sweep's machine, set GPUQ_GPUS=sim:2x24GiB for this run; " +
+		"for the machine's, give the sweep its cards by index (--gpus 0: it has 1, not the 2 the sweep is for)\n"; !strings.HasSuffix(errOut, want) {
+		t.Errorf("beside GPUQ_GPUS of 1 card: %s\nwant %q", errOut, want)
+	}
+}
