@@ -27,18 +27,7 @@ func TestCleanForgetsWhatARunLeft(t *testing.T) {
 	// A record that says when its run ended ended then, whenever its file was last
 	// modified: copied without the times, or restored with older ones.
 	says := func(sweep string, pid int, ended, touched time.Time) api.Run {
-		r := api.Run{Sweep: sweep, PID: pid, Socket: api.RunSocket(dir, sweep, pid)}
-		err := r.WriteRecord(func(w io.Writer) error {
-			_, err := io.WriteString(w, `{"ended":"`+ended.Format(time.RFC3339Nano)+`","jobs":[{"sweep":"`+sweep+`","id":"`+sweep+`.1","state":"succeeded","attempts":[]}]}`)
-			return err
-		})
-		if err == nil {
-			err = os.Chtimes(r.Record(), touched, touched)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return leaveRecord(t, dir, sweep, pid, touched, ended)
 	}
 	copied, restored := says("copied", 4646, now.Add(-10*24*time.Hour), now), says("restored", 4747, now, now.Add(-10*24*time.Hour))
 	kept := func(r api.Run) bool { _, err := os.Stat(r.Record()); return err == nil }
@@ -107,19 +96,24 @@ func TestCleanForgetsWhatARunLeft(t *testing.T) {
 }
 
 // leaveRecord leaves in the state directory what a gpuq run of sweep (pid) leaves as
-// it ends, one job that succeeded, as if it had ended then.
-func leaveRecord(t *testing.T, dir, sweep string, pid int, ended time.Time) api.Run {
+// it ends, one job that succeeded, its file last modified at touched; where ended is
+// given, the record says that the run ended then.
+func leaveRecord(t *testing.T, dir, sweep string, pid int, touched time.Time, ended ...time.Time) api.Run {
 	t.Helper()
 	if err := os.MkdirAll(api.RunsDir(dir), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	says := ""
+	for _, at := range ended {
+		says = `"ended":"` + at.Format(time.RFC3339Nano) + `",`
+	}
 	r := api.Run{Sweep: sweep, PID: pid, Socket: api.RunSocket(dir, sweep, pid)}
 	err := r.WriteRecord(func(w io.Writer) error {
-		_, err := io.WriteString(w, `{"jobs":[{"sweep":"`+sweep+`","id":"`+sweep+`.1","state":"succeeded","attempts":[]}]}`)
+		_, err := io.WriteString(w, `{`+says+`"jobs":[{"sweep":"`+sweep+`","id":"`+sweep+`.1","state":"succeeded","attempts":[]}]}`)
 		return err
 	})
 	if err == nil {
-		err = os.Chtimes(r.Record(), ended, ended)
+		err = os.Chtimes(r.Record(), touched, touched)
 	}
 	if err != nil {
 		t.Fatal(err)
