@@ -229,8 +229,13 @@ func (s *settings) daemonLeft(req api.CleanRequest, none api.NoDaemonError) erro
 		}
 		return sweepNotForgotten(req.Sweep, none)
 	}
+	// With --older-than, a sweep submitted within it cannot have ended before it: a
+	// daemon would not forget it either.
 	var names []string
 	for _, sub := range sr.view.Submissions() {
+		if req.OlderThan > 0 && time.Since(sub.Submitted) < req.OlderThan {
+			continue
+		}
 		names = append(names, sub.Sweep.Name)
 	}
 	if len(names) == 0 {

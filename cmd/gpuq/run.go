@@ -232,6 +232,7 @@ func runRun(opts *runOptions) error {
 	defer stop()
 	ui.start()
 	signals := stopOnSignals(ctx, stop, r, ui, opts.io.Err)
+	defer signals.release()
 	runErr := eng.Run(ctx)
 	killed := signals.end()
 	ui.stop()
@@ -260,7 +261,7 @@ func runRun(opts *runOptions) error {
 		}
 		how := "every trainer was stopped"
 		if killed {
-			how = "every trainer left was killed (SIGKILL) at the second Ctrl-C"
+			how = "every trainer left was killed (SIGKILL)"
 		}
 		return fmt.Errorf("%w; %s. Not finished: %s", errInterrupted, how, firstOf(left, " "))
 	case runErr != nil:
@@ -285,15 +286,17 @@ func runRun(opts *runOptions) error {
 // hangs up passes its own SIGHUP on to gpuq after the terminal's, and a trainer that
 // saves a checkpoint on SIGTERM must not be cut short by that. A run stopped otherwise
 // (what reads its output went: ctx ended, and readerGone said why) is killed by the
-// first Ctrl-C that comes, as by a second. The signals are gpuq's until end is called,
-// once the engine has returned.
+// first Ctrl-C that comes, as by a second. Signals after that, or after the engine
+// has returned (end), are caught and do nothing until release, as gpuq run returns:
+// the notify hooks it waits for, its summary and the record of its jobs that gpuq
+// results reads are still to come, and a Ctrl-C then once killed gpuq before it wrote
+// that record.
 func stopOnSignals(ctx context.Context, stop context.CancelFunc, r *runner.Direct, ui *runUI, errs io.Writer) *signalStop {
 	s := &signalStop{sigs: make(chan os.Signal, 4), ended: make(chan struct{})}
 	signal.Notify(s.sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer signal.Stop(s.sigs)
 		select {
 		case <-s.sigs:
 			if n := r.Running(); n > 0 {
@@ -306,18 +309,18 @@ func stopOnSignals(ctx context.Context, stop context.CancelFunc, r *runner.Direc
 		case <-s.ended:
 			return
 		}
-		for {
+		for killed := false; ; {
 			select {
 			case sig := <-s.sigs:
-				if sig == syscall.SIGHUP {
+				if sig == syscall.SIGHUP || killed {
 					continue
 				}
+				killed = true
 				// None reached: every trainer had ended already, and none was killed.
 				if n := r.Kill(); n > 0 {
 					s.killed = true
 					ui.say(errs, fmt.Sprintf("gpuq: killing %s now (SIGKILL)", plans.Count(n, "trainer")), time.Time{})
 				}
-				return
 			case <-s.ended:
 				return
 			}
@@ -334,14 +337,18 @@ type signalStop struct {
 	killed bool // a second Ctrl-C killed the trainers; read after end
 }
 
-// end gives the signals back, once the engine has returned and before the live table
+// end stops acting on signals, once the engine has returned and before the live table
 // is drawn for the last time (nothing is said above it after), and reports whether a
-// second Ctrl-C killed the trainers.
+// second Ctrl-C killed the trainers. The signals are still caught, and do nothing,
+// until release.
 func (s *signalStop) end() (killed bool) {
 	close(s.ended)
 	s.wg.Wait()
 	return s.killed
 }
+
+// release gives the signals back, as gpuq run returns.
+func (s *signalStop) release() { signal.Stop(s.sigs) }
 
 // pathLine is text followed by path, on one line where it fits width (0: any), else
 // with the path on a line of its own: a line that the terminal wrapped would break the

@@ -383,6 +383,54 @@ gpus: sim:2x24GiB
 // (without it, the run looked as if nothing happened for ten seconds); the second
 // kills them at once, as the grace running out would, and the run ends well before
 // that grace with exit 130, saying they were killed. Before, the first Ctrl-C said
+// TestACtrlCAfterTheJobsIsCaught: a Ctrl-C once a gpuq run's jobs have ended, while it
+// waits for its notify hook, does nothing: the run goes on to its summary and the
+// record of its jobs that gpuq results reads, and exits as its jobs did. Signals were
+// once given back as the engine returned, and that Ctrl-C killed gpuq before it wrote
+// the record.
+func TestACtrlCAfterTheJobsIsCaught(t *testing.T) {
+	dir := t.TempDir()
+	hooked, gate := filepath.Join(dir, "hooked"), filepath.Join(dir, "gate")
+	sweep := filepath.Join(dir, "late.yaml")
+	os.WriteFile(sweep, []byte(fmt.Sprintf(`name: late
+command: [sh, -c, "exit 0"]
+jobs: [{}]
+memory: 1GiB
+gpus: sim:1x24GiB
+notify: {command: [sh, -c, "touch %s; while [ ! -e %s ]; do sleep 0.05; done"]}
+`, hooked, gate)), 0o644)
+	state := filepath.Join(dir, "state")
+	cmd := exec.Command(os.Args[0], "run", sweep, "--log-dir", filepath.Join(dir, "logs"))
+	cmd.Env = append(os.Environ(), asGPUQ+"=1", "GPUQ_STATE_DIR="+state,
+		"GPUQ_SIM_LEDGER="+filepath.Join(dir, "ledger"), "XDG_CONFIG_HOME="+dir)
+	var out, errOut schedtest.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o644); cmd.Process.Kill() })
+	schedtest.WaitFor(t, "the notify hook to run", func() bool { _, err := os.Stat(hooked); return err == nil })
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("gpuq run still runs a minute after its hook was let go:\n%s%s", out.String(), errOut.String())
+	}
+	if err != nil {
+		t.Fatalf("gpuq run: %v (a Ctrl-C after its jobs ended ended it)\n%s%s", err, out.String(), errOut.String())
+	}
+	pid := cmd.Process.Pid
+	if _, err := os.Stat(api.Run{Sweep: "late", PID: pid, Socket: api.RunSocket(state, "late", pid)}.Record()); err != nil {
+		t.Errorf("the run's record: %v", err)
+	}
+}
+
 // nothing and the second did nothing: the run ended ten seconds later all the same.
 func TestRunSecondCtrlCKillsTheTrainers(t *testing.T) {
 	needPython(t)
@@ -461,7 +509,7 @@ gpus: sim:2x24GiB
 	}
 	for _, want := range []string{
 		"gpuq: killing 2 trainers now (SIGKILL)\n",
-		"gpuq: interrupted; every trainer left was killed (SIGKILL) at the second Ctrl-C. Not finished: stub.1 stub.2\n",
+		"gpuq: interrupted; every trainer left was killed (SIGKILL). Not finished: stub.1 stub.2\n",
 	} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())

@@ -240,11 +240,15 @@ func leftRunning(running []*state.Attempt, lease time.Duration) string {
 		}
 	}
 	const takenUp = "a daemon started again takes them up"
+	under := "under their supervisors"
+	if own == 1 {
+		under = "under its supervisor"
+	}
 	switch {
 	case own == 0 && len(onWorker) == 0:
 		return "0 trainers left running"
 	case len(onWorker) == 0:
-		return plans.Count(own, "trainer") + " left running under their supervisors (" + takenUp + ")"
+		return plans.Count(own, "trainer") + " left running " + under + " (" + takenUp + ")"
 	}
 	// The workers' trainers, the first counted in trainers where it comes first.
 	var where []string
@@ -267,7 +271,7 @@ func leftRunning(running []*state.Attempt, lease time.Duration) string {
 		n, rest, _ := strings.Cut(workers, " on worker ")
 		return n + " left running on worker " + rest
 	}
-	return "left running: " + plans.Count(own, "trainer") + " on this machine under their supervisors (" + takenUp + "); " + workers
+	return "left running: " + plans.Count(own, "trainer") + " on this machine " + under + " (" + takenUp + "); " + workers
 }
 
 // open rebuilds the state, opens the machine and takes up the attempts that ran on.

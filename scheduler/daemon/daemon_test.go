@@ -854,7 +854,7 @@ func TestTheStopLineSaysWhereTrainersRun(t *testing.T) {
 		{"a worker's, on a daemon of no cards of its own", at("w1", 4), lease,
 			"4 trainers left running on worker w1, until its lease lapses (1m46.8s after the last beat the daemon answered)" + past},
 		{"two workers', the daemon's own beside them", slices.Concat(at("w2", 1), at("", 1), at("w1", 2)), lease,
-			"left running: 1 trainer on this machine under their supervisors (a daemon started again takes them up); " +
+			"left running: 1 trainer on this machine under its supervisor (a daemon started again takes them up); " +
 				"2 trainers on worker w1, 1 on worker w2, each until its worker's lease lapses (1m46.8s after the last beat the daemon answered)" + past},
 		{"a worker's, taken up by a daemon that gave no lease (--listen off)", at("w1", 1), 0,
 			"1 trainer left running on worker w1, until its lease lapses" + past},
