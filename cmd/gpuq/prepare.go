@@ -84,7 +84,7 @@ func machineSpec(sw *plans.Sweep, mo plans.Overrides) (plans.GPUSpec, string, er
 	}
 	if spec.String() != sw.GPUs.String() {
 		return spec, "", plans.Problems{{File: gpusWhere(sw), Msg: fmt.Sprintf("the sweep is for %s, but the machine is %s (%s): %s",
-			sw.GPUs, spec, mo.GPUs.Source, otherMachineHint(sw.GPUs, spec, mo.GPUs.Source))}}
+			sw.GPUs, spec, mo.GPUs.Source, otherMachineHint(sw.GPUs, spec, mo.GPUs.Source, mo.Plan))}}
 	}
 	return spec, mo.GPUs.Source, nil
 }
@@ -96,9 +96,16 @@ func machineSpec(sw *plans.Sweep, mo plans.Overrides) (plans.GPUSpec, string, er
 // plan it speaks for the sweep, not the machine, and there is no empty config file to
 // name, /dev/null being refused). The other is the machine's cards, as many as the
 // sweep is for (its gpu_plan counts per card, so fewer would not do), by index: --gpus
-// with the sweep; all of them where the machine has fewer.
-func otherMachineHint(want, spec plans.GPUSpec, source string) string {
-	sweeps := fmt.Sprintf("for the sweep's machine, set GPUQ_GPUS=%s for this run", want)
+// with the sweep; all of them where the machine has fewer. A plan of a count a card
+// that the machine's settings give (plan, the config file's gpu_plan, say) is for their
+// cards: the first way then needs GPUQ_GPU_PLAN too, a count for each of the sweep's.
+func otherMachineHint(want, spec plans.GPUSpec, source string, plan plans.Override) string {
+	n := want.Count()
+	sweeps := fmt.Sprintf("for the sweep's machine, set GPUQ_GPUS=%s", want)
+	if p, err := plans.ParsePlan(plan.Value); err == nil && len(p) > 1 && len(p) != n {
+		sweeps += fmt.Sprintf(" and GPUQ_GPU_PLAN to %d counts, one a card (gpu_plan %s, from %s, is for %d)", n, plan.Value, plan.Source, len(p))
+	}
+	sweeps += " for this run"
 	if source != "GPUQ_GPUS" {
 		sweeps += " (it comes before the config file)"
 	}
@@ -109,7 +116,6 @@ func otherMachineHint(want, spec plans.GPUSpec, source string) string {
 			cards[i] = i
 		}
 	}
-	n := want.Count()
 	if len(cards) == 0 {
 		return sweeps
 	}

@@ -193,6 +193,21 @@ func TestASweepForAnotherSimulatedMachineIsToldHowToPlanIt(t *testing.T) {
 	if out, errOut, code := gpuq(t, "--config", cfg, "plan", sweep); code != exitOK || !strings.Contains(out, "2 jobs on 2 cards, SIMULATED sim:2x24GiB") {
 		t.Errorf("plan with GPUQ_GPUS=sim:2x24GiB: exit %d:\n%s%s", code, out, errOut)
 	}
+	// A config file's plan of a count a card is for its cards: the first way out
+	// needs GPUQ_GPU_PLAN too, and with it plans the sweep.
+	planned := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(planned, []byte("gpus: sim:3x24GiB\ngpu_plan: \"1,1,2\"\n"), 0o644)
+	t.Setenv("GPUQ_GPUS", "")
+	_, errOut, _ = gpuq(t, "--config", planned, "plan", sweep)
+	if want := "for the sweep's machine, set GPUQ_GPUS=sim:2x24GiB and GPUQ_GPU_PLAN to 2 counts, one a card (gpu_plan 1,1,2, from " + planned + ": gpu_plan, is for 3) for this run"; !strings.Contains(errOut, want) {
+		t.Errorf("beside a config file's plan for 3 cards: %s\nwant %q", errOut, want)
+	}
+	t.Setenv("GPUQ_GPUS", "sim:2x24GiB")
+	t.Setenv("GPUQ_GPU_PLAN", "1,2")
+	if out, errOut, code := gpuq(t, "--config", planned, "plan", sweep); code != exitOK || !strings.Contains(out, "2 jobs on 2 cards, SIMULATED sim:2x24GiB") {
+		t.Errorf("plan with GPUQ_GPUS and GPUQ_GPU_PLAN: exit %d:\n%s%s", code, out, errOut)
+	}
+	t.Setenv("GPUQ_GPU_PLAN", "")
 	// Named by GPUQ_GPUS, the machine is told apart from the config file's; one of
 	// fewer cards than the sweep is for offers them all, and says it has fewer.
 	t.Setenv("GPUQ_GPUS", "sim:1x24GiB")
